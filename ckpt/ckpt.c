@@ -1,0 +1,319 @@
+// ckpt: parallel HDF5 write/read of full tensors by element-range hyperslabs.
+#include "ckpt.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <hdf5.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../comm/comm.h"
+
+#define FORMAT_NAME "fsdpc-ckpt"
+#define FORMAT_VERSION 1
+
+#define h5Check(x) h5_check((long)(x), #x, __FILE__, __LINE__)
+static long h5_check(long r, const char *what, const char *file, int line) {
+    if (r < 0) comm_fatal_at(file, line, "HDF5 call failed: %s (disk full, permissions, or a corrupt file?)", what);
+    return r;
+}
+
+static hid_t open_file(const char *path, int create) {
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);  // we report errors ourselves, one line each
+    hid_t fapl = h5Check(H5Pcreate(H5P_FILE_ACCESS));
+    h5Check(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL));
+    hid_t f = create ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    return f;
+}
+
+// ---- attributes ----
+
+static void attr_write(hid_t loc, const char *name, hid_t type, const void *val) {
+    hid_t sp = h5Check(H5Screate(H5S_SCALAR));
+    hid_t a = h5Check(H5Acreate2(loc, name, type, sp, H5P_DEFAULT, H5P_DEFAULT));
+    h5Check(H5Awrite(a, type, val));
+    H5Aclose(a);
+    H5Sclose(sp);
+}
+
+static void attr_write_str(hid_t loc, const char *name, const char *val) {
+    hid_t t = h5Check(H5Tcopy(H5T_C_S1));
+    h5Check(H5Tset_size(t, strlen(val) + 1));
+    attr_write(loc, name, t, val);
+    H5Tclose(t);
+}
+
+static int attr_read(hid_t loc, const char *name, hid_t type, void *val) {
+    if (H5Aexists(loc, name) <= 0) return 0;
+    hid_t a = h5Check(H5Aopen(loc, name, H5P_DEFAULT));
+    int ok = H5Aread(a, type, val) >= 0;
+    H5Aclose(a);
+    return ok;
+}
+
+static int attr_read_str(hid_t loc, const char *name, char *buf, size_t len) {
+    if (H5Aexists(loc, name) <= 0) return 0;
+    hid_t a = h5Check(H5Aopen(loc, name, H5P_DEFAULT));
+    hid_t ft = h5Check(H5Aget_type(a));
+    size_t n = H5Tget_size(ft);
+    hid_t t = h5Check(H5Tcopy(H5T_C_S1));
+    h5Check(H5Tset_size(t, n));
+    char *tmp = mallocCheck(n + 1);
+    int ok = H5Aread(a, t, tmp) >= 0;
+    tmp[n] = 0;
+    snprintf(buf, len, "%s", tmp);
+    free(tmp);
+    H5Tclose(t);
+    H5Tclose(ft);
+    H5Aclose(a);
+    return ok;
+}
+
+typedef struct {
+    const char *name;
+    size_t off;
+} IntField;
+
+static const IntField model_ints[] = {
+    {"hidden_width", offsetof(ModelConfig, hidden_width)},
+    {"num_layers", offsetof(ModelConfig, num_layers)},
+    {"num_heads", offsetof(ModelConfig, num_heads)},
+    {"num_key_value_heads", offsetof(ModelConfig, num_key_value_heads)},
+    {"intermediate_size", offsetof(ModelConfig, intermediate_size)},
+    {"vocab_size", offsetof(ModelConfig, vocab_size)},
+    {"max_context_width", offsetof(ModelConfig, max_context_width)},
+};
+#define NMODEL_INTS (sizeof model_ints / sizeof model_ints[0])
+
+// ---- tensor slices ----
+
+// Selects elements [begin, begin+count) of a row-major dataset (1-D or 2-D) as at most three
+// hyperslabs: a partial first row, whole rows, a partial last row.
+static void select_range(hid_t space, const TensorSpec *t, size_t begin, size_t count) {
+    if (!count) {
+        h5Check(H5Sselect_none(space));
+        return;
+    }
+    if (t->ndim == 1) {
+        hsize_t st[1] = {begin}, ct[1] = {count};
+        h5Check(H5Sselect_hyperslab(space, H5S_SELECT_SET, st, NULL, ct, NULL));
+        return;
+    }
+    size_t C = t->shape[1], end = begin + count;
+    H5S_seloper_t op = H5S_SELECT_SET;
+    size_t r0 = begin / C, r1 = end / C;
+    if (begin % C) {  // partial first row
+        size_t stop = (r0 + 1) * C < end ? (r0 + 1) * C : end;
+        hsize_t st[2] = {r0, begin % C}, ct[2] = {1, stop - begin};
+        h5Check(H5Sselect_hyperslab(space, op, st, NULL, ct, NULL));
+        op = H5S_SELECT_OR;
+        r0++;
+        if (stop == end) return;
+    }
+    if (r1 > r0) {
+        hsize_t st[2] = {r0, 0}, ct[2] = {r1 - r0, C};
+        h5Check(H5Sselect_hyperslab(space, op, st, NULL, ct, NULL));
+        op = H5S_SELECT_OR;
+    }
+    if (end % C && r1 >= r0) {
+        hsize_t st[2] = {r1, 0}, ct[2] = {1, end % C};
+        h5Check(H5Sselect_hyperslab(space, op, st, NULL, ct, NULL));
+    }
+}
+
+// Collective read or write of this rank's slice of one tensor.
+static void xfer_tensor(hid_t file, const char *group, const TensorSpec *t, size_t begin, size_t count, float *buf,
+                        int write) {
+    char path[160];
+    snprintf(path, sizeof path, "%s/%s", group, t->name);
+    hsize_t dims[2] = {(hsize_t)t->shape[0], (hsize_t)t->shape[1]};
+    hid_t fspace = h5Check(H5Screate_simple(t->ndim, dims, NULL));
+    hid_t ds = write ? H5Dcreate2(file, path, H5T_IEEE_F32LE, fspace, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)
+                     : H5Dopen2(file, path, H5P_DEFAULT);
+    h5Check(ds);
+    select_range(fspace, t, begin, count);
+    hsize_t mdim[1] = {count ? count : 1};
+    hid_t mspace = h5Check(H5Screate_simple(1, mdim, NULL));
+    if (!count) h5Check(H5Sselect_none(mspace));
+    hid_t dxpl = h5Check(H5Pcreate(H5P_DATASET_XFER));
+    h5Check(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
+    if (write)
+        h5Check(H5Dwrite(ds, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf));
+    else
+        h5Check(H5Dread(ds, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf));
+    H5Pclose(dxpl);
+    H5Sclose(mspace);
+    H5Sclose(fspace);
+    H5Dclose(ds);
+}
+
+static const char *const groups[] = {"model", "optim/exp_avg", "optim/exp_avg_sq"};
+
+static float *state_buffer(const FlatUnit *f, int which) {
+    return which == 0 ? f->master : which == 1 ? f->exp_avg : f->exp_avg_sq;
+}
+
+// Visits every tensor of every unit with this rank's slice in each of the three state groups.
+static void xfer_state(hid_t file, const ShardState *s, int write) {
+    const ModelPlan *plan = s->plan;
+    for (int g = 0; g < 3; g++)
+        for (int u = 0; u < plan->nunits; u++)
+            for (int t = 0; t < plan->units[u].ntensors; t++) {
+                size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
+                xfer_tensor(file, groups[g], &plan->units[u].t[t], begin, n, state_buffer(&s->units[u], g) + local, write);
+            }
+}
+
+double ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, double *bytes) {
+    double t0 = comm_time();
+    if (comm_info.rank == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST)
+        comm_fatal("cannot create checkpoint directory '%s': %s", dir, strerror(errno));
+    comm_barrier(comm_world());
+    char final[1024], tmp[1040];
+    snprintf(final, sizeof final, "%s/step_%08d.h5", dir, meta->step);
+    snprintf(tmp, sizeof tmp, "%s.tmp", final);
+    hid_t f = open_file(tmp, 1);
+    if (f < 0) comm_fatal("cannot create checkpoint '%s' (check the directory and free space)", tmp);
+    attr_write_str(f, "format", FORMAT_NAME);
+    int version = FORMAT_VERSION;
+    attr_write(f, "format_version", H5T_NATIVE_INT, &version);
+    attr_write(f, "step", H5T_NATIVE_INT, &meta->step);
+    attr_write(f, "tokens_seen", H5T_NATIVE_UINT64, &meta->tokens_seen);
+    attr_write(f, "data_position", H5T_NATIVE_UINT64, &meta->data_position);
+    attr_write(f, "rng_state", H5T_NATIVE_UINT64, &meta->rng_state);
+    const ModelConfig *m = &cfg->model;
+    attr_write_str(f, "model_type", m->model_type);
+    for (size_t i = 0; i < NMODEL_INTS; i++) attr_write(f, model_ints[i].name, H5T_NATIVE_INT, (const char *)m + model_ints[i].off);
+    attr_write(f, "rope_theta", H5T_NATIVE_FLOAT, &m->rope_theta);
+    attr_write(f, "norm_eps", H5T_NATIVE_FLOAT, &m->norm_eps);
+    char run[2048];
+    config_describe(cfg, run, sizeof run);
+    attr_write_str(f, "run_config", run);
+    for (int g = 0; g < 3; g++) {
+        hid_t lcpl = h5Check(H5Pcreate(H5P_LINK_CREATE));
+        h5Check(H5Pset_create_intermediate_group(lcpl, 1));
+        H5Gclose(h5Check(H5Gcreate2(f, groups[g], lcpl, H5P_DEFAULT, H5P_DEFAULT)));
+        H5Pclose(lcpl);
+    }
+    xfer_state(f, s, 1);
+    h5Check(H5Fflush(f, H5F_SCOPE_GLOBAL));
+    h5Check(H5Fclose(f));
+    comm_barrier(comm_world());  // publish only once every rank's slices are on disk
+    if (comm_info.rank == 0 && rename(tmp, final) != 0)
+        comm_fatal("cannot rename '%s' to '%s': %s", tmp, final, strerror(errno));
+    comm_barrier(comm_world());
+    *bytes = 3.0 * (double)s->plan->num_params * sizeof(float);
+    return comm_time() - t0;
+}
+
+// step number of a name step_<digits>.h5, or -1
+static int step_of(const char *name) {
+    int step, n = 0;
+    if (sscanf(name, "step_%d.h5%n", &step, &n) == 1 && name[n] == 0) return step;
+    return -1;
+}
+
+int ckpt_resolve(const char *path, char *out, size_t len) {
+    struct stat st;
+    out[0] = 0;
+    if (stat(path, &st) != 0) return 0;  // a resume dir that does not exist yet: start fresh
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(out, len, "%s", path);
+        return 1;
+    }
+    DIR *d = opendir(path);
+    if (!d) comm_fail_all("cannot read checkpoint directory '%s'", path);
+    int best = -1;
+    for (struct dirent *e; (e = readdir(d));) {
+        int s = step_of(e->d_name);
+        if (s > best) best = s;
+    }
+    closedir(d);
+    if (best < 0) return 0;
+    snprintf(out, len, "%s/step_%08d.h5", path, best);
+    return 1;
+}
+
+// Checks format, config and every tensor shape; returns an error message or NULL.
+static const char *validate(hid_t f, const char *file, const ShardState *s, const Config *cfg) {
+    static char msg[1024];
+    char fmt[64] = "";
+    if (!attr_read_str(f, "format", fmt, sizeof fmt) || strcmp(fmt, FORMAT_NAME) != 0)
+        return snprintf(msg, sizeof msg, "'%s' is not an fsdpc checkpoint (format attribute '%s')", file, fmt), msg;
+    for (size_t i = 0; i < NMODEL_INTS; i++) {
+        int v = -1, want = *(const int *)((const char *)&cfg->model + model_ints[i].off);
+        if (!attr_read(f, model_ints[i].name, H5T_NATIVE_INT, &v))
+            return snprintf(msg, sizeof msg, "checkpoint '%s' lacks the '%s' attribute", file, model_ints[i].name), msg;
+        if (v != want)
+            return snprintf(msg, sizeof msg, "checkpoint '%s' has %s=%d but this run has --%s %d", file, model_ints[i].name,
+                            v, model_ints[i].name, want),
+                   msg;
+    }
+    const ModelPlan *plan = s->plan;
+    char path[160];
+    for (int g = 0; g < 3; g++)
+        for (int u = 0; u < plan->nunits; u++)
+            for (int t = 0; t < plan->units[u].ntensors; t++) {
+                const TensorSpec *ts = &plan->units[u].t[t];
+                snprintf(path, sizeof path, "%s/%s", groups[g], ts->name);
+                if (H5Lexists(f, groups[g], H5P_DEFAULT) <= 0 || H5Lexists(f, path, H5P_DEFAULT) <= 0)
+                    return snprintf(msg, sizeof msg, "checkpoint '%s' lacks tensor /%s", file, path), msg;
+                hid_t ds = h5Check(H5Dopen2(f, path, H5P_DEFAULT));
+                hid_t sp = h5Check(H5Dget_space(ds));
+                hsize_t dims[2] = {0, 0};
+                int nd = H5Sget_simple_extent_dims(sp, dims, NULL);
+                H5Sclose(sp);
+                H5Dclose(ds);
+                int ok = nd == ts->ndim && dims[0] == (hsize_t)ts->shape[0] && (nd == 1 || dims[1] == (hsize_t)ts->shape[1]);
+                if (!ok)
+                    return snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s has shape [%llu%s%llu] but the model needs [%d%s%d]",
+                                    file, path, (unsigned long long)dims[0], nd > 1 ? "," : "",
+                                    nd > 1 ? (unsigned long long)dims[1] : 0ULL, ts->shape[0], ts->ndim > 1 ? "," : "",
+                                    ts->ndim > 1 ? ts->shape[1] : 0),
+                           msg;
+            }
+    return NULL;
+}
+
+void ckpt_load(const char *file, ShardState *s, const Config *cfg, CkptMeta *meta) {
+    static char err[1200];
+    hid_t f = open_file(file, 0);
+    const char *e = NULL;
+    if (f < 0)
+        e = (snprintf(err, sizeof err, "cannot open checkpoint '%s': not a readable HDF5 file (truncated or still being written?)", file), err);
+    else
+        e = validate(f, file, s, cfg);
+    comm_check_all(e);
+    attr_read(f, "step", H5T_NATIVE_INT, &meta->step);
+    attr_read(f, "tokens_seen", H5T_NATIVE_UINT64, &meta->tokens_seen);
+    attr_read(f, "data_position", H5T_NATIVE_UINT64, &meta->data_position);
+    attr_read(f, "rng_state", H5T_NATIVE_UINT64, &meta->rng_state);
+    xfer_state(f, s, 0);
+    H5Fclose(f);
+    s->step = meta->step;
+}
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+void ckpt_prune(const char *dir, int keep) {
+    if (keep <= 0 || comm_info.rank != 0) return;
+    DIR *d = opendir(dir);
+    if (!d) return;
+    int steps[4096], n = 0;
+    for (struct dirent *e; (e = readdir(d)) && n < 4096;) {
+        int s = step_of(e->d_name);
+        if (s >= 0) steps[n++] = s;
+    }
+    closedir(d);
+    qsort(steps, n, sizeof(int), cmp_int);
+    char path[1024];
+    for (int i = 0; i < n - keep; i++) {
+        snprintf(path, sizeof path, "%s/step_%08d.h5", dir, steps[i]);
+        if (unlink(path) != 0) comm_log("warning: could not delete old checkpoint %s: %s\n", path, strerror(errno));
+    }
+}

@@ -1,0 +1,161 @@
+// comm: MPI bootstrap, error exits, host-buffer collectives.
+#include "comm.h"
+
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+struct CommGroup {
+    MPI_Comm comm;
+};
+
+CommInfo comm_info;
+static CommGroup world_group;
+
+#define mpiCheck(call) mpi_check((call), __FILE__, __LINE__)
+static void mpi_check(int err, const char *file, int line) {
+    if (err == MPI_SUCCESS) return;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(err, msg, &len);
+    comm_fatal_at(file, line, "MPI call failed: %s (is the launcher/network healthy?)", msg);
+}
+
+void comm_init(int *argc, char ***argv) {
+    MPI_Init(argc, argv);
+    // errors come back to us so they are reported with file:line, not as a bare abort
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    world_group.comm = MPI_COMM_WORLD;
+    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &comm_info.rank));
+    mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &comm_info.world));
+    // local rank from shared-memory domains, so mpiexec, srun and a bare start all agree
+    MPI_Comm node;
+    mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm_info.rank, MPI_INFO_NULL, &node));
+    mpiCheck(MPI_Comm_rank(node, &comm_info.local_rank));
+    mpiCheck(MPI_Comm_size(node, &comm_info.local_world));
+    MPI_Comm_free(&node);
+}
+
+void comm_finalize(void) { MPI_Finalize(); }
+
+double comm_time(void) { return MPI_Wtime(); }
+
+double comm_peak_mem_mib(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024.0;  // Linux reports KiB
+}
+
+void comm_fatal_at(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "fsdpc: error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (rank %d, %s:%d)\n", comm_info.rank, file, line);
+    va_end(ap);
+    fflush(stderr);
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (inited && comm_info.world > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+__attribute__((noreturn)) static void exit_all(void) {
+    fflush(stdout);
+    fflush(stderr);
+    MPI_Finalize();
+    exit(1);
+}
+
+void comm_fail_all(const char *fmt, ...) {
+    if (comm_info.rank == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "fsdpc: error: ");
+        vfprintf(stderr, fmt, ap);
+        fprintf(stderr, "\n");
+        va_end(ap);
+    }
+    exit_all();
+}
+
+void comm_check_all(const char *local_error) {
+    int mine = local_error ? comm_info.rank : comm_info.world, first = mine;
+    mpiCheck(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first == comm_info.world) return;
+    // ship the failing rank's message to rank 0 so exactly one line is printed
+    char msg[1024] = {0};
+    if (local_error) snprintf(msg, sizeof msg, "%s", local_error);
+    mpiCheck(MPI_Bcast(msg, sizeof msg, MPI_CHAR, first, MPI_COMM_WORLD));
+    comm_fail_all("%s", msg);
+}
+
+void *comm_malloc_at(const char *file, int line, size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) comm_fatal_at(file, line, "out of memory allocating %zu bytes (try a smaller model/batch or more ranks)", bytes);
+    return p;
+}
+
+void *comm_calloc_at(const char *file, int line, size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) comm_fatal_at(file, line, "out of memory allocating %zu x %zu bytes (try a smaller model/batch or more ranks)", n, size);
+    return p;
+}
+
+FILE *comm_fopen_at(const char *file, int line, const char *path, const char *mode) {
+    FILE *f = fopen(path, mode);
+    if (!f) comm_fatal_at(file, line, "cannot open '%s' (mode %s): check the path and permissions", path, mode);
+    return f;
+}
+
+void comm_log(const char *fmt, ...) {
+    if (comm_info.rank != 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fflush(stderr);
+}
+
+CommGroup *comm_world(void) { return &world_group; }
+
+int comm_group_rank(const CommGroup *g) {
+    int r;
+    mpiCheck(MPI_Comm_rank(g->comm, &r));
+    return r;
+}
+
+int comm_group_size(const CommGroup *g) {
+    int s;
+    mpiCheck(MPI_Comm_size(g->comm, &s));
+    return s;
+}
+
+void comm_barrier(CommGroup *g) { mpiCheck(MPI_Barrier(g->comm)); }
+
+// MPI counts are int: large buffers go in chunks
+#define COMM_CHUNK ((size_t)1 << 30)
+
+void comm_allreduce_sum_f32(CommGroup *g, float *buf, size_t n) {
+    for (size_t o = 0; o < n; o += COMM_CHUNK) {
+        int c = (int)(n - o < COMM_CHUNK ? n - o : COMM_CHUNK);
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf + o, c, MPI_FLOAT, MPI_SUM, g->comm));
+    }
+}
+
+void comm_allreduce_sum_f64(CommGroup *g, double *buf, size_t n) {
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, g->comm));
+}
+
+void comm_allreduce_max_f64(CommGroup *g, double *buf, size_t n) {
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_MAX, g->comm));
+}
+
+void comm_bcast_bytes(CommGroup *g, void *buf, size_t n, int root) {
+    for (size_t o = 0; o < n; o += COMM_CHUNK) {
+        int c = (int)(n - o < COMM_CHUNK ? n - o : COMM_CHUNK);
+        mpiCheck(MPI_Bcast((char *)buf + o, c, MPI_BYTE, root, g->comm));
+    }
+}

@@ -1,0 +1,54 @@
+// comm: process bootstrap, error exits and collectives. The only module that calls MPI.
+#ifndef FSDPC_COMM_H
+#define FSDPC_COMM_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct {
+    int rank, world;             // in MPI_COMM_WORLD
+    int local_rank, local_world; // on this node (MPI_COMM_TYPE_SHARED)
+} CommInfo;
+
+extern CommInfo comm_info;
+
+void comm_init(int *argc, char ***argv);
+void comm_finalize(void);
+double comm_time(void);
+// peak resident memory of this process in MiB
+double comm_peak_mem_mib(void);
+
+// A rank-local failure (I/O error, allocation): prints "fsdpc: error: <msg> (file:line)" and
+// aborts every rank through MPI_Abort.
+void comm_fatal_at(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define comm_fatal(...) comm_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
+// An error every rank detects alike (bad flag, bad shape): rank 0 prints one line, every rank
+// exits with status 1 without an MPI abort banner.
+void comm_fail_all(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+// Collective "did any rank fail?": each rank passes its local error message (NULL when fine);
+// if any rank has one, rank 0 prints the lowest failing rank's message and all ranks exit 1.
+void comm_check_all(const char *local_error);
+
+// Checked allocation, aborting with the size on failure.
+void *comm_malloc_at(const char *file, int line, size_t bytes);
+#define mallocCheck(n) comm_malloc_at(__FILE__, __LINE__, (n))
+void *comm_calloc_at(const char *file, int line, size_t n, size_t size);
+#define callocCheck(n, s) comm_calloc_at(__FILE__, __LINE__, (n), (s))
+FILE *comm_fopen_at(const char *file, int line, const char *path, const char *mode);
+#define fopenCheck(p, m) comm_fopen_at(__FILE__, __LINE__, (p), (m))
+
+// rank-0-only logging to stderr
+void comm_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// ---- collectives on a group; float buffers unless stated ----
+typedef struct CommGroup CommGroup;  // opaque: an MPI communicator
+CommGroup *comm_world(void);
+int comm_group_rank(const CommGroup *g);
+int comm_group_size(const CommGroup *g);
+void comm_barrier(CommGroup *g);
+void comm_allreduce_sum_f32(CommGroup *g, float *buf, size_t n);
+void comm_allreduce_sum_f64(CommGroup *g, double *buf, size_t n);
+void comm_allreduce_max_f64(CommGroup *g, double *buf, size_t n);
+void comm_bcast_bytes(CommGroup *g, void *buf, size_t n, int root);
+
+#endif

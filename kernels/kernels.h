@@ -1,0 +1,87 @@
+// kernels: the one compute API that model/ and shard/ are written against.
+// The CPU implementation (kernels/cpu) uses OpenBLAS sgemm and OpenMP; callers never
+// see BLAS, OpenMP or a device. All tensors are row-major fp32 unless stated.
+// Naming: N = rows (tokens, B*T), D = width. "+=" in a comment means the kernel
+// accumulates into that output instead of overwriting it.
+#ifndef FSDPC_KERNELS_H
+#define FSDPC_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// threads used by the CPU kernels (0 = library default)
+void kern_init(int num_threads);
+int kern_num_threads(void);
+
+// ---- linear layers (weights are [out, in], like torch nn.Linear.weight) ----
+// out (N, OUT) = inp (N, IN) @ w^T
+void kern_matmul_fwd(float *out, const float *inp, const float *w, int N, int IN, int OUT);
+// dinp (N, IN) = dout @ w   (or += when accumulate_dinp; dinp may be NULL to skip)
+// dw (OUT, IN) += dout^T @ inp
+void kern_matmul_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                     int N, int IN, int OUT, int accumulate_dinp);
+
+// ---- RMSNorm: out = inp * rstd * w, rstd = 1/sqrt(mean(inp^2) + eps) ----
+// rstd (N) is saved for backward.
+void kern_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int D, float eps);
+// dinp (N, D) += ..., dw (D) += ...
+void kern_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                      const float *rstd, int N, int D);
+
+// ---- RoPE, Hugging Face rotate_half convention ----
+// cos/sin tables are (T, hd/2): angle(t, i) = t * theta^(-2i/hd).
+void kern_rope_table(float *cos_t, float *sin_t, int T, int hd, float theta);
+// x (B, T, nh, hd) rotated in place; row t uses table position pos0 + t.
+void kern_rope_fwd(float *x, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0);
+// the inverse rotation, applied in place to a gradient (B, T, nh, hd)
+void kern_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0);
+
+// ---- causal grouped-query attention ----
+// q (B, Tq, H, hd); k, v (B, Tk, KV, hd) with batch stride kv_bstride floats (>= Tk*KV*hd);
+// query t sits at position (Tk - Tq) + t and sees keys 0..that position.
+// H % KV == 0; query head h uses kv head h / (H / KV). Scale 1/sqrt(hd).
+// out (B, Tq, H, hd); probs (B, H, Tq, Tk) softmax probabilities saved for backward.
+void kern_attention_fwd(float *out, float *probs, const float *q, const float *k, const float *v,
+                        int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride);
+// training form (Tq == Tk == T, kv contiguous). dq (B,T,H,hd), dk, dv (B,T,KV,hd) are overwritten.
+// scratch: at least kern_attention_scratch_floats(T) floats.
+size_t kern_attention_scratch_floats(int T);
+void kern_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                        const float *probs, const float *q, const float *k, const float *v,
+                        int B, int T, int H, int KV, int hd);
+
+// ---- SwiGLU: h = silu(gate) * up, all (N) elements ----
+void kern_swiglu_fwd(float *h, const float *gate, const float *up, size_t N);
+// dgate, dup overwritten
+void kern_swiglu_bwd(float *dgate, float *dup, const float *dh, const float *gate, const float *up, size_t N);
+
+// ---- embedding ----
+// out (N, D) = wte[tokens[n]]
+void kern_embedding_fwd(float *out, const int32_t *tokens, const float *wte, int N, int D);
+// dwte (V, D) += scatter of dout (N, D); deterministic (no atomics)
+void kern_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, int N, int D);
+
+// ---- fused softmax + cross-entropy ----
+// logits (N, V) are overwritten with dloss/dlogits * dscale, where loss_n = -log softmax(logits_n)[targets_n].
+// Returns sum_n loss_n (in double). With dscale == 0 the logits are left untouched (evaluation).
+double kern_crossentropy_fwd_bwd(float *logits, const int32_t *targets, int N, int V, float dscale);
+
+// ---- elementwise and reductions ----
+void kern_add(float *y, const float *x, size_t n);            // y += x
+void kern_add3(float *out, const float *a, const float *b, size_t n);  // out = a + b
+void kern_scale(float *x, float s, size_t n);                 // x *= s
+void kern_zero(float *x, size_t n);
+void kern_copy(float *dst, const float *src, size_t n);
+double kern_sumsq(const float *x, size_t n);                  // sum x^2 in double
+
+// ---- optimizer: torch.optim.AdamW semantics ----
+// p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+// p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), with t = step (1-based)
+void kern_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+                float beta2, float eps, float wd, int step);
+
+// ---- bf16 storage (round to nearest even) ----
+void kern_f32_to_bf16(uint16_t *dst, const float *src, size_t n);
+void kern_bf16_to_f32(float *dst, const uint16_t *src, size_t n);
+
+#endif

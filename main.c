@@ -1,0 +1,16 @@
+// fsdpc: FSDP-style training of Llama-2 models in one MPI binary.
+#include "comm/comm.h"
+#include "kernels/kernels.h"
+#include "model/config.h"
+#include "shard/train.h"
+
+int main(int argc, char **argv) {
+    comm_init(&argc, &argv);
+    static Config cfg;  // large (paths, prompt): keep it off the stack
+    config_parse(&cfg, argc, argv);
+    kern_init(cfg.num_threads);
+    cfg.num_threads = kern_num_threads();
+    train_run(&cfg);
+    comm_finalize();
+    return 0;
+}

@@ -1,0 +1,297 @@
+// config: defaults, presets and a table-driven command-line parser.
+#include "config.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../comm/comm.h"
+
+typedef struct {
+    const char *name;
+    int hidden_width, num_layers, num_heads, num_key_value_heads, intermediate_size, max_context_width, vocab_size;
+} Preset;
+
+// llama2_* are the published Llama-2 sizes; tiny is the default Shakespeare model (byte vocab),
+// small enough that `make run` learns visibly in a couple of minutes on 2 cores.
+static const Preset presets[] = {
+    {"tiny", 128, 4, 4, 2, 344, 128, 256},
+    {"llama2_7b", 4096, 32, 32, 32, 11008, 4096, 32000},
+    {"llama2_13b", 5120, 40, 40, 40, 13824, 4096, 32000},
+    {"llama2_70b", 8192, 80, 64, 8, 28672, 4096, 32000},
+};
+
+int config_preset(ModelConfig *m, const char *name) {
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        const Preset *p = &presets[i];
+        if (strcmp(p->name, name) != 0) continue;
+        snprintf(m->model_name, sizeof m->model_name, "%s", name);
+        m->hidden_width = p->hidden_width;
+        m->num_layers = p->num_layers;
+        m->num_heads = p->num_heads;
+        m->num_key_value_heads = p->num_key_value_heads;
+        m->intermediate_size = p->intermediate_size;
+        m->max_context_width = p->max_context_width;
+        m->vocab_size = p->vocab_size;
+        return 1;
+    }
+    return 0;
+}
+
+int config_head_dim(const ModelConfig *m) { return m->hidden_width / m->num_heads; }
+
+typedef enum { F_INT, F_FLOAT, F_STR, F_BOOL } FlagKind;
+
+typedef struct {
+    const char *name;
+    const char *alias;    // the other spelling the seed scripts use, or NULL
+    FlagKind kind;
+    size_t off, size;     // where the value lives in Config (size for strings)
+    const char *choices;  // "a|b|c" for an enumerated string, else NULL
+} Flag;
+
+#define I(n, field) {n, NULL, F_INT, offsetof(Config, field), 0, NULL}
+#define FL(n, field) {n, NULL, F_FLOAT, offsetof(Config, field), 0, NULL}
+#define S(n, field, ch) {n, NULL, F_STR, offsetof(Config, field), sizeof(((Config *)0)->field), ch}
+#define B(n, field) {n, NULL, F_BOOL, offsetof(Config, field), 0, NULL}
+
+static const Flag flags[] = {
+    S("model_type", model.model_type, "llama_v2|mingpt"),
+    S("model_name", model.model_name, NULL),
+    I("hidden_width", model.hidden_width),
+    I("num_layers", model.num_layers),
+    I("num_heads", model.num_heads),
+    I("num_key_value_heads", model.num_key_value_heads),
+    {"intermediate_size", "llama_intermediate_size", F_INT, offsetof(Config, model.intermediate_size), 0, NULL},
+    {"max_context_width", "seq_len", F_INT, offsetof(Config, model.max_context_width), 0, NULL},
+    I("vocab_size", model.vocab_size),
+    FL("rope_theta", model.rope_theta),
+    FL("initializer_range", model.initializer_range),
+    FL("dropout", model.dropout),
+    S("sharding", sharding, "full-shard|grad-shard|no-shard|hybrid-full-shard|hybrid-grad-shard"),
+    I("shard_group_size", shard_group_size),
+    S("precision", precision, "float32|bf16"),
+    S("reduce_dtype", reduce_dtype, "float32|bf16"),
+    B("cpu_offload", cpu_offload),
+    B("activation_checkpoints", activation_checkpoints),
+    I("selective_checkpointing", selective_checkpointing),
+    B("meta_init", meta_init),
+    I("batch_size", batch_size),
+    I("grad_accum", grad_accum),
+    I("max_steps", max_steps),
+    I("max_epochs", max_epochs),
+    FL("lr", lr),
+    FL("min_lr", min_lr),
+    FL("warmup", warmup),
+    S("lr_decay_style", lr_decay_style, "cosine|linear|constant"),
+    FL("weight_decay", weight_decay),
+    FL("beta1", beta1),
+    FL("beta2", beta2),
+    FL("grad_clip", grad_clip),
+    I("seed", seed),
+    S("train_data", train_data, NULL),
+    S("val_data", val_data, NULL),
+    I("validation_freq", validation_freq),
+    I("validation_batches", validation_batches),
+    S("tokenizer", tokenizer, "byte"),
+    S("checkpoint_dir", checkpoint_dir, NULL),
+    I("checkpoint_freq", checkpoint_freq),
+    S("resume_from_checkpoint", resume_from_checkpoint, NULL),
+    I("num_kept_checkpoints", num_kept_checkpoints),
+    S("device", device, "auto|cpu|cuda"),
+    I("logging_freq", logging_freq),
+    S("metrics_file", metrics_file, NULL),
+    I("num_threads", num_threads),
+    S("prompt", prompt, NULL),
+    I("num_tokens", num_tokens),
+    FL("temperature", temperature),
+    FL("top_p", top_p),
+};
+#define NFLAGS (sizeof flags / sizeof flags[0])
+
+static void defaults(Config *c) {
+    memset(c, 0, sizeof *c);
+    ModelConfig *m = &c->model;
+    snprintf(m->model_type, sizeof m->model_type, "llama_v2");
+    config_preset(m, "tiny");
+    m->rope_theta = 10000.0f;
+    m->norm_eps = 1e-5f;
+    m->initializer_range = 0.02f;
+    snprintf(c->sharding, sizeof c->sharding, "full-shard");
+    snprintf(c->precision, sizeof c->precision, "float32");
+    snprintf(c->reduce_dtype, sizeof c->reduce_dtype, "float32");
+    c->batch_size = 16;
+    c->grad_accum = 1;
+    c->max_steps = -1;  // unset: --max_epochs decides, else 300
+    c->seed = 1234;
+    c->lr = 1e-3f;
+    c->min_lr = 1e-4f;
+    c->warmup = 20;
+    snprintf(c->lr_decay_style, sizeof c->lr_decay_style, "cosine");
+    c->weight_decay = 0.1f;
+    c->beta1 = 0.9f;
+    c->beta2 = 0.95f;
+    c->adam_eps = 1e-8f;
+    c->grad_clip = 1.0f;
+    snprintf(c->tokenizer, sizeof c->tokenizer, "byte");
+    c->validation_freq = 100;
+    c->validation_batches = 8;
+    snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "checkpoints");
+    c->checkpoint_freq = 100;
+    snprintf(c->device, sizeof c->device, "auto");
+    c->logging_freq = 10;
+    c->num_tokens = 256;
+        c->temperature = 0.8f;
+    c->top_p = 0.95f;
+}
+
+static const Flag *find_flag(const char *name) {
+    for (size_t i = 0; i < NFLAGS; i++)
+        if (strcmp(flags[i].name, name) == 0 || (flags[i].alias && strcmp(flags[i].alias, name) == 0)) return &flags[i];
+    return NULL;
+}
+
+static int parse_bool(const char *v, int *out) {
+    if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "True")) return *out = 1, 1;
+    if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "False")) return *out = 0, 1;
+    return 0;
+}
+
+static void set_flag(Config *c, const Flag *f, const char *v) {
+    char *field = (char *)c + f->off, *end = NULL;
+    switch (f->kind) {
+    case F_INT: {
+        long x = strtol(v, &end, 10);
+        if (!*v || *end || x < -2147483647L || x > 2147483647L) comm_fail_all("--%s expects an integer, got '%s'", f->name, v);
+        *(int *)field = (int)x;
+        break;
+    }
+    case F_FLOAT: {
+        float x = strtof(v, &end);
+        if (!*v || *end) comm_fail_all("--%s expects a number, got '%s'", f->name, v);
+        *(float *)field = x;
+        break;
+    }
+    case F_BOOL:
+        if (!parse_bool(v, (int *)field)) comm_fail_all("--%s expects 0/1/true/false, got '%s'", f->name, v);
+        break;
+    case F_STR:
+        if (strlen(v) >= f->size) comm_fail_all("--%s value is too long (max %zu characters)", f->name, f->size - 1);
+        if (f->choices) {
+            size_t n = strlen(v);
+            const char *p = f->choices;
+            int ok = 0;
+            while (*p && !ok) {
+                const char *bar = strchr(p, '|');
+                size_t len = bar ? (size_t)(bar - p) : strlen(p);
+                ok = len == n && strncmp(p, v, n) == 0;
+                p += len + (bar != NULL);
+            }
+            if (!ok) comm_fail_all("--%s must be one of %s, got '%s'", f->name, f->choices, v);
+        }
+        snprintf(field, f->size, "%s", v);
+        break;
+    }
+}
+
+const char *config_validate_model(const ModelConfig *m) {
+    static char msg[256];
+    if (m->hidden_width <= 0 || m->num_layers <= 0 || m->num_heads <= 0 || m->num_key_value_heads <= 0 ||
+        m->intermediate_size <= 0 || m->max_context_width <= 0 || m->vocab_size <= 0)
+        return "model sizes (--hidden_width, --num_layers, --num_heads, --num_key_value_heads, --intermediate_size, "
+               "--max_context_width, --vocab_size) must all be positive";
+    if (m->hidden_width % m->num_heads) {
+        snprintf(msg, sizeof msg, "--num_heads %d does not divide --hidden_width %d", m->num_heads, m->hidden_width);
+        return msg;
+    }
+    if (m->num_heads % m->num_key_value_heads) {
+        snprintf(msg, sizeof msg, "--num_key_value_heads %d does not divide --num_heads %d", m->num_key_value_heads, m->num_heads);
+        return msg;
+    }
+    if (config_head_dim(m) % 2) {
+        snprintf(msg, sizeof msg, "head dimension %d (hidden_width/num_heads) must be even for RoPE", config_head_dim(m));
+        return msg;
+    }
+    if (m->rope_theta <= 0 || m->norm_eps <= 0) return "--rope_theta and the norm epsilon must be positive";
+    return NULL;
+}
+
+static void validate(const Config *c) {
+    const ModelConfig *m = &c->model;
+    const char *err = config_validate_model(m);
+    if (err) comm_fail_all("%s", err);
+    // refused with a reason rather than silently ignored: these arrive with later work
+    if (!strcmp(m->model_type, "mingpt")) comm_fail_all("--model_type mingpt is not implemented yet; use llama_v2");
+    if (m->dropout != 0.0f) comm_fail_all("--dropout %g: only 0 is supported (Llama-2 pretraining uses none)", m->dropout);
+    if (!strcmp(c->precision, "bf16")) comm_fail_all("--precision bf16 is not implemented yet; use float32");
+    if (!strcmp(c->reduce_dtype, "bf16")) comm_fail_all("--reduce_dtype bf16 needs --precision bf16, which is not implemented yet");
+    if (c->activation_checkpoints || c->selective_checkpointing)
+        comm_fail_all("--activation_checkpoints/--selective_checkpointing are not implemented yet");
+    if (!strcmp(c->device, "cuda")) comm_fail_all("--device cuda: this build has no CUDA backend; use --device cpu or auto");
+    if (comm_info.world > 1)
+        comm_fail_all("multi-rank runs (world size %d) need the sharding engine, which is not implemented yet; run with 1 rank",
+                      comm_info.world);
+    if (c->batch_size <= 0) comm_fail_all("--batch_size must be positive");
+    if (c->grad_accum <= 0) comm_fail_all("--grad_accum must be positive");
+    if (c->max_steps < -1) comm_fail_all("--max_steps must be >= 0");
+    if (c->max_epochs < 0) comm_fail_all("--max_epochs must be >= 0");
+    if (c->lr < 0 || c->min_lr < 0 || c->min_lr > c->lr) comm_fail_all("need 0 <= --min_lr <= --lr");
+    if (c->warmup < 0) comm_fail_all("--warmup must be >= 0 (steps, or a fraction of --max_steps when below 1)");
+    if (c->beta1 < 0 || c->beta1 >= 1 || c->beta2 < 0 || c->beta2 >= 1) comm_fail_all("--beta1/--beta2 must be in [0, 1)");
+    if (c->weight_decay < 0) comm_fail_all("--weight_decay must be >= 0");
+    if (c->logging_freq <= 0) comm_fail_all("--logging_freq must be positive");
+    if (c->checkpoint_freq < 0 || c->validation_freq < 0) comm_fail_all("--checkpoint_freq/--validation_freq must be >= 0");
+    if (c->validation_batches <= 0) comm_fail_all("--validation_batches must be positive");
+    if (c->num_kept_checkpoints < 0) comm_fail_all("--num_kept_checkpoints must be >= 0 (0 keeps all)");
+    if (c->num_tokens < 0) comm_fail_all("--num_tokens must be >= 0");
+    if (c->temperature < 0) comm_fail_all("--temperature must be >= 0 (0 = greedy)");
+    if (c->top_p <= 0 || c->top_p > 1) comm_fail_all("--top_p must be in (0, 1]");
+    if (c->shard_group_size < 0) comm_fail_all("--shard_group_size must be positive");
+    if (c->num_threads < 0) comm_fail_all("--num_threads must be >= 0 (0 = all cores)");
+}
+
+void config_parse(Config *c, int argc, char **argv) {
+    defaults(c);
+    // the preset goes first so explicit size flags override it wherever they appear
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 1; i < argc; i++) {
+            const char *a = argv[i];
+            if (strncmp(a, "--", 2) != 0) comm_fail_all("unexpected argument '%s' (flags look like --name value or --name=value)", a);
+            char name[64];
+            const char *eq = strchr(a + 2, '='), *val = NULL;
+            size_t nlen = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+            if (nlen >= sizeof name) comm_fail_all("unknown flag '%s'", a);
+            memcpy(name, a + 2, nlen);
+            name[nlen] = 0;
+            if (!strcmp(name, "help")) comm_fail_all("usage: fsdpc [--flag value ...]; flags are listed in README.md");
+            const Flag *f = find_flag(name);
+            if (!f) comm_fail_all("unknown flag '--%s' (see README.md for the list)", name);
+            if (eq) {
+                val = eq + 1;
+            } else if (f->kind == F_BOOL) {
+                int dummy;  // a bare boolean flag means true; an explicit 0/1 after it is consumed
+                val = (i + 1 < argc && parse_bool(argv[i + 1], &dummy)) ? argv[++i] : "1";
+            } else {
+                if (i + 1 >= argc) comm_fail_all("flag '--%s' needs a value", name);
+                val = argv[++i];
+            }
+            int is_preset = f->off == offsetof(Config, model.model_name);
+            if (pass == 0 && is_preset && !config_preset(&c->model, val))
+                comm_fail_all("--model_name '%s' is not a preset (tiny, llama2_7b, llama2_13b, llama2_70b)", val);
+            if (pass == 1 && !is_preset) set_flag(c, f, val);
+        }
+    }
+        validate(c);
+}
+
+void config_describe(const Config *c, char *buf, int len) {
+    const ModelConfig *m = &c->model;
+    snprintf(buf, len,
+             "model=%s/%s D=%d L=%d H=%d KV=%d F=%d T=%d V=%d sharding=%s precision=%s batch_size=%d grad_accum=%d "
+             "max_steps=%d lr=%g min_lr=%g warmup=%g decay=%s wd=%g betas=%g,%g grad_clip=%g seed=%d train_data=%s",
+             m->model_type, m->model_name, m->hidden_width, m->num_layers, m->num_heads, m->num_key_value_heads,
+             m->intermediate_size, m->max_context_width, m->vocab_size, c->sharding, c->precision, c->batch_size,
+             c->grad_accum, c->max_steps, c->lr, c->min_lr, c->warmup, c->lr_decay_style, c->weight_decay, c->beta1,
+             c->beta2, c->grad_clip, c->seed, c->train_data[0] ? c->train_data : "(bundled tinyshakespeare)");
+}

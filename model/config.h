@@ -1,0 +1,59 @@
+// config: model presets and the command line (flag names of the PyTorch FSDP seed scripts).
+#ifndef FSDPC_CONFIG_H
+#define FSDPC_CONFIG_H
+
+typedef struct {
+    char model_type[16];  // llama_v2 (mingpt is recognised and refused for now)
+    char model_name[32];  // preset the sizes came from
+    int hidden_width;     // D
+    int num_layers;       // L
+    int num_heads;        // H
+    int num_key_value_heads;  // KV (grouped-query attention)
+    int intermediate_size;    // F
+    int max_context_width;    // T
+    int vocab_size;           // V
+    float rope_theta;
+    float norm_eps;
+    float initializer_range;
+    float dropout;
+} ModelConfig;
+
+typedef struct {
+    ModelConfig model;
+    // sharding
+    char sharding[24];
+    int shard_group_size;
+    char precision[16];
+    char reduce_dtype[16];
+    int cpu_offload, activation_checkpoints, selective_checkpointing, meta_init;
+    // training
+    int batch_size, grad_accum, max_steps, max_epochs, seed;
+    float lr, min_lr, warmup, weight_decay, beta1, beta2, grad_clip, adam_eps;
+    char lr_decay_style[16];
+    // data
+    char train_data[512], val_data[512], tokenizer[16];
+    int validation_freq, validation_batches;
+    // checkpoints
+    char checkpoint_dir[512], resume_from_checkpoint[512];
+    int checkpoint_freq, num_kept_checkpoints;
+    // run
+    char device[8], metrics_file[512];
+    int logging_freq, num_threads;
+    // generate
+    char prompt[4096];
+    int num_tokens;
+    float temperature, top_p;
+} Config;
+
+// Fills cfg from defaults, the --model_name preset and argv. On a bad flag or value every rank
+// exits with one clear line (printed by rank 0).
+void config_parse(Config *cfg, int argc, char **argv);
+int config_head_dim(const ModelConfig *m);
+// one-line summary of the run configuration (stored in checkpoints, logged at start)
+void config_describe(const Config *cfg, char *buf, int len);
+// checks a model config; returns NULL when valid, else a static message
+const char *config_validate_model(const ModelConfig *m);
+// fills m with a named preset; returns 0 when the name is unknown
+int config_preset(ModelConfig *m, const char *name);
+
+#endif

@@ -1,0 +1,96 @@
+// generate: prefill the prompt, then one token at a time against the KV cache.
+#include "generate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../comm/comm.h"
+
+static double next_uniform(uint64_t *s) {  // splitmix64 stream
+    uint64_t x = (*s += 0x9e3779b97f4a7c15ULL);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return (double)((x ^ (x >> 31)) >> 11) / 9007199254740992.0;
+}
+
+typedef struct {
+    float p;
+    int32_t id;
+} Cand;
+
+static int by_prob_desc(const void *a, const void *b) {
+    float pa = ((const Cand *)a)->p, pb = ((const Cand *)b)->p;
+    return (pa < pb) - (pa > pb);
+}
+
+int32_t model_sample(float *logits, int V, float temperature, float top_p, uint64_t *rng) {
+    int32_t best = 0;
+    for (int i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = i;
+    if (temperature == 0.0f) return best;
+    Cand *c = mallocCheck((size_t)V * sizeof(Cand));
+    double sum = 0.0;
+    for (int i = 0; i < V; i++) {
+        c[i].p = expf((logits[i] - logits[best]) / temperature);
+        c[i].id = i;
+        sum += c[i].p;
+    }
+    qsort(c, V, sizeof(Cand), by_prob_desc);
+    // keep the smallest prefix whose mass reaches top_p, then sample inside it
+    double mass = 0.0;
+    int keep = 0;
+    while (keep < V && mass < top_p * sum) mass += c[keep++].p;
+    double r = next_uniform(rng) * mass;
+    int32_t tok = c[keep - 1].id;
+    for (int i = 0; i < keep; i++) {
+        r -= c[i].p;
+        if (r <= 0) {
+            tok = c[i].id;
+            break;
+        }
+    }
+    free(c);
+    return tok;
+}
+
+// Runs tokens [0, n) at positions pos0.. through the model; returns the last position's logits.
+static float *forward_tokens(const ModelPlan *plan, const float *const *P, Activations *a, const int32_t *toks, int n,
+                             int pos0) {
+    int L = plan->cfg.num_layers;
+    model_embed_fwd(plan, P[0], a, toks, n);
+    for (int l = 0; l < L; l++) model_block_fwd(plan, l, P[l + 1], a, n, pos0);
+    model_head_fwd_bwd(plan, P[L + 1], NULL, a, NULL, n, 0.0f);
+    return a->logits + (size_t)(n - 1) * plan->cfg.vocab_size;
+}
+
+void model_generate(const ModelPlan *plan, const float *const *P, const int32_t *prompt, int n, int num_tokens,
+                    float temperature, float top_p, uint64_t seed, void (*emit)(int32_t tok, void *ctx), void *ctx) {
+    const ModelConfig *c = &plan->cfg;
+    int T = c->max_context_width;
+    Activations a;
+    model_acts_alloc(&a, c, 1, T, 1);
+    int32_t *window = mallocCheck((size_t)T * sizeof(int32_t));
+    // the context keeps the last tokens; when it fills up, it is refilled with its newer half
+    int len = n < T ? n : T;
+    memcpy(window, prompt + (n - len), (size_t)len * sizeof(int32_t));
+    float *logits = forward_tokens(plan, P, &a, window, len, 0);
+    uint64_t rng = seed;
+    for (int i = 0; i < num_tokens; i++) {
+        int32_t tok = model_sample(logits, c->vocab_size, temperature, top_p, &rng);
+        emit(tok, ctx);
+        if (len == T) {
+            int keep = T / 2;
+            memmove(window, window + (T - keep), (size_t)keep * sizeof(int32_t));
+            window[keep] = tok;
+            len = keep + 1;
+            logits = forward_tokens(plan, P, &a, window, len, 0);
+        } else {
+            window[len] = tok;
+            logits = forward_tokens(plan, P, &a, window + len, 1, len);
+            len++;
+        }
+    }
+    free(window);
+    model_acts_free(&a);
+}

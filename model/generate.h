@@ -1,0 +1,18 @@
+// generate: autoregressive sampling with a KV cache (temperature, nucleus/top-p).
+#ifndef FSDPC_GENERATE_H
+#define FSDPC_GENERATE_H
+
+#include <stdint.h>
+
+#include "llama.h"
+
+// unit_params[u]: full parameters of unit u. Continues the n prompt tokens (n >= 1) by
+// num_tokens tokens, handing each new token to emit. temperature 0 = greedy.
+void model_generate(const ModelPlan *plan, const float *const *unit_params, const int32_t *prompt, int n,
+                    int num_tokens, float temperature, float top_p, uint64_t seed, void (*emit)(int32_t tok, void *ctx),
+                    void *ctx);
+
+// Picks a token from logits (V): greedy at temperature 0, else nucleus sampling. rng is advanced.
+int32_t model_sample(float *logits, int V, float temperature, float top_p, uint64_t *rng);
+
+#endif

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the Debian packages fsdpc builds and tests with, when any is missing.
+set -euo pipefail
+pkgs="make gcc libopenmpi-dev openmpi-bin libhdf5-openmpi-dev libopenblas-openmp-dev python3-torch python3-h5py python3-numpy"
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "installing:$missing"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null

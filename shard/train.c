@@ -1,0 +1,230 @@
+// train: the loop around the model and the shard engine.
+#include "train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ckpt/ckpt.h"
+#include "../comm/comm.h"
+#include "../data/data.h"
+#include "../model/generate.h"
+#include "../model/llama.h"
+#include "shard.h"
+
+float train_lr(const Config *c, int step, int max_steps) {
+    int warmup = c->warmup < 1 ? (int)(c->warmup * max_steps + 0.5f) : (int)c->warmup;
+    if (step < warmup) return c->lr * (float)(step + 1) / (float)warmup;
+    if (!strcmp(c->lr_decay_style, "constant") || max_steps <= warmup) return c->lr;
+    double progress = (double)(step - warmup) / (double)(max_steps - warmup);
+    if (progress > 1) progress = 1;
+    double f = !strcmp(c->lr_decay_style, "cosine") ? 0.5 * (1.0 + cos(M_PI * progress)) : 1.0 - progress;
+    return (float)(c->min_lr + (c->lr - c->min_lr) * f);
+}
+
+typedef struct {
+    Config *cfg;
+    ModelPlan plan;
+    ShardState st;
+    Activations acts;
+    Dataset train, val;
+    int has_train, has_val;
+    int32_t *inp, *tgt;  // (B, T)
+    int global_batch;    // sequences per optimizer step, over all ranks and micro-batches
+    int max_steps;
+    FILE *metrics;
+} Run;
+
+static void open_data(Run *r) {
+    Config *c = r->cfg;
+    int T = c->model.max_context_width, V = c->model.vocab_size;
+    if (strcmp(c->tokenizer, "byte") != 0) comm_fail_all("--tokenizer %s is not supported; use byte", c->tokenizer);
+    char bundled[1024];
+    data_bundled_path(bundled, sizeof bundled);
+    if (r->max_steps != 0 || c->max_epochs > 0) {
+        r->has_train = 1;
+        if (!c->train_data[0])
+            data_open_text(&r->train, bundled, T, V, 0.0, 0.9);  // the last 10% is held out for validation
+        else if (!strcmp(c->train_data, "synthetic"))
+            data_open_synthetic(&r->train, T, V);
+        else
+            data_open_text(&r->train, c->train_data, T, V, 0.0, 1.0);
+    }
+    if (c->val_data[0]) {
+        r->has_val = 1;
+        data_open_text(&r->val, c->val_data, T, V, 0.0, 1.0);
+    } else if (!c->train_data[0]) {
+        r->has_val = 1;
+        data_open_text(&r->val, bundled, T, V, 0.9, 1.0);
+    }
+}
+
+// Samples of micro-batch `micro` of `step` for this rank: a slice of the step's global batch
+// that depends only on the global sample index (DESIGN invariant 2).
+static void fill_batch(Run *r, int step, int micro) {
+    int B = r->cfg->batch_size, T = r->cfg->model.max_context_width;
+    uint64_t first = (uint64_t)step * r->global_batch + (uint64_t)(micro * comm_info.world + comm_info.rank) * B;
+    for (int b = 0; b < B; b++)
+        data_train_sample(&r->train, (uint64_t)r->cfg->seed, first + b, r->inp + (size_t)b * T, r->tgt + (size_t)b * T);
+}
+
+// forward through embedding and blocks
+static void forward_body(Run *r) {
+    int L = r->plan.cfg.num_layers, T = r->cfg->model.max_context_width;
+    model_embed_fwd(&r->plan, shard_params(&r->st, 0), &r->acts, r->inp, T);
+    for (int l = 0; l < L; l++) model_block_fwd(&r->plan, l, shard_params(&r->st, l + 1), &r->acts, T, 0);
+}
+
+// One optimizer step; returns the mean loss over the global batch and sets *gnorm.
+static double train_step(Run *r, int step, float lr, double *gnorm) {
+    Config *c = r->cfg;
+    int L = r->plan.cfg.num_layers, T = c->model.max_context_width, head = L + 1;
+    float dscale = 1.0f / ((float)r->global_batch * T);  // gradient of the global mean loss
+    double loss = 0.0;
+    shard_zero_grads(&r->st);
+    for (int micro = 0; micro < c->grad_accum; micro++) {
+        fill_batch(r, step, micro);
+        forward_body(r);
+        loss += model_head_fwd_bwd(&r->plan, shard_params(&r->st, head), shard_grads(&r->st, head), &r->acts, r->tgt, T,
+                                   dscale);
+        for (int l = L - 1; l >= 0; l--)
+            model_block_bwd(&r->plan, l, shard_params(&r->st, l + 1), shard_grads(&r->st, l + 1), &r->acts);
+        model_embed_bwd(&r->plan, shard_grads(&r->st, 0), &r->acts, r->inp);
+    }
+    comm_allreduce_sum_f64(comm_world(), &loss, 1);
+    *gnorm = shard_clip_grads(&r->st, c->grad_clip);
+    shard_adamw_step(&r->st, c, lr);
+    return loss / ((double)r->global_batch * T);
+}
+
+static double validate(Run *r) {
+    Config *c = r->cfg;
+    int B = c->batch_size, T = c->model.max_context_width, head = r->plan.cfg.num_layers + 1;
+    double sums[2] = {0.0, 0.0};  // loss sum, token count
+    for (int i = 0; i < c->validation_batches; i++) {
+        uint64_t first = ((uint64_t)i * comm_info.world + comm_info.rank) * B;
+        for (int b = 0; b < B; b++) data_val_sample(&r->val, first + b, r->inp + (size_t)b * T, r->tgt + (size_t)b * T);
+        forward_body(r);
+        sums[0] += model_head_fwd_bwd(&r->plan, shard_params(&r->st, head), NULL, &r->acts, r->tgt, T, 0.0f);
+        sums[1] += (double)B * T;
+    }
+    comm_allreduce_sum_f64(comm_world(), sums, 2);
+    return sums[0] / sums[1];
+}
+
+static void log_validation(Run *r, int step) {
+    double vl = validate(r);
+    comm_log("Batch %d Validation loss: %.5f, perplexity: %.3f\n", step, vl, exp(vl));
+}
+
+static void save(Run *r, int step) {
+    Config *c = r->cfg;
+    CkptMeta meta = {.step = step,
+                     .tokens_seen = (uint64_t)step * r->global_batch * c->model.max_context_width,
+                     .data_position = (uint64_t)step * r->global_batch,
+                     .rng_state = (uint64_t)c->seed};
+    double bytes, sec = ckpt_save(c->checkpoint_dir, &r->st, c, &meta, &bytes);
+    comm_log("Saved checkpoint %s/step_%08d.h5 in %.2f s (%.1f MB/s)\n", c->checkpoint_dir, step, sec,
+             bytes / 1e6 / (sec > 0 ? sec : 1e-9));
+    ckpt_prune(c->checkpoint_dir, c->num_kept_checkpoints);
+}
+
+static void resume(Run *r) {
+    Config *c = r->cfg;
+    if (!c->resume_from_checkpoint[0]) return;
+    char file[1024];
+    if (!ckpt_resolve(c->resume_from_checkpoint, file, sizeof file)) {
+        const char *p = c->resume_from_checkpoint;
+        size_t n = strlen(p);
+        if (n > 3 && !strcmp(p + n - 3, ".h5")) comm_fail_all("checkpoint file '%s' does not exist", p);
+        comm_log("No checkpoint found in %s, starting fresh\n", p);
+        return;
+    }
+    CkptMeta meta;
+    ckpt_load(file, &r->st, c, &meta);
+    comm_log("Resumed from %s at step %d (%llu tokens seen)\n", file, meta.step, (unsigned long long)meta.tokens_seen);
+}
+
+static void emit_byte(int32_t tok, void *ctx) {
+    (void)ctx;
+    putchar(tok < 256 ? tok : '?');
+}
+
+static void sample(Run *r) {
+    Config *c = r->cfg;
+    if (comm_info.rank != 0) return;
+    const float *P[r->plan.nunits];
+    for (int u = 0; u < r->plan.nunits; u++) P[u] = shard_params(&r->st, u);
+    int n = (int)strlen(c->prompt);
+    int32_t *prompt = mallocCheck((size_t)(n + 1) * sizeof(int32_t));
+    for (int i = 0; i < n; i++) prompt[i] = (unsigned char)c->prompt[i];
+    if (!n) prompt[n++] = '\n';  // an empty prompt starts from a line break, not printed
+    else fwrite(c->prompt, 1, n, stdout);
+    model_generate(&r->plan, P, prompt, n, c->num_tokens, c->temperature, c->top_p, (uint64_t)c->seed, emit_byte, NULL);
+    putchar('\n');
+    fflush(stdout);
+    free(prompt);
+}
+
+void train_run(Config *c) {
+    Run r = {.cfg = c};
+    r.global_batch = c->batch_size * comm_info.world * c->grad_accum;
+    r.max_steps = c->max_steps;
+    model_plan_build(&r.plan, &c->model);
+    open_data(&r);
+    if (r.max_steps < 0) {
+        r.max_steps = 300;
+        if (c->max_epochs > 0 && r.train.tokens)  // a synthetic dataset has no epochs
+            r.max_steps = (int)(((uint64_t)c->max_epochs * r.train.nchunks + r.global_batch - 1) / r.global_batch);
+    } else if (c->max_epochs > 0 && r.train.tokens) {
+        int by_epochs = (int)(((uint64_t)c->max_epochs * r.train.nchunks + r.global_batch - 1) / r.global_batch);
+        if (by_epochs < r.max_steps) r.max_steps = by_epochs;
+    }
+    char desc[2048];
+    config_describe(c, desc, sizeof desc);
+    comm_log("fsdpc: %d rank(s), %d thread(s)/rank, %.2fM parameters\n%s\n", comm_info.world, c->num_threads,
+             r.plan.num_params / 1e6, desc);
+    if (c->cpu_offload) comm_log("--cpu_offload: no effect on the CPU device (parameters already live in host memory)\n");
+    shard_init(&r.st, &r.plan, c);
+    model_acts_alloc(&r.acts, &c->model, c->batch_size, c->model.max_context_width, 0);
+    size_t bt = (size_t)c->batch_size * c->model.max_context_width;
+    r.inp = mallocCheck(bt * sizeof(int32_t));
+    r.tgt = mallocCheck(bt * sizeof(int32_t));
+    resume(&r);
+    if (c->metrics_file[0] && comm_info.rank == 0) r.metrics = fopenCheck(c->metrics_file, "a");
+
+    int T = c->model.max_context_width, start = r.st.step;
+    double t_log = comm_time();
+    int steps_since_log = 0;
+    for (int step = start; step < r.max_steps; step++) {
+        float lr = train_lr(c, step, r.max_steps);
+        double gnorm, loss = train_step(&r, step, lr, &gnorm);
+        int done = step + 1;
+        steps_since_log++;
+        if (r.metrics)
+            fprintf(r.metrics, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g}\n", done, loss, lr, gnorm);
+        if (done % c->logging_freq == 0 || done == r.max_steps || done == start + 1) {
+            double dt = comm_time() - t_log, samples = (double)steps_since_log * r.global_batch;
+            comm_log("Batch %d Loss: %.5f, Speed: %.2f samples/sec, lr: %.6f, tokens/sec: %.0f, grad_norm: %.4f, mem: %.0f MiB\n",
+                     done, loss, samples / dt, lr, samples * T / dt, gnorm, comm_peak_mem_mib());
+            t_log = comm_time();
+            steps_since_log = 0;
+        }
+        int do_val = r.has_val && c->validation_freq > 0 && done % c->validation_freq == 0;
+        int do_ckpt = c->checkpoint_dir[0] && c->checkpoint_freq > 0 && (done % c->checkpoint_freq == 0 || done == r.max_steps);
+        if (do_val) log_validation(&r, done);
+        if (do_ckpt) save(&r, done);
+        if (do_val || do_ckpt) t_log = comm_time();  // keep evaluation and I/O out of Speed
+    }
+    if (r.metrics) fclose(r.metrics);
+    if (r.max_steps == 0 && r.has_val && c->val_data[0]) log_validation(&r, r.st.step);
+    if (c->num_tokens > 0 && (c->prompt[0] || r.st.step > start)) sample(&r);
+    free(r.inp);
+    free(r.tgt);
+    model_acts_free(&r.acts);
+    shard_free(&r.st);
+    if (r.has_train) data_free(&r.train);
+    if (r.has_val) data_free(&r.val);
+    model_plan_free(&r.plan);
+}
