@@ -32,7 +32,7 @@ typedef struct {
     int has_train, has_val;
     int32_t *inp, *tgt;  // (B, T)
     int global_batch;    // sequences per optimizer step, over all ranks and micro-batches
-    int max_steps;
+    int max_steps, start_step;
     FILE *metrics;
 } Run;
 
@@ -69,28 +69,29 @@ static void fill_batch(Run *r, int step, int micro) {
         data_train_sample(&r->train, (uint64_t)r->cfg->seed, first + b, r->inp + (size_t)b * T, r->tgt + (size_t)b * T);
 }
 
-// forward through embedding and blocks
-static void forward_body(Run *r) {
-    int L = r->plan.cfg.num_layers, T = r->cfg->model.max_context_width;
-    model_embed_fwd(&r->plan, shard_params(&r->st, 0), &r->acts, r->inp, T);
-    for (int l = 0; l < L; l++) model_block_fwd(&r->plan, l, shard_params(&r->st, l + 1), &r->acts, T, 0);
+double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, float dscale) {
+    const ModelPlan *plan = s->plan;
+    int L = plan->cfg.num_layers, T = a->T, head = L + 1;
+    model_embed_fwd(plan, shard_params(s, 0), a, inp, T);
+    for (int l = 0; l < L; l++) model_block_fwd(plan, l, shard_params(s, l + 1), a, T, 0);
+    float *ghead = dscale != 0.0f ? shard_grads(s, head) : NULL;
+    double loss = model_head_fwd_bwd(plan, shard_params(s, head), ghead, a, tgt, T, dscale);
+    if (dscale == 0.0f) return loss;
+    for (int l = L - 1; l >= 0; l--) model_block_bwd(plan, l, shard_params(s, l + 1), shard_grads(s, l + 1), a);
+    model_embed_bwd(plan, shard_grads(s, 0), a, inp);
+    return loss;
 }
 
 // One optimizer step; returns the mean loss over the global batch and sets *gnorm.
 static double train_step(Run *r, int step, float lr, double *gnorm) {
     Config *c = r->cfg;
-    int L = r->plan.cfg.num_layers, T = c->model.max_context_width, head = L + 1;
+    int T = c->model.max_context_width;
     float dscale = 1.0f / ((float)r->global_batch * T);  // gradient of the global mean loss
     double loss = 0.0;
     shard_zero_grads(&r->st);
     for (int micro = 0; micro < c->grad_accum; micro++) {
         fill_batch(r, step, micro);
-        forward_body(r);
-        loss += model_head_fwd_bwd(&r->plan, shard_params(&r->st, head), shard_grads(&r->st, head), &r->acts, r->tgt, T,
-                                   dscale);
-        for (int l = L - 1; l >= 0; l--)
-            model_block_bwd(&r->plan, l, shard_params(&r->st, l + 1), shard_grads(&r->st, l + 1), &r->acts);
-        model_embed_bwd(&r->plan, shard_grads(&r->st, 0), &r->acts, r->inp);
+        loss += train_micro_step(&r->st, &r->acts, r->inp, r->tgt, dscale);
     }
     comm_allreduce_sum_f64(comm_world(), &loss, 1);
     *gnorm = shard_clip_grads(&r->st, c->grad_clip);
@@ -100,13 +101,12 @@ static double train_step(Run *r, int step, float lr, double *gnorm) {
 
 static double validate(Run *r) {
     Config *c = r->cfg;
-    int B = c->batch_size, T = c->model.max_context_width, head = r->plan.cfg.num_layers + 1;
+    int B = c->batch_size, T = c->model.max_context_width;
     double sums[2] = {0.0, 0.0};  // loss sum, token count
     for (int i = 0; i < c->validation_batches; i++) {
         uint64_t first = ((uint64_t)i * comm_info.world + comm_info.rank) * B;
         for (int b = 0; b < B; b++) data_val_sample(&r->val, first + b, r->inp + (size_t)b * T, r->tgt + (size_t)b * T);
-        forward_body(r);
-        sums[0] += model_head_fwd_bwd(&r->plan, shard_params(&r->st, head), NULL, &r->acts, r->tgt, T, 0.0f);
+        sums[0] += train_micro_step(&r->st, &r->acts, r->inp, r->tgt, 0.0f);
         sums[1] += (double)B * T;
     }
     comm_allreduce_sum_f64(comm_world(), sums, 2);
@@ -162,7 +162,7 @@ static void sample(Run *r) {
     if (!n) prompt[n++] = '\n';  // an empty prompt starts from a line break, not printed
     else fwrite(c->prompt, 1, n, stdout);
     model_generate(&r->plan, P, prompt, n, c->num_tokens, c->temperature, c->top_p, (uint64_t)c->seed, emit_byte, NULL);
-    putchar('\n');
+    if (r->st.step > r->start_step) putchar('\n');  // a pure generate run prints the text and nothing else
     fflush(stdout);
     free(prompt);
 }
@@ -194,7 +194,7 @@ void train_run(Config *c) {
     resume(&r);
     if (c->metrics_file[0] && comm_info.rank == 0) r.metrics = fopenCheck(c->metrics_file, "a");
 
-    int T = c->model.max_context_width, start = r.st.step;
+    int T = c->model.max_context_width, start = r.start_step = r.st.step;
     double t_log = comm_time();
     int steps_since_log = 0;
     for (int step = start; step < r.max_steps; step++) {

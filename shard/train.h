@@ -3,10 +3,17 @@
 #ifndef FSDPC_TRAIN_H
 #define FSDPC_TRAIN_H
 
+#include <stdint.h>
+
 #include "../model/config.h"
+#include "../model/llama.h"
+#include "shard.h"
 
 // learning rate for 0-based step: linear warmup over `warmup` steps, then decay to min_lr
 float train_lr(const Config *cfg, int step, int max_steps);
 void train_run(Config *cfg);
+// Forward (and, when dscale != 0, backward with grads += d(dscale * loss sum)) of one micro-batch
+// of a->B sequences over every unit. Returns the summed loss.
+double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, float dscale);
 
 #endif

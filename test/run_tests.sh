@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs every suite, echoes its ok/not ok lines, and ends with "N passed, N failed".
+cd "$(dirname "$0")/.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+LOG=$(mktemp)
+trap 'rm -rf "$LOG" "$DUMP"' EXIT
+DUMP=$(mktemp -d)
+
+suite() {  # suite NAME CMD...: a suite that exits non-zero without a "not ok" line still counts as a failure
+    echo "# $1"
+    local out rc
+    out=$("${@:2}" 2>&1)
+    rc=$?
+    echo "$out" | tee -a "$LOG" | grep -E '^(ok|not ok) ' || true
+    echo "$out" | grep -vE '^(ok|not ok) ' | sed 's/^/#   /' | tail -n 5
+    if [ $rc -ne 0 ] && ! echo "$out" | grep -q '^not ok '; then echo "not ok - $1 exited with $rc" | tee -a "$LOG"; fi
+}
+
+suite "kernels: finite differences and references" build/test_kernels
+suite "model: whole-model gradient check" build/test_model
+suite "parity: PyTorch reference (dump)" build/test_model --dump "$DUMP"
+suite "parity: PyTorch reference (compare)" /usr/bin/python3 test/parity.py "$DUMP/step_00000000.h5"
+suite "cli: errors, resume, evaluation, generation" bash test/test_cli.sh
+
+passed=$(grep -c '^ok ' "$LOG")
+failed=$(grep -c '^not ok ' "$LOG")
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ] && [ "$passed" -gt 0 ]
