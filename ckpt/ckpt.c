@@ -165,6 +165,7 @@ static void xfer_state(hid_t file, const ShardState *s, int write) {
         for (int u = 0; u < plan->nunits; u++)
             for (int t = 0; t < plan->units[u].ntensors; t++) {
                 size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
+                if (write && !shard_is_writer(s)) n = 0;  // replicas hold the same slices: one group writes
                 xfer_tensor(file, groups[g], &plan->units[u].t[t], begin, n, state_buffer(&s->units[u], g) + local, write);
             }
 }

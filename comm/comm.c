@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -158,4 +159,61 @@ void comm_bcast_bytes(CommGroup *g, void *buf, size_t n, int root) {
         int c = (int)(n - o < COMM_CHUNK ? n - o : COMM_CHUNK);
         mpiCheck(MPI_Bcast((char *)buf + o, c, MPI_BYTE, root, g->comm));
     }
+}
+
+static CommGroup *group_from(MPI_Comm c) {
+    CommGroup *g = mallocCheck(sizeof *g);
+    g->comm = c;
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    return g;
+}
+
+void comm_make_groups(int shard_size, CommGroup **shard, CommGroup **replica) {
+    MPI_Comm s, r;
+    int rank = comm_info.rank;
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, rank / shard_size, rank, &s));
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, rank % shard_size, rank, &r));
+    *shard = group_from(s);
+    *replica = group_from(r);
+}
+
+struct CommRequest {
+    MPI_Request req;
+};
+
+// Non-blocking collectives take one int count: FSDP units stay far below 2^31 elements per rank
+// (a 70B layer is 0.9e9 elements unsharded), so larger ones are refused, not split.
+static int count_of(size_t n) {
+    if (n > (size_t)INT32_MAX) comm_fatal("collective of %zu elements per rank exceeds MPI's int count", n);
+    return (int)n;
+}
+
+CommRequest *comm_all_gather_start(CommGroup *g, const float *in, float *out, size_t n) {
+    CommRequest *r = mallocCheck(sizeof *r);
+    mpiCheck(MPI_Iallgather(in, count_of(n), MPI_FLOAT, out, count_of(n), MPI_FLOAT, g->comm, &r->req));
+    return r;
+}
+
+CommRequest *comm_reduce_scatter_start(CommGroup *g, const float *in, float *out, size_t n) {
+    CommRequest *r = mallocCheck(sizeof *r);
+    mpiCheck(MPI_Ireduce_scatter_block(in, out, count_of(n), MPI_FLOAT, MPI_SUM, g->comm, &r->req));
+    return r;
+}
+
+CommRequest *comm_allreduce_start(CommGroup *g, float *buf, size_t n) {
+    CommRequest *r = mallocCheck(sizeof *r);
+    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(n), MPI_FLOAT, MPI_SUM, g->comm, &r->req));
+    return r;
+}
+
+void comm_wait(CommRequest *r) {
+    if (!r) return;
+    mpiCheck(MPI_Wait(&r->req, MPI_STATUS_IGNORE));
+    free(r);
+}
+
+void comm_all_gather(CommGroup *g, const float *in, float *out, size_t n) { comm_wait(comm_all_gather_start(g, in, out, n)); }
+
+void comm_reduce_scatter(CommGroup *g, const float *in, float *out, size_t n) {
+    comm_wait(comm_reduce_scatter_start(g, in, out, n));
 }

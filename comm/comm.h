@@ -51,4 +51,20 @@ void comm_allreduce_sum_f64(CommGroup *g, double *buf, size_t n);
 void comm_allreduce_max_f64(CommGroup *g, double *buf, size_t n);
 void comm_bcast_bytes(CommGroup *g, void *buf, size_t n, int root);
 
+// FSDP process groups: the shard group holds `shard_size` consecutive ranks (one node by
+// default); the replica group links the ranks with the same position in every shard group.
+// Returns NULL-free groups; the caller checks world % shard_size == 0 first.
+void comm_make_groups(int shard_size, CommGroup **shard, CommGroup **replica);
+
+// Blocking and non-blocking collectives on float buffers. n is per rank: all-gather takes n
+// elements from each rank into out (size*n); reduce-scatter sums in (size*n) and leaves this
+// rank's n elements in out. Buffers must stay untouched until comm_wait.
+typedef struct CommRequest CommRequest;
+void comm_all_gather(CommGroup *g, const float *in, float *out, size_t n);
+void comm_reduce_scatter(CommGroup *g, const float *in, float *out, size_t n);
+CommRequest *comm_all_gather_start(CommGroup *g, const float *in, float *out, size_t n);
+CommRequest *comm_reduce_scatter_start(CommGroup *g, const float *in, float *out, size_t n);
+CommRequest *comm_allreduce_start(CommGroup *g, float *buf, size_t n);
+void comm_wait(CommRequest *r);  // completes and frees r; NULL is a no-op
+
 #endif

@@ -69,7 +69,7 @@ void model_generate(const ModelPlan *plan, const float *const *P, const int32_t 
     const ModelConfig *c = &plan->cfg;
     int T = c->max_context_width;
     Activations a;
-    model_acts_alloc(&a, c, 1, T, 1);
+    model_acts_alloc(&a, c, 1, T, 1, 0);
     int32_t *window = mallocCheck((size_t)T * sizeof(int32_t));
     // the context keeps the last tokens; when it fills up, it is refilled with its newer half
     int len = n < T ? n : T;

@@ -89,13 +89,22 @@ void model_init_range(const TensorSpec *t, uint64_t seed, float std, size_t begi
 
 static float *fbuf(size_t n) { return callocCheck(n, sizeof(float)); }
 
-void model_acts_alloc(Activations *a, const ModelConfig *c, int B, int T, int with_kv_cache) {
+void model_acts_alloc(Activations *a, const ModelConfig *c, int B, int T, int with_kv_cache, int ckpt_every) {
     memset(a, 0, sizeof *a);
     a->B = B;
     a->T = T;
-    size_t N = (size_t)B * T, D = c->hidden_width, L = c->num_layers, hd = config_head_dim(c);
+    size_t N = (size_t)B * T, D = c->hidden_width, hd = config_head_dim(c);
     size_t qd = c->num_heads * hd, kvd = c->num_key_value_heads * hd, F = c->intermediate_size, V = c->vocab_size;
-    a->res = fbuf((L + 1) * N * D);
+    int nl = c->num_layers, nslots = 0, shared = -1;
+    a->slot = callocCheck(nl, sizeof(int));
+    a->recompute = callocCheck(nl, sizeof(int));
+    for (int l = 0; l < nl; l++) {
+        a->recompute[l] = ckpt_every > 0 && l % ckpt_every == 0;
+        if (!a->recompute[l]) a->slot[l] = nslots++;
+        else a->slot[l] = shared >= 0 ? shared : (shared = nslots++);
+    }
+    size_t L = (size_t)nslots;
+    a->res = fbuf((size_t)(nl + 1) * N * D);
     a->xn1 = fbuf(L * N * D);
     a->rstd1 = fbuf(L * N);
     a->q = fbuf(L * N * qd);
@@ -116,8 +125,8 @@ void model_acts_alloc(Activations *a, const ModelConfig *c, int B, int T, int wi
     a->rope_sin = fbuf((size_t)T * hd / 2);
     kern_rope_table(a->rope_cos, a->rope_sin, T, (int)hd, c->rope_theta);
     if (with_kv_cache) {
-        a->kcache = fbuf(L * T * kvd);
-        a->vcache = fbuf(L * T * kvd);
+        a->kcache = fbuf((size_t)nl * T * kvd);
+        a->vcache = fbuf((size_t)nl * T * kvd);
         return;  // generation runs no backward
     }
     a->dres = fbuf(N * D);
@@ -141,6 +150,8 @@ void model_acts_free(Activations *a) {
         free(*bufs[i]);
         *bufs[i] = NULL;
     }
+    free(a->slot);
+    free(a->recompute);
 }
 
 // ---- forward / backward ----
@@ -153,12 +164,13 @@ typedef struct {
 static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
     size_t N = (size_t)a->B * a->T, D = c->hidden_width, hd = config_head_dim(c);
     size_t qd = c->num_heads * hd, kvd = c->num_key_value_heads * hd, F = c->intermediate_size;
+    size_t i = a->slot[l];
     LayerActs la = {
-        .x = a->res + l * N * D, .xn1 = a->xn1 + l * N * D, .rstd1 = a->rstd1 + l * N, .q = a->q + l * N * qd,
-        .k = a->k + l * N * kvd, .v = a->v + l * N * kvd,
-        .probs = a->probs + (size_t)l * a->B * c->num_heads * a->T * a->T, .att = a->att + l * N * qd,
-        .xmid = a->xmid + l * N * D, .xn2 = a->xn2 + l * N * D, .rstd2 = a->rstd2 + l * N, .gate = a->gate + l * N * F,
-        .up = a->up + l * N * F, .h = a->h + l * N * F, .out = a->res + (l + 1) * N * D};
+        .x = a->res + l * N * D, .xn1 = a->xn1 + i * N * D, .rstd1 = a->rstd1 + i * N, .q = a->q + i * N * qd,
+        .k = a->k + i * N * kvd, .v = a->v + i * N * kvd,
+        .probs = a->probs + i * a->B * c->num_heads * a->T * a->T, .att = a->att + i * N * qd,
+        .xmid = a->xmid + i * N * D, .xn2 = a->xn2 + i * N * D, .rstd2 = a->rstd2 + i * N, .gate = a->gate + i * N * F,
+        .up = a->up + i * N * F, .h = a->h + i * N * F, .out = a->res + (l + 1) * N * D};
     return la;
 }
 

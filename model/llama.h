@@ -53,7 +53,9 @@ void model_init_range(const TensorSpec *t, uint64_t seed, float std, size_t begi
 typedef struct {
     int B, T;
     float *res;  // (L+1, B*T, D) residual stream: res[0] embedding out, res[l+1] block l out
-    // saved per block (L, ...)
+    // Block internals, one set per slot: each stored block has its own slot; checkpointed blocks
+    // share one and are recomputed from their input in backward.
+    int *slot, *recompute;  // (L)
     float *xn1, *rstd1, *q, *k, *v, *probs, *att, *xmid, *xn2, *rstd2, *gate, *up, *h;
     float *xf, *rstdf, *logits;  // head: (B*T, D), (B*T), (B*T, V)
     // backward scratch, shared by all blocks
@@ -63,7 +65,8 @@ typedef struct {
     float *kcache, *vcache;
 } Activations;
 
-void model_acts_alloc(Activations *a, const ModelConfig *cfg, int B, int T, int with_kv_cache);
+// ckpt_every N > 0 checkpoints blocks 0, N, 2N, ... (1 = all); 0 stores every block.
+void model_acts_alloc(Activations *a, const ModelConfig *cfg, int B, int T, int with_kv_cache, int ckpt_every);
 void model_acts_free(Activations *a);
 
 // Forward over the current batch of a->B sequences of T tokens. With a KV cache the tokens sit at

@@ -1,54 +1,211 @@
-// shard: flat units and the optimizer over the rank's shards.
+// shard: flat units, gather/free around compute, gradient reduction, sharded AdamW.
 #include "shard.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../comm/comm.h"
 #include "../kernels/kernels.h"
 
-void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg) {
-    s->plan = plan;
-    s->step = 0;
-    s->units = callocCheck(plan->nunits, sizeof(FlatUnit));
-    for (int u = 0; u < plan->nunits; u++) {
-        FlatUnit *f = &s->units[u];
-        const UnitSpec *spec = &plan->units[u];
-        f->numel = spec->numel;
-        // one rank owns the whole unit, so the master shard is the compute buffer itself
-        f->shard_off = 0;
-        f->shard_len = f->numel;
-        f->params = callocCheck(f->numel, sizeof(float));
-        f->grads = callocCheck(f->numel, sizeof(float));
-        f->master = f->params;
-        f->exp_avg = callocCheck(f->shard_len, sizeof(float));
-        f->exp_avg_sq = callocCheck(f->shard_len, sizeof(float));
-        for (int t = 0; t < spec->ntensors; t++) {
-            size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
-            model_init_range(&spec->t[t], (uint64_t)cfg->seed, cfg->model.initializer_range, begin, n, f->master + local);
-        }
+static ShardStrategy parse_strategy(const char *name) {
+    static const char *const names[] = {"full-shard", "grad-shard", "no-shard", "hybrid-full-shard", "hybrid-grad-shard"};
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(name, names[i])) return (ShardStrategy)i;
+    comm_fail_all("unknown --sharding '%s'", name);
+}
+
+static int shard_group_size(ShardStrategy st, const Config *cfg) {
+    int world = comm_info.world;
+    if (st == SHARD_FULL || st == SHARD_GRAD_OP) return world;
+    if (st == SHARD_NONE) return 1;
+    int g = cfg->shard_group_size > 0 ? cfg->shard_group_size : comm_info.local_world;
+    if (g > world || world % g)
+        comm_fail_all("--sharding %s: world size %d is not a multiple of the shard group size %d (%s)", cfg->sharding, world,
+                      g, cfg->shard_group_size > 0 ? "--shard_group_size" : "ranks per node");
+    return g;
+}
+
+static float *fzalloc(size_t n) { return callocCheck(n, sizeof(float)); }
+
+// Writes the initial values of this rank's shard of unit u into dst (shard_len floats).
+static void init_shard(const ShardState *s, int u, uint64_t seed, float std, float *dst) {
+    const UnitSpec *spec = &s->plan->units[u];
+    for (int t = 0; t < spec->ntensors; t++) {
+        size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
+        if (n) model_init_range(&spec->t[t], seed, std, begin, n, dst + local);
     }
 }
 
-void shard_free(ShardState *s) {
-    for (int u = 0; u < s->plan->nunits; u++) {
+void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg) {
+    memset(s, 0, sizeof *s);
+    s->plan = plan;
+    s->nunits = plan->nunits;
+    s->strategy = parse_strategy(cfg->sharding);
+    s->shard_size = shard_group_size(s->strategy, cfg);
+    comm_make_groups(s->shard_size, &s->shard_group, &s->replica_group);
+    s->shard_rank = comm_group_rank(s->shard_group);
+    s->replica_size = comm_group_size(s->replica_group);
+    s->replica_rank = comm_group_rank(s->replica_group);
+    s->reshard_after_forward = s->strategy == SHARD_FULL || s->strategy == SHARD_HYBRID_FULL;
+    s->persistent_grads = cfg->grad_accum > 1;
+    s->units = callocCheck(s->nunits, sizeof(FlatUnit));
+    size_t max_padded = 0;
+    for (int u = 0; u < s->nunits; u++) {
         FlatUnit *f = &s->units[u];
-        free(f->params);
-        free(f->grads);
+        f->numel = plan->units[u].numel;
+        f->padded = (f->numel + s->shard_size - 1) / s->shard_size * s->shard_size;
+        f->shard_len = f->padded / s->shard_size;
+        f->shard_off = (size_t)s->shard_rank * f->shard_len;
+        f->master = fzalloc(f->shard_len);
+        f->exp_avg = fzalloc(f->shard_len);
+        f->exp_avg_sq = fzalloc(f->shard_len);
+        f->grad_shard = fzalloc(f->shard_len);
+        f->param_slot = f->grad_slot = -1;
+        if (s->shard_size == 1) f->params = f->master;  // unsharded: always gathered
+        if (f->padded > max_padded) max_padded = f->padded;
+    }
+    if (cfg->meta_init) {
+        for (int u = 0; u < s->nunits; u++)
+            init_shard(s, u, (uint64_t)cfg->seed, cfg->model.initializer_range, s->units[u].master);
+    } else {
+        // an unsharded start: the whole model exists on every rank before it is sharded
+        float **full = callocCheck(s->nunits, sizeof(float *));
+        for (int u = 0; u < s->nunits; u++) {
+            const UnitSpec *spec = &plan->units[u];
+            full[u] = fzalloc(s->units[u].padded);
+            for (int t = 0; t < spec->ntensors; t++)
+                model_init_range(&spec->t[t], (uint64_t)cfg->seed, cfg->model.initializer_range, 0, spec->t[t].numel,
+                                 full[u] + spec->t[t].offset);
+        }
+        for (int u = 0; u < s->nunits; u++) {
+            kern_copy(s->units[u].master, full[u] + s->units[u].shard_off, s->units[u].shard_len);
+            free(full[u]);
+        }
+        free(full);
+    }
+    s->nparam_slots = s->shard_size == 1 ? 0 : s->reshard_after_forward ? 2 : s->nunits;
+    s->ngrad_slots = s->persistent_grads ? s->nunits : 2;
+    s->param_pool = callocCheck(s->nparam_slots + 1, sizeof(float *));
+    s->grad_pool = callocCheck(s->ngrad_slots, sizeof(float *));
+    s->param_owner = callocCheck(s->nparam_slots + 1, sizeof(int));
+    s->grad_owner = callocCheck(s->ngrad_slots, sizeof(int));
+    for (int i = 0; i < s->nparam_slots; i++) {
+        s->param_pool[i] = fzalloc(s->reshard_after_forward ? max_padded : s->units[i].padded);
+        s->param_owner[i] = -1;
+    }
+    for (int i = 0; i < s->ngrad_slots; i++) {
+        s->grad_pool[i] = fzalloc(s->persistent_grads ? s->units[i].padded : max_padded);
+        s->grad_owner[i] = -1;
+    }
+    if (s->persistent_grads)  // one buffer per unit, held for the whole run
+        for (int u = 0; u < s->nunits; u++) s->units[u].grads = s->grad_pool[s->units[u].grad_slot = s->grad_owner[u] = u];
+}
+
+void shard_free(ShardState *s) {
+    shard_grads_finish(s);
+    for (int u = 0; u < s->nunits; u++) {
+        FlatUnit *f = &s->units[u];
+        comm_wait(f->gather_req);
+        free(f->master);
         free(f->exp_avg);
         free(f->exp_avg_sq);
+        free(f->grad_shard);
     }
+    for (int i = 0; i < s->nparam_slots; i++) free(s->param_pool[i]);
+    for (int i = 0; i < s->ngrad_slots; i++) free(s->grad_pool[i]);
+    free(s->param_pool);
+    free(s->grad_pool);
+    free(s->param_owner);
+    free(s->grad_owner);
     free(s->units);
     s->units = NULL;
 }
 
-const float *shard_params(ShardState *s, int u) { return s->units[u].params; }
-float *shard_grads(ShardState *s, int u) { return s->units[u].grads; }
+// ---- parameters ----
+
+static void start_gather(ShardState *s, int u) {
+    FlatUnit *f = &s->units[u];
+    if (f->params) return;  // gathered, or on its way
+    int slot = s->reshard_after_forward ? -1 : u;
+    for (int i = 0; slot < 0 && i < s->nparam_slots; i++)
+        if (s->param_owner[i] < 0) slot = i;
+    if (slot < 0) comm_fatal("no free parameter buffer for unit %d (more than two units gathered at once)", u);
+    s->param_owner[slot] = u;
+    f->param_slot = slot;
+    f->params = s->param_pool[slot];
+    f->gather_req = comm_all_gather_start(s->shard_group, f->master, f->params, f->shard_len);
+}
+
+const float *shard_gather(ShardState *s, int u, int next) {
+    FlatUnit *f = &s->units[u];
+    start_gather(s, u);
+    comm_wait(f->gather_req);
+    f->gather_req = NULL;
+    if (next >= 0 && next < s->nunits) start_gather(s, next);  // overlaps with u's compute
+    return f->params;
+}
+
+void shard_release(ShardState *s, int u, ShardPhase phase) {
+    FlatUnit *f = &s->units[u];
+    if (s->shard_size == 1 || !f->params) return;
+    if (phase == PHASE_FWD && !s->reshard_after_forward) return;  // ZeRO-2 keeps it for backward
+    comm_wait(f->gather_req);
+    f->gather_req = NULL;
+    s->param_owner[f->param_slot] = -1;
+    f->param_slot = -1;
+    f->params = NULL;
+}
+
+// ---- gradients ----
+
+static void finish_reduce(ShardState *s, int u) {
+    FlatUnit *f = &s->units[u];
+    if (!f->reduce_req) return;
+    comm_wait(f->reduce_req);
+    f->reduce_req = NULL;
+    if (s->replica_size > 1) comm_wait(comm_allreduce_start(s->replica_group, f->grad_shard, f->shard_len));
+    if (!s->persistent_grads) {
+        s->grad_owner[f->grad_slot] = -1;
+        f->grad_slot = -1;
+        f->grads = NULL;
+    }
+}
+
+float *shard_grad_buffer(ShardState *s, int u) {
+    FlatUnit *f = &s->units[u];
+    if (s->persistent_grads) return f->grads;
+    int slot = -1, oldest = -1;
+    for (int i = 0; i < s->ngrad_slots && slot < 0; i++) {
+        if (s->grad_owner[i] < 0) slot = i;
+        else if (oldest < 0 || s->grad_owner[i] > s->grad_owner[oldest]) oldest = i;  // backward runs high to low
+    }
+    if (slot < 0) {  // both buffers still being reduced: finish the older one
+        finish_reduce(s, s->grad_owner[oldest]);
+        slot = oldest;
+    }
+    s->grad_owner[slot] = u;
+    f->grad_slot = slot;
+    f->grads = s->grad_pool[slot];
+    kern_zero(f->grads, f->padded);
+    return f->grads;
+}
+
+void shard_grad_ready(ShardState *s, int u, int last_micro) {
+    if (!last_micro) return;  // accumulate locally; communicate once per step (no_sync)
+    FlatUnit *f = &s->units[u];
+    f->reduce_req = comm_reduce_scatter_start(s->shard_group, f->grads, f->grad_shard, f->shard_len);
+}
+
+void shard_grads_finish(ShardState *s) {
+    for (int u = s->nunits - 1; u >= 0; u--) finish_reduce(s, u);
+}
 
 void shard_zero_grads(ShardState *s) {
-    for (int u = 0; u < s->plan->nunits; u++) kern_zero(s->units[u].grads, s->units[u].numel);
+    if (s->persistent_grads)
+        for (int u = 0; u < s->nunits; u++) kern_zero(s->units[u].grads, s->units[u].padded);
 }
+
+// ---- optimizer ----
 
 size_t shard_tensor_slice(const ShardState *s, int u, int t, size_t *begin, size_t *local) {
     const FlatUnit *f = &s->units[u];
@@ -62,31 +219,31 @@ size_t shard_tensor_slice(const ShardState *s, int u, int t, size_t *begin, size
     return hi - lo;
 }
 
+int shard_is_writer(const ShardState *s) { return s->replica_rank == 0; }
+
 double shard_clip_grads(ShardState *s, float max_norm) {
     double sumsq = 0.0;
-    for (int u = 0; u < s->plan->nunits; u++) {
-        FlatUnit *f = &s->units[u];
-        sumsq += kern_sumsq(f->grads + f->shard_off, f->shard_len);
-    }
+    for (int u = 0; u < s->nunits; u++) sumsq += kern_sumsq(s->units[u].grad_shard, s->units[u].shard_len);
+    comm_allreduce_sum_f64(s->shard_group, &sumsq, 1);  // replicas hold identical shards
     double norm = sqrt(sumsq);
     // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1
     double coef = max_norm / (norm + 1e-6);
     if (max_norm > 0 && coef < 1.0)
-        for (int u = 0; u < s->plan->nunits; u++) kern_scale(s->units[u].grads, (float)coef, s->units[u].numel);
+        for (int u = 0; u < s->nunits; u++) kern_scale(s->units[u].grad_shard, (float)coef, s->units[u].shard_len);
     return norm;
 }
 
 void shard_adamw_step(ShardState *s, const Config *cfg, float lr) {
     s->step++;
-    for (int u = 0; u < s->plan->nunits; u++) {
+    for (int u = 0; u < s->nunits; u++) {
         FlatUnit *f = &s->units[u];
         const UnitSpec *spec = &s->plan->units[u];
         for (int t = 0; t < spec->ntensors; t++) {
             size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
             if (!n) continue;
             float wd = spec->t[t].decay ? cfg->weight_decay : 0.0f;
-            kern_adamw(f->master + local, f->grads + f->shard_off + local, f->exp_avg + local, f->exp_avg_sq + local, n,
-                       lr, cfg->beta1, cfg->beta2, cfg->adam_eps, wd, s->step);
+            kern_adamw(f->master + local, f->grad_shard + local, f->exp_avg + local, f->exp_avg_sq + local, n, lr,
+                       cfg->beta1, cfg->beta2, cfg->adam_eps, wd, s->step);
         }
     }
 }

@@ -1,41 +1,78 @@
-// shard: the FSDP engine: one flat parameter buffer per unit, the rank's shard of it, gradient
-// reduction, sharded AdamW and global-norm clipping.
+// shard: the FSDP engine. Each unit's parameters form one flat buffer, padded to divide the
+// shard group; every rank owns a contiguous shard (fp32 master + AdamW moments) and gathers the
+// full unit only around its compute. Strategies follow torch's ShardingStrategy.
 #ifndef FSDPC_SHARD_H
 #define FSDPC_SHARD_H
 
 #include <stddef.h>
 
+#include "../comm/comm.h"
 #include "../model/config.h"
 #include "../model/llama.h"
 
+typedef enum { SHARD_FULL, SHARD_GRAD_OP, SHARD_NONE, SHARD_HYBRID_FULL, SHARD_HYBRID_GRAD_OP } ShardStrategy;
+// where a gather happens: training forward, evaluation forward, backward
+typedef enum { PHASE_FWD, PHASE_EVAL, PHASE_BWD } ShardPhase;
+
 typedef struct {
     size_t numel;                 // elements of the unit
+    size_t padded;                // numel rounded up to a multiple of the shard group size
     size_t shard_off, shard_len;  // this rank's slice of the flat buffer
-    float *params;                // (numel) full parameters used by compute
-    float *grads;                 // (numel) full gradients written by backward
-    float *master;                // (shard_len) fp32 master shard updated by AdamW
+    float *master;                // (shard_len) fp32 master shard, updated by AdamW
     float *exp_avg, *exp_avg_sq;  // (shard_len) AdamW moments
+    float *grad_shard;            // (shard_len) reduced gradient
+    float *params;                // (padded) gathered parameters while gathered, else NULL
+    float *grads;                 // (padded) full gradient while backward needs it, else NULL
+    int param_slot, grad_slot;    // pool slot in use, or -1
+    CommRequest *gather_req, *reduce_req;
 } FlatUnit;
 
 typedef struct {
     const ModelPlan *plan;
-    FlatUnit *units;  // plan->nunits
-    int step;         // optimizer steps taken
+    ShardStrategy strategy;
+    int shard_size, shard_rank;     // shard group
+    int replica_size, replica_rank; // replica group
+    CommGroup *shard_group, *replica_group;
+    int reshard_after_forward;      // free gathered parameters after forward (ZeRO-3)
+    int persistent_grads;           // full gradients live across micro-batches (grad_accum > 1)
+    int nunits;
+    FlatUnit *units;
+    // pools of full-size buffers: 2 for parameters (current + prefetched) under ZeRO-3, one per
+    // unit otherwise; 2 for gradients (current + being reduced) unless they persist
+    int nparam_slots, ngrad_slots;
+    float **param_pool, **grad_pool;
+    int *param_owner, *grad_owner;  // unit using each slot, or -1
+    int step;                       // optimizer steps taken
 } ShardState;
 
-// Allocates every unit and initialises the rank's shards from (seed, name, index).
+// Parses --sharding/--shard_group_size against the world size; fails on every rank when they
+// do not fit. Allocates every unit and initialises the rank's shards from (seed, name, index);
+// without --meta_init each rank first materialises the full model, as an unsharded start would.
 void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg);
 void shard_free(ShardState *s);
-// Full parameters of unit u for compute, and its gradient buffer.
-const float *shard_params(ShardState *s, int u);
-float *shard_grads(ShardState *s, int u);
+
+// Full parameters of unit u (waits for its all-gather) and starts the non-blocking all-gather of
+// unit `next` (-1: none) so it overlaps u's compute. At most two units are gathered at once.
+const float *shard_gather(ShardState *s, int u, int next);
+// Done with unit u's parameters in `phase`: frees them when the strategy reshards then.
+void shard_release(ShardState *s, int u, ShardPhase phase);
+// Zeroes accumulated full gradients at the start of a step (grad_accum > 1).
 void shard_zero_grads(ShardState *s);
-// Global L2 norm of all gradients; scales them to max_norm when above it (max_norm <= 0: no clip).
+// Gradient buffer (padded) for unit u's backward; zeroed unless it accumulates micro-batches.
+float *shard_grad_buffer(ShardState *s, int u);
+// u's backward is done: on the last micro-batch its gradient is reduced into grad_shard.
+void shard_grad_ready(ShardState *s, int u, int last_micro);
+// Waits for every reduction of the step.
+void shard_grads_finish(ShardState *s);
+
+// Global L2 norm of the reduced gradients; scales them to max_norm when above (<= 0: no clip).
 double shard_clip_grads(ShardState *s, float max_norm);
 void shard_adamw_step(ShardState *s, const Config *cfg, float lr);
 
-// The part of tensor t of unit u that this rank holds: elements [*begin, *begin + *count) of the
-// flattened tensor, found at offset *local inside the unit's shard buffers. Returns *count.
+// The part of tensor t of unit u in this rank's shard: elements [*begin, *begin + count) of the
+// flattened tensor, at offset *local in the shard buffers. Returns count (0 if none).
 size_t shard_tensor_slice(const ShardState *s, int u, int t, size_t *begin, size_t *local);
+// Whether this rank writes its slices into checkpoints (one replica group writes).
+int shard_is_writer(const ShardState *s);
 
 #endif

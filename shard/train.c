@@ -69,16 +69,34 @@ static void fill_batch(Run *r, int step, int micro) {
         data_train_sample(&r->train, (uint64_t)r->cfg->seed, first + b, r->inp + (size_t)b * T, r->tgt + (size_t)b * T);
 }
 
-double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, float dscale) {
+double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, float dscale,
+                        int last_micro) {
     const ModelPlan *plan = s->plan;
-    int L = plan->cfg.num_layers, T = a->T, head = L + 1;
-    model_embed_fwd(plan, shard_params(s, 0), a, inp, T);
-    for (int l = 0; l < L; l++) model_block_fwd(plan, l, shard_params(s, l + 1), a, T, 0);
-    float *ghead = dscale != 0.0f ? shard_grads(s, head) : NULL;
-    double loss = model_head_fwd_bwd(plan, shard_params(s, head), ghead, a, tgt, T, dscale);
-    if (dscale == 0.0f) return loss;
-    for (int l = L - 1; l >= 0; l--) model_block_bwd(plan, l, shard_params(s, l + 1), shard_grads(s, l + 1), a);
-    model_embed_bwd(plan, shard_grads(s, 0), a, inp);
+    int L = plan->cfg.num_layers, T = a->T, head = L + 1, train = dscale != 0.0f;
+    ShardPhase fwd = train ? PHASE_FWD : PHASE_EVAL;
+    // forward: units 0..L, each prefetching the next; the head's forward runs with its backward
+    model_embed_fwd(plan, shard_gather(s, 0, 1), a, inp, T);
+    shard_release(s, 0, fwd);
+    for (int l = 0; l < L; l++) {
+        model_block_fwd(plan, l, shard_gather(s, l + 1, l + 2), a, T, 0);
+        shard_release(s, l + 1, fwd);
+    }
+    const float *ph = shard_gather(s, head, train ? L : -1);
+    double loss = model_head_fwd_bwd(plan, ph, train ? shard_grad_buffer(s, head) : NULL, a, tgt, T, dscale);
+    shard_release(s, head, train ? PHASE_BWD : PHASE_EVAL);
+    if (!train) return loss;
+    shard_grad_ready(s, head, last_micro);
+    // backward: blocks high to low, each prefetching the one below; the embedding needs no weights
+    for (int l = L - 1; l >= 0; l--) {
+        const float *p = shard_gather(s, l + 1, l > 0 ? l : -1);
+        if (a->recompute[l]) model_block_fwd(plan, l, p, a, T, 0);  // activation checkpointing
+        model_block_bwd(plan, l, p, shard_grad_buffer(s, l + 1), a);
+        shard_release(s, l + 1, PHASE_BWD);
+        shard_grad_ready(s, l + 1, last_micro);
+    }
+    shard_release(s, 0, PHASE_BWD);
+    model_embed_bwd(plan, shard_grad_buffer(s, 0), a, inp);
+    shard_grad_ready(s, 0, last_micro);
     return loss;
 }
 
@@ -91,8 +109,9 @@ static double train_step(Run *r, int step, float lr, double *gnorm) {
     shard_zero_grads(&r->st);
     for (int micro = 0; micro < c->grad_accum; micro++) {
         fill_batch(r, step, micro);
-        loss += train_micro_step(&r->st, &r->acts, r->inp, r->tgt, dscale);
+        loss += train_micro_step(&r->st, &r->acts, r->inp, r->tgt, dscale, micro == c->grad_accum - 1);
     }
+    shard_grads_finish(&r->st);
     comm_allreduce_sum_f64(comm_world(), &loss, 1);
     *gnorm = shard_clip_grads(&r->st, c->grad_clip);
     shard_adamw_step(&r->st, c, lr);
@@ -106,7 +125,7 @@ static double validate(Run *r) {
     for (int i = 0; i < c->validation_batches; i++) {
         uint64_t first = ((uint64_t)i * comm_info.world + comm_info.rank) * B;
         for (int b = 0; b < B; b++) data_val_sample(&r->val, first + b, r->inp + (size_t)b * T, r->tgt + (size_t)b * T);
-        sums[0] += train_micro_step(&r->st, &r->acts, r->inp, r->tgt, 0.0f);
+        sums[0] += train_micro_step(&r->st, &r->acts, r->inp, r->tgt, 0.0f, 1);
         sums[1] += (double)B * T;
     }
     comm_allreduce_sum_f64(comm_world(), sums, 2);
@@ -153,9 +172,19 @@ static void emit_byte(int32_t tok, void *ctx) {
 
 static void sample(Run *r) {
     Config *c = r->cfg;
-    if (comm_info.rank != 0) return;
-    const float *P[r->plan.nunits];
-    for (int u = 0; u < r->plan.nunits; u++) P[u] = shard_params(&r->st, u);
+    // every rank helps gather the whole model; rank 0 generates
+    int nu = r->plan.nunits;
+    float *full[nu];
+    const float *P[nu];
+    for (int u = 0; u < nu; u++) {
+        FlatUnit *f = &r->st.units[u];
+        P[u] = full[u] = mallocCheck(f->padded * sizeof(float));
+        comm_all_gather(r->st.shard_group, f->master, full[u], f->shard_len);
+    }
+    if (comm_info.rank != 0) {
+        for (int u = 0; u < nu; u++) free(full[u]);
+        return;
+    }
     int n = (int)strlen(c->prompt);
     int32_t *prompt = mallocCheck((size_t)(n + 1) * sizeof(int32_t));
     for (int i = 0; i < n; i++) prompt[i] = (unsigned char)c->prompt[i];
@@ -165,6 +194,7 @@ static void sample(Run *r) {
     if (r->st.step > r->start_step) putchar('\n');  // a pure generate run prints the text and nothing else
     fflush(stdout);
     free(prompt);
+    for (int u = 0; u < nu; u++) free(full[u]);
 }
 
 void train_run(Config *c) {
@@ -187,7 +217,9 @@ void train_run(Config *c) {
              r.plan.num_params / 1e6, desc);
     if (c->cpu_offload) comm_log("--cpu_offload: no effect on the CPU device (parameters already live in host memory)\n");
     shard_init(&r.st, &r.plan, c);
-    model_acts_alloc(&r.acts, &c->model, c->batch_size, c->model.max_context_width, 0);
+    comm_log("sharding %s: shard group %d x replica group %d\n", c->sharding, r.st.shard_size, r.st.replica_size);
+    int every = c->selective_checkpointing > 0 ? c->selective_checkpointing : c->activation_checkpoints ? 1 : 0;
+    model_acts_alloc(&r.acts, &c->model, c->batch_size, c->model.max_context_width, 0, every);
     size_t bt = (size_t)c->batch_size * c->model.max_context_width;
     r.inp = mallocCheck(bt * sizeof(int32_t));
     r.tgt = mallocCheck(bt * sizeof(int32_t));
@@ -206,8 +238,10 @@ void train_run(Config *c) {
             fprintf(r.metrics, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g}\n", done, loss, lr, gnorm);
         if (done % c->logging_freq == 0 || done == r.max_steps || done == start + 1) {
             double dt = comm_time() - t_log, samples = (double)steps_since_log * r.global_batch;
+            double mem = comm_peak_mem_mib();  // the largest rank's peak
+            comm_allreduce_max_f64(comm_world(), &mem, 1);
             comm_log("Batch %d Loss: %.5f, Speed: %.2f samples/sec, lr: %.6f, tokens/sec: %.0f, grad_norm: %.4f, mem: %.0f MiB\n",
-                     done, loss, samples / dt, lr, samples * T / dt, gnorm, comm_peak_mem_mib());
+                     done, loss, samples / dt, lr, samples * T / dt, gnorm, mem);
             t_log = comm_time();
             steps_since_log = 0;
         }

@@ -12,8 +12,10 @@
 // learning rate for 0-based step: linear warmup over `warmup` steps, then decay to min_lr
 float train_lr(const Config *cfg, int step, int max_steps);
 void train_run(Config *cfg);
-// Forward (and, when dscale != 0, backward with grads += d(dscale * loss sum)) of one micro-batch
-// of a->B sequences over every unit. Returns the summed loss.
-double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, float dscale);
+// Forward (and, when dscale != 0, backward of dscale * loss sum) of one micro-batch of a->B
+// sequences over every unit, gathering and freeing units as the strategy says; gradients are
+// reduced into the shards on the last micro-batch. Returns this rank's summed loss.
+double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, float dscale,
+                        int last_micro);
 
 #endif

@@ -35,7 +35,7 @@ static void setup(Setup *s, int argc, char **argv) {
     model_plan_build(&s->plan, &s->cfg.model);
     shard_init(&s->st, &s->plan, &s->cfg);
     int B = s->cfg.batch_size, T = s->cfg.model.max_context_width;
-    model_acts_alloc(&s->acts, &s->cfg.model, B, T, 0);
+    model_acts_alloc(&s->acts, &s->cfg.model, B, T, 0, 0);
     s->inp = mallocCheck((size_t)B * T * sizeof(int32_t));
     s->tgt = mallocCheck((size_t)B * T * sizeof(int32_t));
 }
@@ -50,7 +50,16 @@ static void batch(Setup *s, uint64_t first) {
 
 static double mean_loss(Setup *s) {
     double n = (double)s->cfg.batch_size * s->cfg.model.max_context_width;
-    return train_micro_step(&s->st, &s->acts, s->inp, s->tgt, 0.0f) / n;
+    return train_micro_step(&s->st, &s->acts, s->inp, s->tgt, 0.0f, 1) / n;
+}
+
+// Gradient of the mean loss over the current batch, reduced into the shards.
+static double loss_and_grad(Setup *s) {
+    double n = (double)s->cfg.batch_size * s->cfg.model.max_context_width;
+    shard_zero_grads(&s->st);
+    double loss = train_micro_step(&s->st, &s->acts, s->inp, s->tgt, (float)(1.0 / n), 1);
+    shard_grads_finish(&s->st);
+    return loss / n;
 }
 
 // Central differences on a few elements of every tensor against the analytic gradient.
@@ -66,16 +75,14 @@ static void gradcheck(void) {
         for (int t = 0; t < s.plan.units[u].ntensors; t++) {
             const TensorSpec *ts = &s.plan.units[u].t[t];
             if (ts->ndim == 1)
-                for (size_t i = 0; i < ts->numel; i++) s.st.units[u].params[ts->offset + i] = 1.0f + 0.1f * (float)((i * 7) % 5);
+                for (size_t i = 0; i < ts->numel; i++) s.st.units[u].master[ts->offset + i] = 1.0f + 0.1f * (float)((i * 7) % 5);
         }
-    double n = (double)s.cfg.batch_size * s.cfg.model.max_context_width;
-    shard_zero_grads(&s.st);
-    train_micro_step(&s.st, &s.acts, s.inp, s.tgt, (float)(1.0 / n));
+    loss_and_grad(&s);
     const float eps = 1e-2f;
     for (int u = 0; u < s.plan.nunits; u++)
         for (int t = 0; t < s.plan.units[u].ntensors; t++) {
             const TensorSpec *ts = &s.plan.units[u].t[t];
-            float *p = s.st.units[u].params + ts->offset, *g = s.st.units[u].grads + ts->offset;
+            float *p = s.st.units[u].master + ts->offset, *g = s.st.units[u].grad_shard + ts->offset;
             double max_err = 0, max_g = 0;
             for (int k = 0; k < 6; k++) {
                 size_t i = (size_t)(k * 2654435761u) % ts->numel;
@@ -153,16 +160,14 @@ static void dump(const char *dir) {
     float loss = (float)mean_loss(&s);
     write_floats(f, "/out/logits", s.acts.logits, 3, btv);
     write_floats(f, "/out/loss", &loss, 1, one);
-    double n = (double)B * T;
-    shard_zero_grads(&s.st);
-    train_micro_step(&s.st, &s.acts, s.inp, s.tgt, (float)(1.0 / n));
+    loss_and_grad(&s);
     char name[160];
     for (int u = 0; u < s.plan.nunits; u++)
         for (int t = 0; t < s.plan.units[u].ntensors; t++) {
             const TensorSpec *ts = &s.plan.units[u].t[t];
             hsize_t dims[2] = {ts->shape[0], ts->shape[1]};
             snprintf(name, sizeof name, "/grad/%s", ts->name);
-            write_floats(f, name, s.st.units[u].grads + ts->offset, ts->ndim, dims);
+            write_floats(f, name, s.st.units[u].grad_shard + ts->offset, ts->ndim, dims);
         }
     // training steps at constant lr, each on its own batch
     int32_t *tin = mallocCheck(sizeof(int32_t) * PARITY_STEPS * B * T), *ttg = mallocCheck(sizeof(int32_t) * PARITY_STEPS * B * T);
@@ -171,8 +176,7 @@ static void dump(const char *dir) {
         batch(&s, 100 + (uint64_t)step * B);
         memcpy(tin + (size_t)step * B * T, s.inp, sizeof(int32_t) * B * T);
         memcpy(ttg + (size_t)step * B * T, s.tgt, sizeof(int32_t) * B * T);
-        shard_zero_grads(&s.st);
-        losses[step] = (float)(train_micro_step(&s.st, &s.acts, s.inp, s.tgt, (float)(1.0 / n)) / n);
+        losses[step] = (float)loss_and_grad(&s);
         shard_clip_grads(&s.st, c->grad_clip);
         shard_adamw_step(&s.st, c, c->lr);
     }
