@@ -1,6 +1,9 @@
 // comm: MPI bootstrap, error exits, host-buffer collectives.
 #include "comm.h"
 
+#include "../kernels/kernels.h"
+
+#include <malloc.h>
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -14,6 +17,7 @@ struct CommGroup {
 
 CommInfo comm_info;
 static CommGroup world_group;
+static MPI_Op bf16_sum_op;
 
 #define mpiCheck(call) mpi_check((call), __FILE__, __LINE__)
 static void mpi_check(int err, const char *file, int line) {
@@ -24,11 +28,26 @@ static void mpi_check(int err, const char *file, int line) {
     comm_fatal_at(file, line, "MPI call failed: %s (is the launcher/network healthy?)", msg);
 }
 
+// MPI reduction op for bf16 stored as uint16: inout = bf16(f32(in) + f32(inout))
+static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
+    size_t n = (size_t)*len;
+    float *a = mallocCheck(2 * n * sizeof(float)), *b = a + n;
+    kern_bf16_to_f32(a, in, n);
+    kern_bf16_to_f32(b, inout, n);
+    kern_add(b, a, n);
+    kern_f32_to_bf16(inout, b, n);
+    free(a);
+}
+
 void comm_init(int *argc, char ***argv) {
+    // big buffers (units, MPI temporaries) go straight to mmap and back to the OS when freed,
+    // instead of glibc raising its threshold and keeping them in a growing heap
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
     MPI_Init(argc, argv);
     // errors come back to us so they are reported with file:line, not as a bare abort
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     world_group.comm = MPI_COMM_WORLD;
+    mpiCheck(MPI_Op_create(bf16_sum, 1, &bf16_sum_op));
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &comm_info.rank));
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &comm_info.world));
     // local rank from shared-memory domains, so mpiexec, srun and a bare start all agree
@@ -216,4 +235,22 @@ void comm_all_gather(CommGroup *g, const float *in, float *out, size_t n) { comm
 
 void comm_reduce_scatter(CommGroup *g, const float *in, float *out, size_t n) {
     comm_wait(comm_reduce_scatter_start(g, in, out, n));
+}
+
+CommRequest *comm_all_gather_bf16_start(CommGroup *g, const uint16_t *in, uint16_t *out, size_t n) {
+    CommRequest *r = mallocCheck(sizeof *r);
+    mpiCheck(MPI_Iallgather(in, count_of(n), MPI_UINT16_T, out, count_of(n), MPI_UINT16_T, g->comm, &r->req));
+    return r;
+}
+
+CommRequest *comm_reduce_scatter_bf16_start(CommGroup *g, const uint16_t *in, uint16_t *out, size_t n) {
+    CommRequest *r = mallocCheck(sizeof *r);
+    mpiCheck(MPI_Ireduce_scatter_block(in, out, count_of(n), MPI_UINT16_T, bf16_sum_op, g->comm, &r->req));
+    return r;
+}
+
+CommRequest *comm_allreduce_bf16_start(CommGroup *g, uint16_t *buf, size_t n) {
+    CommRequest *r = mallocCheck(sizeof *r);
+    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(n), MPI_UINT16_T, bf16_sum_op, g->comm, &r->req));
+    return r;
 }

@@ -47,6 +47,8 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg) {
     s->replica_size = comm_group_size(s->replica_group);
     s->replica_rank = comm_group_rank(s->replica_group);
     s->reshard_after_forward = s->strategy == SHARD_FULL || s->strategy == SHARD_HYBRID_FULL;
+    s->bf16_params = !strcmp(cfg->precision, "bf16");
+    s->bf16_reduce = !strcmp(cfg->reduce_dtype, "bf16");
     s->persistent_grads = cfg->grad_accum > 1;
     s->units = callocCheck(s->nunits, sizeof(FlatUnit));
     size_t max_padded = 0;
@@ -61,7 +63,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg) {
         f->exp_avg_sq = fzalloc(f->shard_len);
         f->grad_shard = fzalloc(f->shard_len);
         f->param_slot = f->grad_slot = -1;
-        if (s->shard_size == 1) f->params = f->master;  // unsharded: always gathered
+        if (s->shard_size == 1 && !s->bf16_params) f->params = f->master;  // unsharded fp32: always gathered
         if (f->padded > max_padded) max_padded = f->padded;
     }
     if (cfg->meta_init) {
@@ -83,19 +85,33 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg) {
         }
         free(full);
     }
-    s->nparam_slots = s->shard_size == 1 ? 0 : s->reshard_after_forward ? 2 : s->nunits;
+    s->nparam_slots = s->units[0].params ? 0 : s->reshard_after_forward ? 2 : s->nunits;
     s->ngrad_slots = s->persistent_grads ? s->nunits : 2;
     s->param_pool = callocCheck(s->nparam_slots + 1, sizeof(float *));
     s->grad_pool = callocCheck(s->ngrad_slots, sizeof(float *));
     s->param_owner = callocCheck(s->nparam_slots + 1, sizeof(int));
     s->grad_owner = callocCheck(s->ngrad_slots, sizeof(int));
+    s->param_send = callocCheck(s->nparam_slots + 1, sizeof(uint16_t *));
+    s->param_stage = callocCheck(s->nparam_slots + 1, sizeof(uint16_t *));
+    s->grad_stage = callocCheck(s->ngrad_slots, sizeof(uint16_t *));
+    s->grad_recv = callocCheck(s->ngrad_slots, sizeof(uint16_t *));
     for (int i = 0; i < s->nparam_slots; i++) {
-        s->param_pool[i] = fzalloc(s->reshard_after_forward ? max_padded : s->units[i].padded);
+        size_t n = s->reshard_after_forward ? max_padded : s->units[i].padded;
+        s->param_pool[i] = fzalloc(n);
         s->param_owner[i] = -1;
+        if (s->bf16_params) {
+            s->param_stage[i] = callocCheck(n, sizeof(uint16_t));
+            s->param_send[i] = callocCheck(n / s->shard_size, sizeof(uint16_t));
+        }
     }
     for (int i = 0; i < s->ngrad_slots; i++) {
-        s->grad_pool[i] = fzalloc(s->persistent_grads ? s->units[i].padded : max_padded);
+        size_t n = s->persistent_grads ? s->units[i].padded : max_padded;
+        s->grad_pool[i] = fzalloc(n);
         s->grad_owner[i] = -1;
+        if (s->bf16_reduce) {
+            s->grad_stage[i] = callocCheck(n, sizeof(uint16_t));
+            s->grad_recv[i] = callocCheck(n / s->shard_size, sizeof(uint16_t));
+        }
     }
     if (s->persistent_grads)  // one buffer per unit, held for the whole run
         for (int u = 0; u < s->nunits; u++) s->units[u].grads = s->grad_pool[s->units[u].grad_slot = s->grad_owner[u] = u];
@@ -111,10 +127,22 @@ void shard_free(ShardState *s) {
         free(f->exp_avg_sq);
         free(f->grad_shard);
     }
-    for (int i = 0; i < s->nparam_slots; i++) free(s->param_pool[i]);
-    for (int i = 0; i < s->ngrad_slots; i++) free(s->grad_pool[i]);
+    for (int i = 0; i < s->nparam_slots; i++) {
+        free(s->param_pool[i]);
+        free(s->param_send[i]);
+        free(s->param_stage[i]);
+    }
+    for (int i = 0; i < s->ngrad_slots; i++) {
+        free(s->grad_pool[i]);
+        free(s->grad_stage[i]);
+        free(s->grad_recv[i]);
+    }
     free(s->param_pool);
     free(s->grad_pool);
+    free(s->param_send);
+    free(s->param_stage);
+    free(s->grad_stage);
+    free(s->grad_recv);
     free(s->param_owner);
     free(s->grad_owner);
     free(s->units);
@@ -133,7 +161,13 @@ static void start_gather(ShardState *s, int u) {
     s->param_owner[slot] = u;
     f->param_slot = slot;
     f->params = s->param_pool[slot];
-    f->gather_req = comm_all_gather_start(s->shard_group, f->master, f->params, f->shard_len);
+    if (s->bf16_params) {  // half the bytes on the wire; compute expands them to fp32
+        kern_f32_to_bf16(s->param_send[slot], f->master, f->shard_len);
+        f->gather_req = comm_all_gather_bf16_start(s->shard_group, s->param_send[slot], s->param_stage[slot], f->shard_len);
+        f->expand_pending = 1;
+    } else {
+        f->gather_req = comm_all_gather_start(s->shard_group, f->master, f->params, f->shard_len);
+    }
 }
 
 const float *shard_gather(ShardState *s, int u, int next) {
@@ -141,16 +175,21 @@ const float *shard_gather(ShardState *s, int u, int next) {
     start_gather(s, u);
     comm_wait(f->gather_req);
     f->gather_req = NULL;
+    if (f->expand_pending) {
+        kern_bf16_to_f32(f->params, s->param_stage[f->param_slot], f->padded);
+        f->expand_pending = 0;
+    }
     if (next >= 0 && next < s->nunits) start_gather(s, next);  // overlaps with u's compute
     return f->params;
 }
 
 void shard_release(ShardState *s, int u, ShardPhase phase) {
     FlatUnit *f = &s->units[u];
-    if (s->shard_size == 1 || !f->params) return;
+    if (!f->params || f->params == f->master) return;
     if (phase == PHASE_FWD && !s->reshard_after_forward) return;  // ZeRO-2 keeps it for backward
     comm_wait(f->gather_req);
     f->gather_req = NULL;
+    f->expand_pending = 0;
     s->param_owner[f->param_slot] = -1;
     f->param_slot = -1;
     f->params = NULL;
@@ -163,7 +202,13 @@ static void finish_reduce(ShardState *s, int u) {
     if (!f->reduce_req) return;
     comm_wait(f->reduce_req);
     f->reduce_req = NULL;
-    if (s->replica_size > 1) comm_wait(comm_allreduce_start(s->replica_group, f->grad_shard, f->shard_len));
+    if (s->bf16_reduce) {
+        uint16_t *recv = s->grad_recv[f->grad_slot];
+        if (s->replica_size > 1) comm_wait(comm_allreduce_bf16_start(s->replica_group, recv, f->shard_len));
+        kern_bf16_to_f32(f->grad_shard, recv, f->shard_len);
+    } else if (s->replica_size > 1) {
+        comm_wait(comm_allreduce_start(s->replica_group, f->grad_shard, f->shard_len));
+    }
     if (!s->persistent_grads) {
         s->grad_owner[f->grad_slot] = -1;
         f->grad_slot = -1;
@@ -193,7 +238,13 @@ float *shard_grad_buffer(ShardState *s, int u) {
 void shard_grad_ready(ShardState *s, int u, int last_micro) {
     if (!last_micro) return;  // accumulate locally; communicate once per step (no_sync)
     FlatUnit *f = &s->units[u];
-    f->reduce_req = comm_reduce_scatter_start(s->shard_group, f->grads, f->grad_shard, f->shard_len);
+    if (s->bf16_reduce) {
+        uint16_t *stage = s->grad_stage[f->grad_slot];
+        kern_f32_to_bf16(stage, f->grads, f->padded);
+        f->reduce_req = comm_reduce_scatter_bf16_start(s->shard_group, stage, s->grad_recv[f->grad_slot], f->shard_len);
+    } else {
+        f->reduce_req = comm_reduce_scatter_start(s->shard_group, f->grads, f->grad_shard, f->shard_len);
+    }
 }
 
 void shard_grads_finish(ShardState *s) {

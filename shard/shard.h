@@ -5,6 +5,7 @@
 #define FSDPC_SHARD_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../comm/comm.h"
 #include "../model/config.h"
@@ -24,6 +25,7 @@ typedef struct {
     float *params;                // (padded) gathered parameters while gathered, else NULL
     float *grads;                 // (padded) full gradient while backward needs it, else NULL
     int param_slot, grad_slot;    // pool slot in use, or -1
+    int expand_pending;           // bf16 gather landed in the staging buffer, not yet in params
     CommRequest *gather_req, *reduce_req;
 } FlatUnit;
 
@@ -34,6 +36,8 @@ typedef struct {
     int replica_size, replica_rank; // replica group
     CommGroup *shard_group, *replica_group;
     int reshard_after_forward;      // free gathered parameters after forward (ZeRO-3)
+    int bf16_params;                // --precision bf16: gather bf16, compute from its fp32 expansion
+    int bf16_reduce;                // --reduce_dtype bf16: reduce gradients in bf16
     int persistent_grads;           // full gradients live across micro-batches (grad_accum > 1)
     int nunits;
     FlatUnit *units;
@@ -42,6 +46,9 @@ typedef struct {
     int nparam_slots, ngrad_slots;
     float **param_pool, **grad_pool;
     int *param_owner, *grad_owner;  // unit using each slot, or -1
+    // bf16 staging per slot: the sent shard and the full buffer (parameters), the full buffer and
+    // the received shard (gradients)
+    uint16_t **param_send, **param_stage, **grad_stage, **grad_recv;
     int step;                       // optimizer steps taken
 } ShardState;
 

@@ -21,6 +21,7 @@ suite "model: whole-model gradient check" build/test_model
 suite "parity: PyTorch reference (dump)" build/test_model --dump "$DUMP"
 suite "parity: PyTorch reference (compare)" /usr/bin/python3 test/parity.py "$DUMP/step_00000000.h5"
 suite "cli: errors, resume, evaluation, generation" bash test/test_cli.sh
+suite "shard: multi-rank equivalence, memory, bad layouts" bash test/test_shard.sh
 
 passed=$(grep -c '^ok ' "$LOG")
 failed=$(grep -c '^not ok ' "$LOG")

@@ -135,7 +135,7 @@ enum { PARITY_STEPS = 5 };
 static void dump(const char *dir) {
     char *args[] = {"t", "--hidden_width", "64", "--num_layers", "2", "--num_heads", "8", "--num_key_value_heads", "2",
                     "--intermediate_size", "96", "--max_context_width", "16", "--vocab_size", "80", "--batch_size", "3",
-                    "--lr", "0.01", "--grad_clip", "1.0", "--weight_decay", "0.1"};
+                    "--lr", "3e-3", "--grad_clip", "0.5", "--weight_decay", "1.0"};
     Setup s;
     setup(&s, sizeof args / sizeof args[0], args);
     Config *c = &s.cfg;

@@ -1,0 +1,69 @@
+"""PyTorch eager fp32 training throughput for the same Llama fsdpc trains: the CPU baseline.
+
+AdamW (lr 3e-4, betas 0.9/0.95, wd 0.1 on 2-D tensors), grad clip 1.0, random tokens.
+No torch.compile and no autocast: the comparison is against plain eager fp32.
+Prints one line: `torch tokens/sec: X`, counting only the steps after warmup.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hidden_width", type=int, default=256)
+    ap.add_argument("--num_layers", type=int, default=4)
+    ap.add_argument("--num_heads", type=int, default=8)
+    ap.add_argument("--num_key_value_heads", type=int, default=4)
+    ap.add_argument("--intermediate_size", type=int, default=688)
+    ap.add_argument("--max_context_width", type=int, default=256)
+    ap.add_argument("--vocab_size", type=int, default=256)
+    ap.add_argument("--batch_size", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=10, help="timed steps")
+    ap.add_argument("--warmup_steps", type=int, default=2, help="untimed steps before them")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    return ap.parse_args()
+
+
+def main():
+    args = parse_args()
+    # Debian's torch runs GEMMs on OpenBLAS's own pthread pool and the rest on OpenMP. Both size
+    # themselves when loaded, so --threads must reach them before torch is imported to bound all
+    # compute threads; PASSIVE keeps idle OpenMP workers from spinning on the cores a GEMM needs.
+    for var, val in (("OMP_NUM_THREADS", args.threads), ("OPENBLAS_NUM_THREADS", args.threads),
+                     ("OMP_WAIT_POLICY", "PASSIVE")):
+        os.environ.setdefault(var, str(val))
+    import torch
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test"))
+    from llama_ref import Llama, LlamaConfig, adamw_for, loss_fn
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    cfg = LlamaConfig(args.hidden_width, args.num_layers, args.num_heads, args.num_key_value_heads,
+                      args.intermediate_size, args.vocab_size, args.max_context_width)
+    model = Llama(cfg)
+    opt = adamw_for(model, lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    B, T = args.batch_size, args.max_context_width
+    # Drawn up front so the timed loop holds only the training step.
+    data = torch.randint(0, args.vocab_size, (args.warmup_steps + args.steps, B, T + 1))
+
+    def step(tokens):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(tokens[:, :-1]), tokens[:, 1:])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    for s in range(args.warmup_steps):
+        step(data[s])
+    t0 = time.perf_counter()
+    for s in range(args.warmup_steps, args.warmup_steps + args.steps):
+        step(data[s])
+    seconds = time.perf_counter() - t0
+    print(f"torch tokens/sec: {B * T * args.steps / seconds:.1f}")
+
+
+if __name__ == "__main__":
+    main()

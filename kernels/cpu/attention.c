@@ -1,0 +1,122 @@
+// attention: causal grouped-query attention with explicit (saved) softmax probabilities.
+// Work is split into blocks of ATT_BLOCK query rows (and, in backward, key columns) so the
+// sgemm calls skip the masked upper triangle of the (Tq, Tk) score matrix.
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "../kernels.h"
+#include "cpu_common.h"
+
+#define ATT_BLOCK 64
+
+static inline int att_min(int a, int b) { return a < b ? a : b; }
+
+// s[0..n) <- softmax(s[0..n)); s[n..len) <- 0 (masked keys get probability exactly 0)
+static void att_softmax_row(float *s, int n, int len) {
+    float mx = s[0];
+#pragma omp simd reduction(max : mx)
+    for (int j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < n; j++) {
+        s[j] = cpu_expf(s[j] - mx);
+        sum += s[j];
+    }
+    const float inv = 1.0f / sum;
+#pragma omp simd
+    for (int j = 0; j < n; j++) s[j] *= inv;
+    memset(s + n, 0, sizeof(float) * (size_t)(len - n));
+}
+
+void kern_attention_fwd(float *out, float *probs, const float *q, const float *k, const float *v,
+                        int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride) {
+    const int grp = H / KV, off = Tk - Tq;
+    const int ldq = H * hd, ldk = KV * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    // one (batch, head) per iteration; sgemm inside a parallel region runs single-threaded
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * H; bh++) {
+        const int b = bh / H, h = bh % H;
+        const float *qh = q + (size_t)b * Tq * ldq + (size_t)h * hd;  // (Tq, hd), row stride ldq
+        const float *kh = k + b * kv_bstride + (size_t)(h / grp) * hd;  // (Tk, hd), row stride ldk
+        const float *vh = v + b * kv_bstride + (size_t)(h / grp) * hd;
+        float *oh = out + (size_t)b * Tq * ldq + (size_t)h * hd;
+        float *p = probs + (size_t)bh * Tq * Tk;  // (Tq, Tk)
+        for (int r0 = 0; r0 < Tq; r0 += ATT_BLOCK) {
+            const int rows = att_min(ATT_BLOCK, Tq - r0);
+            const int kend = off + r0 + rows;  // keys visible to the block's last row
+            float *pb = p + (size_t)r0 * Tk;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend, hd, scale, qh + (size_t)r0 * ldq,
+                        ldq, kh, ldk, 0.0f, pb, Tk);
+            for (int i = 0; i < rows; i++) att_softmax_row(pb + (size_t)i * Tk, off + r0 + i + 1, Tk);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, kend, 1.0f, pb, Tk, vh, ldk, 0.0f,
+                        oh + (size_t)r0 * ldq, ldq);
+        }
+    }
+}
+
+size_t kern_attention_scratch_floats(int T) {
+    // one (T, T) dP/dS matrix per thread
+    return (size_t)omp_get_max_threads() * T * T;
+}
+
+void kern_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                        const float *probs, const float *q, const float *k, const float *v,
+                        int B, int T, int H, int KV, int hd) {
+    const int grp = H / KV;
+    const int ldq = H * hd, ldk = KV * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    // one (batch, kv head) per iteration, its query heads serially, so dk/dv need no reduction
+#pragma omp parallel for schedule(static)
+    for (int bg = 0; bg < B * KV; bg++) {
+        const int b = bg / KV, g = bg % KV;
+        float *ds = scratch + (size_t)omp_get_thread_num() * T * T;  // (T, T): dP, then dS
+        const float *kg = k + (size_t)b * T * ldk + (size_t)g * hd;  // (T, hd), row stride ldk
+        const float *vg = v + (size_t)b * T * ldk + (size_t)g * hd;
+        float *dkg = dk + (size_t)b * T * ldk + (size_t)g * hd;
+        float *dvg = dv + (size_t)b * T * ldk + (size_t)g * hd;
+        for (int t = 0; t < T; t++) {
+            memset(dkg + (size_t)t * ldk, 0, sizeof(float) * hd);
+            memset(dvg + (size_t)t * ldk, 0, sizeof(float) * hd);
+        }
+        for (int h = g * grp; h < (g + 1) * grp; h++) {
+            const size_t qoff = (size_t)b * T * ldq + (size_t)h * hd;  // (T, hd) rows of q, dq, dout
+            const float *qh = q + qoff, *doh = dout + qoff;
+            float *dqh = dq + qoff;
+            const float *p = probs + ((size_t)b * H + h) * T * T;  // (T, T)
+            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+                const int rows = att_min(ATT_BLOCK, T - r0), kend = r0 + rows;
+                float *dsb = ds + (size_t)r0 * T;
+                // dP = dout @ V^T
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend, hd, 1.0f, doh + (size_t)r0 * ldq,
+                            ldq, vg, ldk, 0.0f, dsb, T);
+                // dS = P * (dP - rowsum(dP * P)); zero past the diagonal up to the block edge
+                for (int i = 0; i < rows; i++) {
+                    const int n = r0 + i + 1;
+                    const float *pr = p + (size_t)(r0 + i) * T;
+                    float *dr = dsb + (size_t)i * T;
+                    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+                    for (int j = 0; j < n; j++) dot += pr[j] * dr[j];
+#pragma omp simd
+                    for (int j = 0; j < n; j++) dr[j] = pr[j] * (dr[j] - dot);
+                    memset(dr + n, 0, sizeof(float) * (size_t)(kend - n));
+                }
+                // dq = scale * dS @ K
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, kend, scale, dsb, T, kg, ldk, 0.0f,
+                            dqh + (size_t)r0 * ldq, ldq);
+            }
+            // key block c0 is seen only by queries c0..T-1
+            for (int c0 = 0; c0 < T; c0 += ATT_BLOCK) {
+                const int cols = att_min(ATT_BLOCK, T - c0), nq = T - c0;
+                // dk += scale * dS^T @ Q, dv += P^T @ dout
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd, nq, scale, ds + (size_t)c0 * T + c0, T,
+                            qh + (size_t)c0 * ldq, ldq, 1.0f, dkg + (size_t)c0 * ldk, ldk);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd, nq, 1.0f, p + (size_t)c0 * T + c0, T,
+                            doh + (size_t)c0 * ldq, ldq, 1.0f, dvg + (size_t)c0 * ldk, ldk);
+            }
+        }
+    }
+}

@@ -1,0 +1,188 @@
+// elementwise: threading setup, SwiGLU, embedding, cross-entropy, vector ops, AdamW and bf16.
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "../kernels.h"
+#include "cpu_common.h"
+
+void kern_init(int num_threads) {
+    if (num_threads <= 0) return;
+    omp_set_num_threads(num_threads);
+    openblas_set_num_threads(num_threads);
+}
+
+int kern_num_threads(void) { return omp_get_max_threads(); }
+
+// The calling thread's share [lo, hi) of n items: fixed contiguous blocks by thread number, so
+// reductions over them can be combined in thread order and do not depend on timing.
+static void ew_thread_range(size_t n, size_t *lo, size_t *hi) {
+    const size_t tid = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
+    *lo = n * tid / nt;
+    *hi = n * (tid + 1) / nt;
+}
+
+// ---- SwiGLU ----
+
+void kern_swiglu_fwd(float *h, const float *gate, const float *up, size_t N) {
+#pragma omp parallel for simd schedule(static) if (N >= CPU_PAR_MIN)
+    for (size_t i = 0; i < N; i++) h[i] = gate[i] / (1.0f + cpu_expf(-gate[i])) * up[i];
+}
+
+void kern_swiglu_bwd(float *dgate, float *dup, const float *dh, const float *gate, const float *up, size_t N) {
+#pragma omp parallel for simd schedule(static) if (N >= CPU_PAR_MIN)
+    for (size_t i = 0; i < N; i++) {
+        const float g = gate[i], sig = 1.0f / (1.0f + cpu_expf(-g)), d = dh[i];
+        // d silu(g) / dg = sig * (1 + g * (1 - sig))
+        dgate[i] = d * up[i] * (sig * (1.0f + g * (1.0f - sig)));
+        dup[i] = d * (g * sig);
+    }
+}
+
+// ---- embedding ----
+
+void kern_embedding_fwd(float *out, const int32_t *tokens, const float *wte, int N, int D) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) memcpy(out + (size_t)n * D, wte + (size_t)tokens[n] * D, sizeof(float) * D);
+}
+
+void kern_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, int N, int D) {
+    // Each thread owns a slice of the D columns and walks all rows in order: repeated tokens
+    // never race and the sums are in row order. Slices are whole 64-byte lines (16 floats).
+#pragma omp parallel
+    {
+        size_t lo, hi;
+        ew_thread_range(((size_t)D + 15) / 16, &lo, &hi);
+        lo *= 16;
+        hi = hi * 16 < (size_t)D ? hi * 16 : (size_t)D;
+        for (int n = 0; n < N; n++) {
+            const float *src = dout + (size_t)n * D;
+            float *dst = dwte + (size_t)tokens[n] * D;
+#pragma omp simd
+            for (size_t j = lo; j < hi; j++) dst[j] += src[j];
+        }
+    }
+}
+
+// ---- fused softmax + cross-entropy ----
+
+// loss of one row of logits x (V); with dscale != 0, x <- (softmax(x) - onehot) * dscale
+static double ce_row(float *x, int target, int V, float dscale) {
+    float mx = x[0];
+#pragma omp simd reduction(max : mx)
+    for (int j = 0; j < V; j++) mx = x[j] > mx ? x[j] : mx;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < V; j++) sum += cpu_expf(x[j] - mx);
+    const double loss = log((double)sum) + mx - x[target];
+    if (dscale != 0.0f) {
+        // recomputing exp costs less than storing it and reading it back
+        const float c = dscale / sum;
+#pragma omp simd
+        for (int j = 0; j < V; j++) x[j] = cpu_expf(x[j] - mx) * c;
+        x[target] -= dscale;
+    }
+    return loss;
+}
+
+double kern_crossentropy_fwd_bwd(float *logits, const int32_t *targets, int N, int V, float dscale) {
+    const int nth = omp_get_max_threads();
+    double part[nth];  // per-thread loss sums, added in thread order
+    for (int t = 0; t < nth; t++) part[t] = 0.0;
+#pragma omp parallel
+    {
+        size_t lo, hi;
+        ew_thread_range((size_t)N, &lo, &hi);
+        double s = 0.0;
+        for (size_t n = lo; n < hi; n++) s += ce_row(logits + n * V, targets[n], V, dscale);
+        part[omp_get_thread_num()] = s;
+    }
+    double loss = 0.0;
+    for (int t = 0; t < nth; t++) loss += part[t];
+    return loss;
+}
+
+// ---- elementwise and reductions ----
+
+void kern_add(float *y, const float *x, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+void kern_add3(float *out, const float *a, const float *b, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+void kern_scale(float *x, float s, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
+void kern_zero(float *x, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) x[i] = 0.0f;
+}
+
+void kern_copy(float *dst, const float *src, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+double kern_sumsq(const float *x, size_t n) {
+    const int nth = omp_get_max_threads();
+    double part[nth];  // per-thread partial sums, added in thread order
+    for (int t = 0; t < nth; t++) part[t] = 0.0;
+#pragma omp parallel if (n >= CPU_PAR_MIN)
+    {
+        size_t lo, hi;
+        ew_thread_range(n, &lo, &hi);
+        double s = 0.0;
+#pragma omp simd reduction(+ : s)
+        for (size_t i = lo; i < hi; i++) s += (double)x[i] * x[i];
+        part[omp_get_thread_num()] = s;
+    }
+    double sum = 0.0;
+    for (int t = 0; t < nth; t++) sum += part[t];
+    return sum;
+}
+
+// ---- AdamW (torch.optim.AdamW, single-tensor form) ----
+
+void kern_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+                float beta2, float eps, float wd, int step) {
+    const double bc1 = 1.0 - pow(beta1, step), bc2 = 1.0 - pow(beta2, step);
+    const float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
+    const float decay = (float)(1.0 - (double)lr * wd), b1c = 1.0f - beta1, b2c = 1.0f - beta2;
+#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        const float gi = g[i];
+        const float mi = beta1 * m[i] + b1c * gi, vi = beta2 * v[i] + b2c * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = p[i] * decay - step_size * (mi / (sqrtf(vi) / bc2_sqrt + eps));
+    }
+}
+
+// ---- bf16 ----
+
+void kern_f32_to_bf16(uint16_t *dst, const float *src, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, src + i, sizeof u);
+        // round to nearest even: add 0x7fff plus the lowest kept bit, then truncate
+        const uint16_t r = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+        // NaN must not round into Inf: keep the top bits and force a quiet-NaN mantissa bit
+        dst[i] = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u) : r;
+    }
+}
+
+void kern_bf16_to_f32(float *dst, const uint16_t *src, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t u = (uint32_t)src[i] << 16;
+        memcpy(dst + i, &u, sizeof u);
+    }
+}

@@ -1,0 +1,20 @@
+// matmul: linear layers through OpenBLAS sgemm (row-major; weights are [out, in]).
+#include <cblas.h>
+
+#include "../kernels.h"
+
+void kern_matmul_fwd(float *out, const float *inp, const float *w, int N, int IN, int OUT) {
+    // (N, OUT) = (N, IN) @ (OUT, IN)^T
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OUT, IN, 1.0f, inp, IN, w, IN, 0.0f, out, OUT);
+}
+
+void kern_matmul_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                     int N, int IN, int OUT, int accumulate_dinp) {
+    if (dinp) {
+        // (N, IN) = (N, OUT) @ (OUT, IN)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IN, OUT, 1.0f, dout, OUT, w, IN,
+                    accumulate_dinp ? 1.0f : 0.0f, dinp, IN);
+    }
+    // (OUT, IN) += (N, OUT)^T @ (N, IN)
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, N, 1.0f, dout, OUT, inp, IN, 1.0f, dw, IN);
+}

@@ -1,0 +1,106 @@
+// norm: RMSNorm and rotary position embedding (RoPE).
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../kernels.h"
+
+void kern_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int D, float eps) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * D;
+        float *o = out + (size_t)n * D;
+        double ss = 0.0;  // double: D squares of very different sizes
+#pragma omp simd reduction(+ : ss)
+        for (int j = 0; j < D; j++) ss += (double)x[j] * x[j];
+        float r = (float)(1.0 / sqrt(ss / D + eps));
+        rstd[n] = r;
+#pragma omp simd
+        for (int j = 0; j < D; j++) o[j] = (x[j] * r) * w[j];
+    }
+}
+
+void kern_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                      const float *rstd, int N, int D) {
+    // dw is summed over rows: each thread sums its static block of rows into its own partial,
+    // then the partials are added in thread order, so the result does not depend on timing.
+    float *part = malloc(sizeof(float) * (size_t)omp_get_max_threads() * D);  // (threads, D)
+    if (!part) {
+        fprintf(stderr, "kern_rmsnorm_bwd: out of memory\n");
+        abort();
+    }
+#pragma omp parallel
+    {
+        const int nth = omp_get_num_threads();
+        float *dwp = part + (size_t)omp_get_thread_num() * D;
+        for (int j = 0; j < D; j++) dwp[j] = 0.0f;
+#pragma omp for schedule(static)
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * D, *dy = dout + (size_t)n * D;
+            float *dx = dinp + (size_t)n * D;
+            const float r = rstd[n];
+            // xhat = x * r, dxhat = dy * w; m = mean(dxhat * xhat)
+            double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+            for (int j = 0; j < D; j++) acc += (double)(dy[j] * w[j]) * (x[j] * r);
+            const float m = (float)(acc / D);
+#pragma omp simd
+            for (int j = 0; j < D; j++) {
+                float xhat = x[j] * r;
+                dx[j] += r * (dy[j] * w[j] - xhat * m);
+                dwp[j] += dy[j] * xhat;
+            }
+        }
+#pragma omp for schedule(static)
+        for (int j = 0; j < D; j++) {
+            float s = 0.0f;
+            for (int t = 0; t < nth; t++) s += part[(size_t)t * D + j];
+            dw[j] += s;
+        }
+    }
+    free(part);
+}
+
+void kern_rope_table(float *cos_t, float *sin_t, int T, int hd, float theta) {
+    const int half = hd / 2;
+    for (int i = 0; i < half; i++) {
+        // double so the only rounding is the final cast (matches the float64 reference tables)
+        double inv_freq = 1.0 / pow((double)theta, (double)(2 * i) / hd);
+        for (int t = 0; t < T; t++) {
+            double a = t * inv_freq;
+            cos_t[(size_t)t * half + i] = (float)cos(a);
+            sin_t[(size_t)t * half + i] = (float)sin(a);
+        }
+    }
+}
+
+// x (B, T, nh, hd) in place: (x1, x2) -> (x1 c - x2 s', x2 c + x1 s') with s' = sign * s over the
+// two halves. sign -1 rotates by the negative angle, which is the transpose (backward).
+static void rope_rotate(float *x, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd,
+                        int pos0, float sign) {
+    const int half = hd / 2;
+    const long rows = (long)B * T;
+#pragma omp parallel for schedule(static)
+    for (long bt = 0; bt < rows; bt++) {
+        const size_t pos = (size_t)(pos0 + bt % T);
+        const float *c = cos_t + pos * half, *s = sin_t + pos * half;
+        for (int h = 0; h < nh; h++) {
+            float *x1 = x + ((size_t)bt * nh + h) * hd, *x2 = x1 + half;
+#pragma omp simd
+            for (int i = 0; i < half; i++) {
+                float a = x1[i], b = x2[i], si = sign * s[i];
+                x1[i] = a * c[i] - b * si;
+                x2[i] = b * c[i] + a * si;
+            }
+        }
+    }
+}
+
+void kern_rope_fwd(float *x, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0) {
+    rope_rotate(x, cos_t, sin_t, B, T, nh, hd, pos0, 1.0f);
+}
+
+void kern_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0) {
+    rope_rotate(dx, cos_t, sin_t, B, T, nh, hd, pos0, -1.0f);
+}

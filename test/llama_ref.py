@@ -1,0 +1,185 @@
+"""Reference Llama-2 in plain PyTorch, used to check fsdpc's numbers.
+
+Written from the model definition in DESIGN.md rather than taken from Hugging Face
+`transformers`, so it has no dependencies beyond torch. Parameter names equal the HF
+`LlamaForCausalLM` names, which are also the names in fsdpc checkpoints and test dumps.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass
+class LlamaConfig:
+    hidden_width: int
+    num_layers: int
+    num_heads: int
+    num_key_value_heads: int
+    intermediate_size: int
+    vocab_size: int
+    max_context_width: int
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+
+    @property
+    def head_dim(self):
+        return self.hidden_width // self.num_heads
+
+
+def config_from_h5_attrs(attrs):
+    """Build a LlamaConfig from HDF5 root attributes (checkpoint or test dump)."""
+    ints = ("hidden_width", "num_layers", "num_heads", "num_key_value_heads",
+            "intermediate_size", "vocab_size", "max_context_width")
+    cfg = {k: int(attrs[k]) for k in ints}
+    # Optional in the file: absent means the Llama-2 defaults.
+    for k in ("rope_theta", "norm_eps"):
+        if k in attrs:
+            cfg[k] = float(attrs[k])
+    return LlamaConfig(**cfg)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        # At least fp32 (as HF does for half inputs); fp64 stays fp64 for the reference run.
+        h = x.to(torch.promote_types(x.dtype, torch.float32))
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(x.dtype)
+
+
+def rope_cos_sin(cfg, T, dtype, device=None):
+    """cos/sin tables (T, head_dim) in the HF layout: the hd/2 frequencies repeated twice."""
+    hd = cfg.head_dim
+    # Angles in float64 so the reference itself adds no rounding beyond the final cast.
+    inv_freq = 1.0 / cfg.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    angles = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)
+    angles = torch.cat((angles, angles), dim=-1)
+    return angles.cos().to(dtype=dtype, device=device), angles.sin().to(dtype=dtype, device=device)
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        D, H, KV, hd = cfg.hidden_width, cfg.num_heads, cfg.num_key_value_heads, cfg.head_dim
+        self.q_proj = nn.Linear(D, H * hd, bias=False)
+        self.k_proj = nn.Linear(D, KV * hd, bias=False)
+        self.v_proj = nn.Linear(D, KV * hd, bias=False)
+        self.o_proj = nn.Linear(H * hd, D, bias=False)
+
+    def forward(self, x, cos, sin):
+        B, T, _ = x.shape
+        H, KV, hd = self.cfg.num_heads, self.cfg.num_key_value_heads, self.cfg.head_dim
+        q = self.q_proj(x).view(B, T, H, hd).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, KV, hd).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, KV, hd).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        # Grouped-query attention: query head h reads kv head h // (H // KV).
+        k = k.repeat_interleave(H // KV, dim=1)
+        v = v.repeat_interleave(H // KV, dim=1)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(hd)
+        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+        att = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, H * hd)
+        return self.o_proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        D, F_ = cfg.hidden_width, cfg.intermediate_size
+        self.gate_proj = nn.Linear(D, F_, bias=False)
+        self.up_proj = nn.Linear(D, F_, bias=False)
+        self.down_proj = nn.Linear(F_, D, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.hidden_width, cfg.norm_eps)
+        self.self_attn = Attention(cfg)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_width, cfg.norm_eps)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x, cos, sin):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_width)
+        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_layers))
+        self.norm = RMSNorm(cfg.hidden_width, cfg.norm_eps)
+
+
+class Llama(nn.Module):
+    """Llama-2 causal LM; `model.*` and `lm_head` give the HF parameter names."""
+
+    def __init__(self, cfg, init_std=0.02):
+        super().__init__()
+        assert cfg.hidden_width % cfg.num_heads == 0 and cfg.num_heads % cfg.num_key_value_heads == 0
+        self.cfg = cfg
+        self.model = LlamaModel(cfg)
+        self.lm_head = nn.Linear(cfg.hidden_width, cfg.vocab_size, bias=False)
+        # Tests overwrite these from a dump; the init only matters for benchmarks and fakes.
+        for p in self.parameters():
+            if p.dim() == 2:
+                nn.init.normal_(p, std=init_std)
+
+    def forward(self, idx):
+        """idx (B,T) integer tokens -> logits (B,T,V)."""
+        T = idx.shape[1]
+        assert T <= self.cfg.max_context_width
+        x = self.model.embed_tokens(idx.long())
+        cos, sin = rope_cos_sin(self.cfg, T, x.dtype, x.device)
+        for layer in self.model.layers:
+            x = layer(x, cos, sin)
+        return self.lm_head(self.model.norm(x))
+
+
+def loss_fn(logits, targets):
+    """Mean next-token cross-entropy over all B*T positions."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1).long())
+
+
+def load_h5_weights(model, h5file, group="model"):
+    """Copy /<group>/<name> datasets of an open h5py.File into the parameters of the same name."""
+    g = h5file[group]
+    params = dict(model.named_parameters())
+    missing = sorted(set(params) - set(g.keys()))
+    extra = sorted(set(g.keys()) - set(params))
+    assert not missing and not extra, f"/{group}: missing {missing}, unexpected {extra}"
+    with torch.no_grad():
+        for name, p in params.items():
+            src = torch.from_numpy(g[name][()])
+            assert tuple(src.shape) == tuple(p.shape), f"{name}: file {tuple(src.shape)} vs model {tuple(p.shape)}"
+            p.copy_(src)
+
+
+def adamw_for(model, lr, betas, eps, weight_decay):
+    """AdamW with weight decay on 2-D tensors (matrices, embeddings) and none on 1-D (norm weights)."""
+    params = list(model.parameters())
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)

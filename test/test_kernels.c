@@ -1,0 +1,640 @@
+// test_kernels: checks every kernel in kernels/kernels.h. Forwards are compared with naive
+// double-precision loops; backwards with central finite differences of L = sum(out * r).
+// Prints `ok - <name>` / `not ok - <name> (<detail>)` per check; exits 1 if any failed.
+// The whole suite runs once with 1 thread and once with 3 (uneven static partitions).
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+// finite differences: step, tolerance on max|a-n| / max(max|n|, 1e-3), entries probed per tensor
+#define FD_EPS 1e-2f
+#define FD_TOL 2e-2
+#define FD_MAX_PROBES 300
+
+static int failures;
+static int suite_threads;
+
+static void report(int ok, const char *name, const char *fmt, ...) {
+    printf("%s - [%d thr] %s", ok ? "ok" : "not ok", suite_threads, name);
+    if (!ok) {
+        va_list ap;
+        va_start(ap, fmt);
+        printf(" (");
+        vprintf(fmt, ap);
+        printf(")");
+        va_end(ap);
+        failures++;
+    }
+    printf("\n");
+}
+
+// ---- helpers ----
+
+static uint64_t rng_state = 0x853c49e6748fea9bULL;
+
+static uint64_t rng_next(void) {  // splitmix64
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static float rng_uniform(float lo, float hi) { return lo + (hi - lo) * (float)((rng_next() >> 40) * 0x1p-24); }
+
+static float *rand_vec(size_t n, float lo, float hi) {
+    float *x = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) x[i] = rng_uniform(lo, hi);
+    return x;
+}
+
+static float *dup_vec(const float *x, size_t n) {
+    float *y = malloc(sizeof(float) * n);
+    memcpy(y, x, sizeof(float) * n);
+    return y;
+}
+
+static double dot(const float *a, const float *b, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+// max|a - ref| / max(max|ref|, floor)
+static double rel_err(const float *a, const double *ref, size_t n, double floor) {
+    double md = 0.0, mr = floor;
+    for (size_t i = 0; i < n; i++) {
+        md = fmax(md, fabs(a[i] - ref[i]));
+        mr = fmax(mr, fabs(ref[i]));
+    }
+    return md / mr;
+}
+
+static void check_close(const char *name, const float *a, const double *ref, size_t n, double tol) {
+    double e = rel_err(a, ref, n, 1e-6);
+    report(e < tol, name, "rel err %.3g >= %.1g", e, tol);
+}
+
+// accumulated gradient minus what was there before (before may be NULL), as double
+static double *grad_delta(const float *after, const float *before, size_t n) {
+    double *d = malloc(sizeof(double) * n);
+    for (size_t i = 0; i < n; i++) d[i] = (double)after[i] - (before ? before[i] : 0.0f);
+    return d;
+}
+
+typedef double (*objective_fn)(void *ctx);
+
+// Compares analytic gradient `grad` (n entries, as double) of obj with central differences in
+// `param` (all entries if few, else FD_MAX_PROBES random ones).
+static void check_grad(const char *name, objective_fn obj, void *ctx, float *param, const double *grad, size_t n) {
+    const size_t probes = n < FD_MAX_PROBES ? n : FD_MAX_PROBES;
+    double md = 0.0, mn = 1e-3;
+    for (size_t s = 0; s < probes; s++) {
+        const size_t i = n <= FD_MAX_PROBES ? s : (size_t)(rng_next() % n);
+        const float orig = param[i], hi = orig + FD_EPS, lo = orig - FD_EPS;
+        param[i] = hi;
+        const double lp = obj(ctx);
+        param[i] = lo;
+        const double lm = obj(ctx);
+        param[i] = orig;
+        const double num = (lp - lm) / ((double)hi - lo);
+        md = fmax(md, fabs(grad[i] - num));
+        mn = fmax(mn, fabs(num));
+    }
+    report(md / mn < FD_TOL, name, "max|a-n| / max|n| = %.3g", md / mn);
+}
+
+// ---- matmul ----
+
+typedef struct {
+    float *inp, *w, *out, *r;
+    int N, IN, OUT;
+} MatmulCtx;
+
+static double matmul_obj(void *p) {
+    MatmulCtx *c = p;
+    kern_matmul_fwd(c->out, c->inp, c->w, c->N, c->IN, c->OUT);
+    return dot(c->out, c->r, (size_t)c->N * c->OUT);
+}
+
+static void test_matmul(void) {
+    {
+        const int N = 33, IN = 45, OUT = 29;
+        float *inp = rand_vec((size_t)N * IN, -1, 1), *w = rand_vec((size_t)OUT * IN, -1, 1);
+        float *out = malloc(sizeof(float) * N * OUT);
+        double *ref = malloc(sizeof(double) * N * OUT);
+        kern_matmul_fwd(out, inp, w, N, IN, OUT);
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < OUT; o++) {
+                double s = 0.0;
+                for (int i = 0; i < IN; i++) s += (double)inp[n * IN + i] * w[o * IN + i];
+                ref[n * OUT + o] = s;
+            }
+        check_close("matmul fwd", out, ref, (size_t)N * OUT, 1e-5);
+        free(inp), free(w), free(out), free(ref);
+    }
+    const int N = 5, IN = 7, OUT = 6;
+    MatmulCtx c = {rand_vec(N * IN, -1, 1), rand_vec(OUT * IN, -1, 1), malloc(sizeof(float) * N * OUT),
+                   rand_vec(N * OUT, -1, 1), N, IN, OUT};
+    float *dinp0 = rand_vec(N * IN, -1, 1), *dw0 = rand_vec(OUT * IN, -1, 1);
+    float *dinp = dup_vec(dinp0, N * IN), *dw = dup_vec(dw0, OUT * IN);
+    kern_matmul_bwd(dinp, dw, c.r, c.inp, c.w, N, IN, OUT, 1);
+    double *g_inp = grad_delta(dinp, dinp0, N * IN), *g_w = grad_delta(dw, dw0, OUT * IN);
+    check_grad("matmul bwd dinp (accumulate)", matmul_obj, &c, c.inp, g_inp, N * IN);
+    check_grad("matmul bwd dw", matmul_obj, &c, c.w, g_w, OUT * IN);
+    // overwrite form: dinp starts as garbage and must equal the gradient
+    float *dinp_ow = rand_vec(N * IN, -9, 9), *dw2 = dup_vec(dw0, OUT * IN);
+    kern_matmul_bwd(dinp_ow, dw2, c.r, c.inp, c.w, N, IN, OUT, 0);
+    check_close("matmul bwd dinp (overwrite)", dinp_ow, g_inp, N * IN, 1e-5);
+    // dinp NULL skips dinp; dw must come out as in the first call
+    memcpy(dw2, dw0, sizeof(float) * OUT * IN);
+    kern_matmul_bwd(NULL, dw2, c.r, c.inp, c.w, N, IN, OUT, 0);
+    report(memcmp(dw2, dw, sizeof(float) * OUT * IN) == 0, "matmul bwd dinp=NULL", "dw differs");
+    free(c.inp), free(c.w), free(c.out), free(c.r), free(dinp0), free(dw0), free(dinp), free(dw);
+    free(g_inp), free(g_w), free(dinp_ow), free(dw2);
+}
+
+// ---- RMSNorm ----
+
+typedef struct {
+    float *inp, *w, *out, *rstd, *r;
+    int N, D;
+} RmsCtx;
+
+static const float rms_eps = 1e-5f;
+
+static double rmsnorm_obj(void *p) {
+    RmsCtx *c = p;
+    kern_rmsnorm_fwd(c->out, c->rstd, c->inp, c->w, c->N, c->D, rms_eps);
+    return dot(c->out, c->r, (size_t)c->N * c->D);
+}
+
+static void test_rmsnorm(void) {
+    {
+        const int N = 9, D = 67;
+        float *inp = rand_vec(N * D, -2, 2), *w = rand_vec(D, 0.5f, 1.5f);
+        float *out = malloc(sizeof(float) * N * D), *rstd = malloc(sizeof(float) * N);
+        double *ref = malloc(sizeof(double) * N * D), *ref_rstd = malloc(sizeof(double) * N);
+        kern_rmsnorm_fwd(out, rstd, inp, w, N, D, rms_eps);
+        for (int n = 0; n < N; n++) {
+            double ss = 0.0;
+            for (int j = 0; j < D; j++) ss += (double)inp[n * D + j] * inp[n * D + j];
+            ref_rstd[n] = 1.0 / sqrt(ss / D + rms_eps);
+            for (int j = 0; j < D; j++) ref[n * D + j] = inp[n * D + j] * ref_rstd[n] * w[j];
+        }
+        check_close("rmsnorm fwd out", out, ref, (size_t)N * D, 1e-6);
+        check_close("rmsnorm fwd rstd", rstd, ref_rstd, N, 1e-6);
+        free(inp), free(w), free(out), free(rstd), free(ref), free(ref_rstd);
+    }
+    const int N = 7, D = 19;
+    RmsCtx c = {rand_vec(N * D, -2, 2), rand_vec(D, 0.5f, 1.5f), malloc(sizeof(float) * N * D),
+                malloc(sizeof(float) * N), rand_vec(N * D, -1, 1), N, D};
+    rmsnorm_obj(&c);  // rstd for backward
+    float *dinp0 = rand_vec(N * D, -1, 1), *dw0 = rand_vec(D, -1, 1);
+    float *dinp = dup_vec(dinp0, N * D), *dw = dup_vec(dw0, D);
+    kern_rmsnorm_bwd(dinp, dw, c.r, c.inp, c.w, c.rstd, N, D);
+    double *g_inp = grad_delta(dinp, dinp0, N * D), *g_w = grad_delta(dw, dw0, D);
+    check_grad("rmsnorm bwd dinp", rmsnorm_obj, &c, c.inp, g_inp, N * D);
+    check_grad("rmsnorm bwd dw", rmsnorm_obj, &c, c.w, g_w, D);
+    // dw is a reduction over rows: repeated calls must agree bit for bit
+    float *dinp2 = dup_vec(dinp0, N * D), *dw2 = dup_vec(dw0, D);
+    kern_rmsnorm_bwd(dinp2, dw2, c.r, c.inp, c.w, c.rstd, N, D);
+    report(memcmp(dw, dw2, sizeof(float) * D) == 0 && memcmp(dinp, dinp2, sizeof(float) * N * D) == 0,
+           "rmsnorm bwd deterministic", "repeated call differs");
+    free(c.inp), free(c.w), free(c.out), free(c.rstd), free(c.r), free(dinp0), free(dw0), free(dinp), free(dw);
+    free(g_inp), free(g_w), free(dinp2), free(dw2);
+}
+
+// ---- RoPE ----
+
+typedef struct {
+    float *x, *tmp, *r;
+    const float *cos_t, *sin_t;
+    int B, T, nh, hd, pos0;
+} RopeCtx;
+
+static double rope_obj(void *p) {
+    RopeCtx *c = p;
+    const size_t n = (size_t)c->B * c->T * c->nh * c->hd;
+    memcpy(c->tmp, c->x, sizeof(float) * n);
+    kern_rope_fwd(c->tmp, c->cos_t, c->sin_t, c->B, c->T, c->nh, c->hd, c->pos0);
+    return dot(c->tmp, c->r, n);
+}
+
+static void test_rope(void) {
+    const int B = 2, T = 5, nh = 3, hd = 16, pos0 = 3, Tt = T + pos0, half = hd / 2;
+    const float theta = 10000.0f;
+    float *cos_t = malloc(sizeof(float) * Tt * half), *sin_t = malloc(sizeof(float) * Tt * half);
+    kern_rope_table(cos_t, sin_t, Tt, hd, theta);
+    double *rc = malloc(sizeof(double) * Tt * half), *rs = malloc(sizeof(double) * Tt * half);
+    for (int t = 0; t < Tt; t++)
+        for (int i = 0; i < half; i++) {
+            double a = t / pow(theta, 2.0 * i / hd);
+            rc[t * half + i] = cos(a);
+            rs[t * half + i] = sin(a);
+        }
+    check_close("rope table cos", cos_t, rc, (size_t)Tt * half, 1e-7);
+    check_close("rope table sin", sin_t, rs, (size_t)Tt * half, 1e-7);
+
+    const size_t n = (size_t)B * T * nh * hd;
+    RopeCtx c = {rand_vec(n, -1, 1), malloc(sizeof(float) * n), rand_vec(n, -1, 1), cos_t, sin_t, B, T, nh, hd, pos0};
+    // forward against the HF formula x * cos + rotate_half(x) * sin, tables in double
+    double *ref = malloc(sizeof(double) * n);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < nh; h++) {
+                const size_t o = (((size_t)b * T + t) * nh + h) * hd;
+                for (int i = 0; i < hd; i++) {
+                    const int f = i % half;
+                    const double cs = rc[(t + pos0) * half + f], sn = rs[(t + pos0) * half + f];
+                    const double rot = i < half ? -c.x[o + i + half] : c.x[o + i - half];
+                    ref[o + i] = c.x[o + i] * cs + rot * sn;
+                }
+            }
+    rope_obj(&c);
+    check_close("rope fwd (pos0 > 0)", c.tmp, ref, n, 1e-6);
+    float *dx = dup_vec(c.r, n);
+    kern_rope_bwd(dx, cos_t, sin_t, B, T, nh, hd, pos0);
+    double *g = grad_delta(dx, NULL, n);
+    check_grad("rope bwd", rope_obj, &c, c.x, g, n);
+    free(cos_t), free(sin_t), free(rc), free(rs), free(c.x), free(c.tmp), free(c.r), free(ref), free(dx), free(g);
+}
+
+// ---- attention ----
+
+// naive causal GQA attention in double; probs (B, H, Tq, Tk)
+static void attention_ref(double *out, double *probs, const float *q, const float *k, const float *v, int B, int Tq,
+                          int Tk, int H, int KV, int hd, size_t kv_bstride) {
+    const double scale = 1.0 / sqrt(hd);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const int g = h / (H / KV);
+            for (int t = 0; t < Tq; t++) {
+                const int pos = Tk - Tq + t;
+                const float *qr = q + (((size_t)b * Tq + t) * H + h) * hd;
+                double *pr = probs + (((size_t)b * H + h) * Tq + t) * Tk, mx = -INFINITY, sum = 0.0;
+                for (int j = 0; j < Tk; j++) {
+                    pr[j] = 0.0;
+                    if (j > pos) continue;
+                    const float *kr = k + b * kv_bstride + ((size_t)j * KV + g) * hd;
+                    double s = 0.0;
+                    for (int d = 0; d < hd; d++) s += (double)qr[d] * kr[d];
+                    pr[j] = s * scale;
+                    mx = fmax(mx, pr[j]);
+                }
+                for (int j = 0; j <= pos; j++) sum += pr[j] = exp(pr[j] - mx);
+                double *o = out + (((size_t)b * Tq + t) * H + h) * hd;
+                for (int d = 0; d < hd; d++) o[d] = 0.0;
+                for (int j = 0; j <= pos; j++) {
+                    pr[j] /= sum;
+                    const float *vr = v + b * kv_bstride + ((size_t)j * KV + g) * hd;
+                    for (int d = 0; d < hd; d++) o[d] += pr[j] * vr[d];
+                }
+            }
+        }
+}
+
+static void test_attention_fwd(const char *name, int B, int Tq, int Tk, int Tcap, int H, int KV, int hd) {
+    const size_t kv_bstride = (size_t)Tcap * KV * hd, nq = (size_t)B * Tq * H * hd, np = (size_t)B * H * Tq * Tk;
+    float *q = rand_vec(nq, -1, 1), *k = rand_vec(B * kv_bstride, -1, 1), *v = rand_vec(B * kv_bstride, -1, 1);
+    // cache slots past Tk must never be read: poison them
+    for (int b = 0; b < B; b++)
+        for (size_t i = (size_t)Tk * KV * hd; i < kv_bstride; i++) k[b * kv_bstride + i] = v[b * kv_bstride + i] = NAN;
+    float *out = malloc(sizeof(float) * nq), *probs = malloc(sizeof(float) * np);
+    double *rout = malloc(sizeof(double) * nq), *rprobs = malloc(sizeof(double) * np);
+    kern_attention_fwd(out, probs, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride);
+    attention_ref(rout, rprobs, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride);
+    char buf[160];
+    snprintf(buf, sizeof buf, "attention fwd out %s", name);
+    check_close(buf, out, rout, nq, 1e-5);
+    snprintf(buf, sizeof buf, "attention fwd probs %s", name);
+    check_close(buf, probs, rprobs, np, 1e-5);
+    size_t nonzero = 0;
+    for (size_t bh = 0; bh < (size_t)B * H; bh++)
+        for (int t = 0; t < Tq; t++)
+            for (int j = Tk - Tq + t + 1; j < Tk; j++) nonzero += probs[(bh * Tq + t) * Tk + j] != 0.0f;
+    snprintf(buf, sizeof buf, "attention fwd masked probs exactly 0 %s", name);
+    report(nonzero == 0, buf, "%zu masked entries nonzero", nonzero);
+    free(q), free(k), free(v), free(out), free(probs), free(rout), free(rprobs);
+}
+
+typedef struct {
+    float *q, *k, *v, *out, *probs, *r;
+    int B, T, H, KV, hd;
+} AttCtx;
+
+static double attention_obj(void *p) {
+    AttCtx *c = p;
+    kern_attention_fwd(c->out, c->probs, c->q, c->k, c->v, c->B, c->T, c->T, c->H, c->KV, c->hd,
+                       (size_t)c->T * c->KV * c->hd);
+    return dot(c->out, c->r, (size_t)c->B * c->T * c->H * c->hd);
+}
+
+static void test_attention_bwd(const char *name, int B, int T, int H, int KV, int hd) {
+    const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
+    AttCtx c = {rand_vec(nq, -1, 1), rand_vec(nk, -1, 1), rand_vec(nk, -1, 1), malloc(sizeof(float) * nq),
+                malloc(sizeof(float) * B * H * T * T), rand_vec(nq, -1, 1), B, T, H, KV, hd};
+    attention_obj(&c);  // probs for backward
+    // outputs start as garbage: the backward overwrites them
+    float *dq = rand_vec(nq, -9, 9), *dk = rand_vec(nk, -9, 9), *dv = rand_vec(nk, -9, 9);
+    float *scratch = malloc(sizeof(float) * kern_attention_scratch_floats(T));
+    kern_attention_bwd(dq, dk, dv, scratch, c.r, c.probs, c.q, c.k, c.v, B, T, H, KV, hd);
+    double *gq = grad_delta(dq, NULL, nq), *gk = grad_delta(dk, NULL, nk), *gv = grad_delta(dv, NULL, nk);
+    char buf[160];
+    snprintf(buf, sizeof buf, "attention bwd dq %s", name);
+    check_grad(buf, attention_obj, &c, c.q, gq, nq);
+    snprintf(buf, sizeof buf, "attention bwd dk %s", name);
+    check_grad(buf, attention_obj, &c, c.k, gk, nk);
+    snprintf(buf, sizeof buf, "attention bwd dv %s", name);
+    check_grad(buf, attention_obj, &c, c.v, gv, nk);
+    free(c.q), free(c.k), free(c.v), free(c.out), free(c.probs), free(c.r), free(dq), free(dk), free(dv);
+    free(scratch), free(gq), free(gk), free(gv);
+}
+
+static void test_attention(void) {
+    test_attention_fwd("(T=130 H=4 KV=2)", 2, 130, 130, 130, 4, 2, 16);
+    test_attention_fwd("(kv cache Tq=5 Tk=21 cap=32 H=6 KV=2)", 2, 5, 21, 32, 6, 2, 16);
+    test_attention_fwd("(decode Tq=1 Tk=70 cap=80 H=4 KV=4)", 3, 1, 70, 80, 4, 4, 8);
+    test_attention_bwd("(T=130 H=4 KV=2)", 2, 130, 4, 2, 8);
+    test_attention_bwd("(T=37 H=KV=2)", 2, 37, 2, 2, 8);
+    test_attention_bwd("(T=9 H=3 KV=1)", 1, 9, 3, 1, 4);
+}
+
+// ---- SwiGLU ----
+
+typedef struct {
+    float *gate, *up, *h, *r;
+    size_t N;
+} SwigluCtx;
+
+static double swiglu_obj(void *p) {
+    SwigluCtx *c = p;
+    kern_swiglu_fwd(c->h, c->gate, c->up, c->N);
+    return dot(c->h, c->r, c->N);
+}
+
+static void test_swiglu(void) {
+    const size_t N = 45;
+    SwigluCtx c = {rand_vec(N, -6, 6), rand_vec(N, -2, 2), malloc(sizeof(float) * N), rand_vec(N, -1, 1), N};
+    c.gate[0] = -120.0f, c.gate[1] = 120.0f;  // saturated ends
+    double *ref = malloc(sizeof(double) * N);
+    for (size_t i = 0; i < N; i++) ref[i] = c.gate[i] / (1.0 + exp(-(double)c.gate[i])) * c.up[i];
+    swiglu_obj(&c);
+    check_close("swiglu fwd", c.h, ref, N, 1e-6);
+    float *dgate = rand_vec(N, -9, 9), *dup = rand_vec(N, -9, 9);
+    kern_swiglu_bwd(dgate, dup, c.r, c.gate, c.up, N);
+    double *gg = grad_delta(dgate, NULL, N), *gu = grad_delta(dup, NULL, N);
+    check_grad("swiglu bwd dgate", swiglu_obj, &c, c.gate, gg, N);
+    check_grad("swiglu bwd dup", swiglu_obj, &c, c.up, gu, N);
+    const float nan_in = NAN, one = 1.0f;
+    float nan_out;
+    kern_swiglu_fwd(&nan_out, &nan_in, &one, 1);
+    report(isnan(nan_out), "swiglu NaN propagates", "silu(NaN) = %g", nan_out);
+    free(c.gate), free(c.up), free(c.h), free(c.r), free(ref), free(dgate), free(dup), free(gg), free(gu);
+}
+
+// ---- embedding ----
+
+typedef struct {
+    float *wte, *out, *r;
+    const int32_t *tokens;
+    int N, D;
+} EmbCtx;
+
+static double embedding_obj(void *p) {
+    EmbCtx *c = p;
+    kern_embedding_fwd(c->out, c->tokens, c->wte, c->N, c->D);
+    return dot(c->out, c->r, (size_t)c->N * c->D);
+}
+
+static void test_embedding(void) {
+    const int V = 7, N = 11, D = 37;  // D not a multiple of the 16-float column slices
+    const int32_t tokens[11] = {3, 0, 6, 3, 3, 1, 6, 2, 0, 5, 3};
+    EmbCtx c = {rand_vec(V * D, -1, 1), malloc(sizeof(float) * N * D), rand_vec(N * D, -1, 1), tokens, N, D};
+    embedding_obj(&c);
+    int same = 1;
+    for (int n = 0; n < N; n++) same &= memcmp(c.out + n * D, c.wte + tokens[n] * D, sizeof(float) * D) == 0;
+    report(same, "embedding fwd", "rows differ from wte");
+    float *dwte0 = rand_vec(V * D, -1, 1), *dwte = dup_vec(dwte0, V * D), *ref = dup_vec(dwte0, V * D);
+    kern_embedding_bwd(dwte, c.r, tokens, N, D);
+    double *g = grad_delta(dwte, dwte0, V * D);
+    check_grad("embedding bwd", embedding_obj, &c, c.wte, g, V * D);
+    // deterministic: the same float sums, in row order, as a serial loop
+    for (int n = 0; n < N; n++)
+        for (int j = 0; j < D; j++) ref[tokens[n] * D + j] += c.r[n * D + j];
+    report(memcmp(ref, dwte, sizeof(float) * V * D) == 0, "embedding bwd row-order sum", "differs from serial sum");
+    free(c.wte), free(c.out), free(c.r), free(dwte0), free(dwte), free(ref), free(g);
+}
+
+// ---- cross-entropy ----
+
+typedef struct {
+    float *logits, *work;
+    const int32_t *targets;
+    int N, V;
+} CeCtx;
+
+static double crossentropy_obj(void *p) {
+    CeCtx *c = p;
+    memcpy(c->work, c->logits, sizeof(float) * c->N * c->V);
+    return kern_crossentropy_fwd_bwd(c->work, c->targets, c->N, c->V, 0.0f);
+}
+
+static void test_crossentropy(void) {
+    const int N = 7, V = 301;
+    int32_t targets[7];
+    for (int n = 0; n < N; n++) targets[n] = (int32_t)(rng_next() % V);
+    CeCtx c = {rand_vec(N * V, -3, 3), malloc(sizeof(float) * N * V), targets, N, V};
+    {
+        // value on large, shifted logits (stability) against a double log-sum-exp
+        float *big = rand_vec(N * V, 60, 140), *before = dup_vec(big, N * V);
+        double ref = 0.0;
+        for (int n = 0; n < N; n++) {
+            double mx = -INFINITY, s = 0.0;
+            for (int j = 0; j < V; j++) mx = fmax(mx, big[n * V + j]);
+            for (int j = 0; j < V; j++) s += exp(big[n * V + j] - mx);
+            ref += log(s) + mx - big[n * V + targets[n]];
+        }
+        const double loss = kern_crossentropy_fwd_bwd(big, targets, N, V, 0.0f);
+        report(fabs(loss - ref) <= 1e-5 * fabs(ref), "crossentropy value", "%.9g vs %.9g", loss, ref);
+        report(memcmp(big, before, sizeof(float) * N * V) == 0, "crossentropy dscale=0 leaves logits",
+               "logits changed");
+        free(big), free(before);
+    }
+    float *grad = dup_vec(c.logits, N * V), *grad4 = dup_vec(c.logits, N * V);
+    const double loss0 = crossentropy_obj(&c), loss1 = kern_crossentropy_fwd_bwd(grad, targets, N, V, 1.0f);
+    kern_crossentropy_fwd_bwd(grad4, targets, N, V, 0.25f);
+    report(loss0 == loss1, "crossentropy loss same with dscale", "%.17g vs %.17g", loss0, loss1);
+    double *g = grad_delta(grad, NULL, N * V), *g4 = malloc(sizeof(double) * N * V);
+    check_grad("crossentropy bwd", crossentropy_obj, &c, c.logits, g, N * V);
+    for (int i = 0; i < N * V; i++) g4[i] = 0.25 * g[i];
+    check_close("crossentropy bwd dscale", grad4, g4, N * V, 1e-6);
+    // a NaN logit (not the target) must surface in the loss, not be absorbed by the softmax
+    c.logits[3 * V + (targets[3] + 1) % V] = NAN;
+    const double nan_loss = crossentropy_obj(&c);
+    report(isnan(nan_loss), "crossentropy NaN propagates", "loss %g", nan_loss);
+    free(c.logits), free(c.work), free(grad), free(grad4), free(g), free(g4);
+}
+
+// ---- AdamW ----
+
+static void test_adamw(void) {
+    const float lr = 0.1f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.1f;
+    {
+        // by hand: m = 0.05, v = 0.00025, m/(1-b1) = 0.5, sqrt(v/(1-b2)) = 0.5,
+        // p = 1 * (1 - 0.01) - 0.1 * 0.5 / (0.5 + 1e-8) = 0.89
+        float p = 1.0f, g = 0.5f, m = 0.0f, v = 0.0f;
+        kern_adamw(&p, &g, &m, &v, 1, lr, b1, b2, eps, wd, 1);
+        // (m and v are off in the 7th digit: 1 - b1 and 1 - b2 are rounded float betas)
+        report(fabsf(p - 0.89f) < 1e-6f && fabsf(m - 0.05f) < 1e-7f && fabsf(v - 0.00025f) < 1e-8f,
+               "adamw hand-computed step", "p %.9g m %.9g v %.9g", p, m, v);
+    }
+    // several steps against the header formula in double
+    const size_t n = 40000;
+    float *p = rand_vec(n, -1, 1), *m = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float));
+    double *rp = malloc(sizeof(double) * n), *rm = calloc(n, sizeof(double)), *rv = calloc(n, sizeof(double));
+    for (size_t i = 0; i < n; i++) rp[i] = p[i];
+    for (int step = 1; step <= 3; step++) {
+        float *g = rand_vec(n, -1, 1);
+        kern_adamw(p, g, m, v, n, lr, b1, b2, eps, wd, step);
+        const double bc1 = 1.0 - pow(b1, step), bc2 = 1.0 - pow(b2, step);
+        for (size_t i = 0; i < n; i++) {
+            rp[i] *= 1.0 - (double)lr * wd;
+            rm[i] = b1 * rm[i] + (1.0 - b1) * g[i];
+            rv[i] = b2 * rv[i] + (1.0 - b2) * g[i] * g[i];
+            rp[i] -= lr / bc1 * rm[i] / (sqrt(rv[i]) / sqrt(bc2) + eps);
+        }
+        free(g);
+    }
+    check_close("adamw 3 steps p", p, rp, n, 1e-5);
+    check_close("adamw 3 steps m", m, rm, n, 1e-5);
+    check_close("adamw 3 steps v", v, rv, n, 1e-5);
+    free(p), free(m), free(v), free(rp), free(rm), free(rv);
+}
+
+// ---- bf16 ----
+
+static float bits_to_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+// round-to-nearest-even reference, done by comparing distances in double. As IEEE rounding does,
+// it treats the step above the largest finite bf16 as 2^128, so that overflow rounds to Inf.
+static uint16_t bf16_ref(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if (isnan(f)) return (uint16_t)((u >> 16) | 0x40);
+    if (isinf(f)) return (uint16_t)(u >> 16);
+    const uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
+    const double vhi = (hi & 0x7f80) == 0x7f80 ? copysign(0x1p128, f) : bits_to_f32((uint32_t)hi << 16);
+    const double dl = fabs((double)f - bits_to_f32((uint32_t)lo << 16)), dh = fabs((double)f - vhi);
+    if (dl != dh) return dl < dh ? lo : hi;
+    return (lo & 1) ? hi : lo;
+}
+
+static void test_bf16(void) {
+    // (input bits, expected bf16): exact, ties to even both ways, above tie, negative, overflow, Inf
+    static const uint32_t cases[][2] = {
+        {0x3f800000u, 0x3f80}, {0x3f808000u, 0x3f80}, {0x3f818000u, 0x3f82}, {0x3f808001u, 0x3f81},
+        {0xbfc00000u, 0xbfc0}, {0x7f7fffffu, 0x7f80}, {0x7f800000u, 0x7f80}, {0xff800000u, 0xff80},
+        {0x00000001u, 0x0000}, {0x80000000u, 0x8000},
+    };
+    const size_t nc = sizeof cases / sizeof cases[0];
+    int ok = 1;
+    for (size_t i = 0; i < nc; i++) {
+        const float f = bits_to_f32(cases[i][0]);
+        uint16_t b;
+        kern_f32_to_bf16(&b, &f, 1);
+        if (b != cases[i][1]) {
+            report(0, "bf16 rounding cases", "0x%08x -> 0x%04x, want 0x%04x", (unsigned)cases[i][0], b,
+                   (unsigned)cases[i][1]);
+            ok = 0;
+            break;
+        }
+    }
+    if (ok) report(1, "bf16 rounding cases", "");
+    // NaNs (quiet, signalling, negative, payload only in low bits) stay NaN
+    const float nans[4] = {bits_to_f32(0x7fc00000u), bits_to_f32(0x7f800001u), bits_to_f32(0xffc00000u),
+                           bits_to_f32(0x7f80ffffu)};
+    uint16_t nb[4];
+    float back[4];
+    kern_f32_to_bf16(nb, nans, 4);
+    kern_bf16_to_f32(back, nb, 4);
+    report(isnan(back[0]) && isnan(back[1]) && isnan(back[2]) && isnan(back[3]), "bf16 NaN stays NaN", "lost NaN");
+    // many values (parallel path) against the reference; then bf16 -> f32 -> bf16 is the identity
+    const size_t n = 100003;
+    float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+    uint16_t *b = malloc(sizeof(uint16_t) * n), *b2 = malloc(sizeof(uint16_t) * n);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)rng_next();
+        if (i % 4 == 0) u = (u & 0xffff0000u) | 0x8000u;  // exact ties
+        x[i] = isnan(bits_to_f32(u)) ? 1.0f : bits_to_f32(u);
+    }
+    kern_f32_to_bf16(b, x, n);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += b[i] != bf16_ref(x[i]);
+    report(bad == 0, "bf16 rounding vs reference", "%zu of %zu differ", bad, n);
+    kern_bf16_to_f32(y, b, n);
+    kern_f32_to_bf16(b2, y, n);
+    bad = 0;
+    for (size_t i = 0; i < n; i++) bad += b2[i] != b[i] || bits_to_f32((uint32_t)b[i] << 16) != y[i];
+    report(bad == 0, "bf16 round trip", "%zu of %zu differ", bad, n);
+    free(x), free(y), free(b), free(b2);
+}
+
+// ---- elementwise and reductions ----
+
+static void test_vector_ops(void) {
+    const size_t sizes[2] = {1000, 100003};  // below and above the parallel threshold
+    for (int si = 0; si < 2; si++) {
+        const size_t n = sizes[si];
+        float *a = rand_vec(n, -2, 2), *b = rand_vec(n, -2, 2), *y = dup_vec(a, n), *o = malloc(sizeof(float) * n);
+        int ok = 1;
+        kern_add(y, b, n);
+        for (size_t i = 0; i < n; i++) ok &= y[i] == a[i] + b[i];
+        kern_add3(o, a, b, n);
+        for (size_t i = 0; i < n; i++) ok &= o[i] == a[i] + b[i];
+        kern_scale(y, 0.37f, n);
+        for (size_t i = 0; i < n; i++) ok &= y[i] == (a[i] + b[i]) * 0.37f;
+        kern_copy(o, a, n);
+        ok &= memcmp(o, a, sizeof(float) * n) == 0;
+        kern_zero(o, n);
+        for (size_t i = 0; i < n; i++) ok &= o[i] == 0.0f;
+        char buf[96];
+        snprintf(buf, sizeof buf, "add/add3/scale/copy/zero n=%zu", n);
+        report(ok, buf, "mismatch");
+        double ref = 0.0;
+        for (size_t i = 0; i < n; i++) ref += (double)a[i] * a[i];
+        const double s1 = kern_sumsq(a, n), s2 = kern_sumsq(a, n);
+        snprintf(buf, sizeof buf, "sumsq n=%zu", n);
+        report(fabs(s1 - ref) <= 1e-12 * ref && s1 == s2, buf, "%.17g vs %.17g (again %.17g)", s1, ref, s2);
+        free(a), free(b), free(y), free(o);
+    }
+}
+
+int main(void) {
+    static const int thread_counts[2] = {1, 3};
+    for (int i = 0; i < 2; i++) {
+        suite_threads = thread_counts[i];
+        kern_init(suite_threads);
+        report(kern_num_threads() == suite_threads, "kern_init sets threads", "got %d", kern_num_threads());
+        test_matmul();
+        test_rmsnorm();
+        test_rope();
+        test_attention();
+        test_swiglu();
+        test_embedding();
+        test_crossentropy();
+        test_adamw();
+        test_bf16();
+        test_vector_ops();
+    }
+    printf("%s: %d failed\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}

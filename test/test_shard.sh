@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Multi-rank invariants: the same global batch gives the same losses at every world size and
+# sharding strategy; full-shard memory scales as 1/N; bad layouts fail cleanly on every rank.
+cd "$(dirname "$0")/.."
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPI="timeout 120 mpirun --oversubscribe --allow-run-as-root"
+M="--hidden_width 64 --num_layers 3 --num_heads 4 --num_key_value_heads 2 --intermediate_size 96 --max_context_width 32
+   --num_tokens 0 --checkpoint_freq 0 --validation_freq 0 --max_steps 8 --warmup 2 --lr 3e-3 --num_threads 1"
+GLOBAL=8  # sequences per step, split over ranks and micro-batches
+
+check() { if [ "$2" = 0 ]; then echo "ok - $1"; else echo "not ok - $1 ${3:-}"; fi; }
+
+losses() { sed -E 's/.*"loss": ([0-9.e+-]+).*/\1/' "$1"; }
+
+# close A B: every step's loss agrees to 1e-4 relative; prints the worst relative difference
+close() {
+    paste <(losses "$1") <(losses "$2") | awk '
+        { n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d }
+        END { printf "%.1e", w; exit !(n == 8 && w <= 1e-4) }'
+}
+
+run() {  # run NAME NP ARGS...: training run writing $W/NAME.jsonl
+    local name=$1 np=$2
+    shift 2
+    $MPI -np "$np" ./fsdpc $M --metrics_file "$W/$name.jsonl" "$@" >"$W/$name.log" 2>&1
+}
+
+run ref 1 --sharding no-shard --batch_size $GLOBAL
+for np in 2 4; do
+    for st in no-shard full-shard grad-shard; do
+        run "$st-$np" $np --sharding $st --batch_size $((GLOBAL / np))
+        w=$(close "$W/ref.jsonl" "$W/$st-$np.jsonl")
+        check "np=$np $st losses equal np=1 no-shard over 8 steps (worst rel diff $w)" $?
+    done
+done
+for st in hybrid-full-shard hybrid-grad-shard; do
+    run "$st" 4 --sharding $st --shard_group_size 2 --batch_size 2
+    w=$(close "$W/ref.jsonl" "$W/$st.jsonl")
+    check "np=4 $st (group 2) losses equal np=1 (worst rel diff $w)" $?
+done
+grep -q "shard group 2 x replica group 2" "$W/hybrid-full-shard.log"
+check "hybrid layout is 2 shard ranks x 2 replicas" $?
+run accum 2 --sharding full-shard --batch_size 2 --grad_accum 2
+w=$(close "$W/ref.jsonl" "$W/accum.jsonl")
+check "np=2 full-shard with grad_accum 2 equals np=1 (worst rel diff $w)" $?
+run accum1 1 --sharding no-shard --batch_size 1 --grad_accum 8
+w=$(close "$W/ref.jsonl" "$W/accum1.jsonl")
+check "np=1 grad_accum 8 x batch 1 equals batch 8 (worst rel diff $w)" $?
+run ckpt 2 --sharding full-shard --batch_size 4 --activation_checkpoints
+w=$(close "$W/ref.jsonl" "$W/ckpt.jsonl")
+check "np=2 full-shard --activation_checkpoints equals np=1 (worst rel diff $w)" $?
+run sel 1 --sharding no-shard --batch_size 8 --selective_checkpointing 2
+w=$(close "$W/ref.jsonl" "$W/sel.jsonl")
+check "--selective_checkpointing 2 equals storing every block (worst rel diff $w)" $?
+run meta 4 --sharding full-shard --batch_size 2 --meta_init
+w=$(close "$W/ref.jsonl" "$W/meta.jsonl")
+check "np=4 full-shard --meta_init equals np=1 (worst rel diff $w)" $?
+
+# memory: the per-layer growth of peak memory under full-shard --meta_init at np=4 is ~1/4 of
+# the replicated run's (differences of two depths cancel fixed costs: MPI, BLAS buffers)
+peak() {  # peak NP LAYERS ARGS...
+    local np=$1 layers=$2
+    shift 2
+    $MPI -np "$np" ./fsdpc --hidden_width 512 --num_layers "$layers" --num_heads 8 --num_key_value_heads 8 \
+        --intermediate_size 1536 --max_context_width 16 --batch_size 1 --train_data synthetic --max_steps 2 \
+        --logging_freq 1 --num_tokens 0 --checkpoint_freq 0 --num_threads 1 "$@" 2>&1 |
+        sed -nE 's/^Batch 2 .*mem: ([0-9]+) MiB$/\1/p'
+}
+r4=$(peak 1 4 --sharding no-shard)
+r8=$(peak 1 8 --sharding no-shard)
+s4=$(peak 4 4 --sharding full-shard --meta_init)
+s8=$(peak 4 8 --sharding full-shard --meta_init)
+awk -v r4="$r4" -v r8="$r8" -v s4="$s4" -v s8="$s8" 'BEGIN { exit !(r8 > r4 && (s8 - s4) <= 0.32 * (r8 - r4)) }'
+check "full-shard --meta_init per-layer peak memory at np=4 is ~1/4 of replicated (4 extra layers: ${r4}->${r8} MiB replicated, ${s4}->${s8} MiB sharded)" $?
+
+# bad layouts: one error line, every rank exits non-zero, within seconds
+start=$(date +%s)
+$MPI -np 4 ./fsdpc $M --sharding hybrid-full-shard --shard_group_size 3 >"$W/bad.out" 2>"$W/bad.err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$(grep -c '^fsdpc: error:' "$W/bad.err")" = 1 ] &&
+    grep -q "world size 4 is not a multiple of the shard group size 3" "$W/bad.err" && [ $(($(date +%s) - start)) -lt 30 ]
+check "np=4 with --shard_group_size 3 fails cleanly on every rank" $? "rc=$rc $(head -c 200 "$W/bad.err")"
+$MPI -np 2 ./fsdpc $M --num_heads 5 >"$W/bad.out" 2>"$W/bad.err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$(grep -c '^fsdpc: error:' "$W/bad.err")" = 1 ]
+check "np=2 with a bad flag: one error line, non-zero exit" $? "rc=$rc"
