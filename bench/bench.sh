@@ -18,3 +18,4 @@ echo "model: D=256 L=4 H=8 KV=4 F=688 T=256 V=256, batch $BATCH, fp32 AdamW, $TH
 printf 'fsdpc tokens/sec: %.0f\n' "$fs"
 printf 'torch tokens/sec: %.0f\n' "$pt"
 awk -v a="$fs" -v b="$pt" 'BEGIN { printf "fsdpc/torch speedup: %.2fx\n", a / b }'
+echo; echo "scaling (global batch 8, ranks x threads = $(nproc) cores):"; bash bench/scaling.sh

@@ -143,6 +143,7 @@ void shard_free(ShardState *s) {
     free(s->param_stage);
     free(s->grad_stage);
     free(s->grad_recv);
+    free(s->act_stage);
     free(s->param_owner);
     free(s->grad_owner);
     free(s->units);
@@ -254,6 +255,17 @@ void shard_grads_finish(ShardState *s) {
 void shard_zero_grads(ShardState *s) {
     if (s->persistent_grads)
         for (int u = 0; u < s->nunits; u++) kern_zero(s->units[u].grads, s->units[u].padded);
+}
+
+void shard_cast_activation(ShardState *s, float *x, size_t n) {
+    if (!s->bf16_params) return;
+    if (s->act_stage_len < n) {
+        free(s->act_stage);
+        s->act_stage = mallocCheck(n * sizeof(uint16_t));
+        s->act_stage_len = n;
+    }
+    kern_f32_to_bf16(s->act_stage, x, n);
+    kern_bf16_to_f32(x, s->act_stage, n);
 }
 
 // ---- optimizer ----

@@ -49,6 +49,8 @@ typedef struct {
     // bf16 staging per slot: the sent shard and the full buffer (parameters), the full buffer and
     // the received shard (gradients)
     uint16_t **param_send, **param_stage, **grad_stage, **grad_recv;
+    uint16_t *act_stage;  // bf16 activation rounding
+    size_t act_stage_len;
     int step;                       // optimizer steps taken
 } ShardState;
 
@@ -71,6 +73,10 @@ float *shard_grad_buffer(ShardState *s, int u);
 void shard_grad_ready(ShardState *s, int u, int last_micro);
 // Waits for every reduction of the step.
 void shard_grads_finish(ShardState *s);
+
+// Mixed precision for activations: under --precision bf16 rounds x (n) to bf16 values, the
+// storage precision of activations between units; a no-op in fp32.
+void shard_cast_activation(ShardState *s, float *x, size_t n);
 
 // Global L2 norm of the reduced gradients; scales them to max_norm when above (<= 0: no clip).
 double shard_clip_grads(ShardState *s, float max_norm);

@@ -75,11 +75,14 @@ double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const
     int L = plan->cfg.num_layers, T = a->T, head = L + 1, train = dscale != 0.0f;
     ShardPhase fwd = train ? PHASE_FWD : PHASE_EVAL;
     // forward: units 0..L, each prefetching the next; the head's forward runs with its backward
+    size_t ND = (size_t)a->B * T * plan->cfg.hidden_width;
     model_embed_fwd(plan, shard_gather(s, 0, 1), a, inp, T);
     shard_release(s, 0, fwd);
+    shard_cast_activation(s, a->res, ND);
     for (int l = 0; l < L; l++) {
         model_block_fwd(plan, l, shard_gather(s, l + 1, l + 2), a, T, 0);
         shard_release(s, l + 1, fwd);
+        shard_cast_activation(s, a->res + (l + 1) * ND, ND);
     }
     const float *ph = shard_gather(s, head, train ? L : -1);
     double loss = model_head_fwd_bwd(plan, ph, train ? shard_grad_buffer(s, head) : NULL, a, tgt, T, dscale);

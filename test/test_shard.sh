@@ -58,6 +58,23 @@ run meta 4 --sharding full-shard --batch_size 2 --meta_init
 w=$(close "$W/ref.jsonl" "$W/meta.jsonl")
 check "np=4 full-shard --meta_init equals np=1 (worst rel diff $w)" $?
 
+# bf16 (parameters gathered and activations stored in bf16, fp32 master and moments) tracks
+# fp32 within 5e-3 relative, and really differs from it
+bf16_close() {
+    paste <(losses "$1") <(losses "$2") | awk '
+        { n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d }
+        END { printf "%.1e", w; exit !(n == 8 && w <= 5e-3 && w > 1e-6) }'
+}
+run bf16 2 --sharding full-shard --batch_size 4 --precision bf16
+w=$(bf16_close "$W/ref.jsonl" "$W/bf16.jsonl")
+check "np=2 full-shard --precision bf16 tracks fp32 within 5e-3 relative (worst $w)" $?
+run bf16r 4 --sharding hybrid-full-shard --shard_group_size 2 --batch_size 2 --precision bf16 --reduce_dtype bf16
+w=$(bf16_close "$W/ref.jsonl" "$W/bf16r.jsonl")
+check "np=4 hybrid bf16 with --reduce_dtype bf16 tracks fp32 within 5e-3 relative (worst $w)" $?
+run offload 2 --sharding full-shard --batch_size 4 --cpu_offload
+[ "$(grep -c 'cpu_offload: no effect on the CPU device' "$W/offload.log")" = 1 ] && close "$W/ref.jsonl" "$W/offload.jsonl" >/dev/null
+check "--cpu_offload on CPU says so once and changes nothing" $?
+
 # memory: the per-layer growth of peak memory under full-shard --meta_init at np=4 is ~1/4 of
 # the replicated run's (differences of two depths cancel fixed costs: MPI, BLAS buffers)
 peak() {  # peak NP LAYERS ARGS...
