@@ -10,7 +10,7 @@ LDLIBS = -L$(HDF5_DIR) -lhdf5 -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -l
 
 SRC = $(wildcard comm/*.c model/*.c shard/*.c data/*.c ckpt/*.c kernels/cpu/*.c)
 OBJ = $(SRC:%.c=build/%.o)
-TESTS = build/test_kernels build/test_model
+TESTS = build/test_kernels build/test_model build/test_comm
 
 .PHONY: all run test bench deps clean
 all: fsdpc

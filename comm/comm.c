@@ -225,6 +225,12 @@ CommRequest *comm_allreduce_start(CommGroup *g, float *buf, size_t n) {
     return r;
 }
 
+CommRequest *comm_bcast_start(CommGroup *g, float *buf, size_t n, int root) {
+    CommRequest *r = mallocCheck(sizeof *r);
+    mpiCheck(MPI_Ibcast(buf, count_of(n), MPI_FLOAT, root, g->comm, &r->req));
+    return r;
+}
+
 void comm_wait(CommRequest *r) {
     if (!r) return;
     mpiCheck(MPI_Wait(&r->req, MPI_STATUS_IGNORE));

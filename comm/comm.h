@@ -66,6 +66,7 @@ void comm_reduce_scatter(CommGroup *g, const float *in, float *out, size_t n);
 CommRequest *comm_all_gather_start(CommGroup *g, const float *in, float *out, size_t n);
 CommRequest *comm_reduce_scatter_start(CommGroup *g, const float *in, float *out, size_t n);
 CommRequest *comm_allreduce_start(CommGroup *g, float *buf, size_t n);
+CommRequest *comm_bcast_start(CommGroup *g, float *buf, size_t n, int root);
 void comm_wait(CommRequest *r);  // completes and frees r; NULL is a no-op
 // the same on bf16 values (uint16 storage); sums add in fp32 and round to bf16
 CommRequest *comm_all_gather_bf16_start(CommGroup *g, const uint16_t *in, uint16_t *out, size_t n);

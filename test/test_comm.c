@@ -1,0 +1,103 @@
+// test_comm: every collective of comm/ against values each rank can predict (run under mpirun).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "comm/comm.h"
+#include "kernels/kernels.h"
+
+static int failures;
+
+static void report(int ok, const char *name) {
+    if (comm_info.rank == 0) printf("%s - comm %s (np=%d)\n", ok ? "ok" : "not ok", name, comm_info.world);
+    failures += !ok;
+}
+
+// all ranks agree that every rank passed
+static int all_ok(int ok) {
+    double bad = !ok;
+    comm_allreduce_max_f64(comm_world(), &bad, 1);
+    return bad == 0.0;
+}
+
+int main(int argc, char **argv) {
+    comm_init(&argc, &argv);
+    CommGroup *w = comm_world();
+    int r = comm_info.rank, P = comm_info.world, ok;
+    enum { N = 1000 };
+    float *in = malloc(sizeof(float) * N * P), *out = malloc(sizeof(float) * N * P);
+    uint16_t *hin = malloc(2 * N * P), *hout = malloc(2 * N * P);
+    for (int i = 0; i < N; i++) in[i] = (float)(r * N + i);
+    for (int blocking = 1; blocking >= 0; blocking--) {
+        const char *mode = blocking ? "blocking" : "non-blocking";
+        char name[64];
+        if (blocking) comm_all_gather(w, in, out, N);
+        else comm_wait(comm_all_gather_start(w, in, out, N));
+        ok = 1;
+        for (int i = 0; i < N * P; i++) ok &= out[i] == (float)i;
+        snprintf(name, sizeof name, "all-gather %s", mode);
+        report(all_ok(ok), name);
+
+        for (int i = 0; i < N * P; i++) in[i] = (float)(i + r);  // sum over ranks: P*i + P(P-1)/2
+        if (blocking) comm_reduce_scatter(w, in, out, N);
+        else comm_wait(comm_reduce_scatter_start(w, in, out, N));
+        ok = 1;
+        for (int i = 0; i < N; i++) ok &= out[i] == (float)(P * (r * N + i) + P * (P - 1) / 2);
+        snprintf(name, sizeof name, "reduce-scatter %s", mode);
+        report(all_ok(ok), name);
+
+        for (int i = 0; i < N; i++) out[i] = (float)(r + 1);
+        if (blocking) comm_allreduce_sum_f32(w, out, N);
+        else comm_wait(comm_allreduce_start(w, out, N));
+        ok = 1;
+        for (int i = 0; i < N; i++) ok &= out[i] == (float)(P * (P + 1) / 2);
+        snprintf(name, sizeof name, "all-reduce %s", mode);
+        report(all_ok(ok), name);
+
+        for (int i = 0; i < N; i++) out[i] = r == P - 1 ? (float)i : -1.0f;
+        if (blocking) comm_bcast_bytes(w, out, N * sizeof(float), P - 1);
+        else comm_wait(comm_bcast_start(w, out, N, P - 1));
+        ok = 1;
+        for (int i = 0; i < N; i++) ok &= out[i] == (float)i;
+        snprintf(name, sizeof name, "broadcast %s", mode);
+        report(all_ok(ok), name);
+        for (int i = 0; i < N; i++) in[i] = (float)(r * N + i);
+    }
+    // bf16: small integers are exact, so sums are predictable
+    for (int i = 0; i < N * P; i++) in[i] = (float)(i % 64 + r);
+    kern_f32_to_bf16(hin, in, (size_t)N * P);
+    comm_wait(comm_reduce_scatter_bf16_start(w, hin, hout, N));
+    kern_bf16_to_f32(out, hout, N);
+    ok = 1;
+    for (int i = 0; i < N; i++) ok &= out[i] == (float)(P * ((r * N + i) % 64) + P * (P - 1) / 2);
+    report(all_ok(ok), "bf16 reduce-scatter");
+    comm_wait(comm_allreduce_bf16_start(w, hin, N));
+    kern_bf16_to_f32(out, hin, N);
+    ok = 1;
+    for (int i = 0; i < N; i++) ok &= out[i] == (float)(P * (i % 64) + P * (P - 1) / 2);
+    report(all_ok(ok), "bf16 all-reduce");
+    kern_f32_to_bf16(hin, in, N);
+    comm_wait(comm_all_gather_bf16_start(w, hin, hout, N));
+    ok = 1;
+    for (int q = 0; q < P; q++)
+        for (int i = 0; i < N; i++) {
+            float x;
+            kern_bf16_to_f32(&x, hout + q * N + i, 1);
+            ok &= x == (float)(i % 64 + q);
+        }
+    report(all_ok(ok), "bf16 all-gather");
+    // groups: shard groups of 2 consecutive ranks, replicas across them
+    if (P % 2 == 0) {
+        CommGroup *sg, *rg;
+        comm_make_groups(2, &sg, &rg);
+        report(all_ok(comm_group_size(sg) == 2 && comm_group_rank(sg) == r % 2 && comm_group_size(rg) == P / 2 &&
+                      comm_group_rank(rg) == r / 2),
+               "shard/replica groups");
+    }
+    free(in);
+    free(out);
+    free(hin);
+    free(hout);
+    comm_finalize();
+    return failures ? 1 : 0;
+}
