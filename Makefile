@@ -6,7 +6,7 @@ BLAS_DIR = /usr/lib/x86_64-linux-gnu/openblas-openmp
 ARCH ?= -march=x86-64-v3
 CFLAGS ?= -O3 $(ARCH) -Wall -Wextra -Wno-unused-parameter
 CFLAGS += -std=gnu11 -fno-math-errno -fopenmp -I/usr/include/hdf5/openmpi -I/usr/include/x86_64-linux-gnu/openblas-openmp -MMD -MP
-LDLIBS = -L$(HDF5_DIR) -lhdf5 -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lm
+LDLIBS = -L$(HDF5_DIR) -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lm
 
 SRC = $(wildcard comm/*.c model/*.c shard/*.c data/*.c ckpt/*.c kernels/cpu/*.c)
 OBJ = $(SRC:%.c=build/%.o)

@@ -1,9 +1,15 @@
-// data: datasets held in memory and a stateless, seeded sample order.
+// data: file formats, the seeded sample order and the background loader.
 #include "data.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../comm/comm.h"
@@ -15,34 +21,6 @@ static uint64_t mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-void data_open_text(Dataset *d, const char *path, int T, int vocab, double frac_begin, double frac_end) {
-    memset(d, 0, sizeof *d);
-    snprintf(d->path, sizeof d->path, "%s", path);
-    d->T = T;
-    d->vocab = vocab;
-    if (vocab < 256) comm_fail_all("--vocab_size %d is too small for the byte tokenizer (needs 256) reading '%s'", vocab, path);
-    FILE *f = fopen(path, "rb");
-    if (!f) comm_fail_all("cannot open data file '%s'", path);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    size_t lo = (size_t)(frac_begin * size), hi = (size_t)(frac_end * size);
-    if (hi - lo < (size_t)T + 1) {
-        fclose(f);
-        comm_fail_all("data file '%s' has %zu tokens in its %s part, fewer than one sample of %d+1", path, hi - lo,
-                      frac_begin > 0 ? "validation" : "training", T);
-    }
-    unsigned char *bytes = mallocCheck(hi - lo);
-    fseek(f, (long)lo, SEEK_SET);
-    if (fread(bytes, 1, hi - lo, f) != hi - lo) comm_fatal("short read from '%s'", path);
-    fclose(f);
-    d->ntokens = hi - lo;
-    d->tokens = mallocCheck(d->ntokens * sizeof(int32_t));
-    for (size_t i = 0; i < d->ntokens; i++) d->tokens[i] = bytes[i];
-    free(bytes);
-    d->nchunks = (d->ntokens - 1) / T;
-}
-
 void data_bundled_path(char *out, size_t len) {
     char exe[1024];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -52,16 +30,131 @@ void data_bundled_path(char *out, size_t len) {
     snprintf(out, len, "%s/data/tinyshakespeare.txt", slash ? exe : ".");
 }
 
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+// Recognises the format from the first bytes and the size; fills header/width and returns the
+// token count, or fails on every rank naming the file.
+static uint64_t probe(TokenFile *f, uint64_t size) {
+    unsigned char head[LLMC_HEADER_BYTES] = {0};
+    ssize_t got = pread(f->fd, head, sizeof head, 0);
+    if (got < 0) comm_fail_all("cannot read data file '%s': %s", f->path, strerror(errno));
+    TokFileHeader th;
+    memcpy(&th, head, sizeof th);
+    int32_t magic;
+    memcpy(&magic, head, sizeof magic);
+    uint64_t ntok;
+    if ((size_t)got >= sizeof th && !memcmp(th.magic, TOKFILE_MAGIC, 8)) {
+        if (th.version != TOKFILE_VERSION || (th.dtype_bytes != 2 && th.dtype_bytes != 4))
+            comm_fail_all("data file '%s': unsupported token shard version %u / dtype of %u bytes", f->path, th.version,
+                          th.dtype_bytes);
+        f->header = TOKFILE_HEADER_BYTES;
+        f->width = (int)th.dtype_bytes;
+        ntok = th.ntokens;
+    } else if (got == LLMC_HEADER_BYTES && (magic == LLMC_MAGIC_GPT2 || magic == LLMC_MAGIC_LLAMA3)) {
+        int32_t words[3];
+        memcpy(words, head, sizeof words);
+        f->header = LLMC_HEADER_BYTES;
+        f->width = magic == LLMC_MAGIC_GPT2 ? 2 : 4;
+        ntok = (uint64_t)(uint32_t)words[2];
+    } else if (ends_with(f->path, ".bin")) {  // nanoGPT: raw uint16, no header
+        if (size % 2) comm_fail_all("data file '%s': odd size %llu for raw uint16 tokens", f->path, (unsigned long long)size);
+        f->header = 0;
+        f->width = 2;
+        ntok = size / 2;
+    } else {  // text: one byte per token (byte tokenizer)
+        f->header = 0;
+        f->width = 1;
+        ntok = size;
+    }
+    if (f->header + ntok * f->width != size)
+        comm_fail_all("data file '%s' is truncated or corrupt: its header promises %llu tokens (%llu bytes) but it holds %llu bytes",
+                      f->path, (unsigned long long)ntok, (unsigned long long)(f->header + ntok * f->width),
+                      (unsigned long long)size);
+    return ntok;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+// Expands a file / directory / glob into a sorted list of paths.
+static char **list_paths(const char *spec, int *n) {
+    char **paths = NULL;
+    *n = 0;
+    struct stat st;
+    if (strpbrk(spec, "*?[")) {
+        glob_t g;
+        if (glob(spec, 0, NULL, &g) == 0) {
+            paths = mallocCheck(g.gl_pathc * sizeof(char *));
+            for (size_t i = 0; i < g.gl_pathc; i++) paths[(*n)++] = strdup(g.gl_pathv[i]);
+        }
+        globfree(&g);
+    } else if (stat(spec, &st) == 0 && S_ISDIR(st.st_mode)) {
+        DIR *dir = opendir(spec);
+        if (!dir) comm_fail_all("cannot read data directory '%s': %s", spec, strerror(errno));
+        size_t cap = 16;
+        paths = mallocCheck(cap * sizeof(char *));
+        for (struct dirent *e; (e = readdir(dir));) {
+            if (e->d_name[0] == '.' || ends_with(e->d_name, ".tmp")) continue;
+            if (*n == (int)cap) paths = realloc(paths, (cap *= 2) * sizeof(char *));
+            size_t len = strlen(spec) + strlen(e->d_name) + 2;
+            paths[*n] = mallocCheck(len);
+            snprintf(paths[(*n)++], len, "%s/%s", spec, e->d_name);
+        }
+        closedir(dir);
+    } else {
+        paths = mallocCheck(sizeof(char *));
+        paths[(*n)++] = strdup(spec);
+    }
+    qsort(paths, *n, sizeof(char *), cmp_str);
+    return paths;
+}
+
+void data_open(Dataset *d, const char *spec, int T, int vocab, double frac_begin, double frac_end) {
+    memset(d, 0, sizeof *d);
+    snprintf(d->spec, sizeof d->spec, "%s", spec);
+    d->T = T;
+    d->vocab = vocab;
+    char **paths = list_paths(spec, &d->nfiles);
+    if (!d->nfiles) comm_fail_all("no data files match '%s'", spec);
+    d->files = callocCheck(d->nfiles, sizeof(TokenFile));
+    d->chunk_start = callocCheck(d->nfiles + 1, sizeof(uint64_t));
+    for (int i = 0; i < d->nfiles; i++) {
+        TokenFile *f = &d->files[i];
+        snprintf(f->path, sizeof f->path, "%s", paths[i]);
+        free(paths[i]);
+        f->fd = open(f->path, O_RDONLY);
+        struct stat st;
+        if (f->fd < 0 || fstat(f->fd, &st) != 0) comm_fail_all("cannot open data file '%s': %s", f->path, strerror(errno));
+        uint64_t ntok = probe(f, (uint64_t)st.st_size);
+        if (f->width == 1 && vocab < 256)
+            comm_fail_all("--vocab_size %d is too small for '%s' read as bytes (needs 256)", vocab, f->path);
+        uint64_t lo = (uint64_t)(frac_begin * ntok), hi = (uint64_t)(frac_end * ntok);
+        f->begin = lo;
+        f->nchunks = hi - lo > (uint64_t)T ? (hi - lo - 1) / T : 0;
+        d->chunk_start[i + 1] = d->chunk_start[i] + f->nchunks;
+    }
+    free(paths);
+    d->nchunks = d->chunk_start[d->nfiles];
+    if (!d->nchunks)
+        comm_fail_all("data '%s' has fewer tokens than one sample of %d+1 (in its %s part)", spec, T,
+                      frac_begin > 0 ? "validation" : "training");
+}
+
 void data_open_synthetic(Dataset *d, int T, int vocab) {
     memset(d, 0, sizeof *d);
-    snprintf(d->path, sizeof d->path, "synthetic");
+    snprintf(d->spec, sizeof d->spec, "synthetic");
     d->T = T;
     d->vocab = vocab;
 }
 
 void data_free(Dataset *d) {
-    free(d->tokens);
-    d->tokens = NULL;
+    for (int i = 0; i < d->nfiles; i++) close(d->files[i].fd);
+    free(d->files);
+    free(d->chunk_start);
+    d->files = NULL;
+    d->chunk_start = NULL;
 }
 
 // A bijection on [0, n): a 4-round Feistel network on the next even power of two, walking the
@@ -83,29 +176,162 @@ static uint64_t permute(uint64_t i, uint64_t n, uint64_t key) {
     return i;
 }
 
-uint64_t data_epoch_of(const Dataset *d, uint64_t g) { return d->tokens ? g / d->nchunks : 0; }
-
-static void copy_chunk(const Dataset *d, uint64_t chunk, int32_t *inp, int32_t *tgt) {
-    const int32_t *src = d->tokens + chunk * d->T;
-    memcpy(inp, src, d->T * sizeof(int32_t));
-    memcpy(tgt, src + 1, d->T * sizeof(int32_t));
-}
-
-void data_train_sample(const Dataset *d, uint64_t seed, uint64_t g, int32_t *inp, int32_t *tgt) {
-    if (!d->tokens) {  // synthetic: every token a hash of (seed, sample, position)
-        uint64_t key = mix64(seed ^ mix64(g));
-        for (int t = 0; t <= d->T; t++) {
-            int32_t tok = (int32_t)(mix64(key + t) % (uint64_t)d->vocab);
-            if (t < d->T) inp[t] = tok;
-            if (t > 0) tgt[t - 1] = tok;
-        }
-        return;
-    }
+uint64_t data_train_chunk(const Dataset *d, uint64_t seed, uint64_t g) {
     uint64_t epoch = g / d->nchunks;
-    copy_chunk(d, permute(g % d->nchunks, d->nchunks, mix64(seed) ^ mix64(epoch + 1)), inp, tgt);
+    return permute(g % d->nchunks, d->nchunks, mix64(seed) ^ mix64(epoch + 1));
 }
 
-void data_val_sample(const Dataset *d, uint64_t g, int32_t *inp, int32_t *tgt) {
-    if (!d->tokens) return data_train_sample(d, 0x5eed, g, inp, tgt);
-    copy_chunk(d, g % d->nchunks, inp, tgt);
+// Reads chunk c as (inp, tgt); returns 0, or -1 with a message naming the file in err.
+static int read_chunk(const Dataset *d, uint64_t c, int32_t *inp, int32_t *tgt, unsigned char *raw, char *err,
+                      size_t errlen) {
+    int lo = 0, hi = d->nfiles - 1;  // the file whose chunk range holds c
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (d->chunk_start[mid] <= c) lo = mid;
+        else hi = mid - 1;
+    }
+    const TokenFile *f = &d->files[lo];
+    uint64_t tok = f->begin + (c - d->chunk_start[lo]) * d->T;
+    size_t n = (size_t)(d->T + 1) * f->width;
+    off_t off = (off_t)(f->header + tok * f->width);
+    for (size_t done = 0; done < n;) {
+        ssize_t r = pread(f->fd, raw + done, n - done, off + (off_t)done);
+        if (r <= 0) {
+            snprintf(err, errlen, "cannot read data file '%s' at byte %lld: %s", f->path, (long long)(off + done),
+                     r < 0 ? strerror(errno) : "file shrank (truncated?)");
+            return -1;
+        }
+        done += (size_t)r;
+    }
+    for (int t = 0; t <= d->T; t++) {
+        uint32_t v;
+        if (f->width == 1) v = raw[t];
+        else if (f->width == 2) v = (uint32_t)raw[2 * t] | (uint32_t)raw[2 * t + 1] << 8;
+        else memcpy(&v, raw + 4 * t, 4);  // little-endian host
+        if (v >= (uint32_t)d->vocab) {
+            snprintf(err, errlen, "data file '%s' holds token id %u at token %llu, not below --vocab_size %d", f->path, v,
+                     (unsigned long long)(tok + t), d->vocab);
+            return -1;
+        }
+        if (t < d->T) inp[t] = (int32_t)v;
+        if (t > 0) tgt[t - 1] = (int32_t)v;
+    }
+    return 0;
+}
+
+static void synthetic_sample(const Dataset *d, uint64_t seed, uint64_t g, int32_t *inp, int32_t *tgt) {
+    uint64_t key = mix64(seed ^ mix64(g));  // every token a hash of (seed, sample, position)
+    for (int t = 0; t <= d->T; t++) {
+        int32_t tok = (int32_t)(mix64(key + t) % (uint64_t)d->vocab);
+        if (t < d->T) inp[t] = tok;
+        if (t > 0) tgt[t - 1] = tok;
+    }
+}
+
+struct DataLoader {
+    const Dataset *d;
+    uint64_t seed;
+    int B, shuffled;
+    int32_t *inp, *tgt;  // (B, T) the batch being read or ready
+    unsigned char *raw;  // one sample's bytes
+    uint64_t first;      // first sample of that batch
+    int pending, ready, quit;
+    char err[1024];
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+static void read_batch(DataLoader *l) {
+    const Dataset *d = l->d;
+    int T = d->T;
+    l->err[0] = 0;
+    for (int b = 0; b < l->B && !l->err[0]; b++) {
+        uint64_t g = l->first + b;
+        int32_t *inp = l->inp + (size_t)b * T, *tgt = l->tgt + (size_t)b * T;
+        if (!d->nchunks) {
+            synthetic_sample(d, l->shuffled ? l->seed : 0x5eed, g, inp, tgt);
+            continue;
+        }
+        uint64_t c = l->shuffled ? data_train_chunk(d, l->seed, g) : g % d->nchunks;
+        read_chunk(d, c, inp, tgt, l->raw, l->err, sizeof l->err);
+    }
+}
+
+static void *loader_main(void *arg) {
+    DataLoader *l = arg;
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        while (!l->pending && !l->quit) pthread_cond_wait(&l->cv, &l->mu);
+        if (l->quit) break;
+        pthread_mutex_unlock(&l->mu);
+        read_batch(l);
+        pthread_mutex_lock(&l->mu);
+        l->pending = 0;
+        l->ready = 1;
+        pthread_cond_broadcast(&l->cv);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+DataLoader *data_loader_new(const Dataset *d, uint64_t seed, int B, int shuffled) {
+    DataLoader *l = callocCheck(1, sizeof *l);
+    l->d = d;
+    l->seed = seed;
+    l->B = B;
+    l->shuffled = shuffled;
+    l->inp = mallocCheck((size_t)B * d->T * sizeof(int32_t));
+    l->tgt = mallocCheck((size_t)B * d->T * sizeof(int32_t));
+    l->raw = mallocCheck((size_t)(d->T + 1) * 4);
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    if (pthread_create(&l->thread, NULL, loader_main, l) != 0) comm_fatal("cannot start the data loader thread");
+    return l;
+}
+
+// caller holds the lock: waits for the batch in flight, if any
+static void wait_idle(DataLoader *l) {
+    while (l->pending) pthread_cond_wait(&l->cv, &l->mu);
+}
+
+static void request(DataLoader *l, uint64_t first) {
+    l->first = first;
+    l->ready = 0;
+    l->pending = 1;
+    pthread_cond_broadcast(&l->cv);
+}
+
+void data_loader_next(DataLoader *l, uint64_t first, uint64_t first_next, int32_t *inp, int32_t *tgt) {
+    size_t n = (size_t)l->B * l->d->T;
+    pthread_mutex_lock(&l->mu);
+    wait_idle(l);
+    if (!l->ready || l->first != first) {  // not prefetched (first batch, or after a jump)
+        request(l, first);
+        wait_idle(l);
+    }
+    if (l->err[0]) {
+        pthread_mutex_unlock(&l->mu);
+        comm_fatal("%s", l->err);
+    }
+    memcpy(inp, l->inp, n * sizeof(int32_t));
+    memcpy(tgt, l->tgt, n * sizeof(int32_t));
+    l->ready = 0;
+    if (first_next != UINT64_MAX) request(l, first_next);
+    pthread_mutex_unlock(&l->mu);
+}
+
+void data_loader_free(DataLoader *l) {
+    pthread_mutex_lock(&l->mu);
+    wait_idle(l);
+    l->quit = 1;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->thread, NULL);
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
+    free(l->inp);
+    free(l->tgt);
+    free(l->raw);
+    free(l);
 }

@@ -1,34 +1,52 @@
-// data: byte-level text datasets, synthetic tokens, and a layout-free sample order.
+// data: token datasets streamed from disk (fsdpc token shards, llm.c shards, nanoGPT .bin, text
+// read as bytes), synthetic tokens, a layout-free sample order, and a prefetching loader.
 #ifndef FSDPC_DATA_H
 #define FSDPC_DATA_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shardfile.h"
+
 typedef struct {
     char path[512];
-    int32_t *tokens;  // NULL for synthetic data
-    size_t ntokens;
-    int T;            // tokens per sample (targets are the next T)
-    int vocab;
-    size_t nchunks;   // non-overlapping samples of T+1 tokens per epoch
+    int fd;
+    size_t header;     // bytes before the first token
+    int width;         // bytes per token: 1 (text as bytes), 2 or 4
+    uint64_t begin;    // first token of the used range
+    uint64_t nchunks;  // samples in the used range: T+1 tokens each, stride T
+} TokenFile;
+
+typedef struct {
+    char spec[512];
+    TokenFile *files;
+    int nfiles;
+    uint64_t *chunk_start;  // (nfiles + 1) first global chunk of each file
+    int T, vocab;
+    uint64_t nchunks;       // samples per epoch; 0 for synthetic (endless) data
 } Dataset;
 
-// Text file with the byte tokenizer; keeps the part [frac_begin, frac_end) of the file, so one
-// file can give a training head and a validation tail. Errors name the file.
-void data_open_text(Dataset *d, const char *path, int T, int vocab, double frac_begin, double frac_end);
-// Path of the Tiny Shakespeare copy shipped next to the binary (data/tinyshakespeare.txt).
-void data_bundled_path(char *out, size_t len);
-// Random tokens, for benchmarks: an endless dataset.
+// spec: a file, a directory (its files, sorted) or a glob. Keeps the part [frac_begin,
+// frac_end) of each file's tokens, so one file can give a training head and a validation tail.
+// Only headers are read here; a bad or truncated file stops every rank with its name.
+void data_open(Dataset *d, const char *spec, int T, int vocab, double frac_begin, double frac_end);
 void data_open_synthetic(Dataset *d, int T, int vocab);
 void data_free(Dataset *d);
+// Path of the Tiny Shakespeare copy shipped next to the binary (data/tinyshakespeare.txt).
+void data_bundled_path(char *out, size_t len);
 
-// Training sample g (global sample index = step * global_batch + position in the step): epochs
-// are shuffled by a seeded permutation, so the sample depends only on (seed, g). inp/tgt: (T)
-void data_train_sample(const Dataset *d, uint64_t seed, uint64_t g, int32_t *inp, int32_t *tgt);
-// Validation sample g: chunks in file order.
-void data_val_sample(const Dataset *d, uint64_t g, int32_t *inp, int32_t *tgt);
-// Which epoch global sample g falls in (0 for synthetic data).
-uint64_t data_epoch_of(const Dataset *d, uint64_t g);
+// Chunk holding training sample g (global sample index = step * global_batch + position):
+// epochs are shuffled by a seeded permutation, so it depends only on (seed, g).
+uint64_t data_train_chunk(const Dataset *d, uint64_t seed, uint64_t g);
+
+// Reads batches of B samples on a background thread (pread), so I/O overlaps compute and a
+// dataset larger than memory streams; each rank reads only its own samples.
+typedef struct DataLoader DataLoader;
+// shuffled: training order (data_train_chunk); else validation order (chunks in file order)
+DataLoader *data_loader_new(const Dataset *d, uint64_t seed, int B, int shuffled);
+// Returns in inp/tgt (B, T) the samples first..first+B-1, then starts reading first_next.. in the
+// background (UINT64_MAX: nothing). A read error (I/O, token id >= vocab) stops with the file name.
+void data_loader_next(DataLoader *l, uint64_t first, uint64_t first_next, int32_t *inp, int32_t *tgt);
+void data_loader_free(DataLoader *l);
 
 #endif

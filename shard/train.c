@@ -29,6 +29,7 @@ typedef struct {
     ShardState st;
     Activations acts;
     Dataset train, val;
+    DataLoader *train_loader, *val_loader;
     int has_train, has_val;
     int32_t *inp, *tgt;  // (B, T)
     int global_batch;    // sequences per optimizer step, over all ranks and micro-batches
@@ -38,35 +39,40 @@ typedef struct {
 
 static void open_data(Run *r) {
     Config *c = r->cfg;
-    int T = c->model.max_context_width, V = c->model.vocab_size;
+    int T = c->model.max_context_width, V = c->model.vocab_size, B = c->batch_size;
     if (strcmp(c->tokenizer, "byte") != 0) comm_fail_all("--tokenizer %s is not supported; use byte", c->tokenizer);
     char bundled[1024];
     data_bundled_path(bundled, sizeof bundled);
-    if (r->max_steps != 0 || c->max_epochs > 0) {
+    if (r->max_steps != 0) {
         r->has_train = 1;
         if (!c->train_data[0])
-            data_open_text(&r->train, bundled, T, V, 0.0, 0.9);  // the last 10% is held out for validation
+            data_open(&r->train, bundled, T, V, 0.0, 0.9);  // the last 10% is held out for validation
         else if (!strcmp(c->train_data, "synthetic"))
             data_open_synthetic(&r->train, T, V);
         else
-            data_open_text(&r->train, c->train_data, T, V, 0.0, 1.0);
+            data_open(&r->train, c->train_data, T, V, 0.0, 1.0);
+        r->train_loader = data_loader_new(&r->train, (uint64_t)c->seed, B, 1);
     }
-    if (c->val_data[0]) {
+    if (c->val_data[0] || !c->train_data[0]) {
         r->has_val = 1;
-        data_open_text(&r->val, c->val_data, T, V, 0.0, 1.0);
-    } else if (!c->train_data[0]) {
-        r->has_val = 1;
-        data_open_text(&r->val, bundled, T, V, 0.9, 1.0);
+        if (c->val_data[0]) data_open(&r->val, c->val_data, T, V, 0.0, 1.0);
+        else data_open(&r->val, bundled, T, V, 0.9, 1.0);
+        r->val_loader = data_loader_new(&r->val, 0, B, 0);
     }
 }
 
-// Samples of micro-batch `micro` of `step` for this rank: a slice of the step's global batch
-// that depends only on the global sample index (DESIGN invariant 2).
+// First global sample of micro-batch `micro` of `step` on this rank: a slice of the step's
+// global batch that depends only on the global sample index (DESIGN invariant 2).
+static uint64_t batch_first(const Run *r, int step, int micro) {
+    return (uint64_t)step * r->global_batch + (uint64_t)(micro * comm_info.world + comm_info.rank) * r->cfg->batch_size;
+}
+
+// Takes this rank's micro-batch and starts reading the next one in the background.
 static void fill_batch(Run *r, int step, int micro) {
-    int B = r->cfg->batch_size, T = r->cfg->model.max_context_width;
-    uint64_t first = (uint64_t)step * r->global_batch + (uint64_t)(micro * comm_info.world + comm_info.rank) * B;
-    for (int b = 0; b < B; b++)
-        data_train_sample(&r->train, (uint64_t)r->cfg->seed, first + b, r->inp + (size_t)b * T, r->tgt + (size_t)b * T);
+    int next_step = step, next_micro = micro + 1;
+    if (next_micro == r->cfg->grad_accum) next_step++, next_micro = 0;
+    uint64_t next = next_step < r->max_steps ? batch_first(r, next_step, next_micro) : UINT64_MAX;
+    data_loader_next(r->train_loader, batch_first(r, step, micro), next, r->inp, r->tgt);
 }
 
 double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, float dscale,
@@ -127,7 +133,8 @@ static double validate(Run *r) {
     double sums[2] = {0.0, 0.0};  // loss sum, token count
     for (int i = 0; i < c->validation_batches; i++) {
         uint64_t first = ((uint64_t)i * comm_info.world + comm_info.rank) * B;
-        for (int b = 0; b < B; b++) data_val_sample(&r->val, first + b, r->inp + (size_t)b * T, r->tgt + (size_t)b * T);
+        uint64_t next = i + 1 < c->validation_batches ? first + (uint64_t)comm_info.world * B : UINT64_MAX;
+        data_loader_next(r->val_loader, first, next, r->inp, r->tgt);
         sums[0] += train_micro_step(&r->st, &r->acts, r->inp, r->tgt, 0.0f, 1);
         sums[1] += (double)B * T;
     }
@@ -206,13 +213,10 @@ void train_run(Config *c) {
     r.max_steps = c->max_steps;
     model_plan_build(&r.plan, &c->model);
     open_data(&r);
-    if (r.max_steps < 0) {
-        r.max_steps = 300;
-        if (c->max_epochs > 0 && r.train.tokens)  // a synthetic dataset has no epochs
-            r.max_steps = (int)(((uint64_t)c->max_epochs * r.train.nchunks + r.global_batch - 1) / r.global_batch);
-    } else if (c->max_epochs > 0 && r.train.tokens) {
+    if (r.max_steps < 0) r.max_steps = 300;
+    if (c->max_epochs > 0 && r.train.nchunks) {  // a synthetic dataset has no epochs
         int by_epochs = (int)(((uint64_t)c->max_epochs * r.train.nchunks + r.global_batch - 1) / r.global_batch);
-        if (by_epochs < r.max_steps) r.max_steps = by_epochs;
+        if (c->max_steps < 0 || by_epochs < r.max_steps) r.max_steps = by_epochs;
     }
     char desc[2048];
     config_describe(c, desc, sizeof desc);
@@ -261,7 +265,13 @@ void train_run(Config *c) {
     free(r.tgt);
     model_acts_free(&r.acts);
     shard_free(&r.st);
-    if (r.has_train) data_free(&r.train);
-    if (r.has_val) data_free(&r.val);
+    if (r.has_train) {
+        data_loader_free(r.train_loader);
+        data_free(&r.train);
+    }
+    if (r.has_val) {
+        data_loader_free(r.val_loader);
+        data_free(&r.val);
+    }
     model_plan_free(&r.plan);
 }

@@ -34,10 +34,10 @@ expect_error "kv heads do not divide heads" "num_key_value_heads 3 does not divi
 expect_error "unknown preset" "is not a preset" ./fsdpc --model_name llama3_8b
 expect_error "missing data file" "cannot open data file '/nonexistent/x.txt'" ./fsdpc --train_data /nonexistent/x.txt
 printf 'abc' >"$W/short.txt"
-expect_error "data file too short" "short.txt' has 3 tokens" ./fsdpc --train_data "$W/short.txt"
+expect_error "data file too short" "short.txt' has fewer tokens than one sample" ./fsdpc --train_data "$W/short.txt"
 expect_error "missing checkpoint file" "does not exist" ./fsdpc --resume_from_checkpoint "$W/none/step_00000001.h5"
 expect_error "cuda without backend" "no CUDA backend" ./fsdpc --device cuda
-expect_error "unimplemented precision refused" "bf16 is not implemented" ./fsdpc --precision bf16
+expect_error "unimplemented model type refused" "mingpt is not implemented yet" ./fsdpc --model_type mingpt
 
 # training log format, learning, checkpoints
 ./fsdpc $SMALL --max_steps 40 --lr 3e-3 --warmup 5 --logging_freq 10 --checkpoint_dir "$W/ck" --checkpoint_freq 10 \

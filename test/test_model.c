@@ -43,9 +43,9 @@ static void setup(Setup *s, int argc, char **argv) {
 static void batch(Setup *s, uint64_t first) {
     Dataset d;
     data_open_synthetic(&d, s->cfg.model.max_context_width, s->cfg.model.vocab_size);
-    int T = d.T;
-    for (int b = 0; b < s->cfg.batch_size; b++)
-        data_train_sample(&d, 7, first + b, s->inp + (size_t)b * T, s->tgt + (size_t)b * T);
+    DataLoader *l = data_loader_new(&d, 7, s->cfg.batch_size, 1);
+    data_loader_next(l, first, UINT64_MAX, s->inp, s->tgt);
+    data_loader_free(l);
 }
 
 static double mean_loss(Setup *s) {

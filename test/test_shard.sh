@@ -86,11 +86,11 @@ peak() {  # peak NP LAYERS ARGS...
         sed -nE 's/^Batch 2 .*mem: ([0-9]+) MiB$/\1/p'
 }
 r4=$(peak 1 4 --sharding no-shard)
-r8=$(peak 1 8 --sharding no-shard)
+r12=$(peak 1 12 --sharding no-shard)
 s4=$(peak 4 4 --sharding full-shard --meta_init)
-s8=$(peak 4 8 --sharding full-shard --meta_init)
-awk -v r4="$r4" -v r8="$r8" -v s4="$s4" -v s8="$s8" 'BEGIN { exit !(r8 > r4 && (s8 - s4) <= 0.32 * (r8 - r4)) }'
-check "full-shard --meta_init per-layer peak memory at np=4 is ~1/4 of replicated (4 extra layers: ${r4}->${r8} MiB replicated, ${s4}->${s8} MiB sharded)" $?
+s12=$(peak 4 12 --sharding full-shard --meta_init)
+awk -v r4="$r4" -v r12="$r12" -v s4="$s4" -v s12="$s12" 'BEGIN { exit !(r12 > r4 + 300 && (s12 - s4) <= 0.35 * (r12 - r4)) }'
+check "full-shard --meta_init per-layer peak memory at np=4 is ~1/4 of replicated (8 extra layers: ${r4}->${r12} MiB replicated, ${s4}->${s12} MiB sharded)" $?
 
 # bad layouts: one error line, every rank exits non-zero, within seconds
 start=$(date +%s)

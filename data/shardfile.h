@@ -1,0 +1,31 @@
+// shardfile: the on-disk token formats fsdpc reads, and the one `fsdpc prepare` writes.
+#ifndef FSDPC_SHARDFILE_H
+#define FSDPC_SHARDFILE_H
+
+#include <stdint.h>
+
+// fsdpc token shard: a 64-byte little-endian header, then ntokens tokens of dtype_bytes each.
+#define TOKFILE_MAGIC "FSDPCTOK"  // 8 bytes, no terminator on disk
+#define TOKFILE_VERSION 1
+#define TOKFILE_HEADER_BYTES 64
+typedef struct {
+    char magic[8];         // TOKFILE_MAGIC
+    uint32_t version;      // TOKFILE_VERSION
+    uint32_t dtype_bytes;  // 2 (uint16) or 4 (uint32)
+    uint64_t ntokens;
+    uint8_t reserved[40];  // zero
+} TokFileHeader;
+_Static_assert(sizeof(TokFileHeader) == TOKFILE_HEADER_BYTES, "token shard header is 64 bytes");
+
+// llm.c token shards: 256 int32 header words; word 0 the magic, word 2 the token count.
+#define LLMC_HEADER_BYTES 1024
+#define LLMC_MAGIC_GPT2 20240520   // uint16 tokens
+#define LLMC_MAGIC_LLAMA3 20240801 // uint32 tokens
+
+// `fsdpc prepare` (data/prepare.c): turns text files and JSON Lines into token shards.
+//   fsdpc prepare --input FILE [FILE ...] --output DIR [--val_fraction F] [--tokenizer byte]
+//                 [--dtype uint16|uint32] [--shard_tokens N]
+// Returns the process exit status. Runs on rank 0 only (other ranks return 0 at once).
+int data_prepare(int argc, char **argv);
+
+#endif
