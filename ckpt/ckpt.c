@@ -26,6 +26,9 @@ static hid_t open_file(const char *path, int create) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);  // we report errors ourselves, one line each
     hid_t fapl = h5Check(H5Pcreate(H5P_FILE_ACCESS));
     h5Check(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL));
+    // Parallel file systems often lack the flock() HDF5 uses, and readers never see a file
+    // before its atomic rename anyway: locking is off unless HDF5_USE_FILE_LOCKING says otherwise.
+    if (!getenv("HDF5_USE_FILE_LOCKING")) h5Check(H5Pset_file_locking(fapl, 0, 1));
     hid_t f = create ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) : H5Fopen(path, H5F_ACC_RDONLY, fapl);
     H5Pclose(fapl);
     return f;
@@ -170,6 +173,17 @@ static void xfer_state(hid_t file, const ShardState *s, int write) {
             }
 }
 
+// Fault-injection hook for tests: FSDPC_TEST_CKPT_PAUSE="STEP:SECONDS" holds the write of that
+// step's checkpoint half-way (data written, file not closed or published) so a test can kill a rank.
+static void test_pause(int step) {
+    const char *e = getenv("FSDPC_TEST_CKPT_PAUSE");
+    int at, sec;
+    if (!e || sscanf(e, "%d:%d", &at, &sec) != 2 || at != step) return;
+    fprintf(stderr, "test hook: checkpoint write of step %d paused (rank %d, pid %d)\n", step, comm_info.rank, (int)getpid());
+    fflush(stderr);
+    sleep((unsigned)sec);
+}
+
 double ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, double *bytes) {
     double t0 = comm_time();
     if (comm_info.rank == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST)
@@ -202,6 +216,7 @@ double ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const 
         H5Pclose(lcpl);
     }
     xfer_state(f, s, 1);
+    test_pause(meta->step);
     h5Check(H5Fflush(f, H5F_SCOPE_GLOBAL));
     h5Check(H5Fclose(f));
     comm_barrier(comm_world());  // publish only once every rank's slices are on disk
