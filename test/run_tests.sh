@@ -23,6 +23,8 @@ suite "parity: PyTorch reference (dump)" build/test_model --dump "$DUMP"
 suite "parity: PyTorch reference (compare)" /usr/bin/python3 test/parity.py "$DUMP/step_00000000.h5"
 suite "cli: errors, resume, evaluation, generation" bash test/test_cli.sh
 suite "shard: multi-rank equivalence, memory, bad layouts" bash test/test_shard.sh
+suite "ckpt: parallel checkpoints, resharding, crash safety" bash test/test_ckpt.sh
+suite "data: formats, streaming, errors" bash test/test_data.sh
 
 passed=$(grep -c '^ok ' "$LOG")
 failed=$(grep -c '^not ok ' "$LOG")
