@@ -39,12 +39,12 @@ fsdpc_shard(f"{w}/tok32.bin", tok, np.uint32)
 llmc_shard(f"{w}/llmc_gpt2.bin", tok, 20240520, np.uint16)
 llmc_shard(f"{w}/llmc_llama3.bin", tok, 20240801, np.uint32)
 tok.astype(np.uint16).tofile(f"{w}/nanogpt.bin")
-# a directory of shards: the same tokens cut at sample boundaries (33 tokens per sample, stride 32)
+# a directory of shards: the text cut at a sample boundary (samples are 33 tokens at stride 32)
 import os
 os.makedirs(f"{w}/dir")
 cut = 32 * 400
 fsdpc_shard(f"{w}/dir/part_000.bin", tok[:cut + 1], np.uint16)
-fsdpc_shard(f"{w}/dir/part_001.bin", tok[cut + 1:], np.uint16)
+fsdpc_shard(f"{w}/dir/part_001.bin", tok[cut:], np.uint16)  # samples overlap by one token
 # bad files
 fsdpc_shard(f"{w}/trunc.bin", tok, np.uint16)
 os.truncate(f"{w}/trunc.bin", 64 + 2 * 1000)
