@@ -8,7 +8,7 @@ CFLAGS ?= -O3 $(ARCH) -Wall -Wextra -Wno-unused-parameter
 CFLAGS += -std=gnu11 -fno-math-errno -fopenmp -I/usr/include/hdf5/openmpi -I/usr/include/x86_64-linux-gnu/openblas-openmp -MMD -MP
 LDLIBS = -L$(HDF5_DIR) -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lm
 
-SRC = $(wildcard comm/*.c model/*.c shard/*.c data/*.c ckpt/*.c kernels/cpu/*.c)
+SRC = $(wildcard comm/*.c model/*.c shard/*.c data/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c)
 OBJ = $(SRC:%.c=build/%.o)
 TESTS = build/test_kernels build/test_model build/test_comm
 

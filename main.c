@@ -10,6 +10,8 @@ int main(int argc, char **argv) {
     config_parse(&cfg, argc, argv);
     kern_init(cfg.num_threads);
     cfg.num_threads = kern_num_threads();
+    const char *err = kern_select_device(cfg.device, comm_info.local_rank);
+    if (err) comm_fail_all("%s", err);
     train_run(&cfg);
     comm_finalize();
     return 0;

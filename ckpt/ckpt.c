@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../comm/comm.h"
+#include "../kernels/kernels.h"
 
 #define FORMAT_NAME "fsdpc-ckpt"
 #define FORMAT_VERSION 1
@@ -129,9 +130,14 @@ static void select_range(hid_t space, const TensorSpec *t, size_t begin, size_t 
     }
 }
 
-// Collective read or write of this rank's slice of one tensor.
-static void xfer_tensor(hid_t file, const char *group, const TensorSpec *t, size_t begin, size_t count, float *buf,
+// Collective read or write of this rank's slice of one tensor; buf is on the compute device.
+static void xfer_tensor(hid_t file, const char *group, const TensorSpec *t, size_t begin, size_t count, float *dev,
                         int write) {
+    float *buf = dev;
+    if (kern_on_gpu()) {  // HDF5 reads and writes host memory
+        buf = mallocCheck((count ? count : 1) * sizeof(float));
+        if (write && count) kern_download(buf, dev, count * sizeof(float));
+    }
     char path[160];
     snprintf(path, sizeof path, "%s/%s", group, t->name);
     hsize_t dims[2] = {(hsize_t)t->shape[0], (hsize_t)t->shape[1]};
@@ -153,6 +159,10 @@ static void xfer_tensor(hid_t file, const char *group, const TensorSpec *t, size
     H5Sclose(mspace);
     H5Sclose(fspace);
     H5Dclose(ds);
+    if (buf != dev) {
+        if (!write && count) kern_upload(dev, buf, count * sizeof(float));
+        free(buf);
+    }
 }
 
 static const char *const groups[] = {"model", "optim/exp_avg", "optim/exp_avg_sq"};

@@ -9,9 +9,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// ---- device and memory ----
+// Picks the device for every kernel: "cpu", "cuda", or "auto" (CUDA when this build has it and
+// a GPU is visible). local_rank chooses the GPU. Returns NULL, or a message saying why not.
+const char *kern_select_device(const char *want, int local_rank);
+int kern_on_gpu(void);
+const char *kern_device_name(void);  // e.g. "cpu" or "cuda:0 (NVIDIA H100 80GB HBM3)"
 // threads used by the CPU kernels (0 = library default)
 void kern_init(int num_threads);
 int kern_num_threads(void);
+// Zeroed buffers on the device (host memory on CPU), and copies between them and the host.
+void *kern_alloc(size_t bytes);
+void kern_free(void *p);
+void kern_upload(void *dst, const void *host_src, size_t bytes);
+void kern_download(void *host_dst, const void *src, size_t bytes);
+void kern_sync(void);                // waits for queued device work
+double kern_peak_mem_mib(void);      // device memory high-water mark (0 on CPU)
 
 // ---- linear layers (weights are [out, in], like torch nn.Linear.weight) ----
 // out (N, OUT) = inp (N, IN) @ w^T
@@ -40,14 +53,17 @@ void kern_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int B, int
 // q (B, Tq, H, hd); k, v (B, Tk, KV, hd) with batch stride kv_bstride floats (>= Tk*KV*hd);
 // query t sits at position (Tk - Tq) + t and sees keys 0..that position.
 // H % KV == 0; query head h uses kv head h / (H / KV). Scale 1/sqrt(hd).
-// out (B, Tq, H, hd); probs (B, H, Tq, Tk) softmax probabilities saved for backward.
-void kern_attention_fwd(float *out, float *probs, const float *q, const float *k, const float *v,
+// out (B, Tq, H, hd); saved: what backward needs, kern_attention_saved_floats(B, H, Tq, Tk)
+// floats (the CPU keeps the softmax probabilities (B, H, Tq, Tk); a GPU only row statistics).
+size_t kern_attention_saved_floats(int B, int H, int Tq, int Tk);
+void kern_attention_fwd(float *out, float *saved, const float *q, const float *k, const float *v,
                         int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride);
 // training form (Tq == Tk == T, kv contiguous). dq (B,T,H,hd), dk, dv (B,T,KV,hd) are overwritten.
-// scratch: at least kern_attention_scratch_floats(T) floats.
-size_t kern_attention_scratch_floats(int T);
-void kern_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                        const float *probs, const float *q, const float *k, const float *v,
+// out is the forward's output; scratch: at least kern_attention_scratch_floats(B, H, T) floats,
+// sized after kern_init (it may depend on the thread count).
+size_t kern_attention_scratch_floats(int B, int H, int T);
+void kern_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const float *dout, const float *out,
+                        const float *saved, const float *q, const float *k, const float *v,
                         int B, int T, int H, int KV, int hd);
 
 // ---- SwiGLU: h = silu(gate) * up, all (N) elements ----

@@ -224,7 +224,6 @@ static void validate(const Config *c) {
     // refused with a reason rather than silently ignored: these arrive with later work
     if (!strcmp(m->model_type, "mingpt")) comm_fail_all("--model_type mingpt is not implemented yet; use llama_v2");
     if (m->dropout != 0.0f) comm_fail_all("--dropout %g: only 0 is supported (Llama-2 pretraining uses none)", m->dropout);
-    if (!strcmp(c->device, "cuda")) comm_fail_all("--device cuda: this build has no CUDA backend; use --device cpu or auto");
     if (c->batch_size <= 0) comm_fail_all("--batch_size must be positive");
     if (c->grad_accum <= 0) comm_fail_all("--grad_accum must be positive");
     if (c->max_steps < -1) comm_fail_all("--max_steps must be >= 0");

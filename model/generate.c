@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../comm/comm.h"
+#include "../kernels/kernels.h"
 
 static double next_uniform(uint64_t *s) {  // splitmix64 stream
     uint64_t x = (*s += 0x9e3779b97f4a7c15ULL);
@@ -54,14 +55,17 @@ int32_t model_sample(float *logits, int V, float temperature, float top_p, uint6
     return tok;
 }
 
-// Runs tokens [0, n) at positions pos0.. through the model; returns the last position's logits.
+// Runs tokens [0, n) at positions pos0.. through the model; leaves the last position's logits
+// in the host buffer `logits` (V).
 static float *forward_tokens(const ModelPlan *plan, const float *const *P, Activations *a, const int32_t *toks, int n,
-                             int pos0) {
-    int L = plan->cfg.num_layers;
-    model_embed_fwd(plan, P[0], a, toks, n);
+                             int pos0, float *logits) {
+    int L = plan->cfg.num_layers, V = plan->cfg.vocab_size;
+    model_load_batch(a, toks, NULL, n);
+    model_embed_fwd(plan, P[0], a, n);
     for (int l = 0; l < L; l++) model_block_fwd(plan, l, P[l + 1], a, n, pos0);
-    model_head_fwd_bwd(plan, P[L + 1], NULL, a, NULL, n, 0.0f);
-    return a->logits + (size_t)(n - 1) * plan->cfg.vocab_size;
+    model_head_fwd_bwd(plan, P[L + 1], NULL, a, 0, n, 0.0f);
+    kern_download(logits, a->logits + (size_t)(n - 1) * V, (size_t)V * sizeof(float));
+    return logits;
 }
 
 void model_generate(const ModelPlan *plan, const float *const *P, const int32_t *prompt, int n, int num_tokens,
@@ -71,10 +75,11 @@ void model_generate(const ModelPlan *plan, const float *const *P, const int32_t 
     Activations a;
     model_acts_alloc(&a, c, 1, T, 1, 0);
     int32_t *window = mallocCheck((size_t)T * sizeof(int32_t));
+    float *host_logits = mallocCheck((size_t)c->vocab_size * sizeof(float));
     // the context keeps the last tokens; when it fills up, it is refilled with its newer half
     int len = n < T ? n : T;
     memcpy(window, prompt + (n - len), (size_t)len * sizeof(int32_t));
-    float *logits = forward_tokens(plan, P, &a, window, len, 0);
+    float *logits = forward_tokens(plan, P, &a, window, len, 0, host_logits);
     uint64_t rng = seed;
     for (int i = 0; i < num_tokens; i++) {
         int32_t tok = model_sample(logits, c->vocab_size, temperature, top_p, &rng);
@@ -84,13 +89,14 @@ void model_generate(const ModelPlan *plan, const float *const *P, const int32_t 
             memmove(window, window + (T - keep), (size_t)keep * sizeof(int32_t));
             window[keep] = tok;
             len = keep + 1;
-            logits = forward_tokens(plan, P, &a, window, len, 0);
+            logits = forward_tokens(plan, P, &a, window, len, 0, host_logits);
         } else {
             window[len] = tok;
-            logits = forward_tokens(plan, P, &a, window + len, 1, len);
+            logits = forward_tokens(plan, P, &a, window + len, 1, len, host_logits);
             len++;
         }
     }
     free(window);
+    free(host_logits);
     model_acts_free(&a);
 }

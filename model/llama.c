@@ -87,7 +87,8 @@ void model_init_range(const TensorSpec *t, uint64_t seed, float std, size_t begi
 
 // ---- activations ----
 
-static float *fbuf(size_t n) { return callocCheck(n, sizeof(float)); }
+// activations live on the compute device
+static float *fbuf(size_t n) { return kern_alloc(n * sizeof(float)); }
 
 void model_acts_alloc(Activations *a, const ModelConfig *c, int B, int T, int with_kv_cache, int ckpt_every) {
     memset(a, 0, sizeof *a);
@@ -110,7 +111,8 @@ void model_acts_alloc(Activations *a, const ModelConfig *c, int B, int T, int wi
     a->q = fbuf(L * N * qd);
     a->k = fbuf(L * N * kvd);
     a->v = fbuf(L * N * kvd);
-    a->probs = fbuf(L * (size_t)B * c->num_heads * T * T);
+    a->saved_len = kern_attention_saved_floats(B, c->num_heads, T, T);
+    a->attn_saved = fbuf(L * a->saved_len);
     a->att = fbuf(L * N * qd);
     a->xmid = fbuf(L * N * D);
     a->xn2 = fbuf(L * N * D);
@@ -121,6 +123,8 @@ void model_acts_alloc(Activations *a, const ModelConfig *c, int B, int T, int wi
     a->xf = fbuf(N * D);
     a->rstdf = fbuf(N);
     a->logits = fbuf(N * V);
+    a->tokens = kern_alloc(N * sizeof(int32_t));
+    a->targets = kern_alloc(N * sizeof(int32_t));
     a->rope_cos = fbuf((size_t)T * hd / 2);
     a->rope_sin = fbuf((size_t)T * hd / 2);
     kern_rope_table(a->rope_cos, a->rope_sin, T, (int)hd, c->rope_theta);
@@ -138,16 +142,19 @@ void model_acts_alloc(Activations *a, const ModelConfig *c, int B, int T, int wi
     a->dgate = fbuf(N * F);
     a->dup = fbuf(N * F);
     a->dh = fbuf(N * F);
-    a->attn_scratch = fbuf(kern_attention_scratch_floats(T));
+    a->attn_scratch = fbuf(kern_attention_scratch_floats(B, c->num_heads, T));
 }
 
 void model_acts_free(Activations *a) {
-    float **bufs[] = {&a->res, &a->xn1, &a->rstd1, &a->q, &a->k, &a->v, &a->probs, &a->att, &a->xmid, &a->xn2,
-                      &a->rstd2, &a->gate, &a->up, &a->h, &a->xf, &a->rstdf, &a->logits, &a->dres, &a->dxn, &a->dq,
-                      &a->dk, &a->dv, &a->datt, &a->dgate, &a->dup, &a->dh, &a->attn_scratch, &a->rope_cos,
-                      &a->rope_sin, &a->kcache, &a->vcache};
+    void **bufs[] = {(void **)&a->res, (void **)&a->xn1, (void **)&a->rstd1, (void **)&a->q, (void **)&a->k,
+                     (void **)&a->v, (void **)&a->attn_saved, (void **)&a->att, (void **)&a->xmid, (void **)&a->xn2,
+                     (void **)&a->rstd2, (void **)&a->gate, (void **)&a->up, (void **)&a->h, (void **)&a->xf,
+                     (void **)&a->rstdf, (void **)&a->logits, (void **)&a->dres, (void **)&a->dxn, (void **)&a->dq,
+                     (void **)&a->dk, (void **)&a->dv, (void **)&a->datt, (void **)&a->dgate, (void **)&a->dup,
+                     (void **)&a->dh, (void **)&a->attn_scratch, (void **)&a->rope_cos, (void **)&a->rope_sin,
+                     (void **)&a->kcache, (void **)&a->vcache, (void **)&a->tokens, (void **)&a->targets};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
-        free(*bufs[i]);
+        if (*bufs[i]) kern_free(*bufs[i]);
         *bufs[i] = NULL;
     }
     free(a->slot);
@@ -158,7 +165,7 @@ void model_acts_free(Activations *a) {
 
 // Per-layer views into the saved activations; sizes follow the allocation above.
 typedef struct {
-    float *x, *xn1, *rstd1, *q, *k, *v, *probs, *att, *xmid, *xn2, *rstd2, *gate, *up, *h, *out;
+    float *x, *xn1, *rstd1, *q, *k, *v, *saved, *att, *xmid, *xn2, *rstd2, *gate, *up, *h, *out;
 } LayerActs;
 
 static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
@@ -168,7 +175,7 @@ static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
     LayerActs la = {
         .x = a->res + l * N * D, .xn1 = a->xn1 + i * N * D, .rstd1 = a->rstd1 + i * N, .q = a->q + i * N * qd,
         .k = a->k + i * N * kvd, .v = a->v + i * N * kvd,
-        .probs = a->probs + i * a->B * c->num_heads * a->T * a->T, .att = a->att + i * N * qd,
+        .saved = a->attn_saved + i * a->saved_len, .att = a->att + i * N * qd,
         .xmid = a->xmid + i * N * D, .xn2 = a->xn2 + i * N * D, .rstd2 = a->rstd2 + i * N, .gate = a->gate + i * N * F,
         .up = a->up + i * N * F, .h = a->h + i * N * F, .out = a->res + (l + 1) * N * D};
     return la;
@@ -176,8 +183,13 @@ static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
 
 #define W(p, u, i) ((p) + (u)->t[i].offset)
 
-void model_embed_fwd(const ModelPlan *plan, const float *p, Activations *a, const int32_t *tokens, int T) {
-    kern_embedding_fwd(a->res, tokens, p, a->B * T, plan->cfg.hidden_width);  // (B, T, D)
+void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, int ntok) {
+    kern_upload(a->tokens, inp, (size_t)ntok * sizeof(int32_t));
+    if (tgt) kern_upload(a->targets, tgt, (size_t)ntok * sizeof(int32_t));
+}
+
+void model_embed_fwd(const ModelPlan *plan, const float *p, Activations *a, int T) {
+    kern_embedding_fwd(a->res, a->tokens, p, a->B * T, plan->cfg.hidden_width);  // (B, T, D)
 }
 
 void model_block_fwd(const ModelPlan *plan, int l, const float *p, Activations *a, int T, int pos0) {
@@ -196,10 +208,10 @@ void model_block_fwd(const ModelPlan *plan, int l, const float *p, Activations *
         size_t kvd = (size_t)KV * hd, base = (size_t)l * a->T * kvd + (size_t)pos0 * kvd;
         kern_copy(a->kcache + base, la.k, (size_t)T * kvd);
         kern_copy(a->vcache + base, la.v, (size_t)T * kvd);
-        kern_attention_fwd(la.att, la.probs, la.q, a->kcache + (size_t)l * a->T * kvd,
+        kern_attention_fwd(la.att, la.saved, la.q, a->kcache + (size_t)l * a->T * kvd,
                            a->vcache + (size_t)l * a->T * kvd, 1, T, pos0 + T, H, KV, hd, (size_t)a->T * kvd);
     } else {
-        kern_attention_fwd(la.att, la.probs, la.q, la.k, la.v, B, T, T, H, KV, hd, (size_t)T * KV * hd);
+        kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, KV, hd, (size_t)T * KV * hd);
     }
     kern_matmul_fwd(la.xmid, la.att, W(p, u, P_O), N, H * hd, D);
     kern_add(la.xmid, la.x, (size_t)N * D);  // residual
@@ -211,16 +223,16 @@ void model_block_fwd(const ModelPlan *plan, int l, const float *p, Activations *
     kern_add(la.out, la.xmid, (size_t)N * D);  // residual
 }
 
-double model_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, const int32_t *targets,
-                          int T, float dscale) {
+double model_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets, int T,
+                          float dscale) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->nunits - 1];
     int N = a->B * T, D = c->hidden_width, V = c->vocab_size;
     const float *x = a->res + (size_t)c->num_layers * a->B * a->T * D;  // (B, T, D) last block out
     kern_rmsnorm_fwd(a->xf, a->rstdf, x, W(p, u, P_NORM), N, D, c->norm_eps);
     kern_matmul_fwd(a->logits, a->xf, W(p, u, P_LM_HEAD), N, D, V);  // (B, T, V)
-    if (!targets) return 0.0;
-    double loss = kern_crossentropy_fwd_bwd(a->logits, targets, N, V, dscale);  // logits become dlogits
+    if (!with_targets) return 0.0;
+    double loss = kern_crossentropy_fwd_bwd(a->logits, a->targets, N, V, dscale);  // logits become dlogits
     if (dscale == 0.0f) return loss;
     kern_matmul_bwd(a->dxn, W(g, u, P_LM_HEAD), a->logits, a->xf, W(p, u, P_LM_HEAD), N, D, V, 0);
     kern_zero(a->dres, (size_t)N * D);
@@ -243,7 +255,8 @@ void model_block_bwd(const ModelPlan *plan, int l, const float *p, float *g, Act
     kern_rmsnorm_bwd(dx, W(g, u, P_LN2), a->dxn, la.xmid, W(p, u, P_LN2), la.rstd2, N, D);
     // attention
     kern_matmul_bwd(a->datt, W(g, u, P_O), dx, la.att, W(p, u, P_O), N, H * hd, D, 0);
-    kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.probs, la.q, la.k, la.v, B, T, H, KV, hd);
+    kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, KV,
+                       hd);
     kern_rope_bwd(a->dq, a->rope_cos, a->rope_sin, B, T, H, hd, 0);
     kern_rope_bwd(a->dk, a->rope_cos, a->rope_sin, B, T, KV, hd, 0);
     kern_matmul_bwd(a->dxn, W(g, u, P_Q), a->dq, la.xn1, W(p, u, P_Q), N, D, H * hd, 0);
@@ -252,6 +265,6 @@ void model_block_bwd(const ModelPlan *plan, int l, const float *p, float *g, Act
     kern_rmsnorm_bwd(dx, W(g, u, P_LN1), a->dxn, la.x, W(p, u, P_LN1), la.rstd1, N, D);
 }
 
-void model_embed_bwd(const ModelPlan *plan, float *g, Activations *a, const int32_t *tokens) {
-    kern_embedding_bwd(g, a->dres, tokens, a->B * a->T, plan->cfg.hidden_width);
+void model_embed_bwd(const ModelPlan *plan, float *g, Activations *a) {
+    kern_embedding_bwd(g, a->dres, a->tokens, a->B * a->T, plan->cfg.hidden_width);
 }

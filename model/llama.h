@@ -52,11 +52,14 @@ void model_init_range(const TensorSpec *t, uint64_t seed, float std, size_t begi
 // Activations and scratch for batches of up to B sequences of up to T tokens.
 typedef struct {
     int B, T;
+    // all buffers live on the compute device (kern_alloc)
+    int32_t *tokens, *targets;  // (B*T) the batch, set by model_load_batch
     float *res;  // (L+1, B*T, D) residual stream: res[0] embedding out, res[l+1] block l out
     // Block internals, one set per slot: each stored block has its own slot; checkpointed blocks
     // share one and are recomputed from their input in backward.
     int *slot, *recompute;  // (L)
-    float *xn1, *rstd1, *q, *k, *v, *probs, *att, *xmid, *xn2, *rstd2, *gate, *up, *h;
+    float *xn1, *rstd1, *q, *k, *v, *attn_saved, *att, *xmid, *xn2, *rstd2, *gate, *up, *h;
+    size_t saved_len;  // attention state saved per block slot
     float *xf, *rstdf, *logits;  // head: (B*T, D), (B*T), (B*T, V)
     // backward scratch, shared by all blocks
     float *dres, *dxn, *dq, *dk, *dv, *datt, *dgate, *dup, *dh, *attn_scratch;
@@ -69,17 +72,19 @@ typedef struct {
 void model_acts_alloc(Activations *a, const ModelConfig *cfg, int B, int T, int with_kv_cache, int ckpt_every);
 void model_acts_free(Activations *a);
 
-// Forward over the current batch of a->B sequences of T tokens. With a KV cache the tokens sit at
+// Copies a batch of ntok host tokens (and targets, unless NULL) to the device.
+void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, int ntok);
+// Forward over the loaded batch of a->B sequences of T tokens. With a KV cache the tokens sit at
 // positions pos0..pos0+T-1 and attend to the cached past; without, pos0 must be 0.
-void model_embed_fwd(const ModelPlan *plan, const float *p, Activations *a, const int32_t *tokens, int T);
+void model_embed_fwd(const ModelPlan *plan, const float *p, Activations *a, int T);
 void model_block_fwd(const ModelPlan *plan, int layer, const float *p, Activations *a, int T, int pos0);
-// Final norm + lm_head + fused cross-entropy. Returns the summed loss over B*T targets.
-// dscale != 0 also runs the head's backward: grads g (+=) with dloss scaled by dscale, and
-// a->dres = dloss/d res[L]. targets == NULL only computes logits (generation).
-double model_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, const int32_t *targets,
-                          int T, float dscale);
+// Final norm + lm_head + fused cross-entropy against the loaded targets. Returns the summed loss
+// over B*T targets. dscale != 0 also runs the head's backward: grads g (+=) with dloss scaled by
+// dscale, and a->dres = dloss/d res[L]. with_targets == 0 only computes logits (generation).
+double model_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets, int T,
+                          float dscale);
 // a->dres holds dloss/d(block output); on return dloss/d(block input). Grads g (+=).
 void model_block_bwd(const ModelPlan *plan, int layer, const float *p, float *g, Activations *a);
-void model_embed_bwd(const ModelPlan *plan, float *g, Activations *a, const int32_t *tokens);
+void model_embed_bwd(const ModelPlan *plan, float *g, Activations *a);
 
 #endif

@@ -25,7 +25,9 @@ static int shard_group_size(ShardStrategy st, const Config *cfg) {
     return g;
 }
 
-static float *fzalloc(size_t n) { return callocCheck(n, sizeof(float)); }
+// shard state and gathered buffers live on the compute device
+static float *fzalloc(size_t n) { return kern_alloc(n * sizeof(float)); }
+static uint16_t *hzalloc(size_t n) { return kern_alloc(n * sizeof(uint16_t)); }
 
 // Writes the initial values of this rank's shard of unit u into dst (shard_len floats).
 static void init_shard(const ShardState *s, int u, uint64_t seed, float std, float *dst) {
@@ -66,21 +68,28 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg) {
         if (s->shard_size == 1 && !s->bf16_params) f->params = f->master;  // unsharded fp32: always gathered
         if (f->padded > max_padded) max_padded = f->padded;
     }
+    // values are made on the host, then copied to the device
     if (cfg->meta_init) {
-        for (int u = 0; u < s->nunits; u++)
-            init_shard(s, u, (uint64_t)cfg->seed, cfg->model.initializer_range, s->units[u].master);
+        for (int u = 0; u < s->nunits; u++) {
+            FlatUnit *f = &s->units[u];
+            float *host = callocCheck(f->shard_len, sizeof(float));
+            init_shard(s, u, (uint64_t)cfg->seed, cfg->model.initializer_range, host);
+            kern_upload(f->master, host, f->shard_len * sizeof(float));
+            free(host);
+        }
     } else {
         // an unsharded start: the whole model exists on every rank before it is sharded
         float **full = callocCheck(s->nunits, sizeof(float *));
         for (int u = 0; u < s->nunits; u++) {
             const UnitSpec *spec = &plan->units[u];
-            full[u] = fzalloc(s->units[u].padded);
+            full[u] = callocCheck(s->units[u].padded, sizeof(float));
             for (int t = 0; t < spec->ntensors; t++)
                 model_init_range(&spec->t[t], (uint64_t)cfg->seed, cfg->model.initializer_range, 0, spec->t[t].numel,
                                  full[u] + spec->t[t].offset);
         }
         for (int u = 0; u < s->nunits; u++) {
-            kern_copy(s->units[u].master, full[u] + s->units[u].shard_off, s->units[u].shard_len);
+            FlatUnit *f = &s->units[u];
+            kern_upload(f->master, full[u] + f->shard_off, f->shard_len * sizeof(float));
             free(full[u]);
         }
         free(full);
@@ -100,8 +109,8 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg) {
         s->param_pool[i] = fzalloc(n);
         s->param_owner[i] = -1;
         if (s->bf16_params) {
-            s->param_stage[i] = callocCheck(n, sizeof(uint16_t));
-            s->param_send[i] = callocCheck(n / s->shard_size, sizeof(uint16_t));
+            s->param_stage[i] = hzalloc(n);
+            s->param_send[i] = hzalloc(n / s->shard_size);
         }
     }
     for (int i = 0; i < s->ngrad_slots; i++) {
@@ -109,12 +118,16 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg) {
         s->grad_pool[i] = fzalloc(n);
         s->grad_owner[i] = -1;
         if (s->bf16_reduce) {
-            s->grad_stage[i] = callocCheck(n, sizeof(uint16_t));
-            s->grad_recv[i] = callocCheck(n / s->shard_size, sizeof(uint16_t));
+            s->grad_stage[i] = hzalloc(n);
+            s->grad_recv[i] = hzalloc(n / s->shard_size);
         }
     }
     if (s->persistent_grads)  // one buffer per unit, held for the whole run
         for (int u = 0; u < s->nunits; u++) s->units[u].grads = s->grad_pool[s->units[u].grad_slot = s->grad_owner[u] = u];
+}
+
+static void dfree(void *p) {
+    if (p) kern_free(p);
 }
 
 void shard_free(ShardState *s) {
@@ -122,20 +135,20 @@ void shard_free(ShardState *s) {
     for (int u = 0; u < s->nunits; u++) {
         FlatUnit *f = &s->units[u];
         comm_wait(f->gather_req);
-        free(f->master);
-        free(f->exp_avg);
-        free(f->exp_avg_sq);
-        free(f->grad_shard);
+        dfree(f->master);
+        dfree(f->exp_avg);
+        dfree(f->exp_avg_sq);
+        dfree(f->grad_shard);
     }
     for (int i = 0; i < s->nparam_slots; i++) {
-        free(s->param_pool[i]);
-        free(s->param_send[i]);
-        free(s->param_stage[i]);
+        dfree(s->param_pool[i]);
+        dfree(s->param_send[i]);
+        dfree(s->param_stage[i]);
     }
     for (int i = 0; i < s->ngrad_slots; i++) {
-        free(s->grad_pool[i]);
-        free(s->grad_stage[i]);
-        free(s->grad_recv[i]);
+        dfree(s->grad_pool[i]);
+        dfree(s->grad_stage[i]);
+        dfree(s->grad_recv[i]);
     }
     free(s->param_pool);
     free(s->grad_pool);
@@ -143,7 +156,7 @@ void shard_free(ShardState *s) {
     free(s->param_stage);
     free(s->grad_stage);
     free(s->grad_recv);
-    free(s->act_stage);
+    dfree(s->act_stage);
     free(s->param_owner);
     free(s->grad_owner);
     free(s->units);
@@ -260,8 +273,8 @@ void shard_zero_grads(ShardState *s) {
 void shard_cast_activation(ShardState *s, float *x, size_t n) {
     if (!s->bf16_params) return;
     if (s->act_stage_len < n) {
-        free(s->act_stage);
-        s->act_stage = mallocCheck(n * sizeof(uint16_t));
+        dfree(s->act_stage);
+        s->act_stage = hzalloc(n);
         s->act_stage_len = n;
     }
     kern_f32_to_bf16(s->act_stage, x, n);

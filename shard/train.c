@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../ckpt/ckpt.h"
+#include "../kernels/kernels.h"
 #include "../comm/comm.h"
 #include "../data/data.h"
 #include "../model/generate.h"
@@ -80,9 +81,10 @@ double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const
     const ModelPlan *plan = s->plan;
     int L = plan->cfg.num_layers, T = a->T, head = L + 1, train = dscale != 0.0f;
     ShardPhase fwd = train ? PHASE_FWD : PHASE_EVAL;
+    model_load_batch(a, inp, tgt, a->B * T);
     // forward: units 0..L, each prefetching the next; the head's forward runs with its backward
     size_t ND = (size_t)a->B * T * plan->cfg.hidden_width;
-    model_embed_fwd(plan, shard_gather(s, 0, 1), a, inp, T);
+    model_embed_fwd(plan, shard_gather(s, 0, 1), a, T);
     shard_release(s, 0, fwd);
     shard_cast_activation(s, a->res, ND);
     for (int l = 0; l < L; l++) {
@@ -91,7 +93,7 @@ double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const
         shard_cast_activation(s, a->res + (l + 1) * ND, ND);
     }
     const float *ph = shard_gather(s, head, train ? L : -1);
-    double loss = model_head_fwd_bwd(plan, ph, train ? shard_grad_buffer(s, head) : NULL, a, tgt, T, dscale);
+    double loss = model_head_fwd_bwd(plan, ph, train ? shard_grad_buffer(s, head) : NULL, a, 1, T, dscale);
     shard_release(s, head, train ? PHASE_BWD : PHASE_EVAL);
     if (!train) return loss;
     shard_grad_ready(s, head, last_micro);
@@ -104,7 +106,7 @@ double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const
         shard_grad_ready(s, l + 1, last_micro);
     }
     shard_release(s, 0, PHASE_BWD);
-    model_embed_bwd(plan, shard_grad_buffer(s, 0), a, inp);
+    model_embed_bwd(plan, shard_grad_buffer(s, 0), a);
     shard_grad_ready(s, 0, last_micro);
     return loss;
 }
@@ -188,11 +190,11 @@ static void sample(Run *r) {
     const float *P[nu];
     for (int u = 0; u < nu; u++) {
         FlatUnit *f = &r->st.units[u];
-        P[u] = full[u] = mallocCheck(f->padded * sizeof(float));
+        P[u] = full[u] = kern_alloc(f->padded * sizeof(float));
         comm_all_gather(r->st.shard_group, f->master, full[u], f->shard_len);
     }
     if (comm_info.rank != 0) {
-        for (int u = 0; u < nu; u++) free(full[u]);
+        for (int u = 0; u < nu; u++) kern_free(full[u]);
         return;
     }
     int n = (int)strlen(c->prompt);
@@ -204,7 +206,7 @@ static void sample(Run *r) {
     if (r->st.step > r->start_step) putchar('\n');  // a pure generate run prints the text and nothing else
     fflush(stdout);
     free(prompt);
-    for (int u = 0; u < nu; u++) free(full[u]);
+    for (int u = 0; u < nu; u++) kern_free(full[u]);
 }
 
 void train_run(Config *c) {
@@ -220,8 +222,8 @@ void train_run(Config *c) {
     }
     char desc[2048];
     config_describe(c, desc, sizeof desc);
-    comm_log("fsdpc: %d rank(s), %d thread(s)/rank, %.2fM parameters\n%s\n", comm_info.world, c->num_threads,
-             r.plan.num_params / 1e6, desc);
+    comm_log("fsdpc: %d rank(s) on %s, %d thread(s)/rank, %.2fM parameters\n%s\n", comm_info.world,
+             kern_device_name(), c->num_threads, r.plan.num_params / 1e6, desc);
     if (c->cpu_offload) comm_log("--cpu_offload: no effect on the CPU device (parameters already live in host memory)\n");
     shard_init(&r.st, &r.plan, c);
     comm_log("sharding %s: shard group %d x replica group %d\n", c->sharding, r.st.shard_size, r.st.replica_size);

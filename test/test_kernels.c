@@ -341,8 +341,8 @@ static void test_attention_bwd(const char *name, int B, int T, int H, int KV, in
     attention_obj(&c);  // probs for backward
     // outputs start as garbage: the backward overwrites them
     float *dq = rand_vec(nq, -9, 9), *dk = rand_vec(nk, -9, 9), *dv = rand_vec(nk, -9, 9);
-    float *scratch = malloc(sizeof(float) * kern_attention_scratch_floats(T));
-    kern_attention_bwd(dq, dk, dv, scratch, c.r, c.probs, c.q, c.k, c.v, B, T, H, KV, hd);
+    float *scratch = malloc(sizeof(float) * kern_attention_scratch_floats(B, H, T));
+    kern_attention_bwd(dq, dk, dv, scratch, c.r, c.out, c.probs, c.q, c.k, c.v, B, T, H, KV, hd);
     double *gq = grad_delta(dq, NULL, nq), *gk = grad_delta(dk, NULL, nk), *gv = grad_delta(dv, NULL, nk);
     char buf[160];
     snprintf(buf, sizeof buf, "attention bwd dq %s", name);

@@ -6,7 +6,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "../kernels.h"
+#include "../backend.h"
 #include "cpu_common.h"
 
 #define ATT_BLOCK 64
@@ -30,7 +30,7 @@ static void att_softmax_row(float *s, int n, int len) {
     memset(s + n, 0, sizeof(float) * (size_t)(len - n));
 }
 
-void kern_attention_fwd(float *out, float *probs, const float *q, const float *k, const float *v,
+void cpu_attention_fwd(float *out, float *probs, const float *q, const float *k, const float *v,
                         int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride) {
     const int grp = H / KV, off = Tk - Tq;
     const int ldq = H * hd, ldk = KV * hd;
@@ -57,14 +57,19 @@ void kern_attention_fwd(float *out, float *probs, const float *q, const float *k
     }
 }
 
-size_t kern_attention_scratch_floats(int T) {
-    // one (T, T) dP/dS matrix per thread
+size_t cpu_attention_saved_floats(int B, int H, int Tq, int Tk) {
+    return (size_t)B * H * Tq * Tk;  // the softmax probabilities
+}
+
+size_t cpu_attention_scratch_floats(int B, int H, int T) {
+    (void)B, (void)H;  // one (T, T) dP/dS matrix per thread
     return (size_t)omp_get_max_threads() * T * T;
 }
 
-void kern_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                        const float *probs, const float *q, const float *k, const float *v,
+void cpu_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const float *dout, const float *out,
+                       const float *probs, const float *q, const float *k, const float *v,
                         int B, int T, int H, int KV, int hd) {
+    (void)out;  // the probabilities are kept, so the forward output is not needed
     const int grp = H / KV;
     const int ldq = H * hd, ldk = KV * hd;
     const float scale = 1.0f / sqrtf((float)hd);

@@ -4,16 +4,16 @@
 #include <omp.h>
 #include <string.h>
 
-#include "../kernels.h"
+#include "../backend.h"
 #include "cpu_common.h"
 
-void kern_init(int num_threads) {
+void cpu_init(int num_threads) {
     if (num_threads <= 0) return;
     omp_set_num_threads(num_threads);
     openblas_set_num_threads(num_threads);
 }
 
-int kern_num_threads(void) { return omp_get_max_threads(); }
+int cpu_num_threads(void) { return omp_get_max_threads(); }
 
 // The calling thread's share [lo, hi) of n items: fixed contiguous blocks by thread number, so
 // reductions over them can be combined in thread order and do not depend on timing.
@@ -25,12 +25,12 @@ static void ew_thread_range(size_t n, size_t *lo, size_t *hi) {
 
 // ---- SwiGLU ----
 
-void kern_swiglu_fwd(float *h, const float *gate, const float *up, size_t N) {
+void cpu_swiglu_fwd(float *h, const float *gate, const float *up, size_t N) {
 #pragma omp parallel for simd schedule(static) if (N >= CPU_PAR_MIN)
     for (size_t i = 0; i < N; i++) h[i] = gate[i] / (1.0f + cpu_expf(-gate[i])) * up[i];
 }
 
-void kern_swiglu_bwd(float *dgate, float *dup, const float *dh, const float *gate, const float *up, size_t N) {
+void cpu_swiglu_bwd(float *dgate, float *dup, const float *dh, const float *gate, const float *up, size_t N) {
 #pragma omp parallel for simd schedule(static) if (N >= CPU_PAR_MIN)
     for (size_t i = 0; i < N; i++) {
         const float g = gate[i], sig = 1.0f / (1.0f + cpu_expf(-g)), d = dh[i];
@@ -42,12 +42,12 @@ void kern_swiglu_bwd(float *dgate, float *dup, const float *dh, const float *gat
 
 // ---- embedding ----
 
-void kern_embedding_fwd(float *out, const int32_t *tokens, const float *wte, int N, int D) {
+void cpu_embedding_fwd(float *out, const int32_t *tokens, const float *wte, int N, int D) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) memcpy(out + (size_t)n * D, wte + (size_t)tokens[n] * D, sizeof(float) * D);
 }
 
-void kern_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, int N, int D) {
+void cpu_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, int N, int D) {
     // Each thread owns a slice of the D columns and walks all rows in order: repeated tokens
     // never race and the sums are in row order. Slices are whole 64-byte lines (16 floats).
 #pragma omp parallel
@@ -86,7 +86,7 @@ static double ce_row(float *x, int target, int V, float dscale) {
     return loss;
 }
 
-double kern_crossentropy_fwd_bwd(float *logits, const int32_t *targets, int N, int V, float dscale) {
+double cpu_crossentropy_fwd_bwd(float *logits, const int32_t *targets, int N, int V, float dscale) {
     const int nth = omp_get_max_threads();
     double part[nth];  // per-thread loss sums, added in thread order
     for (int t = 0; t < nth; t++) part[t] = 0.0;
@@ -105,32 +105,32 @@ double kern_crossentropy_fwd_bwd(float *logits, const int32_t *targets, int N, i
 
 // ---- elementwise and reductions ----
 
-void kern_add(float *y, const float *x, size_t n) {
+void cpu_add(float *y, const float *x, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-void kern_add3(float *out, const float *a, const float *b, size_t n) {
+void cpu_add3(float *out, const float *a, const float *b, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
-void kern_scale(float *x, float s, size_t n) {
+void cpu_scale(float *x, float s, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
 
-void kern_zero(float *x, size_t n) {
+void cpu_zero(float *x, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) x[i] = 0.0f;
 }
 
-void kern_copy(float *dst, const float *src, size_t n) {
+void cpu_copy(float *dst, const float *src, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) dst[i] = src[i];
 }
 
-double kern_sumsq(const float *x, size_t n) {
+double cpu_sumsq(const float *x, size_t n) {
     const int nth = omp_get_max_threads();
     double part[nth];  // per-thread partial sums, added in thread order
     for (int t = 0; t < nth; t++) part[t] = 0.0;
@@ -150,7 +150,7 @@ double kern_sumsq(const float *x, size_t n) {
 
 // ---- AdamW (torch.optim.AdamW, single-tensor form) ----
 
-void kern_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+void cpu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                 float beta2, float eps, float wd, int step) {
     const double bc1 = 1.0 - pow(beta1, step), bc2 = 1.0 - pow(beta2, step);
     const float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
@@ -167,7 +167,7 @@ void kern_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr
 
 // ---- bf16 ----
 
-void kern_f32_to_bf16(uint16_t *dst, const float *src, size_t n) {
+void cpu_f32_to_bf16(uint16_t *dst, const float *src, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
@@ -179,7 +179,7 @@ void kern_f32_to_bf16(uint16_t *dst, const float *src, size_t n) {
     }
 }
 
-void kern_bf16_to_f32(float *dst, const uint16_t *src, size_t n) {
+void cpu_bf16_to_f32(float *dst, const uint16_t *src, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         const uint32_t u = (uint32_t)src[i] << 16;

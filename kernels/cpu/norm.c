@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../kernels.h"
+#include "../backend.h"
 
-void kern_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int D, float eps) {
+void cpu_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int D, float eps) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * D;
@@ -21,13 +21,13 @@ void kern_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w,
     }
 }
 
-void kern_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+void cpu_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                       const float *rstd, int N, int D) {
     // dw is summed over rows: each thread sums its static block of rows into its own partial,
     // then the partials are added in thread order, so the result does not depend on timing.
     float *part = malloc(sizeof(float) * (size_t)omp_get_max_threads() * D);  // (threads, D)
     if (!part) {
-        fprintf(stderr, "kern_rmsnorm_bwd: out of memory\n");
+        fprintf(stderr, "cpu_rmsnorm_bwd: out of memory\n");
         abort();
     }
 #pragma omp parallel
@@ -62,7 +62,7 @@ void kern_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *in
     free(part);
 }
 
-void kern_rope_table(float *cos_t, float *sin_t, int T, int hd, float theta) {
+void cpu_rope_table(float *cos_t, float *sin_t, int T, int hd, float theta) {
     const int half = hd / 2;
     for (int i = 0; i < half; i++) {
         // double so the only rounding is the final cast (matches the float64 reference tables)
@@ -97,10 +97,10 @@ static void rope_rotate(float *x, const float *cos_t, const float *sin_t, int B,
     }
 }
 
-void kern_rope_fwd(float *x, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0) {
+void cpu_rope_fwd(float *x, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0) {
     rope_rotate(x, cos_t, sin_t, B, T, nh, hd, pos0, 1.0f);
 }
 
-void kern_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0) {
+void cpu_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0) {
     rope_rotate(dx, cos_t, sin_t, B, T, nh, hd, pos0, -1.0f);
 }

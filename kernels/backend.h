@@ -1,0 +1,78 @@
+// backend: the operations each device implements, listed once. kernels.h documents them; the CPU
+// defines cpu_<op>, CUDA defines cuda_<op>, and dispatch.c routes kern_<op> to the chosen one.
+// X(return type, op, parameter list, argument list)
+#ifndef FSDPC_BACKEND_H
+#define FSDPC_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KERN_OPS(X)                                                                                                    \
+    X(void *, alloc, (size_t bytes), (bytes))                                                                          \
+    X(void, free, (void *p), (p))                                                                                      \
+    X(void, upload, (void *dst, const void *host_src, size_t bytes), (dst, host_src, bytes))                           \
+    X(void, download, (void *host_dst, const void *src, size_t bytes), (host_dst, src, bytes))                         \
+    X(void, sync, (void), ())                                                                                          \
+    X(double, peak_mem_mib, (void), ())                                                                                \
+    X(void, matmul_fwd, (float *out, const float *inp, const float *w, int N, int IN, int OUT),                        \
+      (out, inp, w, N, IN, OUT))                                                                                       \
+    X(void, matmul_bwd,                                                                                                \
+      (float *dinp, float *dw, const float *dout, const float *inp, const float *w, int N, int IN, int OUT,            \
+       int accumulate_dinp),                                                                                           \
+      (dinp, dw, dout, inp, w, N, IN, OUT, accumulate_dinp))                                                           \
+    X(void, rmsnorm_fwd, (float *out, float *rstd, const float *inp, const float *w, int N, int D, float eps),         \
+      (out, rstd, inp, w, N, D, eps))                                                                                  \
+    X(void, rmsnorm_bwd,                                                                                               \
+      (float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int D),  \
+      (dinp, dw, dout, inp, w, rstd, N, D))                                                                            \
+    X(void, rope_table, (float *cos_t, float *sin_t, int T, int hd, float theta), (cos_t, sin_t, T, hd, theta))        \
+    X(void, rope_fwd, (float *x, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0),      \
+      (x, cos_t, sin_t, B, T, nh, hd, pos0))                                                                           \
+    X(void, rope_bwd, (float *dx, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0),     \
+      (dx, cos_t, sin_t, B, T, nh, hd, pos0))                                                                          \
+    X(size_t, attention_saved_floats, (int B, int H, int Tq, int Tk), (B, H, Tq, Tk))                                  \
+    X(void, attention_fwd,                                                                                             \
+      (float *out, float *saved, const float *q, const float *k, const float *v, int B, int Tq, int Tk, int H, int KV, \
+       int hd, size_t kv_bstride),                                                                                     \
+      (out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride))                                                         \
+    X(size_t, attention_scratch_floats, (int B, int H, int T), (B, H, T))                                              \
+    X(void, attention_bwd,                                                                                             \
+      (float *dq, float *dk, float *dv, float *scratch, const float *dout, const float *out, const float *saved,       \
+       const float *q, const float *k, const float *v, int B, int T, int H, int KV, int hd),                           \
+      (dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd))                                               \
+    X(void, swiglu_fwd, (float *h, const float *gate, const float *up, size_t N), (h, gate, up, N))                    \
+    X(void, swiglu_bwd, (float *dgate, float *dup, const float *dh, const float *gate, const float *up, size_t N),     \
+      (dgate, dup, dh, gate, up, N))                                                                                   \
+    X(void, embedding_fwd, (float *out, const int32_t *tokens, const float *wte, int N, int D),                        \
+      (out, tokens, wte, N, D))                                                                                        \
+    X(void, embedding_bwd, (float *dwte, const float *dout, const int32_t *tokens, int N, int D),                      \
+      (dwte, dout, tokens, N, D))                                                                                      \
+    X(double, crossentropy_fwd_bwd, (float *logits, const int32_t *targets, int N, int V, float dscale),               \
+      (logits, targets, N, V, dscale))                                                                                 \
+    X(void, add, (float *y, const float *x, size_t n), (y, x, n))                                                      \
+    X(void, add3, (float *out, const float *a, const float *b, size_t n), (out, a, b, n))                              \
+    X(void, scale, (float *x, float s, size_t n), (x, s, n))                                                           \
+    X(void, zero, (float *x, size_t n), (x, n))                                                                        \
+    X(void, copy, (float *dst, const float *src, size_t n), (dst, src, n))                                             \
+    X(double, sumsq, (const float *x, size_t n), (x, n))                                                               \
+    X(void, adamw,                                                                                                     \
+      (float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps,          \
+       float wd, int step),                                                                                            \
+      (p, g, m, v, n, lr, beta1, beta2, eps, wd, step))                                                                \
+    X(void, f32_to_bf16, (uint16_t *dst, const float *src, size_t n), (dst, src, n))                                   \
+    X(void, bf16_to_f32, (float *dst, const uint16_t *src, size_t n), (dst, src, n))
+
+#define KERN_DECLARE(prefix) KERN_OPS(KERN_DECLARE_##prefix)
+#define KERN_DECLARE_cpu(ret, op, params, args) ret cpu_##op params;
+#define KERN_DECLARE_cuda(ret, op, params, args) ret cuda_##op params;
+KERN_DECLARE(cpu)
+void cpu_init(int num_threads);
+int cpu_num_threads(void);
+#ifdef FSDPC_CUDA
+KERN_DECLARE(cuda)
+// CUDA device setup (kernels/cuda): number of visible GPUs (0 when none or no driver), bind one.
+int cuda_device_count(void);
+void cuda_bind(int device, char *name, size_t len);
+#endif
+
+#endif

@@ -1,0 +1,13 @@
+// memory: on the CPU the "device" is host memory.
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../comm/comm.h"
+#include "../backend.h"
+
+void *cpu_alloc(size_t bytes) { return callocCheck(1, bytes); }
+void cpu_free(void *p) { free(p); }
+void cpu_upload(void *dst, const void *host_src, size_t bytes) { memcpy(dst, host_src, bytes); }
+void cpu_download(void *host_dst, const void *src, size_t bytes) { memcpy(host_dst, src, bytes); }
+void cpu_sync(void) {}
+double cpu_peak_mem_mib(void) { return 0.0; }

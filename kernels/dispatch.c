@@ -1,0 +1,46 @@
+// dispatch: kern_<op> runs the chosen device's <op>. The CPU is always built; CUDA when nvcc was.
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+#include "kernels.h"
+
+static int on_gpu;
+static char device_name[160] = "cpu";
+
+#ifdef FSDPC_CUDA
+#define KERN_ROUTE(ret, op, params, args) \
+    ret kern_##op params { return on_gpu ? cuda_##op args : cpu_##op args; }
+#else
+#define KERN_ROUTE(ret, op, params, args) \
+    ret kern_##op params { return cpu_##op args; }
+#endif
+KERN_OPS(KERN_ROUTE)
+
+const char *kern_select_device(const char *want, int local_rank) {
+    on_gpu = 0;
+    snprintf(device_name, sizeof device_name, "cpu");
+    if (!strcmp(want, "cpu")) return NULL;
+#ifdef FSDPC_CUDA
+    int n = cuda_device_count();
+    if (n > 0) {
+        int dev = local_rank % n;
+        char name[128];
+        cuda_bind(dev, name, sizeof name);
+        snprintf(device_name, sizeof device_name, "cuda:%d (%s)", dev, name);
+        on_gpu = 1;
+        return NULL;
+    }
+    if (!strcmp(want, "cuda")) return "--device cuda: no CUDA GPU is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)";
+#else
+    (void)local_rank;
+    if (!strcmp(want, "cuda")) return "--device cuda: this build has no CUDA backend (rebuild with nvcc on PATH, CUDA=1)";
+#endif
+    return NULL;  // auto without a GPU: the CPU
+}
+
+void kern_init(int num_threads) { cpu_init(num_threads); }  // the host side runs on CPU threads either way
+int kern_num_threads(void) { return cpu_num_threads(); }
+
+int kern_on_gpu(void) { return on_gpu; }
+const char *kern_device_name(void) { return device_name; }
