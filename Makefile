@@ -1,7 +1,11 @@
 # fsdpc: `make` builds ./fsdpc; `make run` trains the default model; `make test`; `make bench`.
+# The CUDA backend (kernels/cuda, NCCL transport) is built in when nvcc is found; CUDA=0 turns it off.
 CC = mpicc
 HDF5_DIR = /usr/lib/x86_64-linux-gnu/hdf5/openmpi
 BLAS_DIR = /usr/lib/x86_64-linux-gnu/openblas-openmp
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard $(CUDA_HOME)/bin/nvcc))
+CUDA ?= $(if $(and $(NVCC),$(wildcard kernels/cuda/*.cu)),1,0)
 # x86-64-v3 (AVX2/FMA) rather than -march=native: the binary also runs on the GPU machine's host
 ARCH ?= -march=x86-64-v3
 CFLAGS ?= -O3 $(ARCH) -Wall -Wextra -Wno-unused-parameter
@@ -9,20 +13,36 @@ CFLAGS += -std=gnu11 -fno-math-errno -fopenmp -I/usr/include/hdf5/openmpi -I/usr
 LDLIBS = -L$(HDF5_DIR) -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lm
 
 SRC = $(wildcard comm/*.c model/*.c shard/*.c data/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c)
-OBJ = $(SRC:%.c=build/%.o)
+ifeq ($(CUDA),1)
+BUILD = build/cuda
+CFLAGS += -DFSDPC_CUDA -I$(CUDA_HOME)/include
+NVCCFLAGS = -std=c++17 -O3 -DFSDPC_CUDA -I. -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+	-Xcompiler -Wall,-Wextra -MMD -MP
+LDLIBS += -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart -lstdc++ -Wl,-rpath,$(CUDA_HOME)/lib64
+CU_OBJ = $(patsubst %.cu,$(BUILD)/%.o,$(wildcard kernels/cuda/*.cu))
+else
+BUILD = build/cpu
+SRC := $(filter-out comm/nccl.c,$(SRC))
+CU_OBJ =
+endif
+OBJ = $(SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 TESTS = build/test_kernels build/test_model build/test_comm
 
-.PHONY: all run test bench deps clean
+.PHONY: all run test test-gpu bench bench-gpu deps clean
 all: fsdpc
 
 deps:
 	@bash run/install-deps.sh
 
-build/%.o: %.c
+$(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-fsdpc: build/main.o $(OBJ)
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+fsdpc: $(BUILD)/main.o $(OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 build/test_%: test/test_%.c $(OBJ)
@@ -43,4 +63,4 @@ bench: deps
 clean:
 	rm -rf build fsdpc
 
--include $(OBJ:.o=.d) build/main.d
+-include $(OBJ:.o=.d) $(BUILD)/main.d

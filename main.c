@@ -1,11 +1,19 @@
 // fsdpc: FSDP-style training of Llama-2 models in one MPI binary.
+#include <string.h>
+
 #include "comm/comm.h"
+#include "data/shardfile.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
 #include "shard/train.h"
 
 int main(int argc, char **argv) {
     comm_init(&argc, &argv);
+    if (argc > 1 && !strcmp(argv[1], "prepare")) {
+        int rc = data_prepare(argc - 1, argv + 1);
+        comm_finalize();
+        return rc;
+    }
     static Config cfg;  // large (paths, prompt): keep it off the stack
     config_parse(&cfg, argc, argv);
     kern_init(cfg.num_threads);

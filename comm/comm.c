@@ -2,6 +2,7 @@
 #include "comm.h"
 
 #include "../kernels/backend.h"
+#include "../kernels/kernels.h"
 
 #include <malloc.h>
 #include <mpi.h>
@@ -11,8 +12,13 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#ifdef FSDPC_CUDA
+#include "nccl.h"
+#endif
+
 struct CommGroup {
     MPI_Comm comm;
+    void *nccl;  // NcclComm when the group moves device buffers (GPU runs), else NULL
 };
 
 CommInfo comm_info;
@@ -194,11 +200,32 @@ void comm_make_groups(int shard_size, CommGroup **shard, CommGroup **replica) {
     mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, rank % shard_size, rank, &r));
     *shard = group_from(s);
     *replica = group_from(r);
+#ifdef FSDPC_CUDA
+    if (kern_on_gpu()) {  // parameters and gradients live on the GPU: NCCL moves them
+        CommGroup *gs[2] = {*shard, *replica};
+        for (int i = 0; i < 2; i++) gs[i]->nccl = comm_nccl_init(&gs[i]->comm, comm_group_rank(gs[i]), comm_group_size(gs[i]));
+    }
+#endif
 }
 
 struct CommRequest {
     MPI_Request req;
+    void *nccl;  // NcclReq for the GPU transport
 };
+
+static CommRequest *request_new(void) { return callocCheck(1, sizeof(CommRequest)); }
+
+#ifdef FSDPC_CUDA
+static CommRequest *nccl_request(void *r) {
+    CommRequest *q = request_new();
+    q->nccl = r;
+    return q;
+}
+#define NCCL_ROUTE(g, call) \
+    if ((g)->nccl) return nccl_request(call)
+#else
+#define NCCL_ROUTE(g, call)
+#endif
 
 // Non-blocking collectives take one int count: FSDP units stay far below 2^31 elements per rank
 // (a 70B layer is 0.9e9 elements unsharded), so larger ones are refused, not split.
@@ -208,32 +235,40 @@ static int count_of(size_t n) {
 }
 
 CommRequest *comm_all_gather_start(CommGroup *g, const float *in, float *out, size_t n) {
-    CommRequest *r = mallocCheck(sizeof *r);
+    NCCL_ROUTE(g, comm_nccl_all_gather(g->nccl, in, out, n, NCCL_F32));
+    CommRequest *r = request_new();
     mpiCheck(MPI_Iallgather(in, count_of(n), MPI_FLOAT, out, count_of(n), MPI_FLOAT, g->comm, &r->req));
     return r;
 }
 
 CommRequest *comm_reduce_scatter_start(CommGroup *g, const float *in, float *out, size_t n) {
-    CommRequest *r = mallocCheck(sizeof *r);
+    NCCL_ROUTE(g, comm_nccl_reduce_scatter(g->nccl, in, out, n, NCCL_F32));
+    CommRequest *r = request_new();
     mpiCheck(MPI_Ireduce_scatter_block(in, out, count_of(n), MPI_FLOAT, MPI_SUM, g->comm, &r->req));
     return r;
 }
 
 CommRequest *comm_allreduce_start(CommGroup *g, float *buf, size_t n) {
-    CommRequest *r = mallocCheck(sizeof *r);
+    NCCL_ROUTE(g, comm_nccl_allreduce(g->nccl, buf, n, NCCL_F32));
+    CommRequest *r = request_new();
     mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(n), MPI_FLOAT, MPI_SUM, g->comm, &r->req));
     return r;
 }
 
 CommRequest *comm_bcast_start(CommGroup *g, float *buf, size_t n, int root) {
-    CommRequest *r = mallocCheck(sizeof *r);
+    NCCL_ROUTE(g, comm_nccl_bcast(g->nccl, buf, n, root));
+    CommRequest *r = request_new();
     mpiCheck(MPI_Ibcast(buf, count_of(n), MPI_FLOAT, root, g->comm, &r->req));
     return r;
 }
 
 void comm_wait(CommRequest *r) {
     if (!r) return;
-    mpiCheck(MPI_Wait(&r->req, MPI_STATUS_IGNORE));
+#ifdef FSDPC_CUDA
+    if (r->nccl) comm_nccl_wait(r->nccl);
+    else
+#endif
+        mpiCheck(MPI_Wait(&r->req, MPI_STATUS_IGNORE));
     free(r);
 }
 
@@ -244,19 +279,22 @@ void comm_reduce_scatter(CommGroup *g, const float *in, float *out, size_t n) {
 }
 
 CommRequest *comm_all_gather_bf16_start(CommGroup *g, const uint16_t *in, uint16_t *out, size_t n) {
-    CommRequest *r = mallocCheck(sizeof *r);
+    NCCL_ROUTE(g, comm_nccl_all_gather(g->nccl, in, out, n, NCCL_BF16));
+    CommRequest *r = request_new();
     mpiCheck(MPI_Iallgather(in, count_of(n), MPI_UINT16_T, out, count_of(n), MPI_UINT16_T, g->comm, &r->req));
     return r;
 }
 
 CommRequest *comm_reduce_scatter_bf16_start(CommGroup *g, const uint16_t *in, uint16_t *out, size_t n) {
-    CommRequest *r = mallocCheck(sizeof *r);
+    NCCL_ROUTE(g, comm_nccl_reduce_scatter(g->nccl, in, out, n, NCCL_BF16));
+    CommRequest *r = request_new();
     mpiCheck(MPI_Ireduce_scatter_block(in, out, count_of(n), MPI_UINT16_T, bf16_sum_op, g->comm, &r->req));
     return r;
 }
 
 CommRequest *comm_allreduce_bf16_start(CommGroup *g, uint16_t *buf, size_t n) {
-    CommRequest *r = mallocCheck(sizeof *r);
+    NCCL_ROUTE(g, comm_nccl_allreduce(g->nccl, buf, n, NCCL_BF16));
+    CommRequest *r = request_new();
     mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(n), MPI_UINT16_T, bf16_sum_op, g->comm, &r->req));
     return r;
 }

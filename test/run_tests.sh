@@ -25,6 +25,7 @@ suite "cli: errors, resume, evaluation, generation" bash test/test_cli.sh
 suite "shard: multi-rank equivalence, memory, bad layouts" bash test/test_shard.sh
 suite "ckpt: parallel checkpoints, resharding, crash safety" bash test/test_ckpt.sh
 suite "data: formats, streaming, errors" bash test/test_data.sh
+suite "prepare: shards from text and JSON Lines" bash test/test_prepare.sh
 
 passed=$(grep -c '^ok ' "$LOG")
 failed=$(grep -c '^not ok ' "$LOG")

@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Checks of `fsdpc prepare`: round trips of text, JSON Lines ("text" and "input_ids") and gzip
+# inputs through token shards, the train/validation split, shard sizes, and errors.
+# Prints one "ok - prepare ..." / "not ok - prepare ..." line per check. FSDPC overrides the binary.
+cd "$(dirname "$0")/.."
+FSDPC=${FSDPC:-./fsdpc}
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+
+check() {  # check NAME CONDITION-RESULT [DETAIL]
+    if [ "$2" = 0 ]; then echo "ok - prepare: $1"; else echo "not ok - prepare: $1 ${3:-}"; fi
+}
+
+prep() { "$FSDPC" prepare "$@" 2>"$W/log"; }
+
+# expect_error NAME REGEX ARGS...: non-zero exit (no crash) within 20 s, and exactly one
+# "fsdpc: error:" line on stderr, matching REGEX
+expect_error() {
+    local name=$1 re=$2
+    shift 2
+    timeout 20 "$FSDPC" prepare "$@" >"$W/out" 2>"$W/err"
+    local rc=$? lines
+    lines=$(grep -c '^fsdpc: error:' "$W/err")
+    if [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$lines" = 1 ] && grep -Eq -- "$re" "$W/err"; then
+        echo "ok - prepare: error: $name"
+    else
+        echo "not ok - prepare: error: $name (rc=$rc, $lines error lines: $(tr '\r' '\n' <"$W/err" | grep -m3 . | head -c 300 | tr '\n' '|'))"
+    fi
+}
+
+# Reads shards: checks each header (magic, version, dtype, count against the file size, zero
+# reserved bytes), then `bytes OUT FILES` writes the tokens as bytes, `ids FILES` prints them,
+# `info FILE` prints "dtype_bytes ntokens".
+cat >"$W/shards.py" <<'EOF'
+import struct, sys
+
+def read(path):
+    b = open(path, "rb").read()
+    magic, version, width, n = struct.unpack_from("<8sIIQ", b)
+    assert magic == b"FSDPCTOK" and version == 1 and width in (2, 4), path
+    assert b[24:64] == bytes(40) and len(b) == 64 + n * width, path
+    return width, struct.unpack_from("<%d%s" % (n, "H" if width == 2 else "I"), b, 64)
+
+mode, args = sys.argv[1], sys.argv[2:]
+if mode == "bytes":
+    toks = [t for p in args[1:] for t in read(p)[1]]
+    assert all(t < 256 for t in toks)
+    open(args[0], "wb").write(bytes(toks))
+elif mode == "ids":
+    print(" ".join(str(t) for p in args for t in read(p)[1]))
+else:
+    width, toks = read(args[0])
+    print(width, len(toks))
+EOF
+shards() { /usr/bin/python3 "$W/shards.py" "$@"; }
+
+# text round trip: one document, so the last 10% of its bytes are the validation set
+{ head -c 200000 data/tinyshakespeare.txt; printf 'caf\xc3\xa9 \xff\x00 end'; } >"$W/t.txt"
+size=$(stat -c %s "$W/t.txt")
+prep --input "$W/t.txt" --output "$W/text" --val_fraction 0.1
+check "text file exits 0" $? "$(tail -c 300 "$W/log")"
+shards bytes "$W/text.all" "$W/text"/train_*.bin "$W/text"/val_*.bin && cmp -s "$W/t.txt" "$W/text.all"
+check "text: train + val shards give back the file byte for byte" $?
+read -r width nval < <(shards info "$W/text/val_000000.bin")
+[ "$width" = 2 ] && [ $((nval * 100 / size)) -ge 9 ] && [ $((nval * 100 / size)) -le 10 ] &&
+    shards bytes "$W/text.val" "$W/text/val_000000.bin" && cmp -s "$W/text.val" <(tail -c "$nval" "$W/t.txt")
+check "text: validation is the last 10% of the file, as uint16" $? "(width $width, $nval of $size tokens)"
+grep -Eq "^prepare: 1 documents, $((size - nval)) train tokens in 1 shards, $nval val tokens in 1 shards -> $W/text\$" "$W/log"
+check "summary line" $? "$(tail -c 200 "$W/log")"
+grep -q $'\rprepare \[####################\] 100%  .* MB/s  train .* tok  val .* tok' "$W/log"
+check "progress bar reaches 100%" $?
+! ls "$W/text" | grep -q tmp
+check "no .tmp files left" $? "$(ls "$W/text")"
+
+# JSON Lines "text": escapes, surrogate pairs, nested values of other keys skipped, blank lines
+cat >"$W/esc.jsonl" <<'EOF'
+{"id": 1, "meta": {"tags": ["a", {"b": "x\"}]"}], "n": -1.5e3, "ok": true, "z": null}, "text": "caf\u00e9 \ud83d\ude00 \"q\"\n"}
+
+{"text": "tab\there \\ slash\/ \b\f\r", "extra": [[], {}]}
+  {"text":""}  
+EOF
+printf 'caf\xc3\xa9 \xf0\x9f\x98\x80 "q"\n\ntab\there \\ slash/ \b\f\r\n\n' >"$W/esc.want"
+prep --input "$W/esc.jsonl" --output "$W/esc" --val_fraction 0
+check "jsonl text exits 0" $? "$(tail -c 300 "$W/log")"
+shards bytes "$W/esc.got" "$W/esc"/train_*.bin && cmp -s "$W/esc.want" "$W/esc.got"
+check "jsonl text: escapes and \\u surrogate pairs decode to UTF-8, '\\n' after each document" $? \
+    "$(od -c "$W/esc.got" 2>/dev/null | head -3 | tr '\n' '|')"
+! ls "$W/esc" | grep -q val && grep -q '^prepare: 3 documents' "$W/log"
+check "jsonl text: --val_fraction 0 writes no validation shard, 3 documents" $? "$(ls "$W/esc")"
+
+# the same file gzipped gives the same tokens; so does a gzipped text file
+gzip -c "$W/esc.jsonl" >"$W/esc.jsonl.gz"
+prep --input "$W/esc.jsonl.gz" --output "$W/escgz" --val_fraction 0 &&
+    cmp -s "$W/esc/train_000000.bin" "$W/escgz/train_000000.bin"
+check ".jsonl.gz gives the same shard as .jsonl" $?
+gzip -c "$W/t.txt" >"$W/t.txt.gz"
+prep --input "$W/t.txt.gz" --output "$W/textgz" --val_fraction 0.1 &&
+    cmp -s "$W/text/train_000000.bin" "$W/textgz/train_000000.bin" && cmp -s "$W/text/val_000000.bin" "$W/textgz/val_000000.bin"
+check ".txt.gz gives the same shards as .txt" $?
+
+# JSON Lines "input_ids": taken as they are, no separator; uint32 for large ids
+cat >"$W/ids.jsonl" <<'EOF'
+{"input_ids": [1, 2, 65535, 0], "attention_mask": [1, 1, 1, 1]}
+{"input_ids": [], "labels": [-100]}
+{"input_ids":[7]}
+EOF
+prep --input "$W/ids.jsonl" --output "$W/ids" --val_fraction 0 &&
+    [ "$(shards ids "$W/ids"/train_*.bin)" = "1 2 65535 0 7" ] && [ "$(shards info "$W/ids/train_000000.bin")" = "2 5" ]
+check "input_ids round trip as uint16" $? "$(shards ids "$W/ids"/train_*.bin 2>&1 | head -c 200)"
+printf '{"input_ids": [5]}\n{"input_ids": [65536, 4294967295, 3]}\n' >"$W/big.jsonl"
+prep --input="$W/big.jsonl" --output="$W/big" --dtype=uint32 --val_fraction=0 &&
+    [ "$(shards ids "$W/big"/train_*.bin)" = "5 65536 4294967295 3" ] && [ "$(shards info "$W/big/train_000000.bin")" = "4 4" ]
+check "input_ids round trip as uint32 (--flag=value form)" $? "$(shards ids "$W/big"/train_*.bin 2>&1 | head -c 200)"
+expect_error "id too large for uint16 names file:line and --dtype uint32" \
+    "^fsdpc: error: $W/big.jsonl:2:[0-9]+: token id 65536 does not fit --dtype uint16: pass --dtype uint32\$" \
+    --input "$W/big.jsonl" --output "$W/big16"
+printf '{"input_ids": [4294967296]}\n' >"$W/huge.jsonl"
+expect_error "id too large for uint32" "huge.jsonl:1:[0-9]+: token id 4294967296 does not fit --dtype uint32" \
+    --input "$W/huge.jsonl" --output "$W/huge" --dtype uint32
+printf '{"input_ids": [3, -1]}\n' >"$W/neg.jsonl"
+expect_error "negative id" "neg.jsonl:1:[0-9]+: token id -1 is negative" --input "$W/neg.jsonl" --output "$W/neg"
+printf '{"input_ids": [3, 1.5]}\n' >"$W/frac.jsonl"
+expect_error "non-integer id" "frac.jsonl:1:[0-9]+: \"input_ids\" must hold integers" --input "$W/frac.jsonl" --output "$W/frac"
+
+# several inputs after one --input and a repeated --input, in order, each a document
+printf 'AB' >"$W/a.txt"
+printf 'CD' >"$W/b.txt"
+prep --input "$W/a.txt" "$W/b.txt" --val_fraction 0 --input "$W/ids.jsonl" --output "$W/multi" &&
+    [ "$(shards ids "$W/multi"/train_*.bin)" = "65 66 67 68 1 2 65535 0 7" ] && grep -q '^prepare: 5 documents' "$W/log"
+check "several inputs per --input and repeated --input, in order" $? "$(shards ids "$W/multi"/train_*.bin 2>&1 | head -c 200)"
+
+# --shard_tokens: 750 train tokens -> 300+300+150, 250 val tokens -> one shard
+head -c 1000 data/tinyshakespeare.txt >"$W/k.txt"
+prep --input "$W/k.txt" --output "$W/split" --val_fraction 0.25 --shard_tokens 300 &&
+    [ "$(for f in "$W/split"/*.bin; do shards info "$f" | cut -d' ' -f2; done | tr '\n' ' ')" = "300 300 150 250 " ] &&
+    shards bytes "$W/split.all" "$W/split"/train_*.bin "$W/split"/val_*.bin && cmp -s "$W/k.txt" "$W/split.all"
+check "--shard_tokens 300 splits 750+250 tokens into 300/300/150 + 250, concatenating to the whole" $? "$(ls "$W/split" | tr '\n' ' ')"
+prep --input "$W/k.txt" --output "$W/split" --val_fraction 0.25 &&
+    [ "$(ls "$W/split" | tr '\n' ' ')" = "train_000000.bin val_000000.bin " ]
+check "a rerun into the same directory removes the earlier run's extra shards" $? "$(ls "$W/split" | tr '\n' ' ')"
+
+# many documents: each goes whole to train or validation by a hash of its index
+/usr/bin/python3 -c '
+import json
+for i in range(2000): print(json.dumps({"text": "document %d" % i}))' >"$W/docs.jsonl"
+prep --input "$W/docs.jsonl" --output "$W/docs" --val_fraction 0.1 &&
+    shards bytes "$W/docs.train" "$W/docs"/train_*.bin && shards bytes "$W/docs.val" "$W/docs"/val_*.bin
+check "2000 documents exit 0" $?
+nv=$(wc -l <"$W/docs.val")
+[ "$nv" -ge 140 ] && [ "$nv" -le 260 ] &&
+    cmp -s <(sort "$W/docs.train" "$W/docs.val") <(seq 0 1999 | sed 's/^/document /' | sort)
+check "documents split whole: $nv of 2000 (~10%) in validation, every document once" $?
+prep --input "$W/docs.jsonl" --output "$W/docs2" --val_fraction 0.1 && cmp -s "$W/docs/val_000000.bin" "$W/docs2/val_000000.bin"
+check "the document split is deterministic" $?
+head -5 "$W/docs.jsonl" >"$W/few.jsonl"
+prep --input "$W/few.jsonl" --output "$W/few" --val_fraction 0.001 &&
+    shards bytes "$W/few.all" "$W/few"/train_*.bin "$W/few"/val_*.bin &&
+    [ "$(shards info "$W/few/val_000000.bin" | cut -d' ' -f2)" = 1 ] &&
+    cmp -s "$W/few.all" <(printf 'document %d\n' 0 1 2 3 4)
+check "no document hashed into validation: the last one's tail goes there" $? "$(ls "$W/few" | tr '\n' ' ')"
+
+# errors: one line, non-zero exit, nothing left behind
+expect_error "unknown flag" "unknown flag '--bogus'" --input "$W/t.txt" --output "$W/e" --bogus 1
+expect_error "missing input file" "cannot open input '$W/nope.txt'" --input "$W/t.txt" "$W/nope.txt" --output "$W/e"
+printf '{"text": "fine"}\n\n{"text": "a" "b"}\n' >"$W/bad.jsonl"
+expect_error "malformed JSON names file:line" "^fsdpc: error: $W/bad.jsonl:3:14: malformed JSON: expected ',' or '}'\$" \
+    --input "$W/bad.jsonl" --output "$W/e"
+printf '{"title": "x", "ids": [1]}\n' >"$W/nokey.jsonl"
+expect_error "object without text or input_ids" "nokey.jsonl:1:[0-9]+: the object has no \"text\" string and no \"input_ids\" array" \
+    --input "$W/nokey.jsonl" --output "$W/e"
+printf '{"text": "x"}\n[1]\n' >"$W/arr.jsonl"
+expect_error "a line that is not an object" "arr.jsonl:2:1: malformed JSON: a line must hold one object" --input "$W/arr.jsonl" --output "$W/e"
+printf '{"text": "\\ud83d\\u12"}\n' >"$W/hex.jsonl"
+expect_error "short \\u escape" "hex.jsonl:1:[0-9]+: malformed JSON: .u needs four hex digits" --input "$W/hex.jsonl" --output "$W/e"
+head -c $(($(stat -c %s "$W/t.txt.gz") / 2)) "$W/t.txt.gz" >"$W/cut.txt.gz"
+expect_error "truncated gzip" "cut.txt.gz' ends in the middle of its gzip stream" --input "$W/cut.txt.gz" --output "$W/e"
+! ls "$W/e" 2>/dev/null | grep -q .
+check "failed runs leave no shard and no .tmp" $? "$(ls "$W/e" | tr '\n' ' ')"
+expect_error "no inputs" "prepare needs --input" --output "$W/e"
+expect_error "--input without files" "--input needs at least one file" --input --output "$W/e"
+expect_error "missing --output" "prepare needs --output DIR" --input "$W/t.txt"
+expect_error "--output without value" "--output needs a value" --input "$W/t.txt" --output
+expect_error "stray argument" "unexpected argument 'extra'" --output "$W/e" extra --input "$W/t.txt"
+expect_error "bad dtype" "--dtype must be uint16 or uint32, got 'int8'" --input "$W/t.txt" --output "$W/e" --dtype int8
+expect_error "unsupported tokenizer" "--tokenizer 'llama2' is not supported" --input "$W/t.txt" --output "$W/e" --tokenizer llama2
+expect_error "bad val_fraction" "--val_fraction expects a number in \[0, 1\), got '1.5'" --input "$W/t.txt" --output "$W/e" --val_fraction 1.5
+expect_error "bad shard_tokens" "--shard_tokens expects a positive integer, got '0'" --input "$W/t.txt" --output "$W/e" --shard_tokens 0
+expect_error "input is a directory" "input '$W' is a directory" --input "$W" --output "$W/e"
+: >"$W/empty.txt"
+expect_error "inputs without tokens" "the inputs hold no tokens" --input "$W/empty.txt" --output "$W/e"
+expect_error "output under a file" "cannot create output directory '$W/t.txt/sub' \\(--output\\): Not a directory" --input "$W/a.txt" --output "$W/t.txt/sub"
