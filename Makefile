@@ -60,6 +60,13 @@ bench: deps
 	@$(MAKE) --no-print-directory fsdpc
 	bash bench/bench.sh
 
+# GPU machine: the CUDA build's binary and build/test_gpu (see README, "GPU")
+test-gpu: fsdpc build/test_gpu
+	bash test/run_gpu_tests.sh
+
+bench-gpu: fsdpc
+	bash bench/bench_gpu.sh
+
 clean:
 	rm -rf build fsdpc
 

@@ -24,6 +24,8 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=10, help="timed steps")
     ap.add_argument("--warmup_steps", type=int, default=2, help="untimed steps before them")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--bf16", action="store_true", help="autocast matmuls to bf16 (the GPU baseline)")
     return ap.parse_args()
 
 
@@ -43,24 +45,32 @@ def main():
     torch.manual_seed(0)
     cfg = LlamaConfig(args.hidden_width, args.num_layers, args.num_heads, args.num_key_value_heads,
                       args.intermediate_size, args.vocab_size, args.max_context_width)
-    model = Llama(cfg)
+    dev = torch.device(args.device)
+    model = Llama(cfg).to(dev)
     opt = adamw_for(model, lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     B, T = args.batch_size, args.max_context_width
     # Drawn up front so the timed loop holds only the training step.
-    data = torch.randint(0, args.vocab_size, (args.warmup_steps + args.steps, B, T + 1))
+    data = torch.randint(0, args.vocab_size, (args.warmup_steps + args.steps, B, T + 1), device=dev)
 
     def step(tokens):
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(tokens[:, :-1]), tokens[:, 1:])
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=args.bf16):
+            loss = loss_fn(model(tokens[:, :-1]), tokens[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
 
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+
     for s in range(args.warmup_steps):
         step(data[s])
+    sync()
     t0 = time.perf_counter()
     for s in range(args.warmup_steps, args.warmup_steps + args.steps):
         step(data[s])
+    sync()
     seconds = time.perf_counter() - t0
     print(f"torch tokens/sec: {B * T * args.steps / seconds:.1f}")
 

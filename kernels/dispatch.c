@@ -43,4 +43,25 @@ void kern_init(int num_threads) { cpu_init(num_threads); }  // the host side run
 int kern_num_threads(void) { return cpu_num_threads(); }
 
 int kern_on_gpu(void) { return on_gpu; }
+
+double kern_peak_flops(void) {
+    if (!on_gpu) return 0.0;
+    // dense bf16 tensor-core peaks (SXM parts)
+    if (strstr(device_name, "H100") || strstr(device_name, "H200") || strstr(device_name, "H800")) return 989e12;
+    if (strstr(device_name, "A100") || strstr(device_name, "A800")) return 312e12;
+    return 0.0;
+}
+
+#ifdef FSDPC_CUDA
+#include <nvtx3/nvToolsExt.h>
+void kern_range_push(const char *name) {
+    if (on_gpu) nvtxRangePushA(name);
+}
+void kern_range_pop(void) {
+    if (on_gpu) nvtxRangePop();
+}
+#else
+void kern_range_push(const char *name) { (void)name; }
+void kern_range_pop(void) {}
+#endif
 const char *kern_device_name(void) { return device_name; }

@@ -25,6 +25,10 @@ void kern_upload(void *dst, const void *host_src, size_t bytes);
 void kern_download(void *host_dst, const void *src, size_t bytes);
 void kern_sync(void);                // waits for queued device work
 double kern_peak_mem_mib(void);      // device memory high-water mark (0 on CPU)
+double kern_peak_flops(void);        // dense bf16 peak of the GPU for MFU (0: CPU or unknown GPU)
+// profiler ranges (NVTX on CUDA, nothing on CPU) so nsys shows units, phases and collectives
+void kern_range_push(const char *name);
+void kern_range_pop(void);
 
 // ---- linear layers (weights are [out, in], like torch nn.Linear.weight) ----
 // out (N, OUT) = inp (N, IN) @ w^T

@@ -35,6 +35,7 @@ typedef struct {
     int32_t *inp, *tgt;  // (B, T)
     int global_batch;    // sequences per optimizer step, over all ranks and micro-batches
     int max_steps, start_step;
+    double flops_per_token;
     FILE *metrics;
 } Run;
 
@@ -76,6 +77,13 @@ static void fill_batch(Run *r, int step, int micro) {
     data_loader_next(r->train_loader, batch_first(r, step, micro), next, r->inp, r->tgt);
 }
 
+// profiler range "<phase> unit <u>" (NVTX on GPU)
+static void range(const char *phase, int u) {
+    char name[48];
+    snprintf(name, sizeof name, "%s unit %d", phase, u);
+    kern_range_push(name);
+}
+
 double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, float dscale,
                         int last_micro) {
     const ModelPlan *plan = s->plan;
@@ -84,30 +92,40 @@ double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const
     model_load_batch(a, inp, tgt, a->B * T);
     // forward: units 0..L, each prefetching the next; the head's forward runs with its backward
     size_t ND = (size_t)a->B * T * plan->cfg.hidden_width;
+    range("forward", 0);
     model_embed_fwd(plan, shard_gather(s, 0, 1), a, T);
     shard_release(s, 0, fwd);
     shard_cast_activation(s, a->res, ND);
+    kern_range_pop();
     for (int l = 0; l < L; l++) {
+        range("forward", l + 1);
         model_block_fwd(plan, l, shard_gather(s, l + 1, l + 2), a, T, 0);
         shard_release(s, l + 1, fwd);
         shard_cast_activation(s, a->res + (l + 1) * ND, ND);
+        kern_range_pop();
     }
+    range(train ? "forward+backward" : "forward", head);
     const float *ph = shard_gather(s, head, train ? L : -1);
     double loss = model_head_fwd_bwd(plan, ph, train ? shard_grad_buffer(s, head) : NULL, a, 1, T, dscale);
     shard_release(s, head, train ? PHASE_BWD : PHASE_EVAL);
+    if (train) shard_grad_ready(s, head, last_micro);
+    kern_range_pop();
     if (!train) return loss;
-    shard_grad_ready(s, head, last_micro);
     // backward: blocks high to low, each prefetching the one below; the embedding needs no weights
     for (int l = L - 1; l >= 0; l--) {
+        range("backward", l + 1);
         const float *p = shard_gather(s, l + 1, l > 0 ? l : -1);
         if (a->recompute[l]) model_block_fwd(plan, l, p, a, T, 0);  // activation checkpointing
         model_block_bwd(plan, l, p, shard_grad_buffer(s, l + 1), a);
         shard_release(s, l + 1, PHASE_BWD);
         shard_grad_ready(s, l + 1, last_micro);
+        kern_range_pop();
     }
+    range("backward", 0);
     shard_release(s, 0, PHASE_BWD);
     model_embed_bwd(plan, shard_grad_buffer(s, 0), a);
     shard_grad_ready(s, 0, last_micro);
+    kern_range_pop();
     return loss;
 }
 
@@ -124,8 +142,10 @@ static double train_step(Run *r, int step, float lr, double *gnorm) {
     }
     shard_grads_finish(&r->st);
     comm_allreduce_sum_f64(comm_world(), &loss, 1);
+    kern_range_push("optimizer");
     *gnorm = shard_clip_grads(&r->st, c->grad_clip);
     shard_adamw_step(&r->st, c, lr);
+    kern_range_pop();
     return loss / ((double)r->global_batch * T);
 }
 
@@ -214,6 +234,9 @@ void train_run(Config *c) {
     r.global_batch = c->batch_size * comm_info.world * c->grad_accum;
     r.max_steps = c->max_steps;
     model_plan_build(&r.plan, &c->model);
+    // PaLM's count with H*hd = D: 6N + 12*L*D*T FLOPs per token (N: all parameters)
+    r.flops_per_token = 6.0 * (double)r.plan.num_params +
+                        12.0 * c->model.num_layers * c->model.hidden_width * c->model.max_context_width;
     open_data(&r);
     if (r.max_steps < 0) r.max_steps = 300;
     if (c->max_epochs > 0 && r.train.nchunks) {  // a synthetic dataset has no epochs
@@ -247,10 +270,15 @@ void train_run(Config *c) {
             fprintf(r.metrics, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g}\n", done, loss, lr, gnorm);
         if (done % c->logging_freq == 0 || done == r.max_steps || done == start + 1) {
             double dt = comm_time() - t_log, samples = (double)steps_since_log * r.global_batch;
-            double mem = comm_peak_mem_mib();  // the largest rank's peak
+            // the largest rank's peak: device memory on a GPU, resident memory on the CPU
+            double mem = kern_on_gpu() ? kern_peak_mem_mib() : comm_peak_mem_mib();
             comm_allreduce_max_f64(comm_world(), &mem, 1);
-            comm_log("Batch %d Loss: %.5f, Speed: %.2f samples/sec, lr: %.6f, tokens/sec: %.0f, grad_norm: %.4f, mem: %.0f MiB\n",
-                     done, loss, samples / dt, lr, samples * T / dt, gnorm, mem);
+            char mfu[48] = "";
+            double peak = kern_peak_flops();
+            if (peak > 0)  // PaLM accounting: 6N + 12*L*H*hd*T FLOPs per token, against dense bf16 peak
+                snprintf(mfu, sizeof mfu, ", MFU: %.1f%%", 100.0 * samples * T / dt * r.flops_per_token / (peak * comm_info.world));
+            comm_log("Batch %d Loss: %.5f, Speed: %.2f samples/sec, lr: %.6f, tokens/sec: %.0f%s, grad_norm: %.4f, mem: %.0f MiB\n",
+                     done, loss, samples / dt, lr, samples * T / dt, mfu, gnorm, mem);
             t_log = comm_time();
             steps_since_log = 0;
         }

@@ -36,7 +36,13 @@ expect_error "missing data file" "cannot open data file '/nonexistent/x.txt'" ./
 printf 'abc' >"$W/short.txt"
 expect_error "data file too short" "short.txt' has fewer tokens than one sample" ./fsdpc --train_data "$W/short.txt"
 expect_error "missing checkpoint file" "does not exist" ./fsdpc --resume_from_checkpoint "$W/none/step_00000001.h5"
-expect_error "cuda without backend" "no CUDA backend" ./fsdpc --device cuda
+expect_error "--device cuda without a GPU" "--device cuda: (no CUDA GPU is visible|this build has no CUDA backend)" ./fsdpc --device cuda
+./fsdpc --device auto --max_steps 1 --num_tokens 0 --checkpoint_freq 0 2>&1 | grep -q "rank(s) on cpu,"
+check "--device auto falls back to the CPU" $?
+if [ -d kernels/cuda ] && { command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; }; then
+    ldd ./fsdpc | grep -q libnccl && ldd ./fsdpc | grep -q libcublasLt && ! ldd ./fsdpc | grep -q "not found"
+    check "with nvcc present the binary is built with the CUDA backend and links (cuBLASLt, NCCL)" $?
+fi
 expect_error "unimplemented model type refused" "mingpt is not implemented yet" ./fsdpc --model_type mingpt
 
 # training log format, learning, checkpoints
