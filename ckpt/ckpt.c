@@ -130,11 +130,12 @@ static void select_range(hid_t space, const TensorSpec *t, size_t begin, size_t 
     }
 }
 
-// Collective read or write of this rank's slice of one tensor; buf is on the compute device.
+// Collective read or write of this rank's slice of one tensor; `dev` is on the compute device
+// when on_device (HDF5 then goes through a host copy).
 static void xfer_tensor(hid_t file, const char *group, const TensorSpec *t, size_t begin, size_t count, float *dev,
-                        int write) {
+                        int on_device, int write) {
     float *buf = dev;
-    if (kern_on_gpu()) {  // HDF5 reads and writes host memory
+    if (on_device) {
         buf = mallocCheck((count ? count : 1) * sizeof(float));
         if (write && count) kern_download(buf, dev, count * sizeof(float));
     }
@@ -179,7 +180,8 @@ static void xfer_state(hid_t file, const ShardState *s, int write) {
             for (int t = 0; t < plan->units[u].ntensors; t++) {
                 size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
                 if (write && !shard_is_writer(s)) n = 0;  // replicas hold the same slices: one group writes
-                xfer_tensor(file, groups[g], &plan->units[u].t[t], begin, n, state_buffer(&s->units[u], g) + local, write);
+                xfer_tensor(file, groups[g], &plan->units[u].t[t], begin, n, state_buffer(&s->units[u], g) + local,
+                            shard_state_on_device(s), write);
             }
 }
 
@@ -321,6 +323,7 @@ void ckpt_load(const char *file, ShardState *s, const Config *cfg, CkptMeta *met
     attr_read(f, "rng_state", H5T_NATIVE_UINT64, &meta->rng_state);
     xfer_state(f, s, 0);
     H5Fclose(f);
+    shard_master_changed(s);
     s->step = meta->step;
 }
 

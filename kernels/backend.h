@@ -10,6 +10,8 @@
 #define KERN_OPS(X)                                                                                                    \
     X(void *, alloc, (size_t bytes), (bytes))                                                                          \
     X(void, free, (void *p), (p))                                                                                      \
+    X(void *, alloc_host, (size_t bytes), (bytes))                                                                     \
+    X(void, free_host, (void *p), (p))                                                                                 \
     X(void, upload, (void *dst, const void *host_src, size_t bytes), (dst, host_src, bytes))                           \
     X(void, download, (void *host_dst, const void *src, size_t bytes), (host_dst, src, bytes))                         \
     X(void, sync, (void), ())                                                                                          \

@@ -39,6 +39,11 @@ const char *kern_select_device(const char *want, int local_rank) {
     return NULL;  // auto without a GPU: the CPU
 }
 
+void kern_adamw_host(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                     float eps, float wd, int step) {
+    cpu_adamw(p, g, m, v, n, lr, beta1, beta2, eps, wd, step);
+}
+
 void kern_init(int num_threads) { cpu_init(num_threads); }  // the host side runs on CPU threads either way
 int kern_num_threads(void) { return cpu_num_threads(); }
 

@@ -21,6 +21,9 @@ int kern_num_threads(void);
 // Zeroed buffers on the device (host memory on CPU), and copies between them and the host.
 void *kern_alloc(size_t bytes);
 void kern_free(void *p);
+// Zeroed host memory the device copies to and from fast (pinned on CUDA).
+void *kern_alloc_host(size_t bytes);
+void kern_free_host(void *p);
 void kern_upload(void *dst, const void *host_src, size_t bytes);
 void kern_download(void *host_dst, const void *src, size_t bytes);
 void kern_sync(void);                // waits for queued device work
@@ -99,6 +102,9 @@ double kern_sumsq(const float *x, size_t n);                  // sum x^2 in doub
 // p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), with t = step (1-based)
 void kern_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                 float beta2, float eps, float wd, int step);
+// the same on host buffers with the CPU threads, whatever the device (--cpu_offload)
+void kern_adamw_host(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+                     float beta2, float eps, float wd, int step);
 
 // ---- bf16 storage (round to nearest even) ----
 void kern_f32_to_bf16(uint16_t *dst, const float *src, size_t n);

@@ -28,6 +28,7 @@ static int shard_group_size(ShardStrategy st, const Config *cfg) {
 // shard state and gathered buffers live on the compute device
 static float *fzalloc(size_t n) { return kern_alloc(n * sizeof(float)); }
 static uint16_t *hzalloc(size_t n) { return kern_alloc(n * sizeof(uint16_t)); }
+static float *host_zalloc(size_t n) { return kern_alloc_host(n * sizeof(float)); }
 
 // Writes the initial values of this rank's shard of unit u into dst (shard_len floats).
 static void init_shard(const ShardState *s, int u, uint64_t seed, float std, float *dst) {
@@ -37,6 +38,22 @@ static void init_shard(const ShardState *s, int u, uint64_t seed, float std, flo
         if (n) model_init_range(&spec->t[t], seed, std, begin, n, dst + local);
     }
 }
+
+// Sets unit u's master shard from host values (and its device copy when offloaded).
+static void set_master(ShardState *s, int u, const float *host) {
+    FlatUnit *f = &s->units[u];
+    size_t bytes = f->shard_len * sizeof(float);
+    if (s->offload) memcpy(f->master, host, bytes);
+    kern_upload(f->device_master, host, bytes);
+}
+
+void shard_master_changed(ShardState *s) {
+    if (!s->offload) return;
+    for (int u = 0; u < s->nunits; u++)
+        kern_upload(s->units[u].device_master, s->units[u].master, s->units[u].shard_len * sizeof(float));
+}
+
+int shard_state_on_device(const ShardState *s) { return kern_on_gpu() && !s->offload; }
 
 void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg) {
     memset(s, 0, sizeof *s);
@@ -51,6 +68,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg) {
     s->reshard_after_forward = s->strategy == SHARD_FULL || s->strategy == SHARD_HYBRID_FULL;
     s->bf16_params = !strcmp(cfg->precision, "bf16");
     s->bf16_reduce = !strcmp(cfg->reduce_dtype, "bf16");
+    s->offload = cfg->cpu_offload && kern_on_gpu();
     s->persistent_grads = cfg->grad_accum > 1;
     s->units = callocCheck(s->nunits, sizeof(FlatUnit));
     size_t max_padded = 0;
@@ -60,12 +78,15 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg) {
         f->padded = (f->numel + s->shard_size - 1) / s->shard_size * s->shard_size;
         f->shard_len = f->padded / s->shard_size;
         f->shard_off = (size_t)s->shard_rank * f->shard_len;
-        f->master = fzalloc(f->shard_len);
-        f->exp_avg = fzalloc(f->shard_len);
-        f->exp_avg_sq = fzalloc(f->shard_len);
+        float *(*state_alloc)(size_t) = s->offload ? host_zalloc : fzalloc;
+        f->master = state_alloc(f->shard_len);
+        f->exp_avg = state_alloc(f->shard_len);
+        f->exp_avg_sq = state_alloc(f->shard_len);
         f->grad_shard = fzalloc(f->shard_len);
+        f->device_master = s->offload ? fzalloc(f->shard_len) : f->master;
+        if (s->offload) f->host_grad = host_zalloc(f->shard_len);
         f->param_slot = f->grad_slot = -1;
-        if (s->shard_size == 1 && !s->bf16_params) f->params = f->master;  // unsharded fp32: always gathered
+        if (s->shard_size == 1 && !s->bf16_params) f->params = f->device_master;  // unsharded fp32: always gathered
         if (f->padded > max_padded) max_padded = f->padded;
     }
     // values are made on the host, then copied to the device
@@ -74,7 +95,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg) {
             FlatUnit *f = &s->units[u];
             float *host = callocCheck(f->shard_len, sizeof(float));
             init_shard(s, u, (uint64_t)cfg->seed, cfg->model.initializer_range, host);
-            kern_upload(f->master, host, f->shard_len * sizeof(float));
+            set_master(s, u, host);
             free(host);
         }
     } else {
@@ -88,8 +109,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg) {
                                  full[u] + spec->t[t].offset);
         }
         for (int u = 0; u < s->nunits; u++) {
-            FlatUnit *f = &s->units[u];
-            kern_upload(f->master, full[u] + f->shard_off, f->shard_len * sizeof(float));
+            set_master(s, u, full[u] + s->units[u].shard_off);
             free(full[u]);
         }
         free(full);
@@ -135,10 +155,15 @@ void shard_free(ShardState *s) {
     for (int u = 0; u < s->nunits; u++) {
         FlatUnit *f = &s->units[u];
         comm_wait(f->gather_req);
-        dfree(f->master);
-        dfree(f->exp_avg);
-        dfree(f->exp_avg_sq);
+        void (*state_free)(void *) = s->offload ? kern_free_host : dfree;
+        state_free(f->master);
+        state_free(f->exp_avg);
+        state_free(f->exp_avg_sq);
         dfree(f->grad_shard);
+        if (s->offload) {
+            dfree(f->device_master);
+            kern_free_host(f->host_grad);
+        }
     }
     for (int i = 0; i < s->nparam_slots; i++) {
         dfree(s->param_pool[i]);
@@ -176,11 +201,11 @@ static void start_gather(ShardState *s, int u) {
     f->param_slot = slot;
     f->params = s->param_pool[slot];
     if (s->bf16_params) {  // half the bytes on the wire; compute expands them to fp32
-        kern_f32_to_bf16(s->param_send[slot], f->master, f->shard_len);
+        kern_f32_to_bf16(s->param_send[slot], f->device_master, f->shard_len);
         f->gather_req = comm_all_gather_bf16_start(s->shard_group, s->param_send[slot], s->param_stage[slot], f->shard_len);
         f->expand_pending = 1;
     } else {
-        f->gather_req = comm_all_gather_start(s->shard_group, f->master, f->params, f->shard_len);
+        f->gather_req = comm_all_gather_start(s->shard_group, f->device_master, f->params, f->shard_len);
     }
 }
 
@@ -199,7 +224,7 @@ const float *shard_gather(ShardState *s, int u, int next) {
 
 void shard_release(ShardState *s, int u, ShardPhase phase) {
     FlatUnit *f = &s->units[u];
-    if (!f->params || f->params == f->master) return;
+    if (!f->params || f->params == f->device_master) return;
     if (phase == PHASE_FWD && !s->reshard_after_forward) return;  // ZeRO-2 keeps it for backward
     comm_wait(f->gather_req);
     f->gather_req = NULL;
@@ -314,12 +339,20 @@ void shard_adamw_step(ShardState *s, const Config *cfg, float lr) {
     for (int u = 0; u < s->nunits; u++) {
         FlatUnit *f = &s->units[u];
         const UnitSpec *spec = &s->plan->units[u];
+        size_t bytes = f->shard_len * sizeof(float);
+        const float *grad = f->grad_shard;
+        if (s->offload) {  // the gradient comes to the host; the new master goes back for gathers
+            kern_download(f->host_grad, f->grad_shard, bytes);
+            grad = f->host_grad;
+        }
         for (int t = 0; t < spec->ntensors; t++) {
             size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
             if (!n) continue;
             float wd = spec->t[t].decay ? cfg->weight_decay : 0.0f;
-            kern_adamw(f->master + local, f->grad_shard + local, f->exp_avg + local, f->exp_avg_sq + local, n, lr,
-                       cfg->beta1, cfg->beta2, cfg->adam_eps, wd, s->step);
+            (s->offload ? kern_adamw_host : kern_adamw)(f->master + local, grad + local, f->exp_avg + local,
+                                                        f->exp_avg_sq + local, n, lr, cfg->beta1, cfg->beta2,
+                                                        cfg->adam_eps, wd, s->step);
         }
+        if (s->offload) kern_upload(f->device_master, f->master, bytes);
     }
 }

@@ -21,7 +21,11 @@ typedef struct {
     size_t shard_off, shard_len;  // this rank's slice of the flat buffer
     float *master;                // (shard_len) fp32 master shard, updated by AdamW
     float *exp_avg, *exp_avg_sq;  // (shard_len) AdamW moments
-    float *grad_shard;            // (shard_len) reduced gradient
+    float *grad_shard;            // (shard_len) reduced gradient, on the device
+    // --cpu_offload on a GPU: master and moments above live in pinned host memory, AdamW runs
+    // on the CPU, and the device keeps only this copy of the master shard for the gathers
+    float *device_master;         // (shard_len) == master unless offloaded
+    float *host_grad;             // (shard_len) offload: the gradient shard copied to the host
     float *params;                // (padded) gathered parameters while gathered, else NULL
     float *grads;                 // (padded) full gradient while backward needs it, else NULL
     int param_slot, grad_slot;    // pool slot in use, or -1
@@ -38,6 +42,7 @@ typedef struct {
     int reshard_after_forward;      // free gathered parameters after forward (ZeRO-3)
     int bf16_params;                // --precision bf16: gather bf16, compute from its fp32 expansion
     int bf16_reduce;                // --reduce_dtype bf16: reduce gradients in bf16
+    int offload;                    // --cpu_offload with a GPU: optimizer state on the host
     int persistent_grads;           // full gradients live across micro-batches (grad_accum > 1)
     int nunits;
     FlatUnit *units;
@@ -81,6 +86,11 @@ void shard_cast_activation(ShardState *s, float *x, size_t n);
 // Global L2 norm of the reduced gradients; scales them to max_norm when above (<= 0: no clip).
 double shard_clip_grads(ShardState *s, float max_norm);
 void shard_adamw_step(ShardState *s, const Config *cfg, float lr);
+
+// After the master shards were overwritten (checkpoint load): refreshes the device copy.
+void shard_master_changed(ShardState *s);
+// Whether master and moments are device buffers (else host memory).
+int shard_state_on_device(const ShardState *s);
 
 // The part of tensor t of unit u in this rank's shard: elements [*begin, *begin + count) of the
 // flattened tensor, at offset *local in the shard buffers. Returns count (0 if none).

@@ -211,7 +211,7 @@ static void sample(Run *r) {
     for (int u = 0; u < nu; u++) {
         FlatUnit *f = &r->st.units[u];
         P[u] = full[u] = kern_alloc(f->padded * sizeof(float));
-        comm_all_gather(r->st.shard_group, f->master, full[u], f->shard_len);
+        comm_all_gather(r->st.shard_group, f->device_master, full[u], f->shard_len);
     }
     if (comm_info.rank != 0) {
         for (int u = 0; u < nu; u++) kern_free(full[u]);
@@ -247,7 +247,11 @@ void train_run(Config *c) {
     config_describe(c, desc, sizeof desc);
     comm_log("fsdpc: %d rank(s) on %s, %d thread(s)/rank, %.2fM parameters\n%s\n", comm_info.world,
              kern_device_name(), c->num_threads, r.plan.num_params / 1e6, desc);
-    if (c->cpu_offload) comm_log("--cpu_offload: no effect on the CPU device (parameters already live in host memory)\n");
+    if (c->cpu_offload && !kern_on_gpu())
+        comm_log("--cpu_offload: no effect on the CPU device (parameters already live in host memory)\n");
+    if (c->cpu_offload && kern_on_gpu())
+        comm_log("--cpu_offload: master shards and AdamW moments in pinned host memory, AdamW on %d CPU threads\n",
+                 c->num_threads);
     shard_init(&r.st, &r.plan, c);
     comm_log("sharding %s: shard group %d x replica group %d\n", c->sharding, r.st.shard_size, r.st.replica_size);
     int every = c->selective_checkpointing > 0 ? c->selective_checkpointing : c->activation_checkpoints ? 1 : 0;

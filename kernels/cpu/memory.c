@@ -7,6 +7,8 @@
 
 void *cpu_alloc(size_t bytes) { return callocCheck(1, bytes); }
 void cpu_free(void *p) { free(p); }
+void *cpu_alloc_host(size_t bytes) { return callocCheck(1, bytes); }
+void cpu_free_host(void *p) { free(p); }
 void cpu_upload(void *dst, const void *host_src, size_t bytes) { memcpy(dst, host_src, bytes); }
 void cpu_download(void *host_dst, const void *src, size_t bytes) { memcpy(host_dst, src, bytes); }
 void cpu_sync(void) {}
