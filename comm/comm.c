@@ -234,26 +234,53 @@ static int count_of(size_t n) {
     return (int)n;
 }
 
+// The element types the collectives move: fp32, and bf16 as uint16 with a custom sum.
+typedef struct {
+    MPI_Datatype mpi;
+    int bf16;  // selects the MPI sum op and the NCCL type
+} Elem;
+static const Elem F32 = {MPI_FLOAT, 0}, BF16 = {MPI_UINT16_T, 1};
+
+#ifdef FSDPC_CUDA
+#define NCCL_TYPE(e) ((e).bf16 ? NCCL_BF16 : NCCL_F32)
+#endif
+static MPI_Op sum_op(Elem e) { return e.bf16 ? bf16_sum_op : MPI_SUM; }
+
+static CommRequest *all_gather(CommGroup *g, const void *in, void *out, size_t n, Elem e) {
+    NCCL_ROUTE(g, comm_nccl_all_gather(g->nccl, in, out, n, NCCL_TYPE(e)));
+    CommRequest *r = request_new();
+    mpiCheck(MPI_Iallgather(in, count_of(n), e.mpi, out, count_of(n), e.mpi, g->comm, &r->req));
+    return r;
+}
+
+static CommRequest *reduce_scatter(CommGroup *g, const void *in, void *out, size_t n, Elem e) {
+    NCCL_ROUTE(g, comm_nccl_reduce_scatter(g->nccl, in, out, n, NCCL_TYPE(e)));
+    CommRequest *r = request_new();
+    mpiCheck(MPI_Ireduce_scatter_block(in, out, count_of(n), e.mpi, sum_op(e), g->comm, &r->req));
+    return r;
+}
+
+static CommRequest *allreduce(CommGroup *g, void *buf, size_t n, Elem e) {
+    NCCL_ROUTE(g, comm_nccl_allreduce(g->nccl, buf, n, NCCL_TYPE(e)));
+    CommRequest *r = request_new();
+    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(n), e.mpi, sum_op(e), g->comm, &r->req));
+    return r;
+}
+
 CommRequest *comm_all_gather_start(CommGroup *g, const float *in, float *out, size_t n) {
-    NCCL_ROUTE(g, comm_nccl_all_gather(g->nccl, in, out, n, NCCL_F32));
-    CommRequest *r = request_new();
-    mpiCheck(MPI_Iallgather(in, count_of(n), MPI_FLOAT, out, count_of(n), MPI_FLOAT, g->comm, &r->req));
-    return r;
+    return all_gather(g, in, out, n, F32);
 }
-
 CommRequest *comm_reduce_scatter_start(CommGroup *g, const float *in, float *out, size_t n) {
-    NCCL_ROUTE(g, comm_nccl_reduce_scatter(g->nccl, in, out, n, NCCL_F32));
-    CommRequest *r = request_new();
-    mpiCheck(MPI_Ireduce_scatter_block(in, out, count_of(n), MPI_FLOAT, MPI_SUM, g->comm, &r->req));
-    return r;
+    return reduce_scatter(g, in, out, n, F32);
 }
-
-CommRequest *comm_allreduce_start(CommGroup *g, float *buf, size_t n) {
-    NCCL_ROUTE(g, comm_nccl_allreduce(g->nccl, buf, n, NCCL_F32));
-    CommRequest *r = request_new();
-    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(n), MPI_FLOAT, MPI_SUM, g->comm, &r->req));
-    return r;
+CommRequest *comm_allreduce_start(CommGroup *g, float *buf, size_t n) { return allreduce(g, buf, n, F32); }
+CommRequest *comm_all_gather_bf16_start(CommGroup *g, const uint16_t *in, uint16_t *out, size_t n) {
+    return all_gather(g, in, out, n, BF16);
 }
+CommRequest *comm_reduce_scatter_bf16_start(CommGroup *g, const uint16_t *in, uint16_t *out, size_t n) {
+    return reduce_scatter(g, in, out, n, BF16);
+}
+CommRequest *comm_allreduce_bf16_start(CommGroup *g, uint16_t *buf, size_t n) { return allreduce(g, buf, n, BF16); }
 
 CommRequest *comm_bcast_start(CommGroup *g, float *buf, size_t n, int root) {
     NCCL_ROUTE(g, comm_nccl_bcast(g->nccl, buf, n, root));
@@ -276,25 +303,4 @@ void comm_all_gather(CommGroup *g, const float *in, float *out, size_t n) { comm
 
 void comm_reduce_scatter(CommGroup *g, const float *in, float *out, size_t n) {
     comm_wait(comm_reduce_scatter_start(g, in, out, n));
-}
-
-CommRequest *comm_all_gather_bf16_start(CommGroup *g, const uint16_t *in, uint16_t *out, size_t n) {
-    NCCL_ROUTE(g, comm_nccl_all_gather(g->nccl, in, out, n, NCCL_BF16));
-    CommRequest *r = request_new();
-    mpiCheck(MPI_Iallgather(in, count_of(n), MPI_UINT16_T, out, count_of(n), MPI_UINT16_T, g->comm, &r->req));
-    return r;
-}
-
-CommRequest *comm_reduce_scatter_bf16_start(CommGroup *g, const uint16_t *in, uint16_t *out, size_t n) {
-    NCCL_ROUTE(g, comm_nccl_reduce_scatter(g->nccl, in, out, n, NCCL_BF16));
-    CommRequest *r = request_new();
-    mpiCheck(MPI_Ireduce_scatter_block(in, out, count_of(n), MPI_UINT16_T, bf16_sum_op, g->comm, &r->req));
-    return r;
-}
-
-CommRequest *comm_allreduce_bf16_start(CommGroup *g, uint16_t *buf, size_t n) {
-    NCCL_ROUTE(g, comm_nccl_allreduce(g->nccl, buf, n, NCCL_BF16));
-    CommRequest *r = request_new();
-    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(n), MPI_UINT16_T, bf16_sum_op, g->comm, &r->req));
-    return r;
 }

@@ -2,14 +2,9 @@
 # Parallel checkpoints: bit-exact resume at the same layout, resharded resume at another, a rank
 # killed mid-write, bad files refused on every rank.
 cd "$(dirname "$0")/.."
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-MPI="timeout 120 mpirun --oversubscribe --allow-run-as-root"
+source test/lib.sh
 M="--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 96 --max_context_width 32
    --num_tokens 0 --validation_freq 0 --warmup 3 --lr 3e-3 --lr_decay_style linear --min_lr 1e-4 --max_steps 20 --num_threads 1"
-check() { if [ "$2" = 0 ]; then echo "ok - $1"; else echo "not ok - $1 ${3:-}"; fi; }
-losses() { sed -E 's/.*"loss": ([0-9.e+-]+).*/\1/' "$1"; }
 tail10() { grep -E '"step": (1[1-9]|20),' "$1"; }
 
 # same layout: 20 straight == 10 + resume 10, bit for bit (np=2 full-shard)

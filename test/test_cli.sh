@@ -2,28 +2,8 @@
 # End-to-end checks of ./fsdpc: errors, resume, evaluation, generation, checkpoint housekeeping.
 # Prints one "ok - ..." / "not ok - ..." line per check.
 cd "$(dirname "$0")/.."
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
+source test/lib.sh
 SMALL="--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64 --batch_size 4 --num_tokens 0"
-
-check() {  # check NAME CONDITION-RESULT [DETAIL]
-    if [ "$2" = 0 ]; then echo "ok - $1"; else echo "not ok - $1 ${3:-}"; fi
-}
-
-# expect_error NAME REGEX ARGS...: non-zero exit (no crash) within 20 s, and exactly one
-# "fsdpc: error:" line on stderr, matching REGEX
-expect_error() {
-    local name=$1 re=$2
-    shift 2
-    timeout 20 "$@" >"$W/out" 2>"$W/err"
-    local rc=$? lines
-    lines=$(grep -c '^fsdpc: error:' "$W/err")
-    if [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$lines" = 1 ] && grep -Eq -- "$re" "$W/err"; then
-        echo "ok - error: $name"
-    else
-        echo "not ok - error: $name (rc=$rc, $lines error lines: $(grep -m3 error "$W/err" | head -c 300 | tr '\n' '|'))"
-    fi
-}
 
 expect_error "unknown flag" "unknown flag '--bogus'" ./fsdpc --bogus 1
 expect_error "flag without value" "needs a value" ./fsdpc --lr

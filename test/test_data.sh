@@ -2,23 +2,9 @@
 # Data formats and streaming: fsdpc shards, llm.c shards, nanoGPT .bin and text give the same
 # samples; directories and globs; bounded memory on a larger dataset; bad files named.
 cd "$(dirname "$0")/.."
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
+source test/lib.sh
 M="--hidden_width 32 --num_layers 1 --num_heads 2 --num_key_value_heads 1 --intermediate_size 64 --max_context_width 32
    --batch_size 4 --num_tokens 0 --checkpoint_freq 0 --validation_freq 0 --max_steps 6 --num_threads 1"
-check() { if [ "$2" = 0 ]; then echo "ok - $1"; else echo "not ok - $1 ${3:-}"; fi; }
-expect_error() {  # expect_error NAME REGEX ARGS...
-    local name=$1 re=$2
-    shift 2
-    timeout 60 "$@" >"$W/out" 2>"$W/err"
-    local rc=$?
-    if [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$(grep -c '^fsdpc: error:' "$W/err")" = 1 ] && grep -Eq -- "$re" "$W/err"; then
-        echo "ok - data error: $name"
-    else
-        echo "not ok - data error: $name (rc=$rc: $(head -c 300 "$W/err" | tr '\n' '|'))"
-    fi
-}
-
 head -c 60000 data/tinyshakespeare.txt >"$W/text.txt"
 /usr/bin/python3 - "$W" <<'PY'
 import sys, numpy as np

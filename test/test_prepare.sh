@@ -4,29 +4,10 @@
 # Prints one "ok - prepare ..." / "not ok - prepare ..." line per check. FSDPC overrides the binary.
 cd "$(dirname "$0")/.."
 FSDPC=${FSDPC:-./fsdpc}
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
-
-check() {  # check NAME CONDITION-RESULT [DETAIL]
-    if [ "$2" = 0 ]; then echo "ok - prepare: $1"; else echo "not ok - prepare: $1 ${3:-}"; fi
-}
+source test/lib.sh
+PREFIX="prepare: "
 
 prep() { "$FSDPC" prepare "$@" 2>"$W/log"; }
-
-# expect_error NAME REGEX ARGS...: non-zero exit (no crash) within 20 s, and exactly one
-# "fsdpc: error:" line on stderr, matching REGEX
-expect_error() {
-    local name=$1 re=$2
-    shift 2
-    timeout 20 "$FSDPC" prepare "$@" >"$W/out" 2>"$W/err"
-    local rc=$? lines
-    lines=$(grep -c '^fsdpc: error:' "$W/err")
-    if [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$lines" = 1 ] && grep -Eq -- "$re" "$W/err"; then
-        echo "ok - prepare: error: $name"
-    else
-        echo "not ok - prepare: error: $name (rc=$rc, $lines error lines: $(tr '\r' '\n' <"$W/err" | grep -m3 . | head -c 300 | tr '\n' '|'))"
-    fi
-}
 
 # Reads shards: checks each header (magic, version, dtype, count against the file size, zero
 # reserved bytes), then `bytes OUT FILES` writes the tokens as bytes, `ids FILES` prints them,
@@ -113,14 +94,14 @@ prep --input="$W/big.jsonl" --output="$W/big" --dtype=uint32 --val_fraction=0 &&
 check "input_ids round trip as uint32 (--flag=value form)" $? "$(shards ids "$W/big"/train_*.bin 2>&1 | head -c 200)"
 expect_error "id too large for uint16 names file:line and --dtype uint32" \
     "^fsdpc: error: $W/big.jsonl:2:[0-9]+: token id 65536 does not fit --dtype uint16: pass --dtype uint32\$" \
-    --input "$W/big.jsonl" --output "$W/big16"
+    "$FSDPC" prepare --input "$W/big.jsonl" --output "$W/big16"
 printf '{"input_ids": [4294967296]}\n' >"$W/huge.jsonl"
-expect_error "id too large for uint32" "huge.jsonl:1:[0-9]+: token id 4294967296 does not fit --dtype uint32" \
+expect_error "id too large for uint32" "huge.jsonl:1:[0-9]+: token id 4294967296 does not fit --dtype uint32" "$FSDPC" prepare \
     --input "$W/huge.jsonl" --output "$W/huge" --dtype uint32
 printf '{"input_ids": [3, -1]}\n' >"$W/neg.jsonl"
-expect_error "negative id" "neg.jsonl:1:[0-9]+: token id -1 is negative" --input "$W/neg.jsonl" --output "$W/neg"
+expect_error "negative id" "neg.jsonl:1:[0-9]+: token id -1 is negative" "$FSDPC" prepare --input "$W/neg.jsonl" --output "$W/neg"
 printf '{"input_ids": [3, 1.5]}\n' >"$W/frac.jsonl"
-expect_error "non-integer id" "frac.jsonl:1:[0-9]+: \"input_ids\" must hold integers" --input "$W/frac.jsonl" --output "$W/frac"
+expect_error "non-integer id" "frac.jsonl:1:[0-9]+: \"input_ids\" must hold integers" "$FSDPC" prepare --input "$W/frac.jsonl" --output "$W/frac"
 
 # several inputs after one --input and a repeated --input, in order, each a document
 printf 'AB' >"$W/a.txt"
@@ -160,32 +141,32 @@ prep --input "$W/few.jsonl" --output "$W/few" --val_fraction 0.001 &&
 check "no document hashed into validation: the last one's tail goes there" $? "$(ls "$W/few" | tr '\n' ' ')"
 
 # errors: one line, non-zero exit, nothing left behind
-expect_error "unknown flag" "unknown flag '--bogus'" --input "$W/t.txt" --output "$W/e" --bogus 1
-expect_error "missing input file" "cannot open input '$W/nope.txt'" --input "$W/t.txt" "$W/nope.txt" --output "$W/e"
+expect_error "unknown flag" "unknown flag '--bogus'" "$FSDPC" prepare --input "$W/t.txt" --output "$W/e" --bogus 1
+expect_error "missing input file" "cannot open input '$W/nope.txt'" "$FSDPC" prepare --input "$W/t.txt" "$W/nope.txt" --output "$W/e"
 printf '{"text": "fine"}\n\n{"text": "a" "b"}\n' >"$W/bad.jsonl"
-expect_error "malformed JSON names file:line" "^fsdpc: error: $W/bad.jsonl:3:14: malformed JSON: expected ',' or '}'\$" \
+expect_error "malformed JSON names file:line" "^fsdpc: error: $W/bad.jsonl:3:14: malformed JSON: expected ',' or '}'\$" "$FSDPC" prepare \
     --input "$W/bad.jsonl" --output "$W/e"
 printf '{"title": "x", "ids": [1]}\n' >"$W/nokey.jsonl"
 expect_error "object without text or input_ids" "nokey.jsonl:1:[0-9]+: the object has no \"text\" string and no \"input_ids\" array" \
-    --input "$W/nokey.jsonl" --output "$W/e"
+    "$FSDPC" prepare --input "$W/nokey.jsonl" --output "$W/e"
 printf '{"text": "x"}\n[1]\n' >"$W/arr.jsonl"
-expect_error "a line that is not an object" "arr.jsonl:2:1: malformed JSON: a line must hold one object" --input "$W/arr.jsonl" --output "$W/e"
+expect_error "a line that is not an object" "arr.jsonl:2:1: malformed JSON: a line must hold one object" "$FSDPC" prepare --input "$W/arr.jsonl" --output "$W/e"
 printf '{"text": "\\ud83d\\u12"}\n' >"$W/hex.jsonl"
-expect_error "short \\u escape" "hex.jsonl:1:[0-9]+: malformed JSON: .u needs four hex digits" --input "$W/hex.jsonl" --output "$W/e"
+expect_error "short \\u escape" "hex.jsonl:1:[0-9]+: malformed JSON: .u needs four hex digits" "$FSDPC" prepare --input "$W/hex.jsonl" --output "$W/e"
 head -c $(($(stat -c %s "$W/t.txt.gz") / 2)) "$W/t.txt.gz" >"$W/cut.txt.gz"
-expect_error "truncated gzip" "cut.txt.gz' ends in the middle of its gzip stream" --input "$W/cut.txt.gz" --output "$W/e"
+expect_error "truncated gzip" "cut.txt.gz' ends in the middle of its gzip stream" "$FSDPC" prepare --input "$W/cut.txt.gz" --output "$W/e"
 ! ls "$W/e" 2>/dev/null | grep -q .
 check "failed runs leave no shard and no .tmp" $? "$(ls "$W/e" | tr '\n' ' ')"
-expect_error "no inputs" "prepare needs --input" --output "$W/e"
-expect_error "--input without files" "--input needs at least one file" --input --output "$W/e"
-expect_error "missing --output" "prepare needs --output DIR" --input "$W/t.txt"
-expect_error "--output without value" "--output needs a value" --input "$W/t.txt" --output
-expect_error "stray argument" "unexpected argument 'extra'" --output "$W/e" extra --input "$W/t.txt"
-expect_error "bad dtype" "--dtype must be uint16 or uint32, got 'int8'" --input "$W/t.txt" --output "$W/e" --dtype int8
-expect_error "unsupported tokenizer" "--tokenizer 'llama2' is not supported" --input "$W/t.txt" --output "$W/e" --tokenizer llama2
-expect_error "bad val_fraction" "--val_fraction expects a number in \[0, 1\), got '1.5'" --input "$W/t.txt" --output "$W/e" --val_fraction 1.5
-expect_error "bad shard_tokens" "--shard_tokens expects a positive integer, got '0'" --input "$W/t.txt" --output "$W/e" --shard_tokens 0
-expect_error "input is a directory" "input '$W' is a directory" --input "$W" --output "$W/e"
+expect_error "no inputs" "prepare needs --input" "$FSDPC" prepare --output "$W/e"
+expect_error "--input without files" "--input needs at least one file" "$FSDPC" prepare --input --output "$W/e"
+expect_error "missing --output" "prepare needs --output DIR" "$FSDPC" prepare --input "$W/t.txt"
+expect_error "--output without value" "--output needs a value" "$FSDPC" prepare --input "$W/t.txt" --output
+expect_error "stray argument" "unexpected argument 'extra'" "$FSDPC" prepare --output "$W/e" extra --input "$W/t.txt"
+expect_error "bad dtype" "--dtype must be uint16 or uint32, got 'int8'" "$FSDPC" prepare --input "$W/t.txt" --output "$W/e" --dtype int8
+expect_error "unsupported tokenizer" "--tokenizer 'llama2' is not supported" "$FSDPC" prepare --input "$W/t.txt" --output "$W/e" --tokenizer llama2
+expect_error "bad val_fraction" "--val_fraction expects a number in \[0, 1\), got '1.5'" "$FSDPC" prepare --input "$W/t.txt" --output "$W/e" --val_fraction 1.5
+expect_error "bad shard_tokens" "--shard_tokens expects a positive integer, got '0'" "$FSDPC" prepare --input "$W/t.txt" --output "$W/e" --shard_tokens 0
+expect_error "input is a directory" "input '$W' is a directory" "$FSDPC" prepare --input "$W" --output "$W/e"
 : >"$W/empty.txt"
-expect_error "inputs without tokens" "the inputs hold no tokens" --input "$W/empty.txt" --output "$W/e"
-expect_error "output under a file" "cannot create output directory '$W/t.txt/sub' \\(--output\\): Not a directory" --input "$W/a.txt" --output "$W/t.txt/sub"
+expect_error "inputs without tokens" "the inputs hold no tokens" "$FSDPC" prepare --input "$W/empty.txt" --output "$W/e"
+expect_error "output under a file" "cannot create output directory '$W/t.txt/sub' \\(--output\\): Not a directory" "$FSDPC" prepare --input "$W/a.txt" --output "$W/t.txt/sub"

@@ -2,24 +2,10 @@
 # Multi-rank invariants: the same global batch gives the same losses at every world size and
 # sharding strategy; full-shard memory scales as 1/N; bad layouts fail cleanly on every rank.
 cd "$(dirname "$0")/.."
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-MPI="timeout 120 mpirun --oversubscribe --allow-run-as-root"
+source test/lib.sh
 M="--hidden_width 64 --num_layers 3 --num_heads 4 --num_key_value_heads 2 --intermediate_size 96 --max_context_width 32
    --num_tokens 0 --checkpoint_freq 0 --validation_freq 0 --max_steps 8 --warmup 2 --lr 3e-3 --num_threads 1"
 GLOBAL=8  # sequences per step, split over ranks and micro-batches
-
-check() { if [ "$2" = 0 ]; then echo "ok - $1"; else echo "not ok - $1 ${3:-}"; fi; }
-
-losses() { sed -E 's/.*"loss": ([0-9.e+-]+).*/\1/' "$1"; }
-
-# close A B: every step's loss agrees to 1e-4 relative; prints the worst relative difference
-close() {
-    paste <(losses "$1") <(losses "$2") | awk '
-        { n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d }
-        END { printf "%.1e", w; exit !(n == 8 && w <= 1e-4) }'
-}
 
 run() {  # run NAME NP ARGS...: training run writing $W/NAME.jsonl
     local name=$1 np=$2
@@ -31,48 +17,43 @@ run ref 1 --sharding no-shard --batch_size $GLOBAL
 for np in 2 4; do
     for st in no-shard full-shard grad-shard; do
         run "$st-$np" $np --sharding $st --batch_size $((GLOBAL / np))
-        w=$(close "$W/ref.jsonl" "$W/$st-$np.jsonl")
+        w=$(rel_diff "$W/ref.jsonl" "$W/$st-$np.jsonl" 8 1e-4)
         check "np=$np $st losses equal np=1 no-shard over 8 steps (worst rel diff $w)" $?
     done
 done
 for st in hybrid-full-shard hybrid-grad-shard; do
     run "$st" 4 --sharding $st --shard_group_size 2 --batch_size 2
-    w=$(close "$W/ref.jsonl" "$W/$st.jsonl")
+    w=$(rel_diff "$W/ref.jsonl" "$W/$st.jsonl" 8 1e-4)
     check "np=4 $st (group 2) losses equal np=1 (worst rel diff $w)" $?
 done
 grep -q "shard group 2 x replica group 2" "$W/hybrid-full-shard.log"
 check "hybrid layout is 2 shard ranks x 2 replicas" $?
 run accum 2 --sharding full-shard --batch_size 2 --grad_accum 2
-w=$(close "$W/ref.jsonl" "$W/accum.jsonl")
+w=$(rel_diff "$W/ref.jsonl" "$W/accum.jsonl" 8 1e-4)
 check "np=2 full-shard with grad_accum 2 equals np=1 (worst rel diff $w)" $?
 run accum1 1 --sharding no-shard --batch_size 1 --grad_accum 8
-w=$(close "$W/ref.jsonl" "$W/accum1.jsonl")
+w=$(rel_diff "$W/ref.jsonl" "$W/accum1.jsonl" 8 1e-4)
 check "np=1 grad_accum 8 x batch 1 equals batch 8 (worst rel diff $w)" $?
 run ckpt 2 --sharding full-shard --batch_size 4 --activation_checkpoints
-w=$(close "$W/ref.jsonl" "$W/ckpt.jsonl")
+w=$(rel_diff "$W/ref.jsonl" "$W/ckpt.jsonl" 8 1e-4)
 check "np=2 full-shard --activation_checkpoints equals np=1 (worst rel diff $w)" $?
 run sel 1 --sharding no-shard --batch_size 8 --selective_checkpointing 2
-w=$(close "$W/ref.jsonl" "$W/sel.jsonl")
+w=$(rel_diff "$W/ref.jsonl" "$W/sel.jsonl" 8 1e-4)
 check "--selective_checkpointing 2 equals storing every block (worst rel diff $w)" $?
 run meta 4 --sharding full-shard --batch_size 2 --meta_init
-w=$(close "$W/ref.jsonl" "$W/meta.jsonl")
+w=$(rel_diff "$W/ref.jsonl" "$W/meta.jsonl" 8 1e-4)
 check "np=4 full-shard --meta_init equals np=1 (worst rel diff $w)" $?
 
 # bf16 (parameters gathered and activations stored in bf16, fp32 master and moments) tracks
 # fp32 within 5e-3 relative, and really differs from it
-bf16_close() {
-    paste <(losses "$1") <(losses "$2") | awk '
-        { n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d }
-        END { printf "%.1e", w; exit !(n == 8 && w <= 5e-3 && w > 1e-6) }'
-}
 run bf16 2 --sharding full-shard --batch_size 4 --precision bf16
-w=$(bf16_close "$W/ref.jsonl" "$W/bf16.jsonl")
+w=$(rel_diff "$W/ref.jsonl" "$W/bf16.jsonl" 8 5e-3 1e-6)
 check "np=2 full-shard --precision bf16 tracks fp32 within 5e-3 relative (worst $w)" $?
 run bf16r 4 --sharding hybrid-full-shard --shard_group_size 2 --batch_size 2 --precision bf16 --reduce_dtype bf16
-w=$(bf16_close "$W/ref.jsonl" "$W/bf16r.jsonl")
+w=$(rel_diff "$W/ref.jsonl" "$W/bf16r.jsonl" 8 5e-3 1e-6)
 check "np=4 hybrid bf16 with --reduce_dtype bf16 tracks fp32 within 5e-3 relative (worst $w)" $?
 run offload 2 --sharding full-shard --batch_size 4 --cpu_offload
-[ "$(grep -c 'cpu_offload: no effect on the CPU device' "$W/offload.log")" = 1 ] && close "$W/ref.jsonl" "$W/offload.jsonl" >/dev/null
+[ "$(grep -c 'cpu_offload: no effect on the CPU device' "$W/offload.log")" = 1 ] && rel_diff "$W/ref.jsonl" "$W/offload.jsonl" 8 1e-4 >/dev/null
 check "--cpu_offload on CPU says so once and changes nothing" $?
 
 # memory: the per-layer growth of peak memory under full-shard --meta_init at np=4 is ~1/4 of

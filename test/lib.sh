@@ -1,0 +1,32 @@
+# lib: helpers the test scripts share; source it from the repository root.
+# W is a scratch directory removed on exit; PREFIX goes before every check's name.
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPI="timeout 120 mpirun --oversubscribe --allow-run-as-root"
+
+check() {  # check NAME STATUS [DETAIL]: "ok" when STATUS is 0
+    if [ "$2" = 0 ]; then echo "ok - ${PREFIX:-}$1"; else echo "not ok - ${PREFIX:-}$1 ${3:-}"; fi
+}
+
+# expect_error NAME REGEX CMD...: CMD exits non-zero without crashing or hanging (60 s), with
+# exactly one "fsdpc: error:" line on stderr, matching REGEX
+expect_error() {
+    local name=$1 re=$2
+    shift 2
+    timeout 60 "$@" >"$W/out" 2>"$W/err"
+    local rc=$? lines
+    lines=$(grep -c '^fsdpc: error:' "$W/err")
+    [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$lines" = 1 ] && grep -Eq -- "$re" "$W/err"
+    check "error: $name" $? "(rc=$rc, $lines error lines: $(tr '\r' '\n' <"$W/err" | grep -m3 . | head -c 300 | tr '\n' '|'))"
+}
+
+losses() { sed -E 's/.*"loss": ([0-9.e+-]+).*/\1/' "$1"; }  # from a --metrics_file
+
+# rel_diff A B N MAX [MIN]: prints the worst relative difference between the losses of two
+# metrics files; succeeds when both hold N steps and MIN < worst <= MAX
+rel_diff() {
+    paste <(losses "$1") <(losses "$2") | awk -v n="$3" -v max="$4" -v min="${5:--1}" '
+        NF == 2 { k++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d }
+        END { printf "%.1e", w; exit !(k == n && w <= max && w > min) }'
+}
