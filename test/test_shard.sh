@@ -13,45 +13,40 @@ run() {  # run NAME NP ARGS...: training run writing $W/NAME.jsonl
     $MPI -np "$np" ./fsdpc $M --metrics_file "$W/$name.jsonl" "$@" >"$W/$name.log" 2>&1
 }
 
+# matches NAME NP DESCRIPTION MAX MIN ARGS...: a run whose 8 losses are within MAX (and above
+# MIN) relative of the np=1 no-shard reference
+matches() {
+    local name=$1 np=$2 desc=$3 max=$4 min=$5 w
+    shift 5
+    run "$name" "$np" "$@"
+    w=$(rel_diff "$W/ref.jsonl" "$W/$name.jsonl" 8 "$max" "$min")
+    check "$desc (worst rel diff $w)" $?
+}
+equal() { matches "$1" "$2" "$3" 1e-4 -1 "${@:4}"; }
+
 run ref 1 --sharding no-shard --batch_size $GLOBAL
 for np in 2 4; do
     for st in no-shard full-shard grad-shard; do
-        run "$st-$np" $np --sharding $st --batch_size $((GLOBAL / np))
-        w=$(rel_diff "$W/ref.jsonl" "$W/$st-$np.jsonl" 8 1e-4)
-        check "np=$np $st losses equal np=1 no-shard over 8 steps (worst rel diff $w)" $?
+        equal "$st-$np" $np "np=$np $st losses equal np=1 no-shard over 8 steps" --sharding $st --batch_size $((GLOBAL / np))
     done
 done
 for st in hybrid-full-shard hybrid-grad-shard; do
-    run "$st" 4 --sharding $st --shard_group_size 2 --batch_size 2
-    w=$(rel_diff "$W/ref.jsonl" "$W/$st.jsonl" 8 1e-4)
-    check "np=4 $st (group 2) losses equal np=1 (worst rel diff $w)" $?
+    equal "$st" 4 "np=4 $st (group 2) losses equal np=1" --sharding $st --shard_group_size 2 --batch_size 2
 done
 grep -q "shard group 2 x replica group 2" "$W/hybrid-full-shard.log"
 check "hybrid layout is 2 shard ranks x 2 replicas" $?
-run accum 2 --sharding full-shard --batch_size 2 --grad_accum 2
-w=$(rel_diff "$W/ref.jsonl" "$W/accum.jsonl" 8 1e-4)
-check "np=2 full-shard with grad_accum 2 equals np=1 (worst rel diff $w)" $?
-run accum1 1 --sharding no-shard --batch_size 1 --grad_accum 8
-w=$(rel_diff "$W/ref.jsonl" "$W/accum1.jsonl" 8 1e-4)
-check "np=1 grad_accum 8 x batch 1 equals batch 8 (worst rel diff $w)" $?
-run ckpt 2 --sharding full-shard --batch_size 4 --activation_checkpoints
-w=$(rel_diff "$W/ref.jsonl" "$W/ckpt.jsonl" 8 1e-4)
-check "np=2 full-shard --activation_checkpoints equals np=1 (worst rel diff $w)" $?
-run sel 1 --sharding no-shard --batch_size 8 --selective_checkpointing 2
-w=$(rel_diff "$W/ref.jsonl" "$W/sel.jsonl" 8 1e-4)
-check "--selective_checkpointing 2 equals storing every block (worst rel diff $w)" $?
-run meta 4 --sharding full-shard --batch_size 2 --meta_init
-w=$(rel_diff "$W/ref.jsonl" "$W/meta.jsonl" 8 1e-4)
-check "np=4 full-shard --meta_init equals np=1 (worst rel diff $w)" $?
+equal accum 2 "np=2 full-shard with grad_accum 2 equals np=1" --sharding full-shard --batch_size 2 --grad_accum 2
+equal accum1 1 "np=1 grad_accum 8 x batch 1 equals batch 8" --sharding no-shard --batch_size 1 --grad_accum 8
+equal ckpt 2 "np=2 full-shard --activation_checkpoints equals np=1" --sharding full-shard --batch_size 4 --activation_checkpoints
+equal sel 1 "--selective_checkpointing 2 equals storing every block" --sharding no-shard --batch_size 8 --selective_checkpointing 2
+equal meta 4 "np=4 full-shard --meta_init equals np=1" --sharding full-shard --batch_size 2 --meta_init
 
 # bf16 (parameters gathered and activations stored in bf16, fp32 master and moments) tracks
 # fp32 within 5e-3 relative, and really differs from it
-run bf16 2 --sharding full-shard --batch_size 4 --precision bf16
-w=$(rel_diff "$W/ref.jsonl" "$W/bf16.jsonl" 8 5e-3 1e-6)
-check "np=2 full-shard --precision bf16 tracks fp32 within 5e-3 relative (worst $w)" $?
-run bf16r 4 --sharding hybrid-full-shard --shard_group_size 2 --batch_size 2 --precision bf16 --reduce_dtype bf16
-w=$(rel_diff "$W/ref.jsonl" "$W/bf16r.jsonl" 8 5e-3 1e-6)
-check "np=4 hybrid bf16 with --reduce_dtype bf16 tracks fp32 within 5e-3 relative (worst $w)" $?
+matches bf16 2 "np=2 full-shard --precision bf16 tracks fp32 within 5e-3 relative" 5e-3 1e-6 \
+    --sharding full-shard --batch_size 4 --precision bf16
+matches bf16r 4 "np=4 hybrid bf16 with --reduce_dtype bf16 tracks fp32 within 5e-3 relative" 5e-3 1e-6 \
+    --sharding hybrid-full-shard --shard_group_size 2 --batch_size 2 --precision bf16 --reduce_dtype bf16
 run offload 2 --sharding full-shard --batch_size 4 --cpu_offload
 [ "$(grep -c 'cpu_offload: no effect on the CPU device' "$W/offload.log")" = 1 ] && rel_diff "$W/ref.jsonl" "$W/offload.jsonl" 8 1e-4 >/dev/null
 check "--cpu_offload on CPU says so once and changes nothing" $?
