@@ -102,6 +102,7 @@ static const Flag flags[] = {
     S("device", device, "auto|cpu|cuda"),
     I("logging_freq", logging_freq),
     S("metrics_file", metrics_file, NULL),
+    B("profile", profile),
     I("num_threads", num_threads),
     S("prompt", prompt, NULL),
     I("num_tokens", num_tokens),

@@ -38,7 +38,7 @@ typedef struct {
     int checkpoint_freq, num_kept_checkpoints;
     // run
     char device[8], metrics_file[512];
-    int logging_freq, num_threads;
+    int logging_freq, num_threads, profile;
     // generate
     char prompt[4096];
     int num_tokens;

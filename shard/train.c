@@ -129,23 +129,54 @@ double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const
     return loss;
 }
 
+// --profile: wall time per phase of the step. The device is synchronised at each phase end so
+// queued GPU work is charged to the phase that queued it (which costs some overlap).
+enum { PROF_DATA, PROF_COMPUTE, PROF_REDUCE, PROF_OPTIM, PROF_EVAL, PROF_CKPT, PROF_N };
+static const char *const prof_names[PROF_N] = {"data wait", "forward+backward", "gradient reduction",
+                                               "clip+optimizer", "validation", "checkpoint"};
+static double prof_sec[PROF_N], prof_t0;
+
+static void prof_mark(const Run *r, int phase) {
+    if (!r->cfg->profile) return;
+    kern_sync();
+    double now = comm_time();
+    if (phase >= 0) prof_sec[phase] += now - prof_t0;
+    prof_t0 = now;
+}
+
+static void prof_report(const Run *r, int steps) {
+    if (!r->cfg->profile || steps <= 0) return;
+    double total = 0.0;
+    comm_allreduce_max_f64(comm_world(), prof_sec, PROF_N);  // the slowest rank per phase
+    for (int i = 0; i < PROF_N; i++) total += prof_sec[i];
+    comm_log("profile over %d steps (slowest rank per phase):\n", steps);
+    for (int i = 0; i < PROF_N; i++)
+        comm_log("  %-20s %9.3f s  %5.1f%%  %8.2f ms/step\n", prof_names[i], prof_sec[i],
+                 100.0 * prof_sec[i] / (total > 0 ? total : 1), 1e3 * prof_sec[i] / steps);
+}
+
 // One optimizer step; returns the mean loss over the global batch and sets *gnorm.
 static double train_step(Run *r, int step, float lr, double *gnorm) {
     Config *c = r->cfg;
     int T = c->model.max_context_width;
     float dscale = 1.0f / ((float)r->global_batch * T);  // gradient of the global mean loss
     double loss = 0.0;
+    prof_mark(r, -1);
     shard_zero_grads(&r->st);
     for (int micro = 0; micro < c->grad_accum; micro++) {
         fill_batch(r, step, micro);
+        prof_mark(r, PROF_DATA);
         loss += train_micro_step(&r->st, &r->acts, r->inp, r->tgt, dscale, micro == c->grad_accum - 1);
+        prof_mark(r, PROF_COMPUTE);
     }
     shard_grads_finish(&r->st);
     comm_allreduce_sum_f64(comm_world(), &loss, 1);
+    prof_mark(r, PROF_REDUCE);
     kern_range_push("optimizer");
     *gnorm = shard_clip_grads(&r->st, c->grad_clip);
     shard_adamw_step(&r->st, c, lr);
     kern_range_pop();
+    prof_mark(r, PROF_OPTIM);
     return loss / ((double)r->global_batch * T);
 }
 
@@ -289,9 +320,12 @@ void train_run(Config *c) {
         int do_val = r.has_val && c->validation_freq > 0 && done % c->validation_freq == 0;
         int do_ckpt = c->checkpoint_dir[0] && c->checkpoint_freq > 0 && (done % c->checkpoint_freq == 0 || done == r.max_steps);
         if (do_val) log_validation(&r, done);
+        prof_mark(&r, do_val ? PROF_EVAL : -1);
         if (do_ckpt) save(&r, done);
+        prof_mark(&r, do_ckpt ? PROF_CKPT : -1);
         if (do_val || do_ckpt) t_log = comm_time();  // keep evaluation and I/O out of Speed
     }
+    prof_report(&r, r.st.step - start);
     if (r.metrics) fclose(r.metrics);
     if (r.max_steps == 0 && r.has_val && c->val_data[0]) log_validation(&r, r.st.step);
     if (c->num_tokens > 0 && (c->prompt[0] || r.st.step > start)) sample(&r);

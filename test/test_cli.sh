@@ -40,6 +40,10 @@ check "loss falls by more than 1 nat in 40 steps ($first -> $last)" $?
 [ "$(ls "$W/ck" | tr '\n' ' ')" = "step_00000030.h5 step_00000040.h5 " ]
 check "num_kept_checkpoints keeps the newest 2" $? "$(ls "$W/ck")"
 
+./fsdpc $SMALL --max_steps 4 --profile --checkpoint_freq 0 2>"$W/prof.log" >/dev/null
+grep -q "^profile over 4 steps" "$W/prof.log" && grep -Eq "^  forward\+backward +[0-9.]+ s" "$W/prof.log"
+check "--profile prints a per-phase time table" $?
+
 # resume: 10 steps + resume 10 == 20 straight, bit for bit (metrics file has full float precision)
 R="$SMALL --lr_decay_style constant --warmup 5 --lr 2e-3"
 ./fsdpc $R --max_steps 20 --metrics_file "$W/a.jsonl" 2>/dev/null
