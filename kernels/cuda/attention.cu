@@ -1,0 +1,368 @@
+// attention: causal grouped-query attention, flash style (fp32, no (Tq, Tk) buffer).
+// Forward: per (batch, head, query tile), loop over key tiles with an online softmax; saves the
+// row log-sum-exp lse (B, H, Tq) of the scaled scores. Backward recomputes P = exp(S - lse):
+//   dV = P^T dO, dP = dO V^T, dS = P * (dP - Delta), dQ = scale dS K, dK = scale dS^T Q,
+// with Delta = rowsum(dO * O) (B, H, T) in the scratch. dK/dV come from one block per
+// (batch, kv head, key tile) that loops over the group's query heads, and dQ from one block per
+// (batch, head, query tile) that loops over key tiles: every output element has one owner, so
+// there are no atomics and the results are deterministic.
+//
+// Tiles live in shared memory as (rows, HDP + 1) or (rows, cols + 1): the odd row stride keeps
+// the column-strided reads of tile_mac free of bank conflicts. Head dims up to 128 are padded
+// to HDP in {32, 64, 128} with zeros, which changes no dot product.
+#include <math.h>
+
+#include "common.cuh"
+
+namespace {
+
+constexpr int kAttThreads = 256;  // 16 x 16: ty = tid / 16 owns tile rows ty + 16 i, tx = tid % 16 columns tx + 16 j
+
+// Tile sizes per padded head dim (multiples of 16). Shared memory stays <= ~116 KB so every
+// kernel fits the A100's 163 KB per block.
+template <int P> struct AttTiles {
+    static constexpr int HDP = P;
+    static constexpr int FWD_Q = 64, FWD_K = P > 64 ? 32 : 64;  // forward
+    static constexpr int DKV_Q = P > 64 ? 32 : 64, DKV_K = 64;  // dK/dV
+    static constexpr int DQ_Q = 64, DQ_K = P > 64 ? 32 : 64;    // dQ
+};
+
+// dst (ROWS, HDP + 1) <- rows of src (row stride ld): the first `valid` rows and hd columns,
+// zeros elsewhere. Consecutive threads read consecutive columns (coalesced).
+template <int ROWS, int HDP>
+__device__ __forceinline__ void load_tile(float *dst, const float *src, size_t ld, int valid, int hd) {
+    for (int i = threadIdx.x; i < ROWS * HDP; i += kAttThreads) {
+        const int r = i / HDP, d = i % HDP;
+        dst[r * (HDP + 1) + d] = (r < valid && d < hd) ? src[(size_t)r * ld + d] : 0.0f;
+    }
+}
+
+// acc[i][j] += sum_{kk < K} A[(ty + 16 i) * lda + kk] * B[kk * bk + (tx + 16 j) * bc]
+// Bank-conflict free when lda is not a multiple of 32 (a warp reads two A rows) and bc is odd
+// (16 distinct B columns; the other half-warp reads the same ones).
+template <int RM, int RN, int K>
+__device__ __forceinline__ void tile_mac(float (&acc)[RM][RN], const float *A, int lda, const float *B, int bk,
+                                         int bc) {
+    const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+#pragma unroll 4
+    for (int kk = 0; kk < K; kk++) {
+        float a[RM], b[RN];
+#pragma unroll
+        for (int i = 0; i < RM; i++) a[i] = A[(ty + 16 * i) * lda + kk];
+#pragma unroll
+        for (int j = 0; j < RN; j++) b[j] = B[kk * bk + (tx + 16 * j) * bc];
+#pragma unroll
+        for (int i = 0; i < RM; i++)
+#pragma unroll
+            for (int j = 0; j < RN; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+}
+
+// (rows, hd) tile acc * mul to global rows dst + r * ld, rows < valid, columns < hd
+template <int RM, int RD>
+__device__ __forceinline__ void store_tile(float *dst, size_t ld, const float (&acc)[RM][RD], int valid, int hd,
+                                           float mul) {
+    const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+#pragma unroll
+    for (int i = 0; i < RM; i++) {
+        const int r = ty + 16 * i;
+        if (r >= valid) continue;
+#pragma unroll
+        for (int j = 0; j < RD; j++)
+            if (tx + 16 * j < hd) dst[(size_t)r * ld + tx + 16 * j] = acc[i][j] * mul;
+    }
+}
+
+// lse and Delta of query rows [q0, q0 + BQ) into shared Ls, Ds (0 past the valid rows)
+template <int BQ>
+__device__ __forceinline__ void load_row_stats(float *Ls, float *Ds, const float *lse, const float *delta, int valid) {
+    for (int r = threadIdx.x; r < BQ; r += kAttThreads) {
+        Ls[r] = r < valid ? lse[r] : 0.0f;
+        Ds[r] = r < valid ? delta[r] : 0.0f;
+    }
+}
+
+// ---- forward ----
+// grid (Tq tiles, H, B). Query t sits at position off + t, off = Tk - Tq, and sees keys <= that.
+template <int HDP, int BQ, int BK>
+__global__ void __launch_bounds__(kAttThreads)
+    att_fwd_kernel(float *out, float *lse, const float *q, const float *k, const float *v, int Tq, int Tk, int H,
+                   int KV, int hd, size_t kv_bstride, float scale) {
+    constexpr int LDH = HDP + 1, LDP = BK + 1, RM = BQ / 16, RK = BK / 16, RD = HDP / 16;
+    extern __shared__ float smem[];
+    float *Qs = smem;             // (BQ, LDH)
+    float *Ks = Qs + BQ * LDH;    // (BK, LDH)
+    float *Vs = Ks + BK * LDH;    // (BK, LDH)
+    float *Ps = Vs + BK * LDH;    // (BQ, LDP) probabilities of the current key tile
+    const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * BQ;  // the last tiles see the most keys: start them first
+    const int h = blockIdx.y, b = blockIdx.z, g = h / (H / KV), off = Tk - Tq;
+    const int nq = min(BQ, Tq - q0), kend = off + q0 + nq;  // keys [0, kend) are visible to some row
+    const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
+    const size_t qrow0 = ((size_t)b * Tq + q0) * ldq + (size_t)h * hd;  // (BQ, hd) rows of q and out
+    const float *kb = k + b * kv_bstride + (size_t)g * hd, *vb = v + b * kv_bstride + (size_t)g * hd;
+
+    load_tile<BQ, HDP>(Qs, q + qrow0, ldq, nq, hd);
+    float m[RM], l[RM], o[RM][RD] = {};
+#pragma unroll
+    for (int i = 0; i < RM; i++) m[i] = -INFINITY, l[i] = 0.0f;
+
+    for (int k0 = 0; k0 < kend; k0 += BK) {
+        const int nk = min(BK, kend - k0);
+        __syncthreads();  // the previous tile's Ks, Vs, Ps are no longer read
+        load_tile<BK, HDP>(Ks, kb + k0 * ldk, ldk, nk, hd);
+        load_tile<BK, HDP>(Vs, vb + k0 * ldk, ldk, nk, hd);
+        __syncthreads();
+        float s[RM][RK] = {};
+        tile_mac<RM, RK, HDP>(s, Qs, LDH, Ks, 1, LDH);  // S = Q K^T
+#pragma unroll
+        for (int i = 0; i < RM; i++) {
+            const int qpos = off + q0 + ty + 16 * i;
+            float mx = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < RK; j++) {
+                s[i][j] = k0 + tx + 16 * j <= qpos ? s[i][j] * scale : -INFINITY;
+                mx = fmaxf(mx, s[i][j]);
+            }
+            // a row lives in the 16 lanes of a half-warp. mnew is finite: key 0 is visible to
+            // every row (valid rows see only loaded keys; padding rows are never stored).
+            const float mnew = fmaxf(m[i], warp_reduce<16>(mx, MaxOp()));
+            const float alpha = expf(m[i] - mnew);  // 0 on the first tile (m = -inf)
+            float rs = 0.0f;
+#pragma unroll
+            for (int j = 0; j < RK; j++) {
+                const float p = expf(s[i][j] - mnew);
+                Ps[(ty + 16 * i) * LDP + tx + 16 * j] = p;
+                rs += p;
+            }
+            l[i] = l[i] * alpha + warp_reduce<16>(rs, SumOp());
+            m[i] = mnew;
+#pragma unroll
+            for (int j = 0; j < RD; j++) o[i][j] *= alpha;
+        }
+        __syncthreads();
+        tile_mac<RM, RD, BK>(o, Ps, LDP, Vs, LDH, 1);  // O += P V
+    }
+
+#pragma unroll
+    for (int i = 0; i < RM; i++) {
+        const int r = ty + 16 * i;
+        if (r >= nq) continue;
+        const float inv = 1.0f / l[i];
+#pragma unroll
+        for (int j = 0; j < RD; j++)
+            if (tx + 16 * j < hd) out[qrow0 + (size_t)r * ldq + tx + 16 * j] = o[i][j] * inv;
+        if (tx == 0) lse[((size_t)b * H + h) * Tq + q0 + r] = m[i] + logf(l[i]);
+    }
+}
+
+// ---- backward ----
+
+// delta (B, H, T) = rowsum(dout * out); one warp per (b, t, h) row
+__global__ void att_delta_kernel(float *delta, const float *dout, const float *out, int T, int H, int hd,
+                                 size_t rows) {
+    const size_t row = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;  // (b * T + t) * H + h
+    const int lane = threadIdx.x % 32;
+    if (row >= rows) return;  // whole warps
+    const float *a = dout + row * hd, *c = out + row * hd;
+    float s = 0.0f;
+    for (int d = lane; d < hd; d += 32) s += a[d] * c[d];
+    s = warp_reduce(s, SumOp());
+    if (lane == 0) {
+        const size_t b = row / ((size_t)T * H), t = row / H % T, h = row % H;
+        delta[(b * H + h) * T + t] = s;
+    }
+}
+
+// grid (T key tiles, KV, B): dk, dv (BK, hd) of one kv head, over its group's query heads
+template <int HDP, int BQ, int BK>
+__global__ void __launch_bounds__(kAttThreads)
+    att_bwd_dkdv_kernel(float *dk, float *dv, const float *q, const float *k, const float *v, const float *dout,
+                        const float *lse, const float *delta, int T, int H, int KV, int hd, float scale) {
+    constexpr int LDH = HDP + 1, LDQ = BQ + 1, RK = BK / 16, RQ = BQ / 16, RD = HDP / 16;
+    extern __shared__ float smem[];
+    float *Ks = smem;              // (BK, LDH)
+    float *Vs = Ks + BK * LDH;     // (BK, LDH)
+    float *Qs = Vs + BK * LDH;     // (BQ, LDH)
+    float *dOs = Qs + BQ * LDH;    // (BQ, LDH)
+    float *Pt = dOs + BQ * LDH;    // (BK, LDQ) P^T
+    float *dSt = Pt + BK * LDQ;    // (BK, LDQ) dS^T
+    float *Ls = dSt + BK * LDQ;    // (BQ)
+    float *Ds = Ls + BQ;           // (BQ)
+    const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+    const int k0 = blockIdx.x * BK, g = blockIdx.y, b = blockIdx.z, grp = H / KV;
+    const int nk = min(BK, T - k0);
+    const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
+    const size_t krow0 = ((size_t)b * T + k0) * ldk + (size_t)g * hd;  // (BK, hd) rows of k, v, dk, dv
+
+    load_tile<BK, HDP>(Ks, k + krow0, ldk, nk, hd);
+    load_tile<BK, HDP>(Vs, v + krow0, ldk, nk, hd);
+    float dka[RK][RD] = {}, dva[RK][RD] = {};
+    for (int h = g * grp; h < (g + 1) * grp; h++) {
+        const size_t stats = ((size_t)b * H + h) * T;
+        for (int q0 = k0 / BQ * BQ; q0 < T; q0 += BQ) {  // query tiles with positions >= k0
+            const int nq = min(BQ, T - q0);
+            const size_t qrow0 = ((size_t)b * T + q0) * ldq + (size_t)h * hd;
+            __syncthreads();  // the previous tile's shared data is no longer read
+            load_tile<BQ, HDP>(Qs, q + qrow0, ldq, nq, hd);
+            load_tile<BQ, HDP>(dOs, dout + qrow0, ldq, nq, hd);
+            load_row_stats<BQ>(Ls, Ds, lse + stats + q0, delta + stats + q0, nq);
+            __syncthreads();
+            float st[RK][RQ] = {}, dpt[RK][RQ] = {};
+            tile_mac<RK, RQ, HDP>(st, Ks, LDH, Qs, 1, LDH);    // S^T = K Q^T
+            tile_mac<RK, RQ, HDP>(dpt, Vs, LDH, dOs, 1, LDH);  // dP^T = V dO^T
+#pragma unroll
+            for (int i = 0; i < RK; i++) {
+                const int c = ty + 16 * i;
+#pragma unroll
+                for (int j = 0; j < RQ; j++) {
+                    const int r = tx + 16 * j, qpos = q0 + r;
+                    const float p = (k0 + c <= qpos && qpos < T) ? expf(st[i][j] * scale - Ls[r]) : 0.0f;
+                    Pt[c * LDQ + r] = p;
+                    dSt[c * LDQ + r] = p * (dpt[i][j] - Ds[r]);
+                }
+            }
+            __syncthreads();
+            tile_mac<RK, RD, BQ>(dva, Pt, LDQ, dOs, LDH, 1);  // dV += P^T dO
+            tile_mac<RK, RD, BQ>(dka, dSt, LDQ, Qs, LDH, 1);  // dK += dS^T Q (scaled at the end)
+        }
+    }
+    store_tile(dk + krow0, ldk, dka, nk, hd, scale);
+    store_tile(dv + krow0, ldk, dva, nk, hd, 1.0f);
+}
+
+// grid (T query tiles, H, B): dq (BQ, hd) of one head
+template <int HDP, int BQ, int BK>
+__global__ void __launch_bounds__(kAttThreads)
+    att_bwd_dq_kernel(float *dq, const float *q, const float *k, const float *v, const float *dout, const float *lse,
+                      const float *delta, int T, int H, int KV, int hd, float scale) {
+    constexpr int LDH = HDP + 1, LDS = BK + 1, RM = BQ / 16, RK = BK / 16, RD = HDP / 16;
+    extern __shared__ float smem[];
+    float *Qs = smem;              // (BQ, LDH)
+    float *dOs = Qs + BQ * LDH;    // (BQ, LDH)
+    float *Ks = dOs + BQ * LDH;    // (BK, LDH)
+    float *Vs = Ks + BK * LDH;     // (BK, LDH)
+    float *dSs = Vs + BK * LDH;    // (BQ, LDS)
+    float *Ls = dSs + BQ * LDS;    // (BQ)
+    float *Ds = Ls + BQ;           // (BQ)
+    const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * BQ;  // the last tiles see the most keys: start them first
+    const int h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
+    const int nq = min(BQ, T - q0), kend = q0 + nq;
+    const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
+    const size_t qrow0 = ((size_t)b * T + q0) * ldq + (size_t)h * hd;  // (BQ, hd) rows of q, dout, dq
+    const size_t stats = ((size_t)b * H + h) * T + q0;
+    const float *kb = k + (size_t)b * T * ldk + (size_t)g * hd, *vb = v + (size_t)b * T * ldk + (size_t)g * hd;
+
+    load_tile<BQ, HDP>(Qs, q + qrow0, ldq, nq, hd);
+    load_tile<BQ, HDP>(dOs, dout + qrow0, ldq, nq, hd);
+    load_row_stats<BQ>(Ls, Ds, lse + stats, delta + stats, nq);
+    float dqa[RM][RD] = {};
+    for (int k0 = 0; k0 < kend; k0 += BK) {
+        const int nk = min(BK, kend - k0);
+        __syncthreads();  // the previous tile's Ks, Vs, dSs are no longer read
+        load_tile<BK, HDP>(Ks, kb + k0 * ldk, ldk, nk, hd);
+        load_tile<BK, HDP>(Vs, vb + k0 * ldk, ldk, nk, hd);
+        __syncthreads();
+        float s[RM][RK] = {}, dp[RM][RK] = {};
+        tile_mac<RM, RK, HDP>(s, Qs, LDH, Ks, 1, LDH);    // S = Q K^T
+        tile_mac<RM, RK, HDP>(dp, dOs, LDH, Vs, 1, LDH);  // dP = dO V^T
+#pragma unroll
+        for (int i = 0; i < RM; i++) {
+            const int r = ty + 16 * i, qpos = q0 + r;
+#pragma unroll
+            for (int j = 0; j < RK; j++) {
+                const int c = tx + 16 * j;
+                dSs[r * LDS + c] =
+                    (k0 + c <= qpos && qpos < T) ? expf(s[i][j] * scale - Ls[r]) * (dp[i][j] - Ds[r]) : 0.0f;
+            }
+        }
+        __syncthreads();
+        tile_mac<RM, RD, BK>(dqa, dSs, LDS, Ks, LDH, 1);  // dQ += dS K (scaled at the end)
+    }
+    store_tile(dq + qrow0, ldq, dqa, nq, hd, scale);
+}
+
+// Calls f with the AttTiles of hd's padded head dim.
+template <class F> void with_head_dim(int hd, F &&f) {
+    if (hd <= 0 || hd > 128) comm_fatal("attention: head dim %d is not supported by the CUDA kernels (1..128)", hd);
+    if (hd <= 32)
+        f(AttTiles<32>());
+    else if (hd <= 64)
+        f(AttTiles<64>());
+    else
+        f(AttTiles<128>());
+}
+
+// Launches an attention kernel with smem_floats of dynamic shared memory.
+template <class... KArgs, class... Args>
+void att_launch(void (*kernel)(KArgs...), dim3 grid, size_t smem_floats, Args... args) {
+    const size_t bytes = smem_floats * sizeof(float);
+    // more than 48 KB of dynamic shared memory needs an opt-in per kernel
+    cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    kernel<<<grid, kAttThreads, bytes, cuda_stream()>>>(args...);
+    cudaCheckLaunch();
+}
+
+void check_heads(int H, int KV) {
+    if (KV <= 0 || H % KV) comm_fatal("attention: %d heads are not a multiple of %d kv heads", H, KV);
+}
+
+}  // namespace
+
+extern "C" {
+
+size_t cuda_attention_saved_floats(int B, int H, int Tq, int Tk) {
+    (void)Tk;
+    return (size_t)B * H * Tq;  // the row log-sum-exp
+}
+
+size_t cuda_attention_scratch_floats(int B, int H, int T) {
+    return (size_t)B * H * T;  // Delta
+}
+
+void cuda_attention_fwd(float *out, float *saved, const float *q, const float *k, const float *v, int B, int Tq,
+                        int Tk, int H, int KV, int hd, size_t kv_bstride) {
+    if (B <= 0 || Tq <= 0) return;
+    if (Tq > Tk) comm_fatal("attention: %d queries but only %d keys", Tq, Tk);
+    check_heads(H, KV);
+    const float scale = 1.0f / sqrtf((float)hd);
+    with_head_dim(hd, [&](auto tiles) {
+        using C = decltype(tiles);
+        constexpr int HDP = C::HDP, BQ = C::FWD_Q, BK = C::FWD_K;
+        const size_t smem = (size_t)(BQ + 2 * BK) * (HDP + 1) + (size_t)BQ * (BK + 1);
+        att_launch(att_fwd_kernel<HDP, BQ, BK>, dim3((Tq + BQ - 1) / BQ, H, B), smem, out, saved, q, k, v, Tq, Tk,
+                   H, KV, hd, kv_bstride, scale);
+    });
+}
+
+void cuda_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const float *dout, const float *out,
+                        const float *saved, const float *q, const float *k, const float *v, int B, int T, int H,
+                        int KV, int hd) {
+    if (B <= 0 || T <= 0) return;
+    check_heads(H, KV);
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *delta = scratch;  // (B, H, T)
+    const size_t rows = (size_t)B * T * H;
+    att_delta_kernel<<<grid_for(rows * 32, kAttThreads, 0x7fffffffu), kAttThreads, 0, cuda_stream()>>>(
+        delta, dout, out, T, H, hd, rows);
+    cudaCheckLaunch();
+    with_head_dim(hd, [&](auto tiles) {
+        using C = decltype(tiles);
+        constexpr int HDP = C::HDP;
+        {
+            constexpr int BQ = C::DKV_Q, BK = C::DKV_K;
+            const size_t smem = (size_t)2 * (BK + BQ) * (HDP + 1) + (size_t)2 * BK * (BQ + 1) + 2 * BQ;
+            att_launch(att_bwd_dkdv_kernel<HDP, BQ, BK>, dim3((T + BK - 1) / BK, KV, B), smem, dk, dv, q, k, v, dout,
+                       saved, delta, T, H, KV, hd, scale);
+        }
+        {
+            constexpr int BQ = C::DQ_Q, BK = C::DQ_K;
+            const size_t smem = (size_t)2 * (BQ + BK) * (HDP + 1) + (size_t)BQ * (BK + 1) + 2 * BQ;
+            att_launch(att_bwd_dq_kernel<HDP, BQ, BK>, dim3((T + BQ - 1) / BQ, H, B), smem, dq, q, k, v, dout, saved,
+                       delta, T, H, KV, hd, scale);
+        }
+    });
+}
+
+}  // extern "C"

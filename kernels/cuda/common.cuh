@@ -1,0 +1,109 @@
+// common: shared by the CUDA backend's translation units (not part of the kernels API).
+// Error checks, the backend's device state, the caching allocator's raw interface and the
+// warp/block reductions.
+#ifndef FSDPC_CUDA_COMMON_CUH
+#define FSDPC_CUDA_COMMON_CUH
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+extern "C" {
+#include "../../comm/comm.h"
+#include "../backend.h"
+}
+#include "cuda_backend.h"
+
+// Every CUDA and cuBLASLt call is checked: a failure prints
+// "fsdpc: error: <call> failed: <reason> (file:line)" and aborts all ranks.
+#define cudaCheck(call) cuda_check_at((call), #call, __FILE__, __LINE__)
+#define cublasCheck(call) cublas_check_at((call), #call, __FILE__, __LINE__)
+// after a kernel launch: launch-configuration errors surface here, not at some later call
+#define cudaCheckLaunch() cudaCheck(cudaGetLastError())
+
+static inline void cuda_check_at(cudaError_t e, const char *call, const char *file, int line) {
+    if (e != cudaSuccess) comm_fatal_at(file, line, "%s failed: %s", call, cudaGetErrorString(e));
+}
+
+static inline void cublas_check_at(cublasStatus_t s, const char *call, const char *file, int line) {
+    if (s != CUBLAS_STATUS_SUCCESS) comm_fatal_at(file, line, "%s failed: %s", call, cublasLtGetStatusString(s));
+}
+
+// Device state set up by cuda_bind (memory.cu).
+struct CudaContext {
+    cudaStream_t stream;     // every op is queued here, in order
+    cublasLtHandle_t lt;
+    void *workspace;         // cuBLASLt workspace, reused by every matmul
+    size_t workspace_bytes;
+    double *result_dev;      // one double: reductions the host waits for land here...
+    double *result_host;     // ...and are copied to this pinned one
+};
+extern CudaContext cuda_ctx;
+
+static inline cudaStream_t cuda_stream() { return cuda_ctx.stream; }
+
+// A block from the caching allocator without the zero fill (scratch that is fully written
+// before it is read). Released with cuda_free.
+void *cuda_alloc_uninit(size_t bytes);
+
+// Waits for the stream and returns the double a reduction kernel left in cuda_ctx.result_dev.
+double cuda_fetch_result(void);
+
+// A per-op scratch buffer that grows on demand. Safe to regrow while earlier work that uses the
+// old block is still queued: the allocator hands blocks out again only in stream order.
+struct ScratchBuf {
+    void *ptr = nullptr;
+    size_t cap = 0;
+    void *get(size_t bytes) {
+        if (bytes > cap) {
+            cuda_free(ptr);
+            ptr = cuda_alloc_uninit(bytes);
+            cap = bytes;
+        }
+        return ptr;
+    }
+};
+
+// ---- reductions ----
+
+struct SumOp {
+    template <class T> __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct MaxOp {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+__device__ __forceinline__ float shfl_xor(float v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ double shfl_xor(double v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ float2 shfl_xor(float2 v, int o) {
+    return make_float2(shfl_xor(v.x, o), shfl_xor(v.y, o));
+}
+
+// Butterfly reduction over aligned groups of WIDTH lanes; all 32 lanes must call it.
+template <int WIDTH = 32, class T, class Op> __device__ __forceinline__ T warp_reduce(T v, Op op) {
+#pragma unroll
+    for (int o = WIDTH / 2; o > 0; o /= 2) v = op(v, shfl_xor(v, o));
+    return v;
+}
+
+// Reduction over the whole block (blockDim.x a multiple of 32, every thread calls it); every
+// thread gets the same value, combined in a fixed order. sh: 32 elements of shared memory.
+template <class T, class Op> __device__ T block_reduce(T v, Op op, T *sh) {
+    const int lane = threadIdx.x % 32, wid = threadIdx.x / 32, nw = blockDim.x / 32;
+    v = warp_reduce(v, op);
+    __syncthreads();  // sh may still be read by the previous call
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    T r = sh[0];
+    for (int i = 1; i < nw; i++) r = op(r, sh[i]);
+    return r;
+}
+
+// Grid for a grid-stride loop over n items with `threads` per block.
+static inline unsigned grid_for(size_t n, int threads, unsigned max_blocks = 65536) {
+    const size_t b = (n + threads - 1) / threads;
+    return (unsigned)(b < max_blocks ? (b ? b : 1) : max_blocks);
+}
+
+#endif

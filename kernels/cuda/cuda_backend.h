@@ -1,0 +1,18 @@
+// cuda_backend: what the CUDA backend offers the C side beyond the cuda_<op> list in backend.h.
+// Plain C: no CUDA types, so comm/ and the tests can include it without CUDA headers.
+#ifndef FSDPC_CUDA_BACKEND_H
+#define FSDPC_CUDA_BACKEND_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// The one stream every cuda_<op> is queued on (a cudaStream_t), so the comm layer can order its
+// NCCL work against the kernels. NULL before cuda_bind.
+void *cuda_compute_stream(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

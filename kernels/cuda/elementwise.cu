@@ -1,0 +1,389 @@
+// elementwise: RMSNorm, RoPE, SwiGLU, embedding, cross-entropy, vector ops, AdamW and bf16.
+// Every reduction runs in a fixed order that depends only on the shapes (no float atomics), so
+// results are bitwise reproducible from run to run.
+#include <math.h>
+#include <stdlib.h>
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include "common.cuh"
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// ---- elementwise maps: one grid-stride kernel, the per-element work as a functor ----
+
+template <class F> __global__ void map_kernel(size_t n, F f) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) f(i);
+}
+
+template <class F> void launch_map(size_t n, F f) {
+    if (!n) return;
+    map_kernel<<<grid_for(n, kThreads), kThreads, 0, cuda_stream()>>>(n, f);
+    cudaCheckLaunch();
+}
+
+struct SwigluFwd {
+    float *h;
+    const float *gate, *up;
+    __device__ void operator()(size_t i) const { h[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i]; }
+};
+
+struct SwigluBwd {
+    float *dgate, *dup;
+    const float *dh, *gate, *up;
+    __device__ void operator()(size_t i) const {
+        const float g = gate[i], sig = 1.0f / (1.0f + expf(-g)), d = dh[i];
+        dgate[i] = d * up[i] * (sig * (1.0f + g * (1.0f - sig)));  // d silu(g) / dg
+        dup[i] = d * (g * sig);
+    }
+};
+
+// x (rows, nh, hd) in place, rows = (B, T): (x1, x2) -> (x1 c - x2 s', x2 c + x1 s'), s' = sign * s
+struct RopeRotate {
+    float *x;
+    const float *cos_t, *sin_t;  // (positions, half)
+    int T, nh, hd, pos0;
+    float sign;
+    __device__ void operator()(size_t idx) const {  // idx = ((bt * nh + h) * half + i)
+        const int half = hd / 2, i = (int)(idx % half);
+        const size_t bth = idx / half;
+        const size_t pos = (size_t)pos0 + (bth / nh) % T;
+        float *x1 = x + bth * hd, *x2 = x1 + half;
+        const float c = cos_t[pos * half + i], s = sign * sin_t[pos * half + i];
+        const float a = x1[i], b = x2[i];
+        x1[i] = a * c - b * s;
+        x2[i] = b * c + a * s;
+    }
+};
+
+struct EmbeddingGather {
+    float *out;
+    const int32_t *tokens;
+    const float *wte;
+    int D;
+    __device__ void operator()(size_t i) const { out[i] = wte[(size_t)tokens[i / D] * D + i % D]; }
+};
+
+struct Iota {
+    int32_t *x;
+    __device__ void operator()(size_t i) const { x[i] = (int32_t)i; }
+};
+
+struct AddInPlace {
+    float *y;
+    const float *x;
+    __device__ void operator()(size_t i) const { y[i] += x[i]; }
+};
+
+struct Add3 {
+    float *out;
+    const float *a, *b;
+    __device__ void operator()(size_t i) const { out[i] = a[i] + b[i]; }
+};
+
+struct Scale {
+    float *x;
+    float s;
+    __device__ void operator()(size_t i) const { x[i] *= s; }
+};
+
+// torch.optim.AdamW; the bias corrections are folded into step_size and bc2_sqrt on the host
+struct AdamW {
+    float *p, *m, *v;
+    const float *g;
+    float beta1, beta2, b1c, b2c, step_size, bc2_sqrt, eps, decay;
+    __device__ void operator()(size_t i) const {
+        const float gi = g[i];
+        const float mi = beta1 * m[i] + b1c * gi, vi = beta2 * v[i] + b2c * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = p[i] * decay - step_size * (mi / (sqrtf(vi) / bc2_sqrt + eps));
+    }
+};
+
+struct F32ToBf16 {
+    uint16_t *dst;
+    const float *src;
+    __device__ void operator()(size_t i) const {
+        const uint32_t u = __float_as_uint(src[i]);
+        // round to nearest even: add 0x7fff plus the lowest kept bit, then truncate; NaN must
+        // not round into Inf, so it keeps its top bits with the quiet bit forced
+        dst[i] = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u)
+                                                   : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+};
+
+struct Bf16ToF32 {
+    float *dst;
+    const uint16_t *src;
+    __device__ void operator()(size_t i) const { dst[i] = __uint_as_float((uint32_t)src[i] << 16); }
+};
+
+// ---- RMSNorm ----
+
+// one block per row: out = inp * rstd * w
+__global__ void rmsnorm_fwd_kernel(float *out, float *rstd, const float *inp, const float *w, int D, float eps) {
+    __shared__ float sh[32];
+    const float *x = inp + (size_t)blockIdx.x * D;
+    float *o = out + (size_t)blockIdx.x * D;
+    float ss = 0.0f;
+    for (int j = threadIdx.x; j < D; j += blockDim.x) ss += x[j] * x[j];
+    ss = block_reduce(ss, SumOp(), sh);
+    const float r = 1.0f / sqrtf(ss / D + eps);
+    if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+    for (int j = threadIdx.x; j < D; j += blockDim.x) o[j] = (x[j] * r) * w[j];
+}
+
+// one block per row: dinp += r * (dy * w - xhat * mean(dy * w * xhat)), xhat = x * r
+__global__ void rmsnorm_bwd_dinp_kernel(float *dinp, const float *dout, const float *inp, const float *w,
+                                        const float *rstd, int D) {
+    __shared__ float sh[32];
+    const size_t row = (size_t)blockIdx.x * D;
+    const float *x = inp + row, *dy = dout + row;
+    float *dx = dinp + row;
+    const float r = rstd[blockIdx.x];
+    float acc = 0.0f;
+    for (int j = threadIdx.x; j < D; j += blockDim.x) acc += (dy[j] * w[j]) * (x[j] * r);
+    const float m = block_reduce(acc, SumOp(), sh) / D;
+    for (int j = threadIdx.x; j < D; j += blockDim.x) dx[j] += r * (dy[j] * w[j] - (x[j] * r) * m);
+}
+
+// dw partial sums, part (chunks, D): column j of chunk c sums dy * xhat over that chunk's rows in
+// order. Threads run along columns, so every row read is coalesced.
+__global__ void rmsnorm_dw_partial_kernel(float *part, const float *dout, const float *inp, const float *rstd, int N,
+                                          int D, int rows_per_chunk) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= D) return;
+    const int n0 = blockIdx.y * rows_per_chunk, n1 = min(N, n0 + rows_per_chunk);
+    float s = 0.0f;
+    for (int n = n0; n < n1; n++) s += dout[(size_t)n * D + j] * (inp[(size_t)n * D + j] * rstd[n]);
+    part[(size_t)blockIdx.y * D + j] = s;
+}
+
+// dw += the chunks' partial sums, in chunk order
+__global__ void rmsnorm_dw_reduce_kernel(float *dw, const float *part, int chunks, int D) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= D) return;
+    float s = 0.0f;
+    for (int c = 0; c < chunks; c++) s += part[(size_t)c * D + j];
+    dw[j] += s;
+}
+
+constexpr int kDwChunks = 128;  // row chunks for dw: enough blocks to fill the GPU at small D
+ScratchBuf rmsnorm_scratch;
+
+// ---- embedding backward ----
+// Deterministic without atomics: the (token, position) pairs are radix-sorted by token (a stable
+// sort, so positions stay ascending within a token), then the first sorted entry of each run of
+// equal tokens owns that wte row and adds the run's dout rows to it in position order: the same
+// additions, in the same order, as the CPU's sequential loop.
+__global__ void embedding_bwd_kernel(float *dwte, const float *dout, const int32_t *sorted_tok,
+                                     const int32_t *sorted_pos, int N, int D) {
+    const int i = blockIdx.x;
+    const int32_t tok = sorted_tok[i];
+    if (i > 0 && sorted_tok[i - 1] == tok) return;  // not the head of its run
+    int end = i + 1;
+    while (end < N && sorted_tok[end] == tok) end++;
+    float *dst = dwte + (size_t)tok * D;
+    for (int j = threadIdx.x; j < D; j += blockDim.x) {
+        float acc = dst[j];
+        for (int r = i; r < end; r++) acc += dout[(size_t)sorted_pos[r] * D + j];
+        dst[j] = acc;
+    }
+}
+
+ScratchBuf embedding_scratch;
+
+size_t align256(size_t b) { return (b + 255) / 256 * 256; }
+
+// ---- cross-entropy and double reductions ----
+
+// (max, sum exp(x - max)) pairs: merging two running softmax denominators
+struct LseOp {
+    __device__ float2 operator()(float2 a, float2 b) const {
+        if (b.x == -INFINITY) return a;
+        if (a.x == -INFINITY) return b;
+        const float m = fmaxf(a.x, b.x);
+        return make_float2(m, a.y * expf(a.x - m) + b.y * expf(b.x - m));
+    }
+};
+
+constexpr int kCeThreads = 512;
+
+// one block per row of logits (V): loss into losses[row]; with dscale != 0 the row becomes
+// (softmax - onehot) * dscale. One read for the (online) max and sum, one read+write for the gradient.
+__global__ void crossentropy_kernel(float *logits, const int32_t *targets, double *losses, int V, float dscale) {
+    __shared__ float2 sh[32];
+    float *x = logits + (size_t)blockIdx.x * V;
+    const int t = targets[blockIdx.x];
+    const float xt = x[t];  // read before the block_reduce barrier, so before any thread overwrites it
+    float m = -INFINITY, s = 0.0f;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        const float v = x[j];
+        if (v > m) {
+            s = s * expf(m - v) + 1.0f;
+            m = v;
+        } else {
+            s += expf(v - m);
+        }
+    }
+    const float2 ms = block_reduce(make_float2(m, s), LseOp(), sh);
+    if (threadIdx.x == 0) losses[blockIdx.x] = log((double)ms.y) + ms.x - xt;
+    if (dscale != 0.0f) {
+        const float c = dscale / ms.y;
+        for (int j = threadIdx.x; j < V; j += blockDim.x) {
+            const float g = expf(x[j] - ms.x) * c;
+            x[j] = j == t ? g - dscale : g;
+        }
+    }
+}
+
+// *out = sum of x (n), one block, fixed order
+__global__ void sum_doubles_kernel(double *out, const double *x, size_t n) {
+    __shared__ double sh[32];
+    double s = 0.0;
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
+    s = block_reduce(s, SumOp(), sh);
+    if (threadIdx.x == 0) *out = s;
+}
+
+// part[block] = sum of x^2 over the block's grid-stride share, in double
+__global__ void sumsq_partial_kernel(double *part, const float *x, size_t n) {
+    __shared__ double sh[32];
+    double s = 0.0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        s += (double)x[i] * x[i];
+    s = block_reduce(s, SumOp(), sh);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+constexpr unsigned kSumsqBlocks = 1024;  // the grid depends only on n, so the sum order does too
+ScratchBuf reduce_scratch;
+
+// the sum of x (n doubles) on the host
+double sum_doubles(const double *x, size_t n) {
+    sum_doubles_kernel<<<1, 1024, 0, cuda_stream()>>>(cuda_ctx.result_dev, x, n);
+    cudaCheckLaunch();
+    return cuda_fetch_result();
+}
+
+}  // namespace
+
+extern "C" {
+
+void cuda_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int D, float eps) {
+    if (N <= 0) return;
+    rmsnorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(out, rstd, inp, w, D, eps);
+    cudaCheckLaunch();
+}
+
+void cuda_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd,
+                      int N, int D) {
+    if (N <= 0) return;
+    rmsnorm_bwd_dinp_kernel<<<N, kThreads, 0, cuda_stream()>>>(dinp, dout, inp, w, rstd, D);
+    cudaCheckLaunch();
+    const int rows_per_chunk = (N + kDwChunks - 1) / kDwChunks, chunks = (N + rows_per_chunk - 1) / rows_per_chunk;
+    float *part = (float *)rmsnorm_scratch.get(sizeof(float) * (size_t)chunks * D);  // (chunks, D)
+    const unsigned col_blocks = (D + kThreads - 1) / kThreads;
+    rmsnorm_dw_partial_kernel<<<dim3(col_blocks, chunks), kThreads, 0, cuda_stream()>>>(part, dout, inp, rstd, N, D,
+                                                                                         rows_per_chunk);
+    cudaCheckLaunch();
+    rmsnorm_dw_reduce_kernel<<<col_blocks, kThreads, 0, cuda_stream()>>>(dw, part, chunks, D);
+    cudaCheckLaunch();
+}
+
+void cuda_rope_table(float *cos_t, float *sin_t, int T, int hd, float theta) {
+    // built on the host in double by the CPU kernel, so both backends use identical tables
+    const size_t n = (size_t)T * (hd / 2);
+    float *c = (float *)mallocCheck(sizeof(float) * n), *s = (float *)mallocCheck(sizeof(float) * n);
+    cpu_rope_table(c, s, T, hd, theta);
+    cuda_upload(cos_t, c, sizeof(float) * n);
+    cuda_upload(sin_t, s, sizeof(float) * n);
+    free(c);
+    free(s);
+}
+
+void cuda_rope_fwd(float *x, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0) {
+    launch_map((size_t)B * T * nh * (hd / 2), RopeRotate{x, cos_t, sin_t, T, nh, hd, pos0, 1.0f});
+}
+
+void cuda_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0) {
+    // the transpose of a rotation is the rotation by the negative angle
+    launch_map((size_t)B * T * nh * (hd / 2), RopeRotate{dx, cos_t, sin_t, T, nh, hd, pos0, -1.0f});
+}
+
+void cuda_swiglu_fwd(float *h, const float *gate, const float *up, size_t N) {
+    launch_map(N, SwigluFwd{h, gate, up});
+}
+
+void cuda_swiglu_bwd(float *dgate, float *dup, const float *dh, const float *gate, const float *up, size_t N) {
+    launch_map(N, SwigluBwd{dgate, dup, dh, gate, up});
+}
+
+void cuda_embedding_fwd(float *out, const int32_t *tokens, const float *wte, int N, int D) {
+    launch_map((size_t)N * D, EmbeddingGather{out, tokens, wte, D});
+}
+
+void cuda_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, int N, int D) {
+    if (N <= 0) return;
+    size_t sort_bytes = 0;
+    cudaCheck(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, (const int32_t *)nullptr, (int32_t *)nullptr,
+                                              (const int32_t *)nullptr, (int32_t *)nullptr, N, 0, 32, cuda_stream()));
+    // scratch: sorted tokens, positions, sorted positions (N each), then cub's temporary storage
+    const size_t arr = align256(sizeof(int32_t) * (size_t)N);
+    char *base = (char *)embedding_scratch.get(3 * arr + sort_bytes);
+    int32_t *sorted_tok = (int32_t *)base, *pos = (int32_t *)(base + arr), *sorted_pos = (int32_t *)(base + 2 * arr);
+    launch_map((size_t)N, Iota{pos});
+    cudaCheck(cub::DeviceRadixSort::SortPairs(base + 3 * arr, sort_bytes, tokens, sorted_tok, pos, sorted_pos, N, 0,
+                                              32, cuda_stream()));
+    embedding_bwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(dwte, dout, sorted_tok, sorted_pos, N, D);
+    cudaCheckLaunch();
+}
+
+double cuda_crossentropy_fwd_bwd(float *logits, const int32_t *targets, int N, int V, float dscale) {
+    if (N <= 0) return 0.0;
+    double *losses = (double *)reduce_scratch.get(sizeof(double) * (size_t)N);  // (N)
+    crossentropy_kernel<<<N, kCeThreads, 0, cuda_stream()>>>(logits, targets, losses, V, dscale);
+    cudaCheckLaunch();
+    return sum_doubles(losses, (size_t)N);
+}
+
+void cuda_add(float *y, const float *x, size_t n) { launch_map(n, AddInPlace{y, x}); }
+
+void cuda_add3(float *out, const float *a, const float *b, size_t n) { launch_map(n, Add3{out, a, b}); }
+
+void cuda_scale(float *x, float s, size_t n) { launch_map(n, Scale{x, s}); }
+
+void cuda_zero(float *x, size_t n) {
+    if (n) cudaCheck(cudaMemsetAsync(x, 0, sizeof(float) * n, cuda_stream()));
+}
+
+void cuda_copy(float *dst, const float *src, size_t n) {
+    if (n && dst != src)
+        cudaCheck(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyDeviceToDevice, cuda_stream()));
+}
+
+double cuda_sumsq(const float *x, size_t n) {
+    if (!n) return 0.0;
+    const unsigned blocks = grid_for(n, kThreads, kSumsqBlocks);
+    double *part = (double *)reduce_scratch.get(sizeof(double) * blocks);
+    sumsq_partial_kernel<<<blocks, kThreads, 0, cuda_stream()>>>(part, x, n);
+    cudaCheckLaunch();
+    return sum_doubles(part, blocks);
+}
+
+void cuda_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                float wd, int step) {
+    // exactly the CPU's constants: bias corrections in double, then rounded to float
+    const double bc1 = 1.0 - pow(beta1, step), bc2 = 1.0 - pow(beta2, step);
+    launch_map(n, AdamW{p, m, v, g, beta1, beta2, 1.0f - beta1, 1.0f - beta2, (float)(lr / bc1), (float)sqrt(bc2),
+                        eps, (float)(1.0 - (double)lr * wd)});
+}
+
+void cuda_f32_to_bf16(uint16_t *dst, const float *src, size_t n) { launch_map(n, F32ToBf16{dst, src}); }
+
+void cuda_bf16_to_f32(float *dst, const uint16_t *src, size_t n) { launch_map(n, Bf16ToF32{dst, src}); }
+
+}  // extern "C"

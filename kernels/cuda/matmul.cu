@@ -1,0 +1,122 @@
+// matmul: linear layers through cuBLASLt, fp32 in and out with fp32 compute (CUBLAS_COMPUTE_32F,
+// not TF32, so results match the CPU's sgemm to float rounding). Weights are row-major [out, in].
+// cuBLASLt is column-major: a row-major (R, C) matrix is the column-major (C, R) one, so each
+// row-major product below is issued as its transpose.
+#include "common.cuh"
+
+namespace {
+
+// One cuBLASLt problem: descriptors, layouts and the heuristic's algorithm, built once per shape
+// and pointer alignment (the heuristic may pick kernels that need aligned operands).
+struct GemmKey {
+    int ta, tb, m, n, k, lda, ldb, ldc, align_a, align_b, align_c;
+    bool operator==(const GemmKey &o) const {
+        return ta == o.ta && tb == o.tb && m == o.m && n == o.n && k == o.k && lda == o.lda && ldb == o.ldb &&
+               ldc == o.ldc && align_a == o.align_a && align_b == o.align_b && align_c == o.align_c;
+    }
+};
+
+struct GemmPlan {
+    GemmKey key;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+};
+
+constexpr int kPlanCache = 64;  // a training run uses about a dozen shapes
+GemmPlan plans[kPlanCache];
+int num_plans, next_victim;
+
+// largest power of two (<= 256) dividing the address
+uint32_t alignment_of(const void *p) {
+    uint32_t a = 256;
+    while (a > 4 && (uintptr_t)p % a) a /= 2;
+    return a;
+}
+
+void destroy_plan(GemmPlan &p) {
+    cublasCheck(cublasLtMatrixLayoutDestroy(p.a));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p.b));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p.c));
+    cublasCheck(cublasLtMatmulDescDestroy(p.op));
+}
+
+void build_plan(GemmPlan &p, const GemmKey &k) {
+    p.key = k;
+    cublasCheck(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t opa = k.ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = k.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    cublasCheck(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    // layouts describe the stored matrices, before the transposes
+    cublasCheck(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, k.ta ? k.k : k.m, k.ta ? k.m : k.k, k.lda));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, k.tb ? k.n : k.k, k.tb ? k.k : k.n, k.ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, k.m, k.n, k.ldc));
+
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t ws = cuda_ctx.workspace_bytes;
+    const uint32_t al[3] = {(uint32_t)k.align_a, (uint32_t)k.align_b, (uint32_t)k.align_c};
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0],
+                                                     sizeof al[0]));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1],
+                                                     sizeof al[1]));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2],
+                                                     sizeof al[2]));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2],
+                                                     sizeof al[2]));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    cublasCheck(cublasLtMatmulAlgoGetHeuristic(cuda_ctx.lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found));
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    if (!found)
+        comm_fatal("cuBLASLt has no fp32 algorithm for m=%d n=%d k=%d (ta=%d tb=%d lda=%d ldb=%d ldc=%d)", k.m, k.n,
+                   k.k, k.ta, k.tb, k.lda, k.ldb, k.ldc);
+    p.algo = res.algo;
+}
+
+const GemmPlan &get_plan(const GemmKey &k) {
+    for (int i = 0; i < num_plans; i++)
+        if (plans[i].key == k) return plans[i];
+    int slot = num_plans;
+    if (num_plans < kPlanCache) {
+        num_plans++;
+    } else {  // full: replace round-robin
+        slot = next_victim;
+        next_victim = (next_victim + 1) % kPlanCache;
+        destroy_plan(plans[slot]);
+    }
+    build_plan(plans[slot], k);
+    return plans[slot];
+}
+
+// column-major C (m, n) = op(A) (m, k) @ op(B) (k, n) + beta * C
+void gemm(bool ta, bool tb, int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+          float beta) {
+    if (m <= 0 || n <= 0 || k <= 0) return;
+    const GemmKey key = {ta, tb, m, n, k, lda, ldb, ldc, (int)alignment_of(A), (int)alignment_of(B),
+                         (int)alignment_of(C)};
+    const GemmPlan &p = get_plan(key);
+    const float alpha = 1.0f;
+    cublasCheck(cublasLtMatmul(cuda_ctx.lt, p.op, &alpha, A, p.a, B, p.b, &beta, C, p.c, C, p.c, &p.algo,
+                               cuda_ctx.workspace, cuda_ctx.workspace_bytes, cuda_stream()));
+}
+
+}  // namespace
+
+extern "C" {
+
+void cuda_matmul_fwd(float *out, const float *inp, const float *w, int N, int IN, int OUT) {
+    // out^T (OUT, N) = w (OUT, IN) @ inp^T (IN, N); column-major w is (IN, OUT), inp is (IN, N)
+    gemm(true, false, OUT, N, IN, w, IN, inp, IN, out, OUT, 0.0f);
+}
+
+void cuda_matmul_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w, int N, int IN,
+                     int OUT, int accumulate_dinp) {
+    // dinp^T (IN, N) = w^T (IN, OUT) @ dout^T (OUT, N)
+    if (dinp) gemm(false, false, IN, N, OUT, w, IN, dout, OUT, dinp, IN, accumulate_dinp ? 1.0f : 0.0f);
+    // dw^T (IN, OUT) += inp^T (IN, N) @ dout (N, OUT)
+    gemm(false, true, IN, OUT, N, inp, IN, dout, OUT, dw, IN, 1.0f);
+}
+
+}  // extern "C"

@@ -1,0 +1,140 @@
+// memory: device setup, the compute stream, a caching allocator and host <-> device copies.
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "common.cuh"
+
+CudaContext cuda_ctx;
+
+namespace {
+
+// ---- caching allocator ----
+// cudaMalloc/cudaFree synchronise the device and cost milliseconds, so freed blocks are kept on
+// per-size-class free lists and handed out again. Small requests round up to a power of two,
+// big ones to a 2 MiB multiple (the driver's own granularity). Reuse is safe without events
+// because every op runs on the one compute stream: work queued after the new owner's first use
+// runs after the old owner's last.
+
+constexpr size_t kMinBlock = 512;
+constexpr size_t kSmallMax = (size_t)1 << 20;
+constexpr size_t kLargeGrain = (size_t)2 << 20;
+
+std::mutex alloc_mutex;
+std::unordered_map<size_t, std::vector<void *>> free_blocks;  // size class -> cached blocks
+std::unordered_map<void *, size_t> live_blocks;                // block -> its size class
+size_t bytes_in_use, peak_in_use;
+
+size_t size_class(size_t bytes) {
+    if (bytes <= kMinBlock) return kMinBlock;
+    if (bytes <= kSmallMax) {
+        size_t c = kMinBlock;
+        while (c < bytes) c *= 2;
+        return c;
+    }
+    return (bytes + kLargeGrain - 1) / kLargeGrain * kLargeGrain;
+}
+
+// Gives every cached block back to the driver (when cudaMalloc runs out).
+void release_cached() {
+    for (auto &kv : free_blocks)
+        for (void *p : kv.second) cudaCheck(cudaFree(p));
+    free_blocks.clear();
+}
+
+}  // namespace
+
+void *cuda_alloc_uninit(size_t bytes) {
+    std::lock_guard<std::mutex> lock(alloc_mutex);
+    const size_t cls = size_class(bytes);
+    void *p = nullptr;
+    auto it = free_blocks.find(cls);
+    if (it != free_blocks.end() && !it->second.empty()) {
+        p = it->second.back();
+        it->second.pop_back();
+    } else if (cudaMalloc(&p, cls) != cudaSuccess) {
+        (void)cudaGetLastError();  // clear the out-of-memory error, free the cache and retry once
+        release_cached();
+        cudaError_t e = cudaMalloc(&p, cls);
+        if (e != cudaSuccess)
+            comm_fatal("cudaMalloc(%zu bytes) failed: %s (%.1f MiB in use)", cls, cudaGetErrorString(e),
+                       bytes_in_use / 1048576.0);
+    }
+    live_blocks[p] = cls;
+    bytes_in_use += cls;
+    if (bytes_in_use > peak_in_use) peak_in_use = bytes_in_use;
+    return p;
+}
+
+double cuda_fetch_result(void) {
+    cudaCheck(cudaMemcpyAsync(cuda_ctx.result_host, cuda_ctx.result_dev, sizeof(double), cudaMemcpyDeviceToHost,
+                              cuda_stream()));
+    cudaCheck(cudaStreamSynchronize(cuda_stream()));
+    return *cuda_ctx.result_host;
+}
+
+extern "C" {
+
+void *cuda_alloc(size_t bytes) {
+    void *p = cuda_alloc_uninit(bytes);
+    if (bytes) cudaCheck(cudaMemsetAsync(p, 0, bytes, cuda_stream()));
+    return p;
+}
+
+void cuda_free(void *p) {
+    if (!p) return;
+    std::lock_guard<std::mutex> lock(alloc_mutex);
+    auto it = live_blocks.find(p);
+    if (it == live_blocks.end()) comm_fatal("cuda_free: %p was not allocated by cuda_alloc", p);
+    bytes_in_use -= it->second;
+    free_blocks[it->second].push_back(p);
+    live_blocks.erase(it);
+}
+
+double cuda_peak_mem_mib(void) {
+    std::lock_guard<std::mutex> lock(alloc_mutex);
+    return peak_in_use / 1048576.0;
+}
+
+// Synchronous like the CPU's memcpy: the caller may reuse host_src (pinned or not) on return.
+void cuda_upload(void *dst, const void *host_src, size_t bytes) {
+    if (!bytes) return;
+    cudaCheck(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, cuda_stream()));
+    cudaCheck(cudaStreamSynchronize(cuda_stream()));
+}
+
+void cuda_download(void *host_dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    cudaCheck(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, cuda_stream()));
+    cudaCheck(cudaStreamSynchronize(cuda_stream()));
+}
+
+void cuda_sync(void) { cudaCheck(cudaStreamSynchronize(cuda_stream())); }
+
+void *cuda_compute_stream(void) { return (void *)cuda_ctx.stream; }
+
+int cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();  // no driver or no device: not an error here, just no GPU
+        return 0;
+    }
+    return n;
+}
+
+void cuda_bind(int device, char *name, size_t len) {
+    cudaCheck(cudaSetDevice(device));
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, device));
+    if (name && len) snprintf(name, len, "%s", prop.name);
+    if (cuda_ctx.stream) return;  // already bound
+    // non-blocking: no implicit ordering against the legacy default stream
+    cudaCheck(cudaStreamCreateWithFlags(&cuda_ctx.stream, cudaStreamNonBlocking));
+    cublasCheck(cublasLtCreate(&cuda_ctx.lt));
+    cuda_ctx.workspace_bytes = (size_t)32 << 20;
+    cuda_ctx.workspace = cuda_alloc_uninit(cuda_ctx.workspace_bytes);
+    cuda_ctx.result_dev = (double *)cuda_alloc_uninit(sizeof(double));
+    cudaCheck(cudaMallocHost((void **)&cuda_ctx.result_host, sizeof(double)));
+}
+
+}  // extern "C"

@@ -1,0 +1,457 @@
+// test_gpu: checks every CUDA kernel (cuda_<op>) against the CPU one (cpu_<op>) on random inputs.
+// Errors are max|gpu - cpu| / max|cpu|. Prints `ok - gpu <name>` / `not ok - gpu <name> (<detail>)`
+// per check and exits 1 if any failed; without a visible GPU it prints a skip line and exits 0.
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "kernels/backend.h"
+
+// tolerances on the relative error
+#define TOL_EW 1e-4   // elementwise, norms, cross-entropy
+#define TOL_MM 1e-3   // matmul, attention
+
+static int failures;
+
+static void report(int ok, const char *name, const char *fmt, ...) {
+    printf("%s - gpu %s", ok ? "ok" : "not ok", name);
+    if (!ok) {
+        va_list ap;
+        va_start(ap, fmt);
+        printf(" (");
+        vprintf(fmt, ap);
+        printf(")");
+        va_end(ap);
+        failures++;
+    }
+    printf("\n");
+}
+
+// ---- helpers ----
+
+static uint64_t rng_state = 0x853c49e6748fea9bULL;
+
+static uint64_t rng_next(void) {  // splitmix64
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static float rng_uniform(float lo, float hi) { return lo + (hi - lo) * (float)((rng_next() >> 40) * 0x1p-24); }
+
+static float *rand_vec(size_t n, float lo, float hi) {
+    float *x = mallocCheck(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) x[i] = rng_uniform(lo, hi);
+    return x;
+}
+
+static int32_t *rand_tokens(size_t n, int V) {
+    int32_t *t = mallocCheck(sizeof(int32_t) * n);
+    for (size_t i = 0; i < n; i++) t[i] = (int32_t)(rng_next() % (uint64_t)V);
+    return t;
+}
+
+// a device copy of host memory
+static void *to_dev(const void *host, size_t bytes) {
+    void *d = cuda_alloc(bytes);
+    cuda_upload(d, host, bytes);
+    return d;
+}
+
+static float *dev_f(const float *host, size_t n) { return to_dev(host, sizeof(float) * n); }
+
+// max|a - ref| / max(max|ref|, 1e-6)
+static double rel_err(const float *a, const float *ref, size_t n) {
+    double md = 0.0, mr = 1e-6;
+    for (size_t i = 0; i < n; i++) {
+        md = fmax(md, fabs((double)a[i] - ref[i]));
+        mr = fmax(mr, fabs((double)ref[i]));
+        if (isnan(a[i]) != isnan(ref[i])) return INFINITY;
+    }
+    return md / mr;
+}
+
+// downloads n floats of gpu and compares them with the host reference; tol 0 demands equal bits
+static void check(const char *name, const float *gpu, const float *ref, size_t n, double tol) {
+    float *a = mallocCheck(sizeof(float) * n);
+    cuda_download(a, gpu, sizeof(float) * n);
+    if (tol == 0.0) {
+        size_t bad = n;
+        for (size_t i = 0; i < n && bad == n; i++)
+            if (memcmp(a + i, ref + i, sizeof(float))) bad = i;
+        report(bad == n, name, "first difference at %zu: %.9g vs %.9g", bad, bad < n ? a[bad] : 0.0f,
+               bad < n ? ref[bad] : 0.0f);
+    } else {
+        const double e = rel_err(a, ref, n);
+        report(e < tol, name, "rel err %.3g >= %.1g", e, tol);
+    }
+    free(a);
+}
+
+static void check_scalar(const char *name, double gpu, double ref, double tol) {
+    const double e = fabs(gpu - ref) / fmax(fabs(ref), 1e-12);
+    report(e < tol, name, "%.12g vs %.12g, rel err %.3g", gpu, ref, e);
+}
+
+// ---- memory ----
+
+static void test_memory(void) {
+    const size_t n = 3000;
+    float *h = rand_vec(n, -1, 1), *back = mallocCheck(sizeof(float) * n);
+    float *d = dev_f(h, n);
+    cuda_download(back, d, sizeof(float) * n);
+    report(!memcmp(h, back, sizeof(float) * n), "upload/download round trip", "data differs");
+    cuda_free(d);
+    // a reused block must come back zeroed
+    float *z = cuda_alloc(sizeof(float) * n);
+    cuda_download(back, z, sizeof(float) * n);
+    int zero = 1;
+    for (size_t i = 0; i < n; i++) zero &= back[i] == 0.0f;
+    report(zero, "alloc after free is zeroed", "nonzero data");
+    cuda_free(z);
+    report(cuda_peak_mem_mib() > 0.0, "peak_mem_mib", "%.3f", cuda_peak_mem_mib());
+    // pinned host buffers: zeroed, and usable as copy source and destination
+    float *pin = cuda_alloc_host(sizeof(float) * n);
+    zero = 1;
+    for (size_t i = 0; i < n; i++) zero &= pin[i] == 0.0f;
+    memcpy(pin, h, sizeof(float) * n);
+    d = cuda_alloc(sizeof(float) * n);
+    cuda_upload(d, pin, sizeof(float) * n);
+    memset(pin, 0, sizeof(float) * n);
+    cuda_download(pin, d, sizeof(float) * n);
+    report(zero && !memcmp(pin, h, sizeof(float) * n), "alloc_host zeroed, round trip through it", "zeroed=%d", zero);
+    cuda_free(d);
+    cuda_free_host(pin);
+    free(h);
+    free(back);
+}
+
+// ---- matmul ----
+
+static void test_matmul(int N, int IN, int OUT, int misalign) {
+    char name[96];
+    const int o = misalign;  // offset in floats: pointers not 16-byte aligned
+    float *inp = rand_vec(N * IN + o, -1, 1), *w = rand_vec(OUT * IN + o, -1, 1), *dout = rand_vec(N * OUT + o, -1, 1);
+    float *out = mallocCheck(sizeof(float) * (N * OUT + o));
+    float *dinp = rand_vec(N * IN + o, -1, 1), *dw = rand_vec(OUT * IN + o, -1, 1);
+    float *d_inp = dev_f(inp, N * IN + o), *d_w = dev_f(w, OUT * IN + o), *d_dout = dev_f(dout, N * OUT + o);
+    float *d_out = cuda_alloc(sizeof(float) * (N * OUT + o));
+    float *d_dinp = dev_f(dinp, N * IN + o), *d_dw = dev_f(dw, OUT * IN + o);
+
+    cpu_matmul_fwd(out + o, inp + o, w + o, N, IN, OUT);
+    cuda_matmul_fwd(d_out + o, d_inp + o, d_w + o, N, IN, OUT);
+    snprintf(name, sizeof name, "matmul_fwd N=%d IN=%d OUT=%d offset=%d", N, IN, OUT, o);
+    check(name, d_out + o, out + o, N * OUT, TOL_MM);
+
+    for (int acc = 0; acc <= 1; acc++) {  // dinp overwritten, then accumulated; dw accumulates both times
+        cpu_matmul_bwd(dinp + o, dw + o, dout + o, inp + o, w + o, N, IN, OUT, acc);
+        cuda_matmul_bwd(d_dinp + o, d_dw + o, d_dout + o, d_inp + o, d_w + o, N, IN, OUT, acc);
+        snprintf(name, sizeof name, "matmul_bwd dinp acc=%d N=%d IN=%d OUT=%d offset=%d", acc, N, IN, OUT, o);
+        check(name, d_dinp + o, dinp + o, N * IN, TOL_MM);
+        snprintf(name, sizeof name, "matmul_bwd dw += (pass %d) N=%d IN=%d OUT=%d offset=%d", acc, N, IN, OUT, o);
+        check(name, d_dw + o, dw + o, OUT * IN, TOL_MM);
+    }
+    cpu_matmul_bwd(NULL, dw + o, dout + o, inp + o, w + o, N, IN, OUT, 0);
+    cuda_matmul_bwd(NULL, d_dw + o, d_dout + o, d_inp + o, d_w + o, N, IN, OUT, 0);
+    snprintf(name, sizeof name, "matmul_bwd dinp=NULL dw N=%d IN=%d OUT=%d offset=%d", N, IN, OUT, o);
+    check(name, d_dw + o, dw + o, OUT * IN, TOL_MM);
+
+    float *bufs[] = {inp, w, dout, out, dinp, dw}, *dbufs[] = {d_inp, d_w, d_dout, d_out, d_dinp, d_dw};
+    for (int i = 0; i < 6; i++) free(bufs[i]), cuda_free(dbufs[i]);
+}
+
+// ---- RMSNorm ----
+
+static void test_rmsnorm(int N, int D) {
+    char name[64];
+    float *inp = rand_vec((size_t)N * D, -2, 2), *w = rand_vec(D, 0.5f, 1.5f), *dout = rand_vec((size_t)N * D, -1, 1);
+    float *out = mallocCheck(sizeof(float) * N * D), *rstd = mallocCheck(sizeof(float) * N);
+    float *dinp = rand_vec((size_t)N * D, -1, 1), *dw = rand_vec(D, -1, 1);
+    float *d_inp = dev_f(inp, (size_t)N * D), *d_w = dev_f(w, D), *d_dout = dev_f(dout, (size_t)N * D);
+    float *d_out = cuda_alloc(sizeof(float) * N * D), *d_rstd = cuda_alloc(sizeof(float) * N);
+    float *d_dinp = dev_f(dinp, (size_t)N * D), *d_dw = dev_f(dw, D);
+    cpu_rmsnorm_fwd(out, rstd, inp, w, N, D, 1e-5f);
+    cuda_rmsnorm_fwd(d_out, d_rstd, d_inp, d_w, N, D, 1e-5f);
+    snprintf(name, sizeof name, "rmsnorm_fwd out N=%d D=%d", N, D);
+    check(name, d_out, out, (size_t)N * D, TOL_EW);
+    snprintf(name, sizeof name, "rmsnorm_fwd rstd N=%d D=%d", N, D);
+    check(name, d_rstd, rstd, N, TOL_EW);
+    cpu_rmsnorm_bwd(dinp, dw, dout, inp, w, rstd, N, D);
+    cuda_rmsnorm_bwd(d_dinp, d_dw, d_dout, d_inp, d_w, d_rstd, N, D);
+    snprintf(name, sizeof name, "rmsnorm_bwd dinp += N=%d D=%d", N, D);
+    check(name, d_dinp, dinp, (size_t)N * D, TOL_EW);
+    snprintf(name, sizeof name, "rmsnorm_bwd dw += N=%d D=%d", N, D);
+    check(name, d_dw, dw, D, TOL_EW);
+    float *bufs[] = {inp, w, dout, out, rstd, dinp, dw}, *dbufs[] = {d_inp, d_w, d_dout, d_out, d_rstd, d_dinp, d_dw};
+    for (int i = 0; i < 7; i++) free(bufs[i]), cuda_free(dbufs[i]);
+}
+
+// ---- RoPE ----
+
+static void test_rope(void) {
+    const int B = 2, T = 9, nh = 3, hd = 24, pos0 = 5, Tt = T + pos0, half = hd / 2;
+    const size_t n = (size_t)B * T * nh * hd, nt = (size_t)Tt * half;
+    float *c = mallocCheck(sizeof(float) * nt), *s = mallocCheck(sizeof(float) * nt);
+    float *d_c = cuda_alloc(sizeof(float) * nt), *d_s = cuda_alloc(sizeof(float) * nt);
+    cpu_rope_table(c, s, Tt, hd, 10000.0f);
+    cuda_rope_table(d_c, d_s, Tt, hd, 10000.0f);
+    check("rope_table cos", d_c, c, nt, 0.0);
+    check("rope_table sin", d_s, s, nt, 0.0);
+    float *x = rand_vec(n, -1, 1), *d_x = dev_f(x, n);
+    cpu_rope_fwd(x, c, s, B, T, nh, hd, pos0);
+    cuda_rope_fwd(d_x, d_c, d_s, B, T, nh, hd, pos0);
+    check("rope_fwd pos0=5", d_x, x, n, TOL_EW);
+    cpu_rope_bwd(x, c, s, B, T, nh, hd, pos0);
+    cuda_rope_bwd(d_x, d_c, d_s, B, T, nh, hd, pos0);
+    check("rope_bwd pos0=5", d_x, x, n, TOL_EW);
+    free(c), free(s), free(x);
+    cuda_free(d_c), cuda_free(d_s), cuda_free(d_x);
+}
+
+// ---- attention ----
+
+// Forward with Tq queries over Tk keys (kv batch stride kv_bstride); with Tq == Tk and a
+// contiguous kv also backward, run twice on the GPU to check it is deterministic.
+static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride) {
+    char name[160], cfg[96];
+    snprintf(cfg, sizeof cfg, "B=%d Tq=%d Tk=%d H=%d KV=%d hd=%d kv_bstride=%zu", B, Tq, Tk, H, KV, hd, kv_bstride);
+    const size_t nq = (size_t)B * Tq * H * hd, nkv = (size_t)B * kv_bstride;
+    float *q = rand_vec(nq, -2, 2), *k = rand_vec(nkv, -2, 2), *v = rand_vec(nkv, -1, 1);
+    float *out = mallocCheck(sizeof(float) * nq);
+    float *saved = mallocCheck(sizeof(float) * cpu_attention_saved_floats(B, H, Tq, Tk));
+    float *d_q = dev_f(q, nq), *d_k = dev_f(k, nkv), *d_v = dev_f(v, nkv), *d_out = cuda_alloc(sizeof(float) * nq);
+    float *d_saved = cuda_alloc(sizeof(float) * cuda_attention_saved_floats(B, H, Tq, Tk));
+    cpu_attention_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride);
+    cuda_attention_fwd(d_out, d_saved, d_q, d_k, d_v, B, Tq, Tk, H, KV, hd, kv_bstride);
+    snprintf(name, sizeof name, "attention_fwd %s", cfg);
+    check(name, d_out, out, nq, TOL_MM);
+
+    if (Tq == Tk && kv_bstride == (size_t)Tk * KV * hd) {
+        const int T = Tq;
+        float *dout = rand_vec(nq, -1, 1), *dq = mallocCheck(sizeof(float) * nq);
+        float *dk = mallocCheck(sizeof(float) * nkv), *dv = mallocCheck(sizeof(float) * nkv);
+        float *scratch = mallocCheck(sizeof(float) * cpu_attention_scratch_floats(B, H, T));
+        cpu_attention_bwd(dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd);
+        // the GPU outputs start as garbage: backward must overwrite them
+        float *d_dout = dev_f(dout, nq), *d_dq = dev_f(q, nq), *d_dk = dev_f(k, nkv), *d_dv = dev_f(v, nkv);
+        float *d_scratch = cuda_alloc(sizeof(float) * cuda_attention_scratch_floats(B, H, T));
+        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd);
+        const float *gpu[3] = {d_dq, d_dk, d_dv}, *ref[3] = {dq, dk, dv};
+        const size_t len[3] = {nq, nkv, nkv};
+        const char *what[3] = {"dq", "dk", "dv"};
+        float *first[3];
+        for (int i = 0; i < 3; i++) {
+            snprintf(name, sizeof name, "attention_bwd %s %s", what[i], cfg);
+            check(name, gpu[i], ref[i], len[i], TOL_MM);
+            first[i] = mallocCheck(sizeof(float) * len[i]);
+            cuda_download(first[i], gpu[i], sizeof(float) * len[i]);
+        }
+        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd);
+        for (int i = 0; i < 3; i++) {
+            snprintf(name, sizeof name, "attention_bwd %s deterministic %s", what[i], cfg);
+            check(name, gpu[i], first[i], len[i], 0.0);
+            free(first[i]);
+        }
+        free(dout), free(dq), free(dk), free(dv), free(scratch);
+        cuda_free(d_dout), cuda_free(d_dq), cuda_free(d_dk), cuda_free(d_dv), cuda_free(d_scratch);
+    }
+    free(q), free(k), free(v), free(out), free(saved);
+    cuda_free(d_q), cuda_free(d_k), cuda_free(d_v), cuda_free(d_out), cuda_free(d_saved);
+}
+
+// ---- SwiGLU ----
+
+static void test_swiglu(size_t N) {
+    float *g = rand_vec(N, -6, 6), *u = rand_vec(N, -2, 2), *dh = rand_vec(N, -1, 1);
+    float *h = mallocCheck(sizeof(float) * N), *dg = mallocCheck(sizeof(float) * N), *du = mallocCheck(sizeof(float) * N);
+    float *d_g = dev_f(g, N), *d_u = dev_f(u, N), *d_dh = dev_f(dh, N);
+    float *d_h = cuda_alloc(sizeof(float) * N), *d_dg = cuda_alloc(sizeof(float) * N), *d_du = cuda_alloc(sizeof(float) * N);
+    cpu_swiglu_fwd(h, g, u, N);
+    cuda_swiglu_fwd(d_h, d_g, d_u, N);
+    check("swiglu_fwd", d_h, h, N, TOL_EW);
+    cpu_swiglu_bwd(dg, du, dh, g, u, N);
+    cuda_swiglu_bwd(d_dg, d_du, d_dh, d_g, d_u, N);
+    check("swiglu_bwd dgate", d_dg, dg, N, TOL_EW);
+    check("swiglu_bwd dup", d_du, du, N, TOL_EW);
+    float *bufs[] = {g, u, dh, h, dg, du}, *dbufs[] = {d_g, d_u, d_dh, d_h, d_dg, d_du};
+    for (int i = 0; i < 6; i++) free(bufs[i]), cuda_free(dbufs[i]);
+}
+
+// ---- embedding ----
+
+static void test_embedding(void) {
+    const int V = 50, N = 700, D = 300;
+    int32_t *tok = rand_tokens(N, 7);  // few distinct tokens: long runs of repeats
+    for (int n = 100; n < 400; n++) tok[n] = 42;  // and one token seen 300 times in a row
+    tok[N - 1] = V - 1;
+    float *wte = rand_vec((size_t)V * D, -1, 1), *dout = rand_vec((size_t)N * D, -1, 1);
+    float *out = mallocCheck(sizeof(float) * N * D);
+    int32_t *d_tok = to_dev(tok, sizeof(int32_t) * N);
+    float *d_wte = dev_f(wte, (size_t)V * D), *d_dout = dev_f(dout, (size_t)N * D);
+    float *d_out = cuda_alloc(sizeof(float) * N * D);
+    cpu_embedding_fwd(out, tok, wte, N, D);
+    cuda_embedding_fwd(d_out, d_tok, d_wte, N, D);
+    check("embedding_fwd (exact)", d_out, out, (size_t)N * D, 0.0);
+    // dwte += ...: wte itself serves as the prior gradient; same additions in the same order
+    cpu_embedding_bwd(wte, dout, tok, N, D);
+    cuda_embedding_bwd(d_wte, d_dout, d_tok, N, D);
+    check("embedding_bwd repeated tokens (exact)", d_wte, wte, (size_t)V * D, 0.0);
+    free(tok), free(wte), free(dout), free(out);
+    cuda_free(d_tok), cuda_free(d_wte), cuda_free(d_dout), cuda_free(d_out);
+}
+
+// ---- cross-entropy ----
+
+static void test_crossentropy(int N, int V) {
+    char name[80];
+    const size_t n = (size_t)N * V;
+    float *logits = rand_vec(n, -8, 8), *orig = mallocCheck(sizeof(float) * n);
+    memcpy(orig, logits, sizeof(float) * n);
+    int32_t *tgt = rand_tokens(N, V);
+    float *d_logits = dev_f(logits, n);
+    int32_t *d_tgt = to_dev(tgt, sizeof(int32_t) * N);
+    // evaluation: logits untouched
+    const double le_cpu = cpu_crossentropy_fwd_bwd(logits, tgt, N, V, 0.0f);
+    const double le_gpu = cuda_crossentropy_fwd_bwd(d_logits, d_tgt, N, V, 0.0f);
+    snprintf(name, sizeof name, "crossentropy loss (eval) N=%d V=%d", N, V);
+    check_scalar(name, le_gpu, le_cpu, 1e-5);
+    snprintf(name, sizeof name, "crossentropy dscale=0 leaves logits N=%d V=%d", N, V);
+    check(name, d_logits, orig, n, 0.0);
+    const float dscale = 1.0f / N;
+    const double l_cpu = cpu_crossentropy_fwd_bwd(logits, tgt, N, V, dscale);
+    const double l_gpu = cuda_crossentropy_fwd_bwd(d_logits, d_tgt, N, V, dscale);
+    snprintf(name, sizeof name, "crossentropy loss N=%d V=%d", N, V);
+    check_scalar(name, l_gpu, l_cpu, 1e-5);
+    snprintf(name, sizeof name, "crossentropy dlogits N=%d V=%d", N, V);
+    check(name, d_logits, logits, n, TOL_EW);
+    free(logits), free(orig), free(tgt);
+    cuda_free(d_logits), cuda_free(d_tgt);
+}
+
+// ---- vector ops, sumsq, AdamW ----
+
+static void test_vector_ops(void) {
+    const size_t n = 100003;
+    float *a = rand_vec(n, -1, 1), *b = rand_vec(n, -1, 1), *c = mallocCheck(sizeof(float) * n);
+    float *d_a = dev_f(a, n), *d_b = dev_f(b, n), *d_c = cuda_alloc(sizeof(float) * n);
+    cpu_add3(c, a, b, n);
+    cuda_add3(d_c, d_a, d_b, n);
+    check("add3 (exact)", d_c, c, n, 0.0);
+    cpu_add(a, b, n);
+    cuda_add(d_a, d_b, n);
+    check("add (exact)", d_a, a, n, 0.0);
+    cpu_scale(a, 0.37f, n);
+    cuda_scale(d_a, 0.37f, n);
+    check("scale (exact)", d_a, a, n, 0.0);
+    cpu_copy(c, a, n);
+    cuda_copy(d_c, d_a, n);
+    check("copy (exact)", d_c, c, n, 0.0);
+    cpu_zero(c, n - 1);
+    cuda_zero(d_c, n - 1);
+    check("zero (exact)", d_c, c, n, 0.0);
+    free(a), free(b), free(c);
+    cuda_free(d_a), cuda_free(d_b), cuda_free(d_c);
+}
+
+static void test_sumsq(size_t n) {
+    char name[64];
+    float *x = rand_vec(n, -3, 3), *d_x = dev_f(x, n);
+    const double ref = cpu_sumsq(x, n), got = cuda_sumsq(d_x, n);
+    snprintf(name, sizeof name, "sumsq n=%zu", n);
+    check_scalar(name, got, ref, 1e-9);
+    snprintf(name, sizeof name, "sumsq deterministic n=%zu", n);
+    const double again = cuda_sumsq(d_x, n);
+    report(!memcmp(&got, &again, sizeof got), name, "%.17g vs %.17g", got, again);
+    free(x);
+    cuda_free(d_x);
+}
+
+static void test_adamw(void) {
+    const size_t n = 10007;
+    float *p = rand_vec(n, -1, 1), *g = rand_vec(n, -0.1f, 0.1f), *m = rand_vec(n, -0.01f, 0.01f);
+    float *v = rand_vec(n, 0.0f, 1e-4f);
+    float *d_p = dev_f(p, n), *d_g = dev_f(g, n), *d_m = dev_f(m, n), *d_v = dev_f(v, n);
+    for (int step = 1; step <= 3; step++) {
+        cpu_adamw(p, g, m, v, n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
+        cuda_adamw(d_p, d_g, d_m, d_v, n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
+    }
+    check("adamw p (3 steps)", d_p, p, n, 1e-5);
+    check("adamw m", d_m, m, n, 1e-5);
+    check("adamw v", d_v, v, n, 1e-5);
+    free(p), free(g), free(m), free(v);
+    cuda_free(d_p), cuda_free(d_g), cuda_free(d_m), cuda_free(d_v);
+}
+
+// ---- bf16 ----
+
+static void test_bf16(void) {
+    const size_t n = 4096;
+    float *x = rand_vec(n, -100, 100);
+    // specials: NaNs, infinities, signed zeros, exact ties (round to even both ways), overflow to Inf
+    const uint32_t special[] = {0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7f800000u, 0xff800000u, 0x00000000u,
+                                0x80000000u, 0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x00000001u, 0x807fffffu};
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) memcpy(x + i, special + i, sizeof(float));
+    uint16_t *h = mallocCheck(sizeof(uint16_t) * n), *hg = mallocCheck(sizeof(uint16_t) * n);
+    float *y = mallocCheck(sizeof(float) * n);
+    float *d_x = dev_f(x, n), *d_y = cuda_alloc(sizeof(float) * n);
+    uint16_t *d_h = cuda_alloc(sizeof(uint16_t) * n);
+    cpu_f32_to_bf16(h, x, n);
+    cuda_f32_to_bf16(d_h, d_x, n);
+    cuda_download(hg, d_h, sizeof(uint16_t) * n);
+    report(!memcmp(h, hg, sizeof(uint16_t) * n), "f32_to_bf16 (exact, with NaN/Inf/ties)", "bits differ");
+    cpu_bf16_to_f32(y, h, n);
+    cuda_bf16_to_f32(d_y, d_h, n);
+    check("bf16_to_f32 (exact)", d_y, y, n, 0.0);
+    free(x), free(h), free(hg), free(y);
+    cuda_free(d_x), cuda_free(d_y), cuda_free(d_h);
+}
+
+int main(int argc, char **argv) {
+    comm_init(&argc, &argv);
+    cpu_init(2);
+    if (cuda_device_count() == 0) {
+        printf("# no GPU visible: skipped\n");
+        comm_finalize();
+        return 0;
+    }
+    char name[128];
+    cuda_bind(0, name, sizeof name);
+    printf("# device: %s\n", name);
+
+    test_memory();
+    test_matmul(64, 128, 96, 0);
+    test_matmul(67, 45, 83, 1);  // odd sizes, pointers off 16-byte alignment
+    test_rmsnorm(37, 300);
+    test_rmsnorm(300, 4096);
+    test_rope();
+    report(cuda_attention_saved_floats(2, 8, 7, 100) == (size_t)2 * 8 * 7, "attention_saved_floats", "%zu",
+           cuda_attention_saved_floats(2, 8, 7, 100));
+    report(cuda_attention_scratch_floats(2, 8, 100) >= (size_t)2 * 8 * 100, "attention_scratch_floats", "%zu",
+           cuda_attention_scratch_floats(2, 8, 100));
+    test_attention(2, 256, 256, 8, 2, 64, (size_t)256 * 2 * 64);    // GQA, whole tiles
+    test_attention(1, 130, 130, 4, 2, 128, (size_t)130 * 2 * 128);  // hd 128, T not a multiple of the tile
+    test_attention(2, 77, 77, 6, 3, 24, (size_t)77 * 3 * 24);       // hd padded to 32
+    test_attention(1, 200, 200, 4, 1, 80, (size_t)200 * 1 * 80);    // hd padded to 128, one kv head
+    test_attention(1, 1, 37, 8, 2, 64, (size_t)(37 + 11) * 2 * 64);  // KV cache: one new token
+    test_attention(1, 7, 100, 8, 2, 64, (size_t)(128) * 2 * 64);      // KV cache: a prompt chunk
+    test_attention(2, 7, 100, 4, 4, 128, (size_t)(150) * 4 * 128);    // KV cache, two sequences, hd 128
+    test_swiglu(100003);
+    test_embedding();
+    test_crossentropy(13, 1000);
+    test_crossentropy(5, 32000);
+    test_vector_ops();
+    test_sumsq(1000003);
+    test_sumsq(5);
+    test_adamw();
+    test_bf16();
+    cuda_sync();
+
+    printf("# %s\n", failures ? "FAILED" : "all passed");
+    comm_finalize();
+    return failures ? 1 : 0;
+}
