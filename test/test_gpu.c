@@ -10,45 +10,11 @@
 
 #include "comm/comm.h"
 #include "kernels/backend.h"
+#include "test/testutil.h"
 
 // tolerances on the relative error
 #define TOL_EW 1e-4   // elementwise, norms, cross-entropy
 #define TOL_MM 1e-3   // matmul, attention
-
-static int failures;
-
-static void report(int ok, const char *name, const char *fmt, ...) {
-    printf("%s - gpu %s", ok ? "ok" : "not ok", name);
-    if (!ok) {
-        va_list ap;
-        va_start(ap, fmt);
-        printf(" (");
-        vprintf(fmt, ap);
-        printf(")");
-        va_end(ap);
-        failures++;
-    }
-    printf("\n");
-}
-
-// ---- helpers ----
-
-static uint64_t rng_state = 0x853c49e6748fea9bULL;
-
-static uint64_t rng_next(void) {  // splitmix64
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static float rng_uniform(float lo, float hi) { return lo + (hi - lo) * (float)((rng_next() >> 40) * 0x1p-24); }
-
-static float *rand_vec(size_t n, float lo, float hi) {
-    float *x = mallocCheck(sizeof(float) * n);
-    for (size_t i = 0; i < n; i++) x[i] = rng_uniform(lo, hi);
-    return x;
-}
 
 static int32_t *rand_tokens(size_t n, int V) {
     int32_t *t = mallocCheck(sizeof(int32_t) * n);
@@ -414,6 +380,7 @@ static void test_bf16(void) {
 int main(int argc, char **argv) {
     comm_init(&argc, &argv);
     cpu_init(2);
+    snprintf(test_prefix, sizeof test_prefix, "gpu ");
     if (cuda_device_count() == 0) {
         printf("# no GPU visible: skipped\n");
         comm_finalize();

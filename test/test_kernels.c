@@ -10,47 +10,14 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "test/testutil.h"
 
 // finite differences: step, tolerance on max|a-n| / max(max|n|, 1e-3), entries probed per tensor
 #define FD_EPS 1e-2f
 #define FD_TOL 2e-2
 #define FD_MAX_PROBES 300
 
-static int failures;
 static int suite_threads;
-
-static void report(int ok, const char *name, const char *fmt, ...) {
-    printf("%s - [%d thr] %s", ok ? "ok" : "not ok", suite_threads, name);
-    if (!ok) {
-        va_list ap;
-        va_start(ap, fmt);
-        printf(" (");
-        vprintf(fmt, ap);
-        printf(")");
-        va_end(ap);
-        failures++;
-    }
-    printf("\n");
-}
-
-// ---- helpers ----
-
-static uint64_t rng_state = 0x853c49e6748fea9bULL;
-
-static uint64_t rng_next(void) {  // splitmix64
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static float rng_uniform(float lo, float hi) { return lo + (hi - lo) * (float)((rng_next() >> 40) * 0x1p-24); }
-
-static float *rand_vec(size_t n, float lo, float hi) {
-    float *x = malloc(sizeof(float) * n);
-    for (size_t i = 0; i < n; i++) x[i] = rng_uniform(lo, hi);
-    return x;
-}
 
 static float *dup_vec(const float *x, size_t n) {
     float *y = malloc(sizeof(float) * n);
@@ -622,6 +589,7 @@ int main(void) {
     static const int thread_counts[2] = {1, 3};
     for (int i = 0; i < 2; i++) {
         suite_threads = thread_counts[i];
+        snprintf(test_prefix, sizeof test_prefix, "[%d thr] ", suite_threads);
         kern_init(suite_threads);
         report(kern_num_threads() == suite_threads, "kern_init sets threads", "got %d", kern_num_threads());
         test_matmul();
