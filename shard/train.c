@@ -310,7 +310,7 @@ void train_run(Config *c) {
             comm_allreduce_max_f64(comm_world(), &mem, 1);
             char mfu[48] = "";
             double peak = kern_peak_flops();
-            if (peak > 0)  // PaLM accounting: 6N + 12*L*H*hd*T FLOPs per token, against dense bf16 peak
+            if (peak > 0)  // MFU against the dense bf16 peak
                 snprintf(mfu, sizeof mfu, ", MFU: %.1f%%", 100.0 * samples * T / dt * r.flops_per_token / (peak * comm_info.world));
             comm_log("Batch %d Loss: %.5f, Speed: %.2f samples/sec, lr: %.6f, tokens/sec: %.0f%s, grad_norm: %.4f, mem: %.0f MiB\n",
                      done, loss, samples / dt, lr, samples * T / dt, mfu, gnorm, mem);
