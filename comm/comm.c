@@ -35,14 +35,22 @@ static void mpi_check(int err, const char *file, int line) {
 }
 
 // MPI reduction op for bf16 stored as uint16: inout = bf16(f32(in) + f32(inout))
+// It runs on every reduction step of every bf16 collective, so its fp32 scratch is kept and
+// only grows (MPI is initialised single-threaded: one caller at a time).
 static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
+    static float *scratch;
+    static size_t cap;
     size_t n = (size_t)*len;
-    float *a = mallocCheck(2 * n * sizeof(float)), *b = a + n;
+    if (2 * n > cap) {
+        free(scratch);
+        cap = 2 * n;
+        scratch = mallocCheck(cap * sizeof(float));
+    }
+    float *a = scratch, *b = scratch + n;
     cpu_bf16_to_f32(a, in, n);  // MPI moves host buffers: the CPU kernels do the sum
     cpu_bf16_to_f32(b, inout, n);
     cpu_add(b, a, n);
     cpu_f32_to_bf16(inout, b, n);
-    free(a);
 }
 
 void comm_init(int *argc, char ***argv) {
