@@ -20,6 +20,7 @@ int main(int argc, char **argv) {
     cfg.num_threads = kern_num_threads();
     const char *err = kern_select_device(cfg.device, comm_info.local_rank);
     if (err) comm_fail_all("%s", err);
+    kern_set_compute_bf16(!strcmp(cfg.precision, "bf16"));
     train_run(&cfg);
     comm_finalize();
     return 0;

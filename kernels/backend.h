@@ -15,6 +15,10 @@
     X(void, upload, (void *dst, const void *host_src, size_t bytes), (dst, host_src, bytes))                           \
     X(void, download, (void *host_dst, const void *src, size_t bytes), (host_dst, src, bytes))                         \
     X(void, sync, (void), ())                                                                                          \
+    X(int, download_async, (void *host_dst, const void *src, size_t bytes), (host_dst, src, bytes))                    \
+    X(int, upload_async, (void *dst, const void *host_src, size_t bytes), (dst, host_src, bytes))                      \
+    X(void, async_wait, (int ticket), (ticket))                                                                        \
+    X(void, async_fence, (void), ())                                                                                   \
     X(double, peak_mem_mib, (void), ())                                                                                \
     X(void, matmul_fwd, (float *out, const float *inp, const float *w, int N, int IN, int OUT),                        \
       (out, inp, w, N, IN, OUT))                                                                                       \
@@ -75,6 +79,7 @@ KERN_DECLARE(cuda)
 // CUDA device setup (kernels/cuda): number of visible GPUs (0 when none or no driver), bind one.
 int cuda_device_count(void);
 void cuda_bind(int device, char *name, size_t len);
+void cuda_set_bf16_compute(int on);
 #endif
 
 #endif

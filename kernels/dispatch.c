@@ -39,6 +39,14 @@ const char *kern_select_device(const char *want, int local_rank) {
     return NULL;  // auto without a GPU: the CPU
 }
 
+void kern_set_compute_bf16(int on) {
+#ifdef FSDPC_CUDA
+    cuda_set_bf16_compute(on);
+#else
+    (void)on;
+#endif
+}
+
 void kern_adamw_host(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
                      float eps, float wd, int step) {
     cpu_adamw(p, g, m, v, n, lr, beta1, beta2, eps, wd, step);

@@ -15,6 +15,9 @@
 const char *kern_select_device(const char *want, int local_rank);
 int kern_on_gpu(void);
 const char *kern_device_name(void);  // e.g. "cpu" or "cuda:0 (NVIDIA H100 80GB HBM3)"
+// --precision bf16 on a GPU: matmuls and attention round their operands to bf16 and run on the
+// tensor cores, accumulating in fp32 (outputs stay fp32). The CPU always computes in fp32.
+void kern_set_compute_bf16(int on);
 // threads used by the CPU kernels (0 = library default)
 void kern_init(int num_threads);
 int kern_num_threads(void);
@@ -27,6 +30,15 @@ void kern_free_host(void *p);
 void kern_upload(void *dst, const void *host_src, size_t bytes);
 void kern_download(void *host_dst, const void *src, size_t bytes);
 void kern_sync(void);                // waits for queued device work
+// Copies on a second device queue, so they overlap host work and kernels (pinned host memory).
+// A download starts once the kernels queued before it are done. Each returns a ticket:
+// kern_async_wait(ticket) blocks until that copy is done (and the host buffer is free again);
+// kern_async_fence() makes kernels queued after it wait for every copy queued so far. On the
+// CPU they are plain copies, done on return.
+int kern_download_async(void *host_dst, const void *src, size_t bytes);
+int kern_upload_async(void *dst, const void *host_src, size_t bytes);
+void kern_async_wait(int ticket);
+void kern_async_fence(void);
 double kern_peak_mem_mib(void);      // device memory high-water mark (0 on CPU)
 double kern_peak_flops(void);        // dense bf16 peak of the GPU for MFU (0: CPU or unknown GPU)
 // profiler ranges (NVTX on CUDA, nothing on CPU) so nsys shows units, phases and collectives

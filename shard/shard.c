@@ -336,13 +336,19 @@ double shard_clip_grads(ShardState *s, float max_norm) {
 
 void shard_adamw_step(ShardState *s, const Config *cfg, float lr) {
     s->step++;
+    // offload: every gradient shard heads to the host at once; the host steps unit u while later
+    // units are still copying down and earlier masters are copying back up
+    if (s->offload)
+        for (int u = 0; u < s->nunits; u++) {
+            FlatUnit *f = &s->units[u];
+            f->copy_ticket = kern_download_async(f->host_grad, f->grad_shard, f->shard_len * sizeof(float));
+        }
     for (int u = 0; u < s->nunits; u++) {
         FlatUnit *f = &s->units[u];
         const UnitSpec *spec = &s->plan->units[u];
-        size_t bytes = f->shard_len * sizeof(float);
         const float *grad = f->grad_shard;
-        if (s->offload) {  // the gradient comes to the host; the new master goes back for gathers
-            kern_download(f->host_grad, f->grad_shard, bytes);
+        if (s->offload) {
+            kern_async_wait(f->copy_ticket);
             grad = f->host_grad;
         }
         for (int t = 0; t < spec->ntensors; t++) {
@@ -353,6 +359,7 @@ void shard_adamw_step(ShardState *s, const Config *cfg, float lr) {
                                                         f->exp_avg_sq + local, n, lr, cfg->beta1, cfg->beta2,
                                                         cfg->adam_eps, wd, s->step);
         }
-        if (s->offload) kern_upload(f->device_master, f->master, bytes);
+        if (s->offload) kern_upload_async(f->device_master, f->master, f->shard_len * sizeof(float));
     }
+    if (s->offload) kern_async_fence();  // the next gathers read the new masters
 }

@@ -26,6 +26,7 @@ typedef struct {
     // on the CPU, and the device keeps only this copy of the master shard for the gathers
     float *device_master;         // (shard_len) == master unless offloaded
     float *host_grad;             // (shard_len) offload: the gradient shard copied to the host
+    int copy_ticket;              // offload: the kern_*_async copy of host_grad
     float *params;                // (padded) gathered parameters while gathered, else NULL
     float *grads;                 // (padded) full gradient while backward needs it, else NULL
     int param_slot, grad_slot;    // pool slot in use, or -1

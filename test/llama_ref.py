@@ -24,6 +24,9 @@ class LlamaConfig:
     max_context_width: int
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
+    # fused attention (torch >= 2.0, flash kernels on a GPU) for speed baselines; the parity
+    # tests keep the explicit softmax below
+    sdpa: bool = False
 
     @property
     def head_dim(self):
@@ -91,6 +94,9 @@ class Attention(nn.Module):
         # Grouped-query attention: query head h reads kv head h // (H // KV).
         k = k.repeat_interleave(H // KV, dim=1)
         v = v.repeat_interleave(H // KV, dim=1)
+        if self.cfg.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.o_proj(y.transpose(1, 2).reshape(B, T, H * hd))
         scores = q @ k.transpose(-2, -1) / math.sqrt(hd)
         future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
         att = scores.masked_fill(future, float("-inf")).softmax(dim=-1)

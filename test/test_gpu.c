@@ -15,6 +15,16 @@
 // tolerances on the relative error
 #define TOL_EW 1e-4   // elementwise, norms, cross-entropy
 #define TOL_MM 1e-3   // matmul, attention
+#define TOL_BF16 2e-2 // matmul, attention with bf16 operands (8-bit mantissas) against fp32 on the CPU
+
+// the current mode of the tensor-core ops, its tolerance and a name suffix
+static int bf16_mode;
+static double tol_mm(void) { return bf16_mode ? TOL_BF16 : TOL_MM; }
+static const char *mode_name(void) { return bf16_mode ? " [bf16]" : ""; }
+static void set_bf16_mode(int on) {
+    bf16_mode = on;
+    cuda_set_bf16_compute(on);
+}
 
 static int32_t *rand_tokens(size_t n, int V) {
     int32_t *t = mallocCheck(sizeof(int32_t) * n);
@@ -91,6 +101,18 @@ static void test_memory(void) {
     memset(pin, 0, sizeof(float) * n);
     cuda_download(pin, d, sizeof(float) * n);
     report(zero && !memcmp(pin, h, sizeof(float) * n), "alloc_host zeroed, round trip through it", "zeroed=%d", zero);
+    // async copies: a download waits for the kernels before it, kernels after a fence see an upload
+    cuda_scale(d = dev_f(h, n), 2.0f, n);
+    cuda_async_wait(cuda_download_async(pin, d, sizeof(float) * n));
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= pin[i] == 2.0f * h[i], pin[i] += 1.0f;
+    const int up = cuda_upload_async(d, pin, sizeof(float) * n);
+    cuda_async_fence();
+    cuda_scale(d, 0.5f, n);
+    cuda_async_wait(up);
+    cuda_download(back, d, sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) ok &= back[i] == (2.0f * h[i] + 1.0f) * 0.5f;
+    report(ok, "download_async/upload_async ordered against kernels", "data differs");
     cuda_free(d);
     cuda_free_host(pin);
     free(h);
@@ -111,21 +133,23 @@ static void test_matmul(int N, int IN, int OUT, int misalign) {
 
     cpu_matmul_fwd(out + o, inp + o, w + o, N, IN, OUT);
     cuda_matmul_fwd(d_out + o, d_inp + o, d_w + o, N, IN, OUT);
-    snprintf(name, sizeof name, "matmul_fwd N=%d IN=%d OUT=%d offset=%d", N, IN, OUT, o);
-    check(name, d_out + o, out + o, N * OUT, TOL_MM);
+    snprintf(name, sizeof name, "matmul_fwd N=%d IN=%d OUT=%d offset=%d%s", N, IN, OUT, o, mode_name());
+    check(name, d_out + o, out + o, N * OUT, tol_mm());
 
     for (int acc = 0; acc <= 1; acc++) {  // dinp overwritten, then accumulated; dw accumulates both times
         cpu_matmul_bwd(dinp + o, dw + o, dout + o, inp + o, w + o, N, IN, OUT, acc);
         cuda_matmul_bwd(d_dinp + o, d_dw + o, d_dout + o, d_inp + o, d_w + o, N, IN, OUT, acc);
-        snprintf(name, sizeof name, "matmul_bwd dinp acc=%d N=%d IN=%d OUT=%d offset=%d", acc, N, IN, OUT, o);
-        check(name, d_dinp + o, dinp + o, N * IN, TOL_MM);
-        snprintf(name, sizeof name, "matmul_bwd dw += (pass %d) N=%d IN=%d OUT=%d offset=%d", acc, N, IN, OUT, o);
-        check(name, d_dw + o, dw + o, OUT * IN, TOL_MM);
+        snprintf(name, sizeof name, "matmul_bwd dinp acc=%d N=%d IN=%d OUT=%d offset=%d%s", acc, N, IN, OUT, o,
+                 mode_name());
+        check(name, d_dinp + o, dinp + o, N * IN, tol_mm());
+        snprintf(name, sizeof name, "matmul_bwd dw += (pass %d) N=%d IN=%d OUT=%d offset=%d%s", acc, N, IN, OUT, o,
+                 mode_name());
+        check(name, d_dw + o, dw + o, OUT * IN, tol_mm());
     }
     cpu_matmul_bwd(NULL, dw + o, dout + o, inp + o, w + o, N, IN, OUT, 0);
     cuda_matmul_bwd(NULL, d_dw + o, d_dout + o, d_inp + o, d_w + o, N, IN, OUT, 0);
-    snprintf(name, sizeof name, "matmul_bwd dinp=NULL dw N=%d IN=%d OUT=%d offset=%d", N, IN, OUT, o);
-    check(name, d_dw + o, dw + o, OUT * IN, TOL_MM);
+    snprintf(name, sizeof name, "matmul_bwd dinp=NULL dw N=%d IN=%d OUT=%d offset=%d%s", N, IN, OUT, o, mode_name());
+    check(name, d_dw + o, dw + o, OUT * IN, tol_mm());
 
     float *bufs[] = {inp, w, dout, out, dinp, dw}, *dbufs[] = {d_inp, d_w, d_dout, d_out, d_dinp, d_dw};
     for (int i = 0; i < 6; i++) free(bufs[i]), cuda_free(dbufs[i]);
@@ -185,7 +209,8 @@ static void test_rope(void) {
 // contiguous kv also backward, run twice on the GPU to check it is deterministic.
 static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride) {
     char name[160], cfg[96];
-    snprintf(cfg, sizeof cfg, "B=%d Tq=%d Tk=%d H=%d KV=%d hd=%d kv_bstride=%zu", B, Tq, Tk, H, KV, hd, kv_bstride);
+    snprintf(cfg, sizeof cfg, "B=%d Tq=%d Tk=%d H=%d KV=%d hd=%d kv_bstride=%zu%s", B, Tq, Tk, H, KV, hd, kv_bstride,
+             mode_name());
     const size_t nq = (size_t)B * Tq * H * hd, nkv = (size_t)B * kv_bstride;
     float *q = rand_vec(nq, -2, 2), *k = rand_vec(nkv, -2, 2), *v = rand_vec(nkv, -1, 1);
     float *out = mallocCheck(sizeof(float) * nq);
@@ -195,7 +220,7 @@ static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t 
     cpu_attention_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride);
     cuda_attention_fwd(d_out, d_saved, d_q, d_k, d_v, B, Tq, Tk, H, KV, hd, kv_bstride);
     snprintf(name, sizeof name, "attention_fwd %s", cfg);
-    check(name, d_out, out, nq, TOL_MM);
+    check(name, d_out, out, nq, tol_mm());
 
     if (Tq == Tk && kv_bstride == (size_t)Tk * KV * hd) {
         const int T = Tq;
@@ -213,7 +238,7 @@ static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t 
         float *first[3];
         for (int i = 0; i < 3; i++) {
             snprintf(name, sizeof name, "attention_bwd %s %s", what[i], cfg);
-            check(name, gpu[i], ref[i], len[i], TOL_MM);
+            check(name, gpu[i], ref[i], len[i], tol_mm());
             first[i] = mallocCheck(sizeof(float) * len[i]);
             cuda_download(first[i], gpu[i], sizeof(float) * len[i]);
         }
@@ -391,8 +416,19 @@ int main(int argc, char **argv) {
     printf("# device: %s\n", name);
 
     test_memory();
-    test_matmul(64, 128, 96, 0);
-    test_matmul(67, 45, 83, 1);  // odd sizes, pointers off 16-byte alignment
+    for (int bf16 = 0; bf16 <= 1; bf16++) {  // the ops with a tensor-core form, in both modes
+        set_bf16_mode(bf16);
+        test_matmul(64, 128, 96, 0);
+        test_matmul(67, 45, 83, 1);  // odd sizes, pointers off 16-byte alignment
+        test_attention(2, 256, 256, 8, 2, 64, (size_t)256 * 2 * 64);    // GQA, whole tiles
+        test_attention(1, 130, 130, 4, 2, 128, (size_t)130 * 2 * 128);  // hd 128, T not a multiple of the tile
+        test_attention(2, 77, 77, 6, 3, 24, (size_t)77 * 3 * 24);       // hd padded to 32
+        test_attention(1, 200, 200, 4, 1, 80, (size_t)200 * 1 * 80);    // hd padded to 128, one kv head
+        test_attention(1, 1, 37, 8, 2, 64, (size_t)(37 + 11) * 2 * 64);  // KV cache: one new token
+        test_attention(1, 7, 100, 8, 2, 64, (size_t)(128) * 2 * 64);      // KV cache: a prompt chunk
+        test_attention(2, 7, 100, 4, 4, 128, (size_t)(150) * 4 * 128);    // KV cache, two sequences, hd 128
+    }
+    set_bf16_mode(0);
     test_rmsnorm(37, 300);
     test_rmsnorm(300, 4096);
     test_rope();
@@ -400,13 +436,6 @@ int main(int argc, char **argv) {
            cuda_attention_saved_floats(2, 8, 7, 100));
     report(cuda_attention_scratch_floats(2, 8, 100) >= (size_t)2 * 8 * 100, "attention_scratch_floats", "%zu",
            cuda_attention_scratch_floats(2, 8, 100));
-    test_attention(2, 256, 256, 8, 2, 64, (size_t)256 * 2 * 64);    // GQA, whole tiles
-    test_attention(1, 130, 130, 4, 2, 128, (size_t)130 * 2 * 128);  // hd 128, T not a multiple of the tile
-    test_attention(2, 77, 77, 6, 3, 24, (size_t)77 * 3 * 24);       // hd padded to 32
-    test_attention(1, 200, 200, 4, 1, 80, (size_t)200 * 1 * 80);    // hd padded to 128, one kv head
-    test_attention(1, 1, 37, 8, 2, 64, (size_t)(37 + 11) * 2 * 64);  // KV cache: one new token
-    test_attention(1, 7, 100, 8, 2, 64, (size_t)(128) * 2 * 64);      // KV cache: a prompt chunk
-    test_attention(2, 7, 100, 4, 4, 128, (size_t)(150) * 4 * 128);    // KV cache, two sequences, hd 128
     test_swiglu(100003);
     test_embedding();
     test_crossentropy(13, 1000);

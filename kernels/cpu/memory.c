@@ -12,4 +12,8 @@ void cpu_free_host(void *p) { free(p); }
 void cpu_upload(void *dst, const void *host_src, size_t bytes) { memcpy(dst, host_src, bytes); }
 void cpu_download(void *host_dst, const void *src, size_t bytes) { memcpy(host_dst, src, bytes); }
 void cpu_sync(void) {}
+int cpu_download_async(void *host_dst, const void *src, size_t bytes) { return memcpy(host_dst, src, bytes), 0; }
+int cpu_upload_async(void *dst, const void *host_src, size_t bytes) { return memcpy(dst, host_src, bytes), 0; }
+void cpu_async_wait(int ticket) { (void)ticket; }
+void cpu_async_fence(void) {}
 double cpu_peak_mem_mib(void) { return 0.0; }

@@ -12,7 +12,7 @@
 // to HDP in {32, 64, 128} with zeros, which changes no dot product.
 #include <math.h>
 
-#include "common.cuh"
+#include "attention.cuh"
 
 namespace {
 
@@ -21,7 +21,6 @@ constexpr int kAttThreads = 256;  // 16 x 16: ty = tid / 16 owns tile rows ty + 
 // Tile sizes per padded head dim (multiples of 16). Shared memory stays <= ~116 KB so every
 // kernel fits the A100's 163 KB per block.
 template <int P> struct AttTiles {
-    static constexpr int HDP = P;
     static constexpr int FWD_Q = 64, FWD_K = P > 64 ? 32 : 64;  // forward
     static constexpr int DKV_Q = P > 64 ? 32 : 64, DKV_K = 64;  // dK/dV
     static constexpr int DQ_Q = 64, DQ_K = P > 64 ? 32 : 64;    // dQ
@@ -283,31 +282,6 @@ __global__ void __launch_bounds__(kAttThreads)
     store_tile(dq + qrow0, ldq, dqa, nq, hd, scale);
 }
 
-// Calls f with the AttTiles of hd's padded head dim.
-template <class F> void with_head_dim(int hd, F &&f) {
-    if (hd <= 0 || hd > 128) comm_fatal("attention: head dim %d is not supported by the CUDA kernels (1..128)", hd);
-    if (hd <= 32)
-        f(AttTiles<32>());
-    else if (hd <= 64)
-        f(AttTiles<64>());
-    else
-        f(AttTiles<128>());
-}
-
-// Launches an attention kernel with smem_floats of dynamic shared memory.
-template <class... KArgs, class... Args>
-void att_launch(void (*kernel)(KArgs...), dim3 grid, size_t smem_floats, Args... args) {
-    const size_t bytes = smem_floats * sizeof(float);
-    // more than 48 KB of dynamic shared memory needs an opt-in per kernel
-    cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    kernel<<<grid, kAttThreads, bytes, cuda_stream()>>>(args...);
-    cudaCheckLaunch();
-}
-
-void check_heads(int H, int KV) {
-    if (KV <= 0 || H % KV) comm_fatal("attention: %d heads are not a multiple of %d kv heads", H, KV);
-}
-
 }  // namespace
 
 extern "C" {
@@ -327,12 +301,17 @@ void cuda_attention_fwd(float *out, float *saved, const float *q, const float *k
     if (Tq > Tk) comm_fatal("attention: %d queries but only %d keys", Tq, Tk);
     check_heads(H, KV);
     const float scale = 1.0f / sqrtf((float)hd);
-    with_head_dim(hd, [&](auto tiles) {
-        using C = decltype(tiles);
-        constexpr int HDP = C::HDP, BQ = C::FWD_Q, BK = C::FWD_K;
+    if (cuda_ctx.bf16_compute) {
+        att_tc_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, scale);
+        return;
+    }
+    with_head_dim(hd, [&](auto head) {
+        constexpr int HDP = decltype(head)::HDP;
+        using C = AttTiles<HDP>;
+        constexpr int BQ = C::FWD_Q, BK = C::FWD_K;
         const size_t smem = (size_t)(BQ + 2 * BK) * (HDP + 1) + (size_t)BQ * (BK + 1);
-        att_launch(att_fwd_kernel<HDP, BQ, BK>, dim3((Tq + BQ - 1) / BQ, H, B), smem, out, saved, q, k, v, Tq, Tk,
-                   H, KV, hd, kv_bstride, scale);
+        att_launch(att_fwd_kernel<HDP, BQ, BK>, dim3((Tq + BQ - 1) / BQ, H, B), kAttThreads, smem * sizeof(float),
+                   out, saved, q, k, v, Tq, Tk, H, KV, hd, kv_bstride, scale);
     });
 }
 
@@ -347,20 +326,24 @@ void cuda_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const f
     att_delta_kernel<<<grid_for(rows * 32, kAttThreads, 0x7fffffffu), kAttThreads, 0, cuda_stream()>>>(
         delta, dout, out, T, H, hd, rows);
     cudaCheckLaunch();
-    with_head_dim(hd, [&](auto tiles) {
-        using C = decltype(tiles);
-        constexpr int HDP = C::HDP;
+    if (cuda_ctx.bf16_compute) {
+        att_tc_bwd(dq, dk, dv, delta, dout, saved, q, k, v, B, T, H, KV, hd, scale);
+        return;
+    }
+    with_head_dim(hd, [&](auto head) {
+        constexpr int HDP = decltype(head)::HDP;
+        using C = AttTiles<HDP>;
         {
             constexpr int BQ = C::DKV_Q, BK = C::DKV_K;
             const size_t smem = (size_t)2 * (BK + BQ) * (HDP + 1) + (size_t)2 * BK * (BQ + 1) + 2 * BQ;
-            att_launch(att_bwd_dkdv_kernel<HDP, BQ, BK>, dim3((T + BK - 1) / BK, KV, B), smem, dk, dv, q, k, v, dout,
-                       saved, delta, T, H, KV, hd, scale);
+            att_launch(att_bwd_dkdv_kernel<HDP, BQ, BK>, dim3((T + BK - 1) / BK, KV, B), kAttThreads,
+                       smem * sizeof(float), dk, dv, q, k, v, dout, saved, delta, T, H, KV, hd, scale);
         }
         {
             constexpr int BQ = C::DQ_Q, BK = C::DQ_K;
             const size_t smem = (size_t)2 * (BQ + BK) * (HDP + 1) + (size_t)BQ * (BK + 1) + 2 * BQ;
-            att_launch(att_bwd_dq_kernel<HDP, BQ, BK>, dim3((T + BQ - 1) / BQ, H, B), smem, dq, q, k, v, dout, saved,
-                       delta, T, H, KV, hd, scale);
+            att_launch(att_bwd_dq_kernel<HDP, BQ, BK>, dim3((T + BQ - 1) / BQ, H, B), kAttThreads,
+                       smem * sizeof(float), dq, q, k, v, dout, saved, delta, T, H, KV, hd, scale);
         }
     });
 }

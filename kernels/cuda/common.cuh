@@ -33,11 +33,13 @@ static inline void cublas_check_at(cublasStatus_t s, const char *call, const cha
 // Device state set up by cuda_bind (memory.cu).
 struct CudaContext {
     cudaStream_t stream;     // every op is queued here, in order
+    cudaStream_t copy_stream;  // the *_async copies
     cublasLtHandle_t lt;
     void *workspace;         // cuBLASLt workspace, reused by every matmul
     size_t workspace_bytes;
     double *result_dev;      // one double: reductions the host waits for land here...
     double *result_host;     // ...and are copied to this pinned one
+    int bf16_compute;        // matmuls and attention feed bf16 to the tensor cores (fp32 accumulate)
 };
 extern CudaContext cuda_ctx;
 

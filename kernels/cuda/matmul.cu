@@ -1,5 +1,7 @@
-// matmul: linear layers through cuBLASLt, fp32 in and out with fp32 compute (CUBLAS_COMPUTE_32F,
-// not TF32, so results match the CPU's sgemm to float rounding). Weights are row-major [out, in].
+// matmul: linear layers through cuBLASLt with fp32 accumulation and fp32 outputs. In fp32 mode the
+// operands are fp32 too (CUBLAS_COMPUTE_32F, not TF32, so results match the CPU's sgemm to float
+// rounding); in bf16 mode (--precision bf16) they are rounded to bf16 first, into reused scratch,
+// so the tensor cores run at their bf16 rate. Weights are row-major [out, in].
 // cuBLASLt is column-major: a row-major (R, C) matrix is the column-major (C, R) one, so each
 // row-major product below is issued as its transpose.
 #include "common.cuh"
@@ -9,15 +11,16 @@ namespace {
 // One cuBLASLt problem: descriptors, layouts and the heuristic's algorithm, built once per shape
 // and pointer alignment (the heuristic may pick kernels that need aligned operands).
 struct GemmKey {
-    int ta, tb, m, n, k, lda, ldb, ldc, align_a, align_b, align_c;
+    int bf16, ta, tb, m, n, k, lda, ldb, ldc, align_a, align_b, align_c;  // bf16: A and B are bf16
     bool operator==(const GemmKey &o) const {
-        return ta == o.ta && tb == o.tb && m == o.m && n == o.n && k == o.k && lda == o.lda && ldb == o.ldb &&
-               ldc == o.ldc && align_a == o.align_a && align_b == o.align_b && align_c == o.align_c;
+        return bf16 == o.bf16 && ta == o.ta && tb == o.tb && m == o.m && n == o.n && k == o.k && lda == o.lda &&
+               ldb == o.ldb && ldc == o.ldc && align_a == o.align_a && align_b == o.align_b && align_c == o.align_c;
     }
 };
 
 struct GemmPlan {
     GemmKey key;
+    bool found;  // false: the heuristic had no algorithm for this problem
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
@@ -44,12 +47,13 @@ void destroy_plan(GemmPlan &p) {
 void build_plan(GemmPlan &p, const GemmKey &k) {
     p.key = k;
     cublasCheck(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cudaDataType ab = k.bf16 ? CUDA_R_16BF : CUDA_R_32F;
     const cublasOperation_t opa = k.ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = k.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasCheck(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     cublasCheck(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
     // layouts describe the stored matrices, before the transposes
-    cublasCheck(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, k.ta ? k.k : k.m, k.ta ? k.m : k.k, k.lda));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, k.tb ? k.n : k.k, k.tb ? k.k : k.n, k.ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p.a, ab, k.ta ? k.k : k.m, k.ta ? k.m : k.k, k.lda));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p.b, ab, k.tb ? k.n : k.k, k.tb ? k.k : k.n, k.ldb));
     cublasCheck(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, k.m, k.n, k.ldc));
 
     cublasLtMatmulPreference_t pref;
@@ -69,7 +73,8 @@ void build_plan(GemmPlan &p, const GemmKey &k) {
     int found = 0;
     cublasCheck(cublasLtMatmulAlgoGetHeuristic(cuda_ctx.lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found));
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
-    if (!found)
+    p.found = found > 0;
+    if (!p.found && !k.bf16)
         comm_fatal("cuBLASLt has no fp32 algorithm for m=%d n=%d k=%d (ta=%d tb=%d lda=%d ldb=%d ldc=%d)", k.m, k.n,
                    k.k, k.ta, k.tb, k.lda, k.ldb, k.ldc);
     p.algo = res.algo;
@@ -90,14 +95,46 @@ const GemmPlan &get_plan(const GemmKey &k) {
     return plans[slot];
 }
 
-// column-major C (m, n) = op(A) (m, k) @ op(B) (k, n) + beta * C
+// bf16 copies of the fp32 operands of one cuda_matmul_* call: an operand used by both of
+// backward's products (dout) is rounded once. Slots are reused by the next call; that is safe
+// because every reader is queued on the one stream before the next cast overwrites them.
+struct Bf16Operands {
+    ScratchBuf buf[3];
+    const float *src[3];
+    int used = 0;
+    void begin() { used = 0; }
+    const uint16_t *get(const float *x, size_t n) {
+        for (int i = 0; i < used; i++)
+            if (src[i] == x) return (const uint16_t *)buf[i].ptr;
+        if (used == 3) comm_fatal("matmul: more than 3 bf16 operands in one call");
+        uint16_t *d = (uint16_t *)buf[used].get(n * sizeof(uint16_t));
+        src[used++] = x;
+        cuda_f32_to_bf16(d, x, n);
+        return d;
+    }
+} bf16_ops;
+
+// column-major C (m, n) = op(A) (m, k) @ op(B) (k, n) + beta * C. A and B are contiguous
+// (na, nb elements); in bf16 mode they go to the tensor cores as bf16 unless cuBLASLt has no
+// bf16 algorithm for the problem (odd leading dimensions), which then stays fp32.
 void gemm(bool ta, bool tb, int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
           float beta) {
     if (m <= 0 || n <= 0 || k <= 0) return;
-    const GemmKey key = {ta, tb, m, n, k, lda, ldb, ldc, (int)alignment_of(A), (int)alignment_of(B),
-                         (int)alignment_of(C)};
-    const GemmPlan &p = get_plan(key);
     const float alpha = 1.0f;
+    const int ac = (int)alignment_of(C);
+    if (cuda_ctx.bf16_compute) {
+        const GemmKey key = {1, ta, tb, m, n, k, lda, ldb, ldc, 256, 256, ac};  // scratch is 256-byte aligned
+        const GemmPlan &p = get_plan(key);
+        if (p.found) {
+            const uint16_t *a = bf16_ops.get(A, (size_t)(ta ? m : k) * lda);
+            const uint16_t *b = bf16_ops.get(B, (size_t)(tb ? k : n) * ldb);
+            cublasCheck(cublasLtMatmul(cuda_ctx.lt, p.op, &alpha, a, p.a, b, p.b, &beta, C, p.c, C, p.c, &p.algo,
+                                       cuda_ctx.workspace, cuda_ctx.workspace_bytes, cuda_stream()));
+            return;
+        }
+    }
+    const GemmKey key = {0, ta, tb, m, n, k, lda, ldb, ldc, (int)alignment_of(A), (int)alignment_of(B), ac};
+    const GemmPlan &p = get_plan(key);
     cublasCheck(cublasLtMatmul(cuda_ctx.lt, p.op, &alpha, A, p.a, B, p.b, &beta, C, p.c, C, p.c, &p.algo,
                                cuda_ctx.workspace, cuda_ctx.workspace_bytes, cuda_stream()));
 }
@@ -107,16 +144,20 @@ void gemm(bool ta, bool tb, int m, int n, int k, const float *A, int lda, const 
 extern "C" {
 
 void cuda_matmul_fwd(float *out, const float *inp, const float *w, int N, int IN, int OUT) {
+    bf16_ops.begin();
     // out^T (OUT, N) = w (OUT, IN) @ inp^T (IN, N); column-major w is (IN, OUT), inp is (IN, N)
     gemm(true, false, OUT, N, IN, w, IN, inp, IN, out, OUT, 0.0f);
 }
 
 void cuda_matmul_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w, int N, int IN,
                      int OUT, int accumulate_dinp) {
+    bf16_ops.begin();
     // dinp^T (IN, N) = w^T (IN, OUT) @ dout^T (OUT, N)
     if (dinp) gemm(false, false, IN, N, OUT, w, IN, dout, OUT, dinp, IN, accumulate_dinp ? 1.0f : 0.0f);
     // dw^T (IN, OUT) += inp^T (IN, N) @ dout (N, OUT)
     gemm(false, true, IN, OUT, N, inp, IN, dout, OUT, dw, IN, 1.0f);
 }
+
+void cuda_set_bf16_compute(int on) { cuda_ctx.bf16_compute = on; }
 
 }  // extern "C"

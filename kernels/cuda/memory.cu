@@ -111,6 +111,48 @@ void cuda_download(void *host_dst, const void *src, size_t bytes) {
 
 void cuda_sync(void) { cudaCheck(cudaStreamSynchronize(cuda_stream())); }
 
+// ---- copies on the copy stream ----
+// A ticket names the event recorded after its copy. Events come from a ring: a ticket whose event
+// was recorded again by a later copy waits for that later copy, which on the in-order copy stream
+// means its own copy is done too (it only waits longer).
+namespace {
+constexpr int kCopyEvents = 256;
+cudaEvent_t copy_events[kCopyEvents], compute_mark;
+int next_ticket;
+
+int copy_async(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    if (!copy_events[0]) {
+        for (auto &e : copy_events) cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        cudaCheck(cudaEventCreateWithFlags(&compute_mark, cudaEventDisableTiming));
+    }
+    if (kind == cudaMemcpyDeviceToHost) {  // the source is written by kernels queued so far
+        cudaCheck(cudaEventRecord(compute_mark, cuda_stream()));
+        cudaCheck(cudaStreamWaitEvent(cuda_ctx.copy_stream, compute_mark, 0));
+    }
+    if (bytes) cudaCheck(cudaMemcpyAsync(dst, src, bytes, kind, cuda_ctx.copy_stream));
+    const int t = next_ticket;
+    next_ticket = (next_ticket + 1) % kCopyEvents;
+    cudaCheck(cudaEventRecord(copy_events[t], cuda_ctx.copy_stream));
+    return t;
+}
+}  // namespace
+
+int cuda_download_async(void *host_dst, const void *src, size_t bytes) {
+    return copy_async(host_dst, src, bytes, cudaMemcpyDeviceToHost);
+}
+
+int cuda_upload_async(void *dst, const void *host_src, size_t bytes) {
+    return copy_async(dst, host_src, bytes, cudaMemcpyHostToDevice);
+}
+
+void cuda_async_wait(int ticket) { cudaCheck(cudaEventSynchronize(copy_events[ticket])); }
+
+void cuda_async_fence(void) {
+    if (!copy_events[0]) return;  // nothing was ever copied
+    const int last = (next_ticket + kCopyEvents - 1) % kCopyEvents;
+    cudaCheck(cudaStreamWaitEvent(cuda_stream(), copy_events[last], 0));
+}
+
 void *cuda_compute_stream(void) { return (void *)cuda_ctx.stream; }
 
 int cuda_device_count(void) {
@@ -130,6 +172,7 @@ void cuda_bind(int device, char *name, size_t len) {
     if (cuda_ctx.stream) return;  // already bound
     // non-blocking: no implicit ordering against the legacy default stream
     cudaCheck(cudaStreamCreateWithFlags(&cuda_ctx.stream, cudaStreamNonBlocking));
+    cudaCheck(cudaStreamCreateWithFlags(&cuda_ctx.copy_stream, cudaStreamNonBlocking));
     cublasCheck(cublasLtCreate(&cuda_ctx.lt));
     cuda_ctx.workspace_bytes = (size_t)32 << 20;
     cuda_ctx.workspace = cuda_alloc_uninit(cuda_ctx.workspace_bytes);

@@ -1,0 +1,45 @@
+// attention.cuh: shared by the fp32 attention kernels (attention.cu) and their bf16 tensor-core
+// form (attention_tc.cu, used under --precision bf16). Both save the same row statistics, so
+// either backward runs after either forward.
+#ifndef FSDPC_CUDA_ATTENTION_CUH
+#define FSDPC_CUDA_ATTENTION_CUH
+
+#include "common.cuh"
+
+// A head dim padded with zeros to HDP (zeros change no dot product).
+template <int P> struct HeadDim {
+    static constexpr int HDP = P;
+};
+
+// Calls f(HeadDim<P>()) with hd padded to P in {32, 64, 128}.
+template <class F> void with_head_dim(int hd, F &&f) {
+    if (hd <= 0 || hd > 128) comm_fatal("attention: head dim %d is not supported by the CUDA kernels (1..128)", hd);
+    if (hd <= 32)
+        f(HeadDim<32>());
+    else if (hd <= 64)
+        f(HeadDim<64>());
+    else
+        f(HeadDim<128>());
+}
+
+static inline void check_heads(int H, int KV) {
+    if (KV <= 0 || H % KV) comm_fatal("attention: %d heads are not a multiple of %d kv heads", H, KV);
+}
+
+// Launches an attention kernel with smem_bytes of dynamic shared memory.
+template <class... KArgs, class... Args>
+void att_launch(void (*kernel)(KArgs...), dim3 grid, int threads, size_t smem_bytes, Args... args) {
+    // more than 48 KB of dynamic shared memory needs an opt-in per kernel
+    cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes));
+    kernel<<<grid, threads, smem_bytes, cuda_stream()>>>(args...);
+    cudaCheckLaunch();
+}
+
+// The tensor-core kernels. lse (B, H, Tq) is the forward's saved row log-sum-exp of the scaled
+// scores and delta (B, H, T) = rowsum(dout * out); shapes as in kernels.h.
+void att_tc_fwd(float *out, float *lse, const float *q, const float *k, const float *v, int B, int Tq, int Tk, int H,
+                int KV, int hd, size_t kv_bstride, float scale);
+void att_tc_bwd(float *dq, float *dk, float *dv, const float *delta, const float *dout, const float *lse,
+                const float *q, const float *k, const float *v, int B, int T, int H, int KV, int hd, float scale);
+
+#endif

@@ -1,0 +1,343 @@
+// attention_tc: causal GQA attention on the tensor cores (bf16 operands, fp32 accumulation), the
+// form used under --precision bf16. The algorithm, the saved row log-sum-exp and the ownership of
+// every output element are those of attention.cu (so results stay deterministic, no atomics);
+// what changes is that Q K^T, P V and backward's products run as 16x16x16 WMMA tiles. fp32 inputs
+// are rounded to bf16 as tiles are loaded into shared memory; P and dS are rounded as they are
+// written there. Softmax statistics, lse and Delta stay fp32.
+//
+// A block works on a 64-row tile (queries, or keys for dK/dV) with 4 warps of 16 rows each; the
+// other side streams through in 64-row tiles. A warp's scores land in shared memory and are
+// walked one row at a time, the 32 lanes across the row's 64 columns.
+#include <cuda_bf16.h>
+#include <math.h>
+#include <mma.h>
+
+#include "attention.cuh"
+
+namespace {
+
+using namespace nvcuda;
+typedef __nv_bfloat16 bf16;
+
+constexpr int kWarps = 4, kThreads = 32 * kWarps;
+constexpr int kTile = 64;         // rows of a block's tile and of each streamed tile
+constexpr int kLdS = kTile + 4;   // float score rows (WMMA wants a multiple of 4; +4 spreads banks)
+constexpr int kLdP = kTile + 8;   // bf16 probability rows (a multiple of 8)
+
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> FragA;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> FragB;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> FragBt;  // B read as rows of B^T
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> FragC;
+
+// Shared-memory row strides for a padded head dim: bf16 tiles and float output staging.
+template <int HDP> struct TcLd {
+    static constexpr int H = HDP + 8, O = HDP + 4;
+};
+
+// dst (ROWS, HDP + 8) bf16 <- fp32 rows of src (row stride ld): the first `valid` rows and hd
+// columns, zeros elsewhere. Consecutive threads read consecutive columns (coalesced).
+template <int ROWS, int HDP>
+__device__ __forceinline__ void load_tile_bf16(bf16 *dst, const float *src, size_t ld, int valid, int hd) {
+    for (int i = threadIdx.x; i < ROWS * HDP; i += kThreads) {
+        const int r = i / HDP, d = i % HDP;
+        dst[r * TcLd<HDP>::H + d] = __float2bfloat16(r < valid && d < hd ? src[(size_t)r * ld + d] : 0.0f);
+    }
+}
+
+// per-row statistics of a tile (lse and Delta), 0 past the valid rows
+__device__ __forceinline__ void load_stats(float *Ls, float *Ds, const float *lse, const float *delta, int valid) {
+    for (int r = threadIdx.x; r < kTile; r += kThreads) {
+        Ls[r] = r < valid ? lse[r] : 0.0f;
+        Ds[r] = r < valid ? delta[r] : 0.0f;
+    }
+}
+
+// One warp: C (16, NC) = A (16, K) @ B^T with B given as NC rows of K, C float (row stride ldc).
+template <int K, int NC>
+__device__ __forceinline__ void warp_abt(float *C, int ldc, const bf16 *A, int lda, const bf16 *B, int ldb) {
+    FragA a[K / 16];
+#pragma unroll
+    for (int kk = 0; kk < K / 16; kk++) wmma::load_matrix_sync(a[kk], A + 16 * kk, lda);
+#pragma unroll
+    for (int j = 0; j < NC / 16; j++) {
+        FragC c;
+        wmma::fill_fragment(c, 0.0f);
+#pragma unroll
+        for (int kk = 0; kk < K / 16; kk++) {
+            FragBt b;
+            wmma::load_matrix_sync(b, B + 16 * j * ldb + 16 * kk, ldb);
+            wmma::mma_sync(c, a[kk], b, c);
+        }
+        wmma::store_matrix_sync(C + 16 * j, c, ldc, wmma::mem_row_major);
+    }
+}
+
+// One warp: acc (16, 16 NJ) += A (16, K) @ B (K, 16 NJ), B row-major.
+template <int K, int NJ>
+__device__ __forceinline__ void warp_ab_acc(FragC (&acc)[NJ], const bf16 *A, int lda, const bf16 *B, int ldb) {
+#pragma unroll
+    for (int kk = 0; kk < K / 16; kk++) {
+        FragA a;
+        wmma::load_matrix_sync(a, A + 16 * kk, lda);
+#pragma unroll
+        for (int j = 0; j < NJ; j++) {
+            FragB b;
+            wmma::load_matrix_sync(b, B + 16 * kk * ldb + 16 * j, ldb);
+            wmma::mma_sync(acc[j], a, b, acc[j]);
+        }
+    }
+}
+
+// One warp: the first `rows` (<= 16) rows and hd columns of acc * mul to global dst (row stride
+// ld), through the warp's float staging rows (16, ldst).
+template <int NJ>
+__device__ __forceinline__ void warp_store(float *dst, size_t ld, FragC (&acc)[NJ], float *stage, int ldst, int rows,
+                                           int hd, float mul) {
+#pragma unroll
+    for (int j = 0; j < NJ; j++) wmma::store_matrix_sync(stage + 16 * j, acc[j], ldst, wmma::mem_row_major);
+    __syncwarp();
+    const int lane = threadIdx.x % 32;
+    for (int r = 0; r < min(rows, 16); r++)
+        for (int d = lane; d < hd; d += 32) dst[(size_t)r * ld + d] = stage[r * ldst + d] * mul;
+    __syncwarp();  // the staging rows are reused by the next call
+}
+
+// ---- forward ----
+// grid (Tq tiles, H, B). Query t sits at position off + t, off = Tk - Tq, and sees keys <= that.
+// The unnormalised output O of the block's rows lives in shared memory: the online softmax
+// rescales its rows, the tensor cores add P V to it.
+template <int HDP>
+__global__ void __launch_bounds__(kThreads)
+    att_fwd_tc_kernel(float *out, float *lse, const float *q, const float *k, const float *v, int Tq, int Tk, int H,
+                      int KV, int hd, size_t kv_bstride, float scale) {
+    constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
+    extern __shared__ float smem[];
+    float *Ss = smem;                       // (64, kLdS) scores
+    float *Os = Ss + kTile * kLdS;          // (64, LDO)
+    bf16 *Qs = (bf16 *)(Os + kTile * LDO);  // (64, LDH)
+    bf16 *Ks = Qs + kTile * LDH;            // (64, LDH)
+    bf16 *Vs = Ks + kTile * LDH;            // (64, LDH)
+    bf16 *Ps = Vs + kTile * LDH;            // (64, kLdP) probabilities
+    const int lane = threadIdx.x % 32, r0 = 16 * (threadIdx.x / 32);  // the warp's first row
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * kTile;  // the last tiles see the most keys: start them first
+    const int h = blockIdx.y, b = blockIdx.z, g = h / (H / KV), off = Tk - Tq;
+    const int nq = min(kTile, Tq - q0), kend = off + q0 + nq;  // keys [0, kend) are visible to some row
+    const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
+    const size_t qrow0 = ((size_t)b * Tq + q0) * ldq + (size_t)h * hd;
+    const float *kb = k + b * kv_bstride + (size_t)g * hd, *vb = v + b * kv_bstride + (size_t)g * hd;
+
+    load_tile_bf16<kTile, HDP>(Qs, q + qrow0, ldq, nq, hd);
+    for (int i = threadIdx.x; i < kTile * LDO; i += kThreads) Os[i] = 0.0f;
+    float m[16], l[16];  // the warp's rows; every lane holds the same values
+#pragma unroll
+    for (int r = 0; r < 16; r++) m[r] = -INFINITY, l[r] = 0.0f;
+
+    for (int k0 = 0; k0 < kend; k0 += kTile) {
+        const int nk = min(kTile, kend - k0);
+        __syncthreads();  // the previous tile's Ks, Vs are no longer read
+        load_tile_bf16<kTile, HDP>(Ks, kb + k0 * ldk, ldk, nk, hd);
+        load_tile_bf16<kTile, HDP>(Vs, vb + k0 * ldk, ldk, nk, hd);
+        __syncthreads();
+        warp_abt<HDP, kTile>(Ss + r0 * kLdS, kLdS, Qs + r0 * LDH, LDH, Ks, LDH);  // S = Q K^T
+        __syncwarp();
+#pragma unroll
+        for (int r = 0; r < 16; r++) {
+            const int row = r0 + r, qpos = off + q0 + row;
+            float s[2], mx = -INFINITY;
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                const int col = lane + 32 * c;
+                s[c] = k0 + col <= qpos ? Ss[row * kLdS + col] * scale : -INFINITY;
+                mx = fmaxf(mx, s[c]);
+            }
+            const float mnew = fmaxf(m[r], warp_reduce(mx, MaxOp()));
+            const float base = mnew == -INFINITY ? 0.0f : mnew;  // no visible key yet: keep exp() finite
+            const float alpha = expf(m[r] - base);
+            float rs = 0.0f;
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                const bf16 p = __float2bfloat16(expf(s[c] - base));
+                Ps[row * kLdP + lane + 32 * c] = p;
+                rs += __bfloat162float(p);  // normalise by the probabilities P V actually uses
+            }
+            l[r] = l[r] * alpha + warp_reduce(rs, SumOp());
+            m[r] = mnew;
+            for (int d = lane; d < HDP; d += 32) Os[row * LDO + d] *= alpha;
+        }
+        __syncwarp();
+        FragC acc[NJ];
+#pragma unroll
+        for (int j = 0; j < NJ; j++) wmma::load_matrix_sync(acc[j], Os + r0 * LDO + 16 * j, LDO, wmma::mem_row_major);
+        warp_ab_acc<kTile, NJ>(acc, Ps + r0 * kLdP, kLdP, Vs, LDH);  // O += P V
+#pragma unroll
+        for (int j = 0; j < NJ; j++) wmma::store_matrix_sync(Os + r0 * LDO + 16 * j, acc[j], LDO, wmma::mem_row_major);
+        __syncwarp();
+    }
+
+#pragma unroll
+    for (int r = 0; r < 16; r++) {
+        const int row = r0 + r;
+        if (row < nq) {
+            const float inv = 1.0f / l[r];
+            for (int d = lane; d < hd; d += 32) out[qrow0 + (size_t)row * ldq + d] = Os[row * LDO + d] * inv;
+            if (lane == 0) lse[((size_t)b * H + h) * Tq + q0 + row] = m[r] + logf(l[r]);
+        }
+    }
+}
+
+// ---- backward ----
+// P = exp(S scale - lse), dS = P (dP - Delta); dV = P^T dO, dK = scale dS^T Q, dQ = scale dS K.
+
+// grid (T key tiles, KV, B): dk, dv of one kv head's 64 keys, over its group's query heads and the
+// query tiles at or after the keys. Each warp owns 16 keys and keeps their dK, dV in fragments.
+template <int HDP>
+__global__ void __launch_bounds__(kThreads)
+    att_bwd_dkdv_tc_kernel(float *dk, float *dv, const float *q, const float *k, const float *v, const float *dout,
+                           const float *lse, const float *delta, int T, int H, int KV, int hd, float scale) {
+    constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
+    extern __shared__ float smem[];
+    float *St = smem;                       // (64 keys, kLdS) S^T; the output staging at the end
+    float *dPt = St + kTile * kLdS;         // (64, kLdS) dP^T
+    float *Ls = dPt + kTile * kLdS;         // (64) lse of the query tile
+    float *Ds = Ls + kTile;                 // (64) Delta of the query tile
+    bf16 *Ks = (bf16 *)(Ds + kTile);        // (64, LDH)
+    bf16 *Vs = Ks + kTile * LDH;            // (64, LDH)
+    bf16 *Qs = Vs + kTile * LDH;            // (64, LDH)
+    bf16 *dOs = Qs + kTile * LDH;           // (64, LDH)
+    bf16 *Pt = dOs + kTile * LDH;           // (64, kLdP) P^T
+    bf16 *dSt = Pt + kTile * kLdP;          // (64, kLdP) dS^T
+    const int lane = threadIdx.x % 32, r0 = 16 * (threadIdx.x / 32);
+    const int k0 = blockIdx.x * kTile, g = blockIdx.y, b = blockIdx.z, grp = H / KV;
+    const int nk = min(kTile, T - k0);
+    const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
+    const size_t krow0 = ((size_t)b * T + k0) * ldk + (size_t)g * hd;
+
+    load_tile_bf16<kTile, HDP>(Ks, k + krow0, ldk, nk, hd);
+    load_tile_bf16<kTile, HDP>(Vs, v + krow0, ldk, nk, hd);
+    FragC dka[NJ], dva[NJ];
+#pragma unroll
+    for (int j = 0; j < NJ; j++) wmma::fill_fragment(dka[j], 0.0f), wmma::fill_fragment(dva[j], 0.0f);
+    for (int h = g * grp; h < (g + 1) * grp; h++) {
+        const size_t stats = ((size_t)b * H + h) * T;
+        for (int q0 = k0; q0 < T; q0 += kTile) {  // queries at positions >= k0
+            const int nq = min(kTile, T - q0);
+            const size_t qrow0 = ((size_t)b * T + q0) * ldq + (size_t)h * hd;
+            __syncthreads();  // the previous tile's shared data is no longer read
+            load_tile_bf16<kTile, HDP>(Qs, q + qrow0, ldq, nq, hd);
+            load_tile_bf16<kTile, HDP>(dOs, dout + qrow0, ldq, nq, hd);
+            load_stats(Ls, Ds, lse + stats + q0, delta + stats + q0, nq);
+            __syncthreads();
+            warp_abt<HDP, kTile>(St + r0 * kLdS, kLdS, Ks + r0 * LDH, LDH, Qs, LDH);    // S^T = K Q^T
+            warp_abt<HDP, kTile>(dPt + r0 * kLdS, kLdS, Vs + r0 * LDH, LDH, dOs, LDH);  // dP^T = V dO^T
+            __syncwarp();
+#pragma unroll 4
+            for (int r = 0; r < 16; r++) {
+                const int row = r0 + r, key = k0 + row;
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    const int col = lane + 32 * c, qpos = q0 + col;
+                    const float p = (key <= qpos && qpos < T) ? expf(St[row * kLdS + col] * scale - Ls[col]) : 0.0f;
+                    Pt[row * kLdP + col] = __float2bfloat16(p);
+                    dSt[row * kLdP + col] = __float2bfloat16(p * (dPt[row * kLdS + col] - Ds[col]));
+                }
+            }
+            __syncwarp();
+            warp_ab_acc<kTile, NJ>(dva, Pt + r0 * kLdP, kLdP, dOs, LDH);  // dV += P^T dO
+            warp_ab_acc<kTile, NJ>(dka, dSt + r0 * kLdP, kLdP, Qs, LDH);  // dK += dS^T Q
+        }
+    }
+    __syncthreads();  // St and dPt become the (64, LDO) output staging
+    warp_store(dk + krow0 + r0 * ldk, ldk, dka, smem + r0 * LDO, LDO, nk - r0, hd, scale);
+    warp_store(dv + krow0 + r0 * ldk, ldk, dva, smem + r0 * LDO, LDO, nk - r0, hd, 1.0f);
+}
+
+// grid (T query tiles, H, B): dq of one head's 64 queries over the key tiles they see.
+template <int HDP>
+__global__ void __launch_bounds__(kThreads)
+    att_bwd_dq_tc_kernel(float *dq, const float *q, const float *k, const float *v, const float *dout,
+                         const float *lse, const float *delta, int T, int H, int KV, int hd, float scale) {
+    constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
+    extern __shared__ float smem[];
+    float *Ss = smem;                       // (64, kLdS) S; the output staging at the end
+    float *dPs = Ss + kTile * kLdS;         // (64, kLdS) dP
+    float *Ls = dPs + kTile * kLdS;         // (64)
+    float *Ds = Ls + kTile;                 // (64)
+    bf16 *Qs = (bf16 *)(Ds + kTile);        // (64, LDH)
+    bf16 *dOs = Qs + kTile * LDH;           // (64, LDH)
+    bf16 *Ks = dOs + kTile * LDH;           // (64, LDH)
+    bf16 *Vs = Ks + kTile * LDH;            // (64, LDH)
+    bf16 *dSs = Vs + kTile * LDH;           // (64, kLdP)
+    const int lane = threadIdx.x % 32, r0 = 16 * (threadIdx.x / 32);
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * kTile;  // the last tiles see the most keys: start them first
+    const int h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
+    const int nq = min(kTile, T - q0), kend = q0 + nq;
+    const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
+    const size_t qrow0 = ((size_t)b * T + q0) * ldq + (size_t)h * hd;
+    const size_t stats = ((size_t)b * H + h) * T + q0;
+    const float *kb = k + (size_t)b * T * ldk + (size_t)g * hd, *vb = v + (size_t)b * T * ldk + (size_t)g * hd;
+
+    load_tile_bf16<kTile, HDP>(Qs, q + qrow0, ldq, nq, hd);
+    load_tile_bf16<kTile, HDP>(dOs, dout + qrow0, ldq, nq, hd);
+    load_stats(Ls, Ds, lse + stats, delta + stats, nq);
+    FragC dqa[NJ];
+#pragma unroll
+    for (int j = 0; j < NJ; j++) wmma::fill_fragment(dqa[j], 0.0f);
+    for (int k0 = 0; k0 < kend; k0 += kTile) {
+        const int nk = min(kTile, kend - k0);
+        __syncthreads();  // the previous tile's Ks, Vs are no longer read
+        load_tile_bf16<kTile, HDP>(Ks, kb + k0 * ldk, ldk, nk, hd);
+        load_tile_bf16<kTile, HDP>(Vs, vb + k0 * ldk, ldk, nk, hd);
+        __syncthreads();
+        warp_abt<HDP, kTile>(Ss + r0 * kLdS, kLdS, Qs + r0 * LDH, LDH, Ks, LDH);    // S = Q K^T
+        warp_abt<HDP, kTile>(dPs + r0 * kLdS, kLdS, dOs + r0 * LDH, LDH, Vs, LDH);  // dP = dO V^T
+        __syncwarp();
+#pragma unroll 4
+        for (int r = 0; r < 16; r++) {
+            const int row = r0 + r, qpos = q0 + row;
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                const int col = lane + 32 * c;
+                const float ds = (k0 + col <= qpos && qpos < T)
+                                     ? expf(Ss[row * kLdS + col] * scale - Ls[row]) * (dPs[row * kLdS + col] - Ds[row])
+                                     : 0.0f;
+                dSs[row * kLdP + col] = __float2bfloat16(ds);
+            }
+        }
+        __syncwarp();
+        warp_ab_acc<kTile, NJ>(dqa, dSs + r0 * kLdP, kLdP, Ks, LDH);  // dQ += dS K
+    }
+    __syncthreads();  // Ss and dPs become the (64, LDO) output staging
+    warp_store(dq + qrow0 + r0 * ldq, ldq, dqa, smem + r0 * LDO, LDO, nq - r0, hd, scale);
+}
+
+// Shared memory of the three kernels, in bytes, for a padded head dim.
+template <int HDP> constexpr size_t fwd_smem() {
+    return sizeof(float) * kTile * (kLdS + TcLd<HDP>::O) + sizeof(bf16) * kTile * (3 * TcLd<HDP>::H + kLdP);
+}
+template <int HDP> constexpr size_t bwd_smem(int bf16_tiles, int p_tiles) {
+    return sizeof(float) * kTile * (2 * kLdS + 2) + sizeof(bf16) * kTile * (bf16_tiles * TcLd<HDP>::H + p_tiles * kLdP);
+}
+
+}  // namespace
+
+void att_tc_fwd(float *out, float *lse, const float *q, const float *k, const float *v, int B, int Tq, int Tk, int H,
+                int KV, int hd, size_t kv_bstride, float scale) {
+    with_head_dim(hd, [&](auto head) {
+        constexpr int HDP = decltype(head)::HDP;
+        att_launch(att_fwd_tc_kernel<HDP>, dim3((Tq + kTile - 1) / kTile, H, B), kThreads, fwd_smem<HDP>(), out, lse,
+                   q, k, v, Tq, Tk, H, KV, hd, kv_bstride, scale);
+    });
+}
+
+void att_tc_bwd(float *dq, float *dk, float *dv, const float *delta, const float *dout, const float *lse,
+                const float *q, const float *k, const float *v, int B, int T, int H, int KV, int hd, float scale) {
+    with_head_dim(hd, [&](auto head) {
+        constexpr int HDP = decltype(head)::HDP;
+        static_assert(kTile * TcLd<HDP>::O <= 2 * kTile * kLdS, "the output staging must fit the score buffers");
+        const unsigned tiles = (T + kTile - 1) / kTile;
+        att_launch(att_bwd_dkdv_tc_kernel<HDP>, dim3(tiles, KV, B), kThreads, bwd_smem<HDP>(4, 2), dk, dv, q, k, v,
+                   dout, lse, delta, T, H, KV, hd, scale);
+        att_launch(att_bwd_dq_tc_kernel<HDP>, dim3(tiles, H, B), kThreads, bwd_smem<HDP>(4, 1), dq, q, k, v, dout,
+                   lse, delta, T, H, KV, hd, scale);
+    });
+}
