@@ -26,7 +26,7 @@ SRC := $(filter-out comm/nccl.c,$(SRC))
 CU_OBJ =
 endif
 OBJ = $(SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
-TESTS = build/test_kernels build/test_model build/test_comm
+TESTS = build/test_kernels build/test_model build/test_comm build/test_gpu_emu
 
 .PHONY: all run test test-gpu bench bench-gpu deps clean
 all: fsdpc
@@ -47,6 +47,37 @@ fsdpc: $(BUILD)/main.o $(OBJ)
 
 build/test_%: test/test_%.c $(OBJ)
 	$(CC) $(CFLAGS) -I. $^ -o $@ $(LDLIBS)
+
+# test_gpu on the CPU: the CUDA sources, with kernel launches rewritten, against test/emu's fakes of
+# the CUDA runtime, cuBLASLt, WMMA and CUB (one CPU thread per GPU thread). Needs no nvcc.
+EMU = build/emu
+EMU_OBJ = $(patsubst kernels/cuda/%.cu,$(EMU)/%.o,$(wildcard kernels/cuda/*.cu))
+EMU_HDR = $(patsubst kernels/cuda/%,$(EMU)/%,$(wildcard kernels/cuda/*.cuh))
+EMU_REWRITE = perl -pe 's/(\w+)<<<(.*?)>>>\(/emu_launch($$1, $$2)(/g; s/extern __shared__ float smem\[\];/float *smem = emu::dyn_smem;/'
+EMU_CXX = g++ -std=c++20 -O1 -pthread -DFSDPC_CUDA -Itest/emu/include -Ikernels/cuda -I. -Wall -Wno-unused-parameter -Wno-unknown-pragmas -MMD -MP
+CPU_KERN_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard kernels/cpu/*.c))
+
+$(EMU)/%.cpp: kernels/cuda/%.cu
+	@mkdir -p $(EMU)
+	$(EMU_REWRITE) $< > $@
+
+$(EMU)/%.cuh: kernels/cuda/%.cuh
+	@mkdir -p $(EMU)
+	$(EMU_REWRITE) $< > $@
+
+$(EMU)/%.o: $(EMU)/%.cpp $(EMU_HDR)
+	$(EMU_CXX) -c $< -o $@
+
+$(EMU)/emu_main.o: test/emu/emu_main.cpp
+	@mkdir -p $(EMU)
+	$(EMU_CXX) -c $< -o $@
+
+$(EMU)/test_gpu.o: test/test_gpu.c
+	@mkdir -p $(EMU)
+	gcc $(CFLAGS) -DFSDPC_CUDA -Dmain=test_main -I. -c $< -o $@
+
+build/test_gpu_emu: $(EMU_OBJ) $(EMU)/emu_main.o $(EMU)/test_gpu.o $(CPU_KERN_OBJ)
+	g++ -fopenmp -pthread $^ -o $@ -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lm
 
 run: deps
 	@$(MAKE) --no-print-directory fsdpc
@@ -70,4 +101,4 @@ bench-gpu: fsdpc
 clean:
 	rm -rf build fsdpc
 
--include $(OBJ:.o=.d) $(BUILD)/main.d
+-include $(OBJ:.o=.d) $(BUILD)/main.d $(EMU_OBJ:.o=.d) $(EMU)/emu_main.d $(EMU)/test_gpu.d

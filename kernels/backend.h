@@ -79,7 +79,11 @@ KERN_DECLARE(cuda)
 // CUDA device setup (kernels/cuda): number of visible GPUs (0 when none or no driver), bind one.
 int cuda_device_count(void);
 void cuda_bind(int device, char *name, size_t len);
-void cuda_set_bf16_compute(int on);
+// How matmuls and attention compute: fp32 operands; bf16 operands on the tensor cores with fp32
+// accumulation (--precision bf16); or, for comparison in test_gpu --bench only, fp32 matmul operands
+// that cuBLASLt rounds to bf16 itself (attention as in COMPUTE_BF16).
+enum CudaCompute { COMPUTE_FP32, COMPUTE_BF16, COMPUTE_FAST_16BF };
+void cuda_set_compute(int mode);
 #endif
 
 #endif

@@ -41,7 +41,7 @@ const char *kern_select_device(const char *want, int local_rank) {
 
 void kern_set_compute_bf16(int on) {
 #ifdef FSDPC_CUDA
-    cuda_set_bf16_compute(on);
+    cuda_set_compute(on ? COMPUTE_BF16 : COMPUTE_FP32);
 #else
     (void)on;
 #endif

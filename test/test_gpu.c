@@ -1,12 +1,14 @@
 // test_gpu: checks every CUDA kernel (cuda_<op>) against the CPU one (cpu_<op>) on random inputs.
 // Errors are max|gpu - cpu| / max|cpu|. Prints `ok - gpu <name>` / `not ok - gpu <name> (<detail>)`
 // per check and exits 1 if any failed; without a visible GPU it prints a skip line and exits 0.
+// test_gpu --bench instead times the kernels at the shapes of make bench-gpu's ~1B model.
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm/comm.h"
 #include "kernels/backend.h"
@@ -17,13 +19,14 @@
 #define TOL_MM 1e-3   // matmul, attention
 #define TOL_BF16 2e-2 // matmul, attention with bf16 operands (8-bit mantissas) against fp32 on the CPU
 
-// the current mode of the tensor-core ops, its tolerance and a name suffix
-static int bf16_mode;
-static double tol_mm(void) { return bf16_mode ? TOL_BF16 : TOL_MM; }
-static const char *mode_name(void) { return bf16_mode ? " [bf16]" : ""; }
-static void set_bf16_mode(int on) {
-    bf16_mode = on;
-    cuda_set_bf16_compute(on);
+// the current CudaCompute mode of the tensor-core ops, its tolerance and a name suffix
+static int compute_mode;
+static const char *const mode_names[] = {"", " [bf16]", " [fast-16bf]"};
+static double tol_mm(void) { return compute_mode != COMPUTE_FP32 ? TOL_BF16 : TOL_MM; }
+static const char *mode_name(void) { return mode_names[compute_mode]; }
+static void set_mode(int mode) {
+    compute_mode = mode;
+    cuda_set_compute(mode);
 }
 
 static int32_t *rand_tokens(size_t n, int V) {
@@ -402,6 +405,70 @@ static void test_bf16(void) {
     cuda_free(d_x), cuda_free(d_y), cuda_free(d_h);
 }
 
+// ---- --bench: kernel timings at the ~1B model's shapes (B=4, T=2048, D=2048, F=5632, H=16, KV=8) ----
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+// milliseconds per run of stmt: one untimed run, then reps timed ones
+#define TIME_MS(reps, stmt)                                   \
+    ({                                                        \
+        stmt;                                                 \
+        cuda_sync();                                          \
+        const double t0_ = now_ms();                          \
+        for (int rep_ = 0; rep_ < (reps); rep_++) { stmt; }   \
+        cuda_sync();                                          \
+        (now_ms() - t0_) / (reps);                            \
+    })
+
+static void bench(void) {
+    const int B = 4, T = 2048, D = 2048, F = 5632, H = 16, KV = 8, hd = D / H, N = B * T, reps = 10;
+    const size_t nNF = (size_t)N * F, nND = (size_t)N * D, nDF = (size_t)D * F, nkv = (size_t)N * KV * hd;
+    float *x = cuda_alloc(sizeof(float) * nND), *w = cuda_alloc(sizeof(float) * nDF);
+    float *y = cuda_alloc(sizeof(float) * nNF), *dx = cuda_alloc(sizeof(float) * nND);
+    float *dw = cuda_alloc(sizeof(float) * nDF);
+    const double mm = 2.0 * N * D * F;  // one product's FLOPs
+    printf("# matmul (N=%d, %d -> %d)            fwd ms  TFLOP/s   bwd ms  TFLOP/s\n", N, D, F);
+    for (int mode = COMPUTE_FP32; mode <= COMPUTE_FAST_16BF; mode++) {
+        cuda_set_compute(mode);
+        const double f = TIME_MS(reps, cuda_matmul_fwd(y, x, w, N, D, F));
+        const double b = TIME_MS(reps, cuda_matmul_bwd(dx, dw, y, x, w, N, D, F, 0));
+        static const char *const what[] = {"fp32", "bf16 (operands cast)", "fast-16bf (cuBLASLt rounds)"};
+        printf("  %-34s %7.3f %8.1f  %7.3f %8.1f\n", what[mode], f, mm / f * 1e-9, b, 2 * mm / b * 1e-9);
+    }
+    const double cast = TIME_MS(reps, cuda_f32_to_bf16((uint16_t *)dx, y, nND));
+    printf("  bf16 cast of an (N, D) operand: %.3f ms, %.0f GB/s\n", cast, nND * 6.0 / cast * 1e-6);
+
+    // attention: causal FLOPs (half the square), backward counted as 2.5x forward
+    float *q = cuda_alloc(sizeof(float) * nND), *o = cuda_alloc(sizeof(float) * nND);
+    float *k = cuda_alloc(sizeof(float) * nkv), *v = cuda_alloc(sizeof(float) * nkv);
+    float *saved = cuda_alloc(sizeof(float) * cuda_attention_saved_floats(B, H, T, T));
+    float *dq = cuda_alloc(sizeof(float) * nND), *dk = cuda_alloc(sizeof(float) * nkv), *dv = cuda_alloc(sizeof(float) * nkv);
+    float *scratch = cuda_alloc(sizeof(float) * cuda_attention_scratch_floats(B, H, T));
+    const double af = 2.0 * 2.0 * B * H * (double)T * T * hd / 2;
+    printf("# attention (B=%d T=%d H=%d KV=%d hd=%d)    fwd ms  TFLOP/s   bwd ms  TFLOP/s\n", B, T, H, KV, hd);
+    for (int mode = COMPUTE_FP32; mode <= COMPUTE_BF16; mode++) {
+        cuda_set_compute(mode);
+        const double f = TIME_MS(reps, cuda_attention_fwd(o, saved, q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd));
+        const double b = TIME_MS(reps, cuda_attention_bwd(dq, dk, dv, scratch, o, o, saved, q, k, v, B, T, H, KV, hd));
+        printf("  %-34s %7.3f %8.1f  %7.3f %8.1f\n", mode ? "bf16 (WMMA tensor cores)" : "fp32 (CUDA cores)", f,
+               af / f * 1e-9, b, 2.5 * af / b * 1e-9);
+    }
+
+    // memory-bound kernels: effective bandwidth (bytes read + written)
+    const double rms = TIME_MS(reps, cuda_rmsnorm_fwd(dx, saved, x, w, N, D, 1e-5f));
+    const double sw = TIME_MS(reps, cuda_swiglu_fwd(y, y, y, nNF));
+    const double ad = TIME_MS(reps, cuda_adamw(y, y + nDF, dw, w, nDF, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1));
+    printf("# bandwidth: rmsnorm_fwd %.0f GB/s, swiglu_fwd %.0f GB/s, adamw %.0f GB/s\n", nND * 8.0 / rms * 1e-6,
+           nNF * 12.0 / sw * 1e-6, nDF * 28.0 / ad * 1e-6);
+    float *bufs[] = {x, w, y, dx, dw, q, k, v, o, saved, dq, dk, dv, scratch};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cuda_free(bufs[i]);
+    cuda_set_compute(COMPUTE_FP32);
+}
+
 int main(int argc, char **argv) {
     comm_init(&argc, &argv);
     cpu_init(2);
@@ -414,12 +481,18 @@ int main(int argc, char **argv) {
     char name[128];
     cuda_bind(0, name, sizeof name);
     printf("# device: %s\n", name);
+    if (argc > 1 && !strcmp(argv[1], "--bench")) {
+        bench();
+        comm_finalize();
+        return 0;
+    }
 
     test_memory();
-    for (int bf16 = 0; bf16 <= 1; bf16++) {  // the ops with a tensor-core form, in both modes
-        set_bf16_mode(bf16);
+    for (int mode = COMPUTE_FP32; mode <= COMPUTE_FAST_16BF; mode++) {  // the ops with tensor-core forms
+        set_mode(mode);
         test_matmul(64, 128, 96, 0);
         test_matmul(67, 45, 83, 1);  // odd sizes, pointers off 16-byte alignment
+        if (mode == COMPUTE_FAST_16BF) break;  // attention as in COMPUTE_BF16
         test_attention(2, 256, 256, 8, 2, 64, (size_t)256 * 2 * 64);    // GQA, whole tiles
         test_attention(1, 130, 130, 4, 2, 128, (size_t)130 * 2 * 128);  // hd 128, T not a multiple of the tile
         test_attention(2, 77, 77, 6, 3, 24, (size_t)77 * 3 * 24);       // hd padded to 32
@@ -428,7 +501,7 @@ int main(int argc, char **argv) {
         test_attention(1, 7, 100, 8, 2, 64, (size_t)(128) * 2 * 64);      // KV cache: a prompt chunk
         test_attention(2, 7, 100, 4, 4, 128, (size_t)(150) * 4 * 128);    // KV cache, two sequences, hd 128
     }
-    set_bf16_mode(0);
+    set_mode(COMPUTE_FP32);
     test_rmsnorm(37, 300);
     test_rmsnorm(300, 4096);
     test_rope();

@@ -301,7 +301,7 @@ void cuda_attention_fwd(float *out, float *saved, const float *q, const float *k
     if (Tq > Tk) comm_fatal("attention: %d queries but only %d keys", Tq, Tk);
     check_heads(H, KV);
     const float scale = 1.0f / sqrtf((float)hd);
-    if (cuda_ctx.bf16_compute) {
+    if (cuda_ctx.compute != COMPUTE_FP32) {
         att_tc_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, scale);
         return;
     }
@@ -326,7 +326,7 @@ void cuda_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const f
     att_delta_kernel<<<grid_for(rows * 32, kAttThreads, 0x7fffffffu), kAttThreads, 0, cuda_stream()>>>(
         delta, dout, out, T, H, hd, rows);
     cudaCheckLaunch();
-    if (cuda_ctx.bf16_compute) {
+    if (cuda_ctx.compute != COMPUTE_FP32) {
         att_tc_bwd(dq, dk, dv, delta, dout, saved, q, k, v, B, T, H, KV, hd, scale);
         return;
     }

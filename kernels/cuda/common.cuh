@@ -39,7 +39,7 @@ struct CudaContext {
     size_t workspace_bytes;
     double *result_dev;      // one double: reductions the host waits for land here...
     double *result_host;     // ...and are copied to this pinned one
-    int bf16_compute;        // matmuls and attention feed bf16 to the tensor cores (fp32 accumulate)
+    int compute;             // a CudaCompute mode (backend.h): fp32 or bf16 tensor-core operands
 };
 extern CudaContext cuda_ctx;
 

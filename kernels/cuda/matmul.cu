@@ -1,7 +1,9 @@
 // matmul: linear layers through cuBLASLt with fp32 accumulation and fp32 outputs. In fp32 mode the
 // operands are fp32 too (CUBLAS_COMPUTE_32F, not TF32, so results match the CPU's sgemm to float
 // rounding); in bf16 mode (--precision bf16) they are rounded to bf16 first, into reused scratch,
-// so the tensor cores run at their bf16 rate. Weights are row-major [out, in].
+// so the tensor cores run at their bf16 rate. A third mode, for measuring only (test_gpu --bench),
+// hands cuBLASLt the fp32 operands with CUBLAS_COMPUTE_32F_FAST_16BF so it rounds them itself.
+// Weights are row-major [out, in].
 // cuBLASLt is column-major: a row-major (R, C) matrix is the column-major (C, R) one, so each
 // row-major product below is issued as its transpose.
 #include "common.cuh"
@@ -11,9 +13,9 @@ namespace {
 // One cuBLASLt problem: descriptors, layouts and the heuristic's algorithm, built once per shape
 // and pointer alignment (the heuristic may pick kernels that need aligned operands).
 struct GemmKey {
-    int bf16, ta, tb, m, n, k, lda, ldb, ldc, align_a, align_b, align_c;  // bf16: A and B are bf16
+    int mode, ta, tb, m, n, k, lda, ldb, ldc, align_a, align_b, align_c;  // a CudaCompute mode
     bool operator==(const GemmKey &o) const {
-        return bf16 == o.bf16 && ta == o.ta && tb == o.tb && m == o.m && n == o.n && k == o.k && lda == o.lda &&
+        return mode == o.mode && ta == o.ta && tb == o.tb && m == o.m && n == o.n && k == o.k && lda == o.lda &&
                ldb == o.ldb && ldc == o.ldc && align_a == o.align_a && align_b == o.align_b && align_c == o.align_c;
     }
 };
@@ -46,8 +48,9 @@ void destroy_plan(GemmPlan &p) {
 
 void build_plan(GemmPlan &p, const GemmKey &k) {
     p.key = k;
-    cublasCheck(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cudaDataType ab = k.bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    cublasCheck(cublasLtMatmulDescCreate(
+        &p.op, k.mode == COMPUTE_FAST_16BF ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cudaDataType ab = k.mode == COMPUTE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
     const cublasOperation_t opa = k.ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = k.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasCheck(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     cublasCheck(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
@@ -74,7 +77,7 @@ void build_plan(GemmPlan &p, const GemmKey &k) {
     cublasCheck(cublasLtMatmulAlgoGetHeuristic(cuda_ctx.lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found));
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     p.found = found > 0;
-    if (!p.found && !k.bf16)
+    if (!p.found && k.mode == COMPUTE_FP32)
         comm_fatal("cuBLASLt has no fp32 algorithm for m=%d n=%d k=%d (ta=%d tb=%d lda=%d ldb=%d ldc=%d)", k.m, k.n,
                    k.k, k.ta, k.tb, k.lda, k.ldb, k.ldc);
     p.algo = res.algo;
@@ -114,16 +117,24 @@ struct Bf16Operands {
     }
 } bf16_ops;
 
-// column-major C (m, n) = op(A) (m, k) @ op(B) (k, n) + beta * C. A and B are contiguous
-// (na, nb elements); in bf16 mode they go to the tensor cores as bf16 unless cuBLASLt has no
-// bf16 algorithm for the problem (odd leading dimensions), which then stays fp32.
+// column-major C (m, n) = op(A) (m, k) @ op(B) (k, n) + beta * C, A and B contiguous. In the
+// bf16 modes they go to the tensor cores as bf16 unless cuBLASLt has no such algorithm for the
+// problem (odd leading dimensions), which then stays fp32.
 void gemm(bool ta, bool tb, int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
           float beta) {
     if (m <= 0 || n <= 0 || k <= 0) return;
     const float alpha = 1.0f;
-    const int ac = (int)alignment_of(C);
-    if (cuda_ctx.bf16_compute) {
-        const GemmKey key = {1, ta, tb, m, n, k, lda, ldb, ldc, 256, 256, ac};  // scratch is 256-byte aligned
+    const int ac = (int)alignment_of(C), aa = (int)alignment_of(A), ab = (int)alignment_of(B);
+    if (cuda_ctx.compute == COMPUTE_FAST_16BF) {
+        const GemmPlan &p = get_plan({COMPUTE_FAST_16BF, ta, tb, m, n, k, lda, ldb, ldc, aa, ab, ac});
+        if (p.found) {
+            cublasCheck(cublasLtMatmul(cuda_ctx.lt, p.op, &alpha, A, p.a, B, p.b, &beta, C, p.c, C, p.c, &p.algo,
+                                       cuda_ctx.workspace, cuda_ctx.workspace_bytes, cuda_stream()));
+            return;
+        }
+    }
+    if (cuda_ctx.compute == COMPUTE_BF16) {
+        const GemmKey key = {COMPUTE_BF16, ta, tb, m, n, k, lda, ldb, ldc, 256, 256, ac};  // scratch: 256-aligned
         const GemmPlan &p = get_plan(key);
         if (p.found) {
             const uint16_t *a = bf16_ops.get(A, (size_t)(ta ? m : k) * lda);
@@ -133,8 +144,7 @@ void gemm(bool ta, bool tb, int m, int n, int k, const float *A, int lda, const 
             return;
         }
     }
-    const GemmKey key = {0, ta, tb, m, n, k, lda, ldb, ldc, (int)alignment_of(A), (int)alignment_of(B), ac};
-    const GemmPlan &p = get_plan(key);
+    const GemmPlan &p = get_plan({COMPUTE_FP32, ta, tb, m, n, k, lda, ldb, ldc, aa, ab, ac});
     cublasCheck(cublasLtMatmul(cuda_ctx.lt, p.op, &alpha, A, p.a, B, p.b, &beta, C, p.c, C, p.c, &p.algo,
                                cuda_ctx.workspace, cuda_ctx.workspace_bytes, cuda_stream()));
 }
@@ -158,6 +168,6 @@ void cuda_matmul_bwd(float *dinp, float *dw, const float *dout, const float *inp
     gemm(false, true, IN, OUT, N, inp, IN, dout, OUT, dw, IN, 1.0f);
 }
 
-void cuda_set_bf16_compute(int on) { cuda_ctx.bf16_compute = on; }
+void cuda_set_compute(int mode) { cuda_ctx.compute = mode; }
 
 }  // extern "C"

@@ -1,0 +1,93 @@
+// CPU reference fake of the cuBLASLt subset used by kernels/cuda/matmul.cu (testing only):
+// checks that layouts agree with the problem and pointers with the alignment promised.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include "cuda_runtime.h"
+
+typedef int cublasStatus_t;
+enum { CUBLAS_STATUS_SUCCESS = 0 };
+typedef int cublasComputeType_t;
+enum { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_16BF = 75 };
+typedef int cudaDataType;
+enum { CUDA_R_32F = 0, CUDA_R_16BF = 14 };
+typedef int cublasOperation_t;
+enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
+enum cublasLtMatmulDescAttributes_t { CUBLASLT_MATMUL_DESC_TRANSA, CUBLASLT_MATMUL_DESC_TRANSB };
+enum cublasLtMatmulPreferenceAttributes_t {
+    CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES };
+struct EmuDesc { int ta = 0, tb = 0, compute, scale; };
+struct EmuLayout { int rows, cols; int64_t ld; int type; };
+struct EmuPref { uint32_t align[4] = {256, 256, 256, 256}; };
+typedef EmuDesc *cublasLtMatmulDesc_t;
+typedef EmuLayout *cublasLtMatrixLayout_t;
+typedef EmuPref *cublasLtMatmulPreference_t;
+typedef void *cublasLtHandle_t;
+struct cublasLtMatmulAlgo_t { EmuPref pref; };
+struct cublasLtMatmulHeuristicResult_t { cublasLtMatmulAlgo_t algo; size_t workspaceSize; };
+
+#define EMU_REQUIRE(c) do { if (!(c)) { fprintf(stderr, "emu cublasLt: %s failed\n", #c); abort(); } } while (0)
+static inline const char *cublasLtGetStatusString(cublasStatus_t) { return "emu"; }
+static inline cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) { *h = (void *)1; return 0; }
+static inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, int c, int s) {
+    EMU_REQUIRE((c == CUBLAS_COMPUTE_32F || c == CUBLAS_COMPUTE_32F_FAST_16BF) && s == CUDA_R_32F);
+    *d = new EmuDesc{0, 0, c, s}; return 0; }
+static inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) { delete d; return 0; }
+static inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const void *v, size_t n) {
+    EMU_REQUIRE(n == sizeof(int32_t));
+    (a == CUBLASLT_MATMUL_DESC_TRANSA ? d->ta : d->tb) = *(const int32_t *)v; return 0; }
+static inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, int t, uint64_t r, uint64_t c, int64_t ld) {
+    EMU_REQUIRE((t == CUDA_R_32F || t == CUDA_R_16BF) && ld >= (int64_t)r);
+    *l = new EmuLayout{(int)r, (int)c, ld, t}; return 0; }
+static inline cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) { delete l; return 0; }
+static inline cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) { *p = new EmuPref; return 0; }
+static inline cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) { delete p; return 0; }
+static inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t a, const void *v, size_t n) {
+    if (a == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES) { EMU_REQUIRE(n == 8); return 0; }
+    EMU_REQUIRE(n == 4);
+    p->align[a - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES] = *(const uint32_t *)v; return 0; }
+static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
+    cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatmulPreference_t p, int req,
+    cublasLtMatmulHeuristicResult_t *r, int *found) {
+    EMU_REQUIRE(req >= 1);
+    r->algo.pref = *p; r->workspaceSize = 0; *found = 1; return 0; }
+static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
+    cublasLtMatrixLayout_t la, const void *B, cublasLtMatrixLayout_t lb, const void *beta, const void *C,
+    cublasLtMatrixLayout_t lc, void *D, cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t *algo, void *,
+    size_t, cudaStream_t) {
+    EMU_REQUIRE(C == D && lc == ld);
+    EMU_REQUIRE((uintptr_t)A % algo->pref.align[0] == 0 && (uintptr_t)B % algo->pref.align[1] == 0 &&
+                (uintptr_t)C % algo->pref.align[2] == 0 && (uintptr_t)D % algo->pref.align[3] == 0);
+    const int m = lc->rows, n = lc->cols, k = d->ta ? la->rows : la->cols;
+    EMU_REQUIRE((d->ta ? la->cols : la->rows) == m);
+    EMU_REQUIRE((d->tb ? lb->cols : lb->rows) == k && (d->tb ? lb->rows : lb->cols) == n);
+    EMU_REQUIRE(la->type == lb->type && lc->type == CUDA_R_32F);
+    const bool round = d->compute == CUBLAS_COMPUTE_32F_FAST_16BF;
+    EMU_REQUIRE(!round || la->type == CUDA_R_32F);
+    auto el = [round](const void *p, size_t i, int t) {
+        uint32_t u;
+        if (t == CUDA_R_32F) {
+            float f = ((const float *)p)[i];
+            if (!round) return f;
+            memcpy(&u, &f, 4);
+            u = ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) << 16;  // to bf16, nearest even (finite inputs)
+        } else {
+            u = (uint32_t)((const uint16_t *)p)[i] << 16;
+        }
+        float f; memcpy(&f, &u, 4); return f; };
+    float *c = (float *)D;
+    const float al = *(const float *)alpha, be = *(const float *)beta;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double s = 0;
+            for (int kk = 0; kk < k; kk++)
+                s += (double)el(A, d->ta ? kk + (size_t)i * la->ld : i + (size_t)kk * la->ld, la->type) *
+                     el(B, d->tb ? j + (size_t)kk * lb->ld : kk + (size_t)j * lb->ld, lb->type);
+            float &o = c[i + (size_t)j * lc->ld];
+            o = (float)(al * s + (be != 0.0f ? be * o : 0.0f));
+        }
+    return 0; }
