@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(kThreads)
     att_fwd_tc_kernel(float *out, float *lse, const float *q, const float *k, const float *v, int Tq, int Tk, int H,
                       int KV, int hd, size_t kv_bstride, float scale) {
     constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
-    extern __shared__ float smem[];
+    extern __shared__ __align__(128) float smem[];  // WMMA needs 32-byte aligned tiles
     float *Ss = smem;                       // (64, kLdS) scores
     float *Os = Ss + kTile * kLdS;          // (64, LDO)
     bf16 *Qs = (bf16 *)(Os + kTile * LDO);  // (64, LDH)
@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(kThreads)
     att_bwd_dkdv_tc_kernel(float *dk, float *dv, const float *q, const float *k, const float *v, const float *dout,
                            const float *lse, const float *delta, int T, int H, int KV, int hd, float scale) {
     constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
-    extern __shared__ float smem[];
+    extern __shared__ __align__(128) float smem[];  // WMMA needs 32-byte aligned tiles
     float *St = smem;                       // (64 keys, kLdS) S^T; the output staging at the end
     float *dPt = St + kTile * kLdS;         // (64, kLdS) dP^T
     float *Ls = dPt + kTile * kLdS;         // (64) lse of the query tile
@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(kThreads)
     att_bwd_dq_tc_kernel(float *dq, const float *q, const float *k, const float *v, const float *dout,
                          const float *lse, const float *delta, int T, int H, int KV, int hd, float scale) {
     constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
-    extern __shared__ float smem[];
+    extern __shared__ __align__(128) float smem[];  // WMMA needs 32-byte aligned tiles
     float *Ss = smem;                       // (64, kLdS) S; the output staging at the end
     float *dPs = Ss + kTile * kLdS;         // (64, kLdS) dP
     float *Ls = dPs + kTile * kLdS;         // (64)
