@@ -52,6 +52,19 @@ __device__ __forceinline__ void load_stats(float *Ls, float *Ds, const float *ls
     }
 }
 
+// Block-wide: once the previous tiles are no longer read, loads the next 64 rows of a and b
+// (row stride ld, n valid) into the bf16 tiles A and B, and when lse is given the rows' statistics.
+template <int HDP>
+__device__ __forceinline__ void next_tiles(bf16 *A, bf16 *B, const float *a, const float *b, size_t ld, int n, int hd,
+                                           float *Ls = nullptr, float *Ds = nullptr, const float *lse = nullptr,
+                                           const float *delta = nullptr) {
+    __syncthreads();
+    load_tile_bf16<kTile, HDP>(A, a, ld, n, hd);
+    load_tile_bf16<kTile, HDP>(B, b, ld, n, hd);
+    if (lse) load_stats(Ls, Ds, lse, delta, n);
+    __syncthreads();
+}
+
 // One warp: C (16, NC) = A (16, K) @ B^T with B given as NC rows of K, C float (row stride ldc).
 template <int K, int NC>
 __device__ __forceinline__ void warp_abt(float *C, int ldc, const bf16 *A, int lda, const bf16 *B, int ldb) {
@@ -133,11 +146,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < 16; r++) m[r] = -INFINITY, l[r] = 0.0f;
 
     for (int k0 = 0; k0 < kend; k0 += kTile) {
-        const int nk = min(kTile, kend - k0);
-        __syncthreads();  // the previous tile's Ks, Vs are no longer read
-        load_tile_bf16<kTile, HDP>(Ks, kb + k0 * ldk, ldk, nk, hd);
-        load_tile_bf16<kTile, HDP>(Vs, vb + k0 * ldk, ldk, nk, hd);
-        __syncthreads();
+        next_tiles<HDP>(Ks, Vs, kb + k0 * ldk, vb + k0 * ldk, ldk, min(kTile, kend - k0), hd);
         warp_abt<HDP, kTile>(Ss + r0 * kLdS, kLdS, Qs + r0 * LDH, LDH, Ks, LDH);  // S = Q K^T
         __syncwarp();
 #pragma unroll
@@ -220,13 +229,9 @@ __global__ void __launch_bounds__(kThreads)
     for (int h = g * grp; h < (g + 1) * grp; h++) {
         const size_t stats = ((size_t)b * H + h) * T;
         for (int q0 = k0; q0 < T; q0 += kTile) {  // queries at positions >= k0
-            const int nq = min(kTile, T - q0);
             const size_t qrow0 = ((size_t)b * T + q0) * ldq + (size_t)h * hd;
-            __syncthreads();  // the previous tile's shared data is no longer read
-            load_tile_bf16<kTile, HDP>(Qs, q + qrow0, ldq, nq, hd);
-            load_tile_bf16<kTile, HDP>(dOs, dout + qrow0, ldq, nq, hd);
-            load_stats(Ls, Ds, lse + stats + q0, delta + stats + q0, nq);
-            __syncthreads();
+            next_tiles<HDP>(Qs, dOs, q + qrow0, dout + qrow0, ldq, min(kTile, T - q0), hd, Ls, Ds, lse + stats + q0,
+                            delta + stats + q0);
             warp_abt<HDP, kTile>(St + r0 * kLdS, kLdS, Ks + r0 * LDH, LDH, Qs, LDH);    // S^T = K Q^T
             warp_abt<HDP, kTile>(dPt + r0 * kLdS, kLdS, Vs + r0 * LDH, LDH, dOs, LDH);  // dP^T = V dO^T
             __syncwarp();
@@ -283,11 +288,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int j = 0; j < NJ; j++) wmma::fill_fragment(dqa[j], 0.0f);
     for (int k0 = 0; k0 < kend; k0 += kTile) {
-        const int nk = min(kTile, kend - k0);
-        __syncthreads();  // the previous tile's Ks, Vs are no longer read
-        load_tile_bf16<kTile, HDP>(Ks, kb + k0 * ldk, ldk, nk, hd);
-        load_tile_bf16<kTile, HDP>(Vs, vb + k0 * ldk, ldk, nk, hd);
-        __syncthreads();
+        next_tiles<HDP>(Ks, Vs, kb + k0 * ldk, vb + k0 * ldk, ldk, min(kTile, kend - k0), hd);
         warp_abt<HDP, kTile>(Ss + r0 * kLdS, kLdS, Qs + r0 * LDH, LDH, Ks, LDH);    // S = Q K^T
         warp_abt<HDP, kTile>(dPs + r0 * kLdS, kLdS, dOs + r0 * LDH, LDH, Vs, LDH);  // dP = dO V^T
         __syncwarp();
