@@ -11,6 +11,7 @@ ARCH ?= -march=x86-64-v3
 CFLAGS ?= -O3 $(ARCH) -Wall -Wextra -Wno-unused-parameter
 CFLAGS += -std=gnu11 -fno-math-errno -fopenmp -I/usr/include/hdf5/openmpi -I/usr/include/x86_64-linux-gnu/openblas-openmp -MMD -MP
 LDLIBS = -L$(HDF5_DIR) -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lm
+HOST_LDLIBS := $(LDLIBS)
 
 SRC = $(wildcard comm/*.c model/*.c shard/*.c data/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c)
 ifeq ($(CUDA),1)
@@ -26,7 +27,7 @@ SRC := $(filter-out comm/nccl.c,$(SRC))
 CU_OBJ =
 endif
 OBJ = $(SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
-TESTS = build/test_kernels build/test_model build/test_comm build/test_gpu_emu
+TESTS = build/test_kernels build/test_model build/test_comm build/test_gpu_emu build/fsdpc_emu
 
 .PHONY: all run test test-gpu bench bench-gpu deps clean
 all: fsdpc
@@ -48,8 +49,10 @@ fsdpc: $(BUILD)/main.o $(OBJ)
 build/test_%: test/test_%.c $(OBJ)
 	$(CC) $(CFLAGS) -I. $^ -o $@ $(LDLIBS)
 
-# test_gpu on the CPU: the CUDA sources, with kernel launches rewritten, against test/emu's fakes of
-# the CUDA runtime, cuBLASLt, WMMA and CUB (one CPU thread per GPU thread). Needs no nvcc.
+# The GPU code on the CPU (needs no nvcc): the CUDA sources, with kernel launches rewritten, against
+# test/emu's fakes of the CUDA runtime, cuBLASLt, WMMA, CUB and NCCL (one CPU thread per GPU thread,
+# device memory inaccessible to host code). build/test_gpu_emu is test_gpu on it; build/fsdpc_emu
+# is the whole program with the emulated GPU as its CUDA device.
 EMU = build/emu
 EMU_OBJ = $(patsubst kernels/cuda/%.cu,$(EMU)/%.o,$(wildcard kernels/cuda/*.cu))
 EMU_HDR = $(patsubst kernels/cuda/%,$(EMU)/%,$(wildcard kernels/cuda/*.cuh))
@@ -73,12 +76,24 @@ $(EMU)/emu_main.o: test/emu/emu_main.cpp
 	@mkdir -p $(EMU)
 	$(EMU_CXX) -c $< -o $@
 
+$(EMU)/device.o: test/emu/device.cpp test/emu/emu_device.h
+	@mkdir -p $(EMU)
+	$(EMU_CXX) -c $< -o $@
+
 $(EMU)/test_gpu.o: test/test_gpu.c
 	@mkdir -p $(EMU)
 	gcc $(CFLAGS) -DFSDPC_CUDA -Dmain=test_main -I. -c $< -o $@
 
-build/test_gpu_emu: $(EMU_OBJ) $(EMU)/emu_main.o $(EMU)/test_gpu.o $(CPU_KERN_OBJ)
+build/test_gpu_emu: $(EMU_OBJ) $(EMU)/emu_main.o $(EMU)/device.o $(EMU)/test_gpu.o $(CPU_KERN_OBJ)
 	g++ -fopenmp -pthread $^ -o $@ -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lm
+
+EMU_C_OBJ = $(patsubst %.c,$(EMU)/c/%.o,main.c $(wildcard comm/*.c model/*.c shard/*.c data/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c) test/emu/c/capi.c)
+$(EMU)/c/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) -Itest/emu/c $(CFLAGS) -DFSDPC_CUDA -c $< -o $@
+
+build/fsdpc_emu: $(EMU_C_OBJ) $(EMU_OBJ) $(EMU)/device.o
+	$(CC) $(CFLAGS) $^ -o $@ $(HOST_LDLIBS) -lstdc++
 
 run: deps
 	@$(MAKE) --no-print-directory fsdpc
@@ -102,4 +117,4 @@ bench-gpu: fsdpc
 clean:
 	rm -rf build fsdpc
 
--include $(OBJ:.o=.d) $(BUILD)/main.d $(EMU_OBJ:.o=.d) $(EMU)/emu_main.d $(EMU)/test_gpu.d
+-include $(OBJ:.o=.d) $(BUILD)/main.d $(EMU_OBJ:.o=.d) $(EMU)/emu_main.d $(EMU)/test_gpu.d $(EMU_C_OBJ:.o=.d)

@@ -19,6 +19,7 @@ suite() {  # suite NAME CMD...: a suite that exits non-zero without a "not ok" l
 suite "kernels: finite differences and references" build/test_kernels
 suite "comm: collectives (np=4)" mpirun --oversubscribe --allow-run-as-root -np 4 build/test_comm
 suite "gpu-emu: CUDA kernels against the CPU ones, on a CPU emulation of the GPU" build/test_gpu_emu
+suite "gpu-emu: the whole program on the emulated GPU" bash test/test_emu.sh
 suite "model: whole-model gradient check" build/test_model
 suite "parity: PyTorch reference (dump)" build/test_model --dump "$DUMP"
 suite "parity: PyTorch reference (compare)" /usr/bin/python3 test/parity.py "$DUMP/step_00000000.h5"

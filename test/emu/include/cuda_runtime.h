@@ -1,6 +1,7 @@
 // CPU emulation of the CUDA runtime subset used by kernels/cuda (testing only).
 #pragma once
-#include <barrier>
+#include <setjmp.h>
+#include <ucontext.h>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -10,7 +11,10 @@
 #include <memory>
 #include <new>
 #include <thread>
+#include <type_traits>
 #include <vector>
+
+#include "../emu_device.h"
 
 #define __global__
 #define __device__
@@ -39,12 +43,62 @@ enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
 struct cudaDeviceProp { char name[256]; };
 
 namespace emu {
+// Every emulated GPU thread of a block is a fiber (ucontext) on the calling thread; a fiber runs
+// until it waits at a barrier or ends, then the next runnable one in index order runs. Switching
+// fibers costs far less than OS threads, and a block that can make no progress (a barrier some
+// threads never reach) is reported instead of hanging. A fiber starts through ucontext and then
+// switches with _setjmp/_longjmp, which (unlike swapcontext) make no signal-mask system call.
+struct Fiber;
+inline Fiber *cur;  // the running fiber
+inline jmp_buf sched_jb;
+
+class Barrier {
+    unsigned expected, arrived = 0;
+public:
+    unsigned long phase = 0;
+    explicit Barrier(unsigned n = 32) : expected(n) {}
+    void arrive_and_wait();
+    void arrive_and_drop() {  // an ended thread: later phases expect one fewer
+        if (--expected && arrived == expected) arrived = 0, phase++;
+    }
+};
+
 struct Ctx {
     dim3 threadIdx, blockIdx, blockDim, gridDim;
-    std::barrier<> *block_bar, *warp_bar;
+    Barrier *block_bar, *warp_bar;
     uint64_t *xbuf;
 };
-inline thread_local Ctx ctx;
+inline Ctx ctx;  // the running fiber's ids and barriers
+
+struct Fiber {
+    ucontext_t uc;
+    jmp_buf jb;
+    bool started;
+    Ctx ctx;
+    Barrier *wait_on;
+    unsigned long wait_phase;
+    bool done;
+    std::unique_ptr<char[]> stack;
+};
+inline std::function<void()> body;  // the kernel call every fiber of a launch makes
+
+inline void Barrier::arrive_and_wait() {
+    if (++arrived == expected) {
+        arrived = 0, phase++;
+        return;
+    }
+    cur->wait_on = this, cur->wait_phase = phase;
+    if (!_setjmp(cur->jb)) _longjmp(sched_jb, 1);
+}
+
+inline void fiber_main() {
+    body();
+    cur->ctx.block_bar->arrive_and_drop();
+    cur->ctx.warp_bar->arrive_and_drop();
+    cur->done = true;
+    _longjmp(sched_jb, 1);
+}
+
 inline float *dyn_smem;
 inline size_t max_dyn_smem = 48 * 1024;  // set by cudaFuncSetAttribute (not per kernel here)
 inline long launches;
@@ -79,52 +133,61 @@ struct Cfg {
 template <class F> struct Launch {
     Cfg cfg;
     F f;
-    // one thread per CUDA thread for the whole launch; blocks run one after another
+    // a pointer argument must be device memory (or null), as on a GPU
+    template <class T> static void check_arg(T a) {
+        if constexpr (std::is_pointer_v<T>)
+            if (a && !emu_is_dev(a)) { fprintf(stderr, "emu: kernel argument %p is not device memory\n", (const void *)a); abort(); }
+    }
     template <class... A> void operator()(A... args) {
+        (check_arg(args), ...);
+        EmuDeviceWork work;
         if (cfg.block.y != 1 || cfg.block.z != 1 || cfg.block.x % 32 || cfg.block.x > 1024) abort();
         if (cfg.smem > max_dyn_smem) { fprintf(stderr, "emu: dynamic smem %zu > opt-in %zu\n", cfg.smem, max_dyn_smem); abort(); }
         if (cfg.grid.y > 65535 || cfg.grid.z > 65535 || cfg.grid.x == 0) abort();
         launches++;
-        const unsigned nt = cfg.block.x, nw = nt / 32;
+        const unsigned nt = cfg.block.x;
         const size_t nblocks = (size_t)cfg.grid.x * cfg.grid.y * cfg.grid.z;
         // 256-byte aligned like the hardware's dynamic shared memory (WMMA needs 32)
         std::unique_ptr<float[]> sm_store(cfg.smem ? new float[cfg.smem / 4 + 64] : nullptr);
         float *sm = sm_store ? (float *)(((uintptr_t)sm_store.get() + 255) & ~(uintptr_t)255) : nullptr;
         dyn_smem = sm;
-        std::barrier<> launch_bar(nt);
-        alignas(std::barrier<>) static unsigned char bb_mem[sizeof(std::barrier<>)];
-        alignas(std::barrier<>) static unsigned char wb_mem[32][sizeof(std::barrier<>)];
-        auto *bb = new (bb_mem) std::barrier<>(nt);
-        std::barrier<> *wb[32];
-        for (unsigned w = 0; w < nw; w++) wb[w] = new (wb_mem[w]) std::barrier<>(32);
+        constexpr size_t kStack = 256 << 10;
+        static std::vector<Fiber> fibers(1024);
         std::vector<uint64_t> xb(nt);
-        std::vector<std::thread> th;
-        for (unsigned t = 0; t < nt; t++)
-            th.emplace_back([&, t] {
-                for (size_t blk = 0; blk < nblocks; blk++) {
-                    if (t == 0 && cfg.smem) for (size_t i = 0; i < cfg.smem / 4; i++) sm[i] = NAN;  // uninitialised
-                    launch_bar.arrive_and_wait();
-                    ctx.threadIdx = dim3(t, 0, 0);
-                    ctx.blockIdx = dim3(blk % cfg.grid.x, blk / cfg.grid.x % cfg.grid.y, blk / cfg.grid.x / cfg.grid.y);
-                    ctx.blockDim = cfg.block;
-                    ctx.gridDim = cfg.grid;
-                    ctx.block_bar = bb;
-                    ctx.warp_bar = wb[t / 32];
-                    ctx.xbuf = xb.data();
-                    f(args...);
-                    bb->arrive_and_drop();
-                    ctx.warp_bar->arrive_and_drop();
-                    launch_bar.arrive_and_wait();
-                    if (t == 0) {  // fresh barriers for the next block
-                        bb->~barrier();
-                        bb = new (bb_mem) std::barrier<>(nt);
-                        for (unsigned w = 0; w < nw; w++) { wb[w]->~barrier(); wb[w] = new (wb_mem[w]) std::barrier<>(32); }
+        body = [&] { f(args...); };
+        for (size_t blk = 0; blk < nblocks; blk++) {
+            if (cfg.smem) for (size_t i = 0; i < cfg.smem / 4; i++) sm[i] = NAN;  // uninitialised
+            Barrier bb(nt), wb[32];
+            for (unsigned t = 0; t < nt; t++) {
+                Fiber &fb = fibers[t];
+                if (!fb.stack) fb.stack.reset(new char[kStack]);
+                fb.ctx = Ctx{dim3(t, 0, 0), dim3(blk % cfg.grid.x, blk / cfg.grid.x % cfg.grid.y, blk / cfg.grid.x / cfg.grid.y),
+                             cfg.block, cfg.grid, &bb, &wb[t / 32], xb.data()};
+                fb.wait_on = nullptr, fb.done = fb.started = false;
+                getcontext(&fb.uc);
+                fb.uc.uc_stack.ss_sp = fb.stack.get();
+                fb.uc.uc_stack.ss_size = kStack;
+                fb.uc.uc_link = nullptr;
+                makecontext(&fb.uc, fiber_main, 0);
+            }
+            for (unsigned left = nt; left;) {
+                bool progress = false;
+                for (unsigned t = 0; t < nt; t++) {
+                    Fiber &fb = fibers[t];
+                    if (fb.done || (fb.wait_on && fb.wait_on->phase == fb.wait_phase)) continue;
+                    fb.wait_on = nullptr;
+                    cur = &fb, ctx = fb.ctx;
+                    if (!_setjmp(sched_jb)) {  // back here when the fiber waits or ends
+                        if (fb.started) _longjmp(fb.jb, 1);
+                        fb.started = true;
+                        setcontext(&fb.uc);
                     }
+                    progress = true;
+                    left -= fb.done;
                 }
-            });
-        for (auto &x : th) x.join();
-        bb->~barrier();
-        for (unsigned w = 0; w < nw; w++) wb[w]->~barrier();
+                if (!progress) { fprintf(stderr, "emu: block %zu deadlocked: threads wait at a barrier others never reach\n", blk); abort(); }
+            }
+        }
     }
 };
 template <class F> Launch<F> make_launch(Cfg c, F f) { return Launch<F>{c, f}; }
@@ -133,11 +196,34 @@ template <class F> Launch<F> make_launch(Cfg c, F f) { return Launch<F>{c, f}; }
 
 static inline const char *cudaGetErrorString(cudaError_t) { return "emu error"; }
 static inline cudaError_t cudaGetLastError() { return 0; }
-static inline cudaError_t cudaMalloc(void **p, size_t n) { *p = aligned_alloc(256, (n + 255) / 256 * 256); memset(*p, 0xff, n); return 0; }
+static inline cudaError_t cudaMalloc(void **p, size_t n) {
+    if (!(*p = emu_dev_alloc(n))) return cudaErrorMemoryAllocation;
+    EmuDeviceWork work;
+    memset(*p, 0xff, n);  // not zeroed, like real device memory
+    return 0;
+}
 static inline cudaError_t cudaMallocHost(void **p, size_t n) { *p = malloc(n); return 0; }
-static inline cudaError_t cudaFree(void *p) { free(p); return 0; }
-static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { memset(p, v, n); return 0; }
-static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) { memmove(d, s, n); return 0; }
+static inline cudaError_t cudaFree(void *p) {  // device blocks are never reused by the emulation
+    if (p && !emu_is_dev(p)) { fprintf(stderr, "emu: cudaFree(%p) of host memory\n", p); abort(); }
+    return 0;
+}
+static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) {
+    if (n && !emu_is_dev(p)) { fprintf(stderr, "emu: cudaMemsetAsync on host memory %p\n", p); abort(); }
+    EmuDeviceWork work;
+    memset(p, v, n);
+    return 0;
+}
+static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t) {
+    // the direction must match where the pointers live
+    if (n && ((k == cudaMemcpyDeviceToHost) == (bool)emu_is_dev(d) || (k == cudaMemcpyHostToDevice) == (bool)emu_is_dev(s))) {
+        fprintf(stderr, "emu: cudaMemcpyAsync kind %d from %p (%s) to %p (%s)\n", (int)k, s, emu_is_dev(s) ? "device" : "host",
+                d, emu_is_dev(d) ? "device" : "host");
+        abort();
+    }
+    EmuDeviceWork work;
+    memmove(d, s, n);
+    return 0;
+}
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return 0; }
 // streams run in order at the call, so events are always complete
 typedef void *cudaEvent_t;

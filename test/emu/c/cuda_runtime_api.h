@@ -1,0 +1,17 @@
+// C view of the CPU emulation (testing only): the CUDA runtime calls of fsdpc's C sources
+// (comm/nccl.c). Streams run in order at the call in the emulation, so these are no-ops.
+#ifndef FSDPC_EMU_CUDA_RUNTIME_API_H
+#define FSDPC_EMU_CUDA_RUNTIME_API_H
+typedef int cudaError_t;
+enum { cudaSuccess = 0 };
+typedef void *cudaStream_t;
+typedef void *cudaEvent_t;
+#define cudaStreamNonBlocking 1
+#define cudaEventDisableTiming 2
+const char *cudaGetErrorString(cudaError_t e);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+#endif

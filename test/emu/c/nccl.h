@@ -1,0 +1,22 @@
+// CPU emulation of NCCL (testing only): the collectives of fsdpc's GPU transport, done at once
+// with MPI on the emulated device buffers. A communicator is an MPI_Comm split off the world.
+#ifndef FSDPC_EMU_NCCL_H
+#define FSDPC_EMU_NCCL_H
+#include <stddef.h>
+#include "cuda_runtime_api.h"
+typedef enum { ncclSuccess = 0, ncclInternalError = 3 } ncclResult_t;
+typedef enum { ncclFloat32 = 7, ncclBfloat16 = 9 } ncclDataType_t;
+typedef enum { ncclSum = 0 } ncclRedOp_t;
+typedef struct { char internal[128]; } ncclUniqueId;
+typedef struct EmuNcclComm *ncclComm_t;
+const char *ncclGetErrorString(ncclResult_t r);
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank);
+ncclResult_t ncclAllGather(const void *in, void *out, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t s);
+ncclResult_t ncclReduceScatter(const void *in, void *out, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
+                               cudaStream_t s);
+ncclResult_t ncclAllReduce(const void *in, void *out, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
+                           cudaStream_t s);
+ncclResult_t ncclBroadcast(const void *in, void *out, size_t n, ncclDataType_t t, int root, ncclComm_t c,
+                           cudaStream_t s);
+#endif

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The whole program on the emulated GPU (build/fsdpc_emu: the CUDA kernels, cuBLASLt, NCCL over
+# MPI, all on the CPU, device memory unreadable by host code): every GPU code path of the training
+# loop runs, in fp32 and bf16, with offload, two ranks, activation checkpointing, checkpoints
+# and generation, against the CPU build. Few steps of a tiny model: the emulation is slow.
+cd "$(dirname "$0")/.."
+source test/lib.sh
+PREFIX="emulated gpu: "
+M="--hidden_width 32 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 64 --max_context_width 16
+   --batch_size 2 --max_steps 3 --lr 3e-3 --warmup 1 --num_tokens 0 --validation_freq 0 --checkpoint_freq 0
+   --train_data data/tinyshakespeare.txt --num_threads 1"
+EMU="./build/fsdpc_emu $M --device cuda"  # flags after these override them
+CPU="./fsdpc $M --device cpu"
+
+# run NAME CMD...: the run's losses go to $W/NAME.jsonl, its log to $W/NAME.log
+run() {
+    local name=$1
+    shift
+    timeout 300 "$@" --metrics_file "$W/$name.jsonl" >"$W/$name.log" 2>&1
+}
+
+# same NAME A B TOL: runs A and B logged the same 3 losses, to TOL relative
+same() {
+    local d
+    d=$(rel_diff "$W/$2.jsonl" "$W/$3.jsonl" 3 "$4")
+    check "$1 (worst rel diff $d, tolerance $4)" $? "$(grep -m2 -E 'error|emu' "$W/$3.log")"
+}
+
+run cpu $CPU
+run gpu $EMU
+grep -q "on cuda:0 (CPU emulation)" "$W/gpu.log"
+check "--device cuda runs on the emulated GPU" $? "$(head -c 300 "$W/gpu.log")"
+same "fp32 losses equal the CPU's" cpu gpu 1e-5
+run cpu_bf16 $CPU --precision bf16
+run gpu_bf16 $EMU --precision bf16
+same "bf16 (tensor-core forms) tracks the CPU's bf16" cpu_bf16 gpu_bf16 5e-3
+run offload $EMU --cpu_offload
+same "--cpu_offload (host AdamW, async copies) equals the on-device optimizer" gpu offload 1e-5
+run ac $EMU --activation_checkpoints
+same "--activation_checkpoints equals no checkpointing" gpu ac 1e-6
+run np2 $MPI -np 2 $EMU --batch_size 1 --sharding full-shard
+same "np=2 full-shard over emulated NCCL equals np=1" gpu np2 1e-5
+run np2_hybrid_bf16 $MPI -np 2 $EMU --batch_size 1 --sharding hybrid-full-shard --shard_group_size 1 --precision bf16 \
+    --reduce_dtype bf16
+same "np=2 hybrid, bf16 gathers and reductions over emulated NCCL track np=1 bf16" gpu_bf16 np2_hybrid_bf16 1e-3
+
+# checkpoints: 2 steps + resume 1 equals 3 straight, bit for bit; the file loads on the CPU build
+run ck2 $EMU --checkpoint_dir "$W/ck" --checkpoint_freq 2
+rm -f "$W/ck/step_00000003.h5"
+run ck_resumed $EMU --resume_from_checkpoint "$W/ck"
+grep -q "Resumed from $W/ck/step_00000002.h5 at step 2" "$W/ck_resumed.log" &&
+    cmp -s <(grep '"step": 3,' "$W/gpu.jsonl") "$W/ck_resumed.jsonl"
+check "2 steps + resume 1 equals 3 straight, bit for bit" $? "$(grep -m2 -E 'error|Resumed' "$W/ck_resumed.log")"
+$CPU --resume_from_checkpoint "$W/ck/step_00000002.h5" --max_steps 2 >"$W/eval.log" 2>&1
+check "its checkpoint loads on the CPU build" $? "$(grep -m1 error "$W/eval.log")"
+
+# generation with the KV cache: greedy decoding prints the prompt and 8 more bytes
+out=$(timeout 300 $EMU --resume_from_checkpoint "$W/ck/step_00000002.h5" --max_steps 0 --prompt "ROMEO:" \
+    --num_tokens 8 --temperature 0 2>"$W/gen.err")
+[ "${#out}" -ge 14 ] && [ "${out:0:6}" = "ROMEO:" ]
+check "generation with the KV cache" $? "(got '${out}', $(grep -m1 error "$W/gen.err"))"
