@@ -72,6 +72,17 @@ __device__ __forceinline__ void store_tile(float *dst, size_t ld, const float (&
     }
 }
 
+// Block-wide: once the previous tiles are no longer read, loads the next ROWS rows of a and b
+// (row stride ld, n valid) into the tiles A and B.
+template <int ROWS, int HDP>
+__device__ __forceinline__ void next_tiles(float *A, float *B, const float *a, const float *b, size_t ld, int n,
+                                           int hd) {
+    __syncthreads();
+    load_tile<ROWS, HDP>(A, a, ld, n, hd);
+    load_tile<ROWS, HDP>(B, b, ld, n, hd);
+    __syncthreads();
+}
+
 // lse and Delta of query rows [q0, q0 + BQ) into shared Ls, Ds (0 past the valid rows)
 template <int BQ>
 __device__ __forceinline__ void load_row_stats(float *Ls, float *Ds, const float *lse, const float *delta, int valid) {
@@ -107,11 +118,7 @@ __global__ void __launch_bounds__(kAttThreads)
     for (int i = 0; i < RM; i++) m[i] = -INFINITY, l[i] = 0.0f;
 
     for (int k0 = 0; k0 < kend; k0 += BK) {
-        const int nk = min(BK, kend - k0);
-        __syncthreads();  // the previous tile's Ks, Vs, Ps are no longer read
-        load_tile<BK, HDP>(Ks, kb + k0 * ldk, ldk, nk, hd);
-        load_tile<BK, HDP>(Vs, vb + k0 * ldk, ldk, nk, hd);
-        __syncthreads();
+        next_tiles<BK, HDP>(Ks, Vs, kb + k0 * ldk, vb + k0 * ldk, ldk, min(BK, kend - k0), hd);
         float s[RM][RK] = {};
         tile_mac<RM, RK, HDP>(s, Qs, LDH, Ks, 1, LDH);  // S = Q K^T
 #pragma unroll
@@ -258,11 +265,7 @@ __global__ void __launch_bounds__(kAttThreads)
     load_row_stats<BQ>(Ls, Ds, lse + stats, delta + stats, nq);
     float dqa[RM][RD] = {};
     for (int k0 = 0; k0 < kend; k0 += BK) {
-        const int nk = min(BK, kend - k0);
-        __syncthreads();  // the previous tile's Ks, Vs, dSs are no longer read
-        load_tile<BK, HDP>(Ks, kb + k0 * ldk, ldk, nk, hd);
-        load_tile<BK, HDP>(Vs, vb + k0 * ldk, ldk, nk, hd);
-        __syncthreads();
+        next_tiles<BK, HDP>(Ks, Vs, kb + k0 * ldk, vb + k0 * ldk, ldk, min(BK, kend - k0), hd);
         float s[RM][RK] = {}, dp[RM][RK] = {};
         tile_mac<RM, RK, HDP>(s, Qs, LDH, Ks, 1, LDH);    // S = Q K^T
         tile_mac<RM, RK, HDP>(dp, dOs, LDH, Vs, 1, LDH);  // dP = dO V^T
