@@ -27,7 +27,7 @@ SRC := $(filter-out comm/nccl.c,$(SRC))
 CU_OBJ =
 endif
 OBJ = $(SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
-TESTS = build/test_kernels build/test_model build/test_comm build/test_gpu_emu build/fsdpc_emu
+TESTS = build/test_kernels build/test_model build/test_comm build/test_gpu_emu build/fsdpc_emu build/emu_race_check
 
 .PHONY: all run test test-gpu bench bench-gpu deps clean
 all: fsdpc
@@ -94,6 +94,9 @@ $(EMU)/c/%.o: %.c
 
 build/fsdpc_emu: $(EMU_C_OBJ) $(EMU_OBJ) $(EMU)/device.o
 	$(CC) $(CFLAGS) $^ -o $@ $(HOST_LDLIBS) -lstdc++
+
+build/emu_race_check: test/emu/race_check.cpp $(EMU)/device.o
+	$(EMU_CXX) $^ -o $@
 
 run: deps
 	@$(MAKE) --no-print-directory fsdpc

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole program on the emulated GPU (build/fsdpc_emu: the CUDA kernels, cuBLASLt, NCCL over
-# MPI, all on the CPU, device memory unreadable by host code): every GPU code path of the training
-# loop runs, in fp32 and bf16, with offload, two ranks, activation checkpointing, checkpoints
-# and generation, against the CPU build. Few steps of a tiny model: the emulation is slow.
+# MPI, all on the CPU, device memory unreadable by host code, streams checked for races): every
+# GPU code path of the training loop runs, in fp32 and bf16, with offload, two ranks, gradient
+# accumulation, activation checkpointing, checkpoints and generation, against the CPU build.
+# Few steps of a tiny model: the emulation is slow.
 cd "$(dirname "$0")/.."
 source test/lib.sh
 PREFIX="emulated gpu: "
@@ -17,14 +18,25 @@ run() {
     local name=$1
     shift
     timeout 300 "$@" --metrics_file "$W/$name.jsonl" >"$W/$name.log" 2>&1
+    echo $? >"$W/$name.rc"
 }
 
 # same NAME A B TOL: runs A and B logged the same 3 losses, to TOL relative
 same() {
     local d
-    d=$(rel_diff "$W/$2.jsonl" "$W/$3.jsonl" 3 "$4")
-    check "$1 (worst rel diff $d, tolerance $4)" $? "$(grep -m2 -E 'error|emu' "$W/$3.log")"
+    d=$(rel_diff "$W/$2.jsonl" "$W/$3.jsonl" 3 "$4") && [ "$(cat "$W/$2.rc" "$W/$3.rc")" = "$(printf '0\n0')" ]
+    check "$1 (worst rel diff $d, tolerance $4)" $? "$(grep -m2 -E 'error|emu' "$W/$2.log" "$W/$3.log")"
 }
+
+# the race checks themselves: unordered work on two streams, or host code on device memory or on
+# a pinned buffer still being copied, aborts with a message; the ordered program runs
+for c in raw:race war:race pinned:"touched pinned memory" host:"touched device memory"; do
+    ./build/emu_race_check "${c%%:*}" >"$W/race.log" 2>&1
+    [ $? -ge 128 ] && grep -q "^emu: .*${c#*:}" "$W/race.log"
+    check "the race check catches case ${c%%:*}" $? "$(head -c 300 "$W/race.log")"
+done
+./build/emu_race_check ordered >"$W/race.log" 2>&1
+check "the race check passes ordered work" $? "$(head -c 300 "$W/race.log")"
 
 run cpu $CPU
 run gpu $EMU
@@ -43,12 +55,16 @@ same "np=2 full-shard over emulated NCCL equals np=1" gpu np2 1e-5
 run np2_hybrid_bf16 $MPI -np 2 $EMU --batch_size 1 --sharding hybrid-full-shard --shard_group_size 1 --precision bf16 \
     --reduce_dtype bf16
 same "np=2 hybrid, bf16 gathers and reductions over emulated NCCL track np=1 bf16" gpu_bf16 np2_hybrid_bf16 1e-3
+run np1_accum $EMU --grad_accum 2
+run np2_zero2_accum_offload $MPI -np 2 $EMU --batch_size 1 --grad_accum 2 --sharding grad-shard --cpu_offload
+same "np=2 grad-shard, 2 micro-batches, offload equals np=1" np1_accum np2_zero2_accum_offload 1e-5
 
 # checkpoints: 2 steps + resume 1 equals 3 straight, bit for bit; the file loads on the CPU build
 run ck2 $EMU --checkpoint_dir "$W/ck" --checkpoint_freq 2
 rm -f "$W/ck/step_00000003.h5"
 run ck_resumed $EMU --resume_from_checkpoint "$W/ck"
-grep -q "Resumed from $W/ck/step_00000002.h5 at step 2" "$W/ck_resumed.log" &&
+[ "$(cat "$W/ck2.rc" "$W/ck_resumed.rc")" = "$(printf '0\n0')" ] &&
+    grep -q "Resumed from $W/ck/step_00000002.h5 at step 2" "$W/ck_resumed.log" &&
     cmp -s <(grep '"step": 3,' "$W/gpu.jsonl") "$W/ck_resumed.jsonl"
 check "2 steps + resume 1 equals 3 straight, bit for bit" $? "$(grep -m2 -E 'error|Resumed' "$W/ck_resumed.log")"
 $CPU --resume_from_checkpoint "$W/ck/step_00000002.h5" --max_steps 2 >"$W/eval.log" 2>&1

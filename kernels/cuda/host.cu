@@ -11,5 +11,7 @@ extern "C" void *cuda_alloc_host(size_t bytes) {
 }
 
 extern "C" void cuda_free_host(void *p) {
-    if (p) cudaCheck(cudaFreeHost(p));
+    if (!p) return;
+    cudaCheck(cudaStreamSynchronize(cuda_ctx.copy_stream));  // an async copy may still read or fill it
+    cudaCheck(cudaFreeHost(p));
 }

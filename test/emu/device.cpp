@@ -1,47 +1,195 @@
-// Emulated device memory (testing only): one reserved address range that is readable and
-// writable only while emulated device work runs (kernels, copies, cuBLASLt, CUB, NCCL), so host
-// code that touches device memory faults at once, as it would with a real GPU.
+// Emulated device memory, streams and events (testing only); see emu_device.h.
+//
+// Device memory is one reserved address range, inaccessible outside device work. While an op
+// (kernel, copy, cuBLASLt call, sort) runs, the pages it touches are granted one by one from the
+// SIGSEGV handler, which records each as a read or a write of that op. Ordering is tracked with
+// vector clocks: stream s has seen op k of stream t iff clocks[s][t] >= k. An op joins what the
+// host has seen when queued; an event copies its stream's clocks when recorded; a stream wait or
+// a host sync joins them in. An access races when the page's last write, or (for a write) a
+// read, came from another stream at a time the accessing stream has not seen.
+#include <signal.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "emu_device.h"
 
 namespace {
 constexpr size_t kReserve = (size_t)32 << 30;  // address space only: pages are committed when touched
-std::mutex mu;
+constexpr int kStreams = 16;                   // stream 0 is the host
+typedef uint32_t Clock[kStreams];
+
+std::mutex mu;  // allocation (the rest runs on one thread: work happens when it is queued)
+size_t page;
 char *base;
-size_t used;
+size_t used;  // bytes of the range handed out, a whole number of pages
 int access_depth;
 
-void protect() {  // mu held
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE), len = (used + page - 1) / page * page;
-    if (len && mprotect(base, len, access_depth > 0 ? PROT_READ | PROT_WRITE : PROT_NONE)) {
+struct PageRec {
+    uint32_t w_epoch, w_stream;  // last write: op w_epoch of stream w_stream (0: never written)
+    const char *w_what;
+    Clock r_epoch;  // last read by each stream since that write
+    const char *r_what[kStreams];
+};
+std::vector<PageRec> recs;    // one per page of the range
+std::vector<uint8_t> level;   // during an op: 0 not granted, 1 readable, 2 writable
+std::vector<size_t> touched;  // pages granted during the op; capacity reserved outside the handler
+
+Clock clocks[kStreams];
+int nstreams = 1;
+int op_stream = -1;  // the running op's stream, or -1
+uint32_t op_epoch;
+const char *op_what;
+
+struct Pinned {
+    char *p;
+    size_t len;
+    Clock to_host, from_host;  // pending copies that write it (host must not touch) or read it (must not write)
+    int prot;
+};
+std::vector<Pinned> pinned;
+struct sigaction old_segv;
+
+[[noreturn]] void die(const char *fmt, const void *p, const char *a = "", const char *b = "") {
+    fprintf(stderr, "emu: ");
+    fprintf(stderr, fmt, p, a, b);
+    fprintf(stderr, "\n");
+    abort();
+}
+
+void set_prot(char *p, size_t len, int prot) {
+    if (len && mprotect(p, len, prot)) {
         perror("emu: mprotect");
         abort();
     }
+}
+
+void protect_all() { set_prot(base, used, access_depth > 0 ? PROT_READ | PROT_WRITE : PROT_NONE); }
+
+const char *stream_name(int s) {
+    static const char *const names[kStreams] = {"host", "stream 1", "stream 2", "stream 3", "stream 4", "stream 5",
+                                                "stream 6", "stream 7", "stream 8", "stream 9", "stream 10",
+                                                "stream 11", "stream 12", "stream 13", "stream 14", "stream 15"};
+    return names[s];
+}
+
+[[noreturn]] void race(size_t pg, bool write, int other, const char *other_what, bool other_wrote) {
+    fprintf(stderr,
+            "emu: race on device memory %p: %s on %s %s it, but %s on %s %s it and no event wait orders the two\n",
+            (void *)(base + pg * page), op_what, stream_name(op_stream), write ? "writes" : "reads", other_what,
+            stream_name(other), other_wrote ? "wrote" : "read");
+    abort();
+}
+
+// the running op accesses page pg
+void touch(size_t pg, bool write) {
+    PageRec &r = recs[pg];
+    const uint32_t *seen = clocks[op_stream];
+    if (r.w_epoch && seen[r.w_stream] < r.w_epoch) race(pg, write, (int)r.w_stream, r.w_what, true);
+    if (!write) {
+        r.r_epoch[op_stream] = op_epoch, r.r_what[op_stream] = op_what;
+        return;
+    }
+    for (int t = 1; t < nstreams; t++)
+        if (r.r_epoch[t] > seen[t]) race(pg, write, t, r.r_what[t], false);
+    r.w_epoch = op_epoch, r.w_stream = (uint32_t)op_stream, r.w_what = op_what;
+    memset(r.r_epoch, 0, sizeof r.r_epoch);
+}
+
+void grant(size_t pg, bool write) {
+    const uint8_t want = write ? 2 : 1;
+    if (level[pg] >= want) return;
+    if (!level[pg]) touched.push_back(pg);
+    level[pg] = want;
+    set_prot(base + pg * page, page, write ? PROT_READ | PROT_WRITE : PROT_READ);
+    touch(pg, write);
+}
+
+Pinned *find_pinned(const void *p) {
+    for (Pinned &h : pinned)
+        if ((const char *)p >= h.p && (const char *)p < h.p + h.len) return &h;
+    return nullptr;
+}
+
+bool pending(const Clock c) {
+    for (int t = 1; t < nstreams; t++)
+        if (c[t] > clocks[0][t]) return true;
+    return false;
+}
+
+// what host code may do with a pinned buffer, given the copies it has not waited for
+void reprotect(Pinned &h) {
+    const int prot = pending(h.to_host) ? PROT_NONE : pending(h.from_host) ? PROT_READ : PROT_READ | PROT_WRITE;
+    if (prot != h.prot) set_prot(h.p, h.len, prot);
+    h.prot = prot;
+}
+
+void host_synced() {
+    for (Pinned &h : pinned) reprotect(h);
+}
+
+void on_segv(int sig, siginfo_t *si, void *uc) {
+    char *a = (char *)si->si_addr;
+    if (base && a >= base && a < base + used) {
+        if (op_stream < 0)
+            die("host code touched device memory at %p (copy it with kern_download, or do the work in a kernel)", a);
+        const size_t pg = (size_t)(a - base) / page;
+#if defined(__x86_64__)
+        const bool write = ((ucontext_t *)uc)->uc_mcontext.gregs[REG_ERR] & 2;
+#else
+        const bool write = level[pg] == 1;  // a fault on a readable page is a write
+#endif
+        if (level[pg] == 2) die("fault on granted device page %p", a);
+        grant(pg, write || level[pg] == 1);
+        return;
+    }
+    if (find_pinned(a))
+        die("host code touched pinned memory at %p while an async copy may still use it (wait for the copy first)", a);
+    sigaction(sig, &old_segv, nullptr);  // not ours: fault again, as if this handler were not there
+}
+
+int stream_id(int s) {
+    if (s <= 0 || s >= nstreams) die("work queued on %p, which is not a stream made by cudaStreamCreate", (void *)(intptr_t)s);
+    return s;
+}
+
+void join(Clock into, const Clock from) {
+    for (int t = 0; t < kStreams; t++) into[t] = std::max(into[t], from[t]);
 }
 }  // namespace
 
 extern "C" void *emu_dev_alloc(size_t n) {
     std::lock_guard<std::mutex> lock(mu);
     if (!base) {
+        page = (size_t)sysconf(_SC_PAGESIZE);
         void *p = mmap(nullptr, kReserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED) {
             perror("emu: mmap");
             abort();
         }
         base = (char *)p;
+        struct sigaction sa = {};
+        sa.sa_sigaction = on_segv;
+        sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+        sigaction(SIGSEGV, &sa, &old_segv);
     }
-    used = (used + 255) / 256 * 256;
-    if (used + n > kReserve) return nullptr;
+    // whole pages: blocks never share a page, so a page's history is one block's
+    const size_t len = (std::max(n, (size_t)1) + page - 1) / page * page;
+    if (used + len > kReserve) return nullptr;
     void *p = base + used;
-    used += n ? n : 1;
-    protect();
+    used += len;
+    recs.resize(used / page);
+    level.resize(used / page);
+    touched.reserve(used / page);
+    protect_all();
     return p;
 }
 
@@ -54,5 +202,78 @@ extern "C" void emu_device_access(int on) {
     std::lock_guard<std::mutex> lock(mu);
     const int was = access_depth > 0;
     access_depth += on ? 1 : -1;
-    if (was != (access_depth > 0)) protect();
+    if (was != (access_depth > 0)) protect_all();
+}
+
+extern "C" void *emu_host_alloc(size_t n) {
+    if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t len = (std::max(n, (size_t)1) + page - 1) / page * page;
+    void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    memset(p, 0xff, len);  // not zeroed, like cudaHostAlloc
+    pinned.push_back(Pinned{(char *)p, len, {}, {}, PROT_READ | PROT_WRITE});
+    return p;
+}
+
+extern "C" int emu_host_free(void *p) {
+    for (size_t i = 0; i < pinned.size(); i++)
+        if (pinned[i].p == p) {
+            if (pending(pinned[i].to_host) || pending(pinned[i].from_host))
+                die("cudaFreeHost(%p) while an async copy may still use it", p);
+            munmap(pinned[i].p, pinned[i].len);
+            pinned.erase(pinned.begin() + (long)i);
+            return 1;
+        }
+    return 0;
+}
+
+extern "C" int emu_stream_new(void) {
+    if (nstreams == kStreams) die("more than %p streams", (void *)(intptr_t)(kStreams - 1));
+    return nstreams++;
+}
+
+extern "C" void *emu_event_new(void) { return calloc(1, sizeof(Clock)); }
+extern "C" void emu_event_free(void *e) { free(e); }
+extern "C" void emu_event_record(void *e, int s) { memcpy(e, clocks[stream_id(s)], sizeof(Clock)); }
+extern "C" void emu_stream_wait_event(int s, void *e) { join(clocks[stream_id(s)], (const uint32_t *)e); }
+
+extern "C" void emu_event_sync(void *e) {
+    join(clocks[0], (const uint32_t *)e);
+    host_synced();
+}
+
+extern "C" void emu_stream_sync(int s) {
+    join(clocks[0], clocks[stream_id(s)]);
+    host_synced();
+}
+
+extern "C" void emu_op_begin(int s, const char *what) {
+    if (op_stream >= 0) die("%p: device work started inside device work (%s)", nullptr, what);
+    s = stream_id(s);
+    join(clocks[s], clocks[0]);  // queued after everything the host has waited for
+    op_epoch = ++clocks[s][s];
+    op_stream = s, op_what = what;
+}
+
+extern "C" void emu_op_access(const void *p, size_t n, int write) {
+    if (!n) return;
+    if (!emu_is_dev(p) || !emu_is_dev((const char *)p + n - 1)) die("%p: %s of memory that is not on the device", p, op_what);
+    for (size_t pg = (size_t)((const char *)p - base) / page; pg <= (size_t)((const char *)p + n - 1 - base) / page; pg++)
+        grant(pg, write);
+}
+
+extern "C" void emu_op_end(void) {
+    for (size_t pg : touched) level[pg] = 0;
+    touched.clear();
+    protect_all();
+    op_stream = -1;
+}
+
+extern "C" void emu_op_copy(void *dst, const void *src, size_t n, int to_host) {
+    Pinned *h = find_pinned(to_host ? dst : src);
+    if (h) set_prot(h->p, h->len, PROT_READ | PROT_WRITE), h->prot = PROT_READ | PROT_WRITE;
+    memmove(dst, src, n);
+    if (!h) return;  // pageable memory: the real copy is synchronous for the host
+    (to_host ? h->to_host : h->from_host)[op_stream] = op_epoch;
+    reprotect(*h);
 }

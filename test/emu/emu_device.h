@@ -1,19 +1,49 @@
-// Emulated device memory (device.cpp), shared by the C and C++ sides of the emulation.
+// Emulated device memory, streams and events (device.cpp), shared by the C and C++ sides of the
+// emulation. Work runs at once, in the order it is queued, but every device page remembers which
+// stream last wrote and read it, and when: an access from another stream that no event chain
+// orders after those is reported as a race, as is host code touching device memory or a pinned
+// buffer that an async copy may still be using. So a missing event wait fails here, although
+// this in-order emulation would compute the right numbers anyway.
 #ifndef FSDPC_EMU_DEVICE_H
 #define FSDPC_EMU_DEVICE_H
 #include <stddef.h>
 #ifdef __cplusplus
 extern "C" {
 #endif
-void *emu_dev_alloc(size_t n);    // 256-byte aligned; never reused (the caching allocator keeps blocks)
+void *emu_dev_alloc(size_t n);    // page aligned; never reused (the caching allocator keeps blocks)
 int emu_is_dev(const void *p);    // inside an emulated device allocation
-void emu_device_access(int on);   // nested on/off pairs around emulated device work
+void emu_device_access(int on);   // nested on/off pairs: device memory readable and writable, untracked
+void *emu_host_alloc(size_t n);   // pinned host memory
+int emu_host_free(void *p);       // 0 if p is not pinned memory
+
+// Streams are small integers (0 is the host); an event holds the clocks of its stream when recorded.
+int emu_stream_new(void);
+void *emu_event_new(void);
+void emu_event_free(void *e);
+void emu_event_record(void *e, int stream);
+void emu_stream_wait_event(int stream, void *e);
+void emu_event_sync(void *e);
+void emu_stream_sync(int stream);
+
+// Device work queued on a stream: between begin and end, the device pages it touches are found
+// by page faults; emu_op_access names them instead for code that must not fault (MPI).
+void emu_op_begin(int stream, const char *what);
+void emu_op_access(const void *p, size_t n, int write);
+void emu_op_end(void);
+// A copy between device memory and host memory, inside an op: moves the bytes and, when the host
+// side is pinned, keeps host code off it until the host has waited for this op.
+void emu_op_copy(void *dst, const void *src, size_t n, int to_host);
 #ifdef __cplusplus
 }
-// device memory is accessible while one of these lives
+// raw device access while one of these lives (allocation fills)
 struct EmuDeviceWork {
     EmuDeviceWork() { emu_device_access(1); }
     ~EmuDeviceWork() { emu_device_access(0); }
+};
+// one op of device work on a stream, for the scope's life
+struct EmuOp {
+    EmuOp(int stream, const char *what) { emu_op_begin(stream, what); }
+    ~EmuOp() { emu_op_end(); }
 };
 #endif
 #endif

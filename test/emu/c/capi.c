@@ -1,6 +1,6 @@
 // The C side of the CPU emulation (testing only): the CUDA runtime calls of comm/nccl.c, and NCCL
-// over MPI. Collectives run at once (the emulation's streams are synchronous) on emulated device
-// memory; bf16 sums go through fp32.
+// over MPI. Collectives run at once, when queued, on emulated device memory, as ops of their stream
+// (emu_device.h checks they are ordered against the kernels); bf16 sums go through fp32.
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,11 +12,16 @@
 #include "nccl.h"
 
 const char *cudaGetErrorString(cudaError_t e) { return e ? "emulated error" : "no error"; }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) { return (void)flags, *s = (void *)0x1, 0; }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) { return (void)flags, *e = (void *)0x1, 0; }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return (void)s, e ? 0 : 1; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) { return (void)s, (void)flags, e ? 0 : 1; }
-cudaError_t cudaEventDestroy(cudaEvent_t e) { return e ? 0 : 1; }
+static int sid(cudaStream_t s) { return (int)(intptr_t)s; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+    return (void)flags, *s = (void *)(intptr_t)emu_stream_new(), 0;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) { return (void)flags, *e = emu_event_new(), 0; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return emu_event_record(e, sid(s)), 0; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
+    return (void)flags, emu_stream_wait_event(sid(s), e), 0;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) { return emu_event_free(e), 0; }
 
 struct EmuNcclComm {
     MPI_Comm comm;
@@ -47,13 +52,26 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
     return ncclSuccess;
 }
 
-static int check_dev(const void *a, const void *b) {
-    if (emu_is_dev(a) && emu_is_dev(b)) return 1;
-    fprintf(stderr, "emu nccl: buffer %p or %p is not device memory\n", a, b);
-    return 0;
+// Starts the collective's op on stream s: it reads in_bytes of in and writes out_bytes of out.
+static int begin(const char *what, cudaStream_t s, const void *in, size_t in_bytes, void *out, size_t out_bytes) {
+    if (!emu_is_dev(in) || !emu_is_dev(out)) {
+        fprintf(stderr, "emu nccl: buffer %p or %p is not device memory\n", in, out);
+        return 0;
+    }
+    emu_op_begin(sid(s), what);
+    emu_op_access(in, in_bytes, 0);
+    emu_op_access(out, out_bytes, 1);
+    return 1;
 }
 
 static MPI_Datatype mpi_type(ncclDataType_t t) { return t == ncclBfloat16 ? MPI_UINT16_T : MPI_FLOAT; }
+static size_t type_size(ncclDataType_t t) { return t == ncclBfloat16 ? 2 : 4; }
+
+static int group_size(ncclComm_t c) {
+    int size;
+    MPI_Comm_size(c->comm, &size);
+    return size;
+}
 
 static float bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
@@ -69,51 +87,45 @@ static uint16_t f32_to_bf16(float f) {
 }
 
 ncclResult_t ncclAllGather(const void *in, void *out, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t s) {
-    (void)s;
-    if (!check_dev(in, out)) return ncclInternalError;
-    emu_device_access(1);
+    if (!begin("ncclAllGather", s, in, n * type_size(t), out, n * type_size(t) * group_size(c))) return ncclInternalError;
     int rc = MPI_Allgather(in, (int)n, mpi_type(t), out, (int)n, mpi_type(t), c->comm);
-    emu_device_access(0);
+    emu_op_end();
     return rc == MPI_SUCCESS ? ncclSuccess : ncclInternalError;
 }
 
 // sum of n elements of `in` over the group, as fp32; out gets the rank's block (scatter) or all of it
-static ncclResult_t reduce(const void *in, void *out, size_t n, ncclDataType_t t, ncclComm_t c, int scatter) {
-    int size;
-    MPI_Comm_size(c->comm, &size);
-    const size_t total = scatter ? n * (size_t)size : n;
+static ncclResult_t reduce(const char *what, const void *in, void *out, size_t n, ncclDataType_t t, ncclComm_t c,
+                           int scatter, cudaStream_t s) {
+    const size_t total = scatter ? n * (size_t)group_size(c) : n;
     float *a = malloc(sizeof(float) * total), *b = malloc(sizeof(float) * n);
-    if (!a || !b || !check_dev(in, out)) return ncclInternalError;
-    emu_device_access(1);
+    if (!a || !b || !begin(what, s, in, total * type_size(t), out, n * type_size(t))) return ncclInternalError;
     for (size_t i = 0; i < total; i++) a[i] = t == ncclBfloat16 ? bf16_to_f32(((const uint16_t *)in)[i]) : ((const float *)in)[i];
     int rc = scatter ? MPI_Reduce_scatter_block(a, b, (int)n, MPI_FLOAT, MPI_SUM, c->comm)
                      : MPI_Allreduce(a, b, (int)n, MPI_FLOAT, MPI_SUM, c->comm);
     for (size_t i = 0; i < n; i++)
         if (t == ncclBfloat16) ((uint16_t *)out)[i] = f32_to_bf16(b[i]);
         else ((float *)out)[i] = b[i];
-    emu_device_access(0);
+    emu_op_end();
     free(a), free(b);
     return rc == MPI_SUCCESS ? ncclSuccess : ncclInternalError;
 }
 
 ncclResult_t ncclReduceScatter(const void *in, void *out, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
                                cudaStream_t s) {
-    (void)op, (void)s;
-    return reduce(in, out, n, t, c, 1);
+    (void)op;
+    return reduce("ncclReduceScatter", in, out, n, t, c, 1, s);
 }
 
 ncclResult_t ncclAllReduce(const void *in, void *out, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
                            cudaStream_t s) {
-    (void)op, (void)s;
-    return reduce(in, out, n, t, c, 0);
+    (void)op;
+    return reduce("ncclAllReduce", in, out, n, t, c, 0, s);
 }
 
 ncclResult_t ncclBroadcast(const void *in, void *out, size_t n, ncclDataType_t t, int root, ncclComm_t c,
                            cudaStream_t s) {
-    (void)s;
-    if (in != out || !check_dev(in, out)) return ncclInternalError;
-    emu_device_access(1);
+    if (in != out || !begin("ncclBroadcast", s, in, n * type_size(t), out, n * type_size(t))) return ncclInternalError;
     int rc = MPI_Bcast(out, (int)n, mpi_type(t), root, c->comm);
-    emu_device_access(0);
+    emu_op_end();
     return rc == MPI_SUCCESS ? ncclSuccess : ncclInternalError;
 }

@@ -1,5 +1,5 @@
 // C view of the CPU emulation (testing only): the CUDA runtime calls of fsdpc's C sources
-// (comm/nccl.c). Streams run in order at the call in the emulation, so these are no-ops.
+// (comm/nccl.c), done by test/emu/device.cpp.
 #ifndef FSDPC_EMU_CUDA_RUNTIME_API_H
 #define FSDPC_EMU_CUDA_RUNTIME_API_H
 typedef int cudaError_t;

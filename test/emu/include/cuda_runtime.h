@@ -125,13 +125,16 @@ static inline float __shfl_xor_sync(unsigned, float v, int o) { return emu_shfl_
 static inline double __shfl_xor_sync(unsigned, double v, int o) { return emu_shfl_xor(v, o); }
 
 namespace emu {
+inline int sid(cudaStream_t s) { return (int)(intptr_t)s; }
 struct Cfg {
     dim3 grid, block;
     size_t smem;
-    Cfg(dim3 g, dim3 b, size_t s = 0, cudaStream_t = nullptr) : grid(g), block(b), smem(s) {}
+    cudaStream_t stream;
+    Cfg(dim3 g, dim3 b, size_t s = 0, cudaStream_t st = nullptr) : grid(g), block(b), smem(s), stream(st) {}
 };
 template <class F> struct Launch {
     Cfg cfg;
+    const char *name;
     F f;
     // a pointer argument must be device memory (or null), as on a GPU
     template <class T> static void check_arg(T a) {
@@ -140,7 +143,7 @@ template <class F> struct Launch {
     }
     template <class... A> void operator()(A... args) {
         (check_arg(args), ...);
-        EmuDeviceWork work;
+        EmuOp op(sid(cfg.stream), name);
         if (cfg.block.y != 1 || cfg.block.z != 1 || cfg.block.x % 32 || cfg.block.x > 1024) abort();
         if (cfg.smem > max_dyn_smem) { fprintf(stderr, "emu: dynamic smem %zu > opt-in %zu\n", cfg.smem, max_dyn_smem); abort(); }
         if (cfg.grid.y > 65535 || cfg.grid.z > 65535 || cfg.grid.x == 0) abort();
@@ -190,9 +193,9 @@ template <class F> struct Launch {
         }
     }
 };
-template <class F> Launch<F> make_launch(Cfg c, F f) { return Launch<F>{c, f}; }
+template <class F> Launch<F> make_launch(Cfg c, const char *name, F f) { return Launch<F>{c, name, f}; }
 }
-#define emu_launch(K, ...) emu::make_launch(emu::Cfg(__VA_ARGS__), [=](auto... a) { K(a...); })
+#define emu_launch(K, ...) emu::make_launch(emu::Cfg(__VA_ARGS__), "kernel " #K, [=](auto... a) { K(a...); })
 
 static inline const char *cudaGetErrorString(cudaError_t) { return "emu error"; }
 static inline cudaError_t cudaGetLastError() { return 0; }
@@ -202,37 +205,39 @@ static inline cudaError_t cudaMalloc(void **p, size_t n) {
     memset(*p, 0xff, n);  // not zeroed, like real device memory
     return 0;
 }
-static inline cudaError_t cudaMallocHost(void **p, size_t n) { *p = malloc(n); return 0; }
+static inline cudaError_t cudaMallocHost(void **p, size_t n) { return (*p = emu_host_alloc(n)) ? 0 : cudaErrorMemoryAllocation; }
 static inline cudaError_t cudaFree(void *p) {  // device blocks are never reused by the emulation
     if (p && !emu_is_dev(p)) { fprintf(stderr, "emu: cudaFree(%p) of host memory\n", p); abort(); }
     return 0;
 }
-static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) {
+static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
     if (n && !emu_is_dev(p)) { fprintf(stderr, "emu: cudaMemsetAsync on host memory %p\n", p); abort(); }
-    EmuDeviceWork work;
+    EmuOp op(emu::sid(s), "cudaMemsetAsync");
     memset(p, v, n);
     return 0;
 }
-static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t) {
+static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t st) {
     // the direction must match where the pointers live
     if (n && ((k == cudaMemcpyDeviceToHost) == (bool)emu_is_dev(d) || (k == cudaMemcpyHostToDevice) == (bool)emu_is_dev(s))) {
         fprintf(stderr, "emu: cudaMemcpyAsync kind %d from %p (%s) to %p (%s)\n", (int)k, s, emu_is_dev(s) ? "device" : "host",
                 d, emu_is_dev(d) ? "device" : "host");
         abort();
     }
-    EmuDeviceWork work;
-    memmove(d, s, n);
+    if (!n) return 0;
+    EmuOp op(emu::sid(st), "cudaMemcpyAsync");
+    if (k == cudaMemcpyDeviceToDevice) memmove(d, s, n);
+    else emu_op_copy(d, s, n, k == cudaMemcpyDeviceToHost);
     return 0;
 }
-static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return 0; }
-// streams run in order at the call, so events are always complete
+// work runs when queued; emu_device.h's clocks say whether it was ordered as a GPU needs
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { emu_stream_sync(emu::sid(s)); return 0; }
 typedef void *cudaEvent_t;
 #define cudaEventDisableTiming 2
-static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) { *e = (void *)0x1; return 0; }
-static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) { return e ? 0 : 1; }
-static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned) { return e ? 0 : 1; }
-static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) { return e ? 0 : 1; }
-static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = (void *)0x1; return 0; }
+static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) { *e = emu_event_new(); return 0; }
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { emu_event_record(e, emu::sid(s)); return 0; }
+static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) { emu_stream_wait_event(emu::sid(s), e); return 0; }
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) { emu_event_sync(e); return 0; }
+static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = (void *)(intptr_t)emu_stream_new(); return 0; }
 static inline cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return 0; }
 static inline cudaError_t cudaSetDevice(int) { return 0; }
 static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) { strcpy(p->name, "CPU emulation"); return 0; }
@@ -246,5 +251,8 @@ template <class T> cudaError_t cudaFuncSetAttribute(T *, cudaFuncAttribute, int 
 #define blockDim (emu::ctx.blockDim)
 #define gridDim (emu::ctx.gridDim)
 #define cudaHostAllocDefault 0
-static inline cudaError_t cudaHostAlloc(void **p, size_t n, unsigned) { *p = malloc(n); memset(*p, 0xff, n); return 0; }
-static inline cudaError_t cudaFreeHost(void *p) { free(p); return 0; }
+static inline cudaError_t cudaHostAlloc(void **p, size_t n, unsigned) { return cudaMallocHost(p, n); }
+static inline cudaError_t cudaFreeHost(void *p) {
+    if (p && !emu_host_free(p)) { fprintf(stderr, "emu: cudaFreeHost(%p) of memory not from cudaHostAlloc\n", p); abort(); }
+    return 0;
+}
