@@ -18,8 +18,7 @@ int main(int argc, char **argv) {
     config_parse(&cfg, argc, argv);
     kern_init(cfg.num_threads);
     cfg.num_threads = kern_num_threads();
-    const char *err = kern_select_device(cfg.device, comm_info.local_rank);
-    if (err) comm_fail_all("%s", err);
+    comm_check_all(kern_select_device(cfg.device, comm_info.local_rank, comm_info.local_world));
     kern_set_compute_bf16(!strcmp(cfg.precision, "bf16"));
     train_run(&cfg);
     comm_finalize();

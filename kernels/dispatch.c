@@ -17,14 +17,21 @@ static char device_name[160] = "cpu";
 #endif
 KERN_OPS(KERN_ROUTE)
 
-const char *kern_select_device(const char *want, int local_rank) {
+const char *kern_select_device(const char *want, int local_rank, int local_world) {
     on_gpu = 0;
     snprintf(device_name, sizeof device_name, "cpu");
     if (!strcmp(want, "cpu")) return NULL;
 #ifdef FSDPC_CUDA
     int n = cuda_device_count();
     if (n > 0) {
-        int dev = local_rank % n;
+        static char err[200];
+        if (local_world > n) {  // NCCL refuses two ranks of a communicator on one GPU
+            snprintf(err, sizeof err,
+                     "%d ranks on this node but %d GPU(s): each rank needs its own GPU (start at most %d ranks per "
+                     "node, or pass --device cpu)", local_world, n, n);
+            return err;
+        }
+        int dev = local_rank;
         char name[128];
         cuda_bind(dev, name, sizeof name);
         snprintf(device_name, sizeof device_name, "cuda:%d (%s)", dev, name);
@@ -33,7 +40,7 @@ const char *kern_select_device(const char *want, int local_rank) {
     }
     if (!strcmp(want, "cuda")) return "--device cuda: no CUDA GPU is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)";
 #else
-    (void)local_rank;
+    (void)local_rank, (void)local_world;
     if (!strcmp(want, "cuda")) return "--device cuda: this build has no CUDA backend (rebuild with nvcc on PATH, CUDA=1)";
 #endif
     return NULL;  // auto without a GPU: the CPU

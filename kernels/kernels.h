@@ -11,8 +11,9 @@
 
 // ---- device and memory ----
 // Picks the device for every kernel: "cpu", "cuda", or "auto" (CUDA when this build has it and
-// a GPU is visible). local_rank chooses the GPU. Returns NULL, or a message saying why not.
-const char *kern_select_device(const char *want, int local_rank);
+// a GPU is visible). Rank local_rank of the local_world ranks on its node takes GPU local_rank.
+// Returns NULL, or a message saying why not (no GPU for --device cuda, fewer GPUs than ranks).
+const char *kern_select_device(const char *want, int local_rank, int local_world);
 int kern_on_gpu(void);
 const char *kern_device_name(void);  // e.g. "cpu" or "cuda:0 (NVIDIA H100 80GB HBM3)"
 // --precision bf16 on a GPU: matmuls and attention round their operands to bf16 and run on the

@@ -55,6 +55,8 @@ same "np=2 full-shard over emulated NCCL equals np=1" gpu np2 1e-5
 run np2_hybrid_bf16 $MPI -np 2 $EMU --batch_size 1 --sharding hybrid-full-shard --shard_group_size 1 --precision bf16 \
     --reduce_dtype bf16
 same "np=2 hybrid, bf16 gathers and reductions over emulated NCCL track np=1 bf16" gpu_bf16 np2_hybrid_bf16 1e-3
+expect_error "more ranks on a node than GPUs" "^fsdpc: error: 2 ranks on this node but 1 GPU\(s\): each rank needs its own GPU" \
+    env FSDPC_EMU_GPUS=1 $MPI -np 2 $EMU
 run np1_accum $EMU --grad_accum 2
 run np2_zero2_accum_offload $MPI -np 2 $EMU --batch_size 1 --grad_accum 2 --sharding grad-shard --cpu_offload
 same "np=2 grad-shard, 2 micro-batches, offload equals np=1" np1_accum np2_zero2_accum_offload 1e-5

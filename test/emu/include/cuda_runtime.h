@@ -238,8 +238,9 @@ static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { emu_e
 static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) { emu_stream_wait_event(emu::sid(s), e); return 0; }
 static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) { emu_event_sync(e); return 0; }
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = (void *)(intptr_t)emu_stream_new(); return 0; }
-static inline cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return 0; }
-static inline cudaError_t cudaSetDevice(int) { return 0; }
+// FSDPC_EMU_GPUS emulated GPUs per node (default 8); they all share the one emulated memory
+static inline cudaError_t cudaGetDeviceCount(int *n) { const char *e = getenv("FSDPC_EMU_GPUS"); *n = e ? atoi(e) : 8; return 0; }
+static inline cudaError_t cudaSetDevice(int d) { int n; cudaGetDeviceCount(&n); return d >= 0 && d < n ? 0 : 101; }
 static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) { strcpy(p->name, "CPU emulation"); return 0; }
 template <class T> cudaError_t cudaFuncSetAttribute(T *, cudaFuncAttribute, int v) {
     if (v > 166912) { fprintf(stderr, "emu: %d bytes of smem exceed the A100 limit\n", v); abort(); }
