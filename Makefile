@@ -56,16 +56,16 @@ build/test_%: test/test_%.c $(OBJ)
 EMU = build/emu
 EMU_OBJ = $(patsubst kernels/cuda/%.cu,$(EMU)/%.o,$(wildcard kernels/cuda/*.cu))
 EMU_HDR = $(patsubst kernels/cuda/%,$(EMU)/%,$(wildcard kernels/cuda/*.cuh))
-EMU_REWRITE = perl -pe 's/(\w+)<<<(.*?)>>>\(/emu_launch($$1, $$2)(/g; s/extern __shared__ (__align__\(\d+\) )?float smem\[\];/float *smem = emu::dyn_smem;/'
+EMU_REWRITE = perl -pe 's/(\w+)<<<(.*?)>>>\(/emu_launch($$1, $$2)(/g; s/extern __shared__ (__align__\(\d+\) )?float smem\[\];/float *smem = emu::dyn_smem;/; s/__shared__ (\w+) (\w+)\[(\w+)\];/$$1 (&$$2)[$$3] = emu::shared_array<$$1, $$3, __LINE__>();/'
 EMU_CXX = g++ -std=c++20 -O1 -pthread -DFSDPC_CUDA -Itest/emu/include -Ikernels/cuda -I. -Wall -Wno-unused-parameter -Wno-unknown-pragmas -MMD -MP
 CPU_KERN_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard kernels/cpu/*.c))
 
 .PRECIOUS: $(EMU)/%.cpp
-$(EMU)/%.cpp: kernels/cuda/%.cu
+$(EMU)/%.cpp: kernels/cuda/%.cu Makefile
 	@mkdir -p $(EMU)
 	$(EMU_REWRITE) $< > $@
 
-$(EMU)/%.cuh: kernels/cuda/%.cuh
+$(EMU)/%.cuh: kernels/cuda/%.cuh Makefile
 	@mkdir -p $(EMU)
 	$(EMU_REWRITE) $< > $@
 

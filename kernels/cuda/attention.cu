@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(kAttThreads)
 #pragma unroll
             for (int j = 0; j < RD; j++) o[i][j] *= alpha;
         }
-        __syncthreads();
+        __syncwarp();  // a row of P is written and then read by its own half-warp only
         tile_mac<RM, RD, BK>(o, Ps, LDP, Vs, LDH, 1);  // O += P V
     }
 

@@ -21,7 +21,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-#define __shared__ static
+#define __shared__ emu_shared_memory_must_be_declared_as__shared__T_name_N  // the Makefile rewrites those
 
 struct dim3 {
     unsigned x, y, z;
@@ -100,6 +100,15 @@ inline void fiber_main() {
 }
 
 inline float *dyn_smem;
+inline unsigned long block_serial;  // counts the blocks run
+// A kernel's `__shared__ T name[N]` (rewritten by the Makefile): NaN bytes at each block's start,
+// like the dynamic shared memory, so reading an element no thread of this block wrote shows.
+template <class T, int N, int Line> T (&shared_array())[N] {
+    static T a[N];
+    static unsigned long serial = ~0ul;
+    if (serial != block_serial) serial = block_serial, memset((void *)a, 0xff, sizeof a);
+    return a;
+}
 inline size_t max_dyn_smem = 48 * 1024;  // set by cudaFuncSetAttribute (not per kernel here)
 inline long launches;
 }
@@ -158,8 +167,21 @@ template <class F> struct Launch {
         static std::vector<Fiber> fibers(1024);
         std::vector<uint64_t> xb(nt);
         body = [&] { f(args...); };
-        for (size_t blk = 0; blk < nblocks; blk++) {
-            if (cfg.smem) for (size_t i = 0; i < cfg.smem / 4; i++) sm[i] = NAN;  // uninitialised
+        // Blocks run one at a time and threads until they wait, so a missing barrier or a block
+        // reading another block's output would go unseen in one fixed order; the order flips
+        // between launches (blocks) and blocks (threads), so each such dependency breaks somewhere.
+        // Warps also drift apart, as on a GPU: in a block, either every pass over the threads
+        // skips a pseudo-random half of the warps, or one warp runs only when no other can.
+        const bool blocks_back = launches % 2;
+        uint64_t rng = 0x9E3779B97F4A7C15ull * launches;
+        for (size_t i = 0; i < nblocks; i++) {
+            const size_t blk = blocks_back ? nblocks - 1 - i : i;
+            const bool threads_back = (i + launches / 2) % 2;
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            const bool starve = rng >> 63;
+            const unsigned starved = (unsigned)(rng >> 32) % ((nt + 31) / 32);
+            if (cfg.smem) for (size_t j = 0; j < cfg.smem / 4; j++) sm[j] = NAN;  // uninitialised
+            block_serial++;
             Barrier bb(nt), wb[32];
             for (unsigned t = 0; t < nt; t++) {
                 Fiber &fb = fibers[t];
@@ -173,10 +195,14 @@ template <class F> struct Launch {
                 fb.uc.uc_link = nullptr;
                 makecontext(&fb.uc, fiber_main, 0);
             }
-            for (unsigned left = nt; left;) {
+            for (unsigned left = nt, everyone = 0; left;) {
                 bool progress = false;
-                for (unsigned t = 0; t < nt; t++) {
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                const unsigned warps_run = everyone ? ~0u : starve ? ~(1u << starved) : (unsigned)(rng >> 32);
+                for (unsigned k = 0; k < nt; k++) {
+                    const unsigned t = threads_back ? nt - 1 - k : k;
                     Fiber &fb = fibers[t];
+                    if (!(warps_run >> (t / 32) & 1u)) continue;
                     if (fb.done || (fb.wait_on && fb.wait_on->phase == fb.wait_phase)) continue;
                     fb.wait_on = nullptr;
                     cur = &fb, ctx = fb.ctx;
@@ -188,7 +214,8 @@ template <class F> struct Launch {
                     progress = true;
                     left -= fb.done;
                 }
-                if (!progress) { fprintf(stderr, "emu: block %zu deadlocked: threads wait at a barrier others never reach\n", blk); abort(); }
+                if (!progress && everyone) { fprintf(stderr, "emu: block %zu deadlocked: threads wait at a barrier others never reach\n", blk); abort(); }
+                everyone = !progress;  // the warps that could run were skipped: run them all
             }
         }
     }

@@ -1,6 +1,7 @@
 // CPU emulation of the WMMA subset used by kernels/cuda (testing only). Every lane holds the
-// whole 16x16 tile; loads check the pointer and leading-dimension rules of the real API, stores
-// are done by lane 0 between warp barriers.
+// whole 16x16 tile; loads check the pointer and leading-dimension rules of the real API. A store
+// writes 8 of the 256 elements per lane and does not wait for the other lanes, as the hardware's
+// does not promise: a lane must __syncwarp before reading what other lanes stored.
 #pragma once
 #include <type_traits>
 #include <cstdio>
@@ -30,10 +31,10 @@ static inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f,
 }
 static inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f, unsigned ld, layout_t l) {
     emu_check(p, ld);
-    emu::ctx.warp_bar->arrive_and_wait();
-    if (emu::lane() == 0)
-        for (int i = 0; i < 16; i++) for (int j = 0; j < 16; j++) (l == mem_row_major ? p[i * ld + j] : p[j * ld + i]) = f.x[i * 16 + j];
-    emu::ctx.warp_bar->arrive_and_wait();
+    for (int e = emu::lane(); e < 256; e += 32) {
+        const int i = e / 16, j = e % 16;
+        (l == mem_row_major ? p[i * ld + j] : p[j * ld + i]) = f.x[e];
+    }
 }
 template <class U, class T, class L> static inline void fill_fragment(fragment<U, 16, 16, 16, T, L> &f, float v) { for (float &e : f.x) e = v; }
 template <class LA, class LB>
