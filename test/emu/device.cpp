@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -58,10 +59,13 @@ struct Pinned {
 std::vector<Pinned> pinned;
 struct sigaction old_segv;
 
-[[noreturn]] void die(const char *fmt, const void *p, const char *a = "", const char *b = "") {
+[[noreturn]] __attribute__((format(printf, 1, 2))) void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "emu: ");
-    fprintf(stderr, fmt, p, a, b);
+    vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");
+    va_end(ap);
     abort();
 }
 
@@ -74,18 +78,12 @@ void set_prot(char *p, size_t len, int prot) {
 
 void protect_all() { set_prot(base, used, access_depth > 0 ? PROT_READ | PROT_WRITE : PROT_NONE); }
 
-const char *stream_name(int s) {
-    static const char *const names[kStreams] = {"host", "stream 1", "stream 2", "stream 3", "stream 4", "stream 5",
-                                                "stream 6", "stream 7", "stream 8", "stream 9", "stream 10",
-                                                "stream 11", "stream 12", "stream 13", "stream 14", "stream 15"};
-    return names[s];
-}
-
 [[noreturn]] void race(size_t pg, bool write, int other, const char *other_what, bool other_wrote) {
     fprintf(stderr,
-            "emu: race on device memory %p: %s on %s %s it, but %s on %s %s it and no event wait orders the two\n",
-            (void *)(base + pg * page), op_what, stream_name(op_stream), write ? "writes" : "reads", other_what,
-            stream_name(other), other_wrote ? "wrote" : "read");
+            "emu: race on device memory %p: %s on stream %d %s it, but %s on stream %d %s it and no event wait orders "
+            "the two\n",
+            (void *)(base + pg * page), op_what, op_stream, write ? "writes" : "reads", other_what, other,
+            other_wrote ? "wrote" : "read");
     abort();
 }
 
@@ -157,7 +155,7 @@ void on_segv(int sig, siginfo_t *si, void *uc) {
 }
 
 int stream_id(int s) {
-    if (s <= 0 || s >= nstreams) die("work queued on %p, which is not a stream made by cudaStreamCreate", (void *)(intptr_t)s);
+    if (s <= 0 || s >= nstreams) die("work queued on stream %d, which cudaStreamCreate did not make", s);
     return s;
 }
 
@@ -228,7 +226,7 @@ extern "C" int emu_host_free(void *p) {
 }
 
 extern "C" int emu_stream_new(void) {
-    if (nstreams == kStreams) die("more than %p streams", (void *)(intptr_t)(kStreams - 1));
+    if (nstreams == kStreams) die("more than %d streams", kStreams - 1);
     return nstreams++;
 }
 
@@ -248,7 +246,7 @@ extern "C" void emu_stream_sync(int s) {
 }
 
 extern "C" void emu_op_begin(int s, const char *what) {
-    if (op_stream >= 0) die("%p: device work started inside device work (%s)", nullptr, what);
+    if (op_stream >= 0) die("device work (%s) started inside device work", what);
     s = stream_id(s);
     join(clocks[s], clocks[0]);  // queued after everything the host has waited for
     op_epoch = ++clocks[s][s];
@@ -257,7 +255,7 @@ extern "C" void emu_op_begin(int s, const char *what) {
 
 extern "C" void emu_op_access(const void *p, size_t n, int write) {
     if (!n) return;
-    if (!emu_is_dev(p) || !emu_is_dev((const char *)p + n - 1)) die("%p: %s of memory that is not on the device", p, op_what);
+    if (!emu_is_dev(p) || !emu_is_dev((const char *)p + n - 1)) die("%s of %p, which is not device memory", op_what, p);
     for (size_t pg = (size_t)((const char *)p - base) / page; pg <= (size_t)((const char *)p + n - 1 - base) / page; pg++)
         grant(pg, write);
 }

@@ -7,6 +7,7 @@
 #ifndef FSDPC_EMU_DEVICE_H
 #define FSDPC_EMU_DEVICE_H
 #include <stddef.h>
+#include <stdint.h>
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -16,8 +17,10 @@ void emu_device_access(int on);   // nested on/off pairs: device memory readable
 void *emu_host_alloc(size_t n);   // pinned host memory
 int emu_host_free(void *p);       // 0 if p is not pinned memory
 
-// Streams are small integers (0 is the host); an event holds the clocks of its stream when recorded.
+// Streams are small integers (0 is the host), which a cudaStream_t carries as its pointer value;
+// an event holds the clocks of its stream when recorded.
 int emu_stream_new(void);
+static inline int emu_sid(const void *stream) { return (int)(intptr_t)stream; }
 void *emu_event_new(void);
 void emu_event_free(void *e);
 void emu_event_record(void *e, int stream);

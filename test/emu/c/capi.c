@@ -12,14 +12,13 @@
 #include "nccl.h"
 
 const char *cudaGetErrorString(cudaError_t e) { return e ? "emulated error" : "no error"; }
-static int sid(cudaStream_t s) { return (int)(intptr_t)s; }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
     return (void)flags, *s = (void *)(intptr_t)emu_stream_new(), 0;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) { return (void)flags, *e = emu_event_new(), 0; }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return emu_event_record(e, sid(s)), 0; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return emu_event_record(e, emu_sid(s)), 0; }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
-    return (void)flags, emu_stream_wait_event(sid(s), e), 0;
+    return (void)flags, emu_stream_wait_event(emu_sid(s), e), 0;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) { return emu_event_free(e), 0; }
 
@@ -58,7 +57,7 @@ static int begin(const char *what, cudaStream_t s, const void *in, size_t in_byt
         fprintf(stderr, "emu nccl: buffer %p or %p is not device memory\n", in, out);
         return 0;
     }
-    emu_op_begin(sid(s), what);
+    emu_op_begin(emu_sid(s), what);
     emu_op_access(in, in_bytes, 0);
     emu_op_access(out, out_bytes, 1);
     return 1;

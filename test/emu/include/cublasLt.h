@@ -61,7 +61,7 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
     size_t, cudaStream_t stream) {
     EMU_REQUIRE(C == D && lc == ld);
     EMU_REQUIRE(emu_is_dev(A) && emu_is_dev(B) && emu_is_dev(C));
-    EmuOp op(emu::sid(stream), "cublasLtMatmul");
+    EmuOp op(emu_sid(stream), "cublasLtMatmul");
     EMU_REQUIRE((uintptr_t)A % algo->pref.align[0] == 0 && (uintptr_t)B % algo->pref.align[1] == 0 &&
                 (uintptr_t)C % algo->pref.align[2] == 0 && (uintptr_t)D % algo->pref.align[3] == 0);
     const int m = lc->rows, n = lc->cols, k = d->ta ? la->rows : la->cols;

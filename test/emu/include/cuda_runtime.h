@@ -134,7 +134,6 @@ static inline float __shfl_xor_sync(unsigned, float v, int o) { return emu_shfl_
 static inline double __shfl_xor_sync(unsigned, double v, int o) { return emu_shfl_xor(v, o); }
 
 namespace emu {
-inline int sid(cudaStream_t s) { return (int)(intptr_t)s; }
 struct Cfg {
     dim3 grid, block;
     size_t smem;
@@ -152,7 +151,7 @@ template <class F> struct Launch {
     }
     template <class... A> void operator()(A... args) {
         (check_arg(args), ...);
-        EmuOp op(sid(cfg.stream), name);
+        EmuOp op(emu_sid(cfg.stream), name);
         if (cfg.block.y != 1 || cfg.block.z != 1 || cfg.block.x % 32 || cfg.block.x > 1024) abort();
         if (cfg.smem > max_dyn_smem) { fprintf(stderr, "emu: dynamic smem %zu > opt-in %zu\n", cfg.smem, max_dyn_smem); abort(); }
         if (cfg.grid.y > 65535 || cfg.grid.z > 65535 || cfg.grid.x == 0) abort();
@@ -174,12 +173,13 @@ template <class F> struct Launch {
         // skips a pseudo-random half of the warps, or one warp runs only when no other can.
         const bool blocks_back = launches % 2;
         uint64_t rng = 0x9E3779B97F4A7C15ull * launches;
+        auto next_rand = [&rng] { return (unsigned)((rng = rng * 6364136223846793005ull + 1442695040888963407ull) >> 32); };
         for (size_t i = 0; i < nblocks; i++) {
             const size_t blk = blocks_back ? nblocks - 1 - i : i;
             const bool threads_back = (i + launches / 2) % 2;
-            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-            const bool starve = rng >> 63;
-            const unsigned starved = (unsigned)(rng >> 32) % ((nt + 31) / 32);
+            const unsigned r = next_rand();
+            const bool starve = r >> 31;
+            const unsigned starved = r % ((nt + 31) / 32);
             if (cfg.smem) for (size_t j = 0; j < cfg.smem / 4; j++) sm[j] = NAN;  // uninitialised
             block_serial++;
             Barrier bb(nt), wb[32];
@@ -197,8 +197,7 @@ template <class F> struct Launch {
             }
             for (unsigned left = nt, everyone = 0; left;) {
                 bool progress = false;
-                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-                const unsigned warps_run = everyone ? ~0u : starve ? ~(1u << starved) : (unsigned)(rng >> 32);
+                const unsigned warps_run = everyone ? ~0u : starve ? ~(1u << starved) : next_rand();
                 for (unsigned k = 0; k < nt; k++) {
                     const unsigned t = threads_back ? nt - 1 - k : k;
                     Fiber &fb = fibers[t];
@@ -239,7 +238,7 @@ static inline cudaError_t cudaFree(void *p) {  // device blocks are never reused
 }
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
     if (n && !emu_is_dev(p)) { fprintf(stderr, "emu: cudaMemsetAsync on host memory %p\n", p); abort(); }
-    EmuOp op(emu::sid(s), "cudaMemsetAsync");
+    EmuOp op(emu_sid(s), "cudaMemsetAsync");
     memset(p, v, n);
     return 0;
 }
@@ -251,18 +250,18 @@ static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cuda
         abort();
     }
     if (!n) return 0;
-    EmuOp op(emu::sid(st), "cudaMemcpyAsync");
+    EmuOp op(emu_sid(st), "cudaMemcpyAsync");
     if (k == cudaMemcpyDeviceToDevice) memmove(d, s, n);
     else emu_op_copy(d, s, n, k == cudaMemcpyDeviceToHost);
     return 0;
 }
 // work runs when queued; emu_device.h's clocks say whether it was ordered as a GPU needs
-static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { emu_stream_sync(emu::sid(s)); return 0; }
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { emu_stream_sync(emu_sid(s)); return 0; }
 typedef void *cudaEvent_t;
 #define cudaEventDisableTiming 2
 static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) { *e = emu_event_new(); return 0; }
-static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { emu_event_record(e, emu::sid(s)); return 0; }
-static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) { emu_stream_wait_event(emu::sid(s), e); return 0; }
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { emu_event_record(e, emu_sid(s)); return 0; }
+static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) { emu_stream_wait_event(emu_sid(s), e); return 0; }
 static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) { emu_event_sync(e); return 0; }
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = (void *)(intptr_t)emu_stream_new(); return 0; }
 // FSDPC_EMU_GPUS emulated GPUs per node (default 8); they all share the one emulated memory

@@ -9,7 +9,7 @@ struct DeviceRadixSort {
     static cudaError_t SortPairs(void *temp, size_t &bytes, const K *kin, K *kout, const V *vin, V *vout, N n,
                                  int, int, cudaStream_t stream) {
         if (!temp) { bytes = 1000; return 0; }
-        EmuOp op(emu::sid(stream), "cub::DeviceRadixSort::SortPairs");
+        EmuOp op(emu_sid(stream), "cub::DeviceRadixSort::SortPairs");
         std::vector<size_t> idx(n);
         std::iota(idx.begin(), idx.end(), 0);
         std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return kin[a] < kin[b]; });
