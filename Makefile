@@ -10,8 +10,13 @@ CUDA ?= $(if $(and $(NVCC),$(wildcard kernels/cuda/*.cu)),1,0)
 ARCH ?= -march=x86-64-v3
 CFLAGS ?= -O3 $(ARCH) -Wall -Wextra -Wno-unused-parameter
 CFLAGS += -std=gnu11 -fno-math-errno -fopenmp -I/usr/include/hdf5/openmpi -I/usr/include/x86_64-linux-gnu/openblas-openmp -MMD -MP
-LDLIBS = -L$(HDF5_DIR) -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lm
+CXX = g++
+CXXFLAGS ?= -O2 $(ARCH) -Wall -Wextra
+CXXFLAGS += -std=c++17 -MMD -MP
+LDLIBS = -L$(HDF5_DIR) -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lsentencepiece -lstdc++ -lm
 HOST_LDLIBS := $(LDLIBS)
+# C++ only where a library has no C API (libsentencepiece): thin wrappers with C linkage
+CXX_SRC = $(wildcard data/*.cpp)
 
 SRC = $(wildcard comm/*.c model/*.c shard/*.c data/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c)
 ifeq ($(CUDA),1)
@@ -26,7 +31,7 @@ BUILD = build/cpu
 SRC := $(filter-out comm/nccl.c,$(SRC))
 CU_OBJ =
 endif
-OBJ = $(SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
+OBJ = $(SRC:%.c=$(BUILD)/%.o) $(CXX_SRC:%.cpp=$(BUILD)/%.o) $(CU_OBJ)
 TESTS = build/test_kernels build/test_model build/test_comm build/test_gpu_emu build/fsdpc_emu build/emu_race_check
 
 .PHONY: all run test test-gpu bench bench-gpu deps clean
@@ -38,6 +43,10 @@ deps:
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
@@ -92,7 +101,7 @@ $(EMU)/c/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) -Itest/emu/c $(CFLAGS) -DFSDPC_CUDA -c $< -o $@
 
-build/fsdpc_emu: $(EMU_C_OBJ) $(EMU_OBJ) $(EMU)/device.o
+build/fsdpc_emu: $(EMU_C_OBJ) $(CXX_SRC:%.cpp=$(BUILD)/%.o) $(EMU_OBJ) $(EMU)/device.o
 	$(CC) $(CFLAGS) $^ -o $@ $(HOST_LDLIBS) -lstdc++
 
 build/emu_race_check: test/emu/race_check.cpp $(EMU)/device.o

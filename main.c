@@ -1,8 +1,10 @@
 // fsdpc: FSDP-style training of Llama-2 models in one MPI binary.
 #include <string.h>
 
+#include "ckpt/hf.h"
 #include "comm/comm.h"
 #include "data/shardfile.h"
+#include "data/tokenizer.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
 #include "shard/train.h"
@@ -14,13 +16,20 @@ int main(int argc, char **argv) {
         comm_finalize();
         return rc;
     }
+    if (argc > 1 && !strcmp(argv[1], "tokenize")) {
+        int rc = data_tokenize_main(argc - 1, argv + 1);
+        comm_finalize();
+        return rc;
+    }
+    if (argc > 1 && !strcmp(argv[1], "export")) { int rc = hf_export_main(argc - 1, argv + 1); comm_finalize(); return rc; }
     static Config cfg;  // large (paths, prompt): keep it off the stack
     config_parse(&cfg, argc, argv);
+    comm_check_same(config_hash(&cfg), "flags");
     kern_init(cfg.num_threads);
     cfg.num_threads = kern_num_threads();
     comm_check_all(kern_select_device(cfg.device, comm_info.local_rank, comm_info.local_world));
     kern_set_compute_bf16(!strcmp(cfg.precision, "bf16"));
-    train_run(&cfg);
+    int rc = train_run(&cfg);
     comm_finalize();
-    return 0;
+    return rc;
 }

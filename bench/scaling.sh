@@ -16,8 +16,10 @@ for np in 1 2 4; do
     4) strategies="no-shard full-shard grad-shard hybrid-full-shard hybrid-grad-shard" ;;
     esac
     for st in $strategies; do
+        group=""
+        case $st in hybrid-*) group="--shard_group_size 2" ;; esac
         line=$(timeout 300 mpirun --oversubscribe --allow-run-as-root -np $np ./fsdpc $MODEL --batch_size $((8 / np)) \
-            --sharding $st --shard_group_size 2 --train_data synthetic --max_steps $((STEPS + 1)) \
+            --sharding $st $group --train_data synthetic --max_steps $((STEPS + 1)) \
             --logging_freq $((STEPS + 1)) --checkpoint_freq 0 --num_tokens 0 --num_threads $threads 2>&1 |
             grep "^Batch $((STEPS + 1)) Loss")
         tok=$(echo "$line" | sed -E 's/.*tokens\/sec: ([0-9.]+).*/\1/')

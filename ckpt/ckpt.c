@@ -23,10 +23,11 @@ static long h5_check(long r, const char *what, const char *file, int line) {
     return r;
 }
 
-static hid_t open_file(const char *path, int create) {
+// collective: every rank opens the file through MPI-IO; else this rank alone reads it
+static hid_t open_file_with(const char *path, int create, int collective) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);  // we report errors ourselves, one line each
     hid_t fapl = h5Check(H5Pcreate(H5P_FILE_ACCESS));
-    h5Check(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL));
+    if (collective) h5Check(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL));
     // Parallel file systems often lack the flock() HDF5 uses, and readers never see a file
     // before its atomic rename anyway: locking is off unless HDF5_USE_FILE_LOCKING says otherwise.
     if (!getenv("HDF5_USE_FILE_LOCKING")) h5Check(H5Pset_file_locking(fapl, 0, 1));
@@ -34,6 +35,8 @@ static hid_t open_file(const char *path, int create) {
     H5Pclose(fapl);
     return f;
 }
+
+static hid_t open_file(const char *path, int create) { return open_file_with(path, create, 1); }
 
 // ---- attributes ----
 
@@ -172,10 +175,11 @@ static float *state_buffer(const FlatUnit *f, int which) {
     return which == 0 ? f->master : which == 1 ? f->exp_avg : f->exp_avg_sq;
 }
 
-// Visits every tensor of every unit with this rank's slice in each of the three state groups.
-static void xfer_state(hid_t file, const ShardState *s, int write) {
+// Visits every tensor of every unit with this rank's slice in the first ngroups state groups
+// (1: the weights only).
+static void xfer_state(hid_t file, const ShardState *s, int write, int ngroups) {
     const ModelPlan *plan = s->plan;
-    for (int g = 0; g < 3; g++)
+    for (int g = 0; g < ngroups; g++)
         for (int u = 0; u < plan->nunits; u++)
             for (int t = 0; t < plan->units[u].ntensors; t++) {
                 size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
@@ -221,13 +225,14 @@ double ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const 
     char run[2048];
     config_describe(cfg, run, sizeof run);
     attr_write_str(f, "run_config", run);
+    attr_write_str(f, "tokenizer", cfg->tokenizer);
     for (int g = 0; g < 3; g++) {
         hid_t lcpl = h5Check(H5Pcreate(H5P_LINK_CREATE));
         h5Check(H5Pset_create_intermediate_group(lcpl, 1));
         H5Gclose(h5Check(H5Gcreate2(f, groups[g], lcpl, H5P_DEFAULT, H5P_DEFAULT)));
         H5Pclose(lcpl);
     }
-    xfer_state(f, s, 1);
+    xfer_state(f, s, 1, 3);
     test_pause(meta->step);
     h5Check(H5Fflush(f, H5F_SCOPE_GLOBAL));
     h5Check(H5Fclose(f));
@@ -267,14 +272,15 @@ int ckpt_resolve(const char *path, char *out, size_t len) {
     return 1;
 }
 
-// Checks format, config and every tensor shape; returns an error message or NULL.
-static const char *validate(hid_t f, const char *file, const ShardState *s, const Config *cfg) {
+// Checks format, config and every tensor shape in the first ngroups groups; returns an error
+// message or NULL.
+static const char *validate(hid_t f, const char *file, const ModelPlan *plan, int ngroups) {
     static char msg[1024];
     char fmt[64] = "";
     if (!attr_read_str(f, "format", fmt, sizeof fmt) || strcmp(fmt, FORMAT_NAME) != 0)
         return snprintf(msg, sizeof msg, "'%s' is not an fsdpc checkpoint (format attribute '%s')", file, fmt), msg;
     for (size_t i = 0; i < NMODEL_INTS; i++) {
-        int v = -1, want = *(const int *)((const char *)&cfg->model + model_ints[i].off);
+        int v = -1, want = *(const int *)((const char *)&plan->cfg + model_ints[i].off);
         if (!attr_read(f, model_ints[i].name, H5T_NATIVE_INT, &v))
             return snprintf(msg, sizeof msg, "checkpoint '%s' lacks the '%s' attribute", file, model_ints[i].name), msg;
         if (v != want)
@@ -282,9 +288,8 @@ static const char *validate(hid_t f, const char *file, const ShardState *s, cons
                             v, model_ints[i].name, want),
                    msg;
     }
-    const ModelPlan *plan = s->plan;
     char path[160];
-    for (int g = 0; g < 3; g++)
+    for (int g = 0; g < ngroups; g++)
         for (int u = 0; u < plan->nunits; u++)
             for (int t = 0; t < plan->units[u].ntensors; t++) {
                 const TensorSpec *ts = &plan->units[u].t[t];
@@ -308,23 +313,99 @@ static const char *validate(hid_t f, const char *file, const ShardState *s, cons
     return NULL;
 }
 
-void ckpt_load(const char *file, ShardState *s, const Config *cfg, CkptMeta *meta) {
+static const char *open_error(const char *file) {
     static char err[1200];
+    snprintf(err, sizeof err, "cannot open checkpoint '%s': %s", file,
+             access(file, F_OK) != 0 ? "it does not exist" : "not a readable HDF5 file (truncated or still being written?)");
+    return err;
+}
+
+// Collective open and validation of the first ngroups groups against s's plan.
+static hid_t open_checked(const char *file, const ShardState *s, int ngroups) {
     hid_t f = open_file(file, 0);
-    const char *e = NULL;
-    if (f < 0)
-        e = (snprintf(err, sizeof err, "cannot open checkpoint '%s': not a readable HDF5 file (truncated or still being written?)", file), err);
-    else
-        e = validate(f, file, s, cfg);
-    comm_check_all(e);
+    comm_check_all(f < 0 ? open_error(file) : validate(f, file, s->plan, ngroups));
+    return f;
+}
+
+void ckpt_load(const char *file, ShardState *s, const Config *cfg, CkptMeta *meta) {
+    hid_t f = open_checked(file, s, 3);
     attr_read(f, "step", H5T_NATIVE_INT, &meta->step);
     attr_read(f, "tokens_seen", H5T_NATIVE_UINT64, &meta->tokens_seen);
     attr_read(f, "data_position", H5T_NATIVE_UINT64, &meta->data_position);
     attr_read(f, "rng_state", H5T_NATIVE_UINT64, &meta->rng_state);
-    xfer_state(f, s, 0);
+    xfer_state(f, s, 0, 3);
     H5Fclose(f);
     shard_master_changed(s);
     s->step = meta->step;
+}
+
+void ckpt_load_weights(const char *file, ShardState *s, const Config *cfg) {
+    hid_t f = open_checked(file, s, 1);
+    xfer_state(f, s, 0, 1);
+    H5Fclose(f);
+    shard_master_changed(s);
+}
+
+const char *ckpt_read_config(const char *file, ModelConfig *m, char *tokenizer, size_t tlen) {
+    static char msg[1200];
+    hid_t f = open_file_with(file, 0, 0);
+    if (f < 0) return open_error(file);
+    char fmt[64] = "";
+    const char *e = NULL;
+    if (!attr_read_str(f, "format", fmt, sizeof fmt) || strcmp(fmt, FORMAT_NAME) != 0)
+        e = (snprintf(msg, sizeof msg, "'%s' is not an fsdpc checkpoint (format attribute '%s')", file, fmt), msg);
+    if (!e && !attr_read_str(f, "model_type", m->model_type, sizeof m->model_type))
+        e = (snprintf(msg, sizeof msg, "checkpoint '%s' lacks the 'model_type' attribute", file), msg);
+    for (size_t i = 0; !e && i < NMODEL_INTS; i++)
+        if (!attr_read(f, model_ints[i].name, H5T_NATIVE_INT, (char *)m + model_ints[i].off))
+            e = (snprintf(msg, sizeof msg, "checkpoint '%s' lacks the '%s' attribute", file, model_ints[i].name), msg);
+    // written by every fsdpc version; a missing one means the defaults of the time
+    if (!e) attr_read(f, "rope_theta", H5T_NATIVE_FLOAT, &m->rope_theta);
+    if (!e) attr_read(f, "norm_eps", H5T_NATIVE_FLOAT, &m->norm_eps);
+    if (!e && !attr_read_str(f, "tokenizer", tokenizer, tlen)) snprintf(tokenizer, tlen, "byte");  // before the attribute existed
+    H5Fclose(f);
+    return e;
+}
+
+struct CkptReader {
+    hid_t file;
+    char path[1024];
+};
+
+CkptReader *ckpt_reader_open(const char *file, const ModelPlan *plan, const char **err) {
+    hid_t f = open_file_with(file, 0, 0);
+    *err = f < 0 ? open_error(file) : validate(f, file, plan, 1);
+    if (*err) {
+        if (f >= 0) H5Fclose(f);
+        return NULL;
+    }
+    CkptReader *r = mallocCheck(sizeof *r);
+    r->file = f;
+    snprintf(r->path, sizeof r->path, "%s", file);
+    return r;
+}
+
+const char *ckpt_reader_read(CkptReader *r, const TensorSpec *t, size_t begin, size_t count, float *dst) {
+    static char msg[1400];
+    char path[160];
+    snprintf(path, sizeof path, "model/%s", t->name);
+    hid_t ds = h5Check(H5Dopen2(r->file, path, H5P_DEFAULT));
+    hid_t fspace = h5Check(H5Dget_space(ds));
+    select_range(fspace, t, begin, count);
+    hsize_t mdim[1] = {count};
+    hid_t mspace = h5Check(H5Screate_simple(1, mdim, NULL));
+    int ok = H5Dread(ds, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, dst) >= 0;
+    H5Sclose(mspace);
+    H5Sclose(fspace);
+    H5Dclose(ds);
+    if (ok) return NULL;
+    snprintf(msg, sizeof msg, "cannot read /%s from checkpoint '%s' (corrupt or truncated file?)", path, r->path);
+    return msg;
+}
+
+void ckpt_reader_close(CkptReader *r) {
+    H5Fclose(r->file);
+    free(r);
 }
 
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #ifdef FSDPC_CUDA
 #include "nccl.h"
@@ -24,6 +25,7 @@ struct CommGroup {
 CommInfo comm_info;
 static CommGroup world_group;
 static MPI_Op bf16_sum_op;
+static MPI_Comm fail_comm;  // only comm_fail_all meets on it, so it never crosses another collective
 
 #define mpiCheck(call) mpi_check((call), __FILE__, __LINE__)
 static void mpi_check(int err, const char *file, int line) {
@@ -61,6 +63,7 @@ void comm_init(int *argc, char ***argv) {
     // errors come back to us so they are reported with file:line, not as a bare abort
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     world_group.comm = MPI_COMM_WORLD;
+    mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &fail_comm));
     mpiCheck(MPI_Op_create(bf16_sum, 1, &bf16_sum_op));
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &comm_info.rank));
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &comm_info.world));
@@ -82,6 +85,53 @@ double comm_peak_mem_mib(void) {
     return ru.ru_maxrss / 1024.0;  // Linux reports KiB
 }
 
+// first number in a file (a cgroup control file), or -1 ("max" or absent)
+static double read_number(const char *path) {
+    FILE *f = fopen(path, "r");
+    double v = -1;
+    if (f) {
+        if (fscanf(f, "%lf", &v) != 1) v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
+double comm_mem_available(const char **source) {
+    double avail = -1;
+    *source = "MemAvailable";
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &avail) == 1) {
+            avail *= 1024;
+            break;
+        }
+    if (f) fclose(f);
+    // cgroup v2: "0::/path" in /proc/self/cgroup; v1 keeps the memory controller elsewhere
+    char rel[512] = "", path[700];
+    f = fopen("/proc/self/cgroup", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "0::", 3)) {
+            snprintf(rel, sizeof rel, "%s", line + 3);
+            rel[strcspn(rel, "\n")] = 0;
+        }
+    if (f) fclose(f);
+    static const char *const files[2][2] = {{"memory.max", "memory.current"},
+                                             {"memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes"}};
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "/sys/fs/cgroup%s/%s", k == 0 ? rel : "", files[k][0]);
+        double limit = read_number(path);
+        snprintf(path, sizeof path, "/sys/fs/cgroup%s/%s", k == 0 ? rel : "", files[k][1]);
+        double used = read_number(path);
+        // v1 reports "no limit" as a huge number
+        if (limit > 0 && limit < 1e18 && used >= 0 && (avail < 0 || limit - used < avail)) {
+            avail = limit - used;
+            *source = "cgroup limit";
+        }
+    }
+    return avail;
+}
+
 void comm_fatal_at(const char *file, int line, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -96,23 +146,32 @@ void comm_fatal_at(const char *file, int line, const char *fmt, ...) {
     exit(1);
 }
 
-__attribute__((noreturn)) static void exit_all(void) {
+void comm_fail_all(const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    // Meant for errors every rank sees alike, but a flag or file can differ between nodes: the
+    // ranks meet on a communicator of their own, and a rank that waits in vain reports its own
+    // message and aborts the job rather than hang (or let the others hang) in MPI_Finalize.
+    int inited = 0, arrived = comm_info.world <= 1;
+    MPI_Initialized(&inited);
+    if (inited && !arrived) {
+        MPI_Request req;
+        double t0 = MPI_Wtime(), wait = getenv("FSDPC_FAIL_AGREE_SECONDS") ? atof(getenv("FSDPC_FAIL_AGREE_SECONDS")) : 10.0;
+        MPI_Ibarrier(fail_comm, &req);
+        while (!arrived && MPI_Wtime() - t0 < wait) {
+            MPI_Test(&req, &arrived, MPI_STATUS_IGNORE);
+            if (!arrived) usleep(1000);
+        }
+    }
+    if (!arrived) comm_fatal("%s", msg);
+    if (comm_info.rank == 0) fprintf(stderr, "fsdpc: error: %s\n", msg);
     fflush(stdout);
     fflush(stderr);
-    MPI_Finalize();
+    if (inited) MPI_Finalize();
     exit(1);
-}
-
-void comm_fail_all(const char *fmt, ...) {
-    if (comm_info.rank == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        fprintf(stderr, "fsdpc: error: ");
-        vfprintf(stderr, fmt, ap);
-        fprintf(stderr, "\n");
-        va_end(ap);
-    }
-    exit_all();
 }
 
 void comm_check_all(const char *local_error) {
@@ -124,6 +183,16 @@ void comm_check_all(const char *local_error) {
     if (local_error) snprintf(msg, sizeof msg, "%s", local_error);
     mpiCheck(MPI_Bcast(msg, sizeof msg, MPI_CHAR, first, MPI_COMM_WORLD));
     comm_fail_all("%s", msg);
+}
+
+void comm_check_same(uint64_t value, const char *what) {
+    uint64_t root = value;
+    mpiCheck(MPI_Bcast(&root, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
+    int mine = root == value ? comm_info.world : comm_info.rank, first = mine;
+    mpiCheck(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first < comm_info.world)
+        comm_fail_all("rank %d has different %s than rank 0 (every rank must be started with the same flags and files)",
+                      first, what);
 }
 
 void *comm_malloc_at(const char *file, int line, size_t bytes) {

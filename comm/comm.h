@@ -18,6 +18,9 @@ void comm_finalize(void);
 double comm_time(void);
 // peak resident memory of this process in MiB
 double comm_peak_mem_mib(void);
+// Memory this node can still give, in bytes: the smaller of MemAvailable and the room left under
+// this process's cgroup limit; *source says which ("MemAvailable" or "cgroup limit").
+double comm_mem_available(const char **source);
 
 // A rank-local failure (I/O error, allocation): prints "fsdpc: error: <msg> (file:line)" and
 // aborts every rank through MPI_Abort.
@@ -29,6 +32,9 @@ void comm_fail_all(const char *fmt, ...) __attribute__((noreturn, format(printf,
 // Collective "did any rank fail?": each rank passes its local error message (NULL when fine);
 // if any rank has one, rank 0 prints the lowest failing rank's message and all ranks exit 1.
 void comm_check_all(const char *local_error);
+// Collective: every rank passes a hash of something that must agree (the parsed flags); a rank
+// whose value differs from rank 0's ends the job with a line naming that rank and `what`.
+void comm_check_same(uint64_t value, const char *what);
 
 // Checked allocation, aborting with the size on failure.
 void *comm_malloc_at(const char *file, int line, size_t bytes);

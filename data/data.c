@@ -124,9 +124,12 @@ void data_open(Dataset *d, const char *spec, int T, int vocab, double frac_begin
         TokenFile *f = &d->files[i];
         snprintf(f->path, sizeof f->path, "%s", paths[i]);
         free(paths[i]);
-        f->fd = open(f->path, O_RDONLY);
+        // O_NONBLOCK: opening a FIFO must not wait for a writer; only regular files are data
+        f->fd = open(f->path, O_RDONLY | O_NONBLOCK);
         struct stat st;
         if (f->fd < 0 || fstat(f->fd, &st) != 0) comm_fail_all("cannot open data file '%s': %s", f->path, strerror(errno));
+        if (!S_ISREG(st.st_mode))
+            comm_fail_all("data file '%s' is not a regular file (a FIFO, device or directory cannot be sampled)", f->path);
         uint64_t ntok = probe(f, (uint64_t)st.st_size);
         if (f->width == 1 && vocab < 256)
             comm_fail_all("--vocab_size %d is too small for '%s' read as bytes (needs 256)", vocab, f->path);

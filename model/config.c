@@ -1,6 +1,7 @@
 // config: defaults, presets and a table-driven command-line parser.
 #include "config.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,11 +91,14 @@ static const Flag flags[] = {
     FL("beta2", beta2),
     FL("grad_clip", grad_clip),
     I("seed", seed),
+    I("skip_nonfinite_steps", skip_nonfinite_steps),
     S("train_data", train_data, NULL),
     S("val_data", val_data, NULL),
     I("validation_freq", validation_freq),
     I("validation_batches", validation_batches),
-    S("tokenizer", tokenizer, "byte"),
+    S("tokenizer", tokenizer, NULL),
+    {"init_from", "pretrained_checkpoint_file", F_STR, offsetof(Config, init_from), sizeof(((Config *)0)->init_from), NULL},
+    B("finetune", finetune),
     S("checkpoint_dir", checkpoint_dir, NULL),
     I("checkpoint_freq", checkpoint_freq),
     S("resume_from_checkpoint", resume_from_checkpoint, NULL),
@@ -143,9 +147,13 @@ static void defaults(Config *c) {
     snprintf(c->device, sizeof c->device, "auto");
     c->logging_freq = 10;
     c->num_tokens = 256;
-        c->temperature = 0.8f;
+    c->temperature = 0.8f;
     c->top_p = 0.95f;
 }
+
+// which flags the command line set (a preset counts for the sizes it sets): a model config read
+// from a checkpoint or a Hugging Face config.json fills the others and must agree with these
+static unsigned char flag_given[NFLAGS];
 
 static const Flag *find_flag(const char *name) {
     for (size_t i = 0; i < NFLAGS; i++)
@@ -171,6 +179,7 @@ static void set_flag(Config *c, const Flag *f, const char *v) {
     case F_FLOAT: {
         float x = strtof(v, &end);
         if (!*v || *end) comm_fail_all("--%s expects a number, got '%s'", f->name, v);
+        if (!isfinite(x)) comm_fail_all("--%s must be a finite number, got '%s'", f->name, v);
         *(float *)field = x;
         break;
     }
@@ -227,6 +236,7 @@ static void validate(const Config *c) {
     if (m->dropout != 0.0f) comm_fail_all("--dropout %g: only 0 is supported (Llama-2 pretraining uses none)", m->dropout);
     if (c->batch_size <= 0) comm_fail_all("--batch_size must be positive");
     if (c->grad_accum <= 0) comm_fail_all("--grad_accum must be positive");
+    if (c->skip_nonfinite_steps < 0) comm_fail_all("--skip_nonfinite_steps must be >= 0");
     if (c->max_steps < -1) comm_fail_all("--max_steps must be >= 0");
     if (c->max_epochs < 0) comm_fail_all("--max_epochs must be >= 0");
     if (c->lr < 0 || c->min_lr < 0 || c->min_lr > c->lr) comm_fail_all("need 0 <= --min_lr <= --lr");
@@ -241,8 +251,70 @@ static void validate(const Config *c) {
     if (c->temperature < 0) comm_fail_all("--temperature must be >= 0 (0 = greedy)");
     if (c->top_p <= 0 || c->top_p > 1) comm_fail_all("--top_p must be in (0, 1]");
     if (c->shard_group_size < 0) comm_fail_all("--shard_group_size must be positive");
+    if (c->shard_group_size > 0 && strncmp(c->sharding, "hybrid-", 7) != 0)
+        comm_fail_all("--shard_group_size %d only applies to --sharding hybrid-full-shard|hybrid-grad-shard (this run uses %s)",
+                      c->shard_group_size, c->sharding);
+    if (c->model.initializer_range <= 0) comm_fail_all("--initializer_range must be positive");
+    if (c->grad_clip < 0) comm_fail_all("--grad_clip must be >= 0 (0 = no clipping)");
+    if (!c->checkpoint_dir[0]) comm_fail_all("--checkpoint_dir needs a directory (--checkpoint_freq 0 turns checkpoints off)");
     if (c->selective_checkpointing < 0) comm_fail_all("--selective_checkpointing must be >= 0 (every Nth block)");
     if (c->num_threads < 0) comm_fail_all("--num_threads must be >= 0 (0 = all cores)");
+    if (!c->tokenizer[0]) comm_fail_all("--tokenizer needs a value: byte, a tokenizer.model / tokenizer.json, a directory or a hub name");
+    if (c->finetune && !c->init_from[0])
+        comm_fail_all("--finetune needs the weights to start from: --init_from PATH (or --pretrained_checkpoint_file FILE)");
+}
+
+uint64_t config_hash(const Config *c) {
+    static Config copy;
+    memcpy(&copy, c, sizeof copy);  // bytes, padding included
+    copy.num_threads = 0;  // cores per node may differ once resolved
+    uint64_t h = 0xcbf29ce484222325ULL;
+    const unsigned char *b = (const unsigned char *)&copy;
+    for (size_t i = 0; i < sizeof copy; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+int config_given(const char *name) {
+    const Flag *f = find_flag(name);
+    return f && flag_given[f - flags];
+}
+
+void config_adopt_model(Config *c, const ModelConfig *src, unsigned known, const char *source) {
+    static const struct {
+        unsigned bit;
+        const char *flag;  // NULL: no flag sets it
+        size_t off;
+        int is_float, from_preset;
+    } fields[] = {
+        {MODEL_HIDDEN, "hidden_width", offsetof(ModelConfig, hidden_width), 0, 1},
+        {MODEL_LAYERS, "num_layers", offsetof(ModelConfig, num_layers), 0, 1},
+        {MODEL_HEADS, "num_heads", offsetof(ModelConfig, num_heads), 0, 1},
+        {MODEL_KV_HEADS, "num_key_value_heads", offsetof(ModelConfig, num_key_value_heads), 0, 1},
+        {MODEL_INTERMEDIATE, "intermediate_size", offsetof(ModelConfig, intermediate_size), 0, 1},
+        {MODEL_VOCAB, "vocab_size", offsetof(ModelConfig, vocab_size), 0, 1},
+        {MODEL_CONTEXT, "max_context_width", offsetof(ModelConfig, max_context_width), 0, 0},
+        {MODEL_ROPE_THETA, "rope_theta", offsetof(ModelConfig, rope_theta), 1, 0},
+        {MODEL_NORM_EPS, NULL, offsetof(ModelConfig, norm_eps), 1, 0},
+    };
+    ModelConfig *m = &c->model;
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (!(known & fields[i].bit)) continue;
+        char *dst = (char *)m + fields[i].off;
+        const char *val = (const char *)src + fields[i].off;
+        int given = fields[i].flag && (config_given(fields[i].flag) || (fields[i].from_preset && config_given("model_name")));
+        if (given && fields[i].bit == MODEL_CONTEXT) continue;
+        int same = fields[i].is_float ? *(const float *)dst == *(const float *)val : *(const int *)dst == *(const int *)val;
+        if (given && !same) {
+            if (fields[i].is_float)
+                comm_fail_all("%s has %s=%g but this run has --%s %g", source, fields[i].flag, *(const float *)val,
+                              fields[i].flag, *(const float *)dst);
+            comm_fail_all("%s has %s=%d but this run has --%s %d%s", source, fields[i].flag, *(const int *)val,
+                          fields[i].flag, *(const int *)dst,
+                          config_given(fields[i].flag) ? "" : " (from --model_name; drop it to take the sizes from the source)");
+        }
+        memcpy(dst, val, fields[i].is_float ? sizeof(float) : sizeof(int));
+    }
+    validate(c);
 }
 
 void config_parse(Config *c, int argc, char **argv) {
@@ -273,10 +345,14 @@ void config_parse(Config *c, int argc, char **argv) {
             int is_preset = f->off == offsetof(Config, model.model_name);
             if (pass == 0 && is_preset && !config_preset(&c->model, val))
                 comm_fail_all("--model_name '%s' is not a preset (tiny, llama2_7b, llama2_13b, llama2_70b)", val);
-            if (pass == 1 && !is_preset) set_flag(c, f, val);
+            if (pass == 0 && is_preset) flag_given[f - flags] = 1;
+            if (pass == 1 && !is_preset) {
+                set_flag(c, f, val);
+                flag_given[f - flags] = 1;
+            }
         }
     }
-        validate(c);
+    validate(c);
 }
 
 void config_describe(const Config *c, char *buf, int len) {

@@ -2,6 +2,8 @@
 #ifndef FSDPC_CONFIG_H
 #define FSDPC_CONFIG_H
 
+#include <stdint.h>
+
 typedef struct {
     char model_type[16];  // llama_v2 (mingpt is recognised and refused for now)
     char model_name[32];  // preset the sizes came from
@@ -28,10 +30,15 @@ typedef struct {
     int cpu_offload, activation_checkpoints, selective_checkpointing, meta_init;
     // training
     int batch_size, grad_accum, max_steps, max_epochs, seed;
+    int skip_nonfinite_steps;  // updates with a non-finite loss/grad norm skipped before the run stops
     float lr, min_lr, warmup, weight_decay, beta1, beta2, grad_clip, adam_eps;
     char lr_decay_style[16];
     // data
-    char train_data[512], val_data[512], tokenizer[16];
+    char train_data[512], val_data[512];
+    char tokenizer[1024];  // byte, a tokenizer.model / tokenizer.json path or a hub name; resolved path after start-up
+    // weights in: a safetensors file / index / Hugging Face directory / hub name, or an fsdpc .h5
+    char init_from[1024];
+    int finetune;
     int validation_freq, validation_batches;
     // checkpoints
     char checkpoint_dir[512], resume_from_checkpoint[512];
@@ -45,10 +52,26 @@ typedef struct {
     float temperature, top_p;
 } Config;
 
+// Fields of ModelConfig that a model source (a checkpoint, a Hugging Face config.json) determines.
+enum {
+    MODEL_HIDDEN = 1, MODEL_LAYERS = 2, MODEL_HEADS = 4, MODEL_KV_HEADS = 8, MODEL_INTERMEDIATE = 16,
+    MODEL_VOCAB = 32, MODEL_CONTEXT = 64, MODEL_ROPE_THETA = 128, MODEL_NORM_EPS = 256, MODEL_ALL = 511
+};
+
 // Fills cfg from defaults, the --model_name preset and argv. On a bad flag or value every rank
 // exits with one clear line (printed by rank 0).
 void config_parse(Config *cfg, int argc, char **argv);
 int config_head_dim(const ModelConfig *m);
+// Takes the `known` fields of src, read from `source` (e.g. "checkpoint 'x.h5'"). A size the command
+// line (or its --model_name preset) gave that disagrees is an error on every rank; the context
+// length is only a default (RoPE has no position table, so training may use any length).
+// Validates the result.
+void config_adopt_model(Config *cfg, const ModelConfig *src, unsigned known, const char *source);
+// FNV-1a of the parsed config but the thread count, for comm_check_same (Config is zeroed
+// before filling, so padding and string tails hash alike on every rank)
+uint64_t config_hash(const Config *cfg);
+// whether the command line gave flag `name` (its canonical name)
+int config_given(const char *name);
 // one-line summary of the run configuration (stored in checkpoints, logged at start)
 void config_describe(const Config *cfg, char *buf, int len);
 // checks a model config; returns NULL when valid, else a static message

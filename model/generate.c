@@ -27,8 +27,10 @@ static int by_prob_desc(const void *a, const void *b) {
 
 int32_t model_sample(float *logits, int V, float temperature, float top_p, uint64_t *rng) {
     int32_t best = 0;
-    for (int i = 1; i < V; i++)
+    for (int i = 0; i < V; i++) {
+        if (!isfinite(logits[i])) comm_fatal("generation: logit %d is %g: the weights are not finite (a diverged checkpoint?)", i, logits[i]);
         if (logits[i] > logits[best]) best = i;
+    }
     if (temperature == 0.0f) return best;
     Cand *c = mallocCheck((size_t)V * sizeof(Cand));
     double sum = 0.0;
@@ -41,7 +43,8 @@ int32_t model_sample(float *logits, int V, float temperature, float top_p, uint6
     // keep the smallest prefix whose mass reaches top_p, then sample inside it
     double mass = 0.0;
     int keep = 0;
-    while (keep < V && mass < top_p * sum) mass += c[keep++].p;
+    do mass += c[keep++].p;
+    while (keep < V && mass < top_p * sum);
     double r = next_uniform(rng) * mass;
     int32_t tok = c[keep - 1].id;
     for (int i = 0; i < keep; i++) {
@@ -69,7 +72,7 @@ static float *forward_tokens(const ModelPlan *plan, const float *const *P, Activ
 }
 
 void model_generate(const ModelPlan *plan, const float *const *P, const int32_t *prompt, int n, int num_tokens,
-                    float temperature, float top_p, uint64_t seed, void (*emit)(int32_t tok, void *ctx), void *ctx) {
+                    float temperature, float top_p, uint64_t seed, int (*emit)(int32_t tok, void *ctx), void *ctx) {
     const ModelConfig *c = &plan->cfg;
     int T = c->max_context_width;
     Activations a;
@@ -83,7 +86,7 @@ void model_generate(const ModelPlan *plan, const float *const *P, const int32_t 
     uint64_t rng = seed;
     for (int i = 0; i < num_tokens; i++) {
         int32_t tok = model_sample(logits, c->vocab_size, temperature, top_p, &rng);
-        emit(tok, ctx);
+        if (!emit(tok, ctx)) break;
         if (len == T) {
             int keep = T / 2;
             memmove(window, window + (T - keep), (size_t)keep * sizeof(int32_t));

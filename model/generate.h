@@ -7,9 +7,10 @@
 #include "llama.h"
 
 // unit_params[u]: full parameters of unit u. Continues the n prompt tokens (n >= 1) by
-// num_tokens tokens, handing each new token to emit. temperature 0 = greedy.
+// at most num_tokens tokens, handing each new token to emit, which returns 0 to stop (an end-of-
+// text token). temperature 0 = greedy.
 void model_generate(const ModelPlan *plan, const float *const *unit_params, const int32_t *prompt, int n,
-                    int num_tokens, float temperature, float top_p, uint64_t seed, void (*emit)(int32_t tok, void *ctx),
+                    int num_tokens, float temperature, float top_p, uint64_t seed, int (*emit)(int32_t tok, void *ctx),
                     void *ctx);
 
 // Picks a token from logits (V): greedy at temperature 0, else nucleus sampling. rng is advanced.

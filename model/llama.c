@@ -87,8 +87,15 @@ void model_init_range(const TensorSpec *t, uint64_t seed, float std, size_t begi
 
 // ---- activations ----
 
-// activations live on the compute device
-static float *fbuf(size_t n) { return kern_alloc(n * sizeof(float)); }
+// activations live on the compute device; model_acts_bytes runs the same layout with
+// acts_count set, which only adds up the sizes
+static size_t *acts_count;
+static void *acts_buf(size_t bytes) {
+    if (!acts_count) return kern_alloc(bytes);
+    *acts_count += bytes;
+    return NULL;
+}
+static float *fbuf(size_t n) { return acts_buf(n * sizeof(float)); }
 
 void model_acts_alloc(Activations *a, const ModelConfig *c, int B, int T, int with_kv_cache, int ckpt_every) {
     memset(a, 0, sizeof *a);
@@ -123,11 +130,11 @@ void model_acts_alloc(Activations *a, const ModelConfig *c, int B, int T, int wi
     a->xf = fbuf(N * D);
     a->rstdf = fbuf(N);
     a->logits = fbuf(N * V);
-    a->tokens = kern_alloc(N * sizeof(int32_t));
-    a->targets = kern_alloc(N * sizeof(int32_t));
+    a->tokens = acts_buf(N * sizeof(int32_t));
+    a->targets = acts_buf(N * sizeof(int32_t));
     a->rope_cos = fbuf((size_t)T * hd / 2);
     a->rope_sin = fbuf((size_t)T * hd / 2);
-    kern_rope_table(a->rope_cos, a->rope_sin, T, (int)hd, c->rope_theta);
+    if (!acts_count) kern_rope_table(a->rope_cos, a->rope_sin, T, (int)hd, c->rope_theta);
     if (with_kv_cache) {
         a->kcache = fbuf((size_t)nl * T * kvd);
         a->vcache = fbuf((size_t)nl * T * kvd);
@@ -143,6 +150,17 @@ void model_acts_alloc(Activations *a, const ModelConfig *c, int B, int T, int wi
     a->dup = fbuf(N * F);
     a->dh = fbuf(N * F);
     a->attn_scratch = fbuf(kern_attention_scratch_floats(B, c->num_heads, T));
+}
+
+size_t model_acts_bytes(const ModelConfig *c, int B, int T, int with_kv_cache, int ckpt_every) {
+    size_t bytes = 0;
+    Activations a;
+    acts_count = &bytes;
+    model_acts_alloc(&a, c, B, T, with_kv_cache, ckpt_every);
+    acts_count = NULL;
+    free(a.slot);
+    free(a.recompute);
+    return bytes;
 }
 
 void model_acts_free(Activations *a) {

@@ -71,6 +71,8 @@ typedef struct {
 // ckpt_every N > 0 checkpoints blocks 0, N, 2N, ... (1 = all); 0 stores every block.
 void model_acts_alloc(Activations *a, const ModelConfig *cfg, int B, int T, int with_kv_cache, int ckpt_every);
 void model_acts_free(Activations *a);
+// bytes model_acts_alloc would take with these arguments (the memory check before allocating)
+size_t model_acts_bytes(const ModelConfig *cfg, int B, int T, int with_kv_cache, int ckpt_every);
 
 // Copies a batch of ntok host tokens (and targets, unless NULL) to the device.
 void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, int ntok);

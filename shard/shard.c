@@ -55,6 +55,26 @@ void shard_master_changed(ShardState *s) {
 
 int shard_state_on_device(const ShardState *s) { return kern_on_gpu() && !s->offload; }
 
+void shard_estimate(const ModelPlan *plan, const Config *cfg, ShardMemEstimate *e) {
+    ShardStrategy st = parse_strategy(cfg->sharding);
+    size_t g = (size_t)shard_group_size(st, cfg), sum_padded = 0, max_padded = 0, sum_shard = 0, max_shard = 0;
+    for (int u = 0; u < plan->nunits; u++) {
+        size_t padded = (plan->units[u].numel + g - 1) / g * g;
+        sum_padded += padded;
+        sum_shard += padded / g;
+        if (padded > max_padded) max_padded = padded, max_shard = padded / g;
+    }
+    int bf16p = !strcmp(cfg->precision, "bf16"), bf16r = !strcmp(cfg->reduce_dtype, "bf16");
+    int reshard = st == SHARD_FULL || st == SHARD_HYBRID_FULL, persistent = cfg->grad_accum > 1;
+    const double f = sizeof(float), h = sizeof(uint16_t);
+    e->params = f * sum_shard + f * (cfg->meta_init ? max_shard : sum_padded);
+    e->optimizer = 2 * f * sum_shard;
+    size_t grad_full = persistent ? sum_padded : 2 * max_padded;
+    e->grads = f * sum_shard + f * grad_full + (bf16r ? h * grad_full * (1.0 + 1.0 / g) : 0.0);
+    size_t param_full = g == 1 && !bf16p ? 0 : reshard ? 2 * max_padded : sum_padded;
+    e->buffers = f * param_full + (bf16p ? h * param_full * (1.0 + 1.0 / g) : 0.0);
+}
+
 void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg) {
     memset(s, 0, sizeof *s);
     s->plan = plan;

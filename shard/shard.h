@@ -66,6 +66,16 @@ typedef struct {
 void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg);
 void shard_free(ShardState *s);
 
+// Per-rank bytes shard_init and the step will hold for plan under cfg on this world, by kind,
+// from the same layout rules as shard_init (for the memory check before allocating).
+typedef struct {
+    double params;     // master shards, plus the whole model while an unsharded start materialises it
+    double grads;      // gradient shards and full-size gradient buffers
+    double optimizer;  // AdamW moments
+    double buffers;    // gathered-parameter pool and bf16 staging
+} ShardMemEstimate;
+void shard_estimate(const ModelPlan *plan, const Config *cfg, ShardMemEstimate *e);
+
 // Full parameters of unit u (waits for its all-gather) and starts the non-blocking all-gather of
 // unit `next` (-1: none) so it overlaps u's compute. At most two units are gathered at once.
 const float *shard_gather(ShardState *s, int u, int next);

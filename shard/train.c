@@ -1,15 +1,21 @@
 // train: the loop around the model and the shard engine.
 #include "train.h"
 
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../ckpt/ckpt.h"
+#include "../ckpt/hf.h"
 #include "../kernels/kernels.h"
 #include "../comm/comm.h"
 #include "../data/data.h"
+#include "../data/tokenizer.h"
 #include "../model/generate.h"
 #include "../model/llama.h"
 #include "shard.h"
@@ -37,12 +43,177 @@ typedef struct {
     int max_steps, start_step;
     double flops_per_token;
     FILE *metrics;
+    Tokenizer *tok;
+    char resume_file[1024];  // the checkpoint this run continues, or ""
+    HfModel *hf;             // --init_from a Hugging Face source
+    int init_h5;             // --init_from an fsdpc checkpoint file
 } Run;
+
+// Where the model comes from, before anything is built: the checkpoint being resumed (its config
+// and tokenizer win, so a requeued finetune continues), else --init_from, else the flags. Then
+// the tokenizer, which sets the vocabulary unless something fixed it.
+static void resolve_sources(Run *r) {
+    Config *c = r->cfg;
+    char tok_from_source[1024] = "", what[1100], err[1400];
+    const char *tok_source = NULL;
+    unsigned known = 0;
+    if (c->resume_from_checkpoint[0] && !ckpt_resolve(c->resume_from_checkpoint, r->resume_file, sizeof r->resume_file)) {
+        const char *p = c->resume_from_checkpoint;
+        size_t n = strlen(p);
+        if (n > 3 && !strcmp(p + n - 3, ".h5")) comm_fail_all("checkpoint file '%s' does not exist", p);
+        comm_log("No checkpoint found in %s, starting fresh\n", p);
+    }
+    const char *init = c->init_from;
+    size_t ni = strlen(init);
+    r->init_h5 = !r->resume_file[0] && ni > 3 && !strcmp(init + ni - 3, ".h5");
+    if (r->resume_file[0] || r->init_h5) {
+        const char *file = r->resume_file[0] ? r->resume_file : init;
+        ModelConfig m = c->model;
+        comm_check_all(ckpt_read_config(file, &m, tok_from_source, sizeof tok_from_source));
+        snprintf(what, sizeof what, "checkpoint '%s'", file);
+        config_adopt_model(c, &m, known = MODEL_ALL, what);
+        tok_source = what;
+        if (r->resume_file[0] && init[0]) comm_log("Resuming %s: --init_from %s is not loaded again\n", file, init);
+    } else if (init[0]) {
+        r->hf = hf_open(init, err, sizeof err);
+        comm_check_all(r->hf ? NULL : err);
+        ModelConfig m = c->model;
+        known = hf_model_config(r->hf, &m);
+        snprintf(what, sizeof what, "'%s'", hf_source_path(r->hf));
+        config_adopt_model(c, &m, known, what);
+        if (hf_tokenizer_path(r->hf)) snprintf(tok_from_source, sizeof tok_from_source, "%s", hf_tokenizer_path(r->hf));
+        tok_source = what;
+    }
+    int tok_given = config_given("tokenizer");
+    if (!tok_given && tok_from_source[0]) snprintf(c->tokenizer, sizeof c->tokenizer, "%s", tok_from_source);
+    r->tok = tok_open(c->tokenizer, err, sizeof err);
+    if (!r->tok && !tok_given && tok_from_source[0])
+        comm_fail_all("%s names tokenizer '%s', which cannot be opened (%s); pass --tokenizer", tok_source, tok_from_source, err);
+    comm_check_all(r->tok ? NULL : err);
+    snprintf(c->tokenizer, sizeof c->tokenizer, "%s", tok_path(r->tok));  // recorded in checkpoints
+    int V = tok_vocab_size(r->tok);
+    int vocab_fixed = config_given("vocab_size") || config_given("model_name") || (known & MODEL_VOCAB);
+    if (!vocab_fixed) {
+        c->model.vocab_size = V;
+    } else if (c->model.vocab_size < V) {
+        comm_fail_all("the tokenizer '%s' has %d tokens but the model's vocabulary is %d (%s)", c->tokenizer, V,
+                      c->model.vocab_size, known & MODEL_VOCAB ? tok_source : "--vocab_size / --model_name");
+    }
+}
+
+// Weights after the shards exist: the resumed checkpoint (everything), or --init_from (weights
+// only: fresh AdamW moments, step 0, this run's own warmup and decay).
+static void load_state(Run *r) {
+    Config *c = r->cfg;
+    if (r->resume_file[0]) {
+        CkptMeta meta;
+        ckpt_load(r->resume_file, &r->st, c, &meta);
+        comm_log("Resumed from %s at step %d (%llu tokens seen)\n", r->resume_file, meta.step,
+                 (unsigned long long)meta.tokens_seen);
+    } else if (r->init_h5) {
+        ckpt_load_weights(c->init_from, &r->st, c);
+        comm_log("Initialized weights from %s (fresh optimizer state, step 0)\n", c->init_from);
+    } else if (r->hf) {
+        hf_load(r->hf, &r->st);
+        comm_log("Initialized weights from %s (fresh optimizer state, step 0)\n", hf_source_path(r->hf));
+        hf_close(r->hf);
+        r->hf = NULL;
+    }
+}
+
+// Before allocating: this rank's estimated peak (shard state and buffers from shard's layout
+// rules, activations from the model's) times the ranks on this node, against what the node can
+// give. A run that cannot fit stops at once with what would fit, instead of being killed later.
+// On a GPU the device holds these buffers and this host check does not apply.
+static int ckpt_every(const Config *c) {
+    return c->selective_checkpointing > 0 ? c->selective_checkpointing : c->activation_checkpoints ? 1 : 0;
+}
+
+// bytes per rank under config c: shard state by kind into *e, plus activations into *acts
+static double rank_bytes(const Run *r, const Config *c, ShardMemEstimate *e, double *acts) {
+    int B = c->batch_size, T = c->model.max_context_width;
+    shard_estimate(&r->plan, c, e);
+    // activations, plus the batch and the loader's buffers
+    *acts = (double)model_acts_bytes(&c->model, B, T, 0, ckpt_every(c)) + 6.0 * B * T * sizeof(int32_t);
+    return e->params + e->grads + e->optimizer + e->buffers + *acts;
+}
+
+static void check_memory(Run *r) {
+    const Config *c = r->cfg;
+    if (kern_on_gpu()) return;  // identical on every rank: no collective skipped
+    ShardMemEstimate e, e2;
+    double acts, acts2, n = comm_info.local_world, need = n * rank_bytes(r, c, &e, &acts);
+    const char *source;
+    double avail = comm_mem_available(&source);
+    const char *hook = getenv("FSDPC_TEST_MEM_AVAILABLE");  // tests pose as a smaller node
+    if (hook) avail = atof(hook), source = "FSDPC_TEST_MEM_AVAILABLE";
+    if (avail <= 0 || need <= avail) {
+        comm_check_all(NULL);
+        return;
+    }
+    // what would fit, cheapest change first: a smaller batch, recomputation, no whole-model start
+    static Config alt;
+    alt = *c;
+    char fits[256] = "more ranks on more nodes (sharding divides parameters, gradients and optimizer state)";
+    while (alt.batch_size > 1 && n * rank_bytes(r, &alt, &e2, &acts2) > avail) alt.batch_size /= 2;
+    if (n * rank_bytes(r, &alt, &e2, &acts2) <= avail) {
+        snprintf(fits, sizeof fits, "--batch_size %d (and --grad_accum to keep the global batch)", alt.batch_size);
+    } else if ((alt.activation_checkpoints = 1, n * rank_bytes(r, &alt, &e2, &acts2) <= avail)) {
+        snprintf(fits, sizeof fits, "--activation_checkpoints --batch_size %d", alt.batch_size);
+    } else if (!c->meta_init) {
+        alt = *c;
+        alt.meta_init = 1;
+        if (n * rank_bytes(r, &alt, &e2, &acts2) <= avail)
+            snprintf(fits, sizeof fits, "--meta_init (each rank makes only its shards instead of the whole model)");
+    }
+    const double G = 1024.0 * 1024.0 * 1024.0;
+    static char msg[1024];
+    snprintf(msg, sizeof msg,
+             "estimated peak memory %.2f GiB per rank (parameters %.2f, gradients %.2f, optimizer %.2f, activations %.2f, "
+             "buffers %.2f GiB) x %d rank(s) on this node exceeds the %.2f GiB available (%s); would fit: %s",
+             need / n / G, e.params / G, e.grads / G, e.optimizer / G, acts / G, e.buffers / G, (int)n, avail / G, source, fits);
+    comm_check_all(msg);  // nodes differ in what they have: any node's verdict ends the job
+}
+
+// Output paths are checked before any work, not when the first checkpoint is due: rank 0
+// creates the checkpoint directory (with its parents) and opens the metrics file.
+static void open_outputs(Run *r) {
+    Config *c = r->cfg;
+    static char err[1400];
+    const char *e = NULL;
+    if (comm_info.rank == 0 && r->max_steps != 0 && c->checkpoint_freq > 0) {
+        char path[sizeof c->checkpoint_dir];
+        snprintf(path, sizeof path, "%s", c->checkpoint_dir);
+        for (char *p = path + 1; !e; p++) {
+            char keep = *p;
+            if (keep && keep != '/') continue;
+            *p = 0;
+            if (mkdir(path, 0755) != 0 && errno != EEXIST)
+                e = (snprintf(err, sizeof err, "cannot create --checkpoint_dir '%s': %s", path, strerror(errno)), err);
+            *p = keep;
+            if (!keep) break;
+        }
+        if (!e && access(c->checkpoint_dir, W_OK | X_OK) != 0)
+            e = (snprintf(err, sizeof err, "cannot write to --checkpoint_dir '%s': %s", c->checkpoint_dir, strerror(errno)), err);
+    }
+    if (!e && comm_info.rank == 0 && c->metrics_file[0] && !(r->metrics = fopen(c->metrics_file, "a")))
+        e = (snprintf(err, sizeof err, "cannot open --metrics_file '%s' for appending: %s", c->metrics_file, strerror(errno)), err);
+    comm_check_all(e);
+}
+
+// Raw text is read as bytes: only the byte tokenizer's ids match it.
+static void check_token_files(const Run *r, const Dataset *d) {
+    if (tok_bos(r->tok) < 0) return;
+    for (int i = 0; i < d->nfiles; i++)
+        if (d->files[i].width == 1)
+            comm_fail_all("'%s' is text, read as bytes, but the model uses tokenizer '%s': turn it into token shards first "
+                          "(fsdpc prepare --tokenizer %s --input FILE --output DIR)",
+                          d->files[i].path, r->cfg->tokenizer, r->cfg->tokenizer);
+}
 
 static void open_data(Run *r) {
     Config *c = r->cfg;
     int T = c->model.max_context_width, V = c->model.vocab_size, B = c->batch_size;
-    if (strcmp(c->tokenizer, "byte") != 0) comm_fail_all("--tokenizer %s is not supported; use byte", c->tokenizer);
     char bundled[1024];
     data_bundled_path(bundled, sizeof bundled);
     if (r->max_steps != 0) {
@@ -53,12 +224,14 @@ static void open_data(Run *r) {
             data_open_synthetic(&r->train, T, V);
         else
             data_open(&r->train, c->train_data, T, V, 0.0, 1.0);
+        check_token_files(r, &r->train);
         r->train_loader = data_loader_new(&r->train, (uint64_t)c->seed, B, 1);
     }
     if (c->val_data[0] || !c->train_data[0]) {
         r->has_val = 1;
         if (c->val_data[0]) data_open(&r->val, c->val_data, T, V, 0.0, 1.0);
         else data_open(&r->val, bundled, T, V, 0.9, 1.0);
+        check_token_files(r, &r->val);
         r->val_loader = data_loader_new(&r->val, 0, B, 0);
     }
 }
@@ -155,29 +328,40 @@ static void prof_report(const Run *r, int steps) {
                  100.0 * prof_sec[i] / (total > 0 ? total : 1), 1e3 * prof_sec[i] / steps);
 }
 
-// One optimizer step; returns the mean loss over the global batch and sets *gnorm.
-static double train_step(Run *r, int step, float lr, double *gnorm) {
+// SIGTERM/SIGUSR1 (Slurm's preemption and --signal): noted here, acted on at a step boundary
+static volatile sig_atomic_t preempt_signal;
+static void on_preempt(int sig) { preempt_signal = sig; }
+
+// One optimizer step; returns the mean loss over the global batch and sets *gnorm. A non-finite
+// loss or gradient norm skips the update (*applied = 0). *preempt tells that some rank got a
+// preemption signal: the flag rides on the loss reduction, so every rank agrees at no extra cost.
+static double train_step(Run *r, int step, float lr, double *gnorm, int *applied, int *preempt) {
     Config *c = r->cfg;
     int T = c->model.max_context_width;
     float dscale = 1.0f / ((float)r->global_batch * T);  // gradient of the global mean loss
-    double loss = 0.0;
+    double red[2] = {0.0, 0.0};  // loss sum, ranks signalled
     prof_mark(r, -1);
     shard_zero_grads(&r->st);
     for (int micro = 0; micro < c->grad_accum; micro++) {
         fill_batch(r, step, micro);
         prof_mark(r, PROF_DATA);
-        loss += train_micro_step(&r->st, &r->acts, r->inp, r->tgt, dscale, micro == c->grad_accum - 1);
+        red[0] += train_micro_step(&r->st, &r->acts, r->inp, r->tgt, dscale, micro == c->grad_accum - 1);
         prof_mark(r, PROF_COMPUTE);
     }
     shard_grads_finish(&r->st);
-    comm_allreduce_sum_f64(comm_world(), &loss, 1);
+    red[1] = preempt_signal != 0;
+    comm_allreduce_sum_f64(comm_world(), red, 2);
+    *preempt = red[1] > 0;
     prof_mark(r, PROF_REDUCE);
     kern_range_push("optimizer");
-    *gnorm = shard_clip_grads(&r->st, c->grad_clip);
-    shard_adamw_step(&r->st, c, lr);
+    double loss = red[0] / ((double)r->global_batch * T);
+    *gnorm = shard_clip_grads(&r->st, c->grad_clip);  // reduced over all ranks: they agree
+    *applied = isfinite(loss) && isfinite(*gnorm);
+    if (*applied) shard_adamw_step(&r->st, c, lr);
+    else r->st.step++;  // the schedule still moves on, so a resumed run counts steps alike
     kern_range_pop();
     prof_mark(r, PROF_OPTIM);
-    return loss / ((double)r->global_batch * T);
+    return loss;
 }
 
 static double validate(Run *r) {
@@ -202,6 +386,12 @@ static void log_validation(Run *r, int step) {
 
 static void save(Run *r, int step) {
     Config *c = r->cfg;
+    // nothing non-finite reaches the disk, whatever produced it
+    double sumsq = 0.0;
+    for (int u = 0; u < r->st.nunits; u++) sumsq += kern_sumsq(r->st.units[u].device_master, r->st.units[u].shard_len);
+    comm_allreduce_sum_f64(comm_world(), &sumsq, 1);
+    if (!isfinite(sumsq))
+        comm_fail_all("step %d: the weights hold NaN or Inf; no checkpoint written (the last good one is kept)", step);
     CkptMeta meta = {.step = step,
                      .tokens_seen = (uint64_t)step * r->global_batch * c->model.max_context_width,
                      .data_position = (uint64_t)step * r->global_batch,
@@ -212,58 +402,72 @@ static void save(Run *r, int step) {
     ckpt_prune(c->checkpoint_dir, c->num_kept_checkpoints);
 }
 
-static void resume(Run *r) {
-    Config *c = r->cfg;
-    if (!c->resume_from_checkpoint[0]) return;
-    char file[1024];
-    if (!ckpt_resolve(c->resume_from_checkpoint, file, sizeof file)) {
-        const char *p = c->resume_from_checkpoint;
-        size_t n = strlen(p);
-        if (n > 3 && !strcmp(p + n - 3, ".h5")) comm_fail_all("checkpoint file '%s' does not exist", p);
-        comm_log("No checkpoint found in %s, starting fresh\n", p);
-        return;
-    }
-    CkptMeta meta;
-    ckpt_load(file, &r->st, c, &meta);
-    comm_log("Resumed from %s at step %d (%llu tokens seen)\n", file, meta.step, (unsigned long long)meta.tokens_seen);
+typedef struct {
+    const Tokenizer *tok;
+    int32_t prev;
+} Emitter;
+
+// streams each token's text as it comes; the end-of-text token ends the sample
+static int emit_token(int32_t tok, void *ctx) {
+    Emitter *e = ctx;
+    if (tok == tok_eos(e->tok)) return 0;
+    char buf[256];
+    fwrite(buf, 1, tok_piece_bytes(e->tok, e->prev, tok, buf, sizeof buf), stdout);
+    e->prev = tok;
+    return 1;
 }
 
-static void emit_byte(int32_t tok, void *ctx) {
-    (void)ctx;
-    putchar(tok < 256 ? tok : '?');
+// Rank 0: the prompt, then the continuation, on stdout.
+static void generate_text(Run *r, const float *const *P) {
+    Config *c = r->cfg;
+    // the prompt is encoded after <s> when the tokenizer has one; the byte tokenizer starts an
+    // empty prompt from a line break, not printed
+    size_t n = 0, cap = 0, len = strlen(c->prompt);
+    int32_t *prompt = NULL;
+    int32_t start = tok_bos(r->tok) >= 0 ? tok_bos(r->tok) : (len ? -1 : '\n');
+    if (start >= 0) {
+        prompt = mallocCheck(16 * sizeof(int32_t));
+        cap = 16;
+        prompt[n++] = start;
+    }
+    tok_encode(r->tok, c->prompt, len, &prompt, &n, &cap);
+    fwrite(c->prompt, 1, len, stdout);
+    Emitter e = {.tok = r->tok, .prev = prompt[n - 1]};
+    if ((int)n > c->model.max_context_width)
+        comm_log("the prompt's %zu tokens exceed the context; its last %d are used\n", n, c->model.max_context_width);
+    model_generate(&r->plan, P, prompt, (int)n, c->num_tokens, c->temperature, c->top_p, (uint64_t)c->seed, emit_token, &e);
+    if (r->st.step > r->start_step) putchar('\n');  // a pure generate run prints the text and nothing else
+    fflush(stdout);
+    free(prompt);
 }
 
 static void sample(Run *r) {
-    Config *c = r->cfg;
     // every rank helps gather the whole model; rank 0 generates
     int nu = r->plan.nunits;
-    float *full[nu];
-    const float *P[nu];
+    float **full = mallocCheck((size_t)nu * sizeof *full);
+    const float **P = mallocCheck((size_t)nu * sizeof *P);
     for (int u = 0; u < nu; u++) {
         FlatUnit *f = &r->st.units[u];
         P[u] = full[u] = kern_alloc(f->padded * sizeof(float));
         comm_all_gather(r->st.shard_group, f->device_master, full[u], f->shard_len);
     }
-    if (comm_info.rank != 0) {
-        for (int u = 0; u < nu; u++) kern_free(full[u]);
-        return;
-    }
-    int n = (int)strlen(c->prompt);
-    int32_t *prompt = mallocCheck((size_t)(n + 1) * sizeof(int32_t));
-    for (int i = 0; i < n; i++) prompt[i] = (unsigned char)c->prompt[i];
-    if (!n) prompt[n++] = '\n';  // an empty prompt starts from a line break, not printed
-    else fwrite(c->prompt, 1, n, stdout);
-    model_generate(&r->plan, P, prompt, n, c->num_tokens, c->temperature, c->top_p, (uint64_t)c->seed, emit_byte, NULL);
-    if (r->st.step > r->start_step) putchar('\n');  // a pure generate run prints the text and nothing else
-    fflush(stdout);
-    free(prompt);
+    if (comm_info.rank == 0) generate_text(r, P);
     for (int u = 0; u < nu; u++) kern_free(full[u]);
+    free(full);
+    free(P);
 }
 
-void train_run(Config *c) {
+int train_run(Config *c) {
     Run r = {.cfg = c};
+    struct sigaction sa = {.sa_handler = on_preempt};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
     r.global_batch = c->batch_size * comm_info.world * c->grad_accum;
     r.max_steps = c->max_steps;
+    open_outputs(&r);
+    resolve_sources(&r);
+    comm_check_same(config_hash(c), "model configuration or tokenizer after reading its sources (do the files differ between nodes?)");
     model_plan_build(&r.plan, &c->model);
     // PaLM's count with H*hd = D: 6N + 12*L*D*T FLOPs per token (N: all parameters)
     r.flops_per_token = 6.0 * (double)r.plan.num_params +
@@ -283,26 +487,36 @@ void train_run(Config *c) {
     if (c->cpu_offload && kern_on_gpu())
         comm_log("--cpu_offload: master shards and AdamW moments in pinned host memory, AdamW on %d CPU threads\n",
                  c->num_threads);
+    check_memory(&r);
     shard_init(&r.st, &r.plan, c);
     comm_log("sharding %s: shard group %d x replica group %d\n", c->sharding, r.st.shard_size, r.st.replica_size);
-    int every = c->selective_checkpointing > 0 ? c->selective_checkpointing : c->activation_checkpoints ? 1 : 0;
-    model_acts_alloc(&r.acts, &c->model, c->batch_size, c->model.max_context_width, 0, every);
+    model_acts_alloc(&r.acts, &c->model, c->batch_size, c->model.max_context_width, 0, ckpt_every(c));
     size_t bt = (size_t)c->batch_size * c->model.max_context_width;
     r.inp = mallocCheck(bt * sizeof(int32_t));
     r.tgt = mallocCheck(bt * sizeof(int32_t));
-    resume(&r);
-    if (c->metrics_file[0] && comm_info.rank == 0) r.metrics = fopenCheck(c->metrics_file, "a");
+    load_state(&r);
 
     int T = c->model.max_context_width, start = r.start_step = r.st.step;
     double t_log = comm_time();
     int steps_since_log = 0;
+    int skipped = 0, status = 0;
     for (int step = start; step < r.max_steps; step++) {
         float lr = train_lr(c, step, r.max_steps);
-        double gnorm, loss = train_step(&r, step, lr, &gnorm);
+        int applied, preempt;
+        double gnorm, loss = train_step(&r, step, lr, &gnorm, &applied, &preempt);
         int done = step + 1;
         steps_since_log++;
-        if (r.metrics)
+        if (!applied) {
+            if (r.metrics) fprintf(r.metrics, "{\"step\": %d, \"loss\": null, \"lr\": %.9g, \"grad_norm\": null, \"skipped\": true}\n", done, lr);
+            if (++skipped > c->skip_nonfinite_steps)
+                comm_fail_all("step %d: non-finite %s (loss %g, gradient norm %g); stopped before the update, and no checkpoint "
+                              "was written after it (--skip_nonfinite_steps N skips up to N such steps)",
+                              done, isfinite(loss) ? "gradient norm" : "loss", loss, gnorm);
+            comm_log("step %d: non-finite loss or gradient norm (%g, %g): update skipped (%d of --skip_nonfinite_steps %d)\n",
+                     done, loss, gnorm, skipped, c->skip_nonfinite_steps);
+        } else if (r.metrics) {
             fprintf(r.metrics, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g}\n", done, loss, lr, gnorm);
+        }
         if (done % c->logging_freq == 0 || done == r.max_steps || done == start + 1) {
             double dt = comm_time() - t_log, samples = (double)steps_since_log * r.global_batch;
             // the largest rank's peak: device memory on a GPU, resident memory on the CPU
@@ -318,17 +532,27 @@ void train_run(Config *c) {
             steps_since_log = 0;
         }
         int do_val = r.has_val && c->validation_freq > 0 && done % c->validation_freq == 0;
-        int do_ckpt = c->checkpoint_dir[0] && c->checkpoint_freq > 0 && (done % c->checkpoint_freq == 0 || done == r.max_steps);
+        // a skipped step's weights are the last good step's: its checkpoint would only replay the failure
+        int do_ckpt = applied && c->checkpoint_freq > 0 && (done % c->checkpoint_freq == 0 || done == r.max_steps);
         if (do_val) log_validation(&r, done);
         prof_mark(&r, do_val ? PROF_EVAL : -1);
         if (do_ckpt) save(&r, done);
         prof_mark(&r, do_ckpt ? PROF_CKPT : -1);
         if (do_val || do_ckpt) t_log = comm_time();  // keep evaluation and I/O out of Speed
+        if (preempt && done < r.max_steps) {
+            int write = c->checkpoint_freq > 0 && !do_ckpt;
+            if (write) save(&r, done);
+            comm_log("Preempted (signal) after step %d: %s; exiting with status %d so the job can be requeued and resumed\n",
+                     done, c->checkpoint_freq > 0 ? "checkpoint written" : "no checkpoint (--checkpoint_freq 0)", TRAIN_EXIT_PREEMPTED);
+            status = TRAIN_EXIT_PREEMPTED;
+            r.max_steps = done;  // leaves the loop; generation is skipped below
+            break;
+        }
     }
     prof_report(&r, r.st.step - start);
     if (r.metrics) fclose(r.metrics);
     if (r.max_steps == 0 && r.has_val && c->val_data[0]) log_validation(&r, r.st.step);
-    if (c->num_tokens > 0 && (c->prompt[0] || r.st.step > start)) sample(&r);
+    if (!status && c->num_tokens > 0 && (c->prompt[0] || r.st.step > start)) sample(&r);
     free(r.inp);
     free(r.tgt);
     model_acts_free(&r.acts);
@@ -342,4 +566,6 @@ void train_run(Config *c) {
         data_free(&r.val);
     }
     model_plan_free(&r.plan);
+    tok_free(r.tok);
+    return status;
 }

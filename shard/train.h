@@ -11,7 +11,10 @@
 
 // learning rate for 0-based step: linear warmup over `warmup` steps, then decay to min_lr
 float train_lr(const Config *cfg, int step, int max_steps);
-void train_run(Config *cfg);
+// exit status of a run stopped by SIGTERM/SIGUSR1 after its checkpoint (EX_TEMPFAIL: try again)
+#define TRAIN_EXIT_PREEMPTED 75
+// Trains / evaluates / generates as cfg says; returns the process exit status.
+int train_run(Config *cfg);
 // Forward (and, when dscale != 0, backward of dscale * loss sum) of one micro-batch of a->B
 // sequences over every unit, gathering and freeing units as the strategy says; gradients are
 // reduced into the shards on the last micro-batch. Returns this rank's summed loss.

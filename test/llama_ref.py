@@ -189,3 +189,42 @@ def adamw_for(model, lr, betas, eps, weight_decay):
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
+
+
+def config_from_hf(cfg):
+    """A LlamaConfig from a Hugging Face config.json dict (LlamaConfig's defaults when absent)."""
+    return LlamaConfig(
+        hidden_width=cfg["hidden_size"], num_layers=cfg["num_hidden_layers"], num_heads=cfg["num_attention_heads"],
+        num_key_value_heads=cfg.get("num_key_value_heads", cfg["num_attention_heads"]),
+        intermediate_size=cfg["intermediate_size"], vocab_size=cfg["vocab_size"],
+        max_context_width=cfg.get("max_position_embeddings", 2048), rope_theta=cfg.get("rope_theta", 10000.0),
+        norm_eps=cfg.get("rms_norm_eps", 1e-6))
+
+
+def load_hf(path, dtype=torch.float32):
+    """The Llama of a Hugging Face directory (config.json + safetensors), read by hf_read (numpy only)."""
+    import json
+    import os
+
+    from hf_read import read_source
+
+    with open(os.path.join(path, "config.json")) as f:
+        hf = json.load(f)
+    model = Llama(config_from_hf(hf))
+    tensors = read_source(path)
+    if hf.get("tie_word_embeddings", False) or "lm_head.weight" not in tensors:
+        tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(torch.from_numpy(tensors[name]))
+    return model.to(dtype)
+
+
+@torch.no_grad()
+def generate_greedy(model, ids, n):
+    """ids followed by n argmax tokens, each from a full forward over the sequence so far."""
+    ids = list(ids)
+    for _ in range(n):
+        logits = model(torch.tensor([ids]))
+        ids.append(int(logits[0, -1].argmax()))
+    return ids

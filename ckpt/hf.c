@@ -1,0 +1,686 @@
+// hf: Hugging Face Llama model sources read slice by slice, and checkpoints exported as model directories.
+#include "hf.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../comm/comm.h"
+#include "../data/hub.h"
+#include "../data/json.h"
+#include "../kernels/kernels.h"
+#include "ckpt.h"
+#include "safetensors.h"
+
+enum { HF_PATH = 4096 };
+// fp32 elements per device upload or export chunk (64 MiB): bounded memory whatever the model size
+#define HF_CHUNK ((size_t)16 << 20)
+
+struct HfModel {
+    char path[HF_PATH];       // the resolved source
+    char tokenizer[HF_PATH + 32];  // "" when none
+    ModelConfig m;
+    unsigned fields;
+    int tied;  // lm_head.weight comes from model.embed_tokens.weight
+    int nfiles;
+    StFile *files;
+};
+
+static int hf_fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int hf_fail(char *err, size_t len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int hf_is_file(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int hf_is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static void hf_join(char *out, size_t len, const char *dir, const char *name) { snprintf(out, len, "%s/%s", dir, name); }
+
+static void hf_dirname(char *out, size_t len, const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(out, len, ".");
+    else if (slash == path) snprintf(out, len, "/");
+    else snprintf(out, len, "%.*s", (int)(slash - path), path);
+}
+
+static const char *hf_basename(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+static int hf_ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+// tokenizer.model, else tokenizer.json, in dir; 0 when neither
+static int hf_find_tokenizer(const char *dir, char *out, size_t len) {
+    static const char *const names[] = {"tokenizer.model", "tokenizer.json"};
+    for (int i = 0; i < 2; i++) {
+        hf_join(out, len, dir, names[i]);
+        if (hf_is_file(out)) return 1;
+    }
+    out[0] = 0;
+    return 0;
+}
+
+// ---- model source ----
+
+static const StTensor *hf_find(const HfModel *h, const char *name, int *file) {
+    for (int i = 0; i < h->nfiles; i++) {
+        const StTensor *t = st_find(&h->files[i], name);
+        if (t) return *file = i, t;
+    }
+    return NULL;
+}
+
+static int hf_add_file(HfModel *h, const char *path, char *err, size_t len) {
+    StFile *files = realloc(h->files, (size_t)(h->nfiles + 1) * sizeof(StFile));
+    if (!files) comm_fatal("out of memory opening '%s'", path);
+    h->files = files;
+    if (st_open(&h->files[h->nfiles], path, err, len) != 0) return -1;
+    h->nfiles++;
+    return 0;
+}
+
+static int hf_open_index(HfModel *h, const char *index, char *err, size_t len) {
+    char jerr[600], dir[HF_PATH], shard[2 * HF_PATH];
+    JsonValue *v = json_parse_file(index, 64u << 20, jerr, sizeof jerr);
+    if (!v) return hf_fail(err, len, "invalid index: %s", jerr);
+    const JsonValue *map = json_get(v, "weight_map");
+    int rc = 0;
+    if (!map || map->type != JSON_OBJECT) rc = hf_fail(err, len, "index '%s' has no weight_map object", index);
+    hf_dirname(dir, sizeof dir, index);
+    // every shard the map names, once, in order of first mention
+    for (size_t i = 0; rc == 0 && i < map->len; i++) {
+        const JsonValue *e = &map->items[i];
+        if (e->type != JSON_STRING) {
+            rc = hf_fail(err, len, "index '%s' maps %s to something other than a file name", index, e->key);
+            break;
+        }
+        hf_join(shard, sizeof shard, dir, e->str);
+        int known = 0;
+        for (int f = 0; f < h->nfiles && !known; f++) known = !strcmp(h->files[f].path, shard);
+        if (known) continue;
+        if (!hf_is_file(shard)) rc = hf_fail(err, len, "index '%s' names shard '%s', which does not exist", index, e->str);
+        else rc = hf_add_file(h, shard, err, len);
+    }
+    for (size_t i = 0; rc == 0 && i < map->len; i++) {
+        const JsonValue *e = &map->items[i];
+        hf_join(shard, sizeof shard, dir, e->str);
+        int f = 0;
+        while (strcmp(h->files[f].path, shard)) f++;
+        if (!st_find(&h->files[f], e->key))
+            rc = hf_fail(err, len, "index '%s' maps %s to '%s', which does not hold it", index, e->key, e->str);
+    }
+    json_free(v);
+    return rc;
+}
+
+// a positive int member; absent is an error when required, else leaves *out
+static int hf_size(const JsonValue *c, const char *path, const char *key, int required, int *out, char *err, size_t len) {
+    int64_t v;
+    if (!json_get(c, key)) return required ? hf_fail(err, len, "'%s' lacks %s", path, key) : 0;
+    if (!json_get_int(c, key, &v) || v <= 0 || v > INT_MAX)
+        return hf_fail(err, len, "'%s': %s must be a positive integer", path, key);
+    *out = (int)v;
+    return 1;
+}
+
+static int hf_positive(const JsonValue *c, const char *path, const char *key, float *out, char *err, size_t len) {
+    double v;
+    if (!json_get(c, key)) return 0;
+    if (!json_get_number(c, key, &v) || !(v > 0)) return hf_fail(err, len, "'%s': %s must be a positive number", path, key);
+    *out = (float)v;
+    return 1;
+}
+
+static int hf_check_config(const JsonValue *c, const char *path, char *err, size_t len) {
+    if (c->type != JSON_OBJECT) return hf_fail(err, len, "'%s' is not a JSON object", path);
+    const JsonValue *arch = json_get(c, "architectures");
+    const char *type = json_get_string(c, "model_type"), *what = type;
+    int llama = !type || !strcmp(type, "llama") || !strcmp(type, "mistral");
+    if (arch && arch->type == JSON_ARRAY && arch->len) {
+        int listed = 0;
+        for (size_t i = 0; i < arch->len; i++) {
+            const JsonValue *a = &arch->items[i];
+            if (a->type != JSON_STRING) continue;
+            listed |= !strcmp(a->str, "LlamaForCausalLM") || !strcmp(a->str, "MistralForCausalLM");
+            if (i == 0) what = a->str;
+        }
+        llama &= listed;
+    }
+    if (!llama)
+        return hf_fail(err, len, "'%s' describes a %s model; fsdpc loads Llama models (LlamaForCausalLM, model_type llama; "
+                       "Mistral's layout too)", path, what ? what : "non-Llama");
+    const JsonValue *scaling = json_get(c, "rope_scaling");
+    if (scaling && scaling->type != JSON_NULL)
+        return hf_fail(err, len, "'%s' sets rope_scaling, which fsdpc does not support (plain RoPE only)", path);
+    static const char *const biases[] = {"attention_bias", "mlp_bias"};
+    for (int i = 0; i < 2; i++) {
+        int b = 0;
+        if (json_get_bool(c, biases[i], &b) && b)
+            return hf_fail(err, len, "'%s' sets %s, but fsdpc's Llama has no biases", path, biases[i]);
+    }
+    const char *act = json_get_string(c, "hidden_act");
+    if (act && strcmp(act, "silu"))
+        return hf_fail(err, len, "'%s' has hidden_act %s; fsdpc's Llama MLP uses silu", path, act);
+    return 0;
+}
+
+static int hf_read_config(HfModel *h, const char *path, char *err, size_t len) {
+    char jerr[600];
+    JsonValue *c = json_parse_file(path, 16u << 20, jerr, sizeof jerr);
+    if (!c) return hf_fail(err, len, "invalid model config: %s", jerr);
+    ModelConfig *m = &h->m;
+    int rc = hf_check_config(c, path, err, len);
+    static const struct {
+        const char *key;
+        unsigned bit;
+        size_t off;
+    } sizes[] = {
+        {"hidden_size", HF_HIDDEN, offsetof(ModelConfig, hidden_width)},
+        {"num_hidden_layers", HF_LAYERS, offsetof(ModelConfig, num_layers)},
+        {"num_attention_heads", HF_HEADS, offsetof(ModelConfig, num_heads)},
+        {"intermediate_size", HF_INTERMEDIATE, offsetof(ModelConfig, intermediate_size)},
+        {"vocab_size", HF_VOCAB, offsetof(ModelConfig, vocab_size)},
+    };
+    for (size_t i = 0; rc == 0 && i < sizeof sizes / sizeof sizes[0]; i++) {
+        rc = hf_size(c, path, sizes[i].key, 1, (int *)((char *)m + sizes[i].off), err, len) < 0 ? -1 : 0;
+        h->fields |= sizes[i].bit;
+    }
+    // the optional fields default as in Hugging Face's LlamaConfig
+    m->num_key_value_heads = m->num_heads;
+    m->rope_theta = 10000.0f;
+    m->norm_eps = 1e-6f;
+    h->fields |= HF_KV_HEADS | HF_ROPE_THETA | HF_NORM_EPS;
+    if (rc == 0) rc = hf_size(c, path, "num_key_value_heads", 0, &m->num_key_value_heads, err, len) < 0 ? -1 : 0;
+    if (rc == 0) rc = hf_positive(c, path, "rope_theta", &m->rope_theta, err, len) < 0 ? -1 : 0;
+    if (rc == 0) rc = hf_positive(c, path, "rms_norm_eps", &m->norm_eps, err, len) < 0 ? -1 : 0;
+    int window = INT_MAX, r = rc ? rc : hf_size(c, path, "max_position_embeddings", 0, &m->max_context_width, err, len);
+    if (r > 0) {
+        h->fields |= HF_CONTEXT;
+        // Mistral attends within a sliding window: full attention is the same model up to its length
+        r = hf_size(c, path, "sliding_window", 0, &window, err, len);
+        if (window < m->max_context_width) m->max_context_width = window;
+    }
+    rc = r < 0 ? -1 : 0;
+    int64_t head_dim;
+    if (rc == 0 && json_get_int(c, "head_dim", &head_dim) && head_dim * m->num_heads != m->hidden_width)
+        rc = hf_fail(err, len, "'%s': head_dim %lld is not hidden_size / num_attention_heads, which fsdpc requires", path,
+                     (long long)head_dim);
+    if (rc == 0) json_get_bool(c, "tie_word_embeddings", &h->tied);
+    json_free(c);
+    return rc;
+}
+
+// Without config.json: the sizes the tensor shapes give (heads and context cannot be told apart).
+static void hf_infer_config(HfModel *h) {
+    int f;
+    const StTensor *e = hf_find(h, "model.embed_tokens.weight", &f), *g = hf_find(h, "model.layers.0.mlp.gate_proj.weight", &f);
+    if (e && e->ndim == 2 && e->shape[0] <= INT_MAX && e->shape[1] <= INT_MAX) {
+        h->m.vocab_size = (int)e->shape[0];
+        h->m.hidden_width = (int)e->shape[1];
+        h->fields |= HF_VOCAB | HF_HIDDEN;
+    }
+    if (g && g->ndim == 2 && g->shape[0] <= INT_MAX) {
+        h->m.intermediate_size = (int)g->shape[0];
+        h->fields |= HF_INTERMEDIATE;
+    }
+    int layers = 0;
+    for (int i = 0; i < h->nfiles; i++)
+        for (int t = 0; t < h->files[i].ntensors; t++) {
+            int l;
+            if (sscanf(h->files[i].tensors[t].name, "model.layers.%d.", &l) == 1 && l >= layers && l < INT_MAX) layers = l + 1;
+        }
+    if (layers) h->m.num_layers = layers, h->fields |= HF_LAYERS;
+    // safetensors stores a tied pair once, under the embedding's name
+    h->tied = e && !hf_find(h, "lm_head.weight", &f);
+}
+
+static int hf_open_source(HfModel *h, char *err, size_t len) {
+    char dir[HF_PATH], weights[2 * HF_PATH], config[2 * HF_PATH];
+    if (hf_is_dir(h->path)) {
+        snprintf(dir, sizeof dir, "%s", h->path);
+        hf_join(weights, sizeof weights, dir, "model.safetensors.index.json");
+        if (!hf_is_file(weights)) hf_join(weights, sizeof weights, dir, "model.safetensors");
+        if (!hf_is_file(weights))
+            return hf_fail(err, len, "'%s' holds neither model.safetensors nor model.safetensors.index.json", dir);
+    } else {
+        hf_dirname(dir, sizeof dir, h->path);
+        snprintf(weights, sizeof weights, "%s", h->path);
+    }
+    hf_join(config, sizeof config, dir, "config.json");
+    int has_config = hf_is_file(config);
+    if (has_config && hf_read_config(h, config, err, len) != 0) return -1;
+    if (hf_ends_with(weights, ".json") ? hf_open_index(h, weights, err, len) : hf_add_file(h, weights, err, len)) return -1;
+    if (!has_config) hf_infer_config(h);
+    hf_find_tokenizer(dir, h->tokenizer, sizeof h->tokenizer);
+    return 0;
+}
+
+HfModel *hf_open(const char *spec, char *err, size_t errlen) {
+    HfModel *h = callocCheck(1, sizeof *h);
+    if (!hub_resolve(spec, h->path, sizeof h->path)) {
+        snprintf(err, errlen, "%s", h->path);
+        free(h);
+        return NULL;
+    }
+    if (hf_open_source(h, err, errlen) != 0) {
+        hf_close(h);
+        return NULL;
+    }
+    return h;
+}
+
+void hf_close(HfModel *h) {
+    if (!h) return;
+    for (int i = 0; i < h->nfiles; i++) st_close(&h->files[i]);
+    free(h->files);
+    free(h);
+}
+
+unsigned hf_model_config(const HfModel *h, ModelConfig *m) {
+    unsigned f = h->fields;
+    if (f & HF_HIDDEN) m->hidden_width = h->m.hidden_width;
+    if (f & HF_LAYERS) m->num_layers = h->m.num_layers;
+    if (f & HF_HEADS) m->num_heads = h->m.num_heads;
+    if (f & HF_KV_HEADS) m->num_key_value_heads = h->m.num_key_value_heads;
+    if (f & HF_INTERMEDIATE) m->intermediate_size = h->m.intermediate_size;
+    if (f & HF_VOCAB) m->vocab_size = h->m.vocab_size;
+    if (f & HF_CONTEXT) m->max_context_width = h->m.max_context_width;
+    if (f & HF_ROPE_THETA) m->rope_theta = h->m.rope_theta;
+    if (f & HF_NORM_EPS) m->norm_eps = h->m.norm_eps;
+    return f;
+}
+
+const char *hf_tokenizer_path(const HfModel *h) { return h->tokenizer[0] ? h->tokenizer : NULL; }
+
+const char *hf_source_path(const HfModel *h) { return h->path; }
+
+// The file tensor the model's tensor spec loads from, after checking it; NULL with msg set.
+static const StTensor *hf_source_tensor(const HfModel *h, const TensorSpec *spec, int *file, char *msg, size_t len) {
+    const char *name = h->tied && !strcmp(spec->name, "lm_head.weight") ? "model.embed_tokens.weight" : spec->name;
+    const StTensor *t = hf_find(h, name, file);
+    if (!t) return hf_fail(msg, len, "tensor %s is missing from '%s'", name, h->path), NULL;
+    const char *path = h->files[*file].path;
+    if (t->dtype == ST_OTHER)
+        return hf_fail(msg, len, "tensor %s in '%s' has dtype %s; fsdpc loads F32, BF16 and F16", name, path, t->dtype_name), NULL;
+    int ok = t->ndim == spec->ndim;
+    for (int d = 0; ok && d < spec->ndim; d++) ok = t->shape[d] == spec->shape[d];
+    if (!ok) {
+        char got[160] = "[", want[64];
+        for (int d = 0; d < t->ndim; d++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), d ? ",%lld" : "%lld", (long long)t->shape[d]);
+        snprintf(want, sizeof want, spec->ndim == 1 ? "[%d]" : "[%d,%d]", spec->shape[0], spec->shape[1]);
+        return hf_fail(msg, len, "tensor %s in '%s' has shape %s] but the model config needs %s", name, path, got, want), NULL;
+    }
+    return t;
+}
+
+void hf_load(const HfModel *h, ShardState *s) {
+    static char msg[2 * HF_PATH];
+    const ModelPlan *plan = s->plan;
+    const char *err = NULL;
+    int file;
+    for (int u = 0; u < plan->nunits && !err; u++)
+        for (int t = 0; t < plan->units[u].ntensors && !err; t++)
+            if (!hf_source_tensor(h, &plan->units[u].t[t], &file, msg, sizeof msg)) err = msg;
+    comm_check_all(err);
+    if (h->tied) comm_log("%s: lm_head.weight is tied to model.embed_tokens.weight; fsdpc trains an untied copy of it\n", h->path);
+    int on_device = shard_state_on_device(s), *fds = mallocCheck((size_t)h->nfiles * sizeof(int));
+    for (int i = 0; i < h->nfiles; i++) fds[i] = -1;
+    size_t stage_len = 0;
+    for (int u = 0; u < plan->nunits; u++)
+        if (s->units[u].shard_len > stage_len) stage_len = s->units[u].shard_len;
+    float *stage = on_device ? mallocCheck((stage_len < HF_CHUNK ? stage_len : HF_CHUNK) * sizeof(float)) : NULL;
+    for (int u = 0; u < plan->nunits && !err; u++)
+        for (int t = 0; t < plan->units[u].ntensors && !err; t++) {
+            size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
+            if (!n) continue;
+            const StTensor *src = hf_source_tensor(h, &plan->units[u].t[t], &file, msg, sizeof msg);
+            const StFile *sf = &h->files[file];
+            if (fds[file] < 0 && (fds[file] = open(sf->path, O_RDONLY)) < 0) {
+                snprintf(msg, sizeof msg, "cannot open '%s': %s", sf->path, strerror(errno));
+                err = msg;
+                break;
+            }
+            float *dst = s->units[u].master + local;
+            if (!on_device) {
+                err = st_read_f32(fds[file], sf, src, begin, n, dst);
+                continue;
+            }
+            for (size_t done = 0; done < n && !err; done += HF_CHUNK) {
+                size_t k = n - done < HF_CHUNK ? n - done : HF_CHUNK;
+                if (!(err = st_read_f32(fds[file], sf, src, begin + done, k, stage))) kern_upload(dst + done, stage, k * sizeof(float));
+            }
+        }
+    for (int i = 0; i < h->nfiles; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    free(fds);
+    free(stage);
+    comm_check_all(err);  // a read error is this rank's alone
+    shard_master_changed(s);
+}
+
+// ---- export ----
+
+typedef struct {
+    char checkpoint[1024], output[1024];
+    StDtype dtype;
+    uint64_t max_shard;
+} ExportArgs;
+
+static void export_args(ExportArgs *a, int argc, char **argv) {
+    memset(a, 0, sizeof *a);
+    a->dtype = ST_BF16;
+    a->max_shard = 5000000000ull;  // Hugging Face's default shard size, 5 GB
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *eq = strchr(arg, '='), *val;
+        if (strncmp(arg, "--", 2) != 0) comm_fail_all("export: unexpected argument '%s' (flags look like --name value)", arg);
+        size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
+        if (eq) val = eq + 1;
+        else if (i + 1 < argc) val = argv[++i];
+        else comm_fail_all("export: flag '%.*s' needs a value", (int)n, arg);
+        if (n == 12 && !strncmp(arg, "--checkpoint", n)) snprintf(a->checkpoint, sizeof a->checkpoint, "%s", val);
+        else if (n == 8 && !strncmp(arg, "--output", n)) snprintf(a->output, sizeof a->output, "%s", val);
+        else if (n == 7 && !strncmp(arg, "--dtype", n)) {
+            if (!strcmp(val, "bf16")) a->dtype = ST_BF16;
+            else if (!strcmp(val, "fp16")) a->dtype = ST_F16;
+            else if (!strcmp(val, "fp32")) a->dtype = ST_F32;
+            else comm_fail_all("export: --dtype must be one of bf16|fp16|fp32, got '%s'", val);
+        } else if (n == 16 && !strncmp(arg, "--max_shard_size", n)) {
+            char *end;
+            unsigned long long v = strtoull(val, &end, 10);
+            if (!*val || *end || v == 0 || *val == '-') comm_fail_all("export: --max_shard_size expects a positive byte count, got '%s'", val);
+            a->max_shard = v;
+        } else {
+            comm_fail_all("export: unknown flag '%.*s' (export takes --checkpoint, --output, --dtype, --max_shard_size)", (int)n, arg);
+        }
+    }
+    if (!a->checkpoint[0] || !a->output[0])
+        comm_fail_all("usage: fsdpc export --checkpoint DIR|FILE --output DIR [--dtype bf16|fp16|fp32] [--max_shard_size BYTES]");
+}
+
+// The files an export writes, as <final>.tmp until every one is complete.
+typedef struct {
+    char dir[1024];
+    int n;
+    char (*names)[256];  // basenames
+} ExportFiles;
+
+static FILE *export_create(ExportFiles *ef, const char *name, const char **err) {
+    static char msg[1400];
+    char tmp[1310];
+    snprintf(ef->names[ef->n], sizeof ef->names[0], "%s", name);
+    snprintf(tmp, sizeof tmp, "%s/%s.tmp", ef->dir, name);
+    FILE *f = fopen(tmp, "wb");
+    if (f) ef->n++;
+    else *err = (snprintf(msg, sizeof msg, "cannot create '%s': %s", tmp, strerror(errno)), msg);
+    return f;
+}
+
+// Closes f; an error (short write, full disk) becomes the message.
+static const char *export_close(ExportFiles *ef, FILE *f, const char *err) {
+    static char msg[1400];
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+        return err ? err : (snprintf(msg, sizeof msg, "cannot write '%s/%s.tmp': %s", ef->dir, ef->names[ef->n - 1], strerror(errno)), msg);
+    return err;
+}
+
+static void export_discard(ExportFiles *ef) {
+    char tmp[1310];
+    for (int i = 0; i < ef->n; i++) {
+        snprintf(tmp, sizeof tmp, "%s/%s.tmp", ef->dir, ef->names[i]);
+        unlink(tmp);
+    }
+}
+
+// Publishes the .tmp files, config.json last: a directory with a config.json is complete. Weight
+// files of an earlier export with another sharding go, so no loader mixes them up.
+static const char *export_publish(ExportFiles *ef) {
+    static char msg[2700];
+    DIR *d = opendir(ef->dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        int a, b, n = 0, ours = 0;
+        int weights = !strcmp(e->d_name, "model.safetensors") || !strcmp(e->d_name, "model.safetensors.index.json") ||
+                      (sscanf(e->d_name, "model-%d-of-%d.safetensors%n", &a, &b, &n) == 2 && !e->d_name[n]);
+        for (int i = 0; i < ef->n; i++) ours |= !strcmp(e->d_name, ef->names[i]);
+        if (weights && !ours) {
+            snprintf(msg, sizeof msg, "%s/%s", ef->dir, e->d_name);
+            unlink(msg);
+        }
+    }
+    if (d) closedir(d);
+    for (int i = 0; i < ef->n; i++) {  // config.json was created first: renamed last
+        int k = (i + 1) % ef->n;
+        char final[1300], tmp[1310];
+        snprintf(final, sizeof final, "%s/%s", ef->dir, ef->names[k]);
+        snprintf(tmp, sizeof tmp, "%s.tmp", final);
+        if (rename(tmp, final) != 0) return snprintf(msg, sizeof msg, "cannot rename '%s' to '%s': %s", tmp, final, strerror(errno)), msg;
+    }
+    return NULL;
+}
+
+static void export_float(char *buf, size_t len, float x) {
+    for (int p = 6; p <= 9; p++) {  // the shortest text that reads back as the same float
+        snprintf(buf, len, "%.*g", p, x);
+        if (strtof(buf, NULL) == x) return;
+    }
+}
+
+// bos/eos ids of the tokenizer for config.json; -1 when it has none (the byte tokenizer)
+static void export_special_ids(const char *tok, int *bos, int *eos) {
+    *bos = *eos = -1;
+    if (hf_ends_with(tok, ".model")) {  // SentencePiece's Llama convention
+        *bos = 1, *eos = 2;
+        return;
+    }
+    if (!hf_ends_with(tok, ".json")) return;
+    char jerr[600];
+    JsonValue *v = json_parse_file(tok, 256u << 20, jerr, sizeof jerr);
+    if (!v) return;
+    const JsonValue *added = json_get(v, "added_tokens"), *model = json_get(v, "model"), *vocab = model ? json_get(model, "vocab") : NULL;
+    static const char *const bos_names[] = {"<s>", "<|endoftext|>"}, *const eos_names[] = {"</s>", "<|endoftext|>"};
+    for (int k = 0; k < 2; k++) {
+        int *id = k ? eos : bos;
+        const char *const *names = k ? eos_names : bos_names;
+        for (int j = 0; j < 2 && *id < 0; j++) {
+            int64_t x;
+            for (size_t i = 0; added && added->type == JSON_ARRAY && i < added->len && *id < 0; i++) {
+                const char *c = json_get_string(&added->items[i], "content");
+                if (c && !strcmp(c, names[j]) && json_get_int(&added->items[i], "id", &x)) *id = (int)x;
+            }
+            if (*id < 0 && vocab && json_get_int(vocab, names[j], &x)) *id = (int)x;
+        }
+    }
+    json_free(v);
+}
+
+static void export_id(FILE *f, const char *key, int id, const char *sep) {
+    if (id >= 0) fprintf(f, "  \"%s\": %d%s\n", key, id, sep);
+    else fprintf(f, "  \"%s\": null%s\n", key, sep);
+}
+
+static const char *export_config(ExportFiles *ef, const ModelConfig *m, StDtype dt, int bos, int eos) {
+    const char *err = NULL;
+    FILE *f = export_create(ef, "config.json", &err);
+    if (!f) return err;
+    char eps[32], theta[32];
+    export_float(eps, sizeof eps, m->norm_eps);
+    export_float(theta, sizeof theta, m->rope_theta);
+    fprintf(f,
+            "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n  \"hidden_size\": %d,\n"
+            "  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n"
+            "  \"num_key_value_heads\": %d,\n  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": %s,\n"
+            "  \"rope_theta\": %s,\n  \"rope_scaling\": null,\n  \"vocab_size\": %d,\n  \"tie_word_embeddings\": false,\n"
+            "  \"hidden_act\": \"silu\",\n  \"attention_bias\": false,\n  \"mlp_bias\": false,\n",
+            m->hidden_width, m->intermediate_size, m->num_layers, m->num_heads, m->num_key_value_heads, m->max_context_width,
+            eps, theta, m->vocab_size);
+    export_id(f, "bos_token_id", bos, ",");
+    export_id(f, "eos_token_id", eos, ",");
+    fprintf(f, "  \"torch_dtype\": \"%s\"\n}\n", dt == ST_F32 ? "float32" : dt == ST_BF16 ? "bfloat16" : "float16");
+    err = export_close(ef, f, NULL);
+    if (err || !(f = export_create(ef, "generation_config.json", &err))) return err;
+    fprintf(f, "{\n  \"_from_model_config\": true,\n");
+    export_id(f, "bos_token_id", bos, ",");
+    export_id(f, "eos_token_id", eos, "");
+    fprintf(f, "}\n");
+    return export_close(ef, f, NULL);
+}
+
+static const char *export_copy(ExportFiles *ef, const char *src) {
+    static char msg[1400];
+    FILE *in = fopen(src, "rb");
+    if (!in) return snprintf(msg, sizeof msg, "cannot read the checkpoint's tokenizer '%s': %s", src, strerror(errno)), msg;
+    const char *err = NULL;
+    FILE *out = export_create(ef, hf_basename(src), &err);
+    char *buf = mallocCheck(1 << 20);
+    for (size_t n; out && (n = fread(buf, 1, 1 << 20, in)) > 0;)
+        if (fwrite(buf, 1, n, out) != n) break;
+    if (ferror(in)) err = (snprintf(msg, sizeof msg, "cannot read the checkpoint's tokenizer '%s'", src), msg);
+    free(buf);
+    fclose(in);
+    return out ? export_close(ef, out, err) : err;
+}
+
+// The tokenizer a checkpoint names ("byte", a file, a directory or a hub name) as a file; NULL when
+// it is the byte tokenizer, else the message when it is gone.
+static const char *export_tokenizer(const char *tok, char *file, size_t len) {
+    static char msg[HF_PATH + 128];
+    file[0] = 0;
+    if (!strcmp(tok, "byte")) return NULL;
+    char where[HF_PATH];
+    if (!hub_resolve(tok, where, sizeof where))
+        return snprintf(msg, sizeof msg, "the checkpoint's tokenizer is gone: %s", where), msg;
+    if (!hf_is_dir(where)) snprintf(file, len, "%s", where);
+    else if (!hf_find_tokenizer(where, file, len))
+        return snprintf(msg, sizeof msg, "the checkpoint's tokenizer directory '%s' holds no tokenizer.model or tokenizer.json", where), msg;
+    return NULL;
+}
+
+// One safetensors file holding plan tensors [t0, t1) in plan order (flattened over units).
+static const char *export_shard(ExportFiles *ef, const char *name, const TensorSpec *const *ts, int t0, int t1, StDtype dt,
+                                CkptReader *r, float *fbuf, void *obuf) {
+    const char *err = NULL;
+    FILE *f = export_create(ef, name, &err);
+    if (!f) return err;
+    StEntry *e = mallocCheck((size_t)(t1 - t0) * sizeof(StEntry));
+    for (int i = t0; i < t1; i++) e[i - t0] = (StEntry){ts[i]->name, ts[i]->ndim, ts[i]->shape};
+    int bad = st_write_header(f, e, t1 - t0, dt);
+    free(e);
+    size_t es = st_dtype_size(dt);
+    for (int i = t0; i < t1 && !bad && !err; i++)
+        for (size_t b = 0; b < ts[i]->numel && !bad && !err; b += HF_CHUNK / 4) {
+            size_t n = ts[i]->numel - b < HF_CHUNK / 4 ? ts[i]->numel - b : HF_CHUNK / 4;
+            if ((err = ckpt_reader_read(r, ts[i], b, n, fbuf))) break;
+            st_from_f32(obuf, fbuf, n, dt);
+            bad = fwrite(obuf, es, n, f) != n;
+        }
+    return export_close(ef, f, err);
+}
+
+static const char *export_weights(ExportFiles *ef, const ModelPlan *plan, StDtype dt, uint64_t max_shard, CkptReader *r) {
+    int nt = 0;
+    for (int u = 0; u < plan->nunits; u++) nt += plan->units[u].ntensors;
+    const TensorSpec **ts = mallocCheck((size_t)nt * sizeof *ts);
+    int *shard = mallocCheck((size_t)nt * sizeof(int)), nshards = 0, k = 0;
+    uint64_t filled = 0, total = 0;
+    for (int u = 0; u < plan->nunits; u++)
+        for (int t = 0; t < plan->units[u].ntensors; t++) ts[k++] = &plan->units[u].t[t];
+    for (int i = 0; i < nt; i++) {  // greedy in name order, as transformers shards; a tensor never splits
+        uint64_t bytes = (uint64_t)ts[i]->numel * st_dtype_size(dt);
+        if (!nshards || (filled && filled + bytes > max_shard)) nshards++, filled = 0;
+        shard[i] = nshards - 1;
+        filled += bytes;
+        total += bytes;
+    }
+    float *fbuf = mallocCheck(HF_CHUNK);
+    void *obuf = mallocCheck(HF_CHUNK);
+    const char *err = NULL;
+    char name[64];
+    for (int s = 0, i = 0; s < nshards && !err; s++) {
+        int j = i;
+        while (j < nt && shard[j] == s) j++;
+        if (nshards == 1) snprintf(name, sizeof name, "model.safetensors");
+        else snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, nshards);
+        err = export_shard(ef, name, ts, i, j, dt, r, fbuf, obuf);
+        i = j;
+    }
+    FILE *f = NULL;
+    if (!err && nshards > 1 && (f = export_create(ef, "model.safetensors.index.json", &err))) {
+        fprintf(f, "{\n  \"metadata\": {\"total_size\": %llu},\n  \"weight_map\": {\n", (unsigned long long)total);
+        for (int i = 0; i < nt; i++)
+            fprintf(f, "    \"%s\": \"model-%05d-of-%05d.safetensors\"%s\n", ts[i]->name, shard[i] + 1, nshards, i + 1 < nt ? "," : "");
+        fprintf(f, "  }\n}\n");
+        err = export_close(ef, f, NULL);
+    }
+    free(fbuf);
+    free(obuf);
+    free(ts);
+    free(shard);
+    return err;
+}
+
+static const char *export_run(const ExportArgs *a, const char *file, char *summary, size_t slen) {
+    static char msg[2400];
+    ModelConfig m = {0};
+    char tok[1024], tokfile[HF_PATH + 32];
+    const char *err = ckpt_read_config(file, &m, tok, sizeof tok);
+    if (err) return err;
+    if (strcmp(m.model_type, "llama_v2") != 0)
+        return snprintf(msg, sizeof msg, "checkpoint '%s' holds a %s model; export writes Llama (llama_v2) models", file, m.model_type), msg;
+    if ((err = config_validate_model(&m))) return snprintf(msg, sizeof msg, "checkpoint '%s': %s", file, err), msg;
+    if ((err = export_tokenizer(tok, tokfile, sizeof tokfile))) return err;
+    if (mkdir(a->output, 0755) != 0 && (errno != EEXIST || !hf_is_dir(a->output)))
+        return snprintf(msg, sizeof msg, "cannot create output directory '%s': %s", a->output, strerror(errno)), msg;
+    ModelPlan plan;
+    model_plan_build(&plan, &m);
+    CkptReader *r = ckpt_reader_open(file, &plan, &err);
+    ExportFiles ef = {.names = callocCheck((size_t)plan.nunits * MAX_UNIT_TENSORS + 4, sizeof ef.names[0])};
+    snprintf(ef.dir, sizeof ef.dir, "%s", a->output);
+    int bos, eos;
+    export_special_ids(tokfile, &bos, &eos);
+    if (r) err = export_config(&ef, &m, a->dtype, bos, eos);
+    if (r && !err && tokfile[0]) err = export_copy(&ef, tokfile);
+    if (r && !err) err = export_weights(&ef, &plan, a->dtype, a->max_shard, r);
+    if (r && !err) err = export_publish(&ef);
+    if (err) export_discard(&ef);
+    else snprintf(summary, slen, "Exported %s (%.2fM parameters, %s) to %s\n", file, plan.num_params / 1e6, st_dtype_name(a->dtype), a->output);
+    if (r) ckpt_reader_close(r);
+    free(ef.names);
+    model_plan_free(&plan);
+    return err;
+}
+
+int hf_export_main(int argc, char **argv) {
+    ExportArgs a;
+    export_args(&a, argc, argv);
+    char file[1024], summary[2400] = "";
+    if (!ckpt_resolve(a.checkpoint, file, sizeof file))
+        comm_fail_all(access(a.checkpoint, F_OK) == 0 ? "no checkpoint in '%s'" : "checkpoint '%s' does not exist", a.checkpoint);
+    // one writer: the ranks of a parallel file system's clients need not agree on partial pages
+    comm_check_all(comm_info.rank == 0 ? export_run(&a, file, summary, sizeof summary) : NULL);
+    comm_log("%s", summary);
+    return 0;
+}

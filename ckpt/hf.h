@@ -1,0 +1,34 @@
+// hf: Hugging Face Llama weights in (safetensors file, index with shards, model directory or hub
+// name, read slice by slice) and out (`fsdpc export`: a checkpoint into a model directory).
+#ifndef FSDPC_HF_H
+#define FSDPC_HF_H
+
+#include <stddef.h>
+
+#include "../model/config.h"
+#include "../shard/shard.h"
+
+typedef struct HfModel HfModel;
+// Opens a Hugging Face model source: reads config.json (when present) and every safetensors header
+// (no tensor data). NULL with a one-line reason in err on failure (missing file, bad JSON, truncated
+// file, header length past the end of the file, overlapping/out-of-range data offsets, unsupported dtype...).
+HfModel *hf_open(const char *spec, char *err, size_t errlen);
+void hf_close(HfModel *h);
+// Which model-config fields the source determines (bit i = field), and their values into *m.
+enum { HF_HIDDEN = 1, HF_LAYERS = 2, HF_HEADS = 4, HF_KV_HEADS = 8, HF_INTERMEDIATE = 16, HF_VOCAB = 32,
+       HF_CONTEXT = 64, HF_ROPE_THETA = 128, HF_NORM_EPS = 256 };
+unsigned hf_model_config(const HfModel *h, ModelConfig *m);
+const char *hf_tokenizer_path(const HfModel *h);  // tokenizer.model (preferred) or tokenizer.json beside the weights, else NULL
+const char *hf_source_path(const HfModel *h);     // resolved path, for log lines
+// Collective: every rank reads only the byte ranges of its own slices (shard_tensor_slice) with pread,
+// converts fp32/bf16/fp16 to the fp32 master shards (and uploads when shard_state_on_device), then
+// shard_master_changed(s). A missing tensor, a wrong shape, or an unsupported dtype gives one line
+// naming the tensor and the file, on every rank.
+void hf_load(const HfModel *h, ShardState *s);
+
+// `fsdpc export --checkpoint DIR|FILE --output OUTDIR [--dtype bf16|fp16|fp32] [--max_shard_size BYTES]`:
+// a checkpoint's weights, config and tokenizer as a Hugging Face LlamaForCausalLM directory.
+// Rank 0 writes; every rank returns the same exit status.
+int hf_export_main(int argc, char **argv);
+
+#endif

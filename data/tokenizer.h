@@ -1,0 +1,42 @@
+// tokenizer: text to token ids and back. Three kinds: "byte" (every byte a token), a SentencePiece
+// tokenizer.model (through libsentencepiece, the reference implementation), and a Hugging Face
+// tokenizer.json of the SentencePiece-style BPE with byte fallback that Llama-2 and Mistral use
+// (encoded here, giving the ids libsentencepiece gives on the same vocabulary).
+#ifndef FSDPC_TOKENIZER_H
+#define FSDPC_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct Tokenizer Tokenizer;
+
+// spec: "byte", a tokenizer.model, a tokenizer.json, a directory holding one (tokenizer.model
+// first), or a hub name (ORG/NAME) found in the local Hugging Face cache. NULL with a one-line
+// reason in err on failure (missing file, unsupported kind, corrupt file).
+Tokenizer *tok_open(const char *spec, char *err, size_t errlen);
+void tok_free(Tokenizer *t);
+int tok_vocab_size(const Tokenizer *t);
+int tok_bos(const Tokenizer *t);  // -1 when the tokenizer has none (byte)
+int tok_eos(const Tokenizer *t);  // -1 when none
+const char *tok_path(const Tokenizer *t);  // the resolved file ("byte" for byte)
+
+// Encodes text[0, n) (no BOS/EOS), appending to *ids (realloc-grown, *cap its capacity); returns
+// the count appended. Bytes that are not UTF-8 encode as U+FFFD, as SentencePiece does. One
+// thread at a time per Tokenizer (tokenizer.json keeps a cache of the segments it merged).
+size_t tok_encode(const Tokenizer *t, const char *text, size_t n, int32_t **ids, size_t *len, size_t *cap);
+// Decodes ids (each in [0, vocab size)) as SentencePiece's DecodeIds does: BOS/EOS vanish, byte
+// pieces join into UTF-8 (U+FFFD for bytes that form none), '▁' becomes a space and the leading
+// one goes. Returns a malloc'd, NUL-terminated string; *len its length.
+char *tok_decode(const Tokenizer *t, const int32_t *ids, size_t n, size_t *len);
+// The bytes token `id` contributes when printed after token `prev` (-1 at the start): streaming
+// decode for generation (byte pieces give their raw byte, '▁' a space, and the leading space
+// after BOS or at the start is dropped as the decoder does). Returns the byte count written to
+// out, at most cap (64 is enough for Llama vocabularies).
+size_t tok_piece_bytes(const Tokenizer *t, int32_t prev, int32_t id, char *out, size_t cap);
+
+// `fsdpc tokenize --tokenizer SPEC [--bos] [--eos] [--decode]`: one line of space-separated ids
+// per line of stdin (spm_encode --output_format=id), or with --decode one line of text per line
+// of ids (spm_decode --input_format=id). Returns the process exit status.
+int data_tokenize_main(int argc, char **argv);
+
+#endif

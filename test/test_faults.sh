@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Faults a careless or unlucky user meets: divergence, preemption signals, errors on one rank
+# only, memory that cannot fit, special files, bad flags and output paths. Each run must end with
+# one "fsdpc: error:" line (or its documented exit status), never a hang, a crash or lost work.
+cd "$(dirname "$0")/.."
+source test/lib.sh
+SMALL="--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64 --batch_size 4 --num_tokens 0"
+export FSDPC_FAIL_AGREE_SECONDS=3  # how long a rank waits for the others before it aborts the job
+
+# ---- divergence: detected at its step, nothing written after it ----
+DIV="$SMALL --lr 1e30 --min_lr 0 --warmup 0 --checkpoint_freq 1 --logging_freq 1"
+expect_error "a diverging run stops at the first non-finite step" "step 2: non-finite loss" \
+    ./fsdpc $DIV --max_steps 6 --checkpoint_dir "$W/div"
+[ "$(ls "$W/div")" = "step_00000001.h5" ]
+check "no checkpoint after the first non-finite step" $? "$(ls "$W/div" | tr '\n' ' ')"
+./fsdpc $DIV --max_steps 6 --checkpoint_dir "$W/div2" --skip_nonfinite_steps 2 --metrics_file "$W/div2.jsonl" 2>"$W/div2.log"
+rc=$?
+[ $rc = 1 ] && grep -q "step 2: non-finite loss or gradient norm (nan, nan): update skipped (1 of" "$W/div2.log" &&
+    grep -q "step 4: non-finite loss" "$W/div2.log" && [ "$(ls "$W/div2")" = "step_00000001.h5" ] &&
+    grep -q '"step": 2, "loss": null, .*"skipped": true' "$W/div2.jsonl"
+check "--skip_nonfinite_steps 2 skips two updates, then stops; skipped steps write no checkpoint" $? "rc=$rc $(ls "$W/div2" | tr '\n' ' ')"
+$MPI -np 2 ./fsdpc $DIV --batch_size 2 --max_steps 4 --checkpoint_dir "$W/div3" >/dev/null 2>"$W/div3.log"
+rc=$?
+[ $rc = 1 ] && [ "$(grep -c '^fsdpc: error: step 2: non-finite' "$W/div3.log")" = 1 ]
+check "np=2: every rank stops at the non-finite step, one error line" $? "rc=$rc"
+
+# ---- preemption: finish the step, checkpoint, exit 75; a signal to one rank is enough ----
+P="$SMALL --lr_decay_style constant --warmup 5 --lr 2e-3 --max_steps 400 --checkpoint_freq 1000 --logging_freq 1"
+$MPI -np 2 ./fsdpc $P --batch_size 2 --checkpoint_dir "$W/pre" --metrics_file "$W/pre.jsonl" >/dev/null 2>"$W/pre.log" &
+mpirun_pid=$!
+for _ in $(seq 100); do grep -q "^Batch 3 " "$W/pre.log" 2>/dev/null && break; sleep 0.2; done
+pids=$(pgrep -f "fsdpc $SMALL" | sort -n)
+kill -USR1 "$(echo "$pids" | tail -1)"  # one rank only, not rank 0 necessarily
+wait $mpirun_pid
+rc=$?
+step=$(sed -nE 's/^Preempted \(signal\) after step ([0-9]+).*/\1/p' "$W/pre.log")
+[ $rc = 75 ] && [ -n "$step" ] && [ -f "$W/pre/$(printf 'step_%08d.h5' "$step")" ]
+check "SIGUSR1 to one rank: all ranks checkpoint after the step and exit 75" $? "rc=$rc step=$step $(tail -c 300 "$W/pre.log")"
+# the preempted run resumes exactly where an uninterrupted run would be
+end=$((step + 3))
+./fsdpc ${P/--max_steps 400/--max_steps $end} --batch_size 4 --checkpoint_freq 0 --metrics_file "$W/straight.jsonl" 2>/dev/null
+$MPI -np 2 ./fsdpc ${P/--max_steps 400/--max_steps $end} --batch_size 2 --resume_from_checkpoint "$W/pre" \
+    --checkpoint_dir "$W/pre" --metrics_file "$W/pre.jsonl" >/dev/null 2>&1
+d=$(rel_diff <(tail -n $end "$W/straight.jsonl") "$W/pre.jsonl" $end 1e-5)
+check "the preempted run, resumed, follows the uninterrupted one ($d)" $?
+
+# ---- errors on one rank only end every rank ----
+mkdir -p "$W/a" "$W/b"
+head -c 20000 data/tinyshakespeare.txt >"$W/a/local.txt"
+start=$(date +%s)
+timeout 60 mpirun --oversubscribe --allow-run-as-root -x FSDPC_FAIL_AGREE_SECONDS -np 1 --wdir "$W/a" "$PWD/fsdpc" $SMALL \
+    --train_data local.txt --max_steps 2 --checkpoint_freq 0 : -np 1 --wdir "$W/b" "$PWD/fsdpc" $SMALL --train_data local.txt \
+    --max_steps 2 --checkpoint_freq 0 >/dev/null 2>"$W/one.err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$(grep -c '^fsdpc: error:' "$W/one.err")" = 1 ] && grep -q "cannot open data file 'local.txt'.*rank 1" "$W/one.err"
+check "a data file missing on one node only ends the job with its message ($(($(date +%s) - start)) s)" $? "rc=$rc $(grep -m2 . "$W/one.err" | head -c 300)"
+timeout 60 mpirun --oversubscribe --allow-run-as-root -np 1 ./fsdpc $SMALL --lr 1e-3 --max_steps 1 : \
+    -np 1 ./fsdpc $SMALL --lr 2e-3 --max_steps 1 >/dev/null 2>"$W/flags.err"
+rc=$?
+[ $rc = 1 ] && [ "$(grep -c '^fsdpc: error:' "$W/flags.err")" = 1 ] && grep -q "rank 1 has different flags than rank 0" "$W/flags.err"
+check "a flag that differs between ranks is named at start-up" $? "rc=$rc $(head -c 300 "$W/flags.err")"
+
+# ---- memory: a run that cannot fit stops before allocating, saying what would ----
+expect_error "batch too large for memory" "estimated peak memory .* exceeds the 0.09 GiB available \(FSDPC_TEST_MEM_AVAILABLE\); would fit: --batch_size 8" \
+    env FSDPC_TEST_MEM_AVAILABLE=1e8 ./fsdpc --batch_size 512 --max_steps 1
+expect_error "llama2_70b on one CPU node" "estimated peak memory .* GiB per rank .* would fit: more ranks" \
+    ./fsdpc --model_name llama2_70b --max_steps 1 --train_data synthetic
+expect_error "whole-model start when only shards fit" "x 4 rank\(s\) on this node .* would fit: --meta_init" \
+    $MPI -np 4 env FSDPC_TEST_MEM_AVAILABLE=1.5e11 ./fsdpc --model_name llama2_7b --batch_size 1 --max_context_width 16 \
+    --activation_checkpoints --train_data synthetic --max_steps 1 --num_tokens 0
+$MPI -np 2 env FSDPC_TEST_MEM_AVAILABLE=1e8 ./fsdpc --batch_size 512 --max_steps 1 >/dev/null 2>"$W/mem2.err"
+[ $? = 1 ] && [ "$(grep -c '^fsdpc: error: estimated peak memory' "$W/mem2.err")" = 1 ]
+check "np=2: the memory verdict ends every rank with one line" $?
+
+# ---- special files and paths ----
+mkfifo "$W/fifo"
+expect_error "a FIFO as training data" "'$W/fifo' is not a regular file" ./fsdpc $SMALL --train_data "$W/fifo" --max_steps 1
+touch "$W/ro" && chmod 0444 "$W/ro"
+mkdir -p "$W/rodir" && chmod 0555 "$W/rodir"
+if [ "$(id -u)" != 0 ]; then
+    expect_error "unwritable checkpoint directory at start-up" "cannot write to --checkpoint_dir" ./fsdpc $SMALL --checkpoint_dir "$W/rodir" --max_steps 1
+fi
+expect_error "checkpoint dir under a file" "cannot create --checkpoint_dir '$W/ro/ck': Not a directory" ./fsdpc $SMALL --checkpoint_dir "$W/ro/ck" --max_steps 50
+expect_error "metrics file in a missing directory" "cannot open --metrics_file" ./fsdpc $SMALL --metrics_file "$W/no/such/m.jsonl" --max_steps 50
+expect_error "empty --checkpoint_dir" "--checkpoint_dir needs a directory" ./fsdpc $SMALL --checkpoint_dir "" --max_steps 1
+expect_error "--shard_group_size without a hybrid strategy" "only applies to --sharding hybrid" ./fsdpc $SMALL --shard_group_size 2
+for f in lr min_lr warmup weight_decay beta1 grad_clip temperature top_p initializer_range rope_theta; do
+    expect_error "--$f nan" "--$f must be a finite number" ./fsdpc $SMALL --$f nan
+done
+expect_error "--lr inf" "--lr must be a finite number" ./fsdpc $SMALL --lr inf
+expect_error "--beta2 1" "beta2 must be in \[0, 1\)" ./fsdpc $SMALL --beta2 1
+expect_error "--top_p 0" "top_p must be in \(0, 1\]" ./fsdpc $SMALL --top_p 0
+expect_error "--finetune without weights" "--finetune needs the weights" ./fsdpc $SMALL --finetune
+
+# ---- generation from non-finite weights: one error, no out-of-bounds read ----
+./fsdpc $SMALL --max_steps 2 --checkpoint_dir "$W/g" --checkpoint_freq 2 2>/dev/null
+/usr/bin/python3 -c "
+import h5py, numpy as np, sys
+with h5py.File(sys.argv[1], 'r+') as f:
+    d = f['model/lm_head.weight']; a = d[...]; a[3, 5] = np.nan; d[...] = a
+" "$W/g/step_00000002.h5"
+expect_error "NaN logits in generation" "generation: logit .* is nan" \
+    ./fsdpc $SMALL --max_steps 0 --resume_from_checkpoint "$W/g/step_00000002.h5" --prompt "ROMEO:" --num_tokens 5 --temperature 0.7
