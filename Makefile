@@ -31,10 +31,21 @@ BUILD = build/cpu
 SRC := $(filter-out comm/nccl.c,$(SRC))
 CU_OBJ =
 endif
+# make test SAN=1: ASan + UBSan build (own object folder); MPI's own allocations are not leak-checked
+ifeq ($(SAN),1)
+BUILD := $(BUILD)-san
+CFLAGS += -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+CXXFLAGS += -g -fsanitize=address,undefined
+LDLIBS += -fsanitize=address,undefined
+HOST_LDLIBS += -fsanitize=address,undefined
+export ASAN_OPTIONS ?= detect_leaks=0
+endif
+# build/flavor changes when the object folder does, so ./fsdpc relinks after a SAN=1 build
+$(shell mkdir -p build; [ "$$(cat build/flavor 2>/dev/null)" = "$(BUILD)" ] || echo "$(BUILD)" >build/flavor)
 OBJ = $(SRC:%.c=$(BUILD)/%.o) $(CXX_SRC:%.cpp=$(BUILD)/%.o) $(CU_OBJ)
-TESTS = build/test_kernels build/test_model build/test_comm build/test_gpu_emu build/fsdpc_emu build/emu_race_check
+TESTS = build/test_kernels build/test_model build/test_comm build/test_gpu_emu build/fsdpc_emu build/emu_race_check $(FUZZ_TARGETS)
 
-.PHONY: all run test test-gpu bench bench-gpu deps clean
+.PHONY: all run test test-gpu bench bench-gpu deps clean fuzz
 all: fsdpc
 
 deps:
@@ -52,11 +63,11 @@ $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-fsdpc: $(BUILD)/main.o $(OBJ)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+fsdpc: $(BUILD)/main.o $(OBJ) build/flavor
+	$(CC) $(CFLAGS) $(filter-out build/flavor,$^) -o $@ $(LDLIBS)
 
-build/test_%: test/test_%.c $(OBJ)
-	$(CC) $(CFLAGS) -I. $^ -o $@ $(LDLIBS)
+build/test_%: test/test_%.c $(OBJ) build/flavor
+	$(CC) $(CFLAGS) -I. $(filter-out build/flavor,$^) -o $@ $(LDLIBS)
 
 # The GPU code on the CPU (needs no nvcc): the CUDA sources, with kernel launches rewritten, against
 # test/emu's fakes of the CUDA runtime, cuBLASLt, WMMA, CUB and NCCL (one CPU thread per GPU thread,
@@ -106,6 +117,25 @@ build/fsdpc_emu: $(EMU_C_OBJ) $(CXX_SRC:%.cpp=$(BUILD)/%.o) $(EMU_OBJ) $(EMU)/de
 
 build/emu_race_check: test/emu/race_check.cpp $(EMU)/device.o
 	$(EMU_CXX) $^ -o $@
+
+# libFuzzer targets (clang): the parsers of hostile input, built with ASan and UBSan against
+# test/fuzz/stub.c. `make fuzz FUZZ_SECONDS=N` fuzzes each for N seconds; `make test` replays
+# the regression corpus in test/fuzz/corpus.
+FUZZ_CC = clang
+FUZZ_FLAGS = -g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. \
+	-I/usr/include/hdf5/openmpi -I/usr/include/x86_64-linux-gnu/openmpi
+FUZZ_TARGETS = build/fuzz/fuzz_cli build/fuzz/fuzz_json build/fuzz/fuzz_shard_header
+FUZZ_SECONDS ?= 60
+build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c model/config.c test/fuzz/stub.c
+build/fuzz/fuzz_json: test/fuzz/fuzz_json.c data/json.c test/fuzz/stub.c
+build/fuzz/fuzz_shard_header: test/fuzz/fuzz_shard_header.c data/data.c test/fuzz/stub.c
+build/fuzz/%:
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_FLAGS) $^ -o $@ -lm -lpthread
+
+fuzz: deps
+	@$(MAKE) --no-print-directory $(FUZZ_TARGETS)
+	bash test/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 run: deps
 	@$(MAKE) --no-print-directory fsdpc

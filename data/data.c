@@ -35,44 +35,52 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= m && !strcmp(s + n - m, suffix);
 }
 
+const char *data_parse_header(const unsigned char *head, size_t got, uint64_t size, const char *path, TokenFile *f,
+                              uint64_t *ntok) {
+    static char msg[1200];
+    TokFileHeader th;
+    memset(&th, 0, sizeof th);
+    memcpy(&th, head, got < sizeof th ? got : sizeof th);
+    int32_t words[3] = {0, 0, 0};
+    memcpy(words, head, got < sizeof words ? got : sizeof words);
+    if (got >= sizeof th && !memcmp(th.magic, TOKFILE_MAGIC, 8)) {
+        if (th.version != TOKFILE_VERSION || (th.dtype_bytes != 2 && th.dtype_bytes != 4))
+            return snprintf(msg, sizeof msg, "data file '%s': unsupported token shard version %u / dtype of %u bytes", path,
+                            th.version, th.dtype_bytes), msg;
+        f->header = TOKFILE_HEADER_BYTES;
+        f->width = (int)th.dtype_bytes;
+        *ntok = th.ntokens;
+    } else if (got == LLMC_HEADER_BYTES && (words[0] == LLMC_MAGIC_GPT2 || words[0] == LLMC_MAGIC_LLAMA3)) {
+        f->header = LLMC_HEADER_BYTES;
+        f->width = words[0] == LLMC_MAGIC_GPT2 ? 2 : 4;
+        *ntok = (uint64_t)(uint32_t)words[2];
+    } else if (ends_with(path, ".bin")) {  // nanoGPT: raw uint16, no header
+        if (size % 2) return snprintf(msg, sizeof msg, "data file '%s': odd size %llu for raw uint16 tokens", path, (unsigned long long)size), msg;
+        f->header = 0;
+        f->width = 2;
+        *ntok = size / 2;
+    } else {  // text: one byte per token (byte tokenizer)
+        f->header = 0;
+        f->width = 1;
+        *ntok = size;
+    }
+    // compared by division: a hostile count must not wrap the product into agreement
+    if (size < f->header || *ntok != (size - f->header) / (uint64_t)f->width || (size - f->header) % (uint64_t)f->width)
+        return snprintf(msg, sizeof msg, "data file '%s' is truncated or corrupt: its header promises %llu tokens of %d bytes "
+                        "after a %zu-byte header, but it holds %llu bytes",
+                        path, (unsigned long long)*ntok, f->width, f->header, (unsigned long long)size), msg;
+    return NULL;
+}
+
 // Recognises the format from the first bytes and the size; fills header/width and returns the
 // token count, or fails on every rank naming the file.
 static uint64_t probe(TokenFile *f, uint64_t size) {
     unsigned char head[LLMC_HEADER_BYTES] = {0};
     ssize_t got = pread(f->fd, head, sizeof head, 0);
     if (got < 0) comm_fail_all("cannot read data file '%s': %s", f->path, strerror(errno));
-    TokFileHeader th;
-    memcpy(&th, head, sizeof th);
-    int32_t magic;
-    memcpy(&magic, head, sizeof magic);
     uint64_t ntok;
-    if ((size_t)got >= sizeof th && !memcmp(th.magic, TOKFILE_MAGIC, 8)) {
-        if (th.version != TOKFILE_VERSION || (th.dtype_bytes != 2 && th.dtype_bytes != 4))
-            comm_fail_all("data file '%s': unsupported token shard version %u / dtype of %u bytes", f->path, th.version,
-                          th.dtype_bytes);
-        f->header = TOKFILE_HEADER_BYTES;
-        f->width = (int)th.dtype_bytes;
-        ntok = th.ntokens;
-    } else if (got == LLMC_HEADER_BYTES && (magic == LLMC_MAGIC_GPT2 || magic == LLMC_MAGIC_LLAMA3)) {
-        int32_t words[3];
-        memcpy(words, head, sizeof words);
-        f->header = LLMC_HEADER_BYTES;
-        f->width = magic == LLMC_MAGIC_GPT2 ? 2 : 4;
-        ntok = (uint64_t)(uint32_t)words[2];
-    } else if (ends_with(f->path, ".bin")) {  // nanoGPT: raw uint16, no header
-        if (size % 2) comm_fail_all("data file '%s': odd size %llu for raw uint16 tokens", f->path, (unsigned long long)size);
-        f->header = 0;
-        f->width = 2;
-        ntok = size / 2;
-    } else {  // text: one byte per token (byte tokenizer)
-        f->header = 0;
-        f->width = 1;
-        ntok = size;
-    }
-    if (f->header + ntok * f->width != size)
-        comm_fail_all("data file '%s' is truncated or corrupt: its header promises %llu tokens (%llu bytes) but it holds %llu bytes",
-                      f->path, (unsigned long long)ntok, (unsigned long long)(f->header + ntok * f->width),
-                      (unsigned long long)size);
+    const char *err = data_parse_header(head, (size_t)got, size, f->path, f, &ntok);
+    if (err) comm_fail_all("%s", err);
     return ntok;
 }
 

@@ -30,6 +30,10 @@ typedef struct {
 // frac_end) of each file's tokens, so one file can give a training head and a validation tail.
 // Only headers are read here; a bad or truncated file stops every rank with its name.
 void data_open(Dataset *d, const char *spec, int T, int vocab, double frac_begin, double frac_end);
+// The format of a data file from its first bytes (got of them, at most LLMC_HEADER_BYTES) and its
+// size: sets f->header and f->width and *ntok, or returns a one-line message naming path.
+const char *data_parse_header(const unsigned char *head, size_t got, uint64_t size, const char *path, TokenFile *f,
+                              uint64_t *ntok);
 void data_open_synthetic(Dataset *d, int T, int vocab);
 void data_free(Dataset *d);
 // Path of the Tiny Shakespeare copy shipped next to the binary (data/tinyshakespeare.txt).

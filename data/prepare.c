@@ -1,7 +1,10 @@
-// prepare: `fsdpc prepare` turns text files and JSON Lines (plain or gzipped) into token shards.
+// prepare: `fsdpc prepare` turns text files and JSON Lines (plain or gzipped) into token shards,
+// the input split among the MPI ranks, each writing shards of its own.
 #include "shardfile.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -13,6 +16,7 @@
 #include <zlib.h>
 
 #include "../comm/comm.h"
+#include "tokenizer.h"
 
 #define PREPARE_IO_BYTES (1 << 20)
 #define PREPARE_JSON_DEPTH 256  // nesting limit for skipped values: bounds the recursion
@@ -24,10 +28,12 @@ typedef struct {
     size_t len, cap;
 } PrepareBuf;
 
-// One output split (train or val): a sequence of shards DIR/NAME_NNNNNN.bin.
+// One output split (train or val): a sequence of shards DIR/NAME_NNNNNN.bin. Rank r of W writes
+// the shards numbered r, r + W, r + 2W, ...: no two ranks write one file.
 typedef struct {
     const char *dir, *name;
     int dtype_bytes;
+    int rank, world;
     uint64_t max_tokens;  // per shard
     FILE *f;              // the open shard, written as its .tmp name; NULL between shards
     char *path, *tmp;     // the shard's final name and the one it is written under
@@ -36,46 +42,76 @@ typedef struct {
     int nshards;          // completed shards
 } PrepareSplit;
 
+// The part of one input a rank reads: a whole file, or a byte range of a plain JSON Lines file
+// (the lines that start in it).
+typedef struct {
+    int file;
+    uint64_t begin, end;  // end UINT64_MAX: to the end of the file
+} PrepareWork;
+
 typedef struct {
     // flags
     const char **inputs;
     int ninputs;
-    const char *output;
+    const char *output, *tokenizer;
     double val_fraction;
     int dtype_bytes;
+    bool dtype_given, overwrite;
     uint64_t shard_tokens;
+    // the inputs, and this rank's share of them
+    uint64_t *sizes;
+    bool *gzipped;
+    PrepareWork *work;
+    int nwork;
     // work
+    Tokenizer *tok;
+    bool check_ids;      // "input_ids" must be below the vocabulary (an explicit --tokenizer)
     PrepareSplit train, val;
     PrepareBuf cur;      // the document being read, encoded as output tokens
     PrepareBuf pending;  // the last document with tokens, held back (see prepare_end_doc)
     PrepareBuf line, text, key;
+    int32_t *ids;        // tokenizer output
+    size_t nids, ids_cap;
     uint8_t *io;         // PREPARE_IO_BYTES of input
-    uint64_t ndocs, pending_index;
-    // progress
-    uint64_t bytes_total, bytes_before;  // all inputs; inputs already finished
+    uint64_t ndocs;
+    int cur_file, pending_file;  // where the current and the pending document start
+    uint64_t cur_offset, pending_offset;
+    char err[1024];      // the first error of this rank; empty while fine
+    // progress (rank 0 draws its own share)
+    uint64_t bytes_total, bytes_before;  // this rank's input; inputs already finished
     double t_start, t_drawn;
     bool bar_drawn;
 } Prepare;
 
 typedef struct {
-    gzFile gz;
+    gzFile gz;            // a whole file (plain or gzip) ...
+    int fd;               // ... or a range of a plain file (gz NULL)
     const char *path;
-    size_t pos, len;  // unread input is p->io[pos, len)
-    uint64_t line_no;
+    uint64_t base;        // offset in the (uncompressed) file of p->io[0]
+    uint64_t end;         // lines starting here or later belong to the next range
+    uint64_t range_begin; // where the range starts (for the progress of a range)
+    size_t pos, len;      // unread input is p->io[pos, len)
+    uint64_t line_start;  // offset of the line just read
+    uint64_t line_no;     // its number; 0 when the range began inside the file (counted on error)
 } PrepareInput;
 
-// One-line user error; ends an unfinished progress bar line first so the message starts a line.
+// Records this rank's first error (reported through comm_check_all); returns 1.
 static int prepare_fail(Prepare *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int prepare_fail(Prepare *p, const char *fmt, ...) {
-    if (p->bar_drawn) fputc('\n', stderr);
-    p->bar_drawn = false;
+    if (p->err[0]) return 1;
     va_list ap;
     va_start(ap, fmt);
-    fputs("fsdpc: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(p->err, sizeof p->err, fmt, ap);
     va_end(ap);
     return 1;
+}
+
+// Collective: every rank ends if any has failed, with one line. Ends rank 0's progress bar line
+// first so that line starts its own.
+static void prepare_sync(Prepare *p) {
+    if (p->bar_drawn) fputc('\n', stderr);
+    p->bar_drawn = false;
+    comm_check_all(p->err[0] ? p->err : NULL);
 }
 
 // ---- growable byte buffers ----
@@ -118,6 +154,23 @@ static void prepare_push_bytes(Prepare *p, PrepareBuf *doc, const uint8_t *bytes
     doc->len += n * width;
 }
 
+// The document in p->text into p->cur: its bytes and '\n' after it with the byte tokenizer, else
+// <s>, its tokens and </s>.
+static void prepare_encode_text(Prepare *p) {
+    p->cur.len = 0;
+    if (!p->tokenizer) {
+        prepare_push_bytes(p, &p->cur, p->text.data, p->text.len);
+        prepare_push_token(p, &p->cur, '\n');
+        return;
+    }
+    p->nids = 0;
+    tok_encode(p->tok, (const char *)p->text.data, p->text.len, &p->ids, &p->nids, &p->ids_cap);
+    prepare_buf_reserve(&p->cur, (p->nids + 2) * (size_t)p->dtype_bytes);
+    if (tok_bos(p->tok) >= 0) prepare_push_token(p, &p->cur, (uint32_t)tok_bos(p->tok));
+    for (size_t i = 0; i < p->nids; i++) prepare_push_token(p, &p->cur, (uint32_t)p->ids[i]);
+    if (tok_eos(p->tok) >= 0) prepare_push_token(p, &p->cur, (uint32_t)tok_eos(p->tok));
+}
+
 // ---- shard writing ----
 
 static void prepare_header(uint8_t out[TOKFILE_HEADER_BYTES], int dtype_bytes, uint64_t ntokens) {
@@ -133,14 +186,17 @@ static void prepare_split_init(PrepareSplit *s, const Prepare *p, const char *na
     s->dir = p->output;
     s->name = name;
     s->dtype_bytes = p->dtype_bytes;
+    s->rank = comm_info.rank;
+    s->world = comm_info.world;
     s->max_tokens = p->shard_tokens;
     s->path_cap = strlen(p->output) + strlen(name) + 32;
     s->path = mallocCheck(s->path_cap);
     s->tmp = mallocCheck(s->path_cap + 4);
 }
 
+// names this rank's shard number `index` (0, 1, ... for this rank)
 static void prepare_split_name(PrepareSplit *s, int index) {
-    snprintf(s->path, s->path_cap, "%s/%s_%06d.bin", s->dir, s->name, index);
+    snprintf(s->path, s->path_cap, "%s/%s_%06lld.bin", s->dir, s->name, (long long)index * s->world + s->rank);
     snprintf(s->tmp, s->path_cap + 4, "%s.tmp", s->path);
 }
 
@@ -180,22 +236,19 @@ static void prepare_split_write(PrepareSplit *s, const uint8_t *tokens, uint64_t
     }
 }
 
-// Closes the last shard, then removes higher-numbered shards an earlier run left in the
-// directory: a reader taking DIR/train_*.bin must see this run's data only.
-static void prepare_split_finish(PrepareSplit *s) {
-    if (s->f) prepare_split_close(s);
-    for (int i = s->nshards;; i++) {
-        prepare_split_name(s, i);
-        if (unlink(s->path) != 0) break;
-    }
-}
-
-// after an error: the unfinished shard is dropped (its .tmp name never becomes final)
+// After an error on any rank: the unfinished shard is dropped (its .tmp name never becomes
+// final) and the finished ones removed, so a failed run leaves nothing behind.
 static void prepare_split_abandon(PrepareSplit *s) {
-    if (!s->f) return;
-    fclose(s->f);
-    s->f = NULL;
-    unlink(s->tmp);
+    if (s->f) {
+        fclose(s->f);
+        s->f = NULL;
+        unlink(s->tmp);
+    }
+    for (int i = 0; i < s->nshards; i++) {
+        prepare_split_name(s, i);
+        unlink(s->path);
+    }
+    s->nshards = 0;
 }
 
 static void prepare_split_free(PrepareSplit *s) {
@@ -212,9 +265,11 @@ static uint64_t prepare_splitmix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-// document k goes to validation when its hash, as a fraction of 2^64, falls below val_fraction
-static bool prepare_doc_is_val(const Prepare *p, uint64_t k) {
-    return (double)(prepare_splitmix64(k) >> 11) * 0x1.0p-53 < p->val_fraction;
+// The document starting at byte `offset` of input `file` goes to validation when its hash, as a
+// fraction of 2^64, falls below val_fraction: the same choice whichever rank reads it.
+static bool prepare_doc_is_val(const Prepare *p, int file, uint64_t offset) {
+    uint64_t h = prepare_splitmix64(prepare_splitmix64((uint64_t)file) ^ offset);
+    return (double)(h >> 11) * 0x1.0p-53 < p->val_fraction;
 }
 
 // tokens [0, split) of doc to train, the rest to validation
@@ -224,31 +279,46 @@ static void prepare_send(Prepare *p, const PrepareBuf *doc, uint64_t split) {
     prepare_split_write(&p->val, doc->data + split * (uint64_t)p->dtype_bytes, n - split);
 }
 
+static void prepare_send_pending(Prepare *p) {
+    uint64_t n = p->pending.len / (size_t)p->dtype_bytes;
+    prepare_send(p, &p->pending, prepare_doc_is_val(p, p->pending_file, p->pending_offset) ? 0 : n);
+    p->pending.len = 0;
+}
+
 // Ends document cur. The last document with tokens is held back: only at the end is it known
 // whether it is the last of all, whose tail may have to become the validation set.
 static void prepare_end_doc(Prepare *p) {
     p->ndocs++;
     if (p->cur.len == 0) return;
-    if (p->pending.len) {
-        uint64_t n = p->pending.len / (size_t)p->dtype_bytes;
-        prepare_send(p, &p->pending, prepare_doc_is_val(p, p->pending_index) ? 0 : n);
-    }
+    if (p->pending.len) prepare_send_pending(p);
     PrepareBuf t = p->pending;
     p->pending = p->cur;
     p->cur = t;
     p->cur.len = 0;
-    p->pending_index = p->ndocs - 1;
+    p->pending_file = p->cur_file;
+    p->pending_offset = p->cur_offset;
 }
 
-// A single document, or a run where no document hashed into validation, gives the last
-// val_fraction of the last document's tokens to validation.
+// Collective. A single document, or a run where no document hashed into validation, gives the
+// last val_fraction of the last document's tokens to validation; the last document is the one
+// that starts last in the inputs, whichever rank holds it.
 static void prepare_end_docs(Prepare *p) {
-    if (!p->pending.len) return;
+    CommGroup *world = comm_world();
+    double last_file = p->pending.len ? p->pending_file : -1.0;
+    comm_allreduce_max_f64(world, &last_file, 1);
+    double last_offset = p->pending.len && p->pending_file == last_file ? (double)p->pending_offset : -1.0;
+    comm_allreduce_max_f64(world, &last_offset, 1);
+    bool mine = p->pending.len && p->pending_file == last_file && (double)p->pending_offset == last_offset;
+    if (p->pending.len && !mine) prepare_send_pending(p);
+    double sums[2] = {(double)p->ndocs, (double)p->val.total};
+    comm_allreduce_sum_f64(world, sums, 2);
+    if (!mine) return;
     uint64_t n = p->pending.len / (size_t)p->dtype_bytes;
-    bool whole_val = p->ndocs > 1 && prepare_doc_is_val(p, p->pending_index);
+    bool whole_val = sums[0] > 1 && prepare_doc_is_val(p, p->pending_file, p->pending_offset);
     uint64_t split = whole_val ? 0 : n;
-    if (!whole_val && (p->ndocs == 1 || p->val.total == 0)) split = (uint64_t)((1.0 - p->val_fraction) * (double)n);
+    if (!whole_val && (sums[0] == 1 || sums[1] == 0)) split = (uint64_t)((1.0 - p->val_fraction) * (double)n);
     prepare_send(p, &p->pending, split);
+    p->pending.len = 0;
 }
 
 // ---- progress ----
@@ -260,9 +330,10 @@ static void prepare_count(char out[16], uint64_t n) {
     else snprintf(out, 16, "%.1fB", n / 1e9);
 }
 
-// Redraws the bar in place ('\r'), done of all input bytes read (compressed bytes for .gz), at
-// most every PREPARE_BAR_PERIOD seconds unless forced.
+// Redraws rank 0's bar in place ('\r'), done of its input bytes read (compressed bytes for .gz),
+// at most every PREPARE_BAR_PERIOD seconds unless forced.
 static void prepare_progress(Prepare *p, uint64_t done, bool force) {
+    if (comm_info.rank != 0) return;
     double now = comm_time();
     if (!force && now - p->t_drawn < PREPARE_BAR_PERIOD) return;
     p->t_drawn = now;
@@ -275,8 +346,8 @@ static void prepare_progress(Prepare *p, uint64_t done, bool force) {
     prepare_count(train, p->train.total);
     prepare_count(val, p->val.total);
     double elapsed = now - p->t_start;
-    comm_log("\rprepare [%s] %3d%%  %5.1f MB/s  train %6s tok  val %6s tok", bar, (int)(frac * 100),
-             elapsed > 0 ? done / elapsed / 1e6 : 0.0, train, val);
+    comm_log("\rprepare [%s] %3d%%  %5.1f MB/s  train %6s tok  val %6s tok%s", bar, (int)(frac * 100),
+             elapsed > 0 ? done / elapsed / 1e6 : 0.0, train, val, comm_info.world > 1 ? "  (rank 0)" : "");
     p->bar_drawn = true;
 }
 
@@ -284,27 +355,32 @@ static void prepare_progress(Prepare *p, uint64_t done, bool force) {
 
 // Refills p->io from in; returns the bytes read (0 at the end of the input) or -1 after an error.
 static long prepare_fill(Prepare *p, PrepareInput *in) {
-    int got = gzread(in->gz, p->io, PREPARE_IO_BYTES);
-    int err = Z_OK;
-    const char *msg = gzerror(in->gz, &err);
-    if (got < 0) {
-        prepare_fail(p, "cannot read input '%s': %s", in->path, msg);
-        return -1;
+    in->base += in->len;
+    in->pos = in->len = 0;
+    long got;
+    if (in->gz) {
+        got = gzread(in->gz, p->io, PREPARE_IO_BYTES);
+        int err = Z_OK;
+        const char *msg = gzerror(in->gz, &err);
+        if (got < 0) return prepare_fail(p, "cannot read input '%s': %s", in->path, msg), -1;
+        // gzread reports a gzip stream cut short as a quiet end of input; gzerror tells them apart
+        if (got == 0 && err == Z_BUF_ERROR) return prepare_fail(p, "input '%s' ends in the middle of its gzip stream (truncated?)", in->path), -1;
+        prepare_progress(p, p->bytes_before + (uint64_t)gzoffset(in->gz), false);
+    } else {
+        do got = read(in->fd, p->io, PREPARE_IO_BYTES);
+        while (got < 0 && errno == EINTR);
+        if (got < 0) return prepare_fail(p, "cannot read input '%s': %s", in->path, strerror(errno)), -1;
+        uint64_t done = in->base + (uint64_t)got - in->range_begin;
+        prepare_progress(p, p->bytes_before + done, false);
     }
-    // gzread reports a gzip stream cut short as a quiet end of input; gzerror tells them apart
-    if (got == 0 && err == Z_BUF_ERROR) {
-        prepare_fail(p, "input '%s' ends in the middle of its gzip stream (truncated?)", in->path);
-        return -1;
-    }
-    in->pos = 0;
     in->len = (size_t)got;
-    prepare_progress(p, p->bytes_before + (uint64_t)gzoffset(in->gz), false);
     return got;
 }
 
 // Reads the next line, without its '\n', into p->line: 1 for a line, 0 at the end of input, -1 on error.
 static int prepare_read_line(Prepare *p, PrepareInput *in) {
     p->line.len = 0;
+    in->line_start = in->base + in->pos;
     for (;;) {
         if (in->pos == in->len) {
             long got = prepare_fill(p, in);
@@ -317,6 +393,19 @@ static int prepare_read_line(Prepare *p, PrepareInput *in) {
         in->pos += n + (nl != NULL);
         if (nl) return 1;
     }
+}
+
+// The number of the line starting at byte `offset` of a plain file (for errors in a range that
+// began inside the file).
+static uint64_t prepare_line_number(Prepare *p, const char *path, uint64_t offset) {
+    int fd = open(path, O_RDONLY);
+    uint64_t line = 1, at = 0;
+    for (ssize_t got; fd >= 0 && at < offset && (got = read(fd, p->io, PREPARE_IO_BYTES)) > 0; at += (uint64_t)got) {
+        size_t n = offset - at < (uint64_t)got ? (size_t)(offset - at) : (size_t)got;
+        for (const uint8_t *c = p->io, *e = p->io + n; (c = memchr(c, '\n', (size_t)(e - c))); c++) line++;
+    }
+    if (fd >= 0) close(fd);
+    return line;
 }
 
 // ---- a scanner for one JSON Lines object ----
@@ -469,6 +558,9 @@ static bool prepare_json_ids(PrepareJson *j) {
         if (p->dtype_bytes == 2 && id > UINT16_MAX)
             return prepare_json_error(j, "token id %.*s does not fit --dtype uint16: pass --dtype uint32", lit_len, lit);
         if (id > UINT32_MAX) return prepare_json_error(j, "token id %.*s does not fit --dtype uint32", lit_len, lit);
+        if (p->check_ids && id >= (uint64_t)tok_vocab_size(p->tok))
+            return prepare_json_error(j, "token id %.*s is not below the vocabulary size %d of --tokenizer %s", lit_len, lit,
+                                      tok_vocab_size(p->tok), tok_path(p->tok));
         j->s += lit_len;
         prepare_push_token(p, &p->cur, (uint32_t)id);
     } while (prepare_json_eat(j, ','));
@@ -529,41 +621,49 @@ static bool prepare_json_value(PrepareJson *j, int depth) {
 }
 
 // One JSON Lines object into p->cur: its "input_ids" as they are (they win over "text" when an
-// object has both: they are the tokenization its producer chose), else the bytes of its "text"
-// and '\n' as the document separator.
+// object has both: they are the tokenization its producer chose), else its "text" tokenized.
 static bool prepare_json_object(PrepareJson *j) {
     Prepare *p = j->p;
     if (!prepare_json_eat(j, '{')) return prepare_json_error(j, "malformed JSON: a line must hold one object");
     if (!prepare_json_list(j, '}', true, 0)) return false;
     if (prepare_json_peek(j) >= 0) return prepare_json_error(j, "malformed JSON: text after the object");
     if (!j->has_ids && !j->has_text) return prepare_json_error(j, "the object has no \"text\" string and no \"input_ids\" array");
-    if (!j->has_ids) {
-        p->cur.len = 0;
-        prepare_push_bytes(p, &p->cur, p->text.data, p->text.len);
-        prepare_push_token(p, &p->cur, '\n');
-    }
+    if (!j->has_ids) prepare_encode_text(p);
     return true;
 }
 
-static int prepare_jsonl(Prepare *p, PrepareInput *in) {
+static int prepare_jsonl(Prepare *p, PrepareInput *in, int file) {
     int got;
-    while ((got = prepare_read_line(p, in)) > 0) {
-        in->line_no++;
+    uint64_t line_no = 0;  // since the range's start
+    while ((got = prepare_read_line(p, in)) > 0 && in->line_start < in->end) {
+        line_no++;
         PrepareJson j = {.p = p, .begin = p->line.data, .s = p->line.data, .end = p->line.data + p->line.len};
         if (prepare_json_peek(&j) < 0) continue;  // blank line
-        if (!prepare_json_object(&j))
-            return prepare_fail(p, "%s:%llu:%zu: %s", in->path, (unsigned long long)in->line_no,
-                                (size_t)(j.s - j.begin) + 1, j.err);
+        p->cur_file = file;
+        p->cur_offset = in->line_start;
+        if (!prepare_json_object(&j)) {
+            // p->io is done with: it may count the lines before a range that began inside the file
+            if (in->range_begin > 0) line_no = prepare_line_number(p, in->path, in->line_start);
+            return prepare_fail(p, "%s:%llu:%zu: %s", in->path, (unsigned long long)line_no, (size_t)(j.s - j.begin) + 1, j.err);
+        }
         prepare_end_doc(p);
     }
     return got < 0;
 }
 
-// a plain text file: its bytes, as one document
-static int prepare_text(Prepare *p, PrepareInput *in) {
+// a plain text file: one document, streamed as bytes by the byte tokenizer, else read whole
+static int prepare_text(Prepare *p, PrepareInput *in, int file) {
+    bool bytes = !p->tokenizer;
     long got;
-    while ((got = prepare_fill(p, in)) > 0) prepare_push_bytes(p, &p->cur, p->io, (size_t)got);
+    p->text.len = 0;
+    while ((got = prepare_fill(p, in)) > 0) {
+        if (bytes) prepare_push_bytes(p, &p->cur, p->io, (size_t)got);
+        else prepare_buf_append(&p->text, p->io, (size_t)got);
+    }
     if (got < 0) return 1;
+    if (!bytes) prepare_encode_text(p);
+    p->cur_file = file;
+    p->cur_offset = 0;
     prepare_end_doc(p);
     return 0;
 }
@@ -574,18 +674,60 @@ static bool prepare_is_jsonl(const char *path) {
     return (n >= 6 && !strncmp(path + n - 6, ".jsonl", 6)) || (n >= 5 && !strncmp(path + n - 5, ".json", 5));
 }
 
-static int prepare_input(Prepare *p, const char *path) {
-    errno = 0;  // gzopen leaves it 0 when it ran out of memory
-    PrepareInput in = {.gz = gzopen(path, "rb"), .path = path};
-    if (!in.gz) return prepare_fail(p, "cannot open input '%s': %s", path, strerror(errno ? errno : ENOMEM));
-    gzbuffer(in.gz, PREPARE_IO_BYTES);
-    int rc = prepare_is_jsonl(path) ? prepare_jsonl(p, &in) : prepare_text(p, &in);
-    if (!rc) p->bytes_before += (uint64_t)gzoffset(in.gz);
-    gzclose(in.gz);
+static int prepare_input(Prepare *p, const PrepareWork *w) {
+    const char *path = p->inputs[w->file];
+    PrepareInput in = {.fd = -1, .path = path, .end = w->end, .range_begin = w->begin};
+    int rc = 0;
+    if (w->end == UINT64_MAX) {
+        errno = 0;  // gzopen leaves it 0 when it ran out of memory
+        in.gz = gzopen(path, "rb");
+        if (!in.gz) return prepare_fail(p, "cannot open input '%s': %s", path, strerror(errno ? errno : ENOMEM));
+        gzbuffer(in.gz, PREPARE_IO_BYTES);
+    } else {
+        in.fd = open(path, O_RDONLY);
+        if (in.fd < 0) return prepare_fail(p, "cannot open input '%s': %s", path, strerror(errno));
+        // from the byte before the range: the line running into the range belongs to the one before
+        if (w->begin > 0) {
+            in.base = w->begin - 1;
+            if (lseek(in.fd, (off_t)in.base, SEEK_SET) < 0) rc = prepare_fail(p, "cannot read input '%s': %s", path, strerror(errno));
+            else rc = prepare_read_line(p, &in) < 0;
+        }
+    }
+    if (!rc) rc = prepare_is_jsonl(path) ? prepare_jsonl(p, &in, w->file) : prepare_text(p, &in, w->file);
+    if (!rc) p->bytes_before += in.gz ? (uint64_t)gzoffset(in.gz) : w->end - w->begin;
+    if (in.gz) gzclose(in.gz);
+    if (in.fd >= 0) close(in.fd);
     return rc;
 }
 
-// ---- flags ----
+// This rank's share of the inputs, alike on every rank: each plain JSON Lines file is cut into
+// one byte range per rank; every other file goes whole to the rank with the fewest bytes so far.
+static void prepare_assign(Prepare *p) {
+    int world = comm_info.world, rank = comm_info.rank;
+    uint64_t *load = callocCheck((size_t)world, sizeof *load);
+    p->work = mallocCheck((size_t)p->ninputs * sizeof *p->work);
+    for (int i = 0; i < p->ninputs; i++) {
+        uint64_t size = p->sizes[i];
+        if (world > 1 && !p->gzipped[i] && prepare_is_jsonl(p->inputs[i])) {
+            for (int r = 0; r < world; r++) load[r] += size / (uint64_t)world;
+            uint64_t begin = size / (uint64_t)world * (uint64_t)rank, end = rank == world - 1 ? size : begin + size / (uint64_t)world;
+            p->work[p->nwork++] = (PrepareWork){i, begin, end};
+            p->bytes_total += end - begin;
+            continue;
+        }
+        int least = 0;
+        for (int r = 1; r < world; r++)
+            if (load[r] < load[least]) least = r;
+        load[least] += size;
+        if (least == rank) {
+            p->work[p->nwork++] = (PrepareWork){i, 0, UINT64_MAX};
+            p->bytes_total += size;
+        }
+    }
+    free(load);
+}
+
+// ---- flags and the output directory ----
 
 // mkdir -p
 static int prepare_mkdirs(Prepare *p, const char *dir) {
@@ -610,6 +752,35 @@ static int prepare_mkdirs(Prepare *p, const char *dir) {
     return rc;
 }
 
+// train_NNNNNN.bin, val_NNNNNN.bin and their .tmp names: what prepare writes
+static bool prepare_is_shard(const char *name) {
+    const char *s = !strncmp(name, "train_", 6) ? name + 6 : !strncmp(name, "val_", 4) ? name + 4 : NULL;
+    if (!s || *s < '0' || *s > '9') return false;
+    while (*s >= '0' && *s <= '9') s++;
+    return !strcmp(s, ".bin") || !strcmp(s, ".bin.tmp");
+}
+
+// Rank 0: creates the output directory. Shards of an earlier run there would mix with this one's
+// (readers take DIR/train_*.bin): refused, or removed with --overwrite.
+static int prepare_output_dir(Prepare *p) {
+    if (prepare_mkdirs(p, p->output)) return 1;
+    DIR *d = opendir(p->output);
+    if (!d) return prepare_fail(p, "cannot list --output '%s': %s", p->output, strerror(errno));
+    size_t cap = strlen(p->output) + 300;
+    char *path = mallocCheck(cap);
+    for (struct dirent *e; !p->err[0] && (e = readdir(d));) {
+        if (!prepare_is_shard(e->d_name)) continue;
+        snprintf(path, cap, "%s/%s", p->output, e->d_name);
+        if (!p->overwrite)
+            prepare_fail(p, "--output '%s' already holds shards (%s): pass --overwrite to replace them", p->output, e->d_name);
+        else if (unlink(path) != 0)
+            prepare_fail(p, "cannot remove the old shard '%s' (--overwrite): %s", path, strerror(errno));
+    }
+    closedir(d);
+    free(path);
+    return p->err[0] != 0;
+}
+
 static int prepare_parse(Prepare *p, int argc, char **argv) {
     p->inputs = mallocCheck((size_t)argc * sizeof *p->inputs);
     p->val_fraction = 0.01;
@@ -624,6 +795,10 @@ static int prepare_parse(Prepare *p, int argc, char **argv) {
             continue;
         }
         in_inputs = false;
+        if (!strcmp(arg, "--overwrite")) {
+            p->overwrite = true;
+            continue;
+        }
         // --flag=value or --flag value
         const char *eq = strchr(arg, '='), *value;
         size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
@@ -645,63 +820,110 @@ static int prepare_parse(Prepare *p, int argc, char **argv) {
             if (rest == value || *rest || !(p->val_fraction >= 0 && p->val_fraction < 1))
                 return prepare_fail(p, "--val_fraction expects a number in [0, 1), got '%s'", value);
         } else if (!strcmp(name, "--tokenizer")) {
-            if (strcmp(value, "byte") != 0)
-                return prepare_fail(p, "--tokenizer '%s' is not supported by prepare (only 'byte'); pre-tokenized data can come as JSON Lines with \"input_ids\"", value);
+            p->tokenizer = value;
         } else if (!strcmp(name, "--dtype")) {
             if (!strcmp(value, "uint16")) p->dtype_bytes = 2;
             else if (!strcmp(value, "uint32")) p->dtype_bytes = 4;
             else return prepare_fail(p, "--dtype must be uint16 or uint32, got '%s'", value);
+            p->dtype_given = true;
         } else if (!strcmp(name, "--shard_tokens")) {
             errno = 0;
             p->shard_tokens = strtoull(value, &rest, 10);
             if (value[0] < '0' || value[0] > '9' || *rest || errno || p->shard_tokens == 0)
                 return prepare_fail(p, "--shard_tokens expects a positive integer, got '%s'", value);
         } else {
-            return prepare_fail(p, "unknown flag '%s' for prepare (flags: --input, --output, --val_fraction, --tokenizer, --dtype, --shard_tokens)", name);
+            return prepare_fail(p, "unknown flag '%s' for prepare (flags: --input, --output, --val_fraction, --tokenizer, --dtype, --shard_tokens, --overwrite)", name);
         }
     }
     if (!p->ninputs) return prepare_fail(p, "prepare needs --input FILE [FILE ...]");
     if (!p->output) return prepare_fail(p, "prepare needs --output DIR");
-    // every input must be there before anything is written
+    return 0;
+}
+
+// The tokenizer, the token width, and the inputs (every one must be there before anything is
+// written): alike on every rank.
+static int prepare_setup(Prepare *p) {
+    p->tok = tok_open(p->tokenizer ? p->tokenizer : "byte", p->err, sizeof p->err);
+    if (!p->tok) return 1;
+    p->check_ids = p->tokenizer != NULL;
+    if (p->tokenizer && !strcmp(p->tokenizer, "byte")) p->tokenizer = NULL;  // the byte path, with its ids checked
+    if (tok_vocab_size(p->tok) > UINT16_MAX + 1) {
+        if (p->dtype_given && p->dtype_bytes == 2)
+            return prepare_fail(p, "--dtype uint16 cannot hold the ids of --tokenizer %s (vocabulary %d): use uint32", tok_path(p->tok),
+                                tok_vocab_size(p->tok));
+        p->dtype_bytes = 4;
+    }
+    p->sizes = callocCheck((size_t)p->ninputs, sizeof *p->sizes);
+    p->gzipped = callocCheck((size_t)p->ninputs, sizeof *p->gzipped);
     for (int i = 0; i < p->ninputs; i++) {
         struct stat st;
         if (stat(p->inputs[i], &st) != 0) return prepare_fail(p, "cannot open input '%s': %s", p->inputs[i], strerror(errno));
         if (S_ISDIR(st.st_mode)) return prepare_fail(p, "input '%s' is a directory (give its files)", p->inputs[i]);
-        p->bytes_total += (uint64_t)st.st_size;
+        p->sizes[i] = (uint64_t)st.st_size;
+        FILE *f = fopen(p->inputs[i], "rb");
+        if (!f) return prepare_fail(p, "cannot open input '%s': %s", p->inputs[i], strerror(errno));
+        uint8_t magic[2] = {0};
+        p->gzipped[i] = fread(magic, 1, 2, f) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+        fclose(f);
     }
-    return prepare_mkdirs(p, p->output);
+    return 0;
 }
 
-static int prepare_run(Prepare *p) {
+// ---- the run ----
+
+// This rank's share; errors stay in p->err.
+static void prepare_run(Prepare *p) {
     prepare_split_init(&p->train, p, "train");
     prepare_split_init(&p->val, p, "val");
     p->io = mallocCheck(PREPARE_IO_BYTES);
     p->t_start = p->t_drawn = comm_time();  // the first redraw comes after one period
-    for (int i = 0; i < p->ninputs; i++)
-        if (prepare_input(p, p->inputs[i])) return 1;
-    prepare_end_docs(p);
-    if (p->train.total + p->val.total == 0) return prepare_fail(p, "the inputs hold no tokens");
-    prepare_split_finish(&p->train);
-    prepare_split_finish(&p->val);
+    prepare_assign(p);
+    for (int i = 0; i < p->nwork; i++)
+        if (prepare_input(p, &p->work[i])) return;
     prepare_progress(p, p->bytes_total, true);
-    comm_log("\nprepare: %llu documents, %llu train tokens in %d shards, %llu val tokens in %d shards -> %s\n",
-             (unsigned long long)p->ndocs, (unsigned long long)p->train.total, p->train.nshards,
-             (unsigned long long)p->val.total, p->val.nshards, p->output);
-    return 0;
+}
+
+// Collective, after every rank's share went well: the held-back documents, the last shards, totals.
+static void prepare_finish(Prepare *p) {
+    prepare_end_docs(p);
+    if (p->train.f) prepare_split_close(&p->train);
+    if (p->val.f) prepare_split_close(&p->val);
+    double sums[6] = {(double)p->ndocs, (double)p->train.total, (double)p->train.nshards, (double)p->val.total,
+                      (double)p->val.nshards, (double)(p->bytes_total)};
+    comm_allreduce_sum_f64(comm_world(), sums, 6);
+    double seconds = comm_time() - p->t_start;
+    if (sums[1] + sums[3] == 0) comm_fail_all("the inputs hold no tokens");
+    comm_log("prepare: %.0f documents, %.0f train tokens in %.0f shards, %.0f val tokens in %.0f shards -> %s (%.1f MB in %.2f s, %.1f MB/s%s)\n",
+             sums[0], sums[1], sums[2], sums[3], sums[4], p->output, sums[5] / 1e6, seconds,
+             seconds > 0 ? sums[5] / 1e6 / seconds : 0.0, comm_info.world > 1 ? ", all ranks" : "");
 }
 
 int data_prepare(int argc, char **argv) {
-    if (comm_info.rank != 0) return 0;
     Prepare p = {0};
-    int rc = prepare_parse(&p, argc, argv);
-    if (!rc) rc = prepare_run(&p);
-    prepare_split_abandon(&p.train);
-    prepare_split_abandon(&p.val);
+    if (!prepare_parse(&p, argc, argv)) prepare_setup(&p);
+    prepare_sync(&p);
+    if (comm_info.rank == 0) prepare_output_dir(&p);
+    prepare_sync(&p);
+    prepare_run(&p);
+    // a failure anywhere: every rank removes what it wrote, then all end with the first message
+    double failed = p.err[0] != 0;
+    comm_allreduce_max_f64(comm_world(), &failed, 1);
+    if (failed) {
+        prepare_split_abandon(&p.train);
+        prepare_split_abandon(&p.val);
+    }
+    prepare_sync(&p);
+    prepare_finish(&p);
+    tok_free(p.tok);
     prepare_split_free(&p.train);
     prepare_split_free(&p.val);
     PrepareBuf *bufs[] = {&p.cur, &p.pending, &p.line, &p.text, &p.key};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]->data);
+    free(p.ids);
     free(p.io);
     free(p.inputs);
-    return rc;
+    free(p.sizes);
+    free(p.gzipped);
+    free(p.work);
+    return 0;
 }

@@ -14,7 +14,7 @@
 
 // Texts longer than this go to libsentencepiece in parts, where that gives the same ids: its BPE
 // needs memory and time far beyond linear on one long text (a document of a whole file).
-static const size_t kSpmPart = 1 << 16;
+static const size_t kSpmPart = 1 << 12;
 
 struct SpmModel {
     sentencepiece::SentencePieceProcessor sp;

@@ -319,6 +319,7 @@ void config_adopt_model(Config *c, const ModelConfig *src, unsigned known, const
 
 void config_parse(Config *c, int argc, char **argv) {
     defaults(c);
+    memset(flag_given, 0, sizeof flag_given);
     // the preset goes first so explicit size flags override it wherever they appear
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 1; i < argc; i++) {

@@ -26,26 +26,26 @@ $PY test/hf_ref.py generate Hello 24 "$W/g32" "$W/ref.g32" "$W/g16" "$W/ref.g16"
 gen() {  # gen OUT FSDPC-ARGS...: greedy text of ./fsdpc (np=1 unless the args start with mpirun's)
     local out=$1
     shift
-    "$@" $GEN >"$W/$out" 2>"$W/$out.log"
+    "$@" $GEN >"$W/gen.$out" 2>"$W/gen.$out.log"
 }
 gen g32 ./fsdpc --init_from "$W/g32"
-cmp -s "$W/g32" "$W/ref.g32" && [ "$(wc -c <"$W/g32")" -gt 5 ]
-check "fp32 model.safetensors + config.json: greedy text equals the PyTorch reference" $? "$(od -c "$W/g32" | head -2 | tr '\n' '|')"
+cmp -s "$W/gen.g32" "$W/ref.g32" && [ "$(wc -c <"$W/gen.g32")" -gt 5 ]
+check "fp32 model.safetensors + config.json: greedy text equals the PyTorch reference" $? "$(od -c "$W/gen.g32" | head -2 | tr '\n' '|')"
 gen g16 ./fsdpc --init_from "$W/g16/model.safetensors.index.json"
-cmp -s "$W/g16" "$W/ref.g16"
+cmp -s "$W/gen.g16" "$W/ref.g16"
 check "bf16, index with 3 shards and rotary_emb.inv_freq buffers: greedy text equals the reference" $?
 gen gh ./fsdpc --init_from "$W/gh"
-cmp -s "$W/gh" "$W/ref.gh" && grep -q "lm_head.weight is tied to model.embed_tokens.weight" "$W/gh.log"
+cmp -s "$W/gen.gh" "$W/ref.gh" && grep -q "lm_head.weight is tied to model.embed_tokens.weight" "$W/gen.gh.log"
 check "fp16 with tied embeddings: lm_head from the embedding (logged), greedy text equals the reference" $?
 gen g16np2 $MPI -np 2 ./fsdpc --init_from "$W/g16" --sharding full-shard
 gen g16np4 $MPI -np 4 ./fsdpc --init_from "$W/g16" --sharding full-shard
-cmp -s "$W/g16np2" "$W/ref.g16" && cmp -s "$W/g16np4" "$W/ref.g16"
+cmp -s "$W/gen.g16np2" "$W/ref.g16" && cmp -s "$W/gen.g16np4" "$W/ref.g16"
 check "np=2 and np=4 full-shard (each rank reads its slices) generate what np=1 does" $?
 gen bare ./fsdpc --init_from "$W/bare/model.safetensors" --num_heads 4 --num_key_value_heads 2 --max_context_width 64
-cmp -s "$W/bare" "$W/ref.g32"
+cmp -s "$W/gen.bare" "$W/ref.g32"
 check "a bare .safetensors (no config.json): sizes from the shapes, heads from the flags" $?
 HF_HOME="$W/hub" gen hub ./fsdpc --init_from test-org/tiny-llama
-cmp -s "$W/hub" "$W/ref.g32"
+cmp -s "$W/gen.hub" "$W/ref.g32"
 check "a hub name resolves in the local cache (HF_HOME, refs/main, symlinked files)" $?
 
 # ---- exact values: bf16/fp16 widen to the very fp32 values (checkpoint of a --lr 0 step) ----
@@ -121,7 +121,7 @@ $PY test/hf_ref.py generate Hello 24 "$W/out_fp32" "$W/ref.out"
 cmp -s "$W/ck.gen" "$W/ref.out" && [ "$(wc -c <"$W/ck.gen")" -gt 5 ]
 check "the reference's greedy text on the exported directory equals fsdpc's on the checkpoint" $?
 gen reimport ./fsdpc --init_from "$W/out_fp32"
-cmp -s "$W/reimport" "$W/ck.gen"
+cmp -s "$W/gen.reimport" "$W/ck.gen"
 check "an exported directory imports back to the same model" $?
 ./fsdpc export --checkpoint "$W/k32" --output "$W/rt32" --dtype fp32 >/dev/null 2>&1 && $PY test/hf_read.py same "$W/g32" "$W/rt32"
 check "round trip: import fp32 -> export fp32 gives the source's tensors bit for bit" $?
@@ -247,4 +247,4 @@ expect_error "a directory without weights" "holds neither model.safetensors nor 
 mkdir -p "$W/emptyhf"
 HF_HOME="$W/emptyhf" expect_error "hub name not in the cache" "'nobody/no-model' is neither a file nor in the Hugging Face cache" \
     ./fsdpc --init_from nobody/no-model $GEN
-HF_HOME="$W/emptyhf" expect_error "np=2: hub name not in the cache" "not in the Hugging Face cache" $MPI -np 2 ./fsdpc --init_from nobody/no-model $GEN
+HF_HOME="$W/emptyhf" expect_error "np=2: hub name not in the cache" "nor in the Hugging Face cache" $MPI -np 2 ./fsdpc --init_from nobody/no-model $GEN

@@ -1,0 +1,25 @@
+// Fuzz target: the command-line parser. The input is argv, one argument per NUL- or newline-
+// separated piece; a rejected command line must end in comm_fail_all, never a crash.
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../model/config.h"
+#include "stub.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    enum { MAXARG = 64 };
+    char *buf = malloc(size + 1), *argv[MAXARG + 1] = {"fsdpc"};
+    memcpy(buf, data, size);
+    buf[size] = 0;
+    int argc = 1;
+    for (char *p = buf, *end = buf + size; p <= end && argc < MAXARG; argc++) {
+        argv[argc] = p;
+        while (p < end && *p && *p != '\n') p++;
+        *p++ = 0;
+    }
+    static Config cfg;
+    FUZZ_TRY(config_parse(&cfg, argc, argv));
+    free(buf);
+    return 0;
+}
