@@ -25,7 +25,7 @@ int main(int argc, char **argv) {
     static Config cfg;  // large (paths, prompt): keep it off the stack
     config_parse(&cfg, argc, argv);
     comm_check_same(config_hash(&cfg), "flags");
-    kern_init(cfg.num_threads);
+    kern_init(cfg.num_threads ? cfg.num_threads : comm_default_threads());
     cfg.num_threads = kern_num_threads();
     comm_check_all(kern_select_device(cfg.device, comm_info.local_rank, comm_info.local_world));
     kern_set_compute_bf16(!strcmp(cfg.precision, "bf16"));

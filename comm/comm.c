@@ -1,10 +1,12 @@
 // comm: MPI bootstrap, error exits, host-buffer collectives.
+#define _GNU_SOURCE  // sched_getaffinity, CPU_COUNT
 #include "comm.h"
 
 #include "../kernels/backend.h"
 #include "../kernels/kernels.h"
 
 #include <malloc.h>
+#include <sched.h>
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -73,6 +75,26 @@ void comm_init(int *argc, char ***argv) {
     mpiCheck(MPI_Comm_rank(node, &comm_info.local_rank));
     mpiCheck(MPI_Comm_size(node, &comm_info.local_world));
     MPI_Comm_free(&node);
+    // A launcher that starts N copies without wiring them into one MPI job (srun without
+    // --mpi=pmix, PMI2 against a PMIx-only MPI) gives N 1-rank runs writing one directory.
+    static const char *const sizes[] = {"SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "PMI_WORLD_SIZE"};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const char *v = getenv(sizes[i]);
+        if (v && atoi(v) > comm_info.world)
+            comm_fail_all("the launcher started %d tasks (%s) but MPI sees %d rank(s): they are not one job (with srun, pass "
+                          "--mpi=pmix, which Debian's OpenMPI needs; PMI2 is not supported)", atoi(v), sizes[i], comm_info.world);
+    }
+}
+
+int comm_default_threads(void) {
+    const char *v = getenv("OMP_NUM_THREADS");
+    if (v && atoi(v) > 0) return atoi(v);
+    if ((v = getenv("SLURM_CPUS_PER_TASK")) && atoi(v) > 0) return atoi(v);
+    cpu_set_t set;
+    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    // unpinned ranks (--bind-to none, task/none) each see every core of the node: share them
+    if (n >= sysconf(_SC_NPROCESSORS_ONLN)) n /= comm_info.local_world;
+    return n > 0 ? n : 1;
 }
 
 void comm_finalize(void) { MPI_Finalize(); }

@@ -15,6 +15,9 @@ extern CommInfo comm_info;
 
 void comm_init(int *argc, char ***argv);
 void comm_finalize(void);
+// CPU threads per rank when --num_threads is 0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else
+// the cores this process may run on, shared among the node's ranks when they are not pinned
+int comm_default_threads(void);
 double comm_time(void);
 // peak resident memory of this process in MiB
 double comm_peak_mem_mib(void);

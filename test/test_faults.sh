@@ -101,3 +101,11 @@ with h5py.File(sys.argv[1], 'r+') as f:
 " "$W/g/step_00000002.h5"
 expect_error "NaN logits in generation" "generation: logit .* is nan" \
     ./fsdpc $SMALL --max_steps 0 --resume_from_checkpoint "$W/g/step_00000002.h5" --prompt "ROMEO:" --num_tokens 5 --temperature 0.7
+
+# ---- launch: copies not wired into one job, threads of unpinned ranks ----
+expect_error "N unwired copies are refused" "the launcher started 2 tasks \(SLURM_STEP_NUM_TASKS\) but MPI sees 1 rank" \
+    env SLURM_STEP_NUM_TASKS=2 ./fsdpc $SMALL --max_steps 1
+$MPI -np 2 --bind-to none ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 2>&1 | grep -q "2 rank(s) on cpu, $(($(nproc) / 2 > 0 ? $(nproc) / 2 : 1)) thread(s)/rank"
+check "unpinned ranks share the node's cores instead of each taking all" $?
+SLURM_CPUS_PER_TASK=1 ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 2>&1 | grep -q "1 rank(s) on cpu, 1 thread(s)/rank"
+check "SLURM_CPUS_PER_TASK sets the threads per rank" $?
