@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NP=${NP:-2}
-THREADS=$(( $(nproc) / NP > 0 ? $(nproc) / NP : 1 ))
-mpirun --oversubscribe -np "$NP" ./fsdpc --sharding full-shard --num_threads "$THREADS" \
+ROOT=()
+[ "$(id -u)" = 0 ] && ROOT=(--allow-run-as-root)  # containers often run as root
+mpirun "${ROOT[@]}" --oversubscribe -np "$NP" ./fsdpc --sharding full-shard \
     --checkpoint_dir checkpoints --resume_from_checkpoint checkpoints "$@"

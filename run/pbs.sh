@@ -1,11 +1,18 @@
 #!/bin/bash
 # PBS Pro: 8 nodes x 8 ranks (the 10.FSDP-style mpiexec launch), hybrid sharding per node.
+# Debian's OpenMPI has no PBS (tm) support, so the node list comes from $PBS_NODEFILE.
 #PBS -N fsdpc-llama2-7b
 #PBS -l select=8:ncpus=96:mpiprocs=8
 #PBS -l walltime=24:00:00
 set -euo pipefail
-cd "$PBS_O_WORKDIR"
+cd "${PBS_O_WORKDIR:-.}"
+die() { echo "fsdpc: error: $*" >&2; exit 1; }
+[ -n "${DATA:-}" ] || die "set DATA to the training token shards, e.g. qsub -v DATA='/data/corpus/train_*.bin' run/pbs.sh"
+[ -n "${PBS_NODEFILE:-}" ] || die "run this under PBS (qsub), which sets PBS_NODEFILE"
+NP=${NP:-$(wc -l <"$PBS_NODEFILE")}
 CKPT=${CKPT:-$PWD/checkpoints/llama2_7b}
-mpiexec -n 64 --map-by ppr:8:node --bind-to none ./fsdpc --model_name llama2_7b --sharding hybrid-full-shard \
-    --precision bf16 --batch_size 1 --max_steps 10000 --train_data "$DATA" \
-    --checkpoint_dir "$CKPT" --resume_from_checkpoint "$CKPT" --checkpoint_freq 500 --num_threads 12
+MODEL_ARGS=${MODEL_ARGS:---model_name llama2_7b --precision bf16}
+# ranks are not pinned (--bind-to none): fsdpc shares each node's cores among its ranks
+mpiexec -n "$NP" --hostfile "$PBS_NODEFILE" --bind-to none ./fsdpc $MODEL_ARGS --sharding hybrid-full-shard \
+    --batch_size ${BATCH:-1} --max_steps ${STEPS:-10000} --train_data "$DATA" \
+    --checkpoint_dir "$CKPT" --resume_from_checkpoint "$CKPT" --checkpoint_freq ${CKPT_FREQ:-500} ${EXTRA_ARGS:-}

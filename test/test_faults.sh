@@ -109,3 +109,12 @@ $MPI -np 2 --bind-to none ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 2>&1 
 check "unpinned ranks share the node's cores instead of each taking all" $?
 SLURM_CPUS_PER_TASK=1 ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 2>&1 | grep -q "1 rank(s) on cpu, 1 thread(s)/rank"
 check "SLURM_CPUS_PER_TASK sets the threads per rank" $?
+# run/pbs.sh as written, on a fake 2-slot node file (Debian's OpenMPI has no PBS tm support)
+printf 'localhost\nlocalhost\n' >"$W/nodes"
+PBS_O_WORKDIR="$PWD" PBS_NODEFILE="$W/nodes" DATA=data/tinyshakespeare.txt STEPS=3 CKPT_FREQ=3 MODEL_ARGS="$SMALL" \
+    EXTRA_ARGS="--logging_freq 1" CKPT="$W/pbsck" timeout 120 bash run/pbs.sh >/dev/null 2>"$W/pbs.log"
+rc=$?
+[ $rc = 0 ] && grep -q "^fsdpc: 2 rank(s) on cpu" "$W/pbs.log" && [ -f "$W/pbsck/step_00000003.h5" ]
+check "run/pbs.sh trains as written (hostfile from PBS_NODEFILE)" $? "rc=$rc $(tail -c 300 "$W/pbs.log")"
+expect_error "run/pbs.sh without DATA says what to set" "set DATA to the training token shards" \
+    env -u DATA PBS_NODEFILE="$W/nodes" bash run/pbs.sh
