@@ -21,7 +21,7 @@
 #include "safetensors.h"
 
 enum { HF_PATH = 4096 };
-// fp32 elements per device upload or export chunk (64 MiB): bounded memory whatever the model size
+// elements per device upload or export chunk (64 MiB of fp32): bounded memory whatever the model size
 #define HF_CHUNK ((size_t)16 << 20)
 
 struct HfModel {
@@ -136,10 +136,16 @@ static int hf_open_index(HfModel *h, const char *index, char *err, size_t len) {
     return rc;
 }
 
-// a positive int member; absent is an error when required, else leaves *out
+// absent, or null as transformers writes unset options (sliding_window in Mistral's configs)
+static int hf_unset(const JsonValue *c, const char *key) {
+    const JsonValue *v = json_get(c, key);
+    return !v || v->type == JSON_NULL;
+}
+
+// a positive int member: 1; unset: 0 (an error when required) and *out untouched; else -1
 static int hf_size(const JsonValue *c, const char *path, const char *key, int required, int *out, char *err, size_t len) {
     int64_t v;
-    if (!json_get(c, key)) return required ? hf_fail(err, len, "'%s' lacks %s", path, key) : 0;
+    if (hf_unset(c, key)) return required ? hf_fail(err, len, "'%s' lacks %s", path, key) : 0;
     if (!json_get_int(c, key, &v) || v <= 0 || v > INT_MAX)
         return hf_fail(err, len, "'%s': %s must be a positive integer", path, key);
     *out = (int)v;
@@ -148,7 +154,7 @@ static int hf_size(const JsonValue *c, const char *path, const char *key, int re
 
 static int hf_positive(const JsonValue *c, const char *path, const char *key, float *out, char *err, size_t len) {
     double v;
-    if (!json_get(c, key)) return 0;
+    if (hf_unset(c, key)) return 0;
     if (!json_get_number(c, key, &v) || !(v > 0)) return hf_fail(err, len, "'%s': %s must be a positive number", path, key);
     *out = (float)v;
     return 1;
@@ -328,11 +334,11 @@ static const StTensor *hf_source_tensor(const HfModel *h, const TensorSpec *spec
     int ok = t->ndim == spec->ndim;
     for (int d = 0; ok && d < spec->ndim; d++) ok = t->shape[d] == spec->shape[d];
     if (!ok) {
-        char got[160] = "[", want[64];
+        char got[160] = "", want[64];
         for (int d = 0; d < t->ndim; d++)
             snprintf(got + strlen(got), sizeof got - strlen(got), d ? ",%lld" : "%lld", (long long)t->shape[d]);
-        snprintf(want, sizeof want, spec->ndim == 1 ? "[%d]" : "[%d,%d]", spec->shape[0], spec->shape[1]);
-        return hf_fail(msg, len, "tensor %s in '%s' has shape %s] but the model config needs %s", name, path, got, want), NULL;
+        snprintf(want, sizeof want, spec->ndim == 1 ? "%d" : "%d,%d", spec->shape[0], spec->shape[1]);
+        return hf_fail(msg, len, "tensor %s in '%s' has shape [%s] but the model config needs [%s]", name, path, got, want), NULL;
     }
     return t;
 }
@@ -385,36 +391,41 @@ void hf_load(const HfModel *h, ShardState *s) {
 // ---- export ----
 
 typedef struct {
-    char checkpoint[1024], output[1024];
+    char checkpoint[1024], output[1024], dtype_name[8];
     StDtype dtype;
     uint64_t max_shard;
 } ExportArgs;
 
 static void export_args(ExportArgs *a, int argc, char **argv) {
+    static const char *const names[] = {"checkpoint", "output", "dtype", "max_shard_size"};
+    static const char *const dtypes[] = {"fp32", "bf16", "fp16"};  // in StDtype order
     memset(a, 0, sizeof *a);
+    snprintf(a->dtype_name, sizeof a->dtype_name, "bf16");
     a->dtype = ST_BF16;
     a->max_shard = 5000000000ull;  // Hugging Face's default shard size, 5 GB
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *eq = strchr(arg, '='), *val;
-        if (strncmp(arg, "--", 2) != 0) comm_fail_all("export: unexpected argument '%s' (flags look like --name value)", arg);
-        size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
+        int n = eq ? (int)(eq - arg) : (int)strlen(arg), k = 0;
+        while (k < 4 && !(strncmp(arg, "--", 2) == 0 && n - 2 == (int)strlen(names[k]) && !strncmp(arg + 2, names[k], n - 2))) k++;
+        if (k == 4) comm_fail_all("export: unknown argument '%.*s' (export takes --checkpoint, --output, --dtype, --max_shard_size)", n, arg);
         if (eq) val = eq + 1;
         else if (i + 1 < argc) val = argv[++i];
-        else comm_fail_all("export: flag '%.*s' needs a value", (int)n, arg);
-        if (n == 12 && !strncmp(arg, "--checkpoint", n)) snprintf(a->checkpoint, sizeof a->checkpoint, "%s", val);
-        else if (n == 8 && !strncmp(arg, "--output", n)) snprintf(a->output, sizeof a->output, "%s", val);
-        else if (n == 7 && !strncmp(arg, "--dtype", n)) {
-            if (!strcmp(val, "bf16")) a->dtype = ST_BF16;
-            else if (!strcmp(val, "fp16")) a->dtype = ST_F16;
-            else if (!strcmp(val, "fp32")) a->dtype = ST_F32;
-            else comm_fail_all("export: --dtype must be one of bf16|fp16|fp32, got '%s'", val);
-        } else if (n == 16 && !strncmp(arg, "--max_shard_size", n)) {
+        else comm_fail_all("export: flag '%s' needs a value", arg);
+        if (k == 0) {
+            snprintf(a->checkpoint, sizeof a->checkpoint, "%s", val);
+        } else if (k == 1) {
+            snprintf(a->output, sizeof a->output, "%s", val);
+        } else if (k == 2) {
+            int d = 0;
+            while (d < 3 && strcmp(val, dtypes[d])) d++;
+            if (d == 3) comm_fail_all("export: --dtype must be one of bf16|fp16|fp32, got '%s'", val);
+            a->dtype = (StDtype)d;
+            snprintf(a->dtype_name, sizeof a->dtype_name, "%s", val);
+        } else {
             char *end;
             unsigned long long v = strtoull(val, &end, 10);
             if (!*val || *end || v == 0 || *val == '-') comm_fail_all("export: --max_shard_size expects a positive byte count, got '%s'", val);
             a->max_shard = v;
-        } else {
-            comm_fail_all("export: unknown flag '%.*s' (export takes --checkpoint, --output, --dtype, --max_shard_size)", (int)n, arg);
         }
     }
     if (!a->checkpoint[0] || !a->output[0])
@@ -591,8 +602,8 @@ static const char *export_shard(ExportFiles *ef, const char *name, const TensorS
     free(e);
     size_t es = st_dtype_size(dt);
     for (int i = t0; i < t1 && !bad && !err; i++)
-        for (size_t b = 0; b < ts[i]->numel && !bad && !err; b += HF_CHUNK / 4) {
-            size_t n = ts[i]->numel - b < HF_CHUNK / 4 ? ts[i]->numel - b : HF_CHUNK / 4;
+        for (size_t b = 0; b < ts[i]->numel && !bad && !err; b += HF_CHUNK) {
+            size_t n = ts[i]->numel - b < HF_CHUNK ? ts[i]->numel - b : HF_CHUNK;
             if ((err = ckpt_reader_read(r, ts[i], b, n, fbuf))) break;
             st_from_f32(obuf, fbuf, n, dt);
             bad = fwrite(obuf, es, n, f) != n;
@@ -615,8 +626,8 @@ static const char *export_weights(ExportFiles *ef, const ModelPlan *plan, StDtyp
         filled += bytes;
         total += bytes;
     }
-    float *fbuf = mallocCheck(HF_CHUNK);
-    void *obuf = mallocCheck(HF_CHUNK);
+    float *fbuf = mallocCheck(HF_CHUNK * sizeof(float));
+    void *obuf = mallocCheck(HF_CHUNK * st_dtype_size(dt));
     const char *err = NULL;
     char name[64];
     for (int s = 0, i = 0; s < nshards && !err; s++) {
@@ -666,7 +677,7 @@ static const char *export_run(const ExportArgs *a, const char *file, char *summa
     if (r && !err) err = export_weights(&ef, &plan, a->dtype, a->max_shard, r);
     if (r && !err) err = export_publish(&ef);
     if (err) export_discard(&ef);
-    else snprintf(summary, slen, "Exported %s (%.2fM parameters, %s) to %s\n", file, plan.num_params / 1e6, st_dtype_name(a->dtype), a->output);
+    else snprintf(summary, slen, "Exported %s (%.2fM parameters, %s) to %s\n", file, plan.num_params / 1e6, a->dtype_name, a->output);
     if (r) ckpt_reader_close(r);
     free(ef.names);
     model_plan_free(&plan);

@@ -28,7 +28,7 @@ static const struct {
 
 size_t st_dtype_size(StDtype dt) { return dt == ST_F32 ? 4 : 2; }
 
-const char *st_dtype_name(StDtype dt) { return dt == ST_F32 ? "F32" : dt == ST_BF16 ? "BF16" : "F16"; }
+static const char *st_dtype_name(StDtype dt) { return dt == ST_F32 ? "F32" : dt == ST_BF16 ? "BF16" : "F16"; }
 
 static int st_fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int st_fail(char *err, size_t len, const char *fmt, ...) {

@@ -44,7 +44,6 @@ const char *st_read_f32(int fd, const StFile *f, const StTensor *t, uint64_t fir
 
 // Bytes per element of a writable dtype (ST_F32, ST_BF16, ST_F16).
 size_t st_dtype_size(StDtype dt);
-const char *st_dtype_name(StDtype dt);
 // fp32 to dt, rounding to nearest even (numpy's float16 cast; bf16 as torch rounds it).
 void st_from_f32(void *dst, const float *src, size_t n, StDtype dt);
 

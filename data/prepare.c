@@ -53,7 +53,8 @@ typedef struct {
     // flags
     const char **inputs;
     int ninputs;
-    const char *output, *tokenizer;
+    const char *output;
+    const char *tokenizer;  // NULL: the byte tokenizer
     double val_fraction;
     int dtype_bytes;
     bool dtype_given, overwrite;
@@ -370,8 +371,8 @@ static long prepare_fill(Prepare *p, PrepareInput *in) {
         do got = read(in->fd, p->io, PREPARE_IO_BYTES);
         while (got < 0 && errno == EINTR);
         if (got < 0) return prepare_fail(p, "cannot read input '%s': %s", in->path, strerror(errno)), -1;
-        uint64_t done = in->base + (uint64_t)got - in->range_begin;
-        prepare_progress(p, p->bytes_before + done, false);
+        uint64_t read_to = in->base + (uint64_t)got;  // the range's reading starts a byte early
+        prepare_progress(p, p->bytes_before + (read_to > in->range_begin ? read_to - in->range_begin : 0), false);
     }
     in->len = (size_t)got;
     return got;

@@ -23,9 +23,15 @@ _Static_assert(sizeof(TokFileHeader) == TOKFILE_HEADER_BYTES, "token shard heade
 #define LLMC_MAGIC_LLAMA3 20240801 // uint32 tokens
 
 // `fsdpc prepare` (data/prepare.c): turns text files and JSON Lines into token shards.
-//   fsdpc prepare --input FILE [FILE ...] --output DIR [--val_fraction F] [--tokenizer byte]
-//                 [--dtype uint16|uint32] [--shard_tokens N]
-// Returns the process exit status. Runs on rank 0 only (other ranks return 0 at once).
+//   fsdpc prepare --input FILE [FILE ...] --output DIR [--val_fraction F] [--tokenizer SPEC]
+//                 [--dtype uint16|uint32] [--shard_tokens N] [--overwrite]
+// A text file is one document, so is a JSON Lines "text"; with a real tokenizer (see
+// tokenizer.h) each is written as <s> ids </s>; with the byte tokenizer (the default) a file as
+// its bytes, a "text" as its bytes and '\n'.
+// Under mpiexec the ranks share the inputs (plain JSON Lines by byte ranges, other files whole)
+// and write disjoint shards DIR/{train,val}_NNNNNN.bin (rank r of W: r, r + W, ...); which
+// documents go to validation does not depend on W. Collective; returns 0 (an error on any rank
+// ends every rank with one line, its shards removed).
 int data_prepare(int argc, char **argv);
 
 #endif

@@ -43,7 +43,6 @@ typedef struct {
     TokMerge *mval;
     size_t mkey_mask;
     int32_t ascii[128];   // id of each ASCII character, -1 when it is no piece
-    int32_t space, fffd;  // ids of '▁' and U+FFFD (-1 when none)
     int32_t byte_id[256]; // byte-fallback pieces (<unk> where one is missing)
     bool replace_space;   // ' ' -> '▁'
     bool prepend;         // '▁' before the text (a Prepend normalizer)
@@ -71,15 +70,18 @@ static void tok_err(char *err, size_t errlen, const char *fmt, ...) {
     va_end(ap);
 }
 
-static void tok_reserve(int32_t **ids, size_t *cap, size_t need) {
-    if (need <= *cap) return;
-    size_t want = *cap ? *cap : 1024;
+// p (*cap items of size bytes) grown by doubling to hold need items
+static void *tok_grow(void *p, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap) return p;
+    size_t want = *cap ? *cap : 256;
     while (want < need) want *= 2;
-    int32_t *grown = realloc(*ids, want * sizeof **ids);
-    if (!grown) comm_fatal("out of memory growing a token buffer to %zu ids", want);
-    *ids = grown;
+    p = realloc(p, want * size);
+    if (!p) comm_fatal("out of memory tokenizing (%zu x %zu bytes)", want, size);
     *cap = want;
+    return p;
 }
+
+static void tok_reserve(int32_t **ids, size_t *cap, size_t need) { *ids = tok_grow(*ids, cap, need, sizeof **ids); }
 
 // Length of the UTF-8 character at s (n > 0 bytes), or 0 when the bytes there are none, by
 // SentencePiece's rules: shortest forms only, no surrogates, at most U+10FFFF.
@@ -173,14 +175,16 @@ static const JsonValue *tok_json_steps(TokBpe *b, const JsonValue *v, const char
     return v;
 }
 
-// Adds piece text s[0, n) as id (the vocabulary must hold each id and each text once).
-static bool tok_bpe_add(TokBpe *b, const char *s, size_t n, int32_t id, size_t *pool_len, char *why, size_t whylen) {
+// Adds piece text s[0, n) as id. The vocabulary holds each id and each text once; an added
+// token may repeat a text, which then keeps finding the first id.
+static bool tok_bpe_add(TokBpe *b, const char *s, size_t n, int32_t id, bool added, size_t *pool_len, char *why, size_t whylen) {
     if (b->plen[id] != SIZE_MAX) return snprintf(why, whylen, "id %d appears twice in the vocabulary", (int)id), false;
     size_t i = tok_hash(s, n) & b->slot_mask;
-    for (; b->slot[i] >= 0; i = (i + 1) & b->slot_mask)
-        if (b->plen[b->slot[i]] == n && !memcmp(b->pool + b->off[b->slot[i]], s, n))
-            return snprintf(why, whylen, "piece \"%.*s\" appears twice in the vocabulary", (int)(n > 40 ? 40 : n), s), false;
-    b->slot[i] = id;
+    bool repeated = false;
+    for (; !repeated && b->slot[i] >= 0; i = (i + 1) & b->slot_mask)
+        repeated = b->plen[b->slot[i]] == n && !memcmp(b->pool + b->off[b->slot[i]], s, n);
+    if (repeated && !added) return snprintf(why, whylen, "piece \"%.*s\" appears twice in the vocabulary", (int)(n > 40 ? 40 : n), s), false;
+    if (!repeated) b->slot[i] = id;
     memcpy(b->pool + *pool_len, s, n);
     b->off[id] = *pool_len;
     b->plen[id] = n;
@@ -279,7 +283,8 @@ static bool tok_bpe_load(Tokenizer *t, const JsonValue *root, char *why, size_t 
     b->slot_mask = slots - 1;
     size_t pool_len = 0;
     for (size_t i = 0; i < vocab->len; i++)
-        if (!tok_bpe_add(b, vocab->items[i].key, vocab->items[i].key_len, (int32_t)vocab->items[i].integer, &pool_len, why, whylen)) return false;
+        if (!tok_bpe_add(b, vocab->items[i].key, vocab->items[i].key_len, (int32_t)vocab->items[i].integer, false, &pool_len, why, whylen))
+            return false;
     for (size_t i = 0; i < nadded; i++) {
         const JsonValue *a = &added->items[i], *content = json_get(a, "content");
         int64_t id;
@@ -287,7 +292,7 @@ static bool tok_bpe_load(Tokenizer *t, const JsonValue *root, char *why, size_t 
         json_get_int(a, "id", &id);
         json_get_bool(a, "special", &special);
         // an added token usually repeats a vocabulary entry; one beyond it gets its text here
-        if (b->plen[id] == SIZE_MAX && !tok_bpe_add(b, content->str, content->len, (int32_t)id, &pool_len, why, whylen)) return false;
+        if (b->plen[id] == SIZE_MAX && !tok_bpe_add(b, content->str, content->len, (int32_t)id, true, &pool_len, why, whylen)) return false;
         if (special) b->type[id] = TOK_PIECE_CONTROL;
     }
     for (int i = 0; i < t->vocab; i++)
@@ -308,8 +313,6 @@ static bool tok_bpe_load(Tokenizer *t, const JsonValue *root, char *why, size_t 
         if (id >= 0) b->type[id] = TOK_PIECE_BYTE, b->byte[id] = (int16_t)c;
     }
     for (int c = 0; c < 128; c++) b->ascii[c] = tok_bpe_find(b, (const char[]){(char)c}, 1);
-    b->space = tok_bpe_find(b, TOK_SPACE, 3);
-    b->fffd = tok_bpe_find(b, TOK_REPLACEMENT, 3);
 
     // SentencePiece merges the best piece first and ties (splits of one piece) leftmost first: a
     // merge's priority is the rank of the first merge that makes the same piece
@@ -384,16 +387,6 @@ struct TokWork {
     int32_t *ids;  // their ids, back to back
     size_t ids_len, ids_cap;
 };
-
-static void *tok_grow(void *p, size_t *cap, size_t need, size_t size) {
-    if (need <= *cap) return p;
-    size_t want = *cap ? *cap : 256;
-    while (want < need) want *= 2;
-    p = realloc(p, want * size);
-    if (!p) comm_fatal("out of memory tokenizing (%zu x %zu bytes)", want, size);
-    *cap = want;
-    return p;
-}
 
 static bool tok_pair_before(const TokPair *a, const TokPair *b) {
     return a->prio < b->prio || (a->prio == b->prio && a->left < b->left);
@@ -527,11 +520,10 @@ static size_t tok_bpe_encode(const TokBpe *b, TokWork *w, const uint8_t *text, s
     // vocabularies split by whitespace hold none)
     size_t nn = (size_t)(o - w->norm), start = 0, before = *len;
     const uint8_t *nb = w->norm;
-    bool cut = b->split || b->cut_at_space;
-    bool prev_space = true;
-    for (size_t i = 0; i < nn; i += tok_char_len(nb[i])) {
+    bool cut = b->split || b->cut_at_space, prev_space = true;
+    for (size_t i = 0; cut && i < nn; i += tok_char_len(nb[i])) {
         bool is_space = nn - i >= 3 && !memcmp(nb + i, space, 3);
-        if (cut && is_space && i > start && (b->split || !prev_space)) {
+        if (is_space && i > start && (b->split || !prev_space)) {
             tok_bpe_cached(b, w, nb + start, i - start, ids, len, cap);
             start = i;
         }
@@ -570,6 +562,11 @@ static bool tok_is_file(const char *path) {
     return stat(path, &st) == 0 && !S_ISDIR(st.st_mode);
 }
 
+static char *tok_strdup(const char *s) {
+    char *copy = mallocCheck(strlen(s) + 1);
+    return strcpy(copy, s);
+}
+
 // a tokenizer.json by its name or, failing that, by starting with '{'
 static bool tok_looks_json(const char *path) {
     size_t n = strlen(path);
@@ -589,7 +586,7 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
     if (!strcmp(spec, "byte")) {
         t->kind = TOK_KIND_BYTE;
         t->vocab = 256;
-        t->path = strdup("byte");
+        t->path = tok_strdup("byte");
         return t;
     }
     char where[4096], file[4200];
@@ -606,8 +603,7 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
             return free(t), NULL;
         }
     }
-    t->path = strdup(file);
-    if (!t->path) comm_fatal("out of memory");
+    t->path = tok_strdup(file);
     char why[512];
     if (tok_looks_json(file)) {
         t->kind = TOK_KIND_BPE;
@@ -689,7 +685,8 @@ static TokPieceType tok_piece(const Tokenizer *t, int32_t id, const char **p, si
     return TOK_PIECE_NORMAL;
 }
 
-// Appends piece text p[0, n) with each '▁' as a space, dropping a leading one when drop_lead.
+// Writes piece text p[0, n) to out[0, cap) with each '▁' as a space, dropping a leading one
+// when drop_lead; returns the bytes written.
 static size_t tok_unescape(const char *p, size_t n, bool drop_lead, char *out, size_t cap) {
     size_t k = 0;
     if (drop_lead && n >= 3 && !memcmp(p, TOK_SPACE, 3)) p += 3, n -= 3;
@@ -723,12 +720,7 @@ typedef struct {
 } TokText;
 
 static void tok_text_put(TokText *o, const void *p, size_t n) {
-    if (o->len + n + 1 > o->cap) {
-        while (o->len + n + 1 > o->cap) o->cap = o->cap ? 2 * o->cap : 256;
-        char *grown = realloc(o->s, o->cap);
-        if (!grown) comm_fatal("out of memory decoding tokens (%zu bytes)", o->cap);
-        o->s = grown;
-    }
+    o->s = tok_grow(o->s, &o->cap, o->len + n + 1, 1);
     memcpy(o->s + o->len, p, n);
     o->len += n;
     o->s[o->len] = '\0';

@@ -21,8 +21,9 @@ int tok_eos(const Tokenizer *t);  // -1 when none
 const char *tok_path(const Tokenizer *t);  // the resolved file ("byte" for byte)
 
 // Encodes text[0, n) (no BOS/EOS), appending to *ids (realloc-grown, *cap its capacity); returns
-// the count appended. Bytes that are not UTF-8 encode as U+FFFD, as SentencePiece does. One
-// thread at a time per Tokenizer (tokenizer.json keeps a cache of the segments it merged).
+// the count appended. Bytes that are not UTF-8 encode as U+FFFD and text spelling a special
+// token ("<s>") as text, as SentencePiece does. One thread at a time per Tokenizer
+// (tokenizer.json keeps a cache of the segments it merged).
 size_t tok_encode(const Tokenizer *t, const char *text, size_t n, int32_t **ids, size_t *len, size_t *cap);
 // Decodes ids (each in [0, vocab size)) as SentencePiece's DecodeIds does: BOS/EOS vanish, byte
 // pieces join into UTF-8 (U+FFFD for bytes that form none), '▁' becomes a space and the leading

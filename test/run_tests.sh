@@ -28,6 +28,9 @@ suite "shard: multi-rank equivalence, memory, bad layouts" bash test/test_shard.
 suite "ckpt: parallel checkpoints, resharding, crash safety" bash test/test_ckpt.sh
 suite "data: formats, streaming, errors" bash test/test_data.sh
 suite "prepare: shards from text and JSON Lines" bash test/test_prepare.sh
+suite "tokenizer: SentencePiece model and tokenizer.json against libsentencepiece" bash test/test_tokenizer.sh
+suite "hf: Hugging Face weights in (safetensors) and out (export)" bash test/test_hf.sh
+suite "finetune: import, finetune on 2 ranks, export, PyTorch greedy equality" bash test/test_finetune.sh
 suite "fuzz: regression corpus under ASan/UBSan" bash test/fuzz/replay.sh
 suite "faults: divergence, preemption, one-rank errors, memory, paths, flags" bash test/test_faults.sh
 
