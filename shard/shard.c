@@ -75,7 +75,7 @@ void shard_estimate(const ModelPlan *plan, const Config *cfg, ShardMemEstimate *
     e->buffers = f * param_full + (bf16p ? h * param_full * (1.0 + 1.0 / g) : 0.0);
 }
 
-void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg) {
+void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, int init_values) {
     memset(s, 0, sizeof *s);
     s->plan = plan;
     s->nunits = plan->nunits;
@@ -110,7 +110,8 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg) {
         if (f->padded > max_padded) max_padded = f->padded;
     }
     // values are made on the host, then copied to the device
-    if (cfg->meta_init) {
+    // weights that come from a file skip this: random values would only be overwritten
+    if (init_values && cfg->meta_init) {
         for (int u = 0; u < s->nunits; u++) {
             FlatUnit *f = &s->units[u];
             float *host = callocCheck(f->shard_len, sizeof(float));
@@ -118,7 +119,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg) {
             set_master(s, u, host);
             free(host);
         }
-    } else {
+    } else if (init_values) {
         // an unsharded start: the whole model exists on every rank before it is sharded
         float **full = callocCheck(s->nunits, sizeof(float *));
         for (int u = 0; u < s->nunits; u++) {

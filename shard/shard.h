@@ -61,9 +61,10 @@ typedef struct {
 } ShardState;
 
 // Parses --sharding/--shard_group_size against the world size; fails on every rank when they
-// do not fit. Allocates every unit and initialises the rank's shards from (seed, name, index);
-// without --meta_init each rank first materialises the full model, as an unsharded start would.
-void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg);
+// do not fit. Allocates every unit and, with init_values, initialises the rank's shards from
+// (seed, name, index); without --meta_init each rank first materialises the full model, as an
+// unsharded start would. Without init_values the shards stay zero: the caller loads them.
+void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, int init_values);
 void shard_free(ShardState *s);
 
 // Per-rank bytes shard_init and the step will hold for plan under cfg on this world, by kind,

@@ -216,6 +216,12 @@ static void open_data(Run *r) {
     int T = c->model.max_context_width, V = c->model.vocab_size, B = c->batch_size;
     char bundled[1024];
     data_bundled_path(bundled, sizeof bundled);
+    // the bundled Tiny Shakespeare is bytes: the default data of the byte tokenizer only
+    int bundled_ok = tok_bos(r->tok) < 0;
+    if (r->max_steps != 0 && !c->train_data[0] && !bundled_ok)
+        comm_fail_all("with --tokenizer %s, give --train_data token shards made with it (fsdpc prepare --tokenizer %s "
+                      "--input FILE --output DIR); the bundled text is read as bytes",
+                      c->tokenizer, c->tokenizer);
     if (r->max_steps != 0) {
         r->has_train = 1;
         if (!c->train_data[0])
@@ -227,7 +233,7 @@ static void open_data(Run *r) {
         check_token_files(r, &r->train);
         r->train_loader = data_loader_new(&r->train, (uint64_t)c->seed, B, 1);
     }
-    if (c->val_data[0] || !c->train_data[0]) {
+    if (c->val_data[0] || (!c->train_data[0] && bundled_ok)) {
         r->has_val = 1;
         if (c->val_data[0]) data_open(&r->val, c->val_data, T, V, 0.0, 1.0);
         else data_open(&r->val, bundled, T, V, 0.9, 1.0);
@@ -488,7 +494,7 @@ int train_run(Config *c) {
         comm_log("--cpu_offload: master shards and AdamW moments in pinned host memory, AdamW on %d CPU threads\n",
                  c->num_threads);
     check_memory(&r);
-    shard_init(&r.st, &r.plan, c);
+    shard_init(&r.st, &r.plan, c, !r.resume_file[0] && !r.init_h5 && !r.hf);
     comm_log("sharding %s: shard group %d x replica group %d\n", c->sharding, r.st.shard_size, r.st.replica_size);
     model_acts_alloc(&r.acts, &c->model, c->batch_size, c->model.max_context_width, 0, ckpt_every(c));
     size_t bt = (size_t)c->batch_size * c->model.max_context_width;

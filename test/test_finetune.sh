@@ -36,15 +36,15 @@ $MPI -np 2 ./fsdpc ${FT/--max_steps 20/--max_steps 22} --sharding hybrid-full-sh
 grep -q "Resumed from $W/ft/step_00000020.h5 at step 20" "$W/requeue.log" && grep -q "is not loaded again" "$W/requeue.log"
 check "a requeued --finetune resumes its checkpoint, not the import" $? "$(grep -m2 'Resum\|Initial' "$W/requeue.log")"
 
-./fsdpc export --checkpoint "$W/ft/step_00000020.h5" --output "$W/out" --dtype fp32 >/dev/null 2>"$W/export.log"
-[ $? = 0 ] && [ -f "$W/out/model.safetensors" ] && [ -f "$W/out/config.json" ] && cmp -s "$TOK" "$W/out/tokenizer.model"
+./fsdpc export --checkpoint "$W/ft/step_00000020.h5" --output "$W/export" --dtype fp32 >/dev/null 2>"$W/export.log"
+[ $? = 0 ] && [ -f "$W/export/model.safetensors" ] && [ -f "$W/export/config.json" ] && cmp -s "$TOK" "$W/export/tokenizer.model"
 check "export writes safetensors, config.json and the tokenizer" $? "$(tail -c 300 "$W/export.log")"
 
 PROMPT="ROMEO: What say you"
 ./fsdpc --max_steps 0 --resume_from_checkpoint "$W/ft/step_00000020.h5" --prompt "$PROMPT" --num_tokens 30 \
     --temperature 0 >"$W/fsdpc.txt" 2>"$W/gen.log"
 check "generation from the finetuned checkpoint needs no tokenizer flag" $? "$(tail -c 300 "$W/gen.log")"
-$PY - "$W/out" "$PROMPT" 30 "$W/ref.txt" <<'EOF'
+$PY - "$W/export" "$PROMPT" 30 "$W/ref.txt" <<'EOF'
 # greedy continuation of the exported directory in the PyTorch reference, printed the way
 # fsdpc streams tokens: byte pieces as raw bytes, '▁' as a space, none after <s>, stop at </s>
 import os, sys
@@ -86,6 +86,8 @@ expect_error "the checkpoint's tokenizer file is gone" "names tokenizer '.*hf2/t
 expect_error "a tokenizer larger than the model's vocabulary" "the tokenizer '.*' has 1000 tokens but the model's vocabulary is 256" \
     ./fsdpc --tokenizer "$TOK" --vocab_size 256 --train_data synthetic --max_steps 1
 expect_error "text data read as bytes with a real tokenizer" "is text, read as bytes, but the model uses tokenizer" \
+    ./fsdpc --tokenizer "$TOK" --train_data data/tinyshakespeare.txt --max_steps 1
+expect_error "no data given with a real tokenizer" "give --train_data token shards made with it" \
     ./fsdpc --tokenizer "$TOK" --max_steps 1
 ./fsdpc --tokenizer "$TOK" --train_data synthetic --max_steps 1 --num_tokens 0 --checkpoint_freq 0 2>&1 | grep -q "V=1000"
 check "the vocabulary comes from the tokenizer unless set" $?

@@ -33,7 +33,7 @@ typedef struct {
 static void setup(Setup *s, int argc, char **argv) {
     config_parse(&s->cfg, argc, argv);
     model_plan_build(&s->plan, &s->cfg.model);
-    shard_init(&s->st, &s->plan, &s->cfg);
+    shard_init(&s->st, &s->plan, &s->cfg, 1);
     int B = s->cfg.batch_size, T = s->cfg.model.max_context_width;
     model_acts_alloc(&s->acts, &s->cfg.model, B, T, 0, 0);
     s->inp = mallocCheck((size_t)B * T * sizeof(int32_t));
