@@ -124,14 +124,20 @@ build/emu_race_check: test/emu/race_check.cpp $(EMU)/device.o
 FUZZ_CC = clang
 FUZZ_FLAGS = -g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. \
 	-I/usr/include/hdf5/openmpi -I/usr/include/x86_64-linux-gnu/openmpi
-FUZZ_TARGETS = build/fuzz/fuzz_cli build/fuzz/fuzz_json build/fuzz/fuzz_shard_header
+FUZZ_TARGETS = build/fuzz/fuzz_cli build/fuzz/fuzz_json build/fuzz/fuzz_shard_header build/fuzz/fuzz_jsonl build/fuzz/fuzz_tokenizer
 FUZZ_SECONDS ?= 60
 build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c model/config.c test/fuzz/stub.c
 build/fuzz/fuzz_json: test/fuzz/fuzz_json.c data/json.c test/fuzz/stub.c
 build/fuzz/fuzz_shard_header: test/fuzz/fuzz_shard_header.c data/data.c test/fuzz/stub.c
+TOKENIZER_SRC = data/tokenizer.c data/hub.c data/json.c build/fuzz/sentencepiece.o
+build/fuzz/fuzz_jsonl: test/fuzz/fuzz_jsonl.c data/prepare.c $(TOKENIZER_SRC) test/fuzz/stub.c
+build/fuzz/fuzz_tokenizer: test/fuzz/fuzz_tokenizer.c $(TOKENIZER_SRC) test/fuzz/stub.c
+build/fuzz/sentencepiece.o: data/sentencepiece.cpp
+	@mkdir -p build/fuzz
+	clang++ -g -O1 -std=c++17 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr -c $< -o $@
 build/fuzz/%:
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZ_FLAGS) $^ -o $@ -lm -lpthread
+	$(FUZZ_CC) $(FUZZ_FLAGS) $^ -o $@ -lm -lpthread -lz $(if $(filter %.o,$^),-lsentencepiece -lstdc++)
 
 fuzz: deps
 	@$(MAKE) --no-print-directory $(FUZZ_TARGETS)

@@ -633,6 +633,19 @@ static bool prepare_json_object(PrepareJson *j) {
     return true;
 }
 
+const char *data_prepare_scan_line(const char *line, size_t n, const Tokenizer *tok, int dtype_bytes) {
+    static Prepare p;
+    static char err[sizeof p.err];
+    p.tok = (Tokenizer *)tok;
+    p.check_ids = true;
+    p.dtype_bytes = dtype_bytes;
+    p.cur.len = p.text.len = p.key.len = 0;
+    PrepareJson j = {.p = &p, .begin = (const uint8_t *)line, .s = (const uint8_t *)line, .end = (const uint8_t *)line + n};
+    if (prepare_json_peek(&j) < 0 || prepare_json_object(&j)) return NULL;
+    snprintf(err, sizeof err, "%s", j.err);
+    return err;
+}
+
 static int prepare_jsonl(Prepare *p, PrepareInput *in, int file) {
     int got;
     uint64_t line_no = 0;  // since the range's start

