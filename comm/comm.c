@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #ifdef FSDPC_CUDA
 #include "nccl.h"
@@ -196,15 +197,21 @@ void comm_fail_all(const char *fmt, ...) {
     exit(1);
 }
 
-void comm_check_all(const char *local_error) {
+const char *comm_first_error(const char *local_error) {
+    static char msg[1024];
     int mine = local_error ? comm_info.rank : comm_info.world, first = mine;
     mpiCheck(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (first == comm_info.world) return;
-    // ship the failing rank's message to rank 0 so exactly one line is printed
-    char msg[1024] = {0};
+    if (first == comm_info.world) return NULL;
+    // ship the failing rank's message to every rank so exactly one line is printed
+    memset(msg, 0, sizeof msg);
     if (local_error) snprintf(msg, sizeof msg, "%s", local_error);
     mpiCheck(MPI_Bcast(msg, sizeof msg, MPI_CHAR, first, MPI_COMM_WORLD));
-    comm_fail_all("%s", msg);
+    return msg;
+}
+
+void comm_check_all(const char *local_error) {
+    const char *e = comm_first_error(local_error);
+    if (e) comm_fail_all("%s", e);
 }
 
 void comm_check_same(uint64_t value, const char *what) {
@@ -282,6 +289,32 @@ void comm_bcast_bytes(CommGroup *g, void *buf, size_t n, int root) {
     for (size_t o = 0; o < n; o += COMM_CHUNK) {
         int c = (int)(n - o < COMM_CHUNK ? n - o : COMM_CHUNK);
         mpiCheck(MPI_Bcast((char *)buf + o, c, MPI_BYTE, root, g->comm));
+    }
+}
+
+// MPI applies a non-commutative op in rank order: inout = in ++ inout, range by range
+static void crc_concat(void *in, void *inout, int *len, MPI_Datatype *type) {
+    const CommCrc *a = in;
+    CommCrc *b = inout;
+    for (int i = 0; i < *len; i++) {
+        if (!a[i].len) continue;
+        if (!b[i].len) b[i] = a[i];
+        else if (a[i].len == UINT64_MAX || b[i].len == UINT64_MAX || a[i].begin + a[i].len != b[i].begin) b[i].len = UINT64_MAX;
+        else b[i] = (CommCrc){a[i].begin, a[i].len + b[i].len, crc32_combine(a[i].crc, b[i].crc, (z_off_t)b[i].len)};
+    }
+}
+
+void comm_allreduce_crc32(CommGroup *g, CommCrc *r, size_t n) {
+    static MPI_Datatype type = MPI_DATATYPE_NULL;
+    static MPI_Op op;
+    if (type == MPI_DATATYPE_NULL) {
+        mpiCheck(MPI_Type_contiguous(3, MPI_UINT64_T, &type));
+        mpiCheck(MPI_Type_commit(&type));
+        mpiCheck(MPI_Op_create(crc_concat, 0, &op));
+    }
+    for (size_t o = 0; o < n; o += COMM_CHUNK) {
+        int c = (int)(n - o < COMM_CHUNK ? n - o : COMM_CHUNK);
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, r + o, c, type, op, g->comm));
     }
 }
 

@@ -35,6 +35,9 @@ void comm_fail_all(const char *fmt, ...) __attribute__((noreturn, format(printf,
 // Collective "did any rank fail?": each rank passes its local error message (NULL when fine);
 // if any rank has one, rank 0 prints the lowest failing rank's message and all ranks exit 1.
 void comm_check_all(const char *local_error);
+// The same agreement without exiting: NULL on every rank when no rank failed, else the lowest
+// failing rank's message on every rank (a static buffer, valid until the next call).
+const char *comm_first_error(const char *local_error);
 // Collective: every rank passes a hash of something that must agree (the parsed flags); a rank
 // whose value differs from rank 0's ends the job with a line naming that rank and `what`.
 void comm_check_same(uint64_t value, const char *what);
@@ -60,6 +63,14 @@ void comm_allreduce_sum_f32(CommGroup *g, float *buf, size_t n);
 void comm_allreduce_sum_f64(CommGroup *g, double *buf, size_t n);
 void comm_allreduce_max_f64(CommGroup *g, double *buf, size_t n);
 void comm_bcast_bytes(CommGroup *g, void *buf, size_t n, int root);
+
+// zlib CRC-32 of the bytes [begin, begin + len) of some array (len 0: none, crc 0).
+typedef struct {
+    uint64_t begin, len, crc;
+} CommCrc;
+// Combines the ranks' ranges entry by entry, in rank order, into the CRC of their concatenation
+// (crc32_combine), on every rank of g. Ranges that do not adjoin in rank order give len UINT64_MAX.
+void comm_allreduce_crc32(CommGroup *g, CommCrc *r, size_t n);
 
 // FSDP process groups: the shard group holds `shard_size` consecutive ranks (one node by
 // default); the replica group links the ranks with the same position in every shard group.

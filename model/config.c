@@ -103,6 +103,7 @@ static const Flag flags[] = {
     I("checkpoint_freq", checkpoint_freq),
     S("resume_from_checkpoint", resume_from_checkpoint, NULL),
     I("num_kept_checkpoints", num_kept_checkpoints),
+    B("overwrite_checkpoints", overwrite_checkpoints),
     S("device", device, "auto|cpu|cuda"),
     I("logging_freq", logging_freq),
     S("metrics_file", metrics_file, NULL),

@@ -43,6 +43,7 @@ typedef struct {
     // checkpoints
     char checkpoint_dir[512], resume_from_checkpoint[512];
     int checkpoint_freq, num_kept_checkpoints;
+    int overwrite_checkpoints;  // a fresh run may write into a directory holding other runs' checkpoints
     // run
     char device[8], metrics_file[512];
     int logging_freq, num_threads, profile;

@@ -130,4 +130,56 @@ $MPI -np 2 ./fsdpc $T --metrics_file "$W/mpirun.jsonl" >/dev/null 2>&1
 d=$(rel_diff "$W/srun.jsonl" "$W/mpirun.jsonl" 4 0)
 check "srun --mpi=pmix -n 2 trains as one job, losses equal to mpirun -np 2 ($d)" $? "rc=$rc $(tail -c 300 "$W/srun.out" | tr '\n' '|')"
 
+
+# ---- 2. srun without PMIx (the default here, and PMI2): refused at once, nothing trained ----
+for m in "" --mpi=pmi2; do
+    timeout 60 srun $m -n 2 ./fsdpc $T --metrics_file "$W/unwired.jsonl" >"$W/unwired.out" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ ! -s "$W/unwired.jsonl" ] &&
+        grep -Eq "^fsdpc: error: .*--mpi=pmix|OMPI was not built with SLURM's PMI support" "$W/unwired.out"
+    check "srun ${m:---mpi=none (MpiDefault)} -n 2: unwired copies refused, nothing trained" $? "rc=$rc $(grep -m3 -E 'error|OMPI' "$W/unwired.out" | head -c 300 | tr '\n' '|')"
+done
+
+# ---- the recipe itself, scaled down by sbatch options and its environment ----
+MODEL="--hidden_width 128 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 256 --max_context_width 128 --num_tokens 0"
+STEPS=30
+# submit NAME [SBATCH OPTIONS]: run/slurm.sbatch on 1 node x 2 ranks; log $W/NAME.log,
+# checkpoints $W/NAME, losses $W/NAME.jsonl (appended to by every run of the job)
+submit() {
+    local name=$1
+    shift
+    DATA=data/tinyshakespeare.txt MODEL_ARGS="$MODEL" STEPS=$STEPS WARMUP=5 CKPT="$W/$name" CKPT_FREQ=10 \
+        EXTRA_ARGS="--logging_freq 1 --metrics_file $W/$name.jsonl" \
+        timeout 20 sbatch --parsable -N 1 --ntasks-per-node=2 --cpus-per-task=1 -o "$W/$name.log" -J "fsdpc-$name" "$@" run/slurm.sbatch
+}
+job_field() { timeout 10 scontrol show job "$1" 2>/dev/null | grep -oE "(^| )$2=[^ ]*" | head -1 | cut -d= -f2; }
+wait_job() {  # wait_job ID SECONDS: until the job has ended (state other than pending/running/...)
+    local s
+    for _ in $(seq $(($2 * 5))); do
+        s=$(job_field "$1" JobState)
+        case $s in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | PREEMPTED | BOOT_FAIL | DEADLINE) return 0 ;; esac
+        sleep 0.2
+    done
+    timeout 10 scancel "$1"
+    return 1
+}
+wait_step() {  # wait_step LOG N SECONDS: until the log shows step N (or later)
+    for _ in $(seq $(($3 * 10))); do
+        [ "$(sed -nE 's/^Batch ([0-9]+) .*/\1/p' "$1" 2>/dev/null | tail -1)" -ge "$2" ] 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+ckpt_name() { printf 'step_%08d.h5' "$1"; }
+
+# ---- 3. sbatch run/slurm.sbatch: trains, checkpoints, completes ----
+start=$(date +%s)
+id=$(submit full)
+wait_job "$id" 60
+state=$(job_field "$id" JobState) exit=$(job_field "$id" ExitCode)
+[ "$state" = COMPLETED ] && [ "$exit" = 0:0 ] && grep -q "^Batch $STEPS Loss" "$W/full.log" &&
+    [ -f "$W/full/$(ckpt_name $STEPS)" ] && [ "$(wc -l <"$W/full.jsonl")" = $STEPS ]
+check "sbatch run/slurm.sbatch (1 node x 2 ranks): trains $STEPS steps, checkpoints, completes ($(($(date +%s) - start)) s)" $? \
+    "state=$state exit=$exit $(ls "$W/full" 2>/dev/null | tr '\n' ' ') $(tail -n 3 "$W/full.log" | head -c 300 | tr '\n' '|')"
+
 echo "# done"
