@@ -1,21 +1,39 @@
-// ckpt: parallel HDF5 write/read of full tensors by element-range hyperslabs.
+// ckpt: parallel HDF5 write/read of full tensors by element-range hyperslabs, a CRC-32 per
+// tensor, the checkpoint directory's writer lock and lineage-aware pruning.
 #include "ckpt.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <hdf5.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
 
 #define FORMAT_NAME "fsdpc-ckpt"
-#define FORMAT_VERSION 1
+// 1: the first schema; 2: run_id, parent, lineage, checksum = "crc32" and a crc32 per dataset
+#define FORMAT_VERSION 2
+#define CHECKSUM_NAME "crc32"
+#define VERIFY_CHUNK ((size_t)1 << 20)  // elements read at a time by ckpt_verify
+
+// Checksums are defined over the little-endian fp32 bytes; this host's floats are those bytes.
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "checkpoint checksums assume a little-endian host"
+#endif
 
 #define h5Check(x) h5_check((long)(x), #x, __FILE__, __LINE__)
 static long h5_check(long r, const char *what, const char *file, int line) {
@@ -38,48 +56,107 @@ static hid_t open_file_with(const char *path, int create, int collective) {
 
 static hid_t open_file(const char *path, int create) { return open_file_with(path, create, 1); }
 
+static const char *open_error(const char *file) {
+    static char err[1200];
+    snprintf(err, sizeof err, "cannot open checkpoint '%s': %s", file,
+             access(file, F_OK) != 0 ? "it does not exist" : "not a readable HDF5 file (truncated or still being written?)");
+    return err;
+}
+
 // ---- attributes ----
 
-static void attr_write(hid_t loc, const char *name, hid_t type, const void *val) {
-    hid_t sp = h5Check(H5Screate(H5S_SCALAR));
-    hid_t a = h5Check(H5Acreate2(loc, name, type, sp, H5P_DEFAULT, H5P_DEFAULT));
-    h5Check(H5Awrite(a, type, val));
-    H5Aclose(a);
-    H5Sclose(sp);
-}
-
-static void attr_write_str(hid_t loc, const char *name, const char *val) {
-    hid_t t = h5Check(H5Tcopy(H5T_C_S1));
-    h5Check(H5Tset_size(t, strlen(val) + 1));
-    attr_write(loc, name, t, val);
-    H5Tclose(t);
-}
-
-static int attr_read(hid_t loc, const char *name, hid_t type, void *val) {
-    if (H5Aexists(loc, name) <= 0) return 0;
-    hid_t a = h5Check(H5Aopen(loc, name, H5P_DEFAULT));
-    int ok = H5Aread(a, type, val) >= 0;
-    H5Aclose(a);
+static int attr_write(hid_t loc, const char *name, hid_t type, const void *val) {
+    hid_t sp = H5Screate(H5S_SCALAR), a = sp < 0 ? -1 : H5Acreate2(loc, name, type, sp, H5P_DEFAULT, H5P_DEFAULT);
+    int ok = a >= 0 && H5Awrite(a, type, val) >= 0;
+    if (a >= 0) H5Aclose(a);
+    if (sp >= 0) H5Sclose(sp);
     return ok;
 }
 
-static int attr_read_str(hid_t loc, const char *name, char *buf, size_t len) {
-    if (H5Aexists(loc, name) <= 0) return 0;
-    hid_t a = h5Check(H5Aopen(loc, name, H5P_DEFAULT));
-    hid_t ft = h5Check(H5Aget_type(a));
-    size_t n = H5Tget_size(ft);
-    hid_t t = h5Check(H5Tcopy(H5T_C_S1));
-    h5Check(H5Tset_size(t, n));
-    char *tmp = mallocCheck(n + 1);
-    int ok = H5Aread(a, t, tmp) >= 0;
-    tmp[n] = 0;
-    snprintf(buf, len, "%s", tmp);
-    free(tmp);
-    H5Tclose(t);
-    H5Tclose(ft);
-    H5Aclose(a);
+static int attr_write_str(hid_t loc, const char *name, const char *val) {
+    hid_t t = H5Tcopy(H5T_C_S1);
+    int ok = t >= 0 && H5Tset_size(t, strlen(val) + 1) >= 0 && attr_write(loc, name, t, val);
+    if (t >= 0) H5Tclose(t);
     return ok;
 }
+
+// Readers take nothing on trust: an attribute of another class (a string where a number belongs)
+// or shape (an array where a scalar belongs) is refused, never converted.
+enum { ATTR_BAD = -1, ATTR_ABSENT = 0, ATTR_OK = 1 };
+
+static int attr_open(hid_t loc, const char *name, H5T_class_t cls, hid_t *a, hid_t *type) {
+    htri_t e = H5Aexists(loc, name);
+    if (e == 0) return ATTR_ABSENT;
+    if (e < 0 || (*a = H5Aopen(loc, name, H5P_DEFAULT)) < 0) return ATTR_BAD;
+    hid_t sp = H5Aget_space(*a);
+    *type = H5Aget_type(*a);
+    int ok = sp >= 0 && *type >= 0 && H5Sget_simple_extent_type(sp) == H5S_SCALAR && H5Tget_class(*type) == cls;
+    if (sp >= 0) H5Sclose(sp);
+    if (ok) return ATTR_OK;
+    if (*type >= 0) H5Tclose(*type);
+    H5Aclose(*a);
+    return ATTR_BAD;
+}
+
+static void attr_close(hid_t a, hid_t type) {
+    H5Tclose(type);
+    H5Aclose(a);
+}
+
+// an integer scalar of up to 64 bits: *v its bits, *neg whether it is a negative signed value
+static int attr_integer(hid_t loc, const char *name, uint64_t *v, int *neg) {
+    hid_t a, t;
+    int r = attr_open(loc, name, H5T_INTEGER, &a, &t);
+    if (r != ATTR_OK) return r;
+    int64_t x = 0;
+    int ok = H5Tget_size(t) <= 8;
+    *neg = 0;
+    if (ok && H5Tget_sign(t) == H5T_SGN_NONE) {
+        ok = H5Aread(a, H5T_NATIVE_UINT64, v) >= 0;
+    } else if (ok) {
+        ok = H5Aread(a, H5T_NATIVE_INT64, &x) >= 0;
+        *v = (uint64_t)x;
+        *neg = x < 0;
+    }
+    attr_close(a, t);
+    return ok ? ATTR_OK : ATTR_BAD;
+}
+
+static int attr_double(hid_t loc, const char *name, double *v) {
+    hid_t a, t;
+    int r = attr_open(loc, name, H5T_FLOAT, &a, &t);
+    if (r != ATTR_OK) return r;
+    int ok = H5Aread(a, H5T_NATIVE_DOUBLE, v) >= 0;
+    attr_close(a, t);
+    return ok ? ATTR_OK : ATTR_BAD;
+}
+
+// a string scalar, fixed or variable length (h5py writes the latter), shorter than len
+static int attr_str(hid_t loc, const char *name, char *buf, size_t len) {
+    hid_t a, t;
+    int r = attr_open(loc, name, H5T_STRING, &a, &t);
+    if (r != ATTR_OK) return r;
+    int ok = 0;
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    if (mt >= 0 && H5Tset_cset(mt, H5Tget_cset(t)) >= 0) {
+        if (H5Tis_variable_str(t) > 0) {
+            char *s = NULL;
+            if (H5Tset_size(mt, H5T_VARIABLE) >= 0 && H5Aread(a, mt, &s) >= 0) {
+                ok = !s || strlen(s) < len;
+                if (ok) snprintf(buf, len, "%s", s ? s : "");
+            }
+            if (s) H5free_memory(s);
+        } else {
+            size_t n = H5Tget_size(t);  // one more in memory keeps a full-width unterminated string whole
+            ok = n > 0 && n < len && H5Tset_size(mt, n + 1) >= 0 && H5Aread(a, mt, buf) >= 0;
+        }
+    }
+    if (mt >= 0) H5Tclose(mt);
+    attr_close(a, t);
+    return ok ? ATTR_OK : ATTR_BAD;
+}
+
+// ---- the header: root attributes, each validated before use ----
 
 typedef struct {
     const char *name;
@@ -97,7 +174,206 @@ static const IntField model_ints[] = {
 };
 #define NMODEL_INTS (sizeof model_ints / sizeof model_ints[0])
 
-// ---- tensor slices ----
+typedef struct {
+    int version;
+    CkptMeta meta;
+    ModelConfig model;
+    char tokenizer[1024];
+} Header;
+
+static char header_msg[1400];
+
+static const char *attr_error(const char *file, const char *name, int r, const char *want) {
+    if (r == ATTR_ABSENT) snprintf(header_msg, sizeof header_msg, "checkpoint '%s' lacks the '%s' attribute", file, name);
+    else snprintf(header_msg, sizeof header_msg, "checkpoint '%s': attribute '%s' is not %s", file, name, want);
+    return header_msg;
+}
+
+static const char *get_int(hid_t f, const char *file, const char *name, int64_t lo, int64_t hi, int *out) {
+    uint64_t v;
+    int neg, r = attr_integer(f, name, &v, &neg);
+    if (r != ATTR_OK) return attr_error(file, name, r, "an integer scalar");
+    int64_t x = (int64_t)v;
+    if ((!neg && v > (uint64_t)INT64_MAX) || x < lo || x > hi) {
+        snprintf(header_msg, sizeof header_msg, "checkpoint '%s': attribute '%s' is %s%llu, outside [%lld, %lld]", file, name,
+                 neg ? "-" : "", neg ? (unsigned long long)-x : (unsigned long long)v, (long long)lo, (long long)hi);
+        return header_msg;
+    }
+    *out = (int)x;
+    return NULL;
+}
+
+static const char *get_u64(hid_t f, const char *file, const char *name, uint64_t *out) {
+    int neg, r = attr_integer(f, name, out, &neg);
+    if (r != ATTR_OK || neg) return attr_error(file, name, r, "a non-negative integer scalar");
+    return NULL;
+}
+
+static const char *get_str(hid_t f, const char *file, const char *name, char *buf, size_t len) {
+    int r = attr_str(f, name, buf, len);
+    if (r == ATTR_OK) return NULL;
+    static char want[64];
+    snprintf(want, sizeof want, "a string scalar of under %zu bytes", len);
+    return attr_error(file, name, r, want);
+}
+
+// absent: *out keeps its default (files from before the attribute existed)
+static const char *get_positive_float(hid_t f, const char *file, const char *name, float *out) {
+    double v;
+    int r = attr_double(f, name, &v);
+    if (r == ATTR_ABSENT) return NULL;
+    if (r != ATTR_OK) return attr_error(file, name, r, "a floating-point scalar");
+    if (!isfinite(v) || v <= 0 || v > 3.4e38) {
+        snprintf(header_msg, sizeof header_msg, "checkpoint '%s': attribute '%s' is %g, not a positive finite number", file, name, v);
+        return header_msg;
+    }
+    *out = (float)v;
+    return NULL;
+}
+
+static int is_run_id(const char *s) { return strlen(s) == CKPT_RUN_ID_LEN && strspn(s, "0123456789abcdef") == CKPT_RUN_ID_LEN; }
+
+// Every root attribute, read and checked; base supplies model fields a file may lack.
+static const char *read_header(hid_t f, const char *file, const ModelConfig *base, Header *h) {
+    memset(h, 0, sizeof *h);
+    h->model = *base;
+    char fmt[64];
+    int r = attr_str(f, "format", fmt, sizeof fmt);
+    if (r != ATTR_OK || strcmp(fmt, FORMAT_NAME) != 0) {
+        snprintf(header_msg, sizeof header_msg, "'%s' is not an fsdpc checkpoint (format attribute %s%s%s)", file,
+                 r == ATTR_OK ? "'" : "", r == ATTR_OK ? fmt : r == ATTR_ABSENT ? "missing" : "not a string", r == ATTR_OK ? "'" : "");
+        return header_msg;
+    }
+    const char *e = get_int(f, file, "format_version", 1, INT_MAX, &h->version);
+    if (!e && h->version > FORMAT_VERSION) {
+        snprintf(header_msg, sizeof header_msg, "checkpoint '%s' has format_version %d; this fsdpc reads versions 1 to %d (a newer fsdpc wrote it)",
+                 file, h->version, FORMAT_VERSION);
+        return header_msg;
+    }
+    CkptMeta *m = &h->meta;
+    if (!e) e = get_int(f, file, "step", 0, INT_MAX, &m->step);
+    if (!e) e = get_u64(f, file, "tokens_seen", &m->tokens_seen);
+    if (!e) e = get_u64(f, file, "data_position", &m->data_position);
+    if (!e) e = get_u64(f, file, "rng_state", &m->rng_state);
+    if (!e) e = get_str(f, file, "model_type", h->model.model_type, sizeof h->model.model_type);
+    if (!e && strcmp(h->model.model_type, "llama_v2") != 0) {
+        snprintf(header_msg, sizeof header_msg, "checkpoint '%s' holds a '%s' model; this fsdpc implements llama_v2", file,
+                 h->model.model_type);
+        return header_msg;
+    }
+    for (size_t i = 0; !e && i < NMODEL_INTS; i++) e = get_int(f, file, model_ints[i].name, 1, INT_MAX, (int *)((char *)&h->model + model_ints[i].off));
+    if (!e) e = get_positive_float(f, file, "rope_theta", &h->model.rope_theta);
+    if (!e) e = get_positive_float(f, file, "norm_eps", &h->model.norm_eps);
+    snprintf(h->tokenizer, sizeof h->tokenizer, "byte");  // before the attribute existed
+    if (!e && attr_str(f, "tokenizer", h->tokenizer, sizeof h->tokenizer) == ATTR_BAD) e = get_str(f, file, "tokenizer", h->tokenizer, sizeof h->tokenizer);
+    if (!e && h->version >= 2) {
+        char sum[32];
+        e = get_str(f, file, "run_id", m->run_id, sizeof m->run_id);
+        if (!e && !is_run_id(m->run_id)) e = attr_error(file, "run_id", ATTR_BAD, "16 lowercase hex digits");
+        if (!e) e = get_str(f, file, "parent", m->parent, sizeof m->parent);
+        if (!e) e = get_str(f, file, "lineage", m->lineage, sizeof m->lineage);
+        if (!e) e = get_str(f, file, "checksum", sum, sizeof sum);
+        if (!e && strcmp(sum, CHECKSUM_NAME) != 0) e = attr_error(file, "checksum", ATTR_BAD, "\"" CHECKSUM_NAME "\"");
+    }
+    const char *bad = e ? NULL : config_validate_model(&h->model);
+    if (bad) return snprintf(header_msg, sizeof header_msg, "checkpoint '%s': %s", file, bad), header_msg;
+    // the tensors must be there before the sizes are trusted with allocations (a corrupt
+    // num_layers would otherwise ask for billions of tensor records)
+    H5G_info_t gi;
+    uint64_t need = 2 + 9 * (uint64_t)h->model.num_layers;
+    if (!e && (H5Lexists(f, "model", H5P_DEFAULT) <= 0 || H5Gget_info_by_name(f, "model", &gi, H5P_DEFAULT) < 0 || gi.nlinks < need)) {
+        snprintf(header_msg, sizeof header_msg, "checkpoint '%s' holds fewer tensors in /model than its num_layers=%d needs (%llu)", file,
+                 h->model.num_layers, (unsigned long long)need);
+        return header_msg;
+    }
+    return e;
+}
+
+// The header's model config against the run's (plan->cfg).
+static const char *check_config(const Header *h, const char *file, const ModelPlan *plan) {
+    for (size_t i = 0; i < NMODEL_INTS; i++) {
+        int v = *(const int *)((const char *)&h->model + model_ints[i].off);
+        int want = *(const int *)((const char *)&plan->cfg + model_ints[i].off);
+        if (v != want) {
+            snprintf(header_msg, sizeof header_msg, "checkpoint '%s' has %s=%d but this run has --%s %d", file, model_ints[i].name, v,
+                     model_ints[i].name, want);
+            return header_msg;
+        }
+    }
+    return NULL;
+}
+
+// ---- tensors ----
+
+static const char *const groups[] = {"model", "optim/exp_avg", "optim/exp_avg_sq"};
+
+static int count_tensors(const ModelPlan *plan) {
+    int n = 0;
+    for (int u = 0; u < plan->nunits; u++) n += plan->units[u].ntensors;
+    return n;
+}
+
+static void shape_str(char *buf, size_t len, int nd, const unsigned long long *d) {
+    int n = snprintf(buf, len, "[");
+    for (int i = 0; i < nd && n < (int)len; i++) n += snprintf(buf + n, len - n, "%s%llu", i ? "," : "", d[i]);
+    if (n < (int)len) snprintf(buf + n, len - n, "]");
+}
+
+// One tensor's dataset: the plan's rank and shape (the rank is checked before the dims are
+// read into a 2-element array), a 4-byte float type, and from format_version 2 on its crc32
+// attribute, into *want when non-NULL.
+static const char *check_tensor(hid_t f, const char *file, const char *group, const TensorSpec *ts, int version, uint32_t *want) {
+    static char msg[1400];
+    char path[160], have[64] = "?", need[64];
+    unsigned long long nd_shape[2] = {(unsigned long long)ts->shape[0], (unsigned long long)ts->shape[1]};
+    shape_str(need, sizeof need, ts->ndim, nd_shape);
+    snprintf(path, sizeof path, "%s/%s", group, ts->name);
+    if (H5Lexists(f, group, H5P_DEFAULT) <= 0 || H5Lexists(f, path, H5P_DEFAULT) <= 0)
+        return snprintf(msg, sizeof msg, "checkpoint '%s' lacks tensor /%s", file, path), msg;
+    hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
+    if (ds < 0) return snprintf(msg, sizeof msg, "checkpoint '%s': /%s is not a readable dataset", file, path), msg;
+    hid_t sp = H5Dget_space(ds), ty = H5Dget_type(ds);
+    int nd = sp < 0 ? -1 : H5Sget_simple_extent_ndims(sp), ok = nd == ts->ndim;
+    if (ok) {
+        hsize_t dims[2] = {0, 0};
+        ok = H5Sget_simple_extent_dims(sp, dims, NULL) == nd;
+        unsigned long long d[2] = {dims[0], dims[1]};
+        shape_str(have, sizeof have, nd, d);
+        ok = ok && dims[0] == (hsize_t)ts->shape[0] && (nd == 1 || dims[1] == (hsize_t)ts->shape[1]);
+    } else if (nd >= 0) {
+        snprintf(have, sizeof have, "%d dimensions", nd);
+    }
+    const char *e = NULL;
+    if (!ok) {
+        e = (snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s has shape %s but the model needs %s", file, path, have, need), msg);
+    } else if (ty < 0 || H5Tget_class(ty) != H5T_FLOAT || H5Tget_size(ty) != 4) {
+        e = (snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s is not fp32", file, path), msg);
+    } else if (version >= 2) {
+        uint64_t v;
+        int neg, r = attr_integer(ds, CHECKSUM_NAME, &v, &neg);
+        if (r != ATTR_OK || neg || v > 0xffffffffu)
+            e = (snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s %s its " CHECKSUM_NAME " checksum attribute", file, path,
+                          r == ATTR_ABSENT ? "lacks" : "has a malformed"),
+                 msg);
+        else if (want) *want = (uint32_t)v;
+    }
+    if (ty >= 0) H5Tclose(ty);
+    if (sp >= 0) H5Sclose(sp);
+    H5Dclose(ds);
+    return e;
+}
+
+// Every tensor of the first ngroups groups; want (group-major, plan order) gets their checksums.
+static const char *check_tensors(hid_t f, const char *file, const ModelPlan *plan, int ngroups, int version, uint32_t *want) {
+    int k = 0;
+    for (int g = 0; g < ngroups; g++)
+        for (int u = 0; u < plan->nunits; u++)
+            for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
+                const char *e = check_tensor(f, file, groups[g], &plan->units[u].t[t], version, want ? &want[k] : NULL);
+                if (e) return e;
+            }
+    return NULL;
+}
 
 // Selects elements [begin, begin+count) of a row-major dataset (1-D or 2-D) as at most three
 // hyperslabs: a partial first row, whole rows, a partial last row.
@@ -133,10 +409,14 @@ static void select_range(hid_t space, const TensorSpec *t, size_t begin, size_t 
     }
 }
 
+static uint32_t crc_of(const float *x, size_t n) { return (uint32_t)crc32_z(crc32_z(0, Z_NULL, 0), (const Bytef *)x, n * sizeof(float)); }
+
 // Collective read or write of this rank's slice of one tensor; `dev` is on the compute device
-// when on_device (HDF5 then goes through a host copy).
-static void xfer_tensor(hid_t file, const char *group, const TensorSpec *t, size_t begin, size_t count, float *dev,
-                        int on_device, int write) {
+// when on_device (HDF5 then goes through a host copy). *crc gets the slice's range and CRC.
+// Returns NULL or what failed on this rank (the caller agrees with the others).
+static const char *xfer_tensor(hid_t file, const char *group, const TensorSpec *t, size_t begin, size_t count, float *dev,
+                               int on_device, int write, CommCrc *crc) {
+    static char msg[256];
     float *buf = dev;
     if (on_device) {
         buf = mallocCheck((count ? count : 1) * sizeof(float));
@@ -148,45 +428,67 @@ static void xfer_tensor(hid_t file, const char *group, const TensorSpec *t, size
     hid_t fspace = h5Check(H5Screate_simple(t->ndim, dims, NULL));
     hid_t ds = write ? H5Dcreate2(file, path, H5T_IEEE_F32LE, fspace, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)
                      : H5Dopen2(file, path, H5P_DEFAULT);
-    h5Check(ds);
     select_range(fspace, t, begin, count);
     hsize_t mdim[1] = {count ? count : 1};
     hid_t mspace = h5Check(H5Screate_simple(1, mdim, NULL));
     if (!count) h5Check(H5Sselect_none(mspace));
     hid_t dxpl = h5Check(H5Pcreate(H5P_DATASET_XFER));
     h5Check(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
-    if (write)
-        h5Check(H5Dwrite(ds, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf));
-    else
-        h5Check(H5Dread(ds, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf));
+    int ok = ds >= 0 && (write ? H5Dwrite(ds, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf)
+                               : H5Dread(ds, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf)) >= 0;
     H5Pclose(dxpl);
     H5Sclose(mspace);
     H5Sclose(fspace);
-    H5Dclose(ds);
+    if (ds >= 0) H5Dclose(ds);
+    *crc = (CommCrc){begin * sizeof(float), count * sizeof(float), ok && count ? crc_of(buf, count) : 0};
     if (buf != dev) {
-        if (!write && count) kern_upload(dev, buf, count * sizeof(float));
+        if (ok && !write && count) kern_upload(dev, buf, count * sizeof(float));
         free(buf);
     }
+    if (ok) return NULL;
+    snprintf(msg, sizeof msg, "%s /%s failed", write ? (ds < 0 ? "creating" : "writing") : "reading", path);
+    return msg;
 }
-
-static const char *const groups[] = {"model", "optim/exp_avg", "optim/exp_avg_sq"};
 
 static float *state_buffer(const FlatUnit *f, int which) {
     return which == 0 ? f->master : which == 1 ? f->exp_avg : f->exp_avg_sq;
 }
 
-// Visits every tensor of every unit with this rank's slice in the first ngroups state groups
-// (1: the weights only).
-static void xfer_state(hid_t file, const ShardState *s, int write, int ngroups) {
+// Every tensor of every unit with this rank's slice in the first ngroups state groups (1: the
+// weights only); crcs (group-major, plan order) get the slices' checksums. Stops at the first
+// failure on any rank: returns the agreed message (valid until the next agreement) or NULL.
+static const char *xfer_state(hid_t file, const ShardState *s, int write, int ngroups, CommCrc *crcs) {
     const ModelPlan *plan = s->plan;
+    int k = 0;
     for (int g = 0; g < ngroups; g++)
         for (int u = 0; u < plan->nunits; u++)
-            for (int t = 0; t < plan->units[u].ntensors; t++) {
+            for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
                 size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
                 if (write && !shard_is_writer(s)) n = 0;  // replicas hold the same slices: one group writes
-                xfer_tensor(file, groups[g], &plan->units[u].t[t], begin, n, state_buffer(&s->units[u], g) + local,
-                            shard_state_on_device(s), write);
+                const char *e = comm_first_error(xfer_tensor(file, groups[g], &plan->units[u].t[t], begin, n,
+                                                             state_buffer(&s->units[u], g) + local, shard_state_on_device(s), write, &crcs[k]));
+                if (e) return e;
             }
+    return NULL;
+}
+
+// After comm_allreduce_crc32 over ranks that together hold every tensor once: the first tensor
+// whose combined checksum is not want's.
+static const char *checksum_mismatch(const char *file, const ModelPlan *plan, int ngroups, const CommCrc *got, const uint32_t *want) {
+    static char msg[1400];
+    int k = 0;
+    for (int g = 0; g < ngroups; g++)
+        for (int u = 0; u < plan->nunits; u++)
+            for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
+                const TensorSpec *ts = &plan->units[u].t[t];
+                if (got[k].begin != 0 || got[k].len != ts->numel * sizeof(float))
+                    comm_fatal("internal error: the slices of /%s/%s do not tile it", groups[g], ts->name);
+                if ((uint32_t)got[k].crc != want[k])
+                    return snprintf(msg, sizeof msg, "checkpoint '%s': tensor /%s/%s fails its checksum (crc32 of the data %08x, recorded %08x): the file is corrupt",
+                                    file, groups[g], ts->name, (uint32_t)got[k].crc, want[k]),
+                           msg;
+            }
+    return NULL;
 }
 
 // Fault-injection hook for tests: FSDPC_TEST_CKPT_PAUSE="STEP:SECONDS" holds the write of that
@@ -200,187 +502,269 @@ static void test_pause(int step) {
     sleep((unsigned)sec);
 }
 
-double ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, double *bytes) {
-    double t0 = comm_time();
-    if (comm_info.rank == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST)
-        comm_fatal("cannot create checkpoint directory '%s': %s", dir, strerror(errno));
-    comm_barrier(comm_world());
-    char final[1024], tmp[1040];
-    snprintf(final, sizeof final, "%s/step_%08d.h5", dir, meta->step);
-    snprintf(tmp, sizeof tmp, "%s.tmp", final);
-    hid_t f = open_file(tmp, 1);
-    if (f < 0) comm_fatal("cannot create checkpoint '%s' (check the directory and free space)", tmp);
-    attr_write_str(f, "format", FORMAT_NAME);
-    int version = FORMAT_VERSION;
-    attr_write(f, "format_version", H5T_NATIVE_INT, &version);
-    attr_write(f, "step", H5T_NATIVE_INT, &meta->step);
-    attr_write(f, "tokens_seen", H5T_NATIVE_UINT64, &meta->tokens_seen);
-    attr_write(f, "data_position", H5T_NATIVE_UINT64, &meta->data_position);
-    attr_write(f, "rng_state", H5T_NATIVE_UINT64, &meta->rng_state);
+static const char *write_header(hid_t f, const Config *cfg, const CkptMeta *meta) {
     const ModelConfig *m = &cfg->model;
-    attr_write_str(f, "model_type", m->model_type);
-    for (size_t i = 0; i < NMODEL_INTS; i++) attr_write(f, model_ints[i].name, H5T_NATIVE_INT, (const char *)m + model_ints[i].off);
-    attr_write(f, "rope_theta", H5T_NATIVE_FLOAT, &m->rope_theta);
-    attr_write(f, "norm_eps", H5T_NATIVE_FLOAT, &m->norm_eps);
+    int version = FORMAT_VERSION, ok = 1;
     char run[2048];
     config_describe(cfg, run, sizeof run);
-    attr_write_str(f, "run_config", run);
-    attr_write_str(f, "tokenizer", cfg->tokenizer);
-    for (int g = 0; g < 3; g++) {
+    ok &= attr_write_str(f, "format", FORMAT_NAME);
+    ok &= attr_write(f, "format_version", H5T_NATIVE_INT, &version);
+    ok &= attr_write(f, "step", H5T_NATIVE_INT, &meta->step);
+    ok &= attr_write(f, "tokens_seen", H5T_NATIVE_UINT64, &meta->tokens_seen);
+    ok &= attr_write(f, "data_position", H5T_NATIVE_UINT64, &meta->data_position);
+    ok &= attr_write(f, "rng_state", H5T_NATIVE_UINT64, &meta->rng_state);
+    ok &= attr_write_str(f, "model_type", m->model_type);
+    for (size_t i = 0; i < NMODEL_INTS; i++) ok &= attr_write(f, model_ints[i].name, H5T_NATIVE_INT, (const char *)m + model_ints[i].off);
+    ok &= attr_write(f, "rope_theta", H5T_NATIVE_FLOAT, &m->rope_theta);
+    ok &= attr_write(f, "norm_eps", H5T_NATIVE_FLOAT, &m->norm_eps);
+    ok &= attr_write_str(f, "run_config", run);
+    ok &= attr_write_str(f, "tokenizer", cfg->tokenizer);
+    ok &= attr_write_str(f, "run_id", meta->run_id);
+    ok &= attr_write_str(f, "parent", meta->parent);
+    ok &= attr_write_str(f, "lineage", meta->lineage);
+    ok &= attr_write_str(f, "checksum", CHECKSUM_NAME);
+    for (int g = 0; g < 3 && ok; g++) {
         hid_t lcpl = h5Check(H5Pcreate(H5P_LINK_CREATE));
         h5Check(H5Pset_create_intermediate_group(lcpl, 1));
-        H5Gclose(h5Check(H5Gcreate2(f, groups[g], lcpl, H5P_DEFAULT, H5P_DEFAULT)));
+        hid_t grp = H5Gcreate2(f, groups[g], lcpl, H5P_DEFAULT, H5P_DEFAULT);
+        ok = grp >= 0;
+        if (ok) H5Gclose(grp);
         H5Pclose(lcpl);
     }
-    xfer_state(f, s, 1, 3);
-    test_pause(meta->step);
-    h5Check(H5Fflush(f, H5F_SCOPE_GLOBAL));
-    h5Check(H5Fclose(f));
-    comm_barrier(comm_world());  // publish only once every rank's slices are on disk
-    if (comm_info.rank == 0 && rename(tmp, final) != 0)
-        comm_fatal("cannot rename '%s' to '%s': %s", tmp, final, strerror(errno));
-    comm_barrier(comm_world());
-    *bytes = 3.0 * (double)s->plan->num_params * sizeof(float);
-    return comm_time() - t0;
+    return ok ? NULL : "writing the attributes failed";
 }
 
-// step number of a name step_<digits>.h5, or -1
-static int step_of(const char *name) {
-    int step, n = 0;
-    if (sscanf(name, "step_%d.h5%n", &step, &n) == 1 && name[n] == 0) return step;
-    return -1;
-}
-
-int ckpt_resolve(const char *path, char *out, size_t len) {
-    struct stat st;
-    out[0] = 0;
-    if (stat(path, &st) != 0) return 0;  // a resume dir that does not exist yet: start fresh
-    if (!S_ISDIR(st.st_mode)) {
-        snprintf(out, len, "%s", path);
-        return 1;
-    }
-    DIR *d = opendir(path);
-    if (!d) comm_fail_all("cannot read checkpoint directory '%s'", path);
-    int best = -1;
-    for (struct dirent *e; (e = readdir(d));) {
-        int s = step_of(e->d_name);
-        if (s > best) best = s;
-    }
-    closedir(d);
-    if (best < 0) return 0;
-    snprintf(out, len, "%s/step_%08d.h5", path, best);
-    return 1;
-}
-
-// Checks format, config and every tensor shape in the first ngroups groups; returns an error
-// message or NULL.
-static const char *validate(hid_t f, const char *file, const ModelPlan *plan, int ngroups) {
-    static char msg[1024];
-    char fmt[64] = "";
-    if (!attr_read_str(f, "format", fmt, sizeof fmt) || strcmp(fmt, FORMAT_NAME) != 0)
-        return snprintf(msg, sizeof msg, "'%s' is not an fsdpc checkpoint (format attribute '%s')", file, fmt), msg;
-    for (size_t i = 0; i < NMODEL_INTS; i++) {
-        int v = -1, want = *(const int *)((const char *)&plan->cfg + model_ints[i].off);
-        if (!attr_read(f, model_ints[i].name, H5T_NATIVE_INT, &v))
-            return snprintf(msg, sizeof msg, "checkpoint '%s' lacks the '%s' attribute", file, model_ints[i].name), msg;
-        if (v != want)
-            return snprintf(msg, sizeof msg, "checkpoint '%s' has %s=%d but this run has --%s %d", file, model_ints[i].name,
-                            v, model_ints[i].name, want),
-                   msg;
-    }
+// every dataset's crc32 attribute, identical on every rank (a collective metadata write)
+static const char *write_checksums(hid_t f, const ModelPlan *plan, const CommCrc *crcs) {
     char path[160];
-    for (int g = 0; g < ngroups; g++)
+    int k = 0;
+    for (int g = 0; g < 3; g++)
         for (int u = 0; u < plan->nunits; u++)
-            for (int t = 0; t < plan->units[u].ntensors; t++) {
-                const TensorSpec *ts = &plan->units[u].t[t];
-                snprintf(path, sizeof path, "%s/%s", groups[g], ts->name);
-                if (H5Lexists(f, groups[g], H5P_DEFAULT) <= 0 || H5Lexists(f, path, H5P_DEFAULT) <= 0)
-                    return snprintf(msg, sizeof msg, "checkpoint '%s' lacks tensor /%s", file, path), msg;
-                hid_t ds = h5Check(H5Dopen2(f, path, H5P_DEFAULT));
-                hid_t sp = h5Check(H5Dget_space(ds));
-                hsize_t dims[2] = {0, 0};
-                int nd = H5Sget_simple_extent_dims(sp, dims, NULL);
-                H5Sclose(sp);
-                H5Dclose(ds);
-                int ok = nd == ts->ndim && dims[0] == (hsize_t)ts->shape[0] && (nd == 1 || dims[1] == (hsize_t)ts->shape[1]);
-                if (!ok)
-                    return snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s has shape [%llu%s%llu] but the model needs [%d%s%d]",
-                                    file, path, (unsigned long long)dims[0], nd > 1 ? "," : "",
-                                    nd > 1 ? (unsigned long long)dims[1] : 0ULL, ts->shape[0], ts->ndim > 1 ? "," : "",
-                                    ts->ndim > 1 ? ts->shape[1] : 0),
-                           msg;
+            for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
+                snprintf(path, sizeof path, "%s/%s", groups[g], plan->units[u].t[t].name);
+                hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
+                uint32_t c = (uint32_t)crcs[k].crc;
+                int ok = ds >= 0 && attr_write(ds, CHECKSUM_NAME, H5T_STD_U32LE, &c);
+                if (ds >= 0) H5Dclose(ds);
+                if (!ok) return "writing the checksums failed";
             }
     return NULL;
 }
 
-static const char *open_error(const char *file) {
+static char claim_path[1100], claim_id[CKPT_RUN_ID_LEN + 1];  // rank 0's writer lock, if any
+static const char *claim_lost(void);
+
+// One agreed failure, kept: later agreements reuse comm_first_error's buffer.
+static void agree(char *why, size_t len, const char *local) {
+    const char *e = comm_first_error(local);
+    if (e && !why[0]) snprintf(why, len, "%s", e);
+}
+
+void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, CkptSaved *out) {
+    double t0 = comm_time();
+    char why[1400] = "", tmp[1200];
     static char err[1200];
-    snprintf(err, sizeof err, "cannot open checkpoint '%s': %s", file,
-             access(file, F_OK) != 0 ? "it does not exist" : "not a readable HDF5 file (truncated or still being written?)");
-    return err;
+    if (comm_info.rank == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST)
+        snprintf(why, sizeof why, "cannot create checkpoint directory '%s': %s", dir, strerror(errno));
+    comm_check_all(why[0] ? why : NULL);
+    snprintf(out->path, sizeof out->path, "%s/step_%08d.h5", dir, meta->step);
+    snprintf(tmp, sizeof tmp, "%s.%s.tmp", out->path, meta->run_id);  // one name per run: two writers never share it
+    const ModelPlan *plan = s->plan;
+    int nt = count_tensors(plan);
+    CommCrc *crcs = callocCheck((size_t)3 * nt, sizeof *crcs);
+    // Every step's failure is agreed on before the next collective call, so a full disk ends
+    // every rank alike instead of leaving some waiting in a collective the others skipped.
+    hid_t f = open_file(tmp, 1);
+    agree(why, sizeof why, f < 0 ? "creating the file failed" : NULL);
+    if (!why[0]) agree(why, sizeof why, write_header(f, cfg, meta));
+    if (!why[0]) agree(why, sizeof why, xfer_state(f, s, 1, 3, crcs));
+    if (!why[0]) {
+        // only writers hold slices, in rank order: the world's concatenation is the tensor
+        comm_allreduce_crc32(comm_world(), crcs, (size_t)3 * nt);
+        agree(why, sizeof why, write_checksums(f, plan, crcs));
+    }
+    if (!why[0]) test_pause(meta->step);
+    if (!why[0]) agree(why, sizeof why, H5Fflush(f, H5F_SCOPE_GLOBAL) < 0 ? "flushing the file failed" : NULL);
+    if (f >= 0) agree(why, sizeof why, H5Fclose(f) < 0 ? "closing the file failed" : NULL);
+    free(crcs);
+    // publish only once every rank's slices are on disk, and only while the directory is ours
+    if (!why[0]) agree(why, sizeof why, comm_info.rank == 0 ? claim_lost() : NULL);
+    if (!why[0] && comm_info.rank == 0 && rename(tmp, out->path) != 0)
+        snprintf(err, sizeof err, "renaming it to '%s' failed: %s", out->path, strerror(errno));
+    if (!why[0]) agree(why, sizeof why, comm_info.rank == 0 && err[0] ? err : NULL);
+    if (why[0]) {
+        char note[160] = "";
+        struct statvfs vfs;
+        double need = 3.0 * (double)plan->num_params * sizeof(float);
+        if (comm_info.rank == 0 && statvfs(dir, &vfs) == 0 && (double)vfs.f_bavail * vfs.f_frsize < need)
+            snprintf(note, sizeof note, ": the file system is full (%.1f MB free, the checkpoint needs %.1f MB)",
+                     (double)vfs.f_bavail * vfs.f_frsize / 1e6, need / 1e6);
+        if (comm_info.rank == 0) unlink(tmp);
+        comm_fail_all("cannot write checkpoint '%s': %s%s; its partial file was removed and the earlier checkpoints are kept",
+                      tmp, why, note);
+    }
+    out->bytes = 3.0 * (double)plan->num_params * sizeof(float);
+    out->seconds = comm_time() - t0;
+}
+
+// ---- reading ----
+
+// Each rank checksums its part of every tensor of the three groups, a bounded chunk at a time;
+// the parts combine in rank order. The agreed error or NULL.
+static const char *verify_checksums(hid_t f, const char *file, const ModelPlan *plan, const uint32_t *want) {
+    static char msg[1400];
+    int nt = count_tensors(plan), k = 0;
+    size_t W = (size_t)comm_info.world, R = (size_t)comm_info.rank;
+    CommCrc *c = callocCheck((size_t)3 * nt, sizeof *c);
+    float *buf = mallocCheck(VERIFY_CHUNK * sizeof(float));
+    const char *e = NULL;
+    char path[160];
+    for (int g = 0; g < 3; g++)
+        for (int u = 0; u < plan->nunits; u++)
+            for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
+                const TensorSpec *ts = &plan->units[u].t[t];
+                size_t lo = ts->numel * R / W, hi = ts->numel * (R + 1) / W;
+                uLong crc = crc32_z(0, Z_NULL, 0);
+                snprintf(path, sizeof path, "%s/%s", groups[g], ts->name);
+                hid_t ds = e ? -1 : H5Dopen2(f, path, H5P_DEFAULT), fs = ds < 0 ? -1 : H5Dget_space(ds);
+                for (size_t b = lo; !e && b < hi; b += VERIFY_CHUNK) {
+                    size_t n = hi - b < VERIFY_CHUNK ? hi - b : VERIFY_CHUNK;
+                    hsize_t md[1] = {n};
+                    hid_t ms = h5Check(H5Screate_simple(1, md, NULL));
+                    if (fs >= 0) select_range(fs, ts, b, n);
+                    if (fs < 0 || H5Dread(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf) < 0)
+                        e = (snprintf(msg, sizeof msg, "checkpoint '%s': cannot read tensor /%s (corrupt or truncated file?)", file, path), msg);
+                    else crc = crc32_z(crc, (const Bytef *)buf, n * sizeof(float));
+                    H5Sclose(ms);
+                }
+                if (fs >= 0) H5Sclose(fs);
+                if (ds >= 0) H5Dclose(ds);
+                c[k] = (CommCrc){lo * sizeof(float), (hi - lo) * sizeof(float), crc};
+            }
+    free(buf);
+    e = comm_first_error(e);
+    if (!e) {
+        comm_allreduce_crc32(comm_world(), c, (size_t)3 * nt);
+        e = checksum_mismatch(file, plan, 3, c, want);  // the same on every rank
+    }
+    if (e && e != msg) snprintf(msg, sizeof msg, "%s", e);
+    free(c);
+    return e ? msg : NULL;
+}
+
+static uint64_t header_hash(const Header *h) {
+    uint64_t x = 0xcbf29ce484222325ULL;
+    int v[NMODEL_INTS + 2] = {h->version, h->meta.step};
+    for (size_t i = 0; i < NMODEL_INTS; i++) v[i + 2] = *(const int *)((const char *)&h->model + model_ints[i].off);
+    const unsigned char *b = (const unsigned char *)v;
+    for (size_t i = 0; i < sizeof v; i++) x = (x ^ b[i]) * 0x100000001b3ULL;
+    return x;
+}
+
+const char *ckpt_verify(const char *file) {
+    static char msg[1400];
+    ModelConfig base = {.rope_theta = 10000.0f, .norm_eps = 1e-5f};
+    Header h;
+    hid_t f = open_file_with(file, 0, 0);
+    const char *e = f < 0 ? open_error(file) : read_header(f, file, &base, &h);
+    // the ranks must be reading one file: a directory private to each node is not one
+    uint64_t mine = e ? 0 : header_hash(&h), root = mine;
+    comm_bcast_bytes(comm_world(), &root, sizeof root, 0);
+    if (!e && root != mine)
+        e = (snprintf(msg, sizeof msg, "rank %d reads other contents in '%s' than rank 0 (is the directory shared by every node?)",
+                      comm_info.rank, file), msg);
+    e = comm_first_error(e);
+    ModelPlan plan = {0};
+    uint32_t *want = NULL;
+    if (!e) {
+        model_plan_build(&plan, &h.model);
+        want = mallocCheck((size_t)3 * count_tensors(&plan) * sizeof *want);
+        e = comm_first_error(check_tensors(f, file, &plan, 3, h.version, want));
+    }
+    if (!e && h.version >= 2) e = verify_checksums(f, file, &plan, want);
+    if (e && e != msg) snprintf(msg, sizeof msg, "%s", e);
+    free(want);
+    if (plan.units) model_plan_free(&plan);
+    if (f >= 0) H5Fclose(f);
+    return e ? msg : NULL;
 }
 
 // Collective open and validation of the first ngroups groups against s's plan.
-static hid_t open_checked(const char *file, const ShardState *s, int ngroups) {
+static hid_t open_checked(const char *file, const ShardState *s, int ngroups, Header *h, uint32_t *want) {
     hid_t f = open_file(file, 0);
-    comm_check_all(f < 0 ? open_error(file) : validate(f, file, s->plan, ngroups));
+    const char *e = f < 0 ? open_error(file) : read_header(f, file, &s->plan->cfg, h);
+    if (!e) e = check_config(h, file, s->plan);
+    if (!e) e = check_tensors(f, file, s->plan, ngroups, h->version, want);
+    comm_check_all(e);
+    if (h->version < 2)
+        comm_log("Note: %s predates checksums (format_version %d): its contents are loaded unverified\n", file, h->version);
     return f;
 }
 
-void ckpt_load(const char *file, ShardState *s, const Config *cfg, CkptMeta *meta) {
-    hid_t f = open_checked(file, s, 3);
-    attr_read(f, "step", H5T_NATIVE_INT, &meta->step);
-    attr_read(f, "tokens_seen", H5T_NATIVE_UINT64, &meta->tokens_seen);
-    attr_read(f, "data_position", H5T_NATIVE_UINT64, &meta->data_position);
-    attr_read(f, "rng_state", H5T_NATIVE_UINT64, &meta->rng_state);
-    xfer_state(f, s, 0, 3);
+// The first ngroups groups into s, each slice checked against its tensor's checksum.
+static void load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *meta) {
+    const ModelPlan *plan = s->plan;
+    size_t n = (size_t)ngroups * count_tensors(plan);
+    uint32_t *want = mallocCheck(n * sizeof *want);
+    CommCrc *got = callocCheck(n, sizeof *got);
+    Header h;
+    hid_t f = open_checked(file, s, ngroups, &h, want);
+    char why[1400] = "";
+    agree(why, sizeof why, xfer_state(f, s, 0, ngroups, got));
     H5Fclose(f);
+    if (why[0]) comm_fail_all("checkpoint '%s': %s (corrupt or truncated file?)", file, why);
+    if (h.version >= 2) {
+        // every shard group holds every tensor once: each checks what its ranks read
+        comm_allreduce_crc32(s->shard_group, got, n);
+        comm_check_all(checksum_mismatch(file, plan, ngroups, got, want));
+    }
+    free(want);
+    free(got);
+    if (meta) *meta = h.meta;
     shard_master_changed(s);
+}
+
+void ckpt_load(const char *file, ShardState *s, const Config *cfg, CkptMeta *meta) {
+    load_groups(file, s, 3, meta);
     s->step = meta->step;
 }
 
-void ckpt_load_weights(const char *file, ShardState *s, const Config *cfg) {
-    hid_t f = open_checked(file, s, 1);
-    xfer_state(f, s, 0, 1);
-    H5Fclose(f);
-    shard_master_changed(s);
-}
+void ckpt_load_weights(const char *file, ShardState *s, const Config *cfg) { load_groups(file, s, 1, NULL); }
 
 const char *ckpt_read_config(const char *file, ModelConfig *m, char *tokenizer, size_t tlen) {
-    static char msg[1200];
     hid_t f = open_file_with(file, 0, 0);
     if (f < 0) return open_error(file);
-    char fmt[64] = "";
-    const char *e = NULL;
-    if (!attr_read_str(f, "format", fmt, sizeof fmt) || strcmp(fmt, FORMAT_NAME) != 0)
-        e = (snprintf(msg, sizeof msg, "'%s' is not an fsdpc checkpoint (format attribute '%s')", file, fmt), msg);
-    if (!e && !attr_read_str(f, "model_type", m->model_type, sizeof m->model_type))
-        e = (snprintf(msg, sizeof msg, "checkpoint '%s' lacks the 'model_type' attribute", file), msg);
-    for (size_t i = 0; !e && i < NMODEL_INTS; i++)
-        if (!attr_read(f, model_ints[i].name, H5T_NATIVE_INT, (char *)m + model_ints[i].off))
-            e = (snprintf(msg, sizeof msg, "checkpoint '%s' lacks the '%s' attribute", file, model_ints[i].name), msg);
-    // written by every fsdpc version; a missing one means the defaults of the time
-    if (!e) attr_read(f, "rope_theta", H5T_NATIVE_FLOAT, &m->rope_theta);
-    if (!e) attr_read(f, "norm_eps", H5T_NATIVE_FLOAT, &m->norm_eps);
-    if (!e && !attr_read_str(f, "tokenizer", tokenizer, tlen)) snprintf(tokenizer, tlen, "byte");  // before the attribute existed
+    Header h;
+    const char *e = read_header(f, file, m, &h);
     H5Fclose(f);
-    return e;
+    if (e) return e;
+    *m = h.model;
+    snprintf(tokenizer, tlen, "%s", h.tokenizer);
+    return NULL;
 }
 
 struct CkptReader {
     hid_t file;
     char path[1024];
+    int version;
+    const TensorSpec *cur;  // the tensor being read in order, up to element `next`, with its running crc
+    size_t next;
+    uLong crc;
 };
 
 CkptReader *ckpt_reader_open(const char *file, const ModelPlan *plan, const char **err) {
     hid_t f = open_file_with(file, 0, 0);
-    *err = f < 0 ? open_error(file) : validate(f, file, plan, 1);
+    Header h;
+    *err = f < 0 ? open_error(file) : read_header(f, file, &plan->cfg, &h);
+    if (!*err) *err = check_config(&h, file, plan);
+    if (!*err) *err = check_tensors(f, file, plan, 1, h.version, NULL);
     if (*err) {
         if (f >= 0) H5Fclose(f);
         return NULL;
     }
-    CkptReader *r = mallocCheck(sizeof *r);
+    CkptReader *r = callocCheck(1, sizeof *r);
     r->file = f;
+    r->version = h.version;
     snprintf(r->path, sizeof r->path, "%s", file);
     return r;
 }
@@ -397,10 +781,25 @@ const char *ckpt_reader_read(CkptReader *r, const TensorSpec *t, size_t begin, s
     int ok = H5Dread(ds, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, dst) >= 0;
     H5Sclose(mspace);
     H5Sclose(fspace);
+    const char *e = NULL;
+    if (!ok) e = (snprintf(msg, sizeof msg, "cannot read /%s from checkpoint '%s' (corrupt or truncated file?)", path, r->path), msg);
+    if (ok && r->version >= 2) {
+        if (begin == 0) r->cur = t, r->next = 0, r->crc = crc32_z(0, Z_NULL, 0);
+        if (r->cur == t && r->next == begin) {
+            r->crc = crc32_z(r->crc, (const Bytef *)dst, count * sizeof(float));
+            r->next = begin + count;
+        } else {
+            r->cur = NULL;  // read out of order: nothing to check against
+        }
+        uint64_t want;
+        int neg;
+        if (r->cur == t && r->next == t->numel && attr_integer(ds, CHECKSUM_NAME, &want, &neg) == ATTR_OK && want != r->crc)
+            e = (snprintf(msg, sizeof msg, "checkpoint '%s': tensor /%s fails its checksum (crc32 of the data %08x, recorded %08x): the file is corrupt",
+                          r->path, path, (uint32_t)r->crc, (uint32_t)want),
+                 msg);
+    }
     H5Dclose(ds);
-    if (ok) return NULL;
-    snprintf(msg, sizeof msg, "cannot read /%s from checkpoint '%s' (corrupt or truncated file?)", path, r->path);
-    return msg;
+    return e;
 }
 
 void ckpt_reader_close(CkptReader *r) {
@@ -408,22 +807,285 @@ void ckpt_reader_close(CkptReader *r) {
     free(r);
 }
 
-static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+// ---- the checkpoint directory ----
 
-void ckpt_prune(const char *dir, int keep) {
-    if (keep <= 0 || comm_info.rank != 0) return;
+typedef struct {
+    char name[256];
+    int step;
+} Entry;
+
+// step number of a name step_<digits>.h5, or -1
+static int step_of(const char *name) {
+    if (strncmp(name, "step_", 5) != 0) return -1;
+    size_t n = strspn(name + 5, "0123456789");
+    if (n == 0 || n > 9 || strcmp(name + 5 + n, ".h5") != 0) return -1;
+    return atoi(name + 5);
+}
+
+static int newest_first(const void *a, const void *b) {
+    const Entry *x = a, *y = b;
+    return x->step != y->step ? (x->step < y->step) - (x->step > y->step) : strcmp(x->name, y->name);
+}
+
+// The checkpoints in dir, newest step first: regular files (or links to them) named
+// step_<digits>.h5. NULL when dir cannot be read.
+static Entry *list_checkpoints(const char *dir, int *n) {
     DIR *d = opendir(dir);
-    if (!d) return;
-    int steps[4096], n = 0;
-    for (struct dirent *e; (e = readdir(d)) && n < 4096;) {
-        int s = step_of(e->d_name);
-        if (s >= 0) steps[n++] = s;
+    *n = 0;
+    if (!d) return NULL;
+    int cap = 16;
+    Entry *e = mallocCheck((size_t)cap * sizeof *e);
+    char path[1400];
+    struct stat st;
+    for (struct dirent *de; (de = readdir(d));) {
+        int step = step_of(de->d_name);
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (step < 0 || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;  // dangling links, directories
+        if (*n == cap) e = realloc(e, (size_t)(cap *= 2) * sizeof *e);
+        if (!e) comm_fatal("out of memory listing '%s'", dir);
+        snprintf(e[*n].name, sizeof e[*n].name, "%s", de->d_name);
+        e[(*n)++].step = step;
     }
     closedir(d);
-    qsort(steps, n, sizeof(int), cmp_int);
-    char path[1024];
-    for (int i = 0; i < n - keep; i++) {
-        snprintf(path, sizeof path, "%s/step_%08d.h5", dir, steps[i]);
+    qsort(e, *n, sizeof *e, newest_first);
+    return e;
+}
+
+int ckpt_resolve(const char *path, char *out, size_t len) {
+    struct stat st;
+    out[0] = 0;
+    if (stat(path, &st) != 0) return 0;  // a resume dir that does not exist yet: start fresh
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(out, len, "%s", path);
+        return 1;
+    }
+    // rank 0 lists, so every rank verifies the same candidates
+    int n = 0;
+    Entry *e = comm_info.rank == 0 ? list_checkpoints(path, &n) : NULL;
+    static char msg[1200];
+    if (comm_info.rank == 0 && !e) snprintf(msg, sizeof msg, "cannot read checkpoint directory '%s': %s", path, strerror(errno));
+    comm_check_all(comm_info.rank == 0 && !e ? msg : NULL);
+    comm_bcast_bytes(comm_world(), &n, sizeof n, 0);
+    if (comm_info.rank != 0) e = mallocCheck((size_t)(n ? n : 1) * sizeof *e);
+    comm_bcast_bytes(comm_world(), e, (size_t)n * sizeof *e, 0);
+    char file[1400], first[1400] = "";
+    for (int i = 0; i < n; i++) {
+        snprintf(file, sizeof file, "%s/%s", path, e[i].name);
+        const char *err = ckpt_verify(file);
+        if (!err) {
+            free(e);
+            snprintf(out, len, "%s", file);
+            return 1;
+        }
+        if (!i) snprintf(first, sizeof first, "%s", err);
+        comm_log("Checkpoint %s is unusable, falling back to the one before it: %s\n", file, err);
+    }
+    free(e);
+    if (n) comm_fail_all("none of the %d checkpoint(s) in '%s' is usable; the newest: %s", n, path, first);
+    return 0;
+}
+
+void ckpt_new_run_id(char id[CKPT_RUN_ID_LEN + 1]) {
+    uint64_t x = 0;
+    if (comm_info.rank == 0 && getrandom(&x, sizeof x, 0) != (ssize_t)sizeof x) {
+        struct timespec ts;  // no entropy source: the clock and pid still differ between runs
+        clock_gettime(CLOCK_REALTIME, &ts);
+        x = (uint64_t)ts.tv_sec * 6364136223846793005ULL ^ (uint64_t)ts.tv_nsec << 16 ^ (uint64_t)getpid();
+    }
+    comm_bcast_bytes(comm_world(), &x, sizeof x, 0);
+    snprintf(id, CKPT_RUN_ID_LEN + 1, "%016" PRIx64, x);
+}
+
+void ckpt_lineage_of(const CkptMeta *from, char *lineage, size_t len) {
+    lineage[0] = 0;
+    if (!from->run_id[0]) return;  // written before run ids: no ancestry to prove
+    size_t n = (size_t)snprintf(lineage, len, "%s:%d", from->run_id, from->step);
+    const char *p = from->lineage + strspn(from->lineage, " ");
+    for (int i = 1; i < CKPT_LINEAGE_MAX && *p; i++) {  // the oldest ancestors drop off
+        size_t w = strcspn(p, " ");
+        if (n + 1 + w >= len) break;
+        lineage[n++] = ' ';
+        memcpy(lineage + n, p, w);
+        lineage[n += w] = 0;
+        p += w;
+        p += strspn(p, " ");
+    }
+}
+
+// The writer lock. A run that will write checkpoints first creates <dir>/.fsdpc-writer with
+// O_EXCL, atomic on local and network file systems alike, holding "fsdpc-writer <run_id> <host>
+// <pid> <boot_id>". A second run (a job requeued while the first still runs, two jobs given one
+// directory) then stops at start-up instead of interleaving checkpoints. The lock goes when the
+// run ends, even on an error; one left by a killed run is taken over when it is provably dead:
+// on this host, when its pid is gone or the host has rebooted since. Another host's processes
+// cannot be checked, so that case names the file to remove. Before each publish the writer
+// re-reads the lock, so a run whose lock was removed or taken over stops rather than write on.
+static int read_lock(const char *path, char *id, char *host, long *pid, char *boot) {
+    char line[512];
+    FILE *f = fopen(path, "r");
+    int ok = f && fgets(line, sizeof line, f) && sscanf(line, "fsdpc-writer %16s %255s %ld %63s", id, host, pid, boot) == 4 && *pid > 0;
+    if (f) fclose(f);
+    return ok;
+}
+
+static void host_identity(char *host, size_t hlen, char *boot, size_t blen) {
+    if (gethostname(host, hlen) != 0 || !host[0]) snprintf(host, hlen, "unknown");
+    host[hlen - 1] = 0;
+    host[strcspn(host, " \t\n")] = 0;
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f || !fgets(boot, (int)blen, f)) snprintf(boot, blen, "unknown");
+    boot[strcspn(boot, " \t\n")] = 0;
+    if (f) fclose(f);
+}
+
+static const char *claim_lost(void) {
+    static char msg[1400];
+    char id[32], host[256], boot[64];
+    long pid;
+    if (!claim_path[0] || (read_lock(claim_path, id, host, &pid, boot) && !strcmp(id, claim_id))) return NULL;
+    snprintf(msg, sizeof msg, "this run no longer holds the writer lock '%s' (removed, or taken over by another run)", claim_path);
+    return msg;
+}
+
+void ckpt_release_dir(void) {
+    char id[32], host[256], boot[64];
+    long pid;
+    if (claim_path[0] && read_lock(claim_path, id, host, &pid, boot) && !strcmp(id, claim_id)) unlink(claim_path);
+    claim_path[0] = 0;
+}
+
+static void release_at_exit(void) { ckpt_release_dir(); }
+
+// a leftover step_<digits>.h5.<run id>.tmp of another run: id gets that run's id
+static int foreign_tmp(const char *name, const char *run_id) {
+    const char *dot = strstr(name, ".h5.");
+    char head[256], id[CKPT_RUN_ID_LEN + 1];
+    if (!dot || (size_t)(dot - name) + 3 >= sizeof head) return 0;
+    snprintf(head, (size_t)(dot - name) + 4, "%s", name);
+    if (step_of(head) < 0 || strlen(dot + 4) != CKPT_RUN_ID_LEN + 4 || strcmp(dot + 4 + CKPT_RUN_ID_LEN, ".tmp") != 0) return 0;
+    snprintf(id, sizeof id, "%s", dot + 4);
+    return is_run_id(id) && strcmp(id, run_id) != 0;
+}
+
+const char *ckpt_claim_dir(const char *dir, const char *run_id, int fresh, int overwrite) {
+    static char msg[2400];
+    char path[1100], host[256], boot[64], line[512], oid[32], ohost[256], oboot[64];
+    long opid;
+    snprintf(path, sizeof path, "%s/.fsdpc-writer", dir);
+    host_identity(host, sizeof host, boot, sizeof boot);
+    int len = snprintf(line, sizeof line, "fsdpc-writer %s %s %ld %s\n", run_id, host, (long)getpid(), boot);
+    for (int attempt = 0;; attempt++) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd >= 0) {
+            int ok = write(fd, line, (size_t)len) == len;
+            ok = close(fd) == 0 && ok;
+            if (ok) break;
+            unlink(path);
+            return snprintf(msg, sizeof msg, "cannot write the writer lock '%s': %s", path, strerror(errno)), msg;
+        }
+        if (errno != EEXIST) return snprintf(msg, sizeof msg, "cannot create the writer lock '%s': %s", path, strerror(errno)), msg;
+        int parsed = read_lock(path, oid, ohost, &opid, oboot);
+        if (!parsed && access(path, F_OK) != 0 && attempt < 3) continue;  // released meanwhile
+        int here = parsed && !strcmp(ohost, host);
+        int dead = here && (strcmp(oboot, boot) != 0 || (kill((pid_t)opid, 0) != 0 && errno == ESRCH));
+        if (!parsed)
+            return snprintf(msg, sizeof msg, "'%s' is not an fsdpc writer lock; if no run is writing to --checkpoint_dir '%s', remove it",
+                            path, dir),
+                   msg;
+        if (!dead && here)
+            return snprintf(msg, sizeof msg, "another fsdpc run (run %s, pid %ld on this host) is writing checkpoints to '%s'; wait for it "
+                            "to end or give this run another --checkpoint_dir", oid, opid, dir),
+                   msg;
+        if (!dead)
+            return snprintf(msg, sizeof msg, "fsdpc run %s on host %s (pid %ld) holds the writer lock '%s'; if that run is gone (a lost "
+                            "node), remove the file and start again", oid, ohost, opid, path),
+                   msg;
+        if (attempt >= 3) return snprintf(msg, sizeof msg, "cannot take over the writer lock '%s': another run keeps taking it", path), msg;
+        comm_log("Taking over the writer lock of run %s in %s (its process %ld on this host is gone)\n", oid, dir, opid);
+        unlink(path);
+    }
+    if (!claim_path[0]) atexit(release_at_exit);
+    snprintf(claim_path, sizeof claim_path, "%s", path);
+    snprintf(claim_id, sizeof claim_id, "%s", run_id);
+    int n;
+    Entry *e = list_checkpoints(dir, &n);
+    if (e && n && fresh && !overwrite) {
+        snprintf(msg, sizeof msg, "--checkpoint_dir '%s' already holds %d checkpoint(s) (the newest %s) of another run; resume them "
+                 "with --resume_from_checkpoint %s, give another --checkpoint_dir, or pass --overwrite_checkpoints",
+                 dir, n, e[0].name, dir);
+        free(e);
+        ckpt_release_dir();
+        return msg;
+    }
+    if (e && n && fresh)
+        comm_log("--overwrite_checkpoints: %s holds %d checkpoint(s) of other runs; those at steps this run writes are replaced, the "
+                 "others kept\n", dir, n);
+    free(e);
+    // a .tmp of another run is a write that never finished: its writer held this lock and is gone
+    DIR *d = opendir(dir);
+    char tmp[1400];
+    for (struct dirent *de; d && (de = readdir(d));)
+        if (foreign_tmp(de->d_name, run_id)) {
+            snprintf(tmp, sizeof tmp, "%s/%s", dir, de->d_name);
+            if (unlink(tmp) == 0) comm_log("Removed %s, left by an interrupted checkpoint write\n", tmp);
+        }
+    if (d) closedir(d);
+    return NULL;
+}
+
+typedef struct {
+    char id[CKPT_RUN_ID_LEN + 1];
+    int last;  // the newest step of that run in the lineage
+} Ancestor;
+
+typedef struct {
+    int entry, step;
+} Member;
+
+static int member_newest_first(const void *a, const void *b) {
+    const Member *x = a, *y = b;
+    return x->step != y->step ? (x->step < y->step) - (x->step > y->step) : x->entry - y->entry;
+}
+
+static int same_file(const struct stat *a, const struct stat *b) { return a->st_dev == b->st_dev && a->st_ino == b->st_ino; }
+
+void ckpt_prune(const char *dir, int keep, const CkptMeta *meta, const char *written, const char *resumed) {
+    if (keep <= 0 || comm_info.rank != 0) return;
+    int n;
+    Entry *e = list_checkpoints(dir, &n);
+    if (!e) return;
+    Ancestor anc[CKPT_LINEAGE_MAX + 1];
+    int na = 0;
+    anc[na].last = INT_MAX;
+    snprintf(anc[na++].id, sizeof anc[0].id, "%s", meta->run_id);
+    for (const char *p = meta->lineage; na <= CKPT_LINEAGE_MAX && *p; p += strcspn(p, " "), p += strspn(p, " "))
+        if (sscanf(p, "%16[0-9a-f]:%d", anc[na].id, &anc[na].last) == 2 && is_run_id(anc[na].id)) na++;
+    // membership is proven by the file's own run_id and step; a file that cannot be read proves nothing
+    Member *m = mallocCheck((size_t)(n ? n : 1) * sizeof *m);
+    int nm = 0;
+    char path[1400];
+    ModelConfig base = {.rope_theta = 10000.0f, .norm_eps = 1e-5f};
+    Header h;
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, e[i].name);
+        hid_t f = open_file_with(path, 0, 0);
+        if (f < 0) continue;
+        if (!read_header(f, path, &base, &h))
+            for (int a = 0; a < na; a++)
+                if (!strcmp(h.meta.run_id, anc[a].id) && h.meta.step <= anc[a].last) {
+                    m[nm++] = (Member){i, h.meta.step};
+                    break;
+                }
+        H5Fclose(f);
+    }
+    qsort(m, nm, sizeof *m, member_newest_first);
+    struct stat ws, rs, st;
+    int have_w = written[0] && stat(written, &ws) == 0, have_r = resumed[0] && stat(resumed, &rs) == 0;
+    for (int j = keep; j < nm; j++) {
+        snprintf(path, sizeof path, "%s/%s", dir, e[m[j].entry].name);
+        if (stat(path, &st) != 0 || (have_w && same_file(&st, &ws)) || (have_r && same_file(&st, &rs))) continue;
         if (unlink(path) != 0) comm_log("warning: could not delete old checkpoint %s: %s\n", path, strerror(errno));
     }
+    free(m);
+    free(e);
 }

@@ -1,5 +1,7 @@
 // ckpt: HDF5 checkpoints in the layout-free DESIGN.md schema (full tensors under Hugging Face
-// names); each rank writes and reads only the slices it owns, through MPI-IO.
+// names, each with the CRC-32 of its contents); each rank writes and reads only the slices it
+// owns, through MPI-IO. Also the checkpoint directory's housekeeping: one writer at a time, and
+// pruning that follows the run's lineage.
 #ifndef FSDPC_CKPT_H
 #define FSDPC_CKPT_H
 
@@ -9,20 +11,39 @@
 #include "../model/config.h"
 #include "../shard/shard.h"
 
+#define CKPT_RUN_ID_LEN 16  // hex digits of a run id
+#define CKPT_LINEAGE_MAX 32  // ancestors a checkpoint remembers; older ones are never pruned
+
 typedef struct {
     int step;
     uint64_t tokens_seen;
     uint64_t data_position;  // global training samples consumed
     uint64_t rng_state;      // seed of the sample order
+    char run_id[CKPT_RUN_ID_LEN + 1];  // the run that wrote it ("" before format_version 2)
+    char parent[1024];  // the checkpoint (or source) that run resumed or initialised from, "" if fresh
+    // the run's ancestry, nearest first: "<run_id>:<step>" of the checkpoint each resumed from
+    char lineage[CKPT_LINEAGE_MAX * (CKPT_RUN_ID_LEN + 12)];
 } CkptMeta;
 
-// Writes <dir>/step_<NNNNNNNN>.h5 through a .tmp file renamed once every rank is done.
-// Collective. Returns seconds spent; *bytes gets the file's payload size.
-double ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, double *bytes);
-// A directory resolves to its newest complete checkpoint, a file to itself. Returns 0 (and
-// leaves out empty) when a directory holds none. A missing path is an error.
+typedef struct {
+    double seconds, bytes;  // time spent; payload size
+    char path[1100];        // the published file
+} CkptSaved;
+
+// Writes <dir>/step_<NNNNNNNN>.h5 through <that>.<run_id>.tmp, renamed once every rank is done
+// (and, when the directory is claimed, only while the claim still holds). Collective. Any
+// failure (a full disk) removes the .tmp and ends every rank with one error line.
+void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, CkptSaved *out);
+// A file resolves to itself. A directory resolves to its newest checkpoint that passes
+// ckpt_verify; each newer one passed over gets a log line, and none passing is an error. Returns
+// 0 (out empty) when the path does not exist or the directory holds no checkpoint. Collective.
 int ckpt_resolve(const char *path, char *out, size_t len);
-// Loads model, optimizer and meta into s; shapes and config are checked against cfg. Collective.
+// Whether file is a complete checkpoint: every attribute, every tensor's shape and type, and
+// every tensor's checksum (the ranks read a part each, in bounded chunks). Collective; NULL, or
+// the same one-line reason on every rank.
+const char *ckpt_verify(const char *file);
+// Loads model, optimizer and meta into s; shapes and config are checked against cfg, checksums
+// against the slices read. Collective.
 void ckpt_load(const char *file, ShardState *s, const Config *cfg, CkptMeta *meta);
 // Loads only the weights (/model) into s, for finetuning: moments and step stay as they are
 // (zero after shard_init). Validated like ckpt_load. Collective.
@@ -36,10 +57,23 @@ typedef struct CkptReader CkptReader;
 // Opens file and checks its format, config and every /model tensor against plan; NULL with the
 // reason in *err.
 CkptReader *ckpt_reader_open(const char *file, const ModelPlan *plan, const char **err);
-// Elements [begin, begin + count) (count > 0) of /model/<t->name> into dst; NULL or an error.
+// Elements [begin, begin + count) (count > 0) of /model/<t->name> into dst; NULL or an error. A
+// tensor read from its start to its end in order is checked against its checksum.
 const char *ckpt_reader_read(CkptReader *r, const TensorSpec *t, size_t begin, size_t count, float *dst);
 void ckpt_reader_close(CkptReader *r);
-// Keeps the newest `keep` checkpoints in dir (keep <= 0 keeps all). Rank 0 only.
-void ckpt_prune(const char *dir, int keep);
+
+// A new random run id on every rank (rank 0 draws it). Collective.
+void ckpt_new_run_id(char id[CKPT_RUN_ID_LEN + 1]);
+// The lineage of a run that resumed from a checkpoint with meta `from`.
+void ckpt_lineage_of(const CkptMeta *from, char *lineage, size_t len);
+// Rank 0, before a run writes to dir: takes the directory's writer lock for run_id (see ckpt.c),
+// and unless overwrite, refuses a fresh run (fresh != 0) a directory that holds checkpoints.
+// NULL, or a one-line error. The lock goes with ckpt_release_dir or at exit.
+const char *ckpt_claim_dir(const char *dir, const char *run_id, int fresh, int overwrite);
+void ckpt_release_dir(void);
+// Rank 0: keeps the newest `keep` checkpoints of this run's lineage in dir (keep <= 0 keeps all):
+// its own (meta->run_id) and its ancestors' (meta->lineage) up to the step resumed from. Never
+// deletes `written`, `resumed` (paths, "" for none), nor anything outside the lineage.
+void ckpt_prune(const char *dir, int keep, const CkptMeta *meta, const char *written, const char *resumed);
 
 #endif

@@ -34,15 +34,6 @@ struct HfModel {
     StFile *files;
 };
 
-static int hf_fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int hf_fail(char *err, size_t len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static int hf_is_file(const char *p) {
     struct stat st;
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
@@ -105,23 +96,23 @@ static int hf_add_file(HfModel *h, const char *path, char *err, size_t len) {
 static int hf_open_index(HfModel *h, const char *index, char *err, size_t len) {
     char jerr[600], dir[HF_PATH], shard[2 * HF_PATH];
     JsonValue *v = json_parse_file(index, 64u << 20, jerr, sizeof jerr);
-    if (!v) return hf_fail(err, len, "invalid index: %s", jerr);
+    if (!v) return comm_errorf(err, len, "invalid index: %s", jerr);
     const JsonValue *map = json_get(v, "weight_map");
     int rc = 0;
-    if (!map || map->type != JSON_OBJECT) rc = hf_fail(err, len, "index '%s' has no weight_map object", index);
+    if (!map || map->type != JSON_OBJECT) rc = comm_errorf(err, len, "index '%s' has no weight_map object", index);
     hf_dirname(dir, sizeof dir, index);
     // every shard the map names, once, in order of first mention
     for (size_t i = 0; rc == 0 && i < map->len; i++) {
         const JsonValue *e = &map->items[i];
         if (e->type != JSON_STRING) {
-            rc = hf_fail(err, len, "index '%s' maps %s to something other than a file name", index, e->key);
+            rc = comm_errorf(err, len, "index '%s' maps %s to something other than a file name", index, e->key);
             break;
         }
         hf_join(shard, sizeof shard, dir, e->str);
         int known = 0;
         for (int f = 0; f < h->nfiles && !known; f++) known = !strcmp(h->files[f].path, shard);
         if (known) continue;
-        if (!hf_is_file(shard)) rc = hf_fail(err, len, "index '%s' names shard '%s', which does not exist", index, e->str);
+        if (!hf_is_file(shard)) rc = comm_errorf(err, len, "index '%s' names shard '%s', which does not exist", index, e->str);
         else rc = hf_add_file(h, shard, err, len);
     }
     for (size_t i = 0; rc == 0 && i < map->len; i++) {
@@ -130,7 +121,7 @@ static int hf_open_index(HfModel *h, const char *index, char *err, size_t len) {
         int f = 0;
         while (strcmp(h->files[f].path, shard)) f++;
         if (!st_find(&h->files[f], e->key))
-            rc = hf_fail(err, len, "index '%s' maps %s to '%s', which does not hold it", index, e->key, e->str);
+            rc = comm_errorf(err, len, "index '%s' maps %s to '%s', which does not hold it", index, e->key, e->str);
     }
     json_free(v);
     return rc;
@@ -145,9 +136,9 @@ static int hf_unset(const JsonValue *c, const char *key) {
 // a positive int member: 1; unset: 0 (an error when required) and *out untouched; else -1
 static int hf_size(const JsonValue *c, const char *path, const char *key, int required, int *out, char *err, size_t len) {
     int64_t v;
-    if (hf_unset(c, key)) return required ? hf_fail(err, len, "'%s' lacks %s", path, key) : 0;
+    if (hf_unset(c, key)) return required ? comm_errorf(err, len, "'%s' lacks %s", path, key) : 0;
     if (!json_get_int(c, key, &v) || v <= 0 || v > INT_MAX)
-        return hf_fail(err, len, "'%s': %s must be a positive integer", path, key);
+        return comm_errorf(err, len, "'%s': %s must be a positive integer", path, key);
     *out = (int)v;
     return 1;
 }
@@ -155,13 +146,13 @@ static int hf_size(const JsonValue *c, const char *path, const char *key, int re
 static int hf_positive(const JsonValue *c, const char *path, const char *key, float *out, char *err, size_t len) {
     double v;
     if (hf_unset(c, key)) return 0;
-    if (!json_get_number(c, key, &v) || !(v > 0)) return hf_fail(err, len, "'%s': %s must be a positive number", path, key);
+    if (!json_get_number(c, key, &v) || !(v > 0)) return comm_errorf(err, len, "'%s': %s must be a positive number", path, key);
     *out = (float)v;
     return 1;
 }
 
 static int hf_check_config(const JsonValue *c, const char *path, char *err, size_t len) {
-    if (c->type != JSON_OBJECT) return hf_fail(err, len, "'%s' is not a JSON object", path);
+    if (c->type != JSON_OBJECT) return comm_errorf(err, len, "'%s' is not a JSON object", path);
     const JsonValue *arch = json_get(c, "architectures");
     const char *type = json_get_string(c, "model_type"), *what = type;
     int llama = !type || !strcmp(type, "llama") || !strcmp(type, "mistral");
@@ -176,27 +167,27 @@ static int hf_check_config(const JsonValue *c, const char *path, char *err, size
         llama &= listed;
     }
     if (!llama)
-        return hf_fail(err, len, "'%s' describes a %s model; fsdpc loads Llama models (LlamaForCausalLM, model_type llama; "
+        return comm_errorf(err, len, "'%s' describes a %s model; fsdpc loads Llama models (LlamaForCausalLM, model_type llama; "
                        "Mistral's layout too)", path, what ? what : "non-Llama");
     const JsonValue *scaling = json_get(c, "rope_scaling");
     if (scaling && scaling->type != JSON_NULL)
-        return hf_fail(err, len, "'%s' sets rope_scaling, which fsdpc does not support (plain RoPE only)", path);
+        return comm_errorf(err, len, "'%s' sets rope_scaling, which fsdpc does not support (plain RoPE only)", path);
     static const char *const biases[] = {"attention_bias", "mlp_bias"};
     for (int i = 0; i < 2; i++) {
         int b = 0;
         if (json_get_bool(c, biases[i], &b) && b)
-            return hf_fail(err, len, "'%s' sets %s, but fsdpc's Llama has no biases", path, biases[i]);
+            return comm_errorf(err, len, "'%s' sets %s, but fsdpc's Llama has no biases", path, biases[i]);
     }
     const char *act = json_get_string(c, "hidden_act");
     if (act && strcmp(act, "silu"))
-        return hf_fail(err, len, "'%s' has hidden_act %s; fsdpc's Llama MLP uses silu", path, act);
+        return comm_errorf(err, len, "'%s' has hidden_act %s; fsdpc's Llama MLP uses silu", path, act);
     return 0;
 }
 
 static int hf_read_config(HfModel *h, const char *path, char *err, size_t len) {
     char jerr[600];
     JsonValue *c = json_parse_file(path, 16u << 20, jerr, sizeof jerr);
-    if (!c) return hf_fail(err, len, "invalid model config: %s", jerr);
+    if (!c) return comm_errorf(err, len, "invalid model config: %s", jerr);
     ModelConfig *m = &h->m;
     int rc = hf_check_config(c, path, err, len);
     static const struct {
@@ -232,7 +223,7 @@ static int hf_read_config(HfModel *h, const char *path, char *err, size_t len) {
     rc = r < 0 ? -1 : 0;
     int64_t head_dim;
     if (rc == 0 && json_get_int(c, "head_dim", &head_dim) && head_dim * m->num_heads != m->hidden_width)
-        rc = hf_fail(err, len, "'%s': head_dim %lld is not hidden_size / num_attention_heads, which fsdpc requires", path,
+        rc = comm_errorf(err, len, "'%s': head_dim %lld is not hidden_size / num_attention_heads, which fsdpc requires", path,
                      (long long)head_dim);
     if (rc == 0) json_get_bool(c, "tie_word_embeddings", &h->tied);
     json_free(c);
@@ -270,7 +261,7 @@ static int hf_open_source(HfModel *h, char *err, size_t len) {
         hf_join(weights, sizeof weights, dir, "model.safetensors.index.json");
         if (!hf_is_file(weights)) hf_join(weights, sizeof weights, dir, "model.safetensors");
         if (!hf_is_file(weights))
-            return hf_fail(err, len, "'%s' holds neither model.safetensors nor model.safetensors.index.json", dir);
+            return comm_errorf(err, len, "'%s' holds neither model.safetensors nor model.safetensors.index.json", dir);
     } else {
         hf_dirname(dir, sizeof dir, h->path);
         snprintf(weights, sizeof weights, "%s", h->path);
@@ -327,10 +318,10 @@ const char *hf_source_path(const HfModel *h) { return h->path; }
 static const StTensor *hf_source_tensor(const HfModel *h, const TensorSpec *spec, int *file, char *msg, size_t len) {
     const char *name = h->tied && !strcmp(spec->name, "lm_head.weight") ? "model.embed_tokens.weight" : spec->name;
     const StTensor *t = hf_find(h, name, file);
-    if (!t) return hf_fail(msg, len, "tensor %s is missing from '%s'", name, h->path), NULL;
+    if (!t) return comm_errorf(msg, len, "tensor %s is missing from '%s'", name, h->path), NULL;
     const char *path = h->files[*file].path;
     if (t->dtype == ST_OTHER)
-        return hf_fail(msg, len, "tensor %s in '%s' has dtype %s; fsdpc loads F32, BF16 and F16", name, path, t->dtype_name), NULL;
+        return comm_errorf(msg, len, "tensor %s in '%s' has dtype %s; fsdpc loads F32, BF16 and F16", name, path, t->dtype_name), NULL;
     int ok = t->ndim == spec->ndim;
     for (int d = 0; ok && d < spec->ndim; d++) ok = t->shape[d] == spec->shape[d];
     if (!ok) {
@@ -338,7 +329,7 @@ static const StTensor *hf_source_tensor(const HfModel *h, const TensorSpec *spec
         for (int d = 0; d < t->ndim; d++)
             snprintf(got + strlen(got), sizeof got - strlen(got), d ? ",%lld" : "%lld", (long long)t->shape[d]);
         snprintf(want, sizeof want, spec->ndim == 1 ? "%d" : "%d,%d", spec->shape[0], spec->shape[1]);
-        return hf_fail(msg, len, "tensor %s in '%s' has shape [%s] but the model config needs [%s]", name, path, got, want), NULL;
+        return comm_errorf(msg, len, "tensor %s in '%s' has shape [%s] but the model config needs [%s]", name, path, got, want), NULL;
     }
     return t;
 }

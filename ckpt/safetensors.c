@@ -30,15 +30,6 @@ size_t st_dtype_size(StDtype dt) { return dt == ST_F32 ? 4 : 2; }
 
 static const char *st_dtype_name(StDtype dt) { return dt == ST_F32 ? "F32" : dt == ST_BF16 ? "BF16" : "F16"; }
 
-static int st_fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int st_fail(char *err, size_t len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 // pread of exactly n bytes; returns 0, or -1 with errno (0 at end of file)
 static int st_pread_full(int fd, void *buf, size_t n, uint64_t off) {
     for (size_t done = 0; done < n;) {
@@ -64,42 +55,42 @@ static void st_shape_str(const StTensor *t, char *buf, size_t len) {
 static int st_parse_entry(const StFile *f, const JsonValue *v, StTensor *t, uint64_t data_start, uint64_t data_bytes,
                           char *err, size_t len) {
     const char *name = v->key;
-    if (v->type != JSON_OBJECT) return st_fail(err, len, "'%s': header entry '%s' is not an object", f->path, name);
+    if (v->type != JSON_OBJECT) return comm_errorf(err, len, "'%s': header entry '%s' is not an object", f->path, name);
     const char *dtype = json_get_string(v, "dtype");
     const JsonValue *shape = json_get(v, "shape"), *offs = json_get(v, "data_offsets");
     if (!dtype || !shape || shape->type != JSON_ARRAY || !offs || offs->type != JSON_ARRAY || offs->len != 2)
-        return st_fail(err, len, "'%s': tensor %s lacks a dtype string, a shape array or a 2-element data_offsets", f->path, name);
+        return comm_errorf(err, len, "'%s': tensor %s lacks a dtype string, a shape array or a 2-element data_offsets", f->path, name);
     int size = 0;
     for (size_t i = 0; i < sizeof st_types / sizeof st_types[0]; i++)
         if (!strcmp(dtype, st_types[i].name)) size = st_types[i].size, t->dtype = st_types[i].dt;
-    if (!size) return st_fail(err, len, "'%s': tensor %s has unknown dtype '%.20s'", f->path, name, dtype);
+    if (!size) return comm_errorf(err, len, "'%s': tensor %s has unknown dtype '%.20s'", f->path, name, dtype);
     snprintf(t->dtype_name, sizeof t->dtype_name, "%s", dtype);
-    if (shape->len > ST_MAX_DIMS) return st_fail(err, len, "'%s': tensor %s has %zu dimensions (at most %d)", f->path, name, shape->len, ST_MAX_DIMS);
+    if (shape->len > ST_MAX_DIMS) return comm_errorf(err, len, "'%s': tensor %s has %zu dimensions (at most %d)", f->path, name, shape->len, ST_MAX_DIMS);
     t->ndim = (int)shape->len;
     t->numel = 1;
     for (int d = 0; d < t->ndim; d++) {
         const JsonValue *x = &shape->items[d];
         if (x->type != JSON_NUMBER || !x->is_int || x->integer < 0)
-            return st_fail(err, len, "'%s': tensor %s has a shape entry that is not a non-negative integer", f->path, name);
+            return comm_errorf(err, len, "'%s': tensor %s has a shape entry that is not a non-negative integer", f->path, name);
         t->shape[d] = x->integer;
         if (x->integer && t->numel > UINT64_MAX / 8 / (uint64_t)x->integer)
-            return st_fail(err, len, "'%s': tensor %s has a shape whose size overflows", f->path, name);
+            return comm_errorf(err, len, "'%s': tensor %s has a shape whose size overflows", f->path, name);
         t->numel *= (uint64_t)x->integer;
     }
     uint64_t o[2];
     for (int i = 0; i < 2; i++) {
         const JsonValue *x = &offs->items[i];
         if (x->type != JSON_NUMBER || !x->is_int || x->integer < 0)
-            return st_fail(err, len, "'%s': tensor %s has data_offsets that are not non-negative integers", f->path, name);
+            return comm_errorf(err, len, "'%s': tensor %s has data_offsets that are not non-negative integers", f->path, name);
         o[i] = (uint64_t)x->integer;
     }
     if (o[0] > o[1] || o[1] > data_bytes)
-        return st_fail(err, len, "'%s': tensor %s has data_offsets [%llu, %llu] outside the file's %llu data bytes (truncated file?)",
+        return comm_errorf(err, len, "'%s': tensor %s has data_offsets [%llu, %llu] outside the file's %llu data bytes (truncated file?)",
                        f->path, name, (unsigned long long)o[0], (unsigned long long)o[1], (unsigned long long)data_bytes);
     if (o[1] - o[0] != t->numel * (uint64_t)size) {
         char sh[160];
         st_shape_str(t, sh, sizeof sh);
-        return st_fail(err, len, "'%s': tensor %s spans %llu bytes but %s %s needs %llu", f->path, name,
+        return comm_errorf(err, len, "'%s': tensor %s spans %llu bytes but %s %s needs %llu", f->path, name,
                        (unsigned long long)(o[1] - o[0]), dtype, sh, (unsigned long long)(t->numel * (uint64_t)size));
     }
     t->begin = data_start + o[0];
@@ -119,25 +110,25 @@ static int st_by_name(const void *a, const void *b) { return strcmp(((const StTe
 static int st_parse(StFile *f, int fd, char *err, size_t len) {
     uint8_t lb[8];
     if (f->size < 8 || st_pread_full(fd, lb, 8, 0) != 0)
-        return st_fail(err, len, "'%s' is not a safetensors file: %llu bytes, too short for the header length", f->path,
+        return comm_errorf(err, len, "'%s' is not a safetensors file: %llu bytes, too short for the header length", f->path,
                        (unsigned long long)f->size);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | lb[i];
     if (n > f->size - 8)
-        return st_fail(err, len, "'%s': header length %llu runs past the end of the file (%llu bytes): truncated or not a safetensors file",
+        return comm_errorf(err, len, "'%s': header length %llu runs past the end of the file (%llu bytes): truncated or not a safetensors file",
                        f->path, (unsigned long long)n, (unsigned long long)f->size);
-    if (n > ST_MAX_HEADER) return st_fail(err, len, "'%s': header length %llu exceeds the format's 100 MB limit", f->path, (unsigned long long)n);
+    if (n > ST_MAX_HEADER) return comm_errorf(err, len, "'%s': header length %llu exceeds the format's 100 MB limit", f->path, (unsigned long long)n);
     char *text = mallocCheck(n + 1);
     if (st_pread_full(fd, text, n, 8) != 0) {
         free(text);
-        return st_fail(err, len, "cannot read the header of '%s': %s", f->path, errno ? strerror(errno) : "unexpected end of file");
+        return comm_errorf(err, len, "cannot read the header of '%s': %s", f->path, errno ? strerror(errno) : "unexpected end of file");
     }
     char jerr[256];
     JsonValue *root = json_parse(text, n, jerr, sizeof jerr);
     free(text);
-    if (!root) return st_fail(err, len, "'%s': invalid JSON header: %s", f->path, jerr);
+    if (!root) return comm_errorf(err, len, "'%s': invalid JSON header: %s", f->path, jerr);
     int rc = 0;
-    if (root->type != JSON_OBJECT) rc = st_fail(err, len, "'%s': the header is not a JSON object", f->path);
+    if (root->type != JSON_OBJECT) rc = comm_errorf(err, len, "'%s': the header is not a JSON object", f->path);
     f->tensors = callocCheck(root->type == JSON_OBJECT ? root->len : 0, sizeof(StTensor));
     for (size_t i = 0; rc == 0 && i < root->len; i++) {
         if (!strcmp(root->items[i].key, "__metadata__")) continue;
@@ -152,13 +143,13 @@ static int st_parse(StFile *f, int fd, char *err, size_t len) {
     for (int i = 0; i < f->ntensors; i++) {
         const StTensor *t = &f->tensors[i];
         if (t->begin == t->end) continue;
-        if (prev && t->begin < prev->end) return st_fail(err, len, "'%s': tensors %s and %s overlap in the data", f->path, prev->name, t->name);
+        if (prev && t->begin < prev->end) return comm_errorf(err, len, "'%s': tensors %s and %s overlap in the data", f->path, prev->name, t->name);
         prev = t;
     }
     qsort(f->tensors, f->ntensors, sizeof(StTensor), st_by_name);
     for (int i = 1; i < f->ntensors; i++)
         if (!strcmp(f->tensors[i - 1].name, f->tensors[i].name))
-            return st_fail(err, len, "'%s': tensor %s appears twice in the header", f->path, f->tensors[i].name);
+            return comm_errorf(err, len, "'%s': tensor %s appears twice in the header", f->path, f->tensors[i].name);
     return 0;
 }
 
@@ -166,9 +157,9 @@ int st_open(StFile *f, const char *path, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     snprintf(f->path, sizeof f->path, "%s", path);
     int fd = open(path, O_RDONLY);
-    if (fd < 0) return st_fail(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+    if (fd < 0) return comm_errorf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
     struct stat st;
-    int rc = fstat(fd, &st) != 0 ? st_fail(err, errlen, "cannot stat '%s': %s", path, strerror(errno)) : 0;
+    int rc = fstat(fd, &st) != 0 ? comm_errorf(err, errlen, "cannot stat '%s': %s", path, strerror(errno)) : 0;
     if (rc == 0) {
         f->size = (uint64_t)st.st_size;
         rc = st_parse(f, fd, err, errlen);

@@ -224,6 +224,14 @@ void comm_check_same(uint64_t value, const char *what) {
                       first, what);
 }
 
+int comm_errorf(char *err, size_t len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 void *comm_malloc_at(const char *file, int line, size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
     if (!p) comm_fatal_at(file, line, "out of memory allocating %zu bytes (try a smaller model/batch or more ranks)", bytes);

@@ -42,6 +42,10 @@ const char *comm_first_error(const char *local_error);
 // whose value differs from rank 0's ends the job with a line naming that rank and `what`.
 void comm_check_same(uint64_t value, const char *what);
 
+// Writes a one-line error message into err (len bytes) for a caller to report; returns -1, so
+// parsers can `return comm_errorf(...)`.
+int comm_errorf(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 // Checked allocation, aborting with the size on failure.
 void *comm_malloc_at(const char *file, int line, size_t bytes);
 #define mallocCheck(n) comm_malloc_at(__FILE__, __LINE__, (n))

@@ -62,14 +62,6 @@ struct Tokenizer {
     TokWork *work;  // tokenizer.json only
 };
 
-static void tok_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void tok_err(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 // p (*cap items of size bytes) grown by doubling to hold need items
 static void *tok_grow(void *p, size_t *cap, size_t need, size_t size) {
     if (need <= *cap) return p;
@@ -591,7 +583,7 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
     }
     char where[4096], file[4200];
     if (!hub_resolve(spec, where, sizeof where)) {
-        tok_err(err, errlen, "tokenizer %s", where);
+        comm_errorf(err, errlen, "tokenizer %s", where);
         return free(t), NULL;
     }
     snprintf(file, sizeof file, "%s", where);
@@ -599,7 +591,7 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
         snprintf(file, sizeof file, "%s/tokenizer.model", where);
         if (!tok_is_file(file)) snprintf(file, sizeof file, "%s/tokenizer.json", where);
         if (!tok_is_file(file)) {
-            tok_err(err, errlen, "tokenizer directory '%s' holds neither tokenizer.model nor tokenizer.json", where);
+            comm_errorf(err, errlen, "tokenizer directory '%s' holds neither tokenizer.model nor tokenizer.json", where);
             return free(t), NULL;
         }
     }
@@ -609,14 +601,14 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
         t->kind = TOK_KIND_BPE;
         JsonValue *root = json_parse_file(file, TOK_JSON_MAX_BYTES, why, sizeof why);
         if (!root) {
-            tok_err(err, errlen, "cannot read tokenizer: %s", why);
+            comm_errorf(err, errlen, "cannot read tokenizer: %s", why);
             tok_free(t);
             return NULL;
         }
         bool ok = tok_bpe_load(t, root, why, sizeof why);
         json_free(root);
         if (!ok) {
-            tok_err(err, errlen, "tokenizer '%s': %s", file, why);
+            comm_errorf(err, errlen, "tokenizer '%s': %s", file, why);
             tok_free(t);
             return NULL;
         }
@@ -626,7 +618,7 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
     t->kind = TOK_KIND_SPM;
     t->spm = spm_load(file, why, sizeof why);
     if (!t->spm) {
-        tok_err(err, errlen, "tokenizer '%s' is neither a SentencePiece model nor a tokenizer.json (libsentencepiece: %s)", file, why);
+        comm_errorf(err, errlen, "tokenizer '%s' is neither a SentencePiece model nor a tokenizer.json (libsentencepiece: %s)", file, why);
         tok_free(t);
         return NULL;
     }

@@ -25,7 +25,7 @@ stop_daemons() {
     for p in $DAEMONS; do kill -KILL "$p" 2>/dev/null; done
     DAEMONS=""
 }
-trap 'stop_daemons; rm -rf "$W"' EXIT
+trap 'stop_daemons; [ -n "${SLURM_TEST_KEEP:-}" ] && cp -a "$W" "$SLURM_TEST_KEEP"; rm -rf "$W"' EXIT
 
 # ---- packages ----
 [ "$(id -u)" = 0 ] || skip "not root (the daemons run as root here)"
@@ -65,7 +65,8 @@ SlurmdPort=$SLURMD_PORT
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=$S/munge.sock
+# a requeued job waits cred_expire (default 120 s) before it starts again
+AuthInfo=socket=$S/munge.sock,cred_expire=5
 CredType=cred/munge
 StateSaveLocation=$S/state
 SlurmdSpoolDir=$S/spool
@@ -86,6 +87,8 @@ JobCompType=jobcomp/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/builtin
+# start a batch job at once, not up to 3 s later
+SchedulerParameters=batch_sched_delay=0
 ReturnToService=2
 KillWait=2
 MinJobAge=300
@@ -181,5 +184,44 @@ state=$(job_field "$id" JobState) exit=$(job_field "$id" ExitCode)
     [ -f "$W/full/$(ckpt_name $STEPS)" ] && [ "$(wc -l <"$W/full.jsonl")" = $STEPS ]
 check "sbatch run/slurm.sbatch (1 node x 2 ranks): trains $STEPS steps, checkpoints, completes ($(($(date +%s) - start)) s)" $? \
     "state=$state exit=$exit $(ls "$W/full" 2>/dev/null | tr '\n' ' ') $(tail -n 3 "$W/full.log" | head -c 300 | tr '\n' '|')"
+
+
+# ---- 4. scancel mid-run (SIGTERM: checkpoint, no requeue), then a resubmission resumes exactly ----
+id=$(submit cancel)
+wait_step "$W/cancel.log" 8 60
+timeout 10 scancel "$id"
+wait_job "$id" 30
+state=$(job_field "$id" JobState) restarts=$(job_field "$id" Restarts)
+last=$(ls "$W/cancel" 2>/dev/null | sed -nE 's/^step_0*([0-9]+)\.h5$/\1/p' | sort -n | tail -1)
+[ "$state" = CANCELLED ] && [ "$restarts" = 0 ] && [ -n "$last" ] && [ "$last" -lt $STEPS ] && grep -q "^Preempted (signal) after step $last" "$W/cancel.log"
+check "scancel mid-run: the job ends (not requeued) with a checkpoint of its last step (${last:-none})" $? \
+    "state=$state restarts=$restarts $(tail -n 3 "$W/cancel.log" | head -c 300 | tr '\n' '|')"
+id=$(submit cancel)
+wait_job "$id" 60
+state=$(job_field "$id" JobState)
+n=$((STEPS - ${last:-0}))
+d=$(rel_diff <(tail -n $n "$W/full.jsonl") <(tail -n $n "$W/cancel.jsonl") $n 0)
+ok=$?
+[ $ok = 0 ] && [ "$state" = COMPLETED ] && grep -q "^Resumed from $W/cancel/$(ckpt_name "${last:-0}") at step ${last:-0} " "$W/cancel.log"
+check "resubmitted, it resumes at step ${last:-?} and its $n steps match the uninterrupted job's ($d)" $? \
+    "state=$state $(grep -m1 '^Resumed' "$W/cancel.log")"
+
+# ---- 5. preemption signal: checkpoint, exit 75, the recipe requeues itself and resumes ----
+id=$(submit preempt)
+wait_step "$W/preempt.log" 5 60
+timeout 10 scancel --signal=USR1 "$id"
+for _ in $(seq 300); do [ "$(job_field "$id" Restarts)" = 1 ] && break; sleep 0.1; done
+wait_job "$id" 60
+state=$(job_field "$id" JobState) restarts=$(job_field "$id" Restarts)
+p=$(sed -nE 's/^Preempted \(signal\) after step ([0-9]+): checkpoint written.*/\1/p' "$W/preempt.log")
+[ -n "$p" ] && grep -q "^Saved checkpoint $W/preempt/$(ckpt_name "$p") " "$W/preempt.log" &&
+    grep -q "tasks 0-1: Exited with exit code 75" "$W/preempt.log" && grep -q "^fsdpc exited with 75 .*requeueing job $id" "$W/preempt.log"
+check "scancel --signal=USR1: every rank checkpoints after step ${p:-?}, srun exits 75, the job requeues itself" $? \
+    "$(grep -E '^(Preempted|srun|fsdpc)' "$W/preempt.log" | head -c 300 | tr '\n' '|')"
+d=$(rel_diff "$W/full.jsonl" "$W/preempt.jsonl" $STEPS 0)
+ok=$?
+[ $ok = 0 ] && [ "$state" = COMPLETED ] && [ "$restarts" = 1 ] && grep -q "^Resumed from $W/preempt/$(ckpt_name "${p:-0}") at step ${p:-0} " "$W/preempt.log"
+check "the requeued job resumes at step ${p:-?} and completes, losses equal to the uninterrupted job's ($d)" $? \
+    "state=$state restarts=$restarts $(grep -m1 '^Resumed' "$W/preempt.log")"
 
 echo "# done"

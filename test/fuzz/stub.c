@@ -49,3 +49,10 @@ double comm_time(void) { return 0.0; }
 CommGroup *comm_world(void) { return NULL; }
 void comm_allreduce_sum_f64(CommGroup *g, double *buf, size_t n) { (void)g, (void)buf, (void)n; }
 void comm_allreduce_max_f64(CommGroup *g, double *buf, size_t n) { (void)g, (void)buf, (void)n; }
+int comm_errorf(char *err, size_t len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
