@@ -9,6 +9,9 @@
 // Elementwise loops shorter than this run on one thread: a parallel region costs a few
 // microseconds, more than the loop itself.
 #define CPU_PAR_MIN 32768
+// threads per rank at most (OMP_NUM_THREADS or --num_threads above it are capped): per-thread
+// partial sums live in fixed arrays of this size, not in stack arrays sized by input
+#define CPU_MAX_THREADS 1024
 
 // exp(x) for x in float, written so that a `#pragma omp simd` loop calling it vectorises
 // (glibc only offers a vector expf under -ffast-math). Max error about 1.3 ulp. x is clamped to

@@ -8,7 +8,8 @@
 #include "cpu_common.h"
 
 void cpu_init(int num_threads) {
-    if (num_threads <= 0) return;
+    if (num_threads <= 0) num_threads = omp_get_max_threads();
+    if (num_threads > CPU_MAX_THREADS) num_threads = CPU_MAX_THREADS;
     omp_set_num_threads(num_threads);
     openblas_set_num_threads(num_threads);
 }
@@ -88,7 +89,7 @@ static double ce_row(float *x, int target, int V, float dscale) {
 
 double cpu_crossentropy_fwd_bwd(float *logits, const int32_t *targets, int N, int V, float dscale) {
     const int nth = omp_get_max_threads();
-    double part[nth];  // per-thread loss sums, added in thread order
+    double part[CPU_MAX_THREADS];  // per-thread loss sums, added in thread order
     for (int t = 0; t < nth; t++) part[t] = 0.0;
 #pragma omp parallel
     {
@@ -132,7 +133,7 @@ void cpu_copy(float *dst, const float *src, size_t n) {
 
 double cpu_sumsq(const float *x, size_t n) {
     const int nth = omp_get_max_threads();
-    double part[nth];  // per-thread partial sums, added in thread order
+    double part[CPU_MAX_THREADS];  // per-thread partial sums, added in thread order
     for (int t = 0; t < nth; t++) part[t] = 0.0;
 #pragma omp parallel if (n >= CPU_PAR_MIN)
     {
