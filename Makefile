@@ -45,7 +45,7 @@ $(shell mkdir -p build; [ "$$(cat build/flavor 2>/dev/null)" = "$(BUILD)" ] || e
 OBJ = $(SRC:%.c=$(BUILD)/%.o) $(CXX_SRC:%.cpp=$(BUILD)/%.o) $(CU_OBJ)
 TESTS = build/test_kernels build/test_model build/test_comm build/test_gpu_emu build/fsdpc_emu build/emu_race_check $(FUZZ_TARGETS)
 
-.PHONY: all run test test-gpu bench bench-gpu deps clean fuzz
+.PHONY: all run test test-slurm test-gpu bench bench-gpu deps clean fuzz
 all: fsdpc
 
 deps:
@@ -150,6 +150,11 @@ run: deps
 test: deps
 	@$(MAKE) --no-print-directory fsdpc $(TESTS)
 	bash test/run_tests.sh
+
+# a real single-node Slurm (slurmctld, slurmd, munge from Debian) for the launch recipes;
+# make test runs it too, and it skips with a reason where the daemons cannot start
+test-slurm: fsdpc
+	bash test/test_slurm.sh
 
 bench: deps
 	@$(MAKE) --no-print-directory fsdpc

@@ -62,6 +62,14 @@ void comm_init(int *argc, char ***argv) {
     // big buffers (units, MPI temporaries) go straight to mmap and back to the OS when freed,
     // instead of glibc raising its threshold and keeping them in a growing heap
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    // srun without --mpi=pmix: Open MPI would fail inside MPI_Init with a banner per copy
+    const char *tasks = getenv("SLURM_STEP_NUM_TASKS"), *procid = getenv("SLURM_PROCID");
+    if (tasks && atoi(tasks) > 1 && !getenv("PMIX_RANK") && !getenv("OMPI_COMM_WORLD_RANK")) {
+        if (!procid || atoi(procid) == 0)
+            fprintf(stderr, "fsdpc: error: srun started %s tasks without PMIx: pass --mpi=pmix (Debian's OpenMPI speaks "
+                            "PMIx only; plain srun and --mpi=pmi2 cannot wire the ranks into one job)\n", tasks);
+        exit(1);
+    }
     MPI_Init(argc, argv);
     // errors come back to us so they are reported with file:line, not as a bare abort
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -195,6 +203,20 @@ void comm_fail_all(const char *fmt, ...) {
     fflush(stderr);
     if (inited) MPI_Finalize();
     exit(1);
+}
+
+void comm_abort_all(const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (comm_info.rank == 0) fprintf(stderr, "fsdpc: error: %s\n", msg);
+    fflush(NULL);
+    if (comm_info.world == 1) _exit(1);
+    MPI_Barrier(fail_comm);  // the line is out before any rank's abort can end rank 0
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1);  // MPI_Abort does not return; the compiler cannot know
 }
 
 const char *comm_first_error(const char *local_error) {

@@ -32,6 +32,7 @@ suite "tokenizer: SentencePiece model and tokenizer.json against libsentencepiec
 suite "hf: Hugging Face weights in (safetensors) and out (export)" bash test/test_hf.sh
 suite "finetune: import, finetune on 2 ranks, export, PyTorch greedy equality" bash test/test_finetune.sh
 suite "fuzz: regression corpus under ASan/UBSan" bash test/fuzz/replay.sh
+suite "slurm: srun/sbatch/scancel/preemption on a real single-node Slurm" bash test/test_slurm.sh
 suite "faults: divergence, preemption, one-rank errors, memory, paths, flags" bash test/test_faults.sh
 
 passed=$(grep -c '^ok ' "$LOG")
