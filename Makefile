@@ -143,9 +143,10 @@ fuzz: deps
 	@$(MAKE) --no-print-directory $(FUZZ_TARGETS)
 	bash test/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
+# each `make run` trains the default afresh, replacing the previous one's checkpoints
 run: deps
 	@$(MAKE) --no-print-directory fsdpc
-	./fsdpc
+	./fsdpc --overwrite_checkpoints
 
 test: deps
 	@$(MAKE) --no-print-directory fsdpc $(TESTS)

@@ -1,5 +1,6 @@
 // ckpt: parallel HDF5 write/read of full tensors by element-range hyperslabs, a CRC-32 per
 // tensor, the checkpoint directory's writer lock and lineage-aware pruning.
+#define _GNU_SOURCE  // fallocate
 #include "ckpt.h"
 
 #include <dirent.h>
@@ -57,7 +58,7 @@ static hid_t open_file_with(const char *path, int create, int collective) {
 static hid_t open_file(const char *path, int create) { return open_file_with(path, create, 1); }
 
 static const char *open_error(const char *file) {
-    static char err[1200];
+    static char err[1600];
     snprintf(err, sizeof err, "cannot open checkpoint '%s': %s", file,
              access(file, F_OK) != 0 ? "it does not exist" : "not a readable HDF5 file (truncated or still being written?)");
     return err;
@@ -148,7 +149,10 @@ static int attr_str(hid_t loc, const char *name, char *buf, size_t len) {
             if (s) H5free_memory(s);
         } else {
             size_t n = H5Tget_size(t);  // one more in memory keeps a full-width unterminated string whole
-            ok = n > 0 && n < len && H5Tset_size(mt, n + 1) >= 0 && H5Aread(a, mt, buf) >= 0;
+            char *s = n > 0 && n <= (1u << 20) ? mallocCheck(n + 1) : NULL;
+            ok = s && H5Tset_size(mt, n + 1) >= 0 && H5Aread(a, mt, s) >= 0 && strlen(s) < len;
+            if (ok) snprintf(buf, len, "%s", s);
+            free(s);
         }
     }
     if (mt >= 0) H5Tclose(mt);
@@ -195,8 +199,11 @@ static const char *get_int(hid_t f, const char *file, const char *name, int64_t 
     if (r != ATTR_OK) return attr_error(file, name, r, "an integer scalar");
     int64_t x = (int64_t)v;
     if ((!neg && v > (uint64_t)INT64_MAX) || x < lo || x > hi) {
-        snprintf(header_msg, sizeof header_msg, "checkpoint '%s': attribute '%s' is %s%llu, outside [%lld, %lld]", file, name,
-                 neg ? "-" : "", neg ? (unsigned long long)-x : (unsigned long long)v, (long long)lo, (long long)hi);
+        char val[32];
+        if (neg) snprintf(val, sizeof val, "%lld", (long long)x);
+        else snprintf(val, sizeof val, "%llu", (unsigned long long)v);
+        snprintf(header_msg, sizeof header_msg, "checkpoint '%s': attribute '%s' is %s, outside [%lld, %lld]", file, name, val,
+                 (long long)lo, (long long)hi);
         return header_msg;
     }
     *out = (int)x;
@@ -264,8 +271,10 @@ static const char *read_header(hid_t f, const char *file, const ModelConfig *bas
     for (size_t i = 0; !e && i < NMODEL_INTS; i++) e = get_int(f, file, model_ints[i].name, 1, INT_MAX, (int *)((char *)&h->model + model_ints[i].off));
     if (!e) e = get_positive_float(f, file, "rope_theta", &h->model.rope_theta);
     if (!e) e = get_positive_float(f, file, "norm_eps", &h->model.norm_eps);
-    snprintf(h->tokenizer, sizeof h->tokenizer, "byte");  // before the attribute existed
-    if (!e && attr_str(f, "tokenizer", h->tokenizer, sizeof h->tokenizer) == ATTR_BAD) e = get_str(f, file, "tokenizer", h->tokenizer, sizeof h->tokenizer);
+    if (!e && (r = attr_str(f, "tokenizer", h->tokenizer, sizeof h->tokenizer)) != ATTR_OK) {
+        if (r == ATTR_BAD) e = attr_error(file, "tokenizer", r, "a string scalar");
+        snprintf(h->tokenizer, sizeof h->tokenizer, "byte");  // before the attribute existed
+    }
     if (!e && h->version >= 2) {
         char sum[32];
         e = get_str(f, file, "run_id", m->run_id, sizeof m->run_id);
@@ -286,6 +295,18 @@ static const char *read_header(hid_t f, const char *file, const ModelConfig *bas
                  h->model.num_layers, (unsigned long long)need);
         return header_msg;
     }
+    return e;
+}
+
+// what a file without rope_theta / norm_eps was written with
+static const ModelConfig old_defaults = {.rope_theta = 10000.0f, .norm_eps = 1e-5f};
+
+// The header of a file this rank opens alone.
+static const char *read_header_of(const char *path, Header *h) {
+    hid_t f = open_file_with(path, 0, 0);
+    if (f < 0) return open_error(path);
+    const char *e = read_header(f, path, &old_defaults, h);
+    H5Fclose(f);
     return e;
 }
 
@@ -340,11 +361,11 @@ static const char *check_tensor(hid_t f, const char *file, const char *group, co
         unsigned long long d[2] = {dims[0], dims[1]};
         shape_str(have, sizeof have, nd, d);
         ok = ok && dims[0] == (hsize_t)ts->shape[0] && (nd == 1 || dims[1] == (hsize_t)ts->shape[1]);
-    } else if (nd >= 0) {
-        snprintf(have, sizeof have, "%d dimensions", nd);
     }
     const char *e = NULL;
-    if (!ok) {
+    if (!ok && nd != ts->ndim) {
+        e = (snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s has %d dimensions but the model needs %s", file, path, nd, need), msg);
+    } else if (!ok) {
         e = (snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s has shape %s but the model needs %s", file, path, have, need), msg);
     } else if (ty < 0 || H5Tget_class(ty) != H5T_FLOAT || H5Tget_size(ty) != 4) {
         e = (snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s is not fp32", file, path), msg);
@@ -560,22 +581,67 @@ static void agree(char *why, size_t len, const char *local) {
     if (e && !why[0]) snprintf(why, len, "%s", e);
 }
 
+// Test hook: FSDPC_TEST_CKPT_NO_RESERVE=1 skips the space check and reservation below, so that a
+// test on a small file system can make the HDF5 write itself fail.
+static int test_no_reserve(void) {
+    const char *e = getenv("FSDPC_TEST_CKPT_NO_RESERVE");
+    return e && !strcmp(e, "1");
+}
+
+// -1 when unknown: some network and FUSE file systems report no sizes at all
+static double free_bytes(const char *dir) {
+    struct statvfs v;
+    return statvfs(dir, &v) == 0 && v.f_blocks > 0 ? (double)v.f_bavail * v.f_frsize : -1;
+}
+
+// Rank 0, once the file exists: the blocks the write will fill are allocated first (leaving the
+// size to HDF5), so a disk that fills up cannot fail the collective writes part-way; quotas count
+// here too. File systems without fallocate have had the statvfs check alone.
+static const char *reserve_space(const char *tmp, double need) {
+    static char msg[1400];
+    int fd = open(tmp, O_WRONLY);
+    int rc = fd < 0 ? -1 : fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)need), e = errno;
+    if (fd >= 0) close(fd);
+    if (rc == 0 || (fd >= 0 && (e == EOPNOTSUPP || e == ENOSYS || e == EINVAL))) return NULL;
+    snprintf(msg, sizeof msg, "reserving %.1f MB for it failed: %s", need / 1e6, strerror(e));
+    return msg;
+}
+
+// Rank 0, before a publish replaces a file: a run resumed from an earlier step reaches the steps
+// of the future it abandoned, and the log says so.
+static void note_replaced(const char *path, const char *run_id) {
+    Header h;
+    if (access(path, F_OK) != 0) return;
+    const char *e = read_header_of(path, &h);
+    if (e) comm_log("Replacing %s, which is not a usable checkpoint\n", path);
+    else if (strcmp(h.meta.run_id, run_id) != 0) comm_log("Replacing %s of run %s\n", path, h.meta.run_id[0] ? h.meta.run_id : "(unknown)");
+}
+
+// A parallel HDF5 write that fails part-way leaves the ranks' metadata caches out of step:
+// closing the file then hangs in a collective some rank never reaches (OpenMPI's OMPIO), or
+// fails and crashes in HDF5's exit-time cleanup (one rank). So every step's failure is agreed on
+// outside HDF5, the file is never touched again, and the job ends through comm_abort_all after
+// removing it. The free-space check and the reservation make that path rare: a file system
+// filled by someone else mid-write, an I/O error.
 void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, CkptSaved *out) {
     double t0 = comm_time();
-    char why[1400] = "", tmp[1200];
-    static char err[1200];
-    if (comm_info.rank == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST)
-        snprintf(why, sizeof why, "cannot create checkpoint directory '%s': %s", dir, strerror(errno));
-    comm_check_all(why[0] ? why : NULL);
+    char why[1400] = "", tmp[1200], err[2600] = "";
+    const ModelPlan *plan = s->plan;
+    int nt = count_tensors(plan), checked = !test_no_reserve();
+    out->bytes = 3.0 * (double)plan->num_params * sizeof(float);
+    double need = out->bytes + (1 << 18) + 3.0 * nt * 4096, avail = -1;  // HDF5's metadata: < 1 KB a tensor
     snprintf(out->path, sizeof out->path, "%s/step_%08d.h5", dir, meta->step);
     snprintf(tmp, sizeof tmp, "%s.%s.tmp", out->path, meta->run_id);  // one name per run: two writers never share it
-    const ModelPlan *plan = s->plan;
-    int nt = count_tensors(plan);
+    if (comm_info.rank == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST)
+        snprintf(err, sizeof err, "cannot create checkpoint directory '%s': %s", dir, strerror(errno));
+    else if (comm_info.rank == 0 && checked && (avail = free_bytes(dir)) >= 0 && avail < need)
+        snprintf(err, sizeof err, "cannot write checkpoint '%s': the file system is full (%.1f MB free, it needs %.1f MB); the earlier "
+                 "checkpoints are kept", out->path, avail / 1e6, need / 1e6);
+    comm_check_all(err[0] ? err : NULL);
     CommCrc *crcs = callocCheck((size_t)3 * nt, sizeof *crcs);
-    // Every step's failure is agreed on before the next collective call, so a full disk ends
-    // every rank alike instead of leaving some waiting in a collective the others skipped.
     hid_t f = open_file(tmp, 1);
     agree(why, sizeof why, f < 0 ? "creating the file failed" : NULL);
+    if (!why[0]) agree(why, sizeof why, comm_info.rank == 0 && checked ? reserve_space(tmp, need) : NULL);
     if (!why[0]) agree(why, sizeof why, write_header(f, cfg, meta));
     if (!why[0]) agree(why, sizeof why, xfer_state(f, s, 1, 3, crcs));
     if (!why[0]) {
@@ -585,25 +651,28 @@ void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const Ck
     }
     if (!why[0]) test_pause(meta->step);
     if (!why[0]) agree(why, sizeof why, H5Fflush(f, H5F_SCOPE_GLOBAL) < 0 ? "flushing the file failed" : NULL);
-    if (f >= 0) agree(why, sizeof why, H5Fclose(f) < 0 ? "closing the file failed" : NULL);
+    if (!why[0]) agree(why, sizeof why, H5Fclose(f) < 0 ? "closing the file failed" : NULL);
     free(crcs);
-    // publish only once every rank's slices are on disk, and only while the directory is ours
-    if (!why[0]) agree(why, sizeof why, comm_info.rank == 0 ? claim_lost() : NULL);
-    if (!why[0] && comm_info.rank == 0 && rename(tmp, out->path) != 0)
-        snprintf(err, sizeof err, "renaming it to '%s' failed: %s", out->path, strerror(errno));
-    if (!why[0]) agree(why, sizeof why, comm_info.rank == 0 && err[0] ? err : NULL);
     if (why[0]) {
-        char note[160] = "";
-        struct statvfs vfs;
-        double need = 3.0 * (double)plan->num_params * sizeof(float);
-        if (comm_info.rank == 0 && statvfs(dir, &vfs) == 0 && (double)vfs.f_bavail * vfs.f_frsize < need)
-            snprintf(note, sizeof note, ": the file system is full (%.1f MB free, the checkpoint needs %.1f MB)",
-                     (double)vfs.f_bavail * vfs.f_frsize / 1e6, need / 1e6);
+        double left = comm_info.rank == 0 ? free_bytes(dir) : -1;
+        if (left >= 0 && left < need)
+            snprintf(err, sizeof err, " (the file system has %.1f MB free, the checkpoint needs %.1f MB)", left / 1e6, need / 1e6);
         if (comm_info.rank == 0) unlink(tmp);
-        comm_fail_all("cannot write checkpoint '%s': %s%s; its partial file was removed and the earlier checkpoints are kept",
-                      tmp, why, note);
+        ckpt_release_dir();  // the abort skips exit handlers
+        comm_abort_all("cannot write checkpoint '%s': %s%s; its partial file was removed and the earlier checkpoints are kept",
+                       out->path, why, err);
     }
-    out->bytes = 3.0 * (double)plan->num_params * sizeof(float);
+    struct stat st;  // the reservation's blocks past the end go back (truncating to the size frees them)
+    if (comm_info.rank == 0 && checked && stat(tmp, &st) == 0 && truncate(tmp, st.st_size) != 0)
+        comm_log("warning: could not trim %s: %s\n", tmp, strerror(errno));
+    // publish once every rank's slices are on disk, and only while the directory is ours
+    const char *e = comm_info.rank == 0 ? claim_lost() : NULL;
+    if (!e && comm_info.rank == 0) note_replaced(out->path, meta->run_id);
+    if (!e && comm_info.rank == 0 && rename(tmp, out->path) != 0)
+        e = (snprintf(err, sizeof err, "renaming '%s' to '%s' failed: %s", tmp, out->path, strerror(errno)), err);
+    if (e) unlink(tmp);
+    e = comm_first_error(e);
+    if (e) comm_fail_all("checkpoint of step %d not published: %s; the earlier checkpoints are kept", meta->step, e);
     out->seconds = comm_time() - t0;
 }
 
@@ -663,10 +732,9 @@ static uint64_t header_hash(const Header *h) {
 
 const char *ckpt_verify(const char *file) {
     static char msg[1400];
-    ModelConfig base = {.rope_theta = 10000.0f, .norm_eps = 1e-5f};
     Header h;
     hid_t f = open_file_with(file, 0, 0);
-    const char *e = f < 0 ? open_error(file) : read_header(f, file, &base, &h);
+    const char *e = f < 0 ? open_error(file) : read_header(f, file, &old_defaults, &h);
     // the ranks must be reading one file: a directory private to each node is not one
     uint64_t mine = e ? 0 : header_hash(&h), root = mine;
     comm_bcast_bytes(comm_world(), &root, sizeof root, 0);
@@ -709,10 +777,9 @@ static void load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *
     CommCrc *got = callocCheck(n, sizeof *got);
     Header h;
     hid_t f = open_checked(file, s, ngroups, &h, want);
-    char why[1400] = "";
-    agree(why, sizeof why, xfer_state(f, s, 0, ngroups, got));
+    const char *e = xfer_state(f, s, 0, ngroups, got);
     H5Fclose(f);
-    if (why[0]) comm_fail_all("checkpoint '%s': %s (corrupt or truncated file?)", file, why);
+    if (e) comm_fail_all("checkpoint '%s': %s (corrupt or truncated file?)", file, e);
     if (h.version >= 2) {
         // every shard group holds every tensor once: each checks what its ranks read
         comm_allreduce_crc32(s->shard_group, got, n);
@@ -852,14 +919,16 @@ static Entry *list_checkpoints(const char *dir, int *n) {
 }
 
 int ckpt_resolve(const char *path, char *out, size_t len) {
+    // rank 0 looks and lists, so every rank takes the same path and verifies the same candidates
     struct stat st;
+    int kind = comm_info.rank != 0 ? 0 : stat(path, &st) != 0 ? 0 : S_ISDIR(st.st_mode) ? 2 : 1;
+    comm_bcast_bytes(comm_world(), &kind, sizeof kind, 0);
     out[0] = 0;
-    if (stat(path, &st) != 0) return 0;  // a resume dir that does not exist yet: start fresh
-    if (!S_ISDIR(st.st_mode)) {
+    if (kind == 0) return 0;  // a resume dir that does not exist yet: start fresh
+    if (kind == 1) {
         snprintf(out, len, "%s", path);
         return 1;
     }
-    // rank 0 lists, so every rank verifies the same candidates
     int n = 0;
     Entry *e = comm_info.rank == 0 ? list_checkpoints(path, &n) : NULL;
     static char msg[1200];
@@ -878,7 +947,7 @@ int ckpt_resolve(const char *path, char *out, size_t len) {
             return 1;
         }
         if (!i) snprintf(first, sizeof first, "%s", err);
-        comm_log("Checkpoint %s is unusable, falling back to the one before it: %s\n", file, err);
+        comm_log("Checkpoint %s is unusable%s: %s\n", file, i + 1 < n ? ", falling back to the one before it" : "", err);
     }
     free(e);
     if (n) comm_fail_all("none of the %d checkpoint(s) in '%s' is usable; the newest: %s", n, path, first);
@@ -956,14 +1025,15 @@ void ckpt_release_dir(void) {
 
 static void release_at_exit(void) { ckpt_release_dir(); }
 
-// a leftover step_<digits>.h5.<run id>.tmp of another run: id gets that run's id
+// whether name is a step_<digits>.h5.<run id>.tmp of a run other than run_id
 static int foreign_tmp(const char *name, const char *run_id) {
     const char *dot = strstr(name, ".h5.");
     char head[256], id[CKPT_RUN_ID_LEN + 1];
     if (!dot || (size_t)(dot - name) + 3 >= sizeof head) return 0;
     snprintf(head, (size_t)(dot - name) + 4, "%s", name);
     if (step_of(head) < 0 || strlen(dot + 4) != CKPT_RUN_ID_LEN + 4 || strcmp(dot + 4 + CKPT_RUN_ID_LEN, ".tmp") != 0) return 0;
-    snprintf(id, sizeof id, "%s", dot + 4);
+    memcpy(id, dot + 4, CKPT_RUN_ID_LEN);
+    id[CKPT_RUN_ID_LEN] = 0;
     return is_run_id(id) && strcmp(id, run_id) != 0;
 }
 
@@ -1064,19 +1134,15 @@ void ckpt_prune(const char *dir, int keep, const CkptMeta *meta, const char *wri
     Member *m = mallocCheck((size_t)(n ? n : 1) * sizeof *m);
     int nm = 0;
     char path[1400];
-    ModelConfig base = {.rope_theta = 10000.0f, .norm_eps = 1e-5f};
     Header h;
     for (int i = 0; i < n; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, e[i].name);
-        hid_t f = open_file_with(path, 0, 0);
-        if (f < 0) continue;
-        if (!read_header(f, path, &base, &h))
-            for (int a = 0; a < na; a++)
-                if (!strcmp(h.meta.run_id, anc[a].id) && h.meta.step <= anc[a].last) {
-                    m[nm++] = (Member){i, h.meta.step};
-                    break;
-                }
-        H5Fclose(f);
+        if (read_header_of(path, &h)) continue;
+        for (int a = 0; a < na; a++)
+            if (!strcmp(h.meta.run_id, anc[a].id) && h.meta.step <= anc[a].last) {
+                m[nm++] = (Member){i, h.meta.step};
+                break;
+            }
     }
     qsort(m, nm, sizeof *m, member_newest_first);
     struct stat ws, rs, st;

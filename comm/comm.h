@@ -32,6 +32,11 @@ void comm_fatal_at(const char *file, int line, const char *fmt, ...) __attribute
 // An error every rank detects alike (bad flag, bad shape): rank 0 prints one line, every rank
 // exits with status 1 without an MPI abort banner.
 void comm_fail_all(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+// A failure after which libraries cannot shut down cleanly (a parallel HDF5 write that failed
+// part-way can hang or crash in its exit-time close). Called by every rank: rank 0 prints one
+// line, stdio is flushed, and the job ends through MPI_Abort (one rank: _exit), skipping every
+// exit-time cleanup, so anything that must happen on exit is the caller's to do first.
+void comm_abort_all(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 // Collective "did any rank fail?": each rank passes its local error message (NULL when fine);
 // if any rank has one, rank 0 prints the lowest failing rank's message and all ranks exit 1.
 void comm_check_all(const char *local_error);

@@ -45,6 +45,7 @@ typedef struct {
     FILE *metrics;
     Tokenizer *tok;
     char resume_file[1024];  // the checkpoint this run continues, or ""
+    CkptMeta origin;         // run_id, parent and lineage recorded in this run's checkpoints
     HfModel *hf;             // --init_from a Hugging Face source
     int init_h5;             // --init_from an fsdpc checkpoint file
 } Run;
@@ -108,13 +109,17 @@ static void load_state(Run *r) {
     if (r->resume_file[0]) {
         CkptMeta meta;
         ckpt_load(r->resume_file, &r->st, c, &meta);
+        ckpt_lineage_of(&meta, r->origin.lineage, sizeof r->origin.lineage);
+        snprintf(r->origin.parent, sizeof r->origin.parent, "%s", r->resume_file);
         comm_log("Resumed from %s at step %d (%llu tokens seen)\n", r->resume_file, meta.step,
                  (unsigned long long)meta.tokens_seen);
     } else if (r->init_h5) {
         ckpt_load_weights(c->init_from, &r->st, c);
+        snprintf(r->origin.parent, sizeof r->origin.parent, "%s", c->init_from);
         comm_log("Initialized weights from %s (fresh optimizer state, step 0)\n", c->init_from);
     } else if (r->hf) {
         hf_load(r->hf, &r->st);
+        snprintf(r->origin.parent, sizeof r->origin.parent, "%s", hf_source_path(r->hf));
         comm_log("Initialized weights from %s (fresh optimizer state, step 0)\n", hf_source_path(r->hf));
         hf_close(r->hf);
         r->hf = NULL;
@@ -199,6 +204,16 @@ static void open_outputs(Run *r) {
     if (!e && comm_info.rank == 0 && c->metrics_file[0] && !(r->metrics = fopen(c->metrics_file, "a")))
         e = (snprintf(err, sizeof err, "cannot open --metrics_file '%s' for appending: %s", c->metrics_file, strerror(errno)), err);
     comm_check_all(e);
+}
+
+// Before the model is built, rank 0 claims --checkpoint_dir for this run (ckpt_claim_dir): a
+// second run writing there, or a fresh run into another run's checkpoints, stops now rather than
+// at its first checkpoint. A run that writes none needs no claim.
+static void claim_checkpoint_dir(Run *r) {
+    Config *c = r->cfg;
+    if (r->max_steps == 0 || c->checkpoint_freq <= 0) return;
+    comm_check_all(comm_info.rank == 0 ? ckpt_claim_dir(c->checkpoint_dir, r->origin.run_id, !r->resume_file[0], c->overwrite_checkpoints)
+                                       : NULL);
 }
 
 // Raw text is read as bytes: only the byte tokenizer's ids match it.
@@ -398,14 +413,16 @@ static void save(Run *r, int step) {
     comm_allreduce_sum_f64(comm_world(), &sumsq, 1);
     if (!isfinite(sumsq))
         comm_fail_all("step %d: the weights hold NaN or Inf; no checkpoint written (the last good one is kept)", step);
-    CkptMeta meta = {.step = step,
-                     .tokens_seen = (uint64_t)step * r->global_batch * c->model.max_context_width,
-                     .data_position = (uint64_t)step * r->global_batch,
-                     .rng_state = (uint64_t)c->seed};
-    double bytes, sec = ckpt_save(c->checkpoint_dir, &r->st, c, &meta, &bytes);
-    comm_log("Saved checkpoint %s/step_%08d.h5 in %.2f s (%.1f MB/s)\n", c->checkpoint_dir, step, sec,
-             bytes / 1e6 / (sec > 0 ? sec : 1e-9));
-    ckpt_prune(c->checkpoint_dir, c->num_kept_checkpoints);
+    CkptMeta meta = r->origin;
+    meta.step = step;
+    meta.tokens_seen = (uint64_t)step * r->global_batch * c->model.max_context_width;
+    meta.data_position = (uint64_t)step * r->global_batch;
+    meta.rng_state = (uint64_t)c->seed;
+    CkptSaved out;
+    ckpt_save(c->checkpoint_dir, &r->st, c, &meta, &out);
+    comm_log("Saved checkpoint %s in %.2f s (%.1f MB/s)\n", out.path, out.seconds,
+             out.bytes / 1e6 / (out.seconds > 0 ? out.seconds : 1e-9));
+    ckpt_prune(c->checkpoint_dir, c->num_kept_checkpoints, &meta, out.path, r->resume_file);
 }
 
 typedef struct {
@@ -504,6 +521,7 @@ int train_run(Config *c) {
     sigaction(SIGUSR1, &sa, NULL);
     r.global_batch = c->batch_size * comm_info.world * c->grad_accum;
     r.max_steps = c->max_steps;
+    ckpt_new_run_id(r.origin.run_id);
     open_outputs(&r);
     resolve_sources(&r);
     comm_check_same(config_hash(c), "model configuration or tokenizer after reading its sources (do the files differ between nodes?)");
@@ -527,6 +545,7 @@ int train_run(Config *c) {
         comm_log("--cpu_offload: master shards and AdamW moments in pinned host memory, AdamW on %d CPU threads\n",
                  c->num_threads);
     check_memory(&r);
+    claim_checkpoint_dir(&r);
     shard_init(&r.st, &r.plan, c, !r.resume_file[0] && !r.init_h5 && !r.hf);
     comm_log("sharding %s: shard group %d x replica group %d\n", c->sharding, r.st.shard_size, r.st.replica_size);
     model_acts_alloc(&r.acts, &c->model, c->batch_size, c->model.max_context_width, 0, ckpt_every(c));
@@ -588,6 +607,7 @@ int train_run(Config *c) {
             break;
         }
     }
+    ckpt_release_dir();  // no more checkpoints: the directory is free for the next run
     prof_report(&r, r.st.step - start);
     if (r.metrics) fclose(r.metrics);
     if (r.max_steps == 0 && r.has_val && c->val_data[0]) log_validation(&r, r.st.step);

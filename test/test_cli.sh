@@ -46,7 +46,7 @@ check "--profile prints a per-phase time table" $?
 
 # resume: 10 steps + resume 10 == 20 straight, bit for bit (metrics file has full float precision)
 R="$SMALL --lr_decay_style constant --warmup 5 --lr 2e-3"
-./fsdpc $R --max_steps 20 --metrics_file "$W/a.jsonl" 2>/dev/null
+./fsdpc $R --max_steps 20 --checkpoint_freq 0 --metrics_file "$W/a.jsonl" 2>/dev/null
 ./fsdpc $R --max_steps 10 --checkpoint_dir "$W/rs" --checkpoint_freq 10 2>/dev/null
 ./fsdpc $R --max_steps 20 --resume_from_checkpoint "$W/rs" --checkpoint_dir "$W/rs" --metrics_file "$W/b.jsonl" 2>"$W/resume.log"
 grep -q "Resumed from $W/rs/step_00000010.h5 at step 10" "$W/resume.log"
@@ -81,7 +81,7 @@ expect_error "truncated checkpoint" "cannot open checkpoint .*trunc.h5" ./fsdpc 
 
 # epochs: a 2000-byte file gives 31 samples of 64 tokens; 1 epoch at batch 4 is 8 steps
 head -c 2000 data/tinyshakespeare.txt >"$W/small.txt"
-./fsdpc $SMALL --train_data "$W/small.txt" --max_epochs 1 --logging_freq 1 2>"$W/ep.log"
+./fsdpc $SMALL --train_data "$W/small.txt" --max_epochs 1 --logging_freq 1 --checkpoint_freq 0 2>"$W/ep.log"
 [ "$(grep -c '^Batch .* Loss' "$W/ep.log")" = 8 ]
 check "--max_epochs 1 runs one pass over the data" $? "$(grep -c '^Batch .* Loss' "$W/ep.log")"
 

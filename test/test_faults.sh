@@ -53,7 +53,8 @@ timeout 60 mpirun --oversubscribe --allow-run-as-root -x FSDPC_FAIL_AGREE_SECOND
     --max_steps 2 --checkpoint_freq 0 >/dev/null 2>"$W/one.err"
 rc=$?
 [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$(grep -c '^fsdpc: error:' "$W/one.err")" = 1 ] && grep -q "cannot open data file 'local.txt'.*rank 1" "$W/one.err"
-check "a data file missing on one node only ends the job with its message ($(($(date +%s) - start)) s)" $? "rc=$rc $(grep -m2 . "$W/one.err" | head -c 300)"
+st=$?
+check "a data file missing on one node only ends the job with its message ($(($(date +%s) - start)) s)" $st "rc=$rc $(grep -m2 . "$W/one.err" | head -c 300)"
 timeout 60 mpirun --oversubscribe --allow-run-as-root -np 1 ./fsdpc $SMALL --lr 1e-3 --max_steps 1 : \
     -np 1 ./fsdpc $SMALL --lr 2e-3 --max_steps 1 >/dev/null 2>"$W/flags.err"
 rc=$?
@@ -92,19 +93,29 @@ expect_error "--beta2 1" "beta2 must be in \[0, 1\)" ./fsdpc $SMALL --beta2 1
 expect_error "--top_p 0" "top_p must be in \(0, 1\]" ./fsdpc $SMALL --top_p 0
 expect_error "--finetune without weights" "--finetune needs the weights" ./fsdpc $SMALL --finetune
 
-# ---- generation from non-finite weights: one error, no out-of-bounds read ----
+# ---- a NaN written into a checkpoint: its checksum refuses it; with the checksum made to match,
+# generation stops with one error instead of reading out of bounds ----
 ./fsdpc $SMALL --max_steps 2 --checkpoint_dir "$W/g" --checkpoint_freq 2 2>/dev/null
-/usr/bin/python3 -c "
-import h5py, numpy as np, sys
+nan_into() {  # FILE FIX_CRC
+    /usr/bin/python3 -c "
+import h5py, numpy as np, sys, zlib
 with h5py.File(sys.argv[1], 'r+') as f:
     d = f['model/lm_head.weight']; a = d[...]; a[3, 5] = np.nan; d[...] = a
-" "$W/g/step_00000002.h5"
+    if sys.argv[2] == '1': d.attrs['crc32'] = np.uint32(zlib.crc32(a.astype('<f4').tobytes()))
+" "$1" "$2"
+}
+cp "$W/g/step_00000002.h5" "$W/g/nan.h5" && nan_into "$W/g/nan.h5" 0
+expect_error "NaN written into a checkpoint fails its checksum" "tensor /model/lm_head.weight fails its checksum" \
+    ./fsdpc $SMALL --max_steps 0 --resume_from_checkpoint "$W/g/nan.h5" --prompt "ROMEO:" --num_tokens 5 --temperature 0.7
+nan_into "$W/g/step_00000002.h5" 1
 expect_error "NaN logits in generation" "generation: logit .* is nan" \
     ./fsdpc $SMALL --max_steps 0 --resume_from_checkpoint "$W/g/step_00000002.h5" --prompt "ROMEO:" --num_tokens 5 --temperature 0.7
 
 # ---- launch: copies not wired into one job, threads of unpinned ranks ----
-expect_error "N unwired copies are refused" "the launcher started 2 tasks \(SLURM_STEP_NUM_TASKS\) but MPI sees 1 rank" \
-    env SLURM_STEP_NUM_TASKS=2 ./fsdpc $SMALL --max_steps 1
+expect_error "N unwired copies are refused" "the launcher started 2 tasks \(OMPI_COMM_WORLD_SIZE\) but MPI sees 1 rank" \
+    env OMPI_COMM_WORLD_SIZE=2 ./fsdpc $SMALL --max_steps 1
+expect_error "srun without PMIx is refused before MPI_Init" "srun started 2 tasks without PMIx: pass --mpi=pmix" \
+    env SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=0 ./fsdpc $SMALL --max_steps 1
 $MPI -np 2 --bind-to none ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 2>&1 | grep -q "2 rank(s) on cpu, $(($(nproc) / 2 > 0 ? $(nproc) / 2 : 1)) thread(s)/rank"
 check "unpinned ranks share the node's cores instead of each taking all" $?
 SLURM_CPUS_PER_TASK=1 ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 2>&1 | grep -q "1 rank(s) on cpu, 1 thread(s)/rank"

@@ -69,7 +69,8 @@ $MPI -np 2 ./fsdpc --init_from "$W/l32" $STEP --batch_size 2 --metrics_file "$W/
 $MPI -np 4 ./fsdpc --init_from "$W/l32" $STEP --batch_size 1 --metrics_file "$W/l4.jsonl" >/dev/null 2>&1
 loss_ok() { awk -v a="$(losses "$1")" -v b="$ref_loss" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-5) }'; }
 loss_ok "$W/l1.jsonl"
-check "np=1 first-step loss $(losses "$W/l1.jsonl") equals the reference's $ref_loss within 1e-5" $?
+st=$?
+check "np=1 first-step loss $(losses "$W/l1.jsonl") equals the reference's $ref_loss within 1e-5" $st
 loss_ok "$W/l2.jsonl" && loss_ok "$W/l4.jsonl" && rel_diff "$W/l1.jsonl" "$W/l2.jsonl" 1 1e-6 >/dev/null &&
     rel_diff "$W/l1.jsonl" "$W/l4.jsonl" 1 1e-6 >/dev/null
 check "np=2 and np=4 full-shard loads give np=1's loss" $?
@@ -94,7 +95,8 @@ awk -v a="$(peak "$W/mem2.log")" -v b="$(peak "$W/mem12.log")" -v fa="$(stat -c 
     grow = (b - a) / 1024; file = (fb - fa) / 1048576; own = file  # MiB; bf16 -> fp32 doubles, 2 ranks halve
     printf "+%.0f MiB of file, +%.0f MiB owned per rank, peak +%.0f MiB (%.0f -> %.0f)", file, own, grow, a / 1024, b / 1024
     exit !(a > 0 && b > 0 && grow < own + 0.2 * file) }' >"$W/mem.txt"
-check "peak RSS per rank grows with its own slices only: $(cat "$W/mem.txt")" $?
+st=$?
+check "peak RSS per rank grows with its own slices only: $(cat "$W/mem.txt")" $st
 rm -rf "$W/mem2" "$W/mem12"
 
 # ---- weights out: fsdpc export ----

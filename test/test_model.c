@@ -141,12 +141,11 @@ static void dump(const char *dir) {
     Config *c = &s.cfg;
     int B = c->batch_size, T = c->model.max_context_width, V = c->model.vocab_size;
     CkptMeta meta = {0};
-    double bytes;
-    ckpt_save(dir, &s.st, c, &meta, &bytes);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/step_00000000.h5", dir);
-    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
-    if (f < 0) comm_fatal("cannot reopen %s", path);
+    CkptSaved saved;
+    ckpt_new_run_id(meta.run_id);
+    ckpt_save(dir, &s.st, c, &meta, &saved);
+    hid_t f = H5Fopen(saved.path, H5F_ACC_RDWR, H5P_DEFAULT);
+    if (f < 0) comm_fatal("cannot reopen %s", saved.path);
     write_attr(f, "lr", c->lr);
     write_attr(f, "beta1", c->beta1);
     write_attr(f, "beta2", c->beta2);
@@ -185,7 +184,7 @@ static void dump(const char *dir) {
     write_ints(f, "/train/targets", ttg, 3, sbt);
     write_floats(f, "/train/losses", losses, 1, sd);
     H5Fclose(f);
-    printf("wrote %s\n", path);
+    printf("wrote %s\n", saved.path);
 }
 
 int main(int argc, char **argv) {

@@ -230,7 +230,8 @@ for kind in model json; do
     prep --input "$W/mix.jsonl" "$W/long.txt" --output "$W/tok_$kind" --tokenizer "$TOK/tokenizer.$kind" --val_fraction 0 &&
         docs "$W/tok_$kind"/train_*.bin >"$W/mix.$kind" && cmp -s "$W/mix.want" "$W/mix.$kind" &&
         [ "$(shards info "$W/tok_$kind/train_000000.bin" | cut -d' ' -f1)" = 2 ]
-    check "tokenizer.$kind: each document is <s> + python sentencepiece's ids + </s>, as uint16 ($(wc -l <"$W/mix.want") documents)" $? \
+    st=$?
+    check "tokenizer.$kind: each document is <s> + python sentencepiece's ids + </s>, as uint16 ($(wc -l <"$W/mix.want") documents)" $st \
         "$(diff "$W/mix.want" "$W/mix.$kind" 2>&1 | head -c 300)"
 done
 prep --input "$W/mix.jsonl" "$W/long.txt" --output "$W/tok_dir" --tokenizer "$TOK" --val_fraction 0 &&
@@ -277,7 +278,8 @@ $MPI -np 2 "$FSDPC" prepare --input "${inputs[@]}" --output "$W/np2" --tokenizer
 check "np=2 exits 0" $? "$(tail -c 300 "$W/log2")"
 for split in train val; do
     cmp -s <(docs "$W/np1"/${split}_*.bin | sort) <(docs "$W/np2"/${split}_*.bin | sort)
-    check "np=2 $split shards hold the documents of np=1's ($(docs "$W/np1"/${split}_*.bin | wc -l))" $?
+    st=$?
+    check "np=2 $split shards hold the documents of np=1's ($(docs "$W/np1"/${split}_*.bin | wc -l))" $st
 done
 ls "$W/np2" | grep -q '[13579]\.bin$' && ls "$W/np2" | grep -q '[02468]\.bin$' && ! ls "$W/np2" | grep -qv '^\(train\|val\)_[0-9]\{6\}\.bin$'
 check "np=2: both ranks wrote shards, numbered apart (rank r: r, r+2, ...)" $? "$(ls "$W/np2" | tr '\n' ' ')"

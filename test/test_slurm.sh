@@ -197,7 +197,8 @@ wait_job "$id" 40
 state=$(field "$id" JobState) exit=$(field "$id" ExitCode)
 [ "$state" = COMPLETED ] && [ "$exit" = 0:0 ] && grep -q "^fsdpc: 2 rank(s)" "$W/full.log" && grep -q "^Batch $STEPS Loss" "$W/full.log" &&
     [ -f "$(ckpt "$W/full" $STEPS)" ] && [ "$(wc -l <"$W/full.jsonl")" = $STEPS ]
-check "sbatch run/slurm.sbatch (1 node x 2 ranks): trains $STEPS steps as one job, checkpoints, completes ($((SECONDS - start)) s)" $? \
+st=$?
+check "sbatch run/slurm.sbatch (1 node x 2 ranks): trains $STEPS steps as one job, checkpoints, completes ($((SECONDS - start)) s)" $st \
     "state=$state exit=$exit $(ls "$W/full" 2>/dev/null | tr '\n' ' ') $(tail -n 3 "$W/full.log" | head -c 300 | tr '\n' '|')"
 
 # scancel mid-run (SIGTERM: the step ends, checkpoints; no requeue), then a resubmission resumes exactly

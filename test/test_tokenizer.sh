@@ -50,7 +50,8 @@ for input in cases corpus; do
     spm_encode --model="$MODEL" --output_format=id <"$W/$input.txt" >"$W/$input.spm"
     for f in "$MODEL" "$JSON"; do
         tokenize --tokenizer "$f" <"$W/$input.txt" >"$W/$input.out" && cmp -s "$W/$input.spm" "$W/$input.out"
-        check "${f##*.}: $input ids equal spm_encode's ($(wc -l <"$W/$input.txt") lines)" $? \
+        st=$?
+        check "${f##*.}: $input ids equal spm_encode's ($(wc -l <"$W/$input.txt") lines)" $st \
             "$(diff "$W/$input.spm" "$W/$input.out" 2>&1 | head -c 300; head -c 200 "$W/log")"
     done
 done
@@ -93,7 +94,8 @@ for i in range(1000): print(" ".join(str(r.randrange(1000)) for _ in range(r.ran
 spm_decode --model="$MODEL" --input_format=id <"$W/ids.txt" >"$W/ids.spm"
 for f in "$MODEL" "$JSON"; do
     tokenize --tokenizer "$f" --decode <"$W/ids.txt" >"$W/ids.out" && cmp -s "$W/ids.spm" "$W/ids.out"
-    check "${f##*.}: --decode equals spm_decode ($(wc -l <"$W/ids.txt") lines)" $? "$(diff <(od -c "$W/ids.spm") <(od -c "$W/ids.out") | head -c 300)"
+    st=$?
+    check "${f##*.}: --decode equals spm_decode ($(wc -l <"$W/ids.txt") lines)" $st "$(diff <(od -c "$W/ids.spm") <(od -c "$W/ids.out") | head -c 300)"
 done
 grep -v '▁' "$W/valid.txt" >"$W/plain.txt"
 tokenize --tokenizer "$JSON" <"$W/plain.txt" | "$FSDPC" tokenize --tokenizer "$JSON" --decode | cmp -s "$W/plain.txt" -
@@ -120,7 +122,8 @@ cp "$JSON" "$W/dir_json/"
 cp "$MODEL" "$JSON" "$W/dir_model/"
 for d in dir_json dir_model; do
     tokenize --tokenizer "$W/$d" <"$W/cases.txt" | cmp -s "$W/cases.spm" -
-    check "a directory holding $([ $d = dir_json ] && echo 'only tokenizer.json' || echo 'both (tokenizer.model taken)')" $?
+    st=$?
+    check "a directory holding $([ $d = dir_json ] && echo 'only tokenizer.json' || echo 'both (tokenizer.model taken)')" $st
 done
 snap="$W/hf/hub/models--fake-org--tiny-llama/snapshots/0123abcd"
 mkdir -p "$snap" "$W/hf/hub/models--fake-org--tiny-llama/refs" "$W/hf/hub/models--fake-org--tiny-llama/snapshots/old"
@@ -219,7 +222,8 @@ EOF
     for j in "$JSON" "$llama_json" "$W/meta.json" "$W/llama_meta_split.json" "$W/llama_meta_old.json" "$W/crossing.json"; do
         node "$W/hf.js" "$hf_node" "$j" <"$W/hf.txt" >"$W/hf.want" 2>"$W/hf.err"
         tokenize --tokenizer "$j" <"$W/hf.txt" | cmp -s "$W/hf.want" -
-        check "json: ids equal Hugging Face tokenizers' for $(basename "$(dirname "$j")")/$(basename "$j")" $? "$(head -c 200 "$W/hf.err")"
+        st=$?
+        check "json: ids equal Hugging Face tokenizers' for $(basename "$(dirname "$j")")/$(basename "$j")" $st "$(head -c 200 "$W/hf.err")"
     done
 else
     check "Hugging Face tokenizers reference # SKIP npm, node or the network is not available" 0
