@@ -480,19 +480,18 @@ static void generate_text(Run *r, const float *const *P) {
         prompt[n++] = start;
     }
     tok_encode(r->tok, c->prompt, len, &prompt, &n, &cap);
-    // a pure generation run writes the exact bytes; the sample after training is for a log
-    int for_log = r->st.step > r->start_step;
+    // a pure generation run writes the exact bytes, and so does a terminal; the sample after
+    // training, redirected, is for a log
+    int for_log = r->st.step > r->start_step && !isatty(fileno(stdout));
     Emitter e = {.tok = r->tok, .prev = prompt[n - 1], .text = for_log ? mallocCheck(256) : NULL, .cap = 256};
     if (for_log) print_for_log(c->prompt, len);
     else fwrite(c->prompt, 1, len, stdout);
     if ((int)n > c->model.max_context_width)
         comm_log("the prompt's %zu tokens exceed the context; its last %d are used\n", n, c->model.max_context_width);
     model_generate(&r->plan, P, prompt, (int)n, c->num_tokens, c->temperature, c->top_p, (uint64_t)c->seed, emit_token, &e);
-    if (for_log) {
-        print_for_log(e.text, e.len);
-        putchar('\n');  // a pure generate run prints the text and nothing else
-        free(e.text);
-    }
+    if (for_log) print_for_log(e.text, e.len);
+    free(e.text);
+    if (r->st.step > r->start_step) putchar('\n');  // a pure generate run prints the text and nothing else
     fflush(stdout);
     free(prompt);
 }
