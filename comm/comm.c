@@ -5,6 +5,7 @@
 #include "../kernels/backend.h"
 #include "../kernels/kernels.h"
 
+#include <dlfcn.h>
 #include <malloc.h>
 #include <sched.h>
 #include <mpi.h>
@@ -58,6 +59,83 @@ static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
     cpu_f32_to_bf16(inout, b, n);
 }
 
+// A string MPI_T control variable ("pml", "mtl_ofi_provider_include") into out; "" when this MPI
+// does not have it. MPI_T failures only cost the log line its detail, so they are not fatal.
+static void cvar_string(const char *want, char *out, size_t len) {
+    int n = 0;
+    out[0] = 0;
+    if (MPI_T_cvar_get_num(&n) != MPI_SUCCESS) return;
+    for (int i = 0; i < n; i++) {
+        char name[256], desc[8];
+        int name_len = sizeof name, desc_len = sizeof desc, verbosity, bind, scope, count = 0;
+        MPI_Datatype type;
+        MPI_T_enum en;
+        if (MPI_T_cvar_get_info(i, name, &name_len, &verbosity, &type, &en, desc, &desc_len, &bind, &scope) != MPI_SUCCESS ||
+            strcmp(name, want) || type != MPI_CHAR || bind != MPI_T_BIND_NO_OBJECT)
+            continue;
+        char value[4096];
+        MPI_T_cvar_handle h;
+        if (MPI_T_cvar_handle_alloc(i, NULL, &h, &count) != MPI_SUCCESS) return;
+        if (count > 0 && (size_t)count <= sizeof value && MPI_T_cvar_read(h, value) == MPI_SUCCESS) {
+            value[count - 1] = 0;
+            size_t n = strnlen(value, len - 1);  // a longer value is cut: it only goes into a log line
+            memcpy(out, value, n);
+            out[n] = 0;
+        }
+        MPI_T_cvar_handle_free(&h);
+        return;
+    }
+}
+
+// The component Open MPI selected ("ob1", "cm", "ofi"), from its exported base variable: MPI_T
+// only holds what was asked for ("^ucx" from Debian's openmpi-mca-params.conf, or nothing), and
+// the default choice differs by machine (cm+ofi on EFA). The 4.x mca_base_component_t layout
+// (3 ints, project[16], 3 ints, type[32], 3 ints, name[64]) is checked through its project and
+// type names, so another MPI or layout gives NULL and the caller falls back to MPI_T.
+static const char *ompi_selected(const char *symbol, const char *type, int is_pointer) {
+    // the offsets below are Open MPI 4.x's mca_base_component_t; other versions keep to MPI_T
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len;
+    if (MPI_Get_library_version(lib, &len) != MPI_SUCCESS || strncmp(lib, "Open MPI v4.", 12)) return NULL;
+    const char *c = dlsym(RTLD_DEFAULT, symbol);
+    if (c && is_pointer) c = *(const char *const *)c;
+    if (!c || strncmp(c + 12, "ompi", 16) || strncmp(c + 40, type, 32) || !memchr(c + 84, 0, 64) || !c[84]) return NULL;
+    return c + 84;
+}
+
+static char transport[512] = "unknown";
+
+const char *comm_transport(void) { return transport; }
+
+// Fills `transport` once MPI is up: the PML, the MTL when cm drives one, and the libfabric
+// provider asked for when that MTL is ofi (EFA runs must say "provider=efa", not tcp).
+static void find_transport(void) {
+    int provided;
+    char pml[256], mtl[256], prov[256];
+    const char *v;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return;
+    cvar_string("pml", pml, sizeof pml);
+    cvar_string("mtl", mtl, sizeof mtl);
+    cvar_string("mtl_ofi_provider_include", prov, sizeof prov);
+    MPI_T_finalize();
+    // the environment, for an MPI whose MPI_T does not tell (the MCA variables are Open MPI's)
+    if (!pml[0] && (v = getenv("OMPI_MCA_pml"))) snprintf(pml, sizeof pml, "%s", v);
+    if (!mtl[0] && (v = getenv("OMPI_MCA_mtl"))) snprintf(mtl, sizeof mtl, "%s", v);
+    if (!prov[0] && (v = getenv("OMPI_MCA_mtl_ofi_provider_include"))) snprintf(prov, sizeof prov, "%s", v);
+    if (!prov[0] && (v = getenv("FI_PROVIDER"))) snprintf(prov, sizeof prov, "%s", v);
+    const char *sel_pml = ompi_selected("mca_pml_base_selected_component", "pml", 0);
+    if (sel_pml) {  // the MTL matters only under cm; NULL pointer: no MTL was selected
+        const char *sel_mtl = strcmp(sel_pml, "cm") ? NULL : ompi_selected("ompi_mtl_base_selected_component", "mtl", 1);
+        snprintf(pml, sizeof pml, "%s", sel_pml);
+        snprintf(mtl, sizeof mtl, "%s", sel_mtl ? sel_mtl : "");
+    } else if (mtl[0] == '^') {
+        mtl[0] = 0;  // an exclusion list names no MTL in use
+    }
+    int n = snprintf(transport, sizeof transport, "pml=%s", pml[0] ? pml : "unknown");
+    if (mtl[0]) n += snprintf(transport + n, sizeof transport - n, " mtl=%s", mtl);
+    if (!strcmp(mtl, "ofi")) snprintf(transport + n, sizeof transport - n, " provider=%s", prov[0] ? prov : "auto");
+}
+
 void comm_init(int *argc, char ***argv) {
     // big buffers (units, MPI temporaries) go straight to mmap and back to the OS when freed,
     // instead of glibc raising its threshold and keeping them in a growing heap
@@ -78,6 +156,8 @@ void comm_init(int *argc, char ***argv) {
     mpiCheck(MPI_Op_create(bf16_sum, 1, &bf16_sum_op));
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &comm_info.rank));
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &comm_info.world));
+    find_transport();
+    comm_log("fsdpc: MPI transport %s\n", transport);
     // local rank from shared-memory domains, so mpiexec, srun and a bare start all agree
     MPI_Comm node;
     mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm_info.rank, MPI_INFO_NULL, &node));

@@ -15,6 +15,13 @@ extern CommInfo comm_info;
 
 void comm_init(int *argc, char ***argv);
 void comm_finalize(void);
+// The MPI transport comm_init found, for the start-up log: "pml=<name>", plus " mtl=<name>" when
+// the cm PML drives an MTL, plus " provider=<libfabric provider>" when that MTL is ofi, e.g.
+// "pml=ob1" (TCP/shared-memory BTLs) or "pml=cm mtl=ofi provider=efa". The names are Open MPI's
+// selected components; where they cannot be read, the requested MCA values (MPI_T, then the
+// OMPI_MCA_* and FI_PROVIDER variables), and "unknown" for the PML when nothing tells.
+// "provider=" is the requested include list ("auto" when none: libfabric picks).
+const char *comm_transport(void);
 // CPU threads per rank when --num_threads is 0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else
 // the cores this process may run on, shared among the node's ranks when they are not pinned
 int comm_default_threads(void);

@@ -42,20 +42,27 @@ int config_preset(ModelConfig *m, const char *name) {
 
 int config_head_dim(const ModelConfig *m) { return m->hidden_width / m->num_heads; }
 
-typedef enum { F_INT, F_FLOAT, F_STR, F_BOOL } FlagKind;
+// F_MAP, F_BOOLSTR and F_UNSUP carry the seed recipes' spellings onto fsdpc's own settings:
+// F_MAP translates a value ("from=to|..." in choices) into a string setting, F_BOOLSTR a boolean
+// into one of two values ("on|off"), and F_UNSUP names a feature fsdpc lacks (choices says
+// why): its "off" values are accepted, anything else is refused.
+typedef enum { F_INT, F_FLOAT, F_STR, F_BOOL, F_MAP, F_BOOLSTR, F_UNSUP } FlagKind;
 
 typedef struct {
     const char *name;
     const char *alias;    // the other spelling the seed scripts use, or NULL
     FlagKind kind;
     size_t off, size;     // where the value lives in Config (size for strings)
-    const char *choices;  // "a|b|c" for an enumerated string, else NULL
+    const char *choices;  // "a|b|c" for an enumerated string, a map or a reason (above), else NULL
 } Flag;
 
 #define I(n, field) {n, NULL, F_INT, offsetof(Config, field), 0, NULL}
 #define FL(n, field) {n, NULL, F_FLOAT, offsetof(Config, field), 0, NULL}
 #define S(n, field, ch) {n, NULL, F_STR, offsetof(Config, field), sizeof(((Config *)0)->field), ch}
 #define B(n, field) {n, NULL, F_BOOL, offsetof(Config, field), 0, NULL}
+#define ALIAS(n, kind, field) {n, NULL, kind, offsetof(Config, field), sizeof(((Config *)0)->field), NULL}
+#define MAP(n, kind, field, map) {n, NULL, kind, offsetof(Config, field), sizeof(((Config *)0)->field), map}
+#define UNSUP(n, why) {n, NULL, F_UNSUP, 0, 0, why}
 
 static const Flag flags[] = {
     S("model_type", model.model_type, "llama_v2|mingpt"),
@@ -113,6 +120,27 @@ static const Flag flags[] = {
     I("num_tokens", num_tokens),
     FL("temperature", temperature),
     FL("top_p", top_p),
+    // the seed recipes' spellings (README, "Flags of the seed recipes")
+    ALIAS("train_batch_size", F_INT, batch_size),
+    UNSUP("val_batch_size", "validation runs at --batch_size"),
+    MAP("sharding_strategy", F_MAP, sharding,
+        "full=full-shard|hybrid=hybrid-full-shard|fsdp=full-shard|hsdp=hybrid-full-shard|ddp=no-shard"),
+    ALIAS("activation_checkpointing", F_BOOL, activation_checkpoints),
+    ALIAS("fsdp_activation_checkpointing", F_BOOL, activation_checkpoints),
+    MAP("bf16", F_BOOLSTR, precision, "bf16|float32"),
+    ALIAS("resid_pdrop", F_FLOAT, model.dropout),
+    ALIAS("embd_pdrop", F_FLOAT, model.dropout),
+    ALIAS("attn_pdrop", F_FLOAT, model.dropout),
+    UNSUP("plateau", "the learning rate follows --lr_decay_style (cosine, linear or constant), not a plateau schedule"),
+    ALIAS("epochs", F_INT, max_epochs),
+    ALIAS("ckpt_load_path", F_STR, resume_from_checkpoint),
+    ALIAS("ckpt_save_path", F_STR, checkpoint_dir),
+    ALIAS("report_interval", F_INT, logging_freq),
+    ALIAS("checkpoint_interval", F_INT, checkpoint_freq),
+    ALIAS("data_path", F_STR, train_data),
+    ALIAS("low_cpu_fsdp", F_BOOL, meta_init),
+    UNSUP("use_profiler", "use --profile for the per-phase table, or nsys with the NVTX ranges on a GPU"),
+    UNSUP("zipped_data", "training reads token shards: turn .jsonl.gz into them with fsdpc prepare, which reads gzip"),
 };
 #define NFLAGS (sizeof flags / sizeof flags[0])
 
@@ -187,6 +215,32 @@ static void set_flag(Config *c, const Flag *f, const char *v) {
     case F_BOOL:
         if (!parse_bool(v, (int *)field)) comm_fail_all("--%s expects 0/1/true/false, got '%s'", f->name, v);
         break;
+    case F_MAP: {
+        size_t n = strlen(v);
+        for (const char *p = f->choices; *p;) {
+            const char *eq = strchr(p, '='), *bar = strchr(p, '|');
+            size_t to_len = bar ? (size_t)(bar - eq - 1) : strlen(eq + 1);
+            if ((size_t)(eq - p) == n && !strncmp(p, v, n)) {
+                snprintf(field, f->size, "%.*s", (int)to_len, eq + 1);
+                return;
+            }
+            p = bar ? bar + 1 : eq + 1 + to_len;
+        }
+        comm_fail_all("--%s must be one of %s (each as from=setting), got '%s'", f->name, f->choices, v);
+    }
+    case F_BOOLSTR: {
+        int on;
+        if (!parse_bool(v, &on)) comm_fail_all("--%s expects 0/1/true/false, got '%s'", f->name, v);
+        const char *bar = strchr(f->choices, '|');
+        if (on) snprintf(field, f->size, "%.*s", (int)(bar - f->choices), f->choices);
+        else snprintf(field, f->size, "%s", bar + 1);
+        break;
+    }
+    case F_UNSUP: {
+        int on;
+        if (!parse_bool(v, &on) || on) comm_fail_all("--%s %s is not supported yet: %s", f->name, v, f->choices);
+        break;
+    }
     case F_STR:
         if (strlen(v) >= f->size) comm_fail_all("--%s value is too long (max %zu characters)", f->name, f->size - 1);
         if (f->choices) {
@@ -337,7 +391,9 @@ void config_parse(Config *c, int argc, char **argv) {
             if (!f) comm_fail_all("unknown flag '--%s' (see README.md for the list)", name);
             if (eq) {
                 val = eq + 1;
-            } else if (f->kind == F_BOOL) {
+            } else if (f->kind == F_UNSUP) {  // any value may follow; none means "on"
+                val = i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0 ? argv[++i] : "1";
+            } else if (f->kind == F_BOOL || f->kind == F_BOOLSTR) {
                 int dummy;  // a bare boolean flag means true; an explicit 0/1 after it is consumed
                 val = (i + 1 < argc && parse_bool(argv[i + 1], &dummy)) ? argv[++i] : "1";
             } else {

@@ -33,6 +33,7 @@ suite "hf: Hugging Face weights in (safetensors) and out (export)" bash test/tes
 suite "finetune: import, finetune on 2 ranks, export, PyTorch greedy equality" bash test/test_finetune.sh
 suite "fuzz: regression corpus under ASan/UBSan" bash test/fuzz/replay.sh
 suite "slurm: srun/sbatch/scancel/preemption on a real single-node Slurm" bash test/test_slurm.sh
+suite "ofi: cm/ofi MTL over libfabric tcp matches the default transport" bash test/test_ofi.sh
 suite "faults: divergence, preemption, one-rank errors, memory, paths, flags" bash test/test_faults.sh
 
 passed=$(grep -c '^ok ' "$LOG")

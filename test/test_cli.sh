@@ -85,3 +85,23 @@ head -c 2000 data/tinyshakespeare.txt >"$W/small.txt"
 [ "$(grep -c '^Batch .* Loss' "$W/ep.log")" = 8 ]
 check "--max_epochs 1 runs one pass over the data" $? "$(grep -c '^Batch .* Loss' "$W/ep.log")"
 
+
+# the seed recipes' flags map onto fsdpc's own, or are refused by name
+desc() { ./fsdpc "$@" --max_steps 1 --num_tokens 0 --checkpoint_freq 0 2>&1 | grep '^model='; }
+[ "$(desc --train_batch_size 4 --bf16 --sharding_strategy hsdp --shard_group_size 1 --epochs 1 --report_interval 5)" = \
+  "$(desc --batch_size 4 --precision bf16 --sharding hybrid-full-shard --shard_group_size 1 --max_epochs 1 --logging_freq 5)" ]
+check "10.FSDP/profiling spellings configure the same run as fsdpc's own" $?
+for pair in "fsdp full-shard" "ddp no-shard" "full full-shard" "hybrid hybrid-full-shard"; do
+    set -- $pair
+    g=""; case $2 in hybrid-*) g="--shard_group_size 1" ;; esac
+    desc --sharding_strategy "$1" $g | grep -q "sharding=$2 "
+    check "--sharding_strategy $1 is --sharding $2" $?
+done
+expect_error "--plateau has no counterpart" "--plateau 1 is not supported yet" ./fsdpc --plateau
+expect_error "--val_batch_size has no counterpart" "--val_batch_size 2 is not supported yet" ./fsdpc --val_batch_size 2
+expect_error "--use_profiler has no counterpart yet" "--use_profiler 1 is not supported yet" ./fsdpc --use_profiler 1
+expect_error "--zipped_data 1 points to prepare" "--zipped_data 1 is not supported yet: .*fsdpc prepare" ./fsdpc --zipped_data 1
+expect_error "--resid_pdrop is dropout" "--dropout 0.1: only 0 is supported" ./fsdpc --resid_pdrop 0.1
+expect_error "--sharding_strategy bad value" "--sharding_strategy must be one of full=full-shard" ./fsdpc --sharding_strategy zero
+desc --zipped_data 0 --plateau 0 --use_profiler false >/dev/null
+check "their 'off' values are accepted" $?
