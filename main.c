@@ -1,5 +1,6 @@
 // fsdpc: FSDP-style training of Llama-2 models in one MPI binary.
 #include <string.h>
+#include <unistd.h>
 
 #include "ckpt/hf.h"
 #include "comm/comm.h"
@@ -25,7 +26,13 @@ int main(int argc, char **argv) {
     static Config cfg;  // large (paths, prompt): keep it off the stack
     config_parse(&cfg, argc, argv);
     comm_check_same(config_hash(&cfg), "flags");
-    kern_init(cfg.num_threads ? cfg.num_threads : comm_default_threads());
+    const char *source = "--num_threads";
+    kern_init(cfg.num_threads ? cfg.num_threads : comm_default_threads(&source));
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    comm_log("fsdpc: %d thread(s) per rank, from %s\n", kern_num_threads(), source);
+    if ((long)kern_num_threads() * comm_info.local_world > cores)
+        comm_log("warning: %d thread(s) x %d rank(s) on this node exceed its %ld cores: the ranks will slow each other down\n",
+                 kern_num_threads(), comm_info.local_world, cores);
     cfg.num_threads = kern_num_threads();
     comm_check_all(kern_select_device(cfg.device, comm_info.local_rank, comm_info.local_world));
     kern_set_compute_bf16(!strcmp(cfg.precision, "bf16"));

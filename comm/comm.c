@@ -175,14 +175,15 @@ void comm_init(int *argc, char ***argv) {
     }
 }
 
-int comm_default_threads(void) {
+int comm_default_threads(const char **source) {
     const char *v = getenv("OMP_NUM_THREADS");
-    if (v && atoi(v) > 0) return atoi(v);
-    if ((v = getenv("SLURM_CPUS_PER_TASK")) && atoi(v) > 0) return atoi(v);
+    if (v && atoi(v) > 0) return *source = "OMP_NUM_THREADS", atoi(v);
+    if ((v = getenv("SLURM_CPUS_PER_TASK")) && atoi(v) > 0) return *source = "SLURM_CPUS_PER_TASK", atoi(v);
     cpu_set_t set;
     int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    *source = "the cores this rank is pinned to";
     // unpinned ranks (--bind-to none, task/none) each see every core of the node: share them
-    if (n >= sysconf(_SC_NPROCESSORS_ONLN)) n /= comm_info.local_world;
+    if (n >= sysconf(_SC_NPROCESSORS_ONLN)) n /= comm_info.local_world, *source = "the node's cores shared by its ranks";
     return n > 0 ? n : 1;
 }
 

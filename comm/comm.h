@@ -24,7 +24,7 @@ void comm_finalize(void);
 const char *comm_transport(void);
 // CPU threads per rank when --num_threads is 0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else
 // the cores this process may run on, shared among the node's ranks when they are not pinned
-int comm_default_threads(void);
+int comm_default_threads(const char **source);  // *source: where the number came from, for the log
 double comm_time(void);
 // peak resident memory of this process in MiB
 double comm_peak_mem_mib(void);

@@ -133,3 +133,7 @@ expect_error "run/pbs.sh without DATA says what to set" "set DATA to the trainin
 ./fsdpc $SMALL --max_steps 3 --num_tokens 300 --checkpoint_freq 0 >"$W/sample.log" 2>&1
 LC_ALL=C.UTF-8 grep -Iq "Batch 3 Loss" "$W/sample.log" && ! LC_ALL=C.UTF-8 grep -q $'\r' "$W/sample.log"
 check "the end-of-run sample leaves the log greppable text (other bytes as \\xNN)" $?
+$MPI -np 2 ./fsdpc $SMALL --num_threads $(($(nproc) + 1)) --max_steps 1 --checkpoint_freq 0 2>&1 | grep -q "^warning: .* exceed its $(nproc) cores"
+check "threads x ranks beyond the node's cores is warned about" $?
+./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 2>&1 | grep -q "^fsdpc: [0-9]* thread(s) per rank, from "
+check "the thread count's source is logged" $?
