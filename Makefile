@@ -13,7 +13,7 @@ CFLAGS += -std=gnu11 -fno-math-errno -fopenmp -I/usr/include/hdf5/openmpi -I/usr
 CXX = g++
 CXXFLAGS ?= -O2 $(ARCH) -Wall -Wextra
 CXXFLAGS += -std=c++17 -MMD -MP
-LDLIBS = -L$(HDF5_DIR) -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lsentencepiece -lstdc++ -lm
+LDLIBS = -L$(HDF5_DIR) -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lsentencepiece -lstdc++ -lpcre2-8 -lm
 HOST_LDLIBS := $(LDLIBS)
 # C++ only where a library has no C API (libsentencepiece): thin wrappers with C linkage
 CXX_SRC = $(wildcard data/*.cpp)
@@ -36,8 +36,9 @@ ifeq ($(SAN),1)
 BUILD := $(BUILD)-san
 CFLAGS += -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 CXXFLAGS += -g -fsanitize=address,undefined
-LDLIBS += -fsanitize=address,undefined
-HOST_LDLIBS += -fsanitize=address,undefined
+SAN_LD = -fsanitize=address,undefined
+LDLIBS += $(SAN_LD)
+HOST_LDLIBS += $(SAN_LD)
 export ASAN_OPTIONS ?= detect_leaks=0
 endif
 # build/flavor changes when the object folder does, so ./fsdpc relinks after a SAN=1 build
@@ -73,7 +74,8 @@ build/test_%: test/test_%.c $(OBJ) build/flavor
 # test/emu's fakes of the CUDA runtime, cuBLASLt, WMMA, CUB and NCCL (one CPU thread per GPU thread,
 # device memory inaccessible to host code). build/test_gpu_emu is test_gpu on it; build/fsdpc_emu
 # is the whole program with the emulated GPU as its CUDA device.
-EMU = build/emu
+# the emulator's C objects take CFLAGS, sanitizers included: a folder per flavour keeps them apart
+EMU = build/emu$(if $(filter 1,$(SAN)),-san)
 EMU_OBJ = $(patsubst kernels/cuda/%.cu,$(EMU)/%.o,$(wildcard kernels/cuda/*.cu))
 EMU_HDR = $(patsubst kernels/cuda/%,$(EMU)/%,$(wildcard kernels/cuda/*.cuh))
 EMU_REWRITE = perl -pe 's/(\w+)<<<(.*?)>>>\(/emu_launch($$1, $$2)(/g; s/extern __shared__ (__align__\(\d+\) )?float smem\[\];/float *smem = emu::dyn_smem;/; s/__shared__ (\w+) (\w+)\[(\w+)\];/$$1 (&$$2)[$$3] = emu::shared_array<$$1, $$3, __LINE__>();/'
@@ -105,7 +107,7 @@ $(EMU)/test_gpu.o: test/test_gpu.c
 	gcc $(CFLAGS) -DFSDPC_CUDA -Dmain=test_main -I. -c $< -o $@
 
 build/test_gpu_emu: $(EMU_OBJ) $(EMU)/emu_main.o $(EMU)/device.o $(EMU)/test_gpu.o $(CPU_KERN_OBJ)
-	g++ -fopenmp -pthread $^ -o $@ -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lm
+	g++ -fopenmp -pthread $^ -o $@ -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lm $(SAN_LD)
 
 EMU_C_OBJ = $(patsubst %.c,$(EMU)/c/%.o,main.c $(wildcard comm/*.c model/*.c shard/*.c data/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c) test/emu/c/capi.c)
 $(EMU)/c/%.o: %.c
@@ -124,12 +126,14 @@ build/emu_race_check: test/emu/race_check.cpp $(EMU)/device.o
 FUZZ_CC = clang
 FUZZ_FLAGS = -g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. \
 	-I/usr/include/hdf5/openmpi -I/usr/include/x86_64-linux-gnu/openmpi
-FUZZ_TARGETS = build/fuzz/fuzz_cli build/fuzz/fuzz_json build/fuzz/fuzz_shard_header build/fuzz/fuzz_jsonl build/fuzz/fuzz_tokenizer
+FUZZ_TARGETS = build/fuzz/fuzz_cli build/fuzz/fuzz_json build/fuzz/fuzz_shard_header build/fuzz/fuzz_jsonl build/fuzz/fuzz_tokenizer \
+	build/fuzz/fuzz_ckpt_validate
 FUZZ_SECONDS ?= 60
 build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c model/config.c test/fuzz/stub.c
 build/fuzz/fuzz_json: test/fuzz/fuzz_json.c data/json.c test/fuzz/stub.c
 build/fuzz/fuzz_shard_header: test/fuzz/fuzz_shard_header.c data/data.c test/fuzz/stub.c
-TOKENIZER_SRC = data/tokenizer.c data/hub.c data/json.c build/fuzz/sentencepiece.o
+build/fuzz/fuzz_ckpt_validate: test/fuzz/fuzz_ckpt_validate.c ckpt/validate.c model/config.c test/fuzz/stub.c
+TOKENIZER_SRC = data/tokenizer.c data/bpe.c data/hub.c data/json.c build/fuzz/sentencepiece.o
 build/fuzz/fuzz_jsonl: test/fuzz/fuzz_jsonl.c data/prepare.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_tokenizer: test/fuzz/fuzz_tokenizer.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/sentencepiece.o: data/sentencepiece.cpp
@@ -137,7 +141,7 @@ build/fuzz/sentencepiece.o: data/sentencepiece.cpp
 	clang++ -g -O1 -std=c++17 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr -c $< -o $@
 build/fuzz/%:
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZ_FLAGS) $^ -o $@ -lm -lpthread -lz $(if $(filter %.o,$^),-lsentencepiece -lstdc++)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $^ -o $@ -lm -lpthread -lz $(if $(filter %.o,$^),-lsentencepiece -lstdc++ -lpcre2-8)
 
 fuzz: deps
 	@$(MAKE) --no-print-directory $(FUZZ_TARGETS)

@@ -1,4 +1,4 @@
-// fsdpc: FSDP-style training of Llama-2 models in one MPI binary.
+// fsdpc: FSDP-style training of Llama-2 and minGPT models in one MPI binary.
 #include <string.h>
 #include <unistd.h>
 
@@ -26,6 +26,9 @@ int main(int argc, char **argv) {
     static Config cfg;  // large (paths, prompt): keep it off the stack
     config_parse(&cfg, argc, argv);
     comm_check_same(config_hash(&cfg), "flags");
+    comm_log_timestamps(cfg.log_timestamps);
+    comm_log("fsdpc: MPI transport %s\n", comm_transport());
+    comm_check_environment(cfg.environment);
     const char *source = "--num_threads";
     kern_init(cfg.num_threads ? cfg.num_threads : comm_default_threads(&source));
     long cores = sysconf(_SC_NPROCESSORS_ONLN);

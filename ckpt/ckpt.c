@@ -24,11 +24,11 @@
 
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
+#include "validate.h"
 
-#define FORMAT_NAME "fsdpc-ckpt"
-// 1: the first schema; 2: run_id, parent, lineage, checksum = "crc32" and a crc32 per dataset
-#define FORMAT_VERSION 2
-#define CHECKSUM_NAME "crc32"
+#define FORMAT_NAME CKPT_FORMAT_NAME
+#define FORMAT_VERSION CKPT_FORMAT_VERSION
+#define CHECKSUM_NAME CKPT_CHECKSUM_NAME
 #define VERIFY_CHUNK ((size_t)1 << 20)  // elements read at a time by ckpt_verify
 
 // Checksums are defined over the little-endian fp32 bytes; this host's floats are those bytes.
@@ -81,220 +81,158 @@ static int attr_write_str(hid_t loc, const char *name, const char *val) {
     return ok;
 }
 
-// Readers take nothing on trust: an attribute of another class (a string where a number belongs)
-// or shape (an array where a scalar belongs) is refused, never converted.
-enum { ATTR_BAD = -1, ATTR_ABSENT = 0, ATTR_OK = 1 };
+// ---- reading what a file holds, for validate.c to judge ----
 
-static int attr_open(hid_t loc, const char *name, H5T_class_t cls, hid_t *a, hid_t *type) {
-    htri_t e = H5Aexists(loc, name);
-    if (e == 0) return ATTR_ABSENT;
-    if (e < 0 || (*a = H5Aopen(loc, name, H5P_DEFAULT)) < 0) return ATTR_BAD;
-    hid_t sp = H5Aget_space(*a);
-    *type = H5Aget_type(*a);
-    int ok = sp >= 0 && *type >= 0 && H5Sget_simple_extent_type(sp) == H5S_SCALAR && H5Tget_class(*type) == cls;
-    if (sp >= 0) H5Sclose(sp);
-    if (ok) return ATTR_OK;
-    if (*type >= 0) H5Tclose(*type);
-    H5Aclose(*a);
-    return ATTR_BAD;
-}
-
-static void attr_close(hid_t a, hid_t type) {
-    H5Tclose(type);
-    H5Aclose(a);
-}
-
-// an integer scalar of up to 64 bits: *v its bits, *neg whether it is a negative signed value
-static int attr_integer(hid_t loc, const char *name, uint64_t *v, int *neg) {
-    hid_t a, t;
-    int r = attr_open(loc, name, H5T_INTEGER, &a, &t);
-    if (r != ATTR_OK) return r;
-    int64_t x = 0;
-    int ok = H5Tget_size(t) <= 8;
-    *neg = 0;
-    if (ok && H5Tget_sign(t) == H5T_SGN_NONE) {
-        ok = H5Aread(a, H5T_NATIVE_UINT64, v) >= 0;
-    } else if (ok) {
-        ok = H5Aread(a, H5T_NATIVE_INT64, &x) >= 0;
-        *v = (uint64_t)x;
-        *neg = x < 0;
-    }
-    attr_close(a, t);
-    return ok ? ATTR_OK : ATTR_BAD;
-}
-
-static int attr_double(hid_t loc, const char *name, double *v) {
-    hid_t a, t;
-    int r = attr_open(loc, name, H5T_FLOAT, &a, &t);
-    if (r != ATTR_OK) return r;
-    int ok = H5Aread(a, H5T_NATIVE_DOUBLE, v) >= 0;
-    attr_close(a, t);
-    return ok ? ATTR_OK : ATTR_BAD;
-}
-
-// a string scalar, fixed or variable length (h5py writes the latter), shorter than len
-static int attr_str(hid_t loc, const char *name, char *buf, size_t len) {
-    hid_t a, t;
-    int r = attr_open(loc, name, H5T_STRING, &a, &t);
-    if (r != ATTR_OK) return r;
-    int ok = 0;
-    hid_t mt = H5Tcopy(H5T_C_S1);
-    if (mt >= 0 && H5Tset_cset(mt, H5Tget_cset(t)) >= 0) {
-        if (H5Tis_variable_str(t) > 0) {
-            char *s = NULL;
-            if (H5Tset_size(mt, H5T_VARIABLE) >= 0 && H5Aread(a, mt, &s) >= 0) {
-                ok = !s || strlen(s) < len;
-                if (ok) snprintf(buf, len, "%s", s ? s : "");
-            }
-            if (s) H5free_memory(s);
-        } else {
-            size_t n = H5Tget_size(t);  // one more in memory keeps a full-width unterminated string whole
-            char *s = n > 0 && n <= (1u << 20) ? mallocCheck(n + 1) : NULL;
-            ok = s && H5Tset_size(mt, n + 1) >= 0 && H5Aread(a, mt, s) >= 0 && strlen(s) < len;
-            if (ok) snprintf(buf, len, "%s", s);
-            free(s);
+// An attribute as it is: its class and shape are recorded, never converted (a string where a
+// number belongs stays a string). A string is kept up to 1 MiB.
+static void attr_value(hid_t a, CkptAttr *out) {
+    out->kind = CKPT_ATTR_OTHER;
+    hid_t sp = H5Aget_space(a), t = H5Aget_type(a);
+    int scalar = sp >= 0 && H5Sget_simple_extent_type(sp) == H5S_SCALAR;
+    H5T_class_t cls = t < 0 ? H5T_NO_CLASS : H5Tget_class(t);
+    if (scalar && cls == H5T_INTEGER && H5Tget_size(t) <= 8) {
+        int64_t x = 0;
+        if (H5Tget_sign(t) == H5T_SGN_NONE) {
+            if (H5Aread(a, H5T_NATIVE_UINT64, &out->bits) >= 0) out->kind = CKPT_ATTR_INT;
+        } else if (H5Aread(a, H5T_NATIVE_INT64, &x) >= 0) {
+            out->bits = (uint64_t)x;
+            out->neg = x < 0;
+            out->kind = CKPT_ATTR_INT;
         }
+    } else if (scalar && cls == H5T_FLOAT) {
+        if (H5Aread(a, H5T_NATIVE_DOUBLE, &out->f) >= 0) out->kind = CKPT_ATTR_FLOAT;
+    } else if (scalar && cls == H5T_STRING) {
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        if (mt >= 0 && H5Tset_cset(mt, H5Tget_cset(t)) >= 0) {
+            if (H5Tis_variable_str(t) > 0) {  // h5py writes these
+                char *s = NULL;
+                if (H5Tset_size(mt, H5T_VARIABLE) >= 0 && H5Aread(a, mt, &s) >= 0) {
+                    out->kind = CKPT_ATTR_STR;
+                    out->s = !s ? strdup("") : strlen(s) <= (1u << 20) ? strdup(s) : NULL;
+                }
+                if (s) H5free_memory(s);
+            } else {
+                size_t n = H5Tget_size(t);  // one more in memory keeps a full-width unterminated string whole
+                char *s = n > 0 && n <= (1u << 20) ? mallocCheck(n + 1) : NULL;
+                out->kind = CKPT_ATTR_STR;
+                if (s && (H5Tset_size(mt, n + 1) < 0 || H5Aread(a, mt, s) < 0)) out->kind = CKPT_ATTR_OTHER;
+                if (out->kind == CKPT_ATTR_STR) out->s = s;
+                else free(s);
+            }
+        }
+        if (mt >= 0) H5Tclose(mt);
     }
-    if (mt >= 0) H5Tclose(mt);
-    attr_close(a, t);
-    return ok ? ATTR_OK : ATTR_BAD;
+    if (t >= 0) H5Tclose(t);
+    if (sp >= 0) H5Sclose(sp);
 }
 
-// ---- the header: root attributes, each validated before use ----
+// the attribute name of object loc (kind ABSENT when it has none)
+static void attr_named(hid_t loc, const char *name, CkptAttr *out) {
+    memset(out, 0, sizeof *out);
+    out->name = name;
+    htri_t e = H5Aexists(loc, name);
+    if (e == 0) return;
+    hid_t a = e < 0 ? -1 : H5Aopen(loc, name, H5P_DEFAULT);
+    out->kind = CKPT_ATTR_OTHER;
+    if (a >= 0) {
+        attr_value(a, out);
+        H5Aclose(a);
+    }
+}
 
 typedef struct {
-    const char *name;
-    size_t off;
-} IntField;
+    CkptAttr *a;
+    size_t n, cap;
+} AttrList;
 
-static const IntField model_ints[] = {
-    {"hidden_width", offsetof(ModelConfig, hidden_width)},
-    {"num_layers", offsetof(ModelConfig, num_layers)},
-    {"num_heads", offsetof(ModelConfig, num_heads)},
-    {"num_key_value_heads", offsetof(ModelConfig, num_key_value_heads)},
-    {"intermediate_size", offsetof(ModelConfig, intermediate_size)},
-    {"vocab_size", offsetof(ModelConfig, vocab_size)},
-    {"max_context_width", offsetof(ModelConfig, max_context_width)},
-};
-#define NMODEL_INTS (sizeof model_ints / sizeof model_ints[0])
-
-typedef struct {
-    int version;
-    CkptMeta meta;
-    ModelConfig model;
-    char tokenizer[1024];
-} Header;
-
-static char header_msg[1400];
-
-static const char *attr_error(const char *file, const char *name, int r, const char *want) {
-    if (r == ATTR_ABSENT) snprintf(header_msg, sizeof header_msg, "checkpoint '%s' lacks the '%s' attribute", file, name);
-    else snprintf(header_msg, sizeof header_msg, "checkpoint '%s': attribute '%s' is not %s", file, name, want);
-    return header_msg;
-}
-
-static const char *get_int(hid_t f, const char *file, const char *name, int64_t lo, int64_t hi, int *out) {
-    uint64_t v;
-    int neg, r = attr_integer(f, name, &v, &neg);
-    if (r != ATTR_OK) return attr_error(file, name, r, "an integer scalar");
-    int64_t x = (int64_t)v;
-    if ((!neg && v > (uint64_t)INT64_MAX) || x < lo || x > hi) {
-        char val[32];
-        if (neg) snprintf(val, sizeof val, "%lld", (long long)x);
-        else snprintf(val, sizeof val, "%llu", (unsigned long long)v);
-        snprintf(header_msg, sizeof header_msg, "checkpoint '%s': attribute '%s' is %s, outside [%lld, %lld]", file, name, val,
-                 (long long)lo, (long long)hi);
-        return header_msg;
+static herr_t collect_attr(hid_t loc, const char *name, const H5A_info_t *info, void *arg) {
+    AttrList *l = arg;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 32;
+        l->a = realloc(l->a, l->cap * sizeof *l->a);
+        if (!l->a) comm_fatal("out of memory reading checkpoint attributes");
     }
-    *out = (int)x;
-    return NULL;
+    CkptAttr *a = &l->a[l->n++];
+    attr_named(loc, name, a);
+    a->name = strdup(name);
+    if (!a->name) comm_fatal("out of memory reading checkpoint attributes");
+    return 0;
 }
 
-static const char *get_u64(hid_t f, const char *file, const char *name, uint64_t *out) {
-    int neg, r = attr_integer(f, name, out, &neg);
-    if (r != ATTR_OK || neg) return attr_error(file, name, r, "a non-negative integer scalar");
-    return NULL;
-}
+static void attr_free(CkptAttr *a) { free((char *)a->s); }
 
-static const char *get_str(hid_t f, const char *file, const char *name, char *buf, size_t len) {
-    int r = attr_str(f, name, buf, len);
-    if (r == ATTR_OK) return NULL;
-    static char want[64];
-    snprintf(want, sizeof want, "a string scalar of under %zu bytes", len);
-    return attr_error(file, name, r, want);
-}
-
-// absent: *out keeps its default (files from before the attribute existed)
-static const char *get_positive_float(hid_t f, const char *file, const char *name, float *out) {
-    double v;
-    int r = attr_double(f, name, &v);
-    if (r == ATTR_ABSENT) return NULL;
-    if (r != ATTR_OK) return attr_error(file, name, r, "a floating-point scalar");
-    if (!isfinite(v) || v <= 0 || v > 3.4e38) {
-        snprintf(header_msg, sizeof header_msg, "checkpoint '%s': attribute '%s' is %g, not a positive finite number", file, name, v);
-        return header_msg;
+// What the file holds: every root attribute and the number of links in /model; with
+// ngroups > 0 also every link of the first ngroups state groups, with its rank, extents, type
+// and crc32 attribute.
+static void desc_read(hid_t f, int ngroups, CkptDesc *d) {
+    memset(d, 0, sizeof *d);
+    AttrList l = {0};
+    H5Aiterate2(f, H5_INDEX_NAME, H5_ITER_INC, NULL, collect_attr, &l);  // an unreadable list reads as no attributes
+    d->attrs = l.a, d->nattrs = l.n;
+    H5G_info_t gi;
+    d->model_links = H5Lexists(f, "model", H5P_DEFAULT) > 0 && H5Gget_info_by_name(f, "model", &gi, H5P_DEFAULT) >= 0 ? (int64_t)gi.nlinks : -1;
+    size_t cap = 0;
+    CkptDataset *ds = NULL;
+    for (int g = 0; g < ngroups; g++) {
+        hid_t grp = H5Lexists(f, ckpt_groups[g], H5P_DEFAULT) > 0 ? H5Gopen2(f, ckpt_groups[g], H5P_DEFAULT) : -1;
+        if (grp < 0 || H5Gget_info(grp, &gi) < 0) gi.nlinks = 0;  // a missing group: its tensors are missing
+        for (hsize_t i = 0; i < gi.nlinks; i++) {
+            ssize_t len = H5Lget_name_by_idx(grp, ".", H5_INDEX_NAME, H5_ITER_INC, i, NULL, 0, H5P_DEFAULT);
+            if (len < 0) continue;
+            char *name = mallocCheck((size_t)len + 1);
+            H5Lget_name_by_idx(grp, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, (size_t)len + 1, H5P_DEFAULT);
+            if (d->ndatasets == cap) {
+                cap = cap ? 2 * cap : 64;
+                ds = realloc(ds, cap * sizeof *ds);
+                if (!ds) comm_fatal("out of memory listing checkpoint tensors");
+            }
+            CkptDataset *x = &ds[d->ndatasets++];
+            memset(x, 0, sizeof *x);
+            x->group = g, x->name = name, x->ndim = -1, x->crc.name = CHECKSUM_NAME;
+            hid_t dset = H5Dopen2(grp, name, H5P_DEFAULT);  // fails for groups and dangling links
+            if (dset < 0) continue;
+            hid_t sp = H5Dget_space(dset), ty = H5Dget_type(dset);
+            int nd = sp < 0 ? -1 : H5Sget_simple_extent_ndims(sp);
+            hsize_t dims[H5S_MAX_RANK];
+            if (nd >= 0 && nd <= H5S_MAX_RANK && H5Sget_simple_extent_dims(sp, dims, NULL) == nd) {
+                uint64_t *dd = mallocCheck((size_t)(nd ? nd : 1) * sizeof *dd);
+                for (int j = 0; j < nd; j++) dd[j] = dims[j];
+                x->ndim = nd, x->dims = dd;
+            }
+            x->fp32 = ty >= 0 && H5Tget_class(ty) == H5T_FLOAT && H5Tget_size(ty) == 4;
+            attr_named(dset, CHECKSUM_NAME, &x->crc);
+            if (ty >= 0) H5Tclose(ty);
+            if (sp >= 0) H5Sclose(sp);
+            H5Dclose(dset);
+        }
+        if (grp >= 0) H5Gclose(grp);
     }
-    *out = (float)v;
-    return NULL;
+    d->datasets = ds;
 }
 
-static int is_run_id(const char *s) { return strlen(s) == CKPT_RUN_ID_LEN && strspn(s, "0123456789abcdef") == CKPT_RUN_ID_LEN; }
+static void desc_free(CkptDesc *d) {
+    for (size_t i = 0; i < d->nattrs; i++) {
+        attr_free((CkptAttr *)&d->attrs[i]);
+        free((char *)d->attrs[i].name);
+    }
+    for (size_t i = 0; i < d->ndatasets; i++) {
+        attr_free((CkptAttr *)&d->datasets[i].crc);
+        free((char *)d->datasets[i].name);
+        free((uint64_t *)d->datasets[i].dims);
+    }
+    free((CkptAttr *)d->attrs);
+    free((CkptDataset *)d->datasets);
+    memset(d, 0, sizeof *d);
+}
+
+typedef CkptHeader Header;
 
 // Every root attribute, read and checked; base supplies model fields a file may lack.
 static const char *read_header(hid_t f, const char *file, const ModelConfig *base, Header *h) {
-    memset(h, 0, sizeof *h);
-    h->model = *base;
-    char fmt[64];
-    int r = attr_str(f, "format", fmt, sizeof fmt);
-    if (r != ATTR_OK || strcmp(fmt, FORMAT_NAME) != 0) {
-        snprintf(header_msg, sizeof header_msg, "'%s' is not an fsdpc checkpoint (format attribute %s%s%s)", file,
-                 r == ATTR_OK ? "'" : "", r == ATTR_OK ? fmt : r == ATTR_ABSENT ? "missing" : "not a string", r == ATTR_OK ? "'" : "");
-        return header_msg;
-    }
-    const char *e = get_int(f, file, "format_version", 1, INT_MAX, &h->version);
-    if (!e && h->version > FORMAT_VERSION) {
-        snprintf(header_msg, sizeof header_msg, "checkpoint '%s' has format_version %d; this fsdpc reads versions 1 to %d (a newer fsdpc wrote it)",
-                 file, h->version, FORMAT_VERSION);
-        return header_msg;
-    }
-    CkptMeta *m = &h->meta;
-    if (!e) e = get_int(f, file, "step", 0, INT_MAX, &m->step);
-    if (!e) e = get_u64(f, file, "tokens_seen", &m->tokens_seen);
-    if (!e) e = get_u64(f, file, "data_position", &m->data_position);
-    if (!e) e = get_u64(f, file, "rng_state", &m->rng_state);
-    if (!e) e = get_str(f, file, "model_type", h->model.model_type, sizeof h->model.model_type);
-    if (!e && strcmp(h->model.model_type, "llama_v2") != 0) {
-        snprintf(header_msg, sizeof header_msg, "checkpoint '%s' holds a '%s' model; this fsdpc implements llama_v2", file,
-                 h->model.model_type);
-        return header_msg;
-    }
-    for (size_t i = 0; !e && i < NMODEL_INTS; i++) e = get_int(f, file, model_ints[i].name, 1, INT_MAX, (int *)((char *)&h->model + model_ints[i].off));
-    if (!e) e = get_positive_float(f, file, "rope_theta", &h->model.rope_theta);
-    if (!e) e = get_positive_float(f, file, "norm_eps", &h->model.norm_eps);
-    if (!e && (r = attr_str(f, "tokenizer", h->tokenizer, sizeof h->tokenizer)) != ATTR_OK) {
-        if (r == ATTR_BAD) e = attr_error(file, "tokenizer", r, "a string scalar");
-        snprintf(h->tokenizer, sizeof h->tokenizer, "byte");  // before the attribute existed
-    }
-    if (!e && h->version >= 2) {
-        char sum[32];
-        e = get_str(f, file, "run_id", m->run_id, sizeof m->run_id);
-        if (!e && !is_run_id(m->run_id)) e = attr_error(file, "run_id", ATTR_BAD, "16 lowercase hex digits");
-        if (!e) e = get_str(f, file, "parent", m->parent, sizeof m->parent);
-        if (!e) e = get_str(f, file, "lineage", m->lineage, sizeof m->lineage);
-        if (!e) e = get_str(f, file, "checksum", sum, sizeof sum);
-        if (!e && strcmp(sum, CHECKSUM_NAME) != 0) e = attr_error(file, "checksum", ATTR_BAD, "\"" CHECKSUM_NAME "\"");
-    }
-    const char *bad = e ? NULL : config_validate_model(&h->model);
-    if (bad) return snprintf(header_msg, sizeof header_msg, "checkpoint '%s': %s", file, bad), header_msg;
-    // the tensors must be there before the sizes are trusted with allocations (a corrupt
-    // num_layers would otherwise ask for billions of tensor records)
-    H5G_info_t gi;
-    uint64_t need = 2 + 9 * (uint64_t)h->model.num_layers;
-    if (!e && (H5Lexists(f, "model", H5P_DEFAULT) <= 0 || H5Gget_info_by_name(f, "model", &gi, H5P_DEFAULT) < 0 || gi.nlinks < need)) {
-        snprintf(header_msg, sizeof header_msg, "checkpoint '%s' holds fewer tensors in /model than its num_layers=%d needs (%llu)", file,
-                 h->model.num_layers, (unsigned long long)need);
-        return header_msg;
-    }
+    CkptDesc d;
+    desc_read(f, 0, &d);
+    const char *e = ckpt_check_header(&d, file, base, h);
+    desc_free(&d);
     return e;
 }
 
@@ -310,23 +248,7 @@ static const char *read_header_of(const char *path, Header *h) {
     return e;
 }
 
-// The header's model config against the run's (plan->cfg).
-static const char *check_config(const Header *h, const char *file, const ModelPlan *plan) {
-    for (size_t i = 0; i < NMODEL_INTS; i++) {
-        int v = *(const int *)((const char *)&h->model + model_ints[i].off);
-        int want = *(const int *)((const char *)&plan->cfg + model_ints[i].off);
-        if (v != want) {
-            snprintf(header_msg, sizeof header_msg, "checkpoint '%s' has %s=%d but this run has --%s %d", file, model_ints[i].name, v,
-                     model_ints[i].name, want);
-            return header_msg;
-        }
-    }
-    return NULL;
-}
-
 // ---- tensors ----
-
-static const char *const groups[] = {"model", "optim/exp_avg", "optim/exp_avg_sq"};
 
 static int count_tensors(const ModelPlan *plan) {
     int n = 0;
@@ -334,66 +256,14 @@ static int count_tensors(const ModelPlan *plan) {
     return n;
 }
 
-static void shape_str(char *buf, size_t len, int nd, const unsigned long long *d) {
-    int n = snprintf(buf, len, "[");
-    for (int i = 0; i < nd && n < (int)len; i++) n += snprintf(buf + n, len - n, "%s%llu", i ? "," : "", d[i]);
-    if (n < (int)len) snprintf(buf + n, len - n, "]");
-}
-
-// One tensor's dataset: the plan's rank and shape (the rank is checked before the dims are
-// read into a 2-element array), a 4-byte float type, and from format_version 2 on its crc32
-// attribute, into *want when non-NULL.
-static const char *check_tensor(hid_t f, const char *file, const char *group, const TensorSpec *ts, int version, uint32_t *want) {
-    static char msg[1400];
-    char path[160], have[64] = "?", need[64];
-    unsigned long long nd_shape[2] = {(unsigned long long)ts->shape[0], (unsigned long long)ts->shape[1]};
-    shape_str(need, sizeof need, ts->ndim, nd_shape);
-    snprintf(path, sizeof path, "%s/%s", group, ts->name);
-    if (H5Lexists(f, group, H5P_DEFAULT) <= 0 || H5Lexists(f, path, H5P_DEFAULT) <= 0)
-        return snprintf(msg, sizeof msg, "checkpoint '%s' lacks tensor /%s", file, path), msg;
-    hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
-    if (ds < 0) return snprintf(msg, sizeof msg, "checkpoint '%s': /%s is not a readable dataset", file, path), msg;
-    hid_t sp = H5Dget_space(ds), ty = H5Dget_type(ds);
-    int nd = sp < 0 ? -1 : H5Sget_simple_extent_ndims(sp), ok = nd == ts->ndim;
-    if (ok) {
-        hsize_t dims[2] = {0, 0};
-        ok = H5Sget_simple_extent_dims(sp, dims, NULL) == nd;
-        unsigned long long d[2] = {dims[0], dims[1]};
-        shape_str(have, sizeof have, nd, d);
-        ok = ok && dims[0] == (hsize_t)ts->shape[0] && (nd == 1 || dims[1] == (hsize_t)ts->shape[1]);
-    }
-    const char *e = NULL;
-    if (!ok && nd != ts->ndim) {
-        e = (snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s has %d dimensions but the model needs %s", file, path, nd, need), msg);
-    } else if (!ok) {
-        e = (snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s has shape %s but the model needs %s", file, path, have, need), msg);
-    } else if (ty < 0 || H5Tget_class(ty) != H5T_FLOAT || H5Tget_size(ty) != 4) {
-        e = (snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s is not fp32", file, path), msg);
-    } else if (version >= 2) {
-        uint64_t v;
-        int neg, r = attr_integer(ds, CHECKSUM_NAME, &v, &neg);
-        if (r != ATTR_OK || neg || v > 0xffffffffu)
-            e = (snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s %s its " CHECKSUM_NAME " checksum attribute", file, path,
-                          r == ATTR_ABSENT ? "lacks" : "has a malformed"),
-                 msg);
-        else if (want) *want = (uint32_t)v;
-    }
-    if (ty >= 0) H5Tclose(ty);
-    if (sp >= 0) H5Sclose(sp);
-    H5Dclose(ds);
-    return e;
-}
-
-// Every tensor of the first ngroups groups; want (group-major, plan order) gets their checksums.
+// The first ngroups groups hold exactly plan's tensors, each of the right rank, shape and type
+// with, from format_version 2 on, its crc32 attribute (into want, group-major, plan order).
 static const char *check_tensors(hid_t f, const char *file, const ModelPlan *plan, int ngroups, int version, uint32_t *want) {
-    int k = 0;
-    for (int g = 0; g < ngroups; g++)
-        for (int u = 0; u < plan->nunits; u++)
-            for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
-                const char *e = check_tensor(f, file, groups[g], &plan->units[u].t[t], version, want ? &want[k] : NULL);
-                if (e) return e;
-            }
-    return NULL;
+    CkptDesc d;
+    desc_read(f, ngroups, &d);
+    const char *e = ckpt_check_tensors(&d, file, plan, ngroups, version, want);
+    desc_free(&d);
+    return e;
 }
 
 // Selects elements [begin, begin+count) of a row-major dataset (1-D or 2-D) as at most three
@@ -486,7 +356,7 @@ static const char *xfer_state(hid_t file, const ShardState *s, int write, int ng
             for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
                 size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
                 if (write && !shard_is_writer(s)) n = 0;  // replicas hold the same slices: one group writes
-                const char *e = comm_first_error(xfer_tensor(file, groups[g], &plan->units[u].t[t], begin, n,
+                const char *e = comm_first_error(xfer_tensor(file, ckpt_groups[g], &plan->units[u].t[t], begin, n,
                                                              state_buffer(&s->units[u], g) + local, shard_state_on_device(s), write, &crcs[k]));
                 if (e) return e;
             }
@@ -503,10 +373,10 @@ static const char *checksum_mismatch(const char *file, const ModelPlan *plan, in
             for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
                 const TensorSpec *ts = &plan->units[u].t[t];
                 if (got[k].begin != 0 || got[k].len != ts->numel * sizeof(float))
-                    comm_fatal("internal error: the slices of /%s/%s do not tile it", groups[g], ts->name);
+                    comm_fatal("internal error: the slices of /%s/%s do not tile it", ckpt_groups[g], ts->name);
                 if ((uint32_t)got[k].crc != want[k])
                     return snprintf(msg, sizeof msg, "checkpoint '%s': tensor /%s/%s fails its checksum (crc32 of the data %08x, recorded %08x): the file is corrupt",
-                                    file, groups[g], ts->name, (uint32_t)got[k].crc, want[k]),
+                                    file, ckpt_groups[g], ts->name, (uint32_t)got[k].crc, want[k]),
                            msg;
             }
     return NULL;
@@ -535,9 +405,11 @@ static const char *write_header(hid_t f, const Config *cfg, const CkptMeta *meta
     ok &= attr_write(f, "data_position", H5T_NATIVE_UINT64, &meta->data_position);
     ok &= attr_write(f, "rng_state", H5T_NATIVE_UINT64, &meta->rng_state);
     ok &= attr_write_str(f, "model_type", m->model_type);
-    for (size_t i = 0; i < NMODEL_INTS; i++) ok &= attr_write(f, model_ints[i].name, H5T_NATIVE_INT, (const char *)m + model_ints[i].off);
-    ok &= attr_write(f, "rope_theta", H5T_NATIVE_FLOAT, &m->rope_theta);
-    ok &= attr_write(f, "norm_eps", H5T_NATIVE_FLOAT, &m->norm_eps);
+    const CkptFamily *fam = ckpt_family(m->model_type);
+    if (!fam) return "this model family has no checkpoint attributes (ckpt/validate.c)";
+    for (int i = 0; i < fam->nfields; i++)
+        ok &= attr_write(f, fam->fields[i].name, fam->fields[i].type == CKPT_FIELD_INT ? H5T_NATIVE_INT : H5T_NATIVE_FLOAT,
+                         (const char *)m + fam->fields[i].off);
     ok &= attr_write_str(f, "run_config", run);
     ok &= attr_write_str(f, "tokenizer", cfg->tokenizer);
     ok &= attr_write_str(f, "run_id", meta->run_id);
@@ -547,7 +419,7 @@ static const char *write_header(hid_t f, const Config *cfg, const CkptMeta *meta
     for (int g = 0; g < 3 && ok; g++) {
         hid_t lcpl = h5Check(H5Pcreate(H5P_LINK_CREATE));
         h5Check(H5Pset_create_intermediate_group(lcpl, 1));
-        hid_t grp = H5Gcreate2(f, groups[g], lcpl, H5P_DEFAULT, H5P_DEFAULT);
+        hid_t grp = H5Gcreate2(f, ckpt_groups[g], lcpl, H5P_DEFAULT, H5P_DEFAULT);
         ok = grp >= 0;
         if (ok) H5Gclose(grp);
         H5Pclose(lcpl);
@@ -562,7 +434,7 @@ static const char *write_checksums(hid_t f, const ModelPlan *plan, const CommCrc
     for (int g = 0; g < 3; g++)
         for (int u = 0; u < plan->nunits; u++)
             for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
-                snprintf(path, sizeof path, "%s/%s", groups[g], plan->units[u].t[t].name);
+                snprintf(path, sizeof path, "%s/%s", ckpt_groups[g], plan->units[u].t[t].name);
                 hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
                 uint32_t c = (uint32_t)crcs[k].crc;
                 int ok = ds >= 0 && attr_write(ds, CHECKSUM_NAME, H5T_STD_U32LE, &c);
@@ -694,7 +566,7 @@ static const char *verify_checksums(hid_t f, const char *file, const ModelPlan *
                 const TensorSpec *ts = &plan->units[u].t[t];
                 size_t lo = ts->numel * R / W, hi = ts->numel * (R + 1) / W;
                 uLong crc = crc32_z(0, Z_NULL, 0);
-                snprintf(path, sizeof path, "%s/%s", groups[g], ts->name);
+                snprintf(path, sizeof path, "%s/%s", ckpt_groups[g], ts->name);
                 hid_t ds = e ? -1 : H5Dopen2(f, path, H5P_DEFAULT), fs = ds < 0 ? -1 : H5Dget_space(ds);
                 for (size_t b = lo; !e && b < hi; b += VERIFY_CHUNK) {
                     size_t n = hi - b < VERIFY_CHUNK ? hi - b : VERIFY_CHUNK;
@@ -723,8 +595,10 @@ static const char *verify_checksums(hid_t f, const char *file, const ModelPlan *
 
 static uint64_t header_hash(const Header *h) {
     uint64_t x = 0xcbf29ce484222325ULL;
-    int v[NMODEL_INTS + 2] = {h->version, h->meta.step};
-    for (size_t i = 0; i < NMODEL_INTS; i++) v[i + 2] = *(const int *)((const char *)&h->model + model_ints[i].off);
+    const CkptFamily *fam = ckpt_family(h->model.model_type);  // known: the header passed its checks
+    int v[2 + sizeof fam->fields / sizeof fam->fields[0]] = {h->version, h->meta.step};
+    for (int i = 0; i < fam->nfields; i++)
+        if (fam->fields[i].type == CKPT_FIELD_INT) v[i + 2] = *(const int *)((const char *)&h->model + fam->fields[i].off);
     const unsigned char *b = (const unsigned char *)v;
     for (size_t i = 0; i < sizeof v; i++) x = (x ^ b[i]) * 0x100000001b3ULL;
     return x;
@@ -761,7 +635,7 @@ const char *ckpt_verify(const char *file) {
 static hid_t open_checked(const char *file, const ShardState *s, int ngroups, Header *h, uint32_t *want) {
     hid_t f = open_file(file, 0);
     const char *e = f < 0 ? open_error(file) : read_header(f, file, &s->plan->cfg, h);
-    if (!e) e = check_config(h, file, s->plan);
+    if (!e) e = ckpt_check_config(h, file, s->plan);
     if (!e) e = check_tensors(f, file, s->plan, ngroups, h->version, want);
     comm_check_all(e);
     if (h->version < 2)
@@ -823,7 +697,7 @@ CkptReader *ckpt_reader_open(const char *file, const ModelPlan *plan, const char
     hid_t f = open_file_with(file, 0, 0);
     Header h;
     *err = f < 0 ? open_error(file) : read_header(f, file, &plan->cfg, &h);
-    if (!*err) *err = check_config(&h, file, plan);
+    if (!*err) *err = ckpt_check_config(&h, file, plan);
     if (!*err) *err = check_tensors(f, file, plan, 1, h.version, NULL);
     if (*err) {
         if (f >= 0) H5Fclose(f);
@@ -858,12 +732,16 @@ const char *ckpt_reader_read(CkptReader *r, const TensorSpec *t, size_t begin, s
         } else {
             r->cur = NULL;  // read out of order: nothing to check against
         }
-        uint64_t want;
-        int neg;
-        if (r->cur == t && r->next == t->numel && attr_integer(ds, CHECKSUM_NAME, &want, &neg) == ATTR_OK && want != r->crc)
-            e = (snprintf(msg, sizeof msg, "checkpoint '%s': tensor /%s fails its checksum (crc32 of the data %08x, recorded %08x): the file is corrupt",
-                          r->path, path, (uint32_t)r->crc, (uint32_t)want),
-                 msg);
+        if (r->cur == t && r->next == t->numel) {  // read whole: check it (open checked the attribute)
+            CkptAttr a;
+            uint32_t want;
+            attr_named(ds, CHECKSUM_NAME, &a);
+            if (ckpt_crc_value(&a, &want) && want != r->crc)
+                e = (snprintf(msg, sizeof msg, "checkpoint '%s': tensor /%s fails its checksum (crc32 of the data %08x, recorded %08x): the file is corrupt",
+                              r->path, path, (uint32_t)r->crc, want),
+                     msg);
+            attr_free(&a);
+        }
     }
     H5Dclose(ds);
     return e;
@@ -1024,6 +902,8 @@ void ckpt_release_dir(void) {
 }
 
 static void release_at_exit(void) { ckpt_release_dir(); }
+
+static int is_run_id(const char *s) { return strlen(s) == CKPT_RUN_ID_LEN && strspn(s, "0123456789abcdef") == CKPT_RUN_ID_LEN; }
 
 // whether name is a step_<digits>.h5.<run id>.tmp of a run other than run_id
 static int foreign_tmp(const char *name, const char *run_id) {

@@ -1,4 +1,5 @@
-// hf: Hugging Face Llama model sources read slice by slice, and checkpoints exported as model directories.
+// hf: Hugging Face Llama model sources read slice by slice, and checkpoints exported as model
+// directories (Llama as LlamaForCausalLM, minGPT as GPT2LMHeadModel).
 #include "hf.h"
 
 #include <dirent.h>
@@ -491,6 +492,13 @@ static void export_float(char *buf, size_t len, float x) {
     }
 }
 
+// Whether a parsed tokenizer JSON is GPT-2's vocabulary (encoder.json / vocab.json): one object of
+// piece -> id with no "model" object (a GPT-2 piece may be spelt "model": an id there).
+static int export_is_gpt2_vocab(const JsonValue *v) {
+    const JsonValue *model = json_get(v, "model");
+    return v->type == JSON_OBJECT && v->len > 0 && v->items[0].type == JSON_NUMBER && (!model || model->type != JSON_OBJECT);
+}
+
 // bos/eos ids of the tokenizer for config.json; -1 when it has none (the byte tokenizer)
 static void export_special_ids(const char *tok, int *bos, int *eos) {
     *bos = *eos = -1;
@@ -503,6 +511,7 @@ static void export_special_ids(const char *tok, int *bos, int *eos) {
     JsonValue *v = json_parse_file(tok, 256u << 20, jerr, sizeof jerr);
     if (!v) return;
     const JsonValue *added = json_get(v, "added_tokens"), *model = json_get(v, "model"), *vocab = model ? json_get(model, "vocab") : NULL;
+    if (export_is_gpt2_vocab(v)) vocab = v;  // <|endoftext|> is one of its pieces
     static const char *const bos_names[] = {"<s>", "<|endoftext|>"}, *const eos_names[] = {"</s>", "<|endoftext|>"};
     for (int k = 0; k < 2; k++) {
         int *id = k ? eos : bos;
@@ -524,10 +533,31 @@ static void export_id(FILE *f, const char *key, int id, const char *sep) {
     else fprintf(f, "  \"%s\": null%s\n", key, sep);
 }
 
-static const char *export_config(ExportFiles *ef, const ModelConfig *m, StDtype dt, int bos, int eos) {
-    const char *err = NULL;
-    FILE *f = export_create(ef, "config.json", &err);
-    if (!f) return err;
+static const char *export_dtype_name(StDtype dt) {
+    return dt == ST_F32 ? "float32" : dt == ST_BF16 ? "bfloat16" : "float16";
+}
+
+// minGPT as GPT2LMHeadModel: the same architecture (pre-LN, tanh GELU = "gelu_new", lm_head tied
+// to wte). Dropout is not recorded in checkpoints; it only matters for training, so 0.0.
+static void export_gpt2_config(FILE *f, const ModelConfig *m, StDtype dt, int bos, int eos) {
+    char eps[32], inner[16] = "null";
+    export_float(eps, sizeof eps, m->norm_eps);
+    if (m->intermediate_size != 4 * m->hidden_width) snprintf(inner, sizeof inner, "%d", m->intermediate_size);
+    fprintf(f,
+            "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n  \"n_embd\": %d,\n"
+            "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": %s,\n  \"n_positions\": %d,\n  \"n_ctx\": %d,\n"
+            "  \"vocab_size\": %d,\n  \"layer_norm_epsilon\": %s,\n  \"activation_function\": \"gelu_new\",\n"
+            "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n  \"scale_attn_weights\": true,\n"
+            "  \"scale_attn_by_inverse_layer_idx\": false,\n  \"reorder_and_upcast_attn\": false,\n  \"use_cache\": true,\n"
+            "  \"tie_word_embeddings\": true,\n",
+            m->hidden_width, m->num_layers, m->num_heads, inner, m->max_context_width, m->max_context_width, m->vocab_size,
+            eps);
+    export_id(f, "bos_token_id", bos, ",");
+    export_id(f, "eos_token_id", eos, ",");
+    fprintf(f, "  \"torch_dtype\": \"%s\"\n}\n", export_dtype_name(dt));
+}
+
+static void export_llama_config(FILE *f, const ModelConfig *m, StDtype dt, int bos, int eos) {
     char eps[32], theta[32];
     export_float(eps, sizeof eps, m->norm_eps);
     export_float(theta, sizeof theta, m->rope_theta);
@@ -541,7 +571,14 @@ static const char *export_config(ExportFiles *ef, const ModelConfig *m, StDtype 
             eps, theta, m->vocab_size);
     export_id(f, "bos_token_id", bos, ",");
     export_id(f, "eos_token_id", eos, ",");
-    fprintf(f, "  \"torch_dtype\": \"%s\"\n}\n", dt == ST_F32 ? "float32" : dt == ST_BF16 ? "bfloat16" : "float16");
+    fprintf(f, "  \"torch_dtype\": \"%s\"\n}\n", export_dtype_name(dt));
+}
+
+static const char *export_config(ExportFiles *ef, const ModelConfig *m, StDtype dt, int bos, int eos) {
+    const char *err = NULL;
+    FILE *f = export_create(ef, "config.json", &err);
+    if (!f) return err;
+    (strcmp(m->model_type, "mingpt") ? export_llama_config : export_gpt2_config)(f, m, dt, bos, eos);
     err = export_close(ef, f, NULL);
     if (err || !(f = export_create(ef, "generation_config.json", &err))) return err;
     fprintf(f, "{\n  \"_from_model_config\": true,\n");
@@ -551,12 +588,13 @@ static const char *export_config(ExportFiles *ef, const ModelConfig *m, StDtype 
     return export_close(ef, f, NULL);
 }
 
-static const char *export_copy(ExportFiles *ef, const char *src) {
+// src copied into the export as `name`
+static const char *export_copy(ExportFiles *ef, const char *src, const char *name) {
     static char msg[1400];
     FILE *in = fopen(src, "rb");
     if (!in) return snprintf(msg, sizeof msg, "cannot read the checkpoint's tokenizer '%s': %s", src, strerror(errno)), msg;
     const char *err = NULL;
-    FILE *out = export_create(ef, hf_basename(src), &err);
+    FILE *out = export_create(ef, name, &err);
     char *buf = mallocCheck(1 << 20);
     for (size_t n; out && (n = fread(buf, 1, 1 << 20, in)) > 0;)
         if (fwrite(buf, 1, n, out) != n) break;
@@ -581,24 +619,99 @@ static const char *export_tokenizer(const char *tok, char *file, size_t len) {
     return NULL;
 }
 
+// GPT-2 keeps its blocks' linear weights as Conv1D, (in, out); fsdpc's minGPT keeps them as
+// nn.Linear does, (out, in): those are transposed on export. The embeddings are not.
+static int export_conv1d(const ModelPlan *plan, const TensorSpec *t) {
+    return !strcmp(plan->cfg.model_type, "mingpt") && t->ndim == 2 && !strncmp(t->name, "transformer.h.", 14);
+}
+
+// Scratch of one export: fp32 as read, fp32 transposed (Conv1D exports only), converted output.
+typedef struct {
+    size_t chunk;  // elements per buffer: HF_CHUNK, or one source row if wider
+    float *fbuf, *tbuf;
+    void *obuf;
+} ExportBufs;
+
+// Writes t (rows, cols) as its transpose (cols, rows) from f's position on. Blocks of whole source
+// rows are read in order (so the checksum is still checked); each block is a column band of the
+// output, written as one segment per output row. Memory stays one chunk whatever the tensor size.
+static int export_transposed(FILE *f, const TensorSpec *t, StDtype dt, CkptReader *r, ExportBufs *b, const char **err) {
+    size_t rows = (size_t)t->shape[0], cols = (size_t)t->shape[1], es = st_dtype_size(dt), step = b->chunk / cols;
+    off_t base = ftello(f);
+    if (base < 0) return 1;
+    for (size_t r0 = 0; r0 < rows; r0 += step) {
+        size_t nr = rows - r0 < step ? rows - r0 : step;
+        if ((*err = ckpt_reader_read(r, t, r0 * cols, nr * cols, b->fbuf))) return 0;
+        for (size_t c = 0; c < cols; c++)
+            for (size_t i = 0; i < nr; i++) b->tbuf[c * nr + i] = b->fbuf[i * cols + c];
+        st_from_f32(b->obuf, b->tbuf, nr * cols, dt);
+        if (nr == rows) {  // the whole tensor in one block: already in output order
+            if (fwrite(b->obuf, es, nr * cols, f) != nr * cols) return 1;
+            continue;
+        }
+        for (size_t c = 0; c < cols; c++)
+            if (fseeko(f, base + (off_t)((c * rows + r0) * es), SEEK_SET) != 0 ||
+                fwrite((char *)b->obuf + c * nr * es, es, nr, f) != nr)
+                return 1;
+    }
+    return fseeko(f, base + (off_t)(rows * cols * es), SEEK_SET) != 0;  // the next tensor follows
+}
+
+// GPT-2's tokenizer as OpenAI ships it (encoder.json + vocab.bpe) or as Hugging Face does
+// (vocab.json + merges.txt): the vocabulary file `tok` (what checkpoints record) and its merges,
+// looked up beside it in the order data/tokenizer.c uses, into merges. 0 when tok is no such file;
+// -1 with the message in *err when its merges are gone.
+static int export_gpt2_tokenizer(const char *tok, char *merges, size_t len, const char **err) {
+    static char msg[2 * HF_PATH + 160];
+    merges[0] = 0;
+    if (!hf_ends_with(tok, ".json")) return 0;
+    char jerr[600];
+    JsonValue *v = json_parse_file(tok, 256u << 20, jerr, sizeof jerr);
+    int gpt2 = v && export_is_gpt2_vocab(v);
+    json_free(v);
+    if (!gpt2) return 0;
+    static const char *const openai[] = {"vocab.bpe", "merges.txt"}, *const hf[] = {"merges.txt", "vocab.bpe"};
+    const char *const *names = !strcmp(hf_basename(tok), "vocab.json") ? hf : openai;
+    char dir[HF_PATH];
+    hf_dirname(dir, sizeof dir, tok);
+    for (int i = 0; i < 2; i++) {
+        hf_join(merges, len, dir, names[i]);
+        if (hf_is_file(merges)) return 1;
+    }
+    snprintf(msg, sizeof msg, "the checkpoint's tokenizer '%s' is GPT-2's vocabulary, and its merges ('%s/%s') are gone", tok, dir, names[0]);
+    *err = msg;
+    return -1;
+}
+
 // One safetensors file holding plan tensors [t0, t1) in plan order (flattened over units).
-static const char *export_shard(ExportFiles *ef, const char *name, const TensorSpec *const *ts, int t0, int t1, StDtype dt,
-                                CkptReader *r, float *fbuf, void *obuf) {
+static const char *export_shard(ExportFiles *ef, const char *name, const ModelPlan *plan, const TensorSpec *const *ts, int t0,
+                                int t1, StDtype dt, CkptReader *r, ExportBufs *b) {
     const char *err = NULL;
     FILE *f = export_create(ef, name, &err);
     if (!f) return err;
     StEntry *e = mallocCheck((size_t)(t1 - t0) * sizeof(StEntry));
-    for (int i = t0; i < t1; i++) e[i - t0] = (StEntry){ts[i]->name, ts[i]->ndim, ts[i]->shape};
+    int(*shapes)[2] = mallocCheck((size_t)(t1 - t0) * sizeof *shapes);
+    for (int i = t0; i < t1; i++) {
+        int tr = export_conv1d(plan, ts[i]);
+        shapes[i - t0][0] = ts[i]->shape[tr], shapes[i - t0][1] = ts[i]->shape[!tr];
+        e[i - t0] = (StEntry){ts[i]->name, ts[i]->ndim, shapes[i - t0]};
+    }
     int bad = st_write_header(f, e, t1 - t0, dt);
     free(e);
+    free(shapes);
     size_t es = st_dtype_size(dt);
-    for (int i = t0; i < t1 && !bad && !err; i++)
-        for (size_t b = 0; b < ts[i]->numel && !bad && !err; b += HF_CHUNK) {
-            size_t n = ts[i]->numel - b < HF_CHUNK ? ts[i]->numel - b : HF_CHUNK;
-            if ((err = ckpt_reader_read(r, ts[i], b, n, fbuf))) break;
-            st_from_f32(obuf, fbuf, n, dt);
-            bad = fwrite(obuf, es, n, f) != n;
+    for (int i = t0; i < t1 && !bad && !err; i++) {
+        if (export_conv1d(plan, ts[i])) {
+            bad = export_transposed(f, ts[i], dt, r, b, &err);
+            continue;
         }
+        for (size_t o = 0; o < ts[i]->numel && !bad && !err; o += b->chunk) {
+            size_t n = ts[i]->numel - o < b->chunk ? ts[i]->numel - o : b->chunk;
+            if ((err = ckpt_reader_read(r, ts[i], o, n, b->fbuf))) break;
+            st_from_f32(b->obuf, b->fbuf, n, dt);
+            bad = fwrite(b->obuf, es, n, f) != n;
+        }
+    }
     return export_close(ef, f, err);
 }
 
@@ -610,15 +723,22 @@ static const char *export_weights(ExportFiles *ef, const ModelPlan *plan, StDtyp
     uint64_t filled = 0, total = 0;
     for (int u = 0; u < plan->nunits; u++)
         for (int t = 0; t < plan->units[u].ntensors; t++) ts[k++] = &plan->units[u].t[t];
+    ExportBufs b = {.chunk = HF_CHUNK};
+    int conv1d = 0;
     for (int i = 0; i < nt; i++) {  // greedy in name order, as transformers shards; a tensor never splits
         uint64_t bytes = (uint64_t)ts[i]->numel * st_dtype_size(dt);
         if (!nshards || (filled && filled + bytes > max_shard)) nshards++, filled = 0;
         shard[i] = nshards - 1;
         filled += bytes;
         total += bytes;
+        if (export_conv1d(plan, ts[i])) {
+            conv1d = 1;
+            if ((size_t)ts[i]->shape[1] > b.chunk) b.chunk = (size_t)ts[i]->shape[1];  // a transposed block is whole rows
+        }
     }
-    float *fbuf = mallocCheck(HF_CHUNK * sizeof(float));
-    void *obuf = mallocCheck(HF_CHUNK * st_dtype_size(dt));
+    b.fbuf = mallocCheck(b.chunk * sizeof(float));
+    b.tbuf = conv1d ? mallocCheck(b.chunk * sizeof(float)) : NULL;
+    b.obuf = mallocCheck(b.chunk * st_dtype_size(dt));
     const char *err = NULL;
     char name[64];
     for (int s = 0, i = 0; s < nshards && !err; s++) {
@@ -626,7 +746,7 @@ static const char *export_weights(ExportFiles *ef, const ModelPlan *plan, StDtyp
         while (j < nt && shard[j] == s) j++;
         if (nshards == 1) snprintf(name, sizeof name, "model.safetensors");
         else snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, nshards);
-        err = export_shard(ef, name, ts, i, j, dt, r, fbuf, obuf);
+        err = export_shard(ef, name, plan, ts, i, j, dt, r, &b);
         i = j;
     }
     FILE *f = NULL;
@@ -637,8 +757,9 @@ static const char *export_weights(ExportFiles *ef, const ModelPlan *plan, StDtyp
         fprintf(f, "  }\n}\n");
         err = export_close(ef, f, NULL);
     }
-    free(fbuf);
-    free(obuf);
+    free(b.fbuf);
+    free(b.tbuf);
+    free(b.obuf);
     free(ts);
     free(shard);
     return err;
@@ -646,14 +767,21 @@ static const char *export_weights(ExportFiles *ef, const ModelPlan *plan, StDtyp
 
 static const char *export_run(const ExportArgs *a, const char *file, char *summary, size_t slen) {
     static char msg[2400];
-    ModelConfig m = {0};
+    // a family without rotary embeddings (minGPT) stores no rope_theta: the base's stands in, as
+    // validation wants one (Llama checkpoints store their own)
+    ModelConfig m = {.rope_theta = 10000.0f};
     char tok[1024], tokfile[HF_PATH + 32];
     const char *err = ckpt_read_config(file, &m, tok, sizeof tok);
     if (err) return err;
-    if (strcmp(m.model_type, "llama_v2") != 0)
-        return snprintf(msg, sizeof msg, "checkpoint '%s' holds a %s model; export writes Llama (llama_v2) models", file, m.model_type), msg;
+    if (strcmp(m.model_type, "llama_v2") != 0 && strcmp(m.model_type, "mingpt") != 0)
+        return snprintf(msg, sizeof msg, "checkpoint '%s' holds a %s model; export writes Llama (llama_v2) and GPT-2 (mingpt) models",
+                        file, m.model_type), msg;
     if ((err = config_validate_model(&m))) return snprintf(msg, sizeof msg, "checkpoint '%s': %s", file, err), msg;
     if ((err = export_tokenizer(tok, tokfile, sizeof tokfile))) return err;
+    // GPT-2's vocabulary and merges go under Hugging Face's names, which GPT2Tokenizer and fsdpc read
+    char merges[HF_PATH + 32];
+    int gpt2_tok = tokfile[0] ? export_gpt2_tokenizer(tokfile, merges, sizeof merges, &err) : 0;
+    if (gpt2_tok < 0) return err;
     if (mkdir(a->output, 0755) != 0 && (errno != EEXIST || !hf_is_dir(a->output)))
         return snprintf(msg, sizeof msg, "cannot create output directory '%s': %s", a->output, strerror(errno)), msg;
     ModelPlan plan;
@@ -664,7 +792,8 @@ static const char *export_run(const ExportArgs *a, const char *file, char *summa
     int bos, eos;
     export_special_ids(tokfile, &bos, &eos);
     if (r) err = export_config(&ef, &m, a->dtype, bos, eos);
-    if (r && !err && tokfile[0]) err = export_copy(&ef, tokfile);
+    if (r && !err && tokfile[0]) err = export_copy(&ef, tokfile, gpt2_tok ? "vocab.json" : hf_basename(tokfile));
+    if (r && !err && gpt2_tok) err = export_copy(&ef, merges, "merges.txt");
     if (r && !err) err = export_weights(&ef, &plan, a->dtype, a->max_shard, r);
     if (r && !err) err = export_publish(&ef);
     if (err) export_discard(&ef);

@@ -6,6 +6,7 @@
 #include "../kernels/kernels.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <malloc.h>
 #include <sched.h>
 #include <mpi.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -157,7 +159,6 @@ void comm_init(int *argc, char ***argv) {
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &comm_info.rank));
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &comm_info.world));
     find_transport();
-    comm_log("fsdpc: MPI transport %s\n", transport);
     // local rank from shared-memory domains, so mpiexec, srun and a bare start all agree
     MPI_Comm node;
     mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm_info.rank, MPI_INFO_NULL, &node));
@@ -173,6 +174,28 @@ void comm_init(int *argc, char ***argv) {
             comm_fail_all("the launcher started %d tasks (%s) but MPI sees %d rank(s): they are not one job (with srun, pass "
                           "--mpi=pmix, which Debian's OpenMPI needs; PMI2 is not supported)", atoi(v), sizes[i], comm_info.world);
     }
+}
+
+void comm_check_environment(const char *environment) {
+    if (strcmp(environment, "pbs") != 0) return;
+    const char *job = getenv("PBS_JOBID"), *nodefile = getenv("PBS_NODEFILE");
+    if (!job || !*job) comm_fail_all("--environment pbs: PBS_JOBID is not set (submit with qsub, or use --environment local)");
+    if (!nodefile || !*nodefile) comm_fail_all("--environment pbs: PBS_NODEFILE is not set (submit with qsub, or use --environment local)");
+    FILE *f = fopen(nodefile, "r");
+    if (!f) comm_fail_all("--environment pbs: cannot read PBS_NODEFILE '%s': %s", nodefile, strerror(errno));
+    int slots = 0, c, prev = '\n';
+    while ((c = getc(f)) != EOF) {
+        if (c == '\n' && prev != '\n') slots++;
+        prev = c;
+    }
+    if (prev != '\n') slots++;
+    fclose(f);
+    const char *name = getenv("PBS_JOBNAME");
+    comm_log("PBS job %s%s%s%s, PBS_NODEFILE %s: %d slot(s) for %d rank(s)\n", job, name ? " (" : "", name ? name : "",
+             name ? ")" : "", nodefile, slots, comm_info.world);
+    if (slots < comm_info.world)
+        comm_log("warning: PBS_NODEFILE lists %d slot(s) but %d ranks run: pass mpiexec --hostfile \"$PBS_NODEFILE\"\n", slots,
+                 comm_info.world);
 }
 
 int comm_default_threads(const char **source) {
@@ -353,11 +376,30 @@ FILE *comm_fopen_at(const char *file, int line, const char *path, const char *mo
     return f;
 }
 
+static int log_timestamps;
+void comm_log_timestamps(int on) { log_timestamps = on; }
+
 void comm_log(const char *fmt, ...) {
     if (comm_info.rank != 0) return;
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    if (!log_timestamps) {
+        vfprintf(stderr, fmt, ap);
+    } else {  // "2024-06-12 00:08:25 I [rank 0] ..." on every line, as the recipes' loggers print
+        char *msg = NULL;
+        if (vasprintf(&msg, fmt, ap) < 0) comm_abort_all("out of memory formatting a log line");
+        char stamp[32];
+        time_t now = time(NULL);
+        strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", localtime(&now));
+        char level = strncmp(msg, "warning:", 8) ? 'I' : 'W';
+        for (char *line = msg; *line;) {
+            char *end = strchr(line, '\n');
+            int len = end ? (int)(end - line) : (int)strlen(line);
+            fprintf(stderr, "%s %c [rank %d] %.*s\n", stamp, level, comm_info.rank, len, line);
+            line += len + (end != NULL);
+        }
+        free(msg);
+    }
     va_end(ap);
     fflush(stderr);
 }

@@ -66,8 +66,13 @@ void *comm_calloc_at(const char *file, int line, size_t n, size_t size);
 FILE *comm_fopen_at(const char *file, int line, const char *path, const char *mode);
 #define fopenCheck(p, m) comm_fopen_at(__FILE__, __LINE__, (p), (m))
 
-// rank-0-only logging to stderr
+// rank-0-only logging to stderr; with timestamps on (--log_timestamps) every line starts with
+// "YYYY-mm-dd HH:MM:SS L [rank R]", L being I, or W for a "warning:" message
 void comm_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void comm_log_timestamps(int on);
+// --environment: "pbs" logs the job ($PBS_JOBID) and its node file ($PBS_NODEFILE), both required;
+// "local" checks nothing
+void comm_check_environment(const char *environment);
 
 // ---- collectives on a group; float buffers unless stated ----
 typedef struct CommGroup CommGroup;  // opaque: an MPI communicator

@@ -62,6 +62,7 @@ const char *data_parse_header(const unsigned char *head, size_t got, uint64_t si
     } else {  // text: one byte per token (byte tokenizer)
         f->header = 0;
         f->width = 1;
+        f->text = 1;
         *ntok = size;
     }
     // compared by division: a hostile count must not wrap the product into agreement
@@ -72,12 +73,34 @@ const char *data_parse_header(const unsigned char *head, size_t got, uint64_t si
     return NULL;
 }
 
+// HDF5's superblock sits at 0 or, after a user block, at 512, 1024, 2048, ...
+static int is_hdf5(const TokenFile *f, const unsigned char *head, size_t got, uint64_t size) {
+    static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    for (uint64_t off = 0; off + 8 <= size; off = off ? 2 * off : 512) {
+        unsigned char b[8];
+        errno = 0;  // a short read sets none
+        if (off + 8 <= got) memcpy(b, head + off, 8);
+        else if (pread(f->fd, b, 8, (off_t)off) != 8)
+            comm_fail_all("cannot read data file '%s' at byte %llu: %s", f->path, (unsigned long long)off,
+                          errno ? strerror(errno) : "file shrank");
+        if (!memcmp(b, sig, 8)) return 1;
+    }
+    return 0;
+}
+
 // Recognises the format from the first bytes and the size; fills header/width and returns the
-// token count, or fails on every rank naming the file.
+// token count (HDF5: the row count, f->row set), or fails on every rank naming the file.
 static uint64_t probe(TokenFile *f, uint64_t size) {
     unsigned char head[LLMC_HEADER_BYTES] = {0};
     ssize_t got = pread(f->fd, head, sizeof head, 0);
     if (got < 0) comm_fail_all("cannot read data file '%s': %s", f->path, strerror(errno));
+    if (is_hdf5(f, head, (size_t)got, size)) {
+        if (!data_h5_layout) comm_fail_all("data file '%s' is HDF5, which this build cannot read", f->path);
+        uint64_t rows;
+        const char *err = data_h5_layout(f, size, &rows);
+        if (err) comm_fail_all("%s", err);
+        return rows;
+    }
     uint64_t ntok;
     const char *err = data_parse_header(head, (size_t)got, size, f->path, f, &ntok);
     if (err) comm_fail_all("%s", err);
@@ -128,6 +151,7 @@ void data_open(Dataset *d, const char *spec, int T, int vocab, double frac_begin
     if (!d->nfiles) comm_fail_all("no data files match '%s'", spec);
     d->files = callocCheck(d->nfiles, sizeof(TokenFile));
     d->chunk_start = callocCheck(d->nfiles + 1, sizeof(uint64_t));
+    int noted = 0;  // the long-rows note is logged once per dataset, not once per file
     for (int i = 0; i < d->nfiles; i++) {
         TokenFile *f = &d->files[i];
         snprintf(f->path, sizeof f->path, "%s", paths[i]);
@@ -139,11 +163,23 @@ void data_open(Dataset *d, const char *spec, int T, int vocab, double frac_begin
         if (!S_ISREG(st.st_mode))
             comm_fail_all("data file '%s' is not a regular file (a FIFO, device or directory cannot be sampled)", f->path);
         uint64_t ntok = probe(f, (uint64_t)st.st_size);
-        if (f->width == 1 && vocab < 256)
+        if (f->text && vocab < 256)
             comm_fail_all("--vocab_size %d is too small for '%s' read as bytes (needs 256)", vocab, f->path);
         uint64_t lo = (uint64_t)(frac_begin * ntok), hi = (uint64_t)(frac_end * ntok);
         f->begin = lo;
-        f->nchunks = hi - lo > (uint64_t)T ? (hi - lo - 1) / T : 0;
+        if (f->row) {  // HDF5 rows: ntok counts rows, each one sample, as minimal_fsdp reads them
+            // no padding or loss mask exists, so a short row cannot make a sample of T positions
+            if (f->row < (uint64_t)T + 1)
+                comm_fail_all("data file '%s': dataset '%s' has rows of %llu tokens, but --max_context_width %d needs "
+                              "rows of at least %d (inputs row[:-1], targets row[1:]); use --max_context_width %llu",
+                              f->path, f->dset, (unsigned long long)f->row, T, T + 1, (unsigned long long)f->row - 1);
+            if (f->row > (uint64_t)T + 1 && !noted++)
+                comm_log("data '%s': rows of %llu tokens in '%s'; each sample is the first %d tokens of its row "
+                         "(--max_context_width %d)\n", spec, (unsigned long long)f->row, f->path, T + 1, T);
+            f->nchunks = hi - lo;
+        } else {
+            f->nchunks = hi - lo > (uint64_t)T ? (hi - lo - 1) / T : 0;
+        }
         d->chunk_start[i + 1] = d->chunk_start[i] + f->nchunks;
     }
     free(paths);
@@ -192,6 +228,15 @@ uint64_t data_train_chunk(const Dataset *d, uint64_t seed, uint64_t g) {
     return permute(g % d->nchunks, d->nchunks, mix64(seed) ^ mix64(epoch + 1));
 }
 
+// Token t of a sample's raw bytes, sign-extended (HDF5 integers may be signed or big-endian).
+static uint64_t token_at(const TokenFile *f, const unsigned char *raw, int t) {
+    const unsigned char *p = raw + (size_t)t * f->width;
+    uint64_t v = 0;
+    for (int k = 0; k < f->width; k++) v |= (uint64_t)p[f->big_endian ? f->width - 1 - k : k] << (8 * k);
+    if (f->is_signed && f->width < 8 && (v >> (8 * f->width - 1)) & 1) v |= ~(uint64_t)0 << (8 * f->width);
+    return v;
+}
+
 // Reads chunk c as (inp, tgt); returns 0, or -1 with a message naming the file in err.
 static int read_chunk(const Dataset *d, uint64_t c, int32_t *inp, int32_t *tgt, unsigned char *raw, char *err,
                       size_t errlen) {
@@ -202,7 +247,8 @@ static int read_chunk(const Dataset *d, uint64_t c, int32_t *inp, int32_t *tgt, 
         else hi = mid - 1;
     }
     const TokenFile *f = &d->files[lo];
-    uint64_t tok = f->begin + (c - d->chunk_start[lo]) * d->T;
+    uint64_t k = c - d->chunk_start[lo], row = f->begin + k;  // HDF5: the sample's row
+    uint64_t tok = f->row ? row * f->row : f->begin + k * d->T;
     size_t n = (size_t)(d->T + 1) * f->width;
     off_t off = (off_t)(f->header + tok * f->width);
     for (size_t done = 0; done < n;) {
@@ -215,13 +261,17 @@ static int read_chunk(const Dataset *d, uint64_t c, int32_t *inp, int32_t *tgt, 
         done += (size_t)r;
     }
     for (int t = 0; t <= d->T; t++) {
-        uint32_t v;
-        if (f->width == 1) v = raw[t];
-        else if (f->width == 2) v = (uint32_t)raw[2 * t] | (uint32_t)raw[2 * t + 1] << 8;
-        else memcpy(&v, raw + 4 * t, 4);  // little-endian host
-        if (v >= (uint32_t)d->vocab) {
-            snprintf(err, errlen, "data file '%s' holds token id %u at token %llu, not below --vocab_size %d", f->path, v,
-                     (unsigned long long)(tok + t), d->vocab);
+        uint64_t v = token_at(f, raw, t);
+        if (v >= (uint64_t)d->vocab) {  // a negative signed id wraps to a huge value: caught too
+            char id[32];
+            if (f->is_signed) snprintf(id, sizeof id, "%lld", (long long)v);
+            else snprintf(id, sizeof id, "%llu", (unsigned long long)v);
+            if (f->row)
+                snprintf(err, errlen, "data file '%s' holds token id %s in sample (row) %llu, position %d of dataset '%s', "
+                         "not in [0, --vocab_size %d)", f->path, id, (unsigned long long)row, t, f->dset, d->vocab);
+            else
+                snprintf(err, errlen, "data file '%s' holds token id %s at token %llu, not below --vocab_size %d", f->path,
+                         id, (unsigned long long)(tok + t), d->vocab);
             return -1;
         }
         if (t < d->T) inp[t] = (int32_t)v;
@@ -294,7 +344,7 @@ DataLoader *data_loader_new(const Dataset *d, uint64_t seed, int B, int shuffled
     l->shuffled = shuffled;
     l->inp = mallocCheck((size_t)B * d->T * sizeof(int32_t));
     l->tgt = mallocCheck((size_t)B * d->T * sizeof(int32_t));
-    l->raw = mallocCheck((size_t)(d->T + 1) * 4);
+    l->raw = mallocCheck((size_t)(d->T + 1) * 8);  // the widest token: HDF5 int64
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
     if (pthread_create(&l->thread, NULL, loader_main, l) != 0) comm_fatal("cannot start the data loader thread");

@@ -1,5 +1,6 @@
 // data: token datasets streamed from disk (fsdpc token shards, llm.c shards, nanoGPT .bin, text
-// read as bytes), synthetic tokens, a layout-free sample order, and a prefetching loader.
+// read as bytes, HDF5 (samples, length) integer datasets), synthetic tokens, a layout-free sample
+// order, and a prefetching loader.
 #ifndef FSDPC_DATA_H
 #define FSDPC_DATA_H
 
@@ -11,10 +12,15 @@
 typedef struct {
     char path[512];
     int fd;
-    size_t header;     // bytes before the first token
-    int width;         // bytes per token: 1 (text as bytes), 2 or 4
-    uint64_t begin;    // first token of the used range
-    uint64_t nchunks;  // samples in the used range: T+1 tokens each, stride T
+    size_t header;     // bytes before the first token (HDF5: the file offset of the dataset's rows)
+    int width;         // bytes per token: 1 (text as bytes), 2 or 4; HDF5 integers also 1 or 8
+    int text;          // a file of no known format, read as bytes (the byte tokenizer's ids)
+    uint64_t begin;    // first token of the used range (HDF5: first row)
+    uint64_t nchunks;  // samples in the used range: T+1 tokens each, stride T (HDF5: rows)
+    // HDF5 (samples, length) datasets: each row is one sample, its first T+1 tokens
+    uint64_t row;      // tokens per row; 0 for the token stream formats
+    int is_signed, big_endian;
+    char dset[256];    // the dataset's name, for messages
 } TokenFile;
 
 typedef struct {
@@ -34,6 +40,11 @@ void data_open(Dataset *d, const char *spec, int T, int vocab, double frac_begin
 // size: sets f->header and f->width and *ntok, or returns a one-line message naming path.
 const char *data_parse_header(const unsigned char *head, size_t got, uint64_t size, const char *path, TokenFile *f,
                               uint64_t *ntok);
+// An HDF5 file's single 2-D integer dataset: fills f->header (file offset of its contiguous
+// rows), width, is_signed, big_endian, row, dset and *rows, with every HDF5 handle closed again,
+// so the loader thread can pread the rows without HDF5 (which is not thread-safe here). Returns
+// NULL, or a one-line message naming f->path. Weak: the fuzz targets link data.c without HDF5.
+const char *data_h5_layout(TokenFile *f, uint64_t size, uint64_t *rows) __attribute__((weak));
 void data_open_synthetic(Dataset *d, int T, int vocab);
 void data_free(Dataset *d);
 // Path of the Tiny Shakespeare copy shipped next to the binary (data/tinyshakespeare.txt).

@@ -1,5 +1,5 @@
-// tokenizer: the byte tokenizer, SentencePiece models through libsentencepiece, and tokenizer.json
-// BPE encoded here with SentencePiece's algorithm; `fsdpc tokenize`.
+// tokenizer: the byte tokenizer, SentencePiece models through libsentencepiece, tokenizer.json
+// BPE encoded here with SentencePiece's algorithm, GPT-2's byte-level BPE (data/bpe); `fsdpc tokenize`.
 #include "tokenizer.h"
 
 #include <errno.h>
@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "../comm/comm.h"
+#include "bpe.h"
 #include "hub.h"
 #include "json.h"
 #include "sentencepiece.h"
@@ -23,7 +24,7 @@
 #define TOK_CACHE_MAX_SEGMENT 64           // bytes: longer segments are rare, merged each time
 #define TOK_CACHE_POOL (1 << 22)           // bytes of segments and ids cached, each
 
-typedef enum { TOK_KIND_BYTE, TOK_KIND_SPM, TOK_KIND_BPE } TokKind;
+typedef enum { TOK_KIND_BYTE, TOK_KIND_SPM, TOK_KIND_BPE, TOK_KIND_GPT2 } TokKind;
 typedef enum { TOK_PIECE_NORMAL, TOK_PIECE_CONTROL, TOK_PIECE_UNKNOWN, TOK_PIECE_BYTE } TokPieceType;
 
 typedef struct {
@@ -60,6 +61,7 @@ struct Tokenizer {
     SpmModel *spm;
     TokBpe bpe;
     TokWork *work;  // tokenizer.json only
+    Bpe *gpt2;      // GPT-2 byte-level BPE only
 };
 
 // p (*cap items of size bytes) grown by doubling to hold need items
@@ -218,17 +220,14 @@ static bool tok_bpe_load(Tokenizer *t, const JsonValue *root, char *why, size_t 
     if (!model || model->type != JSON_OBJECT) return snprintf(why, whylen, "no \"model\" object"), false;
     const char *type = json_get_string(model, "type");
     if (type && strcmp(type, "BPE"))
-        return snprintf(why, whylen, "model type \"%s\" is not supported (fsdpc reads SentencePiece-style BPE with byte_fallback, as Llama-2 and Mistral use)", type), false;
+        return snprintf(why, whylen, "model type \"%s\" is not supported (fsdpc reads SentencePiece-style BPE with byte_fallback, as Llama-2 and Mistral use, and GPT-2's byte-level BPE)", type), false;
     const JsonValue *vocab = json_get(model, "vocab"), *merges = json_get(model, "merges");
     if (!vocab || vocab->type != JSON_OBJECT || !merges || merges->type != JSON_ARRAY)
         return snprintf(why, whylen, "model %s has no \"vocab\" object and \"merges\" array", type ? type : "without a type"), false;
     int fallback = 0;
     json_get_bool(model, "byte_fallback", &fallback);
-    if (!fallback) {
-        const char *pre = json_get_string(json_get(root, "pre_tokenizer"), "type");
-        return snprintf(why, whylen, "BPE without byte_fallback%s is not supported (fsdpc reads SentencePiece-style BPE with byte_fallback, as Llama-2 and Mistral use)",
-                        pre && !strcmp(pre, "ByteLevel") ? " (byte-level, GPT-2 style)" : ""), false;
-    }
+    if (!fallback)  // byte-level ones went to data/bpe
+        return snprintf(why, whylen, "BPE without byte_fallback is not supported (fsdpc reads SentencePiece-style BPE with byte_fallback, as Llama-2 and Mistral use, and GPT-2's byte-level BPE)"), false;
     double dropout = 0;
     json_get_number(model, "dropout", &dropout);
     const char *prefix = json_get_string(model, "continuing_subword_prefix"), *suffix = json_get_string(model, "end_of_word_suffix");
@@ -572,6 +571,51 @@ static bool tok_looks_json(const char *path) {
     return c == '{';
 }
 
+static bool tok_ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+// whether path's last component is name
+static bool tok_named(const char *path, const char *name) {
+    const char *slash = strrchr(path, '/');
+    return !strcmp(slash ? slash + 1 : path, name);
+}
+
+// The first of names[0..n) found beside path (in its directory) into out; false (out the first
+// name's path) when none is there.
+static bool tok_beside(const char *path, const char *const *names, int n, char *out, size_t len) {
+    const char *slash = strrchr(path, '/');
+    int dir = slash ? (int)(slash - path) : 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(out, len, "%.*s%s%s", dir, path, slash ? "/" : "", names[i]);
+        if (tok_is_file(out)) return true;
+    }
+    snprintf(out, len, "%.*s%s%s", dir, path, slash ? "/" : "", names[0]);
+    return false;
+}
+
+// GPT-2's byte-level BPE from encoder.json (parsed: root) and its merges file, or from a
+// byte-level tokenizer.json.
+static bool tok_open_gpt2(Tokenizer *t, const JsonValue *root, bool encoder, const char *file, const char *merges_given, char *err,
+                          size_t errlen) {
+    char why[512], merges[4200];
+    if (encoder) {
+        // encoder.json: OpenAI's merges are vocab.bpe beside it, Hugging Face's copy names them merges.txt
+        static const char *const openai[] = {"vocab.bpe", "merges.txt"}, *const hf_names[] = {"merges.txt", "vocab.bpe"};
+        if (merges_given) snprintf(merges, sizeof merges, "%s", merges_given);
+        else if (!tok_beside(file, tok_named(file, "vocab.json") ? hf_names : openai, 2, merges, sizeof merges))
+            return comm_errorf(err, errlen, "tokenizer '%s' is GPT-2's encoder.json and needs its merges (vocab.bpe) beside it: '%s' does not exist",
+                               file, merges), false;
+    }
+    t->gpt2 = encoder ? bpe_load_encoder(root, merges, why, sizeof why) : bpe_load_json(root, why, sizeof why);
+    if (!t->gpt2) return comm_errorf(err, errlen, "tokenizer '%s': %s", file, why), false;
+    t->kind = TOK_KIND_GPT2;
+    t->vocab = bpe_vocab_size(t->gpt2);
+    t->eos = bpe_end_of_text(t->gpt2);  // GPT-2 has no BOS: documents are separated by <|endoftext|>
+    return true;
+}
+
 Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
     Tokenizer *t = callocCheck(1, sizeof *t);
     t->bos = t->eos = t->unk = -1;
@@ -581,17 +625,30 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
         t->path = tok_strdup("byte");
         return t;
     }
-    char where[4096], file[4200];
+    char where[4096], file[4200], merges[4200] = "";
     if (!hub_resolve(spec, where, sizeof where)) {
         comm_errorf(err, errlen, "tokenizer %s", where);
         return free(t), NULL;
     }
     snprintf(file, sizeof file, "%s", where);
     if (tok_is_dir(where)) {
-        snprintf(file, sizeof file, "%s/tokenizer.model", where);
-        if (!tok_is_file(file)) snprintf(file, sizeof file, "%s/tokenizer.json", where);
-        if (!tok_is_file(file)) {
-            comm_errorf(err, errlen, "tokenizer directory '%s' holds neither tokenizer.model nor tokenizer.json", where);
+        // SentencePiece first, then Hugging Face's tokenizer.json, then GPT-2's files (OpenAI's or Hugging Face's names)
+        static const char *const names[] = {"tokenizer.model", "tokenizer.json", "encoder.json", "vocab.json"};
+        size_t i = 0;
+        for (; i < sizeof names / sizeof *names; i++) {
+            snprintf(file, sizeof file, "%s/%s", where, names[i]);
+            if (tok_is_file(file)) break;
+        }
+        if (i == sizeof names / sizeof *names) {
+            comm_errorf(err, errlen, "tokenizer directory '%s' holds neither tokenizer.model nor tokenizer.json (nor GPT-2's encoder.json and vocab.bpe)", where);
+            return free(t), NULL;
+        }
+    } else if (tok_ends_with(where, ".bpe") || tok_named(where, "merges.txt")) {
+        // GPT-2's merges: the vocabulary is the encoder.json (vocab.json) beside them
+        static const char *const openai[] = {"encoder.json", "vocab.json"}, *const hf[] = {"vocab.json", "encoder.json"};
+        snprintf(merges, sizeof merges, "%s", where);
+        if (!tok_beside(where, tok_named(where, "merges.txt") ? hf : openai, 2, file, sizeof file)) {
+            comm_errorf(err, errlen, "tokenizer '%s' holds GPT-2's merges and needs encoder.json beside it: '%s' does not exist", where, file);
             return free(t), NULL;
         }
     }
@@ -605,15 +662,23 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
             tok_free(t);
             return NULL;
         }
-        bool ok = tok_bpe_load(t, root, why, sizeof why);
+        const JsonValue *model = json_get(root, "model");
+        bool encoder = bpe_json_is_encoder(root) || ((!model || model->type != JSON_OBJECT) && (tok_named(file, "encoder.json") || tok_named(file, "vocab.json")));
+        bool gpt2 = encoder || bpe_json_is_byte_level(root);
+        bool ok = gpt2 ? tok_open_gpt2(t, root, encoder, file, merges[0] ? merges : NULL, err, errlen) : tok_bpe_load(t, root, why, sizeof why);
         json_free(root);
         if (!ok) {
-            comm_errorf(err, errlen, "tokenizer '%s': %s", file, why);
+            if (!gpt2) comm_errorf(err, errlen, "tokenizer '%s': %s", file, why);  // tok_open_gpt2 wrote its own
             tok_free(t);
             return NULL;
         }
-        t->work = tok_work_new();
+        if (t->kind == TOK_KIND_BPE) t->work = tok_work_new();
         return t;
+    }
+    if (merges[0]) {
+        comm_errorf(err, errlen, "tokenizer '%s': '%s' beside GPT-2's merges is not a JSON vocabulary", where, file);
+        tok_free(t);
+        return NULL;
     }
     t->kind = TOK_KIND_SPM;
     t->spm = spm_load(file, why, sizeof why);
@@ -632,6 +697,7 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
 void tok_free(Tokenizer *t) {
     if (!t) return;
     if (t->spm) spm_free(t->spm);
+    bpe_free(t->gpt2);
     tok_bpe_free(&t->bpe);
     tok_work_free(t->work);
     free(t->path);
@@ -641,10 +707,12 @@ void tok_free(Tokenizer *t) {
 int tok_vocab_size(const Tokenizer *t) { return t->vocab; }
 int tok_bos(const Tokenizer *t) { return t->bos; }
 int tok_eos(const Tokenizer *t) { return t->eos; }
+int tok_is_byte(const Tokenizer *t) { return t->kind == TOK_KIND_BYTE; }
 const char *tok_path(const Tokenizer *t) { return t->path; }
 
 size_t tok_encode(const Tokenizer *t, const char *text, size_t n, int32_t **ids, size_t *len, size_t *cap) {
     if (t->kind == TOK_KIND_BPE) return tok_bpe_encode(&t->bpe, t->work, (const uint8_t *)text, n, ids, len, cap);
+    if (t->kind == TOK_KIND_GPT2) return bpe_encode(t->gpt2, text, n, ids, len, cap);
     if (t->kind == TOK_KIND_SPM) {
         char why[256];
         long got = spm_encode(t->spm, text, n, ids, len, cap, why, sizeof why);
@@ -692,6 +760,15 @@ static size_t tok_unescape(const char *p, size_t n, bool drop_lead, char *out, s
 size_t tok_piece_bytes(const Tokenizer *t, int32_t prev, int32_t id, char *out, size_t cap) {
     if (id < 0 || id >= t->vocab || !cap) return 0;
     if (t->kind == TOK_KIND_BYTE) return out[0] = (char)id, 1;
+    if (t->kind == TOK_KIND_GPT2) {  // raw bytes, maybe part of a character: the stream joins them
+        size_t n;
+        bool special;
+        const char *p = bpe_token_bytes(t->gpt2, id, &n, &special);
+        if (special) return 0;
+        n = n < cap ? n : cap;
+        memcpy(out, p, n);
+        return n;
+    }
     const char *p;
     size_t n;
     int byte;
@@ -737,6 +814,22 @@ char *tok_decode(const Tokenizer *t, const int32_t *ids, size_t n, size_t *len) 
     }
     TokText o = {0};
     tok_text_put(&o, "", 0);
+    if (t->kind == TOK_KIND_GPT2) {  // the pieces' bytes joined, then read as UTF-8 (lossy)
+        TokText raw = {0};
+        tok_text_put(&raw, "", 0);
+        for (size_t i = 0; i < n; i++) {
+            size_t pn;
+            bool special;
+            const char *p = bpe_token_bytes(t->gpt2, ids[i], &pn, &special);
+            if (!special) tok_text_put(&raw, p, pn);
+        }
+        o.s = tok_grow(o.s, &o.cap, 3 * raw.len + 1, 1);
+        o.len = bpe_utf8_lossy((const uint8_t *)raw.s, raw.len, (uint8_t *)o.s);
+        o.s[o.len] = '\0';
+        free(raw.s);
+        *len = o.len;
+        return o.s;
+    }
     if (t->kind == TOK_KIND_BYTE) {
         for (size_t i = 0; i < n; i++) tok_text_put(&o, &(char){(char)ids[i]}, 1);
         *len = o.len;
@@ -859,7 +952,7 @@ int data_tokenize_main(int argc, char **argv) {
             spec = argv[++i];
         } else comm_fail_all("unknown argument '%s' for tokenize (flags: --tokenizer SPEC, --bos, --eos, --decode)", a);
     }
-    if (!spec || !*spec) comm_fail_all("tokenize needs --tokenizer (byte, a tokenizer.model or tokenizer.json, a directory or a hub name)");
+    if (!spec || !*spec) comm_fail_all("tokenize needs --tokenizer (byte, a tokenizer.model or tokenizer.json, GPT-2's encoder.json, a directory or a hub name)");
     if (decode && (bos || eos)) comm_fail_all("--bos and --eos apply to encoding, not to --decode");
     char err[1024];
     Tokenizer *t = tok_open(spec, err, sizeof err);

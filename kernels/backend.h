@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels.h"  // KernDropout
+
 #define KERN_OPS(X)                                                                                                    \
     X(void *, alloc, (size_t bytes), (bytes))                                                                          \
     X(void, free, (void *p), (p))                                                                                      \
@@ -20,6 +22,7 @@
     X(void, async_wait, (int ticket), (ticket))                                                                        \
     X(void, async_fence, (void), ())                                                                                   \
     X(double, peak_mem_mib, (void), ())                                                                                \
+    X(void, mem_info, (size_t *free_bytes, size_t *total_bytes), (free_bytes, total_bytes))                            \
     X(void, matmul_fwd, (float *out, const float *inp, const float *w, int N, int IN, int OUT),                        \
       (out, inp, w, N, IN, OUT))                                                                                       \
     X(void, matmul_bwd,                                                                                                \
@@ -31,6 +34,14 @@
     X(void, rmsnorm_bwd,                                                                                               \
       (float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int D),  \
       (dinp, dw, dout, inp, w, rstd, N, D))                                                                            \
+    X(void, layernorm_fwd,                                                                                             \
+      (float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N, int D,           \
+       float eps),                                                                                                     \
+      (out, mean, rstd, inp, w, b, N, D, eps))                                                                         \
+    X(void, layernorm_bwd,                                                                                             \
+      (float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w, const float *mean,      \
+       const float *rstd, int N, int D),                                                                               \
+      (dinp, dw, db, dout, inp, w, mean, rstd, N, D))                                                                  \
     X(void, rope_table, (float *cos_t, float *sin_t, int T, int hd, float theta), (cos_t, sin_t, T, hd, theta))        \
     X(void, rope_fwd, (float *x, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0),      \
       (x, cos_t, sin_t, B, T, nh, hd, pos0))                                                                           \
@@ -39,16 +50,23 @@
     X(size_t, attention_saved_floats, (int B, int H, int Tq, int Tk), (B, H, Tq, Tk))                                  \
     X(void, attention_fwd,                                                                                             \
       (float *out, float *saved, const float *q, const float *k, const float *v, int B, int Tq, int Tk, int H, int KV, \
-       int hd, size_t kv_bstride),                                                                                     \
-      (out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride))                                                         \
+       int hd, size_t kv_bstride, const KernDropout *drop),                                                            \
+      (out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, drop))                                                   \
     X(size_t, attention_scratch_floats, (int B, int H, int T), (B, H, T))                                              \
     X(void, attention_bwd,                                                                                             \
       (float *dq, float *dk, float *dv, float *scratch, const float *dout, const float *out, const float *saved,       \
-       const float *q, const float *k, const float *v, int B, int T, int H, int KV, int hd),                           \
-      (dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd))                                               \
+       const float *q, const float *k, const float *v, int B, int T, int H, int KV, int hd, const KernDropout *drop),  \
+      (dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, drop))                                         \
     X(void, swiglu_fwd, (float *h, const float *gate, const float *up, size_t N), (h, gate, up, N))                    \
     X(void, swiglu_bwd, (float *dgate, float *dup, const float *dh, const float *gate, const float *up, size_t N),     \
       (dgate, dup, dh, gate, up, N))                                                                                   \
+    X(void, gelu_fwd, (float *out, const float *inp, size_t n), (out, inp, n))                                         \
+    X(void, gelu_bwd, (float *dinp, const float *dout, const float *inp, size_t n), (dinp, dout, inp, n))              \
+    X(void, bias_add, (float *out, const float *b, int N, int D), (out, b, N, D))                                      \
+    X(void, bias_bwd, (float *db, const float *dout, int N, int D), (db, dout, N, D))                                  \
+    X(void, positions_fwd, (float *out, const float *wpe, int B, int T, int D, int pos0), (out, wpe, B, T, D, pos0))   \
+    X(void, positions_bwd, (float *dwpe, const float *dout, int B, int T, int D), (dwpe, dout, B, T, D))               \
+    X(void, dropout, (float *x, int B, size_t M, float p, uint64_t key, uint64_t sample0), (x, B, M, p, key, sample0)) \
     X(void, embedding_fwd, (float *out, const int32_t *tokens, const float *wte, int N, int D),                        \
       (out, tokens, wte, N, D))                                                                                        \
     X(void, embedding_bwd, (float *dwte, const float *dout, const int32_t *tokens, int N, int D),                      \

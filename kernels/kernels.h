@@ -41,6 +41,9 @@ int kern_upload_async(void *dst, const void *host_src, size_t bytes);
 void kern_async_wait(int ticket);
 void kern_async_fence(void);
 double kern_peak_mem_mib(void);      // device memory high-water mark (0 on CPU)
+// The device's free and total memory now (cudaMemGetInfo), for the memory check before
+// allocating; 0 and 0 on the CPU, which is not a device (host memory is checked apart).
+void kern_mem_info(size_t *free_bytes, size_t *total_bytes);
 double kern_peak_flops(void);        // dense bf16 peak of the GPU for MFU (0: CPU or unknown GPU)
 // profiler ranges (NVTX on CUDA, nothing on CPU) so nsys shows units, phases and collectives
 void kern_range_push(const char *name);
@@ -61,6 +64,14 @@ void kern_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w,
 void kern_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                       const float *rstd, int N, int D);
 
+// ---- LayerNorm (torch.nn.LayerNorm): out = (inp - mean) * rstd * w + b ----
+// biased variance, rstd = 1/sqrt(var + eps); mean, rstd (N) are saved for backward
+void kern_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+                        int N, int D, float eps);
+// dinp (N, D) +=, dw (D) +=, db (D) +=; the sums over rows are deterministic
+void kern_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                        const float *mean, const float *rstd, int N, int D);
+
 // ---- RoPE, Hugging Face rotate_half convention ----
 // cos/sin tables are (T, hd/2): angle(t, i) = t * theta^(-2i/hd).
 void kern_rope_table(float *cos_t, float *sin_t, int T, int hd, float theta);
@@ -69,33 +80,67 @@ void kern_rope_fwd(float *x, const float *cos_t, const float *sin_t, int B, int 
 // the inverse rotation, applied in place to a gradient (B, T, nh, hd)
 void kern_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0);
 
+// ---- dropout ----
+// The mask is a pure function of (key, sample, element) (kernels/rng.h: kept iff u(key, s, i) >= p),
+// so losses do not depend on the world size, the micro-batching or the device, and a resumed run
+// draws the masks it would have drawn. Callers give each dropout site and step its own key.
+// 0 <= p < 1; p == 0 is no dropout.
+typedef struct {
+    float p;
+    uint64_t key, sample0;  // row b of the batch is sample sample0 + b
+} KernDropout;
+// x (B, M) in place: element i of row b is kept (times 1/(1-p)) iff u(key, sample0 + b, i) >= p,
+// else set to 0. The same call on the gradient is the backward. p == 0 returns at once.
+void kern_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t sample0);
+
 // ---- causal grouped-query attention ----
 // q (B, Tq, H, hd); k, v (B, Tk, KV, hd) with batch stride kv_bstride floats (>= Tk*KV*hd);
 // query t sits at position (Tk - Tq) + t and sees keys 0..that position.
 // H % KV == 0; query head h uses kv head h / (H / KV). Scale 1/sqrt(hd).
 // out (B, Tq, H, hd); saved: what backward needs, kern_attention_saved_floats(B, H, Tq, Tk)
 // floats (the CPU keeps the softmax probabilities (B, H, Tq, Tk); a GPU only row statistics).
+// drop (NULL or p == 0: none): dropout on the probabilities P (B, H, Tq, Tk) after the softmax,
+// out = (mask * P) V / (1 - p); P[b, h, t, j] is kept iff u(key, sample0 + b, (h*Tq + t)*Tk + j) >= p.
+// Backward must get the same drop as its forward.
 size_t kern_attention_saved_floats(int B, int H, int Tq, int Tk);
 void kern_attention_fwd(float *out, float *saved, const float *q, const float *k, const float *v,
-                        int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride);
+                        int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride, const KernDropout *drop);
 // training form (Tq == Tk == T, kv contiguous). dq (B,T,H,hd), dk, dv (B,T,KV,hd) are overwritten.
 // out is the forward's output; scratch: at least kern_attention_scratch_floats(B, H, T) floats,
 // sized after kern_init (it may depend on the thread count).
 size_t kern_attention_scratch_floats(int B, int H, int T);
 void kern_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const float *dout, const float *out,
                         const float *saved, const float *q, const float *k, const float *v,
-                        int B, int T, int H, int KV, int hd);
+                        int B, int T, int H, int KV, int hd, const KernDropout *drop);
 
 // ---- SwiGLU: h = silu(gate) * up, all (N) elements ----
 void kern_swiglu_fwd(float *h, const float *gate, const float *up, size_t N);
 // dgate, dup overwritten
 void kern_swiglu_bwd(float *dgate, float *dup, const float *dh, const float *gate, const float *up, size_t N);
 
+// ---- GELU, tanh approximation (torch gelu(approximate='tanh'), minGPT's NewGELU), all (n) elements ----
+// out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+void kern_gelu_fwd(float *out, const float *inp, size_t n);
+// dinp overwritten; it may be dout itself
+void kern_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n);
+
+// ---- bias of a linear layer ----
+// out (N, D) += b (D) on every row
+void kern_bias_add(float *out, const float *b, int N, int D);
+// db (D) += column sums of dout (N, D); deterministic
+void kern_bias_bwd(float *db, const float *dout, int N, int D);
+
 // ---- embedding ----
 // out (N, D) = wte[tokens[n]]
 void kern_embedding_fwd(float *out, const int32_t *tokens, const float *wte, int N, int D);
 // dwte (V, D) += scatter of dout (N, D); deterministic (no atomics)
 void kern_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, int N, int D);
+
+// ---- learned position embeddings ----
+// out (B, T, D) += wpe[pos0 + t] on row t of every sequence; wpe (>= pos0 + T, D)
+void kern_positions_fwd(float *out, const float *wpe, int B, int T, int D, int pos0);
+// dwpe (T, D) += sum over b of dout[b, t] (dout (B, T, D)), added in b order: deterministic
+void kern_positions_bwd(float *dwpe, const float *dout, int B, int T, int D);
 
 // ---- fused softmax + cross-entropy ----
 // logits (N, V) are overwritten with dloss/dlogits * dscale, where loss_n = -log softmax(logits_n)[targets_n].

@@ -10,24 +10,38 @@
 #include "../comm/comm.h"
 
 typedef struct {
-    const char *name;
+    const char *name, *model_type;
     int hidden_width, num_layers, num_heads, num_key_value_heads, intermediate_size, max_context_width, vocab_size;
 } Preset;
 
 // llama2_* are the published Llama-2 sizes; tiny is the default Shakespeare model (byte vocab),
-// small enough that `make run` learns visibly in a couple of minutes on 2 cores.
+// small enough that `make run` learns visibly in a couple of minutes on 2 cores. gpt2* are GPT-2's
+// sizes as minGPT builds them, the vocabulary 50257 padded to 50304 (a multiple of 64).
 static const Preset presets[] = {
-    {"tiny", 128, 4, 4, 2, 344, 128, 256},
-    {"llama2_7b", 4096, 32, 32, 32, 11008, 4096, 32000},
-    {"llama2_13b", 5120, 40, 40, 40, 13824, 4096, 32000},
-    {"llama2_70b", 8192, 80, 64, 8, 28672, 4096, 32000},
+    {"tiny", "llama_v2", 128, 4, 4, 2, 344, 128, 256},
+    {"llama2_7b", "llama_v2", 4096, 32, 32, 32, 11008, 4096, 32000},
+    {"llama2_13b", "llama_v2", 5120, 40, 40, 40, 13824, 4096, 32000},
+    {"llama2_70b", "llama_v2", 8192, 80, 64, 8, 28672, 4096, 32000},
+    {"gpt2", "mingpt", 768, 12, 12, 12, 3072, 1024, 50304},
+    {"gpt2-medium", "mingpt", 1024, 24, 16, 16, 4096, 1024, 50304},
+    {"gpt2-large", "mingpt", 1280, 36, 20, 20, 5120, 1024, 50304},
+    {"gpt2-xl", "mingpt", 1600, 48, 25, 25, 6400, 1024, 50304},
 };
+
+static const char *preset_names(void) {
+    static char names[256];
+    if (!names[0])
+        for (size_t i = 0, n = 0; i < sizeof presets / sizeof presets[0]; i++)
+            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", presets[i].name);
+    return names;
+}
 
 int config_preset(ModelConfig *m, const char *name) {
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
         const Preset *p = &presets[i];
         if (strcmp(p->name, name) != 0) continue;
         snprintf(m->model_name, sizeof m->model_name, "%s", name);
+        snprintf(m->model_type, sizeof m->model_type, "%s", p->model_type);
         m->hidden_width = p->hidden_width;
         m->num_layers = p->num_layers;
         m->num_heads = p->num_heads;
@@ -66,18 +80,22 @@ typedef struct {
 
 static const Flag flags[] = {
     S("model_type", model.model_type, "llama_v2|mingpt"),
+    // minimal_fsdp's --model takes the family's short name
+    MAP("model", F_MAP, model.model_type, "mingpt=mingpt|llama=llama_v2|llama_v2=llama_v2"),
     S("model_name", model.model_name, NULL),
-    I("hidden_width", model.hidden_width),
+    {"hidden_width", "embed_size", F_INT, offsetof(Config, model.hidden_width), 0, NULL},
     I("num_layers", model.num_layers),
     I("num_heads", model.num_heads),
     I("num_key_value_heads", model.num_key_value_heads),
     {"intermediate_size", "llama_intermediate_size", F_INT, offsetof(Config, model.intermediate_size), 0, NULL},
+    ALIAS("ffn_hidden_size", F_INT, model.intermediate_size),
     {"max_context_width", "seq_len", F_INT, offsetof(Config, model.max_context_width), 0, NULL},
+    ALIAS("seq_length", F_INT, model.max_context_width),
     I("vocab_size", model.vocab_size),
     FL("rope_theta", model.rope_theta),
     FL("initializer_range", model.initializer_range),
     FL("dropout", model.dropout),
-    S("sharding", sharding, "full-shard|grad-shard|no-shard|hybrid-full-shard|hybrid-grad-shard"),
+    S("sharding", sharding, "full-shard|grad-shard|no-shard|hybrid-full-shard|hybrid-grad-shard|hybrid-shard"),
     I("shard_group_size", shard_group_size),
     S("precision", precision, "float32|bf16"),
     S("reduce_dtype", reduce_dtype, "float32|bf16"),
@@ -107,14 +125,18 @@ static const Flag flags[] = {
     {"init_from", "pretrained_checkpoint_file", F_STR, offsetof(Config, init_from), sizeof(((Config *)0)->init_from), NULL},
     B("finetune", finetune),
     S("checkpoint_dir", checkpoint_dir, NULL),
+    S("run_name", run_name, NULL),
     I("checkpoint_freq", checkpoint_freq),
-    S("resume_from_checkpoint", resume_from_checkpoint, NULL),
+    {"resume_from_checkpoint", "restart_checkpoint_file", F_STR, offsetof(Config, resume_from_checkpoint),
+     sizeof(((Config *)0)->resume_from_checkpoint), NULL},
     I("num_kept_checkpoints", num_kept_checkpoints),
     B("overwrite_checkpoints", overwrite_checkpoints),
     S("device", device, "auto|cpu|cuda"),
+    S("environment", environment, "local|pbs"),
     I("logging_freq", logging_freq),
     S("metrics_file", metrics_file, NULL),
     B("profile", profile),
+    B("log_timestamps", log_timestamps),
     I("num_threads", num_threads),
     S("prompt", prompt, NULL),
     I("num_tokens", num_tokens),
@@ -133,6 +155,7 @@ static const Flag flags[] = {
     ALIAS("attn_pdrop", F_FLOAT, model.dropout),
     UNSUP("plateau", "the learning rate follows --lr_decay_style (cosine, linear or constant), not a plateau schedule"),
     ALIAS("epochs", F_INT, max_epochs),
+    UNSUP("restart_epoch", "a checkpoint records its step, and a resumed run continues from there"),
     ALIAS("ckpt_load_path", F_STR, resume_from_checkpoint),
     ALIAS("ckpt_save_path", F_STR, checkpoint_dir),
     ALIAS("report_interval", F_INT, logging_freq),
@@ -174,6 +197,7 @@ static void defaults(Config *c) {
     snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "checkpoints");
     c->checkpoint_freq = 100;
     snprintf(c->device, sizeof c->device, "auto");
+    snprintf(c->environment, sizeof c->environment, "local");
     c->logging_freq = 10;
     c->num_tokens = 256;
     c->temperature = 0.8f;
@@ -274,7 +298,13 @@ const char *config_validate_model(const ModelConfig *m) {
         snprintf(msg, sizeof msg, "--num_key_value_heads %d does not divide --num_heads %d", m->num_key_value_heads, m->num_heads);
         return msg;
     }
-    if (config_head_dim(m) % 2) {
+    int llama = !strcmp(m->model_type, "llama_v2");
+    if (!llama && m->num_key_value_heads != m->num_heads) {
+        snprintf(msg, sizeof msg, "--num_key_value_heads %d: model_type %s has no grouped-query attention (it must equal --num_heads %d)",
+                 m->num_key_value_heads, m->model_type, m->num_heads);
+        return msg;
+    }
+    if (llama && config_head_dim(m) % 2) {
         snprintf(msg, sizeof msg, "head dimension %d (hidden_width/num_heads) must be even for RoPE", config_head_dim(m));
         return msg;
     }
@@ -287,13 +317,13 @@ static void validate(const Config *c) {
     const char *err = config_validate_model(m);
     if (err) comm_fail_all("%s", err);
     // refused with a reason rather than silently ignored: these arrive with later work
-    if (!strcmp(m->model_type, "mingpt")) comm_fail_all("--model_type mingpt is not implemented yet; use llama_v2");
-    if (m->dropout != 0.0f) comm_fail_all("--dropout %g: only 0 is supported (Llama-2 pretraining uses none)", m->dropout);
+    if (m->dropout < 0.0f || m->dropout >= 1.0f) comm_fail_all("--dropout must be in [0, 1), got %g", m->dropout);
     if (c->batch_size <= 0) comm_fail_all("--batch_size must be positive");
     if (c->grad_accum <= 0) comm_fail_all("--grad_accum must be positive");
     if (c->skip_nonfinite_steps < 0) comm_fail_all("--skip_nonfinite_steps must be >= 0");
     if (c->max_steps < -1) comm_fail_all("--max_steps must be >= 0");
-    if (c->max_epochs < 0) comm_fail_all("--max_epochs must be >= 0");
+    if (c->max_epochs < 0 && c->max_steps > 0)
+        comm_fail_all("--max_epochs %d (evaluate, then generate) and --max_steps %d contradict each other", c->max_epochs, c->max_steps);
     if (c->lr < 0 || c->min_lr < 0 || c->min_lr > c->lr) comm_fail_all("need 0 <= --min_lr <= --lr");
     if (c->warmup < 0) comm_fail_all("--warmup must be >= 0 (steps, or a fraction of --max_steps when below 1)");
     if (c->beta1 < 0 || c->beta1 >= 1 || c->beta2 < 0 || c->beta2 >= 1) comm_fail_all("--beta1/--beta2 must be in [0, 1)");
@@ -352,6 +382,13 @@ void config_adopt_model(Config *c, const ModelConfig *src, unsigned known, const
         {MODEL_NORM_EPS, NULL, offsetof(ModelConfig, norm_eps), 1, 0},
     };
     ModelConfig *m = &c->model;
+    if ((known & MODEL_TYPE) && strcmp(m->model_type, src->model_type) != 0) {
+        if (config_given("model_type") || config_given("model_name"))
+            comm_fail_all("%s holds a %s model but this run has --model_type %s%s", source, src->model_type, m->model_type,
+                          config_given("model_type") ? "" : " (from --model_name; drop it to take the model from the source)");
+        snprintf(m->model_type, sizeof m->model_type, "%s", src->model_type);
+        if (!strcmp(m->model_type, "mingpt")) m->num_key_value_heads = m->num_heads;
+    }
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         if (!(known & fields[i].bit)) continue;
         char *dst = (char *)m + fields[i].off;
@@ -370,6 +407,35 @@ void config_adopt_model(Config *c, const ModelConfig *src, unsigned known, const
         memcpy(dst, val, fields[i].is_float ? sizeof(float) : sizeof(int));
     }
     validate(c);
+}
+
+// What a family fixes that the Llama-shaped defaults do not: minGPT has one key/value head per
+// head, an MLP of 4*D unless told, and learned positions instead of RoPE.
+static void family_defaults(Config *c) {
+    ModelConfig *m = &c->model;
+    ModelConfig preset = *m;
+    if (config_given("model_name") && config_given("model_type") && config_preset(&preset, m->model_name) &&
+        strcmp(preset.model_type, m->model_type) != 0)
+        comm_fail_all("--model_name %s is a %s preset but this run has --model_type %s", m->model_name, preset.model_type,
+                      m->model_type);
+    if (!strcmp(m->model_type, "llama_v2")) return;
+    if (config_given("rope_theta")) comm_fail_all("--rope_theta applies to llama_v2; %s learns its positions", m->model_type);
+    if (!config_given("num_key_value_heads")) m->num_key_value_heads = m->num_heads;
+    if (!config_given("intermediate_size")) m->intermediate_size = 4 * m->hidden_width;
+}
+
+// --run_name R puts checkpoints in checkpoint_dir/R, and a resume directory equal to the
+// checkpoint directory follows it (checkpoint dir = resume dir)
+static void join_run_name(Config *c) {
+    if (!c->run_name[0]) return;
+    if (strchr(c->run_name, '/') || !strcmp(c->run_name, ".") || !strcmp(c->run_name, ".."))
+        comm_fail_all("--run_name '%s' names a subdirectory of --checkpoint_dir: no '/', '.' or '..'", c->run_name);
+    int follow = !strcmp(c->resume_from_checkpoint, c->checkpoint_dir);
+    char dir[sizeof c->checkpoint_dir];
+    if (snprintf(dir, sizeof dir, "%s/%s", c->checkpoint_dir, c->run_name) >= (int)sizeof dir)
+        comm_fail_all("--checkpoint_dir/--run_name is too long (max %zu characters)", sizeof dir - 1);
+    memcpy(c->checkpoint_dir, dir, sizeof dir);
+    if (follow) memcpy(c->resume_from_checkpoint, dir, sizeof dir);
 }
 
 void config_parse(Config *c, int argc, char **argv) {
@@ -402,14 +468,18 @@ void config_parse(Config *c, int argc, char **argv) {
             }
             int is_preset = f->off == offsetof(Config, model.model_name);
             if (pass == 0 && is_preset && !config_preset(&c->model, val))
-                comm_fail_all("--model_name '%s' is not a preset (tiny, llama2_7b, llama2_13b, llama2_70b)", val);
+                comm_fail_all("--model_name '%s' is not a preset (%s)", val, preset_names());
             if (pass == 0 && is_preset) flag_given[f - flags] = 1;
             if (pass == 1 && !is_preset) {
                 set_flag(c, f, val);
-                flag_given[f - flags] = 1;
+                // an alias counts as its setting given, whichever spelling the command line used
+                for (size_t j = 0; j < NFLAGS; j++)
+                    if (flags[j].off == f->off && flags[j].kind != F_UNSUP && f->kind != F_UNSUP) flag_given[j] = 1;
             }
         }
     }
+    family_defaults(c);
+    join_run_name(c);
     validate(c);
 }
 

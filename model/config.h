@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 typedef struct {
-    char model_type[16];  // llama_v2 (mingpt is recognised and refused for now)
+    char model_type[16];  // the family: llama_v2 or mingpt
     char model_name[32];  // preset the sizes came from
     int hidden_width;     // D
     int num_layers;       // L
@@ -17,7 +17,7 @@ typedef struct {
     float rope_theta;
     float norm_eps;
     float initializer_range;
-    float dropout;
+    float dropout;        // training only: residual branches (both), embeddings and attention probabilities (minGPT)
 } ModelConfig;
 
 typedef struct {
@@ -42,11 +42,14 @@ typedef struct {
     int validation_freq, validation_batches;
     // checkpoints
     char checkpoint_dir[512], resume_from_checkpoint[512];
+    char run_name[128];  // minimal_fsdp's --run_name: checkpoints go to checkpoint_dir/run_name
     int checkpoint_freq, num_kept_checkpoints;
     int overwrite_checkpoints;  // a fresh run may write into a directory holding other runs' checkpoints
     // run
     char device[8], metrics_file[512];
+    char environment[8];  // minimal_fsdp's --environment local|pbs: pbs logs the job and checks its node file
     int logging_freq, num_threads, profile;
+    int log_timestamps;  // date, level and rank before every log line
     // generate
     char prompt[4096];
     int num_tokens;
@@ -56,7 +59,8 @@ typedef struct {
 // Fields of ModelConfig that a model source (a checkpoint, a Hugging Face config.json) determines.
 enum {
     MODEL_HIDDEN = 1, MODEL_LAYERS = 2, MODEL_HEADS = 4, MODEL_KV_HEADS = 8, MODEL_INTERMEDIATE = 16,
-    MODEL_VOCAB = 32, MODEL_CONTEXT = 64, MODEL_ROPE_THETA = 128, MODEL_NORM_EPS = 256, MODEL_ALL = 511
+    MODEL_VOCAB = 32, MODEL_CONTEXT = 64, MODEL_ROPE_THETA = 128, MODEL_NORM_EPS = 256, MODEL_TYPE = 512,
+    MODEL_ALL = 1023
 };
 
 // Fills cfg from defaults, the --model_name preset and argv. On a bad flag or value every rank

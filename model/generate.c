@@ -7,13 +7,9 @@
 
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
+#include "../kernels/rng.h"
 
-static double next_uniform(uint64_t *s) {  // splitmix64 stream
-    uint64_t x = (*s += 0x9e3779b97f4a7c15ULL);
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return (double)((x ^ (x >> 31)) >> 11) / 9007199254740992.0;
-}
+static double next_uniform(uint64_t *s) { return (double)(kern_splitmix64_next(s) >> 11) / 9007199254740992.0; }
 
 typedef struct {
     float p;
@@ -64,9 +60,9 @@ static float *forward_tokens(const ModelPlan *plan, const float *const *P, Activ
                              int pos0, float *logits) {
     int L = plan->cfg.num_layers, V = plan->cfg.vocab_size;
     model_load_batch(a, toks, NULL, n);
-    model_embed_fwd(plan, P[0], a, n);
-    for (int l = 0; l < L; l++) model_block_fwd(plan, l, P[l + 1], a, n, pos0);
-    model_head_fwd_bwd(plan, P[L + 1], NULL, a, 0, n, 0.0f);
+    model_embed_fwd(plan, P[plan->embed_unit], a, n, pos0);
+    for (int l = 0; l < L; l++) model_block_fwd(plan, l, P[plan->block0 + l], a, n, pos0);
+    model_head_fwd_bwd(plan, P[plan->head_unit], NULL, a, 0, n, 0.0f);
     kern_download(logits, a->logits + (size_t)(n - 1) * V, (size_t)V * sizeof(float));
     return logits;
 }
@@ -76,7 +72,7 @@ void model_generate(const ModelPlan *plan, const float *const *P, const int32_t 
     const ModelConfig *c = &plan->cfg;
     int T = c->max_context_width;
     Activations a;
-    model_acts_alloc(&a, c, 1, T, 1, 0);
+    model_acts_alloc(&a, plan, 1, T, 1, 0);
     int32_t *window = mallocCheck((size_t)T * sizeof(int32_t));
     float *host_logits = mallocCheck((size_t)c->vocab_size * sizeof(float));
     // the context keeps the last tokens; when it fills up, it is refilled with its newer half

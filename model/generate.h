@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-#include "llama.h"
+#include "model.h"
 
 // unit_params[u]: full parameters of unit u. Continues the n prompt tokens (n >= 1) by
 // at most num_tokens tokens, handing each new token to emit, which returns 0 to stop (an end-of-

@@ -1,7 +1,6 @@
-// llama: unit plan, init, and forward/backward of each FSDP unit.
+// llama: unit plan, activations, and forward/backward of each FSDP unit.
 #include "llama.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,26 +8,17 @@
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
 
-static void add_tensor(UnitSpec *u, const char *name, int rows, int cols) {
-    TensorSpec *t = &u->t[u->ntensors++];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->ndim = cols ? 2 : 1;
-    t->shape[0] = rows;
-    t->shape[1] = cols;
-    t->numel = (size_t)rows * (cols ? (size_t)cols : 1);
-    t->offset = u->numel;
-    t->decay = t->ndim == 2;
-    u->numel += t->numel;
-}
-
-void model_plan_build(ModelPlan *plan, const ModelConfig *c) {
+static void llama_plan_build(ModelPlan *plan) {
+    const ModelConfig *c = &plan->cfg;
     int D = c->hidden_width, L = c->num_layers, hd = config_head_dim(c);
     int qd = c->num_heads * hd, kvd = c->num_key_value_heads * hd, F = c->intermediate_size, V = c->vocab_size;
-    plan->cfg = *c;
     plan->nunits = L + 2;
+    plan->embed_unit = 0;
+    plan->block0 = 1;
+    plan->head_unit = L + 1;
     plan->units = callocCheck(plan->nunits, sizeof(UnitSpec));
-    plan->units[0].kind = UNIT_EMBED;
-    add_tensor(&plan->units[0], "model.embed_tokens.weight", V, D);
+    plan->units[0].layer = -1;
+    model_add_tensor(&plan->units[0], "model.embed_tokens.weight", V, D, INIT_NORMAL, 1.0f, 1);
     char name[80];
     static const char *const block_names[] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj",
                                               "self_attn.v_proj", "self_attn.o_proj", "post_attention_layernorm",
@@ -36,147 +26,64 @@ void model_plan_build(ModelPlan *plan, const ModelConfig *c) {
     const int rows[] = {D, qd, kvd, kvd, D, D, F, F, D}, cols[] = {0, D, D, D, qd, 0, D, D, F};
     for (int l = 0; l < L; l++) {
         UnitSpec *u = &plan->units[l + 1];
-        u->kind = UNIT_BLOCK;
         u->layer = l;
-        for (int i = 0; i < MAX_UNIT_TENSORS; i++) {
+        for (int i = 0; i < 9; i++) {
             snprintf(name, sizeof name, "model.layers.%d.%s.weight", l, block_names[i]);
-            add_tensor(u, name, rows[i], cols[i]);
+            // 2-D weights start N(0, initializer_range) and decay; norm weights start at 1
+            model_add_tensor(u, name, rows[i], cols[i], cols[i] ? INIT_NORMAL : INIT_ONES, 1.0f, cols[i] != 0);
         }
     }
     UnitSpec *head = &plan->units[L + 1];
-    head->kind = UNIT_HEAD;
-    add_tensor(head, "model.norm.weight", D, 0);
-    add_tensor(head, "lm_head.weight", V, D);
-    plan->num_params = 0;
-    for (int u = 0; u < plan->nunits; u++) plan->num_params += plan->units[u].numel;
+    head->layer = -1;
+    model_add_tensor(head, "model.norm.weight", D, 0, INIT_ONES, 1.0f, 0);
+    model_add_tensor(head, "lm_head.weight", V, D, INIT_NORMAL, 1.0f, 1);
 }
 
-void model_plan_free(ModelPlan *plan) {
-    free(plan->units);
-    plan->units = NULL;
-}
+// tensor order inside a block unit and the head unit
+enum { P_LN1, P_Q, P_K, P_V, P_O, P_LN2, P_GATE, P_UP, P_DOWN };
+enum { P_NORM, P_LM_HEAD };
 
-int model_find_tensor(const ModelPlan *plan, const char *name, int *unit, int *tensor) {
-    for (int u = 0; u < plan->nunits; u++)
-        for (int t = 0; t < plan->units[u].ntensors; t++)
-            if (!strcmp(plan->units[u].t[t].name, name)) return *unit = u, *tensor = t, 1;
-    return 0;
-}
-
-static uint64_t splitmix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-void model_init_range(const TensorSpec *t, uint64_t seed, float std, size_t begin, size_t count, float *dst) {
-    if (t->ndim == 1) {  // norm weights start at 1, as in torch/HF
-        for (size_t i = 0; i < count; i++) dst[i] = 1.0f;
-        return;
-    }
-    uint64_t h = 1469598103934665603ULL;  // FNV-1a of the name keys the stream
-    for (const char *s = t->name; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ULL;
-    uint64_t key = splitmix64(seed ^ splitmix64(h));
-    for (size_t i = 0; i < count; i++) {
-        uint64_t r = splitmix64(key ^ splitmix64(begin + i));
-        double u1 = ((double)(r >> 32) + 0.5) / 4294967296.0, u2 = ((double)(r & 0xffffffffu) + 0.5) / 4294967296.0;
-        dst[i] = (float)(std * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));  // Box-Muller
-    }
-}
-
-// ---- activations ----
-
-// activations live on the compute device; model_acts_bytes runs the same layout with
-// acts_count set, which only adds up the sizes
-static size_t *acts_count;
-static void *acts_buf(size_t bytes) {
-    if (!acts_count) return kern_alloc(bytes);
-    *acts_count += bytes;
-    return NULL;
-}
-static float *fbuf(size_t n) { return acts_buf(n * sizeof(float)); }
-
-void model_acts_alloc(Activations *a, const ModelConfig *c, int B, int T, int with_kv_cache, int ckpt_every) {
-    memset(a, 0, sizeof *a);
-    a->B = B;
-    a->T = T;
-    size_t N = (size_t)B * T, D = c->hidden_width, hd = config_head_dim(c);
+static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int with_kv_cache) {
+    size_t N = (size_t)a->B * a->T, D = c->hidden_width, hd = config_head_dim(c);
     size_t qd = c->num_heads * hd, kvd = c->num_key_value_heads * hd, F = c->intermediate_size, V = c->vocab_size;
-    int nl = c->num_layers, nslots = 0, shared = -1;
-    a->slot = callocCheck(nl, sizeof(int));
-    a->recompute = callocCheck(nl, sizeof(int));
-    for (int l = 0; l < nl; l++) {
-        a->recompute[l] = ckpt_every > 0 && l % ckpt_every == 0;
-        if (!a->recompute[l]) a->slot[l] = nslots++;
-        else a->slot[l] = shared >= 0 ? shared : (shared = nslots++);
-    }
-    size_t L = (size_t)nslots;
-    a->res = fbuf((size_t)(nl + 1) * N * D);
-    a->xn1 = fbuf(L * N * D);
-    a->rstd1 = fbuf(L * N);
-    a->q = fbuf(L * N * qd);
-    a->k = fbuf(L * N * kvd);
-    a->v = fbuf(L * N * kvd);
-    a->saved_len = kern_attention_saved_floats(B, c->num_heads, T, T);
-    a->attn_saved = fbuf(L * a->saved_len);
-    a->att = fbuf(L * N * qd);
-    a->xmid = fbuf(L * N * D);
-    a->xn2 = fbuf(L * N * D);
-    a->rstd2 = fbuf(L * N);
-    a->gate = fbuf(L * N * F);
-    a->up = fbuf(L * N * F);
-    a->h = fbuf(L * N * F);
-    a->xf = fbuf(N * D);
-    a->rstdf = fbuf(N);
-    a->logits = fbuf(N * V);
-    a->tokens = acts_buf(N * sizeof(int32_t));
-    a->targets = acts_buf(N * sizeof(int32_t));
-    a->rope_cos = fbuf((size_t)T * hd / 2);
-    a->rope_sin = fbuf((size_t)T * hd / 2);
-    if (!acts_count) kern_rope_table(a->rope_cos, a->rope_sin, T, (int)hd, c->rope_theta);
+    int nl = c->num_layers;
+    a->res = model_acts_buf((size_t)(nl + 1) * N * D);
+    a->xn1 = model_acts_buf(S * N * D);
+    a->rstd1 = model_acts_buf(S * N);
+    a->q = model_acts_buf(S * N * qd);
+    a->k = model_acts_buf(S * N * kvd);
+    a->v = model_acts_buf(S * N * kvd);
+    a->saved_len = kern_attention_saved_floats(a->B, c->num_heads, a->T, a->T);
+    a->attn_saved = model_acts_buf(S * a->saved_len);
+    a->att = model_acts_buf(S * N * qd);
+    a->xmid = model_acts_buf(S * N * D);
+    a->xn2 = model_acts_buf(S * N * D);
+    a->rstd2 = model_acts_buf(S * N);
+    a->gate = model_acts_buf(S * N * F);
+    a->up = model_acts_buf(S * N * F);
+    a->h = model_acts_buf(S * N * F);
+    a->xf = model_acts_buf(N * D);
+    a->rstdf = model_acts_buf(N);
+    a->logits = model_acts_buf(N * V);
+    a->rope_cos = model_acts_buf((size_t)a->T * hd / 2);
+    a->rope_sin = model_acts_buf((size_t)a->T * hd / 2);
+    if (a->rope_cos) kern_rope_table(a->rope_cos, a->rope_sin, a->T, (int)hd, c->rope_theta);
     if (with_kv_cache) {
-        a->kcache = fbuf((size_t)nl * T * kvd);
-        a->vcache = fbuf((size_t)nl * T * kvd);
+        a->kcache = model_acts_buf((size_t)nl * a->T * kvd);
+        a->vcache = model_acts_buf((size_t)nl * a->T * kvd);
         return;  // generation runs no backward
     }
-    a->dres = fbuf(N * D);
-    a->dxn = fbuf(N * D);
-    a->dq = fbuf(N * qd);
-    a->dk = fbuf(N * kvd);
-    a->dv = fbuf(N * kvd);
-    a->datt = fbuf(N * qd);
-    a->dgate = fbuf(N * F);
-    a->dup = fbuf(N * F);
-    a->dh = fbuf(N * F);
-    a->attn_scratch = fbuf(kern_attention_scratch_floats(B, c->num_heads, T));
-}
-
-size_t model_acts_bytes(const ModelConfig *c, int B, int T, int with_kv_cache, int ckpt_every) {
-    size_t bytes = 0;
-    Activations a;
-    acts_count = &bytes;
-    model_acts_alloc(&a, c, B, T, with_kv_cache, ckpt_every);
-    acts_count = NULL;
-    free(a.slot);
-    free(a.recompute);
-    return bytes;
-}
-
-void model_acts_free(Activations *a) {
-    void **bufs[] = {(void **)&a->res, (void **)&a->xn1, (void **)&a->rstd1, (void **)&a->q, (void **)&a->k,
-                     (void **)&a->v, (void **)&a->attn_saved, (void **)&a->att, (void **)&a->xmid, (void **)&a->xn2,
-                     (void **)&a->rstd2, (void **)&a->gate, (void **)&a->up, (void **)&a->h, (void **)&a->xf,
-                     (void **)&a->rstdf, (void **)&a->logits, (void **)&a->dres, (void **)&a->dxn, (void **)&a->dq,
-                     (void **)&a->dk, (void **)&a->dv, (void **)&a->datt, (void **)&a->dgate, (void **)&a->dup,
-                     (void **)&a->dh, (void **)&a->attn_scratch, (void **)&a->rope_cos, (void **)&a->rope_sin,
-                     (void **)&a->kcache, (void **)&a->vcache, (void **)&a->tokens, (void **)&a->targets};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
-        if (*bufs[i]) kern_free(*bufs[i]);
-        *bufs[i] = NULL;
-    }
-    free(a->slot);
-    free(a->recompute);
+    a->dres = model_acts_buf(N * D);
+    a->dxn = model_acts_buf(N * D);
+    if (c->dropout > 0.0f) a->dbranch = model_acts_buf(N * D);
+    a->dq = model_acts_buf(N * qd);
+    a->dk = model_acts_buf(N * kvd);
+    a->dv = model_acts_buf(N * kvd);
+    a->datt = model_acts_buf(N * qd);
+    a->dgate = model_acts_buf(N * F);
+    a->dup = model_acts_buf(N * F);
+    a->dh = model_acts_buf(N * F);
+    a->attn_scratch = model_acts_buf(kern_attention_scratch_floats(a->B, c->num_heads, a->T));
 }
 
 // ---- forward / backward ----
@@ -201,16 +108,11 @@ static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
 
 #define W(p, u, i) ((p) + (u)->t[i].offset)
 
-void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, int ntok) {
-    kern_upload(a->tokens, inp, (size_t)ntok * sizeof(int32_t));
-    if (tgt) kern_upload(a->targets, tgt, (size_t)ntok * sizeof(int32_t));
-}
-
-void model_embed_fwd(const ModelPlan *plan, const float *p, Activations *a, int T) {
+static void llama_embed_fwd(const ModelPlan *plan, const float *p, Activations *a, int T, int pos0) {
     kern_embedding_fwd(a->res, a->tokens, p, a->B * T, plan->cfg.hidden_width);  // (B, T, D)
 }
 
-void model_block_fwd(const ModelPlan *plan, int l, const float *p, Activations *a, int T, int pos0) {
+static void llama_block_fwd(const ModelPlan *plan, int l, const float *p, Activations *a, int T, int pos0) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[l + 1];
     int B = a->B, N = B * T, D = c->hidden_width, H = c->num_heads, KV = c->num_key_value_heads;
@@ -227,22 +129,24 @@ void model_block_fwd(const ModelPlan *plan, int l, const float *p, Activations *
         kern_copy(a->kcache + base, la.k, (size_t)T * kvd);
         kern_copy(a->vcache + base, la.v, (size_t)T * kvd);
         kern_attention_fwd(la.att, la.saved, la.q, a->kcache + (size_t)l * a->T * kvd,
-                           a->vcache + (size_t)l * a->T * kvd, 1, T, pos0 + T, H, KV, hd, (size_t)a->T * kvd);
+                           a->vcache + (size_t)l * a->T * kvd, 1, T, pos0 + T, H, KV, hd, (size_t)a->T * kvd, NULL);
     } else {
-        kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, KV, hd, (size_t)T * KV * hd);
+        kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL);
     }
     kern_matmul_fwd(la.xmid, la.att, W(p, u, P_O), N, H * hd, D);
+    model_dropout_fwd(a, la.xmid, T, D, l, DROP_ATTN_OUT);
     kern_add(la.xmid, la.x, (size_t)N * D);  // residual
     kern_rmsnorm_fwd(la.xn2, la.rstd2, la.xmid, W(p, u, P_LN2), N, D, c->norm_eps);
     kern_matmul_fwd(la.gate, la.xn2, W(p, u, P_GATE), N, D, F);  // (B, T, F)
     kern_matmul_fwd(la.up, la.xn2, W(p, u, P_UP), N, D, F);
     kern_swiglu_fwd(la.h, la.gate, la.up, (size_t)N * F);
     kern_matmul_fwd(la.out, la.h, W(p, u, P_DOWN), N, F, D);
+    model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
     kern_add(la.out, la.xmid, (size_t)N * D);  // residual
 }
 
-double model_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets, int T,
-                          float dscale) {
+static double llama_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets,
+                                 int T, float dscale) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->nunits - 1];
     int N = a->B * T, D = c->hidden_width, V = c->vocab_size;
@@ -258,7 +162,7 @@ double model_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activ
     return loss;
 }
 
-void model_block_bwd(const ModelPlan *plan, int l, const float *p, float *g, Activations *a) {
+static void llama_block_bwd(const ModelPlan *plan, int l, const float *p, float *g, Activations *a) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[l + 1];
     int B = a->B, T = a->T, N = B * T, D = c->hidden_width, H = c->num_heads, KV = c->num_key_value_heads;
@@ -266,15 +170,16 @@ void model_block_bwd(const ModelPlan *plan, int l, const float *p, float *g, Act
     LayerActs la = layer_acts(c, a, l);
     float *dx = a->dres;  // (B, T, D): dloss/d out, becomes dloss/d xmid, then dloss/d x
     // MLP
-    kern_matmul_bwd(a->dh, W(g, u, P_DOWN), dx, la.h, W(p, u, P_DOWN), N, F, D, 0);
+    kern_matmul_bwd(a->dh, W(g, u, P_DOWN), model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT), la.h, W(p, u, P_DOWN), N, F, D, 0);
     kern_swiglu_bwd(a->dgate, a->dup, a->dh, la.gate, la.up, (size_t)N * F);
     kern_matmul_bwd(a->dxn, W(g, u, P_GATE), a->dgate, la.xn2, W(p, u, P_GATE), N, D, F, 0);
     kern_matmul_bwd(a->dxn, W(g, u, P_UP), a->dup, la.xn2, W(p, u, P_UP), N, D, F, 1);
     kern_rmsnorm_bwd(dx, W(g, u, P_LN2), a->dxn, la.xmid, W(p, u, P_LN2), la.rstd2, N, D);
     // attention
-    kern_matmul_bwd(a->datt, W(g, u, P_O), dx, la.att, W(p, u, P_O), N, H * hd, D, 0);
+    kern_matmul_bwd(a->datt, W(g, u, P_O), model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT), la.att, W(p, u, P_O), N, H * hd,
+                    D, 0);
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, KV,
-                       hd);
+                       hd, NULL);
     kern_rope_bwd(a->dq, a->rope_cos, a->rope_sin, B, T, H, hd, 0);
     kern_rope_bwd(a->dk, a->rope_cos, a->rope_sin, B, T, KV, hd, 0);
     kern_matmul_bwd(a->dxn, W(g, u, P_Q), a->dq, la.xn1, W(p, u, P_Q), N, D, H * hd, 0);
@@ -283,6 +188,24 @@ void model_block_bwd(const ModelPlan *plan, int l, const float *p, float *g, Act
     kern_rmsnorm_bwd(dx, W(g, u, P_LN1), a->dxn, la.x, W(p, u, P_LN1), la.rstd1, N, D);
 }
 
-void model_embed_bwd(const ModelPlan *plan, float *g, Activations *a) {
+static void llama_embed_bwd(const ModelPlan *plan, float *g, Activations *a) {
     kern_embedding_bwd(g, a->dres, a->tokens, a->B * a->T, plan->cfg.hidden_width);
 }
+
+// PaLM's count with H*hd = D: 6 FLOPs per parameter and token, plus attention's 12*L*D*T
+static double llama_flops_per_token(const ModelPlan *plan, int T) {
+    const ModelConfig *c = &plan->cfg;
+    return 6.0 * (double)plan->num_params + 12.0 * c->num_layers * c->hidden_width * (double)T;
+}
+
+const ModelFamily model_llama = {
+    .model_type = "llama_v2",
+    .plan_build = llama_plan_build,
+    .acts_alloc = llama_acts_alloc,
+    .embed_fwd = llama_embed_fwd,
+    .block_fwd = llama_block_fwd,
+    .head_fwd_bwd = llama_head_fwd_bwd,
+    .block_bwd = llama_block_bwd,
+    .embed_bwd = llama_embed_bwd,
+    .flops_per_token = llama_flops_per_token,
+};

@@ -1,6 +1,12 @@
 #!/bin/bash
 # PBS Pro: 8 nodes x 8 ranks (the 10.FSDP-style mpiexec launch), hybrid sharding per node.
-# Debian's OpenMPI has no PBS (tm) support, so the node list comes from $PBS_NODEFILE.
+# Debian's OpenMPI has no PBS (tm) support, so the node list comes from $PBS_NODEFILE, which lists
+# each node mpiprocs times: mpiprocs is the ranks per node (ppr), and NP defaults to its line count.
+# Keep ncpus/mpiprocs = the threads each rank should use (fsdpc shares an unpinned node's cores).
+# Smallest allocation:
+#   qsub -l select=1:ncpus=2:mpiprocs=2 -v DATA=data/tinyshakespeare.txt,MODEL=tiny,STEPS=20 run/pbs.sh
+# Tested: this script as written, by test/test_faults.sh, with a 2-line fake PBS_NODEFILE on one
+# machine (no PBS server here); not tested: a real PBS Pro or Torque server, or several nodes.
 #PBS -N fsdpc-llama2-7b
 #PBS -l select=8:ncpus=96:mpiprocs=8
 #PBS -l walltime=24:00:00
@@ -11,7 +17,7 @@ die() { echo "fsdpc: error: $*" >&2; exit 1; }
 [ -n "${PBS_NODEFILE:-}" ] || die "run this under PBS (qsub), which sets PBS_NODEFILE"
 NP=${NP:-$(wc -l <"$PBS_NODEFILE")}
 CKPT=${CKPT:-$PWD/checkpoints/llama2_7b}
-MODEL_ARGS=${MODEL_ARGS:---model_name llama2_7b --precision bf16}
+MODEL_ARGS=${MODEL_ARGS:---model_name ${MODEL:-llama2_7b} --precision bf16}
 # ranks are not pinned (--bind-to none): fsdpc shares each node's cores among its ranks
 mpiexec -n "$NP" --hostfile "$PBS_NODEFILE" --bind-to none ./fsdpc $MODEL_ARGS --sharding hybrid-full-shard \
     --batch_size ${BATCH:-1} --max_steps ${STEPS:-10000} --train_data "$DATA" \

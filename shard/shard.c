@@ -136,7 +136,9 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, int ini
         free(full);
     }
     s->nparam_slots = s->units[0].params ? 0 : s->reshard_after_forward ? 2 : s->nunits;
-    s->ngrad_slots = s->persistent_grads ? s->nunits : 2;
+    // current + being reduced, plus one held from the head's backward to the embedding's when
+    // they share a unit (tied weights)
+    s->ngrad_slots = s->persistent_grads ? s->nunits : plan->embed_unit == plan->head_unit ? 3 : 2;
     s->param_pool = callocCheck(s->nparam_slots + 1, sizeof(float *));
     s->grad_pool = callocCheck(s->ngrad_slots, sizeof(float *));
     s->param_owner = callocCheck(s->nparam_slots + 1, sizeof(int));
@@ -279,25 +281,31 @@ static void finish_reduce(ShardState *s, int u) {
 float *shard_grad_buffer(ShardState *s, int u) {
     FlatUnit *f = &s->units[u];
     if (s->persistent_grads) return f->grads;
+    if (f->grad_open) return f->grads;  // a second stage of the same unit adds to its gradient
     int slot = -1, oldest = -1;
     for (int i = 0; i < s->ngrad_slots && slot < 0; i++) {
-        if (s->grad_owner[i] < 0) slot = i;
-        else if (oldest < 0 || s->grad_owner[i] > s->grad_owner[oldest]) oldest = i;  // backward runs high to low
+        int owner = s->grad_owner[i];
+        if (owner < 0) slot = i;
+        else if (!s->units[owner].grad_open && (oldest < 0 || owner > s->grad_owner[oldest]))
+            oldest = i;  // backward runs high to low
     }
-    if (slot < 0) {  // both buffers still being reduced: finish the older one
+    if (slot < 0 && oldest < 0) comm_fatal("no free gradient buffer for unit %d", u);
+    if (slot < 0) {  // every buffer still being reduced: finish the older one
         finish_reduce(s, s->grad_owner[oldest]);
         slot = oldest;
     }
     s->grad_owner[slot] = u;
     f->grad_slot = slot;
     f->grads = s->grad_pool[slot];
+    f->grad_open = 1;
     kern_zero(f->grads, f->padded);
     return f->grads;
 }
 
 void shard_grad_ready(ShardState *s, int u, int last_micro) {
-    if (!last_micro) return;  // accumulate locally; communicate once per step (no_sync)
     FlatUnit *f = &s->units[u];
+    f->grad_open = 0;
+    if (!last_micro) return;  // accumulate locally; communicate once per step (no_sync)
     if (s->bf16_reduce) {
         uint16_t *stage = s->grad_stage[f->grad_slot];
         kern_f32_to_bf16(stage, f->grads, f->padded);

@@ -9,7 +9,7 @@
 
 #include "../comm/comm.h"
 #include "../model/config.h"
-#include "../model/llama.h"
+#include "../model/model.h"
 
 typedef enum { SHARD_FULL, SHARD_GRAD_OP, SHARD_NONE, SHARD_HYBRID_FULL, SHARD_HYBRID_GRAD_OP } ShardStrategy;
 // where a gather happens: training forward, evaluation forward, backward
@@ -30,6 +30,7 @@ typedef struct {
     float *params;                // (padded) gathered parameters while gathered, else NULL
     float *grads;                 // (padded) full gradient while backward needs it, else NULL
     int param_slot, grad_slot;    // pool slot in use, or -1
+    int grad_open;                // the gradient buffer is handed out and not yet ready
     int expand_pending;           // bf16 gather landed in the staging buffer, not yet in params
     CommRequest *gather_req, *reduce_req;
 } FlatUnit;

@@ -17,7 +17,7 @@
 #include "../data/data.h"
 #include "../data/tokenizer.h"
 #include "../model/generate.h"
-#include "../model/llama.h"
+#include "../model/model.h"
 #include "shard.h"
 
 float train_lr(const Config *c, int step, int max_steps) {
@@ -127,9 +127,10 @@ static void load_state(Run *r) {
 }
 
 // Before allocating: this rank's estimated peak (shard state and buffers from shard's layout
-// rules, activations from the model's) times the ranks on this node, against what the node can
-// give. A run that cannot fit stops at once with what would fit, instead of being killed later.
-// On a GPU the device holds these buffers and this host check does not apply.
+// rules, activations from the model's) against what it may use: on the CPU, times the ranks on
+// this node, against the node's memory; on a GPU, the part the device holds against the GPU's
+// free memory. A run that cannot fit stops at once with what would fit, instead of being killed
+// (or failing a cudaMalloc) later.
 static int ckpt_every(const Config *c) {
     return c->selective_checkpointing > 0 ? c->selective_checkpointing : c->activation_checkpoints ? 1 : 0;
 }
@@ -139,45 +140,78 @@ static double rank_bytes(const Run *r, const Config *c, ShardMemEstimate *e, dou
     int B = c->batch_size, T = c->model.max_context_width;
     shard_estimate(&r->plan, c, e);
     // activations, plus the batch and the loader's buffers
-    *acts = (double)model_acts_bytes(&c->model, B, T, 0, ckpt_every(c)) + 6.0 * B * T * sizeof(int32_t);
+    *acts = (double)model_acts_bytes(&r->plan, B, T, 0, ckpt_every(c)) + 6.0 * B * T * sizeof(int32_t);
+    return e->params + e->grads + e->optimizer + e->buffers + *acts;
+}
+
+// The part of rank_bytes a GPU holds (*e becomes the device's share): not the whole model an
+// unsharded start builds on the host before sharding it, nor, under --cpu_offload, the master
+// shard and AdamW moments, which then live in host memory (the device keeps a copy of the master
+// shard for the gathers, so that much stays).
+static double device_bytes(const Run *r, const Config *c, ShardMemEstimate *e, double *acts) {
+    rank_bytes(r, c, e, acts);
+    e->params = e->optimizer / 2;  // the master shard: each of AdamW's two moments is its size
+    if (c->cpu_offload) e->optimizer = 0;
     return e->params + e->grads + e->optimizer + e->buffers + *acts;
 }
 
 static void check_memory(Run *r) {
     const Config *c = r->cfg;
-    if (kern_on_gpu()) return;  // identical on every rank: no collective skipped
+    const double G = 1024.0 * 1024.0 * 1024.0;
+    int gpu = kern_on_gpu();
+    double (*bytes)(const Run *, const Config *, ShardMemEstimate *, double *) = gpu ? device_bytes : rank_bytes;
     ShardMemEstimate e, e2;
-    double acts, acts2, n = comm_info.local_world, need = n * rank_bytes(r, c, &e, &acts);
-    const char *source;
-    double avail = comm_mem_available(&source);
-    const char *hook = getenv("FSDPC_TEST_MEM_AVAILABLE");  // tests pose as a smaller node
-    if (hook) avail = atof(hook), source = "FSDPC_TEST_MEM_AVAILABLE";
-    if (avail <= 0 || need <= avail) {
+    // each rank has a GPU of its own, while the node's ranks share its host memory
+    double acts, acts2, n = gpu ? 1 : comm_info.local_world, need = n * bytes(r, c, &e, &acts), avail;
+    char limit[320];
+    int known;
+    if (gpu) {
+        size_t free_b, total_b;
+        kern_mem_info(&free_b, &total_b);
+        avail = (double)free_b, known = total_b > 0;
+        snprintf(limit, sizeof limit, "%.2f GiB free on %s (of %.2f GiB)", avail / G, kern_device_name(), total_b / G);
+    } else {
+        const char *source;
+        avail = comm_mem_available(&source);
+        const char *hook = getenv("FSDPC_TEST_MEM_AVAILABLE");  // tests pose as a smaller node
+        if (hook) avail = atof(hook), source = "FSDPC_TEST_MEM_AVAILABLE";
+        known = avail > 0;
+        snprintf(limit, sizeof limit, "%.2f GiB available (%s)", avail / G, source);
+    }
+    if (!known || need <= avail) {
         comm_check_all(NULL);
         return;
     }
-    // what would fit, cheapest change first: a smaller batch, recomputation, no whole-model start
+    // what would fit, cheapest change first: a smaller batch, recomputation, then on the CPU no
+    // whole-model start, on a GPU the optimizer state in host memory
     static Config alt;
     alt = *c;
-    char fits[256] = "more ranks on more nodes (sharding divides parameters, gradients and optimizer state)";
-    while (alt.batch_size > 1 && n * rank_bytes(r, &alt, &e2, &acts2) > avail) alt.batch_size /= 2;
-    if (n * rank_bytes(r, &alt, &e2, &acts2) <= avail) {
+    char fits[256];
+    snprintf(fits, sizeof fits, "more ranks on more %s (sharding divides parameters, gradients and optimizer state)", gpu ? "GPUs" : "nodes");
+    while (alt.batch_size > 1 && n * bytes(r, &alt, &e2, &acts2) > avail) alt.batch_size /= 2;
+    if (n * bytes(r, &alt, &e2, &acts2) <= avail) {
         snprintf(fits, sizeof fits, "--batch_size %d (and --grad_accum to keep the global batch)", alt.batch_size);
-    } else if ((alt.activation_checkpoints = 1, n * rank_bytes(r, &alt, &e2, &acts2) <= avail)) {
+    } else if ((alt.activation_checkpoints = 1, n * bytes(r, &alt, &e2, &acts2) <= avail)) {
         snprintf(fits, sizeof fits, "--activation_checkpoints --batch_size %d", alt.batch_size);
-    } else if (!c->meta_init) {
+    } else if (!gpu && !c->meta_init) {
         alt = *c;
         alt.meta_init = 1;
-        if (n * rank_bytes(r, &alt, &e2, &acts2) <= avail)
+        if (n * bytes(r, &alt, &e2, &acts2) <= avail)
             snprintf(fits, sizeof fits, "--meta_init (each rank makes only its shards instead of the whole model)");
+    } else if (gpu && !c->cpu_offload) {
+        alt = *c;
+        alt.cpu_offload = 1;
+        if (n * bytes(r, &alt, &e2, &acts2) <= avail)
+            snprintf(fits, sizeof fits, "--cpu_offload (master weights and AdamW moments in host memory)");
     }
-    const double G = 1024.0 * 1024.0 * 1024.0;
+    char ranks[64] = "";
+    if (!gpu) snprintf(ranks, sizeof ranks, " x %d rank(s) on this node", (int)n);
     static char msg[1024];
     snprintf(msg, sizeof msg,
-             "estimated peak memory %.2f GiB per rank (parameters %.2f, gradients %.2f, optimizer %.2f, activations %.2f, "
-             "buffers %.2f GiB) x %d rank(s) on this node exceeds the %.2f GiB available (%s); would fit: %s",
-             need / n / G, e.params / G, e.grads / G, e.optimizer / G, acts / G, e.buffers / G, (int)n, avail / G, source, fits);
-    comm_check_all(msg);  // nodes differ in what they have: any node's verdict ends the job
+             "estimated peak %smemory %.2f GiB per rank (parameters %.2f, gradients %.2f, optimizer %.2f, activations %.2f, "
+             "buffers %.2f GiB)%s exceeds the %s; would fit: %s",
+             gpu ? "device " : "", need / n / G, e.params / G, e.grads / G, e.optimizer / G, acts / G, e.buffers / G, ranks, limit, fits);
+    comm_check_all(msg);  // nodes and GPUs differ in what they have: any rank's verdict ends the job
 }
 
 // Output paths are checked before any work, not when the first checkpoint is due: rank 0
@@ -220,7 +254,7 @@ static void claim_checkpoint_dir(Run *r) {
 static void check_token_files(const Run *r, const Dataset *d) {
     if (tok_bos(r->tok) < 0) return;
     for (int i = 0; i < d->nfiles; i++)
-        if (d->files[i].width == 1)
+        if (d->files[i].text)
             comm_fail_all("'%s' is text, read as bytes, but the model uses tokenizer '%s': turn it into token shards first "
                           "(fsdpc prepare --tokenizer %s --input FILE --output DIR)",
                           d->files[i].path, r->cfg->tokenizer, r->cfg->tokenizer);
@@ -281,44 +315,48 @@ static void range(const char *phase, int u) {
 double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, float dscale,
                         int last_micro) {
     const ModelPlan *plan = s->plan;
-    int L = plan->cfg.num_layers, T = a->T, head = L + 1, train = dscale != 0.0f;
+    int L = plan->cfg.num_layers, T = a->T, train = dscale != 0.0f;
+    int embed = plan->embed_unit, b0 = plan->block0, head = plan->head_unit;
     ShardPhase fwd = train ? PHASE_FWD : PHASE_EVAL;
+    if (!train) model_set_dropout(a, 0.0f, 0, 0);  // evaluation runs without dropout
     model_load_batch(a, inp, tgt, a->B * T);
-    // forward: units 0..L, each prefetching the next; the head's forward runs with its backward
+    // forward: the embedding, then the blocks, each prefetching the next unit; the head's forward
+    // runs with its backward
     size_t ND = (size_t)a->B * T * plan->cfg.hidden_width;
-    range("forward", 0);
-    model_embed_fwd(plan, shard_gather(s, 0, 1), a, T);
-    shard_release(s, 0, fwd);
+    range("forward", embed);
+    model_embed_fwd(plan, shard_gather(s, embed, L > 0 ? b0 : head), a, T, 0);
+    shard_release(s, embed, fwd);
     shard_cast_activation(s, a->res, ND);
     kern_range_pop();
     for (int l = 0; l < L; l++) {
-        range("forward", l + 1);
-        model_block_fwd(plan, l, shard_gather(s, l + 1, l + 2), a, T, 0);
-        shard_release(s, l + 1, fwd);
+        range("forward", b0 + l);
+        model_block_fwd(plan, l, shard_gather(s, b0 + l, l + 1 < L ? b0 + l + 1 : head), a, T, 0);
+        shard_release(s, b0 + l, fwd);
         shard_cast_activation(s, a->res + (l + 1) * ND, ND);
         kern_range_pop();
     }
     range(train ? "forward+backward" : "forward", head);
-    const float *ph = shard_gather(s, head, train ? L : -1);
+    const float *ph = shard_gather(s, head, train && L > 0 ? b0 + L - 1 : -1);
     double loss = model_head_fwd_bwd(plan, ph, train ? shard_grad_buffer(s, head) : NULL, a, 1, T, dscale);
     shard_release(s, head, train ? PHASE_BWD : PHASE_EVAL);
-    if (train) shard_grad_ready(s, head, last_micro);
+    // a head that shares the embedding's unit (tied weights) collects the embedding's gradient too
+    if (train && head != embed) shard_grad_ready(s, head, last_micro);
     kern_range_pop();
     if (!train) return loss;
     // backward: blocks high to low, each prefetching the one below; the embedding needs no weights
     for (int l = L - 1; l >= 0; l--) {
-        range("backward", l + 1);
-        const float *p = shard_gather(s, l + 1, l > 0 ? l : -1);
+        range("backward", b0 + l);
+        const float *p = shard_gather(s, b0 + l, l > 0 ? b0 + l - 1 : -1);
         if (a->recompute[l]) model_block_fwd(plan, l, p, a, T, 0);  // activation checkpointing
-        model_block_bwd(plan, l, p, shard_grad_buffer(s, l + 1), a);
-        shard_release(s, l + 1, PHASE_BWD);
-        shard_grad_ready(s, l + 1, last_micro);
+        model_block_bwd(plan, l, p, shard_grad_buffer(s, b0 + l), a);
+        shard_release(s, b0 + l, PHASE_BWD);
+        shard_grad_ready(s, b0 + l, last_micro);
         kern_range_pop();
     }
-    range("backward", 0);
-    shard_release(s, 0, PHASE_BWD);
-    model_embed_bwd(plan, shard_grad_buffer(s, 0), a);
-    shard_grad_ready(s, 0, last_micro);
+    range("backward", embed);
+    shard_release(s, embed, PHASE_BWD);
+    model_embed_bwd(plan, shard_grad_buffer(s, embed), a);
+    shard_grad_ready(s, embed, last_micro);
     kern_range_pop();
     return loss;
 }
@@ -365,6 +403,8 @@ static double train_step(Run *r, int step, float lr, double *gnorm, int *applied
     shard_zero_grads(&r->st);
     for (int micro = 0; micro < c->grad_accum; micro++) {
         fill_batch(r, step, micro);
+        // masks keyed by the global sample index: equal for every layout, and on resume
+        model_set_dropout(&r->acts, c->model.dropout, (uint64_t)c->seed, batch_first(r, step, micro));
         prof_mark(r, PROF_DATA);
         red[0] += train_micro_step(&r->st, &r->acts, r->inp, r->tgt, dscale, micro == c->grad_accum - 1);
         prof_mark(r, PROF_COMPUTE);
@@ -525,10 +565,9 @@ int train_run(Config *c) {
     resolve_sources(&r);
     comm_check_same(config_hash(c), "model configuration or tokenizer after reading its sources (do the files differ between nodes?)");
     model_plan_build(&r.plan, &c->model);
-    // PaLM's count with H*hd = D: 6N + 12*L*D*T FLOPs per token (N: all parameters)
-    r.flops_per_token = 6.0 * (double)r.plan.num_params +
-                        12.0 * c->model.num_layers * c->model.hidden_width * c->model.max_context_width;
+    r.flops_per_token = model_flops_per_token(&r.plan, c->model.max_context_width);
     open_data(&r);
+    if (c->max_epochs < 0) r.max_steps = 0;  // minimal_fsdp's evaluate-then-generate
     if (r.max_steps < 0) r.max_steps = 300;
     if (c->max_epochs > 0 && r.train.nchunks) {  // a synthetic dataset has no epochs
         int by_epochs = (int)(((uint64_t)c->max_epochs * r.train.nchunks + r.global_batch - 1) / r.global_batch);
@@ -547,7 +586,7 @@ int train_run(Config *c) {
     claim_checkpoint_dir(&r);
     shard_init(&r.st, &r.plan, c, !r.resume_file[0] && !r.init_h5 && !r.hf);
     comm_log("sharding %s: shard group %d x replica group %d\n", c->sharding, r.st.shard_size, r.st.replica_size);
-    model_acts_alloc(&r.acts, &c->model, c->batch_size, c->model.max_context_width, 0, ckpt_every(c));
+    model_acts_alloc(&r.acts, &r.plan, c->batch_size, c->model.max_context_width, 0, ckpt_every(c));
     size_t bt = (size_t)c->batch_size * c->model.max_context_width;
     r.inp = mallocCheck(bt * sizeof(int32_t));
     r.tgt = mallocCheck(bt * sizeof(int32_t));
@@ -610,7 +649,7 @@ int train_run(Config *c) {
     prof_report(&r, r.st.step - start);
     if (r.metrics) fclose(r.metrics);
     if (r.max_steps == 0 && r.has_val && c->val_data[0]) log_validation(&r, r.st.step);
-    if (!status && c->num_tokens > 0 && (c->prompt[0] || r.st.step > start)) sample(&r);
+    if (!status && c->num_tokens > 0 && (c->prompt[0] || r.st.step > start || c->max_epochs < 0)) sample(&r);
     free(r.inp);
     free(r.tgt);
     model_acts_free(&r.acts);

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "../model/config.h"
-#include "../model/llama.h"
+#include "../model/model.h"
 #include "shard.h"
 
 // learning rate for 0-based step: linear warmup over `warmup` steps, then decay to min_lr

@@ -3,7 +3,8 @@
 usage: /usr/bin/python3 test/parity.py DUMP.h5 [--tol_logits X] [--tol_grad X] [--tol_loss X] [--tol_steps X]
 
 Recomputes logits, loss, gradients and S training-step losses from the dump's initial
-weights and batches, and prints one TAP-style line per comparison. The reference is a
+weights and batches with the reference of the file's model_type attribute (llama_v2:
+llama_ref, mingpt: gpt_ref), and prints one TAP-style line per comparison. The reference is a
 float64 run: it is (nearly) exact, so the reported error is the C side's own error. The
 torch fp32 error against the same reference is shown next to it as the scale that fp32 with
 a different summation order is expected to reach. Exits 1 if any comparison failed.
@@ -18,7 +19,13 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from llama_ref import Llama, adamw_for, config_from_h5_attrs, load_h5_weights, loss_fn  # noqa: E402
+import gpt_ref  # noqa: E402
+import llama_ref  # noqa: E402
+from llama_ref import load_h5_weights, loss_fn  # noqa: E402
+
+# model_type attribute -> (reference module, its model class); each module has config_from_h5_attrs
+# and adamw_for (whose param groups follow that family's decay flags)
+REFS = {"llama_v2": (llama_ref, llama_ref.Llama), "mingpt": (gpt_ref, gpt_ref.GPT)}
 
 
 def rel_err(got, ref):
@@ -28,8 +35,8 @@ def rel_err(got, ref):
     return ((got - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
 
 
-def load_model(f, cfg, dtype):
-    model = Llama(cfg)
+def load_model(ref, f, cfg, dtype):
+    model = REFS[ref][1](cfg)
     load_h5_weights(model, f)
     return model.to(dtype)
 
@@ -43,9 +50,9 @@ def batch_forward_backward(model, inputs, targets):
     return logits.detach(), loss.detach(), {n: p.grad for n, p in model.named_parameters()}
 
 
-def train_losses(model, f, hp):
+def train_losses(ref, model, f, hp):
     """Losses of S AdamW steps over /train, in the order fsdpc does them."""
-    opt = adamw_for(model, hp["lr"], (hp["beta1"], hp["beta2"]), hp["eps"], hp["weight_decay"])
+    opt = REFS[ref][0].adamw_for(model, hp["lr"], (hp["beta1"], hp["beta2"]), hp["eps"], hp["weight_decay"])
     inputs = torch.from_numpy(f["train/inputs"][()])
     targets = torch.from_numpy(f["train/targets"][()])
     losses = []
@@ -90,14 +97,18 @@ def main():
 
     rep = Report()
     with h5py.File(args.dump, "r") as f:
-        cfg = config_from_h5_attrs(f.attrs)
+        ref = f.attrs.get("model_type", b"llama_v2")  # dumps from before minGPT had no family attribute
+        ref = ref.decode() if isinstance(ref, bytes) else str(ref)
+        if ref not in REFS:
+            sys.exit(f"{args.dump}: model_type {ref!r} has no reference (known: {', '.join(REFS)})")
+        cfg = REFS[ref][0].config_from_h5_attrs(f.attrs)
         hp = {k: float(f.attrs[k]) for k in ("lr", "beta1", "beta2", "eps", "weight_decay", "grad_clip")}
         inputs = torch.from_numpy(f["batch/inputs"][()])
         targets = torch.from_numpy(f["batch/targets"][()])
 
-        ref = {dt: batch_forward_backward(load_model(f, cfg, dt), inputs, targets)
+        out = {dt: batch_forward_backward(load_model(ref, f, cfg, dt), inputs, targets)
                for dt in (torch.float32, torch.float64)}
-        (lg32, ls32, gr32), (lg64, ls64, gr64) = ref[torch.float32], ref[torch.float64]
+        (lg32, ls32, gr32), (lg64, ls64, gr64) = out[torch.float32], out[torch.float64]
 
         rep.check("logits", f["out/logits"][()], lg64, lg32, args.tol_logits)
         rep.check("loss", np.asarray(f["out/loss"][()]).reshape(()), ls64, ls32, args.tol_loss)
@@ -107,8 +118,8 @@ def main():
                 continue
             rep.check(f"grad {name}", f[f"grad/{name}"][()], gr64[name], gr32[name], args.tol_grad)
 
-        steps64 = train_losses(load_model(f, cfg, torch.float64), f, hp)
-        steps32 = train_losses(load_model(f, cfg, torch.float32), f, hp)
+        steps64 = train_losses(ref, load_model(ref, f, cfg, torch.float64), f, hp)
+        steps32 = train_losses(ref, load_model(ref, f, cfg, torch.float32), f, hp)
         rep.check(f"train losses ({len(steps64)} steps)", f["train/losses"][()], steps64, steps32,
                   args.tol_steps)
     sys.exit(1 if rep.failed else 0)

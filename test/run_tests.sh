@@ -23,14 +23,19 @@ suite "gpu-emu: the whole program on the emulated GPU" bash test/test_emu.sh
 suite "model: whole-model gradient check" build/test_model
 suite "parity: PyTorch reference (dump)" build/test_model --dump "$DUMP"
 suite "parity: PyTorch reference (compare)" /usr/bin/python3 test/parity.py "$DUMP/step_00000000.h5"
+suite "parity: minGPT PyTorch reference (dump)" build/test_model --dump "$DUMP/gpt" mingpt
+suite "parity: minGPT PyTorch reference (compare)" /usr/bin/python3 test/parity.py "$DUMP/gpt/step_00000000.h5"
 suite "cli: errors, resume, evaluation, generation" bash test/test_cli.sh
 suite "shard: multi-rank equivalence, memory, bad layouts" bash test/test_shard.sh
 suite "ckpt: parallel checkpoints, resharding, crash safety" bash test/test_ckpt.sh
 suite "data: formats, streaming, errors" bash test/test_data.sh
+suite "h5data: minimal_fsdp-style HDF5 sample rows as training and validation data" bash test/test_h5data.sh
 suite "prepare: shards from text and JSON Lines" bash test/test_prepare.sh
 suite "tokenizer: SentencePiece model and tokenizer.json against libsentencepiece" bash test/test_tokenizer.sh
+suite "gpt2 tokenizer: encoder.json + vocab.bpe and byte-level tokenizer.json against js-tiktoken" bash test/test_gpt2_tokenizer.sh
 suite "hf: Hugging Face weights in (safetensors) and out (export)" bash test/test_hf.sh
 suite "finetune: import, finetune on 2 ranks, export, PyTorch greedy equality" bash test/test_finetune.sh
+suite "mingpt: train, greedy generation and GPT2LMHeadModel export against the PyTorch reference" bash test/test_mingpt.sh
 suite "fuzz: regression corpus under ASan/UBSan" bash test/fuzz/replay.sh
 suite "slurm: srun/sbatch/scancel/preemption on a real single-node Slurm" bash test/test_slurm.sh
 suite "ofi: cm/ofi MTL over libfabric tcp matches the default transport" bash test/test_ofi.sh

@@ -20,6 +20,22 @@ check "np=2 full-shard: 10 steps + resume 10 equals 20 straight, bit for bit" $?
 grep -Eq "Saved checkpoint .*step_00000005.h5 in [0-9.]+ s \([0-9.]+ MB/s\)" "$W/first.log"
 check "checkpoint writes log time and bandwidth" $?
 
+# minGPT with dropout: the same, and the model (family, sizes) comes back from the file alone
+G="--model mingpt --embed_size 64 --num_layers 2 --num_heads 4 --seq_len 32 --dropout 0.1 --num_tokens 0
+   --validation_freq 0 --warmup 3 --lr 3e-3 --max_steps 12 --num_threads 1 --batch_size 4"
+$MPI -np 2 ./fsdpc $G --checkpoint_freq 0 --metrics_file "$W/gstraight.jsonl" >/dev/null 2>&1
+$MPI -np 2 ./fsdpc $G --checkpoint_dir "$W/gck" --checkpoint_freq 6 >/dev/null 2>&1
+rm -f "$W/gck/step_00000012.h5"
+$MPI -np 2 ./fsdpc $G --checkpoint_dir "$W/gck" --resume_from_checkpoint "$W/gck" --checkpoint_freq 0 \
+    --metrics_file "$W/gresumed.jsonl" >"$W/gresumed.log" 2>&1
+cmp -s <(grep -E '"step": ([7-9]|1[0-2]),' "$W/gstraight.jsonl") "$W/gresumed.jsonl"
+check "minGPT dropout 0.1, np=2: 6 steps + resume 6 equals 12 straight, bit for bit" $?
+./fsdpc --max_steps 0 --resume_from_checkpoint "$W/gck/step_00000006.h5" --num_tokens 5 --prompt "ab" >"$W/gen.out" 2>"$W/gen.err"
+[ $? = 0 ] && grep -q "^model=mingpt/tiny D=64 L=2 H=4 KV=4 F=256 T=32 V=256 " "$W/gen.err" && [ "$(head -c 2 "$W/gen.out")" = ab ]
+check "--max_steps 0 --resume_from_checkpoint rebuilds a minGPT from the file alone" $? "$(grep -m1 -E 'model=|error' "$W/gen.err")"
+expect_error "a minGPT checkpoint resumed as --model_type llama_v2" "holds a mingpt model but this run has --model_type llama_v2" \
+    ./fsdpc --model_type llama_v2 --max_steps 0 --resume_from_checkpoint "$W/gck/step_00000006.h5"
+
 # another layout: the np=2 full-shard checkpoint resumes as np=4 hybrid (2 x 2), within 1e-4
 $MPI -np 4 ./fsdpc $M --batch_size 2 --sharding hybrid-full-shard --shard_group_size 2 --resume_from_checkpoint "$W/ck" \
     --checkpoint_freq 0 --metrics_file "$W/reshard.jsonl" >"$W/reshard.log" 2>&1

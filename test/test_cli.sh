@@ -105,3 +105,11 @@ expect_error "--resid_pdrop is dropout" "--dropout 0.1: only 0 is supported" ./f
 expect_error "--sharding_strategy bad value" "--sharding_strategy must be one of full=full-shard" ./fsdpc --sharding_strategy zero
 desc --zipped_data 0 --plateau 0 --use_profiler false >/dev/null
 check "their 'off' values are accepted" $?
+
+# --log_timestamps: every rank-0 log line starts with date, level and rank, as the recipes' loggers do
+./fsdpc $SMALL --max_steps 2 --logging_freq 1 --checkpoint_freq 0 --log_timestamps 2>"$W/ts.log"
+rc=$?
+[ $rc = 0 ] && [ "$(grep -c '^Batch' "$W/ts.log")" = 0 ] &&
+    [ "$(grep -cE '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} I \[rank 0\] Batch [12] Loss' "$W/ts.log")" = 2 ] &&
+    ! grep -vqE '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8} [IW] \[rank 0\] ' "$W/ts.log"
+check "--log_timestamps prefixes every log line with date, level and rank" $? "rc=$rc $(head -c 300 "$W/ts.log")"

@@ -57,6 +57,20 @@ run np2_hybrid_bf16 $MPI -np 2 $EMU --batch_size 1 --sharding hybrid-full-shard 
 same "np=2 hybrid, bf16 gathers and reductions over emulated NCCL track np=1 bf16" gpu_bf16 np2_hybrid_bf16 1e-3
 expect_error "more ranks on a node than GPUs" "^fsdpc: error: 2 ranks on this node but 1 GPU\(s\): each rank needs its own GPU" \
     env FSDPC_EMU_GPUS=1 $MPI -np 2 $EMU
+# the device memory check before allocating, on a 48 MiB (then 250 MiB) emulated GPU: the estimate,
+# the GPU's free memory and what would fit, on every rank, before any cudaMalloc fails
+expect_error "a batch too big for the GPU's free memory" \
+    "^fsdpc: error: estimated peak device memory 0\.09 GiB per rank \(.*activations 0\.09.*\) exceeds the 0\.0. GiB free on cuda:0 \(CPU emulation\) \(of 0\.05 GiB\); would fit: --batch_size 8 " \
+    env FSDPC_EMU_GPU_MEM_MIB=48 $EMU --batch_size 64 --max_context_width 256
+expect_error "np=2: a batch too big for the GPUs' free memory" "^fsdpc: error: estimated peak device memory .* would fit: --batch_size 8 " \
+    env FSDPC_EMU_GPU_MEM_MIB=48 $MPI -x FSDPC_EMU_GPU_MEM_MIB -np 2 $EMU --batch_size 64 --max_context_width 256
+BIG="--hidden_width 512 --num_heads 8 --intermediate_size 2048 --num_layers 4"
+expect_error "a model whose optimizer state does not fit on the GPU: --cpu_offload would" \
+    "^fsdpc: error: estimated peak device memory 0\.26 GiB per rank .*optimizer 0\.12.* exceeds .* GiB free on cuda:0 .*would fit: --cpu_offload " \
+    env FSDPC_EMU_GPU_MEM_MIB=250 $EMU $BIG
+run offload_fits env FSDPC_EMU_GPU_MEM_MIB=250 $EMU $BIG --cpu_offload --max_steps 0
+[ "$(cat "$W/offload_fits.rc")" = 0 ]
+check "--cpu_offload keeps the optimizer state off the device: the same model then passes the check" $? "$(grep -m2 error "$W/offload_fits.log")"
 run np1_accum $EMU --grad_accum 2
 run np2_zero2_accum_offload $MPI -np 2 $EMU --batch_size 1 --grad_accum 2 --sharding grad-shard --cpu_offload
 same "np=2 grad-shard, 2 micro-batches, offload equals np=1" np1_accum np2_zero2_accum_offload 1e-5

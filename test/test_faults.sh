@@ -129,6 +129,12 @@ rc=$?
 check "run/pbs.sh trains as written (hostfile from PBS_NODEFILE)" $? "rc=$rc $(tail -c 300 "$W/pbs.log")"
 expect_error "run/pbs.sh without DATA says what to set" "set DATA to the training token shards" \
     env -u DATA PBS_NODEFILE="$W/nodes" bash run/pbs.sh
+# run/local.sh as written (as root here: it adds --allow-run-as-root itself); later flags win
+NP=2 timeout 120 bash run/local.sh $SMALL --max_steps 2 --checkpoint_freq 2 --checkpoint_dir "$W/lc" \
+    --resume_from_checkpoint "$W/lc" >/dev/null 2>"$W/local.log"
+rc=$?
+[ $rc = 0 ] && grep -q "^fsdpc: 2 rank(s) on cpu" "$W/local.log" && [ -f "$W/lc/step_00000002.h5" ]
+check "run/local.sh trains as written (as $(id -un))" $? "rc=$rc $(tail -c 300 "$W/local.log")"
 # the sample after training goes to job logs: text, not raw bytes of an undertrained byte model
 ./fsdpc $SMALL --max_steps 3 --num_tokens 300 --checkpoint_freq 0 >"$W/sample.log" 2>&1
 LC_ALL=C.UTF-8 grep -Iq "Batch 3 Loss" "$W/sample.log" && ! LC_ALL=C.UTF-8 grep -q $'\r' "$W/sample.log"

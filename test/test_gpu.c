@@ -184,6 +184,56 @@ static void test_rmsnorm(int N, int D) {
     for (int i = 0; i < 7; i++) free(bufs[i]), cuda_free(dbufs[i]);
 }
 
+// ---- LayerNorm ----
+
+static void test_layernorm(int N, int D) {
+    char name[80];
+    float *inp = rand_vec((size_t)N * D, -2, 2), *w = rand_vec(D, 0.5f, 1.5f), *b = rand_vec(D, -1, 1);
+    float *dout = rand_vec((size_t)N * D, -1, 1);
+    for (int j = 0; j < D; j++) inp[j] += 50.0f;  // a row whose mean dwarfs its spread
+    float *out = mallocCheck(sizeof(float) * N * D), *mean = mallocCheck(sizeof(float) * N);
+    float *rstd = mallocCheck(sizeof(float) * N);
+    float *dinp = rand_vec((size_t)N * D, -1, 1), *dw = rand_vec(D, -1, 1), *db = rand_vec(D, -1, 1);
+    float *d_inp = dev_f(inp, (size_t)N * D), *d_w = dev_f(w, D), *d_b = dev_f(b, D);
+    float *d_dout = dev_f(dout, (size_t)N * D);
+    float *d_out = cuda_alloc(sizeof(float) * N * D), *d_mean = cuda_alloc(sizeof(float) * N);
+    float *d_rstd = cuda_alloc(sizeof(float) * N);
+    float *d_dinp = dev_f(dinp, (size_t)N * D), *d_dw = dev_f(dw, D), *d_db = dev_f(db, D);
+    float *d_dinp2 = dev_f(dinp, (size_t)N * D), *d_dw2 = dev_f(dw, D), *d_db2 = dev_f(db, D);
+    cpu_layernorm_fwd(out, mean, rstd, inp, w, b, N, D, 1e-5f);
+    cuda_layernorm_fwd(d_out, d_mean, d_rstd, d_inp, d_w, d_b, N, D, 1e-5f);
+    snprintf(name, sizeof name, "layernorm_fwd out N=%d D=%d", N, D);
+    check(name, d_out, out, (size_t)N * D, TOL_EW);
+    snprintf(name, sizeof name, "layernorm_fwd mean N=%d D=%d", N, D);
+    check(name, d_mean, mean, N, TOL_EW);
+    snprintf(name, sizeof name, "layernorm_fwd rstd N=%d D=%d", N, D);
+    check(name, d_rstd, rstd, N, TOL_EW);
+    cpu_layernorm_bwd(dinp, dw, db, dout, inp, w, mean, rstd, N, D);
+    cuda_layernorm_bwd(d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, D);
+    snprintf(name, sizeof name, "layernorm_bwd dinp += N=%d D=%d", N, D);
+    check(name, d_dinp, dinp, (size_t)N * D, TOL_EW);
+    snprintf(name, sizeof name, "layernorm_bwd dw += N=%d D=%d", N, D);
+    check(name, d_dw, dw, D, TOL_EW);
+    snprintf(name, sizeof name, "layernorm_bwd db += N=%d D=%d", N, D);
+    check(name, d_db, db, D, TOL_EW);
+    // the column sums run in a fixed order: a second run from the same start gives the same bits
+    float *first = mallocCheck(sizeof(float) * (size_t)N * D);
+    cuda_layernorm_bwd(d_dinp2, d_dw2, d_db2, d_dout, d_inp, d_w, d_mean, d_rstd, N, D);
+    const float *runs[3][2] = {{d_dinp, d_dinp2}, {d_dw, d_dw2}, {d_db, d_db2}};
+    const size_t len[3] = {(size_t)N * D, (size_t)D, (size_t)D};
+    const char *what[3] = {"dinp", "dw", "db"};
+    for (int i = 0; i < 3; i++) {
+        cuda_download(first, runs[i][0], sizeof(float) * len[i]);
+        snprintf(name, sizeof name, "layernorm_bwd %s deterministic N=%d D=%d", what[i], N, D);
+        check(name, runs[i][1], first, len[i], 0.0);
+    }
+    free(first);
+    float *bufs[] = {inp, w, b, dout, out, mean, rstd, dinp, dw, db};
+    float *dbufs[] = {d_inp, d_w, d_b, d_dout, d_out, d_mean, d_rstd, d_dinp, d_dw, d_db, d_dinp2, d_dw2, d_db2};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    for (size_t i = 0; i < sizeof dbufs / sizeof dbufs[0]; i++) cuda_free(dbufs[i]);
+}
+
 // ---- RoPE ----
 
 static void test_rope(void) {
@@ -209,19 +259,22 @@ static void test_rope(void) {
 // ---- attention ----
 
 // Forward with Tq queries over Tk keys (kv batch stride kv_bstride); with Tq == Tk and a
-// contiguous kv also backward, run twice on the GPU to check it is deterministic.
-static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride) {
-    char name[160], cfg[96];
-    snprintf(cfg, sizeof cfg, "B=%d Tq=%d Tk=%d H=%d KV=%d hd=%d kv_bstride=%zu%s", B, Tq, Tk, H, KV, hd, kv_bstride,
-             mode_name());
+// contiguous kv also backward, run twice on the GPU to check it is deterministic. drop: dropout
+// on the probabilities (NULL: none), the same on both sides.
+static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride, const KernDropout *drop) {
+    char name[192], cfg[128];
+    char dname[48] = "";
+    if (drop) snprintf(dname, sizeof dname, " dropout p=%g", drop->p);
+    snprintf(cfg, sizeof cfg, "B=%d Tq=%d Tk=%d H=%d KV=%d hd=%d kv_bstride=%zu%s%s", B, Tq, Tk, H, KV, hd, kv_bstride,
+             dname, mode_name());
     const size_t nq = (size_t)B * Tq * H * hd, nkv = (size_t)B * kv_bstride;
     float *q = rand_vec(nq, -2, 2), *k = rand_vec(nkv, -2, 2), *v = rand_vec(nkv, -1, 1);
     float *out = mallocCheck(sizeof(float) * nq);
     float *saved = mallocCheck(sizeof(float) * cpu_attention_saved_floats(B, H, Tq, Tk));
     float *d_q = dev_f(q, nq), *d_k = dev_f(k, nkv), *d_v = dev_f(v, nkv), *d_out = cuda_alloc(sizeof(float) * nq);
     float *d_saved = cuda_alloc(sizeof(float) * cuda_attention_saved_floats(B, H, Tq, Tk));
-    cpu_attention_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride);
-    cuda_attention_fwd(d_out, d_saved, d_q, d_k, d_v, B, Tq, Tk, H, KV, hd, kv_bstride);
+    cpu_attention_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, drop);
+    cuda_attention_fwd(d_out, d_saved, d_q, d_k, d_v, B, Tq, Tk, H, KV, hd, kv_bstride, drop);
     snprintf(name, sizeof name, "attention_fwd %s", cfg);
     check(name, d_out, out, nq, tol_mm());
 
@@ -230,11 +283,11 @@ static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t 
         float *dout = rand_vec(nq, -1, 1), *dq = mallocCheck(sizeof(float) * nq);
         float *dk = mallocCheck(sizeof(float) * nkv), *dv = mallocCheck(sizeof(float) * nkv);
         float *scratch = mallocCheck(sizeof(float) * cpu_attention_scratch_floats(B, H, T));
-        cpu_attention_bwd(dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd);
+        cpu_attention_bwd(dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, drop);
         // the GPU outputs start as garbage: backward must overwrite them
         float *d_dout = dev_f(dout, nq), *d_dq = dev_f(q, nq), *d_dk = dev_f(k, nkv), *d_dv = dev_f(v, nkv);
         float *d_scratch = cuda_alloc(sizeof(float) * cuda_attention_scratch_floats(B, H, T));
-        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd);
+        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd, drop);
         const float *gpu[3] = {d_dq, d_dk, d_dv}, *ref[3] = {dq, dk, dv};
         const size_t len[3] = {nq, nkv, nkv};
         const char *what[3] = {"dq", "dk", "dv"};
@@ -245,7 +298,7 @@ static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t 
             first[i] = mallocCheck(sizeof(float) * len[i]);
             cuda_download(first[i], gpu[i], sizeof(float) * len[i]);
         }
-        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd);
+        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd, drop);
         for (int i = 0; i < 3; i++) {
             snprintf(name, sizeof name, "attention_bwd %s deterministic %s", what[i], cfg);
             check(name, gpu[i], first[i], len[i], 0.0);
@@ -274,6 +327,84 @@ static void test_swiglu(size_t N) {
     check("swiglu_bwd dup", d_du, du, N, TOL_EW);
     float *bufs[] = {g, u, dh, h, dg, du}, *dbufs[] = {d_g, d_u, d_dh, d_h, d_dg, d_du};
     for (int i = 0; i < 6; i++) free(bufs[i]), cuda_free(dbufs[i]);
+}
+
+// ---- GELU ----
+
+static void test_gelu(size_t N) {
+    float *x = rand_vec(N, -8, 8), *dy = rand_vec(N, -1, 1);
+    x[0] = -120.0f, x[1] = 120.0f, x[2] = 0.0f;  // saturated ends and 0
+    float *y = mallocCheck(sizeof(float) * N), *dx = mallocCheck(sizeof(float) * N);
+    float *d_x = dev_f(x, N), *d_dy = dev_f(dy, N), *d_y = cuda_alloc(sizeof(float) * N);
+    float *d_dx = cuda_alloc(sizeof(float) * N);
+    cpu_gelu_fwd(y, x, N);
+    cuda_gelu_fwd(d_y, d_x, N);
+    check("gelu_fwd", d_y, y, N, TOL_EW);
+    cpu_gelu_bwd(dx, dy, x, N);
+    cuda_gelu_bwd(d_dx, d_dy, d_x, N);
+    check("gelu_bwd", d_dx, dx, N, TOL_EW);
+    cuda_gelu_bwd(d_dy, d_dy, d_x, N);  // in place: dinp == dout
+    check("gelu_bwd in place (dinp == dout)", d_dy, dx, N, TOL_EW);
+    free(x), free(dy), free(y), free(dx);
+    cuda_free(d_x), cuda_free(d_dy), cuda_free(d_y), cuda_free(d_dx);
+}
+
+// ---- bias and learned positions ----
+
+static void test_bias(int N, int D) {
+    char name[80];
+    float *out = rand_vec((size_t)N * D, -1, 1), *b = rand_vec(D, -1, 1), *db = rand_vec(D, -1, 1);
+    float *d_out = dev_f(out, (size_t)N * D), *d_b = dev_f(b, D), *d_db = dev_f(db, D), *d_db2 = dev_f(db, D);
+    cpu_bias_add(out, b, N, D);
+    cuda_bias_add(d_out, d_b, N, D);
+    snprintf(name, sizeof name, "bias_add (exact) N=%d D=%d", N, D);
+    check(name, d_out, out, (size_t)N * D, 0.0);
+    cpu_bias_bwd(db, out, N, D);  // the column sums of out
+    cuda_bias_bwd(d_db, d_out, N, D);
+    snprintf(name, sizeof name, "bias_bwd db += N=%d D=%d", N, D);
+    check(name, d_db, db, D, TOL_EW);
+    float *first = mallocCheck(sizeof(float) * D);
+    cuda_download(first, d_db, sizeof(float) * D);
+    cuda_download(db, d_db2, sizeof(float) * D);  // db as it was before
+    cuda_bias_bwd(d_db2, d_out, N, D);
+    snprintf(name, sizeof name, "bias_bwd deterministic N=%d D=%d", N, D);
+    check(name, d_db2, first, D, 0.0);
+    free(out), free(b), free(db), free(first);
+    cuda_free(d_out), cuda_free(d_b), cuda_free(d_db), cuda_free(d_db2);
+}
+
+static void test_positions(void) {
+    const int B = 3, T = 50, D = 96, pos0 = 7, P = 64;  // wpe (P, D), P >= pos0 + T
+    const size_t n = (size_t)B * T * D;
+    float *out = rand_vec(n, -1, 1), *wpe = rand_vec((size_t)P * D, -1, 1), *dout = rand_vec(n, -1, 1);
+    float *dwpe = rand_vec((size_t)T * D, -1, 1);
+    float *d_out = dev_f(out, n), *d_wpe = dev_f(wpe, (size_t)P * D), *d_dout = dev_f(dout, n);
+    float *d_dwpe = dev_f(dwpe, (size_t)T * D);
+    cpu_positions_fwd(out, wpe, B, T, D, pos0);
+    cuda_positions_fwd(d_out, d_wpe, B, T, D, pos0);
+    check("positions_fwd (exact) pos0=7", d_out, out, n, 0.0);
+    // the same additions in the same (b) order as the CPU
+    cpu_positions_bwd(dwpe, dout, B, T, D);
+    cuda_positions_bwd(d_dwpe, d_dout, B, T, D);
+    check("positions_bwd (exact)", d_dwpe, dwpe, (size_t)T * D, 0.0);
+    free(out), free(wpe), free(dout), free(dwpe);
+    cuda_free(d_out), cuda_free(d_wpe), cuda_free(d_dout), cuda_free(d_dwpe);
+}
+
+// ---- dropout ----
+
+// The GPU draws the CPU's mask bit for bit, and scales kept elements by the same float.
+static void test_dropout(int B, size_t M, float p, uint64_t key, uint64_t sample0) {
+    char name[112];
+    const size_t n = (size_t)B * M;
+    float *x = rand_vec(n, -2, 2), *d_x = dev_f(x, n);
+    cpu_dropout(x, B, M, p, key, sample0);
+    cuda_dropout(d_x, B, M, p, key, sample0);
+    snprintf(name, sizeof name, "dropout (exact, same mask) B=%d M=%zu p=%g sample0=%llu", B, M, p,
+             (unsigned long long)sample0);
+    check(name, d_x, x, n, 0.0);
+    free(x);
+    cuda_free(d_x);
 }
 
 // ---- embedding ----
@@ -452,8 +583,10 @@ static void bench(void) {
     printf("# attention (B=%d T=%d H=%d KV=%d hd=%d)    fwd ms  TFLOP/s   bwd ms  TFLOP/s\n", B, T, H, KV, hd);
     for (int mode = COMPUTE_FP32; mode <= COMPUTE_BF16; mode++) {
         cuda_set_compute(mode);
-        const double f = TIME_MS(reps, cuda_attention_fwd(o, saved, q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd));
-        const double b = TIME_MS(reps, cuda_attention_bwd(dq, dk, dv, scratch, o, o, saved, q, k, v, B, T, H, KV, hd));
+        const double f =
+            TIME_MS(reps, cuda_attention_fwd(o, saved, q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL));
+        const double b =
+            TIME_MS(reps, cuda_attention_bwd(dq, dk, dv, scratch, o, o, saved, q, k, v, B, T, H, KV, hd, NULL));
         printf("  %-34s %7.3f %8.1f  %7.3f %8.1f\n", mode ? "bf16 (WMMA tensor cores)" : "fp32 (CUDA cores)", f,
                af / f * 1e-9, b, 2.5 * af / b * 1e-9);
     }
@@ -493,23 +626,38 @@ int main(int argc, char **argv) {
         test_matmul(64, 128, 96, 0);
         test_matmul(67, 45, 83, 1);  // odd sizes, pointers off 16-byte alignment
         if (mode == COMPUTE_FAST_16BF) break;  // attention as in COMPUTE_BF16
-        test_attention(2, 256, 256, 8, 2, 64, (size_t)256 * 2 * 64);    // GQA, whole tiles
-        test_attention(1, 130, 130, 4, 2, 128, (size_t)130 * 2 * 128);  // hd 128, T not a multiple of the tile
-        test_attention(2, 77, 77, 6, 3, 24, (size_t)77 * 3 * 24);       // hd padded to 32
-        test_attention(1, 200, 200, 4, 1, 80, (size_t)200 * 1 * 80);    // hd padded to 128, one kv head
-        test_attention(1, 1, 37, 8, 2, 64, (size_t)(37 + 11) * 2 * 64);  // KV cache: one new token
-        test_attention(1, 7, 100, 8, 2, 64, (size_t)(128) * 2 * 64);      // KV cache: a prompt chunk
-        test_attention(2, 7, 100, 4, 4, 128, (size_t)(150) * 4 * 128);    // KV cache, two sequences, hd 128
+        test_attention(2, 256, 256, 8, 2, 64, (size_t)256 * 2 * 64, NULL);    // GQA, whole tiles
+        test_attention(1, 130, 130, 4, 2, 128, (size_t)130 * 2 * 128, NULL);  // hd 128, T not a tile multiple
+        test_attention(2, 77, 77, 6, 3, 24, (size_t)77 * 3 * 24, NULL);       // hd padded to 32
+        test_attention(1, 200, 200, 4, 1, 80, (size_t)200 * 1 * 80, NULL);    // hd padded to 128, one kv head
+        test_attention(1, 1, 37, 8, 2, 64, (size_t)(37 + 11) * 2 * 64, NULL); // KV cache: one new token
+        test_attention(1, 7, 100, 8, 2, 64, (size_t)(128) * 2 * 64, NULL);    // KV cache: a prompt chunk
+        test_attention(2, 7, 100, 4, 4, 128, (size_t)(150) * 4 * 128, NULL);  // KV cache, two sequences, hd 128
+        // dropout on the probabilities: the GPU regenerates the CPU's mask in forward and backward
+        const KernDropout drop = {0.2f, 0xabcdefULL, 5};
+        test_attention(2, 130, 130, 4, 2, 64, (size_t)130 * 2 * 64, &drop);  // GQA, T not a multiple of the tile
+        test_attention(1, 77, 77, 3, 3, 128, (size_t)77 * 3 * 128, &drop);   // hd 128 (other tile sizes)
+        test_attention(2, 7, 100, 4, 2, 24, (size_t)(110) * 2 * 24, &drop);  // KV cache form, hd padded to 32
     }
     set_mode(COMPUTE_FP32);
     test_rmsnorm(37, 300);
     test_rmsnorm(300, 4096);
+    test_layernorm(37, 300);
+    test_layernorm(300, 768);
     test_rope();
     report(cuda_attention_saved_floats(2, 8, 7, 100) == (size_t)2 * 8 * 7, "attention_saved_floats", "%zu",
            cuda_attention_saved_floats(2, 8, 7, 100));
     report(cuda_attention_scratch_floats(2, 8, 100) >= (size_t)2 * 8 * 100, "attention_scratch_floats", "%zu",
            cuda_attention_scratch_floats(2, 8, 100));
     test_swiglu(100003);
+    test_gelu(100003);
+    test_bias(37, 300);
+    test_bias(600, 768);
+    test_positions();
+    test_dropout(4, 100003, 0.1f, 0x1234ULL, 0);
+    test_dropout(3, 77, 0.5f, 42, 1ULL << 40);  // rows shorter than a block, a large sample index
+    test_dropout(2, 1000, 0.0f, 42, 0);         // p = 0: both untouched
+    test_dropout(3000, 5, 0.3f, 9, 17);         // more rows than the grid has: blocks loop over rows
     test_embedding();
     test_crossentropy(13, 1000);
     test_crossentropy(5, 32000);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/rng.h"
 #include "test/testutil.h"
 
 // finite differences: step, tolerance on max|a-n| / max(max|n|, 1e-3), entries probed per tensor
@@ -176,6 +177,63 @@ static void test_rmsnorm(void) {
     free(g_inp), free(g_w), free(dinp2), free(dw2);
 }
 
+// ---- LayerNorm ----
+
+typedef struct {
+    float *inp, *w, *b, *out, *mean, *rstd, *r;
+    int N, D;
+} LnCtx;
+
+static double layernorm_obj(void *p) {
+    LnCtx *c = p;
+    kern_layernorm_fwd(c->out, c->mean, c->rstd, c->inp, c->w, c->b, c->N, c->D, rms_eps);
+    return dot(c->out, c->r, (size_t)c->N * c->D);
+}
+
+static void test_layernorm(void) {
+    {
+        const int N = 9, D = 67;
+        float *inp = rand_vec(N * D, -2, 2), *w = rand_vec(D, 0.5f, 1.5f), *b = rand_vec(D, -1, 1);
+        for (int j = 0; j < D; j++) inp[D + j] += 1000.0f;  // a row with |mean| >> std
+        float *out = malloc(sizeof(float) * N * D), *mean = malloc(sizeof(float) * N);
+        float *rstd = malloc(sizeof(float) * N);
+        double *ref = malloc(sizeof(double) * N * D), *rmean = malloc(sizeof(double) * N);
+        double *rrstd = malloc(sizeof(double) * N);
+        kern_layernorm_fwd(out, mean, rstd, inp, w, b, N, D, rms_eps);
+        for (int n = 0; n < N; n++) {
+            double s = 0.0, ss = 0.0;
+            for (int j = 0; j < D; j++) s += inp[n * D + j];
+            rmean[n] = s / D;
+            for (int j = 0; j < D; j++) ss += (inp[n * D + j] - rmean[n]) * (inp[n * D + j] - rmean[n]);
+            rrstd[n] = 1.0 / sqrt(ss / D + rms_eps);
+            for (int j = 0; j < D; j++) ref[n * D + j] = (inp[n * D + j] - rmean[n]) * rrstd[n] * w[j] + b[j];
+        }
+        check_close("layernorm fwd out", out, ref, (size_t)N * D, 1e-5);
+        check_close("layernorm fwd mean", mean, rmean, N, 1e-6);
+        check_close("layernorm fwd rstd", rstd, rrstd, N, 1e-6);
+        free(inp), free(w), free(b), free(out), free(mean), free(rstd), free(ref), free(rmean), free(rrstd);
+    }
+    const int N = 7, D = 19;
+    LnCtx c = {rand_vec(N * D, -2, 2), rand_vec(D, 0.5f, 1.5f), rand_vec(D, -1, 1), malloc(sizeof(float) * N * D),
+               malloc(sizeof(float) * N), malloc(sizeof(float) * N), rand_vec(N * D, -1, 1), N, D};
+    layernorm_obj(&c);  // mean, rstd for backward
+    float *dinp0 = rand_vec(N * D, -1, 1), *dw0 = rand_vec(D, -1, 1), *db0 = rand_vec(D, -1, 1);
+    float *dinp = dup_vec(dinp0, N * D), *dw = dup_vec(dw0, D), *db = dup_vec(db0, D);
+    kern_layernorm_bwd(dinp, dw, db, c.r, c.inp, c.w, c.mean, c.rstd, N, D);
+    double *g_inp = grad_delta(dinp, dinp0, N * D), *g_w = grad_delta(dw, dw0, D), *g_b = grad_delta(db, db0, D);
+    check_grad("layernorm bwd dinp", layernorm_obj, &c, c.inp, g_inp, N * D);
+    check_grad("layernorm bwd dw", layernorm_obj, &c, c.w, g_w, D);
+    check_grad("layernorm bwd db", layernorm_obj, &c, c.b, g_b, D);
+    float *dinp2 = dup_vec(dinp0, N * D), *dw2 = dup_vec(dw0, D), *db2 = dup_vec(db0, D);
+    kern_layernorm_bwd(dinp2, dw2, db2, c.r, c.inp, c.w, c.mean, c.rstd, N, D);
+    report(!memcmp(dw, dw2, sizeof(float) * D) && !memcmp(db, db2, sizeof(float) * D) &&
+               !memcmp(dinp, dinp2, sizeof(float) * N * D),
+           "layernorm bwd deterministic", "repeated call differs");
+    free(c.inp), free(c.w), free(c.b), free(c.out), free(c.mean), free(c.rstd), free(c.r);
+    free(dinp0), free(dw0), free(db0), free(dinp), free(dw), free(db), free(g_inp), free(g_w), free(g_b);
+    free(dinp2), free(dw2), free(db2);
+}
+
 // ---- RoPE ----
 
 typedef struct {
@@ -234,8 +292,16 @@ static void test_rope(void) {
 // ---- attention ----
 
 // naive causal GQA attention in double; probs (B, H, Tq, Tk)
+// the dropout mask of kernels.h for P[b, h, t, j]: 1 / (1 - p) kept, 0 dropped (1 without drop)
+static double att_mask(const KernDropout *drop, int b, int h, int t, int j, int Tq, int Tk) {
+    if (!drop || drop->p == 0.0f) return 1.0;
+    const double u = (double)(kern_splitmix64(kern_dropout_seed(drop->key, drop->sample0 + b) ^
+                                               (((uint64_t)h * Tq + t) * Tk + j)) >> 40) * 0x1p-24;
+    return u >= drop->p ? 1.0 / (1.0 - (double)drop->p) : 0.0;
+}
+
 static void attention_ref(double *out, double *probs, const float *q, const float *k, const float *v, int B, int Tq,
-                          int Tk, int H, int KV, int hd, size_t kv_bstride) {
+                          int Tk, int H, int KV, int hd, size_t kv_bstride, const KernDropout *drop) {
     const double scale = 1.0 / sqrt(hd);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
@@ -259,13 +325,15 @@ static void attention_ref(double *out, double *probs, const float *q, const floa
                 for (int j = 0; j <= pos; j++) {
                     pr[j] /= sum;
                     const float *vr = v + b * kv_bstride + ((size_t)j * KV + g) * hd;
-                    for (int d = 0; d < hd; d++) o[d] += pr[j] * vr[d];
+                    const double pj = pr[j] * att_mask(drop, b, h, t, j, Tq, Tk);
+                    for (int d = 0; d < hd; d++) o[d] += pj * vr[d];
                 }
             }
         }
 }
 
-static void test_attention_fwd(const char *name, int B, int Tq, int Tk, int Tcap, int H, int KV, int hd) {
+static void test_attention_fwd(const char *name, int B, int Tq, int Tk, int Tcap, int H, int KV, int hd,
+                               const KernDropout *drop) {
     const size_t kv_bstride = (size_t)Tcap * KV * hd, nq = (size_t)B * Tq * H * hd, np = (size_t)B * H * Tq * Tk;
     float *q = rand_vec(nq, -1, 1), *k = rand_vec(B * kv_bstride, -1, 1), *v = rand_vec(B * kv_bstride, -1, 1);
     // cache slots past Tk must never be read: poison them
@@ -273,8 +341,8 @@ static void test_attention_fwd(const char *name, int B, int Tq, int Tk, int Tcap
         for (size_t i = (size_t)Tk * KV * hd; i < kv_bstride; i++) k[b * kv_bstride + i] = v[b * kv_bstride + i] = NAN;
     float *out = malloc(sizeof(float) * nq), *probs = malloc(sizeof(float) * np);
     double *rout = malloc(sizeof(double) * nq), *rprobs = malloc(sizeof(double) * np);
-    kern_attention_fwd(out, probs, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride);
-    attention_ref(rout, rprobs, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride);
+    kern_attention_fwd(out, probs, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, drop);
+    attention_ref(rout, rprobs, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, drop);
     char buf[160];
     snprintf(buf, sizeof buf, "attention fwd out %s", name);
     check_close(buf, out, rout, nq, 1e-5);
@@ -292,24 +360,25 @@ static void test_attention_fwd(const char *name, int B, int Tq, int Tk, int Tcap
 typedef struct {
     float *q, *k, *v, *out, *probs, *r;
     int B, T, H, KV, hd;
+    const KernDropout *drop;  // a fixed key: the mask, so the function, stays the same across calls
 } AttCtx;
 
 static double attention_obj(void *p) {
     AttCtx *c = p;
     kern_attention_fwd(c->out, c->probs, c->q, c->k, c->v, c->B, c->T, c->T, c->H, c->KV, c->hd,
-                       (size_t)c->T * c->KV * c->hd);
+                       (size_t)c->T * c->KV * c->hd, c->drop);
     return dot(c->out, c->r, (size_t)c->B * c->T * c->H * c->hd);
 }
 
-static void test_attention_bwd(const char *name, int B, int T, int H, int KV, int hd) {
+static void test_attention_bwd(const char *name, int B, int T, int H, int KV, int hd, const KernDropout *drop) {
     const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
     AttCtx c = {rand_vec(nq, -1, 1), rand_vec(nk, -1, 1), rand_vec(nk, -1, 1), malloc(sizeof(float) * nq),
-                malloc(sizeof(float) * B * H * T * T), rand_vec(nq, -1, 1), B, T, H, KV, hd};
+                malloc(sizeof(float) * B * H * T * T), rand_vec(nq, -1, 1), B, T, H, KV, hd, drop};
     attention_obj(&c);  // probs for backward
     // outputs start as garbage: the backward overwrites them
     float *dq = rand_vec(nq, -9, 9), *dk = rand_vec(nk, -9, 9), *dv = rand_vec(nk, -9, 9);
     float *scratch = malloc(sizeof(float) * kern_attention_scratch_floats(B, H, T));
-    kern_attention_bwd(dq, dk, dv, scratch, c.r, c.out, c.probs, c.q, c.k, c.v, B, T, H, KV, hd);
+    kern_attention_bwd(dq, dk, dv, scratch, c.r, c.out, c.probs, c.q, c.k, c.v, B, T, H, KV, hd, drop);
     double *gq = grad_delta(dq, NULL, nq), *gk = grad_delta(dk, NULL, nk), *gv = grad_delta(dv, NULL, nk);
     char buf[160];
     snprintf(buf, sizeof buf, "attention bwd dq %s", name);
@@ -322,13 +391,55 @@ static void test_attention_bwd(const char *name, int B, int T, int H, int KV, in
     free(scratch), free(gq), free(gk), free(gv);
 }
 
+// With p == 0, or the same p, key and sample0, the forward and backward are those of NULL / each
+// other bit for bit; a p > 0 changes the output.
+static void test_attention_drop_identity(void) {
+    const int B = 2, T = 70, H = 4, KV = 2, hd = 8;
+    const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, np = (size_t)B * H * T * T;
+    float *q = rand_vec(nq, -1, 1), *k = rand_vec(nk, -1, 1), *v = rand_vec(nk, -1, 1), *dout = rand_vec(nq, -1, 1);
+    float *out[3], *probs[3], *dq[3], *dk[3], *dv[3];
+    float *scratch = malloc(sizeof(float) * kern_attention_scratch_floats(B, H, T));
+    const KernDropout zero = {0.0f, 123, 4}, on = {0.25f, 99, 7};
+    const KernDropout *drops[3] = {NULL, &zero, &on};
+    for (int i = 0; i < 3; i++) {
+        out[i] = malloc(sizeof(float) * nq), probs[i] = malloc(sizeof(float) * np);
+        dq[i] = malloc(sizeof(float) * nq), dk[i] = malloc(sizeof(float) * nk), dv[i] = malloc(sizeof(float) * nk);
+        kern_attention_fwd(out[i], probs[i], q, k, v, B, T, T, H, KV, hd, nk / B, drops[i]);
+        kern_attention_bwd(dq[i], dk[i], dv[i], scratch, dout, out[i], probs[i], q, k, v, B, T, H, KV, hd, drops[i]);
+    }
+    report(!memcmp(out[0], out[1], sizeof(float) * nq) && !memcmp(dq[0], dq[1], sizeof(float) * nq) &&
+               !memcmp(dk[0], dk[1], sizeof(float) * nk) && !memcmp(dv[0], dv[1], sizeof(float) * nk),
+           "attention dropout p=0 equals none", "differs");
+    report(!memcmp(probs[0], probs[2], sizeof(float) * np) && memcmp(out[0], out[2], sizeof(float) * nq),
+           "attention dropout: saved P undropped, output changed", "P differs or output unchanged");
+    // again with the same key: identical
+    kern_attention_fwd(out[1], probs[1], q, k, v, B, T, T, H, KV, hd, nk / B, &on);
+    kern_attention_bwd(dq[1], dk[1], dv[1], scratch, dout, out[1], probs[1], q, k, v, B, T, H, KV, hd, &on);
+    report(!memcmp(out[1], out[2], sizeof(float) * nq) && !memcmp(dq[1], dq[2], sizeof(float) * nq) &&
+               !memcmp(dk[1], dk[2], sizeof(float) * nk) && !memcmp(dv[1], dv[2], sizeof(float) * nk),
+           "attention dropout deterministic", "repeated call differs");
+    // batch row 1 alone with sample0 + 1 equals row 1 of the batch: the mask follows the sample
+    const KernDropout on1 = {on.p, on.key, on.sample0 + 1};
+    kern_attention_fwd(out[1], probs[1], q + nq / 2, k + nk / 2, v + nk / 2, 1, T, T, H, KV, hd, nk / B, &on1);
+    report(!memcmp(out[1], out[2] + nq / 2, sizeof(float) * nq / 2), "attention dropout mask follows sample0 + b",
+           "row 1 differs");
+    for (int i = 0; i < 3; i++) free(out[i]), free(probs[i]), free(dq[i]), free(dk[i]), free(dv[i]);
+    free(q), free(k), free(v), free(dout), free(scratch);
+}
+
 static void test_attention(void) {
-    test_attention_fwd("(T=130 H=4 KV=2)", 2, 130, 130, 130, 4, 2, 16);
-    test_attention_fwd("(kv cache Tq=5 Tk=21 cap=32 H=6 KV=2)", 2, 5, 21, 32, 6, 2, 16);
-    test_attention_fwd("(decode Tq=1 Tk=70 cap=80 H=4 KV=4)", 3, 1, 70, 80, 4, 4, 8);
-    test_attention_bwd("(T=130 H=4 KV=2)", 2, 130, 4, 2, 8);
-    test_attention_bwd("(T=37 H=KV=2)", 2, 37, 2, 2, 8);
-    test_attention_bwd("(T=9 H=3 KV=1)", 1, 9, 3, 1, 4);
+    test_attention_fwd("(T=130 H=4 KV=2)", 2, 130, 130, 130, 4, 2, 16, NULL);
+    test_attention_fwd("(kv cache Tq=5 Tk=21 cap=32 H=6 KV=2)", 2, 5, 21, 32, 6, 2, 16, NULL);
+    test_attention_fwd("(decode Tq=1 Tk=70 cap=80 H=4 KV=4)", 3, 1, 70, 80, 4, 4, 8, NULL);
+    test_attention_bwd("(T=130 H=4 KV=2)", 2, 130, 4, 2, 8, NULL);
+    test_attention_bwd("(T=37 H=KV=2)", 2, 37, 2, 2, 8, NULL);
+    test_attention_bwd("(T=9 H=3 KV=1)", 1, 9, 3, 1, 4, NULL);
+    const KernDropout drop = {0.3f, 0x5eedULL, 11};
+    test_attention_fwd("dropout p=0.3 (T=130 H=4 KV=2)", 2, 130, 130, 130, 4, 2, 16, &drop);
+    test_attention_fwd("dropout p=0.3 (kv cache Tq=5 Tk=21 cap=32 H=6 KV=2)", 2, 5, 21, 32, 6, 2, 16, &drop);
+    test_attention_bwd("dropout p=0.3 (T=130 H=4 KV=2)", 2, 130, 4, 2, 8, &drop);
+    test_attention_bwd("dropout p=0.3 (T=9 H=3 KV=1)", 1, 9, 3, 1, 4, &drop);
+    test_attention_drop_identity();
 }
 
 // ---- SwiGLU ----
@@ -362,6 +473,213 @@ static void test_swiglu(void) {
     kern_swiglu_fwd(&nan_out, &nan_in, &one, 1);
     report(isnan(nan_out), "swiglu NaN propagates", "silu(NaN) = %g", nan_out);
     free(c.gate), free(c.up), free(c.h), free(c.r), free(ref), free(dgate), free(dup), free(gg), free(gu);
+}
+
+// ---- GELU ----
+
+typedef struct {
+    float *inp, *out, *r;
+    size_t n;
+} GeluCtx;
+
+static double gelu_obj(void *p) {
+    GeluCtx *c = p;
+    kern_gelu_fwd(c->out, c->inp, c->n);
+    return dot(c->out, c->r, c->n);
+}
+
+static void test_gelu(void) {
+    const size_t n = 60;
+    GeluCtx c = {rand_vec(n, -6, 6), malloc(sizeof(float) * n), rand_vec(n, -1, 1), n};
+    c.inp[0] = -120.0f, c.inp[1] = 120.0f, c.inp[2] = 0.0f, c.inp[3] = -1e-6f;  // saturated ends, around 0
+    double *ref = malloc(sizeof(double) * n);
+    for (size_t i = 0; i < n; i++) {
+        const double x = c.inp[i];
+        ref[i] = 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    }
+    gelu_obj(&c);
+    check_close("gelu fwd (tanh form)", c.out, ref, n, 1e-6);
+    float *dinp = rand_vec(n, -9, 9);
+    kern_gelu_bwd(dinp, c.r, c.inp, n);
+    double *g = grad_delta(dinp, NULL, n);
+    check_grad("gelu bwd", gelu_obj, &c, c.inp, g, n);
+    float *inplace = dup_vec(c.r, n);  // dinp == dout
+    kern_gelu_bwd(inplace, inplace, c.inp, n);
+    report(!memcmp(inplace, dinp, sizeof(float) * n), "gelu bwd in place (dinp == dout)", "differs");
+    // the parallel path gives the same bits as the serial one
+    const size_t big = 100003;
+    float *x = rand_vec(big, -8, 8), *y = malloc(sizeof(float) * big), *y1 = malloc(sizeof(float) * big);
+    kern_gelu_fwd(y, x, big);
+    for (size_t i = 0; i < big; i += 4096) kern_gelu_fwd(y1 + i, x + i, big - i < 4096 ? big - i : 4096);
+    report(!memcmp(y, y1, sizeof(float) * big), "gelu fwd n=100003 (parallel) equals chunks", "differs");
+    const float nan_in = NAN;
+    float nan_out;
+    kern_gelu_fwd(&nan_out, &nan_in, 1);
+    report(isnan(nan_out), "gelu NaN propagates", "gelu(NaN) = %g", nan_out);
+    free(c.inp), free(c.out), free(c.r), free(ref), free(dinp), free(g), free(inplace), free(x), free(y), free(y1);
+}
+
+// ---- bias ----
+
+typedef struct {
+    float *base, *b, *out, *r;
+    int N, D;
+} BiasCtx;
+
+static double bias_obj(void *p) {
+    BiasCtx *c = p;
+    memcpy(c->out, c->base, sizeof(float) * c->N * c->D);
+    kern_bias_add(c->out, c->b, c->N, c->D);
+    return dot(c->out, c->r, (size_t)c->N * c->D);
+}
+
+static void test_bias(void) {
+    const int shapes[2][2] = {{7, 37}, {700, 301}};  // below and above the parallel threshold
+    for (int si = 0; si < 2; si++) {
+        const int N = shapes[si][0], D = shapes[si][1];
+        BiasCtx c = {rand_vec((size_t)N * D, -1, 1), rand_vec(D, -1, 1), malloc(sizeof(float) * N * D),
+                     rand_vec((size_t)N * D, -1, 1), N, D};
+        bias_obj(&c);
+        int ok = 1;
+        for (int n = 0; n < N; n++)
+            for (int j = 0; j < D; j++) ok &= c.out[(size_t)n * D + j] == c.base[(size_t)n * D + j] + c.b[j];
+        char buf[96];
+        snprintf(buf, sizeof buf, "bias add (exact) N=%d D=%d", N, D);
+        report(ok, buf, "mismatch");
+        float *db0 = rand_vec(D, -1, 1), *db = dup_vec(db0, D), *ref = dup_vec(db0, D);
+        kern_bias_bwd(db, c.r, N, D);
+        if (si == 0) {
+            double *g = grad_delta(db, db0, D);
+            check_grad("bias bwd", bias_obj, &c, c.b, g, D);
+            free(g);
+        }
+        // deterministic whatever the thread count: the serial row-order sum
+        for (int n = 0; n < N; n++)
+            for (int j = 0; j < D; j++) ref[j] += c.r[(size_t)n * D + j];
+        snprintf(buf, sizeof buf, "bias bwd row-order sum N=%d D=%d", N, D);
+        report(!memcmp(ref, db, sizeof(float) * D), buf, "differs from serial sum");
+        free(c.base), free(c.b), free(c.out), free(c.r), free(db0), free(db), free(ref);
+    }
+}
+
+// ---- learned positions ----
+
+typedef struct {
+    float *base, *wpe, *out, *r;
+    int B, T, D, pos0;
+} PosCtx;
+
+static double positions_obj(void *p) {
+    PosCtx *c = p;
+    memcpy(c->out, c->base, sizeof(float) * c->B * c->T * c->D);
+    kern_positions_fwd(c->out, c->wpe, c->B, c->T, c->D, c->pos0);
+    return dot(c->out, c->r, (size_t)c->B * c->T * c->D);
+}
+
+static void test_positions(void) {
+    const int B = 3, T = 11, D = 45, pos0 = 4, P = 20;  // wpe has P >= pos0 + T rows
+    const size_t n = (size_t)B * T * D;
+    PosCtx c = {rand_vec(n, -1, 1), rand_vec((size_t)P * D, -1, 1), malloc(sizeof(float) * n), rand_vec(n, -1, 1), B,
+                T, D, pos0};
+    positions_obj(&c);
+    int ok = 1;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < D; j++) {
+                const size_t i = ((size_t)b * T + t) * D + j;
+                ok &= c.out[i] == c.base[i] + c.wpe[(size_t)(pos0 + t) * D + j];
+            }
+    report(ok, "positions fwd (exact, pos0 > 0)", "mismatch");
+    // dwpe (T, D) of rows pos0.. of wpe: the gradient lands at dwpe + pos0 * D
+    float *dwpe0 = rand_vec((size_t)P * D, -1, 1), *dwpe = dup_vec(dwpe0, (size_t)P * D);
+    float *ref = dup_vec(dwpe0, (size_t)P * D);
+    kern_positions_bwd(dwpe + (size_t)pos0 * D, c.r, B, T, D);
+    double *g = grad_delta(dwpe, dwpe0, (size_t)P * D);
+    check_grad("positions bwd", positions_obj, &c, c.wpe, g, (size_t)P * D);
+    for (int t = 0; t < T; t++)
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < D; j++) ref[(size_t)(pos0 + t) * D + j] += c.r[((size_t)b * T + t) * D + j];
+    report(!memcmp(ref, dwpe, sizeof(float) * P * D), "positions bwd b-order sum", "differs from serial sum");
+    free(c.base), free(c.wpe), free(c.out), free(c.r), free(dwpe0), free(dwpe), free(ref), free(g);
+}
+
+// ---- dropout ----
+
+static uint64_t drop_hash_first;  // hash of a dropout result in the 1-thread suite, checked in the 3-thread one
+
+static uint64_t hash_floats(const float *x, size_t n) {
+    uint64_t h = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, sizeof u);
+        h = kern_splitmix64(h ^ u);
+    }
+    return h;
+}
+
+static void test_dropout(void) {
+    const int B = 4;
+    const size_t M = 250001, n = (size_t)B * M;
+    const float p = 0.3f, scale = 1.0f / (1.0f - p);
+    const uint64_t key = 0xfeedULL, sample0 = 1000;
+    // no zeros in x: a 0 in y means dropped. Not from rng_next, so both suites see the same x.
+    float *x = malloc(sizeof(float) * n);
+    for (size_t e = 0; e < n; e++) x[e] = 0.5f + (float)(e % 1009) * 1e-3f;
+    float *y = dup_vec(x, n);
+    kern_dropout(y, B, M, p, key, sample0);
+    size_t dropped = 0, bad_scale = 0, bad_mask = 0;
+    for (int b = 0; b < B; b++) {
+        const uint64_t seed = kern_dropout_seed(key, sample0 + b);
+        for (size_t i = 0; i < M; i++) {
+            const size_t e = (size_t)b * M + i;
+            // the definition in kernels.h / rng.h, with the float compare u >= p
+            const int keep = (float)(kern_splitmix64(seed ^ i) >> 40) * 0x1p-24f >= p;
+            dropped += y[e] == 0.0f;
+            bad_mask += keep != (y[e] != 0.0f);
+            bad_scale += y[e] != 0.0f && y[e] != x[e] * scale;
+        }
+    }
+    const double frac = (double)dropped / n;  // binomial: sd sqrt(p (1 - p) / n) ~ 5e-4
+    report(fabs(frac - p) < 3e-3, "dropout fraction dropped ~ p", "%.5f vs %.2f", frac, p);
+    report(bad_scale == 0, "dropout kept elements scaled by 1/(1-p) exactly", "%zu differ", bad_scale);
+    report(bad_mask == 0, "dropout mask is u(key, sample, i) >= p", "%zu differ", bad_mask);
+    // the integer threshold test is the float one, at and around every boundary tested
+    size_t bad_thr = 0;
+    for (int t = 0; t < 20000; t++) {
+        const float pt = t < 10000 ? rng_uniform(0, 1) : (float)(rng_next() % (1u << 24)) * 0x1p-24f;
+        const uint32_t thr = kern_dropout_threshold(pt), v0 = (uint32_t)(pt * 16777216.0f);
+        for (uint32_t v = v0 > 2 ? v0 - 2 : 0; v <= v0 + 2 && v < (1u << 24); v++)
+            bad_thr += (v >= thr) != ((float)v * 0x1p-24f >= pt);
+    }
+    report(bad_thr == 0, "dropout threshold equals the float compare u >= p", "%zu differ", bad_thr);
+    // deterministic, and the same for 1 and 3 threads
+    float *y2 = dup_vec(x, n);
+    kern_dropout(y2, B, M, p, key, sample0);
+    report(!memcmp(y, y2, sizeof(float) * n), "dropout deterministic", "repeated call differs");
+    const uint64_t h = hash_floats(y, n);
+    if (suite_threads == 1) drop_hash_first = h;
+    else report(h == drop_hash_first, "dropout same as with 1 thread", "differs");
+    // rows 2..3 as their own call with sample0 + 2 equal rows 2..3 of the 4-row call
+    memcpy(y2, x, sizeof(float) * n);
+    kern_dropout(y2 + 2 * M, 2, M, p, key, sample0 + 2);
+    report(!memcmp(y2 + 2 * M, y + 2 * M, sizeof(float) * 2 * M), "dropout mask depends on (key, sample0+b, i) only",
+           "rows 2..3 differ");
+    // another key, another mask
+    memcpy(y2, x, sizeof(float) * n);
+    kern_dropout(y2, B, M, p, key + 1, sample0);
+    report(memcmp(y2, y, sizeof(float) * n) != 0, "dropout: another key, another mask", "same mask");
+    // p == 0: untouched (even NaN stays as it was)
+    memcpy(y2, x, sizeof(float) * n);
+    y2[5] = NAN;
+    kern_dropout(y2, B, M, 0.0f, key, sample0);
+    report(!memcmp(y2, x, sizeof(float) * 5) && isnan(y2[5]) && !memcmp(y2 + 6, x + 6, sizeof(float) * (n - 6)),
+           "dropout p=0 is the identity", "changed");
+    // small rows, below the parallel threshold
+    float *s1 = rand_vec(3 * 10, 0.5f, 1.5f), *s2 = dup_vec(s1, 30);
+    kern_dropout(s1, 3, 10, 0.5f, 7, 3);
+    for (int b = 0; b < 3; b++) kern_dropout(s2 + 10 * b, 1, 10, 0.5f, 7, 3 + b);
+    report(!memcmp(s1, s2, sizeof(float) * 30), "dropout small rows one at a time", "differs");
+    free(x), free(y), free(y2), free(s1), free(s2);
 }
 
 // ---- embedding ----
@@ -594,9 +912,14 @@ int main(void) {
         report(kern_num_threads() == suite_threads, "kern_init sets threads", "got %d", kern_num_threads());
         test_matmul();
         test_rmsnorm();
+        test_layernorm();
         test_rope();
         test_attention();
         test_swiglu();
+        test_gelu();
+        test_bias();
+        test_positions();
+        test_dropout();
         test_embedding();
         test_crossentropy();
         test_adamw();

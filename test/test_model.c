@@ -1,7 +1,8 @@
 // test_model: whole-model gradient check by finite differences, and the dump that
 // test/parity.py compares with a PyTorch Llama.
 //   build/test_model              gradient check (prints ok/not ok lines)
-//   build/test_model --dump DIR   writes DIR/step_00000000.h5 plus batch, logits, grads, step losses
+//   build/test_model --dump DIR [MODEL_TYPE]   writes DIR/step_00000000.h5 plus batch, logits, grads,
+//                                              step losses (llama_v2 unless MODEL_TYPE)
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
@@ -35,7 +36,7 @@ static void setup(Setup *s, int argc, char **argv) {
     model_plan_build(&s->plan, &s->cfg.model);
     shard_init(&s->st, &s->plan, &s->cfg, 1);
     int B = s->cfg.batch_size, T = s->cfg.model.max_context_width;
-    model_acts_alloc(&s->acts, &s->cfg.model, B, T, 0, 0);
+    model_acts_alloc(&s->acts, &s->plan, B, T, 0, 0);
     s->inp = mallocCheck((size_t)B * T * sizeof(int32_t));
     s->tgt = mallocCheck((size_t)B * T * sizeof(int32_t));
 }
@@ -62,15 +63,22 @@ static double loss_and_grad(Setup *s) {
     return loss / n;
 }
 
-// Central differences on a few elements of every tensor against the analytic gradient.
-static void gradcheck(void) {
-    char *args[] = {"t", "--hidden_width", "16", "--num_layers", "2", "--num_heads", "4", "--num_key_value_heads", "2",
-                    "--intermediate_size", "24", "--max_context_width", "8", "--vocab_size", "32", "--batch_size", "2",
-                    "--initializer_range", "0.3"};
+// The mean loss in training mode (dropout on, with the masks of model_set_dropout); the gradient
+// this leaves in the shards is discarded.
+static double train_mode_loss(Setup *s) { return loss_and_grad(s); }
+
+// Central differences on a few elements of every tensor against the analytic gradient. With
+// dropout the masks are fixed (same seed and samples), so the loss is a smooth function too.
+static void gradcheck(const char *model_type, const char *dropout) {
+    char *args[] = {"t", "--model_type", (char *)model_type, "--hidden_width", "16", "--num_layers", "2", "--num_heads",
+                    "4", "--intermediate_size", "24", "--max_context_width", "8", "--vocab_size", "32", "--batch_size",
+                    "2", "--initializer_range", "0.3", "--dropout", (char *)dropout, "--num_key_value_heads",
+                    strcmp(model_type, "llama_v2") ? "4" : "2"};
     Setup s;
     setup(&s, sizeof args / sizeof args[0], args);
     batch(&s, 0);
-    // norm weights start at 1: move them off it so their gradients are generic
+    model_set_dropout(&s.acts, s.cfg.model.dropout, 99, 5);
+    // norm weights start at 1 and biases at 0: move them off so their gradients are generic
     for (int u = 0; u < s.plan.nunits; u++)
         for (int t = 0; t < s.plan.units[u].ntensors; t++) {
             const TensorSpec *ts = &s.plan.units[u].t[t];
@@ -78,29 +86,38 @@ static void gradcheck(void) {
                 for (size_t i = 0; i < ts->numel; i++) s.st.units[u].master[ts->offset + i] = 1.0f + 0.1f * (float)((i * 7) % 5);
         }
     loss_and_grad(&s);
+    float **grad = mallocCheck(s.plan.nunits * sizeof *grad);
+    for (int u = 0; u < s.plan.nunits; u++) {
+        grad[u] = mallocCheck(s.st.units[u].shard_len * sizeof(float));
+        memcpy(grad[u], s.st.units[u].grad_shard, s.st.units[u].shard_len * sizeof(float));
+    }
+    double (*loss)(Setup *) = s.cfg.model.dropout > 0 ? train_mode_loss : mean_loss;
     const float eps = 1e-2f;
     for (int u = 0; u < s.plan.nunits; u++)
         for (int t = 0; t < s.plan.units[u].ntensors; t++) {
             const TensorSpec *ts = &s.plan.units[u].t[t];
-            float *p = s.st.units[u].master + ts->offset, *g = s.st.units[u].grad_shard + ts->offset;
+            float *p = s.st.units[u].master + ts->offset, *g = grad[u] + ts->offset;
             double max_err = 0, max_g = 0;
             for (int k = 0; k < 6; k++) {
                 size_t i = (size_t)(k * 2654435761u) % ts->numel;
                 float save = p[i];
                 p[i] = save + eps;
-                double lp = mean_loss(&s);
+                double lp = loss(&s);
                 p[i] = save - eps;
-                double lm = mean_loss(&s);
+                double lm = loss(&s);
                 p[i] = save;
                 double num = (lp - lm) / (2 * eps);
                 max_err = fmax(max_err, fabs(num - g[i]));
                 max_g = fmax(max_g, fabs(num));
             }
-            char name[128], detail[96];
-            snprintf(name, sizeof name, "model gradcheck %s", ts->name);
+            char name[160], detail[96];
+            snprintf(name, sizeof name, "model gradcheck %s%s%s %s", model_type, s.cfg.model.dropout > 0 ? " dropout " : "",
+                     s.cfg.model.dropout > 0 ? dropout : "", ts->name);
             snprintf(detail, sizeof detail, "(max abs err %.2e, max |grad| %.2e)", max_err, max_g);
             report(max_err <= 2e-2 * max_g + 2e-4, name, detail);
         }
+    for (int u = 0; u < s.plan.nunits; u++) free(grad[u]);
+    free(grad);
 }
 
 static void write_dataset(hid_t f, const char *name, hid_t ftype, hid_t mtype, const void *x, int ndim, const hsize_t *dims) {
@@ -132,10 +149,11 @@ static void write_attr(hid_t f, const char *name, float v) {
 
 enum { PARITY_STEPS = 5 };
 
-static void dump(const char *dir) {
-    char *args[] = {"t", "--hidden_width", "64", "--num_layers", "2", "--num_heads", "8", "--num_key_value_heads", "2",
-                    "--intermediate_size", "96", "--max_context_width", "16", "--vocab_size", "80", "--batch_size", "3",
-                    "--lr", "3e-3", "--grad_clip", "0.5", "--weight_decay", "1.0"};
+static void dump(const char *dir, const char *model_type) {
+    int llama = !strcmp(model_type, "llama_v2");
+    char *args[] = {"t", "--model_type", (char *)model_type, "--hidden_width", "64", "--num_layers", "2", "--num_heads", "8",
+                    "--num_key_value_heads", llama ? "2" : "8", "--intermediate_size", "96", "--max_context_width", "16",
+                    "--vocab_size", "80", "--batch_size", "3", "--lr", "3e-3", "--grad_clip", "0.5", "--weight_decay", "1.0"};
     Setup s;
     setup(&s, sizeof args / sizeof args[0], args);
     Config *c = &s.cfg;
@@ -190,10 +208,14 @@ static void dump(const char *dir) {
 int main(int argc, char **argv) {
     comm_init(&argc, &argv);
     kern_init(0);
-    if (argc == 3 && !strcmp(argv[1], "--dump"))
-        dump(argv[2]);
-    else
-        gradcheck();
+    if (argc >= 3 && !strcmp(argv[1], "--dump")) {
+        dump(argv[2], argc > 3 ? argv[3] : "llama_v2");
+    } else {
+        gradcheck("llama_v2", "0");
+        gradcheck("llama_v2", "0.2");
+        gradcheck("mingpt", "0");
+        gradcheck("mingpt", "0.2");
+    }
     comm_finalize();
     return failures ? 1 : 0;
 }

@@ -41,6 +41,30 @@ equal ckpt 2 "np=2 full-shard --activation_checkpoints equals np=1" --sharding f
 equal sel 1 "--selective_checkpointing 2 equals storing every block" --sharding no-shard --batch_size 8 --selective_checkpointing 2
 equal meta 4 "np=4 full-shard --meta_init equals np=1" --sharding full-shard --batch_size 2 --meta_init
 
+# minGPT (tied wte: the embedding and the head share unit 0) with dropout on: the masks follow
+# the global sample index, so every layout, micro-batching and recompute draws the same ones
+M_LLAMA=$M
+M="--model mingpt --embed_size 64 --num_layers 3 --num_heads 4 --seq_len 32 --dropout 0.1
+   --num_tokens 0 --checkpoint_freq 0 --validation_freq 0 --max_steps 8 --warmup 2 --lr 3e-3 --num_threads 1"
+rm -f "$W/ref.jsonl"  # metrics files append (a resumed run continues its file)
+run ref 1 --sharding no-shard --batch_size $GLOBAL
+for np in 2 4; do
+    for st in no-shard full-shard grad-shard; do
+        equal "gpt-$st-$np" $np "minGPT dropout 0.1: np=$np $st losses equal np=1 no-shard" --sharding $st --batch_size $((GLOBAL / np))
+    done
+done
+equal gpt-hybrid 4 "minGPT dropout 0.1: np=4 hybrid-full-shard (group 2) equals np=1" --sharding hybrid-full-shard \
+    --shard_group_size 2 --batch_size 2
+equal gpt-accum 2 "minGPT dropout 0.1: np=2 full-shard grad_accum 2 equals np=1" --sharding full-shard --batch_size 2 --grad_accum 2
+equal gpt-ckpt 2 "minGPT dropout 0.1: np=2 --activation_checkpoints equals np=1" --sharding full-shard --batch_size 4 \
+    --activation_checkpoints
+run gpt-nodrop 1 --sharding no-shard --batch_size $GLOBAL --dropout 0
+w=$(rel_diff "$W/ref.jsonl" "$W/gpt-nodrop.jsonl" 8 1 1e-4)
+check "minGPT dropout 0.1 really changes the losses (rel diff $w from dropout 0)" $?
+M=$M_LLAMA
+rm -f "$W/ref.jsonl"
+run ref 1 --sharding no-shard --batch_size $GLOBAL
+
 # bf16 (parameters gathered and activations stored in bf16, fp32 master and moments) tracks
 # fp32 within 5e-3 relative, and really differs from it
 matches bf16 2 "np=2 full-shard --precision bf16 tracks fp32 within 5e-3 relative" 5e-3 1e-6 \

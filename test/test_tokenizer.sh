@@ -162,7 +162,7 @@ EOF
 expect_error "a WordPiece tokenizer.json" "^fsdpc: error: tokenizer '$W/wordpiece.json': model type \"WordPiece\" is not supported \\(fsdpc reads SentencePiece-style BPE" \
     "$FSDPC" tokenize --tokenizer "$W/wordpiece.json"
 expect_error "a Unigram tokenizer.json" "tokenizer '$W/unigram.json': model type \"Unigram\" is not supported" "$FSDPC" tokenize --tokenizer "$W/unigram.json"
-expect_error "a byte-level (GPT-2) BPE" "tokenizer '$W/gpt2.json': BPE without byte_fallback \\(byte-level, GPT-2 style\\) is not supported" \
+expect_error "a byte-level (GPT-2) BPE without the 256 byte pieces" "tokenizer '$W/gpt2.json': byte-level BPE without a piece for byte 0x00" \
     "$FSDPC" tokenize --tokenizer "$W/gpt2.json"
 expect_error "an NFKC normalizer" "tokenizer '$W/nfkc.json': normalizer NFKC is not supported" "$FSDPC" tokenize --tokenizer "$W/nfkc.json"
 expect_error "a merge of pieces not in the vocabulary" "badmerge.json': merge 754 joins pieces that are not in the vocabulary" \

@@ -1,17 +1,45 @@
 // attention: causal grouped-query attention with explicit (saved) softmax probabilities.
 // Work is split into blocks of ATT_BLOCK query rows (and, in backward, key columns) so the
 // sgemm calls skip the masked upper triangle of the (Tq, Tk) score matrix.
+// Dropout on P: the saved probabilities stay undropped (backward needs P itself); the dropped,
+// rescaled rows P' = mask * P / (1 - p) are made per block in a buffer and feed P'V and P'^T dout.
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../backend.h"
+#include "../rng.h"
 #include "cpu_common.h"
 
 #define ATT_BLOCK 64
 
 static inline int att_min(int a, int b) { return a < b ? a : b; }
+
+// a KernDropout resolved for the kernels; on == 0: none
+typedef struct {
+    int on;
+    uint32_t thr;  // kern_dropout_threshold(p)
+    float scale;   // 1 / (1 - p)
+    uint64_t key, sample0;
+} AttDrop;
+
+static AttDrop att_drop(const KernDropout *d) {
+    AttDrop a = {0, 0, 1.0f, 0, 0};
+    if (d && d->p > 0.0f) a = (AttDrop){1, kern_dropout_threshold(d->p), 1.0f / (1.0f - d->p), d->key, d->sample0};
+    return a;
+}
+
+static float *att_alloc(size_t n) {
+    float *p = malloc(sizeof(float) * (n ? n : 1));
+    if (!p) {
+        fprintf(stderr, "cpu attention: out of memory\n");
+        abort();
+    }
+    return p;
+}
 
 // s[0..n) <- softmax(s[0..n)); s[n..len) <- 0 (masked keys get probability exactly 0)
 static void att_softmax_row(float *s, int n, int len) {
@@ -31,14 +59,19 @@ static void att_softmax_row(float *s, int n, int len) {
 }
 
 void cpu_attention_fwd(float *out, float *probs, const float *q, const float *k, const float *v,
-                        int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride) {
+                        int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride, const KernDropout *drop) {
     const int grp = H / KV, off = Tk - Tq;
     const int ldq = H * hd, ldk = KV * hd;
     const float scale = 1.0f / sqrtf((float)hd);
+    const AttDrop ad = att_drop(drop);
+    // under dropout, each thread's (ATT_BLOCK, Tk) block of P'
+    float *pdrop = ad.on ? att_alloc((size_t)omp_get_max_threads() * ATT_BLOCK * Tk) : NULL;
     // one (batch, head) per iteration; sgemm inside a parallel region runs single-threaded
 #pragma omp parallel for schedule(static)
     for (int bh = 0; bh < B * H; bh++) {
         const int b = bh / H, h = bh % H;
+        const uint64_t seed = ad.on ? kern_dropout_seed(ad.key, ad.sample0 + (uint64_t)b) : 0;
+        float *pd = ad.on ? pdrop + (size_t)omp_get_thread_num() * ATT_BLOCK * Tk : NULL;
         const float *qh = q + (size_t)b * Tq * ldq + (size_t)h * hd;  // (Tq, hd), row stride ldq
         const float *kh = k + b * kv_bstride + (size_t)(h / grp) * hd;  // (Tk, hd), row stride ldk
         const float *vh = v + b * kv_bstride + (size_t)(h / grp) * hd;
@@ -51,10 +84,22 @@ void cpu_attention_fwd(float *out, float *probs, const float *q, const float *k,
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend, hd, scale, qh + (size_t)r0 * ldq,
                         ldq, kh, ldk, 0.0f, pb, Tk);
             for (int i = 0; i < rows; i++) att_softmax_row(pb + (size_t)i * Tk, off + r0 + i + 1, Tk);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, kend, 1.0f, pb, Tk, vh, ldk, 0.0f,
+            const float *pv = pb;  // what multiplies V: P, or P' under dropout
+            if (ad.on) {
+                for (int i = 0; i < rows; i++) {
+                    const float *pr = pb + (size_t)i * Tk;
+                    float *dst = pd + (size_t)i * Tk;
+                    const uint64_t idx0 = ((uint64_t)h * Tq + r0 + i) * Tk;  // mask index of (t, key 0)
+                    for (int j = 0; j < kend; j++)
+                        dst[j] = kern_dropout_keep(seed, idx0 + j, ad.thr) ? pr[j] * ad.scale : 0.0f;
+                }
+                pv = pd;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, kend, 1.0f, pv, Tk, vh, ldk, 0.0f,
                         oh + (size_t)r0 * ldq, ldq);
         }
     }
+    free(pdrop);
 }
 
 size_t cpu_attention_saved_floats(int B, int H, int Tq, int Tk) {
@@ -62,22 +107,26 @@ size_t cpu_attention_saved_floats(int B, int H, int Tq, int Tk) {
 }
 
 size_t cpu_attention_scratch_floats(int B, int H, int T) {
-    (void)B, (void)H;  // one (T, T) dP/dS matrix per thread
-    return (size_t)omp_get_max_threads() * T * T;
+    (void)B, (void)H;  // per thread: a (T, T) dP/dS matrix and a (min(T, ATT_BLOCK), T) block of P'
+    return (size_t)omp_get_max_threads() * T * ((size_t)T + att_min(T, ATT_BLOCK));
 }
 
 void cpu_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const float *dout, const float *out,
                        const float *probs, const float *q, const float *k, const float *v,
-                        int B, int T, int H, int KV, int hd) {
+                        int B, int T, int H, int KV, int hd, const KernDropout *drop) {
     (void)out;  // the probabilities are kept, so the forward output is not needed
     const int grp = H / KV;
     const int ldq = H * hd, ldk = KV * hd;
     const float scale = 1.0f / sqrtf((float)hd);
+    const AttDrop ad = att_drop(drop);
     // one (batch, kv head) per iteration, its query heads serially, so dk/dv need no reduction
 #pragma omp parallel for schedule(static)
     for (int bg = 0; bg < B * KV; bg++) {
         const int b = bg / KV, g = bg % KV;
-        float *ds = scratch + (size_t)omp_get_thread_num() * T * T;  // (T, T): dP, then dS
+        // (T, T): dP, then dS
+        float *ds = scratch + (size_t)omp_get_thread_num() * T * ((size_t)T + att_min(T, ATT_BLOCK));
+        float *pdb = ds + (size_t)T * T;  // (min(T, ATT_BLOCK), T): P' of a row block, under dropout
+        const uint64_t seed = ad.on ? kern_dropout_seed(ad.key, ad.sample0 + (uint64_t)b) : 0;
         const float *kg = k + (size_t)b * T * ldk + (size_t)g * hd;  // (T, hd), row stride ldk
         const float *vg = v + (size_t)b * T * ldk + (size_t)g * hd;
         float *dkg = dk + (size_t)b * T * ldk + (size_t)g * hd;
@@ -97,11 +146,23 @@ void cpu_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const fl
                 // dP = dout @ V^T
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend, hd, 1.0f, doh + (size_t)r0 * ldq,
                             ldq, vg, ldk, 0.0f, dsb, T);
-                // dS = P * (dP - rowsum(dP * P)); zero past the diagonal up to the block edge
+                // dS = P * (dP - rowsum(dP * P)); zero past the diagonal up to the block edge.
+                // Under dropout dP' = mask * dP / (1 - p) takes dP's place (rowsum(P * dP') is still
+                // rowsum(dout * out), as out = P' V), and the row's P' goes to pdb for dV.
                 for (int i = 0; i < rows; i++) {
                     const int n = r0 + i + 1;
                     const float *pr = p + (size_t)(r0 + i) * T;
                     float *dr = dsb + (size_t)i * T;
+                    if (ad.on) {
+                        float *pdr = pdb + (size_t)i * T;
+                        const uint64_t idx0 = ((uint64_t)h * T + r0 + i) * T;  // mask index of (t, key 0)
+                        for (int j = 0; j < n; j++) {
+                            const int keep = kern_dropout_keep(seed, idx0 + j, ad.thr);
+                            pdr[j] = keep ? pr[j] * ad.scale : 0.0f;
+                            dr[j] = keep ? dr[j] * ad.scale : 0.0f;
+                        }
+                        memset(pdr + n, 0, sizeof(float) * (size_t)(kend - n));
+                    }
                     float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
                     for (int j = 0; j < n; j++) dot += pr[j] * dr[j];
@@ -112,15 +173,20 @@ void cpu_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const fl
                 // dq = scale * dS @ K
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, kend, scale, dsb, T, kg, ldk, 0.0f,
                             dqh + (size_t)r0 * ldq, ldq);
+                // under dropout dv += P'^T @ dout here, while the block's P' is at hand
+                if (ad.on)
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kend, hd, rows, 1.0f, pdb, T,
+                                doh + (size_t)r0 * ldq, ldq, 1.0f, dvg, ldk);
             }
             // key block c0 is seen only by queries c0..T-1
             for (int c0 = 0; c0 < T; c0 += ATT_BLOCK) {
                 const int cols = att_min(ATT_BLOCK, T - c0), nq = T - c0;
-                // dk += scale * dS^T @ Q, dv += P^T @ dout
+                // dk += scale * dS^T @ Q, dv += P^T @ dout (without dropout)
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd, nq, scale, ds + (size_t)c0 * T + c0, T,
                             qh + (size_t)c0 * ldq, ldq, 1.0f, dkg + (size_t)c0 * ldk, ldk);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd, nq, 1.0f, p + (size_t)c0 * T + c0, T,
-                            doh + (size_t)c0 * ldq, ldq, 1.0f, dvg + (size_t)c0 * ldk, ldk);
+                if (!ad.on)
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd, nq, 1.0f, p + (size_t)c0 * T + c0,
+                                T, doh + (size_t)c0 * ldq, ldq, 1.0f, dvg + (size_t)c0 * ldk, ldk);
             }
         }
     }

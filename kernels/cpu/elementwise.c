@@ -1,10 +1,12 @@
-// elementwise: threading setup, SwiGLU, embedding, cross-entropy, vector ops, AdamW and bf16.
+// elementwise: threading setup, SwiGLU, GELU, bias, embedding, positions, dropout, cross-entropy,
+// vector ops, AdamW and bf16.
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
 
 #include "../backend.h"
+#include "../rng.h"
 #include "cpu_common.h"
 
 void cpu_init(int num_threads) {
@@ -24,6 +26,15 @@ static void ew_thread_range(size_t n, size_t *lo, size_t *hi) {
     *hi = n * (tid + 1) / nt;
 }
 
+// The calling thread's columns [lo, hi) of D: whole 64-byte lines (16 floats), so no two threads
+// write one line. A thread that owns a column and walks the rows in order sums it as a serial
+// loop would: the result depends neither on timing nor on the thread count.
+static void ew_col_slice(int D, size_t *lo, size_t *hi) {
+    ew_thread_range(((size_t)D + 15) / 16, lo, hi);
+    *lo *= 16;
+    *hi = *hi * 16 < (size_t)D ? *hi * 16 : (size_t)D;
+}
+
 // ---- SwiGLU ----
 
 void cpu_swiglu_fwd(float *h, const float *gate, const float *up, size_t N) {
@@ -41,6 +52,55 @@ void cpu_swiglu_bwd(float *dgate, float *dup, const float *dh, const float *gate
     }
 }
 
+// ---- GELU, tanh approximation ----
+// 0.5 (1 + tanh(u)) = sigmoid(2u), so gelu(x) = x / (1 + exp(-2u)): no tanh (glibc's does not
+// vectorise) and no cancellation in 1 + tanh(u) for very negative u.
+#define GELU_C 0.7978845608028654f  // sqrt(2 / pi)
+#define GELU_A 0.044715f
+
+void cpu_gelu_fwd(float *out, const float *inp, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        const float x = inp[i], u = GELU_C * (x + GELU_A * x * x * x);
+        out[i] = x / (1.0f + cpu_expf(-2.0f * u));
+    }
+}
+
+void cpu_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        const float x = inp[i], u = GELU_C * (x + GELU_A * x * x * x);
+        const float s = 1.0f / (1.0f + cpu_expf(-2.0f * u)), du = GELU_C * (1.0f + 3.0f * GELU_A * x * x);
+        // d/dx x sigmoid(2u) = s + 2 x s (1 - s) du
+        dinp[i] = dout[i] * (s + 2.0f * x * s * (1.0f - s) * du);
+    }
+}
+
+// ---- bias ----
+
+void cpu_bias_add(float *out, const float *b, int N, int D) {
+#pragma omp parallel for schedule(static) if ((size_t)N * D >= CPU_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        float *o = out + (size_t)n * D;
+#pragma omp simd
+        for (int j = 0; j < D; j++) o[j] += b[j];
+    }
+}
+
+void cpu_bias_bwd(float *db, const float *dout, int N, int D) {
+    // column slices, rows in order: the serial sum whatever the thread count
+#pragma omp parallel if ((size_t)N * D >= CPU_PAR_MIN)
+    {
+        size_t lo, hi;
+        ew_col_slice(D, &lo, &hi);
+        for (int n = 0; n < N; n++) {
+            const float *src = dout + (size_t)n * D;
+#pragma omp simd
+            for (size_t j = lo; j < hi; j++) db[j] += src[j];
+        }
+    }
+}
+
 // ---- embedding ----
 
 void cpu_embedding_fwd(float *out, const int32_t *tokens, const float *wte, int N, int D) {
@@ -50,19 +110,58 @@ void cpu_embedding_fwd(float *out, const int32_t *tokens, const float *wte, int 
 
 void cpu_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, int N, int D) {
     // Each thread owns a slice of the D columns and walks all rows in order: repeated tokens
-    // never race and the sums are in row order. Slices are whole 64-byte lines (16 floats).
+    // never race and the sums are in row order.
 #pragma omp parallel
     {
         size_t lo, hi;
-        ew_thread_range(((size_t)D + 15) / 16, &lo, &hi);
-        lo *= 16;
-        hi = hi * 16 < (size_t)D ? hi * 16 : (size_t)D;
+        ew_col_slice(D, &lo, &hi);
         for (int n = 0; n < N; n++) {
             const float *src = dout + (size_t)n * D;
             float *dst = dwte + (size_t)tokens[n] * D;
 #pragma omp simd
             for (size_t j = lo; j < hi; j++) dst[j] += src[j];
         }
+    }
+}
+
+// ---- learned positions ----
+
+void cpu_positions_fwd(float *out, const float *wpe, int B, int T, int D, int pos0) {
+    const long rows = (long)B * T;
+#pragma omp parallel for schedule(static) if ((size_t)rows * D >= CPU_PAR_MIN)
+    for (long bt = 0; bt < rows; bt++) {
+        float *o = out + (size_t)bt * D;
+        const float *w = wpe + (size_t)(pos0 + bt % T) * D;
+#pragma omp simd
+        for (int j = 0; j < D; j++) o[j] += w[j];
+    }
+}
+
+void cpu_positions_bwd(float *dwpe, const float *dout, int B, int T, int D) {
+    // every (t, j) is one thread's, summed over b in order (as the GPU does)
+#pragma omp parallel for schedule(static) if ((size_t)B * T * D >= CPU_PAR_MIN)
+    for (int t = 0; t < T; t++) {
+        float *d = dwpe + (size_t)t * D;
+        for (int b = 0; b < B; b++) {
+            const float *src = dout + ((size_t)b * T + t) * D;
+#pragma omp simd
+            for (int j = 0; j < D; j++) d[j] += src[j];
+        }
+    }
+}
+
+// ---- dropout ----
+
+void cpu_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t sample0) {
+    if (p == 0.0f) return;
+    const uint32_t thr = kern_dropout_threshold(p);
+    const float scale = 1.0f / (1.0f - p);
+#pragma omp parallel if ((size_t)B * M >= CPU_PAR_MIN)
+    for (int b = 0; b < B; b++) {
+        const uint64_t seed = kern_dropout_seed(key, sample0 + (uint64_t)b);
+        float *row = x + (size_t)b * M;
+#pragma omp for simd schedule(static) nowait
+        for (size_t i = 0; i < M; i++) row[i] = kern_dropout_keep(seed, i, thr) ? row[i] * scale : 0.0f;
     }
 }
 

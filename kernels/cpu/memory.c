@@ -17,3 +17,4 @@ int cpu_upload_async(void *dst, const void *host_src, size_t bytes) { return mem
 void cpu_async_wait(int ticket) { (void)ticket; }
 void cpu_async_fence(void) {}
 double cpu_peak_mem_mib(void) { return 0.0; }
+void cpu_mem_info(size_t *free_bytes, size_t *total_bytes) { *free_bytes = *total_bytes = 0; }  // not a device

@@ -1,4 +1,4 @@
-// norm: RMSNorm and rotary position embedding (RoPE).
+// norm: RMSNorm, LayerNorm and rotary position embedding (RoPE).
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -57,6 +57,78 @@ void cpu_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp
             float s = 0.0f;
             for (int t = 0; t < nth; t++) s += part[(size_t)t * D + j];
             dw[j] += s;
+        }
+    }
+    free(part);
+}
+
+void cpu_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N,
+                       int D, float eps) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * D;
+        float *o = out + (size_t)n * D;
+        double s = 0.0;
+#pragma omp simd reduction(+ : s)
+        for (int j = 0; j < D; j++) s += x[j];
+        const double mu = s / D;
+        // the variance from a second pass over x - mean: no cancellation when |mean| >> std
+        double ss = 0.0;
+#pragma omp simd reduction(+ : ss)
+        for (int j = 0; j < D; j++) ss += (x[j] - mu) * (x[j] - mu);
+        const float m = (float)mu, r = (float)(1.0 / sqrt(ss / D + eps));
+        mean[n] = m;
+        rstd[n] = r;
+#pragma omp simd
+        for (int j = 0; j < D; j++) o[j] = ((x[j] - m) * r) * w[j] + b[j];
+    }
+}
+
+void cpu_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                       const float *mean, const float *rstd, int N, int D) {
+    // dw, db are sums over rows: per-thread partials of static row blocks, added in thread order
+    // (as in cpu_rmsnorm_bwd), so the result does not depend on timing
+    float *part = malloc(sizeof(float) * (size_t)omp_get_max_threads() * 2 * D);  // (threads, 2, D)
+    if (!part) {
+        fprintf(stderr, "cpu_layernorm_bwd: out of memory\n");
+        abort();
+    }
+#pragma omp parallel
+    {
+        const int nth = omp_get_num_threads();
+        float *dwp = part + (size_t)omp_get_thread_num() * 2 * D, *dbp = dwp + D;
+        for (int j = 0; j < 2 * D; j++) dwp[j] = 0.0f;
+#pragma omp for schedule(static)
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * D, *dy = dout + (size_t)n * D;
+            float *dx = dinp + (size_t)n * D;
+            const float m = mean[n], r = rstd[n];
+            // xhat = (x - m) r, g = dy w: dx = r (g - mean(g) - xhat mean(g xhat))
+            double sg = 0.0, sgx = 0.0;
+#pragma omp simd reduction(+ : sg, sgx)
+            for (int j = 0; j < D; j++) {
+                const float g = dy[j] * w[j];
+                sg += g;
+                sgx += (double)g * ((x[j] - m) * r);
+            }
+            const float mg = (float)(sg / D), mgx = (float)(sgx / D);
+#pragma omp simd
+            for (int j = 0; j < D; j++) {
+                const float xhat = (x[j] - m) * r;
+                dx[j] += r * (dy[j] * w[j] - mg - xhat * mgx);
+                dwp[j] += dy[j] * xhat;
+                dbp[j] += dy[j];
+            }
+        }
+#pragma omp for schedule(static)
+        for (int j = 0; j < D; j++) {
+            float sw = 0.0f, sb = 0.0f;
+            for (int t = 0; t < nth; t++) {
+                sw += part[(size_t)t * 2 * D + j];
+                sb += part[(size_t)t * 2 * D + D + j];
+            }
+            dw[j] += sw;
+            db[j] += sb;
         }
     }
     free(part);

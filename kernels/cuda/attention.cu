@@ -6,6 +6,9 @@
 // (batch, kv head, key tile) that loops over the group's query heads, and dQ from one block per
 // (batch, head, query tile) that loops over key tiles: every output element has one owner, so
 // there are no atomics and the results are deterministic.
+// Dropout on P (DROP): the softmax statistics (l, lse, Delta) are those of P itself; P V uses
+// mask * P and the output is scaled by 1 / (1 - p). Backward regenerates the mask per element:
+// dV = P'^T dO with P' = mask * P / (1 - p), and dS = P * (mask * dP / (1 - p) - Delta).
 //
 // Tiles live in shared memory as (rows, HDP + 1) or (rows, cols + 1): the odd row stride keeps
 // the column-strided reads of tile_mac free of bank conflicts. Head dims up to 128 are padded
@@ -94,10 +97,10 @@ __device__ __forceinline__ void load_row_stats(float *Ls, float *Ds, const float
 
 // ---- forward ----
 // grid (Tq tiles, H, B). Query t sits at position off + t, off = Tk - Tq, and sees keys <= that.
-template <int HDP, int BQ, int BK>
+template <int HDP, int BQ, int BK, bool DROP>
 __global__ void __launch_bounds__(kAttThreads)
     att_fwd_kernel(float *out, float *lse, const float *q, const float *k, const float *v, int Tq, int Tk, int H,
-                   int KV, int hd, size_t kv_bstride, float scale) {
+                   int KV, int hd, size_t kv_bstride, float scale, AttDrop drop) {
     constexpr int LDH = HDP + 1, LDP = BK + 1, RM = BQ / 16, RK = BK / 16, RD = HDP / 16;
     extern __shared__ float smem[];
     float *Qs = smem;             // (BQ, LDH)
@@ -111,6 +114,7 @@ __global__ void __launch_bounds__(kAttThreads)
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
     const size_t qrow0 = ((size_t)b * Tq + q0) * ldq + (size_t)h * hd;  // (BQ, hd) rows of q and out
     const float *kb = k + b * kv_bstride + (size_t)g * hd, *vb = v + b * kv_bstride + (size_t)g * hd;
+    const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
 
     load_tile<BQ, HDP>(Qs, q + qrow0, ldq, nq, hd);
     float m[RM], l[RM], o[RM][RD] = {};
@@ -135,11 +139,13 @@ __global__ void __launch_bounds__(kAttThreads)
             const float mnew = fmaxf(m[i], warp_reduce<16>(mx, MaxOp()));
             const float alpha = expf(m[i] - mnew);  // 0 on the first tile (m = -inf)
             float rs = 0.0f;
+            const uint64_t idx0 = ((uint64_t)h * Tq + q0 + ty + 16 * i) * Tk + k0 + tx;  // mask index of column j = 0
 #pragma unroll
             for (int j = 0; j < RK; j++) {
                 const float p = expf(s[i][j] - mnew);
-                Ps[(ty + 16 * i) * LDP + tx + 16 * j] = p;
-                rs += p;
+                Ps[(ty + 16 * i) * LDP + tx + 16 * j] =
+                    DROP && !kern_dropout_keep(seed, idx0 + 16 * j, drop.threshold) ? 0.0f : p;
+                rs += p;  // the softmax normalises over every key, dropped or not
             }
             l[i] = l[i] * alpha + warp_reduce<16>(rs, SumOp());
             m[i] = mnew;
@@ -154,7 +160,7 @@ __global__ void __launch_bounds__(kAttThreads)
     for (int i = 0; i < RM; i++) {
         const int r = ty + 16 * i;
         if (r >= nq) continue;
-        const float inv = 1.0f / l[i];
+        const float inv = 1.0f / l[i] * (DROP ? drop.scale : 1.0f);
 #pragma unroll
         for (int j = 0; j < RD; j++)
             if (tx + 16 * j < hd) out[qrow0 + (size_t)r * ldq + tx + 16 * j] = o[i][j] * inv;
@@ -181,10 +187,11 @@ __global__ void att_delta_kernel(float *delta, const float *dout, const float *o
 }
 
 // grid (T key tiles, KV, B): dk, dv (BK, hd) of one kv head, over its group's query heads
-template <int HDP, int BQ, int BK>
+template <int HDP, int BQ, int BK, bool DROP>
 __global__ void __launch_bounds__(kAttThreads)
     att_bwd_dkdv_kernel(float *dk, float *dv, const float *q, const float *k, const float *v, const float *dout,
-                        const float *lse, const float *delta, int T, int H, int KV, int hd, float scale) {
+                        const float *lse, const float *delta, int T, int H, int KV, int hd, float scale,
+                        AttDrop drop) {
     constexpr int LDH = HDP + 1, LDQ = BQ + 1, RK = BK / 16, RQ = BQ / 16, RD = HDP / 16;
     extern __shared__ float smem[];
     float *Ks = smem;              // (BK, LDH)
@@ -200,6 +207,7 @@ __global__ void __launch_bounds__(kAttThreads)
     const int nk = min(BK, T - k0);
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
     const size_t krow0 = ((size_t)b * T + k0) * ldk + (size_t)g * hd;  // (BK, hd) rows of k, v, dk, dv
+    const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
 
     load_tile<BK, HDP>(Ks, k + krow0, ldk, nk, hd);
     load_tile<BK, HDP>(Vs, v + krow0, ldk, nk, hd);
@@ -224,12 +232,19 @@ __global__ void __launch_bounds__(kAttThreads)
                 for (int j = 0; j < RQ; j++) {
                     const int r = tx + 16 * j, qpos = q0 + r;
                     const float p = (k0 + c <= qpos && qpos < T) ? expf(st[i][j] * scale - Ls[r]) : 0.0f;
-                    Pt[c * LDQ + r] = p;
-                    dSt[c * LDQ + r] = p * (dpt[i][j] - Ds[r]);
+                    float pv = p, dp = dpt[i][j];
+                    if (DROP) {
+                        const bool keep =
+                            kern_dropout_keep(seed, ((uint64_t)h * T + qpos) * T + k0 + c, drop.threshold);
+                        pv = keep ? p * drop.scale : 0.0f;
+                        dp = keep ? dp * drop.scale : 0.0f;
+                    }
+                    Pt[c * LDQ + r] = pv;
+                    dSt[c * LDQ + r] = p * (dp - Ds[r]);
                 }
             }
             __syncthreads();
-            tile_mac<RK, RD, BQ>(dva, Pt, LDQ, dOs, LDH, 1);  // dV += P^T dO
+            tile_mac<RK, RD, BQ>(dva, Pt, LDQ, dOs, LDH, 1);  // dV += P^T dO (P'^T dO under dropout)
             tile_mac<RK, RD, BQ>(dka, dSt, LDQ, Qs, LDH, 1);  // dK += dS^T Q (scaled at the end)
         }
     }
@@ -238,10 +253,10 @@ __global__ void __launch_bounds__(kAttThreads)
 }
 
 // grid (T query tiles, H, B): dq (BQ, hd) of one head
-template <int HDP, int BQ, int BK>
+template <int HDP, int BQ, int BK, bool DROP>
 __global__ void __launch_bounds__(kAttThreads)
     att_bwd_dq_kernel(float *dq, const float *q, const float *k, const float *v, const float *dout, const float *lse,
-                      const float *delta, int T, int H, int KV, int hd, float scale) {
+                      const float *delta, int T, int H, int KV, int hd, float scale, AttDrop drop) {
     constexpr int LDH = HDP + 1, LDS = BK + 1, RM = BQ / 16, RK = BK / 16, RD = HDP / 16;
     extern __shared__ float smem[];
     float *Qs = smem;              // (BQ, LDH)
@@ -259,6 +274,7 @@ __global__ void __launch_bounds__(kAttThreads)
     const size_t qrow0 = ((size_t)b * T + q0) * ldq + (size_t)h * hd;  // (BQ, hd) rows of q, dout, dq
     const size_t stats = ((size_t)b * H + h) * T + q0;
     const float *kb = k + (size_t)b * T * ldk + (size_t)g * hd, *vb = v + (size_t)b * T * ldk + (size_t)g * hd;
+    const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
 
     load_tile<BQ, HDP>(Qs, q + qrow0, ldq, nq, hd);
     load_tile<BQ, HDP>(dOs, dout + qrow0, ldq, nq, hd);
@@ -275,8 +291,13 @@ __global__ void __launch_bounds__(kAttThreads)
 #pragma unroll
             for (int j = 0; j < RK; j++) {
                 const int c = tx + 16 * j;
+                float dpv = dp[i][j];
+                if (DROP)
+                    dpv = kern_dropout_keep(seed, ((uint64_t)h * T + qpos) * T + k0 + c, drop.threshold)
+                              ? dpv * drop.scale
+                              : 0.0f;
                 dSs[r * LDS + c] =
-                    (k0 + c <= qpos && qpos < T) ? expf(s[i][j] * scale - Ls[r]) * (dp[i][j] - Ds[r]) : 0.0f;
+                    (k0 + c <= qpos && qpos < T) ? expf(s[i][j] * scale - Ls[r]) * (dpv - Ds[r]) : 0.0f;
             }
         }
         __syncthreads();
@@ -299,28 +320,33 @@ size_t cuda_attention_scratch_floats(int B, int H, int T) {
 }
 
 void cuda_attention_fwd(float *out, float *saved, const float *q, const float *k, const float *v, int B, int Tq,
-                        int Tk, int H, int KV, int hd, size_t kv_bstride) {
+                        int Tk, int H, int KV, int hd, size_t kv_bstride, const KernDropout *drop) {
     if (B <= 0 || Tq <= 0) return;
     if (Tq > Tk) comm_fatal("attention: %d queries but only %d keys", Tq, Tk);
     check_heads(H, KV);
     const float scale = 1.0f / sqrtf((float)hd);
+    AttDrop dp;
+    const bool dropping = att_drop_from(drop, &dp);
     if (cuda_ctx.compute != COMPUTE_FP32) {
-        att_tc_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, scale);
+        att_tc_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, scale, dropping ? &dp : nullptr);
         return;
     }
     with_head_dim(hd, [&](auto head) {
-        constexpr int HDP = decltype(head)::HDP;
-        using C = AttTiles<HDP>;
-        constexpr int BQ = C::FWD_Q, BK = C::FWD_K;
-        const size_t smem = (size_t)(BQ + 2 * BK) * (HDP + 1) + (size_t)BQ * (BK + 1);
-        att_launch(att_fwd_kernel<HDP, BQ, BK>, dim3((Tq + BQ - 1) / BQ, H, B), kAttThreads, smem * sizeof(float),
-                   out, saved, q, k, v, Tq, Tk, H, KV, hd, kv_bstride, scale);
+        with_drop(dropping, [&](auto on) {
+            constexpr int HDP = decltype(head)::HDP;
+            constexpr bool DROP = decltype(on)::value;
+            using C = AttTiles<HDP>;
+            constexpr int BQ = C::FWD_Q, BK = C::FWD_K;
+            const size_t smem = (size_t)(BQ + 2 * BK) * (HDP + 1) + (size_t)BQ * (BK + 1);
+            att_launch(att_fwd_kernel<HDP, BQ, BK, DROP>, dim3((Tq + BQ - 1) / BQ, H, B), kAttThreads,
+                       smem * sizeof(float), out, saved, q, k, v, Tq, Tk, H, KV, hd, kv_bstride, scale, dp);
+        });
     });
 }
 
 void cuda_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const float *dout, const float *out,
                         const float *saved, const float *q, const float *k, const float *v, int B, int T, int H,
-                        int KV, int hd) {
+                        int KV, int hd, const KernDropout *drop) {
     if (B <= 0 || T <= 0) return;
     check_heads(H, KV);
     const float scale = 1.0f / sqrtf((float)hd);
@@ -329,25 +355,30 @@ void cuda_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const f
     att_delta_kernel<<<grid_for(rows * 32, kAttThreads, 0x7fffffffu), kAttThreads, 0, cuda_stream()>>>(
         delta, dout, out, T, H, hd, rows);
     cudaCheckLaunch();
+    AttDrop dp;
+    const bool dropping = att_drop_from(drop, &dp);
     if (cuda_ctx.compute != COMPUTE_FP32) {
-        att_tc_bwd(dq, dk, dv, delta, dout, saved, q, k, v, B, T, H, KV, hd, scale);
+        att_tc_bwd(dq, dk, dv, delta, dout, saved, q, k, v, B, T, H, KV, hd, scale, dropping ? &dp : nullptr);
         return;
     }
     with_head_dim(hd, [&](auto head) {
-        constexpr int HDP = decltype(head)::HDP;
-        using C = AttTiles<HDP>;
-        {
-            constexpr int BQ = C::DKV_Q, BK = C::DKV_K;
-            const size_t smem = (size_t)2 * (BK + BQ) * (HDP + 1) + (size_t)2 * BK * (BQ + 1) + 2 * BQ;
-            att_launch(att_bwd_dkdv_kernel<HDP, BQ, BK>, dim3((T + BK - 1) / BK, KV, B), kAttThreads,
-                       smem * sizeof(float), dk, dv, q, k, v, dout, saved, delta, T, H, KV, hd, scale);
-        }
-        {
-            constexpr int BQ = C::DQ_Q, BK = C::DQ_K;
-            const size_t smem = (size_t)2 * (BQ + BK) * (HDP + 1) + (size_t)BQ * (BK + 1) + 2 * BQ;
-            att_launch(att_bwd_dq_kernel<HDP, BQ, BK>, dim3((T + BQ - 1) / BQ, H, B), kAttThreads,
-                       smem * sizeof(float), dq, q, k, v, dout, saved, delta, T, H, KV, hd, scale);
-        }
+        with_drop(dropping, [&](auto on) {
+            constexpr int HDP = decltype(head)::HDP;
+            constexpr bool DROP = decltype(on)::value;
+            using C = AttTiles<HDP>;
+            {
+                constexpr int BQ = C::DKV_Q, BK = C::DKV_K;
+                const size_t smem = (size_t)2 * (BK + BQ) * (HDP + 1) + (size_t)2 * BK * (BQ + 1) + 2 * BQ;
+                att_launch(att_bwd_dkdv_kernel<HDP, BQ, BK, DROP>, dim3((T + BK - 1) / BK, KV, B), kAttThreads,
+                           smem * sizeof(float), dk, dv, q, k, v, dout, saved, delta, T, H, KV, hd, scale, dp);
+            }
+            {
+                constexpr int BQ = C::DQ_Q, BK = C::DQ_K;
+                const size_t smem = (size_t)2 * (BQ + BK) * (HDP + 1) + (size_t)BQ * (BK + 1) + 2 * BQ;
+                att_launch(att_bwd_dq_kernel<HDP, BQ, BK, DROP>, dim3((T + BQ - 1) / BQ, H, B), kAttThreads,
+                           smem * sizeof(float), dq, q, k, v, dout, saved, delta, T, H, KV, hd, scale, dp);
+            }
+        });
     });
 }
 

@@ -4,6 +4,9 @@
 #ifndef FSDPC_CUDA_ATTENTION_CUH
 #define FSDPC_CUDA_ATTENTION_CUH
 
+#include <type_traits>
+
+#include "../rng.h"
 #include "common.cuh"
 
 // A head dim padded with zeros to HDP (zeros change no dot product).
@@ -26,6 +29,31 @@ static inline void check_heads(int H, int KV) {
     if (KV <= 0 || H % KV) comm_fatal("attention: %d heads are not a multiple of %d kv heads", H, KV);
 }
 
+// Dropout on the probabilities (kernels.h), resolved on the host and passed to the kernels by
+// value. Each kernel has a DROP template flag, so the forms without dropout are unchanged; with it
+// the mask is regenerated from the hash wherever P is (forward and both backward kernels).
+struct AttDrop {
+    uint64_t key, sample0;
+    uint32_t threshold;  // kern_dropout_threshold(p)
+    float scale;         // 1 / (1 - p)
+};
+
+// d resolved into *a; false when there is no dropout (NULL or p == 0)
+static inline bool att_drop_from(const KernDropout *d, AttDrop *a) {
+    *a = AttDrop{0, 0, 0, 1.0f};
+    if (!d || !(d->p > 0.0f)) return false;
+    *a = AttDrop{d->key, d->sample0, kern_dropout_threshold(d->p), 1.0f / (1.0f - d->p)};
+    return true;
+}
+
+// Calls f(std::true_type()) when there is dropout, else f(std::false_type()).
+template <class F> void with_drop(bool on, F &&f) {
+    if (on)
+        f(std::true_type());
+    else
+        f(std::false_type());
+}
+
 // Launches an attention kernel with smem_bytes of dynamic shared memory.
 template <class... KArgs, class... Args>
 void att_launch(void (*kernel)(KArgs...), dim3 grid, int threads, size_t smem_bytes, Args... args) {
@@ -36,10 +64,12 @@ void att_launch(void (*kernel)(KArgs...), dim3 grid, int threads, size_t smem_by
 }
 
 // The tensor-core kernels. lse (B, H, Tq) is the forward's saved row log-sum-exp of the scaled
-// scores and delta (B, H, T) = rowsum(dout * out); shapes as in kernels.h.
+// scores and delta (B, H, T) = rowsum(dout * out); shapes as in kernels.h. drop: NULL, or the
+// dropout of att_drop_from.
 void att_tc_fwd(float *out, float *lse, const float *q, const float *k, const float *v, int B, int Tq, int Tk, int H,
-                int KV, int hd, size_t kv_bstride, float scale);
+                int KV, int hd, size_t kv_bstride, float scale, const AttDrop *drop);
 void att_tc_bwd(float *dq, float *dk, float *dv, const float *delta, const float *dout, const float *lse,
-                const float *q, const float *k, const float *v, int B, int T, int H, int KV, int hd, float scale);
+                const float *q, const float *k, const float *v, int B, int T, int H, int KV, int hd, float scale,
+                const AttDrop *drop);
 
 #endif

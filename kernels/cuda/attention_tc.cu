@@ -3,7 +3,8 @@
 // every output element are those of attention.cu (so results stay deterministic, no atomics);
 // what changes is that Q K^T, P V and backward's products run as 16x16x16 WMMA tiles. fp32 inputs
 // are rounded to bf16 as tiles are loaded into shared memory; P and dS are rounded as they are
-// written there. Softmax statistics, lse and Delta stay fp32.
+// written there. Softmax statistics, lse and Delta stay fp32. Dropout on P (DROP) as in
+// attention.cu: the row sums are those of P, P V uses mask * P, backward regenerates the mask.
 //
 // A block works on a 64-row tile (queries, or keys for dK/dV) with 4 warps of 16 rows each; the
 // other side streams through in 64-row tiles. A warp's scores land in shared memory and are
@@ -119,10 +120,10 @@ __device__ __forceinline__ void warp_store(float *dst, size_t ld, FragC (&acc)[N
 // grid (Tq tiles, H, B). Query t sits at position off + t, off = Tk - Tq, and sees keys <= that.
 // The unnormalised output O of the block's rows lives in shared memory: the online softmax
 // rescales its rows, the tensor cores add P V to it.
-template <int HDP>
+template <int HDP, bool DROP>
 __global__ void __launch_bounds__(kThreads)
     att_fwd_tc_kernel(float *out, float *lse, const float *q, const float *k, const float *v, int Tq, int Tk, int H,
-                      int KV, int hd, size_t kv_bstride, float scale) {
+                      int KV, int hd, size_t kv_bstride, float scale, AttDrop drop) {
     constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
     extern __shared__ __align__(128) float smem[];  // WMMA needs 32-byte aligned tiles
     float *Ss = smem;                       // (64, kLdS) scores
@@ -138,6 +139,7 @@ __global__ void __launch_bounds__(kThreads)
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
     const size_t qrow0 = ((size_t)b * Tq + q0) * ldq + (size_t)h * hd;
     const float *kb = k + b * kv_bstride + (size_t)g * hd, *vb = v + b * kv_bstride + (size_t)g * hd;
+    const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
 
     load_tile_bf16<kTile, HDP>(Qs, q + qrow0, ldq, nq, hd);
     for (int i = threadIdx.x; i < kTile * LDO; i += kThreads) Os[i] = 0.0f;
@@ -163,11 +165,13 @@ __global__ void __launch_bounds__(kThreads)
             const float base = mnew == -INFINITY ? 0.0f : mnew;  // no visible key yet: keep exp() finite
             const float alpha = expf(m[r] - base);
             float rs = 0.0f;
+            const uint64_t idx0 = ((uint64_t)h * Tq + q0 + row) * Tk + k0 + lane;  // mask index of column c = 0
 #pragma unroll
             for (int c = 0; c < 2; c++) {
                 const bf16 p = __float2bfloat16(expf(s[c] - base));
-                Ps[row * kLdP + lane + 32 * c] = p;
-                rs += __bfloat162float(p);  // normalise by the probabilities P V actually uses
+                Ps[row * kLdP + lane + 32 * c] =
+                    DROP && !kern_dropout_keep(seed, idx0 + 32 * c, drop.threshold) ? __float2bfloat16(0.0f) : p;
+                rs += __bfloat162float(p);  // normalise by the probabilities P V actually uses (before dropout)
             }
             l[r] = l[r] * alpha + warp_reduce(rs, SumOp());
             m[r] = mnew;
@@ -187,7 +191,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < 16; r++) {
         const int row = r0 + r;
         if (row < nq) {
-            const float inv = 1.0f / l[r];
+            const float inv = 1.0f / l[r] * (DROP ? drop.scale : 1.0f);
             for (int d = lane; d < hd; d += 32) out[qrow0 + (size_t)row * ldq + d] = Os[row * LDO + d] * inv;
             if (lane == 0) lse[((size_t)b * H + h) * Tq + q0 + row] = m[r] + logf(l[r]);
         }
@@ -199,10 +203,11 @@ __global__ void __launch_bounds__(kThreads)
 
 // grid (T key tiles, KV, B): dk, dv of one kv head's 64 keys, over its group's query heads and the
 // query tiles at or after the keys. Each warp owns 16 keys and keeps their dK, dV in fragments.
-template <int HDP>
+template <int HDP, bool DROP>
 __global__ void __launch_bounds__(kThreads)
     att_bwd_dkdv_tc_kernel(float *dk, float *dv, const float *q, const float *k, const float *v, const float *dout,
-                           const float *lse, const float *delta, int T, int H, int KV, int hd, float scale) {
+                           const float *lse, const float *delta, int T, int H, int KV, int hd, float scale,
+                           AttDrop drop) {
     constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
     extern __shared__ __align__(128) float smem[];  // WMMA needs 32-byte aligned tiles
     float *St = smem;                       // (64 keys, kLdS) S^T; the output staging at the end
@@ -220,6 +225,7 @@ __global__ void __launch_bounds__(kThreads)
     const int nk = min(kTile, T - k0);
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
     const size_t krow0 = ((size_t)b * T + k0) * ldk + (size_t)g * hd;
+    const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
 
     load_tile_bf16<kTile, HDP>(Ks, k + krow0, ldk, nk, hd);
     load_tile_bf16<kTile, HDP>(Vs, v + krow0, ldk, nk, hd);
@@ -242,12 +248,18 @@ __global__ void __launch_bounds__(kThreads)
                 for (int c = 0; c < 2; c++) {
                     const int col = lane + 32 * c, qpos = q0 + col;
                     const float p = (key <= qpos && qpos < T) ? expf(St[row * kLdS + col] * scale - Ls[col]) : 0.0f;
-                    Pt[row * kLdP + col] = __float2bfloat16(p);
-                    dSt[row * kLdP + col] = __float2bfloat16(p * (dPt[row * kLdS + col] - Ds[col]));
+                    float pv = p, dp = dPt[row * kLdS + col];
+                    if (DROP) {
+                        const bool keep = kern_dropout_keep(seed, ((uint64_t)h * T + qpos) * T + key, drop.threshold);
+                        pv = keep ? p * drop.scale : 0.0f;
+                        dp = keep ? dp * drop.scale : 0.0f;
+                    }
+                    Pt[row * kLdP + col] = __float2bfloat16(pv);
+                    dSt[row * kLdP + col] = __float2bfloat16(p * (dp - Ds[col]));
                 }
             }
             __syncwarp();
-            warp_ab_acc<kTile, NJ>(dva, Pt + r0 * kLdP, kLdP, dOs, LDH);  // dV += P^T dO
+            warp_ab_acc<kTile, NJ>(dva, Pt + r0 * kLdP, kLdP, dOs, LDH);  // dV += P^T dO (P'^T dO under dropout)
             warp_ab_acc<kTile, NJ>(dka, dSt + r0 * kLdP, kLdP, Qs, LDH);  // dK += dS^T Q
         }
     }
@@ -257,10 +269,11 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // grid (T query tiles, H, B): dq of one head's 64 queries over the key tiles they see.
-template <int HDP>
+template <int HDP, bool DROP>
 __global__ void __launch_bounds__(kThreads)
     att_bwd_dq_tc_kernel(float *dq, const float *q, const float *k, const float *v, const float *dout,
-                         const float *lse, const float *delta, int T, int H, int KV, int hd, float scale) {
+                         const float *lse, const float *delta, int T, int H, int KV, int hd, float scale,
+                         AttDrop drop) {
     constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
     extern __shared__ __align__(128) float smem[];  // WMMA needs 32-byte aligned tiles
     float *Ss = smem;                       // (64, kLdS) S; the output staging at the end
@@ -280,6 +293,7 @@ __global__ void __launch_bounds__(kThreads)
     const size_t qrow0 = ((size_t)b * T + q0) * ldq + (size_t)h * hd;
     const size_t stats = ((size_t)b * H + h) * T + q0;
     const float *kb = k + (size_t)b * T * ldk + (size_t)g * hd, *vb = v + (size_t)b * T * ldk + (size_t)g * hd;
+    const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
 
     load_tile_bf16<kTile, HDP>(Qs, q + qrow0, ldq, nq, hd);
     load_tile_bf16<kTile, HDP>(dOs, dout + qrow0, ldq, nq, hd);
@@ -298,8 +312,13 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
             for (int c = 0; c < 2; c++) {
                 const int col = lane + 32 * c;
+                float dp = dPs[row * kLdS + col];
+                if (DROP)
+                    dp = kern_dropout_keep(seed, ((uint64_t)h * T + qpos) * T + k0 + col, drop.threshold)
+                             ? dp * drop.scale
+                             : 0.0f;
                 const float ds = (k0 + col <= qpos && qpos < T)
-                                     ? expf(Ss[row * kLdS + col] * scale - Ls[row]) * (dPs[row * kLdS + col] - Ds[row])
+                                     ? expf(Ss[row * kLdS + col] * scale - Ls[row]) * (dp - Ds[row])
                                      : 0.0f;
                 dSs[row * kLdP + col] = __float2bfloat16(ds);
             }
@@ -322,23 +341,31 @@ template <int HDP> constexpr size_t bwd_smem(int bf16_tiles, int p_tiles) {
 }  // namespace
 
 void att_tc_fwd(float *out, float *lse, const float *q, const float *k, const float *v, int B, int Tq, int Tk, int H,
-                int KV, int hd, size_t kv_bstride, float scale) {
+                int KV, int hd, size_t kv_bstride, float scale, const AttDrop *drop) {
+    const AttDrop dp = drop ? *drop : AttDrop{0, 0, 0, 1.0f};
     with_head_dim(hd, [&](auto head) {
-        constexpr int HDP = decltype(head)::HDP;
-        att_launch(att_fwd_tc_kernel<HDP>, dim3((Tq + kTile - 1) / kTile, H, B), kThreads, fwd_smem<HDP>(), out, lse,
-                   q, k, v, Tq, Tk, H, KV, hd, kv_bstride, scale);
+        with_drop(drop != nullptr, [&](auto on) {
+            constexpr int HDP = decltype(head)::HDP;
+            att_launch(att_fwd_tc_kernel<HDP, decltype(on)::value>, dim3((Tq + kTile - 1) / kTile, H, B), kThreads,
+                       fwd_smem<HDP>(), out, lse, q, k, v, Tq, Tk, H, KV, hd, kv_bstride, scale, dp);
+        });
     });
 }
 
 void att_tc_bwd(float *dq, float *dk, float *dv, const float *delta, const float *dout, const float *lse,
-                const float *q, const float *k, const float *v, int B, int T, int H, int KV, int hd, float scale) {
+                const float *q, const float *k, const float *v, int B, int T, int H, int KV, int hd, float scale,
+                const AttDrop *drop) {
+    const AttDrop dp = drop ? *drop : AttDrop{0, 0, 0, 1.0f};
     with_head_dim(hd, [&](auto head) {
-        constexpr int HDP = decltype(head)::HDP;
-        static_assert(kTile * TcLd<HDP>::O <= 2 * kTile * kLdS, "the output staging must fit the score buffers");
-        const unsigned tiles = (T + kTile - 1) / kTile;
-        att_launch(att_bwd_dkdv_tc_kernel<HDP>, dim3(tiles, KV, B), kThreads, bwd_smem<HDP>(4, 2), dk, dv, q, k, v,
-                   dout, lse, delta, T, H, KV, hd, scale);
-        att_launch(att_bwd_dq_tc_kernel<HDP>, dim3(tiles, H, B), kThreads, bwd_smem<HDP>(4, 1), dq, q, k, v, dout,
-                   lse, delta, T, H, KV, hd, scale);
+        with_drop(drop != nullptr, [&](auto on) {
+            constexpr int HDP = decltype(head)::HDP;
+            constexpr bool DROP = decltype(on)::value;
+            static_assert(kTile * TcLd<HDP>::O <= 2 * kTile * kLdS, "the output staging must fit the score buffers");
+            const unsigned tiles = (T + kTile - 1) / kTile;
+            att_launch(att_bwd_dkdv_tc_kernel<HDP, DROP>, dim3(tiles, KV, B), kThreads, bwd_smem<HDP>(4, 2), dk, dv,
+                       q, k, v, dout, lse, delta, T, H, KV, hd, scale, dp);
+            att_launch(att_bwd_dq_tc_kernel<HDP, DROP>, dim3(tiles, H, B), kThreads, bwd_smem<HDP>(4, 1), dq, q, k,
+                       v, dout, lse, delta, T, H, KV, hd, scale, dp);
+        });
     });
 }

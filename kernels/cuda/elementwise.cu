@@ -1,4 +1,5 @@
-// elementwise: RMSNorm, RoPE, SwiGLU, embedding, cross-entropy, vector ops, AdamW and bf16.
+// elementwise: RMSNorm, LayerNorm, RoPE, SwiGLU, GELU, bias, embedding, positions, dropout,
+// cross-entropy, vector ops, AdamW and bf16.
 // Every reduction runs in a fixed order that depends only on the shapes (no float atomics), so
 // results are bitwise reproducible from run to run.
 #include <math.h>
@@ -6,6 +7,7 @@
 
 #include <cub/device/device_radix_sort.cuh>
 
+#include "../rng.h"
 #include "common.cuh"
 
 namespace {
@@ -37,6 +39,56 @@ struct SwigluBwd {
         const float g = gate[i], sig = 1.0f / (1.0f + expf(-g)), d = dh[i];
         dgate[i] = d * up[i] * (sig * (1.0f + g * (1.0f - sig)));  // d silu(g) / dg
         dup[i] = d * (g * sig);
+    }
+};
+
+// GELU, tanh approximation, as x * sigmoid(2u) (see kernels/cpu/elementwise.c)
+constexpr float kGeluC = 0.7978845608028654f, kGeluA = 0.044715f;
+
+struct GeluFwd {
+    float *out;
+    const float *inp;
+    __device__ void operator()(size_t i) const {
+        const float x = inp[i], u = kGeluC * (x + kGeluA * x * x * x);
+        out[i] = x / (1.0f + expf(-2.0f * u));
+    }
+};
+
+struct GeluBwd {  // dinp may be dout: each element is read before it is written
+    float *dinp;
+    const float *dout, *inp;
+    __device__ void operator()(size_t i) const {
+        const float x = inp[i], u = kGeluC * (x + kGeluA * x * x * x);
+        const float s = 1.0f / (1.0f + expf(-2.0f * u)), du = kGeluC * (1.0f + 3.0f * kGeluA * x * x);
+        dinp[i] = dout[i] * (s + 2.0f * x * s * (1.0f - s) * du);
+    }
+};
+
+struct BiasAdd {  // out (N, D) += b
+    float *out;
+    const float *b;
+    int D;
+    __device__ void operator()(size_t i) const { out[i] += b[i % D]; }
+};
+
+struct PositionsFwd {  // out (B, T, D) += wpe[pos0 + t]
+    float *out;
+    const float *wpe;
+    int T, D, pos0;
+    __device__ void operator()(size_t i) const {
+        out[i] += wpe[((size_t)pos0 + (i / D) % T) * D + i % D];
+    }
+};
+
+struct PositionsBwd {  // dwpe (T, D) += sum over b of dout[b], in b order (the CPU's order)
+    float *dwpe;
+    const float *dout;
+    int B;
+    size_t TD;
+    __device__ void operator()(size_t i) const {
+        float acc = dwpe[i];
+        for (int b = 0; b < B; b++) acc += dout[b * TD + i];
+        dwpe[i] = acc;
     }
 };
 
@@ -163,7 +215,7 @@ __global__ void rmsnorm_dw_partial_kernel(float *part, const float *dout, const 
 }
 
 // dw += the chunks' partial sums, in chunk order
-__global__ void rmsnorm_dw_reduce_kernel(float *dw, const float *part, int chunks, int D) {
+__global__ void chunk_sums_kernel(float *dw, const float *part, int chunks, int D) {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= D) return;
     float s = 0.0f;
@@ -171,8 +223,90 @@ __global__ void rmsnorm_dw_reduce_kernel(float *dw, const float *part, int chunk
     dw[j] += s;
 }
 
-constexpr int kDwChunks = 128;  // row chunks for dw: enough blocks to fill the GPU at small D
-ScratchBuf rmsnorm_scratch;
+constexpr int kDwChunks = 128;  // row chunks of the column sums: enough blocks to fill the GPU at small D
+ScratchBuf colsum_scratch;  // the (chunks, D) partial sums of rmsnorm, layernorm and bias backward
+
+// ---- LayerNorm ----
+
+// one block per row: out = (x - mean) * rstd * w + b, biased variance from a second pass over x - mean
+__global__ void layernorm_fwd_kernel(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                                     const float *bias, int D, float eps) {
+    __shared__ float sh[32];
+    const float *x = inp + (size_t)blockIdx.x * D;
+    float *o = out + (size_t)blockIdx.x * D;
+    float s = 0.0f;
+    for (int j = threadIdx.x; j < D; j += blockDim.x) s += x[j];
+    const float m = block_reduce(s, SumOp(), sh) / D;
+    float ss = 0.0f;
+    for (int j = threadIdx.x; j < D; j += blockDim.x) ss += (x[j] - m) * (x[j] - m);
+    const float r = 1.0f / sqrtf(block_reduce(ss, SumOp(), sh) / D + eps);
+    if (threadIdx.x == 0) mean[blockIdx.x] = m, rstd[blockIdx.x] = r;
+    for (int j = threadIdx.x; j < D; j += blockDim.x) o[j] = ((x[j] - m) * r) * w[j] + bias[j];
+}
+
+// one block per row: dinp += r (g - mean(g) - xhat mean(g xhat)), g = dy w, xhat = (x - m) r
+__global__ void layernorm_bwd_dinp_kernel(float *dinp, const float *dout, const float *inp, const float *w,
+                                          const float *mean, const float *rstd, int D) {
+    __shared__ float sh[32];
+    const size_t row = (size_t)blockIdx.x * D;
+    const float *x = inp + row, *dy = dout + row;
+    float *dx = dinp + row;
+    const float m = mean[blockIdx.x], r = rstd[blockIdx.x];
+    float sg = 0.0f, sgx = 0.0f;
+    for (int j = threadIdx.x; j < D; j += blockDim.x) {
+        const float g = dy[j] * w[j];
+        sg += g;
+        sgx += g * ((x[j] - m) * r);
+    }
+    const float mg = block_reduce(sg, SumOp(), sh) / D, mgx = block_reduce(sgx, SumOp(), sh) / D;
+    for (int j = threadIdx.x; j < D; j += blockDim.x) dx[j] += r * (dy[j] * w[j] - mg - ((x[j] - m) * r) * mgx);
+}
+
+// dw and db partial sums, pw, pb (chunks, D), as rmsnorm_dw_partial_kernel does
+__global__ void layernorm_dwdb_partial_kernel(float *pw, float *pb, const float *dout, const float *inp,
+                                              const float *mean, const float *rstd, int N, int D,
+                                              int rows_per_chunk) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= D) return;
+    const int n0 = blockIdx.y * rows_per_chunk, n1 = min(N, n0 + rows_per_chunk);
+    float sw = 0.0f, sb = 0.0f;
+    for (int n = n0; n < n1; n++) {
+        const float dy = dout[(size_t)n * D + j];
+        sw += dy * ((inp[(size_t)n * D + j] - mean[n]) * rstd[n]);
+        sb += dy;
+    }
+    pw[(size_t)blockIdx.y * D + j] = sw;
+    pb[(size_t)blockIdx.y * D + j] = sb;
+}
+
+// ---- bias backward: column sums over row chunks, then the chunks in order ----
+
+__global__ void colsum_partial_kernel(float *part, const float *x, int N, int D, int rows_per_chunk) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= D) return;
+    const int n0 = blockIdx.y * rows_per_chunk, n1 = min(N, n0 + rows_per_chunk);
+    float s = 0.0f;
+    for (int n = n0; n < n1; n++) s += x[(size_t)n * D + j];
+    part[(size_t)blockIdx.y * D + j] = s;
+}
+
+// the row chunking of the column reductions: depends only on N, so the sums' order does too
+static inline void row_chunks(int N, int *rows_per_chunk, int *chunks) {
+    *rows_per_chunk = (N + kDwChunks - 1) / kDwChunks;
+    *chunks = (N + *rows_per_chunk - 1) / *rows_per_chunk;
+}
+
+// ---- dropout ----
+// grid (blocks over M, rows): each thread derives its row's seed once, then strides over the row
+constexpr int kDropRows = 1024;
+__global__ void dropout_kernel(float *x, int B, size_t M, uint32_t thr, float scale, uint64_t key, uint64_t sample0) {
+    for (int b = blockIdx.y; b < B; b += gridDim.y) {
+        const uint64_t seed = kern_dropout_seed(key, sample0 + (uint64_t)b);
+        float *row = x + (size_t)b * M;
+        for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < M; i += (size_t)gridDim.x * blockDim.x)
+            row[i] = kern_dropout_keep(seed, i, thr) ? row[i] * scale : 0.0f;
+    }
+}
 
 // ---- embedding backward ----
 // Deterministic without atomics: the (token, position) pairs are radix-sorted by token (a stable
@@ -284,13 +418,80 @@ void cuda_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *in
     if (N <= 0) return;
     rmsnorm_bwd_dinp_kernel<<<N, kThreads, 0, cuda_stream()>>>(dinp, dout, inp, w, rstd, D);
     cudaCheckLaunch();
-    const int rows_per_chunk = (N + kDwChunks - 1) / kDwChunks, chunks = (N + rows_per_chunk - 1) / rows_per_chunk;
-    float *part = (float *)rmsnorm_scratch.get(sizeof(float) * (size_t)chunks * D);  // (chunks, D)
+    int rows_per_chunk, chunks;
+    row_chunks(N, &rows_per_chunk, &chunks);
+    float *part = (float *)colsum_scratch.get(sizeof(float) * (size_t)chunks * D);  // (chunks, D)
     const unsigned col_blocks = (D + kThreads - 1) / kThreads;
     rmsnorm_dw_partial_kernel<<<dim3(col_blocks, chunks), kThreads, 0, cuda_stream()>>>(part, dout, inp, rstd, N, D,
                                                                                          rows_per_chunk);
     cudaCheckLaunch();
-    rmsnorm_dw_reduce_kernel<<<col_blocks, kThreads, 0, cuda_stream()>>>(dw, part, chunks, D);
+    chunk_sums_kernel<<<col_blocks, kThreads, 0, cuda_stream()>>>(dw, part, chunks, D);
+    cudaCheckLaunch();
+}
+
+void cuda_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N,
+                        int D, float eps) {
+    if (N <= 0) return;
+    layernorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(out, mean, rstd, inp, w, b, D, eps);
+    cudaCheckLaunch();
+}
+
+void cuda_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                        const float *mean, const float *rstd, int N, int D) {
+    if (N <= 0) return;
+    layernorm_bwd_dinp_kernel<<<N, kThreads, 0, cuda_stream()>>>(dinp, dout, inp, w, mean, rstd, D);
+    cudaCheckLaunch();
+    int rows_per_chunk, chunks;
+    row_chunks(N, &rows_per_chunk, &chunks);
+    float *pw = (float *)colsum_scratch.get(sizeof(float) * 2 * (size_t)chunks * D), *pb = pw + (size_t)chunks * D;
+    const unsigned col_blocks = (D + kThreads - 1) / kThreads;
+    layernorm_dwdb_partial_kernel<<<dim3(col_blocks, chunks), kThreads, 0, cuda_stream()>>>(pw, pb, dout, inp, mean,
+                                                                                             rstd, N, D,
+                                                                                             rows_per_chunk);
+    cudaCheckLaunch();
+    chunk_sums_kernel<<<col_blocks, kThreads, 0, cuda_stream()>>>(dw, pw, chunks, D);
+    cudaCheckLaunch();
+    chunk_sums_kernel<<<col_blocks, kThreads, 0, cuda_stream()>>>(db, pb, chunks, D);
+    cudaCheckLaunch();
+}
+
+void cuda_gelu_fwd(float *out, const float *inp, size_t n) { launch_map(n, GeluFwd{out, inp}); }
+
+void cuda_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
+    launch_map(n, GeluBwd{dinp, dout, inp});
+}
+
+void cuda_bias_add(float *out, const float *b, int N, int D) {
+    if (N > 0 && D > 0) launch_map((size_t)N * D, BiasAdd{out, b, D});
+}
+
+void cuda_bias_bwd(float *db, const float *dout, int N, int D) {
+    if (N <= 0 || D <= 0) return;
+    int rows_per_chunk, chunks;
+    row_chunks(N, &rows_per_chunk, &chunks);
+    float *part = (float *)colsum_scratch.get(sizeof(float) * (size_t)chunks * D);  // (chunks, D)
+    const unsigned col_blocks = (D + kThreads - 1) / kThreads;
+    colsum_partial_kernel<<<dim3(col_blocks, chunks), kThreads, 0, cuda_stream()>>>(part, dout, N, D, rows_per_chunk);
+    cudaCheckLaunch();
+    chunk_sums_kernel<<<col_blocks, kThreads, 0, cuda_stream()>>>(db, part, chunks, D);
+    cudaCheckLaunch();
+}
+
+void cuda_positions_fwd(float *out, const float *wpe, int B, int T, int D, int pos0) {
+    if (B > 0 && T > 0 && D > 0) launch_map((size_t)B * T * D, PositionsFwd{out, wpe, T, D, pos0});
+}
+
+void cuda_positions_bwd(float *dwpe, const float *dout, int B, int T, int D) {
+    if (T > 0 && D > 0) launch_map((size_t)T * D, PositionsBwd{dwpe, dout, B, (size_t)T * D});
+}
+
+void cuda_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t sample0) {
+    if (p == 0.0f || B <= 0 || !M) return;
+    // up to kDropRows rows of blocks (more loop), and about as many blocks in all as launch_map uses
+    const unsigned rows = B < kDropRows ? (unsigned)B : (unsigned)kDropRows;
+    const unsigned blocks = grid_for(M, kThreads, (65536 + rows - 1) / rows);
+    dropout_kernel<<<dim3(blocks, rows), kThreads, 0, cuda_stream()>>>(x, B, M, kern_dropout_threshold(p),
+                                                                       1.0f / (1.0f - p), key, sample0);
     cudaCheckLaunch();
 }
 

@@ -96,6 +96,8 @@ double cuda_peak_mem_mib(void) {
     return peak_in_use / 1048576.0;
 }
 
+void cuda_mem_info(size_t *free_bytes, size_t *total_bytes) { cudaCheck(cudaMemGetInfo(free_bytes, total_bytes)); }
+
 // Synchronous like the CPU's memcpy: the caller may reuse host_src (pinned or not) on return.
 void cuda_upload(void *dst, const void *host_src, size_t bytes) {
     if (!bytes) return;

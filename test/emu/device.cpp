@@ -191,6 +191,11 @@ extern "C" void *emu_dev_alloc(size_t n) {
     return p;
 }
 
+extern "C" size_t emu_dev_used(void) {
+    std::lock_guard<std::mutex> lock(mu);
+    return used;
+}
+
 extern "C" int emu_is_dev(const void *p) {
     std::lock_guard<std::mutex> lock(mu);
     return base && (const char *)p >= base && (const char *)p < base + used;

@@ -12,6 +12,7 @@
 extern "C" {
 #endif
 void *emu_dev_alloc(size_t n);    // page aligned; never reused (the caching allocator keeps blocks)
+size_t emu_dev_used(void);        // bytes emu_dev_alloc has handed out
 int emu_is_dev(const void *p);    // inside an emulated device allocation
 void emu_device_access(int on);   // nested on/off pairs: device memory readable and writable, untracked
 void *emu_host_alloc(size_t n);   // pinned host memory

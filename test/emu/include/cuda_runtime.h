@@ -225,8 +225,19 @@ template <class F> Launch<F> make_launch(Cfg c, const char *name, F f) { return 
 
 static inline const char *cudaGetErrorString(cudaError_t) { return "emu error"; }
 static inline cudaError_t cudaGetLastError() { return 0; }
+// FSDPC_EMU_GPU_MEM_MIB: the emulated GPU's memory in MiB (default 80 GiB, an H100's; the
+// emulation's address space holds 32 GiB); cudaMalloc past it fails as on a full GPU
+static inline size_t emu_gpu_mem_total() {
+    const char *e = getenv("FSDPC_EMU_GPU_MEM_MIB");
+    return (e ? (size_t)atoll(e) : (size_t)80 << 10) << 20;
+}
+static inline cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total) {
+    *total = emu_gpu_mem_total();
+    *free_b = emu_dev_used() < *total ? *total - emu_dev_used() : 0;
+    return 0;
+}
 static inline cudaError_t cudaMalloc(void **p, size_t n) {
-    if (!(*p = emu_dev_alloc(n))) return cudaErrorMemoryAllocation;
+    if (emu_dev_used() + n > emu_gpu_mem_total() || !(*p = emu_dev_alloc(n))) return cudaErrorMemoryAllocation;
     EmuDeviceWork work;
     memset(*p, 0xff, n);  // not zeroed, like real device memory
     return 0;

@@ -1,0 +1,321 @@
+// validate: checkpoint attribute and dataset checks over plain data (see validate.h). Nothing
+// here trusts the description: ranks, sizes and strings are bounded before they are used.
+#include "validate.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const ckpt_groups[CKPT_NGROUPS] = {"model", "optim/exp_avg", "optim/exp_avg_sq"};
+
+#define INT_FIELD(n) {#n, CKPT_FIELD_INT, offsetof(ModelConfig, n)}
+#define FLOAT_FIELD(n) {#n, CKPT_FIELD_FLOAT, offsetof(ModelConfig, n)}
+
+// The model families a checkpoint may hold and the root attributes of their configs.
+static const CkptFamily families[] = {
+    {"llama_v2", 9,
+     {INT_FIELD(hidden_width), INT_FIELD(num_layers), INT_FIELD(num_heads), INT_FIELD(num_key_value_heads),
+      INT_FIELD(intermediate_size), INT_FIELD(vocab_size), INT_FIELD(max_context_width), FLOAT_FIELD(rope_theta),
+      FLOAT_FIELD(norm_eps)}},
+    {"mingpt", 7,
+     {INT_FIELD(hidden_width), INT_FIELD(num_layers), INT_FIELD(num_heads), INT_FIELD(intermediate_size),
+      INT_FIELD(vocab_size), INT_FIELD(max_context_width), FLOAT_FIELD(norm_eps)}},
+};
+#define NFAMILIES (sizeof families / sizeof families[0])
+
+const CkptFamily *ckpt_family(const char *model_type) {
+    for (size_t i = 0; i < NFAMILIES; i++)
+        if (!strcmp(families[i].model_type, model_type)) return &families[i];
+    return NULL;
+}
+
+static char msg[1600];
+
+// A string from the file, for a message: control and non-ASCII bytes as \xNN, at most ~120
+// bytes, so the error stays one printable line whatever the file holds.
+static const char *shown(const char *s, char *buf, size_t len) {
+    size_t n = 0;
+    for (; *s && n + 8 < len; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (n >= 120) {
+            n += (size_t)snprintf(buf + n, len - n, "...");
+            break;
+        }
+        if (c < 0x20 || c >= 0x7f || c == '\\') n += (size_t)snprintf(buf + n, len - n, "\\x%02x", c);
+        else buf[n++] = (char)c;
+    }
+    buf[n] = 0;
+    return buf;
+}
+
+// the attribute called name; *twice when the description holds it more than once
+static const CkptAttr *find_attr(const CkptDesc *d, const char *name, int *twice) {
+    const CkptAttr *a = NULL;
+    *twice = 0;
+    for (size_t i = 0; i < d->nattrs; i++)
+        if (d->attrs[i].name && !strcmp(d->attrs[i].name, name)) {
+            if (a) *twice = 1;
+            else a = &d->attrs[i];
+        }
+    return a;
+}
+
+// the attribute, or NULL and msg set when it is absent (or listed twice) and required
+static const CkptAttr *need_attr(const CkptDesc *d, const char *file, const char *name, int required, const char **err) {
+    int twice;
+    const CkptAttr *a = find_attr(d, name, &twice);
+    *err = NULL;
+    if (twice) *err = (snprintf(msg, sizeof msg, "checkpoint '%s' has the '%s' attribute twice", file, name), msg);
+    else if (!a && required) *err = (snprintf(msg, sizeof msg, "checkpoint '%s' lacks the '%s' attribute", file, name), msg);
+    return *err ? NULL : a;
+}
+
+static const char *not_a(const char *file, const char *name, const char *want) {
+    snprintf(msg, sizeof msg, "checkpoint '%s': attribute '%s' is not %s", file, name, want);
+    return msg;
+}
+
+static const char *get_int(const CkptDesc *d, const char *file, const char *name, int64_t lo, int64_t hi, int *out) {
+    const char *e;
+    const CkptAttr *a = need_attr(d, file, name, 1, &e);
+    if (e) return e;
+    if (a->kind != CKPT_ATTR_INT) return not_a(file, name, "an integer scalar");
+    int64_t x = (int64_t)a->bits;
+    // unsigned values past INT64_MAX wrap to negatives here: the first test keeps them out
+    if ((!a->neg && a->bits > (uint64_t)INT64_MAX) || x < lo || x > hi) {
+        char val[32];
+        if (a->neg) snprintf(val, sizeof val, "%lld", (long long)x);
+        else snprintf(val, sizeof val, "%llu", (unsigned long long)a->bits);
+        snprintf(msg, sizeof msg, "checkpoint '%s': attribute '%s' is %s, outside [%lld, %lld]", file, name, val, (long long)lo,
+                 (long long)hi);
+        return msg;
+    }
+    *out = (int)x;
+    return NULL;
+}
+
+static const char *get_u64(const CkptDesc *d, const char *file, const char *name, uint64_t *out) {
+    const char *e;
+    const CkptAttr *a = need_attr(d, file, name, 1, &e);
+    if (e) return e;
+    if (a->kind != CKPT_ATTR_INT || a->neg) return not_a(file, name, "a non-negative integer scalar");
+    *out = a->bits;
+    return NULL;
+}
+
+static int str_fits(const CkptAttr *a, size_t len) { return a->kind == CKPT_ATTR_STR && a->s && strlen(a->s) < len; }
+
+static const char *get_str(const CkptDesc *d, const char *file, const char *name, char *buf, size_t len) {
+    const char *e;
+    const CkptAttr *a = need_attr(d, file, name, 1, &e);
+    if (e) return e;
+    if (!str_fits(a, len)) {
+        char want[64];
+        snprintf(want, sizeof want, "a string scalar of under %zu bytes", len);
+        return not_a(file, name, want);
+    }
+    snprintf(buf, len, "%s", a->s);
+    return NULL;
+}
+
+// absent: *out keeps its default (files from before the attribute existed)
+static const char *get_positive_float(const CkptDesc *d, const char *file, const char *name, float *out) {
+    const char *e;
+    const CkptAttr *a = need_attr(d, file, name, 0, &e);
+    if (e || !a) return e;
+    if (a->kind != CKPT_ATTR_FLOAT) return not_a(file, name, "a floating-point scalar");
+    double v = a->f;
+    if (!isfinite(v) || v <= 0 || v > 3.4e38) {
+        snprintf(msg, sizeof msg, "checkpoint '%s': attribute '%s' is %g, not a positive finite number", file, name, v);
+        return msg;
+    }
+    *out = (float)v;
+    return NULL;
+}
+
+static int is_run_id(const char *s) { return strlen(s) == CKPT_RUN_ID_LEN && strspn(s, "0123456789abcdef") == CKPT_RUN_ID_LEN; }
+
+static const char *unknown_family(const char *file, const char *type) {
+    char known[256] = "", show[160];
+    size_t n = 0;
+    for (size_t i = 0; i < NFAMILIES && n < sizeof known; i++)
+        n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "", families[i].model_type);
+    snprintf(msg, sizeof msg, "checkpoint '%s' holds a '%s' model; this fsdpc implements %s", file, shown(type, show, sizeof show), known);
+    return msg;
+}
+
+const char *ckpt_check_header(const CkptDesc *d, const char *file, const ModelConfig *base, CkptHeader *h) {
+    memset(h, 0, sizeof *h);
+    h->model = *base;
+    int twice;
+    const CkptAttr *fmt = find_attr(d, "format", &twice);
+    if (twice || !fmt || !str_fits(fmt, 64) || strcmp(fmt->s, CKPT_FORMAT_NAME) != 0) {
+        int str = fmt && str_fits(fmt, 64) && !twice;
+        char show[160];
+        snprintf(msg, sizeof msg, "'%s' is not an fsdpc checkpoint (format attribute %s%s%s)", file, str ? "'" : "",
+                 twice ? "given twice" : str ? shown(fmt->s, show, sizeof show) : !fmt ? "missing" : "not a string", str ? "'" : "");
+        return msg;
+    }
+    const char *e = get_int(d, file, "format_version", 1, INT_MAX, &h->version);
+    if (!e && h->version > CKPT_FORMAT_VERSION) {
+        snprintf(msg, sizeof msg, "checkpoint '%s' has format_version %d; this fsdpc reads versions 1 to %d (a newer fsdpc wrote it)",
+                 file, h->version, CKPT_FORMAT_VERSION);
+        return msg;
+    }
+    CkptMeta *m = &h->meta;
+    if (!e) e = get_int(d, file, "step", 0, INT_MAX, &m->step);
+    if (!e) e = get_u64(d, file, "tokens_seen", &m->tokens_seen);
+    if (!e) e = get_u64(d, file, "data_position", &m->data_position);
+    if (!e) e = get_u64(d, file, "rng_state", &m->rng_state);
+    if (!e) e = get_str(d, file, "model_type", h->model.model_type, sizeof h->model.model_type);
+    const CkptFamily *fam = e ? NULL : ckpt_family(h->model.model_type);
+    if (!e && !fam) return unknown_family(file, h->model.model_type);
+    for (int i = 0; !e && i < fam->nfields; i++) {
+        const CkptModelField *fl = &fam->fields[i];
+        void *dst = (char *)&h->model + fl->off;
+        e = fl->type == CKPT_FIELD_INT ? get_int(d, file, fl->name, 1, INT_MAX, (int *)dst) : get_positive_float(d, file, fl->name, (float *)dst);
+    }
+    // a family without grouped-query attention stores no num_key_value_heads: every head has its own
+    int has_kv = 0;
+    for (int i = 0; !e && i < fam->nfields; i++) has_kv |= fam->fields[i].off == offsetof(ModelConfig, num_key_value_heads);
+    if (!e && !has_kv) h->model.num_key_value_heads = h->model.num_heads;
+    const CkptAttr *tok = e ? NULL : need_attr(d, file, "tokenizer", 0, &e);
+    if (!e && tok && !str_fits(tok, sizeof h->tokenizer)) e = not_a(file, "tokenizer", "a string scalar");
+    if (!e) snprintf(h->tokenizer, sizeof h->tokenizer, "%s", tok ? tok->s : "byte");  // "byte": before the attribute existed
+    if (!e && h->version >= 2) {
+        char sum[32];
+        e = get_str(d, file, "run_id", m->run_id, sizeof m->run_id);
+        if (!e && !is_run_id(m->run_id)) e = not_a(file, "run_id", "16 lowercase hex digits");
+        if (!e) e = get_str(d, file, "parent", m->parent, sizeof m->parent);
+        if (!e) e = get_str(d, file, "lineage", m->lineage, sizeof m->lineage);
+        if (!e) e = get_str(d, file, "checksum", sum, sizeof sum);
+        if (!e && strcmp(sum, CKPT_CHECKSUM_NAME) != 0) e = not_a(file, "checksum", "\"" CKPT_CHECKSUM_NAME "\"");
+    }
+    if (e) return e;
+    const char *bad = config_validate_model(&h->model);
+    if (bad) return snprintf(msg, sizeof msg, "checkpoint '%s': %s", file, bad), msg;
+    // every layer is a unit of at least one tensor: a corrupt num_layers must not size a plan
+    // (billions of unit records) before the file is seen to hold that many tensors
+    if (d->model_links < h->model.num_layers) {
+        if (d->model_links < 0) snprintf(msg, sizeof msg, "checkpoint '%s' has no /model group", file);
+        else snprintf(msg, sizeof msg, "checkpoint '%s' holds %lld tensors in /model, too few for its num_layers=%d", file,
+                      (long long)d->model_links, h->model.num_layers);
+        return msg;
+    }
+    return NULL;
+}
+
+const char *ckpt_check_config(const CkptHeader *h, const char *file, const ModelPlan *plan) {
+    if (plan->cfg.model_type[0] && strcmp(h->model.model_type, plan->cfg.model_type) != 0) {
+        char show[160];
+        snprintf(msg, sizeof msg, "checkpoint '%s' holds a '%s' model but this run has --model_type %s", file,
+                 shown(h->model.model_type, show, sizeof show), plan->cfg.model_type);
+        return msg;
+    }
+    const CkptFamily *fam = ckpt_family(h->model.model_type);
+    if (!fam) return unknown_family(file, h->model.model_type);
+    for (int i = 0; i < fam->nfields; i++) {
+        const CkptModelField *fl = &fam->fields[i];
+        if (fl->type != CKPT_FIELD_INT) continue;  // sizes decide the layout; the rest is the run's to keep
+        int v = *(const int *)((const char *)&h->model + fl->off), want = *(const int *)((const char *)&plan->cfg + fl->off);
+        if (v != want) {
+            snprintf(msg, sizeof msg, "checkpoint '%s' has %s=%d but this run has --%s %d", file, fl->name, v, fl->name, want);
+            return msg;
+        }
+    }
+    return NULL;
+}
+
+int ckpt_crc_value(const CkptAttr *a, uint32_t *crc) {
+    if (a->kind != CKPT_ATTR_INT || a->neg || a->bits > 0xffffffffu) return 0;
+    *crc = (uint32_t)a->bits;
+    return 1;
+}
+
+// ---- datasets ----
+
+typedef struct {
+    int group;
+    const char *name;
+    size_t idx;  // into d->datasets
+} Key;
+
+static int key_cmp(const void *pa, const void *pb) {
+    const Key *a = pa, *b = pb;
+    if (a->group != b->group) return a->group < b->group ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+static void shape_str(char *buf, size_t len, int nd, const uint64_t *d) {
+    int n = snprintf(buf, len, "[");
+    for (int i = 0; i < nd && n < (int)len; i++) n += snprintf(buf + n, len - n, "%s%llu", i ? "," : "", (unsigned long long)d[i]);
+    if (n < (int)len) snprintf(buf + n, len - n, "]");
+}
+
+// One plan tensor against its dataset (NULL: none).
+static const char *check_one(const CkptDataset *ds, const char *file, const char *path, const TensorSpec *ts, int version, uint32_t *want) {
+    char have[64], need[64];
+    const uint64_t want_dims[2] = {(uint64_t)ts->shape[0], (uint64_t)ts->shape[1]};
+    shape_str(need, sizeof need, ts->ndim, want_dims);
+    if (!ds) return snprintf(msg, sizeof msg, "checkpoint '%s' lacks tensor /%s", file, path), msg;
+    if (ds->ndim < 0) return snprintf(msg, sizeof msg, "checkpoint '%s': /%s is not a readable dataset", file, path), msg;
+    // the rank first: only then are the extents read, and only as many as the plan has
+    if (ds->ndim != ts->ndim)
+        return snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s has %d dimensions but the model needs %s", file, path, ds->ndim, need), msg;
+    int same = 1;
+    for (int i = 0; i < ts->ndim; i++) same &= ds->dims[i] == want_dims[i];
+    if (!same) {
+        shape_str(have, sizeof have, ts->ndim, ds->dims);
+        return snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s has shape %s but the model needs %s", file, path, have, need), msg;
+    }
+    if (!ds->fp32) return snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s is not fp32", file, path), msg;
+    uint32_t crc;
+    if (version >= 2 && !ckpt_crc_value(&ds->crc, &crc))
+        return snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s %s " CKPT_CHECKSUM_NAME " checksum attribute", file, path,
+                        ds->crc.kind == CKPT_ATTR_ABSENT ? "lacks its" : "has a malformed"),
+               msg;
+    if (version >= 2 && want) *want = crc;
+    return NULL;
+}
+
+const char *ckpt_check_tensors(const CkptDesc *d, const char *file, const ModelPlan *plan, int ngroups, int version, uint32_t *want) {
+    if (ngroups < 0 || ngroups > CKPT_NGROUPS) return "internal error: bad group count";
+    // the checked groups' links by (group, name), so each plan tensor is a binary search
+    size_t n = 0;
+    Key *keys = malloc((d->ndatasets ? d->ndatasets : 1) * sizeof *keys);
+    unsigned char *used = calloc(d->ndatasets ? d->ndatasets : 1, 1);
+    const char *e = !keys || !used ? "out of memory checking the checkpoint's tensors" : NULL;
+    for (size_t i = 0; !e && i < d->ndatasets; i++)
+        if (d->datasets[i].group >= 0 && d->datasets[i].group < ngroups && d->datasets[i].name)
+            keys[n++] = (Key){d->datasets[i].group, d->datasets[i].name, i};
+    if (!e) qsort(keys, n, sizeof *keys, key_cmp);
+    char show[160];
+    for (size_t i = 1; !e && i < n; i++)
+        if (!key_cmp(&keys[i - 1], &keys[i]))
+            e = (snprintf(msg, sizeof msg, "checkpoint '%s' holds /%s/%s twice", file, ckpt_groups[keys[i].group],
+                          shown(keys[i].name, show, sizeof show)),
+                 msg);
+    char path[256];
+    int k = 0;
+    for (int g = 0; g < ngroups && !e; g++)
+        for (int u = 0; u < plan->nunits && !e; u++)
+            for (int t = 0; t < plan->units[u].ntensors && !e; t++, k++) {
+                const TensorSpec *ts = &plan->units[u].t[t];
+                Key key = {g, ts->name, 0}, *hit = n ? bsearch(&key, keys, n, sizeof *keys, key_cmp) : NULL;
+                snprintf(path, sizeof path, "%s/%s", ckpt_groups[g], ts->name);
+                if (hit) used[hit->idx] = 1;
+                e = check_one(hit ? &d->datasets[hit->idx] : NULL, file, path, ts, version, want ? &want[k] : NULL);
+            }
+    // a tensor the plan lacks means another model (family, tying, biases) wrote the file
+    for (size_t i = 0; !e && i < n; i++)
+        if (!used[keys[i].idx])
+            e = (snprintf(msg, sizeof msg, "checkpoint '%s' holds /%s/%s, which is not a tensor of its %s model", file,
+                          ckpt_groups[keys[i].group], shown(keys[i].name, show, sizeof show),
+                          plan->cfg.model_type[0] ? plan->cfg.model_type : "(unnamed)"),
+                 msg);
+    free(keys);
+    free(used);
+    return e;
+}

@@ -1,0 +1,97 @@
+// validate: the checkpoint checks that decide whether a file's attributes and datasets may be
+// used, as pure functions of what the reader found (no HDF5, no MPI), so that the code a fuzzer
+// runs (test/fuzz/fuzz_ckpt_validate.c) is the code that loads checkpoints.
+#ifndef FSDPC_CKPT_VALIDATE_H
+#define FSDPC_CKPT_VALIDATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../model/config.h"
+#include "../model/model.h"
+#include "ckpt.h"
+
+#define CKPT_FORMAT_NAME "fsdpc-ckpt"
+// 1: the first schema; 2: run_id, parent, lineage, checksum = "crc32" and a crc32 per dataset
+#define CKPT_FORMAT_VERSION 2
+#define CKPT_CHECKSUM_NAME "crc32"
+#define CKPT_NGROUPS 3
+
+// the state groups, in the order of ckpt_check_tensors' `want`: weights, then AdamW's moments
+extern const char *const ckpt_groups[CKPT_NGROUPS];
+
+// What an attribute held, as read: nothing is converted, so the checks see what is in the file.
+typedef enum {
+    CKPT_ATTR_ABSENT,  // not there
+    CKPT_ATTR_INT,     // an integer scalar of up to 64 bits
+    CKPT_ATTR_FLOAT,   // a floating-point scalar
+    CKPT_ATTR_STR,     // a string scalar
+    CKPT_ATTR_OTHER,   // another class or shape (an array), or unreadable
+} CkptAttrKind;
+
+typedef struct {
+    const char *name;
+    CkptAttrKind kind;
+    uint64_t bits;  // INT: the value's two's-complement bits
+    int neg;        // INT: a signed type holding a negative value
+    double f;       // FLOAT
+    const char *s;  // STR: NUL-terminated, or NULL when longer than the reader keeps
+} CkptAttr;
+
+// One link inside a state group.
+typedef struct {
+    int group;         // index into ckpt_groups
+    const char *name;  // the link's name in that group
+    int ndim;          // -1: not a readable dataset
+    const uint64_t *dims;  // ndim extents (any ndim: a rank beyond the plan's is reported, not copied)
+    int fp32;          // a 4-byte floating-point type
+    CkptAttr crc;      // its crc32 attribute (kind ABSENT when missing)
+} CkptDataset;
+
+typedef struct {
+    const CkptAttr *attrs;  // the root attributes
+    size_t nattrs;
+    int64_t model_links;  // links in /model, -1 without the group: bounds num_layers before a plan is built
+    const CkptDataset *datasets;  // the state groups' links (only for ckpt_check_tensors)
+    size_t ndatasets;
+} CkptDesc;
+
+// The root attributes, validated.
+typedef struct {
+    int version;
+    CkptMeta meta;
+    ModelConfig model;
+    char tokenizer[1024];
+} CkptHeader;
+
+// How a model family's config is stored: one root attribute per field. Adding a family is
+// adding a row to the table in validate.c; the tensors come from the family's ModelPlan.
+typedef enum { CKPT_FIELD_INT, CKPT_FIELD_FLOAT } CkptFieldType;
+typedef struct {
+    const char *name;  // attribute (and --flag) name
+    CkptFieldType type;  // INT: in [1, INT_MAX], required; FLOAT: positive and finite, optional
+    size_t off;        // offsetof(ModelConfig, ...): an int or a float
+} CkptModelField;
+typedef struct {
+    const char *model_type;
+    int nfields;
+    CkptModelField fields[16];
+} CkptFamily;
+
+// The family stored under model_type, or NULL.
+const CkptFamily *ckpt_family(const char *model_type);
+
+// Every root attribute of d, checked and parsed into h; `base` supplies the model fields a file
+// may lack (those of files written before the field existed). NULL, or a one-line message
+// naming file.
+const char *ckpt_check_header(const CkptDesc *d, const char *file, const ModelConfig *base, CkptHeader *h);
+// The header's model config equals the run's (plan->cfg), field by field. NULL or a message.
+const char *ckpt_check_config(const CkptHeader *h, const char *file, const ModelPlan *plan);
+// The datasets of the first ngroups groups are exactly plan's tensors: each present once with
+// the plan's rank and shape, fp32, and from format_version 2 on a crc32 attribute, which goes
+// to want (group-major, plan order) when non-NULL. NULL or a message.
+const char *ckpt_check_tensors(const CkptDesc *d, const char *file, const ModelPlan *plan, int ngroups, int version, uint32_t *want);
+// A dataset's crc32 attribute: 1 with *crc set when it is an unsigned 32-bit integer.
+int ckpt_crc_value(const CkptAttr *a, uint32_t *crc);
+
+#endif

@@ -1,0 +1,225 @@
+// gpt: minGPT's unit plan, activations, and forward/backward of each FSDP unit.
+#include "gpt.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "../comm/comm.h"
+#include "../kernels/kernels.h"
+
+// tensor order inside unit 0 and inside a block unit
+enum { P_WTE, P_WPE, P_LNF_W, P_LNF_B };
+enum { P_LN1_W, P_LN1_B, P_ATTN_W, P_ATTN_B, P_APROJ_W, P_APROJ_B, P_LN2_W, P_LN2_B, P_FC_W, P_FC_B, P_MPROJ_W, P_MPROJ_B };
+
+static void gpt_plan_build(ModelPlan *plan) {
+    const ModelConfig *c = &plan->cfg;
+    int D = c->hidden_width, L = c->num_layers, F = c->intermediate_size, V = c->vocab_size, T = c->max_context_width;
+    plan->nunits = L + 1;
+    plan->embed_unit = plan->head_unit = 0;
+    plan->block0 = 1;
+    plan->units = callocCheck(plan->nunits, sizeof(UnitSpec));
+    UnitSpec *root = &plan->units[0];
+    root->layer = -1;
+    // minGPT's init: N(0, 0.02) for embeddings and linear weights, the residual projections
+    // scaled by 1/sqrt(2L); zero biases; LayerNorm (1, 0). Only linear weights decay.
+    model_add_tensor(root, "transformer.wte.weight", V, D, INIT_NORMAL, 1.0f, 0);
+    model_add_tensor(root, "transformer.wpe.weight", T, D, INIT_NORMAL, 1.0f, 0);
+    model_add_tensor(root, "transformer.ln_f.weight", D, 0, INIT_ONES, 1.0f, 0);
+    model_add_tensor(root, "transformer.ln_f.bias", D, 0, INIT_ZEROS, 1.0f, 0);
+    float proj_scale = 1.0f / sqrtf(2.0f * L);
+    static const char *const names[] = {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+                                        "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+                                        "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
+    const int rows[] = {D, D, 3 * D, 3 * D, D, D, D, D, F, F, D, D}, cols[] = {0, 0, D, 0, D, 0, 0, 0, D, 0, F, 0};
+    char name[80];
+    for (int l = 0; l < L; l++) {
+        UnitSpec *u = &plan->units[l + 1];
+        u->layer = l;
+        for (int i = 0; i < MAX_UNIT_TENSORS; i++) {
+            snprintf(name, sizeof name, "transformer.h.%d.%s", l, names[i]);
+            InitKind init = cols[i] ? INIT_NORMAL : (i == P_LN1_W || i == P_LN2_W) ? INIT_ONES : INIT_ZEROS;
+            float scale = (i == P_APROJ_W || i == P_MPROJ_W) ? proj_scale : 1.0f;
+            model_add_tensor(u, name, rows[i], cols[i], init, scale, cols[i] != 0);
+        }
+    }
+}
+
+static void gpt_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int with_kv_cache) {
+    size_t N = (size_t)a->B * a->T, D = c->hidden_width, F = c->intermediate_size, V = c->vocab_size;
+    int nl = c->num_layers;
+    a->res = model_acts_buf((size_t)(nl + 1) * N * D);
+    a->xn1 = model_acts_buf(S * N * D);
+    a->mean1 = model_acts_buf(S * N);
+    a->rstd1 = model_acts_buf(S * N);
+    a->q = model_acts_buf(S * N * D);
+    a->k = model_acts_buf(S * N * D);
+    a->v = model_acts_buf(S * N * D);
+    a->saved_len = kern_attention_saved_floats(a->B, c->num_heads, a->T, a->T);
+    a->attn_saved = model_acts_buf(S * a->saved_len);
+    a->att = model_acts_buf(S * N * D);
+    a->xmid = model_acts_buf(S * N * D);
+    a->xn2 = model_acts_buf(S * N * D);
+    a->mean2 = model_acts_buf(S * N);
+    a->rstd2 = model_acts_buf(S * N);
+    a->up = model_acts_buf(S * N * F);
+    a->h = model_acts_buf(S * N * F);
+    a->xf = model_acts_buf(N * D);
+    a->meanf = model_acts_buf(N);
+    a->rstdf = model_acts_buf(N);
+    a->logits = model_acts_buf(N * V);
+    if (with_kv_cache) {
+        a->kcache = model_acts_buf((size_t)nl * a->T * D);
+        a->vcache = model_acts_buf((size_t)nl * a->T * D);
+        return;  // generation runs no backward
+    }
+    a->dres = model_acts_buf(N * D);
+    a->dxn = model_acts_buf(N * D);
+    if (c->dropout > 0.0f) a->dbranch = model_acts_buf(N * D);
+    a->dq = model_acts_buf(N * D);
+    a->dk = model_acts_buf(N * D);
+    a->dv = model_acts_buf(N * D);
+    a->datt = model_acts_buf(N * D);
+    a->dh = model_acts_buf(N * F);
+    a->attn_scratch = model_acts_buf(kern_attention_scratch_floats(a->B, c->num_heads, a->T));
+}
+
+// Per-layer views into the saved activations; sizes follow the allocation above.
+typedef struct {
+    float *x, *xn1, *mean1, *rstd1, *q, *k, *v, *saved, *att, *xmid, *xn2, *mean2, *rstd2, *up, *h, *out;
+} LayerActs;
+
+static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
+    size_t N = (size_t)a->B * a->T, D = c->hidden_width, F = c->intermediate_size, i = a->slot[l];
+    LayerActs la = {.x = a->res + l * N * D, .xn1 = a->xn1 + i * N * D, .mean1 = a->mean1 + i * N,
+                    .rstd1 = a->rstd1 + i * N, .q = a->q + i * N * D, .k = a->k + i * N * D, .v = a->v + i * N * D,
+                    .saved = a->attn_saved + i * a->saved_len, .att = a->att + i * N * D,
+                    .xmid = a->xmid + i * N * D, .xn2 = a->xn2 + i * N * D, .mean2 = a->mean2 + i * N,
+                    .rstd2 = a->rstd2 + i * N, .up = a->up + i * N * F, .h = a->h + i * N * F,
+                    .out = a->res + (l + 1) * N * D};
+    return la;
+}
+
+#define W(p, u, i) ((p) + (u)->t[i].offset)
+
+static void gpt_embed_fwd(const ModelPlan *plan, const float *p, Activations *a, int T, int pos0) {
+    const UnitSpec *u = &plan->units[plan->embed_unit];
+    int D = plan->cfg.hidden_width;
+    kern_embedding_fwd(a->res, a->tokens, W(p, u, P_WTE), a->B * T, D);  // (B, T, D)
+    kern_positions_fwd(a->res, W(p, u, P_WPE), a->B, T, D, pos0);
+    model_dropout_fwd(a, a->res, T, D, -1, DROP_EMBED);
+}
+
+// one of c_attn's three (D, D) row blocks: 0 query, 1 key, 2 value
+#define QKV(p, u, j, D) (W(p, u, P_ATTN_W) + (size_t)(j) * (D) * (D))
+#define QKV_B(p, u, j, D) (W(p, u, P_ATTN_B) + (size_t)(j) * (D))
+
+static void gpt_block_fwd(const ModelPlan *plan, int l, const float *p, Activations *a, int T, int pos0) {
+    const ModelConfig *c = &plan->cfg;
+    const UnitSpec *u = &plan->units[plan->block0 + l];
+    int B = a->B, N = B * T, D = c->hidden_width, H = c->num_heads, hd = config_head_dim(c), F = c->intermediate_size;
+    LayerActs la = layer_acts(c, a, l);
+    kern_layernorm_fwd(la.xn1, la.mean1, la.rstd1, la.x, W(p, u, P_LN1_W), W(p, u, P_LN1_B), N, D, c->norm_eps);
+    float *qkv[3] = {la.q, la.k, la.v};  // each (B, T, H, hd)
+    for (int j = 0; j < 3; j++) {
+        kern_matmul_fwd(qkv[j], la.xn1, QKV(p, u, j, D), N, D, D);
+        kern_bias_add(qkv[j], QKV_B(p, u, j, D), N, D);
+    }
+    if (a->kcache) {  // generation: append to the cache (B == 1) and attend over all of it
+        size_t base = (size_t)l * a->T * D;
+        kern_copy(a->kcache + base + (size_t)pos0 * D, la.k, (size_t)T * D);
+        kern_copy(a->vcache + base + (size_t)pos0 * D, la.v, (size_t)T * D);
+        kern_attention_fwd(la.att, la.saved, la.q, a->kcache + base, a->vcache + base, 1, T, pos0 + T, H, H, hd,
+                           (size_t)a->T * D, NULL);
+    } else {
+        KernDropout drop;
+        kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, H, hd, (size_t)T * D,
+                           model_attn_dropout(a, l, &drop));
+    }
+    kern_matmul_fwd(la.xmid, la.att, W(p, u, P_APROJ_W), N, D, D);
+    kern_bias_add(la.xmid, W(p, u, P_APROJ_B), N, D);
+    model_dropout_fwd(a, la.xmid, T, D, l, DROP_ATTN_OUT);
+    kern_add(la.xmid, la.x, (size_t)N * D);  // residual
+    kern_layernorm_fwd(la.xn2, la.mean2, la.rstd2, la.xmid, W(p, u, P_LN2_W), W(p, u, P_LN2_B), N, D, c->norm_eps);
+    kern_matmul_fwd(la.up, la.xn2, W(p, u, P_FC_W), N, D, F);  // (B, T, F)
+    kern_bias_add(la.up, W(p, u, P_FC_B), N, F);
+    kern_gelu_fwd(la.h, la.up, (size_t)N * F);
+    kern_matmul_fwd(la.out, la.h, W(p, u, P_MPROJ_W), N, F, D);
+    kern_bias_add(la.out, W(p, u, P_MPROJ_B), N, D);
+    model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
+    kern_add(la.out, la.xmid, (size_t)N * D);  // residual
+}
+
+// ln_f, then logits against the tied wte
+static double gpt_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets, int T,
+                               float dscale) {
+    const ModelConfig *c = &plan->cfg;
+    const UnitSpec *u = &plan->units[plan->head_unit];
+    int N = a->B * T, D = c->hidden_width, V = c->vocab_size;
+    const float *x = a->res + (size_t)c->num_layers * a->B * a->T * D;  // (B, T, D) last block out
+    kern_layernorm_fwd(a->xf, a->meanf, a->rstdf, x, W(p, u, P_LNF_W), W(p, u, P_LNF_B), N, D, c->norm_eps);
+    kern_matmul_fwd(a->logits, a->xf, W(p, u, P_WTE), N, D, V);  // (B, T, V)
+    if (!with_targets) return 0.0;
+    double loss = kern_crossentropy_fwd_bwd(a->logits, a->targets, N, V, dscale);  // logits become dlogits
+    if (dscale == 0.0f) return loss;
+    kern_matmul_bwd(a->dxn, W(g, u, P_WTE), a->logits, a->xf, W(p, u, P_WTE), N, D, V, 0);
+    kern_zero(a->dres, (size_t)N * D);
+    kern_layernorm_bwd(a->dres, W(g, u, P_LNF_W), W(g, u, P_LNF_B), a->dxn, x, W(p, u, P_LNF_W), a->meanf, a->rstdf, N, D);
+    return loss;
+}
+
+static void gpt_block_bwd(const ModelPlan *plan, int l, const float *p, float *g, Activations *a) {
+    const ModelConfig *c = &plan->cfg;
+    const UnitSpec *u = &plan->units[plan->block0 + l];
+    int B = a->B, T = a->T, N = B * T, D = c->hidden_width, H = c->num_heads, hd = config_head_dim(c);
+    int F = c->intermediate_size;
+    LayerActs la = layer_acts(c, a, l);
+    float *dx = a->dres;  // (B, T, D): dloss/d out, becomes dloss/d xmid, then dloss/d x
+    // MLP
+    const float *dbr = model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT);
+    kern_bias_bwd(W(g, u, P_MPROJ_B), dbr, N, D);
+    kern_matmul_bwd(a->dh, W(g, u, P_MPROJ_W), dbr, la.h, W(p, u, P_MPROJ_W), N, F, D, 0);
+    kern_gelu_bwd(a->dh, a->dh, la.up, (size_t)N * F);
+    kern_bias_bwd(W(g, u, P_FC_B), a->dh, N, F);
+    kern_matmul_bwd(a->dxn, W(g, u, P_FC_W), a->dh, la.xn2, W(p, u, P_FC_W), N, D, F, 0);
+    kern_layernorm_bwd(dx, W(g, u, P_LN2_W), W(g, u, P_LN2_B), a->dxn, la.xmid, W(p, u, P_LN2_W), la.mean2, la.rstd2, N, D);
+    // attention
+    dbr = model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT);
+    kern_bias_bwd(W(g, u, P_APROJ_B), dbr, N, D);
+    kern_matmul_bwd(a->datt, W(g, u, P_APROJ_W), dbr, la.att, W(p, u, P_APROJ_W), N, D, D, 0);
+    KernDropout drop;
+    kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, H, hd,
+                       model_attn_dropout(a, l, &drop));
+    const float *dqkv[3] = {a->dq, a->dk, a->dv}, *qkv_in = la.xn1;
+    for (int j = 0; j < 3; j++) {
+        kern_bias_bwd(QKV_B(g, u, j, D), dqkv[j], N, D);
+        kern_matmul_bwd(a->dxn, QKV(g, u, j, D), dqkv[j], qkv_in, QKV(p, u, j, D), N, D, D, j > 0);
+    }
+    kern_layernorm_bwd(dx, W(g, u, P_LN1_W), W(g, u, P_LN1_B), a->dxn, la.x, W(p, u, P_LN1_W), la.mean1, la.rstd1, N, D);
+}
+
+static void gpt_embed_bwd(const ModelPlan *plan, float *g, Activations *a) {
+    const UnitSpec *u = &plan->units[plan->embed_unit];
+    int D = plan->cfg.hidden_width;
+    const float *d = model_dropout_bwd(a, a->dres, D, -1, DROP_EMBED);
+    kern_embedding_bwd(W(g, u, P_WTE), d, a->tokens, a->B * a->T, D);
+    kern_positions_bwd(W(g, u, P_WPE), d, a->B, a->T, D);
+}
+
+// 6 FLOPs per parameter and token (position embeddings are a lookup) plus attention's 12*L*D*T
+static double gpt_flops_per_token(const ModelPlan *plan, int T) {
+    const ModelConfig *c = &plan->cfg;
+    double n = (double)plan->num_params - (double)c->max_context_width * c->hidden_width;
+    return 6.0 * n + 12.0 * c->num_layers * c->hidden_width * (double)T;
+}
+
+const ModelFamily model_mingpt = {
+    .model_type = "mingpt",
+    .plan_build = gpt_plan_build,
+    .acts_alloc = gpt_acts_alloc,
+    .embed_fwd = gpt_embed_fwd,
+    .block_fwd = gpt_block_fwd,
+    .head_fwd_bwd = gpt_head_fwd_bwd,
+    .block_bwd = gpt_block_bwd,
+    .embed_bwd = gpt_embed_bwd,
+    .flops_per_token = gpt_flops_per_token,
+};

@@ -1,0 +1,196 @@
+// model: the family registry and what every family shares (plans, init, activation buffers,
+// dispatch to the family's forward and backward).
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../comm/comm.h"
+#include "../kernels/kernels.h"
+#include "../kernels/rng.h"
+#include "gpt.h"
+#include "llama.h"
+
+static const ModelFamily *const families[] = {&model_llama, &model_mingpt};
+
+const ModelFamily *model_family(const char *model_type) {
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        if (!strcmp(families[i]->model_type, model_type)) return families[i];
+    return NULL;
+}
+
+const char *model_family_names(void) { return "llama_v2|mingpt"; }
+
+void model_plan_build(ModelPlan *plan, const ModelConfig *cfg) {
+    memset(plan, 0, sizeof *plan);
+    plan->cfg = *cfg;
+    plan->family = model_family(cfg->model_type);
+    if (!plan->family) comm_fatal("unknown model type '%s' (known: %s)", cfg->model_type, model_family_names());
+    plan->family->plan_build(plan);
+    for (int u = 0; u < plan->nunits; u++) plan->num_params += plan->units[u].numel;
+}
+
+void model_plan_free(ModelPlan *plan) {
+    free(plan->units);
+    plan->units = NULL;
+}
+
+TensorSpec *model_add_tensor(UnitSpec *u, const char *name, int rows, int cols, InitKind init, float init_scale,
+                             int decay) {
+    if (u->ntensors == MAX_UNIT_TENSORS) comm_fatal("unit holds more than %d tensors", MAX_UNIT_TENSORS);
+    TensorSpec *t = &u->t[u->ntensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = cols ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = cols;
+    t->numel = (size_t)rows * (cols ? (size_t)cols : 1);
+    t->offset = u->numel;
+    t->decay = decay;
+    t->init = init;
+    t->init_scale = init_scale;
+    u->numel += t->numel;
+    return t;
+}
+
+int model_find_tensor(const ModelPlan *plan, const char *name, int *unit, int *tensor) {
+    for (int u = 0; u < plan->nunits; u++)
+        for (int t = 0; t < plan->units[u].ntensors; t++)
+            if (!strcmp(plan->units[u].t[t].name, name)) return *unit = u, *tensor = t, 1;
+    return 0;
+}
+
+void model_init_range(const TensorSpec *t, uint64_t seed, float std, size_t begin, size_t count, float *dst) {
+    if (t->init != INIT_NORMAL) {
+        float v = t->init == INIT_ONES ? 1.0f : 0.0f;
+        for (size_t i = 0; i < count; i++) dst[i] = v;
+        return;
+    }
+    double sd = (double)std * t->init_scale;
+    uint64_t h = 1469598103934665603ULL;  // FNV-1a of the name keys the stream
+    for (const char *s = t->name; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ULL;
+    uint64_t key = kern_splitmix64(seed ^ kern_splitmix64(h));
+    for (size_t i = 0; i < count; i++) {
+        uint64_t r = kern_splitmix64(key ^ kern_splitmix64(begin + i));
+        double u1 = ((double)(r >> 32) + 0.5) / 4294967296.0, u2 = ((double)(r & 0xffffffffu) + 0.5) / 4294967296.0;
+        dst[i] = (float)(sd * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));  // Box-Muller
+    }
+}
+
+// ---- activations ----
+
+// model_acts_bytes runs the family's layout with acts_count set, which only adds up the sizes
+static size_t *acts_count;
+
+float *model_acts_buf(size_t n) {
+    if (!acts_count) return kern_alloc(n * sizeof(float));
+    *acts_count += n * sizeof(float);
+    return NULL;
+}
+
+void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every) {
+    memset(a, 0, sizeof *a);
+    a->B = B;
+    a->T = T;
+    int nl = plan->cfg.num_layers, nslots = 0, shared = -1;
+    a->slot = callocCheck(nl, sizeof(int));
+    a->recompute = callocCheck(nl, sizeof(int));
+    for (int l = 0; l < nl; l++) {
+        a->recompute[l] = ckpt_every > 0 && l % ckpt_every == 0;
+        if (!a->recompute[l]) a->slot[l] = nslots++;
+        else a->slot[l] = shared >= 0 ? shared : (shared = nslots++);
+    }
+    size_t N = (size_t)B * T;
+    // token ids are int32: a float buffer of the same element count holds them
+    a->tokens = (int32_t *)model_acts_buf(N);
+    a->targets = (int32_t *)model_acts_buf(N);
+    plan->family->acts_alloc(a, &plan->cfg, (size_t)nslots, with_kv_cache);
+}
+
+size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every) {
+    size_t bytes = 0;
+    Activations a;
+    acts_count = &bytes;
+    model_acts_alloc(&a, plan, B, T, with_kv_cache, ckpt_every);
+    acts_count = NULL;
+    free(a.slot);
+    free(a.recompute);
+    return bytes;
+}
+
+// every device buffer of Activations; the static assert below fails when a pointer field is
+// added to the struct but not here
+#define ACT_BUFFERS(X)                                                                                             \
+    X(tokens) X(targets) X(res) X(xn1) X(mean1) X(rstd1) X(q) X(k) X(v) X(attn_saved) X(att) X(xmid) X(xn2)        \
+    X(mean2) X(rstd2) X(gate) X(up) X(h) X(xf) X(meanf) X(rstdf) X(logits) X(dres) X(dxn) X(dbranch) X(dq) X(dk)  \
+    X(dv) X(datt) X(dgate) X(dup) X(dh) X(attn_scratch) X(rope_cos) X(rope_sin) X(kcache) X(vcache)
+#define ACT_COUNT(f) +1
+_Static_assert(sizeof(Activations) == 2 * sizeof(int) + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +
+                                          2 * sizeof(int *) + sizeof(size_t) + 8 + 2 * sizeof(uint64_t),
+               "Activations gained a field: add its buffer to ACT_BUFFERS (and this count)");
+
+void model_acts_free(Activations *a) {
+#define ACT_FREE(f)                      \
+    if (a->f) kern_free((void *)a->f); \
+    a->f = NULL;
+    ACT_BUFFERS(ACT_FREE)
+#undef ACT_FREE
+    free(a->slot);
+    free(a->recompute);
+    a->slot = a->recompute = NULL;
+}
+
+// ---- dispatch ----
+
+void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, int ntok) {
+    kern_upload(a->tokens, inp, (size_t)ntok * sizeof(int32_t));
+    if (tgt) kern_upload(a->targets, tgt, (size_t)ntok * sizeof(int32_t));
+}
+
+void model_set_dropout(Activations *a, float p, uint64_t seed, uint64_t sample0) {
+    a->dropout = p;
+    a->drop_seed = seed;
+    a->sample0 = sample0;
+}
+
+uint64_t model_dropout_key(const Activations *a, int layer, int site) {
+    return kern_splitmix64(a->drop_seed ^ kern_splitmix64(((uint64_t)(layer + 1) << 8) | (uint64_t)site));
+}
+
+void model_embed_fwd(const ModelPlan *plan, const float *p, Activations *a, int T, int pos0) {
+    plan->family->embed_fwd(plan, p, a, T, pos0);
+}
+void model_block_fwd(const ModelPlan *plan, int layer, const float *p, Activations *a, int T, int pos0) {
+    plan->family->block_fwd(plan, layer, p, a, T, pos0);
+}
+double model_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets, int T,
+                          float dscale) {
+    return plan->family->head_fwd_bwd(plan, p, g, a, with_targets, T, dscale);
+}
+void model_block_bwd(const ModelPlan *plan, int layer, const float *p, float *g, Activations *a) {
+    plan->family->block_bwd(plan, layer, p, g, a);
+}
+void model_embed_bwd(const ModelPlan *plan, float *g, Activations *a) { plan->family->embed_bwd(plan, g, a); }
+double model_flops_per_token(const ModelPlan *plan, int T) { return plan->family->flops_per_token(plan, T); }
+
+// ---- dropout (the families' shared pieces) ----
+
+void model_dropout_fwd(const Activations *a, float *x, int T, int D, int layer, int site) {
+    if (a->dropout > 0.0f) kern_dropout(x, a->B, (size_t)T * D, a->dropout, model_dropout_key(a, layer, site), a->sample0);
+}
+
+const float *model_dropout_bwd(const Activations *a, const float *dx, int D, int layer, int site) {
+    if (!(a->dropout > 0.0f)) return dx;
+    kern_copy(a->dbranch, dx, (size_t)a->B * a->T * D);
+    kern_dropout(a->dbranch, a->B, (size_t)a->T * D, a->dropout, model_dropout_key(a, layer, site), a->sample0);
+    return a->dbranch;
+}
+
+const KernDropout *model_attn_dropout(const Activations *a, int layer, KernDropout *buf) {
+    if (!(a->dropout > 0.0f)) return NULL;
+    buf->p = a->dropout;
+    buf->key = model_dropout_key(a, layer, DROP_ATTN_PROBS);
+    buf->sample0 = a->sample0;
+    return buf;
+}

@@ -1,0 +1,167 @@
+// model: the model-family interface. A family (Llama-2, minGPT) describes a model as a list of
+// FSDP units with named tensors, initialises any slice of them from (seed, name, index), and runs
+// each unit's forward and backward over kernels/. shard/, ckpt/, the training loop and generation
+// see only this interface: they never learn which family they run.
+//
+// Shape legend: B batch, T sequence length, N = B*T tokens, D hidden width, L layers, H heads,
+// KV key/value heads, hd = D/H head dim, F MLP width, V vocabulary, S saved block slots (L, or
+// fewer under activation checkpointing).
+#ifndef FSDPC_MODEL_H
+#define FSDPC_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../kernels/kernels.h"
+#include "config.h"
+
+enum { MAX_UNIT_TENSORS = 12 };
+
+// how a tensor starts: N(0, initializer_range * scale), all ones (norm weights) or zeros (biases)
+typedef enum { INIT_NORMAL, INIT_ONES, INIT_ZEROS } InitKind;
+
+typedef struct {
+    char name[80];  // Hugging Face name, e.g. model.layers.3.self_attn.q_proj.weight
+    int ndim;
+    int shape[2];
+    size_t offset;  // first element inside the unit's flat buffer
+    size_t numel;
+    int decay;      // AdamW weight decay applies
+    InitKind init;
+    float init_scale;  // INIT_NORMAL: std = initializer_range * init_scale
+} TensorSpec;
+
+typedef struct {
+    int layer;  // block index, or -1 for a unit outside the blocks
+    int ntensors;
+    TensorSpec t[MAX_UNIT_TENSORS];
+    size_t numel;
+} UnitSpec;
+
+typedef struct ModelFamily ModelFamily;
+
+typedef struct {
+    ModelConfig cfg;
+    const ModelFamily *family;
+    int nunits;
+    UnitSpec *units;
+    size_t num_params;
+    // the units the stages use: blocks are units block0 .. block0+L-1; the embedding and the head
+    // may share one unit (tied weights), whose gradient then collects both stages' parts
+    int embed_unit, block0, head_unit;
+} ModelPlan;
+
+// Activations and scratch for batches of up to B sequences of up to T tokens. All buffers live
+// on the compute device (kern_alloc); NULL when the family or the mode does not use them.
+typedef struct {
+    int B, T;
+    int32_t *tokens, *targets;  // (N) the batch, set by model_load_batch
+    float *res;  // (L+1, N, D) residual stream: res[0] embedding out, res[l+1] block l out
+    // Block internals, one set per slot: each stored block has its own slot; checkpointed blocks
+    // share one and are recomputed from their input in backward.
+    int *slot, *recompute;  // (L) host arrays
+    float *xn1;          // (S, N, D) first norm out
+    float *mean1, *rstd1;  // (S, N) its statistics (mean: LayerNorm only)
+    float *q;            // (S, N, H*hd)
+    float *k, *v;        // (S, N, KV*hd)
+    float *attn_saved;   // (S, saved_len) what attention backward needs
+    size_t saved_len;    // kern_attention_saved_floats(B, H, T, T)
+    float *att;          // (S, N, H*hd) attention out, before the output projection
+    float *xmid;         // (S, N, D) residual after attention
+    float *xn2;          // (S, N, D) second norm out
+    float *mean2, *rstd2;  // (S, N)
+    float *gate;         // (S, N, F) Llama: gate projection
+    float *up;           // (S, N, F) Llama: up projection; minGPT: c_fc out, before GELU
+    float *h;            // (S, N, F) MLP hidden: SwiGLU / GELU out
+    float *xf;           // (N, D) final norm out
+    float *meanf, *rstdf;  // (N)
+    float *logits;       // (N, V) logits, then dloss/dlogits
+    // backward scratch, shared by all blocks
+    float *dres;         // (N, D) dloss/d residual stream at the current unit
+    float *dxn;          // (N, D)
+    float *dbranch;      // (N, D) a residual branch's gradient through its dropout (dropout > 0)
+    float *dq;           // (N, H*hd)
+    float *dk, *dv;      // (N, KV*hd)
+    float *datt;         // (N, H*hd)
+    float *dgate, *dup, *dh;  // (N, F)
+    float *attn_scratch;      // kern_attention_scratch_floats(B, H, T)
+    float *rope_cos, *rope_sin;  // (T, hd/2) Llama
+    float *kcache, *vcache;      // (L, T, KV*hd) generation KV cache (B == 1); NULL in training
+    // dropout of this batch (model_set_dropout): 0 in evaluation and generation
+    float dropout;
+    uint64_t drop_seed;  // run seed the masks are keyed by
+    uint64_t sample0;    // global index of the batch's first sample
+} Activations;
+
+struct ModelFamily {
+    const char *model_type;  // "llama_v2", "mingpt": the checkpoint attribute and --model_type
+    void (*plan_build)(ModelPlan *plan);  // fills units and the stage indices from plan->cfg
+    // allocates every buffer this family uses through model_acts_buf (so sizes can be counted)
+    void (*acts_alloc)(Activations *a, const ModelConfig *c, size_t nslots, int with_kv_cache);
+    void (*embed_fwd)(const ModelPlan *plan, const float *p, Activations *a, int T, int pos0);
+    void (*block_fwd)(const ModelPlan *plan, int layer, const float *p, Activations *a, int T, int pos0);
+    double (*head_fwd_bwd)(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets, int T,
+                           float dscale);
+    void (*block_bwd)(const ModelPlan *plan, int layer, const float *p, float *g, Activations *a);
+    void (*embed_bwd)(const ModelPlan *plan, float *g, Activations *a);
+    // training FLOPs (forward + backward) per token at sequence length T
+    double (*flops_per_token)(const ModelPlan *plan, int T);
+};
+
+// the family of a --model_type / checkpoint model_type, or NULL
+const ModelFamily *model_family(const char *model_type);
+// "llama_v2|mingpt" for messages
+const char *model_family_names(void);
+
+void model_plan_build(ModelPlan *plan, const ModelConfig *cfg);
+void model_plan_free(ModelPlan *plan);
+// appends a tensor to u (families building their plans); cols == 0 makes it 1-D
+TensorSpec *model_add_tensor(UnitSpec *u, const char *name, int rows, int cols, InitKind init, float init_scale,
+                             int decay);
+// finds a tensor by name; returns 0 if absent
+int model_find_tensor(const ModelPlan *plan, const char *name, int *unit, int *tensor);
+
+// Initial values of tensor elements [begin, begin+count) into dst: a pure function of
+// (seed, tensor name, element index), so any shard can be made alone (DESIGN invariant 1).
+void model_init_range(const TensorSpec *t, uint64_t seed, float std, size_t begin, size_t count, float *dst);
+
+// ckpt_every N > 0 checkpoints blocks 0, N, 2N, ... (1 = all); 0 stores every block.
+void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every);
+void model_acts_free(Activations *a);
+// bytes model_acts_alloc would take with these arguments (the memory check before allocating)
+size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every);
+// a zeroed device buffer of n floats, or only counted while model_acts_bytes runs
+float *model_acts_buf(size_t n);
+
+// Copies a batch of ntok host tokens (and targets, unless NULL) to the device.
+void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, int ntok);
+// Dropout p for the next forward/backward (0: off). Masks are a pure function of (seed, global
+// sample index, layer, site, element), so every layout and a resumed run draw the same ones.
+void model_set_dropout(Activations *a, float p, uint64_t seed, uint64_t sample0);
+// Forward over the loaded batch of a->B sequences of T tokens. With a KV cache the tokens sit at
+// positions pos0..pos0+T-1 and attend to the cached past; without, pos0 must be 0.
+void model_embed_fwd(const ModelPlan *plan, const float *p, Activations *a, int T, int pos0);
+void model_block_fwd(const ModelPlan *plan, int layer, const float *p, Activations *a, int T, int pos0);
+// Final norm + lm_head + fused cross-entropy against the loaded targets. Returns the summed loss
+// over B*T targets. dscale != 0 also runs the head's backward: grads g (+=) with dloss scaled by
+// dscale, and a->dres = dloss/d res[L]. with_targets == 0 only computes logits (generation).
+double model_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets, int T,
+                          float dscale);
+// a->dres holds dloss/d(block output); on return dloss/d(block input). Grads g (+=).
+void model_block_bwd(const ModelPlan *plan, int layer, const float *p, float *g, Activations *a);
+void model_embed_bwd(const ModelPlan *plan, float *g, Activations *a);
+double model_flops_per_token(const ModelPlan *plan, int T);
+
+// dropout mask keys: one stream per (layer, site); layer -1 for the embedding
+enum { DROP_EMBED, DROP_ATTN_PROBS, DROP_ATTN_OUT, DROP_MLP_OUT };
+uint64_t model_dropout_key(const Activations *a, int layer, int site);
+// For families: drops out x (a->B rows of T*D elements) in place, the output of a residual branch
+// (or the embedding) at (layer, site); no-op without dropout.
+void model_dropout_fwd(const Activations *a, float *x, int T, int D, int layer, int site);
+// The gradient of that branch output given dx = dloss/d(its sum): dx itself without dropout, else
+// a->dbranch holding the masked copy.
+const float *model_dropout_bwd(const Activations *a, const float *dx, int D, int layer, int site);
+// the attention-probability dropout of a layer, or NULL when off
+const KernDropout *model_attn_dropout(const Activations *a, int layer, KernDropout *buf);
+
+#endif

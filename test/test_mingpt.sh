@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# minGPT end to end against the PyTorch reference (test/gpt_ref.py): a tiny model trained 30 steps;
+# its greedy continuation from the checkpoint alone (KV cache, no model flags) equals the
+# reference's, also through minimal_fsdp's --max_epochs -1 --restart_checkpoint_file spelling;
+# `fsdpc export` writes a GPT2LMHeadModel directory (Conv1D (in, out) weights, lm_head tied to wte)
+# whose logits in the reference equal the checkpoint's, and copies a GPT-2 tokenizer under
+# Hugging Face's names.
+cd "$(dirname "$0")/.."
+source test/lib.sh
+set -f  # globs such as train_*.bin go to fsdpc as written
+PY=/usr/bin/python3
+PREFIX="mingpt: "
+
+# A scene of the bundled text (ROMEO and BENVOLIO, 16 lines) repeated: 30 steps learn it well
+# enough for varied greedy text. On the whole corpus 30 steps stop at single-byte frequencies,
+# whose greedy continuation is only spaces, which would not exercise the KV cache.
+awk '/^ROMEO:$/ && !n { n = 1 } n && n++ <= 16' data/tinyshakespeare.txt >"$W/scene.txt"
+for _ in $(seq 60); do cat "$W/scene.txt"; done >"$W/corpus.txt"
+[ "$(wc -l <"$W/scene.txt")" = 16 ]
+check "a training text from the bundled tinyshakespeare" $?
+
+./fsdpc --model mingpt --embed_size 64 --num_layers 2 --num_heads 4 --seq_len 64 --batch_size 8 --max_steps 30 \
+    --lr 1e-2 --warmup 5 --train_data "$W/corpus.txt" --checkpoint_dir "$W/ck" --num_tokens 0 --checkpoint_freq 30 \
+    --metrics_file "$W/train.jsonl" >/dev/null 2>"$W/train.log"
+rc=$?
+CK=$W/ck/step_00000030.h5
+first=$(losses "$W/train.jsonl" | head -1)
+last=$(losses "$W/train.jsonl" | tail -1)
+[ $rc = 0 ] && [ -f "$CK" ] && awk -v a="$first" -v b="$last" 'BEGIN{exit !(b < a - 1)}'
+check "train a tiny minGPT 30 steps (loss $first -> $last)" $? "rc=$rc $(grep -m3 error "$W/train.log")"
+[ "$($PY -c 'import h5py, sys; print(h5py.File(sys.argv[1], "r").attrs["model_type"].decode())' "$CK")" = mingpt ]
+check "the checkpoint's model_type attribute says mingpt" $?
+
+# prompt + continuation (6 + 40 bytes) stay inside the 64-token context: no refill of the window
+PROMPT="ROMEO:"
+./fsdpc --max_steps 0 --resume_from_checkpoint "$W/ck" --prompt "$PROMPT" --num_tokens 40 --temperature 0 \
+    >"$W/fsdpc.txt" 2>"$W/gen.log"
+check "greedy generation from the checkpoint alone (no model flags)" $? "$(grep -m3 error "$W/gen.log")"
+$PY test/gpt_ref.py greedy "$CK" "$PROMPT" 40 "$W/ref.txt"
+cmp -s "$W/fsdpc.txt" "$W/ref.txt"
+check "fsdpc's greedy continuation (KV cache) equals the reference's (full forwards, float64)" $? \
+    "fsdpc: $(od -c "$W/fsdpc.txt" | head -3 | tr '\n' '|') ref: $(od -c "$W/ref.txt" | head -3 | tr '\n' '|')"
+distinct=$(tail -c 40 "$W/fsdpc.txt" | od -An -v -tx1 | tr ' ' '\n' | grep . | sort -u | wc -l)
+[ "$(wc -c <"$W/fsdpc.txt")" = 46 ] && [ "$distinct" -ge 5 ]
+check "the continuation is 40 bytes of varied text ($distinct distinct bytes), not a run of one" $?
+./fsdpc --max_epochs -1 --restart_checkpoint_file "$CK" --prompt "$PROMPT" --num_tokens 20 --temperature 0 \
+    >"$W/restart.txt" 2>"$W/restart.log"
+rc=$?
+[ $rc = 0 ] && cmp -s "$W/restart.txt" <(head -c 26 "$W/ref.txt")
+check "--max_epochs -1 --restart_checkpoint_file prints the same continuation" $? \
+    "rc=$rc $(grep -m2 error "$W/restart.log") got: $(od -c "$W/restart.txt" | head -2 | tr '\n' '|')"
+expect_error "a checkpoint of the other family" "holds a mingpt model but this run has --model_type llama_v2" \
+    ./fsdpc --model_type llama_v2 --max_steps 0 --resume_from_checkpoint "$W/ck" --prompt "$PROMPT" --num_tokens 5
+
+# ---- export as GPT2LMHeadModel ----
+./fsdpc export --checkpoint "$W/ck" --output "$W/hf" --dtype fp32 >/dev/null 2>"$W/export.log"
+rc=$?
+[ $rc = 0 ] && [ -f "$W/hf/model.safetensors" ] && [ -f "$W/hf/config.json" ] && [ -f "$W/hf/generation_config.json" ] &&
+    [ "$(ls "$W/hf" | wc -l)" = 3 ]
+check "export (fp32): model.safetensors, config.json, generation_config.json; no tokenizer files for bytes" $? \
+    "rc=$rc $(tail -c 300 "$W/export.log") $(ls "$W/hf" | tr '\n' ' ')"
+$PY test/gpt_ref.py hf "$W/hf" "$CK" --tol 1e-5 >"$W/hf.out" 2>&1
+check "the export read by hand in the Conv1D layout: every tensor bit for bit, logits equal, config.json right ($(grep -o 'max rel err [^ ]*' "$W/hf.out"))" \
+    $? "$(tail -c 400 "$W/hf.out")"
+$PY - "$W/hf/model.safetensors" <<'EOF'
+# names and shapes as transformers' GPT2LMHeadModel has them: Conv1D (in, out), no lm_head
+import sys
+sys.path.insert(0, "test")
+from hf_read import read_header
+h, _ = read_header(sys.argv[1])
+D, F, V, T = 64, 256, 256, 64
+want = {"transformer.wte.weight": [V, D], "transformer.wpe.weight": [T, D], "transformer.ln_f.weight": [D],
+        "transformer.ln_f.bias": [D]}
+for l in range(2):
+    p = f"transformer.h.{l}."
+    want.update({p + "ln_1.weight": [D], p + "ln_1.bias": [D], p + "attn.c_attn.weight": [D, 3 * D],
+                 p + "attn.c_attn.bias": [3 * D], p + "attn.c_proj.weight": [D, D], p + "attn.c_proj.bias": [D],
+                 p + "ln_2.weight": [D], p + "ln_2.bias": [D], p + "mlp.c_fc.weight": [D, F], p + "mlp.c_fc.bias": [F],
+                 p + "mlp.c_proj.weight": [F, D], p + "mlp.c_proj.bias": [D]})
+got = {k: v["shape"] for k, v in h.items()}
+sys.exit(0 if got == want else f"got {got}")
+EOF
+check "safetensors names and shapes are GPT2LMHeadModel's (c_fc (D, F), mlp.c_proj (F, D), no lm_head)" $?
+./fsdpc export --checkpoint "$CK" --output "$W/hf_sh" --max_shard_size 100000 >/dev/null 2>"$W/export_sh.log" &&
+    [ -f "$W/hf_sh/model.safetensors.index.json" ] && [ "$(ls "$W/hf_sh" | grep -c '^model-0000[0-9]-of-0000[0-9].safetensors$')" -ge 3 ] &&
+    $PY test/gpt_ref.py hf "$W/hf_sh" "$CK" --tol 1e-2 >"$W/hf_sh.out" 2>&1
+check "export bf16 in shards with an index: logits within bf16 rounding ($(grep -o 'max rel err [^ ]*' "$W/hf_sh.out"))" $? \
+    "$(tail -c 300 "$W/export_sh.log") $(tail -c 300 "$W/hf_sh.out")"
+
+# ---- a GPT-2 tokenizer travels with the export: a tiny encoder.json + vocab.bpe (256 bytes, 2 merges) ----
+mkdir "$W/tok"
+$PY - "$W/tok" <<'EOF'
+import json, sys
+d = sys.argv[1]
+# byte-level BPE spells bytes as characters: printable Latin-1 as itself, the rest from U+0100 up
+shown = set(range(0x21, 0x7F)) | set(range(0xA1, 0xAD)) | set(range(0xAE, 0x100))
+enc, extra = {}, 0
+for b in range(256):
+    enc[chr(b) if b in shown else chr(0x100 + extra)] = b
+    extra += b not in shown
+enc.update({"th": 256, "\u0120th": 257, "<|endoftext|>": 258})
+json.dump(enc, open(d + "/encoder.json", "w"))
+open(d + "/vocab.bpe", "w", encoding="utf-8").write("#version: 0.2\nt h\n\u0120 th\n")
+EOF
+./fsdpc prepare --tokenizer "$W/tok" --input "$W/corpus.txt" --output "$W/tokdata" --val_fraction 0.05 >/dev/null 2>"$W/prep.log" &&
+    ./fsdpc --model mingpt --embed_size 32 --num_layers 1 --num_heads 2 --seq_len 32 --batch_size 2 --max_steps 2 \
+        --tokenizer "$W/tok" --train_data "$W/tokdata/train_*.bin" --checkpoint_dir "$W/ckt" --num_tokens 0 --checkpoint_freq 2 >/dev/null 2>"$W/tt.log" &&
+    ./fsdpc export --checkpoint "$W/ckt" --output "$W/hft" --dtype fp32 >/dev/null 2>"$W/export_t.log"
+check "a minGPT on GPT-2 BPE tokens (vocabulary 259) trains and exports" $? \
+    "$(tail -c 200 "$W/prep.log") $(grep -m2 error "$W/tt.log") $(tail -c 200 "$W/export_t.log")"
+cmp -s "$W/tok/encoder.json" "$W/hft/vocab.json" && cmp -s "$W/tok/vocab.bpe" "$W/hft/merges.txt" && [ "$(ls "$W/hft" | wc -l)" = 5 ]
+check "export copies encoder.json + vocab.bpe as Hugging Face's vocab.json + merges.txt" $? "$(ls "$W/hft" | tr '\n' ' ')"
+$PY test/gpt_ref.py hf "$W/hft" "$W/ckt/step_00000002.h5" --tol 1e-5 >"$W/hft.out" 2>&1
+check "that export's logits, tensors and config.json (bos/eos = <|endoftext|> 258)" $? "$(tail -c 400 "$W/hft.out")"
+[ "$(printf 'the thing\n' | ./fsdpc tokenize --tokenizer "$W/hft" 2>&1)" = "$(printf 'the thing\n' | ./fsdpc tokenize --tokenizer "$W/tok" 2>&1)" ]
+check "the exported directory tokenizes as the original tokenizer does" $?
+rm "$W/tok/vocab.bpe"
+expect_error "export: the checkpoint's GPT-2 merges are gone" "tokenizer '$W/tok/encoder.json' is GPT-2's vocabulary, and its merges .* are gone" \
+    ./fsdpc export --checkpoint "$W/ckt" --output "$W/hft_gone"
+[ ! -e "$W/hft_gone" ]
+check "a tokenizer without its merges stops export before it writes anything" $?
