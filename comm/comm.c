@@ -472,7 +472,7 @@ void comm_allreduce_crc32(CommGroup *g, CommCrc *r, size_t n) {
 }
 
 static CommGroup *group_from(MPI_Comm c) {
-    CommGroup *g = mallocCheck(sizeof *g);
+    CommGroup *g = callocCheck(1, sizeof *g);  // nccl stays NULL unless a GPU run sets it
     g->comm = c;
     MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
     return g;

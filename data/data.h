@@ -40,11 +40,6 @@ void data_open(Dataset *d, const char *spec, int T, int vocab, double frac_begin
 // size: sets f->header and f->width and *ntok, or returns a one-line message naming path.
 const char *data_parse_header(const unsigned char *head, size_t got, uint64_t size, const char *path, TokenFile *f,
                               uint64_t *ntok);
-// An HDF5 file's single 2-D integer dataset: fills f->header (file offset of its contiguous
-// rows), width, is_signed, big_endian, row, dset and *rows, with every HDF5 handle closed again,
-// so the loader thread can pread the rows without HDF5 (which is not thread-safe here). Returns
-// NULL, or a one-line message naming f->path. Weak: the fuzz targets link data.c without HDF5.
-const char *data_h5_layout(TokenFile *f, uint64_t size, uint64_t *rows) __attribute__((weak));
 void data_open_synthetic(Dataset *d, int T, int vocab);
 void data_free(Dataset *d);
 // Path of the Tiny Shakespeare copy shipped next to the binary (data/tinyshakespeare.txt).

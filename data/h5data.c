@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data.h"
+#include "h5data.h"
 
 typedef struct {
     char found[640];   // the datasets seen, for a message when none or several qualify

@@ -675,11 +675,6 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
         if (t->kind == TOK_KIND_BPE) t->work = tok_work_new();
         return t;
     }
-    if (merges[0]) {
-        comm_errorf(err, errlen, "tokenizer '%s': '%s' beside GPT-2's merges is not a JSON vocabulary", where, file);
-        tok_free(t);
-        return NULL;
-    }
     t->kind = TOK_KIND_SPM;
     t->spm = spm_load(file, why, sizeof why);
     if (!t->spm) {

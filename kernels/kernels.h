@@ -65,7 +65,8 @@ void kern_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *in
                       const float *rstd, int N, int D);
 
 // ---- LayerNorm (torch.nn.LayerNorm): out = (inp - mean) * rstd * w + b ----
-// biased variance, rstd = 1/sqrt(var + eps); mean, rstd (N) are saved for backward
+// inp, out (N, D); w, b (D); biased variance, rstd = 1/sqrt(var + eps); mean, rstd (N) are saved
+// for backward
 void kern_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
                         int N, int D, float eps);
 // dinp (N, D) +=, dw (D) +=, db (D) +=; the sums over rows are deterministic
@@ -90,7 +91,8 @@ typedef struct {
     uint64_t key, sample0;  // row b of the batch is sample sample0 + b
 } KernDropout;
 // x (B, M) in place: element i of row b is kept (times 1/(1-p)) iff u(key, sample0 + b, i) >= p,
-// else set to 0. The same call on the gradient is the backward. p == 0 returns at once.
+// else multiplied by 0 (so 0, but NaN and Inf become NaN, as in torch). The same call on the
+// gradient is the backward. p == 0 returns at once.
 void kern_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t sample0);
 
 // ---- causal grouped-query attention ----

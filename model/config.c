@@ -431,7 +431,7 @@ static void join_run_name(Config *c) {
     if (strchr(c->run_name, '/') || !strcmp(c->run_name, ".") || !strcmp(c->run_name, ".."))
         comm_fail_all("--run_name '%s' names a subdirectory of --checkpoint_dir: no '/', '.' or '..'", c->run_name);
     int follow = !strcmp(c->resume_from_checkpoint, c->checkpoint_dir);
-    char dir[sizeof c->checkpoint_dir];
+    char dir[sizeof c->checkpoint_dir] = {0};  // whole: the config hash reads every byte
     if (snprintf(dir, sizeof dir, "%s/%s", c->checkpoint_dir, c->run_name) >= (int)sizeof dir)
         comm_fail_all("--checkpoint_dir/--run_name is too long (max %zu characters)", sizeof dir - 1);
     memcpy(c->checkpoint_dir, dir, sizeof dir);

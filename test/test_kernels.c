@@ -674,6 +674,13 @@ static void test_dropout(void) {
     kern_dropout(y2, B, M, 0.0f, key, sample0);
     report(!memcmp(y2, x, sizeof(float) * 5) && isnan(y2[5]) && !memcmp(y2 + 6, x + 6, sizeof(float) * (n - 6)),
            "dropout p=0 is the identity", "changed");
+    // a NaN where the mask drops stays NaN (x * 0, as torch): dropout does not hide it
+    size_t first_drop = 0;
+    while (y[first_drop] != 0.0f) first_drop++;
+    memcpy(y2, x, sizeof(float) * n);
+    y2[first_drop] = NAN;
+    kern_dropout(y2, B, M, p, key, sample0);
+    report(isnan(y2[first_drop]), "dropout NaN at a dropped element stays NaN", "got %g", y2[first_drop]);
     // small rows, below the parallel threshold
     float *s1 = rand_vec(3 * 10, 0.5f, 1.5f), *s2 = dup_vec(s1, 30);
     kern_dropout(s1, 3, 10, 0.5f, 7, 3);

@@ -119,3 +119,32 @@ expect_error "export: the checkpoint's GPT-2 merges are gone" "tokenizer '$W/tok
     ./fsdpc export --checkpoint "$W/ckt" --output "$W/hft_gone"
 [ ! -e "$W/hft_gone" ]
 check "a tokenizer without its merges stops export before it writes anything" $?
+
+# minimal_fsdp's own command lines, unchanged: its HDF5 samples (dataset input_ids, rows of
+# seq_len + 1 tokens), mpiexec -n 2, --run_name, then --max_epochs -1 --restart_checkpoint_file
+$PY - "$W" <<'EOF2'
+import sys, h5py, numpy as np
+w = sys.argv[1]
+b = np.frombuffer(open("data/tinyshakespeare.txt", "rb").read()[:70000], dtype=np.uint8).astype(np.uint16)
+rows = np.stack([b[i:i + 129] for i in range(0, len(b) - 129, 128)])
+with h5py.File(w + "/train.h5", "w") as f: f["input_ids"] = rows[:-40]
+with h5py.File(w + "/validation.h5", "w") as f: f["input_ids"] = rows[-40:]
+with h5py.File(w + "/w256.h5", "w") as f: f["input_ids"] = np.stack([b[i:i + 256] for i in range(0, 2560, 256)])
+EOF2
+MF="--model mingpt --embed_size 128 --num_layers 4 --num_heads 4 --seq_len 128 --dropout 0.1 --vocab_size 256"
+$MPI -np 2 ./fsdpc $MF --max_epochs 1 --batch_size 16 --train_data "$W/train.h5" --val_data "$W/validation.h5" \
+    --run_name test --checkpoint_dir "$W/mf" --num_tokens 0 >"$W/mf.log" 2>&1
+rc=$?
+last=$(ls "$W/mf/test" 2>/dev/null | tail -1)
+[ $rc = 0 ] && [ "$last" = step_00000016.h5 ] && grep -q "^Batch 16 Loss" "$W/mf.log"
+check "mpiexec -n 2 minimal_fsdp flags: one epoch of its HDF5 samples (506 rows / 32 a step = 16 steps) into checkpoint_dir/run_name" $? \
+    "rc=$rc last=$last $(grep -m1 error "$W/mf.log")"
+$MPI -np 2 ./fsdpc $MF --max_epochs -1 --restart_checkpoint_file "$W/mf/test/$last" --val_data "$W/validation.h5" \
+    --prompt "ROMEO:" --num_tokens 30 --checkpoint_dir "$W/mf2" >"$W/mf_gen.out" 2>"$W/mf_gen.err"
+rc=$?
+[ $rc = 0 ] && grep -q "Resumed from $W/mf/test/$last" "$W/mf_gen.err" && grep -q "Validation loss" "$W/mf_gen.err" && [ "$(head -c 6 "$W/mf_gen.out")" = "ROMEO:" ] &&
+    [ "$(wc -c <"$W/mf_gen.out")" -ge 36 ] && [ -z "$(ls "$W/mf2" 2>/dev/null)" ]
+check "--max_epochs -1 --restart_checkpoint_file evaluates, then generates, and trains nothing" $? \
+    "rc=$rc $(grep -m2 -E 'Validation|error' "$W/mf_gen.err") out=$(head -c 60 "$W/mf_gen.out")"
+expect_error "minimal_fsdp's 256-wide rows at --seq_length 256" "row.*256.*use --max_context_width 255" \
+    ./fsdpc --model mingpt --embed_size 32 --num_layers 1 --num_heads 2 --seq_length 256 --train_data "$W/w256.h5" --max_steps 1

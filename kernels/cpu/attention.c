@@ -90,8 +90,9 @@ void cpu_attention_fwd(float *out, float *probs, const float *q, const float *k,
                     const float *pr = pb + (size_t)i * Tk;
                     float *dst = pd + (size_t)i * Tk;
                     const uint64_t idx0 = ((uint64_t)h * Tq + r0 + i) * Tk;  // mask index of (t, key 0)
+#pragma omp simd
                     for (int j = 0; j < kend; j++)
-                        dst[j] = kern_dropout_keep(seed, idx0 + j, ad.thr) ? pr[j] * ad.scale : 0.0f;
+                        dst[j] = pr[j] * (kern_dropout_keep(seed, idx0 + j, ad.thr) ? ad.scale : 0.0f);
                 }
                 pv = pd;
             }
@@ -156,10 +157,11 @@ void cpu_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const fl
                     if (ad.on) {
                         float *pdr = pdb + (size_t)i * T;
                         const uint64_t idx0 = ((uint64_t)h * T + r0 + i) * T;  // mask index of (t, key 0)
+#pragma omp simd
                         for (int j = 0; j < n; j++) {
-                            const int keep = kern_dropout_keep(seed, idx0 + j, ad.thr);
-                            pdr[j] = keep ? pr[j] * ad.scale : 0.0f;
-                            dr[j] = keep ? dr[j] * ad.scale : 0.0f;
+                            const float f = kern_dropout_keep(seed, idx0 + j, ad.thr) ? ad.scale : 0.0f;
+                            pdr[j] = pr[j] * f;
+                            dr[j] *= f;
                         }
                         memset(pdr + n, 0, sizeof(float) * (size_t)(kend - n));
                     }

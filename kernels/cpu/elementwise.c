@@ -156,12 +156,22 @@ void cpu_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t samp
     if (p == 0.0f) return;
     const uint32_t thr = kern_dropout_threshold(p);
     const float scale = 1.0f / (1.0f - p);
-#pragma omp parallel if ((size_t)B * M >= CPU_PAR_MIN)
-    for (int b = 0; b < B; b++) {
-        const uint64_t seed = kern_dropout_seed(key, sample0 + (uint64_t)b);
-        float *row = x + (size_t)b * M;
-#pragma omp for simd schedule(static) nowait
-        for (size_t i = 0; i < M; i++) row[i] = kern_dropout_keep(seed, i, thr) ? row[i] * scale : 0.0f;
+    const size_t n = (size_t)B * M;
+    // each thread a contiguous range of the (B, M) elements, walked as row segments: one seed per segment
+#pragma omp parallel if (n >= CPU_PAR_MIN)
+    {
+        size_t lo, hi;
+        ew_thread_range(n, &lo, &hi);
+        while (lo < hi) {
+            const size_t b = lo / M, i0 = lo - b * M, i1 = hi - b * M < M ? hi - b * M : M;
+            const uint64_t seed = kern_dropout_seed(key, sample0 + b);
+            float *row = x + b * M;
+            // times 0 rather than "= 0": a select of constants vectorises (a guarded multiply does not),
+            // and a NaN stays NaN, as in torch's x * mask * scale
+#pragma omp simd
+            for (size_t i = i0; i < i1; i++) row[i] *= kern_dropout_keep(seed, i, thr) ? scale : 0.0f;
+            lo = b * M + i1;
+        }
     }
 }
 

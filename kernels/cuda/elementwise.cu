@@ -304,7 +304,7 @@ __global__ void dropout_kernel(float *x, int B, size_t M, uint32_t thr, float sc
         const uint64_t seed = kern_dropout_seed(key, sample0 + (uint64_t)b);
         float *row = x + (size_t)b * M;
         for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < M; i += (size_t)gridDim.x * blockDim.x)
-            row[i] = kern_dropout_keep(seed, i, thr) ? row[i] * scale : 0.0f;
+            row[i] *= kern_dropout_keep(seed, i, thr) ? scale : 0.0f;  // as the CPU: NaN stays NaN
     }
 }
 

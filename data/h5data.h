@@ -1,0 +1,16 @@
+// h5data: minimal_fsdp-style HDF5 sample files (one 2-D integer dataset, a sample per row) as
+// token data. Only the layout is read with HDF5, at open; the loader preads the rows itself.
+#ifndef FSDPC_H5DATA_H
+#define FSDPC_H5DATA_H
+
+#include <stdint.h>
+
+#include "data.h"
+
+// An HDF5 file's single 2-D integer dataset: fills f->header (file offset of its contiguous
+// rows), width, is_signed, big_endian, row, dset and *rows, with every HDF5 handle closed again,
+// so the loader thread can pread the rows without HDF5 (which is not thread-safe here). Returns
+// NULL, or a one-line message naming f->path.
+const char *data_h5_layout(TokenFile *f, uint64_t size, uint64_t *rows);
+
+#endif
