@@ -1,4 +1,4 @@
-// ckpt: HDF5 checkpoints in the layout-free DESIGN.md schema (full tensors under Hugging Face
+// ckpt: HDF5 checkpoints in the layout-free docs/DESIGN.md schema (full tensors under Hugging Face
 // names, each with the CRC-32 of its contents); each rank writes and reads only the slices it
 // owns, through MPI-IO. Also the checkpoint directory's housekeeping: one writer at a time, and
 // pruning that follows the run's lineage.

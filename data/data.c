@@ -14,13 +14,7 @@
 #include <unistd.h>
 
 #include "../comm/comm.h"
-
-static uint64_t mix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
+#include "../kernels/rng.h"
 
 void data_bundled_path(char *out, size_t len) {
     char exe[1024];
@@ -214,7 +208,7 @@ static uint64_t permute(uint64_t i, uint64_t n, uint64_t key) {
     do {
         uint64_t l = i >> half, r = i & mask;
         for (int round = 0; round < 4; round++) {
-            uint64_t nl = r, nr = l ^ (mix64(key ^ mix64(r + ((uint64_t)round << 56))) & mask);
+            uint64_t nl = r, nr = l ^ (kern_splitmix64(key ^ kern_splitmix64(r + ((uint64_t)round << 56))) & mask);
             l = nl;
             r = nr;
         }
@@ -225,7 +219,7 @@ static uint64_t permute(uint64_t i, uint64_t n, uint64_t key) {
 
 uint64_t data_train_chunk(const Dataset *d, uint64_t seed, uint64_t g) {
     uint64_t epoch = g / d->nchunks;
-    return permute(g % d->nchunks, d->nchunks, mix64(seed) ^ mix64(epoch + 1));
+    return permute(g % d->nchunks, d->nchunks, kern_splitmix64(seed) ^ kern_splitmix64(epoch + 1));
 }
 
 // Token t of a sample's raw bytes, sign-extended (HDF5 integers may be signed or big-endian).
@@ -281,9 +275,9 @@ static int read_chunk(const Dataset *d, uint64_t c, int32_t *inp, int32_t *tgt, 
 }
 
 static void synthetic_sample(const Dataset *d, uint64_t seed, uint64_t g, int32_t *inp, int32_t *tgt) {
-    uint64_t key = mix64(seed ^ mix64(g));  // every token a hash of (seed, sample, position)
+    uint64_t key = kern_splitmix64(seed ^ kern_splitmix64(g));  // every token a hash of (seed, sample, position)
     for (int t = 0; t <= d->T; t++) {
-        int32_t tok = (int32_t)(mix64(key + t) % (uint64_t)d->vocab);
+        int32_t tok = (int32_t)(kern_splitmix64(key + t) % (uint64_t)d->vocab);
         if (t < d->T) inp[t] = tok;
         if (t > 0) tgt[t - 1] = tok;
     }

@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "../comm/comm.h"
+#include "../kernels/rng.h"
 #include "tokenizer.h"
 
 #define PREPARE_IO_BYTES (1 << 20)
@@ -259,17 +260,10 @@ static void prepare_split_free(PrepareSplit *s) {
 
 // ---- documents and the train/validation split ----
 
-static uint64_t prepare_splitmix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 // The document starting at byte `offset` of input `file` goes to validation when its hash, as a
 // fraction of 2^64, falls below val_fraction: the same choice whichever rank reads it.
 static bool prepare_doc_is_val(const Prepare *p, int file, uint64_t offset) {
-    uint64_t h = prepare_splitmix64(prepare_splitmix64((uint64_t)file) ^ offset);
+    uint64_t h = kern_splitmix64(kern_splitmix64((uint64_t)file) ^ offset);
     return (double)(h >> 11) * 0x1.0p-53 < p->val_fraction;
 }
 

@@ -2,6 +2,7 @@
 #ifndef FSDPC_TESTUTIL_H
 #define FSDPC_TESTUTIL_H
 
+#include "kernels/rng.h"
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,12 +28,7 @@ static void report(int ok, const char *name, const char *fmt, ...) {
 
 static uint64_t rng_state = 0x853c49e6748fea9bULL;
 
-static uint64_t rng_next(void) {  // splitmix64
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+static uint64_t rng_next(void) { return kern_splitmix64_next(&rng_state); }
 
 static float rng_uniform(float lo, float hi) { return lo + (hi - lo) * (float)((rng_next() >> 40) * 0x1p-24); }
 
