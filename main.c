@@ -8,7 +8,7 @@
 #include "data/tokenizer.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
-#include "shard/train.h"
+#include "run/train.h"
 
 int main(int argc, char **argv) {
     comm_init(&argc, &argv);

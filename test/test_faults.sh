@@ -120,31 +120,31 @@ $MPI -np 2 --bind-to none ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 2>&1 
 check "unpinned ranks share the node's cores instead of each taking all" $?
 SLURM_CPUS_PER_TASK=1 ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 2>&1 | grep -q "1 rank(s) on cpu, 1 thread(s)/rank"
 check "SLURM_CPUS_PER_TASK sets the threads per rank" $?
-# run/pbs.sh as written, on a fake 2-slot node file (Debian's OpenMPI has no PBS tm support)
+# run/launch/pbs.sh as written, on a fake 2-slot node file (Debian's OpenMPI has no PBS tm support)
 printf 'localhost\nlocalhost\n' >"$W/nodes"
 PBS_O_WORKDIR="$PWD" PBS_NODEFILE="$W/nodes" DATA=data/tinyshakespeare.txt STEPS=3 CKPT_FREQ=3 MODEL_ARGS="$SMALL" \
-    EXTRA_ARGS="--logging_freq 1" CKPT="$W/pbsck" timeout 120 bash run/pbs.sh >/dev/null 2>"$W/pbs.log"
+    EXTRA_ARGS="--logging_freq 1" CKPT="$W/pbsck" timeout 120 bash run/launch/pbs.sh >/dev/null 2>"$W/pbs.log"
 rc=$?
 [ $rc = 0 ] && grep -q "^fsdpc: 2 rank(s) on cpu" "$W/pbs.log" && [ -f "$W/pbsck/step_00000003.h5" ]
-check "run/pbs.sh trains as written (hostfile from PBS_NODEFILE)" $? "rc=$rc $(tail -c 300 "$W/pbs.log")"
-# minimal_fsdp on PBS: run/pbs.sh with its model and --environment pbs, which names the job
+check "run/launch/pbs.sh trains as written (hostfile from PBS_NODEFILE)" $? "rc=$rc $(tail -c 300 "$W/pbs.log")"
+# minimal_fsdp on PBS: run/launch/pbs.sh with its model and --environment pbs, which names the job
 PBS_JOBID=4242.pbs01 PBS_JOBNAME=mingpt PBS_O_WORKDIR="$PWD" PBS_NODEFILE="$W/nodes" DATA=data/tinyshakespeare.txt STEPS=2 \
     CKPT_FREQ=2 MODEL_ARGS="--model mingpt --embed_size 64 --num_layers 2 --num_heads 4 --seq_len 64 --dropout 0.1 --num_tokens 0" \
-    EXTRA_ARGS="--environment pbs --sharding hybrid-full-shard" CKPT="$W/pbsgpt" timeout 120 bash run/pbs.sh >/dev/null 2>"$W/pbsgpt.log"
+    EXTRA_ARGS="--environment pbs --sharding hybrid-full-shard" CKPT="$W/pbsgpt" timeout 120 bash run/launch/pbs.sh >/dev/null 2>"$W/pbsgpt.log"
 rc=$?
 [ $rc = 0 ] && grep -q "^PBS job 4242.pbs01 (mingpt), PBS_NODEFILE $W/nodes: 2 slot(s) for 2 rank(s)" "$W/pbsgpt.log" &&
     [ -f "$W/pbsgpt/step_00000002.h5" ]
-check "run/pbs.sh trains minimal_fsdp's minGPT with --environment pbs, naming the job and its node file" $? "rc=$rc $(tail -c 300 "$W/pbsgpt.log")"
+check "run/launch/pbs.sh trains minimal_fsdp's minGPT with --environment pbs, naming the job and its node file" $? "rc=$rc $(tail -c 300 "$W/pbsgpt.log")"
 expect_error "--environment pbs outside a PBS job" "--environment pbs: PBS_JOBID is not set" \
     env -u PBS_JOBID ./fsdpc $SMALL --environment pbs --max_steps 1
-expect_error "run/pbs.sh without DATA says what to set" "set DATA to the training token shards" \
-    env -u DATA PBS_NODEFILE="$W/nodes" bash run/pbs.sh
-# run/local.sh as written (as root here: it adds --allow-run-as-root itself); later flags win
-NP=2 timeout 120 bash run/local.sh $SMALL --max_steps 2 --checkpoint_freq 2 --checkpoint_dir "$W/lc" \
+expect_error "run/launch/pbs.sh without DATA says what to set" "set DATA to the training token shards" \
+    env -u DATA PBS_NODEFILE="$W/nodes" bash run/launch/pbs.sh
+# run/launch/local.sh as written (as root here: it adds --allow-run-as-root itself); later flags win
+NP=2 timeout 120 bash run/launch/local.sh $SMALL --max_steps 2 --checkpoint_freq 2 --checkpoint_dir "$W/lc" \
     --resume_from_checkpoint "$W/lc" >/dev/null 2>"$W/local.log"
 rc=$?
 [ $rc = 0 ] && grep -q "^fsdpc: 2 rank(s) on cpu" "$W/local.log" && [ -f "$W/lc/step_00000002.h5" ]
-check "run/local.sh trains as written (as $(id -un))" $? "rc=$rc $(tail -c 300 "$W/local.log")"
+check "run/launch/local.sh trains as written (as $(id -un))" $? "rc=$rc $(tail -c 300 "$W/local.log")"
 # the sample after training goes to job logs: text, not raw bytes of an undertrained byte model
 ./fsdpc $SMALL --max_steps 3 --num_tokens 300 --checkpoint_freq 0 >"$W/sample.log" 2>&1
 LC_ALL=C.UTF-8 grep -Iq "Batch 3 Loss" "$W/sample.log" && ! LC_ALL=C.UTF-8 grep -q $'\r' "$W/sample.log"

@@ -14,7 +14,7 @@
 #include "data/data.h"
 #include "kernels/kernels.h"
 #include "shard/shard.h"
-#include "shard/train.h"
+#include "run/train.h"
 
 static int failures = 0;
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A real single-node Slurm from Debian's packages: munged, slurmctld and slurmd as root with their
 # own key, config, ports, state and logs in the scratch directory. srun with PMIx against mpirun,
-# srun without it refused, and run/slurm.sbatch itself (not a copy: scaled down by sbatch options
+# srun without it refused, and run/launch/slurm.sbatch itself (not a copy: scaled down by sbatch options
 # and its environment) submitted, cancelled and resubmitted, preempted and requeued.
 # Where the daemons cannot run here (not root, packages not installable, daemons that refuse this
 # container) it prints "# SKIP slurm tests: REASON" and exits 0. On every exit it stops exactly the
@@ -161,13 +161,13 @@ for m in "" --mpi=pmi2; do
         "rc=$rc $(grep -m3 -E 'error|OMPI' "$W/unwired.out" | head -c 300 | tr '\n' '|')"
 done
 
-# ---- run/slurm.sbatch as written, scaled down by sbatch options and its environment ----
+# ---- run/launch/slurm.sbatch as written, scaled down by sbatch options and its environment ----
 MODEL="--hidden_width 128 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 256 --max_context_width 128 --num_tokens 0"
 STEPS=20
 submit() {  # submit NAME: 1 node x 2 ranks; log $W/NAME.log, checkpoints $W/NAME, losses $W/NAME.jsonl (appended by each run)
     DATA=data/tinyshakespeare.txt MODEL_ARGS="$MODEL" STEPS=$STEPS WARMUP=5 CKPT="$W/$1" CKPT_FREQ=5 \
         EXTRA_ARGS="--logging_freq 1 --metrics_file $W/$1.jsonl" \
-        timeout 10 sbatch --parsable -N 1 --ntasks-per-node=2 --cpus-per-task=1 -o "$W/$1.log" -J "fsdpc-$1" run/slurm.sbatch
+        timeout 10 sbatch --parsable -N 1 --ntasks-per-node=2 --cpus-per-task=1 -o "$W/$1.log" -J "fsdpc-$1" run/launch/slurm.sbatch
 }
 field() { [ -n "$1" ] && timeout 5 scontrol show job "$1" 2>/dev/null | grep -oE "(^| )$2=[^ ]*" | head -1 | cut -d= -f2; }  # field JOB NAME
 wait_job() {  # wait_job JOB SECONDS: until it has ended; cancels it when it has not
@@ -198,7 +198,7 @@ state=$(field "$id" JobState) exit=$(field "$id" ExitCode)
 [ "$state" = COMPLETED ] && [ "$exit" = 0:0 ] && grep -q "^fsdpc: 2 rank(s)" "$W/full.log" && grep -q "^Batch $STEPS Loss" "$W/full.log" &&
     [ -f "$(ckpt "$W/full" $STEPS)" ] && [ "$(wc -l <"$W/full.jsonl")" = $STEPS ]
 st=$?
-check "sbatch run/slurm.sbatch (1 node x 2 ranks): trains $STEPS steps as one job, checkpoints, completes ($((SECONDS - start)) s)" $st \
+check "sbatch run/launch/slurm.sbatch (1 node x 2 ranks): trains $STEPS steps as one job, checkpoints, completes ($((SECONDS - start)) s)" $st \
     "state=$state exit=$exit $(ls "$W/full" 2>/dev/null | tr '\n' ' ') $(tail -n 3 "$W/full.log" | head -c 300 | tr '\n' '|')"
 
 # scancel mid-run (SIGTERM: the step ends, checkpoints; no requeue), then a resubmission resumes exactly

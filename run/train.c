@@ -18,7 +18,7 @@
 #include "../data/tokenizer.h"
 #include "../model/generate.h"
 #include "../model/model.h"
-#include "shard.h"
+#include "../shard/shard.h"
 
 float train_lr(const Config *c, int step, int max_steps) {
     int warmup = c->warmup < 1 ? (int)(c->warmup * max_steps + 0.5f) : (int)c->warmup;

@@ -7,7 +7,7 @@
 
 #include "../model/config.h"
 #include "../model/model.h"
-#include "shard.h"
+#include "../shard/shard.h"
 
 // learning rate for 0-based step: linear warmup over `warmup` steps, then decay to min_lr
 float train_lr(const Config *cfg, int step, int max_steps);

@@ -4,7 +4,7 @@
 # each node mpiprocs times: mpiprocs is the ranks per node (ppr), and NP defaults to its line count.
 # Keep ncpus/mpiprocs = the threads each rank should use (fsdpc shares an unpinned node's cores).
 # Smallest allocation:
-#   qsub -l select=1:ncpus=2:mpiprocs=2 -v DATA=data/tinyshakespeare.txt,MODEL=tiny,STEPS=20 run/pbs.sh
+#   qsub -l select=1:ncpus=2:mpiprocs=2 -v DATA=data/tinyshakespeare.txt,MODEL=tiny,STEPS=20 run/launch/pbs.sh
 # Tested: this script as written, by test/test_faults.sh, with a 2-line fake PBS_NODEFILE on one
 # machine (no PBS server here); not tested: a real PBS Pro or Torque server, or several nodes.
 #PBS -N fsdpc-llama2-7b
@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "${PBS_O_WORKDIR:-.}"
 die() { echo "fsdpc: error: $*" >&2; exit 1; }
-[ -n "${DATA:-}" ] || die "set DATA to the training token shards, e.g. qsub -v DATA='/data/corpus/train_*.bin' run/pbs.sh"
+[ -n "${DATA:-}" ] || die "set DATA to the training token shards, e.g. qsub -v DATA='/data/corpus/train_*.bin' run/launch/pbs.sh"
 [ -n "${PBS_NODEFILE:-}" ] || die "run this under PBS (qsub), which sets PBS_NODEFILE"
 NP=${NP:-$(wc -l <"$PBS_NODEFILE")}
 CKPT=${CKPT:-$PWD/checkpoints/llama2_7b}
