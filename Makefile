@@ -129,12 +129,12 @@ FUZZ_FLAGS = -g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize
 FUZZ_TARGETS = build/fuzz/fuzz_cli build/fuzz/fuzz_json build/fuzz/fuzz_shard_header build/fuzz/fuzz_jsonl build/fuzz/fuzz_tokenizer \
 	build/fuzz/fuzz_ckpt_validate
 FUZZ_SECONDS ?= 60
-build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c model/config.c test/fuzz/stub.c
+build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c model/config.c model/cli.c test/fuzz/stub.c
 build/fuzz/fuzz_json: test/fuzz/fuzz_json.c data/json.c test/fuzz/stub.c
 build/fuzz/fuzz_shard_header: test/fuzz/fuzz_shard_header.c data/data.c test/fuzz/stub.c
-build/fuzz/fuzz_ckpt_validate: test/fuzz/fuzz_ckpt_validate.c ckpt/validate.c model/config.c test/fuzz/stub.c
+build/fuzz/fuzz_ckpt_validate: test/fuzz/fuzz_ckpt_validate.c ckpt/validate.c model/config.c model/cli.c test/fuzz/stub.c
 TOKENIZER_SRC = data/tokenizer.c data/bpe.c data/hub.c data/json.c build/fuzz/sentencepiece.o
-build/fuzz/fuzz_jsonl: test/fuzz/fuzz_jsonl.c data/prepare.c $(TOKENIZER_SRC) test/fuzz/stub.c
+build/fuzz/fuzz_jsonl: test/fuzz/fuzz_jsonl.c data/prepare.c model/cli.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_tokenizer: test/fuzz/fuzz_tokenizer.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/sentencepiece.o: data/sentencepiece.cpp
 	@mkdir -p build/fuzz

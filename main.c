@@ -8,6 +8,7 @@
 #include "data/tokenizer.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
+#include "run/plan.h"
 #include "run/train.h"
 
 int main(int argc, char **argv) {
@@ -23,12 +24,13 @@ int main(int argc, char **argv) {
         return rc;
     }
     if (argc > 1 && !strcmp(argv[1], "export")) { int rc = hf_export_main(argc - 1, argv + 1); comm_finalize(); return rc; }
+    if (argc > 1 && !strcmp(argv[1], "plan")) { int rc = plan_main(argc - 1, argv + 1); comm_finalize(); return rc; }
     static Config cfg;  // large (paths, prompt): keep it off the stack
     config_parse(&cfg, argc, argv);
     comm_check_same(config_hash(&cfg), "flags");
     comm_log_timestamps(cfg.log_timestamps);
     comm_log("fsdpc: MPI transport %s\n", comm_transport());
-    comm_check_environment(cfg.environment);
+    if (cfg.environment == ENV_PBS) comm_check_pbs();
     const char *source = "--num_threads";
     kern_init(cfg.num_threads ? cfg.num_threads : comm_default_threads(&source));
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -38,7 +40,10 @@ int main(int argc, char **argv) {
                  kern_num_threads(), comm_info.local_world, cores);
     cfg.num_threads = kern_num_threads();
     comm_check_all(kern_select_device(cfg.device, comm_info.local_rank, comm_info.local_world));
-    kern_set_compute_bf16(!strcmp(cfg.precision, "bf16"));
+    comm_check_distinct_local(kern_device_uuid(), "GPU",
+                              "give each rank its own (CUDA_VISIBLE_DEVICES per rank, or srun --gpus-per-task=1 "
+                              "--gpu-bind=single:1), or pass --device cpu");
+    kern_set_compute_bf16(cfg.precision == PRECISION_BF16);
     int rc = train_run(&cfg);
     comm_finalize();
     return rc;

@@ -341,15 +341,18 @@ static const char *xfer_tensor(hid_t file, const char *group, const TensorSpec *
     return msg;
 }
 
-static float *state_buffer(const FlatUnit *f, int which) {
-    return which == 0 ? f->master : which == 1 ? f->exp_avg : f->exp_avg_sq;
+// the buffer of state group `which` (ckpt_groups order: weights, then AdamW's two moments)
+static float *state_buffer(const ShardState *s, int u, int which) {
+    float *exp_avg, *exp_avg_sq;
+    shard_moments(s, u, &exp_avg, &exp_avg_sq);
+    return which == 0 ? shard_master(s, u) : which == 1 ? exp_avg : exp_avg_sq;
 }
 
 // Every tensor of every unit with this rank's slice in the first ngroups state groups (1: the
 // weights only); crcs (group-major, plan order) get the slices' checksums. Stops at the first
 // failure on any rank: returns the agreed message (valid until the next agreement) or NULL.
 static const char *xfer_state(hid_t file, const ShardState *s, int write, int ngroups, CommCrc *crcs) {
-    const ModelPlan *plan = s->plan;
+    const ModelPlan *plan = shard_plan(s);
     int k = 0;
     for (int g = 0; g < ngroups; g++)
         for (int u = 0; u < plan->nunits; u++)
@@ -357,7 +360,7 @@ static const char *xfer_state(hid_t file, const ShardState *s, int write, int ng
                 size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
                 if (write && !shard_is_writer(s)) n = 0;  // replicas hold the same slices: one group writes
                 const char *e = comm_first_error(xfer_tensor(file, ckpt_groups[g], &plan->units[u].t[t], begin, n,
-                                                             state_buffer(&s->units[u], g) + local, shard_state_on_device(s), write, &crcs[k]));
+                                                             state_buffer(s, u, g) + local, shard_state_on_device(s), write, &crcs[k]));
                 if (e) return e;
             }
     return NULL;
@@ -498,7 +501,7 @@ static void note_replaced(const char *path, const char *run_id) {
 void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, CkptSaved *out) {
     double t0 = comm_time();
     char why[1400] = "", tmp[1200], err[2600] = "";
-    const ModelPlan *plan = s->plan;
+    const ModelPlan *plan = shard_plan(s);
     int nt = count_tensors(plan), checked = !test_no_reserve();
     out->bytes = 3.0 * (double)plan->num_params * sizeof(float);
     double need = out->bytes + (1 << 18) + 3.0 * nt * 4096, avail = -1;  // HDF5's metadata: < 1 KB a tensor
@@ -634,9 +637,9 @@ const char *ckpt_verify(const char *file) {
 // Collective open and validation of the first ngroups groups against s's plan.
 static hid_t open_checked(const char *file, const ShardState *s, int ngroups, Header *h, uint32_t *want) {
     hid_t f = open_file(file, 0);
-    const char *e = f < 0 ? open_error(file) : read_header(f, file, &s->plan->cfg, h);
-    if (!e) e = ckpt_check_config(h, file, s->plan);
-    if (!e) e = check_tensors(f, file, s->plan, ngroups, h->version, want);
+    const char *e = f < 0 ? open_error(file) : read_header(f, file, &shard_plan(s)->cfg, h);
+    if (!e) e = ckpt_check_config(h, file, shard_plan(s));
+    if (!e) e = check_tensors(f, file, shard_plan(s), ngroups, h->version, want);
     comm_check_all(e);
     if (h->version < 2)
         comm_log("Note: %s predates checksums (format_version %d): its contents are loaded unverified\n", file, h->version);
@@ -645,7 +648,7 @@ static hid_t open_checked(const char *file, const ShardState *s, int ngroups, He
 
 // The first ngroups groups into s, each slice checked against its tensor's checksum.
 static void load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *meta) {
-    const ModelPlan *plan = s->plan;
+    const ModelPlan *plan = shard_plan(s);
     size_t n = (size_t)ngroups * count_tensors(plan);
     uint32_t *want = mallocCheck(n * sizeof *want);
     CommCrc *got = callocCheck(n, sizeof *got);
@@ -656,7 +659,7 @@ static void load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *
     if (e) comm_fail_all("checkpoint '%s': %s (corrupt or truncated file?)", file, e);
     if (h.version >= 2) {
         // every shard group holds every tensor once: each checks what its ranks read
-        comm_allreduce_crc32(s->shard_group, got, n);
+        comm_allreduce_crc32(shard_group(s), got, n);
         comm_check_all(checksum_mismatch(file, plan, ngroups, got, want));
     }
     free(want);
@@ -667,7 +670,7 @@ static void load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *
 
 void ckpt_load(const char *file, ShardState *s, const Config *cfg, CkptMeta *meta) {
     load_groups(file, s, 3, meta);
-    s->step = meta->step;
+    shard_set_step(s, meta->step);
 }
 
 void ckpt_load_weights(const char *file, ShardState *s, const Config *cfg) { load_groups(file, s, 1, NULL); }

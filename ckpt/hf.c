@@ -337,7 +337,7 @@ static const StTensor *hf_source_tensor(const HfModel *h, const TensorSpec *spec
 
 void hf_load(const HfModel *h, ShardState *s) {
     static char msg[2 * HF_PATH];
-    const ModelPlan *plan = s->plan;
+    const ModelPlan *plan = shard_plan(s);
     const char *err = NULL;
     int file;
     for (int u = 0; u < plan->nunits && !err; u++)
@@ -349,7 +349,7 @@ void hf_load(const HfModel *h, ShardState *s) {
     for (int i = 0; i < h->nfiles; i++) fds[i] = -1;
     size_t stage_len = 0;
     for (int u = 0; u < plan->nunits; u++)
-        if (s->units[u].shard_len > stage_len) stage_len = s->units[u].shard_len;
+        if (shard_unit_len(s, u) > stage_len) stage_len = shard_unit_len(s, u);
     float *stage = on_device ? mallocCheck((stage_len < HF_CHUNK ? stage_len : HF_CHUNK) * sizeof(float)) : NULL;
     for (int u = 0; u < plan->nunits && !err; u++)
         for (int t = 0; t < plan->units[u].ntensors && !err; t++) {
@@ -362,7 +362,7 @@ void hf_load(const HfModel *h, ShardState *s) {
                 err = msg;
                 break;
             }
-            float *dst = s->units[u].master + local;
+            float *dst = shard_master(s, u) + local;
             if (!on_device) {
                 err = st_read_f32(fds[file], sf, src, begin, n, dst);
                 continue;

@@ -138,6 +138,12 @@ static void find_transport(void) {
     if (!strcmp(mtl, "ofi")) snprintf(transport + n, sizeof transport - n, " provider=%s", prov[0] ? prov : "auto");
 }
 
+// The one printer of error lines, which tests and users grep for: every exit path goes through it.
+static void error_line(const char *msg) {
+    fprintf(stderr, "fsdpc: error: %s\n", msg);
+    fflush(stderr);
+}
+
 void comm_init(int *argc, char ***argv) {
     // big buffers (units, MPI temporaries) go straight to mmap and back to the OS when freed,
     // instead of glibc raising its threshold and keeping them in a growing heap
@@ -145,9 +151,10 @@ void comm_init(int *argc, char ***argv) {
     // srun without --mpi=pmix: Open MPI would fail inside MPI_Init with a banner per copy
     const char *tasks = getenv("SLURM_STEP_NUM_TASKS"), *procid = getenv("SLURM_PROCID");
     if (tasks && atoi(tasks) > 1 && !getenv("PMIX_RANK") && !getenv("OMPI_COMM_WORLD_RANK")) {
-        if (!procid || atoi(procid) == 0)
-            fprintf(stderr, "fsdpc: error: srun started %s tasks without PMIx: pass --mpi=pmix (Debian's OpenMPI speaks "
-                            "PMIx only; plain srun and --mpi=pmi2 cannot wire the ranks into one job)\n", tasks);
+        char msg[256];
+        snprintf(msg, sizeof msg, "srun started %s tasks without PMIx: pass --mpi=pmix (Debian's OpenMPI speaks PMIx only; "
+                 "plain srun and --mpi=pmi2 cannot wire the ranks into one job)", tasks);
+        if (!procid || atoi(procid) == 0) error_line(msg);
         exit(1);
     }
     MPI_Init(argc, argv);
@@ -176,8 +183,7 @@ void comm_init(int *argc, char ***argv) {
     }
 }
 
-void comm_check_environment(const char *environment) {
-    if (strcmp(environment, "pbs") != 0) return;
+void comm_check_pbs(void) {
     const char *job = getenv("PBS_JOBID"), *nodefile = getenv("PBS_NODEFILE");
     if (!job || !*job) comm_fail_all("--environment pbs: PBS_JOBID is not set (submit with qsub, or use --environment local)");
     if (!nodefile || !*nodefile) comm_fail_all("--environment pbs: PBS_NODEFILE is not set (submit with qsub, or use --environment local)");
@@ -268,13 +274,13 @@ double comm_mem_available(const char **source) {
 }
 
 void comm_fatal_at(const char *file, int line, const char *fmt, ...) {
+    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "fsdpc: error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (rank %d, %s:%d)\n", comm_info.rank, file, line);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fflush(stderr);
+    if (n >= 0 && (size_t)n < sizeof msg) snprintf(msg + n, sizeof msg - (size_t)n, " (rank %d, %s:%d)", comm_info.rank, file, line);
+    error_line(msg);
     int inited = 0;
     MPI_Initialized(&inited);
     if (inited && comm_info.world > 1) MPI_Abort(MPI_COMM_WORLD, 1);
@@ -302,9 +308,8 @@ void comm_fail_all(const char *fmt, ...) {
         }
     }
     if (!arrived) comm_fatal("%s", msg);
-    if (comm_info.rank == 0) fprintf(stderr, "fsdpc: error: %s\n", msg);
+    if (comm_info.rank == 0) error_line(msg);
     fflush(stdout);
-    fflush(stderr);
     if (inited) MPI_Finalize();
     exit(1);
 }
@@ -315,7 +320,7 @@ void comm_abort_all(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (comm_info.rank == 0) fprintf(stderr, "fsdpc: error: %s\n", msg);
+    if (comm_info.rank == 0) error_line(msg);
     fflush(NULL);
     if (comm_info.world == 1) _exit(1);
     MPI_Barrier(fail_comm);  // the line is out before any rank's abort can end rank 0
@@ -348,6 +353,23 @@ void comm_check_same(uint64_t value, const char *what) {
     if (first < comm_info.world)
         comm_fail_all("rank %d has different %s than rank 0 (every rank must be started with the same flags and files)",
                       first, what);
+}
+
+void comm_check_distinct_local(const char *value, const char *what, const char *hint) {
+    enum { LEN = 64 };
+    char mine[LEN] = {0}, *all = callocCheck((size_t)comm_info.local_world, LEN);
+    snprintf(mine, sizeof mine, "%s", value);
+    MPI_Comm node;
+    mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm_info.rank, MPI_INFO_NULL, &node));
+    mpiCheck(MPI_Allgather(mine, LEN, MPI_CHAR, all, LEN, MPI_CHAR, node));
+    MPI_Comm_free(&node);
+    char msg[512] = "";
+    for (int i = 0; i < comm_info.local_world && !msg[0]; i++)
+        for (int j = i + 1; j < comm_info.local_world && !msg[0]; j++)
+            if (all[i * LEN] && !strcmp(all + i * LEN, all + j * LEN))
+                snprintf(msg, sizeof msg, "local ranks %d and %d on one node share %s %s: %s", i, j, what, all + i * LEN, hint);
+    free(all);
+    comm_check_all(msg[0] ? msg : NULL);
 }
 
 int comm_errorf(char *err, size_t len, const char *fmt, ...) {

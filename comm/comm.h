@@ -53,6 +53,9 @@ const char *comm_first_error(const char *local_error);
 // Collective: every rank passes a hash of something that must agree (the parsed flags); a rank
 // whose value differs from rank 0's ends the job with a line naming that rank and `what`.
 void comm_check_same(uint64_t value, const char *what);
+// Fails on every rank when two ranks of one node hold the same non-empty value (e.g. a GPU's
+// UUID), naming them, what the value is and the hint.
+void comm_check_distinct_local(const char *value, const char *what, const char *hint);
 
 // Writes a one-line error message into err (len bytes) for a caller to report; returns -1, so
 // parsers can `return comm_errorf(...)`.
@@ -70,9 +73,9 @@ FILE *comm_fopen_at(const char *file, int line, const char *path, const char *mo
 // "YYYY-mm-dd HH:MM:SS L [rank R]", L being I, or W for a "warning:" message
 void comm_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void comm_log_timestamps(int on);
-// --environment: "pbs" logs the job ($PBS_JOBID) and its node file ($PBS_NODEFILE), both required;
-// "local" checks nothing
-void comm_check_environment(const char *environment);
+// --environment pbs: logs the job ($PBS_JOBID) and its node file ($PBS_NODEFILE), both required
+// (--environment local checks nothing)
+void comm_check_pbs(void);
 
 // ---- collectives on a group; float buffers unless stated ----
 typedef struct CommGroup CommGroup;  // opaque: an MPI communicator

@@ -132,7 +132,7 @@ static char **list_paths(const char *spec, int *n) {
         paths = mallocCheck(sizeof(char *));
         paths[(*n)++] = strdup(spec);
     }
-    qsort(paths, *n, sizeof(char *), cmp_str);
+    if (*n) qsort(paths, *n, sizeof(char *), cmp_str);  // a glob matching nothing leaves paths NULL
     return paths;
 }
 

@@ -17,6 +17,7 @@
 
 #include "../comm/comm.h"
 #include "../kernels/rng.h"
+#include "../model/cli.h"
 #include "tokenizer.h"
 
 #define PREPARE_IO_BYTES (1 << 20)
@@ -51,14 +52,14 @@ typedef struct {
 } PrepareWork;
 
 typedef struct {
-    // flags
-    const char **inputs;
-    int ninputs;
-    const char *output;
-    const char *tokenizer;  // NULL: the byte tokenizer
+    // flags (prepare_flags)
+    CliList inputs;
+    char output[1024];
+    char tokenizer[1024];  // "": the byte tokenizer
     double val_fraction;
     int dtype_bytes;
-    bool dtype_given, overwrite;
+    bool dtype_given;
+    int overwrite;
     uint64_t shard_tokens;
     // the inputs, and this rank's share of them
     uint64_t *sizes;
@@ -160,7 +161,7 @@ static void prepare_push_bytes(Prepare *p, PrepareBuf *doc, const uint8_t *bytes
 // <s>, its tokens and </s>.
 static void prepare_encode_text(Prepare *p) {
     p->cur.len = 0;
-    if (!p->tokenizer) {
+    if (!p->tokenizer[0]) {
         prepare_push_bytes(p, &p->cur, p->text.data, p->text.len);
         prepare_push_token(p, &p->cur, '\n');
         return;
@@ -661,7 +662,7 @@ static int prepare_jsonl(Prepare *p, PrepareInput *in, int file) {
 
 // a plain text file: one document, streamed as bytes by the byte tokenizer, else read whole
 static int prepare_text(Prepare *p, PrepareInput *in, int file) {
-    bool bytes = !p->tokenizer;
+    bool bytes = !p->tokenizer[0];
     long got;
     p->text.len = 0;
     while ((got = prepare_fill(p, in)) > 0) {
@@ -683,7 +684,7 @@ static bool prepare_is_jsonl(const char *path) {
 }
 
 static int prepare_input(Prepare *p, const PrepareWork *w) {
-    const char *path = p->inputs[w->file];
+    const char *path = p->inputs.v[w->file];
     PrepareInput in = {.fd = -1, .path = path, .end = w->end, .range_begin = w->begin};
     int rc = 0;
     if (w->end == UINT64_MAX) {
@@ -713,10 +714,10 @@ static int prepare_input(Prepare *p, const PrepareWork *w) {
 static void prepare_assign(Prepare *p) {
     int world = comm_info.world, rank = comm_info.rank;
     uint64_t *load = callocCheck((size_t)world, sizeof *load);
-    p->work = mallocCheck((size_t)p->ninputs * sizeof *p->work);
-    for (int i = 0; i < p->ninputs; i++) {
+    p->work = mallocCheck((size_t)p->inputs.n * sizeof *p->work);
+    for (int i = 0; i < p->inputs.n; i++) {
         uint64_t size = p->sizes[i];
-        if (world > 1 && !p->gzipped[i] && prepare_is_jsonl(p->inputs[i])) {
+        if (world > 1 && !p->gzipped[i] && prepare_is_jsonl(p->inputs.v[i])) {
             for (int r = 0; r < world; r++) load[r] += size / (uint64_t)world;
             uint64_t begin = size / (uint64_t)world * (uint64_t)rank, end = rank == world - 1 ? size : begin + size / (uint64_t)world;
             p->work[p->nwork++] = (PrepareWork){i, begin, end};
@@ -789,87 +790,59 @@ static int prepare_output_dir(Prepare *p) {
     return p->err[0] != 0;
 }
 
+static int prepare_fraction_ok(const void *v) { return *(const double *)v >= 0 && *(const double *)v < 1; }
+static int prepare_positive(const void *v) { return *(const uint64_t *)v > 0; }
+
+static const CliChoice prepare_dtypes[] = {{"uint16", 2}, {"uint32", 4}, {NULL, 0}};  // bytes per token
+#define PREPARE_AT(field) .off = offsetof(Prepare, field)
+#define PREPARE_STR(field) PREPARE_AT(field), .size = sizeof(((Prepare *)0)->field)
+static const CliFlag prepare_flags[] = {
+    {.name = "input", .kind = CLI_LIST, PREPARE_AT(inputs), .text = "file"},
+    {.name = "output", .kind = CLI_STR, PREPARE_STR(output)},
+    {.name = "val_fraction", .kind = CLI_DOUBLE, PREPARE_AT(val_fraction), .text = "a number in [0, 1)", .valid = prepare_fraction_ok},
+    {.name = "tokenizer", .kind = CLI_STR, PREPARE_STR(tokenizer)},
+    {.name = "dtype", .kind = CLI_ENUM, PREPARE_AT(dtype_bytes), .choices = prepare_dtypes},
+    {.name = "shard_tokens", .kind = CLI_U64, PREPARE_AT(shard_tokens), .text = "a positive integer", .valid = prepare_positive},
+    {.name = "overwrite", .kind = CLI_BOOL, PREPARE_AT(overwrite)},
+};
+#define PREPARE_NFLAGS (sizeof prepare_flags / sizeof prepare_flags[0])
+static unsigned char prepare_given[PREPARE_NFLAGS];
+static const CliTable prepare_table = {.flags = prepare_flags, .n = PREPARE_NFLAGS, .given = prepare_given,
+                                       .command = "prepare", .bare_hint = "input files follow --input", .strict = 1};
+
 static int prepare_parse(Prepare *p, int argc, char **argv) {
-    p->inputs = mallocCheck((size_t)argc * sizeof *p->inputs);
     p->val_fraction = 0.01;
     p->dtype_bytes = 2;
     p->shard_tokens = 100000000;
-    bool in_inputs = false;  // after --input, bare arguments are more inputs
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strncmp(arg, "--", 2) != 0) {
-            if (!in_inputs) return prepare_fail(p, "unexpected argument '%s' (input files follow --input)", arg);
-            p->inputs[p->ninputs++] = arg;
-            continue;
-        }
-        in_inputs = false;
-        if (!strcmp(arg, "--overwrite")) {
-            p->overwrite = true;
-            continue;
-        }
-        // --flag=value or --flag value
-        const char *eq = strchr(arg, '='), *value;
-        size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
-        char name[64];
-        snprintf(name, sizeof name, "%.*s", (int)(name_len < sizeof name - 1 ? name_len : sizeof name - 1), arg);
-        if (eq) value = eq + 1;
-        else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) value = argv[++i];
-        else if (!strcmp(name, "--input")) return prepare_fail(p, "--input needs at least one file");
-        else return prepare_fail(p, "%s needs a value", name);
-        if (!*value) return prepare_fail(p, "%s needs a value", name);
-        char *rest;
-        if (!strcmp(name, "--input")) {
-            p->inputs[p->ninputs++] = value;
-            in_inputs = true;
-        } else if (!strcmp(name, "--output")) {
-            p->output = value;
-        } else if (!strcmp(name, "--val_fraction")) {
-            p->val_fraction = strtod(value, &rest);
-            if (rest == value || *rest || !(p->val_fraction >= 0 && p->val_fraction < 1))
-                return prepare_fail(p, "--val_fraction expects a number in [0, 1), got '%s'", value);
-        } else if (!strcmp(name, "--tokenizer")) {
-            p->tokenizer = value;
-        } else if (!strcmp(name, "--dtype")) {
-            if (!strcmp(value, "uint16")) p->dtype_bytes = 2;
-            else if (!strcmp(value, "uint32")) p->dtype_bytes = 4;
-            else return prepare_fail(p, "--dtype must be uint16 or uint32, got '%s'", value);
-            p->dtype_given = true;
-        } else if (!strcmp(name, "--shard_tokens")) {
-            errno = 0;
-            p->shard_tokens = strtoull(value, &rest, 10);
-            if (value[0] < '0' || value[0] > '9' || *rest || errno || p->shard_tokens == 0)
-                return prepare_fail(p, "--shard_tokens expects a positive integer, got '%s'", value);
-        } else {
-            return prepare_fail(p, "unknown flag '%s' for prepare (flags: --input, --output, --val_fraction, --tokenizer, --dtype, --shard_tokens, --overwrite)", name);
-        }
-    }
-    if (!p->ninputs) return prepare_fail(p, "prepare needs --input FILE [FILE ...]");
-    if (!p->output) return prepare_fail(p, "prepare needs --output DIR");
+    cli_parse(&prepare_table, p, argc, argv);
+    p->dtype_given = cli_given(&prepare_table, "dtype");
+    if (!p->inputs.n) return prepare_fail(p, "prepare needs --input FILE [FILE ...]");
+    if (!p->output[0]) return prepare_fail(p, "prepare needs --output DIR");
     return 0;
 }
 
 // The tokenizer, the token width, and the inputs (every one must be there before anything is
 // written): alike on every rank.
 static int prepare_setup(Prepare *p) {
-    p->tok = tok_open(p->tokenizer ? p->tokenizer : "byte", p->err, sizeof p->err);
+    p->tok = tok_open(p->tokenizer[0] ? p->tokenizer : "byte", p->err, sizeof p->err);
     if (!p->tok) return 1;
-    p->check_ids = p->tokenizer != NULL;
-    if (p->tokenizer && !strcmp(p->tokenizer, "byte")) p->tokenizer = NULL;  // the byte path, with its ids checked
+    p->check_ids = p->tokenizer[0] != 0;
+    if (!strcmp(p->tokenizer, "byte")) p->tokenizer[0] = 0;  // the byte path, with its ids checked
     if (tok_vocab_size(p->tok) > UINT16_MAX + 1) {
         if (p->dtype_given && p->dtype_bytes == 2)
             return prepare_fail(p, "--dtype uint16 cannot hold the ids of --tokenizer %s (vocabulary %d): use uint32", tok_path(p->tok),
                                 tok_vocab_size(p->tok));
         p->dtype_bytes = 4;
     }
-    p->sizes = callocCheck((size_t)p->ninputs, sizeof *p->sizes);
-    p->gzipped = callocCheck((size_t)p->ninputs, sizeof *p->gzipped);
-    for (int i = 0; i < p->ninputs; i++) {
+    p->sizes = callocCheck((size_t)p->inputs.n, sizeof *p->sizes);
+    p->gzipped = callocCheck((size_t)p->inputs.n, sizeof *p->gzipped);
+    for (int i = 0; i < p->inputs.n; i++) {
         struct stat st;
-        if (stat(p->inputs[i], &st) != 0) return prepare_fail(p, "cannot open input '%s': %s", p->inputs[i], strerror(errno));
-        if (S_ISDIR(st.st_mode)) return prepare_fail(p, "input '%s' is a directory (give its files)", p->inputs[i]);
+        if (stat(p->inputs.v[i], &st) != 0) return prepare_fail(p, "cannot open input '%s': %s", p->inputs.v[i], strerror(errno));
+        if (S_ISDIR(st.st_mode)) return prepare_fail(p, "input '%s' is a directory (give its files)", p->inputs.v[i]);
         p->sizes[i] = (uint64_t)st.st_size;
-        FILE *f = fopen(p->inputs[i], "rb");
-        if (!f) return prepare_fail(p, "cannot open input '%s': %s", p->inputs[i], strerror(errno));
+        FILE *f = fopen(p->inputs.v[i], "rb");
+        if (!f) return prepare_fail(p, "cannot open input '%s': %s", p->inputs.v[i], strerror(errno));
         uint8_t magic[2] = {0};
         p->gzipped[i] = fread(magic, 1, 2, f) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
         fclose(f);
@@ -929,7 +902,7 @@ int data_prepare(int argc, char **argv) {
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]->data);
     free(p.ids);
     free(p.io);
-    free(p.inputs);
+    free(p.inputs.v);
     free(p.sizes);
     free(p.gzipped);
     free(p.work);

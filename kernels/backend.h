@@ -96,7 +96,8 @@ int cpu_num_threads(void);
 KERN_DECLARE(cuda)
 // CUDA device setup (kernels/cuda): number of visible GPUs (0 when none or no driver), bind one.
 int cuda_device_count(void);
-void cuda_bind(int device, char *name, size_t len);
+// makes device current for this process; its name and its UUID (hex) for the caller
+void cuda_bind(int device, char *name, size_t len, char *uuid, size_t uuid_len);
 // How matmuls and attention compute: fp32 operands; bf16 operands on the tensor cores with fp32
 // accumulation (--precision bf16); or, for comparison in test_gpu --bench only, fp32 matmul operands
 // that cuBLASLt rounds to bf16 itself (attention as in COMPUTE_BF16).

@@ -7,6 +7,7 @@
 
 static int on_gpu;
 static char device_name[160] = "cpu";
+static char device_uuid[40];
 
 #ifdef FSDPC_CUDA
 #define KERN_ROUTE(ret, op, params, args) \
@@ -17,31 +18,36 @@ static char device_name[160] = "cpu";
 #endif
 KERN_OPS(KERN_ROUTE)
 
-const char *kern_select_device(const char *want, int local_rank, int local_world) {
+const char *kern_device_uuid(void) { return device_uuid; }
+
+const char *kern_select_device(KernDevice want, int local_rank, int local_world) {
     on_gpu = 0;
+    device_uuid[0] = 0;
     snprintf(device_name, sizeof device_name, "cpu");
-    if (!strcmp(want, "cpu")) return NULL;
+    if (want == KERN_DEVICE_CPU) return NULL;
 #ifdef FSDPC_CUDA
     int n = cuda_device_count();
     if (n > 0) {
-        static char err[200];
-        if (local_world > n) {  // NCCL refuses two ranks of a communicator on one GPU
+        static char err[240];
+        // one visible GPU per rank (CUDA_VISIBLE_DEVICES per rank, srun --gpus-per-task/--gpu-bind):
+        // each rank takes the one it sees, and the caller checks that they differ
+        if (local_world > n && n > 1) {
             snprintf(err, sizeof err,
-                     "%d ranks on this node but %d GPU(s): each rank needs its own GPU (start at most %d ranks per "
-                     "node, or pass --device cpu)", local_world, n, n);
+                     "%d ranks on this node but %d GPU(s) visible: each rank needs its own GPU (start at most %d ranks "
+                     "per node, make each rank see one GPU, or pass --device cpu)", local_world, n, n);
             return err;
         }
-        int dev = local_rank;
+        int dev = n == 1 ? 0 : local_rank;
         char name[128];
-        cuda_bind(dev, name, sizeof name);
+        cuda_bind(dev, name, sizeof name, device_uuid, sizeof device_uuid);
         snprintf(device_name, sizeof device_name, "cuda:%d (%s)", dev, name);
         on_gpu = 1;
         return NULL;
     }
-    if (!strcmp(want, "cuda")) return "--device cuda: no CUDA GPU is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)";
+    if (want == KERN_DEVICE_CUDA) return "--device cuda: no CUDA GPU is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)";
 #else
     (void)local_rank, (void)local_world;
-    if (!strcmp(want, "cuda")) return "--device cuda: this build has no CUDA backend (rebuild with nvcc on PATH, CUDA=1)";
+    if (want == KERN_DEVICE_CUDA) return "--device cuda: this build has no CUDA backend (rebuild with nvcc on PATH, CUDA=1)";
 #endif
     return NULL;  // auto without a GPU: the CPU
 }
@@ -63,6 +69,16 @@ void kern_init(int num_threads) { cpu_init(num_threads); }  // the host side run
 int kern_num_threads(void) { return cpu_num_threads(); }
 
 int kern_on_gpu(void) { return on_gpu; }
+
+const char *kern_size_as_gpu(void) {
+#ifdef FSDPC_CUDA
+    on_gpu = 1;  // routes the size queries to CUDA; the planner never runs a kernel after this
+    return NULL;
+#else
+    return "this build has no CUDA backend, whose buffers a GPU plan counts (rebuild with nvcc on PATH, CUDA=1), "
+           "or plan a CPU run with --device cpu";
+#endif
+}
 
 double kern_peak_flops(void) {
     if (!on_gpu) return 0.0;

@@ -10,11 +10,21 @@
 #include <stdint.h>
 
 // ---- device and memory ----
-// Picks the device for every kernel: "cpu", "cuda", or "auto" (CUDA when this build has it and
+typedef enum { KERN_DEVICE_AUTO, KERN_DEVICE_CPU, KERN_DEVICE_CUDA } KernDevice;  // --device
+// Picks the device for every kernel: the CPU, CUDA, or auto (CUDA when this build has it and
 // a GPU is visible). Rank local_rank of the local_world ranks on its node takes GPU local_rank.
-// Returns NULL, or a message saying why not (no GPU for --device cuda, fewer GPUs than ranks).
-const char *kern_select_device(const char *want, int local_rank, int local_world);
+// Returns NULL, or a message saying why not (no GPU for --device cuda, more ranks than GPUs).
+// A node's ranks may instead each see one GPU (CUDA_VISIBLE_DEVICES per rank, Slurm's
+// --gpus-per-task / --gpu-bind): each then takes the one it sees; kern_device_uuid tells whether
+// two ranks landed on the same GPU.
+const char *kern_select_device(KernDevice want, int local_rank, int local_world);
+// UUID of the bound GPU ("" on the CPU)
+const char *kern_device_uuid(void);
 int kern_on_gpu(void);
+// fsdpc plan sizes a GPU run on a machine that may have none: from this call on, the size queries
+// (kern_attention_*_floats) answer as the CUDA backend's, and no kernel may run. NULL, or why not
+// (a build without CUDA).
+const char *kern_size_as_gpu(void);
 const char *kern_device_name(void);  // e.g. "cpu" or "cuda:0 (NVIDIA H100 80GB HBM3)"
 // --precision bf16 on a GPU: matmuls and attention round their operands to bf16 and run on the
 // tensor cores, accumulating in fp32 (outputs stay fp32). The CPU always computes in fp32.

@@ -1,13 +1,13 @@
-// config: defaults, presets and a table-driven command-line parser.
+// config: defaults, presets and the table of fsdpc's flags (parsed by model/cli).
 #include "config.h"
 
-#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../comm/comm.h"
+#include "cli.h"
 
 typedef struct {
     const char *name, *model_type;
@@ -56,49 +56,75 @@ int config_preset(ModelConfig *m, const char *name) {
 
 int config_head_dim(const ModelConfig *m) { return m->hidden_width / m->num_heads; }
 
-// F_MAP, F_BOOLSTR and F_UNSUP carry the seed recipes' spellings onto fsdpc's own settings:
-// F_MAP translates a value ("from=to|..." in choices) into a string setting, F_BOOLSTR a boolean
-// into one of two values ("on|off"), and F_UNSUP names a feature fsdpc lacks (choices says
-// why): its "off" values are accepted, anything else is refused.
-typedef enum { F_INT, F_FLOAT, F_STR, F_BOOL, F_MAP, F_BOOLSTR, F_UNSUP } FlagKind;
+// The names of each enumerated setting: the first entry of a value is its name, later ones
+// other spellings accepted on the command line.
+static const CliChoice sharding_names[] = {
+    {"full-shard", SHARD_FULL}, {"grad-shard", SHARD_GRAD_OP}, {"no-shard", SHARD_NONE},
+    {"hybrid-full-shard", SHARD_HYBRID_FULL}, {"hybrid-grad-shard", SHARD_HYBRID_GRAD_OP},
+    {"hybrid-shard", SHARD_HYBRID_FULL},  // minimal_fsdp's spelling
+    {NULL, 0}};
+static const CliChoice precision_names[] = {{"float32", PRECISION_FP32}, {"bf16", PRECISION_BF16}, {NULL, 0}};
+static const CliChoice lr_decay_names[] = {
+    {"cosine", LR_DECAY_COSINE}, {"linear", LR_DECAY_LINEAR}, {"constant", LR_DECAY_CONSTANT}, {NULL, 0}};
+static const CliChoice device_names[] = {
+    {"auto", KERN_DEVICE_AUTO}, {"cpu", KERN_DEVICE_CPU}, {"cuda", KERN_DEVICE_CUDA}, {NULL, 0}};
+static const CliChoice environment_names[] = {{"local", ENV_LOCAL}, {"pbs", ENV_PBS}, {NULL, 0}};
+// model_type stays a string (checkpoints and config.json name the family); these number its names
+static const CliChoice model_type_names[] = {{"llama_v2", 0}, {"mingpt", 1}, {NULL, 0}};
+// the seed recipes' spellings of those settings
+static const CliChoice model_spellings[] = {{"mingpt", 1}, {"llama", 0}, {"llama_v2", 0}, {NULL, 0}};
+static const CliChoice strategy_spellings[] = {{"full", SHARD_FULL}, {"hybrid", SHARD_HYBRID_FULL}, {"fsdp", SHARD_FULL},
+                                               {"hsdp", SHARD_HYBRID_FULL}, {"ddp", SHARD_NONE}, {NULL, 0}};
+static const CliChoice bf16_values[] = {{"1", PRECISION_BF16}, {"0", PRECISION_FP32}, {NULL, 0}};  // true, false
+_Static_assert(sizeof(ShardStrategy) == sizeof(int) && sizeof(Precision) == sizeof(int) && sizeof(LrDecay) == sizeof(int) &&
+                   sizeof(KernDevice) == sizeof(int) && sizeof(RunEnvironment) == sizeof(int),
+               "the flag parser stores enumerated settings as int");
 
-typedef struct {
-    const char *name;
-    const char *alias;    // the other spelling the seed scripts use, or NULL
-    FlagKind kind;
-    size_t off, size;     // where the value lives in Config (size for strings)
-    const char *choices;  // "a|b|c" for an enumerated string, a map or a reason (above), else NULL
-} Flag;
+const char *config_sharding_name(ShardStrategy s) { return cli_choice_name(sharding_names, s); }
+const char *config_precision_name(Precision p) { return cli_choice_name(precision_names, p); }
+const char *config_lr_decay_name(LrDecay d) { return cli_choice_name(lr_decay_names, d); }
 
-#define I(n, field) {n, NULL, F_INT, offsetof(Config, field), 0, NULL}
-#define FL(n, field) {n, NULL, F_FLOAT, offsetof(Config, field), 0, NULL}
-#define S(n, field, ch) {n, NULL, F_STR, offsetof(Config, field), sizeof(((Config *)0)->field), ch}
-#define B(n, field) {n, NULL, F_BOOL, offsetof(Config, field), 0, NULL}
-#define ALIAS(n, kind, field) {n, NULL, kind, offsetof(Config, field), sizeof(((Config *)0)->field), NULL}
-#define MAP(n, kind, field, map) {n, NULL, kind, offsetof(Config, field), sizeof(((Config *)0)->field), map}
-#define UNSUP(n, why) {n, NULL, F_UNSUP, 0, 0, why}
+// --model_name: the preset's sizes, which size flags anywhere on the command line override
+static const char *apply_preset(void *dst, const char *name) {
+    static char msg[512];
+    if (config_preset(&((Config *)dst)->model, name)) return NULL;
+    snprintf(msg, sizeof msg, "--model_name '%s' is not a preset (%s)", name, preset_names());
+    return msg;
+}
 
-static const Flag flags[] = {
-    S("model_type", model.model_type, "llama_v2|mingpt"),
+#define AT(field) .off = offsetof(Config, field)
+#define STRLEN(field) .size = sizeof(((Config *)0)->field)
+#define I(n, field) {.name = n, .kind = CLI_INT, AT(field)}
+#define FL(n, field) {.name = n, .kind = CLI_FLOAT, AT(field)}
+#define S(n, field) {.name = n, .kind = CLI_STR, AT(field), STRLEN(field)}
+#define B(n, field) {.name = n, .kind = CLI_BOOL, AT(field)}
+#define E(n, field, names) {.name = n, .kind = CLI_ENUM, AT(field), .choices = names}
+#define ALIAS(n, k, field) {.name = n, .kind = k, AT(field), STRLEN(field)}
+#define MAP(n, field, spellings, setting) {.name = n, .kind = CLI_MAP, AT(field), .choices = spellings, .names = setting}
+#define UNSUP(n, why) {.name = n, .kind = CLI_UNSUP, .text = why}
+
+static const CliFlag flags[] = {
+    {.name = "model_type", .kind = CLI_ENUM, AT(model.model_type), STRLEN(model.model_type), .choices = model_type_names},
     // minimal_fsdp's --model takes the family's short name
-    MAP("model", F_MAP, model.model_type, "mingpt=mingpt|llama=llama_v2|llama_v2=llama_v2"),
-    S("model_name", model.model_name, NULL),
-    {"hidden_width", "embed_size", F_INT, offsetof(Config, model.hidden_width), 0, NULL},
+    {.name = "model", .kind = CLI_MAP, AT(model.model_type), STRLEN(model.model_type), .choices = model_spellings,
+     .names = model_type_names},
+    {.name = "model_name", .kind = CLI_CALL, AT(model.model_name), .call = apply_preset, .first = 1},
+    {.name = "hidden_width", .alias = "embed_size", .kind = CLI_INT, AT(model.hidden_width)},
     I("num_layers", model.num_layers),
     I("num_heads", model.num_heads),
     I("num_key_value_heads", model.num_key_value_heads),
-    {"intermediate_size", "llama_intermediate_size", F_INT, offsetof(Config, model.intermediate_size), 0, NULL},
-    ALIAS("ffn_hidden_size", F_INT, model.intermediate_size),
-    {"max_context_width", "seq_len", F_INT, offsetof(Config, model.max_context_width), 0, NULL},
-    ALIAS("seq_length", F_INT, model.max_context_width),
+    {.name = "intermediate_size", .alias = "llama_intermediate_size", .kind = CLI_INT, AT(model.intermediate_size)},
+    ALIAS("ffn_hidden_size", CLI_INT, model.intermediate_size),
+    {.name = "max_context_width", .alias = "seq_len", .kind = CLI_INT, AT(model.max_context_width)},
+    ALIAS("seq_length", CLI_INT, model.max_context_width),
     I("vocab_size", model.vocab_size),
     FL("rope_theta", model.rope_theta),
     FL("initializer_range", model.initializer_range),
     FL("dropout", model.dropout),
-    S("sharding", sharding, "full-shard|grad-shard|no-shard|hybrid-full-shard|hybrid-grad-shard|hybrid-shard"),
+    E("sharding", sharding, sharding_names),
     I("shard_group_size", shard_group_size),
-    S("precision", precision, "float32|bf16"),
-    S("reduce_dtype", reduce_dtype, "float32|bf16"),
+    E("precision", precision, precision_names),
+    E("reduce_dtype", reduce_dtype, precision_names),
     B("cpu_offload", cpu_offload),
     B("activation_checkpoints", activation_checkpoints),
     I("selective_checkpointing", selective_checkpointing),
@@ -110,58 +136,57 @@ static const Flag flags[] = {
     FL("lr", lr),
     FL("min_lr", min_lr),
     FL("warmup", warmup),
-    S("lr_decay_style", lr_decay_style, "cosine|linear|constant"),
+    E("lr_decay_style", lr_decay_style, lr_decay_names),
     FL("weight_decay", weight_decay),
     FL("beta1", beta1),
     FL("beta2", beta2),
     FL("grad_clip", grad_clip),
     I("seed", seed),
     I("skip_nonfinite_steps", skip_nonfinite_steps),
-    S("train_data", train_data, NULL),
-    S("val_data", val_data, NULL),
+    S("train_data", train_data),
+    S("val_data", val_data),
     I("validation_freq", validation_freq),
     I("validation_batches", validation_batches),
-    S("tokenizer", tokenizer, NULL),
-    {"init_from", "pretrained_checkpoint_file", F_STR, offsetof(Config, init_from), sizeof(((Config *)0)->init_from), NULL},
+    S("tokenizer", tokenizer),
+    {.name = "init_from", .alias = "pretrained_checkpoint_file", .kind = CLI_STR, AT(init_from), STRLEN(init_from)},
     B("finetune", finetune),
-    S("checkpoint_dir", checkpoint_dir, NULL),
-    S("run_name", run_name, NULL),
+    S("checkpoint_dir", checkpoint_dir),
+    S("run_name", run_name),
     I("checkpoint_freq", checkpoint_freq),
-    {"resume_from_checkpoint", "restart_checkpoint_file", F_STR, offsetof(Config, resume_from_checkpoint),
-     sizeof(((Config *)0)->resume_from_checkpoint), NULL},
+    {.name = "resume_from_checkpoint", .alias = "restart_checkpoint_file", .kind = CLI_STR, AT(resume_from_checkpoint),
+     STRLEN(resume_from_checkpoint)},
     I("num_kept_checkpoints", num_kept_checkpoints),
     B("overwrite_checkpoints", overwrite_checkpoints),
-    S("device", device, "auto|cpu|cuda"),
-    S("environment", environment, "local|pbs"),
+    E("device", device, device_names),
+    E("environment", environment, environment_names),
     I("logging_freq", logging_freq),
-    S("metrics_file", metrics_file, NULL),
+    S("metrics_file", metrics_file),
     B("profile", profile),
     B("log_timestamps", log_timestamps),
     I("num_threads", num_threads),
-    S("prompt", prompt, NULL),
+    S("prompt", prompt),
     I("num_tokens", num_tokens),
     FL("temperature", temperature),
     FL("top_p", top_p),
     // the seed recipes' spellings (README, "Flags of the seed recipes")
-    ALIAS("train_batch_size", F_INT, batch_size),
+    ALIAS("train_batch_size", CLI_INT, batch_size),
     UNSUP("val_batch_size", "validation runs at --batch_size"),
-    MAP("sharding_strategy", F_MAP, sharding,
-        "full=full-shard|hybrid=hybrid-full-shard|fsdp=full-shard|hsdp=hybrid-full-shard|ddp=no-shard"),
-    ALIAS("activation_checkpointing", F_BOOL, activation_checkpoints),
-    ALIAS("fsdp_activation_checkpointing", F_BOOL, activation_checkpoints),
-    MAP("bf16", F_BOOLSTR, precision, "bf16|float32"),
-    ALIAS("resid_pdrop", F_FLOAT, model.dropout),
-    ALIAS("embd_pdrop", F_FLOAT, model.dropout),
-    ALIAS("attn_pdrop", F_FLOAT, model.dropout),
+    MAP("sharding_strategy", sharding, strategy_spellings, sharding_names),
+    ALIAS("activation_checkpointing", CLI_BOOL, activation_checkpoints),
+    ALIAS("fsdp_activation_checkpointing", CLI_BOOL, activation_checkpoints),
+    {.name = "bf16", .kind = CLI_BOOLENUM, AT(precision), .choices = bf16_values, .names = precision_names},
+    ALIAS("resid_pdrop", CLI_FLOAT, model.dropout),
+    ALIAS("embd_pdrop", CLI_FLOAT, model.dropout),
+    ALIAS("attn_pdrop", CLI_FLOAT, model.dropout),
     UNSUP("plateau", "the learning rate follows --lr_decay_style (cosine, linear or constant), not a plateau schedule"),
-    ALIAS("epochs", F_INT, max_epochs),
+    ALIAS("epochs", CLI_INT, max_epochs),
     UNSUP("restart_epoch", "a checkpoint records its step, and a resumed run continues from there"),
-    ALIAS("ckpt_load_path", F_STR, resume_from_checkpoint),
-    ALIAS("ckpt_save_path", F_STR, checkpoint_dir),
-    ALIAS("report_interval", F_INT, logging_freq),
-    ALIAS("checkpoint_interval", F_INT, checkpoint_freq),
-    ALIAS("data_path", F_STR, train_data),
-    ALIAS("low_cpu_fsdp", F_BOOL, meta_init),
+    ALIAS("ckpt_load_path", CLI_STR, resume_from_checkpoint),
+    ALIAS("ckpt_save_path", CLI_STR, checkpoint_dir),
+    ALIAS("report_interval", CLI_INT, logging_freq),
+    ALIAS("checkpoint_interval", CLI_INT, checkpoint_freq),
+    ALIAS("data_path", CLI_STR, train_data),
+    ALIAS("low_cpu_fsdp", CLI_BOOL, meta_init),
     UNSUP("use_profiler", "use --profile for the per-phase table, or nsys with the NVTX ranges on a GPU"),
     UNSUP("zipped_data", "training reads token shards: turn .jsonl.gz into them with fsdpc prepare, which reads gzip"),
 };
@@ -175,9 +200,8 @@ static void defaults(Config *c) {
     m->rope_theta = 10000.0f;
     m->norm_eps = 1e-5f;
     m->initializer_range = 0.02f;
-    snprintf(c->sharding, sizeof c->sharding, "full-shard");
-    snprintf(c->precision, sizeof c->precision, "float32");
-    snprintf(c->reduce_dtype, sizeof c->reduce_dtype, "float32");
+    c->sharding = SHARD_FULL;
+    c->precision = c->reduce_dtype = PRECISION_FP32;
     c->batch_size = 16;
     c->grad_accum = 1;
     c->max_steps = -1;  // unset: --max_epochs decides, else 300
@@ -185,7 +209,7 @@ static void defaults(Config *c) {
     c->lr = 1e-3f;
     c->min_lr = 1e-4f;
     c->warmup = 20;
-    snprintf(c->lr_decay_style, sizeof c->lr_decay_style, "cosine");
+    c->lr_decay_style = LR_DECAY_COSINE;
     c->weight_decay = 0.1f;
     c->beta1 = 0.9f;
     c->beta2 = 0.95f;
@@ -196,8 +220,8 @@ static void defaults(Config *c) {
     c->validation_batches = 8;
     snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "checkpoints");
     c->checkpoint_freq = 100;
-    snprintf(c->device, sizeof c->device, "auto");
-    snprintf(c->environment, sizeof c->environment, "local");
+    c->device = KERN_DEVICE_AUTO;
+    c->environment = ENV_LOCAL;
     c->logging_freq = 10;
     c->num_tokens = 256;
     c->temperature = 0.8f;
@@ -207,82 +231,9 @@ static void defaults(Config *c) {
 // which flags the command line set (a preset counts for the sizes it sets): a model config read
 // from a checkpoint or a Hugging Face config.json fills the others and must agree with these
 static unsigned char flag_given[NFLAGS];
-
-static const Flag *find_flag(const char *name) {
-    for (size_t i = 0; i < NFLAGS; i++)
-        if (strcmp(flags[i].name, name) == 0 || (flags[i].alias && strcmp(flags[i].alias, name) == 0)) return &flags[i];
-    return NULL;
-}
-
-static int parse_bool(const char *v, int *out) {
-    if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "True")) return *out = 1, 1;
-    if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "False")) return *out = 0, 1;
-    return 0;
-}
-
-static void set_flag(Config *c, const Flag *f, const char *v) {
-    char *field = (char *)c + f->off, *end = NULL;
-    switch (f->kind) {
-    case F_INT: {
-        long x = strtol(v, &end, 10);
-        if (!*v || *end || x < -2147483647L || x > 2147483647L) comm_fail_all("--%s expects an integer, got '%s'", f->name, v);
-        *(int *)field = (int)x;
-        break;
-    }
-    case F_FLOAT: {
-        float x = strtof(v, &end);
-        if (!*v || *end) comm_fail_all("--%s expects a number, got '%s'", f->name, v);
-        if (!isfinite(x)) comm_fail_all("--%s must be a finite number, got '%s'", f->name, v);
-        *(float *)field = x;
-        break;
-    }
-    case F_BOOL:
-        if (!parse_bool(v, (int *)field)) comm_fail_all("--%s expects 0/1/true/false, got '%s'", f->name, v);
-        break;
-    case F_MAP: {
-        size_t n = strlen(v);
-        for (const char *p = f->choices; *p;) {
-            const char *eq = strchr(p, '='), *bar = strchr(p, '|');
-            size_t to_len = bar ? (size_t)(bar - eq - 1) : strlen(eq + 1);
-            if ((size_t)(eq - p) == n && !strncmp(p, v, n)) {
-                snprintf(field, f->size, "%.*s", (int)to_len, eq + 1);
-                return;
-            }
-            p = bar ? bar + 1 : eq + 1 + to_len;
-        }
-        comm_fail_all("--%s must be one of %s (each as from=setting), got '%s'", f->name, f->choices, v);
-    }
-    case F_BOOLSTR: {
-        int on;
-        if (!parse_bool(v, &on)) comm_fail_all("--%s expects 0/1/true/false, got '%s'", f->name, v);
-        const char *bar = strchr(f->choices, '|');
-        if (on) snprintf(field, f->size, "%.*s", (int)(bar - f->choices), f->choices);
-        else snprintf(field, f->size, "%s", bar + 1);
-        break;
-    }
-    case F_UNSUP: {
-        int on;
-        if (!parse_bool(v, &on) || on) comm_fail_all("--%s %s is not supported yet: %s", f->name, v, f->choices);
-        break;
-    }
-    case F_STR:
-        if (strlen(v) >= f->size) comm_fail_all("--%s value is too long (max %zu characters)", f->name, f->size - 1);
-        if (f->choices) {
-            size_t n = strlen(v);
-            const char *p = f->choices;
-            int ok = 0;
-            while (*p && !ok) {
-                const char *bar = strchr(p, '|');
-                size_t len = bar ? (size_t)(bar - p) : strlen(p);
-                ok = len == n && strncmp(p, v, n) == 0;
-                p += len + (bar != NULL);
-            }
-            if (!ok) comm_fail_all("--%s must be one of %s, got '%s'", f->name, f->choices, v);
-        }
-        snprintf(field, f->size, "%s", v);
-        break;
-    }
-}
+static const CliTable table = {.flags = flags, .n = NFLAGS, .given = flag_given, .unknown_hint = "see README.md for the list",
+                               .bare_hint = "flags look like --name value or --name=value",
+                               .usage = "usage: fsdpc [--flag value ...]; flags are listed in README.md"};
 
 const char *config_validate_model(const ModelConfig *m) {
     static char msg[256];
@@ -336,9 +287,10 @@ static void validate(const Config *c) {
     if (c->temperature < 0) comm_fail_all("--temperature must be >= 0 (0 = greedy)");
     if (c->top_p <= 0 || c->top_p > 1) comm_fail_all("--top_p must be in (0, 1]");
     if (c->shard_group_size < 0) comm_fail_all("--shard_group_size must be positive");
-    if (c->shard_group_size > 0 && strncmp(c->sharding, "hybrid-", 7) != 0)
-        comm_fail_all("--shard_group_size %d only applies to --sharding hybrid-full-shard|hybrid-grad-shard (this run uses %s)",
-                      c->shard_group_size, c->sharding);
+    if (c->shard_group_size > 0 && c->sharding != SHARD_HYBRID_FULL && c->sharding != SHARD_HYBRID_GRAD_OP)
+        comm_fail_all("--shard_group_size %d only applies to --sharding %s|%s (this run uses %s)", c->shard_group_size,
+                      config_sharding_name(SHARD_HYBRID_FULL), config_sharding_name(SHARD_HYBRID_GRAD_OP),
+                      config_sharding_name(c->sharding));
     if (c->model.initializer_range <= 0) comm_fail_all("--initializer_range must be positive");
     if (c->grad_clip < 0) comm_fail_all("--grad_clip must be >= 0 (0 = no clipping)");
     if (!c->checkpoint_dir[0]) comm_fail_all("--checkpoint_dir needs a directory (--checkpoint_freq 0 turns checkpoints off)");
@@ -359,10 +311,7 @@ uint64_t config_hash(const Config *c) {
     return h;
 }
 
-int config_given(const char *name) {
-    const Flag *f = find_flag(name);
-    return f && flag_given[f - flags];
-}
+int config_given(const char *name) { return cli_given(&table, name); }
 
 void config_adopt_model(Config *c, const ModelConfig *src, unsigned known, const char *source) {
     static const struct {
@@ -440,44 +389,7 @@ static void join_run_name(Config *c) {
 
 void config_parse(Config *c, int argc, char **argv) {
     defaults(c);
-    memset(flag_given, 0, sizeof flag_given);
-    // the preset goes first so explicit size flags override it wherever they appear
-    for (int pass = 0; pass < 2; pass++) {
-        for (int i = 1; i < argc; i++) {
-            const char *a = argv[i];
-            if (strncmp(a, "--", 2) != 0) comm_fail_all("unexpected argument '%s' (flags look like --name value or --name=value)", a);
-            char name[64];
-            const char *eq = strchr(a + 2, '='), *val = NULL;
-            size_t nlen = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-            if (nlen >= sizeof name) comm_fail_all("unknown flag '%s'", a);
-            memcpy(name, a + 2, nlen);
-            name[nlen] = 0;
-            if (!strcmp(name, "help")) comm_fail_all("usage: fsdpc [--flag value ...]; flags are listed in README.md");
-            const Flag *f = find_flag(name);
-            if (!f) comm_fail_all("unknown flag '--%s' (see README.md for the list)", name);
-            if (eq) {
-                val = eq + 1;
-            } else if (f->kind == F_UNSUP) {  // any value may follow; none means "on"
-                val = i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0 ? argv[++i] : "1";
-            } else if (f->kind == F_BOOL || f->kind == F_BOOLSTR) {
-                int dummy;  // a bare boolean flag means true; an explicit 0/1 after it is consumed
-                val = (i + 1 < argc && parse_bool(argv[i + 1], &dummy)) ? argv[++i] : "1";
-            } else {
-                if (i + 1 >= argc) comm_fail_all("flag '--%s' needs a value", name);
-                val = argv[++i];
-            }
-            int is_preset = f->off == offsetof(Config, model.model_name);
-            if (pass == 0 && is_preset && !config_preset(&c->model, val))
-                comm_fail_all("--model_name '%s' is not a preset (%s)", val, preset_names());
-            if (pass == 0 && is_preset) flag_given[f - flags] = 1;
-            if (pass == 1 && !is_preset) {
-                set_flag(c, f, val);
-                // an alias counts as its setting given, whichever spelling the command line used
-                for (size_t j = 0; j < NFLAGS; j++)
-                    if (flags[j].off == f->off && flags[j].kind != F_UNSUP && f->kind != F_UNSUP) flag_given[j] = 1;
-            }
-        }
-    }
+    cli_parse(&table, c, argc, argv);
     family_defaults(c);
     join_run_name(c);
     validate(c);
@@ -489,7 +401,8 @@ void config_describe(const Config *c, char *buf, int len) {
              "model=%s/%s D=%d L=%d H=%d KV=%d F=%d T=%d V=%d sharding=%s precision=%s batch_size=%d grad_accum=%d "
              "max_steps=%d lr=%g min_lr=%g warmup=%g decay=%s wd=%g betas=%g,%g grad_clip=%g seed=%d train_data=%s",
              m->model_type, m->model_name, m->hidden_width, m->num_layers, m->num_heads, m->num_key_value_heads,
-             m->intermediate_size, m->max_context_width, m->vocab_size, c->sharding, c->precision, c->batch_size,
-             c->grad_accum, c->max_steps, c->lr, c->min_lr, c->warmup, c->lr_decay_style, c->weight_decay, c->beta1,
+             m->intermediate_size, m->max_context_width, m->vocab_size, config_sharding_name(c->sharding),
+             config_precision_name(c->precision), c->batch_size, c->grad_accum, c->max_steps, c->lr, c->min_lr, c->warmup,
+             config_lr_decay_name(c->lr_decay_style), c->weight_decay, c->beta1,
              c->beta2, c->grad_clip, c->seed, c->train_data[0] ? c->train_data : "(bundled tinyshakespeare)");
 }

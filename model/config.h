@@ -4,6 +4,16 @@
 
 #include <stdint.h>
 
+#include "../kernels/kernels.h"
+
+// Enumerated settings, parsed once; model/config.c holds each one's list of names (flags, error
+// messages, config_describe and logs all read it). Stored as int by the flag parser.
+// --sharding, after torch's ShardingStrategy
+typedef enum { SHARD_FULL, SHARD_GRAD_OP, SHARD_NONE, SHARD_HYBRID_FULL, SHARD_HYBRID_GRAD_OP } ShardStrategy;
+typedef enum { PRECISION_FP32, PRECISION_BF16 } Precision;  // --precision, --reduce_dtype
+typedef enum { LR_DECAY_COSINE, LR_DECAY_LINEAR, LR_DECAY_CONSTANT } LrDecay;
+typedef enum { ENV_LOCAL, ENV_PBS } RunEnvironment;  // --environment
+
 typedef struct {
     char model_type[16];  // the family: llama_v2 or mingpt
     char model_name[32];  // preset the sizes came from
@@ -23,16 +33,15 @@ typedef struct {
 typedef struct {
     ModelConfig model;
     // sharding
-    char sharding[24];
+    ShardStrategy sharding;
     int shard_group_size;
-    char precision[16];
-    char reduce_dtype[16];
+    Precision precision, reduce_dtype;
     int cpu_offload, activation_checkpoints, selective_checkpointing, meta_init;
     // training
     int batch_size, grad_accum, max_steps, max_epochs, seed;
     int skip_nonfinite_steps;  // updates with a non-finite loss/grad norm skipped before the run stops
     float lr, min_lr, warmup, weight_decay, beta1, beta2, grad_clip, adam_eps;
-    char lr_decay_style[16];
+    LrDecay lr_decay_style;
     // data
     char train_data[512], val_data[512];
     char tokenizer[1024];  // byte, a tokenizer.model / tokenizer.json path or a hub name; resolved path after start-up
@@ -46,8 +55,9 @@ typedef struct {
     int checkpoint_freq, num_kept_checkpoints;
     int overwrite_checkpoints;  // a fresh run may write into a directory holding other runs' checkpoints
     // run
-    char device[8], metrics_file[512];
-    char environment[8];  // minimal_fsdp's --environment local|pbs: pbs logs the job and checks its node file
+    KernDevice device;
+    char metrics_file[512];
+    RunEnvironment environment;  // minimal_fsdp's --environment local|pbs: pbs logs the job and checks its node file
     int logging_freq, num_threads, profile;
     int log_timestamps;  // date, level and rank before every log line
     // generate
@@ -83,5 +93,9 @@ void config_describe(const Config *cfg, char *buf, int len);
 const char *config_validate_model(const ModelConfig *m);
 // fills m with a named preset; returns 0 when the name is unknown
 int config_preset(ModelConfig *m, const char *name);
+// the names of enumerated settings, from their one list
+const char *config_sharding_name(ShardStrategy s);
+const char *config_precision_name(Precision p);
+const char *config_lr_decay_name(LrDecay d);
 
 #endif

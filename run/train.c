@@ -23,16 +23,17 @@
 float train_lr(const Config *c, int step, int max_steps) {
     int warmup = c->warmup < 1 ? (int)(c->warmup * max_steps + 0.5f) : (int)c->warmup;
     if (step < warmup) return c->lr * (float)(step + 1) / (float)warmup;
-    if (!strcmp(c->lr_decay_style, "constant") || max_steps <= warmup) return c->lr;
+    if (c->lr_decay_style == LR_DECAY_CONSTANT || max_steps <= warmup) return c->lr;
     double progress = (double)(step - warmup) / (double)(max_steps - warmup);
     if (progress > 1) progress = 1;
-    double f = !strcmp(c->lr_decay_style, "cosine") ? 0.5 * (1.0 + cos(M_PI * progress)) : 1.0 - progress;
+    double f = c->lr_decay_style == LR_DECAY_COSINE ? 0.5 * (1.0 + cos(M_PI * progress)) : 1.0 - progress;
     return (float)(c->min_lr + (c->lr - c->min_lr) * f);
 }
 
 typedef struct {
     Config *cfg;
     ModelPlan plan;
+    ParallelDims dims;
     ShardState st;
     Activations acts;
     Dataset train, val;
@@ -138,7 +139,7 @@ static int ckpt_every(const Config *c) {
 // bytes per rank under config c: shard state by kind into *e, plus activations into *acts
 static double rank_bytes(const Run *r, const Config *c, ShardMemEstimate *e, double *acts) {
     int B = c->batch_size, T = c->model.max_context_width;
-    shard_estimate(&r->plan, c, e);
+    shard_estimate(&r->plan, c, &r->dims, e);
     // activations, plus the batch and the loader's buffers
     *acts = (double)model_acts_bytes(&r->plan, B, T, 0, ckpt_every(c)) + 6.0 * B * T * sizeof(int32_t);
     return e->params + e->grads + e->optimizer + e->buffers + *acts;
@@ -155,9 +156,15 @@ static double device_bytes(const Run *r, const Config *c, ShardMemEstimate *e, d
     return e->params + e->grads + e->optimizer + e->buffers + *acts;
 }
 
+double train_memory_estimate(const ModelPlan *plan, const Config *c, const ParallelDims *dims, int device,
+                             ShardMemEstimate *e, double *acts) {
+    Run r = {.plan = *plan, .dims = *dims};  // the two fields the estimate reads
+    return (device ? device_bytes : rank_bytes)(&r, c, e, acts);
+}
+
 static void check_memory(Run *r) {
     const Config *c = r->cfg;
-    const double G = 1024.0 * 1024.0 * 1024.0;
+    const double G = 1024.0 * 1024.0 * 1024.0, M = 1024.0 * 1024.0;
     int gpu = kern_on_gpu();
     double (*bytes)(const Run *, const Config *, ShardMemEstimate *, double *) = gpu ? device_bytes : rank_bytes;
     ShardMemEstimate e, e2;
@@ -178,6 +185,10 @@ static void check_memory(Run *r) {
         known = avail > 0;
         snprintf(limit, sizeof limit, "%.2f GiB available (%s)", avail / G, source);
     }
+    // logged, so fsdpc plan's figures and the measured mem: can be held against it
+    comm_log("memory estimate per rank: %.1f MiB%s (parameters %.1f, gradients %.1f, optimizer %.1f, activations %.1f, "
+             "buffers %.1f MiB)\n", need / n / M, gpu ? " on the GPU" : "", e.params / M, e.grads / M, e.optimizer / M,
+             acts / M, e.buffers / M);
     if (!known || need <= avail) {
         comm_check_all(NULL);
         return;
@@ -314,7 +325,7 @@ static void range(const char *phase, int u) {
 
 double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, float dscale,
                         int last_micro) {
-    const ModelPlan *plan = s->plan;
+    const ModelPlan *plan = shard_plan(s);
     int L = plan->cfg.num_layers, T = a->T, train = dscale != 0.0f;
     int embed = plan->embed_unit, b0 = plan->block0, head = plan->head_unit;
     ShardPhase fwd = train ? PHASE_FWD : PHASE_EVAL;
@@ -419,7 +430,7 @@ static double train_step(Run *r, int step, float lr, double *gnorm, int *applied
     *gnorm = shard_clip_grads(&r->st, c->grad_clip);  // reduced over all ranks: they agree
     *applied = isfinite(loss) && isfinite(*gnorm);
     if (*applied) shard_adamw_step(&r->st, c, lr);
-    else r->st.step++;  // the schedule still moves on, so a resumed run counts steps alike
+    else shard_set_step(&r->st, shard_step(&r->st) + 1);  // the schedule still moves on, so a resumed run counts steps alike
     kern_range_pop();
     prof_mark(r, PROF_OPTIM);
     return loss;
@@ -440,16 +451,17 @@ static double validate(Run *r) {
     return sums[0] / sums[1];
 }
 
-static void log_validation(Run *r, int step) {
+static double log_validation(Run *r, int step) {
     double vl = validate(r);
     comm_log("Batch %d Validation loss: %.5f, perplexity: %.3f\n", step, vl, exp(vl));
+    return vl;
 }
 
 static void save(Run *r, int step) {
     Config *c = r->cfg;
     // nothing non-finite reaches the disk, whatever produced it
     double sumsq = 0.0;
-    for (int u = 0; u < r->st.nunits; u++) sumsq += kern_sumsq(r->st.units[u].device_master, r->st.units[u].shard_len);
+    for (int u = 0; u < shard_num_units(&r->st); u++) sumsq += kern_sumsq(shard_device_master(&r->st, u), shard_unit_len(&r->st, u));
     comm_allreduce_sum_f64(comm_world(), &sumsq, 1);
     if (!isfinite(sumsq))
         comm_fail_all("step %d: the weights hold NaN or Inf; no checkpoint written (the last good one is kept)", step);
@@ -523,7 +535,7 @@ static void generate_text(Run *r, const float *const *P) {
     tok_encode(r->tok, c->prompt, len, &prompt, &n, &cap);
     // a pure generation run writes the exact bytes, and so does a terminal; the sample after
     // training, redirected, is for a log
-    int for_log = r->st.step > r->start_step && !isatty(fileno(stdout));
+    int for_log = shard_step(&r->st) > r->start_step && !isatty(fileno(stdout));
     Emitter e = {.tok = r->tok, .prev = prompt[n - 1], .text = for_log ? mallocCheck(256) : NULL, .cap = 256};
     if (for_log) print_for_log(c->prompt, len);
     else fwrite(c->prompt, 1, len, stdout);
@@ -532,7 +544,7 @@ static void generate_text(Run *r, const float *const *P) {
     model_generate(&r->plan, P, prompt, (int)n, c->num_tokens, c->temperature, c->top_p, (uint64_t)c->seed, emit_token, &e);
     if (for_log) print_for_log(e.text, e.len);
     free(e.text);
-    if (r->st.step > r->start_step) putchar('\n');  // a pure generate run prints the text and nothing else
+    if (shard_step(&r->st) > r->start_step) putchar('\n');  // a pure generate run prints the text and nothing else
     fflush(stdout);
     free(prompt);
 }
@@ -543,9 +555,8 @@ static void sample(Run *r) {
     float **full = mallocCheck((size_t)nu * sizeof *full);
     const float **P = mallocCheck((size_t)nu * sizeof *P);
     for (int u = 0; u < nu; u++) {
-        FlatUnit *f = &r->st.units[u];
-        P[u] = full[u] = kern_alloc(f->padded * sizeof(float));
-        comm_all_gather(r->st.shard_group, f->device_master, full[u], f->shard_len);
+        P[u] = full[u] = kern_alloc(shard_unit_padded(&r->st, u) * sizeof(float));
+        comm_all_gather(shard_group(&r->st), shard_device_master(&r->st, u), full[u], shard_unit_len(&r->st, u));
     }
     if (comm_info.rank == 0) generate_text(r, P);
     for (int u = 0; u < nu; u++) kern_free(full[u]);
@@ -583,17 +594,20 @@ int train_run(Config *c) {
     if (c->cpu_offload && kern_on_gpu())
         comm_log("--cpu_offload: master shards and AdamW moments in pinned host memory, AdamW on %d CPU threads\n",
                  c->num_threads);
+    // nodes may differ in ranks per node (a hybrid default): any rank's objection ends the job
+    comm_check_all(parallel_dims_build(&r.dims, c, comm_info.world, comm_info.local_world));
     check_memory(&r);
     claim_checkpoint_dir(&r);
-    shard_init(&r.st, &r.plan, c, !r.resume_file[0] && !r.init_h5 && !r.hf);
-    comm_log("sharding %s: shard group %d x replica group %d\n", c->sharding, r.st.shard_size, r.st.replica_size);
+    shard_init(&r.st, &r.plan, c, &r.dims, !r.resume_file[0] && !r.init_h5 && !r.hf);
+    comm_log("sharding %s: shard group %d x replica group %d\n", config_sharding_name(r.dims.strategy), r.dims.shard_size,
+             r.dims.replica_size);
     model_acts_alloc(&r.acts, &r.plan, c->batch_size, c->model.max_context_width, 0, ckpt_every(c));
     size_t bt = (size_t)c->batch_size * c->model.max_context_width;
     r.inp = mallocCheck(bt * sizeof(int32_t));
     r.tgt = mallocCheck(bt * sizeof(int32_t));
     load_state(&r);
 
-    int T = c->model.max_context_width, start = r.start_step = r.st.step;
+    int T = c->model.max_context_width, start = r.start_step = shard_step(&r.st);
     double t_log = comm_time();
     int steps_since_log = 0;
     int skipped = 0, status = 0;
@@ -603,6 +617,9 @@ int train_run(Config *c) {
         double gnorm, loss = train_step(&r, step, lr, &gnorm, &applied, &preempt);
         int done = step + 1;
         steps_since_log++;
+        // the step's metrics line, written once its log point and validation have added theirs
+        char line[512];
+        int len = 0;
         if (!applied) {
             if (r.metrics) fprintf(r.metrics, "{\"step\": %d, \"loss\": null, \"lr\": %.9g, \"grad_norm\": null, \"skipped\": true}\n", done, lr);
             if (++skipped > c->skip_nonfinite_steps)
@@ -612,7 +629,8 @@ int train_run(Config *c) {
             comm_log("step %d: non-finite loss or gradient norm (%g, %g): update skipped (%d of --skip_nonfinite_steps %d)\n",
                      done, loss, gnorm, skipped, c->skip_nonfinite_steps);
         } else if (r.metrics) {
-            fprintf(r.metrics, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g}\n", done, loss, lr, gnorm);
+            len = snprintf(line, sizeof line, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens\": %.0f",
+                           done, loss, lr, gnorm, (double)done * r.global_batch * T);
         }
         if (done % c->logging_freq == 0 || done == r.max_steps || done == start + 1) {
             double dt = comm_time() - t_log, samples = (double)steps_since_log * r.global_batch;
@@ -625,13 +643,21 @@ int train_run(Config *c) {
                 snprintf(mfu, sizeof mfu, ", MFU: %.1f%%", 100.0 * samples * T / dt * r.flops_per_token / (peak * comm_info.world));
             comm_log("Batch %d Loss: %.5f, Speed: %.2f samples/sec, lr: %.6f, tokens/sec: %.0f%s, grad_norm: %.4f, mem: %.0f MiB\n",
                      done, loss, samples / dt, lr, samples * T / dt, mfu, gnorm, mem);
+            if (len)  // measured, unlike the rest of the line: byte-exact comparisons drop these
+                len += snprintf(line + len, sizeof line - len, ", \"tokens_per_s\": %.6g, \"mem_mib\": %.0f", samples * T / dt, mem);
+            if (len && peak > 0)
+                len += snprintf(line + len, sizeof line - len, ", \"mfu\": %.4g", samples * T / dt * r.flops_per_token / (peak * comm_info.world));
             t_log = comm_time();
             steps_since_log = 0;
         }
         int do_val = r.has_val && c->validation_freq > 0 && done % c->validation_freq == 0;
         // a skipped step's weights are the last good step's: its checkpoint would only replay the failure
         int do_ckpt = applied && c->checkpoint_freq > 0 && (done % c->checkpoint_freq == 0 || done == r.max_steps);
-        if (do_val) log_validation(&r, done);
+        if (do_val) {
+            double vl = log_validation(&r, done);
+            if (len) len += snprintf(line + len, sizeof line - len, ", \"val_loss\": %.9g", vl);
+        }
+        if (len) fprintf(r.metrics, "%s}\n", line);
         prof_mark(&r, do_val ? PROF_EVAL : -1);
         if (do_ckpt) save(&r, done);
         prof_mark(&r, do_ckpt ? PROF_CKPT : -1);
@@ -647,10 +673,10 @@ int train_run(Config *c) {
         }
     }
     ckpt_release_dir();  // no more checkpoints: the directory is free for the next run
-    prof_report(&r, r.st.step - start);
+    prof_report(&r, shard_step(&r.st) - start);
     if (r.metrics) fclose(r.metrics);
-    if (r.max_steps == 0 && r.has_val && c->val_data[0]) log_validation(&r, r.st.step);
-    if (!status && c->num_tokens > 0 && (c->prompt[0] || r.st.step > start || c->max_epochs < 0)) sample(&r);
+    if (r.max_steps == 0 && r.has_val && c->val_data[0]) log_validation(&r, shard_step(&r.st));
+    if (!status && c->num_tokens > 0 && (c->prompt[0] || shard_step(&r.st) > start || c->max_epochs < 0)) sample(&r);
     free(r.inp);
     free(r.tgt);
     model_acts_free(&r.acts);

@@ -13,6 +13,11 @@
 float train_lr(const Config *cfg, int step, int max_steps);
 // exit status of a run stopped by SIGTERM/SIGUSR1 after its checkpoint (EX_TEMPFAIL: try again)
 #define TRAIN_EXIT_PREEMPTED 75
+// The start-up memory check's estimate of one rank's bytes for plan under c on layout dims: the
+// host's share (device 0) or a GPU's (device 1), by kind into *e, activations into *acts.
+// fsdpc plan calls it too, so the two never disagree.
+double train_memory_estimate(const ModelPlan *plan, const Config *c, const ParallelDims *dims, int device,
+                             ShardMemEstimate *e, double *acts);
 // Trains / evaluates / generates as cfg says; returns the process exit status.
 int train_run(Config *cfg);
 // Forward (and, when dscale != 0, backward of dscale * loss sum) of one micro-batch of a->B

@@ -7,24 +7,6 @@
 
 #include "../kernels/kernels.h"
 
-static ShardStrategy parse_strategy(const char *name) {
-    static const char *const names[] = {"full-shard", "grad-shard", "no-shard", "hybrid-full-shard", "hybrid-grad-shard"};
-    for (int i = 0; i < 5; i++)
-        if (!strcmp(name, names[i])) return (ShardStrategy)i;
-    comm_fail_all("unknown --sharding '%s'", name);
-}
-
-static int shard_group_size(ShardStrategy st, const Config *cfg) {
-    int world = comm_info.world;
-    if (st == SHARD_FULL || st == SHARD_GRAD_OP) return world;
-    if (st == SHARD_NONE) return 1;
-    int g = cfg->shard_group_size > 0 ? cfg->shard_group_size : comm_info.local_world;
-    if (g > world || world % g)
-        comm_fail_all("--sharding %s: world size %d is not a multiple of the shard group size %d (%s)", cfg->sharding, world,
-                      g, cfg->shard_group_size > 0 ? "--shard_group_size" : "ranks per node");
-    return g;
-}
-
 // shard state and gathered buffers live on the compute device
 static float *fzalloc(size_t n) { return kern_alloc(n * sizeof(float)); }
 static uint16_t *hzalloc(size_t n) { return kern_alloc(n * sizeof(uint16_t)); }
@@ -55,17 +37,16 @@ void shard_master_changed(ShardState *s) {
 
 int shard_state_on_device(const ShardState *s) { return kern_on_gpu() && !s->offload; }
 
-void shard_estimate(const ModelPlan *plan, const Config *cfg, ShardMemEstimate *e) {
-    ShardStrategy st = parse_strategy(cfg->sharding);
-    size_t g = (size_t)shard_group_size(st, cfg), sum_padded = 0, max_padded = 0, sum_shard = 0, max_shard = 0;
+void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, ShardMemEstimate *e) {
+    size_t g = (size_t)pd->shard_size, sum_padded = 0, max_padded = 0, sum_shard = 0, max_shard = 0;
     for (int u = 0; u < plan->nunits; u++) {
         size_t padded = (plan->units[u].numel + g - 1) / g * g;
         sum_padded += padded;
         sum_shard += padded / g;
         if (padded > max_padded) max_padded = padded, max_shard = padded / g;
     }
-    int bf16p = !strcmp(cfg->precision, "bf16"), bf16r = !strcmp(cfg->reduce_dtype, "bf16");
-    int reshard = st == SHARD_FULL || st == SHARD_HYBRID_FULL, persistent = cfg->grad_accum > 1;
+    int bf16p = cfg->precision == PRECISION_BF16, bf16r = cfg->reduce_dtype == PRECISION_BF16;
+    int reshard = pd->reshard_after_forward, persistent = cfg->grad_accum > 1;
     const double f = sizeof(float), h = sizeof(uint16_t);
     e->params = f * sum_shard + f * (cfg->meta_init ? max_shard : sum_padded);
     e->optimizer = 2 * f * sum_shard;
@@ -75,19 +56,16 @@ void shard_estimate(const ModelPlan *plan, const Config *cfg, ShardMemEstimate *
     e->buffers = f * param_full + (bf16p ? h * param_full * (1.0 + 1.0 / g) : 0.0);
 }
 
-void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, int init_values) {
+void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, int init_values) {
     memset(s, 0, sizeof *s);
     s->plan = plan;
     s->nunits = plan->nunits;
-    s->strategy = parse_strategy(cfg->sharding);
-    s->shard_size = shard_group_size(s->strategy, cfg);
-    comm_make_groups(s->shard_size, &s->shard_group, &s->replica_group);
+    s->dims = *pd;
+    comm_make_groups(pd->shard_size, &s->shard_group, &s->replica_group);
     s->shard_rank = comm_group_rank(s->shard_group);
-    s->replica_size = comm_group_size(s->replica_group);
     s->replica_rank = comm_group_rank(s->replica_group);
-    s->reshard_after_forward = s->strategy == SHARD_FULL || s->strategy == SHARD_HYBRID_FULL;
-    s->bf16_params = !strcmp(cfg->precision, "bf16");
-    s->bf16_reduce = !strcmp(cfg->reduce_dtype, "bf16");
+    s->bf16_params = cfg->precision == PRECISION_BF16;
+    s->bf16_reduce = cfg->reduce_dtype == PRECISION_BF16;
     s->offload = cfg->cpu_offload && kern_on_gpu();
     s->persistent_grads = cfg->grad_accum > 1;
     s->units = callocCheck(s->nunits, sizeof(FlatUnit));
@@ -95,8 +73,8 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, int ini
     for (int u = 0; u < s->nunits; u++) {
         FlatUnit *f = &s->units[u];
         f->numel = plan->units[u].numel;
-        f->padded = (f->numel + s->shard_size - 1) / s->shard_size * s->shard_size;
-        f->shard_len = f->padded / s->shard_size;
+        f->padded = (f->numel + s->dims.shard_size - 1) / s->dims.shard_size * s->dims.shard_size;
+        f->shard_len = f->padded / s->dims.shard_size;
         f->shard_off = (size_t)s->shard_rank * f->shard_len;
         float *(*state_alloc)(size_t) = s->offload ? host_zalloc : fzalloc;
         f->master = state_alloc(f->shard_len);
@@ -106,7 +84,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, int ini
         f->device_master = s->offload ? fzalloc(f->shard_len) : f->master;
         if (s->offload) f->host_grad = host_zalloc(f->shard_len);
         f->param_slot = f->grad_slot = -1;
-        if (s->shard_size == 1 && !s->bf16_params) f->params = f->device_master;  // unsharded fp32: always gathered
+        if (s->dims.shard_size == 1 && !s->bf16_params) f->params = f->device_master;  // unsharded fp32: always gathered
         if (f->padded > max_padded) max_padded = f->padded;
     }
     // values are made on the host, then copied to the device
@@ -135,7 +113,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, int ini
         }
         free(full);
     }
-    s->nparam_slots = s->units[0].params ? 0 : s->reshard_after_forward ? 2 : s->nunits;
+    s->nparam_slots = s->units[0].params ? 0 : s->dims.reshard_after_forward ? 2 : s->nunits;
     // current + being reduced, plus one held from the head's backward to the embedding's when
     // they share a unit (tied weights)
     s->ngrad_slots = s->persistent_grads ? s->nunits : plan->embed_unit == plan->head_unit ? 3 : 2;
@@ -148,12 +126,12 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, int ini
     s->grad_stage = callocCheck(s->ngrad_slots, sizeof(uint16_t *));
     s->grad_recv = callocCheck(s->ngrad_slots, sizeof(uint16_t *));
     for (int i = 0; i < s->nparam_slots; i++) {
-        size_t n = s->reshard_after_forward ? max_padded : s->units[i].padded;
+        size_t n = s->dims.reshard_after_forward ? max_padded : s->units[i].padded;
         s->param_pool[i] = fzalloc(n);
         s->param_owner[i] = -1;
         if (s->bf16_params) {
             s->param_stage[i] = hzalloc(n);
-            s->param_send[i] = hzalloc(n / s->shard_size);
+            s->param_send[i] = hzalloc(n / s->dims.shard_size);
         }
     }
     for (int i = 0; i < s->ngrad_slots; i++) {
@@ -162,7 +140,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, int ini
         s->grad_owner[i] = -1;
         if (s->bf16_reduce) {
             s->grad_stage[i] = hzalloc(n);
-            s->grad_recv[i] = hzalloc(n / s->shard_size);
+            s->grad_recv[i] = hzalloc(n / s->dims.shard_size);
         }
     }
     if (s->persistent_grads)  // one buffer per unit, held for the whole run
@@ -216,7 +194,7 @@ void shard_free(ShardState *s) {
 static void start_gather(ShardState *s, int u) {
     FlatUnit *f = &s->units[u];
     if (f->params) return;  // gathered, or on its way
-    int slot = s->reshard_after_forward ? -1 : u;
+    int slot = s->dims.reshard_after_forward ? -1 : u;
     for (int i = 0; slot < 0 && i < s->nparam_slots; i++)
         if (s->param_owner[i] < 0) slot = i;
     if (slot < 0) comm_fatal("no free parameter buffer for unit %d (more than two units gathered at once)", u);
@@ -248,7 +226,7 @@ const float *shard_gather(ShardState *s, int u, int next) {
 void shard_release(ShardState *s, int u, ShardPhase phase) {
     FlatUnit *f = &s->units[u];
     if (!f->params || f->params == f->device_master) return;
-    if (phase == PHASE_FWD && !s->reshard_after_forward) return;  // ZeRO-2 keeps it for backward
+    if (phase == PHASE_FWD && !s->dims.reshard_after_forward) return;  // ZeRO-2 keeps it for backward
     comm_wait(f->gather_req);
     f->gather_req = NULL;
     f->expand_pending = 0;
@@ -266,9 +244,9 @@ static void finish_reduce(ShardState *s, int u) {
     f->reduce_req = NULL;
     if (s->bf16_reduce) {
         uint16_t *recv = s->grad_recv[f->grad_slot];
-        if (s->replica_size > 1) comm_wait(comm_allreduce_bf16_start(s->replica_group, recv, f->shard_len));
+        if (s->dims.replica_size > 1) comm_wait(comm_allreduce_bf16_start(s->replica_group, recv, f->shard_len));
         kern_bf16_to_f32(f->grad_shard, recv, f->shard_len);
-    } else if (s->replica_size > 1) {
+    } else if (s->dims.replica_size > 1) {
         comm_wait(comm_allreduce_start(s->replica_group, f->grad_shard, f->shard_len));
     }
     if (!s->persistent_grads) {
@@ -391,4 +369,23 @@ void shard_adamw_step(ShardState *s, const Config *cfg, float lr) {
         if (s->offload) kern_upload_async(f->device_master, f->master, f->shard_len * sizeof(float));
     }
     if (s->offload) kern_async_fence();  // the next gathers read the new masters
+}
+
+// ---- accessors ----
+
+const ModelPlan *shard_plan(const ShardState *s) { return s->plan; }
+const ParallelDims *shard_dims(const ShardState *s) { return &s->dims; }
+CommGroup *shard_group(const ShardState *s) { return s->shard_group; }
+int shard_num_units(const ShardState *s) { return s->nunits; }
+size_t shard_unit_len(const ShardState *s, int u) { return s->units[u].shard_len; }
+size_t shard_unit_padded(const ShardState *s, int u) { return s->units[u].padded; }
+float *shard_master(const ShardState *s, int u) { return s->units[u].master; }
+const float *shard_device_master(const ShardState *s, int u) { return s->units[u].device_master; }
+const float *shard_grad(const ShardState *s, int u) { return s->units[u].grad_shard; }
+int shard_step(const ShardState *s) { return s->step; }
+void shard_set_step(ShardState *s, int step) { s->step = step; }
+
+void shard_moments(const ShardState *s, int u, float **exp_avg, float **exp_avg_sq) {
+    *exp_avg = s->units[u].exp_avg;
+    *exp_avg_sq = s->units[u].exp_avg_sq;
 }

@@ -10,8 +10,8 @@
 #include "../comm/comm.h"
 #include "../model/config.h"
 #include "../model/model.h"
+#include "parallel.h"
 
-typedef enum { SHARD_FULL, SHARD_GRAD_OP, SHARD_NONE, SHARD_HYBRID_FULL, SHARD_HYBRID_GRAD_OP } ShardStrategy;
 // where a gather happens: training forward, evaluation forward, backward
 typedef enum { PHASE_FWD, PHASE_EVAL, PHASE_BWD } ShardPhase;
 
@@ -37,11 +37,9 @@ typedef struct {
 
 typedef struct {
     const ModelPlan *plan;
-    ShardStrategy strategy;
-    int shard_size, shard_rank;     // shard group
-    int replica_size, replica_rank; // replica group
+    ParallelDims dims;              // strategy, shard and replica group sizes
+    int shard_rank, replica_rank;   // this rank in its shard group and its replica group
     CommGroup *shard_group, *replica_group;
-    int reshard_after_forward;      // free gathered parameters after forward (ZeRO-3)
     int bf16_params;                // --precision bf16: gather bf16, compute from its fp32 expansion
     int bf16_reduce;                // --reduce_dtype bf16: reduce gradients in bf16
     int offload;                    // --cpu_offload with a GPU: optimizer state on the host
@@ -61,14 +59,14 @@ typedef struct {
     int step;                       // optimizer steps taken
 } ShardState;
 
-// Parses --sharding/--shard_group_size against the world size; fails on every rank when they
-// do not fit. Allocates every unit and, with init_values, initialises the rank's shards from
-// (seed, name, index); without --meta_init each rank first materialises the full model, as an
-// unsharded start would. Without init_values the shards stay zero: the caller loads them.
-void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, int init_values);
+// Makes the process groups of layout pd (parallel_dims_build) and allocates every unit; with
+// init_values, initialises the rank's shards from (seed, name, index); without --meta_init each
+// rank first materialises the full model, as an unsharded start would. Without init_values the
+// shards stay zero: the caller loads them.
+void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, int init_values);
 void shard_free(ShardState *s);
 
-// Per-rank bytes shard_init and the step will hold for plan under cfg on this world, by kind,
+// Per-rank bytes shard_init and the step will hold for plan under cfg in layout pd, by kind,
 // from the same layout rules as shard_init (for the memory check before allocating).
 typedef struct {
     double params;     // master shards, plus the whole model while an unsharded start materialises it
@@ -76,7 +74,7 @@ typedef struct {
     double optimizer;  // AdamW moments
     double buffers;    // gathered-parameter pool and bf16 staging
 } ShardMemEstimate;
-void shard_estimate(const ModelPlan *plan, const Config *cfg, ShardMemEstimate *e);
+void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, ShardMemEstimate *e);
 
 // Full parameters of unit u (waits for its all-gather) and starts the non-blocking all-gather of
 // unit `next` (-1: none) so it overlaps u's compute. At most two units are gathered at once.
@@ -110,5 +108,22 @@ int shard_state_on_device(const ShardState *s);
 size_t shard_tensor_slice(const ShardState *s, int u, int t, size_t *begin, size_t *local);
 // Whether this rank writes its slices into checkpoints (one replica group writes).
 int shard_is_writer(const ShardState *s);
+
+// ---- what checkpoints and the run loop read and set (ShardState's fields are the engine's) ----
+const ModelPlan *shard_plan(const ShardState *s);
+const ParallelDims *shard_dims(const ShardState *s);
+CommGroup *shard_group(const ShardState *s);  // the ranks that split each unit
+int shard_num_units(const ShardState *s);
+size_t shard_unit_len(const ShardState *s, int u);     // elements of this rank's shard of unit u
+size_t shard_unit_padded(const ShardState *s, int u);  // elements of unit u gathered (padded)
+// Unit u's fp32 master shard (host memory under offload; see shard_master_changed) and the copy
+// the gathers read (on the compute device; the same buffer unless offloaded).
+float *shard_master(const ShardState *s, int u);
+const float *shard_device_master(const ShardState *s, int u);
+void shard_moments(const ShardState *s, int u, float **exp_avg, float **exp_avg_sq);  // AdamW's, beside the master
+const float *shard_grad(const ShardState *s, int u);  // the reduced gradient shard (device)
+// optimizer steps taken: AdamW's bias correction, and the step a checkpoint resumes at
+int shard_step(const ShardState *s);
+void shard_set_step(ShardState *s, int step);
 
 #endif

@@ -51,7 +51,7 @@ R="$SMALL --lr_decay_style constant --warmup 5 --lr 2e-3"
 ./fsdpc $R --max_steps 20 --resume_from_checkpoint "$W/rs" --checkpoint_dir "$W/rs" --metrics_file "$W/b.jsonl" 2>"$W/resume.log"
 grep -q "Resumed from $W/rs/step_00000010.h5 at step 10" "$W/resume.log"
 check "resume picks the newest checkpoint in the directory" $?
-diff <(grep -E '"step": (1[1-9]|20),' "$W/a.jsonl") "$W/b.jsonl" >/dev/null && [ "$(wc -l <"$W/b.jsonl")" = 10 ]
+diff <(grep -E '"step": (1[1-9]|20),' "$W/a.jsonl" | steady) <(steady "$W/b.jsonl") >/dev/null && [ "$(wc -l <"$W/b.jsonl")" = 10 ]
 check "resumed losses equal the uninterrupted run bit for bit" $?
 ./fsdpc $R --max_steps 2 --resume_from_checkpoint "$W/empty" --checkpoint_dir "$W/empty" 2>"$W/fresh.log"
 grep -q "No checkpoint found in $W/empty, starting fresh" "$W/fresh.log"

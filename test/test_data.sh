@@ -47,13 +47,13 @@ PY
 ./fsdpc $M --train_data "$W/text.txt" --metrics_file "$W/text.jsonl" 2>/dev/null
 for f in tok16 tok32 llmc_gpt2 llmc_llama3 nanogpt; do
     ./fsdpc $M --train_data "$W/$f.bin" --metrics_file "$W/$f.jsonl" 2>"$W/$f.log"
-    cmp -s "$W/text.jsonl" "$W/$f.jsonl"
+    cmp -s <(steady "$W/text.jsonl") <(steady "$W/$f.jsonl")
     check "$f format gives the same samples as the text file (identical losses)" $? "$(tail -1 "$W/$f.log")"
 done
 ./fsdpc $M --train_data "$W/dir" --max_epochs 1 --logging_freq 1 --metrics_file "$W/dir.jsonl" 2>"$W/dir.log"
 ./fsdpc $M --train_data "$W/dir/part_*.bin" --max_epochs 1 --logging_freq 1 --metrics_file "$W/glob.jsonl" 2>/dev/null
 # the two files hold the text's 1874 samples (400 + 1474): the same epoch, so the same losses
-[ "$(wc -l <"$W/dir.jsonl")" = 6 ] && cmp -s "$W/dir.jsonl" "$W/glob.jsonl" && cmp -s "$W/dir.jsonl" "$W/text.jsonl"
+[ "$(wc -l <"$W/dir.jsonl")" = 6 ] && cmp -s <(steady "$W/dir.jsonl") <(steady "$W/glob.jsonl") && cmp -s <(steady "$W/dir.jsonl") <(steady "$W/text.jsonl")
 check "a directory and a glob of shards read the same samples as the whole file" $?
 ./fsdpc $M --train_data "$W/text.txt" --val_data "$W/dir" --validation_freq 3 --validation_batches 2 2>"$W/val.log" >/dev/null
 grep -q "^Batch 6 Validation loss" "$W/val.log"

@@ -612,7 +612,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     char name[128];
-    cuda_bind(0, name, sizeof name);
+    cuda_bind(0, name, sizeof name, NULL, 0);
     printf("# device: %s\n", name);
     if (argc > 1 && !strcmp(argv[1], "--bench")) {
         bench();

@@ -60,14 +60,14 @@ train() {  # train NAME ARGS...: one rank, metrics in $W/NAME.jsonl, log in $W/N
 train text --train_data "$W/text.txt"
 for f in win_u16 win_i64 win_i32 win_i8 win_u8 win_be win_extra win_long; do
     train "$f" --train_data "$W/$f.h5"
-    [ -s "$W/$f.jsonl" ] && cmp -s "$W/text.jsonl" "$W/$f.jsonl"
+    [ -s "$W/$f.jsonl" ] && cmp -s <(steady "$W/text.jsonl") <(steady "$W/$f.jsonl")
     check "$f.h5 rows give the text's samples (identical losses)" $? "$(tail -1 "$W/$f.log")"
 done
 grep -q "each sample is the first $((T + 1)) tokens of its row" "$W/win_long.log"
 check "rows longer than T+1 are cut to T+1, and the log says so" $?
 train dir --train_data "$W/dir"
 train glob --train_data "$W/dir/*.h5"
-cmp -s "$W/text.jsonl" "$W/dir.jsonl" && cmp -s "$W/text.jsonl" "$W/glob.jsonl"
+cmp -s <(steady "$W/text.jsonl") <(steady "$W/dir.jsonl") && cmp -s <(steady "$W/text.jsonl") <(steady "$W/glob.jsonl")
 check "a directory and a glob of .h5 files (uint16 + int32) read the same samples" $?
 
 # the same global batch of 4 at np=1/2/4: the same rows, so the same losses

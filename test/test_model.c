@@ -34,7 +34,9 @@ typedef struct {
 static void setup(Setup *s, int argc, char **argv) {
     config_parse(&s->cfg, argc, argv);
     model_plan_build(&s->plan, &s->cfg.model);
-    shard_init(&s->st, &s->plan, &s->cfg, 1);
+    ParallelDims pd;
+    comm_check_all(parallel_dims_build(&pd, &s->cfg, comm_info.world, comm_info.local_world));
+    shard_init(&s->st, &s->plan, &s->cfg, &pd, 1);
     int B = s->cfg.batch_size, T = s->cfg.model.max_context_width;
     model_acts_alloc(&s->acts, &s->plan, B, T, 0, 0);
     s->inp = mallocCheck((size_t)B * T * sizeof(int32_t));
@@ -83,20 +85,20 @@ static void gradcheck(const char *model_type, const char *dropout) {
         for (int t = 0; t < s.plan.units[u].ntensors; t++) {
             const TensorSpec *ts = &s.plan.units[u].t[t];
             if (ts->ndim == 1)
-                for (size_t i = 0; i < ts->numel; i++) s.st.units[u].master[ts->offset + i] = 1.0f + 0.1f * (float)((i * 7) % 5);
+                for (size_t i = 0; i < ts->numel; i++) shard_master(&s.st, u)[ts->offset + i] = 1.0f + 0.1f * (float)((i * 7) % 5);
         }
     loss_and_grad(&s);
     float **grad = mallocCheck(s.plan.nunits * sizeof *grad);
     for (int u = 0; u < s.plan.nunits; u++) {
-        grad[u] = mallocCheck(s.st.units[u].shard_len * sizeof(float));
-        memcpy(grad[u], s.st.units[u].grad_shard, s.st.units[u].shard_len * sizeof(float));
+        grad[u] = mallocCheck(shard_unit_len(&s.st, u) * sizeof(float));
+        memcpy(grad[u], shard_grad(&s.st, u), shard_unit_len(&s.st, u) * sizeof(float));
     }
     double (*loss)(Setup *) = s.cfg.model.dropout > 0 ? train_mode_loss : mean_loss;
     const float eps = 1e-2f;
     for (int u = 0; u < s.plan.nunits; u++)
         for (int t = 0; t < s.plan.units[u].ntensors; t++) {
             const TensorSpec *ts = &s.plan.units[u].t[t];
-            float *p = s.st.units[u].master + ts->offset, *g = grad[u] + ts->offset;
+            float *p = shard_master(&s.st, u) + ts->offset, *g = grad[u] + ts->offset;
             double max_err = 0, max_g = 0;
             for (int k = 0; k < 6; k++) {
                 size_t i = (size_t)(k * 2654435761u) % ts->numel;
@@ -184,7 +186,7 @@ static void dump(const char *dir, const char *model_type) {
             const TensorSpec *ts = &s.plan.units[u].t[t];
             hsize_t dims[2] = {ts->shape[0], ts->shape[1]};
             snprintf(name, sizeof name, "/grad/%s", ts->name);
-            write_floats(f, name, s.st.units[u].grad_shard + ts->offset, ts->ndim, dims);
+            write_floats(f, name, shard_grad(&s.st, u) + ts->offset, ts->ndim, dims);
         }
     // training steps at constant lr, each on its own batch
     int32_t *tin = mallocCheck(sizeof(int32_t) * PARITY_STEPS * B * T), *ttg = mallocCheck(sizeof(int32_t) * PARITY_STEPS * B * T);

@@ -170,7 +170,7 @@ expect_error "--input without files" "--input needs at least one file" "$FSDPC" 
 expect_error "missing --output" "prepare needs --output DIR" "$FSDPC" prepare --input "$W/t.txt"
 expect_error "--output without value" "--output needs a value" "$FSDPC" prepare --input "$W/t.txt" --output
 expect_error "stray argument" "unexpected argument 'extra'" "$FSDPC" prepare --output "$W/e" extra --input "$W/t.txt"
-expect_error "bad dtype" "--dtype must be uint16 or uint32, got 'int8'" "$FSDPC" prepare --input "$W/t.txt" --output "$W/e" --dtype int8
+expect_error "bad dtype" "--dtype must be one of uint16\\|uint32, got 'int8'" "$FSDPC" prepare --input "$W/t.txt" --output "$W/e" --dtype int8
 expect_error "missing tokenizer" "^fsdpc: error: tokenizer 'llama2' does not exist\$" "$FSDPC" prepare --input "$W/t.txt" --output "$W/e" --tokenizer llama2
 expect_error "bad val_fraction" "--val_fraction expects a number in \[0, 1\), got '1.5'" "$FSDPC" prepare --input "$W/t.txt" --output "$W/e" --val_fraction 1.5
 expect_error "bad shard_tokens" "--shard_tokens expects a positive integer, got '0'" "$FSDPC" prepare --input "$W/t.txt" --output "$W/e" --shard_tokens 0

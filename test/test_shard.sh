@@ -53,8 +53,9 @@ for np in 2 4; do
         equal "gpt-$st-$np" $np "minGPT dropout 0.1: np=$np $st losses equal np=1 no-shard" --sharding $st --batch_size $((GLOBAL / np))
     done
 done
-equal gpt-hybrid 4 "minGPT dropout 0.1: np=4 hybrid-full-shard (group 2) equals np=1" --sharding hybrid-full-shard \
-    --shard_group_size 2 --batch_size 2
+for st in hybrid-full-shard hybrid-grad-shard; do
+    equal "gpt-$st" 4 "minGPT dropout 0.1: np=4 $st (group 2) equals np=1" --sharding $st --shard_group_size 2 --batch_size 2
+done
 equal gpt-accum 2 "minGPT dropout 0.1: np=2 full-shard grad_accum 2 equals np=1" --sharding full-shard --batch_size 2 --grad_accum 2
 equal gpt-ckpt 2 "minGPT dropout 0.1: np=2 --activation_checkpoints equals np=1" --sharding full-shard --batch_size 4 \
     --activation_checkpoints

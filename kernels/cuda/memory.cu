@@ -166,11 +166,13 @@ int cuda_device_count(void) {
     return n;
 }
 
-void cuda_bind(int device, char *name, size_t len) {
+void cuda_bind(int device, char *name, size_t len, char *uuid, size_t uuid_len) {
     cudaCheck(cudaSetDevice(device));
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, device));
     if (name && len) snprintf(name, len, "%s", prop.name);
+    for (size_t i = 0; uuid && 2 * i + 2 < uuid_len && i < sizeof prop.uuid.bytes; i++)
+        snprintf(uuid + 2 * i, 3, "%02x", (unsigned char)prop.uuid.bytes[i]);
     if (cuda_ctx.stream) return;  // already bound
     // non-blocking: no implicit ordering against the legacy default stream
     cudaCheck(cudaStreamCreateWithFlags(&cuda_ctx.stream, cudaStreamNonBlocking));

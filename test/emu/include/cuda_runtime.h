@@ -40,7 +40,8 @@ typedef void *cudaStream_t;
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
 #define cudaStreamNonBlocking 1
-struct cudaDeviceProp { char name[256]; };
+struct cudaUUID_t { char bytes[16]; };
+struct cudaDeviceProp { char name[256]; cudaUUID_t uuid; };
 
 namespace emu {
 // Every emulated GPU thread of a block is a fiber (ucontext) on the calling thread; a fiber runs
@@ -278,7 +279,15 @@ static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
 // FSDPC_EMU_GPUS emulated GPUs per node (default 8); they all share the one emulated memory
 static inline cudaError_t cudaGetDeviceCount(int *n) { const char *e = getenv("FSDPC_EMU_GPUS"); *n = e ? atoi(e) : 8; return 0; }
 static inline cudaError_t cudaSetDevice(int d) { int n; cudaGetDeviceCount(&n); return d >= 0 && d < n ? 0 : 101; }
-static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) { strcpy(p->name, "CPU emulation"); return 0; }
+// a device's UUID: its index on the emulated machine FSDPC_EMU_GPU_ID (tests pose as ranks that
+// each see their own GPU, or all the same one)
+static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
+    strcpy(p->name, "CPU emulation");
+    memset(&p->uuid, 0, sizeof p->uuid);
+    const char *id = getenv("FSDPC_EMU_GPU_ID");
+    snprintf(p->uuid.bytes, sizeof p->uuid.bytes, "%s:%d", id ? id : "0", d);
+    return 0;
+}
 template <class T> cudaError_t cudaFuncSetAttribute(T *, cudaFuncAttribute, int v) {
     if (v > 166912) { fprintf(stderr, "emu: %d bytes of smem exceed the A100 limit\n", v); abort(); }
     emu::max_dyn_smem = v > 48 * 1024 ? v : 48 * 1024;

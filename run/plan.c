@@ -1,0 +1,340 @@
+// plan: fsdpc plan (see plan.h; README "Planning a run" states every assumption below).
+#include "plan.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../comm/comm.h"
+#include "../data/tokenizer.h"
+#include "../kernels/kernels.h"
+#include "../model/cli.h"
+#include "../model/config.h"
+#include "../model/model.h"
+#include "../shard/parallel.h"
+#include "../shard/shard.h"
+#include "train.h"
+
+typedef enum { GPU_H100, GPU_H200, GPU_A100 } PlanGpu;
+
+// The GPUs a plan may name. Memory: the total cudaMemGetInfo reports on the SXM parts. Peaks:
+// dense bf16 tensor cores (kern_peak_flops's figures) and plain FP32, since --precision float32
+// computes with COMPUTE_32F, not TF32. NVLink: per direction. HBM: what AdamW streams through.
+static const struct {
+    const char *name;
+    double mem_gib, bf16_tflops, fp32_tflops, nvlink_gbs, hbm_gbs;
+} gpus[] = {
+    [GPU_H100] = {"H100 SXM 80GB", 79.6, 989, 67, 450, 3350},
+    [GPU_H200] = {"H200 SXM 141GB", 140.4, 989, 67, 450, 4800},
+    [GPU_A100] = {"A100 SXM 80GB", 79.3, 312, 19.5, 300, 2039},
+};
+static const CliChoice gpu_names[] = {{"h100", GPU_H100}, {"h200", GPU_H200}, {"a100-80g", GPU_A100}, {"a100", GPU_A100}, {NULL, 0}};
+
+// what the roofline assumes unless told (README: "Planning a run")
+enum { GPU_RANKS_PER_NODE = 8 };
+static const double GIB = 1024.0 * 1024.0 * 1024.0, GB = 1e9;
+static const double RESERVE_GIB = 1.0;      // CUDA context, NCCL and cuBLASLt workspaces: outside the estimate
+static const double INTER_NODE_GBS = 50.0;  // 4 x 100 Gb/s EFA per node
+static const double CPU_INTRA_GBS = 10.0, CPU_INTER_GBS = 12.5;  // MPI over shared memory; 100 Gb Ethernet
+static const double HOST_ADAMW_GBS = 20.0;  // one rank's AdamW on CPU threads (--cpu_offload, or a CPU run)
+static const double ADAMW_BYTES = 28.0;     // per element: reads p, g, m, v; writes p, m, v (fp32)
+
+typedef struct {
+    int world_size, ranks_per_node, gpu, json;
+    double gpu_memory, gpu_tflops, intra_bw, inter_bw, efficiency, host_memory;
+} PlanArgs;
+
+static int positive_int(const void *v) { return *(const int *)v > 0; }
+static int positive(const void *v) { return *(const double *)v > 0; }
+static int fraction(const void *v) { return *(const double *)v > 0 && *(const double *)v <= 1; }
+
+#define AT(field) .off = offsetof(PlanArgs, field)
+#define NUM(n, field, what, ok) {.name = n, .kind = CLI_DOUBLE, AT(field), .text = what, .valid = ok}
+static const CliFlag plan_flags[] = {
+    {.name = "world_size", .kind = CLI_INT, AT(world_size), .text = "a positive integer", .valid = positive_int},
+    {.name = "ranks_per_node", .kind = CLI_INT, AT(ranks_per_node), .text = "a positive integer", .valid = positive_int},
+    {.name = "gpu", .kind = CLI_ENUM, AT(gpu), .choices = gpu_names},
+    NUM("gpu_memory", gpu_memory, "GiB, a positive number", positive),
+    NUM("gpu_tflops", gpu_tflops, "TFLOP/s, a positive number", positive),
+    NUM("intra_node_bw", intra_bw, "GB/s, a positive number", positive),
+    NUM("inter_node_bw", inter_bw, "GB/s, a positive number", positive),
+    NUM("compute_efficiency", efficiency, "a fraction in (0, 1]", fraction),
+    NUM("host_memory", host_memory, "GiB, a positive number", positive),
+    {.name = "json", .kind = CLI_BOOL, AT(json)},
+};
+#define NPLAN (sizeof plan_flags / sizeof plan_flags[0])
+static const CliTable plan_table = {.flags = plan_flags, .n = NPLAN, .command = "plan"};
+static const char *const usage =
+    "usage: fsdpc plan [training flags] [--world_size N] [--ranks_per_node M] [--gpu h100|h200|a100-80g] "
+    "[--gpu_memory GiB] [--gpu_tflops TF] [--intra_node_bw GB/s] [--inter_node_bw GB/s] [--compute_efficiency F] "
+    "[--host_memory GiB] [--json] (README.md, \"Planning a run\")";
+
+static const CliFlag *plan_flag(const char *arg) {
+    if (strncmp(arg, "--", 2) != 0) return NULL;
+    size_t n = strcspn(arg + 2, "=");
+    for (size_t i = 0; i < NPLAN; i++)
+        if (strlen(plan_flags[i].name) == n && !strncmp(plan_flags[i].name, arg + 2, n)) return &plan_flags[i];
+    return NULL;
+}
+
+static int is_bool(const char *v) {
+    return !strcmp(v, "0") || !strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "false") || !strcmp(v, "True") ||
+           !strcmp(v, "False");
+}
+
+// The planner's flags go to its own table, everything else to the training parser, so names,
+// aliases, presets and errors are the training run's.
+static void parse(int argc, char **argv, PlanArgs *a, Config *cfg) {
+    char **mine = mallocCheck((size_t)(argc + 1) * sizeof *mine), **rest = mallocCheck((size_t)(argc + 1) * sizeof *rest);
+    int nm = 1, nr = 1;
+    mine[0] = rest[0] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help")) comm_fail_all("%s", usage);
+        const CliFlag *f = plan_flag(argv[i]);
+        if (!f) {
+            rest[nr++] = argv[i];
+            continue;
+        }
+        mine[nm++] = argv[i];
+        // the value rides along as cli_parse expects it: a bare boolean takes only 0/1/true/false
+        if (!strchr(argv[i], '=') && i + 1 < argc && (f->kind != CLI_BOOL || is_bool(argv[i + 1]))) mine[nm++] = argv[++i];
+    }
+    memset(a, 0, sizeof *a);
+    a->gpu = GPU_H100;
+    a->efficiency = 0.5;
+    cli_parse(&plan_table, a, nm, mine);
+    config_parse(cfg, nr, rest);
+    free(mine);
+    free(rest);
+}
+
+// A ring collective over a group of n ranks: all-gather and reduce-scatter send (n-1)/n of the
+// payload from each rank, an all-reduce twice that.
+typedef struct {
+    const char *name;
+    int n;
+    double payload, sent, bw, time;
+} Coll;
+
+static Coll ring(const char *name, int n, double payload, double bw, int allreduce) {
+    Coll c = {.name = name, .n = n, .payload = payload, .bw = bw};
+    c.sent = n > 1 ? (allreduce ? 2.0 : 1.0) * (n - 1) / n * payload : 0.0;
+    c.time = c.sent / bw;
+    return c;
+}
+
+// Bandwidth of a group holding `per_node` ranks on each node it spans: the intra-node links when
+// it fits in one node, else its share of the node's inter-node bandwidth, which the groups of
+// the node's other ranks use at the same time.
+static double group_bw(int fits, int per_node, int rpn, double intra, double inter) {
+    return fits ? intra : inter * per_node / rpn;
+}
+
+// a row of the memory table, in GiB, or MiB for a model that small (unit)
+static void mem_row(const char *what, double bytes, double unit, const char *note) {
+    printf("  %-12s %9.2f %s%s%s\n", what, bytes / unit, unit == GIB ? "GiB" : "MiB", note[0] ? "  " : "", note);
+}
+
+int plan_main(int argc, char **argv) {
+    static PlanArgs a;
+    static Config cfg;  // large (paths, prompt): off the stack
+    parse(argc, argv, &a, &cfg);
+    if (cfg.init_from[0] || cfg.resume_from_checkpoint[0])
+        comm_fail_all("plan: the model's sizes come from --model_name and the size flags; --init_from and "
+                      "--resume_from_checkpoint are not read");
+    // the vocabulary follows the tokenizer unless something fixed it, as in training
+    if (!config_given("vocab_size") && !config_given("model_name")) {
+        char err[1400];
+        Tokenizer *t = tok_open(cfg.tokenizer, err, sizeof err);
+        if (!t) comm_fail_all("%s", err);
+        cfg.model.vocab_size = tok_vocab_size(t);
+        tok_free(t);
+    }
+    int gpu = cfg.device != KERN_DEVICE_CPU;
+    int world = a.world_size, rpn = a.ranks_per_node;
+    if (!world) world = rpn ? rpn : gpu ? GPU_RANKS_PER_NODE : 1;
+    if (!rpn) rpn = gpu ? GPU_RANKS_PER_NODE : world;
+    if (rpn > world) rpn = world;
+    if (world % rpn)
+        comm_fail_all("plan: --world_size %d is not a whole number of nodes of --ranks_per_node %d", world, rpn);
+    int nodes = world / rpn;
+    ParallelDims dims;
+    const char *why = parallel_dims_build(&dims, &cfg, world, rpn);
+    if (why) comm_fail_all("plan: %s", why);
+    if (gpu && (why = kern_size_as_gpu())) comm_fail_all("plan: %s", why);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    // a CPU run's attention scratch is per thread: the threads each of the node's ranks would get
+    kern_init(cfg.num_threads ? cfg.num_threads : cores / rpn > 1 ? (int)(cores / rpn) : 1);
+    cfg.num_threads = kern_num_threads();
+
+    ModelPlan plan;
+    model_plan_build(&plan, &cfg.model);
+    const ModelConfig *m = &cfg.model;
+    int B = cfg.batch_size, T = m->max_context_width, M = cfg.grad_accum, L = m->num_layers;
+
+    // ---- memory: the start-up check's estimate, the GPU's share or the host's ----
+    ShardMemEstimate e, host;
+    double acts, host_acts;
+    double peak = train_memory_estimate(&plan, &cfg, &dims, gpu, &e, &acts);
+    train_memory_estimate(&plan, &cfg, &dims, 0, &host, &host_acts);
+    double master = host.optimizer / 2;  // each AdamW moment is the master shard's size
+    double start_host = host.params - master;  // the model an unsharded start builds on the host
+    double capacity;  // what one rank may use
+    char capacity_what[160];
+    const char *mem_source = "--host_memory";
+    if (gpu) {
+        double gib = a.gpu_memory > 0 ? a.gpu_memory : gpus[a.gpu].mem_gib;
+        capacity = (gib - RESERVE_GIB) * GIB;
+        snprintf(capacity_what, sizeof capacity_what, "%.1f GiB of the GPU's %.1f GiB (%.0f GiB kept for CUDA, NCCL, cuBLASLt)",
+                 capacity / GIB, gib, RESERVE_GIB);
+    } else {
+        double node = a.host_memory > 0 ? a.host_memory * GIB : comm_mem_available(&mem_source);
+        capacity = node / rpn;
+        snprintf(capacity_what, sizeof capacity_what, "%.2f GiB, 1/%d of the node's %.2f GiB (%s)", capacity / GIB, rpn,
+                 node / GIB, mem_source);
+    }
+    int fits = capacity <= 0 || peak <= capacity;
+
+    // ---- communication per step ----
+    int g = dims.shard_size, r = dims.replica_size, reshard = dims.reshard_after_forward;
+    double pb = cfg.precision == PRECISION_BF16 ? 2 : 4, gb = cfg.reduce_dtype == PRECISION_BF16 ? 2 : 4;
+    double all = 0, blocks = 0, embed = 0, block_params = 0;
+    for (int u = 0; u < plan.nunits; u++) {
+        double padded = (double)((plan.units[u].numel + g - 1) / g * g);  // shard's padding to the group
+        all += padded;
+        if (u >= plan.block0 && u < plan.block0 + L) blocks += padded, block_params += (double)plan.units[u].numel;
+        if (u == plan.embed_unit) embed = padded;
+    }
+    double intra = a.intra_bw > 0 ? a.intra_bw : gpu ? gpus[a.gpu].nvlink_gbs : CPU_INTRA_GBS;
+    double inter = a.inter_bw > 0 ? a.inter_bw : gpu ? INTER_NODE_GBS : CPU_INTER_GBS;
+    // shard groups are consecutive ranks; replica groups take one rank of each shard group
+    int shard_fits = g <= rpn && rpn % g == 0;
+    double shard_bw = group_bw(shard_fits, g < rpn ? g : rpn, rpn, intra, inter) * GB;
+    double replica_bw = group_bw(world <= rpn, g < rpn && rpn % g == 0 ? rpn / g : 1, rpn, intra, inter) * GB;
+    // gathers per micro-batch: every unit in forward (a tied embedding/head unit twice when freed
+    // in between), and under full-shard every block again in backward
+    double fwd = all + (reshard && plan.embed_unit == plan.head_unit ? embed : 0), bwd = reshard ? blocks : 0;
+    Coll c[4];
+    int nc = 0;
+    if (g > 1) {
+        c[nc++] = ring("all-gather forward", g, M * fwd * pb, shard_bw, 0);
+        if (bwd > 0) c[nc++] = ring("all-gather backward", g, M * bwd * pb, shard_bw, 0);
+        c[nc++] = ring("reduce-scatter", g, all * gb, shard_bw, 0);
+    }
+    if (r > 1) c[nc++] = ring("all-reduce replicas", r, all / g * gb, replica_bw, 1);
+    double comm_bytes = 0, comm_time = 0;
+    for (int i = 0; i < nc; i++) comm_bytes += c[i].sent, comm_time += c[i].time;
+    // never hidden: each micro-batch's first gather (nothing computes before it) and the last
+    // unit's reduction (nothing computes after it); the rest overlaps compute on its own stream
+    double edge = g > 1 ? M * ring("", g, embed * pb, shard_bw, 0).time + ring("", g, embed * gb, shard_bw, 0).time : 0;
+    if (r > 1) edge += ring("", r, embed / g * gb, replica_bw, 1).time;
+
+    // ---- step time: a roofline ----
+    double fpt = model_flops_per_token(&plan, T), tokens = (double)B * T * M;
+    int every = cfg.selective_checkpointing > 0 ? cfg.selective_checkpointing : cfg.activation_checkpoints ? 1 : 0;
+    int recomputed = every > 0 ? (L + every - 1) / every : 0;  // blocks 0, every, 2*every, ... (model.h)
+    // a recomputed block runs its forward again: a third of its training FLOPs
+    double block_fpt = fpt - 6.0 * ((double)plan.num_params - block_params);
+    double recompute_fpt = L > 0 ? (double)recomputed / L * block_fpt / 3.0 : 0.0;
+    double peak_flops = a.gpu_tflops > 0 ? a.gpu_tflops * 1e12
+                        : gpu ? (cfg.precision == PRECISION_BF16 ? gpus[a.gpu].bf16_tflops : gpus[a.gpu].fp32_tflops) * 1e12
+                              : 0.0;  // a CPU's peak is for --gpu_tflops to say
+    double adam_bw = (gpu && !cfg.cpu_offload ? gpus[a.gpu].hbm_gbs : HOST_ADAMW_GBS) * GB;
+    double optim = master / 4 * ADAMW_BYTES / adam_bw;
+    double compute = peak_flops > 0 ? tokens * (fpt + recompute_fpt) / (peak_flops * a.efficiency) : 0;
+    double exposed = edge + (comm_time - edge > compute ? comm_time - edge - compute : 0);
+    double step = compute + exposed + optim, mfu = step > 0 ? tokens * fpt / (step * peak_flops) : 0;
+    int timed = peak_flops > 0;
+
+    if (comm_info.rank != 0) return 0;
+    char device[160];
+    if (gpu) snprintf(device, sizeof device, "%s", gpus[a.gpu].name);
+    else snprintf(device, sizeof device, "cpu");
+    if (a.json) {
+        printf("{\"model\": {\"model_type\": \"%s\", \"model_name\": \"%s\", \"num_params\": %zu, \"hidden_width\": %d, "
+               "\"num_layers\": %d, \"num_heads\": %d, \"num_key_value_heads\": %d, \"intermediate_size\": %d, "
+               "\"max_context_width\": %d, \"vocab_size\": %d}, ",
+               m->model_type, m->model_name, plan.num_params, m->hidden_width, L, m->num_heads, m->num_key_value_heads,
+               m->intermediate_size, T, m->vocab_size);
+        printf("\"device\": \"%s\", \"world_size\": %d, \"ranks_per_node\": %d, \"nodes\": %d, \"sharding\": \"%s\", "
+               "\"shard_group\": %d, \"replica_group\": %d, \"precision\": \"%s\", \"reduce_dtype\": \"%s\", "
+               "\"batch_size\": %d, \"grad_accum\": %d, \"checkpoint_every\": %d, \"cpu_offload\": %s, ",
+               device, world, rpn, nodes, config_sharding_name(dims.strategy), g, r, config_precision_name(cfg.precision),
+               config_precision_name(cfg.reduce_dtype), B, M, every, cfg.cpu_offload ? "true" : "false");
+        printf("\"per_rank_bytes\": {\"params\": %.0f, \"master\": %.0f, \"grads\": %.0f, \"optimizer\": %.0f, "
+               "\"activations\": %.0f, \"buffers\": %.0f, \"peak\": %.0f}, \"capacity_bytes\": %.0f, \"fits\": %s, "
+               "\"host_start_bytes_per_node\": %.0f, ",
+               e.params, master, e.grads, e.optimizer, acts, e.buffers, peak, capacity, fits ? "true" : "false",
+               gpu ? start_host * rpn : 0.0);
+        printf("\"collectives\": [");
+        for (int i = 0; i < nc; i++)
+            printf("%s{\"name\": \"%s\", \"group_size\": %d, \"payload_bytes\": %.0f, \"sent_bytes\": %.0f, "
+                   "\"bandwidth_bytes_s\": %.6g, \"time_s\": %.6g}",
+                   i ? ", " : "", c[i].name, c[i].n, c[i].payload, c[i].sent, c[i].bw, c[i].time);
+        printf("], \"comm_bytes_per_step\": %.0f, \"comm_time_s\": %.6g, \"exposed_comm_s\": %.6g, ", comm_bytes, comm_time,
+               exposed);
+        printf("\"flops_per_token\": %.6g, \"tokens_per_step_per_rank\": %.0f, \"peak_flops\": %.6g, "
+               "\"compute_efficiency\": %g, ",
+               fpt, tokens, peak_flops, a.efficiency);
+        if (timed)
+            printf("\"compute_time_s\": %.6g, \"optimizer_time_s\": %.6g, \"step_time_s\": %.6g, \"tokens_per_s\": %.6g, "
+                   "\"mfu\": %.4f}\n",
+                   compute, optim, step, tokens * world / step, mfu);
+        else
+            printf("\"compute_time_s\": null, \"optimizer_time_s\": %.6g, \"step_time_s\": null, \"tokens_per_s\": null, "
+                   "\"mfu\": null}\n",
+                   optim);
+        return 0;
+    }
+
+    printf("fsdpc plan: %s %s, %.3g%s parameters (D=%d L=%d H=%d KV=%d F=%d V=%d), context %d\n", m->model_type,
+           m->model_name, plan.num_params / (plan.num_params >= 1e9 ? 1e9 : 1e6), plan.num_params >= 1e9 ? "B" : "M", m->hidden_width, L,
+           m->num_heads, m->num_key_value_heads, m->intermediate_size, m->vocab_size, T);
+    printf("layout: %d rank(s), %d node(s) of %d on %s; %s: shard group %d x replica group %d; %s, reduce %s\n", world,
+           nodes, rpn, device, config_sharding_name(dims.strategy), g, r, config_precision_name(cfg.precision),
+           config_precision_name(cfg.reduce_dtype));
+    printf("batch: %d x %d tokens x grad_accum %d = %.0f tokens per rank per step, %.0f per step\n", B, T, M, tokens,
+           tokens * world);
+    char ck[96] = "every block stored";
+    if (every) snprintf(ck, sizeof ck, "%d of %d blocks recomputed in backward", recomputed, L);
+    printf("\nmemory per rank (%s, as the start-up check counts it)\n", gpu ? "on the GPU" : "host");
+    char note[160];
+    double unit = peak >= GIB ? GIB : GIB / 1024;
+    snprintf(note, sizeof note, "fp32 master shard %.2f %s%s", master / unit, unit == GIB ? "GiB" : "MiB",
+             !gpu && !cfg.meta_init ? ", plus the whole model while an unsharded start builds it (--meta_init: not)" : "");
+    mem_row("parameters", e.params, unit, note);
+    mem_row("gradients", e.grads, unit, "");
+    mem_row("optimizer", e.optimizer, unit, gpu && cfg.cpu_offload ? "in host memory (--cpu_offload)" : "AdamW moments");
+    mem_row("activations", acts, unit, ck);
+    mem_row("buffers", e.buffers, unit, "gathered parameters and bf16 staging");
+    mem_row("peak", peak, unit, "");
+    if (capacity > 0) printf("  %s: %s\n", fits ? "fits" : "DOES NOT FIT", capacity_what);
+    if (gpu && start_host > master)
+        printf("  host: an unsharded start builds the whole model on every rank first: %.1f GiB per node (--meta_init: none)\n",
+               start_host * rpn / GIB);
+
+    printf("\ncommunication per step and rank (ring: (n-1)/n x payload / bandwidth, all-reduce twice that)\n");
+    printf("  %-22s %5s %12s %12s %11s %10s\n", "collective", "ranks", "payload GB", "sent GB", "GB/s", "ms");
+    for (int i = 0; i < nc; i++)
+        printf("  %-22s %5d %12.3f %12.3f %11.1f %10.2f\n", c[i].name, c[i].n, c[i].payload / GB, c[i].sent / GB, c[i].bw / GB,
+               c[i].time * 1e3);
+    if (!nc) printf("  none (one rank holds everything)\n");
+    printf("  %-22s %5s %12s %12.3f %11s %10.2f\n", "total", "", "", comm_bytes / GB, "", comm_time * 1e3);
+
+    printf("\nstep time (roofline)\n");
+    if (!timed) {
+        printf("  a CPU's peak is not known: pass --gpu_tflops (its peak, TFLOP/s) for a step time; optimizer %.2f ms\n",
+               optim * 1e3);
+        return 0;
+    }
+    printf("  compute     %9.2f ms  %.0f tokens x %.3g FLOP/token%s / (%.0f TFLOP/s x %.2f efficiency)\n", compute * 1e3,
+           tokens, fpt, recompute_fpt > 0 ? " (+ recomputation)" : "", peak_flops / 1e12, a.efficiency);
+    printf("  exposed comm %8.2f ms  each micro-batch's first gather and the last reduction; the rest overlaps compute\n",
+           exposed * 1e3);
+    printf("  optimizer   %9.2f ms  AdamW over the shard at %.0f GB/s\n", optim * 1e3, adam_bw / GB);
+    printf("  step        %9.3f s   %.0f tokens/s, MFU %.1f%% (model FLOPs / (step time x %.0f TFLOP/s))\n", step,
+           tokens * world / step, 100 * mfu, peak_flops / 1e12);
+    return 0;
+}

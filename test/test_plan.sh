@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# fsdpc plan: its JSON; its memory figures against what real runs estimate at start-up and
+# measure (mem:); its verdicts on Llama-2 sizes; its errors. run/plot.py on two short runs.
+cd "$(dirname "$0")/.."
+source test/lib.sh
+PY=/usr/bin/python3
+
+# ---- (1) --json is one object with the documented keys ----
+./fsdpc plan --device cpu --world_size 2 --sharding grad-shard --gpu_tflops 1 --json >"$W/p.json" 2>"$W/p.err"
+$PY - "$W/p.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert set(d["per_rank_bytes"]) >= {"params", "master", "grads", "optimizer", "activations", "buffers", "peak"}, d
+for k in ("fits", "comm_bytes_per_step", "step_time_s", "mfu", "collectives"):
+    assert k in d, k
+b = d["per_rank_bytes"]
+assert abs(b["peak"] - sum(b[k] for k in ("params", "grads", "optimizer", "activations", "buffers"))) <= 2, b
+assert d["fits"] is True and d["comm_bytes_per_step"] > 0 and d["step_time_s"] > 0 and 0 < d["mfu"] < 1, d
+PY
+check "--json parses, has per_rank_bytes{params,master,grads,optimizer,activations,buffers,peak}, fits, comm_bytes_per_step, step_time_s, mfu" $? \
+    "$(head -c 300 "$W/p.err" "$W/p.json")"
+
+# ---- (2) the planner against real CPU runs: np 1/2/4 x strategies x activation checkpointing ----
+# The run logs the start-up check's estimate; the planner must agree within 10% at 4 and 12
+# layers. The measured peak (mem:) has fixed costs (MPI, BLAS) the estimate leaves out, so its
+# growth from 4 to 12 layers is held against the planned growth (30%). --meta_init: an unsharded
+# start's whole model is gone before the step's buffers exist, so the peak would not hold both.
+S="--hidden_width 256 --num_heads 4 --num_key_value_heads 4 --intermediate_size 768 --max_context_width 64 --batch_size 4
+   --train_data synthetic --num_threads 1 --device cpu"
+real() {  # real NP LAYERS ARGS...: "<logged estimate MiB> <mem: MiB>" of a 2-step run
+    local np=$1 layers=$2
+    shift 2
+    $MPI -np "$np" ./fsdpc $S --num_layers "$layers" "$@" --max_steps 2 --logging_freq 1 --num_tokens 0 --checkpoint_freq 0 2>&1 |
+        sed -nE 's/^memory estimate per rank: ([0-9.]+) MiB.*/\1/p; s/^Batch 2 .*mem: ([0-9]+) MiB$/\1/p' | tr '\n' ' '
+}
+planned() {  # planned NP LAYERS ARGS...: params+grads+optimizer+buffers+activations in MiB
+    local np=$1 layers=$2
+    shift 2
+    ./fsdpc plan $S --num_layers "$layers" --world_size "$np" "$@" --json |
+        $PY -c 'import json, sys; b = json.load(sys.stdin)["per_rank_bytes"]
+print(sum(b[k] for k in ("params", "grads", "optimizer", "buffers", "activations")) / 2**20)'
+}
+for np in 1 2 4; do
+    for st in full-shard grad-shard no-shard; do
+        for ac in "" --activation_checkpoints; do
+            read -r e4 m4 <<<"$(real $np 4 --sharding $st $ac --meta_init)"
+            read -r e12 m12 <<<"$(real $np 12 --sharding $st $ac --meta_init)"
+            p4=$(planned $np 4 --sharding $st $ac --meta_init)
+            p12=$(planned $np 12 --sharding $st $ac --meta_init)
+            r=$(awk -v e4="$e4" -v e12="$e12" -v p4="$p4" -v p12="$p12" -v m4="$m4" -v m12="$m12" 'BEGIN {
+                d4 = (p4 - e4) / e4; d12 = (p12 - e12) / e12; g = (m12 - m4) / (p12 - p4)
+                printf "%.3f %.3f %.2f", d4, d12, g
+                exit !(e4 > 0 && e12 > 0 && m4 > 0 && d4 * d4 <= 0.01 && d12 * d12 <= 0.01 && g >= 0.7 && g <= 1.3) }')
+            check "np=$np $st${ac:+ $ac}: plan ${p4%.*}/${p12%.*} MiB vs the run's estimate $e4/$e12 MiB at 4/12 layers (rel $(cut -d' ' -f1,2 <<<"$r")); measured mem: growth $((m12 - m4)) MiB = $(cut -d' ' -f3 <<<"$r") x planned" $?
+        done
+    done
+done
+# without --meta_init every rank first builds the whole model: the estimate counts it, and so must the plan
+read -r e m <<<"$(real 2 4 --sharding full-shard)"
+p=$(planned 2 4 --sharding full-shard)
+awk -v e="$e" -v p="$p" 'BEGIN { d = (p - e) / e; exit !(e > 0 && d * d <= 0.01) }'
+check "np=2 full-shard, unsharded start: plan ${p%.*} MiB vs the run's estimate $e MiB" $?
+
+# a GPU plan against the emulated GPU's own start-up estimate (the device's share, the CUDA
+# attention's buffers): exact to the logged 0.1 MiB
+E="--hidden_width 256 --num_layers 4 --num_heads 8 --num_key_value_heads 4 --intermediate_size 512 --max_context_width 256
+   --batch_size 4 --num_threads 1 --precision bf16 --train_data synthetic"
+if [ -x build/fsdpc_emu ]; then
+    for args in "2 --sharding full-shard" "2 --sharding grad-shard --activation_checkpoints" "2 --sharding full-shard --cpu_offload" \
+        "4 --sharding hybrid-full-shard --shard_group_size 2"; do
+        set -- $args
+        np=$1
+        shift
+        e=$($MPI -np "$np" ./build/fsdpc_emu $E "$@" --device cuda --max_steps 0 --num_tokens 0 --checkpoint_freq 0 2>&1 |
+            sed -nE 's/^memory estimate per rank: ([0-9.]+) MiB on the GPU.*/\1/p')
+        p=$(./build/fsdpc_emu plan $E "$@" --world_size "$np" --json | $PY -c 'import json, sys; print(json.load(sys.stdin)["per_rank_bytes"]["peak"] / 2**20)')
+        awk -v e="$e" -v p="$p" 'BEGIN { d = p - e; exit !(e > 0 && d * d <= 0.0025) }'
+        check "emulated GPU np=$np $*: plan $p MiB vs the run's device estimate $e MiB" $?
+    done
+else
+    check "GPU plan against the emulated GPU (skipped: no build/fsdpc_emu; make build/fsdpc_emu)" 0
+fi
+
+# ---- (3) Llama-2 on H100 nodes: verdicts and magnitudes ----
+gplan() { ./fsdpc plan --precision bf16 --max_context_width 4096 --json "$@"; }
+if ./fsdpc plan --model_name llama2_7b --device cuda --json 2>&1 | grep -q "no CUDA backend"; then
+    check "Llama-2 GPU plans (skipped: this build has no CUDA backend, whose buffers a GPU plan counts)" 0
+else
+    gplan --model_name llama2_7b --sharding full-shard --world_size 8 --ranks_per_node 8 --gpu h100 --batch_size 1 \
+        --activation_checkpoints >"$W/7b.json" 2>"$W/7b.err"
+    $PY - "$W/7b.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+b, n = d["per_rank_bytes"], d["model"]["num_params"]
+assert abs(n - 6.74e9) / 6.74e9 < 0.005, n
+assert d["fits"] is True and b["peak"] < 78.6 * 2**30, b
+assert abs(b["master"] - 4 * n / 8) / (4 * n / 8) < 0.01 and abs(b["optimizer"] - 2 * b["master"]) < 1, b
+# all-gathers forward and backward in bf16 (the backward skips embedding and head), reduce-scatter in fp32
+assert 0.9 * 7 / 8 * 8 * n < d["comm_bytes_per_step"] < 7 / 8 * 8 * n, d["comm_bytes_per_step"]
+assert 0.1 < d["step_time_s"] < 2 and 0.2 < d["mfu"] < 0.6, d
+PY
+    check "Llama-2 7B full-shard, 8 x H100 in one node, batch 1 x 4096, activation checkpointing: fits; 6.74e9 parameters, 1/8 master each, ~8 bytes/parameter of collectives" $? \
+        "$(head -c 400 "$W/7b.err" "$W/7b.json")"
+    gplan --model_name llama2_70b --sharding no-shard --world_size 8 --batch_size 1 --activation_checkpoints >"$W/70b.json" 2>"$W/70b.err"
+    $PY - "$W/70b.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+n = d["model"]["num_params"]
+assert abs(n - 6.898e10) / 6.898e10 < 0.01 and d["fits"] is False and d["per_rank_bytes"]["peak"] > 16 * n, d
+PY
+    check "Llama-2 70B no-shard on one 8 x H100 node: does not fit (16 bytes per parameter on every rank)" $? "$(head -c 300 "$W/70b.err")"
+    gplan --model_name llama2_70b --sharding full-shard --world_size 64 --batch_size 1 --activation_checkpoints >"$W/70f.json" &&
+        $PY -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["fits"] and d["nodes"] == 8, d' "$W/70f.json"
+    check "Llama-2 70B full-shard over 8 nodes of 8 x H100 (batch 1, activation checkpointing): fits" $?
+    gplan --model_name llama2_70b --sharding hybrid-full-shard --world_size 64 --batch_size 1 --activation_checkpoints >"$W/70h.json" &&
+        $PY -c 'import json, sys; d = json.load(open(sys.argv[1]))
+assert not d["fits"] and d["shard_group"] == 8 and d["replica_group"] == 8, d
+assert [c["name"] for c in d["collectives"]][-1] == "all-reduce replicas", d' "$W/70h.json"
+    check "Llama-2 70B hybrid-full-shard on 8 nodes: shard group = a node (8) x 8 replicas, replica all-reduce planned; 1/8 of 16 bytes per parameter does not fit" $?
+fi
+
+# ---- errors: one line, like training's ----
+expect_error "plan: unknown flag" "unknown flag '--bogus'" ./fsdpc plan --device cpu --bogus 1
+expect_error "plan: --world_size 0" "world_size expects a positive integer" ./fsdpc plan --device cpu --world_size 0
+expect_error "plan: --gpu names a GPU it knows" "--gpu must be one of h100\|h200\|a100-80g" ./fsdpc plan --gpu v100
+expect_error "plan: whole nodes" "--world_size 12 is not a whole number of nodes of --ranks_per_node 8" ./fsdpc plan --device cpu --world_size 12 --ranks_per_node 8
+expect_error "plan: the hybrid group must divide the world" "world size 8 is not a multiple of the shard group size 3" \
+    ./fsdpc plan --device cpu --world_size 8 --sharding hybrid-full-shard --shard_group_size 3
+expect_error "plan: training's flag checks apply" "--batch_size must be positive" ./fsdpc plan --device cpu --batch_size 0
+
+# ---- run/plot.py ----
+P="--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 96 --max_context_width 32
+   --batch_size 4 --max_steps 6 --logging_freq 2 --validation_freq 3 --validation_batches 1 --num_tokens 0
+   --checkpoint_freq 0 --num_threads 1"
+./fsdpc $P --metrics_file "$W/a.jsonl" 2>/dev/null && ./fsdpc $P --lr 3e-3 --metrics_file "$W/b.jsonl" 2>/dev/null
+$PY - "$W/a.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["step"] for r in rows] == list(range(1, 7)) and [r["tokens"] for r in rows] == [128 * s for s in range(1, 7)], rows
+assert [r["step"] for r in rows if "tokens_per_s" in r] == [1, 2, 4, 6] and all(r["mem_mib"] > 0 for r in rows if "mem_mib" in r), rows
+assert [r["step"] for r in rows if "val_loss" in r] == [3, 6] and "mfu" not in rows[0], rows
+PY
+check "metrics lines carry tokens, tokens_per_s and mem_mib at log steps, val_loss at validation steps" $? "$(head -3 "$W/a.jsonl")"
+$PY run/plot.py "$W/a.jsonl" "$W/b.jsonl" --label "lr 1e-3" --label "lr 3e-3" -o "$W/curves.png" 2>"$W/plot.err"
+rc=$?
+[ $rc = 0 ] && [ "$(head -c 8 "$W/curves.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] && [ "$(wc -c <"$W/curves.png")" -gt 10000 ]
+check "plot.py draws two runs into a PNG" $? "(rc=$rc $(head -c 300 "$W/plot.err"))"
+printf '{"step": 1, "loss": 5.5}\nnot json\n' >"$W/bad.jsonl"
+for bad in "$W/bad.jsonl" "$W/missing.jsonl"; do
+    $PY run/plot.py "$W/a.jsonl" "$bad" -o "$W/bad.png" 2>"$W/bad.err"
+    rc=$?
+    [ $rc = 1 ] && [ "$(wc -l <"$W/bad.err")" = 1 ] && grep -q "^plot.py: error: .*'$bad'" "$W/bad.err" && [ ! -e "$W/bad.png" ]
+    check "plot.py: $(basename "$bad") gives one error line naming it" $? "(rc=$rc: $(head -c 300 "$W/bad.err"))"
+done
