@@ -137,8 +137,25 @@ static void set_value(const CliFlag *f, void *dst, const char *v, int argc) {
     }
 }
 
+// bytes a flag's stored value occupies, for telling whether two spellings of one setting disagree
+static size_t value_size(const CliFlag *f) {
+    switch (f->kind) {
+    case CLI_U64: return sizeof(uint64_t);
+    case CLI_FLOAT: return sizeof(float);
+    case CLI_DOUBLE: return sizeof(double);
+    case CLI_STR: return f->size;
+    case CLI_INT: case CLI_BOOL: case CLI_ENUM: case CLI_MAP: case CLI_BOOLENUM: return f->size ? f->size : sizeof(int);
+    default: return 0;  // lists, calls and unsupported flags store nothing comparable
+    }
+}
+
 void cli_parse(const CliTable *t, void *dst, int argc, char **argv) {
     if (t->given) memset(t->given, 0, t->n);
+    // which spelling set each setting: two different spellings of one setting (an alias and its
+    // flag, say) that disagree are refused rather than letting the later one win unseen;
+    // repeating one flag still overrides, as scripts that append overrides expect
+    const CliFlag **setter = callocCheck(t->n, sizeof *setter);
+    unsigned char before[1024];
     // flags marked `first` are applied in pass 0, so the others override them wherever they appear
     for (int pass = 0; pass < 2; pass++) {
         const CliFlag *list = NULL;  // the list flag that bare arguments add to
@@ -177,7 +194,16 @@ void cli_parse(const CliTable *t, void *dst, int argc, char **argv) {
             if (t->strict && !*val) comm_fail_all("--%s needs a value", name);
             if (f->kind == CLI_LIST) list = f;
             if (pass != !f->first) continue;
+            size_t vs = f->first ? 0 : value_size(f);
+            const CliFlag *prev = NULL;
+            for (size_t j = 0; j < t->n && vs && vs <= sizeof before; j++)
+                if (t->flags[j].off == f->off && setter[j] && setter[j] != f) prev = setter[j];
+            if (prev) memcpy(before, (char *)dst + f->off, vs);
             set_value(f, dst, val, argc);
+            if (prev && memcmp(before, (char *)dst + f->off, vs) != 0)
+                comm_fail_all("--%s %s contradicts --%s given before it (both set one setting; give one)", name, val,
+                              prev->name);
+            if (vs) setter[f - t->flags] = f;
             if (!t->given) continue;
             // an alias counts as its setting given, whichever spelling the command line used
             t->given[f - t->flags] = 1;
@@ -185,4 +211,5 @@ void cli_parse(const CliTable *t, void *dst, int argc, char **argv) {
                 if (t->flags[j].off == f->off && t->flags[j].kind != CLI_UNSUP) t->given[j] = 1;
         }
     }
+    free(setter);
 }

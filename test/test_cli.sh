@@ -23,7 +23,7 @@ if [ -d kernels/cuda ] && { command -v nvcc >/dev/null || [ -x /usr/local/cuda/b
     ldd ./fsdpc | grep -q libnccl && ldd ./fsdpc | grep -q libcublasLt && ! ldd ./fsdpc | grep -q "not found"
     check "with nvcc present the binary is built with the CUDA backend and links (cuBLASLt, NCCL)" $?
 fi
-expect_error "unimplemented model type refused" "mingpt is not implemented yet" ./fsdpc --model_type mingpt
+expect_error "unknown model type refused" "--model_type must be one of llama_v2\|mingpt, got 'bert'" ./fsdpc --model_type bert
 
 # training log format, learning, checkpoints
 ./fsdpc $SMALL --max_steps 40 --lr 3e-3 --warmup 5 --logging_freq 10 --checkpoint_dir "$W/ck" --checkpoint_freq 10 \
@@ -101,7 +101,8 @@ expect_error "--plateau has no counterpart" "--plateau 1 is not supported yet" .
 expect_error "--val_batch_size has no counterpart" "--val_batch_size 2 is not supported yet" ./fsdpc --val_batch_size 2
 expect_error "--use_profiler has no counterpart yet" "--use_profiler 1 is not supported yet" ./fsdpc --use_profiler 1
 expect_error "--zipped_data 1 points to prepare" "--zipped_data 1 is not supported yet: .*fsdpc prepare" ./fsdpc --zipped_data 1
-expect_error "--resid_pdrop is dropout" "--dropout 0.1: only 0 is supported" ./fsdpc --resid_pdrop 0.1
+expect_error "aliases of one setting that disagree are refused" "--embd_pdrop 0.2 contradicts --resid_pdrop given before it" ./fsdpc --resid_pdrop 0.1 --embd_pdrop 0.2
+expect_error "a flag and its alias that disagree are refused" "--sharding_strategy hybrid contradicts --sharding given before it" ./fsdpc --sharding full-shard --sharding_strategy hybrid
 expect_error "--sharding_strategy bad value" "--sharding_strategy must be one of full=full-shard" ./fsdpc --sharding_strategy zero
 desc --zipped_data 0 --plateau 0 --use_profiler false >/dev/null
 check "their 'off' values are accepted" $?

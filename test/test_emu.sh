@@ -55,8 +55,14 @@ same "np=2 full-shard over emulated NCCL equals np=1" gpu np2 1e-5
 run np2_hybrid_bf16 $MPI -np 2 $EMU --batch_size 1 --sharding hybrid-full-shard --shard_group_size 1 --precision bf16 \
     --reduce_dtype bf16
 same "np=2 hybrid, bf16 gathers and reductions over emulated NCCL track np=1 bf16" gpu_bf16 np2_hybrid_bf16 1e-3
-expect_error "more ranks on a node than GPUs" "^fsdpc: error: 2 ranks on this node but 1 GPU\(s\): each rank needs its own GPU" \
+expect_error "more ranks on a node than GPUs" "^fsdpc: error: 4 ranks on this node but 2 GPU\(s\) visible: each rank needs its own GPU" \
+    env FSDPC_EMU_GPUS=2 $MPI -np 4 $EMU
+# one visible GPU per rank: the same physical GPU (one UUID) is refused, distinct ones train
+expect_error "two ranks that see the same single GPU" "^fsdpc: error: local ranks 0 and 1 on one node share GPU [0-9a-f]+: give each rank its own" \
     env FSDPC_EMU_GPUS=1 $MPI -np 2 $EMU
+run np2_gpu_per_rank env FSDPC_EMU_GPUS=1 $MPI -np 2 bash -c 'FSDPC_EMU_GPU_ID=g$OMPI_COMM_WORLD_RANK exec "$@"' _ $EMU \
+    --batch_size 1 --sharding full-shard
+same "np=2 with one GPU visible per rank (CUDA_VISIBLE_DEVICES per rank) equals np=2 on one node's GPUs" np2 np2_gpu_per_rank 0
 # the device memory check before allocating, on a 48 MiB (then 250 MiB) emulated GPU: the estimate,
 # the GPU's free memory and what would fit, on every rank, before any cudaMalloc fails
 expect_error "a batch too big for the GPU's free memory" \
