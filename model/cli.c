@@ -154,8 +154,10 @@ void cli_parse(const CliTable *t, void *dst, int argc, char **argv) {
     // which spelling set each setting: two different spellings of one setting (an alias and its
     // flag, say) that disagree are refused rather than letting the later one win unseen;
     // repeating one flag still overrides, as scripts that append overrides expect
-    const CliFlag **setter = callocCheck(t->n, sizeof *setter);
+    // (on the stack: an error longjmps out of a fuzzed parse, which would leak a heap array)
+    const CliFlag *setter[CLI_MAX_FLAGS] = {0};
     unsigned char before[1024];
+    if (t->n > CLI_MAX_FLAGS) comm_fatal("a flag table has %zu flags, more than CLI_MAX_FLAGS", t->n);
     // flags marked `first` are applied in pass 0, so the others override them wherever they appear
     for (int pass = 0; pass < 2; pass++) {
         const CliFlag *list = NULL;  // the list flag that bare arguments add to
@@ -211,5 +213,4 @@ void cli_parse(const CliTable *t, void *dst, int argc, char **argv) {
                 if (t->flags[j].off == f->off && t->flags[j].kind != CLI_UNSUP) t->given[j] = 1;
         }
     }
-    free(setter);
 }

@@ -47,6 +47,7 @@ typedef struct {
     int first;  // applied before every other flag, which may then override what it set (a preset)
 } CliFlag;
 
+enum { CLI_MAX_FLAGS = 512 };  // entries a table may have
 typedef struct {
     const CliFlag *flags;
     size_t n;
