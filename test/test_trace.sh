@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Seeing inside a run: the Chrome trace (--trace_file, --trace_steps, --use_profiler) checked
+# against the trace-event format with every unit's spans on every rank and the prefetched
+# all-gather overlapping compute; the flight recorder on SIGUSR2 (training goes on) and
+# --collective_timeout with a rank stopped mid-training (the others name it and the job ends);
+# the same trace on the emulated GPU (collectives timed with CUDA events) and an NCCL
+# asynchronous error ending the job.
+cd "$(dirname "$0")/.."
+source test/lib.sh
+PREFIX="trace: "
+M="--hidden_width 32 --num_layers 3 --num_heads 4 --num_key_value_heads 2 --intermediate_size 64 --max_context_width 16
+   --batch_size 2 --lr 3e-3 --warmup 1 --num_tokens 0 --checkpoint_freq 0 --train_data data/tinyshakespeare.txt
+   --num_threads 1"
+
+# validate FILE RANKS UNITS [recompute] [overlap]: the trace-event format (required keys per phase, numeric
+# non-negative ts/dur, integer pid/tid, named processes and threads), every unit's forward and
+# backward span on every rank, memory and loss counters, and on each rank the all-gather issued
+# in unit u's forward (of unit u+1) still running when u's compute ends
+validate() {
+    /usr/bin/python3 - "$@" <<'EOF'
+import json, sys
+path, ranks, units = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+want_recompute, want_overlap = "recompute" in sys.argv[4:], "overlap" in sys.argv[4:]
+doc = json.load(open(path))
+ev = doc["traceEvents"]
+def fail(msg):
+    print(msg); sys.exit(1)
+num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+for e in ev:
+    ph = e.get("ph")
+    need = {"X": ["name", "ph", "ts", "dur", "pid", "tid"], "C": ["name", "ph", "ts", "pid", "args"],
+            "M": ["name", "ph", "pid", "args"]}.get(ph)
+    if need is None: fail(f"unexpected phase {ph!r}: {e}")
+    for k in need:
+        if k not in e: fail(f"{ph} event without {k}: {e}")
+    if not isinstance(e["pid"], int) or ("tid" in e and not isinstance(e["tid"], int)): fail(f"pid/tid not int: {e}")
+    for k in ("ts", "dur"):
+        if k in e and (not num(e[k]) or e[k] < 0): fail(f"bad {k}: {e}")
+    if ph == "C" and not all(num(v) for v in e["args"].values()): fail(f"counter with non-numeric value: {e}")
+    if ph == "M":
+        if e["name"] not in ("process_name", "thread_name", "process_sort_index", "process_labels"): fail(f"metadata {e}")
+        if e["name"].endswith("_name") and not isinstance(e["args"].get("name"), str): fail(f"metadata without a name: {e}")
+    if ph == "X" and e.get("cat") == "collective":
+        a = e.get("args", {})
+        if not (isinstance(a.get("bytes"), int) and isinstance(a.get("group"), str) and isinstance(a.get("dtype"), str)):
+            fail(f"collective without bytes/group/dtype: {e}")
+for r in range(ranks):
+    pname = [e for e in ev if e["ph"] == "M" and e["name"] == "process_name" and e["pid"] == r]
+    if not pname: fail(f"rank {r} has no process_name")
+    tnames = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name" and e["pid"] == r}
+    for want in ("compute", "collectives", "data loading", "copy/offload stream"):
+        if want not in tnames.values(): fail(f"rank {r}: no thread named {want}: {tnames}")
+    used = {e["tid"] for e in ev if e["pid"] == r and e["ph"] == "X"}
+    if used - set(tnames): fail(f"rank {r}: unnamed threads {used - set(tnames)}")
+    X = [e for e in ev if e["pid"] == r and e["ph"] == "X"]
+    names = {e["name"] for e in X}
+    for u in range(units):
+        fwd = f"forward unit {u}" in names or f"forward+backward unit {u}" in names
+        bwd = f"backward unit {u}" in names or f"forward+backward unit {u}" in names
+        if not (fwd and bwd): fail(f"rank {r}: unit {u} lacks a forward or backward span")
+    for n in ("data wait", "optimizer", "clip grad norm"):
+        if n not in names: fail(f"rank {r}: no {n} span")
+    if want_recompute and not any(n.startswith("recompute unit") for n in names): fail(f"rank {r}: no recompute span")
+    for c in ("memory", "loss"):
+        if not any(e["ph"] == "C" and e["name"] == c and e["pid"] == r for e in ev): fail(f"rank {r}: no {c} counter")
+    gathers = [e for e in X if e["name"] == "all-gather"]
+    if want_overlap and not gathers: fail(f"rank {r}: no all-gather span")
+    blocks = sorted(int(e["name"].split()[-1]) for e in X if e["name"].startswith("forward unit"))[1:]
+    overlapped = 0
+    for f in (e for e in X if e["name"].startswith("forward unit") and e["args"]["unit"] in blocks[:-1]):
+        end = f["ts"] + f["dur"]
+        if any(f["ts"] <= g["ts"] <= end < g["ts"] + g["dur"] for g in gathers): overlapped += 1
+    if want_overlap and overlapped == 0: fail(f"rank {r}: no all-gather runs on past the compute of the unit that issued it")
+print(f"{len(ev)} events")
+EOF
+}
+
+# np=2 full-shard, steps 2-3 (validation in step 2 too)
+$MPI -np 2 ./fsdpc $M --sharding full-shard --max_steps 4 --validation_freq 2 --val_data data/tinyshakespeare.txt \
+    --validation_batches 1 --trace_file "$W/np2.json" --trace_steps 2:3 >"$W/np2.log" 2>&1
+rc=$?
+out=$(validate "$W/np2.json" 2 5 overlap 2>&1)
+[ $rc = 0 ] && grep -q "trace of steps 2-3 written to $W/np2.json" "$W/np2.log"
+check "np=2 full-shard writes the trace of steps 2-3" $? "(rc=$rc) $(tail -c 300 "$W/np2.log")"
+[ -n "$out" ] && [ "${out% events}" != "$out" ]
+check "np=2: valid trace events, every unit's forward and backward on both ranks, prefetched all-gather overlapping compute ($out)" $? "$out"
+/usr/bin/python3 -c '
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+steps = {e["args"]["step"] for e in ev if e["ph"] == "X"}
+names = {e["name"] for e in ev}
+sys.exit(not (steps == {2, 3} and "validation" in names))' "$W/np2.json"
+check "the window holds steps 2 and 3 only, validation included" $?
+
+# activation checkpointing: the recomputed forward is a span of its own
+$MPI -np 2 ./fsdpc $M --sharding grad-shard --max_steps 2 --validation_freq 0 --activation_checkpoints \
+    --trace_file "$W/ac.json" >"$W/ac.log" 2>&1
+out=$(validate "$W/ac.json" 2 5 recompute 2>&1)
+check "--activation_checkpoints: recompute spans (default window, a run shorter than it)" $? "$out"
+
+# --use_profiler (the profiling recipe) writes the trace under its default name
+(cd "$W" && "$OLDPWD/fsdpc" $M --train_data "$OLDPWD/data/tinyshakespeare.txt" --max_steps 1 --validation_freq 0 \
+    --use_profiler >"$W/prof.log" 2>&1)
+[ -s "$W/fsdpc_trace.json" ] && validate "$W/fsdpc_trace.json" 1 5 >/dev/null
+check "--use_profiler writes fsdpc_trace.json" $? "$(tail -c 300 "$W/prof.log")"
+
+expect_error "an unwritable --trace_file is refused at start-up" "^fsdpc: error: cannot write --trace_file '/nonexistent/t.json'" \
+    $MPI -np 2 ./fsdpc $M --max_steps 1 --trace_file /nonexistent/t.json
+for bad in 3:1 0:2 x 2 1:2:3; do
+    expect_error "--trace_steps $bad" "^fsdpc: error: --trace_steps must be A:B with 1 <= A <= B" ./fsdpc $M --trace_steps "$bad"
+done
+expect_error "--collective_timeout -1" "^fsdpc: error: --collective_timeout must be >= 0" ./fsdpc $M --collective_timeout -1
+
+# start_job NAME ARGS...: a 2-rank run in the background; sets JOB (its timeout) and RANKS (pids)
+start_job() {
+    local name=$1 mpirun_pid i
+    shift
+    timeout 90 mpirun --oversubscribe --allow-run-as-root -np 2 ./fsdpc $M "$@" >"$W/$name.out" 2>"$W/$name.err" &
+    JOB=$!
+    for i in $(seq 100); do  # the ranks, once both have logged a step
+        mpirun_pid=$(pgrep -P $JOB)
+        RANKS=$(pgrep -P "$mpirun_pid" 2>/dev/null | tr '\n' ' ')
+        [ "$(echo $RANKS | wc -w)" = 2 ] && grep -q '^Batch' "$W/$name.err" && return
+        sleep 0.2
+    done
+}
+
+# SIGUSR2 on one rank: its ring on stderr, and the run goes on to its end
+start_job usr2 --max_steps 20000 --logging_freq 5000 --validation_freq 0
+kill -USR2 ${RANKS%% *}
+wait $JOB
+rc=$?
+[ $rc = 0 ] && grep -Eq '^fsdpc: rank [01]: SIGUSR2; flight recorder, last 64 of [0-9]+ collectives' "$W/usr2.err" &&
+    [ "$(grep -Ec '^fsdpc: rank [01]:   (all-gather|reduce-scatter|all-reduce|broadcast|barrier|gather) #[0-9]+ on (world|shard|replica), [0-9]+ bytes, start' "$W/usr2.err")" = 64 ] &&
+    grep -q '^Batch 20000 ' "$W/usr2.err"
+check "SIGUSR2 prints the last 64 collectives and training continues" $? "(rc=$rc) $(grep -m3 -v '^Batch' "$W/usr2.err" | head -c 400)"
+
+# a rank stopped mid-training: the other prints its ring and the collective it waits in, names the
+# stopped rank, and the job ends non-zero well within the test's bound
+start_job stop --max_steps 100000000 --logging_freq 100000 --validation_freq 0 --collective_timeout 10
+t0=$(date +%s)
+kill -STOP $(echo $RANKS | cut -d" " -f2)
+wait $JOB
+rc=$?
+took=$(($(date +%s) - t0))
+kill -CONT $(echo $RANKS | cut -d' ' -f2) 2>/dev/null
+[ $rc -ne 0 ] && [ $rc -lt 124 ] && [ $took -lt 40 ] &&
+    grep -Eq '^fsdpc: rank [01]: waited 1[0-9]\.[0-9] s in [a-z-]+ #[0-9]+ on group (world|shard) \(--collective_timeout 10\); flight recorder' "$W/stop.err" &&
+    grep -Eq 'NOT FINISHED after 1[0-9]\.' "$W/stop.err" &&
+    [ "$(grep -c '^fsdpc: error:' "$W/stop.err")" = 1 ] &&
+    grep -Eq '^fsdpc: error: collective timeout: rank [01] waited .* #[0-9]+ on group .*rank\(s\) not arrived \(stopped, dead, or stuck outside a collective\): [01]$' "$W/stop.err"
+check "--collective_timeout 10 with a rank stopped: the other prints its ring and stuck sequence, names the stopped one, the job exits $rc after ${took}s" $? \
+    "$(grep -v '^fsdpc: rank [01]:   ' "$W/stop.err" | grep -m4 -E 'fsdpc|rc' | head -c 500)"
+
+# the emulated GPU: collectives over emulated NCCL, timed with CUDA events, in the trace
+E="--hidden_width 32 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 64 --max_context_width 16
+   --batch_size 1 --max_steps 2 --num_tokens 0 --validation_freq 0 --checkpoint_freq 0 --train_data data/tinyshakespeare.txt
+   --num_threads 1 --device cuda"
+$MPI -np 2 ./build/fsdpc_emu $E --sharding full-shard --trace_file "$W/emu.json" >"$W/emu.log" 2>&1
+out=$(validate "$W/emu.json" 2 4 2>&1)
+check "emulated GPU, np=2: valid trace with NCCL collectives timed on their stream" $? "$out $(tail -c 300 "$W/emu.log")"
+expect_error "an NCCL asynchronous error (emulated) ends the job" \
+    "^fsdpc: error: NCCL failed in [a-z-]+ #[0-9]+ on group shard: emulated NCCL error \(communicators aborted\)" \
+    env FSDPC_EMU_NCCL_ASYNC_ERROR=5 ./build/fsdpc_emu $E
