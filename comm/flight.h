@@ -15,7 +15,8 @@ uint64_t flight_start(const char *op, const char *group, uint64_t seq, size_t by
 // Closes the entry (a no-op when newer collectives have overwritten it).
 void flight_end(uint64_t handle, int64_t end_us);
 // Writes the ring to stderr, oldest first, each line "fsdpc: rank R: ..." with `why` on the first
-// line. Async-signal-safe (write(2) from a stack buffer), so the SIGUSR2 handler uses it too.
+// line (nothing before the first collective). Async-signal-safe (write(2) from a stack buffer),
+// so the SIGUSR2 handler uses it too.
 void flight_dump(const char *why);
 // SIGUSR2 prints the ring and the run goes on.
 void flight_install_signal(int rank);

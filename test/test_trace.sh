@@ -12,10 +12,11 @@ M="--hidden_width 32 --num_layers 3 --num_heads 4 --num_key_value_heads 2 --inte
    --batch_size 2 --lr 3e-3 --warmup 1 --num_tokens 0 --checkpoint_freq 0 --train_data data/tinyshakespeare.txt
    --num_threads 1"
 
-# validate FILE RANKS UNITS [recompute] [overlap]: the trace-event format (required keys per phase, numeric
-# non-negative ts/dur, integer pid/tid, named processes and threads), every unit's forward and
-# backward span on every rank, memory and loss counters, and on each rank the all-gather issued
-# in unit u's forward (of unit u+1) still running when u's compute ends
+# validate FILE RANKS UNITS [recompute] [overlap] [gathers]: the trace-event format (required keys
+# per phase, numeric non-negative ts/dur, integer pid/tid, named processes and threads), every
+# unit's forward and backward span on every rank, memory and loss counters; with the options:
+# recompute spans, all-gather spans, and an all-gather issued in unit u's forward (unit u+1's
+# prefetch) still running when u's compute ends
 validate() {
     /usr/bin/python3 - "$@" <<'EOF'
 import json, sys
@@ -64,7 +65,7 @@ for r in range(ranks):
     for c in ("memory", "loss"):
         if not any(e["ph"] == "C" and e["name"] == c and e["pid"] == r for e in ev): fail(f"rank {r}: no {c} counter")
     gathers = [e for e in X if e["name"] == "all-gather"]
-    if want_overlap and not gathers: fail(f"rank {r}: no all-gather span")
+    if (want_overlap or "gathers" in sys.argv[4:]) and not gathers: fail(f"rank {r}: no all-gather span")
     blocks = sorted(int(e["name"].split()[-1]) for e in X if e["name"].startswith("forward unit"))[1:]
     overlapped = 0
     for f in (e for e in X if e["name"].startswith("forward unit") and e["args"]["unit"] in blocks[:-1]):
@@ -157,7 +158,7 @@ E="--hidden_width 32 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --inte
    --batch_size 1 --max_steps 2 --num_tokens 0 --validation_freq 0 --checkpoint_freq 0 --train_data data/tinyshakespeare.txt
    --num_threads 1 --device cuda"
 $MPI -np 2 ./build/fsdpc_emu $E --sharding full-shard --trace_file "$W/emu.json" >"$W/emu.log" 2>&1
-out=$(validate "$W/emu.json" 2 4 2>&1)
+out=$(validate "$W/emu.json" 2 4 gathers 2>&1)
 check "emulated GPU, np=2: valid trace with NCCL collectives timed on their stream" $? "$out $(tail -c 300 "$W/emu.log")"
 expect_error "an NCCL asynchronous error (emulated) ends the job" \
     "^fsdpc: error: NCCL failed in [a-z-]+ #[0-9]+ on group shard: emulated NCCL error \(communicators aborted\)" \
