@@ -3,9 +3,9 @@
 #include "comm.h"
 
 #include "../kernels/backend.h"
+#include "../kernels/kernels.h"
 #include "flight.h"
 #include "trace.h"
-#include "../kernels/kernels.h"
 
 #include <dlfcn.h>
 #include <errno.h>
