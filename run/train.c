@@ -441,6 +441,7 @@ static double train_step(Run *r, int step, float lr, double *gnorm, int *applied
     kern_range_push("optimizer");
     double loss = red[0] / ((double)r->global_batch * T);
     trace_counter("loss", loss);
+    if (kern_on_gpu()) trace_counter("device memory", kern_peak_mem_mib());
     trace_begin(TRACE_COMPUTE, "clip grad norm", -1);
     *gnorm = shard_clip_grads(&r->st, c->grad_clip);  // reduced over all ranks: they agree
     trace_end(TRACE_COMPUTE);

@@ -126,14 +126,20 @@ start_job() {
     done
 }
 
-# SIGUSR2 on one rank: its ring on stderr, and the run goes on to its end
-start_job usr2 --max_steps 20000 --logging_freq 5000 --validation_freq 0
+# SIGUSR2 on one rank: its ring on stderr, and training goes on (steps logged after the ring), until
+# SIGTERM ends the run as a preemption (status 75)
+start_job usr2 --max_steps 100000000 --logging_freq 500 --validation_freq 0
 kill -USR2 ${RANKS%% *}
+for i in $(seq 150); do  # the ring, then a step logged after it
+    sed -n '/SIGUSR2; flight recorder/,$p' "$W/usr2.err" | grep -q '^Batch' && break
+    sleep 0.2
+done
+kill -TERM ${RANKS%% *}
 wait $JOB
 rc=$?
-[ $rc = 0 ] && grep -Eq '^fsdpc: rank [01]: SIGUSR2; flight recorder, last 64 of [0-9]+ collectives' "$W/usr2.err" &&
+[ $rc = 75 ] && grep -Eq '^fsdpc: rank [01]: SIGUSR2; flight recorder, last 64 of [0-9]+ collectives' "$W/usr2.err" &&
     [ "$(grep -Ec '^fsdpc: rank [01]:   (all-gather|reduce-scatter|all-reduce|broadcast|barrier|gather) #[0-9]+ on (world|shard|replica), [0-9]+ bytes, start' "$W/usr2.err")" = 64 ] &&
-    grep -q '^Batch 20000 ' "$W/usr2.err"
+    sed -n '/SIGUSR2; flight recorder/,$p' "$W/usr2.err" | grep -q '^Batch'
 check "SIGUSR2 prints the last 64 collectives and training continues" $? "(rc=$rc) $(grep -m3 -v '^Batch' "$W/usr2.err" | head -c 400)"
 
 # a rank stopped mid-training: the other prints its ring and the collective it waits in, names the
