@@ -14,9 +14,9 @@ M="--hidden_width 32 --num_layers 3 --num_heads 4 --num_key_value_heads 2 --inte
 
 # validate FILE RANKS UNITS [recompute] [overlap] [gathers]: the trace-event format (required keys
 # per phase, numeric non-negative ts/dur, integer pid/tid, named processes and threads), every
-# unit's forward and backward span on every rank, memory and loss counters; with the options:
-# recompute spans, all-gather spans, and an all-gather issued in unit u's forward (unit u+1's
-# prefetch) still running when u's compute ends
+# unit's forward and backward span on every rank, spans of a row nested, memory and loss counters;
+# with the options: recompute spans, all-gather spans, and an all-gather issued in unit u's
+# forward (unit u+1's prefetch) still running when u's compute ends
 validate() {
     /usr/bin/python3 - "$@" <<'EOF'
 import json, sys
@@ -45,6 +45,16 @@ for e in ev:
         a = e.get("args", {})
         if not (isinstance(a.get("bytes"), int) and isinstance(a.get("group"), str) and isinstance(a.get("dtype"), str)):
             fail(f"collective without bytes/group/dtype: {e}")
+# spans on one row nest (Perfetto draws X events of a thread as a stack); ties in ts: longer first
+rows = {}
+for e in ev:
+    if e["ph"] == "X": rows.setdefault((e["pid"], e["tid"]), []).append(e)
+for key, spans in rows.items():
+    stack = []
+    for e in sorted(spans, key=lambda e: (e["ts"], -e["dur"])):
+        while stack and stack[-1] <= e["ts"]: stack.pop()
+        if stack and e["ts"] + e["dur"] > stack[-1] + 0.002: fail(f"row {key}: {e['name']} overlaps without nesting")
+        stack.append(e["ts"] + e["dur"])
 for r in range(ranks):
     pname = [e for e in ev if e["ph"] == "M" and e["name"] == "process_name" and e["pid"] == r]
     if not pname: fail(f"rank {r} has no process_name")
