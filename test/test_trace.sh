@@ -122,23 +122,25 @@ for bad in 3:1 0:2 x 2 1:2:3; do
 done
 expect_error "--collective_timeout -1" "^fsdpc: error: --collective_timeout must be >= 0" ./fsdpc $M --collective_timeout -1
 
-# start_job NAME ARGS...: a 2-rank run in the background; sets JOB (its timeout) and RANKS (pids)
+# start_job NAME NP ARGS...: an NP-rank run in the background; sets JOB (its timeout) and RANKS
+# (the ranks' pids)
 start_job() {
-    local name=$1 mpirun_pid i
-    shift
-    timeout 90 mpirun --oversubscribe --allow-run-as-root -np 2 ./fsdpc $M "$@" >"$W/$name.out" 2>"$W/$name.err" &
+    local name=$1 np=$2 mpirun_pid i
+    shift 2
+    timeout 90 mpirun --oversubscribe --allow-run-as-root -np $np ./fsdpc $M "$@" >"$W/$name.out" 2>"$W/$name.err" &
     JOB=$!
-    for i in $(seq 100); do  # the ranks, once both have logged a step
+    for i in $(seq 100); do  # the ranks, once they have logged a step
         mpirun_pid=$(pgrep -P $JOB)
         RANKS=$(pgrep -P "$mpirun_pid" 2>/dev/null | tr '\n' ' ')
-        [ "$(echo $RANKS | wc -w)" = 2 ] && grep -q '^Batch' "$W/$name.err" && return
+        [ "$(echo $RANKS | wc -w)" = $np ] && grep -q '^Batch' "$W/$name.err" && return
         sleep 0.2
     done
 }
+rank_of() { tr '\0' '\n' <"/proc/$1/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p'; }  # a rank's pid to its rank
 
 # SIGUSR2 on one rank: its ring on stderr, and training goes on (steps logged after the ring), until
 # SIGTERM ends the run as a preemption (status 75)
-start_job usr2 --max_steps 100000000 --logging_freq 500 --validation_freq 0
+start_job usr2 2 --max_steps 100000000 --logging_freq 500 --validation_freq 0
 kill -USR2 ${RANKS%% *}
 for i in $(seq 150); do  # the ring, then a step logged after it
     sed -n '/SIGUSR2; flight recorder/,$p' "$W/usr2.err" | grep -q '^Batch' && break
@@ -152,22 +154,28 @@ rc=$?
     sed -n '/SIGUSR2; flight recorder/,$p' "$W/usr2.err" | grep -q '^Batch'
 check "SIGUSR2 prints the last 64 collectives and training continues" $? "(rc=$rc) $(grep -m3 -v '^Batch' "$W/usr2.err" | head -c 400)"
 
-# a rank stopped mid-training: the other prints its ring and the collective it waits in, names the
-# stopped rank, and the job ends non-zero well within the test's bound
-start_job stop --max_steps 100000000 --logging_freq 100000 --validation_freq 0 --collective_timeout 10
+# 3 ranks, one stopped mid-training: the other two print their rings and the collective each waits
+# in, trade positions on the side channel, and the lower of them names the stopped rank in the
+# job's one error line; the job ends non-zero well within the test's bound
+start_job stop 3 --max_steps 100000000 --logging_freq 100000 --validation_freq 0 --collective_timeout 10
+pid=$(echo $RANKS | cut -d' ' -f2)
+stopped=$(rank_of $pid)
 t0=$(date +%s)
-kill -STOP $(echo $RANKS | cut -d" " -f2)
+kill -STOP $pid
 wait $JOB
 rc=$?
 took=$(($(date +%s) - t0))
-kill -CONT $(echo $RANKS | cut -d' ' -f2) 2>/dev/null
-[ $rc -ne 0 ] && [ $rc -lt 124 ] && [ $took -lt 40 ] &&
-    grep -Eq '^fsdpc: rank [01]: waited 1[0-9]\.[0-9] s in [a-z-]+ #[0-9]+ on group (world|shard) \(--collective_timeout 10\); flight recorder' "$W/stop.err" &&
-    grep -Eq 'NOT FINISHED after 1[0-9]\.' "$W/stop.err" &&
+kill -CONT $pid 2>/dev/null
+others=$(echo 0 1 2 | tr ' ' '\n' | grep -v "^$stopped$" | tr '\n' ' ')
+lowest=${others%% *}
+set -- $others
+[ -n "$stopped" ] && [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ $took -lt 40 ] &&
+    [ "$(grep -Ec "^fsdpc: rank ($1|$2): waited 1[0-9]\.[0-9] s in [a-z-]+ #[0-9]+ on group (world|shard) \(--collective_timeout 10\); flight recorder" "$W/stop.err")" = 2 ] &&
+    ! grep -q "^fsdpc: rank $stopped: waited" "$W/stop.err" && grep -Eq 'NOT FINISHED after 1[0-9]\.' "$W/stop.err" &&
     [ "$(grep -c '^fsdpc: error:' "$W/stop.err")" = 1 ] &&
-    grep -Eq '^fsdpc: error: collective timeout: rank [01] waited .* #[0-9]+ on group .*rank\(s\) not arrived \(stopped, dead, or stuck outside a collective\): [01]$' "$W/stop.err"
-check "--collective_timeout 10 with a rank stopped: the other prints its ring and stuck sequence, names the stopped one, the job exits $rc after ${took}s" $? \
-    "$(grep -v '^fsdpc: rank [01]:   ' "$W/stop.err" | grep -m4 -E 'fsdpc|rc' | head -c 500)"
+    grep -Eq "^fsdpc: error: collective timeout: rank $lowest waited .* #[0-9]+ on group .*rank\(s\) not arrived \(stopped, dead, or stuck outside a collective\): $stopped; rank $2 waits in [a-z-]+ #[0-9]+ on (world|shard)\$" "$W/stop.err"
+check "--collective_timeout 10, 3 ranks, rank ${stopped:-?} stopped: the others print their rings and stuck sequences, rank $lowest names rank ${stopped:-?}, the job exits $rc after ${took}s" $? \
+    "$(grep -v '^fsdpc: rank [0-9]:   ' "$W/stop.err" | grep -m4 -E 'fsdpc|rc' | head -c 600)"
 
 # the emulated GPU: collectives over emulated NCCL, timed with CUDA events, in the trace
 E="--hidden_width 32 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 64 --max_context_width 16
