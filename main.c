@@ -29,6 +29,7 @@ int main(int argc, char **argv) {
     config_parse(&cfg, argc, argv);
     comm_check_same(config_hash(&cfg), "flags");
     comm_log_timestamps(cfg.log_timestamps);
+    comm_set_collective_timeout(cfg.collective_timeout);
     comm_log("fsdpc: MPI transport %s\n", comm_transport());
     if (cfg.environment == ENV_PBS) comm_check_pbs();
     const char *source = "--num_threads";

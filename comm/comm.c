@@ -4,6 +4,8 @@
 
 #include "../kernels/backend.h"
 #include "../kernels/kernels.h"
+#include "flight.h"
+#include "trace.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -25,13 +27,23 @@
 
 struct CommGroup {
     MPI_Comm comm;
-    void *nccl;  // NcclComm when the group moves device buffers (GPU runs), else NULL
+    void *nccl;        // NcclComm when the group moves device buffers (GPU runs), else NULL
+    const char *name;  // "world", "shard", "replica": in the flight recorder and the trace
+    uint64_t seq;      // collectives issued on the group so far; its members count alike
 };
 
 CommInfo comm_info;
-static CommGroup world_group;
+static CommGroup world_group = {.name = "world"};
 static MPI_Op bf16_sum_op;
-static MPI_Comm fail_comm;  // only comm_fail_all meets on it, so it never crosses another collective
+static MPI_Comm fail_comm;   // only comm_fail_all meets on it, so it never crosses another collective
+static MPI_Comm watch_comm;  // the side channel on which timed-out ranks tell each other where they wait
+static double collective_timeout = 600;  // seconds; 0: wait for ever
+#ifdef FSDPC_CUDA
+static CommGroup *nccl_groups[2];  // the shard and replica groups' NCCL communicators, to abort or destroy
+static void nccl_abort_all(void);
+#else
+static void nccl_abort_all(void) {}
+#endif
 
 #define mpiCheck(call) mpi_check((call), __FILE__, __LINE__)
 static void mpi_check(int err, const char *file, int line) {
@@ -162,10 +174,12 @@ void comm_init(int *argc, char ***argv) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     world_group.comm = MPI_COMM_WORLD;
     mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &fail_comm));
+    mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &watch_comm));
     mpiCheck(MPI_Op_create(bf16_sum, 1, &bf16_sum_op));
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &comm_info.rank));
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &comm_info.world));
     find_transport();
+    flight_install_signal(comm_info.rank);
     // local rank from shared-memory domains, so mpiexec, srun and a bare start all agree
     MPI_Comm node;
     mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm_info.rank, MPI_INFO_NULL, &node));
@@ -216,9 +230,23 @@ int comm_default_threads(const char **source) {
     return n > 0 ? n : 1;
 }
 
-void comm_finalize(void) { MPI_Finalize(); }
+void comm_finalize(void) {
+#ifdef FSDPC_CUDA
+    for (int i = 0; i < 2; i++)
+        if (nccl_groups[i]) comm_nccl_destroy(nccl_groups[i]->nccl);
+#endif
+    MPI_Finalize();
+}
 
 double comm_time(void) { return MPI_Wtime(); }
+
+int64_t comm_clock_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void comm_set_collective_timeout(double seconds) { collective_timeout = seconds; }
 
 double comm_peak_mem_mib(void) {
     struct rusage ru;
@@ -281,6 +309,8 @@ void comm_fatal_at(const char *file, int line, const char *fmt, ...) {
     va_end(ap);
     if (n >= 0 && (size_t)n < sizeof msg) snprintf(msg + n, sizeof msg - (size_t)n, " (rank %d, %s:%d)", comm_info.rank, file, line);
     error_line(msg);
+    flight_dump("fatal error");  // which collectives this rank had finished, and which it was in
+    nccl_abort_all();
     int inited = 0;
     MPI_Initialized(&inited);
     if (inited && comm_info.world > 1) MPI_Abort(MPI_COMM_WORLD, 1);
@@ -309,6 +339,8 @@ void comm_fail_all(const char *fmt, ...) {
     }
     if (!arrived) comm_fatal("%s", msg);
     if (comm_info.rank == 0) error_line(msg);
+    // the ranks agreed, so their collectives matched: one rank's ring tells the story
+    if (comm_info.rank == 0) flight_dump("exiting");
     fflush(stdout);
     if (inited) MPI_Finalize();
     exit(1);
@@ -322,37 +354,12 @@ void comm_abort_all(const char *fmt, ...) {
     va_end(ap);
     if (comm_info.rank == 0) error_line(msg);
     fflush(NULL);
+    flight_dump("aborting");
+    nccl_abort_all();
     if (comm_info.world == 1) _exit(1);
     MPI_Barrier(fail_comm);  // the line is out before any rank's abort can end rank 0
     MPI_Abort(MPI_COMM_WORLD, 1);
     _exit(1);  // MPI_Abort does not return; the compiler cannot know
-}
-
-const char *comm_first_error(const char *local_error) {
-    static char msg[1024];
-    int mine = local_error ? comm_info.rank : comm_info.world, first = mine;
-    mpiCheck(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (first == comm_info.world) return NULL;
-    // ship the failing rank's message to every rank so exactly one line is printed
-    memset(msg, 0, sizeof msg);
-    if (local_error) snprintf(msg, sizeof msg, "%s", local_error);
-    mpiCheck(MPI_Bcast(msg, sizeof msg, MPI_CHAR, first, MPI_COMM_WORLD));
-    return msg;
-}
-
-void comm_check_all(const char *local_error) {
-    const char *e = comm_first_error(local_error);
-    if (e) comm_fail_all("%s", e);
-}
-
-void comm_check_same(uint64_t value, const char *what) {
-    uint64_t root = value;
-    mpiCheck(MPI_Bcast(&root, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
-    int mine = root == value ? comm_info.world : comm_info.rank, first = mine;
-    mpiCheck(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (first < comm_info.world)
-        comm_fail_all("rank %d has different %s than rank 0 (every rank must be started with the same flags and files)",
-                      first, what);
 }
 
 void comm_check_distinct_local(const char *value, const char *what, const char *hint) {
@@ -440,31 +447,222 @@ int comm_group_size(const CommGroup *g) {
     return s;
 }
 
-void comm_barrier(CommGroup *g) { mpiCheck(MPI_Barrier(g->comm)); }
+// ---- requests: every collective is non-blocking underneath, so a wait can watch the clock ----
+
+// The element types the collectives move: fp32, and bf16 as uint16 with a custom sum.
+typedef struct {
+    MPI_Datatype mpi;
+    int bf16;          // selects the MPI sum op and the NCCL type
+    const char *name;  // in the trace
+    size_t size;
+} Elem;
+static const Elem F32 = {MPI_FLOAT, 0, "fp32", 4}, BF16 = {MPI_UINT16_T, 1, "bf16", 2}, F64 = {MPI_DOUBLE, 0, "fp64", 8},
+                  I32 = {MPI_INT, 0, "int32", 4}, BYTES = {MPI_BYTE, 0, "bytes", 1};
+
+struct CommRequest {
+    MPI_Request req;
+    void *nccl;  // NcclReq for the GPU transport
+    CommGroup *g;
+    const char *op, *dtype;
+    uint64_t seq, flight;
+    size_t bytes;
+    int64_t start_us;
+};
+
+// A collective about to be issued on g: numbered in g's sequence and opened in the flight recorder.
+static CommRequest *request_new(CommGroup *g, const char *op, Elem e, size_t count) {
+    CommRequest *r = callocCheck(1, sizeof(CommRequest));
+    r->g = g;
+    r->op = op;
+    r->dtype = e.name;
+    r->seq = ++g->seq;
+    r->bytes = count * e.size;
+    r->start_us = comm_clock_us();
+    r->flight = flight_start(op, g->name, r->seq, r->bytes, r->start_us);
+    return r;
+}
+
+enum { TIMEOUT_TAG = 7, GRACE_SECONDS = 5 };
+
+// What a timed-out rank tells the others on watch_comm.
+typedef struct {
+    int32_t rank;
+    uint64_t seq;
+    char op[24], group[16];
+} WaitStatus;
+
+// --collective_timeout ran out while waiting on r: print the ring, trade positions with the other
+// ranks that timed out (a stopped or dead rank, or one stuck outside any collective, sends
+// nothing), name the ranks not heard from, and end the job through MPI_Abort instead of hanging.
+static void __attribute__((noreturn)) collective_timed_out(const CommRequest *r, double waited) {
+    char why[256];
+    snprintf(why, sizeof why, "waited %.1f s in %s #%llu on group %s (--collective_timeout %g)", waited, r->op,
+             (unsigned long long)r->seq, r->g->name, collective_timeout);
+    flight_dump(why);
+    int world = comm_info.world, me = comm_info.rank;
+    WaitStatus mine = {.rank = me, .seq = r->seq}, *got = callocCheck((size_t)world, sizeof *got);
+    snprintf(mine.op, sizeof mine.op, "%s", r->op);
+    snprintf(mine.group, sizeof mine.group, "%s", r->g->name);
+    char *heard = callocCheck((size_t)world, 1);
+    MPI_Request *sends = callocCheck((size_t)world, sizeof *sends);
+    for (int p = 0; p < world; p++)
+        if (p != me) MPI_Isend(&mine, sizeof mine, MPI_BYTE, p, TIMEOUT_TAG, watch_comm, &sends[p]);
+    got[me] = mine;
+    heard[me] = 1;
+    int nheard = 1;
+    double grace = collective_timeout < GRACE_SECONDS ? collective_timeout : GRACE_SECONDS, t0 = MPI_Wtime();
+    while (nheard < world && MPI_Wtime() - t0 < grace) {
+        int flag = 0;
+        MPI_Status st;
+        MPI_Iprobe(MPI_ANY_SOURCE, TIMEOUT_TAG, watch_comm, &flag, &st);
+        if (!flag) {
+            usleep(1000);
+            continue;
+        }
+        WaitStatus s;
+        MPI_Recv(&s, sizeof s, MPI_BYTE, st.MPI_SOURCE, TIMEOUT_TAG, watch_comm, MPI_STATUS_IGNORE);
+        if (!heard[st.MPI_SOURCE]) heard[st.MPI_SOURCE] = 1, nheard++;
+        got[st.MPI_SOURCE] = s;
+    }
+    char missing[512] = "", waiting[1024] = "";
+    size_t nm = 0, nw = 0;
+    int lowest = me;
+    for (int p = 0; p < world; p++) {
+        if (!heard[p] && nm < sizeof missing)
+            nm += snprintf(missing + nm, sizeof missing - nm, "%s%d", nm ? ", " : "", p);
+        else if (heard[p] && p != me && nw < sizeof waiting)
+            nw += snprintf(waiting + nw, sizeof waiting - nw, "; rank %d waits in %.23s #%llu on %.15s", p, got[p].op,
+                           (unsigned long long)got[p].seq, got[p].group);
+        if (heard[p] && p < lowest) lowest = p;
+    }
+    char msg[2048];
+    snprintf(msg, sizeof msg, "collective timeout: rank %d %s; %s%s%s", me, why,
+             nm ? "rank(s) not arrived (stopped, dead, or stuck outside a collective): " : "every rank is waiting",
+             missing, waiting);
+    // one error line for the job: the lowest rank that timed out prints it, the others say where they were
+    if (me == lowest) error_line(msg);
+    else fprintf(stderr, "fsdpc: rank %d: %s\n", me, msg);
+    fflush(NULL);
+    nccl_abort_all();
+    if (world > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1);
+}
+
+// One non-blocking test of r: 1 when done.
+static int request_test(CommRequest *r) {
+#ifdef FSDPC_CUDA
+    if (r->nccl) {
+        const char *err = NULL;
+        int done = comm_nccl_test(r->nccl, &err);
+        if (err)
+            comm_fatal("NCCL failed in %s #%llu on group %s: %s (communicators aborted)", r->op, (unsigned long long)r->seq,
+                       r->g->name, err);
+        return done;
+    }
+#endif
+    int done = 0;
+    mpiCheck(MPI_Test(&r->req, &done, MPI_STATUS_IGNORE));
+    return done;
+}
+
+void comm_wait(CommRequest *r) {
+    if (!r) return;
+    // spin first (most waits are short), then yield the core; the clock is read every few tests
+    int64_t t0 = comm_clock_us(), limit = (int64_t)(collective_timeout * 1e6);
+    for (unsigned spins = 1; !request_test(r); spins++) {
+        if (spins % 64) continue;
+        int64_t waited = comm_clock_us() - t0;
+        if (limit > 0 && waited > limit) collective_timed_out(r, waited / 1e6);
+        if (waited > 10000) usleep(100);
+    }
+    int64_t start = r->start_us, end = comm_clock_us();
+#ifdef FSDPC_CUDA
+    if (r->nccl) comm_nccl_finish(r->nccl, &start, &end);  // the stream's own times when the trace asked for them
+#endif
+    flight_end(r->flight, end);
+    if (trace_on) trace_collective(r->op, r->g->name, r->seq, r->bytes, r->dtype, start, end);
+    free(r);
+}
 
 // MPI counts are int: large buffers go in chunks
 #define COMM_CHUNK ((size_t)1 << 30)
 
-void comm_allreduce_sum_f32(CommGroup *g, float *buf, size_t n) {
+static void allreduce_blocking(CommGroup *g, void *buf, size_t n, Elem e, MPI_Op op) {
     for (size_t o = 0; o < n; o += COMM_CHUNK) {
         int c = (int)(n - o < COMM_CHUNK ? n - o : COMM_CHUNK);
-        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf + o, c, MPI_FLOAT, MPI_SUM, g->comm));
+        CommRequest *r = request_new(g, "all-reduce", e, (size_t)c);
+        mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + o * e.size, c, e.mpi, op, g->comm, &r->req));
+        comm_wait(r);
     }
 }
 
-void comm_allreduce_sum_f64(CommGroup *g, double *buf, size_t n) {
-    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, g->comm));
-}
-
-void comm_allreduce_max_f64(CommGroup *g, double *buf, size_t n) {
-    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_MAX, g->comm));
-}
-
-void comm_bcast_bytes(CommGroup *g, void *buf, size_t n, int root) {
+static void bcast_blocking(CommGroup *g, void *buf, size_t n, Elem e, int root) {
     for (size_t o = 0; o < n; o += COMM_CHUNK) {
         int c = (int)(n - o < COMM_CHUNK ? n - o : COMM_CHUNK);
-        mpiCheck(MPI_Bcast((char *)buf + o, c, MPI_BYTE, root, g->comm));
+        CommRequest *r = request_new(g, "broadcast", e, (size_t)c);
+        mpiCheck(MPI_Ibcast((char *)buf + o * e.size, c, e.mpi, root, g->comm, &r->req));
+        comm_wait(r);
     }
+}
+
+void comm_barrier(CommGroup *g) {
+    CommRequest *r = request_new(g, "barrier", BYTES, 0);
+    mpiCheck(MPI_Ibarrier(g->comm, &r->req));
+    comm_wait(r);
+}
+
+void comm_allreduce_sum_f32(CommGroup *g, float *buf, size_t n) { allreduce_blocking(g, buf, n, F32, MPI_SUM); }
+void comm_allreduce_sum_f64(CommGroup *g, double *buf, size_t n) { allreduce_blocking(g, buf, n, F64, MPI_SUM); }
+void comm_allreduce_max_f64(CommGroup *g, double *buf, size_t n) { allreduce_blocking(g, buf, n, F64, MPI_MAX); }
+void comm_bcast_bytes(CommGroup *g, void *buf, size_t n, int root) { bcast_blocking(g, buf, n, BYTES, root); }
+
+const char *comm_first_error(const char *local_error) {
+    static char msg[1024];
+    int first = local_error ? comm_info.rank : comm_info.world;
+    allreduce_blocking(&world_group, &first, 1, I32, MPI_MIN);
+    if (first == comm_info.world) return NULL;
+    // ship the failing rank's message to every rank so exactly one line is printed
+    memset(msg, 0, sizeof msg);
+    if (local_error) snprintf(msg, sizeof msg, "%s", local_error);
+    bcast_blocking(&world_group, msg, sizeof msg, BYTES, first);
+    return msg;
+}
+
+void comm_check_all(const char *local_error) {
+    const char *e = comm_first_error(local_error);
+    if (e) comm_fail_all("%s", e);
+}
+
+void comm_check_same(uint64_t value, const char *what) {
+    uint64_t root = value;
+    bcast_blocking(&world_group, &root, sizeof root, BYTES, 0);
+    int first = root == value ? comm_info.world : comm_info.rank;
+    allreduce_blocking(&world_group, &first, 1, I32, MPI_MIN);
+    if (first < comm_info.world)
+        comm_fail_all("rank %d has different %s than rank 0 (every rank must be started with the same flags and files)",
+                      first, what);
+}
+
+void comm_gather_bytes(CommGroup *g, const void *buf, size_t n, char **all, size_t *total) {
+    int size = comm_group_size(g), me = comm_group_rank(g), len = (int)n;
+    if (n > (size_t)INT32_MAX) comm_fatal("gather of %zu bytes exceeds MPI's int count", n);
+    int *lens = callocCheck((size_t)size, sizeof(int)), *offs = callocCheck((size_t)size, sizeof(int));
+    CommRequest *r = request_new(g, "gather", I32, 1);
+    mpiCheck(MPI_Igather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, g->comm, &r->req));
+    comm_wait(r);
+    size_t sum = 0;
+    for (int i = 0; i < size; i++) {
+        if (sum + (size_t)lens[i] > (size_t)INT32_MAX) comm_fatal("gather of more than 2 GB at rank 0");
+        offs[i] = (int)sum;
+        sum += (size_t)lens[i];
+    }
+    *all = me == 0 ? mallocCheck(sum) : NULL;
+    *total = me == 0 ? sum : 0;
+    r = request_new(g, "gather", BYTES, n);
+    mpiCheck(MPI_Igatherv(buf, len, MPI_BYTE, *all, lens, offs, MPI_BYTE, 0, g->comm, &r->req));
+    comm_wait(r);
+    free(lens);
+    free(offs);
 }
 
 // MPI applies a non-commutative op in rank order: inout = in ++ inout, range by range
@@ -480,22 +678,20 @@ static void crc_concat(void *in, void *inout, int *len, MPI_Datatype *type) {
 }
 
 void comm_allreduce_crc32(CommGroup *g, CommCrc *r, size_t n) {
-    static MPI_Datatype type = MPI_DATATYPE_NULL;
+    static Elem crc = {MPI_DATATYPE_NULL, 0, "crc32", sizeof(CommCrc)};
     static MPI_Op op;
-    if (type == MPI_DATATYPE_NULL) {
-        mpiCheck(MPI_Type_contiguous(3, MPI_UINT64_T, &type));
-        mpiCheck(MPI_Type_commit(&type));
+    if (crc.mpi == MPI_DATATYPE_NULL) {
+        mpiCheck(MPI_Type_contiguous(3, MPI_UINT64_T, &crc.mpi));
+        mpiCheck(MPI_Type_commit(&crc.mpi));
         mpiCheck(MPI_Op_create(crc_concat, 0, &op));
     }
-    for (size_t o = 0; o < n; o += COMM_CHUNK) {
-        int c = (int)(n - o < COMM_CHUNK ? n - o : COMM_CHUNK);
-        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, r + o, c, type, op, g->comm));
-    }
+    allreduce_blocking(g, r, n, crc, op);
 }
 
-static CommGroup *group_from(MPI_Comm c) {
+static CommGroup *group_from(MPI_Comm c, const char *name) {
     CommGroup *g = callocCheck(1, sizeof *g);  // nccl stays NULL unless a GPU run sets it
     g->comm = c;
+    g->name = name;
     MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
     return g;
 }
@@ -505,33 +701,28 @@ void comm_make_groups(int shard_size, CommGroup **shard, CommGroup **replica) {
     int rank = comm_info.rank;
     mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, rank / shard_size, rank, &s));
     mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, rank % shard_size, rank, &r));
-    *shard = group_from(s);
-    *replica = group_from(r);
+    *shard = group_from(s, "shard");
+    *replica = group_from(r, "replica");
 #ifdef FSDPC_CUDA
     if (kern_on_gpu()) {  // parameters and gradients live on the GPU: NCCL moves them
-        CommGroup *gs[2] = {*shard, *replica};
-        for (int i = 0; i < 2; i++) gs[i]->nccl = comm_nccl_init(&gs[i]->comm, comm_group_rank(gs[i]), comm_group_size(gs[i]));
+        nccl_groups[0] = *shard;
+        nccl_groups[1] = *replica;
+        for (int i = 0; i < 2; i++)
+            nccl_groups[i]->nccl = comm_nccl_init(&nccl_groups[i]->comm, comm_group_rank(nccl_groups[i]), comm_group_size(nccl_groups[i]));
     }
 #endif
 }
 
-struct CommRequest {
-    MPI_Request req;
-    void *nccl;  // NcclReq for the GPU transport
-};
-
-static CommRequest *request_new(void) { return callocCheck(1, sizeof(CommRequest)); }
-
 #ifdef FSDPC_CUDA
-static CommRequest *nccl_request(void *r) {
-    CommRequest *q = request_new();
-    q->nccl = r;
-    return q;
+static void nccl_abort_all(void) {
+    for (int i = 0; i < 2; i++)
+        if (nccl_groups[i] && nccl_groups[i]->nccl) comm_nccl_abort(nccl_groups[i]->nccl);
 }
-#define NCCL_ROUTE(g, call) \
-    if ((g)->nccl) return nccl_request(call)
+#define NCCL_ROUTE(g, r, call) \
+    if ((g)->nccl) return (r)->nccl = (call), (r)
+#define NCCL_TYPE(e) ((e).bf16 ? NCCL_BF16 : NCCL_F32)
 #else
-#define NCCL_ROUTE(g, call)
+#define NCCL_ROUTE(g, r, call)
 #endif
 
 // Non-blocking collectives take one int count: FSDP units stay far below 2^31 elements per rank
@@ -541,35 +732,26 @@ static int count_of(size_t n) {
     return (int)n;
 }
 
-// The element types the collectives move: fp32, and bf16 as uint16 with a custom sum.
-typedef struct {
-    MPI_Datatype mpi;
-    int bf16;  // selects the MPI sum op and the NCCL type
-} Elem;
-static const Elem F32 = {MPI_FLOAT, 0}, BF16 = {MPI_UINT16_T, 1};
-
-#ifdef FSDPC_CUDA
-#define NCCL_TYPE(e) ((e).bf16 ? NCCL_BF16 : NCCL_F32)
-#endif
 static MPI_Op sum_op(Elem e) { return e.bf16 ? bf16_sum_op : MPI_SUM; }
 
+// the trace's byte counts are the whole (unsharded) buffer's
 static CommRequest *all_gather(CommGroup *g, const void *in, void *out, size_t n, Elem e) {
-    NCCL_ROUTE(g, comm_nccl_all_gather(g->nccl, in, out, n, NCCL_TYPE(e)));
-    CommRequest *r = request_new();
+    CommRequest *r = request_new(g, "all-gather", e, n * (size_t)comm_group_size(g));
+    NCCL_ROUTE(g, r, comm_nccl_all_gather(g->nccl, in, out, n, NCCL_TYPE(e), trace_on));
     mpiCheck(MPI_Iallgather(in, count_of(n), e.mpi, out, count_of(n), e.mpi, g->comm, &r->req));
     return r;
 }
 
 static CommRequest *reduce_scatter(CommGroup *g, const void *in, void *out, size_t n, Elem e) {
-    NCCL_ROUTE(g, comm_nccl_reduce_scatter(g->nccl, in, out, n, NCCL_TYPE(e)));
-    CommRequest *r = request_new();
+    CommRequest *r = request_new(g, "reduce-scatter", e, n * (size_t)comm_group_size(g));
+    NCCL_ROUTE(g, r, comm_nccl_reduce_scatter(g->nccl, in, out, n, NCCL_TYPE(e), trace_on));
     mpiCheck(MPI_Ireduce_scatter_block(in, out, count_of(n), e.mpi, sum_op(e), g->comm, &r->req));
     return r;
 }
 
 static CommRequest *allreduce(CommGroup *g, void *buf, size_t n, Elem e) {
-    NCCL_ROUTE(g, comm_nccl_allreduce(g->nccl, buf, n, NCCL_TYPE(e)));
-    CommRequest *r = request_new();
+    CommRequest *r = request_new(g, "all-reduce", e, n);
+    NCCL_ROUTE(g, r, comm_nccl_allreduce(g->nccl, buf, n, NCCL_TYPE(e), trace_on));
     mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(n), e.mpi, sum_op(e), g->comm, &r->req));
     return r;
 }
@@ -590,20 +772,10 @@ CommRequest *comm_reduce_scatter_bf16_start(CommGroup *g, const uint16_t *in, ui
 CommRequest *comm_allreduce_bf16_start(CommGroup *g, uint16_t *buf, size_t n) { return allreduce(g, buf, n, BF16); }
 
 CommRequest *comm_bcast_start(CommGroup *g, float *buf, size_t n, int root) {
-    NCCL_ROUTE(g, comm_nccl_bcast(g->nccl, buf, n, root));
-    CommRequest *r = request_new();
+    CommRequest *r = request_new(g, "broadcast", F32, n);
+    NCCL_ROUTE(g, r, comm_nccl_bcast(g->nccl, buf, n, root, trace_on));
     mpiCheck(MPI_Ibcast(buf, count_of(n), MPI_FLOAT, root, g->comm, &r->req));
     return r;
-}
-
-void comm_wait(CommRequest *r) {
-    if (!r) return;
-#ifdef FSDPC_CUDA
-    if (r->nccl) comm_nccl_wait(r->nccl);
-    else
-#endif
-        mpiCheck(MPI_Wait(&r->req, MPI_STATUS_IGNORE));
-    free(r);
 }
 
 void comm_all_gather(CommGroup *g, const float *in, float *out, size_t n) { comm_wait(comm_all_gather_start(g, in, out, n)); }

@@ -26,14 +26,20 @@ const char *comm_transport(void);
 // the cores this process may run on, shared among the node's ranks when they are not pinned
 int comm_default_threads(const char **source);  // *source: where the number came from, for the log
 double comm_time(void);
+// monotonic microseconds: the clock of the flight recorder and the trace
+int64_t comm_clock_us(void);
+// --collective_timeout: a collective that waits longer than this (seconds; 0: for ever) prints the
+// flight recorder on every waiting rank, names the ranks that never arrived and ends the job
+// (MPI_Abort) instead of hanging
+void comm_set_collective_timeout(double seconds);
 // peak resident memory of this process in MiB
 double comm_peak_mem_mib(void);
 // Memory this node can still give, in bytes: the smaller of MemAvailable and the room left under
 // this process's cgroup limit; *source says which ("MemAvailable" or "cgroup limit").
 double comm_mem_available(const char **source);
 
-// A rank-local failure (I/O error, allocation): prints "fsdpc: error: <msg> (file:line)" and
-// aborts every rank through MPI_Abort.
+// A rank-local failure (I/O error, allocation): prints "fsdpc: error: <msg> (file:line)" and this
+// rank's flight recorder, aborts NCCL's communicators and every rank through MPI_Abort.
 void comm_fatal_at(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 #define comm_fatal(...) comm_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
 // An error every rank detects alike (bad flag, bad shape): rank 0 prints one line, every rank
@@ -87,6 +93,9 @@ void comm_allreduce_sum_f32(CommGroup *g, float *buf, size_t n);
 void comm_allreduce_sum_f64(CommGroup *g, double *buf, size_t n);
 void comm_allreduce_max_f64(CommGroup *g, double *buf, size_t n);
 void comm_bcast_bytes(CommGroup *g, void *buf, size_t n, int root);
+// Rank 0 of g receives every member's n bytes, in rank order, into *all (malloc'ed, *total
+// bytes); the others get NULL and 0.
+void comm_gather_bytes(CommGroup *g, const void *buf, size_t n, char **all, size_t *total);
 
 // zlib CRC-32 of the bytes [begin, begin + len) of some array (len 0: none, crc 0).
 typedef struct {
@@ -101,6 +110,8 @@ void comm_allreduce_crc32(CommGroup *g, CommCrc *r, size_t n);
 // Returns NULL-free groups; the caller checks world % shard_size == 0 first.
 void comm_make_groups(int shard_size, CommGroup **shard, CommGroup **replica);
 
+// Every collective is numbered in its group's sequence and kept in the flight recorder
+// (comm/flight.h); waits watch --collective_timeout; within --trace_steps each is a trace span.
 // Blocking and non-blocking collectives on float buffers. n is per rank: all-gather takes n
 // elements from each rank into out (size*n); reduce-scatter sums in (size*n) and leaves this
 // rank's n elements in out. Buffers must stay untouched until comm_wait.

@@ -24,72 +24,129 @@ static void cuda_check(cudaError_t e, const char *what, const char *file, int li
 
 struct NcclComm {
     ncclComm_t comm;
-    cudaStream_t stream;  // collectives of this group
+    int aborted;  // ncclCommAbort ran: the communicator is gone
 };
 
 struct NcclReq {
-    cudaEvent_t done;
+    NcclComm *c;
+    cudaEvent_t start, done;  // start: only when timed
 };
 
+// One stream for every communicator. NCCL kernels of two communicators that run at once on
+// different streams can deadlock: each occupies GPU resources while it waits for peers that are
+// busy in the other one, and with hybrid sharding the shard and replica groups' collectives
+// overlap. On one stream they run in issue order, and every rank issues them in the same order.
+static cudaStream_t stream;
+// Timed events are placed on the host clock through a reference event whose host time is known.
+static cudaEvent_t clock_ref;
+static int64_t clock_ref_us;
+
 NcclComm *comm_nccl_init(void *mpi_comm, int rank, int size) {
-    NcclComm *c = mallocCheck(sizeof *c);
+    NcclComm *c = callocCheck(1, sizeof *c);
     ncclUniqueId id;
     if (rank == 0) ncclCheck(ncclGetUniqueId(&id));
     if (MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, *(MPI_Comm *)mpi_comm) != MPI_SUCCESS)
         comm_fatal("cannot broadcast the NCCL unique id");
     ncclCheck(ncclCommInitRank(&c->comm, size, id, rank));
-    cudaCheck(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    if (!stream) cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     return c;
 }
 
-// The collective's stream waits for everything already queued on the compute stream (its
-// inputs), runs the op, and records an event the compute stream will wait on.
-static NcclReq *begin(NcclComm *c, const char *what) {
+// The collectives' stream waits for everything already queued on the compute stream (its
+// inputs), then runs the op, bracketed by the request's events.
+static NcclReq *begin(NcclComm *c, const char *what, int timed) {
     cudaEvent_t ready;
     cudaCheck(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
     cudaCheck(cudaEventRecord(ready, (cudaStream_t)cuda_compute_stream()));
-    cudaCheck(cudaStreamWaitEvent(c->stream, ready, 0));
+    cudaCheck(cudaStreamWaitEvent(stream, ready, 0));
     cudaCheck(cudaEventDestroy(ready));
     nvtxRangePushA(what);
-    NcclReq *r = mallocCheck(sizeof *r);
-    cudaCheck(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming));
+    NcclReq *r = callocCheck(1, sizeof *r);
+    r->c = c;
+    cudaCheck(cudaEventCreateWithFlags(&r->done, timed ? cudaEventDefault : cudaEventDisableTiming));
+    if (timed) {
+        if (!clock_ref) {
+            cudaCheck(cudaEventCreateWithFlags(&clock_ref, cudaEventDefault));
+            cudaCheck(cudaEventRecord(clock_ref, stream));
+            cudaCheck(cudaEventSynchronize(clock_ref));
+            clock_ref_us = comm_clock_us();
+        }
+        cudaCheck(cudaEventCreateWithFlags(&r->start, cudaEventDefault));
+        cudaCheck(cudaEventRecord(r->start, stream));
+    }
     return r;
 }
 
-static NcclReq *end(NcclComm *c, NcclReq *r) {
-    cudaCheck(cudaEventRecord(r->done, c->stream));
+static NcclReq *end(NcclReq *r) {
+    cudaCheck(cudaEventRecord(r->done, stream));
     nvtxRangePop();
     return r;
 }
 
 static ncclDataType_t dtype(NcclType t) { return t == NCCL_BF16 ? ncclBfloat16 : ncclFloat32; }
 
-NcclReq *comm_nccl_all_gather(NcclComm *c, const void *in, void *out, size_t n, NcclType t) {
-    NcclReq *r = begin(c, "all-gather");
-    ncclCheck(ncclAllGather(in, out, n, dtype(t), c->comm, c->stream));
-    return end(c, r);
+NcclReq *comm_nccl_all_gather(NcclComm *c, const void *in, void *out, size_t n, NcclType t, int timed) {
+    NcclReq *r = begin(c, "all-gather", timed);
+    ncclCheck(ncclAllGather(in, out, n, dtype(t), c->comm, stream));
+    return end(r);
 }
 
-NcclReq *comm_nccl_reduce_scatter(NcclComm *c, const void *in, void *out, size_t n, NcclType t) {
-    NcclReq *r = begin(c, "reduce-scatter");
-    ncclCheck(ncclReduceScatter(in, out, n, dtype(t), ncclSum, c->comm, c->stream));
-    return end(c, r);
+NcclReq *comm_nccl_reduce_scatter(NcclComm *c, const void *in, void *out, size_t n, NcclType t, int timed) {
+    NcclReq *r = begin(c, "reduce-scatter", timed);
+    ncclCheck(ncclReduceScatter(in, out, n, dtype(t), ncclSum, c->comm, stream));
+    return end(r);
 }
 
-NcclReq *comm_nccl_allreduce(NcclComm *c, void *buf, size_t n, NcclType t) {
-    NcclReq *r = begin(c, "all-reduce");
-    ncclCheck(ncclAllReduce(buf, buf, n, dtype(t), ncclSum, c->comm, c->stream));
-    return end(c, r);
+NcclReq *comm_nccl_allreduce(NcclComm *c, void *buf, size_t n, NcclType t, int timed) {
+    NcclReq *r = begin(c, "all-reduce", timed);
+    ncclCheck(ncclAllReduce(buf, buf, n, dtype(t), ncclSum, c->comm, stream));
+    return end(r);
 }
 
-NcclReq *comm_nccl_bcast(NcclComm *c, void *buf, size_t n, int root) {
-    NcclReq *r = begin(c, "broadcast");
-    ncclCheck(ncclBroadcast(buf, buf, n, ncclFloat32, root, c->comm, c->stream));
-    return end(c, r);
+NcclReq *comm_nccl_bcast(NcclComm *c, void *buf, size_t n, int root, int timed) {
+    NcclReq *r = begin(c, "broadcast", timed);
+    ncclCheck(ncclBroadcast(buf, buf, n, ncclFloat32, root, c->comm, stream));
+    return end(r);
 }
 
-void comm_nccl_wait(NcclReq *r) {
+int comm_nccl_test(NcclReq *r, const char **err) {
+    ncclResult_t async;
+    ncclCheck(ncclCommGetAsyncError(r->c->comm, &async));
+    if (async != ncclSuccess && async != ncclInProgress) {
+        *err = ncclGetErrorString(async);
+        return 0;
+    }
+    cudaError_t e = cudaEventQuery(r->done);
+    if (e == cudaErrorNotReady) return 0;
+    cudaCheck(e);
+    return 1;
+}
+
+// milliseconds from the reference event to e, on the host clock
+static int64_t host_us(cudaEvent_t e) {
+    float ms = 0;
+    cudaCheck(cudaEventElapsedTime(&ms, clock_ref, e));
+    return clock_ref_us + (int64_t)(ms * 1000.0f);
+}
+
+void comm_nccl_finish(NcclReq *r, int64_t *start_us, int64_t *end_us) {
     cudaCheck(cudaStreamWaitEvent((cudaStream_t)cuda_compute_stream(), r->done, 0));
+    if (r->start) {
+        *start_us = host_us(r->start);
+        *end_us = host_us(r->done);
+        cudaCheck(cudaEventDestroy(r->start));
+    }
     cudaCheck(cudaEventDestroy(r->done));
     free(r);
+}
+
+void comm_nccl_abort(NcclComm *c) {
+    if (c->aborted) return;
+    c->aborted = 1;
+    ncclCommAbort(c->comm);  // not checked: this runs on the way out of a failure already reported
+}
+
+void comm_nccl_destroy(NcclComm *c) {
+    if (!c->aborted) ncclCheck(ncclCommDestroy(c->comm));
+    free(c);
 }

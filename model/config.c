@@ -84,6 +84,17 @@ const char *config_sharding_name(ShardStrategy s) { return cli_choice_name(shard
 const char *config_precision_name(Precision p) { return cli_choice_name(precision_names, p); }
 const char *config_lr_decay_name(LrDecay d) { return cli_choice_name(lr_decay_names, d); }
 
+// --trace_steps A:B, the 1-based steps (as logged) the trace covers
+static const char *parse_trace_steps(void *dst, const char *v) {
+    static char msg[256];
+    int *steps = ((Config *)dst)->trace_steps, n = 0;
+    if (sscanf(v, "%d:%d%n", &steps[0], &steps[1], &n) != 2 || v[n] || steps[0] < 1 || steps[1] < steps[0]) {
+        snprintf(msg, sizeof msg, "--trace_steps must be A:B with 1 <= A <= B (steps as logged, e.g. 2:4), got '%s'", v);
+        return msg;
+    }
+    return NULL;
+}
+
 // --model_name: the preset's sizes, which size flags anywhere on the command line override
 static const char *apply_preset(void *dst, const char *name) {
     static char msg[512];
@@ -163,6 +174,9 @@ static const CliFlag flags[] = {
     S("metrics_file", metrics_file),
     B("profile", profile),
     B("log_timestamps", log_timestamps),
+    S("trace_file", trace_file),
+    {.name = "trace_steps", .kind = CLI_CALL, AT(trace_steps), .call = parse_trace_steps},
+    FL("collective_timeout", collective_timeout),
     I("num_threads", num_threads),
     S("prompt", prompt),
     I("num_tokens", num_tokens),
@@ -187,7 +201,7 @@ static const CliFlag flags[] = {
     ALIAS("checkpoint_interval", CLI_INT, checkpoint_freq),
     ALIAS("data_path", CLI_STR, train_data),
     ALIAS("low_cpu_fsdp", CLI_BOOL, meta_init),
-    UNSUP("use_profiler", "use --profile for the per-phase table, or nsys with the NVTX ranges on a GPU"),
+    B("use_profiler", use_profiler),
     UNSUP("zipped_data", "training reads token shards: turn .jsonl.gz into them with fsdpc prepare, which reads gzip"),
 };
 #define NFLAGS (sizeof flags / sizeof flags[0])
@@ -223,6 +237,9 @@ static void defaults(Config *c) {
     c->device = KERN_DEVICE_AUTO;
     c->environment = ENV_LOCAL;
     c->logging_freq = 10;
+    c->trace_steps[0] = 1;
+    c->trace_steps[1] = 3;
+    c->collective_timeout = 600;
     c->num_tokens = 256;
     c->temperature = 0.8f;
     c->top_p = 0.95f;
@@ -297,6 +314,7 @@ static void validate(const Config *c) {
     if (c->selective_checkpointing < 0) comm_fail_all("--selective_checkpointing must be >= 0 (every Nth block)");
     if (c->num_threads < 0) comm_fail_all("--num_threads must be >= 0 (0 = all cores)");
     if (!c->tokenizer[0]) comm_fail_all("--tokenizer needs a value: byte, a tokenizer.model / tokenizer.json, a directory or a hub name");
+    if (c->collective_timeout < 0) comm_fail_all("--collective_timeout must be >= 0 seconds (0 waits for ever)");
     if (c->finetune && !c->init_from[0])
         comm_fail_all("--finetune needs the weights to start from: --init_from PATH (or --pretrained_checkpoint_file FILE)");
 }
@@ -392,6 +410,7 @@ void config_parse(Config *c, int argc, char **argv) {
     cli_parse(&table, c, argc, argv);
     family_defaults(c);
     join_run_name(c);
+    if (c->use_profiler && !c->trace_file[0]) snprintf(c->trace_file, sizeof c->trace_file, "%s", TRACE_DEFAULT_FILE);
     validate(c);
 }
 

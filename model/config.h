@@ -6,6 +6,9 @@
 
 #include "../kernels/kernels.h"
 
+// where --use_profiler (the profiling recipe's flag) writes its trace
+#define TRACE_DEFAULT_FILE "fsdpc_trace.json"
+
 // Enumerated settings, parsed once; model/config.c holds each one's list of names (flags, error
 // messages, config_describe and logs all read it). Stored as int by the flag parser.
 // --sharding, after torch's ShardingStrategy
@@ -60,6 +63,10 @@ typedef struct {
     RunEnvironment environment;  // minimal_fsdp's --environment local|pbs: pbs logs the job and checks its node file
     int logging_freq, num_threads, profile;
     int log_timestamps;  // date, level and rank before every log line
+    char trace_file[512];          // Chrome trace of steps trace_steps[0]..trace_steps[1] (1-based), or ""
+    int trace_steps[2];
+    int use_profiler;              // the profiling recipe's switch: a trace to TRACE_DEFAULT_FILE
+    float collective_timeout;      // seconds a collective may wait before the job ends; 0: for ever
     // generate
     char prompt[4096];
     int num_tokens;

@@ -14,6 +14,7 @@
 #include "../ckpt/hf.h"
 #include "../kernels/kernels.h"
 #include "../comm/comm.h"
+#include "../comm/trace.h"
 #include "../data/data.h"
 #include "../data/tokenizer.h"
 #include "../model/generate.h"
@@ -316,11 +317,17 @@ static void fill_batch(Run *r, int step, int micro) {
     data_loader_next(r->train_loader, batch_first(r, step, micro), next, r->inp, r->tgt);
 }
 
-// profiler range "<phase> unit <u>" (NVTX on GPU)
+// profiler range "<phase> unit <u>" (NVTX on GPU), and its span in the trace
 static void range(const char *phase, int u) {
     char name[48];
     snprintf(name, sizeof name, "%s unit %d", phase, u);
     kern_range_push(name);
+    trace_begin(TRACE_COMPUTE, name, u);
+}
+
+static void range_pop(void) {
+    trace_end(TRACE_COMPUTE);
+    kern_range_pop();
 }
 
 double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, float dscale,
@@ -338,13 +345,13 @@ double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const
     model_embed_fwd(plan, shard_gather(s, embed, L > 0 ? b0 : head), a, T, 0);
     shard_release(s, embed, fwd);
     shard_cast_activation(s, a->res, ND);
-    kern_range_pop();
+    range_pop();
     for (int l = 0; l < L; l++) {
         range("forward", b0 + l);
         model_block_fwd(plan, l, shard_gather(s, b0 + l, l + 1 < L ? b0 + l + 1 : head), a, T, 0);
         shard_release(s, b0 + l, fwd);
         shard_cast_activation(s, a->res + (l + 1) * ND, ND);
-        kern_range_pop();
+        range_pop();
     }
     range(train ? "forward+backward" : "forward", head);
     const float *ph = shard_gather(s, head, train && L > 0 ? b0 + L - 1 : -1);
@@ -352,23 +359,27 @@ double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const
     shard_release(s, head, train ? PHASE_BWD : PHASE_EVAL);
     // a head that shares the embedding's unit (tied weights) collects the embedding's gradient too
     if (train && head != embed) shard_grad_ready(s, head, last_micro);
-    kern_range_pop();
+    range_pop();
     if (!train) return loss;
     // backward: blocks high to low, each prefetching the one below; the embedding needs no weights
     for (int l = L - 1; l >= 0; l--) {
         range("backward", b0 + l);
         const float *p = shard_gather(s, b0 + l, l > 0 ? b0 + l - 1 : -1);
-        if (a->recompute[l]) model_block_fwd(plan, l, p, a, T, 0);  // activation checkpointing
+        if (a->recompute[l]) {  // activation checkpointing
+            range("recompute", b0 + l);
+            model_block_fwd(plan, l, p, a, T, 0);
+            range_pop();
+        }
         model_block_bwd(plan, l, p, shard_grad_buffer(s, b0 + l), a);
         shard_release(s, b0 + l, PHASE_BWD);
         shard_grad_ready(s, b0 + l, last_micro);
-        kern_range_pop();
+        range_pop();
     }
     range("backward", embed);
     shard_release(s, embed, PHASE_BWD);
     model_embed_bwd(plan, shard_grad_buffer(s, embed), a);
     shard_grad_ready(s, embed, last_micro);
-    kern_range_pop();
+    range_pop();
     return loss;
 }
 
@@ -413,7 +424,9 @@ static double train_step(Run *r, int step, float lr, double *gnorm, int *applied
     prof_mark(r, -1);
     shard_zero_grads(&r->st);
     for (int micro = 0; micro < c->grad_accum; micro++) {
+        trace_begin(TRACE_DATA, "data wait", -1);
         fill_batch(r, step, micro);
+        trace_end(TRACE_DATA);
         // masks keyed by the global sample index: equal for every layout, and on resume
         model_set_dropout(&r->acts, c->model.dropout, (uint64_t)c->seed, batch_first(r, step, micro));
         prof_mark(r, PROF_DATA);
@@ -427,10 +440,16 @@ static double train_step(Run *r, int step, float lr, double *gnorm, int *applied
     prof_mark(r, PROF_REDUCE);
     kern_range_push("optimizer");
     double loss = red[0] / ((double)r->global_batch * T);
+    trace_counter("loss", loss);
+    if (kern_on_gpu()) trace_counter("device memory", kern_peak_mem_mib());
+    trace_begin(TRACE_COMPUTE, "clip grad norm", -1);
     *gnorm = shard_clip_grads(&r->st, c->grad_clip);  // reduced over all ranks: they agree
+    trace_end(TRACE_COMPUTE);
     *applied = isfinite(loss) && isfinite(*gnorm);
+    trace_begin(TRACE_COMPUTE, "optimizer", -1);
     if (*applied) shard_adamw_step(&r->st, c, lr);
     else shard_set_step(&r->st, shard_step(&r->st) + 1);  // the schedule still moves on, so a resumed run counts steps alike
+    trace_end(TRACE_COMPUTE);
     kern_range_pop();
     prof_mark(r, PROF_OPTIM);
     return loss;
@@ -452,7 +471,9 @@ static double validate(Run *r) {
 }
 
 static double log_validation(Run *r, int step) {
+    trace_begin(TRACE_COMPUTE, "validation", -1);
     double vl = validate(r);
+    trace_end(TRACE_COMPUTE);
     comm_log("Batch %d Validation loss: %.5f, perplexity: %.3f\n", step, vl, exp(vl));
     return vl;
 }
@@ -471,7 +492,9 @@ static void save(Run *r, int step) {
     meta.data_position = (uint64_t)step * r->global_batch;
     meta.rng_state = (uint64_t)c->seed;
     CkptSaved out;
+    trace_begin(TRACE_COMPUTE, "checkpoint write", -1);
     ckpt_save(c->checkpoint_dir, &r->st, c, &meta, &out);
+    trace_end(TRACE_COMPUTE);
     comm_log("Saved checkpoint %s in %.2f s (%.1f MB/s)\n", out.path, out.seconds,
              out.bytes / 1e6 / (out.seconds > 0 ? out.seconds : 1e-9));
     ckpt_prune(c->checkpoint_dir, c->num_kept_checkpoints, &meta, out.path, r->resume_file);
@@ -574,6 +597,7 @@ int train_run(Config *c) {
     r.max_steps = c->max_steps;
     ckpt_new_run_id(r.origin.run_id);
     open_outputs(&r);
+    if (c->trace_file[0]) trace_open(c->trace_file, c->trace_steps[0], c->trace_steps[1]);
     resolve_sources(&r);
     comm_check_same(config_hash(c), "model configuration or tokenizer after reading its sources (do the files differ between nodes?)");
     model_plan_build(&r.plan, &c->model);
@@ -612,6 +636,7 @@ int train_run(Config *c) {
     int steps_since_log = 0;
     int skipped = 0, status = 0;
     for (int step = start; step < r.max_steps; step++) {
+        trace_step(step + 1);
         float lr = train_lr(c, step, r.max_steps);
         int applied, preempt;
         double gnorm, loss = train_step(&r, step, lr, &gnorm, &applied, &preempt);
@@ -672,6 +697,7 @@ int train_run(Config *c) {
             break;
         }
     }
+    trace_close();
     ckpt_release_dir();  // no more checkpoints: the directory is free for the next run
     prof_report(&r, shard_step(&r.st) - start);
     if (r.metrics) fclose(r.metrics);

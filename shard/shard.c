@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../comm/trace.h"
 #include "../kernels/kernels.h"
 
 // shard state and gathered buffers live on the compute device
@@ -345,6 +346,7 @@ void shard_adamw_step(ShardState *s, const Config *cfg, float lr) {
     s->step++;
     // offload: every gradient shard heads to the host at once; the host steps unit u while later
     // units are still copying down and earlier masters are copying back up
+    if (s->offload) trace_begin(TRACE_COPY, "offload: gradients down, AdamW on the host, masters up", -1);
     if (s->offload)
         for (int u = 0; u < s->nunits; u++) {
             FlatUnit *f = &s->units[u];
@@ -355,7 +357,9 @@ void shard_adamw_step(ShardState *s, const Config *cfg, float lr) {
         const UnitSpec *spec = &s->plan->units[u];
         const float *grad = f->grad_shard;
         if (s->offload) {
+            trace_begin(TRACE_COPY, "gradient download wait", u);
             kern_async_wait(f->copy_ticket);
+            trace_end(TRACE_COPY);
             grad = f->host_grad;
         }
         for (int t = 0; t < spec->ntensors; t++) {
@@ -369,6 +373,7 @@ void shard_adamw_step(ShardState *s, const Config *cfg, float lr) {
         if (s->offload) kern_upload_async(f->device_master, f->master, f->shard_len * sizeof(float));
     }
     if (s->offload) kern_async_fence();  // the next gathers read the new masters
+    if (s->offload) trace_end(TRACE_COPY);
 }
 
 // ---- accessors ----

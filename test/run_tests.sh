@@ -28,6 +28,7 @@ suite "parity: minGPT PyTorch reference (compare)" /usr/bin/python3 test/parity.
 suite "cli: errors, resume, evaluation, generation" bash test/test_cli.sh
 suite "shard: multi-rank equivalence, memory, bad layouts" bash test/test_shard.sh
 suite "ckpt: parallel checkpoints, resharding, crash safety" bash test/test_ckpt.sh
+suite "trace: Chrome trace, flight recorder, collective timeout, NCCL errors (emulated)" bash test/test_trace.sh
 suite "data: formats, streaming, errors" bash test/test_data.sh
 suite "h5data: minimal_fsdp-style HDF5 sample rows as training and validation data" bash test/test_h5data.sh
 suite "prepare: shards from text and JSON Lines" bash test/test_prepare.sh

@@ -3,10 +3,11 @@
 #ifndef FSDPC_EMU_CUDA_RUNTIME_API_H
 #define FSDPC_EMU_CUDA_RUNTIME_API_H
 typedef int cudaError_t;
-enum { cudaSuccess = 0 };
+enum { cudaSuccess = 0, cudaErrorNotReady = 600 };
 typedef void *cudaStream_t;
 typedef void *cudaEvent_t;
 #define cudaStreamNonBlocking 1
+#define cudaEventDefault 0
 #define cudaEventDisableTiming 2
 const char *cudaGetErrorString(cudaError_t e);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
@@ -14,4 +15,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventQuery(cudaEvent_t e);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
 #endif

@@ -4,7 +4,7 @@
 #define FSDPC_EMU_NCCL_H
 #include <stddef.h>
 #include "cuda_runtime_api.h"
-typedef enum { ncclSuccess = 0, ncclInternalError = 3 } ncclResult_t;
+typedef enum { ncclSuccess = 0, ncclInternalError = 3, ncclRemoteError = 6, ncclInProgress = 7 } ncclResult_t;
 typedef enum { ncclFloat32 = 7, ncclBfloat16 = 9 } ncclDataType_t;
 typedef enum { ncclSum = 0 } ncclRedOp_t;
 typedef struct { char internal[128]; } ncclUniqueId;
@@ -12,6 +12,9 @@ typedef struct EmuNcclComm *ncclComm_t;
 const char *ncclGetErrorString(ncclResult_t r);
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank);
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err);
+ncclResult_t ncclCommAbort(ncclComm_t comm);
+ncclResult_t ncclCommDestroy(ncclComm_t comm);
 ncclResult_t ncclAllGather(const void *in, void *out, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t s);
 ncclResult_t ncclReduceScatter(const void *in, void *out, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
                                cudaStream_t s);

@@ -1,0 +1,43 @@
+// trace: a Chrome trace-event timeline of a window of training steps (--trace_file,
+// --trace_steps), one process per rank, opened by Perfetto or chrome://tracing. Callers mark spans
+// and counters; comm.c adds each collective as a span of its own. Off, every call is one branch.
+#ifndef FSDPC_COMM_TRACE_H
+#define FSDPC_COMM_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// the timeline rows of a rank besides its collectives (which get rows of their own)
+typedef enum { TRACE_COMPUTE, TRACE_DATA, TRACE_COPY, TRACE_NTHREADS } TraceThread;
+
+extern int trace_on;  // nonzero while the step window is being recorded
+
+// Collective, at start-up: checks that rank 0 can write `path` (every rank fails with one line if
+// not) and aligns the ranks' clocks (a barrier, then each rank's time zero). Steps first..last
+// (1-based, as logged) are recorded.
+void trace_open(const char *path, int first_step, int last_step);
+// Collective, before step `step` (1-based) runs: starts the window, or after its last step
+// gathers every rank's events to rank 0, which writes the file (tmp + rename).
+void trace_step(int step);
+// Collective, at the end of the run: writes the file if the window is still open.
+void trace_close(void);
+
+void trace_begin_at(TraceThread t, const char *name, int unit);
+void trace_end_at(TraceThread t);
+void trace_counter_at(const char *name, double value);
+// A finished collective: start and end on comm_clock_us's clock.
+void trace_collective(const char *op, const char *group, uint64_t seq, size_t bytes, const char *dtype, int64_t start_us,
+                      int64_t end_us);
+
+// A span on row t, nested in the row's open spans; unit < 0: not about one unit.
+static inline void trace_begin(TraceThread t, const char *name, int unit) {
+    if (trace_on) trace_begin_at(t, name, unit);
+}
+static inline void trace_end(TraceThread t) {
+    if (trace_on) trace_end_at(t);
+}
+static inline void trace_counter(const char *name, double value) {
+    if (trace_on) trace_counter_at(name, value);
+}
+
+#endif
