@@ -187,3 +187,9 @@ check "emulated GPU, np=2: valid trace with NCCL collectives timed on their stre
 expect_error "an NCCL asynchronous error (emulated) ends the job" \
     "^fsdpc: error: NCCL failed in [a-z-]+ #[0-9]+ on group shard: emulated NCCL error \(communicators aborted\)" \
     env FSDPC_EMU_NCCL_ASYNC_ERROR=5 ./build/fsdpc_emu $E
+
+# a window the run never reaches: no file, and a warning saying why (not silence)
+./fsdpc $M --max_steps 2 --trace_file "$W/never.json" --trace_steps 5:6 >"$W/never.log" 2>&1
+[ $? = 0 ] && [ ! -e "$W/never.json" ] &&
+    grep -q "^warning: --trace_file $W/never.json not written: the run never reached --trace_steps 5:6" "$W/never.log"
+check "--trace_steps past the run's end: no file, one warning naming the window" $? "$(tail -c 300 "$W/never.log")"
