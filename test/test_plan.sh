@@ -25,9 +25,10 @@ check "--json parses, has per_rank_bytes{params,master,gathered,grads,optimizer,
 # Per category (params, gathered, grads, optimizer, activations, buffers: README "Memory
 # tracker"), the plan's bytes per rank against the largest rank's peak that the tracker logged
 # at step 2 (the metrics line's "mem"), within 10%: np 1/2/4 x full/grad/no-shard x activation
-# checkpointing, hybrid, bf16 gathers and reductions, gradient accumulation, minGPT's tied unit,
-# an unsharded start. The tracker counts what the allocation sites hold, so the resident memory
-# (mem:) is held against the plan apart: its growth from 4 to 12 layers against the planned growth.
+# checkpointing, hybrid full/grad-shard with and without it, selective checkpointing, bf16 gathers
+# and reductions, gradient accumulation, minGPT's tied unit, an unsharded start. The tracker
+# counts what the allocation sites hold, so the resident memory (mem:) is held against the plan
+# apart: its growth from 4 to 12 layers against the planned growth.
 S="--hidden_width 256 --num_heads 4 --intermediate_size 768 --max_context_width 64 --batch_size 4
    --train_data synthetic --num_threads 1 --device cpu"
 L="--num_key_value_heads 4 --num_layers 4"
@@ -64,7 +65,10 @@ for np in 1 2 4; do
     done
 done
 for args in "4 --sharding hybrid-full-shard --shard_group_size 2 --meta_init" \
+    "4 --sharding hybrid-full-shard --shard_group_size 2 --activation_checkpoints --meta_init" \
+    "4 --sharding hybrid-grad-shard --shard_group_size 2 --meta_init" \
     "4 --sharding hybrid-grad-shard --shard_group_size 2 --activation_checkpoints --meta_init" \
+    "2 --sharding hybrid-full-shard --shard_group_size 1 --meta_init" "2 --sharding full-shard --selective_checkpointing 2 --meta_init" \
     "2 --sharding full-shard --precision bf16 --reduce_dtype bf16 --meta_init" \
     "2 --sharding no-shard --precision bf16 --meta_init" "2 --sharding grad-shard --grad_accum 2 --meta_init" \
     "2 --sharding full-shard"; do
