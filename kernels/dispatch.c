@@ -74,7 +74,7 @@ static void *mem_add(void *p, size_t bytes, KernMem cat, BufKind kind) {
     return p;
 }
 
-// Takes p out of the table; it must have come from the allocator of `kind`.
+// Takes p out of the table; it must have come from kern_alloc_host when host, else kern_alloc.
 static BufKind mem_remove(void *p, int host, const char *fn) {
     pthread_mutex_lock(&mem_lock);
     size_t i = mem_cap ? mem_slot(p) : 0;
