@@ -9,11 +9,15 @@
 
 #include "kernels.h"  // KernDropout
 
-#define KERN_OPS(X)                                                                                                    \
+// allocation: kern_alloc* add the memory tracker's accounting around these (dispatch.c)
+#define KERN_ALLOC_OPS(X)                                                                                              \
     X(void *, alloc, (size_t bytes), (bytes))                                                                          \
     X(void, free, (void *p), (p))                                                                                      \
     X(void *, alloc_host, (size_t bytes), (bytes))                                                                     \
     X(void, free_host, (void *p), (p))                                                                                 \
+    X(void, mem_held, (double *held, double *held_peak, double *cached), (held, held_peak, cached))
+
+#define KERN_OPS(X)                                                                                                    \
     X(void, upload, (void *dst, const void *host_src, size_t bytes), (dst, host_src, bytes))                           \
     X(void, download, (void *host_dst, const void *src, size_t bytes), (host_dst, src, bytes))                         \
     X(void, sync, (void), ())                                                                                          \
@@ -86,7 +90,7 @@
     X(void, f32_to_bf16, (uint16_t *dst, const float *src, size_t n), (dst, src, n))                                   \
     X(void, bf16_to_f32, (float *dst, const uint16_t *src, size_t n), (dst, src, n))
 
-#define KERN_DECLARE(prefix) KERN_OPS(KERN_DECLARE_##prefix)
+#define KERN_DECLARE(prefix) KERN_ALLOC_OPS(KERN_DECLARE_##prefix) KERN_OPS(KERN_DECLARE_##prefix)
 #define KERN_DECLARE_cpu(ret, op, params, args) ret cpu_##op params;
 #define KERN_DECLARE_cuda(ret, op, params, args) ret cuda_##op params;
 KERN_DECLARE(cpu)

@@ -1,7 +1,11 @@
 // dispatch: kern_<op> runs the chosen device's <op>. The CPU is always built; CUDA when nvcc was.
+// Allocations also pass the memory tracker here, once for both devices.
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "../comm/comm.h"
 #include "backend.h"
 #include "kernels.h"
 
@@ -17,6 +21,122 @@ static char device_uuid[40];
     ret kern_##op params { return cpu_##op args; }
 #endif
 KERN_OPS(KERN_ROUTE)
+
+// ---- allocation and the memory tracker ----
+// Every live buffer by address, with its size, category and kind, in an open-addressing table
+// (linear probing, backward-shift deletion) kept at most half full: frees must find their size.
+typedef enum { BUF_DEVICE, BUF_HOST, BUF_PINNED } BufKind;
+typedef struct {
+    void *p;
+    size_t bytes;
+    KernMem cat;
+    BufKind kind;
+} MemEntry;
+static MemEntry *mem_table;
+static size_t mem_cap, mem_live;  // mem_cap: a power of two
+// [0]: the compute device (on the CPU every buffer), [1]: a GPU run's host buffers
+static double mem_now[2][KERN_MEM_NCAT], mem_peak[2][KERN_MEM_NCAT], mem_sum[2], mem_sum_peak[2];
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t mem_slot(const void *p) { return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull) & (mem_cap - 1); }
+
+static void mem_put(MemEntry e) {
+    size_t i = mem_slot(e.p);
+    while (mem_table[i].p) i = (i + 1) & (mem_cap - 1);
+    mem_table[i] = e;
+}
+
+static void mem_count(const MemEntry *e, double sign) {
+    int h = e->kind != BUF_DEVICE && on_gpu;
+    double *now = &mem_now[h][e->cat], *peak = &mem_peak[h][e->cat];
+    *now += sign * (double)e->bytes;
+    mem_sum[h] += sign * (double)e->bytes;
+    if (*now > *peak) *peak = *now;
+    if (mem_sum[h] > mem_sum_peak[h]) mem_sum_peak[h] = mem_sum[h];
+}
+
+static void *mem_add(void *p, size_t bytes, KernMem cat, BufKind kind) {
+    pthread_mutex_lock(&mem_lock);
+    if (2 * (mem_live + 1) > mem_cap) {
+        MemEntry *old = mem_table;
+        size_t old_cap = mem_cap;
+        mem_cap = mem_cap ? 2 * mem_cap : 256;
+        mem_table = callocCheck(mem_cap, sizeof *mem_table);
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i].p) mem_put(old[i]);
+        free(old);
+    }
+    MemEntry e = {p, bytes, cat, kind};
+    mem_put(e);
+    mem_live++;
+    mem_count(&e, 1.0);
+    pthread_mutex_unlock(&mem_lock);
+    return p;
+}
+
+// Takes p out of the table; it must have come from kern_alloc_host when host, else kern_alloc.
+static BufKind mem_remove(void *p, int host, const char *fn) {
+    pthread_mutex_lock(&mem_lock);
+    size_t i = mem_cap ? mem_slot(p) : 0;
+    while (mem_cap && mem_table[i].p && mem_table[i].p != p) i = (i + 1) & (mem_cap - 1);
+    if (!mem_cap || mem_table[i].p != p || (mem_table[i].kind != BUF_DEVICE) != host)
+        comm_fatal("%s: %p was not allocated by %s", fn, p, host ? "kern_alloc_host" : "kern_alloc");
+    MemEntry e = mem_table[i];
+    mem_count(&e, -1.0);
+    // backward shift: later entries of the probe run move into the hole unless their home slot
+    // lies cyclically after it
+    for (size_t j = i;;) {
+        j = (j + 1) & (mem_cap - 1);
+        if (!mem_table[j].p) break;
+        size_t k = mem_slot(mem_table[j].p);
+        if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) mem_table[i] = mem_table[j], i = j;
+    }
+    mem_table[i].p = NULL;
+    mem_live--;
+    pthread_mutex_unlock(&mem_lock);
+    return e.kind;
+}
+
+#ifdef FSDPC_CUDA
+#define ON_DEVICE(op) (on_gpu ? cuda_##op : cpu_##op)
+#else
+#define ON_DEVICE(op) cpu_##op
+#endif
+
+void *kern_alloc(size_t bytes, KernMem cat) { return mem_add(ON_DEVICE(alloc)(bytes), bytes, cat, BUF_DEVICE); }
+
+void kern_free(void *p) {
+    if (!p) return;
+    mem_remove(p, 0, "kern_free");
+    ON_DEVICE(free)(p);
+}
+
+void *kern_alloc_host(size_t bytes, KernMem cat, int pinned) {
+    // on the CPU every buffer is host memory: nothing to pin
+    return pinned && on_gpu ? mem_add(ON_DEVICE(alloc_host)(bytes), bytes, cat, BUF_PINNED)
+                            : mem_add(cpu_alloc_host(bytes), bytes, cat, BUF_HOST);
+}
+
+void kern_free_host(void *p) {
+    if (!p) return;
+    if (mem_remove(p, 1, "kern_free_host") == BUF_PINNED) ON_DEVICE(free_host)(p);
+    else cpu_free_host(p);
+}
+
+const char *kern_mem_name(KernMem cat) {
+    static const char *const names[KERN_MEM_NCAT] = {"params", "gathered", "grads", "optimizer", "activations", "buffers"};
+    return names[cat];
+}
+
+void kern_mem_stats(KernMemStats *s) {
+    memset(s, 0, sizeof *s);
+    pthread_mutex_lock(&mem_lock);
+    for (int c = 0; c < KERN_MEM_NCAT; c++) s->now[c] = mem_now[0][c], s->peak[c] = mem_peak[0][c];
+    s->total = mem_sum[0], s->total_peak = mem_sum_peak[0];
+    s->host = mem_sum[1], s->host_peak = mem_sum_peak[1];
+    pthread_mutex_unlock(&mem_lock);
+    ON_DEVICE(mem_held)(&s->held, &s->held_peak, &s->cached);
+}
 
 const char *kern_device_uuid(void) { return device_uuid; }
 

@@ -32,12 +32,35 @@ void kern_set_compute_bf16(int on);
 // threads used by the CPU kernels (0 = library default)
 void kern_init(int num_threads);
 int kern_num_threads(void);
+// What a buffer is held for: every allocation names one, and the memory tracker counts bytes
+// per category (README "Memory tracker" defines each; fsdpc plan estimates the same ones).
+typedef enum {
+    KERN_MEM_PARAMS,       // fp32 master shards (and an unsharded start's whole model)
+    KERN_MEM_GATHERED,     // full parameters of gathered units
+    KERN_MEM_GRADS,        // gradient shards and full-size gradient buffers
+    KERN_MEM_OPTIMIZER,    // AdamW moments
+    KERN_MEM_ACTIVATIONS,  // the model's activations and backward scratch
+    KERN_MEM_BUFFERS,      // communication buffers: bf16 staging of gathers and reductions
+    KERN_MEM_NCAT
+} KernMem;
+const char *kern_mem_name(KernMem cat);  // "params", "gathered", ... (logs and metrics)
 // Zeroed buffers on the device (host memory on CPU), and copies between them and the host.
-void *kern_alloc(size_t bytes);
+void *kern_alloc(size_t bytes, KernMem cat);
 void kern_free(void *p);
-// Zeroed host memory the device copies to and from fast (pinned on CUDA).
-void *kern_alloc_host(size_t bytes);
+// Zeroed host memory; pinned: the device copies to and from it fast (cudaHostAlloc on CUDA).
+void *kern_alloc_host(size_t bytes, KernMem cat, int pinned);
 void kern_free_host(void *p);
+// The memory tracker: bytes held now and at most (since the start), per category, by what
+// kern_alloc and kern_alloc_host hold, and the allocator's own view.
+typedef struct {
+    double now[KERN_MEM_NCAT], peak[KERN_MEM_NCAT];  // on the compute device (the CPU: all host buffers)
+    double total, total_peak;  // the categories' sum now, and its peak
+    double host, host_peak;    // a GPU run's host buffers (pinned offloaded state, an unsharded start)
+    // the allocator's view: on a GPU what the caching allocator holds (in use + cached) and the
+    // freed blocks it keeps; on the CPU the process's resident memory (VmRSS, VmHWM), cached 0
+    double held, held_peak, cached;
+} KernMemStats;
+void kern_mem_stats(KernMemStats *s);
 void kern_upload(void *dst, const void *host_src, size_t bytes);
 void kern_download(void *host_dst, const void *src, size_t bytes);
 void kern_sync(void);                // waits for queued device work

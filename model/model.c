@@ -84,7 +84,7 @@ void model_init_range(const TensorSpec *t, uint64_t seed, float std, size_t begi
 static size_t *acts_count;
 
 float *model_acts_buf(size_t n) {
-    if (!acts_count) return kern_alloc(n * sizeof(float));
+    if (!acts_count) return kern_alloc(n * sizeof(float), KERN_MEM_ACTIVATIONS);
     *acts_count += n * sizeof(float);
     return NULL;
 }

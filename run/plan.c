@@ -263,10 +263,10 @@ int plan_main(int argc, char **argv) {
                "\"batch_size\": %d, \"grad_accum\": %d, \"checkpoint_every\": %d, \"cpu_offload\": %s, ",
                device, world, rpn, nodes, config_sharding_name(dims.strategy), g, r, config_precision_name(cfg.precision),
                config_precision_name(cfg.reduce_dtype), B, M, every, cfg.cpu_offload ? "true" : "false");
-        printf("\"per_rank_bytes\": {\"params\": %.0f, \"master\": %.0f, \"grads\": %.0f, \"optimizer\": %.0f, "
-               "\"activations\": %.0f, \"buffers\": %.0f, \"peak\": %.0f}, \"capacity_bytes\": %.0f, \"fits\": %s, "
-               "\"host_start_bytes_per_node\": %.0f, ",
-               e.params, master, e.grads, e.optimizer, acts, e.buffers, peak, capacity, fits ? "true" : "false",
+        printf("\"per_rank_bytes\": {\"params\": %.0f, \"master\": %.0f, \"gathered\": %.0f, \"grads\": %.0f, "
+               "\"optimizer\": %.0f, \"activations\": %.0f, \"buffers\": %.0f, \"peak\": %.0f}, \"capacity_bytes\": %.0f, "
+               "\"fits\": %s, \"host_start_bytes_per_node\": %.0f, ",
+               e.params, master, e.gathered, e.grads, e.optimizer, acts, e.buffers, peak, capacity, fits ? "true" : "false",
                gpu ? start_host * rpn : 0.0);
         printf("\"collectives\": [");
         for (int i = 0; i < nc; i++)
@@ -305,10 +305,11 @@ int plan_main(int argc, char **argv) {
     snprintf(note, sizeof note, "fp32 master shard %.2f %s%s", master / unit, unit == GIB ? "GiB" : "MiB",
              !gpu && !cfg.meta_init ? ", plus the whole model while an unsharded start builds it (--meta_init: not)" : "");
     mem_row("parameters", e.params, unit, note);
+    mem_row("gathered", e.gathered, unit, "full parameters of gathered units");
     mem_row("gradients", e.grads, unit, "");
     mem_row("optimizer", e.optimizer, unit, gpu && cfg.cpu_offload ? "in host memory (--cpu_offload)" : "AdamW moments");
     mem_row("activations", acts, unit, ck);
-    mem_row("buffers", e.buffers, unit, "gathered parameters and bf16 staging");
+    mem_row("buffers", e.buffers, unit, "communication: bf16 staging of gathers and reductions");
     mem_row("peak", peak, unit, "");
     if (capacity > 0) printf("  %s: %s\n", fits ? "fits" : "DOES NOT FIT", capacity_what);
     if (gpu && start_host > master)

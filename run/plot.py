@@ -4,7 +4,7 @@
     python3 run/plot.py a.jsonl b.jsonl -o curves.png [--label A --label B]
 
 Panels: train and validation loss, learning rate, tokens/s (and MFU when the run had a GPU),
-memory; against tokens seen (steps for files written before lines carried "tokens"). Several
+memory (by category when the lines carry the memory tracker's "mem"); against tokens seen (steps for files written before lines carried "tokens"). Several
 runs are overlaid, labelled by file name unless --label names them. A file that cannot be read
 or parsed ends the program with one line naming it.
 """
@@ -54,6 +54,12 @@ def series(rows, x, key):
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
+def mem_series(rows, x, key):
+    """(xs, MiB) of the largest rank's peak of a memory tracker row (mem: [now min, now max, peak min, peak max])."""
+    pts = [(r[x], r["mem"][key][3] / 2**20) for r in rows if x in r and isinstance(r.get("mem"), dict) and len(r["mem"].get(key, [])) == 4]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
 def main():
     ap = argparse.ArgumentParser(description="Plot fsdpc --metrics_file runs into one PNG.")
     ap.add_argument("files", nargs="+", help="--metrics_file JSON lines, one per run")
@@ -72,6 +78,7 @@ def main():
     fig, ax = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
     (loss_ax, lr_ax), (speed_ax, mem_ax) = ax
     mfu_ax = None
+    by_category, held_ax = False, None
     for i, (label, rows) in enumerate(runs):
         color = f"C{i % 10}"
         xs, ys = series(rows, x, "loss")
@@ -85,7 +92,23 @@ def main():
         if xs:  # only GPU runs log it
             mfu_ax = mfu_ax or speed_ax.twinx()
             mfu_ax.plot(xs, [100 * y for y in ys], color=color, lw=1, ls=":", label=f"{label} MFU")
-        mem_ax.plot(*series(rows, x, "mem_mib"), color=color, lw=1.2, marker=".", label=label)
+        keys = next((list(r["mem"]) for r in rows if isinstance(r.get("mem"), dict)), [])
+        if not keys:  # lines without the tracker: the peak alone
+            mem_ax.plot(*series(rows, x, "mem_mib"), color=color, lw=1.2, marker=".", label=label)
+        # by category: a colour per category, a line style per run; categories never used are left
+        # out; the process's view (CPU resident memory, GPU allocator reserved) holds fixed costs
+        # that would flatten the categories, so it gets the right-hand axis
+        for j, key in enumerate(keys):
+            xs, ys = mem_series(rows, x, key)
+            if not any(ys):
+                continue
+            held = key in ("rss", "reserved")
+            if held:
+                held_ax = held_ax or mem_ax.twinx()
+            (held_ax if held else mem_ax).plot(xs, ys, color=f"C{j % 10}", lw=1 if held else 1.2,
+                                               ls=":" if held else ["-", "--", "-.", (0, (5, 1))][i % 4], marker=".",
+                                               label=key if len(runs) == 1 else f"{label} {key}")
+        by_category = by_category or bool(keys)
 
     loss_ax.set_title("loss")
     lr_ax.set_title("learning rate")
@@ -93,7 +116,13 @@ def main():
     speed_ax.set_ylabel("tokens/s")
     if mfu_ax:
         mfu_ax.set_ylabel("MFU %")
-    mem_ax.set_title("peak memory per rank (largest rank)")
+    mem_ax.set_title("peak memory per rank (largest rank)" + (", by category" if by_category else ""))
+    if by_category:
+        lines = mem_ax.lines + (held_ax.lines if held_ax else [])
+        mem_ax.legend(lines, [l.get_label() for l in lines], fontsize=7, ncol=2)
+    if held_ax:
+        held_ax.set_ylabel("MiB, process (dotted)")
+        held_ax.set_ylim(0, 1.1 * max(max(l.get_ydata()) for l in held_ax.lines))
     mem_ax.set_ylabel("MiB")
     for a in (speed_ax, mem_ax):  # from zero: a few MiB or a slow interval should not look like a cliff
         top = max((max(l.get_ydata(), default=0) for l in a.lines), default=0)

@@ -137,13 +137,15 @@ static int ckpt_every(const Config *c) {
     return c->selective_checkpointing > 0 ? c->selective_checkpointing : c->activation_checkpoints ? 1 : 0;
 }
 
-// bytes per rank under config c: shard state by kind into *e, plus activations into *acts
+// bytes per rank under config c: shard state by kind into *e, plus activations into *acts; the
+// kinds are the memory tracker's categories
 static double rank_bytes(const Run *r, const Config *c, ShardMemEstimate *e, double *acts) {
     int B = c->batch_size, T = c->model.max_context_width;
     shard_estimate(&r->plan, c, &r->dims, e);
-    // activations, plus the batch and the loader's buffers
-    *acts = (double)model_acts_bytes(&r->plan, B, T, 0, ckpt_every(c)) + 6.0 * B * T * sizeof(int32_t);
-    return e->params + e->grads + e->optimizer + e->buffers + *acts;
+    // the model's buffers, and under bf16 shard_cast_activation's rounding stage (one residual)
+    *acts = (double)model_acts_bytes(&r->plan, B, T, 0, ckpt_every(c)) +
+            (c->precision == PRECISION_BF16 ? (double)B * T * c->model.hidden_width * sizeof(uint16_t) : 0.0);
+    return e->params + e->gathered + e->grads + e->optimizer + e->buffers + *acts;
 }
 
 // The part of rank_bytes a GPU holds (*e becomes the device's share): not the whole model an
@@ -154,7 +156,7 @@ static double device_bytes(const Run *r, const Config *c, ShardMemEstimate *e, d
     rank_bytes(r, c, e, acts);
     e->params = e->optimizer / 2;  // the master shard: each of AdamW's two moments is its size
     if (c->cpu_offload) e->optimizer = 0;
-    return e->params + e->grads + e->optimizer + e->buffers + *acts;
+    return e->params + e->gathered + e->grads + e->optimizer + e->buffers + *acts;
 }
 
 double train_memory_estimate(const ModelPlan *plan, const Config *c, const ParallelDims *dims, int device,
@@ -187,9 +189,9 @@ static void check_memory(Run *r) {
         snprintf(limit, sizeof limit, "%.2f GiB available (%s)", avail / G, source);
     }
     // logged, so fsdpc plan's figures and the measured mem: can be held against it
-    comm_log("memory estimate per rank: %.1f MiB%s (parameters %.1f, gradients %.1f, optimizer %.1f, activations %.1f, "
-             "buffers %.1f MiB)\n", need / n / M, gpu ? " on the GPU" : "", e.params / M, e.grads / M, e.optimizer / M,
-             acts / M, e.buffers / M);
+    comm_log("memory estimate per rank: %.1f MiB%s (parameters %.1f, gathered %.1f, gradients %.1f, optimizer %.1f, "
+             "activations %.1f, buffers %.1f MiB)\n", need / n / M, gpu ? " on the GPU" : "", e.params / M, e.gathered / M,
+             e.grads / M, e.optimizer / M, acts / M, e.buffers / M);
     if (!known || need <= avail) {
         comm_check_all(NULL);
         return;
@@ -220,9 +222,10 @@ static void check_memory(Run *r) {
     if (!gpu) snprintf(ranks, sizeof ranks, " x %d rank(s) on this node", (int)n);
     static char msg[1024];
     snprintf(msg, sizeof msg,
-             "estimated peak %smemory %.2f GiB per rank (parameters %.2f, gradients %.2f, optimizer %.2f, activations %.2f, "
-             "buffers %.2f GiB)%s exceeds the %s; would fit: %s",
-             gpu ? "device " : "", need / n / G, e.params / G, e.grads / G, e.optimizer / G, acts / G, e.buffers / G, ranks, limit, fits);
+             "estimated peak %smemory %.2f GiB per rank (parameters %.2f, gathered %.2f, gradients %.2f, optimizer %.2f, "
+             "activations %.2f, buffers %.2f GiB)%s exceeds the %s; would fit: %s",
+             gpu ? "device " : "", need / n / G, e.params / G, e.gathered / G, e.grads / G, e.optimizer / G, acts / G,
+             e.buffers / G, ranks, limit, fits);
     comm_check_all(msg);  // nodes and GPUs differ in what they have: any rank's verdict ends the job
 }
 
@@ -455,6 +458,59 @@ static double train_step(Run *r, int step, float lr, double *gnorm, int *applied
     return loss;
 }
 
+enum { MEM_TOTAL = KERN_MEM_NCAT, MEM_HELD, MEM_HOST, MEM_ROWS, MEM_N = 2 * MEM_ROWS + 1 };
+
+// "x" MiB when every rank agrees (to 0.1 MiB), else "min..max"
+static int mib_range(char *out, size_t cap, double lo, double hi) {
+    const double M = 1024.0 * 1024.0;
+    if (hi - lo < 0.05 * M) return snprintf(out, cap, "%.1f", hi / M);
+    return snprintf(out, cap, "%.1f..%.1f", lo / M, hi / M);
+}
+
+// The memory tracker at log steps: per category (kernels.h KernMem), the bytes each rank holds
+// now and held at most, then the allocator's view (the process's resident memory on the CPU; on
+// a GPU what the caching allocator holds, its cached part, and the host buffers). Rank 0 logs
+// the min and max over ranks and appends the same figures, in bytes, to the metrics line as
+// "mem": {name: [now min, now max, peak min, peak max]} ("cached": [min, max]).
+static void log_memory(int step, char *line, size_t cap, int *len) {
+    KernMemStats st;
+    kern_mem_stats(&st);
+    int gpu = kern_on_gpu(), rows = gpu ? MEM_ROWS : MEM_HOST;
+    double v[2 * MEM_N];  // now and peak per row, then cached; negated copies give the minima
+    for (int c = 0; c < KERN_MEM_NCAT; c++) v[2 * c] = st.now[c], v[2 * c + 1] = st.peak[c];
+    v[2 * MEM_TOTAL] = st.total, v[2 * MEM_TOTAL + 1] = st.total_peak;
+    v[2 * MEM_HELD] = st.held, v[2 * MEM_HELD + 1] = st.held_peak;
+    v[2 * MEM_HOST] = st.host, v[2 * MEM_HOST + 1] = st.host_peak;
+    v[MEM_N - 1] = st.cached;
+    for (int i = 0; i < MEM_N; i++) v[MEM_N + i] = -v[i];
+    comm_allreduce_max_f64(comm_world(), v, 2 * MEM_N);
+    if (comm_info.rank != 0) return;
+    const double *hi = v, *lo_neg = v + MEM_N;
+    char text[1024];
+    size_t n = (size_t)snprintf(text, sizeof text, "Batch %d memory (MiB now/peak, min..max over ranks when they differ):", step);
+    for (int row = 0; row < rows; row++) {
+        const char *name = row < KERN_MEM_NCAT ? kern_mem_name(row)
+                           : row == MEM_TOTAL  ? "total"
+                           : row == MEM_HELD   ? (gpu ? "reserved" : "rss")
+                                               : "host";
+        n += snprintf(text + n, sizeof text - n, "%s %s ", row >= MEM_HELD ? ";" : row ? "," : "", name);
+        n += mib_range(text + n, sizeof text - n, -lo_neg[2 * row], hi[2 * row]);
+        n += snprintf(text + n, sizeof text - n, "/");
+        n += mib_range(text + n, sizeof text - n, -lo_neg[2 * row + 1], hi[2 * row + 1]);
+        if (row == MEM_HELD && gpu) {
+            n += snprintf(text + n, sizeof text - n, " (cached ");
+            n += mib_range(text + n, sizeof text - n, -lo_neg[MEM_N - 1], hi[MEM_N - 1]);
+            n += snprintf(text + n, sizeof text - n, ")");
+        }
+        if (*len)
+            *len += snprintf(line + *len, cap - *len, "%s\"%s\": [%.0f, %.0f, %.0f, %.0f]", row ? ", " : ", \"mem\": {", name,
+                             -lo_neg[2 * row], hi[2 * row], -lo_neg[2 * row + 1], hi[2 * row + 1]);
+    }
+    comm_log("%s\n", text);
+    if (*len && gpu) *len += snprintf(line + *len, cap - *len, ", \"cached\": [%.0f, %.0f]", -lo_neg[MEM_N - 1], hi[MEM_N - 1]);
+    if (*len) *len += snprintf(line + *len, cap - *len, "}");
+}
+
 static double validate(Run *r) {
     Config *c = r->cfg;
     int B = c->batch_size, T = c->model.max_context_width;
@@ -578,7 +634,7 @@ static void sample(Run *r) {
     float **full = mallocCheck((size_t)nu * sizeof *full);
     const float **P = mallocCheck((size_t)nu * sizeof *P);
     for (int u = 0; u < nu; u++) {
-        P[u] = full[u] = kern_alloc(shard_unit_padded(&r->st, u) * sizeof(float));
+        P[u] = full[u] = kern_alloc(shard_unit_padded(&r->st, u) * sizeof(float), KERN_MEM_GATHERED);
         comm_all_gather(shard_group(&r->st), shard_device_master(&r->st, u), full[u], shard_unit_len(&r->st, u));
     }
     if (comm_info.rank == 0) generate_text(r, P);
@@ -643,7 +699,7 @@ int train_run(Config *c) {
         int done = step + 1;
         steps_since_log++;
         // the step's metrics line, written once its log point and validation have added theirs
-        char line[512];
+        char line[2048];
         int len = 0;
         if (!applied) {
             if (r.metrics) fprintf(r.metrics, "{\"step\": %d, \"loss\": null, \"lr\": %.9g, \"grad_norm\": null, \"skipped\": true}\n", done, lr);
@@ -672,6 +728,7 @@ int train_run(Config *c) {
                 len += snprintf(line + len, sizeof line - len, ", \"tokens_per_s\": %.6g, \"mem_mib\": %.0f", samples * T / dt, mem);
             if (len && peak > 0)
                 len += snprintf(line + len, sizeof line - len, ", \"mfu\": %.4g", samples * T / dt * r.flops_per_token / (peak * comm_info.world));
+            log_memory(done, line, sizeof line, &len);
             t_log = comm_time();
             steps_since_log = 0;
         }

@@ -8,10 +8,12 @@
 #include "../comm/trace.h"
 #include "../kernels/kernels.h"
 
-// shard state and gathered buffers live on the compute device
-static float *fzalloc(size_t n) { return kern_alloc(n * sizeof(float)); }
-static uint16_t *hzalloc(size_t n) { return kern_alloc(n * sizeof(uint16_t)); }
-static float *host_zalloc(size_t n) { return kern_alloc_host(n * sizeof(float)); }
+// shard state and gathered buffers live on the compute device, each counted under what it holds
+static float *fzalloc(size_t n, KernMem cat) { return kern_alloc(n * sizeof(float), cat); }
+static uint16_t *hzalloc(size_t n, KernMem cat) { return kern_alloc(n * sizeof(uint16_t), cat); }
+static float *host_zalloc(size_t n, KernMem cat) { return kern_alloc_host(n * sizeof(float), cat, 1); }
+// initial values made on the host before their upload
+static float *init_zalloc(size_t n) { return kern_alloc_host(n * sizeof(float), KERN_MEM_PARAMS, 0); }
 
 // Writes the initial values of this rank's shard of unit u into dst (shard_len floats).
 static void init_shard(const ShardState *s, int u, uint64_t seed, float std, float *dst) {
@@ -38,6 +40,13 @@ void shard_master_changed(ShardState *s) {
 
 int shard_state_on_device(const ShardState *s) { return kern_on_gpu() && !s->offload; }
 
+// full-size gradient buffers: one per unit when they persist over micro-batches; else the current
+// one and the one being reduced, plus one held from the head's backward to the embedding's when
+// they share a unit (tied weights)
+static int grad_slots(const ModelPlan *plan, int persistent) {
+    return persistent ? plan->nunits : plan->embed_unit == plan->head_unit ? 3 : 2;
+}
+
 void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, ShardMemEstimate *e) {
     size_t g = (size_t)pd->shard_size, sum_padded = 0, max_padded = 0, sum_shard = 0, max_shard = 0;
     for (int u = 0; u < plan->nunits; u++) {
@@ -51,10 +60,12 @@ void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims
     const double f = sizeof(float), h = sizeof(uint16_t);
     e->params = f * sum_shard + f * (cfg->meta_init ? max_shard : sum_padded);
     e->optimizer = 2 * f * sum_shard;
-    size_t grad_full = persistent ? sum_padded : 2 * max_padded;
-    e->grads = f * sum_shard + f * grad_full + (bf16r ? h * grad_full * (1.0 + 1.0 / g) : 0.0);
+    size_t grad_full = persistent ? sum_padded : (size_t)grad_slots(plan, 0) * max_padded;
+    e->grads = f * sum_shard + f * grad_full;
     size_t param_full = g == 1 && !bf16p ? 0 : reshard ? 2 * max_padded : sum_padded;
-    e->buffers = f * param_full + (bf16p ? h * param_full * (1.0 + 1.0 / g) : 0.0);
+    e->gathered = f * param_full;
+    // bf16 staging per buffer: the full buffer and this rank's shard of it
+    e->buffers = (bf16p ? h * param_full * (1.0 + 1.0 / g) : 0.0) + (bf16r ? h * grad_full * (1.0 + 1.0 / g) : 0.0);
 }
 
 void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, int init_values) {
@@ -77,13 +88,13 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
         f->padded = (f->numel + s->dims.shard_size - 1) / s->dims.shard_size * s->dims.shard_size;
         f->shard_len = f->padded / s->dims.shard_size;
         f->shard_off = (size_t)s->shard_rank * f->shard_len;
-        float *(*state_alloc)(size_t) = s->offload ? host_zalloc : fzalloc;
-        f->master = state_alloc(f->shard_len);
-        f->exp_avg = state_alloc(f->shard_len);
-        f->exp_avg_sq = state_alloc(f->shard_len);
-        f->grad_shard = fzalloc(f->shard_len);
-        f->device_master = s->offload ? fzalloc(f->shard_len) : f->master;
-        if (s->offload) f->host_grad = host_zalloc(f->shard_len);
+        float *(*state_alloc)(size_t, KernMem) = s->offload ? host_zalloc : fzalloc;
+        f->master = state_alloc(f->shard_len, KERN_MEM_PARAMS);
+        f->exp_avg = state_alloc(f->shard_len, KERN_MEM_OPTIMIZER);
+        f->exp_avg_sq = state_alloc(f->shard_len, KERN_MEM_OPTIMIZER);
+        f->grad_shard = fzalloc(f->shard_len, KERN_MEM_GRADS);
+        f->device_master = s->offload ? fzalloc(f->shard_len, KERN_MEM_PARAMS) : f->master;
+        if (s->offload) f->host_grad = host_zalloc(f->shard_len, KERN_MEM_GRADS);
         f->param_slot = f->grad_slot = -1;
         if (s->dims.shard_size == 1 && !s->bf16_params) f->params = f->device_master;  // unsharded fp32: always gathered
         if (f->padded > max_padded) max_padded = f->padded;
@@ -93,31 +104,29 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
     if (init_values && cfg->meta_init) {
         for (int u = 0; u < s->nunits; u++) {
             FlatUnit *f = &s->units[u];
-            float *host = callocCheck(f->shard_len, sizeof(float));
+            float *host = init_zalloc(f->shard_len);
             init_shard(s, u, (uint64_t)cfg->seed, cfg->model.initializer_range, host);
             set_master(s, u, host);
-            free(host);
+            kern_free_host(host);
         }
     } else if (init_values) {
         // an unsharded start: the whole model exists on every rank before it is sharded
         float **full = callocCheck(s->nunits, sizeof(float *));
         for (int u = 0; u < s->nunits; u++) {
             const UnitSpec *spec = &plan->units[u];
-            full[u] = callocCheck(s->units[u].padded, sizeof(float));
+            full[u] = init_zalloc(s->units[u].padded);
             for (int t = 0; t < spec->ntensors; t++)
                 model_init_range(&spec->t[t], (uint64_t)cfg->seed, cfg->model.initializer_range, 0, spec->t[t].numel,
                                  full[u] + spec->t[t].offset);
         }
         for (int u = 0; u < s->nunits; u++) {
             set_master(s, u, full[u] + s->units[u].shard_off);
-            free(full[u]);
+            kern_free_host(full[u]);
         }
         free(full);
     }
     s->nparam_slots = s->units[0].params ? 0 : s->dims.reshard_after_forward ? 2 : s->nunits;
-    // current + being reduced, plus one held from the head's backward to the embedding's when
-    // they share a unit (tied weights)
-    s->ngrad_slots = s->persistent_grads ? s->nunits : plan->embed_unit == plan->head_unit ? 3 : 2;
+    s->ngrad_slots = grad_slots(plan, s->persistent_grads);
     s->param_pool = callocCheck(s->nparam_slots + 1, sizeof(float *));
     s->grad_pool = callocCheck(s->ngrad_slots, sizeof(float *));
     s->param_owner = callocCheck(s->nparam_slots + 1, sizeof(int));
@@ -128,20 +137,20 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
     s->grad_recv = callocCheck(s->ngrad_slots, sizeof(uint16_t *));
     for (int i = 0; i < s->nparam_slots; i++) {
         size_t n = s->dims.reshard_after_forward ? max_padded : s->units[i].padded;
-        s->param_pool[i] = fzalloc(n);
+        s->param_pool[i] = fzalloc(n, KERN_MEM_GATHERED);
         s->param_owner[i] = -1;
         if (s->bf16_params) {
-            s->param_stage[i] = hzalloc(n);
-            s->param_send[i] = hzalloc(n / s->dims.shard_size);
+            s->param_stage[i] = hzalloc(n, KERN_MEM_BUFFERS);
+            s->param_send[i] = hzalloc(n / s->dims.shard_size, KERN_MEM_BUFFERS);
         }
     }
     for (int i = 0; i < s->ngrad_slots; i++) {
         size_t n = s->persistent_grads ? s->units[i].padded : max_padded;
-        s->grad_pool[i] = fzalloc(n);
+        s->grad_pool[i] = fzalloc(n, KERN_MEM_GRADS);
         s->grad_owner[i] = -1;
         if (s->bf16_reduce) {
-            s->grad_stage[i] = hzalloc(n);
-            s->grad_recv[i] = hzalloc(n / s->dims.shard_size);
+            s->grad_stage[i] = hzalloc(n, KERN_MEM_BUFFERS);
+            s->grad_recv[i] = hzalloc(n / s->dims.shard_size, KERN_MEM_BUFFERS);
         }
     }
     if (s->persistent_grads)  // one buffer per unit, held for the whole run
@@ -307,7 +316,7 @@ void shard_cast_activation(ShardState *s, float *x, size_t n) {
     if (!s->bf16_params) return;
     if (s->act_stage_len < n) {
         dfree(s->act_stage);
-        s->act_stage = hzalloc(n);
+        s->act_stage = hzalloc(n, KERN_MEM_ACTIVATIONS);
         s->act_stage_len = n;
     }
     kern_f32_to_bf16(s->act_stage, x, n);

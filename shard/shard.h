@@ -68,11 +68,13 @@ void shard_free(ShardState *s);
 
 // Per-rank bytes shard_init and the step will hold for plan under cfg in layout pd, by kind,
 // from the same layout rules as shard_init (for the memory check before allocating).
+// The kinds are the memory tracker's categories (kernels.h KernMem), so the two compare directly.
 typedef struct {
     double params;     // master shards, plus the whole model while an unsharded start materialises it
+    double gathered;   // full-size buffers of gathered parameters
     double grads;      // gradient shards and full-size gradient buffers
     double optimizer;  // AdamW moments
-    double buffers;    // gathered-parameter pool and bf16 staging
+    double buffers;    // communication buffers: bf16 staging of the gathers and the reductions
 } ShardMemEstimate;
 void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, ShardMemEstimate *e);
 

@@ -910,6 +910,61 @@ static void test_vector_ops(void) {
     }
 }
 
+// The memory tracker (kernels/dispatch.c): the bytes per category now and at peak follow every
+// allocation and free, device and host, through the table's growth and frees in random order.
+static void test_mem_tracker(void) {
+    enum { NB = 3000 };
+    KernMemStats s0, s;
+    kern_mem_stats(&s0);
+    void **p = malloc(NB * sizeof *p);
+    size_t *len = malloc(NB * sizeof *len), *order = malloc(NB * sizeof *order);
+    double want[KERN_MEM_NCAT] = {0}, peak[KERN_MEM_NCAT];
+    int zeroed = 1;
+    for (size_t i = 0; i < NB; i++) {
+        len[i] = 1 + rng_next() % 5000;
+        KernMem cat = (KernMem)(i % KERN_MEM_NCAT);
+        p[i] = i % 3 == 0 ? kern_alloc_host(len[i], cat, (int)(i % 2)) : kern_alloc(len[i], cat);
+        for (size_t k = 0; k < len[i]; k++) zeroed &= ((unsigned char *)p[i])[k] == 0;
+        memset(p[i], 0xab, len[i]);
+        want[cat] += (double)len[i];
+        order[i] = i;
+    }
+    report(zeroed, "memory tracker: allocations are zeroed", "a buffer held nonzero bytes");
+    kern_mem_stats(&s);
+    int ok = 1;
+    double total = 0;
+    for (int c = 0; c < KERN_MEM_NCAT; c++) {
+        peak[c] = s0.now[c] + want[c];
+        ok &= s.now[c] == peak[c] && s.peak[c] == fmax(s0.peak[c], peak[c]);
+        total += want[c];
+    }
+    report(ok && s.total == s0.total + total && s.total_peak >= s.total, "memory tracker: bytes per category after 3000 allocations",
+           "params now %.0f peak %.0f, want %.0f", s.now[0], s.peak[0], peak[0]);
+    for (size_t i = NB - 1; i > 0; i--) {  // free in a random order
+        size_t j = rng_next() % (i + 1), t = order[i];
+        order[i] = order[j], order[j] = t;
+    }
+    for (size_t n = 0; n < NB; n++) {
+        size_t i = order[n];
+        if (i % 3 == 0) kern_free_host(p[i]);
+        else kern_free(p[i]);
+        want[i % KERN_MEM_NCAT] -= (double)len[i];
+        if (n == NB / 2) {  // half freed: the rest still counted, the peaks kept
+            kern_mem_stats(&s);
+            ok = 1;
+            for (int c = 0; c < KERN_MEM_NCAT; c++) ok &= s.now[c] == s0.now[c] + want[c] && s.peak[c] >= peak[c];
+            report(ok, "memory tracker: half freed in random order", "params now %.0f, want %.0f", s.now[0], s0.now[0] + want[0]);
+        }
+    }
+    kern_mem_stats(&s);
+    ok = s.total == s0.total;
+    for (int c = 0; c < KERN_MEM_NCAT; c++) ok &= s.now[c] == s0.now[c] && s.peak[c] >= peak[c];
+    report(ok, "memory tracker: all freed, back to the start, peaks kept", "total %.0f vs %.0f", s.total, s0.total);
+    report(s.held > 0 && s.held_peak >= s.held && s.cached == 0 && s.host == 0, "memory tracker: the CPU's view is the resident memory",
+           "held %.0f peak %.0f cached %.0f host %.0f", s.held, s.held_peak, s.cached, s.host);
+    free(p), free(len), free(order);
+}
+
 int main(void) {
     static const int thread_counts[2] = {1, 3};
     for (int i = 0; i < 2; i++) {
@@ -933,6 +988,8 @@ int main(void) {
         test_bf16();
         test_vector_ops();
     }
+    test_prefix[0] = 0;
+    test_mem_tracker();
     printf("%s: %d failed\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# fsdpc plan: its JSON; its memory figures against what real runs estimate at start-up and
-# measure (mem:); its verdicts on Llama-2 sizes; its errors. run/plot.py on two short runs.
+# fsdpc plan: its JSON; its memory figures against the memory tracker of real runs and their
+# measured mem:, and against the start-up estimate on the emulated GPU; its verdicts on Llama-2
+# sizes; its errors. run/plot.py on two short runs.
 cd "$(dirname "$0")/.."
 source test/lib.sh
 PY=/usr/bin/python3
@@ -10,56 +11,101 @@ PY=/usr/bin/python3
 $PY - "$W/p.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert set(d["per_rank_bytes"]) >= {"params", "master", "grads", "optimizer", "activations", "buffers", "peak"}, d
+assert set(d["per_rank_bytes"]) >= {"params", "master", "gathered", "grads", "optimizer", "activations", "buffers", "peak"}, d
 for k in ("fits", "comm_bytes_per_step", "step_time_s", "mfu", "collectives"):
     assert k in d, k
 b = d["per_rank_bytes"]
-assert abs(b["peak"] - sum(b[k] for k in ("params", "grads", "optimizer", "activations", "buffers"))) <= 2, b
+assert abs(b["peak"] - sum(b[k] for k in ("params", "gathered", "grads", "optimizer", "activations", "buffers"))) <= 2, b
 assert d["fits"] is True and d["comm_bytes_per_step"] > 0 and d["step_time_s"] > 0 and 0 < d["mfu"] < 1, d
 PY
-check "--json parses, has per_rank_bytes{params,master,grads,optimizer,activations,buffers,peak}, fits, comm_bytes_per_step, step_time_s, mfu" $? \
+check "--json parses, has per_rank_bytes{params,master,gathered,grads,optimizer,activations,buffers,peak}, fits, comm_bytes_per_step, step_time_s, mfu" $? \
     "$(head -c 300 "$W/p.err" "$W/p.json")"
 
-# ---- (2) the planner against real CPU runs: np 1/2/4 x strategies x activation checkpointing ----
-# The run logs the start-up check's estimate; the planner must agree within 10% at 4 and 12
-# layers. The measured peak (mem:) has fixed costs (MPI, BLAS) the estimate leaves out, so its
-# growth from 4 to 12 layers is held against the planned growth (30%). --meta_init: an unsharded
-# start's whole model is gone before the step's buffers exist, so the peak would not hold both.
-S="--hidden_width 256 --num_heads 4 --num_key_value_heads 4 --intermediate_size 768 --max_context_width 64 --batch_size 4
+# ---- (2) the planner against the memory tracker of real CPU runs ----
+# Per category (params, gathered, grads, optimizer, activations, buffers: README "Memory
+# tracker"), the plan's bytes per rank against the largest rank's peak that the tracker logged
+# at step 2 (the metrics line's "mem"), within 10%: np 1/2/4 x full/grad/no-shard x activation
+# checkpointing, hybrid full/grad-shard with and without it, selective checkpointing, bf16 gathers
+# and reductions, gradient accumulation, minGPT's tied unit, an unsharded start. The tracker
+# counts what the allocation sites hold, so the resident memory (mem:) is held against the plan
+# apart: its growth from 4 to 12 layers against the planned growth.
+S="--hidden_width 256 --num_heads 4 --intermediate_size 768 --max_context_width 64 --batch_size 4
    --train_data synthetic --num_threads 1 --device cpu"
-real() {  # real NP LAYERS ARGS...: "<logged estimate MiB> <mem: MiB>" of a 2-step run
-    local np=$1 layers=$2
+L="--num_key_value_heads 4 --num_layers 4"
+# tracked "BINARY FLAGS" NP ARGS...: "<worst relative difference>[; the categories off by more than 10%]"
+tracked() {
+    local bin=$1 np=$2
     shift 2
-    $MPI -np "$np" ./fsdpc $S --num_layers "$layers" "$@" --max_steps 2 --logging_freq 1 --num_tokens 0 --checkpoint_freq 0 2>&1 |
-        sed -nE 's/^memory estimate per rank: ([0-9.]+) MiB.*/\1/p; s/^Batch 2 .*mem: ([0-9]+) MiB$/\1/p' | tr '\n' ' '
-}
-planned() {  # planned NP LAYERS ARGS...: params+grads+optimizer+buffers+activations in MiB
-    local np=$1 layers=$2
-    shift 2
-    ./fsdpc plan $S --num_layers "$layers" --world_size "$np" "$@" --json |
-        $PY -c 'import json, sys; b = json.load(sys.stdin)["per_rank_bytes"]
-print(sum(b[k] for k in ("params", "grads", "optimizer", "buffers", "activations")) / 2**20)'
+    rm -f "$W/t.jsonl"
+    $MPI -np "$np" $bin "$@" --max_steps 2 --logging_freq 1 --num_tokens 0 --checkpoint_freq 0 \
+        --metrics_file "$W/t.jsonl" >"$W/t.log" 2>&1 &&
+        ${bin%% *} plan ${bin#* } "$@" --world_size "$np" --json >"$W/t.json" 2>>"$W/t.log" &&
+        $PY - "$W/t.json" "$W/t.jsonl" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))["per_rank_bytes"]
+mem = [json.loads(l) for l in open(sys.argv[2])][-1]["mem"]
+worst, bad = 0.0, []
+for k in ("params", "gathered", "grads", "optimizer", "activations", "buffers"):
+    p, m = plan[k], mem[k][3]  # [now min, now max, peak min, peak max]
+    d = abs(p - m) / max(p, m) if max(p, m) else 0.0
+    worst = max(worst, d)
+    if d > 0.1:
+        bad.append("%s: plan %.2f MiB, tracked %.2f MiB" % (k, p / 2**20, m / 2**20))
+print("%.1e%s" % (worst, "; " + ", ".join(bad) if bad else ""))
+sys.exit(1 if bad else 0)
+PY
 }
 for np in 1 2 4; do
     for st in full-shard grad-shard no-shard; do
         for ac in "" --activation_checkpoints; do
-            read -r e4 m4 <<<"$(real $np 4 --sharding $st $ac --meta_init)"
-            read -r e12 m12 <<<"$(real $np 12 --sharding $st $ac --meta_init)"
-            p4=$(planned $np 4 --sharding $st $ac --meta_init)
-            p12=$(planned $np 12 --sharding $st $ac --meta_init)
-            r=$(awk -v e4="$e4" -v e12="$e12" -v p4="$p4" -v p12="$p12" -v m4="$m4" -v m12="$m12" 'BEGIN {
-                d4 = (p4 - e4) / e4; d12 = (p12 - e12) / e12; g = (m12 - m4) / (p12 - p4)
-                printf "%.3f %.3f %.2f", d4, d12, g
-                exit !(e4 > 0 && e12 > 0 && m4 > 0 && d4 * d4 <= 0.01 && d12 * d12 <= 0.01 && g >= 0.7 && g <= 1.3) }')
-            check "np=$np $st${ac:+ $ac}: plan ${p4%.*}/${p12%.*} MiB vs the run's estimate $e4/$e12 MiB at 4/12 layers (rel $(cut -d' ' -f1,2 <<<"$r")); measured mem: growth $((m12 - m4)) MiB = $(cut -d' ' -f3 <<<"$r") x planned" $?
+            r=$(tracked "./fsdpc $S" $np $L --sharding $st $ac --meta_init)
+            check "np=$np $st${ac:+ $ac}: plan per category = the tracker's peak within 10% (worst rel diff $r)" $? \
+                "$(grep -m2 error "$W/t.log")"
         done
     done
 done
-# without --meta_init every rank first builds the whole model: the estimate counts it, and so must the plan
-read -r e m <<<"$(real 2 4 --sharding full-shard)"
-p=$(planned 2 4 --sharding full-shard)
-awk -v e="$e" -v p="$p" 'BEGIN { d = (p - e) / e; exit !(e > 0 && d * d <= 0.01) }'
-check "np=2 full-shard, unsharded start: plan ${p%.*} MiB vs the run's estimate $e MiB" $?
+for args in "4 --sharding hybrid-full-shard --shard_group_size 2 --meta_init" \
+    "4 --sharding hybrid-full-shard --shard_group_size 2 --activation_checkpoints --meta_init" \
+    "4 --sharding hybrid-grad-shard --shard_group_size 2 --meta_init" \
+    "4 --sharding hybrid-grad-shard --shard_group_size 2 --activation_checkpoints --meta_init" \
+    "2 --sharding hybrid-full-shard --shard_group_size 1 --meta_init" "2 --sharding full-shard --selective_checkpointing 2 --meta_init" \
+    "2 --sharding full-shard --precision bf16 --reduce_dtype bf16 --meta_init" \
+    "2 --sharding no-shard --precision bf16 --meta_init" "2 --sharding grad-shard --grad_accum 2 --meta_init" \
+    "2 --sharding full-shard"; do
+    set -- $args
+    np=$1
+    shift
+    r=$(tracked "./fsdpc $S" "$np" $L "$@")
+    check "np=$np $*: plan per category = the tracker's peak within 10% (worst rel diff $r)" $? "$(grep -m2 error "$W/t.log")"
+done
+r=$(tracked "./fsdpc $S" 2 --model_type mingpt --num_layers 4 --sharding full-shard --meta_init)
+check "np=2 minGPT full-shard (embedding and head share a unit): plan per category = the tracker's peak within 10% (worst rel diff $r)" $? \
+    "$(grep -m2 error "$W/t.log")"
+
+real() {  # real NP LAYERS ARGS...: the mem: MiB of a 2-step run
+    local np=$1 layers=$2
+    shift 2
+    $MPI -np "$np" ./fsdpc $S --num_key_value_heads 4 --num_layers "$layers" "$@" --max_steps 2 --logging_freq 1 --num_tokens 0 \
+        --checkpoint_freq 0 2>&1 | sed -nE 's/^Batch 2 .*mem: ([0-9]+) MiB$/\1/p'
+}
+planned() {  # planned NP LAYERS ARGS...: the plan's peak in MiB
+    local np=$1 layers=$2
+    shift 2
+    ./fsdpc plan $S --num_key_value_heads 4 --num_layers "$layers" --world_size "$np" "$@" --json |
+        $PY -c 'import json, sys; print(json.load(sys.stdin)["per_rank_bytes"]["peak"] / 2**20)'
+}
+# --meta_init: an unsharded start's whole model is gone before the step's buffers exist, so the
+# resident peak would not hold both
+for args in "2 --sharding full-shard" "1 --sharding no-shard --activation_checkpoints" "4 --sharding grad-shard"; do
+    set -- $args
+    np=$1
+    shift
+    m4=$(real "$np" 4 "$@" --meta_init) m12=$(real "$np" 12 "$@" --meta_init)
+    p4=$(planned "$np" 4 "$@" --meta_init) p12=$(planned "$np" 12 "$@" --meta_init)
+    g=$(awk -v m4="$m4" -v m12="$m12" -v p4="$p4" -v p12="$p12" 'BEGIN { g = (m12 - m4) / (p12 - p4); printf "%.2f", g
+        exit !(m4 > 0 && g >= 0.7 && g <= 1.3) }')
+    check "np=$np $*: measured mem: growth from 4 to 12 layers $((m12 - m4)) MiB = $g x planned" $?
+done
 
 # a GPU plan against the emulated GPU's own start-up estimate (the device's share, the CUDA
 # attention's buffers): exact to the logged 0.1 MiB
@@ -79,6 +125,20 @@ if [ -x build/fsdpc_emu ]; then
     done
 else
     check "GPU plan against the emulated GPU (skipped: no build/fsdpc_emu; make build/fsdpc_emu)" 0
+fi
+# and per category against the emulated GPU's tracker (device buffers, as the plan counts them)
+G="--hidden_width 32 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 64 --max_context_width 16
+   --batch_size 2 --train_data synthetic --num_threads 1 --device cuda"
+if [ -x build/fsdpc_emu ]; then
+    for args in "1 --precision bf16 --cpu_offload" "2 --sharding full-shard --precision bf16 --reduce_dtype bf16" \
+        "2 --sharding grad-shard --activation_checkpoints --grad_accum 2" "4 --sharding hybrid-full-shard --shard_group_size 2"; do
+        set -- $args
+        np=$1
+        shift
+        r=$(tracked "./build/fsdpc_emu $G" "$np" "$@")
+        check "emulated GPU np=$np $*: plan per category = the tracker's device peak within 10% (worst rel diff $r)" $? \
+            "$(grep -m2 error "$W/t.log")"
+    done
 fi
 
 # ---- (3) Llama-2 on H100 nodes: verdicts and magnitudes ----
@@ -139,12 +199,24 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 assert [r["step"] for r in rows] == list(range(1, 7)) and [r["tokens"] for r in rows] == [128 * s for s in range(1, 7)], rows
 assert [r["step"] for r in rows if "tokens_per_s" in r] == [1, 2, 4, 6] and all(r["mem_mib"] > 0 for r in rows if "mem_mib" in r), rows
 assert [r["step"] for r in rows if "val_loss" in r] == [3, 6] and "mfu" not in rows[0], rows
+cats = ["params", "gathered", "grads", "optimizer", "activations", "buffers", "total", "rss"]
+assert [r["step"] for r in rows if "mem" in r] == [1, 2, 4, 6] and all(list(r["mem"]) == cats for r in rows if "mem" in r), rows
+for r in rows:
+    for k, (now_lo, now_hi, peak_lo, peak_hi) in r.get("mem", {}).items():
+        assert 0 <= now_lo <= now_hi <= peak_hi and now_lo <= peak_lo <= peak_hi, (k, r)
+    if "mem" in r:
+        m = r["mem"]
+        assert m["params"][3] > 0 and m["activations"][3] > 0 and m["total"][3] >= max(m[k][3] for k in cats[:6]), m
+        assert m["rss"][3] > m["total"][3] and abs(m["rss"][3] / 2**20 - r["mem_mib"]) <= 1, m  # mem: is the peak RSS
 PY
-check "metrics lines carry tokens, tokens_per_s and mem_mib at log steps, val_loss at validation steps" $? "$(head -3 "$W/a.jsonl")"
+check "metrics lines carry tokens, tokens_per_s, mem_mib and the tracker's mem {category: [now min, now max, peak min, peak max]} at log steps, val_loss at validation steps" $? "$(head -3 "$W/a.jsonl")"
 $PY run/plot.py "$W/a.jsonl" "$W/b.jsonl" --label "lr 1e-3" --label "lr 3e-3" -o "$W/curves.png" 2>"$W/plot.err"
 rc=$?
 [ $rc = 0 ] && [ "$(head -c 8 "$W/curves.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] && [ "$(wc -c <"$W/curves.png")" -gt 10000 ]
 check "plot.py draws two runs into a PNG" $? "(rc=$rc $(head -c 300 "$W/plot.err"))"
+steady "$W/a.jsonl" | sed -E 's/, "tokens": [^,}]*//' >"$W/old.jsonl"  # a file from before the tracker and tokens
+$PY run/plot.py "$W/old.jsonl" "$W/b.jsonl" -o "$W/old.png" 2>"$W/plot.err" && [ "$(wc -c <"$W/old.png")" -gt 10000 ]
+check "plot.py draws a file without the tracker's mem (and without tokens) beside one with it" $? "$(head -c 300 "$W/plot.err")"
 printf '{"step": 1, "loss": 5.5}\nnot json\n' >"$W/bad.jsonl"
 for bad in "$W/bad.jsonl" "$W/missing.jsonl"; do
     $PY run/plot.py "$W/a.jsonl" "$bad" -o "$W/bad.png" 2>"$W/bad.err"

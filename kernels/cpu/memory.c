@@ -1,4 +1,5 @@
 // memory: on the CPU the "device" is host memory.
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,3 +19,17 @@ void cpu_async_wait(int ticket) { (void)ticket; }
 void cpu_async_fence(void) {}
 double cpu_peak_mem_mib(void) { return 0.0; }
 void cpu_mem_info(size_t *free_bytes, size_t *total_bytes) { *free_bytes = *total_bytes = 0; }  // not a device
+
+// The allocator's view on the CPU is the process's: resident memory now and at most (kB in
+// /proc/self/status); malloc keeps no cache worth reporting apart.
+void cpu_mem_held(double *held, double *held_peak, double *cached) {
+    *held = *held_peak = *cached = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kb;
+    while (f && fgets(line, sizeof line, f)) {
+        if (sscanf(line, "VmRSS: %lf kB", &kb) == 1) *held = kb * 1024;
+        if (sscanf(line, "VmHWM: %lf kB", &kb) == 1) *held_peak = kb * 1024;
+    }
+    if (f) fclose(f);
+}

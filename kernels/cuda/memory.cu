@@ -24,6 +24,7 @@ std::mutex alloc_mutex;
 std::unordered_map<size_t, std::vector<void *>> free_blocks;  // size class -> cached blocks
 std::unordered_map<void *, size_t> live_blocks;                // block -> its size class
 size_t bytes_in_use, peak_in_use;
+size_t bytes_cached, peak_held;  // in the free lists; the most ever held (in use + cached)
 
 size_t size_class(size_t bytes) {
     if (bytes <= kMinBlock) return kMinBlock;
@@ -40,6 +41,7 @@ void release_cached() {
     for (auto &kv : free_blocks)
         for (void *p : kv.second) cudaCheck(cudaFree(p));
     free_blocks.clear();
+    bytes_cached = 0;
 }
 
 }  // namespace
@@ -52,6 +54,7 @@ void *cuda_alloc_uninit(size_t bytes) {
     if (it != free_blocks.end() && !it->second.empty()) {
         p = it->second.back();
         it->second.pop_back();
+        bytes_cached -= cls;
     } else if (cudaMalloc(&p, cls) != cudaSuccess) {
         (void)cudaGetLastError();  // clear the out-of-memory error, free the cache and retry once
         release_cached();
@@ -63,6 +66,7 @@ void *cuda_alloc_uninit(size_t bytes) {
     live_blocks[p] = cls;
     bytes_in_use += cls;
     if (bytes_in_use > peak_in_use) peak_in_use = bytes_in_use;
+    if (bytes_in_use + bytes_cached > peak_held) peak_held = bytes_in_use + bytes_cached;
     return p;
 }
 
@@ -87,6 +91,7 @@ void cuda_free(void *p) {
     auto it = live_blocks.find(p);
     if (it == live_blocks.end()) comm_fatal("cuda_free: %p was not allocated by cuda_alloc", p);
     bytes_in_use -= it->second;
+    bytes_cached += it->second;
     free_blocks[it->second].push_back(p);
     live_blocks.erase(it);
 }
@@ -94,6 +99,13 @@ void cuda_free(void *p) {
 double cuda_peak_mem_mib(void) {
     std::lock_guard<std::mutex> lock(alloc_mutex);
     return peak_in_use / 1048576.0;
+}
+
+void cuda_mem_held(double *held, double *held_peak, double *cached) {
+    std::lock_guard<std::mutex> lock(alloc_mutex);
+    *held = (double)(bytes_in_use + bytes_cached);
+    *held_peak = (double)peak_held;
+    *cached = (double)bytes_cached;
 }
 
 void cuda_mem_info(size_t *free_bytes, size_t *total_bytes) { cudaCheck(cudaMemGetInfo(free_bytes, total_bytes)); }
