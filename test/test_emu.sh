@@ -46,6 +46,15 @@ same "fp32 losses equal the CPU's" cpu gpu 1e-5
 run cpu_bf16 $CPU --precision bf16
 run gpu_bf16 $EMU --precision bf16
 same "bf16 (tensor-core forms) tracks the CPU's bf16" cpu_bf16 gpu_bf16 5e-3
+# The emulator's roofline model of one bf16 training step on an H100 (a model, not a measurement:
+# README "GPU"), on a fixed shape a little bigger than the tiny one, so its buffers span pages.
+ROOF="D=128 L=2 H=4 KV=2 F=352 T=64 B=2 V=256, step 2"
+run roofline env FSDPC_EMU_ROOFLINE=1 $EMU --precision bf16 --hidden_width 128 --intermediate_size 352 \
+    --max_context_width 64 --vocab_size 256 --max_steps 2
+line=$(sed -n 's/^emu: \(modelled H100 step time: [^;]*\);.*/\1/p' "$W/roofline.log")
+echo "# $line [bf16, $ROOF]"
+echo "$line" | awk '{ exit !($5 > 0 && NF >= 20) }' && [ "$(cat "$W/roofline.rc")" = 0 ]
+check "the roofline model prints a positive modelled H100 step time" $? "$(tail -c 300 "$W/roofline.log")"
 run offload $EMU --cpu_offload
 same "--cpu_offload (host AdamW, async copies) equals the on-device optimizer" gpu offload 1e-5
 run ac $EMU --activation_checkpoints

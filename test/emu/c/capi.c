@@ -58,6 +58,7 @@ static int begin(const char *what, cudaStream_t s, const void *in, size_t in_byt
         return 0;
     }
     emu_op_begin(emu_sid(s), what);
+    emu_op_cost((double)in_bytes + (double)out_bytes, 0, 0);
     emu_op_access(in, in_bytes, 0);
     emu_op_access(out, out_bytes, 1);
     return 1;

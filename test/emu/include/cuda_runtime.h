@@ -222,7 +222,8 @@ template <class F> struct Launch {
 };
 template <class F> Launch<F> make_launch(Cfg c, const char *name, F f) { return Launch<F>{c, name, f}; }
 }
-#define emu_launch(K, ...) emu::make_launch(emu::Cfg(__VA_ARGS__), "kernel " #K, [=](auto... a) { K(a...); })
+// named with its source file, which tells the roofline model attention kernels from the rest
+#define emu_launch(K, ...) emu::make_launch(emu::Cfg(__VA_ARGS__), "kernel " #K " (" __FILE__ ")", [=](auto... a) { K(a...); })
 
 static inline const char *cudaGetErrorString(cudaError_t) { return "emu error"; }
 static inline cudaError_t cudaGetLastError() { return 0; }
@@ -251,6 +252,7 @@ static inline cudaError_t cudaFree(void *p) {  // device blocks are never reused
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
     if (n && !emu_is_dev(p)) { fprintf(stderr, "emu: cudaMemsetAsync on host memory %p\n", p); abort(); }
     EmuOp op(emu_sid(s), "cudaMemsetAsync");
+    emu_op_cost((double)n, 0, 0);
     memset(p, v, n);
     return 0;
 }
@@ -263,6 +265,7 @@ static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cuda
     }
     if (!n) return 0;
     EmuOp op(emu_sid(st), "cudaMemcpyAsync");
+    emu_op_cost(k == cudaMemcpyDeviceToDevice ? 2.0 * n : (double)n, 0, 0);  // device bytes read and written
     if (k == cudaMemcpyDeviceToDevice) memmove(d, s, n);
     else emu_op_copy(d, s, n, k == cudaMemcpyDeviceToHost);
     return 0;
