@@ -67,6 +67,8 @@
     X(void, positions_fwd, (float *out, const float *wpe, int B, int T, int D, int pos0), (out, wpe, B, T, D, pos0))   \
     X(void, positions_bwd, (float *dwpe, const float *dout, int B, int T, int D), (dwpe, dout, B, T, D))               \
     X(void, dropout, (float *x, int B, size_t M, float p, uint64_t key, uint64_t sample0), (x, B, M, p, key, sample0)) \
+    X(void, tokens_check, (int32_t *tokens, int32_t *targets, int N, int V), (tokens, targets, N, V))                   \
+    X(int, token_error, (long long *index, int *id), (index, id))                                                      \
     X(void, embedding_fwd, (float *out, const int32_t *tokens, const float *wte, int N, int D),                        \
       (out, tokens, wte, N, D))                                                                                        \
     X(void, embedding_bwd, (float *dwte, const float *dout, const int32_t *tokens, int N, int D),                      \

@@ -148,6 +148,16 @@ void kern_embedding_fwd(float *out, const int32_t *tokens, const float *wte, int
 // dwte (V, D) += scatter of dout (N, D); deterministic (no atomics)
 void kern_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, int N, int D);
 
+// ---- token ids ----
+// Checks a batch's ids (tokens, and targets unless NULL: N each) against the vocabulary V where
+// the device holds them, before the embedding and cross-entropy index with them: an id outside
+// [0, V) becomes 0, so no kernel reads or writes outside its table, and the first such place is
+// noted. kern_token_error returns 1 and clears the note when there is one: *index is the place
+// (n in tokens, or N + n in targets) and *id the id. On a GPU it reads the note the last
+// result fetch brought along (the loss's), so it adds no sync of its own.
+void kern_tokens_check(int32_t *tokens, int32_t *targets, int N, int V);
+int kern_token_error(long long *index, int *id);
+
 // ---- learned position embeddings ----
 // out (B, T, D) += wpe[pos0 + t] on row t of every sequence; wpe (>= pos0 + T, D)
 void kern_positions_fwd(float *out, const float *wpe, int B, int T, int D, int pos0);

@@ -66,6 +66,14 @@ run np2_hybrid_bf16 $MPI -np 2 $EMU --batch_size 1 --sharding hybrid-full-shard 
 same "np=2 hybrid, bf16 gathers and reductions over emulated NCCL track np=1 bf16" gpu_bf16 np2_hybrid_bf16 1e-3
 expect_error "more ranks on a node than GPUs" "^fsdpc: error: 2 ranks on this node but 1 GPU\(s\): each rank needs its own GPU" \
     env FSDPC_EMU_GPUS=1 $MPI -np 2 $EMU
+# a token id >= the vocabulary: the loader's check names step, sample and file on both builds alike
+# (the kernels' own check, kern_tokens_check, is test_gpu's)
+perl -e 'print pack("l<256", 20240520, 1, 40), pack("S<*", map { $_ == 16 ? 300 : 65 + $_ } 0 .. 39)' >"$W/bigid.bin"
+for b in "$CPU" "$EMU"; do
+    expect_error "a token id above the vocabulary ($([ "$b" = "$CPU" ] && echo CPU || echo emulated GPU))" \
+        "^fsdpc: error: step 1: sample [01]: data file '.*bigid.bin' holds token id 300 at token 16, not below --vocab_size 256" \
+        $b --train_data "$W/bigid.bin"
+done
 # the device memory check before allocating, on a 48 MiB (then 250 MiB) emulated GPU: the estimate,
 # the GPU's free memory and what would fit, on every rank, before any cudaMalloc fails
 expect_error "a batch too big for the GPU's free memory" \

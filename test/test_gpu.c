@@ -430,6 +430,39 @@ static void test_embedding(void) {
     cuda_free(d_tok), cuda_free(d_wte), cuda_free(d_dout), cuda_free(d_out);
 }
 
+// ---- token ids ----
+
+// Ids outside [0, V) become 0 on both devices, and both note the first place (tokens, then
+// targets): the GPU's note arrives with the next result fetch, here a sumsq.
+static void test_tokens_check(void) {
+    const int N = 600, V = 50;
+    int32_t *tok = rand_tokens(N, V), *tgt = rand_tokens(N, V);
+    tgt[7] = -3, tgt[500] = V, tok[401] = V + 1000, tok[599] = -1;  // the first is tok[401]
+    int32_t *d_tok = to_dev(tok, sizeof(int32_t) * N), *d_tgt = to_dev(tgt, sizeof(int32_t) * N);
+    long long ci = -1, gi = -1;
+    int cid = 0, gid = 0;
+    cpu_tokens_check(tok, tgt, N, V);
+    cuda_tokens_check(d_tok, d_tgt, N, V);
+    const int cpu_noted = cpu_token_error(&ci, &cid), before_sync = cuda_token_error(&gi, &gid);
+    float *d_x = cuda_alloc(sizeof(float) * 8);
+    cuda_sumsq(d_x, 8);
+    const int gpu_noted = cuda_token_error(&gi, &gid), again = cuda_token_error(&gi, &gid);
+    report(cpu_noted && ci == 401 && cid == V + 1000, "tokens_check: the CPU notes the first bad id", "%d %lld %d",
+           cpu_noted, ci, cid);
+    report(!before_sync && gpu_noted && !again && gi == 401 && gid == V + 1000,
+           "tokens_check: the GPU's note comes with the next result fetch, once", "%d %d %d %lld %d", before_sync,
+           gpu_noted, again, gi, gid);
+    int32_t *back = mallocCheck(sizeof(int32_t) * N);
+    cuda_download(back, d_tgt, sizeof(int32_t) * N);
+    report(!memcmp(back, tgt, sizeof(int32_t) * N) && tgt[7] == 0 && tgt[500] == 0, "tokens_check: bad ids become 0",
+           "targets differ");
+    cuda_download(back, d_tok, sizeof(int32_t) * N);
+    report(!memcmp(back, tok, sizeof(int32_t) * N) && tok[401] == 0, "tokens_check: bad ids become 0 (tokens)",
+           "tokens differ");
+    free(tok), free(tgt), free(back);
+    cuda_free(d_tok), cuda_free(d_tgt), cuda_free(d_x);
+}
+
 // ---- cross-entropy ----
 
 static void test_crossentropy(int N, int V) {
@@ -659,6 +692,7 @@ int main(int argc, char **argv) {
     test_dropout(2, 1000, 0.0f, 42, 0);         // p = 0: both untouched
     test_dropout(3000, 5, 0.3f, 9, 17);         // more rows than the grid has: blocks loop over rows
     test_embedding();
+    test_tokens_check();
     test_crossentropy(13, 1000);
     test_crossentropy(5, 32000);
     test_vector_ops();

@@ -67,10 +67,10 @@ void *cuda_alloc_uninit(size_t bytes) {
 }
 
 double cuda_fetch_result(void) {
-    cudaCheck(cudaMemcpyAsync(cuda_ctx.result_host, cuda_ctx.result_dev, sizeof(double), cudaMemcpyDeviceToHost,
+    cudaCheck(cudaMemcpyAsync(cuda_ctx.result_host, cuda_ctx.result_dev, sizeof(CudaResult), cudaMemcpyDeviceToHost,
                               cuda_stream()));
     cudaCheck(cudaStreamSynchronize(cuda_stream()));
-    return *cuda_ctx.result_host;
+    return cuda_ctx.result_host->value;
 }
 
 extern "C" {
@@ -180,8 +180,10 @@ void cuda_bind(int device, char *name, size_t len, char *uuid, size_t uuid_len) 
     cublasCheck(cublasLtCreate(&cuda_ctx.lt));
     cuda_ctx.workspace_bytes = (size_t)32 << 20;
     cuda_ctx.workspace = cuda_alloc_uninit(cuda_ctx.workspace_bytes);
-    cuda_ctx.result_dev = (double *)cuda_alloc_uninit(sizeof(double));
-    cudaCheck(cudaMallocHost((void **)&cuda_ctx.result_host, sizeof(double)));
+    cuda_ctx.result_dev = (CudaResult *)cuda_alloc_uninit(sizeof(CudaResult));
+    cudaCheck(cudaMallocHost((void **)&cuda_ctx.result_host, sizeof(CudaResult)));
+    cudaCheck(cudaMemsetAsync(cuda_ctx.result_dev, 0xff, sizeof(CudaResult), cuda_stream()));  // no token note
+    cuda_ctx.result_host->token_note = ~0ull;
 }
 
 }  // extern "C"

@@ -114,6 +114,12 @@ inline size_t max_dyn_smem = 48 * 1024;  // set by cudaFuncSetAttribute (not per
 inline long launches;
 }
 
+// fibers switch only at barriers, so a read-modify-write is atomic here
+static inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v) {
+    const unsigned long long old = *p;
+    if (v < old) *p = v;
+    return old;
+}
 static inline void __syncthreads() { emu::ctx.block_bar->arrive_and_wait(); }
 namespace emu { inline unsigned lane() { return ctx.threadIdx.x % 32; } }
 static inline void __syncwarp(unsigned = 0xffffffffu) { emu::ctx.warp_bar->arrive_and_wait(); }
