@@ -64,6 +64,14 @@ same "np=2 full-shard over emulated NCCL equals np=1" gpu np2 1e-5
 run np2_hybrid_bf16 $MPI -np 2 $EMU --batch_size 1 --sharding hybrid-full-shard --shard_group_size 1 --precision bf16 \
     --reduce_dtype bf16
 same "np=2 hybrid, bf16 gathers and reductions over emulated NCCL track np=1 bf16" gpu_bf16 np2_hybrid_bf16 1e-3
+# out of memory: every allocation first fails and the caching allocator frees its cache and
+# retries, collectives in flight; the emulated cudaFree aborts while any stream still runs work
+# (a real one waits for the device holding the driver's lock), so the allocator drains it first
+run np2_oom_retry env FSDPC_EMU_MALLOC_RETRY_AFTER=1 $MPI -x FSDPC_EMU_MALLOC_RETRY_AFTER -np 2 $EMU --batch_size 1 \
+    --sharding full-shard --precision bf16
+grep -q "^emu: cudaMalloc.* fails" "$W/np2_oom_retry.log"
+check "the out-of-memory retry path runs (emulated cudaMalloc failures)" $? "$(grep -m2 -E 'emu|error' "$W/np2_oom_retry.log")"
+same "np=2 bf16 with an out-of-memory retry at every allocation tracks np=1 bf16" gpu_bf16 np2_oom_retry 1e-3
 expect_error "more ranks on a node than GPUs" "^fsdpc: error: 2 ranks on this node but 1 GPU\(s\): each rank needs its own GPU" \
     env FSDPC_EMU_GPUS=1 $MPI -np 2 $EMU
 # a token id >= the vocabulary: the loader's check names step, sample and file on both builds alike

@@ -35,8 +35,14 @@ size_t size_class(size_t bytes) {
     return (bytes + kLargeGrain - 1) / kLargeGrain * kLargeGrain;
 }
 
-// Gives every cached block back to the driver (when cudaMalloc runs out).
+// Gives every cached block back to the driver (when cudaMalloc runs out). cudaFree waits for the
+// whole device while holding the driver's lock; with NCCL kernels in flight that wait for peers
+// (whose own CUDA calls may then need that lock) it can hang, as NCCL's documentation warns. So
+// the device is drained first, collective streams included, without the lock: every rank queues
+// its collectives in the same order, so those in flight here complete. Then nothing runs when
+// cudaFree is called, and every cached block's last use is done.
 void release_cached() {
+    cudaCheck(cudaDeviceSynchronize());
     for (auto &kv : free_blocks)
         for (void *p : kv.second) cudaCheck(cudaFree(p));
     free_blocks.clear();

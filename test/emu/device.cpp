@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -37,6 +38,8 @@ std::mutex mu;  // allocation (the rest runs on one thread: work happens when it
 size_t page;
 char *base;
 size_t used;  // bytes of the range handed out, a whole number of pages
+size_t freed;  // of those, bytes given back by cudaFree (never handed out again)
+std::map<char *, size_t> blocks;  // live allocations: start -> length
 int access_depth;
 
 struct PageRec {
@@ -44,6 +47,7 @@ struct PageRec {
     const char *w_what;
     Clock r_epoch;  // last read by each stream since that write
     const char *r_what[kStreams];
+    bool freed;  // its block was given back: any access is a use after free
 };
 std::vector<PageRec> recs;    // one per page of the range
 std::vector<uint8_t> level;   // during an op: 0 not granted, 1 readable, 2 writable
@@ -55,6 +59,7 @@ int nstreams = 1;
 int op_stream = -1;  // the running op's stream, or -1
 uint32_t op_epoch;
 const char *op_what;
+const char *last_what[kStreams];  // each stream's last op, for messages
 
 struct Pinned {
     char *p;
@@ -109,6 +114,7 @@ void touch(size_t pg, bool write) {
 }
 
 void grant(size_t pg, bool write) {
+    if (recs[pg].freed) die("%s touches device memory %p after cudaFree gave it back", op_what, base + pg * page);
     const uint8_t want = write ? 2 : 1;
     if (level[pg] >= want) return;
     if (!level[pg]) touched.push_back(pg);
@@ -258,8 +264,9 @@ extern "C" void *emu_dev_alloc(size_t n) {
     // whole pages: blocks never share a page, so a page's history is one block's
     const size_t len = (std::max(n, (size_t)1) + page - 1) / page * page;
     if (used + len > kReserve) return nullptr;
-    void *p = base + used;
+    char *p = base + used;
     used += len;
+    blocks[p] = len;
     recs.resize(used / page);
     level.resize(used / page);
     touched.reserve(used / page);
@@ -269,7 +276,28 @@ extern "C" void *emu_dev_alloc(size_t n) {
 
 extern "C" size_t emu_dev_used(void) {
     std::lock_guard<std::mutex> lock(mu);
-    return used;
+    return used - freed;
+}
+
+extern "C" int emu_dev_free(void *p) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = blocks.find((char *)p);
+    if (it == blocks.end()) return 0;
+    for (int t = 1; t < nstreams; t++)  // a real cudaFree waits for the whole device, here
+        if (clocks[0][t] < clocks[t][t])
+            die("cudaFree(%p) while stream %d still runs work the host has not waited for (%s): cudaFree would wait "
+                "for it, holding the driver's lock, which can hang NCCL kernels in flight (drain the device first)",
+                p, t, last_what[t]);
+    for (size_t pg = (size_t)(it->first - base) / page; pg < (size_t)(it->first + it->second - base) / page; pg++)
+        recs[pg].freed = true;
+    freed += it->second;
+    blocks.erase(it);
+    return 1;
+}
+
+extern "C" void emu_device_sync(void) {
+    for (int t = 1; t < nstreams; t++) join(clocks[0], clocks[t]);
+    host_synced();
 }
 
 extern "C" int emu_is_dev(const void *p) {
@@ -331,7 +359,7 @@ extern "C" void emu_op_begin(int s, const char *what) {
     s = stream_id(s);
     join(clocks[s], clocks[0]);  // queued after everything the host has waited for
     op_epoch = ++clocks[s][s];
-    op_stream = s, op_what = what;
+    op_stream = s, op_what = last_what[s] = what;
 }
 
 extern "C" void emu_op_access(const void *p, size_t n, int write) {

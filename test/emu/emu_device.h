@@ -12,7 +12,10 @@
 extern "C" {
 #endif
 void *emu_dev_alloc(size_t n);    // page aligned; never reused (the caching allocator keeps blocks)
-size_t emu_dev_used(void);        // bytes emu_dev_alloc has handed out
+size_t emu_dev_used(void);        // bytes emu_dev_alloc has handed out and emu_dev_free not taken back
+// cudaFree: 0 if p is no block's start. Aborts while any stream has work the host has not waited
+// for (a real cudaFree waits for the device); later accesses to the block abort too.
+int emu_dev_free(void *p);
 int emu_is_dev(const void *p);    // inside an emulated device allocation
 void emu_device_access(int on);   // nested on/off pairs: device memory readable and writable, untracked
 void *emu_host_alloc(size_t n);   // pinned host memory
@@ -28,6 +31,7 @@ void emu_event_record(void *e, int stream);
 void emu_stream_wait_event(int stream, void *e);
 void emu_event_sync(void *e);
 void emu_stream_sync(int stream);
+void emu_device_sync(void);  // cudaDeviceSynchronize: the host waits for every stream
 
 // Device work queued on a stream: between begin and end, the device pages it touches are found
 // by page faults; emu_op_access names them instead for code that must not fault (MPI).

@@ -244,17 +244,33 @@ static inline cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total) {
     *free_b = emu_dev_used() < *total ? *total - emu_dev_used() : 0;
     return 0;
 }
+// FSDPC_EMU_MALLOC_RETRY_AFTER=N: from the Nth cudaMalloc on, each first try fails as if the GPU
+// were full and the next try succeeds, so the caching allocator's out-of-memory retry runs on
+// every allocation, wherever the program stands (collectives in flight, copies pending)
+static inline bool emu_malloc_fails_once() {
+    static const char *e = getenv("FSDPC_EMU_MALLOC_RETRY_AFTER");
+    static long calls;
+    static bool failed;
+    if (!e || ++calls < atol(e) || failed) return failed = false;
+    return failed = true;
+}
 static inline cudaError_t cudaMalloc(void **p, size_t n) {
-    if (emu_dev_used() + n > emu_gpu_mem_total() || !(*p = emu_dev_alloc(n))) return cudaErrorMemoryAllocation;
+    if (emu_malloc_fails_once() || emu_dev_used() + n > emu_gpu_mem_total()) {  // said, so tests can tell the allocator's retry ran
+        fprintf(stderr, "emu: cudaMalloc(%zu bytes) fails: %.1f of %zu MiB in use\n", n, emu_dev_used() / 1048576.0,
+                emu_gpu_mem_total() >> 20);
+        return cudaErrorMemoryAllocation;
+    }
+    if (!(*p = emu_dev_alloc(n))) return cudaErrorMemoryAllocation;
     EmuDeviceWork work;
     memset(*p, 0xff, n);  // not zeroed, like real device memory
     return 0;
 }
 static inline cudaError_t cudaMallocHost(void **p, size_t n) { return (*p = emu_host_alloc(n)) ? 0 : cudaErrorMemoryAllocation; }
-static inline cudaError_t cudaFree(void *p) {  // device blocks are never reused by the emulation
-    if (p && !emu_is_dev(p)) { fprintf(stderr, "emu: cudaFree(%p) of host memory\n", p); abort(); }
+static inline cudaError_t cudaFree(void *p) {  // the memory counts as free; its addresses are never reused
+    if (p && !emu_dev_free(p)) { fprintf(stderr, "emu: cudaFree(%p) of memory not from cudaMalloc\n", p); abort(); }
     return 0;
 }
+static inline cudaError_t cudaDeviceSynchronize() { emu_device_sync(); return 0; }
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
     if (n && !emu_is_dev(p)) { fprintf(stderr, "emu: cudaMemsetAsync on host memory %p\n", p); abort(); }
     EmuOp op(emu_sid(s), "cudaMemsetAsync");
