@@ -64,6 +64,22 @@ same "np=2 full-shard over emulated NCCL equals np=1" gpu np2 1e-5
 run np2_hybrid_bf16 $MPI -np 2 $EMU --batch_size 1 --sharding hybrid-full-shard --shard_group_size 1 --precision bf16 \
     --reduce_dtype bf16
 same "np=2 hybrid, bf16 gathers and reductions over emulated NCCL track np=1 bf16" gpu_bf16 np2_hybrid_bf16 1e-3
+# shared memory: sm_80 code also runs on sm_86/89 parts with 99 KB per block. At head dim 128
+# the fp32 backward then picks smaller tiles and bf16 attention the fp32 kernels (with a note);
+# a limit nothing fits is one clear error
+HD128="--hidden_width 128 --num_layers 1 --num_heads 1 --num_key_value_heads 1 --max_steps 2"
+for p in float32 bf16; do
+    run smem227_$p $EMU $HD128 --precision $p
+    run smem99_$p env FSDPC_EMU_SMEM_KB=99 $EMU $HD128 --precision $p
+done
+same "99 KB of shared memory: fp32 attention with smaller backward tiles equals the default tiles" smem227_float32 \
+    smem99_float32 1e-5
+grep -q "^fsdpc: note: bf16 attention at head dim 128 needs 120 KB .* allows 99 KB" "$W/smem99_bf16.log"
+check "99 KB of shared memory: bf16 attention says it runs on the fp32 kernels" $? "$(grep -m2 -E 'note|error' "$W/smem99_bf16.log")"
+same "99 KB of shared memory: bf16 with fp32 attention tracks the tensor-core attention" smem227_bf16 smem99_bf16 5e-3
+expect_error "a GPU whose shared memory fits no attention tiles" \
+    "^fsdpc: error: attention: a kernel needs 72 KB of shared memory per block, but this GPU allows 40 KB" \
+    env FSDPC_EMU_SMEM_KB=40 $EMU $HD128
 # out of memory: every allocation first fails and the caching allocator frees its cache and
 # retries, collectives in flight; the emulated cudaFree aborts while any stream still runs work
 # (a real one waits for the device holding the driver's lock), so the allocator drains it first

@@ -47,10 +47,12 @@ struct CudaContext {
     CudaResult *result_dev;  // reductions the host waits for land here...
     CudaResult *result_host;  // ...and are copied to this pinned one
     int compute;             // a CudaCompute mode (backend.h): fp32 or bf16 tensor-core operands
+    int smem_per_block;      // bytes of shared memory a block may opt in to (tiles are picked to fit)
 };
 extern CudaContext cuda_ctx;
 
 static inline cudaStream_t cuda_stream() { return cuda_ctx.stream; }
+static inline size_t cuda_smem_per_block() { return (size_t)cuda_ctx.smem_per_block; }
 
 // A block from the caching allocator without the zero fill (scratch that is fully written
 // before it is read). Released with cuda_free.

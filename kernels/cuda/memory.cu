@@ -184,6 +184,8 @@ void cuda_bind(int device, char *name, size_t len, char *uuid, size_t uuid_len) 
     cudaCheck(cudaStreamCreateWithFlags(&cuda_ctx.stream, cudaStreamNonBlocking));
     cudaCheck(cudaStreamCreateWithFlags(&cuda_ctx.copy_stream, cudaStreamNonBlocking));
     cublasCheck(cublasLtCreate(&cuda_ctx.lt));
+    // sm_80/90 code also runs on sm_86/89 parts, which give a block at most 99 KB
+    cudaCheck(cudaDeviceGetAttribute(&cuda_ctx.smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     cuda_ctx.workspace_bytes = (size_t)32 << 20;
     cuda_ctx.workspace = cuda_alloc_uninit(cuda_ctx.workspace_bytes);
     cuda_ctx.result_dev = (CudaResult *)cuda_alloc_uninit(sizeof(CudaResult));

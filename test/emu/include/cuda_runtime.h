@@ -313,8 +313,20 @@ static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
     snprintf(p->uuid.bytes, sizeof p->uuid.bytes, "%s:%d", id ? id : "0", d);
     return 0;
 }
+// FSDPC_EMU_SMEM_KB: the shared memory a block may opt in to (default 227 KB, an H100's; an
+// A100 has 163, sm_86/89 parts 99)
+enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+static inline int emu_smem_optin() {
+    const char *e = getenv("FSDPC_EMU_SMEM_KB");
+    return (e ? atoi(e) : 227) * 1024;
+}
+static inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int) {
+    if (a != cudaDevAttrMaxSharedMemoryPerBlockOptin) abort();
+    *v = emu_smem_optin();
+    return 0;
+}
 template <class T> cudaError_t cudaFuncSetAttribute(T *, cudaFuncAttribute, int v) {
-    if (v > 166912) { fprintf(stderr, "emu: %d bytes of smem exceed the A100 limit\n", v); abort(); }
+    if (v > emu_smem_optin()) { fprintf(stderr, "emu: %d bytes of smem exceed the device's %d\n", v, emu_smem_optin()); abort(); }
     emu::max_dyn_smem = v > 48 * 1024 ? v : 48 * 1024;
     return 0;
 }
