@@ -100,6 +100,15 @@ KERN_DECLARE(cuda)
 int cuda_device_count(void);
 // makes device current for this process; its name and its UUID (hex) for the caller
 void cuda_bind(int device, char *name, size_t len, char *uuid, size_t uuid_len);
+int cuda_sm_clock_mhz(void);  // the bound GPU's peak SM clock
+// Opt-in GPU time per category (kern_timers_*): events around an op on the compute stream.
+// cuda_timer_start returns a handle for cuda_timer_stop; cuda_timer_mark records a step boundary;
+// cuda_timer_totals waits for the device and adds the milliseconds per category since the first
+// mark (ms[KERN_TIMER_N]: the last entry is the marked span), returning the marks' count.
+int cuda_timer_start(int category);
+void cuda_timer_stop(int handle);
+void cuda_timer_mark(void);
+int cuda_timer_totals(double *ms);
 // How matmuls and attention compute: fp32 operands; bf16 operands on the tensor cores with fp32
 // accumulation (--precision bf16); or, for comparison in test_gpu --bench only, fp32 matmul operands
 // that cuBLASLt rounds to bf16 itself (attention as in COMPUTE_BF16).

@@ -55,6 +55,13 @@ double kern_peak_mem_mib(void);      // device memory high-water mark (0 on CPU)
 // allocating; 0 and 0 on the CPU, which is not a device (host memory is checked apart).
 void kern_mem_info(size_t *free_bytes, size_t *total_bytes);
 double kern_peak_flops(void);        // dense bf16 peak of the GPU for MFU (0: CPU or unknown GPU)
+// Opt-in GPU time per category (FSDPC_GPU_TIMERS=1; nothing on the CPU): every op on the compute
+// stream between CUDA events, by its kind; "waiting" is the rest of the stream's time between
+// step boundaries (the end of each "optimizer" range): event waits on collectives and copies,
+// and gaps where the host fell behind. kern_timers_report prints the split per step (rank 0).
+enum { KERN_TIMER_GEMM, KERN_TIMER_ATTENTION, KERN_TIMER_ELEMENTWISE, KERN_TIMER_OPTIMIZER, KERN_TIMER_WAIT,
+       KERN_TIMER_N };
+void kern_timers_report(void);
 // profiler ranges (NVTX on CUDA, nothing on CPU) so nsys shows units, phases and collectives
 void kern_range_push(const char *name);
 void kern_range_pop(void);

@@ -607,6 +607,7 @@ int train_run(Config *c) {
     config_describe(c, desc, sizeof desc);
     comm_log("fsdpc: %d rank(s) on %s, %d thread(s)/rank, %.2fM parameters\n%s\n", comm_info.world,
              kern_device_name(), c->num_threads, r.plan.num_params / 1e6, desc);
+    if (kern_peak_flops() > 0) comm_log("MFU against %.0f TFLOP/s dense bf16 per GPU\n", kern_peak_flops() / 1e12);
     if (c->cpu_offload && !kern_on_gpu())
         comm_log("--cpu_offload: no effect on the CPU device (parameters already live in host memory)\n");
     if (c->cpu_offload && kern_on_gpu())
@@ -692,6 +693,7 @@ int train_run(Config *c) {
     }
     ckpt_release_dir();  // no more checkpoints: the directory is free for the next run
     prof_report(&r, shard_step(&r.st) - start);
+    kern_timers_report();
     if (r.metrics) fclose(r.metrics);
     if (r.max_steps == 0 && r.has_val && c->val_data[0]) log_validation(&r, shard_step(&r.st));
     if (!status && c->num_tokens > 0 && (c->prompt[0] || shard_step(&r.st) > start || c->max_epochs < 0)) sample(&r);

@@ -90,6 +90,19 @@ check "the out-of-memory retry path runs (emulated cudaMalloc failures)" $? "$(g
 same "np=2 bf16 with an out-of-memory retry at every allocation tracks np=1 bf16" gpu_bf16 np2_oom_retry 1e-3
 expect_error "more ranks on a node than GPUs" "^fsdpc: error: 2 ranks on this node but 1 GPU\(s\): each rank needs its own GPU" \
     env FSDPC_EMU_GPUS=1 $MPI -np 2 $EMU
+# FSDPC_GPU_TIMERS: the per-category split of the compute stream's time from CUDA events (here,
+# emulated events timed on the host)
+run timers env FSDPC_GPU_TIMERS=1 $EMU --max_steps 4
+grep -Eq "^gpu time per step \(CUDA events, 3 steps after the first\): [0-9.]+ ms = gemm [0-9.]+ ms .*, attention .*, elementwise .*, optimizer .*, waiting \(collectives, copies, host\) [0-9.]+ ms" "$W/timers.log"
+check "FSDPC_GPU_TIMERS prints the GPU time per step by category" $? "$(tail -c 300 "$W/timers.log")"
+# MFU's peak: an H100 PCIe (756 TFLOP/s dense bf16) is told from an SXM (989) by name, or by the
+# SM clock where the name says only the memory
+for c in "NVIDIA H100 PCIe:1755:756" "NVIDIA H100 80GB HBM3:1980:989" "NVIDIA H100 80GB HBM3:1755:756" "NVIDIA H100 NVL:1785:835"; do
+    IFS=: read -r name mhz tf <<<"$c"
+    FSDPC_EMU_GPU_NAME="$name" FSDPC_EMU_SM_CLOCK_MHZ=$mhz timeout 120 $EMU --max_steps 0 >"$W/peak.log" 2>&1
+    grep -q "^MFU against $tf TFLOP/s dense bf16 per GPU" "$W/peak.log"
+    check "MFU peak of a '$name' at $mhz MHz: $tf TFLOP/s" $? "$(grep -m2 -E 'MFU|error' "$W/peak.log")"
+done
 # a token id >= the vocabulary: the loader's check names step, sample and file on both builds alike
 # (the kernels' own check, kern_tokens_check, is test_gpu's)
 perl -e 'print pack("l<256", 20240520, 1, 40), pack("S<*", map { $_ == 16 ? 300 : 65 + $_ } 0 .. 39)' >"$W/bigid.bin"

@@ -48,6 +48,7 @@ struct CudaContext {
     CudaResult *result_host;  // ...and are copied to this pinned one
     int compute;             // a CudaCompute mode (backend.h): fp32 or bf16 tensor-core operands
     int smem_per_block;      // bytes of shared memory a block may opt in to (tiles are picked to fit)
+    int sm_clock_mhz;        // peak SM clock (tells an H100 PCIe from an SXM)
 };
 extern CudaContext cuda_ctx;
 

@@ -163,6 +163,8 @@ void cuda_async_fence(void) {
 
 void *cuda_compute_stream(void) { return (void *)cuda_ctx.stream; }
 
+int cuda_sm_clock_mhz(void) { return cuda_ctx.sm_clock_mhz; }
+
 int cuda_device_count(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -186,6 +188,9 @@ void cuda_bind(int device, char *name, size_t len, char *uuid, size_t uuid_len) 
     cublasCheck(cublasLtCreate(&cuda_ctx.lt));
     // sm_80/90 code also runs on sm_86/89 parts, which give a block at most 99 KB
     cudaCheck(cudaDeviceGetAttribute(&cuda_ctx.smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    int khz;
+    cudaCheck(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device));
+    cuda_ctx.sm_clock_mhz = khz / 1000;
     cuda_ctx.workspace_bytes = (size_t)32 << 20;
     cuda_ctx.workspace = cuda_alloc_uninit(cuda_ctx.workspace_bytes);
     cuda_ctx.result_dev = (CudaResult *)cuda_alloc_uninit(sizeof(CudaResult));

@@ -13,6 +13,7 @@
 // exactly where the op knows them (copies, cuBLASLt, collectives).
 #include <signal.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -339,9 +340,20 @@ extern "C" int emu_stream_new(void) {
     return nstreams++;
 }
 
-extern "C" void *emu_event_new(void) { return calloc(1, sizeof(Clock)); }
+// an event: its stream's clocks, then the host time it was recorded at (work runs when queued)
+struct Event {
+    Clock c;
+    double ms;
+};
+extern "C" void *emu_event_new(void) { return calloc(1, sizeof(Event)); }
 extern "C" void emu_event_free(void *e) { free(e); }
-extern "C" void emu_event_record(void *e, int s) { memcpy(e, clocks[stream_id(s)], sizeof(Clock)); }
+extern "C" void emu_event_record(void *e, int s) {
+    memcpy(e, clocks[stream_id(s)], sizeof(Clock));
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ((Event *)e)->ms = ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+extern "C" float emu_event_elapsed_ms(const void *a, const void *b) { return (float)(((const Event *)b)->ms - ((const Event *)a)->ms); }
 extern "C" void emu_stream_wait_event(int s, void *e) { join(clocks[stream_id(s)], (const uint32_t *)e); }
 
 extern "C" void emu_event_sync(void *e) {

@@ -28,6 +28,7 @@ static inline int emu_sid(const void *stream) { return (int)(intptr_t)stream; }
 void *emu_event_new(void);
 void emu_event_free(void *e);
 void emu_event_record(void *e, int stream);
+float emu_event_elapsed_ms(const void *a, const void *b);  // host time between the two records
 void emu_stream_wait_event(int stream, void *e);
 void emu_event_sync(void *e);
 void emu_stream_sync(int stream);

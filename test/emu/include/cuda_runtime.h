@@ -295,11 +295,13 @@ static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cuda
 // work runs when queued; emu_device.h's clocks say whether it was ordered as a GPU needs
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { emu_stream_sync(emu_sid(s)); return 0; }
 typedef void *cudaEvent_t;
+#define cudaEventDefault 0
 #define cudaEventDisableTiming 2
 static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) { *e = emu_event_new(); return 0; }
 static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { emu_event_record(e, emu_sid(s)); return 0; }
 static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) { emu_stream_wait_event(emu_sid(s), e); return 0; }
 static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) { emu_event_sync(e); return 0; }
+static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) { *ms = emu_event_elapsed_ms(a, b); return 0; }
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = (void *)(intptr_t)emu_stream_new(); return 0; }
 // FSDPC_EMU_GPUS emulated GPUs per node (default 8); they all share the one emulated memory
 static inline cudaError_t cudaGetDeviceCount(int *n) { const char *e = getenv("FSDPC_EMU_GPUS"); *n = e ? atoi(e) : 8; return 0; }
@@ -307,7 +309,8 @@ static inline cudaError_t cudaSetDevice(int d) { int n; cudaGetDeviceCount(&n); 
 // a device's UUID: its index on the emulated machine FSDPC_EMU_GPU_ID (tests pose as ranks that
 // each see their own GPU, or all the same one)
 static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
-    strcpy(p->name, "CPU emulation");
+    const char *name = getenv("FSDPC_EMU_GPU_NAME");
+    snprintf(p->name, sizeof p->name, "%s", name ? name : "CPU emulation");
     memset(&p->uuid, 0, sizeof p->uuid);
     const char *id = getenv("FSDPC_EMU_GPU_ID");
     snprintf(p->uuid.bytes, sizeof p->uuid.bytes, "%s:%d", id ? id : "0", d);
@@ -315,14 +318,18 @@ static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
 }
 // FSDPC_EMU_SMEM_KB: the shared memory a block may opt in to (default 227 KB, an H100's; an
 // A100 has 163, sm_86/89 parts 99)
-enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+enum cudaDeviceAttr { cudaDevAttrClockRate = 13, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
 static inline int emu_smem_optin() {
     const char *e = getenv("FSDPC_EMU_SMEM_KB");
     return (e ? atoi(e) : 227) * 1024;
 }
+// FSDPC_EMU_GPU_NAME, FSDPC_EMU_SM_CLOCK_MHZ: what the device says it is (default "CPU
+// emulation", and an H100 SXM's 1980 MHz), to test what fsdpc makes of real parts' answers
 static inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int) {
-    if (a != cudaDevAttrMaxSharedMemoryPerBlockOptin) abort();
-    *v = emu_smem_optin();
+    const char *clock = getenv("FSDPC_EMU_SM_CLOCK_MHZ");
+    if (a == cudaDevAttrMaxSharedMemoryPerBlockOptin) *v = emu_smem_optin();
+    else if (a == cudaDevAttrClockRate) *v = (clock ? atoi(clock) : 1980) * 1000;  // in kHz
+    else abort();
     return 0;
 }
 template <class T> cudaError_t cudaFuncSetAttribute(T *, cudaFuncAttribute, int v) {
