@@ -588,12 +588,19 @@ static double now_ms(void) {
         (now_ms() - t0_) / (reps);                            \
     })
 
+// n uniform floats in [-1, 1) on the device: timings on zeros would flatter the hardware (zero
+// operands draw less power, so the clocks stay higher)
+static float *dev_rand(size_t n) {
+    float *h = rand_vec(n, -1, 1), *d = dev_f(h, n);
+    free(h);
+    return d;
+}
+
 static void bench(void) {
     const int B = 4, T = 2048, D = 2048, F = 5632, H = 16, KV = 8, hd = D / H, N = B * T, reps = 10;
     const size_t nNF = (size_t)N * F, nND = (size_t)N * D, nDF = (size_t)D * F, nkv = (size_t)N * KV * hd;
-    float *x = cuda_alloc(sizeof(float) * nND), *w = cuda_alloc(sizeof(float) * nDF);
-    float *y = cuda_alloc(sizeof(float) * nNF), *dx = cuda_alloc(sizeof(float) * nND);
-    float *dw = cuda_alloc(sizeof(float) * nDF);
+    float *x = dev_rand(nND), *w = dev_rand(nDF), *y = dev_rand(nNF), *dx = dev_rand(nND), *dw = dev_rand(nDF);
+    printf("# random inputs in [-1, 1); FLOPs as executed: backward counts both products\n");
     const double mm = 2.0 * N * D * F;  // one product's FLOPs
     printf("# matmul (N=%d, %d -> %d)            fwd ms  TFLOP/s   bwd ms  TFLOP/s\n", N, D, F);
     for (int mode = COMPUTE_FP32; mode <= COMPUTE_FAST_16BF; mode++) {
@@ -606,9 +613,11 @@ static void bench(void) {
     const double cast = TIME_MS(reps, cuda_f32_to_bf16((uint16_t *)dx, y, nND));
     printf("  bf16 cast of an (N, D) operand: %.3f ms, %.0f GB/s\n", cast, nND * 6.0 / cast * 1e-6);
 
-    // attention: causal FLOPs (half the square), backward counted as 2.5x forward
-    float *q = cuda_alloc(sizeof(float) * nND), *o = cuda_alloc(sizeof(float) * nND);
-    float *k = cuda_alloc(sizeof(float) * nkv), *v = cuda_alloc(sizeof(float) * nkv);
+    // attention: causal FLOPs (half the square). Forward runs 2 products (Q K^T, P V); backward,
+    // as executed, 7: the dK/dV kernel recomputes S and dP and forms dV and dK, the dQ kernel
+    // recomputes S and dP again and forms dQ
+    float *q = dev_rand(nND), *o = cuda_alloc(sizeof(float) * nND), *dout = dev_rand(nND);
+    float *k = dev_rand(nkv), *v = dev_rand(nkv);
     float *saved = cuda_alloc(sizeof(float) * cuda_attention_saved_floats(B, H, T, T));
     float *dq = cuda_alloc(sizeof(float) * nND), *dk = cuda_alloc(sizeof(float) * nkv), *dv = cuda_alloc(sizeof(float) * nkv);
     float *scratch = cuda_alloc(sizeof(float) * cuda_attention_scratch_floats(B, H, T));
@@ -619,9 +628,9 @@ static void bench(void) {
         const double f =
             TIME_MS(reps, cuda_attention_fwd(o, saved, q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL));
         const double b =
-            TIME_MS(reps, cuda_attention_bwd(dq, dk, dv, scratch, o, o, saved, q, k, v, B, T, H, KV, hd, NULL));
+            TIME_MS(reps, cuda_attention_bwd(dq, dk, dv, scratch, dout, o, saved, q, k, v, B, T, H, KV, hd, NULL));
         printf("  %-34s %7.3f %8.1f  %7.3f %8.1f\n", mode ? "bf16 (WMMA tensor cores)" : "fp32 (CUDA cores)", f,
-               af / f * 1e-9, b, 2.5 * af / b * 1e-9);
+               af / f * 1e-9, b, 3.5 * af / b * 1e-9);
     }
 
     // memory-bound kernels: effective bandwidth (bytes read + written)
@@ -630,7 +639,7 @@ static void bench(void) {
     const double ad = TIME_MS(reps, cuda_adamw(y, y + nDF, dw, w, nDF, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1));
     printf("# bandwidth: rmsnorm_fwd %.0f GB/s, swiglu_fwd %.0f GB/s, adamw %.0f GB/s\n", nND * 8.0 / rms * 1e-6,
            nNF * 12.0 / sw * 1e-6, nDF * 28.0 / ad * 1e-6);
-    float *bufs[] = {x, w, y, dx, dw, q, k, v, o, saved, dq, dk, dv, scratch};
+    float *bufs[] = {x, w, y, dx, dw, q, k, v, o, dout, saved, dq, dk, dv, scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cuda_free(bufs[i]);
     cuda_set_compute(COMPUTE_FP32);
 }
