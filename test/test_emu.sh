@@ -30,7 +30,8 @@ same() {
 
 # the race checks themselves: unordered work on two streams, or host code on device memory or on
 # a pinned buffer still being copied, aborts with a message; the ordered program runs
-for c in raw:race war:race pinned:"touched pinned memory" host:"touched device memory"; do
+for c in raw:race war:race pinned:"touched pinned memory" host:"touched device memory" free:"cudaFree.* while stream 1" \
+    reuse:"after cudaFree"; do
     ./build/emu_race_check "${c%%:*}" >"$W/race.log" 2>&1
     [ $? -ge 128 ] && grep -q "^emu: .*${c#*:}" "$W/race.log"
     check "the race check catches case ${c%%:*}" $? "$(head -c 300 "$W/race.log")"
