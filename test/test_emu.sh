@@ -68,7 +68,7 @@ same "np=2 hybrid, bf16 gathers and reductions over emulated NCCL track np=1 bf1
 # shared memory: sm_80 code also runs on sm_86/89 parts with 99 KB per block. At head dim 128
 # the fp32 backward then picks smaller tiles and bf16 attention the fp32 kernels (with a note);
 # a limit nothing fits is one clear error
-HD128="--hidden_width 128 --num_layers 1 --num_heads 1 --num_key_value_heads 1 --max_steps 2"
+HD128="--hidden_width 128 --num_layers 1 --num_heads 1 --num_key_value_heads 1"
 for p in float32 bf16; do
     run smem227_$p $EMU $HD128 --precision $p
     run smem99_$p env FSDPC_EMU_SMEM_KB=99 $EMU $HD128 --precision $p
@@ -89,7 +89,7 @@ run np2_oom_retry env FSDPC_EMU_MALLOC_RETRY_AFTER=1 $MPI -x FSDPC_EMU_MALLOC_RE
 grep -q "^emu: cudaMalloc.* fails" "$W/np2_oom_retry.log"
 check "the out-of-memory retry path runs (emulated cudaMalloc failures)" $? "$(grep -m2 -E 'emu|error' "$W/np2_oom_retry.log")"
 same "np=2 bf16 with an out-of-memory retry at every allocation tracks np=1 bf16" gpu_bf16 np2_oom_retry 1e-3
-expect_error "more ranks on a node than GPUs" "^fsdpc: error: 2 ranks on this node but 1 GPU\(s\): each rank needs its own GPU" \
+expect_error "more ranks on a node than GPUs" "^fsdpc: error: local ranks 0 and 1 on one node share GPU .*: give each rank its own" \
     env FSDPC_EMU_GPUS=1 $MPI -np 2 $EMU
 # FSDPC_GPU_TIMERS: the per-category split of the compute stream's time from CUDA events (here,
 # emulated events timed on the host)
