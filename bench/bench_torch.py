@@ -2,11 +2,15 @@
 
 AdamW (lr 3e-4, betas 0.9/0.95, wd 0.1 on 2-D tensors), grad clip 1.0, random tokens.
 No torch.compile. fp32 unless --bf16 (autocast); on a GPU with torch >= 2.0 attention runs
-through scaled_dot_product_attention (flash kernels), as a tuned PyTorch user would have it.
-Prints one line: `torch tokens/sec: X`, counting only the steps after warmup.
+through scaled_dot_product_attention, as a tuned PyTorch user would have it: in bf16 restricted
+to the cuDNN and flash kernels where this torch can say so (torch.nn.attention.sdpa_kernel from
+2.3, torch.backends.cuda.sdp_kernel before), falling back to torch's own choice when they
+cannot run the model. Prints `torch tokens/sec: X`, counting only the steps after warmup, and
+on stderr which attention kernels were asked for.
 """
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -28,6 +32,21 @@ def parse_args():
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
     ap.add_argument("--bf16", action="store_true", help="autocast matmuls to bf16 (the GPU baseline)")
     return ap.parse_args()
+
+
+def sdpa_backends(torch):
+    """A context that limits scaled_dot_product_attention to the cuDNN and flash kernels, and
+    their names; None where this torch has no such switch (older than 2.0)."""
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel  # torch >= 2.3
+        names = [n for n in ("CUDNN_ATTENTION", "FLASH_ATTENTION") if hasattr(SDPBackend, n)]
+        return sdpa_kernel([getattr(SDPBackend, n) for n in names]), "/".join(n.lower() for n in names)
+    except ImportError:
+        pass
+    if hasattr(torch.backends.cuda, "sdp_kernel"):  # torch 2.0 - 2.2
+        return torch.backends.cuda.sdp_kernel(enable_flash=True, enable_math=False, enable_mem_efficient=False), \
+            "flash_attention"
+    return None
 
 
 def main():
@@ -66,14 +85,28 @@ def main():
         if dev.type == "cuda":
             torch.cuda.synchronize()
 
-    for s in range(args.warmup_steps):
-        step(data[s])
-    sync()
-    t0 = time.perf_counter()
-    for s in range(args.warmup_steps, args.warmup_steps + args.steps):
-        step(data[s])
-    sync()
-    seconds = time.perf_counter() - t0
+    # bf16 attention on the GPU through the cuDNN or flash kernels, where this torch can ask for
+    # them and they take the model (an untimed first step tells); else torch's default choice
+    attention = "torch's default" if cfg.sdpa else "math (no scaled_dot_product_attention)"
+    with contextlib.ExitStack() as scope:
+        pick = sdpa_backends(torch) if cfg.sdpa and args.bf16 else None
+        if pick:
+            try:
+                with pick[0]:
+                    step(data[0])
+                scope.enter_context(sdpa_backends(torch)[0])  # a context is entered once: a new one
+                attention = pick[1]
+            except RuntimeError as e:
+                print(f"torch sdpa: {pick[1]} cannot run this model ({str(e).splitlines()[0]})", file=sys.stderr)
+        print(f"torch attention kernels: {attention}", file=sys.stderr)
+        for s in range(args.warmup_steps):
+            step(data[s])
+        sync()
+        t0 = time.perf_counter()
+        for s in range(args.warmup_steps, args.warmup_steps + args.steps):
+            step(data[s])
+        sync()
+        seconds = time.perf_counter() - t0
     print(f"torch tokens/sec: {B * T * args.steps / seconds:.1f}")
 
 

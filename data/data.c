@@ -309,7 +309,9 @@ static void read_batch(DataLoader *l) {
             continue;
         }
         uint64_t c = l->shuffled ? data_train_chunk(d, l->seed, g) : g % d->nchunks;
-        read_chunk(d, c, inp, tgt, l->raw, l->err, sizeof l->err);
+        char err[sizeof l->err - 32];
+        if (read_chunk(d, c, inp, tgt, l->raw, err, sizeof err))
+            snprintf(l->err, sizeof l->err, "sample %llu: %s", (unsigned long long)g, err);
     }
 }
 
@@ -357,7 +359,7 @@ static void request(DataLoader *l, uint64_t first) {
     pthread_cond_broadcast(&l->cv);
 }
 
-void data_loader_next(DataLoader *l, uint64_t first, uint64_t first_next, int32_t *inp, int32_t *tgt) {
+void data_loader_next(DataLoader *l, uint64_t first, uint64_t first_next, int32_t *inp, int32_t *tgt, const char *what) {
     size_t n = (size_t)l->B * l->d->T;
     pthread_mutex_lock(&l->mu);
     wait_idle(l);
@@ -367,7 +369,7 @@ void data_loader_next(DataLoader *l, uint64_t first, uint64_t first_next, int32_
     }
     if (l->err[0]) {
         pthread_mutex_unlock(&l->mu);
-        comm_fatal("%s", l->err);
+        comm_fatal("%s%s%s", what ? what : "", what ? ": " : "", l->err);
     }
     memcpy(inp, l->inp, n * sizeof(int32_t));
     memcpy(tgt, l->tgt, n * sizeof(int32_t));

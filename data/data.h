@@ -55,8 +55,9 @@ typedef struct DataLoader DataLoader;
 // shuffled: training order (data_train_chunk); else validation order (chunks in file order)
 DataLoader *data_loader_new(const Dataset *d, uint64_t seed, int B, int shuffled);
 // Returns in inp/tgt (B, T) the samples first..first+B-1, then starts reading first_next.. in the
-// background (UINT64_MAX: nothing). A read error (I/O, token id >= vocab) stops with the file name.
-void data_loader_next(DataLoader *l, uint64_t first, uint64_t first_next, int32_t *inp, int32_t *tgt);
+// background (UINT64_MAX: nothing). A read error (I/O, token id >= vocab) stops with the file name,
+// the global sample and `what` (the batch for the message, e.g. "step 3"; NULL: none).
+void data_loader_next(DataLoader *l, uint64_t first, uint64_t first_next, int32_t *inp, int32_t *tgt, const char *what);
 void data_loader_free(DataLoader *l);
 
 #endif

@@ -71,6 +71,8 @@
     X(void, positions_fwd, (float *out, const float *wpe, int B, int T, int D, int pos0), (out, wpe, B, T, D, pos0))   \
     X(void, positions_bwd, (float *dwpe, const float *dout, int B, int T, int D), (dwpe, dout, B, T, D))               \
     X(void, dropout, (float *x, int B, size_t M, float p, uint64_t key, uint64_t sample0), (x, B, M, p, key, sample0)) \
+    X(void, tokens_check, (int32_t *tokens, int32_t *targets, int N, int V), (tokens, targets, N, V))                   \
+    X(int, token_error, (long long *index, int *id), (index, id))                                                      \
     X(void, embedding_fwd, (float *out, const int32_t *tokens, const float *wte, int N, int D),                        \
       (out, tokens, wte, N, D))                                                                                        \
     X(void, embedding_bwd, (float *dwte, const float *dout, const int32_t *tokens, int N, int D),                      \
@@ -102,6 +104,15 @@ KERN_DECLARE(cuda)
 int cuda_device_count(void);
 // makes device current for this process; its name and its UUID (hex) for the caller
 void cuda_bind(int device, char *name, size_t len, char *uuid, size_t uuid_len);
+int cuda_sm_clock_mhz(void);  // the bound GPU's peak SM clock
+// Opt-in GPU time per category (kern_timers_*): events around an op on the compute stream.
+// cuda_timer_start returns a handle for cuda_timer_stop; cuda_timer_mark records a step boundary;
+// cuda_timer_totals waits for the device and adds the milliseconds per category since the first
+// mark (ms[KERN_TIMER_N]: the last entry is the marked span), returning the marks' count.
+int cuda_timer_start(int category);
+void cuda_timer_stop(int handle);
+void cuda_timer_mark(void);
+int cuda_timer_totals(double *ms);
 // How matmuls and attention compute: fp32 operands; bf16 operands on the tensor cores with fp32
 // accumulation (--precision bf16); or, for comparison in test_gpu --bench only, fp32 matmul operands
 // that cuBLASLt rounds to bf16 itself (attention as in COMPUTE_BF16).

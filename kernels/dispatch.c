@@ -14,8 +14,46 @@ static char device_name[160] = "cpu";
 static char device_uuid[40];
 
 #ifdef FSDPC_CUDA
-#define KERN_ROUTE(ret, op, params, args) \
-    ret kern_##op params { return on_gpu ? cuda_##op args : cpu_##op args; }
+// FSDPC_GPU_TIMERS=1 (kernels.h): each timed op between two events on the compute stream
+static int timers_on = -1;  // read at the first op
+static int in_optimizer;    // inside the "optimizer" profiler range
+
+// an op's timer category; -1: not timed (memory management, host copies and waits, size queries)
+static int timer_category(const char *op) {
+    static const char *const untimed[] = {"alloc", "free", "alloc_host", "free_host", "upload", "download", "sync",
+                                          "download_async", "upload_async", "async_wait", "async_fence",
+                                          "peak_mem_mib", "mem_info", "attention_saved_floats",
+                                          "attention_scratch_floats", "token_error", "rope_table", NULL};
+    for (int i = 0; untimed[i]; i++)
+        if (!strcmp(op, untimed[i])) return -1;
+    if (!strncmp(op, "matmul", 6)) return KERN_TIMER_GEMM;
+    if (!strncmp(op, "attention", 9)) return KERN_TIMER_ATTENTION;
+    return KERN_TIMER_ELEMENTWISE;
+}
+
+static int timer_start(int *category, const char *op) {
+    if (timers_on < 0) {
+        const char *e = getenv("FSDPC_GPU_TIMERS");
+        timers_on = e && *e && strcmp(e, "0");
+    }
+    if (!timers_on) return -1;
+    if (*category == -2) *category = timer_category(op);
+    if (*category < 0) return -1;
+    return cuda_timer_start(in_optimizer && *category == KERN_TIMER_ELEMENTWISE ? KERN_TIMER_OPTIMIZER : *category);
+}
+
+static void timer_stop(int *handle) {
+    if (*handle >= 0) cuda_timer_stop(*handle);
+}
+
+// the stop runs as the handle leaves scope, after the op's call (a GNU C cleanup)
+#define KERN_ROUTE(ret, op, params, args)                                      \
+    ret kern_##op params {                                                     \
+        if (!on_gpu) return cpu_##op args;                                     \
+        static int category = -2;                                              \
+        __attribute__((cleanup(timer_stop))) int timer = timer_start(&category, #op); \
+        return cuda_##op args;                                                 \
+    }
 #else
 #define KERN_ROUTE(ret, op, params, args) \
     ret kern_##op params { return cpu_##op args; }
@@ -202,22 +240,67 @@ const char *kern_size_as_gpu(void) {
 
 double kern_peak_flops(void) {
     if (!on_gpu) return 0.0;
-    // dense bf16 tensor-core peaks (SXM parts)
-    if (strstr(device_name, "H100") || strstr(device_name, "H200") || strstr(device_name, "H800")) return 989e12;
+#ifdef FSDPC_CUDA
+    // dense bf16 tensor-core peaks. Hopper's differ by form factor: SXM 989 TFLOP/s (1980 MHz
+    // boost), PCIe 756 (114 SMs, 1755 MHz), NVL 835. Names say "PCIe" or "NVL", but an SXM's
+    // says only its memory ("H100 80GB HBM3"), so the SM clock settles the rest.
+    if (strstr(device_name, "H100") || strstr(device_name, "H200") || strstr(device_name, "H800")) {
+        if (strstr(device_name, "NVL")) return 835e12;
+        if (strstr(device_name, "PCIe") || cuda_sm_clock_mhz() < 1900) return 756e12;
+        return 989e12;
+    }
+#endif
     if (strstr(device_name, "A100") || strstr(device_name, "A800")) return 312e12;
     return 0.0;
 }
 
 #ifdef FSDPC_CUDA
 #include <nvtx3/nvToolsExt.h>
+// which open ranges are "optimizer" ones, innermost last: its end is a step boundary for the timers
+static unsigned long long optimizer_ranges;
+static int range_depth;
+
 void kern_range_push(const char *name) {
-    if (on_gpu) nvtxRangePushA(name);
+    if (!on_gpu) return;
+    nvtxRangePushA(name);
+    const int opt = !strcmp(name, "optimizer");
+    if (range_depth < 64) optimizer_ranges = optimizer_ranges << 1 | (unsigned long long)opt;
+    range_depth++;
+    in_optimizer += opt;
 }
 void kern_range_pop(void) {
-    if (on_gpu) nvtxRangePop();
+    if (!on_gpu) return;
+    nvtxRangePop();
+    if (range_depth-- > 64) return;
+    if (optimizer_ranges & 1) {
+        in_optimizer--;
+        if (timers_on > 0) cuda_timer_mark();
+    }
+    optimizer_ranges >>= 1;
+}
+
+void kern_timers_report(void) {
+    if (!on_gpu || timers_on <= 0) return;
+    double ms[KERN_TIMER_N] = {0};
+    const int steps = cuda_timer_totals(ms) - 1;  // marks bound the steps after the first
+    if (steps < 1) return;
+    const double span = ms[KERN_TIMER_WAIT];  // cuda_timer_totals gives the marked span there
+    double busy = 0;
+    for (int i = 0; i < KERN_TIMER_WAIT; i++) busy += ms[i];
+    ms[KERN_TIMER_WAIT] = span > busy ? span - busy : 0;
+    static const char *const names[KERN_TIMER_N] = {"gemm", "attention", "elementwise", "optimizer",
+                                                    "waiting (collectives, copies, host)"};
+    char line[512];
+    int len = snprintf(line, sizeof line, "gpu time per step (CUDA events, %d steps after the first): %.3f ms =", steps,
+                       span / steps);
+    for (int i = 0; i < KERN_TIMER_N && len < (int)sizeof line; i++)
+        len += snprintf(line + len, sizeof line - len, "%s %s %.3f ms (%.1f%%)", i ? "," : "", names[i], ms[i] / steps,
+                        span > 0 ? 100 * ms[i] / span : 0.0);
+    comm_log("%s\n", line);
 }
 #else
 void kern_range_push(const char *name) { (void)name; }
 void kern_range_pop(void) {}
+void kern_timers_report(void) {}
 #endif
 const char *kern_device_name(void) { return device_name; }

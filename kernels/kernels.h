@@ -78,6 +78,13 @@ double kern_peak_mem_mib(void);      // device memory high-water mark (0 on CPU)
 // allocating; 0 and 0 on the CPU, which is not a device (host memory is checked apart).
 void kern_mem_info(size_t *free_bytes, size_t *total_bytes);
 double kern_peak_flops(void);        // dense bf16 peak of the GPU for MFU (0: CPU or unknown GPU)
+// Opt-in GPU time per category (FSDPC_GPU_TIMERS=1; nothing on the CPU): every op on the compute
+// stream between CUDA events, by its kind; "waiting" is the rest of the stream's time between
+// step boundaries (the end of each "optimizer" range): event waits on collectives and copies,
+// and gaps where the host fell behind. kern_timers_report prints the split per step (rank 0).
+enum { KERN_TIMER_GEMM, KERN_TIMER_ATTENTION, KERN_TIMER_ELEMENTWISE, KERN_TIMER_OPTIMIZER, KERN_TIMER_WAIT,
+       KERN_TIMER_N };
+void kern_timers_report(void);
 // profiler ranges (NVTX on CUDA, nothing on CPU) so nsys shows units, phases and collectives
 void kern_range_push(const char *name);
 void kern_range_pop(void);
@@ -170,6 +177,16 @@ void kern_bias_bwd(float *db, const float *dout, int N, int D);
 void kern_embedding_fwd(float *out, const int32_t *tokens, const float *wte, int N, int D);
 // dwte (V, D) += scatter of dout (N, D); deterministic (no atomics)
 void kern_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, int N, int D);
+
+// ---- token ids ----
+// Checks a batch's ids (tokens, and targets unless NULL: N each) against the vocabulary V where
+// the device holds them, before the embedding and cross-entropy index with them: an id outside
+// [0, V) becomes 0, so no kernel reads or writes outside its table, and the first such place is
+// noted. kern_token_error returns 1 and clears the note when there is one: *index is the place
+// (n in tokens, or N + n in targets) and *id the id. On a GPU it reads the note the last
+// result fetch brought along (the loss's), so it adds no sync of its own.
+void kern_tokens_check(int32_t *tokens, int32_t *targets, int N, int V);
+int kern_token_error(long long *index, int *id);
 
 // ---- learned position embeddings ----
 // out (B, T, D) += wpe[pos0 + t] on row t of every sequence; wpe (>= pos0 + T, D)

@@ -93,6 +93,7 @@ void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int w
     memset(a, 0, sizeof *a);
     a->B = B;
     a->T = T;
+    a->V = plan->cfg.vocab_size;
     int nl = plan->cfg.num_layers, nslots = 0, shared = -1;
     a->slot = callocCheck(nl, sizeof(int));
     a->recompute = callocCheck(nl, sizeof(int));
@@ -126,7 +127,7 @@ size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, 
     X(mean2) X(rstd2) X(gate) X(up) X(h) X(xf) X(meanf) X(rstdf) X(logits) X(dres) X(dxn) X(dbranch) X(dq) X(dk)  \
     X(dv) X(datt) X(dgate) X(dup) X(dh) X(attn_scratch) X(rope_cos) X(rope_sin) X(kcache) X(vcache)
 #define ACT_COUNT(f) +1
-_Static_assert(sizeof(Activations) == 2 * sizeof(int) + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +
+_Static_assert(sizeof(Activations) == 4 * sizeof(int) /* B, T, V, padding */ + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +
                                           2 * sizeof(int *) + sizeof(size_t) + 8 + 2 * sizeof(uint64_t),
                "Activations gained a field: add its buffer to ACT_BUFFERS (and this count)");
 
@@ -146,6 +147,7 @@ void model_acts_free(Activations *a) {
 void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, int ntok) {
     kern_upload(a->tokens, inp, (size_t)ntok * sizeof(int32_t));
     if (tgt) kern_upload(a->targets, tgt, (size_t)ntok * sizeof(int32_t));
+    kern_tokens_check(a->tokens, tgt ? a->targets : NULL, ntok, a->V);  // before any kernel reads through an id
 }
 
 void model_set_dropout(Activations *a, float p, uint64_t seed, uint64_t sample0) {

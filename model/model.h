@@ -54,7 +54,7 @@ typedef struct {
 // Activations and scratch for batches of up to B sequences of up to T tokens. All buffers live
 // on the compute device (kern_alloc); NULL when the family or the mode does not use them.
 typedef struct {
-    int B, T;
+    int B, T, V;
     int32_t *tokens, *targets;  // (N) the batch, set by model_load_batch
     float *res;  // (L+1, N, D) residual stream: res[0] embedding out, res[l+1] block l out
     // Block internals, one set per slot: each stored block has its own slot; checkpointed blocks

@@ -317,7 +317,9 @@ static void fill_batch(Run *r, int step, int micro) {
     int next_step = step, next_micro = micro + 1;
     if (next_micro == r->cfg->grad_accum) next_step++, next_micro = 0;
     uint64_t next = next_step < r->max_steps ? batch_first(r, next_step, next_micro) : UINT64_MAX;
-    data_loader_next(r->train_loader, batch_first(r, step, micro), next, r->inp, r->tgt);
+    char what[32];
+    snprintf(what, sizeof what, "step %d", step + 1);
+    data_loader_next(r->train_loader, batch_first(r, step, micro), next, r->inp, r->tgt, what);
 }
 
 // profiler range "<phase> unit <u>" (NVTX on GPU), and its span in the trace
@@ -412,6 +414,20 @@ static void prof_report(const Run *r, int steps) {
                  100.0 * prof_sec[i] / (total > 0 ? total : 1), 1e3 * prof_sec[i] / steps);
 }
 
+// An id outside the vocabulary reached the kernels (the loader checks file data; this catches
+// what the device was given, and the note costs no sync: it came with the loss). `what` and
+// `step` (1-based) name the batch; `first` is its first global sample.
+static void check_token_ids(const Run *r, const char *what, int step, uint64_t first) {
+    long long at;
+    int id;
+    if (!kern_token_error(&at, &id)) return;
+    long long N = (long long)r->acts.B * r->acts.T;
+    int target = at >= N, T = r->acts.T;
+    if (target) at -= N;
+    comm_fatal("%s %d: sample %llu holds token id %d at %s position %lld, not in [0, --vocab_size %d)", what, step,
+               (unsigned long long)(first + (uint64_t)(at / T)), id, target ? "target" : "input", at % T, r->acts.V);
+}
+
 // SIGTERM/SIGUSR1 (Slurm's preemption and --signal): noted here, acted on at a step boundary
 static volatile sig_atomic_t preempt_signal;
 static void on_preempt(int sig) { preempt_signal = sig; }
@@ -434,6 +450,7 @@ static double train_step(Run *r, int step, float lr, double *gnorm, int *applied
         model_set_dropout(&r->acts, c->model.dropout, (uint64_t)c->seed, batch_first(r, step, micro));
         prof_mark(r, PROF_DATA);
         red[0] += train_micro_step(&r->st, &r->acts, r->inp, r->tgt, dscale, micro == c->grad_accum - 1);
+        check_token_ids(r, "step", step + 1, batch_first(r, step, micro));
         prof_mark(r, PROF_COMPUTE);
     }
     shard_grads_finish(&r->st);
@@ -518,8 +535,9 @@ static double validate(Run *r) {
     for (int i = 0; i < c->validation_batches; i++) {
         uint64_t first = ((uint64_t)i * comm_info.world + comm_info.rank) * B;
         uint64_t next = i + 1 < c->validation_batches ? first + (uint64_t)comm_info.world * B : UINT64_MAX;
-        data_loader_next(r->val_loader, first, next, r->inp, r->tgt);
+        data_loader_next(r->val_loader, first, next, r->inp, r->tgt, "validation");
         sums[0] += train_micro_step(&r->st, &r->acts, r->inp, r->tgt, 0.0f, 1);
+        check_token_ids(r, "validation batch", i + 1, first);
         sums[1] += (double)B * T;
     }
     comm_allreduce_sum_f64(comm_world(), sums, 2);
@@ -669,6 +687,7 @@ int train_run(Config *c) {
     config_describe(c, desc, sizeof desc);
     comm_log("fsdpc: %d rank(s) on %s, %d thread(s)/rank, %.2fM parameters\n%s\n", comm_info.world,
              kern_device_name(), c->num_threads, r.plan.num_params / 1e6, desc);
+    if (kern_peak_flops() > 0) comm_log("MFU against %.0f TFLOP/s dense bf16 per GPU\n", kern_peak_flops() / 1e12);
     if (c->cpu_offload && !kern_on_gpu())
         comm_log("--cpu_offload: no effect on the CPU device (parameters already live in host memory)\n");
     if (c->cpu_offload && kern_on_gpu())
@@ -757,6 +776,7 @@ int train_run(Config *c) {
     trace_close();
     ckpt_release_dir();  // no more checkpoints: the directory is free for the next run
     prof_report(&r, shard_step(&r.st) - start);
+    kern_timers_report();
     if (r.metrics) fclose(r.metrics);
     if (r.max_steps == 0 && r.has_val && c->val_data[0]) log_validation(&r, shard_step(&r.st));
     if (!status && c->num_tokens > 0 && (c->prompt[0] || shard_step(&r.st) > start || c->max_epochs < 0)) sample(&r);

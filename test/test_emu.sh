@@ -30,7 +30,8 @@ same() {
 
 # the race checks themselves: unordered work on two streams, or host code on device memory or on
 # a pinned buffer still being copied, aborts with a message; the ordered program runs
-for c in raw:race war:race pinned:"touched pinned memory" host:"touched device memory"; do
+for c in raw:race war:race pinned:"touched pinned memory" host:"touched device memory" free:"cudaFree.* while stream 1" \
+    reuse:"after cudaFree"; do
     ./build/emu_race_check "${c%%:*}" >"$W/race.log" 2>&1
     [ $? -ge 128 ] && grep -q "^emu: .*${c#*:}" "$W/race.log"
     check "the race check catches case ${c%%:*}" $? "$(head -c 300 "$W/race.log")"
@@ -46,6 +47,15 @@ same "fp32 losses equal the CPU's" cpu gpu 1e-5
 run cpu_bf16 $CPU --precision bf16
 run gpu_bf16 $EMU --precision bf16
 same "bf16 (tensor-core forms) tracks the CPU's bf16" cpu_bf16 gpu_bf16 5e-3
+# The emulator's roofline model of one bf16 training step on an H100 (a model, not a measurement:
+# README "GPU"), on a fixed shape a little bigger than the tiny one, so its buffers span pages.
+ROOF="D=128 L=2 H=4 KV=2 F=352 T=64 B=2 V=256, step 2"
+run roofline env FSDPC_EMU_ROOFLINE=1 $EMU --precision bf16 --hidden_width 128 --intermediate_size 352 \
+    --max_context_width 64 --vocab_size 256 --max_steps 2
+line=$(sed -n 's/^emu: \(modelled H100 step time: [^;]*\);.*/\1/p' "$W/roofline.log")
+echo "# $line [bf16, $ROOF]"
+echo "$line" | awk '{ exit !($5 > 0 && NF >= 20) }' && [ "$(cat "$W/roofline.rc")" = 0 ]
+check "the roofline model prints a positive modelled H100 step time" $? "$(tail -c 300 "$W/roofline.log")"
 run offload $EMU --cpu_offload
 same "--cpu_offload (host AdamW, async copies) equals the on-device optimizer" gpu offload 1e-5
 run ac $EMU --activation_checkpoints
@@ -63,6 +73,51 @@ expect_error "two ranks that see the same single GPU" "^fsdpc: error: local rank
 run np2_gpu_per_rank env FSDPC_EMU_GPUS=1 $MPI -np 2 bash -c 'FSDPC_EMU_GPU_ID=g$OMPI_COMM_WORLD_RANK exec "$@"' _ $EMU \
     --batch_size 1 --sharding full-shard
 same "np=2 with one GPU visible per rank (CUDA_VISIBLE_DEVICES per rank) equals np=2 on one node's GPUs" np2 np2_gpu_per_rank 0
+# shared memory: sm_80 code also runs on sm_86/89 parts with 99 KB per block. At head dim 128
+# the fp32 backward then picks smaller tiles and bf16 attention the fp32 kernels (with a note);
+# a limit nothing fits is one clear error
+HD128="--hidden_width 128 --num_layers 1 --num_heads 1 --num_key_value_heads 1"
+for p in float32 bf16; do
+    run smem227_$p $EMU $HD128 --precision $p
+    run smem99_$p env FSDPC_EMU_SMEM_KB=99 $EMU $HD128 --precision $p
+done
+same "99 KB of shared memory: fp32 attention with smaller backward tiles equals the default tiles" smem227_float32 \
+    smem99_float32 1e-5
+grep -q "^fsdpc: note: bf16 attention at head dim 128 needs 120 KB .* allows 99 KB" "$W/smem99_bf16.log"
+check "99 KB of shared memory: bf16 attention says it runs on the fp32 kernels" $? "$(grep -m2 -E 'note|error' "$W/smem99_bf16.log")"
+same "99 KB of shared memory: bf16 with fp32 attention tracks the tensor-core attention" smem227_bf16 smem99_bf16 5e-3
+expect_error "a GPU whose shared memory fits no attention tiles" \
+    "^fsdpc: error: attention: a kernel needs 72 KB of shared memory per block, but this GPU allows 40 KB" \
+    env FSDPC_EMU_SMEM_KB=40 $EMU $HD128
+# out of memory: every allocation first fails and the caching allocator frees its cache and
+# retries, collectives in flight; the emulated cudaFree aborts while any stream still runs work
+# (a real one waits for the device holding the driver's lock), so the allocator drains it first
+run np2_oom_retry env FSDPC_EMU_MALLOC_RETRY_AFTER=1 $MPI -x FSDPC_EMU_MALLOC_RETRY_AFTER -np 2 $EMU --batch_size 1 \
+    --sharding full-shard --precision bf16
+grep -q "^emu: cudaMalloc.* fails" "$W/np2_oom_retry.log"
+check "the out-of-memory retry path runs (emulated cudaMalloc failures)" $? "$(grep -m2 -E 'emu|error' "$W/np2_oom_retry.log")"
+same "np=2 bf16 with an out-of-memory retry at every allocation tracks np=1 bf16" gpu_bf16 np2_oom_retry 1e-3
+# FSDPC_GPU_TIMERS: the per-category split of the compute stream's time from CUDA events (here,
+# emulated events timed on the host)
+run timers env FSDPC_GPU_TIMERS=1 $EMU --max_steps 4
+grep -Eq "^gpu time per step \(CUDA events, 3 steps after the first\): [0-9.]+ ms = gemm [0-9.]+ ms .*, attention .*, elementwise .*, optimizer .*, waiting \(collectives, copies, host\) [0-9.]+ ms" "$W/timers.log"
+check "FSDPC_GPU_TIMERS prints the GPU time per step by category" $? "$(tail -c 300 "$W/timers.log")"
+# MFU's peak: an H100 PCIe (756 TFLOP/s dense bf16) is told from an SXM (989) by name, or by the
+# SM clock where the name says only the memory
+for c in "NVIDIA H100 PCIe:1755:756" "NVIDIA H100 80GB HBM3:1980:989" "NVIDIA H100 80GB HBM3:1755:756" "NVIDIA H100 NVL:1785:835"; do
+    IFS=: read -r name mhz tf <<<"$c"
+    FSDPC_EMU_GPU_NAME="$name" FSDPC_EMU_SM_CLOCK_MHZ=$mhz timeout 120 $EMU --max_steps 0 >"$W/peak.log" 2>&1
+    grep -q "^MFU against $tf TFLOP/s dense bf16 per GPU" "$W/peak.log"
+    check "MFU peak of a '$name' at $mhz MHz: $tf TFLOP/s" $? "$(grep -m2 -E 'MFU|error' "$W/peak.log")"
+done
+# a token id >= the vocabulary: the loader's check names step, sample and file on both builds alike
+# (the kernels' own check, kern_tokens_check, is test_gpu's)
+perl -e 'print pack("l<256", 20240520, 1, 40), pack("S<*", map { $_ == 16 ? 300 : 65 + $_ } 0 .. 39)' >"$W/bigid.bin"
+for b in "$CPU" "$EMU"; do
+    expect_error "a token id above the vocabulary ($([ "$b" = "$CPU" ] && echo CPU || echo emulated GPU))" \
+        "^fsdpc: error: step 1: sample [01]: data file '.*bigid.bin' holds token id 300 at token 16, not below --vocab_size 256" \
+        $b --train_data "$W/bigid.bin"
+done
 # the device memory check before allocating, on a 48 MiB (then 250 MiB) emulated GPU: the estimate,
 # the GPU's free memory and what would fit, on every rank, before any cudaMalloc fails
 expect_error "a batch too big for the GPU's free memory" \

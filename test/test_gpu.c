@@ -430,6 +430,39 @@ static void test_embedding(void) {
     cuda_free(d_tok), cuda_free(d_wte), cuda_free(d_dout), cuda_free(d_out);
 }
 
+// ---- token ids ----
+
+// Ids outside [0, V) become 0 on both devices, and both note the first place (tokens, then
+// targets): the GPU's note arrives with the next result fetch, here a sumsq.
+static void test_tokens_check(void) {
+    const int N = 600, V = 50;
+    int32_t *tok = rand_tokens(N, V), *tgt = rand_tokens(N, V);
+    tgt[7] = -3, tgt[500] = V, tok[401] = V + 1000, tok[599] = -1;  // the first is tok[401]
+    int32_t *d_tok = to_dev(tok, sizeof(int32_t) * N), *d_tgt = to_dev(tgt, sizeof(int32_t) * N);
+    long long ci = -1, gi = -1;
+    int cid = 0, gid = 0;
+    cpu_tokens_check(tok, tgt, N, V);
+    cuda_tokens_check(d_tok, d_tgt, N, V);
+    const int cpu_noted = cpu_token_error(&ci, &cid), before_sync = cuda_token_error(&gi, &gid);
+    float *d_x = cuda_alloc(sizeof(float) * 8);
+    cuda_sumsq(d_x, 8);
+    const int gpu_noted = cuda_token_error(&gi, &gid), again = cuda_token_error(&gi, &gid);
+    report(cpu_noted && ci == 401 && cid == V + 1000, "tokens_check: the CPU notes the first bad id", "%d %lld %d",
+           cpu_noted, ci, cid);
+    report(!before_sync && gpu_noted && !again && gi == 401 && gid == V + 1000,
+           "tokens_check: the GPU's note comes with the next result fetch, once", "%d %d %d %lld %d", before_sync,
+           gpu_noted, again, gi, gid);
+    int32_t *back = mallocCheck(sizeof(int32_t) * N);
+    cuda_download(back, d_tgt, sizeof(int32_t) * N);
+    report(!memcmp(back, tgt, sizeof(int32_t) * N) && tgt[7] == 0 && tgt[500] == 0, "tokens_check: bad ids become 0",
+           "targets differ");
+    cuda_download(back, d_tok, sizeof(int32_t) * N);
+    report(!memcmp(back, tok, sizeof(int32_t) * N) && tok[401] == 0, "tokens_check: bad ids become 0 (tokens)",
+           "tokens differ");
+    free(tok), free(tgt), free(back);
+    cuda_free(d_tok), cuda_free(d_tgt), cuda_free(d_x);
+}
+
 // ---- cross-entropy ----
 
 static void test_crossentropy(int N, int V) {
@@ -555,12 +588,19 @@ static double now_ms(void) {
         (now_ms() - t0_) / (reps);                            \
     })
 
+// n uniform floats in [-1, 1) on the device: timings on zeros would flatter the hardware (zero
+// operands draw less power, so the clocks stay higher)
+static float *dev_rand(size_t n) {
+    float *h = rand_vec(n, -1, 1), *d = dev_f(h, n);
+    free(h);
+    return d;
+}
+
 static void bench(void) {
     const int B = 4, T = 2048, D = 2048, F = 5632, H = 16, KV = 8, hd = D / H, N = B * T, reps = 10;
     const size_t nNF = (size_t)N * F, nND = (size_t)N * D, nDF = (size_t)D * F, nkv = (size_t)N * KV * hd;
-    float *x = cuda_alloc(sizeof(float) * nND), *w = cuda_alloc(sizeof(float) * nDF);
-    float *y = cuda_alloc(sizeof(float) * nNF), *dx = cuda_alloc(sizeof(float) * nND);
-    float *dw = cuda_alloc(sizeof(float) * nDF);
+    float *x = dev_rand(nND), *w = dev_rand(nDF), *y = dev_rand(nNF), *dx = dev_rand(nND), *dw = dev_rand(nDF);
+    printf("# random inputs in [-1, 1); FLOPs as executed: backward counts both products\n");
     const double mm = 2.0 * N * D * F;  // one product's FLOPs
     printf("# matmul (N=%d, %d -> %d)            fwd ms  TFLOP/s   bwd ms  TFLOP/s\n", N, D, F);
     for (int mode = COMPUTE_FP32; mode <= COMPUTE_FAST_16BF; mode++) {
@@ -573,9 +613,11 @@ static void bench(void) {
     const double cast = TIME_MS(reps, cuda_f32_to_bf16((uint16_t *)dx, y, nND));
     printf("  bf16 cast of an (N, D) operand: %.3f ms, %.0f GB/s\n", cast, nND * 6.0 / cast * 1e-6);
 
-    // attention: causal FLOPs (half the square), backward counted as 2.5x forward
-    float *q = cuda_alloc(sizeof(float) * nND), *o = cuda_alloc(sizeof(float) * nND);
-    float *k = cuda_alloc(sizeof(float) * nkv), *v = cuda_alloc(sizeof(float) * nkv);
+    // attention: causal FLOPs (half the square). Forward runs 2 products (Q K^T, P V); backward,
+    // as executed, 7: the dK/dV kernel recomputes S and dP and forms dV and dK, the dQ kernel
+    // recomputes S and dP again and forms dQ
+    float *q = dev_rand(nND), *o = cuda_alloc(sizeof(float) * nND), *dout = dev_rand(nND);
+    float *k = dev_rand(nkv), *v = dev_rand(nkv);
     float *saved = cuda_alloc(sizeof(float) * cuda_attention_saved_floats(B, H, T, T));
     float *dq = cuda_alloc(sizeof(float) * nND), *dk = cuda_alloc(sizeof(float) * nkv), *dv = cuda_alloc(sizeof(float) * nkv);
     float *scratch = cuda_alloc(sizeof(float) * cuda_attention_scratch_floats(B, H, T));
@@ -586,9 +628,9 @@ static void bench(void) {
         const double f =
             TIME_MS(reps, cuda_attention_fwd(o, saved, q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL));
         const double b =
-            TIME_MS(reps, cuda_attention_bwd(dq, dk, dv, scratch, o, o, saved, q, k, v, B, T, H, KV, hd, NULL));
+            TIME_MS(reps, cuda_attention_bwd(dq, dk, dv, scratch, dout, o, saved, q, k, v, B, T, H, KV, hd, NULL));
         printf("  %-34s %7.3f %8.1f  %7.3f %8.1f\n", mode ? "bf16 (WMMA tensor cores)" : "fp32 (CUDA cores)", f,
-               af / f * 1e-9, b, 2.5 * af / b * 1e-9);
+               af / f * 1e-9, b, 3.5 * af / b * 1e-9);
     }
 
     // memory-bound kernels: effective bandwidth (bytes read + written)
@@ -597,7 +639,7 @@ static void bench(void) {
     const double ad = TIME_MS(reps, cuda_adamw(y, y + nDF, dw, w, nDF, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1));
     printf("# bandwidth: rmsnorm_fwd %.0f GB/s, swiglu_fwd %.0f GB/s, adamw %.0f GB/s\n", nND * 8.0 / rms * 1e-6,
            nNF * 12.0 / sw * 1e-6, nDF * 28.0 / ad * 1e-6);
-    float *bufs[] = {x, w, y, dx, dw, q, k, v, o, saved, dq, dk, dv, scratch};
+    float *bufs[] = {x, w, y, dx, dw, q, k, v, o, dout, saved, dq, dk, dv, scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cuda_free(bufs[i]);
     cuda_set_compute(COMPUTE_FP32);
 }
@@ -659,6 +701,7 @@ int main(int argc, char **argv) {
     test_dropout(2, 1000, 0.0f, 42, 0);         // p = 0: both untouched
     test_dropout(3000, 5, 0.3f, 9, 17);         // more rows than the grid has: blocks loop over rows
     test_embedding();
+    test_tokens_check();
     test_crossentropy(13, 1000);
     test_crossentropy(5, 32000);
     test_vector_ops();

@@ -47,7 +47,7 @@ static void batch(Setup *s, uint64_t first) {
     Dataset d;
     data_open_synthetic(&d, s->cfg.model.max_context_width, s->cfg.model.vocab_size);
     DataLoader *l = data_loader_new(&d, 7, s->cfg.batch_size, 1);
-    data_loader_next(l, first, UINT64_MAX, s->inp, s->tgt);
+    data_loader_next(l, first, UINT64_MAX, s->inp, s->tgt, NULL);
     data_loader_free(l);
 }
 

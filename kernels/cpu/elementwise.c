@@ -101,6 +101,27 @@ void cpu_bias_bwd(float *db, const float *dout, int N, int D) {
     }
 }
 
+// ---- token ids ----
+
+static long long token_note_index = -1;
+static int token_note_id;
+
+void cpu_tokens_check(int32_t *tokens, int32_t *targets, int N, int V) {
+    for (long long i = 0; i < (targets ? 2LL : 1LL) * N; i++) {
+        int32_t *t = i < N ? &tokens[i] : &targets[i - N];
+        if (*t >= 0 && *t < V) continue;
+        if (token_note_index < 0) token_note_index = i, token_note_id = *t;
+        *t = 0;
+    }
+}
+
+int cpu_token_error(long long *index, int *id) {
+    if (token_note_index < 0) return 0;
+    *index = token_note_index, *id = token_note_id;
+    token_note_index = -1;
+    return 1;
+}
+
 // ---- embedding ----
 
 void cpu_embedding_fwd(float *out, const int32_t *tokens, const float *wte, int N, int D) {

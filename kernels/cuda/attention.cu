@@ -21,12 +21,19 @@ namespace {
 
 constexpr int kAttThreads = 256;  // 16 x 16: ty = tid / 16 owns tile rows ty + 16 i, tx = tid % 16 columns tx + 16 j
 
-// Tile sizes per padded head dim (multiples of 16). Shared memory stays <= ~116 KB so every
-// kernel fits the A100's 163 KB per block.
-template <int P> struct AttTiles {
-    static constexpr int FWD_Q = 64, FWD_K = P > 64 ? 32 : 64;  // forward
-    static constexpr int DKV_Q = P > 64 ? 32 : 64, DKV_K = 64;  // dK/dV
-    static constexpr int DQ_Q = 64, DQ_K = P > 64 ? 32 : 64;    // dQ
+// Tile sizes per padded head dim (multiples of 16). Shared memory stays <= ~116 KB, within the
+// A100's 163 KB per block and the H100's 227 KB. SMALL halves backward's tiles to <= ~73 KB for
+// parts with less (sm_86/89: 99 KB), chosen at run time from the device's limit. FWD, DKV, DQ:
+// the kernels' floats of shared memory.
+template <int P> struct AttFwdTiles {
+    static constexpr int FWD_Q = 64, FWD_K = P > 64 ? 32 : 64;
+    static constexpr size_t FWD = (size_t)(FWD_Q + 2 * FWD_K) * (P + 1) + (size_t)FWD_Q * (FWD_K + 1);
+};
+template <int P, bool SMALL> struct AttBwdTiles {
+    static constexpr int DKV_Q = P > 64 ? 32 : 64, DKV_K = SMALL ? 32 : 64;    // dK/dV
+    static constexpr int DQ_Q = SMALL ? 32 : 64, DQ_K = P > 64 ? 32 : 64;      // dQ
+    static constexpr size_t DKV = (size_t)2 * (DKV_K + DKV_Q) * (P + 1) + (size_t)2 * DKV_K * (DKV_Q + 1) + 2 * DKV_Q;
+    static constexpr size_t DQ = (size_t)2 * (DQ_Q + DQ_K) * (P + 1) + (size_t)DQ_Q * (DQ_K + 1) + 2 * DQ_Q;
 };
 
 // dst (ROWS, HDP + 1) <- rows of src (row stride ld): the first `valid` rows and hd columns,
@@ -327,19 +334,18 @@ void cuda_attention_fwd(float *out, float *saved, const float *q, const float *k
     const float scale = 1.0f / sqrtf((float)hd);
     AttDrop dp;
     const bool dropping = att_drop_from(drop, &dp);
-    if (cuda_ctx.compute != COMPUTE_FP32) {
+    if (cuda_ctx.compute != COMPUTE_FP32 && att_tc_fits(hd)) {
         att_tc_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, scale, dropping ? &dp : nullptr);
         return;
     }
     with_head_dim(hd, [&](auto head) {
-        with_drop(dropping, [&](auto on) {
+        with_flag(dropping, [&](auto on) {
             constexpr int HDP = decltype(head)::HDP;
             constexpr bool DROP = decltype(on)::value;
-            using C = AttTiles<HDP>;
+            using C = AttFwdTiles<HDP>;
             constexpr int BQ = C::FWD_Q, BK = C::FWD_K;
-            const size_t smem = (size_t)(BQ + 2 * BK) * (HDP + 1) + (size_t)BQ * (BK + 1);
             att_launch(att_fwd_kernel<HDP, BQ, BK, DROP>, dim3((Tq + BQ - 1) / BQ, H, B), kAttThreads,
-                       smem * sizeof(float), out, saved, q, k, v, Tq, Tk, H, KV, hd, kv_bstride, scale, dp);
+                       C::FWD * sizeof(float), out, saved, q, k, v, Tq, Tk, H, KV, hd, kv_bstride, scale, dp);
         });
     });
 }
@@ -357,27 +363,29 @@ void cuda_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const f
     cudaCheckLaunch();
     AttDrop dp;
     const bool dropping = att_drop_from(drop, &dp);
-    if (cuda_ctx.compute != COMPUTE_FP32) {
+    if (cuda_ctx.compute != COMPUTE_FP32 && att_tc_fits(hd)) {
         att_tc_bwd(dq, dk, dv, delta, dout, saved, q, k, v, B, T, H, KV, hd, scale, dropping ? &dp : nullptr);
         return;
     }
     with_head_dim(hd, [&](auto head) {
-        with_drop(dropping, [&](auto on) {
+        with_flag(dropping, [&](auto on) {
             constexpr int HDP = decltype(head)::HDP;
             constexpr bool DROP = decltype(on)::value;
-            using C = AttTiles<HDP>;
-            {
-                constexpr int BQ = C::DKV_Q, BK = C::DKV_K;
-                const size_t smem = (size_t)2 * (BK + BQ) * (HDP + 1) + (size_t)2 * BK * (BQ + 1) + 2 * BQ;
-                att_launch(att_bwd_dkdv_kernel<HDP, BQ, BK, DROP>, dim3((T + BK - 1) / BK, KV, B), kAttThreads,
-                           smem * sizeof(float), dk, dv, q, k, v, dout, saved, delta, T, H, KV, hd, scale, dp);
-            }
-            {
-                constexpr int BQ = C::DQ_Q, BK = C::DQ_K;
-                const size_t smem = (size_t)2 * (BQ + BK) * (HDP + 1) + (size_t)BQ * (BK + 1) + 2 * BQ;
-                att_launch(att_bwd_dq_kernel<HDP, BQ, BK, DROP>, dim3((T + BQ - 1) / BQ, H, B), kAttThreads,
-                           smem * sizeof(float), dq, q, k, v, dout, saved, delta, T, H, KV, hd, scale, dp);
-            }
+            using Big = AttBwdTiles<HDP, false>;
+            const bool small = sizeof(float) * std::max(Big::DKV, Big::DQ) > cuda_smem_per_block();
+            with_flag(small, [&](auto sm) {  // a bool as a type: the small tiles or the default ones
+                using C = AttBwdTiles<HDP, decltype(sm)::value>;
+                {
+                    constexpr int BQ = C::DKV_Q, BK = C::DKV_K;
+                    att_launch(att_bwd_dkdv_kernel<HDP, BQ, BK, DROP>, dim3((T + BK - 1) / BK, KV, B), kAttThreads,
+                               C::DKV * sizeof(float), dk, dv, q, k, v, dout, saved, delta, T, H, KV, hd, scale, dp);
+                }
+                {
+                    constexpr int BQ = C::DQ_Q, BK = C::DQ_K;
+                    att_launch(att_bwd_dq_kernel<HDP, BQ, BK, DROP>, dim3((T + BQ - 1) / BQ, H, B), kAttThreads,
+                               C::DQ * sizeof(float), dq, q, k, v, dout, saved, delta, T, H, KV, hd, scale, dp);
+                }
+            });
         });
     });
 }

@@ -4,6 +4,7 @@
 #ifndef FSDPC_CUDA_ATTENTION_CUH
 #define FSDPC_CUDA_ATTENTION_CUH
 
+#include <algorithm>
 #include <type_traits>
 
 #include "../rng.h"
@@ -46,23 +47,31 @@ static inline bool att_drop_from(const KernDropout *d, AttDrop *a) {
     return true;
 }
 
-// Calls f(std::true_type()) when there is dropout, else f(std::false_type()).
-template <class F> void with_drop(bool on, F &&f) {
+// Calls f(std::true_type()) when on (dropout, small tiles), else f(std::false_type()).
+template <class F> void with_flag(bool on, F &&f) {
     if (on)
         f(std::true_type());
     else
         f(std::false_type());
 }
 
-// Launches an attention kernel with smem_bytes of dynamic shared memory.
+// Launches an attention kernel with smem_bytes of dynamic shared memory. The callers pick tiles
+// that fit the device; this catches a shape that fits none.
 template <class... KArgs, class... Args>
 void att_launch(void (*kernel)(KArgs...), dim3 grid, int threads, size_t smem_bytes, Args... args) {
+    if (smem_bytes > cuda_smem_per_block())
+        comm_fatal("attention: a kernel needs %zu KB of shared memory per block, but this GPU allows %zu KB "
+                   "(cudaDevAttrMaxSharedMemoryPerBlockOptin); a smaller head dim would fit",
+                   smem_bytes >> 10, cuda_smem_per_block() >> 10);
     // more than 48 KB of dynamic shared memory needs an opt-in per kernel
     cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes));
     kernel<<<grid, threads, smem_bytes, cuda_stream()>>>(args...);
     cudaCheckLaunch();
 }
 
+// Whether the tensor-core kernels fit the device's shared memory at head dim hd; where they do
+// not (head dim 128 on sm_86/89's 99 KB), attention runs the fp32 kernels instead.
+bool att_tc_fits(int hd);
 // The tensor-core kernels. lse (B, H, Tq) is the forward's saved row log-sum-exp of the scaled
 // scores and delta (B, H, T) = rowsum(dout * out); shapes as in kernels.h. drop: NULL, or the
 // dropout of att_drop_from.

@@ -340,11 +340,26 @@ template <int HDP> constexpr size_t bwd_smem(int bf16_tiles, int p_tiles) {
 
 }  // namespace
 
+bool att_tc_fits(int hd) {
+    size_t need = 0;
+    with_head_dim(hd, [&](auto head) {
+        constexpr int HDP = decltype(head)::HDP;
+        need = std::max(fwd_smem<HDP>(), bwd_smem<HDP>(4, 2));
+    });
+    if (need <= cuda_smem_per_block()) return true;
+    static bool told;
+    if (!told)
+        comm_log("fsdpc: note: bf16 attention at head dim %d needs %zu KB of shared memory per block, this GPU allows "
+                 "%zu KB: attention runs on the fp32 kernels\n", hd, need >> 10, cuda_smem_per_block() >> 10);
+    told = true;
+    return false;
+}
+
 void att_tc_fwd(float *out, float *lse, const float *q, const float *k, const float *v, int B, int Tq, int Tk, int H,
                 int KV, int hd, size_t kv_bstride, float scale, const AttDrop *drop) {
     const AttDrop dp = drop ? *drop : AttDrop{0, 0, 0, 1.0f};
     with_head_dim(hd, [&](auto head) {
-        with_drop(drop != nullptr, [&](auto on) {
+        with_flag(drop != nullptr, [&](auto on) {
             constexpr int HDP = decltype(head)::HDP;
             att_launch(att_fwd_tc_kernel<HDP, decltype(on)::value>, dim3((Tq + kTile - 1) / kTile, H, B), kThreads,
                        fwd_smem<HDP>(), out, lse, q, k, v, Tq, Tk, H, KV, hd, kv_bstride, scale, dp);
@@ -357,7 +372,7 @@ void att_tc_bwd(float *dq, float *dk, float *dv, const float *delta, const float
                 const AttDrop *drop) {
     const AttDrop dp = drop ? *drop : AttDrop{0, 0, 0, 1.0f};
     with_head_dim(hd, [&](auto head) {
-        with_drop(drop != nullptr, [&](auto on) {
+        with_flag(drop != nullptr, [&](auto on) {
             constexpr int HDP = decltype(head)::HDP;
             constexpr bool DROP = decltype(on)::value;
             static_assert(kTile * TcLd<HDP>::O <= 2 * kTile * kLdS, "the output staging must fit the score buffers");

@@ -30,6 +30,13 @@ static inline void cublas_check_at(cublasStatus_t s, const char *call, const cha
     if (s != CUBLAS_STATUS_SUCCESS) comm_fatal_at(file, line, "%s failed: %s", call, cublasLtGetStatusString(s));
 }
 
+// What the host waits for: a reduction's result, with the token check's note (tokens.cu) riding
+// along, so reading the note costs no sync of its own.
+struct CudaResult {
+    double value;
+    unsigned long long token_note;  // index << 32 | id of the first id out of range; ~0: none
+};
+
 // Device state set up by cuda_bind (memory.cu).
 struct CudaContext {
     cudaStream_t stream;     // every op is queued here, in order
@@ -37,19 +44,22 @@ struct CudaContext {
     cublasLtHandle_t lt;
     void *workspace;         // cuBLASLt workspace, reused by every matmul
     size_t workspace_bytes;
-    double *result_dev;      // one double: reductions the host waits for land here...
-    double *result_host;     // ...and are copied to this pinned one
+    CudaResult *result_dev;  // reductions the host waits for land here...
+    CudaResult *result_host;  // ...and are copied to this pinned one
     int compute;             // a CudaCompute mode (backend.h): fp32 or bf16 tensor-core operands
+    int smem_per_block;      // bytes of shared memory a block may opt in to (tiles are picked to fit)
+    int sm_clock_mhz;        // peak SM clock (tells an H100 PCIe from an SXM)
 };
 extern CudaContext cuda_ctx;
 
 static inline cudaStream_t cuda_stream() { return cuda_ctx.stream; }
+static inline size_t cuda_smem_per_block() { return (size_t)cuda_ctx.smem_per_block; }
 
 // A block from the caching allocator without the zero fill (scratch that is fully written
 // before it is read). Released with cuda_free.
 void *cuda_alloc_uninit(size_t bytes);
 
-// Waits for the stream and returns the double a reduction kernel left in cuda_ctx.result_dev.
+// Waits for the stream and returns the double a reduction kernel left in cuda_ctx.result_dev->value.
 double cuda_fetch_result(void);
 
 // A per-op scratch buffer that grows on demand. Safe to regrow while earlier work that uses the

@@ -398,7 +398,7 @@ ScratchBuf reduce_scratch;
 
 // the sum of x (n doubles) on the host
 double sum_doubles(const double *x, size_t n) {
-    sum_doubles_kernel<<<1, 1024, 0, cuda_stream()>>>(cuda_ctx.result_dev, x, n);
+    sum_doubles_kernel<<<1, 1024, 0, cuda_stream()>>>(&cuda_ctx.result_dev->value, x, n);
     cudaCheckLaunch();
     return cuda_fetch_result();
 }

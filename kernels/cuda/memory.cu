@@ -36,8 +36,14 @@ size_t size_class(size_t bytes) {
     return (bytes + kLargeGrain - 1) / kLargeGrain * kLargeGrain;
 }
 
-// Gives every cached block back to the driver (when cudaMalloc runs out).
+// Gives every cached block back to the driver (when cudaMalloc runs out). cudaFree waits for the
+// whole device while holding the driver's lock; with NCCL kernels in flight that wait for peers
+// (whose own CUDA calls may then need that lock) it can hang, as NCCL's documentation warns. So
+// the device is drained first, collective streams included, without the lock: every rank queues
+// its collectives in the same order, so those in flight here complete. Then nothing runs when
+// cudaFree is called, and every cached block's last use is done.
 void release_cached() {
+    cudaCheck(cudaDeviceSynchronize());
     for (auto &kv : free_blocks)
         for (void *p : kv.second) cudaCheck(cudaFree(p));
     free_blocks.clear();
@@ -71,10 +77,10 @@ void *cuda_alloc_uninit(size_t bytes) {
 }
 
 double cuda_fetch_result(void) {
-    cudaCheck(cudaMemcpyAsync(cuda_ctx.result_host, cuda_ctx.result_dev, sizeof(double), cudaMemcpyDeviceToHost,
+    cudaCheck(cudaMemcpyAsync(cuda_ctx.result_host, cuda_ctx.result_dev, sizeof(CudaResult), cudaMemcpyDeviceToHost,
                               cuda_stream()));
     cudaCheck(cudaStreamSynchronize(cuda_stream()));
-    return *cuda_ctx.result_host;
+    return cuda_ctx.result_host->value;
 }
 
 extern "C" {
@@ -169,6 +175,8 @@ void cuda_async_fence(void) {
 
 void *cuda_compute_stream(void) { return (void *)cuda_ctx.stream; }
 
+int cuda_sm_clock_mhz(void) { return cuda_ctx.sm_clock_mhz; }
+
 int cuda_device_count(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -190,10 +198,17 @@ void cuda_bind(int device, char *name, size_t len, char *uuid, size_t uuid_len) 
     cudaCheck(cudaStreamCreateWithFlags(&cuda_ctx.stream, cudaStreamNonBlocking));
     cudaCheck(cudaStreamCreateWithFlags(&cuda_ctx.copy_stream, cudaStreamNonBlocking));
     cublasCheck(cublasLtCreate(&cuda_ctx.lt));
+    // sm_80/90 code also runs on sm_86/89 parts, which give a block at most 99 KB
+    cudaCheck(cudaDeviceGetAttribute(&cuda_ctx.smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    int khz;
+    cudaCheck(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device));
+    cuda_ctx.sm_clock_mhz = khz / 1000;
     cuda_ctx.workspace_bytes = (size_t)32 << 20;
     cuda_ctx.workspace = cuda_alloc_uninit(cuda_ctx.workspace_bytes);
-    cuda_ctx.result_dev = (double *)cuda_alloc_uninit(sizeof(double));
-    cudaCheck(cudaMallocHost((void **)&cuda_ctx.result_host, sizeof(double)));
+    cuda_ctx.result_dev = (CudaResult *)cuda_alloc_uninit(sizeof(CudaResult));
+    cudaCheck(cudaMallocHost((void **)&cuda_ctx.result_host, sizeof(CudaResult)));
+    cudaCheck(cudaMemsetAsync(cuda_ctx.result_dev, 0xff, sizeof(CudaResult), cuda_stream()));  // no token note
+    cuda_ctx.result_host->token_note = ~0ull;
 }
 
 }  // extern "C"

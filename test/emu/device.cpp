@@ -7,8 +7,13 @@
 // host has seen when queued; an event copies its stream's clocks when recorded; a stream wait or
 // a host sync joins them in. An access races when the page's last write, or (for a write) a
 // read, came from another stream at a time the accessing stream has not seen.
+//
+// The same page grants give each op its bytes for a roofline model of the step on an H100
+// (FSDPC_EMU_ROOFLINE; see emu_device.h): page-granular for kernels (an upper bound), declared
+// exactly where the op knows them (copies, cuBLASLt, collectives).
 #include <signal.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -18,7 +23,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "emu_device.h"
@@ -32,6 +39,8 @@ std::mutex mu;  // allocation (the rest runs on one thread: work happens when it
 size_t page;
 char *base;
 size_t used;  // bytes of the range handed out, a whole number of pages
+size_t freed;  // of those, bytes given back by cudaFree (never handed out again)
+std::map<char *, size_t> blocks;  // live allocations: start -> length
 int access_depth;
 
 struct PageRec {
@@ -39,16 +48,19 @@ struct PageRec {
     const char *w_what;
     Clock r_epoch;  // last read by each stream since that write
     const char *r_what[kStreams];
+    bool freed;  // its block was given back: any access is a use after free
 };
 std::vector<PageRec> recs;    // one per page of the range
 std::vector<uint8_t> level;   // during an op: 0 not granted, 1 readable, 2 writable
 std::vector<size_t> touched;  // pages granted during the op; capacity reserved outside the handler
+size_t op_page_reads, op_page_writes;  // grants during the op: a page read, then written, counts both
 
 Clock clocks[kStreams];
 int nstreams = 1;
 int op_stream = -1;  // the running op's stream, or -1
 uint32_t op_epoch;
 const char *op_what;
+const char *last_what[kStreams];  // each stream's last op, for messages
 
 struct Pinned {
     char *p;
@@ -103,9 +115,11 @@ void touch(size_t pg, bool write) {
 }
 
 void grant(size_t pg, bool write) {
+    if (recs[pg].freed) die("%s touches device memory %p after cudaFree gave it back", op_what, base + pg * page);
     const uint8_t want = write ? 2 : 1;
     if (level[pg] >= want) return;
     if (!level[pg]) touched.push_back(pg);
+    (write ? op_page_writes : op_page_reads)++;
     level[pg] = want;
     set_prot(base + pg * page, page, write ? PROT_READ | PROT_WRITE : PROT_READ);
     touch(pg, write);
@@ -162,7 +176,76 @@ int stream_id(int s) {
 void join(Clock into, const Clock from) {
     for (int t = 0; t < kStreams; t++) into[t] = std::max(into[t], from[t]);
 }
+
+// ---- roofline model ----
+// Each op costs max(bytes / HBM bandwidth, flops / peak) on an H100 SXM; the ops between the
+// ends of two "optimizer" profiler ranges are one training step. Categories: cuBLASLt calls,
+// attention kernels, copies (memcpy, memset, collectives), any other work in the optimizer
+// range, and the remaining kernels (elementwise).
+enum { kGemm, kAttention, kElementwise, kOptimizer, kCopies, kCategories };
+const char *const category_names[kCategories] = {"gemm", "attention", "elementwise", "optimizer", "copies"};
+constexpr double kHbmBytesPerSec = 3.0e12, kBf16Flops = 989e12, kFp32Flops = 67e12;
+struct Cost {
+    double sec[kCategories], bytes, flops;
+};
+Cost step_cost, last_step;  // the step in progress, the last one finished
+int steps_done;
+double op_bytes = -1, op_flops;  // declared by the op (bytes < 0: its page grants)
+bool op_bf16;
+std::vector<std::string> ranges;  // open profiler ranges
+bool in_optimizer;
+
+bool starts(const char *s, const char *prefix) { return !strncmp(s, prefix, strlen(prefix)); }
+
+int category_of(const char *what) {
+    if (starts(what, "cublasLt")) return kGemm;
+    if (strstr(what, "/attention")) return kAttention;  // a kernel of kernels/cuda/attention*.cu
+    if (starts(what, "cudaMem") || starts(what, "nccl")) return kCopies;
+    return in_optimizer ? kOptimizer : kElementwise;
+}
+
+void account_op() {
+    const double bytes = op_bytes >= 0 ? op_bytes : (double)(op_page_reads + op_page_writes) * page;
+    const double sec = std::max(bytes / kHbmBytesPerSec, op_flops / (op_bf16 ? kBf16Flops : kFp32Flops));
+    step_cost.sec[category_of(op_what)] += sec;
+    step_cost.bytes += bytes, step_cost.flops += op_flops;
+    op_bytes = -1, op_flops = 0, op_bf16 = false, op_page_reads = op_page_writes = 0;
+}
+
+void report_roofline() {
+    if (!steps_done) return;
+    const Cost &c = last_step;
+    double total = 0;
+    for (double s : c.sec) total += s;
+    fprintf(stderr, "emu: modelled H100 step time: %.4f ms (", total * 1e3);
+    for (int i = 0; i < kCategories; i++) fprintf(stderr, "%s%s %.4f ms", i ? ", " : "", category_names[i], c.sec[i] * 1e3);
+    fprintf(stderr, "); step %d of the run, %.3f MB moved, %.3f GFLOP\n", steps_done, c.bytes / 1e6, c.flops / 1e9);
+}
 }  // namespace
+
+extern "C" void emu_op_cost(double bytes, double flops, int bf16) {
+    if (op_stream < 0) die("emu_op_cost outside device work");
+    if (bytes >= 0) op_bytes = bytes;
+    op_flops += flops;
+    op_bf16 = op_bf16 || bf16;
+}
+
+extern "C" void emu_range_push(const char *name) {
+    static bool registered;
+    if (!registered && getenv("FSDPC_EMU_ROOFLINE")) registered = true, atexit(report_roofline);
+    ranges.emplace_back(name);
+    in_optimizer = in_optimizer || ranges.back() == "optimizer";
+}
+
+extern "C" void emu_range_pop(void) {
+    if (ranges.empty()) die("nvtxRangePop without a push");
+    if (ranges.back() == "optimizer") {  // a step ends
+        last_step = step_cost, step_cost = Cost{};
+        steps_done++;
+        in_optimizer = false;
+    }
+    ranges.pop_back();
+}
 
 extern "C" void *emu_dev_alloc(size_t n) {
     std::lock_guard<std::mutex> lock(mu);
@@ -182,8 +265,9 @@ extern "C" void *emu_dev_alloc(size_t n) {
     // whole pages: blocks never share a page, so a page's history is one block's
     const size_t len = (std::max(n, (size_t)1) + page - 1) / page * page;
     if (used + len > kReserve) return nullptr;
-    void *p = base + used;
+    char *p = base + used;
     used += len;
+    blocks[p] = len;
     recs.resize(used / page);
     level.resize(used / page);
     touched.reserve(used / page);
@@ -193,7 +277,28 @@ extern "C" void *emu_dev_alloc(size_t n) {
 
 extern "C" size_t emu_dev_used(void) {
     std::lock_guard<std::mutex> lock(mu);
-    return used;
+    return used - freed;
+}
+
+extern "C" int emu_dev_free(void *p) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = blocks.find((char *)p);
+    if (it == blocks.end()) return 0;
+    for (int t = 1; t < nstreams; t++)  // a real cudaFree waits for the whole device, here
+        if (clocks[0][t] < clocks[t][t])
+            die("cudaFree(%p) while stream %d still runs work the host has not waited for (%s): cudaFree would wait "
+                "for it, holding the driver's lock, which can hang NCCL kernels in flight (drain the device first)",
+                p, t, last_what[t]);
+    for (size_t pg = (size_t)(it->first - base) / page; pg < (size_t)(it->first + it->second - base) / page; pg++)
+        recs[pg].freed = true;
+    freed += it->second;
+    blocks.erase(it);
+    return 1;
+}
+
+extern "C" void emu_device_sync(void) {
+    for (int t = 1; t < nstreams; t++) join(clocks[0], clocks[t]);
+    host_synced();
 }
 
 extern "C" int emu_is_dev(const void *p) {
@@ -235,9 +340,20 @@ extern "C" int emu_stream_new(void) {
     return nstreams++;
 }
 
-extern "C" void *emu_event_new(void) { return calloc(1, sizeof(Clock)); }
+// an event: its stream's clocks, then the host time it was recorded at (work runs when queued)
+struct Event {
+    Clock c;
+    double ms;
+};
+extern "C" void *emu_event_new(void) { return calloc(1, sizeof(Event)); }
 extern "C" void emu_event_free(void *e) { free(e); }
-extern "C" void emu_event_record(void *e, int s) { memcpy(e, clocks[stream_id(s)], sizeof(Clock)); }
+extern "C" void emu_event_record(void *e, int s) {
+    memcpy(e, clocks[stream_id(s)], sizeof(Clock));
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ((Event *)e)->ms = ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+extern "C" float emu_event_elapsed_ms(const void *a, const void *b) { return (float)(((const Event *)b)->ms - ((const Event *)a)->ms); }
 extern "C" void emu_stream_wait_event(int s, void *e) { join(clocks[stream_id(s)], (const uint32_t *)e); }
 
 extern "C" void emu_event_sync(void *e) {
@@ -255,7 +371,7 @@ extern "C" void emu_op_begin(int s, const char *what) {
     s = stream_id(s);
     join(clocks[s], clocks[0]);  // queued after everything the host has waited for
     op_epoch = ++clocks[s][s];
-    op_stream = s, op_what = what;
+    op_stream = s, op_what = last_what[s] = what;
 }
 
 extern "C" void emu_op_access(const void *p, size_t n, int write) {
@@ -266,6 +382,7 @@ extern "C" void emu_op_access(const void *p, size_t n, int write) {
 }
 
 extern "C" void emu_op_end(void) {
+    account_op();
     for (size_t pg : touched) level[pg] = 0;
     touched.clear();
     protect_all();

@@ -12,7 +12,10 @@
 extern "C" {
 #endif
 void *emu_dev_alloc(size_t n);    // page aligned; never reused (the caching allocator keeps blocks)
-size_t emu_dev_used(void);        // bytes emu_dev_alloc has handed out
+size_t emu_dev_used(void);        // bytes emu_dev_alloc has handed out and emu_dev_free not taken back
+// cudaFree: 0 if p is no block's start. Aborts while any stream has work the host has not waited
+// for (a real cudaFree waits for the device); later accesses to the block abort too.
+int emu_dev_free(void *p);
 int emu_is_dev(const void *p);    // inside an emulated device allocation
 void emu_device_access(int on);   // nested on/off pairs: device memory readable and writable, untracked
 void *emu_host_alloc(size_t n);   // pinned host memory
@@ -25,9 +28,11 @@ static inline int emu_sid(const void *stream) { return (int)(intptr_t)stream; }
 void *emu_event_new(void);
 void emu_event_free(void *e);
 void emu_event_record(void *e, int stream);
+float emu_event_elapsed_ms(const void *a, const void *b);  // host time between the two records
 void emu_stream_wait_event(int stream, void *e);
 void emu_event_sync(void *e);
 void emu_stream_sync(int stream);
+void emu_device_sync(void);  // cudaDeviceSynchronize: the host waits for every stream
 
 // Device work queued on a stream: between begin and end, the device pages it touches are found
 // by page faults; emu_op_access names them instead for code that must not fault (MPI).
@@ -37,6 +42,13 @@ void emu_op_end(void);
 // A copy between device memory and host memory, inside an op: moves the bytes and, when the host
 // side is pinned, keeps host code off it until the host has waited for this op.
 void emu_op_copy(void *dst, const void *src, size_t n, int to_host);
+
+// The roofline model (device.cpp): every op's bytes (page grants, unless declared here: bytes < 0
+// keeps the grants) and flops (bf16: at the tensor-core rate). Profiler ranges mark the steps;
+// with FSDPC_EMU_ROOFLINE set, the last step's modelled H100 time is printed at exit.
+void emu_op_cost(double bytes, double flops, int bf16);
+void emu_range_push(const char *name);
+void emu_range_pop(void);
 #ifdef __cplusplus
 }
 // raw device access while one of these lives (allocation fills)

@@ -28,6 +28,12 @@ int main(int argc, char **argv) {
 
     emu_launch(fill, 1, 64, 0, s1)(a, 1.0f, n);  // s1 writes a
     if (!strcmp(c, "host")) return (int)a[0];       // host code reads device memory
+    if (!strcmp(c, "free")) cudaFree(b);             // a real cudaFree would wait for s1's work
+    if (!strcmp(c, "reuse")) {                       // a kernel on a block given back
+        cudaDeviceSynchronize();
+        cudaFree(b);
+        emu_launch(fill, 1, 64, 0, s1)(b, 1.0f, n);
+    }
     if (ordered || !strcmp(c, "war") || !strcmp(c, "pinned")) {
         cudaEventRecord(e, s1);
         cudaStreamWaitEvent(s2, e, 0);

@@ -100,6 +100,7 @@ static int begin(const char *what, ncclComm_t c, cudaStream_t s, const void *in,
     }
     emu_op_begin(emu_sid(s), what);
     c->ops++;
+    emu_op_cost((double)in_bytes + (double)out_bytes, 0, 0);
     emu_op_access(in, in_bytes, 0);
     emu_op_access(out, out_bytes, 1);
     return 1;

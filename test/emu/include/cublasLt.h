@@ -69,6 +69,10 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
     EMU_REQUIRE((d->tb ? lb->cols : lb->rows) == k && (d->tb ? lb->rows : lb->cols) == n);
     EMU_REQUIRE(la->type == lb->type && lc->type == CUDA_R_32F);
     const bool round = d->compute == CUBLAS_COMPUTE_32F_FAST_16BF;
+    // the roofline model's cost: A and B read once, C read when beta != 0, D written; tensor-core rate for bf16
+    const double ab_size = la->type == CUDA_R_16BF ? 2 : 4;
+    emu_op_cost(ab_size * ((double)m * k + (double)k * n) + 4.0 * m * n * (*(const float *)beta != 0.0f ? 2 : 1),
+                2.0 * m * n * k, la->type == CUDA_R_16BF || round);
     EMU_REQUIRE(!round || la->type == CUDA_R_32F);
     auto el = [round](const void *p, size_t i, int t) {
         uint32_t u;

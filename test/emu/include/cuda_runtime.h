@@ -114,6 +114,12 @@ inline size_t max_dyn_smem = 48 * 1024;  // set by cudaFuncSetAttribute (not per
 inline long launches;
 }
 
+// fibers switch only at barriers, so a read-modify-write is atomic here
+static inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v) {
+    const unsigned long long old = *p;
+    if (v < old) *p = v;
+    return old;
+}
 static inline void __syncthreads() { emu::ctx.block_bar->arrive_and_wait(); }
 namespace emu { inline unsigned lane() { return ctx.threadIdx.x % 32; } }
 static inline void __syncwarp(unsigned = 0xffffffffu) { emu::ctx.warp_bar->arrive_and_wait(); }
@@ -222,7 +228,8 @@ template <class F> struct Launch {
 };
 template <class F> Launch<F> make_launch(Cfg c, const char *name, F f) { return Launch<F>{c, name, f}; }
 }
-#define emu_launch(K, ...) emu::make_launch(emu::Cfg(__VA_ARGS__), "kernel " #K, [=](auto... a) { K(a...); })
+// named with its source file, which tells the roofline model attention kernels from the rest
+#define emu_launch(K, ...) emu::make_launch(emu::Cfg(__VA_ARGS__), "kernel " #K " (" __FILE__ ")", [=](auto... a) { K(a...); })
 
 static inline const char *cudaGetErrorString(cudaError_t) { return "emu error"; }
 static inline cudaError_t cudaGetLastError() { return 0; }
@@ -237,20 +244,37 @@ static inline cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total) {
     *free_b = emu_dev_used() < *total ? *total - emu_dev_used() : 0;
     return 0;
 }
+// FSDPC_EMU_MALLOC_RETRY_AFTER=N: from the Nth cudaMalloc on, each first try fails as if the GPU
+// were full and the next try succeeds, so the caching allocator's out-of-memory retry runs on
+// every allocation, wherever the program stands (collectives in flight, copies pending)
+static inline bool emu_malloc_fails_once() {
+    static const char *e = getenv("FSDPC_EMU_MALLOC_RETRY_AFTER");
+    static long calls;
+    static bool failed;
+    if (!e || ++calls < atol(e) || failed) return failed = false;
+    return failed = true;
+}
 static inline cudaError_t cudaMalloc(void **p, size_t n) {
-    if (emu_dev_used() + n > emu_gpu_mem_total() || !(*p = emu_dev_alloc(n))) return cudaErrorMemoryAllocation;
+    if (emu_malloc_fails_once() || emu_dev_used() + n > emu_gpu_mem_total()) {  // said, so tests can tell the allocator's retry ran
+        fprintf(stderr, "emu: cudaMalloc(%zu bytes) fails: %.1f of %zu MiB in use\n", n, emu_dev_used() / 1048576.0,
+                emu_gpu_mem_total() >> 20);
+        return cudaErrorMemoryAllocation;
+    }
+    if (!(*p = emu_dev_alloc(n))) return cudaErrorMemoryAllocation;
     EmuDeviceWork work;
     memset(*p, 0xff, n);  // not zeroed, like real device memory
     return 0;
 }
 static inline cudaError_t cudaMallocHost(void **p, size_t n) { return (*p = emu_host_alloc(n)) ? 0 : cudaErrorMemoryAllocation; }
-static inline cudaError_t cudaFree(void *p) {  // device blocks are never reused by the emulation
-    if (p && !emu_is_dev(p)) { fprintf(stderr, "emu: cudaFree(%p) of host memory\n", p); abort(); }
+static inline cudaError_t cudaFree(void *p) {  // the memory counts as free; its addresses are never reused
+    if (p && !emu_dev_free(p)) { fprintf(stderr, "emu: cudaFree(%p) of memory not from cudaMalloc\n", p); abort(); }
     return 0;
 }
+static inline cudaError_t cudaDeviceSynchronize() { emu_device_sync(); return 0; }
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
     if (n && !emu_is_dev(p)) { fprintf(stderr, "emu: cudaMemsetAsync on host memory %p\n", p); abort(); }
     EmuOp op(emu_sid(s), "cudaMemsetAsync");
+    emu_op_cost((double)n, 0, 0);
     memset(p, v, n);
     return 0;
 }
@@ -263,6 +287,7 @@ static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cuda
     }
     if (!n) return 0;
     EmuOp op(emu_sid(st), "cudaMemcpyAsync");
+    emu_op_cost(k == cudaMemcpyDeviceToDevice ? 2.0 * n : (double)n, 0, 0);  // device bytes read and written
     if (k == cudaMemcpyDeviceToDevice) memmove(d, s, n);
     else emu_op_copy(d, s, n, k == cudaMemcpyDeviceToHost);
     return 0;
@@ -270,11 +295,13 @@ static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cuda
 // work runs when queued; emu_device.h's clocks say whether it was ordered as a GPU needs
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { emu_stream_sync(emu_sid(s)); return 0; }
 typedef void *cudaEvent_t;
+#define cudaEventDefault 0
 #define cudaEventDisableTiming 2
 static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) { *e = emu_event_new(); return 0; }
 static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { emu_event_record(e, emu_sid(s)); return 0; }
 static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) { emu_stream_wait_event(emu_sid(s), e); return 0; }
 static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) { emu_event_sync(e); return 0; }
+static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) { *ms = emu_event_elapsed_ms(a, b); return 0; }
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = (void *)(intptr_t)emu_stream_new(); return 0; }
 // FSDPC_EMU_GPUS emulated GPUs per node (default 8); they all share the one emulated memory
 static inline cudaError_t cudaGetDeviceCount(int *n) { const char *e = getenv("FSDPC_EMU_GPUS"); *n = e ? atoi(e) : 8; return 0; }
@@ -282,14 +309,31 @@ static inline cudaError_t cudaSetDevice(int d) { int n; cudaGetDeviceCount(&n); 
 // a device's UUID: its index on the emulated machine FSDPC_EMU_GPU_ID (tests pose as ranks that
 // each see their own GPU, or all the same one)
 static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
-    strcpy(p->name, "CPU emulation");
+    const char *name = getenv("FSDPC_EMU_GPU_NAME");
+    snprintf(p->name, sizeof p->name, "%s", name ? name : "CPU emulation");
     memset(&p->uuid, 0, sizeof p->uuid);
     const char *id = getenv("FSDPC_EMU_GPU_ID");
     snprintf(p->uuid.bytes, sizeof p->uuid.bytes, "%s:%d", id ? id : "0", d);
     return 0;
 }
+// FSDPC_EMU_SMEM_KB: the shared memory a block may opt in to (default 227 KB, an H100's; an
+// A100 has 163, sm_86/89 parts 99)
+enum cudaDeviceAttr { cudaDevAttrClockRate = 13, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+static inline int emu_smem_optin() {
+    const char *e = getenv("FSDPC_EMU_SMEM_KB");
+    return (e ? atoi(e) : 227) * 1024;
+}
+// FSDPC_EMU_GPU_NAME, FSDPC_EMU_SM_CLOCK_MHZ: what the device says it is (default "CPU
+// emulation", and an H100 SXM's 1980 MHz), to test what fsdpc makes of real parts' answers
+static inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int) {
+    const char *clock = getenv("FSDPC_EMU_SM_CLOCK_MHZ");
+    if (a == cudaDevAttrMaxSharedMemoryPerBlockOptin) *v = emu_smem_optin();
+    else if (a == cudaDevAttrClockRate) *v = (clock ? atoi(clock) : 1980) * 1000;  // in kHz
+    else abort();
+    return 0;
+}
 template <class T> cudaError_t cudaFuncSetAttribute(T *, cudaFuncAttribute, int v) {
-    if (v > 166912) { fprintf(stderr, "emu: %d bytes of smem exceed the A100 limit\n", v); abort(); }
+    if (v > emu_smem_optin()) { fprintf(stderr, "emu: %d bytes of smem exceed the device's %d\n", v, emu_smem_optin()); abort(); }
     emu::max_dyn_smem = v > 48 * 1024 ? v : 48 * 1024;
     return 0;
 }

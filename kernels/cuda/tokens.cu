@@ -1,0 +1,41 @@
+// tokens: the batch's ids checked against the vocabulary on the device (kernels.h, "token ids").
+// A bad id is replaced by 0 and its place noted with an integer atomicMin, so the note is the
+// first bad place whatever the thread order; the loss's result fetch brings it to the host.
+#include "common.cuh"
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// ids (n): tokens then targets, one index space
+__global__ void tokens_check_kernel(int32_t *tokens, int32_t *targets, int N, int V, unsigned long long *note) {
+    const long long n = targets ? 2LL * N : N;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        int32_t *t = i < N ? &tokens[i] : &targets[i - N];
+        if (*t >= 0 && *t < V) continue;
+        atomicMin(note, (unsigned long long)i << 32 | (uint32_t)*t);
+        *t = 0;
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+void cuda_tokens_check(int32_t *tokens, int32_t *targets, int N, int V) {
+    if (N <= 0) return;
+    tokens_check_kernel<<<grid_for((targets ? 2 : 1) * (size_t)N, kThreads), kThreads, 0, cuda_stream()>>>(
+        tokens, targets, N, V, &cuda_ctx.result_dev->token_note);
+    cudaCheckLaunch();
+}
+
+int cuda_token_error(long long *index, int *id) {
+    const unsigned long long note = cuda_ctx.result_host->token_note;
+    if (note == ~0ull) return 0;
+    *index = (long long)(note >> 32), *id = (int)(uint32_t)note;
+    cuda_ctx.result_host->token_note = ~0ull;
+    cudaCheck(cudaMemsetAsync(&cuda_ctx.result_dev->token_note, 0xff, sizeof note, cuda_stream()));
+    return 1;
+}
+
+}  // extern "C"
