@@ -323,8 +323,8 @@ static void range(const char *phase, int u) {
     kern_range_push(name);
 }
 
-double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, float dscale,
-                        int last_micro) {
+void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, float dscale,
+                      int last_micro) {
     const ModelPlan *plan = shard_plan(s);
     int L = plan->cfg.num_layers, T = a->T, train = dscale != 0.0f;
     int embed = plan->embed_unit, b0 = plan->block0, head = plan->head_unit;
@@ -348,12 +348,12 @@ double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const
     }
     range(train ? "forward+backward" : "forward", head);
     const float *ph = shard_gather(s, head, train && L > 0 ? b0 + L - 1 : -1);
-    double loss = model_head_fwd_bwd(plan, ph, train ? shard_grad_buffer(s, head) : NULL, a, 1, T, dscale);
+    model_head_fwd_bwd(plan, ph, train ? shard_grad_buffer(s, head) : NULL, a, 1, T, dscale);
     shard_release(s, head, train ? PHASE_BWD : PHASE_EVAL);
     // a head that shares the embedding's unit (tied weights) collects the embedding's gradient too
     if (train && head != embed) shard_grad_ready(s, head, last_micro);
     kern_range_pop();
-    if (!train) return loss;
+    if (!train) return;
     // backward: blocks high to low, each prefetching the one below; the embedding needs no weights
     for (int l = L - 1; l >= 0; l--) {
         range("backward", b0 + l);
@@ -369,7 +369,6 @@ double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const
     model_embed_bwd(plan, shard_grad_buffer(s, embed), a);
     shard_grad_ready(s, embed, last_micro);
     kern_range_pop();
-    return loss;
 }
 
 // --profile: wall time per phase of the step. The device is synchronised at each phase end so
@@ -404,32 +403,34 @@ static void on_preempt(int sig) { preempt_signal = sig; }
 
 // One optimizer step; returns the mean loss over the global batch and sets *gnorm. A non-finite
 // loss or gradient norm skips the update (*applied = 0). *preempt tells that some rank got a
-// preemption signal: the flag rides on the loss reduction, so every rank agrees at no extra cost.
+// preemption signal: the flag rides on the step's one reduction (loss, flag, gradient norm), so
+// every rank agrees at no extra cost. The loss stays on the device through the micro-batches; the
+// host waits for the device once per step, for these checks.
 static double train_step(Run *r, int step, float lr, double *gnorm, int *applied, int *preempt) {
     Config *c = r->cfg;
     int T = c->model.max_context_width;
     float dscale = 1.0f / ((float)r->global_batch * T);  // gradient of the global mean loss
-    double red[2] = {0.0, 0.0};  // loss sum, ranks signalled
     prof_mark(r, -1);
     shard_zero_grads(&r->st);
+    model_loss_reset(&r->acts);
     for (int micro = 0; micro < c->grad_accum; micro++) {
         fill_batch(r, step, micro);
         // masks keyed by the global sample index: equal for every layout, and on resume
         model_set_dropout(&r->acts, c->model.dropout, (uint64_t)c->seed, batch_first(r, step, micro));
         prof_mark(r, PROF_DATA);
-        red[0] += train_micro_step(&r->st, &r->acts, r->inp, r->tgt, dscale, micro == c->grad_accum - 1);
+        train_micro_step(&r->st, &r->acts, r->inp, r->tgt, dscale, micro == c->grad_accum - 1);
         prof_mark(r, PROF_COMPUTE);
     }
     shard_grads_finish(&r->st);
-    red[1] = preempt_signal != 0;
-    comm_allreduce_sum_f64(comm_world(), red, 2);
-    *preempt = red[1] > 0;
+    ShardStepStats st;
+    shard_step_stats(&r->st, r->acts.loss, preempt_signal != 0, &st);  // reduced over all ranks: they agree
+    *preempt = st.flag > 0;
     prof_mark(r, PROF_REDUCE);
     kern_range_push("optimizer");
-    double loss = red[0] / ((double)r->global_batch * T);
-    *gnorm = shard_clip_grads(&r->st, c->grad_clip);  // reduced over all ranks: they agree
+    double loss = st.loss / ((double)r->global_batch * T);
+    *gnorm = st.grad_norm;
     *applied = isfinite(loss) && isfinite(*gnorm);
-    if (*applied) shard_adamw_step(&r->st, c, lr);
+    if (*applied) shard_adamw_step(&r->st, c, lr, *gnorm);
     else shard_set_step(&r->st, shard_step(&r->st) + 1);  // the schedule still moves on, so a resumed run counts steps alike
     kern_range_pop();
     prof_mark(r, PROF_OPTIM);
@@ -440,13 +441,15 @@ static double validate(Run *r) {
     Config *c = r->cfg;
     int B = c->batch_size, T = c->model.max_context_width;
     double sums[2] = {0.0, 0.0};  // loss sum, token count
+    model_loss_reset(&r->acts);
     for (int i = 0; i < c->validation_batches; i++) {
         uint64_t first = ((uint64_t)i * comm_info.world + comm_info.rank) * B;
         uint64_t next = i + 1 < c->validation_batches ? first + (uint64_t)comm_info.world * B : UINT64_MAX;
         data_loader_next(r->val_loader, first, next, r->inp, r->tgt);
-        sums[0] += train_micro_step(&r->st, &r->acts, r->inp, r->tgt, 0.0f, 1);
+        train_micro_step(&r->st, &r->acts, r->inp, r->tgt, 0.0f, 1);
         sums[1] += (double)B * T;
     }
+    sums[0] = model_loss_read(&r->acts);
     comm_allreduce_sum_f64(comm_world(), sums, 2);
     return sums[0] / sums[1];
 }
