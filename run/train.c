@@ -404,8 +404,8 @@ static void on_preempt(int sig) { preempt_signal = sig; }
 // One optimizer step; returns the mean loss over the global batch and sets *gnorm. A non-finite
 // loss or gradient norm skips the update (*applied = 0). *preempt tells that some rank got a
 // preemption signal: the flag rides on the step's one reduction (loss, flag, gradient norm), so
-// every rank agrees at no extra cost. The loss stays on the device through the micro-batches; the
-// host waits for the device once per step, for these checks.
+// every rank agrees at no extra cost. The loss stays on the device through the micro-batches and
+// reaches the host with the gradient's sums of squares, in one wait per step.
 static double train_step(Run *r, int step, float lr, double *gnorm, int *applied, int *preempt) {
     Config *c = r->cfg;
     int T = c->model.max_context_width;
