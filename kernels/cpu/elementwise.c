@@ -293,32 +293,45 @@ static inline uint16_t f32_to_bf16(float f) {
     return (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u) : r;
 }
 
-// elements [lo, hi) with one weight decay factor
+typedef struct {
+    float b1, b2, b1c, b2c, gs, eps, decay, step_size, bc2_sqrt;
+} AdamwConst;
+
+// element i's update; returns the new p[i]
+static inline float adamw_elem(float *p, const float *g, float *m, float *v, size_t i, const AdamwConst *c) {
+    const float gi = g[i] * c->gs;
+    const float mi = c->b1 * m[i] + c->b1c * gi, vi = c->b2 * v[i] + c->b2c * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    return p[i] = p[i] * c->decay - c->step_size * (mi / (sqrtf(vi) / c->bc2_sqrt + c->eps));
+}
+
+// elements [lo, hi) with one weight decay factor; two loops, as a test of pb inside one keeps
+// GCC from vectorising the loop without the bf16 copy
 static void adamw_range(float *p, uint16_t *pb, const float *g, float *m, float *v, size_t lo, size_t hi,
-                        const KernAdamW *h, float decay, float step_size, float bc2_sqrt) {
-    const float b1 = h->beta1, b2 = h->beta2, b1c = 1.0f - b1, b2c = 1.0f - b2, gs = h->grad_scale, eps = h->eps;
+                        const AdamwConst *c) {
+    if (pb) {
 #pragma omp parallel for simd schedule(static) if (hi - lo >= CPU_PAR_MIN)
-    for (size_t i = lo; i < hi; i++) {
-        const float gi = g[i] * gs;
-        const float mi = b1 * m[i] + b1c * gi, vi = b2 * v[i] + b2c * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        const float pi = p[i] * decay - step_size * (mi / (sqrtf(vi) / bc2_sqrt + eps));
-        p[i] = pi;
-        if (pb) pb[i] = f32_to_bf16(pi);
+        for (size_t i = lo; i < hi; i++) pb[i] = f32_to_bf16(adamw_elem(p, g, m, v, i, c));
+    } else {
+#pragma omp parallel for simd schedule(static) if (hi - lo >= CPU_PAR_MIN)
+        for (size_t i = lo; i < hi; i++) adamw_elem(p, g, m, v, i, c);
     }
 }
 
 void cpu_adamw(float *p, uint16_t *p_bf16, const float *g, float *m, float *v, size_t n, const KernAdamW *h) {
     const double bc1 = 1.0 - pow(h->beta1, h->step), bc2 = 1.0 - pow(h->beta2, h->step);
-    const float step_size = (float)(h->lr / bc1), bc2_sqrt = (float)sqrt(bc2);
+    AdamwConst c = {h->beta1, h->beta2, 1.0f - h->beta1, 1.0f - h->beta2, h->grad_scale, h->eps, 1.0f,
+                    (float)(h->lr / bc1), (float)sqrt(bc2)};
     const float decay = (float)(1.0 - (double)h->lr * h->weight_decay);
     // the ranges in order, the gaps between them without decay (p * 1.0f is exact)
     size_t at = 0;
     for (int r = 0; r <= h->ndecay; r++) {
         const size_t lo = r < h->ndecay ? h->decay[r][0] : n, hi = r < h->ndecay ? h->decay[r][1] : n;
-        if (lo > at) adamw_range(p, p_bf16, g, m, v, at, lo, h, 1.0f, step_size, bc2_sqrt);
-        if (hi > lo) adamw_range(p, p_bf16, g, m, v, lo, hi, h, decay, step_size, bc2_sqrt);
+        c.decay = 1.0f;
+        if (lo > at) adamw_range(p, p_bf16, g, m, v, at, lo, &c);
+        c.decay = decay;
+        if (hi > lo) adamw_range(p, p_bf16, g, m, v, lo, hi, &c);
         if (hi > at) at = hi;
     }
 }
