@@ -566,8 +566,7 @@ static void test_adamw(void) {
     check("adamw p (3 steps, decay ranges, clip scale)", d_p, p, n, 1e-5);
     check("adamw m", d_m, m, n, 1e-5);
     check("adamw v", d_v, v, n, 1e-5);
-    cpu_f32_to_bf16(pb, p, n);  // the GPU's own p, rounded, is what its copy must hold
-    float *pg = mallocCheck(sizeof(float) * n);
+    float *pg = mallocCheck(sizeof(float) * n);  // the GPU's own p, rounded, is what its copy must hold
     cuda_download(pg, d_p, sizeof(float) * n);
     cpu_f32_to_bf16(pb, pg, n);
     cuda_download(pb_gpu, d_pb, sizeof(uint16_t) * n);
