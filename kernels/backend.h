@@ -38,6 +38,9 @@
     X(void, rmsnorm_bwd,                                                                                               \
       (float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int D),  \
       (dinp, dw, dout, inp, w, rstd, N, D))                                                                            \
+    X(void, add_rmsnorm_fwd,                                                                                           \
+      (float *y, float *out, float *rstd, const float *r, const float *w, int N, int D, float eps),                    \
+      (y, out, rstd, r, w, N, D, eps))                                                                                 \
     X(void, layernorm_fwd,                                                                                             \
       (float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N, int D,           \
        float eps),                                                                                                     \
@@ -47,10 +50,14 @@
        const float *rstd, int N, int D),                                                                               \
       (dinp, dw, db, dout, inp, w, mean, rstd, N, D))                                                                  \
     X(void, rope_table, (float *cos_t, float *sin_t, int T, int hd, float theta), (cos_t, sin_t, T, hd, theta))        \
-    X(void, rope_fwd, (float *x, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0),      \
-      (x, cos_t, sin_t, B, T, nh, hd, pos0))                                                                           \
-    X(void, rope_bwd, (float *dx, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0),     \
-      (dx, cos_t, sin_t, B, T, nh, hd, pos0))                                                                          \
+    X(void, qkv_split,                                                                                                 \
+      (float *q, float *k, float *v, const float *qkv, const float *cos_t, const float *sin_t, int B, int T, int H,    \
+       int KV, int hd, int pos0),                                                                                      \
+      (q, k, v, qkv, cos_t, sin_t, B, T, H, KV, hd, pos0))                                                             \
+    X(void, qkv_merge,                                                                                                 \
+      (float *dqkv, const float *dq, const float *dk, const float *dv, const float *cos_t, const float *sin_t, int B,  \
+       int T, int H, int KV, int hd),                                                                                  \
+      (dqkv, dq, dk, dv, cos_t, sin_t, B, T, H, KV, hd))                                                               \
     X(size_t, attention_saved_floats, (int B, int H, int Tq, int Tk), (B, H, Tq, Tk))                                  \
     X(void, attention_fwd,                                                                                             \
       (float *out, float *saved, const float *q, const float *k, const float *v, int B, int Tq, int Tk, int H, int KV, \
@@ -61,9 +68,8 @@
       (float *dq, float *dk, float *dv, float *scratch, const float *dout, const float *out, const float *saved,       \
        const float *q, const float *k, const float *v, int B, int T, int H, int KV, int hd, const KernDropout *drop),  \
       (dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, drop))                                         \
-    X(void, swiglu_fwd, (float *h, const float *gate, const float *up, size_t N), (h, gate, up, N))                    \
-    X(void, swiglu_bwd, (float *dgate, float *dup, const float *dh, const float *gate, const float *up, size_t N),     \
-      (dgate, dup, dh, gate, up, N))                                                                                   \
+    X(void, swiglu_fwd, (float *h, const float *gu, int N, int F), (h, gu, N, F))                                      \
+    X(void, swiglu_bwd, (float *dgu, const float *dh, const float *gu, int N, int F), (dgu, dh, gu, N, F))             \
     X(void, gelu_fwd, (float *out, const float *inp, size_t n), (out, inp, n))                                         \
     X(void, gelu_bwd, (float *dinp, const float *dout, const float *inp, size_t n), (dinp, dout, inp, n))              \
     X(void, bias_add, (float *out, const float *b, int N, int D), (out, b, N, D))                                      \
@@ -71,24 +77,23 @@
     X(void, positions_fwd, (float *out, const float *wpe, int B, int T, int D, int pos0), (out, wpe, B, T, D, pos0))   \
     X(void, positions_bwd, (float *dwpe, const float *dout, int B, int T, int D), (dwpe, dout, B, T, D))               \
     X(void, dropout, (float *x, int B, size_t M, float p, uint64_t key, uint64_t sample0), (x, B, M, p, key, sample0)) \
-    X(void, tokens_check, (int32_t *tokens, int32_t *targets, int N, int V), (tokens, targets, N, V))                   \
+    X(void, tokens_check, (int32_t *tokens, int32_t *targets, int N, int V, long long base), (tokens, targets, N, V, base))                   \
     X(int, token_error, (long long *index, int *id), (index, id))                                                      \
     X(void, embedding_fwd, (float *out, const int32_t *tokens, const float *wte, int N, int D),                        \
       (out, tokens, wte, N, D))                                                                                        \
     X(void, embedding_bwd, (float *dwte, const float *dout, const int32_t *tokens, int N, int D),                      \
       (dwte, dout, tokens, N, D))                                                                                      \
-    X(double, crossentropy_fwd_bwd, (float *logits, const int32_t *targets, int N, int V, float dscale),               \
-      (logits, targets, N, V, dscale))                                                                                 \
+    X(void, crossentropy_fwd_bwd, (float *logits, const int32_t *targets, int N, int V, float dscale, double *loss),   \
+      (logits, targets, N, V, dscale, loss))                                                                           \
     X(void, add, (float *y, const float *x, size_t n), (y, x, n))                                                      \
     X(void, add3, (float *out, const float *a, const float *b, size_t n), (out, a, b, n))                              \
     X(void, scale, (float *x, float s, size_t n), (x, s, n))                                                           \
     X(void, zero, (float *x, size_t n), (x, n))                                                                        \
     X(void, copy, (float *dst, const float *src, size_t n), (dst, src, n))                                             \
     X(double, sumsq, (const float *x, size_t n), (x, n))                                                               \
-    X(void, adamw,                                                                                                     \
-      (float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps,          \
-       float wd, int step),                                                                                            \
-      (p, g, m, v, n, lr, beta1, beta2, eps, wd, step))                                                                \
+    X(void, sumsq_to, (double *out, const float *x, size_t n), (out, x, n))                                            \
+    X(void, adamw, (float *p, uint16_t *p_bf16, const float *g, float *m, float *v, size_t n, const KernAdamW *h),     \
+      (p, p_bf16, g, m, v, n, h))                                                                                      \
     X(void, f32_to_bf16, (uint16_t *dst, const float *src, size_t n), (dst, src, n))                                   \
     X(void, bf16_to_f32, (float *dst, const uint16_t *src, size_t n), (dst, src, n))
 

@@ -218,9 +218,8 @@ void kern_set_compute_bf16(int on) {
 #endif
 }
 
-void kern_adamw_host(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
-                     float eps, float wd, int step) {
-    cpu_adamw(p, g, m, v, n, lr, beta1, beta2, eps, wd, step);
+void kern_adamw_host(float *p, uint16_t *p_bf16, const float *g, float *m, float *v, size_t n, const KernAdamW *h) {
+    cpu_adamw(p, p_bf16, g, m, v, n, h);
 }
 
 void kern_init(int num_threads) { cpu_init(num_threads); }  // the host side runs on CPU threads either way

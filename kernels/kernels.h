@@ -103,6 +103,10 @@ void kern_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w,
 // dinp (N, D) += ..., dw (D) += ...
 void kern_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                       const float *rstd, int N, int D);
+// A residual add fused into the norm that follows it: y (N, D) += r, then out, rstd as
+// kern_rmsnorm_fwd of the new y (one read of y and r instead of two passes). Its backward is
+// kern_rmsnorm_bwd accumulating into the residual gradient.
+void kern_add_rmsnorm_fwd(float *y, float *out, float *rstd, const float *r, const float *w, int N, int D, float eps);
 
 // ---- LayerNorm (torch.nn.LayerNorm): out = (inp - mean) * rstd * w + b ----
 // inp, out (N, D); w, b (D); biased variance, rstd = 1/sqrt(var + eps); mean, rstd (N) are saved
@@ -116,10 +120,18 @@ void kern_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, co
 // ---- RoPE, Hugging Face rotate_half convention ----
 // cos/sin tables are (T, hd/2): angle(t, i) = t * theta^(-2i/hd).
 void kern_rope_table(float *cos_t, float *sin_t, int T, int hd, float theta);
-// x (B, T, nh, hd) rotated in place; row t uses table position pos0 + t.
-void kern_rope_fwd(float *x, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0);
-// the inverse rotation, applied in place to a gradient (B, T, nh, hd)
-void kern_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0);
+
+// ---- the fused q|k|v projection ----
+// One GEMM against the adjacent q, k, v weights (H*hd + 2*KV*hd rows) gives qkv (B, T, H*hd + 2*KV*hd):
+// each token's row holds its q, then k, then v. kern_qkv_split copies it into q (B, T, H, hd) and
+// k, v (B, T, KV, hd), rotating q and k by RoPE at positions pos0 + t when cos_t is not NULL
+// (tables of kern_rope_table; NULL: a plain split, minGPT's c_attn).
+void kern_qkv_split(float *q, float *k, float *v, const float *qkv, const float *cos_t, const float *sin_t, int B,
+                    int T, int H, int KV, int hd, int pos0);
+// Its backward: dqkv (B, T, H*hd + 2*KV*hd) overwritten from dq, dk, dv, with dq and dk rotated
+// back (the inverse rotation, positions t) when cos_t is not NULL.
+void kern_qkv_merge(float *dqkv, const float *dq, const float *dk, const float *dv, const float *cos_t,
+                    const float *sin_t, int B, int T, int H, int KV, int hd);
 
 // ---- dropout ----
 // The mask is a pure function of (key, sample, element) (kernels/rng.h: kept iff u(key, s, i) >= p),
@@ -155,10 +167,12 @@ void kern_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const f
                         const float *saved, const float *q, const float *k, const float *v,
                         int B, int T, int H, int KV, int hd, const KernDropout *drop);
 
-// ---- SwiGLU: h = silu(gate) * up, all (N) elements ----
-void kern_swiglu_fwd(float *h, const float *gate, const float *up, size_t N);
-// dgate, dup overwritten
-void kern_swiglu_bwd(float *dgate, float *dup, const float *dh, const float *gate, const float *up, size_t N);
+// ---- SwiGLU on the fused gate|up projection ----
+// One GEMM against the adjacent gate and up weights (2F rows) gives gu (N, 2F): each row holds
+// gate (F), then up (F). h (N, F) = silu(gate) * up.
+void kern_swiglu_fwd(float *h, const float *gu, int N, int F);
+// dgu (N, 2F) overwritten: d gate, then d up, per row, the layout one GEMM backward takes
+void kern_swiglu_bwd(float *dgu, const float *dh, const float *gu, int N, int F);
 
 // ---- GELU, tanh approximation (torch gelu(approximate='tanh'), minGPT's NewGELU), all (n) elements ----
 // out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
@@ -182,10 +196,11 @@ void kern_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, i
 // Checks a batch's ids (tokens, and targets unless NULL: N each) against the vocabulary V where
 // the device holds them, before the embedding and cross-entropy index with them: an id outside
 // [0, V) becomes 0, so no kernel reads or writes outside its table, and the first such place is
-// noted. kern_token_error returns 1 and clears the note when there is one: *index is the place
-// (n in tokens, or N + n in targets) and *id the id. On a GPU it reads the note the last
-// result fetch brought along (the loss's), so it adds no sync of its own.
-void kern_tokens_check(int32_t *tokens, int32_t *targets, int N, int V);
+// noted. kern_token_error returns 1 and clears the note when there is one: *index is the place,
+// base + n in tokens or base + N + n in targets (a base per batch lets one note cover a step's
+// micro-batches), and *id the id. On a GPU it fetches the note: call it where the stream has
+// just been waited for (once per step, after the step's reduction), so it costs one small copy.
+void kern_tokens_check(int32_t *tokens, int32_t *targets, int N, int V, long long base);
 int kern_token_error(long long *index, int *id);
 
 // ---- learned position embeddings ----
@@ -194,10 +209,13 @@ void kern_positions_fwd(float *out, const float *wpe, int B, int T, int D, int p
 // dwpe (T, D) += sum over b of dout[b, t] (dout (B, T, D)), added in b order: deterministic
 void kern_positions_bwd(float *dwpe, const float *dout, int B, int T, int D);
 
-// ---- fused softmax + cross-entropy ----
-// logits (N, V) are overwritten with dloss/dlogits * dscale, where loss_n = -log softmax(logits_n)[targets_n].
-// Returns sum_n loss_n (in double). With dscale == 0 the logits are left untouched (evaluation).
-double kern_crossentropy_fwd_bwd(float *logits, const int32_t *targets, int N, int V, float dscale);
+// ---- the classifier: fused softmax + cross-entropy ----
+// loss_n = -log softmax(logits_n)[targets_n]. *loss (one double on the device) += sum_n loss_n,
+// so the loss stays on the device until someone downloads it. The softmax statistics come from
+// one pass over each row in chunks of the vocabulary (online max and sum); with dscale != 0 a
+// second pass overwrites the logits (N, V) with dloss/dlogits * dscale, in place. With
+// dscale == 0 the logits are left untouched (evaluation).
+void kern_crossentropy_fwd_bwd(float *logits, const int32_t *targets, int N, int V, float dscale, double *loss);
 
 // ---- elementwise and reductions ----
 void kern_add(float *y, const float *x, size_t n);            // y += x
@@ -206,15 +224,23 @@ void kern_scale(float *x, float s, size_t n);                 // x *= s
 void kern_zero(float *x, size_t n);
 void kern_copy(float *dst, const float *src, size_t n);
 double kern_sumsq(const float *x, size_t n);                  // sum x^2 in double
+void kern_sumsq_to(double *out, const float *x, size_t n);    // the same into *out on the device, no wait
 
-// ---- optimizer: torch.optim.AdamW semantics ----
-// p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-// p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), with t = step (1-based)
-void kern_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
-                float beta2, float eps, float wd, int step);
+// ---- optimizer: torch.optim.AdamW semantics, one call per flat unit shard ----
+// g' = g * grad_scale; p *= 1 - lr*wd (inside the decay ranges only); m = b1 m + (1-b1) g';
+// v = b2 v + (1-b2) g'^2; p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), t = step.
+enum { KERN_ADAMW_MAX_RANGES = 8 };
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+    float grad_scale;  // the gradient clipping coefficient (1: none), applied in the same pass
+    int step;          // 1-based
+    int ndecay;        // weight decay applies to elements [decay[r][0], decay[r][1]) only
+    size_t decay[KERN_ADAMW_MAX_RANGES][2];
+} KernAdamW;
+// p, g, m, v (n); p_bf16 (n, or NULL) receives the new p rounded to bf16 (the next gather's copy)
+void kern_adamw(float *p, uint16_t *p_bf16, const float *g, float *m, float *v, size_t n, const KernAdamW *h);
 // the same on host buffers with the CPU threads, whatever the device (--cpu_offload)
-void kern_adamw_host(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
-                     float beta2, float eps, float wd, int step);
+void kern_adamw_host(float *p, uint16_t *p_bf16, const float *g, float *m, float *v, size_t n, const KernAdamW *h);
 
 // ---- bf16 storage (round to nearest even) ----
 void kern_f32_to_bf16(uint16_t *dst, const float *src, size_t n);

@@ -51,6 +51,7 @@ static void gpt_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int w
     a->xn1 = model_acts_buf(S * N * D);
     a->mean1 = model_acts_buf(S * N);
     a->rstd1 = model_acts_buf(S * N);
+    a->qkv = model_acts_buf(N * 3 * D);
     a->q = model_acts_buf(S * N * D);
     a->k = model_acts_buf(S * N * D);
     a->v = model_acts_buf(S * N * D);
@@ -109,21 +110,16 @@ static void gpt_embed_fwd(const ModelPlan *plan, const float *p, Activations *a,
     model_dropout_fwd(a, a->res, T, D, -1, DROP_EMBED);
 }
 
-// one of c_attn's three (D, D) row blocks: 0 query, 1 key, 2 value
-#define QKV(p, u, j, D) (W(p, u, P_ATTN_W) + (size_t)(j) * (D) * (D))
-#define QKV_B(p, u, j, D) (W(p, u, P_ATTN_B) + (size_t)(j) * (D))
-
 static void gpt_block_fwd(const ModelPlan *plan, int l, const float *p, Activations *a, int T, int pos0) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->block0 + l];
     int B = a->B, N = B * T, D = c->hidden_width, H = c->num_heads, hd = config_head_dim(c), F = c->intermediate_size;
     LayerActs la = layer_acts(c, a, l);
     kern_layernorm_fwd(la.xn1, la.mean1, la.rstd1, la.x, W(p, u, P_LN1_W), W(p, u, P_LN1_B), N, D, c->norm_eps);
-    float *qkv[3] = {la.q, la.k, la.v};  // each (B, T, H, hd)
-    for (int j = 0; j < 3; j++) {
-        kern_matmul_fwd(qkv[j], la.xn1, QKV(p, u, j, D), N, D, D);
-        kern_bias_add(qkv[j], QKV_B(p, u, j, D), N, D);
-    }
+    // c_attn is q, k, v stacked: one GEMM, then the split RoPE-less Llama uses too
+    kern_matmul_fwd(a->qkv, la.xn1, W(p, u, P_ATTN_W), N, D, 3 * D);  // (B, T, 3D)
+    kern_bias_add(a->qkv, W(p, u, P_ATTN_B), N, 3 * D);
+    kern_qkv_split(la.q, la.k, la.v, a->qkv, NULL, NULL, B, T, H, H, hd, pos0);  // each (B, T, H, hd)
     if (a->kcache) {  // generation: append to the cache (B == 1) and attend over all of it
         size_t base = (size_t)l * a->T * D;
         kern_copy(a->kcache + base + (size_t)pos0 * D, la.k, (size_t)T * D);
@@ -150,21 +146,20 @@ static void gpt_block_fwd(const ModelPlan *plan, int l, const float *p, Activati
 }
 
 // ln_f, then logits against the tied wte
-static double gpt_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets, int T,
-                               float dscale) {
+static void gpt_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets, int T,
+                             float dscale) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->head_unit];
     int N = a->B * T, D = c->hidden_width, V = c->vocab_size;
     const float *x = a->res + (size_t)c->num_layers * a->B * a->T * D;  // (B, T, D) last block out
     kern_layernorm_fwd(a->xf, a->meanf, a->rstdf, x, W(p, u, P_LNF_W), W(p, u, P_LNF_B), N, D, c->norm_eps);
     kern_matmul_fwd(a->logits, a->xf, W(p, u, P_WTE), N, D, V);  // (B, T, V)
-    if (!with_targets) return 0.0;
-    double loss = kern_crossentropy_fwd_bwd(a->logits, a->targets, N, V, dscale);  // logits become dlogits
-    if (dscale == 0.0f) return loss;
+    if (!with_targets) return;
+    kern_crossentropy_fwd_bwd(a->logits, a->targets, N, V, dscale, a->loss);  // logits become dlogits
+    if (dscale == 0.0f) return;
     kern_matmul_bwd(a->dxn, W(g, u, P_WTE), a->logits, a->xf, W(p, u, P_WTE), N, D, V, 0);
     kern_zero(a->dres, (size_t)N * D);
     kern_layernorm_bwd(a->dres, W(g, u, P_LNF_W), W(g, u, P_LNF_B), a->dxn, x, W(p, u, P_LNF_W), a->meanf, a->rstdf, N, D);
-    return loss;
 }
 
 static void gpt_block_bwd(const ModelPlan *plan, int l, const float *p, float *g, Activations *a) {
@@ -189,11 +184,9 @@ static void gpt_block_bwd(const ModelPlan *plan, int l, const float *p, float *g
     KernDropout drop;
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, H, hd,
                        model_attn_dropout(a, l, &drop));
-    const float *dqkv[3] = {a->dq, a->dk, a->dv}, *qkv_in = la.xn1;
-    for (int j = 0; j < 3; j++) {
-        kern_bias_bwd(QKV_B(g, u, j, D), dqkv[j], N, D);
-        kern_matmul_bwd(a->dxn, QKV(g, u, j, D), dqkv[j], qkv_in, QKV(p, u, j, D), N, D, D, j > 0);
-    }
+    kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, NULL, NULL, B, T, H, H, hd);  // (B, T, 3D)
+    kern_bias_bwd(W(g, u, P_ATTN_B), a->qkv, N, 3 * D);
+    kern_matmul_bwd(a->dxn, W(g, u, P_ATTN_W), a->qkv, la.xn1, W(p, u, P_ATTN_W), N, D, 3 * D, 0);
     kern_layernorm_bwd(dx, W(g, u, P_LN1_W), W(g, u, P_LN1_B), a->dxn, la.x, W(p, u, P_LN1_W), la.mean1, la.rstd1, N, D);
 }
 

@@ -39,7 +39,8 @@ static void llama_plan_build(ModelPlan *plan) {
     model_add_tensor(head, "lm_head.weight", V, D, INIT_NORMAL, 1.0f, 1);
 }
 
-// tensor order inside a block unit and the head unit
+// tensor order inside a block unit and the head unit. q, k, v are adjacent in the flat unit, so
+// from P_Q on they are one (H*hd + 2*KV*hd, D) weight and one GEMM; so are gate and up, (2F, D).
 enum { P_LN1, P_Q, P_K, P_V, P_O, P_LN2, P_GATE, P_UP, P_DOWN };
 enum { P_NORM, P_LM_HEAD };
 
@@ -50,6 +51,7 @@ static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int
     a->res = model_acts_buf((size_t)(nl + 1) * N * D);
     a->xn1 = model_acts_buf(S * N * D);
     a->rstd1 = model_acts_buf(S * N);
+    a->qkv = model_acts_buf(N * (qd + 2 * kvd));
     a->q = model_acts_buf(S * N * qd);
     a->k = model_acts_buf(S * N * kvd);
     a->v = model_acts_buf(S * N * kvd);
@@ -59,8 +61,7 @@ static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int
     a->xmid = model_acts_buf(S * N * D);
     a->xn2 = model_acts_buf(S * N * D);
     a->rstd2 = model_acts_buf(S * N);
-    a->gate = model_acts_buf(S * N * F);
-    a->up = model_acts_buf(S * N * F);
+    a->up = model_acts_buf(S * N * 2 * F);
     a->h = model_acts_buf(S * N * F);
     a->xf = model_acts_buf(N * D);
     a->rstdf = model_acts_buf(N);
@@ -80,8 +81,7 @@ static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int
     a->dk = model_acts_buf(N * kvd);
     a->dv = model_acts_buf(N * kvd);
     a->datt = model_acts_buf(N * qd);
-    a->dgate = model_acts_buf(N * F);
-    a->dup = model_acts_buf(N * F);
+    a->dup = model_acts_buf(N * 2 * F);
     a->dh = model_acts_buf(N * F);
     a->attn_scratch = model_acts_buf(kern_attention_scratch_floats(a->B, c->num_heads, a->T));
 }
@@ -90,7 +90,7 @@ static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int
 
 // Per-layer views into the saved activations; sizes follow the allocation above.
 typedef struct {
-    float *x, *xn1, *rstd1, *q, *k, *v, *saved, *att, *xmid, *xn2, *rstd2, *gate, *up, *h, *out;
+    float *x, *xn1, *rstd1, *q, *k, *v, *saved, *att, *xmid, *xn2, *rstd2, *gu, *h, *out;
 } LayerActs;
 
 static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
@@ -101,8 +101,8 @@ static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
         .x = a->res + l * N * D, .xn1 = a->xn1 + i * N * D, .rstd1 = a->rstd1 + i * N, .q = a->q + i * N * qd,
         .k = a->k + i * N * kvd, .v = a->v + i * N * kvd,
         .saved = a->attn_saved + i * a->saved_len, .att = a->att + i * N * qd,
-        .xmid = a->xmid + i * N * D, .xn2 = a->xn2 + i * N * D, .rstd2 = a->rstd2 + i * N, .gate = a->gate + i * N * F,
-        .up = a->up + i * N * F, .h = a->h + i * N * F, .out = a->res + (l + 1) * N * D};
+        .xmid = a->xmid + i * N * D, .xn2 = a->xn2 + i * N * D, .rstd2 = a->rstd2 + i * N,
+        .gu = a->up + i * N * 2 * F, .h = a->h + i * N * F, .out = a->res + (l + 1) * N * D};
     return la;
 }
 
@@ -119,11 +119,8 @@ static void llama_block_fwd(const ModelPlan *plan, int l, const float *p, Activa
     int hd = config_head_dim(c), F = c->intermediate_size;
     LayerActs la = layer_acts(c, a, l);
     kern_rmsnorm_fwd(la.xn1, la.rstd1, la.x, W(p, u, P_LN1), N, D, c->norm_eps);
-    kern_matmul_fwd(la.q, la.xn1, W(p, u, P_Q), N, D, H * hd);   // (B, T, H*hd)
-    kern_matmul_fwd(la.k, la.xn1, W(p, u, P_K), N, D, KV * hd);  // (B, T, KV*hd)
-    kern_matmul_fwd(la.v, la.xn1, W(p, u, P_V), N, D, KV * hd);
-    kern_rope_fwd(la.q, a->rope_cos, a->rope_sin, B, T, H, hd, pos0);
-    kern_rope_fwd(la.k, a->rope_cos, a->rope_sin, B, T, KV, hd, pos0);
+    kern_matmul_fwd(a->qkv, la.xn1, W(p, u, P_Q), N, D, (H + 2 * KV) * hd);  // (B, T, H*hd + 2*KV*hd)
+    kern_qkv_split(la.q, la.k, la.v, a->qkv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, pos0);
     if (a->kcache) {  // generation: append to the cache (B == 1) and attend over all of it
         size_t kvd = (size_t)KV * hd, base = (size_t)l * a->T * kvd + (size_t)pos0 * kvd;
         kern_copy(a->kcache + base, la.k, (size_t)T * kvd);
@@ -135,31 +132,28 @@ static void llama_block_fwd(const ModelPlan *plan, int l, const float *p, Activa
     }
     kern_matmul_fwd(la.xmid, la.att, W(p, u, P_O), N, H * hd, D);
     model_dropout_fwd(a, la.xmid, T, D, l, DROP_ATTN_OUT);
-    kern_add(la.xmid, la.x, (size_t)N * D);  // residual
-    kern_rmsnorm_fwd(la.xn2, la.rstd2, la.xmid, W(p, u, P_LN2), N, D, c->norm_eps);
-    kern_matmul_fwd(la.gate, la.xn2, W(p, u, P_GATE), N, D, F);  // (B, T, F)
-    kern_matmul_fwd(la.up, la.xn2, W(p, u, P_UP), N, D, F);
-    kern_swiglu_fwd(la.h, la.gate, la.up, (size_t)N * F);
+    kern_add_rmsnorm_fwd(la.xmid, la.xn2, la.rstd2, la.x, W(p, u, P_LN2), N, D, c->norm_eps);  // residual, norm
+    kern_matmul_fwd(la.gu, la.xn2, W(p, u, P_GATE), N, D, 2 * F);  // (B, T, 2F): gate | up
+    kern_swiglu_fwd(la.h, la.gu, N, F);                            // (B, T, F)
     kern_matmul_fwd(la.out, la.h, W(p, u, P_DOWN), N, F, D);
     model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
     kern_add(la.out, la.xmid, (size_t)N * D);  // residual
 }
 
-static double llama_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets,
-                                 int T, float dscale) {
+static void llama_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets,
+                               int T, float dscale) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->nunits - 1];
     int N = a->B * T, D = c->hidden_width, V = c->vocab_size;
     const float *x = a->res + (size_t)c->num_layers * a->B * a->T * D;  // (B, T, D) last block out
     kern_rmsnorm_fwd(a->xf, a->rstdf, x, W(p, u, P_NORM), N, D, c->norm_eps);
     kern_matmul_fwd(a->logits, a->xf, W(p, u, P_LM_HEAD), N, D, V);  // (B, T, V)
-    if (!with_targets) return 0.0;
-    double loss = kern_crossentropy_fwd_bwd(a->logits, a->targets, N, V, dscale);  // logits become dlogits
-    if (dscale == 0.0f) return loss;
+    if (!with_targets) return;
+    kern_crossentropy_fwd_bwd(a->logits, a->targets, N, V, dscale, a->loss);  // logits become dlogits
+    if (dscale == 0.0f) return;
     kern_matmul_bwd(a->dxn, W(g, u, P_LM_HEAD), a->logits, a->xf, W(p, u, P_LM_HEAD), N, D, V, 0);
     kern_zero(a->dres, (size_t)N * D);
     kern_rmsnorm_bwd(a->dres, W(g, u, P_NORM), a->dxn, x, W(p, u, P_NORM), a->rstdf, N, D);
-    return loss;
 }
 
 static void llama_block_bwd(const ModelPlan *plan, int l, const float *p, float *g, Activations *a) {
@@ -171,20 +165,16 @@ static void llama_block_bwd(const ModelPlan *plan, int l, const float *p, float 
     float *dx = a->dres;  // (B, T, D): dloss/d out, becomes dloss/d xmid, then dloss/d x
     // MLP
     kern_matmul_bwd(a->dh, W(g, u, P_DOWN), model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT), la.h, W(p, u, P_DOWN), N, F, D, 0);
-    kern_swiglu_bwd(a->dgate, a->dup, a->dh, la.gate, la.up, (size_t)N * F);
-    kern_matmul_bwd(a->dxn, W(g, u, P_GATE), a->dgate, la.xn2, W(p, u, P_GATE), N, D, F, 0);
-    kern_matmul_bwd(a->dxn, W(g, u, P_UP), a->dup, la.xn2, W(p, u, P_UP), N, D, F, 1);
+    kern_swiglu_bwd(a->dup, a->dh, la.gu, N, F);  // (B, T, 2F): d gate | d up
+    kern_matmul_bwd(a->dxn, W(g, u, P_GATE), a->dup, la.xn2, W(p, u, P_GATE), N, D, 2 * F, 0);
     kern_rmsnorm_bwd(dx, W(g, u, P_LN2), a->dxn, la.xmid, W(p, u, P_LN2), la.rstd2, N, D);
     // attention
     kern_matmul_bwd(a->datt, W(g, u, P_O), model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT), la.att, W(p, u, P_O), N, H * hd,
                     D, 0);
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, KV,
                        hd, NULL);
-    kern_rope_bwd(a->dq, a->rope_cos, a->rope_sin, B, T, H, hd, 0);
-    kern_rope_bwd(a->dk, a->rope_cos, a->rope_sin, B, T, KV, hd, 0);
-    kern_matmul_bwd(a->dxn, W(g, u, P_Q), a->dq, la.xn1, W(p, u, P_Q), N, D, H * hd, 0);
-    kern_matmul_bwd(a->dxn, W(g, u, P_K), a->dk, la.xn1, W(p, u, P_K), N, D, KV * hd, 1);
-    kern_matmul_bwd(a->dxn, W(g, u, P_V), a->dv, la.xn1, W(p, u, P_V), N, D, KV * hd, 1);
+    kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, KV, hd);
+    kern_matmul_bwd(a->dxn, W(g, u, P_Q), a->qkv, la.xn1, W(p, u, P_Q), N, D, (H + 2 * KV) * hd, 0);
     kern_rmsnorm_bwd(dx, W(g, u, P_LN1), a->dxn, la.x, W(p, u, P_LN1), la.rstd1, N, D);
 }
 

@@ -106,6 +106,7 @@ void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int w
     // token ids are int32: a float buffer of the same element count holds them
     a->tokens = (int32_t *)model_acts_buf(N);
     a->targets = (int32_t *)model_acts_buf(N);
+    a->loss = (double *)model_acts_buf(2);  // one double
     plan->family->acts_alloc(a, &plan->cfg, (size_t)nslots, with_kv_cache);
 }
 
@@ -123,9 +124,9 @@ size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, 
 // every device buffer of Activations; the static assert below fails when a pointer field is
 // added to the struct but not here
 #define ACT_BUFFERS(X)                                                                                             \
-    X(tokens) X(targets) X(res) X(xn1) X(mean1) X(rstd1) X(q) X(k) X(v) X(attn_saved) X(att) X(xmid) X(xn2)        \
-    X(mean2) X(rstd2) X(gate) X(up) X(h) X(xf) X(meanf) X(rstdf) X(logits) X(dres) X(dxn) X(dbranch) X(dq) X(dk)  \
-    X(dv) X(datt) X(dgate) X(dup) X(dh) X(attn_scratch) X(rope_cos) X(rope_sin) X(kcache) X(vcache)
+    X(tokens) X(targets) X(res) X(xn1) X(mean1) X(rstd1) X(qkv) X(q) X(k) X(v) X(attn_saved) X(att) X(xmid)      \
+    X(xn2) X(mean2) X(rstd2) X(up) X(h) X(xf) X(meanf) X(rstdf) X(logits) X(loss) X(dres) X(dxn) X(dbranch) X(dq) \
+    X(dk) X(dv) X(datt) X(dup) X(dh) X(attn_scratch) X(rope_cos) X(rope_sin) X(kcache) X(vcache)
 #define ACT_COUNT(f) +1
 _Static_assert(sizeof(Activations) == 4 * sizeof(int) /* B, T, V, padding */ + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +
                                           2 * sizeof(int *) + sizeof(size_t) + 8 + 2 * sizeof(uint64_t),
@@ -144,10 +145,11 @@ void model_acts_free(Activations *a) {
 
 // ---- dispatch ----
 
-void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, int ntok) {
+void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, int ntok, int batch) {
     kern_upload(a->tokens, inp, (size_t)ntok * sizeof(int32_t));
     if (tgt) kern_upload(a->targets, tgt, (size_t)ntok * sizeof(int32_t));
-    kern_tokens_check(a->tokens, tgt ? a->targets : NULL, ntok, a->V);  // before any kernel reads through an id
+    // before any kernel reads through an id; places are numbered across the step's batches
+    kern_tokens_check(a->tokens, tgt ? a->targets : NULL, ntok, a->V, (long long)batch * 2 * ntok);
 }
 
 void model_set_dropout(Activations *a, float p, uint64_t seed, uint64_t sample0) {
@@ -166,9 +168,17 @@ void model_embed_fwd(const ModelPlan *plan, const float *p, Activations *a, int 
 void model_block_fwd(const ModelPlan *plan, int layer, const float *p, Activations *a, int T, int pos0) {
     plan->family->block_fwd(plan, layer, p, a, T, pos0);
 }
-double model_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets, int T,
-                          float dscale) {
-    return plan->family->head_fwd_bwd(plan, p, g, a, with_targets, T, dscale);
+void model_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets, int T,
+                        float dscale) {
+    plan->family->head_fwd_bwd(plan, p, g, a, with_targets, T, dscale);
+}
+
+void model_loss_reset(Activations *a) { kern_zero((float *)a->loss, 2); }  // all-zero bits are 0.0
+
+double model_loss_read(const Activations *a) {
+    double loss;
+    kern_download(&loss, a->loss, sizeof loss);
+    return loss;
 }
 void model_block_bwd(const ModelPlan *plan, int layer, const float *p, float *g, Activations *a) {
     plan->family->block_bwd(plan, layer, p, g, a);

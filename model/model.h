@@ -62,6 +62,8 @@ typedef struct {
     int *slot, *recompute;  // (L) host arrays
     float *xn1;          // (S, N, D) first norm out
     float *mean1, *rstd1;  // (S, N) its statistics (mean: LayerNorm only)
+    float *qkv;          // (N, H*hd + 2*KV*hd) the fused q|k|v projection, split into q, k, v; in
+                         // backward their gradient, merged for one GEMM (scratch, not per slot)
     float *q;            // (S, N, H*hd)
     float *k, *v;        // (S, N, KV*hd)
     float *attn_saved;   // (S, saved_len) what attention backward needs
@@ -70,12 +72,12 @@ typedef struct {
     float *xmid;         // (S, N, D) residual after attention
     float *xn2;          // (S, N, D) second norm out
     float *mean2, *rstd2;  // (S, N)
-    float *gate;         // (S, N, F) Llama: gate projection
-    float *up;           // (S, N, F) Llama: up projection; minGPT: c_fc out, before GELU
+    float *up;           // Llama: (S, N, 2F) the fused gate|up projection; minGPT: (S, N, F) c_fc out, before GELU
     float *h;            // (S, N, F) MLP hidden: SwiGLU / GELU out
     float *xf;           // (N, D) final norm out
     float *meanf, *rstdf;  // (N)
     float *logits;       // (N, V) logits, then dloss/dlogits
+    double *loss;        // (1) the summed loss the classifier adds to, on the device
     // backward scratch, shared by all blocks
     float *dres;         // (N, D) dloss/d residual stream at the current unit
     float *dxn;          // (N, D)
@@ -83,7 +85,8 @@ typedef struct {
     float *dq;           // (N, H*hd)
     float *dk, *dv;      // (N, KV*hd)
     float *datt;         // (N, H*hd)
-    float *dgate, *dup, *dh;  // (N, F)
+    float *dup;          // (N, 2F) Llama: d(gate|up)
+    float *dh;           // (N, F)
     float *attn_scratch;      // kern_attention_scratch_floats(B, H, T)
     float *rope_cos, *rope_sin;  // (T, hd/2) Llama
     float *kcache, *vcache;      // (L, T, KV*hd) generation KV cache (B == 1); NULL in training
@@ -100,8 +103,8 @@ struct ModelFamily {
     void (*acts_alloc)(Activations *a, const ModelConfig *c, size_t nslots, int with_kv_cache);
     void (*embed_fwd)(const ModelPlan *plan, const float *p, Activations *a, int T, int pos0);
     void (*block_fwd)(const ModelPlan *plan, int layer, const float *p, Activations *a, int T, int pos0);
-    double (*head_fwd_bwd)(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets, int T,
-                           float dscale);
+    void (*head_fwd_bwd)(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets, int T,
+                         float dscale);
     void (*block_bwd)(const ModelPlan *plan, int layer, const float *p, float *g, Activations *a);
     void (*embed_bwd)(const ModelPlan *plan, float *g, Activations *a);
     // training FLOPs (forward + backward) per token at sequence length T
@@ -134,7 +137,9 @@ size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, 
 float *model_acts_buf(size_t n);
 
 // Copies a batch of ntok host tokens (and targets, unless NULL) to the device.
-void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, int ntok);
+// batch: which batch of a step (micro-batch) or of a validation pass this is, for the place a bad
+// token id is reported at (kern_tokens_check)
+void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, int ntok, int batch);
 // Dropout p for the next forward/backward (0: off). Masks are a pure function of (seed, global
 // sample index, layer, site, element), so every layout and a resumed run draw the same ones.
 void model_set_dropout(Activations *a, float p, uint64_t seed, uint64_t sample0);
@@ -142,11 +147,15 @@ void model_set_dropout(Activations *a, float p, uint64_t seed, uint64_t sample0)
 // positions pos0..pos0+T-1 and attend to the cached past; without, pos0 must be 0.
 void model_embed_fwd(const ModelPlan *plan, const float *p, Activations *a, int T, int pos0);
 void model_block_fwd(const ModelPlan *plan, int layer, const float *p, Activations *a, int T, int pos0);
-// Final norm + lm_head + fused cross-entropy against the loaded targets. Returns the summed loss
-// over B*T targets. dscale != 0 also runs the head's backward: grads g (+=) with dloss scaled by
-// dscale, and a->dres = dloss/d res[L]. with_targets == 0 only computes logits (generation).
-double model_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets, int T,
-                          float dscale);
+// Final norm + lm_head + fused cross-entropy against the loaded targets. Adds the summed loss over
+// B*T targets to a->loss, on the device (model_loss_read). dscale != 0 also runs the head's
+// backward: grads g (+=) with dloss scaled by dscale, and a->dres = dloss/d res[L].
+// with_targets == 0 only computes logits (generation).
+void model_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets, int T,
+                        float dscale);
+// a->loss = 0; and its value (waits for the device)
+void model_loss_reset(Activations *a);
+double model_loss_read(const Activations *a);
 // a->dres holds dloss/d(block output); on return dloss/d(block input). Grads g (+=).
 void model_block_bwd(const ModelPlan *plan, int layer, const float *p, float *g, Activations *a);
 void model_embed_bwd(const ModelPlan *plan, float *g, Activations *a);

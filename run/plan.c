@@ -40,6 +40,7 @@ static const double INTER_NODE_GBS = 50.0;  // 4 x 100 Gb/s EFA per node
 static const double CPU_INTRA_GBS = 10.0, CPU_INTER_GBS = 12.5;  // MPI over shared memory; 100 Gb Ethernet
 static const double HOST_ADAMW_GBS = 20.0;  // one rank's AdamW on CPU threads (--cpu_offload, or a CPU run)
 static const double ADAMW_BYTES = 28.0;     // per element: reads p, g, m, v; writes p, m, v (fp32)
+static const double ADAMW_BF16_BYTES = 2.0; // --precision bf16 on the device: also writes the gathers' bf16 copy
 
 typedef struct {
     int world_size, ranks_per_node, gpu, json;
@@ -242,7 +243,8 @@ int plan_main(int argc, char **argv) {
                         : gpu ? (cfg.precision == PRECISION_BF16 ? gpus[a.gpu].bf16_tflops : gpus[a.gpu].fp32_tflops) * 1e12
                               : 0.0;  // a CPU's peak is for --gpu_tflops to say
     double adam_bw = (gpu && !cfg.cpu_offload ? gpus[a.gpu].hbm_gbs : HOST_ADAMW_GBS) * GB;
-    double optim = master / 4 * ADAMW_BYTES / adam_bw;
+    double adam_bytes = ADAMW_BYTES + (gpu && !cfg.cpu_offload && cfg.precision == PRECISION_BF16 ? ADAMW_BF16_BYTES : 0.0);
+    double optim = master / 4 * adam_bytes / adam_bw;
     double compute = peak_flops > 0 ? tokens * (fpt + recompute_fpt) / (peak_flops * a.efficiency) : 0;
     double exposed = edge + (comm_time - edge > compute ? comm_time - edge - compute : 0);
     double step = compute + exposed + optim, mfu = step > 0 ? tokens * fpt / (step * peak_flops) : 0;
@@ -309,7 +311,7 @@ int plan_main(int argc, char **argv) {
     mem_row("gradients", e.grads, unit, "");
     mem_row("optimizer", e.optimizer, unit, gpu && cfg.cpu_offload ? "in host memory (--cpu_offload)" : "AdamW moments");
     mem_row("activations", acts, unit, ck);
-    mem_row("buffers", e.buffers, unit, "communication: bf16 staging of gathers and reductions");
+    mem_row("buffers", e.buffers, unit, "communication: the bf16 shard copy gathers send, bf16 staging of gathers and reductions");
     mem_row("peak", peak, unit, "");
     if (capacity > 0) printf("  %s: %s\n", fits ? "fits" : "DOES NOT FIT", capacity_what);
     if (gpu && start_host > master)

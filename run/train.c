@@ -335,14 +335,14 @@ static void range_pop(void) {
     kern_range_pop();
 }
 
-double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, float dscale,
-                        int last_micro) {
+void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, float dscale,
+                      int last_micro, int batch) {
     const ModelPlan *plan = shard_plan(s);
     int L = plan->cfg.num_layers, T = a->T, train = dscale != 0.0f;
     int embed = plan->embed_unit, b0 = plan->block0, head = plan->head_unit;
     ShardPhase fwd = train ? PHASE_FWD : PHASE_EVAL;
     if (!train) model_set_dropout(a, 0.0f, 0, 0);  // evaluation runs without dropout
-    model_load_batch(a, inp, tgt, a->B * T);
+    model_load_batch(a, inp, tgt, a->B * T, batch);
     // forward: the embedding, then the blocks, each prefetching the next unit; the head's forward
     // runs with its backward
     size_t ND = (size_t)a->B * T * plan->cfg.hidden_width;
@@ -360,12 +360,12 @@ double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const
     }
     range(train ? "forward+backward" : "forward", head);
     const float *ph = shard_gather(s, head, train && L > 0 ? b0 + L - 1 : -1);
-    double loss = model_head_fwd_bwd(plan, ph, train ? shard_grad_buffer(s, head) : NULL, a, 1, T, dscale);
+    model_head_fwd_bwd(plan, ph, train ? shard_grad_buffer(s, head) : NULL, a, 1, T, dscale);
     shard_release(s, head, train ? PHASE_BWD : PHASE_EVAL);
     // a head that shares the embedding's unit (tied weights) collects the embedding's gradient too
     if (train && head != embed) shard_grad_ready(s, head, last_micro);
     range_pop();
-    if (!train) return loss;
+    if (!train) return;
     // backward: blocks high to low, each prefetching the one below; the embedding needs no weights
     for (int l = L - 1; l >= 0; l--) {
         range("backward", b0 + l);
@@ -385,7 +385,6 @@ double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const
     model_embed_bwd(plan, shard_grad_buffer(s, embed), a);
     shard_grad_ready(s, embed, last_micro);
     range_pop();
-    return loss;
 }
 
 // --profile: wall time per phase of the step. The device is synchronised at each phase end so
@@ -417,15 +416,23 @@ static void prof_report(const Run *r, int steps) {
 // An id outside the vocabulary reached the kernels (the loader checks file data; this catches
 // what the device was given, and the note costs no sync: it came with the loss). `what` and
 // `step` (1-based) name the batch; `first` is its first global sample.
-static void check_token_ids(const Run *r, const char *what, int step, uint64_t first) {
+// A token id the device check replaced (kern_tokens_check) ends the run naming where it was:
+// training step `step` (0-based), or with step < 0 the validation pass. Places are numbered
+// across the step's (or pass's) batches, 2N per batch: inputs, then targets.
+static void check_token_ids(const Run *r, int step) {
     long long at;
     int id;
     if (!kern_token_error(&at, &id)) return;
-    long long N = (long long)r->acts.B * r->acts.T;
-    int target = at >= N, T = r->acts.T;
+    long long N = (long long)r->acts.B * r->acts.T, batch = at / (2 * N);
+    int T = r->acts.T;
+    at %= 2 * N;
+    int target = at >= N;
     if (target) at -= N;
-    comm_fatal("%s %d: sample %llu holds token id %d at %s position %lld, not in [0, --vocab_size %d)", what, step,
-               (unsigned long long)(first + (uint64_t)(at / T)), id, target ? "target" : "input", at % T, r->acts.V);
+    uint64_t first = step >= 0 ? batch_first(r, step, (int)batch)
+                               : ((uint64_t)batch * comm_info.world + comm_info.rank) * (uint64_t)r->acts.B;
+    comm_fatal("%s %lld: sample %llu holds token id %d at %s position %lld, not in [0, --vocab_size %d)",
+               step >= 0 ? "step" : "validation batch", step >= 0 ? step + 1LL : batch + 1, (unsigned long long)(first + (uint64_t)(at / T)),
+               id, target ? "target" : "input", at % T, r->acts.V);
 }
 
 // SIGTERM/SIGUSR1 (Slurm's preemption and --signal): noted here, acted on at a step boundary
@@ -434,14 +441,16 @@ static void on_preempt(int sig) { preempt_signal = sig; }
 
 // One optimizer step; returns the mean loss over the global batch and sets *gnorm. A non-finite
 // loss or gradient norm skips the update (*applied = 0). *preempt tells that some rank got a
-// preemption signal: the flag rides on the loss reduction, so every rank agrees at no extra cost.
+// preemption signal: the flag rides on the step's one reduction (loss, flag, gradient norm), so
+// every rank agrees at no extra cost. The loss stays on the device through the micro-batches and
+// reaches the host with the gradient's sums of squares, in one wait per step.
 static double train_step(Run *r, int step, float lr, double *gnorm, int *applied, int *preempt) {
     Config *c = r->cfg;
     int T = c->model.max_context_width;
     float dscale = 1.0f / ((float)r->global_batch * T);  // gradient of the global mean loss
-    double red[2] = {0.0, 0.0};  // loss sum, ranks signalled
     prof_mark(r, -1);
     shard_zero_grads(&r->st);
+    model_loss_reset(&r->acts);
     for (int micro = 0; micro < c->grad_accum; micro++) {
         trace_begin(TRACE_DATA, "data wait", -1);
         fill_batch(r, step, micro);
@@ -449,25 +458,23 @@ static double train_step(Run *r, int step, float lr, double *gnorm, int *applied
         // masks keyed by the global sample index: equal for every layout, and on resume
         model_set_dropout(&r->acts, c->model.dropout, (uint64_t)c->seed, batch_first(r, step, micro));
         prof_mark(r, PROF_DATA);
-        red[0] += train_micro_step(&r->st, &r->acts, r->inp, r->tgt, dscale, micro == c->grad_accum - 1);
-        check_token_ids(r, "step", step + 1, batch_first(r, step, micro));
+        train_micro_step(&r->st, &r->acts, r->inp, r->tgt, dscale, micro == c->grad_accum - 1, micro);
         prof_mark(r, PROF_COMPUTE);
     }
     shard_grads_finish(&r->st);
-    red[1] = preempt_signal != 0;
-    comm_allreduce_sum_f64(comm_world(), red, 2);
-    *preempt = red[1] > 0;
+    ShardStepStats st;
+    shard_step_stats(&r->st, r->acts.loss, preempt_signal != 0, &st);  // reduced over all ranks: they agree
+    *preempt = st.flag > 0;
     prof_mark(r, PROF_REDUCE);
     kern_range_push("optimizer");
-    double loss = red[0] / ((double)r->global_batch * T);
+    double loss = st.loss / ((double)r->global_batch * T);
+    check_token_ids(r, step);  // the stream was just waited for: one small copy
     trace_counter("loss", loss);
     if (kern_on_gpu()) trace_counter("device memory", kern_peak_mem_mib());
-    trace_begin(TRACE_COMPUTE, "clip grad norm", -1);
-    *gnorm = shard_clip_grads(&r->st, c->grad_clip);  // reduced over all ranks: they agree
-    trace_end(TRACE_COMPUTE);
+    *gnorm = st.grad_norm;
     *applied = isfinite(loss) && isfinite(*gnorm);
     trace_begin(TRACE_COMPUTE, "optimizer", -1);
-    if (*applied) shard_adamw_step(&r->st, c, lr);
+    if (*applied) shard_adamw_step(&r->st, c, lr, *gnorm);
     else shard_set_step(&r->st, shard_step(&r->st) + 1);  // the schedule still moves on, so a resumed run counts steps alike
     trace_end(TRACE_COMPUTE);
     kern_range_pop();
@@ -532,14 +539,16 @@ static double validate(Run *r) {
     Config *c = r->cfg;
     int B = c->batch_size, T = c->model.max_context_width;
     double sums[2] = {0.0, 0.0};  // loss sum, token count
+    model_loss_reset(&r->acts);
     for (int i = 0; i < c->validation_batches; i++) {
         uint64_t first = ((uint64_t)i * comm_info.world + comm_info.rank) * B;
         uint64_t next = i + 1 < c->validation_batches ? first + (uint64_t)comm_info.world * B : UINT64_MAX;
         data_loader_next(r->val_loader, first, next, r->inp, r->tgt, "validation");
-        sums[0] += train_micro_step(&r->st, &r->acts, r->inp, r->tgt, 0.0f, 1);
-        check_token_ids(r, "validation batch", i + 1, first);
+        train_micro_step(&r->st, &r->acts, r->inp, r->tgt, 0.0f, 1, i);
         sums[1] += (double)B * T;
     }
+    sums[0] = model_loss_read(&r->acts);
+    check_token_ids(r, -1);
     comm_allreduce_sum_f64(comm_world(), sums, 2);
     return sums[0] / sums[1];
 }

@@ -22,8 +22,10 @@ double train_memory_estimate(const ModelPlan *plan, const Config *c, const Paral
 int train_run(Config *cfg);
 // Forward (and, when dscale != 0, backward of dscale * loss sum) of one micro-batch of a->B
 // sequences over every unit, gathering and freeing units as the strategy says; gradients are
-// reduced into the shards on the last micro-batch. Returns this rank's summed loss.
-double train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, float dscale,
-                        int last_micro);
+// reduced into the shards on the last micro-batch. Adds this rank's summed loss to a->loss (on
+// the device: model_loss_read). batch: which micro-batch of the step, or batch of the validation
+// pass, this is (where a bad token id is reported).
+void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, float dscale,
+                      int last_micro, int batch);
 
 #endif

@@ -24,18 +24,47 @@ static void init_shard(const ShardState *s, int u, uint64_t seed, float std, flo
     }
 }
 
+// The bf16 copy of unit u's master the gathers send, after the master changed other than by AdamW.
+static void refresh_bf16(ShardState *s, int u) {
+    FlatUnit *f = &s->units[u];
+    if (f->master_bf16) kern_f32_to_bf16(f->master_bf16, f->device_master, f->shard_len);
+}
+
 // Sets unit u's master shard from host values (and its device copy when offloaded).
 static void set_master(ShardState *s, int u, const float *host) {
     FlatUnit *f = &s->units[u];
     size_t bytes = f->shard_len * sizeof(float);
     if (s->offload) memcpy(f->master, host, bytes);
     kern_upload(f->device_master, host, bytes);
+    refresh_bf16(s, u);
 }
 
 void shard_master_changed(ShardState *s) {
-    if (!s->offload) return;
-    for (int u = 0; u < s->nunits; u++)
-        kern_upload(s->units[u].device_master, s->units[u].master, s->units[u].shard_len * sizeof(float));
+    for (int u = 0; u < s->nunits; u++) {
+        if (s->offload)
+            kern_upload(s->units[u].device_master, s->units[u].master, s->units[u].shard_len * sizeof(float));
+        refresh_bf16(s, u);
+    }
+}
+
+// Unit u's decayed tensors as ranges of this rank's shard, adjacent tensors merged (the Llama
+// block's q..o and gate..down; minGPT's weights, between their biases, apart).
+static void decay_ranges(ShardState *s, int u) {
+    FlatUnit *f = &s->units[u];
+    const UnitSpec *spec = &s->plan->units[u];
+    f->ndecay = 0;
+    for (int t = 0; t < spec->ntensors; t++) {
+        size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
+        if (!n || !spec->t[t].decay) continue;
+        if (f->ndecay && f->decay[f->ndecay - 1][1] == local) {
+            f->decay[f->ndecay - 1][1] += n;
+            continue;
+        }
+        if (f->ndecay == KERN_ADAMW_MAX_RANGES) comm_fatal("unit %d has more than %d weight-decay ranges", u, KERN_ADAMW_MAX_RANGES);
+        f->decay[f->ndecay][0] = local;
+        f->decay[f->ndecay][1] = local + n;
+        f->ndecay++;
+    }
 }
 
 int shard_state_on_device(const ShardState *s) { return kern_on_gpu() && !s->offload; }
@@ -64,8 +93,9 @@ void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims
     e->grads = f * sum_shard + f * grad_full;
     size_t param_full = g == 1 && !bf16p ? 0 : reshard ? 2 * max_padded : sum_padded;
     e->gathered = f * param_full;
-    // bf16 staging per buffer: the full buffer and this rank's shard of it
-    e->buffers = (bf16p ? h * param_full * (1.0 + 1.0 / g) : 0.0) + (bf16r ? h * grad_full * (1.0 + 1.0 / g) : 0.0);
+    // bf16 gathers: the full staging buffer, and each unit's bf16 copy of its shard that AdamW
+    // writes and the gathers send; bf16 reductions: the full buffer and this rank's shard of it
+    e->buffers = (bf16p ? h * (param_full + sum_shard) : 0.0) + (bf16r ? h * grad_full * (1.0 + 1.0 / g) : 0.0);
 }
 
 void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, int init_values) {
@@ -95,10 +125,14 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
         f->grad_shard = fzalloc(f->shard_len, KERN_MEM_GRADS);
         f->device_master = s->offload ? fzalloc(f->shard_len, KERN_MEM_PARAMS) : f->master;
         if (s->offload) f->host_grad = host_zalloc(f->shard_len, KERN_MEM_GRADS);
+        if (s->bf16_params) f->master_bf16 = hzalloc(f->shard_len, KERN_MEM_BUFFERS);  // what the gathers send
         f->param_slot = f->grad_slot = -1;
         if (s->dims.shard_size == 1 && !s->bf16_params) f->params = f->device_master;  // unsharded fp32: always gathered
         if (f->padded > max_padded) max_padded = f->padded;
+        decay_ranges(s, u);
     }
+    s->unit_sumsq = (double *)fzalloc(2 * (size_t)s->nunits, KERN_MEM_GRADS);  // doubles: the grad norm's partial sums
+    s->step_red = callocCheck(s->nunits + 2, sizeof(double));
     // values are made on the host, then copied to the device
     // weights that come from a file skip this: random values would only be overwritten
     if (init_values && cfg->meta_init) {
@@ -131,7 +165,6 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
     s->grad_pool = callocCheck(s->ngrad_slots, sizeof(float *));
     s->param_owner = callocCheck(s->nparam_slots + 1, sizeof(int));
     s->grad_owner = callocCheck(s->ngrad_slots, sizeof(int));
-    s->param_send = callocCheck(s->nparam_slots + 1, sizeof(uint16_t *));
     s->param_stage = callocCheck(s->nparam_slots + 1, sizeof(uint16_t *));
     s->grad_stage = callocCheck(s->ngrad_slots, sizeof(uint16_t *));
     s->grad_recv = callocCheck(s->ngrad_slots, sizeof(uint16_t *));
@@ -139,10 +172,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
         size_t n = s->dims.reshard_after_forward ? max_padded : s->units[i].padded;
         s->param_pool[i] = fzalloc(n, KERN_MEM_GATHERED);
         s->param_owner[i] = -1;
-        if (s->bf16_params) {
-            s->param_stage[i] = hzalloc(n, KERN_MEM_BUFFERS);
-            s->param_send[i] = hzalloc(n / s->dims.shard_size, KERN_MEM_BUFFERS);
-        }
+        if (s->bf16_params) s->param_stage[i] = hzalloc(n, KERN_MEM_BUFFERS);
     }
     for (int i = 0; i < s->ngrad_slots; i++) {
         size_t n = s->persistent_grads ? s->units[i].padded : max_padded;
@@ -175,10 +205,12 @@ void shard_free(ShardState *s) {
             dfree(f->device_master);
             kern_free_host(f->host_grad);
         }
+        dfree(f->master_bf16);
     }
+    dfree(s->unit_sumsq);
+    free(s->step_red);
     for (int i = 0; i < s->nparam_slots; i++) {
         dfree(s->param_pool[i]);
-        dfree(s->param_send[i]);
         dfree(s->param_stage[i]);
     }
     for (int i = 0; i < s->ngrad_slots; i++) {
@@ -188,7 +220,6 @@ void shard_free(ShardState *s) {
     }
     free(s->param_pool);
     free(s->grad_pool);
-    free(s->param_send);
     free(s->param_stage);
     free(s->grad_stage);
     free(s->grad_recv);
@@ -212,8 +243,7 @@ static void start_gather(ShardState *s, int u) {
     f->param_slot = slot;
     f->params = s->param_pool[slot];
     if (s->bf16_params) {  // half the bytes on the wire; compute expands them to fp32
-        kern_f32_to_bf16(s->param_send[slot], f->device_master, f->shard_len);
-        f->gather_req = comm_all_gather_bf16_start(s->shard_group, s->param_send[slot], s->param_stage[slot], f->shard_len);
+        f->gather_req = comm_all_gather_bf16_start(s->shard_group, f->master_bf16, s->param_stage[slot], f->shard_len);
         f->expand_pending = 1;
     } else {
         f->gather_req = comm_all_gather_start(s->shard_group, f->device_master, f->params, f->shard_len);
@@ -339,20 +369,30 @@ size_t shard_tensor_slice(const ShardState *s, int u, int t, size_t *begin, size
 
 int shard_is_writer(const ShardState *s) { return s->replica_rank == 0; }
 
-double shard_clip_grads(ShardState *s, float max_norm) {
+void shard_step_stats(ShardState *s, const double *loss_dev, double flag, ShardStepStats *out) {
+    int nu = s->nunits;
+    double *red = s->step_red;  // loss, flag, then the units' sums of squares
+    for (int u = 0; u < nu; u++) kern_sumsq_to(s->unit_sumsq + u, s->units[u].grad_shard, s->units[u].shard_len);
+    kern_download(red, loss_dev, sizeof(double));  // the step's one wait for the device
+    kern_download(red + 2, s->unit_sumsq, (size_t)nu * sizeof(double));
+    red[1] = flag;
+    if (s->replica_rank != 0)  // replicas hold identical shards: the first group's count once (x + 0 is exact)
+        for (int u = 0; u < nu; u++) red[2 + u] = 0.0;
+    comm_allreduce_sum_f64(comm_world(), red, (size_t)nu + 2);
     double sumsq = 0.0;
-    for (int u = 0; u < s->nunits; u++) sumsq += kern_sumsq(s->units[u].grad_shard, s->units[u].shard_len);
-    comm_allreduce_sum_f64(s->shard_group, &sumsq, 1);  // replicas hold identical shards
-    double norm = sqrt(sumsq);
-    // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1
-    double coef = max_norm / (norm + 1e-6);
-    if (max_norm > 0 && coef < 1.0)
-        for (int u = 0; u < s->nunits; u++) kern_scale(s->units[u].grad_shard, (float)coef, s->units[u].shard_len);
-    return norm;
+    for (int u = 0; u < nu; u++) sumsq += red[2 + u];
+    out->loss = red[0];
+    out->flag = red[1];
+    out->grad_norm = sqrt(sumsq);
 }
 
-void shard_adamw_step(ShardState *s, const Config *cfg, float lr) {
+void shard_adamw_step(ShardState *s, const Config *cfg, float lr, double grad_norm) {
     s->step++;
+    // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1
+    double coef = cfg->grad_clip / (grad_norm + 1e-6);
+    KernAdamW h = {.lr = lr, .beta1 = cfg->beta1, .beta2 = cfg->beta2, .eps = cfg->adam_eps,
+                   .weight_decay = cfg->weight_decay, .grad_scale = cfg->grad_clip > 0 && coef < 1.0 ? (float)coef : 1.0f,
+                   .step = s->step};
     // offload: every gradient shard heads to the host at once; the host steps unit u while later
     // units are still copying down and earlier masters are copying back up
     if (s->offload) trace_begin(TRACE_COPY, "offload: gradients down, AdamW on the host, masters up", -1);
@@ -363,26 +403,22 @@ void shard_adamw_step(ShardState *s, const Config *cfg, float lr) {
         }
     for (int u = 0; u < s->nunits; u++) {
         FlatUnit *f = &s->units[u];
-        const UnitSpec *spec = &s->plan->units[u];
-        const float *grad = f->grad_shard;
+        h.ndecay = f->ndecay;
+        memcpy(h.decay, f->decay, sizeof h.decay);
         if (s->offload) {
             trace_begin(TRACE_COPY, "gradient download wait", u);
             kern_async_wait(f->copy_ticket);
             trace_end(TRACE_COPY);
-            grad = f->host_grad;
+            kern_adamw_host(f->master, NULL, f->host_grad, f->exp_avg, f->exp_avg_sq, f->shard_len, &h);
+            kern_upload_async(f->device_master, f->master, f->shard_len * sizeof(float));
+        } else {
+            kern_adamw(f->master, f->master_bf16, f->grad_shard, f->exp_avg, f->exp_avg_sq, f->shard_len, &h);
         }
-        for (int t = 0; t < spec->ntensors; t++) {
-            size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
-            if (!n) continue;
-            float wd = spec->t[t].decay ? cfg->weight_decay : 0.0f;
-            (s->offload ? kern_adamw_host : kern_adamw)(f->master + local, grad + local, f->exp_avg + local,
-                                                        f->exp_avg_sq + local, n, lr, cfg->beta1, cfg->beta2,
-                                                        cfg->adam_eps, wd, s->step);
-        }
-        if (s->offload) kern_upload_async(f->device_master, f->master, f->shard_len * sizeof(float));
     }
-    if (s->offload) kern_async_fence();  // the next gathers read the new masters
-    if (s->offload) trace_end(TRACE_COPY);
+    if (!s->offload) return;
+    kern_async_fence();  // the next gathers read the new masters
+    for (int u = 0; u < s->nunits; u++) refresh_bf16(s, u);
+    trace_end(TRACE_COPY);
 }
 
 // ---- accessors ----

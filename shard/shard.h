@@ -25,6 +25,9 @@ typedef struct {
     // --cpu_offload on a GPU: master and moments above live in pinned host memory, AdamW runs
     // on the CPU, and the device keeps only this copy of the master shard for the gathers
     float *device_master;         // (shard_len) == master unless offloaded
+    uint16_t *master_bf16;        // (shard_len) --precision bf16: device_master rounded, what gathers send
+    int ndecay;                   // this shard's weight-decay ranges (KernAdamW.decay), local offsets
+    size_t decay[KERN_ADAMW_MAX_RANGES][2];
     float *host_grad;             // (shard_len) offload: the gradient shard copied to the host
     int copy_ticket;              // offload: the kern_*_async copy of host_grad
     float *params;                // (padded) gathered parameters while gathered, else NULL
@@ -51,11 +54,13 @@ typedef struct {
     int nparam_slots, ngrad_slots;
     float **param_pool, **grad_pool;
     int *param_owner, *grad_owner;  // unit using each slot, or -1
-    // bf16 staging per slot: the sent shard and the full buffer (parameters), the full buffer and
-    // the received shard (gradients)
-    uint16_t **param_send, **param_stage, **grad_stage, **grad_recv;
+    // bf16 staging per slot: the full buffer (parameters), the full buffer and the received shard
+    // (gradients)
+    uint16_t **param_stage, **grad_stage, **grad_recv;
     uint16_t *act_stage;  // bf16 activation rounding
     size_t act_stage_len;
+    double *unit_sumsq;             // (nunits) the gradient shards' sums of squares, on the device
+    double *step_red;               // (nunits + 2) host: what the step's one all-reduce carries
     int step;                       // optimizer steps taken
 } ShardState;
 
@@ -96,11 +101,21 @@ void shard_grads_finish(ShardState *s);
 // storage precision of activations between units; a no-op in fp32.
 void shard_cast_activation(ShardState *s, float *x, size_t n);
 
-// Global L2 norm of the reduced gradients; scales them to max_norm when above (<= 0: no clip).
-double shard_clip_grads(ShardState *s, float max_norm);
-void shard_adamw_step(ShardState *s, const Config *cfg, float lr);
+// The step's statistics in one all-reduce over all ranks, after shard_grads_finish: the loss sum
+// (the device double *loss_dev), a flag any rank may raise (preemption), and the global L2 norm
+// of the reduced gradients. The sums of squares are queued per unit on the device and fetched
+// with the loss in the step's one wait for the device; only the first replica group adds them,
+// so every shard counts once.
+typedef struct {
+    double loss, flag, grad_norm;
+} ShardStepStats;
+void shard_step_stats(ShardState *s, const double *loss_dev, double flag, ShardStepStats *out);
+// AdamW, one kernel per unit shard: weight decay on the unit's decay ranges, the gradient scaled
+// to max norm cfg->grad_clip (torch's clip_grad_norm_ coefficient from grad_norm; <= 0: no clip)
+// in the same pass, and under --precision bf16 the bf16 copy the next gathers send, too.
+void shard_adamw_step(ShardState *s, const Config *cfg, float lr, double grad_norm);
 
-// After the master shards were overwritten (checkpoint load): refreshes the device copy.
+// After the master shards were overwritten (checkpoint load): refreshes the device and bf16 copies.
 void shard_master_changed(ShardState *s);
 // Whether master and moments are device buffers (else host memory).
 int shard_state_on_device(const ShardState *s);

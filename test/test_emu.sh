@@ -121,7 +121,7 @@ done
 # the device memory check before allocating, on a 48 MiB (then 250 MiB) emulated GPU: the estimate,
 # the GPU's free memory and what would fit, on every rank, before any cudaMalloc fails
 expect_error "a batch too big for the GPU's free memory" \
-    "^fsdpc: error: estimated peak device memory 0\.09 GiB per rank \(.*activations 0\.09.*\) exceeds the 0\.0. GiB free on cuda:0 \(CPU emulation\) \(of 0\.05 GiB\); would fit: --batch_size 8 " \
+    "^fsdpc: error: estimated peak device memory 0\.10 GiB per rank \(.*activations 0\.10.*\) exceeds the 0\.0. GiB free on cuda:0 \(CPU emulation\) \(of 0\.05 GiB\); would fit: --batch_size 8 " \
     env FSDPC_EMU_GPU_MEM_MIB=48 $EMU --batch_size 64 --max_context_width 256
 expect_error "np=2: a batch too big for the GPUs' free memory" "^fsdpc: error: estimated peak device memory .* would fit: --batch_size 8 " \
     env FSDPC_EMU_GPU_MEM_MIB=48 $MPI -x FSDPC_EMU_GPU_MEM_MIB -np 2 $EMU --batch_size 64 --max_context_width 256

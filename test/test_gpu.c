@@ -184,6 +184,26 @@ static void test_rmsnorm(int N, int D) {
     for (int i = 0; i < 7; i++) free(bufs[i]), cuda_free(dbufs[i]);
 }
 
+// the residual add fused into RMSNorm: y += r, then the norm of y
+static void test_add_rmsnorm(int N, int D) {
+    char name[80];
+    const size_t n = (size_t)N * D;
+    float *y = rand_vec(n, -2, 2), *r = rand_vec(n, -2, 2), *w = rand_vec(D, 0.5f, 1.5f);
+    float *out = mallocCheck(sizeof(float) * n), *rstd = mallocCheck(sizeof(float) * N);
+    float *d_y = dev_f(y, n), *d_r = dev_f(r, n), *d_w = dev_f(w, D);
+    float *d_out = cuda_alloc(sizeof(float) * n), *d_rstd = cuda_alloc(sizeof(float) * N);
+    cpu_add_rmsnorm_fwd(y, out, rstd, r, w, N, D, 1e-5f);
+    cuda_add_rmsnorm_fwd(d_y, d_out, d_rstd, d_r, d_w, N, D, 1e-5f);
+    snprintf(name, sizeof name, "add_rmsnorm_fwd y += r (exact) N=%d D=%d", N, D);
+    check(name, d_y, y, n, 0.0);
+    snprintf(name, sizeof name, "add_rmsnorm_fwd out N=%d D=%d", N, D);
+    check(name, d_out, out, n, TOL_EW);
+    snprintf(name, sizeof name, "add_rmsnorm_fwd rstd N=%d D=%d", N, D);
+    check(name, d_rstd, rstd, N, TOL_EW);
+    float *bufs[] = {y, r, w, out, rstd}, *dbufs[] = {d_y, d_r, d_w, d_out, d_rstd};
+    for (int i = 0; i < 5; i++) free(bufs[i]), cuda_free(dbufs[i]);
+}
+
 // ---- LayerNorm ----
 
 static void test_layernorm(int N, int D) {
@@ -234,26 +254,38 @@ static void test_layernorm(int N, int D) {
     for (size_t i = 0; i < sizeof dbufs / sizeof dbufs[0]; i++) cuda_free(dbufs[i]);
 }
 
-// ---- RoPE ----
+// ---- RoPE and the q|k|v split ----
 
-static void test_rope(void) {
-    const int B = 2, T = 9, nh = 3, hd = 24, pos0 = 5, Tt = T + pos0, half = hd / 2;
-    const size_t n = (size_t)B * T * nh * hd, nt = (size_t)Tt * half;
+static void test_qkv(int B, int T, int H, int KV, int hd, int pos0, int rope) {
+    char name[96];
+    const int Tt = T + pos0, half = hd / 2, W = (H + 2 * KV) * hd;
+    const size_t nt = (size_t)Tt * half, n = (size_t)B * T * W, nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd;
     float *c = mallocCheck(sizeof(float) * nt), *s = mallocCheck(sizeof(float) * nt);
     float *d_c = cuda_alloc(sizeof(float) * nt), *d_s = cuda_alloc(sizeof(float) * nt);
     cpu_rope_table(c, s, Tt, hd, 10000.0f);
     cuda_rope_table(d_c, d_s, Tt, hd, 10000.0f);
-    check("rope_table cos", d_c, c, nt, 0.0);
-    check("rope_table sin", d_s, s, nt, 0.0);
+    if (rope) {
+        check("rope_table cos", d_c, c, nt, 0.0);
+        check("rope_table sin", d_s, s, nt, 0.0);
+    }
+    const float *ct = rope ? c : NULL, *st = rope ? s : NULL, *d_ct = rope ? d_c : NULL, *d_st = rope ? d_s : NULL;
     float *x = rand_vec(n, -1, 1), *d_x = dev_f(x, n);
-    cpu_rope_fwd(x, c, s, B, T, nh, hd, pos0);
-    cuda_rope_fwd(d_x, d_c, d_s, B, T, nh, hd, pos0);
-    check("rope_fwd pos0=5", d_x, x, n, TOL_EW);
-    cpu_rope_bwd(x, c, s, B, T, nh, hd, pos0);
-    cuda_rope_bwd(d_x, d_c, d_s, B, T, nh, hd, pos0);
-    check("rope_bwd pos0=5", d_x, x, n, TOL_EW);
-    free(c), free(s), free(x);
-    cuda_free(d_c), cuda_free(d_s), cuda_free(d_x);
+    float *q = mallocCheck(sizeof(float) * nq), *k = mallocCheck(sizeof(float) * nkv), *v = mallocCheck(sizeof(float) * nkv);
+    float *d_q = cuda_alloc(sizeof(float) * nq), *d_k = cuda_alloc(sizeof(float) * nkv), *d_v = cuda_alloc(sizeof(float) * nkv);
+    cpu_qkv_split(q, k, v, x, ct, st, B, T, H, KV, hd, pos0);
+    cuda_qkv_split(d_q, d_k, d_v, d_x, d_ct, d_st, B, T, H, KV, hd, pos0);
+    snprintf(name, sizeof name, "qkv_split%s q B=%d T=%d H=%d KV=%d hd=%d pos0=%d", rope ? " rope" : "", B, T, H, KV, hd, pos0);
+    check(name, d_q, q, nq, rope ? TOL_EW : 0.0);
+    snprintf(name, sizeof name, "qkv_split%s k", rope ? " rope" : "");
+    check(name, d_k, k, nkv, rope ? TOL_EW : 0.0);
+    snprintf(name, sizeof name, "qkv_split%s v (exact)", rope ? " rope" : "");
+    check(name, d_v, v, nkv, 0.0);
+    cpu_qkv_merge(x, q, k, v, ct, st, B, T, H, KV, hd);
+    cuda_qkv_merge(d_x, d_q, d_k, d_v, d_ct, d_st, B, T, H, KV, hd);
+    snprintf(name, sizeof name, "qkv_merge%s", rope ? " rope" : "");
+    check(name, d_x, x, n, rope ? TOL_EW : 0.0);
+    free(c), free(s), free(x), free(q), free(k), free(v);
+    cuda_free(d_c), cuda_free(d_s), cuda_free(d_x), cuda_free(d_q), cuda_free(d_k), cuda_free(d_v);
 }
 
 // ---- attention ----
@@ -311,22 +343,22 @@ static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t 
     cuda_free(d_q), cuda_free(d_k), cuda_free(d_v), cuda_free(d_out), cuda_free(d_saved);
 }
 
-// ---- SwiGLU ----
+// ---- SwiGLU on the fused gate|up ----
 
-static void test_swiglu(size_t N) {
-    float *g = rand_vec(N, -6, 6), *u = rand_vec(N, -2, 2), *dh = rand_vec(N, -1, 1);
-    float *h = mallocCheck(sizeof(float) * N), *dg = mallocCheck(sizeof(float) * N), *du = mallocCheck(sizeof(float) * N);
-    float *d_g = dev_f(g, N), *d_u = dev_f(u, N), *d_dh = dev_f(dh, N);
-    float *d_h = cuda_alloc(sizeof(float) * N), *d_dg = cuda_alloc(sizeof(float) * N), *d_du = cuda_alloc(sizeof(float) * N);
-    cpu_swiglu_fwd(h, g, u, N);
-    cuda_swiglu_fwd(d_h, d_g, d_u, N);
-    check("swiglu_fwd", d_h, h, N, TOL_EW);
-    cpu_swiglu_bwd(dg, du, dh, g, u, N);
-    cuda_swiglu_bwd(d_dg, d_du, d_dh, d_g, d_u, N);
-    check("swiglu_bwd dgate", d_dg, dg, N, TOL_EW);
-    check("swiglu_bwd dup", d_du, du, N, TOL_EW);
-    float *bufs[] = {g, u, dh, h, dg, du}, *dbufs[] = {d_g, d_u, d_dh, d_h, d_dg, d_du};
-    for (int i = 0; i < 6; i++) free(bufs[i]), cuda_free(dbufs[i]);
+static void test_swiglu(int N, int F) {
+    const size_t n = (size_t)N * F;
+    float *gu = rand_vec(2 * n, -6, 6), *dh = rand_vec(n, -1, 1);
+    float *h = mallocCheck(sizeof(float) * n), *dgu = mallocCheck(sizeof(float) * 2 * n);
+    float *d_gu = dev_f(gu, 2 * n), *d_dh = dev_f(dh, n);
+    float *d_h = cuda_alloc(sizeof(float) * n), *d_dgu = cuda_alloc(sizeof(float) * 2 * n);
+    cpu_swiglu_fwd(h, gu, N, F);
+    cuda_swiglu_fwd(d_h, d_gu, N, F);
+    check("swiglu_fwd (fused gate|up)", d_h, h, n, TOL_EW);
+    cpu_swiglu_bwd(dgu, dh, gu, N, F);
+    cuda_swiglu_bwd(d_dgu, d_dh, d_gu, N, F);
+    check("swiglu_bwd d(gate|up)", d_dgu, dgu, 2 * n, TOL_EW);
+    float *bufs[] = {gu, dh, h, dgu}, *dbufs[] = {d_gu, d_dh, d_h, d_dgu};
+    for (int i = 0; i < 4; i++) free(bufs[i]), cuda_free(dbufs[i]);
 }
 
 // ---- GELU ----
@@ -433,7 +465,7 @@ static void test_embedding(void) {
 // ---- token ids ----
 
 // Ids outside [0, V) become 0 on both devices, and both note the first place (tokens, then
-// targets): the GPU's note arrives with the next result fetch, here a sumsq.
+// targets), offset by the batch's base; the GPU's note is fetched by cuda_token_error, once.
 static void test_tokens_check(void) {
     const int N = 600, V = 50;
     int32_t *tok = rand_tokens(N, V), *tgt = rand_tokens(N, V);
@@ -441,17 +473,14 @@ static void test_tokens_check(void) {
     int32_t *d_tok = to_dev(tok, sizeof(int32_t) * N), *d_tgt = to_dev(tgt, sizeof(int32_t) * N);
     long long ci = -1, gi = -1;
     int cid = 0, gid = 0;
-    cpu_tokens_check(tok, tgt, N, V);
-    cuda_tokens_check(d_tok, d_tgt, N, V);
-    const int cpu_noted = cpu_token_error(&ci, &cid), before_sync = cuda_token_error(&gi, &gid);
-    float *d_x = cuda_alloc(sizeof(float) * 8);
-    cuda_sumsq(d_x, 8);
+    cpu_tokens_check(tok, tgt, N, V, 3LL * 2 * N);
+    cuda_tokens_check(d_tok, d_tgt, N, V, 3LL * 2 * N);
+    const int cpu_noted = cpu_token_error(&ci, &cid);
     const int gpu_noted = cuda_token_error(&gi, &gid), again = cuda_token_error(&gi, &gid);
-    report(cpu_noted && ci == 401 && cid == V + 1000, "tokens_check: the CPU notes the first bad id", "%d %lld %d",
-           cpu_noted, ci, cid);
-    report(!before_sync && gpu_noted && !again && gi == 401 && gid == V + 1000,
-           "tokens_check: the GPU's note comes with the next result fetch, once", "%d %d %d %lld %d", before_sync,
-           gpu_noted, again, gi, gid);
+    report(cpu_noted && ci == 3LL * 2 * N + 401 && cid == V + 1000, "tokens_check: the CPU notes the first bad id",
+           "%d %lld %d", cpu_noted, ci, cid);
+    report(gpu_noted && !again && gi == 3LL * 2 * N + 401 && gid == V + 1000,
+           "tokens_check: the GPU notes the first bad id, fetched once", "%d %d %lld %d", gpu_noted, again, gi, gid);
     int32_t *back = mallocCheck(sizeof(int32_t) * N);
     cuda_download(back, d_tgt, sizeof(int32_t) * N);
     report(!memcmp(back, tgt, sizeof(int32_t) * N) && tgt[7] == 0 && tgt[500] == 0, "tokens_check: bad ids become 0",
@@ -460,10 +489,26 @@ static void test_tokens_check(void) {
     report(!memcmp(back, tok, sizeof(int32_t) * N) && tok[401] == 0, "tokens_check: bad ids become 0 (tokens)",
            "tokens differ");
     free(tok), free(tgt), free(back);
-    cuda_free(d_tok), cuda_free(d_tgt), cuda_free(d_x);
+    cuda_free(d_tok), cuda_free(d_tgt);
 }
 
 // ---- cross-entropy ----
+
+// the loss sum of one call: the GPU's accumulates on the device (from 0.25 here), fetched after
+static double ce_gpu(float *d_logits, const int32_t *d_tgt, int N, int V, float dscale) {
+    const double start = 0.25;
+    double *d_loss = to_dev(&start, sizeof start), loss;
+    cuda_crossentropy_fwd_bwd(d_logits, d_tgt, N, V, dscale, d_loss);
+    cuda_download(&loss, d_loss, sizeof loss);
+    cuda_free(d_loss);
+    return loss - start;
+}
+
+static double ce_cpu(float *logits, const int32_t *tgt, int N, int V, float dscale) {
+    double loss = 0.0;
+    cpu_crossentropy_fwd_bwd(logits, tgt, N, V, dscale, &loss);
+    return loss;
+}
 
 static void test_crossentropy(int N, int V) {
     char name[80];
@@ -474,15 +519,13 @@ static void test_crossentropy(int N, int V) {
     float *d_logits = dev_f(logits, n);
     int32_t *d_tgt = to_dev(tgt, sizeof(int32_t) * N);
     // evaluation: logits untouched
-    const double le_cpu = cpu_crossentropy_fwd_bwd(logits, tgt, N, V, 0.0f);
-    const double le_gpu = cuda_crossentropy_fwd_bwd(d_logits, d_tgt, N, V, 0.0f);
+    const double le_cpu = ce_cpu(logits, tgt, N, V, 0.0f), le_gpu = ce_gpu(d_logits, d_tgt, N, V, 0.0f);
     snprintf(name, sizeof name, "crossentropy loss (eval) N=%d V=%d", N, V);
     check_scalar(name, le_gpu, le_cpu, 1e-5);
     snprintf(name, sizeof name, "crossentropy dscale=0 leaves logits N=%d V=%d", N, V);
     check(name, d_logits, orig, n, 0.0);
     const float dscale = 1.0f / N;
-    const double l_cpu = cpu_crossentropy_fwd_bwd(logits, tgt, N, V, dscale);
-    const double l_gpu = cuda_crossentropy_fwd_bwd(d_logits, d_tgt, N, V, dscale);
+    const double l_cpu = ce_cpu(logits, tgt, N, V, dscale), l_gpu = ce_gpu(d_logits, d_tgt, N, V, dscale);
     snprintf(name, sizeof name, "crossentropy loss N=%d V=%d", N, V);
     check_scalar(name, l_gpu, l_cpu, 1e-5);
     snprintf(name, sizeof name, "crossentropy dlogits N=%d V=%d", N, V);
@@ -525,24 +568,41 @@ static void test_sumsq(size_t n) {
     snprintf(name, sizeof name, "sumsq deterministic n=%zu", n);
     const double again = cuda_sumsq(d_x, n);
     report(!memcmp(&got, &again, sizeof got), name, "%.17g vs %.17g", got, again);
+    double *d_sum = cuda_alloc(sizeof(double)), to;
+    cuda_sumsq_to(d_sum, d_x, n);  // into device memory, as the gradient norm's per-unit sums
+    cuda_download(&to, d_sum, sizeof to);
+    snprintf(name, sizeof name, "sumsq_to n=%zu", n);
+    report(!memcmp(&got, &to, sizeof got), name, "%.17g vs %.17g", to, got);
+    cuda_free(d_sum);
     free(x);
     cuda_free(d_x);
 }
 
+// one launch per unit shard: decay ranges, the clip coefficient, the bf16 copy of p
 static void test_adamw(void) {
     const size_t n = 10007;
     float *p = rand_vec(n, -1, 1), *g = rand_vec(n, -0.1f, 0.1f), *m = rand_vec(n, -0.01f, 0.01f);
     float *v = rand_vec(n, 0.0f, 1e-4f);
     float *d_p = dev_f(p, n), *d_g = dev_f(g, n), *d_m = dev_f(m, n), *d_v = dev_f(v, n);
+    uint16_t *pb = mallocCheck(sizeof(uint16_t) * n), *pb_gpu = mallocCheck(sizeof(uint16_t) * n);
+    uint16_t *d_pb = cuda_alloc(sizeof(uint16_t) * n);
+    KernAdamW h = {.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .grad_scale = 0.6f,
+                   .ndecay = 3, .decay = {{0, 17}, {40, 5000}, {5001, n}}};
     for (int step = 1; step <= 3; step++) {
-        cpu_adamw(p, g, m, v, n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
-        cuda_adamw(d_p, d_g, d_m, d_v, n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
+        h.step = step;
+        cpu_adamw(p, pb, g, m, v, n, &h);
+        cuda_adamw(d_p, d_pb, d_g, d_m, d_v, n, &h);
     }
-    check("adamw p (3 steps)", d_p, p, n, 1e-5);
+    check("adamw p (3 steps, decay ranges, clip scale)", d_p, p, n, 1e-5);
     check("adamw m", d_m, m, n, 1e-5);
     check("adamw v", d_v, v, n, 1e-5);
-    free(p), free(g), free(m), free(v);
-    cuda_free(d_p), cuda_free(d_g), cuda_free(d_m), cuda_free(d_v);
+    float *pg = mallocCheck(sizeof(float) * n);  // the GPU's own p, rounded, is what its copy must hold
+    cuda_download(pg, d_p, sizeof(float) * n);
+    cpu_f32_to_bf16(pb, pg, n);
+    cuda_download(pb_gpu, d_pb, sizeof(uint16_t) * n);
+    report(!memcmp(pb, pb_gpu, sizeof(uint16_t) * n), "adamw bf16 copy of p (exact)", "bits differ");
+    free(p), free(g), free(m), free(v), free(pb), free(pb_gpu), free(pg);
+    cuda_free(d_p), cuda_free(d_g), cuda_free(d_m), cuda_free(d_v), cuda_free(d_pb);
 }
 
 // ---- bf16 ----
@@ -635,10 +695,12 @@ static void bench(void) {
 
     // memory-bound kernels: effective bandwidth (bytes read + written)
     const double rms = TIME_MS(reps, cuda_rmsnorm_fwd(dx, saved, x, w, N, D, 1e-5f));
-    const double sw = TIME_MS(reps, cuda_swiglu_fwd(y, y, y, nNF));
-    const double ad = TIME_MS(reps, cuda_adamw(y, y + nDF, dw, w, nDF, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1));
+    const KernAdamW ah = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+                          .grad_scale = 1.0f, .step = 1, .ndecay = 1, .decay = {{0, nDF}}};
+    const double sw = TIME_MS(reps, cuda_swiglu_fwd(y, y, N / 2, F));  // N/2 rows of gate|up fit in y
+    const double ad = TIME_MS(reps, cuda_adamw(y, NULL, y + nDF, dw, w, nDF, &ah));
     printf("# bandwidth: rmsnorm_fwd %.0f GB/s, swiglu_fwd %.0f GB/s, adamw %.0f GB/s\n", nND * 8.0 / rms * 1e-6,
-           nNF * 12.0 / sw * 1e-6, nDF * 28.0 / ad * 1e-6);
+           nNF / 2 * 12.0 / sw * 1e-6, nDF * 28.0 / ad * 1e-6);
     float *bufs[] = {x, w, y, dx, dw, q, k, v, o, dout, saved, dq, dk, dv, scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cuda_free(bufs[i]);
     cuda_set_compute(COMPUTE_FP32);
@@ -686,12 +748,16 @@ int main(int argc, char **argv) {
     test_rmsnorm(300, 4096);
     test_layernorm(37, 300);
     test_layernorm(300, 768);
-    test_rope();
+    test_add_rmsnorm(37, 300);
+    test_add_rmsnorm(300, 4096);
+    test_qkv(2, 9, 4, 2, 24, 5, 1);   // GQA, RoPE at an offset (the KV-cache form)
+    test_qkv(1, 7, 3, 3, 16, 0, 1);   // training form
+    test_qkv(2, 5, 4, 4, 8, 0, 0);    // minGPT's c_attn: a plain split
     report(cuda_attention_saved_floats(2, 8, 7, 100) == (size_t)2 * 8 * 7, "attention_saved_floats", "%zu",
            cuda_attention_saved_floats(2, 8, 7, 100));
     report(cuda_attention_scratch_floats(2, 8, 100) >= (size_t)2 * 8 * 100, "attention_scratch_floats", "%zu",
            cuda_attention_scratch_floats(2, 8, 100));
-    test_swiglu(100003);
+    test_swiglu(37, 2731);
     test_gelu(100003);
     test_bias(37, 300);
     test_bias(600, 768);

@@ -175,6 +175,18 @@ static void test_rmsnorm(void) {
            "rmsnorm bwd deterministic", "repeated call differs");
     free(c.inp), free(c.w), free(c.out), free(c.rstd), free(c.r), free(dinp0), free(dw0), free(dinp), free(dw);
     free(g_inp), free(g_w), free(dinp2), free(dw2);
+    // the residual add fused in: y += r, then the norm of y, bit for bit the two kernels' result
+    const int N2 = 9, D2 = 67;
+    float *y = rand_vec(N2 * D2, -2, 2), *r = rand_vec(N2 * D2, -2, 2), *w = rand_vec(D2, 0.5f, 1.5f);
+    float *y2 = dup_vec(y, N2 * D2), *o1 = malloc(sizeof(float) * N2 * D2), *o2 = malloc(sizeof(float) * N2 * D2);
+    float *s1 = malloc(sizeof(float) * N2), *s2 = malloc(sizeof(float) * N2);
+    kern_add_rmsnorm_fwd(y, o1, s1, r, w, N2, D2, rms_eps);
+    kern_add(y2, r, (size_t)N2 * D2);
+    kern_rmsnorm_fwd(o2, s2, y2, w, N2, D2, rms_eps);
+    report(!memcmp(y, y2, sizeof(float) * N2 * D2) && !memcmp(o1, o2, sizeof(float) * N2 * D2) &&
+               !memcmp(s1, s2, sizeof(float) * N2),
+           "add_rmsnorm = add, then rmsnorm (exact)", "differs");
+    free(y), free(r), free(w), free(y2), free(o1), free(o2), free(s1), free(s2);
 }
 
 // ---- LayerNorm ----
@@ -234,24 +246,23 @@ static void test_layernorm(void) {
     free(dinp2), free(dw2), free(db2);
 }
 
-// ---- RoPE ----
+// ---- the q|k|v split with RoPE ----
 
 typedef struct {
-    float *x, *tmp, *r;
-    const float *cos_t, *sin_t;
-    int B, T, nh, hd, pos0;
-} RopeCtx;
+    float *qkv, *q, *k, *v, *rq, *rk, *rv;
+    const float *cos_t, *sin_t;  // NULL: a plain split
+    int B, T, H, KV, hd, pos0;
+} QkvCtx;
 
-static double rope_obj(void *p) {
-    RopeCtx *c = p;
-    const size_t n = (size_t)c->B * c->T * c->nh * c->hd;
-    memcpy(c->tmp, c->x, sizeof(float) * n);
-    kern_rope_fwd(c->tmp, c->cos_t, c->sin_t, c->B, c->T, c->nh, c->hd, c->pos0);
-    return dot(c->tmp, c->r, n);
+static double qkv_obj(void *p) {
+    QkvCtx *c = p;
+    const size_t nq = (size_t)c->B * c->T * c->H * c->hd, nkv = (size_t)c->B * c->T * c->KV * c->hd;
+    kern_qkv_split(c->q, c->k, c->v, c->qkv, c->cos_t, c->sin_t, c->B, c->T, c->H, c->KV, c->hd, c->pos0);
+    return dot(c->q, c->rq, nq) + dot(c->k, c->rk, nkv) + dot(c->v, c->rv, nkv);
 }
 
-static void test_rope(void) {
-    const int B = 2, T = 5, nh = 3, hd = 16, pos0 = 3, Tt = T + pos0, half = hd / 2;
+static void test_qkv_split(void) {
+    const int B = 2, T = 5, H = 3, KV = 1, hd = 16, pos0 = 3, Tt = T + pos0, half = hd / 2;
     const float theta = 10000.0f;
     float *cos_t = malloc(sizeof(float) * Tt * half), *sin_t = malloc(sizeof(float) * Tt * half);
     kern_rope_table(cos_t, sin_t, Tt, hd, theta);
@@ -265,28 +276,43 @@ static void test_rope(void) {
     check_close("rope table cos", cos_t, rc, (size_t)Tt * half, 1e-7);
     check_close("rope table sin", sin_t, rs, (size_t)Tt * half, 1e-7);
 
-    const size_t n = (size_t)B * T * nh * hd;
-    RopeCtx c = {rand_vec(n, -1, 1), malloc(sizeof(float) * n), rand_vec(n, -1, 1), cos_t, sin_t, B, T, nh, hd, pos0};
-    // forward against the HF formula x * cos + rotate_half(x) * sin, tables in double
-    double *ref = malloc(sizeof(double) * n);
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++)
-            for (int h = 0; h < nh; h++) {
-                const size_t o = (((size_t)b * T + t) * nh + h) * hd;
-                for (int i = 0; i < hd; i++) {
-                    const int f = i % half;
-                    const double cs = rc[(t + pos0) * half + f], sn = rs[(t + pos0) * half + f];
-                    const double rot = i < half ? -c.x[o + i + half] : c.x[o + i - half];
-                    ref[o + i] = c.x[o + i] * cs + rot * sn;
-                }
+    const int W = (H + 2 * KV) * hd;
+    const size_t n = (size_t)B * T * W, nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd;
+    QkvCtx c = {rand_vec(n, -1, 1), malloc(sizeof(float) * nq), malloc(sizeof(float) * nkv), malloc(sizeof(float) * nkv),
+                rand_vec(nq, -1, 1), rand_vec(nkv, -1, 1), rand_vec(nkv, -1, 1), cos_t, sin_t, B, T, H, KV, hd, pos0};
+    // forward against the HF formula x * cos + rotate_half(x) * sin (q and k heads), tables in double
+    double *rq = malloc(sizeof(double) * nq), *rk = malloc(sizeof(double) * nkv), *rv = malloc(sizeof(double) * nkv);
+    for (int bt = 0; bt < B * T; bt++)
+        for (int c0 = 0; c0 < W; c0++) {
+            const int part = c0 < H * hd ? 0 : c0 < (H + KV) * hd ? 1 : 2;
+            const int col = c0 - (part ? H * hd + (part - 1) * KV * hd : 0);
+            const int width = part ? KV * hd : H * hd, i = col % hd, f = i % half, t = bt % T;
+            const float *x = c.qkv + (size_t)bt * W + c0 - i;  // this head
+            double val = x[i];
+            if (part < 2) {
+                const double cs = rc[(t + pos0) * half + f], sn = rs[(t + pos0) * half + f];
+                const double rot = i < half ? -x[i + half] : x[i - half];
+                val = x[i] * cs + rot * sn;
             }
-    rope_obj(&c);
-    check_close("rope fwd (pos0 > 0)", c.tmp, ref, n, 1e-6);
-    float *dx = dup_vec(c.r, n);
-    kern_rope_bwd(dx, cos_t, sin_t, B, T, nh, hd, pos0);
-    double *g = grad_delta(dx, NULL, n);
-    check_grad("rope bwd", rope_obj, &c, c.x, g, n);
-    free(cos_t), free(sin_t), free(rc), free(rs), free(c.x), free(c.tmp), free(c.r), free(ref), free(dx), free(g);
+            (part == 0 ? rq : part == 1 ? rk : rv)[(size_t)bt * width + col] = val;
+        }
+    qkv_obj(&c);
+    check_close("qkv_split rope q (pos0 > 0)", c.q, rq, nq, 1e-6);
+    check_close("qkv_split rope k (pos0 > 0)", c.k, rk, nkv, 1e-6);
+    check_close("qkv_split v", c.v, rv, nkv, 1e-12);
+    // the merge is the split's transpose: its gradient, here at pos0 = 0 as training uses it
+    c.pos0 = 0;
+    float *dqkv = rand_vec(n, -9, 9);
+    kern_qkv_merge(dqkv, c.rq, c.rk, c.rv, cos_t, sin_t, B, T, H, KV, hd);
+    double *g = grad_delta(dqkv, NULL, n);
+    check_grad("qkv_merge (rope) = split backward", qkv_obj, &c, c.qkv, g, n);
+    // without tables: a plain split and merge (minGPT's c_attn), exact
+    c.cos_t = c.sin_t = NULL;
+    qkv_obj(&c);
+    kern_qkv_merge(dqkv, c.q, c.k, c.v, NULL, NULL, B, T, H, KV, hd);
+    report(memcmp(dqkv, c.qkv, sizeof(float) * n) == 0, "qkv split/merge without rope round trip", "differs");
+    free(cos_t), free(sin_t), free(rc), free(rs), free(c.qkv), free(c.q), free(c.k), free(c.v), free(c.rq), free(c.rk);
+    free(c.rv), free(rq), free(rk), free(rv), free(dqkv), free(g);
 }
 
 // ---- attention ----
@@ -442,37 +468,41 @@ static void test_attention(void) {
     test_attention_drop_identity();
 }
 
-// ---- SwiGLU ----
+// ---- SwiGLU on the fused gate|up ----
 
 typedef struct {
-    float *gate, *up, *h, *r;
-    size_t N;
+    float *gu, *h, *r;
+    int N, F;
 } SwigluCtx;
 
 static double swiglu_obj(void *p) {
     SwigluCtx *c = p;
-    kern_swiglu_fwd(c->h, c->gate, c->up, c->N);
-    return dot(c->h, c->r, c->N);
+    kern_swiglu_fwd(c->h, c->gu, c->N, c->F);
+    return dot(c->h, c->r, (size_t)c->N * c->F);
 }
 
 static void test_swiglu(void) {
-    const size_t N = 45;
-    SwigluCtx c = {rand_vec(N, -6, 6), rand_vec(N, -2, 2), malloc(sizeof(float) * N), rand_vec(N, -1, 1), N};
-    c.gate[0] = -120.0f, c.gate[1] = 120.0f;  // saturated ends
-    double *ref = malloc(sizeof(double) * N);
-    for (size_t i = 0; i < N; i++) ref[i] = c.gate[i] / (1.0 + exp(-(double)c.gate[i])) * c.up[i];
+    const int N = 5, F = 9;
+    const size_t n = (size_t)N * F;
+    SwigluCtx c = {rand_vec(2 * n, -6, 6), malloc(sizeof(float) * n), rand_vec(n, -1, 1), N, F};
+    c.gu[0] = -120.0f, c.gu[1] = 120.0f;  // saturated ends
+    double *ref = malloc(sizeof(double) * n);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < F; j++) {
+            const double g = c.gu[i * 2 * F + j], u = c.gu[i * 2 * F + F + j];
+            ref[i * F + j] = g / (1.0 + exp(-g)) * u;
+        }
     swiglu_obj(&c);
-    check_close("swiglu fwd", c.h, ref, N, 1e-6);
-    float *dgate = rand_vec(N, -9, 9), *dup = rand_vec(N, -9, 9);
-    kern_swiglu_bwd(dgate, dup, c.r, c.gate, c.up, N);
-    double *gg = grad_delta(dgate, NULL, N), *gu = grad_delta(dup, NULL, N);
-    check_grad("swiglu bwd dgate", swiglu_obj, &c, c.gate, gg, N);
-    check_grad("swiglu bwd dup", swiglu_obj, &c, c.up, gu, N);
-    const float nan_in = NAN, one = 1.0f;
+    check_close("swiglu fwd (fused gate|up)", c.h, ref, n, 1e-6);
+    float *dgu = rand_vec(2 * n, -9, 9);
+    kern_swiglu_bwd(dgu, c.r, c.gu, N, F);
+    double *g = grad_delta(dgu, NULL, 2 * n);
+    check_grad("swiglu bwd d(gate|up)", swiglu_obj, &c, c.gu, g, 2 * n);
+    const float nan_in[2] = {NAN, 1.0f};
     float nan_out;
-    kern_swiglu_fwd(&nan_out, &nan_in, &one, 1);
+    kern_swiglu_fwd(&nan_out, nan_in, 1, 1);
     report(isnan(nan_out), "swiglu NaN propagates", "silu(NaN) = %g", nan_out);
-    free(c.gate), free(c.up), free(c.h), free(c.r), free(ref), free(dgate), free(dup), free(gg), free(gu);
+    free(c.gu), free(c.h), free(c.r), free(ref), free(dgu), free(g);
 }
 
 // ---- GELU ----
@@ -730,20 +760,30 @@ typedef struct {
     int N, V;
 } CeCtx;
 
+// the loss sum of one call (the kernel adds to an accumulator)
+static double ce(float *logits, const int32_t *targets, int N, int V, float dscale) {
+    double loss = 0.0;
+    kern_crossentropy_fwd_bwd(logits, targets, N, V, dscale, &loss);
+    return loss;
+}
+
 static double crossentropy_obj(void *p) {
     CeCtx *c = p;
     memcpy(c->work, c->logits, sizeof(float) * c->N * c->V);
-    return kern_crossentropy_fwd_bwd(c->work, c->targets, c->N, c->V, 0.0f);
+    return ce(c->work, c->targets, c->N, c->V, 0.0f);
 }
 
-static void test_crossentropy(void) {
-    const int N = 7, V = 301;
+static void test_crossentropy(int V) {
+    const int N = 7;
+    char name[96];
     int32_t targets[7];
     for (int n = 0; n < N; n++) targets[n] = (int32_t)(rng_next() % V);
     CeCtx c = {rand_vec(N * V, -3, 3), malloc(sizeof(float) * N * V), targets, N, V};
     {
         // value on large, shifted logits (stability) against a double log-sum-exp
         float *big = rand_vec(N * V, 60, 140), *before = dup_vec(big, N * V);
+        big[V + V - 1] = 200.0f;  // the last chunk's max above the earlier ones'
+        memcpy(before, big, sizeof(float) * N * V);
         double ref = 0.0;
         for (int n = 0; n < N; n++) {
             double mx = -INFINITY, s = 0.0;
@@ -751,24 +791,30 @@ static void test_crossentropy(void) {
             for (int j = 0; j < V; j++) s += exp(big[n * V + j] - mx);
             ref += log(s) + mx - big[n * V + targets[n]];
         }
-        const double loss = kern_crossentropy_fwd_bwd(big, targets, N, V, 0.0f);
-        report(fabs(loss - ref) <= 1e-5 * fabs(ref), "crossentropy value", "%.9g vs %.9g", loss, ref);
-        report(memcmp(big, before, sizeof(float) * N * V) == 0, "crossentropy dscale=0 leaves logits",
-               "logits changed");
+        double loss = 0.5;  // the kernel adds to what is there
+        kern_crossentropy_fwd_bwd(big, targets, N, V, 0.0f, &loss);
+        snprintf(name, sizeof name, "crossentropy value V=%d", V);
+        report(fabs(loss - 0.5 - ref) <= 1e-5 * fabs(ref), name, "%.9g vs %.9g", loss - 0.5, ref);
+        snprintf(name, sizeof name, "crossentropy dscale=0 leaves logits V=%d", V);
+        report(memcmp(big, before, sizeof(float) * N * V) == 0, name, "logits changed");
         free(big), free(before);
     }
     float *grad = dup_vec(c.logits, N * V), *grad4 = dup_vec(c.logits, N * V);
-    const double loss0 = crossentropy_obj(&c), loss1 = kern_crossentropy_fwd_bwd(grad, targets, N, V, 1.0f);
-    kern_crossentropy_fwd_bwd(grad4, targets, N, V, 0.25f);
-    report(loss0 == loss1, "crossentropy loss same with dscale", "%.17g vs %.17g", loss0, loss1);
+    const double loss0 = crossentropy_obj(&c), loss1 = ce(grad, targets, N, V, 1.0f);
+    ce(grad4, targets, N, V, 0.25f);
+    snprintf(name, sizeof name, "crossentropy loss same with dscale V=%d", V);
+    report(loss0 == loss1, name, "%.17g vs %.17g", loss0, loss1);
     double *g = grad_delta(grad, NULL, N * V), *g4 = malloc(sizeof(double) * N * V);
-    check_grad("crossentropy bwd", crossentropy_obj, &c, c.logits, g, N * V);
+    snprintf(name, sizeof name, "crossentropy bwd V=%d", V);
+    check_grad(name, crossentropy_obj, &c, c.logits, g, N * V);
     for (int i = 0; i < N * V; i++) g4[i] = 0.25 * g[i];
-    check_close("crossentropy bwd dscale", grad4, g4, N * V, 1e-6);
+    snprintf(name, sizeof name, "crossentropy bwd dscale V=%d", V);
+    check_close(name, grad4, g4, N * V, 1e-6);
     // a NaN logit (not the target) must surface in the loss, not be absorbed by the softmax
     c.logits[3 * V + (targets[3] + 1) % V] = NAN;
     const double nan_loss = crossentropy_obj(&c);
-    report(isnan(nan_loss), "crossentropy NaN propagates", "loss %g", nan_loss);
+    snprintf(name, sizeof name, "crossentropy NaN propagates V=%d", V);
+    report(isnan(nan_loss), name, "loss %g", nan_loss);
     free(c.logits), free(c.work), free(grad), free(grad4), free(g), free(g4);
 }
 
@@ -776,36 +822,48 @@ static void test_crossentropy(void) {
 
 static void test_adamw(void) {
     const float lr = 0.1f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.1f;
+    KernAdamW h = {.lr = lr, .beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = wd, .grad_scale = 1.0f, .step = 1,
+                   .ndecay = 1, .decay = {{0, 1}}};
     {
         // by hand: m = 0.05, v = 0.00025, m/(1-b1) = 0.5, sqrt(v/(1-b2)) = 0.5,
         // p = 1 * (1 - 0.01) - 0.1 * 0.5 / (0.5 + 1e-8) = 0.89
         float p = 1.0f, g = 0.5f, m = 0.0f, v = 0.0f;
-        kern_adamw(&p, &g, &m, &v, 1, lr, b1, b2, eps, wd, 1);
+        kern_adamw(&p, NULL, &g, &m, &v, 1, &h);
         // (m and v are off in the 7th digit: 1 - b1 and 1 - b2 are rounded float betas)
         report(fabsf(p - 0.89f) < 1e-6f && fabsf(m - 0.05f) < 1e-7f && fabsf(v - 0.00025f) < 1e-8f,
                "adamw hand-computed step", "p %.9g m %.9g v %.9g", p, m, v);
     }
-    // several steps against the header formula in double
-    const size_t n = 40000;
+    // several steps against the header formula in double: two decay ranges with gaps around and
+    // between them, a clip coefficient, and the bf16 copy of p
+    const size_t n = 40000, ranges[2][2] = {{100, 15000}, {15000 + 333, 39000}};
+    const float gs = 0.7f;
+    h = (KernAdamW){.lr = lr, .beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = wd, .grad_scale = gs, .ndecay = 2,
+                    .decay = {{ranges[0][0], ranges[0][1]}, {ranges[1][0], ranges[1][1]}}};
     float *p = rand_vec(n, -1, 1), *m = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float));
+    uint16_t *pb = calloc(n, sizeof(uint16_t)), *pb_ref = calloc(n, sizeof(uint16_t));
     double *rp = malloc(sizeof(double) * n), *rm = calloc(n, sizeof(double)), *rv = calloc(n, sizeof(double));
     for (size_t i = 0; i < n; i++) rp[i] = p[i];
     for (int step = 1; step <= 3; step++) {
         float *g = rand_vec(n, -1, 1);
-        kern_adamw(p, g, m, v, n, lr, b1, b2, eps, wd, step);
+        h.step = step;
+        kern_adamw(p, pb, g, m, v, n, &h);
         const double bc1 = 1.0 - pow(b1, step), bc2 = 1.0 - pow(b2, step);
         for (size_t i = 0; i < n; i++) {
-            rp[i] *= 1.0 - (double)lr * wd;
-            rm[i] = b1 * rm[i] + (1.0 - b1) * g[i];
-            rv[i] = b2 * rv[i] + (1.0 - b2) * g[i] * g[i];
+            const int decayed = (i >= ranges[0][0] && i < ranges[0][1]) || (i >= ranges[1][0] && i < ranges[1][1]);
+            const double gi = (double)g[i] * gs;
+            if (decayed) rp[i] *= 1.0 - (double)lr * wd;
+            rm[i] = b1 * rm[i] + (1.0 - b1) * gi;
+            rv[i] = b2 * rv[i] + (1.0 - b2) * gi * gi;
             rp[i] -= lr / bc1 * rm[i] / (sqrt(rv[i]) / sqrt(bc2) + eps);
         }
         free(g);
     }
-    check_close("adamw 3 steps p", p, rp, n, 1e-5);
+    check_close("adamw 3 steps p (decay ranges, clip scale)", p, rp, n, 1e-5);
     check_close("adamw 3 steps m", m, rm, n, 1e-5);
     check_close("adamw 3 steps v", v, rv, n, 1e-5);
-    free(p), free(m), free(v), free(rp), free(rm), free(rv);
+    kern_f32_to_bf16(pb_ref, p, n);
+    report(!memcmp(pb, pb_ref, sizeof(uint16_t) * n), "adamw writes the bf16 copy of p", "differs");
+    free(p), free(m), free(v), free(pb), free(pb_ref), free(rp), free(rm), free(rv);
 }
 
 // ---- bf16 ----
@@ -906,6 +964,10 @@ static void test_vector_ops(void) {
         const double s1 = kern_sumsq(a, n), s2 = kern_sumsq(a, n);
         snprintf(buf, sizeof buf, "sumsq n=%zu", n);
         report(fabs(s1 - ref) <= 1e-12 * ref && s1 == s2, buf, "%.17g vs %.17g (again %.17g)", s1, ref, s2);
+        double s3 = -1.0;
+        kern_sumsq_to(&s3, a, n);
+        snprintf(buf, sizeof buf, "sumsq_to n=%zu", n);
+        report(s3 == s1, buf, "%.17g vs %.17g", s3, s1);
         free(a), free(b), free(y), free(o);
     }
 }
@@ -975,7 +1037,7 @@ int main(void) {
         test_matmul();
         test_rmsnorm();
         test_layernorm();
-        test_rope();
+        test_qkv_split();
         test_attention();
         test_swiglu();
         test_gelu();
@@ -983,7 +1045,8 @@ int main(void) {
         test_positions();
         test_dropout();
         test_embedding();
-        test_crossentropy();
+        test_crossentropy(301);
+        test_crossentropy(2500);  // several vocabulary chunks
         test_adamw();
         test_bf16();
         test_vector_ops();

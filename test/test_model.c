@@ -53,16 +53,19 @@ static void batch(Setup *s, uint64_t first) {
 
 static double mean_loss(Setup *s) {
     double n = (double)s->cfg.batch_size * s->cfg.model.max_context_width;
-    return train_micro_step(&s->st, &s->acts, s->inp, s->tgt, 0.0f, 1) / n;
+    model_loss_reset(&s->acts);
+    train_micro_step(&s->st, &s->acts, s->inp, s->tgt, 0.0f, 1, 0);
+    return model_loss_read(&s->acts) / n;
 }
 
 // Gradient of the mean loss over the current batch, reduced into the shards.
 static double loss_and_grad(Setup *s) {
     double n = (double)s->cfg.batch_size * s->cfg.model.max_context_width;
     shard_zero_grads(&s->st);
-    double loss = train_micro_step(&s->st, &s->acts, s->inp, s->tgt, (float)(1.0 / n), 1);
+    model_loss_reset(&s->acts);
+    train_micro_step(&s->st, &s->acts, s->inp, s->tgt, (float)(1.0 / n), 1, 0);
     shard_grads_finish(&s->st);
-    return loss / n;
+    return model_loss_read(&s->acts) / n;
 }
 
 // The mean loss in training mode (dropout on, with the masks of model_set_dropout); the gradient
@@ -196,8 +199,9 @@ static void dump(const char *dir, const char *model_type) {
         memcpy(tin + (size_t)step * B * T, s.inp, sizeof(int32_t) * B * T);
         memcpy(ttg + (size_t)step * B * T, s.tgt, sizeof(int32_t) * B * T);
         losses[step] = (float)loss_and_grad(&s);
-        shard_clip_grads(&s.st, c->grad_clip);
-        shard_adamw_step(&s.st, c, c->lr);
+        ShardStepStats st;
+        shard_step_stats(&s.st, s.acts.loss, 0.0, &st);
+        shard_adamw_step(&s.st, c, c->lr, st.grad_norm);
     }
     hsize_t sbt[3] = {PARITY_STEPS, B, T}, sd[1] = {PARITY_STEPS};
     write_ints(f, "/train/inputs", tin, 3, sbt);

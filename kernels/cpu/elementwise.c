@@ -37,18 +37,28 @@ static void ew_col_slice(int D, size_t *lo, size_t *hi) {
 
 // ---- SwiGLU ----
 
-void cpu_swiglu_fwd(float *h, const float *gate, const float *up, size_t N) {
-#pragma omp parallel for simd schedule(static) if (N >= CPU_PAR_MIN)
-    for (size_t i = 0; i < N; i++) h[i] = gate[i] / (1.0f + cpu_expf(-gate[i])) * up[i];
+void cpu_swiglu_fwd(float *h, const float *gu, int N, int F) {
+#pragma omp parallel for schedule(static) if ((size_t)N * F >= CPU_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *gate = gu + (size_t)n * 2 * F, *up = gate + F;
+        float *o = h + (size_t)n * F;
+#pragma omp simd
+        for (int j = 0; j < F; j++) o[j] = gate[j] / (1.0f + cpu_expf(-gate[j])) * up[j];
+    }
 }
 
-void cpu_swiglu_bwd(float *dgate, float *dup, const float *dh, const float *gate, const float *up, size_t N) {
-#pragma omp parallel for simd schedule(static) if (N >= CPU_PAR_MIN)
-    for (size_t i = 0; i < N; i++) {
-        const float g = gate[i], sig = 1.0f / (1.0f + cpu_expf(-g)), d = dh[i];
-        // d silu(g) / dg = sig * (1 + g * (1 - sig))
-        dgate[i] = d * up[i] * (sig * (1.0f + g * (1.0f - sig)));
-        dup[i] = d * (g * sig);
+void cpu_swiglu_bwd(float *dgu, const float *dh, const float *gu, int N, int F) {
+#pragma omp parallel for schedule(static) if ((size_t)N * F >= CPU_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *gate = gu + (size_t)n * 2 * F, *up = gate + F, *d = dh + (size_t)n * F;
+        float *dgate = dgu + (size_t)n * 2 * F, *dup = dgate + F;
+#pragma omp simd
+        for (int j = 0; j < F; j++) {
+            const float g = gate[j], sig = 1.0f / (1.0f + cpu_expf(-g));
+            // d silu(g) / dg = sig * (1 + g * (1 - sig))
+            dgate[j] = d[j] * up[j] * (sig * (1.0f + g * (1.0f - sig)));
+            dup[j] = d[j] * (g * sig);
+        }
     }
 }
 
@@ -106,11 +116,11 @@ void cpu_bias_bwd(float *db, const float *dout, int N, int D) {
 static long long token_note_index = -1;
 static int token_note_id;
 
-void cpu_tokens_check(int32_t *tokens, int32_t *targets, int N, int V) {
+void cpu_tokens_check(int32_t *tokens, int32_t *targets, int N, int V, long long base) {
     for (long long i = 0; i < (targets ? 2LL : 1LL) * N; i++) {
         int32_t *t = i < N ? &tokens[i] : &targets[i - N];
         if (*t >= 0 && *t < V) continue;
-        if (token_note_index < 0) token_note_index = i, token_note_id = *t;
+        if (token_note_index < 0 || base + i < token_note_index) token_note_index = base + i, token_note_id = *t;
         *t = 0;
     }
 }
@@ -198,14 +208,26 @@ void cpu_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t samp
 
 // ---- fused softmax + cross-entropy ----
 
+// vocabulary entries per chunk of the statistics pass: a chunk's max, then its sum of exp, both
+// from L1, merged into the row's running (max, sum)
+#define CE_CHUNK 1024
+
 // loss of one row of logits x (V); with dscale != 0, x <- (softmax(x) - onehot) * dscale
 static double ce_row(float *x, int target, int V, float dscale) {
-    float mx = x[0];
-#pragma omp simd reduction(max : mx)
-    for (int j = 0; j < V; j++) mx = x[j] > mx ? x[j] : mx;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < V; j++) sum += cpu_expf(x[j] - mx);
+    float mx = -INFINITY, sum = 0.0f;
+    for (int j0 = 0; j0 < V; j0 += CE_CHUNK) {
+        const int j1 = j0 + CE_CHUNK < V ? j0 + CE_CHUNK : V;
+        float cm = x[j0];
+#pragma omp simd reduction(max : cm)
+        for (int j = j0; j < j1; j++) cm = x[j] > cm ? x[j] : cm;
+        // a NaN makes the chunk's max NaN through the sum below, not through the max (which may skip it)
+        const float m = cm > mx ? cm : mx;
+        float cs = 0.0f;
+#pragma omp simd reduction(+ : cs)
+        for (int j = j0; j < j1; j++) cs += cpu_expf(x[j] - m);
+        sum = sum * cpu_expf(mx - m) + cs;
+        mx = m;
+    }
     const double loss = log((double)sum) + mx - x[target];
     if (dscale != 0.0f) {
         // recomputing exp costs less than storing it and reading it back
@@ -217,7 +239,7 @@ static double ce_row(float *x, int target, int V, float dscale) {
     return loss;
 }
 
-double cpu_crossentropy_fwd_bwd(float *logits, const int32_t *targets, int N, int V, float dscale) {
+void cpu_crossentropy_fwd_bwd(float *logits, const int32_t *targets, int N, int V, float dscale, double *loss) {
     const int nth = omp_get_max_threads();
     double part[CPU_MAX_THREADS];  // per-thread loss sums, added in thread order
     for (int t = 0; t < nth; t++) part[t] = 0.0;
@@ -229,9 +251,9 @@ double cpu_crossentropy_fwd_bwd(float *logits, const int32_t *targets, int N, in
         for (size_t n = lo; n < hi; n++) s += ce_row(logits + n * V, targets[n], V, dscale);
         part[omp_get_thread_num()] = s;
     }
-    double loss = 0.0;
-    for (int t = 0; t < nth; t++) loss += part[t];
-    return loss;
+    double sum = 0.0;
+    for (int t = 0; t < nth; t++) sum += part[t];
+    *loss += sum;
 }
 
 // ---- elementwise and reductions ----
@@ -279,20 +301,59 @@ double cpu_sumsq(const float *x, size_t n) {
     return sum;
 }
 
+void cpu_sumsq_to(double *out, const float *x, size_t n) { *out = cpu_sumsq(x, n); }
+
 // ---- AdamW (torch.optim.AdamW, single-tensor form) ----
 
-void cpu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
-                float beta2, float eps, float wd, int step) {
-    const double bc1 = 1.0 - pow(beta1, step), bc2 = 1.0 - pow(beta2, step);
-    const float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
-    const float decay = (float)(1.0 - (double)lr * wd), b1c = 1.0f - beta1, b2c = 1.0f - beta2;
-#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        const float gi = g[i];
-        const float mi = beta1 * m[i] + b1c * gi, vi = beta2 * v[i] + b2c * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = p[i] * decay - step_size * (mi / (sqrtf(vi) / bc2_sqrt + eps));
+static inline uint16_t f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    // round to nearest even: add 0x7fff plus the lowest kept bit, then truncate
+    const uint16_t r = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    // NaN must not round into Inf: keep the top bits and force a quiet-NaN mantissa bit
+    return (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u) : r;
+}
+
+typedef struct {
+    float b1, b2, b1c, b2c, gs, eps, decay, step_size, bc2_sqrt;
+} AdamwConst;
+
+// element i's update; returns the new p[i]
+static inline float adamw_elem(float *p, const float *g, float *m, float *v, size_t i, const AdamwConst *c) {
+    const float gi = g[i] * c->gs;
+    const float mi = c->b1 * m[i] + c->b1c * gi, vi = c->b2 * v[i] + c->b2c * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    return p[i] = p[i] * c->decay - c->step_size * (mi / (sqrtf(vi) / c->bc2_sqrt + c->eps));
+}
+
+// elements [lo, hi) with one weight decay factor; two loops, as a test of pb inside one keeps
+// GCC from vectorising the loop without the bf16 copy
+static void adamw_range(float *p, uint16_t *pb, const float *g, float *m, float *v, size_t lo, size_t hi,
+                        const AdamwConst *c) {
+    if (pb) {
+#pragma omp parallel for simd schedule(static) if (hi - lo >= CPU_PAR_MIN)
+        for (size_t i = lo; i < hi; i++) pb[i] = f32_to_bf16(adamw_elem(p, g, m, v, i, c));
+    } else {
+#pragma omp parallel for simd schedule(static) if (hi - lo >= CPU_PAR_MIN)
+        for (size_t i = lo; i < hi; i++) adamw_elem(p, g, m, v, i, c);
+    }
+}
+
+void cpu_adamw(float *p, uint16_t *p_bf16, const float *g, float *m, float *v, size_t n, const KernAdamW *h) {
+    const double bc1 = 1.0 - pow(h->beta1, h->step), bc2 = 1.0 - pow(h->beta2, h->step);
+    AdamwConst c = {h->beta1, h->beta2, 1.0f - h->beta1, 1.0f - h->beta2, h->grad_scale, h->eps, 1.0f,
+                    (float)(h->lr / bc1), (float)sqrt(bc2)};
+    const float decay = (float)(1.0 - (double)h->lr * h->weight_decay);
+    // the ranges in order, the gaps between them without decay (p * 1.0f is exact)
+    size_t at = 0;
+    for (int r = 0; r <= h->ndecay; r++) {
+        const size_t lo = r < h->ndecay ? h->decay[r][0] : n, hi = r < h->ndecay ? h->decay[r][1] : n;
+        c.decay = 1.0f;
+        if (lo > at) adamw_range(p, p_bf16, g, m, v, at, lo, &c);
+        c.decay = decay;
+        if (hi > lo) adamw_range(p, p_bf16, g, m, v, lo, hi, &c);
+        if (hi > at) at = hi;
     }
 }
 
@@ -300,14 +361,7 @@ void cpu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr,
 
 void cpu_f32_to_bf16(uint16_t *dst, const float *src, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, src + i, sizeof u);
-        // round to nearest even: add 0x7fff plus the lowest kept bit, then truncate
-        const uint16_t r = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-        // NaN must not round into Inf: keep the top bits and force a quiet-NaN mantissa bit
-        dst[i] = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u) : r;
-    }
+    for (size_t i = 0; i < n; i++) dst[i] = f32_to_bf16(src[i]);
 }
 
 void cpu_bf16_to_f32(float *dst, const uint16_t *src, size_t n) {

@@ -1,8 +1,10 @@
-// norm: RMSNorm, LayerNorm and rotary position embedding (RoPE).
+// norm: RMSNorm (alone and fused with the residual add before it), LayerNorm, and the q|k|v split
+// with rotary position embedding (RoPE).
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../backend.h"
 
@@ -18,6 +20,24 @@ void cpu_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, 
         rstd[n] = r;
 #pragma omp simd
         for (int j = 0; j < D; j++) o[j] = (x[j] * r) * w[j];
+    }
+}
+
+void cpu_add_rmsnorm_fwd(float *y, float *out, float *rstd, const float *r, const float *w, int N, int D, float eps) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *x = y + (size_t)n * D, *o = out + (size_t)n * D;
+        const float *b = r + (size_t)n * D;
+        double ss = 0.0;
+#pragma omp simd reduction(+ : ss)
+        for (int j = 0; j < D; j++) {
+            x[j] += b[j];
+            ss += (double)x[j] * x[j];
+        }
+        float rs = (float)(1.0 / sqrt(ss / D + eps));
+        rstd[n] = rs;
+#pragma omp simd
+        for (int j = 0; j < D; j++) o[j] = (x[j] * rs) * w[j];
     }
 }
 
@@ -147,32 +167,53 @@ void cpu_rope_table(float *cos_t, float *sin_t, int T, int hd, float theta) {
     }
 }
 
-// x (B, T, nh, hd) in place: (x1, x2) -> (x1 c - x2 s', x2 c + x1 s') with s' = sign * s over the
-// two halves. sign -1 rotates by the negative angle, which is the transpose (backward).
-static void rope_rotate(float *x, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd,
-                        int pos0, float sign) {
+// src (nh, hd) of one token into dst: (x1, x2) -> (x1 c - x2 s', x2 c + x1 s') with s' = sign * s
+// over the two halves of each head, or a plain copy without tables (c == NULL). sign -1 rotates
+// by the negative angle, the transpose (backward).
+static void rope_heads(float *dst, const float *src, const float *c, const float *s, int nh, int hd, float sign) {
+    if (!c) {
+        memcpy(dst, src, sizeof(float) * (size_t)nh * hd);
+        return;
+    }
     const int half = hd / 2;
-    const long rows = (long)B * T;
-#pragma omp parallel for schedule(static)
-    for (long bt = 0; bt < rows; bt++) {
-        const size_t pos = (size_t)(pos0 + bt % T);
-        const float *c = cos_t + pos * half, *s = sin_t + pos * half;
-        for (int h = 0; h < nh; h++) {
-            float *x1 = x + ((size_t)bt * nh + h) * hd, *x2 = x1 + half;
+    for (int h = 0; h < nh; h++) {
+        const float *x1 = src + (size_t)h * hd, *x2 = x1 + half;
+        float *o1 = dst + (size_t)h * hd, *o2 = o1 + half;
 #pragma omp simd
-            for (int i = 0; i < half; i++) {
-                float a = x1[i], b = x2[i], si = sign * s[i];
-                x1[i] = a * c[i] - b * si;
-                x2[i] = b * c[i] + a * si;
-            }
+        for (int i = 0; i < half; i++) {
+            const float a = x1[i], b = x2[i], si = sign * s[i];
+            o1[i] = a * c[i] - b * si;
+            o2[i] = b * c[i] + a * si;
         }
     }
 }
 
-void cpu_rope_fwd(float *x, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0) {
-    rope_rotate(x, cos_t, sin_t, B, T, nh, hd, pos0, 1.0f);
+void cpu_qkv_split(float *q, float *k, float *v, const float *qkv, const float *cos_t, const float *sin_t, int B,
+                   int T, int H, int KV, int hd, int pos0) {
+    const size_t qd = (size_t)H * hd, kvd = (size_t)KV * hd, half = (size_t)hd / 2;
+    const long rows = (long)B * T;
+#pragma omp parallel for schedule(static)
+    for (long bt = 0; bt < rows; bt++) {
+        const float *x = qkv + (size_t)bt * (qd + 2 * kvd);
+        const size_t pos = (size_t)(pos0 + bt % T);
+        const float *c = cos_t ? cos_t + pos * half : NULL, *s = cos_t ? sin_t + pos * half : NULL;
+        rope_heads(q + bt * qd, x, c, s, H, hd, 1.0f);
+        rope_heads(k + bt * kvd, x + qd, c, s, KV, hd, 1.0f);
+        memcpy(v + bt * kvd, x + qd + kvd, sizeof(float) * kvd);
+    }
 }
 
-void cpu_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0) {
-    rope_rotate(dx, cos_t, sin_t, B, T, nh, hd, pos0, -1.0f);
+void cpu_qkv_merge(float *dqkv, const float *dq, const float *dk, const float *dv, const float *cos_t,
+                   const float *sin_t, int B, int T, int H, int KV, int hd) {
+    const size_t qd = (size_t)H * hd, kvd = (size_t)KV * hd, half = (size_t)hd / 2;
+    const long rows = (long)B * T;
+#pragma omp parallel for schedule(static)
+    for (long bt = 0; bt < rows; bt++) {
+        float *x = dqkv + (size_t)bt * (qd + 2 * kvd);
+        const size_t pos = (size_t)(bt % T);
+        const float *c = cos_t ? cos_t + pos * half : NULL, *s = cos_t ? sin_t + pos * half : NULL;
+        rope_heads(x, dq + bt * qd, c, s, H, hd, -1.0f);
+        rope_heads(x + qd, dk + bt * kvd, c, s, KV, hd, -1.0f);
+        memcpy(x + qd + kvd, dv + bt * kvd, sizeof(float) * kvd);
+    }
 }

@@ -1,4 +1,4 @@
-// elementwise: RMSNorm, LayerNorm, RoPE, SwiGLU, GELU, bias, embedding, positions, dropout,
+// elementwise: RMSNorm (and with the residual add), LayerNorm, the q|k|v split with RoPE, SwiGLU, GELU, bias, embedding, positions, dropout,
 // cross-entropy, vector ops, AdamW and bf16.
 // Every reduction runs in a fixed order that depends only on the shapes (no float atomics), so
 // results are bitwise reproducible from run to run.
@@ -26,19 +26,26 @@ template <class F> void launch_map(size_t n, F f) {
     cudaCheckLaunch();
 }
 
+// h (N, F) from the fused gu (N, 2F): gate then up on each row
 struct SwigluFwd {
     float *h;
-    const float *gate, *up;
-    __device__ void operator()(size_t i) const { h[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i]; }
+    const float *gu;
+    int F;
+    __device__ void operator()(size_t i) const {
+        const float *gate = gu + (i / F) * 2 * F + i % F, g = gate[0];
+        h[i] = g / (1.0f + expf(-g)) * gate[F];
+    }
 };
 
-struct SwigluBwd {
-    float *dgate, *dup;
-    const float *dh, *gate, *up;
+struct SwigluBwd {  // i over (N, F): writes d gate and d up of element i into dgu (N, 2F)
+    float *dgu;
+    const float *dh, *gu;
+    int F;
     __device__ void operator()(size_t i) const {
-        const float g = gate[i], sig = 1.0f / (1.0f + expf(-g)), d = dh[i];
-        dgate[i] = d * up[i] * (sig * (1.0f + g * (1.0f - sig)));  // d silu(g) / dg
-        dup[i] = d * (g * sig);
+        const size_t at = (i / F) * 2 * F + i % F;
+        const float g = gu[at], up = gu[at + F], sig = 1.0f / (1.0f + expf(-g)), d = dh[i];
+        dgu[at] = d * up * (sig * (1.0f + g * (1.0f - sig)));  // d silu(g) / dg
+        dgu[at + F] = d * (g * sig);
     }
 };
 
@@ -92,21 +99,38 @@ struct PositionsBwd {  // dwpe (T, D) += sum over b of dout[b], in b order (the 
     }
 };
 
-// x (rows, nh, hd) in place, rows = (B, T): (x1, x2) -> (x1 c - x2 s', x2 c + x1 s'), s' = sign * s
-struct RopeRotate {
-    float *x;
-    const float *cos_t, *sin_t;  // (positions, half)
-    int T, nh, hd, pos0;
+// One element of the q|k|v layout per thread: idx over (rows, W), W = qd + 2 kvd, rows = (B, T).
+// Forward (sign 1): q, k, v from the fused row, q and k rotated at position pos0 + t. Backward
+// (sign -1): the fused row from dq, dk, dv, rotated back. Without tables a plain copy. The
+// rotation (x1, x2) -> (x1 c - x2 s', x2 c + x1 s'), s' = sign * s, is the CPU's.
+struct QkvRope {
+    float *fused, *q, *k, *v;  // the fused row is read (forward) or written (backward)
+    const float *cos_t, *sin_t;  // (positions, hd/2), or NULL
+    int T, hd, qd, kvd, pos0;
     float sign;
-    __device__ void operator()(size_t idx) const {  // idx = ((bt * nh + h) * half + i)
-        const int half = hd / 2, i = (int)(idx % half);
-        const size_t bth = idx / half;
-        const size_t pos = (size_t)pos0 + (bth / nh) % T;
-        float *x1 = x + bth * hd, *x2 = x1 + half;
-        const float c = cos_t[pos * half + i], s = sign * sin_t[pos * half + i];
-        const float a = x1[i], b = x2[i];
-        x1[i] = a * c - b * s;
-        x2[i] = b * c + a * s;
+    __device__ void operator()(size_t idx) const {
+        const int W = qd + 2 * kvd, col = (int)(idx % W);
+        const size_t bt = idx / W;
+        float *x = fused + bt * W;  // this token's fused row
+        float *part;                // this token's q, k or v row, and the column inside it
+        int c;
+        if (col < qd) part = q + bt * qd, c = col;
+        else if (col < qd + kvd) part = k + bt * kvd, c = col - qd;
+        else part = v + bt * kvd, c = col - qd - kvd;
+        const int rotate = cos_t && col < qd + kvd;
+        if (!rotate) {
+            if (sign > 0) part[c] = x[col];
+            else x[col] = part[c];
+            return;
+        }
+        const int half = hd / 2, i = c % hd % half, head0 = c - c % hd;
+        const size_t pos = (size_t)pos0 + bt % T;
+        const float cs = cos_t[pos * half + i], sn = sign * sin_t[pos * half + i];
+        const float *src = sign > 0 ? x + (col - c) + head0 : part + head0;  // the head being rotated
+        const float a = src[i], b = src[i + half];
+        const float r = c % hd < half ? a * cs - b * sn : b * cs + a * sn;
+        if (sign > 0) part[c] = r;
+        else x[col] = r;
     }
 };
 
@@ -141,30 +165,40 @@ struct Scale {
     __device__ void operator()(size_t i) const { x[i] *= s; }
 };
 
-// torch.optim.AdamW; the bias corrections are folded into step_size and bc2_sqrt on the host
+__device__ __forceinline__ uint16_t f32_to_bf16(float f) {
+    const uint32_t u = __float_as_uint(f);
+    // round to nearest even: add 0x7fff plus the lowest kept bit, then truncate; NaN must
+    // not round into Inf, so it keeps its top bits with the quiet bit forced
+    return (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u)
+                                           : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// torch.optim.AdamW over a unit shard; the bias corrections are folded into step_size and
+// bc2_sqrt on the host. Weight decay inside h's ranges only; the clip coefficient scales g.
 struct AdamW {
     float *p, *m, *v;
+    uint16_t *pb;  // the bf16 copy of p for the next gather, or NULL
     const float *g;
-    float beta1, beta2, b1c, b2c, step_size, bc2_sqrt, eps, decay;
+    KernAdamW h;
+    float step_size, bc2_sqrt, decay;
     __device__ void operator()(size_t i) const {
-        const float gi = g[i];
-        const float mi = beta1 * m[i] + b1c * gi, vi = beta2 * v[i] + b2c * gi * gi;
+        float d = 1.0f;
+        for (int r = 0; r < h.ndecay; r++)
+            if (i >= h.decay[r][0] && i < h.decay[r][1]) d = decay;
+        const float gi = g[i] * h.grad_scale;
+        const float mi = h.beta1 * m[i] + (1.0f - h.beta1) * gi, vi = h.beta2 * v[i] + (1.0f - h.beta2) * gi * gi;
         m[i] = mi;
         v[i] = vi;
-        p[i] = p[i] * decay - step_size * (mi / (sqrtf(vi) / bc2_sqrt + eps));
+        const float pi = p[i] * d - step_size * (mi / (sqrtf(vi) / bc2_sqrt + h.eps));
+        p[i] = pi;
+        if (pb) pb[i] = f32_to_bf16(pi);
     }
 };
 
 struct F32ToBf16 {
     uint16_t *dst;
     const float *src;
-    __device__ void operator()(size_t i) const {
-        const uint32_t u = __float_as_uint(src[i]);
-        // round to nearest even: add 0x7fff plus the lowest kept bit, then truncate; NaN must
-        // not round into Inf, so it keeps its top bits with the quiet bit forced
-        dst[i] = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u)
-                                                   : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-    }
+    __device__ void operator()(size_t i) const { dst[i] = f32_to_bf16(src[i]); }
 };
 
 struct Bf16ToF32 {
@@ -182,6 +216,24 @@ __global__ void rmsnorm_fwd_kernel(float *out, float *rstd, const float *inp, co
     float *o = out + (size_t)blockIdx.x * D;
     float ss = 0.0f;
     for (int j = threadIdx.x; j < D; j += blockDim.x) ss += x[j] * x[j];
+    ss = block_reduce(ss, SumOp(), sh);
+    const float r = 1.0f / sqrtf(ss / D + eps);
+    if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+    for (int j = threadIdx.x; j < D; j += blockDim.x) o[j] = (x[j] * r) * w[j];
+}
+
+// one block per row: y += res, then out = y * rstd * w (each thread reads back only what it wrote)
+__global__ void add_rmsnorm_fwd_kernel(float *y, float *out, float *rstd, const float *res, const float *w, int D,
+                                       float eps) {
+    __shared__ float sh[32];
+    float *x = y + (size_t)blockIdx.x * D, *o = out + (size_t)blockIdx.x * D;
+    const float *b = res + (size_t)blockIdx.x * D;
+    float ss = 0.0f;
+    for (int j = threadIdx.x; j < D; j += blockDim.x) {
+        const float xj = x[j] + b[j];
+        x[j] = xj;
+        ss += xj * xj;
+    }
     ss = block_reduce(ss, SumOp(), sh);
     const float r = 1.0f / sqrtf(ss / D + eps);
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
@@ -374,13 +426,13 @@ __global__ void crossentropy_kernel(float *logits, const int32_t *targets, doubl
     }
 }
 
-// *out = sum of x (n), one block, fixed order
-__global__ void sum_doubles_kernel(double *out, const double *x, size_t n) {
+// *out = sum of x (n) (+= with accumulate), one block, fixed order
+__global__ void sum_doubles_kernel(double *out, const double *x, size_t n, int accumulate) {
     __shared__ double sh[32];
     double s = 0.0;
     for (size_t i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
     s = block_reduce(s, SumOp(), sh);
-    if (threadIdx.x == 0) *out = s;
+    if (threadIdx.x == 0) *out = accumulate ? *out + s : s;
 }
 
 // part[block] = sum of x^2 over the block's grid-stride share, in double
@@ -396,11 +448,10 @@ __global__ void sumsq_partial_kernel(double *part, const float *x, size_t n) {
 constexpr unsigned kSumsqBlocks = 1024;  // the grid depends only on n, so the sum order does too
 ScratchBuf reduce_scratch;
 
-// the sum of x (n doubles) on the host
-double sum_doubles(const double *x, size_t n) {
-    sum_doubles_kernel<<<1, 1024, 0, cuda_stream()>>>(&cuda_ctx.result_dev->value, x, n);
+// *out (device) = the sum of x (n doubles), or += with accumulate; the host does not wait
+void sum_doubles(double *out, const double *x, size_t n, int accumulate) {
+    sum_doubles_kernel<<<1, 1024, 0, cuda_stream()>>>(out, x, n, accumulate);
     cudaCheckLaunch();
-    return cuda_fetch_result();
 }
 
 }  // namespace
@@ -410,6 +461,12 @@ extern "C" {
 void cuda_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int D, float eps) {
     if (N <= 0) return;
     rmsnorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(out, rstd, inp, w, D, eps);
+    cudaCheckLaunch();
+}
+
+void cuda_add_rmsnorm_fwd(float *y, float *out, float *rstd, const float *r, const float *w, int N, int D, float eps) {
+    if (N <= 0) return;
+    add_rmsnorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(y, out, rstd, r, w, D, eps);
     cudaCheckLaunch();
 }
 
@@ -506,21 +563,26 @@ void cuda_rope_table(float *cos_t, float *sin_t, int T, int hd, float theta) {
     free(s);
 }
 
-void cuda_rope_fwd(float *x, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0) {
-    launch_map((size_t)B * T * nh * (hd / 2), RopeRotate{x, cos_t, sin_t, T, nh, hd, pos0, 1.0f});
+void cuda_qkv_split(float *q, float *k, float *v, const float *qkv, const float *cos_t, const float *sin_t, int B,
+                    int T, int H, int KV, int hd, int pos0) {
+    const int qd = H * hd, kvd = KV * hd;
+    launch_map((size_t)B * T * (qd + 2 * kvd), QkvRope{(float *)qkv, q, k, v, cos_t, sin_t, T, hd, qd, kvd, pos0, 1.0f});
 }
 
-void cuda_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int B, int T, int nh, int hd, int pos0) {
+void cuda_qkv_merge(float *dqkv, const float *dq, const float *dk, const float *dv, const float *cos_t,
+                    const float *sin_t, int B, int T, int H, int KV, int hd) {
     // the transpose of a rotation is the rotation by the negative angle
-    launch_map((size_t)B * T * nh * (hd / 2), RopeRotate{dx, cos_t, sin_t, T, nh, hd, pos0, -1.0f});
+    const int qd = H * hd, kvd = KV * hd;
+    launch_map((size_t)B * T * (qd + 2 * kvd),
+               QkvRope{dqkv, (float *)dq, (float *)dk, (float *)dv, cos_t, sin_t, T, hd, qd, kvd, 0, -1.0f});
 }
 
-void cuda_swiglu_fwd(float *h, const float *gate, const float *up, size_t N) {
-    launch_map(N, SwigluFwd{h, gate, up});
+void cuda_swiglu_fwd(float *h, const float *gu, int N, int F) {
+    if (N > 0 && F > 0) launch_map((size_t)N * F, SwigluFwd{h, gu, F});
 }
 
-void cuda_swiglu_bwd(float *dgate, float *dup, const float *dh, const float *gate, const float *up, size_t N) {
-    launch_map(N, SwigluBwd{dgate, dup, dh, gate, up});
+void cuda_swiglu_bwd(float *dgu, const float *dh, const float *gu, int N, int F) {
+    if (N > 0 && F > 0) launch_map((size_t)N * F, SwigluBwd{dgu, dh, gu, F});
 }
 
 void cuda_embedding_fwd(float *out, const int32_t *tokens, const float *wte, int N, int D) {
@@ -543,12 +605,12 @@ void cuda_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, i
     cudaCheckLaunch();
 }
 
-double cuda_crossentropy_fwd_bwd(float *logits, const int32_t *targets, int N, int V, float dscale) {
-    if (N <= 0) return 0.0;
+void cuda_crossentropy_fwd_bwd(float *logits, const int32_t *targets, int N, int V, float dscale, double *loss) {
+    if (N <= 0) return;
     double *losses = (double *)reduce_scratch.get(sizeof(double) * (size_t)N);  // (N)
     crossentropy_kernel<<<N, kCeThreads, 0, cuda_stream()>>>(logits, targets, losses, V, dscale);
     cudaCheckLaunch();
-    return sum_doubles(losses, (size_t)N);
+    sum_doubles(loss, losses, (size_t)N, 1);
 }
 
 void cuda_add(float *y, const float *x, size_t n) { launch_map(n, AddInPlace{y, x}); }
@@ -566,21 +628,25 @@ void cuda_copy(float *dst, const float *src, size_t n) {
         cudaCheck(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyDeviceToDevice, cuda_stream()));
 }
 
-double cuda_sumsq(const float *x, size_t n) {
-    if (!n) return 0.0;
+void cuda_sumsq_to(double *out, const float *x, size_t n) {
     const unsigned blocks = grid_for(n, kThreads, kSumsqBlocks);
     double *part = (double *)reduce_scratch.get(sizeof(double) * blocks);
     sumsq_partial_kernel<<<blocks, kThreads, 0, cuda_stream()>>>(part, x, n);
     cudaCheckLaunch();
-    return sum_doubles(part, blocks);
+    sum_doubles(out, part, blocks, 0);
 }
 
-void cuda_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps,
-                float wd, int step) {
+double cuda_sumsq(const float *x, size_t n) {
+    if (!n) return 0.0;
+    cuda_sumsq_to(&cuda_ctx.result_dev->value, x, n);
+    return cuda_fetch_result();
+}
+
+void cuda_adamw(float *p, uint16_t *p_bf16, const float *g, float *m, float *v, size_t n, const KernAdamW *h) {
     // exactly the CPU's constants: bias corrections in double, then rounded to float
-    const double bc1 = 1.0 - pow(beta1, step), bc2 = 1.0 - pow(beta2, step);
-    launch_map(n, AdamW{p, m, v, g, beta1, beta2, 1.0f - beta1, 1.0f - beta2, (float)(lr / bc1), (float)sqrt(bc2),
-                        eps, (float)(1.0 - (double)lr * wd)});
+    const double bc1 = 1.0 - pow(h->beta1, h->step), bc2 = 1.0 - pow(h->beta2, h->step);
+    launch_map(n, AdamW{p, m, v, p_bf16, g, *h, (float)(h->lr / bc1), (float)sqrt(bc2),
+                        (float)(1.0 - (double)h->lr * h->weight_decay)});
 }
 
 void cuda_f32_to_bf16(uint16_t *dst, const float *src, size_t n) { launch_map(n, F32ToBf16{dst, src}); }

@@ -1,6 +1,6 @@
 // tokens: the batch's ids checked against the vocabulary on the device (kernels.h, "token ids").
 // A bad id is replaced by 0 and its place noted with an integer atomicMin, so the note is the
-// first bad place whatever the thread order; the loss's result fetch brings it to the host.
+// first bad place whatever the thread order; the host fetches it once per step.
 #include "common.cuh"
 
 namespace {
@@ -8,12 +8,13 @@ namespace {
 constexpr int kThreads = 256;
 
 // ids (n): tokens then targets, one index space
-__global__ void tokens_check_kernel(int32_t *tokens, int32_t *targets, int N, int V, unsigned long long *note) {
+__global__ void tokens_check_kernel(int32_t *tokens, int32_t *targets, int N, int V, long long base,
+                                    unsigned long long *note) {
     const long long n = targets ? 2LL * N : N;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         int32_t *t = i < N ? &tokens[i] : &targets[i - N];
         if (*t >= 0 && *t < V) continue;
-        atomicMin(note, (unsigned long long)i << 32 | (uint32_t)*t);
+        atomicMin(note, (unsigned long long)(base + i) << 32 | (uint32_t)*t);
         *t = 0;
     }
 }
@@ -22,14 +23,17 @@ __global__ void tokens_check_kernel(int32_t *tokens, int32_t *targets, int N, in
 
 extern "C" {
 
-void cuda_tokens_check(int32_t *tokens, int32_t *targets, int N, int V) {
+void cuda_tokens_check(int32_t *tokens, int32_t *targets, int N, int V, long long base) {
     if (N <= 0) return;
     tokens_check_kernel<<<grid_for((targets ? 2 : 1) * (size_t)N, kThreads), kThreads, 0, cuda_stream()>>>(
-        tokens, targets, N, V, &cuda_ctx.result_dev->token_note);
+        tokens, targets, N, V, base, &cuda_ctx.result_dev->token_note);
     cudaCheckLaunch();
 }
 
 int cuda_token_error(long long *index, int *id) {
+    cudaCheck(cudaMemcpyAsync(&cuda_ctx.result_host->token_note, &cuda_ctx.result_dev->token_note,
+                              sizeof cuda_ctx.result_host->token_note, cudaMemcpyDeviceToHost, cuda_stream()));
+    cudaCheck(cudaStreamSynchronize(cuda_stream()));
     const unsigned long long note = cuda_ctx.result_host->token_note;
     if (note == ~0ull) return 0;
     *index = (long long)(note >> 32), *id = (int)(uint32_t)note;
