@@ -494,10 +494,12 @@ typedef struct {
 // --collective_timeout ran out while waiting on r: print the ring, trade positions with the other
 // ranks that timed out (a stopped or dead rank, or one stuck outside any collective, sends
 // nothing), name the ranks not heard from, and end the job through MPI_Abort instead of hanging.
-static void __attribute__((noreturn)) collective_timed_out(const CommRequest *r, double waited) {
+// A rank still waiting when another rank's time ran out joins at once (joined), so ranks whose
+// waits began far apart are all heard within the grace period.
+static void __attribute__((noreturn)) collective_timed_out(const CommRequest *r, double waited, int joined) {
     char why[256];
-    snprintf(why, sizeof why, "waited %.1f s in %s #%llu on group %s (--collective_timeout %g)", waited, r->op,
-             (unsigned long long)r->seq, r->g->name, collective_timeout);
+    snprintf(why, sizeof why, "waited %.1f s in %s #%llu on group %s (%s--collective_timeout %g)", waited, r->op,
+             (unsigned long long)r->seq, r->g->name, joined ? "another rank ran out of " : "", collective_timeout);
     flight_dump(why);
     int world = comm_info.world, me = comm_info.rank;
     WaitStatus mine = {.rank = me, .seq = r->seq}, *got = callocCheck((size_t)world, sizeof *got);
@@ -572,7 +574,12 @@ void comm_wait(CommRequest *r) {
     for (unsigned spins = 1; !request_test(r); spins++) {
         if (spins % 64) continue;
         int64_t waited = comm_clock_us() - t0;
-        if (limit > 0 && waited > limit) collective_timed_out(r, waited / 1e6);
+        if (limit > 0 && waited > limit) collective_timed_out(r, waited / 1e6, 0);
+        if (limit > 0 && waited > 1000000) {  // a long wait: has another rank already timed out?
+            int other = 0;
+            MPI_Iprobe(MPI_ANY_SOURCE, TIMEOUT_TAG, watch_comm, &other, MPI_STATUS_IGNORE);
+            if (other) collective_timed_out(r, waited / 1e6, 1);
+        }
         if (waited > 10000) usleep(100);
     }
     int64_t start = r->start_us, end = comm_clock_us();

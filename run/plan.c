@@ -17,33 +17,45 @@
 #include "../shard/shard.h"
 #include "train.h"
 
-typedef enum { GPU_H100, GPU_H200, GPU_A100 } PlanGpu;
+typedef enum { GPU_H100, GPU_H100_PCIE, GPU_H200, GPU_A100 } PlanGpu;
 
 // The GPUs a plan may name. Memory: the total cudaMemGetInfo reports on the SXM parts. Peaks:
 // dense bf16 tensor cores (kern_peak_flops's figures) and plain FP32, since --precision float32
-// computes with COMPUTE_32F, not TF32. NVLink: per direction. HBM: what AdamW streams through.
+// computes with COMPUTE_32F, not TF32. NVLink: per direction (the PCIe part without a bridge: PCIe
+// Gen5 x16). HBM: what AdamW streams through.
 static const struct {
     const char *name;
     double mem_gib, bf16_tflops, fp32_tflops, nvlink_gbs, hbm_gbs;
 } gpus[] = {
     [GPU_H100] = {"H100 SXM 80GB", 79.6, 989, 67, 450, 3350},
+    [GPU_H100_PCIE] = {"H100 PCIe 80GB", 79.6, 756, 51, 64, 2000},
     [GPU_H200] = {"H200 SXM 141GB", 140.4, 989, 67, 450, 4800},
     [GPU_A100] = {"A100 SXM 80GB", 79.3, 312, 19.5, 300, 2039},
 };
-static const CliChoice gpu_names[] = {{"h100", GPU_H100}, {"h200", GPU_H200}, {"a100-80g", GPU_A100}, {"a100", GPU_A100}, {NULL, 0}};
+static const CliChoice gpu_names[] = {{"h100", GPU_H100}, {"h100-pcie", GPU_H100_PCIE}, {"h200", GPU_H200}, {"a100-80g", GPU_A100}, {"a100", GPU_A100}, {NULL, 0}};
+
+// --interconnect: a node's fabric to the other nodes, per direction (NVLink inside a node comes
+// with --gpu). EFA: 4 x 100 Gb/s on p4d, 32 x 100 Gb/s on p5; InfiniBand: 8 x 200 Gb/s HDR (DGX
+// A100), 8 x 400 Gb/s NDR (DGX H100).
+typedef enum { NET_DEFAULT, NET_EFA_P4D, NET_EFA_P5, NET_IB_HDR, NET_IB_NDR, NET_ETH_100G } PlanNet;
+static const double net_gbs[] = {[NET_EFA_P4D] = 50, [NET_EFA_P5] = 400, [NET_IB_HDR] = 200, [NET_IB_NDR] = 400,
+                                 [NET_ETH_100G] = 12.5};
+static const CliChoice net_names[] = {{"efa-p4d", NET_EFA_P4D}, {"efa", NET_EFA_P4D}, {"efa-p5", NET_EFA_P5},
+                                      {"ib-hdr", NET_IB_HDR}, {"ib-ndr", NET_IB_NDR}, {"ethernet-100g", NET_ETH_100G},
+                                      {NULL, 0}};
 
 // what the roofline assumes unless told (README: "Planning a run")
 enum { GPU_RANKS_PER_NODE = 8 };
 static const double GIB = 1024.0 * 1024.0 * 1024.0, GB = 1e9;
 static const double RESERVE_GIB = 1.0;      // CUDA context, NCCL and cuBLASLt workspaces: outside the estimate
-static const double INTER_NODE_GBS = 50.0;  // 4 x 100 Gb/s EFA per node
-static const double CPU_INTRA_GBS = 10.0, CPU_INTER_GBS = 12.5;  // MPI over shared memory; 100 Gb Ethernet
+static const PlanNet GPU_NET = NET_EFA_P4D, CPU_NET = NET_ETH_100G;
+static const double CPU_INTRA_GBS = 10.0;  // MPI over shared memory
 static const double HOST_ADAMW_GBS = 20.0;  // one rank's AdamW on CPU threads (--cpu_offload, or a CPU run)
 static const double ADAMW_BYTES = 28.0;     // per element: reads p, g, m, v; writes p, m, v (fp32)
 static const double ADAMW_BF16_BYTES = 2.0; // --precision bf16 on the device: also writes the gathers' bf16 copy
 
 typedef struct {
-    int world_size, ranks_per_node, gpu, json;
+    int world_size, ranks_per_node, gpu, net, json;
     double gpu_memory, gpu_tflops, intra_bw, inter_bw, efficiency, host_memory;
 } PlanArgs;
 
@@ -61,6 +73,7 @@ static const CliFlag plan_flags[] = {
     NUM("gpu_tflops", gpu_tflops, "TFLOP/s, a positive number", positive),
     NUM("intra_node_bw", intra_bw, "GB/s, a positive number", positive),
     NUM("inter_node_bw", inter_bw, "GB/s, a positive number", positive),
+    {.name = "interconnect", .kind = CLI_ENUM, AT(net), .choices = net_names},
     NUM("compute_efficiency", efficiency, "a fraction in (0, 1]", fraction),
     NUM("host_memory", host_memory, "GiB, a positive number", positive),
     {.name = "json", .kind = CLI_BOOL, AT(json)},
@@ -68,8 +81,9 @@ static const CliFlag plan_flags[] = {
 #define NPLAN (sizeof plan_flags / sizeof plan_flags[0])
 static const CliTable plan_table = {.flags = plan_flags, .n = NPLAN, .command = "plan"};
 static const char *const usage =
-    "usage: fsdpc plan [training flags] [--world_size N] [--ranks_per_node M] [--gpu h100|h200|a100-80g] "
-    "[--gpu_memory GiB] [--gpu_tflops TF] [--intra_node_bw GB/s] [--inter_node_bw GB/s] [--compute_efficiency F] "
+    "usage: fsdpc plan [training flags] [--world_size N] [--ranks_per_node M] [--gpu h100|h100-pcie|h200|a100-80g] "
+    "[--gpu_memory GiB] [--gpu_tflops TF] [--intra_node_bw GB/s] [--interconnect efa-p4d|efa-p5|ib-hdr|ib-ndr|ethernet-100g] "
+    "[--inter_node_bw GB/s] [--compute_efficiency F] "
     "[--host_memory GiB] [--json] (README.md, \"Planning a run\")";
 
 static const CliFlag *plan_flag(const char *arg) {
@@ -209,7 +223,10 @@ int plan_main(int argc, char **argv) {
         if (u == plan.embed_unit) embed = padded;
     }
     double intra = a.intra_bw > 0 ? a.intra_bw : gpu ? gpus[a.gpu].nvlink_gbs : CPU_INTRA_GBS;
-    double inter = a.inter_bw > 0 ? a.inter_bw : gpu ? INTER_NODE_GBS : CPU_INTER_GBS;
+    if (a.net != NET_DEFAULT && a.inter_bw > 0)
+        comm_fail_all("plan: --interconnect %s and --inter_node_bw %g both set the bandwidth between nodes; give one",
+                      cli_choice_name(net_names, a.net), a.inter_bw);
+    double inter = a.inter_bw > 0 ? a.inter_bw : net_gbs[a.net != NET_DEFAULT ? a.net : (int)(gpu ? GPU_NET : CPU_NET)];
     // shard groups are consecutive ranks; replica groups take one rank of each shard group
     int shard_fits = g <= rpn && rpn % g == 0;
     double shard_bw = group_bw(shard_fits, g < rpn ? g : rpn, rpn, intra, inter) * GB;

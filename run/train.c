@@ -463,7 +463,10 @@ static double train_step(Run *r, int step, float lr, double *gnorm, int *applied
     }
     shard_grads_finish(&r->st);
     ShardStepStats st;
+    // clipping's norm: per-unit sums of squares and the loss in one reduction (the scaling runs inside AdamW)
+    trace_begin(TRACE_COMPUTE, "clip grad norm", -1);
     shard_step_stats(&r->st, r->acts.loss, preempt_signal != 0, &st);  // reduced over all ranks: they agree
+    trace_end(TRACE_COMPUTE);
     *preempt = st.flag > 0;
     prof_mark(r, PROF_REDUCE);
     kern_range_push("optimizer");

@@ -182,10 +182,21 @@ fi
 # ---- errors: one line, like training's ----
 expect_error "plan: unknown flag" "unknown flag '--bogus'" ./fsdpc plan --device cpu --bogus 1
 expect_error "plan: --world_size 0" "world_size expects a positive integer" ./fsdpc plan --device cpu --world_size 0
-expect_error "plan: --gpu names a GPU it knows" "--gpu must be one of h100\|h200\|a100-80g" ./fsdpc plan --gpu v100
+expect_error "plan: --gpu names a GPU it knows" "--gpu must be one of h100\|h100-pcie\|h200\|a100-80g" ./fsdpc plan --gpu v100
 expect_error "plan: whole nodes" "--world_size 12 is not a whole number of nodes of --ranks_per_node 8" ./fsdpc plan --device cpu --world_size 12 --ranks_per_node 8
 expect_error "plan: the hybrid group must divide the world" "world size 8 is not a multiple of the shard group size 3" \
     ./fsdpc plan --device cpu --world_size 8 --sharding hybrid-full-shard --shard_group_size 3
+# --interconnect names a fabric: efa-p5 is 400 GB/s between nodes, as --inter_node_bw 400 says
+N7="--model_name llama2_7b --precision bf16 --batch_size 1 --world_size 32 --json"
+[ -n "$(./fsdpc plan $N7 --interconnect efa-p5 2>&1)" ] &&
+    [ "$(./fsdpc plan $N7 --interconnect efa-p5 2>&1)" = "$(./fsdpc plan $N7 --inter_node_bw 400 2>&1)" ] &&
+    [ "$(./fsdpc plan $N7 --interconnect efa-p4d 2>&1)" = "$(./fsdpc plan $N7 2>&1)" ] &&
+    [ "$(./fsdpc plan $N7 --interconnect ib-ndr 2>&1)" != "$(./fsdpc plan $N7 2>&1)" ]
+check "plan: --interconnect efa-p5 equals --inter_node_bw 400; efa-p4d is the GPU default; ib-ndr differs" $?
+expect_error "plan: --interconnect names a fabric it knows" "--interconnect must be one of efa-p4d\|efa\|efa-p5" \
+    ./fsdpc plan --interconnect slingshot
+expect_error "plan: --interconnect and --inter_node_bw together" "--interconnect efa-p5 and --inter_node_bw 100 both set" \
+    ./fsdpc plan --interconnect efa-p5 --inter_node_bw 100
 expect_error "plan: training's flag checks apply" "--batch_size must be positive" ./fsdpc plan --device cpu --batch_size 0
 
 # ---- run/plot.py ----
