@@ -12,6 +12,7 @@ void comm_fatal_at(const char *file, int line, const char *fmt, ...) {
 }
 void *comm_malloc_at(const char *f, int l, size_t n) { void *p = malloc(n ? n : 1); if (!p) comm_fatal_at(f, l, "oom"); return p; }
 void *comm_calloc_at(const char *f, int l, size_t n, size_t s) { void *p = calloc(n ? n : 1, s ? s : 1); if (!p) comm_fatal_at(f, l, "oom"); return p; }
+void comm_log(const char *fmt, ...) { va_list ap; va_start(ap, fmt); vprintf(fmt, ap); va_end(ap); }
 void comm_init(int *, char ***) {}
 void comm_finalize(void) {}
 int test_main(int argc, char **argv);
