@@ -647,15 +647,24 @@ static void bench(void) {
     float *scratch = cuda_alloc(sizeof(float) * cuda_attention_scratch_floats(B, H, T));
     const double af = 2.0 * 2.0 * B * H * (double)T * T * hd / 2;
     printf("# attention (B=%d T=%d H=%d KV=%d hd=%d)    fwd ms  TFLOP/s   bwd ms  TFLOP/s\n", B, T, H, KV, hd);
-    for (int mode = COMPUTE_FP32; mode <= COMPUTE_BF16; mode++) {
-        cuda_set_compute(mode);
+    // fp32, bf16 WMMA, then cuDNN's fused attention (bf16 operand casts included) where it loads
+    for (int mode = COMPUTE_FP32; mode <= COMPUTE_BF16 + 1; mode++) {
+        cuda_set_compute(mode > COMPUTE_BF16 ? COMPUTE_BF16 : mode);
+        int failed;
+        const char *att = cuda_attention_select(mode > COMPUTE_BF16 ? KERN_ATTENTION_CUDNN : KERN_ATTENTION_NATIVE,
+                                                mode != COMPUTE_FP32, hd, &failed);
+        if (failed) {
+            printf("  %s\n", att);
+            break;
+        }
+        static const char *const what[] = {"fp32 (CUDA cores)", "bf16 (WMMA tensor cores)", "bf16 (cuDNN fused SDPA)"};
         const double f =
             TIME_MS(reps, cuda_attention_fwd(o, saved, q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL));
         const double b =
             TIME_MS(reps, cuda_attention_bwd(dq, dk, dv, scratch, o, o, saved, q, k, v, B, T, H, KV, hd, NULL));
-        printf("  %-34s %7.3f %8.1f  %7.3f %8.1f\n", mode ? "bf16 (WMMA tensor cores)" : "fp32 (CUDA cores)", f,
-               af / f * 1e-9, b, 2.5 * af / b * 1e-9);
+        printf("  %-34s %7.3f %8.1f  %7.3f %8.1f\n", what[mode], f, af / f * 1e-9, b, 2.5 * af / b * 1e-9);
     }
+    cuda_attention_select(KERN_ATTENTION_NATIVE, 0, hd, &(int){0});
 
     // memory-bound kernels: effective bandwidth (bytes read + written)
     const double rms = TIME_MS(reps, cuda_rmsnorm_fwd(dx, saved, x, w, N, D, 1e-5f));
