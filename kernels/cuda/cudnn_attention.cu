@@ -517,7 +517,8 @@ const char *self_check(int hd) {
     att_choice = saved_choice;
     const char *what[] = {"output", "dq", "dk", "dv", "dq from cuDNN's softmax statistics"};
     why[0] = 0;
-    const double tol = 2e-2;  // bf16 operands on both sides, rounded at different points
+    const double tol = 3e-2;  // bf16 operands on both sides, rounded at different points (each is within
+                              // 2e-2 of fp32 in test_gpu)
     for (int i = 0; i < 5 && !why[0]; i++) {
         const size_t nn = i == 2 || i == 3 ? nkv : nq;
         const double e = dev_rel_err(res[1][i], res[0][i == 4 ? 1 : i], nn);
