@@ -18,6 +18,7 @@
 // A finalized plan is cached per (direction, B, T, H, KV, hd).
 #include <cudnn_graph.h>
 #include <dlfcn.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,12 +223,13 @@ struct Graph {
         return y;
     }
 
-    // the by-value scalars both graphs use: the score scale and the masked score
+    // the by-value scalars both graphs use: the score scale, and the masked score (the most negative
+    // float rather than -inf, so that no engine computes -inf - -inf)
     void scalars() {
         scale = tensor(UID_SCALE, CUDNN_DATA_FLOAT, packed(1, 1, 1, 1), false, true);
         neg_inf = tensor(UID_NEG_INF, CUDNN_DATA_FLOAT, packed(1, 1, 1, 1), false, true);
     }
-    // s (B, H, T, T) with the scores of keys after the query replaced by -inf
+    // s (B, H, T, T) with the scores of keys after the query replaced by the masked score
     Desc causal(Desc s, const Shape &shape) {
         Desc row = pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, nullptr, nullptr,
                              virt(CUDNN_DATA_INT32, shape), 2);
@@ -435,7 +437,7 @@ bool cudnn_att_fwd(float *out, float *lse, const float *q, const float *k, const
     cuda_f32_to_bf16(s[0], q, nq);
     cuda_f32_to_bf16(s[1], k, nkv);
     cuda_f32_to_bf16(s[2], v, nkv);
-    float scale = 1.0f / sqrtf((float)hd), neg_inf = -INFINITY;
+    float scale = 1.0f / sqrtf((float)hd), neg_inf = -FLT_MAX;
     const int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF};
     void *const ptrs[] = {s[0], s[1], s[2], s[3], lse, &scale, &neg_inf};
     execute(*plan, uids, ptrs, 7);
@@ -453,7 +455,7 @@ bool cudnn_att_bwd(float *dq, float *dk, float *dv, float *sum, const float *dou
     uint16_t *const *s = bf16_slots(n, 8);
     const float *in[5] = {q, k, v, out, dout};
     for (int i = 0; i < 5; i++) cuda_f32_to_bf16(s[i], in[i], n[i]);
-    float scale = 1.0f / sqrtf((float)hd), neg_inf = -INFINITY;
+    float scale = 1.0f / sqrtf((float)hd), neg_inf = -FLT_MAX;
     const int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_DO, UID_STATS, UID_SUM,
                             UID_DQ, UID_DK, UID_DV, UID_SCALE, UID_NEG_INF};
     void *const ptrs[] = {s[0], s[1], s[2], s[3], s[4], (void *)lse, sum, s[5], s[6], s[7], &scale, &neg_inf};

@@ -283,9 +283,8 @@ void op_io(const Desc *op, std::vector<Desc *> &in, Desc **out) {
 
 // (B, T, heads, hd) rows seen as (B, heads, T, hd), or transposed as (B, heads, hd, T)
 bool rows_view(const Tensor &t, bool transposed) {
-    const int64_t B = t.dim[0], n = t.dim[1], T = transposed ? t.dim[3] : t.dim[2], hd = transposed ? t.dim[2] : t.dim[3];
+    const int64_t n = t.dim[1], T = transposed ? t.dim[3] : t.dim[2], hd = transposed ? t.dim[2] : t.dim[3];
     const int64_t want[4] = {T * n * hd, hd, transposed ? 1 : n * hd, transposed ? n * hd : 1};
-    (void)B;
     return t.nd == 4 && !memcmp(t.stride, want, sizeof want);
 }
 
@@ -476,8 +475,9 @@ std::vector<float> lse_of(const Sdpa &s, const std::vector<float> &q, const std:
 cudnnStatus_t run_sdpa(const Sdpa &s, const std::map<int64_t, void *> &ptr) {
     auto at = [&](const Desc *t) { return ptr.at(t->t.uid); };
     const float scale = *(const float *)at(s.scale), neg_inf = *(const float *)at(s.neg_inf);
-    REFUSE_IF(fabsf(scale - 1.0f / sqrtf((float)s.hd)) > 1e-7f || neg_inf != -INFINITY, CUDNN_STATUS_NOT_SUPPORTED,
-              "the emulation runs scale 1/sqrt(hd) and a -inf mask only (got %g, %g)", scale, neg_inf);
+    REFUSE_IF(fabsf(scale - 1.0f / sqrtf((float)s.hd)) > 1e-7f || neg_inf > -1e30f, CUDNN_STATUS_NOT_SUPPORTED,
+              "the emulation runs scale 1/sqrt(hd) and masked scores of -inf or close only (got %g, %g)", scale,
+              neg_inf);
     const int B = (int)s.B, T = (int)s.T, H = (int)s.H, KV = (int)s.KV, hd = (int)s.hd;
     const size_t kvb = (size_t)T * KV * hd;
     std::vector<float> q = load(s.q, at(s.q)), k = load(s.kt, at(s.kt)), v = load(s.v, at(s.v));
