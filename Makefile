@@ -79,7 +79,7 @@ EMU = build/emu$(if $(filter 1,$(SAN)),-san)
 EMU_OBJ = $(patsubst kernels/cuda/%.cu,$(EMU)/%.o,$(wildcard kernels/cuda/*.cu))
 EMU_HDR = $(patsubst kernels/cuda/%,$(EMU)/%,$(wildcard kernels/cuda/*.cuh))
 EMU_REWRITE = perl -pe 's/(\w+)<<<(.*?)>>>\(/emu_launch($$1, $$2)(/g; s/extern __shared__ (__align__\(\d+\) )?float smem\[\];/float *smem = emu::dyn_smem;/; s/__shared__ (\w+) (\w+)\[(\w+)\];/$$1 (&$$2)[$$3] = emu::shared_array<$$1, $$3, __LINE__>();/'
-EMU_CXX = g++ -std=c++20 -O1 -pthread -DFSDPC_CUDA -Itest/emu/include -Ikernels/cuda -I. -Wall -Wno-unused-parameter -Wno-unknown-pragmas -MMD -MP
+EMU_CXX = g++ -std=c++20 -O1 -pthread -DFSDPC_CUDA -Itest/emu/include -Ikernels/cuda -I. -idirafter $(CUDA_HOME)/include -Wall -Wno-unused-parameter -Wno-unknown-pragmas -MMD -MP
 CPU_KERN_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard kernels/cpu/*.c))
 
 .PRECIOUS: $(EMU)/%.cpp
@@ -87,7 +87,9 @@ $(EMU)/%.cpp: kernels/cuda/%.cu Makefile
 	@mkdir -p $(EMU)
 	$(EMU_REWRITE) $< > $@
 
-$(EMU)/%.cuh: kernels/cuda/%.cuh Makefile
+# a static pattern: the headers are then targets make knows, so a fresh tree's first emu build
+# does not fall back to the built-in %.o: %.cpp rule while they do not exist yet
+$(EMU_HDR): $(EMU)/%.cuh: kernels/cuda/%.cuh Makefile
 	@mkdir -p $(EMU)
 	$(EMU_REWRITE) $< > $@
 
@@ -102,11 +104,15 @@ $(EMU)/device.o: test/emu/device.cpp test/emu/emu_device.h
 	@mkdir -p $(EMU)
 	$(EMU_CXX) -c $< -o $@
 
+$(EMU)/cudnn.o: test/emu/cudnn.cpp test/emu/emu_device.h
+	@mkdir -p $(EMU)
+	$(EMU_CXX) -c $< -o $@
+
 $(EMU)/test_gpu.o: test/test_gpu.c
 	@mkdir -p $(EMU)
 	gcc $(CFLAGS) -DFSDPC_CUDA -Dmain=test_main -I. -c $< -o $@
 
-build/test_gpu_emu: $(EMU_OBJ) $(EMU)/emu_main.o $(EMU)/device.o $(EMU)/test_gpu.o $(CPU_KERN_OBJ)
+build/test_gpu_emu: $(EMU_OBJ) $(EMU)/emu_main.o $(EMU)/device.o $(EMU)/cudnn.o $(EMU)/test_gpu.o $(CPU_KERN_OBJ)
 	g++ -fopenmp -pthread $^ -o $@ -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lm $(SAN_LD)
 
 EMU_C_OBJ = $(patsubst %.c,$(EMU)/c/%.o,main.c $(wildcard comm/*.c model/*.c shard/*.c run/*.c data/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c) test/emu/c/capi.c)
@@ -114,7 +120,7 @@ $(EMU)/c/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) -Itest/emu/c $(CFLAGS) -DFSDPC_CUDA -c $< -o $@
 
-build/fsdpc_emu: $(EMU_C_OBJ) $(CXX_SRC:%.cpp=$(BUILD)/%.o) $(EMU_OBJ) $(EMU)/device.o
+build/fsdpc_emu: $(EMU_C_OBJ) $(CXX_SRC:%.cpp=$(BUILD)/%.o) $(EMU_OBJ) $(EMU)/device.o $(EMU)/cudnn.o
 	$(CC) $(CFLAGS) $^ -o $@ $(HOST_LDLIBS) -lstdc++
 
 build/emu_race_check: test/emu/race_check.cpp $(EMU)/device.o

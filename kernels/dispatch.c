@@ -7,6 +7,9 @@
 
 #include "../comm/comm.h"
 #include "backend.h"
+#ifdef FSDPC_CUDA
+#include "cuda/cuda_backend.h"
+#endif
 #include "kernels.h"
 
 static int on_gpu;
@@ -216,6 +219,19 @@ void kern_set_compute_bf16(int on) {
 #else
     (void)on;
 #endif
+}
+
+const char *kern_select_attention(KernAttention want, int bf16, int head_dim, int *failed) {
+    *failed = 0;
+#ifdef FSDPC_CUDA
+    if (on_gpu) return cuda_attention_select(want, bf16, head_dim, failed);
+#else
+    (void)bf16, (void)head_dim;
+#endif
+    if (want != KERN_ATTENTION_CUDNN) return NULL;  // the CPU kernel, as always
+    *failed = 1;
+    return "--attention cudnn: cuDNN runs on a GPU and this run is on the CPU (--device cuda on a GPU machine, or "
+           "--attention auto|native)";
 }
 
 void kern_adamw_host(float *p, uint16_t *p_bf16, const float *g, float *m, float *v, size_t n, const KernAdamW *h) {

@@ -29,6 +29,14 @@ const char *kern_device_name(void);  // e.g. "cpu" or "cuda:0 (NVIDIA H100 80GB 
 // --precision bf16 on a GPU: matmuls and attention round their operands to bf16 and run on the
 // tensor cores, accumulating in fp32 (outputs stay fp32). The CPU always computes in fp32.
 void kern_set_compute_bf16(int on);
+// --attention: how causal attention runs on a GPU. auto: cuDNN's fused flash attention when it
+// loads, supports the run (bf16, head dim 64 or 128) and agrees with the native kernel on a
+// start-up check, else the native kernel; cudnn: the same, and any reason against it is an error;
+// native: the native kernel. The CPU device always runs the CPU kernel (cudnn is an error there).
+typedef enum { KERN_ATTENTION_AUTO, KERN_ATTENTION_CUDNN, KERN_ATTENTION_NATIVE } KernAttention;
+// After kern_select_device and kern_set_compute_bf16. Returns the line to log (NULL: nothing to
+// say); *failed when it is instead the error that ends the run.
+const char *kern_select_attention(KernAttention want, int bf16, int head_dim, int *failed);
 // threads used by the CPU kernels (0 = library default)
 void kern_init(int num_threads);
 int kern_num_threads(void);

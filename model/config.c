@@ -68,6 +68,8 @@ static const CliChoice lr_decay_names[] = {
     {"cosine", LR_DECAY_COSINE}, {"linear", LR_DECAY_LINEAR}, {"constant", LR_DECAY_CONSTANT}, {NULL, 0}};
 static const CliChoice device_names[] = {
     {"auto", KERN_DEVICE_AUTO}, {"cpu", KERN_DEVICE_CPU}, {"cuda", KERN_DEVICE_CUDA}, {NULL, 0}};
+static const CliChoice attention_names[] = {
+    {"auto", KERN_ATTENTION_AUTO}, {"cudnn", KERN_ATTENTION_CUDNN}, {"native", KERN_ATTENTION_NATIVE}, {NULL, 0}};
 static const CliChoice environment_names[] = {{"local", ENV_LOCAL}, {"pbs", ENV_PBS}, {NULL, 0}};
 // model_type stays a string (checkpoints and config.json name the family); these number its names
 static const CliChoice model_type_names[] = {{"llama_v2", 0}, {"mingpt", 1}, {NULL, 0}};
@@ -77,7 +79,8 @@ static const CliChoice strategy_spellings[] = {{"full", SHARD_FULL}, {"hybrid", 
                                                {"hsdp", SHARD_HYBRID_FULL}, {"ddp", SHARD_NONE}, {NULL, 0}};
 static const CliChoice bf16_values[] = {{"1", PRECISION_BF16}, {"0", PRECISION_FP32}, {NULL, 0}};  // true, false
 _Static_assert(sizeof(ShardStrategy) == sizeof(int) && sizeof(Precision) == sizeof(int) && sizeof(LrDecay) == sizeof(int) &&
-                   sizeof(KernDevice) == sizeof(int) && sizeof(RunEnvironment) == sizeof(int),
+                   sizeof(KernDevice) == sizeof(int) && sizeof(KernAttention) == sizeof(int) &&
+                   sizeof(RunEnvironment) == sizeof(int),
                "the flag parser stores enumerated settings as int");
 
 const char *config_sharding_name(ShardStrategy s) { return cli_choice_name(sharding_names, s); }
@@ -169,6 +172,7 @@ static const CliFlag flags[] = {
     I("num_kept_checkpoints", num_kept_checkpoints),
     B("overwrite_checkpoints", overwrite_checkpoints),
     E("device", device, device_names),
+    E("attention", attention, attention_names),
     E("environment", environment, environment_names),
     I("logging_freq", logging_freq),
     S("metrics_file", metrics_file),
@@ -235,6 +239,7 @@ static void defaults(Config *c) {
     snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "checkpoints");
     c->checkpoint_freq = 100;
     c->device = KERN_DEVICE_AUTO;
+    c->attention = KERN_ATTENTION_AUTO;
     c->environment = ENV_LOCAL;
     c->logging_freq = 10;
     c->trace_steps[0] = 1;

@@ -59,6 +59,7 @@ typedef struct {
     int overwrite_checkpoints;  // a fresh run may write into a directory holding other runs' checkpoints
     // run
     KernDevice device;
+    KernAttention attention;  // --attention auto|cudnn|native
     char metrics_file[512];
     RunEnvironment environment;  // minimal_fsdp's --environment local|pbs: pbs logs the job and checks its node file
     int logging_freq, num_threads, profile;

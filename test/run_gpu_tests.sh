@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make test-gpu: every CUDA kernel against the CPU kernel (fp32, and bf16 tensor-core forms), then
 # 20 training steps on the GPU against the same steps on the CPU, in fp32, bf16 and with
-# --cpu_offload. Ends with "N passed, N failed".
+# --cpu_offload, and --attention cudnn against native when libcudnn loads. Ends with "N passed, N failed".
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 W=$(mktemp -d)
@@ -34,5 +34,16 @@ train gpu_bf16 --device cuda --precision bf16
 compare "bf16 tensor-core training tracks the CPU's bf16 losses" cpu_bf16 gpu_bf16 3e-2
 train gpu_offload --device cuda --cpu_offload
 compare "--cpu_offload (host AdamW, async copies) matches the on-device optimizer" gpu gpu_offload 1e-3
+# cuDNN's fused attention (head dim 64, GQA) against the native kernel, when libcudnn loads
+A="--device cuda --precision bf16 --num_heads 4 --num_key_value_heads 2"
+train att_native $A --attention native
+train att_cudnn $A --attention cudnn
+if grep -q "cannot load libcudnn" "$W/att_cudnn.err"; then
+    echo "# cuDNN attention skipped: $(grep -m1 'cannot load' "$W/att_cudnn.err")" | tee -a "$W/log"
+else
+    grep -q "^fsdpc: attention: cuDNN " "$W/att_cudnn.err" ||
+        echo "not ok - gpu: --attention cudnn did not run cuDNN ($(grep -m2 -E 'attention|error' "$W/att_cudnn.err"))" | tee -a "$W/log"
+    compare "--attention cudnn tracks the native bf16 attention" att_native att_cudnn 1e-2
+fi
 echo "$(grep -c '^ok ' "$W/log") passed, $(grep -c '^not ok ' "$W/log") failed"
 ! grep -q '^not ok ' "$W/log"

@@ -152,3 +152,39 @@ out=$(timeout 300 $EMU --resume_from_checkpoint "$W/ck/step_00000002.h5" --max_s
     --num_tokens 8 --temperature 0 2>"$W/gen.err")
 [ "${#out}" -ge 14 ] && [ "${out:0:6}" = "ROMEO:" ]
 check "generation with the KV cache" $? "(got '${out}', $(grep -m1 error "$W/gen.err"))"
+
+# --attention: cuDNN's fused attention (the emulation's fake libcudnn runs its graphs on the CPU
+# attention) at head dim 64 with GQA; FSDPC_EMU_CUDNN makes cuDNN missing, refuse or disagree
+C="--hidden_width 128 --num_heads 2 --num_key_value_heads 1 --precision bf16"
+run att_native $EMU $C --attention native
+run att_cudnn $EMU $C --attention cudnn
+same "--attention cudnn under --precision bf16 equals the native attention within bf16 tolerance" att_native att_cudnn 5e-3
+grep -q "^fsdpc: attention: cuDNN 9.19.0 fused flash attention (bf16, head dim 64; agrees with the native kernel)" \
+    "$W/att_cudnn.log"
+check "--attention cudnn logs that cuDNN runs attention" $? "$(grep -m2 -E 'attention|error' "$W/att_cudnn.log")"
+run att_auto $EMU $C
+grep -q "^fsdpc: attention: cuDNN " "$W/att_auto.log" && cmp -s <(steady "$W/att_cudnn.jsonl") <(steady "$W/att_auto.jsonl")
+check "--attention auto (the default) logs its choice of cuDNN and trains as --attention cudnn does" $? \
+    "$(grep -m2 -E 'attention|error' "$W/att_auto.log")"
+for f in "missing:cannot load libcudnn.so.9 .*LD_LIBRARY_PATH=" "nofinalize:cuDNN could not build the forward graph" \
+    "wrong:cuDNN and the native kernel disagree"; do
+    run "att_${f%%:*}" env FSDPC_EMU_CUDNN="${f%%:*}" $EMU $C --max_steps 0
+    grep -q "^fsdpc: attention: the native flash kernel (${f#*:}" "$W/att_${f%%:*}.log"
+    check "--attention auto falls back to the native kernel, saying why: cuDNN ${f%%:*}" $? \
+        "$(grep -m2 -E 'attention|error' "$W/att_${f%%:*}.log")"
+    expect_error "--attention cudnn when cuDNN is ${f%%:*}" "^fsdpc: error: --attention cudnn: ${f#*:}" \
+        env FSDPC_EMU_CUDNN="${f%%:*}" $EMU $C --max_steps 0 --attention cudnn
+done
+run att_fp32 $EMU $C --precision float32 --max_steps 0
+grep -q "^fsdpc: attention: the native flash kernel (cuDNN's fused attention runs bf16 operands only" "$W/att_fp32.log"
+check "--attention auto under --precision float32 keeps the native kernel, saying why" $? \
+    "$(grep -m2 -E 'attention|error' "$W/att_fp32.log")"
+run att_hd8 $EMU --precision bf16 --max_steps 0
+grep -q "^fsdpc: attention: the native flash kernel (head dim 8: " "$W/att_hd8.log"
+check "--attention auto at head dim 8 keeps the native kernel, saying why" $? "$(grep -m2 -E 'attention|error' "$W/att_hd8.log")"
+expect_error "--attention cudnn under --precision float32" "^fsdpc: error: --attention cudnn: cuDNN's fused attention runs bf16" \
+    $EMU $C --precision float32 --attention cudnn --max_steps 0
+expect_error "--attention cudnn on two ranks without cuDNN" "^fsdpc: error: --attention cudnn: cannot load libcudnn.so.9" \
+    env FSDPC_EMU_CUDNN=missing $MPI -x FSDPC_EMU_CUDNN -np 2 $EMU $C --batch_size 1 --max_steps 0 --attention cudnn
+expect_error "--attention cudnn on the CPU device" "^fsdpc: error: --attention cudnn: cuDNN runs on a GPU and this run is on the CPU" \
+    $CPU --attention cudnn --max_steps 0

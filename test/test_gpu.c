@@ -12,6 +12,7 @@
 
 #include "comm/comm.h"
 #include "kernels/backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "test/testutil.h"
 
 // tolerances on the relative error
@@ -21,6 +22,7 @@
 
 // the current CudaCompute mode of the tensor-core ops, its tolerance and a name suffix
 static int compute_mode;
+static const char *att_path = "";  // " [cudnn]" while cuDNN runs attention
 static const char *const mode_names[] = {"", " [bf16]", " [fast-16bf]"};
 static double tol_mm(void) { return compute_mode != COMPUTE_FP32 ? TOL_BF16 : TOL_MM; }
 static const char *mode_name(void) { return mode_names[compute_mode]; }
@@ -297,8 +299,8 @@ static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t 
     char name[192], cfg[128];
     char dname[48] = "";
     if (drop) snprintf(dname, sizeof dname, " dropout p=%g", drop->p);
-    snprintf(cfg, sizeof cfg, "B=%d Tq=%d Tk=%d H=%d KV=%d hd=%d kv_bstride=%zu%s%s", B, Tq, Tk, H, KV, hd, kv_bstride,
-             dname, mode_name());
+    snprintf(cfg, sizeof cfg, "B=%d Tq=%d Tk=%d H=%d KV=%d hd=%d kv_bstride=%zu%s%s%s", B, Tq, Tk, H, KV, hd,
+             kv_bstride, dname, mode_name(), att_path);
     const size_t nq = (size_t)B * Tq * H * hd, nkv = (size_t)B * kv_bstride;
     float *q = rand_vec(nq, -2, 2), *k = rand_vec(nkv, -2, 2), *v = rand_vec(nkv, -1, 1);
     float *out = mallocCheck(sizeof(float) * nq);
@@ -341,6 +343,70 @@ static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t 
     }
     free(q), free(k), free(v), free(out), free(saved);
     cuda_free(d_q), cuda_free(d_k), cuda_free(d_v), cuda_free(d_out), cuda_free(d_saved);
+}
+
+// ---- attention through cuDNN (--attention) ----
+
+// the emulation's fake libcudnn counts the plans it finalized (absent on a GPU machine)
+int emu_cudnn_plans_built(void) __attribute__((weak));
+
+// selects attention as --attention want would, and checks the log line (or error) it gives
+static const char *select_att(KernAttention want, int bf16, int hd, int want_failed, const char *want_text) {
+    int failed;
+    const char *line = cuda_attention_select(want, bf16, hd, &failed);
+    report(failed == want_failed && strstr(line, want_text), line, "expected%s '%s'", want_failed ? " an error with" : "",
+           want_text);
+    return line;
+}
+
+// The start-up selection, each fallback with its reason (the emulation's FSDPC_EMU_CUDNN makes
+// cuDNN missing, refuse to build, or disagree), then cuDNN's attention against the CPU's.
+static void test_cudnn_attention(void) {
+    set_mode(COMPUTE_BF16);
+    const int emu = emu_cudnn_plans_built != NULL;
+    select_att(KERN_ATTENTION_NATIVE, 1, 64, 0, "native flash kernel (--attention native)");
+    select_att(KERN_ATTENTION_AUTO, 0, 64, 0, "--precision float32 keeps the fp32 native kernel");
+    select_att(KERN_ATTENTION_CUDNN, 0, 64, 1, "--attention cudnn: cuDNN's fused attention runs bf16 operands only");
+    select_att(KERN_ATTENTION_AUTO, 1, 80, 0, "head dim 80: cuDNN attention is used at head dims 64 and 128");
+    if (emu) {
+        static const struct {
+            const char *mode, *reason;
+        } fallbacks[] = {{"missing", "cannot load libcudnn.so.9 (libcudnn.so.9: cannot open shared object file"},
+                         {"nofinalize", "none of the 1 engines cuDNN offers finalizes into a plan"},
+                         {"wrong", "cuDNN and the native kernel disagree on a 4-head hd 64 check: output rel err"}};
+        for (int i = 0; i < 3; i++) {
+            setenv("FSDPC_EMU_CUDNN", fallbacks[i].mode, 1);
+            select_att(KERN_ATTENTION_AUTO, 1, 64, 0, fallbacks[i].reason);
+            select_att(KERN_ATTENTION_CUDNN, 1, 64, 1, fallbacks[i].reason);
+        }
+        unsetenv("FSDPC_EMU_CUDNN");
+    }
+    for (int hd = 64; hd <= 128; hd += 64) {
+        const char *line = cuda_attention_select(KERN_ATTENTION_CUDNN, 1, hd, &(int){0});
+        if (!emu && strstr(line, "cannot load")) {
+            printf("# %s: cuDNN checks skipped\n", line);
+            break;
+        }
+        select_att(KERN_ATTENTION_CUDNN, 1, hd, 0, "attention: cuDNN ");
+        att_path = " [cudnn]";
+        const int built = emu ? emu_cudnn_plans_built() : 0;
+        if (hd == 64) {
+            test_attention(2, 256, 256, 8, 2, 64, (size_t)256 * 2 * 64, NULL);  // GQA, groups of 4
+            test_attention(1, 100, 100, 4, 4, 64, (size_t)100 * 4 * 64, NULL);  // no grouping, T off the tiles
+            const KernDropout drop = {0.2f, 0xabcdefULL, 5};  // dropout and the KV cache: the native kernel
+            test_attention(2, 130, 130, 4, 2, 64, (size_t)130 * 2 * 64, &drop);
+            test_attention(1, 7, 100, 8, 2, 64, (size_t)(128) * 2 * 64, NULL);
+        } else {
+            test_attention(1, 130, 130, 4, 2, 128, (size_t)130 * 2 * 128, NULL);
+        }
+        if (emu) {  // two new shapes (one for hd 128), forward and backward, built once each
+            const int want = hd == 64 ? 4 : 2, got = emu_cudnn_plans_built() - built;
+            report(got == want, "cuDNN plans are built once per shape", "%d plans built, expected %d", got, want);
+        }
+    }
+    att_path = "";
+    select_att(KERN_ATTENTION_NATIVE, 1, 64, 0, "native");
+    set_mode(COMPUTE_FP32);
 }
 
 // ---- SwiGLU on the fused gate|up ----
@@ -683,15 +749,26 @@ static void bench(void) {
     float *scratch = cuda_alloc(sizeof(float) * cuda_attention_scratch_floats(B, H, T));
     const double af = 2.0 * 2.0 * B * H * (double)T * T * hd / 2;
     printf("# attention (B=%d T=%d H=%d KV=%d hd=%d)    fwd ms  TFLOP/s   bwd ms  TFLOP/s\n", B, T, H, KV, hd);
-    for (int mode = COMPUTE_FP32; mode <= COMPUTE_BF16; mode++) {
-        cuda_set_compute(mode);
+    // fp32, bf16 WMMA, then cuDNN's fused attention (bf16 operand casts included) where it loads
+    for (int mode = COMPUTE_FP32; mode <= COMPUTE_BF16 + 1; mode++) {
+        cuda_set_compute(mode > COMPUTE_BF16 ? COMPUTE_BF16 : mode);
+        int failed;
+        const char *att = cuda_attention_select(mode > COMPUTE_BF16 ? KERN_ATTENTION_CUDNN : KERN_ATTENTION_NATIVE,
+                                                mode != COMPUTE_FP32, hd, &failed);
+        if (failed) {
+            printf("  %s\n", att);
+            break;
+        }
+        static const char *const what[] = {"fp32 (CUDA cores)", "bf16 (WMMA tensor cores)", "bf16 (cuDNN fused SDPA)"};
         const double f =
             TIME_MS(reps, cuda_attention_fwd(o, saved, q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL));
         const double b =
             TIME_MS(reps, cuda_attention_bwd(dq, dk, dv, scratch, dout, o, saved, q, k, v, B, T, H, KV, hd, NULL));
-        printf("  %-34s %7.3f %8.1f  %7.3f %8.1f\n", mode ? "bf16 (WMMA tensor cores)" : "fp32 (CUDA cores)", f,
-               af / f * 1e-9, b, 3.5 * af / b * 1e-9);
+        // backward as executed: the native kernels' 7 products, cuDNN's 5 (S, dP, dV, dK, dQ)
+        const double bwd_products = mode > COMPUTE_BF16 ? 5 : 7;
+        printf("  %-34s %7.3f %8.1f  %7.3f %8.1f\n", what[mode], f, af / f * 1e-9, b, bwd_products / 2 * af / b * 1e-9);
     }
+    cuda_attention_select(KERN_ATTENTION_NATIVE, 0, hd, &(int){0});
 
     // memory-bound kernels: effective bandwidth (bytes read + written)
     const double rms = TIME_MS(reps, cuda_rmsnorm_fwd(dx, saved, x, w, N, D, 1e-5f));
@@ -743,7 +820,7 @@ int main(int argc, char **argv) {
         test_attention(1, 77, 77, 3, 3, 128, (size_t)77 * 3 * 128, &drop);   // hd 128 (other tile sizes)
         test_attention(2, 7, 100, 4, 2, 24, (size_t)(110) * 2 * 24, &drop);  // KV cache form, hd padded to 32
     }
-    set_mode(COMPUTE_FP32);
+    test_cudnn_attention();
     test_rmsnorm(37, 300);
     test_rmsnorm(300, 4096);
     test_layernorm(37, 300);

@@ -16,6 +16,7 @@
 #include <math.h>
 
 #include "attention.cuh"
+#include "cudnn_attention.cuh"
 
 namespace {
 
@@ -334,6 +335,7 @@ void cuda_attention_fwd(float *out, float *saved, const float *q, const float *k
     const float scale = 1.0f / sqrtf((float)hd);
     AttDrop dp;
     const bool dropping = att_drop_from(drop, &dp);
+    if (cudnn_att_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, dropping ? &dp : nullptr)) return;
     if (cuda_ctx.compute != COMPUTE_FP32 && att_tc_fits(hd)) {
         att_tc_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, scale, dropping ? &dp : nullptr);
         return;
@@ -357,12 +359,13 @@ void cuda_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const f
     check_heads(H, KV);
     const float scale = 1.0f / sqrtf((float)hd);
     float *delta = scratch;  // (B, H, T)
+    AttDrop dp;
+    const bool dropping = att_drop_from(drop, &dp);
+    if (cudnn_att_bwd(dq, dk, dv, delta, dout, out, saved, q, k, v, B, T, H, KV, hd, dropping ? &dp : nullptr)) return;
     const size_t rows = (size_t)B * T * H;
     att_delta_kernel<<<grid_for(rows * 32, kAttThreads, 0x7fffffffu), kAttThreads, 0, cuda_stream()>>>(
         delta, dout, out, T, H, hd, rows);
     cudaCheckLaunch();
-    AttDrop dp;
-    const bool dropping = att_drop_from(drop, &dp);
     if (cuda_ctx.compute != COMPUTE_FP32 && att_tc_fits(hd)) {
         att_tc_bwd(dq, dk, dv, delta, dout, saved, q, k, v, B, T, H, KV, hd, scale, dropping ? &dp : nullptr);
         return;

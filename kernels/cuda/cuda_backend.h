@@ -11,6 +11,9 @@ extern "C" {
 // NCCL work against the kernels. NULL before cuda_bind.
 void *cuda_compute_stream(void);
 
+// kern_select_attention on the GPU (cudnn_attention.cu): want is a KernAttention
+const char *cuda_attention_select(int want, int bf16, int head_dim, int *failed);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,585 @@
+// cudnn_attention: --attention cudnn|auto. Causal GQA attention as cuDNN's fused flash SDPA, bf16
+// operands, built in C from the backend graph API: cuDNN's C++ frontend is a header-only C++
+// layer we do not want to depend on. libcudnn is opened at run time (dlopen, so LD_LIBRARY_PATH
+// and a Python environment's nvidia/cudnn/lib work) and only the functions of one table are
+// used, so a machine without cuDNN still runs the native kernels and ./fsdpc has no libcudnn
+// dependency.
+//
+// The graphs are the decomposed SDPA patterns that cuDNN's runtime fusion engines recognise as
+// flash attention (the forms the frontend emits for its sdpa nodes):
+//   forward:  S = scale Q K^T, causal mask, P = softmax(S), O = P V, Stats = max + log(sum exp)
+//   backward: Sum = rowsum(dO * O), P = exp(scale Q K^T - Stats) (masked), dV = P^T dO,
+//             dS = scale P (dO V^T - Sum), dQ = dS K, dK = dS^T Q
+// Under GQA, K and V carry KV heads and the matmuls broadcast them over each group; dK and dV are
+// reduced from per-query-head (B, H, T, hd) products. Stats is the native kernels' lse (B, H, T),
+// and Sum lands in the native backward's Delta scratch, so the saved and scratch sizes stay.
+// Activations are fp32 (B, T, heads, hd) rows: each call rounds its operands to bf16 copies,
+// which cuDNN reads through (B, heads, T, hd) strides, and widens the results back.
+// A finalized plan is cached per (direction, B, T, H, KV, hd).
+#include <cudnn_graph.h>
+#include <dlfcn.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cudnn_attention.cuh"
+
+namespace {
+
+// ---- the library, opened at run time ----
+#define CUDNN_FUNCS(X)                                                                                      \
+    X(cudnnGetVersion) X(cudnnGetErrorString) X(cudnnCreate) X(cudnnSetStream) X(cudnnBackendCreateDescriptor) \
+        X(cudnnBackendDestroyDescriptor) X(cudnnBackendSetAttribute) X(cudnnBackendGetAttribute)            \
+            X(cudnnBackendFinalize) X(cudnnBackendExecute)
+struct CudnnApi {
+#define CUDNN_MEMBER(f) decltype(&::f) f;
+    CUDNN_FUNCS(CUDNN_MEMBER)
+#undef CUDNN_MEMBER
+};
+CudnnApi dnn;
+cudnnHandle_t dnn_handle;
+constexpr const char *kCudnnLib = "libcudnn.so.9";
+
+// NULL once the table is filled and a handle exists, else why not
+const char *cudnn_open(void) {
+    static char why[512];
+    static bool open;  // a failure is tried again by the next selection
+    if (open) return NULL;
+    void *lib = dlopen(kCudnnLib, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *path = getenv("LD_LIBRARY_PATH");
+        snprintf(why, sizeof why, "cannot load %s (%s; LD_LIBRARY_PATH=%s): install cuDNN 9 or add its lib directory, "
+                 "e.g. a Python environment's nvidia/cudnn/lib, to LD_LIBRARY_PATH", kCudnnLib, dlerror(),
+                 path && *path ? path : "(unset)");
+        return why;
+    }
+#define CUDNN_LOOKUP(f)                                                                        \
+    if (!(*(void **)&dnn.f = dlsym(lib, #f))) {                                                \
+        snprintf(why, sizeof why, "%s has no %s (cuDNN 9 is needed)", kCudnnLib, #f);          \
+        return why;                                                                            \
+    }
+    CUDNN_FUNCS(CUDNN_LOOKUP)
+#undef CUDNN_LOOKUP
+    cudnnStatus_t s = dnn.cudnnCreate(&dnn_handle);
+    if (s == CUDNN_STATUS_SUCCESS) s = dnn.cudnnSetStream(dnn_handle, cuda_stream());
+    if (s != CUDNN_STATUS_SUCCESS) {
+        snprintf(why, sizeof why, "cudnnCreate failed: %s", dnn.cudnnGetErrorString(s));
+        return why;
+    }
+    open = true;
+    return NULL;
+}
+
+// cuDNN 9 groups its statuses by the thousands: a hint per group
+const char *cudnn_hint(cudnnStatus_t s) {
+    switch ((int)s / 1000) {
+    case 2: return "cuDNN refused an argument: a bug in fsdpc (--attention native avoids cuDNN)";
+    case 3: return "this cuDNN has no engine for it on this GPU (--attention native, or another cuDNN version)";
+    case 4: return "cuDNN failed inside, often for want of device memory (a smaller --batch_size, or --attention native)";
+    case 5: return "the cuDNN kernel failed on the GPU (nvidia-smi; --attention native avoids cuDNN)";
+    default: return "cuDNN is not usable here (--attention native avoids it)";
+    }
+}
+
+// Calls that must succeed once a plan exists (executing it): a failure ends the job.
+#define cudnnCheck(call) cudnn_check_at((call), #call, __FILE__, __LINE__)
+void cudnn_check_at(cudnnStatus_t s, const char *call, const char *file, int line) {
+    if (s != CUDNN_STATUS_SUCCESS)
+        comm_fatal_at(file, line, "%s failed: %s (hint: %s)", call, dnn.cudnnGetErrorString(s), cudnn_hint(s));
+}
+
+// ---- building a graph: a refusal is an answer (fall back), not an error ----
+
+// Tensor UIDs the variant pack supplies; virtual tensors count up from UID_VIRTUAL.
+enum : int64_t { UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF, UID_DO, UID_DQ, UID_DK, UID_DV,
+                 UID_SUM, UID_VIRTUAL = 100 };
+
+struct Shape {
+    int64_t dim[4], stride[4];
+};
+Shape packed(int64_t a, int64_t b, int64_t c, int64_t d) { return {{a, b, c, d}, {b * c * d, c * d, d, 1}}; }
+// fp32/bf16 rows (B, T, heads, hd) seen as (B, heads, T, hd), and transposed as (B, heads, hd, T)
+Shape heads_view(int64_t B, int64_t heads, int64_t T, int64_t hd) {
+    return {{B, heads, T, hd}, {T * heads * hd, hd, heads * hd, 1}};
+}
+Shape heads_view_t(int64_t B, int64_t heads, int64_t T, int64_t hd) {
+    return {{B, heads, hd, T}, {T * heads * hd, hd, 1, heads * hd}};
+}
+// the (B, H, T, T) scores transposed in place of a reshape
+Shape scores_t(int64_t B, int64_t H, int64_t T) { return {{B, H, T, T}, {H * T * T, T * T, 1, T}}; }
+
+typedef cudnnBackendDescriptor_t Desc;
+
+struct Graph {
+    Desc owned[192];
+    int n_owned = 0;
+    Desc ops[40];
+    int n_ops = 0;
+    int64_t next_uid = UID_VIRTUAL;
+    char why[384] = "";
+    Desc neg_inf = nullptr, scale = nullptr;
+
+    bool ok() const { return !why[0]; }
+    bool step(cudnnStatus_t s, const char *what) {
+        if (s != CUDNN_STATUS_SUCCESS && ok()) snprintf(why, sizeof why, "%s failed: %s", what, dnn.cudnnGetErrorString(s));
+        return s == CUDNN_STATUS_SUCCESS;
+    }
+    // a new descriptor, owned by the graph; nullptr after a failure (later calls then do nothing)
+    Desc make(cudnnBackendDescriptorType_t t) {
+        Desc d = nullptr;
+        if (!ok()) return nullptr;
+        if (n_owned == (int)(sizeof owned / sizeof owned[0])) {
+            snprintf(why, sizeof why, "the graph needs more than %d descriptors", n_owned);
+            return nullptr;
+        }
+        if (step(dnn.cudnnBackendCreateDescriptor(t, &d), "cudnnBackendCreateDescriptor")) owned[n_owned++] = d;
+        return d;
+    }
+    void set(Desc d, cudnnBackendAttributeName_t a, const char *name, cudnnBackendAttributeType_t t, int64_t n,
+             const void *v) {
+        char what[96];
+        snprintf(what, sizeof what, "cudnnBackendSetAttribute(%s)", name);
+        if (ok()) step(dnn.cudnnBackendSetAttribute(d, a, t, n, v), what);
+    }
+    void finalize(Desc d, const char *what) {
+        if (ok()) step(dnn.cudnnBackendFinalize(d), what);
+    }
+    void release() {
+        while (n_owned) dnn.cudnnBackendDestroyDescriptor(owned[--n_owned]);
+    }
+#define SET(d, attr, type, n, v) set(d, attr, #attr, type, n, v)
+
+    Desc tensor(int64_t uid, cudnnDataType_t dt, const Shape &s, bool is_virtual, bool by_value = false) {
+        Desc d = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+        const int64_t align = 16;
+        SET(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt);
+        SET(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, s.dim);
+        SET(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, s.stride);
+        SET(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+        SET(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+        SET(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
+        if (by_value) SET(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value);
+        finalize(d, "cudnnBackendFinalize(tensor)");
+        return d;
+    }
+    Desc virt(cudnnDataType_t dt, const Shape &s) { return tensor(next_uid++, dt, s, true); }
+    void add_op(Desc op, const char *what) {
+        finalize(op, what);
+        if (ok()) ops[n_ops++] = op;
+    }
+
+    // y = mode(x [, b [, t]]); axis >= 0 for GEN_INDEX
+    Desc pointwise(cudnnPointwiseMode_t mode, cudnnDataType_t prec, Desc x, Desc b, Desc t, Desc y, int64_t axis = -1) {
+        Desc pw = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+        SET(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+        SET(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+        if (axis >= 0) SET(pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis);
+        finalize(pw, "cudnnBackendFinalize(pointwise)");
+        Desc op = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+        SET(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw);
+        SET(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+        if (b) SET(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
+        if (t) SET(op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t);
+        SET(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+        add_op(op, "cudnnBackendFinalize(pointwise operation)");
+        return y;
+    }
+    // y = reduce over the dims where y is smaller than x (fp32)
+    Desc reduction(cudnnReduceTensorOp_t red, Desc x, Desc y) {
+        const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+        Desc rd = make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
+        SET(rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &red);
+        SET(rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32);
+        finalize(rd, "cudnnBackendFinalize(reduction)");
+        Desc op = make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
+        SET(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &rd);
+        SET(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+        SET(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+        add_op(op, "cudnnBackendFinalize(reduction operation)");
+        return y;
+    }
+    // c = a b, batched over the first two dims (b's heads broadcast over a's groups), fp32 accumulation
+    Desc matmul(Desc a, Desc b, Desc c) {
+        const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+        Desc mm = make(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
+        SET(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32);
+        finalize(mm, "cudnnBackendFinalize(matmul)");
+        Desc op = make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
+        SET(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a);
+        SET(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
+        SET(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c);
+        SET(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm);
+        add_op(op, "cudnnBackendFinalize(matmul operation)");
+        return c;
+    }
+    // y: x's elements under other dims and strides (the transposes)
+    Desc reshape(Desc x, Desc y) {
+        Desc op = make(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
+        SET(op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+        SET(op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+        add_op(op, "cudnnBackendFinalize(reshape operation)");
+        return y;
+    }
+
+    // the by-value scalars both graphs use: the score scale, and the masked score (the most negative
+    // float rather than -inf, so that no engine computes -inf - -inf)
+    void scalars() {
+        scale = tensor(UID_SCALE, CUDNN_DATA_FLOAT, packed(1, 1, 1, 1), false, true);
+        neg_inf = tensor(UID_NEG_INF, CUDNN_DATA_FLOAT, packed(1, 1, 1, 1), false, true);
+    }
+    // s (B, H, T, T) with the scores of keys after the query replaced by the masked score
+    Desc causal(Desc s, const Shape &shape) {
+        Desc row = pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, nullptr, nullptr,
+                             virt(CUDNN_DATA_INT32, shape), 2);
+        Desc col = pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, nullptr, nullptr,
+                             virt(CUDNN_DATA_INT32, shape), 3);
+        Desc keep = pointwise(CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, col, nullptr,
+                              virt(CUDNN_DATA_BOOLEAN, shape));
+        return pointwise(CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, s, neg_inf, keep,
+                         virt(CUDNN_DATA_FLOAT, shape));
+    }
+    // out (B, KV, T, hd) = a b summed over each group's query heads (a: (B, H, T, T) transposed scores)
+    void group_matmul(Desc a, Desc b, Desc out, int64_t B, int64_t H, int64_t KV, int64_t T, int64_t hd) {
+        if (H == KV) {
+            matmul(a, b, out);
+            return;
+        }
+        reduction(CUDNN_REDUCE_TENSOR_ADD, matmul(a, b, virt(CUDNN_DATA_FLOAT, packed(B, H, T, hd))), out);
+    }
+
+    // the operation graph, then the first engine of cuDNN's heuristics that finalizes into a plan
+    Desc plan(int64_t *workspace) {
+        Desc g = make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+        SET(g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &dnn_handle);
+        SET(g, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n_ops, ops);
+        finalize(g, "cudnnBackendFinalize(operation graph)");
+        Desc heur = make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+        const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+        SET(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g);
+        SET(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+        finalize(heur, "cudnnBackendFinalize(engine heuristics)");
+        Desc cfgs[8];
+        int64_t n = 0;
+        for (Desc &c : cfgs) c = make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+        if (ok())
+            step(dnn.cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 8, &n,
+                                              cfgs),
+                 "cudnnBackendGetAttribute(CUDNN_ATTR_ENGINEHEUR_RESULTS)");
+        n = n < 8 ? n : 8;  // the count of engines there are, which may exceed the configs given
+        if (ok() && n == 0) snprintf(why, sizeof why, "cuDNN's heuristics offer no engine for the graph");
+        cudnnStatus_t last = CUDNN_STATUS_SUCCESS;
+        for (int64_t i = 0; ok() && i < n; i++) {
+            Desc p = make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+            SET(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &dnn_handle);
+            SET(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]);
+            if (!ok()) break;
+            last = dnn.cudnnBackendFinalize(p);  // an engine may not support the shape: try the next
+            if (last != CUDNN_STATUS_SUCCESS) continue;
+            int64_t got = 0;
+            step(dnn.cudnnBackendGetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got,
+                                              workspace),
+                 "cudnnBackendGetAttribute(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE)");
+            return ok() ? p : nullptr;
+        }
+        if (ok())
+            snprintf(why, sizeof why, "none of the %lld engines cuDNN offers finalizes into a plan (the last: %s)",
+                     (long long)n, dnn.cudnnGetErrorString(last));
+        return nullptr;
+    }
+#undef SET
+};
+
+// ---- plans per shape ----
+struct Plan {
+    int bwd, B, T, H, KV, hd;
+    Desc plan;  // nullptr: cuDNN refused this shape (see why)
+    int64_t workspace;
+    Graph *graph;  // its descriptors live as long as the plan
+};
+Plan plans[32];
+int n_plans;
+enum AttChoice { ATT_NATIVE, ATT_CUDNN_AUTO, ATT_CUDNN_ONLY };
+int att_choice = ATT_NATIVE;
+ScratchBuf bf16_buf, workspace_buf;
+
+void build_fwd(Graph &g, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd) {
+    const Shape sc = packed(B, H, T, T), rows = packed(B, H, T, 1);
+    g.scalars();
+    Desc q = g.tensor(UID_Q, CUDNN_DATA_BFLOAT16, heads_view(B, H, T, hd), false);
+    Desc kt = g.tensor(UID_K, CUDNN_DATA_BFLOAT16, heads_view_t(B, KV, T, hd), false);
+    Desc v = g.tensor(UID_V, CUDNN_DATA_BFLOAT16, heads_view(B, KV, T, hd), false);
+    Desc o = g.tensor(UID_O, CUDNN_DATA_BFLOAT16, heads_view(B, H, T, hd), false);
+    Desc stats = g.tensor(UID_STATS, CUDNN_DATA_FLOAT, rows, false);
+    Desc s = g.matmul(q, kt, g.virt(CUDNN_DATA_FLOAT, sc));
+    s = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s, g.scale, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
+    s = g.causal(s, sc);
+    Desc mx = g.reduction(CUDNN_REDUCE_TENSOR_MAX, s, g.virt(CUDNN_DATA_FLOAT, rows));
+    Desc z = g.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, s, mx, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
+    Desc e = g.pointwise(CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, z, nullptr, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
+    Desc sum = g.reduction(CUDNN_REDUCE_TENSOR_ADD, e, g.virt(CUDNN_DATA_FLOAT, rows));
+    Desc lg = g.pointwise(CUDNN_POINTWISE_LOG, CUDNN_DATA_FLOAT, sum, nullptr, nullptr, g.virt(CUDNN_DATA_FLOAT, rows));
+    g.pointwise(CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, mx, lg, nullptr, stats);
+    Desc p = g.pointwise(CUDNN_POINTWISE_DIV, CUDNN_DATA_FLOAT, e, sum, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
+    g.matmul(p, v, o);
+}
+
+void build_bwd(Graph &g, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd) {
+    const Shape sc = packed(B, H, T, T), rows = packed(B, H, T, 1);
+    g.scalars();
+    Desc q = g.tensor(UID_Q, CUDNN_DATA_BFLOAT16, heads_view(B, H, T, hd), false);
+    Desc kt = g.tensor(UID_K, CUDNN_DATA_BFLOAT16, heads_view_t(B, KV, T, hd), false);
+    Desc vt = g.tensor(UID_V, CUDNN_DATA_BFLOAT16, heads_view_t(B, KV, T, hd), false);
+    Desc o = g.tensor(UID_O, CUDNN_DATA_BFLOAT16, heads_view(B, H, T, hd), false);
+    Desc dout = g.tensor(UID_DO, CUDNN_DATA_BFLOAT16, heads_view(B, H, T, hd), false);
+    Desc stats = g.tensor(UID_STATS, CUDNN_DATA_FLOAT, rows, false);
+    Desc sum = g.tensor(UID_SUM, CUDNN_DATA_FLOAT, rows, false);
+    Desc dq = g.tensor(UID_DQ, CUDNN_DATA_BFLOAT16, heads_view(B, H, T, hd), false);
+    Desc dk = g.tensor(UID_DK, CUDNN_DATA_BFLOAT16, heads_view(B, KV, T, hd), false);
+    Desc dv = g.tensor(UID_DV, CUDNN_DATA_BFLOAT16, heads_view(B, KV, T, hd), false);
+    // Sum = rowsum(dO * O)
+    Desc od = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dout, o, nullptr,
+                          g.virt(CUDNN_DATA_FLOAT, packed(B, H, T, hd)));
+    g.reduction(CUDNN_REDUCE_TENSOR_ADD, od, sum);
+    // P = exp(scale Q K^T - Stats), masked
+    Desc s = g.matmul(q, kt, g.virt(CUDNN_DATA_FLOAT, sc));
+    s = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s, g.scale, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
+    s = g.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, s, stats, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
+    s = g.causal(s, sc);
+    Desc p = g.pointwise(CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, s, nullptr, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
+    // dV = P^T dO
+    g.group_matmul(g.reshape(p, g.virt(CUDNN_DATA_BFLOAT16, scores_t(B, H, T))), dout, dv, B, H, KV, T, hd);
+    // dS = scale P (dO V^T - Sum)
+    Desc dp = g.matmul(dout, vt, g.virt(CUDNN_DATA_FLOAT, sc));
+    dp = g.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, dp, sum, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
+    dp = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dp, p, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
+    Desc ds = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dp, g.scale, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
+    // dK = dS^T Q, dQ = dS K
+    g.group_matmul(g.reshape(ds, g.virt(CUDNN_DATA_BFLOAT16, scores_t(B, H, T))), q, dk, B, H, KV, T, hd);
+    g.matmul(ds, g.reshape(kt, g.virt(CUDNN_DATA_BFLOAT16, heads_view(B, KV, T, hd))), dq);
+}
+
+const char kRefusedBefore[] = "cuDNN refused this shape before";
+
+// the cached plan of a shape, built on first use; its plan is nullptr (and *why says why) when
+// cuDNN refused it
+Plan *plan_for(int bwd, int B, int T, int H, int KV, int hd, const char **why) {
+    static char msg[640];
+    *why = NULL;
+    for (int i = 0; i < n_plans; i++) {
+        Plan &p = plans[i];
+        if (p.bwd == bwd && p.B == B && p.T == T && p.H == H && p.KV == KV && p.hd == hd) {
+            if (!p.plan) *why = kRefusedBefore;
+            return &p;
+        }
+    }
+    if (n_plans == (int)(sizeof plans / sizeof plans[0])) comm_fatal("attention: more than %d cuDNN plans", n_plans);
+    Plan &p = plans[n_plans++];
+    p = Plan{bwd, B, T, H, KV, hd, nullptr, 0, new Graph()};
+    Graph &g = *p.graph;
+    (bwd ? build_bwd : build_fwd)(g, B, T, H, KV, hd);
+    p.plan = g.plan(&p.workspace);
+    if (!p.plan) {
+        snprintf(msg, sizeof msg, "cuDNN could not build the %s graph (B=%d T=%d H=%d KV=%d hd=%d): %s",
+                 bwd ? "backward" : "forward", B, T, H, KV, hd, g.why);
+        *why = msg;
+        g.release();
+    }
+    return &p;
+}
+
+// whether cuDNN takes this call; a refused shape under --attention cudnn ends the job
+bool takes(int bwd, int B, int T, int H, int KV, int hd, const AttDrop *drop, Plan **plan) {
+    if (att_choice == ATT_NATIVE || drop || cuda_ctx.compute == COMPUTE_FP32) return false;
+    const char *why;
+    *plan = plan_for(bwd, B, T, H, KV, hd, &why);
+    if (!why) return true;
+    if (att_choice == ATT_CUDNN_ONLY) comm_fatal("--attention cudnn: %s", why);
+    if (why != kRefusedBefore) comm_log("fsdpc: attention: %s; the native kernel runs this shape\n", why);
+    return false;
+}
+
+// the bf16 copies of one call, carved from one buffer (256-byte aligned pieces)
+uint16_t *const *bf16_slots(const size_t *n, int count) {
+    static uint16_t *slot[8];
+    size_t total = 0;
+    for (int i = 0; i < count; i++) total += (n[i] * 2 + 255) / 256 * 256;
+    char *base = (char *)bf16_buf.get(total);
+    for (int i = 0; i < count; i++) {
+        slot[i] = (uint16_t *)base;
+        base += (n[i] * 2 + 255) / 256 * 256;
+    }
+    return slot;
+}
+
+void execute(const Plan &p, const int64_t *uids, void *const *ptrs, int n) {
+    void *ws = p.workspace > 0 ? workspace_buf.get((size_t)p.workspace) : nullptr;
+    Desc pack;
+    cudnnCheck(dnn.cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
+    cudnnCheck(dnn.cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids));
+    cudnnCheck(dnn.cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs));
+    cudnnCheck(dnn.cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws));
+    cudnnCheck(dnn.cudnnBackendFinalize(pack));
+    cudnnCheck(dnn.cudnnBackendExecute(dnn_handle, p.plan, pack));
+    cudnnCheck(dnn.cudnnBackendDestroyDescriptor(pack));
+}
+
+}  // namespace
+
+bool cudnn_att_fwd(float *out, float *lse, const float *q, const float *k, const float *v, int B, int Tq, int Tk,
+                   int H, int KV, int hd, size_t kv_bstride, const AttDrop *drop) {
+    Plan *plan;
+    if (Tq != Tk || kv_bstride != (size_t)Tk * KV * hd || !takes(0, B, Tq, H, KV, hd, drop, &plan)) return false;
+    const size_t nq = (size_t)B * Tq * H * hd, nkv = (size_t)B * Tk * KV * hd;
+    const size_t n[4] = {nq, nkv, nkv, nq};
+    uint16_t *const *s = bf16_slots(n, 4);
+    cuda_f32_to_bf16(s[0], q, nq);
+    cuda_f32_to_bf16(s[1], k, nkv);
+    cuda_f32_to_bf16(s[2], v, nkv);
+    float scale = 1.0f / sqrtf((float)hd), neg_inf = -FLT_MAX;
+    const int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF};
+    void *const ptrs[] = {s[0], s[1], s[2], s[3], lse, &scale, &neg_inf};
+    execute(*plan, uids, ptrs, 7);
+    cuda_bf16_to_f32(out, s[3], nq);
+    return true;
+}
+
+bool cudnn_att_bwd(float *dq, float *dk, float *dv, float *sum, const float *dout, const float *out, const float *lse,
+                   const float *q, const float *k, const float *v, int B, int T, int H, int KV, int hd,
+                   const AttDrop *drop) {
+    Plan *plan;
+    if (!takes(1, B, T, H, KV, hd, drop, &plan)) return false;
+    const size_t nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd;
+    const size_t n[8] = {nq, nkv, nkv, nq, nq, nq, nkv, nkv};  // q k v o dO | dq dk dv
+    uint16_t *const *s = bf16_slots(n, 8);
+    const float *in[5] = {q, k, v, out, dout};
+    for (int i = 0; i < 5; i++) cuda_f32_to_bf16(s[i], in[i], n[i]);
+    float scale = 1.0f / sqrtf((float)hd), neg_inf = -FLT_MAX;
+    const int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_DO, UID_STATS, UID_SUM,
+                            UID_DQ, UID_DK, UID_DV, UID_SCALE, UID_NEG_INF};
+    void *const ptrs[] = {s[0], s[1], s[2], s[3], s[4], (void *)lse, sum, s[5], s[6], s[7], &scale, &neg_inf};
+    execute(*plan, uids, ptrs, 12);
+    cuda_bf16_to_f32(dq, s[5], nq);
+    cuda_bf16_to_f32(dk, s[6], nkv);
+    cuda_bf16_to_f32(dv, s[7], nkv);
+    return true;
+}
+
+namespace {
+
+// max |a - b| / max |b| over n device floats
+double dev_rel_err(const float *a, const float *b, size_t n) {
+    float *ha = (float *)mallocCheck(sizeof(float) * n * 2), *hb = ha + n;
+    cuda_download(ha, a, sizeof(float) * n);
+    cuda_download(hb, b, sizeof(float) * n);
+    double md = 0.0, mr = 1e-6;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)ha[i] - hb[i]);
+        md = d == d ? fmax(md, d) : INFINITY;  // a NaN disagrees
+        mr = fmax(mr, fabs((double)hb[i]));
+    }
+    free(ha);
+    return md / mr;
+}
+
+// cuDNN against the native kernel on a small random GQA problem (forward output, all three
+// gradients, and the native backward run on cuDNN's saved statistics); NULL or the disagreement
+const char *self_check(int hd) {
+    static char why[256];
+    const int B = 2, T = 96, H = 4, KV = 2;  // T not a multiple of a 64-row tile
+    const size_t nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd, nst = (size_t)B * H * T;
+    const size_t len[] = {nq, nkv, nkv, nq};  // q k v dO (and the outputs' shapes follow)
+    float *host = (float *)mallocCheck(sizeof(float) * (2 * nq + 2 * nkv));
+    uint64_t state = 0x5eed;
+    for (size_t i = 0; i < 2 * nq + 2 * nkv; i++)
+        host[i] = (float)((kern_splitmix64_next(&state) >> 40) * 0x1p-24 * 4.0 - 2.0);
+    float *in[4], *res[2][5], *stats[2], *scratch = (float *)cuda_alloc(sizeof(float) * nst);
+    const float *src = host;
+    for (int i = 0; i < 4; i++) {
+        in[i] = (float *)cuda_alloc(sizeof(float) * len[i]);
+        cuda_upload(in[i], src, sizeof(float) * len[i]);
+        src += len[i];
+    }
+    const int saved_choice = att_choice;
+    for (int path = 0; path < 2; path++) {  // 0 native, 1 cuDNN
+        att_choice = path ? ATT_CUDNN_ONLY : ATT_NATIVE;
+        const size_t rl[] = {nq, nq, nkv, nkv, nq};  // out dq dk dv; [1][4]: the native dq on cuDNN's stats
+        for (int i = 0; i < 5; i++) res[path][i] = (float *)cuda_alloc(sizeof(float) * rl[i]);
+        stats[path] = (float *)cuda_alloc(sizeof(float) * nst);
+        cuda_attention_fwd(res[path][0], stats[path], in[0], in[1], in[2], B, T, T, H, KV, hd, nkv / B, NULL);
+        cuda_attention_bwd(res[path][1], res[path][2], res[path][3], scratch, in[3], res[path][0], stats[path], in[0],
+                           in[1], in[2], B, T, H, KV, hd, NULL);
+    }
+    // the native backward on cuDNN's statistics: they must mean the same thing
+    att_choice = ATT_NATIVE;
+    float *dk_x = (float *)cuda_alloc(sizeof(float) * nkv), *dv_x = (float *)cuda_alloc(sizeof(float) * nkv);
+    cuda_attention_bwd(res[1][4], dk_x, dv_x, scratch, in[3], res[1][0], stats[1], in[0], in[1], in[2], B, T, H, KV,
+                       hd, NULL);
+    att_choice = saved_choice;
+    const char *what[] = {"output", "dq", "dk", "dv", "dq from cuDNN's softmax statistics"};
+    why[0] = 0;
+    const double tol = 3e-2;  // bf16 operands on both sides, rounded at different points (each is within
+                              // 2e-2 of fp32 in test_gpu)
+    for (int i = 0; i < 5 && !why[0]; i++) {
+        const size_t nn = i == 2 || i == 3 ? nkv : nq;
+        const double e = dev_rel_err(res[1][i], res[0][i == 4 ? 1 : i], nn);
+        if (!(e <= tol))
+            snprintf(why, sizeof why, "cuDNN and the native kernel disagree on a %d-head hd %d check: %s rel err %.3g > %g",
+                     H, hd, what[i], e, tol);
+    }
+    for (int p = 0; p < 2; p++) {
+        for (int i = 0; i < 5; i++) cuda_free(res[p][i]);
+        cuda_free(stats[p]);
+    }
+    for (int i = 0; i < 4; i++) cuda_free(in[i]);
+    cuda_free(dk_x), cuda_free(dv_x), cuda_free(scratch);
+    free(host);
+    return why[0] ? why : NULL;
+}
+
+}  // namespace
+
+extern "C" const char *cuda_attention_select(int want, int bf16, int head_dim, int *failed) {
+    static char line[768];
+    *failed = 0;
+    att_choice = ATT_NATIVE;
+    // a new selection tries the shapes cuDNN refused before again
+    int kept = 0;
+    for (int i = 0; i < n_plans; i++)
+        if (plans[i].plan)
+            plans[kept++] = plans[i];
+        else
+            delete plans[i].graph;
+    n_plans = kept;
+    if (want == KERN_ATTENTION_NATIVE) return "attention: the native flash kernel (--attention native)";
+    static char hd_why[128];
+    const char *why = NULL;
+    if (!bf16)
+        why = "cuDNN's fused attention runs bf16 operands only; --precision float32 keeps the fp32 native kernel";
+    else if (head_dim != 64 && head_dim != 128) {
+        snprintf(hd_why, sizeof hd_why, "head dim %d: cuDNN attention is used at head dims 64 and 128", head_dim);
+        why = hd_why;
+    } else
+        why = cudnn_open();
+    if (!why) {
+        att_choice = ATT_CUDNN_ONLY;  // the check's own refusals come back as reasons, not errors
+        const char *whyb = NULL;
+        if (!plan_for(0, 2, 96, 4, 2, head_dim, &why)->plan || !plan_for(1, 2, 96, 4, 2, head_dim, &whyb)->plan)
+            why = why ? why : whyb;
+        else
+            why = self_check(head_dim);
+        att_choice = ATT_NATIVE;
+    }
+    if (why) {
+        *failed = want == KERN_ATTENTION_CUDNN;
+        snprintf(line, sizeof line, *failed ? "--attention cudnn: %s" : "attention: the native flash kernel (%s)", why);
+        return line;
+    }
+    att_choice = want == KERN_ATTENTION_CUDNN ? ATT_CUDNN_ONLY : ATT_CUDNN_AUTO;
+    const int ver = (int)dnn.cudnnGetVersion();
+    snprintf(line, sizeof line,
+             "attention: cuDNN %d.%d.%d fused flash attention (bf16, head dim %d; agrees with the native kernel)",
+             ver / 10000, ver / 100 % 100, ver % 100, head_dim);
+    return line;
+}

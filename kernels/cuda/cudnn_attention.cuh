@@ -1,0 +1,20 @@
+// cudnn_attention.cuh: causal grouped-query attention through cuDNN's fused flash SDPA
+// (cudnn_attention.cu), which attention.cu tries first once --attention chose it. Shapes and the
+// saved row log-sum-exp are those of kernels.h and attention.cuh, so either path's backward runs
+// after either path's forward.
+#ifndef FSDPC_CUDA_CUDNN_ATTENTION_CUH
+#define FSDPC_CUDA_CUDNN_ATTENTION_CUH
+
+#include "attention.cuh"
+
+// Each returns false (and does nothing) when cuDNN does not take the call: not chosen, dropout
+// (cuDNN's mask is not the layout-free hash of kernels/rng.h), a KV-cache shape (Tq != Tk or a
+// strided kv), or a shape whose graph cuDNN refused under --attention auto.
+bool cudnn_att_fwd(float *out, float *lse, const float *q, const float *k, const float *v, int B, int Tq, int Tk,
+                   int H, int KV, int hd, size_t kv_bstride, const AttDrop *drop);
+// sum: (B, H, T) floats of scratch, where cuDNN leaves rowsum(dout * out)
+bool cudnn_att_bwd(float *dq, float *dk, float *dv, float *sum, const float *dout, const float *out, const float *lse,
+                   const float *q, const float *k, const float *v, int B, int T, int H, int KV, int hd,
+                   const AttDrop *drop);
+
+#endif

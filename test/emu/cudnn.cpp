@@ -1,0 +1,684 @@
+// A fake libcudnn for the emulation (testing only): the backend-API subset kernels/cuda/
+// cudnn_attention.cu uses, found through the emulated dlopen/dlsym (include/dlfcn.h). It checks
+// what real cuDNN would refuse and more: every attribute against the type and count cuDNN
+// expects for its descriptor, required attributes at finalize, tensors' dims, strides and
+// alignment against each operation's shapes, each virtual tensor made by one operation and used,
+// unique UIDs, and that a variant pack supplies every UID of the graph (device pointers with the
+// promised alignment, host pointers for by-value scalars) and nothing else. It recognises the two
+// SDPA graphs (the roles of their tensors found from the graph's structure) and executes them
+// with the CPU attention on the bf16 operands; the statistics handed to backward must be the
+// forward's log-sum-exp. FSDPC_EMU_CUDNN: "missing" (dlopen fails), "nofinalize" (no engine
+// finalizes into a plan), "wrong" (results are off).
+#include <cudnn_graph.h>
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "emu_device.h"
+extern "C" {
+#include "kernels/backend.h"
+}
+
+namespace {
+
+bool mode_is(const char *m) {
+    const char *e = getenv("FSDPC_EMU_CUDNN");
+    return e && !strcmp(e, m);
+}
+
+// a refusal is printed, so a test that expected cuDNN to run shows why it did not
+cudnnStatus_t refuse(cudnnStatus_t s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "emu cudnn: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    return s;
+}
+#define REFUSE_IF(cond, status, ...) \
+    do {                             \
+        if (cond) return refuse(status, __VA_ARGS__); \
+    } while (0)
+
+struct Attr {
+    cudnnBackendAttributeType_t type;
+    std::vector<char> bytes;
+    int64_t n;
+};
+
+struct Desc;
+// a tensor's parsed attributes
+struct Tensor {
+    cudnnDataType_t dt;
+    int nd;
+    int64_t dim[8], stride[8], uid, align;
+    bool virt, by_value;
+};
+// the roles the SDPA graphs give their caller tensors
+struct Sdpa {
+    bool bwd;
+    int64_t B, T, H, KV, hd;
+    Desc *q, *kt, *v, *o, *stats, *scale, *neg_inf, *dout, *sum, *dq, *dk, *dv;
+};
+
+struct Desc {
+    cudnnBackendDescriptorType_t type;
+    bool final = false;
+    std::map<int, Attr> attrs;
+    Tensor t{};
+    std::vector<Desc *> ops;  // an operation graph's
+    Desc *graph = nullptr;    // an engine config's, a plan's
+    Sdpa sdpa{};              // an operation graph's
+};
+std::set<Desc *> live;
+int plans_built;  // execution plans finalized, for the plan cache's test
+cudaStream_t exec_stream;
+
+// The attributes cuDNN takes per descriptor type: type, count range, required at finalize.
+struct Rule {
+    cudnnBackendDescriptorType_t d;
+    cudnnBackendAttributeName_t a;
+    cudnnBackendAttributeType_t t;
+    int64_t min, max;
+    bool required;
+};
+#define D_(x) CUDNN_BACKEND_##x##_DESCRIPTOR
+#define A_(x) CUDNN_ATTR_##x
+#define T_(x) CUDNN_TYPE_##x
+const Rule rules[] = {
+    {D_(TENSOR), A_(TENSOR_DATA_TYPE), T_(DATA_TYPE), 1, 1, true},
+    {D_(TENSOR), A_(TENSOR_DIMENSIONS), T_(INT64), 1, 8, true},
+    {D_(TENSOR), A_(TENSOR_STRIDES), T_(INT64), 1, 8, true},
+    {D_(TENSOR), A_(TENSOR_UNIQUE_ID), T_(INT64), 1, 1, true},
+    {D_(TENSOR), A_(TENSOR_BYTE_ALIGNMENT), T_(INT64), 1, 1, true},
+    {D_(TENSOR), A_(TENSOR_IS_VIRTUAL), T_(BOOLEAN), 1, 1, false},
+    {D_(TENSOR), A_(TENSOR_IS_BY_VALUE), T_(BOOLEAN), 1, 1, false},
+    {D_(POINTWISE), A_(POINTWISE_MODE), T_(POINTWISE_MODE), 1, 1, true},
+    {D_(POINTWISE), A_(POINTWISE_MATH_PREC), T_(DATA_TYPE), 1, 1, true},
+    {D_(POINTWISE), A_(POINTWISE_AXIS), T_(INT64), 1, 1, false},
+    {D_(OPERATION_POINTWISE), A_(OPERATION_POINTWISE_PW_DESCRIPTOR), T_(BACKEND_DESCRIPTOR), 1, 1, true},
+    {D_(OPERATION_POINTWISE), A_(OPERATION_POINTWISE_XDESC), T_(BACKEND_DESCRIPTOR), 1, 1, true},
+    {D_(OPERATION_POINTWISE), A_(OPERATION_POINTWISE_BDESC), T_(BACKEND_DESCRIPTOR), 1, 1, false},
+    {D_(OPERATION_POINTWISE), A_(OPERATION_POINTWISE_TDESC), T_(BACKEND_DESCRIPTOR), 1, 1, false},
+    {D_(OPERATION_POINTWISE), A_(OPERATION_POINTWISE_YDESC), T_(BACKEND_DESCRIPTOR), 1, 1, true},
+    {D_(REDUCTION), A_(REDUCTION_OPERATOR), T_(REDUCTION_OPERATOR_TYPE), 1, 1, true},
+    {D_(REDUCTION), A_(REDUCTION_COMP_TYPE), T_(DATA_TYPE), 1, 1, true},
+    {D_(OPERATION_REDUCTION), A_(OPERATION_REDUCTION_DESC), T_(BACKEND_DESCRIPTOR), 1, 1, true},
+    {D_(OPERATION_REDUCTION), A_(OPERATION_REDUCTION_XDESC), T_(BACKEND_DESCRIPTOR), 1, 1, true},
+    {D_(OPERATION_REDUCTION), A_(OPERATION_REDUCTION_YDESC), T_(BACKEND_DESCRIPTOR), 1, 1, true},
+    {D_(MATMUL), A_(MATMUL_COMP_TYPE), T_(DATA_TYPE), 1, 1, true},
+    {D_(OPERATION_MATMUL), A_(OPERATION_MATMUL_ADESC), T_(BACKEND_DESCRIPTOR), 1, 1, true},
+    {D_(OPERATION_MATMUL), A_(OPERATION_MATMUL_BDESC), T_(BACKEND_DESCRIPTOR), 1, 1, true},
+    {D_(OPERATION_MATMUL), A_(OPERATION_MATMUL_CDESC), T_(BACKEND_DESCRIPTOR), 1, 1, true},
+    {D_(OPERATION_MATMUL), A_(OPERATION_MATMUL_DESC), T_(BACKEND_DESCRIPTOR), 1, 1, true},
+    {D_(OPERATION_RESHAPE), A_(OPERATION_RESHAPE_XDESC), T_(BACKEND_DESCRIPTOR), 1, 1, true},
+    {D_(OPERATION_RESHAPE), A_(OPERATION_RESHAPE_YDESC), T_(BACKEND_DESCRIPTOR), 1, 1, true},
+    {D_(OPERATIONGRAPH), A_(OPERATIONGRAPH_HANDLE), T_(HANDLE), 1, 1, true},
+    {D_(OPERATIONGRAPH), A_(OPERATIONGRAPH_OPS), T_(BACKEND_DESCRIPTOR), 1, 256, true},
+    {D_(ENGINEHEUR), A_(ENGINEHEUR_OPERATION_GRAPH), T_(BACKEND_DESCRIPTOR), 1, 1, true},
+    {D_(ENGINEHEUR), A_(ENGINEHEUR_MODE), T_(HEUR_MODE), 1, 1, true},
+    {D_(EXECUTION_PLAN), A_(EXECUTION_PLAN_HANDLE), T_(HANDLE), 1, 1, true},
+    {D_(EXECUTION_PLAN), A_(EXECUTION_PLAN_ENGINE_CONFIG), T_(BACKEND_DESCRIPTOR), 1, 1, true},
+    {D_(VARIANT_PACK), A_(VARIANT_PACK_UNIQUE_IDS), T_(INT64), 1, 64, true},
+    {D_(VARIANT_PACK), A_(VARIANT_PACK_DATA_POINTERS), T_(VOID_PTR), 1, 64, true},
+    {D_(VARIANT_PACK), A_(VARIANT_PACK_WORKSPACE), T_(VOID_PTR), 1, 1, true},
+};
+
+size_t elem_bytes(cudnnBackendAttributeType_t t) {
+    switch (t) {
+    case T_(HANDLE): case T_(BACKEND_DESCRIPTOR): case T_(VOID_PTR): return sizeof(void *);
+    case T_(INT64): return 8;
+    case T_(BOOLEAN): return sizeof(bool);
+    default: return sizeof(int);  // the enums
+    }
+}
+
+template <class T> const T *get(const Desc *d, cudnnBackendAttributeName_t a) {
+    auto it = d->attrs.find(a);
+    return it == d->attrs.end() ? nullptr : (const T *)it->second.bytes.data();
+}
+Desc *ref(const Desc *d, cudnnBackendAttributeName_t a) {
+    auto p = get<Desc *>(d, a);
+    return p ? *p : nullptr;
+}
+int64_t count(const Desc *d, cudnnBackendAttributeName_t a) {
+    auto it = d->attrs.find(a);
+    return it == d->attrs.end() ? 0 : it->second.n;
+}
+size_t dt_bytes(cudnnDataType_t dt) {
+    return dt == CUDNN_DATA_BFLOAT16 || dt == CUDNN_DATA_HALF ? 2 : dt == CUDNN_DATA_BOOLEAN ? 1 : 4;
+}
+bool is_op(const Desc *d) {
+    return d->type == D_(OPERATION_POINTWISE) || d->type == D_(OPERATION_REDUCTION) ||
+           d->type == D_(OPERATION_MATMUL) || d->type == D_(OPERATION_RESHAPE);
+}
+int64_t elems(const Tensor &t) {
+    int64_t n = 1;
+    for (int i = 0; i < t.nd; i++) n *= t.dim[i];
+    return n;
+}
+// x broadcasts to y: each dim equal or 1
+bool broadcasts(const Tensor &x, const Tensor &y) {
+    if (x.nd != y.nd) return false;
+    for (int i = 0; i < x.nd; i++)
+        if (x.dim[i] != y.dim[i] && x.dim[i] != 1) return false;
+    return true;
+}
+bool same_dims(const Tensor &a, const Tensor &b) {
+    return a.nd == b.nd && !memcmp(a.dim, b.dim, sizeof(int64_t) * a.nd);
+}
+
+cudnnStatus_t finalize_tensor(Desc *d) {
+    Tensor &t = d->t;
+    t.dt = *get<cudnnDataType_t>(d, A_(TENSOR_DATA_TYPE));
+    t.nd = (int)count(d, A_(TENSOR_DIMENSIONS));
+    REFUSE_IF(count(d, A_(TENSOR_STRIDES)) != t.nd, CUDNN_STATUS_BAD_PARAM, "tensor: %d dims but %lld strides", t.nd,
+              (long long)count(d, A_(TENSOR_STRIDES)));
+    memcpy(t.dim, get<int64_t>(d, A_(TENSOR_DIMENSIONS)), sizeof(int64_t) * t.nd);
+    memcpy(t.stride, get<int64_t>(d, A_(TENSOR_STRIDES)), sizeof(int64_t) * t.nd);
+    t.uid = *get<int64_t>(d, A_(TENSOR_UNIQUE_ID));
+    t.align = *get<int64_t>(d, A_(TENSOR_BYTE_ALIGNMENT));
+    auto v = get<bool>(d, A_(TENSOR_IS_VIRTUAL));
+    auto bv = get<bool>(d, A_(TENSOR_IS_BY_VALUE));
+    t.virt = v && *v, t.by_value = bv && *bv;
+    for (int i = 0; i < t.nd; i++)
+        REFUSE_IF(t.dim[i] <= 0 || t.stride[i] <= 0, CUDNN_STATUS_BAD_PARAM, "tensor %lld: dim %d is %lld, stride %lld",
+                  (long long)t.uid, i, (long long)t.dim[i], (long long)t.stride[i]);
+    REFUSE_IF(t.align <= 0 || (t.align & (t.align - 1)) || t.align < (int64_t)dt_bytes(t.dt), CUDNN_STATUS_BAD_PARAM,
+              "tensor %lld: byte alignment %lld", (long long)t.uid, (long long)t.align);
+    REFUSE_IF(t.virt && t.by_value, CUDNN_STATUS_BAD_PARAM, "tensor %lld: virtual and by value", (long long)t.uid);
+    REFUSE_IF(t.by_value && elems(t) != 1, CUDNN_STATUS_BAD_PARAM, "tensor %lld: by value but not a scalar",
+              (long long)t.uid);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnPointwiseMode_t pw_mode(const Desc *op) {
+    return *get<cudnnPointwiseMode_t>(ref(op, A_(OPERATION_POINTWISE_PW_DESCRIPTOR)), A_(POINTWISE_MODE));
+}
+
+cudnnStatus_t finalize_op(Desc *d) {
+    switch (d->type) {
+    case D_(OPERATION_POINTWISE): {
+        const Desc *pw = ref(d, A_(OPERATION_POINTWISE_PW_DESCRIPTOR));
+        REFUSE_IF(pw->type != D_(POINTWISE), CUDNN_STATUS_BAD_PARAM, "pointwise operation: not a pointwise descriptor");
+        const cudnnPointwiseMode_t m = pw_mode(d);
+        const Desc *x = ref(d, A_(OPERATION_POINTWISE_XDESC)), *b = ref(d, A_(OPERATION_POINTWISE_BDESC));
+        const Desc *t = ref(d, A_(OPERATION_POINTWISE_TDESC)), *y = ref(d, A_(OPERATION_POINTWISE_YDESC));
+        const bool unary = m == CUDNN_POINTWISE_EXP || m == CUDNN_POINTWISE_LOG || m == CUDNN_POINTWISE_GEN_INDEX ||
+                           m == CUDNN_POINTWISE_IDENTITY;
+        const bool select = m == CUDNN_POINTWISE_BINARY_SELECT;
+        REFUSE_IF(!!b == unary || !!t != select, CUDNN_STATUS_BAD_PARAM, "pointwise mode %d: wrong operands", (int)m);
+        REFUSE_IF(!same_dims(x->t, y->t) && !(broadcasts(x->t, y->t) && b && same_dims(b->t, y->t)),
+                  CUDNN_STATUS_BAD_PARAM, "pointwise mode %d: x does not match y", (int)m);
+        REFUSE_IF(b && !broadcasts(b->t, y->t), CUDNN_STATUS_BAD_PARAM, "pointwise mode %d: b does not broadcast to y",
+                  (int)m);
+        REFUSE_IF(t && (!broadcasts(t->t, y->t) || t->t.dt != CUDNN_DATA_BOOLEAN), CUDNN_STATUS_BAD_PARAM,
+                  "binary select: the condition is not a boolean of y's shape");
+        REFUSE_IF(m == CUDNN_POINTWISE_CMP_GE && y->t.dt != CUDNN_DATA_BOOLEAN, CUDNN_STATUS_BAD_PARAM,
+                  "comparison into a non-boolean tensor");
+        return CUDNN_STATUS_SUCCESS;
+    }
+    case D_(OPERATION_REDUCTION): {
+        const Desc *x = ref(d, A_(OPERATION_REDUCTION_XDESC)), *y = ref(d, A_(OPERATION_REDUCTION_YDESC));
+        bool reduced = false;
+        REFUSE_IF(x->t.nd != y->t.nd, CUDNN_STATUS_BAD_PARAM, "reduction: ranks differ");
+        for (int i = 0; i < x->t.nd; i++) {
+            REFUSE_IF(x->t.dim[i] % y->t.dim[i], CUDNN_STATUS_BAD_PARAM, "reduction: dim %d from %lld to %lld", i,
+                      (long long)x->t.dim[i], (long long)y->t.dim[i]);
+            reduced |= x->t.dim[i] != y->t.dim[i];
+        }
+        REFUSE_IF(!reduced, CUDNN_STATUS_BAD_PARAM, "reduction over nothing");
+        return CUDNN_STATUS_SUCCESS;
+    }
+    case D_(OPERATION_MATMUL): {
+        const Tensor &a = ref(d, A_(OPERATION_MATMUL_ADESC))->t, &b = ref(d, A_(OPERATION_MATMUL_BDESC))->t;
+        const Tensor &c = ref(d, A_(OPERATION_MATMUL_CDESC))->t;
+        REFUSE_IF(a.nd != 4 || b.nd != 4 || c.nd != 4, CUDNN_STATUS_BAD_PARAM, "matmul: not 4-d");
+        REFUSE_IF(a.dim[3] != b.dim[2] || c.dim[2] != a.dim[2] || c.dim[3] != b.dim[3], CUDNN_STATUS_BAD_PARAM,
+                  "matmul: (%lld x %lld) (%lld x %lld) into (%lld x %lld)", (long long)a.dim[2], (long long)a.dim[3],
+                  (long long)b.dim[2], (long long)b.dim[3], (long long)c.dim[2], (long long)c.dim[3]);
+        for (int i = 0; i < 2; i++)
+            REFUSE_IF(c.dim[i] != a.dim[i] || a.dim[i] % b.dim[i], CUDNN_STATUS_BAD_PARAM,
+                      "matmul: batch dim %d is %lld, %lld into %lld", i, (long long)a.dim[i], (long long)b.dim[i],
+                      (long long)c.dim[i]);
+        return CUDNN_STATUS_SUCCESS;
+    }
+    default: {  // reshape
+        const Tensor &x = ref(d, A_(OPERATION_RESHAPE_XDESC))->t, &y = ref(d, A_(OPERATION_RESHAPE_YDESC))->t;
+        REFUSE_IF(elems(x) != elems(y), CUDNN_STATUS_BAD_PARAM, "reshape: element counts differ");
+        return CUDNN_STATUS_SUCCESS;
+    }
+    }
+}
+
+// the tensors an operation reads and writes
+void op_io(const Desc *op, std::vector<Desc *> &in, Desc **out) {
+    switch (op->type) {
+    case D_(OPERATION_POINTWISE):
+        for (auto a : {A_(OPERATION_POINTWISE_XDESC), A_(OPERATION_POINTWISE_BDESC), A_(OPERATION_POINTWISE_TDESC)})
+            if (ref(op, a)) in.push_back(ref(op, a));
+        *out = ref(op, A_(OPERATION_POINTWISE_YDESC));
+        break;
+    case D_(OPERATION_REDUCTION):
+        in.push_back(ref(op, A_(OPERATION_REDUCTION_XDESC)));
+        *out = ref(op, A_(OPERATION_REDUCTION_YDESC));
+        break;
+    case D_(OPERATION_MATMUL):
+        in.push_back(ref(op, A_(OPERATION_MATMUL_ADESC)));
+        in.push_back(ref(op, A_(OPERATION_MATMUL_BDESC)));
+        *out = ref(op, A_(OPERATION_MATMUL_CDESC));
+        break;
+    default:
+        in.push_back(ref(op, A_(OPERATION_RESHAPE_XDESC)));
+        *out = ref(op, A_(OPERATION_RESHAPE_YDESC));
+    }
+}
+
+// (B, T, heads, hd) rows seen as (B, heads, T, hd), or transposed as (B, heads, hd, T)
+bool rows_view(const Tensor &t, bool transposed) {
+    const int64_t n = t.dim[1], T = transposed ? t.dim[3] : t.dim[2], hd = transposed ? t.dim[2] : t.dim[3];
+    const int64_t want[4] = {T * n * hd, hd, transposed ? 1 : n * hd, transposed ? n * hd : 1};
+    return t.nd == 4 && !memcmp(t.stride, want, sizeof want);
+}
+
+// Finds the SDPA roles in a finalized graph's operations, or says why this is not an SDPA graph.
+cudnnStatus_t recognise(Desc *g) {
+    Sdpa &s = g->sdpa;
+    s = Sdpa{};
+    std::vector<Desc *> mms;
+    std::map<Desc *, Desc *> producer;
+    bool gen2 = false, gen3 = false, cmp = false;
+    for (Desc *op : g->ops) {
+        std::vector<Desc *> in;
+        Desc *out;
+        op_io(op, in, &out);
+        producer[out] = op;
+    }
+    for (Desc *op : g->ops) {
+        std::vector<Desc *> in;
+        Desc *out;
+        op_io(op, in, &out);
+        if (op->type == D_(OPERATION_MATMUL)) mms.push_back(op);
+        if (op->type != D_(OPERATION_POINTWISE)) continue;
+        const cudnnPointwiseMode_t m = pw_mode(op);
+        const Desc *pw = ref(op, A_(OPERATION_POINTWISE_PW_DESCRIPTOR));
+        if (m == CUDNN_POINTWISE_GEN_INDEX) (*get<int64_t>(pw, A_(POINTWISE_AXIS)) == 2 ? gen2 : gen3) = true;
+        if (m == CUDNN_POINTWISE_CMP_GE) cmp = true;
+        if (m == CUDNN_POINTWISE_BINARY_SELECT) s.neg_inf = in[1];
+        if (m == CUDNN_POINTWISE_MUL && in[1]->t.by_value) s.scale = in[1];
+        if (m == CUDNN_POINTWISE_MUL && !in[0]->t.virt && !in[1]->t.virt) s.dout = in[0], s.o = in[1];
+        if (m == CUDNN_POINTWISE_ADD && !out->t.virt) s.stats = out;
+        if (m == CUDNN_POINTWISE_SUB && !in[1]->t.virt && !producer.count(in[1])) s.stats = in[1];  // not Sum
+    }
+    REFUSE_IF(!gen2 || !gen3 || !cmp || !s.neg_inf || !s.scale, CUDNN_STATUS_NOT_SUPPORTED,
+              "the emulation runs causal SDPA graphs only (no causal mask or scale found)");
+    auto A = [](Desc *mm) { return ref(mm, A_(OPERATION_MATMUL_ADESC)); };
+    auto Bm = [](Desc *mm) { return ref(mm, A_(OPERATION_MATMUL_BDESC)); };
+    auto C = [](Desc *mm) { return ref(mm, A_(OPERATION_MATMUL_CDESC)); };
+    s.bwd = mms.size() != 2;
+    if (!s.bwd) {
+        REFUSE_IF(A(mms[0])->t.virt || Bm(mms[0])->t.virt || !A(mms[1])->t.virt || C(mms[1])->t.virt || !s.stats,
+                  CUDNN_STATUS_NOT_SUPPORTED, "not the SDPA forward graph");
+        s.q = A(mms[0]), s.kt = Bm(mms[0]), s.v = Bm(mms[1]), s.o = C(mms[1]);
+        REFUSE_IF(!rows_view(s.v->t, false), CUDNN_STATUS_NOT_SUPPORTED, "V is not (B, T, heads, hd) rows");
+    } else {
+        REFUSE_IF(!s.dout || !s.stats, CUDNN_STATUS_NOT_SUPPORTED, "not the SDPA backward graph");
+        // Sum = reduction of dO * O into a real tensor
+        for (Desc *op : g->ops) {
+            std::vector<Desc *> in;
+            Desc *out;
+            op_io(op, in, &out);
+            if (op->type == D_(OPERATION_REDUCTION) && !out->t.virt && out->t.dim[3] == 1) s.sum = out;
+            if (op->type == D_(OPERATION_MATMUL) && !in[0]->t.virt && !in[1]->t.virt) {
+                if (in[0] == s.dout)
+                    s.v = in[1];
+                else
+                    s.q = in[0], s.kt = in[1];
+            }
+            if (out->t.virt || (op->type != D_(OPERATION_MATMUL) && op->type != D_(OPERATION_REDUCTION))) continue;
+            if (out == s.sum) continue;
+            Desc *mm = op->type == D_(OPERATION_MATMUL) ? op : producer[in[0]];  // dK, dV: reduced over groups
+            REFUSE_IF(!mm || mm->type != D_(OPERATION_MATMUL), CUDNN_STATUS_NOT_SUPPORTED, "unrecognised gradient");
+            Desc *b = Bm(mm);
+            (b == s.dout ? s.dv : !b->t.virt ? s.dk : s.dq) = out;
+        }
+        REFUSE_IF(!s.q || !s.v || !s.sum || !s.dq || !s.dk || !s.dv, CUDNN_STATUS_NOT_SUPPORTED,
+                  "not the SDPA backward graph (a gradient or Sum is missing)");
+        REFUSE_IF(!rows_view(s.v->t, true) || !rows_view(s.dout->t, false) || !rows_view(s.dq->t, false) ||
+                      !rows_view(s.dk->t, false) || !rows_view(s.dv->t, false),
+                  CUDNN_STATUS_NOT_SUPPORTED, "a backward operand is not (B, T, heads, hd) rows");
+    }
+    REFUSE_IF(!rows_view(s.q->t, false) || !rows_view(s.kt->t, true) || !rows_view(s.o->t, false),
+              CUDNN_STATUS_NOT_SUPPORTED, "Q, K or O is not (B, T, heads, hd) rows");
+    s.B = s.q->t.dim[0], s.H = s.q->t.dim[1], s.T = s.q->t.dim[2], s.hd = s.q->t.dim[3], s.KV = s.kt->t.dim[1];
+    const int64_t rows[4] = {s.B, s.H, s.T, 1};
+    REFUSE_IF(memcmp(s.stats->t.dim, rows, sizeof rows) || s.stats->t.dt != CUDNN_DATA_FLOAT,
+              CUDNN_STATUS_NOT_SUPPORTED, "Stats is not fp32 (B, H, T, 1)");
+    for (Desc *t : {s.q, s.kt, s.v, s.o, s.dout, s.dq, s.dk, s.dv})
+        REFUSE_IF(t && t->t.dt != CUDNN_DATA_BFLOAT16, CUDNN_STATUS_NOT_SUPPORTED, "an operand is not bf16");
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t finalize_graph(Desc *g) {
+    const int64_t n = count(g, A_(OPERATIONGRAPH_OPS));
+    Desc *const *ops = get<Desc *>(g, A_(OPERATIONGRAPH_OPS));
+    std::map<Desc *, int> made, used;
+    std::map<int64_t, Desc *> uids;
+    for (int64_t i = 0; i < n; i++) {
+        REFUSE_IF(!is_op(ops[i]), CUDNN_STATUS_BAD_PARAM, "operation graph: entry %lld is not an operation", (long long)i);
+        g->ops.push_back(ops[i]);
+        std::vector<Desc *> in;
+        Desc *out;
+        op_io(ops[i], in, &out);
+        made[out]++;
+        for (Desc *t : in) used[t]++;
+        in.push_back(out);
+        for (Desc *t : in) {
+            auto it = uids.emplace(t->t.uid, t).first;
+            REFUSE_IF(it->second != t, CUDNN_STATUS_BAD_PARAM, "two tensors have UID %lld", (long long)t->t.uid);
+        }
+    }
+    for (auto &[uid, t] : uids) {
+        REFUSE_IF(made[t] > 1, CUDNN_STATUS_BAD_PARAM, "tensor %lld is written by %d operations", (long long)uid, made[t]);
+        REFUSE_IF(t->t.virt && (!made[t] || !used[t]), CUDNN_STATUS_BAD_PARAM, "virtual tensor %lld is %s",
+                  (long long)uid, made[t] ? "never used" : "never made");
+    }
+    return recognise(g);
+}
+
+cudnnStatus_t finalize(Desc *d) {
+    for (const Rule &r : rules)
+        if (r.d == d->type && r.required)
+            REFUSE_IF(!d->attrs.count(r.a), CUDNN_STATUS_BAD_PARAM, "descriptor type %d: attribute %d not set",
+                      (int)d->type, (int)r.a);
+    switch (d->type) {
+    case D_(TENSOR): return finalize_tensor(d);
+    case D_(POINTWISE): {
+        const bool gen = *get<cudnnPointwiseMode_t>(d, A_(POINTWISE_MODE)) == CUDNN_POINTWISE_GEN_INDEX;
+        REFUSE_IF(gen != !!d->attrs.count(A_(POINTWISE_AXIS)), CUDNN_STATUS_BAD_PARAM,
+                  "pointwise: an axis goes with GEN_INDEX only, and it needs one");
+        return CUDNN_STATUS_SUCCESS;
+    }
+    case D_(OPERATIONGRAPH): return finalize_graph(d);
+    case D_(ENGINEHEUR):
+        d->graph = ref(d, A_(ENGINEHEUR_OPERATION_GRAPH));
+        REFUSE_IF(d->graph->type != D_(OPERATIONGRAPH), CUDNN_STATUS_BAD_PARAM, "heuristics of a non-graph");
+        return CUDNN_STATUS_SUCCESS;
+    case D_(EXECUTION_PLAN): {
+        const Desc *cfg = ref(d, A_(EXECUTION_PLAN_ENGINE_CONFIG));
+        REFUSE_IF(cfg->type != D_(ENGINECFG) || !cfg->graph, CUDNN_STATUS_BAD_PARAM, "plan of an unset engine config");
+        REFUSE_IF(mode_is("nofinalize"), CUDNN_STATUS_NOT_SUPPORTED, "FSDPC_EMU_CUDNN=nofinalize: no plan");
+        d->graph = cfg->graph;
+        plans_built++;
+        return CUDNN_STATUS_SUCCESS;
+    }
+    case D_(VARIANT_PACK):
+        REFUSE_IF(count(d, A_(VARIANT_PACK_UNIQUE_IDS)) != count(d, A_(VARIANT_PACK_DATA_POINTERS)),
+                  CUDNN_STATUS_BAD_PARAM, "variant pack: as many UIDs as pointers");
+        return CUDNN_STATUS_SUCCESS;
+    default: return is_op(d) ? finalize_op(d) : CUDNN_STATUS_SUCCESS;
+    }
+}
+
+// ---- executing the SDPA graphs ----
+std::vector<float> load(const Desc *t, const void *p) {
+    const size_t n = (size_t)elems(t->t);
+    std::vector<float> f(n);
+    if (t->t.dt == CUDNN_DATA_FLOAT) {
+        emu_op_copy(f.data(), p, n * 4, 1);
+        return f;
+    }
+    std::vector<uint16_t> h(n);
+    emu_op_copy(h.data(), p, n * 2, 1);
+    cpu_bf16_to_f32(f.data(), h.data(), n);
+    return f;
+}
+void store(const Desc *t, void *p, const std::vector<float> &f) {
+    const size_t n = f.size();
+    if (t->t.dt == CUDNN_DATA_FLOAT) {
+        emu_op_copy(p, f.data(), n * 4, 0);
+        return;
+    }
+    std::vector<uint16_t> h(n);
+    cpu_f32_to_bf16(h.data(), f.data(), n);
+    emu_op_copy(p, h.data(), n * 2, 0);
+}
+
+// the row log-sum-exp of the scaled causal scores
+std::vector<float> lse_of(const Sdpa &s, const std::vector<float> &q, const std::vector<float> &k, float scale) {
+    std::vector<float> lse(s.B * s.H * s.T);
+    std::vector<double> sc(s.T);
+    for (int64_t b = 0; b < s.B; b++)
+        for (int64_t h = 0; h < s.H; h++)
+            for (int64_t t = 0; t < s.T; t++) {
+                double mx = -INFINITY, sum = 0.0;
+                const float *qr = &q[((b * s.T + t) * s.H + h) * s.hd];
+                for (int64_t j = 0; j <= t; j++) {
+                    const float *kr = &k[((b * s.T + j) * s.KV + h / (s.H / s.KV)) * s.hd];
+                    double dot = 0.0;
+                    for (int64_t d = 0; d < s.hd; d++) dot += (double)qr[d] * kr[d];
+                    sc[j] = dot * scale, mx = fmax(mx, sc[j]);
+                }
+                for (int64_t j = 0; j <= t; j++) sum += exp(sc[j] - mx);
+                lse[(b * s.H + h) * s.T + t] = (float)(mx + log(sum));
+            }
+    return lse;
+}
+
+cudnnStatus_t run_sdpa(const Sdpa &s, const std::map<int64_t, void *> &ptr) {
+    auto at = [&](const Desc *t) { return ptr.at(t->t.uid); };
+    const float scale = *(const float *)at(s.scale), neg_inf = *(const float *)at(s.neg_inf);
+    REFUSE_IF(fabsf(scale - 1.0f / sqrtf((float)s.hd)) > 1e-7f || neg_inf > -1e30f, CUDNN_STATUS_NOT_SUPPORTED,
+              "the emulation runs scale 1/sqrt(hd) and masked scores of -inf or close only (got %g, %g)", scale,
+              neg_inf);
+    const int B = (int)s.B, T = (int)s.T, H = (int)s.H, KV = (int)s.KV, hd = (int)s.hd;
+    const size_t kvb = (size_t)T * KV * hd;
+    std::vector<float> q = load(s.q, at(s.q)), k = load(s.kt, at(s.kt)), v = load(s.v, at(s.v));
+    std::vector<float> out(q.size()), probs(cpu_attention_saved_floats(B, H, T, T));
+    const float off = mode_is("wrong") ? 0.25f : 0.0f;
+    if (!s.bwd) {
+        cpu_attention_fwd(out.data(), probs.data(), q.data(), k.data(), v.data(), B, T, T, H, KV, hd, kvb, nullptr);
+        for (float &x : out) x += off;
+        store(s.o, at(s.o), out);
+        store(s.stats, at(s.stats), lse_of(s, q, k, scale));
+        return CUDNN_STATUS_SUCCESS;
+    }
+    std::vector<float> o = load(s.o, at(s.o)), dout = load(s.dout, at(s.dout)), stats = load(s.stats, at(s.stats));
+    const std::vector<float> lse = lse_of(s, q, k, scale);
+    for (size_t i = 0; i < lse.size(); i++)
+        REFUSE_IF(!(fabsf(stats[i] - lse[i]) <= 2e-2f * (1.0f + fabsf(lse[i]))), CUDNN_STATUS_EXECUTION_FAILED,
+                  "Stats row %zu is %g, but the forward's log-sum-exp is %g", i, stats[i], lse[i]);
+    std::vector<float> sum(stats.size());
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++) {
+                double acc = 0.0;
+                for (int d = 0; d < hd; d++) acc += (double)dout[((size_t)(b * T + t) * H + h) * hd + d] *
+                                                    o[((size_t)(b * T + t) * H + h) * hd + d];
+                sum[((size_t)b * H + h) * T + t] = (float)acc;
+            }
+    store(s.sum, at(s.sum), sum);
+    cpu_attention_fwd(out.data(), probs.data(), q.data(), k.data(), v.data(), B, T, T, H, KV, hd, kvb, nullptr);
+    std::vector<float> dq(q.size()), dk(k.size()), dv(v.size()), scratch(cpu_attention_scratch_floats(B, H, T));
+    cpu_attention_bwd(dq.data(), dk.data(), dv.data(), scratch.data(), dout.data(), o.data(), probs.data(), q.data(),
+                      k.data(), v.data(), B, T, H, KV, hd, nullptr);
+    for (float &x : dq) x += off;
+    store(s.dq, at(s.dq), dq);
+    store(s.dk, at(s.dk), dk);
+    store(s.dv, at(s.dv), dv);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+char dl_error[256];
+int dl_handle;
+
+}  // namespace
+
+extern "C" {
+
+int emu_cudnn_plans_built(void) { return plans_built; }
+
+size_t cudnnGetVersion(void) { return 91900; }
+
+const char *cudnnGetErrorString(cudnnStatus_t s) {
+    switch (s) {
+    case CUDNN_STATUS_SUCCESS: return "CUDNN_STATUS_SUCCESS";
+    case CUDNN_STATUS_BAD_PARAM: return "CUDNN_STATUS_BAD_PARAM";
+    case CUDNN_STATUS_NOT_SUPPORTED: return "CUDNN_STATUS_NOT_SUPPORTED";
+    case CUDNN_STATUS_EXECUTION_FAILED: return "CUDNN_STATUS_EXECUTION_FAILED";
+    default: return "CUDNN_STATUS_INTERNAL_ERROR";
+    }
+}
+
+cudnnStatus_t cudnnCreate(cudnnHandle_t *h) {
+    *h = (cudnnHandle_t)&live;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnSetStream(cudnnHandle_t h, cudaStream_t s) {
+    REFUSE_IF(h != (cudnnHandle_t)&live, CUDNN_STATUS_BAD_PARAM, "cudnnSetStream: not a handle");
+    exec_stream = s;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t t, cudnnBackendDescriptor_t *d) {
+    Desc *n = new Desc;
+    n->type = t;
+    live.insert(n);
+    *d = (cudnnBackendDescriptor_t)n;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t d) {
+    REFUSE_IF(!live.erase((Desc *)d), CUDNN_STATUS_BAD_PARAM, "destroying a descriptor twice or never made");
+    delete (Desc *)d;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t dd, cudnnBackendAttributeName_t a,
+                                       cudnnBackendAttributeType_t t, int64_t n, const void *v) {
+    Desc *d = (Desc *)dd;
+    REFUSE_IF(!live.count(d), CUDNN_STATUS_BAD_PARAM, "set attribute %d on no descriptor", (int)a);
+    REFUSE_IF(d->final, CUDNN_STATUS_BAD_PARAM, "set attribute %d on a finalized descriptor", (int)a);
+    const Rule *r = nullptr;
+    for (const Rule &x : rules)
+        if (x.d == d->type && x.a == a) r = &x;
+    REFUSE_IF(!r, CUDNN_STATUS_BAD_PARAM, "descriptor type %d has no attribute %d", (int)d->type, (int)a);
+    REFUSE_IF(r->t != t || n < r->min || n > r->max || !v, CUDNN_STATUS_BAD_PARAM,
+              "attribute %d: type %d x %lld, expected type %d x %lld..%lld", (int)a, (int)t, (long long)n, (int)r->t,
+              (long long)r->min, (long long)r->max);
+    if (t == T_(BACKEND_DESCRIPTOR))
+        for (int64_t i = 0; i < n; i++) {
+            Desc *x = ((Desc *const *)v)[i];
+            REFUSE_IF(!live.count(x) || !x->final, CUDNN_STATUS_BAD_PARAM, "attribute %d: descriptor %lld %s", (int)a,
+                      (long long)i, live.count(x) ? "not finalized" : "does not exist");
+        }
+    if (t == T_(HANDLE)) REFUSE_IF(*(void *const *)v != &live, CUDNN_STATUS_BAD_PARAM, "attribute %d: not a handle", (int)a);
+    const char *p = (const char *)v;
+    d->attrs[a] = Attr{t, std::vector<char>(p, p + elem_bytes(t) * n), n};
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const dd, cudnnBackendAttributeName_t a,
+                                       cudnnBackendAttributeType_t t, int64_t requested, int64_t *n, void *v) {
+    Desc *d = (Desc *)dd;
+    REFUSE_IF(!live.count(d) || !d->final, CUDNN_STATUS_BAD_PARAM, "get attribute %d of an unfinalized descriptor",
+              (int)a);
+    if (d->type == D_(ENGINEHEUR) && a == A_(ENGINEHEUR_RESULTS) && t == T_(BACKEND_DESCRIPTOR)) {
+        *n = 1;  // one engine
+        if (requested < 1) return CUDNN_STATUS_SUCCESS;
+        Desc *cfg = ((Desc **)v)[0];
+        REFUSE_IF(!live.count(cfg) || cfg->type != D_(ENGINECFG) || cfg->final, CUDNN_STATUS_BAD_PARAM,
+                  "heuristic results go into fresh engine config descriptors");
+        cfg->graph = d->graph, cfg->final = true;
+        return CUDNN_STATUS_SUCCESS;
+    }
+    if (d->type == D_(EXECUTION_PLAN) && a == A_(EXECUTION_PLAN_WORKSPACE_SIZE) && t == T_(INT64) && requested == 1) {
+        *n = 1;
+        *(int64_t *)v = 4096;  // a workspace, so that its plumbing runs
+        return CUDNN_STATUS_SUCCESS;
+    }
+    return refuse(CUDNN_STATUS_NOT_SUPPORTED, "get attribute %d of descriptor type %d", (int)a, (int)d->type);
+}
+
+cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t dd) {
+    Desc *d = (Desc *)dd;
+    REFUSE_IF(!live.count(d) || d->final, CUDNN_STATUS_BAD_PARAM, "finalizing %s", live.count(d) ? "twice" : "nothing");
+    const cudnnStatus_t s = finalize(d);
+    d->final = s == CUDNN_STATUS_SUCCESS;
+    return s;
+}
+
+cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t pack) {
+    const Desc *p = (const Desc *)plan, *vp = (const Desc *)pack;
+    REFUSE_IF(h != (cudnnHandle_t)&live || !live.count((Desc *)p) || !live.count((Desc *)vp) || !p->final ||
+                  !vp->final || p->type != D_(EXECUTION_PLAN) || vp->type != D_(VARIANT_PACK),
+              CUDNN_STATUS_BAD_PARAM, "execute: not a finalized plan and variant pack");
+    const Sdpa &s = p->graph->sdpa;
+    const int64_t n = count(vp, A_(VARIANT_PACK_UNIQUE_IDS));
+    const int64_t *uids = get<int64_t>(vp, A_(VARIANT_PACK_UNIQUE_IDS));
+    void *const *ptrs = get<void *>(vp, A_(VARIANT_PACK_DATA_POINTERS));
+    void *ws = *get<void *>(vp, A_(VARIANT_PACK_WORKSPACE));
+    REFUSE_IF(!ws || !emu_is_dev(ws), CUDNN_STATUS_BAD_PARAM, "execute: the plan needs device workspace");
+    std::map<int64_t, void *> ptr;
+    for (int64_t i = 0; i < n; i++) REFUSE_IF(!ptr.emplace(uids[i], ptrs[i]).second, CUDNN_STATUS_BAD_PARAM, "UID %lld twice", (long long)uids[i]);
+    std::set<int64_t> want;
+    for (const Desc *op : p->graph->ops) {
+        std::vector<Desc *> in;
+        Desc *out;
+        op_io(op, in, &out);
+        in.push_back(out);
+        for (const Desc *t : in) {
+            if (t->t.virt) continue;
+            want.insert(t->t.uid);
+            auto it = ptr.find(t->t.uid);
+            REFUSE_IF(it == ptr.end() || !it->second, CUDNN_STATUS_BAD_PARAM, "the variant pack has no UID %lld",
+                      (long long)t->t.uid);
+            REFUSE_IF(t->t.by_value ? emu_is_dev(it->second) : !emu_is_dev(it->second) ||
+                                                                    (uintptr_t)it->second % t->t.align,
+                      CUDNN_STATUS_BAD_PARAM, "UID %lld: %s", (long long)t->t.uid,
+                      t->t.by_value ? "a by-value scalar lives in host memory" : "not aligned device memory");
+        }
+    }
+    REFUSE_IF(want.size() != ptr.size(), CUDNN_STATUS_BAD_PARAM, "the variant pack has UIDs the graph does not use");
+    EmuOp op(emu_sid(exec_stream), "cudnnBackendExecute");
+    return run_sdpa(s, ptr);
+}
+
+void *emu_dlopen(const char *file, int) {
+    if (strcmp(file, "libcudnn.so.9") || mode_is("missing")) {
+        snprintf(dl_error, sizeof dl_error, "%s: cannot open shared object file: No such file or directory", file);
+        return nullptr;
+    }
+    return &dl_handle;
+}
+
+void *emu_dlsym(void *h, const char *name) {
+    static const struct {
+        const char *name;
+        void *fn;
+    } syms[] = {
+#define EMU_SYM(f) {#f, (void *)&f},
+        EMU_SYM(cudnnGetVersion) EMU_SYM(cudnnGetErrorString) EMU_SYM(cudnnCreate) EMU_SYM(cudnnSetStream)
+            EMU_SYM(cudnnBackendCreateDescriptor) EMU_SYM(cudnnBackendDestroyDescriptor)
+                EMU_SYM(cudnnBackendSetAttribute) EMU_SYM(cudnnBackendGetAttribute) EMU_SYM(cudnnBackendFinalize)
+                    EMU_SYM(cudnnBackendExecute)
+#undef EMU_SYM
+    };
+    if (h == &dl_handle)
+        for (const auto &s : syms)
+            if (!strcmp(s.name, name)) return s.fn;
+    snprintf(dl_error, sizeof dl_error, "undefined symbol: %s", name);
+    return nullptr;
+}
+
+char *emu_dlerror(void) { return dl_error; }
+
+}  // extern "C"
