@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -397,6 +398,18 @@ void *comm_calloc_at(const char *file, int line, size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) comm_fatal_at(file, line, "out of memory allocating %zu x %zu bytes (try a smaller model/batch or more ranks)", n, size);
     return p;
+}
+
+const char *comm_output_path_problem(const char *path, const char *flag, int replace) {
+    static char msg[1200];
+    struct stat st;
+    if (stat(path, &st) != 0) return NULL;  // a new file: whether it can be created is the caller's open
+    const char *what = S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket"
+                       : S_ISREG(st.st_mode) || (!replace && S_ISCHR(st.st_mode)) ? NULL : "a device";
+    if (!what) return NULL;
+    snprintf(msg, sizeof msg, "%s '%s' is %s: give the path of a regular file%s", flag, path, what,
+             replace ? " (it is written under a temporary name and renamed over the path)" : "");
+    return msg;
 }
 
 FILE *comm_fopen_at(const char *file, int line, const char *path, const char *mode) {

@@ -73,6 +73,10 @@ void *comm_malloc_at(const char *file, int line, size_t bytes);
 void *comm_calloc_at(const char *file, int line, size_t n, size_t size);
 #define callocCheck(n, s) comm_calloc_at(__FILE__, __LINE__, (n), (s))
 FILE *comm_fopen_at(const char *file, int line, const char *path, const char *mode);
+// Why `path` cannot be an output of `flag`, or NULL: a directory, or a FIFO (opening one waits for a
+// reader); with replace (written to a temporary name, then renamed over it), anything but a
+// regular file, since the rename would put a file where a device or link target was.
+const char *comm_output_path_problem(const char *path, const char *flag, int replace);
 #define fopenCheck(p, m) comm_fopen_at(__FILE__, __LINE__, (p), (m))
 
 // rank-0-only logging to stderr; with timestamps on (--log_timestamps) every line starts with

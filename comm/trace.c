@@ -76,7 +76,8 @@ void trace_open(const char *path, int first_step, int last_step) {
     snprintf(T.path, sizeof T.path, "%s", path);
     T.first = first_step;
     T.last = last_step;
-    if (comm_info.rank == 0) {  // refused now, not after the window has run
+    if (comm_info.rank == 0) e = comm_output_path_problem(path, "--trace_file", 1);
+    if (comm_info.rank == 0 && !e) {  // refused now, not after the window has run
         char tmp[1100];
         tmp_path(tmp, sizeof tmp);
         FILE *f = fopen(tmp, "w");
@@ -125,7 +126,9 @@ static void write_file(void) {
     comm_gather_bytes(comm_world(), T.buf, T.len, &all, &total);
     const char *e = NULL;
     static char err[1400];
-    if (comm_info.rank == 0) {
+    if (comm_info.rank == 0 && (e = comm_output_path_problem(T.path, "--trace_file", 1)) != NULL) {
+        // replaced by something else since start-up: the rename must not land on it
+    } else if (comm_info.rank == 0) {
         char tmp[1100];
         tmp_path(tmp, sizeof tmp);
         FILE *f = fopen(tmp, "w");

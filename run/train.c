@@ -231,6 +231,18 @@ static void check_memory(Run *r) {
 
 // Output paths are checked before any work, not when the first checkpoint is due: rank 0
 // creates the checkpoint directory (with its parents) and opens the metrics file.
+// Appends one line to --metrics_file and flushes it, so a run's curves can be followed and
+// survive a crash. A failed write (a full disk) is said once and ends the metrics, not the run.
+static void metrics_put(Run *r, const char *line) {
+    if (!r->metrics) return;
+    if (fputs(line, r->metrics) < 0 || fflush(r->metrics) != 0) {
+        comm_log("warning: --metrics_file %s: %s; no further metrics lines are written\n", r->cfg->metrics_file,
+                 strerror(errno));
+        fclose(r->metrics);
+        r->metrics = NULL;
+    }
+}
+
 static void open_outputs(Run *r) {
     Config *c = r->cfg;
     static char err[1400];
@@ -250,6 +262,7 @@ static void open_outputs(Run *r) {
         if (!e && access(c->checkpoint_dir, W_OK | X_OK) != 0)
             e = (snprintf(err, sizeof err, "cannot write to --checkpoint_dir '%s': %s", c->checkpoint_dir, strerror(errno)), err);
     }
+    if (!e && comm_info.rank == 0 && c->metrics_file[0]) e = comm_output_path_problem(c->metrics_file, "--metrics_file", 0);
     if (!e && comm_info.rank == 0 && c->metrics_file[0] && !(r->metrics = fopen(c->metrics_file, "a")))
         e = (snprintf(err, sizeof err, "cannot open --metrics_file '%s' for appending: %s", c->metrics_file, strerror(errno)), err);
     comm_check_all(e);
@@ -735,10 +748,12 @@ int train_run(Config *c) {
         int done = step + 1;
         steps_since_log++;
         // the step's metrics line, written once its log point and validation have added theirs
-        char line[2048];
+        char line[4096];
         int len = 0;
         if (!applied) {
-            if (r.metrics) fprintf(r.metrics, "{\"step\": %d, \"loss\": null, \"lr\": %.9g, \"grad_norm\": null, \"skipped\": true}\n", done, lr);
+            snprintf(line, sizeof line, "{\"step\": %d, \"loss\": null, \"lr\": %.9g, \"grad_norm\": null, \"skipped\": true}\n",
+                     done, lr);
+            metrics_put(&r, line);
             if (++skipped > c->skip_nonfinite_steps)
                 comm_fail_all("step %d: non-finite %s (loss %g, gradient norm %g); stopped before the update, and no checkpoint "
                               "was written after it (--skip_nonfinite_steps N skips up to N such steps)",
@@ -775,7 +790,10 @@ int train_run(Config *c) {
             double vl = log_validation(&r, done);
             if (len) len += snprintf(line + len, sizeof line - len, ", \"val_loss\": %.9g", vl);
         }
-        if (len) fprintf(r.metrics, "%s}\n", line);
+        if (len) {
+            snprintf(line + len, sizeof line - len, "}\n");
+            metrics_put(&r, line);
+        }
         prof_mark(&r, do_val ? PROF_EVAL : -1);
         if (do_ckpt) save(&r, done);
         prof_mark(&r, do_ckpt ? PROF_CKPT : -1);

@@ -76,6 +76,20 @@ check "np=2: the memory verdict ends every rank with one line" $?
 # ---- special files and paths ----
 mkfifo "$W/fifo"
 expect_error "a FIFO as training data" "'$W/fifo' is not a regular file" ./fsdpc $SMALL --train_data "$W/fifo" --max_steps 1
+# outputs: a FIFO would block the open, and the trace (written aside, then renamed over the path)
+# must never replace a device or a directory; a metrics file that fills up is said once, the run goes on
+expect_error "a FIFO as --metrics_file" "--metrics_file '$W/fifo' is a FIFO: give the path of a regular file" \
+    ./fsdpc $SMALL --checkpoint_freq 0 --metrics_file "$W/fifo" --max_steps 1
+expect_error "a device as --trace_file" "--trace_file '/dev/full' is a device: give the path of a regular file" \
+    ./fsdpc $SMALL --checkpoint_freq 0 --trace_file /dev/full --max_steps 1
+[ -c /dev/full ]
+check "--trace_file /dev/full left the device alone" $?
+expect_error "a directory as --trace_file" "--trace_file '$W' is a directory" ./fsdpc $SMALL --checkpoint_freq 0 --trace_file "$W" --max_steps 1
+./fsdpc $SMALL --checkpoint_freq 0 --metrics_file /dev/full --max_steps 3 >/dev/null 2>"$W/full.err"
+[ $? = 0 ] && [ "$(grep -c '^warning: --metrics_file /dev/full: No space left on device; no further metrics lines are written' "$W/full.err")" = 1 ]
+check "--metrics_file on a full device: one warning, the run completes" $? "$(grep -m2 -E 'error|warning' "$W/full.err")"
+./fsdpc $SMALL --checkpoint_freq 0 --metrics_file /dev/null --max_steps 1 >/dev/null 2>"$W/null.err"
+check "--metrics_file /dev/null is accepted" $? "$(grep -m1 error "$W/null.err")"
 touch "$W/ro" && chmod 0444 "$W/ro"
 mkdir -p "$W/rodir" && chmod 0555 "$W/rodir"
 if [ "$(id -u)" != 0 ]; then
