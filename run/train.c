@@ -359,7 +359,7 @@ void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const i
         range_pop();
     }
     range(train ? "forward+backward" : "forward", head);
-    const float *ph = shard_gather(s, head, train && L > 0 ? b0 + L - 1 : -1);
+    const void *ph = shard_gather(s, head, train && L > 0 ? b0 + L - 1 : -1);
     model_head_fwd_bwd(plan, ph, train ? shard_grad_buffer(s, head) : NULL, a, 1, T, dscale);
     shard_release(s, head, train ? PHASE_BWD : PHASE_EVAL);
     // a head that shares the embedding's unit (tied weights) collects the embedding's gradient too
@@ -369,7 +369,7 @@ void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const i
     // backward: blocks high to low, each prefetching the one below; the embedding needs no weights
     for (int l = L - 1; l >= 0; l--) {
         range("backward", b0 + l);
-        const float *p = shard_gather(s, b0 + l, l > 0 ? b0 + l - 1 : -1);
+        const void *p = shard_gather(s, b0 + l, l > 0 ? b0 + l - 1 : -1);
         if (a->recompute[l]) {  // activation checkpointing
             range("recompute", b0 + l);
             model_block_fwd(plan, l, p, a, T, 0);
