@@ -71,9 +71,14 @@ int shard_state_on_device(const ShardState *s) { return kern_on_gpu() && !s->off
 
 // full-size gradient buffers: one per unit when they persist over micro-batches; else the current
 // one and the one being reduced, plus one held from the head's backward to the embedding's when
-// they share a unit (tied weights)
-static int grad_slots(const ModelPlan *plan, int persistent) {
-    return persistent ? plan->nunits : plan->embed_unit == plan->head_unit ? 3 : 2;
+// they share a unit (tied weights). None at shard group 1 with fp32 reductions: the shard is the
+// whole unit, so backward adds into it and no reduce-scatter copies it there.
+static int grad_slots(const ModelPlan *plan, int persistent, int direct) {
+    return direct ? 0 : persistent ? plan->nunits : plan->embed_unit == plan->head_unit ? 3 : 2;
+}
+
+static int direct_grads(const Config *cfg, const ParallelDims *pd) {
+    return pd->shard_size == 1 && cfg->reduce_dtype != PRECISION_BF16;
 }
 
 void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, ShardMemEstimate *e) {
@@ -89,7 +94,7 @@ void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims
     const double f = sizeof(float), h = sizeof(uint16_t);
     e->params = f * sum_shard + f * (cfg->meta_init ? max_shard : sum_padded);
     e->optimizer = 2 * f * sum_shard;
-    size_t grad_full = persistent ? sum_padded : (size_t)grad_slots(plan, 0) * max_padded;
+    size_t grad_full = direct_grads(cfg, pd) ? 0 : persistent ? sum_padded : (size_t)grad_slots(plan, 0, 0) * max_padded;
     e->grads = f * sum_shard + f * grad_full;
     // a GPU holds bf16 gathers as they arrive; the CPU expands them to fp32 from a staging buffer
     int bf16g = bf16p && kern_on_gpu();
@@ -114,6 +119,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
     s->bf16_reduce = cfg->reduce_dtype == PRECISION_BF16;
     s->offload = cfg->cpu_offload && kern_on_gpu();
     s->persistent_grads = cfg->grad_accum > 1;
+    s->direct_grads = direct_grads(cfg, pd);
     s->units = callocCheck(s->nunits, sizeof(FlatUnit));
     size_t max_padded = 0;
     for (int u = 0; u < s->nunits; u++) {
@@ -131,6 +137,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
         if (s->offload) f->host_grad = host_zalloc(f->shard_len, KERN_MEM_GRADS);
         if (s->bf16_params) f->master_bf16 = hzalloc(f->shard_len, KERN_MEM_BUFFERS);  // what the gathers send
         f->param_slot = f->grad_slot = -1;
+        if (s->direct_grads) f->grads = f->grad_shard;
         if (s->dims.shard_size == 1 && !s->bf16_params) f->params = f->device_master;  // unsharded: always gathered
         if (s->dims.shard_size == 1 && s->bf16_gathered) f->params = f->master_bf16;
         if (f->padded > max_padded) max_padded = f->padded;
@@ -165,7 +172,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
         free(full);
     }
     s->nparam_slots = s->units[0].params ? 0 : s->dims.reshard_after_forward ? 2 : s->nunits;
-    s->ngrad_slots = grad_slots(plan, s->persistent_grads);
+    s->ngrad_slots = grad_slots(plan, s->persistent_grads, s->direct_grads);
     s->param_pool = callocCheck(s->nparam_slots + 1, sizeof(void *));
     s->grad_pool = callocCheck(s->ngrad_slots, sizeof(float *));
     s->param_owner = callocCheck(s->nparam_slots + 1, sizeof(int));
@@ -188,7 +195,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
             s->grad_recv[i] = hzalloc(n / s->dims.shard_size, KERN_MEM_BUFFERS);
         }
     }
-    if (s->persistent_grads)  // one buffer per unit, held for the whole run
+    if (s->persistent_grads && !s->direct_grads)  // one buffer per unit, held for the whole run
         for (int u = 0; u < s->nunits; u++) s->units[u].grads = s->grad_pool[s->units[u].grad_slot = s->grad_owner[u] = u];
 }
 
@@ -289,6 +296,7 @@ static void finish_reduce(ShardState *s, int u) {
     if (!f->reduce_req) return;
     comm_wait(f->reduce_req);
     f->reduce_req = NULL;
+    if (s->direct_grads) return;  // that was the replicas' all-reduce of the shard itself
     if (s->bf16_reduce) {
         uint16_t *recv = s->grad_recv[f->grad_slot];
         if (s->dims.replica_size > 1) comm_wait(comm_allreduce_bf16_start(s->replica_group, recv, f->shard_len));
@@ -307,6 +315,11 @@ float *shard_grad_buffer(ShardState *s, int u) {
     FlatUnit *f = &s->units[u];
     if (s->persistent_grads) return f->grads;
     if (f->grad_open) return f->grads;  // a second stage of the same unit adds to its gradient
+    if (s->direct_grads) {
+        f->grad_open = 1;
+        kern_zero(f->grads, f->padded);
+        return f->grads;
+    }
     int slot = -1, oldest = -1;
     for (int i = 0; i < s->ngrad_slots && slot < 0; i++) {
         int owner = s->grad_owner[i];
@@ -331,6 +344,10 @@ void shard_grad_ready(ShardState *s, int u, int last_micro) {
     FlatUnit *f = &s->units[u];
     f->grad_open = 0;
     if (!last_micro) return;  // accumulate locally; communicate once per step (no_sync)
+    if (s->direct_grads) {
+        if (s->dims.replica_size > 1) f->reduce_req = comm_allreduce_start(s->replica_group, f->grad_shard, f->shard_len);
+        return;
+    }
     if (s->bf16_reduce) {
         uint16_t *stage = s->grad_stage[f->grad_slot];
         kern_f32_to_bf16(stage, f->grads, f->padded);

@@ -32,7 +32,8 @@ typedef struct {
     float *host_grad;             // (shard_len) offload: the gradient shard copied to the host
     int copy_ticket;              // offload: the kern_*_async copy of host_grad
     void *params;                 // (padded) gathered parameters (kern_params_bf16's dtype) while gathered, else NULL
-    float *grads;                 // (padded) full gradient while backward needs it, else NULL
+    float *grads;                 // (padded) full gradient while backward needs it (grad_shard itself when
+                                  // direct_grads), else NULL
     int param_slot, grad_slot;    // pool slot in use, or -1
     int grad_open;                // the gradient buffer is handed out and not yet ready
     int expand_pending;           // bf16 gather landed in the staging buffer, not yet in params
@@ -49,6 +50,7 @@ typedef struct {
     int bf16_reduce;                // --reduce_dtype bf16: reduce gradients in bf16
     int offload;                    // --cpu_offload with a GPU: optimizer state on the host
     int persistent_grads;           // full gradients live across micro-batches (grad_accum > 1)
+    int direct_grads;               // shard group 1, fp32 reductions: backward adds into grad_shard itself
     int nunits;
     FlatUnit *units;
     // pools of full-size buffers: 2 for parameters (current + prefetched) under ZeRO-3, one per
