@@ -252,5 +252,7 @@ void kern_adamw_host(float *p, uint16_t *p_bf16, const float *g, float *m, float
 // ---- bf16 storage (round to nearest even) ----
 void kern_f32_to_bf16(uint16_t *dst, const float *src, size_t n);
 void kern_bf16_to_f32(float *dst, const uint16_t *src, size_t n);
+// x (n) rounded to bf16 values in place (the same numbers as a round trip through bf16, one pass)
+void kern_round_bf16(float *x, size_t n);
 
 #endif

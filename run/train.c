@@ -142,9 +142,7 @@ static int ckpt_every(const Config *c) {
 static double rank_bytes(const Run *r, const Config *c, ShardMemEstimate *e, double *acts) {
     int B = c->batch_size, T = c->model.max_context_width;
     shard_estimate(&r->plan, c, &r->dims, e);
-    // the model's buffers, and under bf16 shard_cast_activation's rounding stage (one residual)
-    *acts = (double)model_acts_bytes(&r->plan, B, T, 0, ckpt_every(c)) +
-            (c->precision == PRECISION_BF16 ? (double)B * T * c->model.hidden_width * sizeof(uint16_t) : 0.0);
+    *acts = (double)model_acts_bytes(&r->plan, B, T, 0, ckpt_every(c));
     return e->params + e->gathered + e->grads + e->optimizer + e->buffers + *acts;
 }
 

@@ -235,7 +235,6 @@ void shard_free(ShardState *s) {
     free(s->param_stage);
     free(s->grad_stage);
     free(s->grad_recv);
-    dfree(s->act_stage);
     free(s->param_owner);
     free(s->grad_owner);
     free(s->units);
@@ -368,13 +367,7 @@ void shard_zero_grads(ShardState *s) {
 
 void shard_cast_activation(ShardState *s, float *x, size_t n) {
     if (!s->bf16_params) return;
-    if (s->act_stage_len < n) {
-        dfree(s->act_stage);
-        s->act_stage = hzalloc(n, KERN_MEM_ACTIVATIONS);
-        s->act_stage_len = n;
-    }
-    kern_f32_to_bf16(s->act_stage, x, n);
-    kern_bf16_to_f32(x, s->act_stage, n);
+    kern_round_bf16(x, n);
 }
 
 // ---- optimizer ----

@@ -62,8 +62,6 @@ typedef struct {
     // bf16 staging per slot: the full buffer (parameters expanded to fp32), the full buffer and the
     // received shard (gradients)
     uint16_t **param_stage, **grad_stage, **grad_recv;
-    uint16_t *act_stage;  // bf16 activation rounding
-    size_t act_stage_len;
     double *unit_sumsq;             // (nunits) the gradient shards' sums of squares, on the device
     double *step_red;               // (nunits + 2) host: what the step's one all-reduce carries
     int step;                       // optimizer steps taken

@@ -700,6 +700,10 @@ static void test_bf16(void) {
     cpu_bf16_to_f32(y, h, n);
     cuda_bf16_to_f32(d_y, d_h, n);
     check("bf16_to_f32 (exact)", d_y, y, n, 0.0);
+    cpu_round_bf16(x, n);
+    cuda_round_bf16(d_x, n);
+    check("round_bf16 in place (exact, with NaN/Inf/ties)", d_x, x, n, 0.0);
+    report(!memcmp(x, y, sizeof(float) * n), "round_bf16 equals the round trip through bf16 (CPU)", "bits differ");
     free(x), free(h), free(hg), free(y);
     cuda_free(d_x), cuda_free(d_y), cuda_free(d_h);
 }

@@ -367,6 +367,14 @@ void cpu_f32_to_bf16(uint16_t *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = f32_to_bf16(src[i]);
 }
 
+void cpu_round_bf16(float *x, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t u = (uint32_t)f32_to_bf16(x[i]) << 16;
+        memcpy(x + i, &u, sizeof u);
+    }
+}
+
 void cpu_bf16_to_f32(float *dst, const uint16_t *src, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) {

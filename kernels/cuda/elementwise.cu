@@ -201,6 +201,11 @@ struct F32ToBf16 {
     __device__ void operator()(size_t i) const { dst[i] = f32_to_bf16(src[i]); }
 };
 
+struct RoundBf16 {
+    float *x;
+    __device__ void operator()(size_t i) const { x[i] = __uint_as_float((uint32_t)f32_to_bf16(x[i]) << 16); }
+};
+
 struct Bf16ToF32 {
     float *dst;
     const uint16_t *src;
@@ -652,5 +657,7 @@ void cuda_adamw(float *p, uint16_t *p_bf16, const float *g, float *m, float *v, 
 void cuda_f32_to_bf16(uint16_t *dst, const float *src, size_t n) { launch_map(n, F32ToBf16{dst, src}); }
 
 void cuda_bf16_to_f32(float *dst, const uint16_t *src, size_t n) { launch_map(n, Bf16ToF32{dst, src}); }
+
+void cuda_round_bf16(float *x, size_t n) { launch_map(n, RoundBf16{x}); }
 
 }  // extern "C"
