@@ -27,26 +27,26 @@
     X(void, async_fence, (void), ())                                                                                   \
     X(double, peak_mem_mib, (void), ())                                                                                \
     X(void, mem_info, (size_t *free_bytes, size_t *total_bytes), (free_bytes, total_bytes))                            \
-    X(void, matmul_fwd, (float *out, const float *inp, const float *w, int N, int IN, int OUT),                        \
+    X(void, matmul_fwd, (float *out, const float *inp, const void *w, int N, int IN, int OUT),                        \
       (out, inp, w, N, IN, OUT))                                                                                       \
     X(void, matmul_bwd,                                                                                                \
-      (float *dinp, float *dw, const float *dout, const float *inp, const float *w, int N, int IN, int OUT,            \
+      (float *dinp, float *dw, const float *dout, const float *inp, const void *w, int N, int IN, int OUT,            \
        int accumulate_dinp),                                                                                           \
       (dinp, dw, dout, inp, w, N, IN, OUT, accumulate_dinp))                                                           \
-    X(void, rmsnorm_fwd, (float *out, float *rstd, const float *inp, const float *w, int N, int D, float eps),         \
+    X(void, rmsnorm_fwd, (float *out, float *rstd, const float *inp, const void *w, int N, int D, float eps),         \
       (out, rstd, inp, w, N, D, eps))                                                                                  \
     X(void, rmsnorm_bwd,                                                                                               \
-      (float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int D),  \
+      (float *dinp, float *dw, const float *dout, const float *inp, const void *w, const float *rstd, int N, int D),  \
       (dinp, dw, dout, inp, w, rstd, N, D))                                                                            \
     X(void, add_rmsnorm_fwd,                                                                                           \
-      (float *y, float *out, float *rstd, const float *r, const float *w, int N, int D, float eps),                    \
+      (float *y, float *out, float *rstd, const float *r, const void *w, int N, int D, float eps),                    \
       (y, out, rstd, r, w, N, D, eps))                                                                                 \
     X(void, layernorm_fwd,                                                                                             \
-      (float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N, int D,           \
+      (float *out, float *mean, float *rstd, const float *inp, const void *w, const void *b, int N, int D,           \
        float eps),                                                                                                     \
       (out, mean, rstd, inp, w, b, N, D, eps))                                                                         \
     X(void, layernorm_bwd,                                                                                             \
-      (float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w, const float *mean,      \
+      (float *dinp, float *dw, float *db, const float *dout, const float *inp, const void *w, const float *mean,      \
        const float *rstd, int N, int D),                                                                               \
       (dinp, dw, db, dout, inp, w, mean, rstd, N, D))                                                                  \
     X(void, rope_table, (float *cos_t, float *sin_t, int T, int hd, float theta), (cos_t, sin_t, T, hd, theta))        \
@@ -72,14 +72,14 @@
     X(void, swiglu_bwd, (float *dgu, const float *dh, const float *gu, int N, int F), (dgu, dh, gu, N, F))             \
     X(void, gelu_fwd, (float *out, const float *inp, size_t n), (out, inp, n))                                         \
     X(void, gelu_bwd, (float *dinp, const float *dout, const float *inp, size_t n), (dinp, dout, inp, n))              \
-    X(void, bias_add, (float *out, const float *b, int N, int D), (out, b, N, D))                                      \
+    X(void, bias_add, (float *out, const void *b, int N, int D), (out, b, N, D))                                      \
     X(void, bias_bwd, (float *db, const float *dout, int N, int D), (db, dout, N, D))                                  \
-    X(void, positions_fwd, (float *out, const float *wpe, int B, int T, int D, int pos0), (out, wpe, B, T, D, pos0))   \
+    X(void, positions_fwd, (float *out, const void *wpe, int B, int T, int D, int pos0), (out, wpe, B, T, D, pos0))   \
     X(void, positions_bwd, (float *dwpe, const float *dout, int B, int T, int D), (dwpe, dout, B, T, D))               \
     X(void, dropout, (float *x, int B, size_t M, float p, uint64_t key, uint64_t sample0), (x, B, M, p, key, sample0)) \
     X(void, tokens_check, (int32_t *tokens, int32_t *targets, int N, int V, long long base), (tokens, targets, N, V, base))                   \
     X(int, token_error, (long long *index, int *id), (index, id))                                                      \
-    X(void, embedding_fwd, (float *out, const int32_t *tokens, const float *wte, int N, int D),                        \
+    X(void, embedding_fwd, (float *out, const int32_t *tokens, const void *wte, int N, int D),                        \
       (out, tokens, wte, N, D))                                                                                        \
     X(void, embedding_bwd, (float *dwte, const float *dout, const int32_t *tokens, int N, int D),                      \
       (dwte, dout, tokens, N, D))                                                                                      \
@@ -95,7 +95,8 @@
     X(void, adamw, (float *p, uint16_t *p_bf16, const float *g, float *m, float *v, size_t n, const KernAdamW *h),     \
       (p, p_bf16, g, m, v, n, h))                                                                                      \
     X(void, f32_to_bf16, (uint16_t *dst, const float *src, size_t n), (dst, src, n))                                   \
-    X(void, bf16_to_f32, (float *dst, const uint16_t *src, size_t n), (dst, src, n))
+    X(void, bf16_to_f32, (float *dst, const uint16_t *src, size_t n), (dst, src, n))                                   \
+    X(void, round_bf16, (float *x, size_t n), (x, n))
 
 #define KERN_DECLARE(prefix) KERN_ALLOC_OPS(KERN_DECLARE_##prefix) KERN_OPS(KERN_DECLARE_##prefix)
 #define KERN_DECLARE_cpu(ret, op, params, args) ret cpu_##op params;
@@ -123,6 +124,8 @@ int cuda_timer_totals(double *ms);
 // that cuBLASLt rounds to bf16 itself (attention as in COMPUTE_BF16).
 enum CudaCompute { COMPUTE_FP32, COMPUTE_BF16, COMPUTE_FAST_16BF };
 void cuda_set_compute(int mode);
+// Whether the parameters the kernels get (kernels.h kern_params_bf16) are bf16; fp32 when 0.
+void cuda_set_params_bf16(int on);
 #endif
 
 #endif

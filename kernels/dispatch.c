@@ -213,11 +213,13 @@ const char *kern_select_device(KernDevice want, int local_rank, int local_world)
     return NULL;  // auto without a GPU: the CPU
 }
 
+static int compute_bf16;
+
 void kern_set_compute_bf16(int on) {
+    compute_bf16 = on;
 #ifdef FSDPC_CUDA
     cuda_set_compute(on ? COMPUTE_BF16 : COMPUTE_FP32);
-#else
-    (void)on;
+    cuda_set_params_bf16(on);
 #endif
 }
 
@@ -232,6 +234,12 @@ const char *kern_select_attention(KernAttention want, int bf16, int head_dim, in
     *failed = 1;
     return "--attention cudnn: cuDNN runs on a GPU and this run is on the CPU (--device cuda on a GPU machine, or "
            "--attention auto|native)";
+}
+
+int kern_params_bf16(void) { return on_gpu && compute_bf16; }
+
+const void *kern_param_at(const void *p, size_t i) {
+    return (const char *)p + i * (kern_params_bf16() ? sizeof(uint16_t) : sizeof(float));
 }
 
 void kern_adamw_host(float *p, uint16_t *p_bf16, const float *g, float *m, float *v, size_t n, const KernAdamW *h) {

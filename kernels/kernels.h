@@ -27,7 +27,8 @@ int kern_on_gpu(void);
 const char *kern_size_as_gpu(void);
 const char *kern_device_name(void);  // e.g. "cpu" or "cuda:0 (NVIDIA H100 80GB HBM3)"
 // --precision bf16 on a GPU: matmuls and attention round their operands to bf16 and run on the
-// tensor cores, accumulating in fp32 (outputs stay fp32). The CPU always computes in fp32.
+// tensor cores, accumulating in fp32 (outputs stay fp32), and parameters are bf16 (below). The
+// CPU always computes in fp32.
 void kern_set_compute_bf16(int on);
 // --attention: how causal attention runs on a GPU. auto: cuDNN's fused flash attention when it
 // loads, supports the run (bf16, head dim 64 or 128) and agrees with the native kernel on a
@@ -37,6 +38,12 @@ typedef enum { KERN_ATTENTION_AUTO, KERN_ATTENTION_CUDNN, KERN_ATTENTION_NATIVE 
 // After kern_select_device and kern_set_compute_bf16. Returns the line to log (NULL: nothing to
 // say); *failed when it is instead the error that ends the run.
 const char *kern_select_attention(KernAttention want, int bf16, int head_dim, int *failed);
+// Parameters (the `const void *` weights, biases and tables below: gathered units) are bf16 under
+// --precision bf16 on a GPU, where matmuls take them as tensor-core operands as they are and the
+// other kernels widen them as they read; fp32 otherwise. Gradients are fp32 either way.
+int kern_params_bf16(void);
+// element i of parameters p in that dtype
+const void *kern_param_at(const void *p, size_t i);
 // threads used by the CPU kernels (0 = library default)
 void kern_init(int num_threads);
 int kern_num_threads(void);
@@ -99,30 +106,30 @@ void kern_range_pop(void);
 
 // ---- linear layers (weights are [out, in], like torch nn.Linear.weight) ----
 // out (N, OUT) = inp (N, IN) @ w^T
-void kern_matmul_fwd(float *out, const float *inp, const float *w, int N, int IN, int OUT);
+void kern_matmul_fwd(float *out, const float *inp, const void *w, int N, int IN, int OUT);
 // dinp (N, IN) = dout @ w   (or += when accumulate_dinp; dinp may be NULL to skip)
 // dw (OUT, IN) += dout^T @ inp
-void kern_matmul_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+void kern_matmul_bwd(float *dinp, float *dw, const float *dout, const float *inp, const void *w,
                      int N, int IN, int OUT, int accumulate_dinp);
 
 // ---- RMSNorm: out = inp * rstd * w, rstd = 1/sqrt(mean(inp^2) + eps) ----
 // rstd (N) is saved for backward.
-void kern_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int D, float eps);
+void kern_rmsnorm_fwd(float *out, float *rstd, const float *inp, const void *w, int N, int D, float eps);
 // dinp (N, D) += ..., dw (D) += ...
-void kern_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+void kern_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const void *w,
                       const float *rstd, int N, int D);
 // A residual add fused into the norm that follows it: y (N, D) += r, then out, rstd as
 // kern_rmsnorm_fwd of the new y (one read of y and r instead of two passes). Its backward is
 // kern_rmsnorm_bwd accumulating into the residual gradient.
-void kern_add_rmsnorm_fwd(float *y, float *out, float *rstd, const float *r, const float *w, int N, int D, float eps);
+void kern_add_rmsnorm_fwd(float *y, float *out, float *rstd, const float *r, const void *w, int N, int D, float eps);
 
 // ---- LayerNorm (torch.nn.LayerNorm): out = (inp - mean) * rstd * w + b ----
 // inp, out (N, D); w, b (D); biased variance, rstd = 1/sqrt(var + eps); mean, rstd (N) are saved
 // for backward
-void kern_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+void kern_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const void *w, const void *b,
                         int N, int D, float eps);
 // dinp (N, D) +=, dw (D) +=, db (D) +=; the sums over rows are deterministic
-void kern_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+void kern_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const void *w,
                         const float *mean, const float *rstd, int N, int D);
 
 // ---- RoPE, Hugging Face rotate_half convention ----
@@ -190,13 +197,13 @@ void kern_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n);
 
 // ---- bias of a linear layer ----
 // out (N, D) += b (D) on every row
-void kern_bias_add(float *out, const float *b, int N, int D);
+void kern_bias_add(float *out, const void *b, int N, int D);
 // db (D) += column sums of dout (N, D); deterministic
 void kern_bias_bwd(float *db, const float *dout, int N, int D);
 
 // ---- embedding ----
 // out (N, D) = wte[tokens[n]]
-void kern_embedding_fwd(float *out, const int32_t *tokens, const float *wte, int N, int D);
+void kern_embedding_fwd(float *out, const int32_t *tokens, const void *wte, int N, int D);
 // dwte (V, D) += scatter of dout (N, D); deterministic (no atomics)
 void kern_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, int N, int D);
 
@@ -213,7 +220,7 @@ int kern_token_error(long long *index, int *id);
 
 // ---- learned position embeddings ----
 // out (B, T, D) += wpe[pos0 + t] on row t of every sequence; wpe (>= pos0 + T, D)
-void kern_positions_fwd(float *out, const float *wpe, int B, int T, int D, int pos0);
+void kern_positions_fwd(float *out, const void *wpe, int B, int T, int D, int pos0);
 // dwpe (T, D) += sum over b of dout[b, t] (dout (B, T, D)), added in b order: deterministic
 void kern_positions_bwd(float *dwpe, const float *dout, int B, int T, int D);
 
@@ -253,5 +260,7 @@ void kern_adamw_host(float *p, uint16_t *p_bf16, const float *g, float *m, float
 // ---- bf16 storage (round to nearest even) ----
 void kern_f32_to_bf16(uint16_t *dst, const float *src, size_t n);
 void kern_bf16_to_f32(float *dst, const uint16_t *src, size_t n);
+// x (n) rounded to bf16 values in place (the same numbers as a round trip through bf16, one pass)
+void kern_round_bf16(float *x, size_t n);
 
 #endif

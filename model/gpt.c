@@ -100,25 +100,27 @@ static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
     return la;
 }
 
-#define W(p, u, i) ((p) + (u)->t[i].offset)
+// tensor i of unit u: in the gathered parameters p (kernels' parameter dtype), or in the fp32 gradient g
+#define WP(p, u, i) kern_param_at((p), (u)->t[i].offset)
+#define W(g, u, i) ((g) + (u)->t[i].offset)
 
-static void gpt_embed_fwd(const ModelPlan *plan, const float *p, Activations *a, int T, int pos0) {
+static void gpt_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0) {
     const UnitSpec *u = &plan->units[plan->embed_unit];
     int D = plan->cfg.hidden_width;
-    kern_embedding_fwd(a->res, a->tokens, W(p, u, P_WTE), a->B * T, D);  // (B, T, D)
-    kern_positions_fwd(a->res, W(p, u, P_WPE), a->B, T, D, pos0);
+    kern_embedding_fwd(a->res, a->tokens, WP(p, u, P_WTE), a->B * T, D);  // (B, T, D)
+    kern_positions_fwd(a->res, WP(p, u, P_WPE), a->B, T, D, pos0);
     model_dropout_fwd(a, a->res, T, D, -1, DROP_EMBED);
 }
 
-static void gpt_block_fwd(const ModelPlan *plan, int l, const float *p, Activations *a, int T, int pos0) {
+static void gpt_block_fwd(const ModelPlan *plan, int l, const void *p, Activations *a, int T, int pos0) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->block0 + l];
     int B = a->B, N = B * T, D = c->hidden_width, H = c->num_heads, hd = config_head_dim(c), F = c->intermediate_size;
     LayerActs la = layer_acts(c, a, l);
-    kern_layernorm_fwd(la.xn1, la.mean1, la.rstd1, la.x, W(p, u, P_LN1_W), W(p, u, P_LN1_B), N, D, c->norm_eps);
+    kern_layernorm_fwd(la.xn1, la.mean1, la.rstd1, la.x, WP(p, u, P_LN1_W), WP(p, u, P_LN1_B), N, D, c->norm_eps);
     // c_attn is q, k, v stacked: one GEMM, then the split RoPE-less Llama uses too
-    kern_matmul_fwd(a->qkv, la.xn1, W(p, u, P_ATTN_W), N, D, 3 * D);  // (B, T, 3D)
-    kern_bias_add(a->qkv, W(p, u, P_ATTN_B), N, 3 * D);
+    kern_matmul_fwd(a->qkv, la.xn1, WP(p, u, P_ATTN_W), N, D, 3 * D);  // (B, T, 3D)
+    kern_bias_add(a->qkv, WP(p, u, P_ATTN_B), N, 3 * D);
     kern_qkv_split(la.q, la.k, la.v, a->qkv, NULL, NULL, B, T, H, H, hd, pos0);  // each (B, T, H, hd)
     if (a->kcache) {  // generation: append to the cache (B == 1) and attend over all of it
         size_t base = (size_t)l * a->T * D;
@@ -131,38 +133,38 @@ static void gpt_block_fwd(const ModelPlan *plan, int l, const float *p, Activati
         kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, H, hd, (size_t)T * D,
                            model_attn_dropout(a, l, &drop));
     }
-    kern_matmul_fwd(la.xmid, la.att, W(p, u, P_APROJ_W), N, D, D);
-    kern_bias_add(la.xmid, W(p, u, P_APROJ_B), N, D);
+    kern_matmul_fwd(la.xmid, la.att, WP(p, u, P_APROJ_W), N, D, D);
+    kern_bias_add(la.xmid, WP(p, u, P_APROJ_B), N, D);
     model_dropout_fwd(a, la.xmid, T, D, l, DROP_ATTN_OUT);
     kern_add(la.xmid, la.x, (size_t)N * D);  // residual
-    kern_layernorm_fwd(la.xn2, la.mean2, la.rstd2, la.xmid, W(p, u, P_LN2_W), W(p, u, P_LN2_B), N, D, c->norm_eps);
-    kern_matmul_fwd(la.up, la.xn2, W(p, u, P_FC_W), N, D, F);  // (B, T, F)
-    kern_bias_add(la.up, W(p, u, P_FC_B), N, F);
+    kern_layernorm_fwd(la.xn2, la.mean2, la.rstd2, la.xmid, WP(p, u, P_LN2_W), WP(p, u, P_LN2_B), N, D, c->norm_eps);
+    kern_matmul_fwd(la.up, la.xn2, WP(p, u, P_FC_W), N, D, F);  // (B, T, F)
+    kern_bias_add(la.up, WP(p, u, P_FC_B), N, F);
     kern_gelu_fwd(la.h, la.up, (size_t)N * F);
-    kern_matmul_fwd(la.out, la.h, W(p, u, P_MPROJ_W), N, F, D);
-    kern_bias_add(la.out, W(p, u, P_MPROJ_B), N, D);
+    kern_matmul_fwd(la.out, la.h, WP(p, u, P_MPROJ_W), N, F, D);
+    kern_bias_add(la.out, WP(p, u, P_MPROJ_B), N, D);
     model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
     kern_add(la.out, la.xmid, (size_t)N * D);  // residual
 }
 
 // ln_f, then logits against the tied wte
-static void gpt_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets, int T,
+static void gpt_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Activations *a, int with_targets, int T,
                              float dscale) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->head_unit];
     int N = a->B * T, D = c->hidden_width, V = c->vocab_size;
     const float *x = a->res + (size_t)c->num_layers * a->B * a->T * D;  // (B, T, D) last block out
-    kern_layernorm_fwd(a->xf, a->meanf, a->rstdf, x, W(p, u, P_LNF_W), W(p, u, P_LNF_B), N, D, c->norm_eps);
-    kern_matmul_fwd(a->logits, a->xf, W(p, u, P_WTE), N, D, V);  // (B, T, V)
+    kern_layernorm_fwd(a->xf, a->meanf, a->rstdf, x, WP(p, u, P_LNF_W), WP(p, u, P_LNF_B), N, D, c->norm_eps);
+    kern_matmul_fwd(a->logits, a->xf, WP(p, u, P_WTE), N, D, V);  // (B, T, V)
     if (!with_targets) return;
     kern_crossentropy_fwd_bwd(a->logits, a->targets, N, V, dscale, a->loss);  // logits become dlogits
     if (dscale == 0.0f) return;
-    kern_matmul_bwd(a->dxn, W(g, u, P_WTE), a->logits, a->xf, W(p, u, P_WTE), N, D, V, 0);
+    kern_matmul_bwd(a->dxn, W(g, u, P_WTE), a->logits, a->xf, WP(p, u, P_WTE), N, D, V, 0);
     kern_zero(a->dres, (size_t)N * D);
-    kern_layernorm_bwd(a->dres, W(g, u, P_LNF_W), W(g, u, P_LNF_B), a->dxn, x, W(p, u, P_LNF_W), a->meanf, a->rstdf, N, D);
+    kern_layernorm_bwd(a->dres, W(g, u, P_LNF_W), W(g, u, P_LNF_B), a->dxn, x, WP(p, u, P_LNF_W), a->meanf, a->rstdf, N, D);
 }
 
-static void gpt_block_bwd(const ModelPlan *plan, int l, const float *p, float *g, Activations *a) {
+static void gpt_block_bwd(const ModelPlan *plan, int l, const void *p, float *g, Activations *a) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->block0 + l];
     int B = a->B, T = a->T, N = B * T, D = c->hidden_width, H = c->num_heads, hd = config_head_dim(c);
@@ -172,22 +174,22 @@ static void gpt_block_bwd(const ModelPlan *plan, int l, const float *p, float *g
     // MLP
     const float *dbr = model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT);
     kern_bias_bwd(W(g, u, P_MPROJ_B), dbr, N, D);
-    kern_matmul_bwd(a->dh, W(g, u, P_MPROJ_W), dbr, la.h, W(p, u, P_MPROJ_W), N, F, D, 0);
+    kern_matmul_bwd(a->dh, W(g, u, P_MPROJ_W), dbr, la.h, WP(p, u, P_MPROJ_W), N, F, D, 0);
     kern_gelu_bwd(a->dh, a->dh, la.up, (size_t)N * F);
     kern_bias_bwd(W(g, u, P_FC_B), a->dh, N, F);
-    kern_matmul_bwd(a->dxn, W(g, u, P_FC_W), a->dh, la.xn2, W(p, u, P_FC_W), N, D, F, 0);
-    kern_layernorm_bwd(dx, W(g, u, P_LN2_W), W(g, u, P_LN2_B), a->dxn, la.xmid, W(p, u, P_LN2_W), la.mean2, la.rstd2, N, D);
+    kern_matmul_bwd(a->dxn, W(g, u, P_FC_W), a->dh, la.xn2, WP(p, u, P_FC_W), N, D, F, 0);
+    kern_layernorm_bwd(dx, W(g, u, P_LN2_W), W(g, u, P_LN2_B), a->dxn, la.xmid, WP(p, u, P_LN2_W), la.mean2, la.rstd2, N, D);
     // attention
     dbr = model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT);
     kern_bias_bwd(W(g, u, P_APROJ_B), dbr, N, D);
-    kern_matmul_bwd(a->datt, W(g, u, P_APROJ_W), dbr, la.att, W(p, u, P_APROJ_W), N, D, D, 0);
+    kern_matmul_bwd(a->datt, W(g, u, P_APROJ_W), dbr, la.att, WP(p, u, P_APROJ_W), N, D, D, 0);
     KernDropout drop;
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, H, hd,
                        model_attn_dropout(a, l, &drop));
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, NULL, NULL, B, T, H, H, hd);  // (B, T, 3D)
     kern_bias_bwd(W(g, u, P_ATTN_B), a->qkv, N, 3 * D);
-    kern_matmul_bwd(a->dxn, W(g, u, P_ATTN_W), a->qkv, la.xn1, W(p, u, P_ATTN_W), N, D, 3 * D, 0);
-    kern_layernorm_bwd(dx, W(g, u, P_LN1_W), W(g, u, P_LN1_B), a->dxn, la.x, W(p, u, P_LN1_W), la.mean1, la.rstd1, N, D);
+    kern_matmul_bwd(a->dxn, W(g, u, P_ATTN_W), a->qkv, la.xn1, WP(p, u, P_ATTN_W), N, D, 3 * D, 0);
+    kern_layernorm_bwd(dx, W(g, u, P_LN1_W), W(g, u, P_LN1_B), a->dxn, la.x, WP(p, u, P_LN1_W), la.mean1, la.rstd1, N, D);
 }
 
 static void gpt_embed_bwd(const ModelPlan *plan, float *g, Activations *a) {

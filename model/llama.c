@@ -106,20 +106,22 @@ static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
     return la;
 }
 
-#define W(p, u, i) ((p) + (u)->t[i].offset)
+// tensor i of unit u: in the gathered parameters p (kernels' parameter dtype), or in the fp32 gradient g
+#define WP(p, u, i) kern_param_at((p), (u)->t[i].offset)
+#define W(g, u, i) ((g) + (u)->t[i].offset)
 
-static void llama_embed_fwd(const ModelPlan *plan, const float *p, Activations *a, int T, int pos0) {
+static void llama_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0) {
     kern_embedding_fwd(a->res, a->tokens, p, a->B * T, plan->cfg.hidden_width);  // (B, T, D)
 }
 
-static void llama_block_fwd(const ModelPlan *plan, int l, const float *p, Activations *a, int T, int pos0) {
+static void llama_block_fwd(const ModelPlan *plan, int l, const void *p, Activations *a, int T, int pos0) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[l + 1];
     int B = a->B, N = B * T, D = c->hidden_width, H = c->num_heads, KV = c->num_key_value_heads;
     int hd = config_head_dim(c), F = c->intermediate_size;
     LayerActs la = layer_acts(c, a, l);
-    kern_rmsnorm_fwd(la.xn1, la.rstd1, la.x, W(p, u, P_LN1), N, D, c->norm_eps);
-    kern_matmul_fwd(a->qkv, la.xn1, W(p, u, P_Q), N, D, (H + 2 * KV) * hd);  // (B, T, H*hd + 2*KV*hd)
+    kern_rmsnorm_fwd(la.xn1, la.rstd1, la.x, WP(p, u, P_LN1), N, D, c->norm_eps);
+    kern_matmul_fwd(a->qkv, la.xn1, WP(p, u, P_Q), N, D, (H + 2 * KV) * hd);  // (B, T, H*hd + 2*KV*hd)
     kern_qkv_split(la.q, la.k, la.v, a->qkv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, pos0);
     if (a->kcache) {  // generation: append to the cache (B == 1) and attend over all of it
         size_t kvd = (size_t)KV * hd, base = (size_t)l * a->T * kvd + (size_t)pos0 * kvd;
@@ -130,33 +132,33 @@ static void llama_block_fwd(const ModelPlan *plan, int l, const float *p, Activa
     } else {
         kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL);
     }
-    kern_matmul_fwd(la.xmid, la.att, W(p, u, P_O), N, H * hd, D);
+    kern_matmul_fwd(la.xmid, la.att, WP(p, u, P_O), N, H * hd, D);
     model_dropout_fwd(a, la.xmid, T, D, l, DROP_ATTN_OUT);
-    kern_add_rmsnorm_fwd(la.xmid, la.xn2, la.rstd2, la.x, W(p, u, P_LN2), N, D, c->norm_eps);  // residual, norm
-    kern_matmul_fwd(la.gu, la.xn2, W(p, u, P_GATE), N, D, 2 * F);  // (B, T, 2F): gate | up
+    kern_add_rmsnorm_fwd(la.xmid, la.xn2, la.rstd2, la.x, WP(p, u, P_LN2), N, D, c->norm_eps);  // residual, norm
+    kern_matmul_fwd(la.gu, la.xn2, WP(p, u, P_GATE), N, D, 2 * F);  // (B, T, 2F): gate | up
     kern_swiglu_fwd(la.h, la.gu, N, F);                            // (B, T, F)
-    kern_matmul_fwd(la.out, la.h, W(p, u, P_DOWN), N, F, D);
+    kern_matmul_fwd(la.out, la.h, WP(p, u, P_DOWN), N, F, D);
     model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
     kern_add(la.out, la.xmid, (size_t)N * D);  // residual
 }
 
-static void llama_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets,
+static void llama_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Activations *a, int with_targets,
                                int T, float dscale) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->nunits - 1];
     int N = a->B * T, D = c->hidden_width, V = c->vocab_size;
     const float *x = a->res + (size_t)c->num_layers * a->B * a->T * D;  // (B, T, D) last block out
-    kern_rmsnorm_fwd(a->xf, a->rstdf, x, W(p, u, P_NORM), N, D, c->norm_eps);
-    kern_matmul_fwd(a->logits, a->xf, W(p, u, P_LM_HEAD), N, D, V);  // (B, T, V)
+    kern_rmsnorm_fwd(a->xf, a->rstdf, x, WP(p, u, P_NORM), N, D, c->norm_eps);
+    kern_matmul_fwd(a->logits, a->xf, WP(p, u, P_LM_HEAD), N, D, V);  // (B, T, V)
     if (!with_targets) return;
     kern_crossentropy_fwd_bwd(a->logits, a->targets, N, V, dscale, a->loss);  // logits become dlogits
     if (dscale == 0.0f) return;
-    kern_matmul_bwd(a->dxn, W(g, u, P_LM_HEAD), a->logits, a->xf, W(p, u, P_LM_HEAD), N, D, V, 0);
+    kern_matmul_bwd(a->dxn, W(g, u, P_LM_HEAD), a->logits, a->xf, WP(p, u, P_LM_HEAD), N, D, V, 0);
     kern_zero(a->dres, (size_t)N * D);
-    kern_rmsnorm_bwd(a->dres, W(g, u, P_NORM), a->dxn, x, W(p, u, P_NORM), a->rstdf, N, D);
+    kern_rmsnorm_bwd(a->dres, W(g, u, P_NORM), a->dxn, x, WP(p, u, P_NORM), a->rstdf, N, D);
 }
 
-static void llama_block_bwd(const ModelPlan *plan, int l, const float *p, float *g, Activations *a) {
+static void llama_block_bwd(const ModelPlan *plan, int l, const void *p, float *g, Activations *a) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[l + 1];
     int B = a->B, T = a->T, N = B * T, D = c->hidden_width, H = c->num_heads, KV = c->num_key_value_heads;
@@ -164,18 +166,18 @@ static void llama_block_bwd(const ModelPlan *plan, int l, const float *p, float 
     LayerActs la = layer_acts(c, a, l);
     float *dx = a->dres;  // (B, T, D): dloss/d out, becomes dloss/d xmid, then dloss/d x
     // MLP
-    kern_matmul_bwd(a->dh, W(g, u, P_DOWN), model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT), la.h, W(p, u, P_DOWN), N, F, D, 0);
+    kern_matmul_bwd(a->dh, W(g, u, P_DOWN), model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT), la.h, WP(p, u, P_DOWN), N, F, D, 0);
     kern_swiglu_bwd(a->dup, a->dh, la.gu, N, F);  // (B, T, 2F): d gate | d up
-    kern_matmul_bwd(a->dxn, W(g, u, P_GATE), a->dup, la.xn2, W(p, u, P_GATE), N, D, 2 * F, 0);
-    kern_rmsnorm_bwd(dx, W(g, u, P_LN2), a->dxn, la.xmid, W(p, u, P_LN2), la.rstd2, N, D);
+    kern_matmul_bwd(a->dxn, W(g, u, P_GATE), a->dup, la.xn2, WP(p, u, P_GATE), N, D, 2 * F, 0);
+    kern_rmsnorm_bwd(dx, W(g, u, P_LN2), a->dxn, la.xmid, WP(p, u, P_LN2), la.rstd2, N, D);
     // attention
-    kern_matmul_bwd(a->datt, W(g, u, P_O), model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT), la.att, W(p, u, P_O), N, H * hd,
+    kern_matmul_bwd(a->datt, W(g, u, P_O), model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT), la.att, WP(p, u, P_O), N, H * hd,
                     D, 0);
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, KV,
                        hd, NULL);
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, KV, hd);
-    kern_matmul_bwd(a->dxn, W(g, u, P_Q), a->qkv, la.xn1, W(p, u, P_Q), N, D, (H + 2 * KV) * hd, 0);
-    kern_rmsnorm_bwd(dx, W(g, u, P_LN1), a->dxn, la.x, W(p, u, P_LN1), la.rstd1, N, D);
+    kern_matmul_bwd(a->dxn, W(g, u, P_Q), a->qkv, la.xn1, WP(p, u, P_Q), N, D, (H + 2 * KV) * hd, 0);
+    kern_rmsnorm_bwd(dx, W(g, u, P_LN1), a->dxn, la.x, WP(p, u, P_LN1), la.rstd1, N, D);
 }
 
 static void llama_embed_bwd(const ModelPlan *plan, float *g, Activations *a) {

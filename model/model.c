@@ -162,13 +162,13 @@ uint64_t model_dropout_key(const Activations *a, int layer, int site) {
     return kern_splitmix64(a->drop_seed ^ kern_splitmix64(((uint64_t)(layer + 1) << 8) | (uint64_t)site));
 }
 
-void model_embed_fwd(const ModelPlan *plan, const float *p, Activations *a, int T, int pos0) {
+void model_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0) {
     plan->family->embed_fwd(plan, p, a, T, pos0);
 }
-void model_block_fwd(const ModelPlan *plan, int layer, const float *p, Activations *a, int T, int pos0) {
+void model_block_fwd(const ModelPlan *plan, int layer, const void *p, Activations *a, int T, int pos0) {
     plan->family->block_fwd(plan, layer, p, a, T, pos0);
 }
-void model_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets, int T,
+void model_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Activations *a, int with_targets, int T,
                         float dscale) {
     plan->family->head_fwd_bwd(plan, p, g, a, with_targets, T, dscale);
 }
@@ -180,7 +180,7 @@ double model_loss_read(const Activations *a) {
     kern_download(&loss, a->loss, sizeof loss);
     return loss;
 }
-void model_block_bwd(const ModelPlan *plan, int layer, const float *p, float *g, Activations *a) {
+void model_block_bwd(const ModelPlan *plan, int layer, const void *p, float *g, Activations *a) {
     plan->family->block_bwd(plan, layer, p, g, a);
 }
 void model_embed_bwd(const ModelPlan *plan, float *g, Activations *a) { plan->family->embed_bwd(plan, g, a); }

@@ -101,11 +101,11 @@ struct ModelFamily {
     void (*plan_build)(ModelPlan *plan);  // fills units and the stage indices from plan->cfg
     // allocates every buffer this family uses through model_acts_buf (so sizes can be counted)
     void (*acts_alloc)(Activations *a, const ModelConfig *c, size_t nslots, int with_kv_cache);
-    void (*embed_fwd)(const ModelPlan *plan, const float *p, Activations *a, int T, int pos0);
-    void (*block_fwd)(const ModelPlan *plan, int layer, const float *p, Activations *a, int T, int pos0);
-    void (*head_fwd_bwd)(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets, int T,
+    void (*embed_fwd)(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0);
+    void (*block_fwd)(const ModelPlan *plan, int layer, const void *p, Activations *a, int T, int pos0);
+    void (*head_fwd_bwd)(const ModelPlan *plan, const void *p, float *g, Activations *a, int with_targets, int T,
                          float dscale);
-    void (*block_bwd)(const ModelPlan *plan, int layer, const float *p, float *g, Activations *a);
+    void (*block_bwd)(const ModelPlan *plan, int layer, const void *p, float *g, Activations *a);
     void (*embed_bwd)(const ModelPlan *plan, float *g, Activations *a);
     // training FLOPs (forward + backward) per token at sequence length T
     double (*flops_per_token)(const ModelPlan *plan, int T);
@@ -143,21 +143,23 @@ void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, in
 // Dropout p for the next forward/backward (0: off). Masks are a pure function of (seed, global
 // sample index, layer, site, element), so every layout and a resumed run draw the same ones.
 void model_set_dropout(Activations *a, float p, uint64_t seed, uint64_t sample0);
+// p is a unit's gathered parameters in the kernels' parameter dtype (kern_params_bf16: bf16 under
+// --precision bf16 on a GPU, else fp32); g its fp32 gradient.
 // Forward over the loaded batch of a->B sequences of T tokens. With a KV cache the tokens sit at
 // positions pos0..pos0+T-1 and attend to the cached past; without, pos0 must be 0.
-void model_embed_fwd(const ModelPlan *plan, const float *p, Activations *a, int T, int pos0);
-void model_block_fwd(const ModelPlan *plan, int layer, const float *p, Activations *a, int T, int pos0);
+void model_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0);
+void model_block_fwd(const ModelPlan *plan, int layer, const void *p, Activations *a, int T, int pos0);
 // Final norm + lm_head + fused cross-entropy against the loaded targets. Adds the summed loss over
 // B*T targets to a->loss, on the device (model_loss_read). dscale != 0 also runs the head's
 // backward: grads g (+=) with dloss scaled by dscale, and a->dres = dloss/d res[L].
 // with_targets == 0 only computes logits (generation).
-void model_head_fwd_bwd(const ModelPlan *plan, const float *p, float *g, Activations *a, int with_targets, int T,
+void model_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Activations *a, int with_targets, int T,
                         float dscale);
 // a->loss = 0; and its value (waits for the device)
 void model_loss_reset(Activations *a);
 double model_loss_read(const Activations *a);
 // a->dres holds dloss/d(block output); on return dloss/d(block input). Grads g (+=).
-void model_block_bwd(const ModelPlan *plan, int layer, const float *p, float *g, Activations *a);
+void model_block_bwd(const ModelPlan *plan, int layer, const void *p, float *g, Activations *a);
 void model_embed_bwd(const ModelPlan *plan, float *g, Activations *a);
 double model_flops_per_token(const ModelPlan *plan, int T);
 

@@ -142,9 +142,7 @@ static int ckpt_every(const Config *c) {
 static double rank_bytes(const Run *r, const Config *c, ShardMemEstimate *e, double *acts) {
     int B = c->batch_size, T = c->model.max_context_width;
     shard_estimate(&r->plan, c, &r->dims, e);
-    // the model's buffers, and under bf16 shard_cast_activation's rounding stage (one residual)
-    *acts = (double)model_acts_bytes(&r->plan, B, T, 0, ckpt_every(c)) +
-            (c->precision == PRECISION_BF16 ? (double)B * T * c->model.hidden_width * sizeof(uint16_t) : 0.0);
+    *acts = (double)model_acts_bytes(&r->plan, B, T, 0, ckpt_every(c));
     return e->params + e->gathered + e->grads + e->optimizer + e->buffers + *acts;
 }
 
@@ -372,7 +370,7 @@ void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const i
         range_pop();
     }
     range(train ? "forward+backward" : "forward", head);
-    const float *ph = shard_gather(s, head, train && L > 0 ? b0 + L - 1 : -1);
+    const void *ph = shard_gather(s, head, train && L > 0 ? b0 + L - 1 : -1);
     model_head_fwd_bwd(plan, ph, train ? shard_grad_buffer(s, head) : NULL, a, 1, T, dscale);
     shard_release(s, head, train ? PHASE_BWD : PHASE_EVAL);
     // a head that shares the embedding's unit (tied weights) collects the embedding's gradient too
@@ -382,7 +380,7 @@ void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const i
     // backward: blocks high to low, each prefetching the one below; the embedding needs no weights
     for (int l = L - 1; l >= 0; l--) {
         range("backward", b0 + l);
-        const float *p = shard_gather(s, b0 + l, l > 0 ? b0 + l - 1 : -1);
+        const void *p = shard_gather(s, b0 + l, l > 0 ? b0 + l - 1 : -1);
         if (a->recompute[l]) {  // activation checkpointing
             range("recompute", b0 + l);
             model_block_fwd(plan, l, p, a, T, 0);

@@ -71,9 +71,14 @@ int shard_state_on_device(const ShardState *s) { return kern_on_gpu() && !s->off
 
 // full-size gradient buffers: one per unit when they persist over micro-batches; else the current
 // one and the one being reduced, plus one held from the head's backward to the embedding's when
-// they share a unit (tied weights)
-static int grad_slots(const ModelPlan *plan, int persistent) {
-    return persistent ? plan->nunits : plan->embed_unit == plan->head_unit ? 3 : 2;
+// they share a unit (tied weights). None at shard group 1 with fp32 reductions: the shard is the
+// whole unit, so backward adds into it and no reduce-scatter copies it there.
+static int grad_slots(const ModelPlan *plan, int persistent, int direct) {
+    return direct ? 0 : persistent ? plan->nunits : plan->embed_unit == plan->head_unit ? 3 : 2;
+}
+
+static int direct_grads(const Config *cfg, const ParallelDims *pd) {
+    return pd->shard_size == 1 && cfg->reduce_dtype != PRECISION_BF16;
 }
 
 void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, ShardMemEstimate *e) {
@@ -89,13 +94,16 @@ void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims
     const double f = sizeof(float), h = sizeof(uint16_t);
     e->params = f * sum_shard + f * (cfg->meta_init ? max_shard : sum_padded);
     e->optimizer = 2 * f * sum_shard;
-    size_t grad_full = persistent ? sum_padded : (size_t)grad_slots(plan, 0) * max_padded;
+    size_t grad_full = direct_grads(cfg, pd) ? 0 : persistent ? sum_padded : (size_t)grad_slots(plan, 0, 0) * max_padded;
     e->grads = f * sum_shard + f * grad_full;
-    size_t param_full = g == 1 && !bf16p ? 0 : reshard ? 2 * max_padded : sum_padded;
-    e->gathered = f * param_full;
-    // bf16 gathers: the full staging buffer, and each unit's bf16 copy of its shard that AdamW
-    // writes and the gathers send; bf16 reductions: the full buffer and this rank's shard of it
-    e->buffers = (bf16p ? h * (param_full + sum_shard) : 0.0) + (bf16r ? h * grad_full * (1.0 + 1.0 / g) : 0.0);
+    // a GPU holds bf16 gathers as they arrive; the CPU expands them to fp32 from a staging buffer
+    int bf16g = bf16p && kern_on_gpu();
+    size_t param_full = g == 1 && (!bf16p || bf16g) ? 0 : reshard ? 2 * max_padded : sum_padded;
+    e->gathered = (bf16g ? h : f) * param_full;
+    // bf16 gathers: the CPU's full staging buffer, and each unit's bf16 copy of its shard that
+    // AdamW writes and the gathers send (at shard group 1 on a GPU, the unit's gathered parameters
+    // themselves); bf16 reductions: the full buffer and this rank's shard of it
+    e->buffers = (bf16p ? h * ((bf16g ? 0 : param_full) + sum_shard) : 0.0) + (bf16r ? h * grad_full * (1.0 + 1.0 / g) : 0.0);
 }
 
 void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, int init_values) {
@@ -107,9 +115,11 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
     s->shard_rank = comm_group_rank(s->shard_group);
     s->replica_rank = comm_group_rank(s->replica_group);
     s->bf16_params = cfg->precision == PRECISION_BF16;
+    s->bf16_gathered = s->bf16_params && kern_on_gpu();  // as shard_estimate counts them
     s->bf16_reduce = cfg->reduce_dtype == PRECISION_BF16;
     s->offload = cfg->cpu_offload && kern_on_gpu();
     s->persistent_grads = cfg->grad_accum > 1;
+    s->direct_grads = direct_grads(cfg, pd);
     s->units = callocCheck(s->nunits, sizeof(FlatUnit));
     size_t max_padded = 0;
     for (int u = 0; u < s->nunits; u++) {
@@ -127,7 +137,9 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
         if (s->offload) f->host_grad = host_zalloc(f->shard_len, KERN_MEM_GRADS);
         if (s->bf16_params) f->master_bf16 = hzalloc(f->shard_len, KERN_MEM_BUFFERS);  // what the gathers send
         f->param_slot = f->grad_slot = -1;
-        if (s->dims.shard_size == 1 && !s->bf16_params) f->params = f->device_master;  // unsharded fp32: always gathered
+        if (s->direct_grads) f->grads = f->grad_shard;
+        if (s->dims.shard_size == 1 && !s->bf16_params) f->params = f->device_master;  // unsharded: always gathered
+        if (s->dims.shard_size == 1 && s->bf16_gathered) f->params = f->master_bf16;
         if (f->padded > max_padded) max_padded = f->padded;
         decay_ranges(s, u);
     }
@@ -160,8 +172,8 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
         free(full);
     }
     s->nparam_slots = s->units[0].params ? 0 : s->dims.reshard_after_forward ? 2 : s->nunits;
-    s->ngrad_slots = grad_slots(plan, s->persistent_grads);
-    s->param_pool = callocCheck(s->nparam_slots + 1, sizeof(float *));
+    s->ngrad_slots = grad_slots(plan, s->persistent_grads, s->direct_grads);
+    s->param_pool = callocCheck(s->nparam_slots + 1, sizeof(void *));
     s->grad_pool = callocCheck(s->ngrad_slots, sizeof(float *));
     s->param_owner = callocCheck(s->nparam_slots + 1, sizeof(int));
     s->grad_owner = callocCheck(s->ngrad_slots, sizeof(int));
@@ -170,9 +182,9 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
     s->grad_recv = callocCheck(s->ngrad_slots, sizeof(uint16_t *));
     for (int i = 0; i < s->nparam_slots; i++) {
         size_t n = s->dims.reshard_after_forward ? max_padded : s->units[i].padded;
-        s->param_pool[i] = fzalloc(n, KERN_MEM_GATHERED);
+        s->param_pool[i] = s->bf16_gathered ? (void *)hzalloc(n, KERN_MEM_GATHERED) : fzalloc(n, KERN_MEM_GATHERED);
         s->param_owner[i] = -1;
-        if (s->bf16_params) s->param_stage[i] = hzalloc(n, KERN_MEM_BUFFERS);
+        if (s->bf16_params && !s->bf16_gathered) s->param_stage[i] = hzalloc(n, KERN_MEM_BUFFERS);
     }
     for (int i = 0; i < s->ngrad_slots; i++) {
         size_t n = s->persistent_grads ? s->units[i].padded : max_padded;
@@ -183,7 +195,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
             s->grad_recv[i] = hzalloc(n / s->dims.shard_size, KERN_MEM_BUFFERS);
         }
     }
-    if (s->persistent_grads)  // one buffer per unit, held for the whole run
+    if (s->persistent_grads && !s->direct_grads)  // one buffer per unit, held for the whole run
         for (int u = 0; u < s->nunits; u++) s->units[u].grads = s->grad_pool[s->units[u].grad_slot = s->grad_owner[u] = u];
 }
 
@@ -223,7 +235,6 @@ void shard_free(ShardState *s) {
     free(s->param_stage);
     free(s->grad_stage);
     free(s->grad_recv);
-    dfree(s->act_stage);
     free(s->param_owner);
     free(s->grad_owner);
     free(s->units);
@@ -242,7 +253,9 @@ static void start_gather(ShardState *s, int u) {
     s->param_owner[slot] = u;
     f->param_slot = slot;
     f->params = s->param_pool[slot];
-    if (s->bf16_params) {  // half the bytes on the wire; compute expands them to fp32
+    if (s->bf16_gathered) {  // half the bytes on the wire, and the kernels read them as they land
+        f->gather_req = comm_all_gather_bf16_start(s->shard_group, f->master_bf16, f->params, f->shard_len);
+    } else if (s->bf16_params) {  // the CPU computes from the fp32 expansion
         f->gather_req = comm_all_gather_bf16_start(s->shard_group, f->master_bf16, s->param_stage[slot], f->shard_len);
         f->expand_pending = 1;
     } else {
@@ -250,7 +263,7 @@ static void start_gather(ShardState *s, int u) {
     }
 }
 
-const float *shard_gather(ShardState *s, int u, int next) {
+const void *shard_gather(ShardState *s, int u, int next) {
     FlatUnit *f = &s->units[u];
     start_gather(s, u);
     comm_wait(f->gather_req);
@@ -265,7 +278,7 @@ const float *shard_gather(ShardState *s, int u, int next) {
 
 void shard_release(ShardState *s, int u, ShardPhase phase) {
     FlatUnit *f = &s->units[u];
-    if (!f->params || f->params == f->device_master) return;
+    if (f->param_slot < 0) return;  // not gathered, or always (unsharded)
     if (phase == PHASE_FWD && !s->dims.reshard_after_forward) return;  // ZeRO-2 keeps it for backward
     comm_wait(f->gather_req);
     f->gather_req = NULL;
@@ -282,6 +295,7 @@ static void finish_reduce(ShardState *s, int u) {
     if (!f->reduce_req) return;
     comm_wait(f->reduce_req);
     f->reduce_req = NULL;
+    if (s->direct_grads) return;  // that was the replicas' all-reduce of the shard itself
     if (s->bf16_reduce) {
         uint16_t *recv = s->grad_recv[f->grad_slot];
         if (s->dims.replica_size > 1) comm_wait(comm_allreduce_bf16_start(s->replica_group, recv, f->shard_len));
@@ -300,6 +314,11 @@ float *shard_grad_buffer(ShardState *s, int u) {
     FlatUnit *f = &s->units[u];
     if (s->persistent_grads) return f->grads;
     if (f->grad_open) return f->grads;  // a second stage of the same unit adds to its gradient
+    if (s->direct_grads) {
+        f->grad_open = 1;
+        kern_zero(f->grads, f->padded);
+        return f->grads;
+    }
     int slot = -1, oldest = -1;
     for (int i = 0; i < s->ngrad_slots && slot < 0; i++) {
         int owner = s->grad_owner[i];
@@ -324,6 +343,10 @@ void shard_grad_ready(ShardState *s, int u, int last_micro) {
     FlatUnit *f = &s->units[u];
     f->grad_open = 0;
     if (!last_micro) return;  // accumulate locally; communicate once per step (no_sync)
+    if (s->direct_grads) {
+        if (s->dims.replica_size > 1) f->reduce_req = comm_allreduce_start(s->replica_group, f->grad_shard, f->shard_len);
+        return;
+    }
     if (s->bf16_reduce) {
         uint16_t *stage = s->grad_stage[f->grad_slot];
         kern_f32_to_bf16(stage, f->grads, f->padded);
@@ -344,13 +367,7 @@ void shard_zero_grads(ShardState *s) {
 
 void shard_cast_activation(ShardState *s, float *x, size_t n) {
     if (!s->bf16_params) return;
-    if (s->act_stage_len < n) {
-        dfree(s->act_stage);
-        s->act_stage = hzalloc(n, KERN_MEM_ACTIVATIONS);
-        s->act_stage_len = n;
-    }
-    kern_f32_to_bf16(s->act_stage, x, n);
-    kern_bf16_to_f32(x, s->act_stage, n);
+    kern_round_bf16(x, n);
 }
 
 // ---- optimizer ----

@@ -25,13 +25,15 @@ typedef struct {
     // --cpu_offload on a GPU: master and moments above live in pinned host memory, AdamW runs
     // on the CPU, and the device keeps only this copy of the master shard for the gathers
     float *device_master;         // (shard_len) == master unless offloaded
-    uint16_t *master_bf16;        // (shard_len) --precision bf16: device_master rounded, what gathers send
+    uint16_t *master_bf16;        // (shard_len) --precision bf16: device_master rounded, what gathers send (at
+                                  // shard group 1 on a GPU, the unit's parameters themselves)
     int ndecay;                   // this shard's weight-decay ranges (KernAdamW.decay), local offsets
     size_t decay[KERN_ADAMW_MAX_RANGES][2];
     float *host_grad;             // (shard_len) offload: the gradient shard copied to the host
     int copy_ticket;              // offload: the kern_*_async copy of host_grad
-    float *params;                // (padded) gathered parameters while gathered, else NULL
-    float *grads;                 // (padded) full gradient while backward needs it, else NULL
+    void *params;                 // (padded) gathered parameters (kern_params_bf16's dtype) while gathered, else NULL
+    float *grads;                 // (padded) full gradient while backward needs it (grad_shard itself when
+                                  // direct_grads), else NULL
     int param_slot, grad_slot;    // pool slot in use, or -1
     int grad_open;                // the gradient buffer is handed out and not yet ready
     int expand_pending;           // bf16 gather landed in the staging buffer, not yet in params
@@ -43,22 +45,23 @@ typedef struct {
     ParallelDims dims;              // strategy, shard and replica group sizes
     int shard_rank, replica_rank;   // this rank in its shard group and its replica group
     CommGroup *shard_group, *replica_group;
-    int bf16_params;                // --precision bf16: gather bf16, compute from its fp32 expansion
+    int bf16_params;                // --precision bf16: gather bf16
+    int bf16_gathered;              // ... and hold them so (a GPU); else compute from the fp32 expansion (the CPU)
     int bf16_reduce;                // --reduce_dtype bf16: reduce gradients in bf16
     int offload;                    // --cpu_offload with a GPU: optimizer state on the host
     int persistent_grads;           // full gradients live across micro-batches (grad_accum > 1)
+    int direct_grads;               // shard group 1, fp32 reductions: backward adds into grad_shard itself
     int nunits;
     FlatUnit *units;
     // pools of full-size buffers: 2 for parameters (current + prefetched) under ZeRO-3, one per
     // unit otherwise; 2 for gradients (current + being reduced) unless they persist
     int nparam_slots, ngrad_slots;
-    float **param_pool, **grad_pool;
+    void **param_pool;
+    float **grad_pool;
     int *param_owner, *grad_owner;  // unit using each slot, or -1
-    // bf16 staging per slot: the full buffer (parameters), the full buffer and the received shard
-    // (gradients)
+    // bf16 staging per slot: the full buffer (parameters expanded to fp32), the full buffer and the
+    // received shard (gradients)
     uint16_t **param_stage, **grad_stage, **grad_recv;
-    uint16_t *act_stage;  // bf16 activation rounding
-    size_t act_stage_len;
     double *unit_sumsq;             // (nunits) the gradient shards' sums of squares, on the device
     double *step_red;               // (nunits + 2) host: what the step's one all-reduce carries
     int step;                       // optimizer steps taken
@@ -83,9 +86,10 @@ typedef struct {
 } ShardMemEstimate;
 void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, ShardMemEstimate *e);
 
-// Full parameters of unit u (waits for its all-gather) and starts the non-blocking all-gather of
-// unit `next` (-1: none) so it overlaps u's compute. At most two units are gathered at once.
-const float *shard_gather(ShardState *s, int u, int next);
+// Full parameters of unit u (waits for its all-gather), in the kernels' parameter dtype
+// (kern_params_bf16), and starts the non-blocking all-gather of unit `next` (-1: none) so it
+// overlaps u's compute. At most two units are gathered at once.
+const void *shard_gather(ShardState *s, int u, int next);
 // Done with unit u's parameters in `phase`: frees them when the strategy reshards then.
 void shard_release(ShardState *s, int u, ShardPhase phase);
 // Zeroes accumulated full gradients at the start of a step (grad_accum > 1).

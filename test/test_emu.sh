@@ -127,7 +127,7 @@ expect_error "np=2: a batch too big for the GPUs' free memory" "^fsdpc: error: e
     env FSDPC_EMU_GPU_MEM_MIB=48 $MPI -x FSDPC_EMU_GPU_MEM_MIB -np 2 $EMU --batch_size 64 --max_context_width 256
 BIG="--hidden_width 512 --num_heads 8 --intermediate_size 2048 --num_layers 4"
 expect_error "a model whose optimizer state does not fit on the GPU: --cpu_offload would" \
-    "^fsdpc: error: estimated peak device memory 0\.26 GiB per rank .*optimizer 0\.12.* exceeds .* GiB free on cuda:0 .*would fit: --cpu_offload " \
+    "^fsdpc: error: estimated peak device memory 0\.24 GiB per rank .*optimizer 0\.12.* exceeds .* GiB free on cuda:0 .*would fit: --cpu_offload " \
     env FSDPC_EMU_GPU_MEM_MIB=250 $EMU $BIG
 run offload_fits env FSDPC_EMU_GPU_MEM_MIB=250 $EMU $BIG --cpu_offload --max_steps 0
 [ "$(cat "$W/offload_fits.rc")" = 0 ]

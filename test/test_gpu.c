@@ -160,6 +160,81 @@ static void test_matmul(int N, int IN, int OUT, int misalign) {
     for (int i = 0; i < 6; i++) free(bufs[i]), cuda_free(dbufs[i]);
 }
 
+// ---- bf16 parameters (--precision bf16 on a GPU): every kernel that reads a parameter ----
+
+// The weights as the GPU holds them (bf16) against the CPU on the same values widened to fp32:
+// matmuls within the bf16 tolerance (their activations are rounded too), the rest to float
+// rounding, since widening bf16 is exact.
+static void test_bf16_params(int N, int IN, int OUT) {
+    char name[96];
+    const size_t nw = (size_t)OUT * IN;
+    float *w = rand_vec(nw, -1, 1), *inp = rand_vec((size_t)N * IN, -1, 1), *dout = rand_vec((size_t)N * OUT, -1, 1);
+    uint16_t *w16 = mallocCheck(sizeof(uint16_t) * nw);
+    cpu_f32_to_bf16(w16, w, nw);
+    cpu_bf16_to_f32(w, w16, nw);  // the values the GPU's weights hold
+    float *out = mallocCheck(sizeof(float) * N * OUT), *dinp = mallocCheck(sizeof(float) * N * IN);
+    float *dw = calloc(nw, sizeof(float)), *rstd = mallocCheck(sizeof(float) * N), *mean = mallocCheck(sizeof(float) * N);
+    void *d_w = to_dev(w16, sizeof(uint16_t) * nw);
+    float *d_inp = dev_f(inp, (size_t)N * IN), *d_dout = dev_f(dout, (size_t)N * OUT);
+    float *d_out = cuda_alloc(sizeof(float) * N * OUT), *d_dinp = cuda_alloc(sizeof(float) * N * IN);
+    float *d_dw = cuda_alloc(sizeof(float) * nw), *d_rstd = cuda_alloc(sizeof(float) * N);
+    float *d_mean = cuda_alloc(sizeof(float) * N);
+    set_mode(COMPUTE_BF16);
+    cuda_set_params_bf16(1);
+    cpu_matmul_fwd(out, inp, w, N, IN, OUT);
+    cuda_matmul_fwd(d_out, d_inp, d_w, N, IN, OUT);
+    snprintf(name, sizeof name, "bf16 params: matmul_fwd N=%d IN=%d OUT=%d", N, IN, OUT);
+    check(name, d_out, out, (size_t)N * OUT, TOL_BF16);
+    cpu_matmul_bwd(dinp, dw, dout, inp, w, N, IN, OUT, 0);
+    cuda_matmul_bwd(d_dinp, d_dw, d_dout, d_inp, d_w, N, IN, OUT, 0);
+    snprintf(name, sizeof name, "bf16 params: matmul_bwd dinp N=%d IN=%d OUT=%d", N, IN, OUT);
+    check(name, d_dinp, dinp, (size_t)N * IN, TOL_BF16);
+    snprintf(name, sizeof name, "bf16 params: matmul_bwd dw (fp32) N=%d IN=%d OUT=%d", N, IN, OUT);
+    check(name, d_dw, dw, nw, TOL_BF16);
+    // the first IN weights as a norm's weight (and the next IN as LayerNorm's bias), rows of IN
+    cpu_rmsnorm_fwd(dinp, rstd, inp, w, N, IN, 1e-5f);
+    cuda_rmsnorm_fwd(d_dinp, d_rstd, d_inp, d_w, N, IN, 1e-5f);
+    check("bf16 params: rmsnorm_fwd", d_dinp, dinp, (size_t)N * IN, TOL_EW);
+    memset(dinp, 0, sizeof(float) * N * IN);
+    cuda_upload(d_dinp, dinp, sizeof(float) * N * IN);
+    memset(dw, 0, sizeof(float) * IN);
+    cuda_upload(d_dw, dw, sizeof(float) * IN);
+    cpu_rmsnorm_bwd(dinp, dw, inp, inp, w, rstd, N, IN);
+    cuda_rmsnorm_bwd(d_dinp, d_dw, d_inp, d_inp, d_w, d_rstd, N, IN);
+    check("bf16 params: rmsnorm_bwd dinp", d_dinp, dinp, (size_t)N * IN, TOL_EW);
+    float *y = rand_vec((size_t)N * IN, -1, 1), *d_y = dev_f(y, (size_t)N * IN);
+    cpu_add_rmsnorm_fwd(y, dinp, rstd, inp, w, N, IN, 1e-5f);
+    cuda_add_rmsnorm_fwd(d_y, d_dinp, d_rstd, d_inp, d_w, N, IN, 1e-5f);
+    check("bf16 params: add_rmsnorm_fwd", d_dinp, dinp, (size_t)N * IN, TOL_EW);
+    const void *d_b = (const char *)d_w + sizeof(uint16_t) * IN;
+    cpu_layernorm_fwd(dinp, mean, rstd, inp, w, w + IN, N, IN, 1e-5f);
+    cuda_layernorm_fwd(d_dinp, d_mean, d_rstd, d_inp, d_w, d_b, N, IN, 1e-5f);
+    check("bf16 params: layernorm_fwd", d_dinp, dinp, (size_t)N * IN, TOL_EW);
+    memset(dinp, 0, sizeof(float) * N * IN);
+    cuda_upload(d_dinp, dinp, sizeof(float) * N * IN);
+    cpu_layernorm_bwd(dinp, dw, dw + IN, inp, inp, w, mean, rstd, N, IN);
+    cuda_layernorm_bwd(d_dinp, d_dw, d_dw + IN, d_inp, d_inp, d_w, d_mean, d_rstd, N, IN);
+    check("bf16 params: layernorm_bwd dinp", d_dinp, dinp, (size_t)N * IN, TOL_EW);
+    cpu_bias_add(inp, w, N, IN);
+    cuda_bias_add(d_inp, d_w, N, IN);
+    check("bf16 params: bias_add", d_inp, inp, (size_t)N * IN, TOL_EW);
+    cpu_positions_fwd(inp, w, 1, N, IN, 0);  // OUT >= N rows of IN as position embeddings
+    cuda_positions_fwd(d_inp, d_w, 1, N, IN, 0);
+    check("bf16 params: positions_fwd", d_inp, inp, (size_t)N * IN, TOL_EW);
+    int32_t *tok = rand_tokens(N, OUT), *d_tok = to_dev(tok, sizeof(int32_t) * N);
+    cpu_embedding_fwd(dinp, tok, w, N, IN);
+    cuda_embedding_fwd(d_dinp, d_tok, d_w, N, IN);
+    check("bf16 params: embedding_fwd (exact)", d_dinp, dinp, (size_t)N * IN, 0.0);
+    cuda_set_params_bf16(0);
+    set_mode(COMPUTE_FP32);
+    float *bufs[] = {w, inp, dout, out, dinp, dw, rstd, mean, y};
+    for (int i = 0; i < 9; i++) free(bufs[i]);
+    float *dbufs[] = {d_inp, d_dout, d_out, d_dinp, d_dw, d_rstd, d_mean, d_y};
+    for (int i = 0; i < 8; i++) cuda_free(dbufs[i]);
+    cuda_free(d_w), cuda_free(d_tok);
+    free(w16), free(tok);
+}
+
 // ---- RMSNorm ----
 
 static void test_rmsnorm(int N, int D) {
@@ -691,6 +766,10 @@ static void test_bf16(void) {
     cpu_bf16_to_f32(y, h, n);
     cuda_bf16_to_f32(d_y, d_h, n);
     check("bf16_to_f32 (exact)", d_y, y, n, 0.0);
+    cpu_round_bf16(x, n);
+    cuda_round_bf16(d_x, n);
+    check("round_bf16 in place (exact, with NaN/Inf/ties)", d_x, x, n, 0.0);
+    report(!memcmp(x, y, sizeof(float) * n), "round_bf16 equals the round trip through bf16 (CPU)", "bits differ");
     free(x), free(h), free(hg), free(y);
     cuda_free(d_x), cuda_free(d_y), cuda_free(d_h);
 }
@@ -821,6 +900,9 @@ int main(int argc, char **argv) {
         test_attention(2, 7, 100, 4, 2, 24, (size_t)(110) * 2 * 24, &drop);  // KV cache form, hd padded to 32
     }
     test_cudnn_attention();
+    test_bf16_params(64, 128, 96);
+    test_bf16_params(37, 45, 83);  // odd sizes: the matmuls fall back to fp32, widening the weights
+    set_mode(COMPUTE_FP32);
     test_rmsnorm(37, 300);
     test_rmsnorm(300, 4096);
     test_layernorm(37, 300);

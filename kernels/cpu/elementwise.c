@@ -88,7 +88,8 @@ void cpu_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
 
 // ---- bias ----
 
-void cpu_bias_add(float *out, const float *b, int N, int D) {
+void cpu_bias_add(float *out, const void *bv, int N, int D) {
+    const float *b = bv;  // the CPU's parameters are fp32
 #pragma omp parallel for schedule(static) if ((size_t)N * D >= CPU_PAR_MIN)
     for (int n = 0; n < N; n++) {
         float *o = out + (size_t)n * D;
@@ -134,7 +135,8 @@ int cpu_token_error(long long *index, int *id) {
 
 // ---- embedding ----
 
-void cpu_embedding_fwd(float *out, const int32_t *tokens, const float *wte, int N, int D) {
+void cpu_embedding_fwd(float *out, const int32_t *tokens, const void *wtev, int N, int D) {
+    const float *wte = wtev;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) memcpy(out + (size_t)n * D, wte + (size_t)tokens[n] * D, sizeof(float) * D);
 }
@@ -157,7 +159,8 @@ void cpu_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, in
 
 // ---- learned positions ----
 
-void cpu_positions_fwd(float *out, const float *wpe, int B, int T, int D, int pos0) {
+void cpu_positions_fwd(float *out, const void *wpev, int B, int T, int D, int pos0) {
+    const float *wpe = wpev;
     const long rows = (long)B * T;
 #pragma omp parallel for schedule(static) if ((size_t)rows * D >= CPU_PAR_MIN)
     for (long bt = 0; bt < rows; bt++) {
@@ -362,6 +365,14 @@ void cpu_adamw(float *p, uint16_t *p_bf16, const float *g, float *m, float *v, s
 void cpu_f32_to_bf16(uint16_t *dst, const float *src, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) dst[i] = f32_to_bf16(src[i]);
+}
+
+void cpu_round_bf16(float *x, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t u = (uint32_t)f32_to_bf16(x[i]) << 16;
+        memcpy(x + i, &u, sizeof u);
+    }
 }
 
 void cpu_bf16_to_f32(float *dst, const uint16_t *src, size_t n) {

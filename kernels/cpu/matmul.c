@@ -3,12 +3,12 @@
 
 #include "../backend.h"
 
-void cpu_matmul_fwd(float *out, const float *inp, const float *w, int N, int IN, int OUT) {
+void cpu_matmul_fwd(float *out, const float *inp, const void *w, int N, int IN, int OUT) {
     // (N, OUT) = (N, IN) @ (OUT, IN)^T
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OUT, IN, 1.0f, inp, IN, w, IN, 0.0f, out, OUT);
 }
 
-void cpu_matmul_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+void cpu_matmul_bwd(float *dinp, float *dw, const float *dout, const float *inp, const void *w,
                      int N, int IN, int OUT, int accumulate_dinp) {
     if (dinp) {
         // (N, IN) = (N, OUT) @ (OUT, IN)

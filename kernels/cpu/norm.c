@@ -8,7 +8,8 @@
 
 #include "../backend.h"
 
-void cpu_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int D, float eps) {
+void cpu_rmsnorm_fwd(float *out, float *rstd, const float *inp, const void *wv, int N, int D, float eps) {
+    const float *w = wv;  // the CPU's parameters are fp32
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * D;
@@ -23,7 +24,8 @@ void cpu_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, 
     }
 }
 
-void cpu_add_rmsnorm_fwd(float *y, float *out, float *rstd, const float *r, const float *w, int N, int D, float eps) {
+void cpu_add_rmsnorm_fwd(float *y, float *out, float *rstd, const float *r, const void *wv, int N, int D, float eps) {
+    const float *w = wv;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *x = y + (size_t)n * D, *o = out + (size_t)n * D;
@@ -41,8 +43,9 @@ void cpu_add_rmsnorm_fwd(float *y, float *out, float *rstd, const float *r, cons
     }
 }
 
-void cpu_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+void cpu_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const void *wv,
                       const float *rstd, int N, int D) {
+    const float *w = wv;
     // dw is summed over rows: each thread sums its static block of rows into its own partial,
     // then the partials are added in thread order, so the result does not depend on timing.
     float *part = malloc(sizeof(float) * (size_t)omp_get_max_threads() * D);  // (threads, D)
@@ -82,8 +85,9 @@ void cpu_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp
     free(part);
 }
 
-void cpu_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N,
+void cpu_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const void *wv, const void *bv, int N,
                        int D, float eps) {
+    const float *w = wv, *b = bv;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * D;
@@ -104,8 +108,9 @@ void cpu_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, c
     }
 }
 
-void cpu_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+void cpu_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const void *wv,
                        const float *mean, const float *rstd, int N, int D) {
+    const float *w = wv;
     // dw, db are sums over rows: per-thread partials of static row blocks, added in thread order
     // (as in cpu_rmsnorm_bwd), so the result does not depend on timing
     float *part = malloc(sizeof(float) * (size_t)omp_get_max_threads() * 2 * D);  // (threads, 2, D)

@@ -47,6 +47,7 @@ struct CudaContext {
     CudaResult *result_dev;  // reductions the host waits for land here...
     CudaResult *result_host;  // ...and are copied to this pinned one
     int compute;             // a CudaCompute mode (backend.h): fp32 or bf16 tensor-core operands
+    int params_bf16;         // parameters (kern_params_bf16) are bf16
     int smem_per_block;      // bytes of shared memory a block may opt in to (tiles are picked to fit)
     int sm_clock_mhz;        // peak SM clock (tells an H100 PCIe from an SXM)
 };
@@ -76,6 +77,17 @@ struct ScratchBuf {
         return ptr;
     }
 };
+
+// A parameter tensor as a kernel reads it: fp32, or bf16 (cuda_ctx.params_bf16) widened on load.
+// The dtype is one flag for the whole launch, so the branch costs no divergence.
+struct Param {
+    const void *p;
+    int bf16;
+    __device__ __forceinline__ float operator[](size_t i) const {
+        return bf16 ? __uint_as_float((uint32_t)((const uint16_t *)p)[i] << 16) : ((const float *)p)[i];
+    }
+};
+static inline Param param(const void *p) { return {p, cuda_ctx.params_bf16}; }
 
 // ---- reductions ----
 

@@ -73,14 +73,14 @@ struct GeluBwd {  // dinp may be dout: each element is read before it is written
 
 struct BiasAdd {  // out (N, D) += b
     float *out;
-    const float *b;
+    Param b;
     int D;
     __device__ void operator()(size_t i) const { out[i] += b[i % D]; }
 };
 
 struct PositionsFwd {  // out (B, T, D) += wpe[pos0 + t]
     float *out;
-    const float *wpe;
+    Param wpe;
     int T, D, pos0;
     __device__ void operator()(size_t i) const {
         out[i] += wpe[((size_t)pos0 + (i / D) % T) * D + i % D];
@@ -137,7 +137,7 @@ struct QkvRope {
 struct EmbeddingGather {
     float *out;
     const int32_t *tokens;
-    const float *wte;
+    Param wte;
     int D;
     __device__ void operator()(size_t i) const { out[i] = wte[(size_t)tokens[i / D] * D + i % D]; }
 };
@@ -201,6 +201,11 @@ struct F32ToBf16 {
     __device__ void operator()(size_t i) const { dst[i] = f32_to_bf16(src[i]); }
 };
 
+struct RoundBf16 {
+    float *x;
+    __device__ void operator()(size_t i) const { x[i] = __uint_as_float((uint32_t)f32_to_bf16(x[i]) << 16); }
+};
+
 struct Bf16ToF32 {
     float *dst;
     const uint16_t *src;
@@ -210,7 +215,7 @@ struct Bf16ToF32 {
 // ---- RMSNorm ----
 
 // one block per row: out = inp * rstd * w
-__global__ void rmsnorm_fwd_kernel(float *out, float *rstd, const float *inp, const float *w, int D, float eps) {
+__global__ void rmsnorm_fwd_kernel(float *out, float *rstd, const float *inp, Param w, int D, float eps) {
     __shared__ float sh[32];
     const float *x = inp + (size_t)blockIdx.x * D;
     float *o = out + (size_t)blockIdx.x * D;
@@ -223,7 +228,7 @@ __global__ void rmsnorm_fwd_kernel(float *out, float *rstd, const float *inp, co
 }
 
 // one block per row: y += res, then out = y * rstd * w (each thread reads back only what it wrote)
-__global__ void add_rmsnorm_fwd_kernel(float *y, float *out, float *rstd, const float *res, const float *w, int D,
+__global__ void add_rmsnorm_fwd_kernel(float *y, float *out, float *rstd, const float *res, Param w, int D,
                                        float eps) {
     __shared__ float sh[32];
     float *x = y + (size_t)blockIdx.x * D, *o = out + (size_t)blockIdx.x * D;
@@ -241,7 +246,7 @@ __global__ void add_rmsnorm_fwd_kernel(float *y, float *out, float *rstd, const 
 }
 
 // one block per row: dinp += r * (dy * w - xhat * mean(dy * w * xhat)), xhat = x * r
-__global__ void rmsnorm_bwd_dinp_kernel(float *dinp, const float *dout, const float *inp, const float *w,
+__global__ void rmsnorm_bwd_dinp_kernel(float *dinp, const float *dout, const float *inp, Param w,
                                         const float *rstd, int D) {
     __shared__ float sh[32];
     const size_t row = (size_t)blockIdx.x * D;
@@ -281,8 +286,8 @@ ScratchBuf colsum_scratch;  // the (chunks, D) partial sums of rmsnorm, layernor
 // ---- LayerNorm ----
 
 // one block per row: out = (x - mean) * rstd * w + b, biased variance from a second pass over x - mean
-__global__ void layernorm_fwd_kernel(float *out, float *mean, float *rstd, const float *inp, const float *w,
-                                     const float *bias, int D, float eps) {
+__global__ void layernorm_fwd_kernel(float *out, float *mean, float *rstd, const float *inp, Param w, Param bias,
+                                     int D, float eps) {
     __shared__ float sh[32];
     const float *x = inp + (size_t)blockIdx.x * D;
     float *o = out + (size_t)blockIdx.x * D;
@@ -297,7 +302,7 @@ __global__ void layernorm_fwd_kernel(float *out, float *mean, float *rstd, const
 }
 
 // one block per row: dinp += r (g - mean(g) - xhat mean(g xhat)), g = dy w, xhat = (x - m) r
-__global__ void layernorm_bwd_dinp_kernel(float *dinp, const float *dout, const float *inp, const float *w,
+__global__ void layernorm_bwd_dinp_kernel(float *dinp, const float *dout, const float *inp, Param w,
                                           const float *mean, const float *rstd, int D) {
     __shared__ float sh[32];
     const size_t row = (size_t)blockIdx.x * D;
@@ -458,22 +463,22 @@ void sum_doubles(double *out, const double *x, size_t n, int accumulate) {
 
 extern "C" {
 
-void cuda_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int D, float eps) {
+void cuda_rmsnorm_fwd(float *out, float *rstd, const float *inp, const void *w, int N, int D, float eps) {
     if (N <= 0) return;
-    rmsnorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(out, rstd, inp, w, D, eps);
+    rmsnorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(out, rstd, inp, param(w), D, eps);
     cudaCheckLaunch();
 }
 
-void cuda_add_rmsnorm_fwd(float *y, float *out, float *rstd, const float *r, const float *w, int N, int D, float eps) {
+void cuda_add_rmsnorm_fwd(float *y, float *out, float *rstd, const float *r, const void *w, int N, int D, float eps) {
     if (N <= 0) return;
-    add_rmsnorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(y, out, rstd, r, w, D, eps);
+    add_rmsnorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(y, out, rstd, r, param(w), D, eps);
     cudaCheckLaunch();
 }
 
-void cuda_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd,
+void cuda_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const void *w, const float *rstd,
                       int N, int D) {
     if (N <= 0) return;
-    rmsnorm_bwd_dinp_kernel<<<N, kThreads, 0, cuda_stream()>>>(dinp, dout, inp, w, rstd, D);
+    rmsnorm_bwd_dinp_kernel<<<N, kThreads, 0, cuda_stream()>>>(dinp, dout, inp, param(w), rstd, D);
     cudaCheckLaunch();
     int rows_per_chunk, chunks;
     row_chunks(N, &rows_per_chunk, &chunks);
@@ -486,17 +491,17 @@ void cuda_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *in
     cudaCheckLaunch();
 }
 
-void cuda_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N,
+void cuda_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const void *w, const void *b, int N,
                         int D, float eps) {
     if (N <= 0) return;
-    layernorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(out, mean, rstd, inp, w, b, D, eps);
+    layernorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(out, mean, rstd, inp, param(w), param(b), D, eps);
     cudaCheckLaunch();
 }
 
-void cuda_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+void cuda_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const void *w,
                         const float *mean, const float *rstd, int N, int D) {
     if (N <= 0) return;
-    layernorm_bwd_dinp_kernel<<<N, kThreads, 0, cuda_stream()>>>(dinp, dout, inp, w, mean, rstd, D);
+    layernorm_bwd_dinp_kernel<<<N, kThreads, 0, cuda_stream()>>>(dinp, dout, inp, param(w), mean, rstd, D);
     cudaCheckLaunch();
     int rows_per_chunk, chunks;
     row_chunks(N, &rows_per_chunk, &chunks);
@@ -518,8 +523,8 @@ void cuda_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
     launch_map(n, GeluBwd{dinp, dout, inp});
 }
 
-void cuda_bias_add(float *out, const float *b, int N, int D) {
-    if (N > 0 && D > 0) launch_map((size_t)N * D, BiasAdd{out, b, D});
+void cuda_bias_add(float *out, const void *b, int N, int D) {
+    if (N > 0 && D > 0) launch_map((size_t)N * D, BiasAdd{out, param(b), D});
 }
 
 void cuda_bias_bwd(float *db, const float *dout, int N, int D) {
@@ -534,8 +539,8 @@ void cuda_bias_bwd(float *db, const float *dout, int N, int D) {
     cudaCheckLaunch();
 }
 
-void cuda_positions_fwd(float *out, const float *wpe, int B, int T, int D, int pos0) {
-    if (B > 0 && T > 0 && D > 0) launch_map((size_t)B * T * D, PositionsFwd{out, wpe, T, D, pos0});
+void cuda_positions_fwd(float *out, const void *wpe, int B, int T, int D, int pos0) {
+    if (B > 0 && T > 0 && D > 0) launch_map((size_t)B * T * D, PositionsFwd{out, param(wpe), T, D, pos0});
 }
 
 void cuda_positions_bwd(float *dwpe, const float *dout, int B, int T, int D) {
@@ -585,8 +590,8 @@ void cuda_swiglu_bwd(float *dgu, const float *dh, const float *gu, int N, int F)
     if (N > 0 && F > 0) launch_map((size_t)N * F, SwigluBwd{dgu, dh, gu, F});
 }
 
-void cuda_embedding_fwd(float *out, const int32_t *tokens, const float *wte, int N, int D) {
-    launch_map((size_t)N * D, EmbeddingGather{out, tokens, wte, D});
+void cuda_embedding_fwd(float *out, const int32_t *tokens, const void *wte, int N, int D) {
+    launch_map((size_t)N * D, EmbeddingGather{out, tokens, param(wte), D});
 }
 
 void cuda_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, int N, int D) {
@@ -652,5 +657,7 @@ void cuda_adamw(float *p, uint16_t *p_bf16, const float *g, float *m, float *v, 
 void cuda_f32_to_bf16(uint16_t *dst, const float *src, size_t n) { launch_map(n, F32ToBf16{dst, src}); }
 
 void cuda_bf16_to_f32(float *dst, const uint16_t *src, size_t n) { launch_map(n, Bf16ToF32{dst, src}); }
+
+void cuda_round_bf16(float *x, size_t n) { launch_map(n, RoundBf16{x}); }
 
 }  // extern "C"

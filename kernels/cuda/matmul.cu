@@ -1,7 +1,8 @@
 // matmul: linear layers through cuBLASLt with fp32 accumulation and fp32 outputs. In fp32 mode the
 // operands are fp32 too (CUBLAS_COMPUTE_32F, not TF32, so results match the CPU's sgemm to float
-// rounding); in bf16 mode (--precision bf16) they are rounded to bf16 first, into reused scratch,
-// so the tensor cores run at their bf16 rate. A third mode, for measuring only (test_gpu --bench),
+// rounding); in bf16 mode (--precision bf16) the weights are the gathered bf16 parameters as they
+// are, and the fp32 activations are rounded to bf16 into reused scratch, so the tensor cores run
+// at their bf16 rate. A third mode, for measuring only (test_gpu --bench),
 // hands cuBLASLt the fp32 operands with CUBLAS_COMPUTE_32F_FAST_16BF so it rounds them itself.
 // Weights are row-major [out, in].
 // cuBLASLt is column-major: a row-major (R, C) matrix is the column-major (C, R) one, so each
@@ -98,76 +99,88 @@ const GemmPlan &get_plan(const GemmKey &k) {
     return plans[slot];
 }
 
-// bf16 copies of the fp32 operands of one cuda_matmul_* call: an operand used by both of
-// backward's products (dout) is rounded once. Slots are reused by the next call; that is safe
-// because every reader is queued on the one stream before the next cast overwrites them.
-struct Bf16Operands {
+// A GEMM operand as stored: fp32, or bf16 (parameters under cuda_ctx.params_bf16).
+struct Operand {
+    const void *p;
+    bool bf16;
+};
+
+// Operands of one cuda_matmul_* call in the dtype a product takes: fp32 ones rounded to bf16 for
+// the tensor cores, bf16 ones widened where a product falls back to fp32; an operand used by
+// both of backward's products (dout) is converted once. Slots are reused by the next call; that
+// is safe because every reader is queued on the one stream before the next conversion
+// overwrites them.
+struct ConvertedOperands {
     ScratchBuf buf[3];
-    const float *src[3];
+    const void *src[3];
     int used = 0;
     void begin() { used = 0; }
-    const uint16_t *get(const float *x, size_t n) {
+    const void *get(Operand x, size_t n, bool bf16) {
+        if (x.bf16 == bf16) return x.p;
         for (int i = 0; i < used; i++)
-            if (src[i] == x) return (const uint16_t *)buf[i].ptr;
-        if (used == 3) comm_fatal("matmul: more than 3 bf16 operands in one call");
-        uint16_t *d = (uint16_t *)buf[used].get(n * sizeof(uint16_t));
-        src[used++] = x;
-        cuda_f32_to_bf16(d, x, n);
+            if (src[i] == x.p) return buf[i].ptr;
+        if (used == 3) comm_fatal("matmul: more than 3 converted operands in one call");
+        void *d = buf[used].get(n * (bf16 ? sizeof(uint16_t) : sizeof(float)));
+        src[used++] = x.p;
+        if (bf16) cuda_f32_to_bf16((uint16_t *)d, (const float *)x.p, n);
+        else cuda_bf16_to_f32((float *)d, (const uint16_t *)x.p, n);
         return d;
     }
-} bf16_ops;
+} converted;
+
+void run_plan(const GemmPlan &p, const void *a, const void *b, float *C, float beta) {
+    const float alpha = 1.0f;
+    cublasCheck(cublasLtMatmul(cuda_ctx.lt, p.op, &alpha, a, p.a, b, p.b, &beta, C, p.c, C, p.c, &p.algo,
+                               cuda_ctx.workspace, cuda_ctx.workspace_bytes, cuda_stream()));
+}
 
 // column-major C (m, n) = op(A) (m, k) @ op(B) (k, n) + beta * C, A and B contiguous. In the
 // bf16 modes they go to the tensor cores as bf16 unless cuBLASLt has no such algorithm for the
 // problem (odd leading dimensions), which then stays fp32.
-void gemm(bool ta, bool tb, int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+void gemm(bool ta, bool tb, int m, int n, int k, Operand A, int lda, Operand B, int ldb, float *C, int ldc,
           float beta) {
     if (m <= 0 || n <= 0 || k <= 0) return;
-    const float alpha = 1.0f;
-    const int ac = (int)alignment_of(C), aa = (int)alignment_of(A), ab = (int)alignment_of(B);
+    const size_t na = (size_t)(ta ? m : k) * lda, nb = (size_t)(tb ? k : n) * ldb;
+    const int ac = (int)alignment_of(C);
     if (cuda_ctx.compute == COMPUTE_FAST_16BF) {
-        const GemmPlan &p = get_plan({COMPUTE_FAST_16BF, ta, tb, m, n, k, lda, ldb, ldc, aa, ab, ac});
-        if (p.found) {
-            cublasCheck(cublasLtMatmul(cuda_ctx.lt, p.op, &alpha, A, p.a, B, p.b, &beta, C, p.c, C, p.c, &p.algo,
-                                       cuda_ctx.workspace, cuda_ctx.workspace_bytes, cuda_stream()));
-            return;
-        }
+        const void *a = converted.get(A, na, false), *b = converted.get(B, nb, false);
+        const GemmPlan &p = get_plan({COMPUTE_FAST_16BF, ta, tb, m, n, k, lda, ldb, ldc, (int)alignment_of(a),
+                                      (int)alignment_of(b), ac});
+        if (p.found) return run_plan(p, a, b, C, beta);
     }
     if (cuda_ctx.compute == COMPUTE_BF16) {
-        const GemmKey key = {COMPUTE_BF16, ta, tb, m, n, k, lda, ldb, ldc, 256, 256, ac};  // scratch: 256-aligned
-        const GemmPlan &p = get_plan(key);
-        if (p.found) {
-            const uint16_t *a = bf16_ops.get(A, (size_t)(ta ? m : k) * lda);
-            const uint16_t *b = bf16_ops.get(B, (size_t)(tb ? k : n) * ldb);
-            cublasCheck(cublasLtMatmul(cuda_ctx.lt, p.op, &alpha, a, p.a, b, p.b, &beta, C, p.c, C, p.c, &p.algo,
-                                       cuda_ctx.workspace, cuda_ctx.workspace_bytes, cuda_stream()));
-            return;
-        }
+        // an fp32 operand is rounded into 256-aligned scratch; a bf16 one is used where it lies
+        const int aa = A.bf16 ? (int)alignment_of(A.p) : 256, ab = B.bf16 ? (int)alignment_of(B.p) : 256;
+        const GemmPlan &p = get_plan({COMPUTE_BF16, ta, tb, m, n, k, lda, ldb, ldc, aa, ab, ac});
+        if (p.found) return run_plan(p, converted.get(A, na, true), converted.get(B, nb, true), C, beta);
     }
-    const GemmPlan &p = get_plan({COMPUTE_FP32, ta, tb, m, n, k, lda, ldb, ldc, aa, ab, ac});
-    cublasCheck(cublasLtMatmul(cuda_ctx.lt, p.op, &alpha, A, p.a, B, p.b, &beta, C, p.c, C, p.c, &p.algo,
-                               cuda_ctx.workspace, cuda_ctx.workspace_bytes, cuda_stream()));
+    const void *a = converted.get(A, na, false), *b = converted.get(B, nb, false);
+    run_plan(get_plan({COMPUTE_FP32, ta, tb, m, n, k, lda, ldb, ldc, (int)alignment_of(a), (int)alignment_of(b), ac}),
+             a, b, C, beta);
 }
 
 }  // namespace
 
 extern "C" {
 
-void cuda_matmul_fwd(float *out, const float *inp, const float *w, int N, int IN, int OUT) {
-    bf16_ops.begin();
+void cuda_matmul_fwd(float *out, const float *inp, const void *w, int N, int IN, int OUT) {
+    converted.begin();
     // out^T (OUT, N) = w (OUT, IN) @ inp^T (IN, N); column-major w is (IN, OUT), inp is (IN, N)
-    gemm(true, false, OUT, N, IN, w, IN, inp, IN, out, OUT, 0.0f);
+    gemm(true, false, OUT, N, IN, {w, cuda_ctx.params_bf16 != 0}, IN, {inp, false}, IN, out, OUT, 0.0f);
 }
 
-void cuda_matmul_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w, int N, int IN,
+void cuda_matmul_bwd(float *dinp, float *dw, const float *dout, const float *inp, const void *w, int N, int IN,
                      int OUT, int accumulate_dinp) {
-    bf16_ops.begin();
+    converted.begin();
     // dinp^T (IN, N) = w^T (IN, OUT) @ dout^T (OUT, N)
-    if (dinp) gemm(false, false, IN, N, OUT, w, IN, dout, OUT, dinp, IN, accumulate_dinp ? 1.0f : 0.0f);
+    if (dinp)
+        gemm(false, false, IN, N, OUT, {w, cuda_ctx.params_bf16 != 0}, IN, {dout, false}, OUT, dinp, IN,
+             accumulate_dinp ? 1.0f : 0.0f);
     // dw^T (IN, OUT) += inp^T (IN, N) @ dout (N, OUT)
-    gemm(false, true, IN, OUT, N, inp, IN, dout, OUT, dw, IN, 1.0f);
+    gemm(false, true, IN, OUT, N, {inp, false}, IN, {dout, false}, OUT, dw, IN, 1.0f);
 }
 
 void cuda_set_compute(int mode) { cuda_ctx.compute = mode; }
+void cuda_set_params_bf16(int on) { cuda_ctx.params_bf16 = on; }
 
 }  // extern "C"
