@@ -189,7 +189,8 @@ out=$(validate "$W/emu.json" 2 4 gathers 2>&1)
 check "emulated GPU, np=2: valid trace with NCCL collectives timed on their stream" $? "$out $(tail -c 300 "$W/emu.log")"
 expect_error "an NCCL asynchronous error (emulated) ends the job" \
     "^fsdpc: error: NCCL failed in [a-z-]+ #[0-9]+ on group shard: emulated NCCL error \(communicators aborted\)" \
-    env FSDPC_EMU_NCCL_ASYNC_ERROR=5 ./build/fsdpc_emu $E
+    $MPI -np 2 bash -c '[ "$OMPI_COMM_WORLD_RANK" = 0 ] && export FSDPC_EMU_NCCL_ASYNC_ERROR=5; exec "$@"' _ \
+    ./build/fsdpc_emu $E --sharding full-shard  # two ranks: one rank has no gathers to fail
 
 # a window the run never reaches: no file, and a warning saying why (not silence)
 ./fsdpc $M --max_steps 2 --trace_file "$W/never.json" --trace_steps 5:6 >"$W/never.log" 2>&1
