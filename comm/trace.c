@@ -126,9 +126,9 @@ static void write_file(void) {
     comm_gather_bytes(comm_world(), T.buf, T.len, &all, &total);
     const char *e = NULL;
     static char err[1400];
-    if (comm_info.rank == 0 && (e = comm_output_path_problem(T.path, "--trace_file", 1)) != NULL) {
-        // replaced by something else since start-up: the rename must not land on it
-    } else if (comm_info.rank == 0) {
+    // checked again: the path may have become something else since start-up, and the rename must not land on it
+    if (comm_info.rank == 0) e = comm_output_path_problem(T.path, "--trace_file", 1);
+    if (comm_info.rank == 0 && !e) {
         char tmp[1100];
         tmp_path(tmp, sizeof tmp);
         FILE *f = fopen(tmp, "w");
