@@ -27,53 +27,54 @@
     X(void, async_fence, (void), ())                                                                                   \
     X(double, peak_mem_mib, (void), ())                                                                                \
     X(void, mem_info, (size_t *free_bytes, size_t *total_bytes), (free_bytes, total_bytes))                            \
-    X(void, matmul_fwd, (float *out, const float *inp, const void *w, int N, int IN, int OUT),                        \
-      (out, inp, w, N, IN, OUT))                                                                                       \
+    X(void, act_copy, (void *dst, const void *src, size_t n), (dst, src, n))                                           \
+    X(void, matmul_fwd, (void *out, KernDtype out_dt, const void *inp, const void *w, int N, int IN, int OUT),         \
+      (out, out_dt, inp, w, N, IN, OUT))                                                                               \
     X(void, matmul_bwd,                                                                                                \
-      (float *dinp, float *dw, const float *dout, const float *inp, const void *w, int N, int IN, int OUT,            \
-       int accumulate_dinp),                                                                                           \
-      (dinp, dw, dout, inp, w, N, IN, OUT, accumulate_dinp))                                                           \
-    X(void, rmsnorm_fwd, (float *out, float *rstd, const float *inp, const void *w, int N, int D, float eps),         \
+      (void *dinp, float *dw, const void *dout, KernDtype dout_dt, const void *inp, const void *w, int N, int IN,     \
+       int OUT, int accumulate_dinp),                                                                                  \
+      (dinp, dw, dout, dout_dt, inp, w, N, IN, OUT, accumulate_dinp))                                                  \
+    X(void, rmsnorm_fwd, (void *out, float *rstd, const float *inp, const void *w, int N, int D, float eps),          \
       (out, rstd, inp, w, N, D, eps))                                                                                  \
     X(void, rmsnorm_bwd,                                                                                               \
-      (float *dinp, float *dw, const float *dout, const float *inp, const void *w, const float *rstd, int N, int D),  \
+      (float *dinp, float *dw, const void *dout, const float *inp, const void *w, const float *rstd, int N, int D),   \
       (dinp, dw, dout, inp, w, rstd, N, D))                                                                            \
     X(void, add_rmsnorm_fwd,                                                                                           \
-      (float *y, float *out, float *rstd, const float *r, const void *w, int N, int D, float eps),                    \
+      (float *y, void *out, float *rstd, const float *r, const void *w, int N, int D, float eps),                     \
       (y, out, rstd, r, w, N, D, eps))                                                                                 \
     X(void, layernorm_fwd,                                                                                             \
-      (float *out, float *mean, float *rstd, const float *inp, const void *w, const void *b, int N, int D,           \
+      (void *out, float *mean, float *rstd, const float *inp, const void *w, const void *b, int N, int D,            \
        float eps),                                                                                                     \
       (out, mean, rstd, inp, w, b, N, D, eps))                                                                         \
     X(void, layernorm_bwd,                                                                                             \
-      (float *dinp, float *dw, float *db, const float *dout, const float *inp, const void *w, const float *mean,      \
+      (float *dinp, float *dw, float *db, const void *dout, const float *inp, const void *w, const float *mean,       \
        const float *rstd, int N, int D),                                                                               \
       (dinp, dw, db, dout, inp, w, mean, rstd, N, D))                                                                  \
     X(void, rope_table, (float *cos_t, float *sin_t, int T, int hd, float theta), (cos_t, sin_t, T, hd, theta))        \
     X(void, qkv_split,                                                                                                 \
-      (float *q, float *k, float *v, const float *qkv, const float *cos_t, const float *sin_t, int B, int T, int H,    \
+      (void *q, void *k, void *v, const void *qkv, const float *cos_t, const float *sin_t, int B, int T, int H,        \
        int KV, int hd, int pos0),                                                                                      \
       (q, k, v, qkv, cos_t, sin_t, B, T, H, KV, hd, pos0))                                                             \
     X(void, qkv_merge,                                                                                                 \
-      (float *dqkv, const float *dq, const float *dk, const float *dv, const float *cos_t, const float *sin_t, int B,  \
+      (void *dqkv, const void *dq, const void *dk, const void *dv, const float *cos_t, const float *sin_t, int B,      \
        int T, int H, int KV, int hd),                                                                                  \
       (dqkv, dq, dk, dv, cos_t, sin_t, B, T, H, KV, hd))                                                               \
     X(size_t, attention_saved_floats, (int B, int H, int Tq, int Tk), (B, H, Tq, Tk))                                  \
     X(void, attention_fwd,                                                                                             \
-      (float *out, float *saved, const float *q, const float *k, const float *v, int B, int Tq, int Tk, int H, int KV, \
+      (void *out, float *saved, const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int KV,     \
        int hd, size_t kv_bstride, const KernDropout *drop),                                                            \
       (out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, drop))                                                   \
     X(size_t, attention_scratch_floats, (int B, int H, int T), (B, H, T))                                              \
     X(void, attention_bwd,                                                                                             \
-      (float *dq, float *dk, float *dv, float *scratch, const float *dout, const float *out, const float *saved,       \
-       const float *q, const float *k, const float *v, int B, int T, int H, int KV, int hd, const KernDropout *drop),  \
+      (void *dq, void *dk, void *dv, float *scratch, const void *dout, const void *out, const float *saved,            \
+       const void *q, const void *k, const void *v, int B, int T, int H, int KV, int hd, const KernDropout *drop),     \
       (dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, drop))                                         \
-    X(void, swiglu_fwd, (float *h, const float *gu, int N, int F), (h, gu, N, F))                                      \
-    X(void, swiglu_bwd, (float *dgu, const float *dh, const float *gu, int N, int F), (dgu, dh, gu, N, F))             \
-    X(void, gelu_fwd, (float *out, const float *inp, size_t n), (out, inp, n))                                         \
-    X(void, gelu_bwd, (float *dinp, const float *dout, const float *inp, size_t n), (dinp, dout, inp, n))              \
-    X(void, bias_add, (float *out, const void *b, int N, int D), (out, b, N, D))                                      \
-    X(void, bias_bwd, (float *db, const float *dout, int N, int D), (db, dout, N, D))                                  \
+    X(void, swiglu_fwd, (void *h, const void *gu, int N, int F), (h, gu, N, F))                                        \
+    X(void, swiglu_bwd, (void *dgu, const void *dh, const void *gu, int N, int F), (dgu, dh, gu, N, F))                \
+    X(void, gelu_fwd, (void *out, const void *inp, size_t n), (out, inp, n))                                           \
+    X(void, gelu_bwd, (void *dinp, const void *dout, const void *inp, size_t n), (dinp, dout, inp, n))                 \
+    X(void, bias_add, (void *out, KernDtype dt, const void *b, int N, int D), (out, dt, b, N, D))                      \
+    X(void, bias_bwd, (float *db, const void *dout, KernDtype dt, int N, int D), (db, dout, dt, N, D))                 \
     X(void, positions_fwd, (float *out, const void *wpe, int B, int T, int D, int pos0), (out, wpe, B, T, D, pos0))   \
     X(void, positions_bwd, (float *dwpe, const float *dout, int B, int T, int D), (dwpe, dout, B, T, D))               \
     X(void, dropout, (float *x, int B, size_t M, float p, uint64_t key, uint64_t sample0), (x, B, M, p, key, sample0)) \
@@ -83,7 +84,7 @@
       (out, tokens, wte, N, D))                                                                                        \
     X(void, embedding_bwd, (float *dwte, const float *dout, const int32_t *tokens, int N, int D),                      \
       (dwte, dout, tokens, N, D))                                                                                      \
-    X(void, crossentropy_fwd_bwd, (float *logits, const int32_t *targets, int N, int V, float dscale, double *loss),   \
+    X(void, crossentropy_fwd_bwd, (void *logits, const int32_t *targets, int N, int V, float dscale, double *loss),    \
       (logits, targets, N, V, dscale, loss))                                                                           \
     X(void, add, (float *y, const float *x, size_t n), (y, x, n))                                                      \
     X(void, add3, (float *out, const float *a, const float *b, size_t n), (out, a, b, n))                              \
@@ -126,6 +127,8 @@ enum CudaCompute { COMPUTE_FP32, COMPUTE_BF16, COMPUTE_FAST_16BF };
 void cuda_set_compute(int mode);
 // Whether the parameters the kernels get (kernels.h kern_params_bf16) are bf16; fp32 when 0.
 void cuda_set_params_bf16(int on);
+// Whether activations (kern_acts_bf16) are bf16; fp32 when 0.
+void cuda_set_acts_bf16(int on);
 #endif
 
 #endif

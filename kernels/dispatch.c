@@ -220,6 +220,7 @@ void kern_set_compute_bf16(int on) {
 #ifdef FSDPC_CUDA
     cuda_set_compute(on ? COMPUTE_BF16 : COMPUTE_FP32);
     cuda_set_params_bf16(on);
+    cuda_set_acts_bf16(on);
 #endif
 }
 
@@ -240,6 +241,24 @@ int kern_params_bf16(void) { return on_gpu && compute_bf16; }
 
 const void *kern_param_at(const void *p, size_t i) {
     return (const char *)p + i * (kern_params_bf16() ? sizeof(uint16_t) : sizeof(float));
+}
+
+int kern_acts_bf16(void) { return on_gpu && compute_bf16; }
+
+size_t kern_act_bytes(void) { return kern_acts_bf16() ? sizeof(uint16_t) : sizeof(float); }
+
+void *kern_act_at(const void *p, size_t i) { return (char *)p + i * kern_act_bytes(); }
+
+void kern_act_download(float *host_dst, const void *src, size_t n) {
+    kern_download(host_dst, src, n * kern_act_bytes());
+    if (!kern_acts_bf16()) return;
+    // widen in place from the back: element i's 2 bytes sit in the first half, before float i
+    for (size_t i = n; i-- > 0;) {
+        uint16_t b;
+        memcpy(&b, (const char *)host_dst + 2 * i, sizeof b);
+        uint32_t u = (uint32_t)b << 16;
+        memcpy(&host_dst[i], &u, sizeof u);
+    }
 }
 
 void kern_adamw_host(float *p, uint16_t *p_bf16, const float *g, float *m, float *v, size_t n, const KernAdamW *h) {

@@ -1,6 +1,8 @@
 // kernels: the one compute API that model/ and shard/ are written against.
 // The CPU implementation (kernels/cpu) uses OpenBLAS sgemm and OpenMP; callers never
-// see BLAS, OpenMP or a device. All tensors are row-major fp32 unless stated.
+// see BLAS, OpenMP or a device. All tensors are row-major fp32 unless stated: `const void *`
+// weights are parameters (kern_params_bf16) and `void *` activations are in the activation dtype
+// (kern_acts_bf16).
 // Naming: N = rows (tokens, B*T), D = width. "+=" in a comment means the kernel
 // accumulates into that output instead of overwriting it.
 #ifndef FSDPC_KERNELS_H
@@ -26,9 +28,9 @@ int kern_on_gpu(void);
 // (a build without CUDA).
 const char *kern_size_as_gpu(void);
 const char *kern_device_name(void);  // e.g. "cpu" or "cuda:0 (NVIDIA H100 80GB HBM3)"
-// --precision bf16 on a GPU: matmuls and attention round their operands to bf16 and run on the
-// tensor cores, accumulating in fp32 (outputs stay fp32), and parameters are bf16 (below). The
-// CPU always computes in fp32.
+// --precision bf16 on a GPU: matmuls and attention run on the tensor cores with bf16 operands,
+// accumulating in fp32, parameters are bf16 and activations are stored in bf16 (below). The CPU
+// always computes in fp32.
 void kern_set_compute_bf16(int on);
 // --attention: how causal attention runs on a GPU. auto: cuDNN's fused flash attention when it
 // loads, supports the run (bf16, head dim 64 or 128) and agrees with the native kernel on a
@@ -44,6 +46,19 @@ const char *kern_select_attention(KernAttention want, int bf16, int head_dim, in
 int kern_params_bf16(void);
 // element i of parameters p in that dtype
 const void *kern_param_at(const void *p, size_t i);
+// Activations (the `void *` tensors below, and KERN_ACT operands) are bf16 under --precision bf16
+// on a GPU, fp32 otherwise; kernels compute in fp32 and round as they store. What stays fp32
+// whatever the precision: the residual stream and its gradient (`float *`), norm and softmax
+// statistics, the loss, gradients and master weights.
+int kern_acts_bf16(void);
+size_t kern_act_bytes(void);                    // bytes per activation element
+void *kern_act_at(const void *p, size_t i);     // element i of activations p
+// operands a kernel takes in either dtype say which
+typedef enum { KERN_F32, KERN_ACT } KernDtype;
+// dst = src, n activations on the device
+void kern_act_copy(void *dst, const void *src, size_t n);
+// host fp32 dst (n) = activations src (n) on the device, widened
+void kern_act_download(float *host_dst, const void *src, size_t n);
 // threads used by the CPU kernels (0 = library default)
 void kern_init(int num_threads);
 int kern_num_threads(void);
@@ -105,31 +120,33 @@ void kern_range_push(const char *name);
 void kern_range_pop(void);
 
 // ---- linear layers (weights are [out, in], like torch nn.Linear.weight) ----
-// out (N, OUT) = inp (N, IN) @ w^T
-void kern_matmul_fwd(float *out, const float *inp, const void *w, int N, int IN, int OUT);
+// out (N, OUT, dtype out_dt) = inp (N, IN) @ w^T
+void kern_matmul_fwd(void *out, KernDtype out_dt, const void *inp, const void *w, int N, int IN, int OUT);
 // dinp (N, IN) = dout @ w   (or += when accumulate_dinp; dinp may be NULL to skip)
-// dw (OUT, IN) += dout^T @ inp
-void kern_matmul_bwd(float *dinp, float *dw, const float *dout, const float *inp, const void *w,
+// dw (OUT, IN) += dout^T @ inp; dout (N, OUT) has dtype dout_dt (an fp32 one is rounded to bf16
+// for the tensor cores when activations are bf16)
+void kern_matmul_bwd(void *dinp, float *dw, const void *dout, KernDtype dout_dt, const void *inp, const void *w,
                      int N, int IN, int OUT, int accumulate_dinp);
 
 // ---- RMSNorm: out = inp * rstd * w, rstd = 1/sqrt(mean(inp^2) + eps) ----
 // rstd (N) is saved for backward.
-void kern_rmsnorm_fwd(float *out, float *rstd, const float *inp, const void *w, int N, int D, float eps);
-// dinp (N, D) += ..., dw (D) += ...
-void kern_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const void *w,
+// inp (N, D) is the fp32 residual stream; out (N, D) activations.
+void kern_rmsnorm_fwd(void *out, float *rstd, const float *inp, const void *w, int N, int D, float eps);
+// dinp (N, D) += ..., dw (D) += ...; dout (N, D) activations
+void kern_rmsnorm_bwd(float *dinp, float *dw, const void *dout, const float *inp, const void *w,
                       const float *rstd, int N, int D);
 // A residual add fused into the norm that follows it: y (N, D) += r, then out, rstd as
 // kern_rmsnorm_fwd of the new y (one read of y and r instead of two passes). Its backward is
 // kern_rmsnorm_bwd accumulating into the residual gradient.
-void kern_add_rmsnorm_fwd(float *y, float *out, float *rstd, const float *r, const void *w, int N, int D, float eps);
+void kern_add_rmsnorm_fwd(float *y, void *out, float *rstd, const float *r, const void *w, int N, int D, float eps);
 
 // ---- LayerNorm (torch.nn.LayerNorm): out = (inp - mean) * rstd * w + b ----
-// inp, out (N, D); w, b (D); biased variance, rstd = 1/sqrt(var + eps); mean, rstd (N) are saved
-// for backward
-void kern_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const void *w, const void *b,
+// inp (N, D) fp32 (the residual stream), out (N, D) activations; w, b (D); biased variance,
+// rstd = 1/sqrt(var + eps); mean, rstd (N) are saved for backward
+void kern_layernorm_fwd(void *out, float *mean, float *rstd, const float *inp, const void *w, const void *b,
                         int N, int D, float eps);
-// dinp (N, D) +=, dw (D) +=, db (D) +=; the sums over rows are deterministic
-void kern_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const void *w,
+// dinp (N, D) +=, dw (D) +=, db (D) +=; dout activations; the sums over rows are deterministic
+void kern_layernorm_bwd(float *dinp, float *dw, float *db, const void *dout, const float *inp, const void *w,
                         const float *mean, const float *rstd, int N, int D);
 
 // ---- RoPE, Hugging Face rotate_half convention ----
@@ -141,11 +158,11 @@ void kern_rope_table(float *cos_t, float *sin_t, int T, int hd, float theta);
 // each token's row holds its q, then k, then v. kern_qkv_split copies it into q (B, T, H, hd) and
 // k, v (B, T, KV, hd), rotating q and k by RoPE at positions pos0 + t when cos_t is not NULL
 // (tables of kern_rope_table; NULL: a plain split, minGPT's c_attn).
-void kern_qkv_split(float *q, float *k, float *v, const float *qkv, const float *cos_t, const float *sin_t, int B,
+void kern_qkv_split(void *q, void *k, void *v, const void *qkv, const float *cos_t, const float *sin_t, int B,
                     int T, int H, int KV, int hd, int pos0);
 // Its backward: dqkv (B, T, H*hd + 2*KV*hd) overwritten from dq, dk, dv, with dq and dk rotated
 // back (the inverse rotation, positions t) when cos_t is not NULL.
-void kern_qkv_merge(float *dqkv, const float *dq, const float *dk, const float *dv, const float *cos_t,
+void kern_qkv_merge(void *dqkv, const void *dq, const void *dk, const void *dv, const float *cos_t,
                     const float *sin_t, int B, int T, int H, int KV, int hd);
 
 // ---- dropout ----
@@ -163,7 +180,8 @@ typedef struct {
 void kern_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t sample0);
 
 // ---- causal grouped-query attention ----
-// q (B, Tq, H, hd); k, v (B, Tk, KV, hd) with batch stride kv_bstride floats (>= Tk*KV*hd);
+// q (B, Tq, H, hd); k, v (B, Tk, KV, hd) with batch stride kv_bstride elements (>= Tk*KV*hd);
+// q, k, v, out and the gradients are activations;
 // query t sits at position (Tk - Tq) + t and sees keys 0..that position.
 // H % KV == 0; query head h uses kv head h / (H / KV). Scale 1/sqrt(hd).
 // out (B, Tq, H, hd); saved: what backward needs, kern_attention_saved_floats(B, H, Tq, Tk)
@@ -172,38 +190,39 @@ void kern_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t sam
 // out = (mask * P) V / (1 - p); P[b, h, t, j] is kept iff u(key, sample0 + b, (h*Tq + t)*Tk + j) >= p.
 // Backward must get the same drop as its forward.
 size_t kern_attention_saved_floats(int B, int H, int Tq, int Tk);
-void kern_attention_fwd(float *out, float *saved, const float *q, const float *k, const float *v,
+void kern_attention_fwd(void *out, float *saved, const void *q, const void *k, const void *v,
                         int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride, const KernDropout *drop);
 // training form (Tq == Tk == T, kv contiguous). dq (B,T,H,hd), dk, dv (B,T,KV,hd) are overwritten.
 // out is the forward's output; scratch: at least kern_attention_scratch_floats(B, H, T) floats,
 // sized after kern_init (it may depend on the thread count).
 size_t kern_attention_scratch_floats(int B, int H, int T);
-void kern_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const float *dout, const float *out,
-                        const float *saved, const float *q, const float *k, const float *v,
+void kern_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void *dout, const void *out,
+                        const float *saved, const void *q, const void *k, const void *v,
                         int B, int T, int H, int KV, int hd, const KernDropout *drop);
 
 // ---- SwiGLU on the fused gate|up projection ----
 // One GEMM against the adjacent gate and up weights (2F rows) gives gu (N, 2F): each row holds
-// gate (F), then up (F). h (N, F) = silu(gate) * up.
-void kern_swiglu_fwd(float *h, const float *gu, int N, int F);
+// gate (F), then up (F). h (N, F) = silu(gate) * up. All activations.
+void kern_swiglu_fwd(void *h, const void *gu, int N, int F);
 // dgu (N, 2F) overwritten: d gate, then d up, per row, the layout one GEMM backward takes
-void kern_swiglu_bwd(float *dgu, const float *dh, const float *gu, int N, int F);
+void kern_swiglu_bwd(void *dgu, const void *dh, const void *gu, int N, int F);
 
 // ---- GELU, tanh approximation (torch gelu(approximate='tanh'), minGPT's NewGELU), all (n) elements ----
-// out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-void kern_gelu_fwd(float *out, const float *inp, size_t n);
+// out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); all activations
+void kern_gelu_fwd(void *out, const void *inp, size_t n);
 // dinp overwritten; it may be dout itself
-void kern_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n);
+void kern_gelu_bwd(void *dinp, const void *dout, const void *inp, size_t n);
 
 // ---- bias of a linear layer ----
-// out (N, D) += b (D) on every row
-void kern_bias_add(float *out, const void *b, int N, int D);
-// db (D) += column sums of dout (N, D); deterministic
-void kern_bias_bwd(float *db, const float *dout, int N, int D);
+// out (N, D, dtype dt) += b (D) on every row
+void kern_bias_add(void *out, KernDtype dt, const void *b, int N, int D);
+// db (D) += column sums of dout (N, D, dtype dt); deterministic
+void kern_bias_bwd(float *db, const void *dout, KernDtype dt, int N, int D);
 
 // ---- embedding ----
 // out (N, D) = wte[tokens[n]]
 void kern_embedding_fwd(float *out, const int32_t *tokens, const void *wte, int N, int D);
+// out and dout are the fp32 residual stream
 // dwte (V, D) += scatter of dout (N, D); deterministic (no atomics)
 void kern_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, int N, int D);
 
@@ -229,8 +248,9 @@ void kern_positions_bwd(float *dwpe, const float *dout, int B, int T, int D);
 // so the loss stays on the device until someone downloads it. The softmax statistics come from
 // one pass over each row in chunks of the vocabulary (online max and sum); with dscale != 0 a
 // second pass overwrites the logits (N, V) with dloss/dlogits * dscale, in place. With
-// dscale == 0 the logits are left untouched (evaluation).
-void kern_crossentropy_fwd_bwd(float *logits, const int32_t *targets, int N, int V, float dscale, double *loss);
+// dscale == 0 the logits are left untouched (evaluation). Logits are activations; the
+// statistics and the loss are fp32 (double).
+void kern_crossentropy_fwd_bwd(void *logits, const int32_t *targets, int N, int V, float dscale, double *loss);
 
 // ---- elementwise and reductions ----
 void kern_add(float *y, const float *x, size_t n);            // y += x

@@ -63,7 +63,7 @@ static float *forward_tokens(const ModelPlan *plan, const float *const *P, Activ
     model_embed_fwd(plan, P[plan->embed_unit], a, n, pos0);
     for (int l = 0; l < L; l++) model_block_fwd(plan, l, P[plan->block0 + l], a, n, pos0);
     model_head_fwd_bwd(plan, P[plan->head_unit], NULL, a, 0, n, 0.0f);
-    kern_download(logits, a->logits + (size_t)(n - 1) * V, (size_t)V * sizeof(float));
+    kern_act_download(logits, kern_act_at(a->logits, (size_t)(n - 1) * V), (size_t)V);
     return logits;
 }
 

@@ -48,54 +48,56 @@ static void gpt_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int w
     size_t N = (size_t)a->B * a->T, D = c->hidden_width, F = c->intermediate_size, V = c->vocab_size;
     int nl = c->num_layers;
     a->res = model_acts_buf((size_t)(nl + 1) * N * D);
-    a->xn1 = model_acts_buf(S * N * D);
+    a->xn1 = model_acts_act(S * N * D);
     a->mean1 = model_acts_buf(S * N);
     a->rstd1 = model_acts_buf(S * N);
-    a->qkv = model_acts_buf(N * 3 * D);
-    a->q = model_acts_buf(S * N * D);
-    a->k = model_acts_buf(S * N * D);
-    a->v = model_acts_buf(S * N * D);
+    a->qkv = model_acts_act(N * 3 * D);
+    a->q = model_acts_act(S * N * D);
+    a->k = model_acts_act(S * N * D);
+    a->v = model_acts_act(S * N * D);
     a->saved_len = kern_attention_saved_floats(a->B, c->num_heads, a->T, a->T);
     a->attn_saved = model_acts_buf(S * a->saved_len);
-    a->att = model_acts_buf(S * N * D);
+    a->att = model_acts_act(S * N * D);
     a->xmid = model_acts_buf(S * N * D);
-    a->xn2 = model_acts_buf(S * N * D);
+    a->xn2 = model_acts_act(S * N * D);
     a->mean2 = model_acts_buf(S * N);
     a->rstd2 = model_acts_buf(S * N);
-    a->up = model_acts_buf(S * N * F);
-    a->h = model_acts_buf(S * N * F);
-    a->xf = model_acts_buf(N * D);
+    a->up = model_acts_act(S * N * F);
+    a->h = model_acts_act(S * N * F);
+    a->xf = model_acts_act(N * D);
     a->meanf = model_acts_buf(N);
     a->rstdf = model_acts_buf(N);
-    a->logits = model_acts_buf(N * V);
+    a->logits = model_acts_act(N * V);
     if (with_kv_cache) {
-        a->kcache = model_acts_buf((size_t)nl * a->T * D);
-        a->vcache = model_acts_buf((size_t)nl * a->T * D);
+        a->kcache = model_acts_act((size_t)nl * a->T * D);
+        a->vcache = model_acts_act((size_t)nl * a->T * D);
         return;  // generation runs no backward
     }
     a->dres = model_acts_buf(N * D);
-    a->dxn = model_acts_buf(N * D);
+    a->dxn = model_acts_act(N * D);
     if (c->dropout > 0.0f) a->dbranch = model_acts_buf(N * D);
-    a->dq = model_acts_buf(N * D);
-    a->dk = model_acts_buf(N * D);
-    a->dv = model_acts_buf(N * D);
-    a->datt = model_acts_buf(N * D);
-    a->dh = model_acts_buf(N * F);
+    a->dq = model_acts_act(N * D);
+    a->dk = model_acts_act(N * D);
+    a->dv = model_acts_act(N * D);
+    a->datt = model_acts_act(N * D);
+    a->dh = model_acts_act(N * F);
     a->attn_scratch = model_acts_buf(kern_attention_scratch_floats(a->B, c->num_heads, a->T));
 }
 
 // Per-layer views into the saved activations; sizes follow the allocation above.
 typedef struct {
-    float *x, *xn1, *mean1, *rstd1, *q, *k, *v, *saved, *att, *xmid, *xn2, *mean2, *rstd2, *up, *h, *out;
+    float *x, *mean1, *rstd1, *saved, *xmid, *mean2, *rstd2, *out;  // fp32
+    void *xn1, *q, *k, *v, *att, *xn2, *up, *h;                    // activations
 } LayerActs;
 
 static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
     size_t N = (size_t)a->B * a->T, D = c->hidden_width, F = c->intermediate_size, i = a->slot[l];
-    LayerActs la = {.x = a->res + l * N * D, .xn1 = a->xn1 + i * N * D, .mean1 = a->mean1 + i * N,
-                    .rstd1 = a->rstd1 + i * N, .q = a->q + i * N * D, .k = a->k + i * N * D, .v = a->v + i * N * D,
-                    .saved = a->attn_saved + i * a->saved_len, .att = a->att + i * N * D,
-                    .xmid = a->xmid + i * N * D, .xn2 = a->xn2 + i * N * D, .mean2 = a->mean2 + i * N,
-                    .rstd2 = a->rstd2 + i * N, .up = a->up + i * N * F, .h = a->h + i * N * F,
+    LayerActs la = {.x = a->res + l * N * D, .xn1 = kern_act_at(a->xn1, i * N * D), .mean1 = a->mean1 + i * N,
+                    .rstd1 = a->rstd1 + i * N, .q = kern_act_at(a->q, i * N * D), .k = kern_act_at(a->k, i * N * D),
+                    .v = kern_act_at(a->v, i * N * D), .saved = a->attn_saved + i * a->saved_len,
+                    .att = kern_act_at(a->att, i * N * D), .xmid = a->xmid + i * N * D,
+                    .xn2 = kern_act_at(a->xn2, i * N * D), .mean2 = a->mean2 + i * N, .rstd2 = a->rstd2 + i * N,
+                    .up = kern_act_at(a->up, i * N * F), .h = kern_act_at(a->h, i * N * F),
                     .out = a->res + (l + 1) * N * D};
     return la;
 }
@@ -119,30 +121,30 @@ static void gpt_block_fwd(const ModelPlan *plan, int l, const void *p, Activatio
     LayerActs la = layer_acts(c, a, l);
     kern_layernorm_fwd(la.xn1, la.mean1, la.rstd1, la.x, WP(p, u, P_LN1_W), WP(p, u, P_LN1_B), N, D, c->norm_eps);
     // c_attn is q, k, v stacked: one GEMM, then the split RoPE-less Llama uses too
-    kern_matmul_fwd(a->qkv, la.xn1, WP(p, u, P_ATTN_W), N, D, 3 * D);  // (B, T, 3D)
-    kern_bias_add(a->qkv, WP(p, u, P_ATTN_B), N, 3 * D);
+    kern_matmul_fwd(a->qkv, KERN_ACT, la.xn1, WP(p, u, P_ATTN_W), N, D, 3 * D);  // (B, T, 3D)
+    kern_bias_add(a->qkv, KERN_ACT, WP(p, u, P_ATTN_B), N, 3 * D);
     kern_qkv_split(la.q, la.k, la.v, a->qkv, NULL, NULL, B, T, H, H, hd, pos0);  // each (B, T, H, hd)
     if (a->kcache) {  // generation: append to the cache (B == 1) and attend over all of it
         size_t base = (size_t)l * a->T * D;
-        kern_copy(a->kcache + base + (size_t)pos0 * D, la.k, (size_t)T * D);
-        kern_copy(a->vcache + base + (size_t)pos0 * D, la.v, (size_t)T * D);
-        kern_attention_fwd(la.att, la.saved, la.q, a->kcache + base, a->vcache + base, 1, T, pos0 + T, H, H, hd,
-                           (size_t)a->T * D, NULL);
+        kern_act_copy(kern_act_at(a->kcache, base + (size_t)pos0 * D), la.k, (size_t)T * D);
+        kern_act_copy(kern_act_at(a->vcache, base + (size_t)pos0 * D), la.v, (size_t)T * D);
+        kern_attention_fwd(la.att, la.saved, la.q, kern_act_at(a->kcache, base), kern_act_at(a->vcache, base), 1, T,
+                           pos0 + T, H, H, hd, (size_t)a->T * D, NULL);
     } else {
         KernDropout drop;
         kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, H, hd, (size_t)T * D,
                            model_attn_dropout(a, l, &drop));
     }
-    kern_matmul_fwd(la.xmid, la.att, WP(p, u, P_APROJ_W), N, D, D);
-    kern_bias_add(la.xmid, WP(p, u, P_APROJ_B), N, D);
+    kern_matmul_fwd(la.xmid, KERN_F32, la.att, WP(p, u, P_APROJ_W), N, D, D);
+    kern_bias_add(la.xmid, KERN_F32, WP(p, u, P_APROJ_B), N, D);
     model_dropout_fwd(a, la.xmid, T, D, l, DROP_ATTN_OUT);
     kern_add(la.xmid, la.x, (size_t)N * D);  // residual
     kern_layernorm_fwd(la.xn2, la.mean2, la.rstd2, la.xmid, WP(p, u, P_LN2_W), WP(p, u, P_LN2_B), N, D, c->norm_eps);
-    kern_matmul_fwd(la.up, la.xn2, WP(p, u, P_FC_W), N, D, F);  // (B, T, F)
-    kern_bias_add(la.up, WP(p, u, P_FC_B), N, F);
+    kern_matmul_fwd(la.up, KERN_ACT, la.xn2, WP(p, u, P_FC_W), N, D, F);  // (B, T, F)
+    kern_bias_add(la.up, KERN_ACT, WP(p, u, P_FC_B), N, F);
     kern_gelu_fwd(la.h, la.up, (size_t)N * F);
-    kern_matmul_fwd(la.out, la.h, WP(p, u, P_MPROJ_W), N, F, D);
-    kern_bias_add(la.out, WP(p, u, P_MPROJ_B), N, D);
+    kern_matmul_fwd(la.out, KERN_F32, la.h, WP(p, u, P_MPROJ_W), N, F, D);
+    kern_bias_add(la.out, KERN_F32, WP(p, u, P_MPROJ_B), N, D);
     model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
     kern_add(la.out, la.xmid, (size_t)N * D);  // residual
 }
@@ -155,11 +157,11 @@ static void gpt_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Act
     int N = a->B * T, D = c->hidden_width, V = c->vocab_size;
     const float *x = a->res + (size_t)c->num_layers * a->B * a->T * D;  // (B, T, D) last block out
     kern_layernorm_fwd(a->xf, a->meanf, a->rstdf, x, WP(p, u, P_LNF_W), WP(p, u, P_LNF_B), N, D, c->norm_eps);
-    kern_matmul_fwd(a->logits, a->xf, WP(p, u, P_WTE), N, D, V);  // (B, T, V)
+    kern_matmul_fwd(a->logits, KERN_ACT, a->xf, WP(p, u, P_WTE), N, D, V);  // (B, T, V)
     if (!with_targets) return;
     kern_crossentropy_fwd_bwd(a->logits, a->targets, N, V, dscale, a->loss);  // logits become dlogits
     if (dscale == 0.0f) return;
-    kern_matmul_bwd(a->dxn, W(g, u, P_WTE), a->logits, a->xf, WP(p, u, P_WTE), N, D, V, 0);
+    kern_matmul_bwd(a->dxn, W(g, u, P_WTE), a->logits, KERN_ACT, a->xf, WP(p, u, P_WTE), N, D, V, 0);
     kern_zero(a->dres, (size_t)N * D);
     kern_layernorm_bwd(a->dres, W(g, u, P_LNF_W), W(g, u, P_LNF_B), a->dxn, x, WP(p, u, P_LNF_W), a->meanf, a->rstdf, N, D);
 }
@@ -173,22 +175,22 @@ static void gpt_block_bwd(const ModelPlan *plan, int l, const void *p, float *g,
     float *dx = a->dres;  // (B, T, D): dloss/d out, becomes dloss/d xmid, then dloss/d x
     // MLP
     const float *dbr = model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT);
-    kern_bias_bwd(W(g, u, P_MPROJ_B), dbr, N, D);
-    kern_matmul_bwd(a->dh, W(g, u, P_MPROJ_W), dbr, la.h, WP(p, u, P_MPROJ_W), N, F, D, 0);
+    kern_bias_bwd(W(g, u, P_MPROJ_B), dbr, KERN_F32, N, D);
+    kern_matmul_bwd(a->dh, W(g, u, P_MPROJ_W), dbr, KERN_F32, la.h, WP(p, u, P_MPROJ_W), N, F, D, 0);
     kern_gelu_bwd(a->dh, a->dh, la.up, (size_t)N * F);
-    kern_bias_bwd(W(g, u, P_FC_B), a->dh, N, F);
-    kern_matmul_bwd(a->dxn, W(g, u, P_FC_W), a->dh, la.xn2, WP(p, u, P_FC_W), N, D, F, 0);
+    kern_bias_bwd(W(g, u, P_FC_B), a->dh, KERN_ACT, N, F);
+    kern_matmul_bwd(a->dxn, W(g, u, P_FC_W), a->dh, KERN_ACT, la.xn2, WP(p, u, P_FC_W), N, D, F, 0);
     kern_layernorm_bwd(dx, W(g, u, P_LN2_W), W(g, u, P_LN2_B), a->dxn, la.xmid, WP(p, u, P_LN2_W), la.mean2, la.rstd2, N, D);
     // attention
     dbr = model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT);
-    kern_bias_bwd(W(g, u, P_APROJ_B), dbr, N, D);
-    kern_matmul_bwd(a->datt, W(g, u, P_APROJ_W), dbr, la.att, WP(p, u, P_APROJ_W), N, D, D, 0);
+    kern_bias_bwd(W(g, u, P_APROJ_B), dbr, KERN_F32, N, D);
+    kern_matmul_bwd(a->datt, W(g, u, P_APROJ_W), dbr, KERN_F32, la.att, WP(p, u, P_APROJ_W), N, D, D, 0);
     KernDropout drop;
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, H, hd,
                        model_attn_dropout(a, l, &drop));
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, NULL, NULL, B, T, H, H, hd);  // (B, T, 3D)
-    kern_bias_bwd(W(g, u, P_ATTN_B), a->qkv, N, 3 * D);
-    kern_matmul_bwd(a->dxn, W(g, u, P_ATTN_W), a->qkv, la.xn1, WP(p, u, P_ATTN_W), N, D, 3 * D, 0);
+    kern_bias_bwd(W(g, u, P_ATTN_B), a->qkv, KERN_ACT, N, 3 * D);
+    kern_matmul_bwd(a->dxn, W(g, u, P_ATTN_W), a->qkv, KERN_ACT, la.xn1, WP(p, u, P_ATTN_W), N, D, 3 * D, 0);
     kern_layernorm_bwd(dx, W(g, u, P_LN1_W), W(g, u, P_LN1_B), a->dxn, la.x, WP(p, u, P_LN1_W), la.mean1, la.rstd1, N, D);
 }
 

@@ -49,40 +49,40 @@ static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int
     size_t qd = c->num_heads * hd, kvd = c->num_key_value_heads * hd, F = c->intermediate_size, V = c->vocab_size;
     int nl = c->num_layers;
     a->res = model_acts_buf((size_t)(nl + 1) * N * D);
-    a->xn1 = model_acts_buf(S * N * D);
+    a->xn1 = model_acts_act(S * N * D);
     a->rstd1 = model_acts_buf(S * N);
-    a->qkv = model_acts_buf(N * (qd + 2 * kvd));
-    a->q = model_acts_buf(S * N * qd);
-    a->k = model_acts_buf(S * N * kvd);
-    a->v = model_acts_buf(S * N * kvd);
+    a->qkv = model_acts_act(N * (qd + 2 * kvd));
+    a->q = model_acts_act(S * N * qd);
+    a->k = model_acts_act(S * N * kvd);
+    a->v = model_acts_act(S * N * kvd);
     a->saved_len = kern_attention_saved_floats(a->B, c->num_heads, a->T, a->T);
     a->attn_saved = model_acts_buf(S * a->saved_len);
-    a->att = model_acts_buf(S * N * qd);
+    a->att = model_acts_act(S * N * qd);
     a->xmid = model_acts_buf(S * N * D);
-    a->xn2 = model_acts_buf(S * N * D);
+    a->xn2 = model_acts_act(S * N * D);
     a->rstd2 = model_acts_buf(S * N);
-    a->up = model_acts_buf(S * N * 2 * F);
-    a->h = model_acts_buf(S * N * F);
-    a->xf = model_acts_buf(N * D);
+    a->up = model_acts_act(S * N * 2 * F);
+    a->h = model_acts_act(S * N * F);
+    a->xf = model_acts_act(N * D);
     a->rstdf = model_acts_buf(N);
-    a->logits = model_acts_buf(N * V);
+    a->logits = model_acts_act(N * V);
     a->rope_cos = model_acts_buf((size_t)a->T * hd / 2);
     a->rope_sin = model_acts_buf((size_t)a->T * hd / 2);
     if (a->rope_cos) kern_rope_table(a->rope_cos, a->rope_sin, a->T, (int)hd, c->rope_theta);
     if (with_kv_cache) {
-        a->kcache = model_acts_buf((size_t)nl * a->T * kvd);
-        a->vcache = model_acts_buf((size_t)nl * a->T * kvd);
+        a->kcache = model_acts_act((size_t)nl * a->T * kvd);
+        a->vcache = model_acts_act((size_t)nl * a->T * kvd);
         return;  // generation runs no backward
     }
     a->dres = model_acts_buf(N * D);
-    a->dxn = model_acts_buf(N * D);
+    a->dxn = model_acts_act(N * D);
     if (c->dropout > 0.0f) a->dbranch = model_acts_buf(N * D);
-    a->dq = model_acts_buf(N * qd);
-    a->dk = model_acts_buf(N * kvd);
-    a->dv = model_acts_buf(N * kvd);
-    a->datt = model_acts_buf(N * qd);
-    a->dup = model_acts_buf(N * 2 * F);
-    a->dh = model_acts_buf(N * F);
+    a->dq = model_acts_act(N * qd);
+    a->dk = model_acts_act(N * kvd);
+    a->dv = model_acts_act(N * kvd);
+    a->datt = model_acts_act(N * qd);
+    a->dup = model_acts_act(N * 2 * F);
+    a->dh = model_acts_act(N * F);
     a->attn_scratch = model_acts_buf(kern_attention_scratch_floats(a->B, c->num_heads, a->T));
 }
 
@@ -90,7 +90,8 @@ static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int
 
 // Per-layer views into the saved activations; sizes follow the allocation above.
 typedef struct {
-    float *x, *xn1, *rstd1, *q, *k, *v, *saved, *att, *xmid, *xn2, *rstd2, *gu, *h, *out;
+    float *x, *rstd1, *saved, *xmid, *rstd2, *out;  // fp32
+    void *xn1, *q, *k, *v, *att, *xn2, *gu, *h;      // activations
 } LayerActs;
 
 static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
@@ -98,11 +99,11 @@ static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
     size_t qd = c->num_heads * hd, kvd = c->num_key_value_heads * hd, F = c->intermediate_size;
     size_t i = a->slot[l];
     LayerActs la = {
-        .x = a->res + l * N * D, .xn1 = a->xn1 + i * N * D, .rstd1 = a->rstd1 + i * N, .q = a->q + i * N * qd,
-        .k = a->k + i * N * kvd, .v = a->v + i * N * kvd,
-        .saved = a->attn_saved + i * a->saved_len, .att = a->att + i * N * qd,
-        .xmid = a->xmid + i * N * D, .xn2 = a->xn2 + i * N * D, .rstd2 = a->rstd2 + i * N,
-        .gu = a->up + i * N * 2 * F, .h = a->h + i * N * F, .out = a->res + (l + 1) * N * D};
+        .x = a->res + l * N * D, .xn1 = kern_act_at(a->xn1, i * N * D), .rstd1 = a->rstd1 + i * N,
+        .q = kern_act_at(a->q, i * N * qd), .k = kern_act_at(a->k, i * N * kvd), .v = kern_act_at(a->v, i * N * kvd),
+        .saved = a->attn_saved + i * a->saved_len, .att = kern_act_at(a->att, i * N * qd),
+        .xmid = a->xmid + i * N * D, .xn2 = kern_act_at(a->xn2, i * N * D), .rstd2 = a->rstd2 + i * N,
+        .gu = kern_act_at(a->up, i * N * 2 * F), .h = kern_act_at(a->h, i * N * F), .out = a->res + (l + 1) * N * D};
     return la;
 }
 
@@ -121,23 +122,24 @@ static void llama_block_fwd(const ModelPlan *plan, int l, const void *p, Activat
     int hd = config_head_dim(c), F = c->intermediate_size;
     LayerActs la = layer_acts(c, a, l);
     kern_rmsnorm_fwd(la.xn1, la.rstd1, la.x, WP(p, u, P_LN1), N, D, c->norm_eps);
-    kern_matmul_fwd(a->qkv, la.xn1, WP(p, u, P_Q), N, D, (H + 2 * KV) * hd);  // (B, T, H*hd + 2*KV*hd)
+    kern_matmul_fwd(a->qkv, KERN_ACT, la.xn1, WP(p, u, P_Q), N, D, (H + 2 * KV) * hd);  // (B, T, H*hd + 2*KV*hd)
     kern_qkv_split(la.q, la.k, la.v, a->qkv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, pos0);
     if (a->kcache) {  // generation: append to the cache (B == 1) and attend over all of it
         size_t kvd = (size_t)KV * hd, base = (size_t)l * a->T * kvd + (size_t)pos0 * kvd;
-        kern_copy(a->kcache + base, la.k, (size_t)T * kvd);
-        kern_copy(a->vcache + base, la.v, (size_t)T * kvd);
-        kern_attention_fwd(la.att, la.saved, la.q, a->kcache + (size_t)l * a->T * kvd,
-                           a->vcache + (size_t)l * a->T * kvd, 1, T, pos0 + T, H, KV, hd, (size_t)a->T * kvd, NULL);
+        kern_act_copy(kern_act_at(a->kcache, base), la.k, (size_t)T * kvd);
+        kern_act_copy(kern_act_at(a->vcache, base), la.v, (size_t)T * kvd);
+        kern_attention_fwd(la.att, la.saved, la.q, kern_act_at(a->kcache, (size_t)l * a->T * kvd),
+                           kern_act_at(a->vcache, (size_t)l * a->T * kvd), 1, T, pos0 + T, H, KV, hd, (size_t)a->T * kvd,
+                           NULL);
     } else {
         kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL);
     }
-    kern_matmul_fwd(la.xmid, la.att, WP(p, u, P_O), N, H * hd, D);
+    kern_matmul_fwd(la.xmid, KERN_F32, la.att, WP(p, u, P_O), N, H * hd, D);
     model_dropout_fwd(a, la.xmid, T, D, l, DROP_ATTN_OUT);
     kern_add_rmsnorm_fwd(la.xmid, la.xn2, la.rstd2, la.x, WP(p, u, P_LN2), N, D, c->norm_eps);  // residual, norm
-    kern_matmul_fwd(la.gu, la.xn2, WP(p, u, P_GATE), N, D, 2 * F);  // (B, T, 2F): gate | up
+    kern_matmul_fwd(la.gu, KERN_ACT, la.xn2, WP(p, u, P_GATE), N, D, 2 * F);  // (B, T, 2F): gate | up
     kern_swiglu_fwd(la.h, la.gu, N, F);                            // (B, T, F)
-    kern_matmul_fwd(la.out, la.h, WP(p, u, P_DOWN), N, F, D);
+    kern_matmul_fwd(la.out, KERN_F32, la.h, WP(p, u, P_DOWN), N, F, D);
     model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
     kern_add(la.out, la.xmid, (size_t)N * D);  // residual
 }
@@ -149,11 +151,11 @@ static void llama_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, A
     int N = a->B * T, D = c->hidden_width, V = c->vocab_size;
     const float *x = a->res + (size_t)c->num_layers * a->B * a->T * D;  // (B, T, D) last block out
     kern_rmsnorm_fwd(a->xf, a->rstdf, x, WP(p, u, P_NORM), N, D, c->norm_eps);
-    kern_matmul_fwd(a->logits, a->xf, WP(p, u, P_LM_HEAD), N, D, V);  // (B, T, V)
+    kern_matmul_fwd(a->logits, KERN_ACT, a->xf, WP(p, u, P_LM_HEAD), N, D, V);  // (B, T, V)
     if (!with_targets) return;
     kern_crossentropy_fwd_bwd(a->logits, a->targets, N, V, dscale, a->loss);  // logits become dlogits
     if (dscale == 0.0f) return;
-    kern_matmul_bwd(a->dxn, W(g, u, P_LM_HEAD), a->logits, a->xf, WP(p, u, P_LM_HEAD), N, D, V, 0);
+    kern_matmul_bwd(a->dxn, W(g, u, P_LM_HEAD), a->logits, KERN_ACT, a->xf, WP(p, u, P_LM_HEAD), N, D, V, 0);
     kern_zero(a->dres, (size_t)N * D);
     kern_rmsnorm_bwd(a->dres, W(g, u, P_NORM), a->dxn, x, WP(p, u, P_NORM), a->rstdf, N, D);
 }
@@ -166,17 +168,18 @@ static void llama_block_bwd(const ModelPlan *plan, int l, const void *p, float *
     LayerActs la = layer_acts(c, a, l);
     float *dx = a->dres;  // (B, T, D): dloss/d out, becomes dloss/d xmid, then dloss/d x
     // MLP
-    kern_matmul_bwd(a->dh, W(g, u, P_DOWN), model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT), la.h, WP(p, u, P_DOWN), N, F, D, 0);
+    kern_matmul_bwd(a->dh, W(g, u, P_DOWN), model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT), KERN_F32, la.h,
+                    WP(p, u, P_DOWN), N, F, D, 0);
     kern_swiglu_bwd(a->dup, a->dh, la.gu, N, F);  // (B, T, 2F): d gate | d up
-    kern_matmul_bwd(a->dxn, W(g, u, P_GATE), a->dup, la.xn2, WP(p, u, P_GATE), N, D, 2 * F, 0);
+    kern_matmul_bwd(a->dxn, W(g, u, P_GATE), a->dup, KERN_ACT, la.xn2, WP(p, u, P_GATE), N, D, 2 * F, 0);
     kern_rmsnorm_bwd(dx, W(g, u, P_LN2), a->dxn, la.xmid, WP(p, u, P_LN2), la.rstd2, N, D);
     // attention
-    kern_matmul_bwd(a->datt, W(g, u, P_O), model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT), la.att, WP(p, u, P_O), N, H * hd,
-                    D, 0);
+    kern_matmul_bwd(a->datt, W(g, u, P_O), model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT), KERN_F32, la.att,
+                    WP(p, u, P_O), N, H * hd, D, 0);
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, KV,
                        hd, NULL);
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, KV, hd);
-    kern_matmul_bwd(a->dxn, W(g, u, P_Q), a->qkv, la.xn1, WP(p, u, P_Q), N, D, (H + 2 * KV) * hd, 0);
+    kern_matmul_bwd(a->dxn, W(g, u, P_Q), a->qkv, KERN_ACT, la.xn1, WP(p, u, P_Q), N, D, (H + 2 * KV) * hd, 0);
     kern_rmsnorm_bwd(dx, W(g, u, P_LN1), a->dxn, la.x, WP(p, u, P_LN1), la.rstd1, N, D);
 }
 

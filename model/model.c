@@ -83,11 +83,15 @@ void model_init_range(const TensorSpec *t, uint64_t seed, float std, size_t begi
 // model_acts_bytes runs the family's layout with acts_count set, which only adds up the sizes
 static size_t *acts_count;
 
-float *model_acts_buf(size_t n) {
-    if (!acts_count) return kern_alloc(n * sizeof(float), KERN_MEM_ACTIVATIONS);
-    *acts_count += n * sizeof(float);
+static void *acts_bytes(size_t bytes) {
+    if (!acts_count) return kern_alloc(bytes, KERN_MEM_ACTIVATIONS);
+    *acts_count += bytes;
     return NULL;
 }
+
+float *model_acts_buf(size_t n) { return acts_bytes(n * sizeof(float)); }
+
+void *model_acts_act(size_t n) { return acts_bytes(n * kern_act_bytes()); }
 
 void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every) {
     memset(a, 0, sizeof *a);

@@ -52,7 +52,9 @@ typedef struct {
 } ModelPlan;
 
 // Activations and scratch for batches of up to B sequences of up to T tokens. All buffers live
-// on the compute device (kern_alloc); NULL when the family or the mode does not use them.
+// on the compute device (kern_alloc); NULL when the family or the mode does not use them. The
+// `void *` ones hold activations in the kernels' activation dtype (kern_acts_bf16: bf16 under
+// --precision bf16 on a GPU), so they are indexed with kern_act_at; the `float *` ones stay fp32.
 typedef struct {
     int B, T, V;
     int32_t *tokens, *targets;  // (N) the batch, set by model_load_batch
@@ -60,36 +62,36 @@ typedef struct {
     // Block internals, one set per slot: each stored block has its own slot; checkpointed blocks
     // share one and are recomputed from their input in backward.
     int *slot, *recompute;  // (L) host arrays
-    float *xn1;          // (S, N, D) first norm out
+    void *xn1;           // (S, N, D) first norm out
     float *mean1, *rstd1;  // (S, N) its statistics (mean: LayerNorm only)
-    float *qkv;          // (N, H*hd + 2*KV*hd) the fused q|k|v projection, split into q, k, v; in
+    void *qkv;           // (N, H*hd + 2*KV*hd) the fused q|k|v projection, split into q, k, v; in
                          // backward their gradient, merged for one GEMM (scratch, not per slot)
-    float *q;            // (S, N, H*hd)
-    float *k, *v;        // (S, N, KV*hd)
+    void *q;             // (S, N, H*hd)
+    void *k, *v;         // (S, N, KV*hd)
     float *attn_saved;   // (S, saved_len) what attention backward needs
     size_t saved_len;    // kern_attention_saved_floats(B, H, T, T)
-    float *att;          // (S, N, H*hd) attention out, before the output projection
+    void *att;           // (S, N, H*hd) attention out, before the output projection
     float *xmid;         // (S, N, D) residual after attention
-    float *xn2;          // (S, N, D) second norm out
+    void *xn2;           // (S, N, D) second norm out
     float *mean2, *rstd2;  // (S, N)
-    float *up;           // Llama: (S, N, 2F) the fused gate|up projection; minGPT: (S, N, F) c_fc out, before GELU
-    float *h;            // (S, N, F) MLP hidden: SwiGLU / GELU out
-    float *xf;           // (N, D) final norm out
+    void *up;            // Llama: (S, N, 2F) the fused gate|up projection; minGPT: (S, N, F) c_fc out, before GELU
+    void *h;             // (S, N, F) MLP hidden: SwiGLU / GELU out
+    void *xf;            // (N, D) final norm out
     float *meanf, *rstdf;  // (N)
-    float *logits;       // (N, V) logits, then dloss/dlogits
+    void *logits;        // (N, V) logits, then dloss/dlogits
     double *loss;        // (1) the summed loss the classifier adds to, on the device
     // backward scratch, shared by all blocks
     float *dres;         // (N, D) dloss/d residual stream at the current unit
-    float *dxn;          // (N, D)
+    void *dxn;           // (N, D)
     float *dbranch;      // (N, D) a residual branch's gradient through its dropout (dropout > 0)
-    float *dq;           // (N, H*hd)
-    float *dk, *dv;      // (N, KV*hd)
-    float *datt;         // (N, H*hd)
-    float *dup;          // (N, 2F) Llama: d(gate|up)
-    float *dh;           // (N, F)
+    void *dq;            // (N, H*hd)
+    void *dk, *dv;       // (N, KV*hd)
+    void *datt;          // (N, H*hd)
+    void *dup;           // (N, 2F) Llama: d(gate|up)
+    void *dh;            // (N, F)
     float *attn_scratch;      // kern_attention_scratch_floats(B, H, T)
     float *rope_cos, *rope_sin;  // (T, hd/2) Llama
-    float *kcache, *vcache;      // (L, T, KV*hd) generation KV cache (B == 1); NULL in training
+    void *kcache, *vcache;       // (L, T, KV*hd) generation KV cache (B == 1); NULL in training
     // dropout of this batch (model_set_dropout): 0 in evaluation and generation
     float dropout;
     uint64_t drop_seed;  // run seed the masks are keyed by
@@ -133,8 +135,9 @@ void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int w
 void model_acts_free(Activations *a);
 // bytes model_acts_alloc would take with these arguments (the memory check before allocating)
 size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every);
-// a zeroed device buffer of n floats, or only counted while model_acts_bytes runs
+// a zeroed device buffer of n floats, or of n activations; or only counted while model_acts_bytes runs
 float *model_acts_buf(size_t n);
+void *model_acts_act(size_t n);
 
 // Copies a batch of ntok host tokens (and targets, unless NULL) to the device.
 // batch: which batch of a step (micro-batch) or of a validation pass this is, for the place a bad

@@ -179,6 +179,7 @@ int plan_main(int argc, char **argv) {
     const char *why = parallel_dims_build(&dims, &cfg, world, rpn);
     if (why) comm_fail_all("plan: %s", why);
     if (gpu && (why = kern_size_as_gpu())) comm_fail_all("plan: %s", why);
+    kern_set_compute_bf16(cfg.precision == PRECISION_BF16);  // activation sizes follow (kern_act_bytes)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     // a CPU run's attention scratch is per thread: the threads each of the node's ranks would get
     kern_init(cfg.num_threads ? cfg.num_threads : cores / rpn > 1 ? (int)(cores / rpn) : 1);

@@ -74,6 +74,52 @@ static void check(const char *name, const float *gpu, const float *ref, size_t n
     free(a);
 }
 
+// ---- activations in bf16 (--precision bf16 stores them so: cuda_set_acts_bf16) ----
+// A kernel's activation operands (and KERN_ACT ones) are then bf16 on the device. dev_buf uploads
+// host floats in an operand's dtype, first rounding the host copy to bf16 values so that both
+// sides start from the same numbers; check_buf compares what the GPU wrote, widened, with the
+// CPU's fp32 result, allowing one bf16 rounding (or, for tol 0, equal to the bf16-rounded result).
+#define TOL_ACT 1e-2
+static int acts;  // activations are bf16 now
+static void set_acts(int on) {
+    acts = on;
+    cuda_set_acts_bf16(on);
+}
+static int bf16_dt(KernDtype dt) { return acts && dt == KERN_ACT; }
+static size_t dt_bytes(KernDtype dt) { return bf16_dt(dt) ? sizeof(uint16_t) : sizeof(float); }
+static void *buf_at(const void *p, size_t i, KernDtype dt) { return (char *)p + i * dt_bytes(dt); }
+static void *new_buf(size_t n, KernDtype dt) { return cuda_alloc(n * dt_bytes(dt)); }
+static void *dev_buf(float *host, size_t n, KernDtype dt) {
+    if (!bf16_dt(dt)) return dev_f(host, n);
+    uint16_t *b = mallocCheck(sizeof(uint16_t) * n);
+    cpu_f32_to_bf16(b, host, n);
+    cpu_bf16_to_f32(host, b, n);
+    void *d = to_dev(b, sizeof(uint16_t) * n);
+    free(b);
+    return d;
+}
+static void check_buf(const char *name, const void *gpu, const float *ref, size_t n, double tol, KernDtype dt) {
+    if (!bf16_dt(dt)) return check(name, gpu, ref, n, tol);
+    uint16_t *b = mallocCheck(sizeof(uint16_t) * n);
+    float *a = mallocCheck(sizeof(float) * n), *r = mallocCheck(sizeof(float) * n);
+    cuda_download(b, gpu, sizeof(uint16_t) * n);
+    cpu_bf16_to_f32(a, b, n);
+    char full[256];
+    snprintf(full, sizeof full, "%s [bf16 act]", name);
+    if (tol == 0.0) {
+        cpu_round_bf16(memcpy(r, ref, sizeof(float) * n), n);
+        size_t bad = n;
+        for (size_t i = 0; i < n && bad == n; i++)
+            if (memcmp(a + i, r + i, sizeof(float))) bad = i;
+        report(bad == n, full, "first difference at %zu: %.9g vs %.9g", bad, bad < n ? a[bad] : 0.0f,
+               bad < n ? r[bad] : 0.0f);
+    } else {
+        const double e = rel_err(a, ref, n), t = fmax(tol, TOL_ACT);
+        report(e < t, full, "rel err %.3g >= %.1g", e, t);
+    }
+    free(b), free(a), free(r);
+}
+
 static void check_scalar(const char *name, double gpu, double ref, double tol) {
     const double e = fabs(gpu - ref) / fmax(fabs(ref), 1e-12);
     report(e < tol, name, "%.12g vs %.12g, rel err %.3g", gpu, ref, e);
@@ -126,37 +172,43 @@ static void test_memory(void) {
 
 // ---- matmul ----
 
-static void test_matmul(int N, int IN, int OUT, int misalign) {
-    char name[96];
-    const int o = misalign;  // offset in floats: pointers not 16-byte aligned
+// inp and dinp are activations; out and dout have dtype dt (the residual stream's GEMMs: KERN_F32)
+static void test_matmul(int N, int IN, int OUT, int misalign, KernDtype dt) {
+    char name[128];
+    const int o = misalign;  // offset in elements: pointers off 16-byte alignment
+    const KernDtype A = KERN_ACT;
     float *inp = rand_vec(N * IN + o, -1, 1), *w = rand_vec(OUT * IN + o, -1, 1), *dout = rand_vec(N * OUT + o, -1, 1);
     float *out = mallocCheck(sizeof(float) * (N * OUT + o));
     float *dinp = rand_vec(N * IN + o, -1, 1), *dw = rand_vec(OUT * IN + o, -1, 1);
-    float *d_inp = dev_f(inp, N * IN + o), *d_w = dev_f(w, OUT * IN + o), *d_dout = dev_f(dout, N * OUT + o);
-    float *d_out = cuda_alloc(sizeof(float) * (N * OUT + o));
-    float *d_dinp = dev_f(dinp, N * IN + o), *d_dw = dev_f(dw, OUT * IN + o);
+    void *d_inp = dev_buf(inp, N * IN + o, A), *d_dout = dev_buf(dout, N * OUT + o, dt), *d_out = new_buf(N * OUT + o, dt);
+    void *d_dinp = dev_buf(dinp, N * IN + o, A);
+    float *d_w = dev_f(w, OUT * IN + o), *d_dw = dev_f(dw, OUT * IN + o);
+    const char *dtn = dt == KERN_F32 && acts ? " fp32 out" : "";
 
-    cpu_matmul_fwd(out + o, inp + o, w + o, N, IN, OUT);
-    cuda_matmul_fwd(d_out + o, d_inp + o, d_w + o, N, IN, OUT);
-    snprintf(name, sizeof name, "matmul_fwd N=%d IN=%d OUT=%d offset=%d%s", N, IN, OUT, o, mode_name());
-    check(name, d_out + o, out + o, N * OUT, tol_mm());
+    cpu_matmul_fwd(out + o, dt, inp + o, w + o, N, IN, OUT);
+    cuda_matmul_fwd(buf_at(d_out, o, dt), dt, buf_at(d_inp, o, A), d_w + o, N, IN, OUT);
+    snprintf(name, sizeof name, "matmul_fwd N=%d IN=%d OUT=%d offset=%d%s%s", N, IN, OUT, o, mode_name(), dtn);
+    check_buf(name, buf_at(d_out, o, dt), out + o, N * OUT, tol_mm(), dt);
 
     for (int acc = 0; acc <= 1; acc++) {  // dinp overwritten, then accumulated; dw accumulates both times
-        cpu_matmul_bwd(dinp + o, dw + o, dout + o, inp + o, w + o, N, IN, OUT, acc);
-        cuda_matmul_bwd(d_dinp + o, d_dw + o, d_dout + o, d_inp + o, d_w + o, N, IN, OUT, acc);
-        snprintf(name, sizeof name, "matmul_bwd dinp acc=%d N=%d IN=%d OUT=%d offset=%d%s", acc, N, IN, OUT, o,
-                 mode_name());
-        check(name, d_dinp + o, dinp + o, N * IN, tol_mm());
-        snprintf(name, sizeof name, "matmul_bwd dw += (pass %d) N=%d IN=%d OUT=%d offset=%d%s", acc, N, IN, OUT, o,
-                 mode_name());
+        cpu_matmul_bwd(dinp + o, dw + o, dout + o, dt, inp + o, w + o, N, IN, OUT, acc);
+        cuda_matmul_bwd(buf_at(d_dinp, o, A), d_dw + o, buf_at(d_dout, o, dt), dt, buf_at(d_inp, o, A), d_w + o, N, IN,
+                        OUT, acc);
+        snprintf(name, sizeof name, "matmul_bwd dinp acc=%d N=%d IN=%d OUT=%d offset=%d%s%s", acc, N, IN, OUT, o,
+                 mode_name(), dtn);
+        check_buf(name, buf_at(d_dinp, o, A), dinp + o, N * IN, tol_mm(), A);
+        snprintf(name, sizeof name, "matmul_bwd dw += (pass %d) N=%d IN=%d OUT=%d offset=%d%s%s", acc, N, IN, OUT, o,
+                 mode_name(), dtn);
         check(name, d_dw + o, dw + o, OUT * IN, tol_mm());
     }
-    cpu_matmul_bwd(NULL, dw + o, dout + o, inp + o, w + o, N, IN, OUT, 0);
-    cuda_matmul_bwd(NULL, d_dw + o, d_dout + o, d_inp + o, d_w + o, N, IN, OUT, 0);
-    snprintf(name, sizeof name, "matmul_bwd dinp=NULL dw N=%d IN=%d OUT=%d offset=%d%s", N, IN, OUT, o, mode_name());
+    cpu_matmul_bwd(NULL, dw + o, dout + o, dt, inp + o, w + o, N, IN, OUT, 0);
+    cuda_matmul_bwd(NULL, d_dw + o, buf_at(d_dout, o, dt), dt, buf_at(d_inp, o, A), d_w + o, N, IN, OUT, 0);
+    snprintf(name, sizeof name, "matmul_bwd dinp=NULL dw N=%d IN=%d OUT=%d offset=%d%s%s", N, IN, OUT, o, mode_name(),
+             dtn);
     check(name, d_dw + o, dw + o, OUT * IN, tol_mm());
 
-    float *bufs[] = {inp, w, dout, out, dinp, dw}, *dbufs[] = {d_inp, d_w, d_dout, d_out, d_dinp, d_dw};
+    float *bufs[] = {inp, w, dout, out, dinp, dw};
+    void *dbufs[] = {d_inp, d_w, d_dout, d_out, d_dinp, d_dw};
     for (int i = 0; i < 6; i++) free(bufs[i]), cuda_free(dbufs[i]);
 }
 
@@ -181,12 +233,12 @@ static void test_bf16_params(int N, int IN, int OUT) {
     float *d_mean = cuda_alloc(sizeof(float) * N);
     set_mode(COMPUTE_BF16);
     cuda_set_params_bf16(1);
-    cpu_matmul_fwd(out, inp, w, N, IN, OUT);
-    cuda_matmul_fwd(d_out, d_inp, d_w, N, IN, OUT);
+    cpu_matmul_fwd(out, KERN_F32, inp, w, N, IN, OUT);
+    cuda_matmul_fwd(d_out, KERN_F32, d_inp, d_w, N, IN, OUT);
     snprintf(name, sizeof name, "bf16 params: matmul_fwd N=%d IN=%d OUT=%d", N, IN, OUT);
     check(name, d_out, out, (size_t)N * OUT, TOL_BF16);
-    cpu_matmul_bwd(dinp, dw, dout, inp, w, N, IN, OUT, 0);
-    cuda_matmul_bwd(d_dinp, d_dw, d_dout, d_inp, d_w, N, IN, OUT, 0);
+    cpu_matmul_bwd(dinp, dw, dout, KERN_F32, inp, w, N, IN, OUT, 0);
+    cuda_matmul_bwd(d_dinp, d_dw, d_dout, KERN_F32, d_inp, d_w, N, IN, OUT, 0);
     snprintf(name, sizeof name, "bf16 params: matmul_bwd dinp N=%d IN=%d OUT=%d", N, IN, OUT);
     check(name, d_dinp, dinp, (size_t)N * IN, TOL_BF16);
     snprintf(name, sizeof name, "bf16 params: matmul_bwd dw (fp32) N=%d IN=%d OUT=%d", N, IN, OUT);
@@ -215,8 +267,8 @@ static void test_bf16_params(int N, int IN, int OUT) {
     cpu_layernorm_bwd(dinp, dw, dw + IN, inp, inp, w, mean, rstd, N, IN);
     cuda_layernorm_bwd(d_dinp, d_dw, d_dw + IN, d_inp, d_inp, d_w, d_mean, d_rstd, N, IN);
     check("bf16 params: layernorm_bwd dinp", d_dinp, dinp, (size_t)N * IN, TOL_EW);
-    cpu_bias_add(inp, w, N, IN);
-    cuda_bias_add(d_inp, d_w, N, IN);
+    cpu_bias_add(inp, KERN_F32, w, N, IN);
+    cuda_bias_add(d_inp, KERN_F32, d_w, N, IN);
     check("bf16 params: bias_add", d_inp, inp, (size_t)N * IN, TOL_EW);
     cpu_positions_fwd(inp, w, 1, N, IN, 0);  // OUT >= N rows of IN as position embeddings
     cuda_positions_fwd(d_inp, d_w, 1, N, IN, 0);
@@ -242,13 +294,14 @@ static void test_rmsnorm(int N, int D) {
     float *inp = rand_vec((size_t)N * D, -2, 2), *w = rand_vec(D, 0.5f, 1.5f), *dout = rand_vec((size_t)N * D, -1, 1);
     float *out = mallocCheck(sizeof(float) * N * D), *rstd = mallocCheck(sizeof(float) * N);
     float *dinp = rand_vec((size_t)N * D, -1, 1), *dw = rand_vec(D, -1, 1);
-    float *d_inp = dev_f(inp, (size_t)N * D), *d_w = dev_f(w, D), *d_dout = dev_f(dout, (size_t)N * D);
-    float *d_out = cuda_alloc(sizeof(float) * N * D), *d_rstd = cuda_alloc(sizeof(float) * N);
+    float *d_inp = dev_f(inp, (size_t)N * D), *d_w = dev_f(w, D);
+    void *d_dout = dev_buf(dout, (size_t)N * D, KERN_ACT), *d_out = new_buf((size_t)N * D, KERN_ACT);
+    float *d_rstd = cuda_alloc(sizeof(float) * N);
     float *d_dinp = dev_f(dinp, (size_t)N * D), *d_dw = dev_f(dw, D);
     cpu_rmsnorm_fwd(out, rstd, inp, w, N, D, 1e-5f);
     cuda_rmsnorm_fwd(d_out, d_rstd, d_inp, d_w, N, D, 1e-5f);
     snprintf(name, sizeof name, "rmsnorm_fwd out N=%d D=%d", N, D);
-    check(name, d_out, out, (size_t)N * D, TOL_EW);
+    check_buf(name, d_out, out, (size_t)N * D, TOL_EW, KERN_ACT);
     snprintf(name, sizeof name, "rmsnorm_fwd rstd N=%d D=%d", N, D);
     check(name, d_rstd, rstd, N, TOL_EW);
     cpu_rmsnorm_bwd(dinp, dw, dout, inp, w, rstd, N, D);
@@ -257,7 +310,8 @@ static void test_rmsnorm(int N, int D) {
     check(name, d_dinp, dinp, (size_t)N * D, TOL_EW);
     snprintf(name, sizeof name, "rmsnorm_bwd dw += N=%d D=%d", N, D);
     check(name, d_dw, dw, D, TOL_EW);
-    float *bufs[] = {inp, w, dout, out, rstd, dinp, dw}, *dbufs[] = {d_inp, d_w, d_dout, d_out, d_rstd, d_dinp, d_dw};
+    float *bufs[] = {inp, w, dout, out, rstd, dinp, dw};
+    void *dbufs[] = {d_inp, d_w, d_dout, d_out, d_rstd, d_dinp, d_dw};
     for (int i = 0; i < 7; i++) free(bufs[i]), cuda_free(dbufs[i]);
 }
 
@@ -268,16 +322,18 @@ static void test_add_rmsnorm(int N, int D) {
     float *y = rand_vec(n, -2, 2), *r = rand_vec(n, -2, 2), *w = rand_vec(D, 0.5f, 1.5f);
     float *out = mallocCheck(sizeof(float) * n), *rstd = mallocCheck(sizeof(float) * N);
     float *d_y = dev_f(y, n), *d_r = dev_f(r, n), *d_w = dev_f(w, D);
-    float *d_out = cuda_alloc(sizeof(float) * n), *d_rstd = cuda_alloc(sizeof(float) * N);
+    void *d_out = new_buf(n, KERN_ACT);
+    float *d_rstd = cuda_alloc(sizeof(float) * N);
     cpu_add_rmsnorm_fwd(y, out, rstd, r, w, N, D, 1e-5f);
     cuda_add_rmsnorm_fwd(d_y, d_out, d_rstd, d_r, d_w, N, D, 1e-5f);
     snprintf(name, sizeof name, "add_rmsnorm_fwd y += r (exact) N=%d D=%d", N, D);
     check(name, d_y, y, n, 0.0);
     snprintf(name, sizeof name, "add_rmsnorm_fwd out N=%d D=%d", N, D);
-    check(name, d_out, out, n, TOL_EW);
+    check_buf(name, d_out, out, n, TOL_EW, KERN_ACT);
     snprintf(name, sizeof name, "add_rmsnorm_fwd rstd N=%d D=%d", N, D);
     check(name, d_rstd, rstd, N, TOL_EW);
-    float *bufs[] = {y, r, w, out, rstd}, *dbufs[] = {d_y, d_r, d_w, d_out, d_rstd};
+    float *bufs[] = {y, r, w, out, rstd};
+    void *dbufs[] = {d_y, d_r, d_w, d_out, d_rstd};
     for (int i = 0; i < 5; i++) free(bufs[i]), cuda_free(dbufs[i]);
 }
 
@@ -292,15 +348,15 @@ static void test_layernorm(int N, int D) {
     float *rstd = mallocCheck(sizeof(float) * N);
     float *dinp = rand_vec((size_t)N * D, -1, 1), *dw = rand_vec(D, -1, 1), *db = rand_vec(D, -1, 1);
     float *d_inp = dev_f(inp, (size_t)N * D), *d_w = dev_f(w, D), *d_b = dev_f(b, D);
-    float *d_dout = dev_f(dout, (size_t)N * D);
-    float *d_out = cuda_alloc(sizeof(float) * N * D), *d_mean = cuda_alloc(sizeof(float) * N);
+    void *d_dout = dev_buf(dout, (size_t)N * D, KERN_ACT), *d_out = new_buf((size_t)N * D, KERN_ACT);
+    float *d_mean = cuda_alloc(sizeof(float) * N);
     float *d_rstd = cuda_alloc(sizeof(float) * N);
     float *d_dinp = dev_f(dinp, (size_t)N * D), *d_dw = dev_f(dw, D), *d_db = dev_f(db, D);
     float *d_dinp2 = dev_f(dinp, (size_t)N * D), *d_dw2 = dev_f(dw, D), *d_db2 = dev_f(db, D);
     cpu_layernorm_fwd(out, mean, rstd, inp, w, b, N, D, 1e-5f);
     cuda_layernorm_fwd(d_out, d_mean, d_rstd, d_inp, d_w, d_b, N, D, 1e-5f);
     snprintf(name, sizeof name, "layernorm_fwd out N=%d D=%d", N, D);
-    check(name, d_out, out, (size_t)N * D, TOL_EW);
+    check_buf(name, d_out, out, (size_t)N * D, TOL_EW, KERN_ACT);
     snprintf(name, sizeof name, "layernorm_fwd mean N=%d D=%d", N, D);
     check(name, d_mean, mean, N, TOL_EW);
     snprintf(name, sizeof name, "layernorm_fwd rstd N=%d D=%d", N, D);
@@ -326,7 +382,7 @@ static void test_layernorm(int N, int D) {
     }
     free(first);
     float *bufs[] = {inp, w, b, dout, out, mean, rstd, dinp, dw, db};
-    float *dbufs[] = {d_inp, d_w, d_b, d_dout, d_out, d_mean, d_rstd, d_dinp, d_dw, d_db, d_dinp2, d_dw2, d_db2};
+    void *dbufs[] = {d_inp, d_w, d_b, d_dout, d_out, d_mean, d_rstd, d_dinp, d_dw, d_db, d_dinp2, d_dw2, d_db2};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     for (size_t i = 0; i < sizeof dbufs / sizeof dbufs[0]; i++) cuda_free(dbufs[i]);
 }
@@ -346,21 +402,25 @@ static void test_qkv(int B, int T, int H, int KV, int hd, int pos0, int rope) {
         check("rope_table sin", d_s, s, nt, 0.0);
     }
     const float *ct = rope ? c : NULL, *st = rope ? s : NULL, *d_ct = rope ? d_c : NULL, *d_st = rope ? d_s : NULL;
-    float *x = rand_vec(n, -1, 1), *d_x = dev_f(x, n);
+    float *x = rand_vec(n, -1, 1);
+    void *d_x = dev_buf(x, n, KERN_ACT);
     float *q = mallocCheck(sizeof(float) * nq), *k = mallocCheck(sizeof(float) * nkv), *v = mallocCheck(sizeof(float) * nkv);
-    float *d_q = cuda_alloc(sizeof(float) * nq), *d_k = cuda_alloc(sizeof(float) * nkv), *d_v = cuda_alloc(sizeof(float) * nkv);
+    void *d_q = new_buf(nq, KERN_ACT), *d_k = new_buf(nkv, KERN_ACT), *d_v = new_buf(nkv, KERN_ACT);
     cpu_qkv_split(q, k, v, x, ct, st, B, T, H, KV, hd, pos0);
     cuda_qkv_split(d_q, d_k, d_v, d_x, d_ct, d_st, B, T, H, KV, hd, pos0);
     snprintf(name, sizeof name, "qkv_split%s q B=%d T=%d H=%d KV=%d hd=%d pos0=%d", rope ? " rope" : "", B, T, H, KV, hd, pos0);
-    check(name, d_q, q, nq, rope ? TOL_EW : 0.0);
+    check_buf(name, d_q, q, nq, rope ? TOL_EW : 0.0, KERN_ACT);
     snprintf(name, sizeof name, "qkv_split%s k", rope ? " rope" : "");
-    check(name, d_k, k, nkv, rope ? TOL_EW : 0.0);
+    check_buf(name, d_k, k, nkv, rope ? TOL_EW : 0.0, KERN_ACT);
     snprintf(name, sizeof name, "qkv_split%s v (exact)", rope ? " rope" : "");
-    check(name, d_v, v, nkv, 0.0);
+    check_buf(name, d_v, v, nkv, 0.0, KERN_ACT);
+    // backward from the forward's outputs as the GPU holds them
+    cuda_free(d_q), cuda_free(d_k), cuda_free(d_v);
+    d_q = dev_buf(q, nq, KERN_ACT), d_k = dev_buf(k, nkv, KERN_ACT), d_v = dev_buf(v, nkv, KERN_ACT);
     cpu_qkv_merge(x, q, k, v, ct, st, B, T, H, KV, hd);
     cuda_qkv_merge(d_x, d_q, d_k, d_v, d_ct, d_st, B, T, H, KV, hd);
     snprintf(name, sizeof name, "qkv_merge%s", rope ? " rope" : "");
-    check(name, d_x, x, n, rope ? TOL_EW : 0.0);
+    check_buf(name, d_x, x, n, rope ? TOL_EW : 0.0, KERN_ACT);
     free(c), free(s), free(x), free(q), free(k), free(v);
     cuda_free(d_c), cuda_free(d_s), cuda_free(d_x), cuda_free(d_q), cuda_free(d_k), cuda_free(d_v);
 }
@@ -380,38 +440,53 @@ static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t 
     float *q = rand_vec(nq, -2, 2), *k = rand_vec(nkv, -2, 2), *v = rand_vec(nkv, -1, 1);
     float *out = mallocCheck(sizeof(float) * nq);
     float *saved = mallocCheck(sizeof(float) * cpu_attention_saved_floats(B, H, Tq, Tk));
-    float *d_q = dev_f(q, nq), *d_k = dev_f(k, nkv), *d_v = dev_f(v, nkv), *d_out = cuda_alloc(sizeof(float) * nq);
+    void *d_q = dev_buf(q, nq, KERN_ACT), *d_k = dev_buf(k, nkv, KERN_ACT), *d_v = dev_buf(v, nkv, KERN_ACT);
+    void *d_out = new_buf(nq, KERN_ACT);
     float *d_saved = cuda_alloc(sizeof(float) * cuda_attention_saved_floats(B, H, Tq, Tk));
     cpu_attention_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, drop);
     cuda_attention_fwd(d_out, d_saved, d_q, d_k, d_v, B, Tq, Tk, H, KV, hd, kv_bstride, drop);
     snprintf(name, sizeof name, "attention_fwd %s", cfg);
-    check(name, d_out, out, nq, tol_mm());
+    check_buf(name, d_out, out, nq, tol_mm(), KERN_ACT);
+    if (acts) {  // backward takes out as the GPU holds it (bf16); the CPU the same values
+        float *held = mallocCheck(sizeof(float) * nq);
+        uint16_t *b = mallocCheck(sizeof(uint16_t) * nq);
+        cuda_download(b, d_out, sizeof(uint16_t) * nq);
+        cpu_bf16_to_f32(held, b, nq);
+        memcpy(out, held, sizeof(float) * nq);
+        free(held), free(b);
+    }
 
     if (Tq == Tk && kv_bstride == (size_t)Tk * KV * hd) {
         const int T = Tq;
         float *dout = rand_vec(nq, -1, 1), *dq = mallocCheck(sizeof(float) * nq);
         float *dk = mallocCheck(sizeof(float) * nkv), *dv = mallocCheck(sizeof(float) * nkv);
         float *scratch = mallocCheck(sizeof(float) * cpu_attention_scratch_floats(B, H, T));
-        cpu_attention_bwd(dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, drop);
         // the GPU outputs start as garbage: backward must overwrite them
-        float *d_dout = dev_f(dout, nq), *d_dq = dev_f(q, nq), *d_dk = dev_f(k, nkv), *d_dv = dev_f(v, nkv);
+        float *junk = rand_vec(nq, -3, 3);
+        void *d_dout = dev_buf(dout, nq, KERN_ACT), *d_dq = dev_buf(junk, nq, KERN_ACT);
+        void *d_dk = dev_buf(junk, nkv, KERN_ACT), *d_dv = dev_buf(junk, nkv, KERN_ACT);
+        free(junk);
+        cpu_attention_bwd(dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, drop);
         float *d_scratch = cuda_alloc(sizeof(float) * cuda_attention_scratch_floats(B, H, T));
         cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd, drop);
-        const float *gpu[3] = {d_dq, d_dk, d_dv}, *ref[3] = {dq, dk, dv};
+        const void *gpu[3] = {d_dq, d_dk, d_dv};
+        const float *ref[3] = {dq, dk, dv};
         const size_t len[3] = {nq, nkv, nkv};
         const char *what[3] = {"dq", "dk", "dv"};
-        float *first[3];
+        void *first[3];
         for (int i = 0; i < 3; i++) {
             snprintf(name, sizeof name, "attention_bwd %s %s", what[i], cfg);
-            check(name, gpu[i], ref[i], len[i], tol_mm());
+            check_buf(name, gpu[i], ref[i], len[i], tol_mm(), KERN_ACT);
             first[i] = mallocCheck(sizeof(float) * len[i]);
-            cuda_download(first[i], gpu[i], sizeof(float) * len[i]);
+            cuda_download(first[i], gpu[i], dt_bytes(KERN_ACT) * len[i]);
         }
         cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd, drop);
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < 3; i++) {  // the same bytes again
+            char *again = mallocCheck(sizeof(float) * len[i]);
+            cuda_download(again, gpu[i], dt_bytes(KERN_ACT) * len[i]);
             snprintf(name, sizeof name, "attention_bwd %s deterministic %s", what[i], cfg);
-            check(name, gpu[i], first[i], len[i], 0.0);
-            free(first[i]);
+            report(!memcmp(again, first[i], dt_bytes(KERN_ACT) * len[i]), name, "bytes differ between two runs");
+            free(first[i]), free(again);
         }
         free(dout), free(dq), free(dk), free(dv), free(scratch);
         cuda_free(d_dout), cuda_free(d_dq), cuda_free(d_dk), cuda_free(d_dv), cuda_free(d_scratch);
@@ -490,15 +565,16 @@ static void test_swiglu(int N, int F) {
     const size_t n = (size_t)N * F;
     float *gu = rand_vec(2 * n, -6, 6), *dh = rand_vec(n, -1, 1);
     float *h = mallocCheck(sizeof(float) * n), *dgu = mallocCheck(sizeof(float) * 2 * n);
-    float *d_gu = dev_f(gu, 2 * n), *d_dh = dev_f(dh, n);
-    float *d_h = cuda_alloc(sizeof(float) * n), *d_dgu = cuda_alloc(sizeof(float) * 2 * n);
+    void *d_gu = dev_buf(gu, 2 * n, KERN_ACT), *d_dh = dev_buf(dh, n, KERN_ACT);
+    void *d_h = new_buf(n, KERN_ACT), *d_dgu = new_buf(2 * n, KERN_ACT);
     cpu_swiglu_fwd(h, gu, N, F);
     cuda_swiglu_fwd(d_h, d_gu, N, F);
-    check("swiglu_fwd (fused gate|up)", d_h, h, n, TOL_EW);
+    check_buf("swiglu_fwd (fused gate|up)", d_h, h, n, TOL_EW, KERN_ACT);
     cpu_swiglu_bwd(dgu, dh, gu, N, F);
     cuda_swiglu_bwd(d_dgu, d_dh, d_gu, N, F);
-    check("swiglu_bwd d(gate|up)", d_dgu, dgu, 2 * n, TOL_EW);
-    float *bufs[] = {gu, dh, h, dgu}, *dbufs[] = {d_gu, d_dh, d_h, d_dgu};
+    check_buf("swiglu_bwd d(gate|up)", d_dgu, dgu, 2 * n, TOL_EW, KERN_ACT);
+    float *bufs[] = {gu, dh, h, dgu};
+    void *dbufs[] = {d_gu, d_dh, d_h, d_dgu};
     for (int i = 0; i < 4; i++) free(bufs[i]), cuda_free(dbufs[i]);
 }
 
@@ -508,38 +584,41 @@ static void test_gelu(size_t N) {
     float *x = rand_vec(N, -8, 8), *dy = rand_vec(N, -1, 1);
     x[0] = -120.0f, x[1] = 120.0f, x[2] = 0.0f;  // saturated ends and 0
     float *y = mallocCheck(sizeof(float) * N), *dx = mallocCheck(sizeof(float) * N);
-    float *d_x = dev_f(x, N), *d_dy = dev_f(dy, N), *d_y = cuda_alloc(sizeof(float) * N);
-    float *d_dx = cuda_alloc(sizeof(float) * N);
+    void *d_x = dev_buf(x, N, KERN_ACT), *d_dy = dev_buf(dy, N, KERN_ACT), *d_y = new_buf(N, KERN_ACT);
+    void *d_dx = new_buf(N, KERN_ACT);
     cpu_gelu_fwd(y, x, N);
     cuda_gelu_fwd(d_y, d_x, N);
-    check("gelu_fwd", d_y, y, N, TOL_EW);
+    check_buf("gelu_fwd", d_y, y, N, TOL_EW, KERN_ACT);
     cpu_gelu_bwd(dx, dy, x, N);
     cuda_gelu_bwd(d_dx, d_dy, d_x, N);
-    check("gelu_bwd", d_dx, dx, N, TOL_EW);
+    check_buf("gelu_bwd", d_dx, dx, N, TOL_EW, KERN_ACT);
     cuda_gelu_bwd(d_dy, d_dy, d_x, N);  // in place: dinp == dout
-    check("gelu_bwd in place (dinp == dout)", d_dy, dx, N, TOL_EW);
+    check_buf("gelu_bwd in place (dinp == dout)", d_dy, dx, N, TOL_EW, KERN_ACT);
     free(x), free(dy), free(y), free(dx);
     cuda_free(d_x), cuda_free(d_dy), cuda_free(d_y), cuda_free(d_dx);
 }
 
 // ---- bias and learned positions ----
 
-static void test_bias(int N, int D) {
+// on a tensor of dtype dt (activations, or the residual stream's fp32)
+static void test_bias(int N, int D, KernDtype dt) {
     char name[80];
     float *out = rand_vec((size_t)N * D, -1, 1), *b = rand_vec(D, -1, 1), *db = rand_vec(D, -1, 1);
-    float *d_out = dev_f(out, (size_t)N * D), *d_b = dev_f(b, D), *d_db = dev_f(db, D), *d_db2 = dev_f(db, D);
-    cpu_bias_add(out, b, N, D);
-    cuda_bias_add(d_out, d_b, N, D);
+    void *d_out = dev_buf(out, (size_t)N * D, dt);
+    float *d_b = dev_f(b, D), *d_db = dev_f(db, D), *d_db2 = dev_f(db, D);
+    cpu_bias_add(out, dt, b, N, D);
+    cuda_bias_add(d_out, dt, d_b, N, D);
     snprintf(name, sizeof name, "bias_add (exact) N=%d D=%d", N, D);
-    check(name, d_out, out, (size_t)N * D, 0.0);
-    cpu_bias_bwd(db, out, N, D);  // the column sums of out
-    cuda_bias_bwd(d_db, d_out, N, D);
+    check_buf(name, d_out, out, (size_t)N * D, 0.0, dt);
+    if (bf16_dt(dt)) cpu_round_bf16(out, (size_t)N * D);  // the sums below read out as the GPU holds it
+    cpu_bias_bwd(db, out, dt, N, D);  // the column sums of out
+    cuda_bias_bwd(d_db, d_out, dt, N, D);
     snprintf(name, sizeof name, "bias_bwd db += N=%d D=%d", N, D);
     check(name, d_db, db, D, TOL_EW);
     float *first = mallocCheck(sizeof(float) * D);
     cuda_download(first, d_db, sizeof(float) * D);
     cuda_download(db, d_db2, sizeof(float) * D);  // db as it was before
-    cuda_bias_bwd(d_db2, d_out, N, D);
+    cuda_bias_bwd(d_db2, d_out, dt, N, D);
     snprintf(name, sizeof name, "bias_bwd deterministic N=%d D=%d", N, D);
     check(name, d_db2, first, D, 0.0);
     free(out), free(b), free(db), free(first);
@@ -636,7 +715,7 @@ static void test_tokens_check(void) {
 // ---- cross-entropy ----
 
 // the loss sum of one call: the GPU's accumulates on the device (from 0.25 here), fetched after
-static double ce_gpu(float *d_logits, const int32_t *d_tgt, int N, int V, float dscale) {
+static double ce_gpu(void *d_logits, const int32_t *d_tgt, int N, int V, float dscale) {
     const double start = 0.25;
     double *d_loss = to_dev(&start, sizeof start), loss;
     cuda_crossentropy_fwd_bwd(d_logits, d_tgt, N, V, dscale, d_loss);
@@ -655,22 +734,22 @@ static void test_crossentropy(int N, int V) {
     char name[80];
     const size_t n = (size_t)N * V;
     float *logits = rand_vec(n, -8, 8), *orig = mallocCheck(sizeof(float) * n);
-    memcpy(orig, logits, sizeof(float) * n);
     int32_t *tgt = rand_tokens(N, V);
-    float *d_logits = dev_f(logits, n);
+    void *d_logits = dev_buf(logits, n, KERN_ACT);
+    memcpy(orig, logits, sizeof(float) * n);
     int32_t *d_tgt = to_dev(tgt, sizeof(int32_t) * N);
     // evaluation: logits untouched
     const double le_cpu = ce_cpu(logits, tgt, N, V, 0.0f), le_gpu = ce_gpu(d_logits, d_tgt, N, V, 0.0f);
     snprintf(name, sizeof name, "crossentropy loss (eval) N=%d V=%d", N, V);
     check_scalar(name, le_gpu, le_cpu, 1e-5);
     snprintf(name, sizeof name, "crossentropy dscale=0 leaves logits N=%d V=%d", N, V);
-    check(name, d_logits, orig, n, 0.0);
+    check_buf(name, d_logits, orig, n, 0.0, KERN_ACT);
     const float dscale = 1.0f / N;
     const double l_cpu = ce_cpu(logits, tgt, N, V, dscale), l_gpu = ce_gpu(d_logits, d_tgt, N, V, dscale);
     snprintf(name, sizeof name, "crossentropy loss N=%d V=%d", N, V);
     check_scalar(name, l_gpu, l_cpu, 1e-5);
     snprintf(name, sizeof name, "crossentropy dlogits N=%d V=%d", N, V);
-    check(name, d_logits, logits, n, TOL_EW);
+    check_buf(name, d_logits, logits, n, TOL_EW, KERN_ACT);
     free(logits), free(orig), free(tgt);
     cuda_free(d_logits), cuda_free(d_tgt);
 }
@@ -776,6 +855,47 @@ static void test_bf16(void) {
 
 // ---- --bench: kernel timings at the ~1B model's shapes (B=4, T=2048, D=2048, F=5632, H=16, KV=8) ----
 
+// ---- --precision bf16's activations: every kernel that reads or writes them, on bf16 ----
+
+static void test_bf16_activations(void) {
+    set_mode(COMPUTE_BF16);
+    set_acts(1);
+    test_matmul(64, 128, 96, 0, KERN_ACT);
+    test_matmul(64, 128, 96, 0, KERN_F32);  // the residual stream's GEMMs: fp32 out, fp32 dout rounded
+    test_matmul(67, 45, 83, 1, KERN_ACT);   // odd sizes, 2-byte aligned operands
+    if (emu_cudnn_plans_built != NULL) {     // no bf16 algorithm: the fp32 fallback, bf16 out through fp32 scratch
+        setenv("FSDPC_EMU_LT_NO_BF16", "1", 1);
+        test_matmul(61, 45, 83, 1, KERN_ACT);
+        unsetenv("FSDPC_EMU_LT_NO_BF16");
+    }
+    test_attention(2, 256, 256, 8, 2, 64, (size_t)256 * 2 * 64, NULL);
+    test_attention(2, 77, 77, 6, 3, 24, (size_t)77 * 3 * 24, NULL);
+    test_attention(1, 7, 100, 8, 2, 64, (size_t)(128) * 2 * 64, NULL);  // KV cache
+    const KernDropout drop = {0.2f, 0xabcdefULL, 5};
+    test_attention(2, 130, 130, 4, 2, 64, (size_t)130 * 2 * 64, &drop);
+    // cuDNN reads and writes the bf16 activations where they lie
+    const char *line = cuda_attention_select(KERN_ATTENTION_CUDNN, 1, 64, &(int){0});
+    if (emu_cudnn_plans_built != NULL || !strstr(line, "cannot load")) {
+        att_path = " [cudnn]";
+        test_attention(2, 256, 256, 8, 2, 64, (size_t)256 * 2 * 64, NULL);
+        test_attention(1, 100, 100, 4, 4, 64, (size_t)100 * 4 * 64, NULL);
+        att_path = "";
+    }
+    cuda_attention_select(KERN_ATTENTION_NATIVE, 1, 64, &(int){0});
+    test_rmsnorm(37, 300);
+    test_add_rmsnorm(300, 4096);
+    test_layernorm(37, 300);
+    test_qkv(2, 9, 4, 2, 24, 5, 1);
+    test_qkv(2, 5, 4, 4, 8, 0, 0);
+    test_swiglu(37, 2731);
+    test_gelu(100003);
+    test_bias(37, 300, KERN_ACT);
+    test_bias(37, 300, KERN_F32);
+    test_crossentropy(13, 1000);
+    set_acts(0);
+    set_mode(COMPUTE_FP32);
+}
+
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -801,6 +921,13 @@ static float *dev_rand(size_t n) {
     return d;
 }
 
+// a bf16 device copy of n device floats
+static uint16_t *bf16_copy(const float *src, size_t n) {
+    uint16_t *d = cuda_alloc(sizeof(uint16_t) * n);
+    cuda_f32_to_bf16(d, src, n);
+    return d;
+}
+
 static void bench(void) {
     const int B = 4, T = 2048, D = 2048, F = 5632, H = 16, KV = 8, hd = D / H, N = B * T, reps = 10;
     const size_t nNF = (size_t)N * F, nND = (size_t)N * D, nDF = (size_t)D * F, nkv = (size_t)N * KV * hd;
@@ -810,11 +937,24 @@ static void bench(void) {
     printf("# matmul (N=%d, %d -> %d)            fwd ms  TFLOP/s   bwd ms  TFLOP/s\n", N, D, F);
     for (int mode = COMPUTE_FP32; mode <= COMPUTE_FAST_16BF; mode++) {
         cuda_set_compute(mode);
-        const double f = TIME_MS(reps, cuda_matmul_fwd(y, x, w, N, D, F));
-        const double b = TIME_MS(reps, cuda_matmul_bwd(dx, dw, y, x, w, N, D, F, 0));
+        const double f = TIME_MS(reps, cuda_matmul_fwd(y, KERN_F32, x, w, N, D, F));
+        const double b = TIME_MS(reps, cuda_matmul_bwd(dx, dw, y, KERN_F32, x, w, N, D, F, 0));
         static const char *const what[] = {"fp32", "bf16 (operands cast)", "fast-16bf (cuBLASLt rounds)"};
         printf("  %-34s %7.3f %8.1f  %7.3f %8.1f\n", what[mode], f, mm / f * 1e-9, b, 2 * mm / b * 1e-9);
     }
+    // as --precision bf16 trains: bf16 weights and activations taken as they lie, bf16 outputs
+    uint16_t *xb = bf16_copy(x, nND), *wb = bf16_copy(w, nDF), *yb = bf16_copy(y, nNF), *dxb = bf16_copy(dx, nND);
+    cuda_set_compute(COMPUTE_BF16);
+    cuda_set_params_bf16(1);
+    cuda_set_acts_bf16(1);
+    {
+        const double f = TIME_MS(reps, cuda_matmul_fwd(yb, KERN_ACT, xb, wb, N, D, F));
+        const double b = TIME_MS(reps, cuda_matmul_bwd(dxb, dw, yb, KERN_ACT, xb, wb, N, D, F, 0));
+        printf("  %-34s %7.3f %8.1f  %7.3f %8.1f\n", "bf16 (bf16 weights, activations)", f, mm / f * 1e-9, b,
+               2 * mm / b * 1e-9);
+    }
+    cuda_set_params_bf16(0);
+    cuda_set_acts_bf16(0);
     const double cast = TIME_MS(reps, cuda_f32_to_bf16((uint16_t *)dx, y, nND));
     printf("  bf16 cast of an (N, D) operand: %.3f ms, %.0f GB/s\n", cast, nND * 6.0 / cast * 1e-6);
 
@@ -828,8 +968,11 @@ static void bench(void) {
     float *scratch = cuda_alloc(sizeof(float) * cuda_attention_scratch_floats(B, H, T));
     const double af = 2.0 * 2.0 * B * H * (double)T * T * hd / 2;
     printf("# attention (B=%d T=%d H=%d KV=%d hd=%d)    fwd ms  TFLOP/s   bwd ms  TFLOP/s\n", B, T, H, KV, hd);
-    // fp32, bf16 WMMA, then cuDNN's fused attention (bf16 operand casts included) where it loads
-    for (int mode = COMPUTE_FP32; mode <= COMPUTE_BF16 + 1; mode++) {
+    // fp32, bf16 WMMA, then cuDNN's fused attention where it loads: on fp32 tensors (bf16 casts
+    // included), then on bf16 activations as --precision bf16 trains
+    uint16_t *qb = bf16_copy(q, nND), *kb = bf16_copy(k, nkv), *vb = bf16_copy(v, nkv), *doutb = bf16_copy(dout, nND);
+    uint16_t *ob = bf16_copy(q, nND), *dqb = bf16_copy(q, nND), *dkb = bf16_copy(k, nkv), *dvb = bf16_copy(k, nkv);
+    for (int mode = COMPUTE_FP32; mode <= COMPUTE_BF16 + 2; mode++) {
         cuda_set_compute(mode > COMPUTE_BF16 ? COMPUTE_BF16 : mode);
         int failed;
         const char *att = cuda_attention_select(mode > COMPUTE_BF16 ? KERN_ATTENTION_CUDNN : KERN_ATTENTION_NATIVE,
@@ -838,11 +981,18 @@ static void bench(void) {
             printf("  %s\n", att);
             break;
         }
-        static const char *const what[] = {"fp32 (CUDA cores)", "bf16 (WMMA tensor cores)", "bf16 (cuDNN fused SDPA)"};
+        static const char *const what[] = {"fp32 (CUDA cores)", "bf16 (WMMA tensor cores)", "bf16 (cuDNN, fp32 tensors)",
+                                           "bf16 (cuDNN, bf16 activations)"};
+        const int ab = mode == COMPUTE_BF16 + 2;
+        cuda_set_acts_bf16(ab);
+        void *Q = ab ? (void *)qb : q, *K = ab ? (void *)kb : k, *Vv = ab ? (void *)vb : v, *O = ab ? (void *)ob : o;
+        void *dO = ab ? (void *)doutb : dout, *dQ = ab ? (void *)dqb : dq, *dK = ab ? (void *)dkb : dk;
+        void *dV = ab ? (void *)dvb : dv;
         const double f =
-            TIME_MS(reps, cuda_attention_fwd(o, saved, q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL));
+            TIME_MS(reps, cuda_attention_fwd(O, saved, Q, K, Vv, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL));
         const double b =
-            TIME_MS(reps, cuda_attention_bwd(dq, dk, dv, scratch, dout, o, saved, q, k, v, B, T, H, KV, hd, NULL));
+            TIME_MS(reps, cuda_attention_bwd(dQ, dK, dV, scratch, dO, O, saved, Q, K, Vv, B, T, H, KV, hd, NULL));
+        cuda_set_acts_bf16(0);
         // backward as executed: the native kernels' 7 products, cuDNN's 5 (S, dP, dV, dK, dQ)
         const double bwd_products = mode > COMPUTE_BF16 ? 5 : 7;
         printf("  %-34s %7.3f %8.1f  %7.3f %8.1f\n", what[mode], f, af / f * 1e-9, b, bwd_products / 2 * af / b * 1e-9);
@@ -857,7 +1007,8 @@ static void bench(void) {
     const double ad = TIME_MS(reps, cuda_adamw(y, NULL, y + nDF, dw, w, nDF, &ah));
     printf("# bandwidth: rmsnorm_fwd %.0f GB/s, swiglu_fwd %.0f GB/s, adamw %.0f GB/s\n", nND * 8.0 / rms * 1e-6,
            nNF / 2 * 12.0 / sw * 1e-6, nDF * 28.0 / ad * 1e-6);
-    float *bufs[] = {x, w, y, dx, dw, q, k, v, o, dout, saved, dq, dk, dv, scratch};
+    void *bufs[] = {x,  w,  y,  dx,    dw, q,   k,   v,   o,   dout, saved, dq, dk, dv, scratch, xb,
+                    wb, yb, dxb, qb, kb, vb, doutb, ob, dqb, dkb, dvb};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cuda_free(bufs[i]);
     cuda_set_compute(COMPUTE_FP32);
 }
@@ -883,8 +1034,8 @@ int main(int argc, char **argv) {
     test_memory();
     for (int mode = COMPUTE_FP32; mode <= COMPUTE_FAST_16BF; mode++) {  // the ops with tensor-core forms
         set_mode(mode);
-        test_matmul(64, 128, 96, 0);
-        test_matmul(67, 45, 83, 1);  // odd sizes, pointers off 16-byte alignment
+        test_matmul(64, 128, 96, 0, KERN_ACT);
+        test_matmul(67, 45, 83, 1, KERN_ACT);  // odd sizes, pointers off 16-byte alignment
         if (mode == COMPUTE_FAST_16BF) break;  // attention as in COMPUTE_BF16
         test_attention(2, 256, 256, 8, 2, 64, (size_t)256 * 2 * 64, NULL);    // GQA, whole tiles
         test_attention(1, 130, 130, 4, 2, 128, (size_t)130 * 2 * 128, NULL);  // hd 128, T not a tile multiple
@@ -918,8 +1069,8 @@ int main(int argc, char **argv) {
            cuda_attention_scratch_floats(2, 8, 100));
     test_swiglu(37, 2731);
     test_gelu(100003);
-    test_bias(37, 300);
-    test_bias(600, 768);
+    test_bias(37, 300, KERN_ACT);
+    test_bias(600, 768, KERN_ACT);
     test_positions();
     test_dropout(4, 100003, 0.1f, 0x1234ULL, 0);
     test_dropout(3, 77, 0.5f, 42, 1ULL << 40);  // rows shorter than a block, a large sample index
@@ -934,6 +1085,7 @@ int main(int argc, char **argv) {
     test_sumsq(5);
     test_adamw();
     test_bf16();
+    test_bf16_activations();
     cuda_sync();
 
     printf("# %s\n", failures ? "FAILED" : "all passed");

@@ -85,7 +85,7 @@ typedef struct {
 
 static double matmul_obj(void *p) {
     MatmulCtx *c = p;
-    kern_matmul_fwd(c->out, c->inp, c->w, c->N, c->IN, c->OUT);
+    kern_matmul_fwd(c->out, KERN_F32, c->inp, c->w, c->N, c->IN, c->OUT);
     return dot(c->out, c->r, (size_t)c->N * c->OUT);
 }
 
@@ -95,7 +95,7 @@ static void test_matmul(void) {
         float *inp = rand_vec((size_t)N * IN, -1, 1), *w = rand_vec((size_t)OUT * IN, -1, 1);
         float *out = malloc(sizeof(float) * N * OUT);
         double *ref = malloc(sizeof(double) * N * OUT);
-        kern_matmul_fwd(out, inp, w, N, IN, OUT);
+        kern_matmul_fwd(out, KERN_F32, inp, w, N, IN, OUT);
         for (int n = 0; n < N; n++)
             for (int o = 0; o < OUT; o++) {
                 double s = 0.0;
@@ -110,17 +110,17 @@ static void test_matmul(void) {
                    rand_vec(N * OUT, -1, 1), N, IN, OUT};
     float *dinp0 = rand_vec(N * IN, -1, 1), *dw0 = rand_vec(OUT * IN, -1, 1);
     float *dinp = dup_vec(dinp0, N * IN), *dw = dup_vec(dw0, OUT * IN);
-    kern_matmul_bwd(dinp, dw, c.r, c.inp, c.w, N, IN, OUT, 1);
+    kern_matmul_bwd(dinp, dw, c.r, KERN_F32, c.inp, c.w, N, IN, OUT, 1);
     double *g_inp = grad_delta(dinp, dinp0, N * IN), *g_w = grad_delta(dw, dw0, OUT * IN);
     check_grad("matmul bwd dinp (accumulate)", matmul_obj, &c, c.inp, g_inp, N * IN);
     check_grad("matmul bwd dw", matmul_obj, &c, c.w, g_w, OUT * IN);
     // overwrite form: dinp starts as garbage and must equal the gradient
     float *dinp_ow = rand_vec(N * IN, -9, 9), *dw2 = dup_vec(dw0, OUT * IN);
-    kern_matmul_bwd(dinp_ow, dw2, c.r, c.inp, c.w, N, IN, OUT, 0);
+    kern_matmul_bwd(dinp_ow, dw2, c.r, KERN_F32, c.inp, c.w, N, IN, OUT, 0);
     check_close("matmul bwd dinp (overwrite)", dinp_ow, g_inp, N * IN, 1e-5);
     // dinp NULL skips dinp; dw must come out as in the first call
     memcpy(dw2, dw0, sizeof(float) * OUT * IN);
-    kern_matmul_bwd(NULL, dw2, c.r, c.inp, c.w, N, IN, OUT, 0);
+    kern_matmul_bwd(NULL, dw2, c.r, KERN_F32, c.inp, c.w, N, IN, OUT, 0);
     report(memcmp(dw2, dw, sizeof(float) * OUT * IN) == 0, "matmul bwd dinp=NULL", "dw differs");
     free(c.inp), free(c.w), free(c.out), free(c.r), free(dinp0), free(dw0), free(dinp), free(dw);
     free(g_inp), free(g_w), free(dinp_ow), free(dw2);
@@ -559,7 +559,7 @@ typedef struct {
 static double bias_obj(void *p) {
     BiasCtx *c = p;
     memcpy(c->out, c->base, sizeof(float) * c->N * c->D);
-    kern_bias_add(c->out, c->b, c->N, c->D);
+    kern_bias_add(c->out, KERN_F32, c->b, c->N, c->D);
     return dot(c->out, c->r, (size_t)c->N * c->D);
 }
 
@@ -577,7 +577,7 @@ static void test_bias(void) {
         snprintf(buf, sizeof buf, "bias add (exact) N=%d D=%d", N, D);
         report(ok, buf, "mismatch");
         float *db0 = rand_vec(D, -1, 1), *db = dup_vec(db0, D), *ref = dup_vec(db0, D);
-        kern_bias_bwd(db, c.r, N, D);
+        kern_bias_bwd(db, c.r, KERN_F32, N, D);
         if (si == 0) {
             double *g = grad_delta(db, db0, D);
             check_grad("bias bwd", bias_obj, &c, c.b, g, D);

@@ -58,8 +58,12 @@ static void att_softmax_row(float *s, int n, int len) {
     memset(s + n, 0, sizeof(float) * (size_t)(len - n));
 }
 
-void cpu_attention_fwd(float *out, float *probs, const float *q, const float *k, const float *v,
+void cpu_attention_fwd(void *out_, float *probs, const void *q_, const void *k_, const void *v_,
                         int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride, const KernDropout *drop) {
+    float *out = out_;  // the CPU's activations are fp32
+    const float *q = q_;
+    const float *k = k_;
+    const float *v = v_;
     const int grp = H / KV, off = Tk - Tq;
     const int ldq = H * hd, ldk = KV * hd;
     const float scale = 1.0f / sqrtf((float)hd);
@@ -112,9 +116,17 @@ size_t cpu_attention_scratch_floats(int B, int H, int T) {
     return (size_t)omp_get_max_threads() * T * ((size_t)T + att_min(T, ATT_BLOCK));
 }
 
-void cpu_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const float *dout, const float *out,
-                       const float *probs, const float *q, const float *k, const float *v,
+void cpu_attention_bwd(void *dq_, void *dk_, void *dv_, float *scratch, const void *dout_, const void *out_,
+                       const float *probs, const void *q_, const void *k_, const void *v_,
                         int B, int T, int H, int KV, int hd, const KernDropout *drop) {
+    float *dq = dq_;  // the CPU's activations are fp32
+    float *dk = dk_;
+    float *dv = dv_;
+    const float *dout = dout_;
+    const float *out = out_;
+    const float *q = q_;
+    const float *k = k_;
+    const float *v = v_;
     (void)out;  // the probabilities are kept, so the forward output is not needed
     const int grp = H / KV;
     const int ldq = H * hd, ldk = KV * hd;

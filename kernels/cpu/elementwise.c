@@ -37,7 +37,9 @@ static void ew_col_slice(int D, size_t *lo, size_t *hi) {
 
 // ---- SwiGLU ----
 
-void cpu_swiglu_fwd(float *h, const float *gu, int N, int F) {
+void cpu_swiglu_fwd(void *h_, const void *gu_, int N, int F) {
+    float *h = h_;  // the CPU's activations are fp32
+    const float *gu = gu_;
 #pragma omp parallel for schedule(static) if ((size_t)N * F >= CPU_PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *gate = gu + (size_t)n * 2 * F, *up = gate + F;
@@ -47,7 +49,10 @@ void cpu_swiglu_fwd(float *h, const float *gu, int N, int F) {
     }
 }
 
-void cpu_swiglu_bwd(float *dgu, const float *dh, const float *gu, int N, int F) {
+void cpu_swiglu_bwd(void *dgu_, const void *dh_, const void *gu_, int N, int F) {
+    float *dgu = dgu_;  // the CPU's activations are fp32
+    const float *dh = dh_;
+    const float *gu = gu_;
 #pragma omp parallel for schedule(static) if ((size_t)N * F >= CPU_PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *gate = gu + (size_t)n * 2 * F, *up = gate + F, *d = dh + (size_t)n * F;
@@ -68,7 +73,9 @@ void cpu_swiglu_bwd(float *dgu, const float *dh, const float *gu, int N, int F) 
 #define GELU_C 0.7978845608028654f  // sqrt(2 / pi)
 #define GELU_A 0.044715f
 
-void cpu_gelu_fwd(float *out, const float *inp, size_t n) {
+void cpu_gelu_fwd(void *out_, const void *inp_, size_t n) {
+    float *out = out_;  // the CPU's activations are fp32
+    const float *inp = inp_;
 #pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         const float x = inp[i], u = GELU_C * (x + GELU_A * x * x * x);
@@ -76,7 +83,10 @@ void cpu_gelu_fwd(float *out, const float *inp, size_t n) {
     }
 }
 
-void cpu_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
+void cpu_gelu_bwd(void *dinp_, const void *dout_, const void *inp_, size_t n) {
+    float *dinp = dinp_;  // the CPU's activations are fp32
+    const float *dout = dout_;
+    const float *inp = inp_;
 #pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         const float x = inp[i], u = GELU_C * (x + GELU_A * x * x * x);
@@ -88,7 +98,9 @@ void cpu_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
 
 // ---- bias ----
 
-void cpu_bias_add(float *out, const void *bv, int N, int D) {
+void cpu_bias_add(void *out_, KernDtype dt, const void *bv, int N, int D) {
+    float *out = out_;  // the CPU's activations are fp32
+    (void)dt;
     const float *b = bv;  // the CPU's parameters are fp32
 #pragma omp parallel for schedule(static) if ((size_t)N * D >= CPU_PAR_MIN)
     for (int n = 0; n < N; n++) {
@@ -98,7 +110,9 @@ void cpu_bias_add(float *out, const void *bv, int N, int D) {
     }
 }
 
-void cpu_bias_bwd(float *db, const float *dout, int N, int D) {
+void cpu_bias_bwd(float *db, const void *dout_, KernDtype dt, int N, int D) {
+    const float *dout = dout_;  // the CPU's activations are fp32
+    (void)dt;
     // column slices, rows in order: the serial sum whatever the thread count
 #pragma omp parallel if ((size_t)N * D >= CPU_PAR_MIN)
     {
@@ -242,7 +256,8 @@ static double ce_row(float *x, int target, int V, float dscale) {
     return loss;
 }
 
-void cpu_crossentropy_fwd_bwd(float *logits, const int32_t *targets, int N, int V, float dscale, double *loss) {
+void cpu_crossentropy_fwd_bwd(void *logits_, const int32_t *targets, int N, int V, float dscale, double *loss) {
+    float *logits = logits_;  // the CPU's activations are fp32
     const int nth = omp_get_max_threads();
     double part[CPU_MAX_THREADS];  // per-thread loss sums, added in thread order
     for (int t = 0; t < nth; t++) part[t] = 0.0;
@@ -285,6 +300,8 @@ void cpu_copy(float *dst, const float *src, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) dst[i] = src[i];
 }
+
+void cpu_act_copy(void *dst, const void *src, size_t n) { cpu_copy(dst, src, n); }
 
 double cpu_sumsq(const float *x, size_t n) {
     const int nth = omp_get_max_threads();

@@ -8,7 +8,8 @@
 
 #include "../backend.h"
 
-void cpu_rmsnorm_fwd(float *out, float *rstd, const float *inp, const void *wv, int N, int D, float eps) {
+void cpu_rmsnorm_fwd(void *out_, float *rstd, const float *inp, const void *wv, int N, int D, float eps) {
+    float *out = out_;  // the CPU's activations are fp32
     const float *w = wv;  // the CPU's parameters are fp32
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
@@ -24,7 +25,8 @@ void cpu_rmsnorm_fwd(float *out, float *rstd, const float *inp, const void *wv, 
     }
 }
 
-void cpu_add_rmsnorm_fwd(float *y, float *out, float *rstd, const float *r, const void *wv, int N, int D, float eps) {
+void cpu_add_rmsnorm_fwd(float *y, void *out_, float *rstd, const float *r, const void *wv, int N, int D, float eps) {
+    float *out = out_;  // the CPU's activations are fp32
     const float *w = wv;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
@@ -43,8 +45,9 @@ void cpu_add_rmsnorm_fwd(float *y, float *out, float *rstd, const float *r, cons
     }
 }
 
-void cpu_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const void *wv,
+void cpu_rmsnorm_bwd(float *dinp, float *dw, const void *dout_, const float *inp, const void *wv,
                       const float *rstd, int N, int D) {
+    const float *dout = dout_;  // the CPU's activations are fp32
     const float *w = wv;
     // dw is summed over rows: each thread sums its static block of rows into its own partial,
     // then the partials are added in thread order, so the result does not depend on timing.
@@ -85,8 +88,9 @@ void cpu_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp
     free(part);
 }
 
-void cpu_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const void *wv, const void *bv, int N,
+void cpu_layernorm_fwd(void *out_, float *mean, float *rstd, const float *inp, const void *wv, const void *bv, int N,
                        int D, float eps) {
+    float *out = out_;  // the CPU's activations are fp32
     const float *w = wv, *b = bv;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
@@ -108,8 +112,9 @@ void cpu_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, c
     }
 }
 
-void cpu_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const void *wv,
+void cpu_layernorm_bwd(float *dinp, float *dw, float *db, const void *dout_, const float *inp, const void *wv,
                        const float *mean, const float *rstd, int N, int D) {
+    const float *dout = dout_;  // the CPU's activations are fp32
     const float *w = wv;
     // dw, db are sums over rows: per-thread partials of static row blocks, added in thread order
     // (as in cpu_rmsnorm_bwd), so the result does not depend on timing
@@ -193,8 +198,12 @@ static void rope_heads(float *dst, const float *src, const float *c, const float
     }
 }
 
-void cpu_qkv_split(float *q, float *k, float *v, const float *qkv, const float *cos_t, const float *sin_t, int B,
+void cpu_qkv_split(void *q_, void *k_, void *v_, const void *qkv_, const float *cos_t, const float *sin_t, int B,
                    int T, int H, int KV, int hd, int pos0) {
+    float *q = q_;  // the CPU's activations are fp32
+    float *k = k_;
+    float *v = v_;
+    const float *qkv = qkv_;
     const size_t qd = (size_t)H * hd, kvd = (size_t)KV * hd, half = (size_t)hd / 2;
     const long rows = (long)B * T;
 #pragma omp parallel for schedule(static)
@@ -208,8 +217,12 @@ void cpu_qkv_split(float *q, float *k, float *v, const float *qkv, const float *
     }
 }
 
-void cpu_qkv_merge(float *dqkv, const float *dq, const float *dk, const float *dv, const float *cos_t,
+void cpu_qkv_merge(void *dqkv_, const void *dq_, const void *dk_, const void *dv_, const float *cos_t,
                    const float *sin_t, int B, int T, int H, int KV, int hd) {
+    float *dqkv = dqkv_;  // the CPU's activations are fp32
+    const float *dq = dq_;
+    const float *dk = dk_;
+    const float *dv = dv_;
     const size_t qd = (size_t)H * hd, kvd = (size_t)KV * hd, half = (size_t)hd / 2;
     const long rows = (long)B * T;
 #pragma omp parallel for schedule(static)

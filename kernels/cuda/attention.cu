@@ -40,7 +40,7 @@ template <int P, bool SMALL> struct AttBwdTiles {
 // dst (ROWS, HDP + 1) <- rows of src (row stride ld): the first `valid` rows and hd columns,
 // zeros elsewhere. Consecutive threads read consecutive columns (coalesced).
 template <int ROWS, int HDP>
-__device__ __forceinline__ void load_tile(float *dst, const float *src, size_t ld, int valid, int hd) {
+__device__ __forceinline__ void load_tile(float *dst, Act src, size_t ld, int valid, int hd) {
     for (int i = threadIdx.x; i < ROWS * HDP; i += kAttThreads) {
         const int r = i / HDP, d = i % HDP;
         dst[r * (HDP + 1) + d] = (r < valid && d < hd) ? src[(size_t)r * ld + d] : 0.0f;
@@ -70,7 +70,7 @@ __device__ __forceinline__ void tile_mac(float (&acc)[RM][RN], const float *A, i
 
 // (rows, hd) tile acc * mul to global rows dst + r * ld, rows < valid, columns < hd
 template <int RM, int RD>
-__device__ __forceinline__ void store_tile(float *dst, size_t ld, const float (&acc)[RM][RD], int valid, int hd,
+__device__ __forceinline__ void store_tile(Act dst, size_t ld, const float (&acc)[RM][RD], int valid, int hd,
                                            float mul) {
     const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
 #pragma unroll
@@ -86,8 +86,7 @@ __device__ __forceinline__ void store_tile(float *dst, size_t ld, const float (&
 // Block-wide: once the previous tiles are no longer read, loads the next ROWS rows of a and b
 // (row stride ld, n valid) into the tiles A and B.
 template <int ROWS, int HDP>
-__device__ __forceinline__ void next_tiles(float *A, float *B, const float *a, const float *b, size_t ld, int n,
-                                           int hd) {
+__device__ __forceinline__ void next_tiles(float *A, float *B, Act a, Act b, size_t ld, int n, int hd) {
     __syncthreads();
     load_tile<ROWS, HDP>(A, a, ld, n, hd);
     load_tile<ROWS, HDP>(B, b, ld, n, hd);
@@ -107,8 +106,8 @@ __device__ __forceinline__ void load_row_stats(float *Ls, float *Ds, const float
 // grid (Tq tiles, H, B). Query t sits at position off + t, off = Tk - Tq, and sees keys <= that.
 template <int HDP, int BQ, int BK, bool DROP>
 __global__ void __launch_bounds__(kAttThreads)
-    att_fwd_kernel(float *out, float *lse, const float *q, const float *k, const float *v, int Tq, int Tk, int H,
-                   int KV, int hd, size_t kv_bstride, float scale, AttDrop drop) {
+    att_fwd_kernel(Act out, float *lse, Act q, Act k, Act v, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride,
+                   float scale, AttDrop drop) {
     constexpr int LDH = HDP + 1, LDP = BK + 1, RM = BQ / 16, RK = BK / 16, RD = HDP / 16;
     extern __shared__ float smem[];
     float *Qs = smem;             // (BQ, LDH)
@@ -121,7 +120,7 @@ __global__ void __launch_bounds__(kAttThreads)
     const int nq = min(BQ, Tq - q0), kend = off + q0 + nq;  // keys [0, kend) are visible to some row
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
     const size_t qrow0 = ((size_t)b * Tq + q0) * ldq + (size_t)h * hd;  // (BQ, hd) rows of q and out
-    const float *kb = k + b * kv_bstride + (size_t)g * hd, *vb = v + b * kv_bstride + (size_t)g * hd;
+    const Act kb = k + (b * kv_bstride + (size_t)g * hd), vb = v + (b * kv_bstride + (size_t)g * hd);
     const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
 
     load_tile<BQ, HDP>(Qs, q + qrow0, ldq, nq, hd);
@@ -130,7 +129,7 @@ __global__ void __launch_bounds__(kAttThreads)
     for (int i = 0; i < RM; i++) m[i] = -INFINITY, l[i] = 0.0f;
 
     for (int k0 = 0; k0 < kend; k0 += BK) {
-        next_tiles<BK, HDP>(Ks, Vs, kb + k0 * ldk, vb + k0 * ldk, ldk, min(BK, kend - k0), hd);
+        next_tiles<BK, HDP>(Ks, Vs, kb + (size_t)k0 * ldk, vb + (size_t)k0 * ldk, ldk, min(BK, kend - k0), hd);
         float s[RM][RK] = {};
         tile_mac<RM, RK, HDP>(s, Qs, LDH, Ks, 1, LDH);  // S = Q K^T
 #pragma unroll
@@ -179,12 +178,11 @@ __global__ void __launch_bounds__(kAttThreads)
 // ---- backward ----
 
 // delta (B, H, T) = rowsum(dout * out); one warp per (b, t, h) row
-__global__ void att_delta_kernel(float *delta, const float *dout, const float *out, int T, int H, int hd,
-                                 size_t rows) {
+__global__ void att_delta_kernel(float *delta, Act dout, Act out, int T, int H, int hd, size_t rows) {
     const size_t row = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;  // (b * T + t) * H + h
     const int lane = threadIdx.x % 32;
     if (row >= rows) return;  // whole warps
-    const float *a = dout + row * hd, *c = out + row * hd;
+    const Act a = dout + row * hd, c = out + row * hd;
     float s = 0.0f;
     for (int d = lane; d < hd; d += 32) s += a[d] * c[d];
     s = warp_reduce(s, SumOp());
@@ -197,9 +195,8 @@ __global__ void att_delta_kernel(float *delta, const float *dout, const float *o
 // grid (T key tiles, KV, B): dk, dv (BK, hd) of one kv head, over its group's query heads
 template <int HDP, int BQ, int BK, bool DROP>
 __global__ void __launch_bounds__(kAttThreads)
-    att_bwd_dkdv_kernel(float *dk, float *dv, const float *q, const float *k, const float *v, const float *dout,
-                        const float *lse, const float *delta, int T, int H, int KV, int hd, float scale,
-                        AttDrop drop) {
+    att_bwd_dkdv_kernel(Act dk, Act dv, Act q, Act k, Act v, Act dout, const float *lse, const float *delta, int T,
+                        int H, int KV, int hd, float scale, AttDrop drop) {
     constexpr int LDH = HDP + 1, LDQ = BQ + 1, RK = BK / 16, RQ = BQ / 16, RD = HDP / 16;
     extern __shared__ float smem[];
     float *Ks = smem;              // (BK, LDH)
@@ -263,8 +260,8 @@ __global__ void __launch_bounds__(kAttThreads)
 // grid (T query tiles, H, B): dq (BQ, hd) of one head
 template <int HDP, int BQ, int BK, bool DROP>
 __global__ void __launch_bounds__(kAttThreads)
-    att_bwd_dq_kernel(float *dq, const float *q, const float *k, const float *v, const float *dout, const float *lse,
-                      const float *delta, int T, int H, int KV, int hd, float scale, AttDrop drop) {
+    att_bwd_dq_kernel(Act dq, Act q, Act k, Act v, Act dout, const float *lse, const float *delta, int T, int H,
+                      int KV, int hd, float scale, AttDrop drop) {
     constexpr int LDH = HDP + 1, LDS = BK + 1, RM = BQ / 16, RK = BK / 16, RD = HDP / 16;
     extern __shared__ float smem[];
     float *Qs = smem;              // (BQ, LDH)
@@ -281,7 +278,7 @@ __global__ void __launch_bounds__(kAttThreads)
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
     const size_t qrow0 = ((size_t)b * T + q0) * ldq + (size_t)h * hd;  // (BQ, hd) rows of q, dout, dq
     const size_t stats = ((size_t)b * H + h) * T + q0;
-    const float *kb = k + (size_t)b * T * ldk + (size_t)g * hd, *vb = v + (size_t)b * T * ldk + (size_t)g * hd;
+    const Act kb = k + ((size_t)b * T * ldk + (size_t)g * hd), vb = v + ((size_t)b * T * ldk + (size_t)g * hd);
     const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
 
     load_tile<BQ, HDP>(Qs, q + qrow0, ldq, nq, hd);
@@ -289,7 +286,7 @@ __global__ void __launch_bounds__(kAttThreads)
     load_row_stats<BQ>(Ls, Ds, lse + stats, delta + stats, nq);
     float dqa[RM][RD] = {};
     for (int k0 = 0; k0 < kend; k0 += BK) {
-        next_tiles<BK, HDP>(Ks, Vs, kb + k0 * ldk, vb + k0 * ldk, ldk, min(BK, kend - k0), hd);
+        next_tiles<BK, HDP>(Ks, Vs, kb + (size_t)k0 * ldk, vb + (size_t)k0 * ldk, ldk, min(BK, kend - k0), hd);
         float s[RM][RK] = {}, dp[RM][RK] = {};
         tile_mac<RM, RK, HDP>(s, Qs, LDH, Ks, 1, LDH);    // S = Q K^T
         tile_mac<RM, RK, HDP>(dp, dOs, LDH, Vs, 1, LDH);  // dP = dO V^T
@@ -327,17 +324,20 @@ size_t cuda_attention_scratch_floats(int B, int H, int T) {
     return (size_t)B * H * T;  // Delta
 }
 
-void cuda_attention_fwd(float *out, float *saved, const float *q, const float *k, const float *v, int B, int Tq,
-                        int Tk, int H, int KV, int hd, size_t kv_bstride, const KernDropout *drop) {
+void cuda_attention_fwd(void *out, float *saved, const void *q, const void *k, const void *v, int B, int Tq, int Tk,
+                        int H, int KV, int hd, size_t kv_bstride, const KernDropout *drop) {
     if (B <= 0 || Tq <= 0) return;
     if (Tq > Tk) comm_fatal("attention: %d queries but only %d keys", Tq, Tk);
     check_heads(H, KV);
     const float scale = 1.0f / sqrtf((float)hd);
     AttDrop dp;
     const bool dropping = att_drop_from(drop, &dp);
-    if (cudnn_att_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, dropping ? &dp : nullptr)) return;
+    if (cudnn_att_fwd(act(out), saved, act(q), act(k), act(v), B, Tq, Tk, H, KV, hd, kv_bstride,
+                      dropping ? &dp : nullptr))
+        return;
     if (cuda_ctx.compute != COMPUTE_FP32 && att_tc_fits(hd)) {
-        att_tc_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, scale, dropping ? &dp : nullptr);
+        att_tc_fwd(act(out), saved, act(q), act(k), act(v), B, Tq, Tk, H, KV, hd, kv_bstride, scale,
+                   dropping ? &dp : nullptr);
         return;
     }
     with_head_dim(hd, [&](auto head) {
@@ -347,27 +347,31 @@ void cuda_attention_fwd(float *out, float *saved, const float *q, const float *k
             using C = AttFwdTiles<HDP>;
             constexpr int BQ = C::FWD_Q, BK = C::FWD_K;
             att_launch(att_fwd_kernel<HDP, BQ, BK, DROP>, dim3((Tq + BQ - 1) / BQ, H, B), kAttThreads,
-                       C::FWD * sizeof(float), out, saved, q, k, v, Tq, Tk, H, KV, hd, kv_bstride, scale, dp);
+                       C::FWD * sizeof(float), act(out), saved, act(q), act(k), act(v), Tq, Tk, H, KV, hd, kv_bstride,
+                       scale, dp);
         });
     });
 }
 
-void cuda_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const float *dout, const float *out,
-                        const float *saved, const float *q, const float *k, const float *v, int B, int T, int H,
-                        int KV, int hd, const KernDropout *drop) {
+void cuda_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void *dout, const void *out,
+                        const float *saved, const void *q, const void *k, const void *v, int B, int T, int H, int KV,
+                        int hd, const KernDropout *drop) {
     if (B <= 0 || T <= 0) return;
     check_heads(H, KV);
     const float scale = 1.0f / sqrtf((float)hd);
     float *delta = scratch;  // (B, H, T)
     AttDrop dp;
     const bool dropping = att_drop_from(drop, &dp);
-    if (cudnn_att_bwd(dq, dk, dv, delta, dout, out, saved, q, k, v, B, T, H, KV, hd, dropping ? &dp : nullptr)) return;
+    if (cudnn_att_bwd(act(dq), act(dk), act(dv), delta, act(dout), act(out), saved, act(q), act(k), act(v), B, T, H,
+                      KV, hd, dropping ? &dp : nullptr))
+        return;
     const size_t rows = (size_t)B * T * H;
     att_delta_kernel<<<grid_for(rows * 32, kAttThreads, 0x7fffffffu), kAttThreads, 0, cuda_stream()>>>(
-        delta, dout, out, T, H, hd, rows);
+        delta, act(dout), act(out), T, H, hd, rows);
     cudaCheckLaunch();
     if (cuda_ctx.compute != COMPUTE_FP32 && att_tc_fits(hd)) {
-        att_tc_bwd(dq, dk, dv, delta, dout, saved, q, k, v, B, T, H, KV, hd, scale, dropping ? &dp : nullptr);
+        att_tc_bwd(act(dq), act(dk), act(dv), delta, act(dout), saved, act(q), act(k), act(v), B, T, H, KV, hd, scale,
+                   dropping ? &dp : nullptr);
         return;
     }
     with_head_dim(hd, [&](auto head) {
@@ -381,12 +385,14 @@ void cuda_attention_bwd(float *dq, float *dk, float *dv, float *scratch, const f
                 {
                     constexpr int BQ = C::DKV_Q, BK = C::DKV_K;
                     att_launch(att_bwd_dkdv_kernel<HDP, BQ, BK, DROP>, dim3((T + BK - 1) / BK, KV, B), kAttThreads,
-                               C::DKV * sizeof(float), dk, dv, q, k, v, dout, saved, delta, T, H, KV, hd, scale, dp);
+                               C::DKV * sizeof(float), act(dk), act(dv), act(q), act(k), act(v), act(dout), saved,
+                               delta, T, H, KV, hd, scale, dp);
                 }
                 {
                     constexpr int BQ = C::DQ_Q, BK = C::DQ_K;
                     att_launch(att_bwd_dq_kernel<HDP, BQ, BK, DROP>, dim3((T + BQ - 1) / BQ, H, B), kAttThreads,
-                               C::DQ * sizeof(float), dq, q, k, v, dout, saved, delta, T, H, KV, hd, scale, dp);
+                               C::DQ * sizeof(float), act(dq), act(q), act(k), act(v), act(dout), saved, delta, T,
+                               H, KV, hd, scale, dp);
                 }
             });
         });

@@ -75,10 +75,9 @@ bool att_tc_fits(int hd);
 // The tensor-core kernels. lse (B, H, Tq) is the forward's saved row log-sum-exp of the scaled
 // scores and delta (B, H, T) = rowsum(dout * out); shapes as in kernels.h. drop: NULL, or the
 // dropout of att_drop_from.
-void att_tc_fwd(float *out, float *lse, const float *q, const float *k, const float *v, int B, int Tq, int Tk, int H,
-                int KV, int hd, size_t kv_bstride, float scale, const AttDrop *drop);
-void att_tc_bwd(float *dq, float *dk, float *dv, const float *delta, const float *dout, const float *lse,
-                const float *q, const float *k, const float *v, int B, int T, int H, int KV, int hd, float scale,
-                const AttDrop *drop);
+void att_tc_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq, int Tk, int H, int KV, int hd,
+                size_t kv_bstride, float scale, const AttDrop *drop);
+void att_tc_bwd(Act dq, Act dk, Act dv, const float *delta, Act dout, const float *lse, Act q, Act k, Act v, int B,
+                int T, int H, int KV, int hd, float scale, const AttDrop *drop);
 
 #endif

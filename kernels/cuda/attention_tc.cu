@@ -35,10 +35,10 @@ template <int HDP> struct TcLd {
     static constexpr int H = HDP + 8, O = HDP + 4;
 };
 
-// dst (ROWS, HDP + 8) bf16 <- fp32 rows of src (row stride ld): the first `valid` rows and hd
+// dst (ROWS, HDP + 8) bf16 <- activation rows of src (row stride ld): the first `valid` rows and hd
 // columns, zeros elsewhere. Consecutive threads read consecutive columns (coalesced).
 template <int ROWS, int HDP>
-__device__ __forceinline__ void load_tile_bf16(bf16 *dst, const float *src, size_t ld, int valid, int hd) {
+__device__ __forceinline__ void load_tile_bf16(bf16 *dst, Act src, size_t ld, int valid, int hd) {
     for (int i = threadIdx.x; i < ROWS * HDP; i += kThreads) {
         const int r = i / HDP, d = i % HDP;
         dst[r * TcLd<HDP>::H + d] = __float2bfloat16(r < valid && d < hd ? src[(size_t)r * ld + d] : 0.0f);
@@ -56,7 +56,7 @@ __device__ __forceinline__ void load_stats(float *Ls, float *Ds, const float *ls
 // Block-wide: once the previous tiles are no longer read, loads the next 64 rows of a and b
 // (row stride ld, n valid) into the bf16 tiles A and B, and when lse is given the rows' statistics.
 template <int HDP>
-__device__ __forceinline__ void next_tiles(bf16 *A, bf16 *B, const float *a, const float *b, size_t ld, int n, int hd,
+__device__ __forceinline__ void next_tiles(bf16 *A, bf16 *B, Act a, Act b, size_t ld, int n, int hd,
                                            float *Ls = nullptr, float *Ds = nullptr, const float *lse = nullptr,
                                            const float *delta = nullptr) {
     __syncthreads();
@@ -105,7 +105,7 @@ __device__ __forceinline__ void warp_ab_acc(FragC (&acc)[NJ], const bf16 *A, int
 // One warp: the first `rows` (<= 16) rows and hd columns of acc * mul to global dst (row stride
 // ld), through the warp's float staging rows (16, ldst).
 template <int NJ>
-__device__ __forceinline__ void warp_store(float *dst, size_t ld, FragC (&acc)[NJ], float *stage, int ldst, int rows,
+__device__ __forceinline__ void warp_store(Act dst, size_t ld, FragC (&acc)[NJ], float *stage, int ldst, int rows,
                                            int hd, float mul) {
 #pragma unroll
     for (int j = 0; j < NJ; j++) wmma::store_matrix_sync(stage + 16 * j, acc[j], ldst, wmma::mem_row_major);
@@ -122,8 +122,8 @@ __device__ __forceinline__ void warp_store(float *dst, size_t ld, FragC (&acc)[N
 // rescales its rows, the tensor cores add P V to it.
 template <int HDP, bool DROP>
 __global__ void __launch_bounds__(kThreads)
-    att_fwd_tc_kernel(float *out, float *lse, const float *q, const float *k, const float *v, int Tq, int Tk, int H,
-                      int KV, int hd, size_t kv_bstride, float scale, AttDrop drop) {
+    att_fwd_tc_kernel(Act out, float *lse, Act q, Act k, Act v, int Tq, int Tk, int H, int KV, int hd,
+                      size_t kv_bstride, float scale, AttDrop drop) {
     constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
     extern __shared__ __align__(128) float smem[];  // WMMA needs 32-byte aligned tiles
     float *Ss = smem;                       // (64, kLdS) scores
@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kThreads)
     const int nq = min(kTile, Tq - q0), kend = off + q0 + nq;  // keys [0, kend) are visible to some row
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
     const size_t qrow0 = ((size_t)b * Tq + q0) * ldq + (size_t)h * hd;
-    const float *kb = k + b * kv_bstride + (size_t)g * hd, *vb = v + b * kv_bstride + (size_t)g * hd;
+    const Act kb = k + (b * kv_bstride + (size_t)g * hd), vb = v + (b * kv_bstride + (size_t)g * hd);
     const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
 
     load_tile_bf16<kTile, HDP>(Qs, q + qrow0, ldq, nq, hd);
@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < 16; r++) m[r] = -INFINITY, l[r] = 0.0f;
 
     for (int k0 = 0; k0 < kend; k0 += kTile) {
-        next_tiles<HDP>(Ks, Vs, kb + k0 * ldk, vb + k0 * ldk, ldk, min(kTile, kend - k0), hd);
+        next_tiles<HDP>(Ks, Vs, kb + (size_t)k0 * ldk, vb + (size_t)k0 * ldk, ldk, min(kTile, kend - k0), hd);
         warp_abt<HDP, kTile>(Ss + r0 * kLdS, kLdS, Qs + r0 * LDH, LDH, Ks, LDH);  // S = Q K^T
         __syncwarp();
 #pragma unroll
@@ -205,9 +205,8 @@ __global__ void __launch_bounds__(kThreads)
 // query tiles at or after the keys. Each warp owns 16 keys and keeps their dK, dV in fragments.
 template <int HDP, bool DROP>
 __global__ void __launch_bounds__(kThreads)
-    att_bwd_dkdv_tc_kernel(float *dk, float *dv, const float *q, const float *k, const float *v, const float *dout,
-                           const float *lse, const float *delta, int T, int H, int KV, int hd, float scale,
-                           AttDrop drop) {
+    att_bwd_dkdv_tc_kernel(Act dk, Act dv, Act q, Act k, Act v, Act dout, const float *lse, const float *delta, int T,
+                           int H, int KV, int hd, float scale, AttDrop drop) {
     constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
     extern __shared__ __align__(128) float smem[];  // WMMA needs 32-byte aligned tiles
     float *St = smem;                       // (64 keys, kLdS) S^T; the output staging at the end
@@ -271,9 +270,8 @@ __global__ void __launch_bounds__(kThreads)
 // grid (T query tiles, H, B): dq of one head's 64 queries over the key tiles they see.
 template <int HDP, bool DROP>
 __global__ void __launch_bounds__(kThreads)
-    att_bwd_dq_tc_kernel(float *dq, const float *q, const float *k, const float *v, const float *dout,
-                         const float *lse, const float *delta, int T, int H, int KV, int hd, float scale,
-                         AttDrop drop) {
+    att_bwd_dq_tc_kernel(Act dq, Act q, Act k, Act v, Act dout, const float *lse, const float *delta, int T, int H,
+                         int KV, int hd, float scale, AttDrop drop) {
     constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
     extern __shared__ __align__(128) float smem[];  // WMMA needs 32-byte aligned tiles
     float *Ss = smem;                       // (64, kLdS) S; the output staging at the end
@@ -292,7 +290,7 @@ __global__ void __launch_bounds__(kThreads)
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
     const size_t qrow0 = ((size_t)b * T + q0) * ldq + (size_t)h * hd;
     const size_t stats = ((size_t)b * H + h) * T + q0;
-    const float *kb = k + (size_t)b * T * ldk + (size_t)g * hd, *vb = v + (size_t)b * T * ldk + (size_t)g * hd;
+    const Act kb = k + ((size_t)b * T * ldk + (size_t)g * hd), vb = v + ((size_t)b * T * ldk + (size_t)g * hd);
     const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
 
     load_tile_bf16<kTile, HDP>(Qs, q + qrow0, ldq, nq, hd);
@@ -302,7 +300,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int j = 0; j < NJ; j++) wmma::fill_fragment(dqa[j], 0.0f);
     for (int k0 = 0; k0 < kend; k0 += kTile) {
-        next_tiles<HDP>(Ks, Vs, kb + k0 * ldk, vb + k0 * ldk, ldk, min(kTile, kend - k0), hd);
+        next_tiles<HDP>(Ks, Vs, kb + (size_t)k0 * ldk, vb + (size_t)k0 * ldk, ldk, min(kTile, kend - k0), hd);
         warp_abt<HDP, kTile>(Ss + r0 * kLdS, kLdS, Qs + r0 * LDH, LDH, Ks, LDH);    // S = Q K^T
         warp_abt<HDP, kTile>(dPs + r0 * kLdS, kLdS, dOs + r0 * LDH, LDH, Vs, LDH);  // dP = dO V^T
         __syncwarp();
@@ -355,8 +353,8 @@ bool att_tc_fits(int hd) {
     return false;
 }
 
-void att_tc_fwd(float *out, float *lse, const float *q, const float *k, const float *v, int B, int Tq, int Tk, int H,
-                int KV, int hd, size_t kv_bstride, float scale, const AttDrop *drop) {
+void att_tc_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq, int Tk, int H, int KV, int hd,
+                size_t kv_bstride, float scale, const AttDrop *drop) {
     const AttDrop dp = drop ? *drop : AttDrop{0, 0, 0, 1.0f};
     with_head_dim(hd, [&](auto head) {
         with_flag(drop != nullptr, [&](auto on) {
@@ -367,9 +365,8 @@ void att_tc_fwd(float *out, float *lse, const float *q, const float *k, const fl
     });
 }
 
-void att_tc_bwd(float *dq, float *dk, float *dv, const float *delta, const float *dout, const float *lse,
-                const float *q, const float *k, const float *v, int B, int T, int H, int KV, int hd, float scale,
-                const AttDrop *drop) {
+void att_tc_bwd(Act dq, Act dk, Act dv, const float *delta, Act dout, const float *lse, Act q, Act k, Act v, int B,
+                int T, int H, int KV, int hd, float scale, const AttDrop *drop) {
     const AttDrop dp = drop ? *drop : AttDrop{0, 0, 0, 1.0f};
     with_head_dim(hd, [&](auto head) {
         with_flag(drop != nullptr, [&](auto on) {

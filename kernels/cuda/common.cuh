@@ -48,6 +48,7 @@ struct CudaContext {
     CudaResult *result_host;  // ...and are copied to this pinned one
     int compute;             // a CudaCompute mode (backend.h): fp32 or bf16 tensor-core operands
     int params_bf16;         // parameters (kern_params_bf16) are bf16
+    int acts_bf16;           // activations (kern_acts_bf16) are bf16
     int smem_per_block;      // bytes of shared memory a block may opt in to (tiles are picked to fit)
     int sm_clock_mhz;        // peak SM clock (tells an H100 PCIe from an SXM)
 };
@@ -88,6 +89,49 @@ struct Param {
     }
 };
 static inline Param param(const void *p) { return {p, cuda_ctx.params_bf16}; }
+
+// fp32 to bf16, round to nearest even; NaN must not round into Inf, so it keeps its top bits with
+// the quiet bit forced
+__device__ __forceinline__ uint16_t f32_to_bf16(float f) {
+    const uint32_t u = __float_as_uint(f);
+    return (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u)
+                                           : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+__device__ __forceinline__ float bf16_to_f32(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
+
+// An activation tensor as a kernel reads and writes it (kernels.h kern_acts_bf16): fp32, or bf16
+// widened on load and rounded on store. Like Param, one flag for the whole launch. x[i] reads as
+// a float and takes a float; x + i is the tensor from element i on.
+struct ActRef {
+    void *p;
+    size_t i;
+    int bf16;
+    __device__ __forceinline__ operator float() const {
+        return bf16 ? bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+    }
+    __device__ __forceinline__ const ActRef &operator=(float v) const {
+        if (bf16) ((uint16_t *)p)[i] = f32_to_bf16(v);
+        else ((float *)p)[i] = v;
+        return *this;
+    }
+    __device__ __forceinline__ const ActRef &operator=(const ActRef &o) const { return *this = (float)o; }
+    __device__ __forceinline__ const ActRef &operator+=(float v) const { return *this = (float)*this + v; }
+    __device__ __forceinline__ const ActRef &operator*=(float v) const { return *this = (float)*this * v; }
+};
+struct Act {
+    void *p;
+    int bf16;
+    __device__ __forceinline__ ActRef operator[](size_t i) const { return {p, i, bf16}; }
+    __host__ __device__ __forceinline__ Act operator+(size_t i) const {
+        return {(char *)p + i * (bf16 ? sizeof(uint16_t) : sizeof(float)), bf16};
+    }
+};
+// activations p; or an operand of dtype dt (fp32 unless dt is KERN_ACT and activations are bf16)
+static inline Act act(const void *p) { return {const_cast<void *>(p), cuda_ctx.acts_bf16}; }
+static inline Act act(const void *p, KernDtype dt) {
+    return {const_cast<void *>(p), dt == KERN_ACT && cuda_ctx.acts_bf16};
+}
+static inline size_t act_bytes() { return cuda_ctx.acts_bf16 ? sizeof(uint16_t) : sizeof(float); }
 
 // ---- reductions ----
 

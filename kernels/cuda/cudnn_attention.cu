@@ -13,8 +13,8 @@
 // Under GQA, K and V carry KV heads and the matmuls broadcast them over each group; dK and dV are
 // reduced from per-query-head (B, H, T, hd) products. Stats is the native kernels' lse (B, H, T),
 // and Sum lands in the native backward's Delta scratch, so the saved and scratch sizes stay.
-// Activations are fp32 (B, T, heads, hd) rows: each call rounds its operands to bf16 copies,
-// which cuDNN reads through (B, heads, T, hd) strides, and widens the results back.
+// Activations are (B, T, heads, hd) rows, which cuDNN reads through (B, heads, T, hd) strides:
+// bf16 ones where they lie, fp32 ones (the start-up check, tests) through bf16 copies.
 // A finalized plan is cached per (direction, B, T, H, KV, hd).
 #include <cudnn_graph.h>
 #include <dlfcn.h>
@@ -427,42 +427,52 @@ void execute(const Plan &p, const int64_t *uids, void *const *ptrs, int n) {
 
 }  // namespace
 
-bool cudnn_att_fwd(float *out, float *lse, const float *q, const float *k, const float *v, int B, int Tq, int Tk,
-                   int H, int KV, int hd, size_t kv_bstride, const AttDrop *drop) {
+// The call's tensors as cuDNN takes them: bf16 activations where they lie; fp32 ones through bf16
+// copies (inputs rounded before, outputs widened after).
+struct Bf16View {
+    const size_t *n;
+    uint16_t *const *slot;
+    void *in(int i, Act x) const {
+        if (x.bf16) return x.p;
+        cuda_f32_to_bf16(slot[i], (const float *)x.p, n[i]);
+        return slot[i];
+    }
+    void *out(int i, Act x) const { return x.bf16 ? x.p : slot[i]; }
+    void widen(int i, Act x) const {
+        if (!x.bf16) cuda_bf16_to_f32((float *)x.p, slot[i], n[i]);
+    }
+};
+
+bool cudnn_att_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq, int Tk, int H, int KV, int hd,
+                   size_t kv_bstride, const AttDrop *drop) {
     Plan *plan;
     if (Tq != Tk || kv_bstride != (size_t)Tk * KV * hd || !takes(0, B, Tq, H, KV, hd, drop, &plan)) return false;
     const size_t nq = (size_t)B * Tq * H * hd, nkv = (size_t)B * Tk * KV * hd;
     const size_t n[4] = {nq, nkv, nkv, nq};
-    uint16_t *const *s = bf16_slots(n, 4);
-    cuda_f32_to_bf16(s[0], q, nq);
-    cuda_f32_to_bf16(s[1], k, nkv);
-    cuda_f32_to_bf16(s[2], v, nkv);
+    const Bf16View b{n, out.bf16 ? nullptr : bf16_slots(n, 4)};
     float scale = 1.0f / sqrtf((float)hd), neg_inf = -FLT_MAX;
     const int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF};
-    void *const ptrs[] = {s[0], s[1], s[2], s[3], lse, &scale, &neg_inf};
+    void *const ptrs[] = {b.in(0, q), b.in(1, k), b.in(2, v), b.out(3, out), lse, &scale, &neg_inf};
     execute(*plan, uids, ptrs, 7);
-    cuda_bf16_to_f32(out, s[3], nq);
+    b.widen(3, out);
     return true;
 }
 
-bool cudnn_att_bwd(float *dq, float *dk, float *dv, float *sum, const float *dout, const float *out, const float *lse,
-                   const float *q, const float *k, const float *v, int B, int T, int H, int KV, int hd,
-                   const AttDrop *drop) {
+bool cudnn_att_bwd(Act dq, Act dk, Act dv, float *sum, Act dout, Act out, const float *lse, Act q, Act k, Act v, int B,
+                   int T, int H, int KV, int hd, const AttDrop *drop) {
     Plan *plan;
     if (!takes(1, B, T, H, KV, hd, drop, &plan)) return false;
     const size_t nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd;
     const size_t n[8] = {nq, nkv, nkv, nq, nq, nq, nkv, nkv};  // q k v o dO | dq dk dv
-    uint16_t *const *s = bf16_slots(n, 8);
-    const float *in[5] = {q, k, v, out, dout};
-    for (int i = 0; i < 5; i++) cuda_f32_to_bf16(s[i], in[i], n[i]);
+    const Bf16View b{n, dq.bf16 ? nullptr : bf16_slots(n, 8)};
     float scale = 1.0f / sqrtf((float)hd), neg_inf = -FLT_MAX;
     const int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_DO, UID_STATS, UID_SUM,
                             UID_DQ, UID_DK, UID_DV, UID_SCALE, UID_NEG_INF};
-    void *const ptrs[] = {s[0], s[1], s[2], s[3], s[4], (void *)lse, sum, s[5], s[6], s[7], &scale, &neg_inf};
+    void *const ptrs[] = {b.in(0, q),        b.in(1, k),         b.in(2, v),         b.in(3, out),
+                          b.in(4, dout),     (void *)lse,        sum,                b.out(5, dq),
+                          b.out(6, dk),      b.out(7, dv),       &scale,             &neg_inf};
     execute(*plan, uids, ptrs, 12);
-    cuda_bf16_to_f32(dq, s[5], nq);
-    cuda_bf16_to_f32(dk, s[6], nkv);
-    cuda_bf16_to_f32(dv, s[7], nkv);
+    b.widen(5, dq), b.widen(6, dk), b.widen(7, dv);
     return true;
 }
 
@@ -487,6 +497,8 @@ double dev_rel_err(const float *a, const float *b, size_t n) {
 // gradients, and the native backward run on cuDNN's saved statistics); NULL or the disagreement
 const char *self_check(int hd) {
     static char why[256];
+    const int acts_bf16 = cuda_ctx.acts_bf16;  // the check's tensors are fp32, whatever the run's activations
+    cuda_ctx.acts_bf16 = 0;
     const int B = 2, T = 96, H = 4, KV = 2;  // T not a multiple of a 64-row tile
     const size_t nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd, nst = (size_t)B * H * T;
     const size_t len[] = {nq, nkv, nkv, nq};  // q k v dO (and the outputs' shapes follow)
@@ -535,6 +547,7 @@ const char *self_check(int hd) {
     for (int i = 0; i < 4; i++) cuda_free(in[i]);
     cuda_free(dk_x), cuda_free(dv_x), cuda_free(scratch);
     free(host);
+    cuda_ctx.acts_bf16 = acts_bf16;
     return why[0] ? why : NULL;
 }
 

@@ -10,11 +10,10 @@
 // Each returns false (and does nothing) when cuDNN does not take the call: not chosen, dropout
 // (cuDNN's mask is not the layout-free hash of kernels/rng.h), a KV-cache shape (Tq != Tk or a
 // strided kv), or a shape whose graph cuDNN refused under --attention auto.
-bool cudnn_att_fwd(float *out, float *lse, const float *q, const float *k, const float *v, int B, int Tq, int Tk,
-                   int H, int KV, int hd, size_t kv_bstride, const AttDrop *drop);
+bool cudnn_att_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq, int Tk, int H, int KV, int hd,
+                   size_t kv_bstride, const AttDrop *drop);
 // sum: (B, H, T) floats of scratch, where cuDNN leaves rowsum(dout * out)
-bool cudnn_att_bwd(float *dq, float *dk, float *dv, float *sum, const float *dout, const float *out, const float *lse,
-                   const float *q, const float *k, const float *v, int B, int T, int H, int KV, int hd,
-                   const AttDrop *drop);
+bool cudnn_att_bwd(Act dq, Act dk, Act dv, float *sum, Act dout, Act out, const float *lse, Act q, Act k, Act v, int B,
+                   int T, int H, int KV, int hd, const AttDrop *drop);
 
 #endif

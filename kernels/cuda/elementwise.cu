@@ -28,18 +28,17 @@ template <class F> void launch_map(size_t n, F f) {
 
 // h (N, F) from the fused gu (N, 2F): gate then up on each row
 struct SwigluFwd {
-    float *h;
-    const float *gu;
+    Act h, gu;
     int F;
     __device__ void operator()(size_t i) const {
-        const float *gate = gu + (i / F) * 2 * F + i % F, g = gate[0];
-        h[i] = g / (1.0f + expf(-g)) * gate[F];
+        const size_t at = (i / F) * 2 * F + i % F;
+        const float g = gu[at];
+        h[i] = g / (1.0f + expf(-g)) * gu[at + F];
     }
 };
 
 struct SwigluBwd {  // i over (N, F): writes d gate and d up of element i into dgu (N, 2F)
-    float *dgu;
-    const float *dh, *gu;
+    Act dgu, dh, gu;
     int F;
     __device__ void operator()(size_t i) const {
         const size_t at = (i / F) * 2 * F + i % F;
@@ -53,8 +52,7 @@ struct SwigluBwd {  // i over (N, F): writes d gate and d up of element i into d
 constexpr float kGeluC = 0.7978845608028654f, kGeluA = 0.044715f;
 
 struct GeluFwd {
-    float *out;
-    const float *inp;
+    Act out, inp;
     __device__ void operator()(size_t i) const {
         const float x = inp[i], u = kGeluC * (x + kGeluA * x * x * x);
         out[i] = x / (1.0f + expf(-2.0f * u));
@@ -62,17 +60,16 @@ struct GeluFwd {
 };
 
 struct GeluBwd {  // dinp may be dout: each element is read before it is written
-    float *dinp;
-    const float *dout, *inp;
+    Act dinp, dout, inp;
     __device__ void operator()(size_t i) const {
         const float x = inp[i], u = kGeluC * (x + kGeluA * x * x * x);
         const float s = 1.0f / (1.0f + expf(-2.0f * u)), du = kGeluC * (1.0f + 3.0f * kGeluA * x * x);
-        dinp[i] = dout[i] * (s + 2.0f * x * s * (1.0f - s) * du);
+        dinp[i] = (float)dout[i] * (s + 2.0f * x * s * (1.0f - s) * du);
     }
 };
 
 struct BiasAdd {  // out (N, D) += b
-    float *out;
+    Act out;
     Param b;
     int D;
     __device__ void operator()(size_t i) const { out[i] += b[i % D]; }
@@ -104,15 +101,15 @@ struct PositionsBwd {  // dwpe (T, D) += sum over b of dout[b], in b order (the 
 // (sign -1): the fused row from dq, dk, dv, rotated back. Without tables a plain copy. The
 // rotation (x1, x2) -> (x1 c - x2 s', x2 c + x1 s'), s' = sign * s, is the CPU's.
 struct QkvRope {
-    float *fused, *q, *k, *v;  // the fused row is read (forward) or written (backward)
+    Act fused, q, k, v;  // the fused row is read (forward) or written (backward)
     const float *cos_t, *sin_t;  // (positions, hd/2), or NULL
     int T, hd, qd, kvd, pos0;
     float sign;
     __device__ void operator()(size_t idx) const {
         const int W = qd + 2 * kvd, col = (int)(idx % W);
         const size_t bt = idx / W;
-        float *x = fused + bt * W;  // this token's fused row
-        float *part;                // this token's q, k or v row, and the column inside it
+        const Act x = fused + bt * W;  // this token's fused row
+        Act part;                      // this token's q, k or v row, and the column inside it
         int c;
         if (col < qd) part = q + bt * qd, c = col;
         else if (col < qd + kvd) part = k + bt * kvd, c = col - qd;
@@ -126,7 +123,7 @@ struct QkvRope {
         const int half = hd / 2, i = c % hd % half, head0 = c - c % hd;
         const size_t pos = (size_t)pos0 + bt % T;
         const float cs = cos_t[pos * half + i], sn = sign * sin_t[pos * half + i];
-        const float *src = sign > 0 ? x + (col - c) + head0 : part + head0;  // the head being rotated
+        const Act src = sign > 0 ? x + ((col - c) + head0) : part + head0;  // the head being rotated
         const float a = src[i], b = src[i + half];
         const float r = c % hd < half ? a * cs - b * sn : b * cs + a * sn;
         if (sign > 0) part[c] = r;
@@ -165,14 +162,6 @@ struct Scale {
     __device__ void operator()(size_t i) const { x[i] *= s; }
 };
 
-__device__ __forceinline__ uint16_t f32_to_bf16(float f) {
-    const uint32_t u = __float_as_uint(f);
-    // round to nearest even: add 0x7fff plus the lowest kept bit, then truncate; NaN must
-    // not round into Inf, so it keeps its top bits with the quiet bit forced
-    return (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u)
-                                           : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 // torch.optim.AdamW over a unit shard; the bias corrections are folded into step_size and
 // bc2_sqrt on the host. Weight decay inside h's ranges only; the clip coefficient scales g.
 struct AdamW {
@@ -209,16 +198,16 @@ struct RoundBf16 {
 struct Bf16ToF32 {
     float *dst;
     const uint16_t *src;
-    __device__ void operator()(size_t i) const { dst[i] = __uint_as_float((uint32_t)src[i] << 16); }
+    __device__ void operator()(size_t i) const { dst[i] = bf16_to_f32(src[i]); }
 };
 
 // ---- RMSNorm ----
 
 // one block per row: out = inp * rstd * w
-__global__ void rmsnorm_fwd_kernel(float *out, float *rstd, const float *inp, Param w, int D, float eps) {
+__global__ void rmsnorm_fwd_kernel(Act out, float *rstd, const float *inp, Param w, int D, float eps) {
     __shared__ float sh[32];
     const float *x = inp + (size_t)blockIdx.x * D;
-    float *o = out + (size_t)blockIdx.x * D;
+    const Act o = out + (size_t)blockIdx.x * D;
     float ss = 0.0f;
     for (int j = threadIdx.x; j < D; j += blockDim.x) ss += x[j] * x[j];
     ss = block_reduce(ss, SumOp(), sh);
@@ -228,10 +217,11 @@ __global__ void rmsnorm_fwd_kernel(float *out, float *rstd, const float *inp, Pa
 }
 
 // one block per row: y += res, then out = y * rstd * w (each thread reads back only what it wrote)
-__global__ void add_rmsnorm_fwd_kernel(float *y, float *out, float *rstd, const float *res, Param w, int D,
+__global__ void add_rmsnorm_fwd_kernel(float *y, Act out, float *rstd, const float *res, Param w, int D,
                                        float eps) {
     __shared__ float sh[32];
-    float *x = y + (size_t)blockIdx.x * D, *o = out + (size_t)blockIdx.x * D;
+    float *x = y + (size_t)blockIdx.x * D;
+    const Act o = out + (size_t)blockIdx.x * D;
     const float *b = res + (size_t)blockIdx.x * D;
     float ss = 0.0f;
     for (int j = threadIdx.x; j < D; j += blockDim.x) {
@@ -246,11 +236,12 @@ __global__ void add_rmsnorm_fwd_kernel(float *y, float *out, float *rstd, const 
 }
 
 // one block per row: dinp += r * (dy * w - xhat * mean(dy * w * xhat)), xhat = x * r
-__global__ void rmsnorm_bwd_dinp_kernel(float *dinp, const float *dout, const float *inp, Param w,
+__global__ void rmsnorm_bwd_dinp_kernel(float *dinp, Act dout, const float *inp, Param w,
                                         const float *rstd, int D) {
     __shared__ float sh[32];
     const size_t row = (size_t)blockIdx.x * D;
-    const float *x = inp + row, *dy = dout + row;
+    const float *x = inp + row;
+    const Act dy = dout + row;
     float *dx = dinp + row;
     const float r = rstd[blockIdx.x];
     float acc = 0.0f;
@@ -261,7 +252,7 @@ __global__ void rmsnorm_bwd_dinp_kernel(float *dinp, const float *dout, const fl
 
 // dw partial sums, part (chunks, D): column j of chunk c sums dy * xhat over that chunk's rows in
 // order. Threads run along columns, so every row read is coalesced.
-__global__ void rmsnorm_dw_partial_kernel(float *part, const float *dout, const float *inp, const float *rstd, int N,
+__global__ void rmsnorm_dw_partial_kernel(float *part, Act dout, const float *inp, const float *rstd, int N,
                                           int D, int rows_per_chunk) {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= D) return;
@@ -286,11 +277,11 @@ ScratchBuf colsum_scratch;  // the (chunks, D) partial sums of rmsnorm, layernor
 // ---- LayerNorm ----
 
 // one block per row: out = (x - mean) * rstd * w + b, biased variance from a second pass over x - mean
-__global__ void layernorm_fwd_kernel(float *out, float *mean, float *rstd, const float *inp, Param w, Param bias,
+__global__ void layernorm_fwd_kernel(Act out, float *mean, float *rstd, const float *inp, Param w, Param bias,
                                      int D, float eps) {
     __shared__ float sh[32];
     const float *x = inp + (size_t)blockIdx.x * D;
-    float *o = out + (size_t)blockIdx.x * D;
+    const Act o = out + (size_t)blockIdx.x * D;
     float s = 0.0f;
     for (int j = threadIdx.x; j < D; j += blockDim.x) s += x[j];
     const float m = block_reduce(s, SumOp(), sh) / D;
@@ -302,11 +293,12 @@ __global__ void layernorm_fwd_kernel(float *out, float *mean, float *rstd, const
 }
 
 // one block per row: dinp += r (g - mean(g) - xhat mean(g xhat)), g = dy w, xhat = (x - m) r
-__global__ void layernorm_bwd_dinp_kernel(float *dinp, const float *dout, const float *inp, Param w,
+__global__ void layernorm_bwd_dinp_kernel(float *dinp, Act dout, const float *inp, Param w,
                                           const float *mean, const float *rstd, int D) {
     __shared__ float sh[32];
     const size_t row = (size_t)blockIdx.x * D;
-    const float *x = inp + row, *dy = dout + row;
+    const float *x = inp + row;
+    const Act dy = dout + row;
     float *dx = dinp + row;
     const float m = mean[blockIdx.x], r = rstd[blockIdx.x];
     float sg = 0.0f, sgx = 0.0f;
@@ -320,7 +312,7 @@ __global__ void layernorm_bwd_dinp_kernel(float *dinp, const float *dout, const 
 }
 
 // dw and db partial sums, pw, pb (chunks, D), as rmsnorm_dw_partial_kernel does
-__global__ void layernorm_dwdb_partial_kernel(float *pw, float *pb, const float *dout, const float *inp,
+__global__ void layernorm_dwdb_partial_kernel(float *pw, float *pb, Act dout, const float *inp,
                                               const float *mean, const float *rstd, int N, int D,
                                               int rows_per_chunk) {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -338,7 +330,7 @@ __global__ void layernorm_dwdb_partial_kernel(float *pw, float *pb, const float 
 
 // ---- bias backward: column sums over row chunks, then the chunks in order ----
 
-__global__ void colsum_partial_kernel(float *part, const float *x, int N, int D, int rows_per_chunk) {
+__global__ void colsum_partial_kernel(float *part, Act x, int N, int D, int rows_per_chunk) {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= D) return;
     const int n0 = blockIdx.y * rows_per_chunk, n1 = min(N, n0 + rows_per_chunk);
@@ -405,9 +397,9 @@ constexpr int kCeThreads = 512;
 
 // one block per row of logits (V): loss into losses[row]; with dscale != 0 the row becomes
 // (softmax - onehot) * dscale. One read for the (online) max and sum, one read+write for the gradient.
-__global__ void crossentropy_kernel(float *logits, const int32_t *targets, double *losses, int V, float dscale) {
+__global__ void crossentropy_kernel(Act logits, const int32_t *targets, double *losses, int V, float dscale) {
     __shared__ float2 sh[32];
-    float *x = logits + (size_t)blockIdx.x * V;
+    const Act x = logits + (size_t)blockIdx.x * V;
     const int t = targets[blockIdx.x];
     const float xt = x[t];  // read before the block_reduce barrier, so before any thread overwrites it
     float m = -INFINITY, s = 0.0f;
@@ -425,7 +417,7 @@ __global__ void crossentropy_kernel(float *logits, const int32_t *targets, doubl
     if (dscale != 0.0f) {
         const float c = dscale / ms.y;
         for (int j = threadIdx.x; j < V; j += blockDim.x) {
-            const float g = expf(x[j] - ms.x) * c;
+            const float g = expf((float)x[j] - ms.x) * c;
             x[j] = j == t ? g - dscale : g;
         }
     }
@@ -463,51 +455,51 @@ void sum_doubles(double *out, const double *x, size_t n, int accumulate) {
 
 extern "C" {
 
-void cuda_rmsnorm_fwd(float *out, float *rstd, const float *inp, const void *w, int N, int D, float eps) {
+void cuda_rmsnorm_fwd(void *out, float *rstd, const float *inp, const void *w, int N, int D, float eps) {
     if (N <= 0) return;
-    rmsnorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(out, rstd, inp, param(w), D, eps);
+    rmsnorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(act(out), rstd, inp, param(w), D, eps);
     cudaCheckLaunch();
 }
 
-void cuda_add_rmsnorm_fwd(float *y, float *out, float *rstd, const float *r, const void *w, int N, int D, float eps) {
+void cuda_add_rmsnorm_fwd(float *y, void *out, float *rstd, const float *r, const void *w, int N, int D, float eps) {
     if (N <= 0) return;
-    add_rmsnorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(y, out, rstd, r, param(w), D, eps);
+    add_rmsnorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(y, act(out), rstd, r, param(w), D, eps);
     cudaCheckLaunch();
 }
 
-void cuda_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const void *w, const float *rstd,
+void cuda_rmsnorm_bwd(float *dinp, float *dw, const void *dout, const float *inp, const void *w, const float *rstd,
                       int N, int D) {
     if (N <= 0) return;
-    rmsnorm_bwd_dinp_kernel<<<N, kThreads, 0, cuda_stream()>>>(dinp, dout, inp, param(w), rstd, D);
+    rmsnorm_bwd_dinp_kernel<<<N, kThreads, 0, cuda_stream()>>>(dinp, act(dout), inp, param(w), rstd, D);
     cudaCheckLaunch();
     int rows_per_chunk, chunks;
     row_chunks(N, &rows_per_chunk, &chunks);
     float *part = (float *)colsum_scratch.get(sizeof(float) * (size_t)chunks * D);  // (chunks, D)
     const unsigned col_blocks = (D + kThreads - 1) / kThreads;
-    rmsnorm_dw_partial_kernel<<<dim3(col_blocks, chunks), kThreads, 0, cuda_stream()>>>(part, dout, inp, rstd, N, D,
-                                                                                         rows_per_chunk);
+    rmsnorm_dw_partial_kernel<<<dim3(col_blocks, chunks), kThreads, 0, cuda_stream()>>>(part, act(dout), inp, rstd, N,
+                                                                                         D, rows_per_chunk);
     cudaCheckLaunch();
     chunk_sums_kernel<<<col_blocks, kThreads, 0, cuda_stream()>>>(dw, part, chunks, D);
     cudaCheckLaunch();
 }
 
-void cuda_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const void *w, const void *b, int N,
+void cuda_layernorm_fwd(void *out, float *mean, float *rstd, const float *inp, const void *w, const void *b, int N,
                         int D, float eps) {
     if (N <= 0) return;
-    layernorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(out, mean, rstd, inp, param(w), param(b), D, eps);
+    layernorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(act(out), mean, rstd, inp, param(w), param(b), D, eps);
     cudaCheckLaunch();
 }
 
-void cuda_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const void *w,
+void cuda_layernorm_bwd(float *dinp, float *dw, float *db, const void *dout, const float *inp, const void *w,
                         const float *mean, const float *rstd, int N, int D) {
     if (N <= 0) return;
-    layernorm_bwd_dinp_kernel<<<N, kThreads, 0, cuda_stream()>>>(dinp, dout, inp, param(w), mean, rstd, D);
+    layernorm_bwd_dinp_kernel<<<N, kThreads, 0, cuda_stream()>>>(dinp, act(dout), inp, param(w), mean, rstd, D);
     cudaCheckLaunch();
     int rows_per_chunk, chunks;
     row_chunks(N, &rows_per_chunk, &chunks);
     float *pw = (float *)colsum_scratch.get(sizeof(float) * 2 * (size_t)chunks * D), *pb = pw + (size_t)chunks * D;
     const unsigned col_blocks = (D + kThreads - 1) / kThreads;
-    layernorm_dwdb_partial_kernel<<<dim3(col_blocks, chunks), kThreads, 0, cuda_stream()>>>(pw, pb, dout, inp, mean,
+    layernorm_dwdb_partial_kernel<<<dim3(col_blocks, chunks), kThreads, 0, cuda_stream()>>>(pw, pb, act(dout), inp, mean,
                                                                                              rstd, N, D,
                                                                                              rows_per_chunk);
     cudaCheckLaunch();
@@ -517,23 +509,24 @@ void cuda_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, co
     cudaCheckLaunch();
 }
 
-void cuda_gelu_fwd(float *out, const float *inp, size_t n) { launch_map(n, GeluFwd{out, inp}); }
+void cuda_gelu_fwd(void *out, const void *inp, size_t n) { launch_map(n, GeluFwd{act(out), act(inp)}); }
 
-void cuda_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
-    launch_map(n, GeluBwd{dinp, dout, inp});
+void cuda_gelu_bwd(void *dinp, const void *dout, const void *inp, size_t n) {
+    launch_map(n, GeluBwd{act(dinp), act(dout), act(inp)});
 }
 
-void cuda_bias_add(float *out, const void *b, int N, int D) {
-    if (N > 0 && D > 0) launch_map((size_t)N * D, BiasAdd{out, param(b), D});
+void cuda_bias_add(void *out, KernDtype dt, const void *b, int N, int D) {
+    if (N > 0 && D > 0) launch_map((size_t)N * D, BiasAdd{act(out, dt), param(b), D});
 }
 
-void cuda_bias_bwd(float *db, const float *dout, int N, int D) {
+void cuda_bias_bwd(float *db, const void *dout, KernDtype dt, int N, int D) {
     if (N <= 0 || D <= 0) return;
     int rows_per_chunk, chunks;
     row_chunks(N, &rows_per_chunk, &chunks);
     float *part = (float *)colsum_scratch.get(sizeof(float) * (size_t)chunks * D);  // (chunks, D)
     const unsigned col_blocks = (D + kThreads - 1) / kThreads;
-    colsum_partial_kernel<<<dim3(col_blocks, chunks), kThreads, 0, cuda_stream()>>>(part, dout, N, D, rows_per_chunk);
+    colsum_partial_kernel<<<dim3(col_blocks, chunks), kThreads, 0, cuda_stream()>>>(part, act(dout, dt), N, D,
+                                                                                     rows_per_chunk);
     cudaCheckLaunch();
     chunk_sums_kernel<<<col_blocks, kThreads, 0, cuda_stream()>>>(db, part, chunks, D);
     cudaCheckLaunch();
@@ -568,26 +561,27 @@ void cuda_rope_table(float *cos_t, float *sin_t, int T, int hd, float theta) {
     free(s);
 }
 
-void cuda_qkv_split(float *q, float *k, float *v, const float *qkv, const float *cos_t, const float *sin_t, int B,
-                    int T, int H, int KV, int hd, int pos0) {
+void cuda_qkv_split(void *q, void *k, void *v, const void *qkv, const float *cos_t, const float *sin_t, int B, int T,
+                    int H, int KV, int hd, int pos0) {
     const int qd = H * hd, kvd = KV * hd;
-    launch_map((size_t)B * T * (qd + 2 * kvd), QkvRope{(float *)qkv, q, k, v, cos_t, sin_t, T, hd, qd, kvd, pos0, 1.0f});
+    launch_map((size_t)B * T * (qd + 2 * kvd),
+               QkvRope{act(qkv), act(q), act(k), act(v), cos_t, sin_t, T, hd, qd, kvd, pos0, 1.0f});
 }
 
-void cuda_qkv_merge(float *dqkv, const float *dq, const float *dk, const float *dv, const float *cos_t,
+void cuda_qkv_merge(void *dqkv, const void *dq, const void *dk, const void *dv, const float *cos_t,
                     const float *sin_t, int B, int T, int H, int KV, int hd) {
     // the transpose of a rotation is the rotation by the negative angle
     const int qd = H * hd, kvd = KV * hd;
     launch_map((size_t)B * T * (qd + 2 * kvd),
-               QkvRope{dqkv, (float *)dq, (float *)dk, (float *)dv, cos_t, sin_t, T, hd, qd, kvd, 0, -1.0f});
+               QkvRope{act(dqkv), act(dq), act(dk), act(dv), cos_t, sin_t, T, hd, qd, kvd, 0, -1.0f});
 }
 
-void cuda_swiglu_fwd(float *h, const float *gu, int N, int F) {
-    if (N > 0 && F > 0) launch_map((size_t)N * F, SwigluFwd{h, gu, F});
+void cuda_swiglu_fwd(void *h, const void *gu, int N, int F) {
+    if (N > 0 && F > 0) launch_map((size_t)N * F, SwigluFwd{act(h), act(gu), F});
 }
 
-void cuda_swiglu_bwd(float *dgu, const float *dh, const float *gu, int N, int F) {
-    if (N > 0 && F > 0) launch_map((size_t)N * F, SwigluBwd{dgu, dh, gu, F});
+void cuda_swiglu_bwd(void *dgu, const void *dh, const void *gu, int N, int F) {
+    if (N > 0 && F > 0) launch_map((size_t)N * F, SwigluBwd{act(dgu), act(dh), act(gu), F});
 }
 
 void cuda_embedding_fwd(float *out, const int32_t *tokens, const void *wte, int N, int D) {
@@ -610,10 +604,10 @@ void cuda_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, i
     cudaCheckLaunch();
 }
 
-void cuda_crossentropy_fwd_bwd(float *logits, const int32_t *targets, int N, int V, float dscale, double *loss) {
+void cuda_crossentropy_fwd_bwd(void *logits, const int32_t *targets, int N, int V, float dscale, double *loss) {
     if (N <= 0) return;
     double *losses = (double *)reduce_scratch.get(sizeof(double) * (size_t)N);  // (N)
-    crossentropy_kernel<<<N, kCeThreads, 0, cuda_stream()>>>(logits, targets, losses, V, dscale);
+    crossentropy_kernel<<<N, kCeThreads, 0, cuda_stream()>>>(act(logits), targets, losses, V, dscale);
     cudaCheckLaunch();
     sum_doubles(loss, losses, (size_t)N, 1);
 }
@@ -626,6 +620,11 @@ void cuda_scale(float *x, float s, size_t n) { launch_map(n, Scale{x, s}); }
 
 void cuda_zero(float *x, size_t n) {
     if (n) cudaCheck(cudaMemsetAsync(x, 0, sizeof(float) * n, cuda_stream()));
+}
+
+void cuda_act_copy(void *dst, const void *src, size_t n) {
+    if (n && dst != src)
+        cudaCheck(cudaMemcpyAsync(dst, src, act_bytes() * n, cudaMemcpyDeviceToDevice, cuda_stream()));
 }
 
 void cuda_copy(float *dst, const float *src, size_t n) {

@@ -1,9 +1,11 @@
-// matmul: linear layers through cuBLASLt with fp32 accumulation and fp32 outputs. In fp32 mode the
-// operands are fp32 too (CUBLAS_COMPUTE_32F, not TF32, so results match the CPU's sgemm to float
-// rounding); in bf16 mode (--precision bf16) the weights are the gathered bf16 parameters as they
-// are, and the fp32 activations are rounded to bf16 into reused scratch, so the tensor cores run
-// at their bf16 rate. A third mode, for measuring only (test_gpu --bench),
-// hands cuBLASLt the fp32 operands with CUBLAS_COMPUTE_32F_FAST_16BF so it rounds them itself.
+// matmul: linear layers through cuBLASLt with fp32 accumulation. In fp32 mode the operands and
+// outputs are fp32 (CUBLAS_COMPUTE_32F, not TF32, so results match the CPU's sgemm to float
+// rounding); in bf16 mode (--precision bf16) the weights are the gathered bf16 parameters and the
+// activations bf16, both taken as they are, and outputs are written in their dtype (bf16
+// activations, or fp32 for the residual stream) by the GEMM itself; only an fp32 operand (the
+// residual gradient) is rounded to bf16 into reused scratch. A third mode, for measuring only
+// (test_gpu --bench), hands cuBLASLt the fp32 operands with CUBLAS_COMPUTE_32F_FAST_16BF so it
+// rounds them itself.
 // Weights are row-major [out, in].
 // cuBLASLt is column-major: a row-major (R, C) matrix is the column-major (C, R) one, so each
 // row-major product below is issued as its transpose.
@@ -15,9 +17,11 @@ namespace {
 // and pointer alignment (the heuristic may pick kernels that need aligned operands).
 struct GemmKey {
     int mode, ta, tb, m, n, k, lda, ldb, ldc, align_a, align_b, align_c;  // a CudaCompute mode
+    int c_bf16;  // C and D are bf16 (else fp32)
     bool operator==(const GemmKey &o) const {
         return mode == o.mode && ta == o.ta && tb == o.tb && m == o.m && n == o.n && k == o.k && lda == o.lda &&
-               ldb == o.ldb && ldc == o.ldc && align_a == o.align_a && align_b == o.align_b && align_c == o.align_c;
+               ldb == o.ldb && ldc == o.ldc && align_a == o.align_a && align_b == o.align_b && align_c == o.align_c &&
+               c_bf16 == o.c_bf16;
     }
 };
 
@@ -33,10 +37,10 @@ constexpr int kPlanCache = 64;  // a training run uses about a dozen shapes
 GemmPlan plans[kPlanCache];
 int num_plans, next_victim;
 
-// largest power of two (<= 256) dividing the address
+// largest power of two (<= 256) dividing the address (at least 2: the size of a bf16)
 uint32_t alignment_of(const void *p) {
     uint32_t a = 256;
-    while (a > 4 && (uintptr_t)p % a) a /= 2;
+    while (a > 2 && (uintptr_t)p % a) a /= 2;
     return a;
 }
 
@@ -58,7 +62,7 @@ void build_plan(GemmPlan &p, const GemmKey &k) {
     // layouts describe the stored matrices, before the transposes
     cublasCheck(cublasLtMatrixLayoutCreate(&p.a, ab, k.ta ? k.k : k.m, k.ta ? k.m : k.k, k.lda));
     cublasCheck(cublasLtMatrixLayoutCreate(&p.b, ab, k.tb ? k.n : k.k, k.tb ? k.k : k.n, k.ldb));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, k.m, k.n, k.ldc));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p.c, k.c_bf16 ? CUDA_R_16BF : CUDA_R_32F, k.m, k.n, k.ldc));
 
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
@@ -99,7 +103,8 @@ const GemmPlan &get_plan(const GemmKey &k) {
     return plans[slot];
 }
 
-// A GEMM operand as stored: fp32, or bf16 (parameters under cuda_ctx.params_bf16).
+// A GEMM operand or output as stored: fp32, or bf16 (parameters under cuda_ctx.params_bf16,
+// activations under cuda_ctx.acts_bf16).
 struct Operand {
     const void *p;
     bool bf16;
@@ -128,59 +133,72 @@ struct ConvertedOperands {
     }
 } converted;
 
-void run_plan(const GemmPlan &p, const void *a, const void *b, float *C, float beta) {
+void run_plan(const GemmPlan &p, const void *a, const void *b, void *C, float beta) {
     const float alpha = 1.0f;
     cublasCheck(cublasLtMatmul(cuda_ctx.lt, p.op, &alpha, a, p.a, b, p.b, &beta, C, p.c, C, p.c, &p.algo,
                                cuda_ctx.workspace, cuda_ctx.workspace_bytes, cuda_stream()));
 }
 
+ScratchBuf c_scratch;  // an fp32 result on its way to a bf16 output (the fp32 fallback only)
+
 // column-major C (m, n) = op(A) (m, k) @ op(B) (k, n) + beta * C, A and B contiguous. In the
 // bf16 modes they go to the tensor cores as bf16 unless cuBLASLt has no such algorithm for the
-// problem (odd leading dimensions), which then stays fp32.
-void gemm(bool ta, bool tb, int m, int n, int k, Operand A, int lda, Operand B, int ldb, float *C, int ldc,
+// problem (odd leading dimensions), which then stays fp32 (a bf16 C then goes through fp32 scratch).
+void gemm(bool ta, bool tb, int m, int n, int k, Operand A, int lda, Operand B, int ldb, Operand C, int ldc,
           float beta) {
     if (m <= 0 || n <= 0 || k <= 0) return;
     const size_t na = (size_t)(ta ? m : k) * lda, nb = (size_t)(tb ? k : n) * ldb;
-    const int ac = (int)alignment_of(C);
-    if (cuda_ctx.compute == COMPUTE_FAST_16BF) {
+    void *c = const_cast<void *>(C.p);
+    const int ac = (int)alignment_of(c);
+    if (cuda_ctx.compute == COMPUTE_FAST_16BF && !C.bf16) {
         const void *a = converted.get(A, na, false), *b = converted.get(B, nb, false);
         const GemmPlan &p = get_plan({COMPUTE_FAST_16BF, ta, tb, m, n, k, lda, ldb, ldc, (int)alignment_of(a),
-                                      (int)alignment_of(b), ac});
-        if (p.found) return run_plan(p, a, b, C, beta);
+                                      (int)alignment_of(b), ac, 0});
+        if (p.found) return run_plan(p, a, b, c, beta);
     }
     if (cuda_ctx.compute == COMPUTE_BF16) {
         // an fp32 operand is rounded into 256-aligned scratch; a bf16 one is used where it lies
         const int aa = A.bf16 ? (int)alignment_of(A.p) : 256, ab = B.bf16 ? (int)alignment_of(B.p) : 256;
-        const GemmPlan &p = get_plan({COMPUTE_BF16, ta, tb, m, n, k, lda, ldb, ldc, aa, ab, ac});
-        if (p.found) return run_plan(p, converted.get(A, na, true), converted.get(B, nb, true), C, beta);
+        const GemmPlan &p = get_plan({COMPUTE_BF16, ta, tb, m, n, k, lda, ldb, ldc, aa, ab, ac, C.bf16});
+        if (p.found) return run_plan(p, converted.get(A, na, true), converted.get(B, nb, true), c, beta);
     }
     const void *a = converted.get(A, na, false), *b = converted.get(B, nb, false);
-    run_plan(get_plan({COMPUTE_FP32, ta, tb, m, n, k, lda, ldb, ldc, (int)alignment_of(a), (int)alignment_of(b), ac}),
-             a, b, C, beta);
+    const size_t nc = (size_t)n * ldc;
+    float *c32 = C.bf16 ? (float *)c_scratch.get(sizeof(float) * nc) : (float *)c;
+    if (C.bf16 && beta != 0.0f) cuda_bf16_to_f32(c32, (const uint16_t *)c, nc);
+    run_plan(get_plan({COMPUTE_FP32, ta, tb, m, n, k, lda, ldb, ldc, (int)alignment_of(a), (int)alignment_of(b),
+                       (int)alignment_of(c32), 0}),
+             a, b, c32, beta);
+    if (C.bf16) cuda_f32_to_bf16((uint16_t *)c, c32, nc);
 }
 
 }  // namespace
 
 extern "C" {
 
-void cuda_matmul_fwd(float *out, const float *inp, const void *w, int N, int IN, int OUT) {
+void cuda_matmul_fwd(void *out, KernDtype out_dt, const void *inp, const void *w, int N, int IN, int OUT) {
     converted.begin();
+    const bool acts = cuda_ctx.acts_bf16 != 0;
     // out^T (OUT, N) = w (OUT, IN) @ inp^T (IN, N); column-major w is (IN, OUT), inp is (IN, N)
-    gemm(true, false, OUT, N, IN, {w, cuda_ctx.params_bf16 != 0}, IN, {inp, false}, IN, out, OUT, 0.0f);
+    gemm(true, false, OUT, N, IN, {w, cuda_ctx.params_bf16 != 0}, IN, {inp, acts}, IN,
+         {out, acts && out_dt == KERN_ACT}, OUT, 0.0f);
 }
 
-void cuda_matmul_bwd(float *dinp, float *dw, const float *dout, const float *inp, const void *w, int N, int IN,
-                     int OUT, int accumulate_dinp) {
+void cuda_matmul_bwd(void *dinp, float *dw, const void *dout, KernDtype dout_dt, const void *inp, const void *w, int N,
+                     int IN, int OUT, int accumulate_dinp) {
     converted.begin();
+    const bool acts = cuda_ctx.acts_bf16 != 0;
+    const Operand d = {dout, acts && dout_dt == KERN_ACT};
     // dinp^T (IN, N) = w^T (IN, OUT) @ dout^T (OUT, N)
     if (dinp)
-        gemm(false, false, IN, N, OUT, {w, cuda_ctx.params_bf16 != 0}, IN, {dout, false}, OUT, dinp, IN,
+        gemm(false, false, IN, N, OUT, {w, cuda_ctx.params_bf16 != 0}, IN, d, OUT, {dinp, acts}, IN,
              accumulate_dinp ? 1.0f : 0.0f);
     // dw^T (IN, OUT) += inp^T (IN, N) @ dout (N, OUT)
-    gemm(false, true, IN, OUT, N, {inp, false}, IN, {dout, false}, OUT, dw, IN, 1.0f);
+    gemm(false, true, IN, OUT, N, {inp, acts}, IN, d, OUT, {dw, false}, IN, 1.0f);
 }
 
 void cuda_set_compute(int mode) { cuda_ctx.compute = mode; }
 void cuda_set_params_bf16(int on) { cuda_ctx.params_bf16 = on; }
+void cuda_set_acts_bf16(int on) { cuda_ctx.acts_bf16 = on; }
 
 }  // extern "C"

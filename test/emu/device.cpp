@@ -189,6 +189,8 @@ struct Cost {
     double sec[kCategories], bytes, flops;
 };
 Cost step_cost, last_step;  // the step in progress, the last one finished
+// FSDPC_EMU_ROOFLINE=ops: the last step's time per op name too, to see where it goes
+std::map<std::string, std::pair<double, int>> step_ops, last_ops;  // name -> (seconds, calls)
 int steps_done;
 double op_bytes = -1, op_flops;  // declared by the op (bytes < 0: its page grants)
 bool op_bf16;
@@ -208,6 +210,8 @@ void account_op() {
     const double bytes = op_bytes >= 0 ? op_bytes : (double)(op_page_reads + op_page_writes) * page;
     const double sec = std::max(bytes / kHbmBytesPerSec, op_flops / (op_bf16 ? kBf16Flops : kFp32Flops));
     step_cost.sec[category_of(op_what)] += sec;
+    auto &o = step_ops[op_what];
+    o.first += sec, o.second++;
     step_cost.bytes += bytes, step_cost.flops += op_flops;
     op_bytes = -1, op_flops = 0, op_bf16 = false, op_page_reads = op_page_writes = 0;
 }
@@ -220,6 +224,12 @@ void report_roofline() {
     fprintf(stderr, "emu: modelled H100 step time: %.4f ms (", total * 1e3);
     for (int i = 0; i < kCategories; i++) fprintf(stderr, "%s%s %.4f ms", i ? ", " : "", category_names[i], c.sec[i] * 1e3);
     fprintf(stderr, "); step %d of the run, %.3f MB moved, %.3f GFLOP\n", steps_done, c.bytes / 1e6, c.flops / 1e9);
+    if (strcmp(getenv("FSDPC_EMU_ROOFLINE"), "ops")) return;
+    std::vector<std::pair<double, std::string>> by_time;
+    for (auto &o : last_ops) by_time.emplace_back(o.second.first, o.first);
+    std::sort(by_time.rbegin(), by_time.rend());
+    for (auto &t : by_time)
+        fprintf(stderr, "emu:   %.5f ms %4d x %s\n", t.first * 1e3, last_ops[t.second].second, t.second.c_str());
 }
 }  // namespace
 
@@ -241,6 +251,7 @@ extern "C" void emu_range_pop(void) {
     if (ranges.empty()) die("nvtxRangePop without a push");
     if (ranges.back() == "optimizer") {  // a step ends
         last_step = step_cost, step_cost = Cost{};
+        last_ops.swap(step_ops), step_ops.clear();
         steps_done++;
         in_optimizer = false;
     }

@@ -45,7 +45,7 @@ void emu_op_copy(void *dst, const void *src, size_t n, int to_host);
 
 // The roofline model (device.cpp): every op's bytes (page grants, unless declared here: bytes < 0
 // keeps the grants) and flops (bf16: at the tensor-core rate). Profiler ranges mark the steps;
-// with FSDPC_EMU_ROOFLINE set, the last step's modelled H100 time is printed at exit.
+// with FSDPC_EMU_ROOFLINE set, the last step's modelled H100 time is printed at exit (=ops: per op name too).
 void emu_op_cost(double bytes, double flops, int bf16);
 void emu_range_push(const char *name);
 void emu_range_pop(void);

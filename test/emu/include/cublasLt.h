@@ -50,11 +50,14 @@ static inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmul
     if (a == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES) { EMU_REQUIRE(n == 8); return 0; }
     EMU_REQUIRE(n == 4);
     p->align[a - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES] = *(const uint32_t *)v; return 0; }
-static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
+// FSDPC_EMU_LT_NO_BF16=1: no algorithm for bf16 operands, as cuBLASLt answers for some odd shapes,
+// so the callers' fp32 fallback runs
+static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t la,
     cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatmulPreference_t p, int req,
     cublasLtMatmulHeuristicResult_t *r, int *found) {
     EMU_REQUIRE(req >= 1);
-    r->algo.pref = *p; r->workspaceSize = 0; *found = 1; return 0; }
+    const char *e = getenv("FSDPC_EMU_LT_NO_BF16");
+    r->algo.pref = *p; r->workspaceSize = 0; *found = !(e && *e == '1' && la->type == CUDA_R_16BF); return 0; }
 static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
     cublasLtMatrixLayout_t la, const void *B, cublasLtMatrixLayout_t lb, const void *beta, const void *C,
     cublasLtMatrixLayout_t lc, void *D, cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t *algo, void *,
@@ -67,11 +70,13 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
     const int m = lc->rows, n = lc->cols, k = d->ta ? la->rows : la->cols;
     EMU_REQUIRE((d->ta ? la->cols : la->rows) == m);
     EMU_REQUIRE((d->tb ? lb->cols : lb->rows) == k && (d->tb ? lb->rows : lb->cols) == n);
-    EMU_REQUIRE(la->type == lb->type && lc->type == CUDA_R_32F);
+    // bf16 C and D only with bf16 A and B (cuBLASLt's 32F compute with bf16 outputs)
+    EMU_REQUIRE(la->type == lb->type && (lc->type == CUDA_R_32F || la->type == CUDA_R_16BF));
     const bool round = d->compute == CUBLAS_COMPUTE_32F_FAST_16BF;
     // the roofline model's cost: A and B read once, C read when beta != 0, D written; tensor-core rate for bf16
     const double ab_size = la->type == CUDA_R_16BF ? 2 : 4;
-    emu_op_cost(ab_size * ((double)m * k + (double)k * n) + 4.0 * m * n * (*(const float *)beta != 0.0f ? 2 : 1),
+    const double c_size = lc->type == CUDA_R_16BF ? 2 : 4;
+    emu_op_cost(ab_size * ((double)m * k + (double)k * n) + c_size * m * n * (*(const float *)beta != 0.0f ? 2 : 1),
                 2.0 * m * n * k, la->type == CUDA_R_16BF || round);
     EMU_REQUIRE(!round || la->type == CUDA_R_32F);
     auto el = [round](const void *p, size_t i, int t) {
@@ -85,7 +90,6 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
             u = (uint32_t)((const uint16_t *)p)[i] << 16;
         }
         float f; memcpy(&f, &u, 4); return f; };
-    float *c = (float *)D;
     const float al = *(const float *)alpha, be = *(const float *)beta;
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
@@ -93,7 +97,17 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
             for (int kk = 0; kk < k; kk++)
                 s += (double)el(A, d->ta ? kk + (size_t)i * la->ld : i + (size_t)kk * la->ld, la->type) *
                      el(B, d->tb ? j + (size_t)kk * lb->ld : kk + (size_t)j * lb->ld, lb->type);
-            float &o = c[i + (size_t)j * lc->ld];
-            o = (float)(al * s + (be != 0.0f ? be * o : 0.0f));
+            const size_t at = i + (size_t)j * lc->ld;
+            float c = 0.0f;  // C as stored (never rounded by the compute type)
+            if (be != 0.0f && lc->type == CUDA_R_32F) c = ((const float *)D)[at];
+            else if (be != 0.0f) { const uint32_t u = (uint32_t)((const uint16_t *)D)[at] << 16; memcpy(&c, &u, 4); }
+            const float r = (float)(al * s + (be != 0.0f ? be * c : 0.0f));
+            if (lc->type == CUDA_R_32F) {
+                ((float *)D)[at] = r;
+            } else {  // rounded to bf16, nearest even (finite results)
+                uint32_t u;
+                memcpy(&u, &r, 4);
+                ((uint16_t *)D)[at] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+            }
         }
     return 0; }

@@ -7,11 +7,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <cxxabi.h>
 #include <functional>
 #include <memory>
 #include <new>
+#include <string>
 #include <thread>
+#include <tuple>
 #include <type_traits>
+#include <typeinfo>
 #include <vector>
 
 #include "../emu_device.h"
@@ -156,9 +160,24 @@ template <class F> struct Launch {
         if constexpr (std::is_pointer_v<T>)
             if (a && !emu_is_dev(a)) { fprintf(stderr, "emu: kernel argument %p is not device memory\n", (const void *)a); abort(); }
     }
+    // a generic kernel (one whose last argument is a functor) is named with the functor too, so
+    // the roofline model's per-op split tells its uses apart
+    template <class... A> const char *op_name() {
+        using Last = std::tuple_element_t<sizeof...(A) ? sizeof...(A) - 1 : 0, std::tuple<A..., int>>;
+        if constexpr (sizeof...(A) == 0 || !std::is_class_v<Last>) return name;
+        else {
+            static const std::string full = [&] {
+                char *d = abi::__cxa_demangle(typeid(Last).name(), nullptr, nullptr, nullptr);
+                std::string s = std::string(name) + " " + (d ? d : typeid(Last).name());
+                free(d);
+                return s;
+            }();
+            return full.c_str();
+        }
+    }
     template <class... A> void operator()(A... args) {
         (check_arg(args), ...);
-        EmuOp op(emu_sid(cfg.stream), name);
+        EmuOp op(emu_sid(cfg.stream), op_name<A...>());
         if (cfg.block.y != 1 || cfg.block.z != 1 || cfg.block.x % 32 || cfg.block.x > 1024) abort();
         if (cfg.smem > max_dyn_smem) { fprintf(stderr, "emu: dynamic smem %zu > opt-in %zu\n", cfg.smem, max_dyn_smem); abort(); }
         if (cfg.grid.y > 65535 || cfg.grid.z > 65535 || cfg.grid.x == 0) abort();
