@@ -71,14 +71,19 @@ int shard_state_on_device(const ShardState *s) { return kern_on_gpu() && !s->off
 
 // full-size gradient buffers: one per unit when they persist over micro-batches; else the current
 // one and the one being reduced, plus one held from the head's backward to the embedding's when
-// they share a unit (tied weights). None at shard group 1 with fp32 reductions: the shard is the
-// whole unit, so backward adds into it and no reduce-scatter copies it there.
-static int grad_slots(const ModelPlan *plan, int persistent, int direct) {
-    return direct ? 0 : persistent ? plan->nunits : plan->embed_unit == plan->head_unit ? 3 : 2;
+// they share a unit (tied weights). None at shard group 1 (direct): the shard is the whole unit,
+// so backward adds into it and no reduce-scatter copies it there; bf16 reductions then need only
+// two bf16 slots for the replicas' all-reduce (the unit being reduced and the next).
+static int grad_slots(const ModelPlan *plan, int persistent, int direct, int direct_stage) {
+    if (direct) return direct_stage ? 2 : 0;
+    return persistent ? plan->nunits : plan->embed_unit == plan->head_unit ? 3 : 2;
 }
 
-static int direct_grads(const Config *cfg, const ParallelDims *pd) {
-    return pd->shard_size == 1 && cfg->reduce_dtype != PRECISION_BF16;
+static int direct_grads(const ParallelDims *pd) { return pd->shard_size == 1; }
+
+// shard group 1 with bf16 reductions over replicas: the all-reduce runs on a bf16 copy
+static int direct_stage(const Config *cfg, const ParallelDims *pd) {
+    return direct_grads(pd) && cfg->reduce_dtype == PRECISION_BF16 && pd->replica_size > 1;
 }
 
 void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, ShardMemEstimate *e) {
@@ -94,7 +99,7 @@ void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims
     const double f = sizeof(float), h = sizeof(uint16_t);
     e->params = f * sum_shard + f * (cfg->meta_init ? max_shard : sum_padded);
     e->optimizer = 2 * f * sum_shard;
-    size_t grad_full = direct_grads(cfg, pd) ? 0 : persistent ? sum_padded : (size_t)grad_slots(plan, 0, 0) * max_padded;
+    size_t grad_full = direct_grads(pd) ? 0 : persistent ? sum_padded : (size_t)grad_slots(plan, 0, 0, 0) * max_padded;
     e->grads = f * sum_shard + f * grad_full;
     // a GPU holds bf16 gathers as they arrive; the CPU expands them to fp32 from a staging buffer
     int bf16g = bf16p && kern_on_gpu();
@@ -102,8 +107,10 @@ void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims
     e->gathered = (bf16g ? h : f) * param_full;
     // bf16 gathers: the CPU's full staging buffer, and each unit's bf16 copy of its shard that
     // AdamW writes and the gathers send (at shard group 1 on a GPU, the unit's gathered parameters
-    // themselves); bf16 reductions: the full buffer and this rank's shard of it
-    e->buffers = (bf16p ? h * ((bf16g ? 0 : param_full) + sum_shard) : 0.0) + (bf16r ? h * grad_full * (1.0 + 1.0 / g) : 0.0);
+    // themselves); bf16 reductions: the full buffer and this rank's shard of it, or at shard group 1
+    // the replicas' all-reduce slots
+    double reduce_stage = direct_stage(cfg, pd) ? 2.0 * max_padded : grad_full * (1.0 + 1.0 / g);
+    e->buffers = (bf16p ? h * ((bf16g ? 0 : param_full) + sum_shard) : 0.0) + (bf16r ? h * reduce_stage : 0.0);
 }
 
 void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, int init_values) {
@@ -119,7 +126,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
     s->bf16_reduce = cfg->reduce_dtype == PRECISION_BF16;
     s->offload = cfg->cpu_offload && kern_on_gpu();
     s->persistent_grads = cfg->grad_accum > 1;
-    s->direct_grads = direct_grads(cfg, pd);
+    s->direct_grads = direct_grads(pd);
     s->units = callocCheck(s->nunits, sizeof(FlatUnit));
     size_t max_padded = 0;
     for (int u = 0; u < s->nunits; u++) {
@@ -172,7 +179,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
         free(full);
     }
     s->nparam_slots = s->units[0].params ? 0 : s->dims.reshard_after_forward ? 2 : s->nunits;
-    s->ngrad_slots = grad_slots(plan, s->persistent_grads, s->direct_grads);
+    s->ngrad_slots = grad_slots(plan, s->persistent_grads, s->direct_grads, direct_stage(cfg, pd));
     s->param_pool = callocCheck(s->nparam_slots + 1, sizeof(void *));
     s->grad_pool = callocCheck(s->ngrad_slots, sizeof(float *));
     s->param_owner = callocCheck(s->nparam_slots + 1, sizeof(int));
@@ -187,9 +194,13 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
         if (s->bf16_params && !s->bf16_gathered) s->param_stage[i] = hzalloc(n, KERN_MEM_BUFFERS);
     }
     for (int i = 0; i < s->ngrad_slots; i++) {
-        size_t n = s->persistent_grads ? s->units[i].padded : max_padded;
-        s->grad_pool[i] = fzalloc(n, KERN_MEM_GRADS);
+        size_t n = s->persistent_grads && !s->direct_grads ? s->units[i].padded : max_padded;
         s->grad_owner[i] = -1;
+        if (s->direct_grads) {  // the replicas' bf16 all-reduce slots only
+            s->grad_stage[i] = hzalloc(n, KERN_MEM_BUFFERS);
+            continue;
+        }
+        s->grad_pool[i] = fzalloc(n, KERN_MEM_GRADS);
         if (s->bf16_reduce) {
             s->grad_stage[i] = hzalloc(n, KERN_MEM_BUFFERS);
             s->grad_recv[i] = hzalloc(n / s->dims.shard_size, KERN_MEM_BUFFERS);
@@ -295,7 +306,14 @@ static void finish_reduce(ShardState *s, int u) {
     if (!f->reduce_req) return;
     comm_wait(f->reduce_req);
     f->reduce_req = NULL;
-    if (s->direct_grads) return;  // that was the replicas' all-reduce of the shard itself
+    if (s->direct_grads) {  // the replicas' all-reduce of the shard itself, or of its bf16 copy
+        if (f->grad_slot >= 0) {
+            kern_bf16_to_f32(f->grad_shard, s->grad_stage[f->grad_slot], f->shard_len);
+            s->grad_owner[f->grad_slot] = -1;
+            f->grad_slot = -1;
+        }
+        return;
+    }
     if (s->bf16_reduce) {
         uint16_t *recv = s->grad_recv[f->grad_slot];
         if (s->dims.replica_size > 1) comm_wait(comm_allreduce_bf16_start(s->replica_group, recv, f->shard_len));
@@ -344,7 +362,19 @@ void shard_grad_ready(ShardState *s, int u, int last_micro) {
     f->grad_open = 0;
     if (!last_micro) return;  // accumulate locally; communicate once per step (no_sync)
     if (s->direct_grads) {
-        if (s->dims.replica_size > 1) f->reduce_req = comm_allreduce_start(s->replica_group, f->grad_shard, f->shard_len);
+        if (s->bf16_reduce && s->dims.replica_size == 1) {
+            kern_round_bf16(f->grad_shard, f->shard_len);  // what a bf16 reduction over one rank gives
+        } else if (s->bf16_reduce) {
+            // a free slot, else the one held by the higher unit (backward runs high to low): finish it
+            int slot = s->grad_owner[0] < 0 ? 0 : s->grad_owner[1] < 0 ? 1 : s->grad_owner[0] > s->grad_owner[1] ? 0 : 1;
+            if (s->grad_owner[slot] >= 0) finish_reduce(s, s->grad_owner[slot]);
+            s->grad_owner[slot] = u;
+            f->grad_slot = slot;
+            kern_f32_to_bf16(s->grad_stage[slot], f->grad_shard, f->shard_len);
+            f->reduce_req = comm_allreduce_bf16_start(s->replica_group, s->grad_stage[slot], f->shard_len);
+        } else if (s->dims.replica_size > 1) {
+            f->reduce_req = comm_allreduce_start(s->replica_group, f->grad_shard, f->shard_len);
+        }
         return;
     }
     if (s->bf16_reduce) {

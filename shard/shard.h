@@ -50,7 +50,8 @@ typedef struct {
     int bf16_reduce;                // --reduce_dtype bf16: reduce gradients in bf16
     int offload;                    // --cpu_offload with a GPU: optimizer state on the host
     int persistent_grads;           // full gradients live across micro-batches (grad_accum > 1)
-    int direct_grads;               // shard group 1, fp32 reductions: backward adds into grad_shard itself
+    int direct_grads;               // shard group 1: backward adds into grad_shard itself (bf16 reductions: rounded
+                                    // there, or all-reduced over replicas through the grad_stage slots)
     int nunits;
     FlatUnit *units;
     // pools of full-size buffers: 2 for parameters (current + prefetched) under ZeRO-3, one per

@@ -69,6 +69,7 @@ for args in "4 --sharding hybrid-full-shard --shard_group_size 2 --meta_init" \
     "4 --sharding hybrid-grad-shard --shard_group_size 2 --meta_init" \
     "4 --sharding hybrid-grad-shard --shard_group_size 2 --activation_checkpoints --meta_init" \
     "2 --sharding hybrid-full-shard --shard_group_size 1 --meta_init" "2 --sharding full-shard --selective_checkpointing 2 --meta_init" \
+    "2 --sharding hybrid-full-shard --shard_group_size 1 --reduce_dtype bf16 --meta_init" \
     "2 --sharding full-shard --precision bf16 --reduce_dtype bf16 --meta_init" \
     "2 --sharding no-shard --precision bf16 --meta_init" "2 --sharding grad-shard --grad_accum 2 --meta_init" \
     "2 --sharding full-shard"; do
@@ -131,7 +132,8 @@ G="--hidden_width 32 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --inte
    --batch_size 2 --train_data synthetic --num_threads 1 --device cuda"
 if [ -x build/fsdpc_emu ]; then
     for args in "1 --precision bf16 --cpu_offload" "2 --sharding full-shard --precision bf16 --reduce_dtype bf16" \
-        "2 --sharding grad-shard --activation_checkpoints --grad_accum 2" "4 --sharding hybrid-full-shard --shard_group_size 2"; do
+        "2 --sharding grad-shard --activation_checkpoints --grad_accum 2" "4 --sharding hybrid-full-shard --shard_group_size 2" \
+        "2 --sharding hybrid-full-shard --shard_group_size 1 --precision bf16 --reduce_dtype bf16"; do
         set -- $args
         np=$1
         shift
