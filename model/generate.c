@@ -56,7 +56,7 @@ int32_t model_sample(float *logits, int V, float temperature, float top_p, uint6
 
 // Runs tokens [0, n) at positions pos0.. through the model; leaves the last position's logits
 // in the host buffer `logits` (V).
-static float *forward_tokens(const ModelPlan *plan, const float *const *P, Activations *a, const int32_t *toks, int n,
+static float *forward_tokens(const ModelPlan *plan, const void *const *P, Activations *a, const int32_t *toks, int n,
                              int pos0, float *logits) {
     int L = plan->cfg.num_layers, V = plan->cfg.vocab_size;
     model_load_batch(a, toks, NULL, n, 0);
@@ -67,7 +67,7 @@ static float *forward_tokens(const ModelPlan *plan, const float *const *P, Activ
     return logits;
 }
 
-void model_generate(const ModelPlan *plan, const float *const *P, const int32_t *prompt, int n, int num_tokens,
+void model_generate(const ModelPlan *plan, const void *const *P, const int32_t *prompt, int n, int num_tokens,
                     float temperature, float top_p, uint64_t seed, int (*emit)(int32_t tok, void *ctx), void *ctx) {
     const ModelConfig *c = &plan->cfg;
     int T = c->max_context_width;

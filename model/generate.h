@@ -6,10 +6,10 @@
 
 #include "model.h"
 
-// unit_params[u]: full parameters of unit u. Continues the n prompt tokens (n >= 1) by
+// unit_params[u]: full parameters of unit u, in the kernels' parameter dtype. Continues the n prompt tokens (n >= 1) by
 // at most num_tokens tokens, handing each new token to emit, which returns 0 to stop (an end-of-
 // text token). temperature 0 = greedy.
-void model_generate(const ModelPlan *plan, const float *const *unit_params, const int32_t *prompt, int n,
+void model_generate(const ModelPlan *plan, const void *const *unit_params, const int32_t *prompt, int n,
                     int num_tokens, float temperature, float top_p, uint64_t seed, int (*emit)(int32_t tok, void *ctx),
                     void *ctx);
 

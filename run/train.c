@@ -639,7 +639,7 @@ static void print_for_log(const char *s, size_t n) {
 }
 
 // Rank 0: the prompt, then the continuation, on stdout.
-static void generate_text(Run *r, const float *const *P) {
+static void generate_text(Run *r, const void *const *P) {
     Config *c = r->cfg;
     // the prompt is encoded after <s> when the tokenizer has one; the byte tokenizer starts an
     // empty prompt from a line break, not printed
@@ -672,15 +672,20 @@ static void generate_text(Run *r, const float *const *P) {
 static void sample(Run *r) {
     // every rank helps gather the whole model; rank 0 generates
     int nu = r->plan.nunits;
-    float **full = mallocCheck((size_t)nu * sizeof *full);
-    const float **P = mallocCheck((size_t)nu * sizeof *P);
+    void **P = mallocCheck((size_t)nu * sizeof *P);
     for (int u = 0; u < nu; u++) {
-        P[u] = full[u] = kern_alloc(shard_unit_padded(&r->st, u) * sizeof(float), KERN_MEM_GATHERED);
-        comm_all_gather(shard_group(&r->st), shard_device_master(&r->st, u), full[u], shard_unit_len(&r->st, u));
+        size_t n = shard_unit_padded(&r->st, u);
+        float *full = kern_alloc(n * sizeof(float), KERN_MEM_GATHERED);
+        comm_all_gather(shard_group(&r->st), shard_device_master(&r->st, u), full, shard_unit_len(&r->st, u));
+        P[u] = full;
+        if (kern_params_bf16()) {  // the kernels' parameter dtype (a GPU under --precision bf16)
+            P[u] = kern_alloc(n * sizeof(uint16_t), KERN_MEM_GATHERED);
+            kern_f32_to_bf16(P[u], full, n);
+            kern_free(full);
+        }
     }
-    if (comm_info.rank == 0) generate_text(r, P);
-    for (int u = 0; u < nu; u++) kern_free(full[u]);
-    free(full);
+    if (comm_info.rank == 0) generate_text(r, (const void *const *)P);
+    for (int u = 0; u < nu; u++) kern_free(P[u]);
     free(P);
 }
 

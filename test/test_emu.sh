@@ -155,6 +155,13 @@ out=$(timeout 300 $EMU --resume_from_checkpoint "$W/ck/step_00000002.h5" --max_s
     --num_tokens 8 --temperature 0 2>"$W/gen.err")
 [ "${#out}" -ge 14 ] && [ "${out:0:6}" = "ROMEO:" ]
 check "generation with the KV cache" $? "(got '${out}', $(grep -m1 error "$W/gen.err"))"
+# bf16: the gathered parameters bf16 as the kernels read them, bf16 activations and KV cache; 12
+# tokens run past the 16-token context (the refill). Greedy text equals the CPU's bf16 run here.
+G="--resume_from_checkpoint $W/ck/step_00000002.h5 --max_steps 0 --prompt ROMEO: --num_tokens 12 --temperature 0 --precision bf16"
+out=$(timeout 300 $EMU $G 2>"$W/gen16.err")
+ref=$($CPU $G 2>/dev/null)
+[ "${#out}" -ge 18 ] && [ "$out" = "$ref" ]
+check "bf16 generation with the KV cache equals the CPU's greedy text" $? "(got '${out}', CPU '${ref}', $(grep -m1 error "$W/gen16.err"))"
 
 # --attention: cuDNN's fused attention (the emulation's fake libcudnn runs its graphs on the CPU
 # attention) at head dim 64 with GQA; FSDPC_EMU_CUDNN makes cuDNN missing, refuse or disagree
