@@ -31,7 +31,10 @@ grep -q "on cuda:" "$W/gpu.err" || echo "not ok - gpu: the run did not report a 
 compare "fp32 training tracks the CPU losses" cpu gpu 2e-3
 train cpu_bf16 --device cpu --precision bf16
 train gpu_bf16 --device cuda --precision bf16
-compare "bf16 tensor-core training tracks the CPU's bf16 losses" cpu_bf16 gpu_bf16 3e-2
+# the GPU also stores activations in bf16 (the CPU keeps them fp32): on a 20-step emulated run of a
+# smaller model the two bf16 runs differed by up to 2.8e-2, where the CPU's bf16 and fp32 runs differ
+# by 2.7e-2 (single steps of a sensitive batch)
+compare "bf16 tensor-core training tracks the CPU's bf16 losses" cpu_bf16 gpu_bf16 5e-2
 train gpu_offload --device cuda --cpu_offload
 compare "--cpu_offload (host AdamW, async copies) matches the on-device optimizer" gpu gpu_offload 1e-3
 # cuDNN's fused attention (head dim 64, GQA) against the native kernel, when libcudnn loads
