@@ -46,6 +46,10 @@
       (void *out, float *mean, float *rstd, const float *inp, const void *w, const void *b, int N, int D,            \
        float eps),                                                                                                     \
       (out, mean, rstd, inp, w, b, N, D, eps))                                                                         \
+    X(void, add_layernorm_fwd,                                                                                         \
+      (float *y, void *out, float *mean, float *rstd, const float *r, const void *w, const void *b, int N, int D,     \
+       float eps),                                                                                                     \
+      (y, out, mean, rstd, r, w, b, N, D, eps))                                                                        \
     X(void, layernorm_bwd,                                                                                             \
       (float *dinp, float *dw, float *db, const void *dout, const float *inp, const void *w, const float *mean,       \
        const float *rstd, int N, int D),                                                                               \

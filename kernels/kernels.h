@@ -145,6 +145,10 @@ void kern_add_rmsnorm_fwd(float *y, void *out, float *rstd, const float *r, cons
 // rstd = 1/sqrt(var + eps); mean, rstd (N) are saved for backward
 void kern_layernorm_fwd(void *out, float *mean, float *rstd, const float *inp, const void *w, const void *b,
                         int N, int D, float eps);
+// The residual add fused into it, as for RMSNorm: y (N, D) += r, then out, mean, rstd as
+// kern_layernorm_fwd of the new y.
+void kern_add_layernorm_fwd(float *y, void *out, float *mean, float *rstd, const float *r, const void *w,
+                            const void *b, int N, int D, float eps);
 // dinp (N, D) +=, dw (D) +=, db (D) +=; dout activations; the sums over rows are deterministic
 void kern_layernorm_bwd(float *dinp, float *dw, float *db, const void *dout, const float *inp, const void *w,
                         const float *mean, const float *rstd, int N, int D);

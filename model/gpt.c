@@ -138,8 +138,8 @@ static void gpt_block_fwd(const ModelPlan *plan, int l, const void *p, Activatio
     kern_matmul_fwd(la.xmid, KERN_F32, la.att, WP(p, u, P_APROJ_W), N, D, D);
     kern_bias_add(la.xmid, KERN_F32, WP(p, u, P_APROJ_B), N, D);
     model_dropout_fwd(a, la.xmid, T, D, l, DROP_ATTN_OUT);
-    kern_add(la.xmid, la.x, (size_t)N * D);  // residual
-    kern_layernorm_fwd(la.xn2, la.mean2, la.rstd2, la.xmid, WP(p, u, P_LN2_W), WP(p, u, P_LN2_B), N, D, c->norm_eps);
+    kern_add_layernorm_fwd(la.xmid, la.xn2, la.mean2, la.rstd2, la.x, WP(p, u, P_LN2_W), WP(p, u, P_LN2_B), N, D,
+                           c->norm_eps);  // residual, norm
     kern_matmul_fwd(la.up, KERN_ACT, la.xn2, WP(p, u, P_FC_W), N, D, F);  // (B, T, F)
     kern_bias_add(la.up, KERN_ACT, WP(p, u, P_FC_B), N, F);
     kern_gelu_fwd(la.h, la.up, (size_t)N * F);

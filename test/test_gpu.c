@@ -315,26 +315,33 @@ static void test_rmsnorm(int N, int D) {
     for (int i = 0; i < 7; i++) free(bufs[i]), cuda_free(dbufs[i]);
 }
 
-// the residual add fused into RMSNorm: y += r, then the norm of y
-static void test_add_rmsnorm(int N, int D) {
+// the residual add fused into the norm after it (RMSNorm: Llama; LayerNorm: minGPT): y += r, then
+// the norm of the new y
+static void test_add_norm(int N, int D, int layer) {
     char name[80];
-    const size_t n = (size_t)N * D;
-    float *y = rand_vec(n, -2, 2), *r = rand_vec(n, -2, 2), *w = rand_vec(D, 0.5f, 1.5f);
-    float *out = mallocCheck(sizeof(float) * n), *rstd = mallocCheck(sizeof(float) * N);
-    float *d_y = dev_f(y, n), *d_r = dev_f(r, n), *d_w = dev_f(w, D);
+    const char *op = layer ? "add_layernorm_fwd" : "add_rmsnorm_fwd";
+    const size_t n = (size_t)N * D, ns = layer ? 2 * (size_t)N : (size_t)N;  // statistics: (mean,) rstd
+    float *y = rand_vec(n, -2, 2), *r = rand_vec(n, -2, 2), *w = rand_vec(D, 0.5f, 1.5f), *b = rand_vec(D, -1, 1);
+    float *out = mallocCheck(sizeof(float) * n), *st = mallocCheck(sizeof(float) * ns);
+    float *d_y = dev_f(y, n), *d_r = dev_f(r, n), *d_w = dev_f(w, D), *d_b = dev_f(b, D);
     void *d_out = new_buf(n, KERN_ACT);
-    float *d_rstd = cuda_alloc(sizeof(float) * N);
-    cpu_add_rmsnorm_fwd(y, out, rstd, r, w, N, D, 1e-5f);
-    cuda_add_rmsnorm_fwd(d_y, d_out, d_rstd, d_r, d_w, N, D, 1e-5f);
-    snprintf(name, sizeof name, "add_rmsnorm_fwd y += r (exact) N=%d D=%d", N, D);
+    float *d_st = cuda_alloc(sizeof(float) * ns);
+    if (layer) {
+        cpu_add_layernorm_fwd(y, out, st, st + N, r, w, b, N, D, 1e-5f);
+        cuda_add_layernorm_fwd(d_y, d_out, d_st, d_st + N, d_r, d_w, d_b, N, D, 1e-5f);
+    } else {
+        cpu_add_rmsnorm_fwd(y, out, st, r, w, N, D, 1e-5f);
+        cuda_add_rmsnorm_fwd(d_y, d_out, d_st, d_r, d_w, N, D, 1e-5f);
+    }
+    snprintf(name, sizeof name, "%s y += r (exact) N=%d D=%d", op, N, D);
     check(name, d_y, y, n, 0.0);
-    snprintf(name, sizeof name, "add_rmsnorm_fwd out N=%d D=%d", N, D);
+    snprintf(name, sizeof name, "%s out N=%d D=%d", op, N, D);
     check_buf(name, d_out, out, n, TOL_EW, KERN_ACT);
-    snprintf(name, sizeof name, "add_rmsnorm_fwd rstd N=%d D=%d", N, D);
-    check(name, d_rstd, rstd, N, TOL_EW);
-    float *bufs[] = {y, r, w, out, rstd};
-    void *dbufs[] = {d_y, d_r, d_w, d_out, d_rstd};
-    for (int i = 0; i < 5; i++) free(bufs[i]), cuda_free(dbufs[i]);
+    snprintf(name, sizeof name, "%s statistics N=%d D=%d", op, N, D);
+    check(name, d_st, st, ns, TOL_EW);
+    float *bufs[] = {y, r, w, b, out, st};
+    void *dbufs[] = {d_y, d_r, d_w, d_b, d_out, d_st};
+    for (int i = 0; i < 6; i++) free(bufs[i]), cuda_free(dbufs[i]);
 }
 
 // ---- LayerNorm ----
@@ -883,7 +890,8 @@ static void test_bf16_activations(void) {
     }
     cuda_attention_select(KERN_ATTENTION_NATIVE, 1, 64, &(int){0});
     test_rmsnorm(37, 300);
-    test_add_rmsnorm(300, 4096);
+    test_add_norm(300, 4096, 0);
+    test_add_norm(37, 300, 1);
     test_layernorm(37, 300);
     test_qkv(2, 9, 4, 2, 24, 5, 1);
     test_qkv(2, 5, 4, 4, 8, 0, 0);
@@ -1058,8 +1066,10 @@ int main(int argc, char **argv) {
     test_rmsnorm(300, 4096);
     test_layernorm(37, 300);
     test_layernorm(300, 768);
-    test_add_rmsnorm(37, 300);
-    test_add_rmsnorm(300, 4096);
+    test_add_norm(37, 300, 0);
+    test_add_norm(300, 4096, 0);
+    test_add_norm(37, 300, 1);
+    test_add_norm(300, 768, 1);
     test_qkv(2, 9, 4, 2, 24, 5, 1);   // GQA, RoPE at an offset (the KV-cache form)
     test_qkv(1, 7, 3, 3, 16, 0, 1);   // training form
     test_qkv(2, 5, 4, 4, 8, 0, 0);    // minGPT's c_attn: a plain split

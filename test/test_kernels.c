@@ -241,9 +241,20 @@ static void test_layernorm(void) {
     report(!memcmp(dw, dw2, sizeof(float) * D) && !memcmp(db, db2, sizeof(float) * D) &&
                !memcmp(dinp, dinp2, sizeof(float) * N * D),
            "layernorm bwd deterministic", "repeated call differs");
-    free(c.inp), free(c.w), free(c.b), free(c.out), free(c.mean), free(c.rstd), free(c.r);
     free(dinp0), free(dw0), free(db0), free(dinp), free(dw), free(db), free(g_inp), free(g_w), free(g_b);
     free(dinp2), free(dw2), free(db2);
+    // the residual add fused in (minGPT's second norm): bit for bit add, then layernorm
+    float *y = rand_vec(N * D, -2, 2), *res = rand_vec(N * D, -2, 2), *y2 = dup_vec(y, N * D);
+    float *o[2] = {malloc(sizeof(float) * N * D), malloc(sizeof(float) * N * D)};
+    float *st[2] = {malloc(sizeof(float) * 2 * N), malloc(sizeof(float) * 2 * N)};  // mean, rstd
+    kern_add_layernorm_fwd(y, o[0], st[0], st[0] + N, res, c.w, c.b, N, D, rms_eps);
+    kern_add(y2, res, (size_t)N * D);
+    kern_layernorm_fwd(o[1], st[1], st[1] + N, y2, c.w, c.b, N, D, rms_eps);
+    report(!memcmp(y, y2, sizeof(float) * N * D) && !memcmp(o[0], o[1], sizeof(float) * N * D) &&
+               !memcmp(st[0], st[1], sizeof(float) * 2 * N),
+           "add_layernorm = add, then layernorm (exact)", "differs");
+    free(y), free(res), free(y2), free(o[0]), free(o[1]), free(st[0]), free(st[1]);
+    free(c.inp), free(c.w), free(c.b), free(c.out), free(c.mean), free(c.rstd), free(c.r);
 }
 
 // ---- the q|k|v split with RoPE ----

@@ -88,27 +88,42 @@ void cpu_rmsnorm_bwd(float *dinp, float *dw, const void *dout_, const float *inp
     free(part);
 }
 
+// one row of LayerNorm: o (D) from x (D), its mean and rstd into *mean, *rstd
+static void layernorm_row(float *o, float *mean, float *rstd, const float *x, const float *w, const float *b, int D,
+                          float eps) {
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (int j = 0; j < D; j++) s += x[j];
+    const double mu = s / D;
+    // the variance from a second pass over x - mean: no cancellation when |mean| >> std
+    double ss = 0.0;
+#pragma omp simd reduction(+ : ss)
+    for (int j = 0; j < D; j++) ss += (x[j] - mu) * (x[j] - mu);
+    const float m = (float)mu, r = (float)(1.0 / sqrt(ss / D + eps));
+    *mean = m;
+    *rstd = r;
+#pragma omp simd
+    for (int j = 0; j < D; j++) o[j] = ((x[j] - m) * r) * w[j] + b[j];
+}
+
 void cpu_layernorm_fwd(void *out_, float *mean, float *rstd, const float *inp, const void *wv, const void *bv, int N,
                        int D, float eps) {
     float *out = out_;  // the CPU's activations are fp32
-    const float *w = wv, *b = bv;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        layernorm_row(out + (size_t)n * D, mean + n, rstd + n, inp + (size_t)n * D, wv, bv, D, eps);
+}
+
+void cpu_add_layernorm_fwd(float *y, void *out_, float *mean, float *rstd, const float *r, const void *wv,
+                           const void *bv, int N, int D, float eps) {
+    float *out = out_;  // the CPU's activations are fp32
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * D;
-        float *o = out + (size_t)n * D;
-        double s = 0.0;
-#pragma omp simd reduction(+ : s)
-        for (int j = 0; j < D; j++) s += x[j];
-        const double mu = s / D;
-        // the variance from a second pass over x - mean: no cancellation when |mean| >> std
-        double ss = 0.0;
-#pragma omp simd reduction(+ : ss)
-        for (int j = 0; j < D; j++) ss += (x[j] - mu) * (x[j] - mu);
-        const float m = (float)mu, r = (float)(1.0 / sqrt(ss / D + eps));
-        mean[n] = m;
-        rstd[n] = r;
+        float *x = y + (size_t)n * D;
+        const float *a = r + (size_t)n * D;
 #pragma omp simd
-        for (int j = 0; j < D; j++) o[j] = ((x[j] - m) * r) * w[j] + b[j];
+        for (int j = 0; j < D; j++) x[j] += a[j];
+        layernorm_row(out + (size_t)n * D, mean + n, rstd + n, x, wv, bv, D, eps);
     }
 }
 

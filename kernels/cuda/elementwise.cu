@@ -276,13 +276,16 @@ ScratchBuf colsum_scratch;  // the (chunks, D) partial sums of rmsnorm, layernor
 
 // ---- LayerNorm ----
 
-// one block per row: out = (x - mean) * rstd * w + b, biased variance from a second pass over x - mean
-__global__ void layernorm_fwd_kernel(Act out, float *mean, float *rstd, const float *inp, Param w, Param bias,
-                                     int D, float eps) {
+// one block per row: out = (x - mean) * rstd * w + b, biased variance from a second pass over x - mean.
+// With res, x (inp) += res first (each thread reads back only what it wrote).
+__global__ void layernorm_fwd_kernel(Act out, float *mean, float *rstd, float *inp, const float *res, Param w,
+                                     Param bias, int D, float eps) {
     __shared__ float sh[32];
-    const float *x = inp + (size_t)blockIdx.x * D;
+    float *x = inp + (size_t)blockIdx.x * D;
     const Act o = out + (size_t)blockIdx.x * D;
     float s = 0.0f;
+    if (res)
+        for (int j = threadIdx.x; j < D; j += blockDim.x) x[j] += res[(size_t)blockIdx.x * D + j];
     for (int j = threadIdx.x; j < D; j += blockDim.x) s += x[j];
     const float m = block_reduce(s, SumOp(), sh) / D;
     float ss = 0.0f;
@@ -486,7 +489,15 @@ void cuda_rmsnorm_bwd(float *dinp, float *dw, const void *dout, const float *inp
 void cuda_layernorm_fwd(void *out, float *mean, float *rstd, const float *inp, const void *w, const void *b, int N,
                         int D, float eps) {
     if (N <= 0) return;
-    layernorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(act(out), mean, rstd, inp, param(w), param(b), D, eps);
+    layernorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(act(out), mean, rstd, (float *)inp, nullptr, param(w),
+                                                            param(b), D, eps);
+    cudaCheckLaunch();
+}
+
+void cuda_add_layernorm_fwd(float *y, void *out, float *mean, float *rstd, const float *r, const void *w,
+                            const void *b, int N, int D, float eps) {
+    if (N <= 0) return;
+    layernorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(act(out), mean, rstd, y, r, param(w), param(b), D, eps);
     cudaCheckLaunch();
 }
 
