@@ -147,6 +147,13 @@ run ck_resumed $EMU --resume_from_checkpoint "$W/ck"
     grep -q "Resumed from $W/ck/step_00000002.h5 at step 2" "$W/ck_resumed.log" &&
     cmp -s <(grep '"step": 3,' "$W/gpu.jsonl" | steady) <(steady "$W/ck_resumed.jsonl")
 check "2 steps + resume 1 equals 3 straight, bit for bit" $? "$(grep -m2 -E 'error|Resumed' "$W/ck_resumed.log")"
+run ck2_bf16 $EMU --precision bf16 --checkpoint_dir "$W/ck16" --checkpoint_freq 2
+rm -f "$W/ck16/step_00000003.h5"
+run ck16_resumed $EMU --precision bf16 --resume_from_checkpoint "$W/ck16"
+[ "$(cat "$W/ck2_bf16.rc" "$W/ck16_resumed.rc")" = "$(printf '0\n0')" ] &&
+    cmp -s <(grep '"step": 3,' "$W/gpu_bf16.jsonl" | steady) <(steady "$W/ck16_resumed.jsonl")
+check "bf16 (bf16 activations): 2 steps + resume 1 equals 3 straight, bit for bit" $? \
+    "$(grep -m2 -E 'error|Resumed' "$W/ck16_resumed.log")"
 $CPU --resume_from_checkpoint "$W/ck/step_00000002.h5" --max_steps 2 >"$W/eval.log" 2>&1
 check "its checkpoint loads on the CPU build" $? "$(grep -m1 error "$W/eval.log")"
 
