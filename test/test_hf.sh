@@ -83,14 +83,15 @@ check "--init_from an fsdpc .h5 (weights only) gives the imported model's loss" 
 # ---- peak memory: a rank holds its own slices, never the file ----
 # Two bf16 files, 2 and 12 layers (D=512, F=2048): the larger has ~84 MB more data, of which each
 # of 2 ranks owns half, widened to fp32 (~84 MB). A reader that held the file (or even one rank's
-# tensors whole) would add that much again. Peak RSS per rank from /usr/bin/time.
+# tensors whole) would add that much again. Peak RSS per rank from /usr/bin/time, each rank's into
+# its own file (on one stream the two ranks' reports can interleave mid-line).
 for L in 2 12; do
     $PY test/hf_make.py "$W/mem$L" --dtype bf16 --hidden 512 --heads 8 --kv_heads 8 --intermediate 2048 --vocab 256 --layers $L
-    $MPI -np 2 /usr/bin/time -f "peak_kb %M" ./fsdpc --init_from "$W/mem$L" --meta_init --max_steps 0 --num_tokens 0 $ONE \
-        >/dev/null 2>"$W/mem$L.log"
+    $MPI -np 2 sh -c '/usr/bin/time -f "peak_kb %M" -o "$0.$OMPI_COMM_WORLD_RANK" "$@"' "$W/mem$L.peak" \
+        ./fsdpc --init_from "$W/mem$L" --meta_init --max_steps 0 --num_tokens 0 $ONE >/dev/null 2>"$W/mem$L.log"
 done
-peak() { sed -n 's/^peak_kb //p' "$1" | sort -n | tail -1; }
-awk -v a="$(peak "$W/mem2.log")" -v b="$(peak "$W/mem12.log")" -v fa="$(stat -c %s "$W/mem2/model.safetensors")" \
+peak() { cat "$1".* | sed -n 's/^peak_kb //p' | sort -n | tail -1; }
+awk -v a="$(peak "$W/mem2.peak")" -v b="$(peak "$W/mem12.peak")" -v fa="$(stat -c %s "$W/mem2/model.safetensors")" \
     -v fb="$(stat -c %s "$W/mem12/model.safetensors")" 'BEGIN {
     grow = (b - a) / 1024; file = (fb - fa) / 1048576; own = file  # MiB; bf16 -> fp32 doubles, 2 ranks halve
     printf "+%.0f MiB of file, +%.0f MiB owned per rank, peak +%.0f MiB (%.0f -> %.0f)", file, own, grow, a / 1024, b / 1024
