@@ -1,11 +1,13 @@
 // data: file formats, the seeded sample order and the background loader.
 #include "data.h"
 #include "h5data.h"
+#include "hfdata.h"
+#include "sniff.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <glob.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,48 +27,7 @@ void data_bundled_path(char *out, size_t len) {
     snprintf(out, len, "%s/data/tinyshakespeare.txt", slash ? exe : ".");
 }
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && !strcmp(s + n - m, suffix);
-}
 
-const char *data_parse_header(const unsigned char *head, size_t got, uint64_t size, const char *path, TokenFile *f,
-                              uint64_t *ntok) {
-    static char msg[1200];
-    TokFileHeader th;
-    memset(&th, 0, sizeof th);
-    memcpy(&th, head, got < sizeof th ? got : sizeof th);
-    int32_t words[3] = {0, 0, 0};
-    memcpy(words, head, got < sizeof words ? got : sizeof words);
-    if (got >= sizeof th && !memcmp(th.magic, TOKFILE_MAGIC, 8)) {
-        if (th.version != TOKFILE_VERSION || (th.dtype_bytes != 2 && th.dtype_bytes != 4))
-            return snprintf(msg, sizeof msg, "data file '%s': unsupported token shard version %u / dtype of %u bytes", path,
-                            th.version, th.dtype_bytes), msg;
-        f->header = TOKFILE_HEADER_BYTES;
-        f->width = (int)th.dtype_bytes;
-        *ntok = th.ntokens;
-    } else if (got == LLMC_HEADER_BYTES && (words[0] == LLMC_MAGIC_GPT2 || words[0] == LLMC_MAGIC_LLAMA3)) {
-        f->header = LLMC_HEADER_BYTES;
-        f->width = words[0] == LLMC_MAGIC_GPT2 ? 2 : 4;
-        *ntok = (uint64_t)(uint32_t)words[2];
-    } else if (ends_with(path, ".bin")) {  // nanoGPT: raw uint16, no header
-        if (size % 2) return snprintf(msg, sizeof msg, "data file '%s': odd size %llu for raw uint16 tokens", path, (unsigned long long)size), msg;
-        f->header = 0;
-        f->width = 2;
-        *ntok = size / 2;
-    } else {  // text: one byte per token (byte tokenizer)
-        f->header = 0;
-        f->width = 1;
-        f->text = 1;
-        *ntok = size;
-    }
-    // compared by division: a hostile count must not wrap the product into agreement
-    if (size < f->header || *ntok != (size - f->header) / (uint64_t)f->width || (size - f->header) % (uint64_t)f->width)
-        return snprintf(msg, sizeof msg, "data file '%s' is truncated or corrupt: its header promises %llu tokens of %d bytes "
-                        "after a %zu-byte header, but it holds %llu bytes",
-                        path, (unsigned long long)*ntok, f->width, f->header, (unsigned long long)size), msg;
-    return NULL;
-}
 
 // HDF5's superblock sits at 0 or, after a user block, at 512, 1024, 2048, ...
 static int is_hdf5(const TokenFile *f, const unsigned char *head, size_t got, uint64_t size) {
@@ -101,50 +62,97 @@ static uint64_t probe(TokenFile *f, uint64_t size) {
     return ntok;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-// Expands a file / directory / glob into a sorted list of paths.
-static char **list_paths(const char *spec, int *n) {
-    char **paths = NULL;
-    *n = 0;
-    struct stat st;
-    if (strpbrk(spec, "*?[")) {
-        glob_t g;
-        if (glob(spec, 0, NULL, &g) == 0) {
-            paths = mallocCheck(g.gl_pathc * sizeof(char *));
-            for (size_t i = 0; i < g.gl_pathc; i++) paths[(*n)++] = strdup(g.gl_pathv[i]);
-        }
-        globfree(&g);
-    } else if (stat(spec, &st) == 0 && S_ISDIR(st.st_mode)) {
-        DIR *dir = opendir(spec);
-        if (!dir) comm_fail_all("cannot read data directory '%s': %s", spec, strerror(errno));
-        size_t cap = 16;
-        paths = mallocCheck(cap * sizeof(char *));
-        for (struct dirent *e; (e = readdir(dir));) {
-            if (e->d_name[0] == '.' || ends_with(e->d_name, ".tmp")) continue;
-            if (*n == (int)cap) paths = realloc(paths, (cap *= 2) * sizeof(char *));
-            size_t len = strlen(spec) + strlen(e->d_name) + 2;
-            paths[*n] = mallocCheck(len);
-            snprintf(paths[(*n)++], len, "%s/%s", spec, e->d_name);
-        }
-        closedir(dir);
-    } else {
-        paths = mallocCheck(sizeof(char *));
-        paths[(*n)++] = strdup(spec);
+
+static int data_refuse(const char *path, const Sniff *s, char *err, size_t errlen) {
+    return snprintf(err, errlen, "data file '%s' is %s, which fsdpc does not read%s%s", path, s->what, s->hint[0] ? "; " : "", s->hint), -1;
+}
+
+// How file `path` is read: 1 as tokens (a shard, HDF5, or text as bytes under the byte
+// tokenizer), 0 as documents into the cache (in->kind, in->comp set), -1 refused (err set).
+static int data_classify(const char *path, const Tokenizer *tok, CacheInput *in, char *err, size_t errlen) {
+    Sniff s;
+    if (sniff_path(path, &s, err, errlen)) return -1;
+    in->path = path;
+    in->comp = DOCS_PLAIN;
+    SniffFormat what = s.format;
+    if (what == SNIFF_GZIP || what == SNIFF_ZSTD) {
+        in->comp = what == SNIFF_GZIP ? DOCS_GZIP : DOCS_ZSTD;
+        what = s.inner;
+        if (what != SNIFF_JSONL && what != SNIFF_TEXT) return data_refuse(path, &s, err, errlen);
     }
-    if (*n) qsort(paths, *n, sizeof(char *), cmp_str);  // a glob matching nothing leaves paths NULL
+    switch (what) {
+    case SNIFF_TOKSHARD: case SNIFF_LLMC: case SNIFF_NANOGPT_BIN: case SNIFF_HDF5: return 1;
+    case SNIFF_TEXT:
+        if (in->comp == DOCS_PLAIN && tok_is_byte(tok)) return 1;
+        in->kind = DOCS_TEXT;
+        return 0;
+    case SNIFF_JSONL: in->kind = DOCS_JSONL; return 0;
+    case SNIFF_ARROW_STREAM: case SNIFF_ARROW_FILE: in->kind = DOCS_ARROW; return 0;
+    case SNIFF_PARQUET: in->kind = DOCS_PARQUET; return 0;
+    default: return data_refuse(path, &s, err, errlen);
+    }
+}
+
+// The token files of a source: its files as they are, documents replaced by their cache parts.
+static char **data_token_paths(const DataSource *src, int vocab, int *n, int *found, int *all_docs) {
+    HfFiles hf;
+    memset(&hf, 0, sizeof hf);
+    char err[2048] = "";
+    int rc = hf_resolve(src->spec, src->config ? src->config : "", src->split ? src->split : "train", &hf, err, sizeof err);
+    double rcs[2] = {rc, -rc};  // max and -min over ranks: a file system that differs between nodes ends the job
+    comm_check_all(rc < 0 ? err : NULL);
+    comm_allreduce_max_f64(comm_world(), rcs, 2);
+    if (rcs[0] != -rcs[1]) comm_fail_all("%s '%s' is found on some ranks and not on others: is it on storage every node sees?", src->label, src->spec);
+    *found = rc;
+    *n = 0;
+    if (!rc) return NULL;
+    if (!hf.nfiles) comm_fail_all("no data files match '%s'", src->spec);
+    if (comm_info.rank == 0 && strcmp(hf.desc, src->spec)) comm_log("%s '%s': %s\n", src->label, src->spec, hf.desc);
+    CacheInput *docs = callocCheck((size_t)hf.nfiles, sizeof *docs);
+    int *doc_of = callocCheck((size_t)hf.nfiles, sizeof *doc_of), ndocs = 0;
+    for (int i = 0; i < hf.nfiles && !err[0]; i++) {
+        int how = data_classify(hf.files[i], src->tok, &docs[ndocs], err, sizeof err);
+        doc_of[i] = how == 0 ? ndocs++ : -1;
+    }
+    comm_check_all(err[0] ? err : NULL);
+    char **paths = callocCheck((size_t)hf.nfiles, sizeof *paths), dir[4096] = "";
+    if (ndocs) {
+        char label[700];
+        snprintf(label, sizeof label, "%s '%s'", src->label, src->spec);
+        CacheRequest q = {.inputs = docs, .n = ndocs, .tok = src->tok, .text_column = src->text_column ? src->text_column : "",
+                          .explicit_column = src->explicit_column, .vocab = vocab, .root = src->cache_dir, .label = label};
+        cache_ensure(&q, dir, sizeof dir);
+    }
+    for (int i = 0; i < hf.nfiles; i++) {
+        char part[4200];
+        if (doc_of[i] >= 0) cache_part_path(dir, doc_of[i], part, sizeof part);
+        paths[i] = strdup(doc_of[i] >= 0 ? part : hf.files[i]);
+        if (!paths[i]) comm_fatal("out of memory");
+    }
+    *n = hf.nfiles;
+    *all_docs = ndocs == hf.nfiles;
+    free(docs);
+    free(doc_of);
+    hf_files_free(&hf);
     return paths;
 }
 
-void data_open(Dataset *d, const char *spec, int T, int vocab, double frac_begin, double frac_end) {
+int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_begin, double frac_end) {
     memset(d, 0, sizeof *d);
-    snprintf(d->spec, sizeof d->spec, "%s", spec);
+    snprintf(d->spec, sizeof d->spec, "%s", src->spec);
     d->T = T;
     d->vocab = vocab;
-    char **paths = list_paths(spec, &d->nfiles);
-    if (!d->nfiles) comm_fail_all("no data files match '%s'", spec);
+    int found;
+    char **paths = data_token_paths(src, vocab, &d->nfiles, &found, &d->concat);
+    if (!found) {
+        if (src->optional) return 0;
+        comm_fail_all("%s '%s' has no '%s' split", src->label, src->spec, src->split);
+    }
+    const char *spec = src->spec;
     d->files = callocCheck(d->nfiles, sizeof(TokenFile));
     d->chunk_start = callocCheck(d->nfiles + 1, sizeof(uint64_t));
+    d->tok_start = callocCheck(d->nfiles + 1, sizeof(uint64_t));
     int noted = 0;  // the long-rows note is logged once per dataset, not once per file
     for (int i = 0; i < d->nfiles; i++) {
         TokenFile *f = &d->files[i];
@@ -159,6 +167,8 @@ void data_open(Dataset *d, const char *spec, int T, int vocab, double frac_begin
         uint64_t ntok = probe(f, (uint64_t)st.st_size);
         if (f->text && vocab < 256)
             comm_fail_all("--vocab_size %d is too small for '%s' read as bytes (needs 256)", vocab, f->path);
+        d->tok_start[i + 1] = d->tok_start[i] + ntok;
+        if (d->concat) continue;  // the range and the samples are the stream's, below
         uint64_t lo = (uint64_t)(frac_begin * ntok), hi = (uint64_t)(frac_end * ntok);
         f->begin = lo;
         if (f->row) {  // HDF5 rows: ntok counts rows, each one sample, as minimal_fsdp reads them
@@ -177,10 +187,16 @@ void data_open(Dataset *d, const char *spec, int T, int vocab, double frac_begin
         d->chunk_start[i + 1] = d->chunk_start[i] + f->nchunks;
     }
     free(paths);
+    if (d->concat) {
+        uint64_t total = d->tok_start[d->nfiles], lo = (uint64_t)(frac_begin * total), hi = (uint64_t)(frac_end * total);
+        d->begin = lo;
+        d->chunk_start[d->nfiles] = hi - lo > (uint64_t)T ? (hi - lo - 1) / T : 0;
+    }
     d->nchunks = d->chunk_start[d->nfiles];
     if (!d->nchunks)
         comm_fail_all("data '%s' has fewer tokens than one sample of %d+1 (in its %s part)", spec, T,
                       frac_begin > 0 ? "validation" : "training");
+    return 1;
 }
 
 void data_open_synthetic(Dataset *d, int T, int vocab) {
@@ -194,8 +210,10 @@ void data_free(Dataset *d) {
     for (int i = 0; i < d->nfiles; i++) close(d->files[i].fd);
     free(d->files);
     free(d->chunk_start);
+    free(d->tok_start);
     d->files = NULL;
     d->chunk_start = NULL;
+    d->tok_start = NULL;
 }
 
 // A bijection on [0, n): a 4-round Feistel network on the next even power of two, walking the
@@ -231,20 +249,8 @@ static uint64_t token_at(const TokenFile *f, const unsigned char *raw, int t) {
     return v;
 }
 
-// Reads chunk c as (inp, tgt); returns 0, or -1 with a message naming the file in err.
-static int read_chunk(const Dataset *d, uint64_t c, int32_t *inp, int32_t *tgt, unsigned char *raw, char *err,
-                      size_t errlen) {
-    int lo = 0, hi = d->nfiles - 1;  // the file whose chunk range holds c
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (d->chunk_start[mid] <= c) lo = mid;
-        else hi = mid - 1;
-    }
-    const TokenFile *f = &d->files[lo];
-    uint64_t k = c - d->chunk_start[lo], row = f->begin + k;  // HDF5: the sample's row
-    uint64_t tok = f->row ? row * f->row : f->begin + k * d->T;
-    size_t n = (size_t)(d->T + 1) * f->width;
-    off_t off = (off_t)(f->header + tok * f->width);
+// Reads n bytes at off of f into raw, retrying short reads; 0, or -1 with err set.
+static int read_exact(const TokenFile *f, unsigned char *raw, size_t n, off_t off, char *err, size_t errlen) {
     for (size_t done = 0; done < n;) {
         ssize_t r = pread(f->fd, raw + done, n - done, off + (off_t)done);
         if (r <= 0) {
@@ -254,6 +260,54 @@ static int read_chunk(const Dataset *d, uint64_t c, int32_t *inp, int32_t *tgt, 
         }
         done += (size_t)r;
     }
+    return 0;
+}
+
+// Chunk c of a concatenated stream: T+1 tokens from stream token begin + c*T, across files.
+static int read_stream_chunk(const Dataset *d, uint64_t c, int32_t *inp, int32_t *tgt, unsigned char *raw, char *err, size_t errlen) {
+    uint64_t tok = d->begin + c * (uint64_t)d->T;
+    int lo = 0, hi = d->nfiles - 1;  // the file holding stream token tok
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (d->tok_start[mid] <= tok) lo = mid;
+        else hi = mid - 1;
+    }
+    for (int t = 0; t <= d->T;) {
+        const TokenFile *f = &d->files[lo];
+        uint64_t at = tok + (uint64_t)t - d->tok_start[lo], have = d->tok_start[lo + 1] - d->tok_start[lo] - at;
+        if (have == 0) {  // this file is used up (or empty): the stream goes on in the next
+            lo++;
+            continue;
+        }
+        int take = (uint64_t)(d->T + 1 - t) < have ? d->T + 1 - t : (int)have;
+        if (read_exact(f, raw, (size_t)take * f->width, (off_t)(f->header + at * f->width), err, errlen)) return -1;
+        for (int k = 0; k < take; k++) {
+            uint64_t v = token_at(f, raw, k);
+            if (v >= (uint64_t)d->vocab)
+                return snprintf(err, errlen, "data file '%s' holds token id %llu at token %llu, not below --vocab_size %d", f->path,
+                                (unsigned long long)v, (unsigned long long)(at + k), d->vocab), -1;
+            if (t + k < d->T) inp[t + k] = (int32_t)v;
+            if (t + k > 0) tgt[t + k - 1] = (int32_t)v;
+        }
+        t += take;
+    }
+    return 0;
+}
+
+// Reads chunk c as (inp, tgt); returns 0, or -1 with a message naming the file in err.
+static int read_chunk(const Dataset *d, uint64_t c, int32_t *inp, int32_t *tgt, unsigned char *raw, char *err,
+                      size_t errlen) {
+    if (d->concat) return read_stream_chunk(d, c, inp, tgt, raw, err, errlen);
+    int lo = 0, hi = d->nfiles - 1;  // the file whose chunk range holds c
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (d->chunk_start[mid] <= c) lo = mid;
+        else hi = mid - 1;
+    }
+    const TokenFile *f = &d->files[lo];
+    uint64_t k = c - d->chunk_start[lo], row = f->begin + k;  // HDF5: the sample's row
+    uint64_t tok = f->row ? row * f->row : f->begin + k * d->T;
+    if (read_exact(f, raw, (size_t)(d->T + 1) * f->width, (off_t)(f->header + tok * f->width), err, errlen)) return -1;
     for (int t = 0; t <= d->T; t++) {
         uint64_t v = token_at(f, raw, t);
         if (v >= (uint64_t)d->vocab) {  // a negative signed id wraps to a huge value: caught too

@@ -1,6 +1,7 @@
 // data: token datasets streamed from disk (fsdpc token shards, llm.c shards, nanoGPT .bin, text
-// read as bytes, HDF5 (samples, length) integer datasets), synthetic tokens, a layout-free sample
-// order, and a prefetching loader.
+// read as bytes, HDF5 (samples, length) integer datasets; documents in text, JSON Lines, Arrow or
+// Parquet files, and Hugging Face dataset folders and hub names, through the tokenized cache),
+// synthetic tokens, a layout-free sample order, and a prefetching loader.
 #ifndef FSDPC_DATA_H
 #define FSDPC_DATA_H
 
@@ -8,6 +9,7 @@
 #include <stdint.h>
 
 #include "shardfile.h"
+#include "tokenizer.h"
 
 typedef struct {
     char path[512];
@@ -28,19 +30,41 @@ typedef struct {
     TokenFile *files;
     int nfiles;
     uint64_t *chunk_start;  // (nfiles + 1) first global chunk of each file
+    // concat: the files are one token stream (a cache's parts, one per input file), so samples run
+    // across file boundaries and the samples do not depend on how the documents were split into files
+    int concat;
+    uint64_t *tok_start;    // (nfiles + 1) concat: first stream token of each file
+    uint64_t begin;         // concat: first stream token of the used range
     int T, vocab;
     uint64_t nchunks;       // samples per epoch; 0 for synthetic (endless) data
 } Dataset;
 
-// spec: a file, a directory (its files, sorted) or a glob. Keeps the part [frac_begin,
-// frac_end) of each file's tokens, so one file can give a training head and a validation tail.
-// Only headers are read here; a bad or truncated file stops every rank with its name.
-void data_open(Dataset *d, const char *spec, int T, int vocab, double frac_begin, double frac_end);
+// Where a dataset comes from.
+typedef struct {
+    const char *spec;         // a file, folder, glob, Hugging Face dataset folder or hub name (data/hfdata.h)
+    const char *config;       // --dataset_config_name, or NULL
+    const char *split;        // "train" or "validation"
+    int optional;             // a missing split is no error: data_open returns 0
+    const Tokenizer *tok;     // for documents (and: is plain text already its ids?)
+    const char *text_column;  // NULL or "": "text"
+    int explicit_column;      // --text_column was given: it wins over "input_ids"
+    const char *cache_dir;    // --data_cache_dir ("": cache_default_root)
+    const char *label;        // for messages: "training data"
+} DataSource;
+
+// Collective. Resolves src, recognises each file by its content (data/sniff.h): token shards and
+// HDF5 are read as they are, plain text as bytes under the byte tokenizer, and documents (text,
+// JSON Lines, Arrow, Parquet) through the tokenized cache (data/cache.h); anything else is refused
+// naming the file and what it is. Keeps the part [frac_begin, frac_end) of each file's tokens,
+// so one file can give a training head and a validation tail. Returns 1, or 0 when an optional
+// split does not exist; a bad file stops every rank with one line.
+int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_begin, double frac_end);
 // The format of a data file from its first bytes (got of them, at most LLMC_HEADER_BYTES) and its
 // size: sets f->header and f->width and *ntok, or returns a one-line message naming path.
 const char *data_parse_header(const unsigned char *head, size_t got, uint64_t size, const char *path, TokenFile *f,
                               uint64_t *ntok);
 void data_open_synthetic(Dataset *d, int T, int vocab);
+
 void data_free(Dataset *d);
 // Path of the Tiny Shakespeare copy shipped next to the binary (data/tinyshakespeare.txt).
 void data_bundled_path(char *out, size_t len);

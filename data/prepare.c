@@ -18,6 +18,9 @@
 #include "../comm/comm.h"
 #include "../kernels/rng.h"
 #include "../model/cli.h"
+#include "docs.h"
+#include "hfdata.h"
+#include "sniff.h"
 #include "tokenizer.h"
 
 #define PREPARE_IO_BYTES (1 << 20)
@@ -64,6 +67,10 @@ typedef struct {
     // the inputs, and this rank's share of them
     uint64_t *sizes;
     bool *gzipped;
+    bool inputs_owned;      // inputs.v holds prepare_expand's strings rather than argv's
+    bool *as_docs;          // read through data/docs (zstd, Arrow, Parquet), as docs_kind/docs_comp say
+    DocsKind *docs_kind;
+    DocsCompression *docs_comp;
     PrepareWork *work;
     int nwork;
     // work
@@ -176,14 +183,6 @@ static void prepare_encode_text(Prepare *p) {
 
 // ---- shard writing ----
 
-static void prepare_header(uint8_t out[TOKFILE_HEADER_BYTES], int dtype_bytes, uint64_t ntokens) {
-    memset(out, 0, TOKFILE_HEADER_BYTES);
-    memcpy(out + offsetof(TokFileHeader, magic), TOKFILE_MAGIC, 8);
-    prepare_put_le(out + offsetof(TokFileHeader, version), TOKFILE_VERSION, 4);
-    prepare_put_le(out + offsetof(TokFileHeader, dtype_bytes), (uint64_t)dtype_bytes, 4);
-    prepare_put_le(out + offsetof(TokFileHeader, ntokens), ntokens, 8);
-}
-
 static void prepare_split_init(PrepareSplit *s, const Prepare *p, const char *name) {
     memset(s, 0, sizeof *s);
     s->dir = p->output;
@@ -209,7 +208,7 @@ static void prepare_split_open(PrepareSplit *s) {
     // stdio's own buffer, enlarged: spans of a document go out in big writes
     setvbuf(s->f, NULL, _IOFBF, PREPARE_IO_BYTES);
     uint8_t header[TOKFILE_HEADER_BYTES];
-    prepare_header(header, s->dtype_bytes, 0);  // ntokens is patched on close
+    data_shard_header(header, s->dtype_bytes, 0);  // ntokens is patched on close
     if (fwrite(header, 1, sizeof header, s->f) != sizeof header) comm_fatal("cannot write '%s': %s", s->tmp, strerror(errno));
     s->in_shard = 0;
 }
@@ -217,7 +216,7 @@ static void prepare_split_open(PrepareSplit *s) {
 // The shard gets its final name only once complete, so a crash never leaves a truncated one.
 static void prepare_split_close(PrepareSplit *s) {
     uint8_t header[TOKFILE_HEADER_BYTES];
-    prepare_header(header, s->dtype_bytes, s->in_shard);
+    data_shard_header(header, s->dtype_bytes, s->in_shard);
     if (fseek(s->f, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, s->f) != sizeof header || fclose(s->f) != 0)
         comm_fatal("cannot write '%s': %s (disk full?)", s->tmp, strerror(errno));
     s->f = NULL;
@@ -683,8 +682,43 @@ static bool prepare_is_jsonl(const char *path) {
     return (n >= 6 && !strncmp(path + n - 6, ".jsonl", 6)) || (n >= 5 && !strncmp(path + n - 5, ".json", 5));
 }
 
+// A file read through data/docs: each row (or the whole text) one document, identified for the
+// train/validation choice by its row number.
+static int prepare_docs(Prepare *p, int file) {
+    const char *path = p->inputs.v[file];
+    DocsReader *r = docs_open(path, p->docs_kind[file], p->docs_comp[file], "text", 0, p->err, sizeof p->err);
+    if (!r) return 1;
+    Doc d;
+    int got;
+    uint64_t row = 0;
+    while ((got = docs_next(r, &d, p->err, sizeof p->err)) > 0) {
+        p->cur_file = file;
+        p->cur_offset = row++;
+        p->cur.len = 0;
+        if (d.is_ids) {
+            for (size_t i = 0; i < d.len && got > 0; i++) {
+                if ((p->check_ids && d.ids[i] >= tok_vocab_size(p->tok)) || (uint64_t)d.ids[i] >> (8 * p->dtype_bytes))
+                    got = -prepare_fail(p, "'%s' row %llu holds token id %lld, beyond the vocabulary of %s", path, (unsigned long long)row,
+                                        (long long)d.ids[i], tok_path(p->tok));
+                else prepare_push_token(p, &p->cur, (uint32_t)d.ids[i]);
+            }
+            if (got < 0) break;
+        } else {
+            p->text.len = 0;
+            prepare_buf_append(&p->text, d.text, d.len);
+            prepare_encode_text(p);
+        }
+        prepare_end_doc(p);
+        if (!(row & 255)) prepare_progress(p, p->bytes_before + docs_progress(r), false);
+    }
+    p->bytes_before += p->sizes[file];
+    docs_close(r);
+    return got < 0;
+}
+
 static int prepare_input(Prepare *p, const PrepareWork *w) {
     const char *path = p->inputs.v[w->file];
+    if (p->as_docs[w->file]) return prepare_docs(p, w->file);
     PrepareInput in = {.fd = -1, .path = path, .end = w->end, .range_begin = w->begin};
     int rc = 0;
     if (w->end == UINT64_MAX) {
@@ -717,7 +751,7 @@ static void prepare_assign(Prepare *p) {
     p->work = mallocCheck((size_t)p->inputs.n * sizeof *p->work);
     for (int i = 0; i < p->inputs.n; i++) {
         uint64_t size = p->sizes[i];
-        if (world > 1 && !p->gzipped[i] && prepare_is_jsonl(p->inputs.v[i])) {
+        if (world > 1 && !p->gzipped[i] && !p->as_docs[i] && prepare_is_jsonl(p->inputs.v[i])) {
             for (int r = 0; r < world; r++) load[r] += size / (uint64_t)world;
             uint64_t begin = size / (uint64_t)world * (uint64_t)rank, end = rank == world - 1 ? size : begin + size / (uint64_t)world;
             p->work[p->nwork++] = (PrepareWork){i, begin, end};
@@ -738,27 +772,11 @@ static void prepare_assign(Prepare *p) {
 
 // ---- flags and the output directory ----
 
-// mkdir -p
 static int prepare_mkdirs(Prepare *p, const char *dir) {
-    char *path = mallocCheck(strlen(dir) + 1);
-    strcpy(path, dir);
-    int rc = 0;
-    for (char *c = path + 1;; c++) {
-        if (*c != '/' && *c != '\0') continue;
-        char keep = *c;
-        *c = '\0';
-        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-            rc = prepare_fail(p, "cannot create output directory '%s' (--output): %s", path, strerror(errno));
-            break;
-        }
-        *c = keep;
-        if (!keep) break;
-    }
-    free(path);
-    struct stat st;
-    if (!rc && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))) rc = prepare_fail(p, "--output '%s' is not a directory", dir);
-    if (!rc && access(dir, W_OK | X_OK) != 0) rc = prepare_fail(p, "cannot write to --output '%s': %s", dir, strerror(errno));
-    return rc;
+    char err[1200];
+    if (data_mkdirs(dir, err, sizeof err)) return prepare_fail(p, "%s (--output)", err);
+    if (access(dir, W_OK | X_OK) != 0) return prepare_fail(p, "cannot write to --output '%s': %s", dir, strerror(errno));
+    return 0;
 }
 
 // train_NNNNNN.bin, val_NNNNNN.bin and their .tmp names: what prepare writes
@@ -821,6 +839,34 @@ static int prepare_parse(Prepare *p, int argc, char **argv) {
     return 0;
 }
 
+// Each --input as hf_resolve reads it (a file, glob, folder, Hugging Face dataset folder or hub
+// name), replaced by its files; a Hugging Face dataset gives its train split.
+static void prepare_expand(Prepare *p) {
+    const char **all = NULL;
+    int n = 0, cap = 0;
+    for (int i = 0; i < p->inputs.n && !p->err[0]; i++) {
+        HfFiles hf;
+        memset(&hf, 0, sizeof hf);
+        if (hf_resolve(p->inputs.v[i], "", "train", &hf, p->err, sizeof p->err) <= 0) {
+            if (!p->err[0]) prepare_fail(p, "input '%s' has no train split", p->inputs.v[i]);
+            break;
+        }
+        if (!hf.nfiles) prepare_fail(p, "no input files match '%s'", p->inputs.v[i]);
+        if (n + hf.nfiles > cap) {
+            cap = 2 * (n + hf.nfiles);
+            all = realloc(all, (size_t)cap * sizeof *all);
+            if (!all) comm_fatal("out of memory listing the inputs");
+        }
+        for (int k = 0; k < hf.nfiles; k++) all[n++] = hf.files[k];
+        hf.nfiles = 0;  // the strings now belong to the list
+        hf_files_free(&hf);
+    }
+    free(p->inputs.v);
+    p->inputs.v = all;
+    p->inputs.n = n;
+    p->inputs_owned = true;
+}
+
 // The tokenizer, the token width, and the inputs (every one must be there before anything is
 // written): alike on every rank.
 static int prepare_setup(Prepare *p) {
@@ -834,18 +880,30 @@ static int prepare_setup(Prepare *p) {
                                 tok_vocab_size(p->tok));
         p->dtype_bytes = 4;
     }
+    prepare_expand(p);
+    if (p->err[0]) return 1;
     p->sizes = callocCheck((size_t)p->inputs.n, sizeof *p->sizes);
     p->gzipped = callocCheck((size_t)p->inputs.n, sizeof *p->gzipped);
+    p->as_docs = callocCheck((size_t)p->inputs.n, sizeof *p->as_docs);
+    p->docs_kind = callocCheck((size_t)p->inputs.n, sizeof *p->docs_kind);
+    p->docs_comp = callocCheck((size_t)p->inputs.n, sizeof *p->docs_comp);
     for (int i = 0; i < p->inputs.n; i++) {
+        const char *path = p->inputs.v[i];
         struct stat st;
-        if (stat(p->inputs.v[i], &st) != 0) return prepare_fail(p, "cannot open input '%s': %s", p->inputs.v[i], strerror(errno));
-        if (S_ISDIR(st.st_mode)) return prepare_fail(p, "input '%s' is a directory (give its files)", p->inputs.v[i]);
+        if (stat(path, &st) != 0) return prepare_fail(p, "cannot open input '%s': %s", path, strerror(errno));
         p->sizes[i] = (uint64_t)st.st_size;
-        FILE *f = fopen(p->inputs.v[i], "rb");
-        if (!f) return prepare_fail(p, "cannot open input '%s': %s", p->inputs.v[i], strerror(errno));
-        uint8_t magic[2] = {0};
-        p->gzipped[i] = fread(magic, 1, 2, f) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-        fclose(f);
+        Sniff sn;
+        if (sniff_path(path, &sn, p->err, sizeof p->err)) return 1;
+        SniffFormat inner = sn.format == SNIFF_GZIP || sn.format == SNIFF_ZSTD ? sn.inner : sn.format;
+        if (inner != SNIFF_TEXT && inner != SNIFF_JSONL && inner != SNIFF_ARROW_STREAM && inner != SNIFF_ARROW_FILE && inner != SNIFF_PARQUET)
+            return prepare_fail(p, "input '%s' is %s, which prepare does not read (it reads text, JSON Lines, Arrow and Parquet)", path, sn.what);
+        p->gzipped[i] = sn.format == SNIFF_GZIP;
+        // the stream path reads plain and gzip text and JSON Lines (by name), with byte ranges; the rest goes through data/docs
+        // (a file named .jsonl keeps the stream path whatever it holds: its scanner names the bad line)
+        p->as_docs[i] = sn.format == SNIFF_ZSTD || inner == SNIFF_ARROW_STREAM || inner == SNIFF_ARROW_FILE || inner == SNIFF_PARQUET ||
+                        (inner == SNIFF_JSONL && !prepare_is_jsonl(path));
+        p->docs_comp[i] = sn.format == SNIFF_GZIP ? DOCS_GZIP : sn.format == SNIFF_ZSTD ? DOCS_ZSTD : DOCS_PLAIN;
+        p->docs_kind[i] = inner == SNIFF_JSONL ? DOCS_JSONL : inner == SNIFF_TEXT ? DOCS_TEXT : inner == SNIFF_PARQUET ? DOCS_PARQUET : DOCS_ARROW;
     }
     return 0;
 }
@@ -902,7 +960,12 @@ int data_prepare(int argc, char **argv) {
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]->data);
     free(p.ids);
     free(p.io);
+    if (p.inputs_owned)
+        for (int i = 0; i < p.inputs.n; i++) free((char *)p.inputs.v[i]);
     free(p.inputs.v);
+    free(p.as_docs);
+    free(p.docs_kind);
+    free(p.docs_comp);
     free(p.sizes);
     free(p.gzipped);
     free(p.work);

@@ -25,6 +25,11 @@ _Static_assert(sizeof(TokFileHeader) == TOKFILE_HEADER_BYTES, "token shard heade
 #define LLMC_MAGIC_GPT2 20240520   // uint16 tokens
 #define LLMC_MAGIC_LLAMA3 20240801 // uint32 tokens
 
+// The 64-byte header of an fsdpc token shard holding ntokens of dtype_bytes each.
+void data_shard_header(uint8_t out[TOKFILE_HEADER_BYTES], int dtype_bytes, uint64_t ntokens);
+// mkdir -p: 0, or -1 with a one-line message naming the folder
+int data_mkdirs(const char *dir, char *err, size_t errlen);
+
 // `fsdpc prepare` (data/prepare.c): turns text files and JSON Lines into token shards.
 //   fsdpc prepare --input FILE [FILE ...] --output DIR [--val_fraction F] [--tokenizer SPEC]
 //                 [--dtype uint16|uint32] [--shard_tokens N] [--overwrite]

@@ -70,6 +70,8 @@ static const CliChoice device_names[] = {
     {"auto", KERN_DEVICE_AUTO}, {"cpu", KERN_DEVICE_CPU}, {"cuda", KERN_DEVICE_CUDA}, {NULL, 0}};
 static const CliChoice attention_names[] = {
     {"auto", KERN_ATTENTION_AUTO}, {"cudnn", KERN_ATTENTION_CUDNN}, {"native", KERN_ATTENTION_NATIVE}, {NULL, 0}};
+static const CliChoice dataset_type_names[] = {
+    {"gpt_jsonl", DATASET_GPT_JSONL}, {"hf", DATASET_HF}, {"synthetic", DATASET_SYNTHETIC}, {NULL, 0}};
 static const CliChoice environment_names[] = {{"local", ENV_LOCAL}, {"pbs", ENV_PBS}, {NULL, 0}};
 // model_type stays a string (checkpoints and config.json name the family); these number its names
 static const CliChoice model_type_names[] = {{"llama_v2", 0}, {"mingpt", 1}, {NULL, 0}};
@@ -159,6 +161,9 @@ static const CliFlag flags[] = {
     I("skip_nonfinite_steps", skip_nonfinite_steps),
     S("train_data", train_data),
     S("val_data", val_data),
+    S("dataset_config_name", dataset_config_name),
+    S("text_column", text_column),
+    S("data_cache_dir", data_cache_dir),
     I("validation_freq", validation_freq),
     I("validation_batches", validation_batches),
     S("tokenizer", tokenizer),
@@ -204,9 +209,14 @@ static const CliFlag flags[] = {
     ALIAS("report_interval", CLI_INT, logging_freq),
     ALIAS("checkpoint_interval", CLI_INT, checkpoint_freq),
     ALIAS("data_path", CLI_STR, train_data),
+    ALIAS("dataset_path", CLI_STR, train_data),
+    ALIAS("dataset", CLI_STR, train_data),
+    ALIAS("training_dir", CLI_STR, train_data),
+    ALIAS("test_dir", CLI_STR, val_data),
     ALIAS("low_cpu_fsdp", CLI_BOOL, meta_init),
     B("use_profiler", use_profiler),
-    UNSUP("zipped_data", "training reads token shards: turn .jsonl.gz into them with fsdpc prepare, which reads gzip"),
+    B("zipped_data", zipped_data),
+    {.name = "dataset_type", .kind = CLI_ENUM, AT(dataset_type), .choices = dataset_type_names},
 };
 #define NFLAGS (sizeof flags / sizeof flags[0])
 

@@ -17,6 +17,9 @@ typedef enum { PRECISION_FP32, PRECISION_BF16 } Precision;  // --precision, --re
 typedef enum { LR_DECAY_COSINE, LR_DECAY_LINEAR, LR_DECAY_CONSTANT } LrDecay;
 typedef enum { ENV_LOCAL, ENV_PBS } RunEnvironment;  // --environment
 
+// SMP's --dataset_type: the format is found from the content, so only synthetic changes anything
+enum { DATASET_GPT_JSONL, DATASET_HF, DATASET_SYNTHETIC };
+
 typedef struct {
     char model_type[16];  // the family: llama_v2 or mingpt
     char model_name[32];  // preset the sizes came from
@@ -46,7 +49,12 @@ typedef struct {
     float lr, min_lr, warmup, weight_decay, beta1, beta2, grad_clip, adam_eps;
     LrDecay lr_decay_style;
     // data
-    char train_data[512], val_data[512];
+    char train_data[512], val_data[512];  // files, folders, globs, Hugging Face dataset folders or hub names
+    char dataset_config_name[128];        // the hub dataset's config (C4: "en"); "" the only or default one
+    char text_column[128];                // the column / JSON member holding text ("" : "text")
+    char data_cache_dir[512];             // where tokenized caches go ("" : cache_default_root)
+    int zipped_data;                      // SMP's flag: compression is found from the content either way
+    int dataset_type;                     // SMP's --dataset_type: DATASET_SYNTHETIC means synthetic tokens
     char tokenizer[1024];  // byte, a tokenizer.model / tokenizer.json path or a hub name; resolved path after start-up
     // weights in: a safetensors file / index / Hugging Face directory / hub name, or an fsdpc .h5
     char init_from[1024];

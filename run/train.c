@@ -276,14 +276,12 @@ static void claim_checkpoint_dir(Run *r) {
                                        : NULL);
 }
 
-// Raw text is read as bytes: only the byte tokenizer's ids match it.
-static void check_token_files(const Run *r, const Dataset *d) {
-    if (tok_is_byte(r->tok)) return;
-    for (int i = 0; i < d->nfiles; i++)
-        if (d->files[i].text)
-            comm_fail_all("'%s' is text, read as bytes, but the model uses tokenizer '%s': turn it into token shards first "
-                          "(fsdpc prepare --tokenizer %s --input FILE --output DIR)",
-                          d->files[i].path, r->cfg->tokenizer, r->cfg->tokenizer);
+// A source of the run's data: what --train_data / --val_data name, read with the run's tokenizer.
+static DataSource data_source(const Run *r, const char *spec, const char *split, const char *label) {
+    const Config *c = r->cfg;
+    return (DataSource){.spec = spec, .config = c->dataset_config_name, .split = split, .tok = r->tok,
+                        .text_column = c->text_column, .explicit_column = config_given("text_column"),
+                        .cache_dir = c->data_cache_dir, .label = label};
 }
 
 static void open_data(Run *r) {
@@ -292,29 +290,31 @@ static void open_data(Run *r) {
     char bundled[1024];
     data_bundled_path(bundled, sizeof bundled);
     // the bundled Tiny Shakespeare is bytes: the default data of the byte tokenizer only
-    int bundled_ok = tok_is_byte(r->tok);
-    if (r->max_steps != 0 && !c->train_data[0] && !bundled_ok)
-        comm_fail_all("with --tokenizer %s, give --train_data token shards made with it (fsdpc prepare --tokenizer %s "
-                      "--input FILE --output DIR); the bundled text is read as bytes",
-                      c->tokenizer, c->tokenizer);
+    int bundled_ok = tok_is_byte(r->tok), synthetic = !strcmp(c->train_data, "synthetic") ||
+                                                      (!c->train_data[0] && c->dataset_type == DATASET_SYNTHETIC);
+    if (r->max_steps != 0 && !c->train_data[0] && !bundled_ok && !synthetic)
+        comm_fail_all("with --tokenizer %s, give --train_data (text, JSON Lines, Arrow, Parquet, a Hugging Face dataset "
+                      "folder or hub name, or token shards): the bundled text is read as bytes", c->tokenizer);
     if (r->max_steps != 0) {
         r->has_train = 1;
-        if (!c->train_data[0])
-            data_open(&r->train, bundled, T, V, 0.0, 0.9);  // the last 10% is held out for validation
-        else if (!strcmp(c->train_data, "synthetic"))
-            data_open_synthetic(&r->train, T, V);
-        else
-            data_open(&r->train, c->train_data, T, V, 0.0, 1.0);
-        check_token_files(r, &r->train);
+        DataSource src = data_source(r, c->train_data[0] ? c->train_data : bundled, "train", "training data");
+        if (synthetic) data_open_synthetic(&r->train, T, V);
+        else data_open(&r->train, &src, T, V, 0.0, c->train_data[0] ? 1.0 : 0.9);  // the bundled text's last 10% validates
         r->train_loader = data_loader_new(&r->train, (uint64_t)c->seed, B, 1);
     }
-    if (c->val_data[0] || (!c->train_data[0] && bundled_ok)) {
-        r->has_val = 1;
-        if (c->val_data[0]) data_open(&r->val, c->val_data, T, V, 0.0, 1.0);
-        else data_open(&r->val, bundled, T, V, 0.9, 1.0);
-        check_token_files(r, &r->val);
-        r->val_loader = data_loader_new(&r->val, 0, B, 0);
+    DataSource val = data_source(r, c->val_data, "validation", "validation data");
+    if (c->val_data[0]) {
+        r->has_val = data_open(&r->val, &val, T, V, 0.0, 1.0);
+    } else if (!c->train_data[0] && bundled_ok) {
+        val.spec = bundled;
+        r->has_val = data_open(&r->val, &val, T, V, 0.9, 1.0);
+    } else if (c->train_data[0] && !synthetic) {
+        // a dataset with splits validates on its own: --dataset allenai/c4 reads c4-validation too
+        val.spec = c->train_data;
+        val.optional = 1;
+        r->has_val = data_open(&r->val, &val, T, V, 0.0, 1.0);
     }
+    if (r->has_val) r->val_loader = data_loader_new(&r->val, 0, B, 0);
 }
 
 // First global sample of micro-batch `micro` of `step` on this rank: a slice of the step's

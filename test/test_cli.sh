@@ -100,7 +100,7 @@ done
 expect_error "--plateau has no counterpart" "--plateau 1 is not supported yet" ./fsdpc --plateau
 expect_error "--val_batch_size has no counterpart" "--val_batch_size 2 is not supported yet" ./fsdpc --val_batch_size 2
 expect_error "--use_profiler takes a boolean (it turns on --trace_file)" "--use_profiler expects 0/1/true/false, got .maybe." ./fsdpc --use_profiler=maybe
-expect_error "--zipped_data 1 points to prepare" "--zipped_data 1 is not supported yet: .*fsdpc prepare" ./fsdpc --zipped_data 1
+expect_error "--dataset_type takes SMP's values" "--dataset_type must be one of gpt_jsonl, hf, synthetic" ./fsdpc --dataset_type csv
 expect_error "aliases of one setting that disagree are refused" "--embd_pdrop 0.2 contradicts --resid_pdrop given before it" ./fsdpc --resid_pdrop 0.1 --embd_pdrop 0.2
 expect_error "a flag and its alias that disagree are refused" "--sharding_strategy hybrid contradicts --sharding given before it" ./fsdpc --sharding full-shard --sharding_strategy hybrid
 expect_error "--sharding_strategy bad value" "--sharding_strategy must be one of full=full-shard" ./fsdpc --sharding_strategy zero

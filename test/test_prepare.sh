@@ -177,7 +177,7 @@ expect_error "bad shard_tokens" "--shard_tokens expects a positive integer, got 
 expect_error "input is a directory" "input '$W' is a directory" "$FSDPC" prepare --input "$W" --output "$W/e"
 : >"$W/empty.txt"
 expect_error "inputs without tokens" "the inputs hold no tokens" "$FSDPC" prepare --input "$W/empty.txt" --output "$W/e"
-expect_error "output under a file" "cannot create output directory '$W/t.txt/sub' \\(--output\\): Not a directory" "$FSDPC" prepare --input "$W/a.txt" --output "$W/t.txt/sub"
+expect_error "output under a file" "cannot create the folder '$W/t.txt/sub': Not a directory \\(--output\\)" "$FSDPC" prepare --input "$W/a.txt" --output "$W/t.txt/sub"
 
 # ---- real tokenizers: each document is <s> ids </s>, the ids python3-sentencepiece gives ----
 TOK=test/fixtures/tokenizer

@@ -1,0 +1,317 @@
+// cache: token shards built from document files, once, by all ranks; see cache.h.
+#include "cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../comm/comm.h"
+#include "data.h"
+#include "shardfile.h"
+
+#define CACHE_VERSION 1
+#define CACHE_PROGRESS_PERIOD 1.0  // seconds between rank 0's progress lines
+static const char cache_probe_text[] = "Hello, world! 1234 caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac\n\t  <s> end.";
+
+typedef struct {
+    uint64_t a, b;  // two FNV-1a lanes: 128 bits, so unrelated inputs never share a folder
+} CacheHash;
+
+static void cache_hash(CacheHash *h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h->a = (h->a ^ p[i]) * 0x100000001b3ULL;
+        h->b = (h->b ^ p[i]) * 0x100000001b3ULL + 0x9e37;
+    }
+}
+
+static void cache_hash_str(CacheHash *h, const char *s) { cache_hash(h, s, strlen(s) + 1); }
+
+static void cache_hash_u64(CacheHash *h, uint64_t v) { cache_hash(h, &v, sizeof v); }
+
+static void cache_hash_file(CacheHash *h, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return cache_hash_str(h, path);  // not a file (the byte tokenizer): its name says it all
+    unsigned char buf[1 << 16];
+    for (size_t got; (got = fread(buf, 1, sizeof buf, f)) > 0;) cache_hash(h, buf, got);
+    fclose(f);
+}
+
+static int cache_width(int vocab) { return vocab > 65536 ? 4 : 2; }
+
+// The folder name: what the tokens depend on, and nothing about the run's layout.
+static void cache_key(const CacheRequest *q, char *out, size_t len) {
+    CacheHash h = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
+    cache_hash_u64(&h, CACHE_VERSION);
+    cache_hash_file(&h, tok_path(q->tok));
+    int32_t *ids = NULL;
+    size_t nids = 0, cap = 0;
+    tok_encode(q->tok, cache_probe_text, sizeof cache_probe_text - 1, &ids, &nids, &cap);
+    cache_hash(&h, ids, nids * sizeof *ids);
+    free(ids);
+    cache_hash_u64(&h, (uint64_t)tok_vocab_size(q->tok) << 32 ^ (uint64_t)(uint32_t)tok_bos(q->tok) << 16 ^ (uint32_t)tok_eos(q->tok));
+    cache_hash_str(&h, q->text_column);
+    cache_hash_u64(&h, (uint64_t)q->explicit_column << 8 | (uint64_t)cache_width(q->vocab));
+    for (int i = 0; i < q->n; i++) {
+        char real[4096];
+        const char *p = realpath(q->inputs[i].path, real) ? real : q->inputs[i].path;
+        struct stat st;
+        memset(&st, 0, sizeof st);
+        stat(p, &st);
+        cache_hash_str(&h, p);
+        cache_hash_u64(&h, (uint64_t)st.st_size);
+        cache_hash_u64(&h, (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec);
+        cache_hash_u64(&h, (uint64_t)q->inputs[i].kind << 8 | q->inputs[i].comp);
+    }
+    snprintf(out, len, "tok-%016llx%016llx", (unsigned long long)h.a, (unsigned long long)h.b);
+}
+
+void cache_default_root(char *out, size_t len) {
+    const char *env = getenv("FSDPC_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (env && env[0]) snprintf(out, len, "%s", env);
+    else if (xdg && xdg[0]) snprintf(out, len, "%s/fsdpc", xdg);
+    else snprintf(out, len, "%s/.cache/fsdpc", home && home[0] ? home : ".");
+}
+
+void cache_part_path(const char *dir, int i, char *out, size_t len) { snprintf(out, len, "%s/part-%06d.bin", dir, i); }
+
+static void cache_stats_path(const char *dir, int i, char *out, size_t len) { snprintf(out, len, "%s/part-%06d.txt", dir, i); }
+
+// ---- one part ----
+
+typedef struct {
+    FILE *f;
+    int width;
+    uint64_t tokens;
+    uint8_t *buf;  // one document's tokens, little-endian
+    size_t len, cap;
+} CachePart;
+
+static void cache_put(CachePart *p, uint64_t id) {
+    if (p->len + 4 > p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 1 << 16;
+        p->buf = realloc(p->buf, p->cap);
+        if (!p->buf) comm_fatal("out of memory growing a document's tokens to %zu bytes", p->cap);
+    }
+    for (int k = 0; k < p->width; k++) p->buf[p->len++] = (uint8_t)(id >> (8 * k));
+}
+
+// Writes doc's tokens: ids as they are; text as prepare writes it (<s> ids </s>, or bytes and '\n').
+static int cache_doc(const CacheRequest *q, CachePart *p, const Doc *d, int32_t **ids, size_t *cap, char *err, size_t errlen,
+                     const char *path, uint64_t row) {
+    p->len = 0;
+    if (d->is_ids) {
+        for (size_t i = 0; i < d->len; i++) {
+            if (d->ids[i] >= q->vocab)
+                return snprintf(err, errlen, "'%s' row %llu holds token id %lld, not below the vocabulary %d", path,
+                                (unsigned long long)row, (long long)d->ids[i], q->vocab), -1;
+            cache_put(p, (uint64_t)d->ids[i]);
+        }
+    } else if (tok_is_byte(q->tok)) {
+        for (size_t i = 0; i < d->len; i++) cache_put(p, (uint8_t)d->text[i]);
+        cache_put(p, '\n');
+    } else {
+        size_t n = 0;
+        tok_encode(q->tok, d->text, d->len, ids, &n, cap);
+        if (tok_bos(q->tok) >= 0) cache_put(p, (uint64_t)tok_bos(q->tok));
+        for (size_t i = 0; i < n; i++) cache_put(p, (uint64_t)(*ids)[i]);
+        if (tok_eos(q->tok) >= 0) cache_put(p, (uint64_t)tok_eos(q->tok));
+    }
+    if (p->len && fwrite(p->buf, 1, p->len, p->f) != p->len) return snprintf(err, errlen, "cannot write the data cache: %s (disk full?)", strerror(errno)), -1;
+    p->tokens += p->len / (size_t)p->width;
+    return 0;
+}
+
+typedef struct {
+    uint64_t bytes_total, bytes_done;  // this rank's inputs
+    uint64_t tokens;
+    double t_start, t_drawn;
+} CacheProgress;
+
+// done_now bytes of the current input read and part_tokens of its tokens written
+static void cache_progress(CacheProgress *g, uint64_t done_now, uint64_t part_tokens, int force) {
+    if (comm_info.rank != 0) return;
+    double now = comm_time();
+    if (!force && now - g->t_drawn < CACHE_PROGRESS_PERIOD) return;
+    g->t_drawn = now;
+    double mb = (double)(g->bytes_done + done_now) / 1e6, dt = now - g->t_start;
+    comm_log("data cache: %.0f%% of rank 0's %.1f MB read, %.0f MB/s, %llu tokens so far%s\n",
+             g->bytes_total ? 100.0 * (double)(g->bytes_done + done_now) / (double)g->bytes_total : 100.0, (double)g->bytes_total / 1e6,
+             dt > 0 ? mb / dt : 0.0, (unsigned long long)(g->tokens + part_tokens), comm_info.world > 1 ? " (each rank builds its share)" : "");
+}
+
+// Builds part i into folder dir: the shard under a .tmp name first, renamed once complete.
+static int cache_build_part(const CacheRequest *q, int i, const char *dir, CacheProgress *g, char *err, size_t errlen) {
+    const CacheInput *in = &q->inputs[i];
+    char path[4200], tmp[4210], stats[4200];
+    cache_part_path(dir, i, path, sizeof path);
+    cache_stats_path(dir, i, stats, sizeof stats);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    DocsReader *r = docs_open(in->path, in->kind, in->comp, q->text_column, q->explicit_column, err, errlen);
+    if (!r) return -1;
+    CachePart p = {.width = cache_width(q->vocab)};
+    p.f = fopen(tmp, "wb");
+    int rc = 0;
+    if (!p.f) rc = snprintf(err, errlen, "cannot create the data cache file '%s': %s", tmp, strerror(errno)), -1;
+    uint8_t header[TOKFILE_HEADER_BYTES];
+    data_shard_header(header, p.width, 0);
+    if (!rc && fwrite(header, 1, sizeof header, p.f) != sizeof header)
+        rc = snprintf(err, errlen, "cannot write the data cache: %s (disk full?)", strerror(errno)), -1;
+    int32_t *ids = NULL;
+    size_t cap = 0;
+    uint64_t rows = 0;
+    Doc d;
+    int got = 0;
+    while (!rc && (got = docs_next(r, &d, err, errlen)) > 0) {
+        rows++;
+        rc = cache_doc(q, &p, &d, &ids, &cap, err, errlen, in->path, rows);
+        if (!(rows & 255)) cache_progress(g, docs_progress(r), p.tokens, 0);
+    }
+    if (got < 0) rc = -1;
+    data_shard_header(header, p.width, p.tokens);
+    if (!rc && (fseek(p.f, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, p.f) != sizeof header || fflush(p.f) != 0 ||
+                fsync(fileno(p.f)) != 0))
+        rc = snprintf(err, errlen, "cannot write the data cache file '%s': %s (disk full?)", tmp, strerror(errno)), -1;
+    if (p.f && fclose(p.f) != 0 && !rc) rc = snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, strerror(errno)), -1;
+    if (!rc && rename(tmp, path) != 0) rc = snprintf(err, errlen, "cannot rename '%s': %s", tmp, strerror(errno)), -1;
+    if (!rc) {
+        FILE *s = fopen(stats, "w");
+        if (!s || fprintf(s, "%llu %llu %llu\n%s\n", (unsigned long long)rows, (unsigned long long)docs_nulls(r),
+                          (unsigned long long)p.tokens, docs_describe(r)) < 0 || fclose(s) != 0)
+            rc = snprintf(err, errlen, "cannot write the data cache file '%s': %s", stats, strerror(errno)), -1;
+    }
+    if (rc) unlink(tmp);
+    g->tokens += p.tokens;
+    g->bytes_done += docs_progress(r);
+    docs_close(r);
+    free(ids);
+    free(p.buf);
+    return rc;
+}
+
+// ---- the folder ----
+
+static void cache_remove_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (d) {
+        char path[4400];
+        for (struct dirent *e; (e = readdir(d));) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+static int cache_complete(const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/complete", dir);
+    return access(path, R_OK) == 0;
+}
+
+// Builds the parts i with i % stride == first into tmp; on rank 0 writes "complete" after all are in.
+static int cache_build(const CacheRequest *q, const char *tmp, int first, int stride, char *err, size_t errlen) {
+    CacheProgress g = {.t_start = comm_time()};
+    g.t_drawn = g.t_start;
+    for (int i = first; i < q->n; i += stride) {
+        struct stat st;
+        if (stat(q->inputs[i].path, &st) == 0) g.bytes_total += (uint64_t)st.st_size;
+    }
+    for (int i = first; i < q->n; i += stride)
+        if (cache_build_part(q, i, tmp, &g, err, errlen)) return -1;
+    cache_progress(&g, 0, 0, 1);
+    return 0;
+}
+
+static int cache_seal(const char *tmp, const char *dir, char *err, size_t errlen) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/complete", tmp);
+    FILE *f = fopen(path, "w");
+    if (!f || fprintf(f, "fsdpc data cache %d\n", CACHE_VERSION) < 0 || fclose(f) != 0)
+        return snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno)), -1;
+    if (rename(tmp, dir) == 0) return 0;
+    if (errno == EEXIST || errno == ENOTEMPTY) {  // another run built the same cache meanwhile: its copy is as good
+        cache_remove_tree(tmp);
+        return 0;
+    }
+    return snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp, dir, strerror(errno)), -1;
+}
+
+// Rank 0: one line for the whole source, from the parts' records.
+static void cache_log(const CacheRequest *q, const char *dir, int built, double seconds) {
+    if (comm_info.rank != 0) return;
+    unsigned long long rows = 0, nulls = 0, tokens = 0;
+    char formats[512] = "";
+    for (int i = 0; i < q->n; i++) {
+        char path[4200], what[256] = "";
+        unsigned long long r = 0, nu = 0, t = 0;
+        cache_stats_path(dir, i, path, sizeof path);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (fscanf(f, "%llu %llu %llu\n", &r, &nu, &t) != 3 || !fgets(what, sizeof what, f)) what[0] = 0;
+            fclose(f);
+        }
+        what[strcspn(what, "\n")] = 0;
+        rows += r, nulls += nu, tokens += t;
+        if (what[0] && !strstr(formats, what) && strlen(formats) + strlen(what) + 3 < sizeof formats)
+            snprintf(formats + strlen(formats), sizeof formats - strlen(formats), "%s%s", formats[0] ? "; " : "", what);
+    }
+    char took[64] = "";
+    if (built) snprintf(took, sizeof took, ", built in %.1f s", seconds);
+    comm_log("%s: %d file%s, %s: %llu rows (%llu null, skipped), %llu tokens (data cache %s%s)\n", q->label, q->n,
+             q->n == 1 ? "" : "s", formats, rows, nulls, tokens, dir, took);
+}
+
+void cache_ensure(const CacheRequest *q, char *dir, size_t len) {
+    char root[2048], key[64], err[1536] = "";
+    if (q->root && q->root[0]) snprintf(root, sizeof root, "%s", q->root);
+    else cache_default_root(root, sizeof root);
+    cache_key(q, key, sizeof key);
+    snprintf(dir, len, "%s/%s", root, key);
+    CommGroup *world = comm_world();
+    double lacking = !cache_complete(dir);
+    comm_allreduce_max_f64(world, &lacking, 1);
+    if (!lacking) return cache_log(q, dir, 0, 0);
+    double t0 = comm_time();
+    // rank 0 makes the build folder; when every rank sees it (shared storage) each builds its share
+    char tmp[2200] = "";
+    if (comm_info.rank == 0) {
+        snprintf(tmp, sizeof tmp, "%s.build-%ld-%lld", dir, (long)getpid(), (long long)comm_clock_us());
+        if (data_mkdirs(root, err, sizeof err) == 0 && mkdir(tmp, 0777) != 0)
+            snprintf(err, sizeof err, "cannot create the data cache folder '%s': %s (--data_cache_dir)", tmp, strerror(errno));
+    }
+    comm_check_all(err[0] ? err : NULL);
+    comm_bcast_bytes(world, tmp, sizeof tmp, 0);
+    struct stat st;
+    double unseen = !(stat(tmp, &st) == 0 && S_ISDIR(st.st_mode));
+    comm_allreduce_max_f64(world, &unseen, 1);
+    int rc = 0;
+    if (!unseen) {
+        rc = cache_build(q, tmp, comm_info.rank, comm_info.world, err, sizeof err);
+        const char *first = comm_first_error(rc ? err : NULL);
+        if (!first && comm_info.rank == 0) rc = cache_seal(tmp, dir, err, sizeof err);
+        else if (first && comm_info.rank == 0) cache_remove_tree(tmp);
+        if (first) comm_check_all(first);
+    } else {
+        // node-local storage: each rank that lacks the cache builds all of it in its own folder
+        if (comm_info.rank == 0) cache_remove_tree(tmp);
+        if (!cache_complete(dir)) {
+            snprintf(tmp, sizeof tmp, "%s.build-%ld-%lld-r%d", dir, (long)getpid(), (long long)comm_clock_us(), comm_info.rank);
+            rc = data_mkdirs(root, err, sizeof err) || mkdir(tmp, 0777) != 0;
+            if (rc && !err[0]) snprintf(err, sizeof err, "cannot create the data cache folder '%s': %s", tmp, strerror(errno));
+            if (!rc) rc = cache_build(q, tmp, 0, 1, err, sizeof err);
+            if (!rc) rc = cache_seal(tmp, dir, err, sizeof err);
+            else cache_remove_tree(tmp);
+        }
+    }
+    comm_check_all(rc ? err : NULL);
+    cache_log(q, dir, 1, comm_time() - t0);
+}

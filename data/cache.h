@@ -1,0 +1,42 @@
+// cache: token shards made from document files (text, JSON Lines, Arrow, Parquet) the first time
+// a run reads them, so training samples them at random like any shard and every later run (any
+// world size) starts at once. A cache folder is keyed by the inputs (resolved path, size,
+// modification time), the tokenizer (its file's bytes and its ids for a probe text), the column
+// and the token width; it is built by all ranks together (one input each, round robin), appears
+// under its final name only when complete, and holds part-NNNNNN.bin (input NNNNNN, in order)
+// with part-NNNNNN.json (what was read) beside it.
+#ifndef FSDPC_CACHE_H
+#define FSDPC_CACHE_H
+
+#include <stddef.h>
+
+#include "docs.h"
+#include "tokenizer.h"
+
+typedef struct {
+    const char *path;
+    DocsKind kind;
+    DocsCompression comp;
+} CacheInput;
+
+typedef struct {
+    const CacheInput *inputs;
+    int n;
+    const Tokenizer *tok;
+    const char *text_column;  // "" for "text"
+    int explicit_column;      // --text_column was given
+    int vocab;                // the model's: ids must be below it; above 65536 the shards hold uint32
+    const char *root;         // the folder caches live in ("" : cache_default_root)
+    const char *label;        // what the log calls the data: "training data 'x'"
+} CacheRequest;
+
+// Collective. Finds or builds the cache of q's inputs and writes its folder to dir; rank 0 logs one
+// line: the formats, rows (null rows skipped), tokens and the folder. An input that cannot be read
+// ends every rank with one line naming it, and leaves no cache behind.
+void cache_ensure(const CacheRequest *q, char *dir, size_t len);
+// The shard made of input i.
+void cache_part_path(const char *dir, int i, char *out, size_t len);
+// --data_cache_dir's default: $FSDPC_CACHE_DIR, else $XDG_CACHE_HOME/fsdpc, else ~/.cache/fsdpc.
+void cache_default_root(char *out, size_t len);
+
+#endif

@@ -1,0 +1,343 @@
+// docs: documents out of text, JSON Lines (plain, gzip, zstd), Arrow IPC and Parquet files.
+#include "docs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "../comm/comm.h"
+#include "arrow.h"
+#include "json.h"
+#include "parquet.h"
+#include "table.h"
+
+#define DOCS_IO_BYTES (1 << 20)
+#define DOCS_MAX_LINE ((size_t)1 << 30)  // one JSON Lines object must fit in memory; beyond this it is no line
+
+typedef struct {
+    uint8_t *data;
+    size_t len, cap;
+} DocsBuf;
+
+struct DocsReader {
+    char path[1024];
+    DocsKind kind;
+    DocsCompression comp;
+    char describe[256];
+    uint64_t nulls;
+    // byte input (text, JSON Lines)
+    int fd;
+    gzFile gz;
+    ZSTD_DStream *zs;
+    uint8_t *zin;            // compressed input for zstd
+    size_t zin_len, zin_pos;
+    size_t zlast;            // ZSTD_decompressStream's last hint: non-zero at the end means a cut frame
+    int zeof;
+    uint64_t consumed;       // file bytes read
+    uint8_t *io;             // decompressed input
+    size_t io_len, io_pos;
+    int at_end, done;
+    uint64_t line_no;
+    DocsBuf line;
+    // JSON Lines
+    const char *column;
+    int explicit_column;
+    JsonValue *obj;
+    int64_t *ids;
+    size_t ids_cap;
+    // Arrow / Parquet
+    TableReader *table;
+    TableValue value;
+    int use_ids;
+};
+
+static void docs_buf_append(DocsBuf *b, const uint8_t *src, size_t n) {
+    if (!n) return;
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n) cap *= 2;
+        uint8_t *data = realloc(b->data, cap);
+        if (!data) comm_fatal("out of memory growing a document buffer to %zu bytes", cap);
+        b->data = data;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, src, n);
+    b->len += n;
+}
+
+// ---- decompressed bytes ----
+
+// Reads up to n bytes of the (decompressed) input: the count, 0 at its end, -1 with err set.
+static long docs_read(DocsReader *r, uint8_t *buf, size_t n, char *err, size_t errlen) {
+    if (r->comp == DOCS_GZIP) {
+        int got = gzread(r->gz, buf, (unsigned)n), code = Z_OK;
+        const char *msg = gzerror(r->gz, &code);
+        r->consumed = (uint64_t)gzoffset(r->gz);
+        if (got < 0) return snprintf(err, errlen, "cannot read '%s': gzip stream is corrupt (%s)", r->path, msg), -1;
+        // gzread reports a stream cut short as a quiet end; gzerror tells them apart
+        if (got == 0 && code == Z_BUF_ERROR) return snprintf(err, errlen, "'%s' ends in the middle of its gzip stream (truncated?)", r->path), -1;
+        return got;
+    }
+    if (r->comp == DOCS_ZSTD) {
+        ZSTD_outBuffer out = {buf, n, 0};
+        while (out.pos == 0) {
+            if (r->zin_pos == r->zin_len) {
+                if (r->zeof) {
+                    if (r->zlast) return snprintf(err, errlen, "'%s' ends in the middle of its zstd frame (truncated?)", r->path), -1;
+                    return 0;
+                }
+                ssize_t got;
+                do got = read(r->fd, r->zin, DOCS_IO_BYTES);
+                while (got < 0 && errno == EINTR);
+                if (got < 0) return snprintf(err, errlen, "cannot read '%s': %s", r->path, strerror(errno)), -1;
+                r->zin_len = (size_t)got;
+                r->zin_pos = 0;
+                r->consumed += (uint64_t)got;
+                if (!got) {
+                    r->zeof = 1;
+                    continue;
+                }
+            }
+            ZSTD_inBuffer in = {r->zin, r->zin_len, r->zin_pos};
+            size_t rc = ZSTD_decompressStream(r->zs, &out, &in);
+            r->zin_pos = in.pos;
+            if (ZSTD_isError(rc)) return snprintf(err, errlen, "cannot read '%s': zstd stream is corrupt (%s)", r->path, ZSTD_getErrorName(rc)), -1;
+            r->zlast = rc;
+        }
+        return (long)out.pos;
+    }
+    ssize_t got;
+    do got = read(r->fd, buf, n);
+    while (got < 0 && errno == EINTR);
+    if (got < 0) return snprintf(err, errlen, "cannot read '%s': %s", r->path, strerror(errno)), -1;
+    r->consumed += (uint64_t)got;
+    return (long)got;
+}
+
+// The next line without its '\n' into r->line: 1, 0 at the end, -1 on error.
+static int docs_line(DocsReader *r, char *err, size_t errlen) {
+    r->line.len = 0;
+    for (;;) {
+        if (r->io_pos == r->io_len) {
+            if (r->at_end) return r->line.len > 0;
+            long got = docs_read(r, r->io, DOCS_IO_BYTES, err, errlen);
+            if (got < 0) return -1;
+            r->io_len = (size_t)got;
+            r->io_pos = 0;
+            if (!got) {
+                r->at_end = 1;
+                return r->line.len > 0;  // a last line without '\n' still counts
+            }
+        }
+        uint8_t *start = r->io + r->io_pos, *nl = memchr(start, '\n', r->io_len - r->io_pos);
+        size_t n = nl ? (size_t)(nl - start) : r->io_len - r->io_pos;
+        if (r->line.len + n > DOCS_MAX_LINE)
+            return snprintf(err, errlen, "'%s' line %llu is longer than %zu bytes: not JSON Lines", r->path,
+                            (unsigned long long)r->line_no + 1, DOCS_MAX_LINE), -1;
+        docs_buf_append(&r->line, start, n);
+        r->io_pos += n + (nl != NULL);
+        if (nl) return 1;
+    }
+}
+
+// ---- JSON Lines ----
+
+static int docs_json_ids(DocsReader *r, const JsonValue *a, Doc *d, char *err, size_t errlen) {
+    if (a->len > r->ids_cap) {
+        r->ids_cap = a->len;
+        free(r->ids);
+        r->ids = mallocCheck(r->ids_cap * sizeof *r->ids);
+    }
+    for (size_t i = 0; i < a->len; i++) {
+        const JsonValue *v = &a->items[i];
+        if (v->type != JSON_NUMBER || !v->is_int || v->integer < 0)
+            return snprintf(err, errlen, "'%s' line %llu: \"input_ids\" item %zu is not a non-negative integer", r->path,
+                            (unsigned long long)r->line_no, i), -1;
+        r->ids[i] = v->integer;
+    }
+    d->is_ids = 1;
+    d->ids = r->ids;
+    d->len = a->len;
+    return 1;
+}
+
+static int docs_jsonl_next(DocsReader *r, Doc *d, char *err, size_t errlen) {
+    for (;;) {
+        int rc = docs_line(r, err, errlen);
+        if (rc <= 0) return rc;
+        r->line_no++;
+        size_t i = 0;
+        while (i < r->line.len && strchr(" \t\r", r->line.data[i])) i++;
+        if (i == r->line.len) continue;  // blank line
+        json_free(r->obj);
+        char jerr[160];
+        r->obj = json_parse((const char *)r->line.data, r->line.len, jerr, sizeof jerr);
+        if (!r->obj) return snprintf(err, errlen, "'%s' line %llu is not JSON (%s)", r->path, (unsigned long long)r->line_no, jerr), -1;
+        if (r->obj->type != JSON_OBJECT)
+            return snprintf(err, errlen, "'%s' line %llu is not a JSON object: JSON Lines rows must be objects", r->path,
+                            (unsigned long long)r->line_no), -1;
+        const JsonValue *ids = r->explicit_column ? NULL : json_get(r->obj, "input_ids");
+        const JsonValue *text = json_get(r->obj, r->column);
+        if (ids && ids->type == JSON_ARRAY) return docs_json_ids(r, ids, d, err, errlen);
+        if (text && text->type == JSON_STRING) {
+            d->is_ids = 0;
+            d->text = text->str;
+            d->len = text->len;
+            return 1;
+        }
+        if ((ids && ids->type == JSON_NULL) || (text && text->type == JSON_NULL)) {
+            r->nulls++;
+            continue;
+        }
+        if (ids) return snprintf(err, errlen, "'%s' line %llu: \"input_ids\" is not an array of ids", r->path, (unsigned long long)r->line_no), -1;
+        if (text) return snprintf(err, errlen, "'%s' line %llu: \"%s\" is not a string", r->path, (unsigned long long)r->line_no, r->column), -1;
+        return snprintf(err, errlen, "'%s' line %llu has no \"%s\" string%s", r->path, (unsigned long long)r->line_no, r->column,
+                        r->explicit_column ? " (--text_column)" : " and no \"input_ids\" array"), -1;
+    }
+}
+
+// ---- a whole text file ----
+
+static int docs_text_next(DocsReader *r, Doc *d, char *err, size_t errlen) {
+    if (r->done) return 0;
+    r->line.len = 0;
+    for (long got; (got = docs_read(r, r->io, DOCS_IO_BYTES, err, errlen)) != 0;) {
+        if (got < 0) return -1;
+        docs_buf_append(&r->line, r->io, (size_t)got);
+    }
+    r->done = 1;
+    d->is_ids = 0;
+    d->text = (const char *)r->line.data;
+    d->len = r->line.len;
+    return 1;
+}
+
+// ---- Arrow and Parquet ----
+
+static void docs_columns(const TableReader *t, char *out, size_t len) {
+    size_t n = 0;
+    out[0] = 0;
+    for (int i = 0; i < t->ncols && n + 1 < len; i++) {
+        int w = snprintf(out + n, len - n, "%s%s (%s)", i ? ", " : "", t->cols[i].name, t->cols[i].type);
+        if (w < 0) break;
+        n += (size_t)w;
+    }
+    if (!t->ncols) snprintf(out, len, "none");
+}
+
+static int docs_table_open(DocsReader *r, char *err, size_t errlen) {
+    r->table = r->kind == DOCS_ARROW ? arrow_open(r->path, err, errlen) : parquet_open(r->path, err, errlen);
+    if (!r->table) return -1;
+    TableReader *t = r->table;
+    int ids = r->explicit_column ? -1 : table_find(t, "input_ids"), text = table_find(t, r->column);
+    int col = ids >= 0 ? ids : text;
+    char cols[600];
+    docs_columns(t, cols, sizeof cols);
+    if (col < 0)
+        return snprintf(err, errlen, "'%s' (%s) has no '%s' column%s; its columns: %s", r->path, t->format, r->column,
+                        r->explicit_column ? " (--text_column)" : " and no 'input_ids' column", cols), -1;
+    TableKind want = col == ids ? TABLE_INT_LIST : TABLE_STRING;
+    if (t->cols[col].kind != want)
+        return snprintf(err, errlen, "'%s' (%s): column '%s' is %s, but fsdpc reads %s there", r->path, t->format, t->cols[col].name,
+                        t->cols[col].type, want == TABLE_STRING ? "text (string or large_string)" : "token ids (a list of integers)"), -1;
+    if (t->select(t, &col, 1, err, errlen)) return -1;
+    r->use_ids = col == ids;
+    snprintf(r->describe, sizeof r->describe, "%s, column %s (%s)", t->format, t->cols[col].name, t->cols[col].type);
+    return 0;
+}
+
+static int docs_table_next(DocsReader *r, Doc *d, char *err, size_t errlen) {
+    for (;;) {
+        int rc = r->table->next(r->table, &r->value, err, errlen);
+        if (rc <= 0) return rc;
+        if (r->value.is_null) {
+            r->nulls++;
+            continue;
+        }
+        d->is_ids = r->use_ids;
+        d->len = r->value.len;
+        if (!r->use_ids) {
+            d->text = r->value.str;
+            return 1;
+        }
+        if (r->value.has_null_item) return snprintf(err, errlen, "'%s': a row's input_ids list holds a null id", r->path), -1;
+        d->ids = r->value.ints;
+        for (size_t i = 0; i < d->len; i++)
+            if (d->ids[i] < 0) return snprintf(err, errlen, "'%s': a row's input_ids hold the negative id %lld", r->path, (long long)d->ids[i]), -1;
+        return 1;
+    }
+}
+
+// ---- the reader ----
+
+DocsReader *docs_open(const char *path, DocsKind kind, DocsCompression comp, const char *text_column, int explicit_column,
+                      char *err, size_t errlen) {
+    DocsReader *r = callocCheck(1, sizeof *r);
+    snprintf(r->path, sizeof r->path, "%s", path);
+    r->kind = kind;
+    r->comp = comp;
+    r->fd = -1;
+    r->column = text_column && text_column[0] ? text_column : "text";
+    r->explicit_column = explicit_column;
+    static const char *const comp_names[] = {"", "gzip-compressed ", "zstd-compressed "};
+    if (kind == DOCS_ARROW || kind == DOCS_PARQUET) {
+        if (docs_table_open(r, err, errlen)) return docs_close(r), NULL;
+        return r;
+    }
+    r->fd = open(path, O_RDONLY);
+    if (r->fd < 0) {
+        snprintf(err, errlen, "cannot open data file '%s': %s", path, strerror(errno));
+        return docs_close(r), NULL;
+    }
+    r->io = mallocCheck(DOCS_IO_BYTES);
+    if (comp == DOCS_GZIP) {
+        int fd = dup(r->fd);
+        if (fd < 0 || !(r->gz = gzdopen(fd, "rb"))) {
+            if (fd >= 0) close(fd);
+            snprintf(err, errlen, "cannot open data file '%s': %s", path, strerror(errno ? errno : ENOMEM));
+            return docs_close(r), NULL;
+        }
+        gzbuffer(r->gz, DOCS_IO_BYTES);
+    } else if (comp == DOCS_ZSTD) {
+        r->zs = ZSTD_createDStream();
+        if (!r->zs) comm_fatal("out of memory starting a zstd stream");
+        ZSTD_initDStream(r->zs);
+        r->zin = mallocCheck(DOCS_IO_BYTES);
+    }
+    if (kind == DOCS_JSONL)
+        snprintf(r->describe, sizeof r->describe, "%sJSON Lines, member %s%s", comp_names[comp], explicit_column ? "" : "input_ids or ", r->column);
+    else
+        snprintf(r->describe, sizeof r->describe, "%stext, one document", comp_names[comp]);
+    return r;
+}
+
+int docs_next(DocsReader *r, Doc *d, char *err, size_t errlen) {
+    switch (r->kind) {
+    case DOCS_JSONL: return docs_jsonl_next(r, d, err, errlen);
+    case DOCS_TEXT: return docs_text_next(r, d, err, errlen);
+    default: return docs_table_next(r, d, err, errlen);
+    }
+}
+
+const char *docs_describe(const DocsReader *r) { return r->describe; }
+uint64_t docs_nulls(const DocsReader *r) { return r->nulls; }
+uint64_t docs_progress(const DocsReader *r) { return r->consumed; }
+
+void docs_close(DocsReader *r) {
+    if (!r) return;
+    if (r->table) r->table->close(r->table);
+    if (r->gz) gzclose(r->gz);
+    if (r->zs) ZSTD_freeDStream(r->zs);
+    if (r->fd >= 0) close(r->fd);
+    json_free(r->obj);
+    free(r->zin);
+    free(r->io);
+    free(r->line.data);
+    free(r->ids);
+    free(r);
+}

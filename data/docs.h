@@ -1,0 +1,37 @@
+// docs: the documents in one data file, whatever its container: a plain text file (one
+// document), JSON Lines (plain, gzip or zstd; one object a line), Arrow IPC or Parquet (one row
+// each). A document is text to tokenize or ids to take as they are. The caller says what the file
+// is (data/sniff found it from its content); a file that lies gives one error line, never a crash.
+#ifndef FSDPC_DOCS_H
+#define FSDPC_DOCS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { DOCS_TEXT, DOCS_JSONL, DOCS_ARROW, DOCS_PARQUET } DocsKind;
+typedef enum { DOCS_PLAIN, DOCS_GZIP, DOCS_ZSTD } DocsCompression;
+
+typedef struct {
+    int is_ids;           // ids (pre-tokenized) rather than text
+    const char *text;     // !is_ids: the document's bytes (not NUL-terminated)
+    size_t len;           // !is_ids: bytes; is_ids: ids
+    const int64_t *ids;   // is_ids
+} Doc;
+
+typedef struct DocsReader DocsReader;
+
+// text_column: the column (or JSON member) holding text, "text" unless --text_column named
+// another; explicit: it was named, so it wins over an "input_ids" column. NULL with a one-line
+// message naming the file in err.
+DocsReader *docs_open(const char *path, DocsKind kind, DocsCompression comp, const char *text_column, int explicit_column,
+                      char *err, size_t errlen);
+// The next document: 1, 0 at the end, -1 with err set. Null rows are skipped (docs_nulls counts them).
+int docs_next(DocsReader *r, Doc *d, char *err, size_t errlen);
+// What was read, for the start-up log: "Parquet, column input_ids (list<int32>)".
+const char *docs_describe(const DocsReader *r);
+uint64_t docs_nulls(const DocsReader *r);
+// Bytes of the file consumed so far (compressed bytes for gzip/zstd; 0 when the format does not tell).
+uint64_t docs_progress(const DocsReader *r);
+void docs_close(DocsReader *r);
+
+#endif
