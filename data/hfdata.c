@@ -599,18 +599,21 @@ static int repo_resolve(const char *root, const char *config, const char *split,
         else if (!strcmp(tops.v[tops.n - 1], "default")) has_default = 1;
         else if (word_split(rel.v[i], n, 1) >= 0) split_tops = 1;
     }
-    const char *scope = NULL;  // a config's folder, or NULL for the whole repository
-    int rc = 0;
+    // the folder the config's files are under (NULL: the whole repository), and the config's name
+    const char *scope = NULL, *cfg = NULL;
+    int rc = 0, data_only = has_data && !root_files;  // push_to_hub: the default config in data/, others in CONFIG/
     char list[400];
     join_names(tops.v, tops.n, list, sizeof list);
     if (config && *config) {
         for (int i = 0; i < tops.n; i++)
-            if (!strcmp(tops.v[i], config)) scope = config;
-        if (!scope && strcmp(config, "default"))
+            if (!strcmp(tops.v[i], config)) scope = cfg = config;
+        if (!scope && !strcmp(config, "default")) scope = data_only ? "data" : NULL, cfg = "default";
+        else if (!scope)
             rc = comm_errorf(err, errlen, "%s has no config '%s' (its folders with data: %s)", label, config, tops.n ? list : "none");
-    } else if (has_default) scope = "default";
-    else if (!root_files && !has_data && !split_tops && tops.n == 1) scope = tops.v[0];
-    else if (!root_files && !has_data && !split_tops && tops.n > 1)
+    } else if (has_default) scope = cfg = "default";
+    else if (data_only) scope = "data", cfg = "default";
+    else if (!root_files && !split_tops && tops.n == 1) scope = cfg = tops.v[0];
+    else if (!root_files && !split_tops && tops.n > 1)
         rc = comm_errorf(err, errlen, "%s holds several configs (%s): choose one", label, list);
     HfSplits ss = {0};
     if (!rc) {
@@ -641,7 +644,7 @@ static int repo_resolve(const char *root, const char *config, const char *split,
             if (sp) sl_push(&splits_at(&ss, sp)->files, scope ? xprintf("%s/%s/%s", root, scope, rel.v[i]) : xprintf("%s/%s", root, rel.v[i]));
         }
         char src[1400];
-        snprintf(src, sizeof src, "%s%s%s", label, scope ? " config " : "", scope ? scope : "");
+        snprintf(src, sizeof src, "%s%s%s", label, cfg ? " config " : "", cfg ? cfg : "");
         rc = finish(&ss, split, src, out, err, errlen);
     }
     splits_free(&ss);
@@ -670,6 +673,19 @@ static int plain_resolve(const char *dir, const StrList *files, const char *conf
     return rc;
 }
 
+static int folder_resolve(const char *dir, const char *config, const char *split, const char *label, int repo, HfFiles *out,
+                          char *err, size_t errlen);
+
+// A repository folder of the hub cache (blobs/, refs/, snapshots/) given as a path: its snapshot.
+static int hub_repo_resolve(const char *dir, const char *config, const char *split, HfFiles *out, char *err, size_t errlen) {
+    char snap[4500], label[1200];
+    int rc = hub_repo_snapshot(dir, dir, snap, sizeof snap);
+    if (rc < 0) return comm_errorf(err, errlen, "hub cache folder %s", snap);
+    if (rc == 0) return comm_errorf(err, errlen, "hub cache folder '%s' holds no snapshot", dir);
+    snprintf(label, sizeof label, "hub cache folder '%s' revision %.7s", dir, base_name(snap));
+    return folder_resolve(snap, config, split, label, 1, out, err, errlen);
+}
+
 static int in_hub_snapshot(const char *dir) {
     char real[4096];
     return realpath(dir, real) && strstr(real, "/datasets--") && strstr(real, "/snapshots/");
@@ -692,6 +708,12 @@ static int folder_resolve(const char *dir, const char *config, const char *split
         snprintf(lab, sizeof lab, "datasets cache folder '%s'", dir);
         return cache_resolve(dir, level, config, split, label ? label : lab, out, err, errlen);
     }
+    p = xprintf("%s/snapshots", dir);
+    char *b = xprintf("%s/blobs", dir);
+    int hub_repo = !repo && is_dir(p) && is_dir(b);
+    free(p);
+    free(b);
+    if (hub_repo) return hub_repo_resolve(dir, config, split, out, err, errlen);
     p = xprintf("%s/.cache/huggingface", dir);
     repo |= is_dir(p) || in_hub_snapshot(dir);
     free(p);

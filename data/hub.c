@@ -38,11 +38,16 @@ void hub_cache_dir(char *out, size_t len) {
 }
 
 int hub_snapshot(const char *kind, const char *name, char *out, size_t len) {
-    char cache[2048], repo[4096], snaps[4200], ref[128] = "", path[4500];
+    char cache[2048], repo[4096];
     hub_cache_dir(cache, sizeof cache);
     const char *slash = strchr(name, '/');
     if (slash) snprintf(repo, sizeof repo, "%s/%s--%.*s--%s", cache, kind, (int)(slash - name), name, slash + 1);
     else snprintf(repo, sizeof repo, "%s/%s--%s", cache, kind, name);
+    return hub_repo_snapshot(repo, name, out, len);
+}
+
+int hub_repo_snapshot(const char *repo, const char *name, char *out, size_t len) {
+    char snaps[4200], ref[128] = "", path[4500];
     snprintf(snaps, sizeof snaps, "%s/snapshots", repo);
     // refs/main names the snapshot the cache's owner last fetched
     snprintf(path, sizeof path, "%s/refs/main", repo);

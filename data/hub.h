@@ -24,5 +24,8 @@ void hub_cache_dir(char *out, size_t len);
 // looked for in out; -1 when several snapshots and no refs/main leave the choice open, with the
 // reason in out.
 int hub_snapshot(const char *kind, const char *name, char *out, size_t len);
+// The same for a repository folder of the cache given as a path (`name` for messages): 1 with
+// the snapshot folder in out, 0 when it holds none (out: the folder), -1 with the reason in out.
+int hub_repo_snapshot(const char *repo, const char *name, char *out, size_t len);
 
 #endif

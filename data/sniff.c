@@ -300,18 +300,18 @@ static void sniff_zstd(const unsigned char *p, size_t n, uint64_t size, const ch
     ZSTD_inBuffer in = {p, n, 0};
     ZSTD_outBuffer o = {out, SNIFF_BLOCK, 0};
     const char *bad = NULL;
-    size_t rc = 1;
+    size_t last = 1;  // of the last call that made progress: 0 once a frame is complete and flushed
     while (o.pos < o.size) {
         size_t before_in = in.pos, before_out = o.pos;
-        rc = ZSTD_decompressStream(d, &o, &in);
+        size_t rc = ZSTD_decompressStream(d, &o, &in);
         if (ZSTD_isError(rc)) {
             bad = ZSTD_getErrorName(rc);
             break;
         }
         if (in.pos == before_in && o.pos == before_out) break;  // the sample ran out
+        last = rc;
     }
-    // rc 0: the last frame begun is complete and flushed
-    set_compressed(s, SNIFF_ZSTD, out, o.pos, !bad && rc == 0 && in.pos == in.size && (uint64_t)n >= size, bad, name, depth);
+    set_compressed(s, SNIFF_ZSTD, out, o.pos, !bad && last == 0 && in.pos == in.size && (uint64_t)n >= size, bad, name, depth);
     ZSTD_freeDCtx(d);
     free(out);
 }

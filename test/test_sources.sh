@@ -85,7 +85,7 @@ check "sniff fixtures written with python, h5py and numpy" $?
     gzip -k docs.jsonl && gzip -k text.txt && zstd -q -k docs.jsonl -o docs.jsonl.zst && zstd -q -k text.txt -o text.zst &&
         gzip -c text.txt >gzip_named.txt && gzip -c nanogpt.bin >gz_named.bin && gzip -c random.dat >random.dat.gz &&
         zstd -q -c random.dat >random.zst && gzip -c mini.parquet >mini.parquet.gz && gzip -c mini.arrow >mini.arrow.gz &&
-        gzip -c array.json >array.json.gz && gzip -k latin1.txt && gzip -c empty.txt >empty.txt.gz &&
+        gzip -c array.json >array.json.gz && gzip -k latin1.txt && zstd -q -c empty.txt >empty.zst && gzip -c empty.txt >empty.txt.gz &&
         { gzip -c text.txt; gzip -c docs.jsonl; } >members.txt.gz &&
         bzip2 -k text.txt && bzip2 -k empty.txt && xz -k text.txt && zip -q text.zip text.txt && tar cf text.tar text.txt &&
         tar czf text.tgz text.txt && zstd -q -c --ultra -22 docs.jsonl >docs_ultra.jsonl.zst &&
@@ -150,6 +150,7 @@ sniff "corrupt gzip" corrupt.jsonl.gz gzip binary '^0\|gzip-compressed data that
 sniff "zstd JSON Lines" docs.jsonl.zst zstd jsonl '^1\|zstd-compressed JSON Lines'
 sniff "zstd --ultra -22 JSON Lines" docs_ultra.jsonl.zst zstd jsonl '^1'
 sniff "zstd text" text.zst zstd text '^1'
+sniff "zstd of an empty file" empty.zst zstd empty '^1'
 sniff "zstd binary" random.zst zstd binary '^0'
 sniff "bzip2" text.txt.bz2 bzip2 none '^0\|bzip2-compressed data\|decompress it \(bunzip2\) or recompress it with gzip or zstd'
 sniff "bzip2 of an empty file" empty.txt.bz2 bzip2 none '^0'
@@ -256,6 +257,7 @@ c4files = [f"en/c4-train.{i:05d}-of-01024.json.gz" for i in range(3)] + ["en/c4-
 hub("allenai/c4", ["en/c4-train.00000-of-01024.json.gz"], rev="aaaa1111old")
 hub("allenai/c4", c4files, rev="bbbb2222new")
 hub("org/pushed", ["data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet", "data/test-00000-of-00001.parquet", "README.md", ".gitattributes"])
+hub("org/dataplus", ["data/train-00000-of-00001.parquet", "fr/train-00000-of-00001.parquet", "fr/validation-00000-of-00001.parquet"])
 hub("org/configs", ["en/train-00000-of-00001.parquet", "en/validation-00000-of-00001.parquet", "fr/train-00000-of-00001.parquet"])
 hub("org/conv", ["default/train/0000.parquet", "default/train/0001.parquet", "default/validation/0000.parquet", "other/train/0000.parquet"], rev="cafe0000")
 hub("org/single", ["train.jsonl", "test.jsonl", "README.md", "load.py"])
@@ -365,6 +367,12 @@ check "hub cache fixture: snapshot files are relative symlinks into blobs/" $?
 P=$H/hub/datasets--org--pushed/snapshots/0123456789abcdef
 resolve "hub: data/train-0000K-of-0000N.parquet" org/pushed - train "$P/data/train-00000-of-00002.parquet" "$P/data/train-00001-of-00002.parquet"
 resolve "hub: data/test-* stands in for validation" org/pushed - validation "$P/data/test-00000-of-00001.parquet"
+desc_is "hub: data/ is the default config" org/pushed - train "hub cache org/pushed revision 0123456 config default split train (2 files)"
+P=$H/hub/datasets--org--dataplus/snapshots/0123456789abcdef
+resolve "hub: data/ beside another config's folder: data/ without a config" org/dataplus - train "$P/data/train-00000-of-00001.parquet"
+resolve_none "hub: data/ beside another config's folder: no validation in data/" org/dataplus - validation
+resolve "hub: data/ beside another config's folder: that config" org/dataplus fr validation "$P/fr/validation-00000-of-00001.parquet"
+resolve "hub: data/ is config default" org/dataplus default train "$P/data/train-00000-of-00001.parquet"
 P=$H/hub/datasets--org--configs/snapshots/0123456789abcdef
 resolve "hub: CONFIG/SPLIT-0000K-of-0000N.parquet" org/configs en validation "$P/en/validation-00000-of-00001.parquet"
 resolve_none "hub: CONFIG/SPLIT-* without the split" org/configs fr validation
@@ -388,6 +396,10 @@ resolve_err "hub: a dangling symlink is named" org/broken - train \
     "'$H/hub/datasets--org--broken/snapshots/0123456789abcdef/data/train-00001-of-00002.parquet' is a dangling symlink \(to '../../../blobs/0000missing', which is missing"
 resolve "a snapshot folder given as a path" "$H/hub/datasets--org--conv/snapshots/cafe0000" other train \
     "$H/hub/datasets--org--conv/snapshots/cafe0000/other/train/0000.parquet"
+resolve "a hub cache repository folder given as a path: refs/main's snapshot" "$H/hub/datasets--allenai--c4" en validation \
+    "$H/hub/datasets--allenai--c4/snapshots/bbbb2222new/en/c4-validation.00000-of-00008.json.gz"
+resolve_err "a hub cache repository folder with two snapshots and no refs/main" "$H/hub/datasets--org--tworevs" - train \
+    "hub cache folder '$H/hub/datasets--org--tworevs' has 2 snapshots in $H/hub/datasets--org--tworevs/snapshots and no refs/main"
 L=$H/localdir
 resolve "an hf download --local-dir folder (.cache/huggingface skipped, config en inferred)" "$L" - train "$L/en/c4-train.00000-of-01024.json.gz"
 resolve "an hf download --local-dir folder: validation" "$L" - validation "$L/en/c4-validation.00000-of-00008.json.gz"
