@@ -272,13 +272,11 @@ static int split_chars_ok(const char *s, size_t n) {
     return 1;
 }
 
-// "-NNNNN-of-NNNNN" at s (datasets' and push_to_hub's shard numbering)
+// "-NNNNN-of-NNNNN" at s (datasets' and push_to_hub's shard numbering); stops at s's end
 static int shard_suffix_at(const char *s) {
-    for (int i = 0; i < 15; i++) {
-        char c = s[i];
-        int digit = i == 0 || i == 6 || i == 7 || i == 8 || i == 9 ? 0 : 1;
-        if (digit ? !(c >= '0' && c <= '9') : c != "-     -of-     "[i]) return 0;
-    }
+    static const char form[] = "-#####-of-#####";  // '#': a digit
+    for (int i = 0; form[i]; i++)
+        if (form[i] == '#' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != form[i]) return 0;
     return 1;
 }
 
@@ -515,14 +513,14 @@ static int cache_resolve(const char *dir, int level, const char *config, const c
     if (level == 3) {  // choose the config: the one named, else "default" or the only one
         StrList cfgs = {0};
         if (sub_dirs(dir, &cfgs, err, errlen)) return -1;
-        int k = -1, prefixed = 0;
+        int k = -1, prefixed = -1, nprefixed = 0;
         const char *want = config && *config ? config : "default";
-        for (int i = 0; i < cfgs.n; i++)
+        for (int i = 0; i < cfgs.n; i++) {
             if (!strcmp(cfgs.v[i], want)) k = i;
-        // data_files or other arguments give a config folder WANT-<hash>
-        for (int i = 0; k < 0 && i < cfgs.n; i++)
-            if (!strncmp(cfgs.v[i], want, strlen(want)) && cfgs.v[i][strlen(want)] == '-') k = i, prefixed++;
-        if (prefixed > 1) k = -1;
+            // data_files or other arguments give a config folder WANT-<hash>: taken when it is the only one
+            else if (!strncmp(cfgs.v[i], want, strlen(want)) && cfgs.v[i][strlen(want)] == '-') prefixed = i, nprefixed++;
+        }
+        if (k < 0 && nprefixed == 1) k = prefixed;
         if (k < 0 && !(config && *config) && cfgs.n == 1) k = 0;
         char list[400];
         join_names(cfgs.v, cfgs.n, list, sizeof list);
@@ -607,8 +605,10 @@ static int repo_resolve(const char *root, const char *config, const char *split,
     if (config && *config) {
         for (int i = 0; i < tops.n; i++)
             if (!strcmp(tops.v[i], config)) scope = cfg = config;
-        if (!scope && !strcmp(config, "default")) scope = data_only ? "data" : NULL, cfg = "default";
-        else if (!scope)
+        if (!scope && !strcmp(config, "default")) {
+            scope = data_only ? "data" : NULL;
+            cfg = "default";
+        } else if (!scope)
             rc = comm_errorf(err, errlen, "%s has no config '%s' (its folders with data: %s)", label, config, tops.n ? list : "none");
     } else if (has_default) scope = cfg = "default";
     else if (data_only) scope = "data", cfg = "default";
@@ -645,7 +645,10 @@ static int repo_resolve(const char *root, const char *config, const char *split,
         }
         char src[1400];
         snprintf(src, sizeof src, "%s%s%s", label, cfg ? " config " : "", cfg ? cfg : "");
-        rc = finish(&ss, split, src, out, err, errlen);
+        if (!rel.n)  // what is there may be data by another name: say which names count
+            rc = comm_errorf(err, errlen, "%s holds no data files (.parquet, .arrow, .jsonl, .json, .txt, .csv, .tsv, .bin, .h5, "
+                             "maybe compressed)", src);
+        else rc = finish(&ss, split, src, out, err, errlen);
     }
     splits_free(&ss);
     sl_free(&rel);

@@ -70,7 +70,7 @@ const char *sniff_format_name(SniffFormat f) {
     return (unsigned)f < sizeof sniff_info / sizeof *sniff_info ? sniff_info[f].name : "?";
 }
 
-// detail: NULL for the format's own ("binary data (not text, ...)" or a measured one)
+// detail: what follows the noun; NULL for the format's own (" (not text, not a format fsdpc knows)")
 static void sniff_set(Sniff *s, SniffFormat f, const char *detail) {
     const SniffInfo *fi = &sniff_info[f];
     s->format = f;
@@ -242,7 +242,7 @@ static void set_compressed(Sniff *s, SniffFormat outer, const unsigned char *out
     if (bad) {
         s->inner = SNIFF_BINARY;
         snprintf(s->what, sizeof s->what, "%s-compressed data that does not decompress (%.80s)", tool, bad);
-        snprintf(s->hint, sizeof s->hint, "the file is damaged or cut short (%s -t checks it); fetch or write it again", tool);
+        snprintf(s->hint, sizeof s->hint, "the file is damaged (%s -t checks it): fetch or write it again", tool);
         return;
     }
     char inner_name[512];

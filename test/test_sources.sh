@@ -239,6 +239,9 @@ w("datasets/allenai___c4/realnewslike/0.0.0/abc/c4-train.arrow"); w("datasets/al
 w("datasets/roneneldan___tiny_stories/default/0.0.0/h1/tiny_stories-train.arrow")
 w("datasets/roneneldan___tiny_stories/default/0.0.0/h1/tiny_stories-validation.arrow")
 w("datasets/roneneldan___tiny_stories/default/0.0.0/h1/dataset_info.json", "{}")
+# load_dataset("json", data_files=...) builds: config folders default-<hash of the arguments>
+for c in ("default-0a1b2c3d", "default-9f8e7d6c", "en-5555aaaa"):
+    w(f"datasets/json/{c}/0.0.0/h/json-train.arrow"); w(f"datasets/json/{c}/0.0.0/h/dataset_info.json", "{}")
 # the hub cache: blobs, snapshots of relative symlinks, refs/main
 def hub(repo, files, rev="0123456789abcdef", ref=True, dangling=()):
     base = f"hub/datasets--{repo.replace('/', '--')}"
@@ -348,6 +351,9 @@ HF_HUB_CACHE=$W/nohub resolve_err "datasets cache, several configs and none chos
     "datasets cache allenai/c4 has several configs in the datasets cache \(en, realnewslike\): choose one$"
 resolve "datasets cache folder given as a path (NS___NAME)" "$H/datasets/allenai___c4" realnewslike train \
     "$H/datasets/allenai___c4/realnewslike/0.0.0/abc/c4-train.arrow"
+resolve "datasets cache: config en is the only en-<hash> folder" "$H/datasets/json" en train "$H/datasets/json/en-5555aaaa/0.0.0/h/json-train.arrow"
+resolve_err "datasets cache: two default-<hash> folders are not guessed between" "$H/datasets/json" - train \
+    "datasets cache folder '$H/datasets/json' has several configs in the datasets cache \(default-0a1b2c3d, default-9f8e7d6c, en-5555aaaa\): choose one$"
 resolve "datasets cache folder given as a path (a build)" "$N" - train "$N/c4-train-00000-of-00002.arrow" "$N/c4-train-00001-of-00002.arrow"
 resolve "datasets cache folder given as a path (a version: the newest build)" "$H/datasets/allenai___c4/en/0.0.0" - validation "$N/c4-validation.arrow"
 out=$(HF_HUB_CACHE=$W/nohub $T resolve allenai/c4 en train)
@@ -400,6 +406,9 @@ resolve "a hub cache repository folder given as a path: refs/main's snapshot" "$
     "$H/hub/datasets--allenai--c4/snapshots/bbbb2222new/en/c4-validation.00000-of-00008.json.gz"
 resolve_err "a hub cache repository folder with two snapshots and no refs/main" "$H/hub/datasets--org--tworevs" - train \
     "hub cache folder '$H/hub/datasets--org--tworevs' has 2 snapshots in $H/hub/datasets--org--tworevs/snapshots and no refs/main"
+mkdir -p "$H/codefolders/a" && touch "$H/codefolders/a/x.py"
+resolve_err "a folder of folders without data files says which names count" "$H/codefolders" - train \
+    "dataset folder '$H/codefolders' holds no data files \(\.parquet, \.arrow"
 L=$H/localdir
 resolve "an hf download --local-dir folder (.cache/huggingface skipped, config en inferred)" "$L" - train "$L/en/c4-train.00000-of-01024.json.gz"
 resolve "an hf download --local-dir folder: validation" "$L" - validation "$L/en/c4-validation.00000-of-00008.json.gz"
