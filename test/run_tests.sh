@@ -32,6 +32,7 @@ suite "trace: Chrome trace, flight recorder, collective timeout, NCCL errors (em
 suite "data: formats, streaming, errors" bash test/test_data.sh
 suite "arrow: Arrow IPC stream and file reader against apache-arrow" bash test/test_arrow.sh
 suite "h5data: minimal_fsdp-style HDF5 sample rows as training and validation data" bash test/test_h5data.sh
+suite "sources: input formats by content; Hugging Face folders, caches and hub names" bash test/test_sources.sh
 suite "prepare: shards from text and JSON Lines" bash test/test_prepare.sh
 suite "tokenizer: SentencePiece model and tokenizer.json against libsentencepiece" bash test/test_tokenizer.sh
 suite "gpt2 tokenizer: encoder.json + vocab.bpe and byte-level tokenizer.json against js-tiktoken" bash test/test_gpt2_tokenizer.sh
