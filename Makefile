@@ -14,6 +14,8 @@ CXX = g++
 CXXFLAGS ?= -O2 $(ARCH) -Wall -Wextra
 CXXFLAGS += -std=c++17 -MMD -MP
 LDLIBS = -L$(HDF5_DIR) -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lsentencepiece -lstdc++ -lpcre2-8 -lm
+# Parquet codecs (data/parquet.c)
+LDLIBS += -lsnappy -lzstd -llz4
 HOST_LDLIBS := $(LDLIBS)
 # C++ only where a library has no C API (libsentencepiece): thin wrappers with C linkage
 CXX_SRC = $(wildcard data/*.cpp)
@@ -45,6 +47,7 @@ endif
 $(shell mkdir -p build; [ "$$(cat build/flavor 2>/dev/null)" = "$(BUILD)" ] || echo "$(BUILD)" >build/flavor)
 OBJ = $(SRC:%.c=$(BUILD)/%.o) $(CXX_SRC:%.cpp=$(BUILD)/%.o) $(CU_OBJ)
 TESTS = build/test_kernels build/test_model build/test_comm build/test_gpu_emu build/fsdpc_emu build/emu_race_check $(FUZZ_TARGETS)
+TESTS += build/test_parquet
 
 .PHONY: all run test test-slurm test-gpu bench bench-gpu deps clean fuzz
 all: fsdpc
@@ -133,12 +136,13 @@ FUZZ_CC = clang
 FUZZ_FLAGS = -g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. \
 	-I/usr/include/hdf5/openmpi -I/usr/include/x86_64-linux-gnu/openmpi
 FUZZ_TARGETS = build/fuzz/fuzz_cli build/fuzz/fuzz_json build/fuzz/fuzz_shard_header build/fuzz/fuzz_jsonl build/fuzz/fuzz_tokenizer \
-	build/fuzz/fuzz_ckpt_validate
+	build/fuzz/fuzz_ckpt_validate build/fuzz/fuzz_parquet
 FUZZ_SECONDS ?= 60
 build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c model/config.c model/cli.c test/fuzz/stub.c
 build/fuzz/fuzz_json: test/fuzz/fuzz_json.c data/json.c test/fuzz/stub.c
 build/fuzz/fuzz_shard_header: test/fuzz/fuzz_shard_header.c data/data.c test/fuzz/stub.c
 build/fuzz/fuzz_ckpt_validate: test/fuzz/fuzz_ckpt_validate.c ckpt/validate.c model/config.c model/cli.c test/fuzz/stub.c
+build/fuzz/fuzz_parquet: test/fuzz/fuzz_parquet.c data/parquet.c test/fuzz/stub.c
 TOKENIZER_SRC = data/tokenizer.c data/bpe.c data/hub.c data/json.c build/fuzz/sentencepiece.o
 build/fuzz/fuzz_jsonl: test/fuzz/fuzz_jsonl.c data/prepare.c model/cli.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_tokenizer: test/fuzz/fuzz_tokenizer.c $(TOKENIZER_SRC) test/fuzz/stub.c
@@ -147,7 +151,8 @@ build/fuzz/sentencepiece.o: data/sentencepiece.cpp
 	clang++ -g -O1 -std=c++17 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr -c $< -o $@
 build/fuzz/%:
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZ_FLAGS) $^ -o $@ -lm -lpthread -lz $(if $(filter %.o,$^),-lsentencepiece -lstdc++ -lpcre2-8)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $^ -o $@ -lm -lpthread -lz $(if $(filter %.o,$^),-lsentencepiece -lstdc++ -lpcre2-8) \
+		$(if $(filter data/parquet.c,$^),-lsnappy -lzstd -llz4 -lstdc++)
 
 fuzz: deps
 	@$(MAKE) --no-print-directory $(FUZZ_TARGETS)

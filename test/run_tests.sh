@@ -30,6 +30,7 @@ suite "shard: multi-rank equivalence, memory, bad layouts" bash test/test_shard.
 suite "ckpt: parallel checkpoints, resharding, crash safety" bash test/test_ckpt.sh
 suite "trace: Chrome trace, flight recorder, collective timeout, NCCL errors (emulated)" bash test/test_trace.sh
 suite "data: formats, streaming, errors" bash test/test_data.sh
+suite "parquet: Parquet reader against parquet-wasm (arrow-rs) files" bash test/test_parquet.sh
 suite "h5data: minimal_fsdp-style HDF5 sample rows as training and validation data" bash test/test_h5data.sh
 suite "prepare: shards from text and JSON Lines" bash test/test_prepare.sh
 suite "tokenizer: SentencePiece model and tokenizer.json against libsentencepiece" bash test/test_tokenizer.sh
