@@ -31,6 +31,8 @@ suite "ckpt: parallel checkpoints, resharding, crash safety" bash test/test_ckpt
 suite "trace: Chrome trace, flight recorder, collective timeout, NCCL errors (emulated)" bash test/test_trace.sh
 suite "data: formats, streaming, errors" bash test/test_data.sh
 suite "arrow: Arrow IPC stream and file reader against apache-arrow" bash test/test_arrow.sh
+suite "parquet: Parquet reader against parquet-wasm (arrow-rs) files" bash test/test_parquet.sh
+suite "datasets: one token stream from JSON Lines, Arrow, Parquet, Hugging Face folders and hub names; hostile inputs" bash test/test_datasets.sh
 suite "h5data: minimal_fsdp-style HDF5 sample rows as training and validation data" bash test/test_h5data.sh
 suite "sources: input formats by content; Hugging Face folders, caches and hub names" bash test/test_sources.sh
 suite "prepare: shards from text and JSON Lines" bash test/test_prepare.sh
