@@ -158,11 +158,11 @@ static int cache_build_part(const CacheRequest *q, int i, const char *dir, Cache
     CachePart p = {.width = cache_width(q->vocab)};
     p.f = fopen(tmp, "wb");
     int rc = 0;
-    if (!p.f) rc = snprintf(err, errlen, "cannot create the data cache file '%s': %s", tmp, strerror(errno)), -1;
+    if (!p.f) rc = (snprintf(err, errlen, "cannot create the data cache file '%s': %s", tmp, strerror(errno)), -1);
     uint8_t header[TOKFILE_HEADER_BYTES];
     data_shard_header(header, p.width, 0);
     if (!rc && fwrite(header, 1, sizeof header, p.f) != sizeof header)
-        rc = snprintf(err, errlen, "cannot write the data cache: %s (disk full?)", strerror(errno)), -1;
+        rc = (snprintf(err, errlen, "cannot write the data cache: %s (disk full?)", strerror(errno)), -1);
     int32_t *ids = NULL;
     size_t cap = 0;
     uint64_t rows = 0;
@@ -177,14 +177,14 @@ static int cache_build_part(const CacheRequest *q, int i, const char *dir, Cache
     data_shard_header(header, p.width, p.tokens);
     if (!rc && (fseek(p.f, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, p.f) != sizeof header || fflush(p.f) != 0 ||
                 fsync(fileno(p.f)) != 0))
-        rc = snprintf(err, errlen, "cannot write the data cache file '%s': %s (disk full?)", tmp, strerror(errno)), -1;
-    if (p.f && fclose(p.f) != 0 && !rc) rc = snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, strerror(errno)), -1;
-    if (!rc && rename(tmp, path) != 0) rc = snprintf(err, errlen, "cannot rename '%s': %s", tmp, strerror(errno)), -1;
+        rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s (disk full?)", tmp, strerror(errno)), -1);
+    if (p.f && fclose(p.f) != 0 && !rc) rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, strerror(errno)), -1);
+    if (!rc && rename(tmp, path) != 0) rc = (snprintf(err, errlen, "cannot rename '%s': %s", tmp, strerror(errno)), -1);
     if (!rc) {
         FILE *s = fopen(stats, "w");
         if (!s || fprintf(s, "%llu %llu %llu\n%s\n", (unsigned long long)rows, (unsigned long long)docs_nulls(r),
                           (unsigned long long)p.tokens, docs_describe(r)) < 0 || fclose(s) != 0)
-            rc = snprintf(err, errlen, "cannot write the data cache file '%s': %s", stats, strerror(errno)), -1;
+            rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", stats, strerror(errno)), -1);
     }
     if (rc) unlink(tmp);
     g->tokens += p.tokens;
@@ -271,7 +271,7 @@ static void cache_log(const CacheRequest *q, const char *dir, int built, double 
 }
 
 void cache_ensure(const CacheRequest *q, char *dir, size_t len) {
-    char root[2048], key[64], err[1536] = "";
+    char root[2048], key[64], err[8800] = "";
     if (q->root && q->root[0]) snprintf(root, sizeof root, "%s", q->root);
     else cache_default_root(root, sizeof root);
     cache_key(q, key, sizeof key);
@@ -297,9 +297,12 @@ void cache_ensure(const CacheRequest *q, char *dir, size_t len) {
     if (!unseen) {
         rc = cache_build(q, tmp, comm_info.rank, comm_info.world, err, sizeof err);
         const char *first = comm_first_error(rc ? err : NULL);
-        if (!first && comm_info.rank == 0) rc = cache_seal(tmp, dir, err, sizeof err);
-        else if (first && comm_info.rank == 0) cache_remove_tree(tmp);
-        if (first) comm_check_all(first);
+        if (first) {  // every rank has the message now: the build folder goes, then all end with it
+            snprintf(err, sizeof err, "%s", first);
+            if (comm_info.rank == 0) cache_remove_tree(tmp);
+            comm_fail_all("%s", err);
+        }
+        if (comm_info.rank == 0) rc = cache_seal(tmp, dir, err, sizeof err);
     } else {
         // node-local storage: each rank that lacks the cache builds all of it in its own folder
         if (comm_info.rank == 0) cache_remove_tree(tmp);

@@ -1,5 +1,6 @@
 // data: file formats, the seeded sample order and the background loader.
 #include "data.h"
+#include "cache.h"
 #include "h5data.h"
 #include "hfdata.h"
 #include "sniff.h"
@@ -108,7 +109,7 @@ static char **data_token_paths(const DataSource *src, int vocab, int *n, int *fo
     *n = 0;
     if (!rc) return NULL;
     if (!hf.nfiles) comm_fail_all("no data files match '%s'", src->spec);
-    if (comm_info.rank == 0 && strcmp(hf.desc, src->spec)) comm_log("%s '%s': %s\n", src->label, src->spec, hf.desc);
+    if (comm_info.rank == 0 && !(hf.nfiles == 1 && !strcmp(hf.files[0], src->spec))) comm_log("%s '%s': %s\n", src->label, src->spec, hf.desc);
     CacheInput *docs = callocCheck((size_t)hf.nfiles, sizeof *docs);
     int *doc_of = callocCheck((size_t)hf.nfiles, sizeof *doc_of), ndocs = 0;
     for (int i = 0; i < hf.nfiles && !err[0]; i++) {

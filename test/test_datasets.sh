@@ -141,9 +141,10 @@ for lay in "full --sharding full-shard" "hybrid --sharding hybrid-full-shard --s
     check "Parquet at np=2 $1 matches np=1 (worst rel diff $w)" $?
 done
 $MPI -np 2 ./fsdpc $M $G --train_data "$W/disk" --max_steps 3 --checkpoint_freq 3 --checkpoint_dir "$W/ck" >"$W/r1.log" 2>&1 &&
-    ./fsdpc $M --train_data "$W/disk" --checkpoint_freq 0 --checkpoint_dir "$W/ck" --metrics_file "$W/resumed.jsonl" >"$W/r2.log" 2>&1
-cmp -s <(losses "$W/ref.jsonl" | tail -n 3) <(losses "$W/resumed.jsonl")
-check "a save_to_disk run resumes at np=1 from np=2 with the uninterrupted losses" $? "($(tail -n1 "$W/r2.log"))"
+    ./fsdpc $M --train_data "$W/disk" --checkpoint_freq 0 --resume_from_checkpoint "$W/ck" --metrics_file "$W/resumed.jsonl" >"$W/r2.log" 2>&1
+tail -n 3 "$W/ref.jsonl" >"$W/ref_tail.jsonl"
+w=$(rel_diff "$W/ref_tail.jsonl" "$W/resumed.jsonl" 3 1e-4)
+check "a save_to_disk run resumes at np=1 from np=2 with the uninterrupted losses (worst rel diff $w)" $? "($(tail -n1 "$W/r2.log"))"
 
 # ---- hostile inputs: one error line on every rank, never a crash or a hang ----
 head -c 300 /dev/urandom >"$W/random.bin.txt"
@@ -168,7 +169,7 @@ E "a truncated Arrow file" "trunc.arrow" "$W/trunc.arrow"
 E "a truncated json.gz" "trunc.json.gz.*(truncated|gzip)" "$W/trunc.json.gz"
 E "a truncated jsonl.zst" "trunc.jsonl.zst.*(truncated|zstd)" "$W/trunc.jsonl.zst"
 E "a corrupted Parquet footer" "footer.parquet" "$W/footer.parquet"
-E "an empty dataset" "empty.jsonl.*(no |fewer tokens)" "$W/empty.jsonl"
+E "an empty dataset" "empty.jsonl. is an empty file" "$W/empty.jsonl"
 E "a text column that is not text" "column 'input_ids' is list<int.*, but fsdpc reads text" "$W/ids.parquet" --text_column input_ids
 E "a column the table lacks lists its columns" "no 'body' column.*its columns: text \(string\)" "$W/docs.parquet" --text_column body
 chmod 500 "$W/cache" 2>/dev/null
