@@ -303,15 +303,20 @@ static void open_data(Run *r) {
         r->train_loader = data_loader_new(&r->train, (uint64_t)c->seed, B, 1);
     }
     DataSource val = data_source(r, c->val_data, "validation", "validation data");
-    if (c->val_data[0]) {
-        r->has_val = data_open(&r->val, &val, T, V, 0.0, 1.0);
-    } else if (!c->train_data[0] && bundled_ok) {
-        val.spec = bundled;
-        r->has_val = data_open(&r->val, &val, T, V, 0.9, 1.0);
+    val.optional = 1;
+    if (c->val_data[0] || (!c->train_data[0] && bundled_ok)) {
+        // named validation data: its validation split when it has splits, else all of it
+        double from = c->val_data[0] ? 0.0 : 0.9;  // the bundled text's last 10%
+        if (!c->val_data[0]) val.spec = bundled;
+        r->has_val = data_open(&r->val, &val, T, V, from, 1.0);
+        if (!r->has_val) {
+            val.split = "train";
+            val.optional = 0;
+            r->has_val = data_open(&r->val, &val, T, V, from, 1.0);
+        }
     } else if (c->train_data[0] && !synthetic) {
         // a dataset with splits validates on its own: --dataset allenai/c4 reads c4-validation too
         val.spec = c->train_data;
-        val.optional = 1;
         r->has_val = data_open(&r->val, &val, T, V, 0.0, 1.0);
     }
     if (r->has_val) r->val_loader = data_loader_new(&r->val, 0, B, 0);

@@ -12,7 +12,7 @@ expect_error "bad choice" "--sharding must be one of" ./fsdpc --sharding fastest
 expect_error "heads do not divide width" "num_heads 3 does not divide --hidden_width 128" ./fsdpc --num_heads 3
 expect_error "kv heads do not divide heads" "num_key_value_heads 3 does not divide" ./fsdpc --num_key_value_heads 3
 expect_error "unknown preset" "is not a preset" ./fsdpc --model_name llama3_8b
-expect_error "missing data file" "cannot open data file '/nonexistent/x.txt'" ./fsdpc --train_data /nonexistent/x.txt
+expect_error "missing data file" "'/nonexistent/x.txt' does not exist" ./fsdpc --train_data /nonexistent/x.txt
 printf 'abc' >"$W/short.txt"
 expect_error "data file too short" "short.txt' has fewer tokens than one sample" ./fsdpc --train_data "$W/short.txt"
 expect_error "missing checkpoint file" "does not exist" ./fsdpc --resume_from_checkpoint "$W/none/step_00000001.h5"
@@ -100,7 +100,7 @@ done
 expect_error "--plateau has no counterpart" "--plateau 1 is not supported yet" ./fsdpc --plateau
 expect_error "--val_batch_size has no counterpart" "--val_batch_size 2 is not supported yet" ./fsdpc --val_batch_size 2
 expect_error "--use_profiler takes a boolean (it turns on --trace_file)" "--use_profiler expects 0/1/true/false, got .maybe." ./fsdpc --use_profiler=maybe
-expect_error "--dataset_type takes SMP's values" "--dataset_type must be one of gpt_jsonl, hf, synthetic" ./fsdpc --dataset_type csv
+expect_error "--dataset_type takes SMP's values" "--dataset_type must be one of gpt_jsonl\\|hf\\|synthetic" ./fsdpc --dataset_type csv
 expect_error "aliases of one setting that disagree are refused" "--embd_pdrop 0.2 contradicts --resid_pdrop given before it" ./fsdpc --resid_pdrop 0.1 --embd_pdrop 0.2
 expect_error "a flag and its alias that disagree are refused" "--sharding_strategy hybrid contradicts --sharding given before it" ./fsdpc --sharding full-shard --sharding_strategy hybrid
 expect_error "--sharding_strategy bad value" "--sharding_strategy must be one of full=full-shard" ./fsdpc --sharding_strategy zero

@@ -67,7 +67,7 @@ check "a 64 MB dataset of 8 shards streams in the memory of a 0.2 MB one (${smal
 
 expect_error "truncated shard names the file" "trunc.bin' is truncated or corrupt" ./fsdpc $M --train_data "$W/trunc.bin"
 expect_error "token id above the vocabulary names the file" "bigid.bin' holds token id 300" ./fsdpc $M --train_data "$W/bigid.bin" --max_steps 300
-expect_error "no files match a glob" "no data files match" ./fsdpc $M --train_data "$W/nothing*.bin"
+expect_error "no files match a glob" "no files match" ./fsdpc $M --train_data "$W/nothing*.bin"
 
 # prepare's shards feed training and validation
 ./fsdpc prepare --input "$W/text.txt" --output "$W/prep" --val_fraction 0.2 >/dev/null 2>&1

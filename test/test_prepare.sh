@@ -38,7 +38,7 @@ EOF
 shards() { /usr/bin/python3 "$W/shards.py" "$@"; }
 
 # text round trip: one document, so the last 10% of its bytes are the validation set
-{ head -c 200000 data/tinyshakespeare.txt; printf 'caf\xc3\xa9 \xff\x00 end'; } >"$W/t.txt"
+{ head -c 200000 data/tinyshakespeare.txt; printf 'caf\xc3\xa9 end'; } >"$W/t.txt"
 size=$(stat -c %s "$W/t.txt")
 prep --input "$W/t.txt" --output "$W/text" --val_fraction 0.1
 check "text file exits 0" $? "$(tail -c 300 "$W/log")"
@@ -150,7 +150,7 @@ check "no document hashed into validation: the last one's tail goes there" $? "$
 
 # errors: one line, non-zero exit, nothing left behind
 expect_error "unknown flag" "unknown flag '--bogus'" "$FSDPC" prepare --input "$W/t.txt" --output "$W/e" --bogus 1
-expect_error "missing input file" "cannot open input '$W/nope.txt'" "$FSDPC" prepare --input "$W/t.txt" "$W/nope.txt" --output "$W/e"
+expect_error "missing input file" "'$W/nope.txt' does not exist" "$FSDPC" prepare --input "$W/t.txt" "$W/nope.txt" --output "$W/e"
 printf '{"text": "fine"}\n\n{"text": "a" "b"}\n' >"$W/bad.jsonl"
 expect_error "malformed JSON names file:line" "^fsdpc: error: $W/bad.jsonl:3:14: malformed JSON: expected ',' or '}'\$" "$FSDPC" prepare \
     --input "$W/bad.jsonl" --output "$W/e"
@@ -174,9 +174,12 @@ expect_error "bad dtype" "--dtype must be one of uint16\\|uint32, got 'int8'" "$
 expect_error "missing tokenizer" "^fsdpc: error: tokenizer 'llama2' does not exist\$" "$FSDPC" prepare --input "$W/t.txt" --output "$W/e" --tokenizer llama2
 expect_error "bad val_fraction" "--val_fraction expects a number in \[0, 1\), got '1.5'" "$FSDPC" prepare --input "$W/t.txt" --output "$W/e" --val_fraction 1.5
 expect_error "bad shard_tokens" "--shard_tokens expects a positive integer, got '0'" "$FSDPC" prepare --input "$W/t.txt" --output "$W/e" --shard_tokens 0
-expect_error "input is a directory" "input '$W' is a directory" "$FSDPC" prepare --input "$W" --output "$W/e"
+mkdir -p "$W/bindir" && head -c 3000 /dev/urandom >"$W/bindir/x.txt"
+expect_error "a binary file in an input folder is named, not read as text" "input '$W/bindir/x.txt' is binary data" "$FSDPC" prepare --input "$W/bindir" --output "$W/e"
+printf 'text\0with a NUL\n' >"$W/nul.txt"
+expect_error "a NUL byte makes a .txt binary" "nul.txt' is binary data" "$FSDPC" prepare --input "$W/nul.txt" --output "$W/e"
 : >"$W/empty.txt"
-expect_error "inputs without tokens" "the inputs hold no tokens" "$FSDPC" prepare --input "$W/empty.txt" --output "$W/e"
+expect_error "an empty input is named" "empty.txt' is an empty file" "$FSDPC" prepare --input "$W/empty.txt" --output "$W/e"
 expect_error "output under a file" "cannot create the folder '$W/t.txt/sub': Not a directory \\(--output\\)" "$FSDPC" prepare --input "$W/a.txt" --output "$W/t.txt/sub"
 
 # ---- real tokenizers: each document is <s> ids </s>, the ids python3-sentencepiece gives ----
