@@ -101,8 +101,13 @@ static char **data_token_paths(const DataSource *src, int vocab, int *n, int *fo
     memset(&hf, 0, sizeof hf);
     char err[2048] = "";
     int rc = hf_resolve(src->spec, src->config ? src->config : "", src->split ? src->split : "train", &hf, err, sizeof err);
-    double rcs[2] = {rc, -rc};  // max and -min over ranks: a file system that differs between nodes ends the job
+    double failing = rc < 0;
+    comm_allreduce_sum_f64(comm_world(), &failing, 1);
+    if (rc < 0 && failing < comm_info.world)  // a file system that differs between nodes: say where
+        snprintf(err + strlen(err), sizeof err - strlen(err), " (on rank %d; not every rank sees the same files: is the data on storage every node shares?)",
+                 comm_info.rank);
     comm_check_all(rc < 0 ? err : NULL);
+    double rcs[2] = {rc, -rc};  // max and -min over ranks
     comm_allreduce_max_f64(comm_world(), rcs, 2);
     if (rcs[0] != -rcs[1]) comm_fail_all("%s '%s' is found on some ranks and not on others: is it on storage every node sees?", src->label, src->spec);
     *found = rc;

@@ -52,7 +52,7 @@ timeout 60 mpirun --oversubscribe --allow-run-as-root -x FSDPC_FAIL_AGREE_SECOND
     --train_data local.txt --max_steps 2 --checkpoint_freq 0 : -np 1 --wdir "$W/b" "$PWD/fsdpc" $SMALL --train_data local.txt \
     --max_steps 2 --checkpoint_freq 0 >/dev/null 2>"$W/one.err"
 rc=$?
-[ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$(grep -c '^fsdpc: error:' "$W/one.err")" = 1 ] && grep -q "cannot open data file 'local.txt'.*rank 1" "$W/one.err"
+[ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$(grep -c '^fsdpc: error:' "$W/one.err")" = 1 ] && grep -q "'local.txt' does not exist.*on rank 1" "$W/one.err"
 st=$?
 check "a data file missing on one node only ends the job with its message ($(($(date +%s) - start)) s)" $st "rc=$rc $(grep -m2 . "$W/one.err" | head -c 300)"
 timeout 60 mpirun --oversubscribe --allow-run-as-root -np 1 ./fsdpc $SMALL --lr 1e-3 --max_steps 1 : \
