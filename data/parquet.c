@@ -475,9 +475,9 @@ typedef struct {
     int rg, page, codec, open;
     // dictionary
     PqBuf dictbuf;
-    int64_t *dict_ints;
+    int64_t *dict_ints;    // padded with zeros to dict_pad entries, a power of two
     PqStr *dict_strs;
-    size_t dict_cap;
+    size_t dict_cap, dict_pad;
     uint32_t dict_n;
     int has_dict, seen_data;
     // the current data page
@@ -690,26 +690,32 @@ static void unpack32(const uint8_t *p, size_t len, uint64_t bit, unsigned bw, ui
     for (; i < m; i++, bit += bw) out[i] = (uint32_t)((load_tail(p, len, bit >> 3) >> (bit & 7)) & mask);
 }
 
-// Whole groups of 8 values of B bits (B bytes a group), with 8 readable bytes past the last group:
-// a constant width lets the compiler unroll the group with fixed shifts.
-#define PQ_UNPACK(B)                                                                       \
-    static void unpack_w##B(const uint8_t *p, uint32_t *out, size_t groups) {              \
-        for (size_t g = 0; g < groups; g++, p += B, out += 8)                              \
-            for (unsigned j = 0; j < 8; j++) {                                             \
-                uint64_t w;                                                                \
-                memcpy(&w, p + j * B / 8, 8);                                              \
-                out[j] = (uint32_t)((w >> (j * B % 8)) & ((1ull << B) - 1));               \
-            }                                                                              \
+// Dictionary indices of B bits, whole groups of 8 (B bytes a group) with 8 readable bytes past the
+// last, gathered from a dictionary of at least 2^B entries (so any index reads inside it): a
+// constant width lets the compiler unroll a group with fixed shifts. Returns the largest index,
+// for the caller to check against the dictionary's real size.
+#define PQ_GATHER(B)                                                                                   \
+    static uint32_t gather_w##B(const uint8_t *p, const int64_t *dict, int64_t *out, size_t groups) {  \
+        uint32_t max = 0;                                                                              \
+        for (size_t g = 0; g < groups; g++, p += B, out += 8)                                          \
+            for (unsigned j = 0; j < 8; j++) {                                                         \
+                uint64_t w;                                                                            \
+                memcpy(&w, p + j * B / 8, 8);                                                          \
+                uint32_t k = (uint32_t)((w >> (j * B % 8)) & ((1ull << B) - 1));                       \
+                max = k > max ? k : max;                                                               \
+                out[j] = dict[k];                                                                      \
+            }                                                                                          \
+        return max;                                                                                    \
     }
-PQ_UNPACK(1) PQ_UNPACK(2) PQ_UNPACK(3) PQ_UNPACK(4) PQ_UNPACK(5) PQ_UNPACK(6) PQ_UNPACK(7) PQ_UNPACK(8)
-PQ_UNPACK(9) PQ_UNPACK(10) PQ_UNPACK(11) PQ_UNPACK(12) PQ_UNPACK(13) PQ_UNPACK(14) PQ_UNPACK(15) PQ_UNPACK(16)
-PQ_UNPACK(17) PQ_UNPACK(18) PQ_UNPACK(19) PQ_UNPACK(20) PQ_UNPACK(21) PQ_UNPACK(22) PQ_UNPACK(23) PQ_UNPACK(24)
-PQ_UNPACK(25) PQ_UNPACK(26) PQ_UNPACK(27) PQ_UNPACK(28) PQ_UNPACK(29) PQ_UNPACK(30) PQ_UNPACK(31) PQ_UNPACK(32)
-static void (*const unpack_w[33])(const uint8_t *, uint32_t *, size_t) = {
-    NULL, unpack_w1, unpack_w2, unpack_w3, unpack_w4, unpack_w5, unpack_w6, unpack_w7, unpack_w8, unpack_w9, unpack_w10,
-    unpack_w11, unpack_w12, unpack_w13, unpack_w14, unpack_w15, unpack_w16, unpack_w17, unpack_w18, unpack_w19, unpack_w20,
-    unpack_w21, unpack_w22, unpack_w23, unpack_w24, unpack_w25, unpack_w26, unpack_w27, unpack_w28, unpack_w29, unpack_w30,
-    unpack_w31, unpack_w32};
+PQ_GATHER(1) PQ_GATHER(2) PQ_GATHER(3) PQ_GATHER(4) PQ_GATHER(5) PQ_GATHER(6) PQ_GATHER(7) PQ_GATHER(8)
+PQ_GATHER(9) PQ_GATHER(10) PQ_GATHER(11) PQ_GATHER(12) PQ_GATHER(13) PQ_GATHER(14) PQ_GATHER(15) PQ_GATHER(16)
+PQ_GATHER(17) PQ_GATHER(18) PQ_GATHER(19) PQ_GATHER(20) PQ_GATHER(21) PQ_GATHER(22) PQ_GATHER(23) PQ_GATHER(24)
+PQ_GATHER(25) PQ_GATHER(26) PQ_GATHER(27) PQ_GATHER(28) PQ_GATHER(29) PQ_GATHER(30) PQ_GATHER(31) PQ_GATHER(32)
+static uint32_t (*const gather_w[33])(const uint8_t *, const int64_t *, int64_t *, size_t) = {
+    NULL, gather_w1, gather_w2, gather_w3, gather_w4, gather_w5, gather_w6, gather_w7, gather_w8, gather_w9, gather_w10,
+    gather_w11, gather_w12, gather_w13, gather_w14, gather_w15, gather_w16, gather_w17, gather_w18, gather_w19, gather_w20,
+    gather_w21, gather_w22, gather_w23, gather_w24, gather_w25, gather_w26, gather_w27, gather_w28, gather_w29, gather_w30,
+    gather_w31, gather_w32};
 
 // the same for levels (bw <= 8)
 static void unpack8(const uint8_t *p, size_t len, uint64_t bit, unsigned bw, uint8_t *out, size_t m) {
@@ -790,14 +796,8 @@ static int rle_levels(PqRle *d, uint8_t *out, size_t n) {
 
 // The next values of the current bit-packed run, at most PQ_IDX_CHUNK, into out; their count.
 static size_t rle_unpack(PqRle *d, uint32_t *out) {
-    size_t m = d->left < PQ_IDX_CHUNK ? (size_t)d->left : PQ_IDX_CHUNK, done = 0;
-    const uint8_t *p = d->bp + (d->bit >> 3);
-    size_t readable = (size_t)(d->end - p);  // the run's bytes, and the page's after it
-    if (d->bw && !(d->bit & 7) && (m / 8) * d->bw + 8 <= readable) {
-        unpack_w[d->bw](p, out, m / 8);
-        done = m / 8 * 8;
-    }
-    unpack32(d->bp, d->bp_len, d->bit + (uint64_t)done * d->bw, d->bw, out + done, m - done);
+    size_t m = d->left < PQ_IDX_CHUNK ? (size_t)d->left : PQ_IDX_CHUNK;
+    unpack32(d->bp, d->bp_len, d->bit, d->bw, out, m);
     d->bit += (uint64_t)m * d->bw;
     d->left -= m;
     return m;
@@ -970,7 +970,11 @@ static int col_dictionary(PqCol *c, const PqPage *pg, const uint8_t *body) {
             p += 4 + (size_t)l;
         }
     } else {
-        c->dict_ints = pq_grow(c->dict_ints, &c->dict_cap, n, sizeof *c->dict_ints);
+        size_t pad = 1;
+        while (pad < n) pad *= 2;
+        c->dict_ints = pq_grow(c->dict_ints, &c->dict_cap, pad, sizeof *c->dict_ints);
+        memset(c->dict_ints + n, 0, (pad - n) * sizeof *c->dict_ints);
+        c->dict_pad = pad;
         for (size_t i = 0; i < n; i++) {
             if (w == 8) memcpy(&c->dict_ints[i], d + 8 * i, 8);
             else if (f->is_unsigned) c->dict_ints[i] = le32(d + 4 * i);
@@ -1167,7 +1171,8 @@ static int col_ints(PqCol *c, int64_t *dst, size_t n) {
             for (size_t i = 0; i < n; i++) dst[i] = (uint32_t)dst[i];
         return 0;
     }
-    // dictionary indices: runs fill, bit-packed stretches are unpacked, checked and gathered
+    // dictionary indices: runs fill; bit-packed groups gather straight from the packed bytes where
+    // the padded dictionary covers every index of their width, the rest through c->ibuf
     PqRle *d = &c->idx;
     const int64_t *dict = c->dict_ints;
     while (n) {
@@ -1181,6 +1186,17 @@ static int col_ints(PqCol *c, int64_t *dst, size_t n) {
                 d->left -= m;
                 dst += m;
                 n -= m;
+                continue;
+            }
+            size_t groups = (n < d->left ? n : (size_t)d->left) / 8;
+            const uint8_t *p = d->bp + (d->bit >> 3);
+            if (groups && d->bw && !(d->bit & 7) && (1ull << d->bw) <= c->dict_pad && groups * d->bw + 8 <= (size_t)(d->end - p)) {
+                uint32_t max = gather_w[d->bw](p, dict, dst, groups);
+                if (max >= c->dict_n) return col_corrupt(c, "dictionary index %u is past its %u values", max, c->dict_n);
+                d->bit += (uint64_t)groups * 8 * d->bw;
+                d->left -= groups * 8;
+                dst += groups * 8;
+                n -= groups * 8;
                 continue;
             }
             if (col_unpack_indices(c) < 0) return -1;
