@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Parquet read speed: build/test_parquet --count reading the list<int32> column `input_ids` of a
-# ~200 MB file (24000 rows of 2048 token ids, written by parquet-wasm: uncompressed PLAIN, Snappy
-# PLAIN, Snappy with a dictionary) against `cat FILE >/dev/null` on the same page-cached file.
+# Parquet read speed: build/test_parquet --count reading the list<int32> column `input_ids` (24000
+# rows of 2048 token ids, 196 MB as int32) of files written by parquet-wasm (see
+# test/fixtures/make_parquet.mjs): uncompressed PLAIN; Snappy PLAIN of uniformly random ids
+# (incompressible) and of Zipf-like ids as in text (libsnappy's own decompression then dominates);
+# Snappy with a dictionary (the writers' default); against `cat FILE >/dev/null` on the same
+# page-cached file.
 # Best of 7 runs each: the reader timed inside test_parquet from opening the file to its last row,
 # cat as a whole process less its start-up. Prints "parquet ids read / cat bandwidth: X" per file.
 # Usage: bench_parquet.sh [ROWS]; the npm packages come from build/npm as test/test_parquet.sh
@@ -37,7 +40,7 @@ read_best() {  # least of 7 runs of the seconds test_parquet --count measures, o
 }
 : >"$W/empty"
 start_us=$(best cat "$W/empty")  # cat's own start-up, taken off its times
-for name in plain snappy snappy_dict; do
+for name in plain snappy_uniform snappy_zipf snappy_dict; do
     f=$W/bench_$name.parquet
     cat "$f" >/dev/null  # into the page cache
     build/test_parquet --count "$f" input_ids

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 source test/lib.sh
 PREFIX="parquet: "
 NPM=${FSDPC_NPM_CACHE:-build/npm}
-TP=build/test_parquet
+TP=${TEST_PARQUET:-build/test_parquet}  # TEST_PARQUET: another build of it (e.g. with sanitizers)
 COLS="text input_ids attention_mask labels n"
 
 # ---- hand-built files: legacy list shapes (no download needed) ----
