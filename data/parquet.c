@@ -21,12 +21,18 @@
 
 #include "../comm/comm.h"
 
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "data/parquet.c reads Parquet's little-endian values in place"
+#endif
+
 #define PQ_MAX_SELECT 8
 #define PQ_MAX_DEPTH 64           // schema nesting: levels stay below 64, so they fit a byte
 #define TC_MAX_DEPTH 64           // Thrift nesting of skipped (unknown) fields
 #define PQ_WINDOW 16384           // levels decoded at a time
 #define PQ_MAX_PAGE (1u << 30)    // bytes of one decompressed page
 #define PQ_MAX_ITEMS (1u << 26)   // items of one list row
+#define PQ_IDX_CHUNK 256          // dictionary indices unpacked at a time
+#define PQ_RELEASE (8u << 20)     // mapped bytes read past before they are handed back
 
 enum { PQ_BOOLEAN, PQ_INT32, PQ_INT64, PQ_INT96, PQ_FLOAT, PQ_DOUBLE, PQ_BYTE_ARRAY, PQ_FIXED };
 enum { PQ_REQUIRED, PQ_OPTIONAL, PQ_REPEATED };
@@ -463,15 +469,15 @@ typedef struct {
     const char *name;
     // the column chunk of the current row group
     void *map;
-    size_t map_len;
+    size_t map_len, released;  // bytes of the mapping handed back (from its start)
     PqBuf copy;           // the chunk read with pread where mmap fails
     const uint8_t *cur, *end;
     int rg, page, codec, open;
     // dictionary
     PqBuf dictbuf;
-    int64_t *dict_ints;
+    int64_t *dict_ints;    // padded with zeros to dict_pad entries, a power of two
     PqStr *dict_strs;
-    size_t dict_cap;
+    size_t dict_cap, dict_pad;
     uint32_t dict_n;
     int has_dict, seen_data;
     // the current data page
@@ -481,6 +487,8 @@ typedef struct {
     int venc, vready;
     const uint8_t *vp, *vend;  // its values
     PqRle idx;
+    uint32_t ibuf[PQ_IDX_CHUNK];  // dictionary indices unpacked ahead
+    size_t ipos, ilen;
     PqDelta d1, d2;
     PqBuf sbuf[2];        // DELTA_BYTE_ARRAY: the value and the one before
     int scur;
@@ -565,6 +573,19 @@ static uint8_t *buf_reserve(PqBuf *b, size_t n) {
         b->p = mallocCheck(b->cap ? b->cap : 1);
     }
     return b->p;
+}
+
+// n bytes at off, however many reads that takes: 0, or -1 with errno (0: the file is shorter)
+static int pq_pread(int fd, void *buf, size_t n, uint64_t off) {
+    for (size_t got = 0; got < n;) {
+        ssize_t k = pread(fd, (uint8_t *)buf + got, n - got, (off_t)(off + got));
+        if (k <= 0) {
+            if (!k) errno = 0;
+            return -1;
+        }
+        got += (size_t)k;
+    }
+    return 0;
 }
 
 static uint32_t le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
@@ -669,6 +690,33 @@ static void unpack32(const uint8_t *p, size_t len, uint64_t bit, unsigned bw, ui
     for (; i < m; i++, bit += bw) out[i] = (uint32_t)((load_tail(p, len, bit >> 3) >> (bit & 7)) & mask);
 }
 
+// Dictionary indices of B bits, whole groups of 8 (B bytes a group) with 8 readable bytes past the
+// last, gathered from a dictionary of at least 2^B entries (so any index reads inside it): a
+// constant width lets the compiler unroll a group with fixed shifts. Returns the largest index,
+// for the caller to check against the dictionary's real size.
+#define PQ_GATHER(B)                                                                                   \
+    static uint32_t gather_w##B(const uint8_t *p, const int64_t *dict, int64_t *out, size_t groups) {  \
+        uint32_t max = 0;                                                                              \
+        for (size_t g = 0; g < groups; g++, p += B, out += 8)                                          \
+            for (unsigned j = 0; j < 8; j++) {                                                         \
+                uint64_t w;                                                                            \
+                memcpy(&w, p + j * B / 8, 8);                                                          \
+                uint32_t k = (uint32_t)((w >> (j * B % 8)) & ((1ull << B) - 1));                       \
+                max = k > max ? k : max;                                                               \
+                out[j] = dict[k];                                                                      \
+            }                                                                                          \
+        return max;                                                                                    \
+    }
+PQ_GATHER(1) PQ_GATHER(2) PQ_GATHER(3) PQ_GATHER(4) PQ_GATHER(5) PQ_GATHER(6) PQ_GATHER(7) PQ_GATHER(8)
+PQ_GATHER(9) PQ_GATHER(10) PQ_GATHER(11) PQ_GATHER(12) PQ_GATHER(13) PQ_GATHER(14) PQ_GATHER(15) PQ_GATHER(16)
+PQ_GATHER(17) PQ_GATHER(18) PQ_GATHER(19) PQ_GATHER(20) PQ_GATHER(21) PQ_GATHER(22) PQ_GATHER(23) PQ_GATHER(24)
+PQ_GATHER(25) PQ_GATHER(26) PQ_GATHER(27) PQ_GATHER(28) PQ_GATHER(29) PQ_GATHER(30) PQ_GATHER(31) PQ_GATHER(32)
+static uint32_t (*const gather_w[33])(const uint8_t *, const int64_t *, int64_t *, size_t) = {
+    NULL, gather_w1, gather_w2, gather_w3, gather_w4, gather_w5, gather_w6, gather_w7, gather_w8, gather_w9, gather_w10,
+    gather_w11, gather_w12, gather_w13, gather_w14, gather_w15, gather_w16, gather_w17, gather_w18, gather_w19, gather_w20,
+    gather_w21, gather_w22, gather_w23, gather_w24, gather_w25, gather_w26, gather_w27, gather_w28, gather_w29, gather_w30,
+    gather_w31, gather_w32};
+
 // the same for levels (bw <= 8)
 static void unpack8(const uint8_t *p, size_t len, uint64_t bit, unsigned bw, uint8_t *out, size_t m) {
     uint64_t mask = (1ull << bw) - 1, w;
@@ -746,16 +794,13 @@ static int rle_levels(PqRle *d, uint8_t *out, size_t n) {
     return 0;
 }
 
-static int rle_one(PqRle *d, uint32_t *v) {
-    if (!d->left && rle_run(d) < 0) return -1;
-    if (d->repeat) {
-        *v = d->value;
-    } else {
-        unpack32(d->bp, d->bp_len, d->bit, d->bw, v, 1);
-        d->bit += d->bw;
-    }
-    d->left--;
-    return 0;
+// The next values of the current bit-packed run, at most PQ_IDX_CHUNK, into out; their count.
+static size_t rle_unpack(PqRle *d, uint32_t *out) {
+    size_t m = d->left < PQ_IDX_CHUNK ? (size_t)d->left : PQ_IDX_CHUNK;
+    unpack32(d->bp, d->bp_len, d->bit, d->bw, out, m);
+    d->bit += (uint64_t)m * d->bw;
+    d->left -= m;
+    return m;
 }
 
 static int delta_init(PqDelta *d, const uint8_t *p, const uint8_t *end) {
@@ -847,19 +892,19 @@ static void parse_page_sub(Tc *t, PqPage *pg, int kind) {
     int id = 0, ft;
     unsigned seen = 0;
     while ((ft = tc_field(t, &id)) != TC_STOP) {
-        int key = kind * 16 + id;
+        int key = kind << 16 | (id & 0xffff);
         switch (key) {
-        case 5 * 16 + 1:
-        case 7 * 16 + 1:
-        case 8 * 16 + 1: pg->num_values = tc_range(t, ft, 0, INT32_MAX, "a negative value count"), seen |= 1; break;
-        case 5 * 16 + 2:
-        case 7 * 16 + 2:
-        case 8 * 16 + 4: pg->enc = (int)tc_range(t, ft, 0, INT16_MAX, "an unknown encoding"), seen |= 2; break;
-        case 5 * 16 + 3: pg->def_enc = (int)tc_range(t, ft, 0, INT16_MAX, "an unknown encoding"); break;
-        case 5 * 16 + 4: pg->rep_enc = (int)tc_range(t, ft, 0, INT16_MAX, "an unknown encoding"); break;
-        case 8 * 16 + 5: pg->def_len = tc_range(t, ft, 0, INT32_MAX, "a negative level length"), seen |= 4; break;
-        case 8 * 16 + 6: pg->rep_len = tc_range(t, ft, 0, INT32_MAX, "a negative level length"), seen |= 8; break;
-        case 8 * 16 + 7: pg->compressed = tc_bool(t, ft); break;
+        case 5 << 16 | 1:
+        case 7 << 16 | 1:
+        case 8 << 16 | 1: pg->num_values = tc_range(t, ft, 0, INT32_MAX, "a negative value count"), seen |= 1; break;
+        case 5 << 16 | 2:
+        case 7 << 16 | 2:
+        case 8 << 16 | 4: pg->enc = (int)tc_range(t, ft, 0, INT16_MAX, "an unknown encoding"), seen |= 2; break;
+        case 5 << 16 | 3: pg->def_enc = (int)tc_range(t, ft, 0, INT16_MAX, "an unknown encoding"); break;
+        case 5 << 16 | 4: pg->rep_enc = (int)tc_range(t, ft, 0, INT16_MAX, "an unknown encoding"); break;
+        case 8 << 16 | 5: pg->def_len = tc_range(t, ft, 0, INT32_MAX, "a negative level length"), seen |= 4; break;
+        case 8 << 16 | 6: pg->rep_len = tc_range(t, ft, 0, INT32_MAX, "a negative level length"), seen |= 8; break;
+        case 8 << 16 | 7: pg->compressed = tc_bool(t, ft); break;
         default: tc_skip(t, ft, 0);
         }
     }
@@ -925,7 +970,11 @@ static int col_dictionary(PqCol *c, const PqPage *pg, const uint8_t *body) {
             p += 4 + (size_t)l;
         }
     } else {
-        c->dict_ints = pq_grow(c->dict_ints, &c->dict_cap, n, sizeof *c->dict_ints);
+        size_t pad = 1;
+        while (pad < n) pad *= 2;
+        c->dict_ints = pq_grow(c->dict_ints, &c->dict_cap, pad, sizeof *c->dict_ints);
+        memset(c->dict_ints + n, 0, (pad - n) * sizeof *c->dict_ints);
+        c->dict_pad = pad;
         for (size_t i = 0; i < n; i++) {
             if (w == 8) memcpy(&c->dict_ints[i], d + 8 * i, 8);
             else if (f->is_unsigned) c->dict_ints[i] = le32(d + 4 * i);
@@ -986,8 +1035,21 @@ static int col_data_page(PqCol *c, const PqPage *pg, const uint8_t *body) {
     return 0;
 }
 
+// Hands the mapped file pages before `upto` back, so that resident memory stays near
+// PQ_RELEASE rather than the chunk (whatever is touched again faults back in from the page cache).
+static void col_release(PqCol *c, const uint8_t *upto) {
+    if (!c->map) return;
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t done = (size_t)(upto - (const uint8_t *)c->map);
+    done -= done % (size_t)(pg > 0 ? pg : 4096);
+    if (done < c->released + PQ_RELEASE) return;
+    madvise((uint8_t *)c->map + c->released, done - c->released, MADV_DONTNEED);
+    c->released = done;
+}
+
 // Reads page headers up to the next data page with values: 1, 0 at the end of the chunk, -1.
 static int col_next_page(PqCol *c) {
+    col_release(c, c->cur);
     while (c->cur < c->end) {
         Tc t = {.p = c->cur, .end = c->end};
         PqPage pg;
@@ -1041,6 +1103,7 @@ static int col_values_init(PqCol *c) {
         if (!c->has_dict) return col_corrupt(c, "dictionary-encoded values without a dictionary page");
         if (c->vp >= c->vend || *c->vp > 32) return col_corrupt(c, "no valid bit width for its dictionary indices");
         rle_init(&c->idx, c->vp + 1, (size_t)(c->vend - c->vp - 1), *c->vp);
+        c->ipos = c->ilen = 0;
         return 0;
     case ENC_DELTA:
         if (delta_init(&c->d1, c->vp, c->vend) < 0) return col_corrupt(c, "a malformed DELTA_BINARY_PACKED header");
@@ -1059,6 +1122,16 @@ static int col_values_init(PqCol *c) {
     }
     }
     return 0;  // PLAIN
+}
+
+// The next stretch of a bit-packed run of dictionary indices into c->ibuf, each checked.
+static int col_unpack_indices(PqCol *c) {
+    c->ilen = rle_unpack(&c->idx, c->ibuf);
+    c->ipos = 0;
+    uint32_t max = 0;
+    for (size_t i = 0; i < c->ilen; i++) max = c->ibuf[i] > max ? c->ibuf[i] : max;
+    if (c->ilen && max >= c->dict_n) return col_corrupt(c, "dictionary index %u is past its %u values", max, c->dict_n);
+    return 0;
 }
 
 static int col_truncated(PqCol *c) { return col_corrupt(c, "the page holds fewer values than its levels say"); }
@@ -1098,31 +1171,40 @@ static int col_ints(PqCol *c, int64_t *dst, size_t n) {
             for (size_t i = 0; i < n; i++) dst[i] = (uint32_t)dst[i];
         return 0;
     }
-    // dictionary indices: runs fill, bit-packed stretches gather
+    // dictionary indices: runs fill; bit-packed groups gather straight from the packed bytes where
+    // the padded dictionary covers every index of their width, the rest through c->ibuf
     PqRle *d = &c->idx;
     const int64_t *dict = c->dict_ints;
-    uint32_t dn = c->dict_n, tmp[256];
     while (n) {
-        if (!d->left && rle_run(d) < 0) return col_truncated(c);
-        size_t m = n < d->left ? n : d->left;
-        if (d->repeat) {
-            if (d->value >= dn) return col_corrupt(c, "dictionary index %u is past its %u values", d->value, dn);
-            int64_t v = dict[d->value];
-            for (size_t i = 0; i < m; i++) dst[i] = v;
-        } else {
-            if (m > 256) m = 256;
-            if (!dn) return col_corrupt(c, "dictionary indices into an empty dictionary");
-            unpack32(d->bp, d->bp_len, d->bit, d->bw, tmp, m);
-            d->bit += (uint64_t)m * d->bw;
-            uint32_t bad = 0;
-            for (size_t i = 0; i < m; i++) {
-                uint32_t k = tmp[i];
-                bad |= k >= dn;
-                dst[i] = dict[k < dn ? k : 0];
+        if (c->ipos == c->ilen) {
+            if (!d->left && rle_run(d) < 0) return col_truncated(c);
+            if (d->repeat) {
+                size_t m = n < d->left ? n : (size_t)d->left;
+                if (d->value >= c->dict_n) return col_corrupt(c, "dictionary index %u is past its %u values", d->value, c->dict_n);
+                int64_t v = dict[d->value];
+                for (size_t i = 0; i < m; i++) dst[i] = v;
+                d->left -= m;
+                dst += m;
+                n -= m;
+                continue;
             }
-            if (bad) return col_corrupt(c, "a dictionary index past its %u values", dn);
+            size_t groups = (n < d->left ? n : (size_t)d->left) / 8;
+            const uint8_t *p = d->bp + (d->bit >> 3);
+            if (groups && d->bw && !(d->bit & 7) && (1ull << d->bw) <= c->dict_pad && groups * d->bw + 8 <= (size_t)(d->end - p)) {
+                uint32_t max = gather_w[d->bw](p, dict, dst, groups);
+                if (max >= c->dict_n) return col_corrupt(c, "dictionary index %u is past its %u values", max, c->dict_n);
+                d->bit += (uint64_t)groups * 8 * d->bw;
+                d->left -= groups * 8;
+                dst += groups * 8;
+                n -= groups * 8;
+                continue;
+            }
+            if (col_unpack_indices(c) < 0) return -1;
         }
-        d->left -= m;
+        size_t m = n < c->ilen - c->ipos ? n : c->ilen - c->ipos;
+        const uint32_t *k = c->ibuf + c->ipos;
+        for (size_t i = 0; i < m; i++) dst[i] = dict[k[i]];
+        c->ipos += m;
         dst += m;
         n -= m;
     }
@@ -1166,7 +1248,18 @@ static int col_string(PqCol *c) {
     }
     }
     uint32_t k;
-    if (rle_one(&c->idx, &k) < 0) return col_truncated(c);
+    if (c->ipos < c->ilen) {
+        k = c->ibuf[c->ipos++];
+    } else {
+        if (!c->idx.left && rle_run(&c->idx) < 0) return col_truncated(c);
+        if (!c->idx.repeat) {
+            if (col_unpack_indices(c) < 0) return -1;
+            k = c->ibuf[c->ipos++];
+        } else {
+            k = c->idx.value;
+            c->idx.left--;
+        }
+    }
     if (k >= c->dict_n) return col_corrupt(c, "dictionary index %u is past its %u values", k, c->dict_n);
     c->str = c->dict_strs[k].p;
     c->str_len = c->dict_strs[k].len;
@@ -1176,15 +1269,19 @@ static int col_string(PqCol *c) {
 // The items at levels [a, b) of the window, all of one list, appended to the row.
 static int col_items(PqCol *c, uint32_t a, uint32_t b) {
     const PqField *f = c->f;
-    size_t n = b - a, present = 0;
+    size_t n = b - a, present = n;
     const uint8_t *def = c->def + a;
-    uint8_t maxd = f->max_def, drep = f->d_rep;
-    int below = 0;
-    for (size_t i = 0; i < n; i++) {
-        present += def[i] == maxd;
-        below |= def[i] < drep;
+    uint8_t maxd = f->max_def, drep = f->d_rep, other = 0;
+    for (size_t i = 0; i < n; i++) other |= def[i] ^ maxd;  // bytewise: 32 levels an instruction
+    if (other) {  // null items (or damage): count the values
+        int below = 0;
+        present = 0;
+        for (size_t i = 0; i < n; i++) {
+            present += def[i] == maxd;
+            below |= def[i] < drep;
+        }
+        if (below) return col_corrupt(c, "a null or empty list continues with items");
     }
-    if (below) return col_corrupt(c, "a null or empty list continues with items");
     if (c->row_len + n > PQ_MAX_ITEMS) return col_corrupt(c, "a list of more than %u items", PQ_MAX_ITEMS);
     c->row = pq_grow(c->row, &c->row_cap, c->row_len + n, sizeof *c->row);
     int64_t *dst = c->row + c->row_len;
@@ -1269,15 +1366,13 @@ static int col_open(PqCol *c, size_t rg) {
         int64_t a = start - start % (pg > 0 ? pg : 4096);
         c->map_len = len + (size_t)(start - a);
         c->map = len ? mmap(NULL, c->map_len, PROT_READ, MAP_PRIVATE, r->fd, a) : NULL;
+        c->released = 0;
         if (c->map == MAP_FAILED) {
             // where mmap is refused: read it
             c->map = NULL;
             uint8_t *b = buf_reserve(&c->copy, len);
-            for (size_t got = 0; got < len;) {
-                ssize_t k = pread(r->fd, b + got, len - got, start + (int64_t)got);
-                if (k <= 0) return col_corrupt(c, "cannot read the column chunk: %s", k < 0 ? strerror(errno) : "the file got shorter");
-                got += (size_t)k;
-            }
+            if (pq_pread(r->fd, b, len, (uint64_t)start) < 0)
+                return col_corrupt(c, "cannot read the column chunk: %s", errno ? strerror(errno) : "the file got shorter");
             base = b;
         } else {
             base = c->map ? (const uint8_t *)c->map + (start - a) : NULL;
@@ -1517,7 +1612,7 @@ static void pq_type_name(const PqElem *E, int i, int as_item, char *buf, size_t 
         char el[64];
         pq_type_name(E, item, 1, el, sizeof el);
         snprintf(inner, sizeof inner, "list<%.55s>", el);
-    } else snprintf(inner, sizeof inner, pq_is_list(e) ? "list (malformed)" : "struct");
+    } else snprintf(inner, sizeof inner, "%s", pq_is_list(e) ? "list (malformed)" : "struct");
     if (e->repetition == PQ_REPEATED && !as_item) snprintf(buf, len, "list<%.55s>", inner);
     else snprintf(buf, len, "%s", inner);
 }
@@ -1609,8 +1704,8 @@ static TableReader *pq_open(PqReader *r) {
     if (r->mem) {
         memcpy(head, r->mem, 4);
         memcpy(tail, r->mem + r->size - 8, 8);
-    } else if (pread(r->fd, head, 4, 0) != 4 || pread(r->fd, tail, 8, (off_t)(r->size - 8)) != 8) {
-        pq_fail(r, "cannot read: %s", strerror(errno));
+    } else if (pq_pread(r->fd, head, 4, 0) < 0 || pq_pread(r->fd, tail, 8, r->size - 8) < 0) {
+        pq_fail(r, "cannot read: %s", errno ? strerror(errno) : "the file got shorter");
         goto fail;
     }
     if (memcmp(head, "PAR1", 4)) {
@@ -1638,9 +1733,9 @@ static TableReader *pq_open(PqReader *r) {
         fbuf = r->mem + r->footer_start;
     } else {
         owned = mallocCheck(flen ? flen : 1);
-        if (pread(r->fd, owned, flen, (off_t)r->footer_start) != (ssize_t)flen) {
+        if (pq_pread(r->fd, owned, flen, r->footer_start) < 0) {
             free(owned);
-            pq_fail(r, "cannot read the footer: %s", strerror(errno));
+            pq_fail(r, "cannot read the footer: %s", errno ? strerror(errno) : "the file got shorter");
             goto fail;
         }
         fbuf = owned;

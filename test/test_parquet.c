@@ -104,21 +104,18 @@ int main(int argc, char **argv) {
         free(data);
         return 0;
     }
-    int sel[8], n = 0;
-    for (int i = a + 1; i < argc; i++) {
-        if (n == 8) return fail("more than 8 columns");
-        if ((sel[n++] = table_find(r, argv[i])) < 0) {
-            snprintf(err, sizeof err, "'%s': no column '%s'", argv[a], argv[i]);
-            return fail(err);
-        }
+    int sel[8], n = 0, rc = 0;
+    for (int i = a + 1; i < argc && !rc; i++) {
+        if (n == 8) snprintf(err, sizeof err, "more than 8 columns"), rc = -1;
+        else if ((sel[n++] = table_find(r, argv[i])) < 0) snprintf(err, sizeof err, "'%s': no column '%s'", argv[a], argv[i]), rc = -1;
     }
-    if (r->select(r, sel, n, err, sizeof err) < 0) return fail(err);
-    if (!count) printf("nrows %lld\n", (long long)r->nrows);
+    if (!rc) rc = r->select(r, sel, n, err, sizeof err);
+    if (!rc && !count) printf("nrows %lld\n", (long long)r->nrows);
     TableValue v[8];
     long long rows = 0, items = 0;
     unsigned long long sum = 0;
-    int rc;
-    while ((rc = r->next(r, v, err, sizeof err)) > 0) {
+    while (!rc && (rc = r->next(r, v, err, sizeof err)) > 0) {
+        rc = 0;
         rows++;
         if (count) {
             for (int i = 0; i < n; i++) {
@@ -135,13 +132,13 @@ int main(int argc, char **argv) {
         }
         puts("]");
     }
-    if (rc < 0) return fail(err);
-    if (rows != r->nrows) {
+    if (!rc && rows != r->nrows) {
         snprintf(err, sizeof err, "'%s': %lld rows read, the footer says %lld", argv[a], rows, (long long)r->nrows);
-        return fail(err);
+        rc = -1;
     }
     r->close(r);
-    if (count) printf("rows %lld items %lld checksum %llu seconds %.4f\n", rows, items, sum, now() - start);
     free(data);
+    if (rc < 0) return fail(err);
+    if (count) printf("rows %lld items %lld checksum %llu seconds %.4f\n", rows, items, sum, now() - start);
     return 0;
 }

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 source test/lib.sh
 PREFIX="parquet: "
 NPM=${FSDPC_NPM_CACHE:-build/npm}
-TP=build/test_parquet
+TP=${TEST_PARQUET:-build/test_parquet}  # TEST_PARQUET: another build of it (e.g. with sanitizers)
 COLS="text input_ids attention_mask labels n"
 
 # ---- hand-built files: legacy list shapes (no download needed) ----
@@ -22,6 +22,12 @@ $TP --columns "$W/lg/legacy.parquet" | cmp -s - "$W/want"
 check "legacy lists: column types" $?
 expect_error "BIT_PACKED levels" "^fsdpc: error: '$W/lg/bitpacked.parquet': column 'ids' uses BIT_PACKED repetition levels, which fsdpc does not read\$" \
     $TP "$W/lg/bitpacked.parquet" ids
+expect_error "a row group saying more rows than its chunks hold" \
+    "^fsdpc: error: '$W/lg/rows4.parquet': column 'ids', row group 1, page 1: the column chunk holds fewer rows than its row group's 4\$" \
+    $TP "$W/lg/rows4.parquet" ids s
+expect_error "a row group saying fewer rows than its chunks hold" \
+    "^fsdpc: error: '$W/lg/rows2.parquet': column 'two', row group 1, page 1: the column chunk holds more rows than its row group's 2\$" \
+    $TP "$W/lg/rows2.parquet" two
 : >"$W/empty"
 expect_error "an empty file" "'$W/empty': not a Parquet file \\(0 bytes" $TP "$W/empty" text
 printf 'text,input_ids\nhello,1 2 3\n' >"$W/csv.parquet"
