@@ -42,8 +42,8 @@ for src in "ids.arrow input_ids (Arrow stream)" "ids.parquet input_ids (Parquet,
     build=$(grep -m1 "built in" "$W/log" | sed -E 's/.* ([0-9]+) tokens \(data cache.*built in ([0-9.]+) s.*/\1 \2/')
     awk -v s="${*:2}" -v w="$wait_pct" -v t="$step_tps" -v b="$build" 'BEGIN { split(b, x, " ");
         printf "%-36s data wait %5.2f%% of the step; loader %8.0f tokens/s vs step %6.0f tokens/s (%.0fx)\n",
-               s, w, x[1] / (x[2] > 0.01 ? x[2] : 0.01), t, x[1] / (x[2] > 0.01 ? x[2] : 0.01) / t }'
+               s, w, x[1] / (x[2] > 0.001 ? x[2] : 0.001), t, x[1] / (x[2] > 0.001 ? x[2] : 0.001) / t }'
 done
 echo
 bash bench/bench_arrow.sh | tail -n 1
-bash bench/bench_parquet.sh | grep "cat bandwidth"
+bash bench/bench_parquet.sh | grep -E "MB\):|cat bandwidth"

@@ -265,7 +265,7 @@ static void cache_log(const CacheRequest *q, const char *dir, int built, double 
             snprintf(formats + strlen(formats), sizeof formats - strlen(formats), "%s%s", formats[0] ? "; " : "", what);
     }
     char took[64] = "";
-    if (built) snprintf(took, sizeof took, ", built in %.2f s", seconds);
+    if (built) snprintf(took, sizeof took, ", built in %.3f s", seconds);
     comm_log("%s: %d file%s, %s: %llu rows (%llu null, skipped), %llu tokens (data cache %s%s)\n", q->label, q->n,
              q->n == 1 ? "" : "s", formats, rows, nulls, tokens, dir, took);
 }

@@ -34,3 +34,29 @@ rel_diff() {
         NF == 2 { k++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d }
         END { printf "%.1e", w; exit !(k == n && w <= max && w > min) }'
 }
+
+NPM=${FSDPC_NPM_CACHE:-build/npm}
+# npm_fetch NAME@VERSION...: test fixtures from the npm registry, each installed once into
+# $NPM/NAME and kept for later runs; NODE_PATH is set to them. Returns 1 with the reason in
+# NPM_SKIP when node or npm is missing or the registry cannot be reached.
+npm_fetch() {
+    NPM_SKIP=""
+    if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+        NPM_SKIP="node or npm is not installed"
+        return 1
+    fi
+    local p dir paths=""
+    for p; do
+        dir=$NPM/${p%@*}
+        if [ ! -f "$dir/.complete" ]; then
+            if ! { rm -rf "$dir" && mkdir -p "$dir" &&
+                timeout 180 npm install --loglevel error --no-audit --no-fund --no-package-lock --fetch-retries 1 --fetch-timeout 30000 \
+                    --prefix "$dir" "$p" >"$W/npm.log" 2>&1 && touch "$dir/.complete"; }; then
+                NPM_SKIP="npm cannot fetch $p, is the registry reachable? ($(grep -m1 "npm error code" "$W/npm.log" | head -c 80))"
+                return 1
+            fi
+        fi
+        paths="$paths${paths:+:}$(cd "$dir" && pwd)/node_modules"
+    done
+    export NODE_PATH=$paths
+}

@@ -10,27 +10,14 @@
 cd "$(dirname "$0")/.."
 source test/lib.sh
 PREFIX="arrow: "
-NPM=${FSDPC_NPM_CACHE:-build/npm}
 T=build/test_arrow
 
-fetch() {  # fetch NAME@VERSION DIR: npm install into DIR, kept for later runs
-    [ -f "$2/.complete" ] && return 0
-    rm -rf "$2" && mkdir -p "$2" &&
-        timeout 180 npm install --loglevel error --no-audit --no-fund --no-package-lock --fetch-retries 1 --fetch-timeout 30000 --prefix "$2" "$1" >"$W/npm.log" 2>&1 &&
-        touch "$2/.complete"
-}
-skip=""
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    skip="node or npm is not installed"
-elif ! fetch apache-arrow@21.2.0 "$NPM/apache-arrow"; then
-    skip="npm cannot fetch apache-arrow, is the registry reachable? ($(grep -m1 "npm error code" "$W/npm.log" | head -c 80))"
-fi
-if [ -n "$skip" ]; then
-    check "Arrow IPC reader against apache-arrow # SKIP $skip" 0
+if ! npm_fetch apache-arrow@21.2.0; then
+    check "Arrow IPC reader against apache-arrow # SKIP $NPM_SKIP" 0
     exit 0
 fi
 FX=$W/fx
-NODE_PATH=$NPM/apache-arrow/node_modules node test/fixtures/make_arrow.mjs "$FX" 2>"$W/node.log"
+node test/fixtures/make_arrow.mjs "$FX" 2>"$W/node.log"
 check "apache-arrow writes the fixtures" $? "$(head -c 300 "$W/node.log")"
 
 # ---- the rows apache-arrow wrote ----

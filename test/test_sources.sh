@@ -6,7 +6,6 @@
 cd "$(dirname "$0")/.."
 source test/lib.sh
 T=build/test_sources
-NPM=${FSDPC_NPM_CACHE:-build/npm}
 [ -x "$T" ] || { echo "not ok - $T is missing (make $T)"; exit 1; }
 for tool in gzip zstd bzip2 xz zip tar; do
     command -v $tool >/dev/null || { echo "not ok - the $tool command is missing (run/install-deps.sh installs it)"; exit 1; }
@@ -165,22 +164,10 @@ grep -q "fifo	error	data file '$S/fifo' is not a regular file (a FIFO)" <<<"$lin
 check "sniff: a FIFO, a folder and a missing file are errors naming them" $? "($line)"
 
 # real Arrow and Parquet files, from apache-arrow and parquet-wasm (npm), when they can be fetched
-fetch() {  # fetch NAME@VERSION DIR: npm install into DIR, kept for later runs
-    [ -f "$2/.complete" ] && return 0
-    rm -rf "$2" && mkdir -p "$2" &&
-        timeout 180 npm install --loglevel error --no-audit --no-fund --no-package-lock --fetch-retries 1 --fetch-timeout 30000 --prefix "$2" "$1" >"$W/npm.log" 2>&1 &&
-        touch "$2/.complete"
-}
-skip=""
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    skip="node or npm is not installed"
-elif ! fetch apache-arrow@21.2.0 "$NPM/apache-arrow" || ! fetch parquet-wasm@0.8.0 "$NPM/parquet-wasm"; then
-    skip="npm cannot fetch apache-arrow and parquet-wasm, is the registry reachable? ($(grep -m1 "npm error code" "$W/npm.log" | head -c 80))"
-fi
-if [ -n "$skip" ]; then
-    check "sniff: Arrow and Parquet files written by apache-arrow and parquet-wasm # SKIP $skip" 0
+if ! npm_fetch apache-arrow@21.2.0 parquet-wasm@0.8.0; then
+    check "sniff: Arrow and Parquet files written by apache-arrow and parquet-wasm # SKIP $NPM_SKIP" 0
 else
-    NODE_PATH="$NPM/apache-arrow/node_modules:$NPM/parquet-wasm/node_modules" timeout 60 node - "$S" <<'JS'
+    timeout 60 node - "$S" <<'JS'
 const fs = require("fs"), arrow = require("apache-arrow"), pq = require("parquet-wasm/node");
 const dir = process.argv[2];
 const t = arrow.tableFromArrays({ text: ["hello", "world", "again"], id: Int32Array.from([1, 2, 3]) });
