@@ -1495,6 +1495,8 @@ static int pq_select(TableReader *base, const int *cols, int n, char *err, size_
         c->name = r->cols[cols[i]].name;
         c->rep = mallocCheck(PQ_WINDOW);
         c->def = mallocCheck(PQ_WINDOW);
+        c->row_cap = 4096;  // an empty list's ints point somewhere too
+        c->row = mallocCheck(c->row_cap * sizeof *c->row);
     }
     r->rg = 0;
     r->rg_left = 0;
