@@ -16,7 +16,8 @@
 #include "shardfile.h"
 
 #define CACHE_VERSION 1
-#define CACHE_PROGRESS_PERIOD 1.0  // seconds between rank 0's progress lines
+#define CACHE_PROGRESS_PERIOD 1.0
+#define CACHE_STOPPED 2  // a build's status when a preemption signal stopped it  // seconds between rank 0's progress lines
 static const char cache_probe_text[] = "Hello, world! 1234 caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac\n\t  <s> end.";
 
 typedef struct {
@@ -171,7 +172,10 @@ static int cache_build_part(const CacheRequest *q, int i, const char *dir, Cache
     while (!rc && (got = docs_next(r, &d, err, errlen)) > 0) {
         rows++;
         rc = cache_doc(q, &p, &d, &ids, &cap, err, errlen, in->path, rows);
-        if (!(rows & 255)) cache_progress(g, docs_progress(r), p.tokens, 0);
+        if (!(rows & 255)) {
+            cache_progress(g, docs_progress(r), p.tokens, 0);
+            if (q->stop && *q->stop) rc = (snprintf(err, errlen, "stopped by a signal"), CACHE_STOPPED);
+        }
     }
     if (got < 0) rc = -1;
     data_shard_header(header, p.width, p.tokens);
@@ -225,8 +229,10 @@ static int cache_build(const CacheRequest *q, const char *tmp, int first, int st
         struct stat st;
         if (stat(q->inputs[i].path, &st) == 0) g.bytes_total += (uint64_t)st.st_size;
     }
-    for (int i = first; i < q->n; i += stride)
-        if (cache_build_part(q, i, tmp, &g, err, errlen)) return -1;
+    for (int i = first; i < q->n; i += stride) {
+        int rc = cache_build_part(q, i, tmp, &g, err, errlen);
+        if (rc) return rc;
+    }
     cache_progress(&g, 0, 0, 1);
     return 0;
 }
@@ -235,14 +241,19 @@ static int cache_seal(const char *tmp, const char *dir, char *err, size_t errlen
     char path[4200];
     snprintf(path, sizeof path, "%s/complete", tmp);
     FILE *f = fopen(path, "w");
-    if (!f || fprintf(f, "fsdpc data cache %d\n", CACHE_VERSION) < 0 || fclose(f) != 0)
-        return snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno)), -1;
+    if (!f || fprintf(f, "fsdpc data cache %d\n", CACHE_VERSION) < 0 || fclose(f) != 0) {
+        snprintf(err, errlen, "cannot write '%s': %s (disk full?)", path, strerror(errno));
+        cache_remove_tree(tmp);
+        return -1;
+    }
     if (rename(tmp, dir) == 0) return 0;
     if (errno == EEXIST || errno == ENOTEMPTY) {  // another run built the same cache meanwhile: its copy is as good
         cache_remove_tree(tmp);
         return 0;
     }
-    return snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp, dir, strerror(errno)), -1;
+    snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp, dir, strerror(errno));
+    cache_remove_tree(tmp);
+    return -1;
 }
 
 // Rank 0: one line for the whole source, from the parts' records.
@@ -270,7 +281,7 @@ static void cache_log(const CacheRequest *q, const char *dir, int built, double 
              q->n == 1 ? "" : "s", formats, rows, nulls, tokens, dir, took);
 }
 
-void cache_ensure(const CacheRequest *q, char *dir, size_t len) {
+int cache_ensure(const CacheRequest *q, char *dir, size_t len) {
     char root[2048], key[64], err[8800] = "";
     if (q->root && q->root[0]) snprintf(root, sizeof root, "%s", q->root);
     else cache_default_root(root, sizeof root);
@@ -279,13 +290,14 @@ void cache_ensure(const CacheRequest *q, char *dir, size_t len) {
     CommGroup *world = comm_world();
     double lacking = !cache_complete(dir);
     comm_allreduce_max_f64(world, &lacking, 1);
-    if (!lacking) return cache_log(q, dir, 0, 0);
+    if (!lacking) return cache_log(q, dir, 0, 0), 0;
     double t0 = comm_time();
     // rank 0 makes the build folder; when every rank sees it (shared storage) each builds its share
     char tmp[2200] = "";
     if (comm_info.rank == 0) {
         snprintf(tmp, sizeof tmp, "%s.build-%ld-%lld", dir, (long)getpid(), (long long)comm_clock_us());
-        if (data_mkdirs(root, err, sizeof err) == 0 && mkdir(tmp, 0777) != 0)
+        if (data_mkdirs(root, err, sizeof err)) snprintf(err + strlen(err), sizeof err - strlen(err), " (--data_cache_dir)");
+        else if (mkdir(tmp, 0777) != 0)
             snprintf(err, sizeof err, "cannot create the data cache folder '%s': %s (--data_cache_dir)", tmp, strerror(errno));
     }
     comm_check_all(err[0] ? err : NULL);
@@ -296,25 +308,31 @@ void cache_ensure(const CacheRequest *q, char *dir, size_t len) {
     int rc = 0;
     if (!unseen) {
         rc = cache_build(q, tmp, comm_info.rank, comm_info.world, err, sizeof err);
-        const char *first = comm_first_error(rc ? err : NULL);
-        if (first) {  // every rank has the message now: the build folder goes, then all end with it
-            snprintf(err, sizeof err, "%s", first);
-            if (comm_info.rank == 0) cache_remove_tree(tmp);
-            comm_fail_all("%s", err);
-        }
-        if (comm_info.rank == 0) rc = cache_seal(tmp, dir, err, sizeof err);
     } else {
         // node-local storage: each rank that lacks the cache builds all of it in its own folder
         if (comm_info.rank == 0) cache_remove_tree(tmp);
+        tmp[0] = 0;
         if (!cache_complete(dir)) {
             snprintf(tmp, sizeof tmp, "%s.build-%ld-%lld-r%d", dir, (long)getpid(), (long long)comm_clock_us(), comm_info.rank);
-            rc = data_mkdirs(root, err, sizeof err) || mkdir(tmp, 0777) != 0;
-            if (rc && !err[0]) snprintf(err, sizeof err, "cannot create the data cache folder '%s': %s", tmp, strerror(errno));
+            if (data_mkdirs(root, err, sizeof err)) rc = -1;
+            else if (mkdir(tmp, 0777) != 0) rc = (snprintf(err, sizeof err, "cannot create the data cache folder '%s': %s", tmp, strerror(errno)), -1);
             if (!rc) rc = cache_build(q, tmp, 0, 1, err, sizeof err);
             if (!rc) rc = cache_seal(tmp, dir, err, sizeof err);
-            else cache_remove_tree(tmp);
         }
     }
+    // a signal anywhere stops every rank; else an error anywhere ends them all with its line
+    double stopped = rc == CACHE_STOPPED;
+    comm_allreduce_max_f64(world, &stopped, 1);
+    const char *first = stopped ? NULL : comm_first_error(rc ? err : NULL);
+    if (stopped || first) {
+        if (first) snprintf(err, sizeof err, "%s", first);  // every rank has the message now
+        if (tmp[0] && (unseen || comm_info.rank == 0)) cache_remove_tree(tmp);
+        comm_barrier(world);  // the folder is gone before any rank leaves
+        if (first) comm_fail_all("%s", err);
+        return 1;
+    }
+    if (!unseen && comm_info.rank == 0) rc = cache_seal(tmp, dir, err, sizeof err);
     comm_check_all(rc ? err : NULL);
     cache_log(q, dir, 1, comm_time() - t0);
+    return 0;
 }

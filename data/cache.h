@@ -28,12 +28,14 @@ typedef struct {
     int vocab;                // the model's: ids must be below it; above 65536 the shards hold uint32
     const char *root;         // the folder caches live in ("" : cache_default_root)
     const char *label;        // what the log calls the data: "training data 'x'"
+    const volatile int *stop; // non-zero (a preemption signal): the build stops, leaving nothing
 } CacheRequest;
 
 // Collective. Finds or builds the cache of q's inputs and writes its folder to dir; rank 0 logs one
 // line: the formats, rows (null rows skipped), tokens and the folder. An input that cannot be read
-// ends every rank with one line naming it, and leaves no cache behind.
-void cache_ensure(const CacheRequest *q, char *dir, size_t len);
+// ends every rank with one line naming it, and leaves no cache behind. Returns 0, or 1 on every
+// rank when *q->stop was set on any rank during the build (its partial folder removed).
+int cache_ensure(const CacheRequest *q, char *dir, size_t len);
 // The shard made of input i.
 void cache_part_path(const char *dir, int i, char *out, size_t len);
 // --data_cache_dir's default: $FSDPC_CACHE_DIR, else $XDG_CACHE_HOME/fsdpc, else ~/.cache/fsdpc.

@@ -96,6 +96,7 @@ static int data_classify(const char *path, const Tokenizer *tok, CacheInput *in,
 }
 
 // The token files of a source: its files as they are, documents replaced by their cache parts.
+// *found: 1, 0 (no such split) or -1 (stopped by a signal during a cache build).
 static char **data_token_paths(const DataSource *src, int vocab, int *n, int *found, int *all_docs) {
     HfFiles hf;
     memset(&hf, 0, sizeof hf);
@@ -127,16 +128,22 @@ static char **data_token_paths(const DataSource *src, int vocab, int *n, int *fo
         char label[700];
         snprintf(label, sizeof label, "%s '%s'", src->label, src->spec);
         CacheRequest q = {.inputs = docs, .n = ndocs, .tok = src->tok, .text_column = src->text_column ? src->text_column : "",
-                          .explicit_column = src->explicit_column, .vocab = vocab, .root = src->cache_dir, .label = label};
-        cache_ensure(&q, dir, sizeof dir);
+                          .explicit_column = src->explicit_column, .vocab = vocab, .root = src->cache_dir, .label = label,
+                          .stop = src->stop};
+        if (cache_ensure(&q, dir, sizeof dir)) {  // stopped by a signal: nothing to open
+            *found = -1;
+            free(paths);
+            paths = NULL;
+            hf_files_free(&hf);
+        }
     }
-    for (int i = 0; i < hf.nfiles; i++) {
+    for (int i = 0; paths && i < hf.nfiles; i++) {
         char part[4200];
         if (doc_of[i] >= 0) cache_part_path(dir, doc_of[i], part, sizeof part);
         paths[i] = strdup(doc_of[i] >= 0 ? part : hf.files[i]);
         if (!paths[i]) comm_fatal("out of memory");
     }
-    *n = hf.nfiles;
+    *n = paths ? hf.nfiles : 0;
     *all_docs = ndocs == hf.nfiles;
     free(docs);
     free(doc_of);
@@ -151,6 +158,7 @@ int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_b
     d->vocab = vocab;
     int found;
     char **paths = data_token_paths(src, vocab, &d->nfiles, &found, &d->concat);
+    if (found < 0) return -1;
     if (!found) {
         if (src->optional) return 0;
         comm_fail_all("%s '%s' has no '%s' split", src->label, src->spec, src->split);

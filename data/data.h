@@ -50,14 +50,16 @@ typedef struct {
     int explicit_column;      // --text_column was given: it wins over "input_ids"
     const char *cache_dir;    // --data_cache_dir ("": cache_default_root)
     const char *label;        // for messages: "training data"
+    const volatile int *stop; // set by a preemption signal: a cache build stops (data_open returns -1)
 } DataSource;
 
 // Collective. Resolves src, recognises each file by its content (data/sniff.h): token shards and
 // HDF5 are read as they are, plain text as bytes under the byte tokenizer, and documents (text,
 // JSON Lines, Arrow, Parquet) through the tokenized cache (data/cache.h); anything else is refused
 // naming the file and what it is. Keeps the part [frac_begin, frac_end) of each file's tokens,
-// so one file can give a training head and a validation tail. Returns 1, or 0 when an optional
-// split does not exist; a bad file stops every rank with one line.
+// so one file can give a training head and a validation tail. Returns 1, 0 when an optional
+// split does not exist, or -1 on every rank when *src->stop was set during a cache build; a bad
+// file stops every rank with one line.
 int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_begin, double frac_end);
 // The format of a data file from its first bytes (got of them, at most LLMC_HEADER_BYTES) and its
 // size: sets f->header and f->width and *ntok, or returns a one-line message naming path.

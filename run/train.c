@@ -276,15 +276,21 @@ static void claim_checkpoint_dir(Run *r) {
                                        : NULL);
 }
 
+// SIGTERM/SIGUSR1 (Slurm's preemption and --signal): noted here, acted on at a step boundary
+// (or by a data cache build, which stops)
+static volatile sig_atomic_t preempt_signal;
+static void on_preempt(int sig) { preempt_signal = sig; }
+
 // A source of the run's data: what --train_data / --val_data name, read with the run's tokenizer.
 static DataSource data_source(const Run *r, const char *spec, const char *split, const char *label) {
     const Config *c = r->cfg;
     return (DataSource){.spec = spec, .config = c->dataset_config_name, .split = split, .tok = r->tok,
                         .text_column = c->text_column, .explicit_column = config_given("text_column"),
-                        .cache_dir = c->data_cache_dir, .label = label};
+                        .cache_dir = c->data_cache_dir, .label = label, .stop = &preempt_signal};
 }
 
-static void open_data(Run *r) {
+// Returns 1 when a preemption signal stopped a data cache build (on every rank alike), else 0.
+static int open_data(Run *r) {
     Config *c = r->cfg;
     int T = c->model.max_context_width, V = c->model.vocab_size, B = c->batch_size;
     char bundled[1024];
@@ -299,7 +305,7 @@ static void open_data(Run *r) {
         r->has_train = 1;
         DataSource src = data_source(r, c->train_data[0] ? c->train_data : bundled, "train", "training data");
         if (synthetic) data_open_synthetic(&r->train, T, V);
-        else data_open(&r->train, &src, T, V, 0.0, c->train_data[0] ? 1.0 : 0.9);  // the bundled text's last 10% validates
+        else if (data_open(&r->train, &src, T, V, 0.0, c->train_data[0] ? 1.0 : 0.9) < 0) return 1;  // the bundled text's last 10% validates
         r->train_loader = data_loader_new(&r->train, (uint64_t)c->seed, B, 1);
     }
     DataSource val = data_source(r, c->val_data, "validation", "validation data");
@@ -319,7 +325,9 @@ static void open_data(Run *r) {
         val.spec = c->train_data;
         r->has_val = data_open(&r->val, &val, T, V, 0.0, 1.0);
     }
+    if (r->has_val < 0) return r->has_val = 0, 1;
     if (r->has_val) r->val_loader = data_loader_new(&r->val, 0, B, 0);
+    return 0;
 }
 
 // First global sample of micro-batch `micro` of `step` on this rank: a slice of the step's
@@ -450,10 +458,6 @@ static void check_token_ids(const Run *r, int step) {
                step >= 0 ? "step" : "validation batch", step >= 0 ? step + 1LL : batch + 1, (unsigned long long)(first + (uint64_t)(at / T)),
                id, target ? "target" : "input", at % T, r->acts.V);
 }
-
-// SIGTERM/SIGUSR1 (Slurm's preemption and --signal): noted here, acted on at a step boundary
-static volatile sig_atomic_t preempt_signal;
-static void on_preempt(int sig) { preempt_signal = sig; }
 
 // One optimizer step; returns the mean loss over the global batch and sets *gnorm. A non-finite
 // loss or gradient norm skips the update (*applied = 0). *preempt tells that some rank got a
@@ -709,7 +713,11 @@ int train_run(Config *c) {
     comm_check_same(config_hash(c), "model configuration or tokenizer after reading its sources (do the files differ between nodes?)");
     model_plan_build(&r.plan, &c->model);
     r.flops_per_token = model_flops_per_token(&r.plan, c->model.max_context_width);
-    open_data(&r);
+    if (open_data(&r)) {
+        comm_log("Preempted (signal) while building the data cache: nothing trained, no partial cache left; exiting with "
+                 "status %d so the job can be requeued\n", TRAIN_EXIT_PREEMPTED);
+        return TRAIN_EXIT_PREEMPTED;
+    }
     if (c->max_epochs < 0) r.max_steps = 0;  // minimal_fsdp's evaluate-then-generate
     if (r.max_steps < 0) r.max_steps = 300;
     if (c->max_epochs > 0 && r.train.nchunks) {  // a synthetic dataset has no epochs

@@ -168,3 +168,18 @@ if [ "$(id -u)" != 0 ]; then
     E "an unwritable cache folder" "data cache" "$W/docs_v2.parquet" --data_cache_dir "$W/cache/sub"
 fi
 E "a cache folder under a file" "cannot create the folder" "$W/docs_v2.parquet" --data_cache_dir "$W/docs.jsonl/sub"
+
+# ---- a preemption signal during a cache build: exit 75 at once, no partial cache left ----
+/usr/bin/python3 -c "
+import json, sys
+with open(sys.argv[1], 'w') as f:
+    for i in range(200000): f.write(json.dumps({'text': 'the quick brown fox ' * 12 + str(i)}) + '\n')
+" "$W/big.jsonl"
+./fsdpc $M --train_data "$W/big.jsonl" --data_cache_dir "$W/sigcache" >"$W/sig.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q "data cache:" "$W/sig.log" && break; sleep 0.1; done
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc = 75 ] && grep -q "while building the data cache" "$W/sig.log" && [ -z "$(ls -A "$W/sigcache")" ]
+check "SIGTERM during a cache build exits 75 and leaves no partial cache" $? "(rc=$rc $(tail -n1 "$W/sig.log") $(ls "$W/sigcache"))"
