@@ -123,6 +123,8 @@ static char **data_token_paths(const DataSource *src, int vocab, int *n, int *fo
         doc_of[i] = how == 0 ? ndocs++ : -1;
     }
     comm_check_all(err[0] ? err : NULL);
+    if (src->explicit_column && !ndocs)
+        comm_log("warning: --text_column %s has no effect on %s '%s': it holds tokens, not documents\n", src->text_column, src->label, src->spec);
     char **paths = callocCheck((size_t)hf.nfiles, sizeof *paths), dir[4096] = "";
     if (ndocs) {
         char label[700];
@@ -210,6 +212,13 @@ int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_b
     if (!d->nchunks)
         comm_fail_all("data '%s' has fewer tokens than one sample of %d+1 (in its %s part)", spec, T,
                       frac_begin > 0 ? "validation" : "training");
+    if (!d->concat && comm_info.rank == 0) {  // a cache's sources logged their line as it was found
+        const TokenFile *f = &d->files[0];
+        const char *what = f->row ? "HDF5 sample rows" : f->text ? "text read as bytes" : f->width == 4 ? "uint32 token shards" : "uint16 token shards";
+        comm_log("%s '%s': %d file%s, %s%s, %llu %s, %llu samples in the part used\n", src->label, spec, d->nfiles, d->nfiles == 1 ? "" : "s",
+                 what, d->nfiles > 1 ? " (first file)" : "", (unsigned long long)d->tok_start[d->nfiles], f->row ? "rows" : "tokens",
+                 (unsigned long long)d->nchunks);
+    }
     return 1;
 }
 
