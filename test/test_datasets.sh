@@ -183,3 +183,12 @@ wait $pid
 rc=$?
 [ $rc = 75 ] && grep -q "while building the data cache" "$W/sig.log" && [ -z "$(ls -A "$W/sigcache")" ]
 check "SIGTERM during a cache build exits 75 and leaves no partial cache" $? "(rc=$rc $(tail -n1 "$W/sig.log") $(ls "$W/sigcache"))"
+
+# ---- memory does not grow with the dataset: building and training on 10x the documents ----
+head -n 20000 "$W/big.jsonl" >"$W/small.jsonl"
+for f in small big; do
+    /usr/bin/time -f "%M" -o "$W/$f.rss" ./fsdpc $M --train_data "$W/$f.jsonl" --data_cache_dir "$W/memcache" >/dev/null 2>&1
+done
+small=$(cat "$W/small.rss") big=$(cat "$W/big.rss")
+[ -n "$small" ] && [ -n "$big" ] && [ "$big" -lt $((small + small / 10 + 16384)) ]
+check "a 10x larger JSON Lines dataset builds and trains in the same memory (peak ${small} vs ${big} KiB)" $?
