@@ -196,6 +196,11 @@ void comm_init(int *argc, char ***argv) {
             comm_fail_all("the launcher started %d tasks (%s) but MPI sees %d rank(s): they are not one job (with srun, pass "
                           "--mpi=pmix, which Debian's OpenMPI needs; PMI2 is not supported)", atoi(v), sizes[i], comm_info.world);
     }
+    // torchrun (every PyTorch recipe's launcher) sets WORLD_SIZE/RANK but no MPI: each copy would train alone
+    const char *torch_world = getenv("WORLD_SIZE");
+    if (torch_world && atoi(torch_world) > 1 && atoi(torch_world) != comm_info.world)
+        comm_fail_all("WORLD_SIZE=%d (torchrun's variables) but MPI sees %d rank(s): fsdpc is an MPI program, launch it with "
+                      "mpirun -n %d ./fsdpc, srun --mpi=pmix, or an MPIJob, not torchrun", atoi(torch_world), comm_info.world, atoi(torch_world));
 }
 
 void comm_check_pbs(void) {

@@ -126,6 +126,8 @@ expect_error "NaN logits in generation" "generation: logit .* is nan" \
     ./fsdpc $SMALL --max_steps 0 --resume_from_checkpoint "$W/g/step_00000002.h5" --prompt "ROMEO:" --num_tokens 5 --temperature 0.7
 
 # ---- launch: copies not wired into one job, threads of unpinned ranks ----
+expect_error "a torchrun-style launch is refused with the MPI command" "WORLD_SIZE=2 \\(torchrun's variables\\) but MPI sees 1 rank.*mpirun -n 2" \
+    env WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 ./fsdpc --max_steps 1
 expect_error "N unwired copies are refused" "the launcher started 2 tasks \(OMPI_COMM_WORLD_SIZE\) but MPI sees 1 rank" \
     env OMPI_COMM_WORLD_SIZE=2 ./fsdpc $SMALL --max_steps 1
 expect_error "srun without PMIx is refused before MPI_Init" "srun started 2 tasks without PMIx: pass --mpi=pmix" \
