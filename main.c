@@ -1,4 +1,6 @@
 // fsdpc: FSDP-style training of Llama-2 and minGPT models in one MPI binary.
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -11,20 +13,23 @@
 #include "run/plan.h"
 #include "run/train.h"
 
+// Collective, last: stdout carries generated text, tokenize's ids and plan's tables, so a write
+// that failed there (a full disk, /dev/full) ends every rank with an error, never exit 0.
+static int finish(int rc) {
+    char msg[256] = "";
+    if (fflush(stdout) != 0 || ferror(stdout))
+        snprintf(msg, sizeof msg, "cannot write standard output: %s", strerror(errno ? errno : EIO));
+    comm_check_all(msg[0] ? msg : NULL);
+    comm_finalize();
+    return rc;
+}
+
 int main(int argc, char **argv) {
     comm_init(&argc, &argv);
-    if (argc > 1 && !strcmp(argv[1], "prepare")) {
-        int rc = data_prepare(argc - 1, argv + 1);
-        comm_finalize();
-        return rc;
-    }
-    if (argc > 1 && !strcmp(argv[1], "tokenize")) {
-        int rc = data_tokenize_main(argc - 1, argv + 1);
-        comm_finalize();
-        return rc;
-    }
-    if (argc > 1 && !strcmp(argv[1], "export")) { int rc = hf_export_main(argc - 1, argv + 1); comm_finalize(); return rc; }
-    if (argc > 1 && !strcmp(argv[1], "plan")) { int rc = plan_main(argc - 1, argv + 1); comm_finalize(); return rc; }
+    if (argc > 1 && !strcmp(argv[1], "prepare")) return finish(data_prepare(argc - 1, argv + 1));
+    if (argc > 1 && !strcmp(argv[1], "tokenize")) return finish(data_tokenize_main(argc - 1, argv + 1));
+    if (argc > 1 && !strcmp(argv[1], "export")) return finish(hf_export_main(argc - 1, argv + 1));
+    if (argc > 1 && !strcmp(argv[1], "plan")) return finish(plan_main(argc - 1, argv + 1));
     static Config cfg;  // large (paths, prompt): keep it off the stack
     config_parse(&cfg, argc, argv);
     comm_check_same(config_hash(&cfg), "flags");
@@ -45,7 +50,5 @@ int main(int argc, char **argv) {
                               "give each rank its own (CUDA_VISIBLE_DEVICES per rank, or srun --gpus-per-task=1 "
                               "--gpu-bind=single:1), or pass --device cpu");
     kern_set_compute_bf16(cfg.precision == PRECISION_BF16);
-    int rc = train_run(&cfg);
-    comm_finalize();
-    return rc;
+    return finish(train_run(&cfg));
 }

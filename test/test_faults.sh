@@ -88,6 +88,11 @@ expect_error "a directory as --trace_file" "--trace_file '$W' is a directory" ./
 ./fsdpc $SMALL --checkpoint_freq 0 --metrics_file /dev/full --max_steps 3 >/dev/null 2>"$W/full.err"
 [ $? = 0 ] && [ "$(grep -c '^warning: --metrics_file /dev/full: No space left on device; no further metrics lines are written' "$W/full.err")" = 1 ]
 check "--metrics_file on a full device: one warning, the run completes" $? "$(grep -m2 -E 'error|warning' "$W/full.err")"
+# stdout is the product of generation, tokenize and plan: a failed write is an error, not exit 0
+expect_error "generated text to a full device" "cannot write standard output: No space left on device" \
+    bash -c './fsdpc --max_steps 0 --prompt hello --num_tokens 20 --temperature 0 >/dev/full'
+expect_error "tokenize's ids to a full device" "cannot write" bash -c 'echo hi | ./fsdpc tokenize --tokenizer byte >/dev/full'
+expect_error "plan's table to a full device" "cannot write standard output" bash -c './fsdpc plan --model_name llama2_7b >/dev/full'
 ./fsdpc $SMALL --checkpoint_freq 0 --metrics_file /dev/null --max_steps 1 >/dev/null 2>"$W/null.err"
 check "--metrics_file /dev/null is accepted" $? "$(grep -m1 error "$W/null.err")"
 touch "$W/ro" && chmod 0444 "$W/ro"
