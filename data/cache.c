@@ -109,8 +109,8 @@ static int cache_doc(const CacheRequest *q, CachePart *p, const Doc *d, int32_t 
     p->len = 0;
     if (d->is_ids) {
         for (size_t i = 0; i < d->len; i++) {
-            if (d->ids[i] >= q->vocab)
-                return snprintf(err, errlen, "'%s' row %llu holds token id %lld, not below the vocabulary %d", path,
+            if (d->ids[i] < 0 || d->ids[i] >= q->vocab)
+                return snprintf(err, errlen, "'%s' row %llu holds token id %lld, outside the vocabulary [0, %d)", path,
                                 (unsigned long long)row, (long long)d->ids[i], q->vocab), -1;
             cache_put(p, (uint64_t)d->ids[i]);
         }
