@@ -15,7 +15,7 @@
 #include "data.h"
 #include "shardfile.h"
 
-#define CACHE_VERSION 1
+#define CACHE_VERSION 2  // 2: a document index beside each part
 #define CACHE_PROGRESS_PERIOD 1.0
 #define CACHE_STOPPED 2  // a build's status when a preemption signal stopped it  // seconds between rank 0's progress lines
 static const char cache_probe_text[] = "Hello, world! 1234 caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac\n\t  <s> end.";
@@ -84,10 +84,41 @@ void cache_part_path(const char *dir, int i, char *out, size_t len) { snprintf(o
 
 static void cache_stats_path(const char *dir, int i, char *out, size_t len) { snprintf(out, len, "%s/part-%06d.txt", dir, i); }
 
+// part i's file with extension ext ("idx": the document index, "lab": finetuning labels)
+static void cache_side_path(const char *dir, int i, const char *ext, char *out, size_t len) {
+    snprintf(out, len, "%s/part-%06d.%s", dir, i, ext);
+}
+
+// Opens a side file under tmp and writes a header to be completed by cache_side_close.
+static FILE *cache_side_open(const char *tmp, int dtype_bytes, char *err, size_t errlen) {
+    FILE *f = fopen(tmp, "wb");
+    uint8_t header[TOKFILE_HEADER_BYTES];
+    data_shard_header(header, dtype_bytes, 0);
+    if (!f || fwrite(header, 1, sizeof header, f) != sizeof header) {
+        snprintf(err, errlen, "cannot create the data cache file '%s': %s", tmp, strerror(errno));
+        if (f) fclose(f);
+        return NULL;
+    }
+    return f;
+}
+
+// Completes a side file's header with its count, syncs, closes and renames it to path.
+static int cache_side_close(FILE *f, const char *tmp, const char *path, int dtype_bytes, uint64_t count, int rc, char *err, size_t errlen) {
+    uint8_t header[TOKFILE_HEADER_BYTES];
+    data_shard_header(header, dtype_bytes, count);
+    if (!rc && (fseek(f, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, f) != sizeof header || fflush(f) != 0 || fsync(fileno(f)) != 0))
+        rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s (disk full?)", tmp, strerror(errno)), -1);
+    if (fclose(f) != 0 && !rc) rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, strerror(errno)), -1);
+    if (!rc && rename(tmp, path) != 0) rc = (snprintf(err, errlen, "cannot rename '%s': %s", tmp, strerror(errno)), -1);
+    if (rc) unlink(tmp);
+    return rc;
+}
+
 // ---- one part ----
 
 typedef struct {
     FILE *f;
+    FILE *idx;      // the documents' starts (token offsets), then the end
     int width;
     uint64_t tokens;
     uint8_t *buf;  // one document's tokens, little-endian
@@ -124,7 +155,8 @@ static int cache_doc(const CacheRequest *q, CachePart *p, const Doc *d, int32_t 
         for (size_t i = 0; i < n; i++) cache_put(p, (uint64_t)(*ids)[i]);
         if (tok_eos(q->tok) >= 0) cache_put(p, (uint64_t)tok_eos(q->tok));
     }
-    if (p->len && fwrite(p->buf, 1, p->len, p->f) != p->len) return snprintf(err, errlen, "cannot write the data cache: %s (disk full?)", strerror(errno)), -1;
+    if ((p->len && fwrite(p->buf, 1, p->len, p->f) != p->len) || fwrite(&p->tokens, sizeof p->tokens, 1, p->idx) != 1)
+        return snprintf(err, errlen, "cannot write the data cache: %s (disk full?)", strerror(errno)), -1;
     p->tokens += p->len / (size_t)p->width;
     return 0;
 }
@@ -150,10 +182,12 @@ static void cache_progress(CacheProgress *g, uint64_t done_now, uint64_t part_to
 // Builds part i into folder dir: the shard under a .tmp name first, renamed once complete.
 static int cache_build_part(const CacheRequest *q, int i, const char *dir, CacheProgress *g, char *err, size_t errlen) {
     const CacheInput *in = &q->inputs[i];
-    char path[4200], tmp[4210], stats[4200];
+    char path[4200], tmp[4210], stats[4200], ipath[4200], itmp[4210];
     cache_part_path(dir, i, path, sizeof path);
     cache_stats_path(dir, i, stats, sizeof stats);
+    cache_side_path(dir, i, "idx", ipath, sizeof ipath);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(itmp, sizeof itmp, "%s.tmp", ipath);
     DocsReader *r = docs_open(in->path, in->kind, in->comp, q->text_column, q->explicit_column, err, errlen);
     if (!r) return -1;
     CachePart p = {.width = cache_width(q->vocab)};
@@ -164,6 +198,7 @@ static int cache_build_part(const CacheRequest *q, int i, const char *dir, Cache
     data_shard_header(header, p.width, 0);
     if (!rc && fwrite(header, 1, sizeof header, p.f) != sizeof header)
         rc = (snprintf(err, errlen, "cannot write the data cache: %s (disk full?)", strerror(errno)), -1);
+    if (!rc && !(p.idx = cache_side_open(itmp, 8, err, errlen))) rc = -1;
     int32_t *ids = NULL;
     size_t cap = 0;
     uint64_t rows = 0;
@@ -178,12 +213,15 @@ static int cache_build_part(const CacheRequest *q, int i, const char *dir, Cache
         }
     }
     if (got < 0) rc = -1;
+    if (!rc && fwrite(&p.tokens, sizeof p.tokens, 1, p.idx) != 1)
+        rc = (snprintf(err, errlen, "cannot write the data cache: %s (disk full?)", strerror(errno)), -1);
     data_shard_header(header, p.width, p.tokens);
     if (!rc && (fseek(p.f, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, p.f) != sizeof header || fflush(p.f) != 0 ||
                 fsync(fileno(p.f)) != 0))
         rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s (disk full?)", tmp, strerror(errno)), -1);
     if (p.f && fclose(p.f) != 0 && !rc) rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, strerror(errno)), -1);
     if (!rc && rename(tmp, path) != 0) rc = (snprintf(err, errlen, "cannot rename '%s': %s", tmp, strerror(errno)), -1);
+    if (p.idx) rc = cache_side_close(p.idx, itmp, ipath, 8, rows + 1, rc, err, errlen);
     if (!rc) {
         FILE *s = fopen(stats, "w");
         if (!s || fprintf(s, "%llu %llu %llu\n%s\n", (unsigned long long)rows, (unsigned long long)docs_nulls(r),

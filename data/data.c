@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -64,6 +65,41 @@ static uint64_t probe(TokenFile *f, uint64_t size) {
 }
 
 
+
+// A cache part's document index and labels beside it (data/cache.h): maps the index, opens the
+// labels. Returns 0, or -1 with err set for an index that does not fit its tokens.
+static int open_index(TokenFile *f, uint64_t ntok, char *err, size_t errlen) {
+    char path[sizeof f->path + 8];
+    size_t n = strlen(f->path);
+    if (n < 4 || strcmp(f->path + n - 4, ".bin")) return 0;
+    snprintf(path, sizeof path, "%.*s.idx", (int)(n - 4), f->path);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return 0;  // token shards have none
+    struct stat st;
+    unsigned char head[TOKFILE_HEADER_BYTES];
+    uint64_t count = 0;
+    if (fstat(fd, &st) != 0 || pread(fd, head, sizeof head, 0) != (ssize_t)sizeof head || memcmp(head, TOKFILE_MAGIC, 8) ||
+        (memcpy(&count, head + 16, 8), count < 1) || (uint64_t)st.st_size != TOKFILE_HEADER_BYTES + 8 * count) {
+        close(fd);
+        return snprintf(err, errlen, "data cache index '%s' is damaged (remove the cache folder to rebuild it)", path), -1;
+    }
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return snprintf(err, errlen, "cannot map '%s': %s", path, strerror(errno)), -1;
+    f->idx = (const uint64_t *)((const unsigned char *)m + TOKFILE_HEADER_BYTES);
+    f->nidx = count;
+    f->idx_bytes = (size_t)st.st_size;
+    for (uint64_t i = 0; i < count; i++)  // checked once here, so reads index with them freely
+        if ((i ? f->idx[i] < f->idx[i - 1] : f->idx[0] != 0) || f->idx[i] > ntok)
+            return snprintf(err, errlen, "data cache index '%s' is damaged at entry %llu (remove the cache folder to rebuild it)", path,
+                            (unsigned long long)i), -1;
+    if (f->idx[count - 1] != ntok) return snprintf(err, errlen, "data cache index '%s' does not end at its tokens' end (remove the cache folder)", path), -1;
+    snprintf(path, sizeof path, "%.*s.lab", (int)(n - 4), f->path);
+    f->lab_fd = open(path, O_RDONLY);
+    if (f->lab_fd >= 0 && (fstat(f->lab_fd, &st) != 0 || (uint64_t)st.st_size != TOKFILE_HEADER_BYTES + 4 * ntok))
+        return snprintf(err, errlen, "data cache labels '%s' do not match their tokens (remove the cache folder to rebuild it)", path), -1;
+    return 0;
+}
 
 static int data_refuse(const char *path, const Sniff *s, char *err, size_t errlen) {
     return snprintf(err, errlen, "data file '%s' is %s, which fsdpc does not read%s%s", path, s->what, s->hint[0] ? "; " : "", s->hint), -1;
@@ -181,9 +217,25 @@ int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_b
         if (!S_ISREG(st.st_mode))
             comm_fail_all("data file '%s' is not a regular file (a FIFO, device or directory cannot be sampled)", f->path);
         uint64_t ntok = probe(f, (uint64_t)st.st_size);
+        f->lab_fd = -1;
+        char ierr[1200] = "";
+        if (open_index(f, ntok, ierr, sizeof ierr)) comm_fail_all("%s", ierr);
+        int rows = f->lab_fd >= 0;
+        if (i == 0) d->rows = rows;
+        else if (rows != d->rows) comm_fail_all("%s '%s' mixes finetuning rows and plain documents", src->label, spec);
+        if (src->document_masking && !f->idx)
+            comm_fail_all("--document_masking needs the documents' boundaries, and '%s' is a token file that does not record "
+                          "them: give the documents themselves (text, JSON Lines, Arrow, Parquet) so the data cache records them", f->path);
         if (f->text && vocab < 256)
             comm_fail_all("--vocab_size %d is too small for '%s' read as bytes (needs 256)", vocab, f->path);
         d->tok_start[i + 1] = d->tok_start[i] + ntok;
+        if (d->rows) {  // a row is a sample, whatever its length
+            uint64_t nrows = f->nidx - 1, lo = (uint64_t)(frac_begin * nrows), hi = (uint64_t)(frac_end * nrows);
+            f->begin = lo;
+            f->nchunks = hi - lo;
+            d->chunk_start[i + 1] = d->chunk_start[i] + f->nchunks;
+            continue;
+        }
         if (d->concat) continue;  // the range and the samples are the stream's, below
         uint64_t lo = (uint64_t)(frac_begin * ntok), hi = (uint64_t)(frac_end * ntok);
         f->begin = lo;
@@ -203,12 +255,14 @@ int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_b
         d->chunk_start[i + 1] = d->chunk_start[i] + f->nchunks;
     }
     free(paths);
-    if (d->concat) {
+    d->doc_mask = src->document_masking && !d->rows;
+    if (d->concat && !d->rows) {
         uint64_t total = d->tok_start[d->nfiles], lo = (uint64_t)(frac_begin * total), hi = (uint64_t)(frac_end * total);
         d->begin = lo;
         d->chunk_start[d->nfiles] = hi - lo > (uint64_t)T ? (hi - lo - 1) / T : 0;
     }
     d->nchunks = d->chunk_start[d->nfiles];
+    if (!d->nchunks && d->rows) comm_fail_all("data '%s' has no rows (in its %s part)", spec, frac_begin > 0 ? "validation" : "training");
     if (!d->nchunks)
         comm_fail_all("data '%s' has fewer tokens than one sample of %d+1 (in its %s part)", spec, T,
                       frac_begin > 0 ? "validation" : "training");
@@ -230,7 +284,12 @@ void data_open_synthetic(Dataset *d, int T, int vocab) {
 }
 
 void data_free(Dataset *d) {
-    for (int i = 0; i < d->nfiles; i++) close(d->files[i].fd);
+    for (int i = 0; i < d->nfiles; i++) {
+        TokenFile *f = &d->files[i];
+        close(f->fd);
+        if (f->lab_fd >= 0) close(f->lab_fd);
+        if (f->idx) munmap((void *)((const unsigned char *)f->idx - TOKFILE_HEADER_BYTES), f->idx_bytes);
+    }
     free(d->files);
     free(d->chunk_start);
     free(d->tok_start);
@@ -360,13 +419,157 @@ static void synthetic_sample(const Dataset *d, uint64_t seed, uint64_t g, int32_
     }
 }
 
+// ---- finetuning rows and document boundaries (a cache's index) ----
+
+// The file holding global row (or stream token, by tok_start) x of starts (nfiles + 1).
+static int file_of(const uint64_t *starts, int nfiles, uint64_t x) {
+    int lo = 0, hi = nfiles - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (starts[mid] <= x) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+// The chunk (stream sample or row) of global sample g.
+static uint64_t sample_chunk(const Dataset *d, uint64_t seed, uint64_t g, int shuffled) {
+    return shuffled ? data_train_chunk(d, seed, g) : g % d->nchunks;
+}
+
+// Row c's file and its token range [*s, *e) there.
+static const TokenFile *row_range(const Dataset *d, uint64_t c, uint64_t *s, uint64_t *e) {
+    int f = file_of(d->chunk_start, d->nfiles, c);
+    const TokenFile *tf = &d->files[f];
+    uint64_t k = tf->begin + (c - d->chunk_start[f]);
+    *s = tf->idx[k];
+    *e = tf->idx[k + 1];
+    return tf;
+}
+
+int data_sample_len(const Dataset *d, uint64_t seed, uint64_t g, int shuffled) {
+    if (!d->rows) return d->T;
+    uint64_t s, e;
+    row_range(d, sample_chunk(d, seed, g, shuffled), &s, &e);
+    uint64_t n = e - s;
+    return n < 2 ? 0 : n > (uint64_t)d->T ? d->T : (int)n;
+}
+
+// Row c into positions [0, len) of inp/tgt (len = its tokens, at most T): inputs its ids, targets
+// its labels shifted by one (-1: no loss; the last input predicts nothing). Returns len, or -1.
+static int read_row(const Dataset *d, uint64_t c, int32_t *inp, int32_t *tgt, unsigned char *raw, DataBatch *st,
+                    char *err, size_t errlen) {
+    uint64_t s, e;
+    const TokenFile *f = row_range(d, c, &s, &e);
+    uint64_t n = e - s, take = n > (uint64_t)d->T + 1 ? (uint64_t)d->T + 1 : n;
+    if (n < 2) return 0;  // nothing to predict: the row adds no position
+    if (read_exact(f, raw, (size_t)take * f->width, (off_t)(f->header + s * f->width), err, errlen)) return -1;
+    unsigned char *lab = raw + (size_t)take * f->width;
+    TokenFile lf = *f;
+    lf.fd = f->lab_fd;
+    if (read_exact(&lf, lab, (size_t)take * 4, (off_t)(TOKFILE_HEADER_BYTES + s * 4), err, errlen)) return -1;
+    int len = (int)(take < (uint64_t)d->T ? take : (uint64_t)d->T), bearing = 0;
+    for (int t = 0; t < len; t++) {
+        uint64_t v = token_at(f, raw, t);
+        if (v >= (uint64_t)d->vocab)
+            return snprintf(err, errlen, "data file '%s' holds token id %llu at token %llu, not below --vocab_size %d", f->path,
+                            (unsigned long long)v, (unsigned long long)(s + t), d->vocab), -1;
+        inp[t] = (int32_t)v;
+        int32_t y = -1;
+        if ((uint64_t)t + 1 < take) {
+            const unsigned char *q = lab + 4 * ((size_t)t + 1);
+            uint32_t u = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+            if (u != UINT32_MAX && u >= (uint32_t)d->vocab)
+                return snprintf(err, errlen, "data cache labels '%s' hold label %u at token %llu, not below --vocab_size %d", f->path, u,
+                                (unsigned long long)(s + t + 1), d->vocab), -1;
+            y = u == UINT32_MAX ? -1 : (int32_t)u;
+        }
+        tgt[t] = y;
+        bearing += y >= 0;
+    }
+    if (n > (uint64_t)d->T + 1) {
+        st->truncated++;
+        if (!bearing) st->lost++;
+    }
+    return len;
+}
+
+// Smallest document start of the concatenated stream after stream token x (UINT64_MAX: none).
+static uint64_t doc_next_after(const Dataset *d, uint64_t x) {
+    for (int f = file_of(d->tok_start, d->nfiles, x); f < d->nfiles; f++) {
+        const TokenFile *tf = &d->files[f];
+        uint64_t base = d->tok_start[f];
+        // first index entry (a document start, file-local) above x - base
+        uint64_t lo = 0, hi = tf->nidx ? tf->nidx - 1 : 0;  // the last entry is the file's end, no start
+        while (lo < hi) {
+            uint64_t mid = (lo + hi) / 2;
+            if (base + tf->idx[mid] > x) hi = mid;
+            else lo = mid + 1;
+        }
+        if (lo < (tf->nidx ? tf->nidx - 1 : 0) && base + tf->idx[lo] > x) return base + tf->idx[lo];
+        if (f + 1 < d->nfiles && d->tok_start[f + 1] > x) return d->tok_start[f + 1];  // a part's start is a document's
+    }
+    return UINT64_MAX;
+}
+
+// Stream chunk c (already in inp/tgt) kept inside its documents: kstart from the index, and the
+// target at each document's last token (the next one's first) bears no loss.
+static void stream_docs(const Dataset *d, uint64_t c, int32_t *tgt, int32_t *ks) {
+    uint64_t tok = d->begin + c * (uint64_t)d->T, next = doc_next_after(d, tok);
+    int start = 0;
+    for (int t = 0; t < d->T; t++) {
+        if (tok + (uint64_t)t == next) {
+            start = t;
+            next = doc_next_after(d, next);
+        }
+        ks[t] = start;
+        if (tok + (uint64_t)t + 1 == next) tgt[t] = -1;
+    }
+}
+
+DataBatch *data_batch_new(int B, int T) {
+    DataBatch *b = callocCheck(1, sizeof *b);
+    b->inp = mallocCheck((size_t)B * T * sizeof(int32_t));
+    b->tgt = mallocCheck((size_t)B * T * sizeof(int32_t));
+    b->kstart = mallocCheck((size_t)B * T * sizeof(int32_t));
+    return b;
+}
+
+void data_batch_free(DataBatch *b) {
+    if (!b) return;
+    free(b->inp);
+    free(b->tgt);
+    free(b->kstart);
+    free(b);
+}
+
+DataPlan *data_plan_new(int B, int T) {
+    DataPlan *p = callocCheck(1, sizeof *p);
+    p->first = callocCheck((size_t)B + 1, sizeof(int));
+    p->samples = callocCheck((size_t)B * T, sizeof(uint64_t));
+    return p;
+}
+
+void data_plan_free(DataPlan *p) {
+    if (!p) return;
+    free(p->first);
+    free(p->samples);
+    free(p);
+}
+
+void data_plan_rows(DataPlan *p, int B, uint64_t first) {
+    p->nrows = B;
+    for (int b = 0; b <= B; b++) p->first[b] = b;
+    for (int b = 0; b < B; b++) p->samples[b] = first + b;
+}
+
 struct DataLoader {
     const Dataset *d;
     uint64_t seed;
     int B, shuffled;
-    int32_t *inp, *tgt;  // (B, T) the batch being read or ready
-    unsigned char *raw;  // one sample's bytes
-    uint64_t first;      // first sample of that batch
+    DataBatch *batch;    // the batch being read or ready
+    DataPlan *plan;      // its plan
+    unsigned char *raw;  // one sample's bytes (and a row's labels)
     int pending, ready, quit;
     char err[1024];
     pthread_t thread;
@@ -374,21 +577,58 @@ struct DataLoader {
     pthread_cond_t cv;
 };
 
+static void copy_plan(DataPlan *dst, const DataPlan *src, int B) {
+    dst->nrows = src->nrows;
+    memcpy(dst->first, src->first, ((size_t)B + 1) * sizeof(int));
+    memcpy(dst->samples, src->samples, (size_t)src->first[src->nrows] * sizeof(uint64_t));
+}
+
+static int same_plan(const DataPlan *a, const DataPlan *b) {
+    if (a->nrows != b->nrows || memcmp(a->first, b->first, ((size_t)a->nrows + 1) * sizeof(int))) return 0;
+    return !memcmp(a->samples, b->samples, (size_t)a->first[a->nrows] * sizeof(uint64_t));
+}
+
 static void read_batch(DataLoader *l) {
     const Dataset *d = l->d;
+    const DataPlan *p = l->plan;
+    DataBatch *o = l->batch;
     int T = d->T;
     l->err[0] = 0;
+    o->docs = d->rows || d->doc_mask;
+    o->loss_tokens = o->truncated = o->lost = 0;
     for (int b = 0; b < l->B && !l->err[0]; b++) {
-        uint64_t g = l->first + b;
-        int32_t *inp = l->inp + (size_t)b * T, *tgt = l->tgt + (size_t)b * T;
-        if (!d->nchunks) {
-            synthetic_sample(d, l->shuffled ? l->seed : 0x5eed, g, inp, tgt);
-            continue;
+        int32_t *inp = o->inp + (size_t)b * T, *tgt = o->tgt + (size_t)b * T, *ks = o->kstart + (size_t)b * T;
+        int at = 0;  // positions filled
+        for (int i = b < p->nrows ? p->first[b] : 0; b < p->nrows && i < p->first[b + 1] && !l->err[0]; i++) {
+            uint64_t g = p->samples[i];
+            char err[sizeof l->err - 32];
+            int rc = 0;
+            if (!d->nchunks) {
+                synthetic_sample(d, l->shuffled ? l->seed : 0x5eed, g, inp, tgt);
+                rc = T;
+            } else if (d->rows) {
+                rc = read_row(d, sample_chunk(d, l->seed, g, l->shuffled), inp + at, tgt + at, l->raw, o, err, sizeof err);
+            } else {
+                uint64_t c = sample_chunk(d, l->seed, g, l->shuffled);
+                rc = read_chunk(d, c, inp, tgt, l->raw, err, sizeof err) ? -1 : T;
+                if (rc > 0 && d->doc_mask) stream_docs(d, c, tgt, ks);
+            }
+            if (rc < 0) {
+                snprintf(l->err, sizeof l->err, "sample %llu: %s", (unsigned long long)g, err);
+                break;
+            }
+            if (rc > T - at) {  // a plan that overfills a row is a bug, not a data error
+                snprintf(l->err, sizeof l->err, "sample %llu does not fit its row (%d + %d > %d)", (unsigned long long)g, at, rc, T);
+                break;
+            }
+            if (d->rows || !d->doc_mask)
+                for (int t = at; t < at + rc; t++) ks[t] = at;
+            at += rc;
         }
-        uint64_t c = l->shuffled ? data_train_chunk(d, l->seed, g) : g % d->nchunks;
-        char err[sizeof l->err - 32];
-        if (read_chunk(d, c, inp, tgt, l->raw, err, sizeof err))
-            snprintf(l->err, sizeof l->err, "sample %llu: %s", (unsigned long long)g, err);
+        if (at < T) {  // padding: a document of its own that bears no loss, with a fixed id
+            for (int t = at; t < T; t++) inp[t] = 0, tgt[t] = -1, ks[t] = at;
+        }
+        for (int t = 0; t < T; t++) o->loss_tokens += tgt[t] >= 0;
     }
 }
 
@@ -415,9 +655,9 @@ DataLoader *data_loader_new(const Dataset *d, uint64_t seed, int B, int shuffled
     l->seed = seed;
     l->B = B;
     l->shuffled = shuffled;
-    l->inp = mallocCheck((size_t)B * d->T * sizeof(int32_t));
-    l->tgt = mallocCheck((size_t)B * d->T * sizeof(int32_t));
-    l->raw = mallocCheck((size_t)(d->T + 1) * 8);  // the widest token: HDF5 int64
+    l->batch = data_batch_new(B, d->T);
+    l->plan = data_plan_new(B, d->T);
+    l->raw = mallocCheck((size_t)(d->T + 1) * 12);  // the widest token (HDF5 int64), or a row's ids and labels
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
     if (pthread_create(&l->thread, NULL, loader_main, l) != 0) comm_fatal("cannot start the data loader thread");
@@ -429,29 +669,35 @@ static void wait_idle(DataLoader *l) {
     while (l->pending) pthread_cond_wait(&l->cv, &l->mu);
 }
 
-static void request(DataLoader *l, uint64_t first) {
-    l->first = first;
+static void request(DataLoader *l, const DataPlan *p) {
+    copy_plan(l->plan, p, l->B);
     l->ready = 0;
     l->pending = 1;
     pthread_cond_broadcast(&l->cv);
 }
 
-void data_loader_next(DataLoader *l, uint64_t first, uint64_t first_next, int32_t *inp, int32_t *tgt, const char *what) {
+void data_loader_next(DataLoader *l, const DataPlan *cur, const DataPlan *next, DataBatch *out, const char *what) {
     size_t n = (size_t)l->B * l->d->T;
     pthread_mutex_lock(&l->mu);
     wait_idle(l);
-    if (!l->ready || l->first != first) {  // not prefetched (first batch, or after a jump)
-        request(l, first);
+    if (!l->ready || !same_plan(l->plan, cur)) {  // not prefetched (first batch, or after a jump)
+        request(l, cur);
         wait_idle(l);
     }
     if (l->err[0]) {
         pthread_mutex_unlock(&l->mu);
         comm_fatal("%s%s%s", what ? what : "", what ? ": " : "", l->err);
     }
-    memcpy(inp, l->inp, n * sizeof(int32_t));
-    memcpy(tgt, l->tgt, n * sizeof(int32_t));
+    const DataBatch *b = l->batch;
+    memcpy(out->inp, b->inp, n * sizeof(int32_t));
+    memcpy(out->tgt, b->tgt, n * sizeof(int32_t));
+    memcpy(out->kstart, b->kstart, n * sizeof(int32_t));
+    out->docs = b->docs;
+    out->loss_tokens = b->loss_tokens;
+    out->truncated = b->truncated;
+    out->lost = b->lost;
     l->ready = 0;
-    if (first_next != UINT64_MAX) request(l, first_next);
+    if (next) request(l, next);
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -464,8 +710,8 @@ void data_loader_free(DataLoader *l) {
     pthread_join(l->thread, NULL);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
-    free(l->inp);
-    free(l->tgt);
+    data_batch_free(l->batch);
+    data_plan_free(l->plan);
     free(l->raw);
     free(l);
 }

@@ -23,6 +23,12 @@ typedef struct {
     uint64_t row;      // tokens per row; 0 for the token stream formats
     int is_signed, big_endian;
     char dset[256];    // the dataset's name, for messages
+    // a data cache part's index (data/cache.h): nidx - 1 documents (rows), document i its tokens
+    // idx[i] .. idx[i+1]; NULL for files without one
+    const uint64_t *idx;
+    uint64_t nidx;
+    size_t idx_bytes;  // the mapping's length
+    int lab_fd;        // finetuning rows: the labels beside the tokens (-1: none)
 } TokenFile;
 
 typedef struct {
@@ -37,6 +43,11 @@ typedef struct {
     uint64_t begin;         // concat: first stream token of the used range
     int T, vocab;
     uint64_t nchunks;       // samples per epoch; 0 for synthetic (endless) data
+    // rows: finetuning data, one sample per row (a cache's rows with their labels), padded or cut
+    // to T; chunk_start then counts rows. doc_mask: a stream whose documents are kept apart
+    // (--document_masking): attention and positions restart at each document, and the target that
+    // would cross into the next document bears no loss.
+    int rows, doc_mask;
 } Dataset;
 
 // Where a dataset comes from.
@@ -51,6 +62,10 @@ typedef struct {
     const char *cache_dir;    // --data_cache_dir ("": cache_default_root)
     const char *label;        // for messages: "training data"
     const volatile int *stop; // set by a preemption signal: a cache build stops (data_open returns -1)
+    int format;               // SftFormat (data/sft.h): what the rows are; SFT_AUTO detects it from their fields
+    int chat_template;        // ChatTemplate for chat rows
+    int train_on_inputs;      // every real token of a row bears loss
+    int document_masking;     // --document_masking: streams keep their documents apart
 } DataSource;
 
 // Collective. Resolves src, recognises each file by its content (data/sniff.h): token shards and
@@ -75,15 +90,43 @@ void data_bundled_path(char *out, size_t len);
 // epochs are shuffled by a seeded permutation, so it depends only on (seed, g).
 uint64_t data_train_chunk(const Dataset *d, uint64_t seed, uint64_t g);
 
-// Reads batches of B samples on a background thread (pread), so I/O overlaps compute and a
-// dataset larger than memory streams; each rank reads only its own samples.
+// Positions sample g takes in a row: T for streams, its tokens (at most T) for finetuning rows, 0
+// for a row with nothing to predict. shuffled: training order (else validation order).
+int data_sample_len(const Dataset *d, uint64_t seed, uint64_t g, int shuffled);
+
+// One micro-batch as the model takes it. Targets < 0 bear no loss (padding, prompts, the last
+// token of a document); with docs, kstart gives each token's document start in its row.
+typedef struct {
+    int32_t *inp, *tgt, *kstart;  // (B, T)
+    int docs;
+    long long loss_tokens;  // targets >= 0
+    long long truncated;    // rows longer than T+1 tokens, cut at the context
+    long long lost;         // of them, rows the cut left with no loss-bearing target
+} DataBatch;
+DataBatch *data_batch_new(int B, int T);
+void data_batch_free(DataBatch *b);
+
+// Which samples a micro-batch holds: row r (r < nrows <= B) packs samples[first[r] .. first[r+1])
+// one after the other (one each unless packing); rows nrows..B-1 are padding.
+typedef struct {
+    int nrows;
+    int *first;         // (B + 1)
+    uint64_t *samples;  // (B * T) global sample indices
+} DataPlan;
+DataPlan *data_plan_new(int B, int T);
+void data_plan_free(DataPlan *p);
+// the plain plan: row b holds sample first + b
+void data_plan_rows(DataPlan *p, int B, uint64_t first);
+
+// Reads micro-batches on a background thread (pread), so I/O overlaps compute and a dataset
+// larger than memory streams; each rank reads only its own samples.
 typedef struct DataLoader DataLoader;
 // shuffled: training order (data_train_chunk); else validation order (chunks in file order)
 DataLoader *data_loader_new(const Dataset *d, uint64_t seed, int B, int shuffled);
-// Returns in inp/tgt (B, T) the samples first..first+B-1, then starts reading first_next.. in the
-// background (UINT64_MAX: nothing). A read error (I/O, token id >= vocab) stops with the file name,
-// the global sample and `what` (the batch for the message, e.g. "step 3"; NULL: none).
-void data_loader_next(DataLoader *l, uint64_t first, uint64_t first_next, int32_t *inp, int32_t *tgt, const char *what);
+// Returns in out the micro-batch of plan cur, then starts reading plan next in the background
+// (NULL: nothing). A read error (I/O, token id >= vocab) stops with the file name, the global
+// sample and `what` (the batch for the message, e.g. "step 3"; NULL: none).
+void data_loader_next(DataLoader *l, const DataPlan *cur, const DataPlan *next, DataBatch *out, const char *what);
 void data_loader_free(DataLoader *l);
 
 #endif

@@ -57,22 +57,23 @@
     X(void, rope_table, (float *cos_t, float *sin_t, int T, int hd, float theta), (cos_t, sin_t, T, hd, theta))        \
     X(void, qkv_split,                                                                                                 \
       (void *q, void *k, void *v, const void *qkv, const float *cos_t, const float *sin_t, int B, int T, int H,        \
-       int KV, int hd, int pos0),                                                                                      \
-      (q, k, v, qkv, cos_t, sin_t, B, T, H, KV, hd, pos0))                                                             \
+       int KV, int hd, int pos0, const int32_t *pos),                                                                  \
+      (q, k, v, qkv, cos_t, sin_t, B, T, H, KV, hd, pos0, pos))                                                             \
     X(void, qkv_merge,                                                                                                 \
       (void *dqkv, const void *dq, const void *dk, const void *dv, const float *cos_t, const float *sin_t, int B,      \
-       int T, int H, int KV, int hd),                                                                                  \
-      (dqkv, dq, dk, dv, cos_t, sin_t, B, T, H, KV, hd))                                                               \
+       int T, int H, int KV, int hd, const int32_t *pos),                                                              \
+      (dqkv, dq, dk, dv, cos_t, sin_t, B, T, H, KV, hd, pos))                                                               \
     X(size_t, attention_saved_floats, (int B, int H, int Tq, int Tk), (B, H, Tq, Tk))                                  \
     X(void, attention_fwd,                                                                                             \
       (void *out, float *saved, const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int KV,     \
-       int hd, size_t kv_bstride, const KernDropout *drop),                                                            \
-      (out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, drop))                                                   \
+       int hd, size_t kv_bstride, const int32_t *kstart, const KernDropout *drop),                                     \
+      (out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, kstart, drop))                                                   \
     X(size_t, attention_scratch_floats, (int B, int H, int T), (B, H, T))                                              \
     X(void, attention_bwd,                                                                                             \
       (void *dq, void *dk, void *dv, float *scratch, const void *dout, const void *out, const float *saved,            \
-       const void *q, const void *k, const void *v, int B, int T, int H, int KV, int hd, const KernDropout *drop),     \
-      (dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, drop))                                         \
+       const void *q, const void *k, const void *v, int B, int T, int H, int KV, int hd, const int32_t *kstart,        \
+       const KernDropout *drop),                                                                                       \
+      (dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, kstart, drop))                                         \
     X(void, swiglu_fwd, (void *h, const void *gu, int N, int F), (h, gu, N, F))                                        \
     X(void, swiglu_bwd, (void *dgu, const void *dh, const void *gu, int N, int F), (dgu, dh, gu, N, F))                \
     X(void, gelu_fwd, (void *out, const void *inp, size_t n), (out, inp, n))                                           \

@@ -160,14 +160,15 @@ void kern_rope_table(float *cos_t, float *sin_t, int T, int hd, float theta);
 // ---- the fused q|k|v projection ----
 // One GEMM against the adjacent q, k, v weights (H*hd + 2*KV*hd rows) gives qkv (B, T, H*hd + 2*KV*hd):
 // each token's row holds its q, then k, then v. kern_qkv_split copies it into q (B, T, H, hd) and
-// k, v (B, T, KV, hd), rotating q and k by RoPE at positions pos0 + t when cos_t is not NULL
-// (tables of kern_rope_table; NULL: a plain split, minGPT's c_attn).
+// k, v (B, T, KV, hd), rotating q and k by RoPE when cos_t is not NULL (tables of kern_rope_table;
+// NULL: a plain split, minGPT's c_attn). Token (b, t) sits at position pos[b*T + t] when pos (B*T,
+// on the device) is not NULL: positions restart per packed document; else at pos0 + t.
 void kern_qkv_split(void *q, void *k, void *v, const void *qkv, const float *cos_t, const float *sin_t, int B,
-                    int T, int H, int KV, int hd, int pos0);
+                    int T, int H, int KV, int hd, int pos0, const int32_t *pos);
 // Its backward: dqkv (B, T, H*hd + 2*KV*hd) overwritten from dq, dk, dv, with dq and dk rotated
-// back (the inverse rotation, positions t) when cos_t is not NULL.
+// back (the inverse rotation, positions pos[b*T + t], or t when pos is NULL) when cos_t is not NULL.
 void kern_qkv_merge(void *dqkv, const void *dq, const void *dk, const void *dv, const float *cos_t,
-                    const float *sin_t, int B, int T, int H, int KV, int hd);
+                    const float *sin_t, int B, int T, int H, int KV, int hd, const int32_t *pos);
 
 // ---- dropout ----
 // The mask is a pure function of (key, sample, element) (kernels/rng.h: kept iff u(key, s, i) >= p),
@@ -188,6 +189,10 @@ void kern_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t sam
 // q, k, v, out and the gradients are activations;
 // query t sits at position (Tk - Tq) + t and sees keys 0..that position.
 // H % KV == 0; query head h uses kv head h / (H / KV). Scale 1/sqrt(hd).
+// Document masking (block-diagonal causal attention): with kstart (B*Tq int32 on the device; NULL:
+// plain causal) query t of row b sees only keys kstart[b*Tq + t] .. its own position. A row is a run
+// of documents, so per row kstart is non-decreasing with kstart[t] <= (Tk - Tq) + t; the kernels skip
+// blocks no query of theirs sees, and masked keys get probability exactly 0.
 // out (B, Tq, H, hd); saved: what backward needs, kern_attention_saved_floats(B, H, Tq, Tk)
 // floats (the CPU keeps the softmax probabilities (B, H, Tq, Tk); a GPU only row statistics).
 // drop (NULL or p == 0: none): dropout on the probabilities P (B, H, Tq, Tk) after the softmax,
@@ -195,14 +200,15 @@ void kern_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t sam
 // Backward must get the same drop as its forward.
 size_t kern_attention_saved_floats(int B, int H, int Tq, int Tk);
 void kern_attention_fwd(void *out, float *saved, const void *q, const void *k, const void *v,
-                        int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride, const KernDropout *drop);
+                        int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride, const int32_t *kstart,
+                        const KernDropout *drop);
 // training form (Tq == Tk == T, kv contiguous). dq (B,T,H,hd), dk, dv (B,T,KV,hd) are overwritten.
 // out is the forward's output; scratch: at least kern_attention_scratch_floats(B, H, T) floats,
 // sized after kern_init (it may depend on the thread count).
 size_t kern_attention_scratch_floats(int B, int H, int T);
 void kern_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void *dout, const void *out,
                         const float *saved, const void *q, const void *k, const void *v,
-                        int B, int T, int H, int KV, int hd, const KernDropout *drop);
+                        int B, int T, int H, int KV, int hd, const int32_t *kstart, const KernDropout *drop);
 
 // ---- SwiGLU on the fused gate|up projection ----
 // One GEMM against the adjacent gate and up weights (2F rows) gives gu (N, 2F): each row holds
@@ -248,7 +254,9 @@ void kern_positions_fwd(float *out, const void *wpe, int B, int T, int D, int po
 void kern_positions_bwd(float *dwpe, const float *dout, int B, int T, int D);
 
 // ---- the classifier: fused softmax + cross-entropy ----
-// loss_n = -log softmax(logits_n)[targets_n]. *loss (one double on the device) += sum_n loss_n,
+// loss_n = -log softmax(logits_n)[targets_n]. A negative target (Hugging Face's -100 label: padding,
+// a prompt, a document's last token in a packed row) bears no loss: loss_n = 0 and, with dscale,
+// its dlogits row is 0. *loss (one double on the device) += sum_n loss_n,
 // so the loss stays on the device until someone downloads it. The softmax statistics come from
 // one pass over each row in chunks of the vocabulary (online max and sum); with dscale != 0 a
 // second pass overwrites the logits (N, V) with dloss/dlogits * dscale, in place. With

@@ -216,6 +216,9 @@ static const CliFlag flags[] = {
     ALIAS("low_cpu_fsdp", CLI_BOOL, meta_init),
     B("use_profiler", use_profiler),
     B("zipped_data", zipped_data),
+    B("train_on_inputs", train_on_inputs),
+    B("packing", packing),
+    B("document_masking", document_masking),
     {.name = "dataset_type", .kind = CLI_ENUM, AT(dataset_type), .choices = dataset_type_names},
 };
 #define NFLAGS (sizeof flags / sizeof flags[0])

@@ -55,6 +55,12 @@ typedef struct {
     char data_cache_dir[512];             // where tokenized caches go ("" : cache_default_root)
     int zipped_data;                      // SMP's flag: compression is found from the content either way
     int dataset_type;                     // SMP's --dataset_type: DATASET_SYNTHETIC means synthetic tokens
+    // finetuning data (README "Finetuning data")
+    int data_format;       // SftFormat: what rows are (auto: from their fields)
+    int chat_template;     // ChatTemplate of chat rows
+    int train_on_inputs;   // every real token of a row bears loss, prompts too
+    int packing;           // pack a step's rows into fewer contexts, documents kept apart
+    int document_masking;  // streams keep their documents apart (attention, positions, the crossing target)
     char tokenizer[1024];  // byte, a tokenizer.model / tokenizer.json path or a hub name; resolved path after start-up
     // weights in: a safetensors file / index / Hugging Face directory / hub name, or an fsdpc .h5
     char init_from[1024];

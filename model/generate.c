@@ -59,7 +59,7 @@ int32_t model_sample(float *logits, int V, float temperature, float top_p, uint6
 static float *forward_tokens(const ModelPlan *plan, const void *const *P, Activations *a, const int32_t *toks, int n,
                              int pos0, float *logits) {
     int L = plan->cfg.num_layers, V = plan->cfg.vocab_size;
-    model_load_batch(a, toks, NULL, n, 0);
+    model_load_batch(a, toks, NULL, NULL, n, 0);
     model_embed_fwd(plan, P[plan->embed_unit], a, n, pos0);
     for (int l = 0; l < L; l++) model_block_fwd(plan, l, P[plan->block0 + l], a, n, pos0);
     model_head_fwd_bwd(plan, P[plan->head_unit], NULL, a, 0, n, 0.0f);

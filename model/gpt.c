@@ -110,7 +110,12 @@ static void gpt_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, 
     const UnitSpec *u = &plan->units[plan->embed_unit];
     int D = plan->cfg.hidden_width;
     kern_embedding_fwd(a->res, a->tokens, WP(p, u, P_WTE), a->B * T, D);  // (B, T, D)
-    kern_positions_fwd(a->res, WP(p, u, P_WPE), a->B, T, D, pos0);
+    if (a->docs) {  // positions restart per document: a lookup of wpe by position, added (dres is free before backward)
+        kern_embedding_fwd(a->dres, a->pos, WP(p, u, P_WPE), a->B * T, D);
+        kern_add(a->res, a->dres, (size_t)a->B * T * D);
+    } else {
+        kern_positions_fwd(a->res, WP(p, u, P_WPE), a->B, T, D, pos0);
+    }
     model_dropout_fwd(a, a->res, T, D, -1, DROP_EMBED);
 }
 
@@ -123,17 +128,17 @@ static void gpt_block_fwd(const ModelPlan *plan, int l, const void *p, Activatio
     // c_attn is q, k, v stacked: one GEMM, then the split RoPE-less Llama uses too
     kern_matmul_fwd(a->qkv, KERN_ACT, la.xn1, WP(p, u, P_ATTN_W), N, D, 3 * D);  // (B, T, 3D)
     kern_bias_add(a->qkv, KERN_ACT, WP(p, u, P_ATTN_B), N, 3 * D);
-    kern_qkv_split(la.q, la.k, la.v, a->qkv, NULL, NULL, B, T, H, H, hd, pos0);  // each (B, T, H, hd)
+    kern_qkv_split(la.q, la.k, la.v, a->qkv, NULL, NULL, B, T, H, H, hd, pos0, NULL);  // each (B, T, H, hd)
     if (a->kcache) {  // generation: append to the cache (B == 1) and attend over all of it
         size_t base = (size_t)l * a->T * D;
         kern_act_copy(kern_act_at(a->kcache, base + (size_t)pos0 * D), la.k, (size_t)T * D);
         kern_act_copy(kern_act_at(a->vcache, base + (size_t)pos0 * D), la.v, (size_t)T * D);
         kern_attention_fwd(la.att, la.saved, la.q, kern_act_at(a->kcache, base), kern_act_at(a->vcache, base), 1, T,
-                           pos0 + T, H, H, hd, (size_t)a->T * D, NULL);
+                           pos0 + T, H, H, hd, (size_t)a->T * D, NULL, NULL);
     } else {
         KernDropout drop;
         kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, H, hd, (size_t)T * D,
-                           model_attn_dropout(a, l, &drop));
+                           a->docs ? a->kstart : NULL, model_attn_dropout(a, l, &drop));
     }
     kern_matmul_fwd(la.xmid, KERN_F32, la.att, WP(p, u, P_APROJ_W), N, D, D);
     kern_bias_add(la.xmid, KERN_F32, WP(p, u, P_APROJ_B), N, D);
@@ -187,8 +192,8 @@ static void gpt_block_bwd(const ModelPlan *plan, int l, const void *p, float *g,
     kern_matmul_bwd(a->datt, W(g, u, P_APROJ_W), dbr, KERN_F32, la.att, WP(p, u, P_APROJ_W), N, D, D, 0);
     KernDropout drop;
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, H, hd,
-                       model_attn_dropout(a, l, &drop));
-    kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, NULL, NULL, B, T, H, H, hd);  // (B, T, 3D)
+                       a->docs ? a->kstart : NULL, model_attn_dropout(a, l, &drop));
+    kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, NULL, NULL, B, T, H, H, hd, NULL);  // (B, T, 3D)
     kern_bias_bwd(W(g, u, P_ATTN_B), a->qkv, KERN_ACT, N, 3 * D);
     kern_matmul_bwd(a->dxn, W(g, u, P_ATTN_W), a->qkv, KERN_ACT, la.xn1, WP(p, u, P_ATTN_W), N, D, 3 * D, 0);
     kern_layernorm_bwd(dx, W(g, u, P_LN1_W), W(g, u, P_LN1_B), a->dxn, la.x, WP(p, u, P_LN1_W), la.mean1, la.rstd1, N, D);
@@ -199,7 +204,8 @@ static void gpt_embed_bwd(const ModelPlan *plan, float *g, Activations *a) {
     int D = plan->cfg.hidden_width;
     const float *d = model_dropout_bwd(a, a->dres, D, -1, DROP_EMBED);
     kern_embedding_bwd(W(g, u, P_WTE), d, a->tokens, a->B * a->T, D);
-    kern_positions_bwd(W(g, u, P_WPE), d, a->B, a->T, D);
+    if (a->docs) kern_embedding_bwd(W(g, u, P_WPE), d, a->pos, a->B * a->T, D);
+    else kern_positions_bwd(W(g, u, P_WPE), d, a->B, a->T, D);
 }
 
 // 6 FLOPs per parameter and token (position embeddings are a lookup) plus attention's 12*L*D*T

@@ -123,16 +123,17 @@ static void llama_block_fwd(const ModelPlan *plan, int l, const void *p, Activat
     LayerActs la = layer_acts(c, a, l);
     kern_rmsnorm_fwd(la.xn1, la.rstd1, la.x, WP(p, u, P_LN1), N, D, c->norm_eps);
     kern_matmul_fwd(a->qkv, KERN_ACT, la.xn1, WP(p, u, P_Q), N, D, (H + 2 * KV) * hd);  // (B, T, H*hd + 2*KV*hd)
-    kern_qkv_split(la.q, la.k, la.v, a->qkv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, pos0);
+    kern_qkv_split(la.q, la.k, la.v, a->qkv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, pos0, a->docs ? a->pos : NULL);
     if (a->kcache) {  // generation: append to the cache (B == 1) and attend over all of it
         size_t kvd = (size_t)KV * hd, base = (size_t)l * a->T * kvd + (size_t)pos0 * kvd;
         kern_act_copy(kern_act_at(a->kcache, base), la.k, (size_t)T * kvd);
         kern_act_copy(kern_act_at(a->vcache, base), la.v, (size_t)T * kvd);
         kern_attention_fwd(la.att, la.saved, la.q, kern_act_at(a->kcache, (size_t)l * a->T * kvd),
                            kern_act_at(a->vcache, (size_t)l * a->T * kvd), 1, T, pos0 + T, H, KV, hd, (size_t)a->T * kvd,
-                           NULL);
+                           NULL, NULL);
     } else {
-        kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL);
+        kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, KV, hd, (size_t)T * KV * hd,
+                           a->docs ? a->kstart : NULL, NULL);
     }
     kern_matmul_fwd(la.xmid, KERN_F32, la.att, WP(p, u, P_O), N, H * hd, D);
     model_dropout_fwd(a, la.xmid, T, D, l, DROP_ATTN_OUT);
@@ -177,8 +178,8 @@ static void llama_block_bwd(const ModelPlan *plan, int l, const void *p, float *
     kern_matmul_bwd(a->datt, W(g, u, P_O), model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT), KERN_F32, la.att,
                     WP(p, u, P_O), N, H * hd, D, 0);
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, KV,
-                       hd, NULL);
-    kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, KV, hd);
+                       hd, a->docs ? a->kstart : NULL, NULL);
+    kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, a->docs ? a->pos : NULL);
     kern_matmul_bwd(a->dxn, W(g, u, P_Q), a->qkv, KERN_ACT, la.xn1, WP(p, u, P_Q), N, D, (H + 2 * KV) * hd, 0);
     kern_rmsnorm_bwd(dx, W(g, u, P_LN1), a->dxn, la.x, WP(p, u, P_LN1), la.rstd1, N, D);
 }

@@ -110,6 +110,8 @@ void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int w
     // token ids are int32: a float buffer of the same element count holds them
     a->tokens = (int32_t *)model_acts_buf(N);
     a->targets = (int32_t *)model_acts_buf(N);
+    a->kstart = (int32_t *)model_acts_buf(N);
+    a->pos = (int32_t *)model_acts_buf(N);
     a->loss = (double *)model_acts_buf(2);  // one double
     plan->family->acts_alloc(a, &plan->cfg, (size_t)nslots, with_kv_cache);
 }
@@ -128,11 +130,11 @@ size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, 
 // every device buffer of Activations; the static assert below fails when a pointer field is
 // added to the struct but not here
 #define ACT_BUFFERS(X)                                                                                             \
-    X(tokens) X(targets) X(res) X(xn1) X(mean1) X(rstd1) X(qkv) X(q) X(k) X(v) X(attn_saved) X(att) X(xmid)      \
+    X(tokens) X(targets) X(kstart) X(pos) X(res) X(xn1) X(mean1) X(rstd1) X(qkv) X(q) X(k) X(v) X(attn_saved) X(att) X(xmid)      \
     X(xn2) X(mean2) X(rstd2) X(up) X(h) X(xf) X(meanf) X(rstdf) X(logits) X(loss) X(dres) X(dxn) X(dbranch) X(dq) \
     X(dk) X(dv) X(datt) X(dup) X(dh) X(attn_scratch) X(rope_cos) X(rope_sin) X(kcache) X(vcache)
 #define ACT_COUNT(f) +1
-_Static_assert(sizeof(Activations) == 4 * sizeof(int) /* B, T, V, padding */ + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +
+_Static_assert(sizeof(Activations) == 4 * sizeof(int) /* B, T, V, docs */ + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +
                                           2 * sizeof(int *) + sizeof(size_t) + 8 + 2 * sizeof(uint64_t),
                "Activations gained a field: add its buffer to ACT_BUFFERS (and this count)");
 
@@ -149,8 +151,16 @@ void model_acts_free(Activations *a) {
 
 // ---- dispatch ----
 
-void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, int ntok, int batch) {
+void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, const int32_t *kstart, int ntok, int batch) {
     kern_upload(a->tokens, inp, (size_t)ntok * sizeof(int32_t));
+    a->docs = kstart != NULL;
+    if (kstart) {
+        int32_t *pos = mallocCheck((size_t)ntok * sizeof(int32_t));
+        for (int n = 0; n < ntok; n++) pos[n] = n % a->T - kstart[n];  // positions restart per document
+        kern_upload(a->kstart, kstart, (size_t)ntok * sizeof(int32_t));
+        kern_upload(a->pos, pos, (size_t)ntok * sizeof(int32_t));
+        free(pos);
+    }
     if (tgt) kern_upload(a->targets, tgt, (size_t)ntok * sizeof(int32_t));
     // before any kernel reads through an id; places are numbered across the step's batches
     kern_tokens_check(a->tokens, tgt ? a->targets : NULL, ntok, a->V, (long long)batch * 2 * ntok);

@@ -57,7 +57,9 @@ typedef struct {
 // --precision bf16 on a GPU), so they are indexed with kern_act_at; the `float *` ones stay fp32.
 typedef struct {
     int B, T, V;
-    int32_t *tokens, *targets;  // (N) the batch, set by model_load_batch
+    int docs;  // the loaded batch has document boundaries: kstart and pos below hold them
+    int32_t *tokens, *targets;  // (N) the batch, set by model_load_batch (a negative target bears no loss)
+    int32_t *kstart, *pos;      // (N) with docs: the first key each token sees (its document's start) and its position
     float *res;  // (L+1, N, D) residual stream: res[0] embedding out, res[l+1] block l out
     // Block internals, one set per slot: each stored block has its own slot; checkpointed blocks
     // share one and are recomputed from their input in backward.
@@ -139,10 +141,12 @@ size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, 
 float *model_acts_buf(size_t n);
 void *model_acts_act(size_t n);
 
-// Copies a batch of ntok host tokens (and targets, unless NULL) to the device.
+// Copies a batch of ntok host tokens (and targets, unless NULL) to the device. kstart (ntok, or
+// NULL: one causal sequence per row) gives each token's document start in its row: attention stays
+// inside documents and positions restart at each (kernels.h, document masking).
 // batch: which batch of a step (micro-batch) or of a validation pass this is, for the place a bad
 // token id is reported at (kern_tokens_check)
-void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, int ntok, int batch);
+void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, const int32_t *kstart, int ntok, int batch);
 // Dropout p for the next forward/backward (0: off). Masks are a pure function of (seed, global
 // sample index, layer, site, element), so every layout and a resumed run draw the same ones.
 void model_set_dropout(Activations *a, float p, uint64_t seed, uint64_t sample0);

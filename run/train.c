@@ -40,7 +40,12 @@ typedef struct {
     Dataset train, val;
     DataLoader *train_loader, *val_loader;
     int has_train, has_val;
-    int32_t *inp, *tgt;  // (B, T)
+    DataBatch *batch;    // this rank's micro-batch
+    // the micro-batches of a step on this rank ([step & 1]: the step's and the next one's), and their count
+    DataPlan **plans[2];
+    int nplans[2], plans_step[2];
+    long long truncated, lost;  // rows cut at the context so far (and of them, those left with no loss)
+    double tokens_seen;         // loss-bearing targets trained on since step 0 (checkpoints carry it)
     int global_batch;    // sequences per optimizer step, over all ranks and micro-batches
     int max_steps, start_step;
     double flops_per_token;
@@ -115,6 +120,7 @@ static void load_state(Run *r) {
         snprintf(r->origin.parent, sizeof r->origin.parent, "%s", r->resume_file);
         comm_log("Resumed from %s at step %d (%llu tokens seen)\n", r->resume_file, meta.step,
                  (unsigned long long)meta.tokens_seen);
+        r->tokens_seen = (double)meta.tokens_seen;
     } else if (r->init_h5) {
         ckpt_load_weights(c->init_from, &r->st, c);
         snprintf(r->origin.parent, sizeof r->origin.parent, "%s", c->init_from);
@@ -336,14 +342,73 @@ static uint64_t batch_first(const Run *r, int step, int micro) {
     return (uint64_t)step * r->global_batch + (uint64_t)(micro * comm_info.world + comm_info.rank) * r->cfg->batch_size;
 }
 
+// --packing: the step's samples, in order, each into the first of its contexts with room (first
+// fit), so a step holds the same samples packed or not. Contexts go to ranks round robin, then to
+// micro-batches of up to B rows; every rank runs as many micro-batches as the busiest. Depends
+// only on the step and the data: every rank computes the same packing.
+static int pack_step(Run *r, int step, DataPlan **plans) {
+    const Dataset *d = &r->train;
+    int G = r->global_batch, T = d->T, B = r->cfg->batch_size, W = comm_info.world, nrows = 0;
+    uint64_t g0 = (uint64_t)step * G;
+    int *row_of = mallocCheck((size_t)G * sizeof(int)), *room = mallocCheck((size_t)G * sizeof(int));
+    for (int i = 0; i < G; i++) {
+        int len = data_sample_len(d, (uint64_t)r->cfg->seed, g0 + (uint64_t)i, 1), row = 0;
+        while (row < nrows && room[row] < len) row++;
+        if (row == nrows) room[nrows++] = T;
+        room[row] -= len;
+        row_of[i] = len ? row : -1;  // a row with nothing to predict needs no place
+    }
+    int mine = nrows / W + (comm_info.rank < nrows % W), most = (nrows + W - 1) / W;
+    int nmicro = most ? (most + B - 1) / B : 1;
+    for (int m = 0; m < nmicro; m++) {
+        DataPlan *p = plans[m];
+        int lo = m * B, hi = mine < lo + B ? mine : lo + B;  // this rank's rows of the micro-batch
+        p->nrows = hi > lo ? hi - lo : 0;
+        p->first[0] = 0;
+        for (int k = 0; k < p->nrows; k++) {  // row k of the micro-batch is context (lo + k) * W + rank
+            int ctx = (lo + k) * W + comm_info.rank, n = p->first[k];
+            for (int i = 0; i < G; i++)
+                if (row_of[i] == ctx) p->samples[n++] = g0 + (uint64_t)i;
+            p->first[k + 1] = n;
+        }
+        if (!p->nrows) {  // no context left for this rank: one padding row, to keep step with the others
+            p->nrows = 1;
+            p->first[1] = 0;
+        }
+    }
+    free(row_of);
+    free(room);
+    return nmicro;
+}
+
+// The plans of this rank's micro-batches of `step`: packed, or B samples each.
+static void step_plans(Run *r, int step) {
+    int k = step & 1;
+    if (r->plans_step[k] == step) return;
+    r->plans_step[k] = step;
+    if (r->cfg->packing) {
+        r->nplans[k] = pack_step(r, step, r->plans[k]);
+        return;
+    }
+    r->nplans[k] = r->cfg->grad_accum;
+    for (int m = 0; m < r->cfg->grad_accum; m++) data_plan_rows(r->plans[k][m], r->cfg->batch_size, batch_first(r, step, m));
+}
+
 // Takes this rank's micro-batch and starts reading the next one in the background.
 static void fill_batch(Run *r, int step, int micro) {
+    step_plans(r, step);
     int next_step = step, next_micro = micro + 1;
-    if (next_micro == r->cfg->grad_accum) next_step++, next_micro = 0;
-    uint64_t next = next_step < r->max_steps ? batch_first(r, next_step, next_micro) : UINT64_MAX;
+    if (next_micro == r->nplans[step & 1]) next_step++, next_micro = 0;
+    const DataPlan *next = NULL;
+    if (next_step < r->max_steps) {
+        step_plans(r, next_step);
+        next = r->plans[next_step & 1][next_micro];
+    }
     char what[32];
     snprintf(what, sizeof what, "step %d", step + 1);
-    data_loader_next(r->train_loader, batch_first(r, step, micro), next, r->inp, r->tgt, what);
+    data_loader_next(r->train_loader, r->plans[step & 1][micro], next, r->batch, what);
+    r->truncated += r->batch->truncated;
+    r->lost += r->batch->lost;
 }
 
 // profiler range "<phase> unit <u>" (NVTX on GPU), and its span in the trace
@@ -359,14 +424,15 @@ static void range_pop(void) {
     kern_range_pop();
 }
 
-void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, float dscale,
-                      int last_micro, int batch) {
+void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, const int32_t *kstart,
+                      int rows, float dscale, int last_micro, int batch) {
     const ModelPlan *plan = shard_plan(s);
-    int L = plan->cfg.num_layers, T = a->T, train = dscale != 0.0f;
+    int L = plan->cfg.num_layers, T = a->T, train = dscale != 0.0f, B = a->B;
     int embed = plan->embed_unit, b0 = plan->block0, head = plan->head_unit;
     ShardPhase fwd = train ? PHASE_FWD : PHASE_EVAL;
     if (!train) model_set_dropout(a, 0.0f, 0, 0);  // evaluation runs without dropout
-    model_load_batch(a, inp, tgt, a->B * T, batch);
+    a->B = rows;  // a packed step's micro-batch may hold fewer rows: the buffers fit B, the kernels run rows
+    model_load_batch(a, inp, tgt, kstart, rows * T, batch);
     // forward: the embedding, then the blocks, each prefetching the next unit; the head's forward
     // runs with its backward
     size_t ND = (size_t)a->B * T * plan->cfg.hidden_width;
@@ -389,7 +455,10 @@ void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const i
     // a head that shares the embedding's unit (tied weights) collects the embedding's gradient too
     if (train && head != embed) shard_grad_ready(s, head, last_micro);
     range_pop();
-    if (!train) return;
+    if (!train) {
+        a->B = B;
+        return;
+    }
     // backward: blocks high to low, each prefetching the one below; the embedding needs no weights
     for (int l = L - 1; l >= 0; l--) {
         range("backward", b0 + l);
@@ -409,6 +478,7 @@ void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const i
     model_embed_bwd(plan, shard_grad_buffer(s, embed), a);
     shard_grad_ready(s, embed, last_micro);
     range_pop();
+    a->B = B;
 }
 
 // --profile: wall time per phase of the step. The device is synchronised at each phase end so
@@ -459,45 +529,56 @@ static void check_token_ids(const Run *r, int step) {
                id, target ? "target" : "input", at % T, r->acts.V);
 }
 
-// One optimizer step; returns the mean loss over the global batch and sets *gnorm. A non-finite
-// loss or gradient norm skips the update (*applied = 0). *preempt tells that some rank got a
+// One optimizer step; returns the mean loss over the global batch's loss-bearing targets (the
+// gradients add up the loss sums, and AdamW divides by the global count, so every layout, packing
+// and --grad_accum give one mean) and sets *gnorm and *tokens (that count). A non-finite loss or
+// gradient norm skips the update (*applied = 0), and so does a step without a loss-bearing target. *preempt tells that some rank got a
 // preemption signal: the flag rides on the step's one reduction (loss, flag, gradient norm), so
 // every rank agrees at no extra cost. The loss stays on the device through the micro-batches and
 // reaches the host with the gradient's sums of squares, in one wait per step.
-static double train_step(Run *r, int step, float lr, double *gnorm, int *applied, int *preempt) {
+static double train_step(Run *r, int step, float lr, double *gnorm, double *tokens, int *applied, int *preempt) {
     Config *c = r->cfg;
-    int T = c->model.max_context_width;
-    float dscale = 1.0f / ((float)r->global_batch * T);  // gradient of the global mean loss
     prof_mark(r, -1);
     shard_zero_grads(&r->st);
     model_loss_reset(&r->acts);
-    for (int micro = 0; micro < c->grad_accum; micro++) {
+    double mine = 0.0;  // this rank's loss-bearing targets
+    step_plans(r, step);
+    int nmicro = r->nplans[step & 1];
+    for (int micro = 0; micro < nmicro; micro++) {
         trace_begin(TRACE_DATA, "data wait", -1);
         fill_batch(r, step, micro);
         trace_end(TRACE_DATA);
+        mine += (double)r->batch->loss_tokens;
         // masks keyed by the global sample index: equal for every layout, and on resume
         model_set_dropout(&r->acts, c->model.dropout, (uint64_t)c->seed, batch_first(r, step, micro));
         prof_mark(r, PROF_DATA);
-        train_micro_step(&r->st, &r->acts, r->inp, r->tgt, dscale, micro == c->grad_accum - 1, micro);
+        const DataPlan *p = r->plans[step & 1][micro];
+        train_micro_step(&r->st, &r->acts, r->batch->inp, r->batch->tgt, r->batch->docs ? r->batch->kstart : NULL, p->nrows,
+                         1.0f, micro == nmicro - 1, micro);
         prof_mark(r, PROF_COMPUTE);
     }
     shard_grads_finish(&r->st);
     ShardStepStats st;
-    // clipping's norm: per-unit sums of squares and the loss in one reduction (the scaling runs inside AdamW)
+    // clipping's norm: per-unit sums of squares, the loss and the token count in one reduction (the scaling runs inside AdamW)
     trace_begin(TRACE_COMPUTE, "clip grad norm", -1);
-    shard_step_stats(&r->st, r->acts.loss, preempt_signal != 0, &st);  // reduced over all ranks: they agree
+    shard_step_stats(&r->st, r->acts.loss, preempt_signal != 0, mine, &st);  // reduced over all ranks: they agree
     trace_end(TRACE_COMPUTE);
     *preempt = st.flag > 0;
     prof_mark(r, PROF_REDUCE);
     kern_range_push("optimizer");
-    double loss = st.loss / ((double)r->global_batch * T);
+    *tokens = st.tokens;
+    double inv = st.tokens > 0 ? 1.0 / st.tokens : 0.0;  // no loss-bearing target: loss 0, no update
+    double loss = st.loss * inv;
     check_token_ids(r, step);  // the stream was just waited for: one small copy
     trace_counter("loss", loss);
     if (kern_on_gpu()) trace_counter("device memory", kern_peak_mem_mib());
-    *gnorm = st.grad_norm;
+    *gnorm = st.grad_norm * inv;
     *applied = isfinite(loss) && isfinite(*gnorm);
     trace_begin(TRACE_COMPUTE, "optimizer", -1);
-    if (*applied) shard_adamw_step(&r->st, c, lr, *gnorm);
+    if (!(st.tokens > 0)) {
+        comm_log("step %d: no target in the global batch bears loss (all padding or prompts): update skipped\n", step + 1);
+        shard_set_step(&r->st, shard_step(&r->st) + 1);
+    } else if (*applied) shard_adamw_step(&r->st, c, lr, *gnorm, inv);
     else shard_set_step(&r->st, shard_step(&r->st) + 1);  // the schedule still moves on, so a resumed run counts steps alike
     trace_end(TRACE_COMPUTE);
     kern_range_pop();
@@ -561,19 +642,23 @@ static void log_memory(int step, char *line, size_t cap, int *len) {
 static double validate(Run *r) {
     Config *c = r->cfg;
     int B = c->batch_size, T = c->model.max_context_width;
-    double sums[2] = {0.0, 0.0};  // loss sum, token count
+    double sums[2] = {0.0, 0.0};  // loss sum, loss-bearing targets
     model_loss_reset(&r->acts);
+    DataPlan *cur = r->plans[0][0], *next = r->plans[1][0];  // the training plans are rebuilt after validation
+    r->plans_step[0] = r->plans_step[1] = -1;
+    (void)T;
     for (int i = 0; i < c->validation_batches; i++) {
         uint64_t first = ((uint64_t)i * comm_info.world + comm_info.rank) * B;
-        uint64_t next = i + 1 < c->validation_batches ? first + (uint64_t)comm_info.world * B : UINT64_MAX;
-        data_loader_next(r->val_loader, first, next, r->inp, r->tgt, "validation");
-        train_micro_step(&r->st, &r->acts, r->inp, r->tgt, 0.0f, 1, i);
-        sums[1] += (double)B * T;
+        data_plan_rows(cur, B, first);
+        data_plan_rows(next, B, first + (uint64_t)comm_info.world * B);
+        data_loader_next(r->val_loader, cur, i + 1 < c->validation_batches ? next : NULL, r->batch, "validation");
+        train_micro_step(&r->st, &r->acts, r->batch->inp, r->batch->tgt, r->batch->docs ? r->batch->kstart : NULL, B, 0.0f, 1, i);
+        sums[1] += (double)r->batch->loss_tokens;
     }
     sums[0] = model_loss_read(&r->acts);
     check_token_ids(r, -1);
     comm_allreduce_sum_f64(comm_world(), sums, 2);
-    return sums[0] / sums[1];
+    return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
 }
 
 static double log_validation(Run *r, int step) {
@@ -594,7 +679,7 @@ static void save(Run *r, int step) {
         comm_fail_all("step %d: the weights hold NaN or Inf; no checkpoint written (the last good one is kept)", step);
     CkptMeta meta = r->origin;
     meta.step = step;
-    meta.tokens_seen = (uint64_t)step * r->global_batch * c->model.max_context_width;
+    meta.tokens_seen = (uint64_t)r->tokens_seen;
     meta.data_position = (uint64_t)step * r->global_batch;
     meta.rng_state = (uint64_t)c->seed;
     CkptSaved out;
@@ -747,22 +832,28 @@ int train_run(Config *c) {
     comm_log("sharding %s: shard group %d x replica group %d\n", config_sharding_name(r.dims.strategy), r.dims.shard_size,
              r.dims.replica_size);
     model_acts_alloc(&r.acts, &r.plan, c->batch_size, c->model.max_context_width, 0, ckpt_every(c));
-    size_t bt = (size_t)c->batch_size * c->model.max_context_width;
-    r.inp = mallocCheck(bt * sizeof(int32_t));
-    r.tgt = mallocCheck(bt * sizeof(int32_t));
+    int nplans = c->packing ? c->grad_accum : c->grad_accum > 1 ? c->grad_accum : 1;
+    r.batch = data_batch_new(c->batch_size, c->model.max_context_width);
+    for (int k = 0; k < 2; k++) {
+        r.plans[k] = mallocCheck((size_t)nplans * sizeof(DataPlan *));
+        for (int m = 0; m < nplans; m++) r.plans[k][m] = data_plan_new(c->batch_size, c->model.max_context_width);
+        r.plans_step[k] = -1;
+    }
     load_state(&r);
 
     int T = c->model.max_context_width, start = r.start_step = shard_step(&r.st);
-    double t_log = comm_time();
+    double t_log = comm_time(), tokens_since_log = 0.0;
     int steps_since_log = 0;
     int skipped = 0, status = 0;
     for (int step = start; step < r.max_steps; step++) {
         trace_step(step + 1);
         float lr = train_lr(c, step, r.max_steps);
         int applied, preempt;
-        double gnorm, loss = train_step(&r, step, lr, &gnorm, &applied, &preempt);
+        double gnorm, tokens, loss = train_step(&r, step, lr, &gnorm, &tokens, &applied, &preempt);
         int done = step + 1;
         steps_since_log++;
+        tokens_since_log += tokens;
+        r.tokens_seen += tokens;
         // the step's metrics line, written once its log point and validation have added theirs
         char line[4096];
         int len = 0;
@@ -777,8 +868,9 @@ int train_run(Config *c) {
             comm_log("step %d: non-finite loss or gradient norm (%g, %g): update skipped (%d of --skip_nonfinite_steps %d)\n",
                      done, loss, gnorm, skipped, c->skip_nonfinite_steps);
         } else if (r.metrics) {
-            len = snprintf(line, sizeof line, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens\": %.0f",
-                           done, loss, lr, gnorm, (double)done * r.global_batch * T);
+            // tokens: loss-bearing targets, this step's and those since this run started
+            len = snprintf(line, sizeof line, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens\": %.0f, "
+                           "\"loss_tokens\": %.0f", done, loss, lr, gnorm, r.tokens_seen, tokens);
         }
         if (done % c->logging_freq == 0 || done == r.max_steps || done == start + 1) {
             double dt = comm_time() - t_log, samples = (double)steps_since_log * r.global_batch;
@@ -787,17 +879,24 @@ int train_run(Config *c) {
             comm_allreduce_max_f64(comm_world(), &mem, 1);
             char mfu[48] = "";
             double peak = kern_peak_flops();
-            if (peak > 0)  // MFU against the dense bf16 peak
+            if (peak > 0)  // MFU against the dense bf16 peak, over the positions computed
                 snprintf(mfu, sizeof mfu, ", MFU: %.1f%%", 100.0 * samples * T / dt * r.flops_per_token / (peak * comm_info.world));
-            comm_log("Batch %d Loss: %.5f, Speed: %.2f samples/sec, lr: %.6f, tokens/sec: %.0f%s, grad_norm: %.4f, mem: %.0f MiB\n",
-                     done, loss, samples / dt, lr, samples * T / dt, mfu, gnorm, mem);
+            // tokens/sec counts loss-bearing targets: padding and prompts are work, not progress
+            comm_log("Batch %d Loss: %.5f, Speed: %.2f samples/sec, lr: %.6f, tokens/sec: %.0f%s, grad_norm: %.4f, loss tokens: %.0f, "
+                     "mem: %.0f MiB\n", done, loss, samples / dt, lr, tokens_since_log / dt, mfu, gnorm, tokens, mem);
+            double cut[2] = {(double)r.truncated, (double)r.lost};
+            comm_allreduce_sum_f64(comm_world(), cut, 2);
+            if (cut[0] > 0)
+                comm_log("%lld row%s longer than the context were cut to %d+1 tokens so far (%lld of them left with no loss-bearing "
+                         "target)\n", (long long)cut[0], cut[0] == 1 ? "" : "s", T, (long long)cut[1]);
             if (len)  // measured, unlike the rest of the line: byte-exact comparisons drop these
-                len += snprintf(line + len, sizeof line - len, ", \"tokens_per_s\": %.6g, \"mem_mib\": %.0f", samples * T / dt, mem);
+                len += snprintf(line + len, sizeof line - len, ", \"tokens_per_s\": %.6g, \"mem_mib\": %.0f", tokens_since_log / dt, mem);
             if (len && peak > 0)
                 len += snprintf(line + len, sizeof line - len, ", \"mfu\": %.4g", samples * T / dt * r.flops_per_token / (peak * comm_info.world));
             log_memory(done, line, sizeof line, &len);
             t_log = comm_time();
             steps_since_log = 0;
+            tokens_since_log = 0.0;
         }
         int do_val = r.has_val && c->validation_freq > 0 && done % c->validation_freq == 0;
         // a skipped step's weights are the last good step's: its checkpoint would only replay the failure
@@ -831,8 +930,11 @@ int train_run(Config *c) {
     if (r.metrics) fclose(r.metrics);
     if (r.max_steps == 0 && r.has_val && c->val_data[0]) log_validation(&r, shard_step(&r.st));
     if (!status && c->num_tokens > 0 && (c->prompt[0] || shard_step(&r.st) > start || c->max_epochs < 0)) sample(&r);
-    free(r.inp);
-    free(r.tgt);
+    data_batch_free(r.batch);
+    for (int k = 0; k < 2; k++) {
+        for (int m = 0; m < nplans; m++) data_plan_free(r.plans[k][m]);
+        free(r.plans[k]);
+    }
     model_acts_free(&r.acts);
     shard_free(&r.st);
     if (r.has_train) {

@@ -20,12 +20,12 @@ double train_memory_estimate(const ModelPlan *plan, const Config *c, const Paral
                              ShardMemEstimate *e, double *acts);
 // Trains / evaluates / generates as cfg says; returns the process exit status.
 int train_run(Config *cfg);
-// Forward (and, when dscale != 0, backward of dscale * loss sum) of one micro-batch of a->B
-// sequences over every unit, gathering and freeing units as the strategy says; gradients are
-// reduced into the shards on the last micro-batch. Adds this rank's summed loss to a->loss (on
-// the device: model_loss_read). batch: which micro-batch of the step, or batch of the validation
-// pass, this is (where a bad token id is reported).
-void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, float dscale,
-                      int last_micro, int batch);
+// Forward (and, when dscale != 0, backward of dscale * loss sum) of one micro-batch of `rows`
+// (<= a->B) sequences over every unit, gathering and freeing units as the strategy says; gradients
+// are reduced into the shards on the last micro-batch. Adds this rank's summed loss to a->loss (on
+// the device: model_loss_read). kstart: document starts (model_load_batch), or NULL. batch: which
+// micro-batch of the step, or batch of the validation pass, this is (where a bad token id is reported).
+void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, const int32_t *kstart,
+                      int rows, float dscale, int last_micro, int batch);
 
 #endif

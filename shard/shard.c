@@ -151,7 +151,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
         decay_ranges(s, u);
     }
     s->unit_sumsq = (double *)fzalloc(2 * (size_t)s->nunits, KERN_MEM_GRADS);  // doubles: the grad norm's partial sums
-    s->step_red = callocCheck(s->nunits + 2, sizeof(double));
+    s->step_red = callocCheck(s->nunits + 3, sizeof(double));
     // values are made on the host, then copied to the device
     // weights that come from a file skip this: random values would only be overwritten
     if (init_values && cfg->meta_init) {
@@ -416,30 +416,32 @@ size_t shard_tensor_slice(const ShardState *s, int u, int t, size_t *begin, size
 
 int shard_is_writer(const ShardState *s) { return s->replica_rank == 0; }
 
-void shard_step_stats(ShardState *s, const double *loss_dev, double flag, ShardStepStats *out) {
+void shard_step_stats(ShardState *s, const double *loss_dev, double flag, double tokens, ShardStepStats *out) {
     int nu = s->nunits;
-    double *red = s->step_red;  // loss, flag, then the units' sums of squares
+    double *red = s->step_red;  // loss, flag, tokens, then the units' sums of squares
     for (int u = 0; u < nu; u++) kern_sumsq_to(s->unit_sumsq + u, s->units[u].grad_shard, s->units[u].shard_len);
     kern_download(red, loss_dev, sizeof(double));  // the step's one wait for the device
-    kern_download(red + 2, s->unit_sumsq, (size_t)nu * sizeof(double));
+    kern_download(red + 3, s->unit_sumsq, (size_t)nu * sizeof(double));
     red[1] = flag;
+    red[2] = tokens;
     if (s->replica_rank != 0)  // replicas hold identical shards: the first group's count once (x + 0 is exact)
-        for (int u = 0; u < nu; u++) red[2 + u] = 0.0;
-    comm_allreduce_sum_f64(comm_world(), red, (size_t)nu + 2);
+        for (int u = 0; u < nu; u++) red[3 + u] = 0.0;
+    comm_allreduce_sum_f64(comm_world(), red, (size_t)nu + 3);
     double sumsq = 0.0;
-    for (int u = 0; u < nu; u++) sumsq += red[2 + u];
+    for (int u = 0; u < nu; u++) sumsq += red[3 + u];
     out->loss = red[0];
     out->flag = red[1];
+    out->tokens = red[2];
     out->grad_norm = sqrt(sumsq);
 }
 
-void shard_adamw_step(ShardState *s, const Config *cfg, float lr, double grad_norm) {
+void shard_adamw_step(ShardState *s, const Config *cfg, float lr, double grad_norm, double grad_scale) {
     s->step++;
     // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1
     double coef = cfg->grad_clip / (grad_norm + 1e-6);
     KernAdamW h = {.lr = lr, .beta1 = cfg->beta1, .beta2 = cfg->beta2, .eps = cfg->adam_eps,
-                   .weight_decay = cfg->weight_decay, .grad_scale = cfg->grad_clip > 0 && coef < 1.0 ? (float)coef : 1.0f,
-                   .step = s->step};
+                   .weight_decay = cfg->weight_decay,
+                   .grad_scale = (float)(grad_scale * (cfg->grad_clip > 0 && coef < 1.0 ? coef : 1.0)), .step = s->step};
     // offload: every gradient shard heads to the host at once; the host steps unit u while later
     // units are still copying down and earlier masters are copying back up
     if (s->offload) trace_begin(TRACE_COPY, "offload: gradients down, AdamW on the host, masters up", -1);

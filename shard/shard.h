@@ -107,18 +107,20 @@ void shard_grads_finish(ShardState *s);
 void shard_cast_activation(ShardState *s, float *x, size_t n);
 
 // The step's statistics in one all-reduce over all ranks, after shard_grads_finish: the loss sum
-// (the device double *loss_dev), a flag any rank may raise (preemption), and the global L2 norm
-// of the reduced gradients. The sums of squares are queued per unit on the device and fetched
+// (the device double *loss_dev), a flag any rank may raise (preemption), the loss-bearing target
+// count (each rank's own), and the global L2 norm of the reduced gradients. The sums of squares are queued per unit on the device and fetched
 // with the loss in the step's one wait for the device; only the first replica group adds them,
 // so every shard counts once.
 typedef struct {
-    double loss, flag, grad_norm;
+    double loss, flag, tokens, grad_norm;
 } ShardStepStats;
-void shard_step_stats(ShardState *s, const double *loss_dev, double flag, ShardStepStats *out);
+void shard_step_stats(ShardState *s, const double *loss_dev, double flag, double tokens, ShardStepStats *out);
 // AdamW, one kernel per unit shard: weight decay on the unit's decay ranges, the gradient scaled
 // to max norm cfg->grad_clip (torch's clip_grad_norm_ coefficient from grad_norm; <= 0: no clip)
-// in the same pass, and under --precision bf16 the bf16 copy the next gathers send, too.
-void shard_adamw_step(ShardState *s, const Config *cfg, float lr, double grad_norm);
+// in the same pass, and under --precision bf16 the bf16 copy the next gathers send, too. The
+// gradients are first multiplied by grad_scale (a loss sum's gradients become the mean's), and
+// grad_norm is the norm after that.
+void shard_adamw_step(ShardState *s, const Config *cfg, float lr, double grad_norm, double grad_scale);
 
 // After the master shards were overwritten (checkpoint load): refreshes the device and bf16 copies.
 void shard_master_changed(ShardState *s);

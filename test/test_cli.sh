@@ -29,7 +29,7 @@ expect_error "unknown model type refused" "--model_type must be one of llama_v2\
 ./fsdpc $SMALL --max_steps 40 --lr 3e-3 --warmup 5 --logging_freq 10 --checkpoint_dir "$W/ck" --checkpoint_freq 10 \
     --num_kept_checkpoints 2 --validation_freq 20 2>"$W/train.log" >/dev/null
 check "train run exits 0" $?
-grep -Eq '^Batch 10 Loss: [0-9.]+, Speed: [0-9.]+ samples/sec, lr: [0-9.]+, tokens/sec: [0-9]+, grad_norm: [0-9.]+, mem: [0-9]+ MiB$' "$W/train.log"
+grep -Eq '^Batch 10 Loss: [0-9.]+, Speed: [0-9.]+ samples/sec, lr: [0-9.]+, tokens/sec: [0-9]+, grad_norm: [0-9.]+, loss tokens: [0-9]+, mem: [0-9]+ MiB$' "$W/train.log"
 check "log line in the seed format" $? "$(grep -m1 '^Batch' "$W/train.log")"
 grep -Eq '^Batch 20 Validation loss: [0-9.]+, perplexity: [0-9.]+$' "$W/train.log"
 check "validation line during training" $?

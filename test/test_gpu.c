@@ -409,8 +409,8 @@ static void test_qkv(int B, int T, int H, int KV, int hd, int pos0, int rope) {
     void *d_x = dev_buf(x, n, KERN_ACT);
     float *q = mallocCheck(sizeof(float) * nq), *k = mallocCheck(sizeof(float) * nkv), *v = mallocCheck(sizeof(float) * nkv);
     void *d_q = new_buf(nq, KERN_ACT), *d_k = new_buf(nkv, KERN_ACT), *d_v = new_buf(nkv, KERN_ACT);
-    cpu_qkv_split(q, k, v, x, ct, st, B, T, H, KV, hd, pos0);
-    cuda_qkv_split(d_q, d_k, d_v, d_x, d_ct, d_st, B, T, H, KV, hd, pos0);
+    cpu_qkv_split(q, k, v, x, ct, st, B, T, H, KV, hd, pos0, NULL);
+    cuda_qkv_split(d_q, d_k, d_v, d_x, d_ct, d_st, B, T, H, KV, hd, pos0, NULL);
     snprintf(name, sizeof name, "qkv_split%s q B=%d T=%d H=%d KV=%d hd=%d pos0=%d", rope ? " rope" : "", B, T, H, KV, hd, pos0);
     check_buf(name, d_q, q, nq, rope ? TOL_EW : 0.0, KERN_ACT);
     snprintf(name, sizeof name, "qkv_split%s k", rope ? " rope" : "");
@@ -420,8 +420,8 @@ static void test_qkv(int B, int T, int H, int KV, int hd, int pos0, int rope) {
     // backward from the forward's outputs as the GPU holds them
     cuda_free(d_q), cuda_free(d_k), cuda_free(d_v);
     d_q = dev_buf(q, nq, KERN_ACT), d_k = dev_buf(k, nkv, KERN_ACT), d_v = dev_buf(v, nkv, KERN_ACT);
-    cpu_qkv_merge(x, q, k, v, ct, st, B, T, H, KV, hd);
-    cuda_qkv_merge(d_x, d_q, d_k, d_v, d_ct, d_st, B, T, H, KV, hd);
+    cpu_qkv_merge(x, q, k, v, ct, st, B, T, H, KV, hd, NULL);
+    cuda_qkv_merge(d_x, d_q, d_k, d_v, d_ct, d_st, B, T, H, KV, hd, NULL);
     snprintf(name, sizeof name, "qkv_merge%s", rope ? " rope" : "");
     check_buf(name, d_x, x, n, rope ? TOL_EW : 0.0, KERN_ACT);
     free(c), free(s), free(x), free(q), free(k), free(v);
@@ -446,8 +446,8 @@ static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t 
     void *d_q = dev_buf(q, nq, KERN_ACT), *d_k = dev_buf(k, nkv, KERN_ACT), *d_v = dev_buf(v, nkv, KERN_ACT);
     void *d_out = new_buf(nq, KERN_ACT);
     float *d_saved = cuda_alloc(sizeof(float) * cuda_attention_saved_floats(B, H, Tq, Tk));
-    cpu_attention_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, drop);
-    cuda_attention_fwd(d_out, d_saved, d_q, d_k, d_v, B, Tq, Tk, H, KV, hd, kv_bstride, drop);
+    cpu_attention_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, NULL, drop);
+    cuda_attention_fwd(d_out, d_saved, d_q, d_k, d_v, B, Tq, Tk, H, KV, hd, kv_bstride, NULL, drop);
     snprintf(name, sizeof name, "attention_fwd %s", cfg);
     check_buf(name, d_out, out, nq, tol_mm(), KERN_ACT);
     if (acts) {  // backward takes out as the GPU holds it (bf16); the CPU the same values
@@ -469,9 +469,9 @@ static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t 
         void *d_dout = dev_buf(dout, nq, KERN_ACT), *d_dq = dev_buf(junk, nq, KERN_ACT);
         void *d_dk = dev_buf(junk, nkv, KERN_ACT), *d_dv = dev_buf(junk, nkv, KERN_ACT);
         free(junk);
-        cpu_attention_bwd(dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, drop);
+        cpu_attention_bwd(dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, NULL, drop);
         float *d_scratch = cuda_alloc(sizeof(float) * cuda_attention_scratch_floats(B, H, T));
-        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd, drop);
+        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd, NULL, drop);
         const void *gpu[3] = {d_dq, d_dk, d_dv};
         const float *ref[3] = {dq, dk, dv};
         const size_t len[3] = {nq, nkv, nkv};
@@ -483,7 +483,7 @@ static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t 
             first[i] = mallocCheck(sizeof(float) * len[i]);
             cuda_download(first[i], gpu[i], dt_bytes(KERN_ACT) * len[i]);
         }
-        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd, drop);
+        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd, NULL, drop);
         for (int i = 0; i < 3; i++) {  // the same bytes again
             char *again = mallocCheck(sizeof(float) * len[i]);
             cuda_download(again, gpu[i], dt_bytes(KERN_ACT) * len[i]);
@@ -993,9 +993,9 @@ static void bench(void) {
         void *dO = ab ? (void *)doutb : dout, *dQ = ab ? (void *)dqb : dq, *dK = ab ? (void *)dkb : dk;
         void *dV = ab ? (void *)dvb : dv;
         const double f =
-            TIME_MS(reps, cuda_attention_fwd(O, saved, Q, K, Vv, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL));
+            TIME_MS(reps, cuda_attention_fwd(O, saved, Q, K, Vv, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL, NULL));
         const double b =
-            TIME_MS(reps, cuda_attention_bwd(dQ, dK, dV, scratch, dO, O, saved, Q, K, Vv, B, T, H, KV, hd, NULL));
+            TIME_MS(reps, cuda_attention_bwd(dQ, dK, dV, scratch, dO, O, saved, Q, K, Vv, B, T, H, KV, hd, NULL, NULL));
         cuda_set_acts_bf16(0);
         // backward as executed: the native kernels' 7 products, cuDNN's 5 (S, dP, dV, dK, dQ)
         const double bwd_products = mode > COMPUTE_BF16 ? 5 : 7;

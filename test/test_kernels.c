@@ -268,7 +268,7 @@ typedef struct {
 static double qkv_obj(void *p) {
     QkvCtx *c = p;
     const size_t nq = (size_t)c->B * c->T * c->H * c->hd, nkv = (size_t)c->B * c->T * c->KV * c->hd;
-    kern_qkv_split(c->q, c->k, c->v, c->qkv, c->cos_t, c->sin_t, c->B, c->T, c->H, c->KV, c->hd, c->pos0);
+    kern_qkv_split(c->q, c->k, c->v, c->qkv, c->cos_t, c->sin_t, c->B, c->T, c->H, c->KV, c->hd, c->pos0, NULL);
     return dot(c->q, c->rq, nq) + dot(c->k, c->rk, nkv) + dot(c->v, c->rv, nkv);
 }
 
@@ -314,13 +314,13 @@ static void test_qkv_split(void) {
     // the merge is the split's transpose: its gradient, here at pos0 = 0 as training uses it
     c.pos0 = 0;
     float *dqkv = rand_vec(n, -9, 9);
-    kern_qkv_merge(dqkv, c.rq, c.rk, c.rv, cos_t, sin_t, B, T, H, KV, hd);
+    kern_qkv_merge(dqkv, c.rq, c.rk, c.rv, cos_t, sin_t, B, T, H, KV, hd, NULL);
     double *g = grad_delta(dqkv, NULL, n);
     check_grad("qkv_merge (rope) = split backward", qkv_obj, &c, c.qkv, g, n);
     // without tables: a plain split and merge (minGPT's c_attn), exact
     c.cos_t = c.sin_t = NULL;
     qkv_obj(&c);
-    kern_qkv_merge(dqkv, c.q, c.k, c.v, NULL, NULL, B, T, H, KV, hd);
+    kern_qkv_merge(dqkv, c.q, c.k, c.v, NULL, NULL, B, T, H, KV, hd, NULL);
     report(memcmp(dqkv, c.qkv, sizeof(float) * n) == 0, "qkv split/merge without rope round trip", "differs");
     free(cos_t), free(sin_t), free(rc), free(rs), free(c.qkv), free(c.q), free(c.k), free(c.v), free(c.rq), free(c.rk);
     free(c.rv), free(rq), free(rk), free(rv), free(dqkv), free(g);
@@ -378,7 +378,7 @@ static void test_attention_fwd(const char *name, int B, int Tq, int Tk, int Tcap
         for (size_t i = (size_t)Tk * KV * hd; i < kv_bstride; i++) k[b * kv_bstride + i] = v[b * kv_bstride + i] = NAN;
     float *out = malloc(sizeof(float) * nq), *probs = malloc(sizeof(float) * np);
     double *rout = malloc(sizeof(double) * nq), *rprobs = malloc(sizeof(double) * np);
-    kern_attention_fwd(out, probs, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, drop);
+    kern_attention_fwd(out, probs, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, NULL, drop);
     attention_ref(rout, rprobs, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, drop);
     char buf[160];
     snprintf(buf, sizeof buf, "attention fwd out %s", name);
@@ -403,7 +403,7 @@ typedef struct {
 static double attention_obj(void *p) {
     AttCtx *c = p;
     kern_attention_fwd(c->out, c->probs, c->q, c->k, c->v, c->B, c->T, c->T, c->H, c->KV, c->hd,
-                       (size_t)c->T * c->KV * c->hd, c->drop);
+                       (size_t)c->T * c->KV * c->hd, NULL, c->drop);
     return dot(c->out, c->r, (size_t)c->B * c->T * c->H * c->hd);
 }
 
@@ -415,7 +415,7 @@ static void test_attention_bwd(const char *name, int B, int T, int H, int KV, in
     // outputs start as garbage: the backward overwrites them
     float *dq = rand_vec(nq, -9, 9), *dk = rand_vec(nk, -9, 9), *dv = rand_vec(nk, -9, 9);
     float *scratch = malloc(sizeof(float) * kern_attention_scratch_floats(B, H, T));
-    kern_attention_bwd(dq, dk, dv, scratch, c.r, c.out, c.probs, c.q, c.k, c.v, B, T, H, KV, hd, drop);
+    kern_attention_bwd(dq, dk, dv, scratch, c.r, c.out, c.probs, c.q, c.k, c.v, B, T, H, KV, hd, NULL, drop);
     double *gq = grad_delta(dq, NULL, nq), *gk = grad_delta(dk, NULL, nk), *gv = grad_delta(dv, NULL, nk);
     char buf[160];
     snprintf(buf, sizeof buf, "attention bwd dq %s", name);
@@ -441,8 +441,8 @@ static void test_attention_drop_identity(void) {
     for (int i = 0; i < 3; i++) {
         out[i] = malloc(sizeof(float) * nq), probs[i] = malloc(sizeof(float) * np);
         dq[i] = malloc(sizeof(float) * nq), dk[i] = malloc(sizeof(float) * nk), dv[i] = malloc(sizeof(float) * nk);
-        kern_attention_fwd(out[i], probs[i], q, k, v, B, T, T, H, KV, hd, nk / B, drops[i]);
-        kern_attention_bwd(dq[i], dk[i], dv[i], scratch, dout, out[i], probs[i], q, k, v, B, T, H, KV, hd, drops[i]);
+        kern_attention_fwd(out[i], probs[i], q, k, v, B, T, T, H, KV, hd, nk / B, NULL, drops[i]);
+        kern_attention_bwd(dq[i], dk[i], dv[i], scratch, dout, out[i], probs[i], q, k, v, B, T, H, KV, hd, NULL, drops[i]);
     }
     report(!memcmp(out[0], out[1], sizeof(float) * nq) && !memcmp(dq[0], dq[1], sizeof(float) * nq) &&
                !memcmp(dk[0], dk[1], sizeof(float) * nk) && !memcmp(dv[0], dv[1], sizeof(float) * nk),
@@ -450,21 +450,99 @@ static void test_attention_drop_identity(void) {
     report(!memcmp(probs[0], probs[2], sizeof(float) * np) && memcmp(out[0], out[2], sizeof(float) * nq),
            "attention dropout: saved P undropped, output changed", "P differs or output unchanged");
     // again with the same key: identical
-    kern_attention_fwd(out[1], probs[1], q, k, v, B, T, T, H, KV, hd, nk / B, &on);
-    kern_attention_bwd(dq[1], dk[1], dv[1], scratch, dout, out[1], probs[1], q, k, v, B, T, H, KV, hd, &on);
+    kern_attention_fwd(out[1], probs[1], q, k, v, B, T, T, H, KV, hd, nk / B, NULL, &on);
+    kern_attention_bwd(dq[1], dk[1], dv[1], scratch, dout, out[1], probs[1], q, k, v, B, T, H, KV, hd, NULL, &on);
     report(!memcmp(out[1], out[2], sizeof(float) * nq) && !memcmp(dq[1], dq[2], sizeof(float) * nq) &&
                !memcmp(dk[1], dk[2], sizeof(float) * nk) && !memcmp(dv[1], dv[2], sizeof(float) * nk),
            "attention dropout deterministic", "repeated call differs");
     // batch row 1 alone with sample0 + 1 equals row 1 of the batch: the mask follows the sample
     const KernDropout on1 = {on.p, on.key, on.sample0 + 1};
-    kern_attention_fwd(out[1], probs[1], q + nq / 2, k + nk / 2, v + nk / 2, 1, T, T, H, KV, hd, nk / B, &on1);
+    kern_attention_fwd(out[1], probs[1], q + nq / 2, k + nk / 2, v + nk / 2, 1, T, T, H, KV, hd, nk / B, NULL, &on1);
     report(!memcmp(out[1], out[2] + nq / 2, sizeof(float) * nq / 2), "attention dropout mask follows sample0 + b",
            "row 1 differs");
     for (int i = 0; i < 3; i++) free(out[i]), free(probs[i]), free(dq[i]), free(dk[i]), free(dv[i]);
     free(q), free(k), free(v), free(dout), free(scratch);
 }
 
+// Document masking: a row packing documents (kstart) computes what each document alone computes,
+// forward and backward, bit-near; the masked probabilities are exactly 0. Rows of 130 cover the
+// block skipping (documents across and inside 64-row blocks, a 1-token document, a whole row).
+static void test_attention_docs(void) {
+    const int B = 2, T = 130, H = 4, KV = 2, hd = 8;
+    const int starts[2][5] = {{0, 50, 51, 100, 130}, {0, 130, 130, 130, 130}};  // documents [s_i, s_i+1)
+    const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, np = (size_t)B * H * T * T;
+    float *q = rand_vec(nq, -1, 1), *k = rand_vec(nk, -1, 1), *v = rand_vec(nk, -1, 1), *dout = rand_vec(nq, -1, 1);
+    float *out = malloc(sizeof(float) * nq), *probs = malloc(sizeof(float) * np);
+    float *dq = malloc(sizeof(float) * nq), *dk = malloc(sizeof(float) * nk), *dv = malloc(sizeof(float) * nk);
+    float *scratch = malloc(sizeof(float) * kern_attention_scratch_floats(B, H, T));
+    int32_t ks[2 * 130];
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < 4; i++)
+            for (int t = starts[b][i]; t < starts[b][i + 1]; t++) ks[b * T + t] = starts[b][i];
+    kern_attention_fwd(out, probs, q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, ks, NULL);
+    kern_attention_bwd(dq, dk, dv, scratch, dout, out, probs, q, k, v, B, T, H, KV, hd, ks, NULL);
+    size_t leaked = 0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < T; j++)
+                    leaked += (j < ks[b * T + t] || j > t) && probs[(((size_t)b * H + h) * T + t) * T + j] != 0.0f;
+    report(leaked == 0, "attention docs: probabilities outside the document exactly 0", "%zu nonzero", leaked);
+    double worst[4] = {0, 0, 0, 0};  // out, dq, dk, dv against each document alone
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < 4; i++) {
+            const int s = starts[b][i], n = starts[b][i + 1] - s;
+            if (!n) continue;
+            const float *qs = q + ((size_t)b * T + s) * H * hd, *kk = k + ((size_t)b * T + s) * KV * hd, *vs = v + ((size_t)b * T + s) * KV * hd;
+            const float *ds = dout + ((size_t)b * T + s) * H * hd;
+            float *o1 = malloc(sizeof(float) * n * H * hd), *p1 = malloc(sizeof(float) * H * n * n);
+            float *q1 = malloc(sizeof(float) * n * H * hd), *k1 = malloc(sizeof(float) * n * KV * hd), *v1 = malloc(sizeof(float) * n * KV * hd);
+            float *sc = malloc(sizeof(float) * kern_attention_scratch_floats(1, H, n));
+            kern_attention_fwd(o1, p1, qs, kk, vs, 1, n, n, H, KV, hd, (size_t)n * KV * hd, NULL, NULL);
+            kern_attention_bwd(q1, k1, v1, sc, ds, o1, p1, qs, kk, vs, 1, n, H, KV, hd, NULL, NULL);
+            const float *got[4] = {out + ((size_t)b * T + s) * H * hd, dq + ((size_t)b * T + s) * H * hd,
+                                   dk + ((size_t)b * T + s) * KV * hd, dv + ((size_t)b * T + s) * KV * hd};
+            const float *want[4] = {o1, q1, k1, v1};
+            const size_t len[4] = {(size_t)n * H * hd, (size_t)n * H * hd, (size_t)n * KV * hd, (size_t)n * KV * hd};
+            for (int x = 0; x < 4; x++)
+                for (size_t e = 0; e < len[x]; e++) worst[x] = fmax(worst[x], fabs(got[x][e] - want[x][e]) / (1e-3 + fabs(want[x][e])));
+            free(o1), free(p1), free(q1), free(k1), free(v1), free(sc);
+        }
+    const char *what[4] = {"out", "dq", "dk", "dv"};
+    for (int x = 0; x < 4; x++) {
+        char name[96];
+        snprintf(name, sizeof name, "attention docs: %s equals each document alone", what[x]);
+        report(worst[x] < 1e-4, name, "max rel diff %.3g", worst[x]);
+    }
+    free(q), free(k), free(v), free(dout), free(out), free(probs), free(dq), free(dk), free(dv), free(scratch);
+}
+
+// Per-token positions: a table of t + 5 rotates as pos0 = 5 does, and its merge inverts it.
+static void test_qkv_positions(void) {
+    const int B = 2, T = 9, H = 2, KV = 1, hd = 8, W = (H + 2 * KV) * hd;
+    float *qkv = rand_vec((size_t)B * T * W, -1, 1), *ct = malloc(sizeof(float) * 20 * hd / 2), *st = malloc(sizeof(float) * 20 * hd / 2);
+    kern_rope_table(ct, st, 20, hd, 10000.0f);
+    float *a[3], *b[3];
+    const size_t n[3] = {(size_t)B * T * H * hd, (size_t)B * T * KV * hd, (size_t)B * T * KV * hd};
+    for (int i = 0; i < 3; i++) a[i] = malloc(sizeof(float) * n[i]), b[i] = malloc(sizeof(float) * n[i]);
+    int32_t pos[18];
+    for (int i = 0; i < B * T; i++) pos[i] = i % T + 5;
+    kern_qkv_split(a[0], a[1], a[2], qkv, ct, st, B, T, H, KV, hd, 5, NULL);
+    kern_qkv_split(b[0], b[1], b[2], qkv, ct, st, B, T, H, KV, hd, 0, pos);
+    int same = 1;
+    for (int i = 0; i < 3; i++) same &= !memcmp(a[i], b[i], sizeof(float) * n[i]);
+    float *back = malloc(sizeof(float) * B * T * W);
+    kern_qkv_merge(back, b[0], b[1], b[2], ct, st, B, T, H, KV, hd, pos);
+    double worst = 0.0;
+    for (int i = 0; i < B * T * W; i++) worst = fmax(worst, fabs(back[i] - qkv[i]));
+    report(same && worst < 1e-5, "qkv_split/merge with per-token positions", "same %d, merge error %.3g", same, worst);
+    for (int i = 0; i < 3; i++) free(a[i]), free(b[i]);
+    free(qkv), free(ct), free(st), free(back);
+}
+
 static void test_attention(void) {
+    test_qkv_positions();
+    test_attention_docs();
     test_attention_fwd("(T=130 H=4 KV=2)", 2, 130, 130, 130, 4, 2, 16, NULL);
     test_attention_fwd("(kv cache Tq=5 Tk=21 cap=32 H=6 KV=2)", 2, 5, 21, 32, 6, 2, 16, NULL);
     test_attention_fwd("(decode Tq=1 Tk=70 cap=80 H=4 KV=4)", 3, 1, 70, 80, 4, 4, 8, NULL);
@@ -821,6 +899,29 @@ static void test_crossentropy(int V) {
     for (int i = 0; i < N * V; i++) g4[i] = 0.25 * g[i];
     snprintf(name, sizeof name, "crossentropy bwd dscale V=%d", V);
     check_close(name, grad4, g4, N * V, 1e-6);
+    // a negative target bears no loss and gets a zero gradient row; the other rows are unchanged
+    {
+        int32_t masked[7];
+        memcpy(masked, targets, sizeof masked);
+        masked[2] = -1, masked[5] = -100;
+        float *gm = dup_vec(c.logits, N * V), *g1 = dup_vec(c.logits, N * V);
+        double lm = ce(gm, masked, N, V, 1.0f), lall = 0.0;
+        for (int n = 0; n < N; n++) {
+            double l = 0.0;
+            float *row = dup_vec(c.logits + (size_t)n * V, V);
+            kern_crossentropy_fwd_bwd(row, &targets[n], 1, V, 0.0f, &l);
+            if (n != 2 && n != 5) lall += l;
+            free(row);
+        }
+        ce(g1, targets, N, V, 1.0f);
+        int zero = 1, same = 1;
+        for (int j = 0; j < V; j++) zero &= gm[2 * V + j] == 0.0f && gm[5 * V + j] == 0.0f;
+        for (int n = 0; n < N; n++)
+            if (n != 2 && n != 5) same &= !memcmp(gm + (size_t)n * V, g1 + (size_t)n * V, sizeof(float) * V);
+        snprintf(name, sizeof name, "crossentropy ignores negative targets V=%d", V);
+        report(fabs(lm - lall) <= 1e-9 * fabs(lall) && zero && same, name, "loss %.9g vs %.9g, zero rows %d, others same %d", lm, lall, zero, same);
+        free(gm), free(g1);
+    }
     // a NaN logit (not the target) must surface in the loss, not be absorbed by the softmax
     c.logits[3 * V + (targets[3] + 1) % V] = NAN;
     const double nan_loss = crossentropy_obj(&c);

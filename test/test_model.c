@@ -47,14 +47,21 @@ static void batch(Setup *s, uint64_t first) {
     Dataset d;
     data_open_synthetic(&d, s->cfg.model.max_context_width, s->cfg.model.vocab_size);
     DataLoader *l = data_loader_new(&d, 7, s->cfg.batch_size, 1);
-    data_loader_next(l, first, UINT64_MAX, s->inp, s->tgt, NULL);
+    DataPlan *plan = data_plan_new(s->cfg.batch_size, d.T);
+    DataBatch *b = data_batch_new(s->cfg.batch_size, d.T);
+    data_plan_rows(plan, s->cfg.batch_size, first);
+    data_loader_next(l, plan, NULL, b, NULL);
+    memcpy(s->inp, b->inp, sizeof(int32_t) * s->cfg.batch_size * d.T);
+    memcpy(s->tgt, b->tgt, sizeof(int32_t) * s->cfg.batch_size * d.T);
+    data_batch_free(b);
+    data_plan_free(plan);
     data_loader_free(l);
 }
 
 static double mean_loss(Setup *s) {
     double n = (double)s->cfg.batch_size * s->cfg.model.max_context_width;
     model_loss_reset(&s->acts);
-    train_micro_step(&s->st, &s->acts, s->inp, s->tgt, 0.0f, 1, 0);
+    train_micro_step(&s->st, &s->acts, s->inp, s->tgt, NULL, s->cfg.batch_size, 0.0f, 1, 0);
     return model_loss_read(&s->acts) / n;
 }
 
@@ -63,7 +70,7 @@ static double loss_and_grad(Setup *s) {
     double n = (double)s->cfg.batch_size * s->cfg.model.max_context_width;
     shard_zero_grads(&s->st);
     model_loss_reset(&s->acts);
-    train_micro_step(&s->st, &s->acts, s->inp, s->tgt, (float)(1.0 / n), 1, 0);
+    train_micro_step(&s->st, &s->acts, s->inp, s->tgt, NULL, s->cfg.batch_size, (float)(1.0 / n), 1, 0);
     shard_grads_finish(&s->st);
     return model_loss_read(&s->acts) / n;
 }
@@ -200,8 +207,8 @@ static void dump(const char *dir, const char *model_type) {
         memcpy(ttg + (size_t)step * B * T, s.tgt, sizeof(int32_t) * B * T);
         losses[step] = (float)loss_and_grad(&s);
         ShardStepStats st;
-        shard_step_stats(&s.st, s.acts.loss, 0.0, &st);
-        shard_adamw_step(&s.st, c, c->lr, st.grad_norm);
+        shard_step_stats(&s.st, s.acts.loss, 0.0, 0.0, &st);
+        shard_adamw_step(&s.st, c, c->lr, st.grad_norm, 1.0);
     }
     hsize_t sbt[3] = {PARITY_STEPS, B, T}, sd[1] = {PARITY_STEPS};
     write_ints(f, "/train/inputs", tin, 3, sbt);

@@ -41,25 +41,40 @@ static float *att_alloc(size_t n) {
     return p;
 }
 
-// s[0..n) <- softmax(s[0..n)); s[n..len) <- 0 (masked keys get probability exactly 0)
-static void att_softmax_row(float *s, int n, int len) {
-    float mx = s[0];
+// s[lo..n) <- softmax(s[lo..n)); the rest of s[0..len) <- 0 (masked keys get probability exactly 0)
+static void att_softmax_row(float *s, int lo, int n, int len) {
+    float mx = s[lo];
 #pragma omp simd reduction(max : mx)
-    for (int j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+    for (int j = lo; j < n; j++) mx = s[j] > mx ? s[j] : mx;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < n; j++) {
+    for (int j = lo; j < n; j++) {
         s[j] = cpu_expf(s[j] - mx);
         sum += s[j];
     }
     const float inv = 1.0f / sum;
 #pragma omp simd
-    for (int j = 0; j < n; j++) s[j] *= inv;
+    for (int j = lo; j < n; j++) s[j] *= inv;
+    memset(s, 0, sizeof(float) * (size_t)lo);
     memset(s + n, 0, sizeof(float) * (size_t)(len - n));
 }
 
+// first query of row ks (T entries, non-decreasing) from q0 on whose document starts after key kmax:
+// queries q0 .. that - 1 are the ones that can see key kmax
+static int att_query_end(const int32_t *ks, int q0, int T, int kmax) {
+    if (!ks) return T;
+    int lo = q0, hi = T;
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (ks[mid] > kmax) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
 void cpu_attention_fwd(void *out_, float *probs, const void *q_, const void *k_, const void *v_,
-                        int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride, const KernDropout *drop) {
+                        int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride, const int32_t *kstart,
+                        const KernDropout *drop) {
     float *out = out_;  // the CPU's activations are fp32
     const float *q = q_;
     const float *k = k_;
@@ -81,13 +96,15 @@ void cpu_attention_fwd(void *out_, float *probs, const void *q_, const void *k_,
         const float *vh = v + b * kv_bstride + (size_t)(h / grp) * hd;
         float *oh = out + (size_t)b * Tq * ldq + (size_t)h * hd;
         float *p = probs + (size_t)bh * Tq * Tk;  // (Tq, Tk)
+        const int32_t *ks = kstart ? kstart + (size_t)b * Tq : NULL;  // (Tq) first key each query sees
         for (int r0 = 0; r0 < Tq; r0 += ATT_BLOCK) {
             const int rows = att_min(ATT_BLOCK, Tq - r0);
             const int kend = off + r0 + rows;  // keys visible to the block's last row
+            const int kbeg = ks ? ks[r0] : 0;  // and to its first (documents start in order)
             float *pb = p + (size_t)r0 * Tk;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend, hd, scale, qh + (size_t)r0 * ldq,
-                        ldq, kh, ldk, 0.0f, pb, Tk);
-            for (int i = 0; i < rows; i++) att_softmax_row(pb + (size_t)i * Tk, off + r0 + i + 1, Tk);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend - kbeg, hd, scale, qh + (size_t)r0 * ldq,
+                        ldq, kh + (size_t)kbeg * ldk, ldk, 0.0f, pb + kbeg, Tk);
+            for (int i = 0; i < rows; i++) att_softmax_row(pb + (size_t)i * Tk, ks ? ks[r0 + i] : 0, off + r0 + i + 1, Tk);
             const float *pv = pb;  // what multiplies V: P, or P' under dropout
             if (ad.on) {
                 for (int i = 0; i < rows; i++) {
@@ -95,13 +112,13 @@ void cpu_attention_fwd(void *out_, float *probs, const void *q_, const void *k_,
                     float *dst = pd + (size_t)i * Tk;
                     const uint64_t idx0 = ((uint64_t)h * Tq + r0 + i) * Tk;  // mask index of (t, key 0)
 #pragma omp simd
-                    for (int j = 0; j < kend; j++)
+                    for (int j = kbeg; j < kend; j++)
                         dst[j] = pr[j] * (kern_dropout_keep(seed, idx0 + j, ad.thr) ? ad.scale : 0.0f);
                 }
                 pv = pd;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, kend, 1.0f, pv, Tk, vh, ldk, 0.0f,
-                        oh + (size_t)r0 * ldq, ldq);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, kend - kbeg, 1.0f, pv + kbeg, Tk,
+                        vh + (size_t)kbeg * ldk, ldk, 0.0f, oh + (size_t)r0 * ldq, ldq);
         }
     }
     free(pdrop);
@@ -118,7 +135,7 @@ size_t cpu_attention_scratch_floats(int B, int H, int T) {
 
 void cpu_attention_bwd(void *dq_, void *dk_, void *dv_, float *scratch, const void *dout_, const void *out_,
                        const float *probs, const void *q_, const void *k_, const void *v_,
-                        int B, int T, int H, int KV, int hd, const KernDropout *drop) {
+                        int B, int T, int H, int KV, int hd, const int32_t *kstart, const KernDropout *drop) {
     float *dq = dq_;  // the CPU's activations are fp32
     float *dk = dk_;
     float *dv = dv_;
@@ -144,6 +161,7 @@ void cpu_attention_bwd(void *dq_, void *dk_, void *dv_, float *scratch, const vo
         const float *vg = v + (size_t)b * T * ldk + (size_t)g * hd;
         float *dkg = dk + (size_t)b * T * ldk + (size_t)g * hd;
         float *dvg = dv + (size_t)b * T * ldk + (size_t)g * hd;
+        const int32_t *ks = kstart ? kstart + (size_t)b * T : NULL;  // (T) first key each query sees
         for (int t = 0; t < T; t++) {
             memset(dkg + (size_t)t * ldk, 0, sizeof(float) * hd);
             memset(dvg + (size_t)t * ldk, 0, sizeof(float) * hd);
@@ -154,16 +172,16 @@ void cpu_attention_bwd(void *dq_, void *dk_, void *dv_, float *scratch, const vo
             float *dqh = dq + qoff;
             const float *p = probs + ((size_t)b * H + h) * T * T;  // (T, T)
             for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-                const int rows = att_min(ATT_BLOCK, T - r0), kend = r0 + rows;
+                const int rows = att_min(ATT_BLOCK, T - r0), kend = r0 + rows, kbeg = ks ? ks[r0] : 0;
                 float *dsb = ds + (size_t)r0 * T;
-                // dP = dout @ V^T
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend, hd, 1.0f, doh + (size_t)r0 * ldq,
-                            ldq, vg, ldk, 0.0f, dsb, T);
+                // dP = dout @ V^T over the keys the block sees
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend - kbeg, hd, 1.0f, doh + (size_t)r0 * ldq,
+                            ldq, vg + (size_t)kbeg * ldk, ldk, 0.0f, dsb + kbeg, T);
                 // dS = P * (dP - rowsum(dP * P)); zero past the diagonal up to the block edge.
                 // Under dropout dP' = mask * dP / (1 - p) takes dP's place (rowsum(P * dP') is still
                 // rowsum(dout * out), as out = P' V), and the row's P' goes to pdb for dV.
                 for (int i = 0; i < rows; i++) {
-                    const int n = r0 + i + 1;
+                    const int n = r0 + i + 1, lo = ks ? ks[r0 + i] : 0;
                     const float *pr = p + (size_t)(r0 + i) * T;
                     float *dr = dsb + (size_t)i * T;
                     if (ad.on) {
@@ -179,22 +197,24 @@ void cpu_attention_bwd(void *dq_, void *dk_, void *dv_, float *scratch, const vo
                     }
                     float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-                    for (int j = 0; j < n; j++) dot += pr[j] * dr[j];
+                    for (int j = lo; j < n; j++) dot += pr[j] * dr[j];
 #pragma omp simd
-                    for (int j = 0; j < n; j++) dr[j] = pr[j] * (dr[j] - dot);
+                    for (int j = lo; j < n; j++) dr[j] = pr[j] * (dr[j] - dot);
+                    // keys the row does not see hold 0: the key blocks below read whole columns
+                    memset(dr, 0, sizeof(float) * (size_t)lo);
                     memset(dr + n, 0, sizeof(float) * (size_t)(kend - n));
                 }
                 // dq = scale * dS @ K
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, kend, scale, dsb, T, kg, ldk, 0.0f,
-                            dqh + (size_t)r0 * ldq, ldq);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, kend - kbeg, scale, dsb + kbeg, T,
+                            kg + (size_t)kbeg * ldk, ldk, 0.0f, dqh + (size_t)r0 * ldq, ldq);
                 // under dropout dv += P'^T @ dout here, while the block's P' is at hand
                 if (ad.on)
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kend, hd, rows, 1.0f, pdb, T,
-                                doh + (size_t)r0 * ldq, ldq, 1.0f, dvg, ldk);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kend - kbeg, hd, rows, 1.0f, pdb + kbeg, T,
+                                doh + (size_t)r0 * ldq, ldq, 1.0f, dvg + (size_t)kbeg * ldk, ldk);
             }
-            // key block c0 is seen only by queries c0..T-1
+            // key block c0 is seen only by queries c0.. up to the end of the document of its last key
             for (int c0 = 0; c0 < T; c0 += ATT_BLOCK) {
-                const int cols = att_min(ATT_BLOCK, T - c0), nq = T - c0;
+                const int cols = att_min(ATT_BLOCK, T - c0), nq = att_query_end(ks, c0, T, c0 + cols - 1) - c0;
                 // dk += scale * dS^T @ Q, dv += P^T @ dout (without dropout)
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd, nq, scale, ds + (size_t)c0 * T + c0, T,
                             qh + (size_t)c0 * ldq, ldq, 1.0f, dkg + (size_t)c0 * ldk, ldk);

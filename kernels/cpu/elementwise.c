@@ -229,8 +229,13 @@ void cpu_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t samp
 // from L1, merged into the row's running (max, sum)
 #define CE_CHUNK 1024
 
-// loss of one row of logits x (V); with dscale != 0, x <- (softmax(x) - onehot) * dscale
+// loss of one row of logits x (V); with dscale != 0, x <- (softmax(x) - onehot) * dscale. A negative
+// target bears no loss: 0, and a zero gradient row.
 static double ce_row(float *x, int target, int V, float dscale) {
+    if (target < 0) {
+        if (dscale != 0.0f) memset(x, 0, sizeof(float) * (size_t)V);
+        return 0.0;
+    }
     float mx = -INFINITY, sum = 0.0f;
     for (int j0 = 0; j0 < V; j0 += CE_CHUNK) {
         const int j1 = j0 + CE_CHUNK < V ? j0 + CE_CHUNK : V;

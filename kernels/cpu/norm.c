@@ -214,7 +214,7 @@ static void rope_heads(float *dst, const float *src, const float *c, const float
 }
 
 void cpu_qkv_split(void *q_, void *k_, void *v_, const void *qkv_, const float *cos_t, const float *sin_t, int B,
-                   int T, int H, int KV, int hd, int pos0) {
+                   int T, int H, int KV, int hd, int pos0, const int32_t *pos_t) {
     float *q = q_;  // the CPU's activations are fp32
     float *k = k_;
     float *v = v_;
@@ -224,7 +224,7 @@ void cpu_qkv_split(void *q_, void *k_, void *v_, const void *qkv_, const float *
 #pragma omp parallel for schedule(static)
     for (long bt = 0; bt < rows; bt++) {
         const float *x = qkv + (size_t)bt * (qd + 2 * kvd);
-        const size_t pos = (size_t)(pos0 + bt % T);
+        const size_t pos = pos_t ? (size_t)pos_t[bt] : (size_t)(pos0 + bt % T);
         const float *c = cos_t ? cos_t + pos * half : NULL, *s = cos_t ? sin_t + pos * half : NULL;
         rope_heads(q + bt * qd, x, c, s, H, hd, 1.0f);
         rope_heads(k + bt * kvd, x + qd, c, s, KV, hd, 1.0f);
@@ -233,7 +233,7 @@ void cpu_qkv_split(void *q_, void *k_, void *v_, const void *qkv_, const float *
 }
 
 void cpu_qkv_merge(void *dqkv_, const void *dq_, const void *dk_, const void *dv_, const float *cos_t,
-                   const float *sin_t, int B, int T, int H, int KV, int hd) {
+                   const float *sin_t, int B, int T, int H, int KV, int hd, const int32_t *pos_t) {
     float *dqkv = dqkv_;  // the CPU's activations are fp32
     const float *dq = dq_;
     const float *dk = dk_;
@@ -243,7 +243,7 @@ void cpu_qkv_merge(void *dqkv_, const void *dq_, const void *dk_, const void *dv
 #pragma omp parallel for schedule(static)
     for (long bt = 0; bt < rows; bt++) {
         float *x = dqkv + (size_t)bt * (qd + 2 * kvd);
-        const size_t pos = (size_t)(bt % T);
+        const size_t pos = pos_t ? (size_t)pos_t[bt] : (size_t)(bt % T);
         const float *c = cos_t ? cos_t + pos * half : NULL, *s = cos_t ? sin_t + pos * half : NULL;
         rope_heads(x, dq + bt * qd, c, s, H, hd, -1.0f);
         rope_heads(x + qd, dk + bt * kvd, c, s, KV, hd, -1.0f);

@@ -325,8 +325,9 @@ size_t cuda_attention_scratch_floats(int B, int H, int T) {
 }
 
 void cuda_attention_fwd(void *out, float *saved, const void *q, const void *k, const void *v, int B, int Tq, int Tk,
-                        int H, int KV, int hd, size_t kv_bstride, const KernDropout *drop) {
+                        int H, int KV, int hd, size_t kv_bstride, const int32_t *kstart, const KernDropout *drop) {
     if (B <= 0 || Tq <= 0) return;
+    if (kstart) comm_fatal("attention: document masks are not on CUDA yet");
     if (Tq > Tk) comm_fatal("attention: %d queries but only %d keys", Tq, Tk);
     check_heads(H, KV);
     const float scale = 1.0f / sqrtf((float)hd);
@@ -355,8 +356,9 @@ void cuda_attention_fwd(void *out, float *saved, const void *q, const void *k, c
 
 void cuda_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void *dout, const void *out,
                         const float *saved, const void *q, const void *k, const void *v, int B, int T, int H, int KV,
-                        int hd, const KernDropout *drop) {
+                        int hd, const int32_t *kstart, const KernDropout *drop) {
     if (B <= 0 || T <= 0) return;
+    if (kstart) comm_fatal("attention: document masks are not on CUDA yet");
     check_heads(H, KV);
     const float scale = 1.0f / sqrtf((float)hd);
     float *delta = scratch;  // (B, H, T)

@@ -573,14 +573,16 @@ void cuda_rope_table(float *cos_t, float *sin_t, int T, int hd, float theta) {
 }
 
 void cuda_qkv_split(void *q, void *k, void *v, const void *qkv, const float *cos_t, const float *sin_t, int B, int T,
-                    int H, int KV, int hd, int pos0) {
+                    int H, int KV, int hd, int pos0, const int32_t *pos) {
+    if (pos) comm_fatal("qkv_split: per-token positions are not on CUDA yet");
     const int qd = H * hd, kvd = KV * hd;
     launch_map((size_t)B * T * (qd + 2 * kvd),
                QkvRope{act(qkv), act(q), act(k), act(v), cos_t, sin_t, T, hd, qd, kvd, pos0, 1.0f});
 }
 
 void cuda_qkv_merge(void *dqkv, const void *dq, const void *dk, const void *dv, const float *cos_t,
-                    const float *sin_t, int B, int T, int H, int KV, int hd) {
+                    const float *sin_t, int B, int T, int H, int KV, int hd, const int32_t *pos) {
+    if (pos) comm_fatal("qkv_merge: per-token positions are not on CUDA yet");
     // the transpose of a rotation is the rotation by the negative angle
     const int qd = H * hd, kvd = KV * hd;
     launch_map((size_t)B * T * (qd + 2 * kvd),

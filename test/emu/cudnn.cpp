@@ -484,7 +484,7 @@ cudnnStatus_t run_sdpa(const Sdpa &s, const std::map<int64_t, void *> &ptr) {
     std::vector<float> out(q.size()), probs(cpu_attention_saved_floats(B, H, T, T));
     const float off = mode_is("wrong") ? 0.25f : 0.0f;
     if (!s.bwd) {
-        cpu_attention_fwd(out.data(), probs.data(), q.data(), k.data(), v.data(), B, T, T, H, KV, hd, kvb, nullptr);
+        cpu_attention_fwd(out.data(), probs.data(), q.data(), k.data(), v.data(), B, T, T, H, KV, hd, kvb, nullptr, nullptr);
         for (float &x : out) x += off;
         store(s.o, at(s.o), out);
         store(s.stats, at(s.stats), lse_of(s, q, k, scale));
@@ -505,10 +505,10 @@ cudnnStatus_t run_sdpa(const Sdpa &s, const std::map<int64_t, void *> &ptr) {
                 sum[((size_t)b * H + h) * T + t] = (float)acc;
             }
     store(s.sum, at(s.sum), sum);
-    cpu_attention_fwd(out.data(), probs.data(), q.data(), k.data(), v.data(), B, T, T, H, KV, hd, kvb, nullptr);
+    cpu_attention_fwd(out.data(), probs.data(), q.data(), k.data(), v.data(), B, T, T, H, KV, hd, kvb, nullptr, nullptr);
     std::vector<float> dq(q.size()), dk(k.size()), dv(v.size()), scratch(cpu_attention_scratch_floats(B, H, T));
     cpu_attention_bwd(dq.data(), dk.data(), dv.data(), scratch.data(), dout.data(), o.data(), probs.data(), q.data(),
-                      k.data(), v.data(), B, T, H, KV, hd, nullptr);
+                      k.data(), v.data(), B, T, H, KV, hd, nullptr, nullptr);
     for (float &x : dq) x += off;
     store(s.dq, at(s.dq), dq);
     store(s.dk, at(s.dk), dk);
