@@ -44,7 +44,7 @@ endif
 # build/flavor changes when the object folder does, so ./fsdpc relinks after a SAN=1 build
 $(shell mkdir -p build; [ "$$(cat build/flavor 2>/dev/null)" = "$(BUILD)" ] || echo "$(BUILD)" >build/flavor)
 OBJ = $(SRC:%.c=$(BUILD)/%.o) $(CXX_SRC:%.cpp=$(BUILD)/%.o) $(CU_OBJ)
-TESTS = build/test_kernels build/test_model build/test_comm build/test_arrow build/test_sources build/test_parquet build/test_gpu_emu build/fsdpc_emu \
+TESTS = build/test_kernels build/test_model build/test_comm build/test_arrow build/test_sources build/test_parquet build/test_sft build/test_gpu_emu build/fsdpc_emu \
 	build/emu_race_check $(FUZZ_TARGETS)
 
 .PHONY: all run test test-slurm test-gpu bench bench-gpu deps clean fuzz
