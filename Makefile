@@ -44,7 +44,7 @@ endif
 # build/flavor changes when the object folder does, so ./fsdpc relinks after a SAN=1 build
 $(shell mkdir -p build; [ "$$(cat build/flavor 2>/dev/null)" = "$(BUILD)" ] || echo "$(BUILD)" >build/flavor)
 OBJ = $(SRC:%.c=$(BUILD)/%.o) $(CXX_SRC:%.cpp=$(BUILD)/%.o) $(CU_OBJ)
-TESTS = build/test_kernels build/test_model build/test_comm build/test_arrow build/test_sources build/test_parquet build/test_gpu_emu build/fsdpc_emu \
+TESTS = build/test_kernels build/test_model build/test_comm build/test_arrow build/test_sources build/test_parquet build/test_sft build/test_gpu_emu build/fsdpc_emu \
 	build/emu_race_check $(FUZZ_TARGETS)
 
 .PHONY: all run test test-slurm test-gpu bench bench-gpu deps clean fuzz
@@ -134,7 +134,7 @@ FUZZ_CC = clang
 FUZZ_FLAGS = -g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. \
 	-I/usr/include/hdf5/openmpi -I/usr/include/x86_64-linux-gnu/openmpi
 FUZZ_TARGETS = build/fuzz/fuzz_cli build/fuzz/fuzz_json build/fuzz/fuzz_shard_header build/fuzz/fuzz_jsonl build/fuzz/fuzz_tokenizer \
-	build/fuzz/fuzz_ckpt_validate build/fuzz/fuzz_arrow build/fuzz/fuzz_sniff build/fuzz/fuzz_parquet
+	build/fuzz/fuzz_ckpt_validate build/fuzz/fuzz_arrow build/fuzz/fuzz_sniff build/fuzz/fuzz_parquet build/fuzz/fuzz_sft
 FUZZ_SECONDS ?= 60
 build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c model/config.c model/cli.c test/fuzz/stub.c
 build/fuzz/fuzz_json: test/fuzz/fuzz_json.c data/json.c test/fuzz/stub.c
@@ -143,9 +143,11 @@ build/fuzz/fuzz_arrow: test/fuzz/fuzz_arrow.c data/arrow.c test/fuzz/stub.c
 build/fuzz/fuzz_ckpt_validate: test/fuzz/fuzz_ckpt_validate.c ckpt/validate.c model/config.c model/cli.c test/fuzz/stub.c
 build/fuzz/fuzz_sniff: test/fuzz/fuzz_sniff.c data/sniff.c data/json.c test/fuzz/stub.c
 build/fuzz/fuzz_parquet: test/fuzz/fuzz_parquet.c data/parquet.c test/fuzz/stub.c
-TOKENIZER_SRC = data/tokenizer.c data/bpe.c data/hub.c data/json.c build/fuzz/sentencepiece.o
+# tokenizer.c runs `tokenize --chat` through data/sft, which reads rows through data/docs
+TOKENIZER_SRC = data/tokenizer.c data/bpe.c data/hub.c data/json.c data/sft.c data/docs.c data/arrow.c data/parquet.c build/fuzz/sentencepiece.o
 build/fuzz/fuzz_jsonl: test/fuzz/fuzz_jsonl.c data/prepare.c data/shardfile.c data/docs.c data/sniff.c data/hfdata.c data/arrow.c data/parquet.c model/cli.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_tokenizer: test/fuzz/fuzz_tokenizer.c $(TOKENIZER_SRC) test/fuzz/stub.c
+build/fuzz/fuzz_sft: test/fuzz/fuzz_sft.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/sentencepiece.o: data/sentencepiece.cpp
 	@mkdir -p build/fuzz
 	clang++ -g -O1 -std=c++17 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr -c $< -o $@

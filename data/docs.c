@@ -54,6 +54,7 @@ struct DocsReader {
     TableReader *table;
     TableValue value;
     int use_ids;
+    int rows;  // docs_open_rows: the caller reads objects or table rows itself
 };
 
 static void docs_buf_append(DocsBuf *b, const uint8_t *src, size_t n) {
@@ -166,7 +167,8 @@ static int docs_json_ids(DocsReader *r, const JsonValue *a, Doc *d, char *err, s
     return 1;
 }
 
-static int docs_jsonl_next(DocsReader *r, Doc *d, char *err, size_t errlen) {
+// The next non-blank line parsed into r->obj, which must be an object: 1, 0 at the end, -1 with err set.
+static int docs_jsonl_object(DocsReader *r, char *err, size_t errlen) {
     for (;;) {
         int rc = docs_line(r, err, errlen);
         if (rc <= 0) return rc;
@@ -181,6 +183,13 @@ static int docs_jsonl_next(DocsReader *r, Doc *d, char *err, size_t errlen) {
         if (r->obj->type != JSON_OBJECT)
             return snprintf(err, errlen, "'%s' line %llu is not a JSON object: JSON Lines rows must be objects", r->path,
                             (unsigned long long)r->line_no), -1;
+        return 1;
+    }
+}
+
+static int docs_jsonl_next(DocsReader *r, Doc *d, char *err, size_t errlen) {
+    int rc;
+    while ((rc = docs_jsonl_object(r, err, errlen)) > 0) {
         const JsonValue *ids = r->explicit_column ? NULL : json_get(r->obj, "input_ids");
         const JsonValue *text = json_get(r->obj, r->column);
         if (ids && ids->type == JSON_ARRAY) return docs_json_ids(r, ids, d, err, errlen);
@@ -199,6 +208,7 @@ static int docs_jsonl_next(DocsReader *r, Doc *d, char *err, size_t errlen) {
         return snprintf(err, errlen, "'%s' line %llu has no \"%s\" string%s", r->path, (unsigned long long)r->line_no, r->column,
                         r->explicit_column ? " (--text_column)" : " and no \"input_ids\" array"), -1;
     }
+    return rc;
 }
 
 // ---- a whole text file ----
@@ -273,8 +283,9 @@ static int docs_table_next(DocsReader *r, Doc *d, char *err, size_t errlen) {
 
 // ---- the reader ----
 
-DocsReader *docs_open(const char *path, DocsKind kind, DocsCompression comp, const char *text_column, int explicit_column,
-                      char *err, size_t errlen) {
+// rows: the raw rows for a caller that reads them itself (docs_next_object, docs_table); no column chosen.
+static DocsReader *docs_open_any(const char *path, DocsKind kind, DocsCompression comp, const char *text_column, int explicit_column,
+                                 int rows, char *err, size_t errlen) {
     DocsReader *r = callocCheck(1, sizeof *r);
     snprintf(r->path, sizeof r->path, "%s", path);
     r->kind = kind;
@@ -282,10 +293,21 @@ DocsReader *docs_open(const char *path, DocsKind kind, DocsCompression comp, con
     r->fd = -1;
     r->column = text_column && text_column[0] ? text_column : "text";
     r->explicit_column = explicit_column;
+    r->rows = rows;
     static const char *const comp_names[] = {"", "gzip-compressed ", "zstd-compressed "};
     if (kind == DOCS_ARROW || kind == DOCS_PARQUET) {
+        if (rows) {
+            r->table = kind == DOCS_ARROW ? arrow_open(path, err, errlen) : parquet_open(path, err, errlen);
+            if (!r->table) return docs_close(r), NULL;
+            snprintf(r->describe, sizeof r->describe, "%s", r->table->format);
+            return r;
+        }
         if (docs_table_open(r, err, errlen)) return docs_close(r), NULL;
         return r;
+    }
+    if (rows && kind != DOCS_JSONL) {
+        snprintf(err, errlen, "'%s' is a text file, not rows (JSON Lines, Arrow or Parquet)", path);
+        return docs_close(r), NULL;
     }
     r->fd = open(path, O_RDONLY);
     if (r->fd < 0) {
@@ -307,14 +329,36 @@ DocsReader *docs_open(const char *path, DocsKind kind, DocsCompression comp, con
         ZSTD_initDStream(r->zs);
         r->zin = mallocCheck(DOCS_IO_BYTES);
     }
-    if (kind == DOCS_JSONL)
+    if (rows)
+        snprintf(r->describe, sizeof r->describe, "%sJSON Lines", comp_names[comp]);
+    else if (kind == DOCS_JSONL)
         snprintf(r->describe, sizeof r->describe, "%sJSON Lines, member %s%s", comp_names[comp], explicit_column ? "" : "input_ids or ", r->column);
     else
         snprintf(r->describe, sizeof r->describe, "%stext, one document", comp_names[comp]);
     return r;
 }
 
+DocsReader *docs_open(const char *path, DocsKind kind, DocsCompression comp, const char *text_column, int explicit_column,
+                      char *err, size_t errlen) {
+    return docs_open_any(path, kind, comp, text_column, explicit_column, 0, err, errlen);
+}
+
+DocsReader *docs_open_rows(const char *path, DocsKind kind, DocsCompression comp, char *err, size_t errlen) {
+    return docs_open_any(path, kind, comp, NULL, 0, 1, err, errlen);
+}
+
+int docs_next_object(DocsReader *r, const JsonValue **obj, uint64_t *line_no, char *err, size_t errlen) {
+    if (!r->rows || r->kind != DOCS_JSONL) return snprintf(err, errlen, "'%s' is not JSON Lines opened for its rows", r->path), -1;
+    int rc = docs_jsonl_object(r, err, errlen);
+    *obj = rc > 0 ? r->obj : NULL;
+    *line_no = r->line_no;
+    return rc;
+}
+
+TableReader *docs_table(DocsReader *r) { return r->rows ? r->table : NULL; }
+
 int docs_next(DocsReader *r, Doc *d, char *err, size_t errlen) {
+    if (r->rows) return snprintf(err, errlen, "'%s' was opened for its rows, not documents", r->path), -1;
     switch (r->kind) {
     case DOCS_JSONL: return docs_jsonl_next(r, d, err, errlen);
     case DOCS_TEXT: return docs_text_next(r, d, err, errlen);

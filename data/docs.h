@@ -8,6 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "json.h"
+#include "table.h"
+
 typedef enum { DOCS_TEXT, DOCS_JSONL, DOCS_ARROW, DOCS_PARQUET } DocsKind;
 typedef enum { DOCS_PLAIN, DOCS_GZIP, DOCS_ZSTD } DocsCompression;
 
@@ -33,5 +36,14 @@ uint64_t docs_nulls(const DocsReader *r);
 // Bytes of the file consumed so far (compressed bytes for gzip/zstd; 0 when the format does not tell).
 uint64_t docs_progress(const DocsReader *r);
 void docs_close(DocsReader *r);
+
+// The raw rows, for readers that interpret them (data/sft): a JSON Lines, Arrow or Parquet file
+// opened without choosing a column (a text file is refused). docs_progress and docs_close apply.
+DocsReader *docs_open_rows(const char *path, DocsKind kind, DocsCompression comp, char *err, size_t errlen);
+// JSON Lines: the next non-blank line's object (valid until the next call) and its 1-based line
+// number: 1, 0 at the end, -1 with err set (a line that is not a JSON object, a truncated stream).
+int docs_next_object(DocsReader *r, const JsonValue **obj, uint64_t *line_no, char *err, size_t errlen);
+// Arrow / Parquet: the table, for the caller to select columns and read rows through; NULL for JSON Lines.
+TableReader *docs_table(DocsReader *r);
 
 #endif

@@ -15,6 +15,7 @@
 #include "hub.h"
 #include "json.h"
 #include "sentencepiece.h"
+#include "sft.h"
 
 #define TOK_JSON_MAX_BYTES ((size_t)1 << 30)
 #define TOK_SPACE "\xE2\x96\x81"           // U+2581 '▁': SentencePiece's visible space
@@ -705,6 +706,20 @@ int tok_eos(const Tokenizer *t) { return t->eos; }
 int tok_is_byte(const Tokenizer *t) { return t->kind == TOK_KIND_BYTE; }
 const char *tok_path(const Tokenizer *t) { return t->path; }
 
+int tok_piece_id(const Tokenizer *t, const char *piece) {
+    size_t n = strlen(piece);
+    if (t->kind == TOK_KIND_BPE) return tok_bpe_find(&t->bpe, piece, n);
+    if (t->kind == TOK_KIND_BYTE) return -1;
+    // SentencePiece and GPT-2: a scan of the vocabulary, done once per caller, not per token
+    for (int id = 0; id < t->vocab; id++) {
+        size_t pn;
+        bool special;
+        const char *p = t->kind == TOK_KIND_SPM ? spm_piece(t->spm, id, &pn) : bpe_token_bytes(t->gpt2, id, &pn, &special);
+        if (pn == n && !memcmp(p, piece, n)) return id;
+    }
+    return -1;
+}
+
 size_t tok_encode(const Tokenizer *t, const char *text, size_t n, int32_t **ids, size_t *len, size_t *cap) {
     if (t->kind == TOK_KIND_BPE) return tok_bpe_encode(&t->bpe, t->work, (const uint8_t *)text, n, ids, len, cap);
     if (t->kind == TOK_KIND_GPT2) return bpe_encode(t->gpt2, text, n, ids, len, cap);
@@ -934,27 +949,46 @@ static const char *tok_run(const Tokenizer *t, bool bos, bool eos, bool decode, 
 }
 
 int data_tokenize_main(int argc, char **argv) {
-    const char *spec = NULL;
-    bool bos = false, eos = false, decode = false;
+    const char *spec = NULL, *tmpl_name = NULL;
+    bool bos = false, eos = false, decode = false, chat = false, labels = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--bos")) bos = true;
         else if (!strcmp(a, "--eos")) eos = true;
         else if (!strcmp(a, "--decode")) decode = true;
+        else if (!strcmp(a, "--chat")) chat = true;
+        else if (!strcmp(a, "--labels")) labels = true;
         else if (!strncmp(a, "--tokenizer=", 12)) spec = a + 12;
-        else if (!strcmp(a, "--tokenizer")) {
-            if (i + 1 == argc) comm_fail_all("--tokenizer needs a value");
-            spec = argv[++i];
-        } else comm_fail_all("unknown argument '%s' for tokenize (flags: --tokenizer SPEC, --bos, --eos, --decode)", a);
+        else if (!strncmp(a, "--chat_template=", 16)) tmpl_name = a + 16;
+        else if (!strcmp(a, "--tokenizer") || !strcmp(a, "--chat_template")) {
+            if (i + 1 == argc) comm_fail_all("%s needs a value", a);
+            *(a[2] == 't' ? &spec : &tmpl_name) = argv[++i];
+        } else comm_fail_all("unknown argument '%s' for tokenize (flags: --tokenizer SPEC, --bos, --eos, --decode; --chat reads chat JSON "
+                             "Lines, one {\"messages\": [...]} or {\"conversations\": [...]} a line, and prints one line of ids per "
+                             "conversation, with --chat_template llama2|chatml|none and --labels printing each line's labels on the next "
+                             "line, -1 where no loss)", a);
     }
     if (!spec || !*spec) comm_fail_all("tokenize needs --tokenizer (byte, a tokenizer.model or tokenizer.json, GPT-2's encoder.json, a directory or a hub name)");
     if (decode && (bos || eos)) comm_fail_all("--bos and --eos apply to encoding, not to --decode");
+    if (chat && (bos || eos || decode)) comm_fail_all("--chat adds BOS and EOS as its template says; --bos, --eos and --decode do not apply");
+    if (!chat && (labels || tmpl_name)) comm_fail_all("%s applies to --chat only", labels ? "--labels" : "--chat_template");
+    ChatTemplate tmpl = CHAT_LLAMA2;
+    if (tmpl_name && sft_template_parse(tmpl_name, &tmpl)) comm_fail_all("--chat_template '%s' is none of llama2, chatml, none", tmpl_name);
     char err[1024];
     Tokenizer *t = tok_open(spec, err, sizeof err);
     if (!t) comm_fail_all("%s", err);
     // stdin reaches rank 0 only; the others wait to share its outcome
-    char why[256];
-    comm_check_all(comm_info.rank == 0 ? tok_run(t, bos, eos, decode, why, sizeof why) : NULL);
+    char why[1024];
+    const char *fail = NULL;
+    if (comm_info.rank == 0 && chat) {
+        static char obuf[1 << 16];
+        setvbuf(stdout, obuf, _IOFBF, sizeof obuf);
+        fail = sft_tokenize_chat(t, tmpl, labels, stdin, stdout, why, sizeof why);
+        if (fflush(stdout) != 0 && !fail) fail = "cannot write to stdout";
+    } else if (comm_info.rank == 0) {
+        fail = tok_run(t, bos, eos, decode, why, sizeof why);
+    }
+    comm_check_all(fail);
     tok_free(t);
     return 0;
 }

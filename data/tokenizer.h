@@ -23,6 +23,9 @@ int tok_bos(const Tokenizer *t);  // -1 when the tokenizer has none (byte, GPT-2
 int tok_eos(const Tokenizer *t);  // -1 when none; GPT-2: <|endoftext|>, its document separator
 int tok_is_byte(const Tokenizer *t);  // ids are bytes: raw text is already this tokenizer's ids
 const char *tok_path(const Tokenizer *t);  // the resolved file ("byte" for byte; GPT-2: encoder.json)
+// The id of the vocabulary piece spelled exactly `piece` ("<|im_start|>"), or -1 when there is
+// none (the byte tokenizer has no pieces). tokenizer.json: its vocab and added_tokens.
+int tok_piece_id(const Tokenizer *t, const char *piece);
 
 // Encodes text[0, n) (no BOS/EOS), appending to *ids (realloc-grown, *cap its capacity); returns
 // the count appended. Bytes that are not UTF-8 encode as U+FFFD (GPT-2: one per maximal
@@ -49,7 +52,8 @@ size_t tok_utf8_len(const uint8_t *s, size_t n);
 
 // `fsdpc tokenize --tokenizer SPEC [--bos] [--eos] [--decode]`: one line of space-separated ids
 // per line of stdin (spm_encode --output_format=id), or with --decode one line of text per line
-// of ids (spm_decode --input_format=id). Returns the process exit status.
+// of ids (spm_decode --input_format=id). With --chat [--chat_template T] [--labels], chat JSON
+// Lines through data/sft's templates. Returns the process exit status.
 int data_tokenize_main(int argc, char **argv);
 
 #endif

@@ -1,0 +1,708 @@
+// sft: finetuning rows to (ids, labels): pre-tokenized ids, prompt/completion, Alpaca, chat.
+#include "sft.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../comm/comm.h"
+#include "json.h"
+#include "table.h"
+
+#define SFT_NO_LOSS (-1)
+#define SFT_HF_IGNORE (-100)  // Hugging Face's "no loss" label
+
+// Meta's Llama-2 chat markers (llama/generation.py)
+#define SFT_B_INST "[INST]"
+#define SFT_E_INST "[/INST]"
+#define SFT_B_SYS "<<SYS>>\n"
+#define SFT_E_SYS "\n<</SYS>>\n\n"
+
+// Stanford Alpaca's prompts. "### Response:" ends without a newline, as Stanford's train.py has it
+// (torchtune's variant adds one).
+#define SFT_ALPACA_INPUT                                                                                                  \
+    "Below is an instruction that describes a task, paired with an input that provides further context. Write a response " \
+    "that appropriately completes the request.\n\n### Instruction:\n"
+#define SFT_ALPACA_NO_INPUT \
+    "Below is an instruction that describes a task. Write a response that appropriately completes the request.\n\n### Instruction:\n"
+
+typedef enum { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT } SftRole;
+
+// Table columns (and JSON members) a format reads, by position in SftReader.cols
+enum { COL_IDS, COL_MASK, COL_LABELS, NCOLS_IDS };
+enum { COL_PROMPT, COL_COMPLETION };
+enum { COL_INSTRUCTION, COL_INPUT, COL_OUTPUT };
+
+typedef struct {
+    char *s;
+    size_t len, cap;
+} SftText;
+
+struct SftReader {
+    char path[1024];
+    SftOptions o;
+    DocsReader *docs;
+    TableReader *table;  // Arrow / Parquet (owned by docs)
+    int ncols, cols[3], col_of[3];  // selected table columns; col_of[COL_x]: its slot in vals, -1 absent
+    TableValue vals[3];
+    uint64_t row;        // JSON Lines: the line of the last row; tables: rows read so far
+    uint64_t nulls;
+    char describe[400];
+    SftMessage *msgs;
+    size_t msgs_cap;
+    int64_t *ints[3];    // JSON lists as int64
+    size_t ints_cap[3];
+    SftText text;
+};
+
+// ---- names ----
+
+static const char *const sft_formats[] = {"auto", "text", "input_ids", "prompt_completion", "alpaca", "chat"};
+static const char *const sft_templates[] = {"llama2", "chatml", "none"};
+
+const char *sft_format_name(SftFormat f) { return (unsigned)f < 6 ? sft_formats[f] : "?"; }
+const char *sft_template_name(ChatTemplate t) { return (unsigned)t < 3 ? sft_templates[t] : "?"; }
+
+int sft_format_parse(const char *s, SftFormat *out) {
+    for (int i = 0; i < 6; i++)
+        if (!strcmp(s, sft_formats[i])) return *out = (SftFormat)i, 0;
+    return -1;
+}
+
+int sft_template_parse(const char *s, ChatTemplate *out) {
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, sft_templates[i])) return *out = (ChatTemplate)i, 0;
+    return -1;
+}
+
+// ---- rows and text ----
+
+static void sft_push(SftRow *row, int32_t id, int32_t label) {
+    if (row->len == row->cap) {
+        size_t cap = row->cap ? 2 * row->cap : 256;
+        row->ids = realloc(row->ids, cap * sizeof *row->ids);
+        row->labels = realloc(row->labels, cap * sizeof *row->labels);
+        if (!row->ids || !row->labels) comm_fatal("out of memory growing a finetuning row to %zu tokens", cap);
+        row->cap = cap;
+    }
+    row->ids[row->len] = id;
+    row->labels[row->len++] = label;
+}
+
+// ids[from, to) onto the row, each its own label when loss, else none
+static void sft_push_ids(SftRow *row, const int32_t *ids, size_t from, size_t to, bool loss) {
+    for (size_t i = from; i < to; i++) sft_push(row, ids[i], loss ? ids[i] : SFT_NO_LOSS);
+}
+
+static void sft_push_special(SftRow *row, int id, bool loss) {
+    if (id >= 0) sft_push(row, id, loss ? id : SFT_NO_LOSS);
+}
+
+static void sft_text_put(SftText *t, const char *s, size_t n) {
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 256;
+        while (cap < t->len + n + 1) cap *= 2;
+        t->s = realloc(t->s, cap);
+        if (!t->s) comm_fatal("out of memory building a %zu-byte prompt", cap);
+        t->cap = cap;
+    }
+    memcpy(t->s + t->len, s, n);
+    t->len += n;
+    t->s[t->len] = '\0';
+}
+
+static void sft_text_str(SftText *t, const char *s) { sft_text_put(t, s, strlen(s)); }
+
+// Encodes text[0, n) onto the row, with loss or not
+static void sft_push_text(const Tokenizer *tok, SftRow *row, const char *text, size_t n, bool loss, int32_t **tmp, size_t *cap) {
+    size_t len = 0;
+    tok_encode(tok, text, n, tmp, &len, cap);
+    sft_push_ids(row, *tmp, 0, len, loss);
+}
+
+// Python's str.isspace on the UTF-8 character at s (n > 0 bytes): its length when it is
+// whitespace, else 0.
+static size_t sft_space_len(const uint8_t *s, size_t n) {
+    size_t len = tok_utf8_len(s, n);
+    if (!len) return 0;
+    uint32_t c = len == 1 ? s[0] : s[0] & (0x7F >> len);
+    for (size_t i = 1; i < len; i++) c = c << 6 | (s[i] & 0x3F);
+    bool space = (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+                 (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+    return space ? len : 0;
+}
+
+// Python's str.strip(): s[0, *n) without leading and trailing Unicode whitespace; returns the new start.
+static const char *sft_strip(const char *s, size_t *n) {
+    const uint8_t *p = (const uint8_t *)s;
+    size_t start = 0, end = *n, k;
+    while (start < end && (k = sft_space_len(p + start, end - start))) start += k;
+    while (end > start) {
+        size_t j = end - 1;
+        while (j > start && end - j < 4 && (p[j] & 0xC0) == 0x80) j--;  // back to the last character's lead byte
+        if (sft_space_len(p + j, end - j) != end - j) break;
+        end = j;
+    }
+    *n = end - start;
+    return s + start;
+}
+
+// ---- chat templates ----
+
+static int sft_role(const SftMessage *m) {
+    static const struct {
+        const char *name;
+        SftRole role;
+    } names[] = {{"system", ROLE_SYSTEM}, {"user", ROLE_USER}, {"human", ROLE_USER}, {"assistant", ROLE_ASSISTANT}, {"gpt", ROLE_ASSISTANT}};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (m->role_len == strlen(names[i].name) && !memcmp(m->role, names[i].name, m->role_len)) return (int)names[i].role;
+    return -1;
+}
+
+static const char *const sft_role_names[] = {"system", "user", "assistant"};
+
+// Length of the common prefix of a[0, na) and b[0, nb)
+static size_t sft_common(const int32_t *a, size_t na, const int32_t *b, size_t nb) {
+    size_t k = 0;
+    while (k < na && k < nb && a[k] == b[k]) k++;
+    return k;
+}
+
+// Llama-2 as Meta's chat_completion builds it: a leading system message goes inside the first user
+// turn; each user/assistant pair is "[INST] {user} [/INST] {answer} " (both stripped) encoded on its
+// own between BOS and EOS ids; a last user turn without answer is "[INST] {user} [/INST]" after BOS.
+// The loss covers what follows the pair's tokens shared with its "[INST] {user} [/INST]" alone, and EOS.
+static int sft_llama2(const Tokenizer *tok, const SftMessage *m, const int *roles, int n, bool all, SftRow *row, char *err,
+                      size_t errlen) {
+    int first = roles[0] == ROLE_SYSTEM;
+    if (first && n == 1) return snprintf(err, errlen, "a system message alone: Llama-2 chat needs a user message after it"), -1;
+    for (int k = first; k < n; k++) {
+        int want = (k - first) % 2 ? ROLE_ASSISTANT : ROLE_USER;
+        if (roles[k] != want)
+            return snprintf(err, errlen, "message %d is %s where Llama-2 chat needs %s (roles: an optional system message, then user and assistant alternating)",
+                            k + 1, roles[k] == ROLE_SYSTEM ? "a system message" : sft_role_names[roles[k]], sft_role_names[want]), -1;
+    }
+    SftText user = {0}, full = {0};
+    int32_t *a = NULL, *b = NULL;
+    size_t acap = 0, bcap = 0;
+    for (int k = first; k < n; k += 2) {
+        user.len = 0;
+        if (k == first && first) {
+            sft_text_str(&user, SFT_B_SYS);
+            sft_text_put(&user, m[0].content, m[0].content_len);
+            sft_text_str(&user, SFT_E_SYS);
+        }
+        sft_text_put(&user, m[k].content, m[k].content_len);
+        size_t ulen = user.len;
+        const char *u = sft_strip(user.s, &ulen);
+        full.len = 0;
+        sft_text_str(&full, SFT_B_INST " ");
+        sft_text_put(&full, u, ulen);
+        sft_text_str(&full, " " SFT_E_INST);
+        size_t plen = full.len, na = 0, nb = 0;
+        tok_encode(tok, full.s, plen, &b, &nb, &bcap);
+        sft_push_special(row, tok_bos(tok), all);
+        if (k + 1 == n) {  // a last user turn: the prompt a generation would follow
+            sft_push_ids(row, b, 0, nb, all);
+            break;
+        }
+        size_t alen = m[k + 1].content_len;
+        const char *ans = sft_strip(m[k + 1].content, &alen);
+        sft_text_str(&full, " ");
+        sft_text_put(&full, ans, alen);
+        sft_text_str(&full, " ");
+        tok_encode(tok, full.s, full.len, &a, &na, &acap);
+        size_t shared = sft_common(a, na, b, nb);
+        sft_push_ids(row, a, 0, shared, all);
+        sft_push_ids(row, a, shared, na, true);
+        sft_push_special(row, tok_eos(tok), true);
+    }
+    free(user.s);
+    free(full.s);
+    free(a);
+    free(b);
+    return 0;
+}
+
+// ChatML: "<|im_start|>{role}\n{content}<|im_end|>\n" per message, the markers single ids. The role
+// line and content are encoded as one text; an assistant message's loss covers the tokens after
+// those shared with "{role}\n" alone, and its <|im_end|>.
+static int sft_chatml(const Tokenizer *tok, const SftMessage *m, const int *roles, int n, bool all, SftRow *row, char *err,
+                      size_t errlen) {
+    int start = tok_piece_id(tok, "<|im_start|>"), end = tok_piece_id(tok, "<|im_end|>");
+    if (start < 0 || end < 0)
+        return snprintf(err, errlen, "the tokenizer has no %s token; ChatML needs <|im_start|> and <|im_end|> in its vocabulary (use --chat_template llama2|none)",
+                        start < 0 ? "<|im_start|>" : "<|im_end|>"), -1;
+    SftText text = {0};
+    int32_t *a = NULL, *b = NULL;
+    size_t acap = 0, bcap = 0;
+    for (int k = 0; k < n; k++) {
+        bool loss = all || roles[k] == ROLE_ASSISTANT;
+        text.len = 0;
+        sft_text_str(&text, sft_role_names[roles[k]]);
+        sft_text_str(&text, "\n");
+        size_t na = 0, nb = 0;
+        tok_encode(tok, text.s, text.len, &b, &nb, &bcap);
+        sft_text_put(&text, m[k].content, m[k].content_len);
+        tok_encode(tok, text.s, text.len, &a, &na, &acap);
+        size_t shared = sft_common(a, na, b, nb);
+        sft_push_special(row, start, all);
+        sft_push_ids(row, a, 0, shared, all);
+        sft_push_ids(row, a, shared, na, loss);
+        sft_push_special(row, end, loss);
+        sft_push_text(tok, row, "\n", 1, all, &a, &acap);
+    }
+    free(text.s);
+    free(a);
+    free(b);
+    return 0;
+}
+
+// No template: BOS, each message's content encoded on its own, EOS; the loss covers the assistant
+// messages, and EOS when the conversation ends with one.
+static void sft_plain(const Tokenizer *tok, const SftMessage *m, const int *roles, int n, bool all, SftRow *row) {
+    int32_t *a = NULL;
+    size_t acap = 0;
+    sft_push_special(row, tok_bos(tok), all);
+    for (int k = 0; k < n; k++) sft_push_text(tok, row, m[k].content, m[k].content_len, all || roles[k] == ROLE_ASSISTANT, &a, &acap);
+    sft_push_special(row, tok_eos(tok), all || roles[n - 1] == ROLE_ASSISTANT);
+    free(a);
+}
+
+int sft_chat_encode(const Tokenizer *tok, ChatTemplate t, const SftMessage *m, int n, int train_on_inputs, SftRow *row,
+                    char *err, size_t errlen) {
+    row->len = 0;
+    if (n <= 0) return snprintf(err, errlen, "the conversation has no messages"), -1;
+    int *roles = mallocCheck((size_t)n * sizeof *roles);
+    int rc = 0;
+    for (int k = 0; k < n && !rc; k++) {
+        if (!m[k].role || !m[k].content) rc = (snprintf(err, errlen, "message %d has no %s", k + 1, m[k].role ? "content" : "role"), -1);
+        else if ((roles[k] = sft_role(&m[k])) < 0)
+            rc = (snprintf(err, errlen, "message %d has role \"%.*s\", which is none of system, user, assistant (ShareGPT: human, gpt)", k + 1,
+                           (int)(m[k].role_len > 40 ? 40 : m[k].role_len), m[k].role), -1);
+    }
+    if (!rc) {
+        if (t == CHAT_LLAMA2) rc = sft_llama2(tok, m, roles, n, train_on_inputs, row, err, errlen);
+        else if (t == CHAT_CHATML) rc = sft_chatml(tok, m, roles, n, train_on_inputs, row, err, errlen);
+        else sft_plain(tok, m, roles, n, train_on_inputs, row);
+    }
+    free(roles);
+    if (rc) row->len = 0;
+    return rc;
+}
+
+// The conversation of a JSON row into *msgs: 1, 0 when its list is null (a null row), -1 with why
+// (no "messages" or "conversations" array, a message without role or content).
+static int sft_json_messages(const JsonValue *obj, SftMessage **msgs, size_t *cap, int *n, char *why, size_t whylen) {
+    const char *key = "messages", *rk = "role", *ck = "content";
+    const JsonValue *list = json_get(obj, key);
+    if (!list) key = "conversations", rk = "from", ck = "value", list = json_get(obj, key);
+    if (!list) return snprintf(why, whylen, "no \"messages\" (or ShareGPT \"conversations\") array"), -1;
+    if (list->type == JSON_NULL) return 0;
+    if (list->type != JSON_ARRAY) return snprintf(why, whylen, "\"%s\" is not an array of messages", key), -1;
+    if (list->len > INT32_MAX) return snprintf(why, whylen, "\"%s\" holds too many messages", key), -1;
+    if (list->len > *cap) {
+        *cap = list->len;
+        free(*msgs);
+        *msgs = mallocCheck(*cap * sizeof **msgs);
+    }
+    for (size_t i = 0; i < list->len; i++) {
+        const JsonValue *it = &list->items[i], *role = json_get(it, rk), *content = json_get(it, ck);
+        if (it->type != JSON_OBJECT) return snprintf(why, whylen, "message %zu of \"%s\" is not an object", i + 1, key), -1;
+        if (!role || role->type != JSON_STRING)
+            return snprintf(why, whylen, "message %zu of \"%s\" has %s \"%s\"", i + 1, key, role ? "a non-string" : "no", rk), -1;
+        if (!content || content->type != JSON_STRING)
+            return snprintf(why, whylen, "message %zu of \"%s\" has %s \"%s\"", i + 1, key, content ? "a non-string" : "no", ck), -1;
+        (*msgs)[i] = (SftMessage){role->str, role->len, content->str, content->len};
+    }
+    *n = (int)list->len;
+    return 1;
+}
+
+// ---- detection ----
+
+// What a row with these members (present and not null) or columns is; -1 when none of them says.
+static int sft_detect_members(bool (*has)(const void *, const char *), const void *src) {
+    if (has(src, "messages") || has(src, "conversations")) return SFT_CHAT;
+    if (has(src, "input_ids")) return has(src, "attention_mask") || has(src, "labels") ? SFT_IDS : SFT_TEXT;
+    if (has(src, "prompt") && has(src, "completion")) return SFT_PROMPT_COMPLETION;
+    if (has(src, "instruction") && has(src, "output")) return SFT_ALPACA;
+    if (has(src, "text")) return SFT_TEXT;
+    return -1;
+}
+
+static bool sft_json_has(const void *obj, const char *key) {
+    const JsonValue *v = json_get(obj, key);
+    return v && v->type != JSON_NULL;
+}
+
+static bool sft_json_mentions(const void *obj, const char *key) { return json_get(obj, key) != NULL; }
+
+static bool sft_table_has(const void *t, const char *name) { return table_find(t, name) >= 0; }
+
+int sft_detect(const char *path, DocsKind kind, DocsCompression comp, SftFormat *out, char *err, size_t errlen) {
+    *out = SFT_TEXT;
+    if (kind == DOCS_TEXT) return 0;
+    DocsReader *d = docs_open_rows(path, kind, comp, err, errlen);
+    if (!d) return -1;
+    int rc = 0;
+    if (docs_table(d)) {
+        int f = sft_detect_members(sft_table_has, docs_table(d));
+        if (f >= 0) *out = (SftFormat)f;
+    } else {
+        const JsonValue *obj;
+        uint64_t line;
+        while ((rc = docs_next_object(d, &obj, &line, err, errlen)) > 0) {
+            int f = sft_detect_members(sft_json_has, obj);
+            if (f >= 0) {
+                *out = (SftFormat)f;
+                break;
+            }
+            if (sft_detect_members(sft_json_mentions, obj) < 0) break;  // a row of none of these: text's reader says what is wrong
+        }
+        rc = rc < 0 ? -1 : 0;
+    }
+    docs_close(d);
+    return rc;
+}
+
+// ---- the reader ----
+
+static const char *const sft_members[][3] = {
+    [SFT_IDS] = {"input_ids", "attention_mask", "labels"},
+    [SFT_PROMPT_COMPLETION] = {"prompt", "completion", NULL},
+    [SFT_ALPACA] = {"instruction", "input", "output"},
+};
+static const bool sft_required[][3] = {
+    [SFT_IDS] = {true, false, false},
+    [SFT_PROMPT_COMPLETION] = {true, true, false},
+    [SFT_ALPACA] = {true, false, true},
+};
+
+static int sft_table_columns(SftReader *r, char *err, size_t errlen) {
+    TableReader *t = r->table;
+    SftFormat f = r->o.format;
+    if (f == SFT_CHAT)
+        return snprintf(err, errlen, "'%s' (%s): chat rows in Arrow/Parquet are not read yet; convert to JSON Lines", r->path, t->format), -1;
+    for (int c = 0; c < 3; c++) {
+        r->col_of[c] = -1;
+        const char *name = sft_members[f][c];
+        int i = name ? table_find(t, name) : -1;
+        if (i < 0) {
+            if (name && sft_required[f][c])
+                return snprintf(err, errlen, "'%s' (%s) has no '%s' column, which --data_format %s reads", r->path, t->format, name,
+                                sft_format_name(f)), -1;
+            continue;
+        }
+        TableKind want = f == SFT_IDS ? TABLE_INT_LIST : TABLE_STRING;
+        if (t->cols[i].kind != want)
+            return snprintf(err, errlen, "'%s' (%s): column '%s' is %s, but --data_format %s reads %s there", r->path, t->format, name,
+                            t->cols[i].type, sft_format_name(f), want == TABLE_STRING ? "text (string or large_string)" : "a list of integers"), -1;
+        r->col_of[c] = r->ncols;
+        r->cols[r->ncols++] = i;
+    }
+    return t->select(t, r->cols, r->ncols, err, errlen);
+}
+
+static void sft_describe_set(SftReader *r) {
+    static const char *const what[] = {
+        [SFT_TEXT] = "text documents (BOS, text, EOS; all tokens carry loss)",
+        [SFT_IDS] = "input_ids",
+        [SFT_PROMPT_COMPLETION] = "prompt/completion",
+        [SFT_ALPACA] = "Alpaca (instruction/input/output, Stanford's prompt)",
+        [SFT_CHAT] = "chat (messages or conversations)",
+    };
+    char ids[80] = "";
+    if (r->o.format == SFT_IDS && r->table)
+        snprintf(ids, sizeof ids, "%s%s", r->col_of[COL_MASK] >= 0 ? " with attention_mask" : "",
+                 r->col_of[COL_LABELS] >= 0 ? (r->col_of[COL_MASK] >= 0 ? " and labels" : " with labels") : "");
+    else if (r->o.format == SFT_IDS)
+        snprintf(ids, sizeof ids, " (attention_mask, labels where present)");
+    char tmpl[40] = "";
+    if (r->o.format == SFT_CHAT) snprintf(tmpl, sizeof tmpl, ", %s template", sft_template_name(r->o.tmpl));
+    snprintf(r->describe, sizeof r->describe, "%s, %s%s%s%s", docs_describe(r->docs), what[r->o.format], ids, tmpl,
+             r->o.train_on_inputs && r->o.format != SFT_TEXT ? ", training on inputs too" : "");
+}
+
+SftReader *sft_open(const char *path, DocsKind kind, DocsCompression comp, const SftOptions *o, char *err, size_t errlen) {
+    SftReader *r = callocCheck(1, sizeof *r);
+    snprintf(r->path, sizeof r->path, "%s", path);
+    r->o = *o;
+    if (r->o.vocab <= 0) r->o.vocab = tok_vocab_size(o->tok);
+    if (r->o.format == SFT_AUTO && sft_detect(path, kind, comp, &r->o.format, err, errlen)) return sft_close(r), NULL;
+    if ((unsigned)r->o.format > SFT_CHAT) {
+        snprintf(err, errlen, "'%s': data format %d is none fsdpc knows", path, (int)r->o.format);
+        return sft_close(r), NULL;
+    }
+    if (r->o.format != SFT_TEXT && kind == DOCS_TEXT) {
+        snprintf(err, errlen, "'%s' is a text file; --data_format %s reads rows (JSON Lines, Arrow or Parquet)", path, sft_format_name(r->o.format));
+        return sft_close(r), NULL;
+    }
+    r->docs = r->o.format == SFT_TEXT ? docs_open(path, kind, comp, "text", 0, err, errlen) : docs_open_rows(path, kind, comp, err, errlen);
+    if (!r->docs) return sft_close(r), NULL;
+    r->table = r->o.format == SFT_TEXT ? NULL : docs_table(r->docs);
+    if (r->table && sft_table_columns(r, err, errlen)) return sft_close(r), NULL;
+    if (r->o.format == SFT_CHAT && r->o.tmpl == CHAT_CHATML && (tok_piece_id(o->tok, "<|im_start|>") < 0 || tok_piece_id(o->tok, "<|im_end|>") < 0)) {
+        snprintf(err, errlen, "'%s' holds chat rows, but the tokenizer '%s' has no <|im_start|> and <|im_end|> tokens, which ChatML needs (use --chat_template llama2|none)",
+                 path, tok_path(o->tok));
+        return sft_close(r), NULL;
+    }
+    sft_describe_set(r);
+    return r;
+}
+
+// The ints of JSON array a (a list member of the row) into r->ints[slot]: 0, or -1 with why.
+static int sft_json_ints(SftReader *r, int slot, const JsonValue *a, const char *name, char *why, size_t whylen) {
+    if (a->type != JSON_ARRAY) return snprintf(why, whylen, "\"%s\" is not an array of integers", name), -1;
+    if (a->len > r->ints_cap[slot]) {
+        r->ints_cap[slot] = a->len;
+        free(r->ints[slot]);
+        r->ints[slot] = mallocCheck(a->len * sizeof *r->ints[slot]);
+    }
+    for (size_t i = 0; i < a->len; i++) {
+        const JsonValue *v = &a->items[i];
+        if (v->type != JSON_NUMBER || !v->is_int)
+            return snprintf(why, whylen, "\"%s\" item %zu is %s, not an integer", name, i, v->type == JSON_NULL ? "null" : "something else"), -1;
+        r->ints[slot][i] = v->integer;
+    }
+    return 0;
+}
+
+// A pre-tokenized row: the positions whose mask is 1, their labels (-100 none) or the ids themselves.
+static int sft_ids_row(SftReader *r, const int64_t *ids, size_t n, const int64_t *mask, size_t nmask, const int64_t *labels,
+                       size_t nlabels, SftRow *row, char *why, size_t whylen) {
+    if (mask && nmask != n) return snprintf(why, whylen, "attention_mask has %zu items but input_ids %zu", nmask, n), -1;
+    if (labels && nlabels != n) return snprintf(why, whylen, "labels has %zu items but input_ids %zu", nlabels, n), -1;
+    int vocab = r->o.vocab;
+    for (size_t i = 0; i < n; i++) {
+        if (mask && mask[i] != 0 && mask[i] != 1)
+            return snprintf(why, whylen, "attention_mask item %zu is %lld: masks hold 0 (padding) and 1", i, (long long)mask[i]), -1;
+        if (mask && !mask[i]) continue;  // padding leaves the row: its id and label do not matter
+        if (ids[i] < 0 || ids[i] >= vocab)
+            return snprintf(why, whylen, "input_ids item %zu is %lld, outside the vocabulary [0, %d)", i, (long long)ids[i], vocab), -1;
+        int64_t l = labels && !r->o.train_on_inputs ? labels[i] : ids[i];
+        if (l != SFT_HF_IGNORE && (l < 0 || l >= vocab))
+            return snprintf(why, whylen, "labels item %zu is %lld: labels are -100 (no loss) or ids in [0, %d)", i, (long long)l, vocab), -1;
+        sft_push(row, (int32_t)ids[i], l == SFT_HF_IGNORE ? SFT_NO_LOSS : (int32_t)l);
+    }
+    return 0;
+}
+
+// BOS, the prompt without loss, the answer and EOS with it. Prompt and answer are encoded apart,
+// so the boundary is exact (with a SentencePiece dummy prefix, the answer starts as a new word).
+static void sft_prompt_answer(SftReader *r, const char *p, size_t np, const char *a, size_t na, SftRow *row, int32_t **tmp, size_t *cap) {
+    bool all = r->o.train_on_inputs;
+    sft_push_special(row, tok_bos(r->o.tok), all);
+    sft_push_text(r->o.tok, row, p, np, all, tmp, cap);
+    sft_push_text(r->o.tok, row, a, na, true, tmp, cap);
+    sft_push_special(row, tok_eos(r->o.tok), true);
+}
+
+static void sft_alpaca(SftReader *r, const char *ins, size_t nins, const char *in, size_t nin, const char *out, size_t nout,
+                       SftRow *row, int32_t **tmp, size_t *cap) {
+    SftText *t = &r->text;
+    t->len = 0;
+    sft_text_str(t, nin ? SFT_ALPACA_INPUT : SFT_ALPACA_NO_INPUT);
+    sft_text_put(t, ins, nins);
+    if (nin) {
+        sft_text_str(t, "\n\n### Input:\n");
+        sft_text_put(t, in, nin);
+    }
+    sft_text_str(t, "\n\n### Response:");
+    sft_prompt_answer(r, t->s, t->len, out, nout, row, tmp, cap);
+}
+
+static const int64_t sft_empty[1];
+
+typedef struct {
+    const char *s;
+    size_t n;
+    bool null, present;
+} SftStr;
+
+static SftStr sft_json_str(const JsonValue *obj, const char *key) {
+    const JsonValue *v = json_get(obj, key);
+    if (!v) return (SftStr){0};
+    if (v->type == JSON_NULL) return (SftStr){.null = true, .present = true};
+    if (v->type != JSON_STRING) return (SftStr){.present = true};
+    return (SftStr){v->str, v->len, false, true};
+}
+
+static SftStr sft_table_str(const SftReader *r, int c) {
+    if (r->col_of[c] < 0) return (SftStr){0};
+    const TableValue *v = &r->vals[r->col_of[c]];
+    if (v->is_null) return (SftStr){.null = true, .present = true};
+    return (SftStr){v->str, v->len, false, true};
+}
+
+// Strings of a prompt/completion or Alpaca row: 1 a row, 0 a null row, -1 with why.
+static int sft_strings(SftReader *r, const JsonValue *obj, SftStr s[3], char *why, size_t whylen) {
+    SftFormat f = r->o.format;
+    for (int c = 0; c < 3; c++) {
+        const char *name = sft_members[f][c];
+        s[c] = !name ? (SftStr){0} : obj ? sft_json_str(obj, name) : sft_table_str(r, c);
+        if (!name) continue;
+        if (sft_required[f][c] && s[c].null) return 0;
+        if (sft_required[f][c] && !s[c].present) return snprintf(why, whylen, "no \"%s\" member (--data_format %s)", name, sft_format_name(f)), -1;
+        if (s[c].present && !s[c].null && !s[c].s) return snprintf(why, whylen, "\"%s\" is not a string", name), -1;
+    }
+    return 1;
+}
+
+// One row: 1, 0 for a null row, -1 with why.
+static int sft_row(SftReader *r, const JsonValue *obj, SftRow *row, int32_t **tmp, size_t *cap, char *why, size_t whylen) {
+    SftFormat f = r->o.format;
+    if (f == SFT_CHAT) {
+        int n = 0, rc = sft_json_messages(obj, &r->msgs, &r->msgs_cap, &n, why, whylen);
+        if (rc <= 0) return rc;
+        return sft_chat_encode(r->o.tok, r->o.tmpl, r->msgs, n, r->o.train_on_inputs, row, why, whylen) ? -1 : 1;
+    }
+    if (f == SFT_IDS) {
+        const int64_t *lists[3] = {0};
+        size_t lens[3] = {0};
+        for (int c = 0; c < 3; c++) {
+            const char *name = sft_members[f][c];
+            if (obj) {
+                const JsonValue *v = json_get(obj, name);
+                if (!v && c == COL_IDS) return snprintf(why, whylen, "no \"input_ids\" member (--data_format input_ids)"), -1;
+                if (!v || v->type == JSON_NULL) {
+                    if (c == COL_IDS) return 0;
+                    continue;
+                }
+                if (sft_json_ints(r, c, v, name, why, whylen)) return -1;
+                lists[c] = r->ints[c];
+                lens[c] = v->len;
+            } else if (r->col_of[c] >= 0) {
+                const TableValue *v = &r->vals[r->col_of[c]];
+                if (v->is_null) {
+                    if (c == COL_IDS) return 0;
+                    continue;
+                }
+                if (v->has_null_item) return snprintf(why, whylen, "%s holds a null item", name), -1;
+                lists[c] = v->ints ? v->ints : sft_empty;  // an empty list is still there
+                lens[c] = v->len;
+            }
+        }
+        return sft_ids_row(r, lists[COL_IDS], lens[COL_IDS], lists[COL_MASK], lens[COL_MASK], lists[COL_LABELS], lens[COL_LABELS], row,
+                           why, whylen) ? -1 : 1;
+    }
+    SftStr s[3];
+    int rc = sft_strings(r, obj, s, why, whylen);
+    if (rc <= 0) return rc;
+    if (f == SFT_PROMPT_COMPLETION) sft_prompt_answer(r, s[0].s, s[0].n, s[1].s, s[1].n, row, tmp, cap);
+    else sft_alpaca(r, s[0].s, s[0].n, s[1].s, s[1].n, s[2].s, s[2].n, row, tmp, cap);
+    return 1;
+}
+
+// A text document as a row: BOS, the text, EOS (pre-tokenized ids as they are), all with loss.
+static int sft_text_row(SftReader *r, SftRow *row, int32_t **tmp, size_t *cap, char *err, size_t errlen) {
+    Doc d;
+    int rc = docs_next(r->docs, &d, err, errlen);
+    if (rc <= 0) return rc;
+    r->row++;
+    if (!d.is_ids) {
+        sft_push_special(row, tok_bos(r->o.tok), true);
+        sft_push_text(r->o.tok, row, d.text, d.len, true, tmp, cap);
+        sft_push_special(row, tok_eos(r->o.tok), true);
+        return 1;
+    }
+    for (size_t i = 0; i < d.len; i++) {
+        if (d.ids[i] < 0 || d.ids[i] >= r->o.vocab)
+            return snprintf(err, errlen, "'%s' document %llu: input_ids item %zu is %lld, outside the vocabulary [0, %d)", r->path,
+                            (unsigned long long)r->row, i, (long long)d.ids[i], r->o.vocab), -1;
+        sft_push(row, (int32_t)d.ids[i], (int32_t)d.ids[i]);
+    }
+    return 1;
+}
+
+int sft_next(SftReader *r, SftRow *row, char *err, size_t errlen) {
+    int32_t *tmp = NULL;
+    size_t cap = 0;
+    int rc;
+    char why[600];
+    for (;;) {
+        row->len = 0;
+        if (r->o.format == SFT_TEXT) {
+            rc = sft_text_row(r, row, &tmp, &cap, err, errlen);
+            break;
+        }
+        const JsonValue *obj = NULL;
+        if (r->table) {
+            rc = r->table->next(r->table, r->vals, err, errlen);
+            if (rc <= 0) break;
+            r->row++;
+        } else {
+            rc = docs_next_object(r->docs, &obj, &r->row, err, errlen);
+            if (rc <= 0) break;
+        }
+        rc = sft_row(r, obj, row, &tmp, &cap, why, sizeof why);
+        if (rc < 0) {
+            if (r->table) snprintf(err, errlen, "'%s' (%s) row %llu (counting from 0): %s", r->path, r->table->format, (unsigned long long)r->row - 1, why);
+            else snprintf(err, errlen, "'%s' line %llu: %s", r->path, (unsigned long long)r->row, why);
+            break;
+        }
+        if (rc > 0) break;
+        r->nulls++;
+    }
+    free(tmp);
+    if (rc <= 0) row->len = 0;
+    return rc;
+}
+
+const char *sft_describe(const SftReader *r) { return r->describe; }
+SftFormat sft_reader_format(const SftReader *r) { return r->o.format; }
+uint64_t sft_nulls(const SftReader *r) { return r->nulls + (r->o.format == SFT_TEXT && r->docs ? docs_nulls(r->docs) : 0); }
+uint64_t sft_progress(const SftReader *r) { return r->docs ? docs_progress(r->docs) : 0; }
+
+void sft_close(SftReader *r) {
+    if (!r) return;
+    docs_close(r->docs);
+    free(r->msgs);
+    for (int i = 0; i < 3; i++) free(r->ints[i]);
+    free(r->text.s);
+    free(r);
+}
+
+void sft_row_free(SftRow *row) {
+    free(row->ids);
+    free(row->labels);
+    *row = (SftRow){0};
+}
+
+// ---- fsdpc tokenize --chat ----
+
+static int sft_print(FILE *out, const int32_t *v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (fprintf(out, i ? " %d" : "%d", (int)v[i]) < 0) return -1;
+    return fputc('\n', out) == EOF ? -1 : 0;
+}
+
+const char *sft_tokenize_chat(const Tokenizer *tok, ChatTemplate t, int labels, FILE *in, FILE *out, char *why, size_t whylen) {
+    char *line = NULL, msg[600];
+    size_t line_cap = 0, msgs_cap = 0;
+    SftMessage *msgs = NULL;
+    SftRow row = {0};
+    const char *fail = NULL;
+    ssize_t got;
+    for (unsigned long line_no = 1; !fail && (got = getline(&line, &line_cap, in)) >= 0; line_no++) {
+        size_t i = 0;
+        while (i < (size_t)got && strchr(" \t\r\n", line[i])) i++;
+        if (i == (size_t)got) continue;  // a blank line is no conversation
+        JsonValue *obj = json_parse(line, (size_t)got, msg, sizeof msg);
+        int n = 0, rc = -1;
+        if (!obj) snprintf(why, whylen, "stdin line %lu is not JSON (%s)", line_no, msg);
+        else if (obj->type != JSON_OBJECT) snprintf(why, whylen, "stdin line %lu is not a JSON object", line_no);
+        else if ((rc = sft_json_messages(obj, &msgs, &msgs_cap, &n, msg, sizeof msg)) <= 0)
+            snprintf(why, whylen, "stdin line %lu: %s", line_no, rc ? msg : "the conversation is null");
+        else if ((rc = sft_chat_encode(tok, t, msgs, n, 0, &row, msg, sizeof msg)) < 0)
+            snprintf(why, whylen, "stdin line %lu: %s", line_no, msg);
+        else rc = 1;
+        json_free(obj);
+        if (rc <= 0) fail = why;
+        else if (sft_print(out, row.ids, row.len) || (labels && sft_print(out, row.labels, row.len))) fail = "cannot write to stdout";
+    }
+    free(line);
+    free(msgs);
+    sft_row_free(&row);
+    return fail;
+}

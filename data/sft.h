@@ -1,0 +1,80 @@
+// sft: finetuning rows to samples. Each row of a JSON Lines (plain, gzip, zstd), Arrow or Parquet
+// file becomes its token ids and, aligned with them, the labels that carry loss: pre-tokenized
+// input_ids (with attention_mask and labels), prompt/completion, Alpaca, and chat conversations
+// in the Llama-2, ChatML or a plain template. Rows come from data/docs; a bad row gives one
+// error line naming the file and the row.
+#ifndef FSDPC_SFT_H
+#define FSDPC_SFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "docs.h"
+#include "tokenizer.h"
+
+// --data_format auto|text|input_ids|prompt_completion|alpaca|chat
+typedef enum { SFT_AUTO, SFT_TEXT, SFT_IDS, SFT_PROMPT_COMPLETION, SFT_ALPACA, SFT_CHAT } SftFormat;
+const char *sft_format_name(SftFormat f);
+int sft_format_parse(const char *s, SftFormat *out);  // 0, or -1 for a name that is none of the above
+
+// --chat_template llama2|chatml|none
+typedef enum { CHAT_LLAMA2, CHAT_CHATML, CHAT_NONE } ChatTemplate;
+const char *sft_template_name(ChatTemplate t);
+int sft_template_parse(const char *s, ChatTemplate *out);
+
+typedef struct {
+    SftFormat format;     // SFT_AUTO: detected from the file's first non-null row (sft_detect)
+    ChatTemplate tmpl;
+    const Tokenizer *tok;
+    int train_on_inputs;  // 1: every real token carries loss (no masking)
+    int vocab;            // the model's vocabulary: input_ids and labels read from a file must be below it
+                          // (0: the tokenizer's)
+} SftOptions;
+
+typedef struct {
+    int32_t *ids;     // the row's real tokens (padding removed), BOS/EOS where the format adds them
+    int32_t *labels;  // aligned with ids, unshifted (Hugging Face's convention): labels[t] is the target
+                      // predicted at position t-1; -1 = no loss (Hugging Face's -100). The loss shifts.
+    size_t len, cap;  // realloc-grown by sft_next; a row of padding only has len 0
+} SftRow;
+
+typedef struct SftReader SftReader;
+
+// What the file's rows are, from its first non-null row (JSON Lines) or its columns (Arrow,
+// Parquet): chat for "messages" or "conversations", SFT_IDS for input_ids with attention_mask
+// or labels, prompt/completion, Alpaca for instruction and output; SFT_TEXT for anything else
+// (a "text" member, input_ids alone: those stay a pretraining stream, and the docs reader words
+// the errors). 0, or -1 with one line naming the file in err.
+int sft_detect(const char *path, DocsKind kind, DocsCompression comp, SftFormat *out, char *err, size_t errlen);
+SftReader *sft_open(const char *path, DocsKind kind, DocsCompression comp, const SftOptions *o, char *err, size_t errlen);
+// The next row into *row: 1, 0 at the end, -1 with one line in err naming the file, the row
+// (1-based line for JSON Lines, 0-based row index for Arrow/Parquet) and what is wrong. Null rows
+// (the format's member null) are skipped and counted (sft_nulls).
+int sft_next(SftReader *r, SftRow *row, char *err, size_t errlen);
+const char *sft_describe(const SftReader *r);  // for the start-up log: "JSON Lines, chat (messages), llama2 template"
+SftFormat sft_reader_format(const SftReader *r);  // what SFT_AUTO resolved to
+uint64_t sft_nulls(const SftReader *r);
+uint64_t sft_progress(const SftReader *r);     // bytes of the file consumed so far (as docs_progress)
+void sft_close(SftReader *r);
+void sft_row_free(SftRow *row);
+
+// One conversation in a template (sft_next's chat rows, `fsdpc tokenize --chat`). Roles are
+// system, user, assistant, or ShareGPT's human (user) and gpt (assistant). Sets *row (its old
+// content replaced). 0, or -1 with err (what is wrong with the conversation; the caller names
+// the file and row).
+typedef struct {
+    const char *role;
+    size_t role_len;
+    const char *content;
+    size_t content_len;
+} SftMessage;
+int sft_chat_encode(const Tokenizer *tok, ChatTemplate t, const SftMessage *m, int n, int train_on_inputs, SftRow *row,
+                    char *err, size_t errlen);
+
+// `fsdpc tokenize --chat`: chat JSON Lines from in, one line of ids per conversation to out (with
+// labels, each followed by a line of its labels, -1 where no loss). NULL when all went well, else
+// the reason (with the line number) in why.
+const char *sft_tokenize_chat(const Tokenizer *tok, ChatTemplate t, int labels, FILE *in, FILE *out, char *why, size_t whylen);
+
+#endif
