@@ -15,7 +15,7 @@
 #include "data.h"
 #include "shardfile.h"
 
-#define CACHE_VERSION 2  // 2: a document index beside each part
+#define CACHE_VERSION 2  // 2: a document index beside each part, finetuning rows
 #define CACHE_PROGRESS_PERIOD 1.0
 #define CACHE_STOPPED 2  // a build's status when a preemption signal stopped it  // seconds between rank 0's progress lines
 static const char cache_probe_text[] = "Hello, world! 1234 caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac\n\t  <s> end.";
@@ -59,6 +59,7 @@ static void cache_key(const CacheRequest *q, char *out, size_t len) {
     cache_hash_u64(&h, (uint64_t)tok_vocab_size(q->tok) << 32 ^ (uint64_t)(uint32_t)tok_bos(q->tok) << 16 ^ (uint32_t)tok_eos(q->tok));
     cache_hash_str(&h, q->text_column);
     cache_hash_u64(&h, (uint64_t)q->explicit_column << 8 | (uint64_t)cache_width(q->vocab));
+    cache_hash_u64(&h, (uint64_t)q->format << 16 | (uint64_t)q->tmpl << 8 | (uint64_t)q->train_on_inputs);
     for (int i = 0; i < q->n; i++) {
         char real[4096];
         const char *p = realpath(q->inputs[i].path, real) ? real : q->inputs[i].path;
@@ -161,6 +162,21 @@ static int cache_doc(const CacheRequest *q, CachePart *p, const Doc *d, int32_t 
     return 0;
 }
 
+// Writes a finetuning row: its ids to the shard, its labels beside them, its start to the index.
+static int cache_row(CachePart *p, FILE *lab, const SftRow *row, char *err, size_t errlen) {
+    p->len = 0;
+    for (size_t i = 0; i < row->len; i++) cache_put(p, (uint64_t)(uint32_t)row->ids[i]);
+    int ok = (!p->len || fwrite(p->buf, 1, p->len, p->f) == p->len) && fwrite(&p->tokens, sizeof p->tokens, 1, p->idx) == 1;
+    for (size_t i = 0; ok && i < row->len; i++) {
+        uint32_t y = row->labels[i] < 0 ? UINT32_MAX : (uint32_t)row->labels[i];
+        uint8_t b[4] = {(uint8_t)y, (uint8_t)(y >> 8), (uint8_t)(y >> 16), (uint8_t)(y >> 24)};
+        ok = fwrite(b, 1, 4, lab) == 4;
+    }
+    if (!ok) return snprintf(err, errlen, "cannot write the data cache: %s (disk full?)", strerror(errno)), -1;
+    p->tokens += row->len;
+    return 0;
+}
+
 typedef struct {
     uint64_t bytes_total, bytes_done;  // this rank's inputs
     uint64_t tokens;
@@ -186,11 +202,28 @@ static int cache_build_part(const CacheRequest *q, int i, const char *dir, Cache
     cache_part_path(dir, i, path, sizeof path);
     cache_stats_path(dir, i, stats, sizeof stats);
     cache_side_path(dir, i, "idx", ipath, sizeof ipath);
+    char lpath[4200], ltmp[4210];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     snprintf(itmp, sizeof itmp, "%s.tmp", ipath);
-    DocsReader *r = docs_open(in->path, in->kind, in->comp, q->text_column, q->explicit_column, err, errlen);
-    if (!r) return -1;
+    cache_side_path(dir, i, "lab", lpath, sizeof lpath);
+    snprintf(ltmp, sizeof ltmp, "%s.tmp", lpath);
+    // rows (finetuning formats) or documents: as --data_format says, or as the file's fields say
+    SftFormat fmt = q->format;
+    if (fmt == SFT_AUTO && in->kind != DOCS_TEXT && sft_detect(in->path, in->kind, in->comp, &fmt, err, errlen)) return -1;
+    if (fmt == SFT_AUTO) fmt = SFT_TEXT;
+    if (fmt != SFT_TEXT && in->kind == DOCS_TEXT)
+        return snprintf(err, errlen, "--data_format %s reads rows of JSON Lines, Arrow or Parquet, and '%s' is plain text",
+                        sft_format_name(fmt), in->path), -1;
+    DocsReader *r = NULL;
+    SftReader *sr = NULL;
+    if (fmt == SFT_TEXT) r = docs_open(in->path, in->kind, in->comp, q->text_column, q->explicit_column, err, errlen);
+    else {
+        SftOptions o = {.format = fmt, .tmpl = q->tmpl, .tok = q->tok, .train_on_inputs = q->train_on_inputs, .vocab = q->vocab};
+        sr = sft_open(in->path, in->kind, in->comp, &o, err, errlen);
+    }
+    if (!r && !sr) return -1;
     CachePart p = {.width = cache_width(q->vocab)};
+    FILE *lab = NULL;
     p.f = fopen(tmp, "wb");
     int rc = 0;
     if (!p.f) rc = (snprintf(err, errlen, "cannot create the data cache file '%s': %s", tmp, strerror(errno)), -1);
@@ -199,16 +232,18 @@ static int cache_build_part(const CacheRequest *q, int i, const char *dir, Cache
     if (!rc && fwrite(header, 1, sizeof header, p.f) != sizeof header)
         rc = (snprintf(err, errlen, "cannot write the data cache: %s (disk full?)", strerror(errno)), -1);
     if (!rc && !(p.idx = cache_side_open(itmp, 8, err, errlen))) rc = -1;
+    if (!rc && sr && !(lab = cache_side_open(ltmp, 4, err, errlen))) rc = -1;
     int32_t *ids = NULL;
     size_t cap = 0;
     uint64_t rows = 0;
     Doc d;
+    SftRow row = {0};
     int got = 0;
-    while (!rc && (got = docs_next(r, &d, err, errlen)) > 0) {
+    while (!rc && (got = sr ? sft_next(sr, &row, err, errlen) : docs_next(r, &d, err, errlen)) > 0) {
         rows++;
-        rc = cache_doc(q, &p, &d, &ids, &cap, err, errlen, in->path, rows);
+        rc = sr ? cache_row(&p, lab, &row, err, errlen) : cache_doc(q, &p, &d, &ids, &cap, err, errlen, in->path, rows);
         if (!(rows & 255)) {
-            cache_progress(g, docs_progress(r), p.tokens, 0);
+            cache_progress(g, sr ? sft_progress(sr) : docs_progress(r), p.tokens, 0);
             if (q->stop && *q->stop) rc = (snprintf(err, errlen, "stopped by a signal"), CACHE_STOPPED);
         }
     }
@@ -222,16 +257,19 @@ static int cache_build_part(const CacheRequest *q, int i, const char *dir, Cache
     if (p.f && fclose(p.f) != 0 && !rc) rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, strerror(errno)), -1);
     if (!rc && rename(tmp, path) != 0) rc = (snprintf(err, errlen, "cannot rename '%s': %s", tmp, strerror(errno)), -1);
     if (p.idx) rc = cache_side_close(p.idx, itmp, ipath, 8, rows + 1, rc, err, errlen);
+    if (lab) rc = cache_side_close(lab, ltmp, lpath, 4, p.tokens, rc, err, errlen);
     if (!rc) {
         FILE *s = fopen(stats, "w");
-        if (!s || fprintf(s, "%llu %llu %llu\n%s\n", (unsigned long long)rows, (unsigned long long)docs_nulls(r),
-                          (unsigned long long)p.tokens, docs_describe(r)) < 0 || fclose(s) != 0)
+        if (!s || fprintf(s, "%llu %llu %llu\n%s\n", (unsigned long long)rows, (unsigned long long)(sr ? sft_nulls(sr) : docs_nulls(r)),
+                          (unsigned long long)p.tokens, sr ? sft_describe(sr) : docs_describe(r)) < 0 || fclose(s) != 0)
             rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", stats, strerror(errno)), -1);
     }
-    if (rc) unlink(tmp);
+    if (rc) unlink(tmp), unlink(path), unlink(ipath);  // a part is whole or absent
     g->tokens += p.tokens;
-    g->bytes_done += docs_progress(r);
-    docs_close(r);
+    g->bytes_done += sr ? sft_progress(sr) : docs_progress(r);
+    if (sr) sft_close(sr);
+    else docs_close(r);
+    sft_row_free(&row);
     free(ids);
     free(p.buf);
     return rc;

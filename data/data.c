@@ -167,7 +167,8 @@ static char **data_token_paths(const DataSource *src, int vocab, int *n, int *fo
         snprintf(label, sizeof label, "%s '%s'", src->label, src->spec);
         CacheRequest q = {.inputs = docs, .n = ndocs, .tok = src->tok, .text_column = src->text_column ? src->text_column : "",
                           .explicit_column = src->explicit_column, .vocab = vocab, .root = src->cache_dir, .label = label,
-                          .stop = src->stop};
+                          .stop = src->stop, .format = (SftFormat)src->format, .tmpl = (ChatTemplate)src->chat_template,
+                          .train_on_inputs = src->train_on_inputs};
         if (cache_ensure(&q, dir, sizeof dir)) {  // stopped by a signal: nothing to open
             *found = -1;
             free(paths);

@@ -292,7 +292,9 @@ static DataSource data_source(const Run *r, const char *spec, const char *split,
     const Config *c = r->cfg;
     return (DataSource){.spec = spec, .config = c->dataset_config_name, .split = split, .tok = r->tok,
                         .text_column = c->text_column, .explicit_column = config_given("text_column"),
-                        .cache_dir = c->data_cache_dir, .label = label, .stop = &preempt_signal};
+                        .cache_dir = c->data_cache_dir, .label = label, .stop = &preempt_signal, .format = c->data_format,
+                        .chat_template = c->chat_template, .train_on_inputs = c->train_on_inputs,
+                        .document_masking = c->document_masking};
 }
 
 // Returns 1 when a preemption signal stopped a data cache build (on every rank alike), else 0.
@@ -312,6 +314,11 @@ static int open_data(Run *r) {
         DataSource src = data_source(r, c->train_data[0] ? c->train_data : bundled, "train", "training data");
         if (synthetic) data_open_synthetic(&r->train, T, V);
         else if (data_open(&r->train, &src, T, V, 0.0, c->train_data[0] ? 1.0 : 0.9) < 0) return 1;  // the bundled text's last 10% validates
+        if (c->packing && !r->train.rows && !synthetic)
+            comm_fail_all("--packing packs finetuning rows (input_ids with attention_mask or labels, prompt/completion, "
+                          "Alpaca, chat), and the training data is a token stream, already packed: use --document_masking "
+                          "to keep its documents apart");
+        if (c->packing && synthetic) comm_fail_all("--packing packs finetuning rows; synthetic data has none");
         r->train_loader = data_loader_new(&r->train, (uint64_t)c->seed, B, 1);
     }
     DataSource val = data_source(r, c->val_data, "validation", "validation data");
