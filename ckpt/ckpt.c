@@ -248,6 +248,118 @@ static const char *read_header_of(const char *path, Header *h) {
     return e;
 }
 
+// ---- the model source's files (/source) ----
+
+const char *const ckpt_source_names[CKPT_SOURCE_FILES] = {
+    [CKPT_SRC_CONFIG] = "config.json", [CKPT_SRC_GENERATION_CONFIG] = "generation_config.json",
+    [CKPT_SRC_TOKENIZER_CONFIG] = "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "chat_template.jinja",
+};
+
+void ckpt_source_free(CkptSource *src) {
+    for (int i = 0; i < CKPT_SOURCE_FILES; i++) free(src->text[i]);
+    memset(src, 0, sizeof *src);
+}
+
+const char *ckpt_source_from_dir(const char *dir, CkptSource *src) {
+    static char msg[1400];
+    char path[1200];
+    memset(src, 0, sizeof *src);
+    for (int i = 0; i < CKPT_SOURCE_FILES; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, ckpt_source_names[i]);
+        FILE *f = fopen(path, "rb");
+        struct stat st;
+        if (!f && errno == ENOENT) continue;
+        const char *why = !f || fstat(fileno(f), &st) != 0 ? strerror(errno) : !S_ISREG(st.st_mode) ? "not a regular file"
+                          : (uint64_t)st.st_size > CKPT_SOURCE_MAX_BYTES ? "larger than the 16 MiB fsdpc keeps of such a file" : NULL;
+        size_t n = why ? 0 : (size_t)st.st_size;
+        char *text = n ? mallocCheck(n) : NULL;
+        if (text && fread(text, 1, n, f) != n) why = "a short read";
+        if (f) fclose(f);
+        if (why) {
+            free(text);
+            ckpt_source_free(src);
+            snprintf(msg, sizeof msg, "cannot read '%s': %s", path, why);
+            return msg;
+        }
+        src->text[i] = text, src->len[i] = n;
+    }
+    return NULL;
+}
+
+const char *ckpt_source_read(const char *file, CkptSource *src) {
+    static char msg[1600];
+    char path[64];
+    memset(src, 0, sizeof *src);
+    hid_t f = open_file_with(file, 0, 0);
+    if (f < 0) return open_error(file);
+    const char *e = NULL;
+    int has = H5Lexists(f, "source", H5P_DEFAULT) > 0;
+    for (int i = 0; has && !e && i < CKPT_SOURCE_FILES; i++) {
+        snprintf(path, sizeof path, "source/%s", ckpt_source_names[i]);
+        if (H5Lexists(f, path, H5P_DEFAULT) <= 0) continue;
+        hid_t ds = H5Dopen2(f, path, H5P_DEFAULT), sp = ds < 0 ? -1 : H5Dget_space(ds), ty = ds < 0 ? -1 : H5Dget_type(ds);
+        hsize_t n = 0;
+        int ok = sp >= 0 && ty >= 0 && H5Sget_simple_extent_ndims(sp) == 1 && H5Sget_simple_extent_dims(sp, &n, NULL) == 1 &&
+                 H5Tget_class(ty) == H5T_INTEGER && H5Tget_size(ty) == 1 && n > 0 && n <= CKPT_SOURCE_MAX_BYTES;
+        char *text = ok ? mallocCheck((size_t)n) : NULL;
+        if (ok && H5Dread(ds, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, text) < 0) ok = 0;
+        if (ok) src->text[i] = text, src->len[i] = (size_t)n;
+        else free(text);
+        if (!ok)
+            e = (snprintf(msg, sizeof msg, "checkpoint '%s': /%s is not a 1-D byte dataset of 1 byte to 16 MiB (corrupt file?)", file,
+                          path), msg);
+        if (ty >= 0) H5Tclose(ty);
+        if (sp >= 0) H5Sclose(sp);
+        if (ds >= 0) H5Dclose(ds);
+    }
+    H5Fclose(f);
+    if (e) ckpt_source_free(src);
+    return e;
+}
+
+void ckpt_source_share(CkptSource *src) {
+    uint64_t len[CKPT_SOURCE_FILES];
+    for (int i = 0; i < CKPT_SOURCE_FILES; i++) len[i] = src->text[i] ? src->len[i] : 0;
+    comm_bcast_bytes(comm_world(), len, sizeof len, 0);
+    for (int i = 0; i < CKPT_SOURCE_FILES; i++) {
+        if (comm_info.rank != 0) {
+            free(src->text[i]);
+            src->text[i] = len[i] ? mallocCheck((size_t)len[i]) : NULL;
+            src->len[i] = (size_t)len[i];
+        }
+        if (len[i]) comm_bcast_bytes(comm_world(), src->text[i], (size_t)len[i], 0);
+    }
+}
+
+// Collective: /source/<name> as 1-D bytes for each file src holds (the same on every rank); rank 0
+// writes the contents.
+static const char *write_source(hid_t f, const CkptSource *src) {
+    char path[64];
+    int ok = 1;
+    for (int i = 0; src && ok && i < CKPT_SOURCE_FILES; i++) {
+        if (!src->text[i]) continue;
+        snprintf(path, sizeof path, "source/%s", ckpt_source_names[i]);
+        hsize_t n = src->len[i];
+        hid_t lcpl = h5Check(H5Pcreate(H5P_LINK_CREATE));
+        h5Check(H5Pset_create_intermediate_group(lcpl, 1));
+        hid_t fs = h5Check(H5Screate_simple(1, &n, NULL)), ms = h5Check(H5Screate_simple(1, &n, NULL));
+        hid_t ds = H5Dcreate2(f, path, H5T_STD_U8LE, fs, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+        if (comm_info.rank != 0) {
+            h5Check(H5Sselect_none(fs));
+            h5Check(H5Sselect_none(ms));
+        }
+        hid_t dxpl = h5Check(H5Pcreate(H5P_DATASET_XFER));
+        h5Check(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
+        ok = ds >= 0 && H5Dwrite(ds, H5T_NATIVE_UCHAR, ms, fs, dxpl, src->text[i]) >= 0;
+        H5Pclose(dxpl);
+        if (ds >= 0) H5Dclose(ds);
+        H5Sclose(ms);
+        H5Sclose(fs);
+        H5Pclose(lcpl);
+    }
+    return ok ? NULL : "writing the model source's files failed";
+}
+
 // ---- tensors ----
 
 static int count_tensors(const ModelPlan *plan) {
@@ -498,13 +610,15 @@ static void note_replaced(const char *path, const char *run_id) {
 // outside HDF5, the file is never touched again, and the job ends through comm_abort_all after
 // removing it. The free-space check and the reservation make that path rare: a file system
 // filled by someone else mid-write, an I/O error.
-void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, CkptSaved *out) {
+void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, const CkptSource *src,
+               CkptSaved *out) {
     double t0 = comm_time();
     char why[1400] = "", tmp[1200], err[2600] = "";
     const ModelPlan *plan = shard_plan(s);
     int nt = count_tensors(plan), checked = !test_no_reserve();
     out->bytes = 3.0 * (double)plan->num_params * sizeof(float);
     double need = out->bytes + (1 << 18) + 3.0 * nt * 4096, avail = -1;  // HDF5's metadata: < 1 KB a tensor
+    for (int i = 0; src && i < CKPT_SOURCE_FILES; i++) need += (double)src->len[i];
     snprintf(out->path, sizeof out->path, "%s/step_%08d.h5", dir, meta->step);
     snprintf(tmp, sizeof tmp, "%s.%s.tmp", out->path, meta->run_id);  // one name per run: two writers never share it
     if (comm_info.rank == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST)
@@ -518,6 +632,7 @@ void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const Ck
     agree(why, sizeof why, f < 0 ? "creating the file failed" : NULL);
     if (!why[0]) agree(why, sizeof why, comm_info.rank == 0 && checked ? reserve_space(tmp, need) : NULL);
     if (!why[0]) agree(why, sizeof why, write_header(f, cfg, meta));
+    if (!why[0]) agree(why, sizeof why, write_source(f, src));
     if (!why[0]) agree(why, sizeof why, xfer_state(f, s, 1, 3, crcs));
     if (!why[0]) {
         // only writers hold slices, in rank order: the world's concatenation is the tensor

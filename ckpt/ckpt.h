@@ -25,6 +25,28 @@ typedef struct {
     char lineage[CKPT_LINEAGE_MAX * (CKPT_RUN_ID_LEN + 12)];
 } CkptMeta;
 
+// The files of a Hugging Face model source that say more than its weights: the length it was
+// trained for, its special tokens, its chat template. A run started from one keeps them in every
+// checkpoint (/source), and a run started from such a checkpoint passes them on, so `export`
+// writes them back (config.json's values, the others byte for byte) wherever the source went.
+#define CKPT_SOURCE_MAX_BYTES ((size_t)16 << 20)  // per file: these are small JSON and Jinja files
+// indices into ckpt_source_names: the files after CKPT_SRC_TOKENIZER_CONFIG are the tokenizer's too
+enum { CKPT_SRC_CONFIG, CKPT_SRC_GENERATION_CONFIG, CKPT_SRC_TOKENIZER_CONFIG, CKPT_SOURCE_FILES = 6 };
+extern const char *const ckpt_source_names[CKPT_SOURCE_FILES];
+typedef struct {
+    char *text[CKPT_SOURCE_FILES];  // the file's bytes, NULL when the source had none
+    size_t len[CKPT_SOURCE_FILES];
+} CkptSource;
+// The files of dir that ckpt_source_names lists (empty ones count as absent). NULL, or a one-line
+// error naming the file (unreadable, or larger than CKPT_SOURCE_MAX_BYTES).
+const char *ckpt_source_from_dir(const char *dir, CkptSource *src);
+// A checkpoint's /source; empty for files written before it existed. Any rank alone. NULL, or a
+// one-line error (a dataset that is no 1-D byte array within the limit).
+const char *ckpt_source_read(const char *file, CkptSource *src);
+// Collective: every rank takes rank 0's source (collective HDF5 creates need the same on all).
+void ckpt_source_share(CkptSource *src);
+void ckpt_source_free(CkptSource *src);
+
 typedef struct {
     double seconds, bytes;  // time spent; payload size
     char path[1100];        // the published file
@@ -33,7 +55,9 @@ typedef struct {
 // Writes <dir>/step_<NNNNNNNN>.h5 through <that>.<run_id>.tmp, renamed once every rank is done
 // (and, when the directory is claimed, only while the claim still holds). Collective. Any
 // failure (a full disk) removes the .tmp and ends every rank with one error line.
-void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, CkptSaved *out);
+// Also writes src (NULL: none) under /source.
+void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, const CkptSource *src,
+               CkptSaved *out);
 // A file resolves to itself. A directory resolves to its newest checkpoint that passes
 // ckpt_verify; each newer one passed over gets a log line, and none passing is an error. Returns
 // 0 (out empty) when the path does not exist or the directory holds no checkpoint. Collective.

@@ -33,6 +33,7 @@ struct HfModel {
     int tied;  // lm_head.weight comes from model.embed_tokens.weight
     int nfiles;
     StFile *files;
+    CkptSource source;  // config.json, tokenizer_config.json, ... beside the weights
 };
 
 static int hf_is_file(const char *p) {
@@ -185,6 +186,15 @@ static int hf_check_config(const JsonValue *c, const char *path, char *err, size
     return 0;
 }
 
+// max_position_embeddings, bounded by Mistral's sliding window (full attention is the same model up
+// to its length): 1 with *out set, 0 when unset, -1 on an error
+static int hf_context(const JsonValue *c, const char *path, int *out, char *err, size_t len) {
+    int window = INT_MAX, r = hf_size(c, path, "max_position_embeddings", 0, out, err, len);
+    if (r > 0 && hf_size(c, path, "sliding_window", 0, &window, err, len) < 0) return -1;
+    if (r > 0 && window < *out) *out = window;
+    return r;
+}
+
 static int hf_read_config(HfModel *h, const char *path, char *err, size_t len) {
     char jerr[600];
     JsonValue *c = json_parse_file(path, 16u << 20, jerr, sizeof jerr);
@@ -214,13 +224,8 @@ static int hf_read_config(HfModel *h, const char *path, char *err, size_t len) {
     if (rc == 0) rc = hf_size(c, path, "num_key_value_heads", 0, &m->num_key_value_heads, err, len) < 0 ? -1 : 0;
     if (rc == 0) rc = hf_positive(c, path, "rope_theta", &m->rope_theta, err, len) < 0 ? -1 : 0;
     if (rc == 0) rc = hf_positive(c, path, "rms_norm_eps", &m->norm_eps, err, len) < 0 ? -1 : 0;
-    int window = INT_MAX, r = rc ? rc : hf_size(c, path, "max_position_embeddings", 0, &m->max_context_width, err, len);
-    if (r > 0) {
-        h->fields |= HF_CONTEXT;
-        // Mistral attends within a sliding window: full attention is the same model up to its length
-        r = hf_size(c, path, "sliding_window", 0, &window, err, len);
-        if (window < m->max_context_width) m->max_context_width = window;
-    }
+    int r = rc ? rc : hf_context(c, path, &m->max_context_width, err, len);
+    if (r > 0) h->fields |= HF_CONTEXT;
     rc = r < 0 ? -1 : 0;
     int64_t head_dim;
     if (rc == 0 && json_get_int(c, "head_dim", &head_dim) && head_dim * m->num_heads != m->hidden_width)
@@ -273,7 +278,8 @@ static int hf_open_source(HfModel *h, char *err, size_t len) {
     if (hf_ends_with(weights, ".json") ? hf_open_index(h, weights, err, len) : hf_add_file(h, weights, err, len)) return -1;
     if (!has_config) hf_infer_config(h);
     hf_find_tokenizer(dir, h->tokenizer, sizeof h->tokenizer);
-    return 0;
+    const char *e = ckpt_source_from_dir(dir, &h->source);
+    return e ? comm_errorf(err, len, "%s", e) : 0;
 }
 
 HfModel *hf_open(const char *spec, char *err, size_t errlen) {
@@ -294,6 +300,7 @@ void hf_close(HfModel *h) {
     if (!h) return;
     for (int i = 0; i < h->nfiles; i++) st_close(&h->files[i]);
     free(h->files);
+    ckpt_source_free(&h->source);
     free(h);
 }
 
@@ -314,6 +321,11 @@ unsigned hf_model_config(const HfModel *h, ModelConfig *m) {
 const char *hf_tokenizer_path(const HfModel *h) { return h->tokenizer[0] ? h->tokenizer : NULL; }
 
 const char *hf_source_path(const HfModel *h) { return h->path; }
+
+void hf_take_source(HfModel *h, CkptSource *src) {
+    *src = h->source;
+    memset(&h->source, 0, sizeof h->source);
+}
 
 // The file tensor the model's tensor spec loads from, after checking it; NULL with msg set.
 static const StTensor *hf_source_tensor(const HfModel *h, const TensorSpec *spec, int *file, char *msg, size_t len) {
@@ -533,6 +545,25 @@ static void export_id(FILE *f, const char *key, int id, const char *sep) {
     else fprintf(f, "  \"%s\": null%s\n", key, sep);
 }
 
+// key as the source's config.json (src, or NULL) gives it when that is an id, a list of ids (Llama
+// 3's eos_token_id names every turn's end) or null; else `id` (-1: null; below that: left out)
+static void export_id_from(FILE *f, const JsonValue *src, const char *key, int id, const char *sep) {
+    const JsonValue *v = json_get(src, key);
+    int ok = v && (v->type == JSON_NULL || v->type == JSON_ARRAY || (v->type == JSON_NUMBER && v->is_int && v->integer >= 0));
+    for (size_t i = 0; ok && v->type == JSON_ARRAY && i < v->len; i++)
+        ok = v->items[i].type == JSON_NUMBER && v->items[i].is_int && v->items[i].integer >= 0;
+    if (!ok) {
+        if (id >= -1) export_id(f, key, id, sep);
+        return;
+    }
+    fprintf(f, "  \"%s\": ", key);
+    if (v->type == JSON_NULL) fprintf(f, "null");
+    else if (v->type == JSON_NUMBER) fprintf(f, "%lld", (long long)v->integer);
+    for (size_t i = 0; v->type == JSON_ARRAY && i < v->len; i++) fprintf(f, "%s%lld", i ? ", " : "[", (long long)v->items[i].integer);
+    if (v->type == JSON_ARRAY) fprintf(f, v->len ? "]" : "[]");
+    fprintf(f, "%s\n", sep);
+}
+
 static const char *export_dtype_name(StDtype dt) {
     return dt == ST_F32 ? "float32" : dt == ST_BF16 ? "bfloat16" : "float16";
 }
@@ -557,7 +588,9 @@ static void export_gpt2_config(FILE *f, const ModelConfig *m, StDtype dt, int bo
     fprintf(f, "  \"torch_dtype\": \"%s\"\n}\n", export_dtype_name(dt));
 }
 
-static void export_llama_config(FILE *f, const ModelConfig *m, StDtype dt, int bos, int eos) {
+// positions: max_position_embeddings, which a finetune at a shorter context does not shorten; the
+// token ids come from the source's config.json (src) where it had them
+static void export_llama_config(FILE *f, const ModelConfig *m, int positions, const JsonValue *src, StDtype dt, int bos, int eos) {
     char eps[32], theta[32];
     export_float(eps, sizeof eps, m->norm_eps);
     export_float(theta, sizeof theta, m->rope_theta);
@@ -567,25 +600,83 @@ static void export_llama_config(FILE *f, const ModelConfig *m, StDtype dt, int b
             "  \"num_key_value_heads\": %d,\n  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": %s,\n"
             "  \"rope_theta\": %s,\n  \"rope_scaling\": null,\n  \"vocab_size\": %d,\n  \"tie_word_embeddings\": false,\n"
             "  \"hidden_act\": \"silu\",\n  \"attention_bias\": false,\n  \"mlp_bias\": false,\n",
-            m->hidden_width, m->intermediate_size, m->num_layers, m->num_heads, m->num_key_value_heads, m->max_context_width,
+            m->hidden_width, m->intermediate_size, m->num_layers, m->num_heads, m->num_key_value_heads, positions,
             eps, theta, m->vocab_size);
-    export_id(f, "bos_token_id", bos, ",");
-    export_id(f, "eos_token_id", eos, ",");
+    export_id_from(f, src, "bos_token_id", bos, ",");
+    export_id_from(f, src, "eos_token_id", eos, ",");
+    export_id_from(f, src, "pad_token_id", -2, ",");
     fprintf(f, "  \"torch_dtype\": \"%s\"\n}\n", export_dtype_name(dt));
 }
 
-static const char *export_config(ExportFiles *ef, const ModelConfig *m, StDtype dt, int bos, int eos) {
+static const char *export_bytes(ExportFiles *ef, const char *name, const char *text, size_t len) {
+    const char *err = NULL;
+    FILE *f = export_create(ef, name, &err);
+    if (!f) return err;
+    fwrite(text, 1, len, f);
+    return export_close(ef, f, NULL);
+}
+
+// What the checkpoint recorded of the model source it started from (ckpt_source_names order);
+// cfg is its config.json parsed, NULL without one.
+typedef struct {
+    CkptSource files;
+    JsonValue *cfg;
+} ExportSource;
+
+// config.json and generation_config.json (the source's own, when recorded)
+static const char *export_config(ExportFiles *ef, const ModelConfig *m, int positions, const ExportSource *src, StDtype dt,
+                                 int bos, int eos) {
     const char *err = NULL;
     FILE *f = export_create(ef, "config.json", &err);
     if (!f) return err;
-    (strcmp(m->model_type, "mingpt") ? export_llama_config : export_gpt2_config)(f, m, dt, bos, eos);
+    if (strcmp(m->model_type, "mingpt")) export_llama_config(f, m, positions, src->cfg, dt, bos, eos);
+    else export_gpt2_config(f, m, dt, bos, eos);
     err = export_close(ef, f, NULL);
-    if (err || !(f = export_create(ef, "generation_config.json", &err))) return err;
+    if (err) return err;
+    int g = CKPT_SRC_GENERATION_CONFIG;
+    if (src->files.text[g]) return export_bytes(ef, ckpt_source_names[g], src->files.text[g], src->files.len[g]);
+    if (!(f = export_create(ef, "generation_config.json", &err))) return err;
     fprintf(f, "{\n  \"_from_model_config\": true,\n");
-    export_id(f, "bos_token_id", bos, ",");
-    export_id(f, "eos_token_id", eos, "");
+    export_id_from(f, src->cfg, "bos_token_id", bos, ",");
+    export_id_from(f, src->cfg, "eos_token_id", eos, "");
     fprintf(f, "}\n");
     return export_close(ef, f, NULL);
+}
+
+// The source's tokenizer files byte for byte; without its tokenizer_config.json, a SentencePiece
+// tokenizer.model gets one describing Llama 2's: its special tokens, <s> before every text and no
+// </s> after it, model_max_length the model's length.
+static const char *export_tokenizer_files(ExportFiles *ef, const ExportSource *src, const char *tokfile, int positions) {
+    const char *err = NULL;
+    for (int i = CKPT_SRC_TOKENIZER_CONFIG; i < CKPT_SOURCE_FILES && !err; i++)
+        if (src->files.text[i]) err = export_bytes(ef, ckpt_source_names[i], src->files.text[i], src->files.len[i]);
+    if (err || src->files.text[CKPT_SRC_TOKENIZER_CONFIG] || !hf_ends_with(tokfile, ".model")) return err;
+    FILE *f = export_create(ef, "tokenizer_config.json", &err);
+    if (!f) return err;
+    fprintf(f,
+            "{\n  \"tokenizer_class\": \"LlamaTokenizer\",\n  \"bos_token\": \"<s>\",\n  \"eos_token\": \"</s>\",\n"
+            "  \"unk_token\": \"<unk>\",\n  \"pad_token\": null,\n  \"add_bos_token\": true,\n  \"add_eos_token\": false,\n"
+            "  \"clean_up_tokenization_spaces\": false,\n  \"model_max_length\": %d\n}\n",
+            positions);
+    return export_close(ef, f, NULL);
+}
+
+// The checkpoint's /source, and the model length its config.json gives (as on import); NULL or
+// the error.
+static const char *export_source(const char *file, ExportSource *src, int *positions) {
+    static char msg[2000];
+    memset(src, 0, sizeof *src);
+    const char *err = ckpt_source_read(file, &src->files);
+    const char *text = src->files.text[CKPT_SRC_CONFIG];
+    if (err || !text) return err;
+    char jerr[300], label[1300];
+    snprintf(label, sizeof label, "%s:/source/config.json", file);  // the file and the dataset in it
+    src->cfg = json_parse(text, src->files.len[CKPT_SRC_CONFIG], jerr, sizeof jerr);
+    if (!src->cfg) return snprintf(msg, sizeof msg, "'%s' is not valid JSON (%s)", label, jerr), msg;
+    int n = 0;
+    if (hf_context(src->cfg, label, &n, msg, sizeof msg) < 0) return msg;
+    if (n > *positions) *positions = n;  // never below the length the checkpoint trained at
+    return NULL;
 }
 
 // src copied into the export as `name`
@@ -782,18 +873,30 @@ static const char *export_run(const ExportArgs *a, const char *file, char *summa
     char merges[HF_PATH + 32];
     int gpt2_tok = tokfile[0] ? export_gpt2_tokenizer(tokfile, merges, sizeof merges, &err) : 0;
     if (gpt2_tok < 0) return err;
-    if (mkdir(a->output, 0755) != 0 && (errno != EEXIST || !hf_is_dir(a->output)))
+    ExportSource src;
+    int positions = m.max_context_width;
+    if ((err = export_source(file, &src, &positions))) {
+        json_free(src.cfg);
+        ckpt_source_free(&src.files);
+        return err;
+    }
+    if (mkdir(a->output, 0755) != 0 && (errno != EEXIST || !hf_is_dir(a->output))) {
+        json_free(src.cfg);
+        ckpt_source_free(&src.files);
         return snprintf(msg, sizeof msg, "cannot create output directory '%s': %s", a->output, strerror(errno)), msg;
+    }
     ModelPlan plan;
     model_plan_build(&plan, &m);
     CkptReader *r = ckpt_reader_open(file, &plan, &err);
-    ExportFiles ef = {.names = callocCheck((size_t)plan.nunits * MAX_UNIT_TENSORS + 4, sizeof ef.names[0])};
+    // weights, index, config, generation config, tokenizer and merges, the source's tokenizer files
+    ExportFiles ef = {.names = callocCheck((size_t)plan.nunits * MAX_UNIT_TENSORS + 6 + CKPT_SOURCE_FILES, sizeof ef.names[0])};
     snprintf(ef.dir, sizeof ef.dir, "%s", a->output);
     int bos, eos;
     export_special_ids(tokfile, &bos, &eos);
-    if (r) err = export_config(&ef, &m, a->dtype, bos, eos);
+    if (r) err = export_config(&ef, &m, positions, &src, a->dtype, bos, eos);
     if (r && !err && tokfile[0]) err = export_copy(&ef, tokfile, gpt2_tok ? "vocab.json" : hf_basename(tokfile));
     if (r && !err && gpt2_tok) err = export_copy(&ef, merges, "merges.txt");
+    if (r && !err) err = export_tokenizer_files(&ef, &src, tokfile, positions);
     if (r && !err) err = export_weights(&ef, &plan, a->dtype, a->max_shard, r);
     if (r && !err) err = export_publish(&ef);
     if (err) export_discard(&ef);
@@ -801,6 +904,8 @@ static const char *export_run(const ExportArgs *a, const char *file, char *summa
     if (r) ckpt_reader_close(r);
     free(ef.names);
     model_plan_free(&plan);
+    json_free(src.cfg);
+    ckpt_source_free(&src.files);
     return err;
 }
 

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 
+#include "ckpt.h"
 #include "../model/config.h"
 #include "../shard/shard.h"
 
@@ -20,6 +21,9 @@ enum { HF_HIDDEN = 1, HF_LAYERS = 2, HF_HEADS = 4, HF_KV_HEADS = 8, HF_INTERMEDI
 unsigned hf_model_config(const HfModel *h, ModelConfig *m);
 const char *hf_tokenizer_path(const HfModel *h);  // tokenizer.model (preferred) or tokenizer.json beside the weights, else NULL
 const char *hf_source_path(const HfModel *h);     // resolved path, for log lines
+// Moves the source's side files (config.json, tokenizer_config.json, ...: ckpt_source_names) into
+// *src, for the run's checkpoints; the caller frees them with ckpt_source_free.
+void hf_take_source(HfModel *h, CkptSource *src);
 // Collective: every rank reads only the byte ranges of its own slices (shard_tensor_slice) with pread,
 // converts fp32/bf16/fp16 to the fp32 master shards (and uploads when shard_state_on_device), then
 // shard_master_changed(s). A missing tensor, a wrong shape, or an unsupported dtype gives one line

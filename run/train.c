@@ -55,6 +55,7 @@ typedef struct {
     CkptMeta origin;         // run_id, parent and lineage recorded in this run's checkpoints
     HfModel *hf;             // --init_from a Hugging Face source
     int init_h5;             // --init_from an fsdpc checkpoint file
+    CkptSource source;       // that source's side files (config.json, tokenizer_config.json...), passed on
 } Run;
 
 // Where the model comes from, before anything is built: the checkpoint being resumed (its config
@@ -80,6 +81,7 @@ static void resolve_sources(Run *r) {
         comm_check_all(ckpt_read_config(file, &m, tok_from_source, sizeof tok_from_source));
         snprintf(what, sizeof what, "checkpoint '%s'", file);
         config_adopt_model(c, &m, known = MODEL_ALL, what);
+        comm_check_all(ckpt_source_read(file, &r->source));
         tok_source = what;
         if (r->resume_file[0] && init[0]) comm_log("Resuming %s: --init_from %s is not loaded again\n", file, init);
     } else if (init[0]) {
@@ -89,9 +91,11 @@ static void resolve_sources(Run *r) {
         known = hf_model_config(r->hf, &m);
         snprintf(what, sizeof what, "'%s'", hf_source_path(r->hf));
         config_adopt_model(c, &m, known, what);
+        hf_take_source(r->hf, &r->source);
         if (hf_tokenizer_path(r->hf)) snprintf(tok_from_source, sizeof tok_from_source, "%s", hf_tokenizer_path(r->hf));
         tok_source = what;
     }
+    ckpt_source_share(&r->source);
     int tok_given = config_given("tokenizer");
     if (!tok_given && tok_from_source[0]) snprintf(c->tokenizer, sizeof c->tokenizer, "%s", tok_from_source);
     r->tok = tok_open(c->tokenizer, err, sizeof err);
@@ -691,7 +695,7 @@ static void save(Run *r, int step) {
     meta.rng_state = (uint64_t)c->seed;
     CkptSaved out;
     trace_begin(TRACE_COMPUTE, "checkpoint write", -1);
-    ckpt_save(c->checkpoint_dir, &r->st, c, &meta, &out);
+    ckpt_save(c->checkpoint_dir, &r->st, c, &meta, &r->source, &out);
     trace_end(TRACE_COMPUTE);
     comm_log("Saved checkpoint %s in %.2f s (%.1f MB/s)\n", out.path, out.seconds,
              out.bytes / 1e6 / (out.seconds > 0 ? out.seconds : 1e-9));
@@ -954,5 +958,6 @@ int train_run(Config *c) {
     }
     model_plan_free(&r.plan);
     tok_free(r.tok);
+    ckpt_source_free(&r.source);
     return status;
 }

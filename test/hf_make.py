@@ -2,12 +2,16 @@
 
 usage: /usr/bin/python3 test/hf_make.py OUTDIR [--dtype fp32|bf16|fp16] [--shards N] [--tied]
        [--no_config] [--inv_freq] [--seed S] [--hidden D] [--layers L] [--heads H] [--kv_heads KV]
-       [--intermediate F] [--vocab V] [--context T]
+       [--intermediate F] [--vocab V] [--context T] [--rope_theta R] [--chat]
 
 config.json plus model.safetensors, or N shards model-0000i-of-0000N.safetensors with
 model.safetensors.index.json. The safetensors files are written by hand (numpy + json): the
 tests must not depend on the `safetensors` package. --tied leaves lm_head.weight out and sets
 tie_word_embeddings; --inv_freq adds the rotary_emb.inv_freq buffers older exports carry.
+--context is config.json's max_position_embeddings. --chat adds what a chat model ships beside
+its weights: tokenizer_config.json (a chat_template with newlines, quotes and non-ASCII text,
+special tokens, added_tokens_decoder), special_tokens_map.json, generation_config.json (a list of
+eos ids), chat_template.jinja, and bos/eos/pad ids in config.json.
 """
 
 import argparse
@@ -96,6 +100,8 @@ def main():
     ap.add_argument("--intermediate", type=int, default=128)
     ap.add_argument("--vocab", type=int, default=1000)
     ap.add_argument("--context", type=int, default=64)
+    ap.add_argument("--rope_theta", type=float, default=10000.0)
+    ap.add_argument("--chat", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     tensors = llama_tensors(a)
@@ -118,11 +124,44 @@ def main():
             "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": a.hidden,
             "intermediate_size": a.intermediate, "num_hidden_layers": a.layers, "num_attention_heads": a.heads,
             "num_key_value_heads": a.kv_heads, "max_position_embeddings": a.context, "rms_norm_eps": 1e-5,
-            "rope_theta": 10000.0, "rope_scaling": None, "vocab_size": a.vocab, "tie_word_embeddings": a.tied,
+            "rope_theta": a.rope_theta, "rope_scaling": None, "vocab_size": a.vocab, "tie_word_embeddings": a.tied,
             "hidden_act": "silu", "torch_dtype": {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[a.dtype],
         }
+        if a.chat:
+            config.update({"bos_token_id": 1, "eos_token_id": [2, 7], "pad_token_id": 0})
         with open(os.path.join(a.out, "config.json"), "w") as f:
             json.dump(config, f, indent=2)
+    if a.chat:
+        write_chat_files(a)
+
+
+CHAT_TEMPLATE = (
+    "{% if messages[0]['role'] == 'system' %}{% set sys = messages[0]['content'] %}{% endif %}"
+    "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}"
+    "{{ '[INST] ' + (\"<<SYS>>\\n\" + sys + \"\\n<</SYS>>\\n\\n\" if sys is defined and loop.first else '') "
+    "+ m['content'] + ' [/INST]' }}"
+    "{% elif m['role'] == 'assistant' %}{{ ' ' + m['content'] + ' ' + eos_token }}{% endif %}{% endfor %}"
+    "\n{# « héllo » — 日本語 ✓ #}\n"
+)
+
+
+def write_chat_files(a):
+    """The tokenizer and generation files of a chat model, as transformers saves them."""
+    special = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<unk>"}
+    decoder = {str(i): {"content": t, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False,
+                        "special": True} for i, t in enumerate(["<unk>", "<s>", "</s>"])}
+    tok_config = {"add_bos_token": True, "add_eos_token": False, "added_tokens_decoder": decoder, "bos_token": "<s>",
+                  "chat_template": CHAT_TEMPLATE, "clean_up_tokenization_spaces": False, "eos_token": "</s>",
+                  "legacy": False, "model_max_length": a.context, "pad_token": "<unk>", "padding_side": "left",
+                  "sp_model_kwargs": {}, "tokenizer_class": "LlamaTokenizer", "unk_token": "<unk>"}
+    files = {"tokenizer_config.json": json.dumps(tok_config, indent=2, ensure_ascii=False) + "\n",
+             "special_tokens_map.json": json.dumps(special, indent=2) + "\n",
+             "generation_config.json": json.dumps({"bos_token_id": 1, "eos_token_id": [2, 7], "pad_token_id": 0,
+                                                   "do_sample": True, "temperature": 0.6, "top_p": 0.9}, indent=2) + "\n",
+             "chat_template.jinja": CHAT_TEMPLATE}
+    for name, text in files.items():
+        with open(os.path.join(a.out, name), "w", encoding="utf-8") as f:
+            f.write(text)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,11 @@ usage: /usr/bin/python3 test/hf_read.py export OUTDIR CKPT.h5 fp32|bf16|fp16
        /usr/bin/python3 test/hf_read.py same A B
            two weight sources (HF directory, index, .safetensors or fsdpc .h5) hold bit-identical
            fp32 values under every name (a tied source's lm_head is its embedding)
+       /usr/bin/python3 test/hf_read.py kept SOURCE OUTDIR
+           what an export keeps of the Hugging Face directory a finetune started from: config.json's
+           sizes, max_position_embeddings, rope_theta, rms_norm_eps and bos/eos/pad ids field for
+           field; its tokenizer and generation files byte for byte, or without a
+           tokenizer_config.json, Llama 2's SentencePiece one with model_max_length the length
 Prints what differs and exits 1 on a mismatch.
 """
 
@@ -97,6 +102,49 @@ def check_same(a_path, b_path):
     return problems
 
 
+SOURCE_FILES = ["generation_config.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                "chat_template.jinja"]
+KEPT = ["hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+        "vocab_size", "max_position_embeddings", "rope_theta", "rms_norm_eps", "bos_token_id", "eos_token_id",
+        "pad_token_id"]
+
+
+def check_kept(src, out):
+    problems = []
+    with open(os.path.join(src, "config.json")) as f:
+        a = json.load(f)
+    with open(os.path.join(out, "config.json")) as f:
+        b = json.load(f)
+    for k in KEPT:
+        if k in a and a.get(k) != b.get(k):
+            problems.append(f"config.json {k}: source {a.get(k)!r}, export {b.get(k)!r}")
+    for name in SOURCE_FILES:
+        p, q = os.path.join(src, name), os.path.join(out, name)
+        if os.path.exists(p) and (not os.path.exists(q) or open(p, "rb").read() != open(q, "rb").read()):
+            problems.append(f"{name} is not the source's, byte for byte")
+    if not os.path.exists(os.path.join(src, "tokenizer_config.json")):
+        with open(os.path.join(out, "tokenizer_config.json")) as f:
+            t = json.load(f)
+        want = {"tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+                "add_bos_token": True, "add_eos_token": False, "model_max_length": b["max_position_embeddings"]}
+        for k, v in want.items():
+            if t.get(k) != v:
+                problems.append(f"tokenizer_config.json {k} = {t.get(k)!r}, expected {v!r}")
+    return problems
+
+
+def source_positions(f, context):
+    """max_position_embeddings as export gives it: the recorded source's (bounded by a sliding
+    window, as on import), never below the checkpoint's context."""
+    if "source" not in f or "config.json" not in f["source"]:
+        return context
+    c = json.loads(f["source"]["config.json"][()].tobytes())
+    n = c.get("max_position_embeddings") or 0
+    if c.get("sliding_window"):
+        n = min(n, c["sliding_window"])
+    return max(n, context)
+
+
 def check_export(out, ckpt, dtype):
     import h5py
 
@@ -108,6 +156,7 @@ def check_export(out, ckpt, dtype):
     with h5py.File(ckpt, "r") as f:
         attrs = dict(f.attrs)
         ref = {k: f["model"][k][()] for k in f["model"]}
+        positions = source_positions(f, int(attrs["max_context_width"]))
     seen, total = {}, 0
     for p in files:
         header, n = read_header(p)
@@ -151,7 +200,7 @@ def check_export(out, ckpt, dtype):
     want = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": attrs["hidden_width"],
             "intermediate_size": attrs["intermediate_size"], "num_hidden_layers": attrs["num_layers"],
             "num_attention_heads": attrs["num_heads"], "num_key_value_heads": attrs["num_key_value_heads"],
-            "max_position_embeddings": attrs["max_context_width"], "vocab_size": attrs["vocab_size"],
+            "max_position_embeddings": positions, "vocab_size": attrs["vocab_size"],
             "tie_word_embeddings": False, "hidden_act": "silu", "torch_dtype": TORCH_DTYPE[dtype]}
     for k, v in want.items():
         if cfg.get(k) != v:
@@ -178,6 +227,8 @@ def main():
         problems = check_export(*sys.argv[2:])
     elif len(sys.argv) == 4 and sys.argv[1] == "same":
         problems = check_same(*sys.argv[2:])
+    elif len(sys.argv) == 4 and sys.argv[1] == "kept":
+        problems = check_kept(*sys.argv[2:])
     else:
         sys.exit(__doc__)
     for p in problems[:20]:

@@ -41,6 +41,7 @@ suite "sft: finetuning rows (input_ids, prompt/completion, Alpaca, chat template
 suite "gpt2 tokenizer: encoder.json + vocab.bpe and byte-level tokenizer.json against js-tiktoken" bash test/test_gpt2_tokenizer.sh
 suite "hf: Hugging Face weights in (safetensors) and out (export)" bash test/test_hf.sh
 suite "finetune: import, finetune on 2 ranks, export, PyTorch greedy equality" bash test/test_finetune.sh
+suite "roundtrip: export keeps the import's max_position_embeddings, rope_theta, token ids and tokenizer files" bash test/test_roundtrip.sh
 suite "mingpt: train, greedy generation and GPT2LMHeadModel export against the PyTorch reference" bash test/test_mingpt.sh
 suite "fuzz: regression corpus under ASan/UBSan" bash test/fuzz/replay.sh
 suite "slurm: srun/sbatch/scancel/preemption on a real single-node Slurm" bash test/test_slurm.sh

@@ -173,7 +173,7 @@ static void dump(const char *dir, const char *model_type) {
     CkptMeta meta = {0};
     CkptSaved saved;
     ckpt_new_run_id(meta.run_id);
-    ckpt_save(dir, &s.st, c, &meta, &saved);
+    ckpt_save(dir, &s.st, c, &meta, NULL, &saved);
     hid_t f = H5Fopen(saved.path, H5F_ACC_RDWR, H5P_DEFAULT);
     if (f < 0) comm_fatal("cannot reopen %s", saved.path);
     write_attr(f, "lr", c->lr);
