@@ -53,6 +53,9 @@ struct SftReader {
     int64_t *ints[3];    // JSON lists as int64
     size_t ints_cap[3];
     SftText text;
+    int markers[2];      // ChatML's <|im_start|>, <|im_end|>
+    int32_t *tmp;        // encoding scratch
+    size_t tmp_cap;
 };
 
 // ---- names ----
@@ -224,15 +227,11 @@ static int sft_llama2(const Tokenizer *tok, const SftMessage *m, const int *role
     return 0;
 }
 
-// ChatML: "<|im_start|>{role}\n{content}<|im_end|>\n" per message, the markers single ids. The role
-// line and content are encoded as one text; an assistant message's loss covers the tokens after
+// ChatML: "<|im_start|>{role}\n{content}<|im_end|>\n" per message, the markers single ids and the
+// role its canonical name (ShareGPT's human is user, gpt assistant). The role line and content are encoded as one text; an assistant message's loss covers the tokens after
 // those shared with "{role}\n" alone, and its <|im_end|>.
-static int sft_chatml(const Tokenizer *tok, const SftMessage *m, const int *roles, int n, bool all, SftRow *row, char *err,
-                      size_t errlen) {
-    int start = tok_piece_id(tok, "<|im_start|>"), end = tok_piece_id(tok, "<|im_end|>");
-    if (start < 0 || end < 0)
-        return snprintf(err, errlen, "the tokenizer has no %s token; ChatML needs <|im_start|> and <|im_end|> in its vocabulary (use --chat_template llama2|none)",
-                        start < 0 ? "<|im_start|>" : "<|im_end|>"), -1;
+static void sft_chatml(const Tokenizer *tok, const SftMessage *m, const int *roles, int n, bool all, const int markers[2], SftRow *row) {
+    int start = markers[0], end = markers[1];
     SftText text = {0};
     int32_t *a = NULL, *b = NULL;
     size_t acap = 0, bcap = 0;
@@ -255,7 +254,6 @@ static int sft_chatml(const Tokenizer *tok, const SftMessage *m, const int *role
     free(text.s);
     free(a);
     free(b);
-    return 0;
 }
 
 // No template: BOS, each message's content encoded on its own, EOS; the loss covers the assistant
@@ -269,8 +267,18 @@ static void sft_plain(const Tokenizer *tok, const SftMessage *m, const int *role
     free(a);
 }
 
-int sft_chat_encode(const Tokenizer *tok, ChatTemplate t, const SftMessage *m, int n, int train_on_inputs, SftRow *row,
-                    char *err, size_t errlen) {
+// ChatML's <|im_start|> and <|im_end|> ids: 0, or -1 with err when the tokenizer lacks one.
+static int sft_chatml_markers(const Tokenizer *tok, int markers[2], char *err, size_t errlen) {
+    markers[0] = tok_piece_id(tok, "<|im_start|>");
+    markers[1] = tok_piece_id(tok, "<|im_end|>");
+    if (markers[0] >= 0 && markers[1] >= 0) return 0;
+    return snprintf(err, errlen, "the tokenizer has no %s token; ChatML needs <|im_start|> and <|im_end|> in its vocabulary (use --chat_template llama2|none)",
+                    markers[0] < 0 ? "<|im_start|>" : "<|im_end|>"), -1;
+}
+
+// sft_chat_encode with ChatML's marker ids already found (a vocabulary scan for SentencePiece)
+static int sft_chat_row(const Tokenizer *tok, ChatTemplate t, const int markers[2], const SftMessage *m, int n, int train_on_inputs,
+                        SftRow *row, char *err, size_t errlen) {
     row->len = 0;
     if (n <= 0) return snprintf(err, errlen, "the conversation has no messages"), -1;
     int *roles = mallocCheck((size_t)n * sizeof *roles);
@@ -283,12 +291,20 @@ int sft_chat_encode(const Tokenizer *tok, ChatTemplate t, const SftMessage *m, i
     }
     if (!rc) {
         if (t == CHAT_LLAMA2) rc = sft_llama2(tok, m, roles, n, train_on_inputs, row, err, errlen);
-        else if (t == CHAT_CHATML) rc = sft_chatml(tok, m, roles, n, train_on_inputs, row, err, errlen);
+        else if (t == CHAT_CHATML) sft_chatml(tok, m, roles, n, train_on_inputs, markers, row);
         else sft_plain(tok, m, roles, n, train_on_inputs, row);
     }
     free(roles);
     if (rc) row->len = 0;
     return rc;
+}
+
+int sft_chat_encode(const Tokenizer *tok, ChatTemplate t, const SftMessage *m, int n, int train_on_inputs, SftRow *row,
+                    char *err, size_t errlen) {
+    int markers[2] = {-1, -1};
+    row->len = 0;
+    if (t == CHAT_CHATML && sft_chatml_markers(tok, markers, err, errlen)) return -1;
+    return sft_chat_row(tok, t, markers, m, n, train_on_inputs, row, err, errlen);
 }
 
 // The conversation of a JSON row into *msgs: 1, 0 when its list is null (a null row), -1 with why
@@ -428,8 +444,12 @@ SftReader *sft_open(const char *path, DocsKind kind, DocsCompression comp, const
     SftReader *r = callocCheck(1, sizeof *r);
     snprintf(r->path, sizeof r->path, "%s", path);
     r->o = *o;
-    if (r->o.vocab <= 0) r->o.vocab = tok_vocab_size(o->tok);
+    if (r->o.vocab <= 0 && o->tok) r->o.vocab = tok_vocab_size(o->tok);
     if (r->o.format == SFT_AUTO && sft_detect(path, kind, comp, &r->o.format, err, errlen)) return sft_close(r), NULL;
+    if (!o->tok && (r->o.format != SFT_IDS || r->o.vocab <= 0)) {  // only token ids read without a tokenizer
+        snprintf(err, errlen, "'%s' holds %s rows, which need a tokenizer (--tokenizer)", path, sft_format_name(r->o.format));
+        return sft_close(r), NULL;
+    }
     if ((unsigned)r->o.format > SFT_CHAT) {
         snprintf(err, errlen, "'%s': data format %d is none fsdpc knows", path, (int)r->o.format);
         return sft_close(r), NULL;
@@ -442,9 +462,9 @@ SftReader *sft_open(const char *path, DocsKind kind, DocsCompression comp, const
     if (!r->docs) return sft_close(r), NULL;
     r->table = r->o.format == SFT_TEXT ? NULL : docs_table(r->docs);
     if (r->table && sft_table_columns(r, err, errlen)) return sft_close(r), NULL;
-    if (r->o.format == SFT_CHAT && r->o.tmpl == CHAT_CHATML && (tok_piece_id(o->tok, "<|im_start|>") < 0 || tok_piece_id(o->tok, "<|im_end|>") < 0)) {
-        snprintf(err, errlen, "'%s' holds chat rows, but the tokenizer '%s' has no <|im_start|> and <|im_end|> tokens, which ChatML needs (use --chat_template llama2|none)",
-                 path, tok_path(o->tok));
+    char why[400];
+    if (r->o.format == SFT_CHAT && r->o.tmpl == CHAT_CHATML && sft_chatml_markers(o->tok, r->markers, why, sizeof why)) {
+        snprintf(err, errlen, "'%s' holds chat rows, but %s", path, why);
         return sft_close(r), NULL;
     }
     sft_describe_set(r);
@@ -532,7 +552,7 @@ static SftStr sft_table_str(const SftReader *r, int c) {
     if (r->col_of[c] < 0) return (SftStr){0};
     const TableValue *v = &r->vals[r->col_of[c]];
     if (v->is_null) return (SftStr){.null = true, .present = true};
-    return (SftStr){v->str, v->len, false, true};
+    return (SftStr){v->str ? v->str : "", v->len, false, true};
 }
 
 // Strings of a prompt/completion or Alpaca row: 1 a row, 0 a null row, -1 with why.
@@ -555,7 +575,7 @@ static int sft_row(SftReader *r, const JsonValue *obj, SftRow *row, int32_t **tm
     if (f == SFT_CHAT) {
         int n = 0, rc = sft_json_messages(obj, &r->msgs, &r->msgs_cap, &n, why, whylen);
         if (rc <= 0) return rc;
-        return sft_chat_encode(r->o.tok, r->o.tmpl, r->msgs, n, r->o.train_on_inputs, row, why, whylen) ? -1 : 1;
+        return sft_chat_row(r->o.tok, r->o.tmpl, r->markers, r->msgs, n, r->o.train_on_inputs, row, why, whylen) ? -1 : 1;
     }
     if (f == SFT_IDS) {
         const int64_t *lists[3] = {0};
@@ -616,14 +636,12 @@ static int sft_text_row(SftReader *r, SftRow *row, int32_t **tmp, size_t *cap, c
 }
 
 int sft_next(SftReader *r, SftRow *row, char *err, size_t errlen) {
-    int32_t *tmp = NULL;
-    size_t cap = 0;
     int rc;
     char why[600];
     for (;;) {
         row->len = 0;
         if (r->o.format == SFT_TEXT) {
-            rc = sft_text_row(r, row, &tmp, &cap, err, errlen);
+            rc = sft_text_row(r, row, &r->tmp, &r->tmp_cap, err, errlen);
             break;
         }
         const JsonValue *obj = NULL;
@@ -635,7 +653,7 @@ int sft_next(SftReader *r, SftRow *row, char *err, size_t errlen) {
             rc = docs_next_object(r->docs, &obj, &r->row, err, errlen);
             if (rc <= 0) break;
         }
-        rc = sft_row(r, obj, row, &tmp, &cap, why, sizeof why);
+        rc = sft_row(r, obj, row, &r->tmp, &r->tmp_cap, why, sizeof why);
         if (rc < 0) {
             if (r->table) snprintf(err, errlen, "'%s' (%s) row %llu (counting from 0): %s", r->path, r->table->format, (unsigned long long)r->row - 1, why);
             else snprintf(err, errlen, "'%s' line %llu: %s", r->path, (unsigned long long)r->row, why);
@@ -644,7 +662,6 @@ int sft_next(SftReader *r, SftRow *row, char *err, size_t errlen) {
         if (rc > 0) break;
         r->nulls++;
     }
-    free(tmp);
     if (rc <= 0) row->len = 0;
     return rc;
 }
@@ -660,6 +677,7 @@ void sft_close(SftReader *r) {
     free(r->msgs);
     for (int i = 0; i < 3; i++) free(r->ints[i]);
     free(r->text.s);
+    free(r->tmp);
     free(r);
 }
 
@@ -684,6 +702,8 @@ const char *sft_tokenize_chat(const Tokenizer *tok, ChatTemplate t, int labels, 
     SftRow row = {0};
     const char *fail = NULL;
     ssize_t got;
+    int markers[2] = {-1, -1};
+    bool have_markers = false;
     for (unsigned long line_no = 1; !fail && (got = getline(&line, &line_cap, in)) >= 0; line_no++) {
         size_t i = 0;
         while (i < (size_t)got && strchr(" \t\r\n", line[i])) i++;
@@ -694,7 +714,9 @@ const char *sft_tokenize_chat(const Tokenizer *tok, ChatTemplate t, int labels, 
         else if (obj->type != JSON_OBJECT) snprintf(why, whylen, "stdin line %lu is not a JSON object", line_no);
         else if ((rc = sft_json_messages(obj, &msgs, &msgs_cap, &n, msg, sizeof msg)) <= 0)
             snprintf(why, whylen, "stdin line %lu: %s", line_no, rc ? msg : "the conversation is null");
-        else if ((rc = sft_chat_encode(tok, t, msgs, n, 0, &row, msg, sizeof msg)) < 0)
+        else if (t == CHAT_CHATML && !have_markers && (rc = sft_chatml_markers(tok, markers, msg, sizeof msg)) < 0)
+            snprintf(why, whylen, "stdin line %lu: %s", line_no, msg);
+        else if ((have_markers = true, rc = sft_chat_row(tok, t, markers, msgs, n, 0, &row, msg, sizeof msg)) < 0)
             snprintf(why, whylen, "stdin line %lu: %s", line_no, msg);
         else rc = 1;
         json_free(obj);

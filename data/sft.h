@@ -26,7 +26,7 @@ int sft_template_parse(const char *s, ChatTemplate *out);
 typedef struct {
     SftFormat format;     // SFT_AUTO: detected from the file's first non-null row (sft_detect)
     ChatTemplate tmpl;
-    const Tokenizer *tok;
+    const Tokenizer *tok;  // NULL only for SFT_IDS rows with vocab set (pre-tokenized: nothing to encode)
     int train_on_inputs;  // 1: every real token carries loss (no masking)
     int vocab;            // the model's vocabulary: input_ids and labels read from a file must be below it
                           // (0: the tokenizer's)

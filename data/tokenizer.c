@@ -962,7 +962,8 @@ int data_tokenize_main(int argc, char **argv) {
         else if (!strncmp(a, "--chat_template=", 16)) tmpl_name = a + 16;
         else if (!strcmp(a, "--tokenizer") || !strcmp(a, "--chat_template")) {
             if (i + 1 == argc) comm_fail_all("%s needs a value", a);
-            *(a[2] == 't' ? &spec : &tmpl_name) = argv[++i];
+            if (a[2] == 't') spec = argv[++i];
+            else tmpl_name = argv[++i];
         } else comm_fail_all("unknown argument '%s' for tokenize (flags: --tokenizer SPEC, --bos, --eos, --decode; --chat reads chat JSON "
                              "Lines, one {\"messages\": [...]} or {\"conversations\": [...]} a line, and prints one line of ids per "
                              "conversation, with --chat_template llama2|chatml|none and --labels printing each line's labels on the next "
