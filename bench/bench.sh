@@ -21,3 +21,4 @@ awk -v a="$fs" -v b="$pt" 'BEGIN { printf "fsdpc/torch speedup: %.2fx\n", a / b 
 echo; echo "scaling (global batch 8, ranks x threads = $(nproc) cores):"; bash bench/scaling.sh
 echo; bash bench/bench_prepare.sh
 echo; bash bench/bench_data.sh
+echo; bash bench/bench_packing.sh

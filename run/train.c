@@ -16,6 +16,7 @@
 #include "../comm/comm.h"
 #include "../comm/trace.h"
 #include "../data/data.h"
+#include "../data/sft.h"
 #include "../data/tokenizer.h"
 #include "../model/generate.h"
 #include "../model/model.h"
@@ -704,6 +705,7 @@ static void save(Run *r, int step) {
 
 typedef struct {
     const Tokenizer *tok;
+    int32_t stop;  // a template's end-of-turn token (ChatML's <|im_end|>), or -1
     int32_t prev;
     char *text;  // the sample when it goes to a log, else NULL (streamed)
     size_t len, cap;
@@ -713,7 +715,7 @@ typedef struct {
 // ends the sample
 static int emit_token(int32_t tok, void *ctx) {
     Emitter *e = ctx;
-    if (tok == tok_eos(e->tok)) return 0;
+    if (tok == tok_eos(e->tok) || tok == e->stop) return 0;
     char buf[256];
     size_t n = tok_piece_bytes(e->tok, e->prev, tok, buf, sizeof buf);
     e->prev = tok;
@@ -757,11 +759,35 @@ static void generate_text(Run *r, const void *const *P) {
         cap = 16;
         prompt[n++] = start;
     }
-    tok_encode(r->tok, c->prompt, len, &prompt, &n, &cap);
+    int32_t stop = -1;
+    if (config_given("chat_template")) {  // the prompt as the user's turn, in the format the model was finetuned on
+        SftRow row = {0};
+        SftMessage m = {.role = "user", .role_len = 4, .content = c->prompt, .content_len = len};
+        char err[512];
+        comm_check_all(sft_chat_encode(r->tok, (ChatTemplate)c->chat_template, &m, 1, 1, &row, err, sizeof err) ? err : NULL);
+        n = 0;
+        for (size_t i = 0; i < row.len; i++) {
+            if (n == cap) prompt = realloc(prompt, (cap = 2 * cap + 16) * sizeof(int32_t));
+            if (!prompt) comm_fatal("out of memory");
+            prompt[n++] = row.ids[i];
+        }
+        sft_row_free(&row);
+        if (c->chat_template == CHAT_NONE && n > 1 && prompt[n - 1] == tok_eos(r->tok)) n--;  // the answer follows, not a new text
+        if (c->chat_template == CHAT_CHATML) {  // ChatML's generation prompt: the assistant's turn opens
+            static const char opener[] = "assistant\n";
+            if (n + 1 > cap) prompt = realloc(prompt, (cap = n + 16) * sizeof(int32_t));
+            if (!prompt) comm_fatal("out of memory");
+            prompt[n++] = tok_piece_id(r->tok, "<|im_start|>");
+            tok_encode(r->tok, opener, sizeof opener - 1, &prompt, &n, &cap);
+            stop = tok_piece_id(r->tok, "<|im_end|>");
+        }
+    } else {
+        tok_encode(r->tok, c->prompt, len, &prompt, &n, &cap);
+    }
     // a pure generation run writes the exact bytes, and so does a terminal; the sample after
     // training, redirected, is for a log
     int for_log = shard_step(&r->st) > r->start_step && !isatty(fileno(stdout));
-    Emitter e = {.tok = r->tok, .prev = prompt[n - 1], .text = for_log ? mallocCheck(256) : NULL, .cap = 256};
+    Emitter e = {.tok = r->tok, .stop = stop, .prev = prompt[n - 1], .text = for_log ? mallocCheck(256) : NULL, .cap = 256};
     if (for_log) print_for_log(c->prompt, len);
     else fwrite(c->prompt, 1, len, stdout);
     if ((int)n > c->model.max_context_width)

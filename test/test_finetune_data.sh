@@ -73,13 +73,19 @@ check "a batch of prompts only: loss 0, update skipped, no NaN" $? "$(grep -m2 '
 # formats with a real tokenizer: prompt/completion, Alpaca, chat (Llama-2 template) and ChatML refused without its tokens
 for f in prompt_completion alpaca chat; do
     $PY $GEN $f 300 2 >"$W/$f.jsonl"
-    run m_$f ./fsdpc --tokenizer "$TOK" --train_data "$W/$f.jsonl" $A --max_context_width 128 --max_steps 40
+    run m_$f ./fsdpc --tokenizer "$TOK" --train_data "$W/$f.jsonl" $A --max_context_width 128 --max_steps 60 \
+        --checkpoint_freq 60 --checkpoint_dir "$W/ck_$f"
     first=$(losses "$W/m_$f.jsonl" | head -1) last=$(losses "$W/m_$f.jsonl" | tail -1)
     awk -v a="$first" -v b="$last" 'BEGIN{exit !(b < a / 2)}'
     check "$f rows train (loss $first -> $last)" $? "$(grep -m2 'error\|rows' "$W/m_$f.log")"
 done
 grep -q "chat (messages or conversations), llama2 template" "$W/m_chat.log"
 check "the start-up line names the chat format and template" $? "$(grep -m1 'training data' "$W/m_chat.log")"
+# the finetuned model chats in its format: the prompt goes in as a Llama-2 user turn, the answer ends at </s>
+./fsdpc --resume_from_checkpoint "$W/ck_chat" --max_steps 0 --prompt "the a of to and in" --chat_template llama2 \
+    --temperature 0 --num_tokens 20 >"$W/said.txt" 2>"$W/said.log"
+grep -Eqx "the a of to and in ?(yes indeed|no sir|the king is dead|to be or not) ?" "$W/said.txt"
+check "the finetuned model answers a --chat_template llama2 prompt with one of its answers, then stops" $? "$(head -c 200 "$W/said.txt")"
 expect_error "ChatML needs its special tokens" "<\|im_start\|>" ./fsdpc --tokenizer "$TOK" --train_data "$W/chat.jsonl" \
     --chat_template chatml $A --max_steps 1
 expect_error "--data_format chat on text" "reads rows of JSON Lines, Arrow or Parquet" ./fsdpc --tokenizer "$TOK" \
