@@ -44,6 +44,27 @@ for L in "2 full-shard 4 1" "2 hybrid-full-shard 4 1" "4 grad-shard 2 1" "1 no-s
     check "np=$1 $2 batch $3 grad_accum $4 equals np=1 batch 8 ($d)" $? "$(grep -m2 error "$W/l.log")"
 done
 
+# the same rows in json.gz, Arrow and Parquet train alike, bit for bit; validation honours the masks too
+gzip -c "$W/smp.jsonl" >"$W/smp.jsonl.gz"
+conts="smp.jsonl.gz"
+if npm_fetch apache-arrow@21.2.0 parquet-wasm@0.8.0; then
+    node test/fixtures/make_table.cjs "$W/smp.jsonl" "$W/smp.arrow" stream 64 && node test/fixtures/make_table.cjs "$W/smp.jsonl" "$W/smp.parquet" parquet-snappy 64 &&
+        conts="$conts smp.arrow smp.parquet"
+else
+    echo "ok - Arrow and Parquet rows # SKIP $NPM_SKIP"
+fi
+for f in $conts; do
+    run "c_$f" ./fsdpc --train_data "$W/$f" $A --max_steps 20
+    cmp -s <(losses "$W/pad0.jsonl") <(losses "$W/c_$f.jsonl")
+    check "rows from $f train as the JSON Lines rows do, bit for bit" $? "$(grep -m2 'error\|rows' "$W/c_$f.log")"
+done
+V="--val_data $W/smp_left.jsonl --validation_freq 10 --validation_batches 3"
+run val1 ./fsdpc --train_data "$W/smp.jsonl" $A --max_steps 10 $V
+$MPI -np 2 ./fsdpc --train_data "$W/smp.jsonl" $A --max_steps 10 $V --batch_size 4 --metrics_file "$W/val2.jsonl" >"$W/val2.log" 2>&1
+v1=$(sed -nE 's/.*"val_loss": ([0-9.e+-]+).*/\1/p' "$W/val1.jsonl") v2=$(sed -nE 's/.*"val_loss": ([0-9.e+-]+).*/\1/p' "$W/val2.jsonl")
+awk -v a="$v1" -v b="$v2" 'BEGIN{d = (a - b) / a; if (d < 0) d = -d; exit !(a > 0 && d < 1e-5)}'
+check "validation on rows: the masked mean, equal at np=1 and np=2 ($v1, $v2)" $? "$(grep -m2 'error\|Valid' "$W/val2.log")"
+
 # packing changes speed, not losses
 run packed ./fsdpc --train_data "$W/smp.jsonl" $A --max_steps 20 --packing
 d=$(rel_diff "$W/pad0.jsonl" "$W/packed.jsonl" 20 1e-5)
