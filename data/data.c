@@ -225,8 +225,9 @@ int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_b
         if (i == 0) d->rows = rows;
         else if (rows != d->rows) comm_fail_all("%s '%s' mixes finetuning rows and plain documents", src->label, spec);
         if (src->document_masking && !f->idx)
-            comm_fail_all("--document_masking needs the documents' boundaries, and '%s' is a token file that does not record "
-                          "them: give the documents themselves (text, JSON Lines, Arrow, Parquet) so the data cache records them", f->path);
+            comm_fail_all("--document_masking needs the documents' boundaries, and '%s' is %s that does not record them: give "
+                          "the documents themselves (JSON Lines, Arrow, Parquet, or text with a real --tokenizer) so the data "
+                          "cache records them", f->path, f->text ? "text read as bytes, one stream" : "a token file");
         if (f->text && vocab < 256)
             comm_fail_all("--vocab_size %d is too small for '%s' read as bytes (needs 256)", vocab, f->path);
         d->tok_start[i + 1] = d->tok_start[i] + ntok;

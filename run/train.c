@@ -323,7 +323,8 @@ static int open_data(Run *r) {
             comm_fail_all("--packing packs finetuning rows (input_ids with attention_mask or labels, prompt/completion, "
                           "Alpaca, chat), and the training data is a token stream, already packed: use --document_masking "
                           "to keep its documents apart");
-        if (c->packing && synthetic) comm_fail_all("--packing packs finetuning rows; synthetic data has none");
+        if ((c->packing || c->document_masking) && synthetic)
+            comm_fail_all("--%s needs documents, and synthetic data has none", c->packing ? "packing" : "document_masking");
         r->train_loader = data_loader_new(&r->train, (uint64_t)c->seed, B, 1);
     }
     DataSource val = data_source(r, c->val_data, "validation", "validation data");
