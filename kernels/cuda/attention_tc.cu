@@ -143,6 +143,8 @@ __global__ void __launch_bounds__(kThreads)
     const Act kb = k + (b * kv_bstride + (size_t)g * hd), vb = v + (b * kv_bstride + (size_t)g * hd);
     const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
     const int32_t *ks = DOCS ? kstart + (size_t)b * Tq : nullptr;  // (Tq) the first key each query sees
+    // lane i holds that of the warp's row i % 16; the row loop takes it by shuffle (one register, not 16)
+    const int kfirst_lane = DOCS && r0 + lane % 16 < nq ? ks[q0 + r0 + lane % 16] : 0;
 
     load_tile_bf16<kTile, HDP>(Qs, q + qrow0, ldq, nq, hd);
     for (int i = threadIdx.x; i < kTile * LDO; i += kThreads) Os[i] = 0.0f;
@@ -157,7 +159,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int r = 0; r < 16; r++) {
             const int row = r0 + r, qpos = off + q0 + row;
-            const int kfirst = DOCS && row < nq ? ks[q0 + row] : 0;
+            const int kfirst = DOCS ? __shfl_sync(0xffffffffu, kfirst_lane, r) : 0;
             float s[2], mx = -INFINITY;
 #pragma unroll
             for (int c = 0; c < 2; c++) {
@@ -303,6 +305,8 @@ __global__ void __launch_bounds__(kThreads)
     const Act kb = k + ((size_t)b * T * ldk + (size_t)g * hd), vb = v + ((size_t)b * T * ldk + (size_t)g * hd);
     const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
     const int32_t *ks = DOCS ? kstart + (size_t)b * T : nullptr;  // (T) the first key each query sees
+    // lane i holds that of the warp's row i % 16; the row loop takes it by shuffle (one register, not 16)
+    const int kfirst_lane = DOCS && r0 + lane % 16 < nq ? ks[q0 + r0 + lane % 16] : 0;
 
     load_tile_bf16<kTile, HDP>(Qs, q + qrow0, ldq, nq, hd);
     load_tile_bf16<kTile, HDP>(dOs, dout + qrow0, ldq, nq, hd);
@@ -318,7 +322,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll 4
         for (int r = 0; r < 16; r++) {
             const int row = r0 + r, qpos = q0 + row;
-            const int kfirst = DOCS && row < nq ? ks[q0 + row] : 0;
+            const int kfirst = DOCS ? __shfl_sync(0xffffffffu, kfirst_lane, r) : 0;
 #pragma unroll
             for (int c = 0; c < 2; c++) {
                 const int col = lane + 32 * c;
