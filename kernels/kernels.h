@@ -238,9 +238,10 @@ void kern_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, i
 
 // ---- token ids ----
 // Checks a batch's ids (tokens, and targets unless NULL: N each) against the vocabulary V where
-// the device holds them, before the embedding and cross-entropy index with them: an id outside
-// [0, V) becomes 0 (a negative target is none: it bears no loss), so no kernel reads or writes outside its table, and the first such place is
-// noted. kern_token_error returns 1 and clears the note when there is one: *index is the place,
+// the device holds them, before the embedding and cross-entropy index with them: a token outside
+// [0, V), or a target of V or more, becomes 0, so no kernel reads or writes outside its table, and
+// the first such place is noted (negative targets are legal: they bear no loss, and stay).
+// kern_token_error returns 1 and clears the note when there is one: *index is the place,
 // base + n in tokens or base + N + n in targets (a base per batch lets one note cover a step's
 // micro-batches), and *id the id. On a GPU it fetches the note: call it where the stream has
 // just been waited for (once per step, after the step's reduction), so it costs one small copy.

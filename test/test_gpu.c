@@ -390,10 +390,37 @@ static void test_layernorm(int N, int D) {
     for (size_t i = 0; i < sizeof dbufs / sizeof dbufs[0]; i++) cuda_free(dbufs[i]);
 }
 
+// ---- packed documents ----
+
+// kstart (B*T, host) of rows packed with documents: row b takes the lengths of layout b % 4 in
+// order, the rest of the row being one document (padding, or a document that runs to the end).
+// Documents cross 64-row tiles, some are one token long, and one row is a single document.
+static int32_t *doc_kstart(int B, int T) {
+    static const int layout[4][10] = {{1, 70, 1, 60, 68}, {0}, {150}, {3, 1, 17, 40, 2, 1, 1, 30, 64}};
+    int32_t *ks = mallocCheck(sizeof(int32_t) * (size_t)B * T);
+    for (int b = 0; b < B; b++) {
+        const int *len = layout[b % 4];
+        int start = 0, i = 0, end = len[0] ? len[0] : T;
+        for (int t = 0; t < T; t++) {
+            if (t >= end) start = t, i++, end = len[i] ? start + len[i] : T;
+            ks[(size_t)b * T + t] = start;
+        }
+    }
+    return ks;
+}
+
+// the positions that restart per document (model_load_batch's)
+static int32_t *doc_pos(const int32_t *ks, int B, int T) {
+    int32_t *pos = mallocCheck(sizeof(int32_t) * (size_t)B * T);
+    for (size_t n = 0; n < (size_t)B * T; n++) pos[n] = (int32_t)(n % T) - ks[n];
+    return pos;
+}
+
 // ---- RoPE and the q|k|v split ----
 
-static void test_qkv(int B, int T, int H, int KV, int hd, int pos0, int rope) {
-    char name[96];
+// docs: positions per token (restarting per packed document) instead of pos0 + t
+static void test_qkv(int B, int T, int H, int KV, int hd, int pos0, int rope, int docs) {
+    char name[128];
     const int Tt = T + pos0, half = hd / 2, W = (H + 2 * KV) * hd;
     const size_t nt = (size_t)Tt * half, n = (size_t)B * T * W, nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd;
     float *c = mallocCheck(sizeof(float) * nt), *s = mallocCheck(sizeof(float) * nt);
@@ -409,9 +436,12 @@ static void test_qkv(int B, int T, int H, int KV, int hd, int pos0, int rope) {
     void *d_x = dev_buf(x, n, KERN_ACT);
     float *q = mallocCheck(sizeof(float) * nq), *k = mallocCheck(sizeof(float) * nkv), *v = mallocCheck(sizeof(float) * nkv);
     void *d_q = new_buf(nq, KERN_ACT), *d_k = new_buf(nkv, KERN_ACT), *d_v = new_buf(nkv, KERN_ACT);
-    cpu_qkv_split(q, k, v, x, ct, st, B, T, H, KV, hd, pos0, NULL);
-    cuda_qkv_split(d_q, d_k, d_v, d_x, d_ct, d_st, B, T, H, KV, hd, pos0, NULL);
-    snprintf(name, sizeof name, "qkv_split%s q B=%d T=%d H=%d KV=%d hd=%d pos0=%d", rope ? " rope" : "", B, T, H, KV, hd, pos0);
+    int32_t *ks = docs ? doc_kstart(B, T) : NULL, *pos = docs ? doc_pos(ks, B, T) : NULL;
+    int32_t *d_pos = docs ? to_dev(pos, sizeof(int32_t) * B * T) : NULL;
+    cpu_qkv_split(q, k, v, x, ct, st, B, T, H, KV, hd, pos0, pos);
+    cuda_qkv_split(d_q, d_k, d_v, d_x, d_ct, d_st, B, T, H, KV, hd, pos0, d_pos);
+    snprintf(name, sizeof name, "qkv_split%s q B=%d T=%d H=%d KV=%d hd=%d pos0=%d%s", rope ? " rope" : "", B, T, H, KV,
+             hd, pos0, docs ? " positions per document" : "");
     check_buf(name, d_q, q, nq, rope ? TOL_EW : 0.0, KERN_ACT);
     snprintf(name, sizeof name, "qkv_split%s k", rope ? " rope" : "");
     check_buf(name, d_k, k, nkv, rope ? TOL_EW : 0.0, KERN_ACT);
@@ -420,11 +450,12 @@ static void test_qkv(int B, int T, int H, int KV, int hd, int pos0, int rope) {
     // backward from the forward's outputs as the GPU holds them
     cuda_free(d_q), cuda_free(d_k), cuda_free(d_v);
     d_q = dev_buf(q, nq, KERN_ACT), d_k = dev_buf(k, nkv, KERN_ACT), d_v = dev_buf(v, nkv, KERN_ACT);
-    cpu_qkv_merge(x, q, k, v, ct, st, B, T, H, KV, hd, NULL);
-    cuda_qkv_merge(d_x, d_q, d_k, d_v, d_ct, d_st, B, T, H, KV, hd, NULL);
-    snprintf(name, sizeof name, "qkv_merge%s", rope ? " rope" : "");
+    cpu_qkv_merge(x, q, k, v, ct, st, B, T, H, KV, hd, pos);
+    cuda_qkv_merge(d_x, d_q, d_k, d_v, d_ct, d_st, B, T, H, KV, hd, d_pos);
+    snprintf(name, sizeof name, "qkv_merge%s%s", rope ? " rope" : "", docs ? " positions per document" : "");
     check_buf(name, d_x, x, n, rope ? TOL_EW : 0.0, KERN_ACT);
-    free(c), free(s), free(x), free(q), free(k), free(v);
+    free(c), free(s), free(x), free(q), free(k), free(v), free(ks), free(pos);
+    if (d_pos) cuda_free(d_pos);
     cuda_free(d_c), cuda_free(d_s), cuda_free(d_x), cuda_free(d_q), cuda_free(d_k), cuda_free(d_v);
 }
 
@@ -432,13 +463,16 @@ static void test_qkv(int B, int T, int H, int KV, int hd, int pos0, int rope) {
 
 // Forward with Tq queries over Tk keys (kv batch stride kv_bstride); with Tq == Tk and a
 // contiguous kv also backward, run twice on the GPU to check it is deterministic. drop: dropout
-// on the probabilities (NULL: none), the same on both sides.
-static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride, const KernDropout *drop) {
-    char name[192], cfg[128];
+// on the probabilities (NULL: none), the same on both sides. kstart: document masks (B*Tq, host;
+// NULL: plain causal), the same on both sides.
+static void test_attention_docs(int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride,
+                                const int32_t *kstart, const KernDropout *drop) {
+    char name[224], cfg[160];
     char dname[48] = "";
     if (drop) snprintf(dname, sizeof dname, " dropout p=%g", drop->p);
-    snprintf(cfg, sizeof cfg, "B=%d Tq=%d Tk=%d H=%d KV=%d hd=%d kv_bstride=%zu%s%s%s", B, Tq, Tk, H, KV, hd,
-             kv_bstride, dname, mode_name(), att_path);
+    snprintf(cfg, sizeof cfg, "B=%d Tq=%d Tk=%d H=%d KV=%d hd=%d kv_bstride=%zu%s%s%s%s", B, Tq, Tk, H, KV, hd,
+             kv_bstride, kstart ? " documents" : "", dname, mode_name(), att_path);
+    int32_t *d_ks = kstart ? to_dev(kstart, sizeof(int32_t) * B * Tq) : NULL;
     const size_t nq = (size_t)B * Tq * H * hd, nkv = (size_t)B * kv_bstride;
     float *q = rand_vec(nq, -2, 2), *k = rand_vec(nkv, -2, 2), *v = rand_vec(nkv, -1, 1);
     float *out = mallocCheck(sizeof(float) * nq);
@@ -446,8 +480,8 @@ static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t 
     void *d_q = dev_buf(q, nq, KERN_ACT), *d_k = dev_buf(k, nkv, KERN_ACT), *d_v = dev_buf(v, nkv, KERN_ACT);
     void *d_out = new_buf(nq, KERN_ACT);
     float *d_saved = cuda_alloc(sizeof(float) * cuda_attention_saved_floats(B, H, Tq, Tk));
-    cpu_attention_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, NULL, drop);
-    cuda_attention_fwd(d_out, d_saved, d_q, d_k, d_v, B, Tq, Tk, H, KV, hd, kv_bstride, NULL, drop);
+    cpu_attention_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, kstart, drop);
+    cuda_attention_fwd(d_out, d_saved, d_q, d_k, d_v, B, Tq, Tk, H, KV, hd, kv_bstride, d_ks, drop);
     snprintf(name, sizeof name, "attention_fwd %s", cfg);
     check_buf(name, d_out, out, nq, tol_mm(), KERN_ACT);
     if (acts) {  // backward takes out as the GPU holds it (bf16); the CPU the same values
@@ -469,9 +503,9 @@ static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t 
         void *d_dout = dev_buf(dout, nq, KERN_ACT), *d_dq = dev_buf(junk, nq, KERN_ACT);
         void *d_dk = dev_buf(junk, nkv, KERN_ACT), *d_dv = dev_buf(junk, nkv, KERN_ACT);
         free(junk);
-        cpu_attention_bwd(dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, NULL, drop);
+        cpu_attention_bwd(dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, kstart, drop);
         float *d_scratch = cuda_alloc(sizeof(float) * cuda_attention_scratch_floats(B, H, T));
-        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd, NULL, drop);
+        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd, d_ks, drop);
         const void *gpu[3] = {d_dq, d_dk, d_dv};
         const float *ref[3] = {dq, dk, dv};
         const size_t len[3] = {nq, nkv, nkv};
@@ -483,7 +517,7 @@ static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t 
             first[i] = mallocCheck(sizeof(float) * len[i]);
             cuda_download(first[i], gpu[i], dt_bytes(KERN_ACT) * len[i]);
         }
-        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd, NULL, drop);
+        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd, d_ks, drop);
         for (int i = 0; i < 3; i++) {  // the same bytes again
             char *again = mallocCheck(sizeof(float) * len[i]);
             cuda_download(again, gpu[i], dt_bytes(KERN_ACT) * len[i]);
@@ -496,6 +530,56 @@ static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t 
     }
     free(q), free(k), free(v), free(out), free(saved);
     cuda_free(d_q), cuda_free(d_k), cuda_free(d_v), cuda_free(d_out), cuda_free(d_saved);
+    if (d_ks) cuda_free(d_ks);
+}
+
+static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride, const KernDropout *drop) {
+    test_attention_docs(B, Tq, Tk, H, KV, hd, kv_bstride, NULL, drop);
+}
+
+// packed rows (doc_kstart's layouts, one per row) in the training form
+static void test_attention_packed(int B, int T, int H, int KV, int hd, const KernDropout *drop) {
+    int32_t *ks = doc_kstart(B, T);
+    test_attention_docs(B, T, T, H, KV, hd, (size_t)T * KV * hd, ks, drop);
+    free(ks);
+}
+
+// One document per row, given as kstart = 0: the document-masked kernels must give the plain
+// causal kernels' bytes (forward, statistics, backward), so their masks and tile bounds add nothing.
+static void test_attention_one_doc(int B, int T, int H, int KV, int hd) {
+    char name[160];
+    const size_t nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd, ns = cuda_attention_saved_floats(B, H, T, T);
+    float *q = rand_vec(nq, -2, 2), *k = rand_vec(nkv, -2, 2), *v = rand_vec(nkv, -1, 1), *dout = rand_vec(nq, -1, 1);
+    int32_t *zeros = calloc((size_t)B * T, sizeof(int32_t));
+    void *d_q = dev_buf(q, nq, KERN_ACT), *d_k = dev_buf(k, nkv, KERN_ACT), *d_v = dev_buf(v, nkv, KERN_ACT);
+    void *d_dout = dev_buf(dout, nq, KERN_ACT);
+    int32_t *d_ks = to_dev(zeros, sizeof(int32_t) * B * T);
+    float *d_scratch = cuda_alloc(sizeof(float) * cuda_attention_scratch_floats(B, H, T));
+    const size_t len[5] = {nq, ns, nq, nkv, nkv};
+    const size_t bytes[5] = {dt_bytes(KERN_ACT) * nq, sizeof(float) * ns, dt_bytes(KERN_ACT) * nq,
+                             dt_bytes(KERN_ACT) * nkv, dt_bytes(KERN_ACT) * nkv};
+    void *res[2][5];
+    char *host[2][5];
+    for (int run = 0; run < 2; run++) {
+        const int32_t *ks = run ? d_ks : NULL;
+        for (int i = 0; i < 5; i++) res[run][i] = i == 1 ? cuda_alloc(bytes[i]) : new_buf(len[i], KERN_ACT);
+        cuda_attention_fwd(res[run][0], res[run][1], d_q, d_k, d_v, B, T, T, H, KV, hd, nkv / B, ks, NULL);
+        cuda_attention_bwd(res[run][2], res[run][3], res[run][4], d_scratch, d_dout, res[run][0], res[run][1], d_q, d_k,
+                           d_v, B, T, H, KV, hd, ks, NULL);
+        for (int i = 0; i < 5; i++) {
+            host[run][i] = mallocCheck(bytes[i]);
+            cuda_download(host[run][i], res[run][i], bytes[i]);
+        }
+    }
+    const char *what[5] = {"out", "lse", "dq", "dk", "dv"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "attention one document per row = causal, %s bitwise B=%d T=%d H=%d KV=%d hd=%d%s%s",
+                 what[i], B, T, H, KV, hd, mode_name(), acts ? " [bf16 act]" : "");
+        report(!memcmp(host[0][i], host[1][i], bytes[i]), name, "bytes differ");
+        for (int run = 0; run < 2; run++) free(host[run][i]), cuda_free(res[run][i]);
+    }
+    free(q), free(k), free(v), free(dout), free(zeros);
+    cuda_free(d_q), cuda_free(d_k), cuda_free(d_v), cuda_free(d_dout), cuda_free(d_ks), cuda_free(d_scratch);
 }
 
 // ---- attention through cuDNN (--attention) ----
@@ -549,6 +633,7 @@ static void test_cudnn_attention(void) {
             const KernDropout drop = {0.2f, 0xabcdefULL, 5};  // dropout and the KV cache: the native kernel
             test_attention(2, 130, 130, 4, 2, 64, (size_t)130 * 2 * 64, &drop);
             test_attention(1, 7, 100, 8, 2, 64, (size_t)(128) * 2 * 64, NULL);
+            test_attention_packed(4, 200, 4, 2, 64, NULL);  // document masks: the native kernels, no plan
         } else {
             test_attention(1, 130, 130, 4, 2, 128, (size_t)130 * 2 * 128, NULL);
         }
@@ -687,12 +772,13 @@ static void test_embedding(void) {
 
 // ---- token ids ----
 
-// Ids outside [0, V) become 0 on both devices, and both note the first place (tokens, then
-// targets), offset by the batch's base; the GPU's note is fetched by cuda_token_error, once.
+// Tokens outside [0, V) and targets of V or more become 0 on both devices, and both note the first
+// place (tokens, then targets), offset by the batch's base; the GPU's note is fetched by
+// cuda_token_error, once. Negative targets bear no loss: legal, left as they are.
 static void test_tokens_check(void) {
     const int N = 600, V = 50;
     int32_t *tok = rand_tokens(N, V), *tgt = rand_tokens(N, V);
-    tgt[7] = -3, tgt[500] = V, tok[401] = V + 1000, tok[599] = -1;  // the first is tok[401]
+    tgt[3] = -100, tgt[7] = -3, tgt[500] = V, tok[401] = V + 1000, tok[599] = -1;  // the first is tok[401]
     int32_t *d_tok = to_dev(tok, sizeof(int32_t) * N), *d_tgt = to_dev(tgt, sizeof(int32_t) * N);
     long long ci = -1, gi = -1;
     int cid = 0, gid = 0;
@@ -706,11 +792,20 @@ static void test_tokens_check(void) {
            "tokens_check: the GPU notes the first bad id, fetched once", "%d %d %lld %d", gpu_noted, again, gi, gid);
     int32_t *back = mallocCheck(sizeof(int32_t) * N);
     cuda_download(back, d_tgt, sizeof(int32_t) * N);
-    report(!memcmp(back, tgt, sizeof(int32_t) * N) && tgt[7] == 0 && tgt[500] == 0, "tokens_check: bad ids become 0",
+    report(!memcmp(back, tgt, sizeof(int32_t) * N) && tgt[500] == 0, "tokens_check: bad ids become 0",
            "targets differ");
+    report(tgt[3] == -100 && tgt[7] == -3, "tokens_check: negative targets (no loss) stay", "%d %d", tgt[3], tgt[7]);
     cuda_download(back, d_tok, sizeof(int32_t) * N);
-    report(!memcmp(back, tok, sizeof(int32_t) * N) && tok[401] == 0, "tokens_check: bad ids become 0 (tokens)",
-           "tokens differ");
+    report(!memcmp(back, tok, sizeof(int32_t) * N) && tok[401] == 0 && tok[599] == 0,
+           "tokens_check: bad ids become 0 (tokens, negative ones too)", "tokens differ");
+    // targets alone: a negative one is no error, one of V or more is
+    int32_t only[4] = {-100, 3, -1, 0};
+    int32_t *d_only = to_dev(only, sizeof only), *d_tok4 = to_dev(only + 1, sizeof(int32_t));
+    cpu_tokens_check(only + 1, only, 1, V, 0);
+    cuda_tokens_check(d_tok4, d_only, 1, V, 0);
+    report(!cpu_token_error(&ci, &cid) && !cuda_token_error(&gi, &gid), "tokens_check: a negative target is no error",
+           "noted");
+    cuda_free(d_only), cuda_free(d_tok4);
     free(tok), free(tgt), free(back);
     cuda_free(d_tok), cuda_free(d_tgt);
 }
@@ -733,26 +828,48 @@ static double ce_cpu(float *logits, const int32_t *tgt, int N, int V, float dsca
     return loss;
 }
 
-static void test_crossentropy(int N, int V) {
-    char name[80];
+// masked: some targets are negative (no loss: 0, and a zero gradient row), the first and last among them
+static void test_crossentropy(int N, int V, int masked) {
+    char name[96];
     const size_t n = (size_t)N * V;
     float *logits = rand_vec(n, -8, 8), *orig = mallocCheck(sizeof(float) * n);
     int32_t *tgt = rand_tokens(N, V);
+    if (masked)
+        for (int i = 0; i < N; i++)
+            if (i == 0 || i == N - 1 || i % 3 == 1) tgt[i] = i % 2 ? -100 : -1;
     void *d_logits = dev_buf(logits, n, KERN_ACT);
     memcpy(orig, logits, sizeof(float) * n);
     int32_t *d_tgt = to_dev(tgt, sizeof(int32_t) * N);
     // evaluation: logits untouched
     const double le_cpu = ce_cpu(logits, tgt, N, V, 0.0f), le_gpu = ce_gpu(d_logits, d_tgt, N, V, 0.0f);
-    snprintf(name, sizeof name, "crossentropy loss (eval) N=%d V=%d", N, V);
+    const char *mk = masked ? " negative targets" : "";
+    snprintf(name, sizeof name, "crossentropy loss (eval) N=%d V=%d%s", N, V, mk);
     check_scalar(name, le_gpu, le_cpu, 1e-5);
-    snprintf(name, sizeof name, "crossentropy dscale=0 leaves logits N=%d V=%d", N, V);
+    snprintf(name, sizeof name, "crossentropy dscale=0 leaves logits N=%d V=%d%s", N, V, mk);
     check_buf(name, d_logits, orig, n, 0.0, KERN_ACT);
     const float dscale = 1.0f / N;
     const double l_cpu = ce_cpu(logits, tgt, N, V, dscale), l_gpu = ce_gpu(d_logits, d_tgt, N, V, dscale);
-    snprintf(name, sizeof name, "crossentropy loss N=%d V=%d", N, V);
+    snprintf(name, sizeof name, "crossentropy loss N=%d V=%d%s", N, V, mk);
     check_scalar(name, l_gpu, l_cpu, 1e-5);
-    snprintf(name, sizeof name, "crossentropy dlogits N=%d V=%d", N, V);
+    snprintf(name, sizeof name, "crossentropy dlogits N=%d V=%d%s", N, V, mk);
     check_buf(name, d_logits, logits, n, TOL_EW, KERN_ACT);
+    if (masked) {  // the rows without loss are exactly 0 on the GPU
+        float *back = mallocCheck(sizeof(float) * n);
+        if (bf16_dt(KERN_ACT)) {
+            uint16_t *b = mallocCheck(sizeof(uint16_t) * n);
+            cuda_download(b, d_logits, sizeof(uint16_t) * n);
+            cpu_bf16_to_f32(back, b, n);
+            free(b);
+        } else {
+            cuda_download(back, d_logits, sizeof(float) * n);
+        }
+        int zero = 1;
+        for (int i = 0; i < N; i++)
+            for (int j = 0; tgt[i] < 0 && j < V; j++) zero &= back[(size_t)i * V + j] == 0.0f;
+        snprintf(name, sizeof name, "crossentropy dlogits rows of negative targets are 0 N=%d V=%d", N, V);
+        report(zero, name, "a nonzero gradient");
+        free(back);
+    }
     free(logits), free(orig), free(tgt);
     cuda_free(d_logits), cuda_free(d_tgt);
 }
@@ -876,6 +993,8 @@ static void test_bf16_activations(void) {
     test_attention(1, 7, 100, 8, 2, 64, (size_t)(128) * 2 * 64, NULL);  // KV cache
     const KernDropout drop = {0.2f, 0xabcdefULL, 5};
     test_attention(2, 130, 130, 4, 2, 64, (size_t)130 * 2 * 64, &drop);
+    test_attention_packed(4, 200, 4, 2, 64, NULL);
+    test_attention_one_doc(2, 130, 4, 2, 64);
     // cuDNN reads and writes the bf16 activations where they lie
     const char *line = cuda_attention_select(KERN_ATTENTION_CUDNN, 1, 64, &(int){0});
     if (emu_cudnn_plans_built != NULL || !strstr(line, "cannot load")) {
@@ -889,13 +1008,15 @@ static void test_bf16_activations(void) {
     test_add_norm(300, 4096, 0);
     test_add_norm(37, 300, 1);
     test_layernorm(37, 300);
-    test_qkv(2, 9, 4, 2, 24, 5, 1);
-    test_qkv(2, 5, 4, 4, 8, 0, 0);
+    test_qkv(2, 9, 4, 2, 24, 5, 1, 0);
+    test_qkv(2, 5, 4, 4, 8, 0, 0, 0);
+    test_qkv(4, 90, 2, 2, 16, 0, 1, 1);
     test_swiglu(37, 2731);
     test_gelu(100003);
     test_bias(37, 300, KERN_ACT);
     test_bias(37, 300, KERN_F32);
-    test_crossentropy(13, 1000);
+    test_crossentropy(13, 1000, 0);
+    test_crossentropy(13, 1000, 1);
     set_acts(0);
     set_mode(COMPUTE_FP32);
 }
@@ -1053,6 +1174,12 @@ int main(int argc, char **argv) {
         test_attention(2, 130, 130, 4, 2, 64, (size_t)130 * 2 * 64, &drop);  // GQA, T not a multiple of the tile
         test_attention(1, 77, 77, 3, 3, 128, (size_t)77 * 3 * 128, &drop);   // hd 128 (other tile sizes)
         test_attention(2, 7, 100, 4, 2, 24, (size_t)(110) * 2 * 24, &drop);  // KV cache form, hd padded to 32
+        // packed documents: four row layouts (documents across tiles, one token, a whole row, padding)
+        test_attention_packed(4, 200, 4, 2, 64, NULL);   // GQA
+        test_attention_packed(4, 200, 3, 3, 128, NULL);  // hd 128: 32-row tiles on some sides
+        test_attention_packed(4, 133, 4, 1, 24, NULL);   // hd padded to 32, T off the tiles
+        test_attention_packed(2, 200, 4, 2, 64, &drop);  // with dropout
+        test_attention_one_doc(2, 130, 4, 2, 64);
     }
     test_cudnn_attention();
     test_bf16_params(64, 128, 96);
@@ -1066,9 +1193,11 @@ int main(int argc, char **argv) {
     test_add_norm(300, 4096, 0);
     test_add_norm(37, 300, 1);
     test_add_norm(300, 768, 1);
-    test_qkv(2, 9, 4, 2, 24, 5, 1);   // GQA, RoPE at an offset (the KV-cache form)
-    test_qkv(1, 7, 3, 3, 16, 0, 1);   // training form
-    test_qkv(2, 5, 4, 4, 8, 0, 0);    // minGPT's c_attn: a plain split
+    test_qkv(2, 9, 4, 2, 24, 5, 1, 0);   // GQA, RoPE at an offset (the KV-cache form)
+    test_qkv(1, 7, 3, 3, 16, 0, 1, 0);   // training form
+    test_qkv(2, 5, 4, 4, 8, 0, 0, 0);    // minGPT's c_attn: a plain split
+    test_qkv(4, 200, 4, 2, 24, 0, 1, 1); // packed documents: positions restart per document
+    test_qkv(4, 90, 2, 2, 16, 7, 1, 1);  // pos0 is ignored when positions are given
     report(cuda_attention_saved_floats(2, 8, 7, 100) == (size_t)2 * 8 * 7, "attention_saved_floats", "%zu",
            cuda_attention_saved_floats(2, 8, 7, 100));
     report(cuda_attention_scratch_floats(2, 8, 100) >= (size_t)2 * 8 * 100, "attention_scratch_floats", "%zu",
@@ -1084,8 +1213,10 @@ int main(int argc, char **argv) {
     test_dropout(3000, 5, 0.3f, 9, 17);         // more rows than the grid has: blocks loop over rows
     test_embedding();
     test_tokens_check();
-    test_crossentropy(13, 1000);
-    test_crossentropy(5, 32000);
+    test_crossentropy(13, 1000, 0);
+    test_crossentropy(5, 32000, 0);
+    test_crossentropy(13, 1000, 1);
+    test_crossentropy(5, 32000, 1);
     test_vector_ops();
     test_sumsq(1000003);
     test_sumsq(5);

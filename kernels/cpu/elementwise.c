@@ -134,7 +134,7 @@ static int token_note_id;
 void cpu_tokens_check(int32_t *tokens, int32_t *targets, int N, int V, long long base) {
     for (long long i = 0; i < (targets ? 2LL : 1LL) * N; i++) {
         int32_t *t = i < N ? &tokens[i] : &targets[i - N];
-        if ((*t >= 0 || i >= N) && *t < V) continue;  // a negative target bears no loss: no error
+        if (*t < V && (*t >= 0 || i >= N)) continue;  // a negative target bears no loss: legal
         if (token_note_index < 0 || base + i < token_note_index) token_note_index = base + i, token_note_id = *t;
         *t = 0;
     }

@@ -9,6 +9,10 @@
 // Dropout on P (DROP): the softmax statistics (l, lse, Delta) are those of P itself; P V uses
 // mask * P and the output is scaled by 1 / (1 - p). Backward regenerates the mask per element:
 // dV = P'^T dO with P' = mask * P / (1 - p), and dS = P * (mask * dP / (1 - p) - Delta).
+// Document masks (DOCS, kstart): a query also ignores keys before kstart[query]. Key tiles before
+// the first query's kstart are skipped (kstart is non-decreasing along a row), as are query tiles
+// after the last query that sees a key tile; partly masked tiles mask per element, as the causal
+// edge does. A row can then see no key of a whole tile, so the online softmax keeps exp() finite.
 //
 // Tiles live in shared memory as (rows, HDP + 1) or (rows, cols + 1): the odd row stride keeps
 // the column-strided reads of tile_mac free of bank conflicts. Head dims up to 128 are padded
@@ -104,10 +108,10 @@ __device__ __forceinline__ void load_row_stats(float *Ls, float *Ds, const float
 
 // ---- forward ----
 // grid (Tq tiles, H, B). Query t sits at position off + t, off = Tk - Tq, and sees keys <= that.
-template <int HDP, int BQ, int BK, bool DROP>
+template <int HDP, int BQ, int BK, bool DROP, bool DOCS>
 __global__ void __launch_bounds__(kAttThreads)
     att_fwd_kernel(Act out, float *lse, Act q, Act k, Act v, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride,
-                   float scale, AttDrop drop) {
+                   float scale, AttDrop drop, const int32_t *kstart) {
     constexpr int LDH = HDP + 1, LDP = BK + 1, RM = BQ / 16, RK = BK / 16, RD = HDP / 16;
     extern __shared__ float smem[];
     float *Qs = smem;             // (BQ, LDH)
@@ -122,13 +126,17 @@ __global__ void __launch_bounds__(kAttThreads)
     const size_t qrow0 = ((size_t)b * Tq + q0) * ldq + (size_t)h * hd;  // (BQ, hd) rows of q and out
     const Act kb = k + (b * kv_bstride + (size_t)g * hd), vb = v + (b * kv_bstride + (size_t)g * hd);
     const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
+    const int32_t *ks = DOCS ? kstart + (size_t)b * Tq : nullptr;  // (Tq) the first key each query sees
+    int kfirst[DOCS ? RM : 1];  // of this thread's rows (0 for padding rows)
+#pragma unroll
+    for (int i = 0; i < (DOCS ? RM : 0); i++) kfirst[i] = ty + 16 * i < nq ? ks[q0 + ty + 16 * i] : 0;
 
     load_tile<BQ, HDP>(Qs, q + qrow0, ldq, nq, hd);
     float m[RM], l[RM], o[RM][RD] = {};
 #pragma unroll
     for (int i = 0; i < RM; i++) m[i] = -INFINITY, l[i] = 0.0f;
 
-    for (int k0 = 0; k0 < kend; k0 += BK) {
+    for (int k0 = DOCS ? ks[q0] / BK * BK : 0; k0 < kend; k0 += BK) {
         next_tiles<BK, HDP>(Ks, Vs, kb + (size_t)k0 * ldk, vb + (size_t)k0 * ldk, ldk, min(BK, kend - k0), hd);
         float s[RM][RK] = {};
         tile_mac<RM, RK, HDP>(s, Qs, LDH, Ks, 1, LDH);  // S = Q K^T
@@ -138,18 +146,21 @@ __global__ void __launch_bounds__(kAttThreads)
             float mx = -INFINITY;
 #pragma unroll
             for (int j = 0; j < RK; j++) {
-                s[i][j] = k0 + tx + 16 * j <= qpos ? s[i][j] * scale : -INFINITY;
+                const int key = k0 + tx + 16 * j;
+                s[i][j] = key <= qpos && (!DOCS || key >= kfirst[i]) ? s[i][j] * scale : -INFINITY;
                 mx = fmaxf(mx, s[i][j]);
             }
-            // a row lives in the 16 lanes of a half-warp. mnew is finite: key 0 is visible to
-            // every row (valid rows see only loaded keys; padding rows are never stored).
+            // a row lives in the 16 lanes of a half-warp. Without documents mnew is finite: key 0
+            // is visible to every row (valid rows see only loaded keys; padding rows are never
+            // stored). With them a row may have seen no key yet: base keeps exp() finite then.
             const float mnew = fmaxf(m[i], warp_reduce<16>(mx, MaxOp()));
-            const float alpha = expf(m[i] - mnew);  // 0 on the first tile (m = -inf)
+            const float base = DOCS && mnew == -INFINITY ? 0.0f : mnew;
+            const float alpha = expf(m[i] - base);  // 0 on the first tile (m = -inf)
             float rs = 0.0f;
             const uint64_t idx0 = ((uint64_t)h * Tq + q0 + ty + 16 * i) * Tk + k0 + tx;  // mask index of column j = 0
 #pragma unroll
             for (int j = 0; j < RK; j++) {
-                const float p = expf(s[i][j] - mnew);
+                const float p = expf(s[i][j] - base);
                 Ps[(ty + 16 * i) * LDP + tx + 16 * j] =
                     DROP && !kern_dropout_keep(seed, idx0 + 16 * j, drop.threshold) ? 0.0f : p;
                 rs += p;  // the softmax normalises over every key, dropped or not
@@ -193,10 +204,10 @@ __global__ void att_delta_kernel(float *delta, Act dout, Act out, int T, int H, 
 }
 
 // grid (T key tiles, KV, B): dk, dv (BK, hd) of one kv head, over its group's query heads
-template <int HDP, int BQ, int BK, bool DROP>
+template <int HDP, int BQ, int BK, bool DROP, bool DOCS>
 __global__ void __launch_bounds__(kAttThreads)
     att_bwd_dkdv_kernel(Act dk, Act dv, Act q, Act k, Act v, Act dout, const float *lse, const float *delta, int T,
-                        int H, int KV, int hd, float scale, AttDrop drop) {
+                        int H, int KV, int hd, float scale, AttDrop drop, const int32_t *kstart) {
     constexpr int LDH = HDP + 1, LDQ = BQ + 1, RK = BK / 16, RQ = BQ / 16, RD = HDP / 16;
     extern __shared__ float smem[];
     float *Ks = smem;              // (BK, LDH)
@@ -213,13 +224,15 @@ __global__ void __launch_bounds__(kAttThreads)
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
     const size_t krow0 = ((size_t)b * T + k0) * ldk + (size_t)g * hd;  // (BK, hd) rows of k, v, dk, dv
     const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
+    const int32_t *ks = DOCS ? kstart + (size_t)b * T : nullptr;  // (T) the first key each query sees
+    const int qend = DOCS ? att_query_end(ks, k0, T, k0 + nk - 1) : T;  // queries past it see none of the keys
 
     load_tile<BK, HDP>(Ks, k + krow0, ldk, nk, hd);
     load_tile<BK, HDP>(Vs, v + krow0, ldk, nk, hd);
     float dka[RK][RD] = {}, dva[RK][RD] = {};
     for (int h = g * grp; h < (g + 1) * grp; h++) {
         const size_t stats = ((size_t)b * H + h) * T;
-        for (int q0 = k0 / BQ * BQ; q0 < T; q0 += BQ) {  // query tiles with positions >= k0
+        for (int q0 = k0 / BQ * BQ; q0 < qend; q0 += BQ) {  // query tiles with positions >= k0
             const int nq = min(BQ, T - q0);
             const size_t qrow0 = ((size_t)b * T + q0) * ldq + (size_t)h * hd;
             __syncthreads();  // the previous tile's shared data is no longer read
@@ -227,6 +240,9 @@ __global__ void __launch_bounds__(kAttThreads)
             load_tile<BQ, HDP>(dOs, dout + qrow0, ldq, nq, hd);
             load_row_stats<BQ>(Ls, Ds, lse + stats + q0, delta + stats + q0, nq);
             __syncthreads();
+            int kfirst[DOCS ? RQ : 1];  // of this thread's query columns
+#pragma unroll
+            for (int j = 0; j < (DOCS ? RQ : 0); j++) kfirst[j] = q0 + tx + 16 * j < T ? ks[q0 + tx + 16 * j] : 0;
             float st[RK][RQ] = {}, dpt[RK][RQ] = {};
             tile_mac<RK, RQ, HDP>(st, Ks, LDH, Qs, 1, LDH);    // S^T = K Q^T
             tile_mac<RK, RQ, HDP>(dpt, Vs, LDH, dOs, 1, LDH);  // dP^T = V dO^T
@@ -236,7 +252,8 @@ __global__ void __launch_bounds__(kAttThreads)
 #pragma unroll
                 for (int j = 0; j < RQ; j++) {
                     const int r = tx + 16 * j, qpos = q0 + r;
-                    const float p = (k0 + c <= qpos && qpos < T) ? expf(st[i][j] * scale - Ls[r]) : 0.0f;
+                    const bool seen = k0 + c <= qpos && qpos < T && (!DOCS || k0 + c >= kfirst[j]);
+                    const float p = seen ? expf(st[i][j] * scale - Ls[r]) : 0.0f;
                     float pv = p, dp = dpt[i][j];
                     if (DROP) {
                         const bool keep =
@@ -258,10 +275,10 @@ __global__ void __launch_bounds__(kAttThreads)
 }
 
 // grid (T query tiles, H, B): dq (BQ, hd) of one head
-template <int HDP, int BQ, int BK, bool DROP>
+template <int HDP, int BQ, int BK, bool DROP, bool DOCS>
 __global__ void __launch_bounds__(kAttThreads)
     att_bwd_dq_kernel(Act dq, Act q, Act k, Act v, Act dout, const float *lse, const float *delta, int T, int H,
-                      int KV, int hd, float scale, AttDrop drop) {
+                      int KV, int hd, float scale, AttDrop drop, const int32_t *kstart) {
     constexpr int LDH = HDP + 1, LDS = BK + 1, RM = BQ / 16, RK = BK / 16, RD = HDP / 16;
     extern __shared__ float smem[];
     float *Qs = smem;              // (BQ, LDH)
@@ -280,12 +297,16 @@ __global__ void __launch_bounds__(kAttThreads)
     const size_t stats = ((size_t)b * H + h) * T + q0;
     const Act kb = k + ((size_t)b * T * ldk + (size_t)g * hd), vb = v + ((size_t)b * T * ldk + (size_t)g * hd);
     const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
+    const int32_t *ks = DOCS ? kstart + (size_t)b * T : nullptr;  // (T) the first key each query sees
+    int kfirst[DOCS ? RM : 1];  // of this thread's rows (0 for padding rows)
+#pragma unroll
+    for (int i = 0; i < (DOCS ? RM : 0); i++) kfirst[i] = ty + 16 * i < nq ? ks[q0 + ty + 16 * i] : 0;
 
     load_tile<BQ, HDP>(Qs, q + qrow0, ldq, nq, hd);
     load_tile<BQ, HDP>(dOs, dout + qrow0, ldq, nq, hd);
     load_row_stats<BQ>(Ls, Ds, lse + stats, delta + stats, nq);
     float dqa[RM][RD] = {};
-    for (int k0 = 0; k0 < kend; k0 += BK) {
+    for (int k0 = DOCS ? ks[q0] / BK * BK : 0; k0 < kend; k0 += BK) {
         next_tiles<BK, HDP>(Ks, Vs, kb + (size_t)k0 * ldk, vb + (size_t)k0 * ldk, ldk, min(BK, kend - k0), hd);
         float s[RM][RK] = {}, dp[RM][RK] = {};
         tile_mac<RM, RK, HDP>(s, Qs, LDH, Ks, 1, LDH);    // S = Q K^T
@@ -301,8 +322,8 @@ __global__ void __launch_bounds__(kAttThreads)
                     dpv = kern_dropout_keep(seed, ((uint64_t)h * T + qpos) * T + k0 + c, drop.threshold)
                               ? dpv * drop.scale
                               : 0.0f;
-                dSs[r * LDS + c] =
-                    (k0 + c <= qpos && qpos < T) ? expf(s[i][j] * scale - Ls[r]) * (dpv - Ds[r]) : 0.0f;
+                const bool seen = k0 + c <= qpos && qpos < T && (!DOCS || k0 + c >= kfirst[i]);
+                dSs[r * LDS + c] = seen ? expf(s[i][j] * scale - Ls[r]) * (dpv - Ds[r]) : 0.0f;
             }
         }
         __syncthreads();
@@ -327,29 +348,32 @@ size_t cuda_attention_scratch_floats(int B, int H, int T) {
 void cuda_attention_fwd(void *out, float *saved, const void *q, const void *k, const void *v, int B, int Tq, int Tk,
                         int H, int KV, int hd, size_t kv_bstride, const int32_t *kstart, const KernDropout *drop) {
     if (B <= 0 || Tq <= 0) return;
-    if (kstart) comm_fatal("attention: document masks are not on CUDA yet");
     if (Tq > Tk) comm_fatal("attention: %d queries but only %d keys", Tq, Tk);
+    if (kstart && Tq != Tk) comm_fatal("attention: document masks need the training form (%d queries, %d keys)", Tq, Tk);
     check_heads(H, KV);
     const float scale = 1.0f / sqrtf((float)hd);
     AttDrop dp;
     const bool dropping = att_drop_from(drop, &dp);
-    if (cudnn_att_fwd(act(out), saved, act(q), act(k), act(v), B, Tq, Tk, H, KV, hd, kv_bstride,
-                      dropping ? &dp : nullptr))
+    // cuDNN's graphs are plain causal: a document-masked call runs the native kernels
+    if (!kstart && cudnn_att_fwd(act(out), saved, act(q), act(k), act(v), B, Tq, Tk, H, KV, hd, kv_bstride,
+                                 dropping ? &dp : nullptr))
         return;
     if (cuda_ctx.compute != COMPUTE_FP32 && att_tc_fits(hd)) {
-        att_tc_fwd(act(out), saved, act(q), act(k), act(v), B, Tq, Tk, H, KV, hd, kv_bstride, scale,
+        att_tc_fwd(act(out), saved, act(q), act(k), act(v), B, Tq, Tk, H, KV, hd, kv_bstride, scale, kstart,
                    dropping ? &dp : nullptr);
         return;
     }
     with_head_dim(hd, [&](auto head) {
         with_flag(dropping, [&](auto on) {
-            constexpr int HDP = decltype(head)::HDP;
-            constexpr bool DROP = decltype(on)::value;
-            using C = AttFwdTiles<HDP>;
-            constexpr int BQ = C::FWD_Q, BK = C::FWD_K;
-            att_launch(att_fwd_kernel<HDP, BQ, BK, DROP>, dim3((Tq + BQ - 1) / BQ, H, B), kAttThreads,
-                       C::FWD * sizeof(float), act(out), saved, act(q), act(k), act(v), Tq, Tk, H, KV, hd, kv_bstride,
-                       scale, dp);
+            with_flag(kstart != nullptr, [&](auto docs) {
+                constexpr int HDP = decltype(head)::HDP;
+                constexpr bool DROP = decltype(on)::value, DOCS = decltype(docs)::value;
+                using C = AttFwdTiles<HDP>;
+                constexpr int BQ = C::FWD_Q, BK = C::FWD_K;
+                att_launch(att_fwd_kernel<HDP, BQ, BK, DROP, DOCS>, dim3((Tq + BQ - 1) / BQ, H, B), kAttThreads,
+                           C::FWD * sizeof(float), act(out), saved, act(q), act(k), act(v), Tq, Tk, H, KV, hd,
+                           kv_bstride, scale, dp, kstart);
+            });
         });
     });
 }
@@ -358,14 +382,13 @@ void cuda_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void
                         const float *saved, const void *q, const void *k, const void *v, int B, int T, int H, int KV,
                         int hd, const int32_t *kstart, const KernDropout *drop) {
     if (B <= 0 || T <= 0) return;
-    if (kstart) comm_fatal("attention: document masks are not on CUDA yet");
     check_heads(H, KV);
     const float scale = 1.0f / sqrtf((float)hd);
     float *delta = scratch;  // (B, H, T)
     AttDrop dp;
     const bool dropping = att_drop_from(drop, &dp);
-    if (cudnn_att_bwd(act(dq), act(dk), act(dv), delta, act(dout), act(out), saved, act(q), act(k), act(v), B, T, H,
-                      KV, hd, dropping ? &dp : nullptr))
+    if (!kstart && cudnn_att_bwd(act(dq), act(dk), act(dv), delta, act(dout), act(out), saved, act(q), act(k), act(v),
+                                 B, T, H, KV, hd, dropping ? &dp : nullptr))
         return;
     const size_t rows = (size_t)B * T * H;
     att_delta_kernel<<<grid_for(rows * 32, kAttThreads, 0x7fffffffu), kAttThreads, 0, cuda_stream()>>>(
@@ -373,29 +396,31 @@ void cuda_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void
     cudaCheckLaunch();
     if (cuda_ctx.compute != COMPUTE_FP32 && att_tc_fits(hd)) {
         att_tc_bwd(act(dq), act(dk), act(dv), delta, act(dout), saved, act(q), act(k), act(v), B, T, H, KV, hd, scale,
-                   dropping ? &dp : nullptr);
+                   kstart, dropping ? &dp : nullptr);
         return;
     }
     with_head_dim(hd, [&](auto head) {
         with_flag(dropping, [&](auto on) {
-            constexpr int HDP = decltype(head)::HDP;
-            constexpr bool DROP = decltype(on)::value;
-            using Big = AttBwdTiles<HDP, false>;
-            const bool small = sizeof(float) * std::max(Big::DKV, Big::DQ) > cuda_smem_per_block();
-            with_flag(small, [&](auto sm) {  // a bool as a type: the small tiles or the default ones
-                using C = AttBwdTiles<HDP, decltype(sm)::value>;
-                {
-                    constexpr int BQ = C::DKV_Q, BK = C::DKV_K;
-                    att_launch(att_bwd_dkdv_kernel<HDP, BQ, BK, DROP>, dim3((T + BK - 1) / BK, KV, B), kAttThreads,
-                               C::DKV * sizeof(float), act(dk), act(dv), act(q), act(k), act(v), act(dout), saved,
-                               delta, T, H, KV, hd, scale, dp);
-                }
-                {
-                    constexpr int BQ = C::DQ_Q, BK = C::DQ_K;
-                    att_launch(att_bwd_dq_kernel<HDP, BQ, BK, DROP>, dim3((T + BQ - 1) / BQ, H, B), kAttThreads,
-                               C::DQ * sizeof(float), act(dq), act(q), act(k), act(v), act(dout), saved, delta, T,
-                               H, KV, hd, scale, dp);
-                }
+            with_flag(kstart != nullptr, [&](auto docs) {
+                constexpr int HDP = decltype(head)::HDP;
+                constexpr bool DROP = decltype(on)::value, DOCS = decltype(docs)::value;
+                using Big = AttBwdTiles<HDP, false>;
+                const bool small = sizeof(float) * std::max(Big::DKV, Big::DQ) > cuda_smem_per_block();
+                with_flag(small, [&](auto sm) {  // a bool as a type: the small tiles or the default ones
+                    using C = AttBwdTiles<HDP, decltype(sm)::value>;
+                    {
+                        constexpr int BQ = C::DKV_Q, BK = C::DKV_K;
+                        att_launch(att_bwd_dkdv_kernel<HDP, BQ, BK, DROP, DOCS>, dim3((T + BK - 1) / BK, KV, B),
+                                   kAttThreads, C::DKV * sizeof(float), act(dk), act(dv), act(q), act(k), act(v),
+                                   act(dout), saved, delta, T, H, KV, hd, scale, dp, kstart);
+                    }
+                    {
+                        constexpr int BQ = C::DQ_Q, BK = C::DQ_K;
+                        att_launch(att_bwd_dq_kernel<HDP, BQ, BK, DROP, DOCS>, dim3((T + BQ - 1) / BQ, H, B),
+                                   kAttThreads, C::DQ * sizeof(float), act(dq), act(q), act(k), act(v), act(dout),
+                                   saved, delta, T, H, KV, hd, scale, dp, kstart);
+                    }
+                });
             });
         });
     });

@@ -55,6 +55,19 @@ template <class F> void with_flag(bool on, F &&f) {
         f(std::false_type());
 }
 
+// Document masking (kernels.h): ks, the first key each query of a row sees (T, non-decreasing).
+// Returns the first query from q0 on whose document starts after key kmax: of the queries from q0
+// on, only those before it can see kmax. Every thread of a block finds the same answer.
+__device__ __forceinline__ int att_query_end(const int32_t *ks, int q0, int T, int kmax) {
+    int lo = q0, hi = T;
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (ks[mid] > kmax) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
 // Launches an attention kernel with smem_bytes of dynamic shared memory. The callers pick tiles
 // that fit the device; this catches a shape that fits none.
 template <class... KArgs, class... Args>
@@ -73,11 +86,11 @@ void att_launch(void (*kernel)(KArgs...), dim3 grid, int threads, size_t smem_by
 // not (head dim 128 on sm_86/89's 99 KB), attention runs the fp32 kernels instead.
 bool att_tc_fits(int hd);
 // The tensor-core kernels. lse (B, H, Tq) is the forward's saved row log-sum-exp of the scaled
-// scores and delta (B, H, T) = rowsum(dout * out); shapes as in kernels.h. drop: NULL, or the
-// dropout of att_drop_from.
+// scores and delta (B, H, T) = rowsum(dout * out); shapes as in kernels.h. kstart: NULL, or the
+// document masks of kernels.h (training form). drop: NULL, or the dropout of att_drop_from.
 void att_tc_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq, int Tk, int H, int KV, int hd,
-                size_t kv_bstride, float scale, const AttDrop *drop);
+                size_t kv_bstride, float scale, const int32_t *kstart, const AttDrop *drop);
 void att_tc_bwd(Act dq, Act dk, Act dv, const float *delta, Act dout, const float *lse, Act q, Act k, Act v, int B,
-                int T, int H, int KV, int hd, float scale, const AttDrop *drop);
+                int T, int H, int KV, int hd, float scale, const int32_t *kstart, const AttDrop *drop);
 
 #endif

@@ -5,6 +5,8 @@
 // are rounded to bf16 as tiles are loaded into shared memory; P and dS are rounded as they are
 // written there. Softmax statistics, lse and Delta stay fp32. Dropout on P (DROP) as in
 // attention.cu: the row sums are those of P, P V uses mask * P, backward regenerates the mask.
+// Document masks (DOCS) as in attention.cu: masked tiles are skipped, partly masked ones masked per
+// element.
 //
 // A block works on a 64-row tile (queries, or keys for dK/dV) with 4 warps of 16 rows each; the
 // other side streams through in 64-row tiles. A warp's scores land in shared memory and are
@@ -120,10 +122,10 @@ __device__ __forceinline__ void warp_store(Act dst, size_t ld, FragC (&acc)[NJ],
 // grid (Tq tiles, H, B). Query t sits at position off + t, off = Tk - Tq, and sees keys <= that.
 // The unnormalised output O of the block's rows lives in shared memory: the online softmax
 // rescales its rows, the tensor cores add P V to it.
-template <int HDP, bool DROP>
+template <int HDP, bool DROP, bool DOCS>
 __global__ void __launch_bounds__(kThreads)
     att_fwd_tc_kernel(Act out, float *lse, Act q, Act k, Act v, int Tq, int Tk, int H, int KV, int hd,
-                      size_t kv_bstride, float scale, AttDrop drop) {
+                      size_t kv_bstride, float scale, AttDrop drop, const int32_t *kstart) {
     constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
     extern __shared__ __align__(128) float smem[];  // WMMA needs 32-byte aligned tiles
     float *Ss = smem;                       // (64, kLdS) scores
@@ -140,6 +142,9 @@ __global__ void __launch_bounds__(kThreads)
     const size_t qrow0 = ((size_t)b * Tq + q0) * ldq + (size_t)h * hd;
     const Act kb = k + (b * kv_bstride + (size_t)g * hd), vb = v + (b * kv_bstride + (size_t)g * hd);
     const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
+    const int32_t *ks = DOCS ? kstart + (size_t)b * Tq : nullptr;  // (Tq) the first key each query sees
+    // lane i holds that of the warp's row i % 16; the row loop takes it by shuffle (one register, not 16)
+    const int kfirst_lane = DOCS && r0 + lane % 16 < nq ? ks[q0 + r0 + lane % 16] : 0;
 
     load_tile_bf16<kTile, HDP>(Qs, q + qrow0, ldq, nq, hd);
     for (int i = threadIdx.x; i < kTile * LDO; i += kThreads) Os[i] = 0.0f;
@@ -147,18 +152,19 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int r = 0; r < 16; r++) m[r] = -INFINITY, l[r] = 0.0f;
 
-    for (int k0 = 0; k0 < kend; k0 += kTile) {
+    for (int k0 = DOCS ? ks[q0] / kTile * kTile : 0; k0 < kend; k0 += kTile) {
         next_tiles<HDP>(Ks, Vs, kb + (size_t)k0 * ldk, vb + (size_t)k0 * ldk, ldk, min(kTile, kend - k0), hd);
         warp_abt<HDP, kTile>(Ss + r0 * kLdS, kLdS, Qs + r0 * LDH, LDH, Ks, LDH);  // S = Q K^T
         __syncwarp();
 #pragma unroll
         for (int r = 0; r < 16; r++) {
             const int row = r0 + r, qpos = off + q0 + row;
+            const int kfirst = DOCS ? __shfl_sync(0xffffffffu, kfirst_lane, r) : 0;
             float s[2], mx = -INFINITY;
 #pragma unroll
             for (int c = 0; c < 2; c++) {
                 const int col = lane + 32 * c;
-                s[c] = k0 + col <= qpos ? Ss[row * kLdS + col] * scale : -INFINITY;
+                s[c] = k0 + col <= qpos && (!DOCS || k0 + col >= kfirst) ? Ss[row * kLdS + col] * scale : -INFINITY;
                 mx = fmaxf(mx, s[c]);
             }
             const float mnew = fmaxf(m[r], warp_reduce(mx, MaxOp()));
@@ -203,10 +209,10 @@ __global__ void __launch_bounds__(kThreads)
 
 // grid (T key tiles, KV, B): dk, dv of one kv head's 64 keys, over its group's query heads and the
 // query tiles at or after the keys. Each warp owns 16 keys and keeps their dK, dV in fragments.
-template <int HDP, bool DROP>
+template <int HDP, bool DROP, bool DOCS>
 __global__ void __launch_bounds__(kThreads)
     att_bwd_dkdv_tc_kernel(Act dk, Act dv, Act q, Act k, Act v, Act dout, const float *lse, const float *delta, int T,
-                           int H, int KV, int hd, float scale, AttDrop drop) {
+                           int H, int KV, int hd, float scale, AttDrop drop, const int32_t *kstart) {
     constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
     extern __shared__ __align__(128) float smem[];  // WMMA needs 32-byte aligned tiles
     float *St = smem;                       // (64 keys, kLdS) S^T; the output staging at the end
@@ -225,6 +231,8 @@ __global__ void __launch_bounds__(kThreads)
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
     const size_t krow0 = ((size_t)b * T + k0) * ldk + (size_t)g * hd;
     const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
+    const int32_t *ks = DOCS ? kstart + (size_t)b * T : nullptr;  // (T) the first key each query sees
+    const int qend = DOCS ? att_query_end(ks, k0, T, k0 + nk - 1) : T;  // queries past it see none of the keys
 
     load_tile_bf16<kTile, HDP>(Ks, k + krow0, ldk, nk, hd);
     load_tile_bf16<kTile, HDP>(Vs, v + krow0, ldk, nk, hd);
@@ -233,12 +241,15 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j < NJ; j++) wmma::fill_fragment(dka[j], 0.0f), wmma::fill_fragment(dva[j], 0.0f);
     for (int h = g * grp; h < (g + 1) * grp; h++) {
         const size_t stats = ((size_t)b * H + h) * T;
-        for (int q0 = k0; q0 < T; q0 += kTile) {  // queries at positions >= k0
+        for (int q0 = k0; q0 < qend; q0 += kTile) {  // queries at positions >= k0
             const size_t qrow0 = ((size_t)b * T + q0) * ldq + (size_t)h * hd;
             next_tiles<HDP>(Qs, dOs, q + qrow0, dout + qrow0, ldq, min(kTile, T - q0), hd, Ls, Ds, lse + stats + q0,
                             delta + stats + q0);
             warp_abt<HDP, kTile>(St + r0 * kLdS, kLdS, Ks + r0 * LDH, LDH, Qs, LDH);    // S^T = K Q^T
             warp_abt<HDP, kTile>(dPt + r0 * kLdS, kLdS, Vs + r0 * LDH, LDH, dOs, LDH);  // dP^T = V dO^T
+            int kfirst[DOCS ? 2 : 1];  // of this lane's two query columns
+#pragma unroll
+            for (int c = 0; c < (DOCS ? 2 : 0); c++) kfirst[c] = q0 + lane + 32 * c < T ? ks[q0 + lane + 32 * c] : 0;
             __syncwarp();
 #pragma unroll 4
             for (int r = 0; r < 16; r++) {
@@ -246,7 +257,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
                 for (int c = 0; c < 2; c++) {
                     const int col = lane + 32 * c, qpos = q0 + col;
-                    const float p = (key <= qpos && qpos < T) ? expf(St[row * kLdS + col] * scale - Ls[col]) : 0.0f;
+                    const bool seen = key <= qpos && qpos < T && (!DOCS || key >= kfirst[c]);
+                    const float p = seen ? expf(St[row * kLdS + col] * scale - Ls[col]) : 0.0f;
                     float pv = p, dp = dPt[row * kLdS + col];
                     if (DROP) {
                         const bool keep = kern_dropout_keep(seed, ((uint64_t)h * T + qpos) * T + key, drop.threshold);
@@ -268,10 +280,10 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // grid (T query tiles, H, B): dq of one head's 64 queries over the key tiles they see.
-template <int HDP, bool DROP>
+template <int HDP, bool DROP, bool DOCS>
 __global__ void __launch_bounds__(kThreads)
     att_bwd_dq_tc_kernel(Act dq, Act q, Act k, Act v, Act dout, const float *lse, const float *delta, int T, int H,
-                         int KV, int hd, float scale, AttDrop drop) {
+                         int KV, int hd, float scale, AttDrop drop, const int32_t *kstart) {
     constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
     extern __shared__ __align__(128) float smem[];  // WMMA needs 32-byte aligned tiles
     float *Ss = smem;                       // (64, kLdS) S; the output staging at the end
@@ -292,6 +304,9 @@ __global__ void __launch_bounds__(kThreads)
     const size_t stats = ((size_t)b * H + h) * T + q0;
     const Act kb = k + ((size_t)b * T * ldk + (size_t)g * hd), vb = v + ((size_t)b * T * ldk + (size_t)g * hd);
     const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
+    const int32_t *ks = DOCS ? kstart + (size_t)b * T : nullptr;  // (T) the first key each query sees
+    // lane i holds that of the warp's row i % 16; the row loop takes it by shuffle (one register, not 16)
+    const int kfirst_lane = DOCS && r0 + lane % 16 < nq ? ks[q0 + r0 + lane % 16] : 0;
 
     load_tile_bf16<kTile, HDP>(Qs, q + qrow0, ldq, nq, hd);
     load_tile_bf16<kTile, HDP>(dOs, dout + qrow0, ldq, nq, hd);
@@ -299,7 +314,7 @@ __global__ void __launch_bounds__(kThreads)
     FragC dqa[NJ];
 #pragma unroll
     for (int j = 0; j < NJ; j++) wmma::fill_fragment(dqa[j], 0.0f);
-    for (int k0 = 0; k0 < kend; k0 += kTile) {
+    for (int k0 = DOCS ? ks[q0] / kTile * kTile : 0; k0 < kend; k0 += kTile) {
         next_tiles<HDP>(Ks, Vs, kb + (size_t)k0 * ldk, vb + (size_t)k0 * ldk, ldk, min(kTile, kend - k0), hd);
         warp_abt<HDP, kTile>(Ss + r0 * kLdS, kLdS, Qs + r0 * LDH, LDH, Ks, LDH);    // S = Q K^T
         warp_abt<HDP, kTile>(dPs + r0 * kLdS, kLdS, dOs + r0 * LDH, LDH, Vs, LDH);  // dP = dO V^T
@@ -307,6 +322,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll 4
         for (int r = 0; r < 16; r++) {
             const int row = r0 + r, qpos = q0 + row;
+            const int kfirst = DOCS ? __shfl_sync(0xffffffffu, kfirst_lane, r) : 0;
 #pragma unroll
             for (int c = 0; c < 2; c++) {
                 const int col = lane + 32 * c;
@@ -315,9 +331,8 @@ __global__ void __launch_bounds__(kThreads)
                     dp = kern_dropout_keep(seed, ((uint64_t)h * T + qpos) * T + k0 + col, drop.threshold)
                              ? dp * drop.scale
                              : 0.0f;
-                const float ds = (k0 + col <= qpos && qpos < T)
-                                     ? expf(Ss[row * kLdS + col] * scale - Ls[row]) * (dp - Ds[row])
-                                     : 0.0f;
+                const bool seen = k0 + col <= qpos && qpos < T && (!DOCS || k0 + col >= kfirst);
+                const float ds = seen ? expf(Ss[row * kLdS + col] * scale - Ls[row]) * (dp - Ds[row]) : 0.0f;
                 dSs[row * kLdP + col] = __float2bfloat16(ds);
             }
         }
@@ -354,30 +369,35 @@ bool att_tc_fits(int hd) {
 }
 
 void att_tc_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq, int Tk, int H, int KV, int hd,
-                size_t kv_bstride, float scale, const AttDrop *drop) {
+                size_t kv_bstride, float scale, const int32_t *kstart, const AttDrop *drop) {
     const AttDrop dp = drop ? *drop : AttDrop{0, 0, 0, 1.0f};
     with_head_dim(hd, [&](auto head) {
         with_flag(drop != nullptr, [&](auto on) {
-            constexpr int HDP = decltype(head)::HDP;
-            att_launch(att_fwd_tc_kernel<HDP, decltype(on)::value>, dim3((Tq + kTile - 1) / kTile, H, B), kThreads,
-                       fwd_smem<HDP>(), out, lse, q, k, v, Tq, Tk, H, KV, hd, kv_bstride, scale, dp);
+            with_flag(kstart != nullptr, [&](auto docs) {
+                constexpr int HDP = decltype(head)::HDP;
+                att_launch(att_fwd_tc_kernel<HDP, decltype(on)::value, decltype(docs)::value>,
+                           dim3((Tq + kTile - 1) / kTile, H, B), kThreads, fwd_smem<HDP>(), out, lse, q, k, v, Tq, Tk,
+                           H, KV, hd, kv_bstride, scale, dp, kstart);
+            });
         });
     });
 }
 
 void att_tc_bwd(Act dq, Act dk, Act dv, const float *delta, Act dout, const float *lse, Act q, Act k, Act v, int B,
-                int T, int H, int KV, int hd, float scale, const AttDrop *drop) {
+                int T, int H, int KV, int hd, float scale, const int32_t *kstart, const AttDrop *drop) {
     const AttDrop dp = drop ? *drop : AttDrop{0, 0, 0, 1.0f};
     with_head_dim(hd, [&](auto head) {
         with_flag(drop != nullptr, [&](auto on) {
-            constexpr int HDP = decltype(head)::HDP;
-            constexpr bool DROP = decltype(on)::value;
-            static_assert(kTile * TcLd<HDP>::O <= 2 * kTile * kLdS, "the output staging must fit the score buffers");
-            const unsigned tiles = (T + kTile - 1) / kTile;
-            att_launch(att_bwd_dkdv_tc_kernel<HDP, DROP>, dim3(tiles, KV, B), kThreads, bwd_smem<HDP>(4, 2), dk, dv,
-                       q, k, v, dout, lse, delta, T, H, KV, hd, scale, dp);
-            att_launch(att_bwd_dq_tc_kernel<HDP, DROP>, dim3(tiles, H, B), kThreads, bwd_smem<HDP>(4, 1), dq, q, k,
-                       v, dout, lse, delta, T, H, KV, hd, scale, dp);
+            with_flag(kstart != nullptr, [&](auto docs) {
+                constexpr int HDP = decltype(head)::HDP;
+                constexpr bool DROP = decltype(on)::value, DOCS = decltype(docs)::value;
+                static_assert(kTile * TcLd<HDP>::O <= 2 * kTile * kLdS, "the output staging must fit the score buffers");
+                const unsigned tiles = (T + kTile - 1) / kTile;
+                att_launch(att_bwd_dkdv_tc_kernel<HDP, DROP, DOCS>, dim3(tiles, KV, B), kThreads, bwd_smem<HDP>(4, 2),
+                           dk, dv, q, k, v, dout, lse, delta, T, H, KV, hd, scale, dp, kstart);
+                att_launch(att_bwd_dq_tc_kernel<HDP, DROP, DOCS>, dim3(tiles, H, B), kThreads, bwd_smem<HDP>(4, 1), dq,
+                           q, k, v, dout, lse, delta, T, H, KV, hd, scale, dp, kstart);
+            });
         });
     });
 }

@@ -9,7 +9,8 @@
 
 // Each returns false (and does nothing) when cuDNN does not take the call: not chosen, dropout
 // (cuDNN's mask is not the layout-free hash of kernels/rng.h), a KV-cache shape (Tq != Tk or a
-// strided kv), or a shape whose graph cuDNN refused under --attention auto.
+// strided kv), or a shape whose graph cuDNN refused under --attention auto. Document-masked calls
+// (kstart) do not come here: the graphs are plain causal, so attention.cu runs them natively.
 bool cudnn_att_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq, int Tk, int H, int KV, int hd,
                    size_t kv_bstride, const AttDrop *drop);
 // sum: (B, H, T) floats of scratch, where cuDNN leaves rowsum(dout * out)

@@ -97,12 +97,14 @@ struct PositionsBwd {  // dwpe (T, D) += sum over b of dout[b], in b order (the 
 };
 
 // One element of the q|k|v layout per thread: idx over (rows, W), W = qd + 2 kvd, rows = (B, T).
-// Forward (sign 1): q, k, v from the fused row, q and k rotated at position pos0 + t. Backward
-// (sign -1): the fused row from dq, dk, dv, rotated back. Without tables a plain copy. The
-// rotation (x1, x2) -> (x1 c - x2 s', x2 c + x1 s'), s' = sign * s, is the CPU's.
+// Forward (sign 1): q, k, v from the fused row, q and k rotated at position pos[row] when pos is
+// given (per packed document), else pos0 + t. Backward (sign -1): the fused row from dq, dk, dv,
+// rotated back. Without tables a plain copy. The rotation (x1, x2) -> (x1 c - x2 s', x2 c + x1 s'),
+// s' = sign * s, is the CPU's.
 struct QkvRope {
     Act fused, q, k, v;  // the fused row is read (forward) or written (backward)
     const float *cos_t, *sin_t;  // (positions, hd/2), or NULL
+    const int32_t *pos;          // (rows) positions, or NULL
     int T, hd, qd, kvd, pos0;
     float sign;
     __device__ void operator()(size_t idx) const {
@@ -121,8 +123,8 @@ struct QkvRope {
             return;
         }
         const int half = hd / 2, i = c % hd % half, head0 = c - c % hd;
-        const size_t pos = (size_t)pos0 + bt % T;
-        const float cs = cos_t[pos * half + i], sn = sign * sin_t[pos * half + i];
+        const size_t at = pos ? (size_t)pos[bt] : (size_t)pos0 + bt % T;
+        const float cs = cos_t[at * half + i], sn = sign * sin_t[at * half + i];
         const Act src = sign > 0 ? x + ((col - c) + head0) : part + head0;  // the head being rotated
         const float a = src[i], b = src[i + half];
         const float r = c % hd < half ? a * cs - b * sn : b * cs + a * sn;
@@ -400,10 +402,17 @@ constexpr int kCeThreads = 512;
 
 // one block per row of logits (V): loss into losses[row]; with dscale != 0 the row becomes
 // (softmax - onehot) * dscale. One read for the (online) max and sum, one read+write for the gradient.
+// A negative target bears no loss: 0, and a zero gradient row (the whole block leaves together).
 __global__ void crossentropy_kernel(Act logits, const int32_t *targets, double *losses, int V, float dscale) {
     __shared__ float2 sh[32];
     const Act x = logits + (size_t)blockIdx.x * V;
     const int t = targets[blockIdx.x];
+    if (t < 0) {
+        if (threadIdx.x == 0) losses[blockIdx.x] = 0.0;
+        if (dscale != 0.0f)
+            for (int j = threadIdx.x; j < V; j += blockDim.x) x[j] = 0.0f;
+        return;
+    }
     const float xt = x[t];  // read before the block_reduce barrier, so before any thread overwrites it
     float m = -INFINITY, s = 0.0f;
     for (int j = threadIdx.x; j < V; j += blockDim.x) {
@@ -574,19 +583,17 @@ void cuda_rope_table(float *cos_t, float *sin_t, int T, int hd, float theta) {
 
 void cuda_qkv_split(void *q, void *k, void *v, const void *qkv, const float *cos_t, const float *sin_t, int B, int T,
                     int H, int KV, int hd, int pos0, const int32_t *pos) {
-    if (pos) comm_fatal("qkv_split: per-token positions are not on CUDA yet");
     const int qd = H * hd, kvd = KV * hd;
     launch_map((size_t)B * T * (qd + 2 * kvd),
-               QkvRope{act(qkv), act(q), act(k), act(v), cos_t, sin_t, T, hd, qd, kvd, pos0, 1.0f});
+               QkvRope{act(qkv), act(q), act(k), act(v), cos_t, sin_t, pos, T, hd, qd, kvd, pos0, 1.0f});
 }
 
 void cuda_qkv_merge(void *dqkv, const void *dq, const void *dk, const void *dv, const float *cos_t,
                     const float *sin_t, int B, int T, int H, int KV, int hd, const int32_t *pos) {
-    if (pos) comm_fatal("qkv_merge: per-token positions are not on CUDA yet");
     // the transpose of a rotation is the rotation by the negative angle
     const int qd = H * hd, kvd = KV * hd;
     launch_map((size_t)B * T * (qd + 2 * kvd),
-               QkvRope{act(dqkv), act(dq), act(dk), act(dv), cos_t, sin_t, T, hd, qd, kvd, 0, -1.0f});
+               QkvRope{act(dqkv), act(dq), act(dk), act(dv), cos_t, sin_t, pos, T, hd, qd, kvd, 0, -1.0f});
 }
 
 void cuda_swiglu_fwd(void *h, const void *gu, int N, int F) {

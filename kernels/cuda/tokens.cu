@@ -7,13 +7,13 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// ids (n): tokens then targets, one index space
+// ids (n): tokens then targets, one index space; tokens in [0, V), targets below V
 __global__ void tokens_check_kernel(int32_t *tokens, int32_t *targets, int N, int V, long long base,
                                     unsigned long long *note) {
     const long long n = targets ? 2LL * N : N;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         int32_t *t = i < N ? &tokens[i] : &targets[i - N];
-        if (*t >= 0 && *t < V) continue;
+        if (*t < V && (*t >= 0 || i >= N)) continue;  // a negative target bears no loss: legal
         atomicMin(note, (unsigned long long)(base + i) << 32 | (uint32_t)*t);
         *t = 0;
     }

@@ -128,21 +128,28 @@ static inline void __syncthreads() { emu::ctx.block_bar->arrive_and_wait(); }
 namespace emu { inline unsigned lane() { return ctx.threadIdx.x % 32; } }
 static inline void __syncwarp(unsigned = 0xffffffffu) { emu::ctx.warp_bar->arrive_and_wait(); }
 
-template <class T> static inline T emu_shfl_xor(T v, int o) {
+// every lane of the warp publishes v, then reads the value of lane src_of(its lane)
+template <class T, class L> static inline T emu_shfl(T v, L src_of) {
     static_assert(sizeof(T) <= 8, "");
     const unsigned tid = emu::ctx.threadIdx.x, lane = tid % 32;
     uint64_t bits = 0;
     memcpy(&bits, &v, sizeof v);
     emu::ctx.xbuf[tid] = bits;
     emu::ctx.warp_bar->arrive_and_wait();
-    bits = emu::ctx.xbuf[tid - lane + (lane ^ o)];
+    bits = emu::ctx.xbuf[tid - lane + (src_of(lane) & 31)];
     emu::ctx.warp_bar->arrive_and_wait();
     T r;
     memcpy(&r, &bits, sizeof r);
     return r;
 }
+template <class T> static inline T emu_shfl_xor(T v, int o) {
+    return emu_shfl(v, [o](unsigned lane) { return lane ^ (unsigned)o; });
+}
 static inline float __shfl_xor_sync(unsigned, float v, int o) { return emu_shfl_xor(v, o); }
 static inline double __shfl_xor_sync(unsigned, double v, int o) { return emu_shfl_xor(v, o); }
+static inline int __shfl_sync(unsigned, int v, int src) {
+    return emu_shfl(v, [src](unsigned) { return (unsigned)src; });
+}
 
 namespace emu {
 struct Cfg {
