@@ -410,7 +410,12 @@ typedef struct {
     const uint8_t *begin, *s, *end;  // the line, and the scan position in it
     char err[160];                   // the first problem found; empty while fine
     bool has_text, has_ids;          // what the line's object held
+    // finetuning rows' members (attention_mask or labels, a chat, prompt/completion, Alpaca): such
+    // rows are samples with their own loss masks, which a token stream cannot keep
+    unsigned row_keys;
 } PrepareJson;
+
+enum { ROWKEY_MASK = 1, ROWKEY_CHAT = 2, ROWKEY_PROMPT = 4, ROWKEY_COMPLETION = 8, ROWKEY_INSTRUCTION = 16, ROWKEY_OUTPUT = 32 };
 
 static bool prepare_json_error(PrepareJson *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static bool prepare_json_error(PrepareJson *j, const char *fmt, ...) {
@@ -574,6 +579,12 @@ static bool prepare_json_member(PrepareJson *j) {
     int c = prepare_json_peek(j);
     if (prepare_key_is(&p->key, "text") && c == '"') return j->has_text = prepare_json_string(j, &p->text);
     if (prepare_key_is(&p->key, "input_ids") && c == '[') return j->has_ids = prepare_json_ids(j);
+    static const char *const row_keys[] = {"attention_mask", "labels", "messages", "conversations", "prompt", "completion",
+                                           "instruction", "output"};
+    static const unsigned row_bits[] = {ROWKEY_MASK, ROWKEY_MASK, ROWKEY_CHAT, ROWKEY_CHAT, ROWKEY_PROMPT, ROWKEY_COMPLETION,
+                                        ROWKEY_INSTRUCTION, ROWKEY_OUTPUT};
+    for (size_t i = 0; i < sizeof row_keys / sizeof *row_keys; i++)
+        if (prepare_key_is(&p->key, row_keys[i]) && c != 'n') j->row_keys |= row_bits[i];  // a null member is none
     return prepare_json_value(j, 1);
 }
 
@@ -622,7 +633,13 @@ static bool prepare_json_object(PrepareJson *j) {
     if (!prepare_json_eat(j, '{')) return prepare_json_error(j, "malformed JSON: a line must hold one object");
     if (!prepare_json_list(j, '}', true, 0)) return false;
     if (prepare_json_peek(j) >= 0) return prepare_json_error(j, "malformed JSON: text after the object");
-    if (!j->has_ids && !j->has_text) return prepare_json_error(j, "the object has no \"text\" string and no \"input_ids\" array");
+    unsigned k = j->row_keys;
+    if ((j->has_ids && (k & ROWKEY_MASK)) || (!j->has_ids && !j->has_text && ((k & ROWKEY_CHAT) ||
+        (k & (ROWKEY_PROMPT | ROWKEY_COMPLETION)) == (ROWKEY_PROMPT | ROWKEY_COMPLETION) ||
+        (k & (ROWKEY_INSTRUCTION | ROWKEY_OUTPUT)) == (ROWKEY_INSTRUCTION | ROWKEY_OUTPUT))))
+        return prepare_json_error(j, "a finetuning row (%s) keeps its own loss mask, which token shards cannot: train on the file itself",
+                                  j->has_ids ? "input_ids with attention_mask or labels" : k & ROWKEY_CHAT ? "a chat" :
+                                  k & ROWKEY_PROMPT ? "prompt/completion" : "Alpaca"); return prepare_json_error(j, "the object has no \"text\" string and no \"input_ids\" array");
     if (!j->has_ids) prepare_encode_text(p);
     return true;
 }

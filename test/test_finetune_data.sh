@@ -137,3 +137,6 @@ check "--document_masking: np=2 equals np=1 ($d)" $? "$(grep -m2 error "$W/dm2.l
 check "--document_masking changes the losses and drops the targets that cross into the next document" $?
 ./fsdpc prepare --input data/tinyshakespeare.txt --output "$W/shards" >/dev/null 2>&1
 expect_error "--document_masking on token shards" "does not record" ./fsdpc --train_data "$W/shards/train_000000.bin" --document_masking $A --max_steps 1
+# prepare writes token streams: finetuning rows given to it are refused, not flattened with their padding
+expect_error "prepare refuses finetuning rows" "finetuning row \(input_ids with attention_mask or labels\)" ./fsdpc prepare --input "$W/smp.jsonl" --output "$W/prep"
+expect_error "prepare refuses chat rows" "finetuning row \(a chat\)" ./fsdpc prepare --tokenizer "$TOK" --input "$W/chat.jsonl" --output "$W/prep"
