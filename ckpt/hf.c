@@ -41,6 +41,29 @@ static int hf_is_file(const char *p) {
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+// 1 for a readable regular file, 0 when nothing is there, -1 (err set) when something is there but
+// cannot be used: absent and unusable are different outcomes, and only absent has a fallback
+static int hf_present(const char *p, char *err, size_t len) {
+    struct stat st;
+    if (lstat(p, &st) != 0 && errno == ENOENT) return 0;
+    if (stat(p, &st) != 0) return comm_errorf(err, len, "'%s' is there but cannot be used: %s", p, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return comm_errorf(err, len, "'%s' is there but is not a regular file", p);
+    if (access(p, R_OK) != 0) return comm_errorf(err, len, "'%s' is there but cannot be read: %s", p, strerror(errno));
+    return 1;
+}
+
+// A file name read from a file (an index's weight_map): it must stay inside the folder that holds
+// the index, so no absolute path and no '..' step.
+static int hf_inside(const char *name) {
+    if (!name[0] || name[0] == '/') return 0;
+    for (const char *s = name; *s;) {
+        size_t n = strcspn(s, "/");
+        if (n == 2 && s[0] == '.' && s[1] == '.') return 0;
+        s += n + (s[n] == '/');
+    }
+    return 1;
+}
+
 static int hf_is_dir(const char *p) {
     struct stat st;
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
@@ -108,6 +131,11 @@ static int hf_open_index(HfModel *h, const char *index, char *err, size_t len) {
         const JsonValue *e = &map->items[i];
         if (e->type != JSON_STRING) {
             rc = comm_errorf(err, len, "index '%s' maps %s to something other than a file name", index, e->key);
+            break;
+        }
+        if (!hf_inside(e->str)) {
+            rc = comm_errorf(err, len, "index '%s' maps %s to '%s', outside the index's folder: shards must be files beside it",
+                             index, e->key, e->str);
             break;
         }
         hf_join(shard, sizeof shard, dir, e->str);
@@ -265,16 +293,20 @@ static int hf_open_source(HfModel *h, char *err, size_t len) {
     if (hf_is_dir(h->path)) {
         snprintf(dir, sizeof dir, "%s", h->path);
         hf_join(weights, sizeof weights, dir, "model.safetensors.index.json");
-        if (!hf_is_file(weights)) hf_join(weights, sizeof weights, dir, "model.safetensors");
-        if (!hf_is_file(weights))
-            return comm_errorf(err, len, "'%s' holds neither model.safetensors nor model.safetensors.index.json", dir);
+        int have = hf_present(weights, err, len);
+        if (!have) {
+            hf_join(weights, sizeof weights, dir, "model.safetensors");
+            have = hf_present(weights, err, len);
+        }
+        if (have < 0) return -1;
+        if (!have) return comm_errorf(err, len, "'%s' holds neither model.safetensors nor model.safetensors.index.json", dir);
     } else {
         hf_dirname(dir, sizeof dir, h->path);
         snprintf(weights, sizeof weights, "%s", h->path);
     }
     hf_join(config, sizeof config, dir, "config.json");
-    int has_config = hf_is_file(config);
-    if (has_config && hf_read_config(h, config, err, len) != 0) return -1;
+    int has_config = hf_present(config, err, len);
+    if (has_config < 0 || (has_config && hf_read_config(h, config, err, len) != 0)) return -1;
     if (hf_ends_with(weights, ".json") ? hf_open_index(h, weights, err, len) : hf_add_file(h, weights, err, len)) return -1;
     if (!has_config) hf_infer_config(h);
     hf_find_tokenizer(dir, h->tokenizer, sizeof h->tokenizer);

@@ -174,3 +174,16 @@ $MPI -np 2 ./fsdpc $SMALL --num_threads $(($(nproc) + 1)) --max_steps 1 --checkp
 check "threads x ranks beyond the node's cores is warned about" $?
 ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 2>&1 | grep -q "^fsdpc: [0-9]* thread(s) per rank, from "
 check "the thread count's source is logged" $?
+
+# class 4: paths read from files stay inside their folder; class 5: there-but-unusable is an error, not "absent"
+/usr/bin/python3 test/hf_make.py "$W/hfp" --shards 2 >/dev/null
+cp -r "$W/hfp" "$W/hft" && mkdir -p "$W/outside" && mv "$W/hft/$(ls "$W/hft" | grep -m1 'safetensors$')" "$W/outside/"
+shard=$(ls "$W/outside")
+sed -i "s|\"$shard\"|\"../outside/$shard\"|g" "$W/hft/model.safetensors.index.json"
+expect_error "an index whose weight_map leaves the model folder" "outside the index's folder" ./fsdpc --init_from "$W/hft" --max_steps 1
+sed -i "s|\"../outside/$shard\"|\"$W/outside/$shard\"|g" "$W/hft/model.safetensors.index.json"
+expect_error "an index whose weight_map is an absolute path" "outside the index's folder" ./fsdpc --init_from "$W/hft" --max_steps 1
+cp -r "$W/hfp" "$W/hfc" && rm "$W/hfc/config.json" && mkdir "$W/hfc/config.json"
+expect_error "a config.json that is a folder is no absent config" "config.json' is there but is not a regular file" ./fsdpc --init_from "$W/hfc" --max_steps 1
+rmdir "$W/hfc/config.json" && ln -s "$W/nowhere.json" "$W/hfc/config.json"
+expect_error "a config.json that is a dangling link is no absent config" "config.json' is there but cannot be used" ./fsdpc --init_from "$W/hfc" --max_steps 1
