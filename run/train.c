@@ -47,6 +47,10 @@ typedef struct {
     int nplans[2], plans_step[2];
     long long truncated, lost;  // rows cut at the context so far (and of them, those left with no loss)
     double tokens_seen;         // loss-bearing targets trained on since step 0 (checkpoints carry it)
+    // the data position: global sample sample_base starts step base_step (a resumed checkpoint's
+    // data_position and step), so a resume with another global batch neither skips nor repeats samples
+    uint64_t sample_base;
+    int base_step;
     int global_batch;    // sequences per optimizer step, over all ranks and micro-batches
     int max_steps, start_step;
     double flops_per_token;
@@ -126,6 +130,23 @@ static void load_state(Run *r) {
         comm_log("Resumed from %s at step %d (%llu tokens seen)\n", r->resume_file, meta.step,
                  (unsigned long long)meta.tokens_seen);
         r->tokens_seen = (double)meta.tokens_seen;
+        r->sample_base = meta.data_position;
+        r->base_step = meta.step;
+        // the sample order and dropout follow the seed: the run's own, unless another is asked for by name
+        if (meta.rng_state != (uint64_t)c->seed) {
+            if (config_given("seed"))
+                comm_fail_all("--seed %d differs from the seed %llu that %s was trained with: resuming with another seed "
+                              "changes its data order and dropout; drop --seed to continue the run", c->seed,
+                              (unsigned long long)meta.rng_state, r->resume_file);
+            c->seed = (int)meta.rng_state;
+            if (r->train_loader) {  // built before the checkpoint was read: rebuilt for the run's order
+                data_loader_free(r->train_loader);
+                r->train_loader = data_loader_new(&r->train, (uint64_t)c->seed, c->batch_size, 1);
+            }
+        }
+        if (meta.data_position != (uint64_t)meta.step * r->global_batch)
+            comm_log("Resuming at global sample %llu (the checkpoint's data position) with a global batch of %d\n",
+                     (unsigned long long)meta.data_position, r->global_batch);
     } else if (r->init_h5) {
         ckpt_load_weights(c->init_from, &r->st, c);
         snprintf(r->origin.parent, sizeof r->origin.parent, "%s", c->init_from);
@@ -351,8 +372,13 @@ static int open_data(Run *r) {
 
 // First global sample of micro-batch `micro` of `step` on this rank: a slice of the step's
 // global batch that depends only on the global sample index (DESIGN invariant 2).
+// First global sample of `step`.
+static uint64_t step_first(const Run *r, int step) {
+    return r->sample_base + (uint64_t)(step - r->base_step) * r->global_batch;
+}
+
 static uint64_t batch_first(const Run *r, int step, int micro) {
-    return (uint64_t)step * r->global_batch + (uint64_t)(micro * comm_info.world + comm_info.rank) * r->cfg->batch_size;
+    return step_first(r, step) + (uint64_t)(micro * comm_info.world + comm_info.rank) * r->cfg->batch_size;
 }
 
 // --packing: the step's samples, in order, each into the first of its contexts with room (first
@@ -362,7 +388,7 @@ static uint64_t batch_first(const Run *r, int step, int micro) {
 static int pack_step(Run *r, int step, DataPlan **plans) {
     const Dataset *d = &r->train;
     int G = r->global_batch, T = d->T, B = r->cfg->batch_size, W = comm_info.world, nrows = 0;
-    uint64_t g0 = (uint64_t)step * G;
+    uint64_t g0 = step_first(r, step);
     int *row_of = mallocCheck((size_t)G * sizeof(int)), *room = mallocCheck((size_t)G * sizeof(int));
     for (int i = 0; i < G; i++) {
         int len = data_sample_len(d, (uint64_t)r->cfg->seed, g0 + (uint64_t)i, 1), row = 0;
@@ -693,7 +719,7 @@ static void save(Run *r, int step) {
     CkptMeta meta = r->origin;
     meta.step = step;
     meta.tokens_seen = (uint64_t)r->tokens_seen;
-    meta.data_position = (uint64_t)step * r->global_batch;
+    meta.data_position = step_first(r, step);
     meta.rng_state = (uint64_t)c->seed;
     CkptSaved out;
     trace_begin(TRACE_COMPUTE, "checkpoint write", -1);

@@ -187,3 +187,16 @@ cp -r "$W/hfp" "$W/hfc" && rm "$W/hfc/config.json" && mkdir "$W/hfc/config.json"
 expect_error "a config.json that is a folder is no absent config" "config.json' is there but is not a regular file" ./fsdpc --init_from "$W/hfc" --max_steps 1
 rmdir "$W/hfc/config.json" && ln -s "$W/nowhere.json" "$W/hfc/config.json"
 expect_error "a config.json that is a dangling link is no absent config" "config.json' is there but cannot be used" ./fsdpc --init_from "$W/hfc" --max_steps 1
+
+# class 13: a resume continues the recorded run: its seed (another one by name is refused) and its data position in samples
+R="--max_steps 10 --checkpoint_freq 5 --num_tokens 0 --logging_freq 100 --batch_size 8"
+./fsdpc $R --seed 7 --checkpoint_dir "$W/rs" --metrics_file "$W/rs_a.jsonl" >/dev/null 2>&1
+./fsdpc $R --resume_from_checkpoint "$W/rs/step_00000005.h5" --checkpoint_dir "$W/rs_b" --metrics_file "$W/rs_b.jsonl" >/dev/null 2>&1
+cmp -s <(losses "$W/rs_a.jsonl" | tail -5) <(losses "$W/rs_b.jsonl")
+check "a resume without --seed continues with the checkpoint's seed (7), bit for bit" $?
+expect_error "a resume with another --seed" "--seed 8 differs from the seed 7" ./fsdpc $R --resume_from_checkpoint "$W/rs/step_00000005.h5" \
+    --checkpoint_dir "$W/rs_c" --seed 8
+./fsdpc $R --resume_from_checkpoint "$W/rs/step_00000005.h5" --checkpoint_dir "$W/rs_d" --batch_size 4 >"$W/rs_d.log" 2>&1
+pos=$(/usr/bin/python3 -c "import h5py, sys; print(int(h5py.File(sys.argv[1])['/'].attrs['data_position']))" "$W/rs_d/step_00000010.h5")
+grep -q "Resuming at global sample 40" "$W/rs_d.log" && [ "$pos" = 60 ]
+check "a resume with another global batch starts at the recorded sample (40) and goes on from there (60 after 5 steps of 4)" $? "pos=$pos"
