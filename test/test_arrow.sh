@@ -3,11 +3,10 @@
 # streams and files that test/fixtures/make_arrow.mjs writes (string, large_string, binary, lists
 # of every integer type, large_list, fixed_size_list, large_list<struct> chat messages, nulls and
 # null items, several batches, an empty batch, dictionary, struct and view columns around the ones
-# read, the pre-0.15 stream
-# framing, ZSTD and LZ4_FRAME bodies) must read back as the rows it wrote; damaged files (cut
-# short, lengths and metadata bytes changed, unsupported codec, version, endianness, types) give
-# one error line and never crash or hang. apache-arrow is fetched once into build/npm (npm,
-# the registry); without it the checks print "ok - ... # SKIP reason".
+# read, the pre-0.15 stream framing, ZSTD and LZ4_FRAME bodies) must read back as the rows it
+# wrote; damaged files (cut short, lengths and metadata bytes changed, unsupported codec, version,
+# endianness, types) give one error line and never crash or hang. apache-arrow is fetched once
+# into build/npm (npm, the registry); without it the checks print "ok - ... # SKIP reason".
 cd "$(dirname "$0")/.."
 source test/lib.sh
 PREFIX="arrow: "
