@@ -33,6 +33,9 @@ enum {
     AR_MAX_FIELDS = 1 << 20,   // fields visited in one schema (shared subtrees count each time)
     AR_MAX_DEPTH = 64,         // type nesting
 };
+// buffers of one selected column read at once: a struct list's validity, offsets, the struct's
+// validity, then validity, offsets and data of each chosen field
+#define AR_SLOTS (3 + 3 * TABLE_MAX_FIELDS)
 static const int64_t AR_MAX_LEN = (int64_t)1 << 56;        // rows or values in one array
 static const int64_t AR_MAX_INFLATE = (int64_t)1 << 30;    // bytes one compressed buffer may expand to
 
@@ -151,6 +154,14 @@ typedef struct {
     int off;            // offset bytes of a string or list: 4 or 8; 0 for fixed_size_list
     int32_t fixed;      // fixed_size_list: values per row
     int width, is_signed;  // integer bytes (TABLE_INT, TABLE_INT_LIST's values)
+    // TABLE_STRUCT_LIST: each struct field's first node and buffer, counted from the struct's
+    // first child, and its offset bytes (0: no string); the fields choose_fields picked
+    int nf;
+    struct {
+        int32_t node, buf;
+        int off;
+    } f[TABLE_MAX_FIELDS];
+    int nchosen, chosen[TABLE_MAX_FIELDS];
 } ArrowCol;
 
 // A type's name, built into a fixed buffer; what does not fit ends in "..."
@@ -354,8 +365,38 @@ static int int_type(Fb *b, const FbTable *ty, int *width, int *is_signed) {
     return 1;
 }
 
+// The struct item st of a list: its fields' names, which are strings, and where their arrays sit.
+// TABLE_OTHER for more than TABLE_MAX_FIELDS fields, none a string, or a field whose buffers
+// fsdpc cannot count (unknown or variadic). *visited: fields walked so far in the schema, bounded
+// by AR_MAX_FIELDS like the schema's own walk.
+static TableKind classify_structs(Fb *b, const FbTable *st, int version, long *visited, ArrowCol *a, TableColumn *col) {
+    size_t k;
+    const size_t ch = fb_vec(b, st, FIELD_CHILDREN, 4, &k);
+    if (k < 1 || k > TABLE_MAX_FIELDS) return TABLE_OTHER;
+    Layout l = {b, version, 0, 0, 0, *visited, 0, 0};
+    int strings = 0;
+    for (size_t j = 0; j < k && !b->bad; j++) {
+        const FbTable c = fb_vec_table(b, ch, j);
+        TableField *tf = &col->fields[j];
+        size_t len;
+        const char *s = fb_str(b, &c, FIELD_NAME, &len);
+        if (s) memcpy(tf->name, s, len < sizeof tf->name ? len : sizeof tf->name - 1);
+        const int tt = fb_u8(b, &c, FIELD_TYPE_TYPE, T_NONE);
+        const int dict = fb_ref(b, &c, FIELD_DICTIONARY) != 0;
+        a->f[j].node = (int32_t)l.node, a->f[j].buf = (int32_t)l.buf;
+        a->f[j].off = dict ? 0 : tt == T_UTF8 || tt == T_BINARY ? 4 : tt == T_LARGE_UTF8 || tt == T_LARGE_BINARY ? 8 : 0;
+        tf->is_string = a->f[j].off != 0;
+        strings += tf->is_string;
+        layout_field(&l, c, 2);
+    }
+    *visited = l.fields;
+    if (l.unknown || l.too_big || l.var || b->bad || !strings) return TABLE_OTHER;
+    col->nfields = a->nf = (int)k;
+    return TABLE_STRUCT_LIST;
+}
+
 // What kind of column field f is, for table.h, and how to read it.
-static TableKind classify(Fb *b, const FbTable *f, ArrowCol *a) {
+static TableKind classify(Fb *b, const FbTable *f, int version, long *visited, ArrowCol *a, TableColumn *col) {
     if (fb_ref(b, f, FIELD_DICTIONARY)) return TABLE_OTHER;
     const int tt = fb_u8(b, f, FIELD_TYPE_TYPE, T_NONE);
     const FbTable ty = fb_child(b, f, FIELD_TYPE);
@@ -373,6 +414,10 @@ static TableKind classify(Fb *b, const FbTable *f, ArrowCol *a) {
         if (k != 1) return TABLE_OTHER;
         const FbTable c = fb_vec_table(b, ch, 0);
         const FbTable cty = fb_child(b, &c, FIELD_TYPE);
+        if (tt != T_FIXED_LIST && !fb_ref(b, &c, FIELD_DICTIONARY) && fb_u8(b, &c, FIELD_TYPE_TYPE, T_NONE) == T_STRUCT) {
+            a->off = tt == T_LIST ? 4 : 8;
+            return classify_structs(b, &c, version, visited, a, col);
+        }
         if (fb_ref(b, &c, FIELD_DICTIONARY) || fb_u8(b, &c, FIELD_TYPE_TYPE, T_NONE) != T_INT ||
             !int_type(b, &cty, &a->width, &a->is_signed))
             return TABLE_OTHER;
@@ -407,8 +452,18 @@ typedef struct {
     int64_t *ints;          // the current row's values, widened
     size_t cap;
     int64_t one;            // TABLE_INT's value
-    uint8_t *inflated[4];   // decompressed buffers (compressed bodies), kept for the next batch
-    size_t inflated_cap[4];
+    // TABLE_STRUCT_LIST: the struct's validity and length, then each chosen field's arrays
+    const uint8_t *svalid;
+    int nf;
+    struct {
+        const uint8_t *valid, *off, *data;
+        int64_t lim;
+        int w;
+    } fld[TABLE_MAX_FIELDS];
+    TableStr *strs;         // the current row's elements x chosen fields
+    size_t strs_cap;
+    uint8_t *inflated[AR_SLOTS];  // decompressed buffers (compressed bodies), kept for the next batch
+    size_t inflated_cap[AR_SLOTS];
 } ArrowSel;
 
 typedef struct {
@@ -515,6 +570,7 @@ static int ar_schema(ArrowReader *r, Fb *b, const FbTable *schema, char *err, si
     r->base.ncols = (int)n;
     r->base.cols = r->cols;
     Layout l = {b, r->version, 0, 0, 0, 0, 0, 0};
+    long visited = 0;  // by classify_structs
     for (size_t i = 0; i < n; i++) {
         const FbTable f = fb_vec_table(b, fields, i);
         TableColumn *c = &r->cols[i];
@@ -524,7 +580,7 @@ static int ar_schema(ArrowReader *r, Fb *b, const FbTable *schema, char *err, si
         if (s) memcpy(c->name, s, len < sizeof c->name ? len : sizeof c->name - 1);
         Name nm = {c->type, sizeof c->type, 0, 0};
         name_field(b, f, &nm, 0);
-        c->kind = classify(b, &f, a);
+        c->kind = classify(b, &f, r->version, &visited, a, c);
         a->node = l.node, a->buf = l.buf, a->var = l.var;
         if (r->unknown_col < 0) {
             layout_field(&l, f, 0);
@@ -773,6 +829,53 @@ static int ar_bitmap(ArrowReader *r, const Batch *c, ArrowSel *s, int slot, int6
     return 0;
 }
 
+// A list of structs past its validity (n > 0 rows): the list's offsets into the struct array,
+// the struct's validity, and each chosen field's validity, offsets and bytes, all checked.
+static int ar_load_structs(ArrowReader *r, const Batch *c, ArrowSel *s, int64_t buf, int64_t n, char *err, size_t errlen) {
+    const ArrowCol *a = &r->acols[s->col];
+    const char *col = r->cols[s->col].name;
+    int64_t len, sn = 0, snulls = 0, longest = 0, bad;
+    if (ar_buffer(r, c, s, 1, buf + 1, &s->off, &len, err, errlen)) return -1;
+    if (len / a->off <= n)
+        return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of offsets for %" PRId64 " rows",
+                           r->name, c->bi, col, len, n);
+    if (ar_node(r, c, a->node + 1, col, &sn, &snulls, err, errlen)) return -1;
+    if ((bad = ar_check_offsets(s->off, a->off, n, sn, &longest)) >= 0)
+        return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': row %" PRId64 "'s offsets are out of order or past its %" PRId64 " structs",
+                           r->name, c->bi, col, bad, sn);
+    s->lim = sn;
+    if (!sn) return 0;  // every list is empty: no struct is read
+    if (ar_bitmap(r, c, s, 2, buf + 2, sn, snulls, col, &s->svalid, err, errlen)) return -1;
+    for (int j = 0; j < s->nf; j++) {
+        const int fi = a->chosen[j];
+        const char *fname = r->cols[s->col].fields[fi].name;
+        const int64_t fb = buf + 3 + a->f[fi].buf;
+        int64_t fn = 0, fnulls = 0, dummy;
+        if (ar_node(r, c, a->node + 2 + a->f[fi].node, col, &fn, &fnulls, err, errlen)) return -1;
+        if (fn < sn)
+            return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': field '%s' has %" PRId64 " values for %" PRId64 " structs",
+                               r->name, c->bi, col, fname, fn, sn);
+        const int w = a->f[fi].off;
+        s->fld[j].w = w;
+        if (ar_bitmap(r, c, s, 3 + 3 * j, fb, fn, fnulls, col, &s->fld[j].valid, err, errlen)) return -1;
+        if (ar_buffer(r, c, s, 4 + 3 * j, fb + 1, &s->fld[j].off, &len, err, errlen)) return -1;
+        if (len / w <= sn)
+            return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': field '%s' has %" PRId64 " bytes of offsets for %" PRId64 " structs",
+                               r->name, c->bi, col, fname, len, sn);
+        if (ar_buffer(r, c, s, 5 + 3 * j, fb + 2, &s->fld[j].data, &s->fld[j].lim, err, errlen)) return -1;
+        if ((bad = ar_check_offsets(s->fld[j].off, w, sn, s->fld[j].lim, &dummy)) >= 0)
+            return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': field '%s' of struct %" PRId64 " has offsets out of order or past its %" PRId64 " bytes",
+                               r->name, c->bi, col, fname, bad, s->fld[j].lim);
+    }
+    // longest <= sn, and each chosen field holds 4 bytes of offsets per struct at least: bounded by the body
+    if ((size_t)longest * (size_t)s->nf > s->strs_cap) {
+        free(s->strs);
+        s->strs_cap = (size_t)longest * (size_t)s->nf;
+        s->strs = mallocCheck(s->strs_cap * sizeof *s->strs);
+    }
+    return 0;
+}
+
 static int ar_load_col(ArrowReader *r, const Batch *c, ArrowSel *s, char *err, size_t errlen) {
     const ArrowCol *a = &r->acols[s->col];
     const char *col = r->cols[s->col].name;
@@ -787,7 +890,9 @@ static int ar_load_col(ArrowReader *r, const Batch *c, ArrowSel *s, char *err, s
             buf += k;
         }
     }
-    const int nbuf = s->kind == TABLE_STRING ? 3 : s->kind == TABLE_INT ? 2 : a->off ? 4 : 3;
+    int nbuf = s->kind == TABLE_STRING ? 3 : s->kind == TABLE_INT ? 2 : a->off ? 4 : 3;
+    for (int j = 0; s->kind == TABLE_STRUCT_LIST && j < s->nf; j++)
+        if (3 + a->f[a->chosen[j]].buf + 3 > nbuf) nbuf = 3 + a->f[a->chosen[j]].buf + 3;
     if ((uint64_t)buf + (uint64_t)nbuf > c->nbufs)
         return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 " has %zu buffers, column '%s' needs buffer %" PRId64, r->name, c->bi,
                            c->nbufs, col, buf + nbuf - 1);
@@ -797,9 +902,11 @@ static int ar_load_col(ArrowReader *r, const Batch *c, ArrowSel *s, char *err, s
         return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 " has %" PRId64 " rows but column '%s' has %" PRId64, r->name, c->bi, c->len,
                            col, n);
     if (ar_bitmap(r, c, s, 0, buf, n, nulls, col, &s->valid, err, errlen)) return -1;
-    s->cvalid = NULL;
+    s->cvalid = s->svalid = NULL;
     s->zero_copy = 0;
+    s->lim = 0;
     if (!n) return 0;
+    if (s->kind == TABLE_STRUCT_LIST) return ar_load_structs(r, c, s, buf, n, err, errlen);
     if (s->kind == TABLE_INT) {
         if (ar_buffer(r, c, s, 1, buf + 1, &s->data, &len, err, errlen)) return -1;
         if (len / a->width < n)
@@ -895,7 +1002,9 @@ static int ar_select(TableReader *t, const int *cols, int n, char *err, size_t e
         if (c < 0 || c >= r->base.ncols) return comm_errorf(err, errlen, "'%s' has no column %d", r->name, c);
         const TableColumn *tc = &r->cols[c];
         if (tc->kind == TABLE_OTHER)
-            return comm_errorf(err, errlen, "'%s': column '%s' is %s; fsdpc reads string, integer and integer-list columns", r->name, tc->name, tc->type);
+            return comm_errorf(err, errlen, "'%s': column '%s' is %s; fsdpc reads string, integer, integer-list and struct-list columns", r->name, tc->name, tc->type);
+        if (tc->kind == TABLE_STRUCT_LIST && !r->acols[c].nchosen)
+            return comm_errorf(err, errlen, "'%s': column '%s' (%s) is selected before its fields were chosen", r->name, tc->name, tc->type);
         if (r->unknown_col >= 0 && c > r->unknown_col)
             return comm_errorf(err, errlen, "'%s': column '%s' comes after column '%s' (%s), whose buffer layout fsdpc does not know, so it cannot be located",
                                r->name, tc->name, r->cols[r->unknown_col].name, r->cols[r->unknown_col].type);
@@ -904,6 +1013,7 @@ static int ar_select(TableReader *t, const int *cols, int n, char *err, size_t e
         ArrowSel *s = &r->sel[k];
         s->col = cols[k];
         s->kind = r->cols[cols[k]].kind;
+        s->nf = r->acols[cols[k]].nchosen;
     }
     r->nsel = n;
     free(r->fail);
@@ -916,6 +1026,16 @@ static int ar_select(TableReader *t, const int *cols, int n, char *err, size_t e
         }
         r->row = row;
     }
+    return 0;
+}
+
+static int ar_choose(TableReader *t, int col, const int *fields, int n, char *err, size_t errlen) {
+    ArrowReader *r = (ArrowReader *)t;
+    if (col < 0 || col >= r->base.ncols) return comm_errorf(err, errlen, "'%s' has no column %d", r->name, col);
+    if (table_check_fields(r->name, &r->cols[col], fields, n, err, errlen)) return -1;
+    ArrowCol *a = &r->acols[col];
+    memcpy(a->chosen, fields, (size_t)n * sizeof *fields);
+    a->nchosen = n;
     return 0;
 }
 
@@ -943,6 +1063,29 @@ static void ar_widen(int64_t *restrict dst, const uint8_t *restrict src, int64_t
 #undef AR_WIDEN
 }
 
+// Elements [lo, hi) of a struct list into s->strs, the chosen fields of each.
+static int ar_structs(ArrowReader *r, ArrowSel *s, int64_t lo, int64_t hi, char *err, size_t errlen) {
+    if ((uint64_t)(hi - lo) * (uint64_t)s->nf > s->strs_cap) goto changed;
+    TableStr *out = s->strs;
+    for (int64_t e = lo; e < hi; e++) {
+        const int enull = s->svalid && !ar_bit(s->svalid, e);
+        for (int j = 0; j < s->nf; j++, out++) {
+            if (enull || (s->fld[j].valid && !ar_bit(s->fld[j].valid, e))) {
+                *out = (TableStr){NULL, 0, 1};
+                continue;
+            }
+            const int64_t a = ar_offset(s->fld[j].off, s->fld[j].w, e), b = ar_offset(s->fld[j].off, s->fld[j].w, e + 1);
+            if (a < 0 || b < a || b > s->fld[j].lim) goto changed;
+            *out = (TableStr){(const char *)s->fld[j].data + a, (size_t)(b - a), 0};
+        }
+    }
+    return 0;
+changed:  // checked when the batch was loaded
+    comm_errorf(err, errlen, "'%s' changed while being read (record batch %" PRId64 ", column '%s')", r->name, r->bi, r->cols[s->col].name);
+    r->fail = ar_strdup(err);
+    return -1;
+}
+
 static int ar_next(TableReader *t, TableValue *out, char *err, size_t errlen) {
     ArrowReader *r = (ArrowReader *)t;
     if (r->fail) return comm_errorf(err, errlen, "%s", r->fail);
@@ -958,7 +1101,7 @@ static int ar_next(TableReader *t, TableValue *out, char *err, size_t errlen) {
         ArrowSel *s = &r->sel[k];
         const ArrowCol *a = &r->acols[s->col];
         TableValue *v = &out[k];
-        v->str = NULL, v->ints = NULL, v->len = 0, v->has_null_item = 0;
+        v->str = NULL, v->ints = NULL, v->items = NULL, v->len = 0, v->has_null_item = 0;
         v->is_null = s->valid && !ar_bit(s->valid, i);
         if (v->is_null) continue;
         if (s->kind == TABLE_INT) {
@@ -980,6 +1123,11 @@ static int ar_next(TableReader *t, TableValue *out, char *err, size_t errlen) {
         }
         const int64_t len = hi - lo;
         v->len = (size_t)len;
+        if (s->kind == TABLE_STRUCT_LIST) {
+            if (ar_structs(r, s, lo, hi, err, errlen)) return -1;
+            v->items = s->strs;
+            continue;
+        }
         if (s->kind == TABLE_STRING) {
             v->str = (const char *)s->data + lo;
             continue;
@@ -1002,7 +1150,8 @@ static void ar_close(TableReader *t) {
     ArrowReader *r = (ArrowReader *)t;
     for (int k = 0; k < 8; k++) {
         free(r->sel[k].ints);
-        for (int j = 0; j < 4; j++) free(r->sel[k].inflated[j]);
+        free(r->sel[k].strs);
+        for (int j = 0; j < AR_SLOTS; j++) free(r->sel[k].inflated[j]);
     }
     if (r->mapped) munmap((void *)r->p, r->size);
     ZSTD_freeDCtx(r->zstd);
@@ -1024,6 +1173,7 @@ static TableReader *ar_open(const void *data, size_t size, const char *name, int
     r->mapped = mapped;
     r->unknown_col = -1;
     r->bi = -1;
+    r->base.choose_fields = ar_choose;
     r->base.select = ar_select;
     r->base.next = ar_next;
     r->base.close = ar_close;

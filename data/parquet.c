@@ -31,6 +31,8 @@
 #define PQ_WINDOW 16384           // levels decoded at a time
 #define PQ_MAX_PAGE (1u << 30)    // bytes of one decompressed page
 #define PQ_MAX_ITEMS (1u << 26)   // items of one list row
+#define PQ_MAX_ELEMS (1u << 20)   // elements of one struct list row
+#define PQ_MAX_TEXT (1u << 28)    // bytes of strings copied for one struct list row, all its fields together
 #define PQ_IDX_CHUNK 256          // dictionary indices unpacked at a time
 #define PQ_RELEASE (8u << 20)     // mapped bytes read past before they are handed back
 
@@ -416,14 +418,21 @@ static void parse_footer(Tc *t, PqFooter *f) {
 
 // ---- the reader ----
 
-typedef struct {
+typedef struct PqField PqField;
+struct PqField {
     TableKind kind;
-    int leaf;             // its column chunk (one leaf: the only kinds fsdpc reads)
+    int leaf;             // its column chunk (one leaf, but for a struct list: one per field)
     int phys;             // physical type of the leaf
     int is_unsigned;      // an INT32 holding uint8..uint32: zero-extended
     uint8_t max_def, max_rep;
-    uint8_t d_list, d_rep;  // int lists: the definition level of a present list, of a present item
-} PqField;
+    uint8_t d_list, d_rep;  // lists: the definition level of a present list, of a present item
+    uint8_t d_elem;       // struct lists: of a present (non-null) struct element
+    // TABLE_STRUCT_LIST: a field each (kind TABLE_STRING where fsdpc reads it, name "column.field"),
+    // and those choose_fields picked
+    PqField *sub;
+    char *name;
+    int nf, nchosen, chosen[TABLE_MAX_FIELDS];
+};
 
 typedef struct {
     uint8_t *p;
@@ -463,7 +472,15 @@ typedef struct {
     size_t len;
 } PqStr;
 
+// A chosen field's string in the current row: in the column chunk's dictionary (p), which
+// outlives the row, or copied to the column's arena at off (pages change within a row)
 typedef struct {
+    const uint8_t *p;
+    size_t off, len;
+} PqSpan;
+
+typedef struct PqCol PqCol;
+struct PqCol {
     PqReader *r;
     const PqField *f;
     const char *name;
@@ -502,7 +519,18 @@ typedef struct {
     int row_null, row_has_null;
     const uint8_t *str;
     size_t str_len;
-} PqCol;
+    // a struct list: one column per chosen field, read in step, and the row's elements x fields
+    PqCol *sub;
+    int nsub;
+    TableStr *items;
+    size_t items_cap;
+    // a chosen field of a struct list: each element's definition level and string in this row
+    uint8_t *edef;
+    PqSpan *espan;
+    size_t e_cap, e_len;
+    PqBuf arena;
+    size_t arena_len;
+};
 
 struct PqReader {
     TableReader base;
@@ -519,6 +547,7 @@ struct PqReader {
     size_t rg;            // the current row group, +1 (0: none yet)
     int64_t rg_left;      // its rows not yet read
     int done, failed;
+    int nsub_text;        // the struct fields selected, plus 1: PQ_MAX_TEXT is shared out among them
     z_stream zs;
     int zs_ready;
     ZSTD_DCtx *zd;
@@ -1340,6 +1369,115 @@ static int col_next_scalar(PqCol *c) {
     return col_ints(c, c->row, 1) < 0 ? -1 : 1;
 }
 
+// One element of a struct field's row: its definition level and, where present, its string.
+static int col_field_elem(PqCol *c, uint8_t d) {
+    const PqField *f = c->f;
+    if (d < f->d_rep) return col_corrupt(c, "a null or empty list continues with items");
+    if (c->e_len == PQ_MAX_ELEMS) return col_corrupt(c, "a list of more than %u structs", PQ_MAX_ELEMS);
+    if (c->e_len == c->e_cap) {
+        size_t cap = c->e_cap;
+        c->edef = pq_grow(c->edef, &cap, c->e_len + 1, sizeof *c->edef);
+        cap = c->e_cap;
+        c->espan = pq_grow(c->espan, &cap, c->e_len + 1, sizeof *c->espan);
+        c->e_cap = cap;
+    }
+    PqSpan sp = {NULL, 0, 0};
+    if (d == f->max_def) {
+        if (col_string(c) < 0) return -1;
+        sp.len = c->str_len;
+        if (c->venc == ENC_PLAIN_DICT || c->venc == ENC_RLE_DICT) {
+            sp.p = c->str;
+        } else if (sp.len) {
+            // a DELTA_BYTE_ARRAY prefix repeats bytes at no cost in the file: the copies are capped
+            if (sp.len > PQ_MAX_TEXT / (unsigned)c->r->nsub_text - c->arena_len)
+                return col_corrupt(c, "a row's strings add up to more than %u bytes", PQ_MAX_TEXT / (unsigned)c->r->nsub_text);
+            if (c->arena_len + sp.len > c->arena.cap) {
+                size_t cap = c->arena.cap ? c->arena.cap : 4096;
+                while (cap < c->arena_len + sp.len) cap *= 2;
+                uint8_t *q = mallocCheck(cap);
+                if (c->arena_len) memcpy(q, c->arena.p, c->arena_len);
+                free(c->arena.p);
+                c->arena = (PqBuf){q, cap};
+            }
+            memcpy(c->arena.p + c->arena_len, c->str, sp.len);
+            sp.off = c->arena_len;
+            c->arena_len += sp.len;
+        }
+    }
+    c->edef[c->e_len] = d;
+    c->espan[c->e_len++] = sp;
+    return 0;
+}
+
+// The next row of a chosen field of a struct list, element by element: 1, 0 at the end of the
+// chunk, -1.
+static int col_next_field(PqCol *c) {
+    c->e_len = c->arena_len = 0;
+    c->row_null = 0;
+    if (c->pos == c->count) {
+        int rc = col_refill(c);
+        if (rc <= 0) return rc;
+    }
+    if (c->rep[c->pos]) return col_corrupt(c, "a row that does not start at repetition level 0");
+    uint8_t d = c->def[c->pos];
+    if (d < c->f->d_rep) {  // a null or an empty list: one level, no elements
+        c->row_null = d < c->f->d_list;
+        c->pos++;
+        return 1;
+    }
+    do {
+        if (col_field_elem(c, c->def[c->pos++]) < 0) return -1;
+        if (c->pos == c->count) {  // the row may go on in the next window
+            int rc = col_refill(c);
+            if (rc < 0) return -1;
+            if (!rc) break;
+        }
+    } while (c->rep[c->pos]);
+    return 1;
+}
+
+static int col_disagree(PqCol *c, int j) {
+    c->r->failed = 1;
+    return pq_fail(c->r, "corrupt file: column '%s', row group %d: its fields '%s' and '%s' disagree on a row's elements", c->name,
+                   c->sub[0].rg + 1, c->sub[0].name, c->sub[j].name);
+}
+
+// The next row of a struct list: each chosen field's row, checked to hold the same elements, into
+// c->items. 1, 0 at the end of the chunk, -1.
+static int col_next_structs(PqCol *c) {
+    int rc0 = 0;
+    for (int j = 0; j < c->nsub; j++) {
+        int rc = col_next_field(&c->sub[j]);
+        if (rc < 0) return -1;
+        if (!j) rc0 = rc;
+        else if (rc != rc0) return col_disagree(c, j);
+    }
+    if (!rc0) return 0;
+    const PqCol *a = &c->sub[0];
+    const uint8_t de = c->f->d_elem;
+    for (int j = 1; j < c->nsub; j++)
+        if (c->sub[j].row_null != a->row_null || c->sub[j].e_len != a->e_len) return col_disagree(c, j);
+    c->row_null = a->row_null;
+    c->row_len = a->e_len;
+    size_t n = a->e_len * (size_t)c->nsub;
+    c->items = pq_grow(c->items, &c->items_cap, n, sizeof *c->items);
+    TableStr *out = c->items;
+    for (size_t e = 0; e < a->e_len; e++)
+        for (int j = 0; j < c->nsub; j++, out++) {
+            const PqCol *b = &c->sub[j];
+            const uint8_t d = b->edef[e];
+            if ((d < de) != (a->edef[e] < de)) return col_disagree(c, j);  // a null struct is null in every field
+            if (d < b->f->max_def) {
+                *out = (TableStr){NULL, 0, 1};
+                continue;
+            }
+            const PqSpan *sp = &b->espan[e];
+            const uint8_t *p = sp->p ? sp->p : sp->len ? b->arena.p + sp->off : (const uint8_t *)"";
+            *out = (TableStr){(const char *)p, sp->len, 0};
+        }
+    return 1;
+}
+
 static void col_unmap(PqCol *c) {
     if (c->map) munmap(c->map, c->map_len);
     c->map = NULL;
@@ -1394,6 +1532,21 @@ static int col_finish(PqCol *c) {
     return rc;
 }
 
+// A selected column's chunks of row group rg: its own, or those of its chosen fields.
+static int sel_open(PqCol *c, size_t rg) {
+    if (!c->nsub) return col_open(c, rg);
+    for (int j = 0; j < c->nsub; j++)
+        if (col_open(&c->sub[j], rg) < 0) return -1;
+    return 0;
+}
+
+static int sel_finish(PqCol *c) {
+    if (!c->nsub) return col_finish(c);
+    for (int j = 0; j < c->nsub; j++)
+        if (col_finish(&c->sub[j]) < 0) return -1;
+    return 0;
+}
+
 static int pq_next(TableReader *base, TableValue *out, char *err, size_t errlen) {
     PqReader *r = (PqReader *)base;
     r->err = err;
@@ -1403,18 +1556,18 @@ static int pq_next(TableReader *base, TableValue *out, char *err, size_t errlen)
     while (!r->rg_left) {
         if (r->done) return 0;
         for (int i = 0; i < r->nsel; i++)
-            if (col_finish(&r->sel[i]) < 0) return -1;
+            if (sel_finish(&r->sel[i]) < 0) return -1;
         if (r->rg == r->ft.nrg) {
             r->done = 1;
             return 0;
         }
         r->rg_left = r->ft.rgs[r->rg++].rows;
         for (int i = 0; r->rg_left && i < r->nsel; i++)
-            if (col_open(&r->sel[i], r->rg - 1) < 0) return -1;
+            if (sel_open(&r->sel[i], r->rg - 1) < 0) return -1;
     }
     for (int i = 0; i < r->nsel; i++) {
         PqCol *c = &r->sel[i];
-        int rc = c->f->kind == TABLE_INT_LIST ? col_next_list(c) : col_next_scalar(c);
+        int rc = c->f->kind == TABLE_INT_LIST ? col_next_list(c) : c->f->kind == TABLE_STRUCT_LIST ? col_next_structs(c) : col_next_scalar(c);
         if (rc < 0) return -1;
         if (!rc) return col_corrupt(c, "the column chunk holds fewer rows than its row group's %lld", (long long)r->ft.rgs[c->rg].rows);
         TableValue *v = &out[i];
@@ -1424,6 +1577,9 @@ static int pq_next(TableReader *base, TableValue *out, char *err, size_t errlen)
         if (c->f->kind == TABLE_STRING) {
             v->str = c->str ? (const char *)c->str : "";
             v->len = c->str_len;
+        } else if (c->f->kind == TABLE_STRUCT_LIST) {
+            v->items = c->items;
+            v->len = c->row_len;
         } else {
             v->ints = c->row;
             v->len = c->f->kind == TABLE_INT ? 1 : c->row_len;
@@ -1435,6 +1591,12 @@ static int pq_next(TableReader *base, TableValue *out, char *err, size_t errlen)
 }
 
 static void col_free(PqCol *c) {
+    for (int j = 0; j < c->nsub; j++) col_free(&c->sub[j]);
+    free(c->sub);
+    free(c->items);
+    free(c->edef);
+    free(c->espan);
+    free(c->arena.p);
     col_unmap(c);
     free(c->copy.p);
     free(c->dictbuf.p);
@@ -1449,10 +1611,9 @@ static void col_free(PqCol *c) {
     memset(c, 0, sizeof *c);
 }
 
-// The chunks of a column fsdpc is asked to read: in the file, of its type, readable codecs.
-static int pq_check_chunks(PqReader *r, int col) {
-    const PqField *f = &r->fields[col];
-    const char *name = r->cols[col].name;
+// The chunks of a column (or a struct list's field) fsdpc is asked to read: in the file, of its
+// type, readable codecs.
+static int pq_check_chunks(PqReader *r, const PqField *f, const char *name) {
     for (size_t g = 0; g < r->ft.nrg; g++) {
         const PqChunk *m = &r->ft.chunks[r->ft.rgs[g].first + f->leaf];
         if (m->encrypted) return pq_fail(r, "column '%s' is encrypted, which fsdpc does not read", name);
@@ -1473,6 +1634,28 @@ static int pq_check_chunks(PqReader *r, int col) {
     return 0;
 }
 
+static void col_init(PqCol *c, PqReader *r, const PqField *f, const char *name) {
+    c->r = r;
+    c->f = f;
+    c->name = name;
+    c->rep = mallocCheck(PQ_WINDOW);
+    c->def = mallocCheck(PQ_WINDOW);
+    c->row_cap = 4096;  // an empty list's ints point somewhere too
+    c->row = mallocCheck(c->row_cap * sizeof *c->row);
+}
+
+static int pq_choose(TableReader *base, int col, const int *fields, int n, char *err, size_t errlen) {
+    PqReader *r = (PqReader *)base;
+    r->err = err;
+    r->errlen = errlen;
+    if (col < 0 || col >= r->base.ncols) return pq_fail(r, "there is no column %d (the file has %d)", col, r->base.ncols);
+    if (table_check_fields(r->path, &r->cols[col], fields, n, err, errlen)) return -1;
+    PqField *f = &r->fields[col];
+    memcpy(f->chosen, fields, (size_t)n * sizeof *fields);
+    f->nchosen = n;
+    return 0;
+}
+
 static int pq_select(TableReader *base, const int *cols, int n, char *err, size_t errlen) {
     PqReader *r = (PqReader *)base;
     r->err = err;
@@ -1481,22 +1664,28 @@ static int pq_select(TableReader *base, const int *cols, int n, char *err, size_
     for (int i = 0; i < n; i++) {
         int k = cols[i];
         if (k < 0 || k >= r->base.ncols) return pq_fail(r, "there is no column %d (the file has %d)", k, r->base.ncols);
-        if (r->fields[k].kind == TABLE_OTHER)
-            return pq_fail(r, "column '%s' is %s; fsdpc reads strings, integers and lists of integers", r->cols[k].name,
+        const PqField *f = &r->fields[k];
+        if (f->kind == TABLE_OTHER)
+            return pq_fail(r, "column '%s' is %s; fsdpc reads strings, integers, lists of integers and lists of structs", r->cols[k].name,
                            r->cols[k].type);
-        if (pq_check_chunks(r, k) < 0) return -1;
+        if (f->kind == TABLE_STRUCT_LIST && !f->nchosen)
+            return pq_fail(r, "column '%s' (%s) is selected before its fields were chosen", r->cols[k].name, r->cols[k].type);
+        if (f->kind != TABLE_STRUCT_LIST && pq_check_chunks(r, f, r->cols[k].name) < 0) return -1;
+        for (int j = 0; j < f->nchosen && f->kind == TABLE_STRUCT_LIST; j++)
+            if (pq_check_chunks(r, &f->sub[f->chosen[j]], f->sub[f->chosen[j]].name) < 0) return -1;
     }
     for (int i = 0; i < r->nsel; i++) col_free(&r->sel[i]);
     r->nsel = n;
+    r->nsub_text = 1;
     for (int i = 0; i < n; i++) {
         PqCol *c = &r->sel[i];
-        c->r = r;
-        c->f = &r->fields[cols[i]];
-        c->name = r->cols[cols[i]].name;
-        c->rep = mallocCheck(PQ_WINDOW);
-        c->def = mallocCheck(PQ_WINDOW);
-        c->row_cap = 4096;  // an empty list's ints point somewhere too
-        c->row = mallocCheck(c->row_cap * sizeof *c->row);
+        const PqField *f = &r->fields[cols[i]];
+        col_init(c, r, f, r->cols[cols[i]].name);
+        if (f->kind != TABLE_STRUCT_LIST) continue;
+        c->nsub = f->nchosen;
+        c->sub = callocCheck((size_t)c->nsub, sizeof *c->sub);
+        for (int j = 0; j < c->nsub; j++) col_init(&c->sub[j], r, &f->sub[f->chosen[j]], f->sub[f->chosen[j]].name);
+        r->nsub_text += c->nsub;
     }
     r->rg = 0;
     r->rg_left = 0;
@@ -1515,6 +1704,10 @@ static void pq_close(TableReader *base) {
     free(r->ft.chunks);
     free(r->ft.rgs);
     free(r->cols);
+    for (int i = 0; r->fields && i < r->base.ncols; i++) {
+        for (int j = 0; j < r->fields[i].nf; j++) free(r->fields[i].sub[j].name);
+        free(r->fields[i].sub);
+    }
     free(r->fields);
     free(r->path);
     free(r);
@@ -1619,6 +1812,37 @@ static void pq_type_name(const PqElem *E, int i, int as_item, char *buf, size_t 
     else snprintf(buf, len, "%s", inner);
 }
 
+// Group g, the item of a list column, as a struct of leaves: its fields, the string ones readable.
+static void pq_struct_list(const PqElem *E, int g, TableColumn *col, PqField *fd) {
+    const PqElem *e = &E[g];
+    if (pq_is_list(e) || pq_is_map(e) || e->num_children < 1 || e->num_children > TABLE_MAX_FIELDS || e->rep != 1) return;
+    int strings = 0, k = g + 1, is_unsigned;
+    char tmp[64];
+    fd->sub = callocCheck((size_t)e->num_children, sizeof *fd->sub);
+    fd->nf = col->nfields = e->num_children;
+    for (int j = 0; j < e->num_children; j++) {
+        const PqElem *c = &E[k];
+        TableField *tf = &col->fields[j];
+        PqField *sf = &fd->sub[j];
+        snprintf(tf->name, sizeof tf->name, "%.*s", (int)(c->name_len < 63 ? c->name_len : 63), c->name ? (const char *)c->name : "");
+        tf->is_string = c->type >= 0 && c->repetition != PQ_REPEATED && pq_leaf(c, tmp, sizeof tmp, &is_unsigned) == TABLE_STRING;
+        strings += tf->is_string;
+        sf->kind = tf->is_string ? TABLE_STRING : TABLE_OTHER;
+        sf->leaf = c->leaf;
+        sf->phys = c->type;
+        sf->max_def = (uint8_t)c->def;
+        sf->max_rep = (uint8_t)c->rep;
+        sf->d_list = fd->d_list, sf->d_rep = fd->d_rep, sf->d_elem = (uint8_t)e->def;
+        size_t n = strlen(col->name) + strlen(tf->name) + 2;
+        sf->name = mallocCheck(n);
+        snprintf(sf->name, n, "%s.%s", col->name, tf->name);
+        for (int todo = 1; todo > 0; todo--, k++) todo += E[k].type < 0 ? E[k].num_children : 0;  // its subtree
+    }
+    if (!strings) return;
+    col->kind = fd->kind = TABLE_STRUCT_LIST;
+    fd->d_elem = (uint8_t)e->def;
+}
+
 // Top-level field f (element index) as a column.
 static void pq_field(const PqElem *E, int f, TableColumn *col, PqField *fd) {
     const PqElem *e = &E[f];
@@ -1637,7 +1861,12 @@ static void pq_field(const PqElem *E, int f, TableColumn *col, PqField *fd) {
     } else if (pq_is_list(e) && e->repetition != PQ_REPEATED && (item = pq_list_item(E, f)) >= 0) {
         fd->d_list = (uint8_t)e->def;
         fd->d_rep = (uint8_t)E[f + 1].def;
+    } else if (e->repetition == PQ_REPEATED && !pq_is_list(e) && !pq_is_map(e)) {  // a bare repeated group: a list of required structs
+        item = f;
+        fd->d_list = 0;
+        fd->d_rep = (uint8_t)e->def;
     }
+    if (item >= 0 && E[item].type < 0) pq_struct_list(E, item, col, fd);
     if (item < 0 || E[item].type < 0) return;
     if (col->kind == TABLE_OTHER) {
         if (E[item].rep != 1 || pq_leaf(&E[item], tmp, sizeof tmp, &is_unsigned) != TABLE_INT) return;
@@ -1781,6 +2010,7 @@ static PqReader *pq_new(const char *name, char *err, size_t errlen) {
     r->errlen = errlen;
     r->base.format = "Parquet";
     r->base.nrows = -1;
+    r->base.choose_fields = pq_choose;
     r->base.select = pq_select;
     r->base.next = pq_next;
     r->base.close = pq_close;

@@ -395,11 +395,35 @@ static const bool sft_required[][3] = {
     [SFT_ALPACA] = {true, false, true},
 };
 
+// Chat rows from a table: the "messages" column's role and content fields (or ShareGPT's
+// "conversations" with from and value), a list of structs.
+static int sft_table_chat(SftReader *r, char *err, size_t errlen) {
+    TableReader *t = r->table;
+    const char *key = "messages", *names[2] = {"role", "content"};
+    int i = table_find(t, key);
+    if (i < 0) key = "conversations", names[0] = "from", names[1] = "value", i = table_find(t, key);
+    if (i < 0) return snprintf(err, errlen, "'%s' (%s) has no 'messages' (or ShareGPT 'conversations') column, which --data_format chat reads", r->path, t->format), -1;
+    const TableColumn *c = &t->cols[i];
+    if (c->kind != TABLE_STRUCT_LIST)
+        return snprintf(err, errlen, "'%s' (%s): column '%s' is %s, but chat rows are a list of structs with string fields %s and %s", r->path,
+                        t->format, key, c->type, names[0], names[1]), -1;
+    int fields[2];
+    for (int k = 0; k < 2; k++) {
+        fields[k] = table_find_field(c, names[k]);
+        if (fields[k] < 0 || !c->fields[fields[k]].is_string)
+            return snprintf(err, errlen, "'%s' (%s): column '%s' (%s) has %s field '%s', which chat rows need", r->path, t->format, key, c->type,
+                            fields[k] < 0 ? "no" : "a non-string", names[k]), -1;
+    }
+    r->ncols = 1;
+    r->cols[0] = i;
+    if (t->choose_fields(t, i, fields, 2, err, errlen)) return -1;
+    return t->select(t, r->cols, 1, err, errlen);
+}
+
 static int sft_table_columns(SftReader *r, char *err, size_t errlen) {
     TableReader *t = r->table;
     SftFormat f = r->o.format;
-    if (f == SFT_CHAT)
-        return snprintf(err, errlen, "'%s' (%s): chat rows in Arrow/Parquet are not read yet; convert to JSON Lines", r->path, t->format), -1;
+    if (f == SFT_CHAT) return sft_table_chat(r, err, errlen);
     for (int c = 0; c < 3; c++) {
         r->col_of[c] = -1;
         const char *name = sft_members[f][c];
@@ -569,11 +593,30 @@ static int sft_strings(SftReader *r, const JsonValue *obj, SftStr s[3], char *wh
     return 1;
 }
 
+// The conversation of a table row (role and content of each list element) into r->msgs: 1, 0
+// for a null list (a null row), -1 with why.
+static int sft_table_messages(SftReader *r, int *n, char *why, size_t whylen) {
+    const TableValue *v = &r->vals[0];
+    if (v->is_null) return 0;
+    if (v->len > INT32_MAX) return snprintf(why, whylen, "the conversation holds too many messages"), -1;
+    if (v->len > r->msgs_cap) {
+        r->msgs_cap = v->len;
+        free(r->msgs);
+        r->msgs = mallocCheck(r->msgs_cap * sizeof *r->msgs);
+    }
+    for (size_t i = 0; i < v->len; i++) {
+        const TableStr *role = &v->items[2 * i], *content = &v->items[2 * i + 1];
+        r->msgs[i] = (SftMessage){role->is_null ? NULL : role->str, role->len, content->is_null ? NULL : content->str, content->len};
+    }
+    *n = (int)v->len;
+    return 1;
+}
+
 // One row: 1, 0 for a null row, -1 with why.
 static int sft_row(SftReader *r, const JsonValue *obj, SftRow *row, int32_t **tmp, size_t *cap, char *why, size_t whylen) {
     SftFormat f = r->o.format;
     if (f == SFT_CHAT) {
-        int n = 0, rc = sft_json_messages(obj, &r->msgs, &r->msgs_cap, &n, why, whylen);
+        int n = 0, rc = obj ? sft_json_messages(obj, &r->msgs, &r->msgs_cap, &n, why, whylen) : sft_table_messages(r, &n, why, whylen);
         if (rc <= 0) return rc;
         return sft_chat_row(r->o.tok, r->o.tmpl, r->markers, r->msgs, n, r->o.train_on_inputs, row, why, whylen) ? -1 : 1;
     }

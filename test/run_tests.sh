@@ -38,6 +38,7 @@ suite "sources: input formats by content; Hugging Face folders, caches and hub n
 suite "prepare: shards from text and JSON Lines" bash test/test_prepare.sh
 suite "tokenizer: SentencePiece model and tokenizer.json against libsentencepiece" bash test/test_tokenizer.sh
 suite "sft: finetuning rows (input_ids, prompt/completion, Alpaca, chat templates) to ids and loss labels; Llama-2 chat against Meta's format" bash test/test_sft.sh
+suite "chat tables: chat rows from Arrow and Parquet (list<struct>) as from JSON Lines; bad rows, damaged files" bash test/test_chat_tables.sh
 suite "gpt2 tokenizer: encoder.json + vocab.bpe and byte-level tokenizer.json against js-tiktoken" bash test/test_gpt2_tokenizer.sh
 suite "hf: Hugging Face weights in (safetensors) and out (export)" bash test/test_hf.sh
 suite "finetune: import, finetune on 2 ranks, export, PyTorch greedy equality" bash test/test_finetune.sh

@@ -40,8 +40,38 @@ static void put_str(const char *s, size_t n) {
     putchar('"');
 }
 
+// A struct list's string fields, all chosen, in schema order.
+static int choose_strings(TableReader *r, int col, char *err, size_t errlen) {
+    const TableColumn *c = &r->cols[col];
+    int f[TABLE_MAX_FIELDS], n = 0;
+    for (int j = 0; j < c->nfields; j++)
+        if (c->fields[j].is_string) f[n++] = j;
+    return c->kind == TABLE_STRUCT_LIST ? r->choose_fields(r, col, f, n, err, errlen) : 0;
+}
+
+// A struct list row as [{"field": "value" or null, ...}, ...] with the chosen (string) fields
+static void print_structs(const TableColumn *c, const TableValue *v) {
+    int n = 0;
+    for (int j = 0; j < c->nfields; j++) n += c->fields[j].is_string;
+    putchar('[');
+    for (size_t e = 0; e < v->len; e++) {
+        printf("%s{", e ? "," : "");
+        for (int j = 0, k = 0; j < c->nfields; j++) {
+            if (!c->fields[j].is_string) continue;
+            const TableStr *t = &v->items[e * (size_t)n + (size_t)k];
+            printf("%s", k++ ? "," : "");
+            put_str(c->fields[j].name, strlen(c->fields[j].name));
+            putchar(':');
+            if (t->is_null) fputs("null", stdout);
+            else put_str(t->str, t->len);
+        }
+        putchar('}');
+    }
+    putchar(']');
+}
+
 static const char *kind_name(TableKind k) {
-    return k == TABLE_STRING ? "string" : k == TABLE_INT_LIST ? "int_list" : k == TABLE_INT ? "int" : "other";
+    return k == TABLE_STRING ? "string" : k == TABLE_INT_LIST ? "int_list" : k == TABLE_INT ? "int" : k == TABLE_STRUCT_LIST ? "struct_list" : "other";
 }
 
 int main(int argc, char **argv) {
@@ -78,6 +108,8 @@ int main(int argc, char **argv) {
     if (!n)
         for (int c = 0; c < r->ncols && n < 8; c++)
             if (r->cols[c].kind != TABLE_OTHER) sel[n++] = c;
+    for (int k = 0; k < n; k++)
+        if (choose_strings(r, sel[k], err, sizeof err)) die(err);
     if (r->select(r, sel, n, err, sizeof err)) die(err);
 
     TableValue v[8];
@@ -117,6 +149,8 @@ int main(int argc, char **argv) {
                 printf("null");
             } else if (c->kind == TABLE_STRING) {
                 put_str(v[k].str, v[k].len);
+            } else if (c->kind == TABLE_STRUCT_LIST) {
+                print_structs(c, &v[k]);
             } else if (c->kind == TABLE_INT) {
                 printf("%lld", (long long)v[k].ints[0]);
             } else {

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Checks of data/arrow.c (build/test_arrow dumps what it reads) against apache-arrow (JS): IPC
 # streams and files that test/fixtures/make_arrow.mjs writes (string, large_string, binary, lists
-# of every integer type, large_list, fixed_size_list, nulls and null items, several batches, an
-# empty batch, dictionary, struct and view columns around the ones read, the pre-0.15 stream
-# framing, ZSTD and LZ4_FRAME bodies) must read back as the rows it wrote; damaged files (cut
-# short, lengths and metadata bytes changed, unsupported codec, version, endianness, types) give
-# one error line and never crash or hang. apache-arrow is fetched once into build/npm (npm,
-# the registry); without it the checks print "ok - ... # SKIP reason".
+# of every integer type, large_list, fixed_size_list, large_list<struct> chat messages, nulls and
+# null items, several batches, an empty batch, dictionary, struct and view columns around the ones
+# read, the pre-0.15 stream framing, ZSTD and LZ4_FRAME bodies) must read back as the rows it
+# wrote; damaged files (cut short, lengths and metadata bytes changed, unsupported codec, version,
+# endianness, types) give one error line and never crash or hang. apache-arrow is fetched once
+# into build/npm (npm, the registry); without it the checks print "ok - ... # SKIP reason".
 cd "$(dirname "$0")/.."
 source test/lib.sh
 PREFIX="arrow: "
@@ -48,7 +48,7 @@ for tool in zstd lz4; do
 done
 
 # ---- refusals ----
-expect_error "a double column selected" "^fsdpc: error: '$FX/basic.arrows': column 'score' is double; fsdpc reads string, integer and integer-list columns\$" \
+expect_error "a double column selected" "^fsdpc: error: '$FX/basic.arrows': column 'score' is double; fsdpc reads string, integer, integer-list and struct-list columns\$" \
     "$T" "$FX/basic.arrows" score
 expect_error "a dictionary-encoded column selected" "column 'lang' is dictionary<string>;" "$T" "$FX/basic.arrows" lang
 expect_error "a struct column selected" "column 'meta' is struct<a: int32, b: string>;" "$T" "$FX/basic.arrow" meta

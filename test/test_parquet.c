@@ -36,6 +36,36 @@ static void print_str(const char *s, size_t n) {
     putchar('"');
 }
 
+// A struct list's string fields, all chosen, in schema order.
+static int choose_strings(TableReader *r, int col, char *err, size_t errlen) {
+    const TableColumn *c = &r->cols[col];
+    int f[TABLE_MAX_FIELDS], n = 0;
+    for (int j = 0; j < c->nfields; j++)
+        if (c->fields[j].is_string) f[n++] = j;
+    return c->kind == TABLE_STRUCT_LIST ? r->choose_fields(r, col, f, n, err, errlen) : 0;
+}
+
+// A struct list row as [{"field": "value" or null, ...}, ...] with the chosen (string) fields
+static void print_structs(const TableColumn *c, const TableValue *v) {
+    int n = 0;
+    for (int j = 0; j < c->nfields; j++) n += c->fields[j].is_string;
+    putchar('[');
+    for (size_t e = 0; e < v->len; e++) {
+        printf("%s{", e ? "," : "");
+        for (int j = 0, k = 0; j < c->nfields; j++) {
+            if (!c->fields[j].is_string) continue;
+            const TableStr *t = &v->items[e * (size_t)n + (size_t)k];
+            printf("%s", k++ ? "," : "");
+            print_str(c->fields[j].name, strlen(c->fields[j].name));
+            putchar(':');
+            if (t->is_null) fputs("null", stdout);
+            else print_str(t->str, t->len);
+        }
+        putchar('}');
+    }
+    putchar(']');
+}
+
 static void print_value(const TableColumn *col, const TableValue *v) {
     if (v->is_null) {
         fputs("null", stdout);
@@ -47,6 +77,10 @@ static void print_value(const TableColumn *col, const TableValue *v) {
     }
     if (col->kind == TABLE_INT) {
         printf("%lld", (long long)v->ints[0]);
+        return;
+    }
+    if (col->kind == TABLE_STRUCT_LIST) {
+        print_structs(col, v);
         return;
     }
     if (v->has_null_item) fputs("{\"nulls\":", stdout);
@@ -98,7 +132,7 @@ int main(int argc, char **argv) {
     }
     if (!r) return fail(err);
     if (columns) {
-        static const char *kinds[] = {"string", "int_list", "int", "other"};
+        static const char *kinds[] = {"string", "int_list", "int", "struct_list", "other"};
         for (int i = 0; i < r->ncols; i++) printf("%s\t%s\t%s\n", r->cols[i].name, r->cols[i].type, kinds[r->cols[i].kind]);
         r->close(r);
         free(data);
@@ -109,6 +143,7 @@ int main(int argc, char **argv) {
         if (n == 8) snprintf(err, sizeof err, "more than 8 columns"), rc = -1;
         else if ((sel[n++] = table_find(r, argv[i])) < 0) snprintf(err, sizeof err, "'%s': no column '%s'", argv[a], argv[i]), rc = -1;
     }
+    for (int i = 0; i < n && !rc; i++) rc = choose_strings(r, sel[i], err, sizeof err);
     if (!rc) rc = r->select(r, sel, n, err, sizeof err);
     if (!rc && !count) printf("nrows %lld\n", (long long)r->nrows);
     TableValue v[8];
@@ -120,7 +155,7 @@ int main(int argc, char **argv) {
         if (count) {
             for (int i = 0; i < n; i++) {
                 items += (long long)v[i].len;
-                if (!v[i].is_null && r->cols[sel[i]].kind != TABLE_STRING)
+                if (!v[i].is_null && (r->cols[sel[i]].kind == TABLE_INT || r->cols[sel[i]].kind == TABLE_INT_LIST))
                     for (size_t k = 0; k < v[i].len; k++) sum += (unsigned long long)v[i].ints[k];
             }
             continue;

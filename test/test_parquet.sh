@@ -17,8 +17,16 @@ timeout 20 $TP "$W/lg/legacy.parquet" ids old two s >"$W/out" 2>"$W/err"
 cmp -s "$W/out" "$W/lg/legacy.expected"
 check "legacy lists: bare repeated int32, 2-level 'array', 'array'/'item' groups" $? "$(head -c 300 "$W/err")"
 printf 'ids\tlist<int32>\tint_list\nold\tlist<int32>\tint_list\ntwo\tlist<int64>\tint_list\ns\tbinary\tstring\n' >"$W/want"
+printf 'msgs\tlist<struct>\tstruct_list\nconv\tlist<struct>\tstruct_list\n' >>"$W/want"
 $TP --columns "$W/lg/legacy.parquet" | cmp -s - "$W/want"
 check "legacy lists: column types" $?
+timeout 20 $TP "$W/lg/legacy.parquet" msgs conv >"$W/out" 2>"$W/err"
+cmp -s "$W/out" "$W/lg/structs.expected"
+check "legacy lists of structs: 2-level 'array' group, bare repeated group; null lists, structs, fields" $? \
+    "$(head -c 300 "$W/err") $(diff "$W/out" "$W/lg/structs.expected" | head -c 300 | tr '\n' '|')"
+expect_error "struct fields disagreeing on a row's elements" \
+    "^fsdpc: error: '$W/lg/disagree.parquet': corrupt file: column 'conv', row group 1: its fields 'conv.from' and 'conv.value' disagree on a row's elements\$" \
+    $TP "$W/lg/disagree.parquet" conv
 expect_error "BIT_PACKED levels" "^fsdpc: error: '$W/lg/bitpacked.parquet': column 'ids' uses BIT_PACKED repetition levels, which fsdpc does not read\$" \
     $TP "$W/lg/bitpacked.parquet" ids
 expect_error "a row group saying more rows than its chunks hold" \
@@ -102,7 +110,7 @@ check "an empty table: zero rows, no error" $?
 # ---- refusals ----
 expect_error "an unsupported codec" "^fsdpc: error: '$F/brotli.parquet': column 'input_ids' uses codec BROTLI, which fsdpc does not read\$" \
     $TP "$F/brotli.parquet" input_ids
-expect_error "a double column selected" "^fsdpc: error: '$F/plain_v1.parquet': column 'score' is double; fsdpc reads strings, integers and lists of integers\$" \
+expect_error "a double column selected" "^fsdpc: error: '$F/plain_v1.parquet': column 'score' is double; fsdpc reads strings, integers, lists of integers and lists of structs\$" \
     $TP "$F/plain_v1.parquet" text score
 expect_error "a list<string> column selected" "column 'tags' is list<string>; fsdpc reads" $TP "$F/plain_v1.parquet" tags
 

@@ -164,5 +164,5 @@ table "$W/bad_mask_value.jsonl" "$W/bad.parquet" parquet-snappy
 $SFT "$MODEL" "$W/bad.parquet" | grep -qx "error: '$W/bad.parquet' (Parquet) row 2 (counting from 0): attention_mask item 2 is 2: masks hold 0 (padding) and 1"
 check "bad.parquet: a bad row names its row index" $?
 echo '{"messages": "x"}' >"$W/chat_col.jsonl" && table "$W/chat_col.jsonl" "$W/chat.parquet" parquet-snappy
-$SFT "$MODEL" "$W/chat.parquet" | grep -q "chat rows in Arrow/Parquet are not read yet; convert to JSON Lines"
-check "chat rows in Parquet are refused with one line" $?
+$SFT "$MODEL" "$W/chat.parquet" | grep -qx "error: '$W/chat.parquet' (Parquet): column 'messages' is string, but chat rows are a list of structs with string fields role and content"
+check "a messages column of strings is refused with one line (test_chat_tables.sh reads list<struct> ones)" $?
