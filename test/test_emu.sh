@@ -192,6 +192,19 @@ for f in "missing:cannot load libcudnn.so.9 .*LD_LIBRARY_PATH=" "nofinalize:cuDN
     expect_error "--attention cudnn when cuDNN is ${f%%:*}" "^fsdpc: error: --attention cudnn: ${f#*:}" \
         env FSDPC_EMU_CUDNN="${f%%:*}" $EMU $C --max_steps 0 --attention cudnn
 done
+# document masks through cuDNN (padding mask over ragged rows): packed documents and padded rows
+# train as the native kernels do, and cuDNN ran their attention
+TOK=test/fixtures/tokenizer/tokenizer.model
+for i in $(seq 24); do printf '{"text": "%s"}\n' "$(sed -n "$((i * 7)),$((i * 7 + 1 + i % 3))p" data/tinyshakespeare.txt | tr -d '"\\' | tr '\n' ' ')"; done >"$W/docs.jsonl"
+/usr/bin/python3 test/fixtures/sft_train.py smp 40 24 1 0 right >"$W/padded.jsonl"
+for d in docs padded; do
+    D="$C --tokenizer $TOK --train_data $W/$d.jsonl --max_context_width 32 --document_masking"
+    run "dm_${d}_native" env FSDPC_CACHE_DIR="$W/cache_$d" $EMU $D --attention native
+    run "dm_${d}_cudnn" env FSDPC_CACHE_DIR="$W/cache_$d" FSDPC_EMU_CUDNN_COUNTS="$W/dm_$d.counts" $EMU $D --attention cudnn
+    same "--document_masking ($d rows): cuDNN's attention trains as the native kernels do" "dm_${d}_native" "dm_${d}_cudnn" 5e-3
+    grep -Eq "document-masked executions [1-9]" "$W/dm_$d.counts"
+    check "--document_masking ($d rows): cuDNN ran the document-masked attention" $? "$(cat "$W/dm_$d.counts" 2>&1)"
+done
 run att_fp32 $EMU $C --precision float32 --max_steps 0
 grep -q "^fsdpc: attention: the native flash kernel (cuDNN's fused attention runs bf16 operands only" "$W/att_fp32.log"
 check "--attention auto under --precision float32 keeps the native kernel, saying why" $? \

@@ -586,6 +586,17 @@ static void test_attention_one_doc(int B, int T, int H, int KV, int hd) {
 
 // the emulation's fake libcudnn counts the plans it finalized (absent on a GPU machine)
 int emu_cudnn_plans_built(void) __attribute__((weak));
+int emu_cudnn_doc_execs(void) __attribute__((weak));  // and executed document-masked graphs
+
+// padded rows: row b one document of len[b] tokens (0: the whole row), the rest padding, which
+// kernels.h makes a document of its own
+static void test_attention_padded(int B, int T, int H, int KV, int hd, const int *len) {
+    int32_t *ks = mallocCheck(sizeof(int32_t) * (size_t)B * T);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) ks[(size_t)b * T + t] = len[b] && t >= len[b] ? len[b] : 0;
+    test_attention_docs(B, T, T, H, KV, hd, (size_t)T * KV * hd, ks, NULL);
+    free(ks);
+}
 
 // selects attention as --attention want would, and checks the log line (or error) it gives
 static const char *select_att(KernAttention want, int bf16, int hd, int want_failed, const char *want_text) {
@@ -626,20 +637,38 @@ static void test_cudnn_attention(void) {
         }
         select_att(KERN_ATTENTION_CUDNN, 1, hd, 0, "attention: cuDNN ");
         att_path = " [cudnn]";
-        const int built = emu ? emu_cudnn_plans_built() : 0;
+        const int built = emu ? emu_cudnn_plans_built() : 0, doc_execs = emu ? emu_cudnn_doc_execs() : 0;
         if (hd == 64) {
             test_attention(2, 256, 256, 8, 2, 64, (size_t)256 * 2 * 64, NULL);  // GQA, groups of 4
             test_attention(1, 100, 100, 4, 4, 64, (size_t)100 * 4 * 64, NULL);  // no grouping, T off the tiles
             const KernDropout drop = {0.2f, 0xabcdefULL, 5};  // dropout and the KV cache: the native kernel
             test_attention(2, 130, 130, 4, 2, 64, (size_t)130 * 2 * 64, &drop);
             test_attention(1, 7, 100, 8, 2, 64, (size_t)(128) * 2 * 64, NULL);
-            test_attention_packed(4, 200, 4, 2, 64, NULL);  // document masks: the native kernels, no plan
+            // document masks as cuDNN's padding mask over ragged rows, one document per entry:
+            // packed rows (18 documents: the 32-entry bucket), then padded rows (a document and its
+            // padding per row, 5 documents: the first bucket, 6 entries) twice, a new plan once
+            test_attention_packed(4, 200, 4, 2, 64, NULL);
+            const int len[3] = {77, 0, 1};
+            test_attention_padded(3, 130, 4, 2, 64, len);
+            const int len2[3] = {129, 64, 0};
+            test_attention_padded(3, 130, 4, 2, 64, len2);
+            test_attention_packed(1, 200, 4, 4, 64, NULL);  // no grouping; 5 documents, 8 entries
+            int32_t *tokens = mallocCheck(sizeof(int32_t) * 200);  // 100 two-token documents: native
+            for (int t = 0; t < 200; t++) tokens[t] = t & ~1;
+            test_attention_docs(1, 200, 200, 4, 2, 64, (size_t)200 * 2 * 64, tokens, NULL);
+            free(tokens);
         } else {
             test_attention(1, 130, 130, 4, 2, 128, (size_t)130 * 2 * 128, NULL);
+            const int len[2] = {100, 3};
+            test_attention_padded(2, 130, 4, 2, 128, len);
         }
-        if (emu) {  // two new shapes (one for hd 128), forward and backward, built once each
-            const int want = hd == 64 ? 4 : 2, got = emu_cudnn_plans_built() - built;
+        if (emu) {  // new shapes, forward and backward, built once each
+            const int want = hd == 64 ? 10 : 4, got = emu_cudnn_plans_built() - built;
             report(got == want, "cuDNN plans are built once per shape", "%d plans built, expected %d", got, want);
+            // each document-masked test: a forward and two backward calls, all through cuDNN
+            const int want_docs = hd == 64 ? 12 : 3, got_docs = emu_cudnn_doc_execs() - doc_execs;
+            report(got_docs == want_docs, "cuDNN runs the document-masked calls",
+                   "%d document-masked graphs executed, expected %d", got_docs, want_docs);
         }
     }
     att_path = "";

@@ -354,9 +354,8 @@ void cuda_attention_fwd(void *out, float *saved, const void *q, const void *k, c
     const float scale = 1.0f / sqrtf((float)hd);
     AttDrop dp;
     const bool dropping = att_drop_from(drop, &dp);
-    // cuDNN's graphs are plain causal: a document-masked call runs the native kernels
-    if (!kstart && cudnn_att_fwd(act(out), saved, act(q), act(k), act(v), B, Tq, Tk, H, KV, hd, kv_bstride,
-                                 dropping ? &dp : nullptr))
+    if (cudnn_att_fwd(act(out), saved, act(q), act(k), act(v), B, Tq, Tk, H, KV, hd, kv_bstride, kstart,
+                      dropping ? &dp : nullptr))
         return;
     if (cuda_ctx.compute != COMPUTE_FP32 && att_tc_fits(hd)) {
         att_tc_fwd(act(out), saved, act(q), act(k), act(v), B, Tq, Tk, H, KV, hd, kv_bstride, scale, kstart,
@@ -387,8 +386,8 @@ void cuda_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void
     float *delta = scratch;  // (B, H, T)
     AttDrop dp;
     const bool dropping = att_drop_from(drop, &dp);
-    if (!kstart && cudnn_att_bwd(act(dq), act(dk), act(dv), delta, act(dout), act(out), saved, act(q), act(k), act(v),
-                                 B, T, H, KV, hd, dropping ? &dp : nullptr))
+    if (cudnn_att_bwd(act(dq), act(dk), act(dv), delta, act(dout), act(out), saved, act(q), act(k), act(v), B, T, H,
+                      KV, hd, kstart, dropping ? &dp : nullptr))
         return;
     const size_t rows = (size_t)B * T * H;
     att_delta_kernel<<<grid_for(rows * 32, kAttThreads, 0x7fffffffu), kAttThreads, 0, cuda_stream()>>>(

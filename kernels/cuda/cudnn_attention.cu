@@ -15,7 +15,12 @@
 // and Sum lands in the native backward's Delta scratch, so the saved and scratch sizes stay.
 // Activations are (B, T, heads, hd) rows, which cuDNN reads through (B, heads, T, hd) strides:
 // bf16 ones where they lie, fp32 ones (the start-up check, tests) through bf16 copies.
-// A finalized plan is cached per (direction, B, T, H, KV, hd).
+// Document masks (kstart) add the frontend's padding mask and ragged rows: each batch entry is
+// one document (seq_len_q = seq_len_kv = its length, INT32 (B, 1, 1, 1), bounding the matmuls
+// through their M/N/K overrides and masking scores past them before the causal mask) whose rows
+// start at a ragged offset (INT32 (B + 1, 1, 1, 1), in elements) of the packed tensors; see
+// "document masks as cuDNN batch entries" below.
+// A finalized plan is cached per (direction, documents or not, B or entries, T, H, KV, hd).
 #include <cudnn_graph.h>
 #include <dlfcn.h>
 #include <float.h>
@@ -94,7 +99,7 @@ void cudnn_check_at(cudnnStatus_t s, const char *call, const char *file, int lin
 
 // Tensor UIDs the variant pack supplies; virtual tensors count up from UID_VIRTUAL.
 enum : int64_t { UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF, UID_DO, UID_DQ, UID_DK, UID_DV,
-                 UID_SUM, UID_VIRTUAL = 100 };
+                 UID_SUM, UID_SEQ_Q, UID_SEQ_KV, UID_OFF_Q, UID_OFF_KV, UID_VIRTUAL = 100 };
 
 struct Shape {
     int64_t dim[4], stride[4];
@@ -120,6 +125,9 @@ struct Graph {
     int64_t next_uid = UID_VIRTUAL;
     char why[384] = "";
     Desc neg_inf = nullptr, scale = nullptr;
+    // document-masked graphs only: the sequence lengths and the ragged offsets of query-shaped and
+    // kv-shaped tensors
+    Desc seq_q = nullptr, seq_kv = nullptr, off_q = nullptr, off_kv = nullptr;
 
     bool ok() const { return !why[0]; }
     bool step(cudnnStatus_t s, const char *what) {
@@ -151,7 +159,9 @@ struct Graph {
     }
 #define SET(d, attr, type, n, v) set(d, attr, #attr, type, n, v)
 
-    Desc tensor(int64_t uid, cudnnDataType_t dt, const Shape &s, bool is_virtual, bool by_value = false) {
+    // ragged: the tensor's (B + 1) element offsets of its batch entries (instead of dim 0's stride)
+    Desc tensor(int64_t uid, cudnnDataType_t dt, const Shape &s, bool is_virtual, bool by_value = false,
+                Desc ragged = nullptr) {
         Desc d = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
         const int64_t align = 16;
         SET(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt);
@@ -161,8 +171,13 @@ struct Graph {
         SET(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
         SET(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
         if (by_value) SET(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value);
+        if (ragged) SET(d, CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ragged);
         finalize(d, "cudnnBackendFinalize(tensor)");
         return d;
+    }
+    // a caller's activation rows, ragged by document in a document-masked graph
+    Desc rows(int64_t uid, const Shape &s, Desc ragged) {
+        return tensor(uid, CUDNN_DATA_BFLOAT16, s, false, false, ragged);
     }
     Desc virt(cudnnDataType_t dt, const Shape &s) { return tensor(next_uid++, dt, s, true); }
     void add_op(Desc op, const char *what) {
@@ -200,8 +215,9 @@ struct Graph {
         add_op(op, "cudnnBackendFinalize(reduction operation)");
         return y;
     }
-    // c = a b, batched over the first two dims (b's heads broadcast over a's groups), fp32 accumulation
-    Desc matmul(Desc a, Desc b, Desc c) {
+    // c = a b, batched over the first two dims (b's heads broadcast over a's groups), fp32 accumulation.
+    // m, n, k: per-batch-entry sizes of the product's dims (the sequence lengths), or nullptr.
+    Desc matmul(Desc a, Desc b, Desc c, Desc m = nullptr, Desc n = nullptr, Desc k = nullptr) {
         const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
         Desc mm = make(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
         SET(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32);
@@ -211,6 +227,9 @@ struct Graph {
         SET(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
         SET(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c);
         SET(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm);
+        if (m) SET(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &m);
+        if (n) SET(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n);
+        if (k) SET(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &k);
         add_op(op, "cudnnBackendFinalize(matmul operation)");
         return c;
     }
@@ -229,6 +248,31 @@ struct Graph {
         scale = tensor(UID_SCALE, CUDNN_DATA_FLOAT, packed(1, 1, 1, 1), false, true);
         neg_inf = tensor(UID_NEG_INF, CUDNN_DATA_FLOAT, packed(1, 1, 1, 1), false, true);
     }
+    // Document masking: each batch entry is one document of seq_q = seq_kv tokens (device INT32,
+    // (B, 1, 1, 1)) at the element offsets off_q / off_kv ((B + 1, 1, 1, 1)) of the packed rows.
+    void documents(int64_t B) {
+        seq_q = tensor(UID_SEQ_Q, CUDNN_DATA_INT32, packed(B, 1, 1, 1), false);
+        seq_kv = tensor(UID_SEQ_KV, CUDNN_DATA_INT32, packed(B, 1, 1, 1), false);
+        off_q = tensor(UID_OFF_Q, CUDNN_DATA_INT32, packed(B + 1, 1, 1, 1), false);
+        off_kv = tensor(UID_OFF_KV, CUDNN_DATA_INT32, packed(B + 1, 1, 1, 1), false);
+    }
+    // s (B, H, T, T) with the scores of rows past seq_q or columns past seq_kv replaced by the
+    // masked score (the frontend's padding mask); s itself without documents
+    Desc padding(Desc s, const Shape &shape) {
+        if (!seq_q) return s;
+        Desc row = pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, nullptr, nullptr,
+                             virt(CUDNN_DATA_INT32, shape), 2);
+        Desc col = pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, nullptr, nullptr,
+                             virt(CUDNN_DATA_INT32, shape), 3);
+        Desc row_in = pointwise(CUDNN_POINTWISE_CMP_LT, CUDNN_DATA_BOOLEAN, row, seq_q, nullptr,
+                                virt(CUDNN_DATA_BOOLEAN, shape));
+        Desc col_in = pointwise(CUDNN_POINTWISE_CMP_LT, CUDNN_DATA_BOOLEAN, col, seq_kv, nullptr,
+                                virt(CUDNN_DATA_BOOLEAN, shape));
+        Desc keep = pointwise(CUDNN_POINTWISE_LOGICAL_AND, CUDNN_DATA_BOOLEAN, row_in, col_in, nullptr,
+                              virt(CUDNN_DATA_BOOLEAN, shape));
+        return pointwise(CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, s, neg_inf, keep,
+                         virt(CUDNN_DATA_FLOAT, shape));
+    }
     // s (B, H, T, T) with the scores of keys after the query replaced by the masked score
     Desc causal(Desc s, const Shape &shape) {
         Desc row = pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, nullptr, nullptr,
@@ -240,13 +284,15 @@ struct Graph {
         return pointwise(CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, s, neg_inf, keep,
                          virt(CUDNN_DATA_FLOAT, shape));
     }
-    // out (B, KV, T, hd) = a b summed over each group's query heads (a: (B, H, T, T) transposed scores)
+    // out (B, KV, T, hd) = a b summed over each group's query heads (a: (B, H, T, T) transposed
+    // scores, rows over keys and columns over queries)
     void group_matmul(Desc a, Desc b, Desc out, int64_t B, int64_t H, int64_t KV, int64_t T, int64_t hd) {
         if (H == KV) {
-            matmul(a, b, out);
+            matmul(a, b, out, seq_kv, nullptr, seq_q);
             return;
         }
-        reduction(CUDNN_REDUCE_TENSOR_ADD, matmul(a, b, virt(CUDNN_DATA_FLOAT, packed(B, H, T, hd))), out);
+        reduction(CUDNN_REDUCE_TENSOR_ADD,
+                  matmul(a, b, virt(CUDNN_DATA_FLOAT, packed(B, H, T, hd)), seq_kv, nullptr, seq_q), out);
     }
 
     // the operation graph, then the first engine of cuDNN's heuristics that finalizes into a plan
@@ -293,28 +339,30 @@ struct Graph {
 
 // ---- plans per shape ----
 struct Plan {
-    int bwd, B, T, H, KV, hd;
+    int bwd, docs, B, T, H, KV, hd;  // docs: B counts document entries
     Desc plan;  // nullptr: cuDNN refused this shape (see why)
     int64_t workspace;
     Graph *graph;  // its descriptors live as long as the plan
 };
-Plan plans[32];
+Plan plans[64];
 int n_plans;
 enum AttChoice { ATT_NATIVE, ATT_CUDNN_AUTO, ATT_CUDNN_ONLY };
 int att_choice = ATT_NATIVE;
 ScratchBuf bf16_buf, workspace_buf;
 
-void build_fwd(Graph &g, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd) {
+// docs: a document-masked graph, B entries of one document each (seq_q, ragged rows, dense Stats)
+void build_fwd(Graph &g, bool docs, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd) {
     const Shape sc = packed(B, H, T, T), rows = packed(B, H, T, 1);
     g.scalars();
-    Desc q = g.tensor(UID_Q, CUDNN_DATA_BFLOAT16, heads_view(B, H, T, hd), false);
-    Desc kt = g.tensor(UID_K, CUDNN_DATA_BFLOAT16, heads_view_t(B, KV, T, hd), false);
-    Desc v = g.tensor(UID_V, CUDNN_DATA_BFLOAT16, heads_view(B, KV, T, hd), false);
-    Desc o = g.tensor(UID_O, CUDNN_DATA_BFLOAT16, heads_view(B, H, T, hd), false);
+    if (docs) g.documents(B);
+    Desc q = g.rows(UID_Q, heads_view(B, H, T, hd), g.off_q);
+    Desc kt = g.rows(UID_K, heads_view_t(B, KV, T, hd), g.off_kv);
+    Desc v = g.rows(UID_V, heads_view(B, KV, T, hd), g.off_kv);
+    Desc o = g.rows(UID_O, heads_view(B, H, T, hd), g.off_q);
     Desc stats = g.tensor(UID_STATS, CUDNN_DATA_FLOAT, rows, false);
-    Desc s = g.matmul(q, kt, g.virt(CUDNN_DATA_FLOAT, sc));
+    Desc s = g.matmul(q, kt, g.virt(CUDNN_DATA_FLOAT, sc), g.seq_q, g.seq_kv);
     s = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s, g.scale, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
-    s = g.causal(s, sc);
+    s = g.causal(g.padding(s, sc), sc);
     Desc mx = g.reduction(CUDNN_REDUCE_TENSOR_MAX, s, g.virt(CUDNN_DATA_FLOAT, rows));
     Desc z = g.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, s, mx, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
     Desc e = g.pointwise(CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, z, nullptr, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
@@ -322,78 +370,85 @@ void build_fwd(Graph &g, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd
     Desc lg = g.pointwise(CUDNN_POINTWISE_LOG, CUDNN_DATA_FLOAT, sum, nullptr, nullptr, g.virt(CUDNN_DATA_FLOAT, rows));
     g.pointwise(CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, mx, lg, nullptr, stats);
     Desc p = g.pointwise(CUDNN_POINTWISE_DIV, CUDNN_DATA_FLOAT, e, sum, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
-    g.matmul(p, v, o);
+    g.matmul(p, v, o, g.seq_q, nullptr, g.seq_kv);
 }
 
-void build_bwd(Graph &g, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd) {
+void build_bwd(Graph &g, bool docs, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd) {
     const Shape sc = packed(B, H, T, T), rows = packed(B, H, T, 1);
     g.scalars();
-    Desc q = g.tensor(UID_Q, CUDNN_DATA_BFLOAT16, heads_view(B, H, T, hd), false);
-    Desc kt = g.tensor(UID_K, CUDNN_DATA_BFLOAT16, heads_view_t(B, KV, T, hd), false);
-    Desc vt = g.tensor(UID_V, CUDNN_DATA_BFLOAT16, heads_view_t(B, KV, T, hd), false);
-    Desc o = g.tensor(UID_O, CUDNN_DATA_BFLOAT16, heads_view(B, H, T, hd), false);
-    Desc dout = g.tensor(UID_DO, CUDNN_DATA_BFLOAT16, heads_view(B, H, T, hd), false);
+    if (docs) g.documents(B);
+    Desc q = g.rows(UID_Q, heads_view(B, H, T, hd), g.off_q);
+    Desc kt = g.rows(UID_K, heads_view_t(B, KV, T, hd), g.off_kv);
+    Desc vt = g.rows(UID_V, heads_view_t(B, KV, T, hd), g.off_kv);
+    Desc o = g.rows(UID_O, heads_view(B, H, T, hd), g.off_q);
+    Desc dout = g.rows(UID_DO, heads_view(B, H, T, hd), g.off_q);
     Desc stats = g.tensor(UID_STATS, CUDNN_DATA_FLOAT, rows, false);
     Desc sum = g.tensor(UID_SUM, CUDNN_DATA_FLOAT, rows, false);
-    Desc dq = g.tensor(UID_DQ, CUDNN_DATA_BFLOAT16, heads_view(B, H, T, hd), false);
-    Desc dk = g.tensor(UID_DK, CUDNN_DATA_BFLOAT16, heads_view(B, KV, T, hd), false);
-    Desc dv = g.tensor(UID_DV, CUDNN_DATA_BFLOAT16, heads_view(B, KV, T, hd), false);
+    Desc dq = g.rows(UID_DQ, heads_view(B, H, T, hd), g.off_q);
+    Desc dk = g.rows(UID_DK, heads_view(B, KV, T, hd), g.off_kv);
+    Desc dv = g.rows(UID_DV, heads_view(B, KV, T, hd), g.off_kv);
     // Sum = rowsum(dO * O)
     Desc od = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dout, o, nullptr,
                           g.virt(CUDNN_DATA_FLOAT, packed(B, H, T, hd)));
     g.reduction(CUDNN_REDUCE_TENSOR_ADD, od, sum);
     // P = exp(scale Q K^T - Stats), masked
-    Desc s = g.matmul(q, kt, g.virt(CUDNN_DATA_FLOAT, sc));
+    Desc s = g.matmul(q, kt, g.virt(CUDNN_DATA_FLOAT, sc), g.seq_q, g.seq_kv);
     s = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s, g.scale, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
+    s = g.padding(s, sc);
     s = g.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, s, stats, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
     s = g.causal(s, sc);
     Desc p = g.pointwise(CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, s, nullptr, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
     // dV = P^T dO
     g.group_matmul(g.reshape(p, g.virt(CUDNN_DATA_BFLOAT16, scores_t(B, H, T))), dout, dv, B, H, KV, T, hd);
     // dS = scale P (dO V^T - Sum)
-    Desc dp = g.matmul(dout, vt, g.virt(CUDNN_DATA_FLOAT, sc));
+    Desc dp = g.matmul(dout, vt, g.virt(CUDNN_DATA_FLOAT, sc), g.seq_q, g.seq_kv);
     dp = g.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, dp, sum, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
     dp = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dp, p, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
     Desc ds = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dp, g.scale, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
-    // dK = dS^T Q, dQ = dS K
+    // dK = dS^T Q, dQ = dS K (K's transposed view reshaped back, ragged as K)
     g.group_matmul(g.reshape(ds, g.virt(CUDNN_DATA_BFLOAT16, scores_t(B, H, T))), q, dk, B, H, KV, T, hd);
-    g.matmul(ds, g.reshape(kt, g.virt(CUDNN_DATA_BFLOAT16, heads_view(B, KV, T, hd))), dq);
+    Desc k = g.reshape(kt, g.tensor(g.next_uid++, CUDNN_DATA_BFLOAT16, heads_view(B, KV, T, hd), true, false, g.off_kv));
+    g.matmul(ds, k, dq, g.seq_q, nullptr, g.seq_kv);
 }
 
 const char kRefusedBefore[] = "cuDNN refused this shape before";
 
 // the cached plan of a shape, built on first use; its plan is nullptr (and *why says why) when
 // cuDNN refused it
-Plan *plan_for(int bwd, int B, int T, int H, int KV, int hd, const char **why) {
+Plan *plan_for(int bwd, int docs, int B, int T, int H, int KV, int hd, const char **why) {
     static char msg[640];
     *why = NULL;
     for (int i = 0; i < n_plans; i++) {
         Plan &p = plans[i];
-        if (p.bwd == bwd && p.B == B && p.T == T && p.H == H && p.KV == KV && p.hd == hd) {
+        if (p.bwd == bwd && p.docs == docs && p.B == B && p.T == T && p.H == H && p.KV == KV && p.hd == hd) {
             if (!p.plan) *why = kRefusedBefore;
             return &p;
         }
     }
     if (n_plans == (int)(sizeof plans / sizeof plans[0])) comm_fatal("attention: more than %d cuDNN plans", n_plans);
     Plan &p = plans[n_plans++];
-    p = Plan{bwd, B, T, H, KV, hd, nullptr, 0, new Graph()};
+    p = Plan{bwd, docs, B, T, H, KV, hd, nullptr, 0, new Graph()};
     Graph &g = *p.graph;
-    (bwd ? build_bwd : build_fwd)(g, B, T, H, KV, hd);
+    (bwd ? build_bwd : build_fwd)(g, docs, B, T, H, KV, hd);
     p.plan = g.plan(&p.workspace);
     if (!p.plan) {
-        snprintf(msg, sizeof msg, "cuDNN could not build the %s graph (B=%d T=%d H=%d KV=%d hd=%d): %s",
-                 bwd ? "backward" : "forward", B, T, H, KV, hd, g.why);
+        snprintf(msg, sizeof msg, "cuDNN could not build the %s%s graph (%s=%d T=%d H=%d KV=%d hd=%d): %s",
+                 docs ? "document-masked " : "", bwd ? "backward" : "forward", docs ? "documents" : "B", B, T, H, KV,
+                 hd, g.why);
         *why = msg;
         g.release();
     }
     return &p;
 }
 
+// whether cuDNN may take calls with these options at all
+bool chosen(const AttDrop *drop) { return att_choice != ATT_NATIVE && !drop && cuda_ctx.compute != COMPUTE_FP32; }
+
 // whether cuDNN takes this call; a refused shape under --attention cudnn ends the job
-bool takes(int bwd, int B, int T, int H, int KV, int hd, const AttDrop *drop, Plan **plan) {
-    if (att_choice == ATT_NATIVE || drop || cuda_ctx.compute == COMPUTE_FP32) return false;
+bool takes(int bwd, int docs, int B, int T, int H, int KV, int hd, const AttDrop *drop, Plan **plan) {
+    if (!chosen(drop)) return false;
     const char *why;
-    *plan = plan_for(bwd, B, T, H, KV, hd, &why);
+    *plan = plan_for(bwd, docs, B, T, H, KV, hd, &why);
     if (!why) return true;
     if (att_choice == ATT_CUDNN_ONLY) comm_fatal("--attention cudnn: %s", why);
     if (why != kRefusedBefore) comm_log("fsdpc: attention: %s; the native kernel runs this shape\n", why);
@@ -425,6 +480,112 @@ void execute(const Plan &p, const int64_t *uids, void *const *ptrs, int n) {
     cudnnCheck(dnn.cudnnBackendDestroyDescriptor(pack));
 }
 
+// ---- document masks as cuDNN batch entries ----
+// A document-masked call runs its documents as the batch entries of a ragged graph: entry i is
+// document i (in memory order) with seq_q = seq_kv = its length, its rows at element offset
+// start * heads * hd of the packed (B*T, heads, hd) tensors, Stats dense (entries, H, T). A row
+// padded after its document has the padding as a document of its own, as kernels.h defines it,
+// so every position belongs to exactly one entry and each output element is written once, with
+// the native kernels' value. The entry count is rounded up to a bucket, B * 2^k (k >= 1: one
+// document and its padding per row fits the first), so a plan serves every batch with as many
+// documents or fewer; the spare entries are empty (seq_len 0, offsets at the end).
+constexpr int kDocThreads = 256;
+constexpr int kDocSlots = kDocThreads + 1;  // per-thread counts, then the total
+constexpr int kMaxDocEntriesPerRow = 64;    // more (documents shorter than T / 64 on average): native
+
+// the document table of a (B*T) kstart, on the device; each array 16-byte aligned
+struct DocTable {
+    int32_t *count;         // (1) documents
+    int32_t *seq;           // (N) entry lengths, 0 past the documents
+    int32_t *off_q, *off_kv;  // (N + 1) element offsets, the end past the documents
+    int32_t *doc;           // (N) each position's entry
+};
+size_t doc_align(size_t n) { return (n + 3) / 4 * 4; }
+
+// One block: a chunk of positions per thread, counted, scanned, then written. A document starts
+// where a query sees keys from itself on (kstart[p] == t); it runs while kstart stays.
+__global__ void doc_table_kernel(DocTable tab, const int32_t *kstart, int T, int N, int q_row, int kv_row) {
+    __shared__ int part[kDocSlots];
+    const int chunk = (N + kDocThreads - 1) / kDocThreads;
+    const int lo = min(N, (int)threadIdx.x * chunk), hi = min(N, lo + chunk);
+    int c = 0;
+    for (int p = lo; p < hi; p++) c += kstart[p] == p % T;
+    part[threadIdx.x] = c;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int total = 0;
+        for (int i = 0; i < kDocThreads; i++) {
+            const int x = part[i];
+            part[i] = total;
+            total += x;
+        }
+        part[kDocThreads] = total;
+        *tab.count = total;
+    }
+    __syncthreads();
+    int j = part[threadIdx.x] - 1;  // position 0 starts a document: lo's own start makes j valid
+    for (int p = lo; p < hi; p++) {
+        const int t = p % T;
+        if (kstart[p] == t) {
+            int end = p + 1;
+            while (end % T && kstart[end] == t) end++;
+            j++;
+            tab.seq[j] = end - p, tab.off_q[j] = p * q_row, tab.off_kv[j] = p * kv_row;
+        }
+        tab.doc[p] = j;
+    }
+    for (int i = part[kDocThreads] + threadIdx.x; i <= N; i += kDocThreads) {
+        if (i < N) tab.seq[i] = 0;
+        tab.off_q[i] = N * q_row, tab.off_kv[i] = N * kv_row;
+    }
+}
+
+// the native row log-sum-exp (B, H, T) to the entries' dense Stats (entries, H, T), or back
+__global__ void doc_stats_kernel(float *lse, float *dense, const int32_t *doc, const int32_t *kstart, int T, int H,
+                                 size_t n, bool to_dense) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t b = i / ((size_t)H * T), h = i / T % H, t = i % T, p = b * T + t;
+        const size_t d = ((size_t)doc[p] * H + h) * T + t - kstart[p];
+        if (to_dense)
+            dense[d] = lse[i];
+        else
+            lse[i] = dense[d];
+    }
+}
+
+ScratchBuf doc_buf, doc_stats_buf;
+
+// The call's document table and its entry bucket, or 0 (the native kernels run it): offsets past
+// INT32 or more documents than the largest bucket. Reads the document count back (a sync).
+int doc_entries(DocTable *tab, const int32_t *kstart, int B, int T, int H, int KV, int hd) {
+    const size_t N = (size_t)B * T;
+    if (N * H * hd > 0x7fffffff) return 0;
+    const size_t na = doc_align(N), nb = doc_align(N + 1);
+    int32_t *base = (int32_t *)doc_buf.get(sizeof(int32_t) * (4 + 2 * na + 2 * nb));
+    *tab = DocTable{base, base + 4, base + 4 + na, base + 4 + na + nb, base + 4 + na + 2 * nb};
+    doc_table_kernel<<<1, kDocThreads, 0, cuda_stream()>>>(*tab, kstart, T, (int)N, H * hd, KV * hd);
+    cudaCheckLaunch();
+    int32_t n = 0;
+    cuda_download(&n, tab->count, sizeof n);
+    int entries = 2 * B;
+    while (entries < n) entries *= 2;
+    return entries <= kMaxDocEntriesPerRow * B ? entries : 0;
+}
+
+// the entries' dense Stats and Sum
+float *doc_stats(int entries, int H, int T, int which) {
+    const size_t n = (size_t)entries * H * T;
+    return (float *)doc_stats_buf.get(sizeof(float) * 2 * n) + which * n;
+}
+
+void doc_stats_move(float *lse, float *dense, const DocTable &tab, const int32_t *kstart, int B, int T, int H,
+                    bool to_dense) {
+    const size_t n = (size_t)B * H * T;
+    doc_stats_kernel<<<grid_for(n, kDocThreads), kDocThreads, 0, cuda_stream()>>>(lse, dense, tab.doc, kstart, T, H,
+                                                                                   n, to_dense);
+    cudaCheckLaunch();
+}
+
 }  // namespace
 
 // The call's tensors as cuDNN takes them: bf16 activations where they lie; fp32 ones through bf16
@@ -444,34 +605,52 @@ struct Bf16View {
 };
 
 bool cudnn_att_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq, int Tk, int H, int KV, int hd,
-                   size_t kv_bstride, const AttDrop *drop) {
+                   size_t kv_bstride, const int32_t *kstart, const AttDrop *drop) {
+    if (Tq != Tk || kv_bstride != (size_t)Tk * KV * hd || !chosen(drop)) return false;
+    const int T = Tq;
+    DocTable tab{};
+    const int entries = kstart ? doc_entries(&tab, kstart, B, T, H, KV, hd) : B;
     Plan *plan;
-    if (Tq != Tk || kv_bstride != (size_t)Tk * KV * hd || !takes(0, B, Tq, H, KV, hd, drop, &plan)) return false;
-    const size_t nq = (size_t)B * Tq * H * hd, nkv = (size_t)B * Tk * KV * hd;
+    if (!entries || !takes(0, kstart != nullptr, entries, T, H, KV, hd, drop, &plan)) return false;
+    const size_t nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd;
     const size_t n[4] = {nq, nkv, nkv, nq};
     const Bf16View b{n, out.bf16 ? nullptr : bf16_slots(n, 4)};
     float scale = 1.0f / sqrtf((float)hd), neg_inf = -FLT_MAX;
-    const int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF};
-    void *const ptrs[] = {b.in(0, q), b.in(1, k), b.in(2, v), b.out(3, out), lse, &scale, &neg_inf};
-    execute(*plan, uids, ptrs, 7);
+    float *stats = kstart ? doc_stats(entries, H, T, 0) : lse;
+    const int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF,
+                            UID_SEQ_Q, UID_SEQ_KV, UID_OFF_Q, UID_OFF_KV};
+    void *const ptrs[] = {b.in(0, q), b.in(1, k), b.in(2, v), b.out(3, out), stats, &scale, &neg_inf,
+                          kstart ? tab.seq : nullptr, kstart ? tab.seq : nullptr,
+                          kstart ? tab.off_q : nullptr, kstart ? tab.off_kv : nullptr};
+    execute(*plan, uids, ptrs, kstart ? 11 : 7);
     b.widen(3, out);
+    if (kstart) doc_stats_move(lse, stats, tab, kstart, B, T, H, false);
     return true;
 }
 
 bool cudnn_att_bwd(Act dq, Act dk, Act dv, float *sum, Act dout, Act out, const float *lse, Act q, Act k, Act v, int B,
-                   int T, int H, int KV, int hd, const AttDrop *drop) {
+                   int T, int H, int KV, int hd, const int32_t *kstart, const AttDrop *drop) {
+    if (!chosen(drop)) return false;
+    DocTable tab{};
+    const int entries = kstart ? doc_entries(&tab, kstart, B, T, H, KV, hd) : B;
     Plan *plan;
-    if (!takes(1, B, T, H, KV, hd, drop, &plan)) return false;
+    if (!entries || !takes(1, kstart != nullptr, entries, T, H, KV, hd, drop, &plan)) return false;
     const size_t nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd;
     const size_t n[8] = {nq, nkv, nkv, nq, nq, nq, nkv, nkv};  // q k v o dO | dq dk dv
     const Bf16View b{n, dq.bf16 ? nullptr : bf16_slots(n, 8)};
     float scale = 1.0f / sqrtf((float)hd), neg_inf = -FLT_MAX;
-    const int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_DO, UID_STATS, UID_SUM,
-                            UID_DQ, UID_DK, UID_DV, UID_SCALE, UID_NEG_INF};
-    void *const ptrs[] = {b.in(0, q),        b.in(1, k),         b.in(2, v),         b.in(3, out),
-                          b.in(4, dout),     (void *)lse,        sum,                b.out(5, dq),
-                          b.out(6, dk),      b.out(7, dv),       &scale,             &neg_inf};
-    execute(*plan, uids, ptrs, 12);
+    float *stats = (float *)lse;
+    if (kstart) {  // the entries' Stats from the saved lse; Sum is scratch in their layout
+        stats = doc_stats(entries, H, T, 0), sum = doc_stats(entries, H, T, 1);
+        doc_stats_move((float *)lse, stats, tab, kstart, B, T, H, true);
+    }
+    const int64_t uids[] = {UID_Q,  UID_K,  UID_V,  UID_O,     UID_DO,      UID_STATS,  UID_SUM,    UID_DQ,
+                            UID_DK, UID_DV, UID_SCALE, UID_NEG_INF, UID_SEQ_Q, UID_SEQ_KV, UID_OFF_Q, UID_OFF_KV};
+    void *const ptrs[] = {b.in(0, q),   b.in(1, k),   b.in(2, v),   b.in(3, out), b.in(4, dout),
+                          stats,        sum,          b.out(5, dq), b.out(6, dk), b.out(7, dv),
+                          &scale,       &neg_inf,     kstart ? tab.seq : nullptr, kstart ? tab.seq : nullptr,
+                          kstart ? tab.off_q : nullptr, kstart ? tab.off_kv : nullptr};
+    execute(*plan, uids, ptrs, kstart ? 16 : 12);
     b.widen(5, dq), b.widen(6, dk), b.widen(7, dv);
     return true;
 }
@@ -578,7 +757,7 @@ extern "C" const char *cuda_attention_select(int want, int bf16, int head_dim, i
     if (!why) {
         att_choice = ATT_CUDNN_ONLY;  // the check's own refusals come back as reasons, not errors
         const char *whyb = NULL;
-        if (!plan_for(0, 2, 96, 4, 2, head_dim, &why)->plan || !plan_for(1, 2, 96, 4, 2, head_dim, &whyb)->plan)
+        if (!plan_for(0, 0, 2, 96, 4, 2, head_dim, &why)->plan || !plan_for(1, 0, 2, 96, 4, 2, head_dim, &whyb)->plan)
             why = why ? why : whyb;
         else
             why = self_check(head_dim);

@@ -9,12 +9,14 @@
 
 // Each returns false (and does nothing) when cuDNN does not take the call: not chosen, dropout
 // (cuDNN's mask is not the layout-free hash of kernels/rng.h), a KV-cache shape (Tq != Tk or a
-// strided kv), or a shape whose graph cuDNN refused under --attention auto. Document-masked calls
-// (kstart) do not come here: the graphs are plain causal, so attention.cu runs them natively.
+// strided kv), more documents than the largest entry bucket, or a shape whose graph cuDNN refused
+// under --attention auto. kstart: NULL, or kernels.h's document masks (device), which run as a
+// ragged batch of one document per entry (cudnn_attention.cu).
 bool cudnn_att_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq, int Tk, int H, int KV, int hd,
-                   size_t kv_bstride, const AttDrop *drop);
-// sum: (B, H, T) floats of scratch, where cuDNN leaves rowsum(dout * out)
+                   size_t kv_bstride, const int32_t *kstart, const AttDrop *drop);
+// sum: (B, H, T) floats of scratch, where cuDNN leaves rowsum(dout * out) (document-masked calls
+// use scratch of their own)
 bool cudnn_att_bwd(Act dq, Act dk, Act dv, float *sum, Act dout, Act out, const float *lse, Act q, Act k, Act v, int B,
-                   int T, int H, int KV, int hd, const AttDrop *drop);
+                   int T, int H, int KV, int hd, const int32_t *kstart, const AttDrop *drop);
 
 #endif

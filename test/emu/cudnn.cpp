@@ -7,7 +7,13 @@
 // promised alignment, host pointers for by-value scalars) and nothing else. It recognises the two
 // SDPA graphs (the roles of their tensors found from the graph's structure) and executes them
 // with the CPU attention on the bf16 operands; the statistics handed to backward must be the
-// forward's log-sum-exp. FSDPC_EMU_CUDNN: "missing" (dlopen fails), "nofinalize" (no engine
+// forward's log-sum-exp. Document masks take the frontend's forms: a padding mask (the scores'
+// GEN_INDEX rows and columns CMP_LT INT32 (B, 1, 1, 1) seq_len_q / seq_len_kv, LOGICAL_AND, a
+// BINARY_SELECT on the score chain before the softmax) with every matmul's M/N/K overrides set to
+// the sequence lengths of its dims, and optionally ragged rows (RAGGED_OFFSET_DESC: INT32
+// (B + 1, 1, 1, 1) element offsets, non-decreasing, each entry inside its span) on Q, O, dO, dQ
+// and on K, V, dK, dV. Each batch entry then runs as its own sequence of seq_len tokens; rows past
+// it are left as they were (cuDNN does not define them). FSDPC_EMU_CUDNN: "missing" (dlopen fails), "nofinalize" (no engine
 // finalizes into a plan), "wrong" (results are off).
 #include <cudnn_graph.h>
 
@@ -60,12 +66,14 @@ struct Tensor {
     int nd;
     int64_t dim[8], stride[8], uid, align;
     bool virt, by_value;
+    Desc *ragged;  // the (B + 1) element offsets of the batch entries, or nullptr
 };
 // the roles the SDPA graphs give their caller tensors
 struct Sdpa {
     bool bwd;
     int64_t B, T, H, KV, hd;
     Desc *q, *kt, *v, *o, *stats, *scale, *neg_inf, *dout, *sum, *dq, *dk, *dv;
+    Desc *seq_q, *seq_kv, *off_q, *off_kv;  // document masks: the padding mask's lengths, ragged offsets
 };
 
 struct Desc {
@@ -79,6 +87,7 @@ struct Desc {
 };
 std::set<Desc *> live;
 int plans_built;  // execution plans finalized, for the plan cache's test
+int doc_execs;    // executions of document-masked (padding mask) graphs
 cudaStream_t exec_stream;
 
 // The attributes cuDNN takes per descriptor type: type, count range, required at finalize.
@@ -100,6 +109,7 @@ const Rule rules[] = {
     {D_(TENSOR), A_(TENSOR_BYTE_ALIGNMENT), T_(INT64), 1, 1, true},
     {D_(TENSOR), A_(TENSOR_IS_VIRTUAL), T_(BOOLEAN), 1, 1, false},
     {D_(TENSOR), A_(TENSOR_IS_BY_VALUE), T_(BOOLEAN), 1, 1, false},
+    {D_(TENSOR), A_(TENSOR_RAGGED_OFFSET_DESC), T_(BACKEND_DESCRIPTOR), 1, 1, false},
     {D_(POINTWISE), A_(POINTWISE_MODE), T_(POINTWISE_MODE), 1, 1, true},
     {D_(POINTWISE), A_(POINTWISE_MATH_PREC), T_(DATA_TYPE), 1, 1, true},
     {D_(POINTWISE), A_(POINTWISE_AXIS), T_(INT64), 1, 1, false},
@@ -118,6 +128,9 @@ const Rule rules[] = {
     {D_(OPERATION_MATMUL), A_(OPERATION_MATMUL_BDESC), T_(BACKEND_DESCRIPTOR), 1, 1, true},
     {D_(OPERATION_MATMUL), A_(OPERATION_MATMUL_CDESC), T_(BACKEND_DESCRIPTOR), 1, 1, true},
     {D_(OPERATION_MATMUL), A_(OPERATION_MATMUL_DESC), T_(BACKEND_DESCRIPTOR), 1, 1, true},
+    {D_(OPERATION_MATMUL), A_(OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC), T_(BACKEND_DESCRIPTOR), 1, 1, false},
+    {D_(OPERATION_MATMUL), A_(OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC), T_(BACKEND_DESCRIPTOR), 1, 1, false},
+    {D_(OPERATION_MATMUL), A_(OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC), T_(BACKEND_DESCRIPTOR), 1, 1, false},
     {D_(OPERATION_RESHAPE), A_(OPERATION_RESHAPE_XDESC), T_(BACKEND_DESCRIPTOR), 1, 1, true},
     {D_(OPERATION_RESHAPE), A_(OPERATION_RESHAPE_YDESC), T_(BACKEND_DESCRIPTOR), 1, 1, true},
     {D_(OPERATIONGRAPH), A_(OPERATIONGRAPH_HANDLE), T_(HANDLE), 1, 1, true},
@@ -196,7 +209,23 @@ cudnnStatus_t finalize_tensor(Desc *d) {
     REFUSE_IF(t.virt && t.by_value, CUDNN_STATUS_BAD_PARAM, "tensor %lld: virtual and by value", (long long)t.uid);
     REFUSE_IF(t.by_value && elems(t) != 1, CUDNN_STATUS_BAD_PARAM, "tensor %lld: by value but not a scalar",
               (long long)t.uid);
+    t.ragged = ref(d, A_(TENSOR_RAGGED_OFFSET_DESC));
+    if (t.ragged) {
+        const Tensor &r = t.ragged->t;
+        const int64_t want[4] = {t.dim[0] + 1, 1, 1, 1};
+        REFUSE_IF(t.ragged->type != D_(TENSOR) || r.dt != CUDNN_DATA_INT32 || r.nd != 4 || memcmp(r.dim, want, sizeof want) ||
+                      r.virt || r.by_value || r.ragged || t.nd != 4 || t.by_value,
+                  CUDNN_STATUS_BAD_PARAM, "tensor %lld: the ragged offsets are not a real INT32 (%lld, 1, 1, 1) tensor",
+                  (long long)t.uid, (long long)t.dim[0] + 1);
+    }
     return CUDNN_STATUS_SUCCESS;
+}
+
+// an INT32 (B, 1, 1, 1) tensor of per-batch-entry sizes, which the caller supplies
+bool is_lengths(const Desc *d, int64_t B) {
+    const int64_t want[4] = {B, 1, 1, 1};
+    return d && d->t.dt == CUDNN_DATA_INT32 && d->t.nd == 4 && !memcmp(d->t.dim, want, sizeof want) && !d->t.virt &&
+           !d->t.by_value && !d->t.ragged;
 }
 
 cudnnPointwiseMode_t pw_mode(const Desc *op) {
@@ -221,8 +250,12 @@ cudnnStatus_t finalize_op(Desc *d) {
                   (int)m);
         REFUSE_IF(t && (!broadcasts(t->t, y->t) || t->t.dt != CUDNN_DATA_BOOLEAN), CUDNN_STATUS_BAD_PARAM,
                   "binary select: the condition is not a boolean of y's shape");
-        REFUSE_IF(m == CUDNN_POINTWISE_CMP_GE && y->t.dt != CUDNN_DATA_BOOLEAN, CUDNN_STATUS_BAD_PARAM,
-                  "comparison into a non-boolean tensor");
+        const bool logic = m == CUDNN_POINTWISE_CMP_GE || m == CUDNN_POINTWISE_CMP_LT || m == CUDNN_POINTWISE_LOGICAL_AND;
+        REFUSE_IF(logic && y->t.dt != CUDNN_DATA_BOOLEAN, CUDNN_STATUS_BAD_PARAM, "comparison into a non-boolean tensor");
+        REFUSE_IF(m == CUDNN_POINTWISE_LOGICAL_AND && (x->t.dt != CUDNN_DATA_BOOLEAN || b->t.dt != CUDNN_DATA_BOOLEAN),
+                  CUDNN_STATUS_BAD_PARAM, "logical and of non-booleans");
+        REFUSE_IF(m == CUDNN_POINTWISE_GEN_INDEX && y->t.dt != CUDNN_DATA_INT32, CUDNN_STATUS_BAD_PARAM,
+                  "an index into a non-INT32 tensor");
         return CUDNN_STATUS_SUCCESS;
     }
     case D_(OPERATION_REDUCTION): {
@@ -248,6 +281,10 @@ cudnnStatus_t finalize_op(Desc *d) {
             REFUSE_IF(c.dim[i] != a.dim[i] || a.dim[i] % b.dim[i], CUDNN_STATUS_BAD_PARAM,
                       "matmul: batch dim %d is %lld, %lld into %lld", i, (long long)a.dim[i], (long long)b.dim[i],
                       (long long)c.dim[i]);
+        for (auto o : {A_(OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC), A_(OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC),
+                       A_(OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC)})
+            REFUSE_IF(ref(d, o) && !is_lengths(ref(d, o), c.dim[0]), CUDNN_STATUS_BAD_PARAM,
+                      "matmul: an override is not a real INT32 (%lld, 1, 1, 1) tensor", (long long)c.dim[0]);
         return CUDNN_STATUS_SUCCESS;
     }
     default: {  // reshape
@@ -273,6 +310,9 @@ void op_io(const Desc *op, std::vector<Desc *> &in, Desc **out) {
     case D_(OPERATION_MATMUL):
         in.push_back(ref(op, A_(OPERATION_MATMUL_ADESC)));
         in.push_back(ref(op, A_(OPERATION_MATMUL_BDESC)));
+        for (auto o : {A_(OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC), A_(OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC),
+                       A_(OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC)})
+            if (ref(op, o)) in.push_back(ref(op, o));
         *out = ref(op, A_(OPERATION_MATMUL_CDESC));
         break;
     default:
@@ -286,6 +326,116 @@ bool rows_view(const Tensor &t, bool transposed) {
     const int64_t n = t.dim[1], T = transposed ? t.dim[3] : t.dim[2], hd = transposed ? t.dim[2] : t.dim[3];
     const int64_t want[4] = {T * n * hd, hd, transposed ? 1 : n * hd, transposed ? n * hd : 1};
     return t.nd == 4 && !memcmp(t.stride, want, sizeof want);
+}
+
+Desc *in_x(const Desc *op) { return ref(op, A_(OPERATION_POINTWISE_XDESC)); }
+Desc *in_b(const Desc *op) { return ref(op, A_(OPERATION_POINTWISE_BDESC)); }
+// the pointwise operation of mode m (and GEN_INDEX axis) that made t, or nullptr
+const Desc *made_by(std::map<Desc *, Desc *> &producer, Desc *t, cudnnPointwiseMode_t m, int64_t axis = -1) {
+    auto it = producer.find(t);
+    if (it == producer.end() || it->second->type != D_(OPERATION_POINTWISE) || pw_mode(it->second) != m) return nullptr;
+    if (axis >= 0 && *get<int64_t>(ref(it->second, A_(OPERATION_POINTWISE_PW_DESCRIPTOR)), A_(POINTWISE_AXIS)) != axis)
+        return nullptr;
+    return it->second;
+}
+
+// The masks of the SDPA graph: each BINARY_SELECT must be the causal mask (GEN_INDEX rows of the
+// score it masks CMP_GE its columns) or the padding mask (rows CMP_LT seq_len_q LOGICAL_AND
+// columns CMP_LT seq_len_kv), and both must lie on the score chain from Q K^T to the softmax.
+// With a padding mask every matmul bounds its dims by the sequence lengths of its operands'
+// roles, and ragged offsets go on the query-shaped and kv-shaped tensors (one tensor each).
+cudnnStatus_t recognise_masks(Desc *g, std::map<Desc *, Desc *> &producer) {
+    Sdpa &s = g->sdpa;
+    std::map<const Desc *, char> kind;  // select operation: 'c'ausal or 'p'adding
+    for (Desc *op : g->ops) {
+        if (op->type != D_(OPERATION_POINTWISE) || pw_mode(op) != CUDNN_POINTWISE_BINARY_SELECT) continue;
+        Desc *score = in_x(op), *cond = ref(op, A_(OPERATION_POINTWISE_TDESC));
+        REFUSE_IF(in_b(op) != s.neg_inf, CUDNN_STATUS_NOT_SUPPORTED, "the masks select different masked scores");
+        const Desc *ge = made_by(producer, cond, CUDNN_POINTWISE_CMP_GE), *both = made_by(producer, cond, CUDNN_POINTWISE_LOGICAL_AND);
+        if (ge) {
+            const Desc *row = made_by(producer, in_x(ge), CUDNN_POINTWISE_GEN_INDEX, 2);
+            const Desc *col = made_by(producer, in_b(ge), CUDNN_POINTWISE_GEN_INDEX, 3);
+            REFUSE_IF(!row || !col || in_x(row) != score || in_x(col) != score, CUDNN_STATUS_NOT_SUPPORTED,
+                      "a mask compares something other than the rows and columns of the scores it masks");
+            kind[op] = 'c';
+            continue;
+        }
+        REFUSE_IF(!both, CUDNN_STATUS_NOT_SUPPORTED, "a mask is neither causal nor a padding mask");
+        const Desc *lt_r = made_by(producer, in_x(both), CUDNN_POINTWISE_CMP_LT);
+        const Desc *lt_c = made_by(producer, in_b(both), CUDNN_POINTWISE_CMP_LT);
+        const Desc *row = lt_r ? made_by(producer, in_x(lt_r), CUDNN_POINTWISE_GEN_INDEX, 2) : nullptr;
+        const Desc *col = lt_c ? made_by(producer, in_x(lt_c), CUDNN_POINTWISE_GEN_INDEX, 3) : nullptr;
+        REFUSE_IF(!row || !col || in_x(row) != score || in_x(col) != score, CUDNN_STATUS_NOT_SUPPORTED,
+                  "the padding mask is not (score rows < seq_len_q) and (score columns < seq_len_kv)");
+        REFUSE_IF(!is_lengths(in_b(lt_r), s.B) || !is_lengths(in_b(lt_c), s.B), CUDNN_STATUS_NOT_SUPPORTED,
+                  "the padding mask's lengths are not real INT32 (%lld, 1, 1, 1) tensors", (long long)s.B);
+        REFUSE_IF(s.seq_q && (s.seq_q != in_b(lt_r) || s.seq_kv != in_b(lt_c)), CUDNN_STATUS_NOT_SUPPORTED,
+                  "two padding masks");
+        s.seq_q = in_b(lt_r), s.seq_kv = in_b(lt_c);
+        kind[op] = 'p';
+    }
+    // the score chain: from Q K^T through scale, masks and Stats to the softmax's max (forward) or exp
+    Desc *cur = nullptr;
+    for (Desc *op : g->ops)
+        if (op->type == D_(OPERATION_MATMUL) && ref(op, A_(OPERATION_MATMUL_ADESC)) == s.q &&
+            ref(op, A_(OPERATION_MATMUL_BDESC)) == s.kt)
+            cur = ref(op, A_(OPERATION_MATMUL_CDESC));
+    int causal = 0, padding = 0;
+    for (int steps = 0; cur && steps < 16; steps++) {
+        Desc *next = nullptr;
+        bool end = false;
+        for (Desc *op : g->ops) {
+            std::vector<Desc *> in;
+            Desc *out;
+            op_io(op, in, &out);
+            if (in.empty() || in[0] != cur) continue;
+            if (op->type == D_(OPERATION_REDUCTION) || (op->type == D_(OPERATION_POINTWISE) && pw_mode(op) == CUDNN_POINTWISE_EXP))
+                end = true;
+            else if (op->type == D_(OPERATION_POINTWISE) && pw_mode(op) != CUDNN_POINTWISE_GEN_INDEX && !next) {
+                next = out;
+                causal += kind.count(op) && kind[op] == 'c', padding += kind.count(op) && kind[op] == 'p';
+            }
+        }
+        if (end) break;
+        cur = next;
+    }
+    REFUSE_IF(causal != 1 || padding != (s.seq_q ? 1 : 0) || (int)kind.size() != causal + padding,
+              CUDNN_STATUS_NOT_SUPPORTED, "the scores before the softmax are not masked causally once%s",
+              s.seq_q ? " and by the padding mask once" : "");
+    // every matmul's dims bounded by the lengths of their roles (by its B operand)
+    for (Desc *op : g->ops) {
+        if (op->type != D_(OPERATION_MATMUL)) continue;
+        const Desc *b = ref(op, A_(OPERATION_MATMUL_BDESC));
+        const Desc *m = ref(op, A_(OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC));
+        const Desc *n = ref(op, A_(OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC));
+        const Desc *k = ref(op, A_(OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC));
+        const Desc *want[3] = {nullptr, nullptr, nullptr};
+        if (s.seq_q) {
+            if (b == s.kt || (s.bwd && b == s.v))  // S = Q K^T, dP = dO V^T
+                want[0] = s.seq_q, want[1] = s.seq_kv;
+            else if (b == s.dout || b == s.q)  // dV = P^T dO, dK = dS^T Q
+                want[0] = s.seq_kv, want[2] = s.seq_q;
+            else  // O = P V, dQ = dS K
+                want[0] = s.seq_q, want[2] = s.seq_kv;
+        }
+        REFUSE_IF(m != want[0] || n != want[1] || k != want[2], CUDNN_STATUS_NOT_SUPPORTED,
+                  "a matmul's M/N/K overrides are not the sequence lengths of its dims");
+    }
+    // ragged rows: only with the padding mask, the same offsets on every query-shaped and every
+    // kv-shaped tensor, none on Stats and Sum
+    s.off_q = s.q->t.ragged, s.off_kv = s.kt->t.ragged;
+    REFUSE_IF((s.off_q || s.off_kv) && !s.seq_q, CUDNN_STATUS_NOT_SUPPORTED, "ragged offsets without a padding mask");
+    for (Desc *t : {s.o, s.dout, s.dq})
+        REFUSE_IF(t && t->t.ragged != s.off_q, CUDNN_STATUS_NOT_SUPPORTED, "the query-shaped tensors' ragged offsets differ");
+    for (Desc *t : {s.v, s.dk, s.dv})
+        REFUSE_IF(t && t->t.ragged != s.off_kv, CUDNN_STATUS_NOT_SUPPORTED, "the kv-shaped tensors' ragged offsets differ");
+    for (Desc *op : g->ops)  // backward's K, reshaped from K^T, keeps K's offsets
+        if (op->type == D_(OPERATION_RESHAPE) && ref(op, A_(OPERATION_RESHAPE_XDESC)) == s.kt)
+            REFUSE_IF(ref(op, A_(OPERATION_RESHAPE_YDESC))->t.ragged != s.off_kv, CUDNN_STATUS_NOT_SUPPORTED,
+                      "K reshaped from K^T lost its ragged offsets");
+    for (Desc *t : {s.stats, s.sum})
+        REFUSE_IF(t && t->t.ragged, CUDNN_STATUS_NOT_SUPPORTED, "the emulation runs dense Stats and Sum only");
+    return CUDNN_STATUS_SUCCESS;
 }
 
 // Finds the SDPA roles in a finalized graph's operations, or says why this is not an SDPA graph.
@@ -363,7 +513,7 @@ cudnnStatus_t recognise(Desc *g) {
               CUDNN_STATUS_NOT_SUPPORTED, "Stats is not fp32 (B, H, T, 1)");
     for (Desc *t : {s.q, s.kt, s.v, s.o, s.dout, s.dq, s.dk, s.dv})
         REFUSE_IF(t && t->t.dt != CUDNN_DATA_BFLOAT16, CUDNN_STATUS_NOT_SUPPORTED, "an operand is not bf16");
-    return CUDNN_STATUS_SUCCESS;
+    return recognise_masks(g, producer);
 }
 
 cudnnStatus_t finalize_graph(Desc *g) {
@@ -380,6 +530,8 @@ cudnnStatus_t finalize_graph(Desc *g) {
         made[out]++;
         for (Desc *t : in) used[t]++;
         in.push_back(out);
+        for (size_t j = 0, nt = in.size(); j < nt; j++)  // a tensor's ragged offsets are the graph's too
+            if (in[j]->t.ragged) in.push_back(in[j]->t.ragged);
         for (Desc *t : in) {
             auto it = uids.emplace(t->t.uid, t).first;
             REFUSE_IF(it->second != t, CUDNN_STATUS_BAD_PARAM, "two tensors have UID %lld", (long long)t->t.uid);
@@ -472,12 +624,113 @@ std::vector<float> lse_of(const Sdpa &s, const std::vector<float> &q, const std:
     return lse;
 }
 
+// n elements of a tensor from element offset off, as floats (bf16 or fp32), and back
+std::vector<float> load_span(const Desc *t, const void *p, size_t off, size_t n) {
+    const size_t eb = dt_bytes(t->t.dt);
+    std::vector<float> f(n);
+    if (eb == 4) {
+        emu_op_copy(f.data(), (const char *)p + off * 4, n * 4, 1);
+        return f;
+    }
+    std::vector<uint16_t> h(n);
+    emu_op_copy(h.data(), (const char *)p + off * 2, n * 2, 1);
+    cpu_bf16_to_f32(f.data(), h.data(), n);
+    return f;
+}
+void store_span(const Desc *t, void *p, size_t off, const std::vector<float> &f) {
+    const size_t n = f.size();
+    if (dt_bytes(t->t.dt) == 4) {
+        emu_op_copy((char *)p + off * 4, f.data(), n * 4, 0);
+        return;
+    }
+    std::vector<uint16_t> h(n);
+    cpu_f32_to_bf16(h.data(), f.data(), n);
+    emu_op_copy((char *)p + off * 2, h.data(), n * 2, 0);
+}
+std::vector<int32_t> load_i32(const Desc *t, const void *p) {
+    std::vector<int32_t> v((size_t)elems(t->t));
+    emu_op_copy(v.data(), p, v.size() * 4, 1);
+    return v;
+}
+
+// A document-masked graph: batch entry i is a sequence of seq_len tokens whose (tokens, heads, hd)
+// rows start at element offset off[i] (ragged) or i * the batch stride, run on the CPU on its own.
+// Stats (and Sum) rows past seq_len, and the rows of tensors past it, are not written.
+cudnnStatus_t run_sdpa_docs(const Sdpa &s, const std::map<int64_t, void *> &ptr, float scale, float off) {
+    auto at = [&](const Desc *t) { return ptr.at(t->t.uid); };
+    const int64_t B = s.B, T = s.T, H = s.H, KV = s.KV, hd = s.hd;
+    const std::vector<int32_t> sq = load_i32(s.seq_q, at(s.seq_q)), skv = load_i32(s.seq_kv, at(s.seq_kv));
+    std::vector<int32_t> oq, okv;
+    if (s.off_q) oq = load_i32(s.off_q, at(s.off_q));
+    if (s.off_kv) okv = load_i32(s.off_kv, at(s.off_kv));
+    const int64_t qrow = H * hd, kvrow = KV * hd;
+    for (int64_t i = 0; i < B; i++) {
+        REFUSE_IF(sq[i] != skv[i], CUDNN_STATUS_NOT_SUPPORTED, "entry %lld: the emulation runs seq_len_q == seq_len_kv only",
+                  (long long)i);
+        REFUSE_IF(sq[i] < 0 || sq[i] > T, CUDNN_STATUS_EXECUTION_FAILED, "entry %lld: seq_len %d outside 0..%lld",
+                  (long long)i, sq[i], (long long)T);
+        for (const std::vector<int32_t> *o : {&oq, &okv}) {
+            if (o->empty()) continue;
+            const int64_t row = o == &oq ? qrow : kvrow;
+            REFUSE_IF((*o)[i] < 0 || (int64_t)(*o)[i] + sq[i] * row > (*o)[i + 1], CUDNN_STATUS_EXECUTION_FAILED,
+                      "entry %lld: ragged offsets %d, %d do not hold %d rows of %lld elements", (long long)i, (*o)[i],
+                      (*o)[i + 1], sq[i], (long long)row);
+        }
+    }
+    const Tensor &st = s.stats->t;
+    for (int64_t i = 0; i < B; i++) {
+        const int L = sq[i];
+        if (!L) continue;
+        const size_t bq = oq.empty() ? (size_t)(i * s.q->t.stride[0]) : (size_t)oq[i];
+        const size_t bkv = okv.empty() ? (size_t)(i * s.kt->t.stride[0]) : (size_t)okv[i];
+        const size_t nq = (size_t)L * qrow, nkv = (size_t)L * kvrow;
+        std::vector<float> q = load_span(s.q, at(s.q), bq, nq), k = load_span(s.kt, at(s.kt), bkv, nkv);
+        std::vector<float> v = load_span(s.v, at(s.v), bkv, nkv), out(nq), probs(cpu_attention_saved_floats(1, H, L, L));
+        Sdpa one = s;
+        one.B = 1, one.T = L;
+        const std::vector<float> lse = lse_of(one, q, k, scale);
+        auto stat_at = [&](int64_t h, int64_t t) { return (size_t)(i * st.stride[0] + h * st.stride[1] + t * st.stride[2]); };
+        if (!s.bwd) {
+            cpu_attention_fwd(out.data(), probs.data(), q.data(), k.data(), v.data(), 1, L, L, H, KV, hd, nkv, nullptr,
+                              nullptr);
+            for (float &x : out) x += off;
+            store_span(s.o, at(s.o), bq, out);
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t t = 0; t < L; t++) store_span(s.stats, at(s.stats), stat_at(h, t), {lse[h * L + t]});
+            continue;
+        }
+        std::vector<float> o = load_span(s.o, at(s.o), bq, nq), dout = load_span(s.dout, at(s.dout), bq, nq);
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t t = 0; t < L; t++) {
+                const float got = load_span(s.stats, at(s.stats), stat_at(h, t), 1)[0], want = lse[h * L + t];
+                REFUSE_IF(!(fabsf(got - want) <= 2e-2f * (1.0f + fabsf(want))), CUDNN_STATUS_EXECUTION_FAILED,
+                          "entry %lld: Stats row (%lld, %lld) is %g, but the forward's log-sum-exp is %g", (long long)i,
+                          (long long)h, (long long)t, got, want);
+                double acc = 0.0;
+                for (int64_t d = 0; d < hd; d++) acc += (double)dout[(t * H + h) * hd + d] * o[(t * H + h) * hd + d];
+                store_span(s.sum, at(s.sum), stat_at(h, t), {(float)acc});
+            }
+        cpu_attention_fwd(out.data(), probs.data(), q.data(), k.data(), v.data(), 1, L, L, H, KV, hd, nkv, nullptr,
+                          nullptr);
+        std::vector<float> dq(nq), dk(nkv), dv(nkv), scratch(cpu_attention_scratch_floats(1, H, L));
+        cpu_attention_bwd(dq.data(), dk.data(), dv.data(), scratch.data(), dout.data(), o.data(), probs.data(),
+                          q.data(), k.data(), v.data(), 1, L, H, KV, hd, nullptr, nullptr);
+        for (float &x : dq) x += off;
+        store_span(s.dq, at(s.dq), bq, dq);
+        store_span(s.dk, at(s.dk), bkv, dk);
+        store_span(s.dv, at(s.dv), bkv, dv);
+    }
+    doc_execs++;
+    return CUDNN_STATUS_SUCCESS;
+}
+
 cudnnStatus_t run_sdpa(const Sdpa &s, const std::map<int64_t, void *> &ptr) {
     auto at = [&](const Desc *t) { return ptr.at(t->t.uid); };
     const float scale = *(const float *)at(s.scale), neg_inf = *(const float *)at(s.neg_inf);
     REFUSE_IF(fabsf(scale - 1.0f / sqrtf((float)s.hd)) > 1e-7f || neg_inf > -1e30f, CUDNN_STATUS_NOT_SUPPORTED,
               "the emulation runs scale 1/sqrt(hd) and masked scores of -inf or close only (got %g, %g)", scale,
               neg_inf);
+    if (s.seq_q) return run_sdpa_docs(s, ptr, scale, mode_is("wrong") ? 0.25f : 0.0f);
     const int B = (int)s.B, T = (int)s.T, H = (int)s.H, KV = (int)s.KV, hd = (int)s.hd;
     const size_t kvb = (size_t)T * KV * hd;
     std::vector<float> q = load(s.q, at(s.q)), k = load(s.kt, at(s.kt)), v = load(s.v, at(s.v));
@@ -524,6 +777,19 @@ int dl_handle;
 extern "C" {
 
 int emu_cudnn_plans_built(void) { return plans_built; }
+int emu_cudnn_doc_execs(void) { return doc_execs; }
+
+// FSDPC_EMU_CUDNN_COUNTS=FILE: the counts written there at exit, so that a whole-program test
+// can tell that cuDNN ran its document-masked calls
+static void write_counts(void) {
+    FILE *f = fopen(getenv("FSDPC_EMU_CUDNN_COUNTS"), "w");
+    if (!f) return;
+    fprintf(f, "plans %d document-masked executions %d\n", plans_built, doc_execs);
+    fclose(f);
+}
+__attribute__((constructor)) static void count_at_exit(void) {
+    if (getenv("FSDPC_EMU_CUDNN_COUNTS")) atexit(write_counts);
+}
 
 size_t cudnnGetVersion(void) { return 91900; }
 
@@ -635,6 +901,8 @@ cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescriptor_t plan
         Desc *out;
         op_io(op, in, &out);
         in.push_back(out);
+        for (size_t j = 0, nt = in.size(); j < nt; j++)
+            if (in[j]->t.ragged) in.push_back(in[j]->t.ragged);
         for (const Desc *t : in) {
             if (t->t.virt) continue;
             want.insert(t->t.uid);
