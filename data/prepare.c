@@ -639,7 +639,8 @@ static bool prepare_json_object(PrepareJson *j) {
         (k & (ROWKEY_INSTRUCTION | ROWKEY_OUTPUT)) == (ROWKEY_INSTRUCTION | ROWKEY_OUTPUT))))
         return prepare_json_error(j, "a finetuning row (%s) keeps its own loss mask, which token shards cannot: train on the file itself",
                                   j->has_ids ? "input_ids with attention_mask or labels" : k & ROWKEY_CHAT ? "a chat" :
-                                  k & ROWKEY_PROMPT ? "prompt/completion" : "Alpaca"); return prepare_json_error(j, "the object has no \"text\" string and no \"input_ids\" array");
+                                  k & ROWKEY_PROMPT ? "prompt/completion" : "Alpaca");
+    if (!j->has_ids && !j->has_text) return prepare_json_error(j, "the object has no \"text\" string and no \"input_ids\" array");
     if (!j->has_ids) prepare_encode_text(p);
     return true;
 }

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x ./fsdpc ] && [ -x build/test_gpu ] || { echo "build first: make fsdpc build/test_gpu (with nvcc present)"; exit 1; }
-ldd ./fsdpc | grep -q libnccl || { echo "./fsdpc has no CUDA backend (is nvcc on PATH? CUDA=1)"; exit 1; }
+grep -q libnccl <(ldd ./fsdpc) || { echo "./fsdpc has no CUDA backend (is nvcc on PATH? CUDA=1)"; exit 1; }
 rm -rf .gpu && mkdir -p .gpu/debs && cp ./fsdpc build/test_gpu .gpu/
 pk="libopenmpi3 openmpi-bin openmpi-common libhdf5-openmpi-103-1 libopenblas0-openmp libfabric1 libhwloc15
 libhwloc-plugins libevent-core-2.1-7 libevent-pthreads-2.1-7 libpmix2 libucx0 libibverbs1 ibverbs-providers librdmacm1

@@ -83,8 +83,8 @@ check ".txt.gz gives the same shards as .txt" $?
 
 # JSON Lines "input_ids": taken as they are, no separator; uint32 for large ids
 cat >"$W/ids.jsonl" <<'EOF'
-{"input_ids": [1, 2, 65535, 0], "attention_mask": [1, 1, 1, 1]}
-{"input_ids": [], "labels": [-100]}
+{"input_ids": [1, 2, 65535, 0], "meta": [1, 1, 1, 1]}
+{"input_ids": [], "source": [-100]}
 {"input_ids":[7]}
 EOF
 prep --input "$W/ids.jsonl" --output "$W/ids" --val_fraction 0 &&
