@@ -9,7 +9,7 @@
 # the loss on the same tokens (fp32 and bf16) and greedy text. Ends with one table, also written
 # to GPU_CHECK_OUT (gpu-check.txt) with the cuDNN list and failing stages' log tails, and as JSON
 # beside it (gpu-check.json). Exits 1 when a stage failed (a skip, with its reason, is not one).
-# Offline throughout. GPU_CHECK_DRY=1 runs the same bookkeeping on the CPU emulator
+# Offline throughout. GPU_CHECK_ONLY="cudnn bench" runs only the stages named. GPU_CHECK_DRY=1 runs the same bookkeeping on the CPU emulator
 # (build/fsdpc_emu, build/test_gpu_emu) with tiny models: its timings mean nothing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -104,7 +104,7 @@ stage_cudnn() {
     elif [ $rc = 0 ] && [ "$ok" -gt 0 ] && [ "$bad" = 0 ]; then
         result pass "$ok/$ok graphs accepted (forward and backward; list below)"
     else
-        result fail "$ok/$((ok + bad)) graphs accepted (exit $rc); first refusal: $(grep -m1 '^not ok' "$W/cudnn_shapes.txt" | cut -c10-200)"
+        result fail "$ok/$((ok + bad)) graphs accepted (exit $rc); first refusal: $(grep -m1 "^not ok" "$W/cudnn_shapes.txt" | cut -c10-400)"
     fi
 }
 
@@ -231,7 +231,9 @@ while IFS=: read -r name limit what; do
     [ "$limit" -gt "$left" ] && limit=$left
     t0=$SECONDS
     echo "== $name: $what (limit ${limit} s)"
-    if [ "$limit" -le 5 ]; then
+    if [ -n "${GPU_CHECK_ONLY:-}" ] && [[ " $GPU_CHECK_ONLY " != *" $name "* ]]; then
+        printf 'skip\tnot in GPU_CHECK_ONLY\n' >"$W/$name.row"
+    elif [ "$limit" -le 5 ]; then
         printf 'skip\tthe %d s budget was spent before this stage\n' "$TOTAL" >"$W/$name.row"
     else
         LIMIT=$limit timeout -k 10 "$limit" bash "$0" --stage "$name" >"$W/$name.log" 2>&1
