@@ -123,9 +123,11 @@ bench_fsdpc() {
 stage_bench() {
     local nat auto tt mfu_t text status
     bench_fsdpc native
-    bench_fsdpc auto
     read -r nat nat_mfu <"$W/bench.native"
+    result fail "native ${nat:-?} tok/s MFU ${nat_mfu:-?}%"  # a partial row, should the limit cut the rest
+    bench_fsdpc auto
     read -r auto auto_mfu <"$W/bench.auto"
+    result fail "native ${nat:-?} tok/s MFU ${nat_mfu:-?}%; auto ${auto:-?} tok/s MFU ${auto_mfu:-?}%"
     "$PY" bench/gpu_check.py bench $BENCH_MODEL --batch_size "$BENCH_BATCH" --steps "$BENCH_STEPS" --device $PYDEV \
         >"$W/bench_torch.log" 2>&1
     local prc=$?
@@ -238,8 +240,9 @@ while IFS=: read -r name limit what; do
     else
         LIMIT=$limit timeout -k 10 "$limit" bash "$0" --stage "$name" >"$W/$name.log" 2>&1
         rc=$?
-        if [ $rc = 124 ] || [ $rc = 137 ]; then
-            printf 'fail\tover its %d s limit\n' "$limit" >"$W/$name.row"
+        if [ $rc = 124 ] || [ $rc = 137 ]; then  # what the stage had measured so far stays in its row
+            so_far=$(cut -f2 "$W/$name.row" 2>/dev/null)
+            printf 'fail\tover its %d s limit%s\n' "$limit" "${so_far:+; so far: $so_far}" >"$W/$name.row"
         elif [ ! -s "$W/$name.row" ]; then
             printf 'fail\tstopped without a result (exit %d): %s\n' "$rc" "$(tail -1 "$W/$name.log" | cut -c1-150)" >"$W/$name.row"
         fi
