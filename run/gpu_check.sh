@@ -99,7 +99,9 @@ stage_cudnn() {
     local rc=${PIPESTATUS[0]} ok bad
     ok=$(grep -c '^ok - cudnn' "$W/cudnn_shapes.txt")
     bad=$(grep -c '^not ok - cudnn' "$W/cudnn_shapes.txt")
-    if [ $rc = 2 ]; then
+    if grep -q '^# no GPU visible' "$W/cudnn_shapes.txt"; then
+        result fail "build/test_gpu sees no GPU"
+    elif [ $rc = 2 ]; then
         result skip "$(grep -m1 '^# cannot' "$W/cudnn_shapes.txt" | cut -c3-200)"
     elif [ $rc = 0 ] && [ "$ok" -gt 0 ] && [ "$bad" = 0 ]; then
         result pass "$ok/$ok graphs accepted (forward and backward; list below)"
