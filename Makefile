@@ -47,7 +47,7 @@ OBJ = $(SRC:%.c=$(BUILD)/%.o) $(CXX_SRC:%.cpp=$(BUILD)/%.o) $(CU_OBJ)
 TESTS = build/test_kernels build/test_model build/test_comm build/test_arrow build/test_sources build/test_parquet build/test_sft build/test_gpu_emu build/fsdpc_emu \
 	build/emu_race_check $(FUZZ_TARGETS)
 
-.PHONY: all run test test-slurm test-gpu bench bench-gpu deps clean fuzz
+.PHONY: all run test test-slurm test-gpu bench bench-gpu gpu-check deps clean fuzz
 all: fsdpc
 
 deps:
@@ -183,6 +183,11 @@ test-gpu: fsdpc build/test_gpu
 
 bench-gpu: fsdpc
 	bash bench/bench_gpu.sh
+
+# the first GPU machine, after run/gpu-bundle.sh's install line: builds nothing (the machine has
+# no OpenMPI or HDF5 headers), checks the binaries it placed, ends with a table in gpu-check.txt
+gpu-check:
+	bash run/gpu_check.sh
 
 clean:
 	rm -rf build fsdpc

@@ -2,27 +2,32 @@
 # make test-gpu: every CUDA kernel against the CPU kernel (fp32, and bf16 tensor-core forms), then
 # 20 training steps on the GPU against the same steps on the CPU, in fp32, bf16 and with
 # --cpu_offload, and --attention cudnn against native when libcudnn loads. Ends with "N passed, N failed".
+# make gpu-check's emulator dry run swaps in its binaries (FSDPC, TEST_GPU), a smaller model
+# (GPU_TESTS_MODEL, whose head dim cuDNN takes) and fewer steps (GPU_TESTS_STEPS).
 cd "$(dirname "$0")/.."
+FSDPC=${FSDPC:-./fsdpc}
+TEST_GPU=${TEST_GPU:-build/test_gpu}
+STEPS=${GPU_TESTS_STEPS:-20}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-build/test_gpu 2>&1 | tee "$W/log"
-M="--hidden_width 256 --num_layers 4 --num_heads 8 --num_key_value_heads 4 --intermediate_size 688 --max_context_width 256
-   --batch_size 8 --max_steps 20 --lr 1e-3 --warmup 5 --num_tokens 0 --checkpoint_freq 0 --validation_freq 0"
+$TEST_GPU 2>&1 | tee "$W/log"
+M="${GPU_TESTS_MODEL:---hidden_width 256 --num_layers 4 --num_heads 8 --num_key_value_heads 4 --intermediate_size 688 --max_context_width 256
+   --batch_size 8} --max_steps $STEPS --lr 1e-3 --warmup 5 --num_tokens 0 --checkpoint_freq 0 --validation_freq 0"
 
-# train NAME FLAGS...: 20 steps, losses to $W/NAME.jsonl
+# train NAME FLAGS...: $STEPS steps, losses to $W/NAME.jsonl
 train() {
     local name=$1
     shift
-    ./fsdpc $M "$@" --metrics_file "$W/$name.jsonl" 2>"$W/$name.err" >/dev/null
+    $FSDPC $M "$@" --metrics_file "$W/$name.jsonl" 2>"$W/$name.err" >/dev/null
 }
 
-# compare WHAT A B TOL: the 20 losses of runs A and B agree to TOL relative
+# compare WHAT A B TOL: the $STEPS losses of runs A and B agree to TOL relative
 compare() {
     paste <(sed -E 's/.*"loss": ([0-9.e+-]+).*/\1/' "$W/$2.jsonl") <(sed -E 's/.*"loss": ([0-9.e+-]+).*/\1/' "$W/$3.jsonl") |
-        awk -v what="$1" -v tol="$4" '{ n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d }
-             END { printf "%s - gpu: %s (20 steps, worst rel diff %.1e, tolerance %g)\n",
-                   (n == 20 && w < tol) ? "ok" : "not ok", what, w, tol }' | tee -a "$W/log"
+        awk -v what="$1" -v tol="$4" -v steps="$STEPS" '{ n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d }
+             END { printf "%s - gpu: %s (%d steps, worst rel diff %.1e, tolerance %g)\n",
+                   (n == steps && w < tol) ? "ok" : "not ok", what, steps, w, tol }' | tee -a "$W/log"
 }
 
 train cpu --device cpu

@@ -1167,6 +1167,46 @@ static void bench(void) {
     cuda_set_compute(COMPUTE_FP32);
 }
 
+// --cudnn_shapes (make gpu-check): whether cuDNN builds each attention graph shape the project
+// builds, forward and backward, one line per graph with cuDNN's refusal; exits 0 when it takes
+// all, 1 when it refuses one, 2 when libcudnn cannot be used at all
+static int cudnn_shapes(void) {
+    static const struct {
+        const char *what;
+        int docs, B, T, H, KV, hd;  // docs: B is the ragged graph's entry count (a bucket, B*2^k)
+    } shapes[] = {
+        {"start-up self-check, GQA", 0, 2, 96, 4, 2, 64},
+        {"start-up self-check, GQA", 0, 2, 96, 4, 2, 128},
+        {"GQA 4:1", 0, 2, 256, 8, 2, 64},
+        {"no grouping, T off the tiles", 0, 1, 100, 4, 4, 64},
+        {"GQA, T off the tiles", 0, 1, 130, 4, 2, 128},
+        {"make test-gpu's model", 0, 8, 256, 4, 2, 64},
+        {"1B Llama (make gpu-check), GQA 2:1", 0, 4, 2048, 16, 8, 128},
+        {"1B Llama without grouping", 0, 4, 2048, 16, 16, 128},
+        {"context 2048 at head dim 64", 0, 4, 2048, 32, 8, 64},
+        {"documents: packed rows", 1, 32, 200, 4, 2, 64},
+        {"documents: padded rows", 1, 6, 130, 4, 2, 64},
+        {"documents: padded rows", 1, 4, 130, 4, 2, 128},
+        {"documents: 1B Llama, packed", 1, 8, 2048, 16, 8, 128},
+    };
+    int failed = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int bwd = 0; bwd <= 1; bwd++) {
+            const char *why = cuda_cudnn_graph_check(bwd, shapes[i].docs, shapes[i].B, shapes[i].T, shapes[i].H,
+                                                     shapes[i].KV, shapes[i].hd);
+            if (why && strstr(why, "cannot load libcudnn")) {
+                printf("# %s\n", why);
+                return 2;
+            }
+            failed += why != NULL;
+            printf("%s - cudnn %s %s %s=%d T=%d H=%d KV=%d hd=%d (%s)%s%s\n", why ? "not ok" : "ok",
+                   bwd ? "backward" : "forward", shapes[i].docs ? "document-masked" : "causal",
+                   shapes[i].docs ? "entries" : "B", shapes[i].B, shapes[i].T, shapes[i].H, shapes[i].KV, shapes[i].hd,
+                   shapes[i].what, why ? ": " : "", why ? why : "");
+        }
+    return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     comm_init(&argc, &argv);
     cpu_init(2);
@@ -1179,6 +1219,11 @@ int main(int argc, char **argv) {
     char name[128];
     cuda_bind(0, name, sizeof name, NULL, 0);
     printf("# device: %s\n", name);
+    if (argc > 1 && !strcmp(argv[1], "--cudnn_shapes")) {
+        const int rc = cudnn_shapes();
+        comm_finalize();
+        return rc;
+    }
     if (argc > 1 && !strcmp(argv[1], "--bench")) {
         bench();
         comm_finalize();

@@ -14,6 +14,10 @@ void *cuda_compute_stream(void);
 // kern_select_attention on the GPU (cudnn_attention.cu): want is a KernAttention
 const char *cuda_attention_select(int want, int bf16, int head_dim, int *failed);
 
+// NULL when cuDNN builds the fused attention graph of this shape (bwd: the backward; docs: the
+// document-masked ragged form, B its entries), else why not (test_gpu --cudnn_shapes)
+const char *cuda_cudnn_graph_check(int bwd, int docs, int B, int T, int H, int KV, int hd);
+
 #ifdef __cplusplus
 }
 #endif

@@ -775,3 +775,11 @@ extern "C" const char *cuda_attention_select(int want, int bf16, int head_dim, i
              ver / 10000, ver / 100 % 100, ver % 100, head_dim);
     return line;
 }
+
+// gpu-check's acceptance list: whether cuDNN finalizes a plan for one graph shape (kept in the
+// plan cache like any other), with its refusal in its own words
+extern "C" const char *cuda_cudnn_graph_check(int bwd, int docs, int B, int T, int H, int KV, int hd) {
+    const char *why = cudnn_open();
+    if (!why) plan_for(bwd, docs, B, T, H, KV, hd, &why);
+    return why;
+}

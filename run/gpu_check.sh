@@ -1,0 +1,311 @@
+#!/usr/bin/env bash
+# make gpu-check: one command for the first GPU machine, after run/gpu-bundle.sh's install line
+# has put ./fsdpc and build/test_gpu in place (it builds nothing: the machine has no OpenMPI or
+# HDF5 headers). Five stages, each under its own time limit and all under GPU_CHECK_BUDGET
+# (480 s): the GPU test suite; compute-sanitizer memcheck and racecheck on a short training run;
+# cuDNN's verdict on every attention graph shape the project builds; a 1B Llama (bf16, context
+# 2048) trained by fsdpc (native and cuDNN attention) and by transformers' LlamaForCausalLM (SDPA)
+# in the same run, tokens/s and MFU; and parity: fsdpc's exported weights loaded by transformers,
+# the loss on the same tokens (fp32 and bf16) and greedy text. Ends with one table, also written
+# to GPU_CHECK_OUT (gpu-check.txt) with the cuDNN list and failing stages' log tails, and as JSON
+# beside it (gpu-check.json). Exits 1 when a stage failed (a skip, with its reason, is not one).
+# Offline throughout. GPU_CHECK_ONLY="cudnn bench" runs only the stages named. GPU_CHECK_DRY=1 runs the same bookkeeping on the CPU emulator
+# (build/fsdpc_emu, build/test_gpu_emu) with tiny models: its timings mean nothing.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export DRY=${GPU_CHECK_DRY:-0}
+PY=${PYTHON:-/opt/torch/.venv/bin/python}
+[ -x "$PY" ] || PY=$(command -v python3 || echo python3)
+export PY
+if [ "$DRY" = 1 ]; then
+    export FSDPC=build/fsdpc_emu TEST_GPU=build/test_gpu_emu PYDEV=cpu
+    # the 1B model's stand-in, and the parity and sanitizer models: head dim 64, so cuDNN runs
+    export BENCH_MODEL="--hidden_width 128 --num_layers 1 --num_heads 2 --num_key_value_heads 1 --intermediate_size 128
+        --max_context_width 32 --vocab_size 256" BENCH_BATCH=2 BENCH_STEPS=2
+    export PAR_MODEL="--hidden_width 128 --num_layers 1 --num_heads 2 --num_key_value_heads 1 --intermediate_size 128
+        --max_context_width 32 --batch_size 2" PAR_STEPS=2
+    export SAN_MODEL="$PAR_MODEL"
+else
+    export FSDPC=./fsdpc TEST_GPU=build/test_gpu PYDEV=cuda
+    export BENCH_MODEL="--hidden_width 2048 --num_layers 16 --num_heads 16 --num_key_value_heads 8 --intermediate_size 5632
+        --max_context_width 2048 --vocab_size 32000" BENCH_BATCH=${GPU_CHECK_BATCH:-4} BENCH_STEPS=${GPU_CHECK_STEPS:-10}
+    export PAR_MODEL="--hidden_width 256 --num_layers 4 --num_heads 4 --num_key_value_heads 2 --intermediate_size 688
+        --max_context_width 256 --batch_size 8" PAR_STEPS=20
+    export SAN_MODEL="--hidden_width 128 --num_layers 2 --num_heads 2 --num_key_value_heads 1 --intermediate_size 352
+        --max_context_width 128 --batch_size 2"
+fi
+QUIET="--num_tokens 0 --checkpoint_freq 0 --validation_freq 0"
+
+# result STATUS TEXT: the stage's row (pass, fail or skip, and its numbers)
+result() { printf '%s\t%s\n' "$1" "$2" >"$W/$STAGE.row"; }
+
+# rel A B: |A - B| / |B|, or nothing when either is missing
+rel() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) exit; d = (a - b) / b; printf "%.2g", d < 0 ? -d : d }'; }
+
+# loss JSONL: the first step's loss in a metrics file
+loss() { sed -nE '1s/.*"loss": ([0-9.e+-]+).*/\1/p' "$1" 2>/dev/null; }
+
+stage_tests() {
+    if [ "$DRY" = 1 ]; then  # test_gpu_emu's whole suite takes minutes: its quickest mode stands in
+        TEST_GPU="$TEST_GPU --cudnn_shapes" GPU_TESTS_STEPS=3 GPU_TESTS_MODEL="--hidden_width 256 --num_layers 1 --num_heads 4
+            --num_key_value_heads 2 --intermediate_size 256 --max_context_width 16 --batch_size 2 --train_data data/tinyshakespeare.txt" bash test/run_gpu_tests.sh
+    else
+        bash test/run_gpu_tests.sh
+    fi
+    local rc=$? sum
+    sum=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$W/tests.log" | tail -1)
+    if [ $rc = 0 ] && [ -n "$sum" ] && [ "${sum%% *}" -gt 0 ]; then
+        result pass "$sum"
+    else
+        result fail "${sum:-no summary line} (exit $rc); first failure: $(grep -m1 '^not ok' "$W/tests.log" | cut -c1-150)"
+    fi
+}
+
+stage_sanitizer() {
+    local cs tool out n text="" status=pass
+    cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+    local run="$FSDPC $SAN_MODEL --device cuda --precision bf16 --max_steps 2 --lr 1e-3 --warmup 1 $QUIET
+        --train_data data/tinyshakespeare.txt"
+    if [ "$DRY" = 1 ] || [ -z "$cs" ]; then
+        # the short run alone (on the emulator: under its own stream race checks)
+        timeout 60 $run
+        local rc=$?
+        [ $rc = 0 ] || { result fail "the short training run itself failed (exit $rc)"; return; }
+        result skip "$([ "$DRY" = 1 ] && echo "dry run: compute-sanitizer needs a GPU" || echo "no compute-sanitizer on PATH or in /usr/local/cuda/bin"); the 2-step run passed"
+        return
+    fi
+    for tool in memcheck racecheck; do
+        out="$W/sanitizer.$tool"
+        timeout -k 5 $((LIMIT / 2 - 5)) "$cs" --tool $tool --print-limit 20 $run >"$out" 2>&1
+        local rc=$?
+        cat "$out"
+        # memcheck: "ERROR SUMMARY: N errors"; racecheck: "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)"
+        n=$(sed -nE 's/.*ERROR SUMMARY: ([0-9]+) error.*/\1/p; s/.*RACECHECK SUMMARY: .*\(([0-9]+) error.*/\1/p' "$out" | tail -1)
+        if [ $rc = 124 ] || [ $rc = 137 ]; then
+            status=fail text+="$tool over its $((LIMIT / 2 - 5)) s; "
+        elif [ -z "$n" ]; then
+            status=fail text+="$tool: no summary (exit $rc); "
+        else
+            [ "$n" = 0 ] && [ $rc = 0 ] || status=fail
+            text+="$tool $n errors$([ $rc = 0 ] || echo " (exit $rc)"); "
+        fi
+    done
+    result $status "${text%; } (2 bf16 steps, D=128 L=2 T=128)"
+}
+
+stage_cudnn() {
+    $TEST_GPU --cudnn_shapes | tee "$W/cudnn_shapes.txt"
+    local rc=${PIPESTATUS[0]} ok bad
+    ok=$(grep -c '^ok - cudnn' "$W/cudnn_shapes.txt")
+    bad=$(grep -c '^not ok - cudnn' "$W/cudnn_shapes.txt")
+    if grep -q '^# no GPU visible' "$W/cudnn_shapes.txt"; then
+        result fail "build/test_gpu sees no GPU"
+    elif [ $rc = 2 ]; then
+        result skip "$(grep -m1 '^# cannot' "$W/cudnn_shapes.txt" | cut -c3-200)"
+    elif [ $rc = 0 ] && [ "$ok" -gt 0 ] && [ "$bad" = 0 ]; then
+        result pass "$ok/$ok graphs accepted (forward and backward; list below)"
+    else
+        result fail "$ok/$((ok + bad)) graphs accepted (exit $rc); first refusal: $(grep -m1 "^not ok" "$W/cudnn_shapes.txt" | cut -c10-400)"
+    fi
+}
+
+# bench_fsdpc ATTENTION: "tokens/s MFU" of the last logged step (the first is warmup) and the
+# attention kernel's log line, into $W/bench.ATTENTION
+bench_fsdpc() {
+    local log="$W/bench_fsdpc_$1.log" last=$((BENCH_STEPS + 1))
+    $FSDPC $BENCH_MODEL --device cuda --precision bf16 --attention "$1" --batch_size "$BENCH_BATCH" --train_data synthetic \
+        --max_steps $last --logging_freq $last $QUIET >"$log" 2>&1
+    echo "fsdpc --attention $1: exit $?"
+    cat "$log"
+    { sed -nE "s/^Batch $last Loss.*tokens\/sec: ([0-9.]+)(, MFU: ([0-9.]+)%)?.*/\1 \3/p" "$log"
+      grep -m1 -oE '^fsdpc: attention: [^(]*' "$log" | sed 's/^fsdpc: attention: //; s/ *$//'; } >"$W/bench.$1"
+}
+
+stage_bench() {
+    local nat auto tt mfu_t text status
+    bench_fsdpc native
+    read -r nat nat_mfu <"$W/bench.native"
+    result fail "native ${nat:-?} tok/s MFU ${nat_mfu:-?}%"  # a partial row, should the limit cut the rest
+    bench_fsdpc auto
+    read -r auto auto_mfu <"$W/bench.auto"
+    result fail "native ${nat:-?} tok/s MFU ${nat_mfu:-?}%; auto ${auto:-?} tok/s MFU ${auto_mfu:-?}%"
+    "$PY" bench/gpu_check.py bench $BENCH_MODEL --batch_size "$BENCH_BATCH" --steps "$BENCH_STEPS" --device $PYDEV \
+        >"$W/bench_torch.log" 2>&1
+    local prc=$?
+    cat "$W/bench_torch.log"
+    tt=$(sed -nE 's/^torch tokens\/sec: ([0-9.]+).*/\1/p' "$W/bench_torch.log")
+    # one model, one token count per step: torch's MFU is fsdpc's scaled by the speed ratio
+    text=$(awk -v n="$nat" -v nm="${nat_mfu:-}" -v a="$auto" -v am="${auto_mfu:-}" -v t="$tt" -v ak="$(sed -n 2p "$W/bench.auto")" 'BEGIN {
+        if (n != "") printf "native %.0f tok/s%s", n, nm != "" ? sprintf(" MFU %.1f%%", nm) : ""
+        if (a != "") printf "; auto (%s) %.0f tok/s%s", ak, a, am != "" ? sprintf(" MFU %.1f%%", am) : ""
+        best = (a > n) ? a : n; bm = (a > n) ? am : nm
+        if (t != "") printf "; torch sdpa %.0f tok/s%s; fsdpc/torch %.2fx", t, bm != "" ? sprintf(" MFU %.1f%%", bm * t / best) : "", best / t
+        if (bm != "") printf "; targets: MFU >= 50%% %s, >= 1.2x torch %s", (bm >= 50) ? "met" : "NOT met", (t == "") ? "n/a" : (best / t >= 1.2) ? "met" : "NOT met"
+    }')
+    local model="D=$(echo $BENCH_MODEL | sed -E 's/.*--hidden_width ([0-9]+).*/\1/') L=$(echo $BENCH_MODEL | sed -E 's/.*--num_layers ([0-9]+).*/\1/') T=$(echo $BENCH_MODEL | sed -E 's/.*--max_context_width ([0-9]+).*/\1/') B=$BENCH_BATCH, $BENCH_STEPS steps"
+    if [ -z "$nat" ]; then
+        status=fail text="fsdpc --attention native gave no tokens/s: $(grep -m1 -iE 'error' "$W/bench_fsdpc_native.log" | cut -c1-150)"
+    elif [ -z "$auto" ]; then
+        status=fail text+="; fsdpc --attention auto gave no tokens/s: $(grep -m1 -iE 'error' "$W/bench_fsdpc_auto.log" | cut -c1-120)"
+    elif [ $prc = 3 ]; then
+        status=skip text+="; torch skipped: $(sed -n 's/^SKIP: //p' "$W/bench_torch.log" | head -1 | cut -c1-120)"
+    elif [ -z "$tt" ]; then
+        status=fail text+="; torch failed (exit $prc): $(tail -1 "$W/bench_torch.log" | cut -c1-120)"
+    else
+        status=pass
+    fi
+    result $status "$text ($model)"
+}
+
+stage_parity() {
+    local T n ck="$W/parity_ck" hf="$W/parity_hf" prompt="ROMEO:"
+    T=$(echo $PAR_MODEL | sed -E 's/.*--max_context_width ([0-9]+).*/\1/')
+    n=$((T - ${#prompt} < 32 ? T - ${#prompt} : 32))  # within the context: no window slides
+    $FSDPC $PAR_MODEL --device cuda --precision bf16 --train_data data/tinyshakespeare.txt --max_steps $PAR_STEPS --lr 1e-3 \
+        --warmup 2 --num_tokens 0 --validation_freq 0 --checkpoint_dir "$ck" --checkpoint_freq $PAR_STEPS || {
+        result fail "fsdpc training for the export failed"; return; }
+    $FSDPC export --checkpoint "$ck" --output "$hf" --dtype fp32 || { result fail "fsdpc export failed"; return; }
+    # 4 samples of T+1 tokens, one batch: its mean loss does not depend on the sample order
+    head -c $((4 * T + 1)) data/tinyshakespeare.txt >"$W/four.txt"
+    for p in float32 bf16; do
+        $FSDPC --init_from "$hf" --device cuda --precision $p --train_data "$W/four.txt" --batch_size 4 --max_steps 1 \
+            --metrics_file "$W/parity_$p.jsonl" $QUIET || { result fail "fsdpc's $p loss run failed"; return; }
+    done
+    $FSDPC --init_from "$hf" --device cuda --train_data data/tinyshakespeare.txt --max_steps 0 --prompt "$prompt" --num_tokens $n --temperature 0 \
+        --checkpoint_freq 0 --validation_freq 0 >"$W/greedy.fsdpc" || { result fail "fsdpc generation failed"; return; }
+    local l32 l16 text
+    l32=$(loss "$W/parity_float32.jsonl") l16=$(loss "$W/parity_bf16.jsonl")
+    text="fsdpc loss fp32 $l32, bf16 $l16 on $((4 * T)) tokens of the exported model ($PAR_STEPS bf16 steps)"
+    "$PY" bench/gpu_check.py parity "$hf" "$W/four.txt" "$prompt" $n --device $PYDEV >"$W/parity_torch.log" 2>&1
+    local prc=$?
+    cat "$W/parity_torch.log"
+    if [ $prc = 3 ]; then
+        result skip "$text; torch skipped: $(sed -n 's/^SKIP: //p' "$W/parity_torch.log" | head -1 | cut -c1-120)"
+        return
+    fi
+    local t32 t16 d32 d16 same total
+    t32=$(sed -n 's/^torch loss fp32: //p' "$W/parity_torch.log") t16=$(sed -n 's/^torch loss bf16: //p' "$W/parity_torch.log")
+    d32=$(rel "$l32" "$t32") d16=$(rel "$l16" "$t16")
+    # greedy: how many generated bytes agree before the first difference
+    sed -n 's/^torch greedy: //p' "$W/parity_torch.log" | xxd -r -p >"$W/greedy.torch"
+    total=$(($(wc -c <"$W/greedy.torch") - ${#prompt}))
+    same=$(cmp "$W/greedy.fsdpc" "$W/greedy.torch" 2>/dev/null | sed -nE 's/.*byte ([0-9]+),.*/\1/p')
+    same=$([ -z "$same" ] && [ "$(wc -c <"$W/greedy.fsdpc")" = "$(wc -c <"$W/greedy.torch")" ] && echo $total || echo $((${same:-1} - 1 - ${#prompt})))
+    text="loss vs transformers: fp32 rel diff ${d32:-?} (tol 1e-4), bf16 ${d16:-?} (tol 2e-2), $((4 * T)) tokens; greedy $same/$total bytes equal (fp32)"
+    if [ -n "$d32" ] && [ -n "$d16" ] && awk -v a="$d32" -v b="$d16" 'BEGIN { exit !(a <= 1e-4 && b <= 2e-2) }'; then
+        result pass "$text"
+    else
+        result fail "$text; torch exit $prc"
+    fi
+}
+
+if [ "${1:-}" = --stage ]; then  # one stage, in its own process under its time limit
+    STAGE=$2
+    "stage_$2"
+    exit 0
+fi
+
+OUT=${GPU_CHECK_OUT:-gpu-check.txt}
+JSON=${OUT%.txt}.json
+TOTAL=${GPU_CHECK_BUDGET:-480}
+if [ "$DRY" = 1 ]; then
+    for b in $FSDPC $TEST_GPU; do [ -x "$b" ] || { echo "gpu-check: $b is missing: make build/fsdpc_emu build/test_gpu_emu"; exit 1; }; done
+    DEVICE="CPU emulation (dry run: timings mean nothing)"
+else
+    [ -x ./fsdpc ] && [ -x build/test_gpu ] || {
+        echo "gpu-check: ./fsdpc or build/test_gpu is missing: run run/gpu-bundle.sh's install line first (README, GPU)"; exit 1; }
+    [[ $(ldd ./fsdpc 2>/dev/null) == *libnccl* ]] || { echo "gpu-check: ./fsdpc has no CUDA backend: build it with nvcc on PATH, then run/gpu-bundle.sh"; exit 1; }
+    DEVICE=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+    DEVICE=${DEVICE:-no nvidia-smi}
+fi
+export W
+W=$(mktemp -d)
+[ -n "${GPU_CHECK_KEEP:-}" ] || trap 'rm -rf "$W"' EXIT
+
+START=$SECONDS
+# name, limit in seconds, what it does
+STAGES="tests:110:GPU test suite (test_gpu + training against the CPU)
+sanitizer:140:compute-sanitizer memcheck + racecheck, short training run
+cudnn:40:cuDNN accepts every attention graph shape
+bench:140:1B Llama bf16 T=2048: fsdpc vs transformers
+parity:50:exported weights in transformers: loss + greedy"
+while IFS=: read -r name limit what; do
+    left=$((TOTAL - (SECONDS - START)))
+    [ "$limit" -gt "$left" ] && limit=$left
+    t0=$SECONDS
+    echo "== $name: $what (limit ${limit} s)"
+    if [ -n "${GPU_CHECK_ONLY:-}" ] && [[ " $GPU_CHECK_ONLY " != *" $name "* ]]; then
+        printf 'skip\tnot in GPU_CHECK_ONLY\n' >"$W/$name.row"
+    elif [ "$limit" -le 5 ]; then
+        printf 'skip\tthe %d s budget was spent before this stage\n' "$TOTAL" >"$W/$name.row"
+    else
+        LIMIT=$limit timeout -k 10 "$limit" bash "$0" --stage "$name" >"$W/$name.log" 2>&1
+        rc=$?
+        if [ $rc = 124 ] || [ $rc = 137 ]; then  # what the stage had measured so far stays in its row
+            so_far=$(cut -f2 "$W/$name.row" 2>/dev/null)
+            printf 'fail\tover its %d s limit%s\n' "$limit" "${so_far:+; so far: $so_far}" >"$W/$name.row"
+        elif [ ! -s "$W/$name.row" ]; then
+            printf 'fail\tstopped without a result (exit %d): %s\n' "$rc" "$(tail -1 "$W/$name.log" | cut -c1-150)" >"$W/$name.row"
+        fi
+    fi
+    echo $((SECONDS - t0)) >"$W/$name.secs"
+    echo "$name" >>"$W/order"
+    sed 's/\t/: /' "$W/$name.row"
+done <<<"$STAGES"
+
+# the table, then the cuDNN list and the log tails of failed stages
+{
+    echo "make gpu-check on $DEVICE, $(date -u '+%Y-%m-%d %H:%M UTC'), $((SECONDS - START)) s of $TOTAL"
+    printf '%-10s %-6s %5s  %s\n' stage status s result
+    while read -r name; do
+        IFS=$'\t' read -r status text <"$W/$name.row"
+        printf '%-10s %-6s %5s  %s\n' "$name" "$status" "$(cat "$W/$name.secs")" "$text"
+    done <"$W/order"
+    npass=$(cat "$W"/*.row | grep -c '^pass') nfail=$(cat "$W"/*.row | grep -c '^fail') nskip=$(cat "$W"/*.row | grep -c '^skip')
+    echo "overall: $([ "$nfail" = 0 ] && echo pass || echo FAIL) ($npass pass, $nfail fail, $nskip skip)"
+} >"$W/table"
+{
+    cat "$W/table"
+    if [ -s "$W/cudnn_shapes.txt" ]; then
+        echo
+        echo "cuDNN graphs:"
+        grep -E '^(not )?ok - ' "$W/cudnn_shapes.txt"
+    fi
+    while read -r name; do
+        grep -q '^fail' "$W/$name.row" || continue
+        echo
+        echo "$name log (last 30 lines):"
+        tail -30 "$W/$name.log"
+    done <"$W/order"
+} >"$OUT"
+
+# JSON: the same rows; strings with their quotes and backslashes escaped, control characters dropped
+js() { local s=${1//\\/\\\\}; s=${s//\"/\\\"}; printf '"%s"' "$(printf '%s' "$s" | tr -d '\000-\037')"; }
+{
+    printf '{"device": %s, "dry_run": %s, "budget_s": %d, "seconds": %d, "stages": [' "$(js "$DEVICE")" \
+        "$([ "$DRY" = 1 ] && echo true || echo false)" "$TOTAL" $((SECONDS - START))
+    sep=""
+    while read -r name; do
+        IFS=$'\t' read -r status text <"$W/$name.row"
+        printf '%s\n  {"stage": %s, "status": %s, "seconds": %d, "result": %s}' "$sep" "$(js "$name")" "$(js "$status")" \
+            "$(cat "$W/$name.secs")" "$(js "$text")"
+        sep=","
+    done <"$W/order"
+    printf '],\n "cudnn_graphs": ['
+    sep=""
+    [ -s "$W/cudnn_shapes.txt" ] && while read -r line; do
+        case $line in
+        "ok - cudnn "*) printf '%s\n  {"graph": %s, "accepted": true}' "$sep" "$(js "${line#ok - cudnn }")" ;;
+        "not ok - cudnn "*) g=${line#not ok - cudnn }
+            printf '%s\n  {"graph": %s, "accepted": false, "message": %s}' "$sep" "$(js "${g%%): *})")" "$(js "${g#*): }")" ;;
+        *) continue ;;
+        esac
+        sep=","
+    done <"$W/cudnn_shapes.txt"
+    printf ']}\n'
+} >"$JSON"
+echo
+cat "$W/table"
+echo "written to $OUT and $JSON"
+! grep -q '^fail' "$W"/*.row
