@@ -157,7 +157,37 @@ static void error_line(const char *msg) {
     fflush(stderr);
 }
 
+volatile sig_atomic_t comm_stop_signal;
+static volatile sig_atomic_t stop_polled;
+
+static void on_stop(int sig) {
+    if (stop_polled) {
+        comm_stop_signal = sig;
+        return;
+    }
+    signal(sig, SIG_DFL);  // nobody polls: the signal's own action, as without a handler
+    raise(sig);
+}
+
+static void stop_signals_install(void) {
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1};
+    struct sigaction sa = {.sa_handler = on_stop};
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) sigaction(sigs[i], &sa, NULL);
+}
+
+void comm_stop_polled(int on) {
+    stop_polled = on;
+    if (!on && comm_stop_signal) {  // a signal that came while polled and was not acted on still ends the process
+        int sig = comm_stop_signal;
+        comm_stop_signal = 0;
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
+}
+
 void comm_init(int *argc, char ***argv) {
+    stop_signals_install();  // before MPI's start-up, which can take a while
     // big buffers (units, MPI temporaries) go straight to mmap and back to the OS when freed,
     // instead of glibc raising its threshold and keeping them in a growing heap
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
@@ -180,6 +210,7 @@ void comm_init(int *argc, char ***argv) {
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &comm_info.rank));
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &comm_info.world));
     find_transport();
+    stop_signals_install();  // again, in case the MPI library installed its own
     flight_install_signal(comm_info.rank);
     // local rank from shared-memory domains, so mpiexec, srun and a bare start all agree
     MPI_Comm node;

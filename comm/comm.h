@@ -3,6 +3,7 @@
 #define FSDPC_COMM_H
 
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -15,6 +16,14 @@ extern CommInfo comm_info;
 
 void comm_init(int *argc, char ***argv);
 void comm_finalize(void);
+// Stop signals: SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGUSR1 (a scheduler's preemption or
+// --signal, a terminal's ^C or ^\, a closed session), handled from comm_init's first line. A
+// phase that polls comm_stop_signal (training and its data cache build, validation, generation)
+// turns polling on and stops at its next boundary, with its documented exit status; in any other
+// phase a stop signal ends the process as its default action would (outputs appear under their
+// final names only when complete, so nothing partial is left under one).
+extern volatile sig_atomic_t comm_stop_signal;
+void comm_stop_polled(int on);
 // The MPI transport comm_init found, for the start-up log: "pml=<name>", plus " mtl=<name>" when
 // the cm PML drives an MTL, plus " provider=<libfabric provider>" when that MTL is ofi, e.g.
 // "pml=ob1" (TCP/shared-memory BTLs) or "pml=cm mtl=ofi provider=efa". The names are Open MPI's

@@ -308,17 +308,13 @@ static void claim_checkpoint_dir(Run *r) {
                                        : NULL);
 }
 
-// SIGTERM/SIGUSR1 (Slurm's preemption and --signal): noted here, acted on at a step boundary
-// (or by a data cache build, which stops)
-static volatile sig_atomic_t preempt_signal;
-static void on_preempt(int sig) { preempt_signal = sig; }
 
 // A source of the run's data: what --train_data / --val_data name, read with the run's tokenizer.
 static DataSource data_source(const Run *r, const char *spec, const char *split, const char *label) {
     const Config *c = r->cfg;
     return (DataSource){.spec = spec, .config = c->dataset_config_name, .split = split, .tok = r->tok,
                         .text_column = c->text_column, .explicit_column = config_given("text_column"),
-                        .cache_dir = c->data_cache_dir, .label = label, .stop = &preempt_signal, .format = c->data_format,
+                        .cache_dir = c->data_cache_dir, .label = label, .stop = &comm_stop_signal, .format = c->data_format,
                         .chat_template = c->chat_template, .train_on_inputs = c->train_on_inputs,
                         .document_masking = c->document_masking};
 }
@@ -600,7 +596,7 @@ static double train_step(Run *r, int step, float lr, double *gnorm, double *toke
     ShardStepStats st;
     // clipping's norm: per-unit sums of squares, the loss and the token count in one reduction (the scaling runs inside AdamW)
     trace_begin(TRACE_COMPUTE, "clip grad norm", -1);
-    shard_step_stats(&r->st, r->acts.loss, preempt_signal != 0, mine, &st);  // reduced over all ranks: they agree
+    shard_step_stats(&r->st, r->acts.loss, comm_stop_signal != 0, mine, &st);  // reduced over all ranks: they agree
     trace_end(TRACE_COMPUTE);
     *preempt = st.flag > 0;
     prof_mark(r, PROF_REDUCE);
@@ -742,7 +738,7 @@ typedef struct {
 // ends the sample
 static int emit_token(int32_t tok, void *ctx) {
     Emitter *e = ctx;
-    if (tok == tok_eos(e->tok) || tok == e->stop) return 0;
+    if (tok == tok_eos(e->tok) || tok == e->stop || comm_stop_signal) return 0;
     char buf[256];
     size_t n = tok_piece_bytes(e->tok, e->prev, tok, buf, sizeof buf);
     e->prev = tok;
@@ -849,10 +845,7 @@ static void sample(Run *r) {
 
 int train_run(Config *c) {
     Run r = {.cfg = c};
-    struct sigaction sa = {.sa_handler = on_preempt};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
+    comm_stop_polled(1);
     r.global_batch = c->batch_size * comm_info.world * c->grad_accum;
     r.max_steps = c->max_steps;
     ckpt_new_run_id(r.origin.run_id);
@@ -993,7 +986,15 @@ int train_run(Config *c) {
     kern_timers_report();
     if (r.metrics) fclose(r.metrics);
     if (r.max_steps == 0 && r.has_val && c->val_data[0]) log_validation(&r, shard_step(&r.st));
-    if (!status && c->num_tokens > 0 && (c->prompt[0] || shard_step(&r.st) > start || c->max_epochs < 0)) sample(&r);
+    if (!status && c->num_tokens > 0 && (c->prompt[0] || shard_step(&r.st) > start || c->max_epochs < 0)) {
+        sample(&r);
+        double stopped = comm_stop_signal;  // rank 0 generates; every rank exits alike
+        comm_allreduce_max_f64(comm_world(), &stopped, 1);
+        if (stopped) {
+            comm_log("Stopped by signal %d during generation; exiting with status %d\n", (int)stopped, TRAIN_EXIT_PREEMPTED);
+            status = TRAIN_EXIT_PREEMPTED;
+        }
+    }
     data_batch_free(r.batch);
     for (int k = 0; k < 2; k++) {
         for (int m = 0; m < nplans; m++) data_plan_free(r.plans[k][m]);
