@@ -21,6 +21,7 @@ suite "comm: collectives (np=4)" mpirun --oversubscribe --allow-run-as-root -np 
 suite "gpu-emu: CUDA kernels against the CPU ones, on a CPU emulation of the GPU" build/test_gpu_emu
 suite "gpu-emu: the whole program on the emulated GPU" bash test/test_emu.sh
 suite "gpu-check: make gpu-check dry-runs on the emulator (bookkeeping and table, not timings)" bash test/test_gpu_check.sh
+suite "ptxas: no register spills in the attention kernels (sm_80, sm_90), backward blocks per SM" bash test/test_ptxas.sh
 suite "model: whole-model gradient check" build/test_model
 suite "parity: PyTorch reference (dump)" build/test_model --dump "$DUMP"
 suite "parity: PyTorch reference (compare)" /usr/bin/python3 test/parity.py "$DUMP/step_00000000.h5"

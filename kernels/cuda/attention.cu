@@ -29,16 +29,24 @@ constexpr int kAttThreads = 256;  // 16 x 16: ty = tid / 16 owns tile rows ty + 
 // Tile sizes per padded head dim (multiples of 16). Shared memory stays <= ~116 KB, within the
 // A100's 163 KB per block and the H100's 227 KB. SMALL halves backward's tiles to <= ~73 KB for
 // parts with less (sm_86/89: 99 KB), chosen at run time from the device's limit. FWD, DKV, DQ:
-// the kernels' floats of shared memory.
+// the kernels' bytes of shared memory, functions of the padded head dim and the tile.
+constexpr size_t att_fwd_smem(int P, int BQ, int BK) {
+    return sizeof(float) * ((size_t)(BQ + 2 * BK) * (P + 1) + (size_t)BQ * (BK + 1));
+}
+constexpr size_t att_dkv_smem(int P, int BQ, int BK) {
+    return sizeof(float) * ((size_t)2 * (BK + BQ) * (P + 1) + (size_t)2 * BK * (BQ + 1) + 2 * BQ);
+}
+constexpr size_t att_dq_smem(int P, int BQ, int BK) {
+    return sizeof(float) * ((size_t)2 * (BQ + BK) * (P + 1) + (size_t)BQ * (BK + 1) + 2 * BQ);
+}
 template <int P> struct AttFwdTiles {
     static constexpr int FWD_Q = 64, FWD_K = P > 64 ? 32 : 64;
-    static constexpr size_t FWD = (size_t)(FWD_Q + 2 * FWD_K) * (P + 1) + (size_t)FWD_Q * (FWD_K + 1);
+    static constexpr size_t FWD = att_fwd_smem(P, FWD_Q, FWD_K);
 };
 template <int P, bool SMALL> struct AttBwdTiles {
     static constexpr int DKV_Q = P > 64 ? 32 : 64, DKV_K = SMALL ? 32 : 64;    // dK/dV
     static constexpr int DQ_Q = SMALL ? 32 : 64, DQ_K = P > 64 ? 32 : 64;      // dQ
-    static constexpr size_t DKV = (size_t)2 * (DKV_K + DKV_Q) * (P + 1) + (size_t)2 * DKV_K * (DKV_Q + 1) + 2 * DKV_Q;
-    static constexpr size_t DQ = (size_t)2 * (DQ_Q + DQ_K) * (P + 1) + (size_t)DQ_Q * (DQ_K + 1) + 2 * DQ_Q;
+    static constexpr size_t DKV = att_dkv_smem(P, DKV_Q, DKV_K), DQ = att_dq_smem(P, DQ_Q, DQ_K);
 };
 
 // dst (ROWS, HDP + 1) <- rows of src (row stride ld): the first `valid` rows and hd columns,
@@ -108,8 +116,8 @@ __device__ __forceinline__ void load_row_stats(float *Ls, float *Ds, const float
 
 // ---- forward ----
 // grid (Tq tiles, H, B). Query t sits at position off + t, off = Tk - Tq, and sees keys <= that.
-template <int HDP, int BQ, int BK, bool DROP, bool DOCS>
-__global__ void __launch_bounds__(kAttThreads)
+template <int HDP, int BQ, int BK, bool DROP, bool DOCS, size_t SMEM = att_fwd_smem(HDP, BQ, BK)>
+__global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
     att_fwd_kernel(Act out, float *lse, Act q, Act k, Act v, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride,
                    float scale, AttDrop drop, const int32_t *kstart) {
     constexpr int LDH = HDP + 1, LDP = BK + 1, RM = BQ / 16, RK = BK / 16, RD = HDP / 16;
@@ -204,8 +212,8 @@ __global__ void att_delta_kernel(float *delta, Act dout, Act out, int T, int H, 
 }
 
 // grid (T key tiles, KV, B): dk, dv (BK, hd) of one kv head, over its group's query heads
-template <int HDP, int BQ, int BK, bool DROP, bool DOCS>
-__global__ void __launch_bounds__(kAttThreads)
+template <int HDP, int BQ, int BK, bool DROP, bool DOCS, size_t SMEM = att_dkv_smem(HDP, BQ, BK)>
+__global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
     att_bwd_dkdv_kernel(Act dk, Act dv, Act q, Act k, Act v, Act dout, const float *lse, const float *delta, int T,
                         int H, int KV, int hd, float scale, AttDrop drop, const int32_t *kstart) {
     constexpr int LDH = HDP + 1, LDQ = BQ + 1, RK = BK / 16, RQ = BQ / 16, RD = HDP / 16;
@@ -275,8 +283,8 @@ __global__ void __launch_bounds__(kAttThreads)
 }
 
 // grid (T query tiles, H, B): dq (BQ, hd) of one head
-template <int HDP, int BQ, int BK, bool DROP, bool DOCS>
-__global__ void __launch_bounds__(kAttThreads)
+template <int HDP, int BQ, int BK, bool DROP, bool DOCS, size_t SMEM = att_dq_smem(HDP, BQ, BK)>
+__global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
     att_bwd_dq_kernel(Act dq, Act q, Act k, Act v, Act dout, const float *lse, const float *delta, int T, int H,
                       int KV, int hd, float scale, AttDrop drop, const int32_t *kstart) {
     constexpr int LDH = HDP + 1, LDS = BK + 1, RM = BQ / 16, RK = BK / 16, RD = HDP / 16;
@@ -370,7 +378,7 @@ void cuda_attention_fwd(void *out, float *saved, const void *q, const void *k, c
                 using C = AttFwdTiles<HDP>;
                 constexpr int BQ = C::FWD_Q, BK = C::FWD_K;
                 att_launch(att_fwd_kernel<HDP, BQ, BK, DROP, DOCS>, dim3((Tq + BQ - 1) / BQ, H, B), kAttThreads,
-                           C::FWD * sizeof(float), act(out), saved, act(q), act(k), act(v), Tq, Tk, H, KV, hd,
+                           C::FWD, act(out), saved, act(q), act(k), act(v), Tq, Tk, H, KV, hd,
                            kv_bstride, scale, dp, kstart);
             });
         });
@@ -404,19 +412,19 @@ void cuda_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void
                 constexpr int HDP = decltype(head)::HDP;
                 constexpr bool DROP = decltype(on)::value, DOCS = decltype(docs)::value;
                 using Big = AttBwdTiles<HDP, false>;
-                const bool small = sizeof(float) * std::max(Big::DKV, Big::DQ) > cuda_smem_per_block();
+                const bool small = std::max(Big::DKV, Big::DQ) > cuda_smem_per_block();
                 with_flag(small, [&](auto sm) {  // a bool as a type: the small tiles or the default ones
                     using C = AttBwdTiles<HDP, decltype(sm)::value>;
                     {
                         constexpr int BQ = C::DKV_Q, BK = C::DKV_K;
                         att_launch(att_bwd_dkdv_kernel<HDP, BQ, BK, DROP, DOCS>, dim3((T + BK - 1) / BK, KV, B),
-                                   kAttThreads, C::DKV * sizeof(float), act(dk), act(dv), act(q), act(k), act(v),
+                                   kAttThreads, C::DKV, act(dk), act(dv), act(q), act(k), act(v),
                                    act(dout), saved, delta, T, H, KV, hd, scale, dp, kstart);
                     }
                     {
                         constexpr int BQ = C::DQ_Q, BK = C::DQ_K;
                         att_launch(att_bwd_dq_kernel<HDP, BQ, BK, DROP, DOCS>, dim3((T + BQ - 1) / BQ, H, B),
-                                   kAttThreads, C::DQ * sizeof(float), act(dq), act(q), act(k), act(v), act(dout),
+                                   kAttThreads, C::DQ, act(dq), act(q), act(k), act(v), act(dout),
                                    saved, delta, T, H, KV, hd, scale, dp, kstart);
                     }
                 });

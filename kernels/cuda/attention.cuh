@@ -68,6 +68,21 @@ __device__ __forceinline__ int att_query_end(const int32_t *ks, int q0, int T, i
     return lo;
 }
 
+// The blocks per SM a kernel's launch bounds ask for: 2 where two blocks' smem_bytes of shared
+// memory fit one SM (plus the 1 KB per block the hardware reserves; 228 KB on sm_90, 164 KB on
+// sm_80 and used for the parts that run its code), else 1. Without it ptxas picks its own register
+// target for occupancy, and spills a few registers to reach it. The kernels take their shared
+// memory as a defaulted template argument SMEM: it feeds their launch bounds, and shows in their
+// names in the ptxas report, which test/test_ptxas.sh reads to check spills and blocks per SM.
+constexpr int att_min_blocks(size_t smem_bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr size_t sm_smem = 228 << 10;
+#else
+    constexpr size_t sm_smem = 164 << 10;
+#endif
+    return 2 * (smem_bytes + 1024) <= sm_smem ? 2 : 1;
+}
+
 // Launches an attention kernel with smem_bytes of dynamic shared memory. The callers pick tiles
 // that fit the device; this catches a shape that fits none.
 template <class... KArgs, class... Args>

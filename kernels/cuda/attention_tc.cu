@@ -37,6 +37,14 @@ template <int HDP> struct TcLd {
     static constexpr int H = HDP + 8, O = HDP + 4;
 };
 
+// Shared memory of the three kernels, in bytes, for a padded head dim.
+template <int HDP> constexpr size_t fwd_smem() {
+    return sizeof(float) * kTile * (kLdS + TcLd<HDP>::O) + sizeof(bf16) * kTile * (3 * TcLd<HDP>::H + kLdP);
+}
+template <int HDP> constexpr size_t bwd_smem(int bf16_tiles, int p_tiles) {
+    return sizeof(float) * kTile * (2 * kLdS + 2) + sizeof(bf16) * kTile * (bf16_tiles * TcLd<HDP>::H + p_tiles * kLdP);
+}
+
 // dst (ROWS, HDP + 8) bf16 <- activation rows of src (row stride ld): the first `valid` rows and hd
 // columns, zeros elsewhere. Consecutive threads read consecutive columns (coalesced).
 template <int ROWS, int HDP>
@@ -69,29 +77,35 @@ __device__ __forceinline__ void next_tiles(bf16 *A, bf16 *B, Act a, Act b, size_
 }
 
 // One warp: C (16, NC) = A (16, K) @ B^T with B given as NC rows of K, C float (row stride ldc).
+// Up to K = 64 the A fragments stay in registers across the columns; a longer K reloads them per
+// column tile, which keeps the 128-wide head dim's kernels within 255 registers without spills.
 template <int K, int NC>
 __device__ __forceinline__ void warp_abt(float *C, int ldc, const bf16 *A, int lda, const bf16 *B, int ldb) {
-    FragA a[K / 16];
+    constexpr bool KEEP = K <= 64;
+    FragA a[KEEP ? K / 16 : 1];
 #pragma unroll
-    for (int kk = 0; kk < K / 16; kk++) wmma::load_matrix_sync(a[kk], A + 16 * kk, lda);
+    for (int kk = 0; kk < (KEEP ? K / 16 : 0); kk++) wmma::load_matrix_sync(a[kk], A + 16 * kk, lda);
 #pragma unroll
     for (int j = 0; j < NC / 16; j++) {
         FragC c;
         wmma::fill_fragment(c, 0.0f);
 #pragma unroll
         for (int kk = 0; kk < K / 16; kk++) {
+            if (!KEEP) wmma::load_matrix_sync(a[0], A + 16 * kk, lda);
             FragBt b;
             wmma::load_matrix_sync(b, B + 16 * j * ldb + 16 * kk, ldb);
-            wmma::mma_sync(c, a[kk], b, c);
+            wmma::mma_sync(c, a[KEEP ? kk : 0], b, c);
         }
         wmma::store_matrix_sync(C + 16 * j, c, ldc, wmma::mem_row_major);
     }
 }
 
-// One warp: acc (16, 16 NJ) += A (16, K) @ B (K, 16 NJ), B row-major.
+// One warp: acc (16, 16 NJ) += A (16, K) @ B (K, 16 NJ), B row-major. The K loop stays rolled:
+// unrolled, ptxas hoists the next steps' B fragments next to the 128 accumulator registers of
+// dK/dV at head dim 128, and spills.
 template <int K, int NJ>
 __device__ __forceinline__ void warp_ab_acc(FragC (&acc)[NJ], const bf16 *A, int lda, const bf16 *B, int ldb) {
-#pragma unroll
+#pragma unroll 1
     for (int kk = 0; kk < K / 16; kk++) {
         FragA a;
         wmma::load_matrix_sync(a, A + 16 * kk, lda);
@@ -122,8 +136,8 @@ __device__ __forceinline__ void warp_store(Act dst, size_t ld, FragC (&acc)[NJ],
 // grid (Tq tiles, H, B). Query t sits at position off + t, off = Tk - Tq, and sees keys <= that.
 // The unnormalised output O of the block's rows lives in shared memory: the online softmax
 // rescales its rows, the tensor cores add P V to it.
-template <int HDP, bool DROP, bool DOCS>
-__global__ void __launch_bounds__(kThreads)
+template <int HDP, bool DROP, bool DOCS, size_t SMEM = fwd_smem<HDP>()>
+__global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
     att_fwd_tc_kernel(Act out, float *lse, Act q, Act k, Act v, int Tq, int Tk, int H, int KV, int hd,
                       size_t kv_bstride, float scale, AttDrop drop, const int32_t *kstart) {
     constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
@@ -143,23 +157,23 @@ __global__ void __launch_bounds__(kThreads)
     const Act kb = k + (b * kv_bstride + (size_t)g * hd), vb = v + (b * kv_bstride + (size_t)g * hd);
     const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
     const int32_t *ks = DOCS ? kstart + (size_t)b * Tq : nullptr;  // (Tq) the first key each query sees
-    // lane i holds that of the warp's row i % 16; the row loop takes it by shuffle (one register, not 16)
+    // Per-row values of the warp's 16 rows live in the lanes: lane i holds row i % 16's, and the
+    // row loop takes them by shuffle (a register each, not 16)
     const int kfirst_lane = DOCS && r0 + lane % 16 < nq ? ks[q0 + r0 + lane % 16] : 0;
+    float m_lane = -INFINITY, l_lane = 0.0f;  // running max and sum of the row
 
     load_tile_bf16<kTile, HDP>(Qs, q + qrow0, ldq, nq, hd);
     for (int i = threadIdx.x; i < kTile * LDO; i += kThreads) Os[i] = 0.0f;
-    float m[16], l[16];  // the warp's rows; every lane holds the same values
-#pragma unroll
-    for (int r = 0; r < 16; r++) m[r] = -INFINITY, l[r] = 0.0f;
 
     for (int k0 = DOCS ? ks[q0] / kTile * kTile : 0; k0 < kend; k0 += kTile) {
         next_tiles<HDP>(Ks, Vs, kb + (size_t)k0 * ldk, vb + (size_t)k0 * ldk, ldk, min(kTile, kend - k0), hd);
         warp_abt<HDP, kTile>(Ss + r0 * kLdS, kLdS, Qs + r0 * LDH, LDH, Ks, LDH);  // S = Q K^T
         __syncwarp();
-#pragma unroll
+#pragma unroll 2
         for (int r = 0; r < 16; r++) {
             const int row = r0 + r, qpos = off + q0 + row;
             const int kfirst = DOCS ? __shfl_sync(0xffffffffu, kfirst_lane, r) : 0;
+            const float m = __shfl_sync(0xffffffffu, m_lane, r), l = __shfl_sync(0xffffffffu, l_lane, r);
             float s[2], mx = -INFINITY;
 #pragma unroll
             for (int c = 0; c < 2; c++) {
@@ -167,9 +181,9 @@ __global__ void __launch_bounds__(kThreads)
                 s[c] = k0 + col <= qpos && (!DOCS || k0 + col >= kfirst) ? Ss[row * kLdS + col] * scale : -INFINITY;
                 mx = fmaxf(mx, s[c]);
             }
-            const float mnew = fmaxf(m[r], warp_reduce(mx, MaxOp()));
+            const float mnew = fmaxf(m, warp_reduce(mx, MaxOp()));
             const float base = mnew == -INFINITY ? 0.0f : mnew;  // no visible key yet: keep exp() finite
-            const float alpha = expf(m[r] - base);
+            const float alpha = expf(m - base);
             float rs = 0.0f;
             const uint64_t idx0 = ((uint64_t)h * Tq + q0 + row) * Tk + k0 + lane;  // mask index of column c = 0
 #pragma unroll
@@ -179,8 +193,8 @@ __global__ void __launch_bounds__(kThreads)
                     DROP && !kern_dropout_keep(seed, idx0 + 32 * c, drop.threshold) ? __float2bfloat16(0.0f) : p;
                 rs += __bfloat162float(p);  // normalise by the probabilities P V actually uses (before dropout)
             }
-            l[r] = l[r] * alpha + warp_reduce(rs, SumOp());
-            m[r] = mnew;
+            const float lnew = l * alpha + warp_reduce(rs, SumOp());
+            if (lane % 16 == r) m_lane = mnew, l_lane = lnew;
             for (int d = lane; d < HDP; d += 32) Os[row * LDO + d] *= alpha;
         }
         __syncwarp();
@@ -193,13 +207,13 @@ __global__ void __launch_bounds__(kThreads)
         __syncwarp();
     }
 
-#pragma unroll
     for (int r = 0; r < 16; r++) {
         const int row = r0 + r;
+        const float m = __shfl_sync(0xffffffffu, m_lane, r), l = __shfl_sync(0xffffffffu, l_lane, r);
         if (row < nq) {
-            const float inv = 1.0f / l[r] * (DROP ? drop.scale : 1.0f);
+            const float inv = 1.0f / l * (DROP ? drop.scale : 1.0f);
             for (int d = lane; d < hd; d += 32) out[qrow0 + (size_t)row * ldq + d] = Os[row * LDO + d] * inv;
-            if (lane == 0) lse[((size_t)b * H + h) * Tq + q0 + row] = m[r] + logf(l[r]);
+            if (lane == 0) lse[((size_t)b * H + h) * Tq + q0 + row] = m + logf(l);
         }
     }
 }
@@ -209,8 +223,8 @@ __global__ void __launch_bounds__(kThreads)
 
 // grid (T key tiles, KV, B): dk, dv of one kv head's 64 keys, over its group's query heads and the
 // query tiles at or after the keys. Each warp owns 16 keys and keeps their dK, dV in fragments.
-template <int HDP, bool DROP, bool DOCS>
-__global__ void __launch_bounds__(kThreads)
+template <int HDP, bool DROP, bool DOCS, size_t SMEM = bwd_smem<HDP>(4, 2)>
+__global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
     att_bwd_dkdv_tc_kernel(Act dk, Act dv, Act q, Act k, Act v, Act dout, const float *lse, const float *delta, int T,
                            int H, int KV, int hd, float scale, AttDrop drop, const int32_t *kstart) {
     constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
@@ -280,8 +294,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // grid (T query tiles, H, B): dq of one head's 64 queries over the key tiles they see.
-template <int HDP, bool DROP, bool DOCS>
-__global__ void __launch_bounds__(kThreads)
+template <int HDP, bool DROP, bool DOCS, size_t SMEM = bwd_smem<HDP>(4, 1)>
+__global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
     att_bwd_dq_tc_kernel(Act dq, Act q, Act k, Act v, Act dout, const float *lse, const float *delta, int T, int H,
                          int KV, int hd, float scale, AttDrop drop, const int32_t *kstart) {
     constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
@@ -341,14 +355,6 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();  // Ss and dPs become the (64, LDO) output staging
     warp_store(dq + qrow0 + r0 * ldq, ldq, dqa, smem + r0 * LDO, LDO, nq - r0, hd, scale);
-}
-
-// Shared memory of the three kernels, in bytes, for a padded head dim.
-template <int HDP> constexpr size_t fwd_smem() {
-    return sizeof(float) * kTile * (kLdS + TcLd<HDP>::O) + sizeof(bf16) * kTile * (3 * TcLd<HDP>::H + kLdP);
-}
-template <int HDP> constexpr size_t bwd_smem(int bf16_tiles, int p_tiles) {
-    return sizeof(float) * kTile * (2 * kLdS + 2) + sizeof(bf16) * kTile * (bf16_tiles * TcLd<HDP>::H + p_tiles * kLdP);
 }
 
 }  // namespace

@@ -150,6 +150,9 @@ static inline double __shfl_xor_sync(unsigned, double v, int o) { return emu_shf
 static inline int __shfl_sync(unsigned, int v, int src) {
     return emu_shfl(v, [src](unsigned) { return (unsigned)src; });
 }
+static inline float __shfl_sync(unsigned, float v, int src) {
+    return emu_shfl(v, [src](unsigned) { return (unsigned)src; });
+}
 
 namespace emu {
 struct Cfg {
