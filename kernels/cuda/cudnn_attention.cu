@@ -278,16 +278,16 @@ struct Graph {
         if (!seq_q) return s;
         Desc row = pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, nullptr, nullptr,
                              virt(CUDNN_DATA_INT32, shape), 2);
-        Desc col = pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, nullptr, nullptr,
-                             virt(CUDNN_DATA_INT32, shape), 3);
-        Desc row_in = pointwise(CUDNN_POINTWISE_CMP_LT, CUDNN_DATA_BOOLEAN, row, seq_q, nullptr,
-                                virt(CUDNN_DATA_BOOLEAN, shape));
-        Desc col_in = pointwise(CUDNN_POINTWISE_CMP_LT, CUDNN_DATA_BOOLEAN, col, seq_kv, nullptr,
-                                virt(CUDNN_DATA_BOOLEAN, shape));
-        Desc keep = mistake(CUDNN_PROBE_NO_SEQ_LEN_KV)
-                        ? row_in
-                        : pointwise(CUDNN_POINTWISE_LOGICAL_AND, CUDNN_DATA_BOOLEAN, row_in, col_in, nullptr,
+        Desc keep = pointwise(CUDNN_POINTWISE_CMP_LT, CUDNN_DATA_BOOLEAN, row, seq_q, nullptr,
+                              virt(CUDNN_DATA_BOOLEAN, shape));
+        if (!mistake(CUDNN_PROBE_NO_SEQ_LEN_KV)) {  // the probe's mask leaves seq_len_kv out
+            Desc col = pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, nullptr, nullptr,
+                                 virt(CUDNN_DATA_INT32, shape), 3);
+            Desc col_in = pointwise(CUDNN_POINTWISE_CMP_LT, CUDNN_DATA_BOOLEAN, col, seq_kv, nullptr,
                                     virt(CUDNN_DATA_BOOLEAN, shape));
+            keep = pointwise(CUDNN_POINTWISE_LOGICAL_AND, CUDNN_DATA_BOOLEAN, keep, col_in, nullptr,
+                             virt(CUDNN_DATA_BOOLEAN, shape));
+        }
         return pointwise(CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, s, neg_inf, keep,
                          virt(CUDNN_DATA_FLOAT, shape));
     }
