@@ -13,6 +13,8 @@ void *cuda_compute_stream(void);
 
 // kern_select_attention on the GPU (cudnn_attention.cu): want is a KernAttention
 const char *cuda_attention_select(int want, int bf16, int head_dim, int *failed);
+// the attention kernel selected, in a word or a few (kern_attention_kernel)
+const char *cuda_attention_kernel(void);
 
 // For the tests: builds one SDPA graph of the given shape (bwd: the backward; docs: document
 // masked, B entries) with at most one deliberate mistake, and returns NULL when cuDNN finalizes

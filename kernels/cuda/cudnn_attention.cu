@@ -501,8 +501,28 @@ Plan *plan_for(int bwd, int docs, int B, int T, int H, int KV, int hd, const cha
     return &p;
 }
 
+// Under --attention auto|cudnn, a call that the native kernel runs instead is logged once per
+// reason, so that no fallback is quiet (refused shapes: once per shape, in takes).
+enum Fallback { FB_DROPOUT, FB_FP32, FB_KV_CACHE, FB_DOCS, FB_N };
+void fallback_once(Fallback f) {
+    static bool said[FB_N];
+    static const char *const why[FB_N] = {
+        "dropout (cuDNN's dropout mask is not fsdpc's layout-free hash)",
+        "an fp32 compute call (cuDNN's fused attention runs bf16 operands only)",
+        "a KV-cache shape (fewer queries than keys, or a strided cache)",
+        "more documents than the largest cuDNN entry bucket (64 per row), or offsets past INT32"};
+    if (att_choice == ATT_NATIVE || said[f]) return;
+    said[f] = true;
+    comm_log("fsdpc: attention: the native kernel runs calls with %s; cuDNN runs the rest\n", why[f]);
+}
+
 // whether cuDNN may take calls with these options at all
-bool chosen(const AttDrop *drop) { return att_choice != ATT_NATIVE && !drop && cuda_ctx.compute != COMPUTE_FP32; }
+bool chosen(const AttDrop *drop) {
+    if (att_choice == ATT_NATIVE) return false;
+    if (drop) fallback_once(FB_DROPOUT);
+    if (!drop && cuda_ctx.compute == COMPUTE_FP32) fallback_once(FB_FP32);
+    return !drop && cuda_ctx.compute != COMPUTE_FP32;
+}
 
 // whether cuDNN takes this call; a refused shape under --attention cudnn ends the job
 bool takes(int bwd, int docs, int B, int T, int H, int KV, int hd, const AttDrop *drop, Plan **plan) {
@@ -511,7 +531,8 @@ bool takes(int bwd, int docs, int B, int T, int H, int KV, int hd, const AttDrop
     *plan = plan_for(bwd, docs, B, T, H, KV, hd, &why);
     if (!why) return true;
     if (att_choice == ATT_CUDNN_ONLY) comm_fatal("--attention cudnn: %s", why);
-    if (why != kRefusedBefore) comm_log("fsdpc: attention: %s; the native kernel runs this shape\n", why);
+    if (why != kRefusedBefore)
+        comm_log("fsdpc: attention: %s; the native kernel runs this shape (--attention auto)\n", why);
     return false;
 }
 
@@ -674,10 +695,15 @@ struct Bf16View {
 
 bool cudnn_att_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq, int Tk, int H, int KV, int hd,
                    size_t kv_bstride, const int32_t *kstart, const AttDrop *drop) {
-    if (Tq != Tk || kv_bstride != (size_t)Tk * KV * hd || !chosen(drop)) return false;
+    if (!chosen(drop)) return false;
+    if (Tq != Tk || kv_bstride != (size_t)Tk * KV * hd) {
+        fallback_once(FB_KV_CACHE);
+        return false;
+    }
     const int T = Tq;
     DocTable tab{};
     const int entries = kstart ? doc_entries(&tab, kstart, B, T, H, KV, hd) : B;
+    if (!entries) fallback_once(FB_DOCS);
     Plan *plan;
     if (!entries || !takes(0, kstart != nullptr, entries, T, H, KV, hd, drop, &plan)) return false;
     const size_t nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd;
@@ -701,6 +727,7 @@ bool cudnn_att_bwd(Act dq, Act dk, Act dv, float *sum, Act dout, Act out, const 
     if (!chosen(drop)) return false;
     DocTable tab{};
     const int entries = kstart ? doc_entries(&tab, kstart, B, T, H, KV, hd) : B;
+    if (!entries) fallback_once(FB_DOCS);
     Plan *plan;
     if (!entries || !takes(1, kstart != nullptr, entries, T, H, KV, hd, drop, &plan)) return false;
     const size_t nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd;
@@ -888,4 +915,10 @@ extern "C" const char *cuda_cudnn_probe(int bwd, int docs, int B, int T, int H, 
     g->release();
     delete g;
     return ok ? NULL : why;
+}
+
+extern "C" const char *cuda_attention_kernel(void) {
+    return att_choice == ATT_CUDNN_ONLY   ? "cudnn"
+           : att_choice == ATT_CUDNN_AUTO ? "cudnn (native where cuDNN does not take a call)"
+                                          : "native";
 }
