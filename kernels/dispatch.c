@@ -237,6 +237,13 @@ const char *kern_select_attention(KernAttention want, int bf16, int head_dim, in
            "--attention auto|native)";
 }
 
+const char *kern_attention_kernel(void) {
+#ifdef FSDPC_CUDA
+    if (on_gpu) return cuda_attention_kernel();
+#endif
+    return "cpu";
+}
+
 int kern_params_bf16(void) { return on_gpu && compute_bf16; }
 
 const void *kern_param_at(const void *p, size_t i) {

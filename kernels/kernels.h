@@ -40,6 +40,9 @@ typedef enum { KERN_ATTENTION_AUTO, KERN_ATTENTION_CUDNN, KERN_ATTENTION_NATIVE 
 // After kern_select_device and kern_set_compute_bf16. Returns the line to log (NULL: nothing to
 // say); *failed when it is instead the error that ends the run.
 const char *kern_select_attention(KernAttention want, int bf16, int head_dim, int *failed);
+// The attention kernel kern_select_attention chose, for the run's summary line: "cpu", "native",
+// "cudnn", or cudnn with the native kernel where cuDNN does not take a call (auto).
+const char *kern_attention_kernel(void);
 // Parameters (the `const void *` weights, biases and tables below: gathered units) are bf16 under
 // --precision bf16 on a GPU, where matmuls take them as tensor-core operands as they are and the
 // other kernels widen them as they read; fp32 otherwise. Gradients are fp32 either way.

@@ -866,15 +866,15 @@ int train_run(Config *c) {
         int by_epochs = (int)(((uint64_t)c->max_epochs * r.train.nchunks + r.global_batch - 1) / r.global_batch);
         if (c->max_steps < 0 || by_epochs < r.max_steps) r.max_steps = by_epochs;
     }
-    char desc[2048];
-    config_describe(c, desc, sizeof desc);
-    comm_log("fsdpc: %d rank(s) on %s, %d thread(s)/rank, %.2fM parameters\n%s\n", comm_info.world,
-             kern_device_name(), c->num_threads, r.plan.num_params / 1e6, desc);
-    if (kern_peak_flops() > 0) comm_log("MFU against %.0f TFLOP/s dense bf16 per GPU\n", kern_peak_flops() / 1e12);
     int att_failed;  // the model's head dim is known only now
     const char *att = kern_select_attention(c->attention, c->precision == PRECISION_BF16, config_head_dim(&c->model),
                                             &att_failed);
     comm_check_all(att_failed ? att : NULL);
+    char desc[2048];
+    config_describe(c, desc, sizeof desc);
+    comm_log("fsdpc: %d rank(s) on %s, %d thread(s)/rank, %.2fM parameters\n%s attention=%s\n", comm_info.world,
+             kern_device_name(), c->num_threads, r.plan.num_params / 1e6, desc, kern_attention_kernel());
+    if (kern_peak_flops() > 0) comm_log("MFU against %.0f TFLOP/s dense bf16 per GPU\n", kern_peak_flops() / 1e12);
     if (att) comm_log("fsdpc: %s\n", att);
     if (c->cpu_offload && !kern_on_gpu())
         comm_log("--cpu_offload: no effect on the CPU device (parameters already live in host memory)\n");

@@ -676,6 +676,73 @@ static void test_cudnn_attention(void) {
     set_mode(COMPUTE_FP32);
 }
 
+// The emulated cuDNN refuses what real cuDNN refuses, by name: each graph with one deliberate
+// mistake (cuda_cudnn_probe) against the words of its refusal, and every graph fsdpc builds
+// accepted. FSDPC_EMU_SM / FSDPC_EMU_CUDNN_VERSION play other GPUs and cuDNN versions.
+static void test_cudnn_strict(void) {
+    if (emu_cudnn_plans_built == NULL) return;  // real cuDNN: gpu-check lists its acceptance
+    static const struct {
+        int bwd, docs, B, T, H, KV, hd, mistake;
+        const char *sm, *version, *want;  // want: NULL = accepted
+    } cases[] = {
+        // the graphs fsdpc builds: forward and backward, GQA and not, hd 64 and 128, document masked
+        {0, 0, 2, 96, 4, 2, 64, CUDNN_PROBE_NONE, NULL, NULL, NULL},
+        {1, 0, 2, 96, 4, 2, 64, CUDNN_PROBE_NONE, NULL, NULL, NULL},
+        {0, 0, 1, 130, 4, 4, 128, CUDNN_PROBE_NONE, NULL, NULL, NULL},
+        {1, 0, 1, 130, 4, 4, 128, CUDNN_PROBE_NONE, NULL, NULL, NULL},
+        {0, 1, 8, 64, 8, 2, 64, CUDNN_PROBE_NONE, NULL, NULL, NULL},
+        {1, 1, 8, 64, 8, 2, 64, CUDNN_PROBE_NONE, NULL, NULL, NULL},
+        {1, 0, 2, 128, 4, 2, 128, CUDNN_PROBE_NONE, NULL, NULL, NULL},  // T == hd
+        {0, 0, 2, 96, 4, 2, 128, CUDNN_PROBE_NONE, "80", "90900", NULL},  // Ampere, cuDNN 9.9
+        {1, 1, 8, 64, 8, 2, 64, CUDNN_PROBE_NONE, "80", "91900", NULL},   // ragged on Ampere, 9.18.1+
+        // one mistake each
+        {0, 0, 2, 96, 4, 2, 64, CUDNN_PROBE_P_FLOAT, NULL, NULL, "intermediate data type: tensor"},
+        {0, 0, 2, 96, 4, 2, 64, CUDNN_PROBE_P_FLOAT, NULL, NULL, "P before P.V, is FLOAT; the fused pattern takes BFLOAT16"},
+        {1, 0, 2, 96, 4, 2, 64, CUDNN_PROBE_PT_FLOAT, NULL, NULL, "P^T (for dV) or dS^T (for dK), is FLOAT"},
+        {1, 0, 2, 96, 4, 2, 64, CUDNN_PROBE_DS_FLOAT, NULL, NULL, "P^T (for dV) or dS^T (for dK), is FLOAT"},
+        {0, 0, 2, 96, 4, 2, 64, CUDNN_PROBE_SCORES_HALF, NULL, NULL, "is HALF; the fused pattern takes FLOAT"},
+        {0, 0, 2, 96, 4, 2, 64, CUDNN_PROBE_STATS_BF16, NULL, NULL, "Stats data type: it is BFLOAT16"},
+        {1, 0, 2, 96, 4, 2, 64, CUDNN_PROBE_STATS_BF16, NULL, NULL, "Stats data type: it is BFLOAT16"},
+        {1, 0, 2, 96, 4, 2, 64, CUDNN_PROBE_SUM_BF16, NULL, NULL, "softmax_sum data type: it is BFLOAT16"},
+        {1, 0, 2, 96, 4, 2, 64, CUDNN_PROBE_DQ_ACCUM_BF16, NULL, NULL, "dQ accumulator: it is BFLOAT16"},
+        {0, 0, 2, 96, 4, 2, 64, CUDNN_PROBE_STATS_LAYOUT, NULL, NULL, "Stats layout"},
+        {0, 0, 2, 96, 4, 2, 64, CUDNN_PROBE_IO_FLOAT, NULL, NULL, "I/O data type: Q is FLOAT"},
+        {0, 0, 2, 96, 4, 2, 64, CUDNN_PROBE_NONE, "75", NULL, "SM80: fused flash attention needs an Ampere"},
+        {0, 0, 2, 96, 4, 2, 64, CUDNN_PROBE_HEAD_STRIDE2, NULL, NULL, "head-dim stride: tensor 1 has stride 2"},
+        {0, 0, 2, 96, 4, 2, 60, CUDNN_PROBE_NONE, NULL, NULL, "head dim: 60 is not a multiple of 8"},
+        {1, 0, 2, 96, 4, 2, 20, CUDNN_PROBE_NONE, NULL, NULL, "head dim: 20 is not a multiple of 8"},
+        {0, 0, 1, 64, 2, 2, 192, CUDNN_PROBE_NONE, "80", "90900", "head dim: 192 > 128, the most on Ampere"},
+        {0, 0, 1, 64, 2, 2, 264, CUDNN_PROBE_NONE, "90", "90900", "head dim: 264 > 256, the most on Hopper"},
+        {0, 0, 1, 64, 2, 2, 192, CUDNN_PROBE_NONE, "90", "90900", NULL},  // within Hopper's 256
+        {0, 0, 2, 96, 4, 3, 64, CUDNN_PROBE_NONE, NULL, NULL, "heads % kv_heads: 4 query heads are not a multiple of 3"},
+        {1, 0, 2, 96, 6, 4, 64, CUDNN_PROBE_NONE, NULL, NULL, "heads % kv_heads: 6 query heads"},
+        {1, 0, 4, 64, 4, 2, 64, CUDNN_PROBE_RAGGED_NO_PADDING, NULL, NULL, "ragged offsets: they are only supported with a padding mask"},
+        {0, 1, 8, 64, 4, 2, 64, CUDNN_PROBE_NO_SEQ_LEN_KV, NULL, NULL, "padding mask: it requires both seq_len_q and seq_len_kv"},
+        {1, 1, 8, 64, 4, 2, 64, CUDNN_PROBE_NO_SEQ_LEN_KV, NULL, NULL, "padding mask: it requires both seq_len_q and seq_len_kv"},
+        {0, 1, 8, 64, 8, 2, 64, CUDNN_PROBE_NONE, "80", "91800", "ragged offsets: THD (ragged offset) needs Hopper"},
+        {1, 1, 8, 64, 8, 2, 64, CUDNN_PROBE_NONE, "90", "90500", "group-query attention with ragged offsets needs cuDNN 9.6"},
+        {0, 0, 2, 96, 4, 2, 64, CUDNN_PROBE_MASK_BEFORE_SCALE, NULL, NULL,
+         "operation order: the scores go Q.K^T, causal mask, scale, then the softmax"},
+        {0, 0, 2, 96, 4, 2, 64, CUDNN_PROBE_UNIFIED, NULL, NULL, "this attention needs the composite SDPA graph"},
+        {0, 0, 2, 96, 4, 2, 64, CUDNN_PROBE_UNIFIED, NULL, "91300", "unified SDPA node requires cuDNN 9.13.1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const __typeof__(cases[0]) *c = &cases[i];
+        if (c->sm) setenv("FSDPC_EMU_SM", c->sm, 1);
+        if (c->version) setenv("FSDPC_EMU_CUDNN_VERSION", c->version, 1);
+        const char *why = cuda_cudnn_probe(c->bwd, c->docs, c->B, c->T, c->H, c->KV, c->hd, c->mistake);
+        unsetenv("FSDPC_EMU_SM"), unsetenv("FSDPC_EMU_CUDNN_VERSION");
+        char name[160];
+        snprintf(name, sizeof name, "strict cuDNN: %s %s%s B=%d T=%d H=%d KV=%d hd=%d mistake %d (SM%s, %s)",
+                 c->want ? "refuses" : "accepts", c->docs ? "document-masked " : "", c->bwd ? "backward" : "forward",
+                 c->B, c->T, c->H, c->KV, c->hd, c->mistake, c->sm ? c->sm : "90", c->version ? c->version : "91900");
+        if (!c->want)
+            report(why == NULL, name, "refused: %s", why);
+        else
+            report(why && strstr(why, c->want), name, "expected a refusal with '%s', got %s", c->want, why ? why : "a plan");
+    }
+}
+
 // ---- SwiGLU on the fused gate|up ----
 
 static void test_swiglu(int N, int F) {
@@ -1256,6 +1323,7 @@ int main(int argc, char **argv) {
         test_attention_one_doc(2, 130, 4, 2, 64);
     }
     test_cudnn_attention();
+    test_cudnn_strict();
     test_bf16_params(64, 128, 96);
     test_bf16_params(37, 45, 83);  // odd sizes: the matmuls fall back to fp32, widening the weights
     set_mode(COMPUTE_FP32);

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_backend.h"
 #include "cudnn_attention.cuh"
 
 namespace {
@@ -42,6 +43,7 @@ struct CudnnApi {
 #define CUDNN_MEMBER(f) decltype(&::f) f;
     CUDNN_FUNCS(CUDNN_MEMBER)
 #undef CUDNN_MEMBER
+    decltype(&::cudnnGetLastErrorString) cudnnGetLastErrorString;  // optional: quoted in refusals
 };
 CudnnApi dnn;
 cudnnHandle_t dnn_handle;
@@ -67,6 +69,7 @@ const char *cudnn_open(void) {
     }
     CUDNN_FUNCS(CUDNN_LOOKUP)
 #undef CUDNN_LOOKUP
+    *(void **)&dnn.cudnnGetLastErrorString = dlsym(lib, "cudnnGetLastErrorString");
     cudnnStatus_t s = dnn.cudnnCreate(&dnn_handle);
     if (s == CUDNN_STATUS_SUCCESS) s = dnn.cudnnSetStream(dnn_handle, cuda_stream());
     if (s != CUDNN_STATUS_SUCCESS) {
@@ -99,7 +102,13 @@ void cudnn_check_at(cudnnStatus_t s, const char *call, const char *file, int lin
 
 // Tensor UIDs the variant pack supplies; virtual tensors count up from UID_VIRTUAL.
 enum : int64_t { UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF, UID_DO, UID_DQ, UID_DK, UID_DV,
-                 UID_SUM, UID_SEQ_Q, UID_SEQ_KV, UID_OFF_Q, UID_OFF_KV, UID_VIRTUAL = 100 };
+                 UID_SUM, UID_SEQ_Q, UID_SEQ_KV, UID_OFF_Q, UID_OFF_KV, UID_ONE, UID_DQ_ACCUM, UID_VIRTUAL = 100 };
+
+// the frontend's layouts (scaled_dot_product_flash_attention.h, CompositeSDPANode and
+// CompositeSDPABackwardNode): scores (b, h, s_q, s_kv) packed, row statistics (b, h, s_q, 1)
+// packed, transposes (reshape_p, reshape_dS) with the last two strides swapped
+int probe_mistake = CUDNN_PROBE_NONE;  // cuda_cudnn_probe's deliberate mistake, else none
+bool mistake(int m) { return probe_mistake == m; }
 
 struct Shape {
     int64_t dim[4], stride[4];
@@ -123,15 +132,19 @@ struct Graph {
     Desc ops[40];
     int n_ops = 0;
     int64_t next_uid = UID_VIRTUAL;
-    char why[384] = "";
-    Desc neg_inf = nullptr, scale = nullptr;
+    char why[640] = "";
+    Desc neg_inf = nullptr, scale = nullptr, one = nullptr;
     // document-masked graphs only: the sequence lengths and the ragged offsets of query-shaped and
     // kv-shaped tensors
     Desc seq_q = nullptr, seq_kv = nullptr, off_q = nullptr, off_kv = nullptr;
 
     bool ok() const { return !why[0]; }
     bool step(cudnnStatus_t s, const char *what) {
-        if (s != CUDNN_STATUS_SUCCESS && ok()) snprintf(why, sizeof why, "%s failed: %s", what, dnn.cudnnGetErrorString(s));
+        if (s != CUDNN_STATUS_SUCCESS && ok()) {
+            char last[256] = "";
+            if (dnn.cudnnGetLastErrorString) dnn.cudnnGetLastErrorString(last, sizeof last);
+            snprintf(why, sizeof why, "%s failed: %s%s%s", what, dnn.cudnnGetErrorString(s), last[0] ? ": " : "", last);
+        }
         return s == CUDNN_STATUS_SUCCESS;
     }
     // a new descriptor, owned by the graph; nullptr after a failure (later calls then do nothing)
@@ -242,17 +255,20 @@ struct Graph {
         return y;
     }
 
-    // the by-value scalars both graphs use: the score scale, and the masked score (the most negative
-    // float rather than -inf, so that no engine computes -inf - -inf)
-    void scalars() {
+    // the by-value FLOAT scalars: the score scale, the masked score (-inf, or the lowest float
+    // before cuDNN 9.10, as the frontend's get_negative_inf_value gives), and the backward's one,
+    // which softmax_sum is multiplied by where the frontend has no dropout (its one_tensor)
+    void scalars(bool bwd) {
         scale = tensor(UID_SCALE, CUDNN_DATA_FLOAT, packed(1, 1, 1, 1), false, true);
         neg_inf = tensor(UID_NEG_INF, CUDNN_DATA_FLOAT, packed(1, 1, 1, 1), false, true);
+        if (bwd) one = tensor(UID_ONE, CUDNN_DATA_FLOAT, packed(1, 1, 1, 1), false, true);
     }
     // Document masking: each batch entry is one document of seq_q = seq_kv tokens (device INT32,
     // (B, 1, 1, 1)) at the element offsets off_q / off_kv ((B + 1, 1, 1, 1)) of the packed rows.
-    void documents(int64_t B) {
+    void documents(int64_t B, bool ragged) {
         seq_q = tensor(UID_SEQ_Q, CUDNN_DATA_INT32, packed(B, 1, 1, 1), false);
         seq_kv = tensor(UID_SEQ_KV, CUDNN_DATA_INT32, packed(B, 1, 1, 1), false);
+        if (!ragged) return;
         off_q = tensor(UID_OFF_Q, CUDNN_DATA_INT32, packed(B + 1, 1, 1, 1), false);
         off_kv = tensor(UID_OFF_KV, CUDNN_DATA_INT32, packed(B + 1, 1, 1, 1), false);
     }
@@ -262,22 +278,24 @@ struct Graph {
         if (!seq_q) return s;
         Desc row = pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, nullptr, nullptr,
                              virt(CUDNN_DATA_INT32, shape), 2);
-        Desc col = pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, nullptr, nullptr,
-                             virt(CUDNN_DATA_INT32, shape), 3);
-        Desc row_in = pointwise(CUDNN_POINTWISE_CMP_LT, CUDNN_DATA_BOOLEAN, row, seq_q, nullptr,
-                                virt(CUDNN_DATA_BOOLEAN, shape));
-        Desc col_in = pointwise(CUDNN_POINTWISE_CMP_LT, CUDNN_DATA_BOOLEAN, col, seq_kv, nullptr,
-                                virt(CUDNN_DATA_BOOLEAN, shape));
-        Desc keep = pointwise(CUDNN_POINTWISE_LOGICAL_AND, CUDNN_DATA_BOOLEAN, row_in, col_in, nullptr,
+        Desc keep = pointwise(CUDNN_POINTWISE_CMP_LT, CUDNN_DATA_BOOLEAN, row, seq_q, nullptr,
                               virt(CUDNN_DATA_BOOLEAN, shape));
+        if (!mistake(CUDNN_PROBE_NO_SEQ_LEN_KV)) {  // the probe's mask leaves seq_len_kv out
+            Desc col = pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, nullptr, nullptr,
+                                 virt(CUDNN_DATA_INT32, shape), 3);
+            Desc col_in = pointwise(CUDNN_POINTWISE_CMP_LT, CUDNN_DATA_BOOLEAN, col, seq_kv, nullptr,
+                                    virt(CUDNN_DATA_BOOLEAN, shape));
+            keep = pointwise(CUDNN_POINTWISE_LOGICAL_AND, CUDNN_DATA_BOOLEAN, keep, col_in, nullptr,
+                             virt(CUDNN_DATA_BOOLEAN, shape));
+        }
         return pointwise(CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, s, neg_inf, keep,
                          virt(CUDNN_DATA_FLOAT, shape));
     }
     // s (B, H, T, T) with the scores of keys after the query replaced by the masked score
     Desc causal(Desc s, const Shape &shape) {
-        Desc row = pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, nullptr, nullptr,
+        Desc row = pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, s, nullptr, nullptr,
                              virt(CUDNN_DATA_INT32, shape), 2);
-        Desc col = pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, nullptr, nullptr,
+        Desc col = pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, s, nullptr, nullptr,
                              virt(CUDNN_DATA_INT32, shape), 3);
         Desc keep = pointwise(CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, col, nullptr,
                               virt(CUDNN_DATA_BOOLEAN, shape));
@@ -285,14 +303,15 @@ struct Graph {
                          virt(CUDNN_DATA_FLOAT, shape));
     }
     // out (B, KV, T, hd) = a b summed over each group's query heads (a: (B, H, T, T) transposed
-    // scores, rows over keys and columns over queries)
+    // scores, rows over keys and columns over queries); the per-query-head product (the
+    // frontend's dK_fullhead / dV_fullhead) is virtual, packed, in the I/O type
     void group_matmul(Desc a, Desc b, Desc out, int64_t B, int64_t H, int64_t KV, int64_t T, int64_t hd) {
         if (H == KV) {
             matmul(a, b, out, seq_kv, nullptr, seq_q);
             return;
         }
         reduction(CUDNN_REDUCE_TENSOR_ADD,
-                  matmul(a, b, virt(CUDNN_DATA_FLOAT, packed(B, H, T, hd)), seq_kv, nullptr, seq_q), out);
+                  matmul(a, b, virt(CUDNN_DATA_BFLOAT16, packed(B, H, T, hd)), seq_kv, nullptr, seq_q), out);
     }
 
     // the operation graph, then the first engine of cuDNN's heuristics that finalizes into a plan
@@ -350,47 +369,80 @@ enum AttChoice { ATT_NATIVE, ATT_CUDNN_AUTO, ATT_CUDNN_ONLY };
 int att_choice = ATT_NATIVE;
 ScratchBuf bf16_buf, workspace_buf;
 
+// The graphs of the frontend's CompositeSDPANode (forward) and CompositeSDPABackwardNode
+// (scaled_dot_product_flash_attention.h) with io_data_type BFLOAT16, intermediate_data_type FLOAT
+// and compute_data_type FLOAT (every virtual tensor not given another type is FLOAT; matmuls,
+// reductions and pointwise operations compute in FLOAT), in their order: Q K^T, scale, padding
+// mask, (backward: - Stats,) causal mask, softmax (forward: max, sub, exp, sum, log + max into
+// Stats, div) or exp (backward), then the products.
 // docs: a document-masked graph, B entries of one document each (seq_q, ragged rows, dense Stats)
 void build_fwd(Graph &g, bool docs, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd) {
     const Shape sc = packed(B, H, T, T), rows = packed(B, H, T, 1);
-    g.scalars();
-    if (docs) g.documents(B);
-    Desc q = g.rows(UID_Q, heads_view(B, H, T, hd), g.off_q);
-    Desc kt = g.rows(UID_K, heads_view_t(B, KV, T, hd), g.off_kv);
-    Desc v = g.rows(UID_V, heads_view(B, KV, T, hd), g.off_kv);
-    Desc o = g.rows(UID_O, heads_view(B, H, T, hd), g.off_q);
-    Desc stats = g.tensor(UID_STATS, CUDNN_DATA_FLOAT, rows, false);
-    Desc s = g.matmul(q, kt, g.virt(CUDNN_DATA_FLOAT, sc), g.seq_q, g.seq_kv);
+    g.scalars(false);
+    if (docs) g.documents(B, true);
+    const cudnnDataType_t io = mistake(CUDNN_PROBE_IO_FLOAT) ? CUDNN_DATA_FLOAT : CUDNN_DATA_BFLOAT16;
+    Shape qs = heads_view(B, H, T, hd);
+    if (mistake(CUDNN_PROBE_HEAD_STRIDE2))
+        for (int64_t &x : qs.stride) x *= 2;
+    Desc q = g.tensor(UID_Q, io, qs, false, false, g.off_q);
+    Desc kt = g.tensor(UID_K, io, heads_view_t(B, KV, T, hd), false, false, g.off_kv);
+    Desc v = g.tensor(UID_V, io, heads_view(B, KV, T, hd), false, false, g.off_kv);
+    Desc o = g.tensor(UID_O, io, heads_view(B, H, T, hd), false, false, g.off_q);
+    Shape st = rows;
+    if (mistake(CUDNN_PROBE_STATS_LAYOUT)) st.stride[1] = 1, st.stride[2] = H;
+    Desc stats = g.tensor(UID_STATS, mistake(CUDNN_PROBE_STATS_BF16) ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, st, false);
+    Desc s = g.matmul(q, kt, g.virt(mistake(CUDNN_PROBE_SCORES_HALF) ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT, sc), g.seq_q,
+                      g.seq_kv);
+    if (mistake(CUDNN_PROBE_MASK_BEFORE_SCALE)) s = g.causal(s, sc);
     s = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s, g.scale, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
-    s = g.causal(g.padding(s, sc), sc);
+    s = g.padding(s, sc);
+    if (!mistake(CUDNN_PROBE_MASK_BEFORE_SCALE)) s = g.causal(s, sc);
     Desc mx = g.reduction(CUDNN_REDUCE_TENSOR_MAX, s, g.virt(CUDNN_DATA_FLOAT, rows));
     Desc z = g.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, s, mx, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
     Desc e = g.pointwise(CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, z, nullptr, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
     Desc sum = g.reduction(CUDNN_REDUCE_TENSOR_ADD, e, g.virt(CUDNN_DATA_FLOAT, rows));
     Desc lg = g.pointwise(CUDNN_POINTWISE_LOG, CUDNN_DATA_FLOAT, sum, nullptr, nullptr, g.virt(CUDNN_DATA_FLOAT, rows));
     g.pointwise(CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, mx, lg, nullptr, stats);
-    Desc p = g.pointwise(CUDNN_POINTWISE_DIV, CUDNN_DATA_FLOAT, e, sum, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
+    // P leaves the softmax in the I/O type: the backend takes bmm2's A operand as the I/O type
+    // (the frontend sets it so before bmm2)
+    Desc p = g.pointwise(CUDNN_POINTWISE_DIV, CUDNN_DATA_FLOAT, e, sum, nullptr,
+                         g.virt(mistake(CUDNN_PROBE_P_FLOAT) ? CUDNN_DATA_FLOAT : io, sc));
     g.matmul(p, v, o, g.seq_q, nullptr, g.seq_kv);
 }
 
+// The frontend's backward for cuDNN 9 without dropout or determinism: softmax_sum (FLOAT, packed
+// (b, h, s_q, 1)) = rowsum(dO * O) * 1, and dQ through a FLOAT accumulator that an IDENTITY copies
+// into dQ (its use_dp_workspace off). Both are real tensors the frontend places in its workspace:
+// here softmax_sum is the caller's Sum scratch and the accumulator lies after the plan's workspace.
+// Document-masked graphs give the accumulator dQ's strides and ragged offsets (the frontend's
+// max_total_seq_len_q form), so it holds the packed rows and not entries * T of them.
 void build_bwd(Graph &g, bool docs, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd) {
     const Shape sc = packed(B, H, T, T), rows = packed(B, H, T, 1);
-    g.scalars();
-    if (docs) g.documents(B);
-    Desc q = g.rows(UID_Q, heads_view(B, H, T, hd), g.off_q);
-    Desc kt = g.rows(UID_K, heads_view_t(B, KV, T, hd), g.off_kv);
-    Desc vt = g.rows(UID_V, heads_view_t(B, KV, T, hd), g.off_kv);
-    Desc o = g.rows(UID_O, heads_view(B, H, T, hd), g.off_q);
-    Desc dout = g.rows(UID_DO, heads_view(B, H, T, hd), g.off_q);
-    Desc stats = g.tensor(UID_STATS, CUDNN_DATA_FLOAT, rows, false);
-    Desc sum = g.tensor(UID_SUM, CUDNN_DATA_FLOAT, rows, false);
-    Desc dq = g.rows(UID_DQ, heads_view(B, H, T, hd), g.off_q);
-    Desc dk = g.rows(UID_DK, heads_view(B, KV, T, hd), g.off_kv);
-    Desc dv = g.rows(UID_DV, heads_view(B, KV, T, hd), g.off_kv);
-    // Sum = rowsum(dO * O)
-    Desc od = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dout, o, nullptr,
-                          g.virt(CUDNN_DATA_FLOAT, packed(B, H, T, hd)));
-    g.reduction(CUDNN_REDUCE_TENSOR_ADD, od, sum);
+    const cudnnDataType_t io = mistake(CUDNN_PROBE_IO_FLOAT) ? CUDNN_DATA_FLOAT : CUDNN_DATA_BFLOAT16;
+    g.scalars(true);
+    if (docs) g.documents(B, true);
+    if (mistake(CUDNN_PROBE_RAGGED_NO_PADDING)) {  // the offsets alone
+        g.documents(B, true);
+        g.seq_q = g.seq_kv = nullptr;
+    }
+    Desc q = g.tensor(UID_Q, io, heads_view(B, H, T, hd), false, false, g.off_q);
+    Desc kt = g.tensor(UID_K, io, heads_view_t(B, KV, T, hd), false, false, g.off_kv);
+    Desc vt = g.tensor(UID_V, io, heads_view_t(B, KV, T, hd), false, false, g.off_kv);
+    Desc o = g.tensor(UID_O, io, heads_view(B, H, T, hd), false, false, g.off_q);
+    Desc dout = g.tensor(UID_DO, io, heads_view(B, H, T, hd), false, false, g.off_q);
+    Desc stats = g.tensor(UID_STATS, mistake(CUDNN_PROBE_STATS_BF16) ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, rows, false);
+    Desc sum = g.tensor(UID_SUM, mistake(CUDNN_PROBE_SUM_BF16) ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, rows, false);
+    Desc dq = g.tensor(UID_DQ, io, heads_view(B, H, T, hd), false, false, g.off_q);
+    Desc dk = g.tensor(UID_DK, io, heads_view(B, KV, T, hd), false, false, g.off_kv);
+    Desc dv = g.tensor(UID_DV, io, heads_view(B, KV, T, hd), false, false, g.off_kv);
+    const cudnnDataType_t acc_dt = mistake(CUDNN_PROBE_DQ_ACCUM_BF16) ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+    Desc dq_accum = g.off_q ? g.tensor(UID_DQ_ACCUM, acc_dt, heads_view(B, H, T, hd), false, false, g.off_q)
+                            : g.tensor(UID_DQ_ACCUM, acc_dt, packed(B, H, T, hd), false);
+    // softmax_sum = rowsum(dO * O) * 1 (the product with the frontend's (b, h, s_q, d) strides)
+    const Shape od_shape = {{B, H, T, hd}, {H * T * hd, T * hd, H * hd, 1}};
+    Desc od = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dout, o, nullptr, g.virt(CUDNN_DATA_FLOAT, od_shape));
+    Desc rs = g.reduction(CUDNN_REDUCE_TENSOR_ADD, od, g.virt(CUDNN_DATA_FLOAT, rows));
+    g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, rs, g.one, nullptr, sum);
     // P = exp(scale Q K^T - Stats), masked
     Desc s = g.matmul(q, kt, g.virt(CUDNN_DATA_FLOAT, sc), g.seq_q, g.seq_kv);
     s = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s, g.scale, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
@@ -398,25 +450,33 @@ void build_bwd(Graph &g, bool docs, int64_t B, int64_t T, int64_t H, int64_t KV,
     s = g.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, s, stats, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
     s = g.causal(s, sc);
     Desc p = g.pointwise(CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, s, nullptr, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
-    // dV = P^T dO
-    g.group_matmul(g.reshape(p, g.virt(CUDNN_DATA_BFLOAT16, scores_t(B, H, T))), dout, dv, B, H, KV, T, hd);
-    // dS = scale P (dO V^T - Sum)
+    // dV = P^T dO, P^T in the I/O type
+    Desc pt = g.reshape(p, g.virt(mistake(CUDNN_PROBE_PT_FLOAT) ? CUDNN_DATA_FLOAT : io, scores_t(B, H, T)));
+    g.group_matmul(pt, dout, dv, B, H, KV, T, hd);
+    // dS = scale P (dO V^T - Sum), FLOAT
     Desc dp = g.matmul(dout, vt, g.virt(CUDNN_DATA_FLOAT, sc), g.seq_q, g.seq_kv);
     dp = g.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, dp, sum, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
     dp = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dp, p, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
     Desc ds = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dp, g.scale, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
-    // dK = dS^T Q, dQ = dS K (K's transposed view reshaped back, ragged as K)
-    g.group_matmul(g.reshape(ds, g.virt(CUDNN_DATA_BFLOAT16, scores_t(B, H, T))), q, dk, B, H, KV, T, hd);
-    Desc k = g.reshape(kt, g.tensor(g.next_uid++, CUDNN_DATA_BFLOAT16, heads_view(B, KV, T, hd), true, false, g.off_kv));
-    g.matmul(ds, k, dq, g.seq_q, nullptr, g.seq_kv);
+    // dK = dS^T Q, dS^T in the I/O type
+    Desc dst = g.reshape(ds, g.virt(mistake(CUDNN_PROBE_DS_FLOAT) ? CUDNN_DATA_FLOAT : io, scores_t(B, H, T)));
+    g.group_matmul(dst, q, dk, B, H, KV, T, hd);
+    // dQ = dS K into the accumulator, copied into dQ (K's transposed view reshaped back, ragged as K)
+    Desc k = g.reshape(kt, g.tensor(g.next_uid++, io, heads_view(B, KV, T, hd), true, false, g.off_kv));
+    g.matmul(ds, k, dq_accum, g.seq_q, nullptr, g.seq_kv);
+    g.pointwise(CUDNN_POINTWISE_IDENTITY, CUDNN_DATA_FLOAT, dq_accum, nullptr, nullptr, dq);
 }
+
+// the accumulator's bytes, after the plan's workspace (256-byte aligned)
+size_t dq_accum_bytes(int B, int T, int H, int hd) { return ((size_t)B * T * H * hd * 4 + 255) / 256 * 256; }
+size_t ws_head(int64_t ws) { return ((size_t)(ws > 0 ? ws : 0) + 255) / 256 * 256; }
 
 const char kRefusedBefore[] = "cuDNN refused this shape before";
 
 // the cached plan of a shape, built on first use; its plan is nullptr (and *why says why) when
 // cuDNN refused it
 Plan *plan_for(int bwd, int docs, int B, int T, int H, int KV, int hd, const char **why) {
-    static char msg[640];
+    static char msg[900];
     *why = NULL;
     for (int i = 0; i < n_plans; i++) {
         Plan &p = plans[i];
@@ -441,8 +501,28 @@ Plan *plan_for(int bwd, int docs, int B, int T, int H, int KV, int hd, const cha
     return &p;
 }
 
+// Under --attention auto|cudnn, a call that the native kernel runs instead is logged once per
+// reason, so that no fallback is quiet (refused shapes: once per shape, in takes).
+enum Fallback { FB_DROPOUT, FB_FP32, FB_KV_CACHE, FB_DOCS, FB_N };
+void fallback_once(Fallback f) {
+    static bool said[FB_N];
+    static const char *const why[FB_N] = {
+        "dropout (cuDNN's dropout mask is not fsdpc's layout-free hash)",
+        "an fp32 compute call (cuDNN's fused attention runs bf16 operands only)",
+        "a KV-cache shape (fewer queries than keys, or a strided cache)",
+        "more documents than the largest cuDNN entry bucket (64 per row), or offsets past INT32"};
+    if (att_choice == ATT_NATIVE || said[f]) return;
+    said[f] = true;
+    comm_log("fsdpc: attention: the native kernel runs calls with %s; cuDNN runs the rest\n", why[f]);
+}
+
 // whether cuDNN may take calls with these options at all
-bool chosen(const AttDrop *drop) { return att_choice != ATT_NATIVE && !drop && cuda_ctx.compute != COMPUTE_FP32; }
+bool chosen(const AttDrop *drop) {
+    if (att_choice == ATT_NATIVE) return false;
+    if (drop) fallback_once(FB_DROPOUT);
+    if (!drop && cuda_ctx.compute == COMPUTE_FP32) fallback_once(FB_FP32);
+    return !drop && cuda_ctx.compute != COMPUTE_FP32;
+}
 
 // whether cuDNN takes this call; a refused shape under --attention cudnn ends the job
 bool takes(int bwd, int docs, int B, int T, int H, int KV, int hd, const AttDrop *drop, Plan **plan) {
@@ -451,7 +531,8 @@ bool takes(int bwd, int docs, int B, int T, int H, int KV, int hd, const AttDrop
     *plan = plan_for(bwd, docs, B, T, H, KV, hd, &why);
     if (!why) return true;
     if (att_choice == ATT_CUDNN_ONLY) comm_fatal("--attention cudnn: %s", why);
-    if (why != kRefusedBefore) comm_log("fsdpc: attention: %s; the native kernel runs this shape\n", why);
+    if (why != kRefusedBefore)
+        comm_log("fsdpc: attention: %s; the native kernel runs this shape (--attention auto)\n", why);
     return false;
 }
 
@@ -468,8 +549,16 @@ uint16_t *const *bf16_slots(const size_t *n, int count) {
     return slot;
 }
 
-void execute(const Plan &p, const int64_t *uids, void *const *ptrs, int n) {
-    void *ws = p.workspace > 0 ? workspace_buf.get((size_t)p.workspace) : nullptr;
+// the plan's workspace with extra bytes of fsdpc's after it (see ws_head), nullptr if none
+char *plan_workspace(const Plan &p, size_t extra) {
+    const size_t n = ws_head(p.workspace) + extra;
+    return n ? (char *)workspace_buf.get(n) : nullptr;
+}
+
+// the masked score the frontend gives this cuDNN (its get_negative_inf_value)
+float masked_score(void) { return dnn.cudnnGetVersion() < 91000 ? -FLT_MAX : -INFINITY; }
+
+void execute(const Plan &p, const int64_t *uids, void *const *ptrs, int n, void *ws) {
     Desc pack;
     cudnnCheck(dnn.cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
     cudnnCheck(dnn.cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids));
@@ -606,23 +695,28 @@ struct Bf16View {
 
 bool cudnn_att_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq, int Tk, int H, int KV, int hd,
                    size_t kv_bstride, const int32_t *kstart, const AttDrop *drop) {
-    if (Tq != Tk || kv_bstride != (size_t)Tk * KV * hd || !chosen(drop)) return false;
+    if (!chosen(drop)) return false;
+    if (Tq != Tk || kv_bstride != (size_t)Tk * KV * hd) {
+        fallback_once(FB_KV_CACHE);
+        return false;
+    }
     const int T = Tq;
     DocTable tab{};
     const int entries = kstart ? doc_entries(&tab, kstart, B, T, H, KV, hd) : B;
+    if (!entries) fallback_once(FB_DOCS);
     Plan *plan;
     if (!entries || !takes(0, kstart != nullptr, entries, T, H, KV, hd, drop, &plan)) return false;
     const size_t nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd;
     const size_t n[4] = {nq, nkv, nkv, nq};
     const Bf16View b{n, out.bf16 ? nullptr : bf16_slots(n, 4)};
-    float scale = 1.0f / sqrtf((float)hd), neg_inf = -FLT_MAX;
+    float scale = 1.0f / sqrtf((float)hd), neg_inf = masked_score();
     float *stats = kstart ? doc_stats(entries, H, T, 0) : lse;
     const int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF,
                             UID_SEQ_Q, UID_SEQ_KV, UID_OFF_Q, UID_OFF_KV};
     void *const ptrs[] = {b.in(0, q), b.in(1, k), b.in(2, v), b.out(3, out), stats, &scale, &neg_inf,
                           kstart ? tab.seq : nullptr, kstart ? tab.seq : nullptr,
                           kstart ? tab.off_q : nullptr, kstart ? tab.off_kv : nullptr};
-    execute(*plan, uids, ptrs, kstart ? 11 : 7);
+    execute(*plan, uids, ptrs, kstart ? 11 : 7, plan_workspace(*plan, 0));
     b.widen(3, out);
     if (kstart) doc_stats_move(lse, stats, tab, kstart, B, T, H, false);
     return true;
@@ -633,24 +727,28 @@ bool cudnn_att_bwd(Act dq, Act dk, Act dv, float *sum, Act dout, Act out, const 
     if (!chosen(drop)) return false;
     DocTable tab{};
     const int entries = kstart ? doc_entries(&tab, kstart, B, T, H, KV, hd) : B;
+    if (!entries) fallback_once(FB_DOCS);
     Plan *plan;
     if (!entries || !takes(1, kstart != nullptr, entries, T, H, KV, hd, drop, &plan)) return false;
     const size_t nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd;
     const size_t n[8] = {nq, nkv, nkv, nq, nq, nq, nkv, nkv};  // q k v o dO | dq dk dv
     const Bf16View b{n, dq.bf16 ? nullptr : bf16_slots(n, 8)};
-    float scale = 1.0f / sqrtf((float)hd), neg_inf = -FLT_MAX;
+    float scale = 1.0f / sqrtf((float)hd), neg_inf = masked_score(), one = 1.0f;
+    char *ws = plan_workspace(*plan, dq_accum_bytes(B, T, H, hd));
     float *stats = (float *)lse;
     if (kstart) {  // the entries' Stats from the saved lse; Sum is scratch in their layout
         stats = doc_stats(entries, H, T, 0), sum = doc_stats(entries, H, T, 1);
         doc_stats_move((float *)lse, stats, tab, kstart, B, T, H, true);
     }
-    const int64_t uids[] = {UID_Q,  UID_K,  UID_V,  UID_O,     UID_DO,      UID_STATS,  UID_SUM,    UID_DQ,
-                            UID_DK, UID_DV, UID_SCALE, UID_NEG_INF, UID_SEQ_Q, UID_SEQ_KV, UID_OFF_Q, UID_OFF_KV};
+    const int64_t uids[] = {UID_Q,     UID_K,       UID_V,  UID_O,        UID_DO,    UID_STATS,  UID_SUM,
+                            UID_DQ,    UID_DK,      UID_DV, UID_DQ_ACCUM, UID_SCALE, UID_NEG_INF, UID_ONE,
+                            UID_SEQ_Q, UID_SEQ_KV,  UID_OFF_Q, UID_OFF_KV};
     void *const ptrs[] = {b.in(0, q),   b.in(1, k),   b.in(2, v),   b.in(3, out), b.in(4, dout),
                           stats,        sum,          b.out(5, dq), b.out(6, dk), b.out(7, dv),
-                          &scale,       &neg_inf,     kstart ? tab.seq : nullptr, kstart ? tab.seq : nullptr,
+                          ws + ws_head(plan->workspace), &scale, &neg_inf, &one,
+                          kstart ? tab.seq : nullptr, kstart ? tab.seq : nullptr,
                           kstart ? tab.off_q : nullptr, kstart ? tab.off_kv : nullptr};
-    execute(*plan, uids, ptrs, kstart ? 16 : 12);
+    execute(*plan, uids, ptrs, kstart ? 18 : 14, ws);
     b.widen(5, dq), b.widen(6, dk), b.widen(7, dv);
     return true;
 }
@@ -782,4 +880,53 @@ extern "C" const char *cuda_cudnn_graph_check(int bwd, int docs, int B, int T, i
     const char *why = cudnn_open();
     if (!why) plan_for(bwd, docs, B, T, H, KV, hd, &why);
     return why;
+}
+
+namespace {
+// the unified form (cuDNN 9.13.1+): one SDPA operation of Q, K, V and the scale into O and Stats;
+// it has no causal mask (the frontend's UnifiedSDPANode takes none before cuDNN 9.21)
+void build_unified(Graph &g, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd) {
+    g.scalars(false);
+    Desc q = g.rows(UID_Q, heads_view(B, H, T, hd), nullptr), k = g.rows(UID_K, heads_view(B, KV, T, hd), nullptr);
+    Desc v = g.rows(UID_V, heads_view(B, KV, T, hd), nullptr), o = g.rows(UID_O, heads_view(B, H, T, hd), nullptr);
+    Desc stats = g.tensor(UID_STATS, CUDNN_DATA_FLOAT, packed(B, H, T, 1), false);
+    Desc op = g.make(CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR);
+    const struct {
+        cudnnBackendAttributeName_t a;
+        const char *name;
+        Desc *t;
+    } in[] = {{CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, "SDPA_FWD_QDESC", &q},
+              {CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, "SDPA_FWD_KDESC", &k},
+              {CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, "SDPA_FWD_VDESC", &v},
+              {CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, "SDPA_FWD_ODESC", &o},
+              {CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, "SDPA_FWD_STATSDESC", &stats},
+              {CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, "SDPA_FWD_SCALEDESC", &g.scale}};
+    for (const auto &x : in) g.set(op, x.a, x.name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, x.t);
+    g.add_op(op, "cudnnBackendFinalize(SDPA forward operation)");
+}
+}  // namespace
+
+extern "C" const char *cuda_cudnn_probe(int bwd, int docs, int B, int T, int H, int KV, int hd, int mistake_) {
+    static char why[700];
+    const char *open_why = cudnn_open();
+    if (open_why) return open_why;
+    Graph *g = new Graph();
+    probe_mistake = mistake_;
+    if (mistake_ == CUDNN_PROBE_UNIFIED)
+        build_unified(*g, B, T, H, KV, hd);
+    else
+        (bwd ? build_bwd : build_fwd)(*g, docs, B, T, H, KV, hd);
+    probe_mistake = CUDNN_PROBE_NONE;
+    int64_t ws = 0;
+    const bool ok = g->plan(&ws) != nullptr;
+    snprintf(why, sizeof why, "%s", g->why);
+    g->release();
+    delete g;
+    return ok ? NULL : why;
+}
+
+extern "C" const char *cuda_attention_kernel(void) {
+    return att_choice == ATT_CUDNN_ONLY   ? "cudnn"
+           : att_choice == ATT_CUDNN_AUTO ? "cudnn (native where cuDNN does not take a call)"
+                                          : "native";
 }

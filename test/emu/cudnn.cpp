@@ -24,6 +24,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "emu_device.h"
@@ -38,14 +39,24 @@ bool mode_is(const char *m) {
     return e && !strcmp(e, m);
 }
 
-// a refusal is printed, so a test that expected cuDNN to run shows why it did not
+// The library's version and the GPU's SM, which the support surface depends on:
+// FSDPC_EMU_CUDNN_VERSION (default 91900, cuDNN 9.19.0) and FSDPC_EMU_SM (default 90, Hopper).
+int64_t env_int(const char *name, int64_t dflt) {
+    const char *e = getenv(name);
+    return e && *e ? strtoll(e, nullptr, 10) : dflt;
+}
+int64_t version() { return env_int("FSDPC_EMU_CUDNN_VERSION", 91900); }
+int64_t sm() { return env_int("FSDPC_EMU_SM", 90); }
+
+// a refusal is printed, so a test that expected cuDNN to run shows why it did not, and kept for
+// cudnnGetLastErrorString
+char last_error[512];
 cudnnStatus_t refuse(cudnnStatus_t s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "emu cudnn: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "emu cudnn: %s\n", last_error);
     return s;
 }
 #define REFUSE_IF(cond, status, ...) \
@@ -73,6 +84,7 @@ struct Sdpa {
     bool bwd;
     int64_t B, T, H, KV, hd;
     Desc *q, *kt, *v, *o, *stats, *scale, *neg_inf, *dout, *sum, *dq, *dk, *dv;
+    Desc *one, *dq_accum;  // backward: softmax_sum's factor, dQ's FLOAT accumulator
     Desc *seq_q, *seq_kv, *off_q, *off_kv;  // document masks: the padding mask's lengths, ragged offsets
 };
 
@@ -142,6 +154,17 @@ const Rule rules[] = {
     {D_(VARIANT_PACK), A_(VARIANT_PACK_UNIQUE_IDS), T_(INT64), 1, 64, true},
     {D_(VARIANT_PACK), A_(VARIANT_PACK_DATA_POINTERS), T_(VOID_PTR), 1, 64, true},
     {D_(VARIANT_PACK), A_(VARIANT_PACK_WORKSPACE), T_(VOID_PTR), 1, 1, true},
+    {D_(OPERATION_SDPA_FWD), A_(OPERATION_SDPA_FWD_QDESC), T_(BACKEND_DESCRIPTOR), 1, 1, true},
+    {D_(OPERATION_SDPA_FWD), A_(OPERATION_SDPA_FWD_KDESC), T_(BACKEND_DESCRIPTOR), 1, 1, true},
+    {D_(OPERATION_SDPA_FWD), A_(OPERATION_SDPA_FWD_VDESC), T_(BACKEND_DESCRIPTOR), 1, 1, true},
+    {D_(OPERATION_SDPA_FWD), A_(OPERATION_SDPA_FWD_ODESC), T_(BACKEND_DESCRIPTOR), 1, 1, true},
+    {D_(OPERATION_SDPA_FWD), A_(OPERATION_SDPA_FWD_STATSDESC), T_(BACKEND_DESCRIPTOR), 1, 1, false},
+    {D_(OPERATION_SDPA_FWD), A_(OPERATION_SDPA_FWD_SCALEDESC), T_(BACKEND_DESCRIPTOR), 1, 1, false},
+    {D_(OPERATION_SDPA_FWD), A_(OPERATION_SDPA_FWD_BLOCK_MASK_DESC), T_(BACKEND_DESCRIPTOR), 1, 1, false},
+    {D_(OPERATION_SDPA_FWD), A_(OPERATION_SDPA_FWD_PAGE_TABLE_KDESC), T_(BACKEND_DESCRIPTOR), 1, 1, false},
+    {D_(OPERATION_SDPA_FWD), A_(OPERATION_SDPA_FWD_PAGE_TABLE_VDESC), T_(BACKEND_DESCRIPTOR), 1, 1, false},
+    {D_(OPERATION_SDPA_FWD), A_(OPERATION_SDPA_FWD_SEQ_LEN_QDESC), T_(BACKEND_DESCRIPTOR), 1, 1, false},
+    {D_(OPERATION_SDPA_FWD), A_(OPERATION_SDPA_FWD_SEQ_LEN_KVDESC), T_(BACKEND_DESCRIPTOR), 1, 1, false},
 };
 
 size_t elem_bytes(cudnnBackendAttributeType_t t) {
@@ -170,7 +193,7 @@ size_t dt_bytes(cudnnDataType_t dt) {
 }
 bool is_op(const Desc *d) {
     return d->type == D_(OPERATION_POINTWISE) || d->type == D_(OPERATION_REDUCTION) ||
-           d->type == D_(OPERATION_MATMUL) || d->type == D_(OPERATION_RESHAPE);
+           d->type == D_(OPERATION_MATMUL) || d->type == D_(OPERATION_RESHAPE) || d->type == D_(OPERATION_SDPA_FWD);
 }
 int64_t elems(const Tensor &t) {
     int64_t n = 1;
@@ -274,6 +297,11 @@ cudnnStatus_t finalize_op(Desc *d) {
         const Tensor &a = ref(d, A_(OPERATION_MATMUL_ADESC))->t, &b = ref(d, A_(OPERATION_MATMUL_BDESC))->t;
         const Tensor &c = ref(d, A_(OPERATION_MATMUL_CDESC))->t;
         REFUSE_IF(a.nd != 4 || b.nd != 4 || c.nd != 4, CUDNN_STATUS_BAD_PARAM, "matmul: not 4-d");
+        // sdpa_support_surface.h, validate_sdpa_support_surface: "For group-query attention, number of
+        // heads for key and query must be a factor of number of heads for query"
+        REFUSE_IF(a.dim[1] % b.dim[1] || c.dim[1] % b.dim[1], CUDNN_STATUS_NOT_SUPPORTED,
+                  "heads %% kv_heads: %lld query heads are not a multiple of %lld key/value heads (group-query "
+                  "attention needs heads %% kv_heads == 0)", (long long)c.dim[1], (long long)b.dim[1]);
         REFUSE_IF(a.dim[3] != b.dim[2] || c.dim[2] != a.dim[2] || c.dim[3] != b.dim[3], CUDNN_STATUS_BAD_PARAM,
                   "matmul: (%lld x %lld) (%lld x %lld) into (%lld x %lld)", (long long)a.dim[2], (long long)a.dim[3],
                   (long long)b.dim[2], (long long)b.dim[3], (long long)c.dim[2], (long long)c.dim[3]);
@@ -286,6 +314,25 @@ cudnnStatus_t finalize_op(Desc *d) {
             REFUSE_IF(ref(d, o) && !is_lengths(ref(d, o), c.dim[0]), CUDNN_STATUS_BAD_PARAM,
                       "matmul: an override is not a real INT32 (%lld, 1, 1, 1) tensor", (long long)c.dim[0]);
         return CUDNN_STATUS_SUCCESS;
+    }
+    case D_(OPERATION_SDPA_FWD): {
+        // The unified SDPA operation: the frontend's UnifiedSDPANode
+        // (sdpa_support_surface.h, verify_sdpa_support_surface_for_implementation, UNIFIED)
+        const int64_t v = version();
+        REFUSE_IF(v < 91301, CUDNN_STATUS_NOT_SUPPORTED, "unified SDPA: the unified SDPA node requires cuDNN 9.13.1 "
+                  "(this is %lld); build the composite graph", (long long)v);
+        REFUSE_IF(ref(d, A_(OPERATION_SDPA_FWD_BLOCK_MASK_DESC)) && v < 91400, CUDNN_STATUS_NOT_SUPPORTED,
+                  "unified SDPA: inputs other than Q, K, V and Attn_scale (a block mask) need cuDNN 9.14");
+        REFUSE_IF((ref(d, A_(OPERATION_SDPA_FWD_SEQ_LEN_QDESC)) || ref(d, A_(OPERATION_SDPA_FWD_SEQ_LEN_KVDESC)) ||
+                   ref(d, A_(OPERATION_SDPA_FWD_PAGE_TABLE_KDESC)) || ref(d, A_(OPERATION_SDPA_FWD_PAGE_TABLE_VDESC))) &&
+                      v < 91500,
+                  CUDNN_STATUS_NOT_SUPPORTED,
+                  "unified SDPA: inputs other than Q, K, V and Attn_scale (sequence lengths, page tables) need cuDNN 9.15");
+        // fsdpc's attention is causal: the unified node has no diagonal alignment or bounds before
+        // cuDNN 9.21, and the emulation executes composite graphs only
+        return refuse(CUDNN_STATUS_NOT_SUPPORTED,
+                      "unified SDPA: causal masking is not among its inputs (Q, K, V, Attn_scale) before cuDNN 9.21: "
+                      "this attention needs the composite SDPA graph");
     }
     default: {  // reshape
         const Tensor &x = ref(d, A_(OPERATION_RESHAPE_XDESC))->t, &y = ref(d, A_(OPERATION_RESHAPE_YDESC))->t;
@@ -329,6 +376,7 @@ bool rows_view(const Tensor &t, bool transposed) {
 }
 
 Desc *in_x(const Desc *op) { return ref(op, A_(OPERATION_POINTWISE_XDESC)); }
+Desc *in_a(const Desc *op) { return op->type == D_(OPERATION_MATMUL) ? ref(op, A_(OPERATION_MATMUL_ADESC)) : nullptr; }
 Desc *in_b(const Desc *op) { return ref(op, A_(OPERATION_POINTWISE_BDESC)); }
 // the pointwise operation of mode m (and GEN_INDEX axis) that made t, or nullptr
 const Desc *made_by(std::map<Desc *, Desc *> &producer, Desc *t, cudnnPointwiseMode_t m, int64_t axis = -1) {
@@ -360,6 +408,11 @@ cudnnStatus_t recognise_masks(Desc *g, std::map<Desc *, Desc *> &producer) {
             kind[op] = 'c';
             continue;
         }
+        // sdpa_support_surface.h, validate_sdpa_support_surface: "Padding mask requires seq_len_q and
+        // seq_len_kv to be set."
+        const Desc *lt_one = made_by(producer, cond, CUDNN_POINTWISE_CMP_LT);
+        REFUSE_IF(lt_one, CUDNN_STATUS_NOT_SUPPORTED,
+                  "padding mask: it requires both seq_len_q and seq_len_kv (this one compares one index only)");
         REFUSE_IF(!both, CUDNN_STATUS_NOT_SUPPORTED, "a mask is neither causal nor a padding mask");
         const Desc *lt_r = made_by(producer, in_x(both), CUDNN_POINTWISE_CMP_LT);
         const Desc *lt_c = made_by(producer, in_b(both), CUDNN_POINTWISE_CMP_LT);
@@ -381,9 +434,11 @@ cudnnStatus_t recognise_masks(Desc *g, std::map<Desc *, Desc *> &producer) {
             ref(op, A_(OPERATION_MATMUL_BDESC)) == s.kt)
             cur = ref(op, A_(OPERATION_MATMUL_CDESC));
     int causal = 0, padding = 0;
+    std::string order;  // S scale, P padding mask, L - Stats, C causal mask
     for (int steps = 0; cur && steps < 16; steps++) {
         Desc *next = nullptr;
         bool end = false;
+        char code = '?';
         for (Desc *op : g->ops) {
             std::vector<Desc *> in;
             Desc *out;
@@ -394,10 +449,29 @@ cudnnStatus_t recognise_masks(Desc *g, std::map<Desc *, Desc *> &producer) {
             else if (op->type == D_(OPERATION_POINTWISE) && pw_mode(op) != CUDNN_POINTWISE_GEN_INDEX && !next) {
                 next = out;
                 causal += kind.count(op) && kind[op] == 'c', padding += kind.count(op) && kind[op] == 'p';
+                code = kind.count(op) ? (kind[op] == 'c' ? 'C' : 'P')
+                       : pw_mode(op) == CUDNN_POINTWISE_MUL && in_b(op) == s.scale ? 'S'
+                       : pw_mode(op) == CUDNN_POINTWISE_SUB && in_b(op) == s.stats ? 'L'
+                                                                                   : '?';
             }
         }
         if (end) break;
+        order += code;
         cur = next;
+    }
+    // The fused pattern's order: the frontend's CompositeSDPANode / CompositeSDPABackwardNode
+    // (scaled_dot_product_flash_attention.h, expand_node) put the scale first, then the padding
+    // mask, (backward: subtract Stats,) then the causal (right-bound diagonal band) mask
+    const std::string want_order = std::string("S") + (s.seq_q ? "P" : "") + (s.bwd ? "L" : "") + "C";
+    if (order != want_order) {
+        std::string got;
+        for (char c : order)
+            got += std::string(got.empty() ? "" : ", ") +
+                   (c == 'S' ? "scale" : c == 'P' ? "padding mask" : c == 'L' ? "- Stats" : c == 'C' ? "causal mask" : "other");
+        return refuse(CUDNN_STATUS_NOT_SUPPORTED,
+                      "operation order: the scores go Q.K^T, %s, then the softmax; the fused pattern is Q.K^T, scale, "
+                      "[padding mask], %scausal mask, %s",
+                      got.c_str(), s.bwd ? "- Stats, " : "", s.bwd ? "exp" : "softmax");
     }
     REFUSE_IF(causal != 1 || padding != (s.seq_q ? 1 : 0) || (int)kind.size() != causal + padding,
               CUDNN_STATUS_NOT_SUPPORTED, "the scores before the softmax are not masked causally once%s",
@@ -424,8 +498,18 @@ cudnnStatus_t recognise_masks(Desc *g, std::map<Desc *, Desc *> &producer) {
     // ragged rows: only with the padding mask, the same offsets on every query-shaped and every
     // kv-shaped tensor, none on Stats and Sum
     s.off_q = s.q->t.ragged, s.off_kv = s.kt->t.ragged;
-    REFUSE_IF((s.off_q || s.off_kv) && !s.seq_q, CUDNN_STATUS_NOT_SUPPORTED, "ragged offsets without a padding mask");
-    for (Desc *t : {s.o, s.dout, s.dq})
+    // sdpa_support_surface.h: "Ragged offsets are only supported with padding mask."
+    REFUSE_IF((s.off_q || s.off_kv) && !s.seq_q, CUDNN_STATUS_NOT_SUPPORTED,
+              "ragged offsets: they are only supported with a padding mask");
+    // sdpa_support_surface.h: "THD (ragged offset) is only supported in Hopper and above" before 9.18.1
+    REFUSE_IF((s.off_q || s.off_kv) && sm() < 90 && version() < 91801, CUDNN_STATUS_NOT_SUPPORTED,
+              "ragged offsets: THD (ragged offset) needs Hopper (SM90) before cuDNN 9.18.1 (SM%lld, cuDNN %lld)",
+              (long long)sm(), (long long)version());
+    // CompositeSDPABackwardNode::pre_validate_node: "For cuDNN version below 9.6.0, group-query
+    // attention with ragged offset is not supported"
+    REFUSE_IF((s.off_q || s.off_kv) && s.bwd && s.H != s.KV && version() < 90600, CUDNN_STATUS_NOT_SUPPORTED,
+              "ragged offsets: group-query attention with ragged offsets needs cuDNN 9.6 in the backward");
+    for (Desc *t : {s.o, s.dout, s.dq, s.dq_accum})
         REFUSE_IF(t && t->t.ragged != s.off_q, CUDNN_STATUS_NOT_SUPPORTED, "the query-shaped tensors' ragged offsets differ");
     for (Desc *t : {s.v, s.dk, s.dv})
         REFUSE_IF(t && t->t.ragged != s.off_kv, CUDNN_STATUS_NOT_SUPPORTED, "the kv-shaped tensors' ragged offsets differ");
@@ -435,6 +519,121 @@ cudnnStatus_t recognise_masks(Desc *g, std::map<Desc *, Desc *> &producer) {
                       "K reshaped from K^T lost its ragged offsets");
     for (Desc *t : {s.stats, s.sum})
         REFUSE_IF(t && t->t.ragged, CUDNN_STATUS_NOT_SUPPORTED, "the emulation runs dense Stats and Sum only");
+    return CUDNN_STATUS_SUCCESS;
+}
+
+const char *dt_name(cudnnDataType_t dt) {
+    switch (dt) {
+    case CUDNN_DATA_FLOAT: return "FLOAT";
+    case CUDNN_DATA_HALF: return "HALF";
+    case CUDNN_DATA_BFLOAT16: return "BFLOAT16";
+    case CUDNN_DATA_INT32: return "INT32";
+    case CUDNN_DATA_BOOLEAN: return "BOOLEAN";
+    default: return "another type";
+    }
+}
+
+// What real cuDNN refuses of an SDPA graph whose roles are known, each refusal by name and with
+// where the rule is written down (NVIDIA/cudnn-frontend: include/cudnn_frontend/node/
+// sdpa_support_surface.h, scaled_dot_product_flash_attention.h, docs/operations/Attention.md).
+cudnnStatus_t support_surface(Desc *g, std::map<Desc *, Desc *> &producer) {
+    const Sdpa &s = g->sdpa;
+    const int64_t v = version(), arch = sm() / 10, hd = s.hd;
+    // sdpa_support_surface.h: "SDPA FP16/BF16 requires SM80 (Ampere) or newer architecture";
+    // Attention.md, Limitations
+    REFUSE_IF(arch < 8, CUDNN_STATUS_NOT_SUPPORTED, "SM80: fused flash attention needs an Ampere (SM80) or newer GPU, "
+              "this is SM%lld", (long long)sm());
+    // I/O data type: the FP16/BF16 SDPA (mma_core_mode HALF) takes Q, K, V, O and the gradients in
+    // one of the two (Attention.md, "Scaled Dot Product Attention FP16/BF16"; FP8 is another node)
+    const cudnnDataType_t io = s.q->t.dt;
+    REFUSE_IF(io != CUDNN_DATA_BFLOAT16 && io != CUDNN_DATA_HALF, CUDNN_STATUS_NOT_SUPPORTED,
+              "I/O data type: Q is %s; fused flash attention takes HALF or BFLOAT16 Q, K, V, O", dt_name(io));
+    for (Desc *t : {s.kt, s.v, s.o, s.dout, s.dq, s.dk, s.dv})
+        REFUSE_IF(t && t->t.dt != io, CUDNN_STATUS_NOT_SUPPORTED,
+                  "I/O data type: tensor %lld is %s, Q is %s (one I/O type for the graph)", (long long)t->t.uid,
+                  dt_name(t->t.dt), dt_name(io));
+    // head dims: sdpa_support_surface.h, "hidden_dim should be multiple of 8", and the per-
+    // architecture limits for cuDNN 9.9 and older (128 on Ampere, 256 on Hopper), 9.8 and older
+    // on Blackwell (128)
+    REFUSE_IF(hd % 8, CUDNN_STATUS_NOT_SUPPORTED, "head dim: %lld is not a multiple of 8", (long long)hd);
+    REFUSE_IF(arch == 8 && v <= 90900 && hd > 128, CUDNN_STATUS_NOT_SUPPORTED,
+              "head dim: %lld > 128, the most on Ampere for cuDNN 9.9 and older", (long long)hd);
+    REFUSE_IF(arch == 9 && v <= 90900 && hd > 256, CUDNN_STATUS_NOT_SUPPORTED,
+              "head dim: %lld > 256, the most on Hopper for cuDNN 9.9 and older", (long long)hd);
+    REFUSE_IF(arch == 10 && v < 90900 && hd > 128, CUDNN_STATUS_NOT_SUPPORTED,
+              "head dim: %lld > 128, the most on Blackwell for cuDNN 9.8 and older", (long long)hd);
+    // Attention.md, Limitations: "The stride of the embedding dimension per head D_qk and D_v for
+    // all the tensors above must be 1" (K^T and the backward's V^T carry it in dim 2)
+    for (Desc *t : {s.q, s.kt, s.v, s.o, s.dout, s.dq, s.dk, s.dv}) {
+        if (!t) continue;
+        const bool tr = t == s.kt || (s.bwd && t == s.v);
+        REFUSE_IF(t->t.stride[tr ? 2 : 3] != 1, CUDNN_STATUS_NOT_SUPPORTED,
+                  "head-dim stride: tensor %lld has stride %lld on the head dim, which must be 1", (long long)t->t.uid,
+                  (long long)t->t.stride[tr ? 2 : 3]);
+    }
+    // The virtual tensors' data types and layouts, as the frontend sets them: the graph's
+    // intermediate data type FLOAT for the score chain ("Intermediate tensor data type needs to be
+    // set", sdpa_support_surface.h), INT32 indices and BOOLEAN masks (attn_score_modifiers.h,
+    // diagonal_band_mask.h), and the I/O type for P before P.V ("Requirement by cudnn backend to
+    // take in bmm2 aType as i/o type", CompositeSDPANode), P^T and dS^T (reshape_p, reshape_dS),
+    // K from K^T (reshape_k) and the GQA full-head products (dV_fullhead, dK_fullhead)
+    // (CompositeSDPABackwardNode); scores packed (b, h, s_q, s_kv), the transposes with the last
+    // two strides swapped, row statistics packed (b, h, s_q, 1).
+    const Desc *bmm2_a = nullptr;
+    for (Desc *op : g->ops) {
+        std::vector<Desc *> in;
+        Desc *out;
+        op_io(op, in, &out);
+        if (op->type == D_(OPERATION_MATMUL) && !bmm2_a && !s.bwd && in[1] == s.v) bmm2_a = in[0];
+    }
+    for (auto &[t, op] : producer) {
+        if (!t->t.virt) continue;
+        cudnnDataType_t want = CUDNN_DATA_FLOAT;
+        const char *what = "a virtual tensor of the score chain (the intermediate data type)";
+        if (op->type == D_(OPERATION_POINTWISE)) {
+            const cudnnPointwiseMode_t m = pw_mode(op);
+            if (m == CUDNN_POINTWISE_GEN_INDEX) want = CUDNN_DATA_INT32, what = "an index";
+            if (m == CUDNN_POINTWISE_CMP_GE || m == CUDNN_POINTWISE_CMP_LT || m == CUDNN_POINTWISE_LOGICAL_AND)
+                want = CUDNN_DATA_BOOLEAN, what = "a mask";
+        }
+        if (t == bmm2_a) want = io, what = "P before P.V";
+        if (op->type == D_(OPERATION_RESHAPE)) {
+            const Desc *x = ref(op, A_(OPERATION_RESHAPE_XDESC));
+            want = io, what = x == s.kt ? "K reshaped from K^T" : "P^T (for dV) or dS^T (for dK)";
+        }
+        auto it = producer.find(in_a(op));
+        const bool fullhead = op->type == D_(OPERATION_MATMUL) && it != producer.end() &&
+                              it->second->type == D_(OPERATION_RESHAPE);
+        const bool od = op->type == D_(OPERATION_POINTWISE) && in_x(op) == s.dout;  // dO * O, (b, h, s_q, d)
+        if (fullhead) want = io, what = "a group-query full-head product (dK_fullhead, dV_fullhead)";
+        REFUSE_IF(t->t.dt != want, CUDNN_STATUS_NOT_SUPPORTED,
+                  "intermediate data type: tensor %lld, %s, is %s; the fused pattern takes %s there", (long long)t->t.uid,
+                  what, dt_name(t->t.dt), dt_name(want));
+        const Tensor &x = t->t;
+        if (!fullhead && !od && x.dim[2] == s.T && x.dim[3] == s.T && x.dim[1] == s.H) {
+            const bool tr = op->type == D_(OPERATION_RESHAPE);
+            const int64_t want_st[4] = {s.H * s.T * s.T, s.T * s.T, tr ? 1 : s.T, tr ? s.T : 1};
+            REFUSE_IF(memcmp(x.stride, want_st, sizeof want_st), CUDNN_STATUS_NOT_SUPPORTED,
+                      "layout: virtual scores %lld are not (b, h, s_q, s_kv) %s", (long long)x.uid,
+                      tr ? "with the last two strides swapped" : "packed");
+        }
+        if (x.dim[3] == 1 && x.dim[2] == s.T) {
+            const int64_t want_st[4] = {s.H * s.T, s.T, 1, 1};
+            REFUSE_IF(memcmp(x.stride, want_st, sizeof want_st), CUDNN_STATUS_NOT_SUPPORTED,
+                      "layout: virtual row statistics %lld are not packed (b, h, s_q, 1)", (long long)x.uid);
+        }
+    }
+    // the backward's dQ accumulator: FLOAT, packed (b, h, s_q, d), or dQ's strides and ragged
+    // offsets (max_total_seq_len_q) (CompositeSDPABackwardNode, dQ_accum)
+    if (s.bwd) {
+        const Tensor &a = s.dq_accum->t;
+        REFUSE_IF(a.dt != CUDNN_DATA_FLOAT || a.virt, CUDNN_STATUS_NOT_SUPPORTED,
+                  "dQ accumulator: it is %s%s; the frontend's dQ_accum is a real FLOAT tensor in workspace",
+                  a.virt ? "virtual " : "", dt_name(a.dt));
+        const int64_t pk[4] = {s.H * s.T * hd, s.T * hd, hd, 1};
+        REFUSE_IF(a.ragged ? memcmp(a.stride, s.dq->t.stride, sizeof pk) : memcmp(a.stride, pk, sizeof pk),
+                  CUDNN_STATUS_NOT_SUPPORTED, "dQ accumulator layout: not packed (b, h, s_q, d), nor dQ's ragged rows");
+    }
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -462,7 +661,13 @@ cudnnStatus_t recognise(Desc *g) {
         if (m == CUDNN_POINTWISE_GEN_INDEX) (*get<int64_t>(pw, A_(POINTWISE_AXIS)) == 2 ? gen2 : gen3) = true;
         if (m == CUDNN_POINTWISE_CMP_GE) cmp = true;
         if (m == CUDNN_POINTWISE_BINARY_SELECT) s.neg_inf = in[1];
-        if (m == CUDNN_POINTWISE_MUL && in[1]->t.by_value) s.scale = in[1];
+        if (m == CUDNN_POINTWISE_MUL && in[1]->t.by_value) {  // the score scale, or softmax_sum's factor
+            if (out->t.virt)
+                s.scale = in[1];
+            else
+                s.one = in[1], s.sum = out;
+        }
+        if (m == CUDNN_POINTWISE_IDENTITY) s.dq_accum = in[0], s.dq = out;
         if (m == CUDNN_POINTWISE_MUL && !in[0]->t.virt && !in[1]->t.virt) s.dout = in[0], s.o = in[1];
         if (m == CUDNN_POINTWISE_ADD && !out->t.virt) s.stats = out;
         if (m == CUDNN_POINTWISE_SUB && !in[1]->t.virt && !producer.count(in[1])) s.stats = in[1];  // not Sum
@@ -477,7 +682,6 @@ cudnnStatus_t recognise(Desc *g) {
         REFUSE_IF(A(mms[0])->t.virt || Bm(mms[0])->t.virt || !A(mms[1])->t.virt || C(mms[1])->t.virt || !s.stats,
                   CUDNN_STATUS_NOT_SUPPORTED, "not the SDPA forward graph");
         s.q = A(mms[0]), s.kt = Bm(mms[0]), s.v = Bm(mms[1]), s.o = C(mms[1]);
-        REFUSE_IF(!rows_view(s.v->t, false), CUDNN_STATUS_NOT_SUPPORTED, "V is not (B, T, heads, hd) rows");
     } else {
         REFUSE_IF(!s.dout || !s.stats, CUDNN_STATUS_NOT_SUPPORTED, "not the SDPA backward graph");
         // Sum = reduction of dO * O into a real tensor
@@ -485,7 +689,6 @@ cudnnStatus_t recognise(Desc *g) {
             std::vector<Desc *> in;
             Desc *out;
             op_io(op, in, &out);
-            if (op->type == D_(OPERATION_REDUCTION) && !out->t.virt && out->t.dim[3] == 1) s.sum = out;
             if (op->type == D_(OPERATION_MATMUL) && !in[0]->t.virt && !in[1]->t.virt) {
                 if (in[0] == s.dout)
                     s.v = in[1];
@@ -497,22 +700,41 @@ cudnnStatus_t recognise(Desc *g) {
             Desc *mm = op->type == D_(OPERATION_MATMUL) ? op : producer[in[0]];  // dK, dV: reduced over groups
             REFUSE_IF(!mm || mm->type != D_(OPERATION_MATMUL), CUDNN_STATUS_NOT_SUPPORTED, "unrecognised gradient");
             Desc *b = Bm(mm);
-            (b == s.dout ? s.dv : !b->t.virt ? s.dk : s.dq) = out;
+            if (b == s.dout)
+                s.dv = out;
+            else if (!b->t.virt)
+                s.dk = out;
+            else  // dS K: the frontend's dQ_accum, which an IDENTITY copies into dQ
+                REFUSE_IF(out != s.dq_accum, CUDNN_STATUS_NOT_SUPPORTED,
+                          "dQ: dS K goes into a FLOAT accumulator that an IDENTITY copies into dQ (the frontend's "
+                          "dQ_accum, CompositeSDPABackwardNode)");
         }
-        REFUSE_IF(!s.q || !s.v || !s.sum || !s.dq || !s.dk || !s.dv, CUDNN_STATUS_NOT_SUPPORTED,
-                  "not the SDPA backward graph (a gradient or Sum is missing)");
-        REFUSE_IF(!rows_view(s.v->t, true) || !rows_view(s.dout->t, false) || !rows_view(s.dq->t, false) ||
-                      !rows_view(s.dk->t, false) || !rows_view(s.dv->t, false),
-                  CUDNN_STATUS_NOT_SUPPORTED, "a backward operand is not (B, T, heads, hd) rows");
+        REFUSE_IF(!s.q || !s.v || !s.sum || !s.dq || !s.dk || !s.dv || !s.dq_accum, CUDNN_STATUS_NOT_SUPPORTED,
+                  "not the SDPA backward graph (a gradient, Sum or the dQ accumulator is missing)");
     }
+    s.B = s.q->t.dim[0], s.H = s.q->t.dim[1], s.T = s.q->t.dim[2], s.hd = s.q->t.dim[3], s.KV = s.kt->t.dim[1];
+    const cudnnStatus_t surface = support_surface(g, producer);
+    if (surface != CUDNN_STATUS_SUCCESS) return surface;
+    REFUSE_IF(!rows_view(s.v->t, s.bwd), CUDNN_STATUS_NOT_SUPPORTED, "V is not (B, T, heads, hd) rows");
+    if (s.bwd)
+        REFUSE_IF(!rows_view(s.dout->t, false) || !rows_view(s.dq->t, false) || !rows_view(s.dk->t, false) ||
+                      !rows_view(s.dv->t, false),
+                  CUDNN_STATUS_NOT_SUPPORTED, "a backward operand is not (B, T, heads, hd) rows");
     REFUSE_IF(!rows_view(s.q->t, false) || !rows_view(s.kt->t, true) || !rows_view(s.o->t, false),
               CUDNN_STATUS_NOT_SUPPORTED, "Q, K or O is not (B, T, heads, hd) rows");
-    s.B = s.q->t.dim[0], s.H = s.q->t.dim[1], s.T = s.q->t.dim[2], s.hd = s.q->t.dim[3], s.KV = s.kt->t.dim[1];
-    const int64_t rows[4] = {s.B, s.H, s.T, 1};
-    REFUSE_IF(memcmp(s.stats->t.dim, rows, sizeof rows) || s.stats->t.dt != CUDNN_DATA_FLOAT,
-              CUDNN_STATUS_NOT_SUPPORTED, "Stats is not fp32 (B, H, T, 1)");
-    for (Desc *t : {s.q, s.kt, s.v, s.o, s.dout, s.dq, s.dk, s.dv})
-        REFUSE_IF(t && t->t.dt != CUDNN_DATA_BFLOAT16, CUDNN_STATUS_NOT_SUPPORTED, "an operand is not bf16");
+    // (the head-dim strides and I/O types are checked in support_surface, before these layouts)
+    const int64_t rows[4] = {s.B, s.H, s.T, 1}, rows_stride[4] = {s.H * s.T, s.T, 1, 1};
+    // Stats and softmax_sum: FLOAT (b, h, s_q, 1) with strides (h s_q, s_q, 1, 1)
+    // (SDPANodeBase::infer_properties_node for Stats; CompositeSDPABackwardNode for softmax_sum)
+    for (Desc *t : {s.stats, s.sum}) {
+        if (!t) continue;
+        const char *name = t == s.stats ? "Stats" : "softmax_sum";
+        REFUSE_IF(t->t.dt != CUDNN_DATA_FLOAT, CUDNN_STATUS_NOT_SUPPORTED,
+                  "%s data type: it is %s, the softmax statistics are FLOAT", name, dt_name(t->t.dt));
+        REFUSE_IF(memcmp(t->t.dim, rows, sizeof rows) || memcmp(t->t.stride, rows_stride, sizeof rows_stride),
+                  CUDNN_STATUS_NOT_SUPPORTED, "%s layout: dims or strides are not (b, h, s_q, 1) / (h s_q, s_q, 1, 1)",
+                  name);
+    }
     return recognise_masks(g, producer);
 }
 
@@ -791,7 +1013,7 @@ __attribute__((constructor)) static void count_at_exit(void) {
     if (getenv("FSDPC_EMU_CUDNN_COUNTS")) atexit(write_counts);
 }
 
-size_t cudnnGetVersion(void) { return 91900; }
+size_t cudnnGetVersion(void) { return (size_t)version(); }
 
 const char *cudnnGetErrorString(cudnnStatus_t s) {
     switch (s) {
@@ -801,6 +1023,12 @@ const char *cudnnGetErrorString(cudnnStatus_t s) {
     case CUDNN_STATUS_EXECUTION_FAILED: return "CUDNN_STATUS_EXECUTION_FAILED";
     default: return "CUDNN_STATUS_INTERNAL_ERROR";
     }
+}
+
+void cudnnGetLastErrorString(char *message, size_t max_size) {
+    if (!max_size) return;
+    snprintf(message, max_size, "%s", last_error);
+    last_error[0] = 0;
 }
 
 cudnnStatus_t cudnnCreate(cudnnHandle_t *h) {
@@ -934,7 +1162,7 @@ void *emu_dlsym(void *h, const char *name) {
         void *fn;
     } syms[] = {
 #define EMU_SYM(f) {#f, (void *)&f},
-        EMU_SYM(cudnnGetVersion) EMU_SYM(cudnnGetErrorString) EMU_SYM(cudnnCreate) EMU_SYM(cudnnSetStream)
+        EMU_SYM(cudnnGetVersion) EMU_SYM(cudnnGetErrorString) EMU_SYM(cudnnGetLastErrorString) EMU_SYM(cudnnCreate) EMU_SYM(cudnnSetStream)
             EMU_SYM(cudnnBackendCreateDescriptor) EMU_SYM(cudnnBackendDestroyDescriptor)
                 EMU_SYM(cudnnBackendSetAttribute) EMU_SYM(cudnnBackendGetAttribute) EMU_SYM(cudnnBackendFinalize)
                     EMU_SYM(cudnnBackendExecute)
