@@ -200,3 +200,34 @@ expect_error "a resume with another --seed" "--seed 8 differs from the seed 7" .
 pos=$(/usr/bin/python3 -c "import h5py, sys; print(int(h5py.File(sys.argv[1])['/'].attrs['data_position']))" "$W/rs_d/step_00000010.h5")
 grep -q "Resuming at global sample 40" "$W/rs_d.log" && [ "$pos" = 60 ]
 check "a resume with another global batch starts at the recorded sample (40) and goes on from there (60 after 5 steps of 4)" $? "pos=$pos"
+
+# class 1: stop signals in every polled phase, from the first moment
+./fsdpc --max_steps 0 --prompt "ROMEO:" --num_tokens 100000 --temperature 0.8 >"$W/gen_sig.txt" 2>"$W/gen_sig.log" &
+pid=$!
+sleep 3
+kill -TERM $pid
+t0=$SECONDS
+wait $pid
+rc=$?
+grep -q "Stopped by signal 15 during generation" "$W/gen_sig.log" && [ $rc = 75 ] && [ $((SECONDS - t0)) -le 10 ]
+check "SIGTERM during generation stops it at the next token, exit 75" $? "rc=$rc $(tail -c 200 "$W/gen_sig.log")"
+for sig in HUP INT QUIT; do
+    rm -rf "$W/sigck"
+    ./fsdpc --max_steps 100000 --checkpoint_freq 100000 --checkpoint_dir "$W/sigck" --num_tokens 0 --logging_freq 1 >"$W/sig.log" 2>&1 &
+    pid=$!
+    for i in $(seq 100); do grep -q "^Batch 1 Loss" "$W/sig.log" && break; sleep 0.2; done
+    kill -$sig $pid
+    wait $pid
+    rc=$?
+    [ $rc = 75 ] && ls "$W/sigck"/step_*.h5 >/dev/null 2>&1 && grep -q "Preempted (signal)" "$W/sig.log"
+    check "SIG$sig during training: a checkpoint, then exit 75" $? "rc=$rc $(grep -m2 'Preempted\|error' "$W/sig.log")"
+done
+# a signal before any work (during start-up) is honoured at the first step boundary too
+./fsdpc --max_steps 100000 --checkpoint_freq 100000 --checkpoint_dir "$W/sigck0" --num_tokens 0 >"$W/sig0.log" 2>&1 &
+pid=$!
+sleep 0.3
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc = 75 ] || [ $rc = 143 ]
+check "SIGTERM during start-up ends the run as preempted (75), or before MPI starts, as the signal would (143)" $? "rc=$rc $(tail -c 200 "$W/sig0.log")"
