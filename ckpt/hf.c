@@ -379,7 +379,41 @@ static const StTensor *hf_source_tensor(const HfModel *h, const TensorSpec *spec
     return t;
 }
 
-void hf_load(const HfModel *h, ShardState *s) {
+// Buffers some exports carry that are no parameters: RoPE's inverse frequencies, GPT-2's and
+// GPT-NeoX's attention masks. Skipped without a word.
+static int hf_known_buffer(const char *name) {
+    static const char *const suffixes[] = {".rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias", ".attention.bias",
+                                           ".attention.masked_bias"};
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
+        size_t k = strlen(suffixes[i]);
+        if (n > k && !strcmp(name + n - k, suffixes[i])) return 1;
+    }
+    return 0;
+}
+
+// Tensors in the files the model does not load: a trainer that drops weights silently has lost
+// the run, so they are refused (naming the first few) unless --allow_unused_weights; NULL or msg.
+static const char *hf_unused(const HfModel *h, const ModelPlan *plan, int allow, char *msg, size_t len) {
+    int count = 0, u, t;
+    char names[400] = "";
+    for (int i = 0; i < h->nfiles; i++)
+        for (int k = 0; k < h->files[i].ntensors; k++) {
+            const char *name = h->files[i].tensors[k].name;
+            if (model_find_tensor(plan, name, &u, &t) || hf_known_buffer(name)) continue;
+            if (count++ < 3) snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", count > 1 ? ", " : "", name);
+        }
+    if (!count) return NULL;
+    snprintf(msg, len, "'%s' holds %d tensor%s the %s model does not use (%s%s)%s", h->path, count, count == 1 ? "" : "s",
+             plan->cfg.model_type, names, count > 3 ? ", ..." : "",
+             allow ? "; they are not loaded (--allow_unused_weights)" : ": is it another architecture or a larger model? "
+                                                                        "--allow_unused_weights loads the rest anyway");
+    if (!allow) return msg;
+    comm_log("warning: %s\n", msg);
+    return NULL;
+}
+
+void hf_load(const HfModel *h, ShardState *s, int allow_unused) {
     static char msg[2 * HF_PATH];
     const ModelPlan *plan = shard_plan(s);
     const char *err = NULL;
@@ -387,6 +421,7 @@ void hf_load(const HfModel *h, ShardState *s) {
     for (int u = 0; u < plan->nunits && !err; u++)
         for (int t = 0; t < plan->units[u].ntensors && !err; t++)
             if (!hf_source_tensor(h, &plan->units[u].t[t], &file, msg, sizeof msg)) err = msg;
+    if (!err) err = hf_unused(h, plan, allow_unused, msg, sizeof msg);
     comm_check_all(err);
     if (h->tied) comm_log("%s: lm_head.weight is tied to model.embed_tokens.weight; fsdpc trains an untied copy of it\n", h->path);
     int on_device = shard_state_on_device(s), *fds = mallocCheck((size_t)h->nfiles * sizeof(int));

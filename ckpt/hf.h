@@ -27,8 +27,9 @@ void hf_take_source(HfModel *h, CkptSource *src);
 // Collective: every rank reads only the byte ranges of its own slices (shard_tensor_slice) with pread,
 // converts fp32/bf16/fp16 to the fp32 master shards (and uploads when shard_state_on_device), then
 // shard_master_changed(s). A missing tensor, a wrong shape, or an unsupported dtype gives one line
-// naming the tensor and the file, on every rank.
-void hf_load(const HfModel *h, ShardState *s);
+// naming the tensor and the file, on every rank; so do tensors the model does not use (known
+// non-parameter buffers aside), unless allow_unused, which warns instead.
+void hf_load(const HfModel *h, ShardState *s, int allow_unused);
 
 // `fsdpc export --checkpoint DIR|FILE --output OUTDIR [--dtype bf16|fp16|fp32] [--max_shard_size BYTES]`:
 // a checkpoint's weights, config and tokenizer as a Hugging Face LlamaForCausalLM directory.

@@ -181,6 +181,7 @@ static const CliFlag flags[] = {
      STRLEN(resume_from_checkpoint)},
     I("num_kept_checkpoints", num_kept_checkpoints),
     B("overwrite_checkpoints", overwrite_checkpoints),
+    B("allow_unused_weights", allow_unused_weights),
     E("device", device, device_names),
     E("attention", attention, attention_names),
     E("environment", environment, environment_names),

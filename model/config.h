@@ -71,6 +71,7 @@ typedef struct {
     char run_name[128];  // minimal_fsdp's --run_name: checkpoints go to checkpoint_dir/run_name
     int checkpoint_freq, num_kept_checkpoints;
     int overwrite_checkpoints;  // a fresh run may write into a directory holding other runs' checkpoints
+    int allow_unused_weights;   // --init_from files may hold tensors the model does not use (warned, not refused)
     // run
     KernDevice device;
     KernAttention attention;  // --attention auto|cudnn|native

@@ -152,7 +152,7 @@ static void load_state(Run *r) {
         snprintf(r->origin.parent, sizeof r->origin.parent, "%s", c->init_from);
         comm_log("Initialized weights from %s (fresh optimizer state, step 0)\n", c->init_from);
     } else if (r->hf) {
-        hf_load(r->hf, &r->st);
+        hf_load(r->hf, &r->st, c->allow_unused_weights);
         snprintf(r->origin.parent, sizeof r->origin.parent, "%s", hf_source_path(r->hf));
         comm_log("Initialized weights from %s (fresh optimizer state, step 0)\n", hf_source_path(r->hf));
         hf_close(r->hf);

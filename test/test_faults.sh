@@ -231,3 +231,24 @@ wait $pid
 rc=$?
 [ $rc = 75 ] || [ $rc = 143 ]
 check "SIGTERM during start-up ends the run as preempted (75), or before MPI starts, as the signal would (143)" $? "rc=$rc $(tail -c 200 "$W/sig0.log")"
+
+# class 6: tensors the model does not use are refused by name (known buffers aside), or loaded around with --allow_unused_weights
+/usr/bin/python3 test/hf_make.py "$W/hfx" --inv_freq >/dev/null
+/usr/bin/python3 - "$W/hfx/model.safetensors" <<'PY'
+import json, struct, sys
+p = sys.argv[1]
+raw = open(p, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+end = max(v["data_offsets"][1] for k, v in head.items() if k != "__metadata__")
+head["model.layers.7.mlp.extra.weight"] = {"dtype": "F32", "shape": [2], "data_offsets": [end, end + 8]}
+h = json.dumps(head).encode()
+h += b" " * (-len(h) % 8)
+open(p, "wb").write(struct.pack("<Q", len(h)) + h + data[:end] + b"\0" * 8)
+PY
+expect_error "a weights file with a tensor the model does not use" "holds 1 tensor the llama_v2 model does not use \(model.layers.7.mlp.extra.weight\)" \
+    ./fsdpc --init_from "$W/hfx" --max_steps 1 --num_tokens 0 --checkpoint_freq 0
+./fsdpc --init_from "$W/hfx" --max_steps 1 --num_tokens 0 --checkpoint_freq 0 --allow_unused_weights >"$W/unused.log" 2>&1
+rc=$?
+[ $rc = 0 ] && grep -q "warning: .*model.layers.7.mlp.extra.weight.*not loaded (--allow_unused_weights)" "$W/unused.log" && ! grep -q "inv_freq" "$W/unused.log"
+check "--allow_unused_weights loads the rest with a warning; rotary_emb.inv_freq buffers pass without a word" $? "rc=$rc $(grep -m2 'warning\|error' "$W/unused.log")"
