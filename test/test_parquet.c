@@ -13,58 +13,13 @@
 #include <time.h>
 
 #include "../data/parquet.h"
+#include "table_print.h"
 
 static int fail(const char *msg) {
     fprintf(stderr, "fsdpc: error: %s\n", msg);
     return 1;
 }
 
-// JSON string escaping as JavaScript's JSON.stringify writes it (non-ASCII bytes as they are)
-static void print_str(const char *s, size_t n) {
-    putchar('"');
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\') printf("\\%c", ch);
-        else if (ch == '\n') fputs("\\n", stdout);
-        else if (ch == '\t') fputs("\\t", stdout);
-        else if (ch == '\r') fputs("\\r", stdout);
-        else if (ch == '\b') fputs("\\b", stdout);
-        else if (ch == '\f') fputs("\\f", stdout);
-        else if (ch < 0x20) printf("\\u%04x", ch);
-        else putchar(ch);
-    }
-    putchar('"');
-}
-
-// A struct list's string fields, all chosen, in schema order.
-static int choose_strings(TableReader *r, int col, char *err, size_t errlen) {
-    const TableColumn *c = &r->cols[col];
-    int f[TABLE_MAX_FIELDS], n = 0;
-    for (int j = 0; j < c->nfields; j++)
-        if (c->fields[j].is_string) f[n++] = j;
-    return c->kind == TABLE_STRUCT_LIST ? r->choose_fields(r, col, f, n, err, errlen) : 0;
-}
-
-// A struct list row as [{"field": "value" or null, ...}, ...] with the chosen (string) fields
-static void print_structs(const TableColumn *c, const TableValue *v) {
-    int n = 0;
-    for (int j = 0; j < c->nfields; j++) n += c->fields[j].is_string;
-    putchar('[');
-    for (size_t e = 0; e < v->len; e++) {
-        printf("%s{", e ? "," : "");
-        for (int j = 0, k = 0; j < c->nfields; j++) {
-            if (!c->fields[j].is_string) continue;
-            const TableStr *t = &v->items[e * (size_t)n + (size_t)k];
-            printf("%s", k++ ? "," : "");
-            print_str(c->fields[j].name, strlen(c->fields[j].name));
-            putchar(':');
-            if (t->is_null) fputs("null", stdout);
-            else print_str(t->str, t->len);
-        }
-        putchar('}');
-    }
-    putchar(']');
-}
 
 static void print_value(const TableColumn *col, const TableValue *v) {
     if (v->is_null) {
@@ -72,7 +27,7 @@ static void print_value(const TableColumn *col, const TableValue *v) {
         return;
     }
     if (col->kind == TABLE_STRING) {
-        print_str(v->str, v->len);
+        put_str(v->str, v->len);
         return;
     }
     if (col->kind == TABLE_INT) {
