@@ -530,6 +530,7 @@ static const char *write_header(hid_t f, const Config *cfg, const CkptMeta *meta
     ok &= attr_write_str(f, "run_id", meta->run_id);
     ok &= attr_write_str(f, "parent", meta->parent);
     ok &= attr_write_str(f, "lineage", meta->lineage);
+    ok &= attr_write_str(f, "run_inputs", meta->inputs);
     ok &= attr_write_str(f, "checksum", CHECKSUM_NAME);
     for (int g = 0; g < 3 && ok; g++) {
         hid_t lcpl = h5Check(H5Pcreate(H5P_LINK_CREATE));

@@ -13,6 +13,7 @@
 
 #define CKPT_RUN_ID_LEN 16  // hex digits of a run id
 #define CKPT_LINEAGE_MAX 32  // ancestors a checkpoint remembers; older ones are never pruned
+#define CKPT_INPUTS_LEN 8192  // bytes of CkptMeta.inputs, its NUL included
 
 typedef struct {
     int step;
@@ -23,6 +24,9 @@ typedef struct {
     char parent[1024];  // the checkpoint (or source) that run resumed or initialised from, "" if fresh
     // the run's ancestry, nearest first: "<run_id>:<step>" of the checkpoint each resumed from
     char lineage[CKPT_LINEAGE_MAX * (CKPT_RUN_ID_LEN + 12)];
+    // what defines the run besides its flags (the tokenizer's checksum, the data sources'
+    // identities): one line of text, compared on resume; "" in files written before it existed
+    char inputs[CKPT_INPUTS_LEN];
 } CkptMeta;
 
 // The files of a Hugging Face model source that say more than its weights: the length it was

@@ -190,6 +190,9 @@ const char *ckpt_check_header(const CkptDesc *d, const char *file, const ModelCo
         if (!e && !is_run_id(m->run_id)) e = not_a(file, "run_id", "16 lowercase hex digits");
         if (!e) e = get_str(d, file, "parent", m->parent, sizeof m->parent);
         if (!e) e = get_str(d, file, "lineage", m->lineage, sizeof m->lineage);
+        const CkptAttr *in = e ? NULL : need_attr(d, file, "run_inputs", 0, &e);  // absent before it existed
+        if (!e && in && !str_fits(in, sizeof m->inputs)) e = not_a(file, "run_inputs", "a string scalar");
+        if (!e && in) snprintf(m->inputs, sizeof m->inputs, "%s", in->s);
         if (!e) e = get_str(d, file, "checksum", sum, sizeof sum);
         if (!e && strcmp(sum, CKPT_CHECKSUM_NAME) != 0) e = not_a(file, "checksum", "\"" CKPT_CHECKSUM_NAME "\"");
     }
