@@ -562,6 +562,7 @@ static const char *write_checksums(hid_t f, const ModelPlan *plan, const CommCrc
 
 static char claim_path[1100], claim_id[CKPT_RUN_ID_LEN + 1];  // rank 0's writer lock, if any
 static const char *claim_lost(void);
+static const char *check_replace(const char *path, const CkptMeta *meta);
 
 // One agreed failure, kept: later agreements reuse comm_first_error's buffer.
 static void agree(char *why, size_t len, const char *local) {
@@ -593,16 +594,6 @@ static const char *reserve_space(const char *tmp, double need) {
     if (rc == 0 || (fd >= 0 && (e == EOPNOTSUPP || e == ENOSYS || e == EINVAL))) return NULL;
     snprintf(msg, sizeof msg, "reserving %.1f MB for it failed: %s", need / 1e6, strerror(e));
     return msg;
-}
-
-// Rank 0, before a publish replaces a file: a run resumed from an earlier step reaches the steps
-// of the future it abandoned, and the log says so.
-static void note_replaced(const char *path, const char *run_id) {
-    Header h;
-    if (access(path, F_OK) != 0) return;
-    const char *e = read_header_of(path, &h);
-    if (e) comm_log("Replacing %s, which is not a usable checkpoint\n", path);
-    else if (strcmp(h.meta.run_id, run_id) != 0) comm_log("Replacing %s of run %s\n", path, h.meta.run_id[0] ? h.meta.run_id : "(unknown)");
 }
 
 // A parallel HDF5 write that fails part-way leaves the ranks' metadata caches out of step:
@@ -658,7 +649,7 @@ void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const Ck
         comm_log("warning: could not trim %s: %s\n", tmp, strerror(errno));
     // publish once every rank's slices are on disk, and only while the directory is ours
     const char *e = comm_info.rank == 0 ? claim_lost() : NULL;
-    if (!e && comm_info.rank == 0) note_replaced(out->path, meta->run_id);
+    if (!e && comm_info.rank == 0) e = check_replace(out->path, meta);
     if (!e && comm_info.rank == 0 && rename(tmp, out->path) != 0)
         e = (snprintf(err, sizeof err, "renaming '%s' to '%s' failed: %s", tmp, out->path, strerror(errno)), err);
     if (e) unlink(tmp);
@@ -873,9 +864,16 @@ void ckpt_reader_close(CkptReader *r) {
 
 // ---- the checkpoint directory ----
 
+// A file named like a checkpoint and, once read_lineages has read its header, whose it is.
+enum { ENTRY_UNUSABLE, ENTRY_NO_RUN, ENTRY_RUN };
 typedef struct {
     char name[256];
-    int step;
+    int step;     // from the name
+    int kind;     // ENTRY_*: no usable header (unreadable, or its name says another step), written
+                  // before run ids (format_version 1), or a run's
+    int lineage;  // ENTRY_RUN: its lineage (a Kin set)
+    int match;    // ENTRY_RUN: its run_inputs equal the ones asked for
+    char run_id[CKPT_RUN_ID_LEN + 1];
 } Entry;
 
 // step number of a name step_<digits>.h5, or -1
@@ -907,6 +905,7 @@ static Entry *list_checkpoints(const char *dir, int *n) {
         if (step < 0 || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;  // dangling links, directories
         if (*n == cap) e = realloc(e, (size_t)(cap *= 2) * sizeof *e);
         if (!e) comm_fatal("out of memory listing '%s'", dir);
+        memset(&e[*n], 0, sizeof e[*n]);
         snprintf(e[*n].name, sizeof e[*n].name, "%s", de->d_name);
         e[(*n)++].step = step;
     }
@@ -915,25 +914,242 @@ static Entry *list_checkpoints(const char *dir, int *n) {
     return e;
 }
 
-int ckpt_resolve(const char *path, char *out, size_t len) {
-    // rank 0 looks and lists, so every rank takes the same path and verifies the same candidates
+static int is_run_id(const char *s) { return strlen(s) == CKPT_RUN_ID_LEN && strspn(s, "0123456789abcdef") == CKPT_RUN_ID_LEN; }
+
+// The next "<run_id>:<step>" of a lineage attribute at *p (malformed words are skipped: the
+// attribute is the file's to lie in); 0 at its end.
+static int lineage_next(const char **p, char id[CKPT_RUN_ID_LEN + 1], int *step) {
+    for (;;) {
+        const char *s = *p + strspn(*p, " ");
+        size_t w = strcspn(s, " "), digits = w > CKPT_RUN_ID_LEN + 1 ? w - CKPT_RUN_ID_LEN - 1 : 0;
+        *p = s + w;
+        if (!w) return 0;
+        if (strspn(s, "0123456789abcdef") != CKPT_RUN_ID_LEN || s[CKPT_RUN_ID_LEN] != ':' || digits == 0 || digits > 10 ||
+            strspn(s + CKPT_RUN_ID_LEN + 1, "0123456789") != digits)
+            continue;
+        long long v = 0;
+        for (size_t i = 0; i < digits; i++) v = v * 10 + (s[CKPT_RUN_ID_LEN + 1 + i] - '0');
+        if (v > INT_MAX) continue;
+        memcpy(id, s, CKPT_RUN_ID_LEN);
+        id[CKPT_RUN_ID_LEN] = 0;
+        *step = (int)v;
+        return 1;
+    }
+}
+
+// Run ids in sets (union-find): a checkpoint joins its run with every ancestor its lineage
+// names, so the runs of one history (requeues, rewinds and the futures they abandoned) end up in
+// one set, even past the CKPT_LINEAGE_MAX ancestors one file remembers, through the files between.
+typedef struct {
+    char (*id)[CKPT_RUN_ID_LEN + 1];  // sorted once sealed
+    int *up;
+    int n, cap;
+} Kin;
+
+static void kin_add(Kin *k, const char *id) {
+    if (k->n == k->cap) {
+        k->cap = k->cap ? 2 * k->cap : 64;
+        k->id = realloc(k->id, (size_t)k->cap * sizeof *k->id);
+        if (!k->id) comm_fatal("out of memory grouping checkpoints by run");
+    }
+    snprintf(k->id[k->n++], sizeof k->id[0], "%s", id);
+}
+
+// a run and the ancestors its lineage names (files from before run ids have none)
+static void kin_add_meta(Kin *k, const CkptMeta *m) {
+    char id[CKPT_RUN_ID_LEN + 1];
+    int step;
+    if (!m->run_id[0]) return;
+    kin_add(k, m->run_id);
+    for (const char *p = m->lineage; lineage_next(&p, id, &step);) kin_add(k, id);
+}
+
+static int id_cmp(const void *a, const void *b) { return strcmp(a, b); }
+
+// after the last kin_add: sorted, each id once and in a set of its own
+static void kin_seal(Kin *k) {
+    if (k->n) qsort(k->id, (size_t)k->n, sizeof *k->id, id_cmp);
+    int n = 0;
+    for (int i = 0; i < k->n; i++)
+        if (!n || strcmp(k->id[i], k->id[n - 1]) != 0) memmove(k->id[n++], k->id[i], sizeof *k->id);
+    k->n = n;
+    k->up = mallocCheck((size_t)(n ? n : 1) * sizeof *k->up);
+    for (int i = 0; i < n; i++) k->up[i] = i;
+}
+
+// the set of id, -1 for an id never added
+static int kin_root(Kin *k, const char *id) {
+    const char(*hit)[CKPT_RUN_ID_LEN + 1] = k->n && id[0] ? bsearch(id, k->id, (size_t)k->n, sizeof *k->id, id_cmp) : NULL;
+    if (!hit) return -1;
+    int i = (int)(hit - k->id);
+    while (k->up[i] != i) i = k->up[i] = k->up[k->up[i]];
+    return i;
+}
+
+static void kin_join_meta(Kin *k, const CkptMeta *m) {
+    char id[CKPT_RUN_ID_LEN + 1];
+    int step, a = kin_root(k, m->run_id);
+    for (const char *p = m->lineage; a >= 0 && lineage_next(&p, id, &step);) {
+        int b = kin_root(k, id);
+        if (b >= 0 && b != a) k->up[b] = a;
+    }
+}
+
+static void kin_free(Kin *k) {
+    free(k->id);
+    free(k->up);
+    memset(k, 0, sizeof *k);
+}
+
+// Rank 0: the header of each of dir's n checkpoints, and their lineages: files whose runs are
+// linked by lineage attributes are one. `own` (NULL: none), the run about to write there, is
+// linked in too. Each entry gets its kind, run id, lineage and whether its run_inputs equal
+// `inputs` (never when inputs is NULL or ""); kin keeps the sets.
+static void read_lineages(const char *dir, Entry *e, int n, const CkptMeta *own, const char *inputs, Kin *kin) {
+    char (*lineage)[sizeof own->lineage] = mallocCheck((size_t)(n ? n : 1) * sizeof *lineage);
+    char path[1400];
+    Header h;
+    memset(kin, 0, sizeof *kin);
+    if (own) kin_add_meta(kin, own);
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, e[i].name);
+        e[i].kind = read_header_of(path, &h) ? ENTRY_UNUSABLE : h.meta.run_id[0] ? ENTRY_RUN : ENTRY_NO_RUN;
+        e[i].match = e[i].kind == ENTRY_RUN && inputs && inputs[0] && !strcmp(h.meta.inputs, inputs);
+        snprintf(e[i].run_id, sizeof e[i].run_id, "%s", e[i].kind == ENTRY_RUN ? h.meta.run_id : "");
+        snprintf(lineage[i], sizeof lineage[i], "%s", e[i].kind == ENTRY_RUN ? h.meta.lineage : "");
+        if (e[i].kind == ENTRY_RUN) kin_add_meta(kin, &h.meta);
+    }
+    kin_seal(kin);
+    if (own) kin_join_meta(kin, own);
+    CkptMeta m;
+    for (int i = 0; i < n; i++) {
+        if (e[i].kind != ENTRY_RUN) continue;
+        snprintf(m.run_id, sizeof m.run_id, "%s", e[i].run_id);
+        snprintf(m.lineage, sizeof m.lineage, "%s", lineage[i]);
+        kin_join_meta(kin, &m);
+    }
+    for (int i = 0; i < n; i++) e[i].lineage = e[i].kind == ENTRY_RUN ? kin_root(kin, e[i].run_id) : -1;
+    free(lineage);
+}
+
+// "run R (newest step_N.h5), ...": each run of the entries that sel marks once, at its newest
+// file, the first few by name
+static void describe_runs(const Entry *e, int n, const unsigned char *sel, char *buf, size_t len) {
+    int shown = 0, more = 0;
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) seen = sel[j] && !strcmp(e[j].run_id, e[i].run_id);
+        if (!sel[i] || seen) continue;
+        if (shown == 4) {
+            more++;
+            continue;
+        }
+        if (k < len) k += (size_t)snprintf(buf + k, len - k, "%srun %s (newest step %d: %s)", shown++ ? ", " : "", e[i].run_id, e[i].step,
+                                   e[i].name);
+    }
+    if (more && k < len) snprintf(buf + k, len - k, " and %d more run%s", more, more > 1 ? "s" : "");
+}
+
+// Several lineages in one directory: the newest usable checkpoint of each (verified, as a resume
+// would), and of those the one whose run_inputs are the run's, when exactly one is.
+static int resolve_lineages(const char *path, const char *inputs, Entry *e, int n, int nl, char *out, size_t len) {
+    int *pick = mallocCheck((size_t)nl * sizeof *pick);
+    for (int l = 0; l < nl; l++) pick[l] = -1;
+    char file[1400], first[1400] = "";
+    for (int i = 0; i < n; i++) {
+        if (e[i].kind == ENTRY_RUN && pick[e[i].lineage] >= 0) continue;  // an older file of a lineage already settled
+        snprintf(file, sizeof file, "%s/%s", path, e[i].name);
+        if (e[i].kind == ENTRY_NO_RUN) {
+            comm_log("Checkpoint %s predates run ids (format_version 1) and belongs to none of the runs in %s: passed over\n", file, path);
+            continue;
+        }
+        const char *err = ckpt_verify(file);
+        if (!err) {
+            if (e[i].kind == ENTRY_RUN) pick[e[i].lineage] = i;
+            continue;
+        }
+        int older = 0;
+        for (int j = i + 1; j < n && !older; j++) older = e[j].kind == ENTRY_RUN && e[i].kind == ENTRY_RUN && e[j].lineage == e[i].lineage;
+        if (!first[0]) snprintf(first, sizeof first, "%s", err);
+        comm_log("Checkpoint %s is unusable%s: %s\n", file, older ? ", falling back to the one before it in its run's lineage" : "", err);
+    }
+    int usable = 0, matching = 0, chosen = -1;
+    for (int l = 0; l < nl; l++) {
+        if (pick[l] < 0) continue;
+        usable++;
+        matching += e[pick[l]].match;
+        if (usable == 1 || (e[pick[l]].match && matching == 1)) chosen = l;  // the only one, or the one that matches
+    }
+    if (!usable) comm_fail_all("none of the %d checkpoint(s) in '%s' is usable; the newest: %s", n, path, first);
+    unsigned char *sel = callocCheck((size_t)n, 1);
+    char runs[1200];
+    for (int l = 0; l < nl; l++)
+        if (pick[l] >= 0) sel[pick[l]] = 1;
+    if (usable > 1 && matching != 1) {
+        describe_runs(e, n, sel, runs, sizeof runs);
+        char why[160] = "";
+        if (inputs[0])
+            snprintf(why, sizeof why, matching ? ", and %d of them record this run's inputs" : ", none of which records this run's inputs",
+                     matching);
+        int newest = n;
+        for (int l = 0; l < nl; l++)
+            if (pick[l] >= 0 && pick[l] < newest) newest = pick[l];
+        comm_fail_all("'%s' holds the checkpoints of %d unrelated runs%s: %s; give --resume_from_checkpoint the file to resume "
+                      "(such as %s/%s), or move the other runs' files out of the folder", path, usable, why, runs, path, e[newest].name);
+    }
+    snprintf(out, len, "%s/%s", path, e[pick[chosen]].name);
+    if (usable > 1) {
+        sel[pick[chosen]] = 0;
+        describe_runs(e, n, sel, runs, sizeof runs);
+        comm_log("%s holds the checkpoints of %d unrelated runs: resuming run %s (its checkpoints record this run's inputs); "
+                 "passed over: %s\n", path, usable, e[pick[chosen]].run_id, runs);
+    } else {
+        comm_log("%s also holds checkpoints of other runs, none of them usable: resuming run %s\n", path, e[pick[chosen]].run_id);
+    }
+    free(sel);
+    free(pick);
+    return 1;
+}
+
+int ckpt_resolve(const char *path, const char *inputs, char *out, size_t len) {
+    // rank 0 looks, lists and reads the headers, so every rank takes the same path and verifies
+    // the same candidates
     struct stat st;
     int kind = comm_info.rank != 0 ? 0 : stat(path, &st) != 0 ? 0 : S_ISDIR(st.st_mode) ? 2 : 1;
     comm_bcast_bytes(comm_world(), &kind, sizeof kind, 0);
     out[0] = 0;
     if (kind == 0) return 0;  // a resume dir that does not exist yet: start fresh
     if (kind == 1) {
-        snprintf(out, len, "%s", path);
+        snprintf(out, len, "%s", path);  // its header, the name's step included, is checked when it is read
         return 1;
     }
-    int n = 0;
+    int n = 0, nl = 0;
     Entry *e = comm_info.rank == 0 ? list_checkpoints(path, &n) : NULL;
     static char msg[1200];
     if (comm_info.rank == 0 && !e) snprintf(msg, sizeof msg, "cannot read checkpoint directory '%s': %s", path, strerror(errno));
     comm_check_all(comm_info.rank == 0 && !e ? msg : NULL);
+    if (comm_info.rank == 0) {
+        Kin kin;
+        read_lineages(path, e, n, NULL, inputs, &kin);
+        int *num = mallocCheck((size_t)(kin.n ? kin.n : 1) * sizeof *num);  // lineages numbered newest first
+        for (int i = 0; i < kin.n; i++) num[i] = -1;
+        for (int i = 0; i < n; i++)
+            if (e[i].kind == ENTRY_RUN) e[i].lineage = num[e[i].lineage] >= 0 ? num[e[i].lineage] : (num[e[i].lineage] = nl++);
+        free(num);
+        kin_free(&kin);
+    }
     comm_bcast_bytes(comm_world(), &n, sizeof n, 0);
+    comm_bcast_bytes(comm_world(), &nl, sizeof nl, 0);
     if (comm_info.rank != 0) e = mallocCheck((size_t)(n ? n : 1) * sizeof *e);
     comm_bcast_bytes(comm_world(), e, (size_t)n * sizeof *e, 0);
+    if (nl > 1) {
+        int r = resolve_lineages(path, inputs, e, n, nl, out, len);
+        free(e);
+        return r;
+    }
+    // one lineage (files from before run ids belong to it): its newest usable checkpoint
     char file[1400], first[1400] = "";
     for (int i = 0; i < n; i++) {
         snprintf(file, sizeof file, "%s/%s", path, e[i].name);
@@ -1022,8 +1238,6 @@ void ckpt_release_dir(void) {
 
 static void release_at_exit(void) { ckpt_release_dir(); }
 
-static int is_run_id(const char *s) { return strlen(s) == CKPT_RUN_ID_LEN && strspn(s, "0123456789abcdef") == CKPT_RUN_ID_LEN; }
-
 // whether name is a step_<digits>.h5.<run id>.tmp of a run other than run_id
 static int foreign_tmp(const char *name, const char *run_id) {
     const char *dot = strstr(name, ".h5.");
@@ -1036,7 +1250,160 @@ static int foreign_tmp(const char *name, const char *run_id) {
     return is_run_id(id) && strcmp(id, run_id) != 0;
 }
 
-const char *ckpt_claim_dir(const char *dir, const char *run_id, int fresh, int overwrite) {
+// What the claim learned, for the check before each publish: the runs of this run's history (its
+// own and those linked to it in the directory), --overwrite_checkpoints, and the files the run
+// starts from, which nothing replaces.
+static struct {
+    char (*ids)[CKPT_RUN_ID_LEN + 1];
+    int nids, overwrite, ninputs;
+    struct {
+        dev_t dev;
+        ino_t ino;
+        const char *flag;
+    } input[2];
+} owner;
+
+// Rank 0, for ckpt_claim_dir: whether the checkpoints in dir are this run's to replace (see
+// ckpt.h). Fills `owner`. NULL, or a one-line error.
+static const char *check_ownership(const char *dir, const char *run_id, const char *resumed, const char *init, int overwrite) {
+    static char msg[2000];
+    char runs[1200], path[1400];
+    Header h;
+    CkptMeta own;
+    memset(&own, 0, sizeof own);
+    snprintf(own.run_id, sizeof own.run_id, "%s", run_id);
+    free(owner.ids);
+    memset(&owner, 0, sizeof owner);
+    owner.overwrite = overwrite;
+    const char *in[2] = {resumed, init}, *flag[2] = {"--resume_from_checkpoint", "--init_from"};
+    struct stat st;
+    for (int i = 0; i < 2; i++)
+        if (in[i][0] && stat(in[i], &st) == 0) {
+            owner.input[owner.ninputs].dev = st.st_dev;
+            owner.input[owner.ninputs].ino = st.st_ino;
+            owner.input[owner.ninputs++].flag = flag[i];
+        }
+    int start = 0;  // the run writes the steps after it
+    if (resumed[0]) {
+        const char *e = read_header_of(resumed, &h);
+        if (e) return e;
+        start = h.meta.step;
+        ckpt_lineage_of(&h.meta, own.lineage, sizeof own.lineage);
+    }
+    int n;
+    Entry *e = list_checkpoints(dir, &n);
+    if (!e) return snprintf(msg, sizeof msg, "cannot list --checkpoint_dir '%s': %s", dir, strerror(errno)), msg;
+    Kin kin;
+    read_lineages(dir, e, n, &own, NULL, &kin);
+    int me = kin_root(&kin, run_id);
+    for (int i = 0; i < kin.n; i++)
+        if (kin_root(&kin, kin.id[i]) == me) {
+            if (owner.nids % 64 == 0) owner.ids = realloc(owner.ids, (size_t)(owner.nids + 64) * sizeof *owner.ids);
+            if (!owner.ids) comm_fatal("out of memory listing the runs of this run's lineage");
+            memcpy(owner.ids[owner.nids++], kin.id[i], sizeof *owner.ids);
+        }
+    kin_free(&kin);
+    // another run's: for a fresh run anything; for a resumed one the files of runs outside its
+    // history, and files it cannot read at steps it may write (files from before run ids prove
+    // nothing either way and stay as they were: replaceable, never pruned)
+    unsigned char *other = callocCheck((size_t)(n ? n : 1), 1);
+    int nother = 0, nrun = 0, nunusable = 0, unusable = -1, hit = -1, hit_input = 0;
+    for (int i = 0; i < n; i++) {
+        other[i] = !resumed[0] || (e[i].kind == ENTRY_RUN && e[i].lineage != me) || (e[i].kind == ENTRY_UNUSABLE && e[i].step > start);
+        nother += other[i];
+        nrun += other[i] && e[i].kind == ENTRY_RUN;
+        if (other[i] && e[i].kind == ENTRY_UNUSABLE && !nunusable++) unusable = i;
+        snprintf(path, sizeof path, "%s/%s", dir, e[i].name);
+        for (int k = 0; k < owner.ninputs && hit < 0; k++)
+            if (e[i].step > start && stat(path, &st) == 0 && st.st_dev == owner.input[k].dev && st.st_ino == owner.input[k].ino)
+                hit = i, hit_input = k;
+    }
+    for (int i = 0; i < n; i++) other[i] = other[i] && e[i].kind == ENTRY_RUN;
+    describe_runs(e, n, other, runs, sizeof runs);
+    const char *err = NULL;
+    char why[1600] = "", also[400] = "";
+    if (unusable >= 0) {
+        snprintf(path, sizeof path, "%s/%s", dir, e[unusable].name);
+        const char *r = read_header_of(path, &h);
+        snprintf(why, sizeof why, "%s", r ? r : "it changed while being read");
+        snprintf(also, sizeof also, " (and %d unusable file(s) named like checkpoints, the newest %s)", nunusable, e[unusable].name);
+    }
+    if (nother && !overwrite && !resumed[0]) {
+        err = msg;
+        snprintf(msg, sizeof msg, "--checkpoint_dir '%s' already holds %d checkpoint(s) (the newest %s) of another run; resume them "
+                 "with --resume_from_checkpoint %s, give another --checkpoint_dir, or pass --overwrite_checkpoints%s%s", dir, n,
+                 e[0].name, dir, nrun ? "; they are of " : "", runs);
+    } else if (nrun && !overwrite) {
+        err = msg;
+        snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds %d checkpoint(s) of runs outside the lineage of the checkpoint "
+                 "this run resumes ('%s'): %s%s; give this run another --checkpoint_dir, resume from '%s' instead, or pass "
+                 "--overwrite_checkpoints to replace them at the steps this run writes", dir, nrun, resumed, runs, also, dir);
+    } else if (nother && !overwrite) {
+        err = msg;
+        snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds %d file(s) named like checkpoints at steps this run may write that "
+                 "are no usable checkpoints of it, the newest %s (%s); move them away, give this run another --checkpoint_dir, "
+                 "or pass --overwrite_checkpoints to replace them", dir, nunusable, e[unusable].name, why);
+    } else if (hit >= 0) {
+        err = msg;
+        snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds %s, the checkpoint this run starts from (%s), at a step this run "
+                 "writes: even --overwrite_checkpoints never replaces a run's own input; give this run another --checkpoint_dir",
+                 dir, e[hit].name, owner.input[hit_input].flag);
+    } else if (nother) {
+        comm_log("--overwrite_checkpoints: %s holds %d checkpoint(s) of other runs%s%s; those at steps this run writes are "
+                 "replaced, the others kept\n", dir, nother, nrun ? ": " : "", runs);
+    }
+    free(other);
+    free(e);
+    return err;
+}
+
+// whether run id is of the writer's history: the claim's runs, the writer and its ancestors
+static int of_history(const char *id, const CkptMeta *writer) {
+    char a[CKPT_RUN_ID_LEN + 1];
+    int step;
+    for (int k = 0; k < owner.nids; k++)
+        if (!strcmp(id, owner.ids[k])) return 1;
+    if (!strcmp(id, writer->run_id)) return 1;
+    for (const char *p = writer->lineage; lineage_next(&p, a, &step);)
+        if (!strcmp(id, a)) return 1;
+    return 0;
+}
+
+// Rank 0, before a publish replaces path: the file there must be of this run's history (after a
+// rewind, the future it abandoned, logged), or from before run ids, or, under
+// --overwrite_checkpoints, anything but a file this run started from. The claim checked the
+// directory at start-up; this catches what another run or program wrote since.
+static const char *check_replace(const char *path, const CkptMeta *meta) {
+    static char msg[1600];
+    struct stat st;
+    if (stat(path, &st) != 0) return NULL;
+    for (int k = 0; k < owner.ninputs; k++)
+        if (st.st_dev == owner.input[k].dev && st.st_ino == owner.input[k].ino)
+            return snprintf(msg, sizeof msg, "'%s' is the checkpoint this run started from (%s) and is never replaced; give this "
+                            "run another --checkpoint_dir", path, owner.input[k].flag), msg;
+    Header h;
+    if (read_header_of(path, &h)) {
+        if (!owner.overwrite)
+            return snprintf(msg, sizeof msg, "'%s' appeared after start-up and is no usable checkpoint of this run, so it is not "
+                            "replaced (is another program writing to --checkpoint_dir?); move it away, or pass "
+                            "--overwrite_checkpoints", path), msg;
+        comm_log("Replacing %s, which is not a usable checkpoint\n", path);
+        return NULL;
+    }
+    int step, ours = !h.meta.run_id[0] || of_history(h.meta.run_id, meta);
+    char id[CKPT_RUN_ID_LEN + 1];
+    for (const char *p = h.meta.lineage; !ours && lineage_next(&p, id, &step);) ours = of_history(id, meta);
+    if (ours || owner.overwrite) {
+        if (!h.meta.run_id[0] || strcmp(h.meta.run_id, meta->run_id) != 0)
+            comm_log("Replacing %s of run %s%s\n", path, h.meta.run_id[0] ? h.meta.run_id : "(unknown)", ours ? "" : " (--overwrite_checkpoints)");
+        return NULL;
+    }
+    return snprintf(msg, sizeof msg, "'%s' holds a checkpoint of run %s, outside this run's lineage, written there after start-up "
+                    "(is another run writing to --checkpoint_dir?), so it is not replaced; give this run another --checkpoint_dir, "
+                    "or pass --overwrite_checkpoints", path, h.meta.run_id), msg;
+}
+
+const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resumed, const char *init, int overwrite) {
     static char msg[2400];
     char path[1100], host[256], boot[64], line[512], oid[32], ohost[256], oboot[64];
     long opid;
@@ -1076,20 +1443,11 @@ const char *ckpt_claim_dir(const char *dir, const char *run_id, int fresh, int o
     if (!claim_path[0]) atexit(release_at_exit);
     snprintf(claim_path, sizeof claim_path, "%s", path);
     snprintf(claim_id, sizeof claim_id, "%s", run_id);
-    int n;
-    Entry *e = list_checkpoints(dir, &n);
-    if (e && n && fresh && !overwrite) {
-        snprintf(msg, sizeof msg, "--checkpoint_dir '%s' already holds %d checkpoint(s) (the newest %s) of another run; resume them "
-                 "with --resume_from_checkpoint %s, give another --checkpoint_dir, or pass --overwrite_checkpoints",
-                 dir, n, e[0].name, dir);
-        free(e);
+    const char *bad = check_ownership(dir, run_id, resumed, init, overwrite);
+    if (bad) {
         ckpt_release_dir();
-        return msg;
+        return bad;
     }
-    if (e && n && fresh)
-        comm_log("--overwrite_checkpoints: %s holds %d checkpoint(s) of other runs; those at steps this run writes are replaced, the "
-                 "others kept\n", dir, n);
-    free(e);
     // a .tmp of another run is a write that never finished: its writer held this lock and is gone
     DIR *d = opendir(dir);
     char tmp[1400];
@@ -1127,8 +1485,7 @@ void ckpt_prune(const char *dir, int keep, const CkptMeta *meta, const char *wri
     int na = 0;
     anc[na].last = INT_MAX;
     snprintf(anc[na++].id, sizeof anc[0].id, "%s", meta->run_id);
-    for (const char *p = meta->lineage; na <= CKPT_LINEAGE_MAX && *p; p += strcspn(p, " "), p += strspn(p, " "))
-        if (sscanf(p, "%16[0-9a-f]:%d", anc[na].id, &anc[na].last) == 2 && is_run_id(anc[na].id)) na++;
+    for (const char *p = meta->lineage; na <= CKPT_LINEAGE_MAX && lineage_next(&p, anc[na].id, &anc[na].last);) na++;
     // membership is proven by the file's own run_id and step; a file that cannot be read proves nothing
     Member *m = mallocCheck((size_t)(n ? n : 1) * sizeof *m);
     int nm = 0;

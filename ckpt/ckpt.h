@@ -57,15 +57,21 @@ typedef struct {
 } CkptSaved;
 
 // Writes <dir>/step_<NNNNNNNN>.h5 through <that>.<run_id>.tmp, renamed once every rank is done
-// (and, when the directory is claimed, only while the claim still holds). Collective. Any
-// failure (a full disk) removes the .tmp and ends every rank with one error line.
+// (and, when the directory is claimed, only while the claim still holds, and only over a file
+// the claim's rules let it replace). Collective. Any failure (a full disk) removes the .tmp and
+// ends every rank with one error line.
 // Also writes src (NULL: none) under /source.
 void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, const CkptSource *src,
                CkptSaved *out);
-// A file resolves to itself. A directory resolves to its newest checkpoint that passes
-// ckpt_verify; each newer one passed over gets a log line, and none passing is an error. Returns
-// 0 (out empty) when the path does not exist or the directory holds no checkpoint. Collective.
-int ckpt_resolve(const char *path, char *out, size_t len);
+// A file resolves to itself (its header, read later, must record the step its name says). A
+// directory resolves to the newest checkpoint of its lineage that passes ckpt_verify (a file
+// named step_<N>.h5 that records another step does not); each newer one passed over gets a log
+// line, and none passing is an error. Files whose runs are linked by their lineage attributes are
+// one lineage; of several, the one whose newest usable file records run_inputs equal to `inputs`
+// (when not "") is taken, with a log line, and any other outcome is an error naming the runs.
+// Returns 0 (out empty) when the path does not exist or the directory holds no checkpoint.
+// Collective.
+int ckpt_resolve(const char *path, const char *inputs, char *out, size_t len);
 // Whether file is a complete checkpoint: every attribute, every tensor's shape and type, and
 // every tensor's checksum (the ranks read a part each, in bounded chunks). Collective; NULL, or
 // the same one-line reason on every rank.
@@ -94,10 +100,16 @@ void ckpt_reader_close(CkptReader *r);
 void ckpt_new_run_id(char id[CKPT_RUN_ID_LEN + 1]);
 // The lineage of a run that resumed from a checkpoint with meta `from`.
 void ckpt_lineage_of(const CkptMeta *from, char *lineage, size_t len);
-// Rank 0, before a run writes to dir: takes the directory's writer lock for run_id (see ckpt.c),
-// and unless overwrite, refuses a fresh run (fresh != 0) a directory that holds checkpoints.
-// NULL, or a one-line error. The lock goes with ckpt_release_dir or at exit.
-const char *ckpt_claim_dir(const char *dir, const char *run_id, int fresh, int overwrite);
+// Rank 0, before a run writes to dir: takes the directory's writer lock for run_id (see ckpt.c)
+// and checks that the checkpoints there are the run's to replace. `resumed` is the checkpoint the
+// run continues ("" for a fresh run), `init` the checkpoint its weights come from ("" for none).
+// A run owns the files of its lineage: runs linked to it by lineage attributes (its ancestors,
+// and after a rewind the future it abandoned), and files from before run ids. Unless overwrite,
+// it is refused a directory holding checkpoints of other runs (for a fresh run, any), or files
+// named like checkpoints it cannot read at steps it may write. Overwrite lets it replace those
+// (logged), but never `resumed` or `init` (by device and inode). ckpt_save checks each file it
+// replaces again. NULL, or a one-line error. The lock goes with ckpt_release_dir or at exit.
+const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resumed, const char *init, int overwrite);
 void ckpt_release_dir(void);
 // Rank 0: keeps the newest `keep` checkpoints of this run's lineage in dir (keep <= 0 keeps all):
 // its own (meta->run_id) and its ancestors' (meta->lineage) up to the step resumed from. Never

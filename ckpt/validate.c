@@ -137,6 +137,18 @@ static const char *get_positive_float(const CkptDesc *d, const char *file, const
 
 static int is_run_id(const char *s) { return strlen(s) == CKPT_RUN_ID_LEN && strspn(s, "0123456789abcdef") == CKPT_RUN_ID_LEN; }
 
+int ckpt_name_step(const char *path, uint64_t *step) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (strncmp(base, "step_", 5) != 0) return 0;
+    size_t n = strspn(base + 5, "0123456789");
+    if (n == 0 || strcmp(base + 5 + n, ".h5") != 0) return 0;
+    uint64_t x = 0;
+    for (size_t i = 0; i < n; i++) x = x > (UINT64_MAX - 9) / 10 ? UINT64_MAX : x * 10 + (uint64_t)(base[5 + i] - '0');
+    *step = x;
+    return 1;
+}
+
 static const char *unknown_family(const char *file, const char *type) {
     char known[256] = "", show[160];
     size_t n = 0;
@@ -166,6 +178,14 @@ const char *ckpt_check_header(const CkptDesc *d, const char *file, const ModelCo
     }
     CkptMeta *m = &h->meta;
     if (!e) e = get_int(d, file, "step", 0, INT_MAX, &m->step);
+    // a checkpoint is found, resumed and replaced by its name: a name that says another step
+    // (a renamed or copied file) would be resumed at the wrong step, or overwritten as that step
+    uint64_t named;
+    if (!e && ckpt_name_step(file, &named) && named != (uint64_t)m->step) {
+        snprintf(msg, sizeof msg, "checkpoint '%s' is named for step %llu but records step %d (renamed or copied?); rename it "
+                 "step_%08d.h5, or give it a name that is not step_<N>.h5", file, (unsigned long long)named, m->step, m->step);
+        return msg;
+    }
     if (!e) e = get_u64(d, file, "tokens_seen", &m->tokens_seen);
     if (!e) e = get_u64(d, file, "data_position", &m->data_position);
     if (!e) e = get_u64(d, file, "rng_state", &m->rng_state);

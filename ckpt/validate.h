@@ -82,9 +82,12 @@ typedef struct {
 const CkptFamily *ckpt_family(const char *model_type);
 
 // Every root attribute of d, checked and parsed into h; `base` supplies the model fields a file
-// may lack (those of files written before the field existed). NULL, or a one-line message
-// naming file.
+// may lack (those of files written before the field existed); a file named step_<N>.h5 must
+// record step N. NULL, or a one-line message naming file.
 const char *ckpt_check_header(const CkptDesc *d, const char *file, const ModelConfig *base, CkptHeader *h);
+// Whether path's last component is named like a checkpoint, step_<digits>.h5; *step gets the
+// number (UINT64_MAX when it does not fit). A file so named must record that step.
+int ckpt_name_step(const char *path, uint64_t *step);
 // The header's model config equals the run's (plan->cfg), field by field. NULL or a message.
 const char *ckpt_check_config(const CkptHeader *h, const char *file, const ModelPlan *plan);
 // The datasets of the first ngroups groups are exactly plan's tensors: each present once with

@@ -70,7 +70,7 @@ typedef struct {
     char checkpoint_dir[512], resume_from_checkpoint[512];
     char run_name[128];  // minimal_fsdp's --run_name: checkpoints go to checkpoint_dir/run_name
     int checkpoint_freq, num_kept_checkpoints;
-    int overwrite_checkpoints;  // a fresh run may write into a directory holding other runs' checkpoints
+    int overwrite_checkpoints;  // a run may replace checkpoints of other lineages (never its own input)
     int allow_unused_weights;   // --init_from files may hold tensors the model does not use (warned, not refused)
     // run
     KernDevice device;

@@ -71,7 +71,8 @@ static void resolve_sources(Run *r) {
     char tok_from_source[1024] = "", what[1100], err[1400];
     const char *tok_source = NULL;
     unsigned known = 0;
-    if (c->resume_from_checkpoint[0] && !ckpt_resolve(c->resume_from_checkpoint, r->resume_file, sizeof r->resume_file)) {
+    if (c->resume_from_checkpoint[0] &&
+        !ckpt_resolve(c->resume_from_checkpoint, r->origin.inputs, r->resume_file, sizeof r->resume_file)) {
         const char *p = c->resume_from_checkpoint;
         size_t n = strlen(p);
         if (n > 3 && !strcmp(p + n - 3, ".h5")) comm_fail_all("checkpoint file '%s' does not exist", p);
@@ -299,12 +300,13 @@ static void open_outputs(Run *r) {
 }
 
 // Before the model is built, rank 0 claims --checkpoint_dir for this run (ckpt_claim_dir): a
-// second run writing there, or a fresh run into another run's checkpoints, stops now rather than
+// second run writing there, or a run into checkpoints of another lineage, stops now rather than
 // at its first checkpoint. A run that writes none needs no claim.
 static void claim_checkpoint_dir(Run *r) {
     Config *c = r->cfg;
     if (r->max_steps == 0 || c->checkpoint_freq <= 0) return;
-    comm_check_all(comm_info.rank == 0 ? ckpt_claim_dir(c->checkpoint_dir, r->origin.run_id, !r->resume_file[0], c->overwrite_checkpoints)
+    comm_check_all(comm_info.rank == 0 ? ckpt_claim_dir(c->checkpoint_dir, r->origin.run_id, r->resume_file,
+                                                        r->init_h5 ? c->init_from : "", c->overwrite_checkpoints)
                                        : NULL);
 }
 
