@@ -235,14 +235,16 @@ int plan_main(int argc, char **argv) {
     // gathers per micro-batch: every unit in forward (a tied embedding/head unit twice when freed
     // in between), and under full-shard every block again in backward
     double fwd = all + (reshard && plan.embed_unit == plan.head_unit ? embed : 0), bwd = reshard ? blocks : 0;
+    // sharded accumulation reduces every micro-batch; --accumulate_unsharded and shard group 1 once a step
+    int reductions = g > 1 && !cfg.accumulate_unsharded ? M : 1;
     Coll c[4];
     int nc = 0;
     if (g > 1) {
         c[nc++] = ring("all-gather forward", g, M * fwd * pb, shard_bw, 0);
         if (bwd > 0) c[nc++] = ring("all-gather backward", g, M * bwd * pb, shard_bw, 0);
-        c[nc++] = ring("reduce-scatter", g, all * gb, shard_bw, 0);
+        c[nc++] = ring("reduce-scatter", g, reductions * all * gb, shard_bw, 0);
     }
-    if (r > 1) c[nc++] = ring("all-reduce replicas", r, all / g * gb, replica_bw, 1);
+    if (r > 1) c[nc++] = ring("all-reduce replicas", r, reductions * all / g * gb, replica_bw, 1);
     double comm_bytes = 0, comm_time = 0;
     for (int i = 0; i < nc; i++) comm_bytes += c[i].sent, comm_time += c[i].time;
     // never hidden: each micro-batch's first gather (nothing computes before it) and the last
@@ -326,7 +328,10 @@ int plan_main(int argc, char **argv) {
              !gpu && !cfg.meta_init ? ", plus the whole model while an unsharded start builds it (--meta_init: not)" : "");
     mem_row("parameters", e.params, unit, note);
     mem_row("gathered", e.gathered, unit, "full parameters of gathered units");
-    mem_row("gradients", e.grads, unit, "");
+    mem_row("gradients", e.grads, unit,
+            M == 1 ? "" : g == 1 ? "micro-batches add into the shard (shard group 1)"
+            : cfg.accumulate_unsharded ? "the whole model's, held over the micro-batches (--accumulate_unsharded)"
+                                       : "each micro-batch reduce-scattered into the shard");
     mem_row("optimizer", e.optimizer, unit, gpu && cfg.cpu_offload ? "in host memory (--cpu_offload)" : "AdamW moments");
     mem_row("activations", acts, unit, ck);
     mem_row("buffers", e.buffers, unit, "communication: the bf16 shard copy gathers send, bf16 staging of gathers and reductions");
