@@ -196,7 +196,7 @@ int plan_main(int argc, char **argv) {
     double peak = train_memory_estimate(&plan, &cfg, &dims, gpu, &e, &acts);
     train_memory_estimate(&plan, &cfg, &dims, 0, &host, &host_acts);
     double master = host.optimizer / 2;  // each AdamW moment is the master shard's size
-    double start_host = host.params - master;  // the model an unsharded start builds on the host
+    double start_host = host.params - master;  // the start's staging beside the shards: one unit's shard
     double capacity;  // what one rank may use
     char capacity_what[160];
     const char *mem_source = "--host_memory";
@@ -324,8 +324,8 @@ int plan_main(int argc, char **argv) {
     printf("\nmemory per rank (%s, as the start-up check counts it)\n", gpu ? "on the GPU" : "host");
     char note[160];
     double unit = peak >= GIB ? GIB : GIB / 1024;
-    snprintf(note, sizeof note, "fp32 master shard %.2f %s%s", master / unit, unit == GIB ? "GiB" : "MiB",
-             !gpu && !cfg.meta_init ? ", plus the whole model while an unsharded start builds it (--meta_init: not)" : "");
+    snprintf(note, sizeof note, "fp32 master shard %.2f %s, plus one unit's shard while the start initialises it", master / unit,
+             unit == GIB ? "GiB" : "MiB");
     mem_row("parameters", e.params, unit, note);
     mem_row("gathered", e.gathered, unit, "full parameters of gathered units");
     mem_row("gradients", e.grads, unit,
@@ -337,9 +337,6 @@ int plan_main(int argc, char **argv) {
     mem_row("buffers", e.buffers, unit, "communication: the bf16 shard copy gathers send, bf16 staging of gathers and reductions");
     mem_row("peak", peak, unit, "");
     if (capacity > 0) printf("  %s: %s\n", fits ? "fits" : "DOES NOT FIT", capacity_what);
-    if (gpu && start_host > master)
-        printf("  host: an unsharded start builds the whole model on every rank first: %.1f GiB per node (--meta_init: none)\n",
-               start_host * rpn / GIB);
 
     printf("\ncommunication per step and rank (ring: (n-1)/n x payload / bandwidth, all-reduce twice that)\n");
     printf("  %-22s %5s %12s %12s %11s %10s\n", "collective", "ranks", "payload GB", "sent GB", "GB/s", "ms");

@@ -107,7 +107,7 @@ void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims
     int bf16p = cfg->precision == PRECISION_BF16, bf16r = cfg->reduce_dtype == PRECISION_BF16;
     int reshard = pd->reshard_after_forward, persistent = persistent_grads(cfg, pd);
     const double f = sizeof(float), h = sizeof(uint16_t);
-    e->params = f * sum_shard + f * (cfg->meta_init ? max_shard : sum_padded);
+    e->params = f * sum_shard + f * max_shard;  // the shards, and one unit's being initialised
     e->optimizer = 2 * f * sum_shard;
     size_t grad_full = direct_grads(pd) ? 0 : persistent ? sum_padded : (size_t)grad_slots(plan, 0, 0, 0) * max_padded;
     e->grads = f * sum_shard + f * grad_full;
@@ -166,29 +166,15 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
     s->step_red = callocCheck(s->nunits + 3, sizeof(double));
     // values are made on the host, then copied to the device
     // weights that come from a file skip this: random values would only be overwritten
-    if (init_values && cfg->meta_init) {
-        for (int u = 0; u < s->nunits; u++) {
-            FlatUnit *f = &s->units[u];
-            float *host = init_zalloc(f->shard_len);
-            init_shard(s, u, (uint64_t)cfg->seed, cfg->model.initializer_range, host);
-            set_master(s, u, host);
-            kern_free_host(host);
-        }
-    } else if (init_values) {
-        // an unsharded start: the whole model exists on every rank before it is sharded
-        float **full = callocCheck(s->nunits, sizeof(float *));
-        for (int u = 0; u < s->nunits; u++) {
-            const UnitSpec *spec = &plan->units[u];
-            full[u] = init_zalloc(s->units[u].padded);
-            for (int t = 0; t < spec->ntensors; t++)
-                model_init_range(&spec->t[t], (uint64_t)cfg->seed, cfg->model.initializer_range, 0, spec->t[t].numel,
-                                 full[u] + spec->t[t].offset);
-        }
-        for (int u = 0; u < s->nunits; u++) {
-            set_master(s, u, full[u] + s->units[u].shard_off);
-            kern_free_host(full[u]);
-        }
-        free(full);
+    // a sharded start: each rank makes its own shards, one unit at a time, on the host and then
+    // uploads them; init is a pure function of (seed, name, index), so every layout gets the same
+    // values and no rank ever holds more than its shards plus one unit's staging
+    for (int u = 0; init_values && u < s->nunits; u++) {
+        FlatUnit *f = &s->units[u];
+        float *host = init_zalloc(f->shard_len);
+        init_shard(s, u, (uint64_t)cfg->seed, cfg->model.initializer_range, host);
+        set_master(s, u, host);
+        kern_free_host(host);
     }
     s->nparam_slots = s->units[0].params ? 0 : s->dims.reshard_after_forward ? 2 : s->nunits;
     s->ngrad_slots = grad_slots(plan, s->persistent_grads, s->direct_grads, direct_stage(cfg, pd));

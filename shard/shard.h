@@ -76,9 +76,8 @@ typedef struct {
 } ShardState;
 
 // Makes the process groups of layout pd (parallel_dims_build) and allocates every unit; with
-// init_values, initialises the rank's shards from (seed, name, index); without --meta_init each
-// rank first materialises the full model, as an unsharded start would. Without init_values the
-// shards stay zero: the caller loads them.
+// init_values, initialises the rank's shards from (seed, name, index), a unit at a time, never
+// the whole model. Without init_values the shards stay zero: the caller loads them.
 void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, int init_values);
 void shard_free(ShardState *s);
 
@@ -86,7 +85,7 @@ void shard_free(ShardState *s);
 // from the same layout rules as shard_init (for the memory check before allocating).
 // The kinds are the memory tracker's categories (kernels.h KernMem), so the two compare directly.
 typedef struct {
-    double params;     // master shards, plus the whole model while an unsharded start materialises it
+    double params;     // master shards, plus one unit's shard while the start initialises it
     double gathered;   // full-size buffers of gathered parameters
     double grads;      // gradient shards and full-size gradient buffers
     double optimizer;  // AdamW moments

@@ -103,6 +103,22 @@ s12=$(peak 4 12 --sharding full-shard --meta_init)
 awk -v r4="$r4" -v r12="$r12" -v s4="$s4" -v s12="$s12" 'BEGIN { exit !(r12 > r4 + 300 && (s12 - s4) <= 0.35 * (r12 - r4)) }'
 check "full-shard --meta_init per-layer peak memory at np=4 is ~1/4 of replicated (8 extra layers: ${r4}->${r12} MiB replicated, ${s4}->${s12} MiB sharded)" $?
 
+# a sharded start: peak host memory at start-up (peak RSS of a run that builds the model and
+# stops) grows with the model as 1/world size: 8 more layers cost np=2 ranks about half, np=4
+# ranks about a quarter, of what they cost one rank
+start_peak() {  # start_peak NP LAYERS: the largest rank's peak RSS in KiB
+    rm -f "$W/sp".*
+    $MPI -np "$1" sh -c '/usr/bin/time -f "peak_kb %M" -o "$0.$OMPI_COMM_WORLD_RANK" "$@"' "$W/sp" ./fsdpc --hidden_width 1024 \
+        --num_layers "$2" --num_heads 8 --intermediate_size 2048 --vocab_size 256 --max_context_width 16 --batch_size 1 \
+        --train_data synthetic --max_steps 0 --num_tokens 0 --checkpoint_freq 0 --num_threads 1 --sharding full-shard >/dev/null 2>&1
+    cat "$W/sp".* | sed -n 's/^peak_kb //p' | sort -n | tail -1
+}
+g1=$(( $(start_peak 1 10) - $(start_peak 1 2) ))
+g2=$(( $(start_peak 2 10) - $(start_peak 2 2) ))
+g4=$(( $(start_peak 4 10) - $(start_peak 4 2) ))
+awk -v a="$g1" -v b="$g2" -v c="$g4" 'BEGIN { exit !(a > 200000 && b < 0.65 * a && b > 0.35 * a && c < 0.37 * a) }'
+check "start-up peak host memory per rank scales as 1/world size (8 layers add $g1 KiB at np=1, $g2 at np=2, $g4 at np=4)" $?
+
 # gradient memory (the tracker's grads peak, max over ranks) does not grow with --grad_accum under
 # sharded accumulation; --accumulate_unsharded holds the whole model's gradients
 grads_peak() {  # grads_peak NP ARGS...
