@@ -152,6 +152,7 @@ static const CliFlag flags[] = {
     B("meta_init", meta_init),
     I("batch_size", batch_size),
     I("grad_accum", grad_accum),
+    B("accumulate_unsharded", accumulate_unsharded),
     I("max_steps", max_steps),
     I("max_epochs", max_epochs),
     FL("lr", lr),

@@ -43,6 +43,7 @@ typedef struct {
     int shard_group_size;
     Precision precision, reduce_dtype;
     int cpu_offload, activation_checkpoints, selective_checkpointing, meta_init;
+    int accumulate_unsharded;  // --grad_accum > 1 keeps full gradients and reduces once a step (FSDP no_sync)
     // training
     int batch_size, grad_accum, max_steps, max_epochs, seed;
     int skip_nonfinite_steps;  // updates with a non-finite loss/grad norm skipped before the run stops

@@ -196,7 +196,7 @@ int plan_main(int argc, char **argv) {
     double peak = train_memory_estimate(&plan, &cfg, &dims, gpu, &e, &acts);
     train_memory_estimate(&plan, &cfg, &dims, 0, &host, &host_acts);
     double master = host.optimizer / 2;  // each AdamW moment is the master shard's size
-    double start_host = host.params - master;  // the model an unsharded start builds on the host
+    double start_host = host.params - master;  // the start's staging beside the shards: one unit's shard
     double capacity;  // what one rank may use
     char capacity_what[160];
     const char *mem_source = "--host_memory";
@@ -235,14 +235,16 @@ int plan_main(int argc, char **argv) {
     // gathers per micro-batch: every unit in forward (a tied embedding/head unit twice when freed
     // in between), and under full-shard every block again in backward
     double fwd = all + (reshard && plan.embed_unit == plan.head_unit ? embed : 0), bwd = reshard ? blocks : 0;
+    // sharded accumulation reduces every micro-batch; --accumulate_unsharded and shard group 1 once a step
+    int reductions = g > 1 && !cfg.accumulate_unsharded ? M : 1;
     Coll c[4];
     int nc = 0;
     if (g > 1) {
         c[nc++] = ring("all-gather forward", g, M * fwd * pb, shard_bw, 0);
         if (bwd > 0) c[nc++] = ring("all-gather backward", g, M * bwd * pb, shard_bw, 0);
-        c[nc++] = ring("reduce-scatter", g, all * gb, shard_bw, 0);
+        c[nc++] = ring("reduce-scatter", g, reductions * all * gb, shard_bw, 0);
     }
-    if (r > 1) c[nc++] = ring("all-reduce replicas", r, all / g * gb, replica_bw, 1);
+    if (r > 1) c[nc++] = ring("all-reduce replicas", r, reductions * all / g * gb, replica_bw, 1);
     double comm_bytes = 0, comm_time = 0;
     for (int i = 0; i < nc; i++) comm_bytes += c[i].sent, comm_time += c[i].time;
     // never hidden: each micro-batch's first gather (nothing computes before it) and the last
@@ -322,19 +324,19 @@ int plan_main(int argc, char **argv) {
     printf("\nmemory per rank (%s, as the start-up check counts it)\n", gpu ? "on the GPU" : "host");
     char note[160];
     double unit = peak >= GIB ? GIB : GIB / 1024;
-    snprintf(note, sizeof note, "fp32 master shard %.2f %s%s", master / unit, unit == GIB ? "GiB" : "MiB",
-             !gpu && !cfg.meta_init ? ", plus the whole model while an unsharded start builds it (--meta_init: not)" : "");
+    snprintf(note, sizeof note, "fp32 master shard %.2f %s, plus one unit's shard while the start initialises it", master / unit,
+             unit == GIB ? "GiB" : "MiB");
     mem_row("parameters", e.params, unit, note);
     mem_row("gathered", e.gathered, unit, "full parameters of gathered units");
-    mem_row("gradients", e.grads, unit, "");
+    mem_row("gradients", e.grads, unit,
+            M == 1 ? "" : g == 1 ? "micro-batches add into the shard (shard group 1)"
+            : cfg.accumulate_unsharded ? "the whole model's, held over the micro-batches (--accumulate_unsharded)"
+                                       : "each micro-batch reduce-scattered into the shard");
     mem_row("optimizer", e.optimizer, unit, gpu && cfg.cpu_offload ? "in host memory (--cpu_offload)" : "AdamW moments");
     mem_row("activations", acts, unit, ck);
     mem_row("buffers", e.buffers, unit, "communication: the bf16 shard copy gathers send, bf16 staging of gathers and reductions");
     mem_row("peak", peak, unit, "");
     if (capacity > 0) printf("  %s: %s\n", fits ? "fits" : "DOES NOT FIT", capacity_what);
-    if (gpu && start_host > master)
-        printf("  host: an unsharded start builds the whole model on every rank first: %.1f GiB per node (--meta_init: none)\n",
-               start_host * rpn / GIB);
 
     printf("\ncommunication per step and rank (ring: (n-1)/n x payload / bandwidth, all-reduce twice that)\n");
     printf("  %-22s %5s %12s %12s %11s %10s\n", "collective", "ranks", "payload GB", "sent GB", "GB/s", "ms");

@@ -227,8 +227,8 @@ static void check_memory(Run *r) {
         comm_check_all(NULL);
         return;
     }
-    // what would fit, cheapest change first: a smaller batch, recomputation, then on the CPU no
-    // whole-model start, on a GPU the optimizer state in host memory
+    // what would fit, cheapest change first: a smaller batch, recomputation, then on a GPU the
+    // optimizer state in host memory
     static Config alt;
     alt = *c;
     char fits[256];
@@ -238,11 +238,6 @@ static void check_memory(Run *r) {
         snprintf(fits, sizeof fits, "--batch_size %d (and --grad_accum to keep the global batch)", alt.batch_size);
     } else if ((alt.activation_checkpoints = 1, n * bytes(r, &alt, &e2, &acts2) <= avail)) {
         snprintf(fits, sizeof fits, "--activation_checkpoints --batch_size %d", alt.batch_size);
-    } else if (!gpu && !c->meta_init) {
-        alt = *c;
-        alt.meta_init = 1;
-        if (n * bytes(r, &alt, &e2, &acts2) <= avail)
-            snprintf(fits, sizeof fits, "--meta_init (each rank makes only its shards instead of the whole model)");
     } else if (gpu && !c->cpu_offload) {
         alt = *c;
         alt.cpu_offload = 1;

@@ -81,6 +81,16 @@ static int grad_slots(const ModelPlan *plan, int persistent, int direct, int dir
 
 static int direct_grads(const ParallelDims *pd) { return pd->shard_size == 1; }
 
+// Where micro-batches accumulate (grad_accum > 1). At shard group 1 the shard is the whole unit:
+// backward adds into it and the replicas reduce once a step. Otherwise each micro-batch's gradient
+// is reduce-scattered and added to the shard (FSDP's default), unless --accumulate_unsharded keeps
+// full gradients for the whole step and reduces once (FSDP's no_sync): fewer reductions, a full
+// model's gradients per rank.
+static int persistent_grads(const Config *cfg, const ParallelDims *pd) {
+    return cfg->grad_accum > 1 && (direct_grads(pd) || cfg->accumulate_unsharded);
+}
+static int accum_sharded(const Config *cfg, const ParallelDims *pd) { return cfg->grad_accum > 1 && !persistent_grads(cfg, pd); }
+
 // shard group 1 with bf16 reductions over replicas: the all-reduce runs on a bf16 copy
 static int direct_stage(const Config *cfg, const ParallelDims *pd) {
     return direct_grads(pd) && cfg->reduce_dtype == PRECISION_BF16 && pd->replica_size > 1;
@@ -95,9 +105,9 @@ void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims
         if (padded > max_padded) max_padded = padded, max_shard = padded / g;
     }
     int bf16p = cfg->precision == PRECISION_BF16, bf16r = cfg->reduce_dtype == PRECISION_BF16;
-    int reshard = pd->reshard_after_forward, persistent = cfg->grad_accum > 1;
+    int reshard = pd->reshard_after_forward, persistent = persistent_grads(cfg, pd);
     const double f = sizeof(float), h = sizeof(uint16_t);
-    e->params = f * sum_shard + f * (cfg->meta_init ? max_shard : sum_padded);
+    e->params = f * sum_shard + f * max_shard;  // the shards, and one unit's being initialised
     e->optimizer = 2 * f * sum_shard;
     size_t grad_full = direct_grads(pd) ? 0 : persistent ? sum_padded : (size_t)grad_slots(plan, 0, 0, 0) * max_padded;
     e->grads = f * sum_shard + f * grad_full;
@@ -125,7 +135,8 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
     s->bf16_gathered = s->bf16_params && kern_on_gpu();  // as shard_estimate counts them
     s->bf16_reduce = cfg->reduce_dtype == PRECISION_BF16;
     s->offload = cfg->cpu_offload && kern_on_gpu();
-    s->persistent_grads = cfg->grad_accum > 1;
+    s->persistent_grads = persistent_grads(cfg, pd);
+    s->accum_sharded = accum_sharded(cfg, pd);
     s->direct_grads = direct_grads(pd);
     s->units = callocCheck(s->nunits, sizeof(FlatUnit));
     size_t max_padded = 0;
@@ -144,6 +155,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
         if (s->offload) f->host_grad = host_zalloc(f->shard_len, KERN_MEM_GRADS);
         if (s->bf16_params) f->master_bf16 = hzalloc(f->shard_len, KERN_MEM_BUFFERS);  // what the gathers send
         f->param_slot = f->grad_slot = -1;
+        f->grad_fresh = 1;
         if (s->direct_grads) f->grads = f->grad_shard;
         if (s->dims.shard_size == 1 && !s->bf16_params) f->params = f->device_master;  // unsharded: always gathered
         if (s->dims.shard_size == 1 && s->bf16_gathered) f->params = f->master_bf16;
@@ -154,29 +166,15 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
     s->step_red = callocCheck(s->nunits + 3, sizeof(double));
     // values are made on the host, then copied to the device
     // weights that come from a file skip this: random values would only be overwritten
-    if (init_values && cfg->meta_init) {
-        for (int u = 0; u < s->nunits; u++) {
-            FlatUnit *f = &s->units[u];
-            float *host = init_zalloc(f->shard_len);
-            init_shard(s, u, (uint64_t)cfg->seed, cfg->model.initializer_range, host);
-            set_master(s, u, host);
-            kern_free_host(host);
-        }
-    } else if (init_values) {
-        // an unsharded start: the whole model exists on every rank before it is sharded
-        float **full = callocCheck(s->nunits, sizeof(float *));
-        for (int u = 0; u < s->nunits; u++) {
-            const UnitSpec *spec = &plan->units[u];
-            full[u] = init_zalloc(s->units[u].padded);
-            for (int t = 0; t < spec->ntensors; t++)
-                model_init_range(&spec->t[t], (uint64_t)cfg->seed, cfg->model.initializer_range, 0, spec->t[t].numel,
-                                 full[u] + spec->t[t].offset);
-        }
-        for (int u = 0; u < s->nunits; u++) {
-            set_master(s, u, full[u] + s->units[u].shard_off);
-            kern_free_host(full[u]);
-        }
-        free(full);
+    // a sharded start: each rank makes its own shards, one unit at a time, on the host and then
+    // uploads them; init is a pure function of (seed, name, index), so every layout gets the same
+    // values and no rank ever holds more than its shards plus one unit's staging
+    for (int u = 0; init_values && u < s->nunits; u++) {
+        FlatUnit *f = &s->units[u];
+        float *host = init_zalloc(f->shard_len);
+        init_shard(s, u, (uint64_t)cfg->seed, cfg->model.initializer_range, host);
+        set_master(s, u, host);
+        kern_free_host(host);
     }
     s->nparam_slots = s->units[0].params ? 0 : s->dims.reshard_after_forward ? 2 : s->nunits;
     s->ngrad_slots = grad_slots(plan, s->persistent_grads, s->direct_grads, direct_stage(cfg, pd));
@@ -314,11 +312,25 @@ static void finish_reduce(ShardState *s, int u) {
         }
         return;
     }
-    if (s->bf16_reduce) {
+    // the replicas reduce once a step, on the sum of its micro-batches (the sums are linear)
+    int replicas = s->dims.replica_size > 1 && f->reduce_last;
+    if (s->bf16_reduce && f->reduce_adds) {
+        // the micro-batch's bf16 shard goes through the slot's (now free) fp32 buffer into the
+        // fp32 sum; replicas then reduce that sum in bf16, as they would one micro-batch's
         uint16_t *recv = s->grad_recv[f->grad_slot];
-        if (s->dims.replica_size > 1) comm_wait(comm_allreduce_bf16_start(s->replica_group, recv, f->shard_len));
+        float *tmp = s->grad_pool[f->grad_slot];
+        kern_bf16_to_f32(tmp, recv, f->shard_len);
+        kern_add(f->grad_shard, tmp, f->shard_len);
+        if (replicas) {
+            kern_f32_to_bf16(recv, f->grad_shard, f->shard_len);
+            comm_wait(comm_allreduce_bf16_start(s->replica_group, recv, f->shard_len));
+            kern_bf16_to_f32(f->grad_shard, recv, f->shard_len);
+        }
+    } else if (s->bf16_reduce) {
+        uint16_t *recv = s->grad_recv[f->grad_slot];
+        if (replicas) comm_wait(comm_allreduce_bf16_start(s->replica_group, recv, f->shard_len));
         kern_bf16_to_f32(f->grad_shard, recv, f->shard_len);
-    } else if (s->dims.replica_size > 1) {
+    } else if (replicas) {
         comm_wait(comm_allreduce_start(s->replica_group, f->grad_shard, f->shard_len));
     }
     if (!s->persistent_grads) {
@@ -332,6 +344,7 @@ float *shard_grad_buffer(ShardState *s, int u) {
     FlatUnit *f = &s->units[u];
     if (s->persistent_grads) return f->grads;
     if (f->grad_open) return f->grads;  // a second stage of the same unit adds to its gradient
+    if (f->reduce_req && !s->direct_grads) finish_reduce(s, u);  // the previous micro-batch's shard lands first
     if (s->direct_grads) {
         f->grad_open = 1;
         kern_zero(f->grads, f->padded);
@@ -360,7 +373,7 @@ float *shard_grad_buffer(ShardState *s, int u) {
 void shard_grad_ready(ShardState *s, int u, int last_micro) {
     FlatUnit *f = &s->units[u];
     f->grad_open = 0;
-    if (!last_micro) return;  // accumulate locally; communicate once per step (no_sync)
+    if (!last_micro && s->persistent_grads) return;  // accumulate locally; communicate once per step (no_sync)
     if (s->direct_grads) {
         if (s->bf16_reduce && s->dims.replica_size == 1) {
             kern_round_bf16(f->grad_shard, f->shard_len);  // what a bf16 reduction over one rank gives
@@ -377,11 +390,19 @@ void shard_grad_ready(ShardState *s, int u, int last_micro) {
         }
         return;
     }
+    // The step's first reduction of u lands in its shard; later micro-batches' add to it. In fp32
+    // the shard so far is added into this rank's own segment of the input first: the
+    // reduce-scatter then leaves shard + the ranks' sum in place, with no buffer beside it.
+    int adds = s->accum_sharded && !f->grad_fresh;
+    f->grad_fresh = 0;
+    f->reduce_last = last_micro;
+    f->reduce_adds = adds && s->bf16_reduce;
     if (s->bf16_reduce) {
         uint16_t *stage = s->grad_stage[f->grad_slot];
         kern_f32_to_bf16(stage, f->grads, f->padded);
         f->reduce_req = comm_reduce_scatter_bf16_start(s->shard_group, stage, s->grad_recv[f->grad_slot], f->shard_len);
     } else {
+        if (adds) kern_add(f->grads + f->shard_off, f->grad_shard, f->shard_len);
         f->reduce_req = comm_reduce_scatter_start(s->shard_group, f->grads, f->grad_shard, f->shard_len);
     }
 }
@@ -391,8 +412,10 @@ void shard_grads_finish(ShardState *s) {
 }
 
 void shard_zero_grads(ShardState *s) {
-    if (s->persistent_grads)
-        for (int u = 0; u < s->nunits; u++) kern_zero(s->units[u].grads, s->units[u].padded);
+    for (int u = 0; u < s->nunits; u++) {
+        s->units[u].grad_fresh = 1;
+        if (s->persistent_grads) kern_zero(s->units[u].grads, s->units[u].padded);
+    }
 }
 
 void shard_cast_activation(ShardState *s, float *x, size_t n) {

@@ -36,6 +36,9 @@ typedef struct {
                                   // direct_grads), else NULL
     int param_slot, grad_slot;    // pool slot in use, or -1
     int grad_open;                // the gradient buffer is handed out and not yet ready
+    int grad_fresh;               // grad_shard holds nothing of this step yet: the next reduction lands in it
+    int reduce_adds;              // bf16 reduction in flight: add it to grad_shard (earlier micro-batches are there)
+    int reduce_last;              // the reduction in flight is the step's last for u: the replicas reduce then
     int expand_pending;           // bf16 gather landed in the staging buffer, not yet in params
     CommRequest *gather_req, *reduce_req;
 } FlatUnit;
@@ -49,7 +52,11 @@ typedef struct {
     int bf16_gathered;              // ... and hold them so (a GPU); else compute from the fp32 expansion (the CPU)
     int bf16_reduce;                // --reduce_dtype bf16: reduce gradients in bf16
     int offload;                    // --cpu_offload with a GPU: optimizer state on the host
-    int persistent_grads;           // full gradients live across micro-batches (grad_accum > 1)
+    int persistent_grads;           // full gradients live across micro-batches (--accumulate_unsharded, or shard
+                                    // group 1 where the shard is the whole unit)
+    int accum_sharded;              // grad_accum > 1 otherwise: every micro-batch is reduce-scattered and its shard
+                                    // added into grad_shard (no extra buffer), so full gradients never outlive
+                                    // their micro-batch
     int direct_grads;               // shard group 1: backward adds into grad_shard itself (bf16 reductions: rounded
                                     // there, or all-reduced over replicas through the grad_stage slots)
     int nunits;
@@ -69,9 +76,8 @@ typedef struct {
 } ShardState;
 
 // Makes the process groups of layout pd (parallel_dims_build) and allocates every unit; with
-// init_values, initialises the rank's shards from (seed, name, index); without --meta_init each
-// rank first materialises the full model, as an unsharded start would. Without init_values the
-// shards stay zero: the caller loads them.
+// init_values, initialises the rank's shards from (seed, name, index), a unit at a time, never
+// the whole model. Without init_values the shards stay zero: the caller loads them.
 void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, int init_values);
 void shard_free(ShardState *s);
 
@@ -79,7 +85,7 @@ void shard_free(ShardState *s);
 // from the same layout rules as shard_init (for the memory check before allocating).
 // The kinds are the memory tracker's categories (kernels.h KernMem), so the two compare directly.
 typedef struct {
-    double params;     // master shards, plus the whole model while an unsharded start materialises it
+    double params;     // master shards, plus one unit's shard while the start initialises it
     double gathered;   // full-size buffers of gathered parameters
     double grads;      // gradient shards and full-size gradient buffers
     double optimizer;  // AdamW moments
@@ -93,7 +99,8 @@ void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims
 const void *shard_gather(ShardState *s, int u, int next);
 // Done with unit u's parameters in `phase`: frees them when the strategy reshards then.
 void shard_release(ShardState *s, int u, ShardPhase phase);
-// Zeroes accumulated full gradients at the start of a step (grad_accum > 1).
+// Starts a step's gradients: zeroes accumulated full gradients (grad_accum > 1) and marks every
+// gradient shard empty, so the step's first reduction overwrites it.
 void shard_zero_grads(ShardState *s);
 // Gradient buffer (padded) for unit u's backward; zeroed unless it accumulates micro-batches.
 float *shard_grad_buffer(ShardState *s, int u);

@@ -95,8 +95,7 @@ planned() {  # planned NP LAYERS ARGS...: the plan's peak in MiB
     ./fsdpc plan $S --num_key_value_heads 4 --num_layers "$layers" --world_size "$np" "$@" --json |
         $PY -c 'import json, sys; print(json.load(sys.stdin)["per_rank_bytes"]["peak"] / 2**20)'
 }
-# --meta_init: an unsharded start's whole model is gone before the step's buffers exist, so the
-# resident peak would not hold both
+# (--meta_init is what every start does now; the flag stays accepted)
 for args in "2 --sharding full-shard" "1 --sharding no-shard --activation_checkpoints" "4 --sharding grad-shard"; do
     set -- $args
     np=$1

@@ -37,6 +37,14 @@ grep -q "shard group 2 x replica group 2" "$W/hybrid-full-shard.log"
 check "hybrid layout is 2 shard ranks x 2 replicas" $?
 equal accum 2 "np=2 full-shard with grad_accum 2 equals np=1" --sharding full-shard --batch_size 2 --grad_accum 2
 equal accum1 1 "np=1 grad_accum 8 x batch 1 equals batch 8" --sharding no-shard --batch_size 1 --grad_accum 8
+# sharded accumulation (each micro-batch reduce-scattered into the shard) and --accumulate_unsharded
+equal accum4 2 "np=2 full-shard grad_accum 4 (sharded accumulation) equals np=1" --sharding full-shard --batch_size 1 --grad_accum 4
+equal accum-u 2 "np=2 full-shard grad_accum 4 --accumulate_unsharded equals np=1" --sharding full-shard --batch_size 1 \
+    --grad_accum 4 --accumulate_unsharded
+equal accum-h 4 "np=4 hybrid-full-shard (group 2) grad_accum 2: replicas reduce the step's sum, equals np=1" \
+    --sharding hybrid-full-shard --shard_group_size 2 --batch_size 1 --grad_accum 2
+equal accum-hg 4 "np=4 hybrid-grad-shard (group 2) grad_accum 2 equals np=1" --sharding hybrid-grad-shard --shard_group_size 2 \
+    --batch_size 1 --grad_accum 2
 equal ckpt 2 "np=2 full-shard --activation_checkpoints equals np=1" --sharding full-shard --batch_size 4 --activation_checkpoints
 equal sel 1 "--selective_checkpointing 2 equals storing every block" --sharding no-shard --batch_size 8 --selective_checkpointing 2
 equal meta 4 "np=4 full-shard --meta_init equals np=1" --sharding full-shard --batch_size 2 --meta_init
@@ -72,6 +80,8 @@ matches bf16 2 "np=2 full-shard --precision bf16 tracks fp32 within 5e-3 relativ
     --sharding full-shard --batch_size 4 --precision bf16
 matches bf16r 4 "np=4 hybrid bf16 with --reduce_dtype bf16 tracks fp32 within 5e-3 relative" 5e-3 1e-6 \
     --sharding hybrid-full-shard --shard_group_size 2 --batch_size 2 --precision bf16 --reduce_dtype bf16
+matches accum-bf16 4 "np=4 hybrid bf16 reduce, grad_accum 2: the fp32 sum of bf16 micro-batch shards tracks fp32 within 5e-3" \
+    5e-3 1e-6 --sharding hybrid-full-shard --shard_group_size 2 --batch_size 1 --grad_accum 2 --precision bf16 --reduce_dtype bf16
 run offload 2 --sharding full-shard --batch_size 4 --cpu_offload
 [ "$(grep -c 'cpu_offload: no effect on the CPU device' "$W/offload.log")" = 1 ] && rel_diff "$W/ref.jsonl" "$W/offload.jsonl" 8 1e-4 >/dev/null
 check "--cpu_offload on CPU says so once and changes nothing" $?
@@ -92,6 +102,42 @@ s4=$(peak 4 4 --sharding full-shard --meta_init)
 s12=$(peak 4 12 --sharding full-shard --meta_init)
 awk -v r4="$r4" -v r12="$r12" -v s4="$s4" -v s12="$s12" 'BEGIN { exit !(r12 > r4 + 300 && (s12 - s4) <= 0.35 * (r12 - r4)) }'
 check "full-shard --meta_init per-layer peak memory at np=4 is ~1/4 of replicated (8 extra layers: ${r4}->${r12} MiB replicated, ${s4}->${s12} MiB sharded)" $?
+
+# a sharded start: peak host memory at start-up (peak RSS of a run that builds the model and
+# stops) grows with the model as 1/world size: 8 more layers cost np=2 ranks about half, np=4
+# ranks about a quarter, of what they cost one rank
+start_peak() {  # start_peak NP LAYERS: the largest rank's peak RSS in KiB
+    rm -f "$W/sp".*
+    $MPI -np "$1" sh -c '/usr/bin/time -f "peak_kb %M" -o "$0.$OMPI_COMM_WORLD_RANK" "$@"' "$W/sp" ./fsdpc --hidden_width 1024 \
+        --num_layers "$2" --num_heads 8 --intermediate_size 2048 --vocab_size 256 --max_context_width 16 --batch_size 1 \
+        --train_data synthetic --max_steps 0 --num_tokens 0 --checkpoint_freq 0 --num_threads 1 --sharding full-shard >/dev/null 2>&1
+    cat "$W/sp".* | sed -n 's/^peak_kb //p' | sort -n | tail -1
+}
+g1=$(( $(start_peak 1 10) - $(start_peak 1 2) ))
+g2=$(( $(start_peak 2 10) - $(start_peak 2 2) ))
+g4=$(( $(start_peak 4 10) - $(start_peak 4 2) ))
+awk -v a="$g1" -v b="$g2" -v c="$g4" 'BEGIN { exit !(a > 200000 && b < 0.65 * a && b > 0.35 * a && c < 0.37 * a) }'
+check "start-up peak host memory per rank scales as 1/world size (8 layers add $g1 KiB at np=1, $g2 at np=2, $g4 at np=4)" $?
+
+# gradient memory (the tracker's grads peak, max over ranks) does not grow with --grad_accum under
+# sharded accumulation; --accumulate_unsharded holds the whole model's gradients
+grads_peak() {  # grads_peak NP ARGS...
+    local np=$1
+    shift
+    rm -f "$W/gm.jsonl"
+    $MPI -np "$np" ./fsdpc --hidden_width 256 --num_layers 4 --num_heads 4 --intermediate_size 512 --vocab_size 4096 \
+        --max_context_width 16 --batch_size 1 --train_data synthetic --max_steps 2 --logging_freq 1 --num_tokens 0 \
+        --checkpoint_freq 0 --num_threads 1 --metrics_file "$W/gm.jsonl" "$@" >"$W/gm.log" 2>&1 &&
+        tail -1 "$W/gm.jsonl" | /usr/bin/python3 -c "import json, sys; print(json.load(sys.stdin)['mem']['grads'][3])"
+}
+unit_bytes=$(( (4 * 256 * 256 + 3 * 256 * 512 + 2 * 256) * 4 ))  # one block's fp32 gradient
+for layout in "2 --sharding full-shard" "4 --sharding full-shard" "4 --sharding hybrid-full-shard --shard_group_size 2"; do
+    g1=$(grads_peak $layout --grad_accum 1)
+    g8=$(grads_peak $layout --grad_accum 8)
+    u8=$(grads_peak $layout --grad_accum 8 --accumulate_unsharded)
+    [ -n "$g1" ] && [ -n "$g8" ] && [ -n "$u8" ] && [ "$g8" -le $((g1 + unit_bytes)) ] && [ "$u8" -gt $((g8 + unit_bytes)) ]
+    check "np=${layout%% *} ${layout#* }: grads peak at --grad_accum 8 within one unit of --grad_accum 1 ($g1 -> $g8 bytes; unsharded $u8)" $?
+done
 
 # bad layouts: one error line, every rank exits non-zero, within seconds
 start=$(date +%s)
