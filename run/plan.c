@@ -334,9 +334,15 @@ int plan_main(int argc, char **argv) {
                                        : "each micro-batch reduce-scattered into the shard");
     mem_row("optimizer", e.optimizer, unit, gpu && cfg.cpu_offload ? "in host memory (--cpu_offload)" : "AdamW moments");
     mem_row("activations", acts, unit, ck);
-    mem_row("buffers", e.buffers, unit, "communication: the bf16 shard copy gathers send, bf16 staging of gathers and reductions");
+    mem_row("buffers", e.buffers, unit, "communication: bf16 staging of gathers and reductions");
     mem_row("peak", peak, unit, "");
     if (capacity > 0) printf("  %s: %s\n", fits ? "fits" : "DOES NOT FIT", capacity_what);
+    // per parameter of the rank's shard: what lives all run long; bf16 copies exist only while a
+    // unit is gathered or reduced (shard group 1 on a GPU aside, whose units are always gathered)
+    double shard_params = master / sizeof(float), moments = host.optimizer / shard_params;
+    printf("  sharded state: %.0f bytes per parameter of the rank's shard (fp32 master %.0f, fp32 gradient %.0f, AdamW moments %.0f%s)\n",
+           2 * master / shard_params + moments, master / shard_params, master / shard_params, moments,
+           gpu && cfg.cpu_offload ? " in host memory" : "");
 
     printf("\ncommunication per step and rank (ring: (n-1)/n x payload / bandwidth, all-reduce twice that)\n");
     printf("  %-22s %5s %12s %12s %11s %10s\n", "collective", "ranks", "payload GB", "sent GB", "GB/s", "ms");

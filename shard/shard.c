@@ -24,7 +24,7 @@ static void init_shard(const ShardState *s, int u, uint64_t seed, float std, flo
     }
 }
 
-// The bf16 copy of unit u's master the gathers send, after the master changed other than by AdamW.
+// The bf16 parameters of a shard-group-1 unit, after the master changed other than by AdamW.
 static void refresh_bf16(ShardState *s, int u) {
     FlatUnit *f = &s->units[u];
     if (f->master_bf16) kern_f32_to_bf16(f->master_bf16, f->device_master, f->shard_len);
@@ -114,13 +114,14 @@ void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims
     // a GPU holds bf16 gathers as they arrive; the CPU expands them to fp32 from a staging buffer
     int bf16g = bf16p && kern_on_gpu();
     size_t param_full = g == 1 && (!bf16p || bf16g) ? 0 : reshard ? 2 * max_padded : sum_padded;
-    e->gathered = (bf16g ? h : f) * param_full;
-    // bf16 gathers: the CPU's full staging buffer, and each unit's bf16 copy of its shard that
-    // AdamW writes and the gathers send (at shard group 1 on a GPU, the unit's gathered parameters
-    // themselves); bf16 reductions: the full buffer and this rank's shard of it, or at shard group 1
-    // the replicas' all-reduce slots
+    // at shard group 1 on a GPU the units are always gathered: AdamW keeps their bf16 copy
+    int always = g == 1 && bf16g;
+    e->gathered = (bf16g ? h : f) * param_full + (always ? h * sum_shard : 0.0);
+    // bf16 gathers: the CPU's full staging buffer, and two slots the shards are rounded into for
+    // their gathers; bf16 reductions: the full buffer and this rank's shard of it, or at shard
+    // group 1 the replicas' all-reduce slots
     double reduce_stage = direct_stage(cfg, pd) ? 2.0 * max_padded : grad_full * (1.0 + 1.0 / g);
-    e->buffers = (bf16p ? h * ((bf16g ? 0 : param_full) + sum_shard) : 0.0) + (bf16r ? h * reduce_stage : 0.0);
+    e->buffers = (bf16p && !always ? h * ((bf16g ? 0 : param_full) + 2.0 * max_shard) : 0.0) + (bf16r ? h * reduce_stage : 0.0);
 }
 
 void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, int init_values) {
@@ -153,8 +154,9 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
         f->grad_shard = fzalloc(f->shard_len, KERN_MEM_GRADS);
         f->device_master = s->offload ? fzalloc(f->shard_len, KERN_MEM_PARAMS) : f->master;
         if (s->offload) f->host_grad = host_zalloc(f->shard_len, KERN_MEM_GRADS);
-        if (s->bf16_params) f->master_bf16 = hzalloc(f->shard_len, KERN_MEM_BUFFERS);  // what the gathers send
-        f->param_slot = f->grad_slot = -1;
+        // shard group 1 on a GPU computes from a bf16 copy of the whole unit that AdamW keeps: the unit always gathered
+        if (s->dims.shard_size == 1 && s->bf16_gathered) f->master_bf16 = hzalloc(f->shard_len, KERN_MEM_GATHERED);
+        f->param_slot = f->grad_slot = f->send_slot = -1;
         f->grad_fresh = 1;
         if (s->direct_grads) f->grads = f->grad_shard;
         if (s->dims.shard_size == 1 && !s->bf16_params) f->params = f->device_master;  // unsharded: always gathered
@@ -177,6 +179,10 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
         kern_free_host(host);
     }
     s->nparam_slots = s->units[0].params ? 0 : s->dims.reshard_after_forward ? 2 : s->nunits;
+    for (int i = 0; i < 2; i++) {
+        s->send_owner[i] = -1;
+        if (s->bf16_params && !s->units[0].params) s->send_stage[i] = hzalloc(max_padded / s->dims.shard_size, KERN_MEM_BUFFERS);
+    }
     s->ngrad_slots = grad_slots(plan, s->persistent_grads, s->direct_grads, direct_stage(cfg, pd));
     s->param_pool = callocCheck(s->nparam_slots + 1, sizeof(void *));
     s->grad_pool = callocCheck(s->ngrad_slots, sizeof(float *));
@@ -208,6 +214,8 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
         for (int u = 0; u < s->nunits; u++) s->units[u].grads = s->grad_pool[s->units[u].grad_slot = s->grad_owner[u] = u];
 }
 
+static void wait_gather(ShardState *s, int u);
+
 static void dfree(void *p) {
     if (p) kern_free(p);
 }
@@ -216,7 +224,7 @@ void shard_free(ShardState *s) {
     shard_grads_finish(s);
     for (int u = 0; u < s->nunits; u++) {
         FlatUnit *f = &s->units[u];
-        comm_wait(f->gather_req);
+        wait_gather(s, u);
         void (*state_free)(void *) = s->offload ? kern_free_host : dfree;
         state_free(f->master);
         state_free(f->exp_avg);
@@ -228,6 +236,7 @@ void shard_free(ShardState *s) {
         }
         dfree(f->master_bf16);
     }
+    for (int i = 0; i < 2; i++) dfree(s->send_stage[i]);
     dfree(s->unit_sumsq);
     free(s->step_red);
     for (int i = 0; i < s->nparam_slots; i++) {
@@ -252,6 +261,27 @@ void shard_free(ShardState *s) {
 
 // ---- parameters ----
 
+// Completes unit u's gather in flight, if any, and frees the bf16 send slot it read.
+static void wait_gather(ShardState *s, int u) {
+    FlatUnit *f = &s->units[u];
+    comm_wait(f->gather_req);
+    f->gather_req = NULL;
+    if (f->send_slot >= 0) s->send_owner[f->send_slot] = -1;
+    f->send_slot = -1;
+}
+
+// The bf16 rounding of u's shard that its gather sends, in a free send slot (a gather still
+// reading the other slot is completed first when both are taken).
+static const uint16_t *send_bf16(ShardState *s, int u) {
+    FlatUnit *f = &s->units[u];
+    int k = s->send_owner[0] < 0 ? 0 : s->send_owner[1] < 0 ? 1 : 0;
+    if (s->send_owner[k] >= 0) wait_gather(s, s->send_owner[k]);
+    s->send_owner[k] = u;
+    f->send_slot = k;
+    kern_f32_to_bf16(s->send_stage[k], f->device_master, f->shard_len);
+    return s->send_stage[k];
+}
+
 static void start_gather(ShardState *s, int u) {
     FlatUnit *f = &s->units[u];
     if (f->params) return;  // gathered, or on its way
@@ -263,9 +293,9 @@ static void start_gather(ShardState *s, int u) {
     f->param_slot = slot;
     f->params = s->param_pool[slot];
     if (s->bf16_gathered) {  // half the bytes on the wire, and the kernels read them as they land
-        f->gather_req = comm_all_gather_bf16_start(s->shard_group, f->master_bf16, f->params, f->shard_len);
+        f->gather_req = comm_all_gather_bf16_start(s->shard_group, send_bf16(s, u), f->params, f->shard_len);
     } else if (s->bf16_params) {  // the CPU computes from the fp32 expansion
-        f->gather_req = comm_all_gather_bf16_start(s->shard_group, f->master_bf16, s->param_stage[slot], f->shard_len);
+        f->gather_req = comm_all_gather_bf16_start(s->shard_group, send_bf16(s, u), s->param_stage[slot], f->shard_len);
         f->expand_pending = 1;
     } else {
         f->gather_req = comm_all_gather_start(s->shard_group, f->device_master, f->params, f->shard_len);
@@ -275,8 +305,7 @@ static void start_gather(ShardState *s, int u) {
 const void *shard_gather(ShardState *s, int u, int next) {
     FlatUnit *f = &s->units[u];
     start_gather(s, u);
-    comm_wait(f->gather_req);
-    f->gather_req = NULL;
+    wait_gather(s, u);
     if (f->expand_pending) {
         kern_bf16_to_f32(f->params, s->param_stage[f->param_slot], f->padded);
         f->expand_pending = 0;
@@ -289,8 +318,7 @@ void shard_release(ShardState *s, int u, ShardPhase phase) {
     FlatUnit *f = &s->units[u];
     if (f->param_slot < 0) return;  // not gathered, or always (unsharded)
     if (phase == PHASE_FWD && !s->dims.reshard_after_forward) return;  // ZeRO-2 keeps it for backward
-    comm_wait(f->gather_req);
-    f->gather_req = NULL;
+    wait_gather(s, u);
     f->expand_pending = 0;
     s->param_owner[f->param_slot] = -1;
     f->param_slot = -1;

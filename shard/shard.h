@@ -25,8 +25,9 @@ typedef struct {
     // --cpu_offload on a GPU: master and moments above live in pinned host memory, AdamW runs
     // on the CPU, and the device keeps only this copy of the master shard for the gathers
     float *device_master;         // (shard_len) == master unless offloaded
-    uint16_t *master_bf16;        // (shard_len) --precision bf16: device_master rounded, what gathers send (at
-                                  // shard group 1 on a GPU, the unit's parameters themselves)
+    uint16_t *master_bf16;        // (shard_len) --precision bf16 at shard group 1 on a GPU: device_master
+                                  // rounded, the unit's parameters themselves (AdamW writes them); else NULL
+    int send_slot;                // the send_stage slot its bf16 gather reads, while in flight; else -1
     int ndecay;                   // this shard's weight-decay ranges (KernAdamW.decay), local offsets
     size_t decay[KERN_ADAMW_MAX_RANGES][2];
     float *host_grad;             // (shard_len) offload: the gradient shard copied to the host
@@ -66,6 +67,10 @@ typedef struct {
     int nparam_slots, ngrad_slots;
     void **param_pool;
     float **grad_pool;
+    // --precision bf16 gathers: the shard rounded to bf16 just before its all-gather, into one of
+    // two slots (current + prefetched), so no bf16 copy of the shards outlives its gather
+    uint16_t *send_stage[2];        // (max shard_len)
+    int send_owner[2];              // unit whose gather reads each slot, or -1
     int *param_owner, *grad_owner;  // unit using each slot, or -1
     // bf16 staging per slot: the full buffer (parameters expanded to fp32), the full buffer and the
     // received shard (gradients)

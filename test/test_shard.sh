@@ -139,6 +139,23 @@ for layout in "2 --sharding full-shard" "4 --sharding full-shard" "4 --sharding 
     check "np=${layout%% *} ${layout#* }: grads peak at --grad_accum 8 within one unit of --grad_accum 1 ($g1 -> $g8 bytes; unsharded $u8)" $?
 done
 
+# sharded state is 16 bytes per parameter under --precision bf16 too (fp32 master, gradient and
+# two moments; bf16 copies only while a unit is gathered): the tracker's peaks of params, grads,
+# optimizer and buffers grow from 4 to 12 layers by 16 bytes per added parameter of the shard
+state_peak() {  # state_peak LAYERS: the sum of the four categories' peaks, max over ranks
+    rm -f "$W/st.jsonl"
+    $MPI -np 2 ./fsdpc --hidden_width 256 --num_layers "$1" --num_heads 4 --num_key_value_heads 4 --intermediate_size 512 --vocab_size 4096 \
+        --max_context_width 16 --batch_size 1 --train_data synthetic --max_steps 2 --logging_freq 1 --num_tokens 0 \
+        --checkpoint_freq 0 --num_threads 1 --sharding full-shard --precision bf16 --metrics_file "$W/st.jsonl" >"$W/st.log" 2>&1 &&
+        tail -1 "$W/st.jsonl" | /usr/bin/python3 -c "import json, sys; m = json.load(sys.stdin)['mem']
+print(sum(m[k][3] for k in ('params', 'grads', 'optimizer', 'buffers')))"
+}
+s4=$(state_peak 4)
+s12=$(state_peak 12)
+per=$(awk -v a="$s4" -v b="$s12" 'BEGIN { printf "%.2f", (b - a) / (8 * (4 * 256 * 256 + 3 * 256 * 512 + 2 * 256) / 2) }')
+awk -v p="$per" 'BEGIN { exit !(p > 15.9 && p < 16.1) }'
+check "--precision bf16 full-shard np=2: sharded state grows by $per bytes per added parameter of the shard (16)" $?
+
 # bad layouts: one error line, every rank exits non-zero, within seconds
 start=$(date +%s)
 $MPI -np 4 ./fsdpc $M --sharding hybrid-full-shard --shard_group_size 3 >"$W/bad.out" 2>"$W/bad.err"
