@@ -23,6 +23,7 @@
 #include <zlib.h>
 
 #include "../comm/comm.h"
+#include "../data/ident.h"
 #include "../kernels/kernels.h"
 #include "validate.h"
 
@@ -474,6 +475,7 @@ static const char *xfer_state(hid_t file, const ShardState *s, int write, int ng
                 const char *e = comm_first_error(xfer_tensor(file, ckpt_groups[g], &plan->units[u].t[t], begin, n,
                                                              state_buffer(s, u, g) + local, shard_state_on_device(s), write, &crcs[k]));
                 if (e) return e;
+                comm_deadline_progress();
             }
     return NULL;
 }
@@ -497,12 +499,13 @@ static const char *checksum_mismatch(const char *file, const ModelPlan *plan, in
     return NULL;
 }
 
-// Fault-injection hook for tests: FSDPC_TEST_CKPT_PAUSE="STEP:SECONDS" holds the write of that
-// step's checkpoint half-way (data written, file not closed or published) so a test can kill a rank.
+// Fault-injection hook for tests: FSDPC_TEST_CKPT_PAUSE="STEP:SECONDS[:RANK]" holds the write of
+// that step's checkpoint half-way (data written, file not closed or published), on every rank or
+// only on RANK, so a test can kill a rank or leave the others waiting.
 static void test_pause(int step) {
     const char *e = getenv("FSDPC_TEST_CKPT_PAUSE");
-    int at, sec;
-    if (!e || sscanf(e, "%d:%d", &at, &sec) != 2 || at != step) return;
+    int at, sec, rank = -1;
+    if (!e || sscanf(e, "%d:%d:%d", &at, &sec, &rank) < 2 || at != step || (rank >= 0 && rank != comm_info.rank)) return;
     fprintf(stderr, "test hook: checkpoint write of step %d paused (rank %d, pid %d)\n", step, comm_info.rank, (int)getpid());
     fflush(stderr);
     sleep((unsigned)sec);
@@ -622,6 +625,9 @@ void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const Ck
     for (int i = 0; src && i < CKPT_SOURCE_FILES; i++) need += (double)src->len[i];
     snprintf(out->path, sizeof out->path, "%s/step_%08d.h5", dir, meta->step);
     snprintf(tmp, sizeof tmp, "%s.%s.tmp", out->path, meta->run_id);  // one name per run: two writers never share it
+    char phase[1300];
+    snprintf(phase, sizeof phase, "the checkpoint write of '%s'", out->path);
+    comm_deadline_begin(phase);
     if (comm_info.rank == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST)
         snprintf(err, sizeof err, "cannot create checkpoint directory '%s': %s", dir, strerror(errno));
     else if (comm_info.rank == 0 && checked && (avail = free_bytes(dir)) >= 0 && avail < need)
@@ -664,6 +670,7 @@ void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const Ck
     if (e) unlink(tmp);
     e = comm_first_error(e);
     if (e) comm_fail_all("checkpoint of step %d not published: %s; the earlier checkpoints are kept", meta->step, e);
+    comm_deadline_end();
     out->seconds = comm_time() - t0;
 }
 
@@ -696,6 +703,7 @@ static const char *verify_checksums(hid_t f, const char *file, const ModelPlan *
                         e = (snprintf(msg, sizeof msg, "checkpoint '%s': cannot read tensor /%s (corrupt or truncated file?)", file, path), msg);
                     else crc = crc32_z(crc, (const Bytef *)buf, n * sizeof(float));
                     H5Sclose(ms);
+                    comm_deadline_progress();
                 }
                 if (fs >= 0) H5Sclose(fs);
                 if (ds >= 0) H5Dclose(ds);
@@ -726,6 +734,10 @@ static uint64_t header_hash(const Header *h) {
 const char *ckpt_verify(const char *file) {
     static char msg[1400];
     Header h;
+    ckpt_check_same_file(file);
+    char phase[1300];
+    snprintf(phase, sizeof phase, "the check of checkpoint '%s'", file);
+    comm_deadline_begin(phase);
     hid_t f = open_file_with(file, 0, 0);
     const char *e = f < 0 ? open_error(file) : read_header(f, file, &old_defaults, &h);
     // the ranks must be reading one file: a directory private to each node is not one
@@ -747,11 +759,13 @@ const char *ckpt_verify(const char *file) {
     free(want);
     if (plan.units) model_plan_free(&plan);
     if (f >= 0) H5Fclose(f);
+    comm_deadline_end();
     return e ? msg : NULL;
 }
 
 // Collective open and validation of the first ngroups groups against s's plan.
 static hid_t open_checked(const char *file, const ShardState *s, int ngroups, Header *h, uint32_t *want) {
+    ckpt_check_same_file(file);
     hid_t f = open_file(file, 0);
     const char *e = f < 0 ? open_error(file) : read_header(f, file, &shard_plan(s)->cfg, h);
     if (!e) e = ckpt_check_config(h, file, shard_plan(s));
@@ -769,6 +783,9 @@ static void load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *
     uint32_t *want = mallocCheck(n * sizeof *want);
     CommCrc *got = callocCheck(n, sizeof *got);
     Header h;
+    char phase[1300];
+    snprintf(phase, sizeof phase, "the checkpoint read of '%s'", file);
+    comm_deadline_begin(phase);
     hid_t f = open_checked(file, s, ngroups, &h, want);
     const char *e = xfer_state(f, s, 0, ngroups, got);
     H5Fclose(f);
@@ -780,6 +797,7 @@ static void load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *
     }
     free(want);
     free(got);
+    comm_deadline_end();
     if (meta) *meta = h.meta;
     shard_master_changed(s);
 }
@@ -801,6 +819,26 @@ const char *ckpt_read_config(const char *file, ModelConfig *m, char *tokenizer, 
     *m = h.model;
     snprintf(tokenizer, tlen, "%s", h.tokenizer);
     return NULL;
+}
+
+const char *ckpt_read_meta(const char *file, CkptMeta *meta) {
+    Header h;
+    const char *e = read_header_of(file, &h);
+    if (!e) *meta = h.meta;
+    return e;
+}
+
+void ckpt_check_same_file(const char *file) {
+    char mine[1400], *theirs, *root;
+    uint64_t size;
+    uint32_t crc;
+    if (ident_file(file, IDENT_HEAD_MAX, &size, &crc, mine, sizeof mine) == 0)
+        snprintf(mine, sizeof mine, "%llu bytes (crc32 %08x of its first MiB and last 64 KiB)", (unsigned long long)size, crc);
+    int r = comm_first_different(mine, &theirs, &root);
+    if (r < 0) return;
+    comm_fail_all("rank %d sees another file than rank 0 at checkpoint '%s' (rank %d: %s; rank 0: %s): a relative path from other "
+                  "working directories, or node-local storage? give every rank the same checkpoint on storage they share",
+                  r, file, r, theirs, root);
 }
 
 struct CkptReader {
@@ -1010,6 +1048,24 @@ static const char *claim_lost(void) {
     long pid;
     if (!claim_path[0] || (read_lock(claim_path, id, host, &pid, boot) && !strcmp(id, claim_id))) return NULL;
     snprintf(msg, sizeof msg, "this run no longer holds the writer lock '%s' (removed, or taken over by another run)", claim_path);
+    return msg;
+}
+
+const char *ckpt_check_claim(const char *dir, const char *run_id) {
+    static char msg[1800];
+    char path[1100], id[32] = "", host[256], boot[64], why[300] = "";
+    long pid;
+    snprintf(path, sizeof path, "%s/.fsdpc-writer", dir);
+    // a file rank 0 has just created may take a moment to appear on a network file system
+    for (int attempt = 0; attempt < 10; attempt++) {
+        if (read_lock(path, id, host, &pid, boot) && !strcmp(id, run_id)) return NULL;
+        if (access(path, F_OK) != 0) snprintf(why, sizeof why, "%s", strerror(errno));
+        else snprintf(why, sizeof why, "it holds %s", id[0] ? "another run's id" : "no writer lock");
+        usleep(100000);
+    }
+    snprintf(msg, sizeof msg, "rank %d does not see the writer lock that rank 0 just took in --checkpoint_dir '%s' ('%s': %s): the "
+             "folder is another one on rank %d (a relative path from another working directory, or node-local storage?); give every "
+             "rank the same --checkpoint_dir on storage they share", comm_info.rank, dir, path, why, comm_info.rank);
     return msg;
 }
 

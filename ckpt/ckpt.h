@@ -80,6 +80,14 @@ void ckpt_load_weights(const char *file, ShardState *s, const Config *cfg);
 // written before it existed), without tensors. Any rank alone. NULL, or a one-line error.
 const char *ckpt_read_config(const char *file, ModelConfig *m, char *tokenizer, size_t tlen);
 
+// A checkpoint's metadata (step, run id, lineage, run_inputs...), without tensors. Any rank
+// alone. NULL, or a one-line error.
+const char *ckpt_read_meta(const char *file, CkptMeta *meta);
+// Collective, before the ranks open file together: each rank's view of it (its size and a CRC of
+// its first MiB and last 64 KiB, or why it cannot be read) must be rank 0's; else every rank
+// ends with one line naming the first rank that differs.
+void ckpt_check_same_file(const char *file);
+
 // One rank alone reading a checkpoint's weights (export).
 typedef struct CkptReader CkptReader;
 // Opens file and checks its format, config and every /model tensor against plan; NULL with the
@@ -99,6 +107,9 @@ void ckpt_lineage_of(const CkptMeta *from, char *lineage, size_t len);
 // NULL, or a one-line error. The lock goes with ckpt_release_dir or at exit.
 const char *ckpt_claim_dir(const char *dir, const char *run_id, int fresh, int overwrite);
 void ckpt_release_dir(void);
+// Any rank, once rank 0 has claimed dir for run_id: NULL when this rank sees that writer lock,
+// else a one-line error naming this rank and the folder (it is another folder here).
+const char *ckpt_check_claim(const char *dir, const char *run_id);
 // Rank 0: keeps the newest `keep` checkpoints of this run's lineage in dir (keep <= 0 keeps all):
 // its own (meta->run_id) and its ancestors' (meta->lineage) up to the step resumed from. Never
 // deletes `written`, `resumed` (paths, "" for none), nor anything outside the lineage.
