@@ -24,6 +24,11 @@ rc=$?
 [ $rc = 0 ] && grep -q "No checkpoint found in $W/ck, starting fresh" "$W/fresh.log" && [ -f "$W/ck/step_00000002.h5" ] &&
     attr "$W/ck/step_00000002.h5" run_inputs | grep -q '"train":{"spec":"'"$W"'/in/d","files":2,"bytes":50000,.*\["a.txt",30000,"[0-9a-f]*"\],\["b.txt",20000,'
 check "the first launch with --resume_from_checkpoint on a missing folder starts fresh and records its inputs" $? "rc=$rc $(tail -c 300 "$W/fresh.log")"
+mkdir "$W/empty"
+"$FSDPC" $SMALL --train_data "$W/in/d" --max_steps 1 --checkpoint_dir "$W/empty" --resume_from_checkpoint "$W/empty" >/dev/null 2>"$W/empty.log"
+rc=$?
+[ $rc = 0 ] && grep -q "No checkpoint found in $W/empty, starting fresh" "$W/empty.log" && [ -f "$W/empty/step_00000001.h5" ]
+check "... and so does one on an empty folder" $? "rc=$rc $(grep -m1 error "$W/empty.log")"
 "$FSDPC" $R --max_steps 4 >/dev/null 2>"$W/same.log"
 rc=$?
 [ $rc = 0 ] && grep -q "Resumed from $W/ck/step_00000002.h5" "$W/same.log" && ! grep -qE "warning|Note" "$W/same.log"
