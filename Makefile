@@ -134,7 +134,7 @@ FUZZ_CC = clang
 FUZZ_FLAGS = -g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. \
 	-I/usr/include/hdf5/openmpi -I/usr/include/x86_64-linux-gnu/openmpi
 FUZZ_TARGETS = build/fuzz/fuzz_cli build/fuzz/fuzz_json build/fuzz/fuzz_shard_header build/fuzz/fuzz_jsonl build/fuzz/fuzz_tokenizer \
-	build/fuzz/fuzz_ckpt_validate build/fuzz/fuzz_arrow build/fuzz/fuzz_sniff build/fuzz/fuzz_parquet build/fuzz/fuzz_sft
+	build/fuzz/fuzz_ckpt_validate build/fuzz/fuzz_arrow build/fuzz/fuzz_sniff build/fuzz/fuzz_parquet build/fuzz/fuzz_sft build/fuzz/fuzz_ident
 FUZZ_SECONDS ?= 60
 build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c model/config.c model/cli.c test/fuzz/stub.c
 build/fuzz/fuzz_json: test/fuzz/fuzz_json.c data/json.c test/fuzz/stub.c
@@ -148,6 +148,8 @@ TOKENIZER_SRC = data/tokenizer.c data/bpe.c data/hub.c data/json.c data/sft.c da
 build/fuzz/fuzz_jsonl: test/fuzz/fuzz_jsonl.c data/prepare.c data/shardfile.c data/docs.c data/sniff.c data/hfdata.c data/arrow.c data/parquet.c model/cli.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_tokenizer: test/fuzz/fuzz_tokenizer.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_sft: test/fuzz/fuzz_sft.c $(TOKENIZER_SRC) test/fuzz/stub.c
+# ident.c names files as UTF-8 with the tokenizer's character check
+build/fuzz/fuzz_ident: test/fuzz/fuzz_ident.c data/ident.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/sentencepiece.o: data/sentencepiece.cpp
 	@mkdir -p build/fuzz
 	clang++ -g -O1 -std=c++17 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr -c $< -o $@

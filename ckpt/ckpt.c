@@ -23,6 +23,7 @@
 #include <zlib.h>
 
 #include "../comm/comm.h"
+#include "../data/ident.h"
 #include "../kernels/kernels.h"
 #include "validate.h"
 
@@ -474,6 +475,7 @@ static const char *xfer_state(hid_t file, const ShardState *s, int write, int ng
                 const char *e = comm_first_error(xfer_tensor(file, ckpt_groups[g], &plan->units[u].t[t], begin, n,
                                                              state_buffer(s, u, g) + local, shard_state_on_device(s), write, &crcs[k]));
                 if (e) return e;
+                comm_deadline_progress();
             }
     return NULL;
 }
@@ -497,12 +499,13 @@ static const char *checksum_mismatch(const char *file, const ModelPlan *plan, in
     return NULL;
 }
 
-// Fault-injection hook for tests: FSDPC_TEST_CKPT_PAUSE="STEP:SECONDS" holds the write of that
-// step's checkpoint half-way (data written, file not closed or published) so a test can kill a rank.
+// Fault-injection hook for tests: FSDPC_TEST_CKPT_PAUSE="STEP:SECONDS[:RANK]" holds the write of
+// that step's checkpoint half-way (data written, file not closed or published), on every rank or
+// only on RANK, so a test can kill a rank or leave the others waiting.
 static void test_pause(int step) {
     const char *e = getenv("FSDPC_TEST_CKPT_PAUSE");
-    int at, sec;
-    if (!e || sscanf(e, "%d:%d", &at, &sec) != 2 || at != step) return;
+    int at, sec, rank = -1;
+    if (!e || sscanf(e, "%d:%d:%d", &at, &sec, &rank) < 2 || at != step || (rank >= 0 && rank != comm_info.rank)) return;
     fprintf(stderr, "test hook: checkpoint write of step %d paused (rank %d, pid %d)\n", step, comm_info.rank, (int)getpid());
     fflush(stderr);
     sleep((unsigned)sec);
@@ -613,6 +616,9 @@ void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const Ck
     for (int i = 0; src && i < CKPT_SOURCE_FILES; i++) need += (double)src->len[i];
     snprintf(out->path, sizeof out->path, "%s/step_%08d.h5", dir, meta->step);
     snprintf(tmp, sizeof tmp, "%s.%s.tmp", out->path, meta->run_id);  // one name per run: two writers never share it
+    char phase[1300];
+    snprintf(phase, sizeof phase, "the checkpoint write of '%s'", out->path);
+    comm_deadline_begin(phase);
     if (comm_info.rank == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST)
         snprintf(err, sizeof err, "cannot create checkpoint directory '%s': %s", dir, strerror(errno));
     else if (comm_info.rank == 0 && checked && (avail = free_bytes(dir)) >= 0 && avail < need)
@@ -655,6 +661,7 @@ void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const Ck
     if (e) unlink(tmp);
     e = comm_first_error(e);
     if (e) comm_fail_all("checkpoint of step %d not published: %s; the earlier checkpoints are kept", meta->step, e);
+    comm_deadline_end();
     out->seconds = comm_time() - t0;
 }
 
@@ -687,6 +694,7 @@ static const char *verify_checksums(hid_t f, const char *file, const ModelPlan *
                         e = (snprintf(msg, sizeof msg, "checkpoint '%s': cannot read tensor /%s (corrupt or truncated file?)", file, path), msg);
                     else crc = crc32_z(crc, (const Bytef *)buf, n * sizeof(float));
                     H5Sclose(ms);
+                    comm_deadline_progress();
                 }
                 if (fs >= 0) H5Sclose(fs);
                 if (ds >= 0) H5Dclose(ds);
@@ -717,6 +725,10 @@ static uint64_t header_hash(const Header *h) {
 const char *ckpt_verify(const char *file) {
     static char msg[1400];
     Header h;
+    ckpt_check_same_file(file);
+    char phase[1300];
+    snprintf(phase, sizeof phase, "the check of checkpoint '%s'", file);
+    comm_deadline_begin(phase);
     hid_t f = open_file_with(file, 0, 0);
     const char *e = f < 0 ? open_error(file) : read_header(f, file, &old_defaults, &h);
     // the ranks must be reading one file: a directory private to each node is not one
@@ -738,11 +750,13 @@ const char *ckpt_verify(const char *file) {
     free(want);
     if (plan.units) model_plan_free(&plan);
     if (f >= 0) H5Fclose(f);
+    comm_deadline_end();
     return e ? msg : NULL;
 }
 
 // Collective open and validation of the first ngroups groups against s's plan.
 static hid_t open_checked(const char *file, const ShardState *s, int ngroups, Header *h, uint32_t *want) {
+    ckpt_check_same_file(file);
     hid_t f = open_file(file, 0);
     const char *e = f < 0 ? open_error(file) : read_header(f, file, &shard_plan(s)->cfg, h);
     if (!e) e = ckpt_check_config(h, file, shard_plan(s));
@@ -760,6 +774,9 @@ static void load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *
     uint32_t *want = mallocCheck(n * sizeof *want);
     CommCrc *got = callocCheck(n, sizeof *got);
     Header h;
+    char phase[1300];
+    snprintf(phase, sizeof phase, "the checkpoint read of '%s'", file);
+    comm_deadline_begin(phase);
     hid_t f = open_checked(file, s, ngroups, &h, want);
     const char *e = xfer_state(f, s, 0, ngroups, got);
     H5Fclose(f);
@@ -771,6 +788,7 @@ static void load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *
     }
     free(want);
     free(got);
+    comm_deadline_end();
     if (meta) *meta = h.meta;
     shard_master_changed(s);
 }
@@ -792,6 +810,26 @@ const char *ckpt_read_config(const char *file, ModelConfig *m, char *tokenizer, 
     *m = h.model;
     snprintf(tokenizer, tlen, "%s", h.tokenizer);
     return NULL;
+}
+
+const char *ckpt_read_meta(const char *file, CkptMeta *meta) {
+    Header h;
+    const char *e = read_header_of(file, &h);
+    if (!e) *meta = h.meta;
+    return e;
+}
+
+void ckpt_check_same_file(const char *file) {
+    char mine[1400], *theirs, *root;
+    uint64_t size;
+    uint32_t crc;
+    if (ident_file(file, IDENT_HEAD_MAX, &size, &crc, mine, sizeof mine) == 0)
+        snprintf(mine, sizeof mine, "%llu bytes (crc32 %08x of its first MiB and last 64 KiB)", (unsigned long long)size, crc);
+    int r = comm_first_different(mine, &theirs, &root);
+    if (r < 0) return;
+    comm_fail_all("rank %d sees another file than rank 0 at checkpoint '%s' (rank %d: %s; rank 0: %s): a relative path from other "
+                  "working directories, or node-local storage? give every rank the same checkpoint on storage they share",
+                  r, file, r, theirs, root);
 }
 
 struct CkptReader {
@@ -872,7 +910,7 @@ typedef struct {
     int kind;     // ENTRY_*: no usable header (unreadable, or its name says another step), written
                   // before run ids (format_version 1), or a run's
     int lineage;  // ENTRY_RUN: its lineage (a Kin set)
-    int match;    // ENTRY_RUN: its run_inputs equal the ones asked for
+    int match;    // ENTRY_RUN: the caller's `ours` accepts its run_inputs
     char run_id[CKPT_RUN_ID_LEN + 1];
 } Entry;
 
@@ -1003,9 +1041,9 @@ static void kin_free(Kin *k) {
 
 // Rank 0: the header of each of dir's n checkpoints, and their lineages: files whose runs are
 // linked by lineage attributes are one. `own` (NULL: none), the run about to write there, is
-// linked in too. Each entry gets its kind, run id, lineage and whether its run_inputs equal
-// `inputs` (never when inputs is NULL or ""); kin keeps the sets.
-static void read_lineages(const char *dir, Entry *e, int n, const CkptMeta *own, const char *inputs, Kin *kin) {
+// linked in too. Each entry gets its kind, run id, lineage and whether `ours` (NULL: none)
+// accepts its run_inputs; kin keeps the sets.
+static void read_lineages(const char *dir, Entry *e, int n, const CkptMeta *own, CkptOwnsFn ours, void *ctx, Kin *kin) {
     char (*lineage)[sizeof own->lineage] = mallocCheck((size_t)(n ? n : 1) * sizeof *lineage);
     char path[1400];
     Header h;
@@ -1014,7 +1052,7 @@ static void read_lineages(const char *dir, Entry *e, int n, const CkptMeta *own,
     for (int i = 0; i < n; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, e[i].name);
         e[i].kind = read_header_of(path, &h) ? ENTRY_UNUSABLE : h.meta.run_id[0] ? ENTRY_RUN : ENTRY_NO_RUN;
-        e[i].match = e[i].kind == ENTRY_RUN && inputs && inputs[0] && !strcmp(h.meta.inputs, inputs);
+        e[i].match = e[i].kind == ENTRY_RUN && ours && ours(h.meta.inputs, ctx);
         snprintf(e[i].run_id, sizeof e[i].run_id, "%s", e[i].kind == ENTRY_RUN ? h.meta.run_id : "");
         snprintf(lineage[i], sizeof lineage[i], "%s", e[i].kind == ENTRY_RUN ? h.meta.lineage : "");
         if (e[i].kind == ENTRY_RUN) kin_add_meta(kin, &h.meta);
@@ -1053,8 +1091,8 @@ static void describe_runs(const Entry *e, int n, const unsigned char *sel, char 
 }
 
 // Several lineages in one directory: the newest usable checkpoint of each (verified, as a resume
-// would), and of those the one whose run_inputs are the run's, when exactly one is.
-static int resolve_lineages(const char *path, const char *inputs, Entry *e, int n, int nl, char *out, size_t len) {
+// would), and of those the one whose run_inputs name the run's sources, when exactly one does.
+static int resolve_lineages(const char *path, int asked, Entry *e, int n, int nl, char *out, size_t len) {
     int *pick = mallocCheck((size_t)nl * sizeof *pick);
     for (int l = 0; l < nl; l++) pick[l] = -1;
     char file[1400], first[1400] = "";
@@ -1090,9 +1128,9 @@ static int resolve_lineages(const char *path, const char *inputs, Entry *e, int 
     if (usable > 1 && matching != 1) {
         describe_runs(e, n, sel, runs, sizeof runs);
         char why[160] = "";
-        if (inputs[0])
-            snprintf(why, sizeof why, matching ? ", and %d of them record this run's inputs" : ", none of which records this run's inputs",
-                     matching);
+        if (asked)
+            snprintf(why, sizeof why, matching ? ", and %d of them record this run's training data"
+                                               : ", none of which records this run's training data", matching);
         int newest = n;
         for (int l = 0; l < nl; l++)
             if (pick[l] >= 0 && pick[l] < newest) newest = pick[l];
@@ -1103,7 +1141,7 @@ static int resolve_lineages(const char *path, const char *inputs, Entry *e, int 
     if (usable > 1) {
         sel[pick[chosen]] = 0;
         describe_runs(e, n, sel, runs, sizeof runs);
-        comm_log("%s holds the checkpoints of %d unrelated runs: resuming run %s (its checkpoints record this run's inputs); "
+        comm_log("%s holds the checkpoints of %d unrelated runs: resuming run %s (its checkpoints record this run's training data); "
                  "passed over: %s\n", path, usable, e[pick[chosen]].run_id, runs);
     } else {
         comm_log("%s also holds checkpoints of other runs, none of them usable: resuming run %s\n", path, e[pick[chosen]].run_id);
@@ -1113,7 +1151,7 @@ static int resolve_lineages(const char *path, const char *inputs, Entry *e, int 
     return 1;
 }
 
-int ckpt_resolve(const char *path, const char *inputs, char *out, size_t len) {
+int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t len) {
     // rank 0 looks, lists and reads the headers, so every rank takes the same path and verifies
     // the same candidates
     struct stat st;
@@ -1132,7 +1170,7 @@ int ckpt_resolve(const char *path, const char *inputs, char *out, size_t len) {
     comm_check_all(comm_info.rank == 0 && !e ? msg : NULL);
     if (comm_info.rank == 0) {
         Kin kin;
-        read_lineages(path, e, n, NULL, inputs, &kin);
+        read_lineages(path, e, n, NULL, ours, ctx, &kin);
         int *num = mallocCheck((size_t)(kin.n ? kin.n : 1) * sizeof *num);  // lineages numbered newest first
         for (int i = 0; i < kin.n; i++) num[i] = -1;
         for (int i = 0; i < n; i++)
@@ -1145,7 +1183,7 @@ int ckpt_resolve(const char *path, const char *inputs, char *out, size_t len) {
     if (comm_info.rank != 0) e = mallocCheck((size_t)(n ? n : 1) * sizeof *e);
     comm_bcast_bytes(comm_world(), e, (size_t)n * sizeof *e, 0);
     if (nl > 1) {
-        int r = resolve_lineages(path, inputs, e, n, nl, out, len);
+        int r = resolve_lineages(path, ours != NULL, e, n, nl, out, len);
         free(e);
         return r;
     }
@@ -1229,6 +1267,24 @@ static const char *claim_lost(void) {
     return msg;
 }
 
+const char *ckpt_check_claim(const char *dir, const char *run_id) {
+    static char msg[1800];
+    char path[1100], id[32] = "", host[256], boot[64], why[300] = "";
+    long pid;
+    snprintf(path, sizeof path, "%s/.fsdpc-writer", dir);
+    // a file rank 0 has just created may take a moment to appear on a network file system
+    for (int attempt = 0; attempt < 10; attempt++) {
+        if (read_lock(path, id, host, &pid, boot) && !strcmp(id, run_id)) return NULL;
+        if (access(path, F_OK) != 0) snprintf(why, sizeof why, "%s", strerror(errno));
+        else snprintf(why, sizeof why, "it holds %s", id[0] ? "another run's id" : "no writer lock");
+        usleep(100000);
+    }
+    snprintf(msg, sizeof msg, "rank %d does not see the writer lock that rank 0 just took in --checkpoint_dir '%s' ('%s': %s): the "
+             "folder is another one on rank %d (a relative path from another working directory, or node-local storage?); give every "
+             "rank the same --checkpoint_dir on storage they share", comm_info.rank, dir, path, why, comm_info.rank);
+    return msg;
+}
+
 void ckpt_release_dir(void) {
     char id[32], host[256], boot[64];
     long pid;
@@ -1294,7 +1350,7 @@ static const char *check_ownership(const char *dir, const char *run_id, const ch
     Entry *e = list_checkpoints(dir, &n);
     if (!e) return snprintf(msg, sizeof msg, "cannot list --checkpoint_dir '%s': %s", dir, strerror(errno)), msg;
     Kin kin;
-    read_lineages(dir, e, n, &own, NULL, &kin);
+    read_lineages(dir, e, n, &own, NULL, NULL, &kin);
     int me = kin_root(&kin, run_id);
     for (int i = 0; i < kin.n; i++)
         if (kin_root(&kin, kin.id[i]) == me) {

@@ -67,11 +67,13 @@ void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const Ck
 // directory resolves to the newest checkpoint of its lineage that passes ckpt_verify (a file
 // named step_<N>.h5 that records another step does not); each newer one passed over gets a log
 // line, and none passing is an error. Files whose runs are linked by their lineage attributes are
-// one lineage; of several, the one whose newest usable file records run_inputs equal to `inputs`
-// (when not "") is taken, with a log line, and any other outcome is an error naming the runs.
+// one lineage; of several, the one whose newest usable file's run_inputs `ours` accepts (train.c:
+// those that name the run's training data) (when
+// ours is not NULL) is taken, with a log line, and any other outcome is an error naming the runs.
 // Returns 0 (out empty) when the path does not exist or the directory holds no checkpoint.
 // Collective.
-int ckpt_resolve(const char *path, const char *inputs, char *out, size_t len);
+typedef int (*CkptOwnsFn)(const char *run_inputs, void *ctx);
+int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t len);
 // Whether file is a complete checkpoint: every attribute, every tensor's shape and type, and
 // every tensor's checksum (the ranks read a part each, in bounded chunks). Collective; NULL, or
 // the same one-line reason on every rank.
@@ -85,6 +87,14 @@ void ckpt_load_weights(const char *file, ShardState *s, const Config *cfg);
 // The model config attributes of a checkpoint and its `tokenizer` attribute ("byte" in files
 // written before it existed), without tensors. Any rank alone. NULL, or a one-line error.
 const char *ckpt_read_config(const char *file, ModelConfig *m, char *tokenizer, size_t tlen);
+
+// A checkpoint's metadata (step, run id, lineage, run_inputs...), without tensors. Any rank
+// alone. NULL, or a one-line error.
+const char *ckpt_read_meta(const char *file, CkptMeta *meta);
+// Collective, before the ranks open file together: each rank's view of it (its size and a CRC of
+// its first MiB and last 64 KiB, or why it cannot be read) must be rank 0's; else every rank
+// ends with one line naming the first rank that differs.
+void ckpt_check_same_file(const char *file);
 
 // One rank alone reading a checkpoint's weights (export).
 typedef struct CkptReader CkptReader;
@@ -111,6 +121,9 @@ void ckpt_lineage_of(const CkptMeta *from, char *lineage, size_t len);
 // replaces again. NULL, or a one-line error. The lock goes with ckpt_release_dir or at exit.
 const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resumed, const char *init, int overwrite);
 void ckpt_release_dir(void);
+// Any rank, once rank 0 has claimed dir for run_id: NULL when this rank sees that writer lock,
+// else a one-line error naming this rank and the folder (it is another folder here).
+const char *ckpt_check_claim(const char *dir, const char *run_id);
 // Rank 0: keeps the newest `keep` checkpoints of this run's lineage in dir (keep <= 0 keeps all):
 // its own (meta->run_id) and its ancestors' (meta->lineage) up to the step resumed from. Never
 // deletes `written`, `resumed` (paths, "" for none), nor anything outside the lineage.

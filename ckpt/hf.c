@@ -980,7 +980,7 @@ int hf_export_main(int argc, char **argv) {
     ExportArgs a;
     export_args(&a, argc, argv);
     char file[1024], summary[2400] = "";
-    if (!ckpt_resolve(a.checkpoint, "", file, sizeof file))
+    if (!ckpt_resolve(a.checkpoint, NULL, NULL, file, sizeof file))
         comm_fail_all(access(a.checkpoint, F_OK) == 0 ? "no checkpoint in '%s'" : "checkpoint '%s' does not exist", a.checkpoint);
     // one writer: the ranks of a parallel file system's clients need not agree on partial pages
     comm_check_all(comm_info.rank == 0 ? export_run(&a, file, summary, sizeof summary) : NULL);

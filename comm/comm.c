@@ -12,6 +12,7 @@
 #include <malloc.h>
 #include <sched.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@ static MPI_Op bf16_sum_op;
 static MPI_Comm fail_comm;   // only comm_fail_all meets on it, so it never crosses another collective
 static MPI_Comm watch_comm;  // the side channel on which timed-out ranks tell each other where they wait
 static double collective_timeout = 600;  // seconds; 0: wait for ever
+enum { TIMEOUT_TAG = 7, GRACE_SECONDS = 5 };
 #ifdef FSDPC_CUDA
 static CommGroup *nccl_groups[2];  // the shard and replica groups' NCCL communicators, to abort or destroy
 static void nccl_abort_all(void);
@@ -285,6 +287,88 @@ int64_t comm_clock_us(void) {
 
 void comm_set_collective_timeout(double seconds) { collective_timeout = seconds; }
 
+// ---- the watchdog of phases that wait where comm_wait cannot see ----
+
+enum { DEADLINE_TICK_US = 50000 };
+static pthread_mutex_t deadline_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t deadline_opened = PTHREAD_COND_INITIALIZER;
+static int deadline_depth, deadline_thread;
+static char deadline_what[512];
+static int64_t deadline_mark_us;  // the phase's start or its last progress
+
+// The timeout passed in a phase: one line, the flight recorder, and the job ends. Rank 0 tells
+// at once; another rank only after a grace period, in which rank 0 (in the same phase: ranks
+// enter checkpoint I/O together) has normally ended the job, so the job prints one line.
+static void __attribute__((noreturn)) deadline_expired(const char *what, double waited) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s made no progress for %.1f s on rank %d (--collective_timeout %g): a rank stopped or died, or "
+             "the file system hangs; the job is ended instead of hanging", what, waited, comm_info.rank, collective_timeout);
+    error_line(msg);
+    flight_dump(msg);
+    fflush(NULL);
+    nccl_abort_all();
+    alarm(GRACE_SECONDS * 2);  // an MPI_Abort from this thread that does not end the process: SIGALRM does
+    if (comm_info.world > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1);
+}
+
+static void *deadline_main(void *arg) {
+    pthread_mutex_lock(&deadline_lock);
+    for (;;) {
+        if (!deadline_depth || collective_timeout <= 0) {
+            pthread_cond_wait(&deadline_opened, &deadline_lock);
+            continue;
+        }
+        double limit = collective_timeout + (comm_info.rank ? (collective_timeout < GRACE_SECONDS ? collective_timeout : GRACE_SECONDS) : 0);
+        int64_t waited = comm_clock_us() - deadline_mark_us;
+        if (waited > (int64_t)(limit * 1e6)) {
+            char what[sizeof deadline_what];
+            memcpy(what, deadline_what, sizeof what);
+            pthread_mutex_unlock(&deadline_lock);
+            deadline_expired(what, waited / 1e6);
+        }
+        pthread_mutex_unlock(&deadline_lock);
+        usleep(DEADLINE_TICK_US);
+        pthread_mutex_lock(&deadline_lock);
+    }
+    return arg;
+}
+
+void comm_deadline_begin(const char *what) {
+    pthread_mutex_lock(&deadline_lock);
+    if (!deadline_depth++) {
+        snprintf(deadline_what, sizeof deadline_what, "%s", what);
+        deadline_mark_us = comm_clock_us();
+    }
+    if (!deadline_thread) {  // started on first use; it sleeps while no phase is open
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int rc = pthread_create(&t, &attr, deadline_main, NULL);
+        pthread_attr_destroy(&attr);
+        if (rc) {
+            pthread_mutex_unlock(&deadline_lock);
+            comm_fatal("cannot start the --collective_timeout watchdog thread: %s", strerror(rc));
+        }
+        deadline_thread = 1;
+    }
+    pthread_cond_signal(&deadline_opened);
+    pthread_mutex_unlock(&deadline_lock);
+}
+
+void comm_deadline_progress(void) {
+    pthread_mutex_lock(&deadline_lock);
+    deadline_mark_us = comm_clock_us();
+    pthread_mutex_unlock(&deadline_lock);
+}
+
+void comm_deadline_end(void) {
+    pthread_mutex_lock(&deadline_lock);
+    if (deadline_depth > 0) deadline_depth--;
+    pthread_mutex_unlock(&deadline_lock);
+}
+
 double comm_peak_mem_mib(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -530,7 +614,6 @@ static CommRequest *request_new(CommGroup *g, const char *op, Elem e, size_t cou
     return r;
 }
 
-enum { TIMEOUT_TAG = 7, GRACE_SECONDS = 5 };
 
 // What a timed-out rank tells the others on watch_comm.
 typedef struct {
@@ -696,6 +779,35 @@ void comm_check_same(uint64_t value, const char *what) {
     if (first < comm_info.world)
         comm_fail_all("rank %d has different %s than rank 0 (every rank must be started with the same flags and files)",
                       first, what);
+}
+
+static uint64_t text_hash(const char *s) {
+    uint64_t x = 0xcbf29ce484222325ULL;
+    for (; *s; s++) x = (x ^ (unsigned char)*s) * 0x100000001b3ULL;
+    return x;
+}
+
+// rank `from`'s text, on every rank (malloc'd)
+static char *text_of(const char *mine, int from) {
+    uint64_t n = strlen(mine);
+    bcast_blocking(&world_group, &n, sizeof n, BYTES, from);
+    char *t = mallocCheck((size_t)n + 1);
+    if (comm_info.rank == from) memcpy(t, mine, (size_t)n);
+    bcast_blocking(&world_group, t, (size_t)n, BYTES, from);
+    t[n] = 0;
+    return t;
+}
+
+int comm_first_different(const char *mine, char **theirs, char **root) {
+    uint64_t h = text_hash(mine), h0 = h;
+    bcast_blocking(&world_group, &h0, sizeof h0, BYTES, 0);
+    int first = h0 == h ? comm_info.world : comm_info.rank;
+    allreduce_blocking(&world_group, &first, 1, I32, MPI_MIN);
+    *theirs = *root = NULL;
+    if (first == comm_info.world) return -1;
+    *root = text_of(mine, 0);
+    *theirs = text_of(mine, first);
+    return first;
 }
 
 void comm_gather_bytes(CommGroup *g, const void *buf, size_t n, char **all, size_t *total) {

@@ -41,6 +41,14 @@ int64_t comm_clock_us(void);
 // flight recorder on every waiting rank, names the ranks that never arrived and ends the job
 // (MPI_Abort) instead of hanging
 void comm_set_collective_timeout(double seconds);
+// --collective_timeout for work that waits inside a library's own collectives, which comm_wait
+// cannot watch (HDF5's MPI-IO in checkpoint writes and reads): while a phase is open, a watchdog
+// thread restarts its clock at each comm_deadline_progress, and when --collective_timeout passes
+// without any it prints one error line naming `what` and this rank, and ends the job (MPI_Abort)
+// instead of hanging. Phases nest (the outermost names the phase); `what` is copied.
+void comm_deadline_begin(const char *what);
+void comm_deadline_progress(void);
+void comm_deadline_end(void);
 // peak resident memory of this process in MiB
 double comm_peak_mem_mib(void);
 // Memory this node can still give, in bytes: the smaller of MemAvailable and the room left under
@@ -68,6 +76,11 @@ const char *comm_first_error(const char *local_error);
 // Collective: every rank passes a hash of something that must agree (the parsed flags); a rank
 // whose value differs from rank 0's ends the job with a line naming that rank and `what`.
 void comm_check_same(uint64_t value, const char *what);
+// Collective: every rank passes a text that must agree (the identities of the files it sees).
+// Hashes are compared first; returns -1 when every rank's text is rank 0's, else the lowest rank
+// whose text differs, with that rank's text in *theirs and rank 0's in *root on every rank
+// (malloc'd: the caller frees them), so every rank can word the same error.
+int comm_first_different(const char *mine, char **theirs, char **root);
 // Fails on every rank when two ranks of one node hold the same non-empty value (e.g. a GPU's
 // UUID), naming them, what the value is and the hint.
 void comm_check_distinct_local(const char *value, const char *what, const char *hint);

@@ -152,6 +152,16 @@ static char **data_token_paths(const DataSource *src, int vocab, int *n, int *fo
     if (!rc) return NULL;
     if (!hf.nfiles) comm_fail_all("no data files match '%s'", src->spec);
     if (comm_info.rank == 0 && !(hf.nfiles == 1 && !strcmp(hf.files[0], src->spec))) comm_log("%s '%s': %s\n", src->label, src->spec, hf.desc);
+    // a file some rank cannot read is reported below, as the readers word it
+    IdentSource id;
+    int unread = ident_source(src->spec, hf.files, hf.nfiles, &id, err, sizeof err);
+    err[0] = 0;
+    if (!comm_first_error(unread ? "unread" : NULL)) {
+        const char *e = ident_check_ranks(&id, src->label);
+        if (e) comm_fail_all("%s", e);
+        if (src->identified) src->identified(&id, src->ctx);
+    }
+    ident_source_free(&id);
     CacheInput *docs = callocCheck((size_t)hf.nfiles, sizeof *docs);
     int *doc_of = callocCheck((size_t)hf.nfiles, sizeof *doc_of), ndocs = 0;
     for (int i = 0; i < hf.nfiles && !err[0]; i++) {

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ident.h"
 #include "shardfile.h"
 #include "tokenizer.h"
 
@@ -66,9 +67,15 @@ typedef struct {
     int chat_template;        // ChatTemplate for chat rows
     int train_on_inputs;      // every real token of a row bears loss
     int document_masking;     // --document_masking: streams keep their documents apart
+    // called on every rank with the source's identity (valid during the call) once every rank
+    // found the same files, before a cache is built from them; NULL: not called
+    void (*identified)(const IdentSource *id, void *ctx);
+    void *ctx;
 } DataSource;
 
-// Collective. Resolves src, recognises each file by its content (data/sniff.h): token shards and
+// Collective. Resolves src, checks that every rank sees the same files (data/ident.h: names,
+// sizes, a CRC of each one's head and tail; a rank that differs ends the job with one line naming
+// it and the first file that differs), recognises each file by its content (data/sniff.h): token shards and
 // HDF5 are read as they are, plain text as bytes under the byte tokenizer, and documents (text,
 // JSON Lines, Arrow, Parquet) through the tokenized cache (data/cache.h); anything else is refused
 // naming the file and what it is. Keeps the part [frac_begin, frac_end) of each file's tokens,

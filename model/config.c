@@ -183,6 +183,7 @@ static const CliFlag flags[] = {
     I("num_kept_checkpoints", num_kept_checkpoints),
     B("overwrite_checkpoints", overwrite_checkpoints),
     B("allow_unused_weights", allow_unused_weights),
+    B("allow_changed_inputs", allow_changed_inputs),
     E("device", device, device_names),
     E("attention", attention, attention_names),
     E("environment", environment, environment_names),

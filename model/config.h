@@ -73,6 +73,7 @@ typedef struct {
     int checkpoint_freq, num_kept_checkpoints;
     int overwrite_checkpoints;  // a run may replace checkpoints of other lineages (never its own input)
     int allow_unused_weights;   // --init_from files may hold tensors the model does not use (warned, not refused)
+    int allow_changed_inputs;   // a resume may read another tokenizer or data than its checkpoint's run (warned, not refused)
     // run
     KernDevice device;
     KernAttention attention;  // --attention auto|cudnn|native

@@ -16,6 +16,7 @@
 #include "../comm/comm.h"
 #include "../comm/trace.h"
 #include "../data/data.h"
+#include "../data/ident.h"
 #include "../data/sft.h"
 #include "../data/tokenizer.h"
 #include "../model/generate.h"
@@ -61,7 +62,108 @@ typedef struct {
     HfModel *hf;             // --init_from a Hugging Face source
     int init_h5;             // --init_from an fsdpc checkpoint file
     CkptSource source;       // that source's side files (config.json, tokenizer_config.json...), passed on
+    // what defines the run besides its flags (data/ident.h): the tokenizer, the training and the
+    // validation data (nfiles < 0: none), recorded in every checkpoint (CkptMeta.inputs); and the
+    // resumed checkpoint's record of them ("": none to compare with)
+    IdentSource inputs[3];
+    char recorded[CKPT_INPUTS_LEN];
 } Run;
+
+enum { INPUT_TOKENIZER, INPUT_TRAIN, INPUT_VAL, INPUTS };
+static const char *const input_keys[INPUTS] = {"tokenizer", "train", "val"};
+static const char *const input_labels[INPUTS] = {"tokenizer", "training data", "validation data"};
+
+// A resumed run's input i is now `now`: held against the checkpoint's record of it. A change is an
+// error naming it, unless --allow_changed_inputs says it is meant (a warning then). A record
+// without that input (a validation set added on resume) has nothing to compare.
+static void compare_input(Run *r, int i, const IdentSource *now) {
+    IdentSource was;
+    char err[512], what[1400], msg[4096];
+    if (!r->recorded[0] || ident_parse(r->recorded, input_keys[i], &was, err, sizeof err) != 1) return;
+    static const IdentWords words = {"now", "then", "new", "gone"};
+    int changed = ident_diff(now, &was, &words, what, sizeof what);
+    if (changed && i == INPUT_TOKENIZER) {
+        char a[700], b[700];
+        ident_describe(now, a, sizeof a);
+        ident_describe(&was, b, sizeof b);
+        snprintf(msg, sizeof msg, "the tokenizer %s differs from the one checkpoint '%s' was trained with, %s", a, r->resume_file, b);
+    } else if (changed) {
+        snprintf(msg, sizeof msg, "the %s '%s' changed since checkpoint '%s' was written: %s", input_labels[i], now->spec,
+                 r->resume_file, what);
+    }
+    ident_source_free(&was);
+    if (!changed) return;
+    if (!r->cfg->allow_changed_inputs)
+        comm_fail_all("%s; resume with the inputs the run used, or pass --allow_changed_inputs if the change is meant", msg);
+    comm_log("warning: %s; going on with it (--allow_changed_inputs)\n", msg);
+}
+
+// Input i of this run is id: every rank must see the same, and a resume the run's own.
+static void input_found(Run *r, int i, const IdentSource *id) {
+    const char *e = i == INPUT_TOKENIZER ? ident_check_ranks(id, "tokenizer files") : NULL;  // data_open checks the data
+    if (e) comm_fail_all("%s", e);
+    // an evaluation or generation of a checkpoint may validate on other data
+    if (i == INPUT_TOKENIZER || r->max_steps != 0) compare_input(r, i, id);
+    if (r->inputs[i].nfiles >= 0) ident_source_free(&r->inputs[i]);
+    ident_source_copy(&r->inputs[i], id);
+}
+
+static void train_identified(const IdentSource *id, void *ctx) { input_found(ctx, INPUT_TRAIN, id); }
+static void val_identified(const IdentSource *id, void *ctx) { input_found(ctx, INPUT_VAL, id); }
+
+// The resumed checkpoint's record of its run's inputs, checked once: a file from before the
+// record existed, or a record this fsdpc cannot read, is resumed without comparing (said once).
+static void read_recorded_inputs(Run *r) {
+    CkptMeta *meta = mallocCheck(sizeof *meta);
+    comm_check_all(ckpt_read_meta(r->resume_file, meta));
+    snprintf(r->recorded, sizeof r->recorded, "%s", meta->inputs);
+    free(meta);
+    IdentSource probe;
+    char err[512], unknown[512];
+    if (!r->recorded[0]) {
+        comm_log("Note: checkpoint %s records no run inputs (written before fsdpc recorded them): its tokenizer and data are not "
+                 "compared with this run's\n", r->resume_file);
+        return;
+    }
+    for (int i = 0; i < INPUTS; i++) {
+        if (ident_parse(r->recorded, input_keys[i], &probe, err, sizeof err) < 0) {
+            comm_log("warning: checkpoint %s: its run_inputs cannot be read (%s): its tokenizer and data are not compared with this "
+                     "run's\n", r->resume_file, err);
+            r->recorded[0] = 0;
+            return;
+        }
+        ident_source_free(&probe);
+    }
+    if (ident_unknown_keys(r->recorded, input_keys, unknown, sizeof unknown) == 0 && unknown[0])
+        comm_log("warning: checkpoint %s: its run_inputs record %s, which this fsdpc does not compare\n", r->resume_file, unknown);
+}
+
+// The tokenizer's identity: its file, or "byte".
+static void tokenizer_found(Run *r) {
+    IdentSource id;
+    char err[1400], path[sizeof r->cfg->tokenizer], *file = path;
+    snprintf(path, sizeof path, "%s", tok_path(r->tok));
+    const char *e = ident_source(path, &file, !tok_is_byte(r->tok), &id, err, sizeof err) ? err : NULL;
+    comm_check_all(e);
+    input_found(r, INPUT_TOKENIZER, &id);
+    ident_source_free(&id);
+}
+
+// Whether a checkpoint's run_inputs name this run's training data as it is given: what tells the
+// run's own lineage from others in one folder (a requeue repeats its command line) before the
+// data's files are read; the files themselves are compared once the resumed one is chosen.
+static int names_our_data(const char *recorded, void *ctx) {
+    const Config *c = ctx;
+    char bundled[1024], err[256];
+    data_bundled_path(bundled, sizeof bundled);
+    int synthetic = !strcmp(c->train_data, "synthetic") || (!c->train_data[0] && c->dataset_type == DATASET_SYNTHETIC);
+    const char *spec = synthetic ? "synthetic" : c->train_data[0] ? c->train_data : bundled;
+    IdentSource was;
+    if (ident_parse(recorded, input_keys[INPUT_TRAIN], &was, err, sizeof err) != 1) return 0;
+    int same = was.spec && !strcmp(was.spec, spec);
+    ident_source_free(&was);
+    return same;
+}
 
 // Where the model comes from, before anything is built: the checkpoint being resumed (its config
 // and tokenizer win, so a requeued finetune continues), else --init_from, else the flags. Then
@@ -72,7 +174,7 @@ static void resolve_sources(Run *r) {
     const char *tok_source = NULL;
     unsigned known = 0;
     if (c->resume_from_checkpoint[0] &&
-        !ckpt_resolve(c->resume_from_checkpoint, r->origin.inputs, r->resume_file, sizeof r->resume_file)) {
+        !ckpt_resolve(c->resume_from_checkpoint, names_our_data, c, r->resume_file, sizeof r->resume_file)) {
         const char *p = c->resume_from_checkpoint;
         size_t n = strlen(p);
         if (n > 3 && !strcmp(p + n - 3, ".h5")) comm_fail_all("checkpoint file '%s' does not exist", p);
@@ -83,6 +185,8 @@ static void resolve_sources(Run *r) {
     r->init_h5 = !r->resume_file[0] && ni > 3 && !strcmp(init + ni - 3, ".h5");
     if (r->resume_file[0] || r->init_h5) {
         const char *file = r->resume_file[0] ? r->resume_file : init;
+        ckpt_check_same_file(file);
+        if (r->resume_file[0]) read_recorded_inputs(r);
         ModelConfig m = c->model;
         comm_check_all(ckpt_read_config(file, &m, tok_from_source, sizeof tok_from_source));
         snprintf(what, sizeof what, "checkpoint '%s'", file);
@@ -109,6 +213,7 @@ static void resolve_sources(Run *r) {
         comm_fail_all("%s names tokenizer '%s', which cannot be opened (%s); pass --tokenizer", tok_source, tok_from_source, err);
     comm_check_all(r->tok ? NULL : err);
     snprintf(c->tokenizer, sizeof c->tokenizer, "%s", tok_path(r->tok));  // recorded in checkpoints
+    tokenizer_found(r);
     int V = tok_vocab_size(r->tok);
     int vocab_fixed = config_given("vocab_size") || config_given("model_name") || (known & MODEL_VOCAB);
     if (!vocab_fixed) {
@@ -297,19 +402,22 @@ static void open_outputs(Run *r) {
 // Before the model is built, rank 0 claims --checkpoint_dir for this run (ckpt_claim_dir): a
 // second run writing there, or a run into checkpoints of another lineage, stops now rather than
 // at its first checkpoint. A run that writes none needs no claim.
+// Every rank then checks that it sees that lock: a folder that differs between ranks (a relative
+// path from other working directories, node-local storage) would hang the first checkpoint.
 static void claim_checkpoint_dir(Run *r) {
     Config *c = r->cfg;
     if (r->max_steps == 0 || c->checkpoint_freq <= 0) return;
     comm_check_all(comm_info.rank == 0 ? ckpt_claim_dir(c->checkpoint_dir, r->origin.run_id, r->resume_file,
                                                         r->init_h5 ? c->init_from : "", c->overwrite_checkpoints)
                                        : NULL);
+    comm_check_all(ckpt_check_claim(c->checkpoint_dir, r->origin.run_id));
 }
 
 
 // A source of the run's data: what --train_data / --val_data name, read with the run's tokenizer.
-static DataSource data_source(const Run *r, const char *spec, const char *split, const char *label) {
+static DataSource data_source(Run *r, const char *spec, const char *split, const char *label) {
     const Config *c = r->cfg;
-    return (DataSource){.spec = spec, .config = c->dataset_config_name, .split = split, .tok = r->tok,
+    return (DataSource){.spec = spec, .config = c->dataset_config_name, .split = split, .tok = r->tok, .ctx = r,
                         .text_column = c->text_column, .explicit_column = config_given("text_column"),
                         .cache_dir = c->data_cache_dir, .label = label, .stop = &comm_stop_signal, .format = c->data_format,
                         .chat_template = c->chat_template, .train_on_inputs = c->train_on_inputs,
@@ -331,8 +439,15 @@ static int open_data(Run *r) {
     if (r->max_steps != 0) {
         r->has_train = 1;
         DataSource src = data_source(r, c->train_data[0] ? c->train_data : bundled, "train", "training data");
-        if (synthetic) data_open_synthetic(&r->train, T, V);
-        else if (data_open(&r->train, &src, T, V, 0.0, c->train_data[0] ? 1.0 : 0.9) < 0) return 1;  // the bundled text's last 10% validates
+        src.identified = train_identified;
+        if (synthetic) {  // no files: the identity is the name
+            IdentSource none;
+            char *no_files = NULL, err[64];
+            ident_source("synthetic", &no_files, 0, &none, err, sizeof err);
+            input_found(r, INPUT_TRAIN, &none);
+            ident_source_free(&none);
+            data_open_synthetic(&r->train, T, V);
+        } else if (data_open(&r->train, &src, T, V, 0.0, c->train_data[0] ? 1.0 : 0.9) < 0) return 1;  // the bundled text's last 10% validates
         if (c->packing && !r->train.rows && !synthetic)
             comm_fail_all("--packing packs finetuning rows (input_ids with attention_mask or labels, prompt/completion, "
                           "Alpaca, chat), and the training data is a token stream, already packed: use --document_masking "
@@ -343,6 +458,7 @@ static int open_data(Run *r) {
     }
     DataSource val = data_source(r, c->val_data, "validation", "validation data");
     val.optional = 1;
+    val.identified = val_identified;
     if (c->val_data[0] || (!c->train_data[0] && bundled_ok)) {
         // named validation data: its validation split when it has splits, else all of it
         double from = c->val_data[0] ? 0.0 : 0.9;  // the bundled text's last 10%
@@ -842,6 +958,7 @@ static void sample(Run *r) {
 
 int train_run(Config *c) {
     Run r = {.cfg = c};
+    for (int i = 0; i < INPUTS; i++) r.inputs[i].nfiles = -1;
     comm_stop_polled(1);
     r.global_batch = c->batch_size * comm_info.world * c->grad_accum;
     r.max_steps = c->max_steps;
@@ -857,6 +974,9 @@ int train_run(Config *c) {
                  "status %d so the job can be requeued\n", TRAIN_EXIT_PREEMPTED);
         return TRAIN_EXIT_PREEMPTED;
     }
+    const IdentSource *found[INPUTS];
+    for (int i = 0; i < INPUTS; i++) found[i] = r.inputs[i].nfiles >= 0 ? &r.inputs[i] : NULL;
+    ident_line(r.origin.inputs, sizeof r.origin.inputs, input_keys, found, INPUTS);
     if (c->max_epochs < 0) r.max_steps = 0;  // minimal_fsdp's evaluate-then-generate
     if (r.max_steps < 0) r.max_steps = 300;
     if (c->max_epochs > 0 && r.train.nchunks) {  // a synthetic dataset has no epochs
@@ -1008,6 +1128,8 @@ int train_run(Config *c) {
         data_free(&r.val);
     }
     model_plan_free(&r.plan);
+    for (int i = 0; i < INPUTS; i++)
+        if (r.inputs[i].nfiles >= 0) ident_source_free(&r.inputs[i]);
     tok_free(r.tok);
     ckpt_source_free(&r.source);
     return status;

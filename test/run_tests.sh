@@ -52,6 +52,7 @@ suite "slurm: srun/sbatch/scancel/preemption on a real single-node Slurm" bash t
 suite "ofi: cm/ofi MTL over libfabric tcp matches the default transport" bash test/test_ofi.sh
 suite "faults: divergence, preemption, one-rank errors, memory, paths, flags" bash test/test_faults.sh
 suite "probes lineage: checkpoint folders that hold other runs, names that lie about the step, several lineages" bash test/test_probes_lineage.sh
+suite "probes identity: resume with changed inputs, ranks that see different files, checkpoint I/O under the collective timeout" bash test/test_probes_identity.sh
 suite "plan: fsdpc plan against real start-up estimates and measured memory; run/plot.py" bash test/test_plan.sh
 
 passed=$(grep -c '^ok ' "$LOG")

@@ -92,7 +92,7 @@ check "a file not named step_<N>.h5 carries no number and resumes" $? "$(grep -m
 # ---- a folder of two unrelated runs ----
 mkdir -p "$W/G" && cp "$W/keep/A4.h5" "$W/G/step_00000004.h5" && cp "$W/keep/B2.h5" "$W/G/step_00000002.h5"
 refused "resuming a folder that holds two unrelated runs (np=2)" \
-    "'$W/G' holds the checkpoints of 2 unrelated runs: run $A \(newest step 4: step_00000004.h5\), run $B \(newest step 2: step_00000002.h5\); give --resume_from_checkpoint the file to resume" \
+    "'$W/G' holds the checkpoints of 2 unrelated runs, and 2 of them record this run's training data: run $A \(newest step 4: step_00000004.h5\), run $B \(newest step 2: step_00000002.h5\); give --resume_from_checkpoint the file to resume" \
     "$W/G" $MPI -np 2 ./fsdpc $M --max_steps 6 --checkpoint_freq 0 --resume_from_checkpoint "$W/G"
 expect_error "export of that folder" "'$W/G' holds the checkpoints of 2 unrelated runs: run $A .*run $B" \
     ./fsdpc export --checkpoint "$W/G" --output "$W/G.hf"
@@ -105,6 +105,21 @@ rc=$?
     grep -q "^$W/G also holds checkpoints of other runs, none of them usable: resuming run $B" "$W/g2.err" &&
     grep -q "^Resumed from $W/G/step_00000002.h5 at step 2" "$W/g2.err"
 check "when only one run's checkpoints are usable, that run is resumed, with log lines" $? "rc=$rc $(grep -m2 'unusable\|error' "$W/g2.err" | head -c 300)"
+
+# of two unrelated runs on different data, the one that trained on this run's --train_data is
+# its own (a requeue repeats its command line)
+$F --max_steps 2 --checkpoint_freq 2 --train_data synthetic --checkpoint_dir "$W/S" >/dev/null 2>&1
+S=$(run_id "$W/S/step_00000002.h5")
+mkdir -p "$W/G2" && cp "$W/keep/A4.h5" "$W/G2/step_00000004.h5" && cp "$W/S/step_00000002.h5" "$W/G2/step_00000002.h5"
+$F --max_steps 3 --checkpoint_freq 0 --train_data synthetic --resume_from_checkpoint "$W/G2" >/dev/null 2>"$W/g3.err"
+rc=$?
+[ $rc = 0 ] && grep -q "^$W/G2 holds the checkpoints of 2 unrelated runs: resuming run $S (its checkpoints record this run's training data); passed over: run $A" "$W/g3.err" &&
+    grep -q "^Resumed from $W/G2/step_00000002.h5 at step 2" "$W/g3.err"
+check "a folder of two runs on different data resolves to the one that trained on this run's data" $? "rc=$rc $(grep -m2 'holds\|error' "$W/g3.err" | head -c 300)"
+$F --max_steps 5 --checkpoint_freq 0 --resume_from_checkpoint "$W/G2" >/dev/null 2>"$W/g4.err"
+rc=$?
+[ $rc = 0 ] && grep -q "^Resumed from $W/G2/step_00000004.h5 at step 4" "$W/g4.err"
+check "... and on the bundled data, to the other one" $? "rc=$rc $(grep -m2 'holds\|error' "$W/g4.err" | head -c 300)"
 
 # ---- one lineage: a rewind still replaces its abandoned future, and requeues go on ----
 $F --max_steps 6 --checkpoint_freq 2 --checkpoint_dir "$W/R" >/dev/null 2>&1
