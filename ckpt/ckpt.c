@@ -23,6 +23,7 @@
 #include <zlib.h>
 
 #include "../comm/comm.h"
+#include "../comm/io.h"
 #include "../kernels/kernels.h"
 #include "validate.h"
 
@@ -622,8 +623,11 @@ void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const Ck
     for (int i = 0; src && i < CKPT_SOURCE_FILES; i++) need += (double)src->len[i];
     snprintf(out->path, sizeof out->path, "%s/step_%08d.h5", dir, meta->step);
     snprintf(tmp, sizeof tmp, "%s.%s.tmp", out->path, meta->run_id);  // one name per run: two writers never share it
+    const char *overlap = NULL;
     if (comm_info.rank == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST)
         snprintf(err, sizeof err, "cannot create checkpoint directory '%s': %s", dir, strerror(errno));
+    else if (comm_info.rank == 0 && (overlap = io_output_check(out->path, "--checkpoint_dir")))  // one of the run's inputs
+        snprintf(err, sizeof err, "%s; no checkpoint written", overlap);
     else if (comm_info.rank == 0 && checked && (avail = free_bytes(dir)) >= 0 && avail < need)
         snprintf(err, sizeof err, "cannot write checkpoint '%s': the file system is full (%.1f MB free, it needs %.1f MB); the earlier "
                  "checkpoints are kept", out->path, avail / 1e6, need / 1e6);
