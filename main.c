@@ -1,11 +1,11 @@
 // fsdpc: FSDP-style training of Llama-2 and minGPT models in one MPI binary.
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "ckpt/hf.h"
 #include "comm/comm.h"
+#include "comm/io.h"
 #include "data/shardfile.h"
 #include "data/tokenizer.h"
 #include "kernels/kernels.h"
@@ -16,10 +16,7 @@
 // Collective, last: stdout carries generated text, tokenize's ids and plan's tables, so a write
 // that failed there (a full disk, /dev/full) ends every rank with an error, never exit 0.
 static int finish(int rc) {
-    char msg[256] = "";
-    if (fflush(stdout) != 0 || ferror(stdout))
-        snprintf(msg, sizeof msg, "cannot write standard output: %s", strerror(errno ? errno : EIO));
-    comm_check_all(msg[0] ? msg : NULL);
+    comm_check_all(io_write_error(stdout, "standard output"));
     comm_finalize();
     return rc;
 }

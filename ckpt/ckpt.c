@@ -24,6 +24,7 @@
 
 #include "../comm/comm.h"
 #include "../data/ident.h"
+#include "../comm/io.h"
 #include "../kernels/kernels.h"
 #include "validate.h"
 
@@ -619,8 +620,11 @@ void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const Ck
     char phase[1300];
     snprintf(phase, sizeof phase, "the checkpoint write of '%s'", out->path);
     comm_deadline_begin(phase);
+    const char *overlap = NULL;
     if (comm_info.rank == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST)
         snprintf(err, sizeof err, "cannot create checkpoint directory '%s': %s", dir, strerror(errno));
+    else if (comm_info.rank == 0 && (overlap = io_output_check(out->path, "--checkpoint_dir")))  // one of the run's inputs
+        snprintf(err, sizeof err, "%s; no checkpoint written", overlap);
     else if (comm_info.rank == 0 && checked && (avail = free_bytes(dir)) >= 0 && avail < need)
         snprintf(err, sizeof err, "cannot write checkpoint '%s': the file system is full (%.1f MB free, it needs %.1f MB); the earlier "
                  "checkpoints are kept", out->path, avail / 1e6, need / 1e6);

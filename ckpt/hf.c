@@ -15,9 +15,11 @@
 #include <unistd.h>
 
 #include "../comm/comm.h"
+#include "../comm/io.h"
 #include "../data/hub.h"
 #include "../data/json.h"
 #include "../kernels/kernels.h"
+#include "../model/cli.h"
 #include "ckpt.h"
 #include "safetensors.h"
 
@@ -114,6 +116,7 @@ static int hf_add_file(HfModel *h, const char *path, char *err, size_t len) {
     if (!files) comm_fatal("out of memory opening '%s'", path);
     h->files = files;
     if (st_open(&h->files[h->nfiles], path, err, len) != 0) return -1;
+    io_input(path, "--init_from");  // an input no output of the run may replace
     h->nfiles++;
     return 0;
 }
@@ -308,6 +311,8 @@ static int hf_open_source(HfModel *h, char *err, size_t len) {
     int has_config = hf_present(config, err, len);
     if (has_config < 0 || (has_config && hf_read_config(h, config, err, len) != 0)) return -1;
     if (hf_ends_with(weights, ".json") ? hf_open_index(h, weights, err, len) : hf_add_file(h, weights, err, len)) return -1;
+    io_input(weights, "--init_from");
+    io_input(config, "--init_from");
     if (!has_config) hf_infer_config(h);
     hf_find_tokenizer(dir, h->tokenizer, sizeof h->tokenizer);
     const char *e = ckpt_source_from_dir(dir, &h->source);
@@ -462,45 +467,35 @@ void hf_load(const HfModel *h, ShardState *s, int allow_unused) {
 // ---- export ----
 
 typedef struct {
-    char checkpoint[1024], output[1024], dtype_name[8];
-    StDtype dtype;
+    char checkpoint[1024], output[1024];
+    int dtype;  // StDtype
     uint64_t max_shard;
+    int overwrite;  // write into a folder that holds other files (never over the export's own inputs)
 } ExportArgs;
 
+static int export_positive(const void *v) { return *(const uint64_t *)v > 0; }
+
+static const CliChoice export_dtypes[] = {{"bf16", ST_BF16}, {"fp16", ST_F16}, {"fp32", ST_F32}, {NULL, 0}};
+#define EXPORT_AT(field) .off = offsetof(ExportArgs, field)
+#define EXPORT_STR(field) EXPORT_AT(field), .size = sizeof(((ExportArgs *)0)->field)
+static const CliFlag export_flags[] = {
+    {.name = "checkpoint", .kind = CLI_STR, EXPORT_STR(checkpoint)},
+    {.name = "output", .kind = CLI_STR, EXPORT_STR(output)},
+    {.name = "dtype", .kind = CLI_ENUM, EXPORT_AT(dtype), .choices = export_dtypes},
+    {.name = "max_shard_size", .kind = CLI_U64, EXPORT_AT(max_shard), .text = "a positive byte count", .valid = export_positive},
+    {.name = "overwrite", .kind = CLI_BOOL, EXPORT_AT(overwrite)},
+};
+static const char export_usage[] =
+    "usage: fsdpc export --checkpoint DIR|FILE --output DIR [--dtype bf16|fp16|fp32] [--max_shard_size BYTES] [--overwrite]";
+static const CliTable export_table = {.flags = export_flags, .n = sizeof export_flags / sizeof export_flags[0], .command = "export",
+                                      .bare_hint = "export takes flags only", .usage = export_usage, .strict = 1};
+
 static void export_args(ExportArgs *a, int argc, char **argv) {
-    static const char *const names[] = {"checkpoint", "output", "dtype", "max_shard_size"};
-    static const char *const dtypes[] = {"fp32", "bf16", "fp16"};  // in StDtype order
     memset(a, 0, sizeof *a);
-    snprintf(a->dtype_name, sizeof a->dtype_name, "bf16");
     a->dtype = ST_BF16;
     a->max_shard = 5000000000ull;  // Hugging Face's default shard size, 5 GB
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i], *eq = strchr(arg, '='), *val;
-        int n = eq ? (int)(eq - arg) : (int)strlen(arg), k = 0;
-        while (k < 4 && !(strncmp(arg, "--", 2) == 0 && n - 2 == (int)strlen(names[k]) && !strncmp(arg + 2, names[k], n - 2))) k++;
-        if (k == 4) comm_fail_all("export: unknown argument '%.*s' (export takes --checkpoint, --output, --dtype, --max_shard_size)", n, arg);
-        if (eq) val = eq + 1;
-        else if (i + 1 < argc) val = argv[++i];
-        else comm_fail_all("export: flag '%s' needs a value", arg);
-        if (k == 0) {
-            snprintf(a->checkpoint, sizeof a->checkpoint, "%s", val);
-        } else if (k == 1) {
-            snprintf(a->output, sizeof a->output, "%s", val);
-        } else if (k == 2) {
-            int d = 0;
-            while (d < 3 && strcmp(val, dtypes[d])) d++;
-            if (d == 3) comm_fail_all("export: --dtype must be one of bf16|fp16|fp32, got '%s'", val);
-            a->dtype = (StDtype)d;
-            snprintf(a->dtype_name, sizeof a->dtype_name, "%s", val);
-        } else {
-            char *end;
-            unsigned long long v = strtoull(val, &end, 10);
-            if (!*val || *end || v == 0 || *val == '-') comm_fail_all("export: --max_shard_size expects a positive byte count, got '%s'", val);
-            a->max_shard = v;
-        }
-    }
-    if (!a->checkpoint[0] || !a->output[0])
-        comm_fail_all("usage: fsdpc export --checkpoint DIR|FILE --output DIR [--dtype bf16|fp16|fp32] [--max_shard_size BYTES]");
+    cli_parse(&export_table, a, argc, argv);
+    if (!a->checkpoint[0] || !a->output[0]) comm_fail_all("%s", export_usage);
 }
 
 // The files an export writes, as <final>.tmp until every one is complete.
@@ -515,7 +510,8 @@ static FILE *export_create(ExportFiles *ef, const char *name, const char **err) 
     char tmp[1310];
     snprintf(ef->names[ef->n], sizeof ef->names[0], "%s", name);
     snprintf(tmp, sizeof tmp, "%s/%s.tmp", ef->dir, name);
-    FILE *f = fopen(tmp, "wb");
+    unlink(tmp);  // a crashed export's; created afresh, so a link left under the name is never followed
+    FILE *f = fopen(tmp, "wbx");
     if (f) ef->n++;
     else *err = (snprintf(msg, sizeof msg, "cannot create '%s': %s", tmp, strerror(errno)), msg);
     return f;
@@ -538,15 +534,73 @@ static void export_discard(ExportFiles *ef) {
     }
 }
 
+// model.safetensors, or a shard of it (model-00001-of-00003.safetensors); with index, its index too
+static int export_is_weights(const char *name, int index) {
+    int a, b, n = 0;
+    return !strcmp(name, "model.safetensors") || (index && !strcmp(name, "model.safetensors.index.json")) ||
+           (sscanf(name, "model-%d-of-%d.safetensors%n", &a, &b, &n) == 2 && !name[n]);
+}
+
+// Whether `name` is a file an export writes (or its .tmp while the export runs); tokname: the
+// basename the checkpoint's tokenizer is copied under ("" for none).
+static int export_name(const char *name, const char *tokname) {
+    static const char *const fixed[] = {"config.json", "generation_config.json", "tokenizer.model", "tokenizer.json",
+                                        "vocab.json", "merges.txt"};
+    char base[256];
+    size_t n = strlen(name);
+    if (n >= sizeof base) return 0;
+    memcpy(base, name, n + 1);
+    if (n > 4 && !strcmp(base + n - 4, ".tmp")) base[n - 4] = 0;
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+        if (!strcmp(base, fixed[i])) return 1;
+    for (int i = 0; i < CKPT_SOURCE_FILES; i++)
+        if (!strcmp(base, ckpt_source_names[i])) return 1;
+    return (tokname[0] && !strcmp(base, tokname)) || export_is_weights(base, 1);
+}
+
+// Rank 0, before anything is written. The folder --output names may be new, empty, or an earlier
+// export (every entry a regular file under a name export writes, and weights that an export
+// wrote, or only the .tmp files of one that stopped); anything else needs --overwrite, which
+// still leaves files of other names alone. Even then, no file export replaces or removes may be
+// one of its inputs (the checkpoint, the tokenizer files it copies): compared by identity.
+static const char *export_check_output(const ExportArgs *a, const char *tokname) {
+    static char msg[2800];
+    DIR *d = opendir(a->output);
+    if (!d) return NULL;  // not there yet, or no folder (which creating it reports)
+    char path[1400], other[256] = "", final[256] = "";
+    int written = 0;
+    const char *e = NULL;
+    for (struct dirent *x; !e && (x = readdir(d));) {
+        if (!strcmp(x->d_name, ".") || !strcmp(x->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", a->output, x->d_name);
+        struct stat st;
+        int named = export_name(x->d_name, tokname), regular = lstat(path, &st) == 0 && S_ISREG(st.st_mode);
+        if (named) e = io_output_check(path, "--output");
+        if (!(named && regular)) {
+            if (!other[0]) snprintf(other, sizeof other, "%s", x->d_name);
+            continue;
+        }
+        if (!hf_ends_with(x->d_name, ".tmp") && !final[0]) snprintf(final, sizeof final, "%s", x->d_name);
+        written |= export_is_weights(x->d_name, 0) && st_written_by_fsdpc(path);
+    }
+    closedir(d);
+    if (e || a->overwrite) return e;
+    if (other[0])
+        return snprintf(msg, sizeof msg, "--output '%s' is not empty: it holds '%s', which export does not write; give a new or empty "
+                        "folder, or pass --overwrite to export there (files of other names are left alone)", a->output, other), msg;
+    if (final[0] && !written)
+        return snprintf(msg, sizeof msg, "--output '%s' holds a model that fsdpc export did not write ('%s'; its weights carry no "
+                        "fsdpc export metadata); give a new or empty folder, or pass --overwrite to replace it", a->output, final), msg;
+    return NULL;
+}
+
 // Publishes the .tmp files, config.json last: a directory with a config.json is complete. Weight
 // files of an earlier export with another sharding go, so no loader mixes them up.
 static const char *export_publish(ExportFiles *ef) {
     static char msg[2700];
     DIR *d = opendir(ef->dir);
     for (struct dirent *e; d && (e = readdir(d));) {
-        int a, b, n = 0, ours = 0;
-        int weights = !strcmp(e->d_name, "model.safetensors") || !strcmp(e->d_name, "model.safetensors.index.json") ||
-                      (sscanf(e->d_name, "model-%d-of-%d.safetensors%n", &a, &b, &n) == 2 && !e->d_name[n]);
+        int ours = 0, weights = export_is_weights(e->d_name, 1);
         for (int i = 0; i < ef->n; i++) ours |= !strcmp(e->d_name, ef->names[i]);
         if (weights && !ours) {
             snprintf(msg, sizeof msg, "%s/%s", ef->dir, e->d_name);
@@ -947,6 +1001,15 @@ static const char *export_run(const ExportArgs *a, const char *file, char *summa
         ckpt_source_free(&src.files);
         return err;
     }
+    // the inputs no file of the export may replace, then the folder it writes into
+    io_input(file, "the checkpoint being exported");
+    if (tokfile[0]) io_input(tokfile, "the checkpoint's tokenizer");
+    if (gpt2_tok) io_input(merges, "the checkpoint's tokenizer merges");
+    if ((err = export_check_output(a, !tokfile[0] ? "" : gpt2_tok ? "vocab.json" : hf_basename(tokfile)))) {
+        json_free(src.cfg);
+        ckpt_source_free(&src.files);
+        return err;
+    }
     if (mkdir(a->output, 0755) != 0 && (errno != EEXIST || !hf_is_dir(a->output))) {
         json_free(src.cfg);
         ckpt_source_free(&src.files);
@@ -960,14 +1023,15 @@ static const char *export_run(const ExportArgs *a, const char *file, char *summa
     snprintf(ef.dir, sizeof ef.dir, "%s", a->output);
     int bos, eos;
     export_special_ids(tokfile, &bos, &eos);
-    if (r) err = export_config(&ef, &m, positions, &src, a->dtype, bos, eos);
+    if (r) err = export_config(&ef, &m, positions, &src, (StDtype)a->dtype, bos, eos);
     if (r && !err && tokfile[0]) err = export_copy(&ef, tokfile, gpt2_tok ? "vocab.json" : hf_basename(tokfile));
     if (r && !err && gpt2_tok) err = export_copy(&ef, merges, "merges.txt");
     if (r && !err) err = export_tokenizer_files(&ef, &src, tokfile, positions);
-    if (r && !err) err = export_weights(&ef, &plan, a->dtype, a->max_shard, r);
+    if (r && !err) err = export_weights(&ef, &plan, (StDtype)a->dtype, a->max_shard, r);
     if (r && !err) err = export_publish(&ef);
     if (err) export_discard(&ef);
-    else snprintf(summary, slen, "Exported %s (%.2fM parameters, %s) to %s\n", file, plan.num_params / 1e6, a->dtype_name, a->output);
+    else snprintf(summary, slen, "Exported %s (%.2fM parameters, %s) to %s\n", file, plan.num_params / 1e6,
+                      cli_choice_name(export_dtypes, a->dtype), a->output);
     if (r) ckpt_reader_close(r);
     free(ef.names);
     model_plan_free(&plan);

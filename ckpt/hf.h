@@ -31,8 +31,10 @@ void hf_take_source(HfModel *h, CkptSource *src);
 // non-parameter buffers aside), unless allow_unused, which warns instead.
 void hf_load(const HfModel *h, ShardState *s, int allow_unused);
 
-// `fsdpc export --checkpoint DIR|FILE --output OUTDIR [--dtype bf16|fp16|fp32] [--max_shard_size BYTES]`:
-// a checkpoint's weights, config and tokenizer as a Hugging Face LlamaForCausalLM directory.
+// `fsdpc export --checkpoint DIR|FILE --output OUTDIR [--dtype bf16|fp16|fp32] [--max_shard_size BYTES]
+// [--overwrite]`: a checkpoint's weights, config and tokenizer as a Hugging Face LlamaForCausalLM
+// directory. OUTDIR is new, empty or an earlier export, unless --overwrite (which replaces only
+// files of the names export writes, never the checkpoint or tokenizer files it reads).
 // Rank 0 writes; every rank returns the same exit status.
 int hf_export_main(int argc, char **argv);
 

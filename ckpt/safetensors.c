@@ -251,7 +251,7 @@ int st_write_header(FILE *out, const StEntry *e, int n, StDtype dt) {
     FILE *m = open_memstream(&buf, &len);
     if (!m) comm_fatal("out of memory building a safetensors header");
     // tensor names are fsdpc's own Hugging Face names: plain ASCII, nothing to escape
-    fprintf(m, "{\"__metadata__\":{\"format\":\"pt\"}");
+    fputs(ST_FSDPC_HEADER, m);
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
         uint64_t numel = 1;
@@ -272,4 +272,12 @@ int st_write_header(FILE *out, const StEntry *e, int n, StDtype dt) {
     int ok = fwrite(lb, 1, 8, out) == 8 && fwrite(buf, 1, len, out) == len;
     free(buf);
     return ok ? 0 : -1;
+}
+
+int st_written_by_fsdpc(const char *path) {
+    char head[8 + sizeof ST_FSDPC_HEADER - 1];
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(head, 1, sizeof head, f) : 0;
+    if (f) fclose(f);
+    return n == sizeof head && !memcmp(head + 8, ST_FSDPC_HEADER, sizeof ST_FSDPC_HEADER - 1);
 }

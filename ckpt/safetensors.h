@@ -56,5 +56,10 @@ typedef struct {
 // Writes the length and the JSON header (space-padded so the data starts 8-byte aligned) for
 // tensors of dtype dt laid out back to back. Returns 0, or -1 on a write error.
 int st_write_header(FILE *out, const StEntry *e, int n, StDtype dt);
+// How st_write_header's JSON begins: the metadata says which program wrote the file, so a later
+// export can tell its own earlier output from another model's (st_written_by_fsdpc).
+#define ST_FSDPC_HEADER "{\"__metadata__\":{\"format\":\"pt\",\"producer\":\"fsdpc export\"}"
+// Whether the file at path is a safetensors file st_write_header began.
+int st_written_by_fsdpc(const char *path);
 
 #endif

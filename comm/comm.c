@@ -562,7 +562,9 @@ void comm_log(const char *fmt, ...) {
         free(msg);
     }
     va_end(ap);
-    fflush(stderr);
+    // stderr that cannot be written (2>/dev/full, a full log disk): nothing can be said any more,
+    // but the run must not go on, or end 0, as if its log were kept; every rank ends (MPI_Abort)
+    if (fflush(stderr) != 0 || ferror(stderr)) comm_fatal("cannot write standard error: %s", strerror(errno ? errno : EIO));
 }
 
 CommGroup *comm_world(void) { return &world_group; }

@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "comm.h"
+#include "io.h"
 
 int trace_on;
 
@@ -67,6 +69,25 @@ static void emit(const char *fmt, ...) {
     T.len += (size_t)n + 2;
 }
 
+// What write_file's trace begins with: an existing file that does not is no earlier trace.
+static const char trace_head[] = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+
+// Why an existing --trace_file must not be replaced, or NULL: it is empty or an earlier trace.
+static const char *replace_problem(const char *path) {
+    static char msg[1300];
+    char head[sizeof trace_head - 1];
+    struct stat st;
+    if (stat(path, &st) != 0 || st.st_size == 0) return NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return snprintf(msg, sizeof msg, "cannot read --trace_file '%s': %s", path, strerror(errno)), msg;
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    if (n == sizeof head && !memcmp(head, trace_head, sizeof head)) return NULL;
+    snprintf(msg, sizeof msg, "--trace_file '%s' exists and is not a trace fsdpc wrote: it replaces only an earlier trace; give "
+             "another path, or remove the file", path);
+    return msg;
+}
+
 // the tmp file rank 0 writes before renaming it over `path`
 static void tmp_path(char *out, size_t len) { snprintf(out, len, "%s.tmp.%ld", T.path, (long)getpid()); }
 
@@ -77,6 +98,8 @@ void trace_open(const char *path, int first_step, int last_step) {
     T.first = first_step;
     T.last = last_step;
     if (comm_info.rank == 0) e = comm_output_path_problem(path, "--trace_file", 1);
+    if (comm_info.rank == 0 && !e) e = io_output(path, "--trace_file");  // not an input, nor another output
+    if (comm_info.rank == 0 && !e) e = replace_problem(path);
     if (comm_info.rank == 0 && !e) {  // refused now, not after the window has run
         char tmp[1100];
         tmp_path(tmp, sizeof tmp);
@@ -128,13 +151,15 @@ static void write_file(void) {
     static char err[1400];
     // checked again: the path may have become something else since start-up, and the rename must not land on it
     if (comm_info.rank == 0) e = comm_output_path_problem(T.path, "--trace_file", 1);
+    if (comm_info.rank == 0 && !e) e = io_output_check(T.path, "--trace_file");
+    if (comm_info.rank == 0 && !e) e = replace_problem(T.path);
     if (comm_info.rank == 0 && !e) {
         char tmp[1100];
         tmp_path(tmp, sizeof tmp);
         FILE *f = fopen(tmp, "w");
         while (total >= 2 && (all[total - 1] == '\n' || all[total - 1] == ','))
             total--;  // the last event's separator
-        int ok = f && fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f) >= 0 && fwrite(all, 1, total, f) == total &&
+        int ok = f && fputs(trace_head, f) >= 0 && fwrite(all, 1, total, f) == total &&
                  fprintf(f, "\n],\"otherData\":{\"producer\":\"fsdpc\",\"steps\":\"%d:%d\"}}\n", T.first, T.step - 1) > 0;
         if (f && fclose(f) != 0) ok = 0;
         if (!ok || rename(tmp, T.path) != 0) {

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../comm/comm.h"
+#include "../comm/io.h"
 #include "../kernels/rng.h"
 
 void data_bundled_path(char *out, size_t len) {
@@ -167,8 +168,10 @@ static char **data_token_paths(const DataSource *src, int vocab, int *n, int *fo
     for (int i = 0; i < hf.nfiles && !err[0]; i++) {
         int how = data_classify(hf.files[i], src->tok, &docs[ndocs], err, sizeof err);
         doc_of[i] = how == 0 ? ndocs++ : -1;
+        io_input(hf.files[i], src->label);  // no output of the run may be one of them (comm/io.h)
     }
-    comm_check_all(err[0] ? err : NULL);
+    // an output that is one of these files ends the run here, before a cache is built from it
+    comm_check_all(err[0] ? err : io_conflict());
     if (src->explicit_column && !ndocs)
         comm_log("warning: --text_column %s has no effect on %s '%s': it holds tokens, not documents\n", src->text_column, src->label, src->spec);
     char **paths = callocCheck((size_t)hf.nfiles, sizeof *paths), dir[4096] = "";

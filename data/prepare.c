@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "../comm/comm.h"
+#include "../comm/io.h"
 #include "../kernels/rng.h"
 #include "../model/cli.h"
 #include "docs.h"
@@ -805,21 +806,49 @@ static bool prepare_is_shard(const char *name) {
     return !strcmp(s, ".bin") || !strcmp(s, ".bin.tmp");
 }
 
+// Whether the file at path is one prepare wrote: a token shard whose header matches its size, or
+// (tmp) a shard still being written, empty or with its magic begun. lstat: a link is not one.
+static bool prepare_wrote(const char *path, bool tmp) {
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+    if (tmp && st.st_size == 0) return true;
+    TokFileHeader h;
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(&h, 1, sizeof h, f) : 0;
+    if (f) fclose(f);
+    if (n < sizeof h.magic || memcmp(h.magic, TOKFILE_MAGIC, sizeof h.magic)) return false;
+    if (tmp) return true;
+    return n == sizeof h && h.version == TOKFILE_VERSION && (h.dtype_bytes == 2 || h.dtype_bytes == 4) &&
+           (uint64_t)st.st_size >= sizeof h && ((uint64_t)st.st_size - sizeof h) / h.dtype_bytes == h.ntokens &&
+           ((uint64_t)st.st_size - sizeof h) % h.dtype_bytes == 0;
+}
+
 // Rank 0: creates the output directory. Shards of an earlier run there would mix with this one's
-// (readers take DIR/train_*.bin): refused, or removed with --overwrite.
+// (readers take DIR/train_*.bin): refused, or removed with --overwrite, which removes only files
+// prepare wrote (by name and header), and never one of the inputs (by identity, comm/io.h). Every
+// shard-named file is checked before any is removed, so a refusal leaves the folder as it was.
 static int prepare_output_dir(Prepare *p) {
     if (prepare_mkdirs(p, p->output)) return 1;
     DIR *d = opendir(p->output);
     if (!d) return prepare_fail(p, "cannot list --output '%s': %s", p->output, strerror(errno));
     size_t cap = strlen(p->output) + 300;
     char *path = mallocCheck(cap);
-    for (struct dirent *e; !p->err[0] && (e = readdir(d));) {
-        if (!prepare_is_shard(e->d_name)) continue;
-        snprintf(path, cap, "%s/%s", p->output, e->d_name);
-        if (!p->overwrite)
-            prepare_fail(p, "--output '%s' already holds shards (%s): pass --overwrite to replace them", p->output, e->d_name);
-        else if (unlink(path) != 0)
-            prepare_fail(p, "cannot remove the old shard '%s' (--overwrite): %s", path, strerror(errno));
+    for (int remove = 0; remove < 2 && !p->err[0]; remove++) {
+        rewinddir(d);
+        for (struct dirent *e; !p->err[0] && (e = readdir(d));) {
+            if (!prepare_is_shard(e->d_name)) continue;
+            snprintf(path, cap, "%s/%s", p->output, e->d_name);
+            const char *input = remove ? NULL : io_output_check(path, "--output");
+            if (input)
+                prepare_fail(p, "%s", input);
+            else if (!p->overwrite)
+                prepare_fail(p, "--output '%s' already holds shards (%s): pass --overwrite to replace them", p->output, e->d_name);
+            else if (!remove && !prepare_wrote(path, strstr(e->d_name, ".tmp") != NULL))
+                prepare_fail(p, "--output '%s' holds '%s', named like a shard but not one prepare wrote: --overwrite replaces only "
+                             "prepare's own shards; move it away, or give another --output", p->output, e->d_name);
+            else if (remove && unlink(path) != 0)
+                prepare_fail(p, "cannot remove the old shard '%s' (--overwrite): %s", path, strerror(errno));
+        }
     }
     closedir(d);
     free(path);
@@ -891,6 +920,7 @@ static int prepare_setup(Prepare *p) {
     p->tok = tok_open(p->tokenizer[0] ? p->tokenizer : "byte", p->err, sizeof p->err);
     if (!p->tok) return 1;
     p->check_ids = p->tokenizer[0] != 0;
+    if (p->tokenizer[0]) io_input(tok_path(p->tok), "--tokenizer");
     if (!strcmp(p->tokenizer, "byte")) p->tokenizer[0] = 0;  // the byte path, with its ids checked
     if (tok_vocab_size(p->tok) > UINT16_MAX + 1) {
         if (p->dtype_given && p->dtype_bytes == 2)
@@ -910,6 +940,7 @@ static int prepare_setup(Prepare *p) {
         struct stat st;
         if (stat(path, &st) != 0) return prepare_fail(p, "cannot open input '%s': %s", path, strerror(errno));
         p->sizes[i] = (uint64_t)st.st_size;
+        io_input(path, "--input");  // never removed nor replaced by an output (prepare_output_dir)
         Sniff sn;
         if (sniff_path(path, &sn, p->err, sizeof p->err)) return 1;
         SniffFormat inner = sn.format == SNIFF_GZIP || sn.format == SNIFF_ZSTD ? sn.inner : sn.format;

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "../comm/comm.h"
+#include "../comm/io.h"
 #include "bpe.h"
 #include "hub.h"
 #include "json.h"
@@ -941,8 +942,9 @@ static const char *tok_run(const Tokenizer *t, bool bos, bool eos, bool decode, 
             for (size_t i = 0; i < len; i++) printf(i ? " %d" : "%d", (int)ids[i]);
         }
         putchar('\n');
+        if (ferror(stdout)) break;  // the first failed write ends the run, not the end of stdin
     }
-    if (fflush(stdout) != 0 && !fail) fail = "cannot write to stdout";
+    if (!fail) fail = io_write_error(stdout, "standard output");
     free(line);
     free(ids);
     return fail;
@@ -978,6 +980,9 @@ int data_tokenize_main(int argc, char **argv) {
     char err[1024];
     Tokenizer *t = tok_open(spec, err, sizeof err);
     if (!t) comm_fail_all("%s", err);
+    // ids or text go to stdout: a file there must not be the tokenizer being read
+    if (strcmp(tok_path(t), "byte")) io_input(tok_path(t), "--tokenizer");
+    comm_check_all(comm_info.rank == 0 ? io_output("/dev/stdout", "standard output") : NULL);
     // stdin reaches rank 0 only; the others wait to share its outcome
     char why[1024];
     const char *fail = NULL;
@@ -985,7 +990,8 @@ int data_tokenize_main(int argc, char **argv) {
         static char obuf[1 << 16];
         setvbuf(stdout, obuf, _IOFBF, sizeof obuf);
         fail = sft_tokenize_chat(t, tmpl, labels, stdin, stdout, why, sizeof why);
-        if (fflush(stdout) != 0 && !fail) fail = "cannot write to stdout";
+        const char *w = io_write_error(stdout, "standard output");  // the reason, where a write failed
+        if (w) fail = w;
     } else if (comm_info.rank == 0) {
         fail = tok_run(t, bos, eos, decode, why, sizeof why);
     }

@@ -14,9 +14,11 @@
 #include "../ckpt/hf.h"
 #include "../kernels/kernels.h"
 #include "../comm/comm.h"
+#include "../comm/io.h"
 #include "../comm/trace.h"
 #include "../data/data.h"
 #include "../data/ident.h"
+#include "../data/hfdata.h"
 #include "../data/sft.h"
 #include "../data/tokenizer.h"
 #include "../model/generate.h"
@@ -56,6 +58,8 @@ typedef struct {
     int max_steps, start_step;
     double flops_per_token;
     FILE *metrics;
+    char metrics_error[1400];  // rank 0: why a metrics line could not be written; the run ends at the next step
+    int metrics_newline;       // the file ends in a line cut short (a crash, a full disk): the next line starts afresh
     Tokenizer *tok;
     char resume_file[1024];  // the checkpoint this run continues, or ""
     CkptMeta origin;         // run_id, parent and lineage recorded in this run's checkpoints
@@ -165,6 +169,20 @@ static int names_our_data(const char *recorded, void *ctx) {
     return same;
 }
 
+// The files a data spec resolves to, noted as inputs before the outputs are opened, so that an
+// output which is one of them is refused as such (data_open resolves them again, notes them, and
+// reports what cannot be resolved).
+static void note_data(const char *spec, const char *config, const char *split, const char *what) {
+    HfFiles hf;
+    char err[1024];
+    memset(&hf, 0, sizeof hf);
+    if (!spec[0] || !strcmp(spec, "synthetic")) return;
+    int found = hf_resolve(spec, config, split, &hf, err, sizeof err);
+    if (!found && !strcmp(split, "validation")) found = hf_resolve(spec, config, "train", &hf, err, sizeof err);  // as data_open falls back
+    for (int i = 0; found > 0 && i < hf.nfiles; i++) io_input(hf.files[i], what);
+    hf_files_free(&hf);
+}
+
 // Where the model comes from, before anything is built: the checkpoint being resumed (its config
 // and tokenizer win, so a requeued finetune continues), else --init_from, else the flags. Then
 // the tokenizer, which sets the vocabulary unless something fixed it.
@@ -183,6 +201,11 @@ static void resolve_sources(Run *r) {
     const char *init = c->init_from;
     size_t ni = strlen(init);
     r->init_h5 = !r->resume_file[0] && ni > 3 && !strcmp(init + ni - 3, ".h5");
+    // the run's inputs, which no output may replace (io.h); Hugging Face sources note their own files
+    io_input(r->resume_file, "the checkpoint being resumed");
+    if (r->init_h5) io_input(init, "--init_from");
+    note_data(c->train_data, c->dataset_config_name, "train", "the training data");
+    note_data(c->val_data, c->dataset_config_name, "validation", "the validation data");
     if (r->resume_file[0] || r->init_h5) {
         const char *file = r->resume_file[0] ? r->resume_file : init;
         ckpt_check_same_file(file);
@@ -214,6 +237,7 @@ static void resolve_sources(Run *r) {
     comm_check_all(r->tok ? NULL : err);
     snprintf(c->tokenizer, sizeof c->tokenizer, "%s", tok_path(r->tok));  // recorded in checkpoints
     tokenizer_found(r);
+    if (strcmp(c->tokenizer, "byte")) io_input(c->tokenizer, "the tokenizer");
     int V = tok_vocab_size(r->tok);
     int vocab_fixed = config_given("vocab_size") || config_given("model_name") || (known & MODEL_VOCAB);
     if (!vocab_fixed) {
@@ -360,20 +384,54 @@ static void check_memory(Run *r) {
     comm_check_all(msg);  // nodes and GPUs differ in what they have: any rank's verdict ends the job
 }
 
-// Output paths are checked before any work, not when the first checkpoint is due: rank 0
-// creates the checkpoint directory (with its parents) and opens the metrics file.
 // Appends one line to --metrics_file and flushes it, so a run's curves can be followed and
-// survive a crash. A failed write (a full disk) is said once and ends the metrics, not the run.
+// survive a crash. A failed write (a full disk) is kept in metrics_error: the step's reduction
+// carries it to every rank, and the run ends there (train_step).
 static void metrics_put(Run *r, const char *line) {
     if (!r->metrics) return;
-    if (fputs(line, r->metrics) < 0 || fflush(r->metrics) != 0) {
-        comm_log("warning: --metrics_file %s: %s; no further metrics lines are written\n", r->cfg->metrics_file,
-                 strerror(errno));
-        fclose(r->metrics);
-        r->metrics = NULL;
-    }
+    if (r->metrics_newline) fputc('\n', r->metrics), r->metrics_newline = 0;
+    fputs(line, r->metrics);
+    char what[600];
+    snprintf(what, sizeof what, "--metrics_file '%s'", r->cfg->metrics_file);
+    const char *e = io_write_error(r->metrics, what);
+    if (!e) return;
+    snprintf(r->metrics_error, sizeof r->metrics_error, "%s (the run stops: no later step is trained or saved)", e);
+    fclose(r->metrics);
+    r->metrics = NULL;
 }
 
+static int metrics_line(const char *s, size_t n) { return n >= 9 && !memcmp(s, "{\"step\": ", 9); }
+
+// Why an existing --metrics_file must not be appended to, or NULL: it is empty, or its first and
+// last lines are metrics lines as metrics_put writes them (a resumed run goes on with its file).
+// Anything else is some other file that appending would spoil.
+static const char *metrics_file_problem(Run *r, const char *path) {
+    static char msg[1400];
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return NULL;  // new, empty, or a stream (/dev/null)
+    FILE *f = fopen(path, "rb");
+    if (!f) return snprintf(msg, sizeof msg, "cannot read --metrics_file '%s': %s", path, strerror(errno)), msg;
+    char head[4096], tail[4097];
+    size_t nh = fread(head, 1, sizeof head, f), nt = 0;
+    long from = st.st_size > (off_t)(sizeof tail - 1) ? (long)(st.st_size - (off_t)(sizeof tail - 1)) : 0;
+    if (fseek(f, from, SEEK_SET) == 0) nt = fread(tail, 1, sizeof tail - 1, f);
+    fclose(f);
+    const char *bad = metrics_line(head, nh) && !memchr(head, 0, nh) ? NULL : "its first line";
+    if (!bad) {  // the last line: after the last line break that is not the file's final byte
+        r->metrics_newline = nt > 0 && tail[nt - 1] != '\n';
+        size_t end = nt - (nt > 0 && tail[nt - 1] == '\n'), start = end;
+        while (start > 0 && tail[start - 1] != '\n') start--;
+        if ((start == 0 && from > 0) || !metrics_line(tail + start, end - start) || memchr(tail, 0, nt)) bad = "its last line";
+    }
+    if (!bad) return NULL;
+    snprintf(msg, sizeof msg, "--metrics_file '%s' exists and is not a metrics file (%s is not a line fsdpc writes): it is appended "
+             "to only when it holds metrics lines or is empty; give another path, or remove the file", path, bad);
+    return msg;
+}
+
+// Output paths are checked before any work, not when the first checkpoint is due: rank 0
+// creates the checkpoint directory (with its parents) and opens the metrics file. Neither may be
+// one of the run's inputs (noted by resolve_sources) or the other's file.
 static void open_outputs(Run *r) {
     Config *c = r->cfg;
     static char err[1400];
@@ -393,7 +451,11 @@ static void open_outputs(Run *r) {
         if (!e && access(c->checkpoint_dir, W_OK | X_OK) != 0)
             e = (snprintf(err, sizeof err, "cannot write to --checkpoint_dir '%s': %s", c->checkpoint_dir, strerror(errno)), err);
     }
+    // generated text goes to stdout: a file there is an output like the others
+    if (!e && comm_info.rank == 0) e = io_output("/dev/stdout", "standard output");
     if (!e && comm_info.rank == 0 && c->metrics_file[0]) e = comm_output_path_problem(c->metrics_file, "--metrics_file", 0);
+    if (!e && comm_info.rank == 0 && c->metrics_file[0]) e = io_output(c->metrics_file, "--metrics_file");
+    if (!e && comm_info.rank == 0 && c->metrics_file[0]) e = metrics_file_problem(r, c->metrics_file);
     if (!e && comm_info.rank == 0 && c->metrics_file[0] && !(r->metrics = fopen(c->metrics_file, "a")))
         e = (snprintf(err, sizeof err, "cannot open --metrics_file '%s' for appending: %s", c->metrics_file, strerror(errno)), err);
     comm_check_all(e);
@@ -677,6 +739,9 @@ static void check_token_ids(const Run *r, int step) {
                id, target ? "target" : "input", at % T, r->acts.V);
 }
 
+// More than any count of ranks: a stop signal on every rank still sums below it.
+#define OUTPUT_FAILED 16777216.0
+
 // One optimizer step; returns the mean loss over the global batch's loss-bearing targets (the
 // gradients add up the loss sums, and AdamW divides by the global count, so every layout, packing
 // and --grad_accum give one mean) and sets *gnorm and *tokens (that count). A non-finite loss or
@@ -709,8 +774,12 @@ static double train_step(Run *r, int step, float lr, double *gnorm, double *toke
     ShardStepStats st;
     // clipping's norm: per-unit sums of squares, the loss and the token count in one reduction (the scaling runs inside AdamW)
     trace_begin(TRACE_COMPUTE, "clip grad norm", -1);
-    shard_step_stats(&r->st, r->acts.loss, comm_stop_signal != 0, mine, &st);  // reduced over all ranks: they agree
+    // the flag: preemption signals count 1 each, a failed metrics write (rank 0's) OUTPUT_FAILED
+    double flag = (comm_stop_signal != 0) + (r->metrics_error[0] ? OUTPUT_FAILED : 0);
+    shard_step_stats(&r->st, r->acts.loss, flag, mine, &st);  // reduced over all ranks: they agree
     trace_end(TRACE_COMPUTE);
+    if (st.flag >= OUTPUT_FAILED)  // before this step's update: nothing after the failed line is trained or saved
+        comm_fail_all("%s", r->metrics_error[0] ? r->metrics_error : "rank 0 could not write --metrics_file");
     *preempt = st.flag > 0;
     prof_mark(r, PROF_REDUCE);
     kern_range_push("optimizer");
@@ -845,17 +914,23 @@ typedef struct {
     int32_t prev;
     char *text;  // the sample when it goes to a log, else NULL (streamed)
     size_t len, cap;
+    const char *failed;  // why stdout could not be written, or NULL
 } Emitter;
 
-// streams each token's text as it comes, or keeps it for print_for_log; the end-of-text token
-// ends the sample
+// streams each token's text as it comes (flushed, so a reader sees it at once and a failed write
+// stops generation at that token), or keeps it for print_for_log; the end-of-text token ends
+// the sample
 static int emit_token(int32_t tok, void *ctx) {
     Emitter *e = ctx;
     if (tok == tok_eos(e->tok) || tok == e->stop || comm_stop_signal) return 0;
     char buf[256];
     size_t n = tok_piece_bytes(e->tok, e->prev, tok, buf, sizeof buf);
     e->prev = tok;
-    if (!e->text) return fwrite(buf, 1, n, stdout), 1;
+    if (!e->text) {
+        fwrite(buf, 1, n, stdout);
+        e->failed = io_write_error(stdout, "standard output");
+        return e->failed == NULL;
+    }
     if (e->len + n > e->cap) {
         e->cap = 2 * (e->len + n);
         char *grown = realloc(e->text, e->cap);
@@ -881,8 +956,9 @@ static void print_for_log(const char *s, size_t n) {
     }
 }
 
-// Rank 0: the prompt, then the continuation, on stdout.
-static void generate_text(Run *r, const void *const *P) {
+// Rank 0: the prompt, then the continuation, on stdout. Returns NULL, or why stdout could not
+// be written (generation stops at the first failed write).
+static const char *generate_text(Run *r, const void *const *P) {
     Config *c = r->cfg;
     // the prompt is encoded after <s> when the tokenizer has one; the byte tokenizer starts an
     // empty prompt from a line break, not printed
@@ -926,17 +1002,21 @@ static void generate_text(Run *r, const void *const *P) {
     Emitter e = {.tok = r->tok, .stop = stop, .prev = prompt[n - 1], .text = for_log ? mallocCheck(256) : NULL, .cap = 256};
     if (for_log) print_for_log(c->prompt, len);
     else fwrite(c->prompt, 1, len, stdout);
+    e.failed = io_write_error(stdout, "standard output");
     if ((int)n > c->model.max_context_width)
         comm_log("the prompt's %zu tokens exceed the context; its last %d are used\n", n, c->model.max_context_width);
-    model_generate(&r->plan, P, prompt, (int)n, c->num_tokens, c->temperature, c->top_p, (uint64_t)c->seed, emit_token, &e);
-    if (for_log) print_for_log(e.text, e.len);
+    if (!e.failed)
+        model_generate(&r->plan, P, prompt, (int)n, c->num_tokens, c->temperature, c->top_p, (uint64_t)c->seed, emit_token, &e);
+    if (for_log && !e.failed) print_for_log(e.text, e.len);
     free(e.text);
-    if (shard_step(&r->st) > r->start_step) putchar('\n');  // a pure generate run prints the text and nothing else
-    fflush(stdout);
+    if (shard_step(&r->st) > r->start_step && !e.failed) putchar('\n');  // a pure generate run prints the text and nothing else
+    if (!e.failed) e.failed = io_write_error(stdout, "standard output");
     free(prompt);
+    return e.failed;
 }
 
-static void sample(Run *r) {
+// Collective; returns NULL, or rank 0's reason why the text could not be written.
+static const char *sample(Run *r) {
     // every rank helps gather the whole model; rank 0 generates
     int nu = r->plan.nunits;
     void **P = mallocCheck((size_t)nu * sizeof *P);
@@ -951,9 +1031,10 @@ static void sample(Run *r) {
             kern_free(full);
         }
     }
-    if (comm_info.rank == 0) generate_text(r, (const void *const *)P);
+    const char *failed = comm_info.rank == 0 ? generate_text(r, (const void *const *)P) : NULL;
     for (int u = 0; u < nu; u++) kern_free(P[u]);
     free(P);
+    return failed;
 }
 
 int train_run(Config *c) {
@@ -963,9 +1044,9 @@ int train_run(Config *c) {
     r.global_batch = c->batch_size * comm_info.world * c->grad_accum;
     r.max_steps = c->max_steps;
     ckpt_new_run_id(r.origin.run_id);
+    resolve_sources(&r);  // first, so the outputs are compared with the inputs it notes
     open_outputs(&r);
     if (c->trace_file[0]) trace_open(c->trace_file, c->trace_steps[0], c->trace_steps[1]);
-    resolve_sources(&r);
     comm_check_same(config_hash(c), "model configuration or tokenizer after reading its sources (do the files differ between nodes?)");
     model_plan_build(&r.plan, &c->model);
     r.flops_per_token = model_flops_per_token(&r.plan, c->model.max_context_width);
@@ -986,7 +1067,8 @@ int train_run(Config *c) {
     int att_failed;  // the model's head dim is known only now
     const char *att = kern_select_attention(c->attention, c->precision == PRECISION_BF16, config_head_dim(&c->model),
                                             &att_failed);
-    comm_check_all(att_failed ? att : NULL);
+    // the data files open_data noted, against the outputs (rank 0's): refused before anything is written
+    comm_check_all(att_failed ? att : io_conflict());
     char desc[2048];
     config_describe(c, desc, sizeof desc);
     comm_log("fsdpc: %d rank(s) on %s, %d thread(s)/rank, %.2fM parameters\n%s attention=%s\n", comm_info.world,
@@ -1101,12 +1183,15 @@ int train_run(Config *c) {
     ckpt_release_dir();  // no more checkpoints: the directory is free for the next run
     prof_report(&r, shard_step(&r.st) - start);
     kern_timers_report();
-    if (r.metrics) fclose(r.metrics);
+    if (r.metrics && fclose(r.metrics) != 0 && !r.metrics_error[0])
+        snprintf(r.metrics_error, sizeof r.metrics_error, "cannot write --metrics_file '%s': %s", c->metrics_file, strerror(errno));
+    if (c->metrics_file[0]) comm_check_all(r.metrics_error[0] ? r.metrics_error : NULL);  // the last step's line
     if (r.max_steps == 0 && r.has_val && c->val_data[0]) log_validation(&r, shard_step(&r.st));
     if (!status && c->num_tokens > 0 && (c->prompt[0] || shard_step(&r.st) > start || c->max_epochs < 0)) {
-        sample(&r);
-        double stopped = comm_stop_signal;  // rank 0 generates; every rank exits alike
+        const char *failed = sample(&r);
+        double stopped = failed ? OUTPUT_FAILED : comm_stop_signal;  // rank 0 generates; every rank exits alike
         comm_allreduce_max_f64(comm_world(), &stopped, 1);
+        if (stopped >= OUTPUT_FAILED) comm_fail_all("%s", failed ? failed : "rank 0 could not write the generated text");
         if (stopped) {
             comm_log("Stopped by signal %d during generation; exiting with status %d\n", (int)stopped, TRAIN_EXIT_PREEMPTED);
             status = TRAIN_EXIT_PREEMPTED;

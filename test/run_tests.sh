@@ -53,6 +53,7 @@ suite "ofi: cm/ofi MTL over libfabric tcp matches the default transport" bash te
 suite "faults: divergence, preemption, one-rank errors, memory, paths, flags" bash test/test_faults.sh
 suite "probes lineage: checkpoint folders that hold other runs, names that lie about the step, several lineages" bash test/test_probes_lineage.sh
 suite "probes identity: resume with changed inputs, ranks that see different files, checkpoint I/O under the collective timeout" bash test/test_probes_identity.sh
+suite "probes, outputs: outputs that overlap inputs (by file identity) or fail (/dev/full)" bash test/test_probes_outputs.sh
 suite "plan: fsdpc plan against real start-up estimates and measured memory; run/plot.py" bash test/test_plan.sh
 
 passed=$(grep -c '^ok ' "$LOG")

@@ -160,7 +160,7 @@ expect_error "np=2 export: the checkpoint's tokenizer is gone" "tokenizer is gon
 check "a tokenizer that is gone stops export before it writes anything" $?
 mkdir -p "$W/out_fail/model.safetensors.tmp"  # the weights cannot be written: config.json already was
 expect_error "export: a file that cannot be created" "cannot create '$W/out_fail/model.safetensors.tmp'" \
-    ./fsdpc export --checkpoint "$CK" --output "$W/out_fail"
+    ./fsdpc export --checkpoint "$CK" --output "$W/out_fail" --overwrite
 [ "$(ls "$W/out_fail")" = "model.safetensors.tmp" ]
 check "a failed export leaves no config.json or partial files" $? "$(ls "$W/out_fail" | tr '\n' ' ')"
 

@@ -1,0 +1,124 @@
+// io: inputs and outputs compared by file identity, and checked stream writes (see io.h).
+#include "io.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct {
+    char *path, *label;  // as given; what the file is (an input's description, an output's flag)
+    dev_t dev;           // an input's identity (inputs are noted once they exist)
+    ino_t ino;
+} IoFile;
+
+static IoFile *inputs, *outputs;
+static size_t ninputs, noutputs, inputs_cap, outputs_cap;
+static char conflict[2400];
+
+static char *io_strdup(const char *s) {
+    char *d = strdup(s);
+    if (!d) abort();  // a few hundred bytes at start-up: nothing sensible is left to do
+    return d;
+}
+
+static void io_push(IoFile **list, size_t *n, size_t *cap, const char *path, const char *label, const struct stat *st) {
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 16;
+        *list = realloc(*list, *cap * sizeof **list);
+        if (!*list) abort();
+    }
+    (*list)[(*n)++] = (IoFile){io_strdup(path), io_strdup(label), st ? st->st_dev : 0, st ? st->st_ino : 0};
+}
+
+// A path's folder (stat'ed into *st) and its last component (*name); 0 when the path ends in '/'
+// or its folder cannot be stat'ed: it names no file that could be written.
+static int io_folder(const char *path, struct stat *st, const char **name) {
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    *name = slash ? slash + 1 : path;
+    if (!**name) return 0;
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    return stat(dir, st) == 0;
+}
+
+// Whether two outputs are one file: both regular files of one identity, or both still absent
+// under one folder and name. A device or anything else that exists is never "the same" (two
+// outputs may both be /dev/null).
+static int io_same_output(const char *a, const char *b) {
+    struct stat sa, sb;
+    int ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+    if (ea && eb) return S_ISREG(sa.st_mode) && S_ISREG(sb.st_mode) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    if (ea || eb) return 0;
+    const char *na, *nb;
+    return io_folder(a, &sa, &na) && io_folder(b, &sb, &nb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino && !strcmp(na, nb);
+}
+
+static const char *io_keep(const char *msg) {
+    if (!conflict[0]) snprintf(conflict, sizeof conflict, "%s", msg);
+    return msg;
+}
+
+static const char *io_overwrites(const char *flag, const char *out, const IoFile *in) {
+    static char msg[2400];
+    int is_flag = !strncmp(flag, "--", 2);  // else a stream the shell redirected ("standard output")
+    snprintf(msg, sizeof msg, "%s '%s' %s %s '%s': writing it would overwrite an input of this run; %s %s %s", flag, out,
+             strcmp(out, in->path) ? "is the same file as" : "is", in->label, in->path, is_flag ? "give" : "send", flag,
+             is_flag ? "another path" : "elsewhere");
+    return msg;
+}
+
+// The noted input that `path` is, or NULL.
+static const IoFile *io_input_at(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
+    for (size_t i = 0; i < ninputs; i++)
+        if (inputs[i].dev == st.st_dev && inputs[i].ino == st.st_ino) return &inputs[i];
+    return NULL;
+}
+
+const char *io_output_check(const char *path, const char *flag) {
+    static char msg[2400];
+    const IoFile *in = io_input_at(path);
+    if (in) return io_overwrites(flag, path, in);
+    for (size_t i = 0; i < noutputs; i++)
+        if (strcmp(outputs[i].label, flag) && io_same_output(path, outputs[i].path)) {
+            snprintf(msg, sizeof msg, "%s '%s' is the same file as %s '%s': the two outputs would overwrite each other; give them "
+                     "different paths", flag, path, outputs[i].label, outputs[i].path);
+            return msg;
+        }
+    return NULL;
+}
+
+const char *io_output(const char *path, const char *flag) {
+    const char *e = io_output_check(path, flag);
+    if (e) return io_keep(e);
+    io_push(&outputs, &noutputs, &outputs_cap, path, flag, NULL);
+    return NULL;
+}
+
+const char *io_input(const char *path, const char *what) {
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || io_input_at(path)) return NULL;
+    io_push(&inputs, &ninputs, &inputs_cap, path, what, &st);
+    // an output noted earlier (the order callers resolve things in does not matter)
+    for (size_t i = 0; i < noutputs; i++) {
+        struct stat so;
+        if (stat(outputs[i].path, &so) == 0 && so.st_dev == st.st_dev && so.st_ino == st.st_ino)
+            return io_keep(io_overwrites(outputs[i].label, outputs[i].path, &inputs[ninputs - 1]));
+    }
+    return NULL;
+}
+
+const char *io_conflict(void) { return conflict[0] ? conflict : NULL; }
+
+const char *io_write_error(FILE *f, const char *what) {
+    static char msg[512];
+    int err = errno;
+    if (fflush(f) != 0) err = errno;
+    else if (!ferror(f)) return NULL;
+    snprintf(msg, sizeof msg, "cannot write %s: %s", what, strerror(err ? err : EIO));
+    return msg;
+}

@@ -1,0 +1,29 @@
+// io: what this process reads and what it writes, compared by file identity (device and inode,
+// symbolic links followed) rather than by spelling, so that no output replaces one of the run's
+// inputs or another output however the paths are written ("x", "./d/../x", a link to x); and the
+// check of a write to a stream (stdout, the metrics file) that must end the run when it fails.
+// Plain POSIX, no MPI: each rank keeps its own notes (outputs are noted by the rank that writes
+// them), and callers turn a conflict into an error with comm_check_all.
+#ifndef FSDPC_COMM_IO_H
+#define FSDPC_COMM_IO_H
+
+#include <stdio.h>
+
+// Notes a file the run reads; `what` names it in messages ("the training data", "--init_from").
+// Returns NULL, or the one-line error when it is an output noted before (that error is also kept
+// for io_conflict). A path that cannot be stat'ed, or is not a regular file, is not noted.
+const char *io_input(const char *path, const char *what);
+// Notes a file the run will write under `flag` ("--metrics_file"). Returns NULL, or the error
+// when it is a noted input, or the output of another flag (kept for io_conflict as well). A path
+// that does not exist yet is compared by its folder's identity and its name, and by its own
+// identity once it exists.
+const char *io_output(const char *path, const char *flag);
+// What io_output would answer, without noting the path: for files about to be replaced or removed.
+const char *io_output_check(const char *path, const char *flag);
+// The first conflict io_input or io_output found on this rank, or NULL.
+const char *io_conflict(void);
+// NULL while every write to f has succeeded (f is flushed here), else "cannot write <what>: <the
+// reason>" (a static buffer). Call it right after the writes: the reason is read from errno.
+const char *io_write_error(FILE *f, const char *what);
+
+#endif
