@@ -47,7 +47,7 @@ static void gpt_plan_build(ModelPlan *plan) {
 static void gpt_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int with_kv_cache) {
     size_t N = (size_t)a->B * a->T, D = c->hidden_width, F = c->intermediate_size, V = c->vocab_size;
     int nl = c->num_layers;
-    a->res = model_acts_buf((size_t)(nl + 1) * N * D);
+    model_res_alloc(a, nl, N, D);
     a->xn1 = model_acts_act(S * N * D);
     a->mean1 = model_acts_buf(S * N);
     a->rstd1 = model_acts_buf(S * N);
@@ -92,13 +92,12 @@ typedef struct {
 
 static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
     size_t N = (size_t)a->B * a->T, D = c->hidden_width, F = c->intermediate_size, i = a->slot[l];
-    LayerActs la = {.x = a->res + l * N * D, .xn1 = kern_act_at(a->xn1, i * N * D), .mean1 = a->mean1 + i * N,
+    LayerActs la = {.xn1 = kern_act_at(a->xn1, i * N * D), .mean1 = a->mean1 + i * N,
                     .rstd1 = a->rstd1 + i * N, .q = kern_act_at(a->q, i * N * D), .k = kern_act_at(a->k, i * N * D),
                     .v = kern_act_at(a->v, i * N * D), .saved = a->attn_saved + i * a->saved_len,
                     .att = kern_act_at(a->att, i * N * D), .xmid = a->xmid + i * N * D,
                     .xn2 = kern_act_at(a->xn2, i * N * D), .mean2 = a->mean2 + i * N, .rstd2 = a->rstd2 + i * N,
-                    .up = kern_act_at(a->up, i * N * F), .h = kern_act_at(a->h, i * N * F),
-                    .out = a->res + (l + 1) * N * D};
+                    .up = kern_act_at(a->up, i * N * F), .h = kern_act_at(a->h, i * N * F)};
     return la;
 }
 
@@ -109,14 +108,16 @@ static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
 static void gpt_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0) {
     const UnitSpec *u = &plan->units[plan->embed_unit];
     int D = plan->cfg.hidden_width;
-    kern_embedding_fwd(a->res, a->tokens, WP(p, u, P_WTE), a->B * T, D);  // (B, T, D)
+    float *x = model_res_out(a, 0, D);
+    kern_embedding_fwd(x, a->tokens, WP(p, u, P_WTE), a->B * T, D);  // (B, T, D)
     if (a->docs) {  // positions restart per document: a lookup of wpe by position, added (dres is free before backward)
         kern_embedding_fwd(a->dres, a->pos, WP(p, u, P_WPE), a->B * T, D);
-        kern_add(a->res, a->dres, (size_t)a->B * T * D);
+        kern_add(x, a->dres, (size_t)a->B * T * D);
     } else {
-        kern_positions_fwd(a->res, WP(p, u, P_WPE), a->B, T, D, pos0);
+        kern_positions_fwd(x, WP(p, u, P_WPE), a->B, T, D, pos0);
     }
-    model_dropout_fwd(a, a->res, T, D, -1, DROP_EMBED);
+    model_dropout_fwd(a, x, T, D, -1, DROP_EMBED);
+    model_res_store(a, 0, D, T);
 }
 
 static void gpt_block_fwd(const ModelPlan *plan, int l, const void *p, Activations *a, int T, int pos0) {
@@ -124,6 +125,8 @@ static void gpt_block_fwd(const ModelPlan *plan, int l, const void *p, Activatio
     const UnitSpec *u = &plan->units[plan->block0 + l];
     int B = a->B, N = B * T, D = c->hidden_width, H = c->num_heads, hd = config_head_dim(c), F = c->intermediate_size;
     LayerActs la = layer_acts(c, a, l);
+    la.x = model_res_in(a, l, D, T);
+    la.out = model_res_out(a, l + 1, D);
     kern_layernorm_fwd(la.xn1, la.mean1, la.rstd1, la.x, WP(p, u, P_LN1_W), WP(p, u, P_LN1_B), N, D, c->norm_eps);
     // c_attn is q, k, v stacked: one GEMM, then the split RoPE-less Llama uses too
     kern_matmul_fwd(a->qkv, KERN_ACT, la.xn1, WP(p, u, P_ATTN_W), N, D, 3 * D);  // (B, T, 3D)
@@ -152,6 +155,7 @@ static void gpt_block_fwd(const ModelPlan *plan, int l, const void *p, Activatio
     kern_bias_add(la.out, KERN_F32, WP(p, u, P_MPROJ_B), N, D);
     model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
     kern_add(la.out, la.xmid, (size_t)N * D);  // residual
+    model_res_store(a, l + 1, D, T);
 }
 
 // ln_f, then logits against the tied wte
@@ -160,7 +164,7 @@ static void gpt_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Act
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->head_unit];
     int N = a->B * T, D = c->hidden_width, V = c->vocab_size;
-    const float *x = a->res + (size_t)c->num_layers * a->B * a->T * D;  // (B, T, D) last block out
+    const float *x = model_res_in(a, c->num_layers, D, T);  // (B, T, D) last block out
     kern_layernorm_fwd(a->xf, a->meanf, a->rstdf, x, WP(p, u, P_LNF_W), WP(p, u, P_LNF_B), N, D, c->norm_eps);
     kern_matmul_fwd(a->logits, KERN_ACT, a->xf, WP(p, u, P_WTE), N, D, V);  // (B, T, V)
     if (!with_targets) return;
@@ -177,6 +181,7 @@ static void gpt_block_bwd(const ModelPlan *plan, int l, const void *p, float *g,
     int B = a->B, T = a->T, N = B * T, D = c->hidden_width, H = c->num_heads, hd = config_head_dim(c);
     int F = c->intermediate_size;
     LayerActs la = layer_acts(c, a, l);
+    la.x = model_res_in(a, l, D, a->T);
     float *dx = a->dres;  // (B, T, D): dloss/d out, becomes dloss/d xmid, then dloss/d x
     // MLP
     const float *dbr = model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT);

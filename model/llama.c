@@ -48,7 +48,7 @@ static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int
     size_t N = (size_t)a->B * a->T, D = c->hidden_width, hd = config_head_dim(c);
     size_t qd = c->num_heads * hd, kvd = c->num_key_value_heads * hd, F = c->intermediate_size, V = c->vocab_size;
     int nl = c->num_layers;
-    a->res = model_acts_buf((size_t)(nl + 1) * N * D);
+    model_res_alloc(a, nl, N, D);
     a->xn1 = model_acts_act(S * N * D);
     a->rstd1 = model_acts_buf(S * N);
     a->qkv = model_acts_act(N * (qd + 2 * kvd));
@@ -99,11 +99,11 @@ static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
     size_t qd = c->num_heads * hd, kvd = c->num_key_value_heads * hd, F = c->intermediate_size;
     size_t i = a->slot[l];
     LayerActs la = {
-        .x = a->res + l * N * D, .xn1 = kern_act_at(a->xn1, i * N * D), .rstd1 = a->rstd1 + i * N,
+        .xn1 = kern_act_at(a->xn1, i * N * D), .rstd1 = a->rstd1 + i * N,
         .q = kern_act_at(a->q, i * N * qd), .k = kern_act_at(a->k, i * N * kvd), .v = kern_act_at(a->v, i * N * kvd),
         .saved = a->attn_saved + i * a->saved_len, .att = kern_act_at(a->att, i * N * qd),
         .xmid = a->xmid + i * N * D, .xn2 = kern_act_at(a->xn2, i * N * D), .rstd2 = a->rstd2 + i * N,
-        .gu = kern_act_at(a->up, i * N * 2 * F), .h = kern_act_at(a->h, i * N * F), .out = a->res + (l + 1) * N * D};
+        .gu = kern_act_at(a->up, i * N * 2 * F), .h = kern_act_at(a->h, i * N * F)};
     return la;
 }
 
@@ -112,7 +112,9 @@ static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
 #define W(g, u, i) ((g) + (u)->t[i].offset)
 
 static void llama_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0) {
-    kern_embedding_fwd(a->res, a->tokens, p, a->B * T, plan->cfg.hidden_width);  // (B, T, D)
+    int D = plan->cfg.hidden_width;
+    kern_embedding_fwd(model_res_out(a, 0, D), a->tokens, p, a->B * T, D);  // (B, T, D)
+    model_res_store(a, 0, D, T);
 }
 
 static void llama_block_fwd(const ModelPlan *plan, int l, const void *p, Activations *a, int T, int pos0) {
@@ -121,6 +123,8 @@ static void llama_block_fwd(const ModelPlan *plan, int l, const void *p, Activat
     int B = a->B, N = B * T, D = c->hidden_width, H = c->num_heads, KV = c->num_key_value_heads;
     int hd = config_head_dim(c), F = c->intermediate_size;
     LayerActs la = layer_acts(c, a, l);
+    la.x = model_res_in(a, l, D, T);
+    la.out = model_res_out(a, l + 1, D);
     kern_rmsnorm_fwd(la.xn1, la.rstd1, la.x, WP(p, u, P_LN1), N, D, c->norm_eps);
     kern_matmul_fwd(a->qkv, KERN_ACT, la.xn1, WP(p, u, P_Q), N, D, (H + 2 * KV) * hd);  // (B, T, H*hd + 2*KV*hd)
     kern_qkv_split(la.q, la.k, la.v, a->qkv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, pos0, a->docs ? a->pos : NULL);
@@ -143,6 +147,7 @@ static void llama_block_fwd(const ModelPlan *plan, int l, const void *p, Activat
     kern_matmul_fwd(la.out, KERN_F32, la.h, WP(p, u, P_DOWN), N, F, D);
     model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
     kern_add(la.out, la.xmid, (size_t)N * D);  // residual
+    model_res_store(a, l + 1, D, T);
 }
 
 static void llama_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Activations *a, int with_targets,
@@ -150,7 +155,7 @@ static void llama_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, A
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->nunits - 1];
     int N = a->B * T, D = c->hidden_width, V = c->vocab_size;
-    const float *x = a->res + (size_t)c->num_layers * a->B * a->T * D;  // (B, T, D) last block out
+    const float *x = model_res_in(a, c->num_layers, D, T);  // (B, T, D) last block out
     kern_rmsnorm_fwd(a->xf, a->rstdf, x, WP(p, u, P_NORM), N, D, c->norm_eps);
     kern_matmul_fwd(a->logits, KERN_ACT, a->xf, WP(p, u, P_LM_HEAD), N, D, V);  // (B, T, V)
     if (!with_targets) return;
@@ -167,6 +172,7 @@ static void llama_block_bwd(const ModelPlan *plan, int l, const void *p, float *
     int B = a->B, T = a->T, N = B * T, D = c->hidden_width, H = c->num_heads, KV = c->num_key_value_heads;
     int hd = config_head_dim(c), F = c->intermediate_size;
     LayerActs la = layer_acts(c, a, l);
+    la.x = model_res_in(a, l, D, a->T);
     float *dx = a->dres;  // (B, T, D): dloss/d out, becomes dloss/d xmid, then dloss/d x
     // MLP
     kern_matmul_bwd(a->dh, W(g, u, P_DOWN), model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT), KERN_F32, la.h,

@@ -116,6 +116,29 @@ void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int w
     plan->family->acts_alloc(a, &plan->cfg, (size_t)nslots, with_kv_cache);
 }
 
+void model_res_alloc(Activations *a, int L, size_t N, size_t D) {
+    a->res = model_acts_act((size_t)(L + 1) * N * D);
+    if (!kern_acts_bf16()) return;
+    a->res_in = model_acts_buf(N * D);
+    a->res_out = model_acts_buf(N * D);
+}
+
+static size_t res_offset(const Activations *a, int l, int D) { return (size_t)l * a->B * a->T * D; }
+
+float *model_res_in(Activations *a, int l, int D, int T) {
+    if (!a->res_in) return (float *)a->res + res_offset(a, l, D);
+    kern_bf16_to_f32(a->res_in, kern_act_at(a->res, res_offset(a, l, D)), (size_t)a->B * T * D);
+    return a->res_in;
+}
+
+float *model_res_out(Activations *a, int l, int D) { return a->res_out ? a->res_out : (float *)a->res + res_offset(a, l, D); }
+
+void model_res_store(Activations *a, int l, int D, int T) {
+    if (a->res_out) kern_f32_to_bf16(kern_act_at(a->res, res_offset(a, l, D)), a->res_out, (size_t)a->B * T * D);
+}
+
+float *model_res_f32(Activations *a, int l, int D) { return a->res_out ? NULL : (float *)a->res + res_offset(a, l, D); }
+
 size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every) {
     size_t bytes = 0;
     Activations a;
@@ -130,7 +153,7 @@ size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, 
 // every device buffer of Activations; the static assert below fails when a pointer field is
 // added to the struct but not here
 #define ACT_BUFFERS(X)                                                                                             \
-    X(tokens) X(targets) X(kstart) X(pos) X(res) X(xn1) X(mean1) X(rstd1) X(qkv) X(q) X(k) X(v) X(attn_saved) X(att) X(xmid)      \
+    X(tokens) X(targets) X(kstart) X(pos) X(res) X(res_in) X(res_out) X(xn1) X(mean1) X(rstd1) X(qkv) X(q) X(k) X(v) X(attn_saved) X(att) X(xmid)      \
     X(xn2) X(mean2) X(rstd2) X(up) X(h) X(xf) X(meanf) X(rstdf) X(logits) X(loss) X(dres) X(dxn) X(dbranch) X(dq) \
     X(dk) X(dv) X(datt) X(dup) X(dh) X(attn_scratch) X(rope_cos) X(rope_sin) X(kcache) X(vcache)
 #define ACT_COUNT(f) +1

@@ -60,7 +60,12 @@ typedef struct {
     int docs;  // the loaded batch has document boundaries: kstart and pos below hold them
     int32_t *tokens, *targets;  // (N) the batch, set by model_load_batch (a negative target bears no loss)
     int32_t *kstart, *pos;      // (N) with docs: the first key each token sees (its document's start) and its position
-    float *res;  // (L+1, N, D) residual stream: res[0] embedding out, res[l+1] block l out
+    // (L+1, N, D) residual stream: res[0] embedding out, res[l+1] block l out. The block inputs are
+    // the activation checkpoints, so they are stored in the activation dtype (bf16 under --precision
+    // bf16 on a GPU, values the training run rounds to anyway); blocks compute in fp32, through
+    // res_in / res_out when the stream is bf16 (model_res_*)
+    void *res;
+    float *res_in, *res_out;  // (N, D) fp32 working copies of one block's input and output; NULL when res is fp32
     // Block internals, one set per slot: each stored block has its own slot; checkpointed blocks
     // share one and are recomputed from their input in backward.
     int *slot, *recompute;  // (L) host arrays
@@ -140,6 +145,17 @@ size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, 
 // a zeroed device buffer of n floats, or of n activations; or only counted while model_acts_bytes runs
 float *model_acts_buf(size_t n);
 void *model_acts_act(size_t n);
+// The residual stream (Activations.res) for a family's acts_alloc: L+1 entries of N x D.
+void model_res_alloc(Activations *a, int L, size_t N, size_t D);
+// For the families' forward and backward, over the first a->B * T tokens of entry l (0..L):
+// res[l] as fp32 (itself, or expanded into res_in); where entry l is computed in fp32 (itself, or
+// res_out); model_res_store then keeps res_out in res[l] (a no-op for an fp32 stream).
+float *model_res_in(Activations *a, int l, int D, int T);
+float *model_res_out(Activations *a, int l, int D);
+void model_res_store(Activations *a, int l, int D, int T);
+// Entry l itself when the stream is fp32 (the training loop rounds it under --precision bf16 on
+// the CPU), else NULL: a bf16 stream was rounded when stored.
+float *model_res_f32(Activations *a, int l, int D);
 
 // Copies a batch of ntok host tokens (and targets, unless NULL) to the device. kstart (ntok, or
 // NULL: one causal sequence per row) gives each token's document start in its row: attention stays

@@ -649,13 +649,15 @@ void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const i
     range("forward", embed);
     model_embed_fwd(plan, shard_gather(s, embed, L > 0 ? b0 : head), a, T, 0);
     shard_release(s, embed, fwd);
-    shard_cast_activation(s, a->res, ND);
+    float *x0 = model_res_f32(a, 0, plan->cfg.hidden_width);
+    if (x0) shard_cast_activation(s, x0, ND);
     range_pop();
     for (int l = 0; l < L; l++) {
         range("forward", b0 + l);
         model_block_fwd(plan, l, shard_gather(s, b0 + l, l + 1 < L ? b0 + l + 1 : head), a, T, 0);
         shard_release(s, b0 + l, fwd);
-        shard_cast_activation(s, a->res + (l + 1) * ND, ND);
+        float *x = model_res_f32(a, l + 1, plan->cfg.hidden_width);
+        if (x) shard_cast_activation(s, x, ND);
         range_pop();
     }
     range(train ? "forward+backward" : "forward", head);

@@ -107,6 +107,17 @@ for args in "2 --sharding full-shard" "1 --sharding no-shard --activation_checkp
     check "np=$np $*: measured mem: growth from 4 to 12 layers $((m12 - m4)) MiB = $g x planned" $?
 done
 
+# activation checkpoints (the residual stream's block inputs) are counted in the activation dtype:
+# under --activation_checkpoints each extra layer adds one B x T x D entry, 2 bytes each under bf16
+# on a GPU, 4 in float32
+ckpt_acts() {  # ckpt_acts LAYERS PRECISION
+    ./fsdpc plan --gpu h100 --hidden_width 256 --num_layers "$1" --num_heads 4 --intermediate_size 512 --max_context_width 64 \
+        --batch_size 2 --precision "$2" --activation_checkpoints --json | $PY -c 'import json, sys; print(json.load(sys.stdin)["per_rank_bytes"]["activations"])'
+}
+b=$(( ($(ckpt_acts 12 bf16) - $(ckpt_acts 4 bf16)) / 8 )) f=$(( ($(ckpt_acts 12 float32) - $(ckpt_acts 4 float32)) / 8 ))
+[ "$b" = $((2 * 64 * 256 * 2)) ] && [ "$f" = $((2 * 64 * 256 * 4)) ]
+check "GPU plan: an activation checkpoint costs B x T x D x 2 bytes under bf16 ($b per layer), x 4 in float32 ($f)" $?
+
 # a GPU plan against the emulated GPU's own start-up estimate (the device's share, the CUDA
 # attention's buffers): exact to the logged 0.1 MiB
 E="--hidden_width 256 --num_layers 4 --num_heads 8 --num_key_value_heads 4 --intermediate_size 512 --max_context_width 256
