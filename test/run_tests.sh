@@ -53,6 +53,7 @@ suite "ofi: cm/ofi MTL over libfabric tcp matches the default transport" bash te
 suite "faults: divergence, preemption, one-rank errors, memory, paths, flags" bash test/test_faults.sh
 suite "probes lineage: checkpoint folders that hold other runs, names that lie about the step, several lineages" bash test/test_probes_lineage.sh
 suite "plan: fsdpc plan against real start-up estimates and measured memory; run/plot.py" bash test/test_plan.sh
+suite "plan calibration: fsdpc plan against published FSDP runs (speed, fits), the fit in run/plan.c, README's generated tables" bash test/test_plan_calibration.sh
 
 passed=$(grep -c '^ok ' "$LOG")
 failed=$(grep -c '^not ok ' "$LOG")
