@@ -5,7 +5,8 @@
 # (480 s): the GPU test suite; compute-sanitizer memcheck and racecheck on a short training run;
 # cuDNN's verdict on every attention graph shape the project builds; a 1B Llama (bf16, context
 # 2048) trained by fsdpc (native and cuDNN attention) and by transformers' LlamaForCausalLM (SDPA)
-# in the same run, tokens/s and MFU; and parity: fsdpc's exported weights loaded by transformers,
+# in the same run, tokens/s and MFU, and fsdpc's compute efficiency as fsdpc plan
+# --compute_efficiency takes it; and parity: fsdpc's exported weights loaded by transformers,
 # the loss on the same tokens (fp32 and bf16) and greedy text. Ends with one table, also written
 # to GPU_CHECK_OUT (gpu-check.txt) with the cuDNN list and failing stages' log tails, and as JSON
 # beside it (gpu-check.json). Exits 1 when a stage failed (a skip, with its reason, is not one).
@@ -122,6 +123,40 @@ bench_fsdpc() {
       grep -m1 -oE '^fsdpc: attention: [^(]*' "$log" | sed 's/^fsdpc: attention: //; s/ *$//'; } >"$W/bench.$1"
 }
 
+# gpu_kind: the GPU as fsdpc plan's --gpu names it, or nothing (the dry run plans an H100)
+gpu_kind() {
+    [ "$DRY" = 1 ] && { echo h100; return; }
+    case $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1) in
+    *H100*PCIe*) echo h100-pcie ;;
+    *H100*) echo h100 ;;
+    *H200*) echo h200 ;;
+    *A100*40GB*) echo a100-40g ;;
+    *A100*) echo a100-80g ;;
+    esac
+}
+
+# efficiency TOKENS_PER_S: fsdpc's measured compute efficiency, in the form fsdpc plan
+# --compute_efficiency takes: the benchmark's model FLOPs over the peak and the measured step less
+# what the plan puts beside the compute (AdamW; one GPU has no collectives), with the plan's
+# fitted efficiency for this run beside it
+efficiency() {
+    local kind
+    kind=$(gpu_kind)
+    [ -n "$1" ] && [ -n "$kind" ] || { [ -n "$1" ] && echo "compute efficiency: no fsdpc plan --gpu for this GPU"; return; }
+    $FSDPC plan $BENCH_MODEL --device cuda --precision bf16 --batch_size "$BENCH_BATCH" --world_size 1 --gpu "$kind" --json \
+        >"$W/bench_plan.json" 2>"$W/bench_plan.err" || { echo "compute efficiency: fsdpc plan failed: $(head -c 150 "$W/bench_plan.err")"; return; }
+    "$PY" -c '
+import json, sys
+d, tps = json.load(open(sys.argv[1])), float(sys.argv[2])
+tokens = d["tokens_per_step_per_rank"]
+compute = tokens / tps - d["optimizer_time_s"] - d["unhidden_comm_s"]
+flops = tokens * (d["flops_per_token"] + d["recompute_cost"] * d["recompute_flops_per_token"])
+f = flops / (d["peak_flops"] * compute) if compute > 0 else 0
+print("fsdpc compute efficiency %.3g of the %s bf16 peak: fsdpc plan --gpu %s --compute_efficiency %.3g (fitted: %.3g)" % (
+    f, d["device"], sys.argv[3], min(f, 1), d["compute_efficiency"]) if 0 < f else "compute efficiency: the step is shorter than AdamW")
+' "$W/bench_plan.json" "$1" "$kind"
+}
+
 stage_bench() {
     local nat auto tt mfu_t text status
     bench_fsdpc native
@@ -155,7 +190,9 @@ stage_bench() {
     else
         status=pass
     fi
-    result $status "$text ($model)"
+    local eff
+    eff=$(efficiency "$(awk -v n="$nat" -v a="$auto" 'BEGIN { print (a > n) ? a : n }')")
+    result $status "$text${eff:+; $eff} ($model)"
 }
 
 stage_parity() {

@@ -17,22 +17,34 @@
 #include "../shard/shard.h"
 #include "train.h"
 
-typedef enum { GPU_H100, GPU_H100_PCIE, GPU_H200, GPU_A100 } PlanGpu;
+typedef enum { GPU_H100, GPU_H100_PCIE, GPU_H200, GPU_A100, GPU_A100_40G } PlanGpu;
+
+// Compute efficiency of a bf16 GPU plan, fitted by run/plan_fit.py to the published PyTorch FSDP
+// runs in test/fixtures/plan_calibration.tsv (README "Planning a run"). A GPU reaches
+//   E x D / (D + D0) x m / (m + M0)
+// of its bf16 peak: E per GPU architecture (FIT_E_A100, FIT_E_H100); D the model width, with
+// D0 = FIT_K x peak / HBM bandwidth, since the elementwise work streams activations through HBM
+// (it grows as D per token and layer, the matmuls as D^2); m the micro-batch's tokens, M0 a fixed
+// cost per micro-batch. A recomputed block's forward costs FIT_RHO of its FLOPs at that rate.
+static const double FIT_E_A100 = 0.759, FIT_E_H100 = 0.579, FIT_K = 3.23, FIT_M0 = 1178, FIT_RHO = 0.671;
 
 // The GPUs a plan may name. Memory: the total cudaMemGetInfo reports on the SXM parts. Peaks:
 // dense bf16 tensor cores (kern_peak_flops's figures) and plain FP32, since --precision float32
 // computes with COMPUTE_32F, not TF32. NVLink: per direction (the PCIe part without a bridge: PCIe
-// Gen5 x16). HBM: what AdamW streams through.
+// Gen5 x16). HBM: what AdamW streams through. fit_e: the fit's E of the GPU's architecture (the
+// H100 PCIe and the H200 share the H100 SXM's, which the fit saw).
 static const struct {
     const char *name;
-    double mem_gib, bf16_tflops, fp32_tflops, nvlink_gbs, hbm_gbs;
+    double mem_gib, bf16_tflops, fp32_tflops, nvlink_gbs, hbm_gbs, fit_e;
 } gpus[] = {
-    [GPU_H100] = {"H100 SXM 80GB", 79.6, 989, 67, 450, 3350},
-    [GPU_H100_PCIE] = {"H100 PCIe 80GB", 79.6, 756, 51, 64, 2000},
-    [GPU_H200] = {"H200 SXM 141GB", 140.4, 989, 67, 450, 4800},
-    [GPU_A100] = {"A100 SXM 80GB", 79.3, 312, 19.5, 300, 2039},
+    [GPU_H100] = {"H100 SXM 80GB", 79.6, 989, 67, 450, 3350, FIT_E_H100},
+    [GPU_H100_PCIE] = {"H100 PCIe 80GB", 79.6, 756, 51, 64, 2000, FIT_E_H100},
+    [GPU_H200] = {"H200 SXM 141GB", 140.4, 989, 67, 450, 4800, FIT_E_H100},
+    [GPU_A100] = {"A100 SXM 80GB", 79.3, 312, 19.5, 300, 2039, FIT_E_A100},
+    [GPU_A100_40G] = {"A100 SXM 40GB", 39.6, 312, 19.5, 300, 1555, FIT_E_A100},
 };
-static const CliChoice gpu_names[] = {{"h100", GPU_H100}, {"h100-pcie", GPU_H100_PCIE}, {"h200", GPU_H200}, {"a100-80g", GPU_A100}, {"a100", GPU_A100}, {NULL, 0}};
+static const CliChoice gpu_names[] = {{"h100", GPU_H100}, {"h100-pcie", GPU_H100_PCIE}, {"h200", GPU_H200},
+                                     {"a100-80g", GPU_A100}, {"a100", GPU_A100}, {"a100-40g", GPU_A100_40G}, {NULL, 0}};
 
 // --interconnect: a node's fabric to the other nodes, per direction (NVLink inside a node comes
 // with --gpu). EFA: 4 x 100 Gb/s on p4d, 32 x 100 Gb/s on p5; InfiniBand: 8 x 200 Gb/s HDR (DGX
@@ -53,6 +65,7 @@ static const double CPU_INTRA_GBS = 10.0;  // MPI over shared memory
 static const double HOST_ADAMW_GBS = 20.0;  // one rank's AdamW on CPU threads (--cpu_offload, or a CPU run)
 static const double ADAMW_BYTES = 28.0;     // per element: reads p, g, m, v; writes p, m, v (fp32)
 static const double ADAMW_BF16_BYTES = 2.0; // --precision bf16 on the device: also writes the gathers' bf16 copy
+static const double UNFITTED_EFFICIENCY = 0.5;  // float32 and CPU plans: no published runs to fit
 
 typedef struct {
     int world_size, ranks_per_node, gpu, net, json;
@@ -81,7 +94,7 @@ static const CliFlag plan_flags[] = {
 #define NPLAN (sizeof plan_flags / sizeof plan_flags[0])
 static const CliTable plan_table = {.flags = plan_flags, .n = NPLAN, .command = "plan"};
 static const char *const usage =
-    "usage: fsdpc plan [training flags] [--world_size N] [--ranks_per_node M] [--gpu h100|h100-pcie|h200|a100-80g] "
+    "usage: fsdpc plan [training flags] [--world_size N] [--ranks_per_node M] [--gpu h100|h100-pcie|h200|a100-80g|a100-40g] "
     "[--gpu_memory GiB] [--gpu_tflops TF] [--intra_node_bw GB/s] [--interconnect efa-p4d|efa-p5|ib-hdr|ib-ndr|ethernet-100g] "
     "[--inter_node_bw GB/s] [--compute_efficiency F] "
     "[--host_memory GiB] [--json] (README.md, \"Planning a run\")";
@@ -118,7 +131,6 @@ static void parse(int argc, char **argv, PlanArgs *a, Config *cfg) {
     }
     memset(a, 0, sizeof *a);
     a->gpu = GPU_H100;
-    a->efficiency = 0.5;
     cli_parse(&plan_table, a, nm, mine);
     config_parse(cfg, nr, rest);
     free(mine);
@@ -262,10 +274,19 @@ int plan_main(int argc, char **argv) {
     double peak_flops = a.gpu_tflops > 0 ? a.gpu_tflops * 1e12
                         : gpu ? (cfg.precision == PRECISION_BF16 ? gpus[a.gpu].bf16_tflops : gpus[a.gpu].fp32_tflops) * 1e12
                               : 0.0;  // a CPU's peak is for --gpu_tflops to say
+    // the fit covers bf16 on a GPU; elsewhere recomputation costs its FLOPs at a flat efficiency
+    int fitted = gpu && cfg.precision == PRECISION_BF16;
+    double micro = (double)B * T, width_half = FIT_K * peak_flops / (gpus[a.gpu].hbm_gbs * GB);
+    double width_factor = m->hidden_width / (m->hidden_width + width_half), micro_factor = micro / (micro + FIT_M0);
+    double efficiency = a.efficiency > 0 ? a.efficiency
+                        : fitted ? gpus[a.gpu].fit_e * width_factor * micro_factor
+                                 : UNFITTED_EFFICIENCY;
+    const char *efficiency_source = a.efficiency > 0 ? "--compute_efficiency" : fitted ? "fit" : "unfitted";
+    double rho = fitted ? FIT_RHO : 1.0;
     double adam_bw = (gpu && !cfg.cpu_offload ? gpus[a.gpu].hbm_gbs : HOST_ADAMW_GBS) * GB;
     double adam_bytes = ADAMW_BYTES + (gpu && !cfg.cpu_offload && cfg.precision == PRECISION_BF16 ? ADAMW_BF16_BYTES : 0.0);
     double optim = master / 4 * adam_bytes / adam_bw;
-    double compute = peak_flops > 0 ? tokens * (fpt + recompute_fpt) / (peak_flops * a.efficiency) : 0;
+    double compute = peak_flops > 0 ? tokens * (fpt + rho * recompute_fpt) / (peak_flops * efficiency) : 0;
     double exposed = edge + (comm_time - edge > compute ? comm_time - edge - compute : 0);
     double step = compute + exposed + optim, mfu = step > 0 ? tokens * fpt / (step * peak_flops) : 0;
     int timed = peak_flops > 0;
@@ -297,9 +318,11 @@ int plan_main(int argc, char **argv) {
                    i ? ", " : "", c[i].name, c[i].n, c[i].payload, c[i].sent, c[i].bw, c[i].time);
         printf("], \"comm_bytes_per_step\": %.0f, \"comm_time_s\": %.6g, \"exposed_comm_s\": %.6g, ", comm_bytes, comm_time,
                exposed);
-        printf("\"flops_per_token\": %.6g, \"tokens_per_step_per_rank\": %.0f, \"peak_flops\": %.6g, "
-               "\"compute_efficiency\": %g, ",
-               fpt, tokens, peak_flops, a.efficiency);
+        printf("\"flops_per_token\": %.6g, \"recompute_flops_per_token\": %.6g, \"recompute_cost\": %g, "
+               "\"tokens_per_step_per_rank\": %.0f, \"peak_flops\": %.6g, \"hbm_bytes_s\": %.6g, \"compute_efficiency\": %.6g, "
+               "\"efficiency_source\": \"%s\", \"unhidden_comm_s\": %.6g, ",
+               fpt, recompute_fpt, rho, tokens, peak_flops, gpu ? gpus[a.gpu].hbm_gbs * GB : 0.0, efficiency, efficiency_source,
+               edge);
         if (timed)
             printf("\"compute_time_s\": %.6g, \"optimizer_time_s\": %.6g, \"step_time_s\": %.6g, \"tokens_per_s\": %.6g, "
                    "\"mfu\": %.4f}\n",
@@ -358,8 +381,18 @@ int plan_main(int argc, char **argv) {
                optim * 1e3);
         return 0;
     }
-    printf("  compute     %9.2f ms  %.0f tokens x %.3g FLOP/token%s / (%.0f TFLOP/s x %.2f efficiency)\n", compute * 1e3,
-           tokens, fpt, recompute_fpt > 0 ? " (+ recomputation)" : "", peak_flops / 1e12, a.efficiency);
+    char rc[64] = "";
+    if (recompute_fpt > 0) snprintf(rc, sizeof rc, " (+ recomputation at %.2f of its FLOPs)", rho);
+    printf("  compute     %9.2f ms  %.0f tokens x %.3g FLOP/token%s / (%.0f TFLOP/s x %.3f efficiency)\n", compute * 1e3,
+           tokens, fpt, rc, peak_flops / 1e12, efficiency);
+    if (a.efficiency > 0)
+        printf("              efficiency from --compute_efficiency\n");
+    else if (fitted)
+        printf("              efficiency fitted to published runs: %.3f x width %d/(%d + %.0f) x micro-batch %.0f/(%.0f + %.0f) "
+               "tokens\n",
+               gpus[a.gpu].fit_e, m->hidden_width, m->hidden_width, width_half, micro, micro, FIT_M0);
+    else
+        printf("              efficiency %g, not fitted (float32 or a CPU)\n", UNFITTED_EFFICIENCY);
     printf("  exposed comm %8.2f ms  each micro-batch's first gather and the last reduction; the rest overlaps compute\n",
            exposed * 1e3);
     printf("  optimizer   %9.2f ms  AdamW over the shard at %.0f GB/s\n", optim * 1e3, adam_bw / GB);

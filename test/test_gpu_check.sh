@@ -2,8 +2,9 @@
 # make gpu-check's dry run on the CPU emulator: every stage runs its bookkeeping (the GPU suite's
 # quick form, the short sanitizer run, the cuDNN list, the benchmark's and parity's fsdpc side;
 # compute-sanitizer and transformers skip with their reasons here), and the table, its file and
-# the JSON name every stage with a sane status. Then a refused cuDNN graph, a stage over its
-# limit and a spent budget, each in the table as it should be. Not its timings.
+# the JSON name every stage with a sane status; the benchmark's row has fsdpc's measured compute
+# efficiency in the form fsdpc plan --compute_efficiency takes. Then a refused cuDNN graph, a
+# stage over its limit and a spent budget, each in the table as it should be. Not its timings.
 cd "$(dirname "$0")/.."
 source test/lib.sh
 PREFIX="gpu-check dry run: "
@@ -31,6 +32,12 @@ row cudnn "$W/gc.txt" | grep -q " pass .* $n/$n graphs accepted" && [ "$n" -ge 2
 check "every cuDNN graph listed and accepted, forward and backward ($n graphs)" $? "$(row cudnn "$W/gc.txt")"
 row bench "$W/gc.txt" | grep -qE ' (pass|skip) .*native [0-9]+ tok/s; auto \(cuDNN [^)]*\) [0-9]+ tok/s; (torch sdpa [0-9]+ tok/s; fsdpc/torch [0-9.]+x|torch skipped: .+)'
 check "the benchmark row has fsdpc's native and cuDNN tokens/s, and torch's or why not" $? "$(row bench "$W/gc.txt")"
+# fsdpc's own efficiency, in the form fsdpc plan takes (the dry run's value is the emulator's, tiny)
+e=$(row bench "$W/gc.txt" | sed -nE 's/.*fsdpc compute efficiency [0-9.e+-]+ of the H100 SXM 80GB bf16 peak: fsdpc plan --gpu h100 --compute_efficiency ([0-9.e+-]+) \(fitted: 0\.[0-9]+\).*/\1/p')
+[ -n "$e" ] && build/fsdpc_emu plan --device cuda --precision bf16 --gpu h100 --compute_efficiency "$e" --json >"$W/eff.json" &&
+    /usr/bin/python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["efficiency_source"] == "--compute_efficiency" and d["compute_efficiency"] > 0, d' "$W/eff.json"
+check "the benchmark row prints fsdpc's measured compute efficiency as fsdpc plan --compute_efficiency takes it, beside the fitted one; plan accepts it ($e)" $? \
+    "$(row bench "$W/gc.txt")"
 row parity "$W/gc.txt" | grep -qE ' pass .*fp32 rel diff [0-9.e+-]+ .*greedy [0-9]+/[0-9]+ bytes equal| skip +[0-9]+  fsdpc loss fp32 [0-9.]+, bf16 [0-9.]+ .*torch skipped: .+'
 check "the parity row has fsdpc's losses of the exported model, and torch's comparison or why not" $? "$(row parity "$W/gc.txt")"
 /usr/bin/python3 -c '

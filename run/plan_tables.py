@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""plan_tables: the README's tables that come from `fsdpc plan`, generated so they cannot go stale.
+
+Each table sits in README.md between `<!-- plan_tables.py NAME -->` and `<!-- /plan_tables.py -->`:
+  llama2-h100  Llama-2 7B/13B/70B on 1-8 nodes of 8 x H100: predicted MFU and peak memory per rank
+  calibration  the planner against the published runs of test/fixtures/plan_calibration.tsv, per
+               source, and the fitted constants run/plan.c declares
+
+    python3 run/plan_tables.py                     # prints the tables
+    python3 run/plan_tables.py --check README.md   # exit 1 when README's tables differ from them
+    python3 run/plan_tables.py --write README.md   # puts them into README.md
+Standard library only.
+"""
+import argparse
+import concurrent.futures
+import difflib
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plan_fit  # noqa: E402  (beside this file)
+
+GIB = 2.0**30
+SOURCES = {"foundation-model-stack/fms-fsdp": "fms-fsdp README", "pytorch/torchtitan": "torchtitan performance.md, benchmarks/",
+           "mosaicml/llm-foundry": "llm-foundry benchmarking README"}
+FAMILIES = {"llama": "Llama", "llama2": "Llama-2", "llama3": "Llama-3", "mpt": "MPT"}
+
+
+def plan(fsdpc, args):
+    p = subprocess.run([fsdpc, "plan"] + args + ["--json"], capture_output=True, text=True)
+    if p.returncode:
+        sys.exit("plan_tables.py: fsdpc plan %s: %s" % (" ".join(args), p.stderr.strip()[:300]))
+    return json.loads(p.stdout)
+
+
+def plans(fsdpc, arglists, jobs=4):
+    with concurrent.futures.ThreadPoolExecutor(jobs) as ex:
+        return list(ex.map(lambda a: plan(fsdpc, a), arglists))
+
+
+def llama2_h100(fsdpc):
+    cases = [(m, s, ac, n) for m in ("7b", "13b", "70b") for s in ("full-shard", "hybrid-full-shard") for ac in (0, 1)
+             for n in (1, 2, 4, 8)]
+    args = [["--model_name", "llama2_" + m, "--precision", "bf16", "--batch_size", "1", "--max_context_width", "4096",
+             "--sharding", s, "--world_size", str(8 * n), "--gpu", "h100"] + (["--activation_checkpoints"] if ac else [])
+            for m, s, ac, n in cases]
+    got = dict(zip(cases, plans(fsdpc, args)))
+    cap = got[cases[0]]["capacity_bytes"] / GIB
+    out = ["Llama-2 on nodes of 8 x H100, from `fsdpc plan --model_name llama2_Nb --precision bf16",
+           "--batch_size 1 --max_context_width 4096 --sharding S [--activation_checkpoints] --world_size",
+           "8*nodes --gpu h100` (reduce in fp32, 50 GB/s between nodes, the fitted efficiency). A cell is",
+           "the predicted MFU and the peak memory per rank, or \"no\" and the peak that does not fit in",
+           "%.1f GiB. Hybrid sharding uses a shard group of one node (8), so on one node it is full-shard." % cap,
+           "",
+           "| model | `--sharding` | act. ckpt | 1 node | 2 nodes | 4 nodes | 8 nodes |",
+           "|---|---|---|---|---|---|---|"]
+    for m in ("7b", "13b", "70b"):
+        for s in ("full-shard", "hybrid-full-shard"):
+            for ac in (0, 1):
+                cells = []
+                for n in (1, 2, 4, 8):
+                    d = got[(m, s, ac, n)]
+                    peak = "%.0f GiB" % (d["per_rank_bytes"]["peak"] / GIB)
+                    cells.append("%.0f%% (%s)" % (100 * d["mfu"], peak) if d["fits"] else "no (%s)" % peak)
+                out.append("| %s | %s | %s | %s |" % (m.upper(), s, "yes" if ac else "no", " | ".join(cells)))
+    return out
+
+
+def calibration(fsdpc, table, plan_c, plans_dir):
+    rows, header = [], None
+    for line in open(table):
+        if line.startswith("#") or not line.strip():
+            continue
+        cells = line.rstrip("\n").split("\t")
+        if header is None:
+            header = cells
+        else:
+            rows.append(dict(zip(header, cells)))
+    if plans_dir:
+        got = [json.load(open(os.path.join(plans_dir, r["id"] + ".json"))) for r in rows]
+    else:
+        got = plans(fsdpc, [r["flags"].split() for r in rows])
+    err = lambda r, d: d["tokens_per_s"] / d["world_size"] / float(r["tokens_per_s_gpu"]) - 1
+    fmt = lambda es: "%.1f%% | %.1f%%" % (100 * statistics.median(abs(e) for e in es), 100 * max(abs(e) for e in es))
+    out = ["| source | runs | models | GPUs | planned vs published: median error | worst | fitted to the other sources only |",
+           "|---|---|---|---|---|---|---|"]
+    groups = [(src, [(r, d) for r, d in zip(rows, got) if r["source"].startswith(src + " ") and r["compile"] == "no"])
+              for src in SOURCES]
+    for src, rd in groups:
+        sizes = {}  # family: its sizes, smallest first
+        for r, d in sorted(rd, key=lambda rd: rd[1]["model"]["num_params"]):
+            fam, size = r["model"].rsplit("-", 1)
+            sizes.setdefault(fam, [])
+            if size.upper() not in sizes[fam]:
+                sizes[fam].append(size.upper())
+        models = "; ".join("%s %s" % (FAMILIES.get(f, f), "/".join(s)) for f, s in sorted(sizes.items()))
+        gpus = ", ".join(sorted({r["gpu"] for r, _ in rd}))
+        others = plan_fit.fit([(r, d) for r, d in zip(rows, got) if r["compile"] == "no" and (r, d) not in rd])
+        out.append("| %s | %d | %s | %s | %s | %s |" % (SOURCES[src], len(rd), models, gpus, fmt([err(r, d) for r, d in rd]),
+                                                    plan_fit.summary(plan_fit.errors(others, rd))))
+    every = [(r, d) for r, d in zip(rows, got) if r["compile"] == "no"]
+    out.append("| all, without torch.compile | %d | | | %s | |" % (len(every), fmt([err(r, d) for r, d in every])))
+    comp = [(r, d) for r, d in zip(rows, got) if r["compile"] != "no"]
+    if comp:
+        ratio = statistics.median(1 + err(r, d) for r, d in comp)
+        out.append("| with torch.compile (not fitted; planned %.2f x published) | %d | | | %s | |" % (
+            ratio, len(comp), fmt([err(r, d) for r, d in comp])))
+    text = open(plan_c).read()
+    c = {k: re.search(r"\b%s = ([0-9.eE+-]+)" % k, text).group(1) for k in
+         ("FIT_E_A100", "FIT_E_H100", "FIT_K", "FIT_M0", "FIT_RHO")}
+    out += ["", "The constants in `run/plan.c`: E = %s (A100), %s (H100; the H100 PCIe and H200 take it too);" % (
+        c["FIT_E_A100"], c["FIT_E_H100"]),
+            "K = %s; M0 = %s tokens; recomputation at %s of its FLOPs." % (c["FIT_K"], c["FIT_M0"], c["FIT_RHO"])]
+    return out
+
+
+def blocks(args, names):
+    make = {"llama2-h100": lambda: llama2_h100(args.fsdpc),
+            "calibration": lambda: calibration(args.fsdpc, args.table, args.plan_c, args.plans)}
+    unknown = [n for n in names if n not in make]
+    if unknown:
+        sys.exit("plan_tables.py: no table named %s" % ", ".join(unknown))
+    return {n: make[n]() for n in names}
+
+
+TABLES = ["llama2-h100", "calibration"]
+
+
+BEGIN = re.compile(r"^<!-- plan_tables\.py ([a-z0-9-]+) -->$")
+END = "<!-- /plan_tables.py -->"
+
+
+def marked(text, path):
+    """the names of the tables text marks, each checked for its closing mark"""
+    names, open_name = [], None
+    for line in text.split("\n"):
+        m = BEGIN.match(line)
+        if m:
+            if open_name:
+                sys.exit("plan_tables.py: %s: the table '%s' has no closing %s" % (path, open_name, END))
+            if m.group(1) not in TABLES:
+                sys.exit("plan_tables.py: %s marks a table '%s' this script does not make" % (path, m.group(1)))
+            open_name = m.group(1)
+            names.append(open_name)
+        elif line == END:
+            open_name = None
+    if open_name:
+        sys.exit("plan_tables.py: %s: the table '%s' has no closing %s" % (path, open_name, END))
+    return names
+
+
+def splice(text, made):
+    """text with each marked block replaced by its generated lines"""
+    lines, out, i = text.split("\n"), [], 0
+    while i < len(lines):
+        out.append(lines[i])
+        m = BEGIN.match(lines[i])
+        i += 1
+        if m:
+            while lines[i] != END:
+                i += 1
+            out += made[m.group(1)]
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description="the README's tables from fsdpc plan")
+    ap.add_argument("--fsdpc", default="./fsdpc")
+    ap.add_argument("--table", default="test/fixtures/plan_calibration.tsv")
+    ap.add_argument("--plan_c", default="run/plan.c")
+    ap.add_argument("--plans", help="a folder of the calibration rows' <id>.json plans to read instead of planning")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--check", metavar="README")
+    g.add_argument("--write", metavar="README")
+    args = ap.parse_args()
+    if not args.check and not args.write:
+        for name, lines in blocks(args, TABLES).items():
+            print("<!-- plan_tables.py %s -->\n%s\n%s\n" % (name, "\n".join(lines), END))
+        return 0
+    path = args.check or args.write
+    text = open(path).read()
+    seen = marked(text, path)
+    new = splice(text, blocks(args, seen))
+    if args.write:
+        if new != text:
+            open(path, "w").write(new)
+        return 0
+    if new != text:
+        for line in difflib.unified_diff(text.split("\n"), new.split("\n"), path, "generated", lineterm="", n=0):
+            print(line)
+        print("\nplan_tables.py: %s's plan tables are stale; regenerate: python3 run/plan_tables.py --write %s" % (path, path),
+              file=sys.stderr)
+        return 1
+    print("%s: the plan tables (%s) are what fsdpc plan gives" % (path, ", ".join(seen)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
