@@ -128,15 +128,16 @@ grads_peak() {  # grads_peak NP ARGS...
     $MPI -np "$np" ./fsdpc --hidden_width 256 --num_layers 4 --num_heads 4 --intermediate_size 512 --vocab_size 4096 \
         --max_context_width 16 --batch_size 1 --train_data synthetic --max_steps 2 --logging_freq 1 --num_tokens 0 \
         --checkpoint_freq 0 --num_threads 1 --metrics_file "$W/gm.jsonl" "$@" >"$W/gm.log" 2>&1 &&
-        tail -1 "$W/gm.jsonl" | /usr/bin/python3 -c "import json, sys; print(json.load(sys.stdin)['mem']['grads'][3])"
+        tail -1 "$W/gm.jsonl" | /usr/bin/python3 -c "import json, sys; m = json.load(sys.stdin)['mem']; print(m['grads'][3], m['total'][3])"
 }
 unit_bytes=$(( (4 * 256 * 256 + 3 * 256 * 512 + 2 * 256) * 4 ))  # one block's fp32 gradient
 for layout in "2 --sharding full-shard" "4 --sharding full-shard" "4 --sharding hybrid-full-shard --shard_group_size 2"; do
-    g1=$(grads_peak $layout --grad_accum 1)
-    g8=$(grads_peak $layout --grad_accum 8)
-    u8=$(grads_peak $layout --grad_accum 8 --accumulate_unsharded)
-    [ -n "$g1" ] && [ -n "$g8" ] && [ -n "$u8" ] && [ "$g8" -le $((g1 + unit_bytes)) ] && [ "$u8" -gt $((g8 + unit_bytes)) ]
-    check "np=${layout%% *} ${layout#* }: grads peak at --grad_accum 8 within one unit of --grad_accum 1 ($g1 -> $g8 bytes; unsharded $u8)" $?
+    read -r g1 t1 <<<"$(grads_peak $layout --grad_accum 1)"
+    read -r g8 t8 <<<"$(grads_peak $layout --grad_accum 8)"
+    read -r u8 tu <<<"$(grads_peak $layout --grad_accum 8 --accumulate_unsharded)"
+    [ -n "$g1" ] && [ -n "$g8" ] && [ -n "$u8" ] && [ "$g8" -le $((g1 + unit_bytes)) ] && [ "$u8" -gt $((g8 + unit_bytes)) ] &&
+        [ "$t8" -le $((t1 + unit_bytes)) ]
+    check "np=${layout%% *} ${layout#* }: grads and total peak at --grad_accum 8 within one unit of --grad_accum 1 (grads $g1 -> $g8, total $t1 -> $t8 bytes; unsharded grads $u8)" $?
 done
 
 # sharded state is 16 bytes per parameter under --precision bf16 too (fp32 master, gradient and
