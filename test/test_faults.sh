@@ -29,7 +29,7 @@ P="$SMALL --lr_decay_style constant --warmup 5 --lr 2e-3 --max_steps 400 --check
 $MPI -np 2 ./fsdpc $P --batch_size 2 --checkpoint_dir "$W/pre" --metrics_file "$W/pre.jsonl" >/dev/null 2>"$W/pre.log" &
 mpirun_pid=$!
 for _ in $(seq 100); do grep -q "^Batch 3 " "$W/pre.log" 2>/dev/null && break; sleep 0.2; done
-pids=$(pgrep -f "fsdpc $SMALL" | sort -n)
+pids=$(pgrep -f "fsdpc $SMALL.*--checkpoint_dir $W/pre " | sort -n)  # this run's processes only
 kill -USR1 "$(echo "$pids" | tail -1)"  # one rank only, not rank 0 necessarily
 wait $mpirun_pid
 rc=$?
