@@ -160,8 +160,10 @@ static double group_bw(int fits, int per_node, int rpn, double intra, double int
 }
 
 // a row of the memory table, in GiB, or MiB for a model that small (unit)
-static void mem_row(const char *what, double bytes, double unit, const char *note) {
-    printf("  %-12s %9.2f %s%s%s\n", what, bytes / unit, unit == GIB ? "GiB" : "MiB", note[0] ? "  " : "", note);
+// a row of the memory table: its bytes, and per parameter of the rank's shard (shard_params)
+static void mem_row(const char *what, double bytes, double unit, double shard_params, const char *note) {
+    printf("  %-12s %9.2f %s %7.2f B/param%s%s\n", what, bytes / unit, unit == GIB ? "GiB" : "MiB", bytes / shard_params,
+           note[0] ? "  " : "", note);
 }
 
 int plan_main(int argc, char **argv) {
@@ -344,25 +346,27 @@ int plan_main(int argc, char **argv) {
            tokens * world);
     char ck[96] = "every block stored";
     if (every) snprintf(ck, sizeof ck, "%d of %d blocks recomputed in backward", recomputed, L);
-    printf("\nmemory per rank (%s, as the start-up check counts it)\n", gpu ? "on the GPU" : "host");
+    printf("\nmemory per rank (%s, as the start-up check counts it; B/param: per parameter of the rank's shard)\n",
+           gpu ? "on the GPU" : "host");
+    double shard_params = master / sizeof(float);
     char note[160];
     double unit = peak >= GIB ? GIB : GIB / 1024;
     snprintf(note, sizeof note, "fp32 master shard %.2f %s, plus one unit's shard while the start initialises it", master / unit,
              unit == GIB ? "GiB" : "MiB");
-    mem_row("parameters", e.params, unit, note);
-    mem_row("gathered", e.gathered, unit, "full parameters of gathered units");
-    mem_row("gradients", e.grads, unit,
+    mem_row("parameters", e.params, unit, shard_params, note);
+    mem_row("gathered", e.gathered, unit, shard_params, "full parameters of gathered units");
+    mem_row("gradients", e.grads, unit, shard_params,
             M == 1 ? "" : g == 1 ? "micro-batches add into the shard (shard group 1)"
             : cfg.accumulate_unsharded ? "the whole model's, held over the micro-batches (--accumulate_unsharded)"
                                        : "each micro-batch reduce-scattered into the shard");
-    mem_row("optimizer", e.optimizer, unit, gpu && cfg.cpu_offload ? "in host memory (--cpu_offload)" : "AdamW moments");
-    mem_row("activations", acts, unit, ck);
-    mem_row("buffers", e.buffers, unit, "communication: bf16 staging of gathers and reductions");
-    mem_row("peak", peak, unit, "");
+    mem_row("optimizer", e.optimizer, unit, shard_params, gpu && cfg.cpu_offload ? "in host memory (--cpu_offload)" : "AdamW moments");
+    mem_row("activations", acts, unit, shard_params, ck);
+    mem_row("buffers", e.buffers, unit, shard_params, "communication: bf16 staging of gathers and reductions");
+    mem_row("peak", peak, unit, shard_params, "");
     if (capacity > 0) printf("  %s: %s\n", fits ? "fits" : "DOES NOT FIT", capacity_what);
     // per parameter of the rank's shard: what lives all run long; bf16 copies exist only while a
     // unit is gathered or reduced (shard group 1 on a GPU aside, whose units are always gathered)
-    double shard_params = master / sizeof(float), moments = host.optimizer / shard_params;
+    double moments = host.optimizer / shard_params;
     printf("  sharded state: %.0f bytes per parameter of the rank's shard (fp32 master %.0f, fp32 gradient %.0f, AdamW moments %.0f%s)\n",
            2 * master / shard_params + moments, master / shard_params, master / shard_params, moments,
            gpu && cfg.cpu_offload ? " in host memory" : "");
