@@ -674,7 +674,9 @@ static void log_memory(int step, char *line, size_t cap, int *len) {
     if (*len) *len += snprintf(line + *len, cap - *len, "}");
 }
 
-static double validate(Run *r) {
+// The mean validation loss. stoppable (a run that only validates): a stop signal on any rank ends
+// it at the next batch on every rank, returning NAN with *stopped set to the signal.
+static double validate(Run *r, int stoppable, int *stopped) {
     Config *c = r->cfg;
     int B = c->batch_size, T = c->model.max_context_width;
     double sums[2] = {0.0, 0.0};  // loss sum, loss-bearing targets
@@ -683,6 +685,12 @@ static double validate(Run *r) {
     r->plans_step[0] = r->plans_step[1] = -1;
     (void)T;
     for (int i = 0; i < c->validation_batches; i++) {
+        if (stoppable && (*stopped = comm_stop_any())) {
+            comm_log("Stopped by signal %d (%s) during validation, at batch %d of %d: no loss reported, nothing written; "
+                     "exiting with status %d\n", *stopped, comm_signal_name(*stopped), i + 1, c->validation_batches,
+                     TRAIN_EXIT_PREEMPTED);
+            return NAN;
+        }
         uint64_t first = ((uint64_t)i * comm_info.world + comm_info.rank) * B;
         data_plan_rows(cur, B, first);
         data_plan_rows(next, B, first + (uint64_t)comm_info.world * B);
@@ -696,11 +704,15 @@ static double validate(Run *r) {
     return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
 }
 
-static double log_validation(Run *r, int step) {
+// Training's periodic validation runs to its end (a stop then ends the run at the next step, with
+// a checkpoint); a run that only validates passes stoppable and gets *stopped.
+static double log_validation(Run *r, int step, int stoppable, int *stopped) {
+    int none = 0;
+    if (!stopped) stopped = &none;
     trace_begin(TRACE_COMPUTE, "validation", -1);
-    double vl = validate(r);
+    double vl = validate(r, stoppable, stopped);
     trace_end(TRACE_COMPUTE);
-    comm_log("Batch %d Validation loss: %.5f, perplexity: %.3f\n", step, vl, exp(vl));
+    if (!*stopped) comm_log("Batch %d Validation loss: %.5f, perplexity: %.3f\n", step, vl, exp(vl));
     return vl;
 }
 
@@ -845,7 +857,10 @@ static void sample(Run *r) {
 
 int train_run(Config *c) {
     Run r = {.cfg = c};
-    comm_stop_polled(1);
+    // A stop signal while loading ends the process at once: nothing is half-written then (the
+    // checkpoint folder and --metrics_file are only created; the writer lock is registered with
+    // comm_stop_unlink). The data cache build, training, validation and generation poll instead.
+    comm_stop_phase("loading (tokenizer, model, data, checkpoint)");
     r.global_batch = c->batch_size * comm_info.world * c->grad_accum;
     r.max_steps = c->max_steps;
     ckpt_new_run_id(r.origin.run_id);
@@ -855,11 +870,13 @@ int train_run(Config *c) {
     comm_check_same(config_hash(c), "model configuration or tokenizer after reading its sources (do the files differ between nodes?)");
     model_plan_build(&r.plan, &c->model);
     r.flops_per_token = model_flops_per_token(&r.plan, c->model.max_context_width);
+    comm_stop_polled(1);
     if (open_data(&r)) {
         comm_log("Preempted (signal) while building the data cache: nothing trained, no partial cache left; exiting with "
                  "status %d so the job can be requeued\n", TRAIN_EXIT_PREEMPTED);
         return TRAIN_EXIT_PREEMPTED;
     }
+    comm_stop_polled(0);
     if (c->max_epochs < 0) r.max_steps = 0;  // minimal_fsdp's evaluate-then-generate
     if (r.max_steps < 0) r.max_steps = 300;
     if (c->max_epochs > 0 && r.train.nchunks) {  // a synthetic dataset has no epochs
@@ -897,6 +914,7 @@ int train_run(Config *c) {
         r.plans_step[k] = -1;
     }
     load_state(&r);
+    comm_stop_polled(1);
 
     int T = c->model.max_context_width, start = r.start_step = shard_step(&r.st);
     double t_log = comm_time(), tokens_since_log = 0.0;
@@ -959,7 +977,7 @@ int train_run(Config *c) {
         // a skipped step's weights are the last good step's: its checkpoint would only replay the failure
         int do_ckpt = applied && c->checkpoint_freq > 0 && (done % c->checkpoint_freq == 0 || done == r.max_steps);
         if (do_val) {
-            double vl = log_validation(&r, done);
+            double vl = log_validation(&r, done, 0, NULL);
             if (len) len += snprintf(line + len, sizeof line - len, ", \"val_loss\": %.9g", vl);
         }
         if (len) {
@@ -985,13 +1003,16 @@ int train_run(Config *c) {
     prof_report(&r, shard_step(&r.st) - start);
     kern_timers_report();
     if (r.metrics) fclose(r.metrics);
-    if (r.max_steps == 0 && r.has_val && c->val_data[0]) log_validation(&r, shard_step(&r.st));
+    int val_stopped = 0;
+    if (r.max_steps == 0 && r.has_val && c->val_data[0]) log_validation(&r, shard_step(&r.st), 1, &val_stopped);
+    if (val_stopped) status = TRAIN_EXIT_PREEMPTED;
     if (!status && c->num_tokens > 0 && (c->prompt[0] || shard_step(&r.st) > start || c->max_epochs < 0)) {
         sample(&r);
         double stopped = comm_stop_signal;  // rank 0 generates; every rank exits alike
         comm_allreduce_max_f64(comm_world(), &stopped, 1);
         if (stopped) {
-            comm_log("Stopped by signal %d during generation; exiting with status %d\n", (int)stopped, TRAIN_EXIT_PREEMPTED);
+            comm_log("Stopped by signal %d (%s) during generation; exiting with status %d\n", (int)stopped,
+                     comm_signal_name((int)stopped), TRAIN_EXIT_PREEMPTED);
             status = TRAIN_EXIT_PREEMPTED;
         }
     }
