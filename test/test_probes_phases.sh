@@ -6,7 +6,6 @@
 # and members no row format uses): one warning per file or data source, and a run unchanged.
 cd "$(dirname "$0")/.."
 source test/lib.sh
-export FSDPC_NPM_CACHE=${FSDPC_NPM_CACHE:-build/npm}
 SMALL="--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64 --batch_size 4 --num_tokens 0"
 MID="--hidden_width 256 --num_layers 8 --num_heads 8 --num_key_value_heads 8 --intermediate_size 688 --max_context_width 64 --batch_size 1 --num_tokens 0"
 TOK=test/fixtures/tokenizer/tokenizer.json
