@@ -26,7 +26,10 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "prepare")) return finish(data_prepare(argc - 1, argv + 1));
     if (argc > 1 && !strcmp(argv[1], "tokenize")) return finish(data_tokenize_main(argc - 1, argv + 1));
     if (argc > 1 && !strcmp(argv[1], "export")) return finish(hf_export_main(argc - 1, argv + 1));
-    if (argc > 1 && !strcmp(argv[1], "plan")) return finish(plan_main(argc - 1, argv + 1));
+    if (argc > 1 && !strcmp(argv[1], "plan")) {
+        comm_stop_phase("plan");  // writes only stdout: a stop ends it at once
+        return finish(plan_main(argc - 1, argv + 1));
+    }
     static Config cfg;  // large (paths, prompt): keep it off the stack
     config_parse(&cfg, argc, argv);
     comm_check_same(config_hash(&cfg), "flags");

@@ -163,9 +163,34 @@ static herr_t collect_attr(hid_t loc, const char *name, const H5A_info_t *info, 
 
 static void attr_free(CkptAttr *a) { free((char *)a->s); }
 
-// What the file holds: every root attribute and the number of links in /model; with
-// ngroups > 0 also every link of the first ngroups state groups, with its rank, extents, type
-// and crc32 attribute.
+// The names of the links in group `dir` of f ("." for the root), appended to *links as
+// "dir/name" (bare names at the root); a missing or unreadable group adds none.
+static void links_read(hid_t f, const char *dir, char ***links, size_t *n, size_t *cap) {
+    int root = !strcmp(dir, ".");
+    H5G_info_t gi;  // fails for a dataset of that name: it has no links
+    if ((!root && H5Lexists(f, dir, H5P_DEFAULT) <= 0) || H5Gget_info_by_name(f, dir, &gi, H5P_DEFAULT) < 0) return;
+    for (hsize_t i = 0; i < gi.nlinks; i++) {
+        ssize_t len = H5Lget_name_by_idx(f, dir, H5_INDEX_NAME, H5_ITER_INC, i, NULL, 0, H5P_DEFAULT);
+        if (len < 0 || len > 4096) continue;  // a name that long is no schema entry; it is not listed
+        size_t pre = root ? 0 : strlen(dir) + 1;
+        char *path = mallocCheck(pre + (size_t)len + 1);
+        if (!root) memcpy(path, dir, pre - 1), path[pre - 1] = '/';
+        if (H5Lget_name_by_idx(f, dir, H5_INDEX_NAME, H5_ITER_INC, i, path + pre, (size_t)len + 1, H5P_DEFAULT) < 0) {
+            free(path);
+            continue;
+        }
+        if (*n == *cap) {
+            *cap = *cap ? 2 * *cap : 16;
+            *links = realloc(*links, *cap * sizeof **links);
+            if (!*links) comm_fatal("out of memory listing checkpoint entries");
+        }
+        (*links)[(*n)++] = path;
+    }
+}
+
+// What the file holds: every root attribute, the number of links in /model and the links at the
+// root, in /optim and in /source; with ngroups > 0 also every link of the first ngroups state
+// groups, with its rank, extents, type and crc32 attribute.
 static void desc_read(hid_t f, int ngroups, CkptDesc *d) {
     memset(d, 0, sizeof *d);
     AttrList l = {0};
@@ -173,6 +198,12 @@ static void desc_read(hid_t f, int ngroups, CkptDesc *d) {
     d->attrs = l.a, d->nattrs = l.n;
     H5G_info_t gi;
     d->model_links = H5Lexists(f, "model", H5P_DEFAULT) > 0 && H5Gget_info_by_name(f, "model", &gi, H5P_DEFAULT) >= 0 ? (int64_t)gi.nlinks : -1;
+    char **links = NULL;
+    size_t nlinks = 0, lcap = 0;
+    links_read(f, ".", &links, &nlinks, &lcap);
+    links_read(f, "optim", &links, &nlinks, &lcap);
+    links_read(f, "source", &links, &nlinks, &lcap);
+    d->links = (const char *const *)links, d->nlinks = nlinks;
     size_t cap = 0;
     CkptDataset *ds = NULL;
     for (int g = 0; g < ngroups; g++) {
@@ -222,8 +253,10 @@ static void desc_free(CkptDesc *d) {
         free((char *)d->datasets[i].name);
         free((uint64_t *)d->datasets[i].dims);
     }
+    for (size_t i = 0; i < d->nlinks; i++) free((char *)d->links[i]);
     free((CkptAttr *)d->attrs);
     free((CkptDataset *)d->datasets);
+    free((char **)d->links);
     memset(d, 0, sizeof *d);
 }
 
@@ -251,11 +284,6 @@ static const char *read_header_of(const char *path, Header *h) {
 }
 
 // ---- the model source's files (/source) ----
-
-const char *const ckpt_source_names[CKPT_SOURCE_FILES] = {
-    [CKPT_SRC_CONFIG] = "config.json", [CKPT_SRC_GENERATION_CONFIG] = "generation_config.json",
-    [CKPT_SRC_TOKENIZER_CONFIG] = "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "chat_template.jinja",
-};
 
 void ckpt_source_free(CkptSource *src) {
     for (int i = 0; i < CKPT_SOURCE_FILES; i++) free(src->text[i]);
@@ -372,10 +400,19 @@ static int count_tensors(const ModelPlan *plan) {
 
 // The first ngroups groups hold exactly plan's tensors, each of the right rank, shape and type
 // with, from format_version 2 on, its crc32 attribute (into want, group-major, plan order).
+// Every load and verify comes here: a file that passes and holds entries outside the schema gets
+// one warning naming them (once per file, rank 0).
 static const char *check_tensors(hid_t f, const char *file, const ModelPlan *plan, int ngroups, int version, uint32_t *want) {
+    static char warned[1400];
+    char extra[1200];
     CkptDesc d;
     desc_read(f, ngroups, &d);
     const char *e = ckpt_check_tensors(&d, file, plan, ngroups, version, want);
+    if (!e && ckpt_unknown_entries(&d, extra, sizeof extra) && strcmp(warned, file) != 0) {
+        snprintf(warned, sizeof warned, "%s", file);
+        comm_log("warning: checkpoint '%s' holds %s, which this fsdpc does not read (a newer fsdpc may have written them): "
+                 "ignored\n", file, extra);
+    }
     desc_free(&d);
     return e;
 }
@@ -1293,6 +1330,7 @@ void ckpt_release_dir(void) {
     char id[32], host[256], boot[64];
     long pid;
     if (claim_path[0] && read_lock(claim_path, id, host, &pid, boot) && !strcmp(id, claim_id)) unlink(claim_path);
+    if (claim_path[0]) comm_stop_unlink(claim_path, 0);
     claim_path[0] = 0;
 }
 
@@ -1473,10 +1511,12 @@ const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resu
     for (int attempt = 0;; attempt++) {
         int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
         if (fd >= 0) {
+            comm_stop_unlink(path, 1);  // a stop signal before training begins removes it too
             int ok = write(fd, line, (size_t)len) == len;
             ok = close(fd) == 0 && ok;
             if (ok) break;
             unlink(path);
+            comm_stop_unlink(path, 0);
             return snprintf(msg, sizeof msg, "cannot write the writer lock '%s': %s", path, strerror(errno)), msg;
         }
         if (errno != EEXIST) return snprintf(msg, sizeof msg, "cannot create the writer lock '%s': %s", path, strerror(errno)), msg;

@@ -895,6 +895,9 @@ static int export_gpt2_tokenizer(const char *tok, char *merges, size_t len, cons
     return -1;
 }
 
+// export_run's outcome when a stop signal ended it (comm_stop_signal, polled per chunk read)
+static const char export_stopped[] = "stopped by a signal";
+
 // One safetensors file holding plan tensors [t0, t1) in plan order (flattened over units).
 static const char *export_shard(ExportFiles *ef, const char *name, const ModelPlan *plan, const TensorSpec *const *ts, int t0,
                                 int t1, StDtype dt, CkptReader *r, ExportBufs *b) {
@@ -913,15 +916,21 @@ static const char *export_shard(ExportFiles *ef, const char *name, const ModelPl
     free(shapes);
     size_t es = st_dtype_size(dt);
     for (int i = t0; i < t1 && !bad && !err; i++) {
+        if (comm_stop_signal) {
+            err = export_stopped;
+            break;
+        }
         if (export_conv1d(plan, ts[i])) {
             bad = export_transposed(f, ts[i], dt, r, b, &err);
             continue;
         }
         for (size_t o = 0; o < ts[i]->numel && !bad && !err; o += b->chunk) {
             size_t n = ts[i]->numel - o < b->chunk ? ts[i]->numel - o : b->chunk;
-            if ((err = ckpt_reader_read(r, ts[i], o, n, b->fbuf))) break;
-            st_from_f32(b->obuf, b->fbuf, n, dt);
-            bad = fwrite(b->obuf, es, n, f) != n;
+            if (comm_stop_signal) err = export_stopped;
+            else if (!(err = ckpt_reader_read(r, ts[i], o, n, b->fbuf))) {
+                st_from_f32(b->obuf, b->fbuf, n, dt);
+                bad = fwrite(b->obuf, es, n, f) != n;
+            }
         }
     }
     return export_close(ef, f, err);
@@ -1010,7 +1019,8 @@ static const char *export_run(const ExportArgs *a, const char *file, char *summa
         ckpt_source_free(&src.files);
         return err;
     }
-    if (mkdir(a->output, 0755) != 0 && (errno != EEXIST || !hf_is_dir(a->output))) {
+    int created = mkdir(a->output, 0755) == 0;
+    if (!created && (errno != EEXIST || !hf_is_dir(a->output))) {
         json_free(src.cfg);
         ckpt_source_free(&src.files);
         return snprintf(msg, sizeof msg, "cannot create output directory '%s': %s", a->output, strerror(errno)), msg;
@@ -1028,10 +1038,15 @@ static const char *export_run(const ExportArgs *a, const char *file, char *summa
     if (r && !err && gpt2_tok) err = export_copy(&ef, merges, "merges.txt");
     if (r && !err) err = export_tokenizer_files(&ef, &src, tokfile, positions);
     if (r && !err) err = export_weights(&ef, &plan, (StDtype)a->dtype, a->max_shard, r);
+    if (r && !err && comm_stop_signal) err = export_stopped;
     if (r && !err) err = export_publish(&ef);
-    if (err) export_discard(&ef);
-    else snprintf(summary, slen, "Exported %s (%.2fM parameters, %s) to %s\n", file, plan.num_params / 1e6,
-                      cli_choice_name(export_dtypes, a->dtype), a->output);
+    if (err) {
+        export_discard(&ef);
+        if (created) rmdir(a->output);  // empty again: no trace of an export that did not happen
+    } else {
+        snprintf(summary, slen, "Exported %s (%.2fM parameters, %s) to %s\n", file, plan.num_params / 1e6,
+                 cli_choice_name(export_dtypes, a->dtype), a->output);
+    }
     if (r) ckpt_reader_close(r);
     free(ef.names);
     model_plan_free(&plan);
@@ -1041,13 +1056,22 @@ static const char *export_run(const ExportArgs *a, const char *file, char *summa
 }
 
 int hf_export_main(int argc, char **argv) {
+    comm_stop_polled(1);  // the weight loop polls; temporaries go on a stop
     ExportArgs a;
     export_args(&a, argc, argv);
     char file[1024], summary[2400] = "";
     if (!ckpt_resolve(a.checkpoint, NULL, NULL, file, sizeof file))
         comm_fail_all(access(a.checkpoint, F_OK) == 0 ? "no checkpoint in '%s'" : "checkpoint '%s' does not exist", a.checkpoint);
     // one writer: the ranks of a parallel file system's clients need not agree on partial pages
-    comm_check_all(comm_info.rank == 0 ? export_run(&a, file, summary, sizeof summary) : NULL);
+    const char *err = comm_info.rank == 0 ? export_run(&a, file, summary, sizeof summary) : NULL;
+    int stopped = err == export_stopped ? comm_stop_signal : 0;  // rank 0's outcome is the job's
+    comm_check_all(stopped ? NULL : err);
+    comm_bcast_bytes(comm_world(), &stopped, sizeof stopped, 0);
+    if (stopped) {
+        comm_log("Stopped by signal %d (%s) during export: its temporary files were removed, nothing was written under a "
+                 "final name in '%s'; exiting with status %d\n", stopped, comm_signal_name(stopped), a.output, COMM_EXIT_STOPPED);
+        return COMM_EXIT_STOPPED;
+    }
     comm_log("%s", summary);
     return 0;
 }

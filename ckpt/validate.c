@@ -251,6 +251,64 @@ const char *ckpt_check_config(const CkptHeader *h, const char *file, const Model
     return NULL;
 }
 
+// ---- entries outside the schema ----
+
+const char *const ckpt_source_names[CKPT_SOURCE_FILES] = {
+    [CKPT_SRC_CONFIG] = "config.json", [CKPT_SRC_GENERATION_CONFIG] = "generation_config.json",
+    [CKPT_SRC_TOKENIZER_CONFIG] = "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "chat_template.jinja",
+};
+
+// the root attributes of every family (a new one goes here and into ckpt.c's write_header)
+static const char *const root_attrs[] = {"format", "format_version", "step", "tokens_seen", "data_position", "rng_state",
+                                         "model_type", "run_config", "tokenizer", "run_id", "parent", "lineage", "run_inputs",
+                                         "checksum"};
+
+static int in_list(const char *name, const char *const *list, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(list[i], name)) return 1;
+    return 0;
+}
+
+// a field of the file's family, or of any family when the file names none this fsdpc knows
+static int family_field(const CkptDesc *d, const char *name) {
+    int twice;
+    const CkptAttr *t = find_attr(d, "model_type", &twice);
+    const CkptFamily *own = t && t->kind == CKPT_ATTR_STR && t->s ? ckpt_family(t->s) : NULL;
+    for (size_t f = 0; f < NFAMILIES; f++)
+        for (int i = 0; i < families[f].nfields; i++)
+            if ((!own || own == &families[f]) && !strcmp(families[f].fields[i].name, name)) return 1;
+    return 0;
+}
+
+static int known_link(const char *path) {
+    static const char *const root[] = {"model", "optim", "source"}, *const optim[] = {"exp_avg", "exp_avg_sq"};
+    if (!strncmp(path, "optim/", 6)) return in_list(path + 6, optim, 2);
+    if (!strncmp(path, "source/", 7)) return in_list(path + 7, ckpt_source_names, CKPT_SOURCE_FILES);
+    return in_list(path, root, 3);
+}
+
+size_t ckpt_unknown_entries(const CkptDesc *d, char *out, size_t len) {
+    enum { SHOWN = 8 };  // names per kind; the rest are counted
+    size_t n = 0, at = 0;
+    char show[160];
+    out[0] = 0;
+    for (int links = 0; links < 2; links++) {
+        size_t total = links ? d->nlinks : d->nattrs, count = 0;
+        for (size_t i = 0; i < total; i++) {
+            const char *name = links ? d->links[i] : d->attrs[i].name;
+            int known = !name || (links ? known_link(name)
+                                        : in_list(name, root_attrs, sizeof root_attrs / sizeof *root_attrs) || family_field(d, name));
+            if (known || count++ >= SHOWN || at >= len) continue;
+            const char *sep = count > 1 ? ", " : at ? "; " : "";
+            if (links) at += (size_t)snprintf(out + at, len - at, "%s/%s", sep, shown(name, show, sizeof show));
+            else at += (size_t)snprintf(out + at, len - at, "%s%s'%s'", sep, count == 1 ? "attributes " : "", shown(name, show, sizeof show));
+        }
+        if (count > SHOWN && at < len) at += (size_t)snprintf(out + at, len - at, " and %zu more", count - SHOWN);
+        n += count;
+    }
+    return n;
+}
+
 int ckpt_crc_value(const CkptAttr *a, uint32_t *crc) {
     if (a->kind != CKPT_ATTR_INT || a->neg || a->bits > 0xffffffffu) return 0;
     *crc = (uint32_t)a->bits;

@@ -54,6 +54,8 @@ typedef struct {
     int64_t model_links;  // links in /model, -1 without the group: bounds num_layers before a plan is built
     const CkptDataset *datasets;  // the state groups' links (only for ckpt_check_tensors)
     size_t ndatasets;
+    const char *const *links;  // the links at the root, in /optim and in /source, as paths ("optim/exp_avg")
+    size_t nlinks;
 } CkptDesc;
 
 // The root attributes, validated.
@@ -94,6 +96,13 @@ const char *ckpt_check_config(const CkptHeader *h, const char *file, const Model
 // the plan's rank and shape, fp32, and from format_version 2 on a crc32 attribute, which goes
 // to want (group-major, plan order) when non-NULL. NULL or a message.
 const char *ckpt_check_tensors(const CkptDesc *d, const char *file, const ModelPlan *plan, int ngroups, int version, uint32_t *want);
+// What d holds that this fsdpc does not read: root attributes outside the schema (and the file's
+// family's fields), links at the root other than model, optim and source, in /optim other than
+// the two moments, in /source other than ckpt_source_names. A newer fsdpc may add optional
+// entries, so these are for a warning, not an error. Writes them to out as one printable line
+// ("attributes 'a', 'b'; /extra, /source/notes.txt", at most the first few of each) and returns
+// how many there are (0: out is "").
+size_t ckpt_unknown_entries(const CkptDesc *d, char *out, size_t len);
 // A dataset's crc32 attribute: 1 with *crc set when it is an unsigned 32-bit integer.
 int ckpt_crc_value(const CkptAttr *a, uint32_t *crc);
 

@@ -161,35 +161,107 @@ static void error_line(const char *msg) {
 
 volatile sig_atomic_t comm_stop_signal;
 static volatile sig_atomic_t stop_polled;
+static volatile sig_atomic_t stop_silent;  // a rank other than 0: an immediate stop prints nothing
+static const char *volatile stop_phase = "start-up";
+enum { STOP_FILES = 8, STOP_PATH = 1100 };
+static char stop_files[STOP_FILES][STOP_PATH];
+static volatile sig_atomic_t stop_file_used[STOP_FILES];
+static const int stop_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1};
+
+const char *comm_signal_name(int sig) {
+    static const char *const names[] = {"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1"};
+    for (size_t i = 0; i < sizeof stop_sigs / sizeof *stop_sigs; i++)
+        if (stop_sigs[i] == sig) return names[i];
+    return "a signal";
+}
+
+// only async-signal-safe calls from here to the _exit: write, unlink
+static size_t stop_append(char *buf, size_t n, size_t cap, const char *s) {
+    while (*s && n + 1 < cap) buf[n++] = *s++;
+    return n;
+}
 
 static void on_stop(int sig) {
     if (stop_polled) {
         comm_stop_signal = sig;
         return;
     }
-    signal(sig, SIG_DFL);  // nobody polls: the signal's own action, as without a handler
-    raise(sig);
+    for (int i = 0; i < STOP_FILES; i++)
+        if (stop_file_used[i]) unlink(stop_files[i]);
+    if (!stop_silent) {
+        char line[256], num[12];
+        int k = (int)sizeof num - 1, v = sig;
+        num[k] = 0;
+        do num[--k] = (char)('0' + v % 10);
+        while ((v /= 10) && k > 0);
+        size_t n = stop_append(line, 0, sizeof line, "Stopped by signal ");
+        n = stop_append(line, n, sizeof line, num + k);
+        n = stop_append(line, n, sizeof line, " (");
+        n = stop_append(line, n, sizeof line, comm_signal_name(sig));
+        n = stop_append(line, n, sizeof line, ") during ");
+        n = stop_append(line, n, sizeof line, stop_phase);
+        n = stop_append(line, n, sizeof line, ": nothing partial left; exiting with status 75\n");
+        ssize_t w = write(STDERR_FILENO, line, n);
+        (void)w;
+    }
+    _exit(COMM_EXIT_STOPPED);
 }
 
 static void stop_signals_install(void) {
-    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1};
     struct sigaction sa = {.sa_handler = on_stop};
-    sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) sigaction(sigs[i], &sa, NULL);
+    sigemptyset(&sa.sa_mask);  // one handler at a time: a second signal waits for the first's exit
+    for (size_t i = 0; i < sizeof stop_sigs / sizeof *stop_sigs; i++) sigaddset(&sa.sa_mask, stop_sigs[i]);
+    for (size_t i = 0; i < sizeof stop_sigs / sizeof *stop_sigs; i++) sigaction(stop_sigs[i], &sa, NULL);
 }
+
+// From the first moment: the executable's pre-initialisers run before any shared library's
+// constructors (CUDA's and BLAS's take a tenth of a second), let alone main and MPI_Init.
+static void stop_signals_early(int argc, char **argv, char **envp) {
+    (void)argc, (void)argv, (void)envp;
+    stop_signals_install();
+}
+__attribute__((section(".preinit_array"), used)) static void (*const stop_signals_preinit)(int, char **, char **) = stop_signals_early;
 
 void comm_stop_polled(int on) {
     stop_polled = on;
-    if (!on && comm_stop_signal) {  // a signal that came while polled and was not acted on still ends the process
-        int sig = comm_stop_signal;
-        comm_stop_signal = 0;
-        signal(sig, SIG_DFL);
-        raise(sig);
+    if (!on && comm_stop_signal) raise(comm_stop_signal);  // a signal polled for but not acted on ends the process now
+}
+
+void comm_stop_phase(const char *phase) { stop_phase = phase; }
+
+int comm_stop_unlink(const char *path, int on) {
+    for (int i = 0; i < STOP_FILES; i++) {
+        if (on && !stop_file_used[i] && strlen(path) < STOP_PATH) {
+            memcpy(stop_files[i], path, strlen(path) + 1);
+            stop_file_used[i] = 1;  // set after the path is complete: the handler may run at any point
+            return 0;
+        }
+        if (!on && stop_file_used[i] && !strcmp(stop_files[i], path)) stop_file_used[i] = 0;
+    }
+    return on ? -1 : 0;
+}
+
+int comm_stop_any(void) {
+    double sig = comm_stop_signal;
+    comm_allreduce_max_f64(comm_world(), &sig, 1);
+    return (int)sig;
+}
+
+// The launcher's rank before MPI_Init says it (Open MPI, PMIx, PMI, Slurm): only rank 0 prints a stop.
+static void stop_rank_from_launcher(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) {
+            stop_silent = atoi(v) != 0;
+            return;
+        }
     }
 }
 
 void comm_init(int *argc, char ***argv) {
-    stop_signals_install();  // before MPI's start-up, which can take a while
+    stop_rank_from_launcher();
+    stop_signals_install();  // again (see stop_signals_early): MPI's start-up can take a while
     // big buffers (units, MPI temporaries) go straight to mmap and back to the OS when freed,
     // instead of glibc raising its threshold and keeping them in a growing heap
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
@@ -212,6 +284,7 @@ void comm_init(int *argc, char ***argv) {
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &comm_info.rank));
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &comm_info.world));
     find_transport();
+    stop_silent = comm_info.rank != 0;
     stop_signals_install();  // again, in case the MPI library installed its own
     flight_install_signal(comm_info.rank);
     // local rank from shared-memory domains, so mpiexec, srun and a bare start all agree

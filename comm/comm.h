@@ -17,13 +17,25 @@ extern CommInfo comm_info;
 void comm_init(int *argc, char ***argv);
 void comm_finalize(void);
 // Stop signals: SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGUSR1 (a scheduler's preemption or
-// --signal, a terminal's ^C or ^\, a closed session), handled from comm_init's first line. A
-// phase that polls comm_stop_signal (training and its data cache build, validation, generation)
-// turns polling on and stops at its next boundary, with its documented exit status; in any other
-// phase a stop signal ends the process as its default action would (outputs appear under their
-// final names only when complete, so nothing partial is left under one).
+// --signal, a terminal's ^C or ^\, a closed session), handled from the program's load on. Every
+// phase ends on one with COMM_EXIT_STOPPED, one line on rank 0 saying what stopped, and nothing
+// partial under a final name. A phase that polls comm_stop_signal (training, validation,
+// generation, data cache builds, prepare, export, tokenize) turns polling on and stops at its
+// next boundary, removing its own temporaries. In any other moment (start-up, loading, plan) the
+// handler ends the process at once: it removes the files registered with comm_stop_unlink, prints
+// "Stopped by signal N (SIG...) during <phase>" and _exits with COMM_EXIT_STOPPED.
+#define COMM_EXIT_STOPPED 75  // EX_TEMPFAIL: stopped before finishing; run it again to go on
 extern volatile sig_atomic_t comm_stop_signal;
-void comm_stop_polled(int on);
+void comm_stop_polled(int on);  // off: a signal that came while polled ends the process now
+// What an immediate stop interrupts, for its line ("loading", "plan"); a string that lives on.
+void comm_stop_phase(const char *phase);
+// Registers (on) or forgets (off) a file an immediate stop removes: a lock, a temporary being
+// written. A few at a time (returns -1 when full); the path is copied.
+int comm_stop_unlink(const char *path, int on);
+// Collective: the stop signal any rank has received (the highest number), 0 when none.
+int comm_stop_any(void);
+// "SIGTERM", "SIGINT", ... for the stop signals, else "a signal"
+const char *comm_signal_name(int sig);
 // The MPI transport comm_init found, for the start-up log: "pml=<name>", plus " mtl=<name>" when
 // the cm PML drives an MTL, plus " provider=<libfabric provider>" when that MTL is ofi, e.g.
 // "pml=ob1" (TCP/shared-memory BTLs) or "pml=cm mtl=ofi provider=efa". The names are Open MPI's

@@ -15,7 +15,7 @@
 #include "data.h"
 #include "shardfile.h"
 
-#define CACHE_VERSION 2  // 2: a document index beside each part, finetuning rows
+#define CACHE_VERSION 3  // 2: a document index beside each part, finetuning rows; 3: the rows' fields in part-N.txt
 #define CACHE_PROGRESS_PERIOD 1.0
 #define CACHE_STOPPED 2  // a build's status when a preemption signal stopped it  // seconds between rank 0's progress lines
 static const char cache_probe_text[] = "Hello, world! 1234 caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac\n\t  <s> end.";
@@ -259,9 +259,11 @@ static int cache_build_part(const CacheRequest *q, int i, const char *dir, Cache
     if (p.idx) rc = cache_side_close(p.idx, itmp, ipath, 8, rows + 1, rc, err, errlen);
     if (lab) rc = cache_side_close(lab, ltmp, lpath, 4, p.tokens, rc, err, errlen);
     if (!rc) {
+        char fields[DOCS_FIELDS_MAX * 260];
+        docs_fields_save(sr ? sft_fields(sr) : docs_fields(r), fields, sizeof fields);
         FILE *s = fopen(stats, "w");
-        if (!s || fprintf(s, "%llu %llu %llu\n%s\n", (unsigned long long)rows, (unsigned long long)(sr ? sft_nulls(sr) : docs_nulls(r)),
-                          (unsigned long long)p.tokens, sr ? sft_describe(sr) : docs_describe(r)) < 0 || fclose(s) != 0)
+        if (!s || fprintf(s, "%llu %llu %llu\n%s\n%s\n", (unsigned long long)rows, (unsigned long long)(sr ? sft_nulls(sr) : docs_nulls(r)),
+                          (unsigned long long)p.tokens, sr ? sft_describe(sr) : docs_describe(r), fields) < 0 || fclose(s) != 0)
             rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", stats, strerror(errno)), -1);
     }
     if (rc) unlink(tmp), unlink(path), unlink(ipath);  // a part is whole or absent
@@ -332,18 +334,21 @@ static int cache_seal(const char *tmp, const char *dir, char *err, size_t errlen
     return -1;
 }
 
-// Rank 0: one line for the whole source, from the parts' records.
+// Rank 0: one line for the whole source, from the parts' records, and one warning for the fields
+// its rows hold that were not read.
 static void cache_log(const CacheRequest *q, const char *dir, int built, double seconds) {
     if (comm_info.rank != 0) return;
     unsigned long long rows = 0, nulls = 0, tokens = 0;
     char formats[512] = "";
+    DocsFields fields = {0};
     for (int i = 0; i < q->n; i++) {
-        char path[4200], what[256] = "";
+        char path[4200], what[256] = "", line[DOCS_FIELDS_MAX * 260];
         unsigned long long r = 0, nu = 0, t = 0;
         cache_stats_path(dir, i, path, sizeof path);
         FILE *f = fopen(path, "r");
         if (f) {
             if (fscanf(f, "%llu %llu %llu\n", &r, &nu, &t) != 3 || !fgets(what, sizeof what, f)) what[0] = 0;
+            if (what[0] && fgets(line, sizeof line, f)) docs_fields_parse(&fields, line);
             fclose(f);
         }
         what[strcspn(what, "\n")] = 0;
@@ -355,6 +360,8 @@ static void cache_log(const CacheRequest *q, const char *dir, int built, double 
     if (built) snprintf(took, sizeof took, ", built in %.3f s", seconds);
     comm_log("%s: %d file%s, %s: %llu rows (%llu null, skipped), %llu tokens (data cache %s%s)\n", q->label, q->n,
              q->n == 1 ? "" : "s", formats, rows, nulls, tokens, dir, took);
+    char warn[DOCS_FIELDS_MAX * 200 + 1000];
+    if (docs_fields_warning(&fields, q->label, "read only in another row format (see --data_format)", warn, sizeof warn)) comm_log("%s\n", warn);
 }
 
 int cache_ensure(const CacheRequest *q, char *dir, size_t len) {

@@ -55,6 +55,7 @@ struct DocsReader {
     TableValue value;
     int use_ids;
     int rows;  // docs_open_rows: the caller reads objects or table rows itself
+    DocsFields fields;
 };
 
 static void docs_buf_append(DocsBuf *b, const uint8_t *src, size_t n) {
@@ -69,6 +70,94 @@ static void docs_buf_append(DocsBuf *b, const uint8_t *src, size_t n) {
     }
     memcpy(b->data + b->len, src, n);
     b->len += n;
+}
+
+// ---- fields ----
+
+void docs_fields_note(DocsFields *f, const char *name, size_t len, int used) {
+    char shown[64];
+    size_t n = 0;
+    for (size_t i = 0; i < len && n + 5 < sizeof shown; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (c < 0x20 || c >= 0x7f || c == '\\' || c == ',') n += (size_t)snprintf(shown + n, sizeof shown - n, "\\x%02x", c);
+        else shown[n++] = (char)c;
+    }
+    shown[n] = 0;
+    for (int i = 0; i < f->n; i++)
+        if (!strcmp(f->name[i], shown)) {
+            f->used[i] |= used != 0;
+            return;
+        }
+    if (f->n == DOCS_FIELDS_MAX) {
+        f->more = 1;
+        return;
+    }
+    memcpy(f->name[f->n], shown, n + 1);
+    f->used[f->n++] = used != 0;
+}
+
+int docs_fields_list(const DocsFields *f, int used, char *out, size_t len) {
+    int k = 0;
+    size_t at = 0;
+    out[0] = 0;
+    for (int i = 0; i < f->n; i++)
+        if (!f->used[i] == !used && at < len) at += (size_t)snprintf(out + at, len - at, "%s%s", k++ ? ", " : "", f->name[i]);
+    if (!used && f->more && at < len) snprintf(out + at, len - at, "%s", k++ ? " and more" : "more");
+    return k;
+}
+
+// "+name" (used) or "-name" per field, space-separated, and "*" for more; a space in a name is
+// written \x20 (so it comes back escaped: only shown, never matched against a row's fields)
+void docs_fields_save(const DocsFields *f, char *out, size_t len) {
+    size_t at = 0;
+    for (int i = 0; i < f->n && at + 8 < len; i++) {
+        if (i) out[at++] = ' ';
+        out[at++] = f->used[i] ? '+' : '-';
+        for (const char *c = f->name[i]; *c && at + 8 < len; c++) {
+            if (*c != ' ') out[at++] = *c;
+            else memcpy(out + at, "\\x20", 4), at += 4;
+        }
+    }
+    if (f->more && at + 3 < len) {
+        if (at) out[at++] = ' ';
+        out[at++] = '*';
+    }
+    out[at] = 0;
+}
+
+void docs_fields_parse(DocsFields *f, const char *line) {
+    while (*line) {
+        size_t n = strcspn(line, " \n");
+        if (n == 1 && *line == '*') {
+            f->more = 1;
+        } else if (n > 1 && (*line == '+' || *line == '-')) {
+            int used = *line == '+', k = -1;
+            for (int i = 0; i < f->n && k < 0; i++)
+                if (strlen(f->name[i]) == n - 1 && !memcmp(f->name[i], line + 1, n - 1)) k = i;
+            if (k >= 0) f->used[k] |= used;
+            else if (f->n == DOCS_FIELDS_MAX || n - 1 >= sizeof f->name[0]) f->more = 1;
+            else memcpy(f->name[f->n], line + 1, n - 1), f->name[f->n][n - 1] = 0, f->used[f->n++] = used;
+        }
+        line += n;
+        while (*line == ' ' || *line == '\n') line++;
+    }
+}
+
+int docs_fields_warning(const DocsFields *f, const char *label, const char *hint, char *out, size_t len) {
+    // the members and columns some row format reads (docs, data/sft)
+    static const char *const formats[] = {"text", "input_ids", "attention_mask", "labels", "prompt", "completion", "instruction",
+                                          "input", "output", "messages", "conversations"};
+    char ignored[DOCS_FIELDS_MAX * 70 + 16], used[DOCS_FIELDS_MAX * 70 + 16], meant[DOCS_FIELDS_MAX * 70] = "";
+    int n = docs_fields_list(f, 0, ignored, sizeof ignored), nu = docs_fields_list(f, 1, used, sizeof used), nm = 0;
+    out[0] = 0;
+    if (!n) return 0;
+    for (int i = 0; i < f->n; i++)
+        for (size_t k = 0; !f->used[i] && k < sizeof formats / sizeof *formats; k++)
+            if (!strcmp(f->name[i], formats[k]))
+                snprintf(meant + strlen(meant), sizeof meant - strlen(meant), "%s%s", nm++ ? ", " : "", f->name[i]);
+    snprintf(out, len, "warning: %s: field%s %s %s not used (%s %s read)%s%s%s%s", label, n == 1 ? "" : "s", ignored, n == 1 ? "is" : "are",
+             nu ? used : "none", nu == 1 ? "is" : "are", nm ? "; " : "", meant, !nm ? "" : nm == 1 ? " is " : " are ", nm ? hint : "");
+    return 1;
 }
 
 // ---- decompressed bytes ----
@@ -187,11 +276,20 @@ static int docs_jsonl_object(DocsReader *r, char *err, size_t errlen) {
     }
 }
 
+// every member of the row, the one read (NULL: none) as used
+static void docs_note_members(DocsReader *r, const JsonValue *read) {
+    for (size_t i = 0; i < r->obj->len; i++) {
+        const JsonValue *m = &r->obj->items[i];
+        docs_fields_note(&r->fields, m->key, m->key_len, read && m->key_len == read->key_len && !memcmp(m->key, read->key, m->key_len));
+    }
+}
+
 static int docs_jsonl_next(DocsReader *r, Doc *d, char *err, size_t errlen) {
     int rc;
     while ((rc = docs_jsonl_object(r, err, errlen)) > 0) {
         const JsonValue *ids = r->explicit_column ? NULL : json_get(r->obj, "input_ids");
         const JsonValue *text = json_get(r->obj, r->column);
+        docs_note_members(r, ids && (ids->type == JSON_ARRAY || !text || text->type != JSON_STRING) ? ids : text);
         if (ids && ids->type == JSON_ARRAY) return docs_json_ids(r, ids, d, err, errlen);
         if (text && text->type == JSON_STRING) {
             d->is_ids = 0;
@@ -256,6 +354,7 @@ static int docs_table_open(DocsReader *r, char *err, size_t errlen) {
         return snprintf(err, errlen, "'%s' (%s): column '%s' is %s, but fsdpc reads %s there", r->path, t->format, t->cols[col].name,
                         t->cols[col].type, want == TABLE_STRING ? "text (string or large_string)" : "token ids (a list of integers)"), -1;
     if (t->select(t, &col, 1, err, errlen)) return -1;
+    for (int i = 0; i < t->ncols; i++) docs_fields_note(&r->fields, t->cols[i].name, strlen(t->cols[i].name), i == col);
     r->use_ids = col == ids;
     snprintf(r->describe, sizeof r->describe, "%s, column %s (%s)", t->format, t->cols[col].name, t->cols[col].type);
     return 0;
@@ -368,6 +467,7 @@ int docs_next(DocsReader *r, Doc *d, char *err, size_t errlen) {
 
 const char *docs_describe(const DocsReader *r) { return r->describe; }
 uint64_t docs_nulls(const DocsReader *r) { return r->nulls; }
+const DocsFields *docs_fields(const DocsReader *r) { return &r->fields; }
 uint64_t docs_progress(const DocsReader *r) { return r->consumed; }
 
 void docs_close(DocsReader *r) {

@@ -23,6 +23,29 @@ typedef struct {
 
 typedef struct DocsReader DocsReader;
 
+// The fields (JSON Lines members, table columns) a file's rows hold, and which of them a reader
+// uses: the rest is named in one warning per data source, never silently dropped. Names are
+// kept printable (control bytes, non-ASCII, '\\' and ',' as \xNN; long ones cut).
+#define DOCS_FIELDS_MAX 16  // distinct names kept; beyond them `more` is set
+typedef struct {
+    char name[DOCS_FIELDS_MAX][64];
+    unsigned char used[DOCS_FIELDS_MAX];
+    int n, more;
+} DocsFields;
+// Notes field name[0, len) as seen; used: read by this row's format (used once is used).
+void docs_fields_note(DocsFields *f, const char *name, size_t len, int used);
+// The fields of f with that use, joined by ", " into out; returns how many (more counts as one).
+int docs_fields_list(const DocsFields *f, int used, char *out, size_t len);
+// One line without tabs or newlines that docs_fields_parse adds back to a DocsFields (the data
+// cache keeps it beside each part; ranks send it to rank 0); merging is saving and parsing.
+void docs_fields_save(const DocsFields *f, char *out, size_t len);
+void docs_fields_parse(DocsFields *f, const char *line);
+// The warning for the fields no row format read: "warning: <label>: fields url, timestamp are
+// not used (text is read)"; a name that some row format reads (as "labels" beside "text": probably
+// meant) is named again with hint ("read only in another row format"). 1 with the line in out,
+// 0 (out "") when every field was read.
+int docs_fields_warning(const DocsFields *f, const char *label, const char *hint, char *out, size_t len);
+
 // text_column: the column (or JSON member) holding text, "text" unless --text_column named
 // another; explicit: it was named, so it wins over an "input_ids" column. NULL with a one-line
 // message naming the file in err.
@@ -33,6 +56,8 @@ int docs_next(DocsReader *r, Doc *d, char *err, size_t errlen);
 // What was read, for the start-up log: "Parquet, column input_ids (list<int32>)".
 const char *docs_describe(const DocsReader *r);
 uint64_t docs_nulls(const DocsReader *r);
+// The fields seen so far and the one(s) read; docs_open_rows readers note none (their caller does).
+const DocsFields *docs_fields(const DocsReader *r);
 // Bytes of the file consumed so far (compressed bytes for gzip/zstd; 0 when the format does not tell).
 uint64_t docs_progress(const DocsReader *r);
 void docs_close(DocsReader *r);

@@ -88,6 +88,8 @@ typedef struct {
     int cur_file, pending_file;  // where the current and the pending document start
     uint64_t cur_offset, pending_offset;
     char err[1024];      // the first error of this rank; empty while fine
+    bool stopped;        // a stop signal ended this rank's reading (comm_stop_signal)
+    DocsFields fields;   // the inputs' row fields, "text" and "input_ids" used
     // progress (rank 0 draws its own share)
     uint64_t bytes_total, bytes_before;  // this rank's input; inputs already finished
     double t_start, t_drawn;
@@ -351,6 +353,7 @@ static void prepare_progress(Prepare *p, uint64_t done, bool force) {
 
 // Refills p->io from in; returns the bytes read (0 at the end of the input) or -1 after an error.
 static long prepare_fill(Prepare *p, PrepareInput *in) {
+    if (comm_stop_signal) return p->stopped = true, -1;  // polled once per PREPARE_IO_BYTES of input
     in->base += in->len;
     in->pos = in->len = 0;
     long got;
@@ -578,6 +581,8 @@ static bool prepare_key_is(const PrepareBuf *key, const char *name) {
 static bool prepare_json_member(PrepareJson *j) {
     Prepare *p = j->p;
     int c = prepare_json_peek(j);
+    docs_fields_note(&p->fields, (const char *)p->key.data, p->key.len,
+                     prepare_key_is(&p->key, "text") || prepare_key_is(&p->key, "input_ids"));
     if (prepare_key_is(&p->key, "text") && c == '"') return j->has_text = prepare_json_string(j, &p->text);
     if (prepare_key_is(&p->key, "input_ids") && c == '[') return j->has_ids = prepare_json_ids(j);
     static const char *const row_keys[] = {"attention_mask", "labels", "messages", "conversations", "prompt", "completion",
@@ -708,9 +713,9 @@ static int prepare_docs(Prepare *p, int file) {
     DocsReader *r = docs_open(path, p->docs_kind[file], p->docs_comp[file], "text", 0, p->err, sizeof p->err);
     if (!r) return 1;
     Doc d;
-    int got;
+    int got = 0;
     uint64_t row = 0;
-    while ((got = docs_next(r, &d, p->err, sizeof p->err)) > 0) {
+    while (!(p->stopped = comm_stop_signal != 0) && (got = docs_next(r, &d, p->err, sizeof p->err)) > 0) {
         p->cur_file = file;
         p->cur_offset = row++;
         p->cur.len = 0;
@@ -731,8 +736,11 @@ static int prepare_docs(Prepare *p, int file) {
         if (!(row & 255)) prepare_progress(p, p->bytes_before + docs_progress(r), false);
     }
     p->bytes_before += p->sizes[file];
+    char fields[DOCS_FIELDS_MAX * 260];
+    docs_fields_save(docs_fields(r), fields, sizeof fields);
+    docs_fields_parse(&p->fields, fields);
     docs_close(r);
-    return got < 0;
+    return got < 0 || p->stopped;
 }
 
 static int prepare_input(Prepare *p, const PrepareWork *w) {
@@ -981,18 +989,51 @@ static void prepare_finish(Prepare *p) {
     comm_allreduce_sum_f64(comm_world(), sums, 6);
     double seconds = comm_time() - p->t_start;
     if (sums[1] + sums[3] == 0) comm_fail_all("the inputs hold no tokens");
+    // every rank's row fields to rank 0, for one warning about those no row used
+    char mine[DOCS_FIELDS_MAX * 260] = "", *all = NULL, warn[DOCS_FIELDS_MAX * 200 + 200];
+    size_t total = 0;
+    docs_fields_save(&p->fields, mine, sizeof mine);
+    comm_gather_bytes(comm_world(), mine, sizeof mine, &all, &total);
+    DocsFields merged = {0};
+    for (size_t at = 0; all && at + sizeof mine <= total; at += sizeof mine) docs_fields_parse(&merged, all + at);
+    free(all);
+    if (comm_info.rank == 0 && docs_fields_warning(&merged, "prepare --input", "read only in finetuning rows, which token shards cannot hold", warn,
+                                                   sizeof warn)) comm_log("%s\n", warn);
     comm_log("prepare: %.0f documents, %.0f train tokens in %.0f shards, %.0f val tokens in %.0f shards -> %s (%.1f MB in %.2f s, %.1f MB/s%s)\n",
              sums[0], sums[1], sums[2], sums[3], sums[4], p->output, sums[5] / 1e6, seconds,
              seconds > 0 ? sums[5] / 1e6 / seconds : 0.0, comm_info.world > 1 ? ", all ranks" : "");
 }
 
+// Collective: whether a stop signal ended any rank's share. Every rank then removes what it
+// wrote (a dataset is whole or absent) and rank 0 says so.
+static bool prepare_stopped(Prepare *p, bool created_output) {
+    double stopped[2] = {p->stopped ? comm_stop_signal : 0, p->train.nshards + p->val.nshards};
+    comm_allreduce_max_f64(comm_world(), stopped, 1);
+    if (!stopped[0]) return false;
+    prepare_split_abandon(&p->train);
+    prepare_split_abandon(&p->val);
+    comm_allreduce_sum_f64(comm_world(), stopped + 1, 1);
+    if (created_output && comm_info.rank == 0) rmdir(p->output);  // empty now; one that held other files stays
+    if (p->bar_drawn) fputc('\n', stderr);
+    comm_log("Stopped by signal %d (%s) during prepare: the %.0f shard(s) written so far were removed, nothing partial is left "
+             "in '%s'; exiting with status %d\n", (int)stopped[0], comm_signal_name((int)stopped[0]), stopped[1], p->output,
+             COMM_EXIT_STOPPED);
+    return true;
+}
+
 int data_prepare(int argc, char **argv) {
     Prepare p = {0};
+    comm_stop_polled(1);  // reading polls; what was written goes on a stop
     if (!prepare_parse(&p, argc, argv)) prepare_setup(&p);
     prepare_sync(&p);
-    if (comm_info.rank == 0) prepare_output_dir(&p);
+    int sig = comm_stop_any(), rc = sig ? COMM_EXIT_STOPPED : 0;
+    if (sig)
+        comm_log("Stopped by signal %d (%s) during prepare, before anything was written; exiting with status %d\n", sig,
+                 comm_signal_name(sig), COMM_EXIT_STOPPED);
+    bool created_output = comm_info.rank == 0 && access(p.output, F_OK) != 0;
+    if (!rc && comm_info.rank == 0) prepare_output_dir(&p);
     prepare_sync(&p);
-    prepare_run(&p);
+    if (!rc) prepare_run(&p);
     // a failure anywhere: every rank removes what it wrote, then all end with the first message
     double failed = p.err[0] != 0;
     comm_allreduce_max_f64(comm_world(), &failed, 1);
@@ -1001,7 +1042,8 @@ int data_prepare(int argc, char **argv) {
         prepare_split_abandon(&p.val);
     }
     prepare_sync(&p);
-    prepare_finish(&p);
+    if (!rc && prepare_stopped(&p, created_output)) rc = COMM_EXIT_STOPPED;
+    if (!rc) prepare_finish(&p);
     tok_free(p.tok);
     prepare_split_free(&p.train);
     prepare_split_free(&p.val);
@@ -1018,5 +1060,5 @@ int data_prepare(int argc, char **argv) {
     free(p.sizes);
     free(p.gzipped);
     free(p.work);
-    return 0;
+    return rc;
 }

@@ -56,6 +56,7 @@ struct SftReader {
     int markers[2];      // ChatML's <|im_start|>, <|im_end|>
     int32_t *tmp;        // encoding scratch
     size_t tmp_cap;
+    DocsFields fields;   // rows' fields and those the format reads (SFT_TEXT: the docs reader's)
 };
 
 // ---- names ----
@@ -395,6 +396,34 @@ static const bool sft_required[][3] = {
     [SFT_ALPACA] = {true, false, true},
 };
 
+// whether member `name` is one format f reads
+static bool sft_member_of(SftFormat f, const char *name) {
+    for (int c = 0; c < 3 && f != SFT_CHAT; c++)
+        if (sft_members[f][c] && !strcmp(sft_members[f][c], name)) return true;
+    return false;
+}
+
+// A JSON row's members (and a chat's message fields, as "messages.weight") into r->fields, those
+// the format reads as used.
+static void sft_note_json(SftReader *r, const JsonValue *obj) {
+    SftFormat f = r->o.format;
+    const char *chat = json_get(obj, "messages") ? "messages" : "conversations";
+    for (size_t i = 0; i < obj->len; i++) {
+        const JsonValue *m = &obj->items[i];
+        bool used = f == SFT_CHAT ? !strcmp(m->key, chat) : sft_member_of(f, m->key);
+        docs_fields_note(&r->fields, m->key, m->key_len, used);
+        if (f != SFT_CHAT || !used || m->type != JSON_ARRAY) continue;
+        const char *rk = !strcmp(chat, "messages") ? "role" : "from", *ck = !strcmp(chat, "messages") ? "content" : "value";
+        char name[200];
+        for (size_t e = 0; e < m->len; e++)
+            for (size_t k = 0; m->items[e].type == JSON_OBJECT && k < m->items[e].len; k++) {
+                const JsonValue *x = &m->items[e].items[k];
+                int n = snprintf(name, sizeof name, "%s.%.*s", chat, (int)(x->key_len < 150 ? x->key_len : 150), x->key);
+                docs_fields_note(&r->fields, name, (size_t)n, !strcmp(x->key, rk) || !strcmp(x->key, ck));
+            }
+    }
+}
+
 // Chat rows from a table: the "messages" column's role and content fields (or ShareGPT's
 // "conversations" with from and value), a list of structs.
 static int sft_table_chat(SftReader *r, char *err, size_t errlen) {
@@ -416,6 +445,11 @@ static int sft_table_chat(SftReader *r, char *err, size_t errlen) {
     }
     r->ncols = 1;
     r->cols[0] = i;
+    char name[200];
+    for (int k = 0; k < c->nfields && k < TABLE_MAX_FIELDS; k++) {  // a message's other fields (a weight, a name) are not read
+        int n = snprintf(name, sizeof name, "%s.%s", key, c->fields[k].name);
+        docs_fields_note(&r->fields, name, (size_t)n < sizeof name ? (size_t)n : sizeof name - 1, k == fields[0] || k == fields[1]);
+    }
     if (t->choose_fields(t, i, fields, 2, err, errlen)) return -1;
     return t->select(t, r->cols, 1, err, errlen);
 }
@@ -423,6 +457,12 @@ static int sft_table_chat(SftReader *r, char *err, size_t errlen) {
 static int sft_table_columns(SftReader *r, char *err, size_t errlen) {
     TableReader *t = r->table;
     SftFormat f = r->o.format;
+    for (int i = 0; i < t->ncols; i++) {
+        const char *n = t->cols[i].name;
+        int used = f == SFT_CHAT ? !strcmp(n, table_find(t, "messages") >= 0 ? "messages" : "conversations")
+                                 : sft_member_of(f, n);
+        docs_fields_note(&r->fields, n, strlen(n), used);
+    }
     if (f == SFT_CHAT) return sft_table_chat(r, err, errlen);
     for (int c = 0; c < 3; c++) {
         r->col_of[c] = -1;
@@ -695,6 +735,7 @@ int sft_next(SftReader *r, SftRow *row, char *err, size_t errlen) {
         } else {
             rc = docs_next_object(r->docs, &obj, &r->row, err, errlen);
             if (rc <= 0) break;
+            sft_note_json(r, obj);
         }
         rc = sft_row(r, obj, row, &r->tmp, &r->tmp_cap, why, sizeof why);
         if (rc < 0) {
@@ -713,6 +754,7 @@ const char *sft_describe(const SftReader *r) { return r->describe; }
 SftFormat sft_reader_format(const SftReader *r) { return r->o.format; }
 uint64_t sft_nulls(const SftReader *r) { return r->nulls + (r->o.format == SFT_TEXT && r->docs ? docs_nulls(r->docs) : 0); }
 uint64_t sft_progress(const SftReader *r) { return r->docs ? docs_progress(r->docs) : 0; }
+const DocsFields *sft_fields(const SftReader *r) { return r->o.format == SFT_TEXT && r->docs ? docs_fields(r->docs) : &r->fields; }
 
 void sft_close(SftReader *r) {
     if (!r) return;
@@ -738,7 +780,8 @@ static int sft_print(FILE *out, const int32_t *v, size_t n) {
     return fputc('\n', out) == EOF ? -1 : 0;
 }
 
-const char *sft_tokenize_chat(const Tokenizer *tok, ChatTemplate t, int labels, FILE *in, FILE *out, char *why, size_t whylen) {
+const char *sft_tokenize_chat(const Tokenizer *tok, ChatTemplate t, int labels, FILE *in, FILE *out, const volatile int *stop,
+                              unsigned long *lines, char *why, size_t whylen) {
     char *line = NULL, msg[600];
     size_t line_cap = 0, msgs_cap = 0;
     SftMessage *msgs = NULL;
@@ -747,7 +790,7 @@ const char *sft_tokenize_chat(const Tokenizer *tok, ChatTemplate t, int labels, 
     ssize_t got;
     int markers[2] = {-1, -1};
     bool have_markers = false;
-    for (unsigned long line_no = 1; !fail && (got = getline(&line, &line_cap, in)) >= 0; line_no++) {
+    for (unsigned long line_no = 1; !fail && !(stop && *stop) && (got = getline(&line, &line_cap, in)) >= 0; line_no++) {
         size_t i = 0;
         while (i < (size_t)got && strchr(" \t\r\n", line[i])) i++;
         if (i == (size_t)got) continue;  // a blank line is no conversation
@@ -765,6 +808,7 @@ const char *sft_tokenize_chat(const Tokenizer *tok, ChatTemplate t, int labels, 
         json_free(obj);
         if (rc <= 0) fail = why;
         else if (sft_print(out, row.ids, row.len) || (labels && sft_print(out, row.labels, row.len))) fail = "cannot write to stdout";
+        else *lines = line_no;
     }
     free(line);
     free(msgs);

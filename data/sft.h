@@ -56,6 +56,8 @@ const char *sft_describe(const SftReader *r);  // for the start-up log: "JSON Li
 SftFormat sft_reader_format(const SftReader *r);  // what SFT_AUTO resolved to
 uint64_t sft_nulls(const SftReader *r);
 uint64_t sft_progress(const SftReader *r);     // bytes of the file consumed so far (as docs_progress)
+// The rows' fields seen so far, those the format reads marked used (see DocsFields).
+const DocsFields *sft_fields(const SftReader *r);
 void sft_close(SftReader *r);
 void sft_row_free(SftRow *row);
 
@@ -74,7 +76,9 @@ int sft_chat_encode(const Tokenizer *tok, ChatTemplate t, const SftMessage *m, i
 
 // `fsdpc tokenize --chat`: chat JSON Lines from in, one line of ids per conversation to out (with
 // labels, each followed by a line of its labels, -1 where no loss). NULL when all went well, else
-// the reason (with the line number) in why.
-const char *sft_tokenize_chat(const Tokenizer *tok, ChatTemplate t, int labels, FILE *in, FILE *out, char *why, size_t whylen);
+// the reason (with the line number) in why. Reading ends early, between lines, once *stop is
+// non-zero (stop may be NULL); *lines is the number of the last input line whose output is out.
+const char *sft_tokenize_chat(const Tokenizer *tok, ChatTemplate t, int labels, FILE *in, FILE *out, const volatile int *stop,
+                              unsigned long *lines, char *why, size_t whylen);
 
 #endif

@@ -913,7 +913,9 @@ static const char *tok_parse_ids(const Tokenizer *t, char *line, int32_t **ids, 
     }
 }
 
-static const char *tok_run(const Tokenizer *t, bool bos, bool eos, bool decode, char *why, size_t whylen) {
+// Lines of stdin to ids (or ids to text) on stdout, until the end or a stop signal (comm_stop_signal,
+// polled between lines: the output ends with a whole line); *lines counts those written.
+static const char *tok_run(const Tokenizer *t, bool bos, bool eos, bool decode, unsigned long *lines, char *why, size_t whylen) {
     static char obuf[1 << 16];
     setvbuf(stdout, obuf, _IOFBF, sizeof obuf);
     char *line = NULL;
@@ -921,7 +923,7 @@ static const char *tok_run(const Tokenizer *t, bool bos, bool eos, bool decode, 
     int32_t *ids = NULL;
     const char *fail = NULL;
     ssize_t got;
-    for (unsigned long line_no = 1; !fail && (got = getline(&line, &line_cap, stdin)) >= 0; line_no++) {
+    for (unsigned long line_no = 1; !fail && !comm_stop_signal && (got = getline(&line, &line_cap, stdin)) >= 0; line_no++) {
         if (got > 0 && line[got - 1] == '\n') line[--got] = '\0';
         if (decode) {
             char reason[160];
@@ -942,6 +944,7 @@ static const char *tok_run(const Tokenizer *t, bool bos, bool eos, bool decode, 
             for (size_t i = 0; i < len; i++) printf(i ? " %d" : "%d", (int)ids[i]);
         }
         putchar('\n');
+        *lines = line_no;
         if (ferror(stdout)) break;  // the first failed write ends the run, not the end of stdin
     }
     if (!fail) fail = io_write_error(stdout, "standard output");
@@ -986,16 +989,23 @@ int data_tokenize_main(int argc, char **argv) {
     // stdin reaches rank 0 only; the others wait to share its outcome
     char why[1024];
     const char *fail = NULL;
+    unsigned long lines = 0;
+    comm_stop_polled(1);  // between lines; a blocked read of stdin ends with EINTR
     if (comm_info.rank == 0 && chat) {
         static char obuf[1 << 16];
         setvbuf(stdout, obuf, _IOFBF, sizeof obuf);
-        fail = sft_tokenize_chat(t, tmpl, labels, stdin, stdout, why, sizeof why);
+        fail = sft_tokenize_chat(t, tmpl, labels, stdin, stdout, &comm_stop_signal, &lines, why, sizeof why);
         const char *w = io_write_error(stdout, "standard output");  // the reason, where a write failed
         if (w) fail = w;
     } else if (comm_info.rank == 0) {
-        fail = tok_run(t, bos, eos, decode, why, sizeof why);
+        fail = tok_run(t, bos, eos, decode, &lines, why, sizeof why);
     }
-    comm_check_all(fail);
+    int stopped = comm_info.rank == 0 ? comm_stop_signal : 0;  // rank 0's reading is the job's
+    comm_check_all(stopped ? NULL : fail);
+    comm_bcast_bytes(comm_world(), &stopped, sizeof stopped, 0);
+    if (stopped)
+        comm_log("Stopped by signal %d (%s) during tokenize: standard output holds the whole lines of the first %lu input "
+                 "line(s); exiting with status %d\n", stopped, comm_signal_name(stopped), lines, COMM_EXIT_STOPPED);
     tok_free(t);
-    return 0;
+    return stopped ? COMM_EXIT_STOPPED : 0;
 }

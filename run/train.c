@@ -858,7 +858,9 @@ static void log_memory(int step, char *line, size_t cap, int *len) {
     if (*len) *len += snprintf(line + *len, cap - *len, "}");
 }
 
-static double validate(Run *r) {
+// The mean validation loss. stoppable (a run that only validates): a stop signal on any rank ends
+// it at the next batch on every rank, returning NAN with *stopped set to the signal.
+static double validate(Run *r, int stoppable, int *stopped) {
     Config *c = r->cfg;
     int B = c->batch_size, T = c->model.max_context_width;
     double sums[2] = {0.0, 0.0};  // loss sum, loss-bearing targets
@@ -867,6 +869,12 @@ static double validate(Run *r) {
     r->plans_step[0] = r->plans_step[1] = -1;
     (void)T;
     for (int i = 0; i < c->validation_batches; i++) {
+        if (stoppable && (*stopped = comm_stop_any())) {
+            comm_log("Stopped by signal %d (%s) during validation, at batch %d of %d: no loss reported, nothing written; "
+                     "exiting with status %d\n", *stopped, comm_signal_name(*stopped), i + 1, c->validation_batches,
+                     TRAIN_EXIT_PREEMPTED);
+            return NAN;
+        }
         uint64_t first = ((uint64_t)i * comm_info.world + comm_info.rank) * B;
         data_plan_rows(cur, B, first);
         data_plan_rows(next, B, first + (uint64_t)comm_info.world * B);
@@ -880,11 +888,15 @@ static double validate(Run *r) {
     return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
 }
 
-static double log_validation(Run *r, int step) {
+// Training's periodic validation runs to its end (a stop then ends the run at the next step, with
+// a checkpoint); a run that only validates passes stoppable and gets *stopped.
+static double log_validation(Run *r, int step, int stoppable, int *stopped) {
+    int none = 0;
+    if (!stopped) stopped = &none;
     trace_begin(TRACE_COMPUTE, "validation", -1);
-    double vl = validate(r);
+    double vl = validate(r, stoppable, stopped);
     trace_end(TRACE_COMPUTE);
-    comm_log("Batch %d Validation loss: %.5f, perplexity: %.3f\n", step, vl, exp(vl));
+    if (!*stopped) comm_log("Batch %d Validation loss: %.5f, perplexity: %.3f\n", step, vl, exp(vl));
     return vl;
 }
 
@@ -1042,7 +1054,10 @@ static const char *sample(Run *r) {
 int train_run(Config *c) {
     Run r = {.cfg = c};
     for (int i = 0; i < INPUTS; i++) r.inputs[i].nfiles = -1;
-    comm_stop_polled(1);
+    // A stop signal while loading ends the process at once: nothing is half-written then (the
+    // checkpoint folder and --metrics_file are only created; the writer lock is registered with
+    // comm_stop_unlink). The data cache build, training, validation and generation poll instead.
+    comm_stop_phase("loading (tokenizer, model, data, checkpoint)");
     r.global_batch = c->batch_size * comm_info.world * c->grad_accum;
     r.max_steps = c->max_steps;
     ckpt_new_run_id(r.origin.run_id);
@@ -1052,11 +1067,13 @@ int train_run(Config *c) {
     comm_check_same(config_hash(c), "model configuration or tokenizer after reading its sources (do the files differ between nodes?)");
     model_plan_build(&r.plan, &c->model);
     r.flops_per_token = model_flops_per_token(&r.plan, c->model.max_context_width);
+    comm_stop_polled(1);
     if (open_data(&r)) {
         comm_log("Preempted (signal) while building the data cache: nothing trained, no partial cache left; exiting with "
                  "status %d so the job can be requeued\n", TRAIN_EXIT_PREEMPTED);
         return TRAIN_EXIT_PREEMPTED;
     }
+    comm_stop_polled(0);
     const IdentSource *found[INPUTS];
     for (int i = 0; i < INPUTS; i++) found[i] = r.inputs[i].nfiles >= 0 ? &r.inputs[i] : NULL;
     ident_line(r.origin.inputs, sizeof r.origin.inputs, input_keys, found, INPUTS);
@@ -1098,6 +1115,7 @@ int train_run(Config *c) {
         r.plans_step[k] = -1;
     }
     load_state(&r);
+    comm_stop_polled(1);
 
     int T = c->model.max_context_width, start = r.start_step = shard_step(&r.st);
     double t_log = comm_time(), tokens_since_log = 0.0;
@@ -1160,7 +1178,7 @@ int train_run(Config *c) {
         // a skipped step's weights are the last good step's: its checkpoint would only replay the failure
         int do_ckpt = applied && c->checkpoint_freq > 0 && (done % c->checkpoint_freq == 0 || done == r.max_steps);
         if (do_val) {
-            double vl = log_validation(&r, done);
+            double vl = log_validation(&r, done, 0, NULL);
             if (len) len += snprintf(line + len, sizeof line - len, ", \"val_loss\": %.9g", vl);
         }
         if (len) {
@@ -1188,14 +1206,17 @@ int train_run(Config *c) {
     if (r.metrics && fclose(r.metrics) != 0 && !r.metrics_error[0])
         snprintf(r.metrics_error, sizeof r.metrics_error, "cannot write --metrics_file '%s': %s", c->metrics_file, strerror(errno));
     if (c->metrics_file[0]) comm_check_all(r.metrics_error[0] ? r.metrics_error : NULL);  // the last step's line
-    if (r.max_steps == 0 && r.has_val && c->val_data[0]) log_validation(&r, shard_step(&r.st));
+    int val_stopped = 0;
+    if (r.max_steps == 0 && r.has_val && c->val_data[0]) log_validation(&r, shard_step(&r.st), 1, &val_stopped);
+    if (val_stopped) status = TRAIN_EXIT_PREEMPTED;
     if (!status && c->num_tokens > 0 && (c->prompt[0] || shard_step(&r.st) > start || c->max_epochs < 0)) {
         const char *failed = sample(&r);
         double stopped = failed ? OUTPUT_FAILED : comm_stop_signal;  // rank 0 generates; every rank exits alike
         comm_allreduce_max_f64(comm_world(), &stopped, 1);
         if (stopped >= OUTPUT_FAILED) comm_fail_all("%s", failed ? failed : "rank 0 could not write the generated text");
         if (stopped) {
-            comm_log("Stopped by signal %d during generation; exiting with status %d\n", (int)stopped, TRAIN_EXIT_PREEMPTED);
+            comm_log("Stopped by signal %d (%s) during generation; exiting with status %d\n", (int)stopped,
+                     comm_signal_name((int)stopped), TRAIN_EXIT_PREEMPTED);
             status = TRAIN_EXIT_PREEMPTED;
         }
     }

@@ -5,14 +5,15 @@
 
 #include <stdint.h>
 
+#include "../comm/comm.h"
 #include "../model/config.h"
 #include "../model/model.h"
 #include "../shard/shard.h"
 
 // learning rate for 0-based step: linear warmup over `warmup` steps, then decay to min_lr
 float train_lr(const Config *cfg, int step, int max_steps);
-// exit status of a run stopped by SIGTERM/SIGUSR1 after its checkpoint (EX_TEMPFAIL: try again)
-#define TRAIN_EXIT_PREEMPTED 75
+// exit status of a run stopped by a stop signal (after its checkpoint, when training had begun)
+#define TRAIN_EXIT_PREEMPTED COMM_EXIT_STOPPED
 // The start-up memory check's estimate of one rank's bytes for plan under c on layout dims: the
 // host's share (device 0) or a GPU's (device 1), by kind into *e, activations into *acts.
 // fsdpc plan calls it too, so the two never disagree.

@@ -29,7 +29,7 @@ P="$SMALL --lr_decay_style constant --warmup 5 --lr 2e-3 --max_steps 400 --check
 $MPI -np 2 ./fsdpc $P --batch_size 2 --checkpoint_dir "$W/pre" --metrics_file "$W/pre.jsonl" >/dev/null 2>"$W/pre.log" &
 mpirun_pid=$!
 for _ in $(seq 100); do grep -q "^Batch 3 " "$W/pre.log" 2>/dev/null && break; sleep 0.2; done
-pids=$(pgrep -f "fsdpc $SMALL.*--checkpoint_dir $W/pre " | sort -n)  # this run's processes only
+pids=$(pgrep -P "$(pgrep -P $mpirun_pid)" | sort -n)  # this mpirun's ranks (timeout -> mpirun -> ranks), not other runs
 kill -USR1 "$(echo "$pids" | tail -1)"  # one rank only, not rank 0 necessarily
 wait $mpirun_pid
 rc=$?
@@ -205,7 +205,7 @@ kill -TERM $pid
 t0=$SECONDS
 wait $pid
 rc=$?
-grep -q "Stopped by signal 15 during generation" "$W/gen_sig.log" && [ $rc = 75 ] && [ $((SECONDS - t0)) -le 10 ]
+grep -q "Stopped by signal 15 (SIGTERM) during generation" "$W/gen_sig.log" && [ $rc = 75 ] && [ $((SECONDS - t0)) -le 10 ]
 check "SIGTERM during generation stops it at the next token, exit 75" $? "rc=$rc $(tail -c 200 "$W/gen_sig.log")"
 for sig in HUP INT QUIT; do
     rm -rf "$W/sigck"

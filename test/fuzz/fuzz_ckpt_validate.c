@@ -253,7 +253,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
     }
 
-    CkptDesc desc = {attrs, nattrs, links, dsets, ndsets};
+    // the links outside the state groups: the schema's, then the datasets' names (any bytes) at the
+    // root, in /optim and in /source by group
+    static const char *link_paths[MAX_DATASETS + 4];
+    static const char *const prefixes[] = {"", "optim/", "source/"};
+    size_t nlinks = 0;
+    link_paths[nlinks++] = "model", link_paths[nlinks++] = "optim", link_paths[nlinks++] = "source/config.json";
+    for (size_t i = 0; i < ndsets && nlinks < MAX_DATASETS + 4; i++) {
+        const char *pre = prefixes[(size_t)(dsets[i].group + 1) % 3], *name = dsets[i].name ? dsets[i].name : "";
+        char *path = own(calloc(strlen(pre) + strlen(name) + 1, 1));
+        strcat(strcat(path, pre), name);
+        link_paths[nlinks++] = path;
+    }
+    CkptDesc desc = {attrs, nattrs, links, dsets, ndsets, link_paths, nlinks};
+    // what the file holds outside the schema: one printable line whenever there is any
+    char extra[1200];
+    size_t nextra = 0, cap = (size_t)(flags >> 5) * 40 + 1;  // a short buffer too: the list is cut, never overrun
+    FUZZ_TRY(nextra = ckpt_unknown_entries(&desc, extra, cap));
+    if (strlen(extra) >= cap || (!nextra && extra[0]) || (nextra && cap > 40 && !extra[0])) __builtin_trap();
+    if (extra[0]) check_line(extra);
     CkptHeader h;
     const char *e = NULL;
     FUZZ_TRY(e = ckpt_check_header(&desc, "x.h5", &base, &h));

@@ -31,7 +31,8 @@ static void fuzz_rows(const char *path, DocsCompression comp, const SftOptions *
 static void fuzz_chat(const uint8_t *data, size_t size, const Tokenizer *tok, ChatTemplate t) {
     FILE *in = fmemopen((void *)data, size, "r"), *out = fopen("/dev/null", "w");
     char why[1024];
-    if (in && out) sink += sft_tokenize_chat(tok, t, 1, in, out, why, sizeof why) != NULL;
+    unsigned long lines = 0;
+    if (in && out) sink += sft_tokenize_chat(tok, t, 1, in, out, NULL, &lines, why, sizeof why) != NULL;
     if (in) fclose(in);
     if (out) fclose(out);
 }
