@@ -41,6 +41,12 @@ int main(int argc, char **argv) {
     kern_init(cfg.num_threads ? cfg.num_threads : comm_default_threads(&source));
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     comm_log("fsdpc: %d thread(s) per rank, from %s\n", kern_num_threads(), source);
+    // a launcher that binds each rank to fewer cores than its share of the node starves it
+    // (mpirun binds np <= 2 to one core each by default): said once, with the flags that fix it
+    long share = cores / comm_info.local_world;
+    if (comm_pinned_cores() < share)
+        comm_log("warning: this rank is bound to %d core(s) of its %ld-core share of the node; let it use them: mpirun "
+                 "--bind-to none or --map-by slot:PE=%ld, srun --cpus-per-task=%ld\n", comm_pinned_cores(), share, share, share);
     if ((long)kern_num_threads() * comm_info.local_world > cores)
         comm_log("warning: %d thread(s) x %d rank(s) on this node exceed its %ld cores: the ranks will slow each other down\n",
                  kern_num_threads(), comm_info.local_world, cores);

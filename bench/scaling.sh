@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Scaling table for make bench: tokens/s and per-rank peak memory for np=1/2/4 in each sharding
-# strategy, same model and global batch (8 sequences), ranks x threads = cores.
+# strategy, same model and global batch (8 sequences), ranks x threads = cores. Every row runs
+# unbound (--bind-to none): mpirun's default binds np<=2 to one core each, which would halve np=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -18,7 +19,7 @@ for np in 1 2 4; do
     for st in $strategies; do
         group=""
         case $st in hybrid-*) group="--shard_group_size 2" ;; esac
-        line=$(timeout 300 mpirun --oversubscribe --allow-run-as-root -np $np ./fsdpc $MODEL --batch_size $((8 / np)) \
+        line=$(timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np $np ./fsdpc $MODEL --batch_size $((8 / np)) \
             --sharding $st $group --train_data synthetic --max_steps $((STEPS + 1)) \
             --logging_freq $((STEPS + 1)) --checkpoint_freq 0 --num_tokens 0 --num_threads $threads 2>&1 |
             grep "^Batch $((STEPS + 1)) Loss")

@@ -330,12 +330,16 @@ void comm_check_pbs(void) {
                  comm_info.world);
 }
 
+int comm_pinned_cores(void) {
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 int comm_default_threads(const char **source) {
     const char *v = getenv("OMP_NUM_THREADS");
     if (v && atoi(v) > 0) return *source = "OMP_NUM_THREADS", atoi(v);
     if ((v = getenv("SLURM_CPUS_PER_TASK")) && atoi(v) > 0) return *source = "SLURM_CPUS_PER_TASK", atoi(v);
-    cpu_set_t set;
-    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int n = comm_pinned_cores();
     *source = "the cores this rank is pinned to";
     // unpinned ranks (--bind-to none, task/none) each see every core of the node: share them
     if (n >= sysconf(_SC_NPROCESSORS_ONLN)) n /= comm_info.local_world, *source = "the node's cores shared by its ranks";

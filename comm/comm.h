@@ -45,7 +45,9 @@ const char *comm_signal_name(int sig);
 const char *comm_transport(void);
 // CPU threads per rank when --num_threads is 0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else
 // the cores this process may run on, shared among the node's ranks when they are not pinned
-int comm_default_threads(const char **source);  // *source: where the number came from, for the log
+int comm_default_threads(const char **source);
+// The cores this process may run on (its affinity mask); the node's when that cannot be read.
+int comm_pinned_cores(void);  // *source: where the number came from, for the log
 double comm_time(void);
 // monotonic microseconds: the clock of the flight recorder and the trace
 int64_t comm_clock_us(void);

@@ -248,3 +248,14 @@ expect_error "a weights file with a tensor the model does not use" "holds 1 tens
 rc=$?
 [ $rc = 0 ] && grep -q "warning: .*model.layers.7.mlp.extra.weight.*not loaded (--allow_unused_weights)" "$W/unused.log" && ! grep -q "inv_freq" "$W/unused.log"
 check "--allow_unused_weights loads the rest with a warning; rotary_emb.inv_freq buffers pass without a word" $? "rc=$rc $(grep -m2 'warning\|error' "$W/unused.log")"
+
+# ---- a launcher that starves a rank: mpirun binds np=1 to one core of the node's two ----
+if [ "$(nproc)" -ge 2 ]; then
+    timeout 60 mpirun --oversubscribe --allow-run-as-root --bind-to core -np 1 ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 \
+        >/dev/null 2>"$W/bind.log"
+    timeout 60 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 1 ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 \
+        >/dev/null 2>"$W/unbound.log"
+    [ "$(grep -c '^warning: this rank is bound to 1 core(s) of its [0-9]*-core share of the node; .*--bind-to none' "$W/bind.log")" = 1 ] &&
+        ! grep -q "is bound to" "$W/unbound.log"
+    check "a rank bound to fewer cores than its share is told once which launcher flag fixes it; unbound, nothing" $?
+fi
