@@ -106,8 +106,8 @@ static void compare_input(Run *r, int i, const IdentSource *now) {
 static void input_found(Run *r, int i, const IdentSource *id) {
     const char *e = i == INPUT_TOKENIZER ? ident_check_ranks(id, "tokenizer files") : NULL;  // data_open checks the data
     if (e) comm_fail_all("%s", e);
-    // an evaluation or generation of a checkpoint may validate on other data
-    if (i == INPUT_TOKENIZER || r->max_steps != 0) compare_input(r, i, id);
+    // an evaluation or generation of a checkpoint (--max_steps 0, minimal_fsdp's --max_epochs -1) may use other data
+    if (i == INPUT_TOKENIZER || (r->max_steps != 0 && r->cfg->max_epochs >= 0)) compare_input(r, i, id);
     if (r->inputs[i].nfiles >= 0) ident_source_free(&r->inputs[i]);
     ident_source_copy(&r->inputs[i], id);
 }

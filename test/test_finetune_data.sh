@@ -86,8 +86,8 @@ run cut ./fsdpc --train_data "$W/smp.jsonl" $A --max_steps 10 --max_context_widt
 grep -Eq "rows? longer than the context were cut to 16\+1 tokens so far \([0-9]+ of them left with no loss-bearing target\)" "$W/cut.log"
 check "rows longer than --max_context_width are cut, with a count" $? "$(grep -m2 'cut\|error' "$W/cut.log")"
 # a global batch without a loss-bearing target: no division by zero, no update
-$PY $GEN masked 16 20 >"$W/allmasked.jsonl"
-run allmasked ./fsdpc --train_data "$W/allmasked.jsonl" $A --max_steps 2
+$PY $GEN masked 16 20 >"$W/allmasked-rows.jsonl"  # not allmasked.jsonl: that is the run's metrics file
+run allmasked ./fsdpc --train_data "$W/allmasked-rows.jsonl" $A --max_steps 2
 grep -q "step 1: no target in the global batch bears loss" "$W/allmasked.log" && grep -q '"loss": 0,' "$W/allmasked.jsonl"
 check "a batch of prompts only: loss 0, update skipped, no NaN" $? "$(grep -m2 'step 1\|error' "$W/allmasked.log")"
 
