@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 CommInfo comm_info = {0, 1, 0, 1};
 jmp_buf fuzz_env;
@@ -50,6 +51,10 @@ double comm_time(void) { return 0.0; }
 CommGroup *comm_world(void) { return NULL; }
 void comm_allreduce_sum_f64(CommGroup *g, double *buf, size_t n) { (void)g, (void)buf, (void)n; }
 void comm_allreduce_max_f64(CommGroup *g, double *buf, size_t n) { (void)g, (void)buf, (void)n; }
+const char *comm_path_error(const char *path, int err) {
+    (void)path;
+    return strerror(err);
+}
 int comm_errorf(char *err, size_t len, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
