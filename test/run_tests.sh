@@ -51,6 +51,7 @@ suite "fuzz: regression corpus under ASan/UBSan" bash test/fuzz/replay.sh
 suite "slurm: srun/sbatch/scancel/preemption on a real single-node Slurm" bash test/test_slurm.sh
 suite "ofi: cm/ofi MTL over libfabric tcp matches the default transport" bash test/test_ofi.sh
 suite "faults: divergence, preemption, one-rank errors, memory, paths, flags" bash test/test_faults.sh
+suite "probes (limits): ulimit -v/-n/-f, umask, threads above the cores, overflowing sizes, errors that name their cause" bash test/test_probes_limits.sh
 suite "plan: fsdpc plan against real start-up estimates and measured memory; run/plot.py" bash test/test_plan.sh
 
 passed=$(grep -c '^ok ' "$LOG")
