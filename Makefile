@@ -113,7 +113,8 @@ $(EMU)/test_gpu.o: test/test_gpu.c
 	@mkdir -p $(EMU)
 	gcc $(CFLAGS) -DFSDPC_CUDA -Dmain=test_main -I. -c $< -o $@
 
-build/test_gpu_emu: $(EMU_OBJ) $(EMU)/emu_main.o $(EMU)/device.o $(EMU)/cudnn.o $(EMU)/test_gpu.o $(CPU_KERN_OBJ)
+# the CPU kernels check the process's limits before starting threads (comm/limits.c, no MPI)
+build/test_gpu_emu: $(EMU_OBJ) $(EMU)/emu_main.o $(EMU)/device.o $(EMU)/cudnn.o $(EMU)/test_gpu.o $(CPU_KERN_OBJ) $(BUILD)/comm/limits.o
 	g++ -fopenmp -pthread $^ -o $@ -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lm $(SAN_LD)
 
 EMU_C_OBJ = $(patsubst %.c,$(EMU)/c/%.o,main.c $(wildcard comm/*.c model/*.c shard/*.c run/*.c data/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c) test/emu/c/capi.c)
@@ -136,11 +137,11 @@ FUZZ_FLAGS = -g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize
 FUZZ_TARGETS = build/fuzz/fuzz_cli build/fuzz/fuzz_json build/fuzz/fuzz_shard_header build/fuzz/fuzz_jsonl build/fuzz/fuzz_tokenizer \
 	build/fuzz/fuzz_ckpt_validate build/fuzz/fuzz_arrow build/fuzz/fuzz_sniff build/fuzz/fuzz_parquet build/fuzz/fuzz_sft build/fuzz/fuzz_ident
 FUZZ_SECONDS ?= 60
-build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c model/config.c model/cli.c test/fuzz/stub.c
+build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c model/config.c model/cli.c comm/checked.c test/fuzz/stub.c
 build/fuzz/fuzz_json: test/fuzz/fuzz_json.c data/json.c test/fuzz/stub.c
 build/fuzz/fuzz_shard_header: test/fuzz/fuzz_shard_header.c data/shardfile.c test/fuzz/stub.c
 build/fuzz/fuzz_arrow: test/fuzz/fuzz_arrow.c data/arrow.c test/fuzz/stub.c
-build/fuzz/fuzz_ckpt_validate: test/fuzz/fuzz_ckpt_validate.c ckpt/validate.c model/config.c model/cli.c test/fuzz/stub.c
+build/fuzz/fuzz_ckpt_validate: test/fuzz/fuzz_ckpt_validate.c ckpt/validate.c model/config.c model/cli.c comm/checked.c test/fuzz/stub.c
 build/fuzz/fuzz_sniff: test/fuzz/fuzz_sniff.c data/sniff.c data/json.c test/fuzz/stub.c
 build/fuzz/fuzz_parquet: test/fuzz/fuzz_parquet.c data/parquet.c test/fuzz/stub.c
 # tokenizer.c runs `tokenize --chat` through data/sft, which reads rows through data/docs

@@ -38,8 +38,13 @@ int main(int argc, char **argv) {
     comm_log("fsdpc: MPI transport %s\n", comm_transport());
     if (cfg.environment == ENV_PBS) comm_check_pbs();
     const char *source = "--num_threads";
-    kern_init(cfg.num_threads ? cfg.num_threads : comm_default_threads(&source));
+    int threads = cfg.num_threads ? cfg.num_threads : comm_default_threads(&source);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores > 0 && threads > cores) {  // more threads in one rank than the node has cores never helps
+        comm_log("warning: %d thread(s) per rank from %s exceed this node's %ld cores: using %ld\n", threads, source, cores, cores);
+        threads = (int)cores;
+    }
+    comm_check_all(kern_init(threads));
     comm_log("fsdpc: %d thread(s) per rank, from %s\n", kern_num_threads(), source);
     // a launcher that binds each rank to fewer cores than its share of the node starves it
     // (mpirun binds np <= 2 to one core each by default): said once, with the flags that fix it

@@ -23,8 +23,9 @@
 #include <zlib.h>
 
 #include "../comm/comm.h"
-#include "../data/ident.h"
 #include "../comm/io.h"
+#include "../comm/limits.h"
+#include "../data/ident.h"
 #include "../kernels/kernels.h"
 #include "validate.h"
 
@@ -59,10 +60,25 @@ static hid_t open_file_with(const char *path, int create, int collective) {
 
 static hid_t open_file(const char *path, int create) { return open_file_with(path, create, 1); }
 
+// Why HDF5 could not open a checkpoint: the system's reason first (missing, permissions, a
+// folder, a path through a file), then what the bytes are.
 static const char *open_error(const char *file) {
-    static char err[1600];
-    snprintf(err, sizeof err, "cannot open checkpoint '%s': %s", file,
-             access(file, F_OK) != 0 ? "it does not exist" : "not a readable HDF5 file (truncated or still being written?)");
+    static char err[2600];
+    const char *why = comm_read_problem(file);
+    if (!why)
+        why = H5Fis_hdf5(file) > 0 ? "a damaged HDF5 file (truncated or still being written?)"
+                                   : "not an HDF5 file (fsdpc checkpoints are; give a checkpoint folder or its step_*.h5)";
+    snprintf(err, sizeof err, "cannot open checkpoint '%s': %s", file, why);
+    return err;
+}
+
+// Why creating a checkpoint's file failed, when HDF5 does not say: the system's reason, if a
+// plain create fails too (the caller removes the file either way).
+static const char *create_error(const char *path) {
+    static char err[1400];
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    if (fd >= 0) return close(fd), "creating the file failed (in HDF5)";
+    snprintf(err, sizeof err, "creating the file failed: %s", comm_path_error(path, errno));
     return err;
 }
 
@@ -658,8 +674,13 @@ void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const Ck
     snprintf(phase, sizeof phase, "the checkpoint write of '%s'", out->path);
     comm_deadline_begin(phase);
     const char *overlap = NULL;
-    if (comm_info.rank == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST)
-        snprintf(err, sizeof err, "cannot create checkpoint directory '%s': %s", dir, strerror(errno));
+    // every rank writes its slices into the file: each one's file-size limit must allow all of it
+    uint64_t fmax = limits_file_size();
+    if (fmax < (uint64_t)need)
+        snprintf(err, sizeof err, "cannot write checkpoint '%s': it needs %.1f MB but ulimit -f (file size) allows %.1f MB on rank %d: raise "
+                 "it (ulimit -f unlimited); the earlier checkpoints are kept", out->path, need / 1e6, (double)fmax / 1e6, comm_info.rank);
+    else if (comm_info.rank == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST)
+        snprintf(err, sizeof err, "cannot create checkpoint directory '%s': %s", dir, comm_path_error(dir, errno));
     else if (comm_info.rank == 0 && (overlap = io_output_check(out->path, "--checkpoint_dir")))  // one of the run's inputs
         snprintf(err, sizeof err, "%s; no checkpoint written", overlap);
     else if (comm_info.rank == 0 && checked && (avail = free_bytes(dir)) >= 0 && avail < need)
@@ -668,7 +689,7 @@ void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const Ck
     comm_check_all(err[0] ? err : NULL);
     CommCrc *crcs = callocCheck((size_t)3 * nt, sizeof *crcs);
     hid_t f = open_file(tmp, 1);
-    agree(why, sizeof why, f < 0 ? "creating the file failed" : NULL);
+    agree(why, sizeof why, f < 0 ? create_error(tmp) : NULL);
     if (!why[0]) agree(why, sizeof why, comm_info.rank == 0 && checked ? reserve_space(tmp, need) : NULL);
     if (!why[0]) agree(why, sizeof why, write_header(f, cfg, meta));
     if (!why[0]) agree(why, sizeof why, write_source(f, src));
@@ -832,6 +853,18 @@ static void load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *
     comm_deadline_end();
     if (meta) *meta = h.meta;
     shard_master_changed(s);
+    // a run that diverged can have saved NaN: said here by name, not as a non-finite first loss
+    ShardTensorRef bad[3];
+    int nbad = shard_nonfinite(s, ngroups, bad, 3);
+    if (nbad) {
+        char names[900] = "";
+        size_t k = 0;
+        for (int i = 0; i < nbad && i < 3 && k < sizeof names; i++)
+            k += (size_t)snprintf(names + k, sizeof names - k, "%s%s/%s", i ? ", " : "", ckpt_groups[bad[i].state],
+                                  plan->units[bad[i].unit].t[bad[i].tensor].name);
+        comm_fail_all("checkpoint '%s' holds NaN or infinite values in %d tensor(s): %s%s (saved after the run diverged?): use an "
+                      "earlier checkpoint", file, nbad, names, nbad > 3 ? ", ..." : "");
+    }
 }
 
 void ckpt_load(const char *file, ShardState *s, const Config *cfg, CkptMeta *meta) {
@@ -1196,7 +1229,17 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t
     // rank 0 looks, lists and reads the headers, so every rank takes the same path and verifies
     // the same candidates
     struct stat st;
-    int kind = comm_info.rank != 0 ? 0 : stat(path, &st) != 0 ? 0 : S_ISDIR(st.st_mode) ? 2 : 1;
+    static char why[1400];
+    int kind = 0;  // 0: nothing there (a fresh start), 1: a file, 2: a folder
+    const char *bad = NULL;
+    if (comm_info.rank == 0 && stat(path, &st) == 0) {
+        kind = S_ISDIR(st.st_mode) ? 2 : 1;
+        if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+            bad = (snprintf(why, sizeof why, "checkpoint '%s' is neither a file nor a folder", path), why);
+    } else if (comm_info.rank == 0 && errno != ENOENT) {  // there may be something, out of reach: not a fresh start
+        bad = (snprintf(why, sizeof why, "checkpoint '%s': %s", path, comm_path_error(path, errno)), why);
+    }
+    comm_check_all(bad);
     comm_bcast_bytes(comm_world(), &kind, sizeof kind, 0);
     out[0] = 0;
     if (kind == 0) return 0;  // a resume dir that does not exist yet: start fresh
@@ -1207,7 +1250,7 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t
     int n = 0, nl = 0;
     Entry *e = comm_info.rank == 0 ? list_checkpoints(path, &n) : NULL;
     static char msg[1200];
-    if (comm_info.rank == 0 && !e) snprintf(msg, sizeof msg, "cannot read checkpoint directory '%s': %s", path, strerror(errno));
+    if (comm_info.rank == 0 && !e) snprintf(msg, sizeof msg, "cannot read checkpoint directory '%s': %s", path, comm_path_error(path, errno));
     comm_check_all(comm_info.rank == 0 && !e ? msg : NULL);
     if (comm_info.rank == 0) {
         Kin kin;

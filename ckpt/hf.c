@@ -462,6 +462,16 @@ void hf_load(const HfModel *h, ShardState *s, int allow_unused) {
     free(stage);
     comm_check_all(err);  // a read error is this rank's alone
     shard_master_changed(s);
+    ShardTensorRef bad[3];
+    int nbad = shard_nonfinite(s, 1, bad, 3);
+    if (nbad) {
+        char names[900] = "";
+        size_t k = 0;
+        for (int i = 0; i < nbad && i < 3 && k < sizeof names; i++)
+            k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", i ? ", " : "", plan->units[bad[i].unit].t[bad[i].tensor].name);
+        comm_fail_all("'%s' holds NaN or infinite values in %d tensor(s): %s%s: these weights cannot be trained from (fetch or "
+                      "export them again)", h->path, nbad, names, nbad > 3 ? ", ..." : "");
+    }
 }
 
 // ---- export ----
@@ -810,7 +820,7 @@ static const char *export_copy(ExportFiles *ef, const char *src, const char *nam
     char *buf = mallocCheck(1 << 20);
     for (size_t n; out && (n = fread(buf, 1, 1 << 20, in)) > 0;)
         if (fwrite(buf, 1, n, out) != n) break;
-    if (ferror(in)) err = (snprintf(msg, sizeof msg, "cannot read the checkpoint's tokenizer '%s'", src), msg);
+    if (ferror(in)) err = (snprintf(msg, sizeof msg, "cannot read the checkpoint's tokenizer '%s': %s", src, strerror(errno)), msg);
     free(buf);
     fclose(in);
     return out ? export_close(ef, out, err) : err;
@@ -1019,11 +1029,14 @@ static const char *export_run(const ExportArgs *a, const char *file, char *summa
         ckpt_source_free(&src.files);
         return err;
     }
-    int created = mkdir(a->output, 0755) == 0;
-    if (!created && (errno != EEXIST || !hf_is_dir(a->output))) {
+    const char *bad = comm_folder_problem(a->output, "--output");
+    int created = !bad && mkdir(a->output, 0755) == 0;
+    if (bad || (!created && (errno != EEXIST || !hf_is_dir(a->output)))) {
+        if (!bad) snprintf(msg, sizeof msg, "cannot create output directory '%s': %s", a->output, comm_path_error(a->output, errno));
+        else snprintf(msg, sizeof msg, "%s", bad);
         json_free(src.cfg);
         ckpt_source_free(&src.files);
-        return snprintf(msg, sizeof msg, "cannot create output directory '%s': %s", a->output, strerror(errno)), msg;
+        return msg;
     }
     ModelPlan plan;
     model_plan_build(&plan, &m);

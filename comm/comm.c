@@ -5,10 +5,12 @@
 #include "../kernels/backend.h"
 #include "../kernels/kernels.h"
 #include "flight.h"
+#include "limits.h"
 #include "trace.h"
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <sched.h>
 #include <mpi.h>
@@ -262,6 +264,7 @@ static void stop_rank_from_launcher(void) {
 void comm_init(int *argc, char ***argv) {
     stop_rank_from_launcher();
     stop_signals_install();  // again (see stop_signals_early): MPI's start-up can take a while
+    limits_check_start();    // what would make MPI_Init fail with its own text
     // big buffers (units, MPI temporaries) go straight to mmap and back to the OS when freed,
     // instead of glibc raising its threshold and keeping them in a growing heap
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
@@ -584,15 +587,25 @@ int comm_errorf(char *err, size_t len, const char *fmt, ...) {
     return -1;
 }
 
+// what to try after an allocation failed: under ulimit -v / -d, the limit comes first
+static const char *oom_fix(void) {
+    static char fix[320];
+    const char *lim = limits_summary();
+    snprintf(fix, sizeof fix, "%s%s%stry a smaller model/batch or more ranks", lim[0] ? " under " : "", lim,
+             lim[0] ? ": raise the limit, or " : " (");
+    if (!lim[0]) strcat(fix, ")");
+    return fix;
+}
+
 void *comm_malloc_at(const char *file, int line, size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
-    if (!p) comm_fatal_at(file, line, "out of memory allocating %zu bytes (try a smaller model/batch or more ranks)", bytes);
+    if (!p) comm_fatal_at(file, line, "out of memory allocating %zu bytes%s", bytes, oom_fix());
     return p;
 }
 
 void *comm_calloc_at(const char *file, int line, size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) comm_fatal_at(file, line, "out of memory allocating %zu x %zu bytes (try a smaller model/batch or more ranks)", n, size);
+    if (!p) comm_fatal_at(file, line, "out of memory allocating %zu x %zu bytes%s", n, size, oom_fix());
     return p;
 }
 
@@ -610,8 +623,53 @@ const char *comm_output_path_problem(const char *path, const char *flag, int rep
 
 FILE *comm_fopen_at(const char *file, int line, const char *path, const char *mode) {
     FILE *f = fopen(path, mode);
-    if (!f) comm_fatal_at(file, line, "cannot open '%s' (mode %s): check the path and permissions", path, mode);
+    if (!f) comm_fatal_at(file, line, "cannot open '%s' (mode %s): %s", path, mode, comm_path_error(path, errno));
     return f;
+}
+
+const char *comm_path_error(const char *path, int err) {
+    static char msg[1200];
+    char p[1024];
+    struct stat st;
+    if (err == EFBIG && limits_file_size() != UINT64_MAX)  // past ulimit -f (SIGXFSZ is ignored: comm_init)
+        return snprintf(msg, sizeof msg, "%s (ulimit -f allows %.1f MB: raise it)", strerror(err), limits_file_size() / 1e6), msg;
+    if (path && (err == ENOTDIR || err == EACCES) && snprintf(p, sizeof p, "%s", path) < (int)sizeof p)
+        for (char *c = p + 1; *c; c++) {  // each folder on the way, shortest first
+            if (*c != '/') continue;
+            *c = 0;
+            if (stat(p, &st) == 0 && err == ENOTDIR && !S_ISDIR(st.st_mode))
+                return snprintf(msg, sizeof msg, "'%s' is a file, not a folder", p), msg;
+            if (stat(p, &st) == 0 && err == EACCES && S_ISDIR(st.st_mode) && access(p, X_OK) != 0)
+                return snprintf(msg, sizeof msg, "%s (the folder '%s' cannot be entered)", strerror(err), p), msg;
+            *c = '/';
+        }
+    return strerror(err);
+}
+
+const char *comm_read_problem(const char *path) {
+    static char msg[1300];
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_NONBLOCK);  // a FIFO does not wait for a writer
+    if (fd < 0) return errno == ENOENT ? "it does not exist" : (snprintf(msg, sizeof msg, "%s", comm_path_error(path, errno)), msg);
+    int e = fstat(fd, &st) == 0 ? 0 : errno;
+    close(fd);
+    if (e) return strerror(e);
+    if (S_ISDIR(st.st_mode)) return "it is a folder, not a file";
+    if (!S_ISREG(st.st_mode)) return "it is not a regular file";
+    return st.st_size ? NULL : "it is empty";
+}
+
+const char *comm_folder_problem(const char *path, const char *what) {
+    static char msg[2600];
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return NULL;
+        snprintf(msg, sizeof msg, "%s '%s' is %s, not a folder", what, path, S_ISREG(st.st_mode) ? "a file" : "a special file");
+        return msg;
+    }
+    if (errno == ENOENT) return NULL;  // made when needed
+    snprintf(msg, sizeof msg, "%s '%s': %s", what, path, comm_path_error(path, errno));
+    return msg;
 }
 
 static int log_timestamps;

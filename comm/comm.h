@@ -114,6 +114,18 @@ FILE *comm_fopen_at(const char *file, int line, const char *path, const char *mo
 // regular file, since the rename would put a file where a device or link target was.
 const char *comm_output_path_problem(const char *path, const char *flag, int replace);
 #define fopenCheck(p, m) comm_fopen_at(__FILE__, __LINE__, (p), (m))
+// Why an operation on path failed with errno err, for an error line: strerror(err), except that
+// ENOTDIR names the part of the path that is a file where a folder is needed ("'a/b' is a file,
+// not a folder"), EACCES a folder on the way that cannot be entered, and EFBIG ulimit -f's size.
+// path may be NULL (a write whose file is named elsewhere).
+const char *comm_path_error(const char *path, int err);
+// Why path cannot be read as a file, or NULL: "it does not exist", "it is a folder, not a file",
+// "it is empty", or what opening it says (comm_path_error: "Permission denied").
+const char *comm_read_problem(const char *path);
+// Why path cannot be a folder that `what` ("--checkpoint_dir") names, or NULL: a folder, or
+// nothing yet (made when needed). "<what> '<path>' is a file, not a folder", or the reason stat
+// gives (comm_path_error).
+const char *comm_folder_problem(const char *path, const char *what);
 
 // rank-0-only logging to stderr; with timestamps on (--log_timestamps) every line starts with
 // "YYYY-mm-dd HH:MM:SS L [rank R]", L being I, or W for a "warning:" message

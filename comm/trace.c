@@ -104,7 +104,7 @@ void trace_open(const char *path, int first_step, int last_step) {
         char tmp[1100];
         tmp_path(tmp, sizeof tmp);
         FILE *f = fopen(tmp, "w");
-        if (!f) e = (snprintf(err, sizeof err, "cannot write --trace_file '%s' (%s): %s", path, tmp, strerror(errno)), err);
+        if (!f) e = (snprintf(err, sizeof err, "cannot write --trace_file '%s' (%s): %s", path, tmp, comm_path_error(tmp, errno)), err);
         else fclose(f), unlink(tmp);
     }
     comm_check_all(e);

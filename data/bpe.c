@@ -355,9 +355,10 @@ Bpe *bpe_load_encoder(const JsonValue *encoder, const char *merges_path, char *w
     size_t n = (size_t)st.st_size;
     char *text = mallocCheck(n + 1);
     size_t got = fread(text, 1, n, f);
+    int e = ferror(f) ? errno : 0;
     fclose(f);
     if (got != n) {
-        snprintf(why, whylen, "cannot read '%s'", merges_path);
+        snprintf(why, whylen, "cannot read '%s': %s", merges_path, e ? strerror(e) : "it shrank while being read");
         free(text);
         return NULL;
     }

@@ -108,7 +108,7 @@ static int cache_side_close(FILE *f, const char *tmp, const char *path, int dtyp
     uint8_t header[TOKFILE_HEADER_BYTES];
     data_shard_header(header, dtype_bytes, count);
     if (!rc && (fseek(f, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, f) != sizeof header || fflush(f) != 0 || fsync(fileno(f)) != 0))
-        rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s (disk full?)", tmp, strerror(errno)), -1);
+        rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, comm_path_error(tmp, errno)), -1);
     if (fclose(f) != 0 && !rc) rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, strerror(errno)), -1);
     if (!rc && rename(tmp, path) != 0) rc = (snprintf(err, errlen, "cannot rename '%s': %s", tmp, strerror(errno)), -1);
     if (rc) unlink(tmp);
@@ -157,7 +157,7 @@ static int cache_doc(const CacheRequest *q, CachePart *p, const Doc *d, int32_t 
         if (tok_eos(q->tok) >= 0) cache_put(p, (uint64_t)tok_eos(q->tok));
     }
     if ((p->len && fwrite(p->buf, 1, p->len, p->f) != p->len) || fwrite(&p->tokens, sizeof p->tokens, 1, p->idx) != 1)
-        return snprintf(err, errlen, "cannot write the data cache: %s (disk full?)", strerror(errno)), -1;
+        return snprintf(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno)), -1;
     p->tokens += p->len / (size_t)p->width;
     return 0;
 }
@@ -172,7 +172,7 @@ static int cache_row(CachePart *p, FILE *lab, const SftRow *row, char *err, size
         uint8_t b[4] = {(uint8_t)y, (uint8_t)(y >> 8), (uint8_t)(y >> 16), (uint8_t)(y >> 24)};
         ok = fwrite(b, 1, 4, lab) == 4;
     }
-    if (!ok) return snprintf(err, errlen, "cannot write the data cache: %s (disk full?)", strerror(errno)), -1;
+    if (!ok) return snprintf(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno)), -1;
     p->tokens += row->len;
     return 0;
 }
@@ -230,7 +230,7 @@ static int cache_build_part(const CacheRequest *q, int i, const char *dir, Cache
     uint8_t header[TOKFILE_HEADER_BYTES];
     data_shard_header(header, p.width, 0);
     if (!rc && fwrite(header, 1, sizeof header, p.f) != sizeof header)
-        rc = (snprintf(err, errlen, "cannot write the data cache: %s (disk full?)", strerror(errno)), -1);
+        rc = (snprintf(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno)), -1);
     if (!rc && !(p.idx = cache_side_open(itmp, 8, err, errlen))) rc = -1;
     if (!rc && sr && !(lab = cache_side_open(ltmp, 4, err, errlen))) rc = -1;
     int32_t *ids = NULL;
@@ -249,11 +249,11 @@ static int cache_build_part(const CacheRequest *q, int i, const char *dir, Cache
     }
     if (got < 0) rc = -1;
     if (!rc && fwrite(&p.tokens, sizeof p.tokens, 1, p.idx) != 1)
-        rc = (snprintf(err, errlen, "cannot write the data cache: %s (disk full?)", strerror(errno)), -1);
+        rc = (snprintf(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno)), -1);
     data_shard_header(header, p.width, p.tokens);
     if (!rc && (fseek(p.f, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, p.f) != sizeof header || fflush(p.f) != 0 ||
                 fsync(fileno(p.f)) != 0))
-        rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s (disk full?)", tmp, strerror(errno)), -1);
+        rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, comm_path_error(tmp, errno)), -1);
     if (p.f && fclose(p.f) != 0 && !rc) rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, strerror(errno)), -1);
     if (!rc && rename(tmp, path) != 0) rc = (snprintf(err, errlen, "cannot rename '%s': %s", tmp, strerror(errno)), -1);
     if (p.idx) rc = cache_side_close(p.idx, itmp, ipath, 8, rows + 1, rc, err, errlen);
@@ -320,7 +320,7 @@ static int cache_seal(const char *tmp, const char *dir, char *err, size_t errlen
     snprintf(path, sizeof path, "%s/complete", tmp);
     FILE *f = fopen(path, "w");
     if (!f || fprintf(f, "fsdpc data cache %d\n", CACHE_VERSION) < 0 || fclose(f) != 0) {
-        snprintf(err, errlen, "cannot write '%s': %s (disk full?)", path, strerror(errno));
+        snprintf(err, errlen, "cannot write '%s': %s", path, comm_path_error(path, errno));
         cache_remove_tree(tmp);
         return -1;
     }

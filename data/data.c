@@ -19,6 +19,7 @@
 
 #include "../comm/comm.h"
 #include "../comm/io.h"
+#include "../comm/limits.h"
 #include "../kernels/rng.h"
 
 void data_bundled_path(char *out, size_t len) {
@@ -675,7 +676,12 @@ DataLoader *data_loader_new(const Dataset *d, uint64_t seed, int B, int shuffled
     l->raw = mallocCheck((size_t)(d->T + 1) * 12);  // the widest token (HDF5 int64), or a row's ids and labels
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
-    if (pthread_create(&l->thread, NULL, loader_main, l) != 0) comm_fatal("cannot start the data loader thread");
+    int e = pthread_create(&l->thread, NULL, loader_main, l);
+    if (e) {
+        const char *lim = limits_summary();
+        comm_fatal("cannot start the data loader thread: %s%s%s: raise the limit or lower --num_threads", strerror(e),
+                   lim[0] ? " under " : "", lim);
+    }
     return l;
 }
 

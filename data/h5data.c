@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../comm/comm.h"
 #include "h5data.h"
 
 typedef struct {
@@ -67,7 +68,11 @@ const char *data_h5_layout(TokenFile *f, uint64_t size, uint64_t *rows) {
     static Scan s;
     const char *err = NULL;
 #define FAIL(...) (err = (snprintf(msg, sizeof msg, __VA_ARGS__), msg))
-#define UNREADABLE() FAIL("data file '%s' is not a readable HDF5 file (truncated or corrupt?)", f->path)
+// the system's reason first (permissions, a folder), then what the bytes are
+#define UNREADABLE()                                                                                               \
+    (comm_read_problem(f->path) ? FAIL("data file '%s': %s", f->path, comm_read_problem(f->path))                     \
+                                : FAIL("data file '%s' is %s", f->path,                                               \
+                                       H5Fis_hdf5(f->path) > 0 ? "a damaged HDF5 file (truncated or corrupt?)" : "not an HDF5 file"))
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);  // errors are reported as one line of ours
     hid_t file = -1, ds = -1, type = -1, space = -1, dcpl = -1;
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);

@@ -866,6 +866,8 @@ int hf_resolve(const char *spec, const char *config, const char *split, HfFiles 
     memset(out, 0, sizeof *out);
     if (!split || !*split) split = "train";
     struct stat st;
+    if (stat(spec, &st) != 0 && errno != ENOENT)  // there, or on a path that cannot be followed: not absent
+        return comm_errorf(err, errlen, "'%s': %s", spec, comm_path_error(spec, errno));
     if (stat(spec, &st) == 0) {
         if (S_ISDIR(st.st_mode)) return folder_resolve(spec, config, split, NULL, 0, out, err, errlen);
         char src[1200];

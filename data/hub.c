@@ -2,10 +2,13 @@
 #include "hub.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "../comm/comm.h"
 
 static int hub_is_dir(const char *p) {
     struct stat st;
@@ -83,6 +86,7 @@ int hub_repo_snapshot(const char *repo, const char *name, char *out, size_t len)
 int hub_resolve(const char *spec, char *out, size_t len) {
     struct stat st;
     if (stat(spec, &st) == 0) return snprintf(out, len, "%s", spec), 1;
+    if (errno != ENOENT) return snprintf(out, len, "'%s': %s", spec, comm_path_error(spec, errno)), 0;
     if (!hub_looks_like_name(spec)) return snprintf(out, len, "'%s' does not exist", spec), 0;
     char where[4500];
     int rc = hub_snapshot("models", spec, where, sizeof where);

@@ -274,9 +274,10 @@ JsonValue *json_parse_file(const char *path, size_t max_bytes, char *err, size_t
     size_t n = (size_t)st.st_size;
     char *text = mallocCheck(n ? n : 1);
     size_t got = fread(text, 1, n, f);
+    int e = ferror(f) ? errno : 0;
     fclose(f);
     if (got != n) {
-        snprintf(err, errlen, "cannot read '%s'", path);
+        snprintf(err, errlen, "cannot read '%s': %s", path, e ? strerror(e) : "it shrank while being read");
         free(text);
         return NULL;
     }

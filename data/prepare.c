@@ -221,7 +221,7 @@ static void prepare_split_close(PrepareSplit *s) {
     uint8_t header[TOKFILE_HEADER_BYTES];
     data_shard_header(header, s->dtype_bytes, s->in_shard);
     if (fseek(s->f, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, s->f) != sizeof header || fclose(s->f) != 0)
-        comm_fatal("cannot write '%s': %s (disk full?)", s->tmp, strerror(errno));
+        comm_fatal("cannot write '%s': %s", s->tmp, comm_path_error(s->tmp, errno));
     s->f = NULL;
     if (rename(s->tmp, s->path) != 0) comm_fatal("cannot rename '%s' to '%s': %s", s->tmp, s->path, strerror(errno));
     s->nshards++;
@@ -232,7 +232,7 @@ static void prepare_split_write(PrepareSplit *s, const uint8_t *tokens, uint64_t
         if (!s->f) prepare_split_open(s);
         uint64_t room = s->max_tokens - s->in_shard, take = n < room ? n : room;
         if (fwrite(tokens, (size_t)s->dtype_bytes, take, s->f) != take)
-            comm_fatal("cannot write '%s': %s (disk full?)", s->tmp, strerror(errno));
+            comm_fatal("cannot write '%s': %s", s->tmp, comm_path_error(s->tmp, errno));
         tokens += take * (uint64_t)s->dtype_bytes;
         n -= take;
         s->in_shard += take;

@@ -68,12 +68,13 @@ int data_mkdirs(const char *dir, char *err, size_t errlen) {
         if (*c != '/' && *c != '\0') continue;
         char keep = *c;
         *c = '\0';
+        struct stat st = {0};
         if (mkdir(path, 0777) != 0 && errno != EEXIST)
             return snprintf(err, errlen, "cannot create the folder '%s': %s", path, strerror(errno)), -1;
+        if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+            return snprintf(err, errlen, "'%s' is %s, not a folder", path, S_ISREG(st.st_mode) ? "a file" : "a special file"), -1;
         *c = keep;
         if (!keep) break;
     }
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return snprintf(err, errlen, "'%s' is not a folder", dir), -1;
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "../comm/comm.h"
@@ -656,6 +657,11 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
     }
     t->path = tok_strdup(file);
     char why[512];
+    if (access(file, R_OK) != 0) {
+        comm_errorf(err, errlen, "cannot read tokenizer '%s': %s", file, comm_path_error(file, errno));
+        tok_free(t);
+        return NULL;
+    }
     if (tok_looks_json(file)) {
         t->kind = TOK_KIND_BPE;
         JsonValue *root = json_parse_file(file, TOK_JSON_MAX_BYTES, why, sizeof why);

@@ -108,7 +108,7 @@
 #define KERN_DECLARE_cpu(ret, op, params, args) ret cpu_##op params;
 #define KERN_DECLARE_cuda(ret, op, params, args) ret cuda_##op params;
 KERN_DECLARE(cpu)
-void cpu_init(int num_threads);
+const char *cpu_init(int num_threads);
 int cpu_num_threads(void);
 #ifdef FSDPC_CUDA
 KERN_DECLARE(cuda)

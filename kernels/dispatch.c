@@ -272,7 +272,7 @@ void kern_adamw_host(float *p, uint16_t *p_bf16, const float *g, float *m, float
     cpu_adamw(p, p_bf16, g, m, v, n, h);
 }
 
-void kern_init(int num_threads) { cpu_init(num_threads); }  // the host side runs on CPU threads either way
+const char *kern_init(int num_threads) { return cpu_init(num_threads); }  // the host side runs on CPU threads either way
 int kern_num_threads(void) { return cpu_num_threads(); }
 
 int kern_on_gpu(void) { return on_gpu; }

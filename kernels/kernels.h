@@ -62,8 +62,10 @@ typedef enum { KERN_F32, KERN_ACT } KernDtype;
 void kern_act_copy(void *dst, const void *src, size_t n);
 // host fp32 dst (n) = activations src (n) on the device, widened
 void kern_act_download(float *host_dst, const void *src, size_t n);
-// threads used by the CPU kernels (0 = library default)
-void kern_init(int num_threads);
+// Threads used by the CPU kernels (0 = library default), started now: NULL, or why they cannot
+// start (an address-space or process limit; OpenBLAS's buffers and OpenMP's stacks are checked
+// first, so the libraries never fail or spin on it).
+const char *kern_init(int num_threads);
 int kern_num_threads(void);
 // What a buffer is held for: every allocation names one, and the memory tracker counts bytes
 // per category (README "Memory tracker" defines each; fsdpc plan estimates the same ones).

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../comm/checked.h"
 #include "../comm/comm.h"
 #include "../data/sft.h"
 #include "cli.h"
@@ -281,7 +282,7 @@ static const CliTable table = {.flags = flags, .n = NFLAGS, .given = flag_given,
                                .usage = "usage: fsdpc [--flag value ...]; flags are listed in README.md"};
 
 const char *config_validate_model(const ModelConfig *m) {
-    static char msg[256];
+    static char msg[512];
     if (m->hidden_width <= 0 || m->num_layers <= 0 || m->num_heads <= 0 || m->num_key_value_heads <= 0 ||
         m->intermediate_size <= 0 || m->max_context_width <= 0 || m->vocab_size <= 0)
         return "model sizes (--hidden_width, --num_layers, --num_heads, --num_key_value_heads, --intermediate_size, "
@@ -305,7 +306,43 @@ const char *config_validate_model(const ModelConfig *m) {
         return msg;
     }
     if (m->rope_theta <= 0 || m->norm_eps <= 0) return "--rope_theta and the norm epsilon must be positive";
+    // the fused q/k/v and gate/up projections are one GEMM each, whose dimensions are ints
+    uint64_t rows;
+    char why[200];
+    CheckedFactor qkv[] = {{"(--num_heads + 2 x --num_key_value_heads)", (uint64_t)m->num_heads + 2 * (uint64_t)m->num_key_value_heads},
+                           {"head dimension", (uint64_t)config_head_dim(m)}};
+    CheckedFactor up[] = {{NULL, 2}, {"--intermediate_size", (uint64_t)m->intermediate_size}};
+    if (!checked_product(&rows, INT32_MAX, "rows of the fused q/k/v projection", qkv, 2, why, sizeof why) ||
+        (llama && !checked_product(&rows, INT32_MAX, "rows of the fused gate and up projections", up, 2, why, sizeof why))) {
+        snprintf(msg, sizeof msg, "%s (a GEMM dimension is a 32-bit int): lower the model's sizes", why);
+        return msg;
+    }
+    if (m->num_layers > INT32_MAX - 2) {  // the units: the blocks, the embedding and the head
+        snprintf(msg, sizeof msg, "--num_layers %d: at most %d", m->num_layers, INT32_MAX - 2);
+        return msg;
+    }
+    if (m->max_context_width > INT32_MAX - 1) {  // a sample is one token longer than the context
+        snprintf(msg, sizeof msg, "--max_context_width %d: at most %d", m->max_context_width, INT32_MAX - 1);
+        return msg;
+    }
     return NULL;
+}
+
+const char *config_check_world(const Config *c, int world) {
+    static char msg[600];
+    uint64_t n;
+    char why[300];
+    // token counts, positions and the data order's sample indices are ints
+    CheckedFactor micro[] = {{"--batch_size", (uint64_t)c->batch_size}, {"--max_context_width", (uint64_t)c->model.max_context_width}};
+    CheckedFactor global[] = {{"--batch_size", (uint64_t)c->batch_size}, {"ranks", (uint64_t)world}, {"--grad_accum", (uint64_t)c->grad_accum}};
+    if (!checked_product(&n, INT32_MAX, "tokens per micro-batch", micro, 2, why, sizeof why))
+        snprintf(msg, sizeof msg, "%s (fsdpc counts a micro-batch's tokens in 32 bits): lower --batch_size (raise --grad_accum "
+                 "to keep the global batch) or --max_context_width", why);
+    else if (!checked_product(&n, INT32_MAX, "sequences per optimizer step", global, 3, why, sizeof why))
+        snprintf(msg, sizeof msg, "%s (fsdpc counts a step's sequences in 32 bits): lower --batch_size or --grad_accum", why);
+    else
+        return NULL;
+    return msg;
 }
 
 static void validate(const Config *c) {
@@ -343,6 +380,8 @@ static void validate(const Config *c) {
     if (c->num_threads < 0) comm_fail_all("--num_threads must be >= 0 (0 = all cores)");
     if (!c->tokenizer[0]) comm_fail_all("--tokenizer needs a value: byte, a tokenizer.model / tokenizer.json, a directory or a hub name");
     if (c->collective_timeout < 0) comm_fail_all("--collective_timeout must be >= 0 seconds (0 waits for ever)");
+    const char *sizes = config_check_world(c, 1);
+    if (sizes) comm_fail_all("%s", sizes);
     if (c->finetune && !c->init_from[0])
         comm_fail_all("--finetune needs the weights to start from: --init_from PATH (or --pretrained_checkpoint_file FILE)");
 }

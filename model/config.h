@@ -116,6 +116,10 @@ int config_given(const char *name);
 void config_describe(const Config *cfg, char *buf, int len);
 // checks a model config; returns NULL when valid, else a static message
 const char *config_validate_model(const ModelConfig *m);
+// The sizes that must fit in 32 bits (comm/checked.h) under `world` ranks: a micro-batch's tokens
+// (--batch_size x --max_context_width) and a step's sequences (x ranks x --grad_accum). NULL, or
+// a static message naming the product, its factors and the fix. Parsing checks it for one rank.
+const char *config_check_world(const Config *cfg, int world);
 // fills m with a named preset; returns 0 when the name is unknown
 int config_preset(ModelConfig *m, const char *name);
 // the names of enumerated settings, from their one list

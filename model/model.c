@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../comm/checked.h"
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
 #include "../kernels/rng.h"
@@ -28,8 +29,25 @@ void model_plan_build(ModelPlan *plan, const ModelConfig *cfg) {
     plan->cfg = *cfg;
     plan->family = model_family(cfg->model_type);
     if (!plan->family) comm_fatal("unknown model type '%s' (known: %s)", cfg->model_type, model_family_names());
+    // before the units are made: each block holds at least one (D, D) projection
+    uint64_t n = 0, bytes, D = (uint64_t)cfg->hidden_width;
+    CheckedFactor least[] = {{"--num_layers", (uint64_t)cfg->num_layers}, {"--hidden_width^2 (one attention projection)", D * D},
+                             {NULL, 16}};
+    char why[400];
+    if (!checked_product(&bytes, CHECKED_MAX_BYTES, "bytes of fp32 weights, gradients and AdamW moments at least", least, 3, why, sizeof why))
+        comm_fail_all("the model (D=%d L=%d) is too large to count: %s; lower --num_layers or --hidden_width", cfg->hidden_width,
+                      cfg->num_layers, why);
     plan->family->plan_build(plan);
-    for (int u = 0; u < plan->nunits; u++) plan->num_params += plan->units[u].numel;
+    for (int u = 0; u < plan->nunits; u++)
+        if (!checked_add(n, plan->units[u].numel, &n)) n = UINT64_MAX;  // reported below as more than 2^64
+    // every later size of the model's state is at most its weights, gradients and AdamW moments
+    CheckedFactor f[] = {{"parameters", n}, {NULL, 16}};
+    if (n == UINT64_MAX || !checked_product(&bytes, CHECKED_MAX_BYTES, "bytes of fp32 weights, gradients and AdamW moments", f, 2, why, sizeof why))
+        comm_fail_all("the model (D=%d L=%d H=%d F=%d V=%d T=%d) is too large to count: %s; lower --num_layers, --hidden_width, "
+                      "--intermediate_size or --vocab_size", cfg->hidden_width, cfg->num_layers, cfg->num_heads,
+                      cfg->intermediate_size, cfg->vocab_size, cfg->max_context_width,
+                      n == UINT64_MAX ? "more than 2^64 parameters" : why);
+    plan->num_params = n;
 }
 
 void model_plan_free(ModelPlan *plan) {
@@ -45,12 +63,14 @@ TensorSpec *model_add_tensor(UnitSpec *u, const char *name, int rows, int cols, 
     t->ndim = cols ? 2 : 1;
     t->shape[0] = rows;
     t->shape[1] = cols;
-    t->numel = (size_t)rows * (cols ? (size_t)cols : 1);
+    t->numel = (size_t)rows * (cols ? (size_t)cols : 1);  // two ints: below 2^62
     t->offset = u->numel;
     t->decay = decay;
     t->init = init;
     t->init_scale = init_scale;
-    u->numel += t->numel;
+    uint64_t total;
+    // a unit too large to count ends here; model_plan_build names the model when the sum is too large
+    u->numel = checked_add(u->numel, t->numel, &total) ? total : UINT64_MAX;
     return t;
 }
 
@@ -148,6 +168,32 @@ size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, 
     free(a.slot);
     free(a.recompute);
     return bytes;
+}
+
+const char *model_check_sizes(const ModelPlan *plan, int B, int T) {
+    static char msg[700];
+    const ModelConfig *c = &plan->cfg;
+    uint64_t D = (uint64_t)c->hidden_width, L = (uint64_t)c->num_layers, H = (uint64_t)c->num_heads, t = (uint64_t)T, n;
+    uint64_t qkv = (H + 2 * (uint64_t)c->num_key_value_heads) * (uint64_t)config_head_dim(c), w = D;
+    const uint64_t widths[] = {qkv, 2 * (uint64_t)c->intermediate_size, (uint64_t)c->vocab_size};
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) w = widths[i] > w ? widths[i] : w;
+    // each activation buffer holds at most (layers + 1) x tokens x the widest row (D, the fused
+    // q/k/v or gate/up, the vocabulary); a CPU run also keeps each layer's attention probabilities
+    // and gives each thread a (T, 2T) scratch
+    CheckedFactor acts[] = {{"(--num_layers + 1)", L + 1}, {"--batch_size", (uint64_t)B}, {"--max_context_width", t},
+                            {"the widest activation row", w}, {NULL, 4}};
+    CheckedFactor probs[] = {{"--num_layers", L}, {"--batch_size", (uint64_t)B}, {"--num_heads", H}, {"--max_context_width", t},
+                             {"--max_context_width", t}, {NULL, 4}};
+    CheckedFactor scratch[] = {{"threads", (uint64_t)kern_num_threads()}, {"--max_context_width", t},
+                               {"2 x --max_context_width", 2 * t}, {NULL, 4}};
+    char why[500];
+    int cpu = !kern_on_gpu();
+    if (checked_product(&n, CHECKED_MAX_BYTES, "bytes of activations", acts, 5, why, sizeof why) &&
+        (!cpu || checked_product(&n, CHECKED_MAX_BYTES, "bytes of attention probabilities", probs, 6, why, sizeof why)) &&
+        (!cpu || checked_product(&n, CHECKED_MAX_BYTES, "bytes of attention scratch", scratch, 4, why, sizeof why)))
+        return NULL;
+    snprintf(msg, sizeof msg, "%s, too large to count: lower --batch_size, --max_context_width or the model's sizes", why);
+    return msg;
 }
 
 // every device buffer of Activations; the static assert below fails when a pointer field is

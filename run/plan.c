@@ -189,6 +189,8 @@ int plan_main(int argc, char **argv) {
     if (world % rpn)
         comm_fail_all("plan: --world_size %d is not a whole number of nodes of --ranks_per_node %d", world, rpn);
     int nodes = world / rpn;
+    const char *sizes = config_check_world(&cfg, world);
+    if (sizes) comm_fail_all("plan: %s", sizes);
     ParallelDims dims;
     const char *why = parallel_dims_build(&dims, &cfg, world, rpn);
     if (why) comm_fail_all("plan: %s", why);
@@ -196,11 +198,12 @@ int plan_main(int argc, char **argv) {
     kern_set_compute_bf16(cfg.precision == PRECISION_BF16);  // activation sizes follow (kern_act_bytes)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     // a CPU run's attention scratch is per thread: the threads each of the node's ranks would get
-    kern_init(cfg.num_threads ? cfg.num_threads : cores / rpn > 1 ? (int)(cores / rpn) : 1);
+    comm_check_all(kern_init(cfg.num_threads ? cfg.num_threads : cores / rpn > 1 ? (int)(cores / rpn) : 1));
     cfg.num_threads = kern_num_threads();
 
     ModelPlan plan;
     model_plan_build(&plan, &cfg.model);
+    if ((sizes = model_check_sizes(&plan, cfg.batch_size, cfg.model.max_context_width))) comm_fail_all("plan: %s", sizes);
     const ModelConfig *m = &cfg.model;
     int B = cfg.batch_size, T = m->max_context_width, M = cfg.grad_accum, L = m->num_layers;
 

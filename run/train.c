@@ -13,8 +13,10 @@
 #include "../ckpt/ckpt.h"
 #include "../ckpt/hf.h"
 #include "../kernels/kernels.h"
+#include "../comm/checked.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
+#include "../comm/limits.h"
 #include "../comm/trace.h"
 #include "../data/data.h"
 #include "../data/ident.h"
@@ -436,7 +438,10 @@ static void open_outputs(Run *r) {
     Config *c = r->cfg;
     static char err[1400];
     const char *e = NULL;
-    if (comm_info.rank == 0 && r->max_steps != 0 && c->checkpoint_freq > 0) {
+    if (comm_info.rank == 0 && r->max_steps != 0 && c->checkpoint_freq > 0 &&
+        (e = comm_folder_problem(c->checkpoint_dir, "--checkpoint_dir")))
+        e = (snprintf(err, sizeof err, "%s: give a folder (it is made when missing)", e), err);
+    if (!e && comm_info.rank == 0 && r->max_steps != 0 && c->checkpoint_freq > 0) {
         char path[sizeof c->checkpoint_dir];
         snprintf(path, sizeof path, "%s", c->checkpoint_dir);
         for (char *p = path + 1; !e; p++) {
@@ -444,12 +449,13 @@ static void open_outputs(Run *r) {
             if (keep && keep != '/') continue;
             *p = 0;
             if (mkdir(path, 0755) != 0 && errno != EEXIST)
-                e = (snprintf(err, sizeof err, "cannot create --checkpoint_dir '%s': %s", path, strerror(errno)), err);
+                e = (snprintf(err, sizeof err, "cannot create --checkpoint_dir '%s': %s", path, comm_path_error(path, errno)), err);
             *p = keep;
             if (!keep) break;
         }
         if (!e && access(c->checkpoint_dir, W_OK | X_OK) != 0)
-            e = (snprintf(err, sizeof err, "cannot write to --checkpoint_dir '%s': %s", c->checkpoint_dir, strerror(errno)), err);
+            e = (snprintf(err, sizeof err, "cannot write to --checkpoint_dir '%s': %s", c->checkpoint_dir,
+                          comm_path_error(c->checkpoint_dir, errno)), err);
     }
     // generated text goes to stdout: a file there is an output like the others
     if (!e && comm_info.rank == 0) e = io_output("/dev/stdout", "standard output");
@@ -457,7 +463,8 @@ static void open_outputs(Run *r) {
     if (!e && comm_info.rank == 0 && c->metrics_file[0]) e = io_output(c->metrics_file, "--metrics_file");
     if (!e && comm_info.rank == 0 && c->metrics_file[0]) e = metrics_file_problem(r, c->metrics_file);
     if (!e && comm_info.rank == 0 && c->metrics_file[0] && !(r->metrics = fopen(c->metrics_file, "a")))
-        e = (snprintf(err, sizeof err, "cannot open --metrics_file '%s' for appending: %s", c->metrics_file, strerror(errno)), err);
+        e = (snprintf(err, sizeof err, "cannot open --metrics_file '%s' for appending: %s", c->metrics_file,
+                      comm_path_error(c->metrics_file, errno)), err);
     comm_check_all(e);
 }
 
@@ -1058,6 +1065,8 @@ int train_run(Config *c) {
     // checkpoint folder and --metrics_file are only created; the writer lock is registered with
     // comm_stop_unlink). The data cache build, training, validation and generation poll instead.
     comm_stop_phase("loading (tokenizer, model, data, checkpoint)");
+    const char *sizes = config_check_world(c, comm_info.world);
+    if (sizes) comm_fail_all("%s", sizes);
     r.global_batch = c->batch_size * comm_info.world * c->grad_accum;
     r.max_steps = c->max_steps;
     ckpt_new_run_id(r.origin.run_id);
@@ -1066,6 +1075,14 @@ int train_run(Config *c) {
     if (c->trace_file[0]) trace_open(c->trace_file, c->trace_steps[0], c->trace_steps[1]);
     comm_check_same(config_hash(c), "model configuration or tokenizer after reading its sources (do the files differ between nodes?)");
     model_plan_build(&r.plan, &c->model);
+    if ((sizes = model_check_sizes(&r.plan, c->batch_size, c->model.max_context_width))) comm_fail_all("%s", sizes);
+    // said now, not after the steps up to the first checkpoint (each rank writes into the file)
+    double ckpt_bytes = 3.0 * sizeof(float) * (double)r.plan.num_params, fmax = (double)limits_file_size();
+    char fsize[400] = "";
+    if (r.max_steps != 0 && c->checkpoint_freq > 0 && fmax < ckpt_bytes)
+        snprintf(fsize, sizeof fsize, "checkpoints of this model take %.1f MB but ulimit -f (file size) allows %.1f MB on rank %d: raise it "
+                 "(ulimit -f unlimited) or pass --checkpoint_freq 0", ckpt_bytes / 1e6, fmax / 1e6, comm_info.rank);
+    comm_check_all(fsize[0] ? fsize : NULL);
     r.flops_per_token = model_flops_per_token(&r.plan, c->model.max_context_width);
     comm_stop_polled(1);
     if (open_data(&r)) {
@@ -1080,7 +1097,10 @@ int train_run(Config *c) {
     if (c->max_epochs < 0) r.max_steps = 0;  // minimal_fsdp's evaluate-then-generate
     if (r.max_steps < 0) r.max_steps = 300;
     if (c->max_epochs > 0 && r.train.nchunks) {  // a synthetic dataset has no epochs
-        int by_epochs = (int)(((uint64_t)c->max_epochs * r.train.nchunks + r.global_batch - 1) / r.global_batch);
+        uint64_t samples, steps;  // the steps --max_epochs passes over the data, saturating far above any run
+        if (!checked_mul((uint64_t)c->max_epochs, r.train.nchunks, &samples)) samples = UINT64_MAX - INT32_MAX;
+        steps = (samples + (uint64_t)r.global_batch - 1) / (uint64_t)r.global_batch;
+        int by_epochs = steps > INT32_MAX ? INT32_MAX : (int)steps;
         if (c->max_steps < 0 || by_epochs < r.max_steps) r.max_steps = by_epochs;
     }
     int att_failed;  // the model's head dim is known only now

@@ -535,6 +535,43 @@ const float *shard_grad(const ShardState *s, int u) { return s->units[u].grad_sh
 int shard_step(const ShardState *s) { return s->step; }
 void shard_set_step(ShardState *s, int step) { s->step = step; }
 
+// Whether n floats at x are all finite: the kernels' sum of squares in double on the compute
+// device (NaN and infinities carry through it, squares of floats cannot overflow it), or a loop
+// over host memory.
+static int all_finite(const float *x, size_t n, int on_device) {
+    if (on_device) return isfinite(kern_sumsq(x, n));
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return 0;
+    return 1;
+}
+
+int shard_nonfinite(const ShardState *s, int nstates, ShardTensorRef *found, int most) {
+    const ModelPlan *plan = s->plan;
+    size_t nt = 0;
+    for (int u = 0; u < plan->nunits; u++) nt += (size_t)plan->units[u].ntensors;
+    double *bad = callocCheck((size_t)nstates * nt, sizeof *bad);
+    int moments_on_device = !kern_on_gpu() || shard_state_on_device(s);
+    size_t k = 0;
+    for (int st = 0; st < nstates; st++)
+        for (int u = 0; u < plan->nunits; u++) {
+            const FlatUnit *f = &s->units[u];
+            const float *buf = st == 0 ? f->device_master : st == 1 ? f->exp_avg : f->exp_avg_sq;
+            for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
+                size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
+                if (n && !all_finite(buf + local, n, st == 0 || moments_on_device)) bad[k] = 1;
+            }
+        }
+    comm_allreduce_max_f64(comm_world(), bad, k);
+    int count = 0;
+    k = 0;
+    for (int st = 0; st < nstates; st++)
+        for (int u = 0; u < plan->nunits; u++)
+            for (int t = 0; t < plan->units[u].ntensors; t++, k++)
+                if (bad[k] && count++ < most) found[count - 1] = (ShardTensorRef){st, u, t};
+    free(bad);
+    return count;
+}
+
 void shard_moments(const ShardState *s, int u, float **exp_avg, float **exp_avg_sq) {
     *exp_avg = s->units[u].exp_avg;
     *exp_avg_sq = s->units[u].exp_avg_sq;

@@ -138,6 +138,13 @@ void shard_adamw_step(ShardState *s, const Config *cfg, float lr, double grad_no
 void shard_master_changed(ShardState *s);
 // Whether master and moments are device buffers (else host memory).
 int shard_state_on_device(const ShardState *s);
+// A tensor of the training state: state 0 the weights, 1 and 2 AdamW's two moments.
+typedef struct {
+    int state, unit, tensor;
+} ShardTensorRef;
+// Collective, after a load: how many tensors of the first nstates states hold a NaN or an
+// infinity on any rank, the first `most` of them (in plan order) into found.
+int shard_nonfinite(const ShardState *s, int nstates, ShardTensorRef *found, int most);
 
 // The part of tensor t of unit u in this rank's shard: elements [*begin, *begin + count) of the
 // flattened tensor, at offset *local in the shard buffers. Returns count (0 if none).

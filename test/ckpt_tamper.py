@@ -9,6 +9,8 @@
   v1 FILE                 FILE becomes a format_version 1 file (no run ids, no checksums)
   crcs FILE...            exits 0 when every dataset's crc32 attribute is zlib's CRC-32 of its
                           little-endian fp32 data
+  nan FILE VALUE TENSOR...  element 0 of each TENSOR (group/name) becomes VALUE (nan, inf), its
+                          crc32 attribute rewritten to match: a file a diverged run could have saved
 """
 import random
 import shutil
@@ -80,6 +82,15 @@ def main():
             for g in GROUPS:
                 for ds in f[g].values():
                     del ds.attrs["crc32"]
+    elif cmd == "nan":
+        path, value, names = args[0], float(args[1]), args[2:]
+        with h5py.File(path, "r+") as f:
+            for name in names:
+                ds = f[name]
+                data = np.ascontiguousarray(ds[()], dtype="<f4")
+                data.reshape(-1)[0] = value
+                ds[...] = data
+                ds.attrs["crc32"] = ds.attrs["crc32"].dtype.type(zlib.crc32(data.tobytes()))
     elif cmd == "crcs":
         bad = []
         for path in args:

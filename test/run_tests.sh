@@ -55,6 +55,7 @@ suite "probes lineage: checkpoint folders that hold other runs, names that lie a
 suite "probes identity: resume with changed inputs, ranks that see different files, checkpoint I/O under the collective timeout" bash test/test_probes_identity.sh
 suite "probes, outputs: outputs that overlap inputs (by file identity) or fail (/dev/full)" bash test/test_probes_outputs.sh
 suite "probes phases: stop signals in every phase (exit 75, nothing partial, no lock; mpirun relaying); unread checkpoint entries and dataset fields warned" bash test/test_probes_phases.sh
+suite "probes (limits): ulimit -v/-n/-f, umask, threads above the cores, overflowing sizes, errors that name their cause" bash test/test_probes_limits.sh
 suite "plan: fsdpc plan against real start-up estimates and measured memory; run/plot.py" bash test/test_plan.sh
 suite "plan calibration: fsdpc plan against published FSDP runs (speed, fits), the fit in run/plan.c, README's generated tables" bash test/test_plan_calibration.sh
 

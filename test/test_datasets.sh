@@ -167,7 +167,7 @@ chmod 500 "$W/cache" 2>/dev/null
 if [ "$(id -u)" != 0 ]; then
     E "an unwritable cache folder" "data cache" "$W/docs_v2.parquet" --data_cache_dir "$W/cache/sub"
 fi
-E "a cache folder under a file" "cannot create the folder" "$W/docs_v2.parquet" --data_cache_dir "$W/docs.jsonl/sub"
+E "a cache folder under a file" "'$W/docs.jsonl' is a file, not a folder \\(--data_cache_dir\\)" "$W/docs_v2.parquet" --data_cache_dir "$W/docs.jsonl/sub"
 
 # ---- a preemption signal during a cache build: exit 75 at once, no partial cache left ----
 /usr/bin/python3 -c "

@@ -96,7 +96,7 @@ mkdir -p "$W/rodir" && chmod 0555 "$W/rodir"
 if [ "$(id -u)" != 0 ]; then
     expect_error "unwritable checkpoint directory at start-up" "cannot write to --checkpoint_dir" ./fsdpc $SMALL --checkpoint_dir "$W/rodir" --max_steps 1
 fi
-expect_error "checkpoint dir under a file" "cannot create --checkpoint_dir '$W/ro/ck': Not a directory" ./fsdpc $SMALL --checkpoint_dir "$W/ro/ck" --max_steps 50
+expect_error "checkpoint dir under a file" "--checkpoint_dir '$W/ro/ck': '$W/ro' is a file, not a folder" ./fsdpc $SMALL --checkpoint_dir "$W/ro/ck" --max_steps 50
 expect_error "metrics file in a missing directory" "cannot open --metrics_file" ./fsdpc $SMALL --metrics_file "$W/no/such/m.jsonl" --max_steps 50
 expect_error "empty --checkpoint_dir" "--checkpoint_dir needs a directory" ./fsdpc $SMALL --checkpoint_dir "" --max_steps 1
 expect_error "--shard_group_size without a hybrid strategy" "only applies to --sharding hybrid" ./fsdpc $SMALL --shard_group_size 2
@@ -109,22 +109,29 @@ expect_error "--top_p 0" "top_p must be in \(0, 1\]" ./fsdpc $SMALL --top_p 0
 expect_error "--finetune without weights" "--finetune needs the weights" ./fsdpc $SMALL --finetune
 
 # ---- a NaN written into a checkpoint: its checksum refuses it; with the checksum made to match,
-# generation stops with one error instead of reading out of bounds ----
+# the load names the tensor; weights too large for the forward stop generation with one error
+# instead of reading out of bounds ----
 ./fsdpc $SMALL --max_steps 2 --checkpoint_dir "$W/g" --checkpoint_freq 2 2>/dev/null
-nan_into() {  # FILE FIX_CRC
+nan_into() {  # FILE FIX_CRC [TENSOR VALUE]: VALUE (NaN) into element 3,5 of TENSOR (lm_head), or all of a 1-D one
     /usr/bin/python3 -c "
 import h5py, numpy as np, sys, zlib
 with h5py.File(sys.argv[1], 'r+') as f:
-    d = f['model/lm_head.weight']; a = d[...]; a[3, 5] = np.nan; d[...] = a
+    d = f['model/' + sys.argv[3]]; a = d[...]
+    if a.ndim == 2: a[3, 5] = float(sys.argv[4])
+    else: a[:] = float(sys.argv[4])
+    d[...] = a
     if sys.argv[2] == '1': d.attrs['crc32'] = np.uint32(zlib.crc32(a.astype('<f4').tobytes()))
-" "$1" "$2"
+" "$1" "$2" "${3:-lm_head.weight}" "${4:-nan}"
 }
 cp "$W/g/step_00000002.h5" "$W/g/nan.h5" && nan_into "$W/g/nan.h5" 0
 expect_error "NaN written into a checkpoint fails its checksum" "tensor /model/lm_head.weight fails its checksum" \
     ./fsdpc $SMALL --max_steps 0 --resume_from_checkpoint "$W/g/nan.h5" --prompt "ROMEO:" --num_tokens 5 --temperature 0.7
+cp "$W/g/step_00000002.h5" "$W/g/huge.h5" && nan_into "$W/g/huge.h5" 1 model.norm.weight 3e38
 nan_into "$W/g/step_00000002.h5" 1
-expect_error "NaN logits in generation" "generation: logit .* is nan" \
+expect_error "NaN weights with matching checksums are named at load" "checkpoint '$W/g/step_00000002.h5' holds NaN or infinite values in 1 tensor\\(s\\): model/lm_head.weight" \
     ./fsdpc $SMALL --max_steps 0 --resume_from_checkpoint "$W/g/step_00000002.h5" --prompt "ROMEO:" --num_tokens 5 --temperature 0.7
+expect_error "NaN logits in generation" "generation: logit .* is -?nan: the weights are not finite or too large" \
+    ./fsdpc $SMALL --max_steps 0 --resume_from_checkpoint "$W/g/huge.h5" --prompt "ROMEO:" --num_tokens 5 --temperature 0.7
 
 # ---- launch: copies not wired into one job, threads of unpinned ranks ----
 expect_error "a torchrun-style launch is refused with the MPI command" "WORLD_SIZE=2 \\(torchrun's variables\\) but MPI sees 1 rank.*mpirun -n 2" \

@@ -105,7 +105,7 @@ expect_error "rows shorter than T+1 say the row length and the T they need" \
     ./fsdpc $M --train_data "$W/short.h5"
 expect_error "a chunked gzip dataset is refused with the h5repack command" "gzip.h5': dataset '/input_ids' is stored chunked .*h5repack -f NONE -l CONTI" \
     ./fsdpc $M --train_data "$W/gzip.h5"
-expect_error "a truncated .h5 file names the file" "trunc.h5' is (not a readable HDF5 file \(truncated|truncated or corrupt)" \
+expect_error "a truncated .h5 file names the file" "trunc.h5' is (a damaged HDF5 file \(truncated|truncated or corrupt)" \
     ./fsdpc $M --train_data "$W/trunc.h5"
 expect_error "a bad .h5 --val_data on 2 ranks: one line, every rank stops" "two2d.h5' holds more than one" \
     $MPI -np 2 ./fsdpc $M --batch_size 2 --train_data "$W/mfsdp.h5" --val_data "$W/two2d.h5"

@@ -148,7 +148,7 @@ expect_error "export: not an fsdpc checkpoint" "is not an fsdpc checkpoint" ./fs
 head -c 3000 "$CK" >"$W/trunc.h5"
 expect_error "export: truncated checkpoint" "cannot open checkpoint '$W/trunc.h5'" ./fsdpc export --checkpoint "$W/trunc.h5" --output "$W/x"
 touch "$W/afile"
-expect_error "export: output not writable" "cannot create output directory '$W/afile/out'" ./fsdpc export --checkpoint "$CK" --output "$W/afile/out"
+expect_error "export: output under a file" "--output '$W/afile/out': '$W/afile' is a file, not a folder" ./fsdpc export --checkpoint "$CK" --output "$W/afile/out"
 expect_error "export: unknown --dtype" "--dtype must be one of bf16.fp16.fp32, got 'int8'" ./fsdpc export --checkpoint "$CK" --output "$W/x" --dtype int8
 expect_error "export: no --output" "usage: fsdpc export" ./fsdpc export --checkpoint "$CK"
 mkdir -p "$W/tokdir" && cp test/fixtures/tokenizer/tokenizer.model "$W/tokdir/"

@@ -180,7 +180,7 @@ printf 'text\0with a NUL\n' >"$W/nul.txt"
 expect_error "a NUL byte makes a .txt binary" "nul.txt' is binary data" "$FSDPC" prepare --input "$W/nul.txt" --output "$W/e"
 : >"$W/empty.txt"
 expect_error "an empty input is named" "empty.txt' is an empty file" "$FSDPC" prepare --input "$W/empty.txt" --output "$W/e"
-expect_error "output under a file" "cannot create the folder '$W/t.txt/sub': Not a directory \\(--output\\)" "$FSDPC" prepare --input "$W/a.txt" --output "$W/t.txt/sub"
+expect_error "output under a file" "'$W/t.txt' is a file, not a folder \\(--output\\)" "$FSDPC" prepare --input "$W/a.txt" --output "$W/t.txt/sub"
 
 # ---- real tokenizers: each document is <s> ids </s>, the ids python3-sentencepiece gives ----
 TOK=test/fixtures/tokenizer

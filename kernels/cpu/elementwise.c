@@ -1,19 +1,192 @@
 // elementwise: threading setup, SwiGLU, GELU, bias, embedding, positions, dropout, cross-entropy,
 // vector ops, AdamW and bf16.
+#define _GNU_SOURCE  // RTLD_DEFAULT
 #include <cblas.h>
+#include <ctype.h>
+#include <dlfcn.h>
+#include <errno.h>
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include "../../comm/limits.h"
 #include "../backend.h"
 #include "../rng.h"
 #include "cpu_common.h"
 
-void cpu_init(int num_threads) {
+// ---- threads ----
+
+// OpenBLAS (its OpenMP build) maps buffers of this size from a table it never unmaps: one per
+// thread it may run (at load, as many as OMP_NUM_THREADS or the cores say, up to its 64; more
+// when openblas_set_num_threads raises the count), and one per GEMM running at once, which the CPU
+// kernels call from every thread of a parallel region. When a mapping fails it retries for ever.
+// 128 MiB is OpenBLAS 0.3's BUFFER_SIZE on x86-64 (32 << 22); its table holds 2 x 64 buffers.
+#define CPU_BLAS_BUFFER ((size_t)128 << 20)
+enum { BLAS_MAX_THREADS = 64, BLAS_TABLE = 2 * BLAS_MAX_THREADS };
+#define CPU_LOAD_SLACK ((size_t)32 << 20)  // what the other libraries' constructors map
+// in the environment of a start run again with OMP_NUM_THREADS=1 that the user had not set
+#define CPU_REEXEC_MARK "FSDPC_OMP_NUM_THREADS_ADDED"
+
+static char *user_omp_threads;  // OMP_NUM_THREADS as given, while the libraries load with 1
+static int omp_threads_swapped;  // 1: changed in place (user_omp_threads holds it), 2: added by a run again
+
+// The program again, with OMP_NUM_THREADS=1 added to its environment; returns only when the exec fails.
+static void cpu_reexec_one_thread(char **argv, char **envp) {
+    size_t n = 0;
+    while (envp[n]) n++;
+    char **env = malloc((n + 3) * sizeof *env);
+    if (!env) return;
+    memcpy(env, envp, n * sizeof *env);
+    env[n] = "OMP_NUM_THREADS=1";
+    env[n + 1] = CPU_REEXEC_MARK "=1";
+    env[n + 2] = NULL;
+    execve("/proc/self/exe", argv, env);
+    free(env);
+}
+
+// Runs before any library's constructor (the executable's preinit array). When the buffers
+// OpenBLAS's constructor would map do not fit under ulimit -v / -d, the libraries load with
+// OMP_NUM_THREADS=1 instead: a value the user set is changed in place (a variable added now would
+// be dropped when libc starts), an unset one is added by running the program again. cpu_init
+// raises the count once it has checked that the buffers fit. A limit too low even for one
+// thread's buffers is an error line here, instead of OpenBLAS spinning before main.
+static void cpu_preinit(int argc, char **argv, char **envp) {
+    (void)argc;
+    environ = envp;  // glibc sets it only after the preinit functions
+    const char *v = getenv("OMP_NUM_THREADS");
+    long n = v && atol(v) > 0 ? atol(v) : sysconf(_SC_NPROCESSORS_CONF);
+    n = n < 1 ? 1 : n > BLAS_MAX_THREADS ? BLAS_MAX_THREADS : n;
+    if (getenv(CPU_REEXEC_MARK)) {
+        omp_threads_swapped = 2;
+    } else if (n > 1 && limits_can_map((size_t)(n + 1) * CPU_BLAS_BUFFER + CPU_LOAD_SLACK) != 0) {
+        if (v && (user_omp_threads = strdup(v)) && setenv("OMP_NUM_THREADS", "1", 1) == 0) omp_threads_swapped = 1;
+        else if (!v) cpu_reexec_one_thread(argv, envp);
+    }
+    size_t need = (size_t)(omp_threads_swapped ? 2 : n + 1) * CPU_BLAS_BUFFER + CPU_LOAD_SLACK;
+    int e = limits_can_map(need);
+    double room = limits_room();
+    if (e)
+        limits_fail_early("cannot map the %zu MiB OpenBLAS needs at start-up under %s: %s (%.0f MiB of address space left): raise "
+                          "the limit", need >> 20, limits_summary()[0] ? limits_summary() : "this system's limits", strerror(e),
+                          room > 0 ? room / (1 << 20) : 0.0);
+}
+__attribute__((section(".preinit_array"), used)) static void (*const cpu_preinit_entry)(int, char **, char **) = cpu_preinit;
+
+// After the libraries' constructors, before main: the environment as the user gave it, for
+// fsdpc's default thread count, and OpenMP's count to match.
+__attribute__((constructor)) static void cpu_restore_threads_env(void) {
+    if (!omp_threads_swapped) return;
+    if (user_omp_threads) setenv("OMP_NUM_THREADS", user_omp_threads, 1);
+    else unsetenv("OMP_NUM_THREADS");
+    unsetenv(CPU_REEXEC_MARK);
+    int n = user_omp_threads ? atoi(user_omp_threads) : 0;
+    omp_set_num_threads(n > 0 ? n : omp_get_num_procs());
+    free(user_omp_threads);
+    user_omp_threads = NULL;
+}
+
+// The stack OpenMP gives each of its threads: OMP_STACKSIZE (or GOMP_STACKSIZE), a size with an
+// optional B/K/M/G suffix, kilobytes without; else the threads' default. 0: the default.
+static size_t omp_stack_bytes(void) {
+    static const char *const vars[] = {"OMP_STACKSIZE", "GOMP_STACKSIZE"};
+    for (int i = 0; i < 2; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        if (!v) continue;
+        unsigned long long n = strtoull(v, &end, 10);
+        while (isspace((unsigned char)*end)) end++;
+        int shift = !*end ? 10 : toupper((unsigned char)*end) == 'B' ? 0 : toupper((unsigned char)*end) == 'K' ? 10
+                    : toupper((unsigned char)*end) == 'M' ? 20 : toupper((unsigned char)*end) == 'G' ? 30 : -1;
+        if (end != v && shift >= 0 && n < (1ULL << (63 - shift))) return (size_t)(n << shift);
+    }
+    return 0;
+}
+
+static pthread_mutex_t probe_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t probe_cv = PTHREAD_COND_INITIALIZER;
+static int probe_done;
+
+static void *probe_thread(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&probe_mu);
+    while (!probe_done) pthread_cond_wait(&probe_cv, &probe_mu);
+    pthread_mutex_unlock(&probe_mu);
+    return NULL;
+}
+
+// Whether n threads with OpenMP's stacks can run, while `reserve` more bytes (OpenBLAS's new
+// buffers) are mapped: starts n - 1 threads that wait, all alive at once, then ends them. NULL, or
+// why not into msg. glibc keeps the ended threads' stacks, so OpenMP's team then starts on them.
+static const char *threads_fit(int n, size_t reserve, char *msg, size_t len) {
+    pthread_attr_t attr;
+    size_t stack = omp_stack_bytes();
+    pthread_attr_init(&attr);
+    if (stack) pthread_attr_setstacksize(&attr, stack);
+    pthread_attr_getstacksize(&attr, &stack);
+    void *held = reserve ? mmap(NULL, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : NULL;
+    int err = held == MAP_FAILED ? errno : 0, started = 0;
+    pthread_t *t = err ? NULL : calloc((size_t)n, sizeof *t);
+    if (!err && !t) err = ENOMEM;
+    while (!err && started < n - 1 && !(err = pthread_create(&t[started], &attr, probe_thread, NULL))) started++;
+    pthread_mutex_lock(&probe_mu);
+    probe_done = 1;
+    pthread_cond_broadcast(&probe_cv);
+    pthread_mutex_unlock(&probe_mu);
+    for (int i = 0; i < started; i++) pthread_join(t[i], NULL);
+    probe_done = 0;
+    free(t);
+    if (held && held != MAP_FAILED) munmap(held, reserve);
+    pthread_attr_destroy(&attr);
+    if (!err) return NULL;
+    double room = limits_room();
+    const char *lim = limits_summary();
+    char left[64] = "";
+    if (room >= 0) snprintf(left, sizeof left, "; %.0f MiB of address space left", room / (1 << 20));
+    snprintf(msg, len, "cannot start %d CPU threads%s%s: %s (each needs a stack of %zu MiB%s%s): lower --num_threads or "
+             "OMP_NUM_THREADS, or raise the limit", n, lim[0] ? " under " : "", lim, strerror(err), stack >> 20,
+             reserve ? " and two 128 MiB OpenBLAS buffers" : "", left);
+    return msg;
+}
+
+const char *cpu_init(int num_threads) {
+    static char msg[600];
+    static int mapped;  // OpenBLAS buffers mapped so far (it keeps them)
+    if (!mapped) mapped = openblas_get_num_threads();
     if (num_threads <= 0) num_threads = omp_get_max_threads();
     if (num_threads > CPU_MAX_THREADS) num_threads = CPU_MAX_THREADS;
+    int want = 2 * num_threads;  // the threads' own, and one per GEMM a thread runs (OpenBLAS may cap the threads lower)
+    const char *why = threads_fit(num_threads, want > mapped ? (size_t)(want - mapped) * CPU_BLAS_BUFFER : 0, msg, sizeof msg);
+    if (why) return why;
     omp_set_num_threads(num_threads);
     openblas_set_num_threads(num_threads);
+    // Map the GEMMs' buffers now, where they were just shown to fit: taken from OpenBLAS's table
+    // and given back, they stay mapped, so no GEMM later maps one (and spins if the limit is
+    // reached by then). Through dlsym: the two functions are exported but not in cblas.h.
+    void *(*take)(int) = (void *(*)(int))dlsym(RTLD_DEFAULT, "blas_memory_alloc");
+    void (*give)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "blas_memory_free");
+    int threads = openblas_get_num_threads(), gemms = threads;  // the threads it runs at most, each calling GEMM
+    if (gemms > BLAS_TABLE - 2 - threads) gemms = BLAS_TABLE - 2 - threads;  // a full table is an error it prints
+    if (take && give && gemms > 0 && threads + gemms > mapped) {
+        void **b = calloc((size_t)gemms, sizeof *b);
+        for (int i = 0; b && i < gemms; i++) b[i] = take(0);
+        for (int i = 0; b && i < gemms; i++)
+            if (b[i]) give(b[i]);
+        free(b);
+    }
+    if (want > mapped) mapped = want;
+    int started = 0;  // a body the compiler keeps: the team starts here, where it was just shown to fit
+#pragma omp parallel
+    {
+#pragma omp atomic write
+        started = 1;
+    }
+    (void)started;
+    return NULL;
 }
 
 int cpu_num_threads(void) { return omp_get_max_threads(); }

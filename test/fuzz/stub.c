@@ -71,6 +71,10 @@ void comm_gather_bytes(CommGroup *g, const void *buf, size_t n, char **all, size
     memcpy(*all, buf, n);
     *total = n;
 }
+const char *comm_path_error(const char *path, int err) {
+    (void)path;
+    return strerror(err);
+}
 int comm_errorf(char *err, size_t len, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
