@@ -751,7 +751,6 @@ int sft_next(SftReader *r, SftRow *row, char *err, size_t errlen) {
 }
 
 const char *sft_describe(const SftReader *r) { return r->describe; }
-SftFormat sft_reader_format(const SftReader *r) { return r->o.format; }
 uint64_t sft_nulls(const SftReader *r) { return r->nulls + (r->o.format == SFT_TEXT && r->docs ? docs_nulls(r->docs) : 0); }
 uint64_t sft_progress(const SftReader *r) { return r->docs ? docs_progress(r->docs) : 0; }
 const DocsFields *sft_fields(const SftReader *r) { return r->o.format == SFT_TEXT && r->docs ? docs_fields(r->docs) : &r->fields; }

@@ -53,7 +53,6 @@ SftReader *sft_open(const char *path, DocsKind kind, DocsCompression comp, const
 // (the format's member null) are skipped and counted (sft_nulls).
 int sft_next(SftReader *r, SftRow *row, char *err, size_t errlen);
 const char *sft_describe(const SftReader *r);  // for the start-up log: "JSON Lines, chat (messages), llama2 template"
-SftFormat sft_reader_format(const SftReader *r);  // what SFT_AUTO resolved to
 uint64_t sft_nulls(const SftReader *r);
 uint64_t sft_progress(const SftReader *r);     // bytes of the file consumed so far (as docs_progress)
 // The rows' fields seen so far, those the format reads marked used (see DocsFields).

@@ -524,7 +524,6 @@ void shard_adamw_step(ShardState *s, const Config *cfg, float lr, double grad_no
 // ---- accessors ----
 
 const ModelPlan *shard_plan(const ShardState *s) { return s->plan; }
-const ParallelDims *shard_dims(const ShardState *s) { return &s->dims; }
 CommGroup *shard_group(const ShardState *s) { return s->shard_group; }
 int shard_num_units(const ShardState *s) { return s->nunits; }
 size_t shard_unit_len(const ShardState *s, int u) { return s->units[u].shard_len; }

@@ -154,7 +154,6 @@ int shard_is_writer(const ShardState *s);
 
 // ---- what checkpoints and the run loop read and set (ShardState's fields are the engine's) ----
 const ModelPlan *shard_plan(const ShardState *s);
-const ParallelDims *shard_dims(const ShardState *s);
 CommGroup *shard_group(const ShardState *s);  // the ranks that split each unit
 int shard_num_units(const ShardState *s);
 size_t shard_unit_len(const ShardState *s, int u);     // elements of this rank's shard of unit u
