@@ -168,6 +168,7 @@ check "SIGUSR1 to mpirun: forwarded to the ranks, which stop; mpirun exits 75" $
 # mpirun sends SIGTERM on 1 s after it got it, and SIGKILL 1 s later: a phase long enough to see it
 bg $MPIRUN -np 2 ./fsdpc $SMALL --batch_size 2 --max_steps 0 --val_data data/tinyshakespeare.txt --validation_batches 100000 >"$W/relay2.log" 2>&1
 until_ grep -q "^sharding" "$W/relay2.log"
+sleep 2  # past the loading phase (which stops at once, rank by rank) into validation, which stops together
 kill -TERM $BG
 fin
 [ $RC = 1 ] && grep -q "^Stopped by signal 15 (SIGTERM) during validation" "$W/relay2.log"
@@ -184,6 +185,7 @@ exit \$rc
 EOF
 bg bash "$W/wrap.sh" >"$W/wrap.log" 2>&1
 until_ grep -q "^sharding" "$W/wrap.log"
+sleep 2  # into validation, as above
 kill -TERM $BG
 fin
 [ $RC = 75 ] && grep -q "^Stopped by signal 10 (SIGUSR1) during validation" "$W/wrap.log"
