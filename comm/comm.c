@@ -177,7 +177,7 @@ const char *comm_signal_name(int sig) {
     return "a signal";
 }
 
-// only async-signal-safe calls from here to the _exit: write, unlink
+// only async-signal-safe calls from here to the _exit: write, unlink, nanosleep
 static size_t stop_append(char *buf, size_t n, size_t cap, const char *s) {
     while (*s && n + 1 < cap) buf[n++] = *s++;
     return n;
@@ -205,6 +205,11 @@ static void on_stop(int sig) {
         n = stop_append(line, n, sizeof line, ": nothing partial left; exiting with status 75\n");
         ssize_t w = write(STDERR_FILENO, line, n);
         (void)w;
+    } else {
+        // the other ranks leave a moment later: a launcher that ends the job at the first exit
+        // would otherwise take rank 0 down before its line is out
+        struct timespec ts = {0, 300 * 1000 * 1000};
+        nanosleep(&ts, NULL);
     }
     _exit(COMM_EXIT_STOPPED);
 }
