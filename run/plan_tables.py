@@ -71,15 +71,7 @@ def llama2_h100(fsdpc):
 
 
 def calibration(fsdpc, table, plan_c, plans_dir):
-    rows, header = [], None
-    for line in open(table):
-        if line.startswith("#") or not line.strip():
-            continue
-        cells = line.rstrip("\n").split("\t")
-        if header is None:
-            header = cells
-        else:
-            rows.append(dict(zip(header, cells)))
+    rows = plan_fit.load_table(table)
     if plans_dir:
         got = [json.load(open(os.path.join(plans_dir, r["id"] + ".json"))) for r in rows]
     else:

@@ -36,15 +36,9 @@ check "fsdpc plan --json runs for every row ($n rows)" $? "$(head -3 "$W/failed"
 # verdicts: "check NAME STATUS DETAIL" lines from the rows and their plans
 $PY - "$T" "$W/plans" >"$W/verdicts" 2>&1 <<'PY'
 import json, os, statistics, sys
-rows, header = [], None
-for line in open(sys.argv[1]):
-    if line.startswith("#") or not line.strip():
-        continue
-    cells = line.rstrip("\n").split("\t")
-    if header is None:
-        header = cells
-    else:
-        rows.append(dict(zip(header, cells)))
+sys.path.insert(0, "run")
+from plan_fit import load_table  # the table's one reader
+rows = load_table(sys.argv[1])
 plans = {r["id"]: json.load(open(os.path.join(sys.argv[2], r["id"] + ".json"))) for r in rows}
 
 def verdict(name, ok, detail=""):
