@@ -18,7 +18,7 @@ HOST_LDLIBS := $(LDLIBS)
 # C++ only where a library has no C API (libsentencepiece): thin wrappers with C linkage
 CXX_SRC = $(wildcard data/*.cpp)
 
-SRC = $(wildcard comm/*.c model/*.c shard/*.c run/*.c data/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c)
+SRC = $(wildcard base/*.c comm/*.c model/*.c shard/*.c run/*.c data/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c)
 ifeq ($(CUDA),1)
 BUILD = build/cuda
 CFLAGS += -DFSDPC_CUDA -I$(CUDA_HOME)/include
@@ -47,8 +47,16 @@ OBJ = $(SRC:%.c=$(BUILD)/%.o) $(CXX_SRC:%.cpp=$(BUILD)/%.o) $(CU_OBJ)
 TESTS = build/test_kernels build/test_model build/test_comm build/test_arrow build/test_sources build/test_parquet build/test_sft build/test_gpu_emu build/fsdpc_emu \
 	build/emu_race_check $(FUZZ_TARGETS)
 
-.PHONY: all run test test-slurm test-gpu bench bench-gpu gpu-check deps clean fuzz
+.PHONY: all run test check check-layers test-slurm test-gpu bench bench-gpu gpu-check deps clean fuzz
 all: fsdpc
+
+# without the toolchain (a fresh machine), say what installs it rather than fail with Error 127;
+# run, test, check, bench and fuzz install it themselves (deps) before building
+ifeq ($(shell command -v $(CC) 2>/dev/null),)
+ifneq ($(filter-out deps clean run test check bench fuzz,$(or $(MAKECMDGOALS),all)),)
+$(error $(CC) not found: run `make deps` first (it installs the Debian packages fsdpc builds with), or `make run`, which does)
+endif
+endif
 
 deps:
 	@bash run/install-deps.sh
@@ -113,11 +121,12 @@ $(EMU)/test_gpu.o: test/test_gpu.c
 	@mkdir -p $(EMU)
 	gcc $(CFLAGS) -DFSDPC_CUDA -Dmain=test_main -I. -c $< -o $@
 
-# the CPU kernels check the process's limits before starting threads (comm/limits.c, no MPI)
-build/test_gpu_emu: $(EMU_OBJ) $(EMU)/emu_main.o $(EMU)/device.o $(EMU)/cudnn.o $(EMU)/test_gpu.o $(CPU_KERN_OBJ) $(BUILD)/comm/limits.o
+# the kernels' ground floor (errors, allocation, logging, limits) is base/, which needs no MPI
+BASE_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard base/*.c))
+build/test_gpu_emu: $(EMU_OBJ) $(EMU)/emu_main.o $(EMU)/device.o $(EMU)/cudnn.o $(EMU)/test_gpu.o $(CPU_KERN_OBJ) $(BASE_OBJ)
 	g++ -fopenmp -pthread $^ -o $@ -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lm $(SAN_LD)
 
-EMU_C_OBJ = $(patsubst %.c,$(EMU)/c/%.o,main.c $(wildcard comm/*.c model/*.c shard/*.c run/*.c data/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c) test/emu/c/capi.c)
+EMU_C_OBJ = $(patsubst %.c,$(EMU)/c/%.o,main.c $(wildcard base/*.c comm/*.c model/*.c shard/*.c run/*.c data/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c) test/emu/c/capi.c)
 $(EMU)/c/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) -Itest/emu/c $(CFLAGS) -DFSDPC_CUDA -c $< -o $@
@@ -137,16 +146,16 @@ FUZZ_FLAGS = -g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize
 FUZZ_TARGETS = build/fuzz/fuzz_cli build/fuzz/fuzz_json build/fuzz/fuzz_shard_header build/fuzz/fuzz_jsonl build/fuzz/fuzz_tokenizer \
 	build/fuzz/fuzz_ckpt_validate build/fuzz/fuzz_arrow build/fuzz/fuzz_sniff build/fuzz/fuzz_parquet build/fuzz/fuzz_sft build/fuzz/fuzz_ident
 FUZZ_SECONDS ?= 60
-build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c model/config.c model/cli.c comm/checked.c test/fuzz/stub.c
+build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c model/config.c model/cli.c base/checked.c test/fuzz/stub.c
 build/fuzz/fuzz_json: test/fuzz/fuzz_json.c data/json.c test/fuzz/stub.c
 build/fuzz/fuzz_shard_header: test/fuzz/fuzz_shard_header.c data/shardfile.c test/fuzz/stub.c
 build/fuzz/fuzz_arrow: test/fuzz/fuzz_arrow.c data/arrow.c test/fuzz/stub.c
-build/fuzz/fuzz_ckpt_validate: test/fuzz/fuzz_ckpt_validate.c ckpt/validate.c model/config.c model/cli.c comm/checked.c test/fuzz/stub.c
+build/fuzz/fuzz_ckpt_validate: test/fuzz/fuzz_ckpt_validate.c ckpt/validate.c model/config.c model/cli.c base/checked.c test/fuzz/stub.c
 build/fuzz/fuzz_sniff: test/fuzz/fuzz_sniff.c data/sniff.c data/json.c test/fuzz/stub.c
 build/fuzz/fuzz_parquet: test/fuzz/fuzz_parquet.c data/parquet.c test/fuzz/stub.c
 # tokenizer.c runs `tokenize --chat` through data/sft, which reads rows through data/docs
-TOKENIZER_SRC = comm/io.c data/tokenizer.c data/bpe.c data/hub.c data/json.c data/sft.c data/docs.c data/arrow.c data/parquet.c build/fuzz/sentencepiece.o
-build/fuzz/fuzz_jsonl: test/fuzz/fuzz_jsonl.c data/prepare.c data/shardfile.c data/docs.c data/sniff.c data/hfdata.c data/arrow.c data/parquet.c model/cli.c $(TOKENIZER_SRC) test/fuzz/stub.c
+TOKENIZER_SRC = comm/io.c model/config.c model/cli.c base/checked.c data/tokenizer.c data/bpe.c data/hub.c data/json.c data/sft.c data/docs.c data/arrow.c data/parquet.c build/fuzz/sentencepiece.o
+build/fuzz/fuzz_jsonl: test/fuzz/fuzz_jsonl.c data/prepare.c data/shardfile.c data/docs.c data/sniff.c data/hfdata.c data/arrow.c data/parquet.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_tokenizer: test/fuzz/fuzz_tokenizer.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_sft: test/fuzz/fuzz_sft.c $(TOKENIZER_SRC) test/fuzz/stub.c
 # ident.c names files as UTF-8 with the tokenizer's character check
@@ -170,6 +179,16 @@ run: deps
 test: deps
 	@$(MAKE) --no-print-directory fsdpc $(TESTS)
 	bash test/run_tests.sh
+
+# the everyday loop (under 3 minutes on 2 cores): unit tests, gradient checks, one multi-rank
+# equivalence, the layer check and the command-line table; `make test` is the whole suite
+check: deps
+	@$(MAKE) --no-print-directory fsdpc build/test_kernels build/test_model build/test_comm
+	bash test/run_tests.sh --quick
+
+# includes and calls only go down the layers (docs/DESIGN.md, "Layers")
+check-layers: fsdpc
+	/usr/bin/python3 test/check_layers.py --objects $(BUILD) .
 
 # a real single-node Slurm (slurmctld, slurmd, munge from Debian) for the launch recipes;
 # make test runs it too, and it skips with a reason where the daemons cannot start

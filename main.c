@@ -33,27 +33,27 @@ int main(int argc, char **argv) {
     static Config cfg;  // large (paths, prompt): keep it off the stack
     config_parse(&cfg, argc, argv);
     comm_check_same(config_hash(&cfg), "flags");
-    comm_log_timestamps(cfg.log_timestamps);
+    log_timestamps(cfg.log_timestamps);
     comm_set_collective_timeout(cfg.collective_timeout);
-    comm_log("fsdpc: MPI transport %s\n", comm_transport());
+    log_msg("fsdpc: MPI transport %s\n", comm_transport());
     if (cfg.environment == ENV_PBS) comm_check_pbs();
     const char *source = "--num_threads";
     int threads = cfg.num_threads ? cfg.num_threads : comm_default_threads(&source);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores > 0 && threads > cores) {  // more threads in one rank than the node has cores never helps
-        comm_log("warning: %d thread(s) per rank from %s exceed this node's %ld cores: using %ld\n", threads, source, cores, cores);
+        log_msg("warning: %d thread(s) per rank from %s exceed this node's %ld cores: using %ld\n", threads, source, cores, cores);
         threads = (int)cores;
     }
     comm_check_all(kern_init(threads));
-    comm_log("fsdpc: %d thread(s) per rank, from %s\n", kern_num_threads(), source);
+    log_msg("fsdpc: %d thread(s) per rank, from %s\n", kern_num_threads(), source);
     // a launcher that binds each rank to fewer cores than its share of the node starves it
     // (mpirun binds np <= 2 to one core each by default): said once, with the flags that fix it
     long share = cores / comm_info.local_world;
     if (comm_pinned_cores() < share)
-        comm_log("warning: this rank is bound to %d core(s) of its %ld-core share of the node; let it use them: mpirun "
+        log_msg("warning: this rank is bound to %d core(s) of its %ld-core share of the node; let it use them: mpirun "
                  "--bind-to none or --map-by slot:PE=%ld, srun --cpus-per-task=%ld\n", comm_pinned_cores(), share, share, share);
     if ((long)kern_num_threads() * comm_info.local_world > cores)
-        comm_log("warning: %d thread(s) x %d rank(s) on this node exceed its %ld cores: the ranks will slow each other down\n",
+        log_msg("warning: %d thread(s) x %d rank(s) on this node exceed its %ld cores: the ranks will slow each other down\n",
                  kern_num_threads(), comm_info.local_world, cores);
     cfg.num_threads = kern_num_threads();
     comm_check_all(kern_select_device(cfg.device, comm_info.local_rank, comm_info.local_world));

@@ -24,7 +24,7 @@
 
 #include "../comm/comm.h"
 #include "../comm/io.h"
-#include "../comm/limits.h"
+#include "../base/limits.h"
 #include "../data/ident.h"
 #include "../kernels/kernels.h"
 #include "validate.h"
@@ -41,7 +41,7 @@
 
 #define h5Check(x) h5_check((long)(x), #x, __FILE__, __LINE__)
 static long h5_check(long r, const char *what, const char *file, int line) {
-    if (r < 0) comm_fatal_at(file, line, "HDF5 call failed: %s (disk full, permissions, or a corrupt file?)", what);
+    if (r < 0) err_fatal_at(file, line, "HDF5 call failed: %s (disk full, permissions, or a corrupt file?)", what);
     return r;
 }
 
@@ -168,12 +168,12 @@ static herr_t collect_attr(hid_t loc, const char *name, const H5A_info_t *info, 
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 32;
         l->a = realloc(l->a, l->cap * sizeof *l->a);
-        if (!l->a) comm_fatal("out of memory reading checkpoint attributes");
+        if (!l->a) err_fatal("out of memory reading checkpoint attributes");
     }
     CkptAttr *a = &l->a[l->n++];
     attr_named(loc, name, a);
     a->name = strdup(name);
-    if (!a->name) comm_fatal("out of memory reading checkpoint attributes");
+    if (!a->name) err_fatal("out of memory reading checkpoint attributes");
     return 0;
 }
 
@@ -198,7 +198,7 @@ static void links_read(hid_t f, const char *dir, char ***links, size_t *n, size_
         if (*n == *cap) {
             *cap = *cap ? 2 * *cap : 16;
             *links = realloc(*links, *cap * sizeof **links);
-            if (!*links) comm_fatal("out of memory listing checkpoint entries");
+            if (!*links) err_fatal("out of memory listing checkpoint entries");
         }
         (*links)[(*n)++] = path;
     }
@@ -233,7 +233,7 @@ static void desc_read(hid_t f, int ngroups, CkptDesc *d) {
             if (d->ndatasets == cap) {
                 cap = cap ? 2 * cap : 64;
                 ds = realloc(ds, cap * sizeof *ds);
-                if (!ds) comm_fatal("out of memory listing checkpoint tensors");
+                if (!ds) err_fatal("out of memory listing checkpoint tensors");
             }
             CkptDataset *x = &ds[d->ndatasets++];
             memset(x, 0, sizeof *x);
@@ -426,7 +426,7 @@ static const char *check_tensors(hid_t f, const char *file, const ModelPlan *pla
     const char *e = ckpt_check_tensors(&d, file, plan, ngroups, version, want);
     if (!e && ckpt_unknown_entries(&d, extra, sizeof extra) && strcmp(warned, file) != 0) {
         snprintf(warned, sizeof warned, "%s", file);
-        comm_log("warning: checkpoint '%s' holds %s, which this fsdpc does not read (a newer fsdpc may have written them): "
+        log_msg("warning: checkpoint '%s' holds %s, which this fsdpc does not read (a newer fsdpc may have written them): "
                  "ignored\n", file, extra);
     }
     desc_free(&d);
@@ -544,7 +544,7 @@ static const char *checksum_mismatch(const char *file, const ModelPlan *plan, in
             for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
                 const TensorSpec *ts = &plan->units[u].t[t];
                 if (got[k].begin != 0 || got[k].len != ts->numel * sizeof(float))
-                    comm_fatal("internal error: the slices of /%s/%s do not tile it", ckpt_groups[g], ts->name);
+                    err_fatal("internal error: the slices of /%s/%s do not tile it", ckpt_groups[g], ts->name);
                 if ((uint32_t)got[k].crc != want[k])
                     return snprintf(msg, sizeof msg, "checkpoint '%s': tensor /%s/%s fails its checksum (crc32 of the data %08x, recorded %08x): the file is corrupt",
                                     file, ckpt_groups[g], ts->name, (uint32_t)got[k].crc, want[k]),
@@ -661,7 +661,7 @@ static const char *reserve_space(const char *tmp, double need) {
 // filled by someone else mid-write, an I/O error.
 void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, const CkptSource *src,
                CkptSaved *out) {
-    double t0 = comm_time();
+    double t0 = clock_now_s();
     char why[1400] = "", tmp[1200], err[2600] = "";
     const ModelPlan *plan = shard_plan(s);
     int nt = count_tensors(plan), checked = !test_no_reserve();
@@ -714,7 +714,7 @@ void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const Ck
     }
     struct stat st;  // the reservation's blocks past the end go back (truncating to the size frees them)
     if (comm_info.rank == 0 && checked && stat(tmp, &st) == 0 && truncate(tmp, st.st_size) != 0)
-        comm_log("warning: could not trim %s: %s\n", tmp, strerror(errno));
+        log_msg("warning: could not trim %s: %s\n", tmp, strerror(errno));
     // publish once every rank's slices are on disk, and only while the directory is ours
     const char *e = comm_info.rank == 0 ? claim_lost() : NULL;
     if (!e && comm_info.rank == 0) e = check_replace(out->path, meta);
@@ -724,7 +724,7 @@ void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const Ck
     e = comm_first_error(e);
     if (e) comm_fail_all("checkpoint of step %d not published: %s; the earlier checkpoints are kept", meta->step, e);
     comm_deadline_end();
-    out->seconds = comm_time() - t0;
+    out->seconds = clock_now_s() - t0;
 }
 
 // ---- reading ----
@@ -825,7 +825,7 @@ static hid_t open_checked(const char *file, const ShardState *s, int ngroups, He
     if (!e) e = check_tensors(f, file, shard_plan(s), ngroups, h->version, want);
     comm_check_all(e);
     if (h->version < 2)
-        comm_log("Note: %s predates checksums (format_version %d): its contents are loaded unverified\n", file, h->version);
+        log_msg("Note: %s predates checksums (format_version %d): its contents are loaded unverified\n", file, h->version);
     return f;
 }
 
@@ -1016,7 +1016,7 @@ static Entry *list_checkpoints(const char *dir, int *n) {
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
         if (step < 0 || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;  // dangling links, directories
         if (*n == cap) e = realloc(e, (size_t)(cap *= 2) * sizeof *e);
-        if (!e) comm_fatal("out of memory listing '%s'", dir);
+        if (!e) err_fatal("out of memory listing '%s'", dir);
         memset(&e[*n], 0, sizeof e[*n]);
         snprintf(e[*n].name, sizeof e[*n].name, "%s", de->d_name);
         e[(*n)++].step = step;
@@ -1062,7 +1062,7 @@ static void kin_add(Kin *k, const char *id) {
     if (k->n == k->cap) {
         k->cap = k->cap ? 2 * k->cap : 64;
         k->id = realloc(k->id, (size_t)k->cap * sizeof *k->id);
-        if (!k->id) comm_fatal("out of memory grouping checkpoints by run");
+        if (!k->id) err_fatal("out of memory grouping checkpoints by run");
     }
     snprintf(k->id[k->n++], sizeof k->id[0], "%s", id);
 }
@@ -1174,7 +1174,7 @@ static int resolve_lineages(const char *path, int asked, Entry *e, int n, int nl
         if (e[i].kind == ENTRY_RUN && pick[e[i].lineage] >= 0) continue;  // an older file of a lineage already settled
         snprintf(file, sizeof file, "%s/%s", path, e[i].name);
         if (e[i].kind == ENTRY_NO_RUN) {
-            comm_log("Checkpoint %s predates run ids (format_version 1) and belongs to none of the runs in %s: passed over\n", file, path);
+            log_msg("Checkpoint %s predates run ids (format_version 1) and belongs to none of the runs in %s: passed over\n", file, path);
             continue;
         }
         const char *err = ckpt_verify(file);
@@ -1185,7 +1185,7 @@ static int resolve_lineages(const char *path, int asked, Entry *e, int n, int nl
         int older = 0;
         for (int j = i + 1; j < n && !older; j++) older = e[j].kind == ENTRY_RUN && e[i].kind == ENTRY_RUN && e[j].lineage == e[i].lineage;
         if (!first[0]) snprintf(first, sizeof first, "%s", err);
-        comm_log("Checkpoint %s is unusable%s: %s\n", file, older ? ", falling back to the one before it in its run's lineage" : "", err);
+        log_msg("Checkpoint %s is unusable%s: %s\n", file, older ? ", falling back to the one before it in its run's lineage" : "", err);
     }
     int usable = 0, matching = 0, chosen = -1;
     for (int l = 0; l < nl; l++) {
@@ -1215,10 +1215,10 @@ static int resolve_lineages(const char *path, int asked, Entry *e, int n, int nl
     if (usable > 1) {
         sel[pick[chosen]] = 0;
         describe_runs(e, n, sel, runs, sizeof runs);
-        comm_log("%s holds the checkpoints of %d unrelated runs: resuming run %s (its checkpoints record this run's training data); "
+        log_msg("%s holds the checkpoints of %d unrelated runs: resuming run %s (its checkpoints record this run's training data); "
                  "passed over: %s\n", path, usable, e[pick[chosen]].run_id, runs);
     } else {
-        comm_log("%s also holds checkpoints of other runs, none of them usable: resuming run %s\n", path, e[pick[chosen]].run_id);
+        log_msg("%s also holds checkpoints of other runs, none of them usable: resuming run %s\n", path, e[pick[chosen]].run_id);
     }
     free(sel);
     free(pick);
@@ -1282,7 +1282,7 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t
             return 1;
         }
         if (!i) snprintf(first, sizeof first, "%s", err);
-        comm_log("Checkpoint %s is unusable%s: %s\n", file, i + 1 < n ? ", falling back to the one before it" : "", err);
+        log_msg("Checkpoint %s is unusable%s: %s\n", file, i + 1 < n ? ", falling back to the one before it" : "", err);
     }
     free(e);
     if (n) comm_fail_all("none of the %d checkpoint(s) in '%s' is usable; the newest: %s", n, path, first);
@@ -1440,7 +1440,7 @@ static const char *check_ownership(const char *dir, const char *run_id, const ch
     for (int i = 0; i < kin.n; i++)
         if (kin_root(&kin, kin.id[i]) == me) {
             if (owner.nids % 64 == 0) owner.ids = realloc(owner.ids, (size_t)(owner.nids + 64) * sizeof *owner.ids);
-            if (!owner.ids) comm_fatal("out of memory listing the runs of this run's lineage");
+            if (!owner.ids) err_fatal("out of memory listing the runs of this run's lineage");
             memcpy(owner.ids[owner.nids++], kin.id[i], sizeof *owner.ids);
         }
     kin_free(&kin);
@@ -1490,7 +1490,7 @@ static const char *check_ownership(const char *dir, const char *run_id, const ch
                  "writes: even --overwrite_checkpoints never replaces a run's own input; give this run another --checkpoint_dir",
                  dir, e[hit].name, owner.input[hit_input].flag);
     } else if (nother) {
-        comm_log("--overwrite_checkpoints: %s holds %d checkpoint(s) of other runs%s%s; those at steps this run writes are "
+        log_msg("--overwrite_checkpoints: %s holds %d checkpoint(s) of other runs%s%s; those at steps this run writes are "
                  "replaced, the others kept\n", dir, nother, nrun ? ": " : "", runs);
     }
     free(other);
@@ -1528,7 +1528,7 @@ static const char *check_replace(const char *path, const CkptMeta *meta) {
             return snprintf(msg, sizeof msg, "'%s' appeared after start-up and is no usable checkpoint of this run, so it is not "
                             "replaced (is another program writing to --checkpoint_dir?); move it away, or pass "
                             "--overwrite_checkpoints", path), msg;
-        comm_log("Replacing %s, which is not a usable checkpoint\n", path);
+        log_msg("Replacing %s, which is not a usable checkpoint\n", path);
         return NULL;
     }
     int step, ours = !h.meta.run_id[0] || of_history(h.meta.run_id, meta);
@@ -1536,7 +1536,7 @@ static const char *check_replace(const char *path, const CkptMeta *meta) {
     for (const char *p = h.meta.lineage; !ours && lineage_next(&p, id, &step);) ours = of_history(id, meta);
     if (ours || owner.overwrite) {
         if (!h.meta.run_id[0] || strcmp(h.meta.run_id, meta->run_id) != 0)
-            comm_log("Replacing %s of run %s%s\n", path, h.meta.run_id[0] ? h.meta.run_id : "(unknown)", ours ? "" : " (--overwrite_checkpoints)");
+            log_msg("Replacing %s of run %s%s\n", path, h.meta.run_id[0] ? h.meta.run_id : "(unknown)", ours ? "" : " (--overwrite_checkpoints)");
         return NULL;
     }
     return snprintf(msg, sizeof msg, "'%s' holds a checkpoint of run %s, outside this run's lineage, written there after start-up "
@@ -1580,7 +1580,7 @@ const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resu
                             "node), remove the file and start again", oid, ohost, opid, path),
                    msg;
         if (attempt >= 3) return snprintf(msg, sizeof msg, "cannot take over the writer lock '%s': another run keeps taking it", path), msg;
-        comm_log("Taking over the writer lock of run %s in %s (its process %ld on this host is gone)\n", oid, dir, opid);
+        log_msg("Taking over the writer lock of run %s in %s (its process %ld on this host is gone)\n", oid, dir, opid);
         unlink(path);
     }
     if (!claim_path[0]) atexit(release_at_exit);
@@ -1597,7 +1597,7 @@ const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resu
     for (struct dirent *de; d && (de = readdir(d));)
         if (foreign_tmp(de->d_name, run_id)) {
             snprintf(tmp, sizeof tmp, "%s/%s", dir, de->d_name);
-            if (unlink(tmp) == 0) comm_log("Removed %s, left by an interrupted checkpoint write\n", tmp);
+            if (unlink(tmp) == 0) log_msg("Removed %s, left by an interrupted checkpoint write\n", tmp);
         }
     if (d) closedir(d);
     return NULL;
@@ -1649,7 +1649,7 @@ void ckpt_prune(const char *dir, int keep, const CkptMeta *meta, const char *wri
     for (int j = keep; j < nm; j++) {
         snprintf(path, sizeof path, "%s/%s", dir, e[m[j].entry].name);
         if (stat(path, &st) != 0 || (have_w && same_file(&st, &ws)) || (have_r && same_file(&st, &rs))) continue;
-        if (unlink(path) != 0) comm_log("warning: could not delete old checkpoint %s: %s\n", path, strerror(errno));
+        if (unlink(path) != 0) log_msg("warning: could not delete old checkpoint %s: %s\n", path, strerror(errno));
     }
     free(m);
     free(e);

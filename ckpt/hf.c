@@ -48,9 +48,9 @@ static int hf_is_file(const char *p) {
 static int hf_present(const char *p, char *err, size_t len) {
     struct stat st;
     if (lstat(p, &st) != 0 && errno == ENOENT) return 0;
-    if (stat(p, &st) != 0) return comm_errorf(err, len, "'%s' is there but cannot be used: %s", p, strerror(errno));
-    if (!S_ISREG(st.st_mode)) return comm_errorf(err, len, "'%s' is there but is not a regular file", p);
-    if (access(p, R_OK) != 0) return comm_errorf(err, len, "'%s' is there but cannot be read: %s", p, strerror(errno));
+    if (stat(p, &st) != 0) return err_set(err, len, "'%s' is there but cannot be used: %s", p, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return err_set(err, len, "'%s' is there but is not a regular file", p);
+    if (access(p, R_OK) != 0) return err_set(err, len, "'%s' is there but cannot be read: %s", p, strerror(errno));
     return 1;
 }
 
@@ -113,7 +113,7 @@ static const StTensor *hf_find(const HfModel *h, const char *name, int *file) {
 
 static int hf_add_file(HfModel *h, const char *path, char *err, size_t len) {
     StFile *files = realloc(h->files, (size_t)(h->nfiles + 1) * sizeof(StFile));
-    if (!files) comm_fatal("out of memory opening '%s'", path);
+    if (!files) err_fatal("out of memory opening '%s'", path);
     h->files = files;
     if (st_open(&h->files[h->nfiles], path, err, len) != 0) return -1;
     io_input(path, "--init_from");  // an input no output of the run may replace
@@ -124,20 +124,20 @@ static int hf_add_file(HfModel *h, const char *path, char *err, size_t len) {
 static int hf_open_index(HfModel *h, const char *index, char *err, size_t len) {
     char jerr[600], dir[HF_PATH], shard[2 * HF_PATH];
     JsonValue *v = json_parse_file(index, 64u << 20, jerr, sizeof jerr);
-    if (!v) return comm_errorf(err, len, "invalid index: %s", jerr);
+    if (!v) return err_set(err, len, "invalid index: %s", jerr);
     const JsonValue *map = json_get(v, "weight_map");
     int rc = 0;
-    if (!map || map->type != JSON_OBJECT) rc = comm_errorf(err, len, "index '%s' has no weight_map object", index);
+    if (!map || map->type != JSON_OBJECT) rc = err_set(err, len, "index '%s' has no weight_map object", index);
     hf_dirname(dir, sizeof dir, index);
     // every shard the map names, once, in order of first mention
     for (size_t i = 0; rc == 0 && i < map->len; i++) {
         const JsonValue *e = &map->items[i];
         if (e->type != JSON_STRING) {
-            rc = comm_errorf(err, len, "index '%s' maps %s to something other than a file name", index, e->key);
+            rc = err_set(err, len, "index '%s' maps %s to something other than a file name", index, e->key);
             break;
         }
         if (!hf_inside(e->str)) {
-            rc = comm_errorf(err, len, "index '%s' maps %s to '%s', outside the index's folder: shards must be files beside it",
+            rc = err_set(err, len, "index '%s' maps %s to '%s', outside the index's folder: shards must be files beside it",
                              index, e->key, e->str);
             break;
         }
@@ -145,7 +145,7 @@ static int hf_open_index(HfModel *h, const char *index, char *err, size_t len) {
         int known = 0;
         for (int f = 0; f < h->nfiles && !known; f++) known = !strcmp(h->files[f].path, shard);
         if (known) continue;
-        if (!hf_is_file(shard)) rc = comm_errorf(err, len, "index '%s' names shard '%s', which does not exist", index, e->str);
+        if (!hf_is_file(shard)) rc = err_set(err, len, "index '%s' names shard '%s', which does not exist", index, e->str);
         else rc = hf_add_file(h, shard, err, len);
     }
     for (size_t i = 0; rc == 0 && i < map->len; i++) {
@@ -154,7 +154,7 @@ static int hf_open_index(HfModel *h, const char *index, char *err, size_t len) {
         int f = 0;
         while (strcmp(h->files[f].path, shard)) f++;
         if (!st_find(&h->files[f], e->key))
-            rc = comm_errorf(err, len, "index '%s' maps %s to '%s', which does not hold it", index, e->key, e->str);
+            rc = err_set(err, len, "index '%s' maps %s to '%s', which does not hold it", index, e->key, e->str);
     }
     json_free(v);
     return rc;
@@ -169,9 +169,9 @@ static int hf_unset(const JsonValue *c, const char *key) {
 // a positive int member: 1; unset: 0 (an error when required) and *out untouched; else -1
 static int hf_size(const JsonValue *c, const char *path, const char *key, int required, int *out, char *err, size_t len) {
     int64_t v;
-    if (hf_unset(c, key)) return required ? comm_errorf(err, len, "'%s' lacks %s", path, key) : 0;
+    if (hf_unset(c, key)) return required ? err_set(err, len, "'%s' lacks %s", path, key) : 0;
     if (!json_get_int(c, key, &v) || v <= 0 || v > INT_MAX)
-        return comm_errorf(err, len, "'%s': %s must be a positive integer", path, key);
+        return err_set(err, len, "'%s': %s must be a positive integer", path, key);
     *out = (int)v;
     return 1;
 }
@@ -179,13 +179,13 @@ static int hf_size(const JsonValue *c, const char *path, const char *key, int re
 static int hf_positive(const JsonValue *c, const char *path, const char *key, float *out, char *err, size_t len) {
     double v;
     if (hf_unset(c, key)) return 0;
-    if (!json_get_number(c, key, &v) || !(v > 0)) return comm_errorf(err, len, "'%s': %s must be a positive number", path, key);
+    if (!json_get_number(c, key, &v) || !(v > 0)) return err_set(err, len, "'%s': %s must be a positive number", path, key);
     *out = (float)v;
     return 1;
 }
 
 static int hf_check_config(const JsonValue *c, const char *path, char *err, size_t len) {
-    if (c->type != JSON_OBJECT) return comm_errorf(err, len, "'%s' is not a JSON object", path);
+    if (c->type != JSON_OBJECT) return err_set(err, len, "'%s' is not a JSON object", path);
     const JsonValue *arch = json_get(c, "architectures");
     const char *type = json_get_string(c, "model_type"), *what = type;
     int llama = !type || !strcmp(type, "llama") || !strcmp(type, "mistral");
@@ -200,20 +200,20 @@ static int hf_check_config(const JsonValue *c, const char *path, char *err, size
         llama &= listed;
     }
     if (!llama)
-        return comm_errorf(err, len, "'%s' describes a %s model; fsdpc loads Llama models (LlamaForCausalLM, model_type llama; "
+        return err_set(err, len, "'%s' describes a %s model; fsdpc loads Llama models (LlamaForCausalLM, model_type llama; "
                        "Mistral's layout too)", path, what ? what : "non-Llama");
     const JsonValue *scaling = json_get(c, "rope_scaling");
     if (scaling && scaling->type != JSON_NULL)
-        return comm_errorf(err, len, "'%s' sets rope_scaling, which fsdpc does not support (plain RoPE only)", path);
+        return err_set(err, len, "'%s' sets rope_scaling, which fsdpc does not support (plain RoPE only)", path);
     static const char *const biases[] = {"attention_bias", "mlp_bias"};
     for (int i = 0; i < 2; i++) {
         int b = 0;
         if (json_get_bool(c, biases[i], &b) && b)
-            return comm_errorf(err, len, "'%s' sets %s, but fsdpc's Llama has no biases", path, biases[i]);
+            return err_set(err, len, "'%s' sets %s, but fsdpc's Llama has no biases", path, biases[i]);
     }
     const char *act = json_get_string(c, "hidden_act");
     if (act && strcmp(act, "silu"))
-        return comm_errorf(err, len, "'%s' has hidden_act %s; fsdpc's Llama MLP uses silu", path, act);
+        return err_set(err, len, "'%s' has hidden_act %s; fsdpc's Llama MLP uses silu", path, act);
     return 0;
 }
 
@@ -229,7 +229,7 @@ static int hf_context(const JsonValue *c, const char *path, int *out, char *err,
 static int hf_read_config(HfModel *h, const char *path, char *err, size_t len) {
     char jerr[600];
     JsonValue *c = json_parse_file(path, 16u << 20, jerr, sizeof jerr);
-    if (!c) return comm_errorf(err, len, "invalid model config: %s", jerr);
+    if (!c) return err_set(err, len, "invalid model config: %s", jerr);
     ModelConfig *m = &h->m;
     int rc = hf_check_config(c, path, err, len);
     static const struct {
@@ -260,7 +260,7 @@ static int hf_read_config(HfModel *h, const char *path, char *err, size_t len) {
     rc = r < 0 ? -1 : 0;
     int64_t head_dim;
     if (rc == 0 && json_get_int(c, "head_dim", &head_dim) && head_dim * m->num_heads != m->hidden_width)
-        rc = comm_errorf(err, len, "'%s': head_dim %lld is not hidden_size / num_attention_heads, which fsdpc requires", path,
+        rc = err_set(err, len, "'%s': head_dim %lld is not hidden_size / num_attention_heads, which fsdpc requires", path,
                      (long long)head_dim);
     if (rc == 0) json_get_bool(c, "tie_word_embeddings", &h->tied);
     json_free(c);
@@ -302,7 +302,7 @@ static int hf_open_source(HfModel *h, char *err, size_t len) {
             have = hf_present(weights, err, len);
         }
         if (have < 0) return -1;
-        if (!have) return comm_errorf(err, len, "'%s' holds neither model.safetensors nor model.safetensors.index.json", dir);
+        if (!have) return err_set(err, len, "'%s' holds neither model.safetensors nor model.safetensors.index.json", dir);
     } else {
         hf_dirname(dir, sizeof dir, h->path);
         snprintf(weights, sizeof weights, "%s", h->path);
@@ -316,7 +316,7 @@ static int hf_open_source(HfModel *h, char *err, size_t len) {
     if (!has_config) hf_infer_config(h);
     hf_find_tokenizer(dir, h->tokenizer, sizeof h->tokenizer);
     const char *e = ckpt_source_from_dir(dir, &h->source);
-    return e ? comm_errorf(err, len, "%s", e) : 0;
+    return e ? err_set(err, len, "%s", e) : 0;
 }
 
 HfModel *hf_open(const char *spec, char *err, size_t errlen) {
@@ -368,10 +368,10 @@ void hf_take_source(HfModel *h, CkptSource *src) {
 static const StTensor *hf_source_tensor(const HfModel *h, const TensorSpec *spec, int *file, char *msg, size_t len) {
     const char *name = h->tied && !strcmp(spec->name, "lm_head.weight") ? "model.embed_tokens.weight" : spec->name;
     const StTensor *t = hf_find(h, name, file);
-    if (!t) return comm_errorf(msg, len, "tensor %s is missing from '%s'", name, h->path), NULL;
+    if (!t) return err_set(msg, len, "tensor %s is missing from '%s'", name, h->path), NULL;
     const char *path = h->files[*file].path;
     if (t->dtype == ST_OTHER)
-        return comm_errorf(msg, len, "tensor %s in '%s' has dtype %s; fsdpc loads F32, BF16 and F16", name, path, t->dtype_name), NULL;
+        return err_set(msg, len, "tensor %s in '%s' has dtype %s; fsdpc loads F32, BF16 and F16", name, path, t->dtype_name), NULL;
     int ok = t->ndim == spec->ndim;
     for (int d = 0; ok && d < spec->ndim; d++) ok = t->shape[d] == spec->shape[d];
     if (!ok) {
@@ -379,7 +379,7 @@ static const StTensor *hf_source_tensor(const HfModel *h, const TensorSpec *spec
         for (int d = 0; d < t->ndim; d++)
             snprintf(got + strlen(got), sizeof got - strlen(got), d ? ",%lld" : "%lld", (long long)t->shape[d]);
         snprintf(want, sizeof want, spec->ndim == 1 ? "%d" : "%d,%d", spec->shape[0], spec->shape[1]);
-        return comm_errorf(msg, len, "tensor %s in '%s' has shape [%s] but the model config needs [%s]", name, path, got, want), NULL;
+        return err_set(msg, len, "tensor %s in '%s' has shape [%s] but the model config needs [%s]", name, path, got, want), NULL;
     }
     return t;
 }
@@ -414,7 +414,7 @@ static const char *hf_unused(const HfModel *h, const ModelPlan *plan, int allow,
              allow ? "; they are not loaded (--allow_unused_weights)" : ": is it another architecture or a larger model? "
                                                                         "--allow_unused_weights loads the rest anyway");
     if (!allow) return msg;
-    comm_log("warning: %s\n", msg);
+    log_msg("warning: %s\n", msg);
     return NULL;
 }
 
@@ -428,7 +428,7 @@ void hf_load(const HfModel *h, ShardState *s, int allow_unused) {
             if (!hf_source_tensor(h, &plan->units[u].t[t], &file, msg, sizeof msg)) err = msg;
     if (!err) err = hf_unused(h, plan, allow_unused, msg, sizeof msg);
     comm_check_all(err);
-    if (h->tied) comm_log("%s: lm_head.weight is tied to model.embed_tokens.weight; fsdpc trains an untied copy of it\n", h->path);
+    if (h->tied) log_msg("%s: lm_head.weight is tied to model.embed_tokens.weight; fsdpc trains an untied copy of it\n", h->path);
     int on_device = shard_state_on_device(s), *fds = mallocCheck((size_t)h->nfiles * sizeof(int));
     for (int i = 0; i < h->nfiles; i++) fds[i] = -1;
     size_t stage_len = 0;
@@ -1081,10 +1081,10 @@ int hf_export_main(int argc, char **argv) {
     comm_check_all(stopped ? NULL : err);
     comm_bcast_bytes(comm_world(), &stopped, sizeof stopped, 0);
     if (stopped) {
-        comm_log("Stopped by signal %d (%s) during export: its temporary files were removed, nothing was written under a "
+        log_msg("Stopped by signal %d (%s) during export: its temporary files were removed, nothing was written under a "
                  "final name in '%s'; exiting with status %d\n", stopped, comm_signal_name(stopped), a.output, COMM_EXIT_STOPPED);
         return COMM_EXIT_STOPPED;
     }
-    comm_log("%s", summary);
+    log_msg("%s", summary);
     return 0;
 }

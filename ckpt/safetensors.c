@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/half.h"
 #include "../comm/comm.h"
 #include "../data/json.h"
 
@@ -55,48 +56,48 @@ static void st_shape_str(const StTensor *t, char *buf, size_t len) {
 static int st_parse_entry(const StFile *f, const JsonValue *v, StTensor *t, uint64_t data_start, uint64_t data_bytes,
                           char *err, size_t len) {
     const char *name = v->key;
-    if (v->type != JSON_OBJECT) return comm_errorf(err, len, "'%s': header entry '%s' is not an object", f->path, name);
+    if (v->type != JSON_OBJECT) return err_set(err, len, "'%s': header entry '%s' is not an object", f->path, name);
     const char *dtype = json_get_string(v, "dtype");
     const JsonValue *shape = json_get(v, "shape"), *offs = json_get(v, "data_offsets");
     if (!dtype || !shape || shape->type != JSON_ARRAY || !offs || offs->type != JSON_ARRAY || offs->len != 2)
-        return comm_errorf(err, len, "'%s': tensor %s lacks a dtype string, a shape array or a 2-element data_offsets", f->path, name);
+        return err_set(err, len, "'%s': tensor %s lacks a dtype string, a shape array or a 2-element data_offsets", f->path, name);
     int size = 0;
     for (size_t i = 0; i < sizeof st_types / sizeof st_types[0]; i++)
         if (!strcmp(dtype, st_types[i].name)) size = st_types[i].size, t->dtype = st_types[i].dt;
-    if (!size) return comm_errorf(err, len, "'%s': tensor %s has unknown dtype '%.20s'", f->path, name, dtype);
+    if (!size) return err_set(err, len, "'%s': tensor %s has unknown dtype '%.20s'", f->path, name, dtype);
     snprintf(t->dtype_name, sizeof t->dtype_name, "%s", dtype);
-    if (shape->len > ST_MAX_DIMS) return comm_errorf(err, len, "'%s': tensor %s has %zu dimensions (at most %d)", f->path, name, shape->len, ST_MAX_DIMS);
+    if (shape->len > ST_MAX_DIMS) return err_set(err, len, "'%s': tensor %s has %zu dimensions (at most %d)", f->path, name, shape->len, ST_MAX_DIMS);
     t->ndim = (int)shape->len;
     t->numel = 1;
     for (int d = 0; d < t->ndim; d++) {
         const JsonValue *x = &shape->items[d];
         if (x->type != JSON_NUMBER || !x->is_int || x->integer < 0)
-            return comm_errorf(err, len, "'%s': tensor %s has a shape entry that is not a non-negative integer", f->path, name);
+            return err_set(err, len, "'%s': tensor %s has a shape entry that is not a non-negative integer", f->path, name);
         t->shape[d] = x->integer;
         if (x->integer && t->numel > UINT64_MAX / 8 / (uint64_t)x->integer)
-            return comm_errorf(err, len, "'%s': tensor %s has a shape whose size overflows", f->path, name);
+            return err_set(err, len, "'%s': tensor %s has a shape whose size overflows", f->path, name);
         t->numel *= (uint64_t)x->integer;
     }
     uint64_t o[2];
     for (int i = 0; i < 2; i++) {
         const JsonValue *x = &offs->items[i];
         if (x->type != JSON_NUMBER || !x->is_int || x->integer < 0)
-            return comm_errorf(err, len, "'%s': tensor %s has data_offsets that are not non-negative integers", f->path, name);
+            return err_set(err, len, "'%s': tensor %s has data_offsets that are not non-negative integers", f->path, name);
         o[i] = (uint64_t)x->integer;
     }
     if (o[0] > o[1] || o[1] > data_bytes)
-        return comm_errorf(err, len, "'%s': tensor %s has data_offsets [%llu, %llu] outside the file's %llu data bytes (truncated file?)",
+        return err_set(err, len, "'%s': tensor %s has data_offsets [%llu, %llu] outside the file's %llu data bytes (truncated file?)",
                        f->path, name, (unsigned long long)o[0], (unsigned long long)o[1], (unsigned long long)data_bytes);
     if (o[1] - o[0] != t->numel * (uint64_t)size) {
         char sh[160];
         st_shape_str(t, sh, sizeof sh);
-        return comm_errorf(err, len, "'%s': tensor %s spans %llu bytes but %s %s needs %llu", f->path, name,
+        return err_set(err, len, "'%s': tensor %s spans %llu bytes but %s %s needs %llu", f->path, name,
                        (unsigned long long)(o[1] - o[0]), dtype, sh, (unsigned long long)(t->numel * (uint64_t)size));
     }
     t->begin = data_start + o[0];
     t->end = data_start + o[1];
     t->name = strdup(name);
-    if (!t->name) comm_fatal("out of memory reading '%s'", f->path);
+    if (!t->name) err_fatal("out of memory reading '%s'", f->path);
     return 0;
 }
 
@@ -110,25 +111,25 @@ static int st_by_name(const void *a, const void *b) { return strcmp(((const StTe
 static int st_parse(StFile *f, int fd, char *err, size_t len) {
     uint8_t lb[8];
     if (f->size < 8 || st_pread_full(fd, lb, 8, 0) != 0)
-        return comm_errorf(err, len, "'%s' is not a safetensors file: %llu bytes, too short for the header length", f->path,
+        return err_set(err, len, "'%s' is not a safetensors file: %llu bytes, too short for the header length", f->path,
                        (unsigned long long)f->size);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | lb[i];
     if (n > f->size - 8)
-        return comm_errorf(err, len, "'%s': header length %llu runs past the end of the file (%llu bytes): truncated or not a safetensors file",
+        return err_set(err, len, "'%s': header length %llu runs past the end of the file (%llu bytes): truncated or not a safetensors file",
                        f->path, (unsigned long long)n, (unsigned long long)f->size);
-    if (n > ST_MAX_HEADER) return comm_errorf(err, len, "'%s': header length %llu exceeds the format's 100 MB limit", f->path, (unsigned long long)n);
+    if (n > ST_MAX_HEADER) return err_set(err, len, "'%s': header length %llu exceeds the format's 100 MB limit", f->path, (unsigned long long)n);
     char *text = mallocCheck(n + 1);
     if (st_pread_full(fd, text, n, 8) != 0) {
         free(text);
-        return comm_errorf(err, len, "cannot read the header of '%s': %s", f->path, errno ? strerror(errno) : "unexpected end of file");
+        return err_set(err, len, "cannot read the header of '%s': %s", f->path, errno ? strerror(errno) : "unexpected end of file");
     }
     char jerr[256];
     JsonValue *root = json_parse(text, n, jerr, sizeof jerr);
     free(text);
-    if (!root) return comm_errorf(err, len, "'%s': invalid JSON header: %s", f->path, jerr);
+    if (!root) return err_set(err, len, "'%s': invalid JSON header: %s", f->path, jerr);
     int rc = 0;
-    if (root->type != JSON_OBJECT) rc = comm_errorf(err, len, "'%s': the header is not a JSON object", f->path);
+    if (root->type != JSON_OBJECT) rc = err_set(err, len, "'%s': the header is not a JSON object", f->path);
     f->tensors = callocCheck(root->type == JSON_OBJECT ? root->len : 0, sizeof(StTensor));
     for (size_t i = 0; rc == 0 && i < root->len; i++) {
         if (!strcmp(root->items[i].key, "__metadata__")) continue;
@@ -143,13 +144,13 @@ static int st_parse(StFile *f, int fd, char *err, size_t len) {
     for (int i = 0; i < f->ntensors; i++) {
         const StTensor *t = &f->tensors[i];
         if (t->begin == t->end) continue;
-        if (prev && t->begin < prev->end) return comm_errorf(err, len, "'%s': tensors %s and %s overlap in the data", f->path, prev->name, t->name);
+        if (prev && t->begin < prev->end) return err_set(err, len, "'%s': tensors %s and %s overlap in the data", f->path, prev->name, t->name);
         prev = t;
     }
     qsort(f->tensors, f->ntensors, sizeof(StTensor), st_by_name);
     for (int i = 1; i < f->ntensors; i++)
         if (!strcmp(f->tensors[i - 1].name, f->tensors[i].name))
-            return comm_errorf(err, len, "'%s': tensor %s appears twice in the header", f->path, f->tensors[i].name);
+            return err_set(err, len, "'%s': tensor %s appears twice in the header", f->path, f->tensors[i].name);
     return 0;
 }
 
@@ -157,9 +158,9 @@ int st_open(StFile *f, const char *path, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     snprintf(f->path, sizeof f->path, "%s", path);
     int fd = open(path, O_RDONLY);
-    if (fd < 0) return comm_errorf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+    if (fd < 0) return err_set(err, errlen, "cannot open '%s': %s", path, strerror(errno));
     struct stat st;
-    int rc = fstat(fd, &st) != 0 ? comm_errorf(err, errlen, "cannot stat '%s': %s", path, strerror(errno)) : 0;
+    int rc = fstat(fd, &st) != 0 ? err_set(err, errlen, "cannot stat '%s': %s", path, strerror(errno)) : 0;
     if (rc == 0) {
         f->size = (uint64_t)st.st_size;
         rc = st_parse(f, fd, err, errlen);
@@ -181,15 +182,6 @@ const StTensor *st_find(const StFile *f, const char *name) {
     return f->ntensors ? bsearch(&key, f->tensors, f->ntensors, sizeof(StTensor), st_by_name) : NULL;
 }
 
-static float st_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
-    if (e == 0) return copysignf(ldexpf((float)m, -24), sign ? -1.0f : 1.0f);  // zero and subnormals
-    x = e == 31 ? sign | 0x7f800000u | m << 13 : sign | (e + 112) << 23 | m << 13;
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
 const char *st_read_f32(int fd, const StFile *f, const StTensor *t, uint64_t first, uint64_t count, float *dst) {
     static char msg[sizeof f->path + 256];
     size_t es = st_dtype_size(t->dtype);
@@ -204,32 +196,9 @@ const char *st_read_f32(int fd, const StFile *f, const StTensor *t, uint64_t fir
     for (uint64_t i = 0; i < count; i++) {
         uint16_t h;
         memcpy(&h, raw + 2 * i, 2);
-        if (t->dtype == ST_BF16) {
-            uint32_t x = (uint32_t)h << 16;
-            memcpy(&dst[i], &x, 4);
-        } else {
-            dst[i] = st_f16_to_f32(h);
-        }
+        dst[i] = t->dtype == ST_BF16 ? half_bf16_to_f32(h) : half_f16_to_f32(h);
     }
     return NULL;
-}
-
-static uint16_t st_f32_to_bf16(uint32_t x) {
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(x >> 16 | 0x40);  // NaN stays a quiet NaN
-    return (uint16_t)((x + 0x7fffu + (x >> 16 & 1)) >> 16);
-}
-
-static uint16_t st_f32_to_f16(float v) {
-    uint32_t x;
-    memcpy(&x, &v, 4);
-    uint16_t sign = (uint16_t)(x >> 16 & 0x8000);
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u) return sign | 0x7e00;
-    if (ax >= 0x477ff000u) return sign | 0x7c00;  // from 65520 up: infinity
-    if (ax < 0x38800000u)  // below 2^-14: a subnormal, in units of 2^-24 (exact scaling, then RNE)
-        return sign | (uint16_t)nearbyintf(fabsf(v) * 16777216.0f);
-    uint32_t m = ax - 0x38000000u;  // exponent bias 127 -> 15
-    return sign | (uint16_t)((m + 0xfffu + (m >> 13 & 1)) >> 13);
 }
 
 void st_from_f32(void *dst, const float *src, size_t n, StDtype dt) {
@@ -238,18 +207,14 @@ void st_from_f32(void *dst, const float *src, size_t n, StDtype dt) {
         return;
     }
     uint16_t *o = dst;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t x;
-        memcpy(&x, &src[i], 4);
-        o[i] = dt == ST_BF16 ? st_f32_to_bf16(x) : st_f32_to_f16(src[i]);
-    }
+    for (size_t i = 0; i < n; i++) o[i] = dt == ST_BF16 ? half_f32_to_bf16(src[i]) : half_f32_to_f16(src[i]);
 }
 
 int st_write_header(FILE *out, const StEntry *e, int n, StDtype dt) {
     char *buf = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&buf, &len);
-    if (!m) comm_fatal("out of memory building a safetensors header");
+    if (!m) err_fatal("out of memory building a safetensors header");
     // tensor names are fsdpc's own Hugging Face names: plain ASCII, nothing to escape
     fputs(ST_FSDPC_HEADER, m);
     uint64_t off = 0;

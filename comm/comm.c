@@ -5,7 +5,7 @@
 #include "../kernels/backend.h"
 #include "../kernels/kernels.h"
 #include "flight.h"
-#include "limits.h"
+#include "../base/limits.h"
 #include "trace.h"
 
 #include <dlfcn.h>
@@ -46,6 +46,8 @@ enum { TIMEOUT_TAG = 7, GRACE_SECONDS = 5 };
 #ifdef FSDPC_CUDA
 static CommGroup *nccl_groups[2];  // the shard and replica groups' NCCL communicators, to abort or destroy
 static void nccl_abort_all(void);
+static void fatal_before(void);
+static void fatal_end(void);
 #else
 static void nccl_abort_all(void) {}
 #endif
@@ -56,7 +58,7 @@ static void mpi_check(int err, const char *file, int line) {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     MPI_Error_string(err, msg, &len);
-    comm_fatal_at(file, line, "MPI call failed: %s (is the launcher/network healthy?)", msg);
+    err_fatal_at(file, line, "MPI call failed: %s (is the launcher/network healthy?)", msg);
 }
 
 // MPI reduction op for bf16 stored as uint16: inout = bf16(f32(in) + f32(inout))
@@ -153,12 +155,6 @@ static void find_transport(void) {
     int n = snprintf(transport, sizeof transport, "pml=%s", pml[0] ? pml : "unknown");
     if (mtl[0]) n += snprintf(transport + n, sizeof transport - n, " mtl=%s", mtl);
     if (!strcmp(mtl, "ofi")) snprintf(transport + n, sizeof transport - n, " provider=%s", prov[0] ? prov : "auto");
-}
-
-// The one printer of error lines, which tests and users grep for: every exit path goes through it.
-static void error_line(const char *msg) {
-    fprintf(stderr, "fsdpc: error: %s\n", msg);
-    fflush(stderr);
 }
 
 volatile sig_atomic_t comm_stop_signal;
@@ -279,7 +275,7 @@ void comm_init(int *argc, char ***argv) {
         char msg[256];
         snprintf(msg, sizeof msg, "srun started %s tasks without PMIx: pass --mpi=pmix (Debian's OpenMPI speaks PMIx only; "
                  "plain srun and --mpi=pmi2 cannot wire the ranks into one job)", tasks);
-        if (!procid || atoi(procid) == 0) error_line(msg);
+        if (!procid || atoi(procid) == 0) log_error(msg);
         exit(1);
     }
     MPI_Init(argc, argv);
@@ -291,6 +287,8 @@ void comm_init(int *argc, char ***argv) {
     mpiCheck(MPI_Op_create(bf16_sum, 1, &bf16_sum_op));
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &comm_info.rank));
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &comm_info.world));
+    log_set_rank(comm_info.rank);
+    err_on_fatal(fatal_before, fatal_end);
     find_transport();
     stop_silent = comm_info.rank != 0;
     stop_signals_install();  // again, in case the MPI library installed its own
@@ -331,10 +329,10 @@ void comm_check_pbs(void) {
     if (prev != '\n') slots++;
     fclose(f);
     const char *name = getenv("PBS_JOBNAME");
-    comm_log("PBS job %s%s%s%s, PBS_NODEFILE %s: %d slot(s) for %d rank(s)\n", job, name ? " (" : "", name ? name : "",
+    log_msg("PBS job %s%s%s%s, PBS_NODEFILE %s: %d slot(s) for %d rank(s)\n", job, name ? " (" : "", name ? name : "",
              name ? ")" : "", nodefile, slots, comm_info.world);
     if (slots < comm_info.world)
-        comm_log("warning: PBS_NODEFILE lists %d slot(s) but %d ranks run: pass mpiexec --hostfile \"$PBS_NODEFILE\"\n", slots,
+        log_msg("warning: PBS_NODEFILE lists %d slot(s) but %d ranks run: pass mpiexec --hostfile \"$PBS_NODEFILE\"\n", slots,
                  comm_info.world);
 }
 
@@ -362,14 +360,6 @@ void comm_finalize(void) {
     MPI_Finalize();
 }
 
-double comm_time(void) { return MPI_Wtime(); }
-
-int64_t comm_clock_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 void comm_set_collective_timeout(double seconds) { collective_timeout = seconds; }
 
 // ---- the watchdog of phases that wait where comm_wait cannot see ----
@@ -388,8 +378,8 @@ static void __attribute__((noreturn)) deadline_expired(const char *what, double 
     char msg[1024];
     snprintf(msg, sizeof msg, "%s made no progress for %.1f s on rank %d (--collective_timeout %g): a rank stopped or died, or "
              "the file system hangs; the job is ended instead of hanging", what, waited, comm_info.rank, collective_timeout);
-    error_line(msg);
     flight_dump(msg);
+    log_error(msg);  // after the recorder: the error is the last line
     fflush(NULL);
     nccl_abort_all();
     alarm(GRACE_SECONDS * 2);  // an MPI_Abort from this thread that does not end the process: SIGALRM does
@@ -405,7 +395,7 @@ static void *deadline_main(void *arg) {
             continue;
         }
         double limit = collective_timeout + (comm_info.rank ? (collective_timeout < GRACE_SECONDS ? collective_timeout : GRACE_SECONDS) : 0);
-        int64_t waited = comm_clock_us() - deadline_mark_us;
+        int64_t waited = clock_now_us() - deadline_mark_us;
         if (waited > (int64_t)(limit * 1e6)) {
             char what[sizeof deadline_what];
             memcpy(what, deadline_what, sizeof what);
@@ -423,7 +413,7 @@ void comm_deadline_begin(const char *what) {
     pthread_mutex_lock(&deadline_lock);
     if (!deadline_depth++) {
         snprintf(deadline_what, sizeof deadline_what, "%s", what);
-        deadline_mark_us = comm_clock_us();
+        deadline_mark_us = clock_now_us();
     }
     if (!deadline_thread) {  // started on first use; it sleeps while no phase is open
         pthread_t t;
@@ -434,7 +424,7 @@ void comm_deadline_begin(const char *what) {
         pthread_attr_destroy(&attr);
         if (rc) {
             pthread_mutex_unlock(&deadline_lock);
-            comm_fatal("cannot start the --collective_timeout watchdog thread: %s", strerror(rc));
+            err_fatal("cannot start the --collective_timeout watchdog thread: %s", strerror(rc));
         }
         deadline_thread = 1;
     }
@@ -444,7 +434,7 @@ void comm_deadline_begin(const char *what) {
 
 void comm_deadline_progress(void) {
     pthread_mutex_lock(&deadline_lock);
-    deadline_mark_us = comm_clock_us();
+    deadline_mark_us = clock_now_us();
     pthread_mutex_unlock(&deadline_lock);
 }
 
@@ -507,20 +497,14 @@ double comm_mem_available(const char **source) {
     return avail;
 }
 
-void comm_fatal_at(const char *file, int line, const char *fmt, ...) {
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (n >= 0 && (size_t)n < sizeof msg) snprintf(msg + n, sizeof msg - (size_t)n, " (rank %d, %s:%d)", comm_info.rank, file, line);
-    error_line(msg);
-    flight_dump("fatal error");  // which collectives this rank had finished, and which it was in
+// err_fatal's hooks: the flight recorder before the error line, then every rank ends
+static void fatal_before(void) { flight_dump("fatal error"); }  // which collectives this rank finished, which it was in
+
+static void fatal_end(void) {
     nccl_abort_all();
     int inited = 0;
     MPI_Initialized(&inited);
     if (inited && comm_info.world > 1) MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
 }
 
 void comm_fail_all(const char *fmt, ...) {
@@ -543,11 +527,24 @@ void comm_fail_all(const char *fmt, ...) {
             if (!arrived) usleep(1000);
         }
     }
-    if (!arrived) comm_fatal("%s", msg);
+    if (!arrived) comm_fail_local("%s", msg);
     // an error every rank agreed on is an input error, not a hang: the error is the last line
-    if (comm_info.rank == 0) error_line(msg);
+    if (comm_info.rank == 0) log_error(msg);
     fflush(stdout);
     if (inited) MPI_Finalize();
+    exit(1);
+}
+
+void comm_fail_local(const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (comm_info.world > 1 && n >= 0 && (size_t)n < sizeof msg) snprintf(msg + n, sizeof msg - (size_t)n, " (rank %d)", comm_info.rank);
+    log_error(msg);
+    fflush(NULL);
+    fatal_end();
     exit(1);
 }
 
@@ -557,9 +554,8 @@ void comm_abort_all(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (comm_info.rank == 0) error_line(msg);
+    if (comm_info.rank == 0) log_error(msg);
     fflush(NULL);
-    flight_dump("aborting");
     nccl_abort_all();
     if (comm_info.world == 1) _exit(1);
     MPI_Barrier(fail_comm);  // the line is out before any rank's abort can end rank 0
@@ -584,36 +580,6 @@ void comm_check_distinct_local(const char *value, const char *what, const char *
     comm_check_all(msg[0] ? msg : NULL);
 }
 
-int comm_errorf(char *err, size_t len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-// what to try after an allocation failed: under ulimit -v / -d, the limit comes first
-static const char *oom_fix(void) {
-    static char fix[320];
-    const char *lim = limits_summary();
-    snprintf(fix, sizeof fix, "%s%s%stry a smaller model/batch or more ranks", lim[0] ? " under " : "", lim,
-             lim[0] ? ": raise the limit, or " : " (");
-    if (!lim[0]) strcat(fix, ")");
-    return fix;
-}
-
-void *comm_malloc_at(const char *file, int line, size_t bytes) {
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) comm_fatal_at(file, line, "out of memory allocating %zu bytes%s", bytes, oom_fix());
-    return p;
-}
-
-void *comm_calloc_at(const char *file, int line, size_t n, size_t size) {
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) comm_fatal_at(file, line, "out of memory allocating %zu x %zu bytes%s", n, size, oom_fix());
-    return p;
-}
-
 const char *comm_output_path_problem(const char *path, const char *flag, int replace) {
     static char msg[1200];
     struct stat st;
@@ -628,7 +594,7 @@ const char *comm_output_path_problem(const char *path, const char *flag, int rep
 
 FILE *comm_fopen_at(const char *file, int line, const char *path, const char *mode) {
     FILE *f = fopen(path, mode);
-    if (!f) comm_fatal_at(file, line, "cannot open '%s' (mode %s): %s", path, mode, comm_path_error(path, errno));
+    if (!f) err_fatal_at(file, line, "cannot open '%s' (mode %s): %s", path, mode, comm_path_error(path, errno));
     return f;
 }
 
@@ -677,36 +643,6 @@ const char *comm_folder_problem(const char *path, const char *what) {
     return msg;
 }
 
-static int log_timestamps;
-void comm_log_timestamps(int on) { log_timestamps = on; }
-
-void comm_log(const char *fmt, ...) {
-    if (comm_info.rank != 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    if (!log_timestamps) {
-        vfprintf(stderr, fmt, ap);
-    } else {  // "2024-06-12 00:08:25 I [rank 0] ..." on every line, as the recipes' loggers print
-        char *msg = NULL;
-        if (vasprintf(&msg, fmt, ap) < 0) comm_abort_all("out of memory formatting a log line");
-        char stamp[32];
-        time_t now = time(NULL);
-        strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", localtime(&now));
-        char level = strncmp(msg, "warning:", 8) ? 'I' : 'W';
-        for (char *line = msg; *line;) {
-            char *end = strchr(line, '\n');
-            int len = end ? (int)(end - line) : (int)strlen(line);
-            fprintf(stderr, "%s %c [rank %d] %.*s\n", stamp, level, comm_info.rank, len, line);
-            line += len + (end != NULL);
-        }
-        free(msg);
-    }
-    va_end(ap);
-    // stderr that cannot be written (2>/dev/full, a full log disk): nothing can be said any more,
-    // but the run must not go on, or end 0, as if its log were kept; every rank ends (MPI_Abort)
-    if (fflush(stderr) != 0 || ferror(stderr)) comm_fatal("cannot write standard error: %s", strerror(errno ? errno : EIO));
-}
-
 CommGroup *comm_world(void) { return &world_group; }
 
 int comm_group_rank(const CommGroup *g) {
@@ -751,7 +687,7 @@ static CommRequest *request_new(CommGroup *g, const char *op, Elem e, size_t cou
     r->dtype = e.name;
     r->seq = ++g->seq;
     r->bytes = count * e.size;
-    r->start_us = comm_clock_us();
+    r->start_us = clock_now_us();
     r->flight = flight_start(op, g->name, r->seq, r->bytes, r->start_us);
     return r;
 }
@@ -815,7 +751,7 @@ static void __attribute__((noreturn)) collective_timed_out(const CommRequest *r,
              nm ? "rank(s) not arrived (stopped, dead, or stuck outside a collective): " : "every rank is waiting",
              missing, waiting);
     // one error line for the job: the lowest rank that timed out prints it, the others say where they were
-    if (me == lowest) error_line(msg);
+    if (me == lowest) log_error(msg);
     else fprintf(stderr, "fsdpc: rank %d: %s\n", me, msg);
     fflush(NULL);
     nccl_abort_all();
@@ -830,7 +766,7 @@ static int request_test(CommRequest *r) {
         const char *err = NULL;
         int done = comm_nccl_test(r->nccl, &err);
         if (err)
-            comm_fatal("NCCL failed in %s #%llu on group %s: %s (communicators aborted)", r->op, (unsigned long long)r->seq,
+            err_fatal("NCCL failed in %s #%llu on group %s: %s (communicators aborted)", r->op, (unsigned long long)r->seq,
                        r->g->name, err);
         return done;
     }
@@ -843,10 +779,10 @@ static int request_test(CommRequest *r) {
 void comm_wait(CommRequest *r) {
     if (!r) return;
     // spin first (most waits are short), then yield the core; the clock is read every few tests
-    int64_t t0 = comm_clock_us(), limit = (int64_t)(collective_timeout * 1e6);
+    int64_t t0 = clock_now_us(), limit = (int64_t)(collective_timeout * 1e6);
     for (unsigned spins = 1; !request_test(r); spins++) {
         if (spins % 64) continue;
-        int64_t waited = comm_clock_us() - t0;
+        int64_t waited = clock_now_us() - t0;
         if (limit > 0 && waited > limit) collective_timed_out(r, waited / 1e6, 0);
         if (limit > 0 && waited > 1000000) {  // a long wait: has another rank already timed out?
             int other = 0;
@@ -855,7 +791,7 @@ void comm_wait(CommRequest *r) {
         }
         if (waited > 10000) usleep(100);
     }
-    int64_t start = r->start_us, end = comm_clock_us();
+    int64_t start = r->start_us, end = clock_now_us();
 #ifdef FSDPC_CUDA
     if (r->nccl) comm_nccl_finish(r->nccl, &start, &end);  // the stream's own times when the trace asked for them
 #endif
@@ -954,14 +890,14 @@ int comm_first_different(const char *mine, char **theirs, char **root) {
 
 void comm_gather_bytes(CommGroup *g, const void *buf, size_t n, char **all, size_t *total) {
     int size = comm_group_size(g), me = comm_group_rank(g), len = (int)n;
-    if (n > (size_t)INT32_MAX) comm_fatal("gather of %zu bytes exceeds MPI's int count", n);
+    if (n > (size_t)INT32_MAX) err_fatal("gather of %zu bytes exceeds MPI's int count", n);
     int *lens = callocCheck((size_t)size, sizeof(int)), *offs = callocCheck((size_t)size, sizeof(int));
     CommRequest *r = request_new(g, "gather", I32, 1);
     mpiCheck(MPI_Igather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, g->comm, &r->req));
     comm_wait(r);
     size_t sum = 0;
     for (int i = 0; i < size; i++) {
-        if (sum + (size_t)lens[i] > (size_t)INT32_MAX) comm_fatal("gather of more than 2 GB at rank 0");
+        if (sum + (size_t)lens[i] > (size_t)INT32_MAX) err_fatal("gather of more than 2 GB at rank 0");
         offs[i] = (int)sum;
         sum += (size_t)lens[i];
     }
@@ -1037,7 +973,7 @@ static void nccl_abort_all(void) {
 // Non-blocking collectives take one int count: FSDP units stay far below 2^31 elements per rank
 // (a 70B layer is 0.9e9 elements unsharded), so larger ones are refused, not split.
 static int count_of(size_t n) {
-    if (n > (size_t)INT32_MAX) comm_fatal("collective of %zu elements per rank exceeds MPI's int count", n);
+    if (n > (size_t)INT32_MAX) err_fatal("collective of %zu elements per rank exceeds MPI's int count", n);
     return (int)n;
 }
 

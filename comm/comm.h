@@ -7,6 +7,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+// the ground floor that comm's users need beside it: error exits, checked allocation, logging, the clock
+#include "../base/clock.h"
+#include "../base/err.h"
+#include "../base/log.h"
+
 typedef struct {
     int rank, world;             // in MPI_COMM_WORLD
     int local_rank, local_world; // on this node (MPI_COMM_TYPE_SHARED)
@@ -48,9 +53,6 @@ const char *comm_transport(void);
 int comm_default_threads(const char **source);
 // The cores this process may run on (its affinity mask); the node's when that cannot be read.
 int comm_pinned_cores(void);  // *source: where the number came from, for the log
-double comm_time(void);
-// monotonic microseconds: the clock of the flight recorder and the trace
-int64_t comm_clock_us(void);
 // --collective_timeout: a collective that waits longer than this (seconds; 0: for ever) prints the
 // flight recorder on every waiting rank, names the ranks that never arrived and ends the job
 // (MPI_Abort) instead of hanging
@@ -69,10 +71,6 @@ double comm_peak_mem_mib(void);
 // this process's cgroup limit; *source says which ("MemAvailable" or "cgroup limit").
 double comm_mem_available(const char **source);
 
-// A rank-local failure (I/O error, allocation): prints "fsdpc: error: <msg> (file:line)" and this
-// rank's flight recorder, aborts NCCL's communicators and every rank through MPI_Abort.
-void comm_fatal_at(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-#define comm_fatal(...) comm_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
 // An error every rank detects alike (bad flag, bad shape): rank 0 prints one line, every rank
 // exits with status 1 without an MPI abort banner.
 void comm_fail_all(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
@@ -81,6 +79,11 @@ void comm_fail_all(const char *fmt, ...) __attribute__((noreturn, format(printf,
 // line, stdio is flushed, and the job ends through MPI_Abort (one rank: _exit), skipping every
 // exit-time cleanup, so anything that must happen on exit is the caller's to do first.
 void comm_abort_all(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+// An input error that only this rank sees, where no collective can agree on it (a bad token in
+// its part of the data, a file it cannot write, an error other ranks never reached): the line,
+// naming the rank, is the last this rank prints (no flight recorder: nothing internal went
+// wrong), and every rank ends (MPI_Abort).
+void comm_fail_local(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 // Collective "did any rank fail?": each rank passes its local error message (NULL when fine);
 // if any rank has one, rank 0 prints the lowest failing rank's message and all ranks exit 1.
 void comm_check_all(const char *local_error);
@@ -99,15 +102,6 @@ int comm_first_different(const char *mine, char **theirs, char **root);
 // UUID), naming them, what the value is and the hint.
 void comm_check_distinct_local(const char *value, const char *what, const char *hint);
 
-// Writes a one-line error message into err (len bytes) for a caller to report; returns -1, so
-// parsers can `return comm_errorf(...)`.
-int comm_errorf(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-// Checked allocation, aborting with the size on failure.
-void *comm_malloc_at(const char *file, int line, size_t bytes);
-#define mallocCheck(n) comm_malloc_at(__FILE__, __LINE__, (n))
-void *comm_calloc_at(const char *file, int line, size_t n, size_t size);
-#define callocCheck(n, s) comm_calloc_at(__FILE__, __LINE__, (n), (s))
 FILE *comm_fopen_at(const char *file, int line, const char *path, const char *mode);
 // Why `path` cannot be an output of `flag`, or NULL: a directory, or a FIFO (opening one waits for a
 // reader); with replace (written to a temporary name, then renamed over it), anything but a
@@ -127,10 +121,6 @@ const char *comm_read_problem(const char *path);
 // gives (comm_path_error).
 const char *comm_folder_problem(const char *path, const char *what);
 
-// rank-0-only logging to stderr; with timestamps on (--log_timestamps) every line starts with
-// "YYYY-mm-dd HH:MM:SS L [rank R]", L being I, or W for a "warning:" message
-void comm_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void comm_log_timestamps(int on);
 // --environment pbs: logs the job ($PBS_JOBID) and its node file ($PBS_NODEFILE), both required
 // (--environment local checks nothing)
 void comm_check_pbs(void);

@@ -78,7 +78,7 @@ static void line_flush(Line *l) {
 void flight_dump(const char *why) {
     Line l;
     uint64_t n = count, first = n > FLIGHT_RING ? n - FLIGHT_RING : 0;
-    int64_t now = comm_clock_us();
+    int64_t now = clock_now_us();
     if (!n) return;  // an error before the first collective: nothing to tell
     line_start(&l);
     put_str(&l, why);

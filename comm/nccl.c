@@ -13,13 +13,13 @@
 #define ncclCheck(x) nccl_check((x), #x, __FILE__, __LINE__)
 static void nccl_check(ncclResult_t r, const char *what, const char *file, int line) {
     if (r != ncclSuccess)
-        comm_fatal_at(file, line, "%s failed: %s (NCCL_DEBUG=INFO tells more; check GPUs and network)", what,
+        err_fatal_at(file, line, "%s failed: %s (NCCL_DEBUG=INFO tells more; check GPUs and network)", what,
                       ncclGetErrorString(r));
 }
 
 #define cudaCheck(x) cuda_check((x), #x, __FILE__, __LINE__)
 static void cuda_check(cudaError_t e, const char *what, const char *file, int line) {
-    if (e != cudaSuccess) comm_fatal_at(file, line, "%s failed: %s", what, cudaGetErrorString(e));
+    if (e != cudaSuccess) err_fatal_at(file, line, "%s failed: %s", what, cudaGetErrorString(e));
 }
 
 struct NcclComm {
@@ -46,7 +46,7 @@ NcclComm *comm_nccl_init(void *mpi_comm, int rank, int size) {
     ncclUniqueId id;
     if (rank == 0) ncclCheck(ncclGetUniqueId(&id));
     if (MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, *(MPI_Comm *)mpi_comm) != MPI_SUCCESS)
-        comm_fatal("cannot broadcast the NCCL unique id");
+        err_fatal("cannot broadcast the NCCL unique id");
     ncclCheck(ncclCommInitRank(&c->comm, size, id, rank));
     if (!stream) cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     return c;
@@ -69,7 +69,7 @@ static NcclReq *begin(NcclComm *c, const char *what, int timed) {
             cudaCheck(cudaEventCreateWithFlags(&clock_ref, cudaEventDefault));
             cudaCheck(cudaEventRecord(clock_ref, stream));
             cudaCheck(cudaEventSynchronize(clock_ref));
-            clock_ref_us = comm_clock_us();
+            clock_ref_us = clock_now_us();
         }
         cudaCheck(cudaEventCreateWithFlags(&r->start, cudaEventDefault));
         cudaCheck(cudaEventRecord(r->start, stream));

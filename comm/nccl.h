@@ -24,7 +24,7 @@ NcclReq *comm_nccl_bcast(NcclComm *c, void *buf, size_t n, int root, int timed);
 // error (the caller's fatal path then aborts the communicators).
 int comm_nccl_test(NcclReq *r, const char **err);
 // After comm_nccl_test said done: the compute stream waits for r, which is freed; a timed r sets
-// *start_us and *end_us to its times on the stream (comm_clock_us's clock).
+// *start_us and *end_us to its times on the stream (clock_now_us's clock).
 void comm_nccl_finish(NcclReq *r, int64_t *start_us, int64_t *end_us);
 // Fatal paths: ends c's pending work so no rank stays blocked in NCCL (ncclCommAbort).
 void comm_nccl_abort(NcclComm *c);

@@ -61,7 +61,7 @@ static void emit(const char *fmt, ...) {
         T.cap = 2 * (T.len + (size_t)n + 3);
         if (T.cap > T.limit + 1) T.cap = T.limit + 1;
         char *grown = realloc(T.buf, T.cap);
-        if (!grown) comm_fatal("out of memory growing the trace buffer to %zu bytes", T.cap);
+        if (!grown) err_fatal("out of memory growing the trace buffer to %zu bytes", T.cap);
         T.buf = grown;
     }
     memcpy(T.buf + T.len, ev, (size_t)n);
@@ -111,7 +111,7 @@ void trace_open(const char *path, int first_step, int last_step) {
     T.limit = (size_t)(last_step - first_step + 1) * BYTES_PER_STEP / (size_t)comm_info.world;
     if (T.limit < (64 << 10)) T.limit = 64 << 10;
     comm_barrier(comm_world());
-    T.zero_us = comm_clock_us();
+    T.zero_us = clock_now_us();
 }
 
 // current resident memory of this process in MiB, from /proc/self/statm (pages)
@@ -167,7 +167,7 @@ static void write_file(void) {
             unlink(tmp);
             e = err;
         } else {
-            comm_log("trace of steps %d-%d written to %s (%.1f MB)\n", T.first, T.step - 1, T.path, total / 1e6);
+            log_msg("trace of steps %d-%d written to %s (%.1f MB)\n", T.first, T.step - 1, T.path, total / 1e6);
         }
     }
     free(all);
@@ -192,7 +192,7 @@ void trace_step(int step) {
 
 void trace_close(void) {
     if (T.path[0] && !T.done && !trace_on) {  // asked for, never written: say so rather than leave no file unexplained
-        comm_log("warning: --trace_file %s not written: the run never reached --trace_steps %d:%d (%s)\n", T.path, T.first,
+        log_msg("warning: --trace_file %s not written: the run never reached --trace_steps %d:%d (%s)\n", T.path, T.first,
                  T.last, T.step ? "it ended before them, or resumed after them" : "it ran no training step");
         return;
     }
@@ -208,13 +208,13 @@ void trace_begin_at(TraceThread t, const char *name, int unit) {
     Open *o = &T.open[t][T.depth[t]++];
     snprintf(o->name, sizeof o->name, "%s", name);
     o->unit = unit;
-    o->start = comm_clock_us();
+    o->start = clock_now_us();
 }
 
 void trace_end_at(TraceThread t) {
     if (!T.depth[t]) return;
     const Open *o = &T.open[t][--T.depth[t]];
-    int64_t now = comm_clock_us();
+    int64_t now = clock_now_us();
     char unit[32] = "";
     if (o->unit >= 0) snprintf(unit, sizeof unit, "\"unit\":%d,", o->unit);
     emit("{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{%s\"step\":%d}}",
@@ -223,7 +223,7 @@ void trace_end_at(TraceThread t) {
 
 void trace_counter_at(const char *name, double value) {
     emit("{\"name\":\"%s\",\"ph\":\"C\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"args\":{\"%s\":%.6g}}", name, comm_info.rank,
-         rel_us(comm_clock_us()), name, value);
+         rel_us(clock_now_us()), name, value);
 }
 
 void trace_collective(const char *op, const char *group, uint64_t seq, size_t bytes, const char *dtype, int64_t start_us,

@@ -25,7 +25,7 @@ void trace_close(void);
 void trace_begin_at(TraceThread t, const char *name, int unit);
 void trace_end_at(TraceThread t);
 void trace_counter_at(const char *name, double value);
-// A finished collective: start and end on comm_clock_us's clock.
+// A finished collective: start and end on clock_now_us's clock.
 void trace_collective(const char *op, const char *group, uint64_t seq, size_t bytes, const char *dtype, int64_t start_us,
                       int64_t end_us);
 

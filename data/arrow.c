@@ -509,23 +509,23 @@ static int ar_message(ArrowReader *r, uint64_t pos, int64_t idx, uint64_t body_a
     const size_t size = r->size;
     if (pos == size) return 0;
     if (size - pos < 4)
-        return comm_errorf(err, errlen, "'%s' is truncated: message %" PRId64 "'s length at offset %" PRIu64 " is cut off (the file has %zu bytes)",
+        return err_set(err, errlen, "'%s' is truncated: message %" PRId64 "'s length at offset %" PRIu64 " is cut off (the file has %zu bytes)",
                            r->name, idx, pos, size);
     uint64_t meta = pos + 4;
     int32_t len = (int32_t)ld32(r->p + pos);
     if (len == -1) {  // the continuation marker (Arrow 0.15 on); before it, the length came first
         if (size - pos < 8)
-            return comm_errorf(err, errlen, "'%s' is truncated: message %" PRId64 "'s length at offset %" PRIu64 " is cut off (the file has %zu bytes)",
+            return err_set(err, errlen, "'%s' is truncated: message %" PRId64 "'s length at offset %" PRIu64 " is cut off (the file has %zu bytes)",
                                r->name, idx, pos, size);
         len = (int32_t)ld32(r->p + pos + 4);
         meta = pos + 8;
     }
     if (len == 0) return 0;
     if (len < 0)
-        return comm_errorf(err, errlen, "'%s' is not a valid Arrow IPC stream: message %" PRId64 " at offset %" PRIu64 " has metadata length %d",
+        return err_set(err, errlen, "'%s' is not a valid Arrow IPC stream: message %" PRId64 " at offset %" PRIu64 " has metadata length %d",
                            r->name, idx, pos, len);
     if ((uint64_t)len > size - meta)
-        return comm_errorf(err, errlen, "'%s' is truncated: message %" PRId64 "'s metadata needs %d bytes at offset %" PRIu64 ", the file has %zu",
+        return err_set(err, errlen, "'%s' is truncated: message %" PRId64 "'s metadata needs %d bytes at offset %" PRIu64 ", the file has %zu",
                            r->name, idx, len, meta, size);
     m->b = (Fb){r->p + meta, (size_t)len, 0};
     m->meta = meta;
@@ -536,10 +536,10 @@ static int ar_message(ArrowReader *r, uint64_t pos, int64_t idx, uint64_t body_a
     m->header = fb_child(&m->b, &root, MSG_HEADER);
     const int64_t blen = fb_i64(&m->b, &root, MSG_BODY_LENGTH, 0);
     if (m->b.bad || !root.t || !m->header.t || blen < 0)
-        return comm_errorf(err, errlen, "'%s' is corrupt: the metadata of message %" PRId64 " (offset %" PRIu64 ") is not a valid Arrow message",
+        return err_set(err, errlen, "'%s' is corrupt: the metadata of message %" PRId64 " (offset %" PRIu64 ") is not a valid Arrow message",
                            r->name, idx, pos);
     if (version < V4 || version > V5)
-        return comm_errorf(err, errlen, "'%s': message %" PRId64 " uses Arrow metadata version V%d; fsdpc reads V4 and V5 (Arrow 0.8 and later)",
+        return err_set(err, errlen, "'%s': message %" PRId64 " uses Arrow metadata version V%d; fsdpc reads V4 and V5 (Arrow 0.8 and later)",
                            r->name, idx, version + 1);
     char what[64];  // the message, for messages: batches are counted as they are added
     if (m->type == H_RECORD_BATCH) snprintf(what, sizeof what, "record batch %" PRId64, r->nbatches);
@@ -547,9 +547,9 @@ static int ar_message(ArrowReader *r, uint64_t pos, int64_t idx, uint64_t body_a
     else snprintf(what, sizeof what, "message %" PRId64, idx);
     const uint64_t body = body_at ? body_at : meta + (uint64_t)len;
     if (body < meta + (uint64_t)len || body > size)
-        return comm_errorf(err, errlen, "'%s' is corrupt: %s's metadata (offset %" PRIu64 ", %d bytes) overruns its block", r->name, what, meta, len);
+        return err_set(err, errlen, "'%s' is corrupt: %s's metadata (offset %" PRIu64 ", %d bytes) overruns its block", r->name, what, meta, len);
     if ((uint64_t)blen > size - body)
-        return comm_errorf(err, errlen, "'%s' is truncated: %s's body needs %" PRId64 " bytes at offset %" PRIu64 ", the file has %zu", r->name, what,
+        return err_set(err, errlen, "'%s' is truncated: %s's body needs %" PRId64 " bytes at offset %" PRIu64 ", the file has %zu", r->name, what,
                            blen, body, size);
     m->body = body;
     m->blen = (uint64_t)blen;
@@ -559,12 +559,12 @@ static int ar_message(ArrowReader *r, uint64_t pos, int64_t idx, uint64_t body_a
 
 static int ar_schema(ArrowReader *r, Fb *b, const FbTable *schema, char *err, size_t errlen) {
     if (fb_i16(b, schema, SCHEMA_ENDIANNESS, 0) != 0 && !b->bad)
-        return comm_errorf(err, errlen, "'%s' holds big-endian Arrow data, which fsdpc does not read", r->name);
+        return err_set(err, errlen, "'%s' holds big-endian Arrow data, which fsdpc does not read", r->name);
     size_t n;
     const size_t fields = fb_vec(b, schema, SCHEMA_FIELDS, 4, &n);
-    if (b->bad) return comm_errorf(err, errlen, "'%s' is corrupt: its schema is not valid Arrow metadata", r->name);
+    if (b->bad) return err_set(err, errlen, "'%s' is corrupt: its schema is not valid Arrow metadata", r->name);
     if (n > AR_MAX_COLS)
-        return comm_errorf(err, errlen, "'%s' has %zu columns, more than the %d fsdpc reads", r->name, n, AR_MAX_COLS);
+        return err_set(err, errlen, "'%s' has %zu columns, more than the %d fsdpc reads", r->name, n, AR_MAX_COLS);
     r->cols = callocCheck(n ? n : 1, sizeof *r->cols);
     r->acols = callocCheck(n ? n : 1, sizeof *r->acols);
     r->base.ncols = (int)n;
@@ -587,9 +587,9 @@ static int ar_schema(ArrowReader *r, Fb *b, const FbTable *schema, char *err, si
             if (l.unknown) r->unknown_col = (int)i;
         }
         if (l.too_big)
-            return comm_errorf(err, errlen, "'%s': the schema has more than %d fields or nests types deeper than %d levels", r->name,
+            return err_set(err, errlen, "'%s': the schema has more than %d fields or nests types deeper than %d levels", r->name,
                                AR_MAX_FIELDS, AR_MAX_DEPTH);
-        if (b->bad) return comm_errorf(err, errlen, "'%s' is corrupt: its schema is not valid Arrow metadata (column %zu)", r->name, i);
+        if (b->bad) return err_set(err, errlen, "'%s' is corrupt: its schema is not valid Arrow metadata (column %zu)", r->name, i);
     }
     return 0;
 }
@@ -598,7 +598,7 @@ static void ar_add_batch(ArrowReader *r, const ArrowMessage *m) {
     if (r->nbatches == r->batches_cap) {
         r->batches_cap = r->batches_cap ? 2 * r->batches_cap : 64;
         ArrowBatch *nb = realloc(r->batches, (size_t)r->batches_cap * sizeof *nb);
-        if (!nb) comm_fatal("out of memory for %" PRId64 " record batches of '%s'", r->batches_cap, r->name);
+        if (!nb) err_fatal("out of memory for %" PRId64 " record batches of '%s'", r->batches_cap, r->name);
         r->batches = nb;
     }
     r->batches[r->nbatches++] = (ArrowBatch){m->meta, m->mlen, m->body, m->blen};
@@ -609,12 +609,12 @@ static int ar_codec(ArrowReader *r, Fb *b, const FbTable *rb, int64_t bi, int *c
     const FbTable comp = fb_child(b, rb, RB_COMPRESSION);
     const int method = fb_u8(b, &comp, 1, 0);
     *codec = comp.t ? fb_u8(b, &comp, 0, 0) : -1;
-    if (b->bad) return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 "'s metadata is not valid", r->name, bi);
+    if (b->bad) return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 "'s metadata is not valid", r->name, bi);
     if (*codec > 1)
-        return comm_errorf(err, errlen, "'%s': record batch %" PRId64 " uses compression codec %d, which fsdpc does not read (it reads LZ4_FRAME and ZSTD)",
+        return err_set(err, errlen, "'%s': record batch %" PRId64 " uses compression codec %d, which fsdpc does not read (it reads LZ4_FRAME and ZSTD)",
                            r->name, bi, *codec);
     if (method != 0)
-        return comm_errorf(err, errlen, "'%s': record batch %" PRId64 " uses body compression method %d, which fsdpc does not read (it reads BUFFER)", r->name,
+        return err_set(err, errlen, "'%s': record batch %" PRId64 " uses body compression method %d, which fsdpc does not read (it reads BUFFER)", r->name,
                            bi, method);
     return 0;
 }
@@ -624,11 +624,11 @@ static int ar_count_rows(ArrowReader *r, ArrowMessage *m, int64_t bi, char *err,
     const int64_t len = fb_i64(&m->b, &m->header, RB_LENGTH, 0);
     int codec;
     if (m->b.bad || len < 0 || len > AR_MAX_LEN)
-        return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 " has no valid length", r->name, bi);
+        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 " has no valid length", r->name, bi);
     if (ar_codec(r, &m->b, &m->header, bi, &codec, err, errlen)) return -1;
     r->base.nrows += len;
     if (r->base.nrows > AR_MAX_LEN)
-        return comm_errorf(err, errlen, "'%s' is corrupt: its record batches add up to more than 2^56 rows", r->name);
+        return err_set(err, errlen, "'%s' is corrupt: its record batches add up to more than 2^56 rows", r->name);
     return 0;
 }
 
@@ -636,13 +636,13 @@ static int ar_open_stream(ArrowReader *r, char *err, size_t errlen) {
     // a stream starts with the continuation marker, or (before 0.15) a metadata length; a length
     // of 16 MiB or more is text or another format, not metadata
     if (r->size >= 4 && ld32(r->p) != 0xFFFFFFFF && ld32(r->p) - 1 >= (1u << 24) - 1)
-        return comm_errorf(err, errlen, "'%s' is not an Arrow IPC file or stream: it starts with neither ARROW1 nor a stream message", r->name);
+        return err_set(err, errlen, "'%s' is not an Arrow IPC file or stream: it starts with neither ARROW1 nor a stream message", r->name);
     ArrowMessage m;
     int rc = ar_message(r, 0, 0, 0, &m, err, errlen);
     if (rc < 0) return -1;
-    if (rc == 0) return comm_errorf(err, errlen, "'%s' is an empty Arrow IPC stream: it ends before its schema", r->name);
+    if (rc == 0) return err_set(err, errlen, "'%s' is an empty Arrow IPC stream: it ends before its schema", r->name);
     if (m.type != H_SCHEMA)
-        return comm_errorf(err, errlen, "'%s' is not a valid Arrow IPC stream: its first message is not a schema (header type %d)", r->name, m.type);
+        return err_set(err, errlen, "'%s' is not a valid Arrow IPC stream: its first message is not a schema (header type %d)", r->name, m.type);
     FbTable root = fb_root(&m.b);
     r->version = fb_i16(&m.b, &root, MSG_VERSION, V5);
     if (ar_schema(r, &m.b, &m.header, err, errlen)) return -1;
@@ -658,9 +658,9 @@ static int ar_open_stream(ArrowReader *r, char *err, size_t errlen) {
             break;
         case H_DICTIONARY: break;  // dictionary-encoded columns are listed, never read
         case H_SCHEMA:
-            return comm_errorf(err, errlen, "'%s' holds a second schema (message %" PRId64 "); fsdpc reads one table per stream", r->name, idx);
+            return err_set(err, errlen, "'%s' holds a second schema (message %" PRId64 "); fsdpc reads one table per stream", r->name, idx);
         default:
-            return comm_errorf(err, errlen, "'%s': message %" PRId64 " is %s, not part of a table", r->name, idx,
+            return err_set(err, errlen, "'%s': message %" PRId64 " is %s, not part of a table", r->name, idx,
                                m.type == H_TENSOR ? "a tensor" : m.type == H_SPARSE_TENSOR ? "a sparse tensor" : "of an unknown kind");
         }
         pos = m.next;
@@ -671,11 +671,11 @@ static int ar_open_file(ArrowReader *r, char *err, size_t errlen) {
     const size_t size = r->size;
     // "ARROW1", 2 bytes of padding, the stream, the footer, its int32 length, "ARROW1"
     if (size < 18 || memcmp(r->p + size - 6, "ARROW1", 6))
-        return comm_errorf(err, errlen, "'%s' is truncated: it starts as an Arrow IPC file (ARROW1) but does not end with the ARROW1 footer magic",
+        return err_set(err, errlen, "'%s' is truncated: it starts as an Arrow IPC file (ARROW1) but does not end with the ARROW1 footer magic",
                            r->name);
     const int32_t flen = (int32_t)ld32(r->p + size - 10);
     if (flen <= 0 || (size_t)flen > size - 18)
-        return comm_errorf(err, errlen, "'%s' is corrupt: its footer length %d does not fit in the file (%zu bytes)", r->name, flen, size);
+        return err_set(err, errlen, "'%s' is corrupt: its footer length %d does not fit in the file (%zu bytes)", r->name, flen, size);
     const uint64_t fstart = size - 10 - (size_t)flen;
     Fb b = {r->p + fstart, (size_t)flen, 0};
     FbTable root = fb_root(&b);
@@ -683,9 +683,9 @@ static int ar_open_file(ArrowReader *r, char *err, size_t errlen) {
     FbTable schema = fb_child(&b, &root, FOOTER_SCHEMA);
     size_t n;
     const size_t blocks = fb_vec(&b, &root, FOOTER_BATCHES, 24, &n);
-    if (b.bad || !root.t || !schema.t) return comm_errorf(err, errlen, "'%s' is corrupt: its footer is not valid Arrow metadata", r->name);
+    if (b.bad || !root.t || !schema.t) return err_set(err, errlen, "'%s' is corrupt: its footer is not valid Arrow metadata", r->name);
     if (version < V4 || version > V5)
-        return comm_errorf(err, errlen, "'%s' uses Arrow metadata version V%d; fsdpc reads V4 and V5 (Arrow 0.8 and later)", r->name, version + 1);
+        return err_set(err, errlen, "'%s' uses Arrow metadata version V%d; fsdpc reads V4 and V5 (Arrow 0.8 and later)", r->name, version + 1);
     r->version = version;
     if (ar_schema(r, &b, &schema, err, errlen)) return -1;
     for (size_t i = 0; i < n; i++) {
@@ -694,13 +694,13 @@ static int ar_open_file(ArrowReader *r, char *err, size_t errlen) {
         const int32_t mlen = (int32_t)ld32(blk + 8);
         if (off < 8 || mlen <= 0 || blen < 0 || (uint64_t)off > fstart || (uint64_t)mlen > fstart - (uint64_t)off ||
             (uint64_t)blen > fstart - (uint64_t)off - (uint64_t)mlen)
-            return comm_errorf(err, errlen, "'%s' is corrupt: record batch %zu's block (offset %" PRId64 ", %d + %" PRId64 " bytes) lies outside the file's data",
+            return err_set(err, errlen, "'%s' is corrupt: record batch %zu's block (offset %" PRId64 ", %d + %" PRId64 " bytes) lies outside the file's data",
                                r->name, i, off, mlen, blen);
         ArrowMessage m;
         const int rc = ar_message(r, (uint64_t)off, (int64_t)i, (uint64_t)off + (uint64_t)mlen, &m, err, errlen);
         if (rc < 0) return -1;
         if (rc == 0 || m.type != H_RECORD_BATCH || m.blen > (uint64_t)blen)
-            return comm_errorf(err, errlen, "'%s' is corrupt: record batch %zu's block (offset %" PRId64 ") does not hold a record batch", r->name, i, off);
+            return err_set(err, errlen, "'%s' is corrupt: record batch %zu's block (offset %" PRId64 ") does not hold a record batch", r->name, i, off);
         if (ar_count_rows(r, &m, (int64_t)i, err, errlen)) return -1;
         ar_add_batch(r, &m);
     }
@@ -724,7 +724,7 @@ static int ar_buffer(ArrowReader *r, const Batch *c, ArrowSel *s, int slot, int6
     const uint8_t *d = c->b.p + c->bufs + 16 * (size_t)i;  // Buffer: offset int64, length int64
     const int64_t off = (int64_t)ld64(d), blen = (int64_t)ld64(d + 8);
     if (off < 0 || blen < 0 || (uint64_t)off > c->blen || (uint64_t)blen > c->blen - (uint64_t)off)
-        return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 "'s buffer %" PRId64 " (offset %" PRId64 ", %" PRId64 " bytes) lies outside its %" PRIu64 "-byte body",
+        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 "'s buffer %" PRId64 " (offset %" PRId64 ", %" PRId64 " bytes) lies outside its %" PRIu64 "-byte body",
                            r->name, c->bi, i, off, blen, c->blen);
     const uint8_t *q = c->body + off;
     if (r->codec < 0 || blen == 0) {
@@ -733,7 +733,7 @@ static int ar_buffer(ArrowReader *r, const Batch *c, ArrowSel *s, int slot, int6
     }
     // compressed: the uncompressed length (int64, -1: stored as is), then the codec's bytes
     if (blen < 8)
-        return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 "'s compressed buffer %" PRId64 " is shorter than its length prefix",
+        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 "'s compressed buffer %" PRId64 " is shorter than its length prefix",
                            r->name, c->bi, i);
     const int64_t ulen = (int64_t)ld64(q);
     if (ulen == -1) {
@@ -741,7 +741,7 @@ static int ar_buffer(ArrowReader *r, const Batch *c, ArrowSel *s, int slot, int6
         return 0;
     }
     if (ulen < 0 || ulen > AR_MAX_INFLATE)
-        return comm_errorf(err, errlen, "'%s': record batch %" PRId64 "'s buffer %" PRId64 " claims %" PRId64 " bytes uncompressed; fsdpc inflates at most %" PRId64 " per buffer",
+        return err_set(err, errlen, "'%s': record batch %" PRId64 "'s buffer %" PRId64 " claims %" PRId64 " bytes uncompressed; fsdpc inflates at most %" PRId64 " per buffer",
                            r->name, c->bi, i, ulen, AR_MAX_INFLATE);
     if (!s->inflated[slot] || (size_t)ulen > s->inflated_cap[slot]) {
         free(s->inflated[slot]);
@@ -754,12 +754,12 @@ static int ar_buffer(ArrowReader *r, const Batch *c, ArrowSel *s, int slot, int6
     const char *why = NULL;
     size_t got = 0;
     if (r->codec == 1) {
-        if (!r->zstd && !(r->zstd = ZSTD_createDCtx())) comm_fatal("out of memory for a zstd context");
+        if (!r->zstd && !(r->zstd = ZSTD_createDCtx())) err_fatal("out of memory for a zstd context");
         got = ZSTD_decompressDCtx(r->zstd, dst, (size_t)ulen, src, slen);
         if (ZSTD_isError(got)) why = ZSTD_getErrorName(got);
     } else {
         if (!r->lz4 && LZ4F_isError(LZ4F_createDecompressionContext(&r->lz4, LZ4F_VERSION)))
-            comm_fatal("out of memory for an lz4 context");
+            err_fatal("out of memory for an lz4 context");
         LZ4F_resetDecompressionContext(r->lz4);
         size_t in = 0;
         for (;;) {
@@ -779,7 +779,7 @@ static int ar_buffer(ArrowReader *r, const Batch *c, ArrowSel *s, int slot, int6
     }
     if (!why && got != (size_t)ulen) why = "fewer bytes than its length prefix says";
     if (why)
-        return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 "'s buffer %" PRId64 " does not decompress (%s: %s)", r->name, c->bi, i,
+        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 "'s buffer %" PRId64 " does not decompress (%s: %s)", r->name, c->bi, i,
                            r->codec == 1 ? "ZSTD" : "LZ4_FRAME", why);
     *ptr = dst, *len = ulen;
     return 0;
@@ -788,13 +788,13 @@ static int ar_buffer(ArrowReader *r, const Batch *c, ArrowSel *s, int slot, int6
 // FieldNode i: its length and null count, checked against each other.
 static int ar_node(ArrowReader *r, const Batch *c, int64_t i, const char *col, int64_t *len, int64_t *nulls, char *err, size_t errlen) {
     if ((uint64_t)i >= c->nnodes)
-        return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 " has %zu field nodes, column '%s' needs node %" PRId64, r->name, c->bi,
+        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 " has %zu field nodes, column '%s' needs node %" PRId64, r->name, c->bi,
                            c->nnodes, col, i);
     const uint8_t *d = c->b.p + c->nodes + 16 * (size_t)i;
     *len = (int64_t)ld64(d);
     *nulls = (int64_t)ld64(d + 8);
     if (*len < 0 || *len > AR_MAX_LEN || *nulls < 0 || *nulls > *len)
-        return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " values with %" PRId64 " nulls", r->name, c->bi,
+        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " values with %" PRId64 " nulls", r->name, c->bi,
                            col, *len, *nulls);
     return 0;
 }
@@ -824,7 +824,7 @@ static int ar_bitmap(ArrowReader *r, const Batch *c, ArrowSel *s, int slot, int6
     int64_t len;
     if (ar_buffer(r, c, s, slot, bufi, out, &len, err, errlen)) return -1;
     if (len < (n + 7) / 8)
-        return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': a validity bitmap of %" PRId64 " bytes for %" PRId64 " values",
+        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': a validity bitmap of %" PRId64 " bytes for %" PRId64 " values",
                            r->name, c->bi, col, len, n);
     return 0;
 }
@@ -837,11 +837,11 @@ static int ar_load_structs(ArrowReader *r, const Batch *c, ArrowSel *s, int64_t 
     int64_t len, sn = 0, snulls = 0, longest = 0, bad;
     if (ar_buffer(r, c, s, 1, buf + 1, &s->off, &len, err, errlen)) return -1;
     if (len / a->off <= n)
-        return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of offsets for %" PRId64 " rows",
+        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of offsets for %" PRId64 " rows",
                            r->name, c->bi, col, len, n);
     if (ar_node(r, c, a->node + 1, col, &sn, &snulls, err, errlen)) return -1;
     if ((bad = ar_check_offsets(s->off, a->off, n, sn, &longest)) >= 0)
-        return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': row %" PRId64 "'s offsets are out of order or past its %" PRId64 " structs",
+        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': row %" PRId64 "'s offsets are out of order or past its %" PRId64 " structs",
                            r->name, c->bi, col, bad, sn);
     s->lim = sn;
     if (!sn) return 0;  // every list is empty: no struct is read
@@ -853,18 +853,18 @@ static int ar_load_structs(ArrowReader *r, const Batch *c, ArrowSel *s, int64_t 
         int64_t fn = 0, fnulls = 0, dummy;
         if (ar_node(r, c, a->node + 2 + a->f[fi].node, col, &fn, &fnulls, err, errlen)) return -1;
         if (fn < sn)
-            return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': field '%s' has %" PRId64 " values for %" PRId64 " structs",
+            return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': field '%s' has %" PRId64 " values for %" PRId64 " structs",
                                r->name, c->bi, col, fname, fn, sn);
         const int w = a->f[fi].off;
         s->fld[j].w = w;
         if (ar_bitmap(r, c, s, 3 + 3 * j, fb, fn, fnulls, col, &s->fld[j].valid, err, errlen)) return -1;
         if (ar_buffer(r, c, s, 4 + 3 * j, fb + 1, &s->fld[j].off, &len, err, errlen)) return -1;
         if (len / w <= sn)
-            return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': field '%s' has %" PRId64 " bytes of offsets for %" PRId64 " structs",
+            return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': field '%s' has %" PRId64 " bytes of offsets for %" PRId64 " structs",
                                r->name, c->bi, col, fname, len, sn);
         if (ar_buffer(r, c, s, 5 + 3 * j, fb + 2, &s->fld[j].data, &s->fld[j].lim, err, errlen)) return -1;
         if ((bad = ar_check_offsets(s->fld[j].off, w, sn, s->fld[j].lim, &dummy)) >= 0)
-            return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': field '%s' of struct %" PRId64 " has offsets out of order or past its %" PRId64 " bytes",
+            return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': field '%s' of struct %" PRId64 " has offsets out of order or past its %" PRId64 " bytes",
                                r->name, c->bi, col, fname, bad, s->fld[j].lim);
     }
     // longest <= sn, and each chosen field holds 4 bytes of offsets per struct at least: bounded by the body
@@ -882,11 +882,11 @@ static int ar_load_col(ArrowReader *r, const Batch *c, ArrowSel *s, char *err, s
     int64_t buf = a->buf;
     if (a->var) {  // the variadic buffers of string_view / binary_view fields before this column
         if ((uint64_t)a->var > c->nvar)
-            return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 " lacks the variadic buffer counts of its view columns", r->name, c->bi);
+            return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 " lacks the variadic buffer counts of its view columns", r->name, c->bi);
         for (int64_t j = 0; j < a->var; j++) {
             const int64_t k = (int64_t)ld64(c->b.p + c->var + 8 * (size_t)j);
             if (k < 0 || (uint64_t)k > c->nbufs)
-                return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 " has a variadic buffer count of %" PRId64, r->name, c->bi, k);
+                return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 " has a variadic buffer count of %" PRId64, r->name, c->bi, k);
             buf += k;
         }
     }
@@ -894,12 +894,12 @@ static int ar_load_col(ArrowReader *r, const Batch *c, ArrowSel *s, char *err, s
     for (int j = 0; s->kind == TABLE_STRUCT_LIST && j < s->nf; j++)
         if (3 + a->f[a->chosen[j]].buf + 3 > nbuf) nbuf = 3 + a->f[a->chosen[j]].buf + 3;
     if ((uint64_t)buf + (uint64_t)nbuf > c->nbufs)
-        return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 " has %zu buffers, column '%s' needs buffer %" PRId64, r->name, c->bi,
+        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 " has %zu buffers, column '%s' needs buffer %" PRId64, r->name, c->bi,
                            c->nbufs, col, buf + nbuf - 1);
     int64_t n = 0, nulls = 0, len = 0;
     if (ar_node(r, c, a->node, col, &n, &nulls, err, errlen)) return -1;
     if (n != c->len)
-        return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 " has %" PRId64 " rows but column '%s' has %" PRId64, r->name, c->bi, c->len,
+        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 " has %" PRId64 " rows but column '%s' has %" PRId64, r->name, c->bi, c->len,
                            col, n);
     if (ar_bitmap(r, c, s, 0, buf, n, nulls, col, &s->valid, err, errlen)) return -1;
     s->cvalid = s->svalid = NULL;
@@ -910,7 +910,7 @@ static int ar_load_col(ArrowReader *r, const Batch *c, ArrowSel *s, char *err, s
     if (s->kind == TABLE_INT) {
         if (ar_buffer(r, c, s, 1, buf + 1, &s->data, &len, err, errlen)) return -1;
         if (len / a->width < n)
-            return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of values for %" PRId64 " rows",
+            return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of values for %" PRId64 " rows",
                                r->name, c->bi, col, len, n);
         return 0;
     }
@@ -918,11 +918,11 @@ static int ar_load_col(ArrowReader *r, const Batch *c, ArrowSel *s, char *err, s
     if (s->kind == TABLE_STRING) {
         if (ar_buffer(r, c, s, 1, buf + 1, &s->off, &len, err, errlen)) return -1;
         if (len / a->off <= n)
-            return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of offsets for %" PRId64 " rows",
+            return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of offsets for %" PRId64 " rows",
                                r->name, c->bi, col, len, n);
         if (ar_buffer(r, c, s, 2, buf + 2, &s->data, &s->lim, err, errlen)) return -1;
         if ((bad = ar_check_offsets(s->off, a->off, n, s->lim, &longest)) >= 0)
-            return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': row %" PRId64 "'s offsets are out of order or past its %" PRId64 " bytes",
+            return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': row %" PRId64 "'s offsets are out of order or past its %" PRId64 " bytes",
                                r->name, c->bi, col, bad, s->lim);
         return 0;
     }
@@ -933,16 +933,16 @@ static int ar_load_col(ArrowReader *r, const Batch *c, ArrowSel *s, char *err, s
     if (a->off) {
         if (ar_buffer(r, c, s, 1, buf + 1, &s->off, &len, err, errlen)) return -1;
         if (len / a->off <= n)
-            return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of offsets for %" PRId64 " rows",
+            return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of offsets for %" PRId64 " rows",
                                r->name, c->bi, col, len, n);
         if ((bad = ar_check_offsets(s->off, a->off, n, cn, &longest)) >= 0)
-            return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': row %" PRId64 "'s offsets are out of order or past its %" PRId64 " values",
+            return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': row %" PRId64 "'s offsets are out of order or past its %" PRId64 " values",
                                r->name, c->bi, col, bad, cn);
         vb = buf + 2;
     } else {
         int64_t need;
         if (__builtin_mul_overflow(n, (int64_t)a->fixed, &need) || need > cn)
-            return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " values for %" PRId64 " rows of %d", r->name, c->bi,
+            return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " values for %" PRId64 " rows of %d", r->name, c->bi,
                                col, cn, n, a->fixed);
         longest = a->fixed;
     }
@@ -950,7 +950,7 @@ static int ar_load_col(ArrowReader *r, const Batch *c, ArrowSel *s, char *err, s
     if (ar_bitmap(r, c, s, 2, vb, cn, cnulls, col, &s->cvalid, err, errlen)) return -1;
     if (ar_buffer(r, c, s, 3, vb + 1, &s->data, &len, err, errlen)) return -1;
     if (len / a->width < cn)
-        return comm_errorf(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of values for %" PRId64 " of %d bytes",
+        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of values for %" PRId64 " of %d bytes",
                            r->name, c->bi, col, len, cn, a->width);
     s->zero_copy = a->width == 8 && !s->cvalid && !((uintptr_t)s->data & 7);
     if (!s->zero_copy && (size_t)longest > s->cap) {
@@ -996,17 +996,17 @@ static int ar_load(ArrowReader *r, int64_t bi, char *err, size_t errlen) {
 
 static int ar_select(TableReader *t, const int *cols, int n, char *err, size_t errlen) {
     ArrowReader *r = (ArrowReader *)t;
-    if (n < 0 || n > 8) return comm_errorf(err, errlen, "'%s': %d columns selected; at most 8 can be read together", r->name, n);
+    if (n < 0 || n > 8) return err_set(err, errlen, "'%s': %d columns selected; at most 8 can be read together", r->name, n);
     for (int k = 0; k < n; k++) {
         const int c = cols[k];
-        if (c < 0 || c >= r->base.ncols) return comm_errorf(err, errlen, "'%s' has no column %d", r->name, c);
+        if (c < 0 || c >= r->base.ncols) return err_set(err, errlen, "'%s' has no column %d", r->name, c);
         const TableColumn *tc = &r->cols[c];
         if (tc->kind == TABLE_OTHER)
-            return comm_errorf(err, errlen, "'%s': column '%s' is %s; fsdpc reads string, integer, integer-list and struct-list columns", r->name, tc->name, tc->type);
+            return err_set(err, errlen, "'%s': column '%s' is %s; fsdpc reads string, integer, integer-list and struct-list columns", r->name, tc->name, tc->type);
         if (tc->kind == TABLE_STRUCT_LIST && !r->acols[c].nchosen)
-            return comm_errorf(err, errlen, "'%s': column '%s' (%s) is selected before its fields were chosen", r->name, tc->name, tc->type);
+            return err_set(err, errlen, "'%s': column '%s' (%s) is selected before its fields were chosen", r->name, tc->name, tc->type);
         if (r->unknown_col >= 0 && c > r->unknown_col)
-            return comm_errorf(err, errlen, "'%s': column '%s' comes after column '%s' (%s), whose buffer layout fsdpc does not know, so it cannot be located",
+            return err_set(err, errlen, "'%s': column '%s' comes after column '%s' (%s), whose buffer layout fsdpc does not know, so it cannot be located",
                                r->name, tc->name, r->cols[r->unknown_col].name, r->cols[r->unknown_col].type);
     }
     for (int k = 0; k < n; k++) {
@@ -1031,7 +1031,7 @@ static int ar_select(TableReader *t, const int *cols, int n, char *err, size_t e
 
 static int ar_choose(TableReader *t, int col, const int *fields, int n, char *err, size_t errlen) {
     ArrowReader *r = (ArrowReader *)t;
-    if (col < 0 || col >= r->base.ncols) return comm_errorf(err, errlen, "'%s' has no column %d", r->name, col);
+    if (col < 0 || col >= r->base.ncols) return err_set(err, errlen, "'%s' has no column %d", r->name, col);
     if (table_check_fields(r->name, &r->cols[col], fields, n, err, errlen)) return -1;
     ArrowCol *a = &r->acols[col];
     memcpy(a->chosen, fields, (size_t)n * sizeof *fields);
@@ -1081,14 +1081,14 @@ static int ar_structs(ArrowReader *r, ArrowSel *s, int64_t lo, int64_t hi, char 
     }
     return 0;
 changed:  // checked when the batch was loaded
-    comm_errorf(err, errlen, "'%s' changed while being read (record batch %" PRId64 ", column '%s')", r->name, r->bi, r->cols[s->col].name);
+    err_set(err, errlen, "'%s' changed while being read (record batch %" PRId64 ", column '%s')", r->name, r->bi, r->cols[s->col].name);
     r->fail = ar_strdup(err);
     return -1;
 }
 
 static int ar_next(TableReader *t, TableValue *out, char *err, size_t errlen) {
     ArrowReader *r = (ArrowReader *)t;
-    if (r->fail) return comm_errorf(err, errlen, "%s", r->fail);
+    if (r->fail) return err_set(err, errlen, "%s", r->fail);
     while (r->row >= r->rows) {
         if (r->bi + 1 >= r->nbatches) return 0;
         if (ar_load(r, r->bi + 1, err, errlen)) {
@@ -1117,7 +1117,7 @@ static int ar_next(TableReader *t, TableValue *out, char *err, size_t errlen) {
         }
         // checked when the batch was loaded; a mapped file rewritten since would fail here, not crash
         if (lo < 0 || hi < lo || hi > s->lim || (s->kind == TABLE_INT_LIST && !s->zero_copy && (uint64_t)(hi - lo) > s->cap)) {
-            comm_errorf(err, errlen, "'%s' changed while being read (record batch %" PRId64 ", column '%s')", r->name, r->bi, r->cols[s->col].name);
+            err_set(err, errlen, "'%s' changed while being read (record batch %" PRId64 ", column '%s')", r->name, r->bi, r->cols[s->col].name);
             r->fail = ar_strdup(err);
             return -1;
         }
@@ -1180,7 +1180,7 @@ static TableReader *ar_open(const void *data, size_t size, const char *name, int
     const int file = size >= 6 && !memcmp(data, "ARROW1", 6);
     r->base.format = file ? "Arrow IPC file" : "Arrow IPC stream";
     if (!size) {
-        comm_errorf(err, errlen, "'%s' is empty, not an Arrow IPC file or stream", name);
+        err_set(err, errlen, "'%s' is empty, not an Arrow IPC file or stream", name);
         ar_close(&r->base);
         return NULL;
     }
@@ -1199,12 +1199,12 @@ TableReader *arrow_open_mem(const void *data, size_t size, const char *name, cha
 TableReader *arrow_open(const char *path, char *err, size_t errlen) {
     const int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        comm_errorf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        err_set(err, errlen, "cannot open '%s': %s", path, strerror(errno));
         return NULL;
     }
     struct stat st;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        comm_errorf(err, errlen, "'%s' is not a regular file", path);
+        err_set(err, errlen, "'%s' is not a regular file", path);
         close(fd);
         return NULL;
     }
@@ -1216,7 +1216,7 @@ TableReader *arrow_open(const char *path, char *err, size_t errlen) {
     const int e = errno;
     close(fd);
     if (m == MAP_FAILED) {
-        comm_errorf(err, errlen, "cannot map '%s': %s", path, strerror(e));
+        err_set(err, errlen, "cannot map '%s': %s", path, strerror(e));
         return NULL;
     }
     return ar_open(m, (size_t)st.st_size, path, 1, err, errlen);

@@ -84,7 +84,7 @@ static void *bpe_grow(void *p, size_t *cap, size_t need, size_t size) {
     size_t want = *cap ? *cap : 256;
     while (want < need) want *= 2;
     p = realloc(p, want * size);
-    if (!p) comm_fatal("out of memory tokenizing (%zu x %zu bytes)", want, size);
+    if (!p) err_fatal("out of memory tokenizing (%zu x %zu bytes)", want, size);
     *cap = want;
     return p;
 }
@@ -266,11 +266,11 @@ static bool bpe_finish(Bpe *b, char *why, size_t whylen) {
     if (pcre2_jit_compile(b->re, PCRE2_JIT_COMPLETE) == 0) {
         b->mctx = pcre2_match_context_create(NULL);
         b->jit = pcre2_jit_stack_create(32 * 1024, BPE_JIT_STACK_MAX, NULL);
-        if (!b->mctx || !b->jit) comm_fatal("out of memory creating PCRE2's JIT stack");
+        if (!b->mctx || !b->jit) err_fatal("out of memory creating PCRE2's JIT stack");
         pcre2_jit_stack_assign(b->mctx, NULL, b->jit);
     }
     b->md = pcre2_match_data_create_from_pattern(b->re, NULL);
-    if (!b->md) comm_fatal("out of memory creating PCRE2 match data");
+    if (!b->md) err_fatal("out of memory creating PCRE2 match data");
     b->cache = callocCheck(BPE_CACHE_SLOTS, sizeof *b->cache);
     return true;
 }
@@ -616,7 +616,7 @@ size_t bpe_encode(Bpe *b, const char *text, size_t n, int32_t **ids, size_t *len
         if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
             PCRE2_UCHAR msg[160];
             pcre2_get_error_message(rc, msg, sizeof msg);
-            comm_fatal("GPT-2's pretokenizer failed on a text of %zu bytes (PCRE2: %s)", n, (const char *)msg);
+            err_fatal("GPT-2's pretokenizer failed on a text of %zu bytes (PCRE2: %s)", n, (const char *)msg);
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(b->md);
         // every character is a letter, a number, a space or another: no gaps, no empty matches;

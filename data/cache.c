@@ -130,7 +130,7 @@ static void cache_put(CachePart *p, uint64_t id) {
     if (p->len + 4 > p->cap) {
         p->cap = p->cap ? 2 * p->cap : 1 << 16;
         p->buf = realloc(p->buf, p->cap);
-        if (!p->buf) comm_fatal("out of memory growing a document's tokens to %zu bytes", p->cap);
+        if (!p->buf) err_fatal("out of memory growing a document's tokens to %zu bytes", p->cap);
     }
     for (int k = 0; k < p->width; k++) p->buf[p->len++] = (uint8_t)(id >> (8 * k));
 }
@@ -186,11 +186,11 @@ typedef struct {
 // done_now bytes of the current input read and part_tokens of its tokens written
 static void cache_progress(CacheProgress *g, uint64_t done_now, uint64_t part_tokens, int force) {
     if (comm_info.rank != 0) return;
-    double now = comm_time();
+    double now = clock_now_s();
     if (!force && now - g->t_drawn < CACHE_PROGRESS_PERIOD) return;
     g->t_drawn = now;
     double mb = (double)(g->bytes_done + done_now) / 1e6, dt = now - g->t_start;
-    comm_log("data cache: %.0f%% of rank 0's %.1f MB read, %.0f MB/s, %llu tokens so far%s\n",
+    log_msg("data cache: %.0f%% of rank 0's %.1f MB read, %.0f MB/s, %llu tokens so far%s\n",
              g->bytes_total ? 100.0 * (double)(g->bytes_done + done_now) / (double)g->bytes_total : 100.0, (double)g->bytes_total / 1e6,
              dt > 0 ? mb / dt : 0.0, (unsigned long long)(g->tokens + part_tokens), comm_info.world > 1 ? " (each rank builds its share)" : "");
 }
@@ -301,7 +301,7 @@ static int cache_complete(const char *dir) {
 
 // Builds the parts i with i % stride == first into tmp; on rank 0 writes "complete" after all are in.
 static int cache_build(const CacheRequest *q, const char *tmp, int first, int stride, char *err, size_t errlen) {
-    CacheProgress g = {.t_start = comm_time()};
+    CacheProgress g = {.t_start = clock_now_s()};
     g.t_drawn = g.t_start;
     for (int i = first; i < q->n; i += stride) {
         struct stat st;
@@ -358,10 +358,10 @@ static void cache_log(const CacheRequest *q, const char *dir, int built, double 
     }
     char took[64] = "";
     if (built) snprintf(took, sizeof took, ", built in %.3f s", seconds);
-    comm_log("%s: %d file%s, %s: %llu rows (%llu null, skipped), %llu tokens (data cache %s%s)\n", q->label, q->n,
+    log_msg("%s: %d file%s, %s: %llu rows (%llu null, skipped), %llu tokens (data cache %s%s)\n", q->label, q->n,
              q->n == 1 ? "" : "s", formats, rows, nulls, tokens, dir, took);
     char warn[DOCS_FIELDS_MAX * 200 + 1000];
-    if (docs_fields_warning(&fields, q->label, "read only in another row format (see --data_format)", warn, sizeof warn)) comm_log("%s\n", warn);
+    if (docs_fields_warning(&fields, q->label, "read only in another row format (see --data_format)", warn, sizeof warn)) log_msg("%s\n", warn);
 }
 
 int cache_ensure(const CacheRequest *q, char *dir, size_t len) {
@@ -374,11 +374,11 @@ int cache_ensure(const CacheRequest *q, char *dir, size_t len) {
     double lacking = !cache_complete(dir);
     comm_allreduce_max_f64(world, &lacking, 1);
     if (!lacking) return cache_log(q, dir, 0, 0), 0;
-    double t0 = comm_time();
+    double t0 = clock_now_s();
     // rank 0 makes the build folder; when every rank sees it (shared storage) each builds its share
     char tmp[2200] = "";
     if (comm_info.rank == 0) {
-        snprintf(tmp, sizeof tmp, "%s.build-%ld-%lld", dir, (long)getpid(), (long long)comm_clock_us());
+        snprintf(tmp, sizeof tmp, "%s.build-%ld-%lld", dir, (long)getpid(), (long long)clock_now_us());
         if (data_mkdirs(root, err, sizeof err)) snprintf(err + strlen(err), sizeof err - strlen(err), " (--data_cache_dir)");
         else if (mkdir(tmp, 0777) != 0)
             snprintf(err, sizeof err, "cannot create the data cache folder '%s': %s (--data_cache_dir)", tmp, strerror(errno));
@@ -396,7 +396,7 @@ int cache_ensure(const CacheRequest *q, char *dir, size_t len) {
         if (comm_info.rank == 0) cache_remove_tree(tmp);
         tmp[0] = 0;
         if (!cache_complete(dir)) {
-            snprintf(tmp, sizeof tmp, "%s.build-%ld-%lld-r%d", dir, (long)getpid(), (long long)comm_clock_us(), comm_info.rank);
+            snprintf(tmp, sizeof tmp, "%s.build-%ld-%lld-r%d", dir, (long)getpid(), (long long)clock_now_us(), comm_info.rank);
             if (data_mkdirs(root, err, sizeof err)) rc = -1;
             else if (mkdir(tmp, 0777) != 0) rc = (snprintf(err, sizeof err, "cannot create the data cache folder '%s': %s", tmp, strerror(errno)), -1);
             if (!rc) rc = cache_build(q, tmp, 0, 1, err, sizeof err);
@@ -416,6 +416,6 @@ int cache_ensure(const CacheRequest *q, char *dir, size_t len) {
     }
     if (!unseen && comm_info.rank == 0) rc = cache_seal(tmp, dir, err, sizeof err);
     comm_check_all(rc ? err : NULL);
-    cache_log(q, dir, 1, comm_time() - t0);
+    cache_log(q, dir, 1, clock_now_s() - t0);
     return 0;
 }

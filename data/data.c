@@ -19,8 +19,8 @@
 
 #include "../comm/comm.h"
 #include "../comm/io.h"
-#include "../comm/limits.h"
-#include "../kernels/rng.h"
+#include "../base/limits.h"
+#include "../base/rng.h"
 
 void data_bundled_path(char *out, size_t len) {
     char exe[1024];
@@ -153,7 +153,7 @@ static char **data_token_paths(const DataSource *src, int vocab, int *n, int *fo
     *n = 0;
     if (!rc) return NULL;
     if (!hf.nfiles) comm_fail_all("no data files match '%s'", src->spec);
-    if (comm_info.rank == 0 && !(hf.nfiles == 1 && !strcmp(hf.files[0], src->spec))) comm_log("%s '%s': %s\n", src->label, src->spec, hf.desc);
+    if (comm_info.rank == 0 && !(hf.nfiles == 1 && !strcmp(hf.files[0], src->spec))) log_msg("%s '%s': %s\n", src->label, src->spec, hf.desc);
     // a file some rank cannot read is reported below, as the readers word it
     IdentSource id;
     int unread = ident_source(src->spec, hf.files, hf.nfiles, &id, err, sizeof err);
@@ -174,7 +174,7 @@ static char **data_token_paths(const DataSource *src, int vocab, int *n, int *fo
     // an output that is one of these files ends the run here, before a cache is built from it
     comm_check_all(err[0] ? err : io_conflict());
     if (src->explicit_column && !ndocs)
-        comm_log("warning: --text_column %s has no effect on %s '%s': it holds tokens, not documents\n", src->text_column, src->label, src->spec);
+        log_msg("warning: --text_column %s has no effect on %s '%s': it holds tokens, not documents\n", src->text_column, src->label, src->spec);
     char **paths = callocCheck((size_t)hf.nfiles, sizeof *paths), dir[4096] = "";
     if (ndocs) {
         char label[700];
@@ -194,7 +194,7 @@ static char **data_token_paths(const DataSource *src, int vocab, int *n, int *fo
         char part[4200];
         if (doc_of[i] >= 0) cache_part_path(dir, doc_of[i], part, sizeof part);
         paths[i] = strdup(doc_of[i] >= 0 ? part : hf.files[i]);
-        if (!paths[i]) comm_fatal("out of memory");
+        if (!paths[i]) err_fatal("out of memory");
     }
     *n = paths ? hf.nfiles : 0;
     *all_docs = ndocs == hf.nfiles;
@@ -262,7 +262,7 @@ int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_b
                               "rows of at least %d (inputs row[:-1], targets row[1:]); use --max_context_width %llu",
                               f->path, f->dset, (unsigned long long)f->row, T, T + 1, (unsigned long long)f->row - 1);
             if (f->row > (uint64_t)T + 1 && !noted++)
-                comm_log("data '%s': rows of %llu tokens in '%s'; each sample is the first %d tokens of its row "
+                log_msg("data '%s': rows of %llu tokens in '%s'; each sample is the first %d tokens of its row "
                          "(--max_context_width %d)\n", spec, (unsigned long long)f->row, f->path, T + 1, T);
             f->nchunks = hi - lo;
         } else {
@@ -285,7 +285,7 @@ int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_b
     if (!d->concat && comm_info.rank == 0) {  // a cache's sources logged their line as it was found
         const TokenFile *f = &d->files[0];
         const char *what = f->row ? "HDF5 sample rows" : f->text ? "text read as bytes" : f->width == 4 ? "uint32 token shards" : "uint16 token shards";
-        comm_log("%s '%s': %d file%s, %s%s, %llu %s, %llu samples in the part used\n", src->label, spec, d->nfiles, d->nfiles == 1 ? "" : "s",
+        log_msg("%s '%s': %d file%s, %s%s, %llu %s, %llu samples in the part used\n", src->label, spec, d->nfiles, d->nfiles == 1 ? "" : "s",
                  what, d->nfiles > 1 ? " (first file)" : "", (unsigned long long)d->tok_start[d->nfiles], f->row ? "rows" : "tokens",
                  (unsigned long long)d->nchunks);
     }
@@ -324,7 +324,7 @@ static uint64_t permute(uint64_t i, uint64_t n, uint64_t key) {
     do {
         uint64_t l = i >> half, r = i & mask;
         for (int round = 0; round < 4; round++) {
-            uint64_t nl = r, nr = l ^ (kern_splitmix64(key ^ kern_splitmix64(r + ((uint64_t)round << 56))) & mask);
+            uint64_t nl = r, nr = l ^ (rng_splitmix64(key ^ rng_splitmix64(r + ((uint64_t)round << 56))) & mask);
             l = nl;
             r = nr;
         }
@@ -335,7 +335,7 @@ static uint64_t permute(uint64_t i, uint64_t n, uint64_t key) {
 
 uint64_t data_train_chunk(const Dataset *d, uint64_t seed, uint64_t g) {
     uint64_t epoch = g / d->nchunks;
-    return permute(g % d->nchunks, d->nchunks, kern_splitmix64(seed) ^ kern_splitmix64(epoch + 1));
+    return permute(g % d->nchunks, d->nchunks, rng_splitmix64(seed) ^ rng_splitmix64(epoch + 1));
 }
 
 // Token t of a sample's raw bytes, sign-extended (HDF5 integers may be signed or big-endian).
@@ -427,9 +427,9 @@ static int read_chunk(const Dataset *d, uint64_t c, int32_t *inp, int32_t *tgt, 
 }
 
 static void synthetic_sample(const Dataset *d, uint64_t seed, uint64_t g, int32_t *inp, int32_t *tgt) {
-    uint64_t key = kern_splitmix64(seed ^ kern_splitmix64(g));  // every token a hash of (seed, sample, position)
+    uint64_t key = rng_splitmix64(seed ^ rng_splitmix64(g));  // every token a hash of (seed, sample, position)
     for (int t = 0; t <= d->T; t++) {
-        int32_t tok = (int32_t)(kern_splitmix64(key + t) % (uint64_t)d->vocab);
+        int32_t tok = (int32_t)(rng_splitmix64(key + t) % (uint64_t)d->vocab);
         if (t < d->T) inp[t] = tok;
         if (t > 0) tgt[t - 1] = tok;
     }
@@ -679,7 +679,7 @@ DataLoader *data_loader_new(const Dataset *d, uint64_t seed, int B, int shuffled
     int e = pthread_create(&l->thread, NULL, loader_main, l);
     if (e) {
         const char *lim = limits_summary();
-        comm_fatal("cannot start the data loader thread: %s%s%s: raise the limit or lower --num_threads", strerror(e),
+        err_fatal("cannot start the data loader thread: %s%s%s: raise the limit or lower --num_threads", strerror(e),
                    lim[0] ? " under " : "", lim);
     }
     return l;
@@ -707,7 +707,7 @@ void data_loader_next(DataLoader *l, const DataPlan *cur, const DataPlan *next, 
     }
     if (l->err[0]) {
         pthread_mutex_unlock(&l->mu);
-        comm_fatal("%s%s%s", what ? what : "", what ? ": " : "", l->err);
+        comm_fail_local("%s%s%s", what ? what : "", what ? ": " : "", l->err);
     }
     const DataBatch *b = l->batch;
     memcpy(out->inp, b->inp, n * sizeof(int32_t));

@@ -64,7 +64,7 @@ static void docs_buf_append(DocsBuf *b, const uint8_t *src, size_t n) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n) cap *= 2;
         uint8_t *data = realloc(b->data, cap);
-        if (!data) comm_fatal("out of memory growing a document buffer to %zu bytes", cap);
+        if (!data) err_fatal("out of memory growing a document buffer to %zu bytes", cap);
         b->data = data;
         b->cap = cap;
     }
@@ -424,7 +424,7 @@ static DocsReader *docs_open_any(const char *path, DocsKind kind, DocsCompressio
         gzbuffer(r->gz, DOCS_IO_BYTES);
     } else if (comp == DOCS_ZSTD) {
         r->zs = ZSTD_createDStream();
-        if (!r->zs) comm_fatal("out of memory starting a zstd stream");
+        if (!r->zs) err_fatal("out of memory starting a zstd stream");
         ZSTD_initDStream(r->zs);
         r->zin = mallocCheck(DOCS_IO_BYTES);
     }

@@ -30,7 +30,7 @@ static void sl_push(StrList *l, char *s) {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 16;
         char **v = realloc(l->v, (size_t)l->cap * sizeof *v);
-        if (!v) comm_fatal("out of memory listing data files (%d)", l->cap);
+        if (!v) err_fatal("out of memory listing data files (%d)", l->cap);
         l->v = v;
     }
     l->v[l->n++] = s;
@@ -92,7 +92,7 @@ static HfSplit *splits_at(HfSplits *ss, const char *name) {
     if (ss->n == ss->cap) {
         ss->cap = ss->cap ? 2 * ss->cap : 4;
         HfSplit *v = realloc(ss->v, (size_t)ss->cap * sizeof *v);
-        if (!v) comm_fatal("out of memory listing splits");
+        if (!v) err_fatal("out of memory listing splits");
         ss->v = v;
     }
     HfSplit *sp = &ss->v[ss->n++];
@@ -133,7 +133,7 @@ static const char *base_name(const char *path) {
 // Folder entries, sorted; hidden ones ("."-prefixed: .cache, .git, .locks) left out.
 static int list_entries(const char *dir, StrList *out, char *err, size_t errlen) {
     DIR *d = opendir(dir);
-    if (!d) return comm_errorf(err, errlen, "cannot read folder '%s': %s", dir, strerror(errno));
+    if (!d) return err_set(err, errlen, "cannot read folder '%s': %s", dir, strerror(errno));
     for (struct dirent *e; (e = readdir(d));)
         if (e->d_name[0] != '.') sl_push(out, xprintf("%s", e->d_name));
     closedir(d);
@@ -182,13 +182,13 @@ static int walk(const char *root, const char *rel, int depth, StrList *out, char
         struct stat st, target;
         if (lstat(path, &st) != 0) free(r);  // gone meanwhile
         else if (S_ISDIR(st.st_mode)) {
-            if (depth >= HF_MAX_DEPTH) rc = comm_errorf(err, errlen, "'%s' nests folders more than %d deep", root, HF_MAX_DEPTH);
+            if (depth >= HF_MAX_DEPTH) rc = err_set(err, errlen, "'%s' nests folders more than %d deep", root, HF_MAX_DEPTH);
             else rc = walk(root, r, depth + 1, out, err, errlen);
             free(r);
         } else if (S_ISLNK(st.st_mode) && stat(path, &target) == 0 && S_ISDIR(target.st_mode)) {
             free(r);  // a symlinked folder may loop back
         } else if (out->n >= HF_MAX_FILES) {
-            rc = comm_errorf(err, errlen, "'%s' holds more than %d files", root, HF_MAX_FILES);
+            rc = err_set(err, errlen, "'%s' holds more than %d files", root, HF_MAX_FILES);
             free(r);
         } else sl_push(out, r);
         free(path);
@@ -208,10 +208,10 @@ static int check_files(const StrList *files, char *err, size_t errlen) {
         ssize_t n = lstat(p, &st) == 0 && S_ISLNK(st.st_mode) ? readlink(p, target, sizeof target - 1) : -1;
         if (n >= 0) {
             target[n] = 0;
-            return comm_errorf(err, errlen, "'%s' is a dangling symlink (to '%s', which is missing: an interrupted download or "
+            return err_set(err, errlen, "'%s' is a dangling symlink (to '%s', which is missing: an interrupted download or "
                                "a pruned cache?); fetch the dataset again", p, target);
         }
-        return comm_errorf(err, errlen, "cannot read data file '%s': %s", p, strerror(errno));
+        return err_set(err, errlen, "cannot read data file '%s': %s", p, strerror(errno));
     }
     return 0;
 }
@@ -318,7 +318,7 @@ static int pick_split(char *const *names, int n, const char *split) {
 
 // The chosen split's files into out (ownership moves), or 0 / -1 as hf_resolve says.
 static int finish(HfSplits *ss, const char *split, const char *src, HfFiles *out, char *err, size_t errlen) {
-    if (!ss->n) return comm_errorf(err, errlen, "%s holds no data files", src);
+    if (!ss->n) return err_set(err, errlen, "%s holds no data files", src);
     char *names[64];
     int nn = ss->n < 64 ? ss->n : 64;
     for (int i = 0; i < nn; i++) names[i] = ss->v[i].name;
@@ -327,7 +327,7 @@ static int finish(HfSplits *ss, const char *split, const char *src, HfFiles *out
         if (strcmp(split, "train")) return 0;
         char list[400];
         join_names(names, nn, list, sizeof list);
-        return comm_errorf(err, errlen, "%s has no train split (its splits: %s)", src, list);
+        return err_set(err, errlen, "%s has no train split (its splits: %s)", src, list);
     }
     HfSplit *sp = &ss->v[k];
     if (!ss->ordered) sl_sort(&sp->files);
@@ -346,7 +346,7 @@ static int finish(HfSplits *ss, const char *split, const char *src, HfFiles *out
 // Sources without configs take none but "default".
 static int no_configs(const char *config, const char *src, char *err, size_t errlen) {
     if (config && *config && strcmp(config, "default"))
-        return comm_errorf(err, errlen, "%s has no configs; config '%s' does not apply to it", src, config);
+        return err_set(err, errlen, "%s has no configs; config '%s' does not apply to it", src, config);
     return 0;
 }
 
@@ -364,17 +364,17 @@ static int load_state(const char *dir, StrList *files, char *err, size_t errlen)
     JsonValue *v = json_parse_file(path, HF_JSON_MAX, why, sizeof why);
     int rc = 0;
     const JsonValue *df = v ? json_get(v, "_data_files") : NULL, *idx = v ? json_get(v, "_indices_data_files") : NULL;
-    if (!v) rc = comm_errorf(err, errlen, "save_to_disk folder '%s': %s", dir, why);
+    if (!v) rc = err_set(err, errlen, "save_to_disk folder '%s': %s", dir, why);
     else if (!df || df->type != JSON_ARRAY)
-        rc = comm_errorf(err, errlen, "'%s' has no _data_files list (not written by datasets' save_to_disk?)", path);
+        rc = err_set(err, errlen, "'%s' has no _data_files list (not written by datasets' save_to_disk?)", path);
     else if (idx && idx->type == JSON_ARRAY && idx->len)
-        rc = comm_errorf(err, errlen, "save_to_disk folder '%s' holds an indices mapping (a select/shuffle/filter view of "
+        rc = err_set(err, errlen, "save_to_disk folder '%s' holds an indices mapping (a select/shuffle/filter view of "
                          "its data): save a flat copy with dataset.flatten_indices().save_to_disk(...)", dir);
-    else if (!df->len) rc = comm_errorf(err, errlen, "'%s' lists no data files", path);
+    else if (!df->len) rc = err_set(err, errlen, "'%s' lists no data files", path);
     for (size_t i = 0; !rc && i < df->len; i++) {
         const JsonValue *name = json_get(&df->items[i], "filename");
         if (!plain_name(name))
-            rc = comm_errorf(err, errlen, "'%s': _data_files[%zu] is not a file name in its folder", path, i);
+            rc = err_set(err, errlen, "'%s': _data_files[%zu] is not a file name in its folder", path, i);
         else sl_push(files, xprintf("%s/%s", dir, name->str));
     }
     json_free(v);
@@ -404,13 +404,13 @@ static int dataset_dict_resolve(const char *dir, const char *config, const char 
     JsonValue *v = json_parse_file(path, HF_JSON_MAX, why, sizeof why);
     const JsonValue *list = v ? json_get(v, "splits") : NULL;
     int rc = no_configs(config, src, err, errlen);
-    if (!rc && !v) rc = comm_errorf(err, errlen, "DatasetDict folder '%s': %s", dir, why);
+    if (!rc && !v) rc = err_set(err, errlen, "DatasetDict folder '%s': %s", dir, why);
     else if (!rc && (!list || list->type != JSON_ARRAY || !list->len))
-        rc = comm_errorf(err, errlen, "'%s' has no \"splits\" list", path);
+        rc = err_set(err, errlen, "'%s' has no \"splits\" list", path);
     char *names[64];
     int n = 0;
     for (size_t i = 0; !rc && i < list->len && n < 64; i++) {
-        if (!plain_name(&list->items[i])) rc = comm_errorf(err, errlen, "'%s': splits[%zu] is not a folder name", path, i);
+        if (!plain_name(&list->items[i])) rc = err_set(err, errlen, "'%s': splits[%zu] is not a folder name", path, i);
         else names[n++] = (char *)list->items[i].str;
     }
     if (!rc) {
@@ -419,7 +419,7 @@ static int dataset_dict_resolve(const char *dir, const char *config, const char 
         else if (k < 0) {
             char all[400];
             join_names(names, n, all, sizeof all);
-            rc = comm_errorf(err, errlen, "%s has no train split (its splits: %s)", src, all);
+            rc = err_set(err, errlen, "%s has no train split (its splits: %s)", src, all);
         } else {
             // each split is a save_to_disk folder of its own
             HfSplits ss = {0};
@@ -459,7 +459,7 @@ static int is_cache_build(const char *dir) {
 // Sub-folders of dir (sorted), as names; d_type spares a stat per file in folders of many files.
 static int sub_dirs(const char *dir, StrList *out, char *err, size_t errlen) {
     DIR *d = opendir(dir);
-    if (!d) return comm_errorf(err, errlen, "cannot read folder '%s': %s", dir, strerror(errno));
+    if (!d) return err_set(err, errlen, "cannot read folder '%s': %s", dir, strerror(errno));
     for (struct dirent *e; (e = readdir(d));) {
         if (!visible_dir_name(e->d_name) || (e->d_type != DT_DIR && e->d_type != DT_LNK && e->d_type != DT_UNKNOWN)) continue;
         char *sub = xprintf("%s/%s", dir, e->d_name);
@@ -525,9 +525,9 @@ static int cache_resolve(const char *dir, int level, const char *config, const c
         char list[400];
         join_names(cfgs.v, cfgs.n, list, sizeof list);
         if (k < 0 && config && *config)
-            rc = comm_errorf(err, errlen, "%s has no config '%s' in the datasets cache (its configs: %s)", label, config, list);
+            rc = err_set(err, errlen, "%s has no config '%s' in the datasets cache (its configs: %s)", label, config, list);
         else if (k < 0)
-            rc = comm_errorf(err, errlen, "%s has several configs in the datasets cache (%s): choose one", label, list);
+            rc = err_set(err, errlen, "%s has several configs in the datasets cache (%s): choose one", label, list);
         else {
             snprintf(cfg, sizeof cfg, "%s", cfgs.v[k]);
             chosen = xprintf("%s/%s", dir, cfgs.v[k]);
@@ -550,7 +550,7 @@ static int cache_resolve(const char *dir, int level, const char *config, const c
         build = build ? xprintf("%s", build) : NULL;
         if (builds.n > 1) snprintf(how, sizeof how, ", the newest of %d builds by modification time", builds.n);
         sl_free(&builds);
-        if (!build) rc = comm_errorf(err, errlen, "%s: no finished build in the datasets cache folder '%s'", label, dir);
+        if (!build) rc = err_set(err, errlen, "%s: no finished build in the datasets cache folder '%s'", label, dir);
     }
     if (!rc) {
         HfSplits ss = {0};
@@ -609,12 +609,12 @@ static int repo_resolve(const char *root, const char *config, const char *split,
             scope = data_only ? "data" : NULL;
             cfg = "default";
         } else if (!scope)
-            rc = comm_errorf(err, errlen, "%s has no config '%s' (its folders with data: %s)", label, config, tops.n ? list : "none");
+            rc = err_set(err, errlen, "%s has no config '%s' (its folders with data: %s)", label, config, tops.n ? list : "none");
     } else if (has_default) scope = cfg = "default";
     else if (data_only) scope = "data", cfg = "default";
     else if (!root_files && !split_tops && tops.n == 1) scope = cfg = tops.v[0];
     else if (!root_files && !split_tops && tops.n > 1)
-        rc = comm_errorf(err, errlen, "%s holds several configs (%s): choose one", label, list);
+        rc = err_set(err, errlen, "%s holds several configs (%s): choose one", label, list);
     HfSplits ss = {0};
     if (!rc) {
         // only the scope's files, relative to it
@@ -646,7 +646,7 @@ static int repo_resolve(const char *root, const char *config, const char *split,
         char src[1400];
         snprintf(src, sizeof src, "%s%s%s", label, cfg ? " config " : "", cfg ? cfg : "");
         if (!rel.n)  // what is there may be data by another name: say which names count
-            rc = comm_errorf(err, errlen, "%s holds no data files (.parquet, .arrow, .jsonl, .json, .txt, .csv, .tsv, .bin, .h5, "
+            rc = err_set(err, errlen, "%s holds no data files (.parquet, .arrow, .jsonl, .json, .txt, .csv, .tsv, .bin, .h5, "
                              "maybe compressed)", src);
         else rc = finish(&ss, split, src, out, err, errlen);
     }
@@ -683,8 +683,8 @@ static int folder_resolve(const char *dir, const char *config, const char *split
 static int hub_repo_resolve(const char *dir, const char *config, const char *split, HfFiles *out, char *err, size_t errlen) {
     char snap[4500], label[1200];
     int rc = hub_repo_snapshot(dir, dir, snap, sizeof snap);
-    if (rc < 0) return comm_errorf(err, errlen, "hub cache folder %s", snap);
-    if (rc == 0) return comm_errorf(err, errlen, "hub cache folder '%s' holds no snapshot", dir);
+    if (rc < 0) return err_set(err, errlen, "hub cache folder %s", snap);
+    if (rc == 0) return err_set(err, errlen, "hub cache folder '%s' holds no snapshot", dir);
     snprintf(label, sizeof label, "hub cache folder '%s' revision %.7s", dir, base_name(snap));
     return folder_resolve(snap, config, split, label, 1, out, err, errlen);
 }
@@ -749,9 +749,9 @@ static int glob_resolve(const char *spec, const char *config, const char *split,
     int grc = glob(spec, GLOB_NOSORT, NULL, &g);
     if (grc == GLOB_NOMATCH || (grc == 0 && !g.gl_pathc)) {
         if (!grc) globfree(&g);
-        return comm_errorf(err, errlen, "no files match '%s'", spec);
+        return err_set(err, errlen, "no files match '%s'", spec);
     }
-    if (grc) return comm_errorf(err, errlen, "cannot expand '%s' (%s)", spec, grc == GLOB_NOSPACE ? "out of memory" : "a read error");
+    if (grc) return err_set(err, errlen, "cannot expand '%s' (%s)", spec, grc == GLOB_NOSPACE ? "out of memory" : "a read error");
     HfSplits ss = {0};
     ss.nosplits = 1;
     HfSplit *sp = splits_at(&ss, "train");
@@ -759,7 +759,7 @@ static int glob_resolve(const char *spec, const char *config, const char *split,
         if (!is_dir(g.gl_pathv[i])) sl_push(&sp->files, xprintf("%s", g.gl_pathv[i]));
     globfree(&g);
     sl_sort(&sp->files);
-    int rc = sp->files.n ? finish(&ss, split, src, out, err, errlen) : comm_errorf(err, errlen, "'%s' matches only folders", spec);
+    int rc = sp->files.n ? finish(&ss, split, src, out, err, errlen) : err_set(err, errlen, "'%s' matches only folders", spec);
     splits_free(&ss);
     return rc;
 }
@@ -830,7 +830,7 @@ static int name_resolve(const char *spec, const char *config, const char *split,
     for (int i = 0; rc == 2 && i < nc; i++) {
         char where[4400], label[600];
         int s = hub_snapshot("datasets", cands[i], where, sizeof where);
-        if (s < 0) rc = comm_errorf(err, errlen, "dataset %s", where);
+        if (s < 0) rc = err_set(err, errlen, "dataset %s", where);
         else if (s == 0) sl_push(&places, xprintf("%s", where));
         else {
             snprintf(label, sizeof label, "hub cache %s revision %.7s", cands[i], base_name(where));
@@ -855,7 +855,7 @@ static int name_resolve(const char *spec, const char *config, const char *split,
         char list[2000], hint[700];
         join_names(places.v, places.n, list, sizeof list);
         fetch_hint(cands[0], config, hint, sizeof hint);
-        rc = comm_errorf(err, errlen, "'%s' is not a file or folder, and no Hugging Face cache here holds dataset %s (fsdpc never "
+        rc = err_set(err, errlen, "'%s' is not a file or folder, and no Hugging Face cache here holds dataset %s (fsdpc never "
                          "downloads; looked in %s); %s", spec, cands[0], list, hint);
     }
     sl_free(&places);
@@ -867,7 +867,7 @@ int hf_resolve(const char *spec, const char *config, const char *split, HfFiles 
     if (!split || !*split) split = "train";
     struct stat st;
     if (stat(spec, &st) != 0 && errno != ENOENT)  // there, or on a path that cannot be followed: not absent
-        return comm_errorf(err, errlen, "'%s': %s", spec, comm_path_error(spec, errno));
+        return err_set(err, errlen, "'%s': %s", spec, comm_path_error(spec, errno));
     if (stat(spec, &st) == 0) {
         if (S_ISDIR(st.st_mode)) return folder_resolve(spec, config, split, NULL, 0, out, err, errlen);
         char src[1200];
@@ -890,7 +890,7 @@ int hf_resolve(const char *spec, const char *config, const char *split, HfFiles 
     if (strpbrk(spec, "*?[")) return glob_resolve(spec, config, split, out, err, errlen);
     // a file name with a data extension is a missing file, not a dataset name
     if (!looks_like_dataset_name(spec) || repo_data_name(base_name(spec)))
-        return comm_errorf(err, errlen, "'%s' does not exist (no such file or folder)", spec);
+        return err_set(err, errlen, "'%s' does not exist (no such file or folder)", spec);
     return name_resolve(spec, config, split, out, err, errlen);
 }
 

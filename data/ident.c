@@ -41,11 +41,11 @@ int ident_file(const char *path, uint64_t head, uint64_t *size, uint32_t *crc, c
     if (fd < 0 || fstat(fd, &st) != 0) {
         int e = errno;
         if (fd >= 0) close(fd);
-        return comm_errorf(err, errlen, "cannot read '%s': %s", path, strerror(e));
+        return err_set(err, errlen, "cannot read '%s': %s", path, strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return comm_errorf(err, errlen, "'%s' is not a regular file", path);
+        return err_set(err, errlen, "'%s' is not a regular file", path);
     }
     *size = (uint64_t)st.st_size;
     uint64_t h = *size < head ? *size : head, tail = head / 16, tail_from = *size - (*size - h < tail ? *size - h : tail);
@@ -55,7 +55,7 @@ int ident_file(const char *path, uint64_t head, uint64_t *size, uint32_t *crc, c
     if (!rc) rc = read_crc(fd, tail_from, *size - tail_from, &c, buf, sizeof buf);
     int e = errno;
     close(fd);
-    if (rc) return comm_errorf(err, errlen, "cannot read '%s': %s", path, e ? strerror(e) : "it shrank while being read");
+    if (rc) return err_set(err, errlen, "cannot read '%s': %s", path, e ? strerror(e) : "it shrank while being read");
     *crc = (uint32_t)c;
     return 0;
 }
@@ -248,10 +248,10 @@ static int parse_source(const JsonValue *o, IdentSource *s, char *err, size_t er
     if (!spec || spec->type != JSON_STRING || strlen(spec->str) != spec->len || !count_of(json_get(o, "files"), INT_MAX, &files) ||
         !count_of(json_get(o, "bytes"), INT64_MAX, &bytes) || !hex32(json_get(o, "crc32"), &s->crc) || !list ||
         list->type != JSON_ARRAY || list->len > files)
-        return comm_errorf(err, errlen, "a source without spec, files, bytes, crc32 and a list of at most its files");
+        return err_set(err, errlen, "a source without spec, files, bytes, crc32 and a list of at most its files");
     s->spec = strdup(spec->str);
     s->list = callocCheck(list->len ? list->len : 1, sizeof *s->list);
-    if (!s->spec) comm_fatal("out of memory");
+    if (!s->spec) err_fatal("out of memory");
     s->nfiles = (int)files;
     s->bytes = bytes;
     for (size_t i = 0; i < list->len; i++) {
@@ -261,11 +261,11 @@ static int parse_source(const JsonValue *o, IdentSource *s, char *err, size_t er
         if (e->type != JSON_ARRAY || e->len != 3 || e->items[0].type != JSON_STRING || strlen(e->items[0].str) != e->items[0].len ||
             !count_of(&e->items[1], INT64_MAX, &size) || !hex32(&e->items[2], &f->crc)) {
             ident_source_free(s);
-            return comm_errorf(err, errlen, "file %zu of a source is not [name, size, \"crc32\"]", i + 1);
+            return err_set(err, errlen, "file %zu of a source is not [name, size, \"crc32\"]", i + 1);
         }
         f->size = size;
         f->name = strdup(e->items[0].str);
-        if (!f->name) comm_fatal("out of memory");
+        if (!f->name) err_fatal("out of memory");
         s->nlisted = (int)i + 1;
     }
     return 0;
@@ -276,10 +276,10 @@ static JsonValue *parse_line(const char *line, char *err, size_t errlen) {
     char why[256];
     JsonValue *root = json_parse(line, strlen(line), why, sizeof why);
     int64_t version = 0;
-    if (!root) comm_errorf(err, errlen, "not JSON (%s)", why);
-    else if (root->type != JSON_OBJECT) comm_errorf(err, errlen, "not a JSON object");
+    if (!root) err_set(err, errlen, "not JSON (%s)", why);
+    else if (root->type != JSON_OBJECT) err_set(err, errlen, "not a JSON object");
     else if (!json_get_int(root, "version", &version) || version != IDENT_VERSION)
-        comm_errorf(err, errlen, "version %lld, and this fsdpc reads version %d", (long long)version, IDENT_VERSION);
+        err_set(err, errlen, "version %lld, and this fsdpc reads version %d", (long long)version, IDENT_VERSION);
     else return root;
     json_free(root);
     return NULL;
@@ -290,7 +290,7 @@ int ident_parse(const char *line, const char *key, IdentSource *out, char *err, 
     JsonValue *root = parse_line(line, err, errlen);
     if (!root) return -1;
     const JsonValue *o = json_get(root, key);
-    int rc = !o ? 0 : o->type != JSON_OBJECT ? comm_errorf(err, errlen, "\"%s\" is not an object", key) : parse_source(o, out, err, errlen);
+    int rc = !o ? 0 : o->type != JSON_OBJECT ? err_set(err, errlen, "\"%s\" is not an object", key) : parse_source(o, out, err, errlen);
     if (rc < 0 && o && o->type == JSON_OBJECT) {
         char why[512];
         snprintf(why, sizeof why, "%s", err);
@@ -415,10 +415,10 @@ void ident_source_copy(IdentSource *dst, const IdentSource *src) {
     *dst = *src;
     dst->spec = strdup(src->spec);
     dst->list = callocCheck((size_t)(src->nlisted > 0 ? src->nlisted : 1), sizeof *dst->list);
-    if (!dst->spec) comm_fatal("out of memory");
+    if (!dst->spec) err_fatal("out of memory");
     for (int i = 0; i < src->nlisted; i++) {
         dst->list[i] = src->list[i];
-        if (!(dst->list[i].name = strdup(src->list[i].name))) comm_fatal("out of memory");
+        if (!(dst->list[i].name = strdup(src->list[i].name))) err_fatal("out of memory");
     }
 }
 

@@ -52,7 +52,7 @@ static JsonValue *json_vec_push(JsonVec *vec) {
     if (vec->n == vec->cap) {
         vec->cap = vec->cap ? vec->cap * 2 : 8;
         JsonValue *v = realloc(vec->v, vec->cap * sizeof *v);
-        if (!v) comm_fatal("out of memory parsing JSON (%zu values)", vec->cap);
+        if (!v) err_fatal("out of memory parsing JSON (%zu values)", vec->cap);
         vec->v = v;
     }
     JsonValue *v = &vec->v[vec->n++];

@@ -558,7 +558,7 @@ struct PqReader {
 static int pq_vfail(PqReader *r, const char *prefix, const char *fmt, va_list ap) {
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    comm_errorf(r->err, r->errlen, "'%s': %s%s", r->path, prefix, msg);
+    err_set(r->err, r->errlen, "'%s': %s%s", r->path, prefix, msg);
     return -1;
 }
 
@@ -2020,12 +2020,12 @@ static PqReader *pq_new(const char *name, char *err, size_t errlen) {
 TableReader *parquet_open(const char *path, char *err, size_t errlen) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        comm_errorf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        err_set(err, errlen, "cannot open '%s': %s", path, strerror(errno));
         return NULL;
     }
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        comm_errorf(err, errlen, "'%s' is not a regular file", path);
+        err_set(err, errlen, "'%s' is not a regular file", path);
         close(fd);
         return NULL;
     }

@@ -17,7 +17,7 @@
 
 #include "../comm/comm.h"
 #include "../comm/io.h"
-#include "../kernels/rng.h"
+#include "../base/rng.h"
 #include "../model/cli.h"
 #include "docs.h"
 #include "hfdata.h"
@@ -134,7 +134,7 @@ static void prepare_buf_reserve(PrepareBuf *b, size_t extra) {
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < b->len + extra) cap *= 2;
     uint8_t *data = realloc(b->data, cap);
-    if (!data) comm_fatal("out of memory growing a buffer to %zu bytes (one document must fit in memory)", cap);
+    if (!data) err_fatal("out of memory growing a buffer to %zu bytes (one document must fit in memory)", cap);
     b->data = data;
     b->cap = cap;
 }
@@ -212,7 +212,7 @@ static void prepare_split_open(PrepareSplit *s) {
     setvbuf(s->f, NULL, _IOFBF, PREPARE_IO_BYTES);
     uint8_t header[TOKFILE_HEADER_BYTES];
     data_shard_header(header, s->dtype_bytes, 0);  // ntokens is patched on close
-    if (fwrite(header, 1, sizeof header, s->f) != sizeof header) comm_fatal("cannot write '%s': %s", s->tmp, strerror(errno));
+    if (fwrite(header, 1, sizeof header, s->f) != sizeof header) comm_fail_local("cannot write '%s': %s", s->tmp, strerror(errno));
     s->in_shard = 0;
 }
 
@@ -221,9 +221,9 @@ static void prepare_split_close(PrepareSplit *s) {
     uint8_t header[TOKFILE_HEADER_BYTES];
     data_shard_header(header, s->dtype_bytes, s->in_shard);
     if (fseek(s->f, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, s->f) != sizeof header || fclose(s->f) != 0)
-        comm_fatal("cannot write '%s': %s", s->tmp, comm_path_error(s->tmp, errno));
+        comm_fail_local("cannot write '%s': %s", s->tmp, comm_path_error(s->tmp, errno));
     s->f = NULL;
-    if (rename(s->tmp, s->path) != 0) comm_fatal("cannot rename '%s' to '%s': %s", s->tmp, s->path, strerror(errno));
+    if (rename(s->tmp, s->path) != 0) comm_fail_local("cannot rename '%s' to '%s': %s", s->tmp, s->path, strerror(errno));
     s->nshards++;
 }
 
@@ -232,7 +232,7 @@ static void prepare_split_write(PrepareSplit *s, const uint8_t *tokens, uint64_t
         if (!s->f) prepare_split_open(s);
         uint64_t room = s->max_tokens - s->in_shard, take = n < room ? n : room;
         if (fwrite(tokens, (size_t)s->dtype_bytes, take, s->f) != take)
-            comm_fatal("cannot write '%s': %s", s->tmp, comm_path_error(s->tmp, errno));
+            comm_fail_local("cannot write '%s': %s", s->tmp, comm_path_error(s->tmp, errno));
         tokens += take * (uint64_t)s->dtype_bytes;
         n -= take;
         s->in_shard += take;
@@ -266,7 +266,7 @@ static void prepare_split_free(PrepareSplit *s) {
 // The document starting at byte `offset` of input `file` goes to validation when its hash, as a
 // fraction of 2^64, falls below val_fraction: the same choice whichever rank reads it.
 static bool prepare_doc_is_val(const Prepare *p, int file, uint64_t offset) {
-    uint64_t h = kern_splitmix64(kern_splitmix64((uint64_t)file) ^ offset);
+    uint64_t h = rng_splitmix64(rng_splitmix64((uint64_t)file) ^ offset);
     return (double)(h >> 11) * 0x1.0p-53 < p->val_fraction;
 }
 
@@ -332,7 +332,7 @@ static void prepare_count(char out[16], uint64_t n) {
 // at most every PREPARE_BAR_PERIOD seconds unless forced.
 static void prepare_progress(Prepare *p, uint64_t done, bool force) {
     if (comm_info.rank != 0) return;
-    double now = comm_time();
+    double now = clock_now_s();
     if (!force && now - p->t_drawn < PREPARE_BAR_PERIOD) return;
     p->t_drawn = now;
     double frac = p->bytes_total ? (double)done / (double)p->bytes_total : 1.0;
@@ -344,7 +344,7 @@ static void prepare_progress(Prepare *p, uint64_t done, bool force) {
     prepare_count(train, p->train.total);
     prepare_count(val, p->val.total);
     double elapsed = now - p->t_start;
-    comm_log("\rprepare [%s] %3d%%  %5.1f MB/s  train %6s tok  val %6s tok%s", bar, (int)(frac * 100),
+    log_msg("\rprepare [%s] %3d%%  %5.1f MB/s  train %6s tok  val %6s tok%s", bar, (int)(frac * 100),
              elapsed > 0 ? done / elapsed / 1e6 : 0.0, train, val, comm_info.world > 1 ? "  (rank 0)" : "");
     p->bar_drawn = true;
 }
@@ -910,7 +910,7 @@ static void prepare_expand(Prepare *p) {
         if (n + hf.nfiles > cap) {
             cap = 2 * (n + hf.nfiles);
             all = realloc(all, (size_t)cap * sizeof *all);
-            if (!all) comm_fatal("out of memory listing the inputs");
+            if (!all) err_fatal("out of memory listing the inputs");
         }
         for (int k = 0; k < hf.nfiles; k++) all[n++] = hf.files[k];
         hf.nfiles = 0;  // the strings now belong to the list
@@ -972,7 +972,7 @@ static void prepare_run(Prepare *p) {
     prepare_split_init(&p->train, p, "train");
     prepare_split_init(&p->val, p, "val");
     p->io = mallocCheck(PREPARE_IO_BYTES);
-    p->t_start = p->t_drawn = comm_time();  // the first redraw comes after one period
+    p->t_start = p->t_drawn = clock_now_s();  // the first redraw comes after one period
     prepare_assign(p);
     for (int i = 0; i < p->nwork; i++)
         if (prepare_input(p, &p->work[i])) return;
@@ -987,7 +987,7 @@ static void prepare_finish(Prepare *p) {
     double sums[6] = {(double)p->ndocs, (double)p->train.total, (double)p->train.nshards, (double)p->val.total,
                       (double)p->val.nshards, (double)(p->bytes_total)};
     comm_allreduce_sum_f64(comm_world(), sums, 6);
-    double seconds = comm_time() - p->t_start;
+    double seconds = clock_now_s() - p->t_start;
     if (sums[1] + sums[3] == 0) comm_fail_all("the inputs hold no tokens");
     // every rank's row fields to rank 0, for one warning about those no row used
     char mine[DOCS_FIELDS_MAX * 260] = "", *all = NULL, warn[DOCS_FIELDS_MAX * 200 + 200];
@@ -998,8 +998,8 @@ static void prepare_finish(Prepare *p) {
     for (size_t at = 0; all && at + sizeof mine <= total; at += sizeof mine) docs_fields_parse(&merged, all + at);
     free(all);
     if (comm_info.rank == 0 && docs_fields_warning(&merged, "prepare --input", "read only in finetuning rows, which token shards cannot hold", warn,
-                                                   sizeof warn)) comm_log("%s\n", warn);
-    comm_log("prepare: %.0f documents, %.0f train tokens in %.0f shards, %.0f val tokens in %.0f shards -> %s (%.1f MB in %.2f s, %.1f MB/s%s)\n",
+                                                   sizeof warn)) log_msg("%s\n", warn);
+    log_msg("prepare: %.0f documents, %.0f train tokens in %.0f shards, %.0f val tokens in %.0f shards -> %s (%.1f MB in %.2f s, %.1f MB/s%s)\n",
              sums[0], sums[1], sums[2], sums[3], sums[4], p->output, sums[5] / 1e6, seconds,
              seconds > 0 ? sums[5] / 1e6 / seconds : 0.0, comm_info.world > 1 ? ", all ranks" : "");
 }
@@ -1015,7 +1015,7 @@ static bool prepare_stopped(Prepare *p, bool created_output) {
     comm_allreduce_sum_f64(comm_world(), stopped + 1, 1);
     if (created_output && comm_info.rank == 0) rmdir(p->output);  // empty now; one that held other files stays
     if (p->bar_drawn) fputc('\n', stderr);
-    comm_log("Stopped by signal %d (%s) during prepare: the %.0f shard(s) written so far were removed, nothing partial is left "
+    log_msg("Stopped by signal %d (%s) during prepare: the %.0f shard(s) written so far were removed, nothing partial is left "
              "in '%s'; exiting with status %d\n", (int)stopped[0], comm_signal_name((int)stopped[0]), stopped[1], p->output,
              COMM_EXIT_STOPPED);
     return true;
@@ -1028,7 +1028,7 @@ int data_prepare(int argc, char **argv) {
     prepare_sync(&p);
     int sig = comm_stop_any(), rc = sig ? COMM_EXIT_STOPPED : 0;
     if (sig)
-        comm_log("Stopped by signal %d (%s) during prepare, before anything was written; exiting with status %d\n", sig,
+        log_msg("Stopped by signal %d (%s) during prepare, before anything was written; exiting with status %d\n", sig,
                  comm_signal_name(sig), COMM_EXIT_STOPPED);
     bool created_output = comm_info.rank == 0 && access(p.output, F_OK) != 0;
     if (!rc && comm_info.rank == 0) prepare_output_dir(&p);

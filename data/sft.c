@@ -61,22 +61,23 @@ struct SftReader {
 
 // ---- names ----
 
-static const char *const sft_formats[] = {"auto", "text", "input_ids", "prompt_completion", "alpaca", "chat"};
-static const char *const sft_templates[] = {"llama2", "chatml", "none"};
+const char *sft_format_name(SftFormat f) { return cli_choice_name(config_data_formats, f); }
+const char *sft_template_name(ChatTemplate t) { return cli_choice_name(config_chat_templates, t); }
 
-const char *sft_format_name(SftFormat f) { return (unsigned)f < 6 ? sft_formats[f] : "?"; }
-const char *sft_template_name(ChatTemplate t) { return (unsigned)t < 3 ? sft_templates[t] : "?"; }
-
-int sft_format_parse(const char *s, SftFormat *out) {
-    for (int i = 0; i < 6; i++)
-        if (!strcmp(s, sft_formats[i])) return *out = (SftFormat)i, 0;
+static int sft_choice_parse(const CliChoice *c, const char *s, int *out) {
+    for (; c->name; c++)
+        if (!strcmp(s, c->name)) return *out = c->value, 0;
     return -1;
 }
 
+int sft_format_parse(const char *s, SftFormat *out) {
+    int v;
+    return sft_choice_parse(config_data_formats, s, &v) ? -1 : (*out = (SftFormat)v, 0);
+}
+
 int sft_template_parse(const char *s, ChatTemplate *out) {
-    for (int i = 0; i < 3; i++)
-        if (!strcmp(s, sft_templates[i])) return *out = (ChatTemplate)i, 0;
-    return -1;
+    int v;
+    return sft_choice_parse(config_chat_templates, s, &v) ? -1 : (*out = (ChatTemplate)v, 0);
 }
 
 // ---- rows and text ----
@@ -86,7 +87,7 @@ static void sft_push(SftRow *row, int32_t id, int32_t label) {
         size_t cap = row->cap ? 2 * row->cap : 256;
         row->ids = realloc(row->ids, cap * sizeof *row->ids);
         row->labels = realloc(row->labels, cap * sizeof *row->labels);
-        if (!row->ids || !row->labels) comm_fatal("out of memory growing a finetuning row to %zu tokens", cap);
+        if (!row->ids || !row->labels) err_fatal("out of memory growing a finetuning row to %zu tokens", cap);
         row->cap = cap;
     }
     row->ids[row->len] = id;
@@ -107,7 +108,7 @@ static void sft_text_put(SftText *t, const char *s, size_t n) {
         size_t cap = t->cap ? t->cap : 256;
         while (cap < t->len + n + 1) cap *= 2;
         t->s = realloc(t->s, cap);
-        if (!t->s) comm_fatal("out of memory building a %zu-byte prompt", cap);
+        if (!t->s) err_fatal("out of memory building a %zu-byte prompt", cap);
         t->cap = cap;
     }
     memcpy(t->s + t->len, s, n);

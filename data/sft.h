@@ -10,16 +10,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../model/config.h"
 #include "docs.h"
 #include "tokenizer.h"
 
-// --data_format auto|text|input_ids|prompt_completion|alpaca|chat
-typedef enum { SFT_AUTO, SFT_TEXT, SFT_IDS, SFT_PROMPT_COMPLETION, SFT_ALPACA, SFT_CHAT } SftFormat;
+// SftFormat (--data_format) and ChatTemplate (--chat_template) are settings of the run, in
+// model/config.h with their names
 const char *sft_format_name(SftFormat f);
 int sft_format_parse(const char *s, SftFormat *out);  // 0, or -1 for a name that is none of the above
 
-// --chat_template llama2|chatml|none
-typedef enum { CHAT_LLAMA2, CHAT_CHATML, CHAT_NONE } ChatTemplate;
 const char *sft_template_name(ChatTemplate t);
 int sft_template_parse(const char *s, ChatTemplate *out);
 

@@ -266,7 +266,7 @@ static void sniff_gzip(const unsigned char *p, size_t n, uint64_t size, const ch
     memset(&z, 0, sizeof z);
     const char *bad = NULL;
     int ended = 0;
-    if (inflateInit2(&z, 15 + 16) != Z_OK) comm_fatal("cannot initialise zlib");
+    if (inflateInit2(&z, 15 + 16) != Z_OK) err_fatal("cannot initialise zlib");
     z.next_in = (unsigned char *)p;
     z.avail_in = n < (1u << 30) ? (uInt)n : 1u << 30;
     z.next_out = out;
@@ -296,7 +296,7 @@ static void sniff_gzip(const unsigned char *p, size_t n, uint64_t size, const ch
 static void sniff_zstd(const unsigned char *p, size_t n, uint64_t size, const char *name, int depth, Sniff *s) {
     unsigned char *out = mallocCheck(SNIFF_BLOCK);
     ZSTD_DCtx *d = ZSTD_createDCtx();
-    if (!d) comm_fatal("out of memory (zstd)");
+    if (!d) err_fatal("out of memory (zstd)");
     ZSTD_inBuffer in = {p, n, 0};
     ZSTD_outBuffer o = {out, SNIFF_BLOCK, 0};
     const char *bad = NULL;

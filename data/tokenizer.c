@@ -73,7 +73,7 @@ static void *tok_grow(void *p, size_t *cap, size_t need, size_t size) {
     size_t want = *cap ? *cap : 256;
     while (want < need) want *= 2;
     p = realloc(p, want * size);
-    if (!p) comm_fatal("out of memory tokenizing (%zu x %zu bytes)", want, size);
+    if (!p) err_fatal("out of memory tokenizing (%zu x %zu bytes)", want, size);
     *cap = want;
     return p;
 }
@@ -608,11 +608,11 @@ static bool tok_open_gpt2(Tokenizer *t, const JsonValue *root, bool encoder, con
         static const char *const openai[] = {"vocab.bpe", "merges.txt"}, *const hf_names[] = {"merges.txt", "vocab.bpe"};
         if (merges_given) snprintf(merges, sizeof merges, "%s", merges_given);
         else if (!tok_beside(file, tok_named(file, "vocab.json") ? hf_names : openai, 2, merges, sizeof merges))
-            return comm_errorf(err, errlen, "tokenizer '%s' is GPT-2's encoder.json and needs its merges (vocab.bpe) beside it: '%s' does not exist",
+            return err_set(err, errlen, "tokenizer '%s' is GPT-2's encoder.json and needs its merges (vocab.bpe) beside it: '%s' does not exist",
                                file, merges), false;
     }
     t->gpt2 = encoder ? bpe_load_encoder(root, merges, why, sizeof why) : bpe_load_json(root, why, sizeof why);
-    if (!t->gpt2) return comm_errorf(err, errlen, "tokenizer '%s': %s", file, why), false;
+    if (!t->gpt2) return err_set(err, errlen, "tokenizer '%s': %s", file, why), false;
     t->kind = TOK_KIND_GPT2;
     t->vocab = bpe_vocab_size(t->gpt2);
     t->eos = bpe_end_of_text(t->gpt2);  // GPT-2 has no BOS: documents are separated by <|endoftext|>
@@ -630,7 +630,7 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
     }
     char where[4096], file[4200], merges[4200] = "";
     if (!hub_resolve(spec, where, sizeof where)) {
-        comm_errorf(err, errlen, "tokenizer %s", where);
+        err_set(err, errlen, "tokenizer %s", where);
         return free(t), NULL;
     }
     snprintf(file, sizeof file, "%s", where);
@@ -643,7 +643,7 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
             if (tok_is_file(file)) break;
         }
         if (i == sizeof names / sizeof *names) {
-            comm_errorf(err, errlen, "tokenizer directory '%s' holds neither tokenizer.model nor tokenizer.json (nor GPT-2's encoder.json and vocab.bpe)", where);
+            err_set(err, errlen, "tokenizer directory '%s' holds neither tokenizer.model nor tokenizer.json (nor GPT-2's encoder.json and vocab.bpe)", where);
             return free(t), NULL;
         }
     } else if (tok_ends_with(where, ".bpe") || tok_named(where, "merges.txt")) {
@@ -651,14 +651,14 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
         static const char *const openai[] = {"encoder.json", "vocab.json"}, *const hf[] = {"vocab.json", "encoder.json"};
         snprintf(merges, sizeof merges, "%s", where);
         if (!tok_beside(where, tok_named(where, "merges.txt") ? hf : openai, 2, file, sizeof file)) {
-            comm_errorf(err, errlen, "tokenizer '%s' holds GPT-2's merges and needs encoder.json beside it: '%s' does not exist", where, file);
+            err_set(err, errlen, "tokenizer '%s' holds GPT-2's merges and needs encoder.json beside it: '%s' does not exist", where, file);
             return free(t), NULL;
         }
     }
     t->path = tok_strdup(file);
     char why[512];
     if (access(file, R_OK) != 0) {
-        comm_errorf(err, errlen, "cannot read tokenizer '%s': %s", file, comm_path_error(file, errno));
+        err_set(err, errlen, "cannot read tokenizer '%s': %s", file, comm_path_error(file, errno));
         tok_free(t);
         return NULL;
     }
@@ -666,7 +666,7 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
         t->kind = TOK_KIND_BPE;
         JsonValue *root = json_parse_file(file, TOK_JSON_MAX_BYTES, why, sizeof why);
         if (!root) {
-            comm_errorf(err, errlen, "cannot read tokenizer: %s", why);
+            err_set(err, errlen, "cannot read tokenizer: %s", why);
             tok_free(t);
             return NULL;
         }
@@ -676,7 +676,7 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
         bool ok = gpt2 ? tok_open_gpt2(t, root, encoder, file, merges[0] ? merges : NULL, err, errlen) : tok_bpe_load(t, root, why, sizeof why);
         json_free(root);
         if (!ok) {
-            if (!gpt2) comm_errorf(err, errlen, "tokenizer '%s': %s", file, why);  // tok_open_gpt2 wrote its own
+            if (!gpt2) err_set(err, errlen, "tokenizer '%s': %s", file, why);  // tok_open_gpt2 wrote its own
             tok_free(t);
             return NULL;
         }
@@ -686,7 +686,7 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
     t->kind = TOK_KIND_SPM;
     t->spm = spm_load(file, why, sizeof why);
     if (!t->spm) {
-        comm_errorf(err, errlen, "tokenizer '%s' is neither a SentencePiece model nor a tokenizer.json (libsentencepiece: %s)", file, why);
+        err_set(err, errlen, "tokenizer '%s' is neither a SentencePiece model nor a tokenizer.json (libsentencepiece: %s)", file, why);
         tok_free(t);
         return NULL;
     }
@@ -733,7 +733,7 @@ size_t tok_encode(const Tokenizer *t, const char *text, size_t n, int32_t **ids,
     if (t->kind == TOK_KIND_SPM) {
         char why[256];
         long got = spm_encode(t->spm, text, n, ids, len, cap, why, sizeof why);
-        if (got < 0) comm_fatal("tokenizing with '%s': %s", t->path, why);
+        if (got < 0) err_fatal("tokenizing with '%s': %s", t->path, why);
         return (size_t)got;
     }
     tok_reserve(ids, cap, *len + n);
@@ -826,7 +826,7 @@ char *tok_decode(const Tokenizer *t, const int32_t *ids, size_t n, size_t *len) 
     if (t->kind == TOK_KIND_SPM) {
         char why[256];
         char *s = spm_decode(t->spm, ids, n, len, why, sizeof why);
-        if (!s) comm_fatal("decoding with '%s': %s", t->path, why);
+        if (!s) err_fatal("decoding with '%s': %s", t->path, why);
         return s;
     }
     TokText o = {0};
@@ -1010,7 +1010,7 @@ int data_tokenize_main(int argc, char **argv) {
     comm_check_all(stopped ? NULL : fail);
     comm_bcast_bytes(comm_world(), &stopped, sizeof stopped, 0);
     if (stopped)
-        comm_log("Stopped by signal %d (%s) during tokenize: standard output holds the whole lines of the first %lu input "
+        log_msg("Stopped by signal %d (%s) during tokenize: standard output holds the whole lines of the first %lu input "
                  "line(s); exiting with status %d\n", stopped, comm_signal_name(stopped), lines, COMM_EXIT_STOPPED);
     tok_free(t);
     return stopped ? COMM_EXIT_STOPPED : 0;

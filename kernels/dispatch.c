@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../comm/comm.h"
+#include "../base/err.h"
+#include "../base/log.h"
 #include "backend.h"
 #ifdef FSDPC_CUDA
 #include "cuda/cuda_backend.h"
@@ -121,7 +122,7 @@ static BufKind mem_remove(void *p, int host, const char *fn) {
     size_t i = mem_cap ? mem_slot(p) : 0;
     while (mem_cap && mem_table[i].p && mem_table[i].p != p) i = (i + 1) & (mem_cap - 1);
     if (!mem_cap || mem_table[i].p != p || (mem_table[i].kind != BUF_DEVICE) != host)
-        comm_fatal("%s: %p was not allocated by %s", fn, p, host ? "kern_alloc_host" : "kern_alloc");
+        err_fatal("%s: %p was not allocated by %s", fn, p, host ? "kern_alloc_host" : "kern_alloc");
     MemEntry e = mem_table[i];
     mem_count(&e, -1.0);
     // backward shift: later entries of the probe run move into the hole unless their home slot
@@ -345,7 +346,7 @@ void kern_timers_report(void) {
     for (int i = 0; i < KERN_TIMER_N && len < (int)sizeof line; i++)
         len += snprintf(line + len, sizeof line - len, "%s %s %.3f ms (%.1f%%)", i ? "," : "", names[i], ms[i] / steps,
                         span > 0 ? 100 * ms[i] / span : 0.0);
-    comm_log("%s\n", line);
+    log_msg("%s\n", line);
 }
 #else
 void kern_range_push(const char *name) { (void)name; }

@@ -176,7 +176,7 @@ void kern_qkv_merge(void *dqkv, const void *dq, const void *dk, const void *dv, 
                     const float *sin_t, int B, int T, int H, int KV, int hd, const int32_t *pos);
 
 // ---- dropout ----
-// The mask is a pure function of (key, sample, element) (kernels/rng.h: kept iff u(key, s, i) >= p),
+// The mask is a pure function of (key, sample, element) (base/rng.h: kept iff u(key, s, i) >= p),
 // so losses do not depend on the world size, the micro-batching or the device, and a resumed run
 // draws the masks it would have drawn. Callers give each dropout site and step its own key.
 // 0 <= p < 1; p == 0 is no dropout.

@@ -157,7 +157,7 @@ void cli_parse(const CliTable *t, void *dst, int argc, char **argv) {
     // (on the stack: an error longjmps out of a fuzzed parse, which would leak a heap array)
     const CliFlag *setter[CLI_MAX_FLAGS] = {0};
     unsigned char before[1024];
-    if (t->n > CLI_MAX_FLAGS) comm_fatal("a flag table has %zu flags, more than CLI_MAX_FLAGS", t->n);
+    if (t->n > CLI_MAX_FLAGS) err_fatal("a flag table has %zu flags, more than CLI_MAX_FLAGS", t->n);
     // flags marked `first` are applied in pass 0, so the others override them wherever they appear
     for (int pass = 0; pass < 2; pass++) {
         const CliFlag *list = NULL;  // the list flag that bare arguments add to

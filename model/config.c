@@ -6,9 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../comm/checked.h"
+#include "../base/checked.h"
 #include "../comm/comm.h"
-#include "../data/sft.h"
 #include "cli.h"
 
 typedef struct {
@@ -74,10 +73,10 @@ static const CliChoice attention_names[] = {
     {"auto", KERN_ATTENTION_AUTO}, {"cudnn", KERN_ATTENTION_CUDNN}, {"native", KERN_ATTENTION_NATIVE}, {NULL, 0}};
 static const CliChoice dataset_type_names[] = {
     {"gpt_jsonl", DATASET_GPT_JSONL}, {"hf", DATASET_HF}, {"synthetic", DATASET_SYNTHETIC}, {NULL, 0}};
-static const CliChoice data_format_names[] = {{"auto", SFT_AUTO}, {"text", SFT_TEXT}, {"input_ids", SFT_IDS},
-                                              {"prompt_completion", SFT_PROMPT_COMPLETION}, {"alpaca", SFT_ALPACA},
-                                              {"chat", SFT_CHAT}, {NULL, 0}};
-static const CliChoice chat_template_names[] = {{"llama2", CHAT_LLAMA2}, {"chatml", CHAT_CHATML}, {"none", CHAT_NONE}, {NULL, 0}};
+const CliChoice config_data_formats[] = {{"auto", SFT_AUTO}, {"text", SFT_TEXT}, {"input_ids", SFT_IDS},
+                                         {"prompt_completion", SFT_PROMPT_COMPLETION}, {"alpaca", SFT_ALPACA},
+                                         {"chat", SFT_CHAT}, {NULL, 0}};
+const CliChoice config_chat_templates[] = {{"llama2", CHAT_LLAMA2}, {"chatml", CHAT_CHATML}, {"none", CHAT_NONE}, {NULL, 0}};
 static const CliChoice environment_names[] = {{"local", ENV_LOCAL}, {"pbs", ENV_PBS}, {NULL, 0}};
 // model_type stays a string (checkpoints and config.json name the family); these number its names
 static const CliChoice model_type_names[] = {{"llama_v2", 0}, {"mingpt", 1}, {NULL, 0}};
@@ -225,8 +224,8 @@ static const CliFlag flags[] = {
     ALIAS("low_cpu_fsdp", CLI_BOOL, meta_init),
     B("use_profiler", use_profiler),
     B("zipped_data", zipped_data),
-    E("data_format", data_format, data_format_names),
-    E("chat_template", chat_template, chat_template_names),
+    E("data_format", data_format, config_data_formats),
+    E("chat_template", chat_template, config_chat_templates),
     B("train_on_inputs", train_on_inputs),
     B("packing", packing),
     B("document_masking", document_masking),

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "../kernels/kernels.h"
+#include "cli.h"
 
 // where --use_profiler (the profiling recipe's flag) writes its trace
 #define TRACE_DEFAULT_FILE "fsdpc_trace.json"
@@ -16,6 +17,10 @@ typedef enum { SHARD_FULL, SHARD_GRAD_OP, SHARD_NONE, SHARD_HYBRID_FULL, SHARD_H
 typedef enum { PRECISION_FP32, PRECISION_BF16 } Precision;  // --precision, --reduce_dtype
 typedef enum { LR_DECAY_COSINE, LR_DECAY_LINEAR, LR_DECAY_CONSTANT } LrDecay;
 typedef enum { ENV_LOCAL, ENV_PBS } RunEnvironment;  // --environment
+// --data_format: what finetuning rows are (data/sft.c); --chat_template: how chat rows become text
+typedef enum { SFT_AUTO, SFT_TEXT, SFT_IDS, SFT_PROMPT_COMPLETION, SFT_ALPACA, SFT_CHAT } SftFormat;
+typedef enum { CHAT_LLAMA2, CHAT_CHATML, CHAT_NONE } ChatTemplate;
+extern const CliChoice config_data_formats[], config_chat_templates[];  // their names
 
 // SMP's --dataset_type: the format is found from the content, so only synthetic changes anything
 enum { DATASET_GPT_JSONL, DATASET_HF, DATASET_SYNTHETIC };
@@ -116,7 +121,7 @@ int config_given(const char *name);
 void config_describe(const Config *cfg, char *buf, int len);
 // checks a model config; returns NULL when valid, else a static message
 const char *config_validate_model(const ModelConfig *m);
-// The sizes that must fit in 32 bits (comm/checked.h) under `world` ranks: a micro-batch's tokens
+// The sizes that must fit in 32 bits (base/checked.h) under `world` ranks: a micro-batch's tokens
 // (--batch_size x --max_context_width) and a step's sequences (x ranks x --grad_accum). NULL, or
 // a static message naming the product, its factors and the fix. Parsing checks it for one rank.
 const char *config_check_world(const Config *cfg, int world);

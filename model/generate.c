@@ -7,9 +7,9 @@
 
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
-#include "../kernels/rng.h"
+#include "../base/rng.h"
 
-static double next_uniform(uint64_t *s) { return (double)(kern_splitmix64_next(s) >> 11) / 9007199254740992.0; }
+static double next_uniform(uint64_t *s) { return (double)(rng_splitmix64_next(s) >> 11) / 9007199254740992.0; }
 
 typedef struct {
     float p;
@@ -24,7 +24,7 @@ static int by_prob_desc(const void *a, const void *b) {
 int32_t model_sample(float *logits, int V, float temperature, float top_p, uint64_t *rng) {
     int32_t best = 0;
     for (int i = 0; i < V; i++) {
-        if (!isfinite(logits[i])) comm_fatal("generation: logit %d is %g: the weights are not finite or too large (a diverged checkpoint?)", i, logits[i]);
+        if (!isfinite(logits[i])) comm_fail_local("generation: logit %d is %g: the weights are not finite or too large (a diverged checkpoint?)", i, logits[i]);
         if (logits[i] > logits[best]) best = i;
     }
     if (temperature == 0.0f) return best;

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../comm/checked.h"
+#include "../base/checked.h"
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
-#include "../kernels/rng.h"
+#include "../base/rng.h"
 #include "gpt.h"
 #include "llama.h"
 
@@ -28,7 +28,7 @@ void model_plan_build(ModelPlan *plan, const ModelConfig *cfg) {
     memset(plan, 0, sizeof *plan);
     plan->cfg = *cfg;
     plan->family = model_family(cfg->model_type);
-    if (!plan->family) comm_fatal("unknown model type '%s' (known: %s)", cfg->model_type, model_family_names());
+    if (!plan->family) err_fatal("unknown model type '%s' (known: %s)", cfg->model_type, model_family_names());
     // before the units are made: each block holds at least one (D, D) projection
     uint64_t n = 0, bytes, D = (uint64_t)cfg->hidden_width;
     CheckedFactor least[] = {{"--num_layers", (uint64_t)cfg->num_layers}, {"--hidden_width^2 (one attention projection)", D * D},
@@ -57,7 +57,7 @@ void model_plan_free(ModelPlan *plan) {
 
 TensorSpec *model_add_tensor(UnitSpec *u, const char *name, int rows, int cols, InitKind init, float init_scale,
                              int decay) {
-    if (u->ntensors == MAX_UNIT_TENSORS) comm_fatal("unit holds more than %d tensors", MAX_UNIT_TENSORS);
+    if (u->ntensors == MAX_UNIT_TENSORS) err_fatal("unit holds more than %d tensors", MAX_UNIT_TENSORS);
     TensorSpec *t = &u->t[u->ntensors++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->ndim = cols ? 2 : 1;
@@ -90,9 +90,9 @@ void model_init_range(const TensorSpec *t, uint64_t seed, float std, size_t begi
     double sd = (double)std * t->init_scale;
     uint64_t h = 1469598103934665603ULL;  // FNV-1a of the name keys the stream
     for (const char *s = t->name; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ULL;
-    uint64_t key = kern_splitmix64(seed ^ kern_splitmix64(h));
+    uint64_t key = rng_splitmix64(seed ^ rng_splitmix64(h));
     for (size_t i = 0; i < count; i++) {
-        uint64_t r = kern_splitmix64(key ^ kern_splitmix64(begin + i));
+        uint64_t r = rng_splitmix64(key ^ rng_splitmix64(begin + i));
         double u1 = ((double)(r >> 32) + 0.5) / 4294967296.0, u2 = ((double)(r & 0xffffffffu) + 0.5) / 4294967296.0;
         dst[i] = (float)(sd * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));  // Box-Muller
     }
@@ -242,7 +242,7 @@ void model_set_dropout(Activations *a, float p, uint64_t seed, uint64_t sample0)
 }
 
 uint64_t model_dropout_key(const Activations *a, int layer, int site) {
-    return kern_splitmix64(a->drop_seed ^ kern_splitmix64(((uint64_t)(layer + 1) << 8) | (uint64_t)site));
+    return rng_splitmix64(a->drop_seed ^ rng_splitmix64(((uint64_t)(layer + 1) << 8) | (uint64_t)site));
 }
 
 void model_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0) {

@@ -142,7 +142,7 @@ void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int w
 void model_acts_free(Activations *a);
 // bytes model_acts_alloc would take with these arguments (the memory check before allocating)
 size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every);
-// NULL when every activation buffer of batch B x context T stays within comm/checked.h's
+// NULL when every activation buffer of batch B x context T stays within base/checked.h's
 // CHECKED_MAX_BYTES (so the sizes above cannot wrap), else a static message naming the product
 // and its factors. Call after kern_init (a CPU run's scratch is per thread).
 const char *model_check_sizes(const ModelPlan *plan, int B, int T);

@@ -13,10 +13,10 @@
 #include "../ckpt/ckpt.h"
 #include "../ckpt/hf.h"
 #include "../kernels/kernels.h"
-#include "../comm/checked.h"
+#include "../base/checked.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
-#include "../comm/limits.h"
+#include "../base/limits.h"
 #include "../comm/trace.h"
 #include "../data/data.h"
 #include "../data/ident.h"
@@ -101,7 +101,7 @@ static void compare_input(Run *r, int i, const IdentSource *now) {
     if (!changed) return;
     if (!r->cfg->allow_changed_inputs)
         comm_fail_all("%s; resume with the inputs the run used, or pass --allow_changed_inputs if the change is meant", msg);
-    comm_log("warning: %s; going on with it (--allow_changed_inputs)\n", msg);
+    log_msg("warning: %s; going on with it (--allow_changed_inputs)\n", msg);
 }
 
 // Input i of this run is id: every rank must see the same, and a resume the run's own.
@@ -127,13 +127,13 @@ static void read_recorded_inputs(Run *r) {
     IdentSource probe;
     char err[512], unknown[512];
     if (!r->recorded[0]) {
-        comm_log("Note: checkpoint %s records no run inputs (written before fsdpc recorded them): its tokenizer and data are not "
+        log_msg("Note: checkpoint %s records no run inputs (written before fsdpc recorded them): its tokenizer and data are not "
                  "compared with this run's\n", r->resume_file);
         return;
     }
     for (int i = 0; i < INPUTS; i++) {
         if (ident_parse(r->recorded, input_keys[i], &probe, err, sizeof err) < 0) {
-            comm_log("warning: checkpoint %s: its run_inputs cannot be read (%s): its tokenizer and data are not compared with this "
+            log_msg("warning: checkpoint %s: its run_inputs cannot be read (%s): its tokenizer and data are not compared with this "
                      "run's\n", r->resume_file, err);
             r->recorded[0] = 0;
             return;
@@ -141,7 +141,7 @@ static void read_recorded_inputs(Run *r) {
         ident_source_free(&probe);
     }
     if (ident_unknown_keys(r->recorded, input_keys, unknown, sizeof unknown) == 0 && unknown[0])
-        comm_log("warning: checkpoint %s: its run_inputs record %s, which this fsdpc does not compare\n", r->resume_file, unknown);
+        log_msg("warning: checkpoint %s: its run_inputs record %s, which this fsdpc does not compare\n", r->resume_file, unknown);
 }
 
 // The tokenizer's identity: its file, or "byte".
@@ -198,7 +198,7 @@ static void resolve_sources(Run *r) {
         const char *p = c->resume_from_checkpoint;
         size_t n = strlen(p);
         if (n > 3 && !strcmp(p + n - 3, ".h5")) comm_fail_all("checkpoint file '%s' does not exist", p);
-        comm_log("No checkpoint found in %s, starting fresh\n", p);
+        log_msg("No checkpoint found in %s, starting fresh\n", p);
     }
     const char *init = c->init_from;
     size_t ni = strlen(init);
@@ -218,7 +218,7 @@ static void resolve_sources(Run *r) {
         config_adopt_model(c, &m, known = MODEL_ALL, what);
         comm_check_all(ckpt_source_read(file, &r->source));
         tok_source = what;
-        if (r->resume_file[0] && init[0]) comm_log("Resuming %s: --init_from %s is not loaded again\n", file, init);
+        if (r->resume_file[0] && init[0]) log_msg("Resuming %s: --init_from %s is not loaded again\n", file, init);
     } else if (init[0]) {
         r->hf = hf_open(init, err, sizeof err);
         comm_check_all(r->hf ? NULL : err);
@@ -259,7 +259,7 @@ static void load_state(Run *r) {
         ckpt_load(r->resume_file, &r->st, c, &meta);
         ckpt_lineage_of(&meta, r->origin.lineage, sizeof r->origin.lineage);
         snprintf(r->origin.parent, sizeof r->origin.parent, "%s", r->resume_file);
-        comm_log("Resumed from %s at step %d (%llu tokens seen)\n", r->resume_file, meta.step,
+        log_msg("Resumed from %s at step %d (%llu tokens seen)\n", r->resume_file, meta.step,
                  (unsigned long long)meta.tokens_seen);
         r->tokens_seen = (double)meta.tokens_seen;
         r->sample_base = meta.data_position;
@@ -277,16 +277,16 @@ static void load_state(Run *r) {
             }
         }
         if (meta.data_position != (uint64_t)meta.step * r->global_batch)
-            comm_log("Resuming at global sample %llu (the checkpoint's data position) with a global batch of %d\n",
+            log_msg("Resuming at global sample %llu (the checkpoint's data position) with a global batch of %d\n",
                      (unsigned long long)meta.data_position, r->global_batch);
     } else if (r->init_h5) {
         ckpt_load_weights(c->init_from, &r->st, c);
         snprintf(r->origin.parent, sizeof r->origin.parent, "%s", c->init_from);
-        comm_log("Initialized weights from %s (fresh optimizer state, step 0)\n", c->init_from);
+        log_msg("Initialized weights from %s (fresh optimizer state, step 0)\n", c->init_from);
     } else if (r->hf) {
         hf_load(r->hf, &r->st, c->allow_unused_weights);
         snprintf(r->origin.parent, sizeof r->origin.parent, "%s", hf_source_path(r->hf));
-        comm_log("Initialized weights from %s (fresh optimizer state, step 0)\n", hf_source_path(r->hf));
+        log_msg("Initialized weights from %s (fresh optimizer state, step 0)\n", hf_source_path(r->hf));
         hf_close(r->hf);
         r->hf = NULL;
     }
@@ -351,7 +351,7 @@ static void check_memory(Run *r) {
         snprintf(limit, sizeof limit, "%.2f GiB available (%s)", avail / G, source);
     }
     // logged, so fsdpc plan's figures and the measured mem: can be held against it
-    comm_log("memory estimate per rank: %.1f MiB%s (parameters %.1f, gathered %.1f, gradients %.1f, optimizer %.1f, "
+    log_msg("memory estimate per rank: %.1f MiB%s (parameters %.1f, gathered %.1f, gradients %.1f, optimizer %.1f, "
              "activations %.1f, buffers %.1f MiB)\n", need / n / M, gpu ? " on the GPU" : "", e.params / M, e.gathered / M,
              e.grads / M, e.optimizer / M, acts / M, e.buffers / M);
     if (!known || need <= avail) {
@@ -710,7 +710,7 @@ static double prof_sec[PROF_N], prof_t0;
 static void prof_mark(const Run *r, int phase) {
     if (!r->cfg->profile) return;
     kern_sync();
-    double now = comm_time();
+    double now = clock_now_s();
     if (phase >= 0) prof_sec[phase] += now - prof_t0;
     prof_t0 = now;
 }
@@ -720,9 +720,9 @@ static void prof_report(const Run *r, int steps) {
     double total = 0.0;
     comm_allreduce_max_f64(comm_world(), prof_sec, PROF_N);  // the slowest rank per phase
     for (int i = 0; i < PROF_N; i++) total += prof_sec[i];
-    comm_log("profile over %d steps (slowest rank per phase):\n", steps);
+    log_msg("profile over %d steps (slowest rank per phase):\n", steps);
     for (int i = 0; i < PROF_N; i++)
-        comm_log("  %-20s %9.3f s  %5.1f%%  %8.2f ms/step\n", prof_names[i], prof_sec[i],
+        log_msg("  %-20s %9.3f s  %5.1f%%  %8.2f ms/step\n", prof_names[i], prof_sec[i],
                  100.0 * prof_sec[i] / (total > 0 ? total : 1), 1e3 * prof_sec[i] / steps);
 }
 
@@ -743,7 +743,7 @@ static void check_token_ids(const Run *r, int step) {
     if (target) at -= N;
     uint64_t first = step >= 0 ? batch_first(r, step, (int)batch)
                                : ((uint64_t)batch * comm_info.world + comm_info.rank) * (uint64_t)r->acts.B;
-    comm_fatal("%s %lld: sample %llu holds token id %d at %s position %lld, not in [0, --vocab_size %d)",
+    comm_fail_local("%s %lld: sample %llu holds token id %d at %s position %lld, not in [0, --vocab_size %d)",
                step >= 0 ? "step" : "validation batch", step >= 0 ? step + 1LL : batch + 1, (unsigned long long)(first + (uint64_t)(at / T)),
                id, target ? "target" : "input", at % T, r->acts.V);
 }
@@ -802,7 +802,7 @@ static double train_step(Run *r, int step, float lr, double *gnorm, double *toke
     *applied = isfinite(loss) && isfinite(*gnorm);
     trace_begin(TRACE_COMPUTE, "optimizer", -1);
     if (!(st.tokens > 0)) {
-        comm_log("step %d: no target in the global batch bears loss (all padding or prompts): update skipped\n", step + 1);
+        log_msg("step %d: no target in the global batch bears loss (all padding or prompts): update skipped\n", step + 1);
         shard_set_step(&r->st, shard_step(&r->st) + 1);
     } else if (*applied) shard_adamw_step(&r->st, c, lr, *gnorm, inv);
     else shard_set_step(&r->st, shard_step(&r->st) + 1);  // the schedule still moves on, so a resumed run counts steps alike
@@ -860,7 +860,7 @@ static void log_memory(int step, char *line, size_t cap, int *len) {
             *len += snprintf(line + *len, cap - *len, "%s\"%s\": [%.0f, %.0f, %.0f, %.0f]", row ? ", " : ", \"mem\": {", name,
                              -lo_neg[2 * row], hi[2 * row], -lo_neg[2 * row + 1], hi[2 * row + 1]);
     }
-    comm_log("%s\n", text);
+    log_msg("%s\n", text);
     if (*len && gpu) *len += snprintf(line + *len, cap - *len, ", \"cached\": [%.0f, %.0f]", -lo_neg[MEM_N - 1], hi[MEM_N - 1]);
     if (*len) *len += snprintf(line + *len, cap - *len, "}");
 }
@@ -877,7 +877,7 @@ static double validate(Run *r, int stoppable, int *stopped) {
     (void)T;
     for (int i = 0; i < c->validation_batches; i++) {
         if (stoppable && (*stopped = comm_stop_any())) {
-            comm_log("Stopped by signal %d (%s) during validation, at batch %d of %d: no loss reported, nothing written; "
+            log_msg("Stopped by signal %d (%s) during validation, at batch %d of %d: no loss reported, nothing written; "
                      "exiting with status %d\n", *stopped, comm_signal_name(*stopped), i + 1, c->validation_batches,
                      TRAIN_EXIT_PREEMPTED);
             return NAN;
@@ -903,7 +903,7 @@ static double log_validation(Run *r, int step, int stoppable, int *stopped) {
     trace_begin(TRACE_COMPUTE, "validation", -1);
     double vl = validate(r, stoppable, stopped);
     trace_end(TRACE_COMPUTE);
-    if (!*stopped) comm_log("Batch %d Validation loss: %.5f, perplexity: %.3f\n", step, vl, exp(vl));
+    if (!*stopped) log_msg("Batch %d Validation loss: %.5f, perplexity: %.3f\n", step, vl, exp(vl));
     return vl;
 }
 
@@ -924,7 +924,7 @@ static void save(Run *r, int step) {
     trace_begin(TRACE_COMPUTE, "checkpoint write", -1);
     ckpt_save(c->checkpoint_dir, &r->st, c, &meta, &r->source, &out);
     trace_end(TRACE_COMPUTE);
-    comm_log("Saved checkpoint %s in %.2f s (%.1f MB/s)\n", out.path, out.seconds,
+    log_msg("Saved checkpoint %s in %.2f s (%.1f MB/s)\n", out.path, out.seconds,
              out.bytes / 1e6 / (out.seconds > 0 ? out.seconds : 1e-9));
     ckpt_prune(c->checkpoint_dir, c->num_kept_checkpoints, &meta, out.path, r->resume_file);
 }
@@ -955,7 +955,7 @@ static int emit_token(int32_t tok, void *ctx) {
     if (e->len + n > e->cap) {
         e->cap = 2 * (e->len + n);
         char *grown = realloc(e->text, e->cap);
-        if (!grown) comm_fatal("out of memory keeping the sample (%zu bytes)", e->cap);
+        if (!grown) err_fatal("out of memory keeping the sample (%zu bytes)", e->cap);
         e->text = grown;
     }
     memcpy(e->text + e->len, buf, n);
@@ -1001,7 +1001,7 @@ static const char *generate_text(Run *r, const void *const *P) {
         n = 0;
         for (size_t i = 0; i < row.len; i++) {
             if (n == cap) prompt = realloc(prompt, (cap = 2 * cap + 16) * sizeof(int32_t));
-            if (!prompt) comm_fatal("out of memory");
+            if (!prompt) err_fatal("out of memory");
             prompt[n++] = row.ids[i];
         }
         sft_row_free(&row);
@@ -1009,7 +1009,7 @@ static const char *generate_text(Run *r, const void *const *P) {
         if (c->chat_template == CHAT_CHATML) {  // ChatML's generation prompt: the assistant's turn opens
             static const char opener[] = "assistant\n";
             if (n + 1 > cap) prompt = realloc(prompt, (cap = n + 16) * sizeof(int32_t));
-            if (!prompt) comm_fatal("out of memory");
+            if (!prompt) err_fatal("out of memory");
             prompt[n++] = tok_piece_id(r->tok, "<|im_start|>");
             tok_encode(r->tok, opener, sizeof opener - 1, &prompt, &n, &cap);
             stop = tok_piece_id(r->tok, "<|im_end|>");
@@ -1025,7 +1025,7 @@ static const char *generate_text(Run *r, const void *const *P) {
     else fwrite(c->prompt, 1, len, stdout);
     e.failed = io_write_error(stdout, "standard output");
     if ((int)n > c->model.max_context_width)
-        comm_log("the prompt's %zu tokens exceed the context; its last %d are used\n", n, c->model.max_context_width);
+        log_msg("the prompt's %zu tokens exceed the context; its last %d are used\n", n, c->model.max_context_width);
     if (!e.failed)
         model_generate(&r->plan, P, prompt, (int)n, c->num_tokens, c->temperature, c->top_p, (uint64_t)c->seed, emit_token, &e);
     if (for_log && !e.failed) print_for_log(e.text, e.len);
@@ -1086,7 +1086,7 @@ int train_run(Config *c) {
     r.flops_per_token = model_flops_per_token(&r.plan, c->model.max_context_width);
     comm_stop_polled(1);
     if (open_data(&r)) {
-        comm_log("Preempted (signal) while building the data cache: nothing trained, no partial cache left; exiting with "
+        log_msg("Preempted (signal) while building the data cache: nothing trained, no partial cache left; exiting with "
                  "status %d so the job can be requeued\n", TRAIN_EXIT_PREEMPTED);
         return TRAIN_EXIT_PREEMPTED;
     }
@@ -1110,21 +1110,21 @@ int train_run(Config *c) {
     comm_check_all(att_failed ? att : io_conflict());
     char desc[2048];
     config_describe(c, desc, sizeof desc);
-    comm_log("fsdpc: %d rank(s) on %s, %d thread(s)/rank, %.2fM parameters\n%s attention=%s\n", comm_info.world,
+    log_msg("fsdpc: %d rank(s) on %s, %d thread(s)/rank, %.2fM parameters\n%s attention=%s\n", comm_info.world,
              kern_device_name(), c->num_threads, r.plan.num_params / 1e6, desc, kern_attention_kernel());
-    if (kern_peak_flops() > 0) comm_log("MFU against %.0f TFLOP/s dense bf16 per GPU\n", kern_peak_flops() / 1e12);
-    if (att) comm_log("fsdpc: %s\n", att);
+    if (kern_peak_flops() > 0) log_msg("MFU against %.0f TFLOP/s dense bf16 per GPU\n", kern_peak_flops() / 1e12);
+    if (att) log_msg("fsdpc: %s\n", att);
     if (c->cpu_offload && !kern_on_gpu())
-        comm_log("--cpu_offload: no effect on the CPU device (parameters already live in host memory)\n");
+        log_msg("--cpu_offload: no effect on the CPU device (parameters already live in host memory)\n");
     if (c->cpu_offload && kern_on_gpu())
-        comm_log("--cpu_offload: master shards and AdamW moments in pinned host memory, AdamW on %d CPU threads\n",
+        log_msg("--cpu_offload: master shards and AdamW moments in pinned host memory, AdamW on %d CPU threads\n",
                  c->num_threads);
     // nodes may differ in ranks per node (a hybrid default): any rank's objection ends the job
     comm_check_all(parallel_dims_build(&r.dims, c, comm_info.world, comm_info.local_world));
     check_memory(&r);
     claim_checkpoint_dir(&r);
     shard_init(&r.st, &r.plan, c, &r.dims, !r.resume_file[0] && !r.init_h5 && !r.hf);
-    comm_log("sharding %s: shard group %d x replica group %d\n", config_sharding_name(r.dims.strategy), r.dims.shard_size,
+    log_msg("sharding %s: shard group %d x replica group %d\n", config_sharding_name(r.dims.strategy), r.dims.shard_size,
              r.dims.replica_size);
     model_acts_alloc(&r.acts, &r.plan, c->batch_size, c->model.max_context_width, 0, ckpt_every(c));
     int nplans = c->packing ? c->grad_accum : c->grad_accum > 1 ? c->grad_accum : 1;
@@ -1138,7 +1138,7 @@ int train_run(Config *c) {
     comm_stop_polled(1);
 
     int T = c->model.max_context_width, start = r.start_step = shard_step(&r.st);
-    double t_log = comm_time(), tokens_since_log = 0.0;
+    double t_log = clock_now_s(), tokens_since_log = 0.0;
     int steps_since_log = 0;
     int skipped = 0, status = 0;
     for (int step = start; step < r.max_steps; step++) {
@@ -1161,7 +1161,7 @@ int train_run(Config *c) {
                 comm_fail_all("step %d: non-finite %s (loss %g, gradient norm %g); stopped before the update, and no checkpoint "
                               "was written after it (--skip_nonfinite_steps N skips up to N such steps)",
                               done, isfinite(loss) ? "gradient norm" : "loss", loss, gnorm);
-            comm_log("step %d: non-finite loss or gradient norm (%g, %g): update skipped (%d of --skip_nonfinite_steps %d)\n",
+            log_msg("step %d: non-finite loss or gradient norm (%g, %g): update skipped (%d of --skip_nonfinite_steps %d)\n",
                      done, loss, gnorm, skipped, c->skip_nonfinite_steps);
         } else if (r.metrics) {
             // tokens: loss-bearing targets, this step's and those since this run started
@@ -1169,7 +1169,7 @@ int train_run(Config *c) {
                            "\"loss_tokens\": %.0f", done, loss, lr, gnorm, r.tokens_seen, tokens);
         }
         if (done % c->logging_freq == 0 || done == r.max_steps || done == start + 1) {
-            double dt = comm_time() - t_log, samples = (double)steps_since_log * r.global_batch;
+            double dt = clock_now_s() - t_log, samples = (double)steps_since_log * r.global_batch;
             // the largest rank's peak: device memory on a GPU, resident memory on the CPU
             double mem = kern_on_gpu() ? kern_peak_mem_mib() : comm_peak_mem_mib();
             comm_allreduce_max_f64(comm_world(), &mem, 1);
@@ -1178,19 +1178,19 @@ int train_run(Config *c) {
             if (peak > 0)  // MFU against the dense bf16 peak, over the positions computed
                 snprintf(mfu, sizeof mfu, ", MFU: %.1f%%", 100.0 * samples * T / dt * r.flops_per_token / (peak * comm_info.world));
             // tokens/sec counts loss-bearing targets: padding and prompts are work, not progress
-            comm_log("Batch %d Loss: %.5f, Speed: %.2f samples/sec, lr: %.6f, tokens/sec: %.0f%s, grad_norm: %.4f, loss tokens: %.0f, "
+            log_msg("Batch %d Loss: %.5f, Speed: %.2f samples/sec, lr: %.6f, tokens/sec: %.0f%s, grad_norm: %.4f, loss tokens: %.0f, "
                      "mem: %.0f MiB\n", done, loss, samples / dt, lr, tokens_since_log / dt, mfu, gnorm, tokens, mem);
             double cut[2] = {(double)r.truncated, (double)r.lost};
             comm_allreduce_sum_f64(comm_world(), cut, 2);
             if (cut[0] > 0)
-                comm_log("%lld row%s longer than the context were cut to %d+1 tokens so far (%lld of them left with no loss-bearing "
+                log_msg("%lld row%s longer than the context were cut to %d+1 tokens so far (%lld of them left with no loss-bearing "
                          "target)\n", (long long)cut[0], cut[0] == 1 ? "" : "s", T, (long long)cut[1]);
             if (len)  // measured, unlike the rest of the line: byte-exact comparisons drop these
                 len += snprintf(line + len, sizeof line - len, ", \"tokens_per_s\": %.6g, \"mem_mib\": %.0f", tokens_since_log / dt, mem);
             if (len && peak > 0)
                 len += snprintf(line + len, sizeof line - len, ", \"mfu\": %.4g", samples * T / dt * r.flops_per_token / (peak * comm_info.world));
             log_memory(done, line, sizeof line, &len);
-            t_log = comm_time();
+            t_log = clock_now_s();
             steps_since_log = 0;
             tokens_since_log = 0.0;
         }
@@ -1208,11 +1208,11 @@ int train_run(Config *c) {
         prof_mark(&r, do_val ? PROF_EVAL : -1);
         if (do_ckpt) save(&r, done);
         prof_mark(&r, do_ckpt ? PROF_CKPT : -1);
-        if (do_val || do_ckpt) t_log = comm_time();  // keep evaluation and I/O out of Speed
+        if (do_val || do_ckpt) t_log = clock_now_s();  // keep evaluation and I/O out of Speed
         if (preempt && done < r.max_steps) {
             int write = c->checkpoint_freq > 0 && !do_ckpt;
             if (write) save(&r, done);
-            comm_log("Preempted (signal) after step %d: %s; exiting with status %d so the job can be requeued and resumed\n",
+            log_msg("Preempted (signal) after step %d: %s; exiting with status %d so the job can be requeued and resumed\n",
                      done, c->checkpoint_freq > 0 ? "checkpoint written" : "no checkpoint (--checkpoint_freq 0)", TRAIN_EXIT_PREEMPTED);
             status = TRAIN_EXIT_PREEMPTED;
             r.max_steps = done;  // leaves the loop; generation is skipped below
@@ -1235,7 +1235,7 @@ int train_run(Config *c) {
         comm_allreduce_max_f64(comm_world(), &stopped, 1);
         if (stopped >= OUTPUT_FAILED) comm_fail_all("%s", failed ? failed : "rank 0 could not write the generated text");
         if (stopped) {
-            comm_log("Stopped by signal %d (%s) during generation; exiting with status %d\n", (int)stopped,
+            log_msg("Stopped by signal %d (%s) during generation; exiting with status %d\n", (int)stopped,
                      comm_signal_name((int)stopped), TRAIN_EXIT_PREEMPTED);
             status = TRAIN_EXIT_PREEMPTED;
         }

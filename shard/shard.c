@@ -60,7 +60,7 @@ static void decay_ranges(ShardState *s, int u) {
             f->decay[f->ndecay - 1][1] += n;
             continue;
         }
-        if (f->ndecay == KERN_ADAMW_MAX_RANGES) comm_fatal("unit %d has more than %d weight-decay ranges", u, KERN_ADAMW_MAX_RANGES);
+        if (f->ndecay == KERN_ADAMW_MAX_RANGES) err_fatal("unit %d has more than %d weight-decay ranges", u, KERN_ADAMW_MAX_RANGES);
         f->decay[f->ndecay][0] = local;
         f->decay[f->ndecay][1] = local + n;
         f->ndecay++;
@@ -288,7 +288,7 @@ static void start_gather(ShardState *s, int u) {
     int slot = s->dims.reshard_after_forward ? -1 : u;
     for (int i = 0; slot < 0 && i < s->nparam_slots; i++)
         if (s->param_owner[i] < 0) slot = i;
-    if (slot < 0) comm_fatal("no free parameter buffer for unit %d (more than two units gathered at once)", u);
+    if (slot < 0) err_fatal("no free parameter buffer for unit %d (more than two units gathered at once)", u);
     s->param_owner[slot] = u;
     f->param_slot = slot;
     f->params = s->param_pool[slot];
@@ -385,7 +385,7 @@ float *shard_grad_buffer(ShardState *s, int u) {
         else if (!s->units[owner].grad_open && (oldest < 0 || owner > s->grad_owner[oldest]))
             oldest = i;  // backward runs high to low
     }
-    if (slot < 0 && oldest < 0) comm_fatal("no free gradient buffer for unit %d", u);
+    if (slot < 0 && oldest < 0) err_fatal("no free gradient buffer for unit %d", u);
     if (slot < 0) {  // every buffer still being reduced: finish the older one
         finish_reduce(s, s->grad_owner[oldest]);
         slot = oldest;

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Runs every suite, echoes its ok/not ok lines, and ends with "N passed, N failed".
+# Runs every suite, echoes its ok/not ok lines, and ends with "N passed, N failed". With --quick
+# (make check) only the fast tier runs: the suites registered with `quick` rather than `suite`.
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 LOG=$(mktemp)
 trap 'rm -rf "$LOG" "$DUMP"' EXIT
 DUMP=$(mktemp -d)
 
-suite() {  # suite NAME CMD...: a suite that exits non-zero without a "not ok" line still counts as a failure
+TIER=${1:-}
+run_suite() {  # run_suite NAME CMD...: a suite that exits non-zero without a "not ok" line still counts as a failure
     echo "# $1"
     local out rc
     out=$("${@:2}" 2>&1)
@@ -15,19 +17,23 @@ suite() {  # suite NAME CMD...: a suite that exits non-zero without a "not ok" l
     echo "$out" | grep -vE '^(ok|not ok) ' | sed 's/^/#   /' | tail -n 5
     if [ $rc -ne 0 ] && ! echo "$out" | grep -q '^not ok '; then echo "not ok - $1 exited with $rc" | tee -a "$LOG"; fi
 }
+suite() { [ "$TIER" = --quick ] || run_suite "$@"; }  # the whole suite only (make test)
+quick() { run_suite "$@"; }                          # both tiers (make check and make test)
 
-suite "kernels: finite differences and references" build/test_kernels
-suite "comm: collectives (np=4)" mpirun --oversubscribe --allow-run-as-root -np 4 build/test_comm
+quick "layers: includes and calls only go down base -> kernels -> comm -> model -> shard -> data/ckpt -> run -> main" bash test/test_layers.sh
+quick "kernels: finite differences and references" build/test_kernels
+quick "comm: collectives (np=4)" mpirun --oversubscribe --allow-run-as-root -np 4 build/test_comm
 suite "gpu-emu: CUDA kernels against the CPU ones, on a CPU emulation of the GPU" build/test_gpu_emu
 suite "gpu-emu: the whole program on the emulated GPU" bash test/test_emu.sh
 suite "gpu-check: make gpu-check dry-runs on the emulator (bookkeeping and table, not timings)" bash test/test_gpu_check.sh
 suite "ptxas: no register spills in the attention kernels (sm_80, sm_90), backward blocks per SM" bash test/test_ptxas.sh
-suite "model: whole-model gradient check" build/test_model
+quick "model: whole-model gradient check" build/test_model
 suite "parity: PyTorch reference (dump)" build/test_model --dump "$DUMP"
 suite "parity: PyTorch reference (compare)" /usr/bin/python3 test/parity.py "$DUMP/step_00000000.h5"
 suite "parity: minGPT PyTorch reference (dump)" build/test_model --dump "$DUMP/gpt" mingpt
 suite "parity: minGPT PyTorch reference (compare)" /usr/bin/python3 test/parity.py "$DUMP/gpt/step_00000000.h5"
 suite "cli: errors, resume, evaluation, generation" bash test/test_cli.sh
+quick "shard (fast tier): np=2 full-shard losses equal np=1" env FSDPC_QUICK=1 bash test/test_shard.sh
 suite "shard: multi-rank equivalence, memory, bad layouts" bash test/test_shard.sh
 suite "ckpt: parallel checkpoints, resharding, crash safety" bash test/test_ckpt.sh
 suite "trace: Chrome trace, flight recorder, collective timeout, NCCL errors (emulated)" bash test/test_trace.sh
@@ -50,6 +56,7 @@ suite "mingpt: train, greedy generation and GPT2LMHeadModel export against the P
 suite "fuzz: regression corpus under ASan/UBSan" bash test/fuzz/replay.sh
 suite "slurm: srun/sbatch/scancel/preemption on a real single-node Slurm" bash test/test_slurm.sh
 suite "ofi: cm/ofi MTL over libfabric tcp matches the default transport" bash test/test_ofi.sh
+suite "errors last: a plain input error ends the output with its one error line (np=1, np=2, one rank only, a locked folder)" bash test/test_errors_last.sh
 suite "faults: divergence, preemption, one-rank errors, memory, paths, flags" bash test/test_faults.sh
 suite "probes lineage: checkpoint folders that hold other runs, names that lie about the step, several lineages" bash test/test_probes_lineage.sh
 suite "probes identity: resume with changed inputs, ranks that see different files, checkpoint I/O under the collective timeout" bash test/test_probes_identity.sh

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "kernels/rng.h"
+#include "base/rng.h"
 #include "test/testutil.h"
 
 // finite differences: step, tolerance on max|a-n| / max(max|n|, 1e-3), entries probed per tensor
@@ -332,7 +332,7 @@ static void test_qkv_split(void) {
 // the dropout mask of kernels.h for P[b, h, t, j]: 1 / (1 - p) kept, 0 dropped (1 without drop)
 static double att_mask(const KernDropout *drop, int b, int h, int t, int j, int Tq, int Tk) {
     if (!drop || drop->p == 0.0f) return 1.0;
-    const double u = (double)(kern_splitmix64(kern_dropout_seed(drop->key, drop->sample0 + b) ^
+    const double u = (double)(rng_splitmix64(rng_dropout_seed(drop->key, drop->sample0 + b) ^
                                                (((uint64_t)h * Tq + t) * Tk + j)) >> 40) * 0x1p-24;
     return u >= drop->p ? 1.0 / (1.0 - (double)drop->p) : 0.0;
 }
@@ -731,7 +731,7 @@ static uint64_t hash_floats(const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
         memcpy(&u, x + i, sizeof u);
-        h = kern_splitmix64(h ^ u);
+        h = rng_splitmix64(h ^ u);
     }
     return h;
 }
@@ -748,11 +748,11 @@ static void test_dropout(void) {
     kern_dropout(y, B, M, p, key, sample0);
     size_t dropped = 0, bad_scale = 0, bad_mask = 0;
     for (int b = 0; b < B; b++) {
-        const uint64_t seed = kern_dropout_seed(key, sample0 + b);
+        const uint64_t seed = rng_dropout_seed(key, sample0 + b);
         for (size_t i = 0; i < M; i++) {
             const size_t e = (size_t)b * M + i;
             // the definition in kernels.h / rng.h, with the float compare u >= p
-            const int keep = (float)(kern_splitmix64(seed ^ i) >> 40) * 0x1p-24f >= p;
+            const int keep = (float)(rng_splitmix64(seed ^ i) >> 40) * 0x1p-24f >= p;
             dropped += y[e] == 0.0f;
             bad_mask += keep != (y[e] != 0.0f);
             bad_scale += y[e] != 0.0f && y[e] != x[e] * scale;
@@ -766,7 +766,7 @@ static void test_dropout(void) {
     size_t bad_thr = 0;
     for (int t = 0; t < 20000; t++) {
         const float pt = t < 10000 ? rng_uniform(0, 1) : (float)(rng_next() % (1u << 24)) * 0x1p-24f;
-        const uint32_t thr = kern_dropout_threshold(pt), v0 = (uint32_t)(pt * 16777216.0f);
+        const uint32_t thr = rng_dropout_threshold(pt), v0 = (uint32_t)(pt * 16777216.0f);
         for (uint32_t v = v0 > 2 ? v0 - 2 : 0; v <= v0 + 2 && v < (1u << 24); v++)
             bad_thr += (v >= thr) != ((float)v * 0x1p-24f >= pt);
     }

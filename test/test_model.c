@@ -137,7 +137,7 @@ static void write_dataset(hid_t f, const char *name, hid_t ftype, hid_t mtype, c
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_create_intermediate_group(lcpl, 1);
     hid_t ds = H5Dcreate2(f, name, ftype, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
-    if (ds < 0 || H5Dwrite(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) < 0) comm_fatal("cannot write %s", name);
+    if (ds < 0 || H5Dwrite(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) < 0) err_fatal("cannot write %s", name);
     H5Dclose(ds);
     H5Pclose(lcpl);
     H5Sclose(sp);
@@ -175,7 +175,7 @@ static void dump(const char *dir, const char *model_type) {
     ckpt_new_run_id(meta.run_id);
     ckpt_save(dir, &s.st, c, &meta, NULL, &saved);
     hid_t f = H5Fopen(saved.path, H5F_ACC_RDWR, H5P_DEFAULT);
-    if (f < 0) comm_fatal("cannot reopen %s", saved.path);
+    if (f < 0) err_fatal("cannot reopen %s", saved.path);
     write_attr(f, "lr", c->lr);
     write_attr(f, "beta1", c->beta1);
     write_attr(f, "beta2", c->beta2);

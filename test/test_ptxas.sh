@@ -16,7 +16,7 @@ if [ -z "$NVCC" ]; then
 fi
 
 SRC="kernels/cuda/attention.cu kernels/cuda/attention_tc.cu"
-DEPS="$SRC kernels/cuda/attention.cuh kernels/cuda/common.cuh kernels/cuda/cudnn_attention.cuh kernels/rng.h kernels/kernels.h"
+DEPS="$SRC kernels/cuda/attention.cuh kernels/cuda/common.cuh kernels/cuda/cudnn_attention.cuh base/rng.h kernels/kernels.h"
 hash=$({ cat $DEPS; "$NVCC" --version; } | sha256sum | cut -c1-16)
 mkdir -p build/ptxas
 report=build/ptxas/$hash.log

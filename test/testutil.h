@@ -2,7 +2,7 @@
 #ifndef FSDPC_TESTUTIL_H
 #define FSDPC_TESTUTIL_H
 
-#include "kernels/rng.h"
+#include "base/rng.h"
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,7 +28,7 @@ static void report(int ok, const char *name, const char *fmt, ...) {
 
 static uint64_t rng_state = 0x853c49e6748fea9bULL;
 
-static uint64_t rng_next(void) { return kern_splitmix64_next(&rng_state); }
+static uint64_t rng_next(void) { return rng_splitmix64_next(&rng_state); }
 
 static float rng_uniform(float lo, float hi) { return lo + (hi - lo) * (float)((rng_next() >> 40) * 0x1p-24); }
 

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "../backend.h"
-#include "../rng.h"
+#include "../../base/rng.h"
 #include "cpu_common.h"
 
 #define ATT_BLOCK 64
@@ -21,14 +21,14 @@ static inline int att_min(int a, int b) { return a < b ? a : b; }
 // a KernDropout resolved for the kernels; on == 0: none
 typedef struct {
     int on;
-    uint32_t thr;  // kern_dropout_threshold(p)
+    uint32_t thr;  // rng_dropout_threshold(p)
     float scale;   // 1 / (1 - p)
     uint64_t key, sample0;
 } AttDrop;
 
 static AttDrop att_drop(const KernDropout *d) {
     AttDrop a = {0, 0, 1.0f, 0, 0};
-    if (d && d->p > 0.0f) a = (AttDrop){1, kern_dropout_threshold(d->p), 1.0f / (1.0f - d->p), d->key, d->sample0};
+    if (d && d->p > 0.0f) a = (AttDrop){1, rng_dropout_threshold(d->p), 1.0f / (1.0f - d->p), d->key, d->sample0};
     return a;
 }
 
@@ -89,7 +89,7 @@ void cpu_attention_fwd(void *out_, float *probs, const void *q_, const void *k_,
 #pragma omp parallel for schedule(static)
     for (int bh = 0; bh < B * H; bh++) {
         const int b = bh / H, h = bh % H;
-        const uint64_t seed = ad.on ? kern_dropout_seed(ad.key, ad.sample0 + (uint64_t)b) : 0;
+        const uint64_t seed = ad.on ? rng_dropout_seed(ad.key, ad.sample0 + (uint64_t)b) : 0;
         float *pd = ad.on ? pdrop + (size_t)omp_get_thread_num() * ATT_BLOCK * Tk : NULL;
         const float *qh = q + (size_t)b * Tq * ldq + (size_t)h * hd;  // (Tq, hd), row stride ldq
         const float *kh = k + b * kv_bstride + (size_t)(h / grp) * hd;  // (Tk, hd), row stride ldk
@@ -113,7 +113,7 @@ void cpu_attention_fwd(void *out_, float *probs, const void *q_, const void *k_,
                     const uint64_t idx0 = ((uint64_t)h * Tq + r0 + i) * Tk;  // mask index of (t, key 0)
 #pragma omp simd
                     for (int j = kbeg; j < kend; j++)
-                        dst[j] = pr[j] * (kern_dropout_keep(seed, idx0 + j, ad.thr) ? ad.scale : 0.0f);
+                        dst[j] = pr[j] * (rng_dropout_keep(seed, idx0 + j, ad.thr) ? ad.scale : 0.0f);
                 }
                 pv = pd;
             }
@@ -156,7 +156,7 @@ void cpu_attention_bwd(void *dq_, void *dk_, void *dv_, float *scratch, const vo
         // (T, T): dP, then dS
         float *ds = scratch + (size_t)omp_get_thread_num() * T * ((size_t)T + att_min(T, ATT_BLOCK));
         float *pdb = ds + (size_t)T * T;  // (min(T, ATT_BLOCK), T): P' of a row block, under dropout
-        const uint64_t seed = ad.on ? kern_dropout_seed(ad.key, ad.sample0 + (uint64_t)b) : 0;
+        const uint64_t seed = ad.on ? rng_dropout_seed(ad.key, ad.sample0 + (uint64_t)b) : 0;
         const float *kg = k + (size_t)b * T * ldk + (size_t)g * hd;  // (T, hd), row stride ldk
         const float *vg = v + (size_t)b * T * ldk + (size_t)g * hd;
         float *dkg = dk + (size_t)b * T * ldk + (size_t)g * hd;
@@ -189,7 +189,7 @@ void cpu_attention_bwd(void *dq_, void *dk_, void *dv_, float *scratch, const vo
                         const uint64_t idx0 = ((uint64_t)h * T + r0 + i) * T;  // mask index of (t, key 0)
 #pragma omp simd
                         for (int j = 0; j < n; j++) {
-                            const float f = kern_dropout_keep(seed, idx0 + j, ad.thr) ? ad.scale : 0.0f;
+                            const float f = rng_dropout_keep(seed, idx0 + j, ad.thr) ? ad.scale : 0.0f;
                             pdr[j] = pr[j] * f;
                             dr[j] *= f;
                         }

@@ -14,9 +14,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../../comm/limits.h"
+#include "../../base/half.h"
+#include "../../base/limits.h"
+#include "../../base/rng.h"
 #include "../backend.h"
-#include "../rng.h"
 #include "cpu_common.h"
 
 // ---- threads ----
@@ -375,7 +376,7 @@ void cpu_positions_bwd(float *dwpe, const float *dout, int B, int T, int D) {
 
 void cpu_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t sample0) {
     if (p == 0.0f) return;
-    const uint32_t thr = kern_dropout_threshold(p);
+    const uint32_t thr = rng_dropout_threshold(p);
     const float scale = 1.0f / (1.0f - p);
     const size_t n = (size_t)B * M;
     // each thread a contiguous range of the (B, M) elements, walked as row segments: one seed per segment
@@ -385,12 +386,12 @@ void cpu_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t samp
         ew_thread_range(n, &lo, &hi);
         while (lo < hi) {
             const size_t b = lo / M, i0 = lo - b * M, i1 = hi - b * M < M ? hi - b * M : M;
-            const uint64_t seed = kern_dropout_seed(key, sample0 + b);
+            const uint64_t seed = rng_dropout_seed(key, sample0 + b);
             float *row = x + b * M;
             // times 0 rather than "= 0": a select of constants vectorises (a guarded multiply does not),
             // and a NaN stays NaN, as in torch's x * mask * scale
 #pragma omp simd
-            for (size_t i = i0; i < i1; i++) row[i] *= kern_dropout_keep(seed, i, thr) ? scale : 0.0f;
+            for (size_t i = i0; i < i1; i++) row[i] *= rng_dropout_keep(seed, i, thr) ? scale : 0.0f;
             lo = b * M + i1;
         }
     }
@@ -503,15 +504,6 @@ void cpu_sumsq_to(double *out, const float *x, size_t n) { *out = cpu_sumsq(x, n
 
 // ---- AdamW (torch.optim.AdamW, single-tensor form) ----
 
-static inline uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    // round to nearest even: add 0x7fff plus the lowest kept bit, then truncate
-    const uint16_t r = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-    // NaN must not round into Inf: keep the top bits and force a quiet-NaN mantissa bit
-    return (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u) : r;
-}
-
 typedef struct {
     float b1, b2, b1c, b2c, gs, eps, decay, step_size, bc2_sqrt;
 } AdamwConst;
@@ -531,7 +523,7 @@ static void adamw_range(float *p, uint16_t *pb, const float *g, float *m, float 
                         const AdamwConst *c) {
     if (pb) {
 #pragma omp parallel for simd schedule(static) if (hi - lo >= CPU_PAR_MIN)
-        for (size_t i = lo; i < hi; i++) pb[i] = f32_to_bf16(adamw_elem(p, g, m, v, i, c));
+        for (size_t i = lo; i < hi; i++) pb[i] = half_f32_to_bf16(adamw_elem(p, g, m, v, i, c));
     } else {
 #pragma omp parallel for simd schedule(static) if (hi - lo >= CPU_PAR_MIN)
         for (size_t i = lo; i < hi; i++) adamw_elem(p, g, m, v, i, c);
@@ -559,21 +551,18 @@ void cpu_adamw(float *p, uint16_t *p_bf16, const float *g, float *m, float *v, s
 
 void cpu_f32_to_bf16(uint16_t *dst, const float *src, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
-    for (size_t i = 0; i < n; i++) dst[i] = f32_to_bf16(src[i]);
+    for (size_t i = 0; i < n; i++) dst[i] = half_f32_to_bf16(src[i]);
 }
 
 void cpu_round_bf16(float *x, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
-        const uint32_t u = (uint32_t)f32_to_bf16(x[i]) << 16;
+        const uint32_t u = (uint32_t)half_f32_to_bf16(x[i]) << 16;
         memcpy(x + i, &u, sizeof u);
     }
 }
 
 void cpu_bf16_to_f32(float *dst, const uint16_t *src, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        const uint32_t u = (uint32_t)src[i] << 16;
-        memcpy(dst + i, &u, sizeof u);
-    }
+    for (size_t i = 0; i < n; i++) dst[i] = half_bf16_to_f32(src[i]);
 }

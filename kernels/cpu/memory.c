@@ -3,7 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../comm/comm.h"
+#include "../../base/err.h"
+#include "../../base/log.h"
 #include "../backend.h"
 
 void *cpu_alloc(size_t bytes) { return callocCheck(1, bytes); }

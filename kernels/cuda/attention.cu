@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
     const size_t qrow0 = ((size_t)b * Tq + q0) * ldq + (size_t)h * hd;  // (BQ, hd) rows of q and out
     const Act kb = k + (b * kv_bstride + (size_t)g * hd), vb = v + (b * kv_bstride + (size_t)g * hd);
-    const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
+    const uint64_t seed = DROP ? rng_dropout_seed(drop.key, drop.sample0 + b) : 0;
     const int32_t *ks = DOCS ? kstart + (size_t)b * Tq : nullptr;  // (Tq) the first key each query sees
     int kfirst[DOCS ? RM : 1];  // of this thread's rows (0 for padding rows)
 #pragma unroll
@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
             for (int j = 0; j < RK; j++) {
                 const float p = expf(s[i][j] - base);
                 Ps[(ty + 16 * i) * LDP + tx + 16 * j] =
-                    DROP && !kern_dropout_keep(seed, idx0 + 16 * j, drop.threshold) ? 0.0f : p;
+                    DROP && !rng_dropout_keep(seed, idx0 + 16 * j, drop.threshold) ? 0.0f : p;
                 rs += p;  // the softmax normalises over every key, dropped or not
             }
             l[i] = l[i] * alpha + warp_reduce<16>(rs, SumOp());
@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
     const int nk = min(BK, T - k0);
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
     const size_t krow0 = ((size_t)b * T + k0) * ldk + (size_t)g * hd;  // (BK, hd) rows of k, v, dk, dv
-    const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
+    const uint64_t seed = DROP ? rng_dropout_seed(drop.key, drop.sample0 + b) : 0;
     const int32_t *ks = DOCS ? kstart + (size_t)b * T : nullptr;  // (T) the first key each query sees
     const int qend = DOCS ? att_query_end(ks, k0, T, k0 + nk - 1) : T;  // queries past it see none of the keys
 
@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
                     float pv = p, dp = dpt[i][j];
                     if (DROP) {
                         const bool keep =
-                            kern_dropout_keep(seed, ((uint64_t)h * T + qpos) * T + k0 + c, drop.threshold);
+                            rng_dropout_keep(seed, ((uint64_t)h * T + qpos) * T + k0 + c, drop.threshold);
                         pv = keep ? p * drop.scale : 0.0f;
                         dp = keep ? dp * drop.scale : 0.0f;
                     }
@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
     const size_t qrow0 = ((size_t)b * T + q0) * ldq + (size_t)h * hd;  // (BQ, hd) rows of q, dout, dq
     const size_t stats = ((size_t)b * H + h) * T + q0;
     const Act kb = k + ((size_t)b * T * ldk + (size_t)g * hd), vb = v + ((size_t)b * T * ldk + (size_t)g * hd);
-    const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
+    const uint64_t seed = DROP ? rng_dropout_seed(drop.key, drop.sample0 + b) : 0;
     const int32_t *ks = DOCS ? kstart + (size_t)b * T : nullptr;  // (T) the first key each query sees
     int kfirst[DOCS ? RM : 1];  // of this thread's rows (0 for padding rows)
 #pragma unroll
@@ -327,7 +327,7 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
                 const int c = tx + 16 * j;
                 float dpv = dp[i][j];
                 if (DROP)
-                    dpv = kern_dropout_keep(seed, ((uint64_t)h * T + qpos) * T + k0 + c, drop.threshold)
+                    dpv = rng_dropout_keep(seed, ((uint64_t)h * T + qpos) * T + k0 + c, drop.threshold)
                               ? dpv * drop.scale
                               : 0.0f;
                 const bool seen = k0 + c <= qpos && qpos < T && (!DOCS || k0 + c >= kfirst[i]);
@@ -356,8 +356,8 @@ size_t cuda_attention_scratch_floats(int B, int H, int T) {
 void cuda_attention_fwd(void *out, float *saved, const void *q, const void *k, const void *v, int B, int Tq, int Tk,
                         int H, int KV, int hd, size_t kv_bstride, const int32_t *kstart, const KernDropout *drop) {
     if (B <= 0 || Tq <= 0) return;
-    if (Tq > Tk) comm_fatal("attention: %d queries but only %d keys", Tq, Tk);
-    if (kstart && Tq != Tk) comm_fatal("attention: document masks need the training form (%d queries, %d keys)", Tq, Tk);
+    if (Tq > Tk) err_fatal("attention: %d queries but only %d keys", Tq, Tk);
+    if (kstart && Tq != Tk) err_fatal("attention: document masks need the training form (%d queries, %d keys)", Tq, Tk);
     check_heads(H, KV);
     const float scale = 1.0f / sqrtf((float)hd);
     AttDrop dp;

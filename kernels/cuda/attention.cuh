@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "../rng.h"
+#include "../../base/rng.h"
 #include "common.cuh"
 
 // A head dim padded with zeros to HDP (zeros change no dot product).
@@ -17,7 +17,7 @@ template <int P> struct HeadDim {
 
 // Calls f(HeadDim<P>()) with hd padded to P in {32, 64, 128}.
 template <class F> void with_head_dim(int hd, F &&f) {
-    if (hd <= 0 || hd > 128) comm_fatal("attention: head dim %d is not supported by the CUDA kernels (1..128)", hd);
+    if (hd <= 0 || hd > 128) err_fatal("attention: head dim %d is not supported by the CUDA kernels (1..128)", hd);
     if (hd <= 32)
         f(HeadDim<32>());
     else if (hd <= 64)
@@ -27,7 +27,7 @@ template <class F> void with_head_dim(int hd, F &&f) {
 }
 
 static inline void check_heads(int H, int KV) {
-    if (KV <= 0 || H % KV) comm_fatal("attention: %d heads are not a multiple of %d kv heads", H, KV);
+    if (KV <= 0 || H % KV) err_fatal("attention: %d heads are not a multiple of %d kv heads", H, KV);
 }
 
 // Dropout on the probabilities (kernels.h), resolved on the host and passed to the kernels by
@@ -35,7 +35,7 @@ static inline void check_heads(int H, int KV) {
 // the mask is regenerated from the hash wherever P is (forward and both backward kernels).
 struct AttDrop {
     uint64_t key, sample0;
-    uint32_t threshold;  // kern_dropout_threshold(p)
+    uint32_t threshold;  // rng_dropout_threshold(p)
     float scale;         // 1 / (1 - p)
 };
 
@@ -43,7 +43,7 @@ struct AttDrop {
 static inline bool att_drop_from(const KernDropout *d, AttDrop *a) {
     *a = AttDrop{0, 0, 0, 1.0f};
     if (!d || !(d->p > 0.0f)) return false;
-    *a = AttDrop{d->key, d->sample0, kern_dropout_threshold(d->p), 1.0f / (1.0f - d->p)};
+    *a = AttDrop{d->key, d->sample0, rng_dropout_threshold(d->p), 1.0f / (1.0f - d->p)};
     return true;
 }
 
@@ -88,7 +88,7 @@ constexpr int att_min_blocks(size_t smem_bytes) {
 template <class... KArgs, class... Args>
 void att_launch(void (*kernel)(KArgs...), dim3 grid, int threads, size_t smem_bytes, Args... args) {
     if (smem_bytes > cuda_smem_per_block())
-        comm_fatal("attention: a kernel needs %zu KB of shared memory per block, but this GPU allows %zu KB "
+        err_fatal("attention: a kernel needs %zu KB of shared memory per block, but this GPU allows %zu KB "
                    "(cudaDevAttrMaxSharedMemoryPerBlockOptin); a smaller head dim would fit",
                    smem_bytes >> 10, cuda_smem_per_block() >> 10);
     // more than 48 KB of dynamic shared memory needs an opt-in per kernel

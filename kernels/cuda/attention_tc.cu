@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
     const size_t qrow0 = ((size_t)b * Tq + q0) * ldq + (size_t)h * hd;
     const Act kb = k + (b * kv_bstride + (size_t)g * hd), vb = v + (b * kv_bstride + (size_t)g * hd);
-    const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
+    const uint64_t seed = DROP ? rng_dropout_seed(drop.key, drop.sample0 + b) : 0;
     const int32_t *ks = DOCS ? kstart + (size_t)b * Tq : nullptr;  // (Tq) the first key each query sees
     // Per-row values of the warp's 16 rows live in the lanes: lane i holds row i % 16's, and the
     // row loop takes them by shuffle (a register each, not 16)
@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
             for (int c = 0; c < 2; c++) {
                 const bf16 p = __float2bfloat16(expf(s[c] - base));
                 Ps[row * kLdP + lane + 32 * c] =
-                    DROP && !kern_dropout_keep(seed, idx0 + 32 * c, drop.threshold) ? __float2bfloat16(0.0f) : p;
+                    DROP && !rng_dropout_keep(seed, idx0 + 32 * c, drop.threshold) ? __float2bfloat16(0.0f) : p;
                 rs += __bfloat162float(p);  // normalise by the probabilities P V actually uses (before dropout)
             }
             const float lnew = l * alpha + warp_reduce(rs, SumOp());
@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
     const int nk = min(kTile, T - k0);
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
     const size_t krow0 = ((size_t)b * T + k0) * ldk + (size_t)g * hd;
-    const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
+    const uint64_t seed = DROP ? rng_dropout_seed(drop.key, drop.sample0 + b) : 0;
     const int32_t *ks = DOCS ? kstart + (size_t)b * T : nullptr;  // (T) the first key each query sees
     const int qend = DOCS ? att_query_end(ks, k0, T, k0 + nk - 1) : T;  // queries past it see none of the keys
 
@@ -275,7 +275,7 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
                     const float p = seen ? expf(St[row * kLdS + col] * scale - Ls[col]) : 0.0f;
                     float pv = p, dp = dPt[row * kLdS + col];
                     if (DROP) {
-                        const bool keep = kern_dropout_keep(seed, ((uint64_t)h * T + qpos) * T + key, drop.threshold);
+                        const bool keep = rng_dropout_keep(seed, ((uint64_t)h * T + qpos) * T + key, drop.threshold);
                         pv = keep ? p * drop.scale : 0.0f;
                         dp = keep ? dp * drop.scale : 0.0f;
                     }
@@ -317,7 +317,7 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
     const size_t qrow0 = ((size_t)b * T + q0) * ldq + (size_t)h * hd;
     const size_t stats = ((size_t)b * H + h) * T + q0;
     const Act kb = k + ((size_t)b * T * ldk + (size_t)g * hd), vb = v + ((size_t)b * T * ldk + (size_t)g * hd);
-    const uint64_t seed = DROP ? kern_dropout_seed(drop.key, drop.sample0 + b) : 0;
+    const uint64_t seed = DROP ? rng_dropout_seed(drop.key, drop.sample0 + b) : 0;
     const int32_t *ks = DOCS ? kstart + (size_t)b * T : nullptr;  // (T) the first key each query sees
     // lane i holds that of the warp's row i % 16; the row loop takes it by shuffle (one register, not 16)
     const int kfirst_lane = DOCS && r0 + lane % 16 < nq ? ks[q0 + r0 + lane % 16] : 0;
@@ -342,7 +342,7 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
                 const int col = lane + 32 * c;
                 float dp = dPs[row * kLdS + col];
                 if (DROP)
-                    dp = kern_dropout_keep(seed, ((uint64_t)h * T + qpos) * T + k0 + col, drop.threshold)
+                    dp = rng_dropout_keep(seed, ((uint64_t)h * T + qpos) * T + k0 + col, drop.threshold)
                              ? dp * drop.scale
                              : 0.0f;
                 const bool seen = k0 + col <= qpos && qpos < T && (!DOCS || k0 + col >= kfirst);
@@ -368,7 +368,7 @@ bool att_tc_fits(int hd) {
     if (need <= cuda_smem_per_block()) return true;
     static bool told;
     if (!told)
-        comm_log("fsdpc: note: bf16 attention at head dim %d needs %zu KB of shared memory per block, this GPU allows "
+        log_msg("fsdpc: note: bf16 attention at head dim %d needs %zu KB of shared memory per block, this GPU allows "
                  "%zu KB: attention runs on the fp32 kernels\n", hd, need >> 10, cuda_smem_per_block() >> 10);
     told = true;
     return false;

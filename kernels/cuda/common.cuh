@@ -10,7 +10,8 @@
 #include <stdint.h>
 
 extern "C" {
-#include "../../comm/comm.h"
+#include "../../base/err.h"
+#include "../../base/log.h"
 #include "../backend.h"
 }
 #include "cuda_backend.h"
@@ -23,11 +24,11 @@ extern "C" {
 #define cudaCheckLaunch() cudaCheck(cudaGetLastError())
 
 static inline void cuda_check_at(cudaError_t e, const char *call, const char *file, int line) {
-    if (e != cudaSuccess) comm_fatal_at(file, line, "%s failed: %s", call, cudaGetErrorString(e));
+    if (e != cudaSuccess) err_fatal_at(file, line, "%s failed: %s", call, cudaGetErrorString(e));
 }
 
 static inline void cublas_check_at(cublasStatus_t s, const char *call, const char *file, int line) {
-    if (s != CUBLAS_STATUS_SUCCESS) comm_fatal_at(file, line, "%s failed: %s", call, cublasLtGetStatusString(s));
+    if (s != CUBLAS_STATUS_SUCCESS) err_fatal_at(file, line, "%s failed: %s", call, cublasLtGetStatusString(s));
 }
 
 // What the host waits for: a reduction's result, with the token check's note (tokens.cu) riding

@@ -95,7 +95,7 @@ const char *cudnn_hint(cudnnStatus_t s) {
 #define cudnnCheck(call) cudnn_check_at((call), #call, __FILE__, __LINE__)
 void cudnn_check_at(cudnnStatus_t s, const char *call, const char *file, int line) {
     if (s != CUDNN_STATUS_SUCCESS)
-        comm_fatal_at(file, line, "%s failed: %s (hint: %s)", call, dnn.cudnnGetErrorString(s), cudnn_hint(s));
+        err_fatal_at(file, line, "%s failed: %s (hint: %s)", call, dnn.cudnnGetErrorString(s), cudnn_hint(s));
 }
 
 // ---- building a graph: a refusal is an answer (fall back), not an error ----
@@ -485,7 +485,7 @@ Plan *plan_for(int bwd, int docs, int B, int T, int H, int KV, int hd, const cha
             return &p;
         }
     }
-    if (n_plans == (int)(sizeof plans / sizeof plans[0])) comm_fatal("attention: more than %d cuDNN plans", n_plans);
+    if (n_plans == (int)(sizeof plans / sizeof plans[0])) err_fatal("attention: more than %d cuDNN plans", n_plans);
     Plan &p = plans[n_plans++];
     p = Plan{bwd, docs, B, T, H, KV, hd, nullptr, 0, new Graph()};
     Graph &g = *p.graph;
@@ -513,7 +513,7 @@ void fallback_once(Fallback f) {
         "more documents than the largest cuDNN entry bucket (64 per row), or offsets past INT32"};
     if (att_choice == ATT_NATIVE || said[f]) return;
     said[f] = true;
-    comm_log("fsdpc: attention: the native kernel runs calls with %s; cuDNN runs the rest\n", why[f]);
+    log_msg("fsdpc: attention: the native kernel runs calls with %s; cuDNN runs the rest\n", why[f]);
 }
 
 // whether cuDNN may take calls with these options at all
@@ -530,9 +530,9 @@ bool takes(int bwd, int docs, int B, int T, int H, int KV, int hd, const AttDrop
     const char *why;
     *plan = plan_for(bwd, docs, B, T, H, KV, hd, &why);
     if (!why) return true;
-    if (att_choice == ATT_CUDNN_ONLY) comm_fatal("--attention cudnn: %s", why);
+    if (att_choice == ATT_CUDNN_ONLY) err_fatal("--attention cudnn: %s", why);
     if (why != kRefusedBefore)
-        comm_log("fsdpc: attention: %s; the native kernel runs this shape (--attention auto)\n", why);
+        log_msg("fsdpc: attention: %s; the native kernel runs this shape (--attention auto)\n", why);
     return false;
 }
 
@@ -782,7 +782,7 @@ const char *self_check(int hd) {
     float *host = (float *)mallocCheck(sizeof(float) * (2 * nq + 2 * nkv));
     uint64_t state = 0x5eed;
     for (size_t i = 0; i < 2 * nq + 2 * nkv; i++)
-        host[i] = (float)((kern_splitmix64_next(&state) >> 40) * 0x1p-24 * 4.0 - 2.0);
+        host[i] = (float)((rng_splitmix64_next(&state) >> 40) * 0x1p-24 * 4.0 - 2.0);
     float *in[4], *res[2][5], *stats[2], *scratch = (float *)cuda_alloc(sizeof(float) * nst);
     const float *src = host;
     for (int i = 0; i < 4; i++) {

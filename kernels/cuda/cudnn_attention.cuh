@@ -8,7 +8,7 @@
 #include "attention.cuh"
 
 // Each returns false (and does nothing) when cuDNN does not take the call: not chosen, dropout
-// (cuDNN's mask is not the layout-free hash of kernels/rng.h), a KV-cache shape (Tq != Tk or a
+// (cuDNN's mask is not the layout-free hash of base/rng.h), a KV-cache shape (Tq != Tk or a
 // strided kv), more documents than the largest entry bucket, or a shape whose graph cuDNN refused
 // under --attention auto. kstart: NULL, or kernels.h's document masks (device), which run as a
 // ragged batch of one document per entry (cudnn_attention.cu).

@@ -7,7 +7,7 @@
 
 #include <cub/device/device_radix_sort.cuh>
 
-#include "../rng.h"
+#include "../../base/rng.h"
 #include "common.cuh"
 
 namespace {
@@ -355,10 +355,10 @@ static inline void row_chunks(int N, int *rows_per_chunk, int *chunks) {
 constexpr int kDropRows = 1024;
 __global__ void dropout_kernel(float *x, int B, size_t M, uint32_t thr, float scale, uint64_t key, uint64_t sample0) {
     for (int b = blockIdx.y; b < B; b += gridDim.y) {
-        const uint64_t seed = kern_dropout_seed(key, sample0 + (uint64_t)b);
+        const uint64_t seed = rng_dropout_seed(key, sample0 + (uint64_t)b);
         float *row = x + (size_t)b * M;
         for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < M; i += (size_t)gridDim.x * blockDim.x)
-            row[i] *= kern_dropout_keep(seed, i, thr) ? scale : 0.0f;  // as the CPU: NaN stays NaN
+            row[i] *= rng_dropout_keep(seed, i, thr) ? scale : 0.0f;  // as the CPU: NaN stays NaN
     }
 }
 
@@ -565,7 +565,7 @@ void cuda_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t sam
     // up to kDropRows rows of blocks (more loop), and about as many blocks in all as launch_map uses
     const unsigned rows = B < kDropRows ? (unsigned)B : (unsigned)kDropRows;
     const unsigned blocks = grid_for(M, kThreads, (65536 + rows - 1) / rows);
-    dropout_kernel<<<dim3(blocks, rows), kThreads, 0, cuda_stream()>>>(x, B, M, kern_dropout_threshold(p),
+    dropout_kernel<<<dim3(blocks, rows), kThreads, 0, cuda_stream()>>>(x, B, M, rng_dropout_threshold(p),
                                                                        1.0f / (1.0f - p), key, sample0);
     cudaCheckLaunch();
 }

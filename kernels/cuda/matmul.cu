@@ -83,7 +83,7 @@ void build_plan(GemmPlan &p, const GemmKey &k) {
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     p.found = found > 0;
     if (!p.found && k.mode == COMPUTE_FP32)
-        comm_fatal("cuBLASLt has no fp32 algorithm for m=%d n=%d k=%d (ta=%d tb=%d lda=%d ldb=%d ldc=%d)", k.m, k.n,
+        err_fatal("cuBLASLt has no fp32 algorithm for m=%d n=%d k=%d (ta=%d tb=%d lda=%d ldb=%d ldc=%d)", k.m, k.n,
                    k.k, k.ta, k.tb, k.lda, k.ldb, k.ldc);
     p.algo = res.algo;
 }
@@ -124,7 +124,7 @@ struct ConvertedOperands {
         if (x.bf16 == bf16) return x.p;
         for (int i = 0; i < used; i++)
             if (src[i] == x.p) return buf[i].ptr;
-        if (used == 3) comm_fatal("matmul: more than 3 converted operands in one call");
+        if (used == 3) err_fatal("matmul: more than 3 converted operands in one call");
         void *d = buf[used].get(n * (bf16 ? sizeof(uint16_t) : sizeof(float)));
         src[used++] = x.p;
         if (bf16) cuda_f32_to_bf16((uint16_t *)d, (const float *)x.p, n);

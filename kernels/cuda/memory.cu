@@ -66,7 +66,7 @@ void *cuda_alloc_uninit(size_t bytes) {
         release_cached();
         cudaError_t e = cudaMalloc(&p, cls);
         if (e != cudaSuccess)
-            comm_fatal("cudaMalloc(%zu bytes) failed: %s (%.1f MiB in use)", cls, cudaGetErrorString(e),
+            err_fatal("cudaMalloc(%zu bytes) failed: %s (%.1f MiB in use)", cls, cudaGetErrorString(e),
                        bytes_in_use / 1048576.0);
     }
     live_blocks[p] = cls;
@@ -95,7 +95,7 @@ void cuda_free(void *p) {
     if (!p) return;
     std::lock_guard<std::mutex> lock(alloc_mutex);
     auto it = live_blocks.find(p);
-    if (it == live_blocks.end()) comm_fatal("cuda_free: %p was not allocated by cuda_alloc", p);
+    if (it == live_blocks.end()) err_fatal("cuda_free: %p was not allocated by cuda_alloc", p);
     bytes_in_use -= it->second;
     bytes_cached += it->second;
     free_blocks[it->second].push_back(p);

@@ -22,7 +22,7 @@ void comm_fail_all(const char *fmt, ...) {
     fuzz_bail();
     __builtin_unreachable();
 }
-void comm_fatal_at(const char *file, int line, const char *fmt, ...) {
+void err_fatal_at(const char *file, int line, const char *fmt, ...) {
     (void)file, (void)line, (void)fmt;
     fuzz_bail();
 }
@@ -30,20 +30,20 @@ void comm_check_all(const char *e) {
     if (e) fuzz_bail();
 }
 void comm_check_same(uint64_t v, const char *what) { (void)v, (void)what; }
-void comm_log(const char *fmt, ...) { (void)fmt; }
-void *comm_malloc_at(const char *f, int l, size_t n) {
+void log_msg(const char *fmt, ...) { (void)fmt; }
+void *err_malloc_at(const char *f, int l, size_t n) {
     void *p = malloc(n ? n : 1);
-    if (!p) comm_fatal_at(f, l, "oom");
+    if (!p) err_fatal_at(f, l, "oom");
     return p;
 }
-void *comm_calloc_at(const char *f, int l, size_t n, size_t s) {
+void *err_calloc_at(const char *f, int l, size_t n, size_t s) {
     void *p = calloc(n ? n : 1, s ? s : 1);
-    if (!p) comm_fatal_at(f, l, "oom");
+    if (!p) err_fatal_at(f, l, "oom");
     return p;
 }
 FILE *comm_fopen_at(const char *f, int l, const char *path, const char *mode) {
     FILE *fp = fopen(path, mode);
-    if (!fp) comm_fatal_at(f, l, "fopen");
+    if (!fp) err_fatal_at(f, l, "fopen");
     return fp;
 }
 double comm_time(void) { return 0.0; }
@@ -75,7 +75,7 @@ const char *comm_path_error(const char *path, int err) {
     (void)path;
     return strerror(err);
 }
-int comm_errorf(char *err, size_t len, const char *fmt, ...) {
+int err_set(char *err, size_t len, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, len, fmt, ap);

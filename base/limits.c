@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"
+
 // Open MPI's start-up writes files of several MiB (4 MiB shared-memory segments per rank, PMIx's
 // store), and with fewer than a few dozen descriptors it aborts in MPI_Init with its own text.
 enum { MPI_FILE_BYTES = 16 << 20, BASE_FILES = 64, FILES_PER_RANK = 2, FILES_RAISED = 4096 };
@@ -57,8 +59,7 @@ void limits_fail_early(const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
-        fprintf(stderr, "fsdpc: error: %s\n", msg);
-        fflush(stderr);
+        log_error(msg);
     }
     _exit(1);  // nothing has started that needs an orderly end
 }

@@ -2,8 +2,8 @@
 // contents (batch x context, the model's tensors, buffers sized from flags) goes through these:
 // a result that does not fit is an error naming the product and its factors, never a wrapped
 // value carried on into "it fits".
-#ifndef FSDPC_COMM_CHECKED_H
-#define FSDPC_COMM_CHECKED_H
+#ifndef FSDPC_BASE_CHECKED_H
+#define FSDPC_BASE_CHECKED_H
 
 #include <stddef.h>
 #include <stdint.h>

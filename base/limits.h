@@ -1,8 +1,8 @@
 // limits: the process's resource limits (ulimit -v/-d/-n/-f/-u, the umask), checked before the
 // libraries that would fail on them with their own text or spin for ever (Open MPI's start-up,
 // OpenBLAS's buffers, OpenMP's threads), and named in the error lines of what they stop.
-#ifndef FSDPC_COMM_LIMITS_H
-#define FSDPC_COMM_LIMITS_H
+#ifndef FSDPC_BASE_LIMITS_H
+#define FSDPC_BASE_LIMITS_H
 
 #include <stddef.h>
 #include <stdint.h>

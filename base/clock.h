@@ -1,0 +1,21 @@
+// clock: the monotonic clock every layer times with (step times, the flight recorder, traces,
+// deadlines). Not the wall clock: a time step of the system clock never makes a span negative.
+#ifndef FSDPC_BASE_CLOCK_H
+#define FSDPC_BASE_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+static inline int64_t clock_now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static inline double clock_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+#endif

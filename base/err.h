@@ -1,0 +1,42 @@
+// err: the project's error convention, and the exits and checked allocation every layer uses.
+// base/ is the ground floor: its modules include nothing of the project outside base/.
+//
+// The convention:
+// - Something wrong with the input (flags, files, the environment) is ONE line of text that names
+//   the thing and, where there is one, the fix. Code below run/ returns it and never exits:
+//   * a function that produces something (an object, a count) takes `char *err, size_t errlen`
+//     last and fails by returning NULL, -1 or false with the line in err; `return err_set(err,
+//     errlen, ...)` writes the line and returns -1;
+//   * a check ("what is wrong with this path?") returns `const char *`: NULL when fine, else the
+//     line, in storage that stays valid until the next call.
+// - run/ and main decide to end the job, through comm/: comm_fail_all when every rank saw the error,
+//   comm_check_all when some did. An input error's line is the last line the job prints, and its
+//   exit status is 1.
+// - err_fatal is for what no caller can recover from: an internal fault (a broken invariant, a
+//   CUDA or NCCL error), memory that ran out, a write the disk refused. This rank's flight recorder
+//   comes first (which collectives it finished, which it was in), then the error line naming the
+//   rank and source line, and the whole job ends.
+// - xxxCheck helpers (mallocCheck, callocCheck here; mpiCheck, cudaCheck, ncclCheck, h5Check where
+//   their libraries are called) wrap calls that fail only for such reasons, with err_fatal's exit.
+#ifndef FSDPC_BASE_ERR_H
+#define FSDPC_BASE_ERR_H
+
+#include <stddef.h>
+
+// Writes a one-line error into err (len bytes); returns -1, so producers can `return err_set(...)`.
+int err_set(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+// "fsdpc: error: <msg> (rank R, file:line)" after the hooks' `before`, then `end`, then exit(1).
+void err_fatal_at(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
+#define err_fatal(...) err_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
+// What a fatal error does beyond its line, set by comm_init: `before` prints this rank's flight
+// recorder, `end` aborts the communicators and every rank (MPI_Abort). NULL: nothing.
+void err_on_fatal(void (*before)(void), void (*end)(void));
+
+// Checked allocation: out of memory is fatal, with the size and the process's limits.
+void *err_malloc_at(const char *file, int line, size_t bytes);
+void *err_calloc_at(const char *file, int line, size_t n, size_t size);
+#define mallocCheck(n) err_malloc_at(__FILE__, __LINE__, (n))
+#define callocCheck(n, s) err_calloc_at(__FILE__, __LINE__, (n), (s))
+
+#endif

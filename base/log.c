@@ -1,0 +1,48 @@
+// log: rank-0 log lines and the error printer (see log.h).
+#define _GNU_SOURCE  // vasprintf
+#include "log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "err.h"
+
+static int rank, timestamps;
+
+void log_set_rank(int r) { rank = r; }
+int log_rank(void) { return rank; }
+void log_timestamps(int on) { timestamps = on; }
+
+void log_error(const char *msg) {
+    fprintf(stderr, "fsdpc: error: %s\n", msg);
+    fflush(stderr);
+}
+
+void log_msg(const char *fmt, ...) {
+    if (rank != 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    if (!timestamps) {
+        vfprintf(stderr, fmt, ap);
+    } else {  // "2024-06-12 00:08:25 I [rank 0] ..." on every line, as the recipes' loggers print
+        char *msg = NULL;
+        if (vasprintf(&msg, fmt, ap) < 0) err_fatal("out of memory formatting a log line");
+        char stamp[32];
+        time_t now = time(NULL);
+        strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", localtime(&now));
+        char level = strncmp(msg, "warning:", 8) ? 'I' : 'W';
+        for (char *line = msg; *line;) {
+            char *end = strchr(line, '\n');
+            int len = end ? (int)(end - line) : (int)strlen(line);
+            fprintf(stderr, "%s %c [rank %d] %.*s\n", stamp, level, rank, len, line);
+            line += len + (end != NULL);
+        }
+        free(msg);
+    }
+    va_end(ap);
+    if (fflush(stderr) != 0 || ferror(stderr)) err_fatal("cannot write standard error: %s", strerror(errno ? errno : EIO));
+}

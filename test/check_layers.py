@@ -1,0 +1,92 @@
+#!/usr/bin/python3
+"""The layer check (make check-layers): the source folders form layers, base -> kernels -> comm ->
+model -> shard -> data/ckpt -> run -> main, and a file may include, and its object may call, only
+what its own layer or a lower one defines. Usage: check_layers.py [--objects BUILD_DIR] [ROOT]
+Prints one line per violation and exits 1 when there is any."""
+import os, re, subprocess, sys
+
+LAYERS = [["base"], ["kernels"], ["comm"], ["model"], ["shard"], ["data", "ckpt"], ["run"], ["main.c"]]
+RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
+SOURCES = (".c", ".h", ".cu", ".cuh", ".cpp")
+
+
+def layer_of(rel):
+    """the layer of a path relative to the root, or None outside the layered folders"""
+    top = rel.split(os.sep, 1)[0]
+    return RANK.get(top)
+
+
+def layer_name(i):
+    return "/".join(LAYERS[i])
+
+
+def check_includes(root):
+    bad = []
+    for top in RANK:
+        path = os.path.join(root, top)
+        files = [path] if os.path.isfile(path) else [os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if f.endswith(SOURCES)]
+        for f in sorted(files):
+            rel = os.path.relpath(f, root)
+            mine = layer_of(rel)
+            with open(f, errors="replace") as fh:
+                for n, line in enumerate(fh, 1):
+                    m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+                    if not m:
+                        continue
+                    target = os.path.relpath(os.path.normpath(os.path.join(os.path.dirname(f), m.group(1))), root)
+                    if not os.path.exists(os.path.join(root, target)):
+                        target = os.path.normpath(m.group(1))  # from the root (-I.)
+                    theirs = layer_of(target)
+                    if theirs is not None and theirs > mine:
+                        bad.append(f"{rel}:{n}: includes {m.group(1)} ({layer_name(theirs)}), above its own layer ({layer_name(mine)})")
+    return bad
+
+
+def symbols(obj):
+    out = subprocess.run(["nm", "--defined-only", "-g", obj], capture_output=True, text=True).stdout
+    defined = {l.split()[-1] for l in out.splitlines() if len(l.split()) >= 3}
+    out = subprocess.run(["nm", "-u", obj], capture_output=True, text=True).stdout
+    undefined = {l.split()[-1] for l in out.splitlines() if l.split()}
+    return defined, undefined
+
+
+def check_calls(root, build):
+    """an object's undefined symbols that an object of a higher layer defines"""
+    objs = []
+    for d, _, fs in os.walk(build):
+        for f in fs:
+            if f.endswith(".o"):
+                rel = os.path.relpath(os.path.join(d, f), build)
+                stem = os.path.join(root, rel[:-2])
+                if (layer_of(rel) is not None or rel == "main.o") and any(os.path.exists(stem + e) for e in (".c", ".cu", ".cpp")):
+                    objs.append(rel)  # not a stale object of a source moved away
+    owner, needs = {}, {}
+    for rel in objs:
+        defined, undefined = symbols(os.path.join(build, rel))
+        lay = RANK["main.c"] if rel == "main.o" else layer_of(rel)
+        for s in defined:
+            owner[s] = (lay, rel)
+        needs[rel] = (lay, undefined)
+    bad = []
+    for rel in sorted(needs):
+        lay, undefined = needs[rel]
+        for s in sorted(undefined):
+            if s in owner and owner[s][0] > lay:
+                bad.append(f"{rel[:-2]}: calls {s} ({owner[s][1][:-2]}, {layer_name(owner[s][0])}), above its own layer ({layer_name(lay)})")
+    return bad
+
+
+def main(argv):
+    build = None
+    if len(argv) > 1 and argv[1] == "--objects":
+        build, argv = argv[2], argv[2:]
+    root = argv[1] if len(argv) > 1 else "."
+    bad = check_includes(root) + (check_calls(root, build) if build else [])
+    for b in bad:
+        print("layers: " + b)
+    print(f"layers: {len(bad)} violation(s) of base -> kernels -> comm -> model -> shard -> data/ckpt -> run -> main")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,47 @@
+#!/bin/bash
+# test_layers: make check-layers on this tree (includes and calls only go down the layers: base ->
+# kernels -> comm -> model -> shard -> data/ckpt -> run -> main), and on planted violations, which
+# it must catch: a wrong include in a copy of the sources, and a wrong call between two objects.
+cd "$(dirname "$0")/.." || exit 1
+source test/lib.sh
+BUILD=$(cat build/flavor)
+
+out=$(/usr/bin/python3 test/check_layers.py --objects "$BUILD" . 2>&1)
+check "layers: this tree's includes and calls keep to the order" $? "($(echo "$out" | head -3 | tr '\n' '|'))"
+
+# a planted include: kernels/ reaching up into model/
+mkdir -p "$W/tree"
+for d in base kernels comm model shard data ckpt run; do cp -r "$d" "$W/tree/"; done
+cp main.c "$W/tree/"
+sed -i '0,/^#include/s//#include "..\/model\/model.h"\n#include/' "$W/tree/kernels/dispatch.c"
+out=$(/usr/bin/python3 test/check_layers.py "$W/tree" 2>&1)
+rc=$?
+[ $rc = 1 ] && echo "$out" | grep -q 'kernels/dispatch.c:[0-9]*: includes ../model/model.h (model), above its own layer (kernels)'
+check "layers: a planted include of model/ from kernels/ fails the check, named" $? "(rc=$rc: $(echo "$out" | head -2 | tr '\n' '|'))"
+# an include from the root (-I.) is resolved too
+sed -i '0,/^#include/s//#include "run\/train.h"\n#include/' "$W/tree/shard/shard.c"
+out=$(/usr/bin/python3 test/check_layers.py "$W/tree" 2>&1)
+echo "$out" | grep -q 'shard/shard.c:[0-9]*: includes run/train.h (run), above its own layer (shard)'
+check "layers: a planted root-relative include of run/ from shard/ is named" $? "($(echo "$out" | head -2 | tr '\n' '|'))"
+
+# a planted call: an object of base/ calling a function an object of comm/ defines
+mkdir -p "$W/calls/src/base" "$W/calls/src/comm" "$W/calls/obj/base" "$W/calls/obj/comm"
+echo 'int comm_planted(int x) { return x + 1; }' >"$W/calls/src/comm/planted.c"
+printf 'int comm_planted(int x);\nint base_planted(int x) { return comm_planted(x); }\n' >"$W/calls/src/base/planted.c"
+gcc -c "$W/calls/src/comm/planted.c" -o "$W/calls/obj/comm/planted.o" && gcc -c "$W/calls/src/base/planted.c" -o "$W/calls/obj/base/planted.o"
+out=$(/usr/bin/python3 test/check_layers.py --objects "$W/calls/obj" "$W/calls/src" 2>&1)
+rc=$?
+[ $rc = 1 ] && echo "$out" | grep -q 'base/planted: calls comm_planted (comm/planted, comm), above its own layer (base)'
+check "layers: a planted call from base/ into comm/ fails the check, named" $? "(rc=$rc: $(echo "$out" | head -2 | tr '\n' '|'))"
+# and the same call downward is fine
+printf 'int base_low(int x) { return x; }\n' >"$W/calls/src/base/planted.c"
+printf 'int base_low(int x);\nint comm_planted(int x) { return base_low(x); }\n' >"$W/calls/src/comm/planted.c"
+gcc -c "$W/calls/src/comm/planted.c" -o "$W/calls/obj/comm/planted.o" && gcc -c "$W/calls/src/base/planted.c" -o "$W/calls/obj/base/planted.o"
+/usr/bin/python3 test/check_layers.py --objects "$W/calls/obj" "$W/calls/src" >/dev/null 2>&1
+check "layers: a call from comm/ down into base/ passes" $?
+
+# a machine without the toolchain: plain make says, in one line, what installs it (not Error 127)
+out=$(env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make --no-print-directory -n CC=fsdpc-no-such-mpicc 2>&1)
+rc=$?
+[ $rc != 0 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q 'fsdpc-no-such-mpicc not found: run `make deps` first'
+check "build: plain make without mpicc says to run make deps, in one line" $? "(rc=$rc: $out)"
