@@ -51,10 +51,10 @@ int main(int argc, char **argv) {
     long share = cores / comm_info.local_world;
     if (comm_pinned_cores() < share)
         log_msg("warning: this rank is bound to %d core(s) of its %ld-core share of the node; let it use them: mpirun "
-                 "--bind-to none or --map-by slot:PE=%ld, srun --cpus-per-task=%ld\n", comm_pinned_cores(), share, share, share);
+                "--bind-to none or --map-by slot:PE=%ld, srun --cpus-per-task=%ld\n", comm_pinned_cores(), share, share, share);
     if ((long)kern_num_threads() * comm_info.local_world > cores)
         log_msg("warning: %d thread(s) x %d rank(s) on this node exceed its %ld cores: the ranks will slow each other down\n",
-                 kern_num_threads(), comm_info.local_world, cores);
+                kern_num_threads(), comm_info.local_world, cores);
     cfg.num_threads = kern_num_threads();
     comm_check_all(kern_select_device(cfg.device, comm_info.local_rank, comm_info.local_world));
     comm_check_distinct_local(kern_device_uuid(), "GPU",

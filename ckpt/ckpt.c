@@ -427,7 +427,7 @@ static const char *check_tensors(hid_t f, const char *file, const ModelPlan *pla
     if (!e && ckpt_unknown_entries(&d, extra, sizeof extra) && strcmp(warned, file) != 0) {
         snprintf(warned, sizeof warned, "%s", file);
         log_msg("warning: checkpoint '%s' holds %s, which this fsdpc does not read (a newer fsdpc may have written them): "
-                 "ignored\n", file, extra);
+                "ignored\n", file, extra);
     }
     desc_free(&d);
     return e;
@@ -1216,7 +1216,7 @@ static int resolve_lineages(const char *path, int asked, Entry *e, int n, int nl
         sel[pick[chosen]] = 0;
         describe_runs(e, n, sel, runs, sizeof runs);
         log_msg("%s holds the checkpoints of %d unrelated runs: resuming run %s (its checkpoints record this run's training data); "
-                 "passed over: %s\n", path, usable, e[pick[chosen]].run_id, runs);
+                "passed over: %s\n", path, usable, e[pick[chosen]].run_id, runs);
     } else {
         log_msg("%s also holds checkpoints of other runs, none of them usable: resuming run %s\n", path, e[pick[chosen]].run_id);
     }
@@ -1491,7 +1491,7 @@ static const char *check_ownership(const char *dir, const char *run_id, const ch
                  dir, e[hit].name, owner.input[hit_input].flag);
     } else if (nother) {
         log_msg("--overwrite_checkpoints: %s holds %d checkpoint(s) of other runs%s%s; those at steps this run writes are "
-                 "replaced, the others kept\n", dir, nother, nrun ? ": " : "", runs);
+                "replaced, the others kept\n", dir, nother, nrun ? ": " : "", runs);
     }
     free(other);
     free(e);

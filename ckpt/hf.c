@@ -138,7 +138,7 @@ static int hf_open_index(HfModel *h, const char *index, char *err, size_t len) {
         }
         if (!hf_inside(e->str)) {
             rc = err_set(err, len, "index '%s' maps %s to '%s', outside the index's folder: shards must be files beside it",
-                             index, e->key, e->str);
+                         index, e->key, e->str);
             break;
         }
         hf_join(shard, sizeof shard, dir, e->str);
@@ -1082,7 +1082,7 @@ int hf_export_main(int argc, char **argv) {
     comm_bcast_bytes(comm_world(), &stopped, sizeof stopped, 0);
     if (stopped) {
         log_msg("Stopped by signal %d (%s) during export: its temporary files were removed, nothing was written under a "
-                 "final name in '%s'; exiting with status %d\n", stopped, comm_signal_name(stopped), a.output, COMM_EXIT_STOPPED);
+                "final name in '%s'; exiting with status %d\n", stopped, comm_signal_name(stopped), a.output, COMM_EXIT_STOPPED);
         return COMM_EXIT_STOPPED;
     }
     log_msg("%s", summary);

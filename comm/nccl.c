@@ -14,7 +14,7 @@
 static void nccl_check(ncclResult_t r, const char *what, const char *file, int line) {
     if (r != ncclSuccess)
         err_fatal_at(file, line, "%s failed: %s (NCCL_DEBUG=INFO tells more; check GPUs and network)", what,
-                      ncclGetErrorString(r));
+                     ncclGetErrorString(r));
 }
 
 #define cudaCheck(x) cuda_check((x), #x, __FILE__, __LINE__)

@@ -193,7 +193,7 @@ void trace_step(int step) {
 void trace_close(void) {
     if (T.path[0] && !T.done && !trace_on) {  // asked for, never written: say so rather than leave no file unexplained
         log_msg("warning: --trace_file %s not written: the run never reached --trace_steps %d:%d (%s)\n", T.path, T.first,
-                 T.last, T.step ? "it ended before them, or resumed after them" : "it ran no training step");
+                T.last, T.step ? "it ended before them, or resumed after them" : "it ran no training step");
         return;
     }
     if (!trace_on) return;

@@ -510,23 +510,23 @@ static int ar_message(ArrowReader *r, uint64_t pos, int64_t idx, uint64_t body_a
     if (pos == size) return 0;
     if (size - pos < 4)
         return err_set(err, errlen, "'%s' is truncated: message %" PRId64 "'s length at offset %" PRIu64 " is cut off (the file has %zu bytes)",
-                           r->name, idx, pos, size);
+                       r->name, idx, pos, size);
     uint64_t meta = pos + 4;
     int32_t len = (int32_t)ld32(r->p + pos);
     if (len == -1) {  // the continuation marker (Arrow 0.15 on); before it, the length came first
         if (size - pos < 8)
             return err_set(err, errlen, "'%s' is truncated: message %" PRId64 "'s length at offset %" PRIu64 " is cut off (the file has %zu bytes)",
-                               r->name, idx, pos, size);
+                           r->name, idx, pos, size);
         len = (int32_t)ld32(r->p + pos + 4);
         meta = pos + 8;
     }
     if (len == 0) return 0;
     if (len < 0)
         return err_set(err, errlen, "'%s' is not a valid Arrow IPC stream: message %" PRId64 " at offset %" PRIu64 " has metadata length %d",
-                           r->name, idx, pos, len);
+                       r->name, idx, pos, len);
     if ((uint64_t)len > size - meta)
         return err_set(err, errlen, "'%s' is truncated: message %" PRId64 "'s metadata needs %d bytes at offset %" PRIu64 ", the file has %zu",
-                           r->name, idx, len, meta, size);
+                       r->name, idx, len, meta, size);
     m->b = (Fb){r->p + meta, (size_t)len, 0};
     m->meta = meta;
     m->mlen = (uint32_t)len;
@@ -537,10 +537,10 @@ static int ar_message(ArrowReader *r, uint64_t pos, int64_t idx, uint64_t body_a
     const int64_t blen = fb_i64(&m->b, &root, MSG_BODY_LENGTH, 0);
     if (m->b.bad || !root.t || !m->header.t || blen < 0)
         return err_set(err, errlen, "'%s' is corrupt: the metadata of message %" PRId64 " (offset %" PRIu64 ") is not a valid Arrow message",
-                           r->name, idx, pos);
+                       r->name, idx, pos);
     if (version < V4 || version > V5)
         return err_set(err, errlen, "'%s': message %" PRId64 " uses Arrow metadata version V%d; fsdpc reads V4 and V5 (Arrow 0.8 and later)",
-                           r->name, idx, version + 1);
+                       r->name, idx, version + 1);
     char what[64];  // the message, for messages: batches are counted as they are added
     if (m->type == H_RECORD_BATCH) snprintf(what, sizeof what, "record batch %" PRId64, r->nbatches);
     else if (m->type == H_SCHEMA) snprintf(what, sizeof what, "the schema");
@@ -550,7 +550,7 @@ static int ar_message(ArrowReader *r, uint64_t pos, int64_t idx, uint64_t body_a
         return err_set(err, errlen, "'%s' is corrupt: %s's metadata (offset %" PRIu64 ", %d bytes) overruns its block", r->name, what, meta, len);
     if ((uint64_t)blen > size - body)
         return err_set(err, errlen, "'%s' is truncated: %s's body needs %" PRId64 " bytes at offset %" PRIu64 ", the file has %zu", r->name, what,
-                           blen, body, size);
+                       blen, body, size);
     m->body = body;
     m->blen = (uint64_t)blen;
     m->next = body + (uint64_t)blen;
@@ -588,7 +588,7 @@ static int ar_schema(ArrowReader *r, Fb *b, const FbTable *schema, char *err, si
         }
         if (l.too_big)
             return err_set(err, errlen, "'%s': the schema has more than %d fields or nests types deeper than %d levels", r->name,
-                               AR_MAX_FIELDS, AR_MAX_DEPTH);
+                           AR_MAX_FIELDS, AR_MAX_DEPTH);
         if (b->bad) return err_set(err, errlen, "'%s' is corrupt: its schema is not valid Arrow metadata (column %zu)", r->name, i);
     }
     return 0;
@@ -612,10 +612,10 @@ static int ar_codec(ArrowReader *r, Fb *b, const FbTable *rb, int64_t bi, int *c
     if (b->bad) return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 "'s metadata is not valid", r->name, bi);
     if (*codec > 1)
         return err_set(err, errlen, "'%s': record batch %" PRId64 " uses compression codec %d, which fsdpc does not read (it reads LZ4_FRAME and ZSTD)",
-                           r->name, bi, *codec);
+                       r->name, bi, *codec);
     if (method != 0)
         return err_set(err, errlen, "'%s': record batch %" PRId64 " uses body compression method %d, which fsdpc does not read (it reads BUFFER)", r->name,
-                           bi, method);
+                       bi, method);
     return 0;
 }
 
@@ -661,7 +661,7 @@ static int ar_open_stream(ArrowReader *r, char *err, size_t errlen) {
             return err_set(err, errlen, "'%s' holds a second schema (message %" PRId64 "); fsdpc reads one table per stream", r->name, idx);
         default:
             return err_set(err, errlen, "'%s': message %" PRId64 " is %s, not part of a table", r->name, idx,
-                               m.type == H_TENSOR ? "a tensor" : m.type == H_SPARSE_TENSOR ? "a sparse tensor" : "of an unknown kind");
+                           m.type == H_TENSOR ? "a tensor" : m.type == H_SPARSE_TENSOR ? "a sparse tensor" : "of an unknown kind");
         }
         pos = m.next;
     }
@@ -672,7 +672,7 @@ static int ar_open_file(ArrowReader *r, char *err, size_t errlen) {
     // "ARROW1", 2 bytes of padding, the stream, the footer, its int32 length, "ARROW1"
     if (size < 18 || memcmp(r->p + size - 6, "ARROW1", 6))
         return err_set(err, errlen, "'%s' is truncated: it starts as an Arrow IPC file (ARROW1) but does not end with the ARROW1 footer magic",
-                           r->name);
+                       r->name);
     const int32_t flen = (int32_t)ld32(r->p + size - 10);
     if (flen <= 0 || (size_t)flen > size - 18)
         return err_set(err, errlen, "'%s' is corrupt: its footer length %d does not fit in the file (%zu bytes)", r->name, flen, size);
@@ -695,7 +695,7 @@ static int ar_open_file(ArrowReader *r, char *err, size_t errlen) {
         if (off < 8 || mlen <= 0 || blen < 0 || (uint64_t)off > fstart || (uint64_t)mlen > fstart - (uint64_t)off ||
             (uint64_t)blen > fstart - (uint64_t)off - (uint64_t)mlen)
             return err_set(err, errlen, "'%s' is corrupt: record batch %zu's block (offset %" PRId64 ", %d + %" PRId64 " bytes) lies outside the file's data",
-                               r->name, i, off, mlen, blen);
+                           r->name, i, off, mlen, blen);
         ArrowMessage m;
         const int rc = ar_message(r, (uint64_t)off, (int64_t)i, (uint64_t)off + (uint64_t)mlen, &m, err, errlen);
         if (rc < 0) return -1;
@@ -725,7 +725,7 @@ static int ar_buffer(ArrowReader *r, const Batch *c, ArrowSel *s, int slot, int6
     const int64_t off = (int64_t)ld64(d), blen = (int64_t)ld64(d + 8);
     if (off < 0 || blen < 0 || (uint64_t)off > c->blen || (uint64_t)blen > c->blen - (uint64_t)off)
         return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 "'s buffer %" PRId64 " (offset %" PRId64 ", %" PRId64 " bytes) lies outside its %" PRIu64 "-byte body",
-                           r->name, c->bi, i, off, blen, c->blen);
+                       r->name, c->bi, i, off, blen, c->blen);
     const uint8_t *q = c->body + off;
     if (r->codec < 0 || blen == 0) {
         *ptr = q, *len = blen;
@@ -734,7 +734,7 @@ static int ar_buffer(ArrowReader *r, const Batch *c, ArrowSel *s, int slot, int6
     // compressed: the uncompressed length (int64, -1: stored as is), then the codec's bytes
     if (blen < 8)
         return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 "'s compressed buffer %" PRId64 " is shorter than its length prefix",
-                           r->name, c->bi, i);
+                       r->name, c->bi, i);
     const int64_t ulen = (int64_t)ld64(q);
     if (ulen == -1) {
         *ptr = q + 8, *len = blen - 8;
@@ -742,7 +742,7 @@ static int ar_buffer(ArrowReader *r, const Batch *c, ArrowSel *s, int slot, int6
     }
     if (ulen < 0 || ulen > AR_MAX_INFLATE)
         return err_set(err, errlen, "'%s': record batch %" PRId64 "'s buffer %" PRId64 " claims %" PRId64 " bytes uncompressed; fsdpc inflates at most %" PRId64 " per buffer",
-                           r->name, c->bi, i, ulen, AR_MAX_INFLATE);
+                       r->name, c->bi, i, ulen, AR_MAX_INFLATE);
     if (!s->inflated[slot] || (size_t)ulen > s->inflated_cap[slot]) {
         free(s->inflated[slot]);
         s->inflated[slot] = mallocCheck(ulen ? (size_t)ulen : 1);
@@ -780,7 +780,7 @@ static int ar_buffer(ArrowReader *r, const Batch *c, ArrowSel *s, int slot, int6
     if (!why && got != (size_t)ulen) why = "fewer bytes than its length prefix says";
     if (why)
         return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 "'s buffer %" PRId64 " does not decompress (%s: %s)", r->name, c->bi, i,
-                           r->codec == 1 ? "ZSTD" : "LZ4_FRAME", why);
+                       r->codec == 1 ? "ZSTD" : "LZ4_FRAME", why);
     *ptr = dst, *len = ulen;
     return 0;
 }
@@ -789,13 +789,13 @@ static int ar_buffer(ArrowReader *r, const Batch *c, ArrowSel *s, int slot, int6
 static int ar_node(ArrowReader *r, const Batch *c, int64_t i, const char *col, int64_t *len, int64_t *nulls, char *err, size_t errlen) {
     if ((uint64_t)i >= c->nnodes)
         return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 " has %zu field nodes, column '%s' needs node %" PRId64, r->name, c->bi,
-                           c->nnodes, col, i);
+                       c->nnodes, col, i);
     const uint8_t *d = c->b.p + c->nodes + 16 * (size_t)i;
     *len = (int64_t)ld64(d);
     *nulls = (int64_t)ld64(d + 8);
     if (*len < 0 || *len > AR_MAX_LEN || *nulls < 0 || *nulls > *len)
         return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " values with %" PRId64 " nulls", r->name, c->bi,
-                           col, *len, *nulls);
+                       col, *len, *nulls);
     return 0;
 }
 
@@ -825,7 +825,7 @@ static int ar_bitmap(ArrowReader *r, const Batch *c, ArrowSel *s, int slot, int6
     if (ar_buffer(r, c, s, slot, bufi, out, &len, err, errlen)) return -1;
     if (len < (n + 7) / 8)
         return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': a validity bitmap of %" PRId64 " bytes for %" PRId64 " values",
-                           r->name, c->bi, col, len, n);
+                       r->name, c->bi, col, len, n);
     return 0;
 }
 
@@ -838,11 +838,11 @@ static int ar_load_structs(ArrowReader *r, const Batch *c, ArrowSel *s, int64_t 
     if (ar_buffer(r, c, s, 1, buf + 1, &s->off, &len, err, errlen)) return -1;
     if (len / a->off <= n)
         return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of offsets for %" PRId64 " rows",
-                           r->name, c->bi, col, len, n);
+                       r->name, c->bi, col, len, n);
     if (ar_node(r, c, a->node + 1, col, &sn, &snulls, err, errlen)) return -1;
     if ((bad = ar_check_offsets(s->off, a->off, n, sn, &longest)) >= 0)
         return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': row %" PRId64 "'s offsets are out of order or past its %" PRId64 " structs",
-                           r->name, c->bi, col, bad, sn);
+                       r->name, c->bi, col, bad, sn);
     s->lim = sn;
     if (!sn) return 0;  // every list is empty: no struct is read
     if (ar_bitmap(r, c, s, 2, buf + 2, sn, snulls, col, &s->svalid, err, errlen)) return -1;
@@ -854,18 +854,18 @@ static int ar_load_structs(ArrowReader *r, const Batch *c, ArrowSel *s, int64_t 
         if (ar_node(r, c, a->node + 2 + a->f[fi].node, col, &fn, &fnulls, err, errlen)) return -1;
         if (fn < sn)
             return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': field '%s' has %" PRId64 " values for %" PRId64 " structs",
-                               r->name, c->bi, col, fname, fn, sn);
+                           r->name, c->bi, col, fname, fn, sn);
         const int w = a->f[fi].off;
         s->fld[j].w = w;
         if (ar_bitmap(r, c, s, 3 + 3 * j, fb, fn, fnulls, col, &s->fld[j].valid, err, errlen)) return -1;
         if (ar_buffer(r, c, s, 4 + 3 * j, fb + 1, &s->fld[j].off, &len, err, errlen)) return -1;
         if (len / w <= sn)
             return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': field '%s' has %" PRId64 " bytes of offsets for %" PRId64 " structs",
-                               r->name, c->bi, col, fname, len, sn);
+                           r->name, c->bi, col, fname, len, sn);
         if (ar_buffer(r, c, s, 5 + 3 * j, fb + 2, &s->fld[j].data, &s->fld[j].lim, err, errlen)) return -1;
         if ((bad = ar_check_offsets(s->fld[j].off, w, sn, s->fld[j].lim, &dummy)) >= 0)
             return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': field '%s' of struct %" PRId64 " has offsets out of order or past its %" PRId64 " bytes",
-                               r->name, c->bi, col, fname, bad, s->fld[j].lim);
+                           r->name, c->bi, col, fname, bad, s->fld[j].lim);
     }
     // longest <= sn, and each chosen field holds 4 bytes of offsets per struct at least: bounded by the body
     if ((size_t)longest * (size_t)s->nf > s->strs_cap) {
@@ -895,12 +895,12 @@ static int ar_load_col(ArrowReader *r, const Batch *c, ArrowSel *s, char *err, s
         if (3 + a->f[a->chosen[j]].buf + 3 > nbuf) nbuf = 3 + a->f[a->chosen[j]].buf + 3;
     if ((uint64_t)buf + (uint64_t)nbuf > c->nbufs)
         return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 " has %zu buffers, column '%s' needs buffer %" PRId64, r->name, c->bi,
-                           c->nbufs, col, buf + nbuf - 1);
+                       c->nbufs, col, buf + nbuf - 1);
     int64_t n = 0, nulls = 0, len = 0;
     if (ar_node(r, c, a->node, col, &n, &nulls, err, errlen)) return -1;
     if (n != c->len)
         return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 " has %" PRId64 " rows but column '%s' has %" PRId64, r->name, c->bi, c->len,
-                           col, n);
+                       col, n);
     if (ar_bitmap(r, c, s, 0, buf, n, nulls, col, &s->valid, err, errlen)) return -1;
     s->cvalid = s->svalid = NULL;
     s->zero_copy = 0;
@@ -911,7 +911,7 @@ static int ar_load_col(ArrowReader *r, const Batch *c, ArrowSel *s, char *err, s
         if (ar_buffer(r, c, s, 1, buf + 1, &s->data, &len, err, errlen)) return -1;
         if (len / a->width < n)
             return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of values for %" PRId64 " rows",
-                               r->name, c->bi, col, len, n);
+                           r->name, c->bi, col, len, n);
         return 0;
     }
     int64_t longest = 0, bad = -1;
@@ -919,11 +919,11 @@ static int ar_load_col(ArrowReader *r, const Batch *c, ArrowSel *s, char *err, s
         if (ar_buffer(r, c, s, 1, buf + 1, &s->off, &len, err, errlen)) return -1;
         if (len / a->off <= n)
             return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of offsets for %" PRId64 " rows",
-                               r->name, c->bi, col, len, n);
+                           r->name, c->bi, col, len, n);
         if (ar_buffer(r, c, s, 2, buf + 2, &s->data, &s->lim, err, errlen)) return -1;
         if ((bad = ar_check_offsets(s->off, a->off, n, s->lim, &longest)) >= 0)
             return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': row %" PRId64 "'s offsets are out of order or past its %" PRId64 " bytes",
-                               r->name, c->bi, col, bad, s->lim);
+                           r->name, c->bi, col, bad, s->lim);
         return 0;
     }
     // an integer list: the list's offsets (none for fixed_size_list), then the values array
@@ -934,16 +934,16 @@ static int ar_load_col(ArrowReader *r, const Batch *c, ArrowSel *s, char *err, s
         if (ar_buffer(r, c, s, 1, buf + 1, &s->off, &len, err, errlen)) return -1;
         if (len / a->off <= n)
             return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of offsets for %" PRId64 " rows",
-                               r->name, c->bi, col, len, n);
+                           r->name, c->bi, col, len, n);
         if ((bad = ar_check_offsets(s->off, a->off, n, cn, &longest)) >= 0)
             return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': row %" PRId64 "'s offsets are out of order or past its %" PRId64 " values",
-                               r->name, c->bi, col, bad, cn);
+                           r->name, c->bi, col, bad, cn);
         vb = buf + 2;
     } else {
         int64_t need;
         if (__builtin_mul_overflow(n, (int64_t)a->fixed, &need) || need > cn)
             return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " values for %" PRId64 " rows of %d", r->name, c->bi,
-                               col, cn, n, a->fixed);
+                           col, cn, n, a->fixed);
         longest = a->fixed;
     }
     s->lim = cn;
@@ -951,7 +951,7 @@ static int ar_load_col(ArrowReader *r, const Batch *c, ArrowSel *s, char *err, s
     if (ar_buffer(r, c, s, 3, vb + 1, &s->data, &len, err, errlen)) return -1;
     if (len / a->width < cn)
         return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of values for %" PRId64 " of %d bytes",
-                           r->name, c->bi, col, len, cn, a->width);
+                       r->name, c->bi, col, len, cn, a->width);
     s->zero_copy = a->width == 8 && !s->cvalid && !((uintptr_t)s->data & 7);
     if (!s->zero_copy && (size_t)longest > s->cap) {
         free(s->ints);
@@ -1007,7 +1007,7 @@ static int ar_select(TableReader *t, const int *cols, int n, char *err, size_t e
             return err_set(err, errlen, "'%s': column '%s' (%s) is selected before its fields were chosen", r->name, tc->name, tc->type);
         if (r->unknown_col >= 0 && c > r->unknown_col)
             return err_set(err, errlen, "'%s': column '%s' comes after column '%s' (%s), whose buffer layout fsdpc does not know, so it cannot be located",
-                               r->name, tc->name, r->cols[r->unknown_col].name, r->cols[r->unknown_col].type);
+                           r->name, tc->name, r->cols[r->unknown_col].name, r->cols[r->unknown_col].type);
     }
     for (int k = 0; k < n; k++) {
         ArrowSel *s = &r->sel[k];

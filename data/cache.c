@@ -191,8 +191,8 @@ static void cache_progress(CacheProgress *g, uint64_t done_now, uint64_t part_to
     g->t_drawn = now;
     double mb = (double)(g->bytes_done + done_now) / 1e6, dt = now - g->t_start;
     log_msg("data cache: %.0f%% of rank 0's %.1f MB read, %.0f MB/s, %llu tokens so far%s\n",
-             g->bytes_total ? 100.0 * (double)(g->bytes_done + done_now) / (double)g->bytes_total : 100.0, (double)g->bytes_total / 1e6,
-             dt > 0 ? mb / dt : 0.0, (unsigned long long)(g->tokens + part_tokens), comm_info.world > 1 ? " (each rank builds its share)" : "");
+            g->bytes_total ? 100.0 * (double)(g->bytes_done + done_now) / (double)g->bytes_total : 100.0, (double)g->bytes_total / 1e6,
+            dt > 0 ? mb / dt : 0.0, (unsigned long long)(g->tokens + part_tokens), comm_info.world > 1 ? " (each rank builds its share)" : "");
 }
 
 // Builds part i into folder dir: the shard under a .tmp name first, renamed once complete.
@@ -359,7 +359,7 @@ static void cache_log(const CacheRequest *q, const char *dir, int built, double 
     char took[64] = "";
     if (built) snprintf(took, sizeof took, ", built in %.3f s", seconds);
     log_msg("%s: %d file%s, %s: %llu rows (%llu null, skipped), %llu tokens (data cache %s%s)\n", q->label, q->n,
-             q->n == 1 ? "" : "s", formats, rows, nulls, tokens, dir, took);
+            q->n == 1 ? "" : "s", formats, rows, nulls, tokens, dir, took);
     char warn[DOCS_FIELDS_MAX * 200 + 1000];
     if (docs_fields_warning(&fields, q->label, "read only in another row format (see --data_format)", warn, sizeof warn)) log_msg("%s\n", warn);
 }

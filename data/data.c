@@ -263,7 +263,7 @@ int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_b
                               f->path, f->dset, (unsigned long long)f->row, T, T + 1, (unsigned long long)f->row - 1);
             if (f->row > (uint64_t)T + 1 && !noted++)
                 log_msg("data '%s': rows of %llu tokens in '%s'; each sample is the first %d tokens of its row "
-                         "(--max_context_width %d)\n", spec, (unsigned long long)f->row, f->path, T + 1, T);
+                        "(--max_context_width %d)\n", spec, (unsigned long long)f->row, f->path, T + 1, T);
             f->nchunks = hi - lo;
         } else {
             f->nchunks = hi - lo > (uint64_t)T ? (hi - lo - 1) / T : 0;
@@ -286,8 +286,8 @@ int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_b
         const TokenFile *f = &d->files[0];
         const char *what = f->row ? "HDF5 sample rows" : f->text ? "text read as bytes" : f->width == 4 ? "uint32 token shards" : "uint16 token shards";
         log_msg("%s '%s': %d file%s, %s%s, %llu %s, %llu samples in the part used\n", src->label, spec, d->nfiles, d->nfiles == 1 ? "" : "s",
-                 what, d->nfiles > 1 ? " (first file)" : "", (unsigned long long)d->tok_start[d->nfiles], f->row ? "rows" : "tokens",
-                 (unsigned long long)d->nchunks);
+                what, d->nfiles > 1 ? " (first file)" : "", (unsigned long long)d->tok_start[d->nfiles], f->row ? "rows" : "tokens",
+                (unsigned long long)d->nchunks);
     }
     return 1;
 }
@@ -680,7 +680,7 @@ DataLoader *data_loader_new(const Dataset *d, uint64_t seed, int B, int shuffled
     if (e) {
         const char *lim = limits_summary();
         err_fatal("cannot start the data loader thread: %s%s%s: raise the limit or lower --num_threads", strerror(e),
-                   lim[0] ? " under " : "", lim);
+                  lim[0] ? " under " : "", lim);
     }
     return l;
 }

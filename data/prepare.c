@@ -345,7 +345,7 @@ static void prepare_progress(Prepare *p, uint64_t done, bool force) {
     prepare_count(val, p->val.total);
     double elapsed = now - p->t_start;
     log_msg("\rprepare [%s] %3d%%  %5.1f MB/s  train %6s tok  val %6s tok%s", bar, (int)(frac * 100),
-             elapsed > 0 ? done / elapsed / 1e6 : 0.0, train, val, comm_info.world > 1 ? "  (rank 0)" : "");
+            elapsed > 0 ? done / elapsed / 1e6 : 0.0, train, val, comm_info.world > 1 ? "  (rank 0)" : "");
     p->bar_drawn = true;
 }
 
@@ -1000,8 +1000,8 @@ static void prepare_finish(Prepare *p) {
     if (comm_info.rank == 0 && docs_fields_warning(&merged, "prepare --input", "read only in finetuning rows, which token shards cannot hold", warn,
                                                    sizeof warn)) log_msg("%s\n", warn);
     log_msg("prepare: %.0f documents, %.0f train tokens in %.0f shards, %.0f val tokens in %.0f shards -> %s (%.1f MB in %.2f s, %.1f MB/s%s)\n",
-             sums[0], sums[1], sums[2], sums[3], sums[4], p->output, sums[5] / 1e6, seconds,
-             seconds > 0 ? sums[5] / 1e6 / seconds : 0.0, comm_info.world > 1 ? ", all ranks" : "");
+            sums[0], sums[1], sums[2], sums[3], sums[4], p->output, sums[5] / 1e6, seconds,
+            seconds > 0 ? sums[5] / 1e6 / seconds : 0.0, comm_info.world > 1 ? ", all ranks" : "");
 }
 
 // Collective: whether a stop signal ended any rank's share. Every rank then removes what it
@@ -1016,8 +1016,8 @@ static bool prepare_stopped(Prepare *p, bool created_output) {
     if (created_output && comm_info.rank == 0) rmdir(p->output);  // empty now; one that held other files stays
     if (p->bar_drawn) fputc('\n', stderr);
     log_msg("Stopped by signal %d (%s) during prepare: the %.0f shard(s) written so far were removed, nothing partial is left "
-             "in '%s'; exiting with status %d\n", (int)stopped[0], comm_signal_name((int)stopped[0]), stopped[1], p->output,
-             COMM_EXIT_STOPPED);
+            "in '%s'; exiting with status %d\n", (int)stopped[0], comm_signal_name((int)stopped[0]), stopped[1], p->output,
+            COMM_EXIT_STOPPED);
     return true;
 }
 
@@ -1029,7 +1029,7 @@ int data_prepare(int argc, char **argv) {
     int sig = comm_stop_any(), rc = sig ? COMM_EXIT_STOPPED : 0;
     if (sig)
         log_msg("Stopped by signal %d (%s) during prepare, before anything was written; exiting with status %d\n", sig,
-                 comm_signal_name(sig), COMM_EXIT_STOPPED);
+                comm_signal_name(sig), COMM_EXIT_STOPPED);
     bool created_output = comm_info.rank == 0 && access(p.output, F_OK) != 0;
     if (!rc && comm_info.rank == 0) prepare_output_dir(&p);
     prepare_sync(&p);

@@ -609,7 +609,7 @@ static bool tok_open_gpt2(Tokenizer *t, const JsonValue *root, bool encoder, con
         if (merges_given) snprintf(merges, sizeof merges, "%s", merges_given);
         else if (!tok_beside(file, tok_named(file, "vocab.json") ? hf_names : openai, 2, merges, sizeof merges))
             return err_set(err, errlen, "tokenizer '%s' is GPT-2's encoder.json and needs its merges (vocab.bpe) beside it: '%s' does not exist",
-                               file, merges), false;
+                           file, merges), false;
     }
     t->gpt2 = encoder ? bpe_load_encoder(root, merges, why, sizeof why) : bpe_load_json(root, why, sizeof why);
     if (!t->gpt2) return err_set(err, errlen, "tokenizer '%s': %s", file, why), false;
@@ -1011,7 +1011,7 @@ int data_tokenize_main(int argc, char **argv) {
     comm_bcast_bytes(comm_world(), &stopped, sizeof stopped, 0);
     if (stopped)
         log_msg("Stopped by signal %d (%s) during tokenize: standard output holds the whole lines of the first %lu input "
-                 "line(s); exiting with status %d\n", stopped, comm_signal_name(stopped), lines, COMM_EXIT_STOPPED);
+                "line(s); exiting with status %d\n", stopped, comm_signal_name(stopped), lines, COMM_EXIT_STOPPED);
     tok_free(t);
     return stopped ? COMM_EXIT_STOPPED : 0;
 }

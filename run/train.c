@@ -128,13 +128,13 @@ static void read_recorded_inputs(Run *r) {
     char err[512], unknown[512];
     if (!r->recorded[0]) {
         log_msg("Note: checkpoint %s records no run inputs (written before fsdpc recorded them): its tokenizer and data are not "
-                 "compared with this run's\n", r->resume_file);
+                "compared with this run's\n", r->resume_file);
         return;
     }
     for (int i = 0; i < INPUTS; i++) {
         if (ident_parse(r->recorded, input_keys[i], &probe, err, sizeof err) < 0) {
             log_msg("warning: checkpoint %s: its run_inputs cannot be read (%s): its tokenizer and data are not compared with this "
-                     "run's\n", r->resume_file, err);
+                    "run's\n", r->resume_file, err);
             r->recorded[0] = 0;
             return;
         }
@@ -260,7 +260,7 @@ static void load_state(Run *r) {
         ckpt_lineage_of(&meta, r->origin.lineage, sizeof r->origin.lineage);
         snprintf(r->origin.parent, sizeof r->origin.parent, "%s", r->resume_file);
         log_msg("Resumed from %s at step %d (%llu tokens seen)\n", r->resume_file, meta.step,
-                 (unsigned long long)meta.tokens_seen);
+                (unsigned long long)meta.tokens_seen);
         r->tokens_seen = (double)meta.tokens_seen;
         r->sample_base = meta.data_position;
         r->base_step = meta.step;
@@ -278,7 +278,7 @@ static void load_state(Run *r) {
         }
         if (meta.data_position != (uint64_t)meta.step * r->global_batch)
             log_msg("Resuming at global sample %llu (the checkpoint's data position) with a global batch of %d\n",
-                     (unsigned long long)meta.data_position, r->global_batch);
+                    (unsigned long long)meta.data_position, r->global_batch);
     } else if (r->init_h5) {
         ckpt_load_weights(c->init_from, &r->st, c);
         snprintf(r->origin.parent, sizeof r->origin.parent, "%s", c->init_from);
@@ -723,7 +723,7 @@ static void prof_report(const Run *r, int steps) {
     log_msg("profile over %d steps (slowest rank per phase):\n", steps);
     for (int i = 0; i < PROF_N; i++)
         log_msg("  %-20s %9.3f s  %5.1f%%  %8.2f ms/step\n", prof_names[i], prof_sec[i],
-                 100.0 * prof_sec[i] / (total > 0 ? total : 1), 1e3 * prof_sec[i] / steps);
+                100.0 * prof_sec[i] / (total > 0 ? total : 1), 1e3 * prof_sec[i] / steps);
 }
 
 // An id outside the vocabulary reached the kernels (the loader checks file data; this catches
@@ -878,8 +878,8 @@ static double validate(Run *r, int stoppable, int *stopped) {
     for (int i = 0; i < c->validation_batches; i++) {
         if (stoppable && (*stopped = comm_stop_any())) {
             log_msg("Stopped by signal %d (%s) during validation, at batch %d of %d: no loss reported, nothing written; "
-                     "exiting with status %d\n", *stopped, comm_signal_name(*stopped), i + 1, c->validation_batches,
-                     TRAIN_EXIT_PREEMPTED);
+                    "exiting with status %d\n", *stopped, comm_signal_name(*stopped), i + 1, c->validation_batches,
+                    TRAIN_EXIT_PREEMPTED);
             return NAN;
         }
         uint64_t first = ((uint64_t)i * comm_info.world + comm_info.rank) * B;
@@ -925,7 +925,7 @@ static void save(Run *r, int step) {
     ckpt_save(c->checkpoint_dir, &r->st, c, &meta, &r->source, &out);
     trace_end(TRACE_COMPUTE);
     log_msg("Saved checkpoint %s in %.2f s (%.1f MB/s)\n", out.path, out.seconds,
-             out.bytes / 1e6 / (out.seconds > 0 ? out.seconds : 1e-9));
+            out.bytes / 1e6 / (out.seconds > 0 ? out.seconds : 1e-9));
     ckpt_prune(c->checkpoint_dir, c->num_kept_checkpoints, &meta, out.path, r->resume_file);
 }
 
@@ -1087,7 +1087,7 @@ int train_run(Config *c) {
     comm_stop_polled(1);
     if (open_data(&r)) {
         log_msg("Preempted (signal) while building the data cache: nothing trained, no partial cache left; exiting with "
-                 "status %d so the job can be requeued\n", TRAIN_EXIT_PREEMPTED);
+                "status %d so the job can be requeued\n", TRAIN_EXIT_PREEMPTED);
         return TRAIN_EXIT_PREEMPTED;
     }
     comm_stop_polled(0);
@@ -1111,21 +1111,21 @@ int train_run(Config *c) {
     char desc[2048];
     config_describe(c, desc, sizeof desc);
     log_msg("fsdpc: %d rank(s) on %s, %d thread(s)/rank, %.2fM parameters\n%s attention=%s\n", comm_info.world,
-             kern_device_name(), c->num_threads, r.plan.num_params / 1e6, desc, kern_attention_kernel());
+            kern_device_name(), c->num_threads, r.plan.num_params / 1e6, desc, kern_attention_kernel());
     if (kern_peak_flops() > 0) log_msg("MFU against %.0f TFLOP/s dense bf16 per GPU\n", kern_peak_flops() / 1e12);
     if (att) log_msg("fsdpc: %s\n", att);
     if (c->cpu_offload && !kern_on_gpu())
         log_msg("--cpu_offload: no effect on the CPU device (parameters already live in host memory)\n");
     if (c->cpu_offload && kern_on_gpu())
         log_msg("--cpu_offload: master shards and AdamW moments in pinned host memory, AdamW on %d CPU threads\n",
-                 c->num_threads);
+                c->num_threads);
     // nodes may differ in ranks per node (a hybrid default): any rank's objection ends the job
     comm_check_all(parallel_dims_build(&r.dims, c, comm_info.world, comm_info.local_world));
     check_memory(&r);
     claim_checkpoint_dir(&r);
     shard_init(&r.st, &r.plan, c, &r.dims, !r.resume_file[0] && !r.init_h5 && !r.hf);
     log_msg("sharding %s: shard group %d x replica group %d\n", config_sharding_name(r.dims.strategy), r.dims.shard_size,
-             r.dims.replica_size);
+            r.dims.replica_size);
     model_acts_alloc(&r.acts, &r.plan, c->batch_size, c->model.max_context_width, 0, ckpt_every(c));
     int nplans = c->packing ? c->grad_accum : c->grad_accum > 1 ? c->grad_accum : 1;
     r.batch = data_batch_new(c->batch_size, c->model.max_context_width);
@@ -1162,7 +1162,7 @@ int train_run(Config *c) {
                               "was written after it (--skip_nonfinite_steps N skips up to N such steps)",
                               done, isfinite(loss) ? "gradient norm" : "loss", loss, gnorm);
             log_msg("step %d: non-finite loss or gradient norm (%g, %g): update skipped (%d of --skip_nonfinite_steps %d)\n",
-                     done, loss, gnorm, skipped, c->skip_nonfinite_steps);
+                    done, loss, gnorm, skipped, c->skip_nonfinite_steps);
         } else if (r.metrics) {
             // tokens: loss-bearing targets, this step's and those since this run started
             len = snprintf(line, sizeof line, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens\": %.0f, "
@@ -1179,7 +1179,7 @@ int train_run(Config *c) {
                 snprintf(mfu, sizeof mfu, ", MFU: %.1f%%", 100.0 * samples * T / dt * r.flops_per_token / (peak * comm_info.world));
             // tokens/sec counts loss-bearing targets: padding and prompts are work, not progress
             log_msg("Batch %d Loss: %.5f, Speed: %.2f samples/sec, lr: %.6f, tokens/sec: %.0f%s, grad_norm: %.4f, loss tokens: %.0f, "
-                     "mem: %.0f MiB\n", done, loss, samples / dt, lr, tokens_since_log / dt, mfu, gnorm, tokens, mem);
+                    "mem: %.0f MiB\n", done, loss, samples / dt, lr, tokens_since_log / dt, mfu, gnorm, tokens, mem);
             double cut[2] = {(double)r.truncated, (double)r.lost};
             comm_allreduce_sum_f64(comm_world(), cut, 2);
             if (cut[0] > 0)
@@ -1213,7 +1213,7 @@ int train_run(Config *c) {
             int write = c->checkpoint_freq > 0 && !do_ckpt;
             if (write) save(&r, done);
             log_msg("Preempted (signal) after step %d: %s; exiting with status %d so the job can be requeued and resumed\n",
-                     done, c->checkpoint_freq > 0 ? "checkpoint written" : "no checkpoint (--checkpoint_freq 0)", TRAIN_EXIT_PREEMPTED);
+                    done, c->checkpoint_freq > 0 ? "checkpoint written" : "no checkpoint (--checkpoint_freq 0)", TRAIN_EXIT_PREEMPTED);
             status = TRAIN_EXIT_PREEMPTED;
             r.max_steps = done;  // leaves the loop; generation is skipped below
             break;
@@ -1236,7 +1236,7 @@ int train_run(Config *c) {
         if (stopped >= OUTPUT_FAILED) comm_fail_all("%s", failed ? failed : "rank 0 could not write the generated text");
         if (stopped) {
             log_msg("Stopped by signal %d (%s) during generation; exiting with status %d\n", (int)stopped,
-                     comm_signal_name((int)stopped), TRAIN_EXIT_PREEMPTED);
+                    comm_signal_name((int)stopped), TRAIN_EXIT_PREEMPTED);
             status = TRAIN_EXIT_PREEMPTED;
         }
     }

@@ -89,8 +89,8 @@ template <class... KArgs, class... Args>
 void att_launch(void (*kernel)(KArgs...), dim3 grid, int threads, size_t smem_bytes, Args... args) {
     if (smem_bytes > cuda_smem_per_block())
         err_fatal("attention: a kernel needs %zu KB of shared memory per block, but this GPU allows %zu KB "
-                   "(cudaDevAttrMaxSharedMemoryPerBlockOptin); a smaller head dim would fit",
-                   smem_bytes >> 10, cuda_smem_per_block() >> 10);
+                  "(cudaDevAttrMaxSharedMemoryPerBlockOptin); a smaller head dim would fit",
+                  smem_bytes >> 10, cuda_smem_per_block() >> 10);
     // more than 48 KB of dynamic shared memory needs an opt-in per kernel
     cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes));
     kernel<<<grid, threads, smem_bytes, cuda_stream()>>>(args...);

@@ -369,7 +369,7 @@ bool att_tc_fits(int hd) {
     static bool told;
     if (!told)
         log_msg("fsdpc: note: bf16 attention at head dim %d needs %zu KB of shared memory per block, this GPU allows "
-                 "%zu KB: attention runs on the fp32 kernels\n", hd, need >> 10, cuda_smem_per_block() >> 10);
+                "%zu KB: attention runs on the fp32 kernels\n", hd, need >> 10, cuda_smem_per_block() >> 10);
     told = true;
     return false;
 }

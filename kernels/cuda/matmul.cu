@@ -84,7 +84,7 @@ void build_plan(GemmPlan &p, const GemmKey &k) {
     p.found = found > 0;
     if (!p.found && k.mode == COMPUTE_FP32)
         err_fatal("cuBLASLt has no fp32 algorithm for m=%d n=%d k=%d (ta=%d tb=%d lda=%d ldb=%d ldc=%d)", k.m, k.n,
-                   k.k, k.ta, k.tb, k.lda, k.ldb, k.ldc);
+                  k.k, k.ta, k.tb, k.lda, k.ldb, k.ldc);
     p.algo = res.algo;
 }
 

@@ -67,7 +67,7 @@ void *cuda_alloc_uninit(size_t bytes) {
         cudaError_t e = cudaMalloc(&p, cls);
         if (e != cudaSuccess)
             err_fatal("cudaMalloc(%zu bytes) failed: %s (%.1f MiB in use)", cls, cudaGetErrorString(e),
-                       bytes_in_use / 1048576.0);
+                      bytes_in_use / 1048576.0);
     }
     live_blocks[p] = cls;
     bytes_in_use += cls;
