@@ -199,7 +199,7 @@ bench: deps
 	@$(MAKE) --no-print-directory fsdpc
 	bash bench/bench.sh
 
-# GPU machine: the CUDA build's binary and build/test_gpu (see README, "GPU")
+# GPU machine: the CUDA build's binary and build/test_gpu (see docs/gpu.md)
 test-gpu: fsdpc build/test_gpu
 	bash test/run_gpu_tests.sh
 

@@ -68,7 +68,7 @@ void kern_act_download(float *host_dst, const void *src, size_t n);
 const char *kern_init(int num_threads);
 int kern_num_threads(void);
 // What a buffer is held for: every allocation names one, and the memory tracker counts bytes
-// per category (README "Memory tracker" defines each; fsdpc plan estimates the same ones).
+// per category (docs/sharding.md, "Memory tracker", defines each; fsdpc plan estimates the same ones).
 typedef enum {
     KERN_MEM_PARAMS,       // fp32 master shards (and an unsharded start's whole model)
     KERN_MEM_GATHERED,     // full parameters of gathered units

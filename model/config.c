@@ -199,7 +199,7 @@ static const CliFlag flags[] = {
     I("num_tokens", num_tokens),
     FL("temperature", temperature),
     FL("top_p", top_p),
-    // the seed recipes' spellings (README, "Flags of the seed recipes")
+    // the seed recipes' spellings (docs/flags.md, "Flags of the seed recipes")
     ALIAS("train_batch_size", CLI_INT, batch_size),
     UNSUP("val_batch_size", "validation runs at --batch_size"),
     MAP("sharding_strategy", sharding, strategy_spellings, sharding_names),
@@ -276,9 +276,9 @@ static void defaults(Config *c) {
 // which flags the command line set (a preset counts for the sizes it sets): a model config read
 // from a checkpoint or a Hugging Face config.json fills the others and must agree with these
 static unsigned char flag_given[NFLAGS];
-static const CliTable table = {.flags = flags, .n = NFLAGS, .given = flag_given, .unknown_hint = "see README.md for the list",
+static const CliTable table = {.flags = flags, .n = NFLAGS, .given = flag_given, .unknown_hint = "see docs/flags.md for the list",
                                .bare_hint = "flags look like --name value or --name=value",
-                               .usage = "usage: fsdpc [--flag value ...]; flags are listed in README.md"};
+                               .usage = "usage: fsdpc [--flag value ...]; flags are listed in docs/flags.md"};
 
 const char *config_validate_model(const ModelConfig *m) {
     static char msg[512];

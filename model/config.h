@@ -61,7 +61,7 @@ typedef struct {
     char data_cache_dir[512];             // where tokenized caches go ("" : cache_default_root)
     int zipped_data;                      // SMP's flag: compression is found from the content either way
     int dataset_type;                     // SMP's --dataset_type: DATASET_SYNTHETIC means synthetic tokens
-    // finetuning data (README "Finetuning data")
+    // finetuning data (docs/data.md, "Finetuning data")
     int data_format;       // SftFormat: what rows are (auto: from their fields)
     int chat_template;     // ChatTemplate of chat rows
     int train_on_inputs;   // every real token of a row bears loss, prompts too

@@ -251,7 +251,7 @@ if [ "$DRY" = 1 ]; then
     DEVICE="CPU emulation (dry run: timings mean nothing)"
 else
     [ -x ./fsdpc ] && [ -x build/test_gpu ] || {
-        echo "gpu-check: ./fsdpc or build/test_gpu is missing: run run/gpu-bundle.sh's install line first (README, GPU)"; exit 1; }
+        echo "gpu-check: ./fsdpc or build/test_gpu is missing: run run/gpu-bundle.sh's install line first (docs/gpu.md)"; exit 1; }
     [[ $(ldd ./fsdpc 2>/dev/null) == *libnccl* ]] || { echo "gpu-check: ./fsdpc has no CUDA backend: build it with nvcc on PATH, then run/gpu-bundle.sh"; exit 1; }
     DEVICE=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
     DEVICE=${DEVICE:-no nvidia-smi}

@@ -1,4 +1,4 @@
-// plan: fsdpc plan (see plan.h; README "Planning a run" states every assumption below).
+// plan: fsdpc plan (see plan.h; docs/planning.md states every assumption below).
 #include "plan.h"
 
 #include <stddef.h>
@@ -20,7 +20,7 @@
 typedef enum { GPU_H100, GPU_H100_PCIE, GPU_H200, GPU_A100, GPU_A100_40G } PlanGpu;
 
 // Compute efficiency of a bf16 GPU plan, fitted by run/plan_fit.py to the published PyTorch FSDP
-// runs in test/fixtures/plan_calibration.tsv (README "Planning a run"). A GPU reaches
+// runs in test/fixtures/plan_calibration.tsv (docs/planning.md). A GPU reaches
 //   E x D / (D + D0) x m / (m + M0)
 // of its bf16 peak: E per GPU architecture (FIT_E_A100, FIT_E_H100); D the model width, with
 // D0 = FIT_K x peak / HBM bandwidth, since the elementwise work streams activations through HBM
@@ -56,7 +56,7 @@ static const CliChoice net_names[] = {{"efa-p4d", NET_EFA_P4D}, {"efa", NET_EFA_
                                       {"ib-hdr", NET_IB_HDR}, {"ib-ndr", NET_IB_NDR}, {"ethernet-100g", NET_ETH_100G},
                                       {NULL, 0}};
 
-// what the roofline assumes unless told (README: "Planning a run")
+// what the roofline assumes unless told (docs/planning.md)
 enum { GPU_RANKS_PER_NODE = 8 };
 static const double GIB = 1024.0 * 1024.0 * 1024.0, GB = 1e9;
 static const double RESERVE_GIB = 1.0;      // CUDA context, NCCL and cuBLASLt workspaces: outside the estimate
@@ -97,7 +97,7 @@ static const char *const usage =
     "usage: fsdpc plan [training flags] [--world_size N] [--ranks_per_node M] [--gpu h100|h100-pcie|h200|a100-80g|a100-40g] "
     "[--gpu_memory GiB] [--gpu_tflops TF] [--intra_node_bw GB/s] [--interconnect efa-p4d|efa-p5|ib-hdr|ib-ndr|ethernet-100g] "
     "[--inter_node_bw GB/s] [--compute_efficiency F] "
-    "[--host_memory GiB] [--json] (README.md, \"Planning a run\")";
+    "[--host_memory GiB] [--json] (docs/planning.md)";
 
 static const CliFlag *plan_flag(const char *arg) {
     if (strncmp(arg, "--", 2) != 0) return NULL;

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""plan_tables: the README's tables that come from `fsdpc plan`, generated so they cannot go stale.
+"""plan_tables: docs/planning.md's tables that come from `fsdpc plan`, generated so they cannot go stale.
 
-Each table sits in README.md between `<!-- plan_tables.py NAME -->` and `<!-- /plan_tables.py -->`:
+Each table sits in docs/planning.md between `<!-- plan_tables.py NAME -->` and `<!-- /plan_tables.py -->`:
   llama2-h100  Llama-2 7B/13B/70B on 1-8 nodes of 8 x H100: predicted MFU and peak memory per rank
   calibration  the planner against the published runs of test/fixtures/plan_calibration.tsv, per
                source, and the fitted constants run/plan.c declares
 
     python3 run/plan_tables.py                     # prints the tables
-    python3 run/plan_tables.py --check README.md   # exit 1 when README's tables differ from them
-    python3 run/plan_tables.py --write README.md   # puts them into README.md
+    python3 run/plan_tables.py --check docs/planning.md   # exit 1 when the page's tables differ from them
+    python3 run/plan_tables.py --write docs/planning.md   # puts them into the page
 Standard library only.
 """
 import argparse
@@ -160,14 +160,14 @@ def splice(text, made):
 
 
 def main():
-    ap = argparse.ArgumentParser(description="the README's tables from fsdpc plan")
+    ap = argparse.ArgumentParser(description="docs/planning.md's tables from fsdpc plan")
     ap.add_argument("--fsdpc", default="./fsdpc")
     ap.add_argument("--table", default="test/fixtures/plan_calibration.tsv")
     ap.add_argument("--plan_c", default="run/plan.c")
     ap.add_argument("--plans", help="a folder of the calibration rows' <id>.json plans to read instead of planning")
     g = ap.add_mutually_exclusive_group()
-    g.add_argument("--check", metavar="README")
-    g.add_argument("--write", metavar="README")
+    g.add_argument("--check", metavar="PAGE")
+    g.add_argument("--write", metavar="PAGE")
     args = ap.parse_args()
     if not args.check and not args.write:
         for name, lines in blocks(args, TABLES).items():

@@ -64,7 +64,8 @@ suite "probes, outputs: outputs that overlap inputs (by file identity) or fail (
 suite "probes phases: stop signals in every phase (exit 75, nothing partial, no lock; mpirun relaying); unread checkpoint entries and dataset fields warned" bash test/test_probes_phases.sh
 suite "probes (limits): ulimit -v/-n/-f, umask, threads above the cores, overflowing sizes, errors that name their cause" bash test/test_probes_limits.sh
 suite "plan: fsdpc plan against real start-up estimates and measured memory; run/plot.py" bash test/test_plan.sh
-suite "plan calibration: fsdpc plan against published FSDP runs (speed, fits), the fit in run/plan.c, README's generated tables" bash test/test_plan_calibration.sh
+suite "plan calibration: fsdpc plan against published FSDP runs (speed, fits), the fit in run/plan.c, docs/planning.md's generated tables" bash test/test_plan_calibration.sh
+suite "docs: README under 200 lines, links and anchors resolve, the docs' marked commands run" bash test/test_docs.sh
 
 passed=$(grep -c '^ok ' "$LOG")
 failed=$(grep -c '^not ok ' "$LOG")

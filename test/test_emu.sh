@@ -48,7 +48,7 @@ run cpu_bf16 $CPU --precision bf16
 run gpu_bf16 $EMU --precision bf16
 same "bf16 (tensor-core forms) tracks the CPU's bf16" cpu_bf16 gpu_bf16 5e-3
 # The emulator's roofline model of one bf16 training step on an H100 (a model, not a measurement:
-# README "GPU"), on a fixed shape a little bigger than the tiny one, so its buffers span pages.
+# docs/gpu.md), on a fixed shape a little bigger than the tiny one, so its buffers span pages.
 ROOF="D=128 L=2 H=4 KV=2 F=352 T=64 B=2 V=256, step 2"
 run roofline env FSDPC_EMU_ROOFLINE=1 $EMU --precision bf16 --hidden_width 128 --intermediate_size 352 \
     --max_context_width 64 --vocab_size 256 --max_steps 2

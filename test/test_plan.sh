@@ -22,7 +22,7 @@ check "--json parses, has per_rank_bytes{params,master,gathered,grads,optimizer,
     "$(head -c 300 "$W/p.err" "$W/p.json")"
 
 # ---- (2) the planner against the memory tracker of real CPU runs ----
-# Per category (params, gathered, grads, optimizer, activations, buffers: README "Memory
+# Per category (params, gathered, grads, optimizer, activations, buffers: docs/sharding.md "Memory
 # tracker"), the plan's bytes per rank against the largest rank's peak that the tracker logged
 # at step 2 (the metrics line's "mem"), within 10%: np 1/2/4 x full/grad/no-shard x activation
 # checkpointing, hybrid full/grad-shard with and without it, selective checkpointing, bf16 gathers

@@ -3,7 +3,7 @@
 # describe its run; planned tokens/s per GPU within a median 10% and a worst 30% of the published
 # figure over the runs without torch.compile; every Llama run fits, and 90% of the MPT runs;
 # run/plan.c holds run/plan_fit.py's fit of the table; --compute_efficiency overrides it; the
-# README's plan tables are what run/plan_tables.py makes of fsdpc plan.
+# docs/planning.md's plan tables are what run/plan_tables.py makes of fsdpc plan.
 cd "$(dirname "$0")/.."
 source test/lib.sh
 PY=/usr/bin/python3
@@ -129,16 +129,16 @@ PY
 check "--compute_efficiency 0.25 replaces the fitted efficiency (compute time scales by it); float32 and CPU plans take 0.5, unfitted" $?
 expect_error "--compute_efficiency is a fraction" "compute_efficiency expects a fraction in \(0, 1\]" ./fsdpc plan --compute_efficiency 1.5
 
-# the README's tables from fsdpc plan: regenerated, they equal README's
-$PY run/plan_tables.py --check README.md --plans "$W/plans" >"$W/tables.out" 2>&1
+# docs/planning.md's tables from fsdpc plan: regenerated, they equal the page's
+$PY run/plan_tables.py --check docs/planning.md --plans "$W/plans" >"$W/tables.out" 2>&1
 rc=$?
-[ $rc = 0 ] && grep -q '^README.md: the plan tables (llama2-h100, calibration) are what fsdpc plan gives$' "$W/tables.out"
-check "README.md's plan tables (Llama-2 on H100 nodes, the calibration) are what run/plan_tables.py makes of fsdpc plan" $? \
+[ $rc = 0 ] && grep -q '^docs/planning.md: the plan tables (llama2-h100, calibration) are what fsdpc plan gives$' "$W/tables.out"
+check "docs/planning.md's plan tables (Llama-2 on H100 nodes, the calibration) are what run/plan_tables.py makes of fsdpc plan" $? \
     "$(tail -c 1200 "$W/tables.out")"
 # and the check can fail: a stale cell is found, and the command that regenerates it named
-sed -n '/^<!-- plan_tables.py calibration -->$/,/^<!-- \/plan_tables.py -->$/p' README.md |
-    sed 's/^| all, without torch.compile | [0-9]* |/| all, without torch.compile | 7 |/' >"$W/README.md"
-$PY run/plan_tables.py --check "$W/README.md" --plans "$W/plans" >"$W/stale.out" 2>&1
+sed -n '/^<!-- plan_tables.py calibration -->$/,/^<!-- \/plan_tables.py -->$/p' docs/planning.md |
+    sed 's/^| all, without torch.compile | [0-9]* |/| all, without torch.compile | 7 |/' >"$W/planning.md"
+$PY run/plan_tables.py --check "$W/planning.md" --plans "$W/plans" >"$W/stale.out" 2>&1
 [ $? = 1 ] && grep -q '^-| all, without torch.compile | 7 |' "$W/stale.out" &&
     grep -q "regenerate: python3 run/plan_tables.py --write" "$W/stale.out"
-check "a stale README table fails the check, with the difference and the command that regenerates it" $? "$(tail -c 400 "$W/stale.out")"
+check "a stale docs/planning.md table fails the check, with the difference and the command that regenerates it" $? "$(tail -c 400 "$W/stale.out")"
