@@ -21,7 +21,7 @@ typedef enum { ENV_LOCAL, ENV_PBS } RunEnvironment;  // --environment
 enum { DATASET_GPT_JSONL, DATASET_HF, DATASET_SYNTHETIC };
 
 typedef struct {
-    char model_type[16];  // the family: llama_v2 or mingpt
+    char model_type[16];  // the family (model/family.h): its model_type
     char model_name[32];  // preset the sizes came from
     int hidden_width;     // D
     int num_layers;       // L
