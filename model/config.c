@@ -398,7 +398,8 @@ void config_adopt_model(Config *c, const ModelConfig *src, unsigned known, const
             comm_fail_all("%s holds a %s model but this run has --model_type %s%s", source, src->model_type, m->model_type,
                           config_given("model_type") ? "" : " (from --model_name; drop it to take the model from the source)");
         snprintf(m->model_type, sizeof m->model_type, "%s", src->model_type);
-        if (!family_find(m->model_type)->gqa) m->num_key_value_heads = m->num_heads;
+        const ModelFamily *fam = family_find(m->model_type);  // known: the source's reader checked it
+        if (fam && !fam->gqa) m->num_key_value_heads = m->num_heads;
     }
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         if (!(known & fields[i].bit)) continue;
