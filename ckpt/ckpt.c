@@ -287,8 +287,9 @@ static const char *read_header(hid_t f, const char *file, const ModelConfig *bas
     return e;
 }
 
-// what a file without rope_theta / norm_eps was written with
-static const ModelConfig old_defaults = {.rope_theta = 10000.0f, .norm_eps = 1e-5f};
+// a config field the file's family does not store (rope_theta without rotary positions) keeps
+// fsdpc's default, as validation wants one
+static const ModelConfig old_defaults = {.rope_theta = 10000.0f};
 
 // The header of a file this rank opens alone.
 static const char *read_header_of(const char *path, Header *h) {
@@ -577,11 +578,10 @@ static const char *write_header(hid_t f, const Config *cfg, const CkptMeta *meta
     ok &= attr_write(f, "data_position", H5T_NATIVE_UINT64, &meta->data_position);
     ok &= attr_write(f, "rng_state", H5T_NATIVE_UINT64, &meta->rng_state);
     ok &= attr_write_str(f, "model_type", m->model_type);
-    const CkptFamily *fam = ckpt_family(m->model_type);
-    if (!fam) return "this model family has no checkpoint attributes (ckpt/validate.c)";
-    for (int i = 0; i < fam->nfields; i++)
-        ok &= attr_write(f, fam->fields[i].name, fam->fields[i].type == CKPT_FIELD_INT ? H5T_NATIVE_INT : H5T_NATIVE_FLOAT,
-                         (const char *)m + fam->fields[i].off);
+    const ModelFamily *fam = family_find(m->model_type);
+    if (!fam) return "this model family has no checkpoint attributes (model/family.h)";
+    for (const FamilyField *fl = fam->ckpt_fields; fl->name; fl++)
+        ok &= attr_write(f, fl->name, fl->type == FAMILY_INT ? H5T_NATIVE_INT : H5T_NATIVE_FLOAT, (const char *)m + fl->off);
     ok &= attr_write_str(f, "run_config", run);
     ok &= attr_write_str(f, "tokenizer", cfg->tokenizer);
     ok &= attr_write_str(f, "run_id", meta->run_id);
@@ -773,12 +773,13 @@ static const char *verify_checksums(hid_t f, const char *file, const ModelPlan *
     return e ? msg : NULL;
 }
 
+enum { MAX_HASHED_FIELDS = 16 };  // config fields a header hash covers (a family stores fewer)
 static uint64_t header_hash(const Header *h) {
     uint64_t x = 0xcbf29ce484222325ULL;
-    const CkptFamily *fam = ckpt_family(h->model.model_type);  // known: the header passed its checks
-    int v[2 + sizeof fam->fields / sizeof fam->fields[0]] = {h->version, h->meta.step};
-    for (int i = 0; i < fam->nfields; i++)
-        if (fam->fields[i].type == CKPT_FIELD_INT) v[i + 2] = *(const int *)((const char *)&h->model + fam->fields[i].off);
+    const ModelFamily *fam = family_find(h->model.model_type);  // known: the header passed its checks
+    int v[2 + MAX_HASHED_FIELDS] = {h->version, h->meta.step}, i = 2;
+    for (const FamilyField *fl = fam->ckpt_fields; fl->name && i < 2 + MAX_HASHED_FIELDS; fl++, i++)
+        if (fl->type == FAMILY_INT) v[i] = *(const int *)((const char *)&h->model + fl->off);
     const unsigned char *b = (const unsigned char *)v;
     for (size_t i = 0; i < sizeof v; i++) x = (x ^ b[i]) * 0x100000001b3ULL;
     return x;

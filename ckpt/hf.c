@@ -1,5 +1,6 @@
-// hf: Hugging Face Llama model sources read slice by slice, and checkpoints exported as model
-// directories (Llama as LlamaForCausalLM, minGPT as GPT2LMHeadModel).
+// hf: Hugging Face model sources read slice by slice, and checkpoints exported as model
+// directories. What a family's config.json, tensor names and transforms are is its descriptor's
+// (model/family.h): this file only reads descriptors.
 #include "hf.h"
 
 #include <dirent.h>
@@ -20,6 +21,7 @@
 #include "../data/json.h"
 #include "../kernels/kernels.h"
 #include "../model/cli.h"
+#include "../model/family.h"
 #include "ckpt.h"
 #include "safetensors.h"
 
@@ -30,9 +32,10 @@ enum { HF_PATH = 4096 };
 struct HfModel {
     char path[HF_PATH];       // the resolved source
     char tokenizer[HF_PATH + 32];  // "" when none
+    const ModelFamily *fam;  // the family config.json (or the tensor names) describe
     ModelConfig m;
-    unsigned fields;
-    int tied;  // lm_head.weight comes from model.embed_tokens.weight
+    unsigned fields;  // MODEL_* (config.h)
+    int tied;  // the family's tied tensor comes from the one it is tied to
     int nfiles;
     StFile *files;
     CkptSource source;  // config.json, tokenizer_config.json, ... beside the weights
@@ -184,46 +187,100 @@ static int hf_positive(const JsonValue *c, const char *path, const char *key, fl
     return 1;
 }
 
-static int hf_check_config(const JsonValue *c, const char *path, char *err, size_t len) {
-    if (c->type != JSON_OBJECT) return err_set(err, len, "'%s' is not a JSON object", path);
-    const JsonValue *arch = json_get(c, "architectures");
-    const char *type = json_get_string(c, "model_type"), *what = type;
-    int llama = !type || !strcmp(type, "llama") || !strcmp(type, "mistral");
-    if (arch && arch->type == JSON_ARRAY && arch->len) {
-        int listed = 0;
-        for (size_t i = 0; i < arch->len; i++) {
-            const JsonValue *a = &arch->items[i];
-            if (a->type != JSON_STRING) continue;
-            listed |= !strcmp(a->str, "LlamaForCausalLM") || !strcmp(a->str, "MistralForCausalLM");
-            if (i == 0) what = a->str;
-        }
-        llama &= listed;
-    }
-    if (!llama)
-        return err_set(err, len, "'%s' describes a %s model; fsdpc loads Llama models (LlamaForCausalLM, model_type llama; "
-                       "Mistral's layout too)", path, what ? what : "non-Llama");
-    const JsonValue *scaling = json_get(c, "rope_scaling");
-    if (scaling && scaling->type != JSON_NULL)
-        return err_set(err, len, "'%s' sets rope_scaling, which fsdpc does not support (plain RoPE only)", path);
-    static const char *const biases[] = {"attention_bias", "mlp_bias"};
-    for (int i = 0; i < 2; i++) {
-        int b = 0;
-        if (json_get_bool(c, biases[i], &b) && b)
-            return err_set(err, len, "'%s' sets %s, but fsdpc's Llama has no biases", path, biases[i]);
-    }
-    const char *act = json_get_string(c, "hidden_act");
-    if (act && strcmp(act, "silu"))
-        return err_set(err, len, "'%s' has hidden_act %s; fsdpc's Llama MLP uses silu", path, act);
+static int hf_in(const char *s, const char *const *list) {
+    for (; list && *list; list++)
+        if (!strcmp(*list, s)) return 1;
     return 0;
 }
 
-// max_position_embeddings, bounded by Mistral's sliding window (full attention is the same model up
-// to its length): 1 with *out set, 0 when unset, -1 on an error
-static int hf_context(const JsonValue *c, const char *path, int *out, char *err, size_t len) {
-    int window = INT_MAX, r = hf_size(c, path, "max_position_embeddings", 0, out, err, len);
-    if (r > 0 && hf_size(c, path, "sliding_window", 0, &window, err, len) < 0) return -1;
+// what fsdpc reads Hugging Face sources as, for messages
+static const char *hf_importable(void) {
+    static char what[600];
+    size_t n = 0;
+    what[0] = 0;
+    for (size_t i = 0; i < family_count() && n < sizeof what; i++)
+        if (family_at(i)->hf_import.keys)
+            n += (size_t)snprintf(what + n, sizeof what - n, "%s%s", n ? " or " : "", family_at(i)->hf_import.what);
+    return n ? what : "no Hugging Face models";
+}
+
+// The family a config.json describes: its model_type (when given) and one of its architectures
+// (when listed) must be the family's. NULL when none; *what names the model for the message.
+static const ModelFamily *hf_family_of(const JsonValue *c, const char **what) {
+    const JsonValue *arch = json_get(c, "architectures");
+    const char *type = json_get_string(c, "model_type");
+    int listed = arch && arch->type == JSON_ARRAY && arch->len;
+    *what = type;
+    if (listed && arch->items[0].type == JSON_STRING) *what = arch->items[0].str;
+    for (size_t f = 0; f < family_count(); f++) {
+        const FamilyHfImport *im = &family_at(f)->hf_import;
+        int ok = im->keys && (!type || hf_in(type, im->model_types)), named = 0;
+        for (size_t i = 0; ok && listed && i < arch->len; i++)
+            named |= arch->items[i].type == JSON_STRING && hf_in(arch->items[i].str, im->architectures);
+        if (ok && (!listed || named)) return family_at(f);
+    }
+    return NULL;
+}
+
+// an object's rope_type (older transformers: type), or NULL
+static const char *hf_rope_type(const JsonValue *o) {
+    const char *t = json_get_string(o, "rope_type");
+    return t ? t : json_get_string(o, "type");
+}
+
+// Rotary embeddings in either spelling: rope_scaling (older transformers; null, or an object of
+// rope_type "default") and rope_parameters (newer: {"rope_theta": ..., "rope_type": "default"}).
+// fsdpc implements plain RoPE: any other rope_type is refused by name.
+static int hf_check_rope(const JsonValue *c, const FamilyHfRope *r, const char *path, char *err, size_t len) {
+    if (!r->theta) return 0;
+    const JsonValue *scaling = json_get(c, r->scaling), *par = json_get(c, r->parameters);
+    const char *t = scaling && scaling->type == JSON_OBJECT ? hf_rope_type(scaling) : NULL;
+    if (scaling && scaling->type != JSON_NULL && !(t && !strcmp(t, "default")))
+        return err_set(err, len, "'%s' sets %s%s%s, which fsdpc does not support (plain RoPE only)", path, r->scaling,
+                           t ? " with rope_type " : "", t ? t : "");
+    if (!par || par->type == JSON_NULL) return 0;
+    if (par->type != JSON_OBJECT) return err_set(err, len, "'%s': %s must be an object", path, r->parameters);
+    if ((t = hf_rope_type(par)) && strcmp(t, "default"))
+        return err_set(err, len, "'%s' sets %s with rope_type %s, which fsdpc does not implement (plain RoPE only: "
+                           "rope_type default)", path, r->parameters, t);
+    return 0;
+}
+
+// The family of config.json c, and the settings of it that the family cannot honour.
+static int hf_check_config(const JsonValue *c, const char *path, const ModelFamily **fam, char *err, size_t len) {
+    if (c->type != JSON_OBJECT) return err_set(err, len, "'%s' is not a JSON object", path);
+    const char *what;
+    const ModelFamily *f = *fam = hf_family_of(c, &what);
+    if (!f) return err_set(err, len, "'%s' describes a%s %s model; fsdpc loads %s", path, what ? "" : "n", what ? what : "unknown",
+                               hf_importable());
+    if (hf_check_rope(c, &f->hf_import.rope, path, err, len)) return -1;
+    for (const FamilyHfCheck *k = f->hf_import.checks; k && k->key; k++) {
+        int b = 0;
+        const char *v = k->value ? json_get_string(c, k->key) : NULL;
+        if (!k->value && json_get_bool(c, k->key, &b) && b)
+            return err_set(err, len, "'%s' sets %s, but fsdpc's %s %s", path, k->key, f->display, k->why);
+        if (v && strcmp(v, k->value))
+            return err_set(err, len, "'%s' has %s %s; fsdpc's %s %s", path, k->key, v, f->display, k->why);
+    }
+    return 0;
+}
+
+// The model's length as family im spells it, bounded by its attention window (full attention is
+// the same model up to the window's length): 1 with *out set, 0 when unset, -1 on an error
+static int hf_context(const JsonValue *c, const FamilyHfImport *im, const char *path, int *out, char *err, size_t len) {
+    int window = INT_MAX, r = im->context ? hf_size(c, path, im->context, 0, out, err, len) : 0;
+    if (r > 0 && im->window && hf_size(c, path, im->window, 0, &window, err, len) < 0) return -1;
     if (r > 0 && window < *out) *out = window;
     return r;
+}
+
+// one key of the family's list into m; 0, or -1 with err set
+static int hf_read_key(const JsonValue *c, const FamilyHfKey *k, const char *path, ModelConfig *m, char *err, size_t len) {
+    void *dst = (char *)m + k->off;
+    if (k->type == FAMILY_INT) return hf_size(c, path, k->key, k->required, (int *)dst, err, len) < 0 ? -1 : 0;
+    if (k->required && hf_unset(c, k->key)) return err_set(err, len, "'%s' lacks %s", path, k->key);
+    *(float *)dst = k->absent;
+    return hf_positive(c, path, k->key, (float *)dst, err, len) < 0 ? -1 : 0;
 }
 
 static int hf_read_config(HfModel *h, const char *path, char *err, size_t len) {
@@ -231,64 +288,69 @@ static int hf_read_config(HfModel *h, const char *path, char *err, size_t len) {
     JsonValue *c = json_parse_file(path, 16u << 20, jerr, sizeof jerr);
     if (!c) return err_set(err, len, "invalid model config: %s", jerr);
     ModelConfig *m = &h->m;
-    int rc = hf_check_config(c, path, err, len);
-    static const struct {
-        const char *key;
-        unsigned bit;
-        size_t off;
-    } sizes[] = {
-        {"hidden_size", HF_HIDDEN, offsetof(ModelConfig, hidden_width)},
-        {"num_hidden_layers", HF_LAYERS, offsetof(ModelConfig, num_layers)},
-        {"num_attention_heads", HF_HEADS, offsetof(ModelConfig, num_heads)},
-        {"intermediate_size", HF_INTERMEDIATE, offsetof(ModelConfig, intermediate_size)},
-        {"vocab_size", HF_VOCAB, offsetof(ModelConfig, vocab_size)},
-    };
-    for (size_t i = 0; rc == 0 && i < sizeof sizes / sizeof sizes[0]; i++) {
-        rc = hf_size(c, path, sizes[i].key, 1, (int *)((char *)m + sizes[i].off), err, len) < 0 ? -1 : 0;
-        h->fields |= sizes[i].bit;
+    int rc = hf_check_config(c, path, &h->fam, err, len);
+    const FamilyHfImport *im = rc ? NULL : &h->fam->hf_import;
+    // the required keys, then the optional ones: a config without num_key_value_heads has one per head
+    for (int required = 1; rc == 0 && required >= 0; required--) {
+        if (!required) m->num_key_value_heads = m->num_heads;
+        for (const FamilyHfKey *k = im->keys; rc == 0 && k->key; k++)
+            if (k->required == required) rc = hf_read_key(c, k, path, m, err, len), h->fields |= k->bit;
     }
-    // the optional fields default as in Hugging Face's LlamaConfig
-    m->num_key_value_heads = m->num_heads;
-    m->rope_theta = 10000.0f;
-    m->norm_eps = 1e-6f;
-    h->fields |= HF_KV_HEADS | HF_ROPE_THETA | HF_NORM_EPS;
-    if (rc == 0) rc = hf_size(c, path, "num_key_value_heads", 0, &m->num_key_value_heads, err, len) < 0 ? -1 : 0;
-    if (rc == 0) rc = hf_positive(c, path, "rope_theta", &m->rope_theta, err, len) < 0 ? -1 : 0;
-    if (rc == 0) rc = hf_positive(c, path, "rms_norm_eps", &m->norm_eps, err, len) < 0 ? -1 : 0;
-    int r = rc ? rc : hf_context(c, path, &m->max_context_width, err, len);
-    if (r > 0) h->fields |= HF_CONTEXT;
+    // newer transformers keep rope_theta inside rope_parameters
+    const JsonValue *par = rc == 0 && im->rope.parameters ? json_get(c, im->rope.parameters) : NULL;
+    if (par && par->type == JSON_OBJECT && hf_unset(c, im->rope.theta) && !hf_unset(par, "rope_theta")) {
+        double v;
+        if (!json_get_number(par, "rope_theta", &v) || !(v > 0) || v > 3.4e38)
+            rc = err_set(err, len, "'%s': %s.rope_theta must be a positive number", path, im->rope.parameters);
+        else m->rope_theta = (float)v, h->fields |= MODEL_ROPE_THETA;
+    }
+    int r = rc ? rc : hf_context(c, im, path, &m->max_context_width, err, len);
+    if (r > 0) h->fields |= MODEL_CONTEXT;
     rc = r < 0 ? -1 : 0;
     int64_t head_dim;
     if (rc == 0 && json_get_int(c, "head_dim", &head_dim) && head_dim * m->num_heads != m->hidden_width)
         rc = err_set(err, len, "'%s': head_dim %lld is not hidden_size / num_attention_heads, which fsdpc requires", path,
                      (long long)head_dim);
-    if (rc == 0) json_get_bool(c, "tie_word_embeddings", &h->tied);
+    if (rc == 0 && im->tied) json_get_bool(c, "tie_word_embeddings", &h->tied);
     json_free(c);
     return rc;
 }
 
-// Without config.json: the sizes the tensor shapes give (heads and context cannot be told apart).
+// Without config.json: the first importable family whose embedding the files hold (else the
+// first importable one), and the sizes the tensor shapes give (heads and context cannot be told
+// apart).
 static void hf_infer_config(HfModel *h) {
     int f;
-    const StTensor *e = hf_find(h, "model.embed_tokens.weight", &f), *g = hf_find(h, "model.layers.0.mlp.gate_proj.weight", &f);
+    for (size_t i = 0; i < family_count(); i++) {
+        const ModelFamily *fam = family_at(i);
+        if (!fam->hf_import.keys) continue;
+        if (!h->fam) h->fam = fam;
+        if (hf_find(h, fam->hf_import.embed, &f)) {
+            h->fam = fam;
+            break;
+        }
+    }
+    if (!h->fam) return;
+    const FamilyHfImport *im = &h->fam->hf_import;
+    const StTensor *e = hf_find(h, im->embed, &f), *g = hf_find(h, im->mlp, &f);
     if (e && e->ndim == 2 && e->shape[0] <= INT_MAX && e->shape[1] <= INT_MAX) {
         h->m.vocab_size = (int)e->shape[0];
         h->m.hidden_width = (int)e->shape[1];
-        h->fields |= HF_VOCAB | HF_HIDDEN;
+        h->fields |= MODEL_VOCAB | MODEL_HIDDEN;
     }
     if (g && g->ndim == 2 && g->shape[0] <= INT_MAX) {
         h->m.intermediate_size = (int)g->shape[0];
-        h->fields |= HF_INTERMEDIATE;
+        h->fields |= MODEL_INTERMEDIATE;
     }
     int layers = 0;
     for (int i = 0; i < h->nfiles; i++)
         for (int t = 0; t < h->files[i].ntensors; t++) {
             int l;
-            if (sscanf(h->files[i].tensors[t].name, "model.layers.%d.", &l) == 1 && l >= layers && l < INT_MAX) layers = l + 1;
+            if (sscanf(h->files[i].tensors[t].name, im->layer_fmt, &l) == 1 && l >= layers && l < INT_MAX) layers = l + 1;
         }
-    if (layers) h->m.num_layers = layers, h->fields |= HF_LAYERS;
-    // safetensors stores a tied pair once, under the embedding's name
-    h->tied = e && !hf_find(h, "lm_head.weight", &f);
+    if (layers) h->m.num_layers = layers, h->fields |= MODEL_LAYERS;
+    // safetensors stores a tied pair once, under the name of the tensor it is tied to
+    h->tied = im->tied && e && !hf_find(h, im->tied, &f);
 }
 
 static int hf_open_source(HfModel *h, char *err, size_t len) {
@@ -314,6 +376,8 @@ static int hf_open_source(HfModel *h, char *err, size_t len) {
     io_input(weights, "--init_from");
     io_input(config, "--init_from");
     if (!has_config) hf_infer_config(h);
+    if (!h->fam) return err_set(err, len, "'%s': this fsdpc reads no Hugging Face model family", h->path);
+    h->fields |= MODEL_TYPE;
     hf_find_tokenizer(dir, h->tokenizer, sizeof h->tokenizer);
     const char *e = ckpt_source_from_dir(dir, &h->source);
     return e ? err_set(err, len, "%s", e) : 0;
@@ -343,15 +407,16 @@ void hf_close(HfModel *h) {
 
 unsigned hf_model_config(const HfModel *h, ModelConfig *m) {
     unsigned f = h->fields;
-    if (f & HF_HIDDEN) m->hidden_width = h->m.hidden_width;
-    if (f & HF_LAYERS) m->num_layers = h->m.num_layers;
-    if (f & HF_HEADS) m->num_heads = h->m.num_heads;
-    if (f & HF_KV_HEADS) m->num_key_value_heads = h->m.num_key_value_heads;
-    if (f & HF_INTERMEDIATE) m->intermediate_size = h->m.intermediate_size;
-    if (f & HF_VOCAB) m->vocab_size = h->m.vocab_size;
-    if (f & HF_CONTEXT) m->max_context_width = h->m.max_context_width;
-    if (f & HF_ROPE_THETA) m->rope_theta = h->m.rope_theta;
-    if (f & HF_NORM_EPS) m->norm_eps = h->m.norm_eps;
+    if (f & MODEL_TYPE) snprintf(m->model_type, sizeof m->model_type, "%s", h->fam->model_type);
+    if (f & MODEL_HIDDEN) m->hidden_width = h->m.hidden_width;
+    if (f & MODEL_LAYERS) m->num_layers = h->m.num_layers;
+    if (f & MODEL_HEADS) m->num_heads = h->m.num_heads;
+    if (f & MODEL_KV_HEADS) m->num_key_value_heads = h->m.num_key_value_heads;
+    if (f & MODEL_INTERMEDIATE) m->intermediate_size = h->m.intermediate_size;
+    if (f & MODEL_VOCAB) m->vocab_size = h->m.vocab_size;
+    if (f & MODEL_CONTEXT) m->max_context_width = h->m.max_context_width;
+    if (f & MODEL_ROPE_THETA) m->rope_theta = h->m.rope_theta;
+    if (f & MODEL_NORM_EPS) m->norm_eps = h->m.norm_eps;
     return f;
 }
 
@@ -366,7 +431,8 @@ void hf_take_source(HfModel *h, CkptSource *src) {
 
 // The file tensor the model's tensor spec loads from, after checking it; NULL with msg set.
 static const StTensor *hf_source_tensor(const HfModel *h, const TensorSpec *spec, int *file, char *msg, size_t len) {
-    const char *name = h->tied && !strcmp(spec->name, "lm_head.weight") ? "model.embed_tokens.weight" : spec->name;
+    const FamilyHfImport *im = &h->fam->hf_import;
+    const char *name = h->tied && !strcmp(spec->name, im->tied) ? im->tied_to : spec->name;
     const StTensor *t = hf_find(h, name, file);
     if (!t) return err_set(msg, len, "tensor %s is missing from '%s'", name, h->path), NULL;
     const char *path = h->files[*file].path;
@@ -384,8 +450,8 @@ static const StTensor *hf_source_tensor(const HfModel *h, const TensorSpec *spec
     return t;
 }
 
-// Buffers some exports carry that are no parameters: RoPE's inverse frequencies, GPT-2's and
-// GPT-NeoX's attention masks. Skipped without a word.
+// Buffers some exports carry that are no parameters: rotary inverse frequencies and the causal
+// attention masks some architectures save. Skipped without a word.
 static int hf_known_buffer(const char *name) {
     static const char *const suffixes[] = {".rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias", ".attention.bias",
                                            ".attention.masked_bias"};
@@ -428,7 +494,8 @@ void hf_load(const HfModel *h, ShardState *s, int allow_unused) {
             if (!hf_source_tensor(h, &plan->units[u].t[t], &file, msg, sizeof msg)) err = msg;
     if (!err) err = hf_unused(h, plan, allow_unused, msg, sizeof msg);
     comm_check_all(err);
-    if (h->tied) log_msg("%s: lm_head.weight is tied to model.embed_tokens.weight; fsdpc trains an untied copy of it\n", h->path);
+    if (h->tied)
+        log_msg("%s: %s is tied to %s; fsdpc trains an untied copy of it\n", h->path, h->fam->hf_import.tied, h->fam->hf_import.tied_to);
     int on_device = shard_state_on_device(s), *fds = mallocCheck((size_t)h->nfiles * sizeof(int));
     for (int i = 0; i < h->nfiles; i++) fds[i] = -1;
     size_t stage_len = 0;
@@ -635,9 +702,9 @@ static void export_float(char *buf, size_t len, float x) {
     }
 }
 
-// Whether a parsed tokenizer JSON is GPT-2's vocabulary (encoder.json / vocab.json): one object of
-// piece -> id with no "model" object (a GPT-2 piece may be spelt "model": an id there).
-static int export_is_gpt2_vocab(const JsonValue *v) {
+// Whether a parsed tokenizer JSON is a byte-level BPE vocabulary (encoder.json / vocab.json): one
+// object of piece -> id with no "model" object (a piece may be spelt "model": an id there).
+static int export_is_bpe_vocab(const JsonValue *v) {
     const JsonValue *model = json_get(v, "model");
     return v->type == JSON_OBJECT && v->len > 0 && v->items[0].type == JSON_NUMBER && (!model || model->type != JSON_OBJECT);
 }
@@ -645,7 +712,7 @@ static int export_is_gpt2_vocab(const JsonValue *v) {
 // bos/eos ids of the tokenizer for config.json; -1 when it has none (the byte tokenizer)
 static void export_special_ids(const char *tok, int *bos, int *eos) {
     *bos = *eos = -1;
-    if (hf_ends_with(tok, ".model")) {  // SentencePiece's Llama convention
+    if (hf_ends_with(tok, ".model")) {  // the SentencePiece models' convention
         *bos = 1, *eos = 2;
         return;
     }
@@ -654,7 +721,7 @@ static void export_special_ids(const char *tok, int *bos, int *eos) {
     JsonValue *v = json_parse_file(tok, 256u << 20, jerr, sizeof jerr);
     if (!v) return;
     const JsonValue *added = json_get(v, "added_tokens"), *model = json_get(v, "model"), *vocab = model ? json_get(model, "vocab") : NULL;
-    if (export_is_gpt2_vocab(v)) vocab = v;  // <|endoftext|> is one of its pieces
+    if (export_is_bpe_vocab(v)) vocab = v;  // <|endoftext|> is one of its pieces
     static const char *const bos_names[] = {"<s>", "<|endoftext|>"}, *const eos_names[] = {"</s>", "<|endoftext|>"};
     for (int k = 0; k < 2; k++) {
         int *id = k ? eos : bos;
@@ -671,27 +738,35 @@ static void export_special_ids(const char *tok, int *bos, int *eos) {
     json_free(v);
 }
 
-static void export_id(FILE *f, const char *key, int id, const char *sep) {
-    if (id >= 0) fprintf(f, "  \"%s\": %d%s\n", key, id, sep);
-    else fprintf(f, "  \"%s\": null%s\n", key, sep);
-}
-
-// key as the source's config.json (src, or NULL) gives it when that is an id, a list of ids (Llama
-// 3's eos_token_id names every turn's end) or null; else `id` (-1: null; below that: left out)
-static void export_id_from(FILE *f, const JsonValue *src, const char *key, int id, const char *sep) {
+// key's value in the source's config.json (src, or NULL) when that is an id, a list of ids (some
+// configs' eos_token_id names every turn's end) or null; else NULL
+static const JsonValue *export_src_id(const JsonValue *src, const char *key) {
     const JsonValue *v = json_get(src, key);
     int ok = v && (v->type == JSON_NULL || v->type == JSON_ARRAY || (v->type == JSON_NUMBER && v->is_int && v->integer >= 0));
     for (size_t i = 0; ok && v->type == JSON_ARRAY && i < v->len; i++)
         ok = v->items[i].type == JSON_NUMBER && v->items[i].is_int && v->items[i].integer >= 0;
-    if (!ok) {
-        if (id >= -1) export_id(f, key, id, sep);
+    return ok ? v : NULL;
+}
+
+// v (export_src_id's) when non-NULL, else id (-1: null)
+static void export_print_id(FILE *f, const JsonValue *v, int id) {
+    if (!v) {
+        if (id >= 0) fprintf(f, "%d", id);
+        else fprintf(f, "null");
         return;
     }
-    fprintf(f, "  \"%s\": ", key);
     if (v->type == JSON_NULL) fprintf(f, "null");
     else if (v->type == JSON_NUMBER) fprintf(f, "%lld", (long long)v->integer);
     for (size_t i = 0; v->type == JSON_ARRAY && i < v->len; i++) fprintf(f, "%s%lld", i ? ", " : "[", (long long)v->items[i].integer);
     if (v->type == JSON_ARRAY) fprintf(f, v->len ? "]" : "[]");
+}
+
+// key as the source's config.json gives it (export_src_id), else `id` (-1: null; below that: left out)
+static void export_id_from(FILE *f, const JsonValue *src, const char *key, int id, const char *sep) {
+    const JsonValue *v = export_src_id(src, key);
+    if (!v && id < -1) return;
+    fprintf(f, "  \"%s\": ", key);
+    export_print_id(f, v, id);
     fprintf(f, "%s\n", sep);
 }
 
@@ -699,44 +774,37 @@ static const char *export_dtype_name(StDtype dt) {
     return dt == ST_F32 ? "float32" : dt == ST_BF16 ? "bfloat16" : "float16";
 }
 
-// minGPT as GPT2LMHeadModel: the same architecture (pre-LN, tanh GELU = "gelu_new", lm_head tied
-// to wte). Dropout is not recorded in checkpoints; it only matters for training, so 0.0.
-static void export_gpt2_config(FILE *f, const ModelConfig *m, StDtype dt, int bos, int eos) {
-    char eps[32], inner[16] = "null";
-    export_float(eps, sizeof eps, m->norm_eps);
-    if (m->intermediate_size != 4 * m->hidden_width) snprintf(inner, sizeof inner, "%d", m->intermediate_size);
-    fprintf(f,
-            "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n  \"n_embd\": %d,\n"
-            "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": %s,\n  \"n_positions\": %d,\n  \"n_ctx\": %d,\n"
-            "  \"vocab_size\": %d,\n  \"layer_norm_epsilon\": %s,\n  \"activation_function\": \"gelu_new\",\n"
-            "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n  \"scale_attn_weights\": true,\n"
-            "  \"scale_attn_by_inverse_layer_idx\": false,\n  \"reorder_and_upcast_attn\": false,\n  \"use_cache\": true,\n"
-            "  \"tie_word_embeddings\": true,\n",
-            m->hidden_width, m->num_layers, m->num_heads, inner, m->max_context_width, m->max_context_width, m->vocab_size,
-            eps);
-    export_id(f, "bos_token_id", bos, ",");
-    export_id(f, "eos_token_id", eos, ",");
-    fprintf(f, "  \"torch_dtype\": \"%s\"\n}\n", export_dtype_name(dt));
-}
-
-// positions: max_position_embeddings, which a finetune at a shorter context does not shorten; the
-// token ids come from the source's config.json (src) where it had them
-static void export_llama_config(FILE *f, const ModelConfig *m, int positions, const JsonValue *src, StDtype dt, int bos, int eos) {
-    char eps[32], theta[32];
-    export_float(eps, sizeof eps, m->norm_eps);
-    export_float(theta, sizeof theta, m->rope_theta);
-    fprintf(f,
-            "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n  \"hidden_size\": %d,\n"
-            "  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n"
-            "  \"num_key_value_heads\": %d,\n  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": %s,\n"
-            "  \"rope_theta\": %s,\n  \"rope_scaling\": null,\n  \"vocab_size\": %d,\n  \"tie_word_embeddings\": false,\n"
-            "  \"hidden_act\": \"silu\",\n  \"attention_bias\": false,\n  \"mlp_bias\": false,\n",
-            m->hidden_width, m->intermediate_size, m->num_layers, m->num_heads, m->num_key_value_heads, positions,
-            eps, theta, m->vocab_size);
-    export_id_from(f, src, "bos_token_id", bos, ",");
-    export_id_from(f, src, "eos_token_id", eos, ",");
-    export_id_from(f, src, "pad_token_id", -2, ",");
-    fprintf(f, "  \"torch_dtype\": \"%s\"\n}\n", export_dtype_name(dt));
+// config.json as the family's descriptor lists it. positions: the model's length, which a
+// finetune at a shorter context does not shorten; the token ids come from the source's
+// config.json (src) where it had them, else from the tokenizer (bos, eos; -1: none)
+static void export_config_json(FILE *f, const ModelFamily *fam, const ModelConfig *m, int positions, const JsonValue *src,
+                               StDtype dt, int bos, int eos) {
+    int n = 0;
+    fprintf(f, "{\n");
+    for (const FamilyHfOut *o = fam->hf_export.config; o->key; o++) {
+        const char *field = (const char *)m + o->off;
+        int id = o->kind == FAMILY_OUT_BOS ? bos : o->kind == FAMILY_OUT_EOS ? eos : -2;
+        const JsonValue *v = id != -2 || o->kind == FAMILY_OUT_PAD ? export_src_id(src, o->key) : NULL;
+        if (o->kind == FAMILY_OUT_PAD && !v) continue;  // only when the source had one
+        fprintf(f, "%s  \"%s\": ", n++ ? ",\n" : "", o->key);
+        char num[32];
+        switch (o->kind) {
+        case FAMILY_OUT_RAW: fprintf(f, "%s", o->raw); break;
+        case FAMILY_OUT_INT: fprintf(f, "%d", *(const int *)field); break;
+        case FAMILY_OUT_FLOAT:
+            export_float(num, sizeof num, *(const float *)field);
+            fprintf(f, "%s", num);
+            break;
+        case FAMILY_OUT_POSITIONS: fprintf(f, "%d", positions); break;
+        case FAMILY_OUT_MLP_WIDTH:
+            if (fam->mlp_ratio && m->intermediate_size == fam->mlp_ratio * m->hidden_width) fprintf(f, "null");
+            else fprintf(f, "%d", m->intermediate_size);
+            break;
+        case FAMILY_OUT_BOS: case FAMILY_OUT_EOS: case FAMILY_OUT_PAD: export_print_id(f, v, id); break;
+        case FAMILY_OUT_DTYPE: fprintf(f, "\"%s\"", export_dtype_name(dt)); break;
+        }
+    }
+    fprintf(f, "\n}\n");
 }
 
 static const char *export_bytes(ExportFiles *ef, const char *name, const char *text, size_t len) {
@@ -760,8 +828,7 @@ static const char *export_config(ExportFiles *ef, const ModelConfig *m, int posi
     const char *err = NULL;
     FILE *f = export_create(ef, "config.json", &err);
     if (!f) return err;
-    if (strcmp(m->model_type, "mingpt")) export_llama_config(f, m, positions, src->cfg, dt, bos, eos);
-    else export_gpt2_config(f, m, dt, bos, eos);
+    export_config_json(f, family_find(m->model_type), m, positions, src->cfg, dt, bos, eos);
     err = export_close(ef, f, NULL);
     if (err) return err;
     int g = CKPT_SRC_GENERATION_CONFIG;
@@ -775,7 +842,7 @@ static const char *export_config(ExportFiles *ef, const ModelConfig *m, int posi
 }
 
 // The source's tokenizer files byte for byte; without its tokenizer_config.json, a SentencePiece
-// tokenizer.model gets one describing Llama 2's: its special tokens, <s> before every text and no
+// tokenizer.model gets one in LlamaTokenizer's terms: its special tokens, <s> before every text and no
 // </s> after it, model_max_length the model's length.
 static const char *export_tokenizer_files(ExportFiles *ef, const ExportSource *src, const char *tokfile, int positions) {
     const char *err = NULL;
@@ -794,7 +861,7 @@ static const char *export_tokenizer_files(ExportFiles *ef, const ExportSource *s
 
 // The checkpoint's /source, and the model length its config.json gives (as on import); NULL or
 // the error.
-static const char *export_source(const char *file, ExportSource *src, int *positions) {
+static const char *export_source(const char *file, const ModelFamily *fam, ExportSource *src, int *positions) {
     static char msg[2000];
     memset(src, 0, sizeof *src);
     const char *err = ckpt_source_read(file, &src->files);
@@ -805,7 +872,7 @@ static const char *export_source(const char *file, ExportSource *src, int *posit
     src->cfg = json_parse(text, src->files.len[CKPT_SRC_CONFIG], jerr, sizeof jerr);
     if (!src->cfg) return snprintf(msg, sizeof msg, "'%s' is not valid JSON (%s)", label, jerr), msg;
     int n = 0;
-    if (hf_context(src->cfg, label, &n, msg, sizeof msg) < 0) return msg;
+    if (hf_context(src->cfg, &fam->hf_import, label, &n, msg, sizeof msg) < 0) return msg;
     if (n > *positions) *positions = n;  // never below the length the checkpoint trained at
     return NULL;
 }
@@ -841,10 +908,11 @@ static const char *export_tokenizer(const char *tok, char *file, size_t len) {
     return NULL;
 }
 
-// GPT-2 keeps its blocks' linear weights as Conv1D, (in, out); fsdpc's minGPT keeps them as
-// nn.Linear does, (out, in): those are transposed on export. The embeddings are not.
+// Whether t is stored transposed on export: the family keeps some linear weights as nn.Linear
+// does, (out, in), where Hugging Face's model keeps them as Conv1D, (in, out).
 static int export_conv1d(const ModelPlan *plan, const TensorSpec *t) {
-    return !strcmp(plan->cfg.model_type, "mingpt") && t->ndim == 2 && !strncmp(t->name, "transformer.h.", 14);
+    const char *prefix = plan->family->hf_export.transposed;
+    return prefix && t->ndim == 2 && !strncmp(t->name, prefix, strlen(prefix));
 }
 
 // Scratch of one export: fp32 as read, fp32 transposed (Conv1D exports only), converted output.
@@ -879,19 +947,19 @@ static int export_transposed(FILE *f, const TensorSpec *t, StDtype dt, CkptReade
     return fseeko(f, base + (off_t)(rows * cols * es), SEEK_SET) != 0;  // the next tensor follows
 }
 
-// GPT-2's tokenizer as OpenAI ships it (encoder.json + vocab.bpe) or as Hugging Face does
+// A byte-level BPE tokenizer as OpenAI ships it (encoder.json + vocab.bpe) or as Hugging Face does
 // (vocab.json + merges.txt): the vocabulary file `tok` (what checkpoints record) and its merges,
 // looked up beside it in the order data/tokenizer.c uses, into merges. 0 when tok is no such file;
 // -1 with the message in *err when its merges are gone.
-static int export_gpt2_tokenizer(const char *tok, char *merges, size_t len, const char **err) {
+static int export_bpe_tokenizer(const char *tok, char *merges, size_t len, const char **err) {
     static char msg[2 * HF_PATH + 160];
     merges[0] = 0;
     if (!hf_ends_with(tok, ".json")) return 0;
     char jerr[600];
     JsonValue *v = json_parse_file(tok, 256u << 20, jerr, sizeof jerr);
-    int gpt2 = v && export_is_gpt2_vocab(v);
+    int bpe = v && export_is_bpe_vocab(v);
     json_free(v);
-    if (!gpt2) return 0;
+    if (!bpe) return 0;
     static const char *const openai[] = {"vocab.bpe", "merges.txt"}, *const hf[] = {"merges.txt", "vocab.bpe"};
     const char *const *names = !strcmp(hf_basename(tok), "vocab.json") ? hf : openai;
     char dir[HF_PATH];
@@ -900,7 +968,7 @@ static int export_gpt2_tokenizer(const char *tok, char *merges, size_t len, cons
         hf_join(merges, len, dir, names[i]);
         if (hf_is_file(merges)) return 1;
     }
-    snprintf(msg, sizeof msg, "the checkpoint's tokenizer '%s' is GPT-2's vocabulary, and its merges ('%s/%s') are gone", tok, dir, names[0]);
+    snprintf(msg, sizeof msg, "the checkpoint's tokenizer '%s' is a byte-level BPE vocabulary, and its merges ('%s/%s') are gone", tok, dir, names[0]);
     *err = msg;
     return -1;
 }
@@ -998,24 +1066,30 @@ static const char *export_weights(ExportFiles *ef, const ModelPlan *plan, StDtyp
 
 static const char *export_run(const ExportArgs *a, const char *file, char *summary, size_t slen) {
     static char msg[2400];
-    // a family without rotary embeddings (minGPT) stores no rope_theta: the base's stands in, as
-    // validation wants one (Llama checkpoints store their own)
+    // a family without rotary embeddings stores no rope_theta: the base's stands in, as validation
+    // wants one (the others store their own)
     ModelConfig m = {.rope_theta = 10000.0f};
     char tok[1024], tokfile[HF_PATH + 32];
     const char *err = ckpt_read_config(file, &m, tok, sizeof tok);
     if (err) return err;
-    if (strcmp(m.model_type, "llama_v2") != 0 && strcmp(m.model_type, "mingpt") != 0)
-        return snprintf(msg, sizeof msg, "checkpoint '%s' holds a %s model; export writes Llama (llama_v2) and GPT-2 (mingpt) models",
-                        file, m.model_type), msg;
+    const ModelFamily *fam = family_find(m.model_type);
+    if (!fam || !fam->hf_export.config) {
+        char fams[400] = "";
+        for (size_t i = 0, n = 0; i < family_count() && n < sizeof fams; i++)
+            if (family_at(i)->hf_export.config)
+                n += (size_t)snprintf(fams + n, sizeof fams - n, "%s%s (%s)", n ? ", " : "", family_at(i)->model_type,
+                                      family_at(i)->hf_export.architecture);
+        return snprintf(msg, sizeof msg, "checkpoint '%s' holds a %s model; export writes %s models", file, m.model_type, fams), msg;
+    }
     if ((err = config_validate_model(&m))) return snprintf(msg, sizeof msg, "checkpoint '%s': %s", file, err), msg;
     if ((err = export_tokenizer(tok, tokfile, sizeof tokfile))) return err;
-    // GPT-2's vocabulary and merges go under Hugging Face's names, which GPT2Tokenizer and fsdpc read
+    // a byte-level BPE vocabulary and its merges go under Hugging Face's names, which its tokenizers and fsdpc read
     char merges[HF_PATH + 32];
-    int gpt2_tok = tokfile[0] ? export_gpt2_tokenizer(tokfile, merges, sizeof merges, &err) : 0;
-    if (gpt2_tok < 0) return err;
+    int bpe_tok = tokfile[0] ? export_bpe_tokenizer(tokfile, merges, sizeof merges, &err) : 0;
+    if (bpe_tok < 0) return err;
     ExportSource src;
     int positions = m.max_context_width;
-    if ((err = export_source(file, &src, &positions))) {
+    if ((err = export_source(file, fam, &src, &positions))) {
         json_free(src.cfg);
         ckpt_source_free(&src.files);
         return err;
@@ -1023,8 +1097,8 @@ static const char *export_run(const ExportArgs *a, const char *file, char *summa
     // the inputs no file of the export may replace, then the folder it writes into
     io_input(file, "the checkpoint being exported");
     if (tokfile[0]) io_input(tokfile, "the checkpoint's tokenizer");
-    if (gpt2_tok) io_input(merges, "the checkpoint's tokenizer merges");
-    if ((err = export_check_output(a, !tokfile[0] ? "" : gpt2_tok ? "vocab.json" : hf_basename(tokfile)))) {
+    if (bpe_tok) io_input(merges, "the checkpoint's tokenizer merges");
+    if ((err = export_check_output(a, !tokfile[0] ? "" : bpe_tok ? "vocab.json" : hf_basename(tokfile)))) {
         json_free(src.cfg);
         ckpt_source_free(&src.files);
         return err;
@@ -1047,8 +1121,8 @@ static const char *export_run(const ExportArgs *a, const char *file, char *summa
     int bos, eos;
     export_special_ids(tokfile, &bos, &eos);
     if (r) err = export_config(&ef, &m, positions, &src, (StDtype)a->dtype, bos, eos);
-    if (r && !err && tokfile[0]) err = export_copy(&ef, tokfile, gpt2_tok ? "vocab.json" : hf_basename(tokfile));
-    if (r && !err && gpt2_tok) err = export_copy(&ef, merges, "merges.txt");
+    if (r && !err && tokfile[0]) err = export_copy(&ef, tokfile, bpe_tok ? "vocab.json" : hf_basename(tokfile));
+    if (r && !err && bpe_tok) err = export_copy(&ef, merges, "merges.txt");
     if (r && !err) err = export_tokenizer_files(&ef, &src, tokfile, positions);
     if (r && !err) err = export_weights(&ef, &plan, (StDtype)a->dtype, a->max_shard, r);
     if (r && !err && comm_stop_signal) err = export_stopped;

@@ -1,5 +1,6 @@
-// hf: Hugging Face Llama weights in (safetensors file, index with shards, model directory or hub
-// name, read slice by slice) and out (`fsdpc export`: a checkpoint into a model directory).
+// hf: Hugging Face weights in (safetensors file, index with shards, model directory or hub name,
+// read slice by slice) and out (`fsdpc export`: a checkpoint into a model directory), for the
+// model families whose descriptors (model/family.h) say how.
 #ifndef FSDPC_HF_H
 #define FSDPC_HF_H
 
@@ -15,9 +16,8 @@ typedef struct HfModel HfModel;
 // file, header length past the end of the file, overlapping/out-of-range data offsets, unsupported dtype...).
 HfModel *hf_open(const char *spec, char *err, size_t errlen);
 void hf_close(HfModel *h);
-// Which model-config fields the source determines (bit i = field), and their values into *m.
-enum { HF_HIDDEN = 1, HF_LAYERS = 2, HF_HEADS = 4, HF_KV_HEADS = 8, HF_INTERMEDIATE = 16, HF_VOCAB = 32,
-       HF_CONTEXT = 64, HF_ROPE_THETA = 128, HF_NORM_EPS = 256 };
+// Which model-config fields the source determines (MODEL_* bits, config.h; MODEL_TYPE: its
+// family), and their values into *m.
 unsigned hf_model_config(const HfModel *h, ModelConfig *m);
 const char *hf_tokenizer_path(const HfModel *h);  // tokenizer.model (preferred) or tokenizer.json beside the weights, else NULL
 const char *hf_source_path(const HfModel *h);     // resolved path, for log lines
@@ -32,8 +32,8 @@ void hf_take_source(HfModel *h, CkptSource *src);
 void hf_load(const HfModel *h, ShardState *s, int allow_unused);
 
 // `fsdpc export --checkpoint DIR|FILE --output OUTDIR [--dtype bf16|fp16|fp32] [--max_shard_size BYTES]
-// [--overwrite]`: a checkpoint's weights, config and tokenizer as a Hugging Face LlamaForCausalLM
-// directory. OUTDIR is new, empty or an earlier export, unless --overwrite (which replaces only
+// [--overwrite]`: a checkpoint's weights, config and tokenizer as a Hugging Face model directory
+// (its family's architecture). OUTDIR is new, empty or an earlier export, unless --overwrite (which replaces only
 // files of the names export writes, never the checkpoint or tokenizer files it reads).
 // Rank 0 writes; every rank returns the same exit status.
 int hf_export_main(int argc, char **argv);

@@ -10,27 +10,6 @@
 
 const char *const ckpt_groups[CKPT_NGROUPS] = {"model", "optim/exp_avg", "optim/exp_avg_sq"};
 
-#define INT_FIELD(n) {#n, CKPT_FIELD_INT, offsetof(ModelConfig, n)}
-#define FLOAT_FIELD(n) {#n, CKPT_FIELD_FLOAT, offsetof(ModelConfig, n)}
-
-// The model families a checkpoint may hold and the root attributes of their configs.
-static const CkptFamily families[] = {
-    {"llama_v2", 9,
-     {INT_FIELD(hidden_width), INT_FIELD(num_layers), INT_FIELD(num_heads), INT_FIELD(num_key_value_heads),
-      INT_FIELD(intermediate_size), INT_FIELD(vocab_size), INT_FIELD(max_context_width), FLOAT_FIELD(rope_theta),
-      FLOAT_FIELD(norm_eps)}},
-    {"mingpt", 7,
-     {INT_FIELD(hidden_width), INT_FIELD(num_layers), INT_FIELD(num_heads), INT_FIELD(intermediate_size),
-      INT_FIELD(vocab_size), INT_FIELD(max_context_width), FLOAT_FIELD(norm_eps)}},
-};
-#define NFAMILIES (sizeof families / sizeof families[0])
-
-const CkptFamily *ckpt_family(const char *model_type) {
-    for (size_t i = 0; i < NFAMILIES; i++)
-        if (!strcmp(families[i].model_type, model_type)) return &families[i];
-    return NULL;
-}
-
 static char msg[1600];
 
 // A string from the file, for a message: control and non-ASCII bytes as \xNN, at most ~120
@@ -120,10 +99,11 @@ static const char *get_str(const CkptDesc *d, const char *file, const char *name
     return NULL;
 }
 
-// absent: *out keeps its default (files from before the attribute existed)
-static const char *get_positive_float(const CkptDesc *d, const char *file, const char *name, float *out) {
+// absent: *out = absent (files from before the attribute existed)
+static const char *get_positive_float(const CkptDesc *d, const char *file, const char *name, float absent, float *out) {
     const char *e;
     const CkptAttr *a = need_attr(d, file, name, 0, &e);
+    if (!e && !a) *out = absent;
     if (e || !a) return e;
     if (a->kind != CKPT_ATTR_FLOAT) return not_a(file, name, "a floating-point scalar");
     double v = a->f;
@@ -150,10 +130,8 @@ int ckpt_name_step(const char *path, uint64_t *step) {
 }
 
 static const char *unknown_family(const char *file, const char *type) {
-    char known[256] = "", show[160];
-    size_t n = 0;
-    for (size_t i = 0; i < NFAMILIES && n < sizeof known; i++)
-        n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "", families[i].model_type);
+    char known[256], show[160];
+    snprintf(known, sizeof known, "%s", family_names(", ", 0));
     snprintf(msg, sizeof msg, "checkpoint '%s' holds a '%s' model; this fsdpc implements %s", file, shown(type, show, sizeof show), known);
     return msg;
 }
@@ -190,17 +168,15 @@ const char *ckpt_check_header(const CkptDesc *d, const char *file, const ModelCo
     if (!e) e = get_u64(d, file, "data_position", &m->data_position);
     if (!e) e = get_u64(d, file, "rng_state", &m->rng_state);
     if (!e) e = get_str(d, file, "model_type", h->model.model_type, sizeof h->model.model_type);
-    const CkptFamily *fam = e ? NULL : ckpt_family(h->model.model_type);
+    const ModelFamily *fam = e ? NULL : family_find(h->model.model_type);
     if (!e && !fam) return unknown_family(file, h->model.model_type);
-    for (int i = 0; !e && i < fam->nfields; i++) {
-        const CkptModelField *fl = &fam->fields[i];
+    for (const FamilyField *fl = e ? NULL : fam->ckpt_fields; fl && fl->name && !e; fl++) {
         void *dst = (char *)&h->model + fl->off;
-        e = fl->type == CKPT_FIELD_INT ? get_int(d, file, fl->name, 1, INT_MAX, (int *)dst) : get_positive_float(d, file, fl->name, (float *)dst);
+        e = fl->type == FAMILY_INT ? get_int(d, file, fl->name, 1, INT_MAX, (int *)dst)
+                                   : get_positive_float(d, file, fl->name, fl->absent, (float *)dst);
     }
     // a family without grouped-query attention stores no num_key_value_heads: every head has its own
-    int has_kv = 0;
-    for (int i = 0; !e && i < fam->nfields; i++) has_kv |= fam->fields[i].off == offsetof(ModelConfig, num_key_value_heads);
-    if (!e && !has_kv) h->model.num_key_value_heads = h->model.num_heads;
+    if (!e && !fam->gqa) h->model.num_key_value_heads = h->model.num_heads;
     const CkptAttr *tok = e ? NULL : need_attr(d, file, "tokenizer", 0, &e);
     if (!e && tok && !str_fits(tok, sizeof h->tokenizer)) e = not_a(file, "tokenizer", "a string scalar");
     if (!e) snprintf(h->tokenizer, sizeof h->tokenizer, "%s", tok ? tok->s : "byte");  // "byte": before the attribute existed
@@ -237,11 +213,10 @@ const char *ckpt_check_config(const CkptHeader *h, const char *file, const Model
                  shown(h->model.model_type, show, sizeof show), plan->cfg.model_type);
         return msg;
     }
-    const CkptFamily *fam = ckpt_family(h->model.model_type);
+    const ModelFamily *fam = family_find(h->model.model_type);
     if (!fam) return unknown_family(file, h->model.model_type);
-    for (int i = 0; i < fam->nfields; i++) {
-        const CkptModelField *fl = &fam->fields[i];
-        if (fl->type != CKPT_FIELD_INT) continue;  // sizes decide the layout; the rest is the run's to keep
+    for (const FamilyField *fl = fam->ckpt_fields; fl->name; fl++) {
+        if (fl->type != FAMILY_INT) continue;  // sizes decide the layout; the rest is the run's to keep
         int v = *(const int *)((const char *)&h->model + fl->off), want = *(const int *)((const char *)&plan->cfg + fl->off);
         if (v != want) {
             snprintf(msg, sizeof msg, "checkpoint '%s' has %s=%d but this run has --%s %d", file, fl->name, v, fl->name, want);
@@ -258,7 +233,8 @@ const char *const ckpt_source_names[CKPT_SOURCE_FILES] = {
     [CKPT_SRC_TOKENIZER_CONFIG] = "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "chat_template.jinja",
 };
 
-// the root attributes of every family (a new one goes here and into ckpt.c's write_header)
+// the root attributes of every family (a new one goes here and into ckpt.c's write_header); the
+// config's are the family's (model/family.h)
 static const char *const root_attrs[] = {"format", "format_version", "step", "tokens_seen", "data_position", "rng_state",
                                          "model_type", "run_config", "tokenizer", "run_id", "parent", "lineage", "run_inputs",
                                          "checksum"};
@@ -273,10 +249,10 @@ static int in_list(const char *name, const char *const *list, size_t n) {
 static int family_field(const CkptDesc *d, const char *name) {
     int twice;
     const CkptAttr *t = find_attr(d, "model_type", &twice);
-    const CkptFamily *own = t && t->kind == CKPT_ATTR_STR && t->s ? ckpt_family(t->s) : NULL;
-    for (size_t f = 0; f < NFAMILIES; f++)
-        for (int i = 0; i < families[f].nfields; i++)
-            if ((!own || own == &families[f]) && !strcmp(families[f].fields[i].name, name)) return 1;
+    const ModelFamily *own = t && t->kind == CKPT_ATTR_STR && t->s ? family_find(t->s) : NULL;
+    for (size_t f = 0; f < family_count(); f++)
+        for (const FamilyField *fl = family_at(f)->ckpt_fields; fl->name; fl++)
+            if ((!own || own == family_at(f)) && !strcmp(fl->name, name)) return 1;
     return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "../model/config.h"
+#include "../model/family.h"
 #include "../model/model.h"
 #include "ckpt.h"
 
@@ -66,25 +67,9 @@ typedef struct {
     char tokenizer[1024];
 } CkptHeader;
 
-// How a model family's config is stored: one root attribute per field. Adding a family is
-// adding a row to the table in validate.c; the tensors come from the family's ModelPlan.
-typedef enum { CKPT_FIELD_INT, CKPT_FIELD_FLOAT } CkptFieldType;
-typedef struct {
-    const char *name;  // attribute (and --flag) name
-    CkptFieldType type;  // INT: in [1, INT_MAX], required; FLOAT: positive and finite, optional
-    size_t off;        // offsetof(ModelConfig, ...): an int or a float
-} CkptModelField;
-typedef struct {
-    const char *model_type;
-    int nfields;
-    CkptModelField fields[16];
-} CkptFamily;
-
-// The family stored under model_type, or NULL.
-const CkptFamily *ckpt_family(const char *model_type);
-
-// Every root attribute of d, checked and parsed into h; `base` supplies the model fields a file
-// may lack (those of files written before the field existed); a file named step_<N>.h5 must
+// Every root attribute of d, checked and parsed into h. The model_type's family (model/family.h)
+// says which config fields are stored and what a file written before a field existed holds;
+// `base` supplies the fields the family does not store; a file named step_<N>.h5 must
 // record step N. NULL, or a one-line message naming file.
 const char *ckpt_check_header(const CkptDesc *d, const char *file, const ModelConfig *base, CkptHeader *h);
 // Whether path's last component is named like a checkpoint, step_<digits>.h5; *step gets the

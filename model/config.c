@@ -9,50 +9,22 @@
 #include "../base/checked.h"
 #include "../comm/comm.h"
 #include "cli.h"
-
-typedef struct {
-    const char *name, *model_type;
-    int hidden_width, num_layers, num_heads, num_key_value_heads, intermediate_size, max_context_width, vocab_size;
-} Preset;
-
-// llama2_* are the published Llama-2 sizes; tiny is the default Shakespeare model (byte vocab),
-// small enough that `make run` learns visibly in a couple of minutes on 2 cores. gpt2* are GPT-2's
-// sizes as minGPT builds them, the vocabulary 50257 padded to 50304 (a multiple of 64).
-static const Preset presets[] = {
-    {"tiny", "llama_v2", 128, 4, 4, 2, 344, 128, 256},
-    {"llama2_7b", "llama_v2", 4096, 32, 32, 32, 11008, 4096, 32000},
-    {"llama2_13b", "llama_v2", 5120, 40, 40, 40, 13824, 4096, 32000},
-    {"llama2_70b", "llama_v2", 8192, 80, 64, 8, 28672, 4096, 32000},
-    {"gpt2", "mingpt", 768, 12, 12, 12, 3072, 1024, 50304},
-    {"gpt2-medium", "mingpt", 1024, 24, 16, 16, 4096, 1024, 50304},
-    {"gpt2-large", "mingpt", 1280, 36, 20, 20, 5120, 1024, 50304},
-    {"gpt2-xl", "mingpt", 1600, 48, 25, 25, 6400, 1024, 50304},
-};
-
-static const char *preset_names(void) {
-    static char names[256];
-    if (!names[0])
-        for (size_t i = 0, n = 0; i < sizeof presets / sizeof presets[0]; i++)
-            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", presets[i].name);
-    return names;
-}
+#include "family.h"
 
 int config_preset(ModelConfig *m, const char *name) {
-    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
-        const Preset *p = &presets[i];
-        if (strcmp(p->name, name) != 0) continue;
-        snprintf(m->model_name, sizeof m->model_name, "%s", name);
-        snprintf(m->model_type, sizeof m->model_type, "%s", p->model_type);
-        m->hidden_width = p->hidden_width;
-        m->num_layers = p->num_layers;
-        m->num_heads = p->num_heads;
-        m->num_key_value_heads = p->num_key_value_heads;
-        m->intermediate_size = p->intermediate_size;
-        m->max_context_width = p->max_context_width;
-        m->vocab_size = p->vocab_size;
-        return 1;
-    }
-    return 0;
+    const ModelFamily *fam;
+    const FamilyPreset *p = family_preset(name, &fam);
+    if (!p) return 0;
+    snprintf(m->model_name, sizeof m->model_name, "%s", name);
+    snprintf(m->model_type, sizeof m->model_type, "%s", fam->model_type);
+    m->hidden_width = p->hidden_width;
+    m->num_layers = p->num_layers;
+    m->num_heads = p->num_heads;
+    m->num_key_value_heads = p->num_key_value_heads;
+    m->intermediate_size = p->intermediate_size;
+    m->max_context_width = p->max_context_width;
+    m->vocab_size = p->vocab_size;
+    return 1;
 }
 
 int config_head_dim(const ModelConfig *m) { return m->hidden_width / m->num_heads; }
@@ -78,10 +50,12 @@ const CliChoice config_data_formats[] = {{"auto", SFT_AUTO}, {"text", SFT_TEXT},
                                          {"chat", SFT_CHAT}, {NULL, 0}};
 const CliChoice config_chat_templates[] = {{"llama2", CHAT_LLAMA2}, {"chatml", CHAT_CHATML}, {"none", CHAT_NONE}, {NULL, 0}};
 static const CliChoice environment_names[] = {{"local", ENV_LOCAL}, {"pbs", ENV_PBS}, {NULL, 0}};
-// model_type stays a string (checkpoints and config.json name the family); these number its names
-static const CliChoice model_type_names[] = {{"llama_v2", 0}, {"mingpt", 1}, {NULL, 0}};
-// the seed recipes' spellings of those settings
-static const CliChoice model_spellings[] = {{"mingpt", 1}, {"llama", 0}, {"llama_v2", 0}, {NULL, 0}};
+// model_type stays a string (checkpoints and config.json name the family); these number its names,
+// family i as i, from the family table (family_choices fills them before parsing)
+enum { MAX_FAMILIES = 32 };
+static CliChoice model_type_names[MAX_FAMILIES + 1];
+// the seed recipes' spellings of those settings: each family's short name, and its model_type
+static CliChoice model_spellings[2 * MAX_FAMILIES + 1];
 static const CliChoice strategy_spellings[] = {{"full", SHARD_FULL}, {"hybrid", SHARD_HYBRID_FULL}, {"fsdp", SHARD_FULL},
                                                {"hsdp", SHARD_HYBRID_FULL}, {"ddp", SHARD_NONE}, {NULL, 0}};
 static const CliChoice bf16_values[] = {{"1", PRECISION_BF16}, {"0", PRECISION_FP32}, {NULL, 0}};  // true, false
@@ -109,7 +83,7 @@ static const char *parse_trace_steps(void *dst, const char *v) {
 static const char *apply_preset(void *dst, const char *name) {
     static char msg[512];
     if (config_preset(&((Config *)dst)->model, name)) return NULL;
-    snprintf(msg, sizeof msg, "--model_name '%s' is not a preset (%s)", name, preset_names());
+    snprintf(msg, sizeof msg, "--model_name '%s' is not a preset (%s)", name, family_preset_names());
     return msg;
 }
 
@@ -236,8 +210,7 @@ static const CliFlag flags[] = {
 static void defaults(Config *c) {
     memset(c, 0, sizeof *c);
     ModelConfig *m = &c->model;
-    snprintf(m->model_type, sizeof m->model_type, "llama_v2");
-    config_preset(m, "tiny");
+    config_preset(m, "tiny");  // the default model, and its family
     m->rope_theta = 10000.0f;
     m->norm_eps = 1e-5f;
     m->initializer_range = 0.02f;
@@ -294,13 +267,17 @@ const char *config_validate_model(const ModelConfig *m) {
         snprintf(msg, sizeof msg, "--num_key_value_heads %d does not divide --num_heads %d", m->num_key_value_heads, m->num_heads);
         return msg;
     }
-    int llama = !strcmp(m->model_type, "llama_v2");
-    if (!llama && m->num_key_value_heads != m->num_heads) {
+    const ModelFamily *fam = family_find(m->model_type);
+    if (!fam) {
+        snprintf(msg, sizeof msg, "model_type '%.40s' is not a family this fsdpc implements (%s)", m->model_type, family_names(", ", 0));
+        return msg;
+    }
+    if (!fam->gqa && m->num_key_value_heads != m->num_heads) {
         snprintf(msg, sizeof msg, "--num_key_value_heads %d: model_type %s has no grouped-query attention (it must equal --num_heads %d)",
                  m->num_key_value_heads, m->model_type, m->num_heads);
         return msg;
     }
-    if (llama && config_head_dim(m) % 2) {
+    if (fam->rope && config_head_dim(m) % 2) {
         snprintf(msg, sizeof msg, "head dimension %d (hidden_width/num_heads) must be even for RoPE", config_head_dim(m));
         return msg;
     }
@@ -312,7 +289,7 @@ const char *config_validate_model(const ModelConfig *m) {
                            {"head dimension", (uint64_t)config_head_dim(m)}};
     CheckedFactor up[] = {{NULL, 2}, {"--intermediate_size", (uint64_t)m->intermediate_size}};
     if (!checked_product(&rows, INT32_MAX, "rows of the fused q/k/v projection", qkv, 2, why, sizeof why) ||
-        (llama && !checked_product(&rows, INT32_MAX, "rows of the fused gate and up projections", up, 2, why, sizeof why))) {
+        (fam->gated_mlp && !checked_product(&rows, INT32_MAX, "rows of the fused gate and up projections", up, 2, why, sizeof why))) {
         snprintf(msg, sizeof msg, "%s (a GEMM dimension is a 32-bit int): lower the model's sizes", why);
         return msg;
     }
@@ -420,7 +397,8 @@ void config_adopt_model(Config *c, const ModelConfig *src, unsigned known, const
             comm_fail_all("%s holds a %s model but this run has --model_type %s%s", source, src->model_type, m->model_type,
                           config_given("model_type") ? "" : " (from --model_name; drop it to take the model from the source)");
         snprintf(m->model_type, sizeof m->model_type, "%s", src->model_type);
-        if (!strcmp(m->model_type, "mingpt")) m->num_key_value_heads = m->num_heads;
+        const ModelFamily *fam = family_find(m->model_type);  // known: the source's reader checked it
+        if (fam && !fam->gqa) m->num_key_value_heads = m->num_heads;
     }
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         if (!(known & fields[i].bit)) continue;
@@ -442,19 +420,30 @@ void config_adopt_model(Config *c, const ModelConfig *src, unsigned known, const
     validate(c);
 }
 
-// What a family fixes that the Llama-shaped defaults do not: minGPT has one key/value head per
-// head, an MLP of 4*D unless told, and learned positions instead of RoPE.
+// What a family fixes that the defaults (the first family's) do not: without grouped-query
+// attention one key/value head per head, an MLP of mlp_ratio x D unless told, and no rope_theta
+// where positions are learned.
 static void family_defaults(Config *c) {
     ModelConfig *m = &c->model;
-    ModelConfig preset = *m;
-    if (config_given("model_name") && config_given("model_type") && config_preset(&preset, m->model_name) &&
-        strcmp(preset.model_type, m->model_type) != 0)
-        comm_fail_all("--model_name %s is a %s preset but this run has --model_type %s", m->model_name, preset.model_type,
+    const ModelFamily *fam = family_find(m->model_type), *preset_fam;  // known: the flag takes only family names
+    if (config_given("model_name") && config_given("model_type") && family_preset(m->model_name, &preset_fam) && preset_fam != fam)
+        comm_fail_all("--model_name %s is a %s preset but this run has --model_type %s", m->model_name, preset_fam->model_type,
                       m->model_type);
-    if (!strcmp(m->model_type, "llama_v2")) return;
-    if (config_given("rope_theta")) comm_fail_all("--rope_theta applies to llama_v2; %s learns its positions", m->model_type);
-    if (!config_given("num_key_value_heads")) m->num_key_value_heads = m->num_heads;
-    if (!config_given("intermediate_size")) m->intermediate_size = 4 * m->hidden_width;
+    if (!fam->rope && config_given("rope_theta"))
+        comm_fail_all("--rope_theta applies to %s; %s learns its positions", family_names("|", 1), m->model_type);
+    if (!fam->gqa && !config_given("num_key_value_heads")) m->num_key_value_heads = m->num_heads;
+    if (fam->mlp_ratio && !config_given("intermediate_size")) m->intermediate_size = fam->mlp_ratio * m->hidden_width;
+}
+
+// the --model_type and --model spellings, from the family table
+static void family_choices(void) {
+    size_t n = family_count() < MAX_FAMILIES ? family_count() : MAX_FAMILIES, k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ModelFamily *f = family_at(i);
+        model_type_names[i] = (CliChoice){f->model_type, (int)i};
+        model_spellings[k++] = (CliChoice){f->short_name, (int)i};
+        if (strcmp(f->short_name, f->model_type)) model_spellings[k++] = (CliChoice){f->model_type, (int)i};
+    }
 }
 
 // --run_name R puts checkpoints in checkpoint_dir/R, and a resume directory equal to the
@@ -472,6 +461,7 @@ static void join_run_name(Config *c) {
 }
 
 void config_parse(Config *c, int argc, char **argv) {
+    family_choices();
     defaults(c);
     cli_parse(&table, c, argc, argv);
     family_defaults(c);

@@ -26,7 +26,7 @@ extern const CliChoice config_data_formats[], config_chat_templates[];  // their
 enum { DATASET_GPT_JSONL, DATASET_HF, DATASET_SYNTHETIC };
 
 typedef struct {
-    char model_type[16];  // the family: llama_v2 or mingpt
+    char model_type[16];  // the family (model/family.h): its model_type
     char model_name[32];  // preset the sizes came from
     int hidden_width;     // D
     int num_layers;       // L

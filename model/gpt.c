@@ -1,12 +1,19 @@
-// gpt: minGPT's unit plan, activations, and forward/backward of each FSDP unit.
-#include "gpt.h"
-
+// gpt: the minGPT family (minimal_fsdp's model, GPT-2's architecture): learned token and position
+// embeddings, pre-LayerNorm blocks with biases, fused c_attn, tanh-GELU MLP, lm_head tied to wte.
+// Units: 0 the embeddings and the final LayerNorm (used by the embedding and by the head, as
+// FSDP's root unit is), 1..L the blocks. Linear weights are (out, in), as nn.Linear keeps them;
+// Hugging Face's GPT2LMHeadModel keeps the blocks' as Conv1D, (in, out), so export transposes them.
+// Its descriptor (end of the file) holds the presets, the checkpoint and Hugging Face spellings of
+// its config, and the unit plan, activations and forward/backward of each FSDP unit.
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
+#include "family.h"
 
+#ifndef FAMILY_DESCRIPTION_ONLY
 // tensor order inside unit 0 and inside a block unit
 enum { P_WTE, P_WPE, P_LNF_W, P_LNF_B };
 enum { P_LN1_W, P_LN1_B, P_ATTN_W, P_ATTN_B, P_APROJ_W, P_APROJ_B, P_LN2_W, P_LN2_B, P_FC_W, P_FC_B, P_MPROJ_W, P_MPROJ_B };
@@ -220,14 +227,57 @@ static double gpt_flops_per_token(const ModelPlan *plan, int T) {
     return 6.0 * n + 12.0 * c->num_layers * c->hidden_width * (double)T;
 }
 
-const ModelFamily model_mingpt = {
+#endif
+
+// GPT-2's sizes as minGPT builds them, the vocabulary 50257 padded to 50304 (a multiple of 64)
+static const FamilyPreset gpt_presets[] = {
+    {"gpt2", 768, 12, 12, 12, 3072, 1024, 50304},
+    {"gpt2-medium", 1024, 24, 16, 16, 4096, 1024, 50304},
+    {"gpt2-large", 1280, 36, 20, 20, 5120, 1024, 50304},
+    {"gpt2-xl", 1600, 48, 25, 25, 6400, 1024, 50304},
+    {NULL},
+};
+
+// no num_key_value_heads (one per head) and no rope_theta (learned positions)
+#define INT_FIELD(n) {#n, FAMILY_INT, offsetof(ModelConfig, n), 0}
+static const FamilyField gpt_ckpt_fields[] = {
+    INT_FIELD(hidden_width), INT_FIELD(num_layers), INT_FIELD(num_heads), INT_FIELD(intermediate_size),
+    INT_FIELD(vocab_size), INT_FIELD(max_context_width), {"norm_eps", FAMILY_FLOAT, offsetof(ModelConfig, norm_eps), 1e-5f},
+    {NULL},
+};
+
+// GPT2LMHeadModel: the same architecture (pre-LN, tanh GELU = "gelu_new", lm_head tied to wte).
+// Dropout is not recorded in checkpoints; it only matters for training, so 0.0.
+#define OUT_INT(k, f) {k, FAMILY_OUT_INT, NULL, offsetof(ModelConfig, f)}
+#define OUT_RAW(k, json) {k, FAMILY_OUT_RAW, json, 0}
+#define OUT(k, kind) {k, kind, NULL, 0}
+static const FamilyHfOut gpt_hf_config[] = {
+    OUT_RAW("architectures", "[\"GPT2LMHeadModel\"]"), OUT_RAW("model_type", "\"gpt2\""), OUT_INT("n_embd", hidden_width),
+    OUT_INT("n_layer", num_layers), OUT_INT("n_head", num_heads), OUT("n_inner", FAMILY_OUT_MLP_WIDTH),
+    OUT_INT("n_positions", max_context_width), OUT_INT("n_ctx", max_context_width), OUT_INT("vocab_size", vocab_size),
+    {"layer_norm_epsilon", FAMILY_OUT_FLOAT, NULL, offsetof(ModelConfig, norm_eps)},
+    OUT_RAW("activation_function", "\"gelu_new\""), OUT_RAW("resid_pdrop", "0.0"), OUT_RAW("embd_pdrop", "0.0"),
+    OUT_RAW("attn_pdrop", "0.0"), OUT_RAW("scale_attn_weights", "true"), OUT_RAW("scale_attn_by_inverse_layer_idx", "false"),
+    OUT_RAW("reorder_and_upcast_attn", "false"), OUT_RAW("use_cache", "true"), OUT_RAW("tie_word_embeddings", "true"),
+    OUT("bos_token_id", FAMILY_OUT_BOS), OUT("eos_token_id", FAMILY_OUT_EOS), OUT("torch_dtype", FAMILY_OUT_DTYPE),
+    {NULL},
+};
+
+const ModelFamily family_mingpt = {
     .model_type = "mingpt",
-    .plan_build = gpt_plan_build,
-    .acts_alloc = gpt_acts_alloc,
-    .embed_fwd = gpt_embed_fwd,
-    .block_fwd = gpt_block_fwd,
-    .head_fwd_bwd = gpt_head_fwd_bwd,
-    .block_bwd = gpt_block_bwd,
-    .embed_bwd = gpt_embed_bwd,
-    .flops_per_token = gpt_flops_per_token,
+    .short_name = "mingpt",
+    .display = "minGPT",
+    .presets = gpt_presets,
+    .mlp_ratio = 4,
+    .ckpt_fields = gpt_ckpt_fields,
+    // no import: Hugging Face's Conv1D weights would be transposed slice by slice
+    .hf_export = {.architecture = "GPT2LMHeadModel", .config = gpt_hf_config, .transposed = "transformer.h."},
+    .plan_build = FAMILY_CODE(gpt_plan_build),
+    .acts_alloc = FAMILY_CODE(gpt_acts_alloc),
+    .embed_fwd = FAMILY_CODE(gpt_embed_fwd),
+    .block_fwd = FAMILY_CODE(gpt_block_fwd),
+    .head_fwd_bwd = FAMILY_CODE(gpt_head_fwd_bwd),
+    .block_bwd = FAMILY_CODE(gpt_block_bwd),
+    .embed_bwd = FAMILY_CODE(gpt_embed_bwd),
+    .flops_per_token = FAMILY_CODE(gpt_flops_per_token),
 };

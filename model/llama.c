@@ -1,13 +1,17 @@
-// llama: unit plan, activations, and forward/backward of each FSDP unit.
-#include "llama.h"
-
+// llama: the Llama-2 family (LlamaForCausalLM): RMSNorm, RoPE, grouped-query attention, SwiGLU.
+// Units: 0 the embedding, 1..L the blocks, L+1 the final norm and lm_head. Its descriptor (end of
+// the file) holds the presets, the checkpoint and Hugging Face spellings of its config, and the
+// unit plan, activations and forward/backward of each FSDP unit that come before it.
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
+#include "family.h"
 
+#ifndef FAMILY_DESCRIPTION_ONLY
 static void llama_plan_build(ModelPlan *plan) {
     const ModelConfig *c = &plan->cfg;
     int D = c->hidden_width, L = c->num_layers, hd = config_head_dim(c);
@@ -200,14 +204,93 @@ static double llama_flops_per_token(const ModelPlan *plan, int T) {
     return 6.0 * (double)plan->num_params + 12.0 * c->num_layers * c->hidden_width * (double)T;
 }
 
-const ModelFamily model_llama = {
+#endif
+
+// llama2_* are the published Llama-2 sizes; tiny is the default Shakespeare model (byte vocab),
+// small enough that `make run` learns visibly in a couple of minutes on 2 cores.
+static const FamilyPreset llama_presets[] = {
+    {"tiny", 128, 4, 4, 2, 344, 128, 256},
+    {"llama2_7b", 4096, 32, 32, 32, 11008, 4096, 32000},
+    {"llama2_13b", 5120, 40, 40, 40, 13824, 4096, 32000},
+    {"llama2_70b", 8192, 80, 64, 8, 28672, 4096, 32000},
+    {NULL},
+};
+
+#define INT_FIELD(n) {#n, FAMILY_INT, offsetof(ModelConfig, n), 0}
+#define FLOAT_FIELD(n, absent) {#n, FAMILY_FLOAT, offsetof(ModelConfig, n), absent}
+static const FamilyField llama_ckpt_fields[] = {
+    INT_FIELD(hidden_width), INT_FIELD(num_layers), INT_FIELD(num_heads), INT_FIELD(num_key_value_heads),
+    INT_FIELD(intermediate_size), INT_FIELD(vocab_size), INT_FIELD(max_context_width),
+    FLOAT_FIELD(rope_theta, 10000.0f), FLOAT_FIELD(norm_eps, 1e-5f), {NULL},
+};
+
+// LlamaConfig's keys; the optional ones default as transformers' LlamaConfig does
+#define HF_INT(k, bit, f, req) {k, bit, FAMILY_INT, offsetof(ModelConfig, f), req, 0}
+#define HF_FLOAT(k, bit, f, absent) {k, bit, FAMILY_FLOAT, offsetof(ModelConfig, f), 0, absent}
+static const FamilyHfKey llama_hf_keys[] = {
+    HF_INT("hidden_size", MODEL_HIDDEN, hidden_width, 1),
+    HF_INT("num_hidden_layers", MODEL_LAYERS, num_layers, 1),
+    HF_INT("num_attention_heads", MODEL_HEADS, num_heads, 1),
+    HF_INT("intermediate_size", MODEL_INTERMEDIATE, intermediate_size, 1),
+    HF_INT("vocab_size", MODEL_VOCAB, vocab_size, 1),
+    HF_INT("num_key_value_heads", MODEL_KV_HEADS, num_key_value_heads, 0),
+    HF_FLOAT("rope_theta", MODEL_ROPE_THETA, rope_theta, 10000.0f),
+    HF_FLOAT("rms_norm_eps", MODEL_NORM_EPS, norm_eps, 1e-6f),
+    {NULL},
+};
+static const FamilyHfCheck llama_hf_checks[] = {
+    {"attention_bias", NULL, "has no biases"}, {"mlp_bias", NULL, "has no biases"}, {"hidden_act", "silu", "MLP uses silu"}, {NULL},
+};
+static const char *const llama_hf_types[] = {"llama", "mistral", NULL};
+static const char *const llama_hf_architectures[] = {"LlamaForCausalLM", "MistralForCausalLM", NULL};
+
+#define OUT_INT(k, f) {k, FAMILY_OUT_INT, NULL, offsetof(ModelConfig, f)}
+#define OUT_FLOAT(k, f) {k, FAMILY_OUT_FLOAT, NULL, offsetof(ModelConfig, f)}
+#define OUT_RAW(k, json) {k, FAMILY_OUT_RAW, json, 0}
+#define OUT(k, kind) {k, kind, NULL, 0}
+static const FamilyHfOut llama_hf_config[] = {
+    OUT_RAW("architectures", "[\"LlamaForCausalLM\"]"), OUT_RAW("model_type", "\"llama\""),
+    OUT_INT("hidden_size", hidden_width), OUT_INT("intermediate_size", intermediate_size),
+    OUT_INT("num_hidden_layers", num_layers), OUT_INT("num_attention_heads", num_heads),
+    OUT_INT("num_key_value_heads", num_key_value_heads), OUT("max_position_embeddings", FAMILY_OUT_POSITIONS),
+    OUT_FLOAT("rms_norm_eps", norm_eps), OUT_FLOAT("rope_theta", rope_theta), OUT_RAW("rope_scaling", "null"),
+    OUT_INT("vocab_size", vocab_size), OUT_RAW("tie_word_embeddings", "false"), OUT_RAW("hidden_act", "\"silu\""),
+    OUT_RAW("attention_bias", "false"), OUT_RAW("mlp_bias", "false"), OUT("bos_token_id", FAMILY_OUT_BOS),
+    OUT("eos_token_id", FAMILY_OUT_EOS), OUT("pad_token_id", FAMILY_OUT_PAD), OUT("torch_dtype", FAMILY_OUT_DTYPE),
+    {NULL},
+};
+
+const ModelFamily family_llama = {
     .model_type = "llama_v2",
-    .plan_build = llama_plan_build,
-    .acts_alloc = llama_acts_alloc,
-    .embed_fwd = llama_embed_fwd,
-    .block_fwd = llama_block_fwd,
-    .head_fwd_bwd = llama_head_fwd_bwd,
-    .block_bwd = llama_block_bwd,
-    .embed_bwd = llama_embed_bwd,
-    .flops_per_token = llama_flops_per_token,
+    .short_name = "llama",
+    .display = "Llama",
+    .presets = llama_presets,
+    .gqa = 1,
+    .rope = 1,
+    .gated_mlp = 1,
+    .ckpt_fields = llama_ckpt_fields,
+    .hf_import = {
+        .model_types = llama_hf_types,
+        .architectures = llama_hf_architectures,
+        .what = "Llama models (LlamaForCausalLM, model_type llama; Mistral's layout too)",
+        .keys = llama_hf_keys,
+        .context = "max_position_embeddings",
+        .window = "sliding_window",  // Mistral's: full attention is the same model up to its length
+        .rope = {"rope_theta", "rope_scaling", "rope_parameters"},
+        .checks = llama_hf_checks,
+        .embed = "model.embed_tokens.weight",
+        .mlp = "model.layers.0.mlp.gate_proj.weight",
+        .layer_fmt = "model.layers.%d.",
+        .tied = "lm_head.weight",
+        .tied_to = "model.embed_tokens.weight",
+    },
+    .hf_export = {.architecture = "LlamaForCausalLM", .config = llama_hf_config},
+    .plan_build = FAMILY_CODE(llama_plan_build),
+    .acts_alloc = FAMILY_CODE(llama_acts_alloc),
+    .embed_fwd = FAMILY_CODE(llama_embed_fwd),
+    .block_fwd = FAMILY_CODE(llama_block_fwd),
+    .head_fwd_bwd = FAMILY_CODE(llama_head_fwd_bwd),
+    .block_bwd = FAMILY_CODE(llama_block_bwd),
+    .embed_bwd = FAMILY_CODE(llama_embed_bwd),
+    .flops_per_token = FAMILY_CODE(llama_flops_per_token),
 };

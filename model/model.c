@@ -1,4 +1,4 @@
-// model: the family registry and what every family shares (plans, init, activation buffers,
+// model: what every family shares (plans, init, activation buffers,
 // dispatch to the family's forward and backward).
 #include "model.h"
 
@@ -11,24 +11,13 @@
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
 #include "../base/rng.h"
-#include "gpt.h"
-#include "llama.h"
-
-static const ModelFamily *const families[] = {&model_llama, &model_mingpt};
-
-const ModelFamily *model_family(const char *model_type) {
-    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
-        if (!strcmp(families[i]->model_type, model_type)) return families[i];
-    return NULL;
-}
-
-const char *model_family_names(void) { return "llama_v2|mingpt"; }
+#include "family.h"
 
 void model_plan_build(ModelPlan *plan, const ModelConfig *cfg) {
     memset(plan, 0, sizeof *plan);
     plan->cfg = *cfg;
-    plan->family = model_family(cfg->model_type);
-    if (!plan->family) err_fatal("unknown model type '%s' (known: %s)", cfg->model_type, model_family_names());
+    plan->family = family_find(cfg->model_type);
+    if (!plan->family) err_fatal("unknown model type '%s' (known: %s)", cfg->model_type, family_names("|", 0));
     // before the units are made: each block holds at least one (D, D) projection
     uint64_t n = 0, bytes, D = (uint64_t)cfg->hidden_width;
     CheckedFactor least[] = {{"--num_layers", (uint64_t)cfg->num_layers}, {"--hidden_width^2 (one attention projection)", D * D},

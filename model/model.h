@@ -1,7 +1,7 @@
-// model: the model-family interface. A family (Llama-2, minGPT) describes a model as a list of
-// FSDP units with named tensors, initialises any slice of them from (seed, name, index), and runs
-// each unit's forward and backward over kernels/. shard/, ckpt/, the training loop and generation
-// see only this interface: they never learn which family they run.
+// model: the model interface. A family (family.h: one file per family) describes a model as a
+// list of FSDP units with named tensors, initialises any slice of them from (seed, name, index),
+// and runs each unit's forward and backward over kernels/. shard/, ckpt/, the training loop and
+// generation see only this interface and the descriptor: they never learn which family they run.
 //
 // Shape legend: B batch, T sequence length, N = B*T tokens, D hidden width, L layers, H heads,
 // KV key/value heads, hd = D/H head dim, F MLP width, V vocabulary, S saved block slots (L, or
@@ -38,7 +38,7 @@ typedef struct {
     size_t numel;
 } UnitSpec;
 
-typedef struct ModelFamily ModelFamily;
+typedef struct ModelFamily ModelFamily;  // family.h
 
 typedef struct {
     ModelConfig cfg;
@@ -104,26 +104,6 @@ typedef struct {
     uint64_t drop_seed;  // run seed the masks are keyed by
     uint64_t sample0;    // global index of the batch's first sample
 } Activations;
-
-struct ModelFamily {
-    const char *model_type;  // "llama_v2", "mingpt": the checkpoint attribute and --model_type
-    void (*plan_build)(ModelPlan *plan);  // fills units and the stage indices from plan->cfg
-    // allocates every buffer this family uses through model_acts_buf (so sizes can be counted)
-    void (*acts_alloc)(Activations *a, const ModelConfig *c, size_t nslots, int with_kv_cache);
-    void (*embed_fwd)(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0);
-    void (*block_fwd)(const ModelPlan *plan, int layer, const void *p, Activations *a, int T, int pos0);
-    void (*head_fwd_bwd)(const ModelPlan *plan, const void *p, float *g, Activations *a, int with_targets, int T,
-                         float dscale);
-    void (*block_bwd)(const ModelPlan *plan, int layer, const void *p, float *g, Activations *a);
-    void (*embed_bwd)(const ModelPlan *plan, float *g, Activations *a);
-    // training FLOPs (forward + backward) per token at sequence length T
-    double (*flops_per_token)(const ModelPlan *plan, int T);
-};
-
-// the family of a --model_type / checkpoint model_type, or NULL
-const ModelFamily *model_family(const char *model_type);
-// "llama_v2|mingpt" for messages
-const char *model_family_names(void);
 
 void model_plan_build(ModelPlan *plan, const ModelConfig *cfg);
 void model_plan_free(ModelPlan *plan);

@@ -3,7 +3,7 @@
 # has put ./fsdpc and build/test_gpu in place (it builds nothing: the machine has no OpenMPI or
 # HDF5 headers). Five stages, each under its own time limit and all under GPU_CHECK_BUDGET
 # (480 s): the GPU test suite; compute-sanitizer memcheck and racecheck on a short training run;
-# cuDNN's verdict on every attention graph shape the project builds; a 1B Llama (bf16, context
+# cuDNN's verdict on every attention graph shape the project builds; a 1B model (bf16, context
 # 2048) trained by fsdpc (native and cuDNN attention) and by transformers' LlamaForCausalLM (SDPA)
 # in the same run, tokens/s and MFU, and fsdpc's compute efficiency as fsdpc plan
 # --compute_efficiency takes it; and parity: fsdpc's exported weights loaded by transformers,
@@ -265,7 +265,7 @@ START=$SECONDS
 STAGES="tests:110:GPU test suite (test_gpu + training against the CPU)
 sanitizer:140:compute-sanitizer memcheck + racecheck, short training run
 cudnn:40:cuDNN accepts every attention graph shape
-bench:140:1B Llama bf16 T=2048: fsdpc vs transformers
+bench:140:1B model bf16 T=2048: fsdpc vs transformers
 parity:50:exported weights in transformers: loss + greedy"
 while IFS=: read -r name limit what; do
     left=$((TOTAL - (SECONDS - START)))

@@ -2,7 +2,7 @@
 """plan_tables: docs/planning.md's tables that come from `fsdpc plan`, generated so they cannot go stale.
 
 Each table sits in docs/planning.md between `<!-- plan_tables.py NAME -->` and `<!-- /plan_tables.py -->`:
-  llama2-h100  Llama-2 7B/13B/70B on 1-8 nodes of 8 x H100: predicted MFU and peak memory per rank
+  presets-h100 the 7B/13B/70B presets on 1-8 nodes of 8 x H100: predicted MFU and peak memory per rank
   calibration  the planner against the published runs of test/fixtures/plan_calibration.tsv, per
                source, and the fitted constants run/plan.c declares
 
@@ -27,7 +27,6 @@ import plan_fit  # noqa: E402  (beside this file)
 GIB = 2.0**30
 SOURCES = {"foundation-model-stack/fms-fsdp": "fms-fsdp README", "pytorch/torchtitan": "torchtitan performance.md, benchmarks/",
            "mosaicml/llm-foundry": "llm-foundry benchmarking README"}
-FAMILIES = {"llama": "Llama", "llama2": "Llama-2", "llama3": "Llama-3", "mpt": "MPT"}
 
 
 def plan(fsdpc, args):
@@ -42,7 +41,7 @@ def plans(fsdpc, arglists, jobs=4):
         return list(ex.map(lambda a: plan(fsdpc, a), arglists))
 
 
-def llama2_h100(fsdpc):
+def presets_h100(fsdpc):
     cases = [(m, s, ac, n) for m in ("7b", "13b", "70b") for s in ("full-shard", "hybrid-full-shard") for ac in (0, 1)
              for n in (1, 2, 4, 8)]
     args = [["--model_name", "llama2_" + m, "--precision", "bf16", "--batch_size", "1", "--max_context_width", "4096",
@@ -50,7 +49,7 @@ def llama2_h100(fsdpc):
             for m, s, ac, n in cases]
     got = dict(zip(cases, plans(fsdpc, args)))
     cap = got[cases[0]]["capacity_bytes"] / GIB
-    out = ["Llama-2 on nodes of 8 x H100, from `fsdpc plan --model_name llama2_Nb --precision bf16",
+    out = ["The 7B, 13B and 70B presets on nodes of 8 x H100, from `fsdpc plan --model_name llama2_Nb --precision bf16",
            "--batch_size 1 --max_context_width 4096 --sharding S [--activation_checkpoints] --world_size",
            "8*nodes --gpu h100` (reduce in fp32, 50 GB/s between nodes, the fitted efficiency). A cell is",
            "the predicted MFU and the peak memory per rank, or \"no\" and the peak that does not fit in",
@@ -89,7 +88,7 @@ def calibration(fsdpc, table, plan_c, plans_dir):
             sizes.setdefault(fam, [])
             if size.upper() not in sizes[fam]:
                 sizes[fam].append(size.upper())
-        models = "; ".join("%s %s" % (FAMILIES.get(f, f), "/".join(s)) for f, s in sorted(sizes.items()))
+        models = "; ".join("%s %s" % (f, "/".join(s)) for f, s in sorted(sizes.items()))  # as the table names them
         gpus = ", ".join(sorted({r["gpu"] for r, _ in rd}))
         others = plan_fit.fit([(r, d) for r, d in zip(rows, got) if r["compile"] == "no" and (r, d) not in rd])
         out.append("| %s | %d | %s | %s | %s | %s |" % (SOURCES[src], len(rd), models, gpus, fmt([err(r, d) for r, d in rd]),
@@ -111,7 +110,7 @@ def calibration(fsdpc, table, plan_c, plans_dir):
 
 
 def blocks(args, names):
-    make = {"llama2-h100": lambda: llama2_h100(args.fsdpc),
+    make = {"presets-h100": lambda: presets_h100(args.fsdpc),
             "calibration": lambda: calibration(args.fsdpc, args.table, args.plan_c, args.plans)}
     unknown = [n for n in names if n not in make]
     if unknown:
@@ -119,7 +118,7 @@ def blocks(args, names):
     return {n: make[n]() for n in names}
 
 
-TABLES = ["llama2-h100", "calibration"]
+TABLES = ["presets-h100", "calibration"]
 
 
 BEGIN = re.compile(r"^<!-- plan_tables\.py ([a-z0-9-]+) -->$")

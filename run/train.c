@@ -985,7 +985,7 @@ static const char *generate_text(Run *r, const void *const *P) {
     // empty prompt from a line break, not printed
     size_t n = 0, cap = 0, len = strlen(c->prompt);
     int32_t *prompt = NULL;
-    // GPT-2 has no BOS: its empty prompt starts from <|endoftext|>, the byte tokenizer's from '\n'
+    // a tokenizer without BOS starts an empty prompt from its end-of-text token, the byte tokenizer from '\n'
     int32_t start = tok_bos(r->tok) >= 0 ? tok_bos(r->tok) : len ? -1 : tok_eos(r->tok) >= 0 ? tok_eos(r->tok) : '\n';
     if (start >= 0) {
         prompt = mallocCheck(16 * sizeof(int32_t));

@@ -47,8 +47,8 @@ void shard_master_changed(ShardState *s) {
     }
 }
 
-// Unit u's decayed tensors as ranges of this rank's shard, adjacent tensors merged (the Llama
-// block's q..o and gate..down; minGPT's weights, between their biases, apart).
+// Unit u's decayed tensors as ranges of this rank's shard, adjacent tensors merged (a block's
+// projections when they sit side by side; weights between biases stay apart).
 static void decay_ranges(ShardState *s, int u) {
     FlatUnit *f = &s->units[u];
     const UnitSpec *spec = &s->plan->units[u];

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The layer check (make check-layers): the source folders form layers, base -> kernels -> comm ->
 model -> shard -> data/ckpt -> run -> main, and a file may include, and its object may call, only
-what its own layer or a lower one defines. Usage: check_layers.py [--objects BUILD_DIR] [ROOT]
+what its own layer or a lower one defines. ckpt/, shard/ and run/ name no model family. Usage: check_layers.py [--objects BUILD_DIR] [ROOT]
 Prints one line per violation and exits 1 when there is any."""
 import os, re, subprocess, sys
 
@@ -39,6 +39,33 @@ def check_includes(root):
                     theirs = layer_of(target)
                     if theirs is not None and theirs > mine:
                         bad.append(f"{rel}:{n}: includes {m.group(1)} ({layer_name(theirs)}), above its own layer ({layer_name(mine)})")
+    return bad
+
+
+# the rooms that must not know the model families (a family is one file in model/ plus a table entry)
+FAMILY_FREE = ["ckpt", "shard", "run"]
+# spellings of today's families beside their descriptors' names
+FAMILY_ALIASES = {"llama2", "gpt", "gpt2"}
+
+
+def check_families(root):
+    words = set(FAMILY_ALIASES)
+    model = os.path.join(root, "model")
+    for f in os.listdir(model) if os.path.isdir(model) else []:
+        if f.endswith(".c"):
+            text = open(os.path.join(root, "model", f), errors="replace").read()
+            words |= {m.lower() for m in re.findall(r'\.(?:model_type|short_name|display) = "([^"]+)"', text)}
+    pat = re.compile(r"(?<![A-Za-z0-9_])(%s)(?![A-Za-z0-9_])" % "|".join(sorted(map(re.escape, words))), re.I)
+    bad = []
+    for top in FAMILY_FREE:
+        for d, _, fs in os.walk(os.path.join(root, top)):
+            for f in sorted(fs):
+                path = os.path.join(d, f)
+                with open(path, errors="replace") as fh:
+                    for n, line in enumerate(fh, 1):
+                        m = pat.search(line)
+                        if m:
+                            bad.append(f"{os.path.relpath(path, root)}:{n}: names the model family '{m.group(1)}' (families live in model/)")
     return bad
 
 
@@ -81,7 +108,7 @@ def main(argv):
     if len(argv) > 1 and argv[1] == "--objects":
         build, argv = argv[2], argv[2:]
     root = argv[1] if len(argv) > 1 else "."
-    bad = check_includes(root) + (check_calls(root, build) if build else [])
+    bad = check_includes(root) + check_families(root) + (check_calls(root, build) if build else [])
     for b in bad:
         print("layers: " + b)
     print(f"layers: {len(bad)} violation(s) of base -> kernels -> comm -> model -> shard -> data/ckpt -> run -> main")

@@ -247,3 +247,35 @@ expect_error "a directory without weights" "holds neither model.safetensors nor 
 mkdir -p "$W/emptyhf"
 HF_HOME="$W/emptyhf" expect_error "hub name not in the cache" "'nobody/no-model' is neither a file nor in the Hugging Face cache" \
     ./fsdpc --init_from nobody/no-model $GEN
+
+# ---- rope_parameters, newer transformers' spelling: rope_theta read from it when the top-level
+# key is absent; a rope_type fsdpc does not implement is refused by name, in either spelling ----
+$PY test/hf_make.py "$W/rp" --vocab 256 --seed 7 --rope_theta 500000 >/dev/null
+$PY - "$W/rp" <<'PY'
+import json, os, shutil, sys
+d = sys.argv[1]
+cfg = json.load(open(d + "/config.json"))
+theta = cfg.pop("rope_theta")
+cfg.pop("rope_scaling")
+def variant(name, params, **extra):
+    os.makedirs(d + "_" + name)
+    shutil.copy(d + "/model.safetensors", d + "_" + name)
+    json.dump(dict(cfg, rope_parameters=params, **extra), open(d + "_" + name + "/config.json", "w"))
+variant("params", {"rope_theta": theta, "rope_type": "default"})
+for t in ("linear", "llama3", "yarn"):
+    variant(t, {"rope_theta": theta, "rope_type": t, "factor": 8.0})
+variant("scaling", {"rope_theta": theta, "rope_type": "default"}, rope_scaling={"rope_type": "yarn", "factor": 4.0})
+variant("badtheta", {"rope_theta": "big", "rope_type": "default"})
+PY
+./fsdpc --init_from "$W/rp_params" $KEEP --checkpoint_dir "$W/krp" >"$W/krp.log" 2>&1
+$PY -c "import h5py, sys; sys.exit(float(h5py.File(sys.argv[1], 'r').attrs['rope_theta']) != 500000)" "$W/krp/step_00000001.h5"
+check "rope_parameters {rope_theta 5e5, rope_type default} without a top-level rope_theta: the model has rope_theta 500000" $? \
+    "$(tail -c 300 "$W/krp.log")"
+for t in linear llama3 yarn; do
+    expect_error "rope_parameters of rope_type $t refused by name" \
+        "rp_$t/config.json' sets rope_parameters with rope_type $t, which fsdpc does not implement" ./fsdpc --init_from "$W/rp_$t" $GEN
+done
+expect_error "rope_scaling of rope_type yarn refused by name beside a default rope_parameters" \
+    "rp_scaling/config.json' sets rope_scaling with rope_type yarn, which fsdpc does not support" ./fsdpc --init_from "$W/rp_scaling" $GEN
+expect_error "rope_parameters with a rope_theta that is no number" "rp_badtheta/config.json': rope_parameters.rope_theta must be a positive number" \
+    ./fsdpc --init_from "$W/rp_badtheta" $GEN

@@ -24,6 +24,12 @@ out=$(/usr/bin/python3 test/check_layers.py "$W/tree" 2>&1)
 echo "$out" | grep -q 'shard/shard.c:[0-9]*: includes run/train.h (run), above its own layer (shard)'
 check "layers: a planted root-relative include of run/ from shard/ is named" $? "($(echo "$out" | head -2 | tr '\n' '|'))"
 
+# a planted family name in ckpt/ (families are described in model/ only)
+cp -r ckpt/. "$W/tree/ckpt/" && sed -i '0,/^#include/s//\/\/ a Llama checkpoint\n#include/' "$W/tree/ckpt/ckpt.c"
+out=$(/usr/bin/python3 test/check_layers.py "$W/tree" 2>&1)
+echo "$out" | grep -q "ckpt/ckpt.c:[0-9]*: names the model family 'Llama' (families live in model/)"
+check "layers: a planted family name in ckpt/ fails the check, named" $? "($(echo "$out" | head -3 | tr '\n' '|'))"
+
 # a planted call: an object of base/ calling a function an object of comm/ defines
 mkdir -p "$W/calls/src/base" "$W/calls/src/comm" "$W/calls/obj/base" "$W/calls/obj/comm"
 echo 'int comm_planted(int x) { return x + 1; }' >"$W/calls/src/comm/planted.c"

@@ -115,7 +115,7 @@ check "that export's logits, tensors and config.json (bos/eos = <|endoftext|> 25
 [ "$(printf 'the thing\n' | ./fsdpc tokenize --tokenizer "$W/hft" 2>&1)" = "$(printf 'the thing\n' | ./fsdpc tokenize --tokenizer "$W/tok" 2>&1)" ]
 check "the exported directory tokenizes as the original tokenizer does" $?
 rm "$W/tok/vocab.bpe"
-expect_error "export: the checkpoint's GPT-2 merges are gone" "tokenizer '$W/tok/encoder.json' is GPT-2's vocabulary, and its merges .* are gone" \
+expect_error "export: the checkpoint's GPT-2 merges are gone" "tokenizer '$W/tok/encoder.json' is a byte-level BPE vocabulary, and its merges .* are gone" \
     ./fsdpc export --checkpoint "$W/ckt" --output "$W/hft_gone"
 [ ! -e "$W/hft_gone" ]
 check "a tokenizer without its merges stops export before it writes anything" $?

@@ -7,7 +7,7 @@
 #   qsub -l select=1:ncpus=2:mpiprocs=2 -v DATA=data/tinyshakespeare.txt,MODEL=tiny,STEPS=20 run/launch/pbs.sh
 # Tested: this script as written, by test/test_faults.sh, with a 2-line fake PBS_NODEFILE on one
 # machine (no PBS server here); not tested: a real PBS Pro or Torque server, or several nodes.
-#PBS -N fsdpc-llama2-7b
+#PBS -N fsdpc-7b
 #PBS -l select=8:ncpus=96:mpiprocs=8
 #PBS -l walltime=24:00:00
 set -euo pipefail

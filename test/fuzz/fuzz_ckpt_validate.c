@@ -97,7 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     nowned = nattrs = ndsets = 0;
     uint8_t flags = u8(&in);
     int ngroups = 1 + (flags & 3) % 3;
-    const CkptFamily *fam = (flags & 16) && ckpt_family("mingpt") ? ckpt_family("mingpt") : ckpt_family("llama_v2");
+    const ModelFamily *fam = family_at((size_t)((flags >> 4) & 1) % family_count());
     if (!fam) __builtin_trap();
 
     // the plan: its own names and shapes (the checks know no tensor names)
@@ -131,11 +131,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     attr_int("data_position", 512);
     attr_int("rng_state", 1234);
     attr_str("model_type", fam->model_type);
-    for (int i = 0; i < fam->nfields; i++) {
-        const CkptModelField *f = &fam->fields[i];
+    for (const FamilyField *f = fam->ckpt_fields; f->name; f++) {
         double v = field_value(f->name);
         CkptAttr *a = add_attr(f->name);
-        if (f->type == CKPT_FIELD_INT) a->kind = CKPT_ATTR_INT, a->bits = (uint64_t)v, *(int *)((char *)&good + f->off) = (int)v;
+        if (f->type == FAMILY_INT) a->kind = CKPT_ATTR_INT, a->bits = (uint64_t)v, *(int *)((char *)&good + f->off) = (int)v;
         else a->kind = CKPT_ATTR_FLOAT, a->f = v, *(float *)((char *)&good + f->off) = (float)v;
     }
     attr_str("tokenizer", "byte");
@@ -280,7 +279,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else {
         // an accepted header holds what the loader relies on
         if (h.version < 1 || h.version > CKPT_FORMAT_VERSION || h.meta.step < 0 || config_validate_model(&h.model) ||
-            !ckpt_family(h.model.model_type) || links < h.model.num_layers || !memchr(h.tokenizer, 0, sizeof h.tokenizer) ||
+            !family_find(h.model.model_type) || links < h.model.num_layers || !memchr(h.tokenizer, 0, sizeof h.tokenizer) ||
             !memchr(h.meta.parent, 0, sizeof h.meta.parent) || !memchr(h.meta.lineage, 0, sizeof h.meta.lineage))
             __builtin_trap();
         plan.cfg = h.model;
