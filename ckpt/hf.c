@@ -237,7 +237,7 @@ static int hf_check_rope(const JsonValue *c, const FamilyHfRope *r, const char *
     const char *t = scaling && scaling->type == JSON_OBJECT ? hf_rope_type(scaling) : NULL;
     if (scaling && scaling->type != JSON_NULL && !(t && !strcmp(t, "default")))
         return err_set(err, len, "'%s' sets %s%s%s, which fsdpc does not support (plain RoPE only)", path, r->scaling,
-                           t ? " with rope_type " : "", t ? t : "");
+                       t ? " with rope_type " : "", t ? t : "");
     if (!par || par->type == JSON_NULL) return 0;
     if (par->type != JSON_OBJECT) return err_set(err, len, "'%s': %s must be an object", path, r->parameters);
     if ((t = hf_rope_type(par)) && strcmp(t, "default"))
@@ -252,7 +252,7 @@ static int hf_check_config(const JsonValue *c, const char *path, const ModelFami
     const char *what;
     const ModelFamily *f = *fam = hf_family_of(c, &what);
     if (!f) return err_set(err, len, "'%s' describes a%s %s model; fsdpc loads %s", path, what ? "" : "n", what ? what : "unknown",
-                               hf_importable());
+                           hf_importable());
     if (hf_check_rope(c, &f->hf_import.rope, path, err, len)) return -1;
     for (const FamilyHfCheck *k = f->hf_import.checks; k && k->key; k++) {
         int b = 0;
