@@ -292,7 +292,10 @@ int cli_parse(const CliTable *t, void *dst, int argc, char **argv) {
 enum { HELP_WIDTH = 100, HELP_COLUMN = 30 };
 
 // Writes text from column col on, wrapping within HELP_WIDTH at spaces and after '|' (a long
-// list of choices), continuation lines starting at HELP_COLUMN.
+// list of choices), continuation lines starting at HELP_COLUMN. HELP_NBSP is a space that keeps
+// its neighbours on one line.
+#define HELP_NBSP '\x01'
+
 static void help_wrap(FILE *out, size_t col, const char *text) {
     int space = 0;  // a space is owed before the next piece, unless it starts a line
     while (*text) {
@@ -300,7 +303,8 @@ static void help_wrap(FILE *out, size_t col, const char *text) {
         if (text[n] == '|') n++;
         if (col + (size_t)space + n > HELP_WIDTH && col > HELP_COLUMN) col = (size_t)fprintf(out, "\n%*s", HELP_COLUMN, "") - 1;
         else if (space) col += (size_t)fprintf(out, " ");
-        col += fwrite(text, 1, n, out);
+        for (size_t k = 0; k < n; k++) fputc(text[k] == HELP_NBSP ? ' ' : text[k], out);
+        col += n;
         text += n;
         space = *text == ' ';
         text += space;
@@ -363,7 +367,7 @@ static void help_flag(FILE *out, const CliFlag *f, const char *d) {
         n += (size_t)snprintf(text + n, sizeof text - n, "%s%s--%s", sep, a == f->aliases ? (a[1] ? "aliases " : "alias ") : "", *a);
     if (f->aliases) sep = "; ";
     if (*help_default(f, d, def, sizeof def) && n < sizeof text) {
-        n += (size_t)snprintf(text + n, sizeof text - n, "%sdefault: %s", sep, def);
+        n += (size_t)snprintf(text + n, sizeof text - n, "%sdefault:%c%s", sep, HELP_NBSP, def);
         sep = "; ";
     }
     if (*sep == ';' && n < sizeof text) snprintf(text + n, sizeof text - n, ")");
