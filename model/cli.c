@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -350,27 +351,30 @@ static const char *help_default(const CliFlag *f, const char *d, char *buf, size
     return buf;
 }
 
+// appends to the help text buf (cap bytes, *n used), cutting what does not fit
+static void help_add(char *buf, size_t cap, size_t *n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + *n, cap - *n, fmt, ap);
+    va_end(ap);
+    *n = k < 0 || (size_t)k >= cap - *n ? cap - 1 : *n + (size_t)k;
+}
+
 static void help_flag(FILE *out, const CliFlag *f, const char *d) {
-    char left[96], text[2048], def[256];
+    char left[96], text[2048] = "", def[256];
     int col = snprintf(left, sizeof left, "  --%s %s", f->name, help_arg(f));
-    size_t n = (size_t)snprintf(text, sizeof text, "%s", f->help ? f->help : "");
+    size_t n = 0;
+    help_add(text, sizeof text, &n, "%s", f->help ? f->help : "");
     const char *sep = " (";
-    if (f->kind == CLI_ENUM || f->kind == CLI_MAP) {
-        n += (size_t)snprintf(text + n, sizeof text - n, "%sone of %s", sep, choice_list(f));
-        sep = "; ";
-    }
-    if (f->kind == CLI_UNSUP) {
-        n += (size_t)snprintf(text + n, sizeof text - n, "%snot supported: %s; its off value 0 is accepted", sep, f->text);
-        sep = "; ";
-    }
-    for (const char *const *a = f->aliases; a && *a && n < sizeof text; a++, sep = ", ")
-        n += (size_t)snprintf(text + n, sizeof text - n, "%s%s--%s", sep, a == f->aliases ? (a[1] ? "aliases " : "alias ") : "", *a);
-    if (f->aliases) sep = "; ";
-    if (*help_default(f, d, def, sizeof def) && n < sizeof text) {
-        n += (size_t)snprintf(text + n, sizeof text - n, "%sdefault:%c%s", sep, HELP_NBSP, def);
-        sep = "; ";
-    }
-    if (*sep == ';' && n < sizeof text) snprintf(text + n, sizeof text - n, ")");
+    if (n > 1 && text[n - 1] == ')') text[--n] = 0, sep = "; ";  // one parenthesis: "(0: none; default: 1)"
+    if (f->kind == CLI_ENUM || f->kind == CLI_MAP) help_add(text, sizeof text, &n, "%sone of %s", sep, choice_list(f)), sep = "; ";
+    if (f->kind == CLI_UNSUP)
+        help_add(text, sizeof text, &n, "%snot supported: %s; its off value 0 is accepted", sep, f->text), sep = "; ";
+    for (const char *const *a = f->aliases; a && *a; a++, sep = "; ")
+        help_add(text, sizeof text, &n, "%s%s--%s", a == f->aliases ? sep : ", ",
+                 a == f->aliases ? (a[1] ? "aliases " : "alias ") : "", *a);
+    if (*help_default(f, d, def, sizeof def)) help_add(text, sizeof text, &n, "%sdefault:%c%s", sep, HELP_NBSP, def), sep = "; ";
+    if (*sep == ';') help_add(text, sizeof text, &n, ")");
     fputs(left, out);
     if (col >= HELP_COLUMN - 1) col = fprintf(out, "\n%*s", HELP_COLUMN, "") - 1;
     else col += fprintf(out, "%*s", HELP_COLUMN - col, "");
