@@ -556,24 +556,28 @@ static const CliChoice export_dtypes[] = {{"bf16", ST_BF16}, {"fp16", ST_F16}, {
 #define EXPORT_AT(field) .off = offsetof(ExportArgs, field)
 #define EXPORT_STR(field) EXPORT_AT(field), .size = sizeof(((ExportArgs *)0)->field)
 static const CliFlag export_flags[] = {
-    {.name = "checkpoint", .kind = CLI_STR, EXPORT_STR(checkpoint)},
-    {.name = "output", .kind = CLI_STR, EXPORT_STR(output)},
-    {.name = "dtype", .kind = CLI_ENUM, EXPORT_AT(dtype), .choices = export_dtypes},
-    {.name = "max_shard_size", .kind = CLI_U64, EXPORT_AT(max_shard), .text = "a positive byte count", .valid = export_positive},
-    {.name = "overwrite", .kind = CLI_BOOL, EXPORT_AT(overwrite)},
+    {.name = "checkpoint", .kind = CLI_STR, EXPORT_STR(checkpoint), .arg = "DIR|FILE",
+     .help = "the checkpoint, or a folder's newest (required)"},
+    {.name = "output", .kind = CLI_STR, EXPORT_STR(output), .arg = "DIR",
+     .help = "the Hugging Face folder to write: new, empty or an earlier export (required)"},
+    {.name = "dtype", .kind = CLI_ENUM, EXPORT_AT(dtype), .choices = export_dtypes, .help = "the weights' type"},
+    {.name = "max_shard_size", .kind = CLI_U64, EXPORT_AT(max_shard), .text = "a positive byte count", .valid = export_positive,
+     .arg = "BYTES", .help = "largest safetensors file; larger models are split, with an index"},
+    {.name = "overwrite", .kind = CLI_BOOL, EXPORT_AT(overwrite),
+     .help = "write into a folder holding other files (replacing only names export writes)"},
 };
 static const char export_usage[] =
     "usage: fsdpc export --checkpoint DIR|FILE --output DIR [--dtype bf16|fp16|fp32] [--max_shard_size BYTES] [--overwrite]";
-static const CliTable export_table = {.flags = export_flags, .n = sizeof export_flags / sizeof export_flags[0], .command = "export",
-                                      .bare_hint = "export takes flags only", .usage = export_usage, .strict = 1};
 
-static void export_args(ExportArgs *a, int argc, char **argv) {
-    memset(a, 0, sizeof *a);
+static void export_defaults(void *dst) {
+    ExportArgs *a = dst;
     a->dtype = ST_BF16;
     a->max_shard = 5000000000ull;  // Hugging Face's default shard size, 5 GB
-    cli_parse(&export_table, a, argc, argv);
-    if (!a->checkpoint[0] || !a->output[0]) comm_fail_all("%s", export_usage);
 }
+
+const CliTable export_cli = {.flags = export_flags, .n = sizeof export_flags / sizeof export_flags[0], .command = "export",
+                             .bare_hint = "export takes flags only", .strict = 1, .size = sizeof(ExportArgs),
+                             .defaults = export_defaults};
 
 // The files an export writes, as <final>.tmp until every one is complete.
 typedef struct {
@@ -1142,10 +1146,10 @@ static const char *export_run(const ExportArgs *a, const char *file, char *summa
     return err;
 }
 
-int hf_export_main(int argc, char **argv) {
+int hf_export_main(void *args) {
+    const ExportArgs a = *(const ExportArgs *)args;
+    if (!a.checkpoint[0] || !a.output[0]) comm_fail_all("%s", export_usage);
     comm_stop_polled(1);  // the weight loop polls; temporaries go on a stop
-    ExportArgs a;
-    export_args(&a, argc, argv);
     char file[1024], summary[2400] = "";
     if (!ckpt_resolve(a.checkpoint, NULL, NULL, file, sizeof file))
         comm_fail_all(access(a.checkpoint, F_OK) == 0 ? "no checkpoint in '%s'" : "checkpoint '%s' does not exist", a.checkpoint);

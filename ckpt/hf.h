@@ -4,6 +4,7 @@
 #ifndef FSDPC_HF_H
 #define FSDPC_HF_H
 
+#include "../model/cli.h"
 #include <stddef.h>
 
 #include "ckpt.h"
@@ -35,7 +36,9 @@ void hf_load(const HfModel *h, ShardState *s, int allow_unused);
 // [--overwrite]`: a checkpoint's weights, config and tokenizer as a Hugging Face model directory
 // (its family's architecture). OUTDIR is new, empty or an earlier export, unless --overwrite (which replaces only
 // files of the names export writes, never the checkpoint or tokenizer files it reads).
-// Rank 0 writes; every rank returns the same exit status.
-int hf_export_main(int argc, char **argv);
+// Rank 0 writes; every rank returns the same exit status. args: what cli_parse of export_cli
+// filled.
+extern const CliTable export_cli;
+int hf_export_main(void *args);
 
 #endif

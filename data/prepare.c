@@ -870,25 +870,36 @@ static const CliChoice prepare_dtypes[] = {{"uint16", 2}, {"uint32", 4}, {NULL, 
 #define PREPARE_AT(field) .off = offsetof(Prepare, field)
 #define PREPARE_STR(field) PREPARE_AT(field), .size = sizeof(((Prepare *)0)->field)
 static const CliFlag prepare_flags[] = {
-    {.name = "input", .kind = CLI_LIST, PREPARE_AT(inputs), .text = "file"},
-    {.name = "output", .kind = CLI_STR, PREPARE_STR(output)},
-    {.name = "val_fraction", .kind = CLI_DOUBLE, PREPARE_AT(val_fraction), .text = "a number in [0, 1)", .valid = prepare_fraction_ok},
-    {.name = "tokenizer", .kind = CLI_STR, PREPARE_STR(tokenizer)},
-    {.name = "dtype", .kind = CLI_ENUM, PREPARE_AT(dtype_bytes), .choices = prepare_dtypes},
-    {.name = "shard_tokens", .kind = CLI_U64, PREPARE_AT(shard_tokens), .text = "a positive integer", .valid = prepare_positive},
-    {.name = "overwrite", .kind = CLI_BOOL, PREPARE_AT(overwrite)},
+    {.name = "input", .kind = CLI_LIST, PREPARE_AT(inputs), .text = "file", .arg = "FILE ...",
+     .help = "text, JSON Lines, Arrow or Parquet files, folders, globs, Hugging Face dataset folders or hub names (required)"},
+    {.name = "output", .kind = CLI_STR, PREPARE_STR(output), .arg = "DIR", .help = "where the shards go (required)"},
+    {.name = "val_fraction", .kind = CLI_DOUBLE, PREPARE_AT(val_fraction), .text = "a number in [0, 1)", .valid = prepare_fraction_ok,
+     .help = "documents held out for validation"},
+    {.name = "tokenizer", .kind = CLI_STR, PREPARE_STR(tokenizer), .arg = "SPEC",
+     .help = "byte (each file's bytes), a tokenizer.model or tokenizer.json, a directory or a hub name", .unset = "byte"},
+    {.name = "dtype", .kind = CLI_ENUM, PREPARE_AT(dtype_bytes), .choices = prepare_dtypes,
+     .help = "the token width (uint32 when the vocabulary needs it)"},
+    {.name = "shard_tokens", .kind = CLI_U64, PREPARE_AT(shard_tokens), .text = "a positive integer", .valid = prepare_positive,
+     .help = "tokens per shard file"},
+    {.name = "overwrite", .kind = CLI_BOOL, PREPARE_AT(overwrite), .help = "replace the shards an earlier prepare wrote there"},
 };
 #define PREPARE_NFLAGS (sizeof prepare_flags / sizeof prepare_flags[0])
-static unsigned char prepare_given[PREPARE_NFLAGS];
-static const CliTable prepare_table = {.flags = prepare_flags, .n = PREPARE_NFLAGS, .given = prepare_given,
-                                       .command = "prepare", .bare_hint = "input files follow --input", .strict = 1};
 
-static int prepare_parse(Prepare *p, int argc, char **argv) {
+static void prepare_defaults(void *dst) {
+    Prepare *p = dst;
     p->val_fraction = 0.01;
     p->dtype_bytes = 2;
     p->shard_tokens = 100000000;
-    cli_parse(&prepare_table, p, argc, argv);
-    p->dtype_given = cli_given(&prepare_table, "dtype");
+}
+
+static unsigned char prepare_given[PREPARE_NFLAGS];
+const CliTable prepare_cli = {.flags = prepare_flags, .n = PREPARE_NFLAGS, .given = prepare_given, .command = "prepare",
+                              .bare_hint = "input files follow --input", .strict = 1, .size = sizeof(Prepare),
+                              .defaults = prepare_defaults};
+
+// what the command line must hold beyond its flags' own checks
+static int prepare_check_args(Prepare *p) {
+    p->dtype_given = cli_given(&prepare_cli, "dtype");
     if (!p->inputs.n) return prepare_fail(p, "prepare needs --input FILE [FILE ...]");
     if (!p->output[0]) return prepare_fail(p, "prepare needs --output DIR");
     return 0;
@@ -1021,44 +1032,44 @@ static bool prepare_stopped(Prepare *p, bool created_output) {
     return true;
 }
 
-int data_prepare(int argc, char **argv) {
-    Prepare p = {0};
+int data_prepare(void *args) {
+    Prepare *p = args;
     comm_stop_polled(1);  // reading polls; what was written goes on a stop
-    if (!prepare_parse(&p, argc, argv)) prepare_setup(&p);
-    prepare_sync(&p);
+    if (!prepare_check_args(p)) prepare_setup(p);
+    prepare_sync(p);
     int sig = comm_stop_any(), rc = sig ? COMM_EXIT_STOPPED : 0;
     if (sig)
         log_msg("Stopped by signal %d (%s) during prepare, before anything was written; exiting with status %d\n", sig,
                 comm_signal_name(sig), COMM_EXIT_STOPPED);
-    bool created_output = comm_info.rank == 0 && access(p.output, F_OK) != 0;
-    if (!rc && comm_info.rank == 0) prepare_output_dir(&p);
-    prepare_sync(&p);
-    if (!rc) prepare_run(&p);
+    bool created_output = comm_info.rank == 0 && access(p->output, F_OK) != 0;
+    if (!rc && comm_info.rank == 0) prepare_output_dir(p);
+    prepare_sync(p);
+    if (!rc) prepare_run(p);
     // a failure anywhere: every rank removes what it wrote, then all end with the first message
-    double failed = p.err[0] != 0;
+    double failed = p->err[0] != 0;
     comm_allreduce_max_f64(comm_world(), &failed, 1);
     if (failed) {
-        prepare_split_abandon(&p.train);
-        prepare_split_abandon(&p.val);
+        prepare_split_abandon(&p->train);
+        prepare_split_abandon(&p->val);
     }
-    prepare_sync(&p);
-    if (!rc && prepare_stopped(&p, created_output)) rc = COMM_EXIT_STOPPED;
-    if (!rc) prepare_finish(&p);
-    tok_free(p.tok);
-    prepare_split_free(&p.train);
-    prepare_split_free(&p.val);
-    PrepareBuf *bufs[] = {&p.cur, &p.pending, &p.line, &p.text, &p.key};
+    prepare_sync(p);
+    if (!rc && prepare_stopped(p, created_output)) rc = COMM_EXIT_STOPPED;
+    if (!rc) prepare_finish(p);
+    tok_free(p->tok);
+    prepare_split_free(&p->train);
+    prepare_split_free(&p->val);
+    PrepareBuf *bufs[] = {&p->cur, &p->pending, &p->line, &p->text, &p->key};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]->data);
-    free(p.ids);
-    free(p.io);
-    if (p.inputs_owned)
-        for (int i = 0; i < p.inputs.n; i++) free((char *)p.inputs.v[i]);
-    free(p.inputs.v);
-    free(p.as_docs);
-    free(p.docs_kind);
-    free(p.docs_comp);
-    free(p.sizes);
-    free(p.gzipped);
-    free(p.work);
+    free(p->ids);
+    free(p->io);
+    if (p->inputs_owned)
+        for (int i = 0; i < p->inputs.n; i++) free((char *)p->inputs.v[i]);
+    free(p->inputs.v);
+    free(p->as_docs);
+    free(p->docs_kind);
+    free(p->docs_comp);
+    free(p->sizes);
+    free(p->gzipped);
+    free(p->work);
     return rc;
 }

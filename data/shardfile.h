@@ -39,8 +39,10 @@ int data_mkdirs(const char *dir, char *err, size_t errlen);
 // Under mpiexec the ranks share the inputs (plain JSON Lines by byte ranges, other files whole)
 // and write disjoint shards DIR/{train,val}_NNNNNN.bin (rank r of W: r, r + W, ...); which
 // documents go to validation does not depend on W. Collective; returns 0 (an error on any rank
-// ends every rank with one line, its shards removed).
-int data_prepare(int argc, char **argv);
+// ends every rank with one line, its shards removed). args: what cli_parse of prepare_cli filled
+// (zeroed before).
+extern const CliTable prepare_cli;
+int data_prepare(void *args);
 // One JSON Lines line through prepare's scanner and tokenizer (the fuzz target's entry): NULL,
 // or the error prepare would report for it.
 const char *data_prepare_scan_line(const char *line, size_t n, const Tokenizer *tok, int dtype_bytes);

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -959,33 +960,54 @@ static const char *tok_run(const Tokenizer *t, bool bos, bool eos, bool decode, 
     return fail;
 }
 
-int data_tokenize_main(int argc, char **argv) {
-    const char *spec = NULL, *tmpl_name = NULL;
-    bool bos = false, eos = false, decode = false, chat = false, labels = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--bos")) bos = true;
-        else if (!strcmp(a, "--eos")) eos = true;
-        else if (!strcmp(a, "--decode")) decode = true;
-        else if (!strcmp(a, "--chat")) chat = true;
-        else if (!strcmp(a, "--labels")) labels = true;
-        else if (!strncmp(a, "--tokenizer=", 12)) spec = a + 12;
-        else if (!strncmp(a, "--chat_template=", 16)) tmpl_name = a + 16;
-        else if (!strcmp(a, "--tokenizer") || !strcmp(a, "--chat_template")) {
-            if (i + 1 == argc) comm_fail_all("%s needs a value", a);
-            if (a[2] == 't') spec = argv[++i];
-            else tmpl_name = argv[++i];
-        } else comm_fail_all("unknown argument '%s' for tokenize (flags: --tokenizer SPEC, --bos, --eos, --decode; --chat reads chat JSON "
-                             "Lines, one {\"messages\": [...]} or {\"conversations\": [...]} a line, and prints one line of ids per "
-                             "conversation, with --chat_template llama2|chatml|none and --labels printing each line's labels on the next "
-                             "line, -1 where no loss)", a);
-    }
-    if (!spec || !*spec) comm_fail_all("tokenize needs --tokenizer (byte, a tokenizer.model or tokenizer.json, GPT-2's encoder.json, a directory or a hub name)");
+typedef struct {
+    char tokenizer[1024];
+    int bos, eos, decode, chat, labels;
+    int tmpl;  // ChatTemplate
+} TokenizeArgs;
+
+static const char *tokenize_template(void *dst, const char *v) {
+    static char msg[300];
+    ChatTemplate t;
+    if (!sft_template_parse(v, &t)) return ((TokenizeArgs *)dst)->tmpl = (int)t, NULL;
+    snprintf(msg, sizeof msg, "--chat_template '%.200s' is none of llama2, chatml, none", v);
+    return msg;
+}
+
+static void tokenize_show_template(const void *dst, char *buf, size_t len) {
+    snprintf(buf, len, "%s", sft_template_name((ChatTemplate)((const TokenizeArgs *)dst)->tmpl));
+}
+
+static void tokenize_defaults(void *dst) { ((TokenizeArgs *)dst)->tmpl = CHAT_LLAMA2; }
+
+#define TOK_AT(field) .off = offsetof(TokenizeArgs, field)
+static const CliFlag tokenize_flags[] = {
+    {.name = "tokenizer", .kind = CLI_STR, TOK_AT(tokenizer), .size = sizeof(((TokenizeArgs *)0)->tokenizer), .arg = "SPEC",
+     .help = "byte, a tokenizer.model or tokenizer.json, GPT-2's encoder.json, a directory or a hub name (required)"},
+    {.name = "bos", .kind = CLI_BOOL, TOK_AT(bos), .help = "begin each line's ids with BOS"},
+    {.name = "eos", .kind = CLI_BOOL, TOK_AT(eos), .help = "end each line's ids with EOS"},
+    {.name = "decode", .kind = CLI_BOOL, TOK_AT(decode), .help = "read lines of ids, write their text"},
+    {.name = "chat", .kind = CLI_BOOL, TOK_AT(chat),
+     .help = "read chat JSON Lines ({\"messages\": [...]} or {\"conversations\": [...]}), one line of ids per conversation"},
+    {.name = "chat_template", .kind = CLI_CALL, TOK_AT(tmpl), .call = tokenize_template, .show = tokenize_show_template,
+     .arg = "llama2|chatml|none", .help = "--chat's template"},
+    {.name = "labels", .kind = CLI_BOOL, TOK_AT(labels), .help = "--chat: each line's labels on the next line, -1 where no loss"},
+};
+static unsigned char tokenize_given[sizeof tokenize_flags / sizeof tokenize_flags[0]];
+const CliTable tokenize_cli = {.flags = tokenize_flags, .n = sizeof tokenize_flags / sizeof tokenize_flags[0],
+                               .given = tokenize_given, .command = "tokenize", .bare_hint = "tokenize reads standard input",
+                               .size = sizeof(TokenizeArgs), .defaults = tokenize_defaults};
+
+int data_tokenize_main(void *args) {
+    const TokenizeArgs *a = args;
+    const char *spec = a->tokenizer;
+    bool bos = a->bos, eos = a->eos, decode = a->decode, chat = a->chat, labels = a->labels;
+    bool tmpl_given = cli_given(&tokenize_cli, "chat_template");
+    if (!*spec) comm_fail_all("tokenize needs --tokenizer (byte, a tokenizer.model or tokenizer.json, GPT-2's encoder.json, a directory or a hub name)");
     if (decode && (bos || eos)) comm_fail_all("--bos and --eos apply to encoding, not to --decode");
     if (chat && (bos || eos || decode)) comm_fail_all("--chat adds BOS and EOS as its template says; --bos, --eos and --decode do not apply");
-    if (!chat && (labels || tmpl_name)) comm_fail_all("%s applies to --chat only", labels ? "--labels" : "--chat_template");
-    ChatTemplate tmpl = CHAT_LLAMA2;
-    if (tmpl_name && sft_template_parse(tmpl_name, &tmpl)) comm_fail_all("--chat_template '%s' is none of llama2, chatml, none", tmpl_name);
+    if (!chat && (labels || tmpl_given)) comm_fail_all("%s applies to --chat only", labels ? "--labels" : "--chat_template");
+    ChatTemplate tmpl = (ChatTemplate)a->tmpl;
     char err[1024];
     Tokenizer *t = tok_open(spec, err, sizeof err);
     if (!t) comm_fail_all("%s", err);

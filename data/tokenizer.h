@@ -6,6 +6,7 @@
 #ifndef FSDPC_TOKENIZER_H
 #define FSDPC_TOKENIZER_H
 
+#include "../model/cli.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,7 +54,9 @@ size_t tok_utf8_len(const uint8_t *s, size_t n);
 // `fsdpc tokenize --tokenizer SPEC [--bos] [--eos] [--decode]`: one line of space-separated ids
 // per line of stdin (spm_encode --output_format=id), or with --decode one line of text per line
 // of ids (spm_decode --input_format=id). With --chat [--chat_template T] [--labels], chat JSON
-// Lines through data/sft's templates. Returns the process exit status.
-int data_tokenize_main(int argc, char **argv);
+// Lines through data/sft's templates. Returns the process exit status. args: what cli_parse of
+// tokenize_cli filled.
+extern const CliTable tokenize_cli;
+int data_tokenize_main(void *args);
 
 #endif

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,27 +23,80 @@ const char *cli_choice_name(const CliChoice *c, int value) {
     return "?";
 }
 
-static const CliFlag *find_flag(const CliTable *t, const char *name) {
-    for (size_t i = 0; i < t->n; i++)
-        if (!strcmp(t->flags[i].name, name) || (t->flags[i].alias && !strcmp(t->flags[i].alias, name))) return &t->flags[i];
-    return NULL;
+// The flags of t and its base as one list: index i < t->n is t's own, the rest its base's, whose
+// values live base_off further into the destination.
+static size_t flag_count(const CliTable *t) { return t->n + (t->base ? t->base->n : 0); }
+
+static const CliFlag *flag_at(const CliTable *t, size_t i, size_t *off) {
+    if (off) *off = i < t->n ? 0 : t->base_off;
+    return i < t->n ? &t->flags[i] : &t->base->flags[i - t->n];
+}
+
+static unsigned char *given_at(const CliTable *t, size_t i) {
+    unsigned char *g = i < t->n ? t->given : t->base->given;
+    return g ? g + (i < t->n ? i : i - t->n) : NULL;
+}
+
+// The index of the flag spelt `name` (its name or an alias), with that spelling; -1 if none.
+static long find_flag(const CliTable *t, const char *name, const char **spelling) {
+    for (size_t i = 0; i < flag_count(t); i++) {
+        const CliFlag *f = flag_at(t, i, NULL);
+        if (!strcmp(f->name, name)) return *spelling = f->name, (long)i;
+        for (const char *const *a = f->aliases; a && *a; a++)
+            if (!strcmp(*a, name)) return *spelling = *a, (long)i;
+    }
+    return -1;
 }
 
 int cli_given(const CliTable *t, const char *name) {
-    const CliFlag *f = find_flag(t, name);
-    return f && t->given && t->given[f - t->flags];
+    const char *spelling;
+    long i = find_flag(t, name, &spelling);
+    unsigned char *g = i < 0 ? NULL : given_at(t, (size_t)i);
+    return g && *g;
+}
+
+// Optimal string alignment distance (edits and swaps of neighbours), for names under 64 bytes.
+static size_t edit_distance(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b), d[64][64];
+    if (na >= 64 || nb >= 64) return (size_t)-1;
+    for (size_t i = 0; i <= na; i++)
+        for (size_t j = 0; j <= nb; j++) {
+            if (!i || !j) {
+                d[i][j] = i + j;
+                continue;
+            }
+            size_t sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]), del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            size_t best = sub < del ? sub : del;
+            if (ins < best) best = ins;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best) best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[na][nb];
+}
+
+const char *cli_nearest(const char *word, const char *const *names, size_t n) {
+    // a third of the word's letters may be wrong, at least one: "batchsize" finds batch_size,
+    // "bogus" nothing
+    size_t limit = strlen(word) / 3 ? strlen(word) / 3 : 1, best = limit + 1;
+    const char *found = NULL;
+    for (size_t i = 0; i < n; i++) {
+        size_t d = edit_distance(word, names[i]);
+        if (d < best) best = d, found = names[i];
+    }
+    return found;
 }
 
 static void unknown_flag(const CliTable *t, const char *name) {
-    char list[512];
-    const char *hint = t->unknown_hint;
-    if (!hint) {  // a short table names its flags
-        size_t n = (size_t)snprintf(list, sizeof list, "flags:");
-        for (size_t i = 0; i < t->n && n < sizeof list; i++)
-            n += (size_t)snprintf(list + n, sizeof list - n, "%s --%s", i ? "," : "", t->flags[i].name);
-        hint = list;
+    static const char *names[4 * CLI_MAX_FLAGS];
+    size_t n = 0;
+    for (size_t i = 0; i < flag_count(t) && n < sizeof names / sizeof names[0]; i++) {
+        const CliFlag *f = flag_at(t, i, NULL);
+        names[n++] = f->name;
+        for (const char *const *a = f->aliases; a && *a && n < sizeof names / sizeof names[0]; a++) names[n++] = *a;
     }
-    comm_fail_all("unknown flag '--%s'%s%s (%s)", name, t->command ? " for " : "", t->command ? t->command : "", hint);
+    const char *near = cli_nearest(name, names, n), *cmd = t->command ? t->command : "";
+    if (near) comm_fail_all("unknown flag '--%s'%s%s (did you mean --%s?)", name, *cmd ? " for " : "", cmd, near);
+    comm_fail_all("unknown flag '--%s'%s%s (fsdpc%s%s --help lists the flags)", name, *cmd ? " for " : "", cmd, *cmd ? " " : "", cmd);
 }
 
 // the spellings a choice flag accepts, "a|b|c" ("from=setting|..." for a map)
@@ -149,35 +203,49 @@ static size_t value_size(const CliFlag *f) {
     }
 }
 
-void cli_parse(const CliTable *t, void *dst, int argc, char **argv) {
-    if (t->given) memset(t->given, 0, t->n);
-    // which spelling set each setting: two different spellings of one setting (an alias and its
-    // flag, say) that disagree are refused rather than letting the later one win unseen;
-    // repeating one flag still overrides, as scripts that append overrides expect
-    // (on the stack: an error longjmps out of a fuzzed parse, which would leak a heap array)
-    const CliFlag *setter[CLI_MAX_FLAGS] = {0};
+// the base's defaults, then the table's own
+static void fill_defaults(const CliTable *t, void *dst) {
+    if (t->base && t->base->defaults) t->base->defaults((char *)dst + t->base_off);
+    if (t->defaults) t->defaults(dst);
+}
+
+int cli_parse(const CliTable *t, void *dst, int argc, char **argv) {
+    size_t nf = flag_count(t);
+    if (nf > CLI_MAX_FLAGS || (t->base && t->base->base)) err_fatal("a flag table has %zu flags (or a base with a base)", nf);
+    fill_defaults(t, dst);
+    for (size_t i = 0; i < nf; i++)
+        if (given_at(t, i)) *given_at(t, i) = 0;
+    // the spelling that set each flag's value: two different spellings of one setting (an alias
+    // and its flag, or two flags storing the same field) that disagree are refused rather than
+    // letting the later one win unseen; repeating one spelling still overrides, as scripts that
+    // append overrides expect (on the stack: an error longjmps out of a fuzzed parse, which would
+    // leak a heap array)
+    const char *spelled[CLI_MAX_FLAGS] = {0};
     unsigned char before[1024];
-    if (t->n > CLI_MAX_FLAGS) err_fatal("a flag table has %zu flags, more than CLI_MAX_FLAGS", t->n);
     // flags marked `first` are applied in pass 0, so the others override them wherever they appear
     for (int pass = 0; pass < 2; pass++) {
         const CliFlag *list = NULL;  // the list flag that bare arguments add to
+        size_t list_off = 0;
         for (int i = 1; i < argc; i++) {
             const char *a = argv[i];
+            if (!strcmp(a, "-h")) return CLI_HELP;
             if (strncmp(a, "--", 2) != 0) {
                 if (!list) comm_fail_all("unexpected argument '%s' (%s)", a, t->bare_hint);
-                if (pass == !list->first) set_value(list, dst, a, argc);
+                if (pass == !list->first) set_value(list, (char *)dst + list_off, a, argc);
                 continue;
             }
             list = NULL;
             char name[64];
-            const char *eq = strchr(a + 2, '='), *val;
+            const char *eq = strchr(a + 2, '='), *val, *spelling;
             size_t nlen = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
             if (nlen >= sizeof name) comm_fail_all("unknown flag '%s'", a);
             memcpy(name, a + 2, nlen);
             name[nlen] = 0;
-            if (t->usage && !strcmp(name, "help")) comm_fail_all("%s", t->usage);
-            const CliFlag *f = find_flag(t, name);
-            if (!f) unknown_flag(t, name);
+            if (!strcmp(name, "help")) return CLI_HELP;
+            long idx = find_flag(t, name, &spelling);
+            if (idx < 0) unknown_flag(t, name);
+            size_t off;
+            const CliFlag *f = flag_at(t, (size_t)idx, &off);
             const char *next = i + 1 < argc ? argv[i + 1] : NULL;
             int dummy, next_is_flag = next && !strncmp(next, "--", 2);
             if (eq) {
@@ -194,23 +262,153 @@ void cli_parse(const CliTable *t, void *dst, int argc, char **argv) {
                 val = argv[++i];
             }
             if (t->strict && !*val) comm_fail_all("--%s needs a value", name);
-            if (f->kind == CLI_LIST) list = f;
+            if (f->kind == CLI_LIST) list = f, list_off = off;
             if (pass != !f->first) continue;
-            size_t vs = f->first ? 0 : value_size(f);
-            const CliFlag *prev = NULL;
-            for (size_t j = 0; j < t->n && vs && vs <= sizeof before; j++)
-                if (t->flags[j].off == f->off && setter[j] && setter[j] != f) prev = setter[j];
-            if (prev) memcpy(before, (char *)dst + f->off, vs);
-            set_value(f, dst, val, argc);
-            if (prev && memcmp(before, (char *)dst + f->off, vs) != 0)
-                comm_fail_all("--%s %s contradicts --%s given before it (both set one setting; give one)", name, val,
-                              prev->name);
-            if (vs) setter[f - t->flags] = f;
-            if (!t->given) continue;
+            size_t vs = f->first ? 0 : value_size(f), at = off + f->off;
+            const char *prev = NULL;
+            for (size_t j = 0; j < nf && vs && vs <= sizeof before; j++) {
+                size_t joff;
+                const CliFlag *g = flag_at(t, j, &joff);
+                if (spelled[j] && joff + g->off == at && (j != (size_t)idx || spelled[j] != spelling)) prev = spelled[j];
+            }
+            if (prev) memcpy(before, (char *)dst + at, vs);
+            set_value(f, (char *)dst + off, val, argc);
+            if (prev && memcmp(before, (char *)dst + at, vs) != 0)
+                comm_fail_all("--%s %s contradicts --%s given before it (both set one setting; give one)", name, val, prev);
+            if (vs) spelled[idx] = spelling;
             // an alias counts as its setting given, whichever spelling the command line used
-            t->given[f - t->flags] = 1;
-            for (size_t j = 0; j < t->n && f->kind != CLI_UNSUP; j++)
-                if (t->flags[j].off == f->off && t->flags[j].kind != CLI_UNSUP) t->given[j] = 1;
+            if (given_at(t, (size_t)idx)) *given_at(t, (size_t)idx) = 1;
+            for (size_t j = 0; j < nf && f->kind != CLI_UNSUP; j++) {
+                size_t joff;
+                const CliFlag *g = flag_at(t, j, &joff);
+                if (joff + g->off == at && g->kind != CLI_UNSUP && given_at(t, j)) *given_at(t, j) = 1;
+            }
         }
+    }
+    return CLI_OK;
+}
+
+// ---- --help ----
+
+enum { HELP_WIDTH = 100, HELP_COLUMN = 30 };
+
+// Writes text from column col on, wrapping within HELP_WIDTH at spaces and after '|' (a long
+// list of choices), continuation lines starting at HELP_COLUMN. HELP_NBSP is a space that keeps
+// its neighbours on one line.
+#define HELP_NBSP '\x01'
+
+static void help_wrap(FILE *out, size_t col, const char *text) {
+    int space = 0;  // a space is owed before the next piece, unless it starts a line
+    while (*text) {
+        size_t n = strcspn(text, " |");
+        if (text[n] == '|') n++;
+        if (col + (size_t)space + n > HELP_WIDTH && col > HELP_COLUMN) col = (size_t)fprintf(out, "\n%*s", HELP_COLUMN, "") - 1;
+        else if (space) col += (size_t)fprintf(out, " ");
+        for (size_t k = 0; k < n; k++) fputc(text[k] == HELP_NBSP ? ' ' : text[k], out);
+        col += n;
+        text += n;
+        space = *text == ' ';
+        text += space;
+    }
+    fputc('\n', out);
+}
+
+// the value's name after the flag: "N", "X", "[0|1]", or the table's own
+static const char *help_arg(const CliFlag *f) {
+    if (f->arg) return f->arg;
+    switch (f->kind) {
+    case CLI_INT: case CLI_U64: return "N";
+    case CLI_FLOAT: case CLI_DOUBLE: return "X";
+    case CLI_BOOL: case CLI_BOOLENUM: case CLI_UNSUP: return "[0|1]";
+    case CLI_ENUM: case CLI_MAP: return "NAME";
+    case CLI_LIST: return "ITEM ...";
+    default: return "VALUE";
+    }
+}
+
+// the default of flag f whose part of the destination is d, or "" for none (an empty string, a
+// boolean that is off, a spelling of another flag's setting)
+static const char *help_default(const CliFlag *f, const char *d, char *buf, size_t len) {
+    const char *field = d + f->off;
+    buf[0] = 0;
+    switch (f->kind) {
+    case CLI_INT: snprintf(buf, len, "%d", *(const int *)field); break;
+    case CLI_U64: snprintf(buf, len, "%llu", (unsigned long long)*(const uint64_t *)field); break;
+    case CLI_FLOAT: snprintf(buf, len, "%g", *(const float *)field); break;
+    case CLI_DOUBLE: snprintf(buf, len, "%g", *(const double *)field); break;
+    case CLI_BOOL: snprintf(buf, len, "%s", *(const int *)field ? "on" : ""); break;
+    case CLI_ENUM: snprintf(buf, len, "%s", f->size ? field : cli_choice_name(f->choices, *(const int *)field)); break;
+    case CLI_STR: snprintf(buf, len, "%s", field); break;
+    case CLI_CALL:
+        if (f->show) f->show(d, buf, len);
+        else if (f->size) snprintf(buf, len, "%s", field);
+        break;
+    default: break;
+    }
+    int unset = (f->kind == CLI_INT || f->kind == CLI_U64 || f->kind == CLI_FLOAT || f->kind == CLI_DOUBLE) ? !strcmp(buf, "0")
+                : f->kind == CLI_ENUM ? !strcmp(buf, "?") : !buf[0];
+    if (unset && f->unset) snprintf(buf, len, "%s", f->unset);
+    return buf;
+}
+
+// appends to the help text buf (cap bytes, *n used), cutting what does not fit
+static void help_add(char *buf, size_t cap, size_t *n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + *n, cap - *n, fmt, ap);
+    va_end(ap);
+    *n = k < 0 || (size_t)k >= cap - *n ? cap - 1 : *n + (size_t)k;
+}
+
+static void help_flag(FILE *out, const CliFlag *f, const char *d) {
+    char left[96], text[2048] = "", def[256];
+    int col = snprintf(left, sizeof left, "  --%s %s", f->name, help_arg(f));
+    size_t n = 0;
+    help_add(text, sizeof text, &n, "%s", f->help ? f->help : "");
+    const char *sep = " (";
+    if (n > 1 && text[n - 1] == ')') text[--n] = 0, sep = "; ";  // one parenthesis: "(0: none; default: 1)"
+    if (f->kind == CLI_ENUM || f->kind == CLI_MAP) help_add(text, sizeof text, &n, "%sone of %s", sep, choice_list(f)), sep = "; ";
+    if (f->kind == CLI_UNSUP)
+        help_add(text, sizeof text, &n, "%snot supported: %s; its off value 0 is accepted", sep, f->text), sep = "; ";
+    for (const char *const *a = f->aliases; a && *a; a++, sep = "; ")
+        help_add(text, sizeof text, &n, "%s%s--%s", a == f->aliases ? sep : ", ",
+                 a == f->aliases ? (a[1] ? "aliases " : "alias ") : "", *a);
+    if (*help_default(f, d, def, sizeof def)) help_add(text, sizeof text, &n, "%sdefault:%c%s", sep, HELP_NBSP, def), sep = "; ";
+    if (*sep == ';') help_add(text, sizeof text, &n, ")");
+    fputs(left, out);
+    if (col >= HELP_COLUMN - 1) col = fprintf(out, "\n%*s", HELP_COLUMN, "") - 1;
+    else col += fprintf(out, "%*s", HELP_COLUMN - col, "");
+    help_wrap(out, (size_t)col, text);
+}
+
+void cli_help(const CliTable *t, FILE *out) {
+    char *d = callocCheck(1, t->size);
+    fill_defaults(t, d);
+    const char *groups[64];
+    size_t ng = 0, nf = flag_count(t);
+    for (size_t i = 0; i < nf; i++) {  // each group once, in the order of the table
+        const char *g = flag_at(t, i, NULL)->group, *own = "";
+        size_t k = 0;
+        while (k < ng && strcmp(groups[k], g ? g : own) != 0) k++;
+        if (k == ng && ng < sizeof groups / sizeof groups[0]) groups[ng++] = g ? g : own;
+    }
+    for (size_t k = 0; k < ng; k++) {
+        if (*groups[k]) fprintf(out, "\n%s:\n", groups[k]);
+        else fprintf(out, "\n%s%sflags:\n", t->command ? t->command : "", t->command ? " " : "");
+        for (size_t i = 0; i < nf; i++) {
+            size_t off;
+            const CliFlag *f = flag_at(t, i, &off);
+            if (!strcmp(f->group ? f->group : "", groups[k])) help_flag(out, f, d + off);
+        }
+    }
+    free(d);
+}
+
+void cli_list(const CliTable *t, const char *prefix, FILE *out) {
+    for (size_t i = 0; i < flag_count(t); i++) {
+        const CliFlag *f = flag_at(t, i, NULL);
+        fprintf(out, "%s --%s", prefix, f->name);
+        for (const char *const *a = f->aliases; a && *a; a++) fprintf(out, " --%s", *a);
+        fputc('\n', out);
     }
 }

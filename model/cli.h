@@ -1,11 +1,13 @@
-// cli: the one table-driven command-line parser, for fsdpc's own flags (model/config.c) and each
-// subcommand's (data/prepare.c). A table lists the flags with where each value lives in the
-// caller's struct; enumerated settings list their names once, in a CliChoice table that parsing,
-// error messages and the name of a value (logs, checkpoints) all read.
+// cli: the one table-driven command-line parser, for fsdpc's own flags (model/config.c) and every
+// subcommand's (run/commands.c lists them). A table lists the flags with where each value lives in
+// the caller's struct, its spellings, and what --help says of it; enumerated settings list their
+// names once, in a CliChoice table that parsing, --help, error messages and the name of a value
+// (logs, checkpoints) all read.
 #ifndef FSDPC_CLI_H
 #define FSDPC_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 // One spelling of an enumerated setting. A table ends with {NULL, 0}; a value's first entry is
 // its name, later ones with the same value are other spellings that parsing also accepts.
@@ -31,9 +33,12 @@ typedef enum {
     CLI_CALL
 } CliKind;
 
+// other spellings of a flag, in a CliFlag initializer: CLI_ALIASES("seq_len", "seq_length")
+#define CLI_ALIASES(...) .aliases = (const char *const[]){__VA_ARGS__, NULL}
+
 typedef struct {
     const char *name;
-    const char *alias;  // another spelling of the flag, or NULL
+    const char *const *aliases;  // other spellings of the same flag, NULL-terminated; or NULL
     CliKind kind;
     size_t off, size;   // where the value lives in the destination struct; size of a string field
     const CliChoice *choices;
@@ -44,28 +49,53 @@ typedef struct {
     int (*valid)(const void *value);  // a number's range, checked on the stored value; NULL: any
     // CLI_CALL: sets the value into dst; NULL, or why it cannot (a one-line message)
     const char *(*call)(void *dst, const char *value);
+    // CLI_CALL: the default --help shows, written from dst; NULL shows the string at `off` when
+    // `size` is set, else none
+    void (*show)(const void *dst, char *buf, size_t len);
     int first;  // applied before every other flag, which may then override what it set (a preset)
+    const char *group;  // the heading --help lists it under; NULL: the table's flags
+    const char *help;   // one line for --help
+    const char *arg;    // the value's name in --help ("PATH"); NULL: from the kind ("N", "X")
+    // --help's default where the value is unset (0, "", or an enum value without a name): what
+    // the command does then ("the tokenizer's")
+    const char *unset;
 } CliFlag;
 
-enum { CLI_MAX_FLAGS = 512 };  // entries a table may have
-typedef struct {
+enum { CLI_MAX_FLAGS = 512 };  // entries a table and its base may have together
+typedef struct CliTable {
     const CliFlag *flags;
     size_t n;
     unsigned char *given;      // n entries, filled: which flags the command line set; or NULL
-    const char *command;       // the subcommand in messages ("prepare"), or NULL
-    const char *unknown_hint;  // follows an unknown flag; NULL lists the table's flags
+    const char *command;       // the subcommand in messages ("prepare"), or NULL (training)
     const char *bare_hint;     // follows an argument that is neither a flag nor a list item
-    const char *usage;         // what --help prints as the error line; NULL: --help is unknown
     int strict;                // a value may be neither empty nor begin with "--"
+    size_t size;               // bytes of the destination struct (--help fills one with defaults)
+    void (*defaults)(void *dst);  // sets dst's defaults before the command line is read; or NULL
+    // a second table whose flags this one also takes, their values at dst + base_off (plan reads
+    // the training flags); it has no base of its own
+    const struct CliTable *base;
+    size_t base_off;
 } CliTable;
 
-// Parses argv[1..argc-1] into dst. On a bad flag or value every rank ends with one line (all
-// ranks parse the same argv). A CLI_LIST's items array is malloc'ed; the caller frees it.
-void cli_parse(const CliTable *t, void *dst, int argc, char **argv);
-// Whether the last cli_parse of t set flag `name` (or its alias); a flag sharing a setting with
+enum { CLI_OK, CLI_HELP };
+// Fills dst with the defaults (the base's, then t's own), then reads argv[1..argc-1] into it.
+// CLI_HELP: --help or -h came first of anything wrong, and the rest was not read. On a bad flag
+// or value every rank ends with one line (all ranks parse the same argv). A CLI_LIST's items
+// array is malloc'ed; the caller frees it.
+int cli_parse(const CliTable *t, void *dst, int argc, char **argv);
+// Whether the last cli_parse of t set flag `name` (or an alias); a flag sharing a setting with
 // another counts as given when either spelling was.
 int cli_given(const CliTable *t, const char *name);
 // The name of value in choices (its first entry), or "?" when it has none.
 const char *cli_choice_name(const CliChoice *choices, int value);
+// Writes t's flags (then its base's) by group: each with its aliases, value, choices, default
+// (from t->defaults) and help line, within 100 columns.
+void cli_help(const CliTable *t, FILE *out);
+// Writes one line per flag of t and its base: `prefix --name --alias ...` (for tests and shell
+// completion).
+void cli_list(const CliTable *t, const char *prefix, FILE *out);
+// The entry of names[0..n-1] nearest to word by edit distance, or NULL when none is near enough
+// to be a likely typo.
+const char *cli_nearest(const char *word, const char *const *names, size_t n);
 
 #endif

@@ -87,127 +87,157 @@ static const char *apply_preset(void *dst, const char *name) {
     return msg;
 }
 
+// --trace_steps's default, as the flag spells it
+static void show_trace_steps(const void *dst, char *buf, size_t len) {
+    snprintf(buf, len, "%d:%d", ((const Config *)dst)->trace_steps[0], ((const Config *)dst)->trace_steps[1]);
+}
+
+// --help's headings, in the README's order
+#define G_MODEL "model"
+#define G_SHARD "sharding"
+#define G_TRAIN "training"
+#define G_DATA "data"
+#define G_SFT "finetuning data"
+#define G_CKPT "checkpoints"
+#define G_RUN "run"
+#define G_GEN "generate"
+#define G_SEED "seed recipes (their spellings of the flags above; aliases are listed with each flag)"
+
 #define AT(field) .off = offsetof(Config, field)
 #define STRLEN(field) .size = sizeof(((Config *)0)->field)
-#define I(n, field) {.name = n, .kind = CLI_INT, AT(field)}
-#define FL(n, field) {.name = n, .kind = CLI_FLOAT, AT(field)}
-#define S(n, field) {.name = n, .kind = CLI_STR, AT(field), STRLEN(field)}
-#define B(n, field) {.name = n, .kind = CLI_BOOL, AT(field)}
-#define E(n, field, names) {.name = n, .kind = CLI_ENUM, AT(field), .choices = names}
-#define ALIAS(n, k, field) {.name = n, .kind = k, AT(field), STRLEN(field)}
-#define MAP(n, field, spellings, setting) {.name = n, .kind = CLI_MAP, AT(field), .choices = spellings, .names = setting}
-#define UNSUP(n, why) {.name = n, .kind = CLI_UNSUP, .text = why}
+#define I(n, field, g, h, ...) {.name = n, .kind = CLI_INT, AT(field), .group = g, .help = h, __VA_ARGS__}
+#define FL(n, field, g, h, ...) {.name = n, .kind = CLI_FLOAT, AT(field), .group = g, .help = h, __VA_ARGS__}
+#define S(n, field, g, a, h, ...) {.name = n, .kind = CLI_STR, AT(field), STRLEN(field), .group = g, .arg = a, .help = h, __VA_ARGS__}
+#define B(n, field, g, h, ...) {.name = n, .kind = CLI_BOOL, AT(field), .group = g, .help = h, __VA_ARGS__}
+#define E(n, field, names, g, h) {.name = n, .kind = CLI_ENUM, AT(field), .choices = names, .group = g, .help = h}
+#define MAP(n, field, spellings, setting, h) \
+    {.name = n, .kind = CLI_MAP, AT(field), .choices = spellings, .names = setting, .group = G_SEED, .help = h}
+#define UNSUP(n, why, h) {.name = n, .kind = CLI_UNSUP, .text = why, .group = G_SEED, .help = h}
 
 static const CliFlag flags[] = {
-    {.name = "model_type", .kind = CLI_ENUM, AT(model.model_type), STRLEN(model.model_type), .choices = model_type_names},
-    // minimal_fsdp's --model takes the family's short name
+    {.name = "model_name", .kind = CLI_CALL, AT(model.model_name), STRLEN(model.model_name), .call = apply_preset, .first = 1,
+     .group = G_MODEL, .arg = "NAME", .help = "a preset's sizes (tiny, llama2_7b, gpt2, ...), which size flags override"},
+    {.name = "model_type", .kind = CLI_ENUM, AT(model.model_type), STRLEN(model.model_type), .choices = model_type_names,
+     .group = G_MODEL, .help = "the family"},
+    I("hidden_width", model.hidden_width, G_MODEL, "model width", CLI_ALIASES("embed_size")),
+    I("num_layers", model.num_layers, G_MODEL, "transformer blocks"),
+    I("num_heads", model.num_heads, G_MODEL, "attention heads"),
+    I("num_key_value_heads", model.num_key_value_heads, G_MODEL, "key/value heads (Llama only; grouped-query attention)"),
+    I("intermediate_size", model.intermediate_size, G_MODEL, "MLP width (minGPT: 4 x width unless given)",
+      CLI_ALIASES("llama_intermediate_size", "ffn_hidden_size")),
+    I("max_context_width", model.max_context_width, G_MODEL, "context length in tokens", CLI_ALIASES("seq_len", "seq_length")),
+    I("vocab_size", model.vocab_size, G_MODEL, "vocabulary (the tokenizer's unless given or a preset's)"),
+    FL("rope_theta", model.rope_theta, G_MODEL, "RoPE base (Llama only)"),
+    FL("initializer_range", model.initializer_range, G_MODEL, "standard deviation of the initial weights"),
+    FL("dropout", model.dropout, G_MODEL,
+       "training only: residual branches, and for minGPT embeddings and attention probabilities",
+       CLI_ALIASES("resid_pdrop", "embd_pdrop", "attn_pdrop")),
+
+    E("sharding", sharding, sharding_names, G_SHARD, "what each rank keeps of parameters, gradients and optimizer state"),
+    I("shard_group_size", shard_group_size, G_SHARD, "ranks a hybrid strategy shards over (0: a node's)"),
+    E("precision", precision, precision_names, G_SHARD, "compute precision (master weights stay float32)"),
+    E("reduce_dtype", reduce_dtype, precision_names, G_SHARD, "precision of the gradient reduction"),
+    B("cpu_offload", cpu_offload, G_SHARD, "keep the shards and AdamW on the host"),
+    B("activation_checkpoints", activation_checkpoints, G_SHARD, "recompute each block's activations in the backward",
+      CLI_ALIASES("activation_checkpointing", "fsdp_activation_checkpointing")),
+    I("selective_checkpointing", selective_checkpointing, G_SHARD, "recompute every Nth block only (0: every block)"),
+    B("meta_init", meta_init, G_SHARD, "build each rank's shard without the whole model", CLI_ALIASES("low_cpu_fsdp")),
+
+    I("batch_size", batch_size, G_TRAIN, "sequences per rank and micro-batch", CLI_ALIASES("train_batch_size")),
+    I("grad_accum", grad_accum, G_TRAIN, "micro-batches per step"),
+    B("accumulate_unsharded", accumulate_unsharded, G_TRAIN, "keep full gradients over --grad_accum, reduce once a step"),
+    I("max_steps", max_steps, G_TRAIN, "steps to train (-1: --max_epochs decides, else 300; 0: evaluate only)"),
+    I("max_epochs", max_epochs, G_TRAIN, "passes over the data (-1: evaluate, then generate)", .unset = "--max_steps decides",
+      CLI_ALIASES("epochs")),
+    FL("lr", lr, G_TRAIN, "peak learning rate"),
+    FL("min_lr", min_lr, G_TRAIN, "learning rate at the end of the decay"),
+    FL("warmup", warmup, G_TRAIN, "warm-up steps (below 1: a fraction of --max_steps)"),
+    E("lr_decay_style", lr_decay_style, lr_decay_names, G_TRAIN, "learning-rate decay after warm-up"),
+    FL("weight_decay", weight_decay, G_TRAIN, "AdamW weight decay (not on norm weights)"),
+    FL("beta1", beta1, G_TRAIN, "AdamW beta1"),
+    FL("beta2", beta2, G_TRAIN, "AdamW beta2"),
+    FL("grad_clip", grad_clip, G_TRAIN, "gradient norm clip (0: none)"),
+    I("seed", seed, G_TRAIN, "initialization, data order and dropout"),
+    I("skip_nonfinite_steps", skip_nonfinite_steps, G_TRAIN, "updates with a non-finite loss skipped before the run stops"),
+
+    S("train_data", train_data, G_DATA, "PATH|NAME",
+      "a file, folder, glob, Hugging Face dataset folder or hub name, or synthetic", .unset = "the bundled Tiny Shakespeare",
+      CLI_ALIASES("data_path", "dataset_path", "dataset", "training_dir")),
+    S("val_data", val_data, G_DATA, "PATH", "validation data", .unset = "the source's validation split, if any", CLI_ALIASES("test_dir")),
+    S("dataset_config_name", dataset_config_name, G_DATA, "NAME", "a hub dataset's config (C4: en)", .unset = "its only or default one"),
+    S("text_column", text_column, G_DATA, "NAME", "the column or JSON member holding text", .unset = "text"),
+    S("data_cache_dir", data_cache_dir, G_DATA, "DIR", "where tokenized data is cached", .unset = "$FSDPC_CACHE_DIR, else ~/.cache/fsdpc"),
+    I("validation_freq", validation_freq, G_DATA, "steps between validations"),
+    I("validation_batches", validation_batches, G_DATA, "batches per validation"),
+    S("tokenizer", tokenizer, G_DATA, "SPEC", "byte, a tokenizer.model or tokenizer.json, a directory holding one, or a hub name"),
+
+    E("data_format", data_format, config_data_formats, G_SFT, "what rows are (auto: from their fields)"),
+    E("chat_template", chat_template, config_chat_templates, G_SFT, "the format of chat rows, and of --prompt"),
+    B("train_on_inputs", train_on_inputs, G_SFT, "prompts bear loss too"),
+    B("packing", packing, G_SFT, "pack a step's rows into fewer contexts, documents kept apart"),
+    B("document_masking", document_masking, G_SFT, "streams keep their documents apart"),
+
+    S("checkpoint_dir", checkpoint_dir, G_CKPT, "DIR", "where checkpoints go", CLI_ALIASES("ckpt_save_path")),
+    S("run_name", run_name, G_CKPT, "R", "checkpoints in checkpoint_dir/R (a resume dir equal to it follows)"),
+    I("checkpoint_freq", checkpoint_freq, G_CKPT, "steps between checkpoints (0: never)", CLI_ALIASES("checkpoint_interval")),
+    S("resume_from_checkpoint", resume_from_checkpoint, G_CKPT, "DIR|FILE", "resume from a checkpoint, or a folder's newest",
+      CLI_ALIASES("restart_checkpoint_file", "ckpt_load_path")),
+    I("num_kept_checkpoints", num_kept_checkpoints, G_CKPT, "checkpoints kept (0: all)"),
+    B("overwrite_checkpoints", overwrite_checkpoints, G_CKPT, "replace checkpoints of another run's lineage"),
+    S("init_from", init_from, G_CKPT, "PATH", "weights only: safetensors, a Hugging Face folder or hub name, or a checkpoint",
+      CLI_ALIASES("pretrained_checkpoint_file")),
+    B("finetune", finetune, G_CKPT, "finetune from --init_from"),
+    B("allow_unused_weights", allow_unused_weights, G_CKPT, "--init_from may hold tensors the model does not use (warned)"),
+    B("allow_changed_inputs", allow_changed_inputs, G_CKPT, "a resume may read other data or tokenizer than it wrote (warned)"),
+
+    E("device", device, device_names, G_RUN, "where to compute"),
+    E("attention", attention, attention_names, G_RUN, "GPU attention: cuDNN's fused flash attention or the native kernel"),
+    E("environment", environment, environment_names, G_RUN, "pbs: log $PBS_JOBID and check $PBS_NODEFILE"),
+    I("logging_freq", logging_freq, G_RUN, "steps between log lines", CLI_ALIASES("report_interval")),
+    S("metrics_file", metrics_file, G_RUN, "FILE", "one JSON line per step: loss, lr, grad_norm, tokens, memory"),
+    B("profile", profile, G_RUN, "time per phase at the end"),
+    B("log_timestamps", log_timestamps, G_RUN, "date, level and rank before each log line"),
+    S("trace_file", trace_file, G_RUN, "FILE", "a Chrome/Perfetto timeline of --trace_steps"),
+    {.name = "trace_steps", .kind = CLI_CALL, AT(trace_steps), .call = parse_trace_steps, .show = show_trace_steps,
+     .group = G_RUN, .arg = "A:B", .help = "the steps the trace covers, as logged"},
+    FL("collective_timeout", collective_timeout, G_RUN, "seconds a collective may wait (0: for ever)"),
+    I("num_threads", num_threads, G_RUN, "threads per rank (0: OMP_NUM_THREADS, SLURM_CPUS_PER_TASK, else all cores)"),
+
+    S("prompt", prompt, G_GEN, "TEXT", "text to continue after training (with --chat_template: the user's turn)"),
+    I("num_tokens", num_tokens, G_GEN, "tokens to generate"),
+    FL("temperature", temperature, G_GEN, "sampling temperature (0: greedy)"),
+    FL("top_p", top_p, G_GEN, "nucleus sampling threshold"),
+
+    // the seed recipes' spellings that are not plain aliases (README, "Flags of the seed recipes")
     {.name = "model", .kind = CLI_MAP, AT(model.model_type), STRLEN(model.model_type), .choices = model_spellings,
-     .names = model_type_names},
-    {.name = "model_name", .kind = CLI_CALL, AT(model.model_name), .call = apply_preset, .first = 1},
-    {.name = "hidden_width", .alias = "embed_size", .kind = CLI_INT, AT(model.hidden_width)},
-    I("num_layers", model.num_layers),
-    I("num_heads", model.num_heads),
-    I("num_key_value_heads", model.num_key_value_heads),
-    {.name = "intermediate_size", .alias = "llama_intermediate_size", .kind = CLI_INT, AT(model.intermediate_size)},
-    ALIAS("ffn_hidden_size", CLI_INT, model.intermediate_size),
-    {.name = "max_context_width", .alias = "seq_len", .kind = CLI_INT, AT(model.max_context_width)},
-    ALIAS("seq_length", CLI_INT, model.max_context_width),
-    I("vocab_size", model.vocab_size),
-    FL("rope_theta", model.rope_theta),
-    FL("initializer_range", model.initializer_range),
-    FL("dropout", model.dropout),
-    E("sharding", sharding, sharding_names),
-    I("shard_group_size", shard_group_size),
-    E("precision", precision, precision_names),
-    E("reduce_dtype", reduce_dtype, precision_names),
-    B("cpu_offload", cpu_offload),
-    B("activation_checkpoints", activation_checkpoints),
-    I("selective_checkpointing", selective_checkpointing),
-    B("meta_init", meta_init),
-    I("batch_size", batch_size),
-    I("grad_accum", grad_accum),
-    B("accumulate_unsharded", accumulate_unsharded),
-    I("max_steps", max_steps),
-    I("max_epochs", max_epochs),
-    FL("lr", lr),
-    FL("min_lr", min_lr),
-    FL("warmup", warmup),
-    E("lr_decay_style", lr_decay_style, lr_decay_names),
-    FL("weight_decay", weight_decay),
-    FL("beta1", beta1),
-    FL("beta2", beta2),
-    FL("grad_clip", grad_clip),
-    I("seed", seed),
-    I("skip_nonfinite_steps", skip_nonfinite_steps),
-    S("train_data", train_data),
-    S("val_data", val_data),
-    S("dataset_config_name", dataset_config_name),
-    S("text_column", text_column),
-    S("data_cache_dir", data_cache_dir),
-    I("validation_freq", validation_freq),
-    I("validation_batches", validation_batches),
-    S("tokenizer", tokenizer),
-    {.name = "init_from", .alias = "pretrained_checkpoint_file", .kind = CLI_STR, AT(init_from), STRLEN(init_from)},
-    B("finetune", finetune),
-    S("checkpoint_dir", checkpoint_dir),
-    S("run_name", run_name),
-    I("checkpoint_freq", checkpoint_freq),
-    {.name = "resume_from_checkpoint", .alias = "restart_checkpoint_file", .kind = CLI_STR, AT(resume_from_checkpoint),
-     STRLEN(resume_from_checkpoint)},
-    I("num_kept_checkpoints", num_kept_checkpoints),
-    B("overwrite_checkpoints", overwrite_checkpoints),
-    B("allow_unused_weights", allow_unused_weights),
-    B("allow_changed_inputs", allow_changed_inputs),
-    E("device", device, device_names),
-    E("attention", attention, attention_names),
-    E("environment", environment, environment_names),
-    I("logging_freq", logging_freq),
-    S("metrics_file", metrics_file),
-    B("profile", profile),
-    B("log_timestamps", log_timestamps),
-    S("trace_file", trace_file),
-    {.name = "trace_steps", .kind = CLI_CALL, AT(trace_steps), .call = parse_trace_steps},
-    FL("collective_timeout", collective_timeout),
-    I("num_threads", num_threads),
-    S("prompt", prompt),
-    I("num_tokens", num_tokens),
-    FL("temperature", temperature),
-    FL("top_p", top_p),
-    // the seed recipes' spellings (docs/flags.md, "Flags of the seed recipes")
-    ALIAS("train_batch_size", CLI_INT, batch_size),
-    UNSUP("val_batch_size", "validation runs at --batch_size"),
-    MAP("sharding_strategy", sharding, strategy_spellings, sharding_names),
-    ALIAS("activation_checkpointing", CLI_BOOL, activation_checkpoints),
-    ALIAS("fsdp_activation_checkpointing", CLI_BOOL, activation_checkpoints),
-    {.name = "bf16", .kind = CLI_BOOLENUM, AT(precision), .choices = bf16_values, .names = precision_names},
-    ALIAS("resid_pdrop", CLI_FLOAT, model.dropout),
-    ALIAS("embd_pdrop", CLI_FLOAT, model.dropout),
-    ALIAS("attn_pdrop", CLI_FLOAT, model.dropout),
-    UNSUP("plateau", "the learning rate follows --lr_decay_style (cosine, linear or constant), not a plateau schedule"),
-    ALIAS("epochs", CLI_INT, max_epochs),
-    UNSUP("restart_epoch", "a checkpoint records its step, and a resumed run continues from there"),
-    ALIAS("ckpt_load_path", CLI_STR, resume_from_checkpoint),
-    ALIAS("ckpt_save_path", CLI_STR, checkpoint_dir),
-    ALIAS("report_interval", CLI_INT, logging_freq),
-    ALIAS("checkpoint_interval", CLI_INT, checkpoint_freq),
-    ALIAS("data_path", CLI_STR, train_data),
-    ALIAS("dataset_path", CLI_STR, train_data),
-    ALIAS("dataset", CLI_STR, train_data),
-    ALIAS("training_dir", CLI_STR, train_data),
-    ALIAS("test_dir", CLI_STR, val_data),
-    ALIAS("low_cpu_fsdp", CLI_BOOL, meta_init),
-    B("use_profiler", use_profiler),
-    B("zipped_data", zipped_data),
-    E("data_format", data_format, config_data_formats),
-    E("chat_template", chat_template, config_chat_templates),
-    B("train_on_inputs", train_on_inputs),
-    B("packing", packing),
-    B("document_masking", document_masking),
-    {.name = "dataset_type", .kind = CLI_ENUM, AT(dataset_type), .choices = dataset_type_names},
+     .names = model_type_names, .group = G_SEED, .help = "minimal_fsdp's --model_type"},
+    MAP("sharding_strategy", sharding, strategy_spellings, sharding_names, "10.FSDP's and profiling's --sharding"),
+    {.name = "bf16", .kind = CLI_BOOLENUM, AT(precision), .choices = bf16_values, .names = precision_names, .group = G_SEED,
+     .help = "10.FSDP's --precision bf16 (0: float32)"},
+    UNSUP("val_batch_size", "validation runs at --batch_size", "10.FSDP's validation batch size"),
+    UNSUP("plateau", "the learning rate follows --lr_decay_style (cosine, linear or constant), not a plateau schedule",
+          "10.FSDP's plateau schedule"),
+    UNSUP("restart_epoch", "a checkpoint records its step, and a resumed run continues from there", "minimal_fsdp's restart epoch"),
+    B("use_profiler", use_profiler, G_SEED, "the profiling recipe's trace of --trace_steps (to fsdpc_trace.json unless --trace_file)"),
+    B("zipped_data", zipped_data, G_SEED, "SMP's: accepted; compression is found from the content"),
+    E("dataset_type", dataset_type, dataset_type_names, G_SEED, "SMP's: synthetic trains on synthetic tokens; the rest is found"),
 };
 #define NFLAGS (sizeof flags / sizeof flags[0])
 
-static void defaults(Config *c) {
+// the --model_type and --model spellings, from the family table
+static void family_choices(void) {
+    size_t n = family_count() < MAX_FAMILIES ? family_count() : MAX_FAMILIES, k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ModelFamily *f = family_at(i);
+        model_type_names[i] = (CliChoice){f->model_type, (int)i};
+        model_spellings[k++] = (CliChoice){f->short_name, (int)i};
+        if (strcmp(f->short_name, f->model_type)) model_spellings[k++] = (CliChoice){f->model_type, (int)i};
+    }
+}
+
+static void defaults(void *dst) {
+    Config *c = dst;
+    family_choices();  // before parsing, and before --help prints the choices
     memset(c, 0, sizeof *c);
     ModelConfig *m = &c->model;
     config_preset(m, "tiny");  // the default model, and its family
@@ -249,9 +279,8 @@ static void defaults(Config *c) {
 // which flags the command line set (a preset counts for the sizes it sets): a model config read
 // from a checkpoint or a Hugging Face config.json fills the others and must agree with these
 static unsigned char flag_given[NFLAGS];
-static const CliTable table = {.flags = flags, .n = NFLAGS, .given = flag_given, .unknown_hint = "see docs/flags.md for the list",
-                               .bare_hint = "flags look like --name value or --name=value",
-                               .usage = "usage: fsdpc [--flag value ...]; flags are listed in docs/flags.md"};
+const CliTable config_cli = {.flags = flags, .n = NFLAGS, .given = flag_given, .size = sizeof(Config), .defaults = defaults,
+                             .bare_hint = "flags look like --name value or --name=value; subcommands come first"};
 
 const char *config_validate_model(const ModelConfig *m) {
     static char msg[512];
@@ -372,7 +401,7 @@ uint64_t config_hash(const Config *c) {
     return h;
 }
 
-int config_given(const char *name) { return cli_given(&table, name); }
+int config_given(const char *name) { return cli_given(&config_cli, name); }
 
 void config_adopt_model(Config *c, const ModelConfig *src, unsigned known, const char *source) {
     static const struct {
@@ -435,17 +464,6 @@ static void family_defaults(Config *c) {
     if (fam->mlp_ratio && !config_given("intermediate_size")) m->intermediate_size = fam->mlp_ratio * m->hidden_width;
 }
 
-// the --model_type and --model spellings, from the family table
-static void family_choices(void) {
-    size_t n = family_count() < MAX_FAMILIES ? family_count() : MAX_FAMILIES, k = 0;
-    for (size_t i = 0; i < n; i++) {
-        const ModelFamily *f = family_at(i);
-        model_type_names[i] = (CliChoice){f->model_type, (int)i};
-        model_spellings[k++] = (CliChoice){f->short_name, (int)i};
-        if (strcmp(f->short_name, f->model_type)) model_spellings[k++] = (CliChoice){f->model_type, (int)i};
-    }
-}
-
 // --run_name R puts checkpoints in checkpoint_dir/R, and a resume directory equal to the
 // checkpoint directory follows it (checkpoint dir = resume dir)
 static void join_run_name(Config *c) {
@@ -460,10 +478,13 @@ static void join_run_name(Config *c) {
     if (follow) memcpy(c->resume_from_checkpoint, dir, sizeof dir);
 }
 
-void config_parse(Config *c, int argc, char **argv) {
-    family_choices();
-    defaults(c);
-    cli_parse(&table, c, argc, argv);
+int config_parse(Config *c, int argc, char **argv) {
+    if (cli_parse(&config_cli, c, argc, argv) == CLI_HELP) return CLI_HELP;
+    config_finish(c);
+    return CLI_OK;
+}
+
+void config_finish(Config *c) {
     family_defaults(c);
     join_run_name(c);
     if (c->use_profiler && !c->trace_file[0]) snprintf(c->trace_file, sizeof c->trace_file, "%s", TRACE_DEFAULT_FILE);

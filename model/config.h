@@ -103,9 +103,15 @@ enum {
     MODEL_ALL = 1023
 };
 
-// Fills cfg from defaults, the --model_name preset and argv. On a bad flag or value every rank
-// exits with one clear line (printed by rank 0).
-void config_parse(Config *cfg, int argc, char **argv);
+// The training flags: what `fsdpc` without a subcommand parses into a Config (the defaults
+// included), and what `fsdpc plan` takes beside its own.
+extern const CliTable config_cli;
+// What follows a cli_parse of config_cli: the family's own defaults, --run_name, and the checks
+// of the whole configuration. On a bad value every rank exits with one clear line.
+void config_finish(Config *cfg);
+// cli_parse of config_cli, then config_finish: fills cfg from defaults, the --model_name preset and
+// argv. CLI_HELP (nothing finished) when argv asks for --help.
+int config_parse(Config *cfg, int argc, char **argv);
 int config_head_dim(const ModelConfig *m);
 // Takes the `known` fields of src, read from `source` (e.g. "checkpoint 'x.h5'"). A size the command
 // line (or its --model_name preset) gave that disagrees is an error on every rank; the context

@@ -76,66 +76,36 @@ static int positive_int(const void *v) { return *(const int *)v > 0; }
 static int positive(const void *v) { return *(const double *)v > 0; }
 static int fraction(const void *v) { return *(const double *)v > 0 && *(const double *)v <= 1; }
 
+// what plan parses: its own flags, and the training run's (names, aliases, presets, errors)
+typedef struct {
+    PlanArgs a;
+    Config cfg;
+} PlanCommand;
+
 #define AT(field) .off = offsetof(PlanArgs, field)
-#define NUM(n, field, what, ok) {.name = n, .kind = CLI_DOUBLE, AT(field), .text = what, .valid = ok}
+#define NUM(n, field, what, ok, h, u) {.name = n, .kind = CLI_DOUBLE, AT(field), .text = what, .valid = ok, .help = h, .unset = u}
 static const CliFlag plan_flags[] = {
-    {.name = "world_size", .kind = CLI_INT, AT(world_size), .text = "a positive integer", .valid = positive_int},
-    {.name = "ranks_per_node", .kind = CLI_INT, AT(ranks_per_node), .text = "a positive integer", .valid = positive_int},
-    {.name = "gpu", .kind = CLI_ENUM, AT(gpu), .choices = gpu_names},
-    NUM("gpu_memory", gpu_memory, "GiB, a positive number", positive),
-    NUM("gpu_tflops", gpu_tflops, "TFLOP/s, a positive number", positive),
-    NUM("intra_node_bw", intra_bw, "GB/s, a positive number", positive),
-    NUM("inter_node_bw", inter_bw, "GB/s, a positive number", positive),
-    {.name = "interconnect", .kind = CLI_ENUM, AT(net), .choices = net_names},
-    NUM("compute_efficiency", efficiency, "a fraction in (0, 1]", fraction),
-    NUM("host_memory", host_memory, "GiB, a positive number", positive),
-    {.name = "json", .kind = CLI_BOOL, AT(json)},
+    {.name = "world_size", .kind = CLI_INT, AT(world_size), .text = "a positive integer", .valid = positive_int,
+     .help = "ranks of the run", .unset = "--ranks_per_node, else 8 GPUs or 1 CPU rank"},
+    {.name = "ranks_per_node", .kind = CLI_INT, AT(ranks_per_node), .text = "a positive integer", .valid = positive_int,
+     .help = "ranks on each node", .unset = "8 GPUs, or --world_size on the CPU"},
+    {.name = "gpu", .kind = CLI_ENUM, AT(gpu), .choices = gpu_names, .help = "the GPU's memory, peak and links"},
+    NUM("gpu_memory", gpu_memory, "GiB, a positive number", positive, "GiB of one GPU", "--gpu's"),
+    NUM("gpu_tflops", gpu_tflops, "TFLOP/s, a positive number", positive, "peak TFLOP/s", "--gpu's"),
+    NUM("intra_node_bw", intra_bw, "GB/s, a positive number", positive, "GB/s between a node's ranks, per direction", "--gpu's NVLink, or MPI's shared memory"),
+    NUM("inter_node_bw", inter_bw, "GB/s, a positive number", positive, "GB/s from a node to the others, per direction", "--interconnect's"),
+    {.name = "interconnect", .kind = CLI_ENUM, AT(net), .choices = net_names,
+     .help = "the fabric between nodes", .unset = "efa-p4d for GPUs, ethernet-100g for CPUs"},
+    NUM("compute_efficiency", efficiency, "a fraction in (0, 1]", fraction, "fraction of the peak compute reaches", "the fit's; 0.5 for float32 and CPU plans"),
+    NUM("host_memory", host_memory, "GiB, a positive number", positive, "GiB of a CPU node", "this machine's available memory"),
+    {.name = "json", .kind = CLI_BOOL, AT(json), .help = "one JSON object instead of the tables"},
 };
-#define NPLAN (sizeof plan_flags / sizeof plan_flags[0])
-static const CliTable plan_table = {.flags = plan_flags, .n = NPLAN, .command = "plan"};
-static const char *const usage =
-    "usage: fsdpc plan [training flags] [--world_size N] [--ranks_per_node M] [--gpu h100|h100-pcie|h200|a100-80g|a100-40g] "
-    "[--gpu_memory GiB] [--gpu_tflops TF] [--intra_node_bw GB/s] [--interconnect efa-p4d|efa-p5|ib-hdr|ib-ndr|ethernet-100g] "
-    "[--inter_node_bw GB/s] [--compute_efficiency F] "
-    "[--host_memory GiB] [--json] (docs/planning.md)";
 
-static const CliFlag *plan_flag(const char *arg) {
-    if (strncmp(arg, "--", 2) != 0) return NULL;
-    size_t n = strcspn(arg + 2, "=");
-    for (size_t i = 0; i < NPLAN; i++)
-        if (strlen(plan_flags[i].name) == n && !strncmp(plan_flags[i].name, arg + 2, n)) return &plan_flags[i];
-    return NULL;
-}
+static void plan_defaults(void *dst) { ((PlanArgs *)dst)->gpu = GPU_H100; }
 
-static int is_bool(const char *v) {
-    return !strcmp(v, "0") || !strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "false") || !strcmp(v, "True") ||
-           !strcmp(v, "False");
-}
-
-// The planner's flags go to its own table, everything else to the training parser, so names,
-// aliases, presets and errors are the training run's.
-static void parse(int argc, char **argv, PlanArgs *a, Config *cfg) {
-    char **mine = mallocCheck((size_t)(argc + 1) * sizeof *mine), **rest = mallocCheck((size_t)(argc + 1) * sizeof *rest);
-    int nm = 1, nr = 1;
-    mine[0] = rest[0] = argv[0];
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help")) comm_fail_all("%s", usage);
-        const CliFlag *f = plan_flag(argv[i]);
-        if (!f) {
-            rest[nr++] = argv[i];
-            continue;
-        }
-        mine[nm++] = argv[i];
-        // the value rides along as cli_parse expects it: a bare boolean takes only 0/1/true/false
-        if (!strchr(argv[i], '=') && i + 1 < argc && (f->kind != CLI_BOOL || is_bool(argv[i + 1]))) mine[nm++] = argv[++i];
-    }
-    memset(a, 0, sizeof *a);
-    a->gpu = GPU_H100;
-    cli_parse(&plan_table, a, nm, mine);
-    config_parse(cfg, nr, rest);
-    free(mine);
-    free(rest);
-}
+const CliTable plan_cli = {.flags = plan_flags, .n = sizeof plan_flags / sizeof plan_flags[0], .command = "plan",
+                           .bare_hint = "plan takes flags only", .size = sizeof(PlanCommand), .defaults = plan_defaults,
+                           .base = &config_cli, .base_off = offsetof(PlanCommand, cfg)};
 
 // A ring collective over a group of n ranks: all-gather and reduce-scatter send (n-1)/n of the
 // payload from each rank, an all-reduce twice that.
@@ -166,22 +136,24 @@ static void mem_row(const char *what, double bytes, double unit, double shard_pa
            note[0] ? "  " : "", note);
 }
 
-int plan_main(int argc, char **argv) {
-    static PlanArgs a;
-    static Config cfg;  // large (paths, prompt): off the stack
-    parse(argc, argv, &a, &cfg);
-    if (cfg.init_from[0] || cfg.resume_from_checkpoint[0])
+int plan_main(void *args) {
+    comm_stop_phase("plan");  // writes only stdout: a stop ends it at once
+    PlanCommand *pc = args;
+    const PlanArgs a = pc->a;
+    Config *cfg = &pc->cfg;
+    config_finish(cfg);
+    if (cfg->init_from[0] || cfg->resume_from_checkpoint[0])
         comm_fail_all("plan: the model's sizes come from --model_name and the size flags; --init_from and "
                       "--resume_from_checkpoint are not read");
     // the vocabulary follows the tokenizer unless something fixed it, as in training
     if (!config_given("vocab_size") && !config_given("model_name")) {
         char err[1400];
-        Tokenizer *t = tok_open(cfg.tokenizer, err, sizeof err);
+        Tokenizer *t = tok_open(cfg->tokenizer, err, sizeof err);
         if (!t) comm_fail_all("%s", err);
-        cfg.model.vocab_size = tok_vocab_size(t);
+        cfg->model.vocab_size = tok_vocab_size(t);
         tok_free(t);
     }
-    int gpu = cfg.device != KERN_DEVICE_CPU;
+    int gpu = cfg->device != KERN_DEVICE_CPU;
     int world = a.world_size, rpn = a.ranks_per_node;
     if (!world) world = rpn ? rpn : gpu ? GPU_RANKS_PER_NODE : 1;
     if (!rpn) rpn = gpu ? GPU_RANKS_PER_NODE : world;
@@ -189,29 +161,29 @@ int plan_main(int argc, char **argv) {
     if (world % rpn)
         comm_fail_all("plan: --world_size %d is not a whole number of nodes of --ranks_per_node %d", world, rpn);
     int nodes = world / rpn;
-    const char *sizes = config_check_world(&cfg, world);
+    const char *sizes = config_check_world(cfg, world);
     if (sizes) comm_fail_all("plan: %s", sizes);
     ParallelDims dims;
-    const char *why = parallel_dims_build(&dims, &cfg, world, rpn);
+    const char *why = parallel_dims_build(&dims, cfg, world, rpn);
     if (why) comm_fail_all("plan: %s", why);
     if (gpu && (why = kern_size_as_gpu())) comm_fail_all("plan: %s", why);
-    kern_set_compute_bf16(cfg.precision == PRECISION_BF16);  // activation sizes follow (kern_act_bytes)
+    kern_set_compute_bf16(cfg->precision == PRECISION_BF16);  // activation sizes follow (kern_act_bytes)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     // a CPU run's attention scratch is per thread: the threads each of the node's ranks would get
-    comm_check_all(kern_init(cfg.num_threads ? cfg.num_threads : cores / rpn > 1 ? (int)(cores / rpn) : 1));
-    cfg.num_threads = kern_num_threads();
+    comm_check_all(kern_init(cfg->num_threads ? cfg->num_threads : cores / rpn > 1 ? (int)(cores / rpn) : 1));
+    cfg->num_threads = kern_num_threads();
 
     ModelPlan plan;
-    model_plan_build(&plan, &cfg.model);
-    if ((sizes = model_check_sizes(&plan, cfg.batch_size, cfg.model.max_context_width))) comm_fail_all("plan: %s", sizes);
-    const ModelConfig *m = &cfg.model;
-    int B = cfg.batch_size, T = m->max_context_width, M = cfg.grad_accum, L = m->num_layers;
+    model_plan_build(&plan, &cfg->model);
+    if ((sizes = model_check_sizes(&plan, cfg->batch_size, cfg->model.max_context_width))) comm_fail_all("plan: %s", sizes);
+    const ModelConfig *m = &cfg->model;
+    int B = cfg->batch_size, T = m->max_context_width, M = cfg->grad_accum, L = m->num_layers;
 
     // ---- memory: the start-up check's estimate, the GPU's share or the host's ----
     ShardMemEstimate e, host;
     double acts, host_acts;
-    double peak = train_memory_estimate(&plan, &cfg, &dims, gpu, &e, &acts);
-    train_memory_estimate(&plan, &cfg, &dims, 0, &host, &host_acts);
+    double peak = train_memory_estimate(&plan, cfg, &dims, gpu, &e, &acts);
+    train_memory_estimate(&plan, cfg, &dims, 0, &host, &host_acts);
     double master = host.optimizer / 2;  // each AdamW moment is the master shard's size
     double start_host = host.params - master;  // the start's staging beside the shards: one unit's shard
     double capacity;  // what one rank may use
@@ -232,7 +204,7 @@ int plan_main(int argc, char **argv) {
 
     // ---- communication per step ----
     int g = dims.shard_size, r = dims.replica_size, reshard = dims.reshard_after_forward;
-    double pb = cfg.precision == PRECISION_BF16 ? 2 : 4, gb = cfg.reduce_dtype == PRECISION_BF16 ? 2 : 4;
+    double pb = cfg->precision == PRECISION_BF16 ? 2 : 4, gb = cfg->reduce_dtype == PRECISION_BF16 ? 2 : 4;
     double all = 0, blocks = 0, embed = 0, block_params = 0;
     for (int u = 0; u < plan.nunits; u++) {
         double padded = (double)((plan.units[u].numel + g - 1) / g * g);  // shard's padding to the group
@@ -253,7 +225,7 @@ int plan_main(int argc, char **argv) {
     // in between), and under full-shard every block again in backward
     double fwd = all + (reshard && plan.embed_unit == plan.head_unit ? embed : 0), bwd = reshard ? blocks : 0;
     // sharded accumulation reduces every micro-batch; --accumulate_unsharded and shard group 1 once a step
-    int reductions = g > 1 && !cfg.accumulate_unsharded ? M : 1;
+    int reductions = g > 1 && !cfg->accumulate_unsharded ? M : 1;
     Coll c[4];
     int nc = 0;
     if (g > 1) {
@@ -271,16 +243,16 @@ int plan_main(int argc, char **argv) {
 
     // ---- step time: a roofline ----
     double fpt = model_flops_per_token(&plan, T), tokens = (double)B * T * M;
-    int every = cfg.selective_checkpointing > 0 ? cfg.selective_checkpointing : cfg.activation_checkpoints ? 1 : 0;
+    int every = cfg->selective_checkpointing > 0 ? cfg->selective_checkpointing : cfg->activation_checkpoints ? 1 : 0;
     int recomputed = every > 0 ? (L + every - 1) / every : 0;  // blocks 0, every, 2*every, ... (model.h)
     // a recomputed block runs its forward again: a third of its training FLOPs
     double block_fpt = fpt - 6.0 * ((double)plan.num_params - block_params);
     double recompute_fpt = L > 0 ? (double)recomputed / L * block_fpt / 3.0 : 0.0;
     double peak_flops = a.gpu_tflops > 0 ? a.gpu_tflops * 1e12
-                        : gpu ? (cfg.precision == PRECISION_BF16 ? gpus[a.gpu].bf16_tflops : gpus[a.gpu].fp32_tflops) * 1e12
+                        : gpu ? (cfg->precision == PRECISION_BF16 ? gpus[a.gpu].bf16_tflops : gpus[a.gpu].fp32_tflops) * 1e12
                               : 0.0;  // a CPU's peak is for --gpu_tflops to say
     // the fit covers bf16 on a GPU; elsewhere recomputation costs its FLOPs at a flat efficiency
-    int fitted = gpu && cfg.precision == PRECISION_BF16;
+    int fitted = gpu && cfg->precision == PRECISION_BF16;
     double micro = (double)B * T, width_half = FIT_K * peak_flops / (gpus[a.gpu].hbm_gbs * GB);
     double width_factor = m->hidden_width / (m->hidden_width + width_half), micro_factor = micro / (micro + FIT_M0);
     double efficiency = a.efficiency > 0 ? a.efficiency
@@ -288,8 +260,8 @@ int plan_main(int argc, char **argv) {
                                  : UNFITTED_EFFICIENCY;
     const char *efficiency_source = a.efficiency > 0 ? "--compute_efficiency" : fitted ? "fit" : "unfitted";
     double rho = fitted ? FIT_RHO : 1.0;
-    double adam_bw = (gpu && !cfg.cpu_offload ? gpus[a.gpu].hbm_gbs : HOST_ADAMW_GBS) * GB;
-    double adam_bytes = ADAMW_BYTES + (gpu && !cfg.cpu_offload && cfg.precision == PRECISION_BF16 ? ADAMW_BF16_BYTES : 0.0);
+    double adam_bw = (gpu && !cfg->cpu_offload ? gpus[a.gpu].hbm_gbs : HOST_ADAMW_GBS) * GB;
+    double adam_bytes = ADAMW_BYTES + (gpu && !cfg->cpu_offload && cfg->precision == PRECISION_BF16 ? ADAMW_BF16_BYTES : 0.0);
     double optim = master / 4 * adam_bytes / adam_bw;
     double compute = peak_flops > 0 ? tokens * (fpt + rho * recompute_fpt) / (peak_flops * efficiency) : 0;
     double exposed = edge + (comm_time - edge > compute ? comm_time - edge - compute : 0);
@@ -309,8 +281,8 @@ int plan_main(int argc, char **argv) {
         printf("\"device\": \"%s\", \"world_size\": %d, \"ranks_per_node\": %d, \"nodes\": %d, \"sharding\": \"%s\", "
                "\"shard_group\": %d, \"replica_group\": %d, \"precision\": \"%s\", \"reduce_dtype\": \"%s\", "
                "\"batch_size\": %d, \"grad_accum\": %d, \"checkpoint_every\": %d, \"cpu_offload\": %s, ",
-               device, world, rpn, nodes, config_sharding_name(dims.strategy), g, r, config_precision_name(cfg.precision),
-               config_precision_name(cfg.reduce_dtype), B, M, every, cfg.cpu_offload ? "true" : "false");
+               device, world, rpn, nodes, config_sharding_name(dims.strategy), g, r, config_precision_name(cfg->precision),
+               config_precision_name(cfg->reduce_dtype), B, M, every, cfg->cpu_offload ? "true" : "false");
         printf("\"per_rank_bytes\": {\"params\": %.0f, \"master\": %.0f, \"gathered\": %.0f, \"grads\": %.0f, "
                "\"optimizer\": %.0f, \"activations\": %.0f, \"buffers\": %.0f, \"peak\": %.0f}, \"capacity_bytes\": %.0f, "
                "\"fits\": %s, \"host_start_bytes_per_node\": %.0f, ",
@@ -343,8 +315,8 @@ int plan_main(int argc, char **argv) {
            m->model_name, plan.num_params / (plan.num_params >= 1e9 ? 1e9 : 1e6), plan.num_params >= 1e9 ? "B" : "M", m->hidden_width, L,
            m->num_heads, m->num_key_value_heads, m->intermediate_size, m->vocab_size, T);
     printf("layout: %d rank(s), %d node(s) of %d on %s; %s: shard group %d x replica group %d; %s, reduce %s\n", world,
-           nodes, rpn, device, config_sharding_name(dims.strategy), g, r, config_precision_name(cfg.precision),
-           config_precision_name(cfg.reduce_dtype));
+           nodes, rpn, device, config_sharding_name(dims.strategy), g, r, config_precision_name(cfg->precision),
+           config_precision_name(cfg->reduce_dtype));
     printf("batch: %d x %d tokens x grad_accum %d = %.0f tokens per rank per step, %.0f per step\n", B, T, M, tokens,
            tokens * world);
     char ck[96] = "every block stored";
@@ -360,9 +332,9 @@ int plan_main(int argc, char **argv) {
     mem_row("gathered", e.gathered, unit, shard_params, "full parameters of gathered units");
     mem_row("gradients", e.grads, unit, shard_params,
             M == 1 ? "" : g == 1 ? "micro-batches add into the shard (shard group 1)"
-            : cfg.accumulate_unsharded ? "the whole model's, held over the micro-batches (--accumulate_unsharded)"
+            : cfg->accumulate_unsharded ? "the whole model's, held over the micro-batches (--accumulate_unsharded)"
                                        : "each micro-batch reduce-scattered into the shard");
-    mem_row("optimizer", e.optimizer, unit, shard_params, gpu && cfg.cpu_offload ? "in host memory (--cpu_offload)" : "AdamW moments");
+    mem_row("optimizer", e.optimizer, unit, shard_params, gpu && cfg->cpu_offload ? "in host memory (--cpu_offload)" : "AdamW moments");
     mem_row("activations", acts, unit, shard_params, ck);
     mem_row("buffers", e.buffers, unit, shard_params, "communication: bf16 staging of gathers and reductions");
     mem_row("peak", peak, unit, shard_params, "");
@@ -372,7 +344,7 @@ int plan_main(int argc, char **argv) {
     double moments = host.optimizer / shard_params;
     printf("  sharded state: %.0f bytes per parameter of the rank's shard (fp32 master %.0f, fp32 gradient %.0f, AdamW moments %.0f%s)\n",
            2 * master / shard_params + moments, master / shard_params, master / shard_params, moments,
-           gpu && cfg.cpu_offload ? " in host memory" : "");
+           gpu && cfg->cpu_offload ? " in host memory" : "");
 
     printf("\ncommunication per step and rank (ring: (n-1)/n x payload / bandwidth, all-reduce twice that)\n");
     printf("  %-22s %5s %12s %12s %11s %10s\n", "collective", "ranks", "payload GB", "sent GB", "GB/s", "ms");

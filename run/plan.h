@@ -4,8 +4,11 @@
 #ifndef FSDPC_PLAN_H
 #define FSDPC_PLAN_H
 
-// argv[0] is "plan"; the training flags plus the planner's own. Prints on rank 0; returns the
-// exit status.
-int plan_main(int argc, char **argv);
+#include "../model/cli.h"
+
+// The planner's own flags, with the training flags as their base. Prints on rank 0; returns the
+// exit status. args: what cli_parse of plan_cli filled.
+extern const CliTable plan_cli;
+int plan_main(void *args);
 
 #endif

@@ -34,6 +34,7 @@ suite "parity: minGPT PyTorch reference (dump)" build/test_model --dump "$DUMP/g
 suite "parity: minGPT PyTorch reference (compare)" /usr/bin/python3 test/parity.py "$DUMP/gpt/step_00000000.h5"
 suite "cli: errors, resume, evaluation, generation" bash test/test_cli.sh
 quick "shard (fast tier): np=2 full-shard losses equal np=1" env FSDPC_QUICK=1 bash test/test_shard.sh
+quick "help: --help of every subcommand from the command table, typos named, the table against the docs" bash test/test_help.sh
 suite "shard: multi-rank equivalence, memory, bad layouts" bash test/test_shard.sh
 suite "ckpt: parallel checkpoints, resharding, crash safety" bash test/test_ckpt.sh
 suite "trace: Chrome trace, flight recorder, collective timeout, NCCL errors (emulated)" bash test/test_trace.sh

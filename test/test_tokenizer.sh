@@ -172,7 +172,7 @@ for bad in "1 x 2" "1 1000" "-1" "3.5" "99999999999999999999"; do
         sh -c "printf '1 2\n$bad\n' | \"$FSDPC\" tokenize --tokenizer \"$MODEL\" --decode"
 done
 expect_error "no --tokenizer" "tokenize needs --tokenizer" "$FSDPC" tokenize
-expect_error "unknown flag" "unknown argument '--bogus' for tokenize" "$FSDPC" tokenize --tokenizer byte --bogus
+expect_error "unknown flag" "unknown flag '--bogus' for tokenize" "$FSDPC" tokenize --tokenizer byte --bogus
 
 # ---- optional: Hugging Face tokenizers (Rust, through its node binding) as a second reference ----
 cache=${FSDPC_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fsdpc-test}

@@ -1,6 +1,8 @@
 // Fuzz target: the command-line parser. The input is argv, one argument per NUL- or newline-
-// separated piece; a rejected command line must end in comm_fail_all, never a crash.
+// separated piece; a rejected command line must end in comm_fail_all, never a crash. One that asks
+// for --help prints it (to /dev/null): the help formatter reads every flag's default and choices.
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +21,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         *p++ = 0;
     }
     static Config cfg;
-    FUZZ_TRY(config_parse(&cfg, argc, argv));
+    static FILE *null;
+    if (!null) null = fopen("/dev/null", "w");
+    volatile int rc = CLI_OK;  // set between setjmp and a longjmp
+    FUZZ_TRY(rc = config_parse(&cfg, argc, argv));
+    if (rc == CLI_HELP && null) cli_help(&config_cli, null);
     free(buf);
     return 0;
 }

@@ -1,0 +1,130 @@
+// commands: the subcommand table and its dispatch (see commands.h).
+#include "commands.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../ckpt/hf.h"
+#include "../comm/comm.h"
+#include "../data/shardfile.h"
+#include "../data/tokenizer.h"
+#include "../kernels/kernels.h"
+#include "../model/config.h"
+#include "plan.h"
+#include "train.h"
+
+// Training: the configuration's own checks, the threads and the device, then the run.
+static int train_command(void *args) {
+    Config *cfg = args;
+    config_finish(cfg);
+    comm_check_same(config_hash(cfg), "flags");
+    log_timestamps(cfg->log_timestamps);
+    comm_set_collective_timeout(cfg->collective_timeout);
+    log_msg("fsdpc: MPI transport %s\n", comm_transport());
+    if (cfg->environment == ENV_PBS) comm_check_pbs();
+    const char *source = "--num_threads";
+    int threads = cfg->num_threads ? cfg->num_threads : comm_default_threads(&source);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores > 0 && threads > cores) {  // more threads in one rank than the node has cores never helps
+        log_msg("warning: %d thread(s) per rank from %s exceed this node's %ld cores: using %ld\n", threads, source, cores, cores);
+        threads = (int)cores;
+    }
+    comm_check_all(kern_init(threads));
+    log_msg("fsdpc: %d thread(s) per rank, from %s\n", kern_num_threads(), source);
+    // a launcher that binds each rank to fewer cores than its share of the node starves it
+    // (mpirun binds np <= 2 to one core each by default): said once, with the flags that fix it
+    long share = cores / comm_info.local_world;
+    if (comm_pinned_cores() < share)
+        log_msg("warning: this rank is bound to %d core(s) of its %ld-core share of the node; let it use them: mpirun "
+                "--bind-to none or --map-by slot:PE=%ld, srun --cpus-per-task=%ld\n", comm_pinned_cores(), share, share, share);
+    if ((long)kern_num_threads() * comm_info.local_world > cores)
+        log_msg("warning: %d thread(s) x %d rank(s) on this node exceed its %ld cores: the ranks will slow each other down\n",
+                kern_num_threads(), comm_info.local_world, cores);
+    cfg->num_threads = kern_num_threads();
+    comm_check_all(kern_select_device(cfg->device, comm_info.local_rank, comm_info.local_world));
+    comm_check_distinct_local(kern_device_uuid(), "GPU",
+                              "give each rank its own (CUDA_VISIBLE_DEVICES per rank, or srun --gpus-per-task=1 "
+                              "--gpu-bind=single:1), or pass --device cpu");
+    kern_set_compute_bf16(cfg->precision == PRECISION_BF16);
+    return train_run(cfg);
+}
+
+static const Command commands[] = {
+    {NULL, "fsdpc [SUBCOMMAND] [--flag value | --flag=value ...]", "train, evaluate and generate", &config_cli, train_command},
+    {"prepare", "fsdpc prepare --input FILE ... --output DIR [--flag value ...]",
+     "tokenize text, JSON Lines, Arrow and Parquet into token shards, ahead of training", &prepare_cli, data_prepare},
+    {"tokenize", "fsdpc tokenize --tokenizer SPEC [--flag ...] <input >output",
+     "lines of stdin to lines of token ids (or back, or chat JSON Lines to ids)", &tokenize_cli, data_tokenize_main},
+    {"export", "fsdpc export --checkpoint DIR|FILE --output DIR [--flag value ...]",
+     "a checkpoint's weights, config and tokenizer as a Hugging Face model folder", &export_cli, hf_export_main},
+    {"plan", "fsdpc plan [training flags] [plan flags]",
+     "a run's memory and step time on a cluster it need not run on", &plan_cli, plan_main},
+};
+enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
+
+static const Command *commands_find(const char *name) {
+    for (int i = 1; i < NCOMMANDS; i++)
+        if (!strcmp(commands[i].name, name)) return &commands[i];
+    return NULL;
+}
+
+static void commands_unknown(const char *name) {
+    const char *names[NCOMMANDS + 1] = {"help"};
+    char list[256] = "help";
+    for (int i = 1; i < NCOMMANDS; i++) {
+        names[i] = commands[i].name;
+        snprintf(list + strlen(list), sizeof list - strlen(list), ", %s", commands[i].name);
+    }
+    const char *near = cli_nearest(name, names, NCOMMANDS);
+    comm_fail_all("unknown subcommand '%s'%s%s%s (subcommands: %s; training takes flags only: fsdpc --help)", name,
+                  near ? ": did you mean " : "", near ? near : "", near ? "?" : "", list);
+}
+
+// The help of c on stdout, rank 0 only: the synopsis, then for training the subcommands, then the
+// flags by group.
+static void commands_help(const Command *c) {
+    if (comm_info.rank != 0) return;
+    printf("usage: %s\n\n", c->usage);
+    if (c->name) {
+        printf("%s.\n", c->summary);
+    } else {
+        printf("fsdpc trains Llama-2 and minGPT models with FSDP-style sharding over MPI.\n\nsubcommands:\n");
+        for (int i = 0; i < NCOMMANDS; i++) printf("  %-10s %s\n", commands[i].name ? commands[i].name : "(none)", commands[i].summary);
+        printf("  %-10s this text; `fsdpc help SUBCOMMAND` or `fsdpc SUBCOMMAND --help`: a subcommand's flags;\n"
+               "  %-10s `fsdpc help --flags`: every flag and alias, one line each\n\n"
+               "Flags take --name value or --name=value; a boolean may stand alone or take 0/1/true/false.\n"
+               "README.md explains each group.\n", "help", "");
+    }
+    cli_help(c->flags, stdout);
+}
+
+// `fsdpc help [SUBCOMMAND | --flags]`
+static int commands_help_command(int argc, char **argv) {
+    if (argc > 2) comm_fail_all("help takes one subcommand or --flags, got %d arguments", argc - 1);
+    const char *what = argc > 1 ? argv[1] : NULL;
+    if (what && !strcmp(what, "--flags")) {
+        for (int i = 0; i < NCOMMANDS && comm_info.rank == 0; i++)
+            cli_list(commands[i].flags, commands[i].name ? commands[i].name : "train", stdout);
+        return 0;
+    }
+    const Command *c = what && strcmp(what, "train") ? commands_find(what) : &commands[0];
+    if (!c) commands_unknown(what);
+    commands_help(c);
+    return 0;
+}
+
+int commands_run(int argc, char **argv) {
+    const char *first = argc > 1 ? argv[1] : "";
+    if (!strcmp(first, "help")) return commands_help_command(argc - 1, argv + 1);
+    const Command *c = &commands[0];
+    if (*first && *first != '-' && !(c = commands_find(first))) commands_unknown(first);
+    int shift = c->name != NULL;  // a subcommand's argv starts at its name
+    void *args = callocCheck(1, c->flags->size);
+    int rc = 0;
+    if (cli_parse(c->flags, args, argc - shift, argv + shift) == CLI_HELP) commands_help(c);
+    else rc = c->main(args);
+    free(args);
+    return rc;
+}
