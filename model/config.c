@@ -92,7 +92,7 @@ static void show_trace_steps(const void *dst, char *buf, size_t len) {
     snprintf(buf, len, "%d:%d", ((const Config *)dst)->trace_steps[0], ((const Config *)dst)->trace_steps[1]);
 }
 
-// --help's headings, in the README's order
+// --help's headings, in docs/flags.md's order
 #define G_MODEL "model"
 #define G_SHARD "sharding"
 #define G_TRAIN "training"
@@ -208,7 +208,7 @@ static const CliFlag flags[] = {
     FL("temperature", temperature, G_GEN, "sampling temperature (0: greedy)"),
     FL("top_p", top_p, G_GEN, "nucleus sampling threshold"),
 
-    // the seed recipes' spellings that are not plain aliases (README, "Flags of the seed recipes")
+    // the seed recipes' spellings that are not plain aliases (docs/flags.md, "Flags of the seed recipes")
     {.name = "model", .kind = CLI_MAP, AT(model.model_type), STRLEN(model.model_type), .choices = model_spellings,
      .names = model_type_names, .group = G_SEED, .help = "minimal_fsdp's --model_type"},
     MAP("sharding_strategy", sharding, strategy_spellings, sharding_names, "10.FSDP's and profiling's --sharding"),

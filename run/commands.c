@@ -12,6 +12,7 @@
 #include "../data/tokenizer.h"
 #include "../kernels/kernels.h"
 #include "../model/config.h"
+#include "../model/family.h"
 #include "plan.h"
 #include "train.h"
 
@@ -90,12 +91,12 @@ static void commands_help(const Command *c) {
     if (c->name) {
         printf("%s.\n", c->summary);
     } else {
-        printf("fsdpc trains Llama-2 and minGPT models with FSDP-style sharding over MPI.\n\nsubcommands:\n");
+        printf("fsdpc trains language models (%s) with FSDP-style sharding over MPI.\n\nsubcommands:\n", family_names(", ", 0));
         for (int i = 0; i < NCOMMANDS; i++) printf("  %-10s %s\n", commands[i].name ? commands[i].name : "(none)", commands[i].summary);
         printf("  %-10s this text; `fsdpc help SUBCOMMAND` or `fsdpc SUBCOMMAND --help`: a subcommand's flags;\n"
                "  %-10s `fsdpc help --flags`: every flag and alias, one line each\n\n"
                "Flags take --name value or --name=value; a boolean may stand alone or take 0/1/true/false.\n"
-               "README.md explains each group.\n", "help", "");
+               "docs/flags.md explains each group.\n", "help", "");
     }
     cli_help(c->flags, stdout);
 }

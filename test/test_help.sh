@@ -6,7 +6,7 @@
 cd "$(dirname "$0")/.."
 source test/lib.sh
 FSDPC=${FSDPC:-./fsdpc}
-FLAGS_DOC=${FLAGS_DOC:-README.md}
+FLAGS_DOC=${FLAGS_DOC:-docs/flags.md}
 COMMANDS="train prepare tokenize export plan"
 
 argv() { [ "$1" = train ] || echo "$1"; }  # a command's name on the command line
