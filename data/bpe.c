@@ -181,15 +181,16 @@ static void bpe_byte_map(int16_t cp_byte[BPE_MAP_CPS]) {
 // Byte-level: its characters through cp_byte, or its text as it is when some character is no
 // byte's (as Hugging Face's ByteLevel decoder does). Returns the length.
 static size_t bpe_unspell(const Bpe *b, const char *s, size_t n, char *out) {
+    if (!b->opt.byte_level) return memcpy(out, s, n), n;
     const uint8_t *u = (const uint8_t *)s;
     size_t k = 0, len, bad;
-    for (size_t i = 0; b->opt.byte_level && i < n; i += len) {
+    for (size_t i = 0; i < n; i += len) {
         len = bpe_utf8_char(u + i, n - i, &bad);
         int32_t cp = len == 1 ? u[i] : len == 2 ? (u[i] & 0x1F) << 6 | (u[i + 1] & 0x3F) : -1;  // mapped ones: < U+0800
         if (cp < 0 || cp >= BPE_MAP_CPS || b->cp_byte[cp] < 0) return memcpy(out, s, n), n;
         out[k++] = (char)b->cp_byte[cp];
     }
-    return b->opt.byte_level ? k : (memcpy(out, s, n), n);
+    return k;
 }
 
 static Bpe *bpe_new(const BpeOptions *opt) {
@@ -331,6 +332,30 @@ static bool bpe_json_merges(Bpe *b, const JsonValue *merges, char *why, size_t w
     return true;
 }
 
+// Piece priority: SentencePiece merges the best piece first and ties (splits of one piece)
+// leftmost first, so a merge ranks as the first merge that makes the same piece.
+static void bpe_piece_priorities(Bpe *b) {
+    int32_t *first = mallocCheck((size_t)b->vocab * sizeof *first);
+    for (int i = 0; i < b->vocab; i++) first[i] = INT32_MAX;
+    for (size_t i = 0; i <= b->mkey_mask; i++)
+        if (b->mkey[i] != UINT64_MAX && b->mval[i].prio < first[b->mval[i].id]) first[b->mval[i].id] = b->mval[i].prio;
+    for (size_t i = 0; i <= b->mkey_mask; i++)
+        if (b->mkey[i] != UINT64_MAX) b->mval[i].prio = first[b->mval[i].id];
+    free(first);
+}
+
+// Whether some merge makes a piece with a character before a '▁' (merges could then cross the
+// places BPE_SPLIT_WORDS cuts at).
+static bool bpe_crosses_words(const Bpe *b) {
+    for (size_t i = 0; i <= b->mkey_mask; i++) {
+        if (b->mkey[i] == UINT64_MAX) continue;
+        const char *p = b->pool + b->off[b->mval[i].id];
+        for (size_t k = 1; k + 3 <= b->plen[b->mval[i].id]; k++)
+            if (!memcmp(p + k, BPE_SPACE, 3) && (k < 3 || memcmp(p + k - 3, BPE_SPACE, 3))) return true;
+    }
+    return false;
+}
+
 // After the vocabulary and merges: the special piece, <unk> (unk: its text, or NULL), the pieces
 // merging starts from, the merges' priorities, the split, the regex and the cache.
 static bool bpe_finish(Bpe *b, const char *unk, char *why, size_t whylen) {
@@ -355,22 +380,8 @@ static bool bpe_finish(Bpe *b, const char *unk, char *why, size_t whylen) {
         if (id >= 0) b->type[id] = BPE_PIECE_BYTE;
         if (c < 128) b->ascii[c] = bpe_piece_id(b, &(char){(char)c}, 1);
     }
-    // piece priority: SentencePiece merges the best piece first and ties (splits of one piece)
-    // leftmost first, so a merge ranks as the first merge that makes the same piece
-    size_t mslots = b->mkey_mask + 1;
-    int32_t *first = mallocCheck((size_t)b->vocab * sizeof *first);
-    for (int i = 0; i < b->vocab; i++) first[i] = INT32_MAX;
-    for (size_t i = 0; i < mslots; i++)
-        if (b->mkey[i] != UINT64_MAX && b->mval[i].prio < first[b->mval[i].id]) first[b->mval[i].id] = b->mval[i].prio;
-    for (size_t i = 0; i < mslots; i++) {
-        if (b->mkey[i] == UINT64_MAX) continue;
-        id = b->mval[i].id;
-        if (b->opt.piece_priority) b->mval[i].prio = first[id];
-        const char *p = b->pool + b->off[id];
-        for (size_t k = 1; b->opt.split == BPE_SPLIT_WORDS && k + 3 <= b->plen[id]; k++)
-            if (!memcmp(p + k, BPE_SPACE, 3) && (k < 3 || memcmp(p + k - 3, BPE_SPACE, 3))) b->opt.split = BPE_SPLIT_NONE;
-    }
-    free(first);
+    if (b->opt.piece_priority) bpe_piece_priorities(b);
+    if (b->opt.split == BPE_SPLIT_WORDS && bpe_crosses_words(b)) b->opt.split = BPE_SPLIT_NONE;
     if (b->opt.split == BPE_SPLIT_REGEX) {
         int code;
         PCRE2_SIZE at;
@@ -672,11 +683,11 @@ static void bpe_maybe_pair(Bpe *b, int32_t left, int32_t right) {
 static void bpe_segment(Bpe *b, const uint8_t *s, size_t n, int32_t **ids, size_t *len, size_t *cap) {
     b->sym = bpe_grow(b->sym, &b->sym_cap, n, sizeof *b->sym);
     int32_t nsym = 0;
-    for (size_t i = 0; i < n; nsym++) {
-        uint32_t cl = b->opt.byte_level ? 1 : (uint32_t)bpe_char_len(s[i]);
-        int32_t id = b->opt.byte_level ? b->byte_id[s[i]] : cl == 1 ? b->ascii[s[i] & 0x7F] : bpe_piece_id(b, (const char *)s + i, cl);
-        b->sym[nsym] = (BpeSym){s + i, id, nsym - 1, nsym + 1, cl};
-        i += cl;
+    for (size_t i = 0; b->opt.byte_level && i < n; i++, nsym++) b->sym[nsym] = (BpeSym){s + i, b->byte_id[s[i]], nsym - 1, nsym + 1, 1};
+    for (size_t i = 0, cl; !b->opt.byte_level && i < n; i += cl, nsym++) {
+        cl = bpe_char_len(s[i]);
+        int32_t id = cl == 1 ? b->ascii[s[i] & 0x7F] : bpe_piece_id(b, (const char *)s + i, cl);
+        b->sym[nsym] = (BpeSym){s + i, id, nsym - 1, nsym + 1, (uint32_t)cl};
     }
     b->sym[nsym - 1].next = -1;
     b->nheap = 0;
@@ -745,6 +756,8 @@ static const uint8_t *bpe_normalize(Bpe *b, const uint8_t *s, size_t *n) {
     for (size_t i = 0, cl, bad; i < *n;) {
         if (s[i] == ' ' && o->space_to_meta) {
             memcpy(w, BPE_SPACE, 3), w += 3, i++;
+        } else if (s[i] < 0x80) {
+            *w++ = s[i++];
         } else if ((cl = bpe_utf8_char(s + i, *n - i, &bad))) {
             memcpy(w, s + i, cl), w += cl, i += cl;
         } else {
