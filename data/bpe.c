@@ -1,5 +1,6 @@
-// bpe: GPT-2's byte-level BPE. Pieces are kept as their raw bytes (the files' byte -> character
-// mapping only matters when reading them), merges as a hash of (left id, right id) -> rank.
+// bpe: one merge engine under a table of choices (BpeOptions). Pieces are kept as the bytes the
+// merges see (byte-level: raw bytes; the files' byte -> character mapping only matters when
+// reading them), merges as a hash of (left id, right id) -> priority.
 #include "bpe.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -14,29 +15,32 @@
 
 #define BPE_MERGES_MAX_BYTES ((size_t)1 << 30)
 #define BPE_MAP_CPS (256 + 68)        // code points of the byte -> character mapping
-#define BPE_EOT "<|endoftext|>"       // GPT-2's document separator
-#define BPE_CACHE_SLOTS (1 << 16)     // piece cache: at most half used
-#define BPE_CACHE_MAX_PIECE 64        // bytes: longer pieces are rare, merged each time
-#define BPE_CACHE_POOL (1 << 22)      // bytes of pieces and of ids cached, each
+#define BPE_SPACE "\xE2\x96\x81"      // U+2581 '▁': SentencePiece's visible space
+#define BPE_CACHE_SLOTS (1 << 16)     // segment cache: at most half used
+#define BPE_CACHE_MAX_SEGMENT 64      // bytes: longer segments are rare, merged each time
+#define BPE_CACHE_POOL (1 << 22)      // bytes of segments and of ids cached, each
 #define BPE_JIT_STACK_MAX (1 << 20)   // PCRE2's default 32 KiB JIT stack can fall short on long runs
+#define BPE_SPM_KINDS "fsdpc reads SentencePiece-style BPE with byte_fallback, as Llama-2 and Mistral use, and GPT-2's byte-level BPE"
 
 // GPT-2's pretokenizer. Its \s is Unicode's White_Space property as tiktoken and Hugging Face
 // tokenizers read it; PCRE2's \s (with UCP) also takes U+180E, so the property is named instead.
-static const char bpe_pattern[] =
+static const char bpe_gpt2_pattern[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\p{White_Space}\\p{L}\\p{N}]+"
     "|\\p{White_Space}+(?!\\P{White_Space})|\\p{White_Space}+";
 
 typedef struct {
-    int32_t rank, id;  // rank: position in the merge list (lower merges first); id: the joined piece
+    int32_t prio, id;  // priority (lower merges first) and the joined piece
 } BpeMerge;
 
 typedef struct {
-    int32_t id;          // piece id; -1 once merged into the left neighbour
+    const uint8_t *src;  // the symbol's first bytes, for byte fallback
+    int32_t id;          // piece id; -1 for a character that is no piece, or once merged away
     int32_t prev, next;  // neighbours still standing, -1 at the ends
+    uint32_t len;        // bytes before merging
 } BpeSym;
 
 typedef struct {
-    int32_t rank, left, right, id;
+    int32_t prio, left, right, id;
     int32_t lid, rid;  // the two ids when pushed: stale once either has changed
 } BpePair;
 
@@ -46,26 +50,28 @@ typedef struct {
 } BpeCacheSlot;
 
 struct Bpe {
-    int vocab, eot;
-    char *pool;        // raw bytes of the pieces, back to back
+    BpeOptions opt;
+    char *regex;  // opt.regex's own copy
+    int vocab, unk;
+    char *pool;        // the pieces' bytes, back to back
     size_t *off;       // id -> its bytes in pool
     uint32_t *plen;    // UINT32_MAX while the id is unseen
-    uint8_t *special;  // special tokens: never merged into, vanish when decoding
-    int32_t *slot;     // hash of raw bytes -> id, -1 empty
+    uint8_t *type;     // BpePieceType by id
+    int32_t *slot;     // hash of bytes -> id, -1 empty
     size_t slot_mask;
     uint64_t *mkey;    // merge hash: left << 32 | right, UINT64_MAX empty
     BpeMerge *mval;
     size_t mkey_mask;
-    int32_t byte_id[256];
-    bool add_prefix_space;  // a space before text that starts with none (HF ByteLevel option)
-    bool use_regex;         // split with the pretokenizer (HF ByteLevel option; GPT-2 does)
+    int32_t byte_id[256];  // byte-level: each byte's piece; else the byte-fallback pieces
+    int32_t ascii[128];    // not byte-level: each ASCII character's piece, -1 when none
+    int16_t cp_byte[BPE_MAP_CPS];  // byte-level files: character -> byte, -1 for none
     pcre2_code *re;
     pcre2_match_data *md;
     pcre2_match_context *mctx;
     pcre2_jit_stack *jit;
-    // scratch space and the piece cache (hence one encoding thread at a time)
-    uint8_t *text;
-    size_t text_cap;
+    // scratch space and the segment cache (hence one encoding thread at a time)
+    uint8_t *norm;
+    size_t norm_cap;
     BpeSym *sym;
     size_t sym_cap;
     BpePair *heap;
@@ -89,11 +95,11 @@ static void *bpe_grow(void *p, size_t *cap, size_t need, size_t size) {
     return p;
 }
 
+static void bpe_reserve(int32_t **ids, size_t *cap, size_t need) { *ids = bpe_grow(*ids, cap, need, sizeof **ids); }
+
 // ---- UTF-8 ----
 
-// Length of the well-formed UTF-8 character at s (n > 0 bytes), or 0 with *bad the length of the
-// maximal ill-formed subpart there (Unicode's table of well-formed byte sequences).
-static size_t bpe_utf8_char(const uint8_t *s, size_t n, size_t *bad) {
+size_t bpe_utf8_char(const uint8_t *s, size_t n, size_t *bad) {
     uint8_t c = s[0], lo = 0x80, hi = 0xBF;
     size_t len;
     if (c < 0x80) return 1;
@@ -115,7 +121,7 @@ static bool bpe_utf8_valid(const uint8_t *s, size_t n) {
     return true;
 }
 
-size_t bpe_utf8_lossy(const uint8_t *s, size_t n, uint8_t *out) {
+size_t bpe_utf8_lossy(const uint8_t *s, size_t n, uint8_t *out, bool per_byte) {
     size_t k = 0, len, bad;
     for (size_t i = 0; i < n;) {
         if ((len = bpe_utf8_char(s + i, n - i, &bad))) {
@@ -123,38 +129,15 @@ size_t bpe_utf8_lossy(const uint8_t *s, size_t n, uint8_t *out) {
             k += len, i += len;
         } else {
             memcpy(out + k, "\xEF\xBF\xBD", 3);
-            k += 3, i += bad;
+            k += 3, i += per_byte ? 1 : bad;
         }
     }
     return k;
 }
 
-// ---- reading the files ----
+static size_t bpe_char_len(uint8_t lead) { return lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4; }
 
-// GPT-2 writes each byte as a printable character: '!'..'~', U+00A1..U+00AC and U+00AE..U+00FF
-// as themselves, the other 68 bytes as U+0100 onwards in byte order. cp_byte inverts that.
-static void bpe_byte_map(int16_t cp_byte[BPE_MAP_CPS]) {
-    for (int i = 0; i < BPE_MAP_CPS; i++) cp_byte[i] = -1;
-    int next = 256;
-    for (int c = 0; c < 256; c++) {
-        bool printable = (c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE;
-        cp_byte[printable ? c : next++] = (int16_t)c;
-    }
-}
-
-// A piece's raw bytes into out (room for n): its characters through cp_byte, or its text as it is
-// when some character is no byte's (as Hugging Face's ByteLevel decoder does). Returns the length.
-static size_t bpe_unlevel(const int16_t *cp_byte, const char *s, size_t n, char *out) {
-    const uint8_t *u = (const uint8_t *)s;
-    size_t k = 0, len, bad;
-    for (size_t i = 0; i < n; i += len) {
-        len = bpe_utf8_char(u + i, n - i, &bad);
-        int32_t cp = len == 1 ? u[i] : len == 2 ? (u[i] & 0x1F) << 6 | (u[i + 1] & 0x3F) : -1;  // mapped ones: < U+0800
-        if (cp < 0 || cp >= BPE_MAP_CPS || cp_byte[cp] < 0) return memcpy(out, s, n), n;
-        out[k++] = (char)cp_byte[cp];
-    }
-    return k;
-}
+// ---- the tables ----
 
 static uint64_t bpe_hash(const void *p, size_t n) {
     const uint8_t *s = p;
@@ -169,7 +152,7 @@ static size_t bpe_pow2_above(size_t n) {
     return cap;
 }
 
-static int32_t bpe_find(const Bpe *b, const char *s, size_t n) {
+int32_t bpe_piece_id(const Bpe *b, const char *s, size_t n) {
     for (size_t i = bpe_hash(s, n) & b->slot_mask;; i = (i + 1) & b->slot_mask) {
         int32_t id = b->slot[i];
         if (id < 0) return -1;
@@ -183,33 +166,57 @@ static size_t bpe_merge_slot(const Bpe *b, uint64_t key) {
     return i;
 }
 
-// Tables for ids [0, vocab) whose piece texts total pool_bytes, and for nmerges merges.
-static void bpe_tables(Bpe *b, int vocab, size_t pool_bytes, size_t nmerges) {
-    b->vocab = vocab;
-    b->pool = mallocCheck(pool_bytes ? pool_bytes : 1);  // raw bytes never outnumber the text's
-    b->off = callocCheck((size_t)vocab, sizeof *b->off);
-    b->plen = mallocCheck((size_t)vocab * sizeof *b->plen);
-    b->special = callocCheck((size_t)vocab, sizeof *b->special);
-    for (int i = 0; i < vocab; i++) b->plen[i] = UINT32_MAX;
-    size_t slots = bpe_pow2_above((size_t)vocab);
-    b->slot = mallocCheck(slots * sizeof *b->slot);
-    memset(b->slot, 0xFF, slots * sizeof *b->slot);
-    b->slot_mask = slots - 1;
-    size_t mslots = bpe_pow2_above(nmerges);
-    b->mkey = mallocCheck(mslots * sizeof *b->mkey);
-    memset(b->mkey, 0xFF, mslots * sizeof *b->mkey);
-    b->mval = mallocCheck(mslots * sizeof *b->mval);
-    b->mkey_mask = mslots - 1;
+// GPT-2 writes each byte as a printable character: '!'..'~', U+00A1..U+00AC and U+00AE..U+00FF
+// as themselves, the other 68 bytes as U+0100 onwards in byte order. cp_byte inverts that.
+static void bpe_byte_map(int16_t cp_byte[BPE_MAP_CPS]) {
+    for (int i = 0; i < BPE_MAP_CPS; i++) cp_byte[i] = -1;
+    int next = 256;
+    for (int c = 0; c < 256; c++) {
+        bool printable = (c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE;
+        cp_byte[printable ? c : next++] = (int16_t)c;
+    }
+}
+
+// A piece as the files spell it, s[0, n), into the bytes the merges see (out, room for n).
+// Byte-level: its characters through cp_byte, or its text as it is when some character is no
+// byte's (as Hugging Face's ByteLevel decoder does). Returns the length.
+static size_t bpe_unspell(const Bpe *b, const char *s, size_t n, char *out) {
+    if (!b->opt.byte_level) return memcpy(out, s, n), n;
+    const uint8_t *u = (const uint8_t *)s;
+    size_t k = 0, len, bad;
+    for (size_t i = 0; i < n; i += len) {
+        len = bpe_utf8_char(u + i, n - i, &bad);
+        int32_t cp = len == 1 ? u[i] : len == 2 ? (u[i] & 0x1F) << 6 | (u[i + 1] & 0x3F) : -1;  // mapped ones: < U+0800
+        if (cp < 0 || cp >= BPE_MAP_CPS || b->cp_byte[cp] < 0) return memcpy(out, s, n), n;
+        out[k++] = (char)b->cp_byte[cp];
+    }
+    return k;
+}
+
+static Bpe *bpe_new(const BpeOptions *opt) {
+    Bpe *b = callocCheck(1, sizeof *b);
+    b->opt = *opt;
+    if (opt->regex) {
+        b->regex = mallocCheck(strlen(opt->regex) + 1);
+        b->opt.regex = strcpy(b->regex, opt->regex);
+    }
+    b->unk = -1;
+    bpe_byte_map(b->cp_byte);
+    return b;
+}
+
+static Bpe *bpe_fail(Bpe *b) {
+    bpe_free(b);
+    return NULL;
 }
 
 // Adds piece text s[0, n) as id. Each id comes once and each vocabulary piece's bytes once; an
 // added token may repeat a piece, whose bytes then keep finding the first id.
-static bool bpe_add(Bpe *b, const int16_t *cp_byte, const char *s, size_t n, int32_t id, bool added, size_t *pool_len,
-                    char *why, size_t whylen) {
+static bool bpe_add(Bpe *b, const char *s, size_t n, int32_t id, bool added, size_t *pool_len, char *why, size_t whylen) {
     if (b->plen[id] != UINT32_MAX) return snprintf(why, whylen, "id %d appears twice in the vocabulary", (int)id), false;
     if (n >= UINT32_MAX) return snprintf(why, whylen, "piece %d is too long", (int)id), false;
     char *raw = b->pool + *pool_len;
-    size_t rn = bpe_unlevel(cp_byte, s, n, raw);
+    size_t rn = bpe_unspell(b, s, n, raw);
     size_t i = bpe_hash(raw, rn) & b->slot_mask;
     for (; b->slot[i] >= 0; i = (i + 1) & b->slot_mask) {
         int32_t other = b->slot[i];
@@ -224,83 +231,9 @@ static bool bpe_add(Bpe *b, const int16_t *cp_byte, const char *s, size_t n, int
     return true;
 }
 
-// The merge of pieces l + r (texts as in the files) at rank; where names it in errors.
-static bool bpe_merge(Bpe *b, const int16_t *cp_byte, const char *l, size_t ln, const char *r, size_t rn, int32_t rank,
-                      const char *where, char *why, size_t whylen) {
-    char *both = mallocCheck(ln + rn + 1);
-    size_t bl = bpe_unlevel(cp_byte, l, ln, both), br = bpe_unlevel(cp_byte, r, rn, both + bl);
-    int32_t li = bpe_find(b, both, bl), ri = bpe_find(b, both + bl, br), id = bpe_find(b, both, bl + br);
-    free(both);
-    if (li < 0 || ri < 0 || id < 0)
-        return snprintf(why, whylen, "%s (\"%.*s\" \"%.*s\") %s", where, (int)(ln > 40 ? 40 : ln), l, (int)(rn > 40 ? 40 : rn), r,
-                        li < 0 || ri < 0 ? "joins pieces that are not in the vocabulary" : "makes a piece that is not in the vocabulary"),
-               false;
-    uint64_t key = (uint64_t)(uint32_t)li << 32 | (uint32_t)ri;
-    size_t slot = bpe_merge_slot(b, key);
-    if (b->mkey[slot] == key) return true;  // listed twice: the first rank holds
-    b->mkey[slot] = key;
-    b->mval[slot] = (BpeMerge){rank, id};
-    return true;
-}
-
-// After the vocabulary and merges: the byte pieces, <|endoftext|>, the regex and scratch space.
-static bool bpe_finish(Bpe *b, char *why, size_t whylen) {
-    for (int i = 0; i < b->vocab; i++)
-        if (b->plen[i] == UINT32_MAX) return snprintf(why, whylen, "the vocabulary has no id %d (ids must be 0..%d)", i, b->vocab - 1), false;
-    for (int c = 0; c < 256; c++) {
-        b->byte_id[c] = bpe_find(b, &(char){(char)c}, 1);
-        if (b->byte_id[c] < 0 || b->special[b->byte_id[c]])
-            return snprintf(why, whylen, "byte-level BPE without a piece for byte 0x%02X (it needs all 256)", c), false;
-    }
-    b->eot = bpe_find(b, BPE_EOT, strlen(BPE_EOT));
-    if (b->eot >= 0) b->special[b->eot] = 1;
-    int code;
-    PCRE2_SIZE at;
-    b->re = pcre2_compile((PCRE2_SPTR)bpe_pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code, &at, NULL);
-    if (!b->re) {
-        PCRE2_UCHAR msg[160];
-        pcre2_get_error_message(code, msg, sizeof msg);
-        return snprintf(why, whylen, "PCRE2 cannot compile GPT-2's pretokenizer (%s at offset %zu)", (const char *)msg, (size_t)at), false;
-    }
-    // JIT where PCRE2 has it for this machine; the interpreter gives the same matches otherwise
-    if (pcre2_jit_compile(b->re, PCRE2_JIT_COMPLETE) == 0) {
-        b->mctx = pcre2_match_context_create(NULL);
-        b->jit = pcre2_jit_stack_create(32 * 1024, BPE_JIT_STACK_MAX, NULL);
-        if (!b->mctx || !b->jit) err_fatal("out of memory creating PCRE2's JIT stack");
-        pcre2_jit_stack_assign(b->mctx, NULL, b->jit);
-    }
-    b->md = pcre2_match_data_create_from_pattern(b->re, NULL);
-    if (!b->md) err_fatal("out of memory creating PCRE2 match data");
-    b->cache = callocCheck(BPE_CACHE_SLOTS, sizeof *b->cache);
-    return true;
-}
-
-static Bpe *bpe_fail(Bpe *b) {
-    bpe_free(b);
-    return NULL;
-}
-
-bool bpe_json_is_encoder(const JsonValue *root) {
-    const JsonValue *model = json_get(root, "model");  // "model" is also a GPT-2 piece: an id there
-    return root->type == JSON_OBJECT && root->len > 0 && root->items[0].type == JSON_NUMBER && (!model || model->type != JSON_OBJECT);
-}
-
-bool bpe_json_is_byte_level(const JsonValue *root) {
-    const JsonValue *pre = json_get(root, "pre_tokenizer");
-    const char *pt = json_get_string(pre, "type"), *dt = json_get_string(json_get(root, "decoder"), "type");
-    if ((pt && !strcmp(pt, "ByteLevel")) || (dt && !strcmp(dt, "ByteLevel"))) return true;
-    const JsonValue *list = pt && !strcmp(pt, "Sequence") ? json_get(pre, "pretokenizers") : NULL;
-    for (size_t i = 0; list && list->type == JSON_ARRAY && i < list->len; i++) {
-        const char *t = json_get_string(&list->items[i], "type");
-        if (t && !strcmp(t, "ByteLevel")) return true;
-    }
-    return false;
-}
-
 // The vocabulary object (piece -> id) and added tokens (an array of {id, content, special}, or
-// NULL) into the tables.
-static bool bpe_vocab(Bpe *b, const int16_t *cp_byte, const JsonValue *vocab, const JsonValue *added, size_t nmerges, char *why,
-                      size_t whylen) {
+// NULL) into the tables, with room for nmerges merges.
+static bool bpe_vocab(Bpe *b, const JsonValue *vocab, const JsonValue *added, size_t nmerges, char *why, size_t whylen) {
     int64_t max_id = -1;
     size_t pool_bytes = 0, nadded = added && added->type == JSON_ARRAY ? added->len : 0;
     for (size_t i = 0; i < vocab->len; i++) {
@@ -319,10 +252,27 @@ static bool bpe_vocab(Bpe *b, const int16_t *cp_byte, const JsonValue *vocab, co
         pool_bytes += content->len;
     }
     if (max_id < 0) return snprintf(why, whylen, "the vocabulary is empty"), false;
-    bpe_tables(b, (int)(max_id + 1), pool_bytes, nmerges);
+    // every id below the largest must be there: tables sized by a lying id would be mostly holes
+    if ((uint64_t)max_id >= 2 * (uint64_t)(vocab->len + nadded) + 1024)
+        return snprintf(why, whylen, "the vocabulary's ids run to %lld but it holds %zu pieces", (long long)max_id, vocab->len + nadded), false;
+    b->vocab = (int)(max_id + 1);
+    b->pool = mallocCheck(pool_bytes ? pool_bytes : 1);  // raw bytes never outnumber the text's
+    b->off = callocCheck((size_t)b->vocab, sizeof *b->off);
+    b->plen = mallocCheck((size_t)b->vocab * sizeof *b->plen);
+    b->type = callocCheck((size_t)b->vocab, sizeof *b->type);
+    for (int i = 0; i < b->vocab; i++) b->plen[i] = UINT32_MAX;
+    size_t slots = bpe_pow2_above((size_t)b->vocab);
+    b->slot = mallocCheck(slots * sizeof *b->slot);
+    memset(b->slot, 0xFF, slots * sizeof *b->slot);
+    b->slot_mask = slots - 1;
+    size_t mslots = bpe_pow2_above(nmerges);
+    b->mkey = mallocCheck(mslots * sizeof *b->mkey);
+    memset(b->mkey, 0xFF, mslots * sizeof *b->mkey);
+    b->mval = mallocCheck(mslots * sizeof *b->mval);
+    b->mkey_mask = mslots - 1;
     size_t pool_len = 0;
     for (size_t i = 0; i < vocab->len; i++)
-        if (!bpe_add(b, cp_byte, vocab->items[i].key, vocab->items[i].key_len, (int32_t)vocab->items[i].integer, false, &pool_len, why, whylen))
+        if (!bpe_add(b, vocab->items[i].key, vocab->items[i].key_len, (int32_t)vocab->items[i].integer, false, &pool_len, why, whylen))
             return false;
     for (size_t i = 0; i < nadded; i++) {
         const JsonValue *a = &added->items[i], *content = json_get(a, "content");
@@ -331,11 +281,154 @@ static bool bpe_vocab(Bpe *b, const int16_t *cp_byte, const JsonValue *vocab, co
         json_get_int(a, "id", &id);
         json_get_bool(a, "special", &special);
         // an added token usually repeats a vocabulary entry; one beyond it gets its text here
-        if (b->plen[id] == UINT32_MAX && !bpe_add(b, cp_byte, content->str, content->len, (int32_t)id, true, &pool_len, why, whylen))
-            return false;
-        if (special) b->special[id] = 1;
+        if (b->plen[id] == UINT32_MAX && !bpe_add(b, content->str, content->len, (int32_t)id, true, &pool_len, why, whylen)) return false;
+        if (special) b->type[id] = BPE_PIECE_SPECIAL;
+    }
+    for (int i = 0; i < b->vocab; i++)
+        if (b->plen[i] == UINT32_MAX) return snprintf(why, whylen, "the vocabulary has no id %d (ids must be 0..%d)", i, b->vocab - 1), false;
+    return true;
+}
+
+// The merge of pieces l + r (texts as in the files) at rank; where names it in errors.
+static bool bpe_merge(Bpe *b, const char *l, size_t ln, const char *r, size_t rn, int32_t rank, const char *where, char *why,
+                      size_t whylen) {
+    char *both = mallocCheck(ln + rn + 1);
+    size_t bl = bpe_unspell(b, l, ln, both), br = bpe_unspell(b, r, rn, both + bl);
+    int32_t li = bpe_piece_id(b, both, bl), ri = bpe_piece_id(b, both + bl, br), id = bpe_piece_id(b, both, bl + br);
+    free(both);
+    if (li < 0 || ri < 0 || id < 0)
+        return snprintf(why, whylen, "%s (\"%.*s\" \"%.*s\") %s", where, (int)(ln > 40 ? 40 : ln), l, (int)(rn > 40 ? 40 : rn), r,
+                        li < 0 || ri < 0 ? "joins pieces that are not in the vocabulary" : "makes a piece that is not in the vocabulary"),
+               false;
+    uint64_t key = (uint64_t)(uint32_t)li << 32 | (uint32_t)ri;
+    size_t slot = bpe_merge_slot(b, key);
+    if (b->mkey[slot] == key) return true;  // listed twice: the first rank holds
+    b->mkey[slot] = key;
+    b->mval[slot] = (BpeMerge){rank, id};
+    return true;
+}
+
+// A tokenizer.json's merges: each "LEFT RIGHT" or ["LEFT", "RIGHT"], best first.
+static bool bpe_json_merges(Bpe *b, const JsonValue *merges, char *why, size_t whylen) {
+    for (size_t i = 0; i < merges->len; i++) {
+        const JsonValue *m = &merges->items[i];
+        char where[48];
+        snprintf(where, sizeof where, "merge %zu", i);
+        const char *l, *r;
+        size_t ln, rn;
+        if (m->type == JSON_STRING) {
+            const char *space = memchr(m->str, ' ', m->len);
+            ln = space ? (size_t)(space - m->str) : 0, rn = space ? m->len - ln - 1 : 0;
+            if (!ln || !rn || memchr(space + 1, ' ', rn))
+                return snprintf(why, whylen, "merge %zu is not two pieces separated by one space", i), false;
+            l = m->str, r = space + 1;
+        } else if (m->type == JSON_ARRAY && m->len == 2 && m->items[0].type == JSON_STRING && m->items[1].type == JSON_STRING) {
+            l = m->items[0].str, ln = m->items[0].len, r = m->items[1].str, rn = m->items[1].len;
+        } else {
+            return snprintf(why, whylen, "merge %zu is neither \"a b\" nor [\"a\", \"b\"]", i), false;
+        }
+        if (!bpe_merge(b, l, ln, r, rn, (int32_t)i, where, why, whylen)) return false;
     }
     return true;
+}
+
+// Piece priority: SentencePiece merges the best piece first and ties (splits of one piece)
+// leftmost first, so a merge ranks as the first merge that makes the same piece.
+static void bpe_piece_priorities(Bpe *b) {
+    int32_t *first = mallocCheck((size_t)b->vocab * sizeof *first);
+    for (int i = 0; i < b->vocab; i++) first[i] = INT32_MAX;
+    for (size_t i = 0; i <= b->mkey_mask; i++)
+        if (b->mkey[i] != UINT64_MAX && b->mval[i].prio < first[b->mval[i].id]) first[b->mval[i].id] = b->mval[i].prio;
+    for (size_t i = 0; i <= b->mkey_mask; i++)
+        if (b->mkey[i] != UINT64_MAX) b->mval[i].prio = first[b->mval[i].id];
+    free(first);
+}
+
+// Whether some merge makes a piece with a character before a '▁' (merges could then cross the
+// places BPE_SPLIT_WORDS cuts at).
+static bool bpe_crosses_words(const Bpe *b) {
+    for (size_t i = 0; i <= b->mkey_mask; i++) {
+        if (b->mkey[i] == UINT64_MAX) continue;
+        const char *p = b->pool + b->off[b->mval[i].id];
+        for (size_t k = 1; k + 3 <= b->plen[b->mval[i].id]; k++)
+            if (!memcmp(p + k, BPE_SPACE, 3) && (k < 3 || memcmp(p + k - 3, BPE_SPACE, 3))) return true;
+    }
+    return false;
+}
+
+// After the vocabulary and merges: the special piece, <unk> (unk: its text, or NULL), the pieces
+// merging starts from, the merges' priorities, the split, the regex and the cache.
+static bool bpe_finish(Bpe *b, const char *unk, char *why, size_t whylen) {
+    const char *special = b->opt.special;
+    int32_t id = special ? bpe_piece_id(b, special, strlen(special)) : -1;
+    if (id >= 0) b->type[id] = BPE_PIECE_SPECIAL;
+    if (unk && (b->unk = bpe_piece_id(b, unk, strlen(unk))) < 0)
+        return snprintf(why, whylen, "unk_token \"%.40s\" is not in the vocabulary", unk), false;
+    if (b->unk >= 0) b->type[b->unk] = BPE_PIECE_UNKNOWN;
+    for (int c = 0; c < 256; c++) {
+        char name[8];
+        if (b->opt.byte_level) {
+            b->byte_id[c] = bpe_piece_id(b, &(char){(char)c}, 1);
+            if (b->byte_id[c] < 0 || b->type[b->byte_id[c]] == BPE_PIECE_SPECIAL)
+                return snprintf(why, whylen, "byte-level BPE without a piece for byte 0x%02X (it needs all 256)", c), false;
+            continue;
+        }
+        snprintf(name, sizeof name, "<0x%02X>", c);
+        id = bpe_piece_id(b, name, 6);
+        if (id < 0 && b->unk < 0) return snprintf(why, whylen, "byte_fallback without a %s piece or an unk_token", name), false;
+        b->byte_id[c] = id >= 0 ? id : b->unk;
+        if (id >= 0) b->type[id] = BPE_PIECE_BYTE;
+        if (c < 128) b->ascii[c] = bpe_piece_id(b, &(char){(char)c}, 1);
+    }
+    if (b->opt.piece_priority) bpe_piece_priorities(b);
+    if (b->opt.split == BPE_SPLIT_WORDS && bpe_crosses_words(b)) b->opt.split = BPE_SPLIT_NONE;
+    if (b->opt.split == BPE_SPLIT_REGEX) {
+        int code;
+        PCRE2_SIZE at;
+        b->re = pcre2_compile((PCRE2_SPTR)b->regex, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code, &at, NULL);
+        if (!b->re) {
+            PCRE2_UCHAR msg[160];
+            pcre2_get_error_message(code, msg, sizeof msg);
+            return snprintf(why, whylen, "PCRE2 cannot compile the pre-tokenizer (%s at offset %zu)", (const char *)msg, (size_t)at), false;
+        }
+        // JIT where PCRE2 has it for this machine; the interpreter gives the same matches otherwise
+        if (pcre2_jit_compile(b->re, PCRE2_JIT_COMPLETE) == 0) {
+            b->mctx = pcre2_match_context_create(NULL);
+            b->jit = pcre2_jit_stack_create(32 * 1024, BPE_JIT_STACK_MAX, NULL);
+            if (!b->mctx || !b->jit) err_fatal("out of memory creating PCRE2's JIT stack");
+            pcre2_jit_stack_assign(b->mctx, NULL, b->jit);
+        }
+        b->md = pcre2_match_data_create_from_pattern(b->re, NULL);
+        if (!b->md) err_fatal("out of memory creating PCRE2 match data");
+    }
+    b->cache = callocCheck(BPE_CACHE_SLOTS, sizeof *b->cache);
+    return true;
+}
+
+// ---- the files: GPT-2's, tokenizer.json ----
+
+// GPT-2's choices: byte-level pieces merged by rank, split by its regex (use_regex, Hugging Face's
+// ByteLevel option; GPT-2's own files always), a space before the text with add_prefix_space.
+static BpeOptions bpe_gpt2_options(bool add_prefix, bool use_regex) {
+    return (BpeOptions){.byte_level = true, .prefix = add_prefix ? " " : NULL, .split = use_regex ? BPE_SPLIT_REGEX : BPE_SPLIT_NONE,
+                        .regex = use_regex ? bpe_gpt2_pattern : NULL, .special = "<|endoftext|>"};
+}
+
+bool bpe_json_is_encoder(const JsonValue *root) {
+    const JsonValue *model = json_get(root, "model");  // "model" is also a GPT-2 piece: an id there
+    return root->type == JSON_OBJECT && root->len > 0 && root->items[0].type == JSON_NUMBER && (!model || model->type != JSON_OBJECT);
+}
+
+bool bpe_json_is_byte_level(const JsonValue *root) {
+    const JsonValue *pre = json_get(root, "pre_tokenizer");
+    const char *pt = json_get_string(pre, "type"), *dt = json_get_string(json_get(root, "decoder"), "type");
+    if ((pt && !strcmp(pt, "ByteLevel")) || (dt && !strcmp(dt, "ByteLevel"))) return true;
+    const JsonValue *list = pt && !strcmp(pt, "Sequence") ? json_get(pre, "pretokenizers") : NULL;
+    for (size_t i = 0; list && list->type == JSON_ARRAY && i < list->len; i++) {
+        const char *t = json_get_string(&list->items[i], "type");
+        if (t && !strcmp(t, "ByteLevel")) return true;
+    }
+    return false;
 }
 
 Bpe *bpe_load_encoder(const JsonValue *encoder, const char *merges_path, char *why, size_t whylen) {
@@ -370,11 +463,9 @@ Bpe *bpe_load_encoder(const JsonValue *encoder, const char *merges_path, char *w
         free(text);
         return NULL;
     }
-    int16_t cp_byte[BPE_MAP_CPS];
-    bpe_byte_map(cp_byte);
-    Bpe *b = callocCheck(1, sizeof *b);
-    b->use_regex = true;  // GPT-2: the regex, no prefix space
-    bool ok = bpe_vocab(b, cp_byte, encoder, NULL, nlines, why, whylen);
+    BpeOptions opt = bpe_gpt2_options(false, true);  // GPT-2: the regex, no prefix space
+    Bpe *b = bpe_new(&opt);
+    bool ok = bpe_vocab(b, encoder, NULL, nlines, why, whylen);
     int32_t rank = 0;
     char *line = text;
     for (size_t line_no = 1; ok && line < text + n; line_no++) {
@@ -392,12 +483,12 @@ Bpe *bpe_load_encoder(const JsonValue *encoder, const char *merges_path, char *w
                 break;
             }
             snprintf(where, sizeof where, "line %zu of '%s'", line_no, merges_path);
-            ok = bpe_merge(b, cp_byte, line, (size_t)(space - line), space + 1, (size_t)(end - space - 1), rank++, where, why, whylen);
+            ok = bpe_merge(b, line, (size_t)(space - line), space + 1, (size_t)(end - space - 1), rank++, where, why, whylen);
         }
         line = next;
     }
     free(text);
-    if (!ok || !bpe_finish(b, why, whylen)) return bpe_fail(b);
+    if (!ok || !bpe_finish(b, NULL, why, whylen)) return bpe_fail(b);
     return b;
 }
 
@@ -409,12 +500,79 @@ static const char *bpe_json_other(const JsonValue *v, const char *allowed) {
     return allowed && !strcmp(type, allowed) ? NULL : type;
 }
 
+// A byte-level tokenizer.json's normalizer, pre_tokenizer and decoder: GPT-2's choices or an error.
+static bool bpe_json_byte_level(const JsonValue *root, BpeOptions *opt, char *why, size_t whylen) {
+    const char *other;
+    if ((other = bpe_json_other(json_get(root, "normalizer"), NULL)))
+        return snprintf(why, whylen, "normalizer %s is not supported with byte-level BPE (GPT-2 has none)", other), false;
+    const JsonValue *pre = json_get(root, "pre_tokenizer");
+    if (!pre || pre->type == JSON_NULL) return snprintf(why, whylen, "byte-level BPE without a ByteLevel pre_tokenizer is not supported"), false;
+    if ((other = bpe_json_other(pre, "ByteLevel")))
+        return snprintf(why, whylen, "pre_tokenizer %s is not supported with byte-level BPE (only ByteLevel, as GPT-2's)", other), false;
+    if ((other = bpe_json_other(json_get(root, "decoder"), "ByteLevel")))
+        return snprintf(why, whylen, "decoder %s is not supported with byte-level BPE (only ByteLevel)", other), false;
+    int add_prefix = 1, use_regex = 1;  // the defaults of Hugging Face's ByteLevel
+    json_get_bool(pre, "add_prefix_space", &add_prefix);
+    json_get_bool(pre, "use_regex", &use_regex);
+    *opt = bpe_gpt2_options(add_prefix, use_regex);
+    return true;
+}
+
+// The first node of a SentencePiece-style normalizer/pre_tokenizer, or of its Sequence, whose
+// type is none of those fsdpc applies; NULL when all are known. Known ones set their choices.
+static const JsonValue *bpe_json_steps(BpeOptions *o, const JsonValue *v, const char *list_key, char *why, size_t whylen) {
+    if (!v || v->type == JSON_NULL) return NULL;
+    const char *type = json_get_string(v, "type");
+    if (!type) return snprintf(why, whylen, "a step without a type"), v;
+    if (!strcmp(type, "Sequence")) {
+        const JsonValue *list = json_get(v, list_key);
+        if (!list || list->type != JSON_ARRAY) return snprintf(why, whylen, "a Sequence without \"%s\"", list_key), v;
+        for (size_t i = 0; i < list->len; i++) {
+            const JsonValue *bad = bpe_json_steps(o, &list->items[i], list_key, why, whylen);
+            if (bad) return bad;
+        }
+        return NULL;
+    }
+    if (!strcmp(type, "Prepend")) {
+        const char *with = json_get_string(v, "prepend");
+        if (!with || strcmp(with, BPE_SPACE)) return snprintf(why, whylen, "Prepend of something else than \"" BPE_SPACE "\""), v;
+        o->prefix = BPE_SPACE, o->prefix_always = true;
+        return NULL;
+    }
+    if (!strcmp(type, "Replace")) {
+        const char *from = json_get_string(json_get(v, "pattern"), "String"), *to = json_get_string(v, "content");
+        if (!from || !to || strcmp(from, " ") || strcmp(to, BPE_SPACE))
+            return snprintf(why, whylen, "Replace of something else than \" \" by \"" BPE_SPACE "\""), v;
+        o->space_to_meta = true;
+        return NULL;
+    }
+    if (!strcmp(type, "Metaspace")) {
+        const char *rep = json_get_string(v, "replacement"), *scheme = json_get_string(v, "prepend_scheme");
+        int add_prefix = 1, split = 1;  // the defaults of files that predate prepend_scheme and split
+        if (!rep || strcmp(rep, BPE_SPACE)) return snprintf(why, whylen, "Metaspace with a replacement other than \"" BPE_SPACE "\""), v;
+        json_get_bool(v, "add_prefix_space", &add_prefix);
+        json_get_bool(v, "split", &split);
+        if (scheme && strcmp(scheme, "always") && strcmp(scheme, "first") && strcmp(scheme, "never"))
+            return snprintf(why, whylen, "Metaspace with prepend_scheme \"%s\"", scheme), v;
+        o->space_to_meta = true;
+        // "first" differs from "always" only on text split around added tokens, which fsdpc never splits
+        if (scheme ? strcmp(scheme, "never") != 0 : add_prefix) o->prefix = BPE_SPACE;
+        o->split = split ? BPE_SPLIT_METASPACE : BPE_SPLIT_WORDS;
+        return NULL;
+    }
+    snprintf(why, whylen, "%s", type);
+    return v;
+}
+
 Bpe *bpe_load_json(const JsonValue *root, char *why, size_t whylen) {
     const JsonValue *model = json_get(root, "model");
     if (!model || model->type != JSON_OBJECT) return snprintf(why, whylen, "no \"model\" object"), NULL;
-    const char *type = json_get_string(model, "type"), *other;
+    bool byte_level = bpe_json_is_byte_level(root);
+    const char *type = json_get_string(model, "type");
     if (type && strcmp(type, "BPE"))
-        return snprintf(why, whylen, "model type \"%s\" with a ByteLevel pre_tokenizer is not supported (fsdpc reads GPT-2's byte-level BPE)", type), NULL;
+        return snprintf(why, whylen, "model type \"%s\"%s is not supported (%s)", type, byte_level ? " with a ByteLevel pre_tokenizer" : "",
+                        byte_level ? "fsdpc reads GPT-2's byte-level BPE" : BPE_SPM_KINDS),
+               NULL;
     const JsonValue *vocab = json_get(model, "vocab"), *merges = json_get(model, "merges");
     if (!vocab || vocab->type != JSON_OBJECT || !merges || merges->type != JSON_ARRAY)
         return snprintf(why, whylen, "model %s has no \"vocab\" object and \"merges\" array", type ? type : "without a type"), NULL;
@@ -424,47 +582,26 @@ Bpe *bpe_load_json(const JsonValue *root, char *why, size_t whylen) {
     json_get_bool(model, "ignore_merges", &ignore_merges);
     json_get_number(model, "dropout", &dropout);
     const char *prefix = json_get_string(model, "continuing_subword_prefix"), *suffix = json_get_string(model, "end_of_word_suffix");
-    if (fallback || dropout != 0 || ignore_merges || (prefix && *prefix) || (suffix && *suffix))
-        return snprintf(why, whylen, "byte-level BPE with %s is not supported",
-                        fallback ? "byte_fallback" : dropout != 0 ? "dropout" : ignore_merges ? "ignore_merges" : "subword prefixes or suffixes"),
+    if (!byte_level && !fallback) return snprintf(why, whylen, "BPE without byte_fallback is not supported (" BPE_SPM_KINDS ")"), NULL;
+    if ((byte_level && fallback) || dropout != 0 || ignore_merges || (prefix && *prefix) || (suffix && *suffix))
+        return snprintf(why, whylen, "%sBPE with %s is not supported", byte_level ? "byte-level " : "",
+                        byte_level && fallback ? "byte_fallback" : dropout != 0 ? "dropout" : ignore_merges ? "ignore_merges" : "subword prefixes or suffixes"),
                NULL;
-    if ((other = bpe_json_other(json_get(root, "normalizer"), NULL)))
-        return snprintf(why, whylen, "normalizer %s is not supported with byte-level BPE (GPT-2 has none)", other), NULL;
-    const JsonValue *pre = json_get(root, "pre_tokenizer");
-    if (!pre || pre->type == JSON_NULL) return snprintf(why, whylen, "byte-level BPE without a ByteLevel pre_tokenizer is not supported"), NULL;
-    if ((other = bpe_json_other(pre, "ByteLevel")))
-        return snprintf(why, whylen, "pre_tokenizer %s is not supported with byte-level BPE (only ByteLevel, as GPT-2's)", other), NULL;
-    if ((other = bpe_json_other(json_get(root, "decoder"), "ByteLevel")))
-        return snprintf(why, whylen, "decoder %s is not supported with byte-level BPE (only ByteLevel)", other), NULL;
-    if (merges->len >= INT32_MAX) return snprintf(why, whylen, "too many merges"), NULL;
-    int16_t cp_byte[BPE_MAP_CPS];
-    bpe_byte_map(cp_byte);
-    Bpe *b = callocCheck(1, sizeof *b);
-    int add_prefix = 1, use_regex = 1;  // the defaults of Hugging Face's ByteLevel
-    json_get_bool(pre, "add_prefix_space", &add_prefix);
-    json_get_bool(pre, "use_regex", &use_regex);
-    b->add_prefix_space = add_prefix, b->use_regex = use_regex;
-    if (!bpe_vocab(b, cp_byte, vocab, json_get(root, "added_tokens"), merges->len, why, whylen)) return bpe_fail(b);
-    for (size_t i = 0; i < merges->len; i++) {
-        const JsonValue *m = &merges->items[i];
-        char where[48];
-        snprintf(where, sizeof where, "merge %zu", i);
-        const char *l, *r;
-        size_t ln, rn;
-        if (m->type == JSON_STRING) {
-            const char *space = memchr(m->str, ' ', m->len);
-            ln = space ? (size_t)(space - m->str) : 0, rn = space ? m->len - ln - 1 : 0;
-            if (!ln || !rn || memchr(space + 1, ' ', rn))
-                return snprintf(why, whylen, "merge %zu is not two pieces separated by one space", i), bpe_fail(b);
-            l = m->str, r = space + 1;
-        } else if (m->type == JSON_ARRAY && m->len == 2 && m->items[0].type == JSON_STRING && m->items[1].type == JSON_STRING) {
-            l = m->items[0].str, ln = m->items[0].len, r = m->items[1].str, rn = m->items[1].len;
-        } else {
-            return snprintf(why, whylen, "merge %zu is neither \"a b\" nor [\"a\", \"b\"]", i), bpe_fail(b);
-        }
-        if (!bpe_merge(b, cp_byte, l, ln, r, rn, (int32_t)i, where, why, whylen)) return bpe_fail(b);
+    // SentencePiece-style: characters with byte fallback, piece priority, per-byte U+FFFD
+    BpeOptions opt = {.piece_priority = true, .lossy_per_byte = true, .split = BPE_SPLIT_WORDS};
+    char step[96];
+    if (byte_level) {
+        if (!bpe_json_byte_level(root, &opt, why, whylen)) return NULL;
+    } else if (bpe_json_steps(&opt, json_get(root, "normalizer"), "normalizers", step, sizeof step)) {
+        return snprintf(why, whylen, "normalizer %s is not supported (only Prepend and Replace of SentencePiece's '" BPE_SPACE "')", step), NULL;
+    } else if (bpe_json_steps(&opt, json_get(root, "pre_tokenizer"), "pretokenizers", step, sizeof step)) {
+        return snprintf(why, whylen, "pre_tokenizer %s is not supported (only Metaspace)", step), NULL;
     }
-    if (!bpe_finish(b, why, whylen)) return bpe_fail(b);
+    if (merges->len >= INT32_MAX) return snprintf(why, whylen, "too many merges"), NULL;
+    Bpe *b = bpe_new(&opt);
+    if (!bpe_vocab(b, vocab, json_get(root, "added_tokens"), merges->len, why, whylen) || !bpe_json_merges(b, merges, why, whylen) ||
+        !bpe_finish(b, byte_level ? NULL : json_get_string(model, "unk_token"), why, whylen))
+        return bpe_fail(b);
     return b;
 }
 
@@ -474,14 +611,15 @@ void bpe_free(Bpe *b) {
     pcre2_match_context_free(b->mctx);
     pcre2_jit_stack_free(b->jit);
     pcre2_code_free(b->re);
+    free(b->regex);
     free(b->pool);
     free(b->off);
     free(b->plen);
-    free(b->special);
+    free(b->type);
     free(b->slot);
     free(b->mkey);
     free(b->mval);
-    free(b->text);
+    free(b->norm);
     free(b->sym);
     free(b->heap);
     free(b->cache);
@@ -490,19 +628,20 @@ void bpe_free(Bpe *b) {
     free(b);
 }
 
+const BpeOptions *bpe_options(const Bpe *b) { return &b->opt; }
 int bpe_vocab_size(const Bpe *b) { return b->vocab; }
-int bpe_end_of_text(const Bpe *b) { return b->eot; }
+int bpe_unk(const Bpe *b) { return b->unk; }
 
-const char *bpe_token_bytes(const Bpe *b, int32_t id, size_t *n, bool *special) {
+BpePieceType bpe_piece(const Bpe *b, int32_t id, const char **p, size_t *n) {
+    *p = b->pool + b->off[id];
     *n = b->plen[id];
-    *special = b->special[id];
-    return b->pool + b->off[id];
+    return (BpePieceType)b->type[id];
 }
 
 // ---- encoding ----
 
 static bool bpe_pair_before(const BpePair *a, const BpePair *b) {
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
+    return a->prio < b->prio || (a->prio == b->prio && a->left < b->left);
 }
 
 static void bpe_heap_push(Bpe *b, BpePair p) {
@@ -533,21 +672,26 @@ static BpePair bpe_heap_pop(Bpe *b) {
 static void bpe_maybe_pair(Bpe *b, int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     int32_t lid = b->sym[left].id, rid = b->sym[right].id;
+    if (lid < 0 || rid < 0) return;
     uint64_t key = (uint64_t)(uint32_t)lid << 32 | (uint32_t)rid;
     size_t slot = bpe_merge_slot(b, key);
-    if (b->mkey[slot] == key) bpe_heap_push(b, (BpePair){b->mval[slot].rank, left, right, b->mval[slot].id, lid, rid});
+    if (b->mkey[slot] == key) bpe_heap_push(b, (BpePair){b->mval[slot].prio, left, right, b->mval[slot].id, lid, rid});
 }
 
-static void bpe_reserve(int32_t **ids, size_t *cap, size_t need) { *ids = bpe_grow(*ids, cap, need, sizeof **ids); }
-
-// Merges the bytes of piece s[0, n) by rank, the leftmost first among equals (as GPT-2's
-// encoder.py and Hugging Face do), and appends the ids.
-static void bpe_piece(Bpe *b, const uint8_t *s, size_t n, int32_t **ids, size_t *len, size_t *cap) {
+// Merges segment s[0, n) (whole characters) by priority, the leftmost first among equals (as
+// GPT-2's encoder.py, Hugging Face and SentencePiece do), and appends the ids.
+static void bpe_segment(Bpe *b, const uint8_t *s, size_t n, int32_t **ids, size_t *len, size_t *cap) {
     b->sym = bpe_grow(b->sym, &b->sym_cap, n, sizeof *b->sym);
-    for (size_t i = 0; i < n; i++) b->sym[i] = (BpeSym){b->byte_id[s[i]], (int32_t)i - 1, (int32_t)i + 1};
-    b->sym[n - 1].next = -1;
+    int32_t nsym = 0;
+    for (size_t i = 0; b->opt.byte_level && i < n; i++, nsym++) b->sym[nsym] = (BpeSym){s + i, b->byte_id[s[i]], nsym - 1, nsym + 1, 1};
+    for (size_t i = 0, cl; !b->opt.byte_level && i < n; i += cl, nsym++) {
+        cl = bpe_char_len(s[i]);
+        int32_t id = cl == 1 ? b->ascii[s[i] & 0x7F] : bpe_piece_id(b, (const char *)s + i, cl);
+        b->sym[nsym] = (BpeSym){s + i, id, nsym - 1, nsym + 1, (uint32_t)cl};
+    }
+    b->sym[nsym - 1].next = -1;
     b->nheap = 0;
-    for (size_t i = 1; i < n; i++) bpe_maybe_pair(b, (int32_t)i - 1, (int32_t)i);
+    for (int32_t i = 1; i < nsym; i++) bpe_maybe_pair(b, i - 1, i);
     while (b->nheap) {
         BpePair p = bpe_heap_pop(b);
         BpeSym *l = &b->sym[p.left], *r = &b->sym[p.right];
@@ -560,15 +704,18 @@ static void bpe_piece(Bpe *b, const uint8_t *s, size_t n, int32_t **ids, size_t 
         bpe_maybe_pair(b, p.left, l->next);
     }
     for (int32_t i = 0; i >= 0; i = b->sym[i].next) {
-        bpe_reserve(ids, cap, *len + 1);
-        (*ids)[(*len)++] = b->sym[i].id;
+        const BpeSym *sy = &b->sym[i];
+        bpe_reserve(ids, cap, *len + (sy->id >= 0 ? 1 : sy->len));
+        if (sy->id >= 0) (*ids)[(*len)++] = sy->id;
+        else
+            for (uint32_t k = 0; k < sy->len; k++) (*ids)[(*len)++] = b->byte_id[sy->src[k]];
     }
 }
 
-// A piece's ids from the cache, or merged and then cached: text repeats its words.
+// A segment's ids from the cache, or merged and then cached: text repeats its words.
 static void bpe_cached(Bpe *b, const uint8_t *s, size_t n, int32_t **ids, size_t *len, size_t *cap) {
-    if (n > BPE_CACHE_MAX_PIECE) {
-        bpe_piece(b, s, n, ids, len, cap);
+    if (n > BPE_CACHE_MAX_SEGMENT) {
+        bpe_segment(b, s, n, ids, len, cap);
         return;
     }
     uint64_t h = bpe_hash(s, n) | 1;
@@ -583,9 +730,9 @@ static void bpe_cached(Bpe *b, const uint8_t *s, size_t n, int32_t **ids, size_t
         }
     }
     size_t first = *len;
-    bpe_piece(b, s, n, ids, len, cap);
+    bpe_segment(b, s, n, ids, len, cap);
     size_t nids = *len - first;
-    // once full, the pieces seen so far stay cached and new ones are merged each time
+    // once full, the segments seen so far stay cached and new ones are merged each time
     if (2 * (b->ncached + 1) > BPE_CACHE_SLOTS || b->keys_len + n > BPE_CACHE_POOL || 4 * (b->cids_len + nids) > BPE_CACHE_POOL) return;
     b->keys = bpe_grow(b->keys, &b->keys_cap, b->keys_len + n, 1);
     b->cids = bpe_grow(b->cids, &b->cids_cap, b->cids_len + nids, sizeof *b->cids);
@@ -597,37 +744,63 @@ static void bpe_cached(Bpe *b, const uint8_t *s, size_t n, int32_t **ids, size_t
     b->ncached++;
 }
 
+// The text as the merges see it, s[0, *n) itself when that changes nothing: ill-formed UTF-8 as
+// U+FFFD, ' ' as '▁' (space_to_meta), the prefix before it.
+static const uint8_t *bpe_normalize(Bpe *b, const uint8_t *s, size_t *n) {
+    const BpeOptions *o = &b->opt;
+    size_t pn = o->prefix ? strlen(o->prefix) : 0;
+    bool starts = pn && *n >= pn && !memcmp(s, o->prefix, pn);
+    if (!o->space_to_meta && (!pn || (starts && !o->prefix_always)) && bpe_utf8_valid(s, *n)) return s;
+    b->norm = bpe_grow(b->norm, &b->norm_cap, pn + 3 * *n, 1);
+    uint8_t *text = b->norm + pn, *w = text;
+    for (size_t i = 0, cl, bad; i < *n;) {
+        if (s[i] == ' ' && o->space_to_meta) {
+            memcpy(w, BPE_SPACE, 3), w += 3, i++;
+        } else if (s[i] < 0x80) {
+            *w++ = s[i++];
+        } else if ((cl = bpe_utf8_char(s + i, *n - i, &bad))) {
+            memcpy(w, s + i, cl), w += cl, i += cl;
+        } else {
+            memcpy(w, "\xEF\xBF\xBD", 3), w += 3, i += o->lossy_per_byte ? 1 : bad;
+        }
+    }
+    if (pn && (o->prefix_always || (size_t)(w - text) < pn || memcmp(text, o->prefix, pn))) text = memcpy(b->norm, o->prefix, pn);
+    *n = (size_t)(w - text);
+    return text;
+}
+
 size_t bpe_encode(Bpe *b, const char *text, size_t n, int32_t **ids, size_t *len, size_t *cap) {
-    const uint8_t *s = (const uint8_t *)text;
-    size_t before = *len;
-    bool prefix = b->add_prefix_space && n && s[0] != ' ';
-    if (prefix || !bpe_utf8_valid(s, n)) {  // PCRE2's UTF mode needs valid UTF-8
-        b->text = bpe_grow(b->text, &b->text_cap, 3 * n + 1, 1);
-        size_t k = prefix ? (b->text[0] = ' ', 1) : 0;
-        n = k + bpe_utf8_lossy(s, n, b->text + k);
-        s = b->text;
-    }
-    if (!b->use_regex) {
-        if (n) bpe_cached(b, s, n, ids, len, cap);
-        return *len - before;
-    }
-    for (size_t at = 0; at < n;) {
-        int rc = pcre2_match(b->re, s, n, at, PCRE2_NO_UTF_CHECK, b->md, b->mctx);
-        if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
-            PCRE2_UCHAR msg[160];
-            pcre2_get_error_message(rc, msg, sizeof msg);
-            err_fatal("GPT-2's pretokenizer failed on a text of %zu bytes (PCRE2: %s)", n, (const char *)msg);
+    if (!n) return 0;
+    const uint8_t *s = bpe_normalize(b, (const uint8_t *)text, &n);
+    size_t before = *len, start = 0;
+    if (b->opt.split == BPE_SPLIT_REGEX) {
+        for (size_t at = 0; at < n;) {
+            int rc = pcre2_match(b->re, s, n, at, PCRE2_NO_UTF_CHECK, b->md, b->mctx);
+            if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+                PCRE2_UCHAR msg[160];
+                pcre2_get_error_message(rc, msg, sizeof msg);
+                err_fatal("the pre-tokenizer failed on a text of %zu bytes (PCRE2: %s)", n, (const char *)msg);
+            }
+            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(b->md);
+            // GPT-2's regex leaves no gaps and matches nothing empty; were there any, their bytes
+            // would still be encoded, never dropped
+            if (rc == PCRE2_ERROR_NOMATCH || ov[1] <= ov[0]) break;
+            if (ov[0] > at) bpe_cached(b, s + at, ov[0] - at, ids, len, cap);
+            bpe_cached(b, s + ov[0], ov[1] - ov[0], ids, len, cap);
+            at = start = ov[1];
         }
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(b->md);
-        // every character is a letter, a number, a space or another: no gaps, no empty matches;
-        // were there any, their bytes would still be encoded, never dropped
-        if (rc == PCRE2_ERROR_NOMATCH || ov[1] <= ov[0]) {
-            bpe_cached(b, s + at, n - at, ids, len, cap);
-            break;
+    } else if (b->opt.split != BPE_SPLIT_NONE) {
+        // a segment starts before each '▁' (METASPACE), or before each '▁' after another character (WORDS)
+        bool metaspace = b->opt.split == BPE_SPLIT_METASPACE, prev_space = true;
+        for (size_t i = 0; i < n; i += bpe_char_len(s[i])) {
+            bool is_space = n - i >= 3 && !memcmp(s + i, BPE_SPACE, 3);
+            if (is_space && i > start && (metaspace || !prev_space)) {
+                bpe_cached(b, s + start, i - start, ids, len, cap);
+                start = i;
+            }
+            prev_space = is_space;
         }
-        if (ov[0] > at) bpe_cached(b, s + at, ov[0] - at, ids, len, cap);
-        bpe_cached(b, s + ov[0], ov[1] - ov[0], ids, len, cap);
-        at = ov[1];
     }
+    if (n > start) bpe_cached(b, s + start, n - start, ids, len, cap);
     return *len - before;
 }

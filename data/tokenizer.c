@@ -1,5 +1,5 @@
-// tokenizer: the byte tokenizer, SentencePiece models through libsentencepiece, tokenizer.json
-// BPE encoded here with SentencePiece's algorithm, GPT-2's byte-level BPE (data/bpe); `fsdpc tokenize`.
+// tokenizer: the byte tokenizer, SentencePiece models through libsentencepiece, and BPE
+// tokenizer.json / GPT-2 files through data/bpe's one merge engine; `fsdpc tokenize`.
 #include "tokenizer.h"
 
 #include <errno.h>
@@ -22,50 +22,16 @@
 
 #define TOK_JSON_MAX_BYTES ((size_t)1 << 30)
 #define TOK_SPACE "\xE2\x96\x81"           // U+2581 '▁': SentencePiece's visible space
-#define TOK_REPLACEMENT "\xEF\xBF\xBD"     // U+FFFD: what bytes that are not UTF-8 become
 #define TOK_UNK_SURFACE " \xE2\x81\x87 "  // " ⁇ ": how SentencePiece prints <unk>
-#define TOK_CACHE_SLOTS (1 << 16)          // segment cache: at most half used
-#define TOK_CACHE_MAX_SEGMENT 64           // bytes: longer segments are rare, merged each time
-#define TOK_CACHE_POOL (1 << 22)           // bytes of segments and ids cached, each
 
-typedef enum { TOK_KIND_BYTE, TOK_KIND_SPM, TOK_KIND_BPE, TOK_KIND_GPT2 } TokKind;
-typedef enum { TOK_PIECE_NORMAL, TOK_PIECE_CONTROL, TOK_PIECE_UNKNOWN, TOK_PIECE_BYTE } TokPieceType;
-
-typedef struct {
-    int32_t prio, id;  // priority (lower merges first) and the merged piece
-} TokMerge;
-
-// A tokenizer.json BPE vocabulary: pieces by id, a hash of piece text to id, and the merges as a
-// hash of (left id, right id).
-typedef struct {
-    char *pool;           // piece texts, back to back
-    size_t *off, *plen;   // piece id -> its text in pool
-    uint8_t *type;        // TokPieceType by id
-    int16_t *byte;        // the byte of a <0xNN> piece, else -1
-    int32_t *slot;        // piece hash: ids, -1 empty
-    size_t slot_mask;
-    uint64_t *mkey;       // merge hash: left << 32 | right, UINT64_MAX empty
-    TokMerge *mval;
-    size_t mkey_mask;
-    int32_t ascii[128];   // id of each ASCII character, -1 when it is no piece
-    int32_t byte_id[256]; // byte-fallback pieces (<unk> where one is missing)
-    bool replace_space;   // ' ' -> '▁'
-    bool prepend;         // '▁' before the text (a Prepend normalizer)
-    bool prepend_meta;    // '▁' before the text unless it starts with one (Metaspace)
-    bool split;           // no merges across a '▁' (Metaspace split: words start at each '▁')
-    bool cut_at_space;    // no merged piece holds a character other than '▁' before a '▁'
-} TokBpe;
-
-typedef struct TokWork TokWork;
+typedef enum { TOK_KIND_BYTE, TOK_KIND_SPM, TOK_KIND_BPE } TokKind;
 
 struct Tokenizer {
     TokKind kind;
     char *path;
     int vocab, bos, eos, unk;
     SpmModel *spm;
-    TokBpe bpe;
-    TokWork *work;  // tokenizer.json only
-    Bpe *gpt2;      // GPT-2 byte-level BPE only
+    Bpe *bpe;
 };
 
 // p (*cap items of size bytes) grown by doubling to hold need items
@@ -81,468 +47,9 @@ static void *tok_grow(void *p, size_t *cap, size_t need, size_t size) {
 
 static void tok_reserve(int32_t **ids, size_t *cap, size_t need) { *ids = tok_grow(*ids, cap, need, sizeof **ids); }
 
-// Length of the UTF-8 character at s (n > 0 bytes), or 0 when the bytes there are none, by
-// SentencePiece's rules: shortest forms only, no surrogates, at most U+10FFFF.
 size_t tok_utf8_len(const uint8_t *s, size_t n) {
-    if (s[0] < 0x80) return 1;
-    size_t len = (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
-    if (!len || len > n) return 0;
-    uint32_t cp = s[0] & (0x7F >> len);
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        cp = cp << 6 | (s[i] & 0x3F);
-    }
-    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[len] || (cp >= 0xD800 && cp < 0xE000) || cp > 0x10FFFF) return 0;
-    return len;
-}
-
-// ---- tokenizer.json BPE: hashes ----
-
-static uint64_t tok_hash(const char *s, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a
-    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 0x100000001b3ULL;
-    return h;
-}
-
-static size_t tok_pow2_above(size_t n) {
-    size_t cap = 16;
-    while (cap < 2 * n) cap *= 2;
-    return cap;
-}
-
-static int32_t tok_bpe_find(const TokBpe *b, const char *s, size_t n) {
-    for (size_t i = tok_hash(s, n) & b->slot_mask;; i = (i + 1) & b->slot_mask) {
-        int32_t id = b->slot[i];
-        if (id < 0) return -1;
-        if (b->plen[id] == n && !memcmp(b->pool + b->off[id], s, n)) return id;
-    }
-}
-
-static size_t tok_merge_slot(const TokBpe *b, uint64_t key) {
-    size_t i = (size_t)((key * 0x9E3779B97F4A7C15ULL) >> 32) & b->mkey_mask;  // high bits: both ids count
-    while (b->mkey[i] != key && b->mkey[i] != UINT64_MAX) i = (i + 1) & b->mkey_mask;
-    return i;
-}
-
-// ---- tokenizer.json BPE: loading ----
-
-// The first node of a normalizer/pre_tokenizer, or of its Sequence, whose type is none of those
-// fsdpc applies; NULL when all are known. Known ones set the matching flags.
-static const JsonValue *tok_json_steps(TokBpe *b, const JsonValue *v, const char *list_key, char *why, size_t whylen) {
-    if (!v || v->type == JSON_NULL) return NULL;
-    const char *type = json_get_string(v, "type");
-    if (!type) return snprintf(why, whylen, "a step without a type"), v;
-    if (!strcmp(type, "Sequence")) {
-        const JsonValue *list = json_get(v, list_key);
-        if (!list || list->type != JSON_ARRAY) return snprintf(why, whylen, "a Sequence without \"%s\"", list_key), v;
-        for (size_t i = 0; i < list->len; i++) {
-            const JsonValue *bad = tok_json_steps(b, &list->items[i], list_key, why, whylen);
-            if (bad) return bad;
-        }
-        return NULL;
-    }
-    if (!strcmp(type, "Prepend")) {
-        const char *with = json_get_string(v, "prepend");
-        if (!with || strcmp(with, TOK_SPACE)) return snprintf(why, whylen, "Prepend of something else than \"" TOK_SPACE "\""), v;
-        b->prepend = true;
-        return NULL;
-    }
-    if (!strcmp(type, "Replace")) {
-        const char *from = json_get_string(json_get(v, "pattern"), "String"), *to = json_get_string(v, "content");
-        if (!from || !to || strcmp(from, " ") || strcmp(to, TOK_SPACE))
-            return snprintf(why, whylen, "Replace of something else than \" \" by \"" TOK_SPACE "\""), v;
-        b->replace_space = true;
-        return NULL;
-    }
-    if (!strcmp(type, "Metaspace")) {
-        const char *rep = json_get_string(v, "replacement"), *scheme = json_get_string(v, "prepend_scheme");
-        int add_prefix = 1, split = 1;  // the defaults of files that predate prepend_scheme and split
-        if (!rep || strcmp(rep, TOK_SPACE)) return snprintf(why, whylen, "Metaspace with a replacement other than \"" TOK_SPACE "\""), v;
-        json_get_bool(v, "add_prefix_space", &add_prefix);
-        json_get_bool(v, "split", &split);
-        if (scheme && strcmp(scheme, "always") && strcmp(scheme, "first") && strcmp(scheme, "never"))
-            return snprintf(why, whylen, "Metaspace with prepend_scheme \"%s\"", scheme), v;
-        b->replace_space = true;
-        // "first" differs from "always" only on text split around added tokens, which fsdpc never splits
-        b->prepend_meta = scheme ? strcmp(scheme, "never") != 0 : add_prefix;
-        b->split = split;
-        return NULL;
-    }
-    snprintf(why, whylen, "%s", type);
-    return v;
-}
-
-// Adds piece text s[0, n) as id. The vocabulary holds each id and each text once; an added
-// token may repeat a text, which then keeps finding the first id.
-static bool tok_bpe_add(TokBpe *b, const char *s, size_t n, int32_t id, bool added, size_t *pool_len, char *why, size_t whylen) {
-    if (b->plen[id] != SIZE_MAX) return snprintf(why, whylen, "id %d appears twice in the vocabulary", (int)id), false;
-    size_t i = tok_hash(s, n) & b->slot_mask;
-    bool repeated = false;
-    for (; !repeated && b->slot[i] >= 0; i = (i + 1) & b->slot_mask)
-        repeated = b->plen[b->slot[i]] == n && !memcmp(b->pool + b->off[b->slot[i]], s, n);
-    if (repeated && !added) return snprintf(why, whylen, "piece \"%.*s\" appears twice in the vocabulary", (int)(n > 40 ? 40 : n), s), false;
-    if (!repeated) b->slot[i] = id;
-    memcpy(b->pool + *pool_len, s, n);
-    b->off[id] = *pool_len;
-    b->plen[id] = n;
-    *pool_len += n;
-    return true;
-}
-
-// A merge, "LEFT RIGHT" or ["LEFT", "RIGHT"]; rank is its position (lower merges first).
-static bool tok_bpe_merge(TokBpe *b, const JsonValue *m, int32_t rank, char *why, size_t whylen) {
-    const char *l, *r;
-    size_t ln, rn;
-    if (m->type == JSON_STRING) {
-        const char *space = memchr(m->str, ' ', m->len);
-        if (!space || memchr(space + 1, ' ', m->len - (size_t)(space + 1 - m->str)))
-            return snprintf(why, whylen, "merge %d is not two pieces separated by one space", (int)rank), false;
-        l = m->str, ln = (size_t)(space - m->str), r = space + 1, rn = m->len - ln - 1;
-    } else if (m->type == JSON_ARRAY && m->len == 2 && m->items[0].type == JSON_STRING && m->items[1].type == JSON_STRING) {
-        l = m->items[0].str, ln = m->items[0].len, r = m->items[1].str, rn = m->items[1].len;
-    } else {
-        return snprintf(why, whylen, "merge %d is neither \"a b\" nor [\"a\", \"b\"]", (int)rank), false;
-    }
-    char *both = mallocCheck(ln + rn);
-    memcpy(both, l, ln);
-    memcpy(both + ln, r, rn);
-    int32_t li = tok_bpe_find(b, l, ln), ri = tok_bpe_find(b, r, rn), id = tok_bpe_find(b, both, ln + rn);
-    free(both);
-    if (li < 0 || ri < 0 || id < 0) return snprintf(why, whylen, "merge %d joins pieces that are not in the vocabulary", (int)rank), false;
-    uint64_t key = (uint64_t)li << 32 | (uint32_t)ri;
-    size_t slot = tok_merge_slot(b, key);
-    if (b->mkey[slot] == key) return true;  // listed twice: the first rank holds
-    b->mkey[slot] = key;
-    b->mval[slot] = (TokMerge){rank, id};
-    return true;
-}
-
-static bool tok_bpe_load(Tokenizer *t, const JsonValue *root, char *why, size_t whylen) {
-    TokBpe *b = &t->bpe;
-    const JsonValue *model = json_get(root, "model");
-    if (!model || model->type != JSON_OBJECT) return snprintf(why, whylen, "no \"model\" object"), false;
-    const char *type = json_get_string(model, "type");
-    if (type && strcmp(type, "BPE"))
-        return snprintf(why, whylen, "model type \"%s\" is not supported (fsdpc reads SentencePiece-style BPE with byte_fallback, as Llama-2 and Mistral use, and GPT-2's byte-level BPE)", type), false;
-    const JsonValue *vocab = json_get(model, "vocab"), *merges = json_get(model, "merges");
-    if (!vocab || vocab->type != JSON_OBJECT || !merges || merges->type != JSON_ARRAY)
-        return snprintf(why, whylen, "model %s has no \"vocab\" object and \"merges\" array", type ? type : "without a type"), false;
-    int fallback = 0;
-    json_get_bool(model, "byte_fallback", &fallback);
-    if (!fallback)  // byte-level ones went to data/bpe
-        return snprintf(why, whylen, "BPE without byte_fallback is not supported (fsdpc reads SentencePiece-style BPE with byte_fallback, as Llama-2 and Mistral use, and GPT-2's byte-level BPE)"), false;
-    double dropout = 0;
-    json_get_number(model, "dropout", &dropout);
-    const char *prefix = json_get_string(model, "continuing_subword_prefix"), *suffix = json_get_string(model, "end_of_word_suffix");
-    int ignore_merges = 0;
-    json_get_bool(model, "ignore_merges", &ignore_merges);
-    if (dropout != 0 || (prefix && *prefix) || (suffix && *suffix) || ignore_merges)
-        return snprintf(why, whylen, "BPE with %s is not supported", dropout != 0 ? "dropout" : ignore_merges ? "ignore_merges" : "subword prefixes or suffixes"), false;
-    char step[96];
-    const JsonValue *bad = tok_json_steps(b, json_get(root, "normalizer"), "normalizers", step, sizeof step);
-    if (bad) return snprintf(why, whylen, "normalizer %s is not supported (only Prepend and Replace of SentencePiece's '" TOK_SPACE "')", step), false;
-    bad = tok_json_steps(b, json_get(root, "pre_tokenizer"), "pretokenizers", step, sizeof step);
-    if (bad) return snprintf(why, whylen, "pre_tokenizer %s is not supported (only Metaspace)", step), false;
-
-    // ids: the vocabulary's and the added tokens' (which may lie beyond it)
-    const JsonValue *added = json_get(root, "added_tokens");
-    int64_t max_id = -1;
-    size_t pool_bytes = 0;
-    for (size_t i = 0; i < vocab->len; i++) {
-        const JsonValue *v = &vocab->items[i];
-        if (v->type != JSON_NUMBER || !v->is_int || v->integer < 0 || v->integer >= INT32_MAX)
-            return snprintf(why, whylen, "vocabulary entry \"%.40s\" has no valid id", v->key), false;
-        if (v->integer > max_id) max_id = v->integer;
-        pool_bytes += v->key_len;
-    }
-    size_t nadded = added && added->type == JSON_ARRAY ? added->len : 0;
-    for (size_t i = 0; i < nadded; i++) {
-        int64_t id;
-        const char *content = json_get_string(&added->items[i], "content");
-        if (!json_get_int(&added->items[i], "id", &id) || id < 0 || id >= INT32_MAX || !content)
-            return snprintf(why, whylen, "added token %zu has no valid id and content", i), false;
-        if (id > max_id) max_id = id;
-        pool_bytes += json_get(&added->items[i], "content")->len;
-    }
-    t->vocab = (int)(max_id + 1);
-    b->pool = mallocCheck(pool_bytes);
-    b->off = callocCheck((size_t)t->vocab, sizeof *b->off);
-    b->plen = mallocCheck((size_t)t->vocab * sizeof *b->plen);
-    b->type = callocCheck((size_t)t->vocab, sizeof *b->type);
-    b->byte = mallocCheck((size_t)t->vocab * sizeof *b->byte);
-    for (int i = 0; i < t->vocab; i++) b->plen[i] = SIZE_MAX, b->byte[i] = -1;
-    size_t slots = tok_pow2_above((size_t)t->vocab);
-    b->slot = mallocCheck(slots * sizeof *b->slot);
-    memset(b->slot, 0xFF, slots * sizeof *b->slot);
-    b->slot_mask = slots - 1;
-    size_t pool_len = 0;
-    for (size_t i = 0; i < vocab->len; i++)
-        if (!tok_bpe_add(b, vocab->items[i].key, vocab->items[i].key_len, (int32_t)vocab->items[i].integer, false, &pool_len, why, whylen))
-            return false;
-    for (size_t i = 0; i < nadded; i++) {
-        const JsonValue *a = &added->items[i], *content = json_get(a, "content");
-        int64_t id;
-        int special = 0;
-        json_get_int(a, "id", &id);
-        json_get_bool(a, "special", &special);
-        // an added token usually repeats a vocabulary entry; one beyond it gets its text here
-        if (b->plen[id] == SIZE_MAX && !tok_bpe_add(b, content->str, content->len, (int32_t)id, true, &pool_len, why, whylen)) return false;
-        if (special) b->type[id] = TOK_PIECE_CONTROL;
-    }
-    for (int i = 0; i < t->vocab; i++)
-        if (b->plen[i] == SIZE_MAX) return snprintf(why, whylen, "the vocabulary has no id %d (ids must be 0..%d)", i, t->vocab - 1), false;
-
-    const char *unk = json_get_string(model, "unk_token");
-    t->unk = unk ? tok_bpe_find(b, unk, strlen(unk)) : -1;
-    if (unk && t->unk < 0) return snprintf(why, whylen, "unk_token \"%.40s\" is not in the vocabulary", unk), false;
-    if (t->unk >= 0) b->type[t->unk] = TOK_PIECE_UNKNOWN;
-    t->bos = tok_bpe_find(b, "<s>", 3);
-    t->eos = tok_bpe_find(b, "</s>", 4);
-    for (int c = 0; c < 256; c++) {
-        char name[8];
-        snprintf(name, sizeof name, "<0x%02X>", c);
-        int32_t id = tok_bpe_find(b, name, 6);
-        if (id < 0 && t->unk < 0) return snprintf(why, whylen, "byte_fallback without a %s piece or an unk_token", name), false;
-        b->byte_id[c] = id >= 0 ? id : t->unk;
-        if (id >= 0) b->type[id] = TOK_PIECE_BYTE, b->byte[id] = (int16_t)c;
-    }
-    for (int c = 0; c < 128; c++) b->ascii[c] = tok_bpe_find(b, (const char[]){(char)c}, 1);
-
-    // SentencePiece merges the best piece first and ties (splits of one piece) leftmost first: a
-    // merge's priority is the rank of the first merge that makes the same piece
-    size_t mslots = tok_pow2_above(merges->len);
-    b->mkey = mallocCheck(mslots * sizeof *b->mkey);
-    memset(b->mkey, 0xFF, mslots * sizeof *b->mkey);
-    b->mval = mallocCheck(mslots * sizeof *b->mval);
-    b->mkey_mask = mslots - 1;
-    if (merges->len >= INT32_MAX) return snprintf(why, whylen, "too many merges"), false;
-    for (size_t i = 0; i < merges->len; i++)
-        if (!tok_bpe_merge(b, &merges->items[i], (int32_t)i, why, whylen)) return false;
-    int32_t *first = mallocCheck((size_t)t->vocab * sizeof *first);
-    for (int i = 0; i < t->vocab; i++) first[i] = INT32_MAX;
-    for (size_t i = 0; i < mslots; i++)
-        if (b->mkey[i] != UINT64_MAX && b->mval[i].prio < first[b->mval[i].id]) first[b->mval[i].id] = b->mval[i].prio;
-    b->cut_at_space = true;
-    for (size_t i = 0; i < mslots; i++) {
-        if (b->mkey[i] == UINT64_MAX) continue;
-        int32_t id = b->mval[i].id;
-        b->mval[i].prio = first[id];
-        const char *p = b->pool + b->off[id];
-        for (size_t k = 1; k + 3 <= b->plen[id]; k++)
-            if (!memcmp(p + k, TOK_SPACE, 3) && (k < 3 || memcmp(p + k - 3, TOK_SPACE, 3))) b->cut_at_space = false;
-    }
-    free(first);
-    return true;
-}
-
-static void tok_bpe_free(TokBpe *b) {
-    free(b->pool);
-    free(b->off);
-    free(b->plen);
-    free(b->type);
-    free(b->byte);
-    free(b->slot);
-    free(b->mkey);
-    free(b->mval);
-}
-
-// ---- tokenizer.json BPE: encoding (SentencePiece's bpe_model algorithm) ----
-
-typedef struct {
-    const uint8_t *src;  // the character's normalized bytes, for byte fallback
-    int32_t id;          // piece id; -1 for a character that is no piece
-    int32_t prev, next;  // neighbours still standing, -1 at the ends
-    uint32_t len;        // normalized bytes; 0 once merged into the left neighbour
-} TokSym;
-
-typedef struct {
-    int32_t prio, left, right, id;
-    uint32_t len;  // left.len + right.len when pushed: stale once either has changed
-} TokPair;
-
-typedef struct {
-    uint64_t hash;  // 0: empty
-    uint32_t key, key_len, ids, nids;  // offsets into the cache's pools
-} TokCacheSlot;
-
-// Scratch space and the segment cache of one tokenizer.json tokenizer (hence one encoding thread
-// at a time per Tokenizer).
-struct TokWork {
-    uint8_t *norm;  // the normalized text
-    size_t norm_cap;
-    TokSym *sym;
-    size_t sym_cap;
-    TokPair *heap;
-    size_t nheap, heap_cap;
-    TokCacheSlot *slot;  // TOK_CACHE_SLOTS
-    size_t nslots_used;
-    uint8_t *keys;  // cached segments, back to back
-    size_t keys_len, keys_cap;
-    int32_t *ids;  // their ids, back to back
-    size_t ids_len, ids_cap;
-};
-
-static bool tok_pair_before(const TokPair *a, const TokPair *b) {
-    return a->prio < b->prio || (a->prio == b->prio && a->left < b->left);
-}
-
-static void tok_heap_push(TokWork *w, TokPair p) {
-    w->heap = tok_grow(w->heap, &w->heap_cap, w->nheap + 1, sizeof *w->heap);
-    size_t i = w->nheap++;
-    while (i > 0 && tok_pair_before(&p, &w->heap[(i - 1) / 2])) {
-        w->heap[i] = w->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    w->heap[i] = p;
-}
-
-static TokPair tok_heap_pop(TokWork *w) {
-    TokPair top = w->heap[0], last = w->heap[--w->nheap];
-    size_t i = 0, n = w->nheap;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && tok_pair_before(&w->heap[c + 1], &w->heap[c])) c++;
-        if (!tok_pair_before(&w->heap[c], &last)) break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (n) w->heap[i] = last;
-    return top;
-}
-
-static void tok_maybe_pair(const TokBpe *b, TokWork *w, int32_t left, int32_t right) {
-    if (left < 0 || right < 0) return;
-    const TokSym *l = &w->sym[left], *r = &w->sym[right];
-    if (l->id < 0 || r->id < 0) return;
-    uint64_t key = (uint64_t)l->id << 32 | (uint32_t)r->id;
-    size_t slot = tok_merge_slot(b, key);
-    if (b->mkey[slot] != key) return;
-    tok_heap_push(w, (TokPair){b->mval[slot].prio, left, right, b->mval[slot].id, l->len + r->len});
-}
-
-static size_t tok_char_len(uint8_t lead) { return lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4; }
-
-// Merges normalized segment s[0, n) (whole, valid UTF-8 characters) and appends its ids.
-static void tok_bpe_segment(const TokBpe *b, TokWork *w, const uint8_t *s, size_t n, int32_t **ids, size_t *len, size_t *cap) {
-    w->sym = tok_grow(w->sym, &w->sym_cap, n, sizeof *w->sym);
-    int32_t nsym = 0;
-    for (size_t i = 0; i < n;) {
-        uint32_t cl = (uint32_t)tok_char_len(s[i]);
-        int32_t id = cl == 1 ? b->ascii[s[i] & 0x7F] : tok_bpe_find(b, (const char *)s + i, cl);
-        w->sym[nsym] = (TokSym){s + i, id, nsym - 1, nsym + 1, cl};
-        nsym++;
-        i += cl;
-    }
-    w->sym[nsym - 1].next = -1;
-    w->nheap = 0;
-    for (int32_t i = 1; i < nsym; i++) tok_maybe_pair(b, w, i - 1, i);
-    while (w->nheap) {
-        TokPair p = tok_heap_pop(w);
-        TokSym *l = &w->sym[p.left], *r = &w->sym[p.right];
-        if (!l->len || !r->len || l->len + r->len != p.len) continue;
-        l->id = p.id;
-        l->len = p.len;
-        l->next = r->next;
-        if (r->next >= 0) w->sym[r->next].prev = p.left;
-        r->len = 0;
-        tok_maybe_pair(b, w, l->prev, p.left);
-        tok_maybe_pair(b, w, p.left, l->next);
-    }
-    for (int32_t i = 0; i >= 0; i = w->sym[i].next) {
-        const TokSym *sy = &w->sym[i];
-        tok_reserve(ids, cap, *len + (sy->id >= 0 ? 1 : sy->len));
-        if (sy->id >= 0) (*ids)[(*len)++] = sy->id;
-        else
-            for (uint32_t k = 0; k < sy->len; k++) (*ids)[(*len)++] = b->byte_id[sy->src[k]];
-    }
-}
-
-// A segment's ids from the cache, or merged and then cached: text repeats its words.
-static void tok_bpe_cached(const TokBpe *b, TokWork *w, const uint8_t *s, size_t n, int32_t **ids, size_t *len, size_t *cap) {
-    if (n > TOK_CACHE_MAX_SEGMENT) {
-        tok_bpe_segment(b, w, s, n, ids, len, cap);
-        return;
-    }
-    uint64_t h = tok_hash((const char *)s, n) | 1;
-    size_t i = (size_t)(h >> 32) & (TOK_CACHE_SLOTS - 1);
-    for (; w->slot[i].hash; i = (i + 1) & (TOK_CACHE_SLOTS - 1)) {
-        const TokCacheSlot *c = &w->slot[i];
-        if (c->hash == h && c->key_len == n && !memcmp(w->keys + c->key, s, n)) {
-            tok_reserve(ids, cap, *len + c->nids);
-            memcpy(*ids + *len, w->ids + c->ids, c->nids * sizeof **ids);
-            *len += c->nids;
-            return;
-        }
-    }
-    size_t first = *len;
-    tok_bpe_segment(b, w, s, n, ids, len, cap);
-    size_t nids = *len - first;
-    // once full, the segments seen so far stay cached and new ones are merged each time
-    if (2 * (w->nslots_used + 1) > TOK_CACHE_SLOTS || w->keys_len + n > TOK_CACHE_POOL || 4 * (w->ids_len + nids) > TOK_CACHE_POOL) return;
-    w->keys = tok_grow(w->keys, &w->keys_cap, w->keys_len + n, 1);
-    w->ids = tok_grow(w->ids, &w->ids_cap, w->ids_len + nids, sizeof *w->ids);
-    w->slot[i] = (TokCacheSlot){h, (uint32_t)w->keys_len, (uint32_t)n, (uint32_t)w->ids_len, (uint32_t)nids};
-    memcpy(w->keys + w->keys_len, s, n);
-    memcpy(w->ids + w->ids_len, *ids + first, nids * sizeof **ids);
-    w->keys_len += n;
-    w->ids_len += nids;
-    w->nslots_used++;
-}
-
-static size_t tok_bpe_encode(const TokBpe *b, TokWork *w, const uint8_t *text, size_t n, int32_t **ids, size_t *len, size_t *cap) {
-    if (!n) return 0;
-    static const uint8_t space[] = TOK_SPACE, replacement[] = TOK_REPLACEMENT;
-    // normalize: '▁' for ' ', U+FFFD for each byte that starts no UTF-8 character, '▁' prepended
-    w->norm = tok_grow(w->norm, &w->norm_cap, 3 * n + 3, 1);
-    uint8_t *o = w->norm;
-    bool starts_space = (b->replace_space && text[0] == ' ') || (n >= 3 && !memcmp(text, space, 3));
-    if (b->prepend || (b->prepend_meta && !starts_space)) memcpy(o, space, 3), o += 3;
-    for (size_t i = 0; i < n;) {
-        if (text[i] < 0x80) {
-            if (text[i] == ' ' && b->replace_space) memcpy(o, space, 3), o += 3;
-            else *o++ = text[i];
-            i++;
-        } else {
-            size_t cl = tok_utf8_len(text + i, n - i);
-            if (cl) memcpy(o, text + i, cl), o += cl, i += cl;
-            else memcpy(o, replacement, 3), o += 3, i++;
-        }
-    }
-    // Merges never cross a segment boundary: before each '▁' with Metaspace's split, else before
-    // each '▁' that follows another character when no piece holds such a pair (SentencePiece
-    // vocabularies split by whitespace hold none)
-    size_t nn = (size_t)(o - w->norm), start = 0, before = *len;
-    const uint8_t *nb = w->norm;
-    bool cut = b->split || b->cut_at_space, prev_space = true;
-    for (size_t i = 0; cut && i < nn; i += tok_char_len(nb[i])) {
-        bool is_space = nn - i >= 3 && !memcmp(nb + i, space, 3);
-        if (is_space && i > start && (b->split || !prev_space)) {
-            tok_bpe_cached(b, w, nb + start, i - start, ids, len, cap);
-            start = i;
-        }
-        prev_space = is_space;
-    }
-    if (nn > start) tok_bpe_cached(b, w, nb + start, nn - start, ids, len, cap);
-    return *len - before;
-}
-
-static TokWork *tok_work_new(void) {
-    TokWork *w = callocCheck(1, sizeof *w);
-    w->slot = callocCheck(TOK_CACHE_SLOTS, sizeof *w->slot);
-    return w;
-}
-
-static void tok_work_free(TokWork *w) {
-    if (!w) return;
-    free(w->norm);
-    free(w->sym);
-    free(w->heap);
-    free(w->slot);
-    free(w->keys);
-    free(w->ids);
-    free(w);
+    size_t bad;
+    return bpe_utf8_char(s, n, &bad);
 }
 
 // ---- opening ----
@@ -599,11 +106,12 @@ static bool tok_beside(const char *path, const char *const *names, int n, char *
     return false;
 }
 
-// GPT-2's byte-level BPE from encoder.json (parsed: root) and its merges file, or from a
-// byte-level tokenizer.json.
-static bool tok_open_gpt2(Tokenizer *t, const JsonValue *root, bool encoder, const char *file, const char *merges_given, char *err,
-                          size_t errlen) {
+// A BPE tokenizer (data/bpe) from a parsed tokenizer.json, or from GPT-2's encoder.json and its
+// merges file (merges_given, else found beside it).
+static bool tok_open_bpe(Tokenizer *t, const JsonValue *root, const char *file, const char *merges_given, char *err, size_t errlen) {
     char why[512], merges[4200];
+    const JsonValue *model = json_get(root, "model");
+    bool encoder = bpe_json_is_encoder(root) || ((!model || model->type != JSON_OBJECT) && (tok_named(file, "encoder.json") || tok_named(file, "vocab.json")));
     if (encoder) {
         // encoder.json: OpenAI's merges are vocab.bpe beside it, Hugging Face's copy names them merges.txt
         static const char *const openai[] = {"vocab.bpe", "merges.txt"}, *const hf_names[] = {"merges.txt", "vocab.bpe"};
@@ -612,11 +120,14 @@ static bool tok_open_gpt2(Tokenizer *t, const JsonValue *root, bool encoder, con
             return err_set(err, errlen, "tokenizer '%s' is GPT-2's encoder.json and needs its merges (vocab.bpe) beside it: '%s' does not exist",
                            file, merges), false;
     }
-    t->gpt2 = encoder ? bpe_load_encoder(root, merges, why, sizeof why) : bpe_load_json(root, why, sizeof why);
-    if (!t->gpt2) return err_set(err, errlen, "tokenizer '%s': %s", file, why), false;
-    t->kind = TOK_KIND_GPT2;
-    t->vocab = bpe_vocab_size(t->gpt2);
-    t->eos = bpe_end_of_text(t->gpt2);  // GPT-2 has no BOS: documents are separated by <|endoftext|>
+    t->bpe = encoder ? bpe_load_encoder(root, merges, why, sizeof why) : bpe_load_json(root, why, sizeof why);
+    if (!t->bpe) return err_set(err, errlen, "tokenizer '%s': %s", file, why), false;
+    // SentencePiece-style: <s> and </s>; GPT-2 has no BOS: documents are separated by <|endoftext|>
+    bool byte_level = bpe_options(t->bpe)->byte_level;
+    t->vocab = bpe_vocab_size(t->bpe);
+    t->bos = byte_level ? -1 : bpe_piece_id(t->bpe, "<s>", 3);
+    t->eos = byte_level ? bpe_piece_id(t->bpe, "<|endoftext|>", 13) : bpe_piece_id(t->bpe, "</s>", 4);
+    t->unk = bpe_unk(t->bpe);
     return true;
 }
 
@@ -671,17 +182,12 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
             tok_free(t);
             return NULL;
         }
-        const JsonValue *model = json_get(root, "model");
-        bool encoder = bpe_json_is_encoder(root) || ((!model || model->type != JSON_OBJECT) && (tok_named(file, "encoder.json") || tok_named(file, "vocab.json")));
-        bool gpt2 = encoder || bpe_json_is_byte_level(root);
-        bool ok = gpt2 ? tok_open_gpt2(t, root, encoder, file, merges[0] ? merges : NULL, err, errlen) : tok_bpe_load(t, root, why, sizeof why);
+        bool ok = tok_open_bpe(t, root, file, merges[0] ? merges : NULL, err, errlen);
         json_free(root);
         if (!ok) {
-            if (!gpt2) err_set(err, errlen, "tokenizer '%s': %s", file, why);  // tok_open_gpt2 wrote its own
             tok_free(t);
             return NULL;
         }
-        if (t->kind == TOK_KIND_BPE) t->work = tok_work_new();
         return t;
     }
     t->kind = TOK_KIND_SPM;
@@ -701,9 +207,7 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
 void tok_free(Tokenizer *t) {
     if (!t) return;
     if (t->spm) spm_free(t->spm);
-    bpe_free(t->gpt2);
-    tok_bpe_free(&t->bpe);
-    tok_work_free(t->work);
+    bpe_free(t->bpe);
     free(t->path);
     free(t);
 }
@@ -716,21 +220,19 @@ const char *tok_path(const Tokenizer *t) { return t->path; }
 
 int tok_piece_id(const Tokenizer *t, const char *piece) {
     size_t n = strlen(piece);
-    if (t->kind == TOK_KIND_BPE) return tok_bpe_find(&t->bpe, piece, n);
+    if (t->kind == TOK_KIND_BPE) return bpe_piece_id(t->bpe, piece, n);
     if (t->kind == TOK_KIND_BYTE) return -1;
-    // SentencePiece and GPT-2: a scan of the vocabulary, done once per caller, not per token
+    // SentencePiece: a scan of the vocabulary, done once per caller, not per token
     for (int id = 0; id < t->vocab; id++) {
         size_t pn;
-        bool special;
-        const char *p = t->kind == TOK_KIND_SPM ? spm_piece(t->spm, id, &pn) : bpe_token_bytes(t->gpt2, id, &pn, &special);
+        const char *p = spm_piece(t->spm, id, &pn);
         if (pn == n && !memcmp(p, piece, n)) return id;
     }
     return -1;
 }
 
 size_t tok_encode(const Tokenizer *t, const char *text, size_t n, int32_t **ids, size_t *len, size_t *cap) {
-    if (t->kind == TOK_KIND_BPE) return tok_bpe_encode(&t->bpe, t->work, (const uint8_t *)text, n, ids, len, cap);
-    if (t->kind == TOK_KIND_GPT2) return bpe_encode(t->gpt2, text, n, ids, len, cap);
+    if (t->kind == TOK_KIND_BPE) return bpe_encode(t->bpe, text, n, ids, len, cap);
     if (t->kind == TOK_KIND_SPM) {
         char why[256];
         long got = spm_encode(t->spm, text, n, ids, len, cap, why, sizeof why);
@@ -745,23 +247,23 @@ size_t tok_encode(const Tokenizer *t, const char *text, size_t n, int32_t **ids,
 // ---- decoding ----
 
 // The piece of id: its type, its text (p, n) and for a byte piece its byte.
-static TokPieceType tok_piece(const Tokenizer *t, int32_t id, const char **p, size_t *n, int *byte) {
-    *byte = -1;
+static BpePieceType tok_piece(const Tokenizer *t, int32_t id, const char **p, size_t *n, int *byte) {
+    BpePieceType type;
     if (t->kind == TOK_KIND_BPE) {
-        *p = t->bpe.pool + t->bpe.off[id];
-        *n = t->bpe.plen[id];
-        *byte = t->bpe.byte[id];
-        return (TokPieceType)t->bpe.type[id];
+        type = bpe_piece(t->bpe, id, p, n);
+    } else {
+        *p = spm_piece(t->spm, id, n);
+        type = spm_is_control(t->spm, id) ? BPE_PIECE_SPECIAL
+             : spm_is_unknown(t->spm, id) ? BPE_PIECE_UNKNOWN
+             : spm_is_byte(t->spm, id)    ? BPE_PIECE_BYTE
+                                          : BPE_PIECE_NORMAL;
     }
-    *p = spm_piece(t->spm, id, n);
-    if (spm_is_control(t->spm, id)) return TOK_PIECE_CONTROL;
-    if (spm_is_unknown(t->spm, id)) return TOK_PIECE_UNKNOWN;
-    if (spm_is_byte(t->spm, id)) {
-        *byte = (int)strtol(*p + 3, NULL, 16);  // "<0xNN>"
-        return TOK_PIECE_BYTE;
-    }
-    return TOK_PIECE_NORMAL;
+    *byte = type == BPE_PIECE_BYTE ? (int)strtol(*p + 3, NULL, 16) : -1;  // "<0xNN>"
+    return type;
 }
+
+// Whether decoding drops the '▁' that starts the text (the one encoding put there).
+static bool tok_drops_lead(const Tokenizer *t) { return t->kind == TOK_KIND_SPM || bpe_options(t->bpe)->prefix; }
 
 // Writes piece text p[0, n) to out[0, cap) with each '▁' as a space, dropping a leading one
 // when drop_lead; returns the bytes written.
@@ -778,27 +280,23 @@ static size_t tok_unescape(const char *p, size_t n, bool drop_lead, char *out, s
 size_t tok_piece_bytes(const Tokenizer *t, int32_t prev, int32_t id, char *out, size_t cap) {
     if (id < 0 || id >= t->vocab || !cap) return 0;
     if (t->kind == TOK_KIND_BYTE) return out[0] = (char)id, 1;
-    if (t->kind == TOK_KIND_GPT2) {  // raw bytes, maybe part of a character: the stream joins them
-        size_t n;
-        bool special;
-        const char *p = bpe_token_bytes(t->gpt2, id, &n, &special);
-        if (special) return 0;
+    const char *p;
+    size_t n;
+    int byte;
+    BpePieceType type = tok_piece(t, id, &p, &n, &byte);
+    if (t->kind == TOK_KIND_BPE && bpe_options(t->bpe)->byte_level) {  // raw bytes, maybe part of a character: the stream joins them
+        if (type == BPE_PIECE_SPECIAL) return 0;
         n = n < cap ? n : cap;
         memcpy(out, p, n);
         return n;
     }
-    const char *p;
-    size_t n;
-    int byte;
-    TokPieceType type = tok_piece(t, id, &p, &n, &byte);
-    if (type == TOK_PIECE_BYTE) return out[0] = (char)byte, 1;
-    if (type == TOK_PIECE_CONTROL) return 0;
-    if (type == TOK_PIECE_UNKNOWN) p = TOK_UNK_SURFACE, n = strlen(TOK_UNK_SURFACE);
+    if (type == BPE_PIECE_BYTE) return out[0] = (char)byte, 1;
+    if (type == BPE_PIECE_SPECIAL) return 0;
+    if (type == BPE_PIECE_UNKNOWN) p = TOK_UNK_SURFACE, n = strlen(TOK_UNK_SURFACE);
     const char *pp;
     size_t pn;
-    bool at_start = prev < 0 || (prev < t->vocab && tok_piece(t, prev, &pp, &pn, &byte) == TOK_PIECE_CONTROL);
-    bool drops = t->kind == TOK_KIND_SPM || t->bpe.prepend || t->bpe.prepend_meta;
-    return tok_unescape(p, n, type == TOK_PIECE_NORMAL && at_start && drops, out, cap);
+    bool at_start = prev < 0 || (prev < t->vocab && tok_piece(t, prev, &pp, &pn, &byte) == BPE_PIECE_SPECIAL);
+    return tok_unescape(p, n, type == BPE_PIECE_NORMAL && at_start && tok_drops_lead(t), out, cap);
 }
 
 typedef struct {
@@ -813,14 +311,12 @@ static void tok_text_put(TokText *o, const void *p, size_t n) {
     o->s[o->len] = '\0';
 }
 
-// A run of byte pieces becomes its UTF-8 characters, each byte that is none U+FFFD.
-static void tok_text_bytes(TokText *o, const uint8_t *bytes, size_t n) {
-    for (size_t i = 0; i < n;) {
-        size_t len = tok_utf8_len(bytes + i, n - i);
-        if (len) tok_text_put(o, bytes + i, len);
-        else tok_text_put(o, TOK_REPLACEMENT, 3);
-        i += len ? len : 1;
-    }
+// Bytes as UTF-8 characters, ill-formed ones U+FFFD (one per byte when per_byte, as
+// SentencePiece's byte pieces; else per maximal subpart, as GPT-2's ByteLevel decoder).
+static void tok_text_lossy(TokText *o, const uint8_t *bytes, size_t n, bool per_byte) {
+    o->s = tok_grow(o->s, &o->cap, o->len + 3 * n + 1, 1);
+    o->len += bpe_utf8_lossy(bytes, n, (uint8_t *)o->s + o->len, per_byte);
+    o->s[o->len] = '\0';
 }
 
 char *tok_decode(const Tokenizer *t, const int32_t *ids, size_t n, size_t *len) {
@@ -832,18 +328,15 @@ char *tok_decode(const Tokenizer *t, const int32_t *ids, size_t n, size_t *len) 
     }
     TokText o = {0};
     tok_text_put(&o, "", 0);
-    if (t->kind == TOK_KIND_GPT2) {  // the pieces' bytes joined, then read as UTF-8 (lossy)
+    if (t->kind == TOK_KIND_BPE && bpe_options(t->bpe)->byte_level) {  // the pieces' bytes joined, then read as UTF-8
         TokText raw = {0};
         tok_text_put(&raw, "", 0);
         for (size_t i = 0; i < n; i++) {
+            const char *p;
             size_t pn;
-            bool special;
-            const char *p = bpe_token_bytes(t->gpt2, ids[i], &pn, &special);
-            if (!special) tok_text_put(&raw, p, pn);
+            if (bpe_piece(t->bpe, ids[i], &p, &pn) != BPE_PIECE_SPECIAL) tok_text_put(&raw, p, pn);
         }
-        o.s = tok_grow(o.s, &o.cap, 3 * raw.len + 1, 1);
-        o.len = bpe_utf8_lossy((const uint8_t *)raw.s, raw.len, (uint8_t *)o.s);
-        o.s[o.len] = '\0';
+        tok_text_lossy(&o, (const uint8_t *)raw.s, raw.len, false);
         free(raw.s);
         *len = o.len;
         return o.s;
@@ -860,18 +353,18 @@ char *tok_decode(const Tokenizer *t, const int32_t *ids, size_t n, size_t *len) 
         const char *p;
         size_t pn;
         int byte;
-        TokPieceType type = tok_piece(t, ids[i], &p, &pn, &byte);
-        if (type == TOK_PIECE_BYTE) {
+        BpePieceType type = tok_piece(t, ids[i], &p, &pn, &byte);
+        if (type == BPE_PIECE_BYTE) {
             run[nrun++] = (uint8_t)byte;
             at_start = false;
             continue;
         }
-        tok_text_bytes(&o, run, nrun);  // any other piece ends a run of bytes
+        tok_text_lossy(&o, run, nrun, true);  // any other piece ends a run of bytes
         nrun = 0;
-        if (type == TOK_PIECE_CONTROL) continue;
-        bool drop = at_start && (t->bpe.prepend || t->bpe.prepend_meta);
+        if (type == BPE_PIECE_SPECIAL) continue;
+        bool drop = at_start && tok_drops_lead(t);
         at_start = false;
-        if (type == TOK_PIECE_UNKNOWN) {
+        if (type == BPE_PIECE_UNKNOWN) {
             tok_text_put(&o, TOK_UNK_SURFACE, strlen(TOK_UNK_SURFACE));
             continue;
         }
@@ -888,7 +381,7 @@ char *tok_decode(const Tokenizer *t, const int32_t *ids, size_t n, size_t *len) 
             at = end;
         }
     }
-    tok_text_bytes(&o, run, nrun);
+    tok_text_lossy(&o, run, nrun, true);
     free(run);
     *len = o.len;
     return o.s;

@@ -1,8 +1,8 @@
 // tokenizer: text to token ids and back. Four kinds: "byte" (every byte a token), a SentencePiece
 // tokenizer.model (through libsentencepiece, the reference implementation), a Hugging Face
 // tokenizer.json of the SentencePiece-style BPE with byte fallback that Llama-2 and Mistral use
-// (encoded here, giving the ids libsentencepiece gives on the same vocabulary), and GPT-2's
-// byte-level BPE (data/bpe: encoder.json + vocab.bpe, or a tokenizer.json of that kind).
+// (giving the ids libsentencepiece gives on the same vocabulary), and GPT-2's byte-level BPE
+// (encoder.json + vocab.bpe, or a tokenizer.json of that kind); data/bpe encodes both BPE kinds.
 #ifndef FSDPC_TOKENIZER_H
 #define FSDPC_TOKENIZER_H
 

@@ -1,18 +1,42 @@
 // Fuzz target, differential: the C encoder of tokenizer.json against libsentencepiece on the
 // same vocabulary (the fixture), on any bytes; ids must be equal, and decoding must not crash.
+// Then the same BPE core under byte-level choices (a small GPT-2-style vocabulary): the pieces'
+// bytes must spell the text back (ill-formed UTF-8 as U+FFFD per maximal subpart).
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "../../data/bpe.h"
 #include "../../data/tokenizer.h"
 #include "stub.h"
 
+// A byte-level tokenizer.json: the 256 bytes spelt as GPT-2 spells them, a few merges.
+static Tokenizer *fuzz_byte_level(char *err, size_t errlen) {
+    char path[] = "/tmp/fuzz_tokenizer_XXXXXX.json";
+    int fd = mkstemps(path, 5);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+    if (!f) return snprintf(err, errlen, "cannot write a temporary file"), NULL;
+    fprintf(f, "{\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false}, \"model\": {\"type\": \"BPE\", \"vocab\": {");
+    for (int c = 0, next = 256; c < 256; c++) {
+        bool printable = (c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE;
+        fprintf(f, "\"\\u%04x\": %d, ", printable ? c : next++, c);
+    }
+    fprintf(f, "\"\\u0120t\": 256, \"he\": 257, \"\\u0120the\": 258, \"in\": 259, \"<|endoftext|>\": 260}, "
+               "\"merges\": [\"\\u0120 t\", \"h e\", \"\\u0120t he\", \"i n\"]}}");
+    fclose(f);
+    Tokenizer *t = tok_open(path, err, errlen);
+    unlink(path);
+    return t;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static Tokenizer *json, *spm;
+    static Tokenizer *json, *spm, *bytes;
     char err[512];
     if (!json && (!(json = tok_open("test/fixtures/tokenizer/tokenizer.json", err, sizeof err)) ||
-                  !(spm = tok_open("test/fixtures/tokenizer/tokenizer.model", err, sizeof err)))) {
+                  !(spm = tok_open("test/fixtures/tokenizer/tokenizer.model", err, sizeof err)) || !(bytes = fuzz_byte_level(err, sizeof err)))) {
         fprintf(stderr, "fuzz_tokenizer: %s (run from the repository root)\n", err);
         abort();
     }
@@ -26,6 +50,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(tok_decode(json, a, na, &len));
     char piece[256];
     for (size_t i = 0; i < na; i++) tok_piece_bytes(json, i ? a[i - 1] : -1, a[i], piece, sizeof piece);
+
+    nb = 0;
+    tok_encode(bytes, (const char *)data, size, &b, &nb, &cb);
+    uint8_t *want = malloc(3 * size + 1), *got = malloc(3 * size + 1);
+    size_t nwant = bpe_utf8_lossy(data, size, want, false), ngot = 0;
+    for (size_t i = 0; i < nb; i++) {
+        size_t k = tok_piece_bytes(bytes, i ? b[i - 1] : -1, b[i], piece, sizeof piece);
+        if (ngot + k > nwant) __builtin_trap();
+        memcpy(got + ngot, piece, k);
+        ngot += k;
+    }
+    if (ngot != nwant || memcmp(got, want, nwant)) __builtin_trap();
+    char *text = tok_decode(bytes, b, nb, &len);
+    if (len != nwant || memcmp(text, want, nwant)) __builtin_trap();
+    free(text);
+    free(want);
+    free(got);
     free(a);
     free(b);
     return 0;
