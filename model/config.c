@@ -163,6 +163,7 @@ static const CliFlag flags[] = {
     E("environment", environment, environment_names),
     I("logging_freq", logging_freq),
     S("metrics_file", metrics_file),
+    S("tensorboard_dir", tensorboard_dir),
     B("profile", profile),
     B("log_timestamps", log_timestamps),
     S("trace_file", trace_file),
