@@ -1178,7 +1178,7 @@ int train_run(Config *c) {
             snprintf(line, sizeof line, "{\"step\": %d, \"loss\": null, \"lr\": %.9g, \"grad_norm\": null, \"skipped\": true}\n",
                      done, lr);
             metrics_put(&r, line);
-            if (r.tb) tboard_scalar(r.tb, "train/lr", done, lr);
+            if (r.tb) tboard_scalar(r.tb, "train/lr", done, lr), tboard_step_done(&r);  // before a stop just below
             if (++skipped > c->skip_nonfinite_steps)
                 comm_fail_all("step %d: non-finite %s (loss %g, gradient norm %g); stopped before the update, and no checkpoint "
                               "was written after it (--skip_nonfinite_steps N skips up to N such steps)",
@@ -1217,7 +1217,7 @@ int train_run(Config *c) {
                 len += snprintf(line + len, sizeof line - len, ", \"tokens_per_s\": %.6g, \"mem_mib\": %.0f", tokens_since_log / dt, mem);
             if (len && peak > 0)
                 len += snprintf(line + len, sizeof line - len, ", \"mfu\": %.4g", samples * T / dt * r.flops_per_token / (peak * comm_info.world));
-            if (r.tb) {
+            if (r.tb && applied) {  // a skipped step's line has only lr (above)
                 tboard_scalar(r.tb, "perf/tokens_per_s", done, tokens_since_log / dt);
                 tboard_scalar(r.tb, "mem/peak_mib", done, mem);
                 if (peak > 0) tboard_scalar(r.tb, "perf/mfu", done, samples * T / dt * r.flops_per_token / (peak * comm_info.world));

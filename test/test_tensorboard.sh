@@ -51,6 +51,15 @@ st=$?
     echo "$out" | grep -q "steps 5..8, "
 check "a resumed run on 2 ranks writes one more events file, steps 5..8" $? "rc=$rc1,$rc2 $out $(grep -m1 error "$W/r2.log")"
 
+# ---- skipped non-finite steps: train/lr only, written before the run stops ----
+./fsdpc $SMALL --lr 1e30 --min_lr 0 --warmup 0 --checkpoint_freq 0 --logging_freq 1 --max_steps 6 --skip_nonfinite_steps 1 \
+    --metrics_file "$W/div.jsonl" --tensorboard_dir "$W/div" >/dev/null 2>"$W/div.log"
+rc=$?
+out=$($READ "$W/div" "$W/div.jsonl")
+st=$?
+[ $rc = 1 ] && [ $st = 0 ] && [ "$(grep -c '"skipped": true' "$W/div.jsonl")" = 2 ]
+check "skipped steps (the last one stopping the run) have their train/lr, as their metrics lines" $? "rc=$rc $out"
+
 # ---- bad folders: one error line before any step ----
 touch "$W/file"
 expect_error "--tensorboard_dir naming a file" "--tensorboard_dir '$W/file' is a file, not a folder: give a folder" \
