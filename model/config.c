@@ -195,6 +195,7 @@ static const CliFlag flags[] = {
     E("environment", environment, environment_names, G_RUN, "pbs: log $PBS_JOBID and check $PBS_NODEFILE"),
     I("logging_freq", logging_freq, G_RUN, "steps between log lines", CLI_ALIASES("report_interval")),
     S("metrics_file", metrics_file, G_RUN, "FILE", "one JSON line per step: loss, lr, grad_norm, tokens, memory"),
+    S("tensorboard_dir", tensorboard_dir, G_RUN, "DIR", "TensorBoard event files of the metrics file's values (rank 0; tensorboard --logdir DIR)"),
     B("profile", profile, G_RUN, "time per phase at the end"),
     B("log_timestamps", log_timestamps, G_RUN, "date, level and rank before each log line"),
     S("trace_file", trace_file, G_RUN, "FILE", "a Chrome/Perfetto timeline of --trace_steps"),

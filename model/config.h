@@ -83,6 +83,7 @@ typedef struct {
     KernDevice device;
     KernAttention attention;  // --attention auto|cudnn|native
     char metrics_file[512];
+    char tensorboard_dir[512];  // 10.FSDP's flag: rank 0 writes TensorBoard event files there (run/tboard.h)
     RunEnvironment environment;  // minimal_fsdp's --environment local|pbs: pbs logs the job and checks its node file
     int logging_freq, num_threads, profile;
     int log_timestamps;  // date, level and rank before every log line

@@ -26,6 +26,7 @@
 #include "../model/generate.h"
 #include "../model/model.h"
 #include "../shard/shard.h"
+#include "tboard.h"
 
 float train_lr(const Config *c, int step, int max_steps) {
     int warmup = c->warmup < 1 ? (int)(c->warmup * max_steps + 0.5f) : (int)c->warmup;
@@ -60,7 +61,9 @@ typedef struct {
     int max_steps, start_step;
     double flops_per_token;
     FILE *metrics;
-    char metrics_error[1400];  // rank 0: why a metrics line could not be written; the run ends at the next step
+    TBoard *tb;                // rank 0's --tensorboard_dir events file
+    // rank 0: why a metrics line or TensorBoard event could not be written; the run ends at the next step
+    char metrics_error[1400];
     int metrics_newline;       // the file ends in a line cut short (a crash, a full disk): the next line starts afresh
     Tokenizer *tok;
     char resume_file[1024];  // the checkpoint this run continues, or ""
@@ -402,6 +405,17 @@ static void metrics_put(Run *r, const char *line) {
     r->metrics = NULL;
 }
 
+// Flushes the step's TensorBoard events, as metrics_put does its line; a failure ends the run alike.
+static void tboard_step_done(Run *r) {
+    if (!r->tb) return;
+    const char *e = tboard_flush(r->tb);
+    if (!e) return;
+    if (!r->metrics_error[0])
+        snprintf(r->metrics_error, sizeof r->metrics_error, "%s (the run stops: no later step is trained or saved)", e);
+    tboard_close(r->tb);
+    r->tb = NULL;
+}
+
 static int metrics_line(const char *s, size_t n) { return n >= 9 && !memcmp(s, "{\"step\": ", 9); }
 
 // Why an existing --metrics_file must not be appended to, or NULL: it is empty, or its first and
@@ -431,32 +445,36 @@ static const char *metrics_file_problem(Run *r, const char *path) {
     return msg;
 }
 
+// Makes the folder `path` (with its parents) that `flag` names: NULL, or the error line.
+static const char *make_folder(const char *path, const char *flag) {
+    static char err[1400];
+    const char *e = comm_folder_problem(path, flag);
+    if (e) return snprintf(err, sizeof err, "%s: give a folder (it is made when missing)", e), err;
+    char part[1024];
+    snprintf(part, sizeof part, "%s", path);
+    for (char *p = part + 1;; p++) {
+        char keep = *p;
+        if (keep && keep != '/') continue;
+        *p = 0;
+        if (mkdir(part, 0755) != 0 && errno != EEXIST)
+            return snprintf(err, sizeof err, "cannot create %s '%s': %s", flag, part, comm_path_error(part, errno)), err;
+        *p = keep;
+        if (!keep) break;
+    }
+    if (access(path, W_OK | X_OK) != 0)
+        return snprintf(err, sizeof err, "cannot write to %s '%s': %s", flag, path, comm_path_error(path, errno)), err;
+    return NULL;
+}
+
 // Output paths are checked before any work, not when the first checkpoint is due: rank 0
-// creates the checkpoint directory (with its parents) and opens the metrics file. Neither may be
-// one of the run's inputs (noted by resolve_sources) or the other's file.
+// creates the checkpoint directory (with its parents), opens the metrics file and starts the
+// TensorBoard events file. The files may not be one of the run's inputs (noted by
+// resolve_sources) or the other's file.
 static void open_outputs(Run *r) {
     Config *c = r->cfg;
     static char err[1400];
     const char *e = NULL;
-    if (comm_info.rank == 0 && r->max_steps != 0 && c->checkpoint_freq > 0 &&
-        (e = comm_folder_problem(c->checkpoint_dir, "--checkpoint_dir")))
-        e = (snprintf(err, sizeof err, "%s: give a folder (it is made when missing)", e), err);
-    if (!e && comm_info.rank == 0 && r->max_steps != 0 && c->checkpoint_freq > 0) {
-        char path[sizeof c->checkpoint_dir];
-        snprintf(path, sizeof path, "%s", c->checkpoint_dir);
-        for (char *p = path + 1; !e; p++) {
-            char keep = *p;
-            if (keep && keep != '/') continue;
-            *p = 0;
-            if (mkdir(path, 0755) != 0 && errno != EEXIST)
-                e = (snprintf(err, sizeof err, "cannot create --checkpoint_dir '%s': %s", path, comm_path_error(path, errno)), err);
-            *p = keep;
-            if (!keep) break;
-        }
-        if (!e && access(c->checkpoint_dir, W_OK | X_OK) != 0)
-            e = (snprintf(err, sizeof err, "cannot write to --checkpoint_dir '%s': %s", c->checkpoint_dir,
-                          comm_path_error(c->checkpoint_dir, errno)), err);
-    }
+    if (comm_info.rank == 0 && r->max_steps != 0 && c->checkpoint_freq > 0) e = make_folder(c->checkpoint_dir, "--checkpoint_dir");
     // generated text goes to stdout: a file there is an output like the others
     if (!e && comm_info.rank == 0) e = io_output("/dev/stdout", "standard output");
     if (!e && comm_info.rank == 0 && c->metrics_file[0]) e = comm_output_path_problem(c->metrics_file, "--metrics_file", 0);
@@ -465,6 +483,9 @@ static void open_outputs(Run *r) {
     if (!e && comm_info.rank == 0 && c->metrics_file[0] && !(r->metrics = fopen(c->metrics_file, "a")))
         e = (snprintf(err, sizeof err, "cannot open --metrics_file '%s' for appending: %s", c->metrics_file,
                       comm_path_error(c->metrics_file, errno)), err);
+    // a new events file per run, so nothing of an earlier run's is ever rewritten
+    if (!e && comm_info.rank == 0 && c->tensorboard_dir[0]) e = make_folder(c->tensorboard_dir, "--tensorboard_dir");
+    if (!e && comm_info.rank == 0 && c->tensorboard_dir[0] && !(r->tb = tboard_open(c->tensorboard_dir, err, sizeof err))) e = err;
     comm_check_all(e);
 }
 
@@ -783,12 +804,12 @@ static double train_step(Run *r, int step, float lr, double *gnorm, double *toke
     ShardStepStats st;
     // clipping's norm: per-unit sums of squares, the loss and the token count in one reduction (the scaling runs inside AdamW)
     trace_begin(TRACE_COMPUTE, "clip grad norm", -1);
-    // the flag: preemption signals count 1 each, a failed metrics write (rank 0's) OUTPUT_FAILED
+    // the flag: preemption signals count 1 each, a failed metrics or events write (rank 0's) OUTPUT_FAILED
     double flag = (comm_stop_signal != 0) + (r->metrics_error[0] ? OUTPUT_FAILED : 0);
     shard_step_stats(&r->st, r->acts.loss, flag, mine, &st);  // reduced over all ranks: they agree
     trace_end(TRACE_COMPUTE);
     if (st.flag >= OUTPUT_FAILED)  // before this step's update: nothing after the failed line is trained or saved
-        comm_fail_all("%s", r->metrics_error[0] ? r->metrics_error : "rank 0 could not write --metrics_file");
+        comm_fail_all("%s", r->metrics_error[0] ? r->metrics_error : "rank 0 could not write --metrics_file or --tensorboard_dir");
     *preempt = st.flag > 0;
     prof_mark(r, PROF_REDUCE);
     kern_range_push("optimizer");
@@ -1157,6 +1178,7 @@ int train_run(Config *c) {
             snprintf(line, sizeof line, "{\"step\": %d, \"loss\": null, \"lr\": %.9g, \"grad_norm\": null, \"skipped\": true}\n",
                      done, lr);
             metrics_put(&r, line);
+            if (r.tb) tboard_scalar(r.tb, "train/lr", done, lr), tboard_step_done(&r);  // before a stop just below
             if (++skipped > c->skip_nonfinite_steps)
                 comm_fail_all("step %d: non-finite %s (loss %g, gradient norm %g); stopped before the update, and no checkpoint "
                               "was written after it (--skip_nonfinite_steps N skips up to N such steps)",
@@ -1167,6 +1189,12 @@ int train_run(Config *c) {
             // tokens: loss-bearing targets, this step's and those since this run started
             len = snprintf(line, sizeof line, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens\": %.0f, "
                            "\"loss_tokens\": %.0f", done, loss, lr, gnorm, r.tokens_seen, tokens);
+        }
+        if (applied && r.tb) {  // TensorBoard's scalars: the metrics line's figures (docs/observability.md)
+            tboard_scalar(r.tb, "train/loss", done, loss);
+            tboard_scalar(r.tb, "train/lr", done, lr);
+            tboard_scalar(r.tb, "train/grad_norm", done, gnorm);
+            tboard_scalar(r.tb, "train/tokens", done, r.tokens_seen);
         }
         if (done % c->logging_freq == 0 || done == r.max_steps || done == start + 1) {
             double dt = clock_now_s() - t_log, samples = (double)steps_since_log * r.global_batch;
@@ -1189,6 +1217,11 @@ int train_run(Config *c) {
                 len += snprintf(line + len, sizeof line - len, ", \"tokens_per_s\": %.6g, \"mem_mib\": %.0f", tokens_since_log / dt, mem);
             if (len && peak > 0)
                 len += snprintf(line + len, sizeof line - len, ", \"mfu\": %.4g", samples * T / dt * r.flops_per_token / (peak * comm_info.world));
+            if (r.tb && applied) {  // a skipped step's line has only lr (above)
+                tboard_scalar(r.tb, "perf/tokens_per_s", done, tokens_since_log / dt);
+                tboard_scalar(r.tb, "mem/peak_mib", done, mem);
+                if (peak > 0) tboard_scalar(r.tb, "perf/mfu", done, samples * T / dt * r.flops_per_token / (peak * comm_info.world));
+            }
             log_memory(done, line, sizeof line, &len);
             t_log = clock_now_s();
             steps_since_log = 0;
@@ -1200,11 +1233,13 @@ int train_run(Config *c) {
         if (do_val) {
             double vl = log_validation(&r, done, 0, NULL);
             if (len) len += snprintf(line + len, sizeof line - len, ", \"val_loss\": %.9g", vl);
+            if (r.tb) tboard_scalar(r.tb, "val/loss", done, vl);
         }
         if (len) {
             snprintf(line + len, sizeof line - len, "}\n");
             metrics_put(&r, line);
         }
+        tboard_step_done(&r);
         prof_mark(&r, do_val ? PROF_EVAL : -1);
         if (do_ckpt) save(&r, done);
         prof_mark(&r, do_ckpt ? PROF_CKPT : -1);
@@ -1225,7 +1260,12 @@ int train_run(Config *c) {
     kern_timers_report();
     if (r.metrics && fclose(r.metrics) != 0 && !r.metrics_error[0])
         snprintf(r.metrics_error, sizeof r.metrics_error, "cannot write --metrics_file '%s': %s", c->metrics_file, strerror(errno));
-    if (c->metrics_file[0]) comm_check_all(r.metrics_error[0] ? r.metrics_error : NULL);  // the last step's line
+    const char *tb_failed = tboard_close(r.tb);
+    if (tb_failed && !r.metrics_error[0])
+        snprintf(r.metrics_error, sizeof r.metrics_error, "%s", tb_failed);
+    r.tb = NULL;
+    // the last step's line and events
+    if (c->metrics_file[0] || c->tensorboard_dir[0]) comm_check_all(r.metrics_error[0] ? r.metrics_error : NULL);
     int val_stopped = 0;
     if (r.max_steps == 0 && r.has_val && c->val_data[0]) log_validation(&r, shard_step(&r.st), 1, &val_stopped);
     if (val_stopped) status = TRAIN_EXIT_PREEMPTED;
