@@ -43,11 +43,11 @@ static MPI_Comm fail_comm;   // only comm_fail_all meets on it, so it never cros
 static MPI_Comm watch_comm;  // the side channel on which timed-out ranks tell each other where they wait
 static double collective_timeout = 600;  // seconds; 0: wait for ever
 enum { TIMEOUT_TAG = 7, GRACE_SECONDS = 5 };
+static void fatal_before(void);
+static void fatal_end(void);
 #ifdef FSDPC_CUDA
 static CommGroup *nccl_groups[2];  // the shard and replica groups' NCCL communicators, to abort or destroy
 static void nccl_abort_all(void);
-static void fatal_before(void);
-static void fatal_end(void);
 #else
 static void nccl_abort_all(void) {}
 #endif
