@@ -16,13 +16,14 @@ else
 $(error MPI=$(MPI): fsdpc builds against openmpi (the default) or mpich)
 endif
 BLAS_DIR = /usr/lib/x86_64-linux-gnu/openblas-openmp
+BLAS_INC = /usr/include/x86_64-linux-gnu/openblas-openmp
 CUDA_HOME ?= /usr/local/cuda
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard $(CUDA_HOME)/bin/nvcc))
 CUDA ?= $(if $(and $(NVCC),$(wildcard kernels/cuda/*.cu)),1,0)
 # x86-64-v3 (AVX2/FMA) rather than -march=native: the binary also runs on the GPU machine's host
 ARCH ?= -march=x86-64-v3
 CFLAGS ?= -O3 $(ARCH) -Wall -Wextra -Wno-unused-parameter
-CFLAGS += -std=gnu11 -fno-math-errno -fopenmp -I$(HDF5_DIR)/include -I/usr/include/x86_64-linux-gnu/openblas-openmp -MMD -MP
+CFLAGS += -std=gnu11 -fno-math-errno -fopenmp -I$(HDF5_DIR)/include -I$(BLAS_INC) -MMD -MP
 CXX = g++
 CXXFLAGS ?= -O2 $(ARCH) -Wall -Wextra
 CXXFLAGS += -std=c++17 -MMD -MP

@@ -384,19 +384,31 @@ void comm_check_pbs(void) {
     if (!nodefile || !*nodefile) comm_fail_all("--environment pbs: PBS_NODEFILE is not set (submit with qsub, or use --environment local)");
     FILE *f = fopen(nodefile, "r");
     if (!f) comm_fail_all("--environment pbs: cannot read PBS_NODEFILE '%s': %s", nodefile, strerror(errno));
-    int slots = 0, c, prev = '\n';
-    while ((c = getc(f)) != EOF) {
-        if (c == '\n' && prev != '\n') slots++;
-        prev = c;
-    }
-    if (prev != '\n') slots++;
+    // a line per slot, a node's lines together: Open MPI's launch lists each node mpiprocs times;
+    // MPICH's (Polaris: mpiexec -ppn 4) often once, with -ppn placing the ranks
+    char cur[256], last[256] = "";
+    size_t len = 0;
+    int slots = 0, hosts = 0, c;
+    do {
+        c = getc(f);
+        if (c != '\n' && c != EOF) {
+            if (c != '\r' && len + 1 < sizeof cur) cur[len++] = (char)c;
+            continue;
+        }
+        if (!len) continue;
+        cur[len] = 0, len = 0, slots++;
+        if (strcmp(cur, last)) hosts++, memcpy(last, cur, sizeof cur);
+    } while (c != EOF);
     fclose(f);
+    int first = comm_info.local_rank == 0, nodes = 0;
+    mpiCheck(MPI_Allreduce(&first, &nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
     const char *name = getenv("PBS_JOBNAME");
     log_msg("PBS job %s%s%s%s, PBS_NODEFILE %s: %d slot(s) for %d rank(s)\n", job, name ? " (" : "", name ? name : "",
              name ? ")" : "", nodefile, slots, comm_info.world);
-    if (slots < comm_info.world)
-        log_msg("warning: PBS_NODEFILE lists %d slot(s) but %d ranks run: pass mpiexec --hostfile \"$PBS_NODEFILE\"\n", slots,
-                 comm_info.world);
+    // more ranks than slots is -ppn at work, unless they were crowded onto fewer nodes than listed
+    if (slots < comm_info.world && nodes < hosts)
+        log_msg("warning: PBS_NODEFILE lists %d slot(s) on %d node(s) but %d ranks run on %d: pass mpiexec --hostfile "
+                "\"$PBS_NODEFILE\"\n", slots, hosts, comm_info.world, nodes);
 }
 
 int comm_pinned_cores(void) {

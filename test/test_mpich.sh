@@ -63,13 +63,10 @@ for sig in TERM INT; do
     n=$(cat "$W/$sig.out" "$W/$sig.err" | grep -c '^Preempted (signal)')
     left=$(pgrep -f "$W/ck_$sig" | wc -l)
     echo "# SIG$sig to mpiexec.mpich: its status $rc, $n 'Preempted' line(s)"
-    if [ $sig = TERM ]; then
-        [ $rc = 75 ] && [ "$n" = 1 ] && [ "$left" = 0 ]
-        check "SIGTERM to mpiexec.mpich: both ranks stop, one line, status 75" $? "(rc=$rc, $n lines, $left left)"
-    else  # Hydra's own status after a Ctrl-C it relayed is sometimes the ranks' 75, sometimes 0: not checked
-        [ "$n" = 1 ] && [ "$left" = 0 ]
-        check "SIGINT to mpiexec.mpich: both ranks stop with one line" $? "(rc=$rc, $n lines, $left left)"
-    fi
+    # the ranks exit 75, but Hydra 4.0.2's own status after a signal it relayed is mostly 0
+    # (sometimes their 75): docs/recipes.md says so, and only those two are accepted
+    { [ $rc = 75 ] || [ $rc = 0 ]; } && [ "$n" = 1 ] && [ "$left" = 0 ]
+    check "SIG$sig to mpiexec.mpich: both ranks stop, one 'Preempted' line, none left" $? "(rc=$rc, $n lines, $left left)"
 done
 
 # Hydra binds nothing by default; bound to one core of a larger share, the warning names its flag
@@ -80,6 +77,31 @@ if [ "$(nproc)" -ge 2 ]; then
     check "a rank Hydra binds to fewer cores than its share is told mpiexec -bind-to core:N; unbound, nothing" $? \
         "($(grep -m1 'bound to' "$W/bind.log"))"
 fi
+
+# --environment pbs under MPICH: a node file that lists each node once (Polaris) and -ppn placing
+# the ranks is no reason to warn; ranks crowded onto fewer nodes than it lists are (Hydra reads
+# $PBS_NODEFILE itself under PBS: -hosts keeps it on this machine)
+host=$(hostname)
+printf '%s\n' "$host" >"$W/nodes1"
+PBS_JOBID=7.pbs PBS_NODEFILE="$W/nodes1" $HYDRA -n 2 -ppn 2 ./fsdpc-mpich "${FLAGS[@]}" --max_steps 1 --environment pbs >"$W/pbs1.log" 2>&1
+rc=$?
+[ $rc = 0 ] && grep -q "^PBS job 7.pbs, PBS_NODEFILE $W/nodes1: 1 slot(s) for 2 rank(s)" "$W/pbs1.log" && ! grep -q 'warning: PBS_NODEFILE' "$W/pbs1.log"
+check "--environment pbs, one node-file line per node and -ppn 2: no hostfile warning" $? "(rc=$rc: $(grep -m2 'PBS' "$W/pbs1.log" | tr '\n' '|'))"
+printf '%s\nfsdpc-other-node\n' "$host" >"$W/nodes2"
+PBS_JOBID=7.pbs PBS_NODEFILE="$W/nodes2" $HYDRA -hosts "$host" -n 4 ./fsdpc-mpich "${FLAGS[@]}" --max_steps 1 --environment pbs >"$W/pbs2.log" 2>&1
+rc=$?
+[ $rc = 0 ] && [ "$(grep -c '^warning: PBS_NODEFILE lists 2 slot(s) on 2 node(s) but 4 ranks run on 1: pass mpiexec --hostfile' "$W/pbs2.log")" = 1 ]
+check "--environment pbs, 4 ranks crowded onto 1 of the node file's 2 nodes: one hostfile warning" $? \
+    "(rc=$rc: $(grep -m2 'PBS' "$W/pbs2.log" | tr '\n' '|'))"
+
+# run/launch/pbs.sh with MPI=mpich: PPN ranks per node-file node under mpiexec.mpich, ./fsdpc-mpich
+PBS_O_WORKDIR="$PWD" PBS_NODEFILE="$W/nodes1" MPI=mpich PPN=2 DATA=data/tinyshakespeare.txt STEPS=2 CKPT_FREQ=2 \
+    MODEL_ARGS="${FLAGS[*]:0:12} --num_tokens 0" EXTRA_ARGS="--environment pbs" PBS_JOBID=8.pbs CKPT="$W/pbsck" timeout 120 bash run/launch/pbs.sh \
+    >/dev/null 2>"$W/pbs3.log"
+rc=$?
+[ $rc = 0 ] && grep -q '^fsdpc: MPI transport MPICH' "$W/pbs3.log" && grep -q "^fsdpc: 2 rank(s) on cpu" "$W/pbs3.log" &&
+    grep -q "1 slot(s) for 2 rank(s)" "$W/pbs3.log" && ! grep -q 'warning: PBS_NODEFILE' "$W/pbs3.log" && [ -f "$W/pbsck/step_00000002.h5" ]
+check "run/launch/pbs.sh with MPI=mpich PPN=2 trains 2 MPICH ranks on a one-line node file" $? "rc=$rc $(tail -c 300 "$W/pbs3.log")"
 
 # each MPI's launcher starting the other's build: N one-rank jobs, refused by the launcher's rank 0
 $HYDRA -n 2 ./fsdpc "${FLAGS[@]}" --max_steps 1 >"$W/x1.out" 2>"$W/x1.err"
