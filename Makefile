@@ -8,6 +8,10 @@ ifeq ($(MPI),mpich)
 CC = mpicc.mpich
 HDF5_DIR = /usr/lib/x86_64-linux-gnu/hdf5/mpich
 PROG = fsdpc-mpich
+# the test binaries and tools share names across flavours and are launched with Open MPI's mpirun
+ifneq ($(filter-out all fsdpc-mpich deps clean,$(or $(MAKECMDGOALS),all)),)
+$(error MPI=mpich builds ./fsdpc-mpich only (make MPI=mpich); `make test` builds and runs it in test/test_mpich.sh)
+endif
 else ifeq ($(MPI),openmpi)
 CC = $(if $(shell command -v mpicc.openmpi 2>/dev/null),mpicc.openmpi,mpicc)
 HDF5_DIR = /usr/lib/x86_64-linux-gnu/hdf5/openmpi
