@@ -1,19 +1,37 @@
-# fsdpc: `make` builds ./fsdpc; `make run` trains the default model; `make test`; `make bench`.
+# fsdpc: `make` builds ./fsdpc (Open MPI); `make MPI=mpich` builds ./fsdpc-mpich; `make run` trains the default model; `make test`; `make bench`.
 # The CUDA backend (kernels/cuda, NCCL transport) is built in when nvcc is found; CUDA=0 turns it off.
-CC = mpicc
+# MPI=mpich: Debian's MPICH (libmpich-dev, libhdf5-mpich-dev) into its own object folder and
+# ./fsdpc-mpich; ./fsdpc stays Open MPI. Open MPI's compiler is named by its own name where
+# Debian has it: installing MPICH must not be able to turn plain `mpicc` into MPICH's.
+MPI = openmpi
+ifeq ($(MPI),mpich)
+CC = mpicc.mpich
+HDF5_DIR = /usr/lib/x86_64-linux-gnu/hdf5/mpich
+PROG = fsdpc-mpich
+# the test binaries and tools share names across flavours and are launched with Open MPI's mpirun
+ifneq ($(filter-out all fsdpc-mpich deps clean,$(or $(MAKECMDGOALS),all)),)
+$(error MPI=mpich builds ./fsdpc-mpich only (make MPI=mpich); `make test` builds and runs it in test/test_mpich.sh)
+endif
+else ifeq ($(MPI),openmpi)
+CC = $(if $(shell command -v mpicc.openmpi 2>/dev/null),mpicc.openmpi,mpicc)
 HDF5_DIR = /usr/lib/x86_64-linux-gnu/hdf5/openmpi
+PROG = fsdpc
+else
+$(error MPI=$(MPI): fsdpc builds against openmpi (the default) or mpich)
+endif
 BLAS_DIR = /usr/lib/x86_64-linux-gnu/openblas-openmp
+BLAS_INC = /usr/include/x86_64-linux-gnu/openblas-openmp
 CUDA_HOME ?= /usr/local/cuda
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard $(CUDA_HOME)/bin/nvcc))
 CUDA ?= $(if $(and $(NVCC),$(wildcard kernels/cuda/*.cu)),1,0)
 # x86-64-v3 (AVX2/FMA) rather than -march=native: the binary also runs on the GPU machine's host
 ARCH ?= -march=x86-64-v3
 CFLAGS ?= -O3 $(ARCH) -Wall -Wextra -Wno-unused-parameter
-CFLAGS += -std=gnu11 -fno-math-errno -fopenmp -I/usr/include/hdf5/openmpi -I/usr/include/x86_64-linux-gnu/openblas-openmp -MMD -MP
+CFLAGS += -std=gnu11 -fno-math-errno -fopenmp -I$(HDF5_DIR)/include -I$(BLAS_INC) -MMD -MP
 CXX = g++
 CXXFLAGS ?= -O2 $(ARCH) -Wall -Wextra
 CXXFLAGS += -std=c++17 -MMD -MP
-LDLIBS = -L$(HDF5_DIR) -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lsentencepiece -lstdc++ -lpcre2-8 -lsnappy -lzstd -llz4 -lm
+LDLIBS = -L$(HDF5_DIR)/lib -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lsentencepiece -lstdc++ -lpcre2-8 -lsnappy -lzstd -llz4 -lm
 HOST_LDLIBS := $(LDLIBS)
 # C++ only where a library has no C API (libsentencepiece): thin wrappers with C linkage
 CXX_SRC = $(wildcard data/*.cpp)
@@ -25,7 +43,8 @@ CFLAGS += -DFSDPC_CUDA -I$(CUDA_HOME)/include
 NVCCFLAGS = -std=c++17 -O3 -DFSDPC_CUDA -I. -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
 	-Xcompiler -Wall,-Wextra -MMD -MP
 LDLIBS += -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart -lstdc++ -Wl,-rpath,$(CUDA_HOME)/lib64
-CU_OBJ = $(patsubst %.cu,$(BUILD)/%.o,$(wildcard kernels/cuda/*.cu))
+# the CUDA objects hold no MPI: every MPI flavour links the same ones (CU_BUILD, below)
+CU_OBJ = $(patsubst %.cu,$(CU_BUILD)/%.o,$(wildcard kernels/cuda/*.cu))
 else
 BUILD = build/cpu
 SRC := $(filter-out comm/nccl.c,$(SRC))
@@ -41,14 +60,20 @@ LDLIBS += $(SAN_LD)
 HOST_LDLIBS += $(SAN_LD)
 export ASAN_OPTIONS ?= detect_leaks=0
 endif
-# build/flavor changes when the object folder does, so ./fsdpc relinks after a SAN=1 build
-$(shell mkdir -p build; [ "$$(cat build/flavor 2>/dev/null)" = "$(BUILD)" ] || echo "$(BUILD)" >build/flavor)
+CU_BUILD := $(BUILD)
+ifeq ($(MPI),mpich)
+BUILD := $(BUILD)-mpich
+endif
+# build/flavor changes when the object folder does, so ./fsdpc relinks after a SAN=1 build (and
+# build/flavor-mpich for ./fsdpc-mpich)
+FLAVOR = build/flavor$(if $(filter mpich,$(MPI)),-mpich)
+$(shell mkdir -p build; [ "$$(cat $(FLAVOR) 2>/dev/null)" = "$(BUILD)" ] || echo "$(BUILD)" >$(FLAVOR))
 OBJ = $(SRC:%.c=$(BUILD)/%.o) $(CXX_SRC:%.cpp=$(BUILD)/%.o) $(CU_OBJ)
 TESTS = build/test_kernels build/test_model build/test_comm build/test_arrow build/test_sources build/test_parquet build/test_sft build/test_gpu_emu build/fsdpc_emu \
 	build/emu_race_check $(FUZZ_TARGETS)
 
 .PHONY: all run test check check-layers test-slurm test-gpu bench bench-gpu gpu-check deps clean fuzz
-all: fsdpc
+all: $(PROG)
 
 # without the toolchain (a fresh machine), say what installs it rather than fail with Error 127;
 # run, test, check, bench and fuzz install it themselves (deps) before building
@@ -69,15 +94,15 @@ $(BUILD)/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
-$(BUILD)/%.o: %.cu
+$(CU_BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-fsdpc: $(BUILD)/main.o $(OBJ) build/flavor
-	$(CC) $(CFLAGS) $(filter-out build/flavor,$^) -o $@ $(LDLIBS)
+$(PROG): $(BUILD)/main.o $(OBJ) $(FLAVOR)
+	$(CC) $(CFLAGS) $(filter-out $(FLAVOR),$^) -o $@ $(LDLIBS)
 
-build/test_%: test/test_%.c $(OBJ) build/flavor
-	$(CC) $(CFLAGS) -I. $(filter-out build/flavor,$^) -o $@ $(LDLIBS)
+build/test_%: test/test_%.c $(OBJ) $(FLAVOR)
+	$(CC) $(CFLAGS) -I. $(filter-out $(FLAVOR),$^) -o $@ $(LDLIBS)
 
 # The GPU code on the CPU (needs no nvcc): the CUDA sources, with kernel launches rewritten, against
 # test/emu's fakes of the CUDA runtime, cuBLASLt, WMMA, CUB and NCCL (one CPU thread per GPU thread,
@@ -215,6 +240,6 @@ gpu-check:
 	bash run/gpu_check.sh
 
 clean:
-	rm -rf build fsdpc
+	rm -rf build fsdpc fsdpc-mpich
 
 -include $(OBJ:.o=.d) $(BUILD)/main.d $(EMU_OBJ:.o=.d) $(EMU)/emu_main.d $(EMU)/test_gpu.d $(EMU_C_OBJ:.o=.d)

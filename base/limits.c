@@ -48,7 +48,8 @@ static long launcher_world(void) {
     return launcher_count(vars, sizeof vars / sizeof vars[0]);
 }
 static long launcher_local(void) {
-    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"};
+    // Open MPI, MPICH's Hydra, Cray's PALS, Slurm
+    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"};
     return launcher_count(vars, sizeof vars / sizeof vars[0]);
 }
 

@@ -43,11 +43,11 @@ static MPI_Comm fail_comm;   // only comm_fail_all meets on it, so it never cros
 static MPI_Comm watch_comm;  // the side channel on which timed-out ranks tell each other where they wait
 static double collective_timeout = 600;  // seconds; 0: wait for ever
 enum { TIMEOUT_TAG = 7, GRACE_SECONDS = 5 };
+static void fatal_before(void);
+static void fatal_end(void);
 #ifdef FSDPC_CUDA
 static CommGroup *nccl_groups[2];  // the shard and replica groups' NCCL communicators, to abort or destroy
 static void nccl_abort_all(void);
-static void fatal_before(void);
-static void fatal_end(void);
 #else
 static void nccl_abort_all(void) {}
 #endif
@@ -128,12 +128,49 @@ static char transport[512] = "unknown";
 
 const char *comm_transport(void) { return transport; }
 
+// Appends `sep` and the words of `s` up to its first newline to out (at n of cap), each run of
+// blanks as one space; returns the new length. Library strings only go into the log line, so a
+// long one is cut.
+static size_t append_words(char *out, size_t n, size_t cap, const char *sep, const char *s) {
+    s += strspn(s, " \t\r");
+    if (!*s || *s == '\n') return n;
+    n += (size_t)snprintf(out + n, cap - n, "%s", sep);
+    if (n >= cap) n = cap - 1;
+    for (int blank = 0; *s && *s != '\n' && n + 1 < cap; s++) {
+        if (*s == ' ' || *s == '\t' || *s == '\r') {
+            blank = 1;
+            continue;
+        }
+        if (blank && n + 2 < cap) out[n++] = ' ';
+        blank = 0;
+        out[n++] = *s;
+    }
+    out[n] = 0;
+    return n;
+}
+
+// Under an MPI other than Open MPI its component names mean nothing: the library's first line
+// ("MPICH Version: 4.0.2", Cray's "MPI VERSION : CRAY MPICH version 8.1.28 ..."), MPICH's device
+// ("ch4:ucx", "ch4:ofi") and the libfabric provider asked for (FI_PROVIDER), as far as each is said.
+static void library_transport(const char *lib) {
+    static const char device[] = "\nMPICH Device:";
+    size_t n = append_words(transport, 0, sizeof transport, "", lib);
+    if (!n) n = strlen(transport);  // "unknown"
+    const char *dev = strstr(lib, device), *v;
+    if (dev) n = append_words(transport, n, sizeof transport, ", device ", dev + strlen(device));
+    if ((v = getenv("FI_PROVIDER"))) append_words(transport, n, sizeof transport, ", provider ", v);
+}
+
 // Fills `transport` once MPI is up: the PML, the MTL when cm drives one, and the libfabric
 // provider asked for when that MTL is ofi (EFA runs must say "provider=efa", not tcp).
 static void find_transport(void) {
-    int provided;
-    char pml[256], mtl[256], prov[256];
+    int provided, len;
+    char pml[256], mtl[256], prov[256], lib[MPI_MAX_LIBRARY_VERSION_STRING];
     const char *v;
+    if (MPI_Get_library_version(lib, &len) == MPI_SUCCESS && strncmp(lib, "Open MPI", 8)) {
+        library_transport(lib);
+        return;
+    }
     if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return;
     cvar_string("pml", pml, sizeof pml);
     cvar_string("mtl", mtl, sizeof mtl);
@@ -250,13 +287,31 @@ int comm_stop_any(void) {
     return (int)sig;
 }
 
-// The launcher's rank before MPI_Init says it (Open MPI, PMIx, PMI, Slurm): only rank 0 prints a stop.
+// What fsdpc is built with, for the lines that name a launch that does not fit it, and how srun
+// wires tasks into one job for that MPI.
+#if defined(OPEN_MPI)
+#define MPI_NAME "Open MPI"
+#define SRUN_PMI "PMIx"
+#define SRUN_WIRING "pass --mpi=pmix (Debian's OpenMPI speaks PMIx only; plain srun and --mpi=pmi2 cannot wire the ranks into one job)"
+#else
+#if defined(MPICH_VERSION)
+#define MPI_NAME "MPICH " MPICH_VERSION
+#else
+#define MPI_NAME "this MPI"
+#endif
+#define SRUN_PMI "PMI"
+#define SRUN_WIRING "pass --mpi=pmi2, or --mpi=pmix where this MPI has PMIx (plain srun cannot wire the ranks into one job)"
+#endif
+
+// The launcher's rank before MPI_Init says it (Open MPI, PMIx, PMI, Slurm): only rank 0 prints a
+// stop. Kept for later: an Open MPI singleton's MPI_Init sets OMPI_COMM_WORLD_RANK=0 in every copy.
+static int launcher_rank_nonzero;
 static void stop_rank_from_launcher(void) {
     static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
         const char *v = getenv(vars[i]);
         if (v && *v) {
-            stop_silent = atoi(v) != 0;
+            stop_silent = launcher_rank_nonzero = atoi(v) != 0;
             return;
         }
     }
@@ -269,12 +324,16 @@ void comm_init(int *argc, char ***argv) {
     // big buffers (units, MPI temporaries) go straight to mmap and back to the OS when freed,
     // instead of glibc raising its threshold and keeping them in a growing heap
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
-    // srun without --mpi=pmix: Open MPI would fail inside MPI_Init with a banner per copy
+    // srun without --mpi=pmix: Open MPI would fail inside MPI_Init with a banner per copy (MPICH
+    // would start N one-rank jobs); an MPICH build also takes srun's PMI-2 (PMI_FD, PMI_RANK)
     const char *tasks = getenv("SLURM_STEP_NUM_TASKS"), *procid = getenv("SLURM_PROCID");
-    if (tasks && atoi(tasks) > 1 && !getenv("PMIX_RANK") && !getenv("OMPI_COMM_WORLD_RANK")) {
+    int wired = getenv("PMIX_RANK") || getenv("OMPI_COMM_WORLD_RANK");
+#ifndef OPEN_MPI
+    wired = wired || getenv("PMI_FD") || getenv("PMI_RANK");
+#endif
+    if (tasks && atoi(tasks) > 1 && !wired) {
         char msg[256];
-        snprintf(msg, sizeof msg, "srun started %s tasks without PMIx: pass --mpi=pmix (Debian's OpenMPI speaks PMIx only; "
-                 "plain srun and --mpi=pmi2 cannot wire the ranks into one job)", tasks);
+        snprintf(msg, sizeof msg, "srun started %s tasks without " SRUN_PMI ": " SRUN_WIRING, tasks);
         if (!procid || atoi(procid) == 0) log_error(msg);
         exit(1);
     }
@@ -300,13 +359,17 @@ void comm_init(int *argc, char ***argv) {
     mpiCheck(MPI_Comm_size(node, &comm_info.local_world));
     MPI_Comm_free(&node);
     // A launcher that starts N copies without wiring them into one MPI job (srun without
-    // --mpi=pmix, PMI2 against a PMIx-only MPI) gives N 1-rank runs writing one directory.
+    // --mpi=pmix, PMI2 against a PMIx-only MPI, one MPI's mpiexec starting a build against
+    // another) gives N 1-rank runs writing one directory. Each is its own rank 0: the launcher's
+    // rank 0 alone says so.
     static const char *const sizes[] = {"SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "PMI_WORLD_SIZE"};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         const char *v = getenv(sizes[i]);
+        if (v && atoi(v) > comm_info.world && launcher_rank_nonzero) _exit(1);
         if (v && atoi(v) > comm_info.world)
-            comm_fail_all("the launcher started %d tasks (%s) but MPI sees %d rank(s): they are not one job (with srun, pass "
-                          "--mpi=pmix, which Debian's OpenMPI needs; PMI2 is not supported)", atoi(v), sizes[i], comm_info.world);
+            limits_fail_early("the launcher started %d tasks (%s) but MPI sees %d rank(s): they are not one job (this fsdpc is built "
+                          "with " MPI_NAME ": start it with that MPI's mpiexec; with srun, " SRUN_WIRING ")", atoi(v), sizes[i],
+                          comm_info.world);
     }
     // torchrun (every PyTorch recipe's launcher) sets WORLD_SIZE/RANK but no MPI: each copy would train alone
     const char *torch_world = getenv("WORLD_SIZE");
@@ -321,24 +384,46 @@ void comm_check_pbs(void) {
     if (!nodefile || !*nodefile) comm_fail_all("--environment pbs: PBS_NODEFILE is not set (submit with qsub, or use --environment local)");
     FILE *f = fopen(nodefile, "r");
     if (!f) comm_fail_all("--environment pbs: cannot read PBS_NODEFILE '%s': %s", nodefile, strerror(errno));
-    int slots = 0, c, prev = '\n';
-    while ((c = getc(f)) != EOF) {
-        if (c == '\n' && prev != '\n') slots++;
-        prev = c;
-    }
-    if (prev != '\n') slots++;
+    // a line per slot, a node's lines together: Open MPI's launch lists each node mpiprocs times;
+    // MPICH's (Polaris: mpiexec -ppn 4) often once, with -ppn placing the ranks
+    char cur[256], last[256] = "";
+    size_t len = 0;
+    int slots = 0, hosts = 0, c;
+    do {
+        c = getc(f);
+        if (c != '\n' && c != EOF) {
+            if (c != '\r' && len + 1 < sizeof cur) cur[len++] = (char)c;
+            continue;
+        }
+        if (!len) continue;
+        cur[len] = 0, len = 0, slots++;
+        if (strcmp(cur, last)) hosts++, memcpy(last, cur, sizeof cur);
+    } while (c != EOF);
     fclose(f);
+    int first = comm_info.local_rank == 0, nodes = 0;
+    mpiCheck(MPI_Allreduce(&first, &nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
     const char *name = getenv("PBS_JOBNAME");
     log_msg("PBS job %s%s%s%s, PBS_NODEFILE %s: %d slot(s) for %d rank(s)\n", job, name ? " (" : "", name ? name : "",
              name ? ")" : "", nodefile, slots, comm_info.world);
-    if (slots < comm_info.world)
-        log_msg("warning: PBS_NODEFILE lists %d slot(s) but %d ranks run: pass mpiexec --hostfile \"$PBS_NODEFILE\"\n", slots,
-                 comm_info.world);
+    // more ranks than slots is -ppn at work, unless they were crowded onto fewer nodes than listed
+    if (slots < comm_info.world && nodes < hosts)
+        log_msg("warning: PBS_NODEFILE lists %d slot(s) on %d node(s) but %d ranks run on %d: pass mpiexec --hostfile "
+                "\"$PBS_NODEFILE\"\n", slots, hosts, comm_info.world, nodes);
 }
 
 int comm_pinned_cores(void) {
     cpu_set_t set;
     return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+const char *comm_bind_flags(long cores) {
+    static char flags[160];
+#ifdef OPEN_MPI
+    snprintf(flags, sizeof flags, "mpirun --bind-to none or --map-by slot:PE=%ld", cores);
+#else  // Hydra (MPICH's mpiexec) binds nothing unless asked; Cray's PALS mpiexec binds a core a rank
+    snprintf(flags, sizeof flags, "mpiexec -bind-to core:%ld (MPICH's Hydra) or --depth %ld --cpu-bind depth (Cray PALS)", cores, cores);
+#endif
+    return flags;
 }
 
 int comm_default_threads(const char **source) {

@@ -46,13 +46,18 @@ const char *comm_signal_name(int sig);
 // "pml=ob1" (TCP/shared-memory BTLs) or "pml=cm mtl=ofi provider=efa". The names are Open MPI's
 // selected components; where they cannot be read, the requested MCA values (MPI_T, then the
 // OMPI_MCA_* and FI_PROVIDER variables), and "unknown" for the PML when nothing tells.
-// "provider=" is the requested include list ("auto" when none: libfabric picks).
+// "provider=" is the requested include list ("auto" when none: libfabric picks). Under another
+// MPI (MPICH, Cray MPICH): its version line, MPICH's device and FI_PROVIDER when set, e.g.
+// "MPICH Version: 4.0.2, device ch4:ucx".
 const char *comm_transport(void);
 // CPU threads per rank when --num_threads is 0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else
 // the cores this process may run on, shared among the node's ranks when they are not pinned
 int comm_default_threads(const char **source);
 // The cores this process may run on (its affinity mask); the node's when that cannot be read.
 int comm_pinned_cores(void);  // *source: where the number came from, for the log
+// The launcher flags that give each rank `cores` cores under the MPI fsdpc is built with, for the
+// warning about a rank bound to fewer (Open MPI's mpirun; MPICH's Hydra and Cray's PALS mpiexec)
+const char *comm_bind_flags(long cores);
 // --collective_timeout: a collective that waits longer than this (seconds; 0: for ever) prints the
 // flight recorder on every waiting rank, names the ranks that never arrived and ends the job
 // (MPI_Abort) instead of hanging

@@ -38,8 +38,8 @@ static int train_command(void *args) {
     // (mpirun binds np <= 2 to one core each by default): said once, with the flags that fix it
     long share = cores / comm_info.local_world;
     if (comm_pinned_cores() < share)
-        log_msg("warning: this rank is bound to %d core(s) of its %ld-core share of the node; let it use them: mpirun "
-                "--bind-to none or --map-by slot:PE=%ld, srun --cpus-per-task=%ld\n", comm_pinned_cores(), share, share, share);
+        log_msg("warning: this rank is bound to %d core(s) of its %ld-core share of the node; let it use them: %s, "
+                "srun --cpus-per-task=%ld\n", comm_pinned_cores(), share, comm_bind_flags(share), share);
     if ((long)kern_num_threads() * comm_info.local_world > cores)
         log_msg("warning: %d thread(s) x %d rank(s) on this node exceed its %ld cores: the ranks will slow each other down\n",
                 kern_num_threads(), comm_info.local_world, cores);

@@ -59,6 +59,7 @@ suite "fuzz: regression corpus under ASan/UBSan" bash test/fuzz/replay.sh
 suite "slurm: srun/sbatch/scancel/preemption on a real single-node Slurm" bash test/test_slurm.sh
 suite "ofi: cm/ofi MTL over libfabric tcp matches the default transport" bash test/test_ofi.sh
 suite "check tier: make check passes in under 3 minutes with its suites" bash test/test_check_tier.sh
+suite "mpich: make MPI=mpich; Hydra's mpiexec -n 2 -ppn 2 losses equal Open MPI's; errors, stop signals, binding, crossed launchers" bash test/test_mpich.sh
 suite "errors last: a plain input error ends the output with its one error line (np=1, np=2, one rank only, a locked folder)" bash test/test_errors_last.sh
 suite "faults: divergence, preemption, one-rank errors, memory, paths, flags" bash test/test_faults.sh
 suite "probes lineage: checkpoint folders that hold other runs, names that lie about the step, several lineages" bash test/test_probes_lineage.sh
