@@ -12,7 +12,7 @@ CommInfo comm_info = {0, 1, 0, 1};
 jmp_buf fuzz_env;
 int fuzz_armed;
 
-static void fuzz_bail(void) {
+static void __attribute__((noreturn)) fuzz_bail(void) {
     if (!fuzz_armed) abort();  // an error path outside the harness's setjmp is a bug of the harness
     longjmp(fuzz_env, 1);
 }
@@ -25,6 +25,7 @@ void comm_fail_all(const char *fmt, ...) {
 void err_fatal_at(const char *file, int line, const char *fmt, ...) {
     (void)file, (void)line, (void)fmt;
     fuzz_bail();
+    __builtin_unreachable();
 }
 void comm_fail_local(const char *fmt, ...) {
     (void)fmt;
