@@ -125,3 +125,16 @@ $MPI -np 2 "${opts[@]}" ./fsdpc "${args[@]}" --metrics_file "$W/m.jsonl" >"$W/ru
 rc=$?
 [ $rc = 0 ] && [ "$(wc -l <"$W/m.jsonl")" = 2 ] && ls "$W/ckpt" | grep -q .
 check "container: the launcher's mpirun line trains (np=2, tiny, 2 steps, checkpoint written)" $? "(rc=$rc: $(grep -m2 -i error "$W/run.log" | head -c 300))"
+
+# run/launch/slurm.sbatch with CONTAINER_IMAGE: srun (a stand-in that prints its arguments) gets
+# pyxis's flags and the image's binary; without it, ./fsdpc as before
+mkdir -p "$W/bin"
+printf '#!/bin/sh\nprintf "%%s\\n" "$@" >"%s/srun.args"\n' "$W" >"$W/bin/srun"
+chmod +x "$W/bin/srun"
+PATH=$W/bin:$PATH DATA=d.bin CONTAINER_IMAGE=/fsx/fsdpc.sqsh CONTAINER_MOUNTS=/fsx:/fsx bash run/launch/slurm.sbatch >/dev/null 2>&1
+head -n 5 "$W/srun.args" 2>/dev/null | tr '\n' ' ' >"$W/srun.line"
+grep -qxF -- "--mpi=pmix --container-image=/fsx/fsdpc.sqsh --container-mounts=/fsx:/fsx --container-workdir=$PWD /opt/fsdpc/fsdpc " "$W/srun.line"
+check "container: slurm.sbatch with CONTAINER_IMAGE runs the image's fsdpc through pyxis" $? "($(cat "$W/srun.line"))"
+PATH=$W/bin:$PATH DATA=d.bin bash run/launch/slurm.sbatch >/dev/null 2>&1
+[ "$(head -n 2 "$W/srun.args" | tr '\n' ' ')" = "--mpi=pmix ./fsdpc " ]
+check "container: slurm.sbatch without CONTAINER_IMAGE runs ./fsdpc" $? "($(head -n 2 "$W/srun.args" | tr '\n' ' '))"
