@@ -107,7 +107,9 @@ grep -q '^libhdf5-openmpi' "$W/runtime-packages" 2>/dev/null && grep -q '^libope
     ! xargs -r dpkg-query -W -f='${Status}\n' <"$W/runtime-packages" | grep -vq "install ok installed"
 check "container: libs-of lists the packages of ./fsdpc's libraries (HDF5, Open MPI), all installed" $? "($(tr '\n' ' ' <"$W/runtime-packages" 2>/dev/null | head -c 200))"
 out=$(bash run/install-deps.sh libs-of "$W/nothing" 2>&1)
-check "container: libs-of of a missing file fails with one line naming it" $([ $? = 1 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -q "nothing' is not a file" <<<"$out"; echo $?) "($out)"
+rc=$?
+[ $rc = 1 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -q "nothing' is not a file" <<<"$out"
+check "container: libs-of of a missing file fails with one line naming it" $? "(rc=$rc: $out)"
 
 # The launcher's mpirun line, scaled down: 2 ranks, the tiny preset, a small text, 2 steps, scratch
 # checkpoints; its own mpirun options (FI_PROVIDER=efa and all) kept
@@ -123,7 +125,7 @@ for ((i = 0; i < ${#args[@]} - 1; i++)); do
 done
 $MPI -np 2 "${opts[@]}" ./fsdpc "${args[@]}" --metrics_file "$W/m.jsonl" >"$W/run.log" 2>&1
 rc=$?
-[ $rc = 0 ] && [ "$(wc -l <"$W/m.jsonl")" = 2 ] && ls "$W/ckpt" | grep -q .
+[ $rc = 0 ] && [ "$(wc -l <"$W/m.jsonl")" = 2 ] && [ -n "$(ls -A "$W/ckpt")" ]
 check "container: the launcher's mpirun line trains (np=2, tiny, 2 steps, checkpoint written)" $? "(rc=$rc: $(grep -m2 -i error "$W/run.log" | head -c 300))"
 
 # run/launch/slurm.sbatch with CONTAINER_IMAGE: srun (a stand-in that prints its arguments) gets
