@@ -228,6 +228,8 @@ static const CliFlag flags[] = {
       CLI_ALIASES("data_path", "dataset_path", "dataset", "training_dir")),
     S("val_data", val_data, G_DATA, "PATH", "validation data", .unset = "the source's validation split, if any", CLI_ALIASES("test_dir")),
     S("dataset_config_name", dataset_config_name, G_DATA, "NAME", "a hub dataset's config (C4: en)", .unset = "its only or default one"),
+    S("train_split", train_split, G_DATA, "NAME", "the split training reads", .unset = "train"),
+    S("val_split", val_split, G_DATA, "NAME", "the split validation reads", .unset = "validation, else train"),
     S("text_column", text_column, G_DATA, "NAME", "the column or JSON member holding text", .unset = "text"),
     S("data_cache_dir", data_cache_dir, G_DATA, "DIR", "where tokenized data is cached", .unset = "$FSDPC_CACHE_DIR, else ~/.cache/fsdpc"),
     I("validation_freq", validation_freq, G_DATA, "steps between validations"),

@@ -75,6 +75,7 @@ typedef struct {
     char dataset_config_name[128];        // the hub dataset's config (C4: "en"); "" the only or default one
     char text_column[128];                // the column / JSON member holding text ("" : "text")
     char data_cache_dir[512];             // where tokenized caches go ("" : cache_default_root)
+    char train_split[64], val_split[64];  // 10.FSDP's splits of a dataset with splits ("": train, and validation)
     int zipped_data;                      // SMP's flag: compression is found from the content either way
     int dataset_type;                     // SMP's --dataset_type: DATASET_SYNTHETIC means synthetic tokens
     // finetuning data (docs/data.md, "Finetuning data")

@@ -544,7 +544,8 @@ static int open_data(Run *r) {
                       "folder or hub name, or token shards): the bundled text is read as bytes", c->tokenizer);
     if (r->max_steps != 0) {
         r->has_train = 1;
-        DataSource src = data_source(r, c->train_data[0] ? c->train_data : bundled, "train", "training data");
+        DataSource src = data_source(r, c->train_data[0] ? c->train_data : bundled, c->train_split[0] ? c->train_split : "train",
+                                     "training data");
         src.identified = train_identified;
         if (synthetic) {  // no files: the identity is the name
             IdentSource none;
@@ -562,15 +563,15 @@ static int open_data(Run *r) {
             comm_fail_all("--%s needs documents, and synthetic data has none", c->packing ? "packing" : "document_masking");
         r->train_loader = data_loader_new(&r->train, (uint64_t)c->seed, B, 1);
     }
-    DataSource val = data_source(r, c->val_data, "validation", "validation data");
-    val.optional = 1;
+    DataSource val = data_source(r, c->val_data, c->val_split[0] ? c->val_split : "validation", "validation data");
+    val.optional = !c->val_split[0];  // a split the command line named must exist
     val.identified = val_identified;
     if (c->val_data[0] || (!c->train_data[0] && bundled_ok)) {
         // named validation data: its validation split when it has splits, else all of it
         double from = c->val_data[0] ? 0.0 : 0.9;  // the bundled text's last 10%
         if (!c->val_data[0]) val.spec = bundled;
         r->has_val = data_open(&r->val, &val, T, V, from, 1.0);
-        if (!r->has_val) {
+        if (!r->has_val && !c->val_split[0]) {
             val.split = "train";
             val.optional = 0;
             r->has_val = data_open(&r->val, &val, T, V, from, 1.0);
