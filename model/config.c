@@ -220,7 +220,6 @@ static const CliFlag flags[] = {
     FL("beta2", beta2, G_TRAIN, "AdamW beta2"),
     FL("grad_clip", grad_clip, G_TRAIN, "gradient norm clip (0: none)"),
     I("seed", seed, G_TRAIN, "initialization, data order and dropout"),
-    B("same_seed", same_seed, G_SEED, "SMP's: accepted; every rank draws as one process would, 0 or 1"),
     I("skip_nonfinite_steps", skip_nonfinite_steps, G_TRAIN, "updates with a non-finite loss skipped before the run stops"),
 
     S("train_data", train_data, G_DATA, "PATH|NAME",
@@ -285,6 +284,7 @@ static const CliFlag flags[] = {
     B("use_profiler", use_profiler, G_SEED, "the profiling recipe's trace of --trace_steps (to fsdpc_trace.json unless --trace_file)"),
     B("zipped_data", zipped_data, G_SEED, "SMP's: accepted; compression is found from the content"),
     E("dataset_type", dataset_type, dataset_type_names, G_SEED, "SMP's: synthetic trains on synthetic tokens; the rest is found"),
+    B("same_seed", same_seed, G_SEED, "SMP's: accepted; every rank draws as one process would, 0 or 1"),
     B("use_synthetic_data", use_synthetic_data, G_SEED, "SMP's --train_data synthetic (over --training_dir)"),
     {.name = "use_smp_flash_attn", .kind = CLI_BOOLENUM, AT(attention), .choices = attention_spellings, .names = attention_names,
      .group = G_SEED, .help = "SMP's: 1 --attention auto, 0 --attention native"},
