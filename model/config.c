@@ -250,7 +250,7 @@ static const CliFlag flags[] = {
     I("num_kept_checkpoints", num_kept_checkpoints, G_CKPT, "checkpoints kept (0: all)"),
     B("overwrite_checkpoints", overwrite_checkpoints, G_CKPT, "replace checkpoints of another run's lineage"),
     S("init_from", init_from, G_CKPT, "PATH", "weights only: safetensors, a Hugging Face folder or hub name, or a checkpoint",
-      CLI_ALIASES("pretrained_checkpoint_file", "hf_pretrained_model_name_or_dir", "pretrained_model_name")),
+      CLI_ALIASES("pretrained_checkpoint_file", "hf_pretrained_model_name_or_dir")),
     B("finetune", finetune, G_CKPT, "finetune from --init_from"),
     B("allow_unused_weights", allow_unused_weights, G_CKPT, "--init_from may hold tensors the model does not use (warned)"),
     B("allow_changed_inputs", allow_changed_inputs, G_CKPT, "a resume may read other data or tokenizer than it wrote (warned)"),
@@ -285,6 +285,8 @@ static const CliFlag flags[] = {
     B("zipped_data", zipped_data, G_SEED, "SMP's: accepted; compression is found from the content"),
     E("dataset_type", dataset_type, dataset_type_names, G_SEED, "SMP's: synthetic trains on synthetic tokens; the rest is found"),
     B("same_seed", same_seed, G_SEED, "SMP's: accepted; every rank draws as one process would, 0 or 1"),
+    S("pretrained_model_name", pretrained_model_name, G_SEED, "NAME",
+      "the seed's model to finetune (a folder or hub name): --init_from unless that names a file"),
     B("use_synthetic_data", use_synthetic_data, G_SEED, "SMP's --train_data synthetic (over --training_dir)"),
     {.name = "use_smp_flash_attn", .kind = CLI_BOOLENUM, AT(attention), .choices = attention_spellings, .names = attention_names,
      .group = G_SEED, .help = "SMP's: 1 --attention auto, 0 --attention native"},
@@ -606,6 +608,8 @@ void config_finish(Config *c) {
                           c->shard_group_size);
         c->shard_group_size = c->shard_degree;
     }
+    // the seed's pair: the model's name, and the file holding its weights, which wins when given
+    if (c->pretrained_model_name[0] && !c->init_from[0]) memcpy(c->init_from, c->pretrained_model_name, sizeof c->init_from);
     if (c->use_synthetic_data) {  // SMP: synthetic tokens instead of --training_dir/--test_dir
         snprintf(c->train_data, sizeof c->train_data, "synthetic");
         memset(c->val_data, 0, sizeof c->val_data);

@@ -87,6 +87,7 @@ typedef struct {
     char tokenizer[1024];  // byte, a tokenizer.model / tokenizer.json path or a hub name; resolved path after start-up
     // weights in: a safetensors file / index / Hugging Face directory / hub name, or an fsdpc .h5
     char init_from[1024];
+    char pretrained_model_name[1024];  // the seed's --pretrained_model_name: --init_from when that is not given
     int finetune;
     int validation_freq, validation_batches;
     // checkpoints

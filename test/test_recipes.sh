@@ -257,3 +257,15 @@ mkdir -p "$W/load"
     $FSDPC $SMALL --vocab_size 256 --load_ckpt_path a --max_steps 3 >log2 2>&1)
 grep -q "^Batch 3 Loss" "$W/load/log2" && ! grep -q "^Batch 1 Loss" "$W/load/log2"
 check "--save_ckpt_path / --load_ckpt_path (the profiling config's spellings) save and resume" $?
+
+# ---- the seed's finetuning flags and SMP's Hugging Face model: one model, three spellings ----
+/usr/bin/python3 "$REPO/test/hf_make.py" "$W/hfm" --vocab 256 --context 64 --seed 3 >/dev/null
+FT="--num_threads 1 --num_tokens 0 --max_steps 2 --checkpoint_freq 0 --batch_size 2 --max_context_width 64"
+for spell in "init_from $W/hfm" "pretrained_model_name $W/hfm" "hf_pretrained_model_name_or_dir $W/hfm"; do
+    n=${spell%% *}
+    $FSDPC $FT --finetune 1 --$spell --metrics_file "$W/ft_$n.jsonl" >"$W/ft_$n.log" 2>&1
+done
+[ -s "$W/ft_init_from.jsonl" ] && cmp -s <(losses "$W/ft_init_from.jsonl") <(losses "$W/ft_pretrained_model_name.jsonl") &&
+    cmp -s <(losses "$W/ft_init_from.jsonl") <(losses "$W/ft_hf_pretrained_model_name_or_dir.jsonl")
+check "--finetune 1 with --pretrained_model_name or --hf_pretrained_model_name_or_dir finetunes what --init_from does" $? \
+    "($(grep -h -m1 error "$W"/ft_*.log | head -c 300))"
