@@ -172,7 +172,7 @@ static const CliFlag flags[] = {
     {.name = "model_name", .kind = CLI_CALL, AT(model.model_name), STRLEN(model.model_name), .call = apply_preset, .first = 1,
      .group = G_MODEL, .arg = "NAME", .help = "a preset's sizes (tiny, llama2_7b, gpt2, ...), which size flags override"},
     {.name = "model_type", .kind = CLI_CALL, AT(model.model_type), STRLEN(model.model_type), .call = set_model_type,
-     .group = G_MODEL, .arg = "TYPE", .help = "the family (--model_name's list names each preset's; SMP's gpt2 is mingpt)"},
+     .choices = model_type_names, .group = G_MODEL, .arg = "NAME", .help = "the family (SMP's gpt2 is mingpt)"},
     I("hidden_width", model.hidden_width, G_MODEL, "model width", CLI_ALIASES("embed_size")),
     I("num_layers", model.num_layers, G_MODEL, "transformer blocks"),
     I("num_heads", model.num_heads, G_MODEL, "attention heads"),
