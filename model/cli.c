@@ -367,7 +367,7 @@ static void help_flag(FILE *out, const CliFlag *f, const char *d) {
     help_add(text, sizeof text, &n, "%s", f->help ? f->help : "");
     const char *sep = " (";
     if (n > 1 && text[n - 1] == ')') text[--n] = 0, sep = "; ";  // one parenthesis: "(0: none; default: 1)"
-    if (f->kind == CLI_ENUM || f->kind == CLI_MAP) help_add(text, sizeof text, &n, "%sone of %s", sep, choice_list(f)), sep = "; ";
+    if (f->kind == CLI_ENUM || f->kind == CLI_MAP || (f->kind == CLI_CALL && f->choices)) help_add(text, sizeof text, &n, "%sone of %s", sep, choice_list(f)), sep = "; ";
     if (f->kind == CLI_UNSUP)
         help_add(text, sizeof text, &n, "%snot supported: %s; its off value 0 is accepted", sep, f->text), sep = "; ";
     for (const char *const *a = f->aliases; a && *a; a++, sep = "; ")

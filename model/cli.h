@@ -27,7 +27,7 @@ typedef struct {
 // choices[1] (false). Those three store an int, or for a string field (size > 0) the value's
 // name. CLI_UNSUP names a feature fsdpc lacks (text says why): its "off" values are accepted,
 // anything else is refused. CLI_LIST takes every argument up to the next flag. CLI_CALL hands the
-// value to `call`.
+// value to `call` (its `choices`, when set, are the values --help lists).
 typedef enum {
     CLI_INT, CLI_U64, CLI_FLOAT, CLI_DOUBLE, CLI_STR, CLI_BOOL, CLI_ENUM, CLI_MAP, CLI_BOOLENUM, CLI_UNSUP, CLI_LIST,
     CLI_CALL

@@ -38,7 +38,8 @@ static const CliChoice sharding_names[] = {
     {NULL, 0}};
 static const CliChoice precision_names[] = {{"float32", PRECISION_FP32}, {"bf16", PRECISION_BF16}, {NULL, 0}};
 static const CliChoice lr_decay_names[] = {
-    {"cosine", LR_DECAY_COSINE}, {"linear", LR_DECAY_LINEAR}, {"constant", LR_DECAY_CONSTANT}, {NULL, 0}};
+    {"cosine", LR_DECAY_COSINE}, {"linear", LR_DECAY_LINEAR}, {"constant", LR_DECAY_CONSTANT},
+    {"exponential", LR_DECAY_EXPONENTIAL}, {"plateau", LR_DECAY_PLATEAU}, {NULL, 0}};
 static const CliChoice device_names[] = {
     {"auto", KERN_DEVICE_AUTO}, {"cpu", KERN_DEVICE_CPU}, {"cuda", KERN_DEVICE_CUDA}, {NULL, 0}};
 static const CliChoice attention_names[] = {
@@ -56,8 +57,12 @@ enum { MAX_FAMILIES = 32 };
 static CliChoice model_type_names[MAX_FAMILIES + 1];
 // the seed recipes' spellings of those settings: each family's short name, and its model_type
 static CliChoice model_spellings[2 * MAX_FAMILIES + 1];
-static const CliChoice strategy_spellings[] = {{"full", SHARD_FULL}, {"hybrid", SHARD_HYBRID_FULL}, {"fsdp", SHARD_FULL},
-                                               {"hsdp", SHARD_HYBRID_FULL}, {"ddp", SHARD_NONE}, {NULL, 0}};
+static const CliChoice strategy_spellings[] = {
+    {"full", SHARD_FULL}, {"hybrid", SHARD_HYBRID_FULL}, {"fsdp", SHARD_FULL}, {"hsdp", SHARD_HYBRID_FULL}, {"ddp", SHARD_NONE},
+    // SMP's (PyTorch's ShardingStrategy names)
+    {"full_shard", SHARD_FULL}, {"shard_grad_op", SHARD_GRAD_OP}, {"no_shard", SHARD_NONE}, {"hybrid_shard", SHARD_HYBRID_FULL},
+    {"_hybrid_shard_zero2", SHARD_HYBRID_GRAD_OP}, {NULL, 0}};
+static const CliChoice attention_spellings[] = {{"1", KERN_ATTENTION_AUTO}, {"0", KERN_ATTENTION_NATIVE}, {NULL, 0}};
 static const CliChoice bf16_values[] = {{"1", PRECISION_BF16}, {"0", PRECISION_FP32}, {NULL, 0}};  // true, false
 _Static_assert(sizeof(ShardStrategy) == sizeof(int) && sizeof(Precision) == sizeof(int) && sizeof(LrDecay) == sizeof(int) &&
                    sizeof(KernDevice) == sizeof(int) && sizeof(KernAttention) == sizeof(int) &&
@@ -86,6 +91,55 @@ static const char *apply_preset(void *dst, const char *name) {
     snprintf(msg, sizeof msg, "--model_name '%s' is not a preset (%s)", name, family_preset_names());
     return msg;
 }
+
+// --model_type: a family's model_type; the recipes' names of models fsdpc does not build are
+// refused with what they are
+static const char *set_model_type(void *dst, const char *v) {
+    static char msg[600];
+    char *type = ((Config *)dst)->model.model_type;
+    if (!strcmp(v, "mixtral") || !strcmp(v, "mistral_8x7b")) {
+        snprintf(msg, sizeof msg, "--model_type %s is a mixture of experts (Mixtral), which fsdpc does not train yet", v);
+        return msg;
+    }
+    if (!strcmp(v, "llama_v3")) {
+        return "--model_type llama_v3 is not supported: the recipes' llama_v3 is Llama-2's tokenizer with dynamic RoPE "
+               "scaling x2 at the default rope_theta, which fsdpc does not implement (a Hugging Face Llama-3 config is "
+               "another model)";
+    }
+    const char *name = strcmp(v, "gpt2") || !family_find("mingpt") ? v : "mingpt";  // SMP's gpt2: minGPT builds GPT-2
+    if (!family_find(name) || strlen(name) >= sizeof ((Config *)0)->model.model_type) {
+        snprintf(msg, sizeof msg, "--model_type must be one of %s, got '%.60s'", family_names("|", 0), v);
+        return msg;
+    }
+    snprintf(type, sizeof ((Config *)0)->model.model_type, "%s", name);
+    return NULL;
+}
+
+// A recipe flag with no setting here: the values in ok are what fsdpc does anyway, any other is
+// refused by name with why.
+static const char *only_values(const char *flag, const char *v, const char *const *ok, const char *why) {
+    static char msg[512];
+    for (; *ok; ok++)
+        if (!strcmp(v, *ok)) return NULL;
+    snprintf(msg, sizeof msg, "--%s %.60s is not supported: %s", flag, v, why);
+    return msg;
+}
+#define ONLY(fn, flag, why, ...)                                                   \
+    static const char *fn(void *dst, const char *v) {                              \
+        (void)dst;                                                                 \
+        return only_values(flag, v, (const char *const[]){__VA_ARGS__, NULL}, why); \
+    }
+ONLY(only_checkpoint_type, "checkpoint_type", "fsdpc writes one sharded HDF5 checkpoint that loads at any rank count", "sharded")
+ONLY(only_data_type, "data_type", "fsdpc trains causal language models (gpt), not masked ones (bert)", "gpt", "GPT")
+ONLY(only_tensor_parallel, "tensor_parallel_degree", "fsdpc has no tensor parallelism yet; every rank holds whole layers", "1")
+ONLY(only_backward_fetch, "backward_fetch_policy", "fsdpc gathers the next unit before each unit's backward (backward_pre)",
+     "backward_pre")
+ONLY(only_wrap_policy, "auto_wrap_policy", "fsdpc's units are the transformer blocks (with the embedding and the head)",
+     "transformer_auto_wrap_policy")
+ONLY(only_backend, "distributed_backend", "fsdpc's collectives are MPI's, and NCCL's on GPUs", "nccl", "smddp")
+ONLY(only_framework, "framework", "fsdpc is an FSDP (ZeRO) trainer", "fsdp")
+ONLY(only_nccl_test_log, "nccl_test_log", "fsdpc runs no NCCL test", "")
+ONLY(only_sliding_window, "sliding_window", "fsdpc's attention sees the whole context (no sliding window yet)", "0", "None")
 
 // --trace_steps's default, as the flag spells it
 static void show_trace_steps(const void *dst, char *buf, size_t len) {
@@ -117,8 +171,8 @@ static void show_trace_steps(const void *dst, char *buf, size_t len) {
 static const CliFlag flags[] = {
     {.name = "model_name", .kind = CLI_CALL, AT(model.model_name), STRLEN(model.model_name), .call = apply_preset, .first = 1,
      .group = G_MODEL, .arg = "NAME", .help = "a preset's sizes (tiny, llama2_7b, gpt2, ...), which size flags override"},
-    {.name = "model_type", .kind = CLI_ENUM, AT(model.model_type), STRLEN(model.model_type), .choices = model_type_names,
-     .group = G_MODEL, .help = "the family"},
+    {.name = "model_type", .kind = CLI_CALL, AT(model.model_type), STRLEN(model.model_type), .call = set_model_type,
+     .choices = model_type_names, .group = G_MODEL, .arg = "NAME", .help = "the family (SMP's gpt2 is mingpt)"},
     I("hidden_width", model.hidden_width, G_MODEL, "model width", CLI_ALIASES("embed_size")),
     I("num_layers", model.num_layers, G_MODEL, "transformer blocks"),
     I("num_heads", model.num_heads, G_MODEL, "attention heads"),
@@ -140,19 +194,28 @@ static const CliFlag flags[] = {
     B("cpu_offload", cpu_offload, G_SHARD, "keep the shards and AdamW on the host"),
     B("activation_checkpoints", activation_checkpoints, G_SHARD, "recompute each block's activations in the backward",
       CLI_ALIASES("activation_checkpointing", "fsdp_activation_checkpointing")),
-    I("selective_checkpointing", selective_checkpointing, G_SHARD, "recompute every Nth block only (0: every block)"),
-    B("meta_init", meta_init, G_SHARD, "build each rank's shard without the whole model", CLI_ALIASES("low_cpu_fsdp")),
+    I("selective_checkpointing", selective_checkpointing, G_SHARD,
+      "with checkpointing, every Nth block only (0: every block); on its own it turns checkpointing on"),
+    B("meta_init", meta_init, G_SHARD, "build each rank's shard without the whole model", CLI_ALIASES("low_cpu_fsdp", "delayed_param")),
+    B("limit_all_gathers", limit_all_gathers, G_SHARD, "at most two units gathered (current + prefetched): fsdpc's only way, 0 or 1"),
+    B("offload_activations", offload_activations, G_SHARD, "accepted; no effect yet (logged once)"),
+    I("activation_loading_horizon", activation_loading_horizon, G_SHARD, "with --offload_activations: accepted; no effect yet"),
+    I("shard_degree", shard_degree, G_SHARD, "SMP's hybrid shard degree: --sharding hybrid-full-shard --shard_group_size N",
+      .unset = "unset"),
 
     I("batch_size", batch_size, G_TRAIN, "sequences per rank and micro-batch", CLI_ALIASES("train_batch_size")),
     I("grad_accum", grad_accum, G_TRAIN, "micro-batches per step"),
     B("accumulate_unsharded", accumulate_unsharded, G_TRAIN, "keep full gradients over --grad_accum, reduce once a step"),
-    I("max_steps", max_steps, G_TRAIN, "steps to train (-1: --max_epochs decides, else 300; 0: evaluate only)"),
+    I("max_steps", max_steps, G_TRAIN, "steps to train (-1: --max_epochs decides, else 300; 0: evaluate only)",
+      CLI_ALIASES("max_training_steps", "num_steps")),
     I("max_epochs", max_epochs, G_TRAIN, "passes over the data (-1: evaluate, then generate)", .unset = "--max_steps decides",
       CLI_ALIASES("epochs")),
     FL("lr", lr, G_TRAIN, "peak learning rate"),
     FL("min_lr", min_lr, G_TRAIN, "learning rate at the end of the decay"),
     FL("warmup", warmup, G_TRAIN, "warm-up steps (below 1: a fraction of --max_steps)"),
     E("lr_decay_style", lr_decay_style, lr_decay_names, G_TRAIN, "learning-rate decay after warm-up"),
+    I("lr_decay_iters", lr_decay_iters, G_TRAIN, "the step where the decay ends at --min_lr", .unset = "--max_steps"),
+    FL("plateau", plateau, G_TRAIN, "plateau: steps held at --lr after warm-up (below 1: a fraction of --max_steps)"),
     FL("weight_decay", weight_decay, G_TRAIN, "AdamW weight decay (not on norm weights)"),
     FL("beta1", beta1, G_TRAIN, "AdamW beta1"),
     FL("beta2", beta2, G_TRAIN, "AdamW beta2"),
@@ -165,10 +228,13 @@ static const CliFlag flags[] = {
       CLI_ALIASES("data_path", "dataset_path", "dataset", "training_dir")),
     S("val_data", val_data, G_DATA, "PATH", "validation data", .unset = "the source's validation split, if any", CLI_ALIASES("test_dir")),
     S("dataset_config_name", dataset_config_name, G_DATA, "NAME", "a hub dataset's config (C4: en)", .unset = "its only or default one"),
+    S("train_split", train_split, G_DATA, "NAME", "the split training reads", .unset = "train"),
+    S("val_split", val_split, G_DATA, "NAME", "the split validation reads", .unset = "validation, else train"),
     S("text_column", text_column, G_DATA, "NAME", "the column or JSON member holding text", .unset = "text"),
     S("data_cache_dir", data_cache_dir, G_DATA, "DIR", "where tokenized data is cached", .unset = "$FSDPC_CACHE_DIR, else ~/.cache/fsdpc"),
     I("validation_freq", validation_freq, G_DATA, "steps between validations"),
     I("validation_batches", validation_batches, G_DATA, "batches per validation"),
+    I("val_batch_size", val_batch_size, G_DATA, "sequences per rank in a validation batch", .unset = "--batch_size"),
     S("tokenizer", tokenizer, G_DATA, "SPEC", "byte, a tokenizer.model or tokenizer.json, a directory holding one, or a hub name"),
 
     E("data_format", data_format, config_data_formats, G_SFT, "what rows are (auto: from their fields)"),
@@ -177,15 +243,15 @@ static const CliFlag flags[] = {
     B("packing", packing, G_SFT, "pack a step's rows into fewer contexts, documents kept apart"),
     B("document_masking", document_masking, G_SFT, "streams keep their documents apart"),
 
-    S("checkpoint_dir", checkpoint_dir, G_CKPT, "DIR", "where checkpoints go", CLI_ALIASES("ckpt_save_path")),
+    S("checkpoint_dir", checkpoint_dir, G_CKPT, "DIR", "where checkpoints go", CLI_ALIASES("ckpt_save_path", "save_ckpt_path")),
     S("run_name", run_name, G_CKPT, "R", "checkpoints in checkpoint_dir/R (a resume dir equal to it follows)"),
     I("checkpoint_freq", checkpoint_freq, G_CKPT, "steps between checkpoints (0: never)", CLI_ALIASES("checkpoint_interval")),
     S("resume_from_checkpoint", resume_from_checkpoint, G_CKPT, "DIR|FILE", "resume from a checkpoint, or a folder's newest",
-      CLI_ALIASES("restart_checkpoint_file", "ckpt_load_path")),
+      CLI_ALIASES("restart_checkpoint_file", "ckpt_load_path", "load_ckpt_path")),
     I("num_kept_checkpoints", num_kept_checkpoints, G_CKPT, "checkpoints kept (0: all)"),
     B("overwrite_checkpoints", overwrite_checkpoints, G_CKPT, "replace checkpoints of another run's lineage"),
     S("init_from", init_from, G_CKPT, "PATH", "weights only: safetensors, a Hugging Face folder or hub name, or a checkpoint",
-      CLI_ALIASES("pretrained_checkpoint_file")),
+      CLI_ALIASES("pretrained_checkpoint_file", "hf_pretrained_model_name_or_dir")),
     B("finetune", finetune, G_CKPT, "finetune from --init_from"),
     B("allow_unused_weights", allow_unused_weights, G_CKPT, "--init_from may hold tensors the model does not use (warned)"),
     B("allow_changed_inputs", allow_changed_inputs, G_CKPT, "a resume may read other data or tokenizer than it wrote (warned)"),
@@ -215,13 +281,51 @@ static const CliFlag flags[] = {
     MAP("sharding_strategy", sharding, strategy_spellings, sharding_names, "10.FSDP's and profiling's --sharding"),
     {.name = "bf16", .kind = CLI_BOOLENUM, AT(precision), .choices = bf16_values, .names = precision_names, .group = G_SEED,
      .help = "10.FSDP's --precision bf16 (0: float32)"},
-    UNSUP("val_batch_size", "validation runs at --batch_size", "10.FSDP's validation batch size"),
-    UNSUP("plateau", "the learning rate follows --lr_decay_style (cosine, linear or constant), not a plateau schedule",
-          "10.FSDP's plateau schedule"),
     UNSUP("restart_epoch", "a checkpoint records its step, and a resumed run continues from there", "minimal_fsdp's restart epoch"),
     B("use_profiler", use_profiler, G_SEED, "the profiling recipe's trace of --trace_steps (to fsdpc_trace.json unless --trace_file)"),
     B("zipped_data", zipped_data, G_SEED, "SMP's: accepted; compression is found from the content"),
     E("dataset_type", dataset_type, dataset_type_names, G_SEED, "SMP's: synthetic trains on synthetic tokens; the rest is found"),
+    B("same_seed", same_seed, G_SEED, "SMP's: accepted; every rank draws as one process would, 0 or 1"),
+    S("pretrained_model_name", pretrained_model_name, G_SEED, "NAME",
+      "the seed's model to finetune (a folder or hub name): --init_from unless that names a file"),
+    B("use_synthetic_data", use_synthetic_data, G_SEED, "SMP's --train_data synthetic (over --training_dir)"),
+    {.name = "use_smp_flash_attn", .kind = CLI_BOOLENUM, AT(attention), .choices = attention_spellings, .names = attention_names,
+     .group = G_SEED, .help = "SMP's: 1 --attention auto, 0 --attention native"},
+    UNSUP("fp8", "fsdpc computes in bf16 (--bf16 1) or float32; fp8 comes later", "SMP's fp8 (its default 1; fsdpc's 0)"),
+    UNSUP("use_torch_compile", "fsdpc is compiled C and CUDA; there is no graph compiler to turn on", "the profiling recipe's"),
+    UNSUP("use_wandb", "fsdpc has no Weights & Biases client: --metrics_file or --tensorboard_dir", "the profiling recipe's"),
+    UNSUP("save_final_model", "`fsdpc export` writes a checkpoint as a Hugging Face folder", "SMP's final model"),
+    UNSUP("logging_freq_for_avg", "fsdpc logs no running average; --metrics_file has every step's loss", "SMP's running average"),
+#define IGNORED(n, field, h) B(n, recipe.field, G_SEED, h)
+    IGNORED("use_smp_implementation", use_smp_implementation, "SMP's: accepted; fsdpc has one implementation of each family"),
+    IGNORED("patch_neox_rope", patch_neox_rope, "SMP's: accepted; no effect (a patch of its own GPT-NeoX code)"),
+    IGNORED("enable_memory_profiling", enable_memory_profiling, "SMP's: accepted; the memory tracker logs at every log step"),
+    IGNORED("clean_cache", clean_cache, "SMP's: accepted; no effect (fsdpc keeps no PyTorch caching allocator)"),
+    IGNORED("log_reduced_training_loss", log_reduced_training_loss, "SMP's: accepted; the logged loss is every rank's mean"),
+    IGNORED("forward_prefetch", forward_prefetch, "SMP's: accepted; fsdpc always gathers the next unit ahead"),
+    IGNORED("use_orig_params", use_orig_params, "SMP's: accepted; no effect (weight decay skips norms either way)"),
+    IGNORED("preserve_np_state", preserve_np_state, "SMP's: accepted; validation leaves the training order alone"),
+    IGNORED("fast_validation", fast_validation, "SMP's: accepted; validation reads --validation_batches of --val_data"),
+    IGNORED("profile_nsys", profile_nsys, "SMP's: accepted; fsdpc always marks NVTX ranges (run under nsys)"),
+#undef IGNORED
+    I("data_num_workers", recipe.data_num_workers, G_SEED, "SMP's: accepted; fsdpc's loader reads ahead on its own thread"),
+    I("num_experts_per_tok", recipe.num_experts_per_tok, G_SEED, "SMP's Mixtral setting: accepted; Mixtral is refused"),
+    I("num_local_experts", recipe.num_local_experts, G_SEED, "SMP's Mixtral setting: accepted; Mixtral is refused"),
+    I("fp8_amax_history_len", recipe.fp8_amax_history_len, G_SEED, "SMP's fp8 setting: accepted; fp8 is refused"),
+    S("fp8_amax_compute_algo", recipe.fp8_amax_compute_algo, G_SEED, "ALGO", "SMP's fp8 setting: accepted; fp8 is refused"),
+    S("model_dir", recipe.model_dir, G_SEED, "DIR", "SMP's final-model folder: accepted; --save_final_model is refused"),
+    FL("summary_first_pdrop", recipe.summary_first_pdrop, G_SEED, "accepted; no effect (a GPT-2 classification head's dropout)"),
+#define CALL(n, k, fn, a, h) {.name = n, .kind = CLI_CALL, AT(recipe_only[k]), .call = fn, .group = G_SEED, .arg = a, .help = h}
+    CALL("checkpoint_type", 0, only_checkpoint_type, "sharded", "SMP's: sharded (fsdpc's only kind)"),
+    CALL("data_type", 1, only_data_type, "gpt", "SMP's: gpt (causal language modelling)"),
+    CALL("tensor_parallel_degree", 2, only_tensor_parallel, "1", "SMP's: 1 (no tensor parallelism yet)"),
+    CALL("backward_fetch_policy", 3, only_backward_fetch, "backward_pre", "SMP's: backward_pre (what fsdpc does)"),
+    CALL("auto_wrap_policy", 4, only_wrap_policy, "transformer_auto_wrap_policy", "SMP's: units are blocks"),
+    CALL("distributed_backend", 5, only_backend, "nccl|smddp", "SMP's: accepted; MPI, and NCCL on GPUs"),
+    CALL("framework", 6, only_framework, "fsdp", "SMP's: fsdp"),
+    CALL("nccl_test_log", 7, only_nccl_test_log, "\"\"", "SMP's: empty only"),
+    CALL("sliding_window", 8, only_sliding_window, "0|None", "SMP's: no sliding window yet (0 or None)"),
+#undef CALL
 };
 #define NFLAGS (sizeof flags / sizeof flags[0])
 
@@ -382,6 +486,14 @@ static void validate(const Config *c) {
     if (c->model.initializer_range <= 0) comm_fail_all("--initializer_range must be positive");
     if (c->grad_clip < 0) comm_fail_all("--grad_clip must be >= 0 (0 = no clipping)");
     if (!c->checkpoint_dir[0]) comm_fail_all("--checkpoint_dir needs a directory (--checkpoint_freq 0 turns checkpoints off)");
+    if (c->val_batch_size < 0) comm_fail_all("--val_batch_size must be >= 0 (0: --batch_size)");
+    if (c->lr_decay_iters < 0) comm_fail_all("--lr_decay_iters must be >= 0 (0: --max_steps)");
+    if (c->plateau < 0) comm_fail_all("--plateau must be >= 0 (steps, or a fraction of --max_steps when below 1)");
+    if (c->plateau > 0 && c->lr_decay_style != LR_DECAY_PLATEAU)
+        comm_fail_all("--plateau %g applies to --lr_decay_style plateau (this run uses %s)", c->plateau,
+                      config_lr_decay_name(c->lr_decay_style));
+    if (c->shard_degree < 0) comm_fail_all("--shard_degree must be positive");
+    if (c->activation_loading_horizon < 0) comm_fail_all("--activation_loading_horizon must be >= 0");
     if (c->selective_checkpointing < 0) comm_fail_all("--selective_checkpointing must be >= 0 (every Nth block)");
     if (c->num_threads < 0) comm_fail_all("--num_threads must be >= 0 (0 = all cores)");
     if (!c->tokenizer[0]) comm_fail_all("--tokenizer needs a value: byte, a tokenizer.model / tokenizer.json, a directory or a hub name");
@@ -488,6 +600,21 @@ int config_parse(Config *c, int argc, char **argv) {
 void config_finish(Config *c) {
     family_defaults(c);
     join_run_name(c);
+    // checkpointing every Nth block implies checkpointing, unless the command line turned it off
+    if (c->selective_checkpointing > 0 && !config_given("activation_checkpoints")) c->activation_checkpoints = 1;
+    if (c->shard_degree > 0) {  // SMP: an explicit degree makes the strategy hybrid over groups of that many ranks
+        if (c->sharding != SHARD_HYBRID_GRAD_OP) c->sharding = SHARD_HYBRID_FULL;
+        if (config_given("shard_group_size") && c->shard_group_size != c->shard_degree)
+            comm_fail_all("--shard_degree %d and --shard_group_size %d contradict each other (give one)", c->shard_degree,
+                          c->shard_group_size);
+        c->shard_group_size = c->shard_degree;
+    }
+    // the seed's pair: the model's name, and the file holding its weights, which wins when given
+    if (c->pretrained_model_name[0] && !c->init_from[0]) memcpy(c->init_from, c->pretrained_model_name, sizeof c->init_from);
+    if (c->use_synthetic_data) {  // SMP: synthetic tokens instead of --training_dir/--test_dir
+        snprintf(c->train_data, sizeof c->train_data, "synthetic");
+        memset(c->val_data, 0, sizeof c->val_data);
+    }
     if (c->use_profiler && !c->trace_file[0]) snprintf(c->trace_file, sizeof c->trace_file, "%s", TRACE_DEFAULT_FILE);
     validate(c);
 }

@@ -15,7 +15,7 @@
 // --sharding, after torch's ShardingStrategy
 typedef enum { SHARD_FULL, SHARD_GRAD_OP, SHARD_NONE, SHARD_HYBRID_FULL, SHARD_HYBRID_GRAD_OP } ShardStrategy;
 typedef enum { PRECISION_FP32, PRECISION_BF16 } Precision;  // --precision, --reduce_dtype
-typedef enum { LR_DECAY_COSINE, LR_DECAY_LINEAR, LR_DECAY_CONSTANT } LrDecay;
+typedef enum { LR_DECAY_COSINE, LR_DECAY_LINEAR, LR_DECAY_CONSTANT, LR_DECAY_EXPONENTIAL, LR_DECAY_PLATEAU } LrDecay;
 typedef enum { ENV_LOCAL, ENV_PBS } RunEnvironment;  // --environment
 // --data_format: what finetuning rows are (data/sft.c); --chat_template: how chat rows become text
 typedef enum { SFT_AUTO, SFT_TEXT, SFT_IDS, SFT_PROMPT_COMPLETION, SFT_ALPACA, SFT_CHAT } SftFormat;
@@ -54,11 +54,28 @@ typedef struct {
     int skip_nonfinite_steps;  // updates with a non-finite loss/grad norm skipped before the run stops
     float lr, min_lr, warmup, weight_decay, beta1, beta2, grad_clip, adam_eps;
     LrDecay lr_decay_style;
+    int lr_decay_iters;  // steps the decay spans after warm-up (0: to --max_steps); --min_lr after them
+    float plateau;       // plateau schedule: steps (below 1: a fraction of --max_steps) held at --lr after warm-up
+    int val_batch_size;  // sequences per rank in a validation batch (0: --batch_size)
+    int same_seed;       // SMP's: every rank draws as one process would either way (docs/recipes.md)
+    int limit_all_gathers, offload_activations, activation_loading_horizon;
+    int shard_degree;        // SMP's hybrid shard degree (0: unset): --sharding hybrid-full-shard --shard_group_size N
+    int use_synthetic_data;  // SMP's: --train_data synthetic
+    // the recipes' flags that change nothing here (docs/recipes.md says why for each)
+    struct {
+        int use_smp_implementation, patch_neox_rope, enable_memory_profiling, clean_cache, log_reduced_training_loss;
+        int data_num_workers, num_experts_per_tok, num_local_experts, forward_prefetch, use_orig_params;
+        int preserve_np_state, fast_validation, profile_nsys, fp8_amax_history_len;
+        float summary_first_pdrop;
+        char fp8_amax_compute_algo[32], model_dir[512];
+    } recipe;
+    int recipe_only[9];  // where the recipe flags that take only fsdpc's own behaviour point (they store nothing)
     // data
     char train_data[512], val_data[512];  // files, folders, globs, Hugging Face dataset folders or hub names
     char dataset_config_name[128];        // the hub dataset's config (C4: "en"); "" the only or default one
     char text_column[128];                // the column / JSON member holding text ("" : "text")
     char data_cache_dir[512];             // where tokenized caches go ("" : cache_default_root)
+    char train_split[64], val_split[64];  // 10.FSDP's splits of a dataset with splits ("": train, and validation)
     int zipped_data;                      // SMP's flag: compression is found from the content either way
     int dataset_type;                     // SMP's --dataset_type: DATASET_SYNTHETIC means synthetic tokens
     // finetuning data (docs/data.md, "Finetuning data")
@@ -70,6 +87,7 @@ typedef struct {
     char tokenizer[1024];  // byte, a tokenizer.model / tokenizer.json path or a hub name; resolved path after start-up
     // weights in: a safetensors file / index / Hugging Face directory / hub name, or an fsdpc .h5
     char init_from[1024];
+    char pretrained_model_name[1024];  // the seed's --pretrained_model_name: --init_from when that is not given
     int finetune;
     int validation_freq, validation_batches;
     // checkpoints

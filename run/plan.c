@@ -243,7 +243,7 @@ int plan_main(void *args) {
 
     // ---- step time: a roofline ----
     double fpt = model_flops_per_token(&plan, T), tokens = (double)B * T * M;
-    int every = cfg->selective_checkpointing > 0 ? cfg->selective_checkpointing : cfg->activation_checkpoints ? 1 : 0;
+    int every = !cfg->activation_checkpoints ? 0 : cfg->selective_checkpointing > 0 ? cfg->selective_checkpointing : 1;
     int recomputed = every > 0 ? (L + every - 1) / every : 0;  // blocks 0, every, 2*every, ... (model.h)
     // a recomputed block runs its forward again: a third of its training FLOPs
     double block_fpt = fpt - 6.0 * ((double)plan.num_params - block_params);

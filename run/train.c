@@ -28,13 +28,29 @@
 #include "../shard/shard.h"
 #include "tboard.h"
 
+// warm-up steps (below 1: a fraction of max_steps)
+static int fraction_steps(float v, int max_steps) { return v < 1 ? (int)(v * max_steps + 0.5f) : (int)v; }
+
 float train_lr(const Config *c, int step, int max_steps) {
-    int warmup = c->warmup < 1 ? (int)(c->warmup * max_steps + 0.5f) : (int)c->warmup;
+    int warmup = fraction_steps(c->warmup, max_steps);
     if (step < warmup) return c->lr * (float)(step + 1) / (float)warmup;
-    if (c->lr_decay_style == LR_DECAY_CONSTANT || max_steps <= warmup) return c->lr;
-    double progress = (double)(step - warmup) / (double)(max_steps - warmup);
+    if (c->lr_decay_style == LR_DECAY_CONSTANT) return c->lr;
+    // the decay runs from the end of warm-up (and of the plateau) to --lr_decay_iters (or the last step)
+    int start = warmup + (c->lr_decay_style == LR_DECAY_PLATEAU ? fraction_steps(c->plateau, max_steps) : 0);
+    int end = c->lr_decay_iters > 0 ? c->lr_decay_iters : max_steps;
+    if (step < start) return c->lr;
+    if (end <= start) return step < end ? c->lr : c->min_lr;
+    double progress = (double)(step - start) / (double)(end - start);
     if (progress > 1) progress = 1;
-    double f = c->lr_decay_style == LR_DECAY_COSINE ? 0.5 * (1.0 + cos(M_PI * progress)) : 1.0 - progress;
+    double f;
+    switch (c->lr_decay_style) {
+    case LR_DECAY_LINEAR: f = 1.0 - progress; break;
+    case LR_DECAY_EXPONENTIAL: {  // Megatron's: halves over the decay, never below --min_lr
+        double lr = c->lr * pow(0.5, progress);
+        return (float)(lr > c->min_lr ? lr : c->min_lr);
+    }
+    default: f = 0.5 * (1.0 + cos(M_PI * progress)); break;  // cosine, and the plateau's descent
+    }
     return (float)(c->min_lr + (c->lr - c->min_lr) * f);
 }
 
@@ -301,7 +317,7 @@ static void load_state(Run *r) {
 // free memory. A run that cannot fit stops at once with what would fit, instead of being killed
 // (or failing a cudaMalloc) later.
 static int ckpt_every(const Config *c) {
-    return c->selective_checkpointing > 0 ? c->selective_checkpointing : c->activation_checkpoints ? 1 : 0;
+    return !c->activation_checkpoints ? 0 : c->selective_checkpointing > 0 ? c->selective_checkpointing : 1;
 }
 
 // bytes per rank under config c: shard state by kind into *e, plus activations into *acts; the
@@ -528,7 +544,8 @@ static int open_data(Run *r) {
                       "folder or hub name, or token shards): the bundled text is read as bytes", c->tokenizer);
     if (r->max_steps != 0) {
         r->has_train = 1;
-        DataSource src = data_source(r, c->train_data[0] ? c->train_data : bundled, "train", "training data");
+        DataSource src = data_source(r, c->train_data[0] ? c->train_data : bundled, c->train_split[0] ? c->train_split : "train",
+                                     "training data");
         src.identified = train_identified;
         if (synthetic) {  // no files: the identity is the name
             IdentSource none;
@@ -546,15 +563,15 @@ static int open_data(Run *r) {
             comm_fail_all("--%s needs documents, and synthetic data has none", c->packing ? "packing" : "document_masking");
         r->train_loader = data_loader_new(&r->train, (uint64_t)c->seed, B, 1);
     }
-    DataSource val = data_source(r, c->val_data, "validation", "validation data");
-    val.optional = 1;
+    DataSource val = data_source(r, c->val_data, c->val_split[0] ? c->val_split : "validation", "validation data");
+    val.optional = !c->val_split[0];  // a split the command line named must exist
     val.identified = val_identified;
     if (c->val_data[0] || (!c->train_data[0] && bundled_ok)) {
         // named validation data: its validation split when it has splits, else all of it
         double from = c->val_data[0] ? 0.0 : 0.9;  // the bundled text's last 10%
         if (!c->val_data[0]) val.spec = bundled;
         r->has_val = data_open(&r->val, &val, T, V, from, 1.0);
-        if (!r->has_val) {
+        if (!r->has_val && !c->val_split[0]) {
             val.split = "train";
             val.optional = 0;
             r->has_val = data_open(&r->val, &val, T, V, from, 1.0);
@@ -890,24 +907,30 @@ static void log_memory(int step, char *line, size_t cap, int *len) {
 // it at the next batch on every rank, returning NAN with *stopped set to the signal.
 static double validate(Run *r, int stoppable, int *stopped) {
     Config *c = r->cfg;
-    int B = c->batch_size, T = c->model.max_context_width;
+    // a validation batch of --val_batch_size sequences per rank runs as micro-batches of at most
+    // --batch_size rows, the size the activations were allocated for
+    int B = c->batch_size, Bv = c->val_batch_size > 0 ? c->val_batch_size : B, parts = (Bv + B - 1) / B;
+    int n = c->validation_batches * parts;
     double sums[2] = {0.0, 0.0};  // loss sum, loss-bearing targets
     model_loss_reset(&r->acts);
-    DataPlan *cur = r->plans[0][0], *next = r->plans[1][0];  // the training plans are rebuilt after validation
+    DataPlan *plan[2] = {r->plans[0][0], r->plans[1][0]};  // the training plans are rebuilt after validation
     r->plans_step[0] = r->plans_step[1] = -1;
-    (void)T;
-    for (int i = 0; i < c->validation_batches; i++) {
+    for (int k = 0; k <= n; k++) {  // plans k (and k+1, read ahead), then micro-batch k
+        if (k < n) {
+            int i = k / parts, j = k % parts, rows = Bv - j * B < B ? Bv - j * B : B;
+            data_plan_rows(plan[k & 1], rows, ((uint64_t)i * comm_info.world + comm_info.rank) * Bv + (uint64_t)j * B);
+        }
+        if (k == 0) continue;
+        int m = k - 1, i = m / parts;
         if (stoppable && (*stopped = comm_stop_any())) {
             log_msg("Stopped by signal %d (%s) during validation, at batch %d of %d: no loss reported, nothing written; "
                     "exiting with status %d\n", *stopped, comm_signal_name(*stopped), i + 1, c->validation_batches,
                     TRAIN_EXIT_PREEMPTED);
             return NAN;
         }
-        uint64_t first = ((uint64_t)i * comm_info.world + comm_info.rank) * B;
-        data_plan_rows(cur, B, first);
-        data_plan_rows(next, B, first + (uint64_t)comm_info.world * B);
-        data_loader_next(r->val_loader, cur, i + 1 < c->validation_batches ? next : NULL, r->batch, "validation");
-        train_micro_step(&r->st, &r->acts, r->batch->inp, r->batch->tgt, r->batch->docs ? r->batch->kstart : NULL, B, 0.0f, 1, i);
+        int rows = Bv - (m % parts) * B < B ? Bv - (m % parts) * B : B;
+        data_loader_next(r->val_loader, plan[m & 1], k < n ? plan[k & 1] : NULL, r->batch, "validation");
+        train_micro_step(&r->st, &r->acts, r->batch->inp, r->batch->tgt, r->batch->docs ? r->batch->kstart : NULL, rows, 0.0f, 1, i);
         sums[1] += (double)r->batch->loss_tokens;
     }
     sums[0] = model_loss_read(&r->acts);
@@ -1135,6 +1158,9 @@ int train_run(Config *c) {
             kern_device_name(), c->num_threads, r.plan.num_params / 1e6, desc, kern_attention_kernel());
     if (kern_peak_flops() > 0) log_msg("MFU against %.0f TFLOP/s dense bf16 per GPU\n", kern_peak_flops() / 1e12);
     if (att) log_msg("fsdpc: %s\n", att);
+    if (c->offload_activations)
+        log_msg("--offload_activations: no effect %s (activations stay where they are computed; --activation_loading_horizon "
+                "with it)\n", kern_on_gpu() ? "yet on the GPU" : "on the CPU device (activations already live in host memory)");
     if (c->cpu_offload && !kern_on_gpu())
         log_msg("--cpu_offload: no effect on the CPU device (parameters already live in host memory)\n");
     if (c->cpu_offload && kern_on_gpu())

@@ -1,0 +1,273 @@
+#!/usr/bin/env bash
+# The recipes as written: each recipe's published argument list, copied verbatim from its launch
+# file, trains for two steps on 2 ranks with the model sizes scaled down by flags appended after it;
+# every flag fsdpc refuses names itself in one error line; and the features built for the recipes
+# behave (learning-rate schedules, validation batch, activation checkpointing, bounded all-gathers,
+# shard degree, same seed, the flags that are accepted with no effect).
+cd "$(dirname "$0")/.."
+source test/lib.sh
+REPO=$(pwd)
+FSDPC=$REPO/fsdpc
+TOK=$REPO/test/fixtures/tokenizer/tokenizer.model
+# appended after a recipe's list: the same spellings as the list uses, since two spellings of one
+# setting that disagree are refused
+SIZES="--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 4 --max_context_width 64 --max_steps 2
+       --num_threads 1 --num_tokens 0"
+SMALL="$SIZES --intermediate_size 128 --logging_freq 1"
+trained() {  # trained LOG: two steps logged and no error
+    grep -q "^Batch 2 Loss" "$1" && ! grep -q "fsdpc: error" "$1"
+}
+
+# ---- a hub cache with what 10.FSDP's Llama-2 list names: the Llama tokenizer and C4 (en) ----
+export HF_HUB_CACHE=$W/hub HF_HOME=$W/nohome FSDPC_CACHE_DIR=$W/cache
+snap=$W/hub/models--hf-internal-testing--llama-tokenizer/snapshots/0123abcd
+mkdir -p "$snap" "$W/hub/models--hf-internal-testing--llama-tokenizer/refs"
+echo 0123abcd >"$W/hub/models--hf-internal-testing--llama-tokenizer/refs/main"
+cp "$TOK" "$snap/tokenizer.model"
+c4=$W/hub/datasets--allenai--c4/snapshots/0123abc
+mkdir -p "$c4/en" "$W/hub/datasets--allenai--c4/refs"
+echo 0123abc >"$W/hub/datasets--allenai--c4/refs/main"
+/usr/bin/python3 - "$c4/en/c4-train.00000-of-01024.json.gz" <<'PY'
+import gzip, json, sys
+text = open("data/tinyshakespeare.txt", encoding="utf-8").read()[:60000]
+with gzip.open(sys.argv[1], "wt", encoding="utf-8") as f:
+    for d in text.split("\n\n"):
+        if d.strip(): f.write(json.dumps({"text": d.strip() + "\n"}) + "\n")
+PY
+cd "$W"  # every run's checkpoints and traces stay in the scratch directory
+
+# ---- 10.FSDP: 1.distributed-training-llama2.sbatch's TRAINING_ARGS, verbatim ----
+declare -a TRAINING_ARGS=(
+    --max_context_width=4096
+    --num_key_value_heads=32 # 7b: 32 13b: 40 70b: 8
+    --intermediate_size=11008 # 7b: 11008 13b: 13824 70b: 28672
+    --hidden_width=4096 # 7b: 4096 13b: 5120 70b: 8192
+    --num_layers=32 # 7b: 32 13b: 40 70b: 80
+    --num_heads=32 # 7b: 32 13b: 40 70b: 64
+    --model_type=llama_v2
+    --tokenizer="hf-internal-testing/llama-tokenizer"
+    --checkpoint_freq=5000
+    --validation_freq=500
+    --max_steps=5000
+    --checkpoint_dir=./checkpoints
+    --dataset='c4'
+    --dataset_config_name='en'
+    --resume_from_checkpoint=./checkpoints
+    --train_batch_size=1
+    --val_batch_size=1
+    --sharding_strategy="full" # https://pytorch.org/docs/stable/fsdp.html
+    --offload_activations=1
+)
+mkdir -p "$W/fsdp10"
+(cd "$W/fsdp10" && $MPI -np 2 "$FSDPC" "${TRAINING_ARGS[@]}" $SMALL >log 2>&1)
+trained "$W/fsdp10/log" && grep -q "sharding=full-shard" "$W/fsdp10/log" && [ -f "$W/fsdp10/checkpoints/step_00000002.h5" ]
+check "10.FSDP's Llama-2 TRAINING_ARGS train (C4 and the Llama tokenizer from the hub cache)" $? \
+    "($(grep -m2 -E 'error|Batch' "$W/fsdp10/log" | tr '\n' '|' | head -c 300))"
+[ "$(grep -c -- '--offload_activations: no effect' "$W/fsdp10/log")" = 1 ]
+check "--offload_activations=1 is accepted and its lack of effect logged once" $?
+
+# ---- SMP v2: launch_training_conda.sh's variables and srun line, verbatim (torchrun replaced) ----
+model_type=llama_v2
+model_size=70b
+use_synthetic_data=1
+export TRAINING_DIR=/fsx/path_to_train_data
+export TEST_DIR=/fsx/path_to_test_data
+export CHECKPOINT_DIR=$W/smp/checkpoints
+HIDDEN_WIDTH=8192
+NUM_LAYERS=80
+NUM_HEADS=64
+LLAMA_INTERMEDIATE_SIZE=28672
+DEFAULT_SHARD_DEGREE=64
+SHARD_DEGREE=$DEFAULT_SHARD_DEGREE
+LLAMA_ARGS="--llama_intermediate_size $LLAMA_INTERMEDIATE_SIZE "
+mkdir -p "$W/smp"
+(cd "$W/smp" && $MPI -np 2 $FSDPC \
+            --train_batch_size 4 \
+            --max_steps 100 \
+            --hidden_width $HIDDEN_WIDTH \
+            --num_layers $NUM_LAYERS \
+            --num_heads $NUM_HEADS \
+            ${LLAMA_ARGS} \
+            --shard_degree $SHARD_DEGREE \
+            --model_type $model_type \
+            --profile_nsys 1 \
+            --use_smp_implementation 1 \
+            --max_context_width 4096 \
+            --tensor_parallel_degree 1 \
+            --use_synthetic_data $use_synthetic_data \
+            --training_dir $TRAINING_DIR \
+            --test_dir $TEST_DIR \
+            --dataset_type hf \
+            --checkpoint_dir $CHECKPOINT_DIR \
+            --checkpoint_freq 100 \
+    $SIZES --llama_intermediate_size 128 --logging_freq 1 --shard_degree 2 >log 2>&1)
+trained "$W/smp/log" && grep -q "shard group 2 x replica group 1" "$W/smp/log" && grep -q "train_data=synthetic" "$W/smp/log" &&
+    [ -f "$CHECKPOINT_DIR/step_00000002.h5" ]
+check "SMP's launch arguments train (synthetic data, --shard_degree 2 over 2 ranks)" $? \
+    "($(grep -m2 -E 'error|Batch|shard group' "$W/smp/log" | tr '\n' '|' | head -c 300))"
+
+# ---- the profiling recipe: 01.train.sbatch's MODEL_ARGS, verbatim; the /fsx paths overridden after ----
+declare -a MODEL_ARGS=(
+    --model_name=llama2_7b
+    --ckpt_load_path=/fsx/llama2/pretrain/ckpt
+    --ckpt_save_path=/fsx/llama2/pretrain/ckpt
+    --data_path=/fsx/data/
+    --fsdp_activation_checkpointing=False
+    --selective_checkpointing=1
+    --sharding_strategy=hsdp
+    --low_cpu_fsdp=False
+    --batch_size=2
+    --report_interval=200
+    --checkpoint_interval=20000
+    --use_torch_compile=False
+    --use_profiler=True
+)
+PATHS="--ckpt_load_path=ckpt --ckpt_save_path=ckpt --data_path=$REPO/data/tinyshakespeare.txt --vocab_size 256"
+prof() {  # prof NAME EXTRA...: the list on 2 ranks in $W/NAME
+    mkdir -p "$W/$1"
+    local d=$W/$1
+    shift
+    (cd "$d" && $MPI -np 2 "$FSDPC" "${MODEL_ARGS[@]}" $SIZES --intermediate_size 128 $PATHS --report_interval=1 "$@" >log 2>&1)
+}
+prof prof
+trained "$W/prof/log" && grep -q "sharding=hybrid-full-shard" "$W/prof/log" && [ -s "$W/prof/fsdpc_trace.json" ] &&
+    [ -f "$W/prof/ckpt/step_00000002.h5" ]
+check "the profiling recipe's MODEL_ARGS train (hsdp, a trace from --use_profiler=True)" $? \
+    "($(grep -m2 -E 'error|Batch' "$W/prof/log" | tr '\n' '|' | head -c 300))"
+acts() { sed -nE 's/^Batch 1 memory.* activations ([0-9.]+)\/.*/\1/p' "$1"; }
+prof prof_off --num_layers 8 --hidden_width 128
+prof prof_on --num_layers 8 --hidden_width 128 --fsdp_activation_checkpointing=True
+off=$(acts "$W/prof_off/log") on=$(acts "$W/prof_on/log")
+[ -n "$off" ] && [ -n "$on" ] && awk -v a="$off" -v b="$on" 'BEGIN { exit !(b < a) }'
+check "--fsdp_activation_checkpointing=False keeps activations; True recomputes them (tracker: $off vs $on MiB)" $?
+prof prof_sel --num_layers 8 --hidden_width 128 --fsdp_activation_checkpointing=True --selective_checkpointing=2
+sel=$(acts "$W/prof_sel/log")
+[ -n "$sel" ] && awk -v a="$off" -v b="$on" -v s="$sel" 'BEGIN { exit !(b < s && s < a) }'
+check "--selective_checkpointing=2 recomputes every other block (tracker: $on < $sel < $off MiB)" $?
+
+# ---- refused flags name themselves (their "off" values are accepted) ----
+B="$FSDPC --max_steps 0 --num_tokens 0 --validation_batches 1"
+SMALL="$SMALL --checkpoint_freq 0"  # from here on, runs write no checkpoints
+while IFS='|' read -r flag value; do
+    expect_error "--$flag $value is refused by name" "^fsdpc: error: .*--$flag" $B --$flag $value
+done <<'EOF'
+fp8|1
+use_torch_compile|True
+use_wandb|True
+save_final_model|1
+logging_freq_for_avg|50
+tensor_parallel_degree|8
+checkpoint_type|local
+data_type|bert
+backward_fetch_policy|backward_post
+auto_wrap_policy|size_based_auto_wrap_policy
+framework|megatron
+nccl_test_log|nccl.log
+sliding_window|4096
+restart_epoch|2
+EOF
+for m in mixtral mistral_8x7b llama_v3; do
+    expect_error "--model_type $m is refused by name, with what it is" "model_type $m .*(mixture of experts|dynamic RoPE)" \
+        $B --model_type $m
+done
+for off in "fp8 0" "use_torch_compile False" "use_wandb False" "save_final_model 0" "tensor_parallel_degree 1" \
+    "checkpoint_type sharded" "sliding_window None" "sliding_window 0" "data_type gpt" "framework fsdp" "restart_epoch 0"; do
+    $B --$off >"$W/off.log" 2>&1
+    check "--$off (what fsdpc does) is accepted" $? "($(grep -m1 error "$W/off.log"))"
+done
+
+# ---- learning-rate schedules, as the metrics file logs them ----
+LR="$SMALL --max_steps 10 --warmup 2 --lr 1e-3 --min_lr 1e-4 --batch_size 2 --validation_freq 0 --checkpoint_freq 0"
+sched() {  # sched NAME FLAGS...: one rank, the lr of each step in $W/NAME.lr
+    local n=$1
+    shift
+    $FSDPC $LR --metrics_file "$W/$n.jsonl" "$@" >"$W/$n.log" 2>&1
+    sed -E 's/.*"lr": ([0-9.e+-]+).*/\1/' "$W/$n.jsonl" >"$W/$n.lr"
+}
+expect() {  # expect NAME PYEXPR(s): the logged lr against a formula of step s (0-based)
+    /usr/bin/python3 - "$W/$1.lr" "$2" <<'PY'
+import math, sys
+got = [float(x) for x in open(sys.argv[1])]
+want = [eval(sys.argv[2], {"math": math, "s": s}) for s in range(10)]
+sys.exit(not (len(got) == 10 and all(abs(g - w) <= 1e-6 * w for g, w in zip(got, want))))
+PY
+}
+warm="1e-3 * (s + 1) / 2 if s < 2 else"
+sched cosine
+expect cosine "$warm 1e-4 + 9e-4 * 0.5 * (1 + math.cos(math.pi * (s - 2) / 8))"
+check "cosine over --max_steps (the old default)" $? "($(tr '\n' ' ' <"$W/cosine.lr"))"
+sched iters --lr_decay_iters 6
+expect iters "$warm 1e-4 + 9e-4 * 0.5 * (1 + math.cos(math.pi * min(1, (s - 2) / 4)))"
+check "--lr_decay_iters 6 ends the decay at step 6, then --min_lr" $? "($(tr '\n' ' ' <"$W/iters.lr"))"
+sched expo --lr_decay_style exponential
+expect expo "$warm max(1e-4, 1e-3 * 0.5 ** ((s - 2) / 8))"
+check "--lr_decay_style exponential halves the lr over the decay, not below --min_lr" $? "($(tr '\n' ' ' <"$W/expo.lr"))"
+sched plat --lr_decay_style plateau --plateau 0.3
+expect plat "$warm 1e-3 if s < 5 else 1e-4 + 9e-4 * 0.5 * (1 + math.cos(math.pi * (s - 5) / 5))"
+check "--lr_decay_style plateau --plateau 0.3 holds --lr for 3 steps after warm-up, then decays" $? "($(tr '\n' ' ' <"$W/plat.lr"))"
+expect_error "--plateau without the plateau schedule names both" "--plateau .*plateau" $B --plateau 0.2
+
+# ---- validation batch ----
+V="$SMALL --max_steps 2 --batch_size 4 --validation_freq 2 --validation_batches 2 --checkpoint_freq 0"
+vloss() { $FSDPC $V "$@" 2>&1 | sed -nE 's/.*Validation loss: ([0-9.]+).*/\1/p' | tail -1; }
+v_def=$(vloss) v_same=$(vloss --val_batch_size 4) v_one=$(vloss --val_batch_size 1) v_six=$(vloss --val_batch_size 6)
+[ -n "$v_def" ] && [ "$v_def" = "$v_same" ] && [ -n "$v_one" ] && [ "$v_one" != "$v_def" ] && [ -n "$v_six" ] &&
+    [ "$v_six" != "$v_def" ] && [ "$v_six" != "$v_one" ]
+check "--val_batch_size sets the validation batch (4 = --batch_size: $v_same; 1: $v_one; 6, above --batch_size: $v_six)" $? \
+    "(default $v_def)"
+
+# ---- bounded all-gathers, same seed, shard degree, the accepted no-effect flags ----
+gath() { sed -nE 's/^Batch 1 memory.* gathered [0-9.]+\/([0-9.]+),.*/\1/p' "$1"; }
+$MPI -np 2 $FSDPC $SMALL --vocab_size 256 --num_layers 4 --limit_all_gathers 1 --metrics_file "$W/lag1.jsonl" >"$W/lag1.log" 2>&1
+$MPI -np 2 $FSDPC $SMALL --vocab_size 256 --num_layers 4 --limit_all_gathers 0 --metrics_file "$W/lag0.jsonl" >"$W/lag0.log" 2>&1
+# the largest unit: the embedding (256 x 64) or a block (4 x 64^2 attention + 3 x 64 x 128 MLP + 2 x 64 norms)
+unit=$(/usr/bin/python3 -c 'print(max(256 * 64, 4 * 64 * 64 + 3 * 64 * 128 + 2 * 64) * 4 / 2**20)')
+g1=$(gath "$W/lag1.log") g0=$(gath "$W/lag0.log")
+[ -n "$g1" ] && [ "$g1" = "$g0" ] && awk -v g="$g1" -v u="$unit" 'BEGIN { exit !(g <= 2 * u + 0.05 && g > u) }'
+check "--limit_all_gathers 1 (and 0): at most two units gathered (tracker peak $g1 MiB, a unit $unit MiB)" $?
+cmp -s <(steady "$W/lag1.jsonl") <(steady "$W/lag0.jsonl")
+check "--limit_all_gathers 0 and 1 train alike" $?
+for s in 0 1; do
+    $MPI -np 2 $FSDPC $SMALL --vocab_size 256 --dropout 0.1 --same_seed $s --metrics_file "$W/seed$s.jsonl" >"$W/seed$s.log" 2>&1
+done
+[ -s "$W/seed0.jsonl" ] && cmp -s <(losses "$W/seed0.jsonl") <(losses "$W/seed1.jsonl")
+check "--same_seed 0 and 1 give the same losses (every rank draws as one process would)" $?
+$MPI -np 2 $FSDPC $SMALL --vocab_size 256 --shard_degree 1 >"$W/sd1.log" 2>&1
+grep -q "shard group 1 x replica group 2" "$W/sd1.log"
+check "--shard_degree 1 is hybrid sharding over groups of one rank" $? "($(grep -m1 -E 'error|shard group' "$W/sd1.log"))"
+for st in no_shard:no-shard shard_grad_op:grad-shard hybrid_shard:hybrid-full-shard full_shard:full-shard; do
+    $FSDPC $SMALL --vocab_size 256 --max_steps 1 --sharding_strategy ${st%%:*} >"$W/st.log" 2>&1
+    grep -q "sharding=${st#*:} " "$W/st.log"
+    check "--sharding_strategy ${st%%:*} is --sharding ${st#*:}" $?
+done
+ACCEPTED="--use_smp_implementation 1 --patch_neox_rope 1 --enable_memory_profiling 1 --clean_cache 1 --log_reduced_training_loss 1
+          --data_num_workers 4 --num_experts_per_tok 2 --num_local_experts 8 --forward_prefetch 1 --use_orig_params 1
+          --preserve_np_state 1 --fast_validation 1 --profile_nsys 1 --fp8_amax_history_len 1024 --fp8_amax_compute_algo max
+          --model_dir out --summary_first_pdrop 0.1 --distributed_backend nccl --fp8 0 --delayed_param 0 --same_seed 0
+          --activation_loading_horizon 2 --use_smp_flash_attn 1 --epochs 3 --max_training_steps 2 --tensorboard_dir $W/tb"
+$FSDPC $SMALL --vocab_size 256 --metrics_file "$W/plain.jsonl" >"$W/plain.log" 2>&1
+$FSDPC $SMALL --vocab_size 256 $ACCEPTED --metrics_file "$W/acc.jsonl" >"$W/acc.log" 2>&1
+[ -s "$W/plain.jsonl" ] && cmp -s <(steady "$W/plain.jsonl") <(steady "$W/acc.jsonl")
+check "SMP's flags that change nothing here are accepted, and the run is the plain one" $? "($(grep -m1 error "$W/acc.log"))"
+$FSDPC $SMALL --vocab_size 256 --use_synthetic_data 1 --training_dir /nonexistent --test_dir /nonexistent >"$W/syn.log" 2>&1
+trained "$W/syn.log" && grep -q "train_data=synthetic" "$W/syn.log"
+check "--use_synthetic_data 1 trains on synthetic tokens over --training_dir" $?
+mkdir -p "$W/load"
+(cd "$W/load" && $FSDPC $SMALL --vocab_size 256 --checkpoint_freq 2 --save_ckpt_path a >log 2>&1 &&
+    $FSDPC $SMALL --vocab_size 256 --load_ckpt_path a --max_steps 3 >log2 2>&1)
+grep -q "^Batch 3 Loss" "$W/load/log2" && ! grep -q "^Batch 1 Loss" "$W/load/log2"
+check "--save_ckpt_path / --load_ckpt_path (the profiling config's spellings) save and resume" $?
+
+# ---- the seed's finetuning flags and SMP's Hugging Face model: one model, three spellings ----
+/usr/bin/python3 "$REPO/test/hf_make.py" "$W/hfm" --vocab 256 --context 64 --seed 3 >/dev/null
+FT="--num_threads 1 --num_tokens 0 --max_steps 2 --checkpoint_freq 0 --batch_size 2 --max_context_width 64"
+for spell in "init_from $W/hfm" "pretrained_model_name $W/hfm" "hf_pretrained_model_name_or_dir $W/hfm"; do
+    n=${spell%% *}
+    $FSDPC $FT --finetune 1 --$spell --metrics_file "$W/ft_$n.jsonl" >"$W/ft_$n.log" 2>&1
+done
+[ -s "$W/ft_init_from.jsonl" ] && cmp -s <(losses "$W/ft_init_from.jsonl") <(losses "$W/ft_pretrained_model_name.jsonl") &&
+    cmp -s <(losses "$W/ft_init_from.jsonl") <(losses "$W/ft_hf_pretrained_model_name_or_dir.jsonl")
+check "--finetune 1 with --pretrained_model_name or --hf_pretrained_model_name_or_dir finetunes what --init_from does" $? \
+    "($(grep -h -m1 error "$W"/ft_*.log | head -c 300))"
+$FSDPC --model_type gpt2 --max_steps 0 --num_tokens 0 --validation_batches 1 2>&1 | grep -q "^model=mingpt/"
+check "SMP's --model_type gpt2 is minGPT (GPT-2's architecture)" $?
