@@ -257,6 +257,11 @@ static int hf_check_config(const JsonValue *c, const char *path, const ModelFami
     for (const FamilyHfCheck *k = f->hf_import.checks; k && k->key; k++) {
         int b = 0;
         const char *v = k->value ? json_get_string(c, k->key) : NULL;
+        if (k->must_be_true) {
+            if (json_get_bool(c, k->key, &b) && !b)
+                return err_set(err, len, "'%s' sets %s false, but fsdpc's %s %s", path, k->key, f->display, k->why);
+            continue;
+        }
         if (!k->value && json_get_bool(c, k->key, &b) && b)
             return err_set(err, len, "'%s' sets %s, but fsdpc's %s %s", path, k->key, f->display, k->why);
         if (v && strcmp(v, k->value))
@@ -417,6 +422,7 @@ unsigned hf_model_config(const HfModel *h, ModelConfig *m) {
     if (f & MODEL_CONTEXT) m->max_context_width = h->m.max_context_width;
     if (f & MODEL_ROPE_THETA) m->rope_theta = h->m.rope_theta;
     if (f & MODEL_NORM_EPS) m->norm_eps = h->m.norm_eps;
+    if (f & MODEL_ROTARY_PCT) m->rotary_pct = h->m.rotary_pct;
     return f;
 }
 

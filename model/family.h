@@ -49,10 +49,11 @@ typedef struct {
     float absent;
 } FamilyHfKey;
 
-// A config.json setting the family cannot honour: a boolean that must not be true (value NULL)
-// or a string that must be `value` when given. Refused with "fsdpc's <display> <why>".
+// A config.json setting the family cannot honour: a boolean that must not be true (value NULL),
+// one that must not be false (must_be_true), or a string that must be `value` when given. Refused with "fsdpc's <display> <why>".
 typedef struct {
     const char *key, *value, *why;
+    int must_be_true;  // instead: a boolean that must not be false (a feature the family always has)
 } FamilyHfCheck;
 
 // Rotary embeddings in config.json, in both spellings: the top-level theta key (its default is
@@ -115,6 +116,7 @@ struct ModelFamily {
     int rope;       // rotary positions: rope_theta applies, head dimension even
     int gated_mlp;  // the MLP's gate and up projections are one GEMM of 2 x intermediate_size rows
     int mlp_ratio;  // intermediate_size defaults to mlp_ratio x hidden_width when not given (0: the preset's)
+    float rotary_pct;  // partial rotary: --rotary_pct applies, with this default (0: every head dimension rotates)
     const FamilyField *ckpt_fields;  // the checkpoint attributes of its config
     FamilyHfImport hf_import;
     FamilyHfExport hf_export;
