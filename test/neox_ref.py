@@ -12,7 +12,10 @@ the first rotary_ndims = int(head_dim * rotary_pct) dimensions of every q and k 
 causal softmax with scores scaled by 1/sqrt(head_dim). LayerNorms and linears have biases.
 Parameter names are Hugging Face's (and fsdpc's): gpt_neox.embed_in.weight, ...
 
-usage: /usr/bin/python3 test/neox_ref.py hf HF_DIR CKPT.h5 [--tol X]
+usage: /usr/bin/python3 test/neox_ref.py greedy HF_DIR PROMPT N OUT
+           greedy continuation (float64) of PROMPT's bytes by N tokens, as bytes into OUT (the
+           byte tokenizer: V = 256)
+       /usr/bin/python3 test/neox_ref.py hf HF_DIR CKPT.h5 [--tol X]
            the export in HF_DIR (config.json + safetensors) gives the logits the checkpoint
            gives on a fixed batch, and config.json matches the checkpoint
        /usr/bin/python3 test/neox_ref.py logits HF_DIR TOKENS_FILE OUT.npy
@@ -29,7 +32,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from llama_ref import load_h5_weights, loss_fn  # noqa: E402,F401  (model-agnostic helpers)
+from llama_ref import generate_greedy, load_h5_weights, loss_fn  # noqa: E402,F401  (model-agnostic helpers)
 
 
 @dataclass
@@ -241,7 +244,14 @@ def check_hf(hf_dir, ckpt, tol):
 
 def main():
     args = sys.argv[1:]
-    if len(args) in (3, 5) and args[0] == "hf":
+    if len(args) == 5 and args[0] == "greedy":
+        _, hf_dir, prompt, n, out = args
+        ids = list(prompt.encode()) or [ord("\n")]  # the byte tokenizer's start: no BOS, "\n" for ""
+        with torch.no_grad():
+            gen = generate_greedy(load_hf(hf_dir)[0], ids, int(n))
+        with open(out, "wb") as f:
+            f.write(prompt.encode() + bytes(gen[len(ids):]))
+    elif len(args) in (3, 5) and args[0] == "hf":
         tol = float(args[4]) if len(args) == 5 and args[3] == "--tol" else 1e-5
         problems = check_hf(args[1], args[2], tol)
         for p in problems[:20]:
