@@ -59,9 +59,12 @@ typedef struct {
 // Rotary embeddings in config.json, in both spellings: the top-level theta key (its default is
 // in the keys list) and scaling object of older transformers versions, and the parameters
 // object of newer ones ({"rope_theta": ..., "rope_type": "default"}), whose theta is read when
-// the top-level key is absent. A rope_type other than "default" is refused by name in either.
+// the top-level key is absent (so is a top-level rope_theta, newer transformers' spelling of a
+// family whose own key is another). A rope_type other than "default" is refused by name in either.
+// partial: the family's partial-rotary key (GPT-NeoX's rotary_pct), or NULL; when it is absent,
+// newer transformers' partial_rotary_factor (top level, or in the parameters object) is read.
 typedef struct {
-    const char *theta, *scaling, *parameters;
+    const char *theta, *scaling, *parameters, *partial;
 } FamilyHfRope;
 
 // How a Hugging Face model directory becomes this family (import). NULL lists: not importable.

@@ -78,6 +78,21 @@ a = h5py.File('$W/kd/step_00000001.h5', 'r').attrs
 assert float(a['rotary_pct']) == 0.25 and float(a['rope_theta']) == 10000 and abs(float(a['norm_eps']) - 1e-5) < 1e-12, dict(a)"
 check "config.json without rotary_pct, rotary_emb_base, layer_norm_eps: 0.25, 10000, 1e-5 (GPTNeoXConfig's defaults)" $?
 
+# newer transformers spell them rope_theta and partial_rotary_factor (top level or in rope_parameters)
+for form in top params; do
+    mkdir -p "$W/new_$form" && cp "$W/hf/model.safetensors" "$W/new_$form/"
+    $PY -c "
+import json
+c = json.load(open('$W/hf/config.json'))
+theta, pct = c.pop('rotary_emb_base'), c.pop('rotary_pct')
+if '$form' == 'top': c.update(rope_theta=theta, partial_rotary_factor=pct)
+else: c['rope_parameters'] = {'rope_type': 'default', 'rope_theta': theta, 'partial_rotary_factor': pct}
+json.dump(c, open('$W/new_$form/config.json', 'w'))"
+    ./fsdpc --init_from "$W/new_$form" $GEN >"$W/new_$form.gen" 2>"$W/new_$form.log"
+    cmp -s "$W/new_$form.gen" "$W/ck.gen"
+    check "config.json with rope_theta and partial_rotary_factor ($form) imports the same model" $? "$(tail -1 "$W/new_$form.log")"
+done
+
 # ---- Hugging Face settings fsdpc does not build, refused by name ----
 bad() {  # bad NAME REGEX PYTHON-EDIT: a copy of the export whose config.json the edit changed is refused
     local name=$1 re=$2 edit=$3 dir=$W/bad.$RANDOM
