@@ -37,6 +37,9 @@ $MPI -np 2 ./fsdpc $TRAIN --batch_size 2 --max_steps 3 --checkpoint_freq 0 --met
 ./fsdpc $TRAIN --max_steps 3 --checkpoint_freq 0 --metrics_file "$W/m1.jsonl" >/dev/null 2>&1
 d=$(rel_diff "$W/m1.jsonl" "$W/m2.jsonl" 3 1e-4)
 check "np=2 full-shard trains as np=1 does (worst relative loss difference $d)" $?
+./fsdpc $TRAIN --max_steps 3 --checkpoint_freq 0 --activation_checkpoints --metrics_file "$W/mac.jsonl" >/dev/null 2>&1
+d=$(rel_diff "$W/m1.jsonl" "$W/mac.jsonl" 3 1e-6)
+check "--activation_checkpoints (blocks recomputed in backward) trains as without (worst relative loss difference $d)" $?
 
 # ---- export as GPTNeoXForCausalLM, read back by the reference ----
 ./fsdpc export --checkpoint "$CK" --output "$W/hf" --dtype fp32 >"$W/export.log" 2>&1 &&
@@ -92,6 +95,28 @@ json.dump(c, open('$W/new_$form/config.json', 'w'))"
     cmp -s "$W/new_$form.gen" "$W/ck.gen"
     check "config.json with rope_theta and partial_rotary_factor ($form) imports the same model" $? "$(tail -1 "$W/new_$form.log")"
 done
+
+# ---- the emulated GPU (build/fsdpc_emu): the family's CUDA path (per-head split, partial rotary,
+# erf GELU) against the CPU build; generation through the GPU's KV cache ----
+EM="--model_type gpt_neox --hidden_width 32 --num_layers 2 --num_heads 2 --intermediate_size 64 --max_context_width 16
+    --batch_size 2 --max_steps 3 --lr 3e-3 --warmup 1 --validation_freq 0 --checkpoint_freq 0 --num_threads 1 --num_tokens 0
+    --train_data data/tinyshakespeare.txt"
+emu() {  # emu NAME ARGS...: losses of a 3-step run into $W/NAME.jsonl
+    local name=$1
+    shift
+    timeout 300 "$@" --metrics_file "$W/$name.jsonl" >"$W/$name.log" 2>&1
+}
+emu cpu ./fsdpc $EM --device cpu
+emu gpu ./build/fsdpc_emu $EM --device cuda
+d=$(rel_diff "$W/cpu.jsonl" "$W/gpu.jsonl" 3 1e-5) && grep -q "CPU emulation" "$W/gpu.log"
+check "emulated GPU: fp32 losses equal the CPU's (worst rel diff $d)" $? "$(grep -m2 error "$W/gpu.log")"
+emu cpu_bf16 ./fsdpc $EM --device cpu --precision bf16
+emu gpu_bf16 ./build/fsdpc_emu $EM --device cuda --precision bf16
+d=$(rel_diff "$W/cpu_bf16.jsonl" "$W/gpu_bf16.jsonl" 3 5e-3)
+check "emulated GPU: bf16 tracks the CPU's bf16 (worst rel diff $d)" $? "$(grep -m2 error "$W/gpu_bf16.log")"
+timeout 300 ./build/fsdpc_emu --device cuda --init_from "$W/hf" --train_data data/tinyshakespeare.txt $GEN >"$W/emu.gen" 2>"$W/emu.gen.log"
+cmp -s "$W/emu.gen" "$W/ck.gen"
+check "emulated GPU: greedy generation from the export equals the CPU's" $? "$(tail -1 "$W/emu.gen.log")"
 
 # ---- Hugging Face settings fsdpc does not build, refused by name ----
 bad() {  # bad NAME REGEX PYTHON-EDIT: a copy of the export whose config.json the edit changed is refused
