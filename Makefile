@@ -172,7 +172,7 @@ FUZZ_FLAGS = -g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize
 FUZZ_TARGETS = build/fuzz/fuzz_cli build/fuzz/fuzz_json build/fuzz/fuzz_shard_header build/fuzz/fuzz_jsonl build/fuzz/fuzz_tokenizer \
 	build/fuzz/fuzz_ckpt_validate build/fuzz/fuzz_arrow build/fuzz/fuzz_sniff build/fuzz/fuzz_parquet build/fuzz/fuzz_sft build/fuzz/fuzz_ident
 FUZZ_SECONDS ?= 60
-FAMILY_SRC = model/family.c model/llama.c model/gpt.c
+FAMILY_SRC = model/family.c model/llama.c model/gpt.c model/neox.c
 build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c model/config.c model/cli.c $(FAMILY_SRC) base/checked.c test/fuzz/stub.c
 build/fuzz/fuzz_json: test/fuzz/fuzz_json.c data/json.c test/fuzz/stub.c
 build/fuzz/fuzz_shard_header: test/fuzz/fuzz_shard_header.c data/shardfile.c test/fuzz/stub.c

@@ -257,6 +257,11 @@ static int hf_check_config(const JsonValue *c, const char *path, const ModelFami
     for (const FamilyHfCheck *k = f->hf_import.checks; k && k->key; k++) {
         int b = 0;
         const char *v = k->value ? json_get_string(c, k->key) : NULL;
+        if (k->must_be_true) {
+            if (json_get_bool(c, k->key, &b) && !b)
+                return err_set(err, len, "'%s' sets %s false, but fsdpc's %s %s", path, k->key, f->display, k->why);
+            continue;
+        }
         if (!k->value && json_get_bool(c, k->key, &b) && b)
             return err_set(err, len, "'%s' sets %s, but fsdpc's %s %s", path, k->key, f->display, k->why);
         if (v && strcmp(v, k->value))
@@ -298,11 +303,26 @@ static int hf_read_config(HfModel *h, const char *path, char *err, size_t len) {
     }
     // newer transformers keep rope_theta inside rope_parameters
     const JsonValue *par = rc == 0 && im->rope.parameters ? json_get(c, im->rope.parameters) : NULL;
-    if (par && par->type == JSON_OBJECT && hf_unset(c, im->rope.theta) && !hf_unset(par, "rope_theta")) {
+    if (par && par->type != JSON_OBJECT) par = NULL;
+    // the top-level rope_theta of a family whose own key is another, then the parameters object's
+    const JsonValue *at = rc || !im->rope.theta || !hf_unset(c, im->rope.theta) ? NULL
+                          : !hf_unset(c, "rope_theta") ? c : par && !hf_unset(par, "rope_theta") ? par : NULL;
+    if (at) {
         double v;
-        if (!json_get_number(par, "rope_theta", &v) || !(v > 0) || v > 3.4e38)
-            rc = err_set(err, len, "'%s': %s.rope_theta must be a positive number", path, im->rope.parameters);
+        if (!json_get_number(at, "rope_theta", &v) || !(v > 0) || v > 3.4e38)
+            rc = err_set(err, len, "'%s': %s%srope_theta must be a positive number", path, at == par ? im->rope.parameters : "",
+                         at == par ? "." : "");
         else m->rope_theta = (float)v, h->fields |= MODEL_ROPE_THETA;
+    }
+    // partial rotary as newer transformers spell it
+    at = rc || !im->rope.partial || !hf_unset(c, im->rope.partial) ? NULL
+         : !hf_unset(c, "partial_rotary_factor") ? c : par && !hf_unset(par, "partial_rotary_factor") ? par : NULL;
+    if (at) {
+        double v;
+        if (!json_get_number(at, "partial_rotary_factor", &v) || !(v > 0) || v > 1)
+            rc = err_set(err, len, "'%s': %s%spartial_rotary_factor must be a number in (0, 1]", path,
+                         at == par ? im->rope.parameters : "", at == par ? "." : "");
+        else m->rotary_pct = (float)v, h->fields |= MODEL_ROTARY_PCT;
     }
     int r = rc ? rc : hf_context(c, im, path, &m->max_context_width, err, len);
     if (r > 0) h->fields |= MODEL_CONTEXT;
@@ -417,6 +437,7 @@ unsigned hf_model_config(const HfModel *h, ModelConfig *m) {
     if (f & MODEL_CONTEXT) m->max_context_width = h->m.max_context_width;
     if (f & MODEL_ROPE_THETA) m->rope_theta = h->m.rope_theta;
     if (f & MODEL_NORM_EPS) m->norm_eps = h->m.norm_eps;
+    if (f & MODEL_ROTARY_PCT) m->rotary_pct = h->m.rotary_pct;
     return f;
 }
 

@@ -54,15 +54,15 @@
       (float *dinp, float *dw, float *db, const void *dout, const float *inp, const void *w, const float *mean,       \
        const float *rstd, int N, int D),                                                                               \
       (dinp, dw, db, dout, inp, w, mean, rstd, N, D))                                                                  \
-    X(void, rope_table, (float *cos_t, float *sin_t, int T, int hd, float theta), (cos_t, sin_t, T, hd, theta))        \
+    X(void, rope_table, (float *cos_t, float *sin_t, int T, int rot, float theta), (cos_t, sin_t, T, rot, theta))      \
     X(void, qkv_split,                                                                                                 \
       (void *q, void *k, void *v, const void *qkv, const float *cos_t, const float *sin_t, int B, int T, int H,        \
-       int KV, int hd, int pos0, const int32_t *pos),                                                                  \
-      (q, k, v, qkv, cos_t, sin_t, B, T, H, KV, hd, pos0, pos))                                                             \
+       int KV, int hd, int rot, KernQkvLayout layout, int pos0, const int32_t *pos),                                   \
+      (q, k, v, qkv, cos_t, sin_t, B, T, H, KV, hd, rot, layout, pos0, pos))                                                             \
     X(void, qkv_merge,                                                                                                 \
       (void *dqkv, const void *dq, const void *dk, const void *dv, const float *cos_t, const float *sin_t, int B,      \
-       int T, int H, int KV, int hd, const int32_t *pos),                                                              \
-      (dqkv, dq, dk, dv, cos_t, sin_t, B, T, H, KV, hd, pos))                                                               \
+       int T, int H, int KV, int hd, int rot, KernQkvLayout layout, const int32_t *pos),                               \
+      (dqkv, dq, dk, dv, cos_t, sin_t, B, T, H, KV, hd, rot, layout, pos))                                                               \
     X(size_t, attention_saved_floats, (int B, int H, int Tq, int Tk), (B, H, Tq, Tk))                                  \
     X(void, attention_fwd,                                                                                             \
       (void *out, float *saved, const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int KV,     \
@@ -76,8 +76,9 @@
       (dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, kstart, drop))                                         \
     X(void, swiglu_fwd, (void *h, const void *gu, int N, int F), (h, gu, N, F))                                        \
     X(void, swiglu_bwd, (void *dgu, const void *dh, const void *gu, int N, int F), (dgu, dh, gu, N, F))                \
-    X(void, gelu_fwd, (void *out, const void *inp, size_t n), (out, inp, n))                                           \
-    X(void, gelu_bwd, (void *dinp, const void *dout, const void *inp, size_t n), (dinp, dout, inp, n))                 \
+    X(void, gelu_fwd, (void *out, const void *inp, size_t n, KernGelu form), (out, inp, n, form))                       \
+    X(void, gelu_bwd, (void *dinp, const void *dout, const void *inp, size_t n, KernGelu form),                        \
+      (dinp, dout, inp, n, form))                                                                                      \
     X(void, bias_add, (void *out, KernDtype dt, const void *b, int N, int D), (out, dt, b, N, D))                      \
     X(void, bias_bwd, (float *db, const void *dout, KernDtype dt, int N, int D), (db, dout, dt, N, D))                 \
     X(void, positions_fwd, (float *out, const void *wpe, int B, int T, int D, int pos0), (out, wpe, B, T, D, pos0))   \

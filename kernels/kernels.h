@@ -159,21 +159,27 @@ void kern_layernorm_bwd(float *dinp, float *dw, float *db, const void *dout, con
                         const float *mean, const float *rstd, int N, int D);
 
 // ---- RoPE, Hugging Face rotate_half convention ----
-// cos/sin tables are (T, hd/2): angle(t, i) = t * theta^(-2i/hd).
-void kern_rope_table(float *cos_t, float *sin_t, int T, int hd, float theta);
+// cos/sin tables are (T, rot/2): angle(t, i) = t * theta^(-2i/rot), rot the rotated dimensions of
+// a head (hd for full rotation; fewer for partial rotary, GPT-NeoX's rotary_pct).
+void kern_rope_table(float *cos_t, float *sin_t, int T, int rot, float theta);
 
 // ---- the fused q|k|v projection ----
-// One GEMM against the adjacent q, k, v weights (H*hd + 2*KV*hd rows) gives qkv (B, T, H*hd + 2*KV*hd):
-// each token's row holds its q, then k, then v. kern_qkv_split copies it into q (B, T, H, hd) and
-// k, v (B, T, KV, hd), rotating q and k by RoPE when cos_t is not NULL (tables of kern_rope_table;
-// NULL: a plain split, minGPT's c_attn). Token (b, t) sits at position pos[b*T + t] when pos (B*T,
-// on the device) is not NULL: positions restart per packed document; else at pos0 + t.
+// One GEMM against the adjacent q, k, v weights (H*hd + 2*KV*hd rows) gives qkv (B, T, H*hd + 2*KV*hd).
+// Its row layout: KERN_QKV_BLOCKED holds the token's q (all heads), then k, then v; KERN_QKV_PER_HEAD
+// (H == KV) holds head 0's q, k, v, then head 1's, ... (GPT-NeoX's query_key_value).
+// kern_qkv_split copies it into q (B, T, H, hd) and k, v (B, T, KV, hd), rotating the first rot
+// dimensions of each q and k head by RoPE (rotate_half over those rot dimensions; the rest pass
+// through) when cos_t is not NULL (tables of kern_rope_table for rot; NULL: a plain split,
+// minGPT's c_attn). rot is even, 2 <= rot <= hd. Token (b, t) sits at position pos[b*T + t] when
+// pos (B*T, on the device) is not NULL: positions restart per packed document; else at pos0 + t.
+typedef enum { KERN_QKV_BLOCKED, KERN_QKV_PER_HEAD } KernQkvLayout;
 void kern_qkv_split(void *q, void *k, void *v, const void *qkv, const float *cos_t, const float *sin_t, int B,
-                    int T, int H, int KV, int hd, int pos0, const int32_t *pos);
+                    int T, int H, int KV, int hd, int rot, KernQkvLayout layout, int pos0, const int32_t *pos);
 // Its backward: dqkv (B, T, H*hd + 2*KV*hd) overwritten from dq, dk, dv, with dq and dk rotated
 // back (the inverse rotation, positions pos[b*T + t], or t when pos is NULL) when cos_t is not NULL.
 void kern_qkv_merge(void *dqkv, const void *dq, const void *dk, const void *dv, const float *cos_t,
-                    const float *sin_t, int B, int T, int H, int KV, int hd, const int32_t *pos);
+                    const float *sin_t, int B, int T, int H, int KV, int hd, int rot, KernQkvLayout layout,
+                    const int32_t *pos);
 
 // ---- dropout ----
 // The mask is a pure function of (key, sample, element) (base/rng.h: kept iff u(key, s, i) >= p),
@@ -222,11 +228,14 @@ void kern_swiglu_fwd(void *h, const void *gu, int N, int F);
 // dgu (N, 2F) overwritten: d gate, then d up, per row, the layout one GEMM backward takes
 void kern_swiglu_bwd(void *dgu, const void *dh, const void *gu, int N, int F);
 
-// ---- GELU, tanh approximation (torch gelu(approximate='tanh'), minGPT's NewGELU), all (n) elements ----
-// out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); all activations
-void kern_gelu_fwd(void *out, const void *inp, size_t n);
+// ---- GELU, all (n) elements; all activations ----
+// KERN_GELU_TANH: the tanh approximation (torch gelu(approximate='tanh'), minGPT's NewGELU),
+// out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); KERN_GELU_ERF: the exact form
+// (torch gelu(), Hugging Face's "gelu"), out = 0.5 x (1 + erf(x / sqrt(2))).
+typedef enum { KERN_GELU_TANH, KERN_GELU_ERF } KernGelu;
+void kern_gelu_fwd(void *out, const void *inp, size_t n, KernGelu form);
 // dinp overwritten; it may be dout itself
-void kern_gelu_bwd(void *dinp, const void *dout, const void *inp, size_t n);
+void kern_gelu_bwd(void *dinp, const void *dout, const void *inp, size_t n, KernGelu form);
 
 // ---- bias of a linear layer ----
 // out (N, D, dtype dt) += b (D) on every row

@@ -29,6 +29,12 @@ int config_preset(ModelConfig *m, const char *name) {
 
 int config_head_dim(const ModelConfig *m) { return m->hidden_width / m->num_heads; }
 
+int config_rotary_dims(const ModelConfig *m) {
+    const ModelFamily *fam = family_find(m->model_type);
+    int hd = config_head_dim(m);
+    return fam && fam->rotary_pct ? (int)((double)hd * (double)m->rotary_pct) : hd;
+}
+
 // The names of each enumerated setting: the first entry of a value is its name, later ones
 // other spellings accepted on the command line.
 static const CliChoice sharding_names[] = {
@@ -181,7 +187,8 @@ static const CliFlag flags[] = {
       CLI_ALIASES("llama_intermediate_size", "ffn_hidden_size")),
     I("max_context_width", model.max_context_width, G_MODEL, "context length in tokens", CLI_ALIASES("seq_len", "seq_length")),
     I("vocab_size", model.vocab_size, G_MODEL, "vocabulary (the tokenizer's unless given or a preset's)"),
-    FL("rope_theta", model.rope_theta, G_MODEL, "RoPE base (Llama only)"),
+    FL("rope_theta", model.rope_theta, G_MODEL, "RoPE base (the families with rotary positions)", CLI_ALIASES("rotary_emb_base")),
+    FL("rotary_pct", model.rotary_pct, G_MODEL, "share of each head's dimensions RoPE rotates (GPT-NeoX: 0.25 unless given; the others rotate all)"),
     FL("initializer_range", model.initializer_range, G_MODEL, "standard deviation of the initial weights"),
     FL("dropout", model.dropout, G_MODEL,
        "training only: residual branches, and for minGPT embeddings and attention probabilities",
@@ -347,6 +354,7 @@ static void defaults(void *dst) {
     ModelConfig *m = &c->model;
     config_preset(m, "tiny");  // the default model, and its family
     m->rope_theta = 10000.0f;
+    m->rotary_pct = 1.0f;
     m->norm_eps = 1e-5f;
     m->initializer_range = 0.02f;
     c->sharding = SHARD_FULL;
@@ -416,6 +424,11 @@ const char *config_validate_model(const ModelConfig *m) {
         return msg;
     }
     if (m->rope_theta <= 0 || m->norm_eps <= 0) return "--rope_theta and the norm epsilon must be positive";
+    if (fam->rotary_pct && (!(m->rotary_pct > 0.0f && m->rotary_pct <= 1.0f) || config_rotary_dims(m) < 2 || config_rotary_dims(m) % 2)) {
+        snprintf(msg, sizeof msg, "--rotary_pct %g of head dimension %d rotates %d dimensions; it must be in (0, 1] and rotate an "
+                 "even number, at least 2", m->rotary_pct, config_head_dim(m), config_rotary_dims(m));
+        return msg;
+    }
     // the fused q/k/v and gate/up projections are one GEMM each, whose dimensions are ints
     uint64_t rows;
     char why[200];
@@ -532,6 +545,7 @@ void config_adopt_model(Config *c, const ModelConfig *src, unsigned known, const
         {MODEL_CONTEXT, "max_context_width", offsetof(ModelConfig, max_context_width), 0, 0},
         {MODEL_ROPE_THETA, "rope_theta", offsetof(ModelConfig, rope_theta), 1, 0},
         {MODEL_NORM_EPS, NULL, offsetof(ModelConfig, norm_eps), 1, 0},
+        {MODEL_ROTARY_PCT, "rotary_pct", offsetof(ModelConfig, rotary_pct), 1, 0},
     };
     ModelConfig *m = &c->model;
     if ((known & MODEL_TYPE) && strcmp(m->model_type, src->model_type) != 0) {
@@ -573,6 +587,15 @@ static void family_defaults(Config *c) {
                       m->model_type);
     if (!fam->rope && config_given("rope_theta"))
         comm_fail_all("--rope_theta applies to %s; %s learns its positions", family_names("|", 1), m->model_type);
+    if (!fam->rotary_pct && config_given("rotary_pct")) {
+        char names[256] = "";
+        for (size_t i = 0, n = 0; i < family_count() && n < sizeof names; i++)
+            if (family_at(i)->rotary_pct) n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", n ? "|" : "", family_at(i)->model_type);
+        comm_fail_all("--rotary_pct applies to the families with partial rotary embeddings (%s); %s rotates every head "
+                      "dimension", names, m->model_type);
+    }
+    if (fam->rotary_pct && !config_given("rotary_pct")) m->rotary_pct = fam->rotary_pct;
+    if (!fam->rotary_pct) m->rotary_pct = 1.0f;
     if (!fam->gqa && !config_given("num_key_value_heads")) m->num_key_value_heads = m->num_heads;
     if (fam->mlp_ratio && !config_given("intermediate_size")) m->intermediate_size = fam->mlp_ratio * m->hidden_width;
 }

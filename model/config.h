@@ -36,6 +36,7 @@ typedef struct {
     int max_context_width;    // T
     int vocab_size;           // V
     float rope_theta;
+    float rotary_pct;     // partial rotary (GPT-NeoX): the share of each head's dimensions RoPE rotates; else 1
     float norm_eps;
     float initializer_range;
     float dropout;        // training only: residual branches (both), embeddings and attention probabilities (minGPT)
@@ -119,7 +120,7 @@ typedef struct {
 enum {
     MODEL_HIDDEN = 1, MODEL_LAYERS = 2, MODEL_HEADS = 4, MODEL_KV_HEADS = 8, MODEL_INTERMEDIATE = 16,
     MODEL_VOCAB = 32, MODEL_CONTEXT = 64, MODEL_ROPE_THETA = 128, MODEL_NORM_EPS = 256, MODEL_TYPE = 512,
-    MODEL_ALL = 1023
+    MODEL_ROTARY_PCT = 1024, MODEL_ALL = 2047
 };
 
 // The training flags: what `fsdpc` without a subcommand parses into a Config (the defaults
@@ -132,6 +133,9 @@ void config_finish(Config *cfg);
 // argv. CLI_HELP (nothing finished) when argv asks for --help.
 int config_parse(Config *cfg, int argc, char **argv);
 int config_head_dim(const ModelConfig *m);
+// the dimensions of each head RoPE rotates: head_dim x rotary_pct, rounded down as Hugging Face's
+// int(head_size * rotary_pct)
+int config_rotary_dims(const ModelConfig *m);
 // Takes the `known` fields of src, read from `source` (e.g. "checkpoint 'x.h5'"). A size the command
 // line (or its --model_name preset) gave that disagrees is an error on every rank; the context
 // length is only a default (RoPE has no position table, so training may use any length).

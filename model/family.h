@@ -49,18 +49,22 @@ typedef struct {
     float absent;
 } FamilyHfKey;
 
-// A config.json setting the family cannot honour: a boolean that must not be true (value NULL)
-// or a string that must be `value` when given. Refused with "fsdpc's <display> <why>".
+// A config.json setting the family cannot honour: a boolean that must not be true (value NULL),
+// one that must not be false (must_be_true), or a string that must be `value` when given. Refused with "fsdpc's <display> <why>".
 typedef struct {
     const char *key, *value, *why;
+    int must_be_true;  // instead: a boolean that must not be false (a feature the family always has)
 } FamilyHfCheck;
 
 // Rotary embeddings in config.json, in both spellings: the top-level theta key (its default is
 // in the keys list) and scaling object of older transformers versions, and the parameters
 // object of newer ones ({"rope_theta": ..., "rope_type": "default"}), whose theta is read when
-// the top-level key is absent. A rope_type other than "default" is refused by name in either.
+// the top-level key is absent (so is a top-level rope_theta, newer transformers' spelling of a
+// family whose own key is another). A rope_type other than "default" is refused by name in either.
+// partial: the family's partial-rotary key (GPT-NeoX's rotary_pct), or NULL; when it is absent,
+// newer transformers' partial_rotary_factor (top level, or in the parameters object) is read.
 typedef struct {
-    const char *theta, *scaling, *parameters;
+    const char *theta, *scaling, *parameters, *partial;
 } FamilyHfRope;
 
 // How a Hugging Face model directory becomes this family (import). NULL lists: not importable.
@@ -115,6 +119,7 @@ struct ModelFamily {
     int rope;       // rotary positions: rope_theta applies, head dimension even
     int gated_mlp;  // the MLP's gate and up projections are one GEMM of 2 x intermediate_size rows
     int mlp_ratio;  // intermediate_size defaults to mlp_ratio x hidden_width when not given (0: the preset's)
+    float rotary_pct;  // partial rotary: --rotary_pct applies, with this default (0: every head dimension rotates)
     const FamilyField *ckpt_fields;  // the checkpoint attributes of its config
     FamilyHfImport hf_import;
     FamilyHfExport hf_export;

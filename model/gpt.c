@@ -138,7 +138,7 @@ static void gpt_block_fwd(const ModelPlan *plan, int l, const void *p, Activatio
     // c_attn is q, k, v stacked: one GEMM, then the split RoPE-less Llama uses too
     kern_matmul_fwd(a->qkv, KERN_ACT, la.xn1, WP(p, u, P_ATTN_W), N, D, 3 * D);  // (B, T, 3D)
     kern_bias_add(a->qkv, KERN_ACT, WP(p, u, P_ATTN_B), N, 3 * D);
-    kern_qkv_split(la.q, la.k, la.v, a->qkv, NULL, NULL, B, T, H, H, hd, pos0, NULL);  // each (B, T, H, hd)
+    kern_qkv_split(la.q, la.k, la.v, a->qkv, NULL, NULL, B, T, H, H, hd, hd, KERN_QKV_BLOCKED, pos0, NULL);  // each (B, T, H, hd)
     if (a->kcache) {  // generation: append to the cache (B == 1) and attend over all of it
         size_t base = (size_t)l * a->T * D;
         kern_act_copy(kern_act_at(a->kcache, base + (size_t)pos0 * D), la.k, (size_t)T * D);
@@ -157,7 +157,7 @@ static void gpt_block_fwd(const ModelPlan *plan, int l, const void *p, Activatio
                            c->norm_eps);  // residual, norm
     kern_matmul_fwd(la.up, KERN_ACT, la.xn2, WP(p, u, P_FC_W), N, D, F);  // (B, T, F)
     kern_bias_add(la.up, KERN_ACT, WP(p, u, P_FC_B), N, F);
-    kern_gelu_fwd(la.h, la.up, (size_t)N * F);
+    kern_gelu_fwd(la.h, la.up, (size_t)N * F, KERN_GELU_TANH);
     kern_matmul_fwd(la.out, KERN_F32, la.h, WP(p, u, P_MPROJ_W), N, F, D);
     kern_bias_add(la.out, KERN_F32, WP(p, u, P_MPROJ_B), N, D);
     model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
@@ -194,7 +194,7 @@ static void gpt_block_bwd(const ModelPlan *plan, int l, const void *p, float *g,
     const float *dbr = model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT);
     kern_bias_bwd(W(g, u, P_MPROJ_B), dbr, KERN_F32, N, D);
     kern_matmul_bwd(a->dh, W(g, u, P_MPROJ_W), dbr, KERN_F32, la.h, WP(p, u, P_MPROJ_W), N, F, D, 0);
-    kern_gelu_bwd(a->dh, a->dh, la.up, (size_t)N * F);
+    kern_gelu_bwd(a->dh, a->dh, la.up, (size_t)N * F, KERN_GELU_TANH);
     kern_bias_bwd(W(g, u, P_FC_B), a->dh, KERN_ACT, N, F);
     kern_matmul_bwd(a->dxn, W(g, u, P_FC_W), a->dh, KERN_ACT, la.xn2, WP(p, u, P_FC_W), N, D, F, 0);
     kern_layernorm_bwd(dx, W(g, u, P_LN2_W), W(g, u, P_LN2_B), a->dxn, la.xmid, WP(p, u, P_LN2_W), la.mean2, la.rstd2, N, D);
@@ -205,7 +205,7 @@ static void gpt_block_bwd(const ModelPlan *plan, int l, const void *p, float *g,
     KernDropout drop;
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, H, hd,
                        a->docs ? a->kstart : NULL, model_attn_dropout(a, l, &drop));
-    kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, NULL, NULL, B, T, H, H, hd, NULL);  // (B, T, 3D)
+    kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, NULL, NULL, B, T, H, H, hd, hd, KERN_QKV_BLOCKED, NULL);  // (B, T, 3D)
     kern_bias_bwd(W(g, u, P_ATTN_B), a->qkv, KERN_ACT, N, 3 * D);
     kern_matmul_bwd(a->dxn, W(g, u, P_ATTN_W), a->qkv, KERN_ACT, la.xn1, WP(p, u, P_ATTN_W), N, D, 3 * D, 0);
     kern_layernorm_bwd(dx, W(g, u, P_LN1_W), W(g, u, P_LN1_B), a->dxn, la.x, WP(p, u, P_LN1_W), la.mean1, la.rstd1, N, D);

@@ -131,7 +131,7 @@ static void llama_block_fwd(const ModelPlan *plan, int l, const void *p, Activat
     la.out = model_res_out(a, l + 1, D);
     kern_rmsnorm_fwd(la.xn1, la.rstd1, la.x, WP(p, u, P_LN1), N, D, c->norm_eps);
     kern_matmul_fwd(a->qkv, KERN_ACT, la.xn1, WP(p, u, P_Q), N, D, (H + 2 * KV) * hd);  // (B, T, H*hd + 2*KV*hd)
-    kern_qkv_split(la.q, la.k, la.v, a->qkv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, pos0, a->docs ? a->pos : NULL);
+    kern_qkv_split(la.q, la.k, la.v, a->qkv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, hd, KERN_QKV_BLOCKED, pos0, a->docs ? a->pos : NULL);
     if (a->kcache) {  // generation: append to the cache (B == 1) and attend over all of it
         size_t kvd = (size_t)KV * hd, base = (size_t)l * a->T * kvd + (size_t)pos0 * kvd;
         kern_act_copy(kern_act_at(a->kcache, base), la.k, (size_t)T * kvd);
@@ -189,7 +189,7 @@ static void llama_block_bwd(const ModelPlan *plan, int l, const void *p, float *
                     WP(p, u, P_O), N, H * hd, D, 0);
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, KV,
                        hd, a->docs ? a->kstart : NULL, NULL);
-    kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, a->docs ? a->pos : NULL);
+    kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, hd, KERN_QKV_BLOCKED, a->docs ? a->pos : NULL);
     kern_matmul_bwd(a->dxn, W(g, u, P_Q), a->qkv, KERN_ACT, la.xn1, WP(p, u, P_Q), N, D, (H + 2 * KV) * hd, 0);
     kern_rmsnorm_bwd(dx, W(g, u, P_LN1), a->dxn, la.x, WP(p, u, P_LN1), la.rstd1, N, D);
 }
@@ -239,7 +239,7 @@ static const FamilyHfKey llama_hf_keys[] = {
     {NULL},
 };
 static const FamilyHfCheck llama_hf_checks[] = {
-    {"attention_bias", NULL, "has no biases"}, {"mlp_bias", NULL, "has no biases"}, {"hidden_act", "silu", "MLP uses silu"}, {NULL},
+    {"attention_bias", NULL, "has no biases", 0}, {"mlp_bias", NULL, "has no biases", 0}, {"hidden_act", "silu", "MLP uses silu", 0}, {NULL},
 };
 static const char *const llama_hf_types[] = {"llama", "mistral", NULL};
 static const char *const llama_hf_architectures[] = {"LlamaForCausalLM", "MistralForCausalLM", NULL};
@@ -276,7 +276,7 @@ const ModelFamily family_llama = {
         .keys = llama_hf_keys,
         .context = "max_position_embeddings",
         .window = "sliding_window",  // Mistral's: full attention is the same model up to its length
-        .rope = {"rope_theta", "rope_scaling", "rope_parameters"},
+        .rope = {"rope_theta", "rope_scaling", "rope_parameters", NULL},
         .checks = llama_hf_checks,
         .embed = "model.embed_tokens.weight",
         .mlp = "model.layers.0.mlp.gate_proj.weight",

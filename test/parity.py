@@ -4,7 +4,7 @@ usage: /usr/bin/python3 test/parity.py DUMP.h5 [--tol_logits X] [--tol_grad X] [
 
 Recomputes logits, loss, gradients and S training-step losses from the dump's initial
 weights and batches with the reference of the file's model_type attribute (llama_v2:
-llama_ref, mingpt: gpt_ref), and prints one TAP-style line per comparison. The reference is a
+llama_ref, mingpt: gpt_ref, gpt_neox: neox_ref), and prints one TAP-style line per comparison. The reference is a
 float64 run: it is (nearly) exact, so the reported error is the C side's own error. The
 torch fp32 error against the same reference is shown next to it as the scale that fp32 with
 a different summation order is expected to reach. Exits 1 if any comparison failed.
@@ -21,11 +21,12 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt_ref  # noqa: E402
 import llama_ref  # noqa: E402
+import neox_ref  # noqa: E402
 from llama_ref import load_h5_weights, loss_fn  # noqa: E402
 
 # model_type attribute -> (reference module, its model class); each module has config_from_h5_attrs
 # and adamw_for (whose param groups follow that family's decay flags)
-REFS = {"llama_v2": (llama_ref, llama_ref.Llama), "mingpt": (gpt_ref, gpt_ref.GPT)}
+REFS = {"llama_v2": (llama_ref, llama_ref.Llama), "mingpt": (gpt_ref, gpt_ref.GPT), "gpt_neox": (neox_ref, neox_ref.NeoX)}
 
 
 def rel_err(got, ref):

@@ -56,6 +56,7 @@ suite "roundtrip: export keeps the import's max_position_embeddings, rope_theta,
 suite "finetune data: masks, -100 labels, layouts, packing equal to padding, formats, bad rows, document masking" bash test/test_finetune_data.sh
 suite "recipes: 10.FSDP's, SMP's and the profiling recipe's argument lists verbatim; refusals by name; schedules, validation batch, checkpointing, all-gathers" bash test/test_recipes.sh
 suite "mingpt: train, greedy generation and GPT2LMHeadModel export against the PyTorch reference" bash test/test_mingpt.sh
+suite "gpt_neox: parity, training, GPTNeoXForCausalLM export/import and generation against the PyTorch reference" bash test/test_neox.sh
 suite "fuzz: regression corpus under ASan/UBSan" bash test/fuzz/replay.sh
 suite "container: Dockerfile installs through run/install-deps.sh and its build stage runs here; the MPIJob parses, requests GPUs and EFA, and its mpirun line trains" bash test/test_container.sh
 suite "slurm: srun/sbatch/scancel/preemption on a real single-node Slurm" bash test/test_slurm.sh

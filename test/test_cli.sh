@@ -23,7 +23,7 @@ if [ -d kernels/cuda ] && { command -v nvcc >/dev/null || [ -x /usr/local/cuda/b
     ldd ./fsdpc | grep -q libnccl && ldd ./fsdpc | grep -q libcublasLt && ! ldd ./fsdpc | grep -q "not found"
     check "with nvcc present the binary is built with the CUDA backend and links (cuBLASLt, NCCL)" $?
 fi
-expect_error "unknown model type refused" "--model_type must be one of llama_v2\|mingpt, got 'bert'" ./fsdpc --model_type bert
+expect_error "unknown model type refused" "--model_type must be one of llama_v2\|mingpt\|gpt_neox, got 'bert'" ./fsdpc --model_type bert
 
 # training log format, learning, checkpoints
 ./fsdpc $SMALL --max_steps 40 --lr 3e-3 --warmup 5 --logging_freq 10 --checkpoint_dir "$W/ck" --checkpoint_freq 10 \

@@ -419,14 +419,16 @@ static int32_t *doc_pos(const int32_t *ks, int B, int T) {
 // ---- RoPE and the q|k|v split ----
 
 // docs: positions per token (restarting per packed document) instead of pos0 + t
-static void test_qkv(int B, int T, int H, int KV, int hd, int pos0, int rope, int docs) {
-    char name[128];
-    const int Tt = T + pos0, half = hd / 2, W = (H + 2 * KV) * hd;
+// rot: the rotated dimensions of each head (hd: all); per_head: GPT-NeoX's fused layout (H == KV)
+static void test_qkv_layout(int B, int T, int H, int KV, int hd, int pos0, int rope, int docs, int rot, int per_head) {
+    char name[160];
+    const KernQkvLayout layout = per_head ? KERN_QKV_PER_HEAD : KERN_QKV_BLOCKED;
+    const int Tt = T + pos0, half = rot / 2, W = (H + 2 * KV) * hd;
     const size_t nt = (size_t)Tt * half, n = (size_t)B * T * W, nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd;
     float *c = mallocCheck(sizeof(float) * nt), *s = mallocCheck(sizeof(float) * nt);
     float *d_c = cuda_alloc(sizeof(float) * nt), *d_s = cuda_alloc(sizeof(float) * nt);
-    cpu_rope_table(c, s, Tt, hd, 10000.0f);
-    cuda_rope_table(d_c, d_s, Tt, hd, 10000.0f);
+    cpu_rope_table(c, s, Tt, rot, 10000.0f);
+    cuda_rope_table(d_c, d_s, Tt, rot, 10000.0f);
     if (rope) {
         check("rope_table cos", d_c, c, nt, 0.0);
         check("rope_table sin", d_s, s, nt, 0.0);
@@ -438,10 +440,10 @@ static void test_qkv(int B, int T, int H, int KV, int hd, int pos0, int rope, in
     void *d_q = new_buf(nq, KERN_ACT), *d_k = new_buf(nkv, KERN_ACT), *d_v = new_buf(nkv, KERN_ACT);
     int32_t *ks = docs ? doc_kstart(B, T) : NULL, *pos = docs ? doc_pos(ks, B, T) : NULL;
     int32_t *d_pos = docs ? to_dev(pos, sizeof(int32_t) * B * T) : NULL;
-    cpu_qkv_split(q, k, v, x, ct, st, B, T, H, KV, hd, pos0, pos);
-    cuda_qkv_split(d_q, d_k, d_v, d_x, d_ct, d_st, B, T, H, KV, hd, pos0, d_pos);
-    snprintf(name, sizeof name, "qkv_split%s q B=%d T=%d H=%d KV=%d hd=%d pos0=%d%s", rope ? " rope" : "", B, T, H, KV,
-             hd, pos0, docs ? " positions per document" : "");
+    cpu_qkv_split(q, k, v, x, ct, st, B, T, H, KV, hd, rot, layout, pos0, pos);
+    cuda_qkv_split(d_q, d_k, d_v, d_x, d_ct, d_st, B, T, H, KV, hd, rot, layout, pos0, d_pos);
+    snprintf(name, sizeof name, "qkv_split%s q B=%d T=%d H=%d KV=%d hd=%d rot=%d%s pos0=%d%s", rope ? " rope" : "", B, T,
+             H, KV, hd, rot, per_head ? " per-head" : "", pos0, docs ? " positions per document" : "");
     check_buf(name, d_q, q, nq, rope ? TOL_EW : 0.0, KERN_ACT);
     snprintf(name, sizeof name, "qkv_split%s k", rope ? " rope" : "");
     check_buf(name, d_k, k, nkv, rope ? TOL_EW : 0.0, KERN_ACT);
@@ -450,13 +452,18 @@ static void test_qkv(int B, int T, int H, int KV, int hd, int pos0, int rope, in
     // backward from the forward's outputs as the GPU holds them
     cuda_free(d_q), cuda_free(d_k), cuda_free(d_v);
     d_q = dev_buf(q, nq, KERN_ACT), d_k = dev_buf(k, nkv, KERN_ACT), d_v = dev_buf(v, nkv, KERN_ACT);
-    cpu_qkv_merge(x, q, k, v, ct, st, B, T, H, KV, hd, pos);
-    cuda_qkv_merge(d_x, d_q, d_k, d_v, d_ct, d_st, B, T, H, KV, hd, d_pos);
-    snprintf(name, sizeof name, "qkv_merge%s%s", rope ? " rope" : "", docs ? " positions per document" : "");
+    cpu_qkv_merge(x, q, k, v, ct, st, B, T, H, KV, hd, rot, layout, pos);
+    cuda_qkv_merge(d_x, d_q, d_k, d_v, d_ct, d_st, B, T, H, KV, hd, rot, layout, d_pos);
+    snprintf(name, sizeof name, "qkv_merge%s%s rot=%d%s", rope ? " rope" : "", docs ? " positions per document" : "", rot,
+             per_head ? " per-head" : "");
     check_buf(name, d_x, x, n, rope ? TOL_EW : 0.0, KERN_ACT);
     free(c), free(s), free(x), free(q), free(k), free(v), free(ks), free(pos);
     if (d_pos) cuda_free(d_pos);
     cuda_free(d_c), cuda_free(d_s), cuda_free(d_x), cuda_free(d_q), cuda_free(d_k), cuda_free(d_v);
+}
+
+static void test_qkv(int B, int T, int H, int KV, int hd, int pos0, int rope, int docs) {
+    test_qkv_layout(B, T, H, KV, hd, pos0, rope, docs, hd, 0);
 }
 
 // ---- attention ----
@@ -764,22 +771,32 @@ static void test_swiglu(int N, int F) {
 
 // ---- GELU ----
 
-static void test_gelu(size_t N) {
+static void test_gelu_form(size_t N, KernGelu form) {
+    const char *what = form == KERN_GELU_ERF ? " (erf form)" : "";
+    char name[80];
     float *x = rand_vec(N, -8, 8), *dy = rand_vec(N, -1, 1);
     x[0] = -120.0f, x[1] = 120.0f, x[2] = 0.0f;  // saturated ends and 0
     float *y = mallocCheck(sizeof(float) * N), *dx = mallocCheck(sizeof(float) * N);
     void *d_x = dev_buf(x, N, KERN_ACT), *d_dy = dev_buf(dy, N, KERN_ACT), *d_y = new_buf(N, KERN_ACT);
     void *d_dx = new_buf(N, KERN_ACT);
-    cpu_gelu_fwd(y, x, N);
-    cuda_gelu_fwd(d_y, d_x, N);
-    check_buf("gelu_fwd", d_y, y, N, TOL_EW, KERN_ACT);
-    cpu_gelu_bwd(dx, dy, x, N);
-    cuda_gelu_bwd(d_dx, d_dy, d_x, N);
-    check_buf("gelu_bwd", d_dx, dx, N, TOL_EW, KERN_ACT);
-    cuda_gelu_bwd(d_dy, d_dy, d_x, N);  // in place: dinp == dout
-    check_buf("gelu_bwd in place (dinp == dout)", d_dy, dx, N, TOL_EW, KERN_ACT);
+    cpu_gelu_fwd(y, x, N, form);
+    cuda_gelu_fwd(d_y, d_x, N, form);
+    snprintf(name, sizeof name, "gelu_fwd%s", what);
+    check_buf(name, d_y, y, N, TOL_EW, KERN_ACT);
+    cpu_gelu_bwd(dx, dy, x, N, form);
+    cuda_gelu_bwd(d_dx, d_dy, d_x, N, form);
+    snprintf(name, sizeof name, "gelu_bwd%s", what);
+    check_buf(name, d_dx, dx, N, TOL_EW, KERN_ACT);
+    cuda_gelu_bwd(d_dy, d_dy, d_x, N, form);  // in place: dinp == dout
+    snprintf(name, sizeof name, "gelu_bwd in place (dinp == dout)%s", what);
+    check_buf(name, d_dy, dx, N, TOL_EW, KERN_ACT);
     free(x), free(dy), free(y), free(dx);
     cuda_free(d_x), cuda_free(d_dy), cuda_free(d_y), cuda_free(d_dx);
+}
+
+static void test_gelu(size_t N) {
+    test_gelu_form(N, KERN_GELU_TANH);
+    test_gelu_form(N, KERN_GELU_ERF);
 }
 
 // ---- bias and learned positions ----
@@ -1107,6 +1124,7 @@ static void test_bf16_activations(void) {
     test_qkv(2, 9, 4, 2, 24, 5, 1, 0);
     test_qkv(2, 5, 4, 4, 8, 0, 0, 0);
     test_qkv(4, 90, 2, 2, 16, 0, 1, 1);
+    test_qkv_layout(2, 9, 4, 4, 16, 3, 1, 0, 4, 1);
     test_swiglu(37, 2731);
     test_gelu(100003);
     test_bias(37, 300, KERN_ACT);
@@ -1340,6 +1358,9 @@ int main(int argc, char **argv) {
     test_qkv(2, 5, 4, 4, 8, 0, 0, 0);    // minGPT's c_attn: a plain split
     test_qkv(4, 200, 4, 2, 24, 0, 1, 1); // packed documents: positions restart per document
     test_qkv(4, 90, 2, 2, 16, 7, 1, 1);  // pos0 is ignored when positions are given
+    test_qkv_layout(2, 9, 4, 4, 16, 3, 1, 0, 4, 1);   // GPT-NeoX: per-head q|k|v, rotary_pct 0.25
+    test_qkv_layout(3, 40, 2, 2, 32, 0, 1, 1, 8, 1);  // ... with packed documents
+    test_qkv_layout(2, 9, 4, 2, 24, 5, 1, 0, 12, 0);  // partial rotation, blocked and grouped
     report(cuda_attention_saved_floats(2, 8, 7, 100) == (size_t)2 * 8 * 7, "attention_saved_floats", "%zu",
            cuda_attention_saved_floats(2, 8, 7, 100));
     report(cuda_attention_scratch_floats(2, 8, 100) >= (size_t)2 * 8 * 100, "attention_scratch_floats", "%zu",

@@ -262,68 +262,90 @@ static void test_layernorm(void) {
 typedef struct {
     float *qkv, *q, *k, *v, *rq, *rk, *rv;
     const float *cos_t, *sin_t;  // NULL: a plain split
-    int B, T, H, KV, hd, pos0;
+    int B, T, H, KV, hd, rot, pos0;
+    KernQkvLayout layout;
 } QkvCtx;
 
 static double qkv_obj(void *p) {
     QkvCtx *c = p;
     const size_t nq = (size_t)c->B * c->T * c->H * c->hd, nkv = (size_t)c->B * c->T * c->KV * c->hd;
-    kern_qkv_split(c->q, c->k, c->v, c->qkv, c->cos_t, c->sin_t, c->B, c->T, c->H, c->KV, c->hd, c->pos0, NULL);
+    kern_qkv_split(c->q, c->k, c->v, c->qkv, c->cos_t, c->sin_t, c->B, c->T, c->H, c->KV, c->hd, c->rot, c->layout,
+                   c->pos0, NULL);
     return dot(c->q, c->rq, nq) + dot(c->k, c->rk, nkv) + dot(c->v, c->rv, nkv);
 }
 
-static void test_qkv_split(void) {
-    const int B = 2, T = 5, H = 3, KV = 1, hd = 16, pos0 = 3, Tt = T + pos0, half = hd / 2;
+// H heads, KV key/value heads, the first rot dimensions of each head rotated, the fused row in layout
+static void test_qkv_split_case(int H, int KV, int rot, KernQkvLayout layout) {
+    const int B = 2, T = 5, hd = 16, pos0 = 3, Tt = T + pos0, half = rot / 2;
     const float theta = 10000.0f;
+    char name[160], what[80];
+    snprintf(what, sizeof what, "H=%d KV=%d rot=%d %s", H, KV, rot, layout == KERN_QKV_PER_HEAD ? "per-head" : "blocked");
     float *cos_t = malloc(sizeof(float) * Tt * half), *sin_t = malloc(sizeof(float) * Tt * half);
-    kern_rope_table(cos_t, sin_t, Tt, hd, theta);
+    kern_rope_table(cos_t, sin_t, Tt, rot, theta);
     double *rc = malloc(sizeof(double) * Tt * half), *rs = malloc(sizeof(double) * Tt * half);
     for (int t = 0; t < Tt; t++)
         for (int i = 0; i < half; i++) {
-            double a = t / pow(theta, 2.0 * i / hd);
+            double a = t / pow(theta, 2.0 * i / rot);
             rc[t * half + i] = cos(a);
             rs[t * half + i] = sin(a);
         }
-    check_close("rope table cos", cos_t, rc, (size_t)Tt * half, 1e-7);
-    check_close("rope table sin", sin_t, rs, (size_t)Tt * half, 1e-7);
+    snprintf(name, sizeof name, "rope table cos (%s)", what);
+    check_close(name, cos_t, rc, (size_t)Tt * half, 1e-7);
+    snprintf(name, sizeof name, "rope table sin (%s)", what);
+    check_close(name, sin_t, rs, (size_t)Tt * half, 1e-7);
 
     const int W = (H + 2 * KV) * hd;
     const size_t n = (size_t)B * T * W, nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd;
     QkvCtx c = {rand_vec(n, -1, 1), malloc(sizeof(float) * nq), malloc(sizeof(float) * nkv), malloc(sizeof(float) * nkv),
-                rand_vec(nq, -1, 1), rand_vec(nkv, -1, 1), rand_vec(nkv, -1, 1), cos_t, sin_t, B, T, H, KV, hd, pos0};
-    // forward against the HF formula x * cos + rotate_half(x) * sin (q and k heads), tables in double
-    double *rq = malloc(sizeof(double) * nq), *rk = malloc(sizeof(double) * nkv), *rv = malloc(sizeof(double) * nkv);
+                rand_vec(nq, -1, 1), rand_vec(nkv, -1, 1), rand_vec(nkv, -1, 1), cos_t, sin_t, B, T, H, KV, hd, rot, pos0,
+                layout};
+    // forward against the HF formula x * cos + rotate_half(x) * sin over the first rot dimensions
+    // of each q and k head (the rest pass through), tables in double
+    double *ref[3] = {malloc(sizeof(double) * nq), malloc(sizeof(double) * nkv), malloc(sizeof(double) * nkv)};
     for (int bt = 0; bt < B * T; bt++)
-        for (int c0 = 0; c0 < W; c0++) {
-            const int part = c0 < H * hd ? 0 : c0 < (H + KV) * hd ? 1 : 2;
-            const int col = c0 - (part ? H * hd + (part - 1) * KV * hd : 0);
-            const int width = part ? KV * hd : H * hd, i = col % hd, f = i % half, t = bt % T;
-            const float *x = c.qkv + (size_t)bt * W + c0 - i;  // this head
-            double val = x[i];
-            if (part < 2) {
-                const double cs = rc[(t + pos0) * half + f], sn = rs[(t + pos0) * half + f];
-                const double rot = i < half ? -x[i + half] : x[i - half];
-                val = x[i] * cs + rot * sn;
+        for (int part = 0; part < 3; part++)
+            for (int h = 0; h < (part ? KV : H); h++) {
+                const int at = layout == KERN_QKV_PER_HEAD ? (h * 3 + part) * hd
+                                                          : (part ? H * hd + (part - 1) * KV * hd : 0) + h * hd;
+                const float *x = c.qkv + (size_t)bt * W + at;  // this head
+                for (int i = 0; i < hd; i++) {
+                    double val = x[i];
+                    if (part < 2 && i < rot) {
+                        const int f = i % half, t = bt % T;
+                        const double cs = rc[(t + pos0) * half + f], sn = rs[(t + pos0) * half + f];
+                        val = x[i] * cs + (i < half ? -x[i + half] : x[i - half]) * sn;
+                    }
+                    ref[part][(size_t)bt * (part ? KV : H) * hd + h * hd + i] = val;
+                }
             }
-            (part == 0 ? rq : part == 1 ? rk : rv)[(size_t)bt * width + col] = val;
-        }
     qkv_obj(&c);
-    check_close("qkv_split rope q (pos0 > 0)", c.q, rq, nq, 1e-6);
-    check_close("qkv_split rope k (pos0 > 0)", c.k, rk, nkv, 1e-6);
-    check_close("qkv_split v", c.v, rv, nkv, 1e-12);
+    snprintf(name, sizeof name, "qkv_split rope q (pos0 > 0; %s)", what);
+    check_close(name, c.q, ref[0], nq, 1e-6);
+    snprintf(name, sizeof name, "qkv_split rope k (pos0 > 0; %s)", what);
+    check_close(name, c.k, ref[1], nkv, 1e-6);
+    snprintf(name, sizeof name, "qkv_split v (%s)", what);
+    check_close(name, c.v, ref[2], nkv, 1e-12);
     // the merge is the split's transpose: its gradient, here at pos0 = 0 as training uses it
     c.pos0 = 0;
     float *dqkv = rand_vec(n, -9, 9);
-    kern_qkv_merge(dqkv, c.rq, c.rk, c.rv, cos_t, sin_t, B, T, H, KV, hd, NULL);
+    kern_qkv_merge(dqkv, c.rq, c.rk, c.rv, cos_t, sin_t, B, T, H, KV, hd, rot, layout, NULL);
     double *g = grad_delta(dqkv, NULL, n);
-    check_grad("qkv_merge (rope) = split backward", qkv_obj, &c, c.qkv, g, n);
+    snprintf(name, sizeof name, "qkv_merge (rope) = split backward (%s)", what);
+    check_grad(name, qkv_obj, &c, c.qkv, g, n);
     // without tables: a plain split and merge (minGPT's c_attn), exact
     c.cos_t = c.sin_t = NULL;
     qkv_obj(&c);
-    kern_qkv_merge(dqkv, c.q, c.k, c.v, NULL, NULL, B, T, H, KV, hd, NULL);
-    report(memcmp(dqkv, c.qkv, sizeof(float) * n) == 0, "qkv split/merge without rope round trip", "differs");
+    kern_qkv_merge(dqkv, c.q, c.k, c.v, NULL, NULL, B, T, H, KV, hd, rot, layout, NULL);
+    snprintf(name, sizeof name, "qkv split/merge without rope round trip (%s)", what);
+    report(memcmp(dqkv, c.qkv, sizeof(float) * n) == 0, name, "differs");
     free(cos_t), free(sin_t), free(rc), free(rs), free(c.qkv), free(c.q), free(c.k), free(c.v), free(c.rq), free(c.rk);
-    free(c.rv), free(rq), free(rk), free(rv), free(dqkv), free(g);
+    free(c.rv), free(ref[0]), free(ref[1]), free(ref[2]), free(dqkv), free(g);
+}
+
+static void test_qkv_split(void) {
+    test_qkv_split_case(3, 1, 16, KERN_QKV_BLOCKED);    // Llama: grouped-query, full rotation
+    test_qkv_split_case(3, 3, 4, KERN_QKV_PER_HEAD);    // GPT-NeoX: per-head q, k, v, rotary_pct 0.25
+    test_qkv_split_case(2, 2, 8, KERN_QKV_BLOCKED);     // partial rotation, blocked
 }
 
 // ---- attention ----
@@ -527,12 +549,12 @@ static void test_qkv_positions(void) {
     for (int i = 0; i < 3; i++) a[i] = malloc(sizeof(float) * n[i]), b[i] = malloc(sizeof(float) * n[i]);
     int32_t pos[18];
     for (int i = 0; i < B * T; i++) pos[i] = i % T + 5;
-    kern_qkv_split(a[0], a[1], a[2], qkv, ct, st, B, T, H, KV, hd, 5, NULL);
-    kern_qkv_split(b[0], b[1], b[2], qkv, ct, st, B, T, H, KV, hd, 0, pos);
+    kern_qkv_split(a[0], a[1], a[2], qkv, ct, st, B, T, H, KV, hd, hd, KERN_QKV_BLOCKED, 5, NULL);
+    kern_qkv_split(b[0], b[1], b[2], qkv, ct, st, B, T, H, KV, hd, hd, KERN_QKV_BLOCKED, 0, pos);
     int same = 1;
     for (int i = 0; i < 3; i++) same &= !memcmp(a[i], b[i], sizeof(float) * n[i]);
     float *back = malloc(sizeof(float) * B * T * W);
-    kern_qkv_merge(back, b[0], b[1], b[2], ct, st, B, T, H, KV, hd, pos);
+    kern_qkv_merge(back, b[0], b[1], b[2], ct, st, B, T, H, KV, hd, hd, KERN_QKV_BLOCKED, pos);
     double worst = 0.0;
     for (int i = 0; i < B * T * W; i++) worst = fmax(worst, fabs(back[i] - qkv[i]));
     report(same && worst < 1e-5, "qkv_split/merge with per-token positions", "same %d, merge error %.3g", same, worst);
@@ -599,43 +621,57 @@ static void test_swiglu(void) {
 typedef struct {
     float *inp, *out, *r;
     size_t n;
+    KernGelu form;
 } GeluCtx;
 
 static double gelu_obj(void *p) {
     GeluCtx *c = p;
-    kern_gelu_fwd(c->out, c->inp, c->n);
+    kern_gelu_fwd(c->out, c->inp, c->n, c->form);
     return dot(c->out, c->r, c->n);
 }
 
-static void test_gelu(void) {
+static void test_gelu_form(KernGelu form) {
     const size_t n = 60;
-    GeluCtx c = {rand_vec(n, -6, 6), malloc(sizeof(float) * n), rand_vec(n, -1, 1), n};
+    const char *what = form == KERN_GELU_ERF ? "erf form" : "tanh form";
+    char name[120];
+    GeluCtx c = {rand_vec(n, -6, 6), malloc(sizeof(float) * n), rand_vec(n, -1, 1), n, form};
     c.inp[0] = -120.0f, c.inp[1] = 120.0f, c.inp[2] = 0.0f, c.inp[3] = -1e-6f;  // saturated ends, around 0
     double *ref = malloc(sizeof(double) * n);
     for (size_t i = 0; i < n; i++) {
         const double x = c.inp[i];
-        ref[i] = 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+        ref[i] = form == KERN_GELU_ERF ? 0.5 * x * (1.0 + erf(x / sqrt(2.0)))
+                                       : 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
     }
     gelu_obj(&c);
-    check_close("gelu fwd (tanh form)", c.out, ref, n, 1e-6);
+    snprintf(name, sizeof name, "gelu fwd (%s)", what);
+    check_close(name, c.out, ref, n, 1e-6);
     float *dinp = rand_vec(n, -9, 9);
-    kern_gelu_bwd(dinp, c.r, c.inp, n);
+    kern_gelu_bwd(dinp, c.r, c.inp, n, form);
     double *g = grad_delta(dinp, NULL, n);
-    check_grad("gelu bwd", gelu_obj, &c, c.inp, g, n);
+    snprintf(name, sizeof name, "gelu bwd (%s)", what);
+    check_grad(name, gelu_obj, &c, c.inp, g, n);
     float *inplace = dup_vec(c.r, n);  // dinp == dout
-    kern_gelu_bwd(inplace, inplace, c.inp, n);
-    report(!memcmp(inplace, dinp, sizeof(float) * n), "gelu bwd in place (dinp == dout)", "differs");
+    kern_gelu_bwd(inplace, inplace, c.inp, n, form);
+    snprintf(name, sizeof name, "gelu bwd in place (dinp == dout; %s)", what);
+    report(!memcmp(inplace, dinp, sizeof(float) * n), name, "differs");
     // the parallel path gives the same bits as the serial one
     const size_t big = 100003;
     float *x = rand_vec(big, -8, 8), *y = malloc(sizeof(float) * big), *y1 = malloc(sizeof(float) * big);
-    kern_gelu_fwd(y, x, big);
-    for (size_t i = 0; i < big; i += 4096) kern_gelu_fwd(y1 + i, x + i, big - i < 4096 ? big - i : 4096);
-    report(!memcmp(y, y1, sizeof(float) * big), "gelu fwd n=100003 (parallel) equals chunks", "differs");
+    kern_gelu_fwd(y, x, big, form);
+    for (size_t i = 0; i < big; i += 4096) kern_gelu_fwd(y1 + i, x + i, big - i < 4096 ? big - i : 4096, form);
+    snprintf(name, sizeof name, "gelu fwd n=100003 (parallel) equals chunks (%s)", what);
+    report(!memcmp(y, y1, sizeof(float) * big), name, "differs");
     const float nan_in = NAN;
     float nan_out;
-    kern_gelu_fwd(&nan_out, &nan_in, 1);
-    report(isnan(nan_out), "gelu NaN propagates", "gelu(NaN) = %g", nan_out);
+    kern_gelu_fwd(&nan_out, &nan_in, 1, form);
+    snprintf(name, sizeof name, "gelu NaN propagates (%s)", what);
+    report(isnan(nan_out), name, "gelu(NaN) = %g", nan_out);
     free(c.inp), free(c.out), free(c.r), free(ref), free(dinp), free(g), free(inplace), free(x), free(y), free(y1);
+}
+
+static void test_gelu(void) {
+    test_gelu_form(KERN_GELU_TANH);
+    test_gelu_form(KERN_GELU_ERF);
 }
 
 // ---- bias ----
@@ -1144,6 +1180,7 @@ int main(void) {
     for (int i = 0; i < 2; i++) {
         suite_threads = thread_counts[i];
         snprintf(test_prefix, sizeof test_prefix, "[%d thr] ", suite_threads);
+        rng_state = 0x853c49e6748fea9bULL;  // both thread counts see the same inputs
         kern_init(suite_threads);
         report(kern_num_threads() == suite_threads, "kern_init sets threads", "got %d", kern_num_threads());
         test_matmul();

@@ -2,7 +2,7 @@
 // test/parity.py compares with a PyTorch Llama.
 //   build/test_model              gradient check (prints ok/not ok lines)
 //   build/test_model --dump DIR [MODEL_TYPE]   writes DIR/step_00000000.h5 plus batch, logits, grads,
-//                                              step losses (llama_v2 unless MODEL_TYPE)
+//                                              step losses (llama_v2 unless MODEL_TYPE: mingpt, gpt_neox)
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
@@ -85,9 +85,10 @@ static void gradcheck(const char *model_type, const char *dropout) {
     char *args[] = {"t", "--model_type", (char *)model_type, "--hidden_width", "16", "--num_layers", "2", "--num_heads",
                     "4", "--intermediate_size", "24", "--max_context_width", "8", "--vocab_size", "32", "--batch_size",
                     "2", "--initializer_range", "0.3", "--dropout", (char *)dropout, "--num_key_value_heads",
-                    strcmp(model_type, "llama_v2") ? "4" : "2"};
+                    strcmp(model_type, "llama_v2") ? "4" : "2", "--rotary_pct", "0.5"};
     Setup s;
-    setup(&s, sizeof args / sizeof args[0], args);
+    // GPT-NeoX rotates half of each head (2 of 4 dimensions); the others take no --rotary_pct
+    setup(&s, sizeof args / sizeof args[0] - (strcmp(model_type, "gpt_neox") ? 2 : 0), args);
     batch(&s, 0);
     model_set_dropout(&s.acts, s.cfg.model.dropout, 99, 5);
     // norm weights start at 1 and biases at 0: move them off so their gradients are generic
@@ -165,9 +166,11 @@ static void dump(const char *dir, const char *model_type) {
     int llama = !strcmp(model_type, "llama_v2");
     char *args[] = {"t", "--model_type", (char *)model_type, "--hidden_width", "64", "--num_layers", "2", "--num_heads", "8",
                     "--num_key_value_heads", llama ? "2" : "8", "--intermediate_size", "96", "--max_context_width", "16",
-                    "--vocab_size", "80", "--batch_size", "3", "--lr", "3e-3", "--grad_clip", "0.5", "--weight_decay", "1.0"};
+                    "--vocab_size", "80", "--batch_size", "3", "--lr", "3e-3", "--grad_clip", "0.5", "--weight_decay", "1.0",
+                    "--rotary_pct", "0.5"};
     Setup s;
-    setup(&s, sizeof args / sizeof args[0], args);
+    // GPT-NeoX rotates half of each head (4 of 8 dimensions); the others take no --rotary_pct
+    setup(&s, sizeof args / sizeof args[0] - (strcmp(model_type, "gpt_neox") ? 2 : 0), args);
     Config *c = &s.cfg;
     int B = c->batch_size, T = c->model.max_context_width, V = c->model.vocab_size;
     CkptMeta meta = {0};
@@ -228,6 +231,8 @@ int main(int argc, char **argv) {
         gradcheck("llama_v2", "0.2");
         gradcheck("mingpt", "0");
         gradcheck("mingpt", "0.2");
+        gradcheck("gpt_neox", "0");
+        gradcheck("gpt_neox", "0.2");
     }
     comm_finalize();
     return failures ? 1 : 0;

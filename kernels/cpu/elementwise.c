@@ -241,15 +241,22 @@ void cpu_swiglu_bwd(void *dgu_, const void *dh_, const void *gu_, int N, int F) 
     }
 }
 
-// ---- GELU, tanh approximation ----
-// 0.5 (1 + tanh(u)) = sigmoid(2u), so gelu(x) = x / (1 + exp(-2u)): no tanh (glibc's does not
-// vectorise) and no cancellation in 1 + tanh(u) for very negative u.
+// ---- GELU ----
+// The tanh form: 0.5 (1 + tanh(u)) = sigmoid(2u), so gelu(x) = x / (1 + exp(-2u)): no tanh (glibc's
+// does not vectorise) and no cancellation in 1 + tanh(u) for very negative u.
 #define GELU_C 0.7978845608028654f  // sqrt(2 / pi)
 #define GELU_A 0.044715f
+#define GELU_R 0.7071067811865476f  // 1 / sqrt(2)
+#define GELU_P 0.3989422804014327f  // 1 / sqrt(2 pi)
 
-void cpu_gelu_fwd(void *out_, const void *inp_, size_t n) {
+void cpu_gelu_fwd(void *out_, const void *inp_, size_t n, KernGelu form) {
     float *out = out_;  // the CPU's activations are fp32
     const float *inp = inp_;
+    if (form == KERN_GELU_ERF) {
+#pragma omp parallel for schedule(static) if (n >= CPU_PAR_MIN)
+        for (size_t i = 0; i < n; i++) out[i] = 0.5f * inp[i] * (1.0f + erff(inp[i] * GELU_R));
+        return;
+    }
 #pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         const float x = inp[i], u = GELU_C * (x + GELU_A * x * x * x);
@@ -257,10 +264,19 @@ void cpu_gelu_fwd(void *out_, const void *inp_, size_t n) {
     }
 }
 
-void cpu_gelu_bwd(void *dinp_, const void *dout_, const void *inp_, size_t n) {
+void cpu_gelu_bwd(void *dinp_, const void *dout_, const void *inp_, size_t n, KernGelu form) {
     float *dinp = dinp_;  // the CPU's activations are fp32
     const float *dout = dout_;
     const float *inp = inp_;
+    if (form == KERN_GELU_ERF) {
+        // d/dx x Phi(x) = Phi(x) + x phi(x)
+#pragma omp parallel for schedule(static) if (n >= CPU_PAR_MIN)
+        for (size_t i = 0; i < n; i++) {
+            const float x = inp[i];
+            dinp[i] = dout[i] * (0.5f * (1.0f + erff(x * GELU_R)) + x * GELU_P * expf(-0.5f * x * x));
+        }
+        return;
+    }
 #pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         const float x = inp[i], u = GELU_C * (x + GELU_A * x * x * x);

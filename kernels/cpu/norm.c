@@ -179,11 +179,11 @@ void cpu_layernorm_bwd(float *dinp, float *dw, float *db, const void *dout_, con
     free(part);
 }
 
-void cpu_rope_table(float *cos_t, float *sin_t, int T, int hd, float theta) {
-    const int half = hd / 2;
+void cpu_rope_table(float *cos_t, float *sin_t, int T, int rot, float theta) {
+    const int half = rot / 2;
     for (int i = 0; i < half; i++) {
         // double so the only rounding is the final cast (matches the float64 reference tables)
-        double inv_freq = 1.0 / pow((double)theta, (double)(2 * i) / hd);
+        double inv_freq = 1.0 / pow((double)theta, (double)(2 * i) / rot);
         for (int t = 0; t < T; t++) {
             double a = t * inv_freq;
             cos_t[(size_t)t * half + i] = (float)cos(a);
@@ -192,61 +192,79 @@ void cpu_rope_table(float *cos_t, float *sin_t, int T, int hd, float theta) {
     }
 }
 
-// src (nh, hd) of one token into dst: (x1, x2) -> (x1 c - x2 s', x2 c + x1 s') with s' = sign * s
-// over the two halves of each head, or a plain copy without tables (c == NULL). sign -1 rotates
-// by the negative angle, the transpose (backward).
-static void rope_heads(float *dst, const float *src, const float *c, const float *s, int nh, int hd, float sign) {
+// One head of hd from src into dst: its first rot dimensions (x1, x2) -> (x1 c - x2 s', x2 c + x1 s')
+// with s' = sign * s over their two halves, the rest copied; a plain copy without tables (c == NULL).
+// sign -1 rotates by the negative angle, the transpose (backward).
+static void rope_head(float *dst, const float *src, const float *c, const float *s, int hd, int rot, float sign) {
     if (!c) {
-        memcpy(dst, src, sizeof(float) * (size_t)nh * hd);
+        memcpy(dst, src, sizeof(float) * (size_t)hd);
         return;
     }
-    const int half = hd / 2;
-    for (int h = 0; h < nh; h++) {
-        const float *x1 = src + (size_t)h * hd, *x2 = x1 + half;
-        float *o1 = dst + (size_t)h * hd, *o2 = o1 + half;
+    const int half = rot / 2;
+    const float *x1 = src, *x2 = src + half;
+    float *o1 = dst, *o2 = dst + half;
 #pragma omp simd
-        for (int i = 0; i < half; i++) {
-            const float a = x1[i], b = x2[i], si = sign * s[i];
-            o1[i] = a * c[i] - b * si;
-            o2[i] = b * c[i] + a * si;
-        }
+    for (int i = 0; i < half; i++) {
+        const float a = x1[i], b = x2[i], si = sign * s[i];
+        o1[i] = a * c[i] - b * si;
+        o2[i] = b * c[i] + a * si;
     }
+    if (rot < hd) memcpy(dst + rot, src + rot, sizeof(float) * (size_t)(hd - rot));
+}
+
+// where head h's q, k or v (part 0, 1, 2) starts inside a fused row
+static size_t qkv_offset(KernQkvLayout layout, int part, int h, int H, int KV, int hd) {
+    if (layout == KERN_QKV_PER_HEAD) return ((size_t)h * 3 + (size_t)part) * hd;
+    return (part == 0 ? 0 : (size_t)H * hd + (part == 2 ? (size_t)KV * hd : 0)) + (size_t)h * hd;
+}
+
+// Copies one token between its fused row x and its q, k, v rows: forward (sign 1) from x, or the
+// backward (sign -1) into x, rotating q and k heads when c is not NULL.
+static void qkv_token(float *x, float *q, float *k, float *v, const float *c, const float *s, int H, int KV, int hd,
+                      int rot, KernQkvLayout layout, float sign) {
+    float *rows[3] = {q, k, v};
+    for (int part = 0; part < 3; part++)
+        for (int h = 0; h < (part ? KV : H); h++) {
+            float *fused = x + qkv_offset(layout, part, h, H, KV, hd), *own = rows[part] + (size_t)h * hd;
+            const float *cp = part < 2 ? c : NULL;
+            if (sign > 0) rope_head(own, fused, cp, s, hd, rot, 1.0f);
+            else rope_head(fused, own, cp, s, hd, rot, -1.0f);
+        }
 }
 
 void cpu_qkv_split(void *q_, void *k_, void *v_, const void *qkv_, const float *cos_t, const float *sin_t, int B,
-                   int T, int H, int KV, int hd, int pos0, const int32_t *pos_t) {
+                   int T, int H, int KV, int hd, int rot, KernQkvLayout layout, int pos0, const int32_t *pos_t) {
     float *q = q_;  // the CPU's activations are fp32
     float *k = k_;
     float *v = v_;
     const float *qkv = qkv_;
-    const size_t qd = (size_t)H * hd, kvd = (size_t)KV * hd, half = (size_t)hd / 2;
+    const size_t qd = (size_t)H * hd, kvd = (size_t)KV * hd, half = (size_t)rot / 2;
     const long rows = (long)B * T;
 #pragma omp parallel for schedule(static)
     for (long bt = 0; bt < rows; bt++) {
-        const float *x = qkv + (size_t)bt * (qd + 2 * kvd);
         const size_t pos = pos_t ? (size_t)pos_t[bt] : (size_t)(pos0 + bt % T);
         const float *c = cos_t ? cos_t + pos * half : NULL, *s = cos_t ? sin_t + pos * half : NULL;
-        rope_heads(q + bt * qd, x, c, s, H, hd, 1.0f);
-        rope_heads(k + bt * kvd, x + qd, c, s, KV, hd, 1.0f);
-        memcpy(v + bt * kvd, x + qd + kvd, sizeof(float) * kvd);
+        // the forward only reads the fused row
+        qkv_token((float *)qkv + (size_t)bt * (qd + 2 * kvd), q + bt * qd, k + bt * kvd, v + bt * kvd, c, s, H, KV,
+                  hd, rot, layout, 1.0f);
     }
 }
 
 void cpu_qkv_merge(void *dqkv_, const void *dq_, const void *dk_, const void *dv_, const float *cos_t,
-                   const float *sin_t, int B, int T, int H, int KV, int hd, const int32_t *pos_t) {
+                   const float *sin_t, int B, int T, int H, int KV, int hd, int rot, KernQkvLayout layout,
+                   const int32_t *pos_t) {
     float *dqkv = dqkv_;  // the CPU's activations are fp32
     const float *dq = dq_;
     const float *dk = dk_;
     const float *dv = dv_;
-    const size_t qd = (size_t)H * hd, kvd = (size_t)KV * hd, half = (size_t)hd / 2;
+    const size_t qd = (size_t)H * hd, kvd = (size_t)KV * hd, half = (size_t)rot / 2;
     const long rows = (long)B * T;
 #pragma omp parallel for schedule(static)
     for (long bt = 0; bt < rows; bt++) {
-        float *x = dqkv + (size_t)bt * (qd + 2 * kvd);
         const size_t pos = pos_t ? (size_t)pos_t[bt] : (size_t)(bt % T);
         const float *c = cos_t ? cos_t + pos * half : NULL, *s = cos_t ? sin_t + pos * half : NULL;
-        rope_heads(x, dq + bt * qd, c, s, H, hd, -1.0f);
-        rope_heads(x + qd, dk + bt * kvd, c, s, KV, hd, -1.0f);
-        memcpy(x + qd + kvd, dv + bt * kvd, sizeof(float) * kvd);
+        // the backward only reads dq, dk, dv
+        qkv_token(dqkv + (size_t)bt * (qd + 2 * kvd), (float *)dq + bt * qd, (float *)dk + bt * kvd,
+                  (float *)dv + bt * kvd, c, s, H, KV, hd, rot, layout, -1.0f);
     }
 }

@@ -48,21 +48,34 @@ struct SwigluBwd {  // i over (N, F): writes d gate and d up of element i into d
     }
 };
 
-// GELU, tanh approximation, as x * sigmoid(2u) (see kernels/cpu/elementwise.c)
-constexpr float kGeluC = 0.7978845608028654f, kGeluA = 0.044715f;
+// GELU: the tanh approximation as x * sigmoid(2u) (see kernels/cpu/elementwise.c), or the exact erf form
+constexpr float kGeluC = 0.7978845608028654f, kGeluA = 0.044715f, kGeluR = 0.7071067811865476f,
+                kGeluP = 0.3989422804014327f;
 
 struct GeluFwd {
     Act out, inp;
+    int erf_form;
     __device__ void operator()(size_t i) const {
-        const float x = inp[i], u = kGeluC * (x + kGeluA * x * x * x);
+        const float x = inp[i];
+        if (erf_form) {
+            out[i] = 0.5f * x * (1.0f + erff(x * kGeluR));
+            return;
+        }
+        const float u = kGeluC * (x + kGeluA * x * x * x);
         out[i] = x / (1.0f + expf(-2.0f * u));
     }
 };
 
 struct GeluBwd {  // dinp may be dout: each element is read before it is written
     Act dinp, dout, inp;
+    int erf_form;
     __device__ void operator()(size_t i) const {
-        const float x = inp[i], u = kGeluC * (x + kGeluA * x * x * x);
+        const float x = inp[i];
+        if (erf_form) {  // d/dx x Phi(x) = Phi(x) + x phi(x)
+            dinp[i] = (float)dout[i] * (0.5f * (1.0f + erff(x * kGeluR)) + x * kGeluP * expf(-0.5f * x * x));
+            return;
+        }
+        const float u = kGeluC * (x + kGeluA * x * x * x);
         const float s = 1.0f / (1.0f + expf(-2.0f * u)), du = kGeluC * (1.0f + 3.0f * kGeluA * x * x);
         dinp[i] = (float)dout[i] * (s + 2.0f * x * s * (1.0f - s) * du);
     }
@@ -103,31 +116,31 @@ struct PositionsBwd {  // dwpe (T, D) += sum over b of dout[b], in b order (the 
 // s' = sign * s, is the CPU's.
 struct QkvRope {
     Act fused, q, k, v;  // the fused row is read (forward) or written (backward)
-    const float *cos_t, *sin_t;  // (positions, hd/2), or NULL
+    const float *cos_t, *sin_t;  // (positions, rot/2), or NULL
     const int32_t *pos;          // (rows) positions, or NULL
-    int T, hd, qd, kvd, pos0;
+    int T, hd, rot, qd, kvd, pos0, per_head;
     float sign;
     __device__ void operator()(size_t idx) const {
         const int W = qd + 2 * kvd, col = (int)(idx % W);
         const size_t bt = idx / W;
         const Act x = fused + bt * W;  // this token's fused row
         Act part;                      // this token's q, k or v row, and the column inside it
-        int c;
-        if (col < qd) part = q + bt * qd, c = col;
-        else if (col < qd + kvd) part = k + bt * kvd, c = col - qd;
-        else part = v + bt * kvd, c = col - qd - kvd;
-        const int rotate = cos_t && col < qd + kvd;
-        if (!rotate) {
+        int c, which;
+        if (per_head) which = col % (3 * hd) / hd, c = col / (3 * hd) * hd + col % hd;
+        else which = col < qd ? 0 : col < qd + kvd ? 1 : 2, c = col - (which ? qd : 0) - (which == 2 ? kvd : 0);
+        part = which == 0 ? q + bt * qd : which == 1 ? k + bt * kvd : v + bt * kvd;
+        const int d = c % hd;  // the dimension inside its head
+        if (!cos_t || which == 2 || d >= rot) {
             if (sign > 0) part[c] = x[col];
             else x[col] = part[c];
             return;
         }
-        const int half = hd / 2, i = c % hd % half, head0 = c - c % hd;
+        const int half = rot / 2, i = d % half;
         const size_t at = pos ? (size_t)pos[bt] : (size_t)pos0 + bt % T;
         const float cs = cos_t[at * half + i], sn = sign * sin_t[at * half + i];
-        const Act src = sign > 0 ? x + ((col - c) + head0) : part + head0;  // the head being rotated
+        const Act src = sign > 0 ? x + (col - d) : part + (c - d);  // the head being rotated
         const float a = src[i], b = src[i + half];
-        const float r = c % hd < half ? a * cs - b * sn : b * cs + a * sn;
+        const float r = d < half ? a * cs - b * sn : b * cs + a * sn;
         if (sign > 0) part[c] = r;
         else x[col] = r;
     }
@@ -529,10 +542,12 @@ void cuda_layernorm_bwd(float *dinp, float *dw, float *db, const void *dout, con
     cudaCheckLaunch();
 }
 
-void cuda_gelu_fwd(void *out, const void *inp, size_t n) { launch_map(n, GeluFwd{act(out), act(inp)}); }
+void cuda_gelu_fwd(void *out, const void *inp, size_t n, KernGelu form) {
+    launch_map(n, GeluFwd{act(out), act(inp), form == KERN_GELU_ERF});
+}
 
-void cuda_gelu_bwd(void *dinp, const void *dout, const void *inp, size_t n) {
-    launch_map(n, GeluBwd{act(dinp), act(dout), act(inp)});
+void cuda_gelu_bwd(void *dinp, const void *dout, const void *inp, size_t n, KernGelu form) {
+    launch_map(n, GeluBwd{act(dinp), act(dout), act(inp), form == KERN_GELU_ERF});
 }
 
 void cuda_bias_add(void *out, KernDtype dt, const void *b, int N, int D) {
@@ -570,11 +585,11 @@ void cuda_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t sam
     cudaCheckLaunch();
 }
 
-void cuda_rope_table(float *cos_t, float *sin_t, int T, int hd, float theta) {
+void cuda_rope_table(float *cos_t, float *sin_t, int T, int rot, float theta) {
     // built on the host in double by the CPU kernel, so both backends use identical tables
-    const size_t n = (size_t)T * (hd / 2);
+    const size_t n = (size_t)T * (rot / 2);
     float *c = (float *)mallocCheck(sizeof(float) * n), *s = (float *)mallocCheck(sizeof(float) * n);
-    cpu_rope_table(c, s, T, hd, theta);
+    cpu_rope_table(c, s, T, rot, theta);
     cuda_upload(cos_t, c, sizeof(float) * n);
     cuda_upload(sin_t, s, sizeof(float) * n);
     free(c);
@@ -582,18 +597,19 @@ void cuda_rope_table(float *cos_t, float *sin_t, int T, int hd, float theta) {
 }
 
 void cuda_qkv_split(void *q, void *k, void *v, const void *qkv, const float *cos_t, const float *sin_t, int B, int T,
-                    int H, int KV, int hd, int pos0, const int32_t *pos) {
+                    int H, int KV, int hd, int rot, KernQkvLayout layout, int pos0, const int32_t *pos) {
     const int qd = H * hd, kvd = KV * hd;
-    launch_map((size_t)B * T * (qd + 2 * kvd),
-               QkvRope{act(qkv), act(q), act(k), act(v), cos_t, sin_t, pos, T, hd, qd, kvd, pos0, 1.0f});
+    launch_map((size_t)B * T * (qd + 2 * kvd), QkvRope{act(qkv), act(q), act(k), act(v), cos_t, sin_t, pos, T, hd, rot,
+                                                       qd, kvd, pos0, layout == KERN_QKV_PER_HEAD, 1.0f});
 }
 
 void cuda_qkv_merge(void *dqkv, const void *dq, const void *dk, const void *dv, const float *cos_t,
-                    const float *sin_t, int B, int T, int H, int KV, int hd, const int32_t *pos) {
+                    const float *sin_t, int B, int T, int H, int KV, int hd, int rot, KernQkvLayout layout,
+                    const int32_t *pos) {
     // the transpose of a rotation is the rotation by the negative angle
     const int qd = H * hd, kvd = KV * hd;
-    launch_map((size_t)B * T * (qd + 2 * kvd),
-               QkvRope{act(dqkv), act(dq), act(dk), act(dv), cos_t, sin_t, pos, T, hd, qd, kvd, 0, -1.0f});
+    launch_map((size_t)B * T * (qd + 2 * kvd), QkvRope{act(dqkv), act(dq), act(dk), act(dv), cos_t, sin_t, pos, T, hd,
+                                                       rot, qd, kvd, 0, layout == KERN_QKV_PER_HEAD, -1.0f});
 }
 
 void cuda_swiglu_fwd(void *h, const void *gu, int N, int F) {

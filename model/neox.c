@@ -1,0 +1,323 @@
+// neox: the GPT-NeoX family (GPTNeoXForCausalLM: Pythia, GPT-NeoX-20B; 10.FSDP's default model).
+// A block is the parallel residual out = x + attn(ln1(x)) + mlp(ln2(x)); LayerNorms and linears
+// have biases; the fused query_key_value holds each head's q, k, v together (KERN_QKV_PER_HEAD);
+// RoPE rotates the first rotary_pct of each head's dimensions; the MLP is exact (erf) GELU; the
+// output embedding embed_out is untied. Units: 0 the embedding, 1..L the blocks, L+1 the final
+// LayerNorm and embed_out. The descriptor at the end holds its presets and Hugging Face spellings.
+#include <stddef.h>
+#include <stdio.h>
+
+#include "../comm/comm.h"
+#include "../kernels/kernels.h"
+#include "family.h"
+
+#ifndef FAMILY_DESCRIPTION_ONLY
+// tensor order inside a block unit and inside the head unit
+enum { P_LN1_W, P_LN1_B, P_QKV_W, P_QKV_B, P_DENSE_W, P_DENSE_B, P_LN2_W, P_LN2_B, P_UP_W, P_UP_B, P_DOWN_W, P_DOWN_B };
+enum { P_LNF_W, P_LNF_B, P_EMBED_OUT };
+
+static void neox_plan_build(ModelPlan *plan) {
+    const ModelConfig *c = &plan->cfg;
+    int D = c->hidden_width, L = c->num_layers, F = c->intermediate_size, V = c->vocab_size;
+    plan->nunits = L + 2;
+    plan->embed_unit = 0;
+    plan->block0 = 1;
+    plan->head_unit = L + 1;
+    plan->units = callocCheck(plan->nunits, sizeof(UnitSpec));
+    plan->units[0].layer = -1;
+    // Hugging Face's init: N(0, initializer_range) for embeddings and linear weights, zero biases,
+    // LayerNorm (1, 0); the 2-D weights decay
+    model_add_tensor(&plan->units[0], "gpt_neox.embed_in.weight", V, D, INIT_NORMAL, 1.0f, 1);
+    static const char *const names[] = {
+        "input_layernorm.weight", "input_layernorm.bias", "attention.query_key_value.weight",
+        "attention.query_key_value.bias", "attention.dense.weight", "attention.dense.bias",
+        "post_attention_layernorm.weight", "post_attention_layernorm.bias", "mlp.dense_h_to_4h.weight",
+        "mlp.dense_h_to_4h.bias", "mlp.dense_4h_to_h.weight", "mlp.dense_4h_to_h.bias"};
+    const int rows[] = {D, D, 3 * D, 3 * D, D, D, D, D, F, F, D, D}, cols[] = {0, 0, D, 0, D, 0, 0, 0, D, 0, F, 0};
+    char name[80];
+    for (int l = 0; l < L; l++) {
+        UnitSpec *u = &plan->units[l + 1];
+        u->layer = l;
+        for (int i = 0; i < MAX_UNIT_TENSORS; i++) {
+            snprintf(name, sizeof name, "gpt_neox.layers.%d.%s", l, names[i]);
+            InitKind init = cols[i] ? INIT_NORMAL : (i == P_LN1_W || i == P_LN2_W) ? INIT_ONES : INIT_ZEROS;
+            model_add_tensor(u, name, rows[i], cols[i], init, 1.0f, cols[i] != 0);
+        }
+    }
+    UnitSpec *head = &plan->units[L + 1];
+    head->layer = -1;
+    model_add_tensor(head, "gpt_neox.final_layer_norm.weight", D, 0, INIT_ONES, 1.0f, 0);
+    model_add_tensor(head, "gpt_neox.final_layer_norm.bias", D, 0, INIT_ZEROS, 1.0f, 0);
+    model_add_tensor(head, "embed_out.weight", V, D, INIT_NORMAL, 1.0f, 1);
+}
+
+static void neox_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int with_kv_cache) {
+    size_t N = (size_t)a->B * a->T, D = c->hidden_width, F = c->intermediate_size, V = c->vocab_size;
+    size_t rot = (size_t)config_rotary_dims(c);
+    int nl = c->num_layers;
+    model_res_alloc(a, nl, N, D);
+    a->xn1 = model_acts_act(S * N * D);
+    a->mean1 = model_acts_buf(S * N);
+    a->rstd1 = model_acts_buf(S * N);
+    a->qkv = model_acts_act(N * 3 * D);
+    a->q = model_acts_act(S * N * D);
+    a->k = model_acts_act(S * N * D);
+    a->v = model_acts_act(S * N * D);
+    a->saved_len = kern_attention_saved_floats(a->B, c->num_heads, a->T, a->T);
+    a->attn_saved = model_acts_buf(S * a->saved_len);
+    a->att = model_acts_act(S * N * D);
+    a->xmid = model_acts_buf(N * D);  // the attention branch's output: backward does not read it
+    a->xn2 = model_acts_act(S * N * D);
+    a->mean2 = model_acts_buf(S * N);
+    a->rstd2 = model_acts_buf(S * N);
+    a->up = model_acts_act(S * N * F);
+    a->h = model_acts_act(S * N * F);
+    a->xf = model_acts_act(N * D);
+    a->meanf = model_acts_buf(N);
+    a->rstdf = model_acts_buf(N);
+    a->logits = model_acts_act(N * V);
+    a->rope_cos = model_acts_buf((size_t)a->T * rot / 2);
+    a->rope_sin = model_acts_buf((size_t)a->T * rot / 2);
+    if (a->rope_cos) kern_rope_table(a->rope_cos, a->rope_sin, a->T, (int)rot, c->rope_theta);
+    if (with_kv_cache) {
+        a->kcache = model_acts_act((size_t)nl * a->T * D);
+        a->vcache = model_acts_act((size_t)nl * a->T * D);
+        return;  // generation runs no backward
+    }
+    a->dres = model_acts_buf(N * D);
+    a->dxn = model_acts_act(N * D);
+    if (c->dropout > 0.0f) a->dbranch = model_acts_buf(N * D);
+    a->dq = model_acts_act(N * D);
+    a->dk = model_acts_act(N * D);
+    a->dv = model_acts_act(N * D);
+    a->datt = model_acts_act(N * D);
+    a->dh = model_acts_act(N * F);
+    a->attn_scratch = model_acts_buf(kern_attention_scratch_floats(a->B, c->num_heads, a->T));
+}
+
+// Per-layer views into the saved activations; sizes follow the allocation above.
+typedef struct {
+    float *x, *mean1, *rstd1, *saved, *mean2, *rstd2, *out;  // fp32
+    void *xn1, *q, *k, *v, *att, *xn2, *up, *h;             // activations
+} LayerActs;
+
+static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
+    size_t N = (size_t)a->B * a->T, D = c->hidden_width, F = c->intermediate_size, i = a->slot[l];
+    LayerActs la = {.xn1 = kern_act_at(a->xn1, i * N * D), .mean1 = a->mean1 + i * N, .rstd1 = a->rstd1 + i * N,
+                    .q = kern_act_at(a->q, i * N * D), .k = kern_act_at(a->k, i * N * D),
+                    .v = kern_act_at(a->v, i * N * D), .saved = a->attn_saved + i * a->saved_len,
+                    .att = kern_act_at(a->att, i * N * D), .xn2 = kern_act_at(a->xn2, i * N * D),
+                    .mean2 = a->mean2 + i * N, .rstd2 = a->rstd2 + i * N, .up = kern_act_at(a->up, i * N * F),
+                    .h = kern_act_at(a->h, i * N * F)};
+    return la;
+}
+
+// tensor i of unit u: in the gathered parameters p (kernels' parameter dtype), or in the fp32 gradient g
+#define WP(p, u, i) kern_param_at((p), (u)->t[i].offset)
+#define W(g, u, i) ((g) + (u)->t[i].offset)
+
+static void neox_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0) {
+    int D = plan->cfg.hidden_width;
+    kern_embedding_fwd(model_res_out(a, 0, D), a->tokens, p, a->B * T, D);  // (B, T, D)
+    model_res_store(a, 0, D, T);
+}
+
+static void neox_block_fwd(const ModelPlan *plan, int l, const void *p, Activations *a, int T, int pos0) {
+    const ModelConfig *c = &plan->cfg;
+    const UnitSpec *u = &plan->units[plan->block0 + l];
+    int B = a->B, N = B * T, D = c->hidden_width, H = c->num_heads, hd = config_head_dim(c), F = c->intermediate_size;
+    int rot = config_rotary_dims(c);
+    LayerActs la = layer_acts(c, a, l);
+    la.x = model_res_in(a, l, D, T);
+    la.out = model_res_out(a, l + 1, D);
+    // attention branch
+    kern_layernorm_fwd(la.xn1, la.mean1, la.rstd1, la.x, WP(p, u, P_LN1_W), WP(p, u, P_LN1_B), N, D, c->norm_eps);
+    kern_matmul_fwd(a->qkv, KERN_ACT, la.xn1, WP(p, u, P_QKV_W), N, D, 3 * D);  // (B, T, H, 3, hd)
+    kern_bias_add(a->qkv, KERN_ACT, WP(p, u, P_QKV_B), N, 3 * D);
+    kern_qkv_split(la.q, la.k, la.v, a->qkv, a->rope_cos, a->rope_sin, B, T, H, H, hd, rot, KERN_QKV_PER_HEAD, pos0,
+                   a->docs ? a->pos : NULL);
+    if (a->kcache) {  // generation: append to the cache (B == 1) and attend over all of it
+        size_t base = (size_t)l * a->T * D;
+        kern_act_copy(kern_act_at(a->kcache, base + (size_t)pos0 * D), la.k, (size_t)T * D);
+        kern_act_copy(kern_act_at(a->vcache, base + (size_t)pos0 * D), la.v, (size_t)T * D);
+        kern_attention_fwd(la.att, la.saved, la.q, kern_act_at(a->kcache, base), kern_act_at(a->vcache, base), 1, T,
+                           pos0 + T, H, H, hd, (size_t)a->T * D, NULL, NULL);
+    } else {
+        kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, H, hd, (size_t)T * D,
+                           a->docs ? a->kstart : NULL, NULL);
+    }
+    kern_matmul_fwd(a->xmid, KERN_F32, la.att, WP(p, u, P_DENSE_W), N, D, D);
+    kern_bias_add(a->xmid, KERN_F32, WP(p, u, P_DENSE_B), N, D);
+    model_dropout_fwd(a, a->xmid, T, D, l, DROP_ATTN_OUT);
+    // MLP branch, on the block's input too
+    kern_layernorm_fwd(la.xn2, la.mean2, la.rstd2, la.x, WP(p, u, P_LN2_W), WP(p, u, P_LN2_B), N, D, c->norm_eps);
+    kern_matmul_fwd(la.up, KERN_ACT, la.xn2, WP(p, u, P_UP_W), N, D, F);  // (B, T, F)
+    kern_bias_add(la.up, KERN_ACT, WP(p, u, P_UP_B), N, F);
+    kern_gelu_fwd(la.h, la.up, (size_t)N * F, KERN_GELU_ERF);
+    kern_matmul_fwd(la.out, KERN_F32, la.h, WP(p, u, P_DOWN_W), N, F, D);
+    kern_bias_add(la.out, KERN_F32, WP(p, u, P_DOWN_B), N, D);
+    model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
+    kern_add(la.out, a->xmid, (size_t)N * D);  // the parallel residual: mlp + attn + x
+    kern_add(la.out, la.x, (size_t)N * D);
+    model_res_store(a, l + 1, D, T);
+}
+
+// final_layer_norm, then logits against embed_out
+static void neox_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Activations *a, int with_targets, int T,
+                              float dscale) {
+    const ModelConfig *c = &plan->cfg;
+    const UnitSpec *u = &plan->units[plan->head_unit];
+    int N = a->B * T, D = c->hidden_width, V = c->vocab_size;
+    const float *x = model_res_in(a, c->num_layers, D, T);  // (B, T, D) last block out
+    kern_layernorm_fwd(a->xf, a->meanf, a->rstdf, x, WP(p, u, P_LNF_W), WP(p, u, P_LNF_B), N, D, c->norm_eps);
+    kern_matmul_fwd(a->logits, KERN_ACT, a->xf, WP(p, u, P_EMBED_OUT), N, D, V);  // (B, T, V)
+    if (!with_targets) return;
+    kern_crossentropy_fwd_bwd(a->logits, a->targets, N, V, dscale, a->loss);  // logits become dlogits
+    if (dscale == 0.0f) return;
+    kern_matmul_bwd(a->dxn, W(g, u, P_EMBED_OUT), a->logits, KERN_ACT, a->xf, WP(p, u, P_EMBED_OUT), N, D, V, 0);
+    kern_zero(a->dres, (size_t)N * D);
+    kern_layernorm_bwd(a->dres, W(g, u, P_LNF_W), W(g, u, P_LNF_B), a->dxn, x, WP(p, u, P_LNF_W), a->meanf, a->rstdf, N, D);
+}
+
+static void neox_block_bwd(const ModelPlan *plan, int l, const void *p, float *g, Activations *a) {
+    const ModelConfig *c = &plan->cfg;
+    const UnitSpec *u = &plan->units[plan->block0 + l];
+    int B = a->B, T = a->T, N = B * T, D = c->hidden_width, H = c->num_heads, hd = config_head_dim(c);
+    int F = c->intermediate_size, rot = config_rotary_dims(c);
+    LayerActs la = layer_acts(c, a, l);
+    la.x = model_res_in(a, l, D, a->T);
+    float *dx = a->dres;  // (B, T, D): dloss/d out, which is also the residual's share of dloss/d x
+    // Both branches read dloss/d out, and both norms add into dx: the attention output projection
+    // takes its share first, before the MLP's norm changes dx.
+    const float *dbr = model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT);
+    kern_bias_bwd(W(g, u, P_DENSE_B), dbr, KERN_F32, N, D);
+    kern_matmul_bwd(a->datt, W(g, u, P_DENSE_W), dbr, KERN_F32, la.att, WP(p, u, P_DENSE_W), N, D, D, 0);
+    // MLP
+    dbr = model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT);
+    kern_bias_bwd(W(g, u, P_DOWN_B), dbr, KERN_F32, N, D);
+    kern_matmul_bwd(a->dh, W(g, u, P_DOWN_W), dbr, KERN_F32, la.h, WP(p, u, P_DOWN_W), N, F, D, 0);
+    kern_gelu_bwd(a->dh, a->dh, la.up, (size_t)N * F, KERN_GELU_ERF);
+    kern_bias_bwd(W(g, u, P_UP_B), a->dh, KERN_ACT, N, F);
+    kern_matmul_bwd(a->dxn, W(g, u, P_UP_W), a->dh, KERN_ACT, la.xn2, WP(p, u, P_UP_W), N, D, F, 0);
+    kern_layernorm_bwd(dx, W(g, u, P_LN2_W), W(g, u, P_LN2_B), a->dxn, la.x, WP(p, u, P_LN2_W), la.mean2, la.rstd2, N, D);
+    // attention
+    kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, H, hd,
+                       a->docs ? a->kstart : NULL, NULL);
+    kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, H, hd, rot, KERN_QKV_PER_HEAD,
+                   a->docs ? a->pos : NULL);  // (B, T, 3D)
+    kern_bias_bwd(W(g, u, P_QKV_B), a->qkv, KERN_ACT, N, 3 * D);
+    kern_matmul_bwd(a->dxn, W(g, u, P_QKV_W), a->qkv, KERN_ACT, la.xn1, WP(p, u, P_QKV_W), N, D, 3 * D, 0);
+    kern_layernorm_bwd(dx, W(g, u, P_LN1_W), W(g, u, P_LN1_B), a->dxn, la.x, WP(p, u, P_LN1_W), la.mean1, la.rstd1, N, D);
+}
+
+static void neox_embed_bwd(const ModelPlan *plan, float *g, Activations *a) {
+    kern_embedding_bwd(g, a->dres, a->tokens, a->B * a->T, plan->cfg.hidden_width);
+}
+
+// 6 FLOPs per parameter and token (the input embedding is a lookup) plus attention's 12*L*D*T
+static double neox_flops_per_token(const ModelPlan *plan, int T) {
+    const ModelConfig *c = &plan->cfg;
+    double n = (double)plan->num_params - (double)c->vocab_size * c->hidden_width;
+    return 6.0 * n + 12.0 * c->num_layers * c->hidden_width * (double)T;
+}
+
+#endif
+
+// neox_tiny is for tests and quick runs (byte vocabulary); pythia_* are the Pythia suite's sizes
+// (their vocabularies padded as published) and gpt_neox_20b EleutherAI's 20B model
+static const FamilyPreset neox_presets[] = {
+    {"neox_tiny", 128, 4, 4, 4, 512, 128, 256},
+    {"pythia_70m", 512, 6, 8, 8, 2048, 2048, 50304},
+    {"pythia_160m", 768, 12, 12, 12, 3072, 2048, 50304},
+    {"pythia_410m", 1024, 24, 16, 16, 4096, 2048, 50304},
+    {"pythia_1b", 2048, 16, 8, 8, 8192, 2048, 50304},
+    {"pythia_1.4b", 2048, 24, 16, 16, 8192, 2048, 50304},
+    {"pythia_2.8b", 2560, 32, 32, 32, 10240, 2048, 50304},
+    {"pythia_6.9b", 4096, 32, 32, 32, 16384, 2048, 50432},
+    {"pythia_12b", 5120, 36, 40, 40, 20480, 2048, 50688},
+    {"gpt_neox_20b", 6144, 44, 64, 64, 24576, 2048, 50432},
+    {NULL},
+};
+
+// one key/value head per head (not stored)
+#define INT_FIELD(n) {#n, FAMILY_INT, offsetof(ModelConfig, n), 0}
+#define FLOAT_FIELD(n, absent) {#n, FAMILY_FLOAT, offsetof(ModelConfig, n), absent}
+static const FamilyField neox_ckpt_fields[] = {
+    INT_FIELD(hidden_width), INT_FIELD(num_layers), INT_FIELD(num_heads), INT_FIELD(intermediate_size),
+    INT_FIELD(vocab_size), INT_FIELD(max_context_width), FLOAT_FIELD(rope_theta, 10000.0f),
+    FLOAT_FIELD(rotary_pct, 0.25f), FLOAT_FIELD(norm_eps, 1e-5f), {NULL},
+};
+
+// GPTNeoXConfig's keys; the optional ones default as transformers' GPTNeoXConfig does
+#define HF_INT(k, bit, f, req) {k, bit, FAMILY_INT, offsetof(ModelConfig, f), req, 0}
+#define HF_FLOAT(k, bit, f, absent) {k, bit, FAMILY_FLOAT, offsetof(ModelConfig, f), 0, absent}
+static const FamilyHfKey neox_hf_keys[] = {
+    HF_INT("hidden_size", MODEL_HIDDEN, hidden_width, 1),
+    HF_INT("num_hidden_layers", MODEL_LAYERS, num_layers, 1),
+    HF_INT("num_attention_heads", MODEL_HEADS, num_heads, 1),
+    HF_INT("intermediate_size", MODEL_INTERMEDIATE, intermediate_size, 1),
+    HF_INT("vocab_size", MODEL_VOCAB, vocab_size, 1),
+    HF_FLOAT("rotary_emb_base", MODEL_ROPE_THETA, rope_theta, 10000.0f),
+    HF_FLOAT("rotary_pct", MODEL_ROTARY_PCT, rotary_pct, 0.25f),
+    HF_FLOAT("layer_norm_eps", MODEL_NORM_EPS, norm_eps, 1e-5f),
+    {NULL},
+};
+static const FamilyHfCheck neox_hf_checks[] = {
+    {"use_parallel_residual", NULL, "block is the parallel residual x + attn(ln1(x)) + mlp(ln2(x))", 1},
+    {"attention_bias", NULL, "attention has biases", 1},
+    {"hidden_act", "gelu", "MLP uses gelu (the exact erf form)", 0},
+    {NULL},
+};
+static const char *const neox_hf_types[] = {"gpt_neox", NULL};
+static const char *const neox_hf_architectures[] = {"GPTNeoXForCausalLM", NULL};
+
+#define OUT_INT(k, f) {k, FAMILY_OUT_INT, NULL, offsetof(ModelConfig, f)}
+#define OUT_FLOAT(k, f) {k, FAMILY_OUT_FLOAT, NULL, offsetof(ModelConfig, f)}
+#define OUT_RAW(k, json) {k, FAMILY_OUT_RAW, json, 0}
+#define OUT(k, kind) {k, kind, NULL, 0}
+static const FamilyHfOut neox_hf_config[] = {
+    OUT_RAW("architectures", "[\"GPTNeoXForCausalLM\"]"), OUT_RAW("model_type", "\"gpt_neox\""),
+    OUT_INT("hidden_size", hidden_width), OUT_INT("intermediate_size", intermediate_size),
+    OUT_INT("num_hidden_layers", num_layers), OUT_INT("num_attention_heads", num_heads),
+    OUT("max_position_embeddings", FAMILY_OUT_POSITIONS), OUT_FLOAT("rotary_pct", rotary_pct),
+    OUT_FLOAT("rotary_emb_base", rope_theta), OUT_RAW("rope_scaling", "null"), OUT_FLOAT("layer_norm_eps", norm_eps),
+    OUT_INT("vocab_size", vocab_size), OUT_RAW("hidden_act", "\"gelu\""), OUT_RAW("use_parallel_residual", "true"),
+    OUT_RAW("attention_bias", "true"), OUT_RAW("tie_word_embeddings", "false"), OUT_RAW("attention_dropout", "0.0"),
+    OUT_RAW("hidden_dropout", "0.0"), OUT_RAW("use_cache", "true"), OUT("bos_token_id", FAMILY_OUT_BOS),
+    OUT("eos_token_id", FAMILY_OUT_EOS), OUT("torch_dtype", FAMILY_OUT_DTYPE),
+    {NULL},
+};
+
+const ModelFamily family_neox = {
+    .model_type = "gpt_neox",
+    .short_name = "gpt_neox",
+    .display = "GPT-NeoX",
+    .presets = neox_presets,
+    .rope = 1,
+    .mlp_ratio = 4,
+    .rotary_pct = 0.25f,
+    .ckpt_fields = neox_ckpt_fields,
+    .hf_import = {
+        .model_types = neox_hf_types,
+        .architectures = neox_hf_architectures,
+        .what = "GPT-NeoX models (GPTNeoXForCausalLM, model_type gpt_neox: Pythia, GPT-NeoX-20B)",
+        .keys = neox_hf_keys,
+        .context = "max_position_embeddings",
+        .rope = {"rotary_emb_base", "rope_scaling", "rope_parameters", "rotary_pct"},
+        .checks = neox_hf_checks,
+        .embed = "gpt_neox.embed_in.weight",
+        .mlp = "gpt_neox.layers.0.mlp.dense_h_to_4h.weight",
+        .layer_fmt = "gpt_neox.layers.%d.",
+        .tied = "embed_out.weight",
+        .tied_to = "gpt_neox.embed_in.weight",
+    },
+    .hf_export = {.architecture = "GPTNeoXForCausalLM", .config = neox_hf_config},
+    .plan_build = FAMILY_CODE(neox_plan_build),
+    .acts_alloc = FAMILY_CODE(neox_acts_alloc),
+    .embed_fwd = FAMILY_CODE(neox_embed_fwd),
+    .block_fwd = FAMILY_CODE(neox_block_fwd),
+    .head_fwd_bwd = FAMILY_CODE(neox_head_fwd_bwd),
+    .block_bwd = FAMILY_CODE(neox_block_bwd),
+    .embed_bwd = FAMILY_CODE(neox_embed_bwd),
+    .flops_per_token = FAMILY_CODE(neox_flops_per_token),
+};
