@@ -24,6 +24,12 @@ int config_preset(ModelConfig *m, const char *name) {
     m->intermediate_size = p->intermediate_size;
     m->max_context_width = p->max_context_width;
     m->vocab_size = p->vocab_size;
+    m->rope_theta = p->rope_theta ? p->rope_theta : 10000.0f;
+    // Llama-3.1's scaling parameters, stretched by the preset's factor
+    m->rope_scaling_factor = p->rope_scaling_factor ? p->rope_scaling_factor : 1.0f;
+    m->rope_low_freq_factor = 1.0f;
+    m->rope_high_freq_factor = 4.0f;
+    m->rope_original_context = 8192.0f;
     return 1;
 }
 
@@ -241,8 +247,7 @@ static void defaults(void *dst) {
     family_choices();  // before parsing, and before --help prints the choices
     memset(c, 0, sizeof *c);
     ModelConfig *m = &c->model;
-    config_preset(m, "tiny");  // the default model, and its family
-    m->rope_theta = 10000.0f;
+    config_preset(m, "tiny");  // the default model, and its family (rope_theta and scaling too)
     m->norm_eps = 1e-5f;
     m->initializer_range = 0.02f;
     c->sharding = SHARD_FULL;
@@ -312,6 +317,11 @@ const char *config_validate_model(const ModelConfig *m) {
         return msg;
     }
     if (m->rope_theta <= 0 || m->norm_eps <= 0) return "--rope_theta and the norm epsilon must be positive";
+    if (fam->rope && m->rope_scaling_factor != 1.0f &&
+        !(m->rope_scaling_factor > 0 && m->rope_low_freq_factor > 0 && m->rope_high_freq_factor > m->rope_low_freq_factor &&
+          m->rope_original_context >= 1 && m->rope_scaling_factor < 1e30f && m->rope_high_freq_factor < 1e30f &&
+          m->rope_original_context < 1e30f))
+        return "RoPE scaling needs a positive factor, 0 < low_freq_factor < high_freq_factor and an original context of at least 1";
     // the fused q/k/v and gate/up projections are one GEMM each, whose dimensions are ints
     uint64_t rows;
     char why[200];
@@ -420,6 +430,10 @@ void config_adopt_model(Config *c, const ModelConfig *src, unsigned known, const
         {MODEL_CONTEXT, "max_context_width", offsetof(ModelConfig, max_context_width), 0, 0},
         {MODEL_ROPE_THETA, "rope_theta", offsetof(ModelConfig, rope_theta), 1, 0},
         {MODEL_NORM_EPS, NULL, offsetof(ModelConfig, norm_eps), 1, 0},
+        {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_scaling_factor), 1, 0},
+        {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_low_freq_factor), 1, 0},
+        {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_high_freq_factor), 1, 0},
+        {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_original_context), 1, 0},
     };
     ModelConfig *m = &c->model;
     if ((known & MODEL_TYPE) && strcmp(m->model_type, src->model_type) != 0) {

@@ -36,6 +36,10 @@ typedef struct {
     int max_context_width;    // T
     int vocab_size;           // V
     float rope_theta;
+    // Llama-3's RoPE frequency scaling (Hugging Face rope_type "llama3"): wavelengths longer than
+    // original_context / low_freq_factor are divided by factor, those shorter than
+    // original_context / high_freq_factor kept, the band between interpolated. factor 1: none.
+    float rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_context;
     float norm_eps;
     float initializer_range;
     float dropout;        // training only: residual branches (both), embeddings and attention probabilities (minGPT)
@@ -101,7 +105,7 @@ typedef struct {
 enum {
     MODEL_HIDDEN = 1, MODEL_LAYERS = 2, MODEL_HEADS = 4, MODEL_KV_HEADS = 8, MODEL_INTERMEDIATE = 16,
     MODEL_VOCAB = 32, MODEL_CONTEXT = 64, MODEL_ROPE_THETA = 128, MODEL_NORM_EPS = 256, MODEL_TYPE = 512,
-    MODEL_ALL = 1023
+    MODEL_ROPE_SCALING = 1024, MODEL_ALL = 2047
 };
 
 // The training flags: what `fsdpc` without a subcommand parses into a Config (the defaults

@@ -23,6 +23,8 @@
 typedef struct {
     const char *name;
     int hidden_width, num_layers, num_heads, num_key_value_heads, intermediate_size, max_context_width, vocab_size;
+    float rope_theta;           // 0: the default (10000)
+    float rope_scaling_factor;  // 0: none; else Llama-3's scaling, its other parameters Llama-3.1's
 } FamilyPreset;
 
 typedef enum { FAMILY_INT, FAMILY_FLOAT } FamilyType;
@@ -58,9 +60,11 @@ typedef struct {
 // Rotary embeddings in config.json, in both spellings: the top-level theta key (its default is
 // in the keys list) and scaling object of older transformers versions, and the parameters
 // object of newer ones ({"rope_theta": ..., "rope_type": "default"}), whose theta is read when
-// the top-level key is absent. A rope_type other than "default" is refused by name in either.
+// the top-level key is absent. `scaled` names the rope_type of Llama-3's frequency scaling
+// (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings: ModelConfig's
+// rope_scaling_*) when the family has it; any other rope_type than "default" is refused by name.
 typedef struct {
-    const char *theta, *scaling, *parameters;
+    const char *theta, *scaling, *parameters, *scaled;
 } FamilyHfRope;
 
 // How a Hugging Face model directory becomes this family (import). NULL lists: not importable.
@@ -89,6 +93,7 @@ typedef enum {
     FAMILY_OUT_BOS, FAMILY_OUT_EOS,  // the source's ids, else the tokenizer's (null without)
     FAMILY_OUT_PAD,        // the source's id, else left out
     FAMILY_OUT_DTYPE,      // the weights' torch dtype
+    FAMILY_OUT_ROPE_SCALING,  // null, or the object of hf_import.rope.scaled's rope_type
 } FamilyOutKind;
 typedef struct {
     const char *key;

@@ -272,15 +272,24 @@ static double qkv_obj(void *p) {
     return dot(c->q, c->rq, nq) + dot(c->k, c->rk, nkv) + dot(c->v, c->rv, nkv);
 }
 
+// plain RoPE's inverse frequencies theta^(-2i/hd), every third one divided by `scale` (a table the
+// kernels must follow as given, as Llama-3's scaled one)
+static double *rope_freqs(int hd, double theta, double scale) {
+    double *f = malloc(sizeof(double) * (size_t)(hd / 2));
+    for (int i = 0; i < hd / 2; i++) f[i] = 1.0 / pow(theta, 2.0 * i / hd) / (i % 3 == 2 ? scale : 1.0);
+    return f;
+}
+
 static void test_qkv_split(void) {
     const int B = 2, T = 5, H = 3, KV = 1, hd = 16, pos0 = 3, Tt = T + pos0, half = hd / 2;
     const float theta = 10000.0f;
     float *cos_t = malloc(sizeof(float) * Tt * half), *sin_t = malloc(sizeof(float) * Tt * half);
-    kern_rope_table(cos_t, sin_t, Tt, hd, theta);
+    double *freqs = rope_freqs(hd, theta, 8.0);
+    kern_rope_table(cos_t, sin_t, Tt, hd, freqs);
     double *rc = malloc(sizeof(double) * Tt * half), *rs = malloc(sizeof(double) * Tt * half);
     for (int t = 0; t < Tt; t++)
         for (int i = 0; i < half; i++) {
-            double a = t / pow(theta, 2.0 * i / hd);
+            double a = t / pow(theta, 2.0 * i / hd) / (i % 3 == 2 ? 8.0 : 1.0);
             rc[t * half + i] = cos(a);
             rs[t * half + i] = sin(a);
         }
@@ -322,7 +331,7 @@ static void test_qkv_split(void) {
     qkv_obj(&c);
     kern_qkv_merge(dqkv, c.q, c.k, c.v, NULL, NULL, B, T, H, KV, hd, NULL);
     report(memcmp(dqkv, c.qkv, sizeof(float) * n) == 0, "qkv split/merge without rope round trip", "differs");
-    free(cos_t), free(sin_t), free(rc), free(rs), free(c.qkv), free(c.q), free(c.k), free(c.v), free(c.rq), free(c.rk);
+    free(cos_t), free(sin_t), free(freqs), free(rc), free(rs), free(c.qkv), free(c.q), free(c.k), free(c.v), free(c.rq), free(c.rk);
     free(c.rv), free(rq), free(rk), free(rv), free(dqkv), free(g);
 }
 
@@ -521,7 +530,9 @@ static void test_attention_docs(void) {
 static void test_qkv_positions(void) {
     const int B = 2, T = 9, H = 2, KV = 1, hd = 8, W = (H + 2 * KV) * hd;
     float *qkv = rand_vec((size_t)B * T * W, -1, 1), *ct = malloc(sizeof(float) * 20 * hd / 2), *st = malloc(sizeof(float) * 20 * hd / 2);
-    kern_rope_table(ct, st, 20, hd, 10000.0f);
+    double *freqs = rope_freqs(hd, 10000.0, 1.0);
+    kern_rope_table(ct, st, 20, hd, freqs);
+    free(freqs);
     float *a[3], *b[3];
     const size_t n[3] = {(size_t)B * T * H * hd, (size_t)B * T * KV * hd, (size_t)B * T * KV * hd};
     for (int i = 0; i < 3; i++) a[i] = malloc(sizeof(float) * n[i]), b[i] = malloc(sizeof(float) * n[i]);

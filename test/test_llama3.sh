@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Llama-3 / 3.1 / 3.2 in the Llama family: rope_theta 500000 with Hugging Face's rope_scaling of
+# rope_type llama3 (forward against the PyTorch reference, checkpoints, export and import back),
+# tied embeddings, the presets' published sizes, other rope_scaling types refused by name.
+cd "$(dirname "$0")/.."
+source test/lib.sh
+PY=/usr/bin/python3
+ONE="--num_threads 1 --checkpoint_freq 0 --validation_freq 0"
+GEN="--max_steps 0 --prompt Hello --num_tokens 24 --temperature 0 $ONE"
+KEEP="--max_steps 1 --lr 0 --min_lr 0 --warmup 0 --train_data synthetic --batch_size 1 --num_threads 1 --validation_freq 0 --checkpoint_freq 1"
+
+# random Llamas (D=64, H=4 so hd=16, T=64) with theta 500000 scaled x8 from 64 positions: of the
+# 8 frequencies the first is kept, the second in the blended band, the rest slowed
+L3="--rope_theta 500000 --llama3 8,1,4,64"
+$PY test/hf_make.py "$W/s" --vocab 256 --seed 6 $L3
+$PY test/hf_make.py "$W/t" --vocab 256 --seed 7 $L3 --tied
+cp -r "$W/s" "$W/plain"
+$PY -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); c['rope_scaling']=None; json.dump(c, open(p,'w'))" "$W/plain/config.json"
+
+# ---- forward parity: the first step's loss equals the reference's on the same weights ----
+head -c 257 data/tinyshakespeare.txt >"$W/four.txt"
+STEP="--train_data $W/four.txt --max_steps 1 --batch_size 4 $ONE"
+loss_ok() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(a != "" && d <= t) }'; }
+for m in s t; do
+    ref=$($PY test/hf_ref.py loss "$W/$m" "$W/four.txt")
+    ./fsdpc --init_from "$W/$m" $STEP --metrics_file "$W/$m.jsonl" >"$W/$m.log" 2>&1
+    loss_ok "$(losses "$W/$m.jsonl")" "$ref" 1e-5
+    check "rope_scaling llama3$([ $m = t ] && echo ', tied embeddings'): first-step loss $(losses "$W/$m.jsonl") equals the reference's $ref within 1e-5" $?
+done
+grep -q "lm_head.weight is tied to model.embed_tokens.weight" "$W/t.log"
+check "tie_word_embeddings: lm_head imported from embed_tokens (logged)" $?
+plain=$($PY test/hf_ref.py loss "$W/plain" "$W/four.txt")
+! loss_ok "$(losses "$W/s.jsonl")" "$plain" 1e-4
+check "the scaling matters: the same weights with plain RoPE give another loss ($plain)" $?
+$PY test/hf_ref.py generate Hello 24 "$W/s" "$W/ref.s"
+./fsdpc --init_from "$W/s" $GEN >"$W/gen.s" 2>/dev/null
+cmp -s "$W/gen.s" "$W/ref.s" && [ "$(wc -c <"$W/gen.s")" -gt 5 ]
+check "greedy generation (KV cache, positions past the scaled band) equals the reference" $?
+
+# ---- checkpoints carry the scaling; files from before it load as plain RoPE ----
+./fsdpc --init_from "$W/s" $KEEP --checkpoint_dir "$W/ks" >/dev/null 2>&1
+CK="$W/ks/step_00000001.h5"
+$PY -c "
+import h5py, sys
+a = h5py.File(sys.argv[1], 'r').attrs
+want = {'rope_theta': 500000, 'rope_scaling_factor': 8, 'rope_low_freq_factor': 1, 'rope_high_freq_factor': 4, 'rope_original_context': 64}
+sys.exit(any(float(a[k]) != v for k, v in want.items()))" "$CK"
+check "the checkpoint stores rope_theta and the four rope_scaling attributes" $?
+./fsdpc --resume_from_checkpoint "$CK" $GEN >"$W/ck.gen" 2>/dev/null
+cmp -s "$W/ck.gen" "$W/ref.s"
+check "generation from the checkpoint equals the reference" $?
+cp "$CK" "$W/old.h5"
+$PY -c "
+import h5py, sys
+with h5py.File(sys.argv[1], 'r+') as f:
+    for k in ('rope_scaling_factor', 'rope_low_freq_factor', 'rope_high_freq_factor', 'rope_original_context'):
+        del f.attrs[k]" "$W/old.h5"
+$PY test/hf_ref.py generate Hello 24 "$W/plain" "$W/ref.plain"
+./fsdpc --resume_from_checkpoint "$W/old.h5" $GEN >"$W/old.gen" 2>/dev/null
+cmp -s "$W/old.gen" "$W/ref.plain" && ! cmp -s "$W/old.gen" "$W/ref.s"
+check "a checkpoint without the scaling attributes (older fsdpc) loads as plain RoPE" $?
+
+# ---- export and import back ----
+./fsdpc export --checkpoint "$CK" --output "$W/exp" --dtype fp32 >/dev/null 2>&1 &&
+    $PY test/hf_read.py same "$W/s" "$W/exp" &&
+    $PY -c "
+import json, sys
+c = json.load(open(sys.argv[1]))
+r = c['rope_scaling']
+ok = c['rope_theta'] == 500000 and r == {'factor': 8, 'low_freq_factor': 1, 'high_freq_factor': 4,
+                                          'original_max_position_embeddings': 64, 'rope_type': 'llama3'}
+sys.exit(not ok or c['vocab_size'] != 256)" "$W/exp/config.json"
+check "export: the source's tensors bit for bit, config.json's rope_theta and rope_scaling llama3 as imported" $? \
+    "$(grep -A1 rope_scaling "$W/exp/config.json" 2>/dev/null | head -c 300)"
+./fsdpc --init_from "$W/exp" $GEN >"$W/re.gen" 2>/dev/null
+$PY test/hf_ref.py generate Hello 24 "$W/exp" "$W/ref.out"
+cmp -s "$W/re.gen" "$W/ref.s" && cmp -s "$W/ref.out" "$W/ref.s"
+check "the export imports back to the same model, in fsdpc and in the reference" $?
+./fsdpc --init_from "$W/t" $KEEP --checkpoint_dir "$W/kt" >/dev/null 2>&1 &&
+    ./fsdpc export --checkpoint "$W/kt" --output "$W/outt" --dtype fp32 >/dev/null 2>&1 &&
+    $PY -c "
+import sys
+sys.path.insert(0, 'test')
+from hf_read import read_source
+a, b = read_source(sys.argv[1]), read_source(sys.argv[2])
+sys.exit(not (b['lm_head.weight'] == a['model.embed_tokens.weight']).all() or
+         any(not (a[k] == b[k]).all() for k in a))" "$W/t" "$W/outt"
+check "a tied model exports untied (lm_head a copy of embed_tokens, as trained), the rest bit for bit" $?
+
+# ---- Llama-3's vocabulary and RoPE from the command line ----
+./fsdpc --rope_theta 500000 --vocab_size 128256 --hidden_width 64 --num_heads 4 --num_key_value_heads 2 \
+    --intermediate_size 128 --num_layers 1 --max_context_width 16 --train_data synthetic --batch_size 1 --max_steps 2 \
+    $ONE --metrics_file "$W/v.jsonl" >/dev/null 2>&1 && [ "$(wc -l <"$W/v.jsonl")" = 2 ]
+check "a 128256-token vocabulary with rope_theta 500000 trains" $?
+
+# ---- presets: the published sizes (parameters as fsdpc plan counts them) ----
+for p in "llama3_8b 8.03B" "llama3_70b 70.6B" "llama3.2_1b 1.5B" "llama3.2_3b 3.61B"; do
+    set -- $p
+    ./fsdpc plan --model_name "$1" --world_size 8 >"$W/plan" 2>&1
+    grep -q "$1, $2 parameters (.* V=128256)" "$W/plan"
+    check "--model_name $1: $2 parameters (untied lm_head), V=128256" $? "$(head -1 "$W/plan")"
+done
+./fsdpc --model_name llama3.2_1b --num_layers 1 --hidden_width 64 --num_heads 4 --num_key_value_heads 2 \
+    --intermediate_size 128 --vocab_size 256 --max_context_width 32 --train_data synthetic --batch_size 1 --max_steps 1 \
+    --checkpoint_dir "$W/kp" --num_threads 1 --validation_freq 0 --checkpoint_freq 1 >/dev/null 2>&1 &&
+    $PY -c "
+import h5py, sys
+a = h5py.File(sys.argv[1], 'r').attrs
+sys.exit(float(a['rope_theta']) != 500000 or float(a['rope_scaling_factor']) != 32 or float(a['rope_original_context']) != 8192)" \
+        "$W/kp/step_00000001.h5"
+check "--model_name llama3.2_1b trains with rope_theta 500000 and Llama-3.2's scaling (x32 from 8192)" $?
+
+# ---- refusals by name ----
+for t in linear dynamic yarn longrope; do
+    $PY test/hf_make.py "$W/r_$t" --vocab 256 --rope_scaling "{\"rope_type\": \"$t\", \"factor\": 2.0}"
+    expect_error "rope_scaling rope_type $t is refused by name" "rope_scaling with rope_type $t, which fsdpc does not support.*llama3" \
+        ./fsdpc --init_from "$W/r_$t" $GEN
+done
+$PY test/hf_make.py "$W/r_old" --vocab 256 --rope_scaling '{"type": "dynamic", "factor": 2.0}'
+expect_error "older transformers' rope_scaling type dynamic is refused by name" "rope_type dynamic" ./fsdpc --init_from "$W/r_old" $GEN
+$PY test/hf_make.py "$W/r_par" --vocab 256
+$PY -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); c['rope_parameters']={'rope_type': 'yarn', 'rope_theta': 1e4}; json.dump(c, open(p,'w'))" "$W/r_par/config.json"
+expect_error "rope_parameters of rope_type yarn is refused by name" "rope_parameters with rope_type yarn" ./fsdpc --init_from "$W/r_par" $GEN
+$PY test/hf_make.py "$W/r_miss" --vocab 256 --rope_scaling '{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0}'
+expect_error "rope_type llama3 without high_freq_factor" "rope_scaling of rope_type llama3 needs high_freq_factor" ./fsdpc --init_from "$W/r_miss" $GEN
+$PY test/hf_make.py "$W/r_band" --vocab 256 --llama3 8,4,1,64
+expect_error "rope_type llama3 with high_freq_factor below low_freq_factor" "high_freq_factor must exceed its low_freq_factor" \
+    ./fsdpc --init_from "$W/r_band" $GEN
