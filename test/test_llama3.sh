@@ -3,6 +3,7 @@
 # rope_type llama3 (forward against the PyTorch reference, checkpoints, export and import back),
 # tied embeddings, the presets' published sizes, other rope_scaling types refused by name.
 cd "$(dirname "$0")/.."
+FSDPC=${FSDPC:-./fsdpc}
 source test/lib.sh
 PY=/usr/bin/python3
 ONE="--num_threads 1 --checkpoint_freq 0 --validation_freq 0"
@@ -126,3 +127,48 @@ expect_error "rope_type llama3 without high_freq_factor" "rope_scaling of rope_t
 $PY test/hf_make.py "$W/r_band" --vocab 256 --llama3 8,4,1,64
 expect_error "rope_type llama3 with high_freq_factor below low_freq_factor" "high_freq_factor must exceed its low_freq_factor" \
     ./fsdpc --init_from "$W/r_band" $GEN
+
+# ---- the Llama-3 tokenizer.json (a Split by Llama-3's regex, ByteLevel without its own,
+# ignore_merges) against llama3-tokenizer-js, an independent JavaScript implementation ----
+if ! npm_fetch llama3-tokenizer-js@1.2.0; then
+    check "Llama-3 tokenizer against llama3-tokenizer-js # SKIP $NPM_SKIP" 0
+    exit 0
+fi
+node test/llama3_tok.cjs json "$W/tokenizer.json"
+check "a Llama-3 tokenizer.json written from the package's vocabulary and merges" $?
+/usr/bin/python3 - "$W/lines.txt" <<'PYEOF'
+import random, sys
+lines = open("data/tinyshakespeare.txt", encoding="utf-8").read().split("\n")[:400]
+lines += ["I'm sure you'll see they've HE'S DON'T we'd", "12345678901 3.14159 1,000,000 x2y33z444",
+          "   leading, trailing   ", "tabs\tand\t\tmore\t", "carriage\rreturn\r", "naïve café Über straße",
+          "日本語のテキストです。中文字符", "emoji 🙂🚀 and 👩‍👩‍👧", "Ωμέγα Привет мир مرحبا", "a  b   c    d",
+          "((x))[[y]]{{z}}!!??...---", "    def f(x):\treturn x**2  # comment", "@#$%^&*_+=|\\~`", "ﬁ ligature ℌ ℍ ①②③"]
+rng = random.Random(11)
+alphabet = "ab AZ09 '\t\r.,!?-_éü日本🙂\u00a0\u2003Ωж"
+lines += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40))) for _ in range(300)]
+open(sys.argv[1], "w", encoding="utf-8").write("\n".join(lines) + "\n")
+PYEOF
+node test/llama3_tok.cjs encode "$W/lines.txt" >"$W/ref.ids"
+{ "$FSDPC" tokenize --tokenizer "$W/tokenizer.json" <"$W/lines.txt" && head -1 "$W/lines.txt" | ./fsdpc tokenize --tokenizer "$W/tokenizer.json" --bos --eos; } >"$W/ids" 2>"$W/tok.log"
+n=$(wc -l <"$W/ref.ids")
+bad=$(paste -d '\t' "$W/ids" "$W/ref.ids" | awk -F '\t' '$1 != $2' | wc -l)
+[ "$n" -gt 700 ] && [ "$bad" = 0 ] && [ "$(wc -l <"$W/ids")" = "$n" ]
+check "fsdpc tokenize equals llama3-tokenizer-js on $n lines (Shakespeare, contractions, digits, whitespace, scripts, emoji, random)" $? \
+    "($bad differ, first: $(paste -d '\t' "$W/ids" "$W/ref.ids" | awk -F '\t' '$1 != $2' | head -1 | head -c 300); $(head -c 200 "$W/tok.log"))"
+tail -1 "$W/ids" | grep -Eq '^128000 .* 128001$'
+check "<|begin_of_text|> (128000) is BOS and <|end_of_text|> (128001) EOS" $? "$(tail -1 "$W/ids" | head -c 100)"
+"$FSDPC" tokenize --tokenizer "$W/tokenizer.json" <"$W/lines.txt" 2>/dev/null | "$FSDPC" tokenize --tokenizer "$W/tokenizer.json" --decode >"$W/back.txt" 2>/dev/null
+cmp -s "$W/back.txt" "$W/lines.txt"
+check "--decode gives the text back" $?
+/usr/bin/python3 -c "
+import json, sys
+t = json.load(open(sys.argv[1]))
+t['pre_tokenizer']['pretokenizers'][1]['use_regex'] = True
+json.dump(t, open(sys.argv[2], 'w'))
+t['pre_tokenizer']['pretokenizers'][1]['use_regex'] = False
+t['pre_tokenizer']['pretokenizers'][0]['behavior'] = 'Removed'
+json.dump(t, open(sys.argv[3], 'w'))" "$W/tokenizer.json" "$W/tworegex.json" "$W/removed.json"
+expect_error "Split then a ByteLevel with its own regex" "tworegex.json': pre_tokenizer Split followed by a ByteLevel with use_regex is not supported" \
+    "$FSDPC" tokenize --tokenizer "$W/tworegex.json"
+expect_error "Split with behavior Removed" "removed.json': pre_tokenizer Split is supported only by a Regex pattern, behavior Isolated" \
+    "$FSDPC" tokenize --tokenizer "$W/removed.json"
