@@ -347,6 +347,10 @@ static int hf_read_config(HfModel *h, const char *path, char *err, size_t len) {
         rc = err_set(err, len, "'%s': head_dim %lld is not hidden_size / num_attention_heads, which fsdpc requires", path,
                      (long long)head_dim);
     if (rc == 0 && im->tied) json_get_bool(c, "tie_word_embeddings", &h->tied);
+    if (rc == 0 && h->fam->tie_option) {  // a tied model trains tied: no lm_head to copy
+        m->tie_word_embeddings = h->tied, h->fields |= MODEL_TIED;
+        h->tied = 0;
+    }
     json_free(c);
     return rc;
 }
@@ -452,6 +456,7 @@ unsigned hf_model_config(const HfModel *h, ModelConfig *m) {
     if (f & MODEL_CONTEXT) m->max_context_width = h->m.max_context_width;
     if (f & MODEL_ROPE_THETA) m->rope_theta = h->m.rope_theta;
     if (f & MODEL_NORM_EPS) m->norm_eps = h->m.norm_eps;
+    if (f & MODEL_TIED) m->tie_word_embeddings = h->m.tie_word_embeddings;
     if (f & MODEL_ROPE_SCALING) {
         m->rope_scaling_factor = h->m.rope_scaling_factor;
         m->rope_low_freq_factor = h->m.rope_low_freq_factor;
@@ -862,6 +867,7 @@ static void export_config_json(FILE *f, const ModelFamily *fam, const ModelConfi
         case FAMILY_OUT_BOS: case FAMILY_OUT_EOS: case FAMILY_OUT_PAD: export_print_id(f, v, id); break;
         case FAMILY_OUT_DTYPE: fprintf(f, "\"%s\"", export_dtype_name(dt)); break;
         case FAMILY_OUT_ROPE_SCALING: export_rope_scaling(f, fam, m); break;
+        case FAMILY_OUT_BOOL: fprintf(f, *(const int *)field ? "true" : "false"); break;
         }
     }
     fprintf(f, "\n}\n");

@@ -30,6 +30,7 @@ int config_preset(ModelConfig *m, const char *name) {
     m->rope_low_freq_factor = 1.0f;
     m->rope_high_freq_factor = 4.0f;
     m->rope_original_context = 8192.0f;
+    m->tie_word_embeddings = p->tie_word_embeddings;
     return 1;
 }
 
@@ -134,6 +135,7 @@ static const CliFlag flags[] = {
     I("max_context_width", model.max_context_width, G_MODEL, "context length in tokens", CLI_ALIASES("seq_len", "seq_length")),
     I("vocab_size", model.vocab_size, G_MODEL, "vocabulary (the tokenizer's unless given or a preset's)"),
     FL("rope_theta", model.rope_theta, G_MODEL, "RoPE base (Llama only)"),
+    B("tie_word_embeddings", model.tie_word_embeddings, G_MODEL, "lm_head is the embedding, one tensor (Llama only; Llama-3.2's)"),
     FL("initializer_range", model.initializer_range, G_MODEL, "standard deviation of the initial weights"),
     FL("dropout", model.dropout, G_MODEL,
        "training only: residual branches, and for minGPT embeddings and attention probabilities",
@@ -317,6 +319,10 @@ const char *config_validate_model(const ModelConfig *m) {
         return msg;
     }
     if (m->rope_theta <= 0 || m->norm_eps <= 0) return "--rope_theta and the norm epsilon must be positive";
+    if (m->tie_word_embeddings && !fam->tie_option) {
+        snprintf(msg, sizeof msg, "--tie_word_embeddings: model_type %s has no such option", m->model_type);
+        return msg;
+    }
     if (fam->rope && m->rope_scaling_factor != 1.0f &&
         !(m->rope_scaling_factor > 0 && m->rope_low_freq_factor > 0 && m->rope_high_freq_factor > m->rope_low_freq_factor &&
           m->rope_original_context >= 1 && m->rope_scaling_factor < 1e30f && m->rope_high_freq_factor < 1e30f &&
@@ -434,6 +440,7 @@ void config_adopt_model(Config *c, const ModelConfig *src, unsigned known, const
         {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_low_freq_factor), 1, 0},
         {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_high_freq_factor), 1, 0},
         {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_original_context), 1, 0},
+        {MODEL_TIED, "tie_word_embeddings", offsetof(ModelConfig, tie_word_embeddings), 0, 1},
     };
     ModelConfig *m = &c->model;
     if ((known & MODEL_TYPE) && strcmp(m->model_type, src->model_type) != 0) {

@@ -40,6 +40,7 @@ typedef struct {
     // original_context / low_freq_factor are divided by factor, those shorter than
     // original_context / high_freq_factor kept, the band between interpolated. factor 1: none.
     float rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_context;
+    int tie_word_embeddings;  // lm_head is the embedding (Llama-3.2 1B/3B); families with tie_option
     float norm_eps;
     float initializer_range;
     float dropout;        // training only: residual branches (both), embeddings and attention probabilities (minGPT)
@@ -105,7 +106,7 @@ typedef struct {
 enum {
     MODEL_HIDDEN = 1, MODEL_LAYERS = 2, MODEL_HEADS = 4, MODEL_KV_HEADS = 8, MODEL_INTERMEDIATE = 16,
     MODEL_VOCAB = 32, MODEL_CONTEXT = 64, MODEL_ROPE_THETA = 128, MODEL_NORM_EPS = 256, MODEL_TYPE = 512,
-    MODEL_ROPE_SCALING = 1024, MODEL_ALL = 2047
+    MODEL_ROPE_SCALING = 1024, MODEL_TIED = 2048, MODEL_ALL = 4095
 };
 
 // The training flags: what `fsdpc` without a subcommand parses into a Config (the defaults

@@ -25,13 +25,15 @@ typedef struct {
     int hidden_width, num_layers, num_heads, num_key_value_heads, intermediate_size, max_context_width, vocab_size;
     float rope_theta;           // 0: the default (10000)
     float rope_scaling_factor;  // 0: none; else Llama-3's scaling, its other parameters Llama-3.1's
+    int tie_word_embeddings;    // lm_head is the embedding (families with tie_option)
 } FamilyPreset;
 
-typedef enum { FAMILY_INT, FAMILY_FLOAT } FamilyType;
+typedef enum { FAMILY_INT, FAMILY_FLOAT, FAMILY_BOOL } FamilyType;
 
 // A ModelConfig field stored as a checkpoint root attribute, named as its --flag. INT fields are
 // in [1, INT_MAX] and required; FLOAT fields positive and finite, and a file written before the
-// attribute existed has `absent`. Lists end with a {NULL} entry.
+// attribute existed has `absent`; BOOL fields (an int) 0 or 1, 0 when absent. INT and BOOL fields
+// decide the tensors' layout. Lists end with a {NULL} entry.
 typedef struct {
     const char *name;
     FamilyType type;
@@ -79,7 +81,8 @@ typedef struct {
     // without config.json the sizes come from tensor shapes: the (V, D) embedding, block 0's
     // (F, D) MLP weight, the block name pattern (one %d) that counts the layers
     const char *embed, *mlp, *layer_fmt;
-    // a tied pair: safetensors stores `tied` once, under `tied_to`'s name; fsdpc trains a copy
+    // a tied pair: safetensors stores `tied` once, under `tied_to`'s name. With tie_option and
+    // tie_word_embeddings true in config.json the model is tied; otherwise fsdpc trains a copy
     const char *tied, *tied_to;
 } FamilyHfImport;
 
@@ -94,6 +97,7 @@ typedef enum {
     FAMILY_OUT_PAD,        // the source's id, else left out
     FAMILY_OUT_DTYPE,      // the weights' torch dtype
     FAMILY_OUT_ROPE_SCALING,  // null, or the object of hf_import.rope.scaled's rope_type
+    FAMILY_OUT_BOOL,       // the int field at off as true / false
 } FamilyOutKind;
 typedef struct {
     const char *key;
@@ -120,6 +124,7 @@ struct ModelFamily {
     int rope;       // rotary positions: rope_theta applies, head dimension even
     int gated_mlp;  // the MLP's gate and up projections are one GEMM of 2 x intermediate_size rows
     int mlp_ratio;  // intermediate_size defaults to mlp_ratio x hidden_width when not given (0: the preset's)
+    int tie_option; // tie_word_embeddings may be set: lm_head is then the embedding, trained as one tensor
     const FamilyField *ckpt_fields;  // the checkpoint attributes of its config
     FamilyHfImport hf_import;
     FamilyHfExport hf_export;

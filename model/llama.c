@@ -1,6 +1,7 @@
 // llama: the Llama family (LlamaForCausalLM: Llama-2, Llama-3/3.1/3.2): RMSNorm, RoPE (with
 // Llama-3's frequency scaling), grouped-query attention, SwiGLU.
-// Units: 0 the embedding, 1..L the blocks, L+1 the final norm and lm_head. Its descriptor (end of
+// Units: 0 the embedding, 1..L the blocks, L+1 the final norm and lm_head; with tied embeddings
+// (Llama-3.2 1B/3B) unit 0 holds the embedding, which is lm_head, and the final norm. Its descriptor (end of
 // the file) holds the presets, the checkpoint and Hugging Face spellings of its config, and the
 // unit plan, activations and forward/backward of each FSDP unit that come before it.
 #include <math.h>
@@ -18,13 +19,16 @@ static void llama_plan_build(ModelPlan *plan) {
     const ModelConfig *c = &plan->cfg;
     int D = c->hidden_width, L = c->num_layers, hd = config_head_dim(c);
     int qd = c->num_heads * hd, kvd = c->num_key_value_heads * hd, F = c->intermediate_size, V = c->vocab_size;
-    plan->nunits = L + 2;
+    int tied = c->tie_word_embeddings;
+    plan->nunits = tied ? L + 1 : L + 2;
     plan->embed_unit = 0;
     plan->block0 = 1;
-    plan->head_unit = L + 1;
+    plan->head_unit = tied ? 0 : L + 1;
     plan->units = callocCheck(plan->nunits, sizeof(UnitSpec));
     plan->units[0].layer = -1;
     model_add_tensor(&plan->units[0], "model.embed_tokens.weight", V, D, INIT_NORMAL, 1.0f, 1);
+    // tied, as minGPT's root unit: the embedding (lm_head too), then the final norm
+    if (tied) model_add_tensor(&plan->units[0], "model.norm.weight", D, 0, INIT_ONES, 1.0f, 0);
     char name[80];
     static const char *const block_names[] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj",
                                               "self_attn.v_proj", "self_attn.o_proj", "post_attention_layernorm",
@@ -39,16 +43,19 @@ static void llama_plan_build(ModelPlan *plan) {
             model_add_tensor(u, name, rows[i], cols[i], cols[i] ? INIT_NORMAL : INIT_ONES, 1.0f, cols[i] != 0);
         }
     }
+    if (tied) return;
     UnitSpec *head = &plan->units[L + 1];
     head->layer = -1;
     model_add_tensor(head, "model.norm.weight", D, 0, INIT_ONES, 1.0f, 0);
     model_add_tensor(head, "lm_head.weight", V, D, INIT_NORMAL, 1.0f, 1);
 }
 
-// tensor order inside a block unit and the head unit. q, k, v are adjacent in the flat unit, so
-// from P_Q on they are one (H*hd + 2*KV*hd, D) weight and one GEMM; so are gate and up, (2F, D).
+// tensor order inside a block unit and the head unit (tied: the embedding unit, lm_head the
+// embedding). q, k, v are adjacent in the flat unit, so from P_Q on they are one (H*hd + 2*KV*hd, D)
+// weight and one GEMM; so are gate and up, (2F, D).
 enum { P_LN1, P_Q, P_K, P_V, P_O, P_LN2, P_GATE, P_UP, P_DOWN };
 enum { P_NORM, P_LM_HEAD };
+enum { P_TIED_EMBED, P_TIED_NORM };
 
 // RoPE's inverse frequency of each pair of dimensions (hd/2): theta^(-2i/hd), then Llama-3's
 // scaling when rope_scaling_factor is not 1 (Hugging Face's rope_type "llama3"): wavelengths past
@@ -184,17 +191,18 @@ static void llama_block_fwd(const ModelPlan *plan, int l, const void *p, Activat
 static void llama_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Activations *a, int with_targets,
                                int T, float dscale) {
     const ModelConfig *c = &plan->cfg;
-    const UnitSpec *u = &plan->units[plan->nunits - 1];
+    const UnitSpec *u = &plan->units[plan->head_unit];
     int N = a->B * T, D = c->hidden_width, V = c->vocab_size;
+    int nw = c->tie_word_embeddings ? P_TIED_NORM : P_NORM, hw = c->tie_word_embeddings ? P_TIED_EMBED : P_LM_HEAD;
     const float *x = model_res_in(a, c->num_layers, D, T);  // (B, T, D) last block out
-    kern_rmsnorm_fwd(a->xf, a->rstdf, x, WP(p, u, P_NORM), N, D, c->norm_eps);
-    kern_matmul_fwd(a->logits, KERN_ACT, a->xf, WP(p, u, P_LM_HEAD), N, D, V);  // (B, T, V)
+    kern_rmsnorm_fwd(a->xf, a->rstdf, x, WP(p, u, nw), N, D, c->norm_eps);
+    kern_matmul_fwd(a->logits, KERN_ACT, a->xf, WP(p, u, hw), N, D, V);  // (B, T, V)
     if (!with_targets) return;
     kern_crossentropy_fwd_bwd(a->logits, a->targets, N, V, dscale, a->loss);  // logits become dlogits
     if (dscale == 0.0f) return;
-    kern_matmul_bwd(a->dxn, W(g, u, P_LM_HEAD), a->logits, KERN_ACT, a->xf, WP(p, u, P_LM_HEAD), N, D, V, 0);
+    kern_matmul_bwd(a->dxn, W(g, u, hw), a->logits, KERN_ACT, a->xf, WP(p, u, hw), N, D, V, 0);
     kern_zero(a->dres, (size_t)N * D);
-    kern_rmsnorm_bwd(a->dres, W(g, u, P_NORM), a->dxn, x, WP(p, u, P_NORM), a->rstdf, N, D);
+    kern_rmsnorm_bwd(a->dres, W(g, u, nw), a->dxn, x, WP(p, u, nw), a->rstdf, N, D);
 }
 
 static void llama_block_bwd(const ModelPlan *plan, int l, const void *p, float *g, Activations *a) {
@@ -234,17 +242,17 @@ static double llama_flops_per_token(const ModelPlan *plan, int T) {
 #endif
 
 // llama2_* and llama3* are the published Llama-2 / Llama-3 (rope_theta 500000, 128256 tokens) and
-// Llama-3.2 (RoPE scaled x32 from 8192 positions) sizes; tiny is the default Shakespeare model (byte
+// Llama-3.2 (RoPE scaled x32 from 8192 positions, tied embeddings) sizes; tiny is the default Shakespeare model (byte
 // vocab), small enough that `make run` learns visibly in a couple of minutes on 2 cores.
 static const FamilyPreset llama_presets[] = {
-    {"tiny", 128, 4, 4, 2, 344, 128, 256, 0, 0},
-    {"llama2_7b", 4096, 32, 32, 32, 11008, 4096, 32000, 0, 0},
-    {"llama2_13b", 5120, 40, 40, 40, 13824, 4096, 32000, 0, 0},
-    {"llama2_70b", 8192, 80, 64, 8, 28672, 4096, 32000, 0, 0},
-    {"llama3_8b", 4096, 32, 32, 8, 14336, 8192, 128256, 500000.0f, 0},
-    {"llama3_70b", 8192, 80, 64, 8, 28672, 8192, 128256, 500000.0f, 0},
-    {"llama3.2_1b", 2048, 16, 32, 8, 8192, 131072, 128256, 500000.0f, 32.0f},
-    {"llama3.2_3b", 3072, 28, 24, 8, 8192, 131072, 128256, 500000.0f, 32.0f},
+    {"tiny", 128, 4, 4, 2, 344, 128, 256, 0, 0, 0},
+    {"llama2_7b", 4096, 32, 32, 32, 11008, 4096, 32000, 0, 0, 0},
+    {"llama2_13b", 5120, 40, 40, 40, 13824, 4096, 32000, 0, 0, 0},
+    {"llama2_70b", 8192, 80, 64, 8, 28672, 4096, 32000, 0, 0, 0},
+    {"llama3_8b", 4096, 32, 32, 8, 14336, 8192, 128256, 500000.0f, 0, 0},
+    {"llama3_70b", 8192, 80, 64, 8, 28672, 8192, 128256, 500000.0f, 0, 0},
+    {"llama3.2_1b", 2048, 16, 32, 8, 8192, 131072, 128256, 500000.0f, 32.0f, 1},
+    {"llama3.2_3b", 3072, 28, 24, 8, 8192, 131072, 128256, 500000.0f, 32.0f, 1},
     {NULL},
 };
 
@@ -255,7 +263,8 @@ static const FamilyField llama_ckpt_fields[] = {
     INT_FIELD(intermediate_size), INT_FIELD(vocab_size), INT_FIELD(max_context_width),
     FLOAT_FIELD(rope_theta, 10000.0f), FLOAT_FIELD(norm_eps, 1e-5f), FLOAT_FIELD(rope_scaling_factor, 1.0f),
     FLOAT_FIELD(rope_low_freq_factor, 1.0f), FLOAT_FIELD(rope_high_freq_factor, 4.0f),
-    FLOAT_FIELD(rope_original_context, 8192.0f), {NULL},
+    FLOAT_FIELD(rope_original_context, 8192.0f), {"tie_word_embeddings", FAMILY_BOOL, offsetof(ModelConfig, tie_word_embeddings), 0},
+    {NULL},
 };
 
 // LlamaConfig's keys; the optional ones default as transformers' LlamaConfig does
@@ -288,7 +297,7 @@ static const FamilyHfOut llama_hf_config[] = {
     OUT_INT("num_hidden_layers", num_layers), OUT_INT("num_attention_heads", num_heads),
     OUT_INT("num_key_value_heads", num_key_value_heads), OUT("max_position_embeddings", FAMILY_OUT_POSITIONS),
     OUT_FLOAT("rms_norm_eps", norm_eps), OUT_FLOAT("rope_theta", rope_theta), OUT("rope_scaling", FAMILY_OUT_ROPE_SCALING),
-    OUT_INT("vocab_size", vocab_size), OUT_RAW("tie_word_embeddings", "false"), OUT_RAW("hidden_act", "\"silu\""),
+    OUT_INT("vocab_size", vocab_size), {"tie_word_embeddings", FAMILY_OUT_BOOL, NULL, offsetof(ModelConfig, tie_word_embeddings)}, OUT_RAW("hidden_act", "\"silu\""),
     OUT_RAW("attention_bias", "false"), OUT_RAW("mlp_bias", "false"), OUT("bos_token_id", FAMILY_OUT_BOS),
     OUT("eos_token_id", FAMILY_OUT_EOS), OUT("pad_token_id", FAMILY_OUT_PAD), OUT("torch_dtype", FAMILY_OUT_DTYPE),
     {NULL},
@@ -302,6 +311,7 @@ const ModelFamily family_llama = {
     .gqa = 1,
     .rope = 1,
     .gated_mlp = 1,
+    .tie_option = 1,
     .ckpt_fields = llama_ckpt_fields,
     .hf_import = {
         .model_types = llama_hf_types,

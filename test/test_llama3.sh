@@ -28,8 +28,34 @@ for m in s t; do
     loss_ok "$(losses "$W/$m.jsonl")" "$ref" 1e-5
     check "rope_scaling llama3$([ $m = t ] && echo ', tied embeddings'): first-step loss $(losses "$W/$m.jsonl") equals the reference's $ref within 1e-5" $?
 done
-grep -q "lm_head.weight is tied to model.embed_tokens.weight" "$W/t.log"
-check "tie_word_embeddings: lm_head imported from embed_tokens (logged)" $?
+# tied training: the embedding's gradient is its own plus lm_head's. Two AdamW steps on the one
+# batch (the mean loss does not depend on the sample order) against torch's AdamW on the reference
+# with lm_head the embedding's Parameter
+./fsdpc --init_from "$W/t" --train_data "$W/four.txt" --max_steps 2 --batch_size 4 $ONE --lr 3e-3 --min_lr 3e-3 --warmup 0 \
+    --weight_decay 0.1 --beta1 0.9 --beta2 0.95 --grad_clip 0 --metrics_file "$W/t2.jsonl" >/dev/null 2>&1
+ref2=$($PY - "$W/t" "$W/four.txt" <<'PYEOF'
+import sys
+import numpy as np
+import torch
+sys.path.insert(0, "test")
+from llama_ref import adamw_for, load_hf, loss_fn
+model = load_hf(sys.argv[1], torch.float64)
+model.lm_head.weight = model.model.embed_tokens.weight
+T = model.cfg.max_context_width
+data = np.fromfile(sys.argv[2], dtype=np.uint8).astype(np.int64)
+x = torch.from_numpy(np.stack([data[i * T:i * T + T + 1] for i in range((len(data) - 1) // T)]))
+opt = adamw_for(model, 3e-3, (0.9, 0.95), 1e-8, 0.1)
+for step in range(2):
+    opt.zero_grad()
+    loss = loss_fn(model(x[:, :-1]), x[:, 1:])
+    loss.backward()
+    opt.step()
+print(f"{loss.item():.12g}")
+PYEOF
+)
+l2=$(losses "$W/t2.jsonl" | sed -n 2p)
+loss_ok "$l2" "$ref2" 1e-4
+check "tied training: the second AdamW step's loss $l2 equals torch's with one shared tensor ($ref2) within 1e-4" $?
 plain=$($PY test/hf_ref.py loss "$W/plain" "$W/four.txt")
 ! loss_ok "$(losses "$W/s.jsonl")" "$plain" 1e-4
 check "the scaling matters: the same weights with plain RoPE give another loss ($plain)" $?
@@ -77,16 +103,25 @@ check "export: the source's tensors bit for bit, config.json's rope_theta and ro
 $PY test/hf_ref.py generate Hello 24 "$W/exp" "$W/ref.out"
 cmp -s "$W/re.gen" "$W/ref.s" && cmp -s "$W/ref.out" "$W/ref.s"
 check "the export imports back to the same model, in fsdpc and in the reference" $?
-./fsdpc --init_from "$W/t" $KEEP --checkpoint_dir "$W/kt" >/dev/null 2>&1 &&
-    ./fsdpc export --checkpoint "$W/kt" --output "$W/outt" --dtype fp32 >/dev/null 2>&1 &&
+./fsdpc --init_from "$W/t" $KEEP --checkpoint_dir "$W/kt" >/dev/null 2>&1
+$PY -c "
+import h5py, sys
+f = h5py.File(sys.argv[1], 'r')
+sys.exit(int(f.attrs['tie_word_embeddings']) != 1 or 'lm_head.weight' in f['model'] or 'model.embed_tokens.weight' not in f['model'])" \
+    "$W/kt/step_00000001.h5"
+check "a tied model trains tied: the checkpoint has tie_word_embeddings=1 and no lm_head tensor" $?
+./fsdpc export --checkpoint "$W/kt" --output "$W/outt" --dtype fp32 >/dev/null 2>&1 &&
     $PY -c "
-import sys
+import json, sys
 sys.path.insert(0, 'test')
 from hf_read import read_source
 a, b = read_source(sys.argv[1]), read_source(sys.argv[2])
-sys.exit(not (b['lm_head.weight'] == a['model.embed_tokens.weight']).all() or
-         any(not (a[k] == b[k]).all() for k in a))" "$W/t" "$W/outt"
-check "a tied model exports untied (lm_head a copy of embed_tokens, as trained), the rest bit for bit" $?
+c = json.load(open(sys.argv[2] + '/config.json'))
+sys.exit(c['tie_word_embeddings'] is not True or sorted(a) != sorted(b) or any(not (a[k] == b[k]).all() for k in a))" "$W/t" "$W/outt"
+check "a tied model exports tied: tie_word_embeddings true, no lm_head, every tensor bit for bit" $?
+./fsdpc --init_from "$W/outt" --train_data "$W/four.txt" --max_steps 1 --batch_size 4 $ONE --metrics_file "$W/tt.jsonl" >/dev/null 2>&1
+[ "$(losses "$W/tt.jsonl")" = "$(losses "$W/t.jsonl")" ]
+check "the tied export imports back to the same first-step loss" $?
 
 # ---- Llama-3's vocabulary and RoPE from the command line ----
 ./fsdpc --rope_theta 500000 --vocab_size 128256 --hidden_width 64 --num_heads 4 --num_key_value_heads 2 \
@@ -95,11 +130,11 @@ check "a tied model exports untied (lm_head a copy of embed_tokens, as trained),
 check "a 128256-token vocabulary with rope_theta 500000 trains" $?
 
 # ---- presets: the published sizes (parameters as fsdpc plan counts them) ----
-for p in "llama3_8b 8.03B" "llama3_70b 70.6B" "llama3.2_1b 1.5B" "llama3.2_3b 3.61B"; do
+for p in "llama3_8b 8.03B" "llama3_70b 70.6B" "llama3.2_1b 1.24B" "llama3.2_3b 3.21B"; do
     set -- $p
     ./fsdpc plan --model_name "$1" --world_size 8 >"$W/plan" 2>&1
     grep -q "$1, $2 parameters (.* V=128256)" "$W/plan"
-    check "--model_name $1: $2 parameters (untied lm_head), V=128256" $? "$(head -1 "$W/plan")"
+    check "--model_name $1: $2 parameters, V=128256" $? "$(head -1 "$W/plan")"
 done
 ./fsdpc --model_name llama3.2_1b --num_layers 1 --hidden_width 64 --num_heads 4 --num_key_value_heads 2 \
     --intermediate_size 128 --vocab_size 256 --max_context_width 32 --train_data synthetic --batch_size 1 --max_steps 1 \
@@ -107,9 +142,13 @@ done
     $PY -c "
 import h5py, sys
 a = h5py.File(sys.argv[1], 'r').attrs
-sys.exit(float(a['rope_theta']) != 500000 or float(a['rope_scaling_factor']) != 32 or float(a['rope_original_context']) != 8192)" \
-        "$W/kp/step_00000001.h5"
-check "--model_name llama3.2_1b trains with rope_theta 500000 and Llama-3.2's scaling (x32 from 8192)" $?
+sys.exit(float(a['rope_theta']) != 500000 or float(a['rope_scaling_factor']) != 32 or float(a['rope_original_context']) != 8192
+         or int(a['tie_word_embeddings']) != 1)" "$W/kp/step_00000001.h5"
+check "--model_name llama3.2_1b trains tied, with rope_theta 500000 and Llama-3.2's scaling (x32 from 8192)" $?
+expect_error "a tied checkpoint resumed untied" "tie_word_embeddings=1 but this run has --tie_word_embeddings 0" \
+    ./fsdpc --resume_from_checkpoint "$W/kp/step_00000001.h5" --model_name llama3.2_1b --tie_word_embeddings false --num_layers 1 --hidden_width 64 \
+    --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --vocab_size 256 --max_context_width 32 $GEN
+expect_error "--tie_word_embeddings for minGPT" "tie_word_embeddings" ./fsdpc --model_type mingpt --tie_word_embeddings $GEN
 
 # ---- refusals by name ----
 for t in linear dynamic yarn longrope; do
