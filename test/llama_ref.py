@@ -222,7 +222,8 @@ def config_from_hf(cfg):
         hidden_width=cfg["hidden_size"], num_layers=cfg["num_hidden_layers"], num_heads=cfg["num_attention_heads"],
         num_key_value_heads=cfg.get("num_key_value_heads", cfg["num_attention_heads"]),
         intermediate_size=cfg["intermediate_size"], vocab_size=cfg["vocab_size"],
-        max_context_width=cfg.get("max_position_embeddings", 2048), rope_theta=cfg.get("rope_theta", 10000.0),
+        max_context_width=cfg.get("max_position_embeddings", 2048),
+        rope_theta=cfg.get("rope_theta") or (cfg.get("rope_parameters") or {}).get("rope_theta", 10000.0),
         norm_eps=cfg.get("rms_norm_eps", 1e-6), rope_llama3=llama3_from_hf(cfg))
 
 

@@ -56,6 +56,33 @@ PYEOF
 l2=$(losses "$W/t2.jsonl" | sed -n 2p)
 loss_ok "$l2" "$ref2" 1e-4
 check "tied training: the second AdamW step's loss $l2 equals torch's with one shared tensor ($ref2) within 1e-4" $?
+T2="--init_from $W/t --train_data $W/four.txt --max_steps 2 $ONE --lr 3e-3 --min_lr 3e-3 --warmup 0 --weight_decay 0.1 --beta2 0.95 --grad_clip 0"
+$MPI -np 2 ./fsdpc $T2 --batch_size 2 --metrics_file "$W/t2np2.jsonl" >/dev/null 2>&1
+d=$(rel_diff "$W/t2.jsonl" "$W/t2np2.jsonl" 2 1e-6)
+check "tied, np=2 full-shard (the embedding/head unit sharded): both losses equal np=1's (worst rel diff $d)" $?
+
+# the CUDA kernels (scaled RoPE tables, the tied head) on the emulated GPU against the CPU
+if [ -x build/fsdpc_emu ]; then
+    E="--train_data $W/four.txt --max_steps 3 --batch_size 2 --max_context_width 32 $ONE --lr 3e-3 --warmup 1"
+    timeout 300 ./build/fsdpc_emu --init_from "$W/t" $E --device cuda --metrics_file "$W/emu.jsonl" >"$W/emu.log" 2>&1
+    ./fsdpc --init_from "$W/t" $E --device cpu --metrics_file "$W/cpu.jsonl" >/dev/null 2>&1
+    d=$(rel_diff "$W/cpu.jsonl" "$W/emu.jsonl" 3 1e-5)
+    check "emulated GPU, rope_scaling llama3 and tied embeddings: 3 fp32 losses equal the CPU's (worst rel diff $d)" $? \
+        "$(grep -m2 -E 'error|emu' "$W/emu.log")"
+else
+    check "emulated GPU # SKIP build/fsdpc_emu is not built (make build/fsdpc_emu)" 0
+fi
+# newer transformers: theta and scaling inside rope_parameters
+cp -r "$W/s" "$W/par"
+$PY -c "
+import json, sys
+p = sys.argv[1]
+c = json.load(open(p))
+c['rope_parameters'] = dict(c.pop('rope_scaling'), rope_theta=c.pop('rope_theta'))
+json.dump(c, open(p, 'w'))" "$W/par/config.json"
+./fsdpc --init_from "$W/par" $STEP --metrics_file "$W/par.jsonl" >/dev/null 2>&1
+[ -n "$(losses "$W/par.jsonl")" ] && [ "$(losses "$W/par.jsonl")" = "$(losses "$W/s.jsonl")" ]
+check "rope_parameters {rope_type llama3, rope_theta, ...} (newer transformers) gives the same model" $?
 plain=$($PY test/hf_ref.py loss "$W/plain" "$W/four.txt")
 ! loss_ok "$(losses "$W/s.jsonl")" "$plain" 1e-4
 check "the scaling matters: the same weights with plain RoPE give another loss ($plain)" $?
