@@ -228,22 +228,55 @@ static const char *hf_rope_type(const JsonValue *o) {
     return t ? t : json_get_string(o, "type");
 }
 
+// whether rope_type t is one the family implements: plain RoPE, or its frequency scaling
+static int hf_rope_known(const char *t, const FamilyHfRope *r) {
+    return !strcmp(t, "default") || (r->scaled && !strcmp(t, r->scaled));
+}
+
 // Rotary embeddings in either spelling: rope_scaling (older transformers; null, or an object of
-// rope_type "default") and rope_parameters (newer: {"rope_theta": ..., "rope_type": "default"}).
-// fsdpc implements plain RoPE: any other rope_type is refused by name.
+// rope_type "default" or the family's scaled one) and rope_parameters (newer: {"rope_theta": ...,
+// "rope_type": "default"}). Any other rope_type (linear, dynamic, yarn...) is refused by name.
 static int hf_check_rope(const JsonValue *c, const FamilyHfRope *r, const char *path, char *err, size_t len) {
     if (!r->theta) return 0;
     const JsonValue *scaling = json_get(c, r->scaling), *par = json_get(c, r->parameters);
     const char *t = scaling && scaling->type == JSON_OBJECT ? hf_rope_type(scaling) : NULL;
-    if (scaling && scaling->type != JSON_NULL && !(t && !strcmp(t, "default")))
-        return err_set(err, len, "'%s' sets %s%s%s, which fsdpc does not support (plain RoPE only)", path, r->scaling,
-                       t ? " with rope_type " : "", t ? t : "");
+    char built[64];
+    snprintf(built, sizeof built, "plain RoPE%s%s", r->scaled ? " and rope_type " : "", r->scaled ? r->scaled : "");
+    if (scaling && scaling->type != JSON_NULL && !(t && hf_rope_known(t, r)))
+        return err_set(err, len, "'%s' sets %s%s%s, which fsdpc does not support (%s only)", path, r->scaling,
+                       t ? " with rope_type " : "", t ? t : "", built);
     if (!par || par->type == JSON_NULL) return 0;
     if (par->type != JSON_OBJECT) return err_set(err, len, "'%s': %s must be an object", path, r->parameters);
-    if ((t = hf_rope_type(par)) && strcmp(t, "default"))
-        return err_set(err, len, "'%s' sets %s with rope_type %s, which fsdpc does not implement (plain RoPE only: "
-                           "rope_type default)", path, r->parameters, t);
+    if ((t = hf_rope_type(par)) && !hf_rope_known(t, r))
+        return err_set(err, len, "'%s' sets %s with rope_type %s, which fsdpc does not implement (%s only)", path,
+                       r->parameters, t, built);
     return 0;
+}
+
+// The family's RoPE frequency scaling (rope_type r->scaled) from rope_scaling or rope_parameters,
+// into m's rope_scaling_* fields: 1 when the config has it, 0 when not, -1 on an error.
+static int hf_read_rope_scaling(const JsonValue *c, const FamilyHfRope *r, const char *path, ModelConfig *m, char *err,
+                                size_t len) {
+    const char *const names[2] = {r->scaling, r->parameters};
+    const JsonValue *o = NULL;
+    const char *name = NULL;
+    for (int i = 0; i < 2 && !o && r->scaled; i++) {
+        const JsonValue *v = json_get(c, names[i]);
+        const char *t = v && v->type == JSON_OBJECT ? hf_rope_type(v) : NULL;
+        if (t && !strcmp(t, r->scaled)) o = v, name = names[i];
+    }
+    if (!o) return 0;
+    static const char *const keys[] = {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
+    float *dst[] = {&m->rope_scaling_factor, &m->rope_low_freq_factor, &m->rope_high_freq_factor, &m->rope_original_context};
+    for (int i = 0; i < 4; i++) {
+        double v;
+        if (!json_get_number(o, keys[i], &v) || !(v > 0) || !(v < 1e30))
+            return err_set(err, len, "'%s': %s of rope_type %s needs %s, a positive number", path, name, r->scaled, keys[i]);
+        *dst[i] = (float)v;
+    }
+    if (!(m->rope_high_freq_factor > m->rope_low_freq_factor))
+        return err_set(err, len, "'%s': %s.high_freq_factor must exceed its low_freq_factor", path, name);
+    return 1;
 }
 
 // The family of config.json c, and the settings of it that the family cannot honour.
@@ -324,7 +357,9 @@ static int hf_read_config(HfModel *h, const char *path, char *err, size_t len) {
                          at == par ? im->rope.parameters : "", at == par ? "." : "");
         else m->rotary_pct = (float)v, h->fields |= MODEL_ROTARY_PCT;
     }
-    int r = rc ? rc : hf_context(c, im, path, &m->max_context_width, err, len);
+    int r = rc ? rc : hf_read_rope_scaling(c, &im->rope, path, m, err, len);
+    if (r > 0) h->fields |= MODEL_ROPE_SCALING;
+    r = r < 0 ? -1 : hf_context(c, im, path, &m->max_context_width, err, len);
     if (r > 0) h->fields |= MODEL_CONTEXT;
     rc = r < 0 ? -1 : 0;
     int64_t head_dim;
@@ -332,6 +367,10 @@ static int hf_read_config(HfModel *h, const char *path, char *err, size_t len) {
         rc = err_set(err, len, "'%s': head_dim %lld is not hidden_size / num_attention_heads, which fsdpc requires", path,
                      (long long)head_dim);
     if (rc == 0 && im->tied) json_get_bool(c, "tie_word_embeddings", &h->tied);
+    if (rc == 0 && h->fam->tie_option) {  // a tied model trains tied: no lm_head to copy
+        m->tie_word_embeddings = h->tied, h->fields |= MODEL_TIED;
+        h->tied = 0;
+    }
     json_free(c);
     return rc;
 }
@@ -438,6 +477,13 @@ unsigned hf_model_config(const HfModel *h, ModelConfig *m) {
     if (f & MODEL_ROPE_THETA) m->rope_theta = h->m.rope_theta;
     if (f & MODEL_NORM_EPS) m->norm_eps = h->m.norm_eps;
     if (f & MODEL_ROTARY_PCT) m->rotary_pct = h->m.rotary_pct;
+    if (f & MODEL_TIED) m->tie_word_embeddings = h->m.tie_word_embeddings;
+    if (f & MODEL_ROPE_SCALING) {
+        m->rope_scaling_factor = h->m.rope_scaling_factor;
+        m->rope_low_freq_factor = h->m.rope_low_freq_factor;
+        m->rope_high_freq_factor = h->m.rope_high_freq_factor;
+        m->rope_original_context = h->m.rope_original_context;
+    }
     return f;
 }
 
@@ -799,6 +845,20 @@ static const char *export_dtype_name(StDtype dt) {
     return dt == ST_F32 ? "float32" : dt == ST_BF16 ? "bfloat16" : "float16";
 }
 
+// rope_scaling: null for plain RoPE, else the family's scaled rope_type with its parameters
+static void export_rope_scaling(FILE *f, const ModelFamily *fam, const ModelConfig *m) {
+    if (m->rope_scaling_factor == 1.0f || !fam->hf_import.rope.scaled) {
+        fprintf(f, "null");
+        return;
+    }
+    char a[32], b[32], c[32];
+    export_float(a, sizeof a, m->rope_scaling_factor);
+    export_float(b, sizeof b, m->rope_low_freq_factor);
+    export_float(c, sizeof c, m->rope_high_freq_factor);
+    fprintf(f, "{\"factor\": %s, \"low_freq_factor\": %s, \"high_freq_factor\": %s, \"original_max_position_embeddings\": %.0f, "
+               "\"rope_type\": \"%s\"}", a, b, c, (double)m->rope_original_context, fam->hf_import.rope.scaled);
+}
+
 // config.json as the family's descriptor lists it. positions: the model's length, which a
 // finetune at a shorter context does not shorten; the token ids come from the source's
 // config.json (src) where it had them, else from the tokenizer (bos, eos; -1: none)
@@ -827,6 +887,8 @@ static void export_config_json(FILE *f, const ModelFamily *fam, const ModelConfi
             break;
         case FAMILY_OUT_BOS: case FAMILY_OUT_EOS: case FAMILY_OUT_PAD: export_print_id(f, v, id); break;
         case FAMILY_OUT_DTYPE: fprintf(f, "\"%s\"", export_dtype_name(dt)); break;
+        case FAMILY_OUT_ROPE_SCALING: export_rope_scaling(f, fam, m); break;
+        case FAMILY_OUT_BOOL: fprintf(f, *(const int *)field ? "true" : "false"); break;
         }
     }
     fprintf(f, "\n}\n");

@@ -505,8 +505,21 @@ static bool bpe_json_byte_level(const JsonValue *root, BpeOptions *opt, char *wh
     const char *other;
     if ((other = bpe_json_other(json_get(root, "normalizer"), NULL)))
         return snprintf(why, whylen, "normalizer %s is not supported with byte-level BPE (GPT-2 has none)", other), false;
-    const JsonValue *pre = json_get(root, "pre_tokenizer");
+    const JsonValue *pre = json_get(root, "pre_tokenizer"), *split = NULL;
     if (!pre || pre->type == JSON_NULL) return snprintf(why, whylen, "byte-level BPE without a ByteLevel pre_tokenizer is not supported"), false;
+    // Llama-3's: a Sequence of a Split by its own regex, then ByteLevel without GPT-2's regex
+    const char *pt = json_get_string(pre, "type");
+    const JsonValue *list = pt && !strcmp(pt, "Sequence") ? json_get(pre, "pretokenizers") : NULL;
+    if (list && list->type == JSON_ARRAY && list->len == 2) {
+        const char *t0 = json_get_string(&list->items[0], "type"), *t1 = json_get_string(&list->items[1], "type");
+        if (t0 && t1 && !strcmp(t0, "Split") && !strcmp(t1, "ByteLevel")) split = &list->items[0], pre = &list->items[1];
+    }
+    const char *regex = split ? json_get_string(json_get(split, "pattern"), "Regex") : NULL;
+    const char *behavior = split ? json_get_string(split, "behavior") : NULL;
+    int invert = 0;
+    if (split) json_get_bool(split, "invert", &invert);
+    if (split && (!regex || !behavior || strcmp(behavior, "Isolated") || invert))
+        return snprintf(why, whylen, "pre_tokenizer Split is supported only by a Regex pattern, behavior Isolated, not inverted (as Llama-3's)"), false;
     if ((other = bpe_json_other(pre, "ByteLevel")))
         return snprintf(why, whylen, "pre_tokenizer %s is not supported with byte-level BPE (only ByteLevel, as GPT-2's)", other), false;
     if ((other = bpe_json_other(json_get(root, "decoder"), "ByteLevel")))
@@ -514,7 +527,10 @@ static bool bpe_json_byte_level(const JsonValue *root, BpeOptions *opt, char *wh
     int add_prefix = 1, use_regex = 1;  // the defaults of Hugging Face's ByteLevel
     json_get_bool(pre, "add_prefix_space", &add_prefix);
     json_get_bool(pre, "use_regex", &use_regex);
-    *opt = bpe_gpt2_options(add_prefix, use_regex);
+    if (split && use_regex)
+        return snprintf(why, whylen, "pre_tokenizer Split followed by a ByteLevel with use_regex is not supported (only one regex: Llama-3's has use_regex false)"), false;
+    *opt = bpe_gpt2_options(add_prefix, use_regex || split);
+    if (split) opt->regex = regex, opt->special = NULL;
     return true;
 }
 
@@ -583,7 +599,7 @@ Bpe *bpe_load_json(const JsonValue *root, char *why, size_t whylen) {
     json_get_number(model, "dropout", &dropout);
     const char *prefix = json_get_string(model, "continuing_subword_prefix"), *suffix = json_get_string(model, "end_of_word_suffix");
     if (!byte_level && !fallback) return snprintf(why, whylen, "BPE without byte_fallback is not supported (" BPE_SPM_KINDS ")"), NULL;
-    if ((byte_level && fallback) || dropout != 0 || ignore_merges || (prefix && *prefix) || (suffix && *suffix))
+    if ((byte_level && fallback) || dropout != 0 || (ignore_merges && !byte_level) || (prefix && *prefix) || (suffix && *suffix))
         return snprintf(why, whylen, "%sBPE with %s is not supported", byte_level ? "byte-level " : "",
                         byte_level && fallback ? "byte_fallback" : dropout != 0 ? "dropout" : ignore_merges ? "ignore_merges" : "subword prefixes or suffixes"),
                NULL;
@@ -592,6 +608,7 @@ Bpe *bpe_load_json(const JsonValue *root, char *why, size_t whylen) {
     char step[96];
     if (byte_level) {
         if (!bpe_json_byte_level(root, &opt, why, whylen)) return NULL;
+        opt.whole_pieces = ignore_merges;
     } else if (bpe_json_steps(&opt, json_get(root, "normalizer"), "normalizers", step, sizeof step)) {
         return snprintf(why, whylen, "normalizer %s is not supported (only Prepend and Replace of SentencePiece's '" BPE_SPACE "')", step), NULL;
     } else if (bpe_json_steps(&opt, json_get(root, "pre_tokenizer"), "pretokenizers", step, sizeof step)) {
@@ -714,6 +731,14 @@ static void bpe_segment(Bpe *b, const uint8_t *s, size_t n, int32_t **ids, size_
 
 // A segment's ids from the cache, or merged and then cached: text repeats its words.
 static void bpe_cached(Bpe *b, const uint8_t *s, size_t n, int32_t **ids, size_t *len, size_t *cap) {
+    if (b->opt.whole_pieces) {
+        int32_t id = bpe_piece_id(b, (const char *)s, n);
+        if (id >= 0 && b->type[id] == BPE_PIECE_NORMAL) {
+            bpe_reserve(ids, cap, *len + 1);
+            (*ids)[(*len)++] = id;
+            return;
+        }
+    }
     if (n > BPE_CACHE_MAX_SEGMENT) {
         bpe_segment(b, s, n, ids, len, cap);
         return;

@@ -1,7 +1,7 @@
 // bpe: the one byte-pair-encoding engine. A vocabulary of pieces, a table of merges, merging by
 // a heap of candidate pairs and a cache of the segments merged serve every BPE vocabulary fsdpc
 // reads: SentencePiece-style tokenizer.json (Llama-2, Mistral) and byte-level BPE (GPT-2's
-// encoder.json + vocab.bpe or tokenizer.json). What differs between them is a BpeOptions table.
+// encoder.json + vocab.bpe or tokenizer.json; Llama-3's tokenizer.json, its own regex). What differs between them is a BpeOptions table.
 // Only data/tokenizer.c calls it.
 #ifndef FSDPC_BPE_H
 #define FSDPC_BPE_H
@@ -38,6 +38,8 @@ typedef struct {
     BpeSplit split;
     const char *regex;    // BPE_SPLIT_REGEX's pre-tokenizer (PCRE2 with Unicode properties)
     const char *special;  // a piece that is special even when no added token says so, or NULL
+    bool whole_pieces;    // a segment that is itself a (normal) piece is that piece, unmerged
+                          // (tokenizer.json's ignore_merges: Llama-3's, as tiktoken encodes)
 } BpeOptions;
 
 typedef enum { BPE_PIECE_NORMAL, BPE_PIECE_SPECIAL, BPE_PIECE_UNKNOWN, BPE_PIECE_BYTE } BpePieceType;

@@ -122,11 +122,13 @@ static bool tok_open_bpe(Tokenizer *t, const JsonValue *root, const char *file, 
     }
     t->bpe = encoder ? bpe_load_encoder(root, merges, why, sizeof why) : bpe_load_json(root, why, sizeof why);
     if (!t->bpe) return err_set(err, errlen, "tokenizer '%s': %s", file, why), false;
-    // SentencePiece-style: <s> and </s>; GPT-2 has no BOS: documents are separated by <|endoftext|>
+    // SentencePiece-style: <s> and </s>; GPT-2 has no BOS: documents are separated by
+    // <|endoftext|>; Llama-3 begins them with <|begin_of_text|> and ends them with <|end_of_text|>
     bool byte_level = bpe_options(t->bpe)->byte_level;
     t->vocab = bpe_vocab_size(t->bpe);
-    t->bos = byte_level ? -1 : bpe_piece_id(t->bpe, "<s>", 3);
+    t->bos = bpe_piece_id(t->bpe, byte_level ? "<|begin_of_text|>" : "<s>", byte_level ? 17 : 3);
     t->eos = byte_level ? bpe_piece_id(t->bpe, "<|endoftext|>", 13) : bpe_piece_id(t->bpe, "</s>", 4);
+    if (byte_level && t->eos < 0) t->eos = bpe_piece_id(t->bpe, "<|end_of_text|>", 15);
     t->unk = bpe_unk(t->bpe);
     return true;
 }

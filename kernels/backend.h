@@ -54,7 +54,7 @@
       (float *dinp, float *dw, float *db, const void *dout, const float *inp, const void *w, const float *mean,       \
        const float *rstd, int N, int D),                                                                               \
       (dinp, dw, db, dout, inp, w, mean, rstd, N, D))                                                                  \
-    X(void, rope_table, (float *cos_t, float *sin_t, int T, int rot, float theta), (cos_t, sin_t, T, rot, theta))      \
+    X(void, rope_table, (float *cos_t, float *sin_t, int T, int rot, const double *inv_freq), (cos_t, sin_t, T, rot, inv_freq))      \
     X(void, qkv_split,                                                                                                 \
       (void *q, void *k, void *v, const void *qkv, const float *cos_t, const float *sin_t, int B, int T, int H,        \
        int KV, int hd, int rot, KernQkvLayout layout, int pos0, const int32_t *pos),                                   \

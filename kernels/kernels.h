@@ -159,9 +159,10 @@ void kern_layernorm_bwd(float *dinp, float *dw, float *db, const void *dout, con
                         const float *mean, const float *rstd, int N, int D);
 
 // ---- RoPE, Hugging Face rotate_half convention ----
-// cos/sin tables are (T, rot/2): angle(t, i) = t * theta^(-2i/rot), rot the rotated dimensions of
-// a head (hd for full rotation; fewer for partial rotary, GPT-NeoX's rotary_pct).
-void kern_rope_table(float *cos_t, float *sin_t, int T, int rot, float theta);
+// cos/sin tables are (T, rot/2): angle(t, i) = t * inv_freq[i], rot the rotated dimensions of a
+// head (hd for full rotation; fewer for partial rotary, GPT-NeoX's rotary_pct), from the model's
+// per-dimension inverse frequencies (rot/2, host memory; plain RoPE: theta^(-2i/rot)).
+void kern_rope_table(float *cos_t, float *sin_t, int T, int rot, const double *inv_freq);
 
 // ---- the fused q|k|v projection ----
 // One GEMM against the adjacent q, k, v weights (H*hd + 2*KV*hd rows) gives qkv (B, T, H*hd + 2*KV*hd).

@@ -24,6 +24,13 @@ int config_preset(ModelConfig *m, const char *name) {
     m->intermediate_size = p->intermediate_size;
     m->max_context_width = p->max_context_width;
     m->vocab_size = p->vocab_size;
+    m->rope_theta = p->rope_theta ? p->rope_theta : 10000.0f;
+    // Llama-3.1's scaling parameters, stretched by the preset's factor
+    m->rope_scaling_factor = p->rope_scaling_factor ? p->rope_scaling_factor : 1.0f;
+    m->rope_low_freq_factor = 1.0f;
+    m->rope_high_freq_factor = 4.0f;
+    m->rope_original_context = 8192.0f;
+    m->tie_word_embeddings = p->tie_word_embeddings;
     return 1;
 }
 
@@ -189,6 +196,7 @@ static const CliFlag flags[] = {
     I("vocab_size", model.vocab_size, G_MODEL, "vocabulary (the tokenizer's unless given or a preset's)"),
     FL("rope_theta", model.rope_theta, G_MODEL, "RoPE base (the families with rotary positions)", CLI_ALIASES("rotary_emb_base")),
     FL("rotary_pct", model.rotary_pct, G_MODEL, "share of each head's dimensions RoPE rotates (GPT-NeoX: 0.25 unless given; the others rotate all)"),
+    B("tie_word_embeddings", model.tie_word_embeddings, G_MODEL, "lm_head is the embedding, one tensor (Llama only; Llama-3.2's)"),
     FL("initializer_range", model.initializer_range, G_MODEL, "standard deviation of the initial weights"),
     FL("dropout", model.dropout, G_MODEL,
        "training only: residual branches, and for minGPT embeddings and attention probabilities",
@@ -352,8 +360,7 @@ static void defaults(void *dst) {
     family_choices();  // before parsing, and before --help prints the choices
     memset(c, 0, sizeof *c);
     ModelConfig *m = &c->model;
-    config_preset(m, "tiny");  // the default model, and its family
-    m->rope_theta = 10000.0f;
+    config_preset(m, "tiny");  // the default model, and its family (rope_theta and scaling too)
     m->rotary_pct = 1.0f;
     m->norm_eps = 1e-5f;
     m->initializer_range = 0.02f;
@@ -429,6 +436,15 @@ const char *config_validate_model(const ModelConfig *m) {
                  "even number, at least 2", m->rotary_pct, config_head_dim(m), config_rotary_dims(m));
         return msg;
     }
+    if (m->tie_word_embeddings && !fam->tie_option) {
+        snprintf(msg, sizeof msg, "--tie_word_embeddings: model_type %s has no such option", m->model_type);
+        return msg;
+    }
+    if (fam->rope && m->rope_scaling_factor != 1.0f &&
+        !(m->rope_scaling_factor > 0 && m->rope_low_freq_factor > 0 && m->rope_high_freq_factor > m->rope_low_freq_factor &&
+          m->rope_original_context >= 1 && m->rope_scaling_factor < 1e30f && m->rope_high_freq_factor < 1e30f &&
+          m->rope_original_context < 1e30f))
+        return "RoPE scaling needs a positive factor, 0 < low_freq_factor < high_freq_factor and an original context of at least 1";
     // the fused q/k/v and gate/up projections are one GEMM each, whose dimensions are ints
     uint64_t rows;
     char why[200];
@@ -546,6 +562,11 @@ void config_adopt_model(Config *c, const ModelConfig *src, unsigned known, const
         {MODEL_ROPE_THETA, "rope_theta", offsetof(ModelConfig, rope_theta), 1, 0},
         {MODEL_NORM_EPS, NULL, offsetof(ModelConfig, norm_eps), 1, 0},
         {MODEL_ROTARY_PCT, "rotary_pct", offsetof(ModelConfig, rotary_pct), 1, 0},
+        {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_scaling_factor), 1, 0},
+        {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_low_freq_factor), 1, 0},
+        {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_high_freq_factor), 1, 0},
+        {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_original_context), 1, 0},
+        {MODEL_TIED, "tie_word_embeddings", offsetof(ModelConfig, tie_word_embeddings), 0, 1},
     };
     ModelConfig *m = &c->model;
     if ((known & MODEL_TYPE) && strcmp(m->model_type, src->model_type) != 0) {

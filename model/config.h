@@ -37,6 +37,11 @@ typedef struct {
     int vocab_size;           // V
     float rope_theta;
     float rotary_pct;     // partial rotary (GPT-NeoX): the share of each head's dimensions RoPE rotates; else 1
+    // Llama-3's RoPE frequency scaling (Hugging Face rope_type "llama3"): wavelengths longer than
+    // original_context / low_freq_factor are divided by factor, those shorter than
+    // original_context / high_freq_factor kept, the band between interpolated. factor 1: none.
+    float rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_context;
+    int tie_word_embeddings;  // lm_head is the embedding (Llama-3.2 1B/3B); families with tie_option
     float norm_eps;
     float initializer_range;
     float dropout;        // training only: residual branches (both), embeddings and attention probabilities (minGPT)
@@ -120,7 +125,7 @@ typedef struct {
 enum {
     MODEL_HIDDEN = 1, MODEL_LAYERS = 2, MODEL_HEADS = 4, MODEL_KV_HEADS = 8, MODEL_INTERMEDIATE = 16,
     MODEL_VOCAB = 32, MODEL_CONTEXT = 64, MODEL_ROPE_THETA = 128, MODEL_NORM_EPS = 256, MODEL_TYPE = 512,
-    MODEL_ROTARY_PCT = 1024, MODEL_ALL = 2047
+    MODEL_ROTARY_PCT = 1024, MODEL_ROPE_SCALING = 2048, MODEL_TIED = 4096, MODEL_ALL = 8191
 };
 
 // The training flags: what `fsdpc` without a subcommand parses into a Config (the defaults

@@ -23,13 +23,17 @@
 typedef struct {
     const char *name;
     int hidden_width, num_layers, num_heads, num_key_value_heads, intermediate_size, max_context_width, vocab_size;
+    float rope_theta;           // 0: the default (10000)
+    float rope_scaling_factor;  // 0: none; else Llama-3's scaling, its other parameters Llama-3.1's
+    int tie_word_embeddings;    // lm_head is the embedding (families with tie_option)
 } FamilyPreset;
 
-typedef enum { FAMILY_INT, FAMILY_FLOAT } FamilyType;
+typedef enum { FAMILY_INT, FAMILY_FLOAT, FAMILY_BOOL } FamilyType;
 
 // A ModelConfig field stored as a checkpoint root attribute, named as its --flag. INT fields are
 // in [1, INT_MAX] and required; FLOAT fields positive and finite, and a file written before the
-// attribute existed has `absent`. Lists end with a {NULL} entry.
+// attribute existed has `absent`; BOOL fields (an int) 0 or 1, 0 when absent. INT and BOOL fields
+// decide the tensors' layout. Lists end with a {NULL} entry.
 typedef struct {
     const char *name;
     FamilyType type;
@@ -60,11 +64,14 @@ typedef struct {
 // in the keys list) and scaling object of older transformers versions, and the parameters
 // object of newer ones ({"rope_theta": ..., "rope_type": "default"}), whose theta is read when
 // the top-level key is absent (so is a top-level rope_theta, newer transformers' spelling of a
-// family whose own key is another). A rope_type other than "default" is refused by name in either.
-// partial: the family's partial-rotary key (GPT-NeoX's rotary_pct), or NULL; when it is absent,
-// newer transformers' partial_rotary_factor (top level, or in the parameters object) is read.
+// family whose own key is another). A rope_type other than "default" is refused by name in either,
+// except `scaled`: the rope_type of Llama-3's frequency scaling (factor, low_freq_factor,
+// high_freq_factor, original_max_position_embeddings: ModelConfig's rope_scaling_*) when the
+// family has it. partial: the family's partial-rotary key (GPT-NeoX's rotary_pct), or NULL; when
+// it is absent, newer transformers' partial_rotary_factor (top level, or in the parameters
+// object) is read.
 typedef struct {
-    const char *theta, *scaling, *parameters, *partial;
+    const char *theta, *scaling, *parameters, *partial, *scaled;
 } FamilyHfRope;
 
 // How a Hugging Face model directory becomes this family (import). NULL lists: not importable.
@@ -79,7 +86,8 @@ typedef struct {
     // without config.json the sizes come from tensor shapes: the (V, D) embedding, block 0's
     // (F, D) MLP weight, the block name pattern (one %d) that counts the layers
     const char *embed, *mlp, *layer_fmt;
-    // a tied pair: safetensors stores `tied` once, under `tied_to`'s name; fsdpc trains a copy
+    // a tied pair: safetensors stores `tied` once, under `tied_to`'s name. With tie_option and
+    // tie_word_embeddings true in config.json the model is tied; otherwise fsdpc trains a copy
     const char *tied, *tied_to;
 } FamilyHfImport;
 
@@ -93,6 +101,8 @@ typedef enum {
     FAMILY_OUT_BOS, FAMILY_OUT_EOS,  // the source's ids, else the tokenizer's (null without)
     FAMILY_OUT_PAD,        // the source's id, else left out
     FAMILY_OUT_DTYPE,      // the weights' torch dtype
+    FAMILY_OUT_ROPE_SCALING,  // null, or the object of hf_import.rope.scaled's rope_type
+    FAMILY_OUT_BOOL,       // the int field at off as true / false
 } FamilyOutKind;
 typedef struct {
     const char *key;
@@ -120,6 +130,7 @@ struct ModelFamily {
     int gated_mlp;  // the MLP's gate and up projections are one GEMM of 2 x intermediate_size rows
     int mlp_ratio;  // intermediate_size defaults to mlp_ratio x hidden_width when not given (0: the preset's)
     float rotary_pct;  // partial rotary: --rotary_pct applies, with this default (0: every head dimension rotates)
+    int tie_option;    // tie_word_embeddings may be set: lm_head is then the embedding, trained as one tensor
     const FamilyField *ckpt_fields;  // the checkpoint attributes of its config
     FamilyHfImport hf_import;
     FamilyHfExport hf_export;

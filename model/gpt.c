@@ -231,10 +231,10 @@ static double gpt_flops_per_token(const ModelPlan *plan, int T) {
 
 // GPT-2's sizes as minGPT builds them, the vocabulary 50257 padded to 50304 (a multiple of 64)
 static const FamilyPreset gpt_presets[] = {
-    {"gpt2", 768, 12, 12, 12, 3072, 1024, 50304},
-    {"gpt2-medium", 1024, 24, 16, 16, 4096, 1024, 50304},
-    {"gpt2-large", 1280, 36, 20, 20, 5120, 1024, 50304},
-    {"gpt2-xl", 1600, 48, 25, 25, 6400, 1024, 50304},
+    {"gpt2", 768, 12, 12, 12, 3072, 1024, 50304, 0, 0, 0},
+    {"gpt2-medium", 1024, 24, 16, 16, 4096, 1024, 50304, 0, 0, 0},
+    {"gpt2-large", 1280, 36, 20, 20, 5120, 1024, 50304, 0, 0, 0},
+    {"gpt2-xl", 1600, 48, 25, 25, 6400, 1024, 50304, 0, 0, 0},
     {NULL},
 };
 

@@ -1,7 +1,10 @@
-// llama: the Llama-2 family (LlamaForCausalLM): RMSNorm, RoPE, grouped-query attention, SwiGLU.
-// Units: 0 the embedding, 1..L the blocks, L+1 the final norm and lm_head. Its descriptor (end of
+// llama: the Llama family (LlamaForCausalLM: Llama-2, Llama-3/3.1/3.2): RMSNorm, RoPE (with
+// Llama-3's frequency scaling), grouped-query attention, SwiGLU.
+// Units: 0 the embedding, 1..L the blocks, L+1 the final norm and lm_head; with tied embeddings
+// (Llama-3.2 1B/3B) unit 0 holds the embedding, which is lm_head, and the final norm. Its descriptor (end of
 // the file) holds the presets, the checkpoint and Hugging Face spellings of its config, and the
 // unit plan, activations and forward/backward of each FSDP unit that come before it.
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,13 +19,16 @@ static void llama_plan_build(ModelPlan *plan) {
     const ModelConfig *c = &plan->cfg;
     int D = c->hidden_width, L = c->num_layers, hd = config_head_dim(c);
     int qd = c->num_heads * hd, kvd = c->num_key_value_heads * hd, F = c->intermediate_size, V = c->vocab_size;
-    plan->nunits = L + 2;
+    int tied = c->tie_word_embeddings;
+    plan->nunits = tied ? L + 1 : L + 2;
     plan->embed_unit = 0;
     plan->block0 = 1;
-    plan->head_unit = L + 1;
+    plan->head_unit = tied ? 0 : L + 1;
     plan->units = callocCheck(plan->nunits, sizeof(UnitSpec));
     plan->units[0].layer = -1;
     model_add_tensor(&plan->units[0], "model.embed_tokens.weight", V, D, INIT_NORMAL, 1.0f, 1);
+    // tied, as minGPT's root unit: the embedding (lm_head too), then the final norm
+    if (tied) model_add_tensor(&plan->units[0], "model.norm.weight", D, 0, INIT_ONES, 1.0f, 0);
     char name[80];
     static const char *const block_names[] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj",
                                               "self_attn.v_proj", "self_attn.o_proj", "post_attention_layernorm",
@@ -37,16 +43,39 @@ static void llama_plan_build(ModelPlan *plan) {
             model_add_tensor(u, name, rows[i], cols[i], cols[i] ? INIT_NORMAL : INIT_ONES, 1.0f, cols[i] != 0);
         }
     }
+    if (tied) return;
     UnitSpec *head = &plan->units[L + 1];
     head->layer = -1;
     model_add_tensor(head, "model.norm.weight", D, 0, INIT_ONES, 1.0f, 0);
     model_add_tensor(head, "lm_head.weight", V, D, INIT_NORMAL, 1.0f, 1);
 }
 
-// tensor order inside a block unit and the head unit. q, k, v are adjacent in the flat unit, so
-// from P_Q on they are one (H*hd + 2*KV*hd, D) weight and one GEMM; so are gate and up, (2F, D).
+// tensor order inside a block unit and the head unit (tied: the embedding unit, lm_head the
+// embedding). q, k, v are adjacent in the flat unit, so from P_Q on they are one (H*hd + 2*KV*hd, D)
+// weight and one GEMM; so are gate and up, (2F, D).
 enum { P_LN1, P_Q, P_K, P_V, P_O, P_LN2, P_GATE, P_UP, P_DOWN };
 enum { P_NORM, P_LM_HEAD };
+enum { P_TIED_EMBED, P_TIED_NORM };
+
+// RoPE's inverse frequency of each pair of dimensions (hd/2): theta^(-2i/hd), then Llama-3's
+// scaling when rope_scaling_factor is not 1 (Hugging Face's rope_type "llama3"): wavelengths past
+// original_context / low_freq_factor are stretched by the factor, those under original_context /
+// high_freq_factor kept, and the band between blended linearly in original_context / wavelength.
+static void llama_inv_freq(double *f, const ModelConfig *c, int hd) {
+    const double pi = 3.14159265358979323846, factor = c->rope_scaling_factor, orig = c->rope_original_context;
+    const double lo = c->rope_low_freq_factor, hi = c->rope_high_freq_factor;
+    model_rope_inv_freq(f, hd, c->rope_theta);
+    for (int i = 0; i < hd / 2; i++) {
+        if (factor == 1.0) continue;
+        double wavelen = 2 * pi / f[i];
+        if (wavelen > orig / lo) {
+            f[i] /= factor;
+        } else if (wavelen >= orig / hi) {
+            double s = (orig / wavelen - lo) / (hi - lo);
+            f[i] = (1 - s) * f[i] / factor + s * f[i];
+        }
+    }
+}
 
 static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int with_kv_cache) {
     size_t N = (size_t)a->B * a->T, D = c->hidden_width, hd = config_head_dim(c);
@@ -72,7 +101,12 @@ static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int
     a->logits = model_acts_act(N * V);
     a->rope_cos = model_acts_buf((size_t)a->T * hd / 2);
     a->rope_sin = model_acts_buf((size_t)a->T * hd / 2);
-    if (a->rope_cos) kern_rope_table(a->rope_cos, a->rope_sin, a->T, (int)hd, c->rope_theta);
+    if (a->rope_cos) {
+        double *inv_freq = mallocCheck(sizeof(double) * (hd / 2));
+        llama_inv_freq(inv_freq, c, (int)hd);
+        kern_rope_table(a->rope_cos, a->rope_sin, a->T, (int)hd, inv_freq);
+        free(inv_freq);
+    }
     if (with_kv_cache) {
         a->kcache = model_acts_act((size_t)nl * a->T * kvd);
         a->vcache = model_acts_act((size_t)nl * a->T * kvd);
@@ -157,17 +191,18 @@ static void llama_block_fwd(const ModelPlan *plan, int l, const void *p, Activat
 static void llama_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Activations *a, int with_targets,
                                int T, float dscale) {
     const ModelConfig *c = &plan->cfg;
-    const UnitSpec *u = &plan->units[plan->nunits - 1];
+    const UnitSpec *u = &plan->units[plan->head_unit];
     int N = a->B * T, D = c->hidden_width, V = c->vocab_size;
+    int nw = c->tie_word_embeddings ? P_TIED_NORM : P_NORM, hw = c->tie_word_embeddings ? P_TIED_EMBED : P_LM_HEAD;
     const float *x = model_res_in(a, c->num_layers, D, T);  // (B, T, D) last block out
-    kern_rmsnorm_fwd(a->xf, a->rstdf, x, WP(p, u, P_NORM), N, D, c->norm_eps);
-    kern_matmul_fwd(a->logits, KERN_ACT, a->xf, WP(p, u, P_LM_HEAD), N, D, V);  // (B, T, V)
+    kern_rmsnorm_fwd(a->xf, a->rstdf, x, WP(p, u, nw), N, D, c->norm_eps);
+    kern_matmul_fwd(a->logits, KERN_ACT, a->xf, WP(p, u, hw), N, D, V);  // (B, T, V)
     if (!with_targets) return;
     kern_crossentropy_fwd_bwd(a->logits, a->targets, N, V, dscale, a->loss);  // logits become dlogits
     if (dscale == 0.0f) return;
-    kern_matmul_bwd(a->dxn, W(g, u, P_LM_HEAD), a->logits, KERN_ACT, a->xf, WP(p, u, P_LM_HEAD), N, D, V, 0);
+    kern_matmul_bwd(a->dxn, W(g, u, hw), a->logits, KERN_ACT, a->xf, WP(p, u, hw), N, D, V, 0);
     kern_zero(a->dres, (size_t)N * D);
-    kern_rmsnorm_bwd(a->dres, W(g, u, P_NORM), a->dxn, x, WP(p, u, P_NORM), a->rstdf, N, D);
+    kern_rmsnorm_bwd(a->dres, W(g, u, nw), a->dxn, x, WP(p, u, nw), a->rstdf, N, D);
 }
 
 static void llama_block_bwd(const ModelPlan *plan, int l, const void *p, float *g, Activations *a) {
@@ -206,13 +241,18 @@ static double llama_flops_per_token(const ModelPlan *plan, int T) {
 
 #endif
 
-// llama2_* are the published Llama-2 sizes; tiny is the default Shakespeare model (byte vocab),
-// small enough that `make run` learns visibly in a couple of minutes on 2 cores.
+// llama2_* and llama3* are the published Llama-2 / Llama-3 (rope_theta 500000, 128256 tokens) and
+// Llama-3.2 (RoPE scaled x32 from 8192 positions, tied embeddings) sizes; tiny is the default Shakespeare model (byte
+// vocab), small enough that `make run` learns visibly in a couple of minutes on 2 cores.
 static const FamilyPreset llama_presets[] = {
-    {"tiny", 128, 4, 4, 2, 344, 128, 256},
-    {"llama2_7b", 4096, 32, 32, 32, 11008, 4096, 32000},
-    {"llama2_13b", 5120, 40, 40, 40, 13824, 4096, 32000},
-    {"llama2_70b", 8192, 80, 64, 8, 28672, 4096, 32000},
+    {"tiny", 128, 4, 4, 2, 344, 128, 256, 0, 0, 0},
+    {"llama2_7b", 4096, 32, 32, 32, 11008, 4096, 32000, 0, 0, 0},
+    {"llama2_13b", 5120, 40, 40, 40, 13824, 4096, 32000, 0, 0, 0},
+    {"llama2_70b", 8192, 80, 64, 8, 28672, 4096, 32000, 0, 0, 0},
+    {"llama3_8b", 4096, 32, 32, 8, 14336, 8192, 128256, 500000.0f, 0, 0},
+    {"llama3_70b", 8192, 80, 64, 8, 28672, 8192, 128256, 500000.0f, 0, 0},
+    {"llama3.2_1b", 2048, 16, 32, 8, 8192, 131072, 128256, 500000.0f, 32.0f, 1},
+    {"llama3.2_3b", 3072, 28, 24, 8, 8192, 131072, 128256, 500000.0f, 32.0f, 1},
     {NULL},
 };
 
@@ -221,7 +261,10 @@ static const FamilyPreset llama_presets[] = {
 static const FamilyField llama_ckpt_fields[] = {
     INT_FIELD(hidden_width), INT_FIELD(num_layers), INT_FIELD(num_heads), INT_FIELD(num_key_value_heads),
     INT_FIELD(intermediate_size), INT_FIELD(vocab_size), INT_FIELD(max_context_width),
-    FLOAT_FIELD(rope_theta, 10000.0f), FLOAT_FIELD(norm_eps, 1e-5f), {NULL},
+    FLOAT_FIELD(rope_theta, 10000.0f), FLOAT_FIELD(norm_eps, 1e-5f), FLOAT_FIELD(rope_scaling_factor, 1.0f),
+    FLOAT_FIELD(rope_low_freq_factor, 1.0f), FLOAT_FIELD(rope_high_freq_factor, 4.0f),
+    FLOAT_FIELD(rope_original_context, 8192.0f), {"tie_word_embeddings", FAMILY_BOOL, offsetof(ModelConfig, tie_word_embeddings), 0},
+    {NULL},
 };
 
 // LlamaConfig's keys; the optional ones default as transformers' LlamaConfig does
@@ -253,8 +296,8 @@ static const FamilyHfOut llama_hf_config[] = {
     OUT_INT("hidden_size", hidden_width), OUT_INT("intermediate_size", intermediate_size),
     OUT_INT("num_hidden_layers", num_layers), OUT_INT("num_attention_heads", num_heads),
     OUT_INT("num_key_value_heads", num_key_value_heads), OUT("max_position_embeddings", FAMILY_OUT_POSITIONS),
-    OUT_FLOAT("rms_norm_eps", norm_eps), OUT_FLOAT("rope_theta", rope_theta), OUT_RAW("rope_scaling", "null"),
-    OUT_INT("vocab_size", vocab_size), OUT_RAW("tie_word_embeddings", "false"), OUT_RAW("hidden_act", "\"silu\""),
+    OUT_FLOAT("rms_norm_eps", norm_eps), OUT_FLOAT("rope_theta", rope_theta), OUT("rope_scaling", FAMILY_OUT_ROPE_SCALING),
+    OUT_INT("vocab_size", vocab_size), {"tie_word_embeddings", FAMILY_OUT_BOOL, NULL, offsetof(ModelConfig, tie_word_embeddings)}, OUT_RAW("hidden_act", "\"silu\""),
     OUT_RAW("attention_bias", "false"), OUT_RAW("mlp_bias", "false"), OUT("bos_token_id", FAMILY_OUT_BOS),
     OUT("eos_token_id", FAMILY_OUT_EOS), OUT("pad_token_id", FAMILY_OUT_PAD), OUT("torch_dtype", FAMILY_OUT_DTYPE),
     {NULL},
@@ -268,15 +311,16 @@ const ModelFamily family_llama = {
     .gqa = 1,
     .rope = 1,
     .gated_mlp = 1,
+    .tie_option = 1,
     .ckpt_fields = llama_ckpt_fields,
     .hf_import = {
         .model_types = llama_hf_types,
         .architectures = llama_hf_architectures,
-        .what = "Llama models (LlamaForCausalLM, model_type llama; Mistral's layout too)",
+        .what = "Llama models (LlamaForCausalLM, model_type llama: Llama-2, Llama-3; Mistral's layout too)",
         .keys = llama_hf_keys,
         .context = "max_position_embeddings",
         .window = "sliding_window",  // Mistral's: full attention is the same model up to its length
-        .rope = {"rope_theta", "rope_scaling", "rope_parameters", NULL},
+        .rope = {.theta = "rope_theta", .scaling = "rope_scaling", .parameters = "rope_parameters", .scaled = "llama3"},
         .checks = llama_hf_checks,
         .embed = "model.embed_tokens.weight",
         .mlp = "model.layers.0.mlp.gate_proj.weight",

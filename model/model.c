@@ -278,3 +278,7 @@ const KernDropout *model_attn_dropout(const Activations *a, int layer, KernDropo
     buf->sample0 = a->sample0;
     return buf;
 }
+
+void model_rope_inv_freq(double *f, int rot, double theta) {
+    for (int i = 0; i < rot / 2; i++) f[i] = 1.0 / pow(theta, (double)(2 * i) / rot);
+}

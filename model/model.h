@@ -117,6 +117,10 @@ int model_find_tensor(const ModelPlan *plan, const char *name, int *unit, int *t
 // (seed, tensor name, element index), so any shard can be made alone (DESIGN invariant 1).
 void model_init_range(const TensorSpec *t, uint64_t seed, float std, size_t begin, size_t count, float *dst);
 
+// plain RoPE's inverse frequencies of the rot rotated dimensions of a head: f[i] = theta^(-2i/rot),
+// i < rot/2 (a family may rescale them, as Llama-3 does, before kern_rope_table)
+void model_rope_inv_freq(double *f, int rot, double theta);
+
 // ckpt_every N > 0 checkpoints blocks 0, N, 2N, ... (1 = all); 0 stores every block.
 void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every);
 void model_acts_free(Activations *a);

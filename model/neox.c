@@ -6,6 +6,7 @@
 // LayerNorm and embed_out. The descriptor at the end holds its presets and Hugging Face spellings.
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
@@ -78,7 +79,12 @@ static void neox_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int 
     a->logits = model_acts_act(N * V);
     a->rope_cos = model_acts_buf((size_t)a->T * rot / 2);
     a->rope_sin = model_acts_buf((size_t)a->T * rot / 2);
-    if (a->rope_cos) kern_rope_table(a->rope_cos, a->rope_sin, a->T, (int)rot, c->rope_theta);
+    if (a->rope_cos) {
+        double *inv_freq = mallocCheck(sizeof(double) * (rot / 2));
+        model_rope_inv_freq(inv_freq, (int)rot, c->rope_theta);
+        kern_rope_table(a->rope_cos, a->rope_sin, a->T, (int)rot, inv_freq);
+        free(inv_freq);
+    }
     if (with_kv_cache) {
         a->kcache = model_acts_act((size_t)nl * a->T * D);
         a->vcache = model_acts_act((size_t)nl * a->T * D);
@@ -226,16 +232,16 @@ static double neox_flops_per_token(const ModelPlan *plan, int T) {
 // neox_tiny is for tests and quick runs (byte vocabulary); pythia_* are the Pythia suite's sizes
 // (their vocabularies padded as published) and gpt_neox_20b EleutherAI's 20B model
 static const FamilyPreset neox_presets[] = {
-    {"neox_tiny", 128, 4, 4, 4, 512, 128, 256},
-    {"pythia_70m", 512, 6, 8, 8, 2048, 2048, 50304},
-    {"pythia_160m", 768, 12, 12, 12, 3072, 2048, 50304},
-    {"pythia_410m", 1024, 24, 16, 16, 4096, 2048, 50304},
-    {"pythia_1b", 2048, 16, 8, 8, 8192, 2048, 50304},
-    {"pythia_1.4b", 2048, 24, 16, 16, 8192, 2048, 50304},
-    {"pythia_2.8b", 2560, 32, 32, 32, 10240, 2048, 50304},
-    {"pythia_6.9b", 4096, 32, 32, 32, 16384, 2048, 50432},
-    {"pythia_12b", 5120, 36, 40, 40, 20480, 2048, 50688},
-    {"gpt_neox_20b", 6144, 44, 64, 64, 24576, 2048, 50432},
+    {"neox_tiny", 128, 4, 4, 4, 512, 128, 256, 0, 0, 0},
+    {"pythia_70m", 512, 6, 8, 8, 2048, 2048, 50304, 0, 0, 0},
+    {"pythia_160m", 768, 12, 12, 12, 3072, 2048, 50304, 0, 0, 0},
+    {"pythia_410m", 1024, 24, 16, 16, 4096, 2048, 50304, 0, 0, 0},
+    {"pythia_1b", 2048, 16, 8, 8, 8192, 2048, 50304, 0, 0, 0},
+    {"pythia_1.4b", 2048, 24, 16, 16, 8192, 2048, 50304, 0, 0, 0},
+    {"pythia_2.8b", 2560, 32, 32, 32, 10240, 2048, 50304, 0, 0, 0},
+    {"pythia_6.9b", 4096, 32, 32, 32, 16384, 2048, 50432, 0, 0, 0},
+    {"pythia_12b", 5120, 36, 40, 40, 20480, 2048, 50688, 0, 0, 0},
+    {"gpt_neox_20b", 6144, 44, 64, 64, 24576, 2048, 50432, 0, 0, 0},
     {NULL},
 };
 
@@ -303,7 +309,7 @@ const ModelFamily family_neox = {
         .what = "GPT-NeoX models (GPTNeoXForCausalLM, model_type gpt_neox: Pythia, GPT-NeoX-20B)",
         .keys = neox_hf_keys,
         .context = "max_position_embeddings",
-        .rope = {"rotary_emb_base", "rope_scaling", "rope_parameters", "rotary_pct"},
+        .rope = {.theta = "rotary_emb_base", .scaling = "rope_scaling", .parameters = "rope_parameters", .partial = "rotary_pct"},
         .checks = neox_hf_checks,
         .embed = "gpt_neox.embed_in.weight",
         .mlp = "gpt_neox.layers.0.mlp.dense_h_to_4h.weight",

@@ -1,4 +1,4 @@
-"""Reference Llama-2 in plain PyTorch, used to check fsdpc's numbers.
+"""Reference Llama (Llama-2, and Llama-3's scaled RoPE) in plain PyTorch, used to check fsdpc's numbers.
 
 Written from the model definition in DESIGN.md rather than taken from Hugging Face
 `transformers`, so it has no dependencies beyond torch. Parameter names equal the HF
@@ -24,6 +24,9 @@ class LlamaConfig:
     max_context_width: int
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
+    # Llama-3.1/3.2's RoPE scaling (Hugging Face rope_type "llama3"): (factor, low_freq_factor,
+    # high_freq_factor, original_max_position_embeddings), or None for plain RoPE
+    rope_llama3: tuple = None
     # fused attention (torch >= 2.0, flash kernels on a GPU) for speed baselines; the parity
     # tests keep the explicit softmax below
     sdpa: bool = False
@@ -42,6 +45,9 @@ def config_from_h5_attrs(attrs):
     for k in ("rope_theta", "norm_eps"):
         if k in attrs:
             cfg[k] = float(attrs[k])
+    if float(attrs.get("rope_scaling_factor", 1.0)) != 1.0:
+        cfg["rope_llama3"] = tuple(float(attrs[k]) for k in ("rope_scaling_factor", "rope_low_freq_factor",
+                                                             "rope_high_freq_factor", "rope_original_context"))
     return LlamaConfig(**cfg)
 
 
@@ -63,9 +69,28 @@ def rope_cos_sin(cfg, T, dtype, device=None):
     hd = cfg.head_dim
     # Angles in float64 so the reference itself adds no rounding beyond the final cast.
     inv_freq = 1.0 / cfg.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    if cfg.rope_llama3:
+        inv_freq = llama3_scale(inv_freq, *cfg.rope_llama3)
     angles = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)
     angles = torch.cat((angles, angles), dim=-1)
     return angles.cos().to(dtype=dtype, device=device), angles.sin().to(dtype=dtype, device=device)
+
+
+def llama3_scale(inv_freq, factor, low, high, original):
+    """Llama-3's frequency bands, from Meta's published description: wavelengths above
+    original/low are slowed by factor, below original/high kept, and in between a linear blend
+    of the two in original/wavelength."""
+    out = []
+    for f in inv_freq.tolist():
+        wavelen = 2 * math.pi / f
+        if wavelen < original / high:
+            out.append(f)
+        elif wavelen > original / low:
+            out.append(f / factor)
+        else:
+            s = (original / wavelen - low) / (high - low)
+            out.append((1 - s) * f / factor + s * f)
+    return torch.tensor(out, dtype=torch.float64)
 
 
 def rotate_half(x):
@@ -197,8 +222,18 @@ def config_from_hf(cfg):
         hidden_width=cfg["hidden_size"], num_layers=cfg["num_hidden_layers"], num_heads=cfg["num_attention_heads"],
         num_key_value_heads=cfg.get("num_key_value_heads", cfg["num_attention_heads"]),
         intermediate_size=cfg["intermediate_size"], vocab_size=cfg["vocab_size"],
-        max_context_width=cfg.get("max_position_embeddings", 2048), rope_theta=cfg.get("rope_theta", 10000.0),
-        norm_eps=cfg.get("rms_norm_eps", 1e-6))
+        max_context_width=cfg.get("max_position_embeddings", 2048),
+        rope_theta=cfg.get("rope_theta") or (cfg.get("rope_parameters") or {}).get("rope_theta", 10000.0),
+        norm_eps=cfg.get("rms_norm_eps", 1e-6), rope_llama3=llama3_from_hf(cfg))
+
+
+def llama3_from_hf(cfg):
+    """rope_scaling (or rope_parameters) of rope_type llama3 as LlamaConfig.rope_llama3, else None"""
+    for key in ("rope_scaling", "rope_parameters"):
+        r = cfg.get(key) or {}
+        if r.get("rope_type", r.get("type")) == "llama3":
+            return (r["factor"], r["low_freq_factor"], r["high_freq_factor"], r["original_max_position_embeddings"])
+    return None
 
 
 def load_hf(path, dtype=torch.float32):

@@ -51,6 +51,7 @@ suite "sft: finetuning rows (input_ids, prompt/completion, Alpaca, chat template
 suite "chat tables: chat rows from Arrow and Parquet (list<struct>) as from JSON Lines; bad rows, damaged files" bash test/test_chat_tables.sh
 suite "gpt2 tokenizer: encoder.json + vocab.bpe and byte-level tokenizer.json against js-tiktoken" bash test/test_gpt2_tokenizer.sh
 suite "hf: Hugging Face weights in (safetensors) and out (export)" bash test/test_hf.sh
+suite "llama3: rope_scaling llama3 against the PyTorch reference, checkpoints, export round trip, tied embeddings, presets, Llama-3 tokenizer.json, refusals" bash test/test_llama3.sh
 suite "finetune: import, finetune on 2 ranks, export, PyTorch greedy equality" bash test/test_finetune.sh
 suite "roundtrip: export keeps the import's max_position_embeddings, rope_theta, token ids and tokenizer files" bash test/test_roundtrip.sh
 suite "finetune data: masks, -100 labels, layouts, packing equal to padding, formats, bad rows, document masking" bash test/test_finetune_data.sh

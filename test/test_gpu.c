@@ -427,8 +427,12 @@ static void test_qkv_layout(int B, int T, int H, int KV, int hd, int pos0, int r
     const size_t nt = (size_t)Tt * half, n = (size_t)B * T * W, nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd;
     float *c = mallocCheck(sizeof(float) * nt), *s = mallocCheck(sizeof(float) * nt);
     float *d_c = cuda_alloc(sizeof(float) * nt), *d_s = cuda_alloc(sizeof(float) * nt);
-    cpu_rope_table(c, s, Tt, rot, 10000.0f);
-    cuda_rope_table(d_c, d_s, Tt, rot, 10000.0f);
+    // Llama-3's kind of table: some frequencies scaled down, which both backends must follow
+    double *freqs = mallocCheck(sizeof(double) * half);
+    for (int i = 0; i < half; i++) freqs[i] = 1.0 / pow(10000.0, 2.0 * i / rot) / (i >= half / 2 ? 8.0 : 1.0);
+    cpu_rope_table(c, s, Tt, rot, freqs);
+    cuda_rope_table(d_c, d_s, Tt, rot, freqs);
+    free(freqs);
     if (rope) {
         check("rope_table cos", d_c, c, nt, 0.0);
         check("rope_table sin", d_s, s, nt, 0.0);

@@ -274,6 +274,14 @@ static double qkv_obj(void *p) {
     return dot(c->q, c->rq, nq) + dot(c->k, c->rk, nkv) + dot(c->v, c->rv, nkv);
 }
 
+// plain RoPE's inverse frequencies theta^(-2i/rot) of rot rotated dimensions, every third one
+// divided by `scale` (a table the kernels must follow as given, as Llama-3's scaled one)
+static double *rope_freqs(int rot, double theta, double scale) {
+    double *f = malloc(sizeof(double) * (size_t)(rot / 2));
+    for (int i = 0; i < rot / 2; i++) f[i] = 1.0 / pow(theta, 2.0 * i / rot) / (i % 3 == 2 ? scale : 1.0);
+    return f;
+}
+
 // H heads, KV key/value heads, the first rot dimensions of each head rotated, the fused row in layout
 static void test_qkv_split_case(int H, int KV, int rot, KernQkvLayout layout) {
     const int B = 2, T = 5, hd = 16, pos0 = 3, Tt = T + pos0, half = rot / 2;
@@ -281,11 +289,12 @@ static void test_qkv_split_case(int H, int KV, int rot, KernQkvLayout layout) {
     char name[160], what[80];
     snprintf(what, sizeof what, "H=%d KV=%d rot=%d %s", H, KV, rot, layout == KERN_QKV_PER_HEAD ? "per-head" : "blocked");
     float *cos_t = malloc(sizeof(float) * Tt * half), *sin_t = malloc(sizeof(float) * Tt * half);
-    kern_rope_table(cos_t, sin_t, Tt, rot, theta);
+    double *freqs = rope_freqs(rot, theta, 8.0);
+    kern_rope_table(cos_t, sin_t, Tt, rot, freqs);
     double *rc = malloc(sizeof(double) * Tt * half), *rs = malloc(sizeof(double) * Tt * half);
     for (int t = 0; t < Tt; t++)
         for (int i = 0; i < half; i++) {
-            double a = t / pow(theta, 2.0 * i / rot);
+            double a = t / pow(theta, 2.0 * i / rot) / (i % 3 == 2 ? 8.0 : 1.0);
             rc[t * half + i] = cos(a);
             rs[t * half + i] = sin(a);
         }
@@ -338,7 +347,7 @@ static void test_qkv_split_case(int H, int KV, int rot, KernQkvLayout layout) {
     kern_qkv_merge(dqkv, c.q, c.k, c.v, NULL, NULL, B, T, H, KV, hd, rot, layout, NULL);
     snprintf(name, sizeof name, "qkv split/merge without rope round trip (%s)", what);
     report(memcmp(dqkv, c.qkv, sizeof(float) * n) == 0, name, "differs");
-    free(cos_t), free(sin_t), free(rc), free(rs), free(c.qkv), free(c.q), free(c.k), free(c.v), free(c.rq), free(c.rk);
+    free(cos_t), free(sin_t), free(freqs), free(rc), free(rs), free(c.qkv), free(c.q), free(c.k), free(c.v), free(c.rq), free(c.rk);
     free(c.rv), free(ref[0]), free(ref[1]), free(ref[2]), free(dqkv), free(g);
 }
 
@@ -543,7 +552,9 @@ static void test_attention_docs(void) {
 static void test_qkv_positions(void) {
     const int B = 2, T = 9, H = 2, KV = 1, hd = 8, W = (H + 2 * KV) * hd;
     float *qkv = rand_vec((size_t)B * T * W, -1, 1), *ct = malloc(sizeof(float) * 20 * hd / 2), *st = malloc(sizeof(float) * 20 * hd / 2);
-    kern_rope_table(ct, st, 20, hd, 10000.0f);
+    double *freqs = rope_freqs(hd, 10000.0, 1.0);
+    kern_rope_table(ct, st, 20, hd, freqs);
+    free(freqs);
     float *a[3], *b[3];
     const size_t n[3] = {(size_t)B * T * H * hd, (size_t)B * T * KV * hd, (size_t)B * T * KV * hd};
     for (int i = 0; i < 3; i++) a[i] = malloc(sizeof(float) * n[i]), b[i] = malloc(sizeof(float) * n[i]);

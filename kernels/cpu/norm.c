@@ -179,13 +179,12 @@ void cpu_layernorm_bwd(float *dinp, float *dw, float *db, const void *dout_, con
     free(part);
 }
 
-void cpu_rope_table(float *cos_t, float *sin_t, int T, int rot, float theta) {
+void cpu_rope_table(float *cos_t, float *sin_t, int T, int rot, const double *inv_freq) {
     const int half = rot / 2;
     for (int i = 0; i < half; i++) {
         // double so the only rounding is the final cast (matches the float64 reference tables)
-        double inv_freq = 1.0 / pow((double)theta, (double)(2 * i) / rot);
         for (int t = 0; t < T; t++) {
-            double a = t * inv_freq;
+            double a = t * inv_freq[i];
             cos_t[(size_t)t * half + i] = (float)cos(a);
             sin_t[(size_t)t * half + i] = (float)sin(a);
         }

@@ -585,11 +585,11 @@ void cuda_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t sam
     cudaCheckLaunch();
 }
 
-void cuda_rope_table(float *cos_t, float *sin_t, int T, int rot, float theta) {
+void cuda_rope_table(float *cos_t, float *sin_t, int T, int rot, const double *inv_freq) {
     // built on the host in double by the CPU kernel, so both backends use identical tables
     const size_t n = (size_t)T * (rot / 2);
     float *c = (float *)mallocCheck(sizeof(float) * n), *s = (float *)mallocCheck(sizeof(float) * n);
-    cpu_rope_table(c, s, T, rot, theta);
+    cpu_rope_table(c, s, T, rot, inv_freq);
     cuda_upload(cos_t, c, sizeof(float) * n);
     cuda_upload(sin_t, s, sizeof(float) * n);
     free(c);

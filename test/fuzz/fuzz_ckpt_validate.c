@@ -74,7 +74,7 @@ static double field_value(const char *name) {
         const char *name;
         double v;
     } vals[] = {{"hidden_width", 64}, {"num_heads", 4}, {"num_key_value_heads", 2}, {"num_layers", 1}, {"rope_theta", 10000},
-                {"norm_eps", 1e-5}};
+                {"norm_eps", 1e-5}, {"rope_low_freq_factor", 1}, {"rope_high_freq_factor", 4}, {"tie_word_embeddings", 1}};
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++)
         if (!strcmp(vals[i].name, name)) return vals[i].v;
     return 8;
@@ -134,7 +134,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (const FamilyField *f = fam->ckpt_fields; f->name; f++) {
         double v = field_value(f->name);
         CkptAttr *a = add_attr(f->name);
-        if (f->type == FAMILY_INT) a->kind = CKPT_ATTR_INT, a->bits = (uint64_t)v, *(int *)((char *)&good + f->off) = (int)v;
+        if (f->type != FAMILY_FLOAT) a->kind = CKPT_ATTR_INT, a->bits = (uint64_t)v, *(int *)((char *)&good + f->off) = (int)v;
         else a->kind = CKPT_ATTR_FLOAT, a->f = v, *(float *)((char *)&good + f->off) = (float)v;
     }
     attr_str("tokenizer", "byte");

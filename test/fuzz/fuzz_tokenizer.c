@@ -1,7 +1,8 @@
 // Fuzz target, differential: the C encoder of tokenizer.json against libsentencepiece on the
 // same vocabulary (the fixture), on any bytes; ids must be equal, and decoding must not crash.
-// Then the same BPE core under byte-level choices (a small GPT-2-style vocabulary): the pieces'
-// bytes must spell the text back (ill-formed UTF-8 as U+FFFD per maximal subpart).
+// Then the same BPE core under byte-level choices (a small GPT-2-style vocabulary, and the same
+// as Llama-3 lays it out: its own regex in a Split, ignore_merges): the pieces' bytes must spell
+// the text back (ill-formed UTF-8 as U+FFFD per maximal subpart).
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,13 +14,22 @@
 #include "../../data/tokenizer.h"
 #include "stub.h"
 
-// A byte-level tokenizer.json: the 256 bytes spelt as GPT-2 spells them, a few merges.
-static Tokenizer *fuzz_byte_level(char *err, size_t errlen) {
+// A byte-level tokenizer.json: the 256 bytes spelt as GPT-2 spells them, a few merges; llama3:
+// Llama-3's pre-tokenizer (a Split by its regex, ByteLevel without one) and ignore_merges, with a
+// piece no merge makes ("and") that only whole pieces reach.
+static Tokenizer *fuzz_byte_level(bool llama3, char *err, size_t errlen) {
     char path[] = "/tmp/fuzz_tokenizer_XXXXXX.json";
     int fd = mkstemps(path, 5);
     FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
     if (!f) return snprintf(err, errlen, "cannot write a temporary file"), NULL;
-    fprintf(f, "{\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false}, \"model\": {\"type\": \"BPE\", \"vocab\": {");
+    if (llama3)
+        fprintf(f, "{\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": "
+                   "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|"
+                   "\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
+                   "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}, "
+                   "\"model\": {\"type\": \"BPE\", \"ignore_merges\": true, \"vocab\": {\"and\": 261, ");
+    else
+        fprintf(f, "{\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false}, \"model\": {\"type\": \"BPE\", \"vocab\": {");
     for (int c = 0, next = 256; c < 256; c++) {
         bool printable = (c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE;
         fprintf(f, "\"\\u%04x\": %d, ", printable ? c : next++, c);
@@ -33,10 +43,11 @@ static Tokenizer *fuzz_byte_level(char *err, size_t errlen) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static Tokenizer *json, *spm, *bytes;
+    static Tokenizer *json, *spm, *bytes, *llama3;
     char err[512];
     if (!json && (!(json = tok_open("test/fixtures/tokenizer/tokenizer.json", err, sizeof err)) ||
-                  !(spm = tok_open("test/fixtures/tokenizer/tokenizer.model", err, sizeof err)) || !(bytes = fuzz_byte_level(err, sizeof err)))) {
+                  !(spm = tok_open("test/fixtures/tokenizer/tokenizer.model", err, sizeof err)) || !(bytes = fuzz_byte_level(false, err, sizeof err)) ||
+                  !(llama3 = fuzz_byte_level(true, err, sizeof err)))) {
         fprintf(stderr, "fuzz_tokenizer: %s (run from the repository root)\n", err);
         abort();
     }
@@ -51,20 +62,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char piece[256];
     for (size_t i = 0; i < na; i++) tok_piece_bytes(json, i ? a[i - 1] : -1, a[i], piece, sizeof piece);
 
-    nb = 0;
-    tok_encode(bytes, (const char *)data, size, &b, &nb, &cb);
     uint8_t *want = malloc(3 * size + 1), *got = malloc(3 * size + 1);
-    size_t nwant = bpe_utf8_lossy(data, size, want, false), ngot = 0;
-    for (size_t i = 0; i < nb; i++) {
-        size_t k = tok_piece_bytes(bytes, i ? b[i - 1] : -1, b[i], piece, sizeof piece);
-        if (ngot + k > nwant) __builtin_trap();
-        memcpy(got + ngot, piece, k);
-        ngot += k;
+    size_t nwant = bpe_utf8_lossy(data, size, want, false);
+    for (int k3 = 0; k3 < 2; k3++) {
+        Tokenizer *t = k3 ? llama3 : bytes;
+        size_t ngot = 0;
+        nb = 0;
+        tok_encode(t, (const char *)data, size, &b, &nb, &cb);
+        for (size_t i = 0; i < nb; i++) {
+            size_t k = tok_piece_bytes(t, i ? b[i - 1] : -1, b[i], piece, sizeof piece);
+            if (ngot + k > nwant) __builtin_trap();
+            memcpy(got + ngot, piece, k);
+            ngot += k;
+        }
+        if (ngot != nwant || memcmp(got, want, nwant)) __builtin_trap();
+        char *text = tok_decode(t, b, nb, &len);
+        if (len != nwant || memcmp(text, want, nwant)) __builtin_trap();
+        free(text);
     }
-    if (ngot != nwant || memcmp(got, want, nwant)) __builtin_trap();
-    char *text = tok_decode(bytes, b, nb, &len);
-    if (len != nwant || memcmp(text, want, nwant)) __builtin_trap();
-    free(text);
     free(want);
     free(got);
     free(a);
