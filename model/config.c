@@ -440,7 +440,7 @@ const char *config_validate_model(const ModelConfig *m) {
         snprintf(msg, sizeof msg, "--tie_word_embeddings: model_type %s has no such option", m->model_type);
         return msg;
     }
-    if (fam->rope && m->rope_scaling_factor != 1.0f &&
+    if (fam->rope && fam->hf_import.rope.scaled && m->rope_scaling_factor != 1.0f &&
         !(m->rope_scaling_factor > 0 && m->rope_low_freq_factor > 0 && m->rope_high_freq_factor > m->rope_low_freq_factor &&
           m->rope_original_context >= 1 && m->rope_scaling_factor < 1e30f && m->rope_high_freq_factor < 1e30f &&
           m->rope_original_context < 1e30f))
