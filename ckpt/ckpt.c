@@ -581,7 +581,7 @@ static const char *write_header(hid_t f, const Config *cfg, const CkptMeta *meta
     const ModelFamily *fam = family_find(m->model_type);
     if (!fam) return "this model family has no checkpoint attributes (model/family.h)";
     for (const FamilyField *fl = fam->ckpt_fields; fl->name; fl++)
-        ok &= attr_write(f, fl->name, fl->type == FAMILY_INT ? H5T_NATIVE_INT : H5T_NATIVE_FLOAT, (const char *)m + fl->off);
+        ok &= attr_write(f, fl->name, fl->type != FAMILY_FLOAT ? H5T_NATIVE_INT : H5T_NATIVE_FLOAT, (const char *)m + fl->off);
     ok &= attr_write_str(f, "run_config", run);
     ok &= attr_write_str(f, "tokenizer", cfg->tokenizer);
     ok &= attr_write_str(f, "run_id", meta->run_id);
@@ -779,7 +779,7 @@ static uint64_t header_hash(const Header *h) {
     const ModelFamily *fam = family_find(h->model.model_type);  // known: the header passed its checks
     int v[2 + MAX_HASHED_FIELDS] = {h->version, h->meta.step}, i = 2;
     for (const FamilyField *fl = fam->ckpt_fields; fl->name && i < 2 + MAX_HASHED_FIELDS; fl++, i++)
-        if (fl->type == FAMILY_INT) v[i] = *(const int *)((const char *)&h->model + fl->off);
+        if (fl->type != FAMILY_FLOAT) v[i] = *(const int *)((const char *)&h->model + fl->off);
     const unsigned char *b = (const unsigned char *)v;
     for (size_t i = 0; i < sizeof v; i++) x = (x ^ b[i]) * 0x100000001b3ULL;
     return x;

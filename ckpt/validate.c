@@ -172,8 +172,11 @@ const char *ckpt_check_header(const CkptDesc *d, const char *file, const ModelCo
     if (!e && !fam) return unknown_family(file, h->model.model_type);
     for (const FamilyField *fl = e ? NULL : fam->ckpt_fields; fl && fl->name && !e; fl++) {
         void *dst = (char *)&h->model + fl->off;
-        e = fl->type == FAMILY_INT ? get_int(d, file, fl->name, 1, INT_MAX, (int *)dst)
-                                   : get_positive_float(d, file, fl->name, fl->absent, (float *)dst);
+        const CkptAttr *have = fl->type == FAMILY_INT_OPTIONAL ? need_attr(d, file, fl->name, 0, &e) : NULL;
+        if (e) break;
+        if (fl->type == FAMILY_INT_OPTIONAL && !have) *(int *)dst = 0;  // written before the field existed: off
+        else e = fl->type != FAMILY_FLOAT ? get_int(d, file, fl->name, fl->type == FAMILY_INT, INT_MAX, (int *)dst)
+                                          : get_positive_float(d, file, fl->name, fl->absent, (float *)dst);
     }
     // a family without grouped-query attention stores no num_key_value_heads: every head has its own
     if (!e && !fam->gqa) h->model.num_key_value_heads = h->model.num_heads;
@@ -216,7 +219,7 @@ const char *ckpt_check_config(const CkptHeader *h, const char *file, const Model
     const ModelFamily *fam = family_find(h->model.model_type);
     if (!fam) return unknown_family(file, h->model.model_type);
     for (const FamilyField *fl = fam->ckpt_fields; fl->name; fl++) {
-        if (fl->type != FAMILY_INT) continue;  // sizes decide the layout; the rest is the run's to keep
+        if (fl->type == FAMILY_FLOAT) continue;  // sizes (and the window) are the model; the rest is the run's to keep
         int v = *(const int *)((const char *)&h->model + fl->off), want = *(const int *)((const char *)&plan->cfg + fl->off);
         if (v != want) {
             snprintf(msg, sizeof msg, "checkpoint '%s' has %s=%d but this run has --%s %d", file, fl->name, v, fl->name, want);

@@ -24,6 +24,7 @@ int config_preset(ModelConfig *m, const char *name) {
     m->intermediate_size = p->intermediate_size;
     m->max_context_width = p->max_context_width;
     m->vocab_size = p->vocab_size;
+    m->sliding_window = p->sliding_window;
     return 1;
 }
 
@@ -128,6 +129,8 @@ static const CliFlag flags[] = {
     I("max_context_width", model.max_context_width, G_MODEL, "context length in tokens", CLI_ALIASES("seq_len", "seq_length")),
     I("vocab_size", model.vocab_size, G_MODEL, "vocabulary (the tokenizer's unless given or a preset's)"),
     FL("rope_theta", model.rope_theta, G_MODEL, "RoPE base (Llama only)"),
+    I("sliding_window", model.sliding_window, G_MODEL,
+      "a token attends to the last N positions, itself included (Mistral; 0: the whole context)"),
     FL("initializer_range", model.initializer_range, G_MODEL, "standard deviation of the initial weights"),
     FL("dropout", model.dropout, G_MODEL,
        "training only: residual branches, and for minGPT embeddings and attention probabilities",
@@ -312,6 +315,12 @@ const char *config_validate_model(const ModelConfig *m) {
         return msg;
     }
     if (m->rope_theta <= 0 || m->norm_eps <= 0) return "--rope_theta and the norm epsilon must be positive";
+    if (m->sliding_window < 0) return "--sliding_window must be >= 0 (0: the whole context)";
+    if (m->sliding_window && !fam->sliding_window) {
+        snprintf(msg, sizeof msg, "--sliding_window %d: model_type %s has no sliding-window attention (0: the whole context)",
+                 m->sliding_window, m->model_type);
+        return msg;
+    }
     // the fused q/k/v and gate/up projections are one GEMM each, whose dimensions are ints
     uint64_t rows;
     char why[200];
@@ -420,6 +429,7 @@ void config_adopt_model(Config *c, const ModelConfig *src, unsigned known, const
         {MODEL_CONTEXT, "max_context_width", offsetof(ModelConfig, max_context_width), 0, 0},
         {MODEL_ROPE_THETA, "rope_theta", offsetof(ModelConfig, rope_theta), 1, 0},
         {MODEL_NORM_EPS, NULL, offsetof(ModelConfig, norm_eps), 1, 0},
+        {MODEL_WINDOW, "sliding_window", offsetof(ModelConfig, sliding_window), 0, 1},
     };
     ModelConfig *m = &c->model;
     if ((known & MODEL_TYPE) && strcmp(m->model_type, src->model_type) != 0) {

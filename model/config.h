@@ -35,6 +35,7 @@ typedef struct {
     int intermediate_size;    // F
     int max_context_width;    // T
     int vocab_size;           // V
+    int sliding_window;       // a query sees the last sliding_window positions, itself included (0: all)
     float rope_theta;
     float norm_eps;
     float initializer_range;
@@ -101,7 +102,7 @@ typedef struct {
 enum {
     MODEL_HIDDEN = 1, MODEL_LAYERS = 2, MODEL_HEADS = 4, MODEL_KV_HEADS = 8, MODEL_INTERMEDIATE = 16,
     MODEL_VOCAB = 32, MODEL_CONTEXT = 64, MODEL_ROPE_THETA = 128, MODEL_NORM_EPS = 256, MODEL_TYPE = 512,
-    MODEL_ALL = 1023
+    MODEL_WINDOW = 1024, MODEL_ALL = 2047
 };
 
 // The training flags: what `fsdpc` without a subcommand parses into a Config (the defaults

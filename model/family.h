@@ -23,13 +23,15 @@
 typedef struct {
     const char *name;
     int hidden_width, num_layers, num_heads, num_key_value_heads, intermediate_size, max_context_width, vocab_size;
+    int sliding_window;  // 0: full attention
 } FamilyPreset;
 
-typedef enum { FAMILY_INT, FAMILY_FLOAT } FamilyType;
+typedef enum { FAMILY_INT, FAMILY_FLOAT, FAMILY_INT_OPTIONAL } FamilyType;
 
 // A ModelConfig field stored as a checkpoint root attribute, named as its --flag. INT fields are
-// in [1, INT_MAX] and required; FLOAT fields positive and finite, and a file written before the
-// attribute existed has `absent`. Lists end with a {NULL} entry.
+// in [1, INT_MAX] and required; INT_OPTIONAL ones in [0, INT_MAX] (0: the setting is off) and 0
+// in a file written before the attribute existed; FLOAT fields positive and finite, and a file
+// written before the attribute existed has `absent`. Lists end with a {NULL} entry.
 typedef struct {
     const char *name;
     FamilyType type;
@@ -69,7 +71,7 @@ typedef struct {
     const char *const *architectures;  // "architectures" entries read as it (an empty list does not object)
     const char *what;                  // for messages: what fsdpc loads as this family
     const FamilyHfKey *keys;
-    const char *context, *window;  // the model's length, bounded by an attention window when given
+    const char *context;           // the model's length
     FamilyHfRope rope;             // NULLs for a family without rotary embeddings
     const FamilyHfCheck *checks;   // ends with {NULL}
     // without config.json the sizes come from tensor shapes: the (V, D) embedding, block 0's
@@ -89,6 +91,10 @@ typedef enum {
     FAMILY_OUT_BOS, FAMILY_OUT_EOS,  // the source's ids, else the tokenizer's (null without)
     FAMILY_OUT_PAD,        // the source's id, else left out
     FAMILY_OUT_DTYPE,      // the weights' torch dtype
+    // settings that are off at 0 (a sliding window): the entry is left out when the int field at
+    // off is 0 (RAW_IF_SET, INT_IF_SET) or when it is not (RAW_UNLESS_SET); a key may have one
+    // entry of each kind, so its value follows the setting (Mistral's architecture, Llama's without)
+    FAMILY_OUT_RAW_IF_SET, FAMILY_OUT_RAW_UNLESS_SET, FAMILY_OUT_INT_IF_SET,
 } FamilyOutKind;
 typedef struct {
     const char *key;
@@ -115,6 +121,7 @@ struct ModelFamily {
     int rope;       // rotary positions: rope_theta applies, head dimension even
     int gated_mlp;  // the MLP's gate and up projections are one GEMM of 2 x intermediate_size rows
     int mlp_ratio;  // intermediate_size defaults to mlp_ratio x hidden_width when not given (0: the preset's)
+    int sliding_window;  // its attention may be windowed (--sliding_window; a checkpoint field of the family)
     const FamilyField *ckpt_fields;  // the checkpoint attributes of its config
     FamilyHfImport hf_import;
     FamilyHfExport hf_export;

@@ -138,10 +138,10 @@ static void llama_block_fwd(const ModelPlan *plan, int l, const void *p, Activat
         kern_act_copy(kern_act_at(a->vcache, base), la.v, (size_t)T * kvd);
         kern_attention_fwd(la.att, la.saved, la.q, kern_act_at(a->kcache, (size_t)l * a->T * kvd),
                            kern_act_at(a->vcache, (size_t)l * a->T * kvd), 1, T, pos0 + T, H, KV, hd, (size_t)a->T * kvd,
-                           NULL, NULL);
+                           NULL, c->sliding_window, NULL);
     } else {
         kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, KV, hd, (size_t)T * KV * hd,
-                           a->docs ? a->kstart : NULL, NULL);
+                           a->docs ? a->kstart : NULL, c->sliding_window, NULL);
     }
     kern_matmul_fwd(la.xmid, KERN_F32, la.att, WP(p, u, P_O), N, H * hd, D);
     model_dropout_fwd(a, la.xmid, T, D, l, DROP_ATTN_OUT);
@@ -188,7 +188,7 @@ static void llama_block_bwd(const ModelPlan *plan, int l, const void *p, float *
     kern_matmul_bwd(a->datt, W(g, u, P_O), model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT), KERN_F32, la.att,
                     WP(p, u, P_O), N, H * hd, D, 0);
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, KV,
-                       hd, a->docs ? a->kstart : NULL, NULL);
+                       hd, a->docs ? a->kstart : NULL, c->sliding_window, NULL);
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, a->docs ? a->pos : NULL);
     kern_matmul_bwd(a->dxn, W(g, u, P_Q), a->qkv, KERN_ACT, la.xn1, WP(p, u, P_Q), N, D, (H + 2 * KV) * hd, 0);
     kern_rmsnorm_bwd(dx, W(g, u, P_LN1), a->dxn, la.x, WP(p, u, P_LN1), la.rstd1, N, D);
@@ -207,12 +207,16 @@ static double llama_flops_per_token(const ModelPlan *plan, int T) {
 #endif
 
 // llama2_* are the published Llama-2 sizes; tiny is the default Shakespeare model (byte vocab),
-// small enough that `make run` learns visibly in a couple of minutes on 2 cores.
+// small enough that `make run` learns visibly in a couple of minutes on 2 cores. Mistral is this
+// family with a sliding window: mistral_7b is v0.1's published sizes (its model length, 32768, is
+// a --max_context_width away), mistral_tiny tiny's sizes with a window a quarter of its context.
 static const FamilyPreset llama_presets[] = {
-    {"tiny", 128, 4, 4, 2, 344, 128, 256},
-    {"llama2_7b", 4096, 32, 32, 32, 11008, 4096, 32000},
-    {"llama2_13b", 5120, 40, 40, 40, 13824, 4096, 32000},
-    {"llama2_70b", 8192, 80, 64, 8, 28672, 4096, 32000},
+    {"tiny", 128, 4, 4, 2, 344, 128, 256, 0},
+    {"llama2_7b", 4096, 32, 32, 32, 11008, 4096, 32000, 0},
+    {"llama2_13b", 5120, 40, 40, 40, 13824, 4096, 32000, 0},
+    {"llama2_70b", 8192, 80, 64, 8, 28672, 4096, 32000, 0},
+    {"mistral_7b", 4096, 32, 32, 8, 14336, 4096, 32000, 4096},
+    {"mistral_tiny", 128, 4, 4, 2, 344, 128, 256, 32},
     {NULL},
 };
 
@@ -221,7 +225,9 @@ static const FamilyPreset llama_presets[] = {
 static const FamilyField llama_ckpt_fields[] = {
     INT_FIELD(hidden_width), INT_FIELD(num_layers), INT_FIELD(num_heads), INT_FIELD(num_key_value_heads),
     INT_FIELD(intermediate_size), INT_FIELD(vocab_size), INT_FIELD(max_context_width),
-    FLOAT_FIELD(rope_theta, 10000.0f), FLOAT_FIELD(norm_eps, 1e-5f), {NULL},
+    FLOAT_FIELD(rope_theta, 10000.0f), FLOAT_FIELD(norm_eps, 1e-5f),
+    {"sliding_window", FAMILY_INT_OPTIONAL, offsetof(ModelConfig, sliding_window), 0},  // 0: full attention
+    {NULL},
 };
 
 // LlamaConfig's keys; the optional ones default as transformers' LlamaConfig does
@@ -236,6 +242,7 @@ static const FamilyHfKey llama_hf_keys[] = {
     HF_INT("num_key_value_heads", MODEL_KV_HEADS, num_key_value_heads, 0),
     HF_FLOAT("rope_theta", MODEL_ROPE_THETA, rope_theta, 10000.0f),
     HF_FLOAT("rms_norm_eps", MODEL_NORM_EPS, norm_eps, 1e-6f),
+    HF_INT("sliding_window", MODEL_WINDOW, sliding_window, 0),  // Mistral's; absent or null: full attention
     {NULL},
 };
 static const FamilyHfCheck llama_hf_checks[] = {
@@ -248,8 +255,13 @@ static const char *const llama_hf_architectures[] = {"LlamaForCausalLM", "Mistra
 #define OUT_FLOAT(k, f) {k, FAMILY_OUT_FLOAT, NULL, offsetof(ModelConfig, f)}
 #define OUT_RAW(k, json) {k, FAMILY_OUT_RAW, json, 0}
 #define OUT(k, kind) {k, kind, NULL, 0}
+#define WINDOW offsetof(ModelConfig, sliding_window)
+// with a sliding window the model is Mistral's (MistralForCausalLM), else Llama's
 static const FamilyHfOut llama_hf_config[] = {
-    OUT_RAW("architectures", "[\"LlamaForCausalLM\"]"), OUT_RAW("model_type", "\"llama\""),
+    {"architectures", FAMILY_OUT_RAW_IF_SET, "[\"MistralForCausalLM\"]", WINDOW},
+    {"architectures", FAMILY_OUT_RAW_UNLESS_SET, "[\"LlamaForCausalLM\"]", WINDOW},
+    {"model_type", FAMILY_OUT_RAW_IF_SET, "\"mistral\"", WINDOW}, {"model_type", FAMILY_OUT_RAW_UNLESS_SET, "\"llama\"", WINDOW},
+    {"sliding_window", FAMILY_OUT_INT_IF_SET, NULL, WINDOW},
     OUT_INT("hidden_size", hidden_width), OUT_INT("intermediate_size", intermediate_size),
     OUT_INT("num_hidden_layers", num_layers), OUT_INT("num_attention_heads", num_heads),
     OUT_INT("num_key_value_heads", num_key_value_heads), OUT("max_position_embeddings", FAMILY_OUT_POSITIONS),
@@ -268,14 +280,14 @@ const ModelFamily family_llama = {
     .gqa = 1,
     .rope = 1,
     .gated_mlp = 1,
+    .sliding_window = 1,
     .ckpt_fields = llama_ckpt_fields,
     .hf_import = {
         .model_types = llama_hf_types,
         .architectures = llama_hf_architectures,
-        .what = "Llama models (LlamaForCausalLM, model_type llama; Mistral's layout too)",
+        .what = "Llama models (LlamaForCausalLM, model_type llama) and Mistral's (MistralForCausalLM, model_type mistral)",
         .keys = llama_hf_keys,
         .context = "max_position_embeddings",
-        .window = "sliding_window",  // Mistral's: full attention is the same model up to its length
         .rope = {"rope_theta", "rope_scaling", "rope_parameters"},
         .checks = llama_hf_checks,
         .embed = "model.embed_tokens.weight",
@@ -284,7 +296,7 @@ const ModelFamily family_llama = {
         .tied = "lm_head.weight",
         .tied_to = "model.embed_tokens.weight",
     },
-    .hf_export = {.architecture = "LlamaForCausalLM", .config = llama_hf_config},
+    .hf_export = {.architecture = "LlamaForCausalLM or MistralForCausalLM", .config = llama_hf_config},
     .plan_build = FAMILY_CODE(llama_plan_build),
     .acts_alloc = FAMILY_CODE(llama_acts_alloc),
     .embed_fwd = FAMILY_CODE(llama_embed_fwd),

@@ -480,8 +480,8 @@ static void test_attention_docs(int B, int Tq, int Tk, int H, int KV, int hd, si
     void *d_q = dev_buf(q, nq, KERN_ACT), *d_k = dev_buf(k, nkv, KERN_ACT), *d_v = dev_buf(v, nkv, KERN_ACT);
     void *d_out = new_buf(nq, KERN_ACT);
     float *d_saved = cuda_alloc(sizeof(float) * cuda_attention_saved_floats(B, H, Tq, Tk));
-    cpu_attention_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, kstart, drop);
-    cuda_attention_fwd(d_out, d_saved, d_q, d_k, d_v, B, Tq, Tk, H, KV, hd, kv_bstride, d_ks, drop);
+    cpu_attention_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, kstart, 0, drop);
+    cuda_attention_fwd(d_out, d_saved, d_q, d_k, d_v, B, Tq, Tk, H, KV, hd, kv_bstride, d_ks, 0, drop);
     snprintf(name, sizeof name, "attention_fwd %s", cfg);
     check_buf(name, d_out, out, nq, tol_mm(), KERN_ACT);
     if (acts) {  // backward takes out as the GPU holds it (bf16); the CPU the same values
@@ -503,9 +503,9 @@ static void test_attention_docs(int B, int Tq, int Tk, int H, int KV, int hd, si
         void *d_dout = dev_buf(dout, nq, KERN_ACT), *d_dq = dev_buf(junk, nq, KERN_ACT);
         void *d_dk = dev_buf(junk, nkv, KERN_ACT), *d_dv = dev_buf(junk, nkv, KERN_ACT);
         free(junk);
-        cpu_attention_bwd(dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, kstart, drop);
+        cpu_attention_bwd(dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, kstart, 0, drop);
         float *d_scratch = cuda_alloc(sizeof(float) * cuda_attention_scratch_floats(B, H, T));
-        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd, d_ks, drop);
+        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd, d_ks, 0, drop);
         const void *gpu[3] = {d_dq, d_dk, d_dv};
         const float *ref[3] = {dq, dk, dv};
         const size_t len[3] = {nq, nkv, nkv};
@@ -517,7 +517,7 @@ static void test_attention_docs(int B, int Tq, int Tk, int H, int KV, int hd, si
             first[i] = mallocCheck(sizeof(float) * len[i]);
             cuda_download(first[i], gpu[i], dt_bytes(KERN_ACT) * len[i]);
         }
-        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd, d_ks, drop);
+        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd, d_ks, 0, drop);
         for (int i = 0; i < 3; i++) {  // the same bytes again
             char *again = mallocCheck(sizeof(float) * len[i]);
             cuda_download(again, gpu[i], dt_bytes(KERN_ACT) * len[i]);
@@ -563,9 +563,9 @@ static void test_attention_one_doc(int B, int T, int H, int KV, int hd) {
     for (int run = 0; run < 2; run++) {
         const int32_t *ks = run ? d_ks : NULL;
         for (int i = 0; i < 5; i++) res[run][i] = i == 1 ? cuda_alloc(bytes[i]) : new_buf(len[i], KERN_ACT);
-        cuda_attention_fwd(res[run][0], res[run][1], d_q, d_k, d_v, B, T, T, H, KV, hd, nkv / B, ks, NULL);
+        cuda_attention_fwd(res[run][0], res[run][1], d_q, d_k, d_v, B, T, T, H, KV, hd, nkv / B, ks, 0, NULL);
         cuda_attention_bwd(res[run][2], res[run][3], res[run][4], d_scratch, d_dout, res[run][0], res[run][1], d_q, d_k,
-                           d_v, B, T, H, KV, hd, ks, NULL);
+                           d_v, B, T, H, KV, hd, ks, 0, NULL);
         for (int i = 0; i < 5; i++) {
             host[run][i] = mallocCheck(bytes[i]);
             cuda_download(host[run][i], res[run][i], bytes[i]);
@@ -1210,9 +1210,9 @@ static void bench(void) {
         void *dO = ab ? (void *)doutb : dout, *dQ = ab ? (void *)dqb : dq, *dK = ab ? (void *)dkb : dk;
         void *dV = ab ? (void *)dvb : dv;
         const double f =
-            TIME_MS(reps, cuda_attention_fwd(O, saved, Q, K, Vv, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL, NULL));
+            TIME_MS(reps, cuda_attention_fwd(O, saved, Q, K, Vv, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL, 0, NULL));
         const double b =
-            TIME_MS(reps, cuda_attention_bwd(dQ, dK, dV, scratch, dO, O, saved, Q, K, Vv, B, T, H, KV, hd, NULL, NULL));
+            TIME_MS(reps, cuda_attention_bwd(dQ, dK, dV, scratch, dO, O, saved, Q, K, Vv, B, T, H, KV, hd, NULL, 0, NULL));
         cuda_set_acts_bf16(0);
         // backward as executed: the native kernels' 7 products, cuDNN's 5 (S, dP, dV, dK, dQ)
         const double bwd_products = mode > COMPUTE_BF16 ? 5 : 7;

@@ -378,7 +378,7 @@ static void test_attention_fwd(const char *name, int B, int Tq, int Tk, int Tcap
         for (size_t i = (size_t)Tk * KV * hd; i < kv_bstride; i++) k[b * kv_bstride + i] = v[b * kv_bstride + i] = NAN;
     float *out = malloc(sizeof(float) * nq), *probs = malloc(sizeof(float) * np);
     double *rout = malloc(sizeof(double) * nq), *rprobs = malloc(sizeof(double) * np);
-    kern_attention_fwd(out, probs, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, NULL, drop);
+    kern_attention_fwd(out, probs, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, NULL, 0, drop);
     attention_ref(rout, rprobs, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, drop);
     char buf[160];
     snprintf(buf, sizeof buf, "attention fwd out %s", name);
@@ -403,7 +403,7 @@ typedef struct {
 static double attention_obj(void *p) {
     AttCtx *c = p;
     kern_attention_fwd(c->out, c->probs, c->q, c->k, c->v, c->B, c->T, c->T, c->H, c->KV, c->hd,
-                       (size_t)c->T * c->KV * c->hd, NULL, c->drop);
+                       (size_t)c->T * c->KV * c->hd, NULL, 0, c->drop);
     return dot(c->out, c->r, (size_t)c->B * c->T * c->H * c->hd);
 }
 
@@ -415,7 +415,7 @@ static void test_attention_bwd(const char *name, int B, int T, int H, int KV, in
     // outputs start as garbage: the backward overwrites them
     float *dq = rand_vec(nq, -9, 9), *dk = rand_vec(nk, -9, 9), *dv = rand_vec(nk, -9, 9);
     float *scratch = malloc(sizeof(float) * kern_attention_scratch_floats(B, H, T));
-    kern_attention_bwd(dq, dk, dv, scratch, c.r, c.out, c.probs, c.q, c.k, c.v, B, T, H, KV, hd, NULL, drop);
+    kern_attention_bwd(dq, dk, dv, scratch, c.r, c.out, c.probs, c.q, c.k, c.v, B, T, H, KV, hd, NULL, 0, drop);
     double *gq = grad_delta(dq, NULL, nq), *gk = grad_delta(dk, NULL, nk), *gv = grad_delta(dv, NULL, nk);
     char buf[160];
     snprintf(buf, sizeof buf, "attention bwd dq %s", name);
@@ -441,8 +441,8 @@ static void test_attention_drop_identity(void) {
     for (int i = 0; i < 3; i++) {
         out[i] = malloc(sizeof(float) * nq), probs[i] = malloc(sizeof(float) * np);
         dq[i] = malloc(sizeof(float) * nq), dk[i] = malloc(sizeof(float) * nk), dv[i] = malloc(sizeof(float) * nk);
-        kern_attention_fwd(out[i], probs[i], q, k, v, B, T, T, H, KV, hd, nk / B, NULL, drops[i]);
-        kern_attention_bwd(dq[i], dk[i], dv[i], scratch, dout, out[i], probs[i], q, k, v, B, T, H, KV, hd, NULL, drops[i]);
+        kern_attention_fwd(out[i], probs[i], q, k, v, B, T, T, H, KV, hd, nk / B, NULL, 0, drops[i]);
+        kern_attention_bwd(dq[i], dk[i], dv[i], scratch, dout, out[i], probs[i], q, k, v, B, T, H, KV, hd, NULL, 0, drops[i]);
     }
     report(!memcmp(out[0], out[1], sizeof(float) * nq) && !memcmp(dq[0], dq[1], sizeof(float) * nq) &&
                !memcmp(dk[0], dk[1], sizeof(float) * nk) && !memcmp(dv[0], dv[1], sizeof(float) * nk),
@@ -450,14 +450,14 @@ static void test_attention_drop_identity(void) {
     report(!memcmp(probs[0], probs[2], sizeof(float) * np) && memcmp(out[0], out[2], sizeof(float) * nq),
            "attention dropout: saved P undropped, output changed", "P differs or output unchanged");
     // again with the same key: identical
-    kern_attention_fwd(out[1], probs[1], q, k, v, B, T, T, H, KV, hd, nk / B, NULL, &on);
-    kern_attention_bwd(dq[1], dk[1], dv[1], scratch, dout, out[1], probs[1], q, k, v, B, T, H, KV, hd, NULL, &on);
+    kern_attention_fwd(out[1], probs[1], q, k, v, B, T, T, H, KV, hd, nk / B, NULL, 0, &on);
+    kern_attention_bwd(dq[1], dk[1], dv[1], scratch, dout, out[1], probs[1], q, k, v, B, T, H, KV, hd, NULL, 0, &on);
     report(!memcmp(out[1], out[2], sizeof(float) * nq) && !memcmp(dq[1], dq[2], sizeof(float) * nq) &&
                !memcmp(dk[1], dk[2], sizeof(float) * nk) && !memcmp(dv[1], dv[2], sizeof(float) * nk),
            "attention dropout deterministic", "repeated call differs");
     // batch row 1 alone with sample0 + 1 equals row 1 of the batch: the mask follows the sample
     const KernDropout on1 = {on.p, on.key, on.sample0 + 1};
-    kern_attention_fwd(out[1], probs[1], q + nq / 2, k + nk / 2, v + nk / 2, 1, T, T, H, KV, hd, nk / B, NULL, &on1);
+    kern_attention_fwd(out[1], probs[1], q + nq / 2, k + nk / 2, v + nk / 2, 1, T, T, H, KV, hd, nk / B, NULL, 0, &on1);
     report(!memcmp(out[1], out[2] + nq / 2, sizeof(float) * nq / 2), "attention dropout mask follows sample0 + b",
            "row 1 differs");
     for (int i = 0; i < 3; i++) free(out[i]), free(probs[i]), free(dq[i]), free(dk[i]), free(dv[i]);
@@ -479,8 +479,8 @@ static void test_attention_docs(void) {
     for (int b = 0; b < B; b++)
         for (int i = 0; i < 4; i++)
             for (int t = starts[b][i]; t < starts[b][i + 1]; t++) ks[b * T + t] = starts[b][i];
-    kern_attention_fwd(out, probs, q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, ks, NULL);
-    kern_attention_bwd(dq, dk, dv, scratch, dout, out, probs, q, k, v, B, T, H, KV, hd, ks, NULL);
+    kern_attention_fwd(out, probs, q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, ks, 0, NULL);
+    kern_attention_bwd(dq, dk, dv, scratch, dout, out, probs, q, k, v, B, T, H, KV, hd, ks, 0, NULL);
     size_t leaked = 0;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
@@ -498,8 +498,8 @@ static void test_attention_docs(void) {
             float *o1 = malloc(sizeof(float) * n * H * hd), *p1 = malloc(sizeof(float) * H * n * n);
             float *q1 = malloc(sizeof(float) * n * H * hd), *k1 = malloc(sizeof(float) * n * KV * hd), *v1 = malloc(sizeof(float) * n * KV * hd);
             float *sc = malloc(sizeof(float) * kern_attention_scratch_floats(1, H, n));
-            kern_attention_fwd(o1, p1, qs, kk, vs, 1, n, n, H, KV, hd, (size_t)n * KV * hd, NULL, NULL);
-            kern_attention_bwd(q1, k1, v1, sc, ds, o1, p1, qs, kk, vs, 1, n, H, KV, hd, NULL, NULL);
+            kern_attention_fwd(o1, p1, qs, kk, vs, 1, n, n, H, KV, hd, (size_t)n * KV * hd, NULL, 0, NULL);
+            kern_attention_bwd(q1, k1, v1, sc, ds, o1, p1, qs, kk, vs, 1, n, H, KV, hd, NULL, 0, NULL);
             const float *got[4] = {out + ((size_t)b * T + s) * H * hd, dq + ((size_t)b * T + s) * H * hd,
                                    dk + ((size_t)b * T + s) * KV * hd, dv + ((size_t)b * T + s) * KV * hd};
             const float *want[4] = {o1, q1, k1, v1};

@@ -134,7 +134,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (const FamilyField *f = fam->ckpt_fields; f->name; f++) {
         double v = field_value(f->name);
         CkptAttr *a = add_attr(f->name);
-        if (f->type == FAMILY_INT) a->kind = CKPT_ATTR_INT, a->bits = (uint64_t)v, *(int *)((char *)&good + f->off) = (int)v;
+        if (f->type != FAMILY_FLOAT) a->kind = CKPT_ATTR_INT, a->bits = (uint64_t)v, *(int *)((char *)&good + f->off) = (int)v;
         else a->kind = CKPT_ATTR_FLOAT, a->f = v, *(float *)((char *)&good + f->off) = (float)v;
     }
     attr_str("tokenizer", "byte");
