@@ -2,7 +2,7 @@
 
 usage: /usr/bin/python3 test/hf_make.py OUTDIR [--dtype fp32|bf16|fp16] [--shards N] [--tied]
        [--no_config] [--inv_freq] [--seed S] [--hidden D] [--layers L] [--heads H] [--kv_heads KV]
-       [--intermediate F] [--vocab V] [--context T] [--rope_theta R] [--chat]
+       [--intermediate F] [--vocab V] [--context T] [--rope_theta R] [--chat] [--sliding_window W]
 
 config.json plus model.safetensors, or N shards model-0000i-of-0000N.safetensors with
 model.safetensors.index.json. The safetensors files are written by hand (numpy + json): the
@@ -11,7 +11,8 @@ tie_word_embeddings; --inv_freq adds the rotary_emb.inv_freq buffers older expor
 --context is config.json's max_position_embeddings. --chat adds what a chat model ships beside
 its weights: tokenizer_config.json (a chat_template with newlines, quotes and non-ASCII text,
 special tokens, added_tokens_decoder), special_tokens_map.json, generation_config.json (a list of
-eos ids), chat_template.jinja, and bos/eos/pad ids in config.json.
+eos ids), chat_template.jinja, and bos/eos/pad ids in config.json. --sliding_window W makes it a
+Mistral (MistralForCausalLM, model_type mistral, that window).
 """
 
 import argparse
@@ -102,6 +103,7 @@ def main():
     ap.add_argument("--context", type=int, default=64)
     ap.add_argument("--rope_theta", type=float, default=10000.0)
     ap.add_argument("--chat", action="store_true")
+    ap.add_argument("--sliding_window", type=int, default=0, help="a Mistral (MistralForCausalLM) with this window")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     tensors = llama_tensors(a)
@@ -127,6 +129,9 @@ def main():
             "rope_theta": a.rope_theta, "rope_scaling": None, "vocab_size": a.vocab, "tie_word_embeddings": a.tied,
             "hidden_act": "silu", "torch_dtype": {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[a.dtype],
         }
+        if a.sliding_window:
+            config.update({"architectures": ["MistralForCausalLM"], "model_type": "mistral",
+                           "sliding_window": a.sliding_window})
         if a.chat:
             config.update({"bos_token_id": 1, "eos_token_id": [2, 7], "pad_token_id": 0})
         with open(os.path.join(a.out, "config.json"), "w") as f:
