@@ -504,11 +504,13 @@ void config_finish(Config *c) {
 
 void config_describe(const Config *c, char *buf, int len) {
     const ModelConfig *m = &c->model;
+    char window[32] = "";
+    if (m->sliding_window) snprintf(window, sizeof window, " window=%d", m->sliding_window);
     snprintf(buf, len,
-             "model=%s/%s D=%d L=%d H=%d KV=%d F=%d T=%d V=%d sharding=%s precision=%s batch_size=%d grad_accum=%d "
+             "model=%s/%s D=%d L=%d H=%d KV=%d F=%d T=%d V=%d%s sharding=%s precision=%s batch_size=%d grad_accum=%d "
              "max_steps=%d lr=%g min_lr=%g warmup=%g decay=%s wd=%g betas=%g,%g grad_clip=%g seed=%d train_data=%s",
              m->model_type, m->model_name, m->hidden_width, m->num_layers, m->num_heads, m->num_key_value_heads,
-             m->intermediate_size, m->max_context_width, m->vocab_size, config_sharding_name(c->sharding),
+             m->intermediate_size, m->max_context_width, m->vocab_size, window, config_sharding_name(c->sharding),
              config_precision_name(c->precision), c->batch_size, c->grad_accum, c->max_steps, c->lr, c->min_lr, c->warmup,
              config_lr_decay_name(c->lr_decay_style), c->weight_decay, c->beta1,
              c->beta2, c->grad_clip, c->seed, c->train_data[0] ? c->train_data : "(bundled tinyshakespeare)");

@@ -54,6 +54,7 @@ suite "hf: Hugging Face weights in (safetensors) and out (export)" bash test/tes
 suite "finetune: import, finetune on 2 ranks, export, PyTorch greedy equality" bash test/test_finetune.sh
 suite "roundtrip: export keeps the import's max_position_embeddings, rope_theta, token ids and tokenizer files" bash test/test_roundtrip.sh
 suite "finetune data: masks, -100 labels, layouts, packing equal to padding, formats, bad rows, document masking" bash test/test_finetune_data.sh
+suite "mistral: sliding-window attention; MistralForCausalLM import/export, generation past the window and parity against the PyTorch reference" bash test/test_mistral.sh
 suite "mingpt: train, greedy generation and GPT2LMHeadModel export against the PyTorch reference" bash test/test_mingpt.sh
 suite "fuzz: regression corpus under ASan/UBSan" bash test/fuzz/replay.sh
 suite "slurm: srun/sbatch/scancel/preemption on a real single-node Slurm" bash test/test_slurm.sh
