@@ -253,8 +253,8 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
             __syncthreads();
             int kfirst[DOCS ? RQ : 1];  // of this thread's query columns
 #pragma unroll
-            for (int j = 0; j < (DOCS ? RQ : 0); j++)
-                kfirst[j] = q0 + tx + 16 * j < T ? att_first(ks, q0 + tx + 16 * j, q0 + tx + 16 * j, window) : 0;
+            for (int j = 0; j < (DOCS ? RQ : 0); j++)  // past T: INT_MAX, which also masks the padding columns
+                kfirst[j] = q0 + tx + 16 * j < T ? att_first(ks, q0 + tx + 16 * j, q0 + tx + 16 * j, window) : INT_MAX;
             float st[RK][RQ] = {}, dpt[RK][RQ] = {};
             tile_mac<RK, RQ, HDP>(st, Ks, LDH, Qs, 1, LDH);    // S^T = K Q^T
             tile_mac<RK, RQ, HDP>(dpt, Vs, LDH, dOs, 1, LDH);  // dP^T = V dO^T
@@ -264,7 +264,7 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
 #pragma unroll
                 for (int j = 0; j < RQ; j++) {
                     const int r = tx + 16 * j, qpos = q0 + r;
-                    const bool seen = k0 + c <= qpos && qpos < T && (!DOCS || k0 + c >= kfirst[j]);
+                    const bool seen = k0 + c <= qpos && (DOCS ? k0 + c >= kfirst[j] : qpos < T);
                     const float p = seen ? expf(st[i][j] * scale - Ls[r]) : 0.0f;
                     float pv = p, dp = dpt[i][j];
                     if (DROP) {
