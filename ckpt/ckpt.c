@@ -581,7 +581,7 @@ static const char *write_header(hid_t f, const Config *cfg, const CkptMeta *meta
     const ModelFamily *fam = family_find(m->model_type);
     if (!fam) return "this model family has no checkpoint attributes (model/family.h)";
     for (const FamilyField *fl = fam->ckpt_fields; fl->name; fl++)
-        ok &= attr_write(f, fl->name, fl->type == FAMILY_FLOAT ? H5T_NATIVE_FLOAT : H5T_NATIVE_INT, (const char *)m + fl->off);
+        ok &= attr_write(f, fl->name, fl->type != FAMILY_FLOAT ? H5T_NATIVE_INT : H5T_NATIVE_FLOAT, (const char *)m + fl->off);
     ok &= attr_write_str(f, "run_config", run);
     ok &= attr_write_str(f, "tokenizer", cfg->tokenizer);
     ok &= attr_write_str(f, "run_id", meta->run_id);

@@ -303,13 +303,9 @@ static int hf_check_config(const JsonValue *c, const char *path, const ModelFami
     return 0;
 }
 
-// The model's length as family im spells it, bounded by its attention window (full attention is
-// the same model up to the window's length): 1 with *out set, 0 when unset, -1 on an error
+// The model's length as family im spells it: 1 with *out set, 0 when unset, -1 on an error
 static int hf_context(const JsonValue *c, const FamilyHfImport *im, const char *path, int *out, char *err, size_t len) {
-    int window = INT_MAX, r = im->context ? hf_size(c, path, im->context, 0, out, err, len) : 0;
-    if (r > 0 && im->window && hf_size(c, path, im->window, 0, &window, err, len) < 0) return -1;
-    if (r > 0 && window < *out) *out = window;
-    return r;
+    return im->context ? hf_size(c, path, im->context, 0, out, err, len) : 0;
 }
 
 // one key of the family's list into m; 0, or -1 with err set
@@ -484,6 +480,7 @@ unsigned hf_model_config(const HfModel *h, ModelConfig *m) {
         m->rope_high_freq_factor = h->m.rope_high_freq_factor;
         m->rope_original_context = h->m.rope_original_context;
     }
+    if (f & MODEL_WINDOW) m->sliding_window = h->m.sliding_window;
     return f;
 }
 
@@ -871,6 +868,9 @@ static void export_config_json(FILE *f, const ModelFamily *fam, const ModelConfi
         int id = o->kind == FAMILY_OUT_BOS ? bos : o->kind == FAMILY_OUT_EOS ? eos : -2;
         const JsonValue *v = id != -2 || o->kind == FAMILY_OUT_PAD ? export_src_id(src, o->key) : NULL;
         if (o->kind == FAMILY_OUT_PAD && !v) continue;  // only when the source had one
+        int set = (o->kind == FAMILY_OUT_RAW_IF_SET || o->kind == FAMILY_OUT_RAW_UNLESS_SET || o->kind == FAMILY_OUT_INT_IF_SET)
+                      ? *(const int *)field != 0 : -1;
+        if (set == (o->kind == FAMILY_OUT_RAW_UNLESS_SET)) continue;  // an entry for the setting's other state
         fprintf(f, "%s  \"%s\": ", n++ ? ",\n" : "", o->key);
         char num[32];
         switch (o->kind) {
@@ -889,6 +889,8 @@ static void export_config_json(FILE *f, const ModelFamily *fam, const ModelConfi
         case FAMILY_OUT_DTYPE: fprintf(f, "\"%s\"", export_dtype_name(dt)); break;
         case FAMILY_OUT_ROPE_SCALING: export_rope_scaling(f, fam, m); break;
         case FAMILY_OUT_BOOL: fprintf(f, *(const int *)field ? "true" : "false"); break;
+        case FAMILY_OUT_RAW_IF_SET: case FAMILY_OUT_RAW_UNLESS_SET: fprintf(f, "%s", o->raw); break;
+        case FAMILY_OUT_INT_IF_SET: fprintf(f, "%d", *(const int *)field); break;
         }
     }
     fprintf(f, "\n}\n");

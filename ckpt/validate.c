@@ -172,12 +172,12 @@ const char *ckpt_check_header(const CkptDesc *d, const char *file, const ModelCo
     if (!e && !fam) return unknown_family(file, h->model.model_type);
     for (const FamilyField *fl = e ? NULL : fam->ckpt_fields; fl && fl->name && !e; fl++) {
         void *dst = (char *)&h->model + fl->off;
-        const CkptAttr *there = fl->type == FAMILY_BOOL ? need_attr(d, file, fl->name, 0, &e) : NULL;
-        if (fl->type == FAMILY_BOOL) *(int *)dst = 0;  // before the attribute existed: off
+        const int optional = fl->type == FAMILY_BOOL || fl->type == FAMILY_INT_OPTIONAL;
+        const CkptAttr *have = optional ? need_attr(d, file, fl->name, 0, &e) : NULL;
         if (e) break;
-        e = fl->type == FAMILY_INT    ? get_int(d, file, fl->name, 1, INT_MAX, (int *)dst)
-            : fl->type == FAMILY_BOOL ? (there ? get_int(d, file, fl->name, 0, 1, (int *)dst) : NULL)
-                                      : get_positive_float(d, file, fl->name, fl->absent, (float *)dst);
+        if (optional && !have) *(int *)dst = 0;  // written before the field existed: off
+        else e = fl->type != FAMILY_FLOAT ? get_int(d, file, fl->name, fl->type == FAMILY_INT, fl->type == FAMILY_BOOL ? 1 : INT_MAX, (int *)dst)
+                                          : get_positive_float(d, file, fl->name, fl->absent, (float *)dst);
     }
     // a family without grouped-query attention stores no num_key_value_heads: every head has its own
     if (!e && !fam->gqa) h->model.num_key_value_heads = h->model.num_heads;
@@ -220,7 +220,7 @@ const char *ckpt_check_config(const CkptHeader *h, const char *file, const Model
     const ModelFamily *fam = family_find(h->model.model_type);
     if (!fam) return unknown_family(file, h->model.model_type);
     for (const FamilyField *fl = fam->ckpt_fields; fl->name; fl++) {
-        if (fl->type == FAMILY_FLOAT) continue;  // sizes and switches decide the layout; the rest is the run's to keep
+        if (fl->type == FAMILY_FLOAT) continue;  // sizes (and the window) are the model; the rest is the run's to keep
         int v = *(const int *)((const char *)&h->model + fl->off), want = *(const int *)((const char *)&plan->cfg + fl->off);
         if (v != want) {
             snprintf(msg, sizeof msg, "checkpoint '%s' has %s=%d but this run has --%s %d", file, fl->name, v, fl->name, want);

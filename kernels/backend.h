@@ -66,14 +66,14 @@
     X(size_t, attention_saved_floats, (int B, int H, int Tq, int Tk), (B, H, Tq, Tk))                                  \
     X(void, attention_fwd,                                                                                             \
       (void *out, float *saved, const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int KV,     \
-       int hd, size_t kv_bstride, const int32_t *kstart, const KernDropout *drop),                                     \
-      (out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, kstart, drop))                                                   \
+       int hd, size_t kv_bstride, const int32_t *kstart, int window, const KernDropout *drop),                         \
+      (out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, kstart, window, drop))                                                   \
     X(size_t, attention_scratch_floats, (int B, int H, int T), (B, H, T))                                              \
     X(void, attention_bwd,                                                                                             \
       (void *dq, void *dk, void *dv, float *scratch, const void *dout, const void *out, const float *saved,            \
        const void *q, const void *k, const void *v, int B, int T, int H, int KV, int hd, const int32_t *kstart,        \
-       const KernDropout *drop),                                                                                       \
-      (dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, kstart, drop))                                         \
+       int window, const KernDropout *drop),                                                                           \
+      (dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, kstart, window, drop))                                         \
     X(void, swiglu_fwd, (void *h, const void *gu, int N, int F), (h, gu, N, F))                                        \
     X(void, swiglu_bwd, (void *dgu, const void *dh, const void *gu, int N, int F), (dgu, dh, gu, N, F))                \
     X(void, gelu_fwd, (void *out, const void *inp, size_t n, KernGelu form), (out, inp, n, form))                       \

@@ -205,6 +205,8 @@ void kern_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t sam
 // plain causal) query t of row b sees only keys kstart[b*Tq + t] .. its own position. A row is a run
 // of documents, so per row kstart is non-decreasing with kstart[t] <= (Tk - Tq) + t; the kernels skip
 // blocks no query of theirs sees, and masked keys get probability exactly 0.
+// Sliding window (window > 0; 0: none): a query at position p also sees only keys j > p - window,
+// the last `window` positions, itself included. It combines with document masks.
 // out (B, Tq, H, hd); saved: what backward needs, kern_attention_saved_floats(B, H, Tq, Tk)
 // floats (the CPU keeps the softmax probabilities (B, H, Tq, Tk); a GPU only row statistics).
 // drop (NULL or p == 0: none): dropout on the probabilities P (B, H, Tq, Tk) after the softmax,
@@ -213,14 +215,14 @@ void kern_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t sam
 size_t kern_attention_saved_floats(int B, int H, int Tq, int Tk);
 void kern_attention_fwd(void *out, float *saved, const void *q, const void *k, const void *v,
                         int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride, const int32_t *kstart,
-                        const KernDropout *drop);
+                        int window, const KernDropout *drop);
 // training form (Tq == Tk == T, kv contiguous). dq (B,T,H,hd), dk, dv (B,T,KV,hd) are overwritten.
 // out is the forward's output; scratch: at least kern_attention_scratch_floats(B, H, T) floats,
 // sized after kern_init (it may depend on the thread count).
 size_t kern_attention_scratch_floats(int B, int H, int T);
 void kern_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void *dout, const void *out,
                         const float *saved, const void *q, const void *k, const void *v,
-                        int B, int T, int H, int KV, int hd, const int32_t *kstart, const KernDropout *drop);
+                        int B, int T, int H, int KV, int hd, const int32_t *kstart, int window, const KernDropout *drop);
 
 // ---- SwiGLU on the fused gate|up projection ----
 // One GEMM against the adjacent gate and up weights (2F rows) gives gu (N, 2F): each row holds

@@ -31,6 +31,7 @@ int config_preset(ModelConfig *m, const char *name) {
     m->rope_high_freq_factor = 4.0f;
     m->rope_original_context = 8192.0f;
     m->tie_word_embeddings = p->tie_word_embeddings;
+    m->sliding_window = p->sliding_window;
     return 1;
 }
 
@@ -87,6 +88,19 @@ const char *config_precision_name(Precision p) { return cli_choice_name(precisio
 const char *config_lr_decay_name(LrDecay d) { return cli_choice_name(lr_decay_names, d); }
 
 // --trace_steps A:B, the 1-based steps (as logged) the trace covers
+// --sliding_window N, or SMP's None (its parser's default) for none
+static const char *parse_window(void *dst, const char *v) {
+    static char msg[256];
+    char *end;
+    long w = strtol(v, &end, 10);
+    int *window = &((Config *)dst)->model.sliding_window;
+    if (!strcmp(v, "None") || !strcmp(v, "none")) return *window = 0, NULL;
+    if (!*v || *end || w < 0 || w > 2147483647L)
+        return snprintf(msg, sizeof msg, "--sliding_window expects a window of N >= 0 tokens or None, got '%s'", v), msg;
+    *window = (int)w;
+    return NULL;
+}
+
 static const char *parse_trace_steps(void *dst, const char *v) {
     static char msg[256];
     int *steps = ((Config *)dst)->trace_steps, n = 0;
@@ -152,7 +166,6 @@ ONLY(only_wrap_policy, "auto_wrap_policy", "fsdpc's units are the transformer bl
 ONLY(only_backend, "distributed_backend", "fsdpc's collectives are MPI's, and NCCL's on GPUs", "nccl", "smddp")
 ONLY(only_framework, "framework", "fsdpc is an FSDP (ZeRO) trainer", "fsdp")
 ONLY(only_nccl_test_log, "nccl_test_log", "fsdpc runs no NCCL test", "")
-ONLY(only_sliding_window, "sliding_window", "fsdpc's attention sees the whole context (no sliding window yet)", "0", "None")
 
 // --trace_steps's default, as the flag spells it
 static void show_trace_steps(const void *dst, char *buf, size_t len) {
@@ -197,6 +210,8 @@ static const CliFlag flags[] = {
     FL("rope_theta", model.rope_theta, G_MODEL, "RoPE base (the families with rotary positions)", CLI_ALIASES("rotary_emb_base")),
     FL("rotary_pct", model.rotary_pct, G_MODEL, "share of each head's dimensions RoPE rotates (GPT-NeoX: 0.25 unless given; the others rotate all)"),
     B("tie_word_embeddings", model.tie_word_embeddings, G_MODEL, "lm_head is the embedding, one tensor (Llama only; Llama-3.2's)"),
+    {.name = "sliding_window", .kind = CLI_CALL, AT(model.sliding_window), .call = parse_window, .group = G_MODEL, .arg = "N",
+     .help = "a token attends to the last N positions, itself included (Mistral; 0 or None: the whole context)"},
     FL("initializer_range", model.initializer_range, G_MODEL, "standard deviation of the initial weights"),
     FL("dropout", model.dropout, G_MODEL,
        "training only: residual branches, and for minGPT embeddings and attention probabilities",
@@ -339,7 +354,6 @@ static const CliFlag flags[] = {
     CALL("distributed_backend", 5, only_backend, "nccl|smddp", "SMP's: accepted; MPI, and NCCL on GPUs"),
     CALL("framework", 6, only_framework, "fsdp", "SMP's: fsdp"),
     CALL("nccl_test_log", 7, only_nccl_test_log, "\"\"", "SMP's: empty only"),
-    CALL("sliding_window", 8, only_sliding_window, "0|None", "SMP's: no sliding window yet (0 or None)"),
 #undef CALL
 };
 #define NFLAGS (sizeof flags / sizeof flags[0])
@@ -445,6 +459,12 @@ const char *config_validate_model(const ModelConfig *m) {
           m->rope_original_context >= 1 && m->rope_scaling_factor < 1e30f && m->rope_high_freq_factor < 1e30f &&
           m->rope_original_context < 1e30f))
         return "RoPE scaling needs a positive factor, 0 < low_freq_factor < high_freq_factor and an original context of at least 1";
+    if (m->sliding_window < 0) return "--sliding_window must be >= 0 (0: the whole context)";
+    if (m->sliding_window && !fam->sliding_window) {
+        snprintf(msg, sizeof msg, "--sliding_window %d: model_type %s has no sliding-window attention (0: the whole context)",
+                 m->sliding_window, m->model_type);
+        return msg;
+    }
     // the fused q/k/v and gate/up projections are one GEMM each, whose dimensions are ints
     uint64_t rows;
     char why[200];
@@ -567,6 +587,7 @@ void config_adopt_model(Config *c, const ModelConfig *src, unsigned known, const
         {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_high_freq_factor), 1, 0},
         {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_original_context), 1, 0},
         {MODEL_TIED, "tie_word_embeddings", offsetof(ModelConfig, tie_word_embeddings), 0, 1},
+        {MODEL_WINDOW, "sliding_window", offsetof(ModelConfig, sliding_window), 0, 1},
     };
     ModelConfig *m = &c->model;
     if ((known & MODEL_TYPE) && strcmp(m->model_type, src->model_type) != 0) {
@@ -665,11 +686,13 @@ void config_finish(Config *c) {
 
 void config_describe(const Config *c, char *buf, int len) {
     const ModelConfig *m = &c->model;
+    char window[32] = "";
+    if (m->sliding_window) snprintf(window, sizeof window, " window=%d", m->sliding_window);
     snprintf(buf, len,
-             "model=%s/%s D=%d L=%d H=%d KV=%d F=%d T=%d V=%d sharding=%s precision=%s batch_size=%d grad_accum=%d "
+             "model=%s/%s D=%d L=%d H=%d KV=%d F=%d T=%d V=%d%s sharding=%s precision=%s batch_size=%d grad_accum=%d "
              "max_steps=%d lr=%g min_lr=%g warmup=%g decay=%s wd=%g betas=%g,%g grad_clip=%g seed=%d train_data=%s",
              m->model_type, m->model_name, m->hidden_width, m->num_layers, m->num_heads, m->num_key_value_heads,
-             m->intermediate_size, m->max_context_width, m->vocab_size, config_sharding_name(c->sharding),
+             m->intermediate_size, m->max_context_width, m->vocab_size, window, config_sharding_name(c->sharding),
              config_precision_name(c->precision), c->batch_size, c->grad_accum, c->max_steps, c->lr, c->min_lr, c->warmup,
              config_lr_decay_name(c->lr_decay_style), c->weight_decay, c->beta1,
              c->beta2, c->grad_clip, c->seed, c->train_data[0] ? c->train_data : "(bundled tinyshakespeare)");

@@ -35,6 +35,7 @@ typedef struct {
     int intermediate_size;    // F
     int max_context_width;    // T
     int vocab_size;           // V
+    int sliding_window;       // a query sees the last sliding_window positions, itself included (0: all)
     float rope_theta;
     float rotary_pct;     // partial rotary (GPT-NeoX): the share of each head's dimensions RoPE rotates; else 1
     // Llama-3's RoPE frequency scaling (Hugging Face rope_type "llama3"): wavelengths longer than
@@ -75,7 +76,7 @@ typedef struct {
         float summary_first_pdrop;
         char fp8_amax_compute_algo[32], model_dir[512];
     } recipe;
-    int recipe_only[9];  // where the recipe flags that take only fsdpc's own behaviour point (they store nothing)
+    int recipe_only[8];  // where the recipe flags that take only fsdpc's own behaviour point (they store nothing)
     // data
     char train_data[512], val_data[512];  // files, folders, globs, Hugging Face dataset folders or hub names
     char dataset_config_name[128];        // the hub dataset's config (C4: "en"); "" the only or default one
@@ -125,7 +126,7 @@ typedef struct {
 enum {
     MODEL_HIDDEN = 1, MODEL_LAYERS = 2, MODEL_HEADS = 4, MODEL_KV_HEADS = 8, MODEL_INTERMEDIATE = 16,
     MODEL_VOCAB = 32, MODEL_CONTEXT = 64, MODEL_ROPE_THETA = 128, MODEL_NORM_EPS = 256, MODEL_TYPE = 512,
-    MODEL_ROTARY_PCT = 1024, MODEL_ROPE_SCALING = 2048, MODEL_TIED = 4096, MODEL_ALL = 8191
+    MODEL_ROTARY_PCT = 1024, MODEL_ROPE_SCALING = 2048, MODEL_TIED = 4096, MODEL_WINDOW = 8192, MODEL_ALL = 16383
 };
 
 // The training flags: what `fsdpc` without a subcommand parses into a Config (the defaults

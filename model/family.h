@@ -26,14 +26,17 @@ typedef struct {
     float rope_theta;           // 0: the default (10000)
     float rope_scaling_factor;  // 0: none; else Llama-3's scaling, its other parameters Llama-3.1's
     int tie_word_embeddings;    // lm_head is the embedding (families with tie_option)
+    int sliding_window;         // 0: full attention
 } FamilyPreset;
 
-typedef enum { FAMILY_INT, FAMILY_FLOAT, FAMILY_BOOL } FamilyType;
+typedef enum { FAMILY_INT, FAMILY_FLOAT, FAMILY_BOOL, FAMILY_INT_OPTIONAL } FamilyType;
 
 // A ModelConfig field stored as a checkpoint root attribute, named as its --flag. INT fields are
-// in [1, INT_MAX] and required; FLOAT fields positive and finite, and a file written before the
-// attribute existed has `absent`; BOOL fields (an int) 0 or 1, 0 when absent. INT and BOOL fields
-// decide the tensors' layout. Lists end with a {NULL} entry.
+// in [1, INT_MAX] and required; INT_OPTIONAL ones in [0, INT_MAX] (0: the setting is off) and
+// BOOL ones (an int) 0 or 1, both 0 in a file written before the attribute existed; FLOAT fields
+// positive and finite, and a file written before the attribute existed has `absent`. INT, BOOL
+// and INT_OPTIONAL fields are the model (its tensors' layout, its attention). Lists end with a
+// {NULL} entry.
 typedef struct {
     const char *name;
     FamilyType type;
@@ -80,7 +83,7 @@ typedef struct {
     const char *const *architectures;  // "architectures" entries read as it (an empty list does not object)
     const char *what;                  // for messages: what fsdpc loads as this family
     const FamilyHfKey *keys;
-    const char *context, *window;  // the model's length, bounded by an attention window when given
+    const char *context;           // the model's length
     FamilyHfRope rope;             // NULLs for a family without rotary embeddings
     const FamilyHfCheck *checks;   // ends with {NULL}
     // without config.json the sizes come from tensor shapes: the (V, D) embedding, block 0's
@@ -103,6 +106,10 @@ typedef enum {
     FAMILY_OUT_DTYPE,      // the weights' torch dtype
     FAMILY_OUT_ROPE_SCALING,  // null, or the object of hf_import.rope.scaled's rope_type
     FAMILY_OUT_BOOL,       // the int field at off as true / false
+    // settings that are off at 0 (a sliding window): the entry is left out when the int field at
+    // off is 0 (RAW_IF_SET, INT_IF_SET) or when it is not (RAW_UNLESS_SET); a key may have one
+    // entry of each kind, so its value follows the setting (Mistral's architecture, Llama's without)
+    FAMILY_OUT_RAW_IF_SET, FAMILY_OUT_RAW_UNLESS_SET, FAMILY_OUT_INT_IF_SET,
 } FamilyOutKind;
 typedef struct {
     const char *key;
@@ -131,6 +138,7 @@ struct ModelFamily {
     int mlp_ratio;  // intermediate_size defaults to mlp_ratio x hidden_width when not given (0: the preset's)
     float rotary_pct;  // partial rotary: --rotary_pct applies, with this default (0: every head dimension rotates)
     int tie_option;    // tie_word_embeddings may be set: lm_head is then the embedding, trained as one tensor
+    int sliding_window;  // its attention may be windowed (--sliding_window; a checkpoint field of the family)
     const FamilyField *ckpt_fields;  // the checkpoint attributes of its config
     FamilyHfImport hf_import;
     FamilyHfExport hf_export;

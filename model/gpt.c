@@ -144,11 +144,11 @@ static void gpt_block_fwd(const ModelPlan *plan, int l, const void *p, Activatio
         kern_act_copy(kern_act_at(a->kcache, base + (size_t)pos0 * D), la.k, (size_t)T * D);
         kern_act_copy(kern_act_at(a->vcache, base + (size_t)pos0 * D), la.v, (size_t)T * D);
         kern_attention_fwd(la.att, la.saved, la.q, kern_act_at(a->kcache, base), kern_act_at(a->vcache, base), 1, T,
-                           pos0 + T, H, H, hd, (size_t)a->T * D, NULL, NULL);
+                           pos0 + T, H, H, hd, (size_t)a->T * D, NULL, 0, NULL);
     } else {
         KernDropout drop;
         kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, H, hd, (size_t)T * D,
-                           a->docs ? a->kstart : NULL, model_attn_dropout(a, l, &drop));
+                           a->docs ? a->kstart : NULL, 0, model_attn_dropout(a, l, &drop));
     }
     kern_matmul_fwd(la.xmid, KERN_F32, la.att, WP(p, u, P_APROJ_W), N, D, D);
     kern_bias_add(la.xmid, KERN_F32, WP(p, u, P_APROJ_B), N, D);
@@ -204,7 +204,7 @@ static void gpt_block_bwd(const ModelPlan *plan, int l, const void *p, float *g,
     kern_matmul_bwd(a->datt, W(g, u, P_APROJ_W), dbr, KERN_F32, la.att, WP(p, u, P_APROJ_W), N, D, D, 0);
     KernDropout drop;
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, H, hd,
-                       a->docs ? a->kstart : NULL, model_attn_dropout(a, l, &drop));
+                       a->docs ? a->kstart : NULL, 0, model_attn_dropout(a, l, &drop));
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, NULL, NULL, B, T, H, H, hd, hd, KERN_QKV_BLOCKED, NULL);  // (B, T, 3D)
     kern_bias_bwd(W(g, u, P_ATTN_B), a->qkv, KERN_ACT, N, 3 * D);
     kern_matmul_bwd(a->dxn, W(g, u, P_ATTN_W), a->qkv, KERN_ACT, la.xn1, WP(p, u, P_ATTN_W), N, D, 3 * D, 0);
@@ -231,10 +231,10 @@ static double gpt_flops_per_token(const ModelPlan *plan, int T) {
 
 // GPT-2's sizes as minGPT builds them, the vocabulary 50257 padded to 50304 (a multiple of 64)
 static const FamilyPreset gpt_presets[] = {
-    {"gpt2", 768, 12, 12, 12, 3072, 1024, 50304, 0, 0, 0},
-    {"gpt2-medium", 1024, 24, 16, 16, 4096, 1024, 50304, 0, 0, 0},
-    {"gpt2-large", 1280, 36, 20, 20, 5120, 1024, 50304, 0, 0, 0},
-    {"gpt2-xl", 1600, 48, 25, 25, 6400, 1024, 50304, 0, 0, 0},
+    {"gpt2", 768, 12, 12, 12, 3072, 1024, 50304, 0, 0, 0, 0},
+    {"gpt2-medium", 1024, 24, 16, 16, 4096, 1024, 50304, 0, 0, 0, 0},
+    {"gpt2-large", 1280, 36, 20, 20, 5120, 1024, 50304, 0, 0, 0, 0},
+    {"gpt2-xl", 1600, 48, 25, 25, 6400, 1024, 50304, 0, 0, 0, 0},
     {NULL},
 };
 

@@ -172,10 +172,10 @@ static void llama_block_fwd(const ModelPlan *plan, int l, const void *p, Activat
         kern_act_copy(kern_act_at(a->vcache, base), la.v, (size_t)T * kvd);
         kern_attention_fwd(la.att, la.saved, la.q, kern_act_at(a->kcache, (size_t)l * a->T * kvd),
                            kern_act_at(a->vcache, (size_t)l * a->T * kvd), 1, T, pos0 + T, H, KV, hd, (size_t)a->T * kvd,
-                           NULL, NULL);
+                           NULL, c->sliding_window, NULL);
     } else {
         kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, KV, hd, (size_t)T * KV * hd,
-                           a->docs ? a->kstart : NULL, NULL);
+                           a->docs ? a->kstart : NULL, c->sliding_window, NULL);
     }
     kern_matmul_fwd(la.xmid, KERN_F32, la.att, WP(p, u, P_O), N, H * hd, D);
     model_dropout_fwd(a, la.xmid, T, D, l, DROP_ATTN_OUT);
@@ -223,7 +223,7 @@ static void llama_block_bwd(const ModelPlan *plan, int l, const void *p, float *
     kern_matmul_bwd(a->datt, W(g, u, P_O), model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT), KERN_F32, la.att,
                     WP(p, u, P_O), N, H * hd, D, 0);
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, KV,
-                       hd, a->docs ? a->kstart : NULL, NULL);
+                       hd, a->docs ? a->kstart : NULL, c->sliding_window, NULL);
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, hd, KERN_QKV_BLOCKED, a->docs ? a->pos : NULL);
     kern_matmul_bwd(a->dxn, W(g, u, P_Q), a->qkv, KERN_ACT, la.xn1, WP(p, u, P_Q), N, D, (H + 2 * KV) * hd, 0);
     kern_rmsnorm_bwd(dx, W(g, u, P_LN1), a->dxn, la.x, WP(p, u, P_LN1), la.rstd1, N, D);
@@ -242,17 +242,22 @@ static double llama_flops_per_token(const ModelPlan *plan, int T) {
 #endif
 
 // llama2_* and llama3* are the published Llama-2 / Llama-3 (rope_theta 500000, 128256 tokens) and
-// Llama-3.2 (RoPE scaled x32 from 8192 positions, tied embeddings) sizes; tiny is the default Shakespeare model (byte
-// vocab), small enough that `make run` learns visibly in a couple of minutes on 2 cores.
+// Llama-3.2 (RoPE scaled x32 from 8192 positions, tied embeddings) sizes; tiny is the default
+// Shakespeare model (byte vocab), small enough that `make run` learns visibly in a couple of
+// minutes on 2 cores. Mistral is this family with a sliding window: mistral_7b is v0.1's published
+// sizes (its model length, 32768, is a --max_context_width away), mistral_tiny tiny's sizes with a
+// window a quarter of its context.
 static const FamilyPreset llama_presets[] = {
-    {"tiny", 128, 4, 4, 2, 344, 128, 256, 0, 0, 0},
-    {"llama2_7b", 4096, 32, 32, 32, 11008, 4096, 32000, 0, 0, 0},
-    {"llama2_13b", 5120, 40, 40, 40, 13824, 4096, 32000, 0, 0, 0},
-    {"llama2_70b", 8192, 80, 64, 8, 28672, 4096, 32000, 0, 0, 0},
-    {"llama3_8b", 4096, 32, 32, 8, 14336, 8192, 128256, 500000.0f, 0, 0},
-    {"llama3_70b", 8192, 80, 64, 8, 28672, 8192, 128256, 500000.0f, 0, 0},
-    {"llama3.2_1b", 2048, 16, 32, 8, 8192, 131072, 128256, 500000.0f, 32.0f, 1},
-    {"llama3.2_3b", 3072, 28, 24, 8, 8192, 131072, 128256, 500000.0f, 32.0f, 1},
+    {"tiny", 128, 4, 4, 2, 344, 128, 256, 0, 0, 0, 0},
+    {"llama2_7b", 4096, 32, 32, 32, 11008, 4096, 32000, 0, 0, 0, 0},
+    {"llama2_13b", 5120, 40, 40, 40, 13824, 4096, 32000, 0, 0, 0, 0},
+    {"llama2_70b", 8192, 80, 64, 8, 28672, 4096, 32000, 0, 0, 0, 0},
+    {"llama3_8b", 4096, 32, 32, 8, 14336, 8192, 128256, 500000.0f, 0, 0, 0},
+    {"llama3_70b", 8192, 80, 64, 8, 28672, 8192, 128256, 500000.0f, 0, 0, 0},
+    {"llama3.2_1b", 2048, 16, 32, 8, 8192, 131072, 128256, 500000.0f, 32.0f, 1, 0},
+    {"llama3.2_3b", 3072, 28, 24, 8, 8192, 131072, 128256, 500000.0f, 32.0f, 1, 0},
+    {"mistral_7b", 4096, 32, 32, 8, 14336, 4096, 32000, 0, 0, 0, 4096},
+    {"mistral_tiny", 128, 4, 4, 2, 344, 128, 256, 0, 0, 0, 32},
     {NULL},
 };
 
@@ -264,6 +269,7 @@ static const FamilyField llama_ckpt_fields[] = {
     FLOAT_FIELD(rope_theta, 10000.0f), FLOAT_FIELD(norm_eps, 1e-5f), FLOAT_FIELD(rope_scaling_factor, 1.0f),
     FLOAT_FIELD(rope_low_freq_factor, 1.0f), FLOAT_FIELD(rope_high_freq_factor, 4.0f),
     FLOAT_FIELD(rope_original_context, 8192.0f), {"tie_word_embeddings", FAMILY_BOOL, offsetof(ModelConfig, tie_word_embeddings), 0},
+    {"sliding_window", FAMILY_INT_OPTIONAL, offsetof(ModelConfig, sliding_window), 0},  // 0: full attention
     {NULL},
 };
 
@@ -279,6 +285,7 @@ static const FamilyHfKey llama_hf_keys[] = {
     HF_INT("num_key_value_heads", MODEL_KV_HEADS, num_key_value_heads, 0),
     HF_FLOAT("rope_theta", MODEL_ROPE_THETA, rope_theta, 10000.0f),
     HF_FLOAT("rms_norm_eps", MODEL_NORM_EPS, norm_eps, 1e-6f),
+    HF_INT("sliding_window", MODEL_WINDOW, sliding_window, 0),  // Mistral's; absent or null: full attention
     {NULL},
 };
 static const FamilyHfCheck llama_hf_checks[] = {
@@ -291,8 +298,13 @@ static const char *const llama_hf_architectures[] = {"LlamaForCausalLM", "Mistra
 #define OUT_FLOAT(k, f) {k, FAMILY_OUT_FLOAT, NULL, offsetof(ModelConfig, f)}
 #define OUT_RAW(k, json) {k, FAMILY_OUT_RAW, json, 0}
 #define OUT(k, kind) {k, kind, NULL, 0}
+#define WINDOW offsetof(ModelConfig, sliding_window)
+// with a sliding window the model is Mistral's (MistralForCausalLM), else Llama's
 static const FamilyHfOut llama_hf_config[] = {
-    OUT_RAW("architectures", "[\"LlamaForCausalLM\"]"), OUT_RAW("model_type", "\"llama\""),
+    {"architectures", FAMILY_OUT_RAW_IF_SET, "[\"MistralForCausalLM\"]", WINDOW},
+    {"architectures", FAMILY_OUT_RAW_UNLESS_SET, "[\"LlamaForCausalLM\"]", WINDOW},
+    {"model_type", FAMILY_OUT_RAW_IF_SET, "\"mistral\"", WINDOW}, {"model_type", FAMILY_OUT_RAW_UNLESS_SET, "\"llama\"", WINDOW},
+    {"sliding_window", FAMILY_OUT_INT_IF_SET, NULL, WINDOW},
     OUT_INT("hidden_size", hidden_width), OUT_INT("intermediate_size", intermediate_size),
     OUT_INT("num_hidden_layers", num_layers), OUT_INT("num_attention_heads", num_heads),
     OUT_INT("num_key_value_heads", num_key_value_heads), OUT("max_position_embeddings", FAMILY_OUT_POSITIONS),
@@ -312,14 +324,14 @@ const ModelFamily family_llama = {
     .rope = 1,
     .gated_mlp = 1,
     .tie_option = 1,
+    .sliding_window = 1,
     .ckpt_fields = llama_ckpt_fields,
     .hf_import = {
         .model_types = llama_hf_types,
         .architectures = llama_hf_architectures,
-        .what = "Llama models (LlamaForCausalLM, model_type llama: Llama-2, Llama-3; Mistral's layout too)",
+        .what = "Llama models (LlamaForCausalLM, model_type llama: Llama-2, Llama-3) and Mistral's (MistralForCausalLM, model_type mistral)",
         .keys = llama_hf_keys,
         .context = "max_position_embeddings",
-        .window = "sliding_window",  // Mistral's: full attention is the same model up to its length
         .rope = {.theta = "rope_theta", .scaling = "rope_scaling", .parameters = "rope_parameters", .scaled = "llama3"},
         .checks = llama_hf_checks,
         .embed = "model.embed_tokens.weight",
@@ -328,7 +340,7 @@ const ModelFamily family_llama = {
         .tied = "lm_head.weight",
         .tied_to = "model.embed_tokens.weight",
     },
-    .hf_export = {.architecture = "LlamaForCausalLM", .config = llama_hf_config},
+    .hf_export = {.architecture = "LlamaForCausalLM or MistralForCausalLM", .config = llama_hf_config},
     .plan_build = FAMILY_CODE(llama_plan_build),
     .acts_alloc = FAMILY_CODE(llama_acts_alloc),
     .embed_fwd = FAMILY_CODE(llama_embed_fwd),

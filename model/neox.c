@@ -147,10 +147,10 @@ static void neox_block_fwd(const ModelPlan *plan, int l, const void *p, Activati
         kern_act_copy(kern_act_at(a->kcache, base + (size_t)pos0 * D), la.k, (size_t)T * D);
         kern_act_copy(kern_act_at(a->vcache, base + (size_t)pos0 * D), la.v, (size_t)T * D);
         kern_attention_fwd(la.att, la.saved, la.q, kern_act_at(a->kcache, base), kern_act_at(a->vcache, base), 1, T,
-                           pos0 + T, H, H, hd, (size_t)a->T * D, NULL, NULL);
+                           pos0 + T, H, H, hd, (size_t)a->T * D, NULL, 0, NULL);
     } else {
         kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, H, hd, (size_t)T * D,
-                           a->docs ? a->kstart : NULL, NULL);
+                           a->docs ? a->kstart : NULL, 0, NULL);
     }
     kern_matmul_fwd(a->xmid, KERN_F32, la.att, WP(p, u, P_DENSE_W), N, D, D);
     kern_bias_add(a->xmid, KERN_F32, WP(p, u, P_DENSE_B), N, D);
@@ -208,7 +208,7 @@ static void neox_block_bwd(const ModelPlan *plan, int l, const void *p, float *g
     kern_layernorm_bwd(dx, W(g, u, P_LN2_W), W(g, u, P_LN2_B), a->dxn, la.x, WP(p, u, P_LN2_W), la.mean2, la.rstd2, N, D);
     // attention
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, H, hd,
-                       a->docs ? a->kstart : NULL, NULL);
+                       a->docs ? a->kstart : NULL, 0, NULL);
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, H, hd, rot, KERN_QKV_PER_HEAD,
                    a->docs ? a->pos : NULL);  // (B, T, 3D)
     kern_bias_bwd(W(g, u, P_QKV_B), a->qkv, KERN_ACT, N, 3 * D);
@@ -232,16 +232,16 @@ static double neox_flops_per_token(const ModelPlan *plan, int T) {
 // neox_tiny is for tests and quick runs (byte vocabulary); pythia_* are the Pythia suite's sizes
 // (their vocabularies padded as published) and gpt_neox_20b EleutherAI's 20B model
 static const FamilyPreset neox_presets[] = {
-    {"neox_tiny", 128, 4, 4, 4, 512, 128, 256, 0, 0, 0},
-    {"pythia_70m", 512, 6, 8, 8, 2048, 2048, 50304, 0, 0, 0},
-    {"pythia_160m", 768, 12, 12, 12, 3072, 2048, 50304, 0, 0, 0},
-    {"pythia_410m", 1024, 24, 16, 16, 4096, 2048, 50304, 0, 0, 0},
-    {"pythia_1b", 2048, 16, 8, 8, 8192, 2048, 50304, 0, 0, 0},
-    {"pythia_1.4b", 2048, 24, 16, 16, 8192, 2048, 50304, 0, 0, 0},
-    {"pythia_2.8b", 2560, 32, 32, 32, 10240, 2048, 50304, 0, 0, 0},
-    {"pythia_6.9b", 4096, 32, 32, 32, 16384, 2048, 50432, 0, 0, 0},
-    {"pythia_12b", 5120, 36, 40, 40, 20480, 2048, 50688, 0, 0, 0},
-    {"gpt_neox_20b", 6144, 44, 64, 64, 24576, 2048, 50432, 0, 0, 0},
+    {"neox_tiny", 128, 4, 4, 4, 512, 128, 256, 0, 0, 0, 0},
+    {"pythia_70m", 512, 6, 8, 8, 2048, 2048, 50304, 0, 0, 0, 0},
+    {"pythia_160m", 768, 12, 12, 12, 3072, 2048, 50304, 0, 0, 0, 0},
+    {"pythia_410m", 1024, 24, 16, 16, 4096, 2048, 50304, 0, 0, 0, 0},
+    {"pythia_1b", 2048, 16, 8, 8, 8192, 2048, 50304, 0, 0, 0, 0},
+    {"pythia_1.4b", 2048, 24, 16, 16, 8192, 2048, 50304, 0, 0, 0, 0},
+    {"pythia_2.8b", 2560, 32, 32, 32, 10240, 2048, 50304, 0, 0, 0, 0},
+    {"pythia_6.9b", 4096, 32, 32, 32, 16384, 2048, 50432, 0, 0, 0, 0},
+    {"pythia_12b", 5120, 36, 40, 40, 20480, 2048, 50688, 0, 0, 0, 0},
+    {"gpt_neox_20b", 6144, 44, 64, 64, 24576, 2048, 50432, 0, 0, 0, 0},
     {NULL},
 };
 

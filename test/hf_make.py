@@ -2,7 +2,7 @@
 
 usage: /usr/bin/python3 test/hf_make.py OUTDIR [--dtype fp32|bf16|fp16] [--shards N] [--tied]
        [--no_config] [--inv_freq] [--seed S] [--hidden D] [--layers L] [--heads H] [--kv_heads KV]
-       [--intermediate F] [--vocab V] [--context T] [--rope_theta R] [--chat]
+       [--intermediate F] [--vocab V] [--context T] [--rope_theta R] [--chat] [--sliding_window W]
        [--llama3 FACTOR,LOW,HIGH,ORIGINAL] [--rope_scaling JSON]
 
 config.json plus model.safetensors, or N shards model-0000i-of-0000N.safetensors with
@@ -13,7 +13,8 @@ tie_word_embeddings; --inv_freq adds the rotary_emb.inv_freq buffers older expor
 rope_type "llama3" with those parameters; --rope_scaling sets it to any JSON (refusal tests). --chat adds what a chat model ships beside
 its weights: tokenizer_config.json (a chat_template with newlines, quotes and non-ASCII text,
 special tokens, added_tokens_decoder), special_tokens_map.json, generation_config.json (a list of
-eos ids), chat_template.jinja, and bos/eos/pad ids in config.json.
+eos ids), chat_template.jinja, and bos/eos/pad ids in config.json. --sliding_window W makes it a
+Mistral (MistralForCausalLM, model_type mistral, that window).
 """
 
 import argparse
@@ -106,6 +107,7 @@ def main():
     ap.add_argument("--chat", action="store_true")
     ap.add_argument("--llama3")
     ap.add_argument("--rope_scaling")
+    ap.add_argument("--sliding_window", type=int, default=0, help="a Mistral (MistralForCausalLM) with this window")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     tensors = llama_tensors(a)
@@ -137,6 +139,9 @@ def main():
                                       "original_max_position_embeddings": int(orig), "rope_type": "llama3"}
         if a.rope_scaling:
             config["rope_scaling"] = json.loads(a.rope_scaling)
+        if a.sliding_window:
+            config.update({"architectures": ["MistralForCausalLM"], "model_type": "mistral",
+                           "sliding_window": a.sliding_window})
         if a.chat:
             config.update({"bos_token_id": 1, "eos_token_id": [2, 7], "pad_token_id": 0})
         with open(os.path.join(a.out, "config.json"), "w") as f:

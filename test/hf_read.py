@@ -134,14 +134,12 @@ def check_kept(src, out):
 
 
 def source_positions(f, context):
-    """max_position_embeddings as export gives it: the recorded source's (bounded by a sliding
-    window, as on import), never below the checkpoint's context."""
+    """max_position_embeddings as export gives it: the recorded source's, never below the
+    checkpoint's context."""
     if "source" not in f or "config.json" not in f["source"]:
         return context
     c = json.loads(f["source"]["config.json"][()].tobytes())
     n = c.get("max_position_embeddings") or 0
-    if c.get("sliding_window"):
-        n = min(n, c["sliding_window"])
     return max(n, context)
 
 

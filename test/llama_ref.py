@@ -27,6 +27,9 @@ class LlamaConfig:
     # Llama-3.1/3.2's RoPE scaling (Hugging Face rope_type "llama3"): (factor, low_freq_factor,
     # high_freq_factor, original_max_position_embeddings), or None for plain RoPE
     rope_llama3: tuple = None
+    # Mistral: a query at position i sees keys j with i - sliding_window < j <= i (0: all j <= i),
+    # the mask of transformers' Mistral (its own token and the sliding_window - 1 before it)
+    sliding_window: int = 0
     # fused attention (torch >= 2.0, flash kernels on a GPU) for speed baselines; the parity
     # tests keep the explicit softmax below
     sdpa: bool = False
@@ -48,6 +51,8 @@ def config_from_h5_attrs(attrs):
     if float(attrs.get("rope_scaling_factor", 1.0)) != 1.0:
         cfg["rope_llama3"] = tuple(float(attrs[k]) for k in ("rope_scaling_factor", "rope_low_freq_factor",
                                                              "rope_high_freq_factor", "rope_original_context"))
+    if "sliding_window" in attrs:
+        cfg["sliding_window"] = int(attrs["sliding_window"])
     return LlamaConfig(**cfg)
 
 
@@ -119,12 +124,15 @@ class Attention(nn.Module):
         # Grouped-query attention: query head h reads kv head h // (H // KV).
         k = k.repeat_interleave(H // KV, dim=1)
         v = v.repeat_interleave(H // KV, dim=1)
+        # masked: the future, and under a sliding window keys sliding_window or more positions back
+        hidden = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+        if self.cfg.sliding_window > 0:
+            hidden |= torch.ones(T, T, dtype=torch.bool, device=x.device).tril(-self.cfg.sliding_window)
         if self.cfg.sdpa:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=~hidden)
             return self.o_proj(y.transpose(1, 2).reshape(B, T, H * hd))
         scores = q @ k.transpose(-2, -1) / math.sqrt(hd)
-        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
-        att = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+        att = scores.masked_fill(hidden, float("-inf")).softmax(dim=-1)
         y = (att @ v).transpose(1, 2).reshape(B, T, H * hd)
         return self.o_proj(y)
 
@@ -224,7 +232,7 @@ def config_from_hf(cfg):
         intermediate_size=cfg["intermediate_size"], vocab_size=cfg["vocab_size"],
         max_context_width=cfg.get("max_position_embeddings", 2048),
         rope_theta=cfg.get("rope_theta") or (cfg.get("rope_parameters") or {}).get("rope_theta", 10000.0),
-        norm_eps=cfg.get("rms_norm_eps", 1e-6), rope_llama3=llama3_from_hf(cfg))
+        norm_eps=cfg.get("rms_norm_eps", 1e-6), rope_llama3=llama3_from_hf(cfg), sliding_window=cfg.get("sliding_window") or 0)
 
 
 def llama3_from_hf(cfg):

@@ -56,6 +56,7 @@ suite "finetune: import, finetune on 2 ranks, export, PyTorch greedy equality" b
 suite "roundtrip: export keeps the import's max_position_embeddings, rope_theta, token ids and tokenizer files" bash test/test_roundtrip.sh
 suite "finetune data: masks, -100 labels, layouts, packing equal to padding, formats, bad rows, document masking" bash test/test_finetune_data.sh
 suite "recipes: 10.FSDP's, SMP's and the profiling recipe's argument lists verbatim; refusals by name; schedules, validation batch, checkpointing, all-gathers" bash test/test_recipes.sh
+suite "mistral: sliding-window attention; MistralForCausalLM import/export, generation past the window and parity against the PyTorch reference" bash test/test_mistral.sh
 suite "mingpt: train, greedy generation and GPT2LMHeadModel export against the PyTorch reference" bash test/test_mingpt.sh
 suite "gpt_neox: parity, training, GPTNeoXForCausalLM export/import and generation against the PyTorch reference" bash test/test_neox.sh
 suite "fuzz: regression corpus under ASan/UBSan" bash test/fuzz/replay.sh

@@ -47,6 +47,21 @@ same "fp32 losses equal the CPU's" cpu gpu 1e-5
 run cpu_bf16 $CPU --precision bf16
 run gpu_bf16 $EMU --precision bf16
 same "bf16 (tensor-core forms) tracks the CPU's bf16" cpu_bf16 gpu_bf16 5e-3
+# a sliding window (Mistral's) of 5 of the 16 positions: the windowed kernels, fp32 and tensor-core,
+# training and generation (the prompt and the 8 new tokens run past the window on the KV cache)
+run cpu_win $CPU --sliding_window 5 --checkpoint_dir "$W/ckw" --checkpoint_freq 3
+run gpu_win $EMU --sliding_window 5
+same "a sliding window (5 of 16): fp32 losses equal the CPU's" cpu_win gpu_win 1e-5
+rel_diff "$W/cpu.jsonl" "$W/cpu_win.jsonl" 3 1 1e-6 >/dev/null
+check "the window changes the losses" $?
+run cpu_win_bf16 $CPU --sliding_window 5 --precision bf16
+run gpu_win_bf16 $EMU --sliding_window 5 --precision bf16
+same "a sliding window: bf16 tracks the CPU's bf16" cpu_win_bf16 gpu_win_bf16 5e-3
+GW="--resume_from_checkpoint $W/ckw/step_00000003.h5 --max_steps 0 --prompt ROMEO: --num_tokens 8 --temperature 0"
+out=$(timeout 300 $EMU $GW 2>"$W/genw.err")
+ref=$($CPU $GW 2>/dev/null)
+[ "${#out}" -ge 14 ] && [ "$out" = "$ref" ]
+check "generation with a sliding window equals the CPU's greedy text" $? "(got '${out}', CPU '${ref}', $(grep -m1 error "$W/genw.err"))"
 # The emulator's roofline model of one bf16 training step on an H100 (a model, not a measurement:
 # docs/gpu.md), on a fixed shape a little bigger than the tiny one, so its buffers span pages.
 ROOF="D=128 L=2 H=4 KV=2 F=352 T=64 B=2 V=256, step 2"
@@ -179,6 +194,10 @@ same "--attention cudnn under --precision bf16 equals the native attention withi
 grep -q "^fsdpc: attention: cuDNN 9.19.0 fused flash attention (bf16, head dim 64; agrees with the native kernel)" \
     "$W/att_cudnn.log"
 check "--attention cudnn logs that cuDNN runs attention" $? "$(grep -m2 -E 'attention|error' "$W/att_cudnn.log")"
+run att_native_win $EMU $C --attention native --sliding_window 5
+run att_cudnn_win $EMU $C --attention cudnn --sliding_window 5
+same "--attention cudnn with a sliding window (cuDNN declines it: the native kernel) equals --attention native" \
+    att_native_win att_cudnn_win 1e-6
 run att_auto $EMU $C
 grep -q "^fsdpc: attention: cuDNN " "$W/att_auto.log" && cmp -s <(steady "$W/att_cudnn.jsonl") <(steady "$W/att_auto.jsonl")
 check "--attention auto (the default) logs its choice of cuDNN and trains as --attention cudnn does" $? \

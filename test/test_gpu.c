@@ -475,12 +475,13 @@ static void test_qkv(int B, int T, int H, int KV, int hd, int pos0, int rope, in
 // Forward with Tq queries over Tk keys (kv batch stride kv_bstride); with Tq == Tk and a
 // contiguous kv also backward, run twice on the GPU to check it is deterministic. drop: dropout
 // on the probabilities (NULL: none), the same on both sides. kstart: document masks (B*Tq, host;
-// NULL: plain causal), the same on both sides.
+// NULL: plain causal), and window a sliding window (0: none), the same on both sides.
 static void test_attention_docs(int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride,
-                                const int32_t *kstart, const KernDropout *drop) {
+                                const int32_t *kstart, int window, const KernDropout *drop) {
     char name[224], cfg[160];
-    char dname[48] = "";
-    if (drop) snprintf(dname, sizeof dname, " dropout p=%g", drop->p);
+    char dname[80] = "";
+    int n = drop ? snprintf(dname, sizeof dname, " dropout p=%g", drop->p) : 0;
+    if (window) snprintf(dname + n, sizeof dname - n, " window %d", window);
     snprintf(cfg, sizeof cfg, "B=%d Tq=%d Tk=%d H=%d KV=%d hd=%d kv_bstride=%zu%s%s%s%s", B, Tq, Tk, H, KV, hd,
              kv_bstride, kstart ? " documents" : "", dname, mode_name(), att_path);
     int32_t *d_ks = kstart ? to_dev(kstart, sizeof(int32_t) * B * Tq) : NULL;
@@ -491,8 +492,8 @@ static void test_attention_docs(int B, int Tq, int Tk, int H, int KV, int hd, si
     void *d_q = dev_buf(q, nq, KERN_ACT), *d_k = dev_buf(k, nkv, KERN_ACT), *d_v = dev_buf(v, nkv, KERN_ACT);
     void *d_out = new_buf(nq, KERN_ACT);
     float *d_saved = cuda_alloc(sizeof(float) * cuda_attention_saved_floats(B, H, Tq, Tk));
-    cpu_attention_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, kstart, drop);
-    cuda_attention_fwd(d_out, d_saved, d_q, d_k, d_v, B, Tq, Tk, H, KV, hd, kv_bstride, d_ks, drop);
+    cpu_attention_fwd(out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, kstart, window, drop);
+    cuda_attention_fwd(d_out, d_saved, d_q, d_k, d_v, B, Tq, Tk, H, KV, hd, kv_bstride, d_ks, window, drop);
     snprintf(name, sizeof name, "attention_fwd %s", cfg);
     check_buf(name, d_out, out, nq, tol_mm(), KERN_ACT);
     if (acts) {  // backward takes out as the GPU holds it (bf16); the CPU the same values
@@ -514,9 +515,9 @@ static void test_attention_docs(int B, int Tq, int Tk, int H, int KV, int hd, si
         void *d_dout = dev_buf(dout, nq, KERN_ACT), *d_dq = dev_buf(junk, nq, KERN_ACT);
         void *d_dk = dev_buf(junk, nkv, KERN_ACT), *d_dv = dev_buf(junk, nkv, KERN_ACT);
         free(junk);
-        cpu_attention_bwd(dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, kstart, drop);
+        cpu_attention_bwd(dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, kstart, window, drop);
         float *d_scratch = cuda_alloc(sizeof(float) * cuda_attention_scratch_floats(B, H, T));
-        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd, d_ks, drop);
+        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd, d_ks, window, drop);
         const void *gpu[3] = {d_dq, d_dk, d_dv};
         const float *ref[3] = {dq, dk, dv};
         const size_t len[3] = {nq, nkv, nkv};
@@ -528,7 +529,7 @@ static void test_attention_docs(int B, int Tq, int Tk, int H, int KV, int hd, si
             first[i] = mallocCheck(sizeof(float) * len[i]);
             cuda_download(first[i], gpu[i], dt_bytes(KERN_ACT) * len[i]);
         }
-        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd, d_ks, drop);
+        cuda_attention_bwd(d_dq, d_dk, d_dv, d_scratch, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd, d_ks, window, drop);
         for (int i = 0; i < 3; i++) {  // the same bytes again
             char *again = mallocCheck(sizeof(float) * len[i]);
             cuda_download(again, gpu[i], dt_bytes(KERN_ACT) * len[i]);
@@ -545,13 +546,21 @@ static void test_attention_docs(int B, int Tq, int Tk, int H, int KV, int hd, si
 }
 
 static void test_attention(int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride, const KernDropout *drop) {
-    test_attention_docs(B, Tq, Tk, H, KV, hd, kv_bstride, NULL, drop);
+    test_attention_docs(B, Tq, Tk, H, KV, hd, kv_bstride, NULL, 0, drop);
+}
+
+// a sliding window of `window` keys, over packed documents (doc_kstart's layouts) when docs
+static void test_attention_window(int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride, int window, int docs,
+                                  const KernDropout *drop) {
+    int32_t *ks = docs ? doc_kstart(B, Tq) : NULL;
+    test_attention_docs(B, Tq, Tk, H, KV, hd, kv_bstride, ks, window, drop);
+    free(ks);
 }
 
 // packed rows (doc_kstart's layouts, one per row) in the training form
 static void test_attention_packed(int B, int T, int H, int KV, int hd, const KernDropout *drop) {
     int32_t *ks = doc_kstart(B, T);
-    test_attention_docs(B, T, T, H, KV, hd, (size_t)T * KV * hd, ks, drop);
+    test_attention_docs(B, T, T, H, KV, hd, (size_t)T * KV * hd, ks, 0, drop);
     free(ks);
 }
 
@@ -574,9 +583,9 @@ static void test_attention_one_doc(int B, int T, int H, int KV, int hd) {
     for (int run = 0; run < 2; run++) {
         const int32_t *ks = run ? d_ks : NULL;
         for (int i = 0; i < 5; i++) res[run][i] = i == 1 ? cuda_alloc(bytes[i]) : new_buf(len[i], KERN_ACT);
-        cuda_attention_fwd(res[run][0], res[run][1], d_q, d_k, d_v, B, T, T, H, KV, hd, nkv / B, ks, NULL);
+        cuda_attention_fwd(res[run][0], res[run][1], d_q, d_k, d_v, B, T, T, H, KV, hd, nkv / B, ks, 0, NULL);
         cuda_attention_bwd(res[run][2], res[run][3], res[run][4], d_scratch, d_dout, res[run][0], res[run][1], d_q, d_k,
-                           d_v, B, T, H, KV, hd, ks, NULL);
+                           d_v, B, T, H, KV, hd, ks, 0, NULL);
         for (int i = 0; i < 5; i++) {
             host[run][i] = mallocCheck(bytes[i]);
             cuda_download(host[run][i], res[run][i], bytes[i]);
@@ -605,7 +614,7 @@ static void test_attention_padded(int B, int T, int H, int KV, int hd, const int
     int32_t *ks = mallocCheck(sizeof(int32_t) * (size_t)B * T);
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) ks[(size_t)b * T + t] = len[b] && t >= len[b] ? len[b] : 0;
-    test_attention_docs(B, T, T, H, KV, hd, (size_t)T * KV * hd, ks, NULL);
+    test_attention_docs(B, T, T, H, KV, hd, (size_t)T * KV * hd, ks, 0, NULL);
     free(ks);
 }
 
@@ -666,8 +675,9 @@ static void test_cudnn_attention(void) {
             test_attention_packed(1, 200, 4, 4, 64, NULL);  // no grouping; 5 documents, 8 entries
             int32_t *tokens = mallocCheck(sizeof(int32_t) * 200);  // 100 two-token documents: native
             for (int t = 0; t < 200; t++) tokens[t] = t & ~1;
-            test_attention_docs(1, 200, 200, 4, 2, 64, (size_t)200 * 2 * 64, tokens, NULL);
+            test_attention_docs(1, 200, 200, 4, 2, 64, (size_t)200 * 2 * 64, tokens, 0, NULL);
             free(tokens);
+            test_attention_window(2, 256, 256, 8, 2, 64, (size_t)256 * 2 * 64, 100, 0, NULL);  // cuDNN declines: native
         } else {
             test_attention(1, 130, 130, 4, 2, 128, (size_t)130 * 2 * 128, NULL);
             const int len[2] = {100, 3};
@@ -1232,9 +1242,9 @@ static void bench(void) {
         void *dO = ab ? (void *)doutb : dout, *dQ = ab ? (void *)dqb : dq, *dK = ab ? (void *)dkb : dk;
         void *dV = ab ? (void *)dvb : dv;
         const double f =
-            TIME_MS(reps, cuda_attention_fwd(O, saved, Q, K, Vv, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL, NULL));
+            TIME_MS(reps, cuda_attention_fwd(O, saved, Q, K, Vv, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL, 0, NULL));
         const double b =
-            TIME_MS(reps, cuda_attention_bwd(dQ, dK, dV, scratch, dO, O, saved, Q, K, Vv, B, T, H, KV, hd, NULL, NULL));
+            TIME_MS(reps, cuda_attention_bwd(dQ, dK, dV, scratch, dO, O, saved, Q, K, Vv, B, T, H, KV, hd, NULL, 0, NULL));
         cuda_set_acts_bf16(0);
         // backward as executed: the native kernels' 7 products, cuDNN's 5 (S, dP, dV, dK, dQ)
         const double bwd_products = mode > COMPUTE_BF16 ? 5 : 7;
@@ -1343,6 +1353,14 @@ int main(int argc, char **argv) {
         test_attention_packed(4, 133, 4, 1, 24, NULL);   // hd padded to 32, T off the tiles
         test_attention_packed(2, 200, 4, 2, 64, &drop);  // with dropout
         test_attention_one_doc(2, 130, 4, 2, 64);
+        // sliding windows: across tiles, inside one, of two keys; the KV cache forms; with documents, dropout
+        test_attention_window(2, 200, 200, 4, 2, 64, (size_t)200 * 2 * 64, 50, 0, NULL);
+        test_attention_window(1, 130, 130, 4, 2, 128, (size_t)130 * 2 * 128, 20, 0, NULL);
+        test_attention_window(2, 77, 77, 6, 3, 24, (size_t)77 * 3 * 24, 2, 0, NULL);  // (with 1, dq and dk are 0 up to rounding)
+        test_attention_window(1, 7, 100, 8, 2, 64, (size_t)128 * 2 * 64, 30, 0, NULL);
+        test_attention_window(1, 1, 37, 8, 2, 64, (size_t)(37 + 11) * 2 * 64, 9, 0, NULL);
+        test_attention_window(4, 200, 200, 4, 2, 64, (size_t)200 * 2 * 64, 40, 1, NULL);
+        test_attention_window(2, 130, 130, 4, 2, 64, (size_t)130 * 2 * 64, 33, 0, &drop);
     }
     test_cudnn_attention();
     test_cudnn_strict();

@@ -359,7 +359,8 @@ static void test_qkv_split(void) {
 
 // ---- attention ----
 
-// naive causal GQA attention in double; probs (B, H, Tq, Tk)
+// naive causal GQA attention in double; probs (B, H, Tq, Tk); window > 0: query at position pos
+// sees keys pos - window + 1 .. pos only (kernels.h)
 // the dropout mask of kernels.h for P[b, h, t, j]: 1 / (1 - p) kept, 0 dropped (1 without drop)
 static double att_mask(const KernDropout *drop, int b, int h, int t, int j, int Tq, int Tk) {
     if (!drop || drop->p == 0.0f) return 1.0;
@@ -369,28 +370,28 @@ static double att_mask(const KernDropout *drop, int b, int h, int t, int j, int 
 }
 
 static void attention_ref(double *out, double *probs, const float *q, const float *k, const float *v, int B, int Tq,
-                          int Tk, int H, int KV, int hd, size_t kv_bstride, const KernDropout *drop) {
+                          int Tk, int H, int KV, int hd, size_t kv_bstride, int window, const KernDropout *drop) {
     const double scale = 1.0 / sqrt(hd);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const int g = h / (H / KV);
             for (int t = 0; t < Tq; t++) {
-                const int pos = Tk - Tq + t;
+                const int pos = Tk - Tq + t, lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
                 const float *qr = q + (((size_t)b * Tq + t) * H + h) * hd;
                 double *pr = probs + (((size_t)b * H + h) * Tq + t) * Tk, mx = -INFINITY, sum = 0.0;
                 for (int j = 0; j < Tk; j++) {
                     pr[j] = 0.0;
-                    if (j > pos) continue;
+                    if (j > pos || j < lo) continue;
                     const float *kr = k + b * kv_bstride + ((size_t)j * KV + g) * hd;
                     double s = 0.0;
                     for (int d = 0; d < hd; d++) s += (double)qr[d] * kr[d];
                     pr[j] = s * scale;
                     mx = fmax(mx, pr[j]);
                 }
-                for (int j = 0; j <= pos; j++) sum += pr[j] = exp(pr[j] - mx);
+                for (int j = lo; j <= pos; j++) sum += pr[j] = exp(pr[j] - mx);
                 double *o = out + (((size_t)b * Tq + t) * H + h) * hd;
                 for (int d = 0; d < hd; d++) o[d] = 0.0;
-                for (int j = 0; j <= pos; j++) {
+                for (int j = lo; j <= pos; j++) {
                     pr[j] /= sum;
                     const float *vr = v + b * kv_bstride + ((size_t)j * KV + g) * hd;
                     const double pj = pr[j] * att_mask(drop, b, h, t, j, Tq, Tk);
@@ -400,7 +401,7 @@ static void attention_ref(double *out, double *probs, const float *q, const floa
         }
 }
 
-static void test_attention_fwd(const char *name, int B, int Tq, int Tk, int Tcap, int H, int KV, int hd,
+static void test_attention_fwd(const char *name, int B, int Tq, int Tk, int Tcap, int H, int KV, int hd, int window,
                                const KernDropout *drop) {
     const size_t kv_bstride = (size_t)Tcap * KV * hd, nq = (size_t)B * Tq * H * hd, np = (size_t)B * H * Tq * Tk;
     float *q = rand_vec(nq, -1, 1), *k = rand_vec(B * kv_bstride, -1, 1), *v = rand_vec(B * kv_bstride, -1, 1);
@@ -409,8 +410,8 @@ static void test_attention_fwd(const char *name, int B, int Tq, int Tk, int Tcap
         for (size_t i = (size_t)Tk * KV * hd; i < kv_bstride; i++) k[b * kv_bstride + i] = v[b * kv_bstride + i] = NAN;
     float *out = malloc(sizeof(float) * nq), *probs = malloc(sizeof(float) * np);
     double *rout = malloc(sizeof(double) * nq), *rprobs = malloc(sizeof(double) * np);
-    kern_attention_fwd(out, probs, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, NULL, drop);
-    attention_ref(rout, rprobs, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, drop);
+    kern_attention_fwd(out, probs, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, NULL, window, drop);
+    attention_ref(rout, rprobs, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, window, drop);
     char buf[160];
     snprintf(buf, sizeof buf, "attention fwd out %s", name);
     check_close(buf, out, rout, nq, 1e-5);
@@ -419,7 +420,10 @@ static void test_attention_fwd(const char *name, int B, int Tq, int Tk, int Tcap
     size_t nonzero = 0;
     for (size_t bh = 0; bh < (size_t)B * H; bh++)
         for (int t = 0; t < Tq; t++)
-            for (int j = Tk - Tq + t + 1; j < Tk; j++) nonzero += probs[(bh * Tq + t) * Tk + j] != 0.0f;
+            for (int j = 0; j < Tk; j++) {
+                const int pos = Tk - Tq + t;
+                nonzero += (j > pos || (window > 0 && j <= pos - window)) && probs[(bh * Tq + t) * Tk + j] != 0.0f;
+            }
     snprintf(buf, sizeof buf, "attention fwd masked probs exactly 0 %s", name);
     report(nonzero == 0, buf, "%zu masked entries nonzero", nonzero);
     free(q), free(k), free(v), free(out), free(probs), free(rout), free(rprobs);
@@ -427,26 +431,26 @@ static void test_attention_fwd(const char *name, int B, int Tq, int Tk, int Tcap
 
 typedef struct {
     float *q, *k, *v, *out, *probs, *r;
-    int B, T, H, KV, hd;
+    int B, T, H, KV, hd, window;
     const KernDropout *drop;  // a fixed key: the mask, so the function, stays the same across calls
 } AttCtx;
 
 static double attention_obj(void *p) {
     AttCtx *c = p;
     kern_attention_fwd(c->out, c->probs, c->q, c->k, c->v, c->B, c->T, c->T, c->H, c->KV, c->hd,
-                       (size_t)c->T * c->KV * c->hd, NULL, c->drop);
+                       (size_t)c->T * c->KV * c->hd, NULL, c->window, c->drop);
     return dot(c->out, c->r, (size_t)c->B * c->T * c->H * c->hd);
 }
 
-static void test_attention_bwd(const char *name, int B, int T, int H, int KV, int hd, const KernDropout *drop) {
+static void test_attention_bwd(const char *name, int B, int T, int H, int KV, int hd, int window, const KernDropout *drop) {
     const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
     AttCtx c = {rand_vec(nq, -1, 1), rand_vec(nk, -1, 1), rand_vec(nk, -1, 1), malloc(sizeof(float) * nq),
-                malloc(sizeof(float) * B * H * T * T), rand_vec(nq, -1, 1), B, T, H, KV, hd, drop};
+                malloc(sizeof(float) * B * H * T * T), rand_vec(nq, -1, 1), B, T, H, KV, hd, window, drop};
     attention_obj(&c);  // probs for backward
     // outputs start as garbage: the backward overwrites them
     float *dq = rand_vec(nq, -9, 9), *dk = rand_vec(nk, -9, 9), *dv = rand_vec(nk, -9, 9);
     float *scratch = malloc(sizeof(float) * kern_attention_scratch_floats(B, H, T));
-    kern_attention_bwd(dq, dk, dv, scratch, c.r, c.out, c.probs, c.q, c.k, c.v, B, T, H, KV, hd, NULL, drop);
+    kern_attention_bwd(dq, dk, dv, scratch, c.r, c.out, c.probs, c.q, c.k, c.v, B, T, H, KV, hd, NULL, window, drop);
     double *gq = grad_delta(dq, NULL, nq), *gk = grad_delta(dk, NULL, nk), *gv = grad_delta(dv, NULL, nk);
     char buf[160];
     snprintf(buf, sizeof buf, "attention bwd dq %s", name);
@@ -472,8 +476,8 @@ static void test_attention_drop_identity(void) {
     for (int i = 0; i < 3; i++) {
         out[i] = malloc(sizeof(float) * nq), probs[i] = malloc(sizeof(float) * np);
         dq[i] = malloc(sizeof(float) * nq), dk[i] = malloc(sizeof(float) * nk), dv[i] = malloc(sizeof(float) * nk);
-        kern_attention_fwd(out[i], probs[i], q, k, v, B, T, T, H, KV, hd, nk / B, NULL, drops[i]);
-        kern_attention_bwd(dq[i], dk[i], dv[i], scratch, dout, out[i], probs[i], q, k, v, B, T, H, KV, hd, NULL, drops[i]);
+        kern_attention_fwd(out[i], probs[i], q, k, v, B, T, T, H, KV, hd, nk / B, NULL, 0, drops[i]);
+        kern_attention_bwd(dq[i], dk[i], dv[i], scratch, dout, out[i], probs[i], q, k, v, B, T, H, KV, hd, NULL, 0, drops[i]);
     }
     report(!memcmp(out[0], out[1], sizeof(float) * nq) && !memcmp(dq[0], dq[1], sizeof(float) * nq) &&
                !memcmp(dk[0], dk[1], sizeof(float) * nk) && !memcmp(dv[0], dv[1], sizeof(float) * nk),
@@ -481,14 +485,14 @@ static void test_attention_drop_identity(void) {
     report(!memcmp(probs[0], probs[2], sizeof(float) * np) && memcmp(out[0], out[2], sizeof(float) * nq),
            "attention dropout: saved P undropped, output changed", "P differs or output unchanged");
     // again with the same key: identical
-    kern_attention_fwd(out[1], probs[1], q, k, v, B, T, T, H, KV, hd, nk / B, NULL, &on);
-    kern_attention_bwd(dq[1], dk[1], dv[1], scratch, dout, out[1], probs[1], q, k, v, B, T, H, KV, hd, NULL, &on);
+    kern_attention_fwd(out[1], probs[1], q, k, v, B, T, T, H, KV, hd, nk / B, NULL, 0, &on);
+    kern_attention_bwd(dq[1], dk[1], dv[1], scratch, dout, out[1], probs[1], q, k, v, B, T, H, KV, hd, NULL, 0, &on);
     report(!memcmp(out[1], out[2], sizeof(float) * nq) && !memcmp(dq[1], dq[2], sizeof(float) * nq) &&
                !memcmp(dk[1], dk[2], sizeof(float) * nk) && !memcmp(dv[1], dv[2], sizeof(float) * nk),
            "attention dropout deterministic", "repeated call differs");
     // batch row 1 alone with sample0 + 1 equals row 1 of the batch: the mask follows the sample
     const KernDropout on1 = {on.p, on.key, on.sample0 + 1};
-    kern_attention_fwd(out[1], probs[1], q + nq / 2, k + nk / 2, v + nk / 2, 1, T, T, H, KV, hd, nk / B, NULL, &on1);
+    kern_attention_fwd(out[1], probs[1], q + nq / 2, k + nk / 2, v + nk / 2, 1, T, T, H, KV, hd, nk / B, NULL, 0, &on1);
     report(!memcmp(out[1], out[2] + nq / 2, sizeof(float) * nq / 2), "attention dropout mask follows sample0 + b",
            "row 1 differs");
     for (int i = 0; i < 3; i++) free(out[i]), free(probs[i]), free(dq[i]), free(dk[i]), free(dv[i]);
@@ -498,7 +502,8 @@ static void test_attention_drop_identity(void) {
 // Document masking: a row packing documents (kstart) computes what each document alone computes,
 // forward and backward, bit-near; the masked probabilities are exactly 0. Rows of 130 cover the
 // block skipping (documents across and inside 64-row blocks, a 1-token document, a whole row).
-static void test_attention_docs(void) {
+// With a sliding window (> 0) too: each document alone under the same window.
+static void test_attention_docs(int window) {
     const int B = 2, T = 130, H = 4, KV = 2, hd = 8;
     const int starts[2][5] = {{0, 50, 51, 100, 130}, {0, 130, 130, 130, 130}};  // documents [s_i, s_i+1)
     const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, np = (size_t)B * H * T * T;
@@ -510,15 +515,19 @@ static void test_attention_docs(void) {
     for (int b = 0; b < B; b++)
         for (int i = 0; i < 4; i++)
             for (int t = starts[b][i]; t < starts[b][i + 1]; t++) ks[b * T + t] = starts[b][i];
-    kern_attention_fwd(out, probs, q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, ks, NULL);
-    kern_attention_bwd(dq, dk, dv, scratch, dout, out, probs, q, k, v, B, T, H, KV, hd, ks, NULL);
+    kern_attention_fwd(out, probs, q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, ks, window, NULL);
+    kern_attention_bwd(dq, dk, dv, scratch, dout, out, probs, q, k, v, B, T, H, KV, hd, ks, window, NULL);
     size_t leaked = 0;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
             for (int t = 0; t < T; t++)
                 for (int j = 0; j < T; j++)
-                    leaked += (j < ks[b * T + t] || j > t) && probs[(((size_t)b * H + h) * T + t) * T + j] != 0.0f;
-    report(leaked == 0, "attention docs: probabilities outside the document exactly 0", "%zu nonzero", leaked);
+                    leaked += (j < ks[b * T + t] || j > t || (window > 0 && j <= t - window)) && probs[(((size_t)b * H + h) * T + t) * T + j] != 0.0f;
+    char tag[32] = "";
+    if (window > 0) snprintf(tag, sizeof tag, " (window %d)", window);
+    char name[96];
+    snprintf(name, sizeof name, "attention docs%s: probabilities outside the document exactly 0", tag);
+    report(leaked == 0, name, "%zu nonzero", leaked);
     double worst[4] = {0, 0, 0, 0};  // out, dq, dk, dv against each document alone
     for (int b = 0; b < B; b++)
         for (int i = 0; i < 4; i++) {
@@ -529,8 +538,8 @@ static void test_attention_docs(void) {
             float *o1 = malloc(sizeof(float) * n * H * hd), *p1 = malloc(sizeof(float) * H * n * n);
             float *q1 = malloc(sizeof(float) * n * H * hd), *k1 = malloc(sizeof(float) * n * KV * hd), *v1 = malloc(sizeof(float) * n * KV * hd);
             float *sc = malloc(sizeof(float) * kern_attention_scratch_floats(1, H, n));
-            kern_attention_fwd(o1, p1, qs, kk, vs, 1, n, n, H, KV, hd, (size_t)n * KV * hd, NULL, NULL);
-            kern_attention_bwd(q1, k1, v1, sc, ds, o1, p1, qs, kk, vs, 1, n, H, KV, hd, NULL, NULL);
+            kern_attention_fwd(o1, p1, qs, kk, vs, 1, n, n, H, KV, hd, (size_t)n * KV * hd, NULL, window, NULL);
+            kern_attention_bwd(q1, k1, v1, sc, ds, o1, p1, qs, kk, vs, 1, n, H, KV, hd, NULL, window, NULL);
             const float *got[4] = {out + ((size_t)b * T + s) * H * hd, dq + ((size_t)b * T + s) * H * hd,
                                    dk + ((size_t)b * T + s) * KV * hd, dv + ((size_t)b * T + s) * KV * hd};
             const float *want[4] = {o1, q1, k1, v1};
@@ -541,8 +550,7 @@ static void test_attention_docs(void) {
         }
     const char *what[4] = {"out", "dq", "dk", "dv"};
     for (int x = 0; x < 4; x++) {
-        char name[96];
-        snprintf(name, sizeof name, "attention docs: %s equals each document alone", what[x]);
+        snprintf(name, sizeof name, "attention docs%s: %s equals each document alone", tag, what[x]);
         report(worst[x] < 1e-4, name, "max rel diff %.3g", worst[x]);
     }
     free(q), free(k), free(v), free(dout), free(out), free(probs), free(dq), free(dk), free(dv), free(scratch);
@@ -575,18 +583,29 @@ static void test_qkv_positions(void) {
 
 static void test_attention(void) {
     test_qkv_positions();
-    test_attention_docs();
-    test_attention_fwd("(T=130 H=4 KV=2)", 2, 130, 130, 130, 4, 2, 16, NULL);
-    test_attention_fwd("(kv cache Tq=5 Tk=21 cap=32 H=6 KV=2)", 2, 5, 21, 32, 6, 2, 16, NULL);
-    test_attention_fwd("(decode Tq=1 Tk=70 cap=80 H=4 KV=4)", 3, 1, 70, 80, 4, 4, 8, NULL);
-    test_attention_bwd("(T=130 H=4 KV=2)", 2, 130, 4, 2, 8, NULL);
-    test_attention_bwd("(T=37 H=KV=2)", 2, 37, 2, 2, 8, NULL);
-    test_attention_bwd("(T=9 H=3 KV=1)", 1, 9, 3, 1, 4, NULL);
+    test_attention_docs(0);
+    test_attention_docs(20);
+    test_attention_fwd("(T=130 H=4 KV=2)", 2, 130, 130, 130, 4, 2, 16, 0, NULL);
+    test_attention_fwd("(kv cache Tq=5 Tk=21 cap=32 H=6 KV=2)", 2, 5, 21, 32, 6, 2, 16, 0, NULL);
+    test_attention_fwd("(decode Tq=1 Tk=70 cap=80 H=4 KV=4)", 3, 1, 70, 80, 4, 4, 8, 0, NULL);
+    test_attention_bwd("(T=130 H=4 KV=2)", 2, 130, 4, 2, 8, 0, NULL);
+    test_attention_bwd("(T=37 H=KV=2)", 2, 37, 2, 2, 8, 0, NULL);
+    test_attention_bwd("(T=9 H=3 KV=1)", 1, 9, 3, 1, 4, 0, NULL);
+    // sliding windows: inside a 64-row block, across blocks, of one key, and on the kv cache's form
+    test_attention_fwd("window 20 (T=130 H=4 KV=2)", 2, 130, 130, 130, 4, 2, 16, 20, NULL);
+    test_attention_fwd("window 70 (T=130 H=4 KV=2)", 2, 130, 130, 130, 4, 2, 16, 70, NULL);
+    test_attention_fwd("window 1 (T=37 H=2 KV=1)", 1, 37, 37, 37, 2, 1, 8, 1, NULL);
+    test_attention_fwd("window 7 (kv cache Tq=5 Tk=21 cap=32 H=6 KV=2)", 2, 5, 21, 32, 6, 2, 16, 7, NULL);
+    test_attention_fwd("window 9 (decode Tq=1 Tk=70 cap=80 H=4 KV=4)", 3, 1, 70, 80, 4, 4, 8, 9, NULL);
+    test_attention_bwd("window 20 (T=130 H=4 KV=2)", 2, 130, 4, 2, 8, 20, NULL);
+    test_attention_bwd("window 70 (T=130 H=4 KV=2)", 1, 130, 4, 2, 8, 70, NULL);
+    test_attention_bwd("window 3 (T=37 H=KV=2)", 2, 37, 2, 2, 8, 3, NULL);
     const KernDropout drop = {0.3f, 0x5eedULL, 11};
-    test_attention_fwd("dropout p=0.3 (T=130 H=4 KV=2)", 2, 130, 130, 130, 4, 2, 16, &drop);
-    test_attention_fwd("dropout p=0.3 (kv cache Tq=5 Tk=21 cap=32 H=6 KV=2)", 2, 5, 21, 32, 6, 2, 16, &drop);
-    test_attention_bwd("dropout p=0.3 (T=130 H=4 KV=2)", 2, 130, 4, 2, 8, &drop);
-    test_attention_bwd("dropout p=0.3 (T=9 H=3 KV=1)", 1, 9, 3, 1, 4, &drop);
+    test_attention_fwd("dropout p=0.3 (T=130 H=4 KV=2)", 2, 130, 130, 130, 4, 2, 16, 0, &drop);
+    test_attention_fwd("dropout p=0.3 (kv cache Tq=5 Tk=21 cap=32 H=6 KV=2)", 2, 5, 21, 32, 6, 2, 16, 0, &drop);
+    test_attention_bwd("dropout p=0.3 (T=130 H=4 KV=2)", 2, 130, 4, 2, 8, 0, &drop);
+    test_attention_bwd("dropout p=0.3 (T=9 H=3 KV=1)", 1, 9, 3, 1, 4, 0, &drop);
+    test_attention_bwd("dropout p=0.3 window 5 (T=37 H=4 KV=2)", 1, 37, 4, 2, 8, 5, &drop);
     test_attention_drop_identity();
 }
 

@@ -1,7 +1,7 @@
 // test_model: whole-model gradient check by finite differences, and the dump that
 // test/parity.py compares with a PyTorch Llama.
 //   build/test_model              gradient check (prints ok/not ok lines)
-//   build/test_model --dump DIR [MODEL_TYPE]   writes DIR/step_00000000.h5 plus batch, logits, grads,
+//   build/test_model --dump DIR [MODEL_TYPE [FLAGS...]]   writes DIR/step_00000000.h5 plus batch, logits, grads,
 //                                              step losses (llama_v2 unless MODEL_TYPE: mingpt, gpt_neox)
 #include <hdf5.h>
 #include <math.h>
@@ -162,15 +162,21 @@ static void write_attr(hid_t f, const char *name, float v) {
 
 enum { PARITY_STEPS = 5 };
 
-static void dump(const char *dir, const char *model_type) {
+// more: flags after the model type (--sliding_window 5: Mistral's windowed attention)
+static void dump(const char *dir, const char *model_type, int nmore, char **more) {
     int llama = !strcmp(model_type, "llama_v2");
-    char *args[] = {"t", "--model_type", (char *)model_type, "--hidden_width", "64", "--num_layers", "2", "--num_heads", "8",
+    char *base[] = {"t", "--model_type", (char *)model_type, "--hidden_width", "64", "--num_layers", "2", "--num_heads", "8",
                     "--num_key_value_heads", llama ? "2" : "8", "--intermediate_size", "96", "--max_context_width", "16",
                     "--vocab_size", "80", "--batch_size", "3", "--lr", "3e-3", "--grad_clip", "0.5", "--weight_decay", "1.0",
                     "--rotary_pct", "0.5"};
-    Setup s;
     // GPT-NeoX rotates half of each head (4 of 8 dimensions); the others take no --rotary_pct
-    setup(&s, sizeof args / sizeof args[0] - (strcmp(model_type, "gpt_neox") ? 2 : 0), args);
+    const size_t nbase = sizeof base / sizeof base[0] - (strcmp(model_type, "gpt_neox") ? 2 : 0);
+    char **args = mallocCheck(sizeof(char *) * (nbase + (size_t)nmore));
+    memcpy(args, base, sizeof(char *) * nbase);
+    memcpy(args + nbase, more, sizeof(char *) * (size_t)nmore);
+    Setup s;
+    setup(&s, (int)nbase + nmore, args);
+    free(args);
     Config *c = &s.cfg;
     int B = c->batch_size, T = c->model.max_context_width, V = c->model.vocab_size;
     CkptMeta meta = {0};
@@ -225,7 +231,7 @@ int main(int argc, char **argv) {
     comm_init(&argc, &argv);
     kern_init(0);
     if (argc >= 3 && !strcmp(argv[1], "--dump")) {
-        dump(argv[2], argc > 3 ? argv[3] : "llama_v2");
+        dump(argv[2], argc > 3 ? argv[3] : "llama_v2", argc > 4 ? argc - 4 : 0, argv + 4);
     } else {
         gradcheck("llama_v2", "0");
         gradcheck("llama_v2", "0.2");

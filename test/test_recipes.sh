@@ -163,7 +163,6 @@ backward_fetch_policy|backward_post
 auto_wrap_policy|size_based_auto_wrap_policy
 framework|megatron
 nccl_test_log|nccl.log
-sliding_window|4096
 restart_epoch|2
 EOF
 for m in mixtral mistral_8x7b llama_v3; do

@@ -1,4 +1,5 @@
-// attention: causal grouped-query attention with explicit (saved) softmax probabilities.
+// attention: causal grouped-query attention (document masks, sliding window) with explicit (saved)
+// softmax probabilities.
 // Work is split into blocks of ATT_BLOCK query rows (and, in backward, key columns) so the
 // sgemm calls skip the masked upper triangle of the (Tq, Tk) score matrix.
 // Dropout on P: the saved probabilities stay undropped (backward needs P itself); the dropped,
@@ -59,6 +60,13 @@ static void att_softmax_row(float *s, int lo, int n, int len) {
     memset(s + n, 0, sizeof(float) * (size_t)(len - n));
 }
 
+// the first key query t at position pos sees: its document's start (ks: NULL without documents)
+// or, under a sliding window, the oldest key of the window, whichever is later
+static inline int att_first(const int32_t *ks, int t, int pos, int window) {
+    const int lo = ks ? ks[t] : 0;
+    return window > 0 && pos - window + 1 > lo ? pos - window + 1 : lo;
+}
+
 // first query of row ks (T entries, non-decreasing) from q0 on whose document starts after key kmax:
 // queries q0 .. that - 1 are the ones that can see key kmax
 static int att_query_end(const int32_t *ks, int q0, int T, int kmax) {
@@ -74,7 +82,7 @@ static int att_query_end(const int32_t *ks, int q0, int T, int kmax) {
 
 void cpu_attention_fwd(void *out_, float *probs, const void *q_, const void *k_, const void *v_,
                         int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride, const int32_t *kstart,
-                        const KernDropout *drop) {
+                        int window, const KernDropout *drop) {
     float *out = out_;  // the CPU's activations are fp32
     const float *q = q_;
     const float *k = k_;
@@ -100,11 +108,12 @@ void cpu_attention_fwd(void *out_, float *probs, const void *q_, const void *k_,
         for (int r0 = 0; r0 < Tq; r0 += ATT_BLOCK) {
             const int rows = att_min(ATT_BLOCK, Tq - r0);
             const int kend = off + r0 + rows;  // keys visible to the block's last row
-            const int kbeg = ks ? ks[r0] : 0;  // and to its first (documents start in order)
+            const int kbeg = att_first(ks, r0, off + r0, window);  // and to its first (first keys are in order)
             float *pb = p + (size_t)r0 * Tk;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend - kbeg, hd, scale, qh + (size_t)r0 * ldq,
                         ldq, kh + (size_t)kbeg * ldk, ldk, 0.0f, pb + kbeg, Tk);
-            for (int i = 0; i < rows; i++) att_softmax_row(pb + (size_t)i * Tk, ks ? ks[r0 + i] : 0, off + r0 + i + 1, Tk);
+            for (int i = 0; i < rows; i++)
+                att_softmax_row(pb + (size_t)i * Tk, att_first(ks, r0 + i, off + r0 + i, window), off + r0 + i + 1, Tk);
             const float *pv = pb;  // what multiplies V: P, or P' under dropout
             if (ad.on) {
                 for (int i = 0; i < rows; i++) {
@@ -135,7 +144,7 @@ size_t cpu_attention_scratch_floats(int B, int H, int T) {
 
 void cpu_attention_bwd(void *dq_, void *dk_, void *dv_, float *scratch, const void *dout_, const void *out_,
                        const float *probs, const void *q_, const void *k_, const void *v_,
-                        int B, int T, int H, int KV, int hd, const int32_t *kstart, const KernDropout *drop) {
+                        int B, int T, int H, int KV, int hd, const int32_t *kstart, int window, const KernDropout *drop) {
     float *dq = dq_;  // the CPU's activations are fp32
     float *dk = dk_;
     float *dv = dv_;
@@ -172,7 +181,7 @@ void cpu_attention_bwd(void *dq_, void *dk_, void *dv_, float *scratch, const vo
             float *dqh = dq + qoff;
             const float *p = probs + ((size_t)b * H + h) * T * T;  // (T, T)
             for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-                const int rows = att_min(ATT_BLOCK, T - r0), kend = r0 + rows, kbeg = ks ? ks[r0] : 0;
+                const int rows = att_min(ATT_BLOCK, T - r0), kend = r0 + rows, kbeg = att_first(ks, r0, r0, window);
                 float *dsb = ds + (size_t)r0 * T;
                 // dP = dout @ V^T over the keys the block sees
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend - kbeg, hd, 1.0f, doh + (size_t)r0 * ldq,
@@ -181,7 +190,7 @@ void cpu_attention_bwd(void *dq_, void *dk_, void *dv_, float *scratch, const vo
                 // Under dropout dP' = mask * dP / (1 - p) takes dP's place (rowsum(P * dP') is still
                 // rowsum(dout * out), as out = P' V), and the row's P' goes to pdb for dV.
                 for (int i = 0; i < rows; i++) {
-                    const int n = r0 + i + 1, lo = ks ? ks[r0 + i] : 0;
+                    const int n = r0 + i + 1, lo = att_first(ks, r0 + i, r0 + i, window);
                     const float *pr = p + (size_t)(r0 + i) * T;
                     float *dr = dsb + (size_t)i * T;
                     if (ad.on) {
@@ -212,9 +221,13 @@ void cpu_attention_bwd(void *dq_, void *dk_, void *dv_, float *scratch, const vo
                     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kend - kbeg, hd, rows, 1.0f, pdb + kbeg, T,
                                 doh + (size_t)r0 * ldq, ldq, 1.0f, dvg + (size_t)kbeg * ldk, ldk);
             }
-            // key block c0 is seen only by queries c0.. up to the end of the document of its last key
+            // key block c0 is seen only by queries c0.. up to the end of the document of its last key,
+            // and under a window only by those within window - 1 positions of that key
             for (int c0 = 0; c0 < T; c0 += ATT_BLOCK) {
-                const int cols = att_min(ATT_BLOCK, T - c0), nq = att_query_end(ks, c0, T, c0 + cols - 1) - c0;
+                const int cols = att_min(ATT_BLOCK, T - c0), kmax = c0 + cols - 1;
+                int qend = att_query_end(ks, c0, T, kmax);
+                if (window > 0 && kmax + window < qend) qend = kmax + window;
+                const int nq = qend - c0;
                 // dk += scale * dS^T @ Q, dv += P^T @ dout (without dropout)
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd, nq, scale, ds + (size_t)c0 * T + c0, T,
                             qh + (size_t)c0 * ldq, ldq, 1.0f, dkg + (size_t)c0 * ldk, ldk);

@@ -13,6 +13,8 @@
 // the first query's kstart are skipped (kstart is non-decreasing along a row), as are query tiles
 // after the last query that sees a key tile; partly masked tiles mask per element, as the causal
 // edge does. A row can then see no key of a whole tile, so the online softmax keeps exp() finite.
+// A sliding window (kernels.h) is a first key per query too (att_first), under the same DOCS flag;
+// kstart is then NULL when there are no documents.
 //
 // Tiles live in shared memory as (rows, HDP + 1) or (rows, cols + 1): the odd row stride keeps
 // the column-strided reads of tile_mac free of bank conflicts. Head dims up to 128 are padded
@@ -119,7 +121,7 @@ __device__ __forceinline__ void load_row_stats(float *Ls, float *Ds, const float
 template <int HDP, int BQ, int BK, bool DROP, bool DOCS, size_t SMEM = att_fwd_smem(HDP, BQ, BK)>
 __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
     att_fwd_kernel(Act out, float *lse, Act q, Act k, Act v, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride,
-                   float scale, AttDrop drop, const int32_t *kstart) {
+                   float scale, AttDrop drop, const int32_t *kstart, int window) {
     constexpr int LDH = HDP + 1, LDP = BK + 1, RM = BQ / 16, RK = BK / 16, RD = HDP / 16;
     extern __shared__ float smem[];
     float *Qs = smem;             // (BQ, LDH)
@@ -134,17 +136,18 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
     const size_t qrow0 = ((size_t)b * Tq + q0) * ldq + (size_t)h * hd;  // (BQ, hd) rows of q and out
     const Act kb = k + (b * kv_bstride + (size_t)g * hd), vb = v + (b * kv_bstride + (size_t)g * hd);
     const uint64_t seed = DROP ? rng_dropout_seed(drop.key, drop.sample0 + b) : 0;
-    const int32_t *ks = DOCS ? kstart + (size_t)b * Tq : nullptr;  // (Tq) the first key each query sees
+    const int32_t *ks = DOCS && kstart ? kstart + (size_t)b * Tq : nullptr;  // (Tq) each query's document start
     int kfirst[DOCS ? RM : 1];  // of this thread's rows (0 for padding rows)
 #pragma unroll
-    for (int i = 0; i < (DOCS ? RM : 0); i++) kfirst[i] = ty + 16 * i < nq ? ks[q0 + ty + 16 * i] : 0;
+    for (int i = 0; i < (DOCS ? RM : 0); i++)
+        kfirst[i] = ty + 16 * i < nq ? att_first(ks, q0 + ty + 16 * i, off + q0 + ty + 16 * i, window) : 0;
 
     load_tile<BQ, HDP>(Qs, q + qrow0, ldq, nq, hd);
     float m[RM], l[RM], o[RM][RD] = {};
 #pragma unroll
     for (int i = 0; i < RM; i++) m[i] = -INFINITY, l[i] = 0.0f;
 
-    for (int k0 = DOCS ? ks[q0] / BK * BK : 0; k0 < kend; k0 += BK) {
+    for (int k0 = DOCS ? att_first(ks, q0, off + q0, window) / BK * BK : 0; k0 < kend; k0 += BK) {
         next_tiles<BK, HDP>(Ks, Vs, kb + (size_t)k0 * ldk, vb + (size_t)k0 * ldk, ldk, min(BK, kend - k0), hd);
         float s[RM][RK] = {};
         tile_mac<RM, RK, HDP>(s, Qs, LDH, Ks, 1, LDH);  // S = Q K^T
@@ -215,7 +218,7 @@ __global__ void att_delta_kernel(float *delta, Act dout, Act out, int T, int H, 
 template <int HDP, int BQ, int BK, bool DROP, bool DOCS, size_t SMEM = att_dkv_smem(HDP, BQ, BK)>
 __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
     att_bwd_dkdv_kernel(Act dk, Act dv, Act q, Act k, Act v, Act dout, const float *lse, const float *delta, int T,
-                        int H, int KV, int hd, float scale, AttDrop drop, const int32_t *kstart) {
+                        int H, int KV, int hd, float scale, AttDrop drop, const int32_t *kstart, int window) {
     constexpr int LDH = HDP + 1, LDQ = BQ + 1, RK = BK / 16, RQ = BQ / 16, RD = HDP / 16;
     extern __shared__ float smem[];
     float *Ks = smem;              // (BK, LDH)
@@ -232,8 +235,8 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
     const size_t krow0 = ((size_t)b * T + k0) * ldk + (size_t)g * hd;  // (BK, hd) rows of k, v, dk, dv
     const uint64_t seed = DROP ? rng_dropout_seed(drop.key, drop.sample0 + b) : 0;
-    const int32_t *ks = DOCS ? kstart + (size_t)b * T : nullptr;  // (T) the first key each query sees
-    const int qend = DOCS ? att_query_end(ks, k0, T, k0 + nk - 1) : T;  // queries past it see none of the keys
+    const int32_t *ks = DOCS && kstart ? kstart + (size_t)b * T : nullptr;  // (T) each query's document start
+    const int qend = DOCS ? att_query_stop(ks, k0, T, k0 + nk - 1, window) : T;  // queries past it see none of the keys
 
     load_tile<BK, HDP>(Ks, k + krow0, ldk, nk, hd);
     load_tile<BK, HDP>(Vs, v + krow0, ldk, nk, hd);
@@ -250,7 +253,8 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
             __syncthreads();
             int kfirst[DOCS ? RQ : 1];  // of this thread's query columns
 #pragma unroll
-            for (int j = 0; j < (DOCS ? RQ : 0); j++) kfirst[j] = q0 + tx + 16 * j < T ? ks[q0 + tx + 16 * j] : 0;
+            for (int j = 0; j < (DOCS ? RQ : 0); j++)  // past T: INT_MAX, which also masks the padding columns
+                kfirst[j] = q0 + tx + 16 * j < T ? att_first(ks, q0 + tx + 16 * j, q0 + tx + 16 * j, window) : INT_MAX;
             float st[RK][RQ] = {}, dpt[RK][RQ] = {};
             tile_mac<RK, RQ, HDP>(st, Ks, LDH, Qs, 1, LDH);    // S^T = K Q^T
             tile_mac<RK, RQ, HDP>(dpt, Vs, LDH, dOs, 1, LDH);  // dP^T = V dO^T
@@ -260,7 +264,7 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
 #pragma unroll
                 for (int j = 0; j < RQ; j++) {
                     const int r = tx + 16 * j, qpos = q0 + r;
-                    const bool seen = k0 + c <= qpos && qpos < T && (!DOCS || k0 + c >= kfirst[j]);
+                    const bool seen = k0 + c <= qpos && (DOCS ? k0 + c >= kfirst[j] : qpos < T);
                     const float p = seen ? expf(st[i][j] * scale - Ls[r]) : 0.0f;
                     float pv = p, dp = dpt[i][j];
                     if (DROP) {
@@ -286,7 +290,7 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
 template <int HDP, int BQ, int BK, bool DROP, bool DOCS, size_t SMEM = att_dq_smem(HDP, BQ, BK)>
 __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
     att_bwd_dq_kernel(Act dq, Act q, Act k, Act v, Act dout, const float *lse, const float *delta, int T, int H,
-                      int KV, int hd, float scale, AttDrop drop, const int32_t *kstart) {
+                      int KV, int hd, float scale, AttDrop drop, const int32_t *kstart, int window) {
     constexpr int LDH = HDP + 1, LDS = BK + 1, RM = BQ / 16, RK = BK / 16, RD = HDP / 16;
     extern __shared__ float smem[];
     float *Qs = smem;              // (BQ, LDH)
@@ -305,16 +309,17 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
     const size_t stats = ((size_t)b * H + h) * T + q0;
     const Act kb = k + ((size_t)b * T * ldk + (size_t)g * hd), vb = v + ((size_t)b * T * ldk + (size_t)g * hd);
     const uint64_t seed = DROP ? rng_dropout_seed(drop.key, drop.sample0 + b) : 0;
-    const int32_t *ks = DOCS ? kstart + (size_t)b * T : nullptr;  // (T) the first key each query sees
+    const int32_t *ks = DOCS && kstart ? kstart + (size_t)b * T : nullptr;  // (T) each query's document start
     int kfirst[DOCS ? RM : 1];  // of this thread's rows (0 for padding rows)
 #pragma unroll
-    for (int i = 0; i < (DOCS ? RM : 0); i++) kfirst[i] = ty + 16 * i < nq ? ks[q0 + ty + 16 * i] : 0;
+    for (int i = 0; i < (DOCS ? RM : 0); i++)
+        kfirst[i] = ty + 16 * i < nq ? att_first(ks, q0 + ty + 16 * i, q0 + ty + 16 * i, window) : 0;
 
     load_tile<BQ, HDP>(Qs, q + qrow0, ldq, nq, hd);
     load_tile<BQ, HDP>(dOs, dout + qrow0, ldq, nq, hd);
     load_row_stats<BQ>(Ls, Ds, lse + stats, delta + stats, nq);
     float dqa[RM][RD] = {};
-    for (int k0 = DOCS ? ks[q0] / BK * BK : 0; k0 < kend; k0 += BK) {
+    for (int k0 = DOCS ? att_first(ks, q0, q0, window) / BK * BK : 0; k0 < kend; k0 += BK) {
         next_tiles<BK, HDP>(Ks, Vs, kb + (size_t)k0 * ldk, vb + (size_t)k0 * ldk, ldk, min(BK, kend - k0), hd);
         float s[RM][RK] = {}, dp[RM][RK] = {};
         tile_mac<RM, RK, HDP>(s, Qs, LDH, Ks, 1, LDH);    // S = Q K^T
@@ -354,7 +359,8 @@ size_t cuda_attention_scratch_floats(int B, int H, int T) {
 }
 
 void cuda_attention_fwd(void *out, float *saved, const void *q, const void *k, const void *v, int B, int Tq, int Tk,
-                        int H, int KV, int hd, size_t kv_bstride, const int32_t *kstart, const KernDropout *drop) {
+                        int H, int KV, int hd, size_t kv_bstride, const int32_t *kstart, int window,
+                        const KernDropout *drop) {
     if (B <= 0 || Tq <= 0) return;
     if (Tq > Tk) err_fatal("attention: %d queries but only %d keys", Tq, Tk);
     if (kstart && Tq != Tk) err_fatal("attention: document masks need the training form (%d queries, %d keys)", Tq, Tk);
@@ -362,24 +368,25 @@ void cuda_attention_fwd(void *out, float *saved, const void *q, const void *k, c
     const float scale = 1.0f / sqrtf((float)hd);
     AttDrop dp;
     const bool dropping = att_drop_from(drop, &dp);
-    if (cudnn_att_fwd(act(out), saved, act(q), act(k), act(v), B, Tq, Tk, H, KV, hd, kv_bstride, kstart,
-                      dropping ? &dp : nullptr))
+    if (window >= Tk) window = 0;  // a window as long as the keys masks none of them
+    if (!window && cudnn_att_fwd(act(out), saved, act(q), act(k), act(v), B, Tq, Tk, H, KV, hd, kv_bstride, kstart,
+                                 dropping ? &dp : nullptr))
         return;
     if (cuda_ctx.compute != COMPUTE_FP32 && att_tc_fits(hd)) {
-        att_tc_fwd(act(out), saved, act(q), act(k), act(v), B, Tq, Tk, H, KV, hd, kv_bstride, scale, kstart,
+        att_tc_fwd(act(out), saved, act(q), act(k), act(v), B, Tq, Tk, H, KV, hd, kv_bstride, scale, kstart, window,
                    dropping ? &dp : nullptr);
         return;
     }
     with_head_dim(hd, [&](auto head) {
         with_flag(dropping, [&](auto on) {
-            with_flag(kstart != nullptr, [&](auto docs) {
+            with_flag(kstart != nullptr || window > 0, [&](auto docs) {
                 constexpr int HDP = decltype(head)::HDP;
                 constexpr bool DROP = decltype(on)::value, DOCS = decltype(docs)::value;
                 using C = AttFwdTiles<HDP>;
                 constexpr int BQ = C::FWD_Q, BK = C::FWD_K;
                 att_launch(att_fwd_kernel<HDP, BQ, BK, DROP, DOCS>, dim3((Tq + BQ - 1) / BQ, H, B), kAttThreads,
                            C::FWD, act(out), saved, act(q), act(k), act(v), Tq, Tk, H, KV, hd,
-                           kv_bstride, scale, dp, kstart);
+                           kv_bstride, scale, dp, kstart, window);
             });
         });
     });
@@ -387,15 +394,16 @@ void cuda_attention_fwd(void *out, float *saved, const void *q, const void *k, c
 
 void cuda_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void *dout, const void *out,
                         const float *saved, const void *q, const void *k, const void *v, int B, int T, int H, int KV,
-                        int hd, const int32_t *kstart, const KernDropout *drop) {
+                        int hd, const int32_t *kstart, int window, const KernDropout *drop) {
     if (B <= 0 || T <= 0) return;
+    if (window >= T) window = 0;
     check_heads(H, KV);
     const float scale = 1.0f / sqrtf((float)hd);
     float *delta = scratch;  // (B, H, T)
     AttDrop dp;
     const bool dropping = att_drop_from(drop, &dp);
-    if (cudnn_att_bwd(act(dq), act(dk), act(dv), delta, act(dout), act(out), saved, act(q), act(k), act(v), B, T, H,
-                      KV, hd, kstart, dropping ? &dp : nullptr))
+    if (!window && cudnn_att_bwd(act(dq), act(dk), act(dv), delta, act(dout), act(out), saved, act(q), act(k), act(v), B,
+                                 T, H, KV, hd, kstart, dropping ? &dp : nullptr))
         return;
     const size_t rows = (size_t)B * T * H;
     att_delta_kernel<<<grid_for(rows * 32, kAttThreads, 0x7fffffffu), kAttThreads, 0, cuda_stream()>>>(
@@ -403,12 +411,12 @@ void cuda_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void
     cudaCheckLaunch();
     if (cuda_ctx.compute != COMPUTE_FP32 && att_tc_fits(hd)) {
         att_tc_bwd(act(dq), act(dk), act(dv), delta, act(dout), saved, act(q), act(k), act(v), B, T, H, KV, hd, scale,
-                   kstart, dropping ? &dp : nullptr);
+                   kstart, window, dropping ? &dp : nullptr);
         return;
     }
     with_head_dim(hd, [&](auto head) {
         with_flag(dropping, [&](auto on) {
-            with_flag(kstart != nullptr, [&](auto docs) {
+            with_flag(kstart != nullptr || window > 0, [&](auto docs) {
                 constexpr int HDP = decltype(head)::HDP;
                 constexpr bool DROP = decltype(on)::value, DOCS = decltype(docs)::value;
                 using Big = AttBwdTiles<HDP, false>;
@@ -419,13 +427,13 @@ void cuda_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void
                         constexpr int BQ = C::DKV_Q, BK = C::DKV_K;
                         att_launch(att_bwd_dkdv_kernel<HDP, BQ, BK, DROP, DOCS>, dim3((T + BK - 1) / BK, KV, B),
                                    kAttThreads, C::DKV, act(dk), act(dv), act(q), act(k), act(v),
-                                   act(dout), saved, delta, T, H, KV, hd, scale, dp, kstart);
+                                   act(dout), saved, delta, T, H, KV, hd, scale, dp, kstart, window);
                     }
                     {
                         constexpr int BQ = C::DQ_Q, BK = C::DQ_K;
                         att_launch(att_bwd_dq_kernel<HDP, BQ, BK, DROP, DOCS>, dim3((T + BQ - 1) / BQ, H, B),
                                    kAttThreads, C::DQ, act(dq), act(q), act(k), act(v), act(dout),
-                                   saved, delta, T, H, KV, hd, scale, dp, kstart);
+                                   saved, delta, T, H, KV, hd, scale, dp, kstart, window);
                     }
                 });
             });

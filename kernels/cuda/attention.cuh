@@ -68,6 +68,21 @@ __device__ __forceinline__ int att_query_end(const int32_t *ks, int q0, int T, i
     return lo;
 }
 
+// The first key the query at index t (position pos) sees: its document's start (ks: NULL without
+// documents) or, with a sliding window (> 0), the oldest key of its window, whichever is later.
+// The kernels' DOCS flag covers both masks; both are non-decreasing along a row.
+__device__ __forceinline__ int att_first(const int32_t *ks, int t, int pos, int window) {
+    const int lo = ks ? ks[t] : 0;
+    return window > 0 && pos - window + 1 > lo ? pos - window + 1 : lo;
+}
+
+// The end of the queries (from q0 on, training form) that can see some key <= kmax: past the
+// document of kmax, and under a window past kmax + window - 1, none does.
+__device__ __forceinline__ int att_query_stop(const int32_t *ks, int q0, int T, int kmax, int window) {
+    const int end = ks ? att_query_end(ks, q0, T, kmax) : T;
+    return window > 0 && kmax + window < end ? kmax + window : end;
+}
+
 // The blocks per SM a kernel's launch bounds ask for: 2 where two blocks' smem_bytes of shared
 // memory fit one SM (plus the 1 KB per block the hardware reserves; 228 KB on sm_90, 164 KB on
 // sm_80 and used for the parts that run its code), else 1. Without it ptxas picks its own register
@@ -102,10 +117,10 @@ void att_launch(void (*kernel)(KArgs...), dim3 grid, int threads, size_t smem_by
 bool att_tc_fits(int hd);
 // The tensor-core kernels. lse (B, H, Tq) is the forward's saved row log-sum-exp of the scaled
 // scores and delta (B, H, T) = rowsum(dout * out); shapes as in kernels.h. kstart: NULL, or the
-// document masks of kernels.h (training form). drop: NULL, or the dropout of att_drop_from.
+// document masks of kernels.h (training form); window: kernels.h's sliding window (0: none). drop: NULL, or the dropout of att_drop_from.
 void att_tc_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq, int Tk, int H, int KV, int hd,
-                size_t kv_bstride, float scale, const int32_t *kstart, const AttDrop *drop);
+                size_t kv_bstride, float scale, const int32_t *kstart, int window, const AttDrop *drop);
 void att_tc_bwd(Act dq, Act dk, Act dv, const float *delta, Act dout, const float *lse, Act q, Act k, Act v, int B,
-                int T, int H, int KV, int hd, float scale, const int32_t *kstart, const AttDrop *drop);
+                int T, int H, int KV, int hd, float scale, const int32_t *kstart, int window, const AttDrop *drop);
 
 #endif

@@ -5,8 +5,8 @@
 // are rounded to bf16 as tiles are loaded into shared memory; P and dS are rounded as they are
 // written there. Softmax statistics, lse and Delta stay fp32. Dropout on P (DROP) as in
 // attention.cu: the row sums are those of P, P V uses mask * P, backward regenerates the mask.
-// Document masks (DOCS) as in attention.cu: masked tiles are skipped, partly masked ones masked per
-// element.
+// Document masks and sliding windows (DOCS) as in attention.cu: masked tiles are skipped, partly
+// masked ones masked per element.
 //
 // A block works on a 64-row tile (queries, or keys for dK/dV) with 4 warps of 16 rows each; the
 // other side streams through in 64-row tiles. A warp's scores land in shared memory and are
@@ -139,7 +139,7 @@ __device__ __forceinline__ void warp_store(Act dst, size_t ld, FragC (&acc)[NJ],
 template <int HDP, bool DROP, bool DOCS, size_t SMEM = fwd_smem<HDP>()>
 __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
     att_fwd_tc_kernel(Act out, float *lse, Act q, Act k, Act v, int Tq, int Tk, int H, int KV, int hd,
-                      size_t kv_bstride, float scale, AttDrop drop, const int32_t *kstart) {
+                      size_t kv_bstride, float scale, AttDrop drop, const int32_t *kstart, int window) {
     constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
     extern __shared__ __align__(128) float smem[];  // WMMA needs 32-byte aligned tiles
     float *Ss = smem;                       // (64, kLdS) scores
@@ -156,16 +156,17 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
     const size_t qrow0 = ((size_t)b * Tq + q0) * ldq + (size_t)h * hd;
     const Act kb = k + (b * kv_bstride + (size_t)g * hd), vb = v + (b * kv_bstride + (size_t)g * hd);
     const uint64_t seed = DROP ? rng_dropout_seed(drop.key, drop.sample0 + b) : 0;
-    const int32_t *ks = DOCS ? kstart + (size_t)b * Tq : nullptr;  // (Tq) the first key each query sees
+    const int32_t *ks = DOCS && kstart ? kstart + (size_t)b * Tq : nullptr;  // (Tq) each query's document start
     // Per-row values of the warp's 16 rows live in the lanes: lane i holds row i % 16's, and the
     // row loop takes them by shuffle (a register each, not 16)
-    const int kfirst_lane = DOCS && r0 + lane % 16 < nq ? ks[q0 + r0 + lane % 16] : 0;
+    const int kfirst_lane =
+        DOCS && r0 + lane % 16 < nq ? att_first(ks, q0 + r0 + lane % 16, off + q0 + r0 + lane % 16, window) : 0;
     float m_lane = -INFINITY, l_lane = 0.0f;  // running max and sum of the row
 
     load_tile_bf16<kTile, HDP>(Qs, q + qrow0, ldq, nq, hd);
     for (int i = threadIdx.x; i < kTile * LDO; i += kThreads) Os[i] = 0.0f;
 
-    for (int k0 = DOCS ? ks[q0] / kTile * kTile : 0; k0 < kend; k0 += kTile) {
+    for (int k0 = DOCS ? att_first(ks, q0, off + q0, window) / kTile * kTile : 0; k0 < kend; k0 += kTile) {
         next_tiles<HDP>(Ks, Vs, kb + (size_t)k0 * ldk, vb + (size_t)k0 * ldk, ldk, min(kTile, kend - k0), hd);
         warp_abt<HDP, kTile>(Ss + r0 * kLdS, kLdS, Qs + r0 * LDH, LDH, Ks, LDH);  // S = Q K^T
         __syncwarp();
@@ -226,7 +227,7 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
 template <int HDP, bool DROP, bool DOCS, size_t SMEM = bwd_smem<HDP>(4, 2)>
 __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
     att_bwd_dkdv_tc_kernel(Act dk, Act dv, Act q, Act k, Act v, Act dout, const float *lse, const float *delta, int T,
-                           int H, int KV, int hd, float scale, AttDrop drop, const int32_t *kstart) {
+                           int H, int KV, int hd, float scale, AttDrop drop, const int32_t *kstart, int window) {
     constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
     extern __shared__ __align__(128) float smem[];  // WMMA needs 32-byte aligned tiles
     float *St = smem;                       // (64 keys, kLdS) S^T; the output staging at the end
@@ -245,8 +246,8 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
     const size_t krow0 = ((size_t)b * T + k0) * ldk + (size_t)g * hd;
     const uint64_t seed = DROP ? rng_dropout_seed(drop.key, drop.sample0 + b) : 0;
-    const int32_t *ks = DOCS ? kstart + (size_t)b * T : nullptr;  // (T) the first key each query sees
-    const int qend = DOCS ? att_query_end(ks, k0, T, k0 + nk - 1) : T;  // queries past it see none of the keys
+    const int32_t *ks = DOCS && kstart ? kstart + (size_t)b * T : nullptr;  // (T) each query's document start
+    const int qend = DOCS ? att_query_stop(ks, k0, T, k0 + nk - 1, window) : T;  // queries past it see none of the keys
 
     load_tile_bf16<kTile, HDP>(Ks, k + krow0, ldk, nk, hd);
     load_tile_bf16<kTile, HDP>(Vs, v + krow0, ldk, nk, hd);
@@ -263,7 +264,8 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
             warp_abt<HDP, kTile>(dPt + r0 * kLdS, kLdS, Vs + r0 * LDH, LDH, dOs, LDH);  // dP^T = V dO^T
             int kfirst[DOCS ? 2 : 1];  // of this lane's two query columns
 #pragma unroll
-            for (int c = 0; c < (DOCS ? 2 : 0); c++) kfirst[c] = q0 + lane + 32 * c < T ? ks[q0 + lane + 32 * c] : 0;
+            for (int c = 0; c < (DOCS ? 2 : 0); c++)
+                kfirst[c] = q0 + lane + 32 * c < T ? att_first(ks, q0 + lane + 32 * c, q0 + lane + 32 * c, window) : 0;
             __syncwarp();
 #pragma unroll 4
             for (int r = 0; r < 16; r++) {
@@ -297,7 +299,7 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
 template <int HDP, bool DROP, bool DOCS, size_t SMEM = bwd_smem<HDP>(4, 1)>
 __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
     att_bwd_dq_tc_kernel(Act dq, Act q, Act k, Act v, Act dout, const float *lse, const float *delta, int T, int H,
-                         int KV, int hd, float scale, AttDrop drop, const int32_t *kstart) {
+                         int KV, int hd, float scale, AttDrop drop, const int32_t *kstart, int window) {
     constexpr int LDH = TcLd<HDP>::H, LDO = TcLd<HDP>::O, NJ = HDP / 16;
     extern __shared__ __align__(128) float smem[];  // WMMA needs 32-byte aligned tiles
     float *Ss = smem;                       // (64, kLdS) S; the output staging at the end
@@ -318,9 +320,10 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
     const size_t stats = ((size_t)b * H + h) * T + q0;
     const Act kb = k + ((size_t)b * T * ldk + (size_t)g * hd), vb = v + ((size_t)b * T * ldk + (size_t)g * hd);
     const uint64_t seed = DROP ? rng_dropout_seed(drop.key, drop.sample0 + b) : 0;
-    const int32_t *ks = DOCS ? kstart + (size_t)b * T : nullptr;  // (T) the first key each query sees
+    const int32_t *ks = DOCS && kstart ? kstart + (size_t)b * T : nullptr;  // (T) each query's document start
     // lane i holds that of the warp's row i % 16; the row loop takes it by shuffle (one register, not 16)
-    const int kfirst_lane = DOCS && r0 + lane % 16 < nq ? ks[q0 + r0 + lane % 16] : 0;
+    const int kfirst_lane =
+        DOCS && r0 + lane % 16 < nq ? att_first(ks, q0 + r0 + lane % 16, q0 + r0 + lane % 16, window) : 0;
 
     load_tile_bf16<kTile, HDP>(Qs, q + qrow0, ldq, nq, hd);
     load_tile_bf16<kTile, HDP>(dOs, dout + qrow0, ldq, nq, hd);
@@ -328,7 +331,7 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
     FragC dqa[NJ];
 #pragma unroll
     for (int j = 0; j < NJ; j++) wmma::fill_fragment(dqa[j], 0.0f);
-    for (int k0 = DOCS ? ks[q0] / kTile * kTile : 0; k0 < kend; k0 += kTile) {
+    for (int k0 = DOCS ? att_first(ks, q0, q0, window) / kTile * kTile : 0; k0 < kend; k0 += kTile) {
         next_tiles<HDP>(Ks, Vs, kb + (size_t)k0 * ldk, vb + (size_t)k0 * ldk, ldk, min(kTile, kend - k0), hd);
         warp_abt<HDP, kTile>(Ss + r0 * kLdS, kLdS, Qs + r0 * LDH, LDH, Ks, LDH);    // S = Q K^T
         warp_abt<HDP, kTile>(dPs + r0 * kLdS, kLdS, dOs + r0 * LDH, LDH, Vs, LDH);  // dP = dO V^T
@@ -375,34 +378,34 @@ bool att_tc_fits(int hd) {
 }
 
 void att_tc_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq, int Tk, int H, int KV, int hd,
-                size_t kv_bstride, float scale, const int32_t *kstart, const AttDrop *drop) {
+                size_t kv_bstride, float scale, const int32_t *kstart, int window, const AttDrop *drop) {
     const AttDrop dp = drop ? *drop : AttDrop{0, 0, 0, 1.0f};
     with_head_dim(hd, [&](auto head) {
         with_flag(drop != nullptr, [&](auto on) {
-            with_flag(kstart != nullptr, [&](auto docs) {
+            with_flag(kstart != nullptr || window > 0, [&](auto docs) {
                 constexpr int HDP = decltype(head)::HDP;
                 att_launch(att_fwd_tc_kernel<HDP, decltype(on)::value, decltype(docs)::value>,
                            dim3((Tq + kTile - 1) / kTile, H, B), kThreads, fwd_smem<HDP>(), out, lse, q, k, v, Tq, Tk,
-                           H, KV, hd, kv_bstride, scale, dp, kstart);
+                           H, KV, hd, kv_bstride, scale, dp, kstart, window);
             });
         });
     });
 }
 
 void att_tc_bwd(Act dq, Act dk, Act dv, const float *delta, Act dout, const float *lse, Act q, Act k, Act v, int B,
-                int T, int H, int KV, int hd, float scale, const int32_t *kstart, const AttDrop *drop) {
+                int T, int H, int KV, int hd, float scale, const int32_t *kstart, int window, const AttDrop *drop) {
     const AttDrop dp = drop ? *drop : AttDrop{0, 0, 0, 1.0f};
     with_head_dim(hd, [&](auto head) {
         with_flag(drop != nullptr, [&](auto on) {
-            with_flag(kstart != nullptr, [&](auto docs) {
+            with_flag(kstart != nullptr || window > 0, [&](auto docs) {
                 constexpr int HDP = decltype(head)::HDP;
                 constexpr bool DROP = decltype(on)::value, DOCS = decltype(docs)::value;
                 static_assert(kTile * TcLd<HDP>::O <= 2 * kTile * kLdS, "the output staging must fit the score buffers");
                 const unsigned tiles = (T + kTile - 1) / kTile;
                 att_launch(att_bwd_dkdv_tc_kernel<HDP, DROP, DOCS>, dim3(tiles, KV, B), kThreads, bwd_smem<HDP>(4, 2),
-                           dk, dv, q, k, v, dout, lse, delta, T, H, KV, hd, scale, dp, kstart);
+                           dk, dv, q, k, v, dout, lse, delta, T, H, KV, hd, scale, dp, kstart, window);
                 att_launch(att_bwd_dq_tc_kernel<HDP, DROP, DOCS>, dim3(tiles, H, B), kThreads, bwd_smem<HDP>(4, 1), dq,
-                           q, k, v, dout, lse, delta, T, H, KV, hd, scale, dp, kstart);
+                           q, k, v, dout, lse, delta, T, H, KV, hd, scale, dp, kstart, window);
             });
         });
     });

@@ -796,15 +796,15 @@ const char *self_check(int hd) {
         const size_t rl[] = {nq, nq, nkv, nkv, nq};  // out dq dk dv; [1][4]: the native dq on cuDNN's stats
         for (int i = 0; i < 5; i++) res[path][i] = (float *)cuda_alloc(sizeof(float) * rl[i]);
         stats[path] = (float *)cuda_alloc(sizeof(float) * nst);
-        cuda_attention_fwd(res[path][0], stats[path], in[0], in[1], in[2], B, T, T, H, KV, hd, nkv / B, NULL, NULL);
+        cuda_attention_fwd(res[path][0], stats[path], in[0], in[1], in[2], B, T, T, H, KV, hd, nkv / B, NULL, 0, NULL);
         cuda_attention_bwd(res[path][1], res[path][2], res[path][3], scratch, in[3], res[path][0], stats[path], in[0],
-                           in[1], in[2], B, T, H, KV, hd, NULL, NULL);
+                           in[1], in[2], B, T, H, KV, hd, NULL, 0, NULL);
     }
     // the native backward on cuDNN's statistics: they must mean the same thing
     att_choice = ATT_NATIVE;
     float *dk_x = (float *)cuda_alloc(sizeof(float) * nkv), *dv_x = (float *)cuda_alloc(sizeof(float) * nkv);
     cuda_attention_bwd(res[1][4], dk_x, dv_x, scratch, in[3], res[1][0], stats[1], in[0], in[1], in[2], B, T, H, KV,
-                       hd, NULL, NULL);
+                       hd, NULL, 0, NULL);
     att_choice = saved_choice;
     const char *what[] = {"output", "dq", "dk", "dv", "dq from cuDNN's softmax statistics"};
     why[0] = 0;

@@ -913,7 +913,7 @@ cudnnStatus_t run_sdpa_docs(const Sdpa &s, const std::map<int64_t, void *> &ptr,
         const std::vector<float> lse = lse_of(one, q, k, scale);
         auto stat_at = [&](int64_t h, int64_t t) { return (size_t)(i * st.stride[0] + h * st.stride[1] + t * st.stride[2]); };
         if (!s.bwd) {
-            cpu_attention_fwd(out.data(), probs.data(), q.data(), k.data(), v.data(), 1, L, L, H, KV, hd, nkv, nullptr,
+            cpu_attention_fwd(out.data(), probs.data(), q.data(), k.data(), v.data(), 1, L, L, H, KV, hd, nkv, nullptr, 0,
                               nullptr);
             for (float &x : out) x += off;
             store_span(s.o, at(s.o), bq, out);
@@ -932,11 +932,11 @@ cudnnStatus_t run_sdpa_docs(const Sdpa &s, const std::map<int64_t, void *> &ptr,
                 for (int64_t d = 0; d < hd; d++) acc += (double)dout[(t * H + h) * hd + d] * o[(t * H + h) * hd + d];
                 store_span(s.sum, at(s.sum), stat_at(h, t), {(float)acc});
             }
-        cpu_attention_fwd(out.data(), probs.data(), q.data(), k.data(), v.data(), 1, L, L, H, KV, hd, nkv, nullptr,
+        cpu_attention_fwd(out.data(), probs.data(), q.data(), k.data(), v.data(), 1, L, L, H, KV, hd, nkv, nullptr, 0,
                           nullptr);
         std::vector<float> dq(nq), dk(nkv), dv(nkv), scratch(cpu_attention_scratch_floats(1, H, L));
         cpu_attention_bwd(dq.data(), dk.data(), dv.data(), scratch.data(), dout.data(), o.data(), probs.data(),
-                          q.data(), k.data(), v.data(), 1, L, H, KV, hd, nullptr, nullptr);
+                          q.data(), k.data(), v.data(), 1, L, H, KV, hd, nullptr, 0, nullptr);
         for (float &x : dq) x += off;
         store_span(s.dq, at(s.dq), bq, dq);
         store_span(s.dk, at(s.dk), bkv, dk);
@@ -959,7 +959,7 @@ cudnnStatus_t run_sdpa(const Sdpa &s, const std::map<int64_t, void *> &ptr) {
     std::vector<float> out(q.size()), probs(cpu_attention_saved_floats(B, H, T, T));
     const float off = mode_is("wrong") ? 0.25f : 0.0f;
     if (!s.bwd) {
-        cpu_attention_fwd(out.data(), probs.data(), q.data(), k.data(), v.data(), B, T, T, H, KV, hd, kvb, nullptr, nullptr);
+        cpu_attention_fwd(out.data(), probs.data(), q.data(), k.data(), v.data(), B, T, T, H, KV, hd, kvb, nullptr, 0, nullptr);
         for (float &x : out) x += off;
         store(s.o, at(s.o), out);
         store(s.stats, at(s.stats), lse_of(s, q, k, scale));
@@ -980,10 +980,10 @@ cudnnStatus_t run_sdpa(const Sdpa &s, const std::map<int64_t, void *> &ptr) {
                 sum[((size_t)b * H + h) * T + t] = (float)acc;
             }
     store(s.sum, at(s.sum), sum);
-    cpu_attention_fwd(out.data(), probs.data(), q.data(), k.data(), v.data(), B, T, T, H, KV, hd, kvb, nullptr, nullptr);
+    cpu_attention_fwd(out.data(), probs.data(), q.data(), k.data(), v.data(), B, T, T, H, KV, hd, kvb, nullptr, 0, nullptr);
     std::vector<float> dq(q.size()), dk(k.size()), dv(v.size()), scratch(cpu_attention_scratch_floats(B, H, T));
     cpu_attention_bwd(dq.data(), dk.data(), dv.data(), scratch.data(), dout.data(), o.data(), probs.data(), q.data(),
-                      k.data(), v.data(), B, T, H, KV, hd, nullptr, nullptr);
+                      k.data(), v.data(), B, T, H, KV, hd, nullptr, 0, nullptr);
     for (float &x : dq) x += off;
     store(s.dq, at(s.dq), dq);
     store(s.dk, at(s.dk), dk);
