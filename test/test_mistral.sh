@@ -84,7 +84,7 @@ expect_error "a resume with another window" "sliding_window=32 but this run has 
     ./fsdpc --model_name mistral_tiny --sliding_window 16 $T --max_steps 4 --resume_from_checkpoint "$W/tiny/step_00000003.h5"
 expect_error "--sliding_window on minGPT" "--sliding_window 4: model_type mingpt has no sliding-window attention" \
     ./fsdpc --model_type mingpt --sliding_window 4 $T --max_steps 1
-expect_error "a negative window" "--sliding_window must be >= 0" ./fsdpc --sliding_window -1 $T --max_steps 1
+expect_error "a negative window" "--sliding_window (must be >= 0|expects a window of N >= 0)" ./fsdpc --sliding_window -1 $T --max_steps 1
 ./fsdpc --help 2>/dev/null | grep -q -- "--sliding_window"
 check "--help lists --sliding_window" $?
 
