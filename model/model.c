@@ -245,6 +245,23 @@ void model_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Activati
     plan->family->head_fwd_bwd(plan, p, g, a, with_targets, T, dscale);
 }
 
+void model_layernorm_head(const ModelPlan *plan, const UnitSpec *u, int lnw, int lnb, int head, const void *p, float *g,
+                          Activations *a, int with_targets, int T, float dscale) {
+    const ModelConfig *c = &plan->cfg;
+    int N = a->B * T, D = c->hidden_width, V = c->vocab_size;
+    const void *w_ln = kern_param_at(p, u->t[lnw].offset), *b_ln = kern_param_at(p, u->t[lnb].offset);
+    const void *w_head = kern_param_at(p, u->t[head].offset);
+    const float *x = model_res_in(a, c->num_layers, D, T);  // (B, T, D) last block out
+    kern_layernorm_fwd(a->xf, a->meanf, a->rstdf, x, w_ln, b_ln, N, D, c->norm_eps);
+    kern_matmul_fwd(a->logits, KERN_ACT, a->xf, w_head, N, D, V);  // (B, T, V)
+    if (!with_targets) return;
+    kern_crossentropy_fwd_bwd(a->logits, a->targets, N, V, dscale, a->loss);  // logits become dlogits
+    if (dscale == 0.0f) return;
+    kern_matmul_bwd(a->dxn, g + u->t[head].offset, a->logits, KERN_ACT, a->xf, w_head, N, D, V, 0);
+    kern_zero(a->dres, (size_t)N * D);
+    kern_layernorm_bwd(a->dres, g + u->t[lnw].offset, g + u->t[lnb].offset, a->dxn, x, w_ln, a->meanf, a->rstdf, N, D);
+}
+
 void model_loss_reset(Activations *a) { kern_zero((float *)a->loss, 2); }  // all-zero bits are 0.0
 
 double model_loss_read(const Activations *a) {

@@ -160,6 +160,10 @@ void model_set_dropout(Activations *a, float p, uint64_t seed, uint64_t sample0)
 // positions pos0..pos0+T-1 and attend to the cached past; without, pos0 must be 0.
 void model_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0);
 void model_block_fwd(const ModelPlan *plan, int layer, const void *p, Activations *a, int T, int pos0);
+// The head of the families with a final LayerNorm (weight lnw, bias lnb) and a bias-free linear
+// head (V, D), all tensors of unit u: what model_head_fwd_bwd below does for them.
+void model_layernorm_head(const ModelPlan *plan, const UnitSpec *u, int lnw, int lnb, int head, const void *p, float *g,
+                          Activations *a, int with_targets, int T, float dscale);
 // Final norm + lm_head + fused cross-entropy against the loaded targets. Adds the summed loss over
 // B*T targets to a->loss, on the device (model_loss_read). dscale != 0 also runs the head's
 // backward: grads g (+=) with dloss scaled by dscale, and a->dres = dloss/d res[L].

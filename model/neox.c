@@ -171,18 +171,7 @@ static void neox_block_fwd(const ModelPlan *plan, int l, const void *p, Activati
 // final_layer_norm, then logits against embed_out
 static void neox_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Activations *a, int with_targets, int T,
                               float dscale) {
-    const ModelConfig *c = &plan->cfg;
-    const UnitSpec *u = &plan->units[plan->head_unit];
-    int N = a->B * T, D = c->hidden_width, V = c->vocab_size;
-    const float *x = model_res_in(a, c->num_layers, D, T);  // (B, T, D) last block out
-    kern_layernorm_fwd(a->xf, a->meanf, a->rstdf, x, WP(p, u, P_LNF_W), WP(p, u, P_LNF_B), N, D, c->norm_eps);
-    kern_matmul_fwd(a->logits, KERN_ACT, a->xf, WP(p, u, P_EMBED_OUT), N, D, V);  // (B, T, V)
-    if (!with_targets) return;
-    kern_crossentropy_fwd_bwd(a->logits, a->targets, N, V, dscale, a->loss);  // logits become dlogits
-    if (dscale == 0.0f) return;
-    kern_matmul_bwd(a->dxn, W(g, u, P_EMBED_OUT), a->logits, KERN_ACT, a->xf, WP(p, u, P_EMBED_OUT), N, D, V, 0);
-    kern_zero(a->dres, (size_t)N * D);
-    kern_layernorm_bwd(a->dres, W(g, u, P_LNF_W), W(g, u, P_LNF_B), a->dxn, x, WP(p, u, P_LNF_W), a->meanf, a->rstdf, N, D);
+    model_layernorm_head(plan, &plan->units[plan->head_unit], P_LNF_W, P_LNF_B, P_EMBED_OUT, p, g, a, with_targets, T, dscale);
 }
 
 static void neox_block_bwd(const ModelPlan *plan, int l, const void *p, float *g, Activations *a) {
