@@ -31,7 +31,7 @@ CFLAGS += -std=gnu11 -fno-math-errno -fopenmp -I$(HDF5_DIR)/include -I$(BLAS_INC
 CXX = g++
 CXXFLAGS ?= -O2 $(ARCH) -Wall -Wextra
 CXXFLAGS += -std=c++17 -MMD -MP
-LDLIBS = -L$(HDF5_DIR)/lib -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lsentencepiece -lstdc++ -lpcre2-8 -lsnappy -lzstd -llz4 -lm
+LDLIBS = -L$(HDF5_DIR)/lib -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lsentencepiece -lstdc++ -lpcre2-8 -lutf8proc -lsnappy -lzstd -llz4 -lm
 HOST_LDLIBS := $(LDLIBS)
 # C++ only where a library has no C API (libsentencepiece): thin wrappers with C linkage
 CXX_SRC = $(wildcard data/*.cpp)
@@ -192,7 +192,7 @@ build/fuzz/sentencepiece.o: data/sentencepiece.cpp
 	clang++ -g -O1 -std=c++17 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr -c $< -o $@
 build/fuzz/%:
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZ_FLAGS) $^ -o $@ -lm -lpthread -lz -lsnappy -lzstd -llz4 $(if $(filter %.o,$^),-lsentencepiece -lstdc++ -lpcre2-8)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $^ -o $@ -lm -lpthread -lz -lsnappy -lzstd -llz4 $(if $(filter %.o,$^),-lsentencepiece -lstdc++ -lpcre2-8 -lutf8proc)
 
 
 fuzz: deps

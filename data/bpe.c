@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <utf8proc.h>
 
 #include "../comm/comm.h"
 
@@ -45,6 +46,13 @@ typedef struct {
 } BpePair;
 
 typedef struct {
+    uint32_t off, len;  // the token's bytes in added_pool (NFC'd when normalized and the file's normalizer is)
+    int32_t id;
+    bool normalized;    // matched in the normalised text; else in the text as given
+    uint8_t first;      // its first byte
+} BpeAdded;
+
+typedef struct {
     uint64_t hash;  // 0: empty
     uint32_t key, key_len, ids, nids;  // offsets into the cache's pools
 } BpeCacheSlot;
@@ -69,9 +77,15 @@ struct Bpe {
     pcre2_match_data *md;
     pcre2_match_context *mctx;
     pcre2_jit_stack *jit;
+    BpeAdded *added;        // split_added: the non-special added tokens, by first byte, longest first
+    size_t nadded;
+    uint32_t added_at[257]; // first byte c -> added[added_at[c], added_at[c + 1])
+    char *added_pool;
     // scratch space and the segment cache (hence one encoding thread at a time)
     uint8_t *norm;
     size_t norm_cap;
+    uint8_t *raw;  // the text as well-formed UTF-8 (U+FFFD for ill-formed), before added tokens and NFC
+    size_t raw_cap;
     BpeSym *sym;
     size_t sym_cap;
     BpePair *heap;
@@ -133,6 +147,23 @@ size_t bpe_utf8_lossy(const uint8_t *s, size_t n, uint8_t *out, bool per_byte) {
         }
     }
     return k;
+}
+
+// s[0, *n) (well-formed UTF-8) in NFC: s itself when ASCII (already NFC), else utf8proc's copy,
+// which *owned holds for the caller to free.
+static const uint8_t *bpe_nfc(const uint8_t *s, size_t *n, uint8_t **owned) {
+    *owned = NULL;
+    size_t i = 0;
+    while (i < *n && s[i] < 0x80) i++;
+    if (i == *n) return s;
+    if (*n > (size_t)PTRDIFF_MAX / 16) err_fatal("a text of %zu bytes is too long to normalise", *n);
+    utf8proc_uint8_t *out = NULL;
+    utf8proc_ssize_t k = utf8proc_map(s, (utf8proc_ssize_t)*n, &out, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    // the text is well-formed by now, so only running out of memory is left
+    if (k < 0) err_fatal("cannot normalise a text of %zu bytes to NFC (utf8proc: %s)", *n, utf8proc_errmsg(k));
+    *owned = out;
+    *n = (size_t)k;
+    return out;
 }
 
 static size_t bpe_char_len(uint8_t lead) { return lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4; }
@@ -286,6 +317,57 @@ static bool bpe_vocab(Bpe *b, const JsonValue *vocab, const JsonValue *added, si
     }
     for (int i = 0; i < b->vocab; i++)
         if (b->plen[i] == UINT32_MAX) return snprintf(why, whylen, "the vocabulary has no id %d (ids must be 0..%d)", i, b->vocab - 1), false;
+    return true;
+}
+
+static int bpe_added_cmp(const void *x, const void *y) {
+    const BpeAdded *a = x, *c = y;
+    if (a->first != c->first) return a->first < c->first ? -1 : 1;
+    if (a->len != c->len) return a->len > c->len ? -1 : 1;  // longest first: the first match is the longest
+    return (a->id > c->id) - (a->id < c->id);
+}
+
+// split_added's table: the added tokens (already checked by bpe_vocab) that are not special and
+// not empty. Those that would strip spaces or match whole words only are refused, not ignored.
+static bool bpe_added_table(Bpe *b, const JsonValue *added, char *why, size_t whylen) {
+    size_t n = added && added->type == JSON_ARRAY ? added->len : 0, pool = 0, cap = 0;
+    b->added = mallocCheck((n ? n : 1) * sizeof *b->added);
+    for (size_t i = 0; i < n; i++) {
+        const JsonValue *a = &added->items[i], *content = json_get(a, "content");
+        int64_t id;
+        int special = 0, lstrip = 0, rstrip = 0, single = 0, normalized;
+        json_get_int(a, "id", &id);
+        json_get_bool(a, "special", &special);
+        if (special || !content->len) continue;
+        normalized = 1;  // Hugging Face's default for a token that is not special
+        json_get_bool(a, "normalized", &normalized);
+        json_get_bool(a, "lstrip", &lstrip);
+        json_get_bool(a, "rstrip", &rstrip);
+        json_get_bool(a, "single_word", &single);
+        if (lstrip || rstrip || single)
+            return snprintf(why, whylen, "added token \"%.40s\" with lstrip, rstrip or single_word is not supported (only literal ones, as GPT-NeoX's)",
+                            content->str),
+                   false;
+        const uint8_t *c = (const uint8_t *)content->str;
+        size_t cn = content->len;
+        if (!bpe_utf8_valid(c, cn)) return snprintf(why, whylen, "added token %zu is not well-formed UTF-8", i), false;
+        uint8_t *owned = NULL;
+        if (normalized && b->opt.normalizer == BPE_NORM_NFC) c = bpe_nfc(c, &cn, &owned);
+        if (cn >= UINT32_MAX - pool) {
+            free(owned);
+            return snprintf(why, whylen, "the added tokens are too long"), false;
+        }
+        b->added_pool = bpe_grow(b->added_pool, &cap, pool + cn, 1);
+        memcpy(b->added_pool + pool, c, cn);
+        b->added[b->nadded++] = (BpeAdded){(uint32_t)pool, (uint32_t)cn, (int32_t)id, normalized != 0, c[0]};
+        pool += cn;
+        free(owned);
+    }
+    qsort(b->added, b->nadded, sizeof *b->added, bpe_added_cmp);
+    for (size_t c = 0, k = 0; c <= 256; c++) {
+        while (k < b->nadded && b->added[k].first < c) k++;
+        b->added_at[c] = (uint32_t)k;
+    }
     return true;
 }
 
@@ -503,8 +585,8 @@ static const char *bpe_json_other(const JsonValue *v, const char *allowed) {
 // A byte-level tokenizer.json's normalizer, pre_tokenizer and decoder: GPT-2's choices or an error.
 static bool bpe_json_byte_level(const JsonValue *root, BpeOptions *opt, char *why, size_t whylen) {
     const char *other;
-    if ((other = bpe_json_other(json_get(root, "normalizer"), NULL)))
-        return snprintf(why, whylen, "normalizer %s is not supported with byte-level BPE (GPT-2 has none)", other), false;
+    if ((other = bpe_json_other(json_get(root, "normalizer"), "NFC")))
+        return snprintf(why, whylen, "normalizer %s is not supported with byte-level BPE (only none, as GPT-2's, or NFC, as GPT-NeoX's)", other), false;
     const JsonValue *pre = json_get(root, "pre_tokenizer"), *split = NULL;
     if (!pre || pre->type == JSON_NULL) return snprintf(why, whylen, "byte-level BPE without a ByteLevel pre_tokenizer is not supported"), false;
     // Llama-3's: a Sequence of a Split by its own regex, then ByteLevel without GPT-2's regex
@@ -531,6 +613,8 @@ static bool bpe_json_byte_level(const JsonValue *root, BpeOptions *opt, char *wh
         return snprintf(why, whylen, "pre_tokenizer Split followed by a ByteLevel with use_regex is not supported (only one regex: Llama-3's has use_regex false)"), false;
     *opt = bpe_gpt2_options(add_prefix, use_regex || split);
     if (split) opt->regex = regex, opt->special = NULL;
+    opt->normalizer = json_get(root, "normalizer") && json_get(root, "normalizer")->type != JSON_NULL ? BPE_NORM_NFC : BPE_NORM_NONE;
+    opt->split_added = true;
     return true;
 }
 
@@ -616,7 +700,8 @@ Bpe *bpe_load_json(const JsonValue *root, char *why, size_t whylen) {
     }
     if (merges->len >= INT32_MAX) return snprintf(why, whylen, "too many merges"), NULL;
     Bpe *b = bpe_new(&opt);
-    if (!bpe_vocab(b, vocab, json_get(root, "added_tokens"), merges->len, why, whylen) || !bpe_json_merges(b, merges, why, whylen) ||
+    if (!bpe_vocab(b, vocab, json_get(root, "added_tokens"), merges->len, why, whylen) ||
+        (opt.split_added && !bpe_added_table(b, json_get(root, "added_tokens"), why, whylen)) || !bpe_json_merges(b, merges, why, whylen) ||
         !bpe_finish(b, byte_level ? NULL : json_get_string(model, "unk_token"), why, whylen))
         return bpe_fail(b);
     return b;
@@ -637,6 +722,9 @@ void bpe_free(Bpe *b) {
     free(b->mkey);
     free(b->mval);
     free(b->norm);
+    free(b->raw);
+    free(b->added);
+    free(b->added_pool);
     free(b->sym);
     free(b->heap);
     free(b->cache);
@@ -794,10 +882,11 @@ static const uint8_t *bpe_normalize(Bpe *b, const uint8_t *s, size_t *n) {
     return text;
 }
 
-size_t bpe_encode(Bpe *b, const char *text, size_t n, int32_t **ids, size_t *len, size_t *cap) {
-    if (!n) return 0;
-    const uint8_t *s = bpe_normalize(b, (const uint8_t *)text, &n);
-    size_t before = *len, start = 0;
+// Text without added tokens: its pieces after the split and the merges.
+static void bpe_encode_part(Bpe *b, const uint8_t *text, size_t n, int32_t **ids, size_t *len, size_t *cap) {
+    if (!n) return;
+    const uint8_t *s = bpe_normalize(b, text, &n);
+    size_t start = 0;
     if (b->opt.split == BPE_SPLIT_REGEX) {
         for (size_t at = 0; at < n;) {
             int rc = pcre2_match(b->re, s, n, at, PCRE2_NO_UTF_CHECK, b->md, b->mctx);
@@ -827,5 +916,58 @@ size_t bpe_encode(Bpe *b, const char *text, size_t n, int32_t **ids, size_t *len
         }
     }
     if (n > start) bpe_cached(b, s + start, n - start, ids, len, cap);
+}
+
+// The leftmost longest added token (the normalized ones, or the others) in s[0, n): its index in
+// b->added and its start in *at; -1 when none.
+static int64_t bpe_added_find(const Bpe *b, const uint8_t *s, size_t n, bool normalized, size_t *at) {
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t k = b->added_at[s[i]]; k < b->added_at[s[i] + 1]; k++) {
+            const BpeAdded *a = &b->added[k];
+            if (a->normalized == normalized && a->len <= n - i && !memcmp(b->added_pool + a->off, s + i, a->len)) return *at = i, (int64_t)k;
+        }
+    return -1;
+}
+
+static void bpe_encode_normalized(Bpe *b, const uint8_t *s, size_t n, int32_t **ids, size_t *len, size_t *cap);
+
+// Hugging Face's added vocabulary: the tokens of one kind are cut out of s[0, n) (well-formed
+// UTF-8); the text between goes on to the normalizer (before it) or to the split (after it).
+static void bpe_encode_added(Bpe *b, const uint8_t *s, size_t n, bool normalized, int32_t **ids, size_t *len, size_t *cap) {
+    for (;;) {
+        size_t at = n;
+        int64_t k = bpe_added_find(b, s, n, normalized, &at);
+        if (normalized) bpe_encode_part(b, s, at, ids, len, cap);
+        else bpe_encode_normalized(b, s, at, ids, len, cap);
+        if (k < 0) return;
+        bpe_reserve(ids, cap, *len + 1);
+        (*ids)[(*len)++] = b->added[k].id;
+        s += at + b->added[k].len, n -= at + b->added[k].len;
+    }
+}
+
+// Text between the added tokens that are matched before normalising: normalised, then split at
+// the normalized added tokens.
+static void bpe_encode_normalized(Bpe *b, const uint8_t *s, size_t n, int32_t **ids, size_t *len, size_t *cap) {
+    if (!n) return;
+    uint8_t *owned = NULL;
+    if (b->opt.normalizer == BPE_NORM_NFC) s = bpe_nfc(s, &n, &owned);
+    bpe_encode_added(b, s, n, true, ids, len, cap);
+    free(owned);
+}
+
+size_t bpe_encode(Bpe *b, const char *text, size_t n, int32_t **ids, size_t *len, size_t *cap) {
+    size_t before = *len;
+    const uint8_t *s = (const uint8_t *)text;
+    if (!b->nadded && b->opt.normalizer == BPE_NORM_NONE) {
+        bpe_encode_part(b, s, n, ids, len, cap);
+        return *len - before;
+    }
+    if (!bpe_utf8_valid(s, n)) {  // added tokens and NFC see characters (Hugging Face's text is a String)
+        b->raw = bpe_grow(b->raw, &b->raw_cap, 3 * n, 1);
+        n = bpe_utf8_lossy(s, n, b->raw, b->opt.lossy_per_byte);
+        s = b->raw;
+    }
+    bpe_encode_added(b, s, n, false, ids, len, cap);
     return *len - before;
 }

@@ -1,7 +1,8 @@
 // bpe: the one byte-pair-encoding engine. A vocabulary of pieces, a table of merges, merging by
 // a heap of candidate pairs and a cache of the segments merged serve every BPE vocabulary fsdpc
 // reads: SentencePiece-style tokenizer.json (Llama-2, Mistral) and byte-level BPE (GPT-2's
-// encoder.json + vocab.bpe or tokenizer.json; Llama-3's tokenizer.json, its own regex). What differs between them is a BpeOptions table.
+// encoder.json + vocab.bpe or tokenizer.json; Llama-3's tokenizer.json, its own regex; GPT-NeoX's,
+// NFC and added tokens). What differs between them is a BpeOptions table.
 // Only data/tokenizer.c calls it.
 #ifndef FSDPC_BPE_H
 #define FSDPC_BPE_H
@@ -23,6 +24,9 @@ typedef enum {
                           // holds such a pair (SentencePiece's vocabularies), else as NONE
 } BpeSplit;
 
+// What the text is normalised by before it is split (Hugging Face's normalizer).
+typedef enum { BPE_NORM_NONE, BPE_NORM_NFC } BpeNormalizer;
+
 // The table of choices: what one BPE vocabulary does differently from another.
 typedef struct {
     bool byte_level;      // pieces are bytes, spelt in the files through GPT-2's byte-to-unicode map;
@@ -40,6 +44,9 @@ typedef struct {
     const char *special;  // a piece that is special even when no added token says so, or NULL
     bool whole_pieces;    // a segment that is itself a (normal) piece is that piece, unmerged
                           // (tokenizer.json's ignore_merges: Llama-3's, as tiktoken encodes)
+    BpeNormalizer normalizer;  // applied to each text between added tokens, before the split
+    bool split_added;     // the non-special added tokens are cut out of the text first, the longest
+                          // leftmost match, as literal strings (GPT-NeoX's runs of spaces)
 } BpeOptions;
 
 typedef enum { BPE_PIECE_NORMAL, BPE_PIECE_SPECIAL, BPE_PIECE_UNKNOWN, BPE_PIECE_BYTE } BpePieceType;
@@ -66,8 +73,9 @@ int32_t bpe_piece_id(const Bpe *b, const char *s, size_t n);
 BpePieceType bpe_piece(const Bpe *b, int32_t id, const char **p, size_t *n);
 
 // Encodes text[0, n), appending to *ids (realloc-grown, *cap its capacity); returns the count
-// appended. Text spelling a special token is text. One thread at a time per Bpe (scratch space
-// and a cache of the segments merged).
+// appended. Text spelling a special token is text; one spelling a non-special added token is that
+// token with split_added. One thread at a time per Bpe (scratch space and a cache of the segments
+// merged).
 size_t bpe_encode(Bpe *b, const char *text, size_t n, int32_t **ids, size_t *len, size_t *cap);
 
 // Length of the well-formed UTF-8 character at s (n > 0 bytes), or 0 with *bad the length of the

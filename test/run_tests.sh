@@ -50,6 +50,7 @@ suite "tokenizer: SentencePiece model and tokenizer.json against libsentencepiec
 suite "sft: finetuning rows (input_ids, prompt/completion, Alpaca, chat templates) to ids and loss labels; Llama-2 chat against Meta's format" bash test/test_sft.sh
 suite "chat tables: chat rows from Arrow and Parquet (list<struct>) as from JSON Lines; bad rows, damaged files" bash test/test_chat_tables.sh
 suite "gpt2 tokenizer: encoder.json + vocab.bpe and byte-level tokenizer.json against js-tiktoken" bash test/test_gpt2_tokenizer.sh
+suite "neox tokenizer: GPT-NeoX-style tokenizer.json (NFC, added tokens for space runs) against a Python reference" bash test/test_neox_tokenizer.sh
 suite "hf: Hugging Face weights in (safetensors) and out (export)" bash test/test_hf.sh
 suite "llama3: rope_scaling llama3 against the PyTorch reference, checkpoints, export round trip, tied embeddings, presets, Llama-3 tokenizer.json, refusals" bash test/test_llama3.sh
 suite "finetune: import, finetune on 2 ranks, export, PyTorch greedy equality" bash test/test_finetune.sh

@@ -72,7 +72,7 @@ def save(name, **over):
          "decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": enc, "merges": merges}}
     t.update(over)
     json.dump(t, open("%s/%s.json" % (w, name), "w"))
-save("nfc", normalizer={"type": "NFC"})
+save("nfkc", normalizer={"type": "NFKC"})
 save("split", pre_tokenizer={"type": "Sequence", "pretokenizers": [
     {"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Isolated", "invert": False},
     {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]})
@@ -80,8 +80,8 @@ save("fallback", model={"type": "BPE", "byte_fallback": True, "vocab": enc, "mer
 save("wordpiece", model={"type": "WordPiece", "vocab": enc})
 save("nobytes", model={"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]})
 EOF
-expect_error "a byte-level tokenizer.json with an NFC normalizer" "tokenizer '$W/nfc.json': normalizer NFC is not supported with byte-level BPE" \
-    "$FSDPC" tokenize --tokenizer "$W/nfc.json"
+expect_error "a byte-level tokenizer.json with an NFKC normalizer" "tokenizer '$W/nfkc.json': normalizer NFKC is not supported with byte-level BPE \\(only none, as GPT-2's, or NFC" \
+    "$FSDPC" tokenize --tokenizer "$W/nfkc.json"
 expect_error "a byte-level tokenizer.json with a Split pre_tokenizer (Llama-3 style)" \
     "tokenizer '$W/split.json': pre_tokenizer Sequence is not supported with byte-level BPE \\(only ByteLevel, as GPT-2's\\)" \
     "$FSDPC" tokenize --tokenizer "$W/split.json"
