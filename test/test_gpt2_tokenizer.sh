@@ -74,7 +74,7 @@ def save(name, **over):
     json.dump(t, open("%s/%s.json" % (w, name), "w"))
 save("nfkc", normalizer={"type": "NFKC"})
 save("split", pre_tokenizer={"type": "Sequence", "pretokenizers": [
-    {"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Isolated", "invert": False},
+    {"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Removed", "invert": False},
     {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]})
 save("fallback", model={"type": "BPE", "byte_fallback": True, "vocab": enc, "merges": merges})
 save("wordpiece", model={"type": "WordPiece", "vocab": enc})
@@ -82,8 +82,8 @@ save("nobytes", model={"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merge
 EOF
 expect_error "a byte-level tokenizer.json with an NFKC normalizer" "tokenizer '$W/nfkc.json': normalizer NFKC is not supported with byte-level BPE \\(only none, as GPT-2's, or NFC" \
     "$FSDPC" tokenize --tokenizer "$W/nfkc.json"
-expect_error "a byte-level tokenizer.json with a Split pre_tokenizer (Llama-3 style)" \
-    "tokenizer '$W/split.json': pre_tokenizer Sequence is not supported with byte-level BPE \\(only ByteLevel, as GPT-2's\\)" \
+expect_error "a byte-level tokenizer.json with a Split pre_tokenizer that removes its matches (Llama-3's isolates them)" \
+    "tokenizer '$W/split.json': pre_tokenizer Split is supported only by a Regex pattern, behavior Isolated, not inverted" \
     "$FSDPC" tokenize --tokenizer "$W/split.json"
 expect_error "byte-level BPE with byte_fallback" "tokenizer '$W/fallback.json': byte-level BPE with byte_fallback is not supported" \
     "$FSDPC" tokenize --tokenizer "$W/fallback.json"
