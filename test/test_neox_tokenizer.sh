@@ -5,8 +5,9 @@
 # through `re`, GPT-2's merge loop, Hugging Face's leftmost-longest added-token split). `re` has no
 # \p{L} or \p{N}: the texts keep to letters, ASCII digits, ASCII punctuation, combining marks and
 # an emoji, on which [^\W\d_] and \d are those classes.
-# No npm package ships gpt-neox-20b's own file, so the vocabulary is trained here on the test's
-# text: byte pieces, a few hundred merges, NeoX's added tokens (ids 0 and 1 special, space runs).
+# No npm fixture with gpt-neox-20b's own file was found, so the vocabulary is trained here on the
+# test's text: byte pieces, a few hundred merges, NeoX's added tokens (ids 0 and 1 special, space
+# runs), one more normalized added token and one that is not.
 cd "$(dirname "$0")/.."
 FSDPC=${FSDPC:-./fsdpc}
 source test/lib.sh
