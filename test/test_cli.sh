@@ -11,7 +11,7 @@ expect_error "bad integer" "--batch_size expects an integer" ./fsdpc --batch_siz
 expect_error "bad choice" "--sharding must be one of" ./fsdpc --sharding fastest
 expect_error "heads do not divide width" "num_heads 3 does not divide --hidden_width 128" ./fsdpc --num_heads 3
 expect_error "kv heads do not divide heads" "num_key_value_heads 3 does not divide" ./fsdpc --num_key_value_heads 3
-expect_error "unknown preset" "is not a preset" ./fsdpc --model_name llama3_8b
+expect_error "unknown preset" "is not a preset" ./fsdpc --model_name llama9_8b
 expect_error "missing data file" "'/nonexistent/x.txt' does not exist" ./fsdpc --train_data /nonexistent/x.txt
 printf 'abc' >"$W/short.txt"
 expect_error "data file too short" "short.txt' has fewer tokens than one sample" ./fsdpc --train_data "$W/short.txt"
