@@ -107,18 +107,7 @@ static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int
         kern_rope_table(a->rope_cos, a->rope_sin, a->T, (int)hd, inv_freq);
         free(inv_freq);
     }
-    if (with_kv_cache) {
-        a->kcache = model_acts_act((size_t)nl * a->T * kvd);
-        a->vcache = model_acts_act((size_t)nl * a->T * kvd);
-        return;  // generation runs no backward
-    }
-    a->dres = model_acts_buf(N * D);
-    a->dxn = model_acts_act(N * D);
-    if (c->dropout > 0.0f) a->dbranch = model_acts_buf(N * D);
-    a->dq = model_acts_act(N * qd);
-    a->dk = model_acts_act(N * kvd);
-    a->dv = model_acts_act(N * kvd);
-    a->datt = model_acts_act(N * qd);
+    if (!model_acts_attention(a, c, with_kv_cache, N, qd, kvd)) return;  // generation runs no backward
     a->dup = model_acts_act(N * 2 * F);
     a->dh = model_acts_act(N * F);
     a->attn_scratch = model_acts_buf(kern_attention_scratch_floats(a->B, c->num_heads, a->T));

@@ -299,3 +299,20 @@ const KernDropout *model_attn_dropout(const Activations *a, int layer, KernDropo
 void model_rope_inv_freq(double *f, int rot, double theta) {
     for (int i = 0; i < rot / 2; i++) f[i] = 1.0 / pow(theta, (double)(2 * i) / rot);
 }
+
+int model_acts_attention(Activations *a, const ModelConfig *c, int with_kv_cache, size_t N, size_t qd, size_t kvd) {
+    size_t D = c->hidden_width, nl = c->num_layers;
+    if (with_kv_cache) {
+        a->kcache = model_acts_act(nl * a->T * kvd);
+        a->vcache = model_acts_act(nl * a->T * kvd);
+        return 0;
+    }
+    a->dres = model_acts_buf(N * D);
+    a->dxn = model_acts_act(N * D);
+    if (c->dropout > 0.0f) a->dbranch = model_acts_buf(N * D);
+    a->dq = model_acts_act(N * qd);
+    a->dk = model_acts_act(N * kvd);
+    a->dv = model_acts_act(N * kvd);
+    a->datt = model_acts_act(N * qd);
+    return 1;
+}

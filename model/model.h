@@ -133,6 +133,10 @@ const char *model_check_sizes(const ModelPlan *plan, int B, int T);
 // a zeroed device buffer of n floats, or of n activations; or only counted while model_acts_bytes runs
 float *model_acts_buf(size_t n);
 void *model_acts_act(size_t n);
+// The buffers after a family's forward activations: with_kv_cache, the KV cache of the L layers
+// (generation: returns 0, it runs no backward); else the backward's dres, dxn, dbranch (with
+// dropout), dq, dk, dv and datt (returns 1). qd, kvd: a token's query and key/value widths.
+int model_acts_attention(Activations *a, const ModelConfig *c, int with_kv_cache, size_t N, size_t qd, size_t kvd);
 // The residual stream (Activations.res) for a family's acts_alloc: L+1 entries of N x D.
 void model_res_alloc(Activations *a, int L, size_t N, size_t D);
 // For the families' forward and backward, over the first a->B * T tokens of entry l (0..L):

@@ -85,18 +85,7 @@ static void neox_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int 
         kern_rope_table(a->rope_cos, a->rope_sin, a->T, (int)rot, inv_freq);
         free(inv_freq);
     }
-    if (with_kv_cache) {
-        a->kcache = model_acts_act((size_t)nl * a->T * D);
-        a->vcache = model_acts_act((size_t)nl * a->T * D);
-        return;  // generation runs no backward
-    }
-    a->dres = model_acts_buf(N * D);
-    a->dxn = model_acts_act(N * D);
-    if (c->dropout > 0.0f) a->dbranch = model_acts_buf(N * D);
-    a->dq = model_acts_act(N * D);
-    a->dk = model_acts_act(N * D);
-    a->dv = model_acts_act(N * D);
-    a->datt = model_acts_act(N * D);
+    if (!model_acts_attention(a, c, with_kv_cache, N, D, D)) return;  // generation runs no backward
     a->dh = model_acts_act(N * F);
     a->attn_scratch = model_acts_buf(kern_attention_scratch_floats(a->B, c->num_heads, a->T));
 }
