@@ -50,9 +50,11 @@ n=$(grep -c '^fsdpc: error:' "$W/bad.err")
 [ $rc = 1 ] && [ "$n" = 1 ] && grep -q "^fsdpc: error: unknown flag '--no_such_flag'" "$W/bad.err"
 check "MPICH np=2 bad flag: one 'fsdpc: error:' line, status 1" $? "(rc=$rc, $n lines: $(head -c 300 "$W/bad.err" | tr '\n' '|'))"
 
-# stop signals: Hydra relays SIGTERM and SIGINT to the ranks, which stop as under mpirun
+# stop signals: Hydra relays SIGTERM and SIGINT to the ranks, which stop as under mpirun.
+# timeout --foreground passes the signal on once: plain timeout also sends it to its process
+# group, and a second SIGINT is Hydra's "press Ctrl-C again to force abort"
 for sig in TERM INT; do
-    $HYDRA -n 2 -ppn 2 ./fsdpc-mpich "${FLAGS[@]}" --max_steps 100000 --checkpoint_dir "$W/ck_$sig" \
+    timeout --foreground 120 mpiexec.mpich -n 2 -ppn 2 ./fsdpc-mpich "${FLAGS[@]}" --max_steps 100000 --checkpoint_dir "$W/ck_$sig" \
         --metrics_file "$W/$sig.jsonl" >"$W/$sig.out" 2>"$W/$sig.err" &
     pid=$!
     for _ in $(seq 600); do [ -s "$W/$sig.jsonl" ] && break; sleep 0.1; done  # training (flushed each step)
