@@ -312,6 +312,17 @@ static int hf_context(const JsonValue *c, const FamilyHfImport *im, const char *
 static int hf_read_key(const JsonValue *c, const FamilyHfKey *k, const char *path, ModelConfig *m, char *err, size_t len) {
     void *dst = (char *)m + k->off;
     if (k->type == FAMILY_INT) return hf_size(c, path, k->key, k->required, (int *)dst, err, len) < 0 ? -1 : 0;
+    if (k->type == FAMILY_CHOICE) {
+        *(int *)dst = 0;
+        if (hf_unset(c, k->key)) return 0;
+        const char *v = json_get_string(c, k->key);
+        for (const CliChoice *ch = k->choices; v && ch->name; ch++)
+            if (!strcmp(v, ch->name)) return *(int *)dst = ch->value, 0;
+        char names[256] = "";
+        for (size_t i = 0, n = 0; k->choices[i].name && n < sizeof names; i++)
+            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", k->choices[i].name);
+        return err_set(err, len, "'%s' has %s %.60s%s; fsdpc builds %s", path, k->key, v ? v : "(not a string)", v ? "" : "", names);
+    }
     if (k->required && hf_unset(c, k->key)) return err_set(err, len, "'%s' lacks %s", path, k->key);
     *(float *)dst = k->absent;
     return hf_positive(c, path, k->key, (float *)dst, err, len) < 0 ? -1 : 0;
@@ -481,6 +492,7 @@ unsigned hf_model_config(const HfModel *h, ModelConfig *m) {
         m->rope_original_context = h->m.rope_original_context;
     }
     if (f & MODEL_WINDOW) m->sliding_window = h->m.sliding_window;
+    if (f & MODEL_ACT) m->hidden_act = h->m.hidden_act;
     return f;
 }
 
@@ -889,6 +901,7 @@ static void export_config_json(FILE *f, const ModelFamily *fam, const ModelConfi
         case FAMILY_OUT_DTYPE: fprintf(f, "\"%s\"", export_dtype_name(dt)); break;
         case FAMILY_OUT_ROPE_SCALING: export_rope_scaling(f, fam, m); break;
         case FAMILY_OUT_BOOL: fprintf(f, *(const int *)field ? "true" : "false"); break;
+        case FAMILY_OUT_CHOICE: fprintf(f, "\"%s\"", cli_choice_name(o->choices, *(const int *)field)); break;
         case FAMILY_OUT_RAW_IF_SET: case FAMILY_OUT_RAW_UNLESS_SET: fprintf(f, "%s", o->raw); break;
         case FAMILY_OUT_INT_IF_SET: fprintf(f, "%d", *(const int *)field); break;
         }

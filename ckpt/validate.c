@@ -172,11 +172,14 @@ const char *ckpt_check_header(const CkptDesc *d, const char *file, const ModelCo
     if (!e && !fam) return unknown_family(file, h->model.model_type);
     for (const FamilyField *fl = e ? NULL : fam->ckpt_fields; fl && fl->name && !e; fl++) {
         void *dst = (char *)&h->model + fl->off;
-        const int optional = fl->type == FAMILY_BOOL || fl->type == FAMILY_INT_OPTIONAL;
+        const int optional = fl->type == FAMILY_BOOL || fl->type == FAMILY_INT_OPTIONAL || fl->type == FAMILY_CHOICE;
         const CkptAttr *have = optional ? need_attr(d, file, fl->name, 0, &e) : NULL;
         if (e) break;
+        int hi = fl->type == FAMILY_BOOL ? 1 : INT_MAX;
+        if (fl->type == FAMILY_CHOICE)  // the values are 0 .. n-1
+            for (hi = 0; fl->choices[hi + 1].name; hi++) {}
         if (optional && !have) *(int *)dst = 0;  // written before the field existed: off
-        else e = fl->type != FAMILY_FLOAT ? get_int(d, file, fl->name, fl->type == FAMILY_INT, fl->type == FAMILY_BOOL ? 1 : INT_MAX, (int *)dst)
+        else e = fl->type != FAMILY_FLOAT ? get_int(d, file, fl->name, fl->type == FAMILY_INT, hi, (int *)dst)
                                           : get_positive_float(d, file, fl->name, fl->absent, (float *)dst);
     }
     // a family without grouped-query attention stores no num_key_value_heads: every head has its own

@@ -32,6 +32,7 @@ int config_preset(ModelConfig *m, const char *name) {
     m->rope_original_context = 8192.0f;
     m->tie_word_embeddings = p->tie_word_embeddings;
     m->sliding_window = p->sliding_window;
+    m->hidden_act = p->hidden_act;
     return 1;
 }
 
@@ -40,7 +41,9 @@ int config_head_dim(const ModelConfig *m) { return m->hidden_width / m->num_head
 int config_rotary_dims(const ModelConfig *m) {
     const ModelFamily *fam = family_find(m->model_type);
     int hd = config_head_dim(m);
-    return fam && fam->rotary_pct ? (int)((double)hd * (double)m->rotary_pct) : hd;
+    if (!fam || !fam->rotary_pct) return hd;
+    // a share outside (0, 1] (from a damaged checkpoint, say) rotates nothing: validation names it
+    return m->rotary_pct > 0.0f && m->rotary_pct <= 1.0f ? (int)((double)hd * (double)m->rotary_pct) : 0;
 }
 
 // The names of each enumerated setting: the first entry of a value is its name, later ones
@@ -63,6 +66,8 @@ static const CliChoice dataset_type_names[] = {
 const CliChoice config_data_formats[] = {{"auto", SFT_AUTO}, {"text", SFT_TEXT}, {"input_ids", SFT_IDS},
                                          {"prompt_completion", SFT_PROMPT_COMPLETION}, {"alpaca", SFT_ALPACA},
                                          {"chat", SFT_CHAT}, {NULL, 0}};
+const CliChoice config_hidden_acts[] = {{"gelu", MODEL_ACT_GELU}, {"gelu_new", MODEL_ACT_GELU_NEW}, {"gelu_fast", MODEL_ACT_GELU_FAST},
+                                        {"gelu_pytorch_tanh", MODEL_ACT_GELU_PYTORCH_TANH}, {NULL, 0}};
 const CliChoice config_chat_templates[] = {{"llama2", CHAT_LLAMA2}, {"chatml", CHAT_CHATML}, {"none", CHAT_NONE}, {NULL, 0}};
 static const CliChoice environment_names[] = {{"local", ENV_LOCAL}, {"pbs", ENV_PBS}, {NULL, 0}};
 // model_type stays a string (checkpoints and config.json name the family); these number its names,
@@ -80,7 +85,7 @@ static const CliChoice attention_spellings[] = {{"1", KERN_ATTENTION_AUTO}, {"0"
 static const CliChoice bf16_values[] = {{"1", PRECISION_BF16}, {"0", PRECISION_FP32}, {NULL, 0}};  // true, false
 _Static_assert(sizeof(ShardStrategy) == sizeof(int) && sizeof(Precision) == sizeof(int) && sizeof(LrDecay) == sizeof(int) &&
                    sizeof(KernDevice) == sizeof(int) && sizeof(KernAttention) == sizeof(int) &&
-                   sizeof(RunEnvironment) == sizeof(int),
+                   sizeof(RunEnvironment) == sizeof(int) && sizeof(ModelAct) == sizeof(int),
                "the flag parser stores enumerated settings as int");
 
 const char *config_sharding_name(ShardStrategy s) { return cli_choice_name(sharding_names, s); }
@@ -210,6 +215,8 @@ static const CliFlag flags[] = {
     FL("rope_theta", model.rope_theta, G_MODEL, "RoPE base (the families with rotary positions)", CLI_ALIASES("rotary_emb_base")),
     FL("rotary_pct", model.rotary_pct, G_MODEL, "share of each head's dimensions RoPE rotates (GPT-NeoX: 0.25 unless given; the others rotate all)"),
     B("tie_word_embeddings", model.tie_word_embeddings, G_MODEL, "lm_head is the embedding, one tensor (Llama only; Llama-3.2's)"),
+    E("hidden_act", model.hidden_act, config_hidden_acts, G_MODEL,
+      "the MLP's GELU (GPT-NeoX): gelu is the exact erf form; gelu_new, gelu_fast and gelu_pytorch_tanh name its tanh approximation"),
     {.name = "sliding_window", .kind = CLI_CALL, AT(model.sliding_window), .call = parse_window, .group = G_MODEL, .arg = "N",
      .help = "a token attends to the last N positions, itself included (Mistral; 0 or None: the whole context)"},
     FL("initializer_range", model.initializer_range, G_MODEL, "standard deviation of the initial weights"),
@@ -459,6 +466,11 @@ const char *config_validate_model(const ModelConfig *m) {
           m->rope_original_context >= 1 && m->rope_scaling_factor < 1e30f && m->rope_high_freq_factor < 1e30f &&
           m->rope_original_context < 1e30f))
         return "RoPE scaling needs a positive factor, 0 < low_freq_factor < high_freq_factor and an original context of at least 1";
+    if (m->hidden_act != MODEL_ACT_GELU && !fam->hidden_act_option) {
+        snprintf(msg, sizeof msg, "--hidden_act %s: model_type %s has a fixed activation", cli_choice_name(config_hidden_acts, m->hidden_act),
+                 m->model_type);
+        return msg;
+    }
     if (m->sliding_window < 0) return "--sliding_window must be >= 0 (0: the whole context)";
     if (m->sliding_window && !fam->sliding_window) {
         snprintf(msg, sizeof msg, "--sliding_window %d: model_type %s has no sliding-window attention (0: the whole context)",
@@ -504,9 +516,40 @@ const char *config_check_world(const Config *c, int world) {
     return msg;
 }
 
+// A model source (a checkpoint being resumed, --init_from) may name the family after the flags
+// are parsed: until it has been read (config_adopt_model) or found absent (config_no_source),
+// the flags that apply to some families only, and the model's own checks, wait for its family.
+static int family_pending;
+
+// the families that have a setting, as a|b
+static int has_partial_rotary(const ModelFamily *f) { return f->rotary_pct != 0.0f; }
+static int has_hidden_act(const ModelFamily *f) { return f->hidden_act_option; }
+static const char *families_with(int (*has)(const ModelFamily *)) {
+    static char names[256];
+    names[0] = 0;
+    for (size_t i = 0, n = 0; i < family_count() && n < sizeof names; i++)
+        if (has(family_at(i))) n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", n ? "|" : "", family_at(i)->model_type);
+    return names;
+}
+
+// a flag given for a setting the family does not have: refused by name, never ignored
+static void family_flags_apply(const ModelConfig *m) {
+    const ModelFamily *fam = family_find(m->model_type);
+    if (!fam) return;  // config_validate_model names it
+    if (!fam->rope && config_given("rope_theta"))
+        comm_fail_all("--rope_theta applies to %s; %s learns its positions", family_names("|", 1), m->model_type);
+    if (!has_partial_rotary(fam) && config_given("rotary_pct"))
+        comm_fail_all("--rotary_pct applies to the families with partial rotary embeddings (%s); %s rotates every head "
+                      "dimension", families_with(has_partial_rotary), m->model_type);
+    if (!has_hidden_act(fam) && config_given("hidden_act"))
+        comm_fail_all("--hidden_act applies to %s; the MLP of %s has a fixed activation", families_with(has_hidden_act),
+                      m->model_type);
+}
+
 static void validate(const Config *c) {
     const ModelConfig *m = &c->model;
-    const char *err = config_validate_model(m);
+    if (!family_pending) family_flags_apply(m);
+    const char *err = family_pending ? NULL : config_validate_model(m);
     if (err) comm_fail_all("%s", err);
     // refused with a reason rather than silently ignored: these arrive with later work
     if (m->dropout < 0.0f || m->dropout >= 1.0f) comm_fail_all("--dropout must be in [0, 1), got %g", m->dropout);
@@ -565,29 +608,37 @@ uint64_t config_hash(const Config *c) {
 
 int config_given(const char *name) { return cli_given(&config_cli, name); }
 
+void config_no_source(Config *c) {
+    family_pending = 0;
+    validate(c);
+}
+
 void config_adopt_model(Config *c, const ModelConfig *src, unsigned known, const char *source) {
+    family_pending = 0;
     static const struct {
         unsigned bit;
         const char *flag;  // NULL: no flag sets it
         size_t off;
         int is_float, from_preset;
+        const CliChoice *names;  // an enumerated setting, shown by name
     } fields[] = {
-        {MODEL_HIDDEN, "hidden_width", offsetof(ModelConfig, hidden_width), 0, 1},
-        {MODEL_LAYERS, "num_layers", offsetof(ModelConfig, num_layers), 0, 1},
-        {MODEL_HEADS, "num_heads", offsetof(ModelConfig, num_heads), 0, 1},
-        {MODEL_KV_HEADS, "num_key_value_heads", offsetof(ModelConfig, num_key_value_heads), 0, 1},
-        {MODEL_INTERMEDIATE, "intermediate_size", offsetof(ModelConfig, intermediate_size), 0, 1},
-        {MODEL_VOCAB, "vocab_size", offsetof(ModelConfig, vocab_size), 0, 1},
-        {MODEL_CONTEXT, "max_context_width", offsetof(ModelConfig, max_context_width), 0, 0},
-        {MODEL_ROPE_THETA, "rope_theta", offsetof(ModelConfig, rope_theta), 1, 0},
-        {MODEL_NORM_EPS, NULL, offsetof(ModelConfig, norm_eps), 1, 0},
-        {MODEL_ROTARY_PCT, "rotary_pct", offsetof(ModelConfig, rotary_pct), 1, 0},
-        {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_scaling_factor), 1, 0},
-        {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_low_freq_factor), 1, 0},
-        {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_high_freq_factor), 1, 0},
-        {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_original_context), 1, 0},
-        {MODEL_TIED, "tie_word_embeddings", offsetof(ModelConfig, tie_word_embeddings), 0, 1},
-        {MODEL_WINDOW, "sliding_window", offsetof(ModelConfig, sliding_window), 0, 1},
+        {MODEL_HIDDEN, "hidden_width", offsetof(ModelConfig, hidden_width), 0, 1, NULL},
+        {MODEL_LAYERS, "num_layers", offsetof(ModelConfig, num_layers), 0, 1, NULL},
+        {MODEL_HEADS, "num_heads", offsetof(ModelConfig, num_heads), 0, 1, NULL},
+        {MODEL_KV_HEADS, "num_key_value_heads", offsetof(ModelConfig, num_key_value_heads), 0, 1, NULL},
+        {MODEL_INTERMEDIATE, "intermediate_size", offsetof(ModelConfig, intermediate_size), 0, 1, NULL},
+        {MODEL_VOCAB, "vocab_size", offsetof(ModelConfig, vocab_size), 0, 1, NULL},
+        {MODEL_CONTEXT, "max_context_width", offsetof(ModelConfig, max_context_width), 0, 0, NULL},
+        {MODEL_ROPE_THETA, "rope_theta", offsetof(ModelConfig, rope_theta), 1, 0, NULL},
+        {MODEL_NORM_EPS, NULL, offsetof(ModelConfig, norm_eps), 1, 0, NULL},
+        {MODEL_ROTARY_PCT, "rotary_pct", offsetof(ModelConfig, rotary_pct), 1, 0, NULL},
+        {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_scaling_factor), 1, 0, NULL},
+        {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_low_freq_factor), 1, 0, NULL},
+        {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_high_freq_factor), 1, 0, NULL},
+        {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_original_context), 1, 0, NULL},
+        {MODEL_TIED, "tie_word_embeddings", offsetof(ModelConfig, tie_word_embeddings), 0, 1, NULL},
+        {MODEL_WINDOW, "sliding_window", offsetof(ModelConfig, sliding_window), 0, 1, NULL},
+        {MODEL_ACT, "hidden_act", offsetof(ModelConfig, hidden_act), 0, 1, config_hidden_acts},
     };
     ModelConfig *m = &c->model;
     if ((known & MODEL_TYPE) && strcmp(m->model_type, src->model_type) != 0) {
@@ -606,6 +657,10 @@ void config_adopt_model(Config *c, const ModelConfig *src, unsigned known, const
         if (given && fields[i].bit == MODEL_CONTEXT) continue;
         int same = fields[i].is_float ? *(const float *)dst == *(const float *)val : *(const int *)dst == *(const int *)val;
         if (given && !same) {
+            if (fields[i].names)
+                comm_fail_all("%s has %s %s but this run has --%s %s", source, fields[i].flag,
+                              cli_choice_name(fields[i].names, *(const int *)val), fields[i].flag,
+                              cli_choice_name(fields[i].names, *(const int *)dst));
             if (fields[i].is_float)
                 comm_fail_all("%s has %s=%g but this run has --%s %g", source, fields[i].flag, *(const float *)val,
                               fields[i].flag, *(const float *)dst);
@@ -627,15 +682,6 @@ static void family_defaults(Config *c) {
     if (config_given("model_name") && config_given("model_type") && family_preset(m->model_name, &preset_fam) && preset_fam != fam)
         comm_fail_all("--model_name %s is a %s preset but this run has --model_type %s", m->model_name, preset_fam->model_type,
                       m->model_type);
-    if (!fam->rope && config_given("rope_theta"))
-        comm_fail_all("--rope_theta applies to %s; %s learns its positions", family_names("|", 1), m->model_type);
-    if (!fam->rotary_pct && config_given("rotary_pct")) {
-        char names[256] = "";
-        for (size_t i = 0, n = 0; i < family_count() && n < sizeof names; i++)
-            if (family_at(i)->rotary_pct) n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", n ? "|" : "", family_at(i)->model_type);
-        comm_fail_all("--rotary_pct applies to the families with partial rotary embeddings (%s); %s rotates every head "
-                      "dimension", names, m->model_type);
-    }
     if (fam->rotary_pct && !config_given("rotary_pct")) m->rotary_pct = fam->rotary_pct;
     if (!fam->rotary_pct) m->rotary_pct = 1.0f;
     if (!fam->gqa && !config_given("num_key_value_heads")) m->num_key_value_heads = m->num_heads;
@@ -663,6 +709,8 @@ int config_parse(Config *c, int argc, char **argv) {
 }
 
 void config_finish(Config *c) {
+    family_pending = (c->resume_from_checkpoint[0] || c->init_from[0] || c->pretrained_model_name[0]) &&
+                     !config_given("model_type") && !config_given("model_name");
     family_defaults(c);
     join_run_name(c);
     // checkpointing every Nth block implies checkpointing, unless the command line turned it off
@@ -686,13 +734,14 @@ void config_finish(Config *c) {
 
 void config_describe(const Config *c, char *buf, int len) {
     const ModelConfig *m = &c->model;
-    char window[32] = "";
-    if (m->sliding_window) snprintf(window, sizeof window, " window=%d", m->sliding_window);
+    char extra[32] = "";
+    if (m->sliding_window) snprintf(extra, sizeof extra, " window=%d", m->sliding_window);
+    else if (m->hidden_act) snprintf(extra, sizeof extra, " act=%s", cli_choice_name(config_hidden_acts, m->hidden_act));
     snprintf(buf, len,
              "model=%s/%s D=%d L=%d H=%d KV=%d F=%d T=%d V=%d%s sharding=%s precision=%s batch_size=%d grad_accum=%d "
              "max_steps=%d lr=%g min_lr=%g warmup=%g decay=%s wd=%g betas=%g,%g grad_clip=%g seed=%d train_data=%s",
              m->model_type, m->model_name, m->hidden_width, m->num_layers, m->num_heads, m->num_key_value_heads,
-             m->intermediate_size, m->max_context_width, m->vocab_size, window, config_sharding_name(c->sharding),
+             m->intermediate_size, m->max_context_width, m->vocab_size, extra, config_sharding_name(c->sharding),
              config_precision_name(c->precision), c->batch_size, c->grad_accum, c->max_steps, c->lr, c->min_lr, c->warmup,
              config_lr_decay_name(c->lr_decay_style), c->weight_decay, c->beta1,
              c->beta2, c->grad_clip, c->seed, c->train_data[0] ? c->train_data : "(bundled tinyshakespeare)");

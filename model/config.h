@@ -21,6 +21,10 @@ typedef enum { ENV_LOCAL, ENV_PBS } RunEnvironment;  // --environment
 typedef enum { SFT_AUTO, SFT_TEXT, SFT_IDS, SFT_PROMPT_COMPLETION, SFT_ALPACA, SFT_CHAT } SftFormat;
 typedef enum { CHAT_LLAMA2, CHAT_CHATML, CHAT_NONE } ChatTemplate;
 extern const CliChoice config_data_formats[], config_chat_templates[];  // their names
+// --hidden_act (GPT-NeoX's MLP), as config.json spells it: the exact erf GELU, or one of the three
+// names of its tanh approximation, each kept so that an export writes back the name it read
+typedef enum { MODEL_ACT_GELU, MODEL_ACT_GELU_NEW, MODEL_ACT_GELU_FAST, MODEL_ACT_GELU_PYTORCH_TANH } ModelAct;
+extern const CliChoice config_hidden_acts[];
 
 // SMP's --dataset_type: the format is found from the content, so only synthetic changes anything
 enum { DATASET_GPT_JSONL, DATASET_HF, DATASET_SYNTHETIC };
@@ -43,6 +47,7 @@ typedef struct {
     // original_context / high_freq_factor kept, the band between interpolated. factor 1: none.
     float rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_context;
     int tie_word_embeddings;  // lm_head is the embedding (Llama-3.2 1B/3B); families with tie_option
+    ModelAct hidden_act;      // families with hidden_act_option (the others' activation is fixed)
     float norm_eps;
     float initializer_range;
     float dropout;        // training only: residual branches (both), embeddings and attention probabilities (minGPT)
@@ -126,14 +131,17 @@ typedef struct {
 enum {
     MODEL_HIDDEN = 1, MODEL_LAYERS = 2, MODEL_HEADS = 4, MODEL_KV_HEADS = 8, MODEL_INTERMEDIATE = 16,
     MODEL_VOCAB = 32, MODEL_CONTEXT = 64, MODEL_ROPE_THETA = 128, MODEL_NORM_EPS = 256, MODEL_TYPE = 512,
-    MODEL_ROTARY_PCT = 1024, MODEL_ROPE_SCALING = 2048, MODEL_TIED = 4096, MODEL_WINDOW = 8192, MODEL_ALL = 16383
+    MODEL_ROTARY_PCT = 1024, MODEL_ROPE_SCALING = 2048, MODEL_TIED = 4096, MODEL_WINDOW = 8192, MODEL_ACT = 16384,
+    MODEL_ALL = 32767
 };
 
 // The training flags: what `fsdpc` without a subcommand parses into a Config (the defaults
 // included), and what `fsdpc plan` takes beside its own.
 extern const CliTable config_cli;
 // What follows a cli_parse of config_cli: the family's own defaults, --run_name, and the checks
-// of the whole configuration. On a bad value every rank exits with one clear line.
+// of the whole configuration. On a bad value every rank exits with one clear line. With a model
+// source (--resume_from_checkpoint, --init_from) and no --model_type or --model_name, the model's
+// checks wait for config_adopt_model or config_no_source.
 void config_finish(Config *cfg);
 // cli_parse of config_cli, then config_finish: fills cfg from defaults, the --model_name preset and
 // argv. CLI_HELP (nothing finished) when argv asks for --help.
@@ -147,6 +155,9 @@ int config_rotary_dims(const ModelConfig *m);
 // length is only a default (RoPE has no position table, so training may use any length).
 // Validates the result.
 void config_adopt_model(Config *cfg, const ModelConfig *src, unsigned known, const char *source);
+// No model source was read (the checkpoint directory is empty, or none was named): the flags'
+// model, checked as config_finish defers when a source may name the family.
+void config_no_source(Config *cfg);
 // FNV-1a of the parsed config but the thread count, for comm_check_same (Config is zeroed
 // before filling, so padding and string tails hash alike on every rank)
 uint64_t config_hash(const Config *cfg);

@@ -27,26 +27,32 @@ typedef struct {
     float rope_scaling_factor;  // 0: none; else Llama-3's scaling, its other parameters Llama-3.1's
     int tie_word_embeddings;    // lm_head is the embedding (families with tie_option)
     int sliding_window;         // 0: full attention
+    ModelAct hidden_act;        // families with hidden_act_option
 } FamilyPreset;
 
-typedef enum { FAMILY_INT, FAMILY_FLOAT, FAMILY_BOOL, FAMILY_INT_OPTIONAL } FamilyType;
+typedef enum { FAMILY_INT, FAMILY_FLOAT, FAMILY_BOOL, FAMILY_INT_OPTIONAL, FAMILY_CHOICE } FamilyType;
 
 // A ModelConfig field stored as a checkpoint root attribute, named as its --flag. INT fields are
 // in [1, INT_MAX] and required; INT_OPTIONAL ones in [0, INT_MAX] (0: the setting is off) and
 // BOOL ones (an int) 0 or 1, both 0 in a file written before the attribute existed; FLOAT fields
-// positive and finite, and a file written before the attribute existed has `absent`. INT, BOOL
-// and INT_OPTIONAL fields are the model (its tensors' layout, its attention). Lists end with a
-// {NULL} entry.
+// positive and finite, and a file written before the attribute existed has `absent`. CHOICE
+// fields are an int, one of `choices`' values, which are 0 .. n-1 in order (0 when the file
+// predates them). INT, BOOL,
+// INT_OPTIONAL and CHOICE fields are the model (its tensors' layout, its attention, its
+// activation). Lists end with a {NULL} entry.
 typedef struct {
     const char *name;
     FamilyType type;
     size_t off;  // offsetof(ModelConfig, ...): an int or a float
     float absent;
+    const CliChoice *choices;  // CHOICE: the values and their names
 } FamilyField;
 
 // A ModelConfig field as a Hugging Face config.json key, read on import. Required keys must be
 // there; an optional INT left out keeps what was there before (num_key_value_heads: the heads),
-// an optional FLOAT takes `absent` (Hugging Face's default). Lists end with a {NULL} entry.
+// an optional FLOAT takes `absent` (Hugging Face's default). A CHOICE key is a string, one of
+// `choices`' names (left out: value 0); any other is refused, naming those. Lists end with a
+// {NULL} entry.
 typedef struct {
     const char *key;
     unsigned bit;  // MODEL_* (config.h)
@@ -54,6 +60,7 @@ typedef struct {
     size_t off;
     int required;
     float absent;
+    const CliChoice *choices;
 } FamilyHfKey;
 
 // A config.json setting the family cannot honour: a boolean that must not be true (value NULL),
@@ -106,6 +113,7 @@ typedef enum {
     FAMILY_OUT_DTYPE,      // the weights' torch dtype
     FAMILY_OUT_ROPE_SCALING,  // null, or the object of hf_import.rope.scaled's rope_type
     FAMILY_OUT_BOOL,       // the int field at off as true / false
+    FAMILY_OUT_CHOICE,     // the int field at off as the string `choices` names it
     // settings that are off at 0 (a sliding window): the entry is left out when the int field at
     // off is 0 (RAW_IF_SET, INT_IF_SET) or when it is not (RAW_UNLESS_SET); a key may have one
     // entry of each kind, so its value follows the setting (Mistral's architecture, Llama's without)
@@ -116,6 +124,7 @@ typedef struct {
     FamilyOutKind kind;
     const char *raw;
     size_t off;
+    const CliChoice *choices;  // OUT_CHOICE
 } FamilyHfOut;
 
 // How `fsdpc export` writes the family as a Hugging Face model directory.
@@ -139,6 +148,7 @@ struct ModelFamily {
     float rotary_pct;  // partial rotary: --rotary_pct applies, with this default (0: every head dimension rotates)
     int tie_option;    // tie_word_embeddings may be set: lm_head is then the embedding, trained as one tensor
     int sliding_window;  // its attention may be windowed (--sliding_window; a checkpoint field of the family)
+    int hidden_act_option;  // its MLP's GELU is --hidden_act's (a checkpoint field of the family); else fixed
     const FamilyField *ckpt_fields;  // the checkpoint attributes of its config
     FamilyHfImport hf_import;
     FamilyHfExport hf_export;

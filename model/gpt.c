@@ -209,31 +209,31 @@ static double gpt_flops_per_token(const ModelPlan *plan, int T) {
 
 // GPT-2's sizes as minGPT builds them, the vocabulary 50257 padded to 50304 (a multiple of 64)
 static const FamilyPreset gpt_presets[] = {
-    {"gpt2", 768, 12, 12, 12, 3072, 1024, 50304, 0, 0, 0, 0},
-    {"gpt2-medium", 1024, 24, 16, 16, 4096, 1024, 50304, 0, 0, 0, 0},
-    {"gpt2-large", 1280, 36, 20, 20, 5120, 1024, 50304, 0, 0, 0, 0},
-    {"gpt2-xl", 1600, 48, 25, 25, 6400, 1024, 50304, 0, 0, 0, 0},
+    {"gpt2", 768, 12, 12, 12, 3072, 1024, 50304, 0, 0, 0, 0, 0},
+    {"gpt2-medium", 1024, 24, 16, 16, 4096, 1024, 50304, 0, 0, 0, 0, 0},
+    {"gpt2-large", 1280, 36, 20, 20, 5120, 1024, 50304, 0, 0, 0, 0, 0},
+    {"gpt2-xl", 1600, 48, 25, 25, 6400, 1024, 50304, 0, 0, 0, 0, 0},
     {NULL},
 };
 
 // no num_key_value_heads (one per head) and no rope_theta (learned positions)
-#define INT_FIELD(n) {#n, FAMILY_INT, offsetof(ModelConfig, n), 0}
+#define INT_FIELD(n) {.name = #n, .type = FAMILY_INT, .off = offsetof(ModelConfig, n)}
 static const FamilyField gpt_ckpt_fields[] = {
     INT_FIELD(hidden_width), INT_FIELD(num_layers), INT_FIELD(num_heads), INT_FIELD(intermediate_size),
-    INT_FIELD(vocab_size), INT_FIELD(max_context_width), {"norm_eps", FAMILY_FLOAT, offsetof(ModelConfig, norm_eps), 1e-5f},
+    INT_FIELD(vocab_size), INT_FIELD(max_context_width), {.name = "norm_eps", .type = FAMILY_FLOAT, .off = offsetof(ModelConfig, norm_eps), .absent = 1e-5f},
     {NULL},
 };
 
 // GPT2LMHeadModel: the same architecture (pre-LN, tanh GELU = "gelu_new", lm_head tied to wte).
 // Dropout is not recorded in checkpoints; it only matters for training, so 0.0.
-#define OUT_INT(k, f) {k, FAMILY_OUT_INT, NULL, offsetof(ModelConfig, f)}
-#define OUT_RAW(k, json) {k, FAMILY_OUT_RAW, json, 0}
-#define OUT(k, kind) {k, kind, NULL, 0}
+#define OUT_INT(k, f) {.key = k, .kind = FAMILY_OUT_INT, .off = offsetof(ModelConfig, f)}
+#define OUT_RAW(k, json) {.key = k, .kind = FAMILY_OUT_RAW, .raw = json}
+#define OUT(k, kind_) {.key = k, .kind = kind_}
 static const FamilyHfOut gpt_hf_config[] = {
     OUT_RAW("architectures", "[\"GPT2LMHeadModel\"]"), OUT_RAW("model_type", "\"gpt2\""), OUT_INT("n_embd", hidden_width),
     OUT_INT("n_layer", num_layers), OUT_INT("n_head", num_heads), OUT("n_inner", FAMILY_OUT_MLP_WIDTH),
     OUT_INT("n_positions", max_context_width), OUT_INT("n_ctx", max_context_width), OUT_INT("vocab_size", vocab_size),
-    {"layer_norm_epsilon", FAMILY_OUT_FLOAT, NULL, offsetof(ModelConfig, norm_eps)},
+    {.key = "layer_norm_epsilon", .kind = FAMILY_OUT_FLOAT, .off = offsetof(ModelConfig, norm_eps)},
     OUT_RAW("activation_function", "\"gelu_new\""), OUT_RAW("resid_pdrop", "0.0"), OUT_RAW("embd_pdrop", "0.0"),
     OUT_RAW("attn_pdrop", "0.0"), OUT_RAW("scale_attn_weights", "true"), OUT_RAW("scale_attn_by_inverse_layer_idx", "false"),
     OUT_RAW("reorder_and_upcast_attn", "false"), OUT_RAW("use_cache", "true"), OUT_RAW("tie_word_embeddings", "true"),

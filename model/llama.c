@@ -237,34 +237,35 @@ static double llama_flops_per_token(const ModelPlan *plan, int T) {
 // sizes (its model length, 32768, is a --max_context_width away), mistral_tiny tiny's sizes with a
 // window a quarter of its context.
 static const FamilyPreset llama_presets[] = {
-    {"tiny", 128, 4, 4, 2, 344, 128, 256, 0, 0, 0, 0},
-    {"llama2_7b", 4096, 32, 32, 32, 11008, 4096, 32000, 0, 0, 0, 0},
-    {"llama2_13b", 5120, 40, 40, 40, 13824, 4096, 32000, 0, 0, 0, 0},
-    {"llama2_70b", 8192, 80, 64, 8, 28672, 4096, 32000, 0, 0, 0, 0},
-    {"llama3_8b", 4096, 32, 32, 8, 14336, 8192, 128256, 500000.0f, 0, 0, 0},
-    {"llama3_70b", 8192, 80, 64, 8, 28672, 8192, 128256, 500000.0f, 0, 0, 0},
-    {"llama3.2_1b", 2048, 16, 32, 8, 8192, 131072, 128256, 500000.0f, 32.0f, 1, 0},
-    {"llama3.2_3b", 3072, 28, 24, 8, 8192, 131072, 128256, 500000.0f, 32.0f, 1, 0},
-    {"mistral_7b", 4096, 32, 32, 8, 14336, 4096, 32000, 0, 0, 0, 4096},
-    {"mistral_tiny", 128, 4, 4, 2, 344, 128, 256, 0, 0, 0, 32},
+    {"tiny", 128, 4, 4, 2, 344, 128, 256, 0, 0, 0, 0, 0},
+    {"llama2_7b", 4096, 32, 32, 32, 11008, 4096, 32000, 0, 0, 0, 0, 0},
+    {"llama2_13b", 5120, 40, 40, 40, 13824, 4096, 32000, 0, 0, 0, 0, 0},
+    {"llama2_70b", 8192, 80, 64, 8, 28672, 4096, 32000, 0, 0, 0, 0, 0},
+    {"llama3_8b", 4096, 32, 32, 8, 14336, 8192, 128256, 500000.0f, 0, 0, 0, 0},
+    {"llama3_70b", 8192, 80, 64, 8, 28672, 8192, 128256, 500000.0f, 0, 0, 0, 0},
+    {"llama3.2_1b", 2048, 16, 32, 8, 8192, 131072, 128256, 500000.0f, 32.0f, 1, 0, 0},
+    {"llama3.2_3b", 3072, 28, 24, 8, 8192, 131072, 128256, 500000.0f, 32.0f, 1, 0, 0},
+    {"mistral_7b", 4096, 32, 32, 8, 14336, 4096, 32000, 0, 0, 0, 4096, 0},
+    {"mistral_tiny", 128, 4, 4, 2, 344, 128, 256, 0, 0, 0, 32, 0},
     {NULL},
 };
 
-#define INT_FIELD(n) {#n, FAMILY_INT, offsetof(ModelConfig, n), 0}
-#define FLOAT_FIELD(n, absent) {#n, FAMILY_FLOAT, offsetof(ModelConfig, n), absent}
+#define INT_FIELD(n) {.name = #n, .type = FAMILY_INT, .off = offsetof(ModelConfig, n)}
+#define FLOAT_FIELD(n, absent_) {.name = #n, .type = FAMILY_FLOAT, .off = offsetof(ModelConfig, n), .absent = absent_}
 static const FamilyField llama_ckpt_fields[] = {
     INT_FIELD(hidden_width), INT_FIELD(num_layers), INT_FIELD(num_heads), INT_FIELD(num_key_value_heads),
     INT_FIELD(intermediate_size), INT_FIELD(vocab_size), INT_FIELD(max_context_width),
     FLOAT_FIELD(rope_theta, 10000.0f), FLOAT_FIELD(norm_eps, 1e-5f), FLOAT_FIELD(rope_scaling_factor, 1.0f),
     FLOAT_FIELD(rope_low_freq_factor, 1.0f), FLOAT_FIELD(rope_high_freq_factor, 4.0f),
-    FLOAT_FIELD(rope_original_context, 8192.0f), {"tie_word_embeddings", FAMILY_BOOL, offsetof(ModelConfig, tie_word_embeddings), 0},
-    {"sliding_window", FAMILY_INT_OPTIONAL, offsetof(ModelConfig, sliding_window), 0},  // 0: full attention
+    FLOAT_FIELD(rope_original_context, 8192.0f),
+    {.name = "tie_word_embeddings", .type = FAMILY_BOOL, .off = offsetof(ModelConfig, tie_word_embeddings)},
+    {.name = "sliding_window", .type = FAMILY_INT_OPTIONAL, .off = offsetof(ModelConfig, sliding_window)},  // 0: full attention
     {NULL},
 };
 
 // LlamaConfig's keys; the optional ones default as transformers' LlamaConfig does
-#define HF_INT(k, bit, f, req) {k, bit, FAMILY_INT, offsetof(ModelConfig, f), req, 0}
-#define HF_FLOAT(k, bit, f, absent) {k, bit, FAMILY_FLOAT, offsetof(ModelConfig, f), 0, absent}
+#define HF_INT(k, bit_, f, req) {.key = k, .bit = bit_, .type = FAMILY_INT, .off = offsetof(ModelConfig, f), .required = req}
+#define HF_FLOAT(k, bit_, f, absent_) {.key = k, .bit = bit_, .type = FAMILY_FLOAT, .off = offsetof(ModelConfig, f), .absent = absent_}
 static const FamilyHfKey llama_hf_keys[] = {
     HF_INT("hidden_size", MODEL_HIDDEN, hidden_width, 1),
     HF_INT("num_hidden_layers", MODEL_LAYERS, num_layers, 1),
@@ -283,22 +284,25 @@ static const FamilyHfCheck llama_hf_checks[] = {
 static const char *const llama_hf_types[] = {"llama", "mistral", NULL};
 static const char *const llama_hf_architectures[] = {"LlamaForCausalLM", "MistralForCausalLM", NULL};
 
-#define OUT_INT(k, f) {k, FAMILY_OUT_INT, NULL, offsetof(ModelConfig, f)}
-#define OUT_FLOAT(k, f) {k, FAMILY_OUT_FLOAT, NULL, offsetof(ModelConfig, f)}
-#define OUT_RAW(k, json) {k, FAMILY_OUT_RAW, json, 0}
-#define OUT(k, kind) {k, kind, NULL, 0}
+#define OUT_INT(k, f) {.key = k, .kind = FAMILY_OUT_INT, .off = offsetof(ModelConfig, f)}
+#define OUT_FLOAT(k, f) {.key = k, .kind = FAMILY_OUT_FLOAT, .off = offsetof(ModelConfig, f)}
+#define OUT_RAW(k, json) {.key = k, .kind = FAMILY_OUT_RAW, .raw = json}
+#define OUT(k, kind_) {.key = k, .kind = kind_}
 #define WINDOW offsetof(ModelConfig, sliding_window)
 // with a sliding window the model is Mistral's (MistralForCausalLM), else Llama's
 static const FamilyHfOut llama_hf_config[] = {
-    {"architectures", FAMILY_OUT_RAW_IF_SET, "[\"MistralForCausalLM\"]", WINDOW},
-    {"architectures", FAMILY_OUT_RAW_UNLESS_SET, "[\"LlamaForCausalLM\"]", WINDOW},
-    {"model_type", FAMILY_OUT_RAW_IF_SET, "\"mistral\"", WINDOW}, {"model_type", FAMILY_OUT_RAW_UNLESS_SET, "\"llama\"", WINDOW},
-    {"sliding_window", FAMILY_OUT_INT_IF_SET, NULL, WINDOW},
+    {.key = "architectures", .kind = FAMILY_OUT_RAW_IF_SET, .raw = "[\"MistralForCausalLM\"]", .off = WINDOW},
+    {.key = "architectures", .kind = FAMILY_OUT_RAW_UNLESS_SET, .raw = "[\"LlamaForCausalLM\"]", .off = WINDOW},
+    {.key = "model_type", .kind = FAMILY_OUT_RAW_IF_SET, .raw = "\"mistral\"", .off = WINDOW},
+    {.key = "model_type", .kind = FAMILY_OUT_RAW_UNLESS_SET, .raw = "\"llama\"", .off = WINDOW},
+    {.key = "sliding_window", .kind = FAMILY_OUT_INT_IF_SET, .off = WINDOW},
     OUT_INT("hidden_size", hidden_width), OUT_INT("intermediate_size", intermediate_size),
     OUT_INT("num_hidden_layers", num_layers), OUT_INT("num_attention_heads", num_heads),
     OUT_INT("num_key_value_heads", num_key_value_heads), OUT("max_position_embeddings", FAMILY_OUT_POSITIONS),
     OUT_FLOAT("rms_norm_eps", norm_eps), OUT_FLOAT("rope_theta", rope_theta), OUT("rope_scaling", FAMILY_OUT_ROPE_SCALING),
-    OUT_INT("vocab_size", vocab_size), {"tie_word_embeddings", FAMILY_OUT_BOOL, NULL, offsetof(ModelConfig, tie_word_embeddings)}, OUT_RAW("hidden_act", "\"silu\""),
+    OUT_INT("vocab_size", vocab_size),
+    {.key = "tie_word_embeddings", .kind = FAMILY_OUT_BOOL, .off = offsetof(ModelConfig, tie_word_embeddings)},
+    OUT_RAW("hidden_act", "\"silu\""),
     OUT_RAW("attention_bias", "false"), OUT_RAW("mlp_bias", "false"), OUT("bos_token_id", FAMILY_OUT_BOS),
     OUT("eos_token_id", FAMILY_OUT_EOS), OUT("pad_token_id", FAMILY_OUT_PAD), OUT("torch_dtype", FAMILY_OUT_DTYPE),
     {NULL},

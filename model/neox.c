@@ -1,9 +1,10 @@
 // neox: the GPT-NeoX family (GPTNeoXForCausalLM: Pythia, GPT-NeoX-20B; 10.FSDP's default model).
 // A block is the parallel residual out = x + attn(ln1(x)) + mlp(ln2(x)); LayerNorms and linears
 // have biases; the fused query_key_value holds each head's q, k, v together (KERN_QKV_PER_HEAD);
-// RoPE rotates the first rotary_pct of each head's dimensions; the MLP is exact (erf) GELU; the
-// output embedding embed_out is untied. Units: 0 the embedding, 1..L the blocks, L+1 the final
-// LayerNorm and embed_out. The descriptor at the end holds its presets and Hugging Face spellings.
+// RoPE rotates the first rotary_pct of each head's dimensions; the MLP's GELU is exact (erf) or
+// its tanh approximation (hidden_act: Pythia's gelu, GPT-NeoX-20B's gelu_fast); the output
+// embedding embed_out is untied. Units: 0 the embedding, 1..L the blocks, L+1 the final LayerNorm
+// and embed_out. The descriptor at the end holds its presets and Hugging Face spellings.
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +118,9 @@ static void neox_embed_fwd(const ModelPlan *plan, const void *p, Activations *a,
     model_res_store(a, 0, D, T);
 }
 
+// hidden_act's GELU: every name but plain gelu is the tanh approximation
+static KernGelu neox_gelu(const ModelConfig *c) { return c->hidden_act == MODEL_ACT_GELU ? KERN_GELU_ERF : KERN_GELU_TANH; }
+
 static void neox_block_fwd(const ModelPlan *plan, int l, const void *p, Activations *a, int T, int pos0) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->block0 + l];
@@ -148,7 +152,7 @@ static void neox_block_fwd(const ModelPlan *plan, int l, const void *p, Activati
     kern_layernorm_fwd(la.xn2, la.mean2, la.rstd2, la.x, WP(p, u, P_LN2_W), WP(p, u, P_LN2_B), N, D, c->norm_eps);
     kern_matmul_fwd(la.up, KERN_ACT, la.xn2, WP(p, u, P_UP_W), N, D, F);  // (B, T, F)
     kern_bias_add(la.up, KERN_ACT, WP(p, u, P_UP_B), N, F);
-    kern_gelu_fwd(la.h, la.up, (size_t)N * F, KERN_GELU_ERF);
+    kern_gelu_fwd(la.h, la.up, (size_t)N * F, neox_gelu(c));
     kern_matmul_fwd(la.out, KERN_F32, la.h, WP(p, u, P_DOWN_W), N, F, D);
     kern_bias_add(la.out, KERN_F32, WP(p, u, P_DOWN_B), N, D);
     model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
@@ -180,7 +184,7 @@ static void neox_block_bwd(const ModelPlan *plan, int l, const void *p, float *g
     dbr = model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT);
     kern_bias_bwd(W(g, u, P_DOWN_B), dbr, KERN_F32, N, D);
     kern_matmul_bwd(a->dh, W(g, u, P_DOWN_W), dbr, KERN_F32, la.h, WP(p, u, P_DOWN_W), N, F, D, 0);
-    kern_gelu_bwd(a->dh, a->dh, la.up, (size_t)N * F, KERN_GELU_ERF);
+    kern_gelu_bwd(a->dh, a->dh, la.up, (size_t)N * F, neox_gelu(c));
     kern_bias_bwd(W(g, u, P_UP_B), a->dh, KERN_ACT, N, F);
     kern_matmul_bwd(a->dxn, W(g, u, P_UP_W), a->dh, KERN_ACT, la.xn2, WP(p, u, P_UP_W), N, D, F, 0);
     kern_layernorm_bwd(dx, W(g, u, P_LN2_W), W(g, u, P_LN2_B), a->dxn, la.x, WP(p, u, P_LN2_W), la.mean2, la.rstd2, N, D);
@@ -208,33 +212,35 @@ static double neox_flops_per_token(const ModelPlan *plan, int T) {
 #endif
 
 // neox_tiny is for tests and quick runs (byte vocabulary); pythia_* are the Pythia suite's sizes
-// (their vocabularies padded as published) and gpt_neox_20b EleutherAI's 20B model
+// (their vocabularies padded as published) and gpt_neox_20b EleutherAI's 20B model (whose MLP is
+// the tanh GELU, "gelu_fast")
 static const FamilyPreset neox_presets[] = {
-    {"neox_tiny", 128, 4, 4, 4, 512, 128, 256, 0, 0, 0, 0},
-    {"pythia_70m", 512, 6, 8, 8, 2048, 2048, 50304, 0, 0, 0, 0},
-    {"pythia_160m", 768, 12, 12, 12, 3072, 2048, 50304, 0, 0, 0, 0},
-    {"pythia_410m", 1024, 24, 16, 16, 4096, 2048, 50304, 0, 0, 0, 0},
-    {"pythia_1b", 2048, 16, 8, 8, 8192, 2048, 50304, 0, 0, 0, 0},
-    {"pythia_1.4b", 2048, 24, 16, 16, 8192, 2048, 50304, 0, 0, 0, 0},
-    {"pythia_2.8b", 2560, 32, 32, 32, 10240, 2048, 50304, 0, 0, 0, 0},
-    {"pythia_6.9b", 4096, 32, 32, 32, 16384, 2048, 50432, 0, 0, 0, 0},
-    {"pythia_12b", 5120, 36, 40, 40, 20480, 2048, 50688, 0, 0, 0, 0},
-    {"gpt_neox_20b", 6144, 44, 64, 64, 24576, 2048, 50432, 0, 0, 0, 0},
+    {"neox_tiny", 128, 4, 4, 4, 512, 128, 256, 0, 0, 0, 0, 0},
+    {"pythia_70m", 512, 6, 8, 8, 2048, 2048, 50304, 0, 0, 0, 0, 0},
+    {"pythia_160m", 768, 12, 12, 12, 3072, 2048, 50304, 0, 0, 0, 0, 0},
+    {"pythia_410m", 1024, 24, 16, 16, 4096, 2048, 50304, 0, 0, 0, 0, 0},
+    {"pythia_1b", 2048, 16, 8, 8, 8192, 2048, 50304, 0, 0, 0, 0, 0},
+    {"pythia_1.4b", 2048, 24, 16, 16, 8192, 2048, 50304, 0, 0, 0, 0, 0},
+    {"pythia_2.8b", 2560, 32, 32, 32, 10240, 2048, 50304, 0, 0, 0, 0, 0},
+    {"pythia_6.9b", 4096, 32, 32, 32, 16384, 2048, 50432, 0, 0, 0, 0, 0},
+    {"pythia_12b", 5120, 36, 40, 40, 20480, 2048, 50688, 0, 0, 0, 0, 0},
+    {"gpt_neox_20b", 6144, 44, 64, 64, 24576, 2048, 50432, 0, 0, 0, 0, MODEL_ACT_GELU_FAST},
     {NULL},
 };
 
 // one key/value head per head (not stored)
-#define INT_FIELD(n) {#n, FAMILY_INT, offsetof(ModelConfig, n), 0}
-#define FLOAT_FIELD(n, absent) {#n, FAMILY_FLOAT, offsetof(ModelConfig, n), absent}
+#define INT_FIELD(n) {.name = #n, .type = FAMILY_INT, .off = offsetof(ModelConfig, n)}
+#define FLOAT_FIELD(n, absent_) {.name = #n, .type = FAMILY_FLOAT, .off = offsetof(ModelConfig, n), .absent = absent_}
 static const FamilyField neox_ckpt_fields[] = {
     INT_FIELD(hidden_width), INT_FIELD(num_layers), INT_FIELD(num_heads), INT_FIELD(intermediate_size),
     INT_FIELD(vocab_size), INT_FIELD(max_context_width), FLOAT_FIELD(rope_theta, 10000.0f),
-    FLOAT_FIELD(rotary_pct, 0.25f), FLOAT_FIELD(norm_eps, 1e-5f), {NULL},
+    FLOAT_FIELD(rotary_pct, 0.25f), FLOAT_FIELD(norm_eps, 1e-5f),
+    {.name = "hidden_act", .type = FAMILY_CHOICE, .off = offsetof(ModelConfig, hidden_act), .choices = config_hidden_acts}, {NULL},
 };
 
 // GPTNeoXConfig's keys; the optional ones default as transformers' GPTNeoXConfig does
-#define HF_INT(k, bit, f, req) {k, bit, FAMILY_INT, offsetof(ModelConfig, f), req, 0}
-#define HF_FLOAT(k, bit, f, absent) {k, bit, FAMILY_FLOAT, offsetof(ModelConfig, f), 0, absent}
+#define HF_INT(k, bit_, f, req) {.key = k, .bit = bit_, .type = FAMILY_INT, .off = offsetof(ModelConfig, f), .required = req}
+#define HF_FLOAT(k, bit_, f, absent_) {.key = k, .bit = bit_, .type = FAMILY_FLOAT, .off = offsetof(ModelConfig, f), .absent = absent_}
 static const FamilyHfKey neox_hf_keys[] = {
     HF_INT("hidden_size", MODEL_HIDDEN, hidden_width, 1),
     HF_INT("num_hidden_layers", MODEL_LAYERS, num_layers, 1),
@@ -244,28 +250,28 @@ static const FamilyHfKey neox_hf_keys[] = {
     HF_FLOAT("rotary_emb_base", MODEL_ROPE_THETA, rope_theta, 10000.0f),
     HF_FLOAT("rotary_pct", MODEL_ROTARY_PCT, rotary_pct, 0.25f),
     HF_FLOAT("layer_norm_eps", MODEL_NORM_EPS, norm_eps, 1e-5f),
+    {.key = "hidden_act", .bit = MODEL_ACT, .type = FAMILY_CHOICE, .off = offsetof(ModelConfig, hidden_act), .choices = config_hidden_acts},
     {NULL},
 };
 static const FamilyHfCheck neox_hf_checks[] = {
     {"use_parallel_residual", NULL, "block is the parallel residual x + attn(ln1(x)) + mlp(ln2(x))", 1},
     {"attention_bias", NULL, "attention has biases", 1},
-    {"hidden_act", "gelu", "MLP uses gelu (the exact erf form)", 0},
     {NULL},
 };
 static const char *const neox_hf_types[] = {"gpt_neox", NULL};
 static const char *const neox_hf_architectures[] = {"GPTNeoXForCausalLM", NULL};
 
-#define OUT_INT(k, f) {k, FAMILY_OUT_INT, NULL, offsetof(ModelConfig, f)}
-#define OUT_FLOAT(k, f) {k, FAMILY_OUT_FLOAT, NULL, offsetof(ModelConfig, f)}
-#define OUT_RAW(k, json) {k, FAMILY_OUT_RAW, json, 0}
-#define OUT(k, kind) {k, kind, NULL, 0}
+#define OUT_INT(k, f) {.key = k, .kind = FAMILY_OUT_INT, .off = offsetof(ModelConfig, f)}
+#define OUT_FLOAT(k, f) {.key = k, .kind = FAMILY_OUT_FLOAT, .off = offsetof(ModelConfig, f)}
+#define OUT_RAW(k, json) {.key = k, .kind = FAMILY_OUT_RAW, .raw = json}
+#define OUT(k, kind_) {.key = k, .kind = kind_}
 static const FamilyHfOut neox_hf_config[] = {
     OUT_RAW("architectures", "[\"GPTNeoXForCausalLM\"]"), OUT_RAW("model_type", "\"gpt_neox\""),
     OUT_INT("hidden_size", hidden_width), OUT_INT("intermediate_size", intermediate_size),
     OUT_INT("num_hidden_layers", num_layers), OUT_INT("num_attention_heads", num_heads),
     OUT("max_position_embeddings", FAMILY_OUT_POSITIONS), OUT_FLOAT("rotary_pct", rotary_pct),
     OUT_FLOAT("rotary_emb_base", rope_theta), OUT_RAW("rope_scaling", "null"), OUT_FLOAT("layer_norm_eps", norm_eps),
-    OUT_INT("vocab_size", vocab_size), OUT_RAW("hidden_act", "\"gelu\""), OUT_RAW("use_parallel_residual", "true"),
+    OUT_INT("vocab_size", vocab_size), {.key = "hidden_act", .kind = FAMILY_OUT_CHOICE, .off = offsetof(ModelConfig, hidden_act), config_hidden_acts}, OUT_RAW("use_parallel_residual", "true"),
     OUT_RAW("attention_bias", "true"), OUT_RAW("tie_word_embeddings", "false"), OUT_RAW("attention_dropout", "0.0"),
     OUT_RAW("hidden_dropout", "0.0"), OUT_RAW("use_cache", "true"), OUT("bos_token_id", FAMILY_OUT_BOS),
     OUT("eos_token_id", FAMILY_OUT_EOS), OUT("torch_dtype", FAMILY_OUT_DTYPE),
@@ -280,6 +286,7 @@ const ModelFamily family_neox = {
     .rope = 1,
     .mlp_ratio = 4,
     .rotary_pct = 0.25f,
+    .hidden_act_option = 1,
     .ckpt_fields = neox_ckpt_fields,
     .hf_import = {
         .model_types = neox_hf_types,

@@ -248,6 +248,8 @@ static void resolve_sources(Run *r) {
         hf_take_source(r->hf, &r->source);
         if (hf_tokenizer_path(r->hf)) snprintf(tok_from_source, sizeof tok_from_source, "%s", hf_tokenizer_path(r->hf));
         tok_source = what;
+    } else {
+        config_no_source(c);
     }
     ckpt_source_share(&r->source);
     int tok_given = config_given("tokenizer");

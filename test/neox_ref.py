@@ -4,7 +4,7 @@ Written from the published architecture (the GPT-NeoX paper and the Hugging Face
 description), not taken from `transformers` or EleutherAI's code:
     x = embed_in[idx]
     per block (parallel residual): x = x + dense(attn(ln1(x))) + mlp(ln2(x))
-        mlp(y) = dense_4h_to_h(gelu(dense_h_to_4h(y)))        gelu: the exact erf form
+        mlp(y) = dense_4h_to_h(gelu(dense_h_to_4h(y)))        gelu: hidden_act (exact erf, or tanh)
     logits = final_layer_norm(x) @ embed_out^T                  (untied)
 Attention: query_key_value's output, per token, is H groups of (q, k, v), each head_dim wide;
 the first rotary_ndims = int(head_dim * rotary_pct) dimensions of every q and k head are rotated
@@ -46,6 +46,7 @@ class NeoXConfig:
     rope_theta: float = 10000.0
     rotary_pct: float = 0.25
     norm_eps: float = 1e-5
+    hidden_act: str = "gelu"  # or gelu_new / gelu_fast / gelu_pytorch_tanh: the tanh approximation
 
     @property
     def head_dim(self):
@@ -64,23 +65,31 @@ def config_from_h5_attrs(attrs):
         if k in attrs:
             # the file holds float32: the value as fsdpc uses it
             cfg[k] = float(torch.tensor(float(attrs[k]), dtype=torch.float32))
+    # hidden_act is stored as its number in fsdpc's list (absent: gelu)
+    cfg["hidden_act"] = HIDDEN_ACTS[int(attrs.get("hidden_act", 0))]
     return NeoXConfig(**cfg)
 
 
 def config_from_hf(hf):
     """A NeoXConfig from a GPTNeoXConfig config.json dict (GPTNeoXConfig's defaults when absent)."""
-    assert hf.get("hidden_act", "gelu") == "gelu", hf.get("hidden_act")
+    assert hf.get("hidden_act", "gelu") in HIDDEN_ACTS, hf.get("hidden_act")
     assert hf.get("use_parallel_residual", True), "sequential residual"
     return NeoXConfig(hidden_width=hf["hidden_size"], num_layers=hf["num_hidden_layers"],
                       num_heads=hf["num_attention_heads"], intermediate_size=hf["intermediate_size"],
                       vocab_size=hf["vocab_size"], max_context_width=hf.get("max_position_embeddings", 2048),
                       rope_theta=float(hf.get("rotary_emb_base", 10000.0)), rotary_pct=float(hf.get("rotary_pct", 0.25)),
-                      norm_eps=float(hf.get("layer_norm_eps", 1e-5)))
+                      norm_eps=float(hf.get("layer_norm_eps", 1e-5)), hidden_act=hf.get("hidden_act", "gelu"))
 
 
-def gelu_erf(x):
-    """Exact GELU, x * Phi(x), spelled out so float64 runs it in float64."""
-    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+HIDDEN_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh")
+
+
+def gelu(x, act):
+    """GELU, spelled out so float64 runs it in float64: exact (x * Phi(x)) for "gelu"; the tanh
+    approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) for each of its three names."""
+    if act == "gelu":
+        return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
 def rotate(x, t, rot, base):
@@ -123,9 +132,10 @@ class MLP(nn.Module):
         super().__init__()
         self.dense_h_to_4h = nn.Linear(cfg.hidden_width, cfg.intermediate_size)
         self.dense_4h_to_h = nn.Linear(cfg.intermediate_size, cfg.hidden_width)
+        self.act = cfg.hidden_act
 
     def forward(self, x):
-        return self.dense_4h_to_h(gelu_erf(self.dense_h_to_4h(x)))
+        return self.dense_4h_to_h(gelu(self.dense_h_to_4h(x), self.act))
 
 
 class Layer(nn.Module):
@@ -218,7 +228,7 @@ def check_hf(hf_dir, ckpt, tol):
     problems = []
     want = {"architectures": ["GPTNeoXForCausalLM"], "model_type": "gpt_neox", "hidden_size": cfg.hidden_width,
             "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
-            "intermediate_size": cfg.intermediate_size, "vocab_size": cfg.vocab_size, "hidden_act": "gelu",
+            "intermediate_size": cfg.intermediate_size, "vocab_size": cfg.vocab_size, "hidden_act": cfg.hidden_act,
             "use_parallel_residual": True, "tie_word_embeddings": False}
     for k, v in want.items():
         if k not in hf or hf[k] != v:

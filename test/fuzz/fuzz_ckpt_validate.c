@@ -74,7 +74,7 @@ static double field_value(const char *name) {
         const char *name;
         double v;
     } vals[] = {{"hidden_width", 64}, {"num_heads", 4}, {"num_key_value_heads", 2}, {"num_layers", 1}, {"rope_theta", 10000},
-                {"norm_eps", 1e-5}, {"rope_low_freq_factor", 1}, {"rope_high_freq_factor", 4}, {"tie_word_embeddings", 1}};
+                {"norm_eps", 1e-5}, {"rope_low_freq_factor", 1}, {"rope_high_freq_factor", 4}, {"tie_word_embeddings", 1}, {"hidden_act", 2}};
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++)
         if (!strcmp(vals[i].name, name)) return vals[i].v;
     return 8;
@@ -97,7 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     nowned = nattrs = ndsets = 0;
     uint8_t flags = u8(&in);
     int ngroups = 1 + (flags & 3) % 3;
-    const ModelFamily *fam = family_at((size_t)((flags >> 4) & 1) % family_count());
+    const ModelFamily *fam = family_at((size_t)(flags >> 4) % family_count());  // every family
     if (!fam) __builtin_trap();
 
     // the plan: its own names and shapes (the checks know no tensor names)
