@@ -66,6 +66,47 @@ check "10.FSDP's Llama-2 TRAINING_ARGS train (C4 and the Llama tokenizer from th
 [ "$(grep -c -- '--offload_activations: no effect' "$W/fsdp10/log")" = 1 ]
 check "--offload_activations=1 is accepted and its lack of effect logged once" $?
 
+# ---- 10.FSDP's own default model: train.py without model flags is GPT-NeoX with gpt-neox-20b's
+# tokenizer (model_utils/arguments.py's defaults, spelt out as its parser takes them) ----
+neox=$W/hub/models--EleutherAI--gpt-neox-20b
+mkdir -p "$neox/snapshots/4567cdef" "$neox/refs" && echo 4567cdef >"$neox/refs/main"
+# a tokenizer.json of gpt-neox-20b's kind (NFC, byte-level BPE, <|endoftext|> 0 and <|padding|> 1)
+# with a small vocabulary: the real file is not among the fixtures
+/usr/bin/python3 - "$neox/snapshots/4567cdef/tokenizer.json" <<'PY'
+import json, sys
+keep = [b for b in range(256) if 0x21 <= b <= 0x7E or 0xA1 <= b <= 0xAC or b >= 0xAE]
+ch = {}
+for b in range(256): ch[b] = chr(b) if b in keep else chr(256 + len([c for c in range(b) if c not in keep]))
+vocab = {"<|endoftext|>": 0, "<|padding|>": 1}
+for b in range(256): vocab[ch[b]] = b + 2
+merges = [("\u0120", "t"), ("h", "e"), ("\u0120t", "he"), ("\u0120", "a")]
+for a, b in merges: vocab[a + b] = len(vocab)
+special = lambda i, t: {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+json.dump({"version": "1.0", "truncation": None, "padding": None,
+           "added_tokens": [special(0, "<|endoftext|>"), special(1, "<|padding|>")], "normalizer": {"type": "NFC"},
+           "pre_tokenizer": level, "post_processor": level, "decoder": level,
+           "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "", "end_of_word_suffix": "",
+                     "fuse_unk": False, "vocab": vocab, "merges": [a + " " + b for a, b in merges]}}, open(sys.argv[1], "w"))
+PY
+declare -a DEFAULT_ARGS=(
+    --train_batch_size=2 --val_batch_size=4 --max_steps=5000 --seed=12345 --same_seed=0 --bf16=1 --grad_clip=1.0
+    --weight_decay=0.2 --beta1=0.9 --beta2=0.95 --activation_checkpointing=1 --logging_freq=1
+    --max_context_width=2048 --vocab_size=50432 --hidden_width=768 --num_layers=12 --num_heads=12
+    --initializer_range=0.02 --model_type=gpt_neox --rotary_pct=0.25 --rotary_emb_base=10000
+    --offload_activations=0 --activation_loading_horizon=2 --limit_all_gathers=1 --sharding_strategy=full --cpu_offload=0
+    --lr=0.0001 --lr_decay_style=cosine --min_lr=1e-05 --warmup=0.0032 --plateau=0.0
+    --dataset=c4 --dataset_config_name=en --tokenizer=EleutherAI/gpt-neox-20b --epochs=3 --checkpoint_freq=1000
+    --validation_batches=10
+)
+mkdir -p "$W/fsdp10neox"
+(cd "$W/fsdp10neox" && $MPI -np 2 "$FSDPC" "${DEFAULT_ARGS[@]}" $SIZES --vocab_size 512 --logging_freq 1 >log 2>&1)
+trained "$W/fsdp10neox/log" && grep -q "^model=gpt_neox/.* sharding=full-shard precision=bf16" "$W/fsdp10neox/log" &&
+    /usr/bin/python3 -c "import h5py, sys; t = h5py.File(sys.argv[1], 'r').attrs['tokenizer']; t = t.decode() if isinstance(t, bytes) else t
+assert 'models--EleutherAI--gpt-neox-20b' in t and t.endswith('tokenizer.json'), t" "$W/fsdp10neox/checkpoints/step_00000002.h5"
+check "10.FSDP's defaults train GPT-NeoX (bf16, the gpt-neox-20b tokenizer.json from the hub cache, C4)" $? \
+    "($(grep -m3 -E 'error|Batch|tokenizer' "$W/fsdp10neox/log" | tr '\n' '|' | head -c 400))"
+
 # ---- SMP v2: launch_training_conda.sh's variables and srun line, verbatim (torchrun replaced) ----
 model_type=llama_v2
 model_size=70b
