@@ -82,7 +82,7 @@ const char *model_offload_describe(const Activations *a) {
     if (!o) return NULL;
     snprintf(msg, sizeof msg,
              "the inputs of %d checkpointed blocks pass through %d device entries; %d of them wait in pinned host memory "
-             "(%.1f MiB) from forward to backward, fetched %d blocks ahead", o->n, o->ring, o->n - o->ring,
+             "(%.2f MiB) from forward to backward, fetched %d block(s) ahead", o->n, o->ring, o->n - o->ring,
              o->host_bytes / (1024.0 * 1024.0), o->horizon);
     return msg;
 }

@@ -411,6 +411,9 @@ static void check_memory(Run *r) {
         snprintf(fits, sizeof fits, "--batch_size %d (and --grad_accum to keep the global batch)", alt.batch_size);
     } else if ((alt.activation_checkpoints = 1, n * bytes(r, &alt, &e2, &acts2) <= avail)) {
         snprintf(fits, sizeof fits, "--activation_checkpoints --batch_size %d", alt.batch_size);
+    } else if (gpu && !c->offload_activations && (alt.offload_activations = 1, n * bytes(r, &alt, &e2, &acts2) <= avail)) {
+        snprintf(fits, sizeof fits, "--offload_activations --batch_size %d (checkpointed blocks' inputs in pinned host memory)",
+                 alt.batch_size);
     } else if (gpu && !c->cpu_offload) {
         alt = *c;
         alt.cpu_offload = 1;
