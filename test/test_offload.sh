@@ -63,6 +63,11 @@ run np2_bf_off $MPI -np 2 $EMU --sharding hybrid-full-shard --shard_group_size 1
     --activation_loading_horizon 1
 same "np=2 hybrid bf16, --selective_checkpointing 2, horizon 1: equal" np2_bf_ac np2_bf_off
 
+# with --cpu_offload the optimizer's copies share the copy stream with the activations'
+run cpo_ac $EMU --cpu_offload --activation_checkpoints --validation_freq 0
+run cpo_off $EMU --cpu_offload --offload_activations 1 --validation_freq 0
+same "with --cpu_offload (the same copy stream): equal" cpo_ac cpo_off
+
 # ---- memory: the tracker, the start-up estimate, the plan ----
 # an entry of the residual stream: B x T x D activations (4 bytes in fp32, 2 in bf16); the
 # entries beyond the ring of horizon + 1 wait in host memory (6 - 3 in fp32, 3 - 2 in bf16 here)
@@ -102,6 +107,17 @@ print(int(d["per_rank_bytes"]["activations"]), int(d["offloaded_activations_byte
 done | tr '\n' ' ' | awk '{ print $1, $3, $4 }')"
 [ $((a0 - a1)) = $((29 * 4096 * 4096 * 2)) ] && [ "$h1" = $((29 * 4096 * 4096 * 2)) ]
 check "plan llama2_7b at 4096: offloading moves 29 of 32 checkpoints (928 MiB) from the device ($a0 -> $a1) to the host" $?
+
+# the memory check before allocating, on a 100 MiB emulated GPU: 24 blocks' checkpoints at context
+# 4096 (1 MiB each) do not fit it (estimated 69.5 MiB against some 70 free), offloaded they do
+# (48.5; the caching allocator's rounding takes most of the rest: at 90 MiB the start runs out)
+BIG="./build/fsdpc_emu ${M%%--validation_freq*} --device cuda --num_layers 24 --max_context_width 4096 --batch_size 1 --max_steps 0"
+expect_error "a GPU too small for the checkpoints: would fit with --offload_activations" \
+    "^fsdpc: error: estimated peak device memory .* exceeds the 0\.0. GiB free .*; would fit: --offload_activations --batch_size 1 " \
+    env FSDPC_EMU_GPU_MEM_MIB=100 $BIG
+run fits env FSDPC_EMU_GPU_MEM_MIB=100 $BIG --offload_activations 1
+[ "$(cat "$W/fits.rc")" = 0 ] && grep -q "^--offload_activations: .*the inputs of 24 checkpointed blocks pass through 3 device entries" "$W/fits.log"
+check "... and with it the run starts" $? "$(grep -m2 -E 'error|emu' "$W/fits.log")"
 
 # ---- the CPU: no effect, logged once; checkpointing as the flags set it ----
 CPU="./fsdpc $M --device cpu"
