@@ -313,11 +313,6 @@ static void load_state(Run *r) {
     }
 }
 
-// Before allocating: this rank's estimated peak (shard state and buffers from shard's layout
-// rules, activations from the model's) against what it may use: on the CPU, times the ranks on
-// this node, against the node's memory; on a GPU, the part the device holds against the GPU's
-// free memory. A run that cannot fit stops at once with what would fit, instead of being killed
-// (or failing a cudaMalloc) later.
 int train_offload_horizon(const Config *c, int gpu) {
     return gpu && c->offload_activations ? c->activation_loading_horizon : 0;
 }
@@ -326,6 +321,12 @@ int train_ckpt_every(const Config *c, int gpu) {
     int on = c->activation_checkpoints || train_offload_horizon(c, gpu) > 0;
     return !on ? 0 : c->selective_checkpointing > 0 ? c->selective_checkpointing : 1;
 }
+
+// Before allocating: this rank's estimated peak (shard state and buffers from shard's layout
+// rules, activations from the model's) against what it may use: on the CPU, times the ranks on
+// this node, against the node's memory; on a GPU, the part the device holds against the GPU's
+// free memory. A run that cannot fit stops at once with what would fit, instead of being killed
+// (or failing a cudaMalloc) later.
 
 // bytes per rank under config c: shard state by kind into *e, plus activations into *acts; the
 // kinds are the memory tracker's categories
@@ -1208,7 +1209,9 @@ int train_run(Config *c) {
     if (c->offload_activations && kern_on_gpu()) {
         const char *how = model_offload_describe(&r.acts);
         log_msg("--offload_activations: %s%s\n", c->activation_checkpoints ? "" : "activation checkpointing on (implied); ",
-                how ? how : "no effect: no more checkpointed blocks than --activation_loading_horizon + 1 stay on the device");
+                how ? how
+                    : "nothing to move: the checkpointed blocks are no more than --activation_loading_horizon + 1, all kept on "
+                      "the device");
     }
     int nplans = c->packing ? c->grad_accum : c->grad_accum > 1 ? c->grad_accum : 1;
     r.batch = data_batch_new(c->batch_size, c->model.max_context_width);

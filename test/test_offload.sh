@@ -119,6 +119,12 @@ run fits env FSDPC_EMU_GPU_MEM_MIB=100 $BIG --offload_activations 1
 [ "$(cat "$W/fits.rc")" = 0 ] && grep -q "^--offload_activations: .*the inputs of 24 checkpointed blocks pass through 3 device entries" "$W/fits.log"
 check "... and with it the run starts" $? "$(grep -m2 -E 'error|emu' "$W/fits.log")"
 
+# two blocks and the default horizon: both inputs fit the ring of 3, nothing moves
+run few $EMU --num_layers 2 --offload_activations 1 --validation_freq 0
+[ "$(cat "$W/few.rc")" = 0 ] && grep -q "^--offload_activations: activation checkpointing on (implied); nothing to move" "$W/few.log" &&
+    [ "$(mem few host 1)" = 0 ]
+check "two checkpointed blocks within the ring: nothing moves (logged), no host memory" $? "$(grep -m1 -- '--offload' "$W/few.log")"
+
 # ---- the CPU: no effect, logged once; checkpointing as the flags set it ----
 CPU="./fsdpc $M --device cpu"
 run cpu $MPI -np 2 $CPU --batch_size 1
