@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make test-gpu: every CUDA kernel against the CPU kernel (fp32, and bf16 tensor-core forms), then
 # 20 training steps on the GPU against the same steps on the CPU, in fp32, bf16 and with
-# --cpu_offload, and --attention cudnn against native when libcudnn loads. Ends with "N passed, N failed".
+# --cpu_offload, --offload_activations against checkpointing alone, and --attention cudnn against
+# native when libcudnn loads. Ends with "N passed, N failed".
 # make gpu-check's emulator dry run swaps in its binaries (FSDPC, TEST_GPU), a smaller model
 # (GPU_TESTS_MODEL, whose head dim cuDNN takes) and fewer steps (GPU_TESTS_STEPS).
 cd "$(dirname "$0")/.."
@@ -42,6 +43,11 @@ train gpu_bf16 --device cuda --precision bf16
 compare "bf16 tensor-core training tracks the CPU's bf16 losses" cpu_bf16 gpu_bf16 5e-2
 train gpu_offload --device cuda --cpu_offload
 compare "--cpu_offload (host AdamW, async copies) matches the on-device optimizer" gpu gpu_offload 1e-3
+# activation offloading moves bytes only: bit-identical to checkpointing alone (horizon 1: of the 4
+# checkpointed inputs, 2 make the round trip through pinned host memory)
+train gpu_bf16_ac --device cuda --precision bf16 --activation_checkpoints
+train gpu_bf16_offact --device cuda --precision bf16 --offload_activations 1 --activation_loading_horizon 1
+compare "--offload_activations gives checkpointing's bf16 losses bit for bit" gpu_bf16_ac gpu_bf16_offact 1e-30
 # cuDNN's fused attention (head dim 64, GQA) against the native kernel, when libcudnn loads
 A="--device cuda --precision bf16 --num_heads 4 --num_key_value_heads 2"
 train att_native $A --attention native
