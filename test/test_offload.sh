@@ -63,6 +63,13 @@ run np2_bf_off $MPI -np 2 $EMU --sharding hybrid-full-shard --shard_group_size 1
     --activation_loading_horizon 1
 same "np=2 hybrid bf16, --selective_checkpointing 2, horizon 1: equal" np2_bf_ac np2_bf_off
 
+# the other families (minGPT's tied head, GPT-NeoX's parallel residual) go through the same entries
+for mt in mingpt gpt_neox; do
+    F="./build/fsdpc_emu ${M/--num_key_value_heads 2/} --device cuda --model_type $mt --validation_freq 0"
+    run ${mt}_ac $F --activation_checkpoints
+    run ${mt}_off $F --offload_activations 1
+    same "--model_type $mt: equal" ${mt}_ac ${mt}_off
+done
 # with --cpu_offload the optimizer's copies share the copy stream with the activations'
 run cpo_ac $EMU --cpu_offload --activation_checkpoints --validation_freq 0
 run cpo_off $EMU --cpu_offload --offload_activations 1 --validation_freq 0
