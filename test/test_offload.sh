@@ -3,10 +3,11 @@
 # (build/fsdpc_emu: its streams are checked for races, so a copy that compute does not wait for,
 # or that overwrites what compute still reads, aborts the run): the same losses bit for bit as
 # checkpointing without offload (fp32 and bf16, 1 and 2 ranks, gradient accumulation, selective
-# checkpointing, validation, generation); the tracker's device activations lower by the entries
-# that wait in host memory, which the host figure shows; fsdpc plan and the start-up estimate
-# agree with the tracker; on the CPU the flag does nothing (logged once); the contradiction with
-# --activation_checkpoints 0 is refused.
+# checkpointing, validation, generation, the three families, with --cpu_offload); the tracker's
+# device activations lower by the entries that wait in host memory, which the host figure shows;
+# fsdpc plan and the start-up estimate agree with the tracker, and the memory check proposes the
+# flag where it makes a model fit; on the CPU the flag does nothing (logged once); the
+# contradiction with --activation_checkpoints 0 is refused.
 cd "$(dirname "$0")/.."
 source test/lib.sh
 PREFIX="offload: "
