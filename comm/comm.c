@@ -46,7 +46,8 @@ enum { TIMEOUT_TAG = 7, GRACE_SECONDS = 5 };
 static void fatal_before(void);
 static void fatal_end(void);
 #ifdef FSDPC_CUDA
-static CommGroup *nccl_groups[2];  // the shard and replica groups' NCCL communicators, to abort or destroy
+enum { NCCL_GROUPS = 3 };
+static CommGroup *nccl_groups[NCCL_GROUPS];  // the shard, replica and tp groups' NCCL communicators, to abort or destroy
 static void nccl_abort_all(void);
 #else
 static void nccl_abort_all(void) {}
@@ -439,7 +440,7 @@ int comm_default_threads(const char **source) {
 
 void comm_finalize(void) {
 #ifdef FSDPC_CUDA
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < NCCL_GROUPS; i++)
         if (nccl_groups[i]) comm_nccl_destroy(nccl_groups[i]->nccl);
 #endif
     MPI_Finalize();
@@ -1026,26 +1027,30 @@ static CommGroup *group_from(MPI_Comm c, const char *name) {
     return g;
 }
 
-void comm_make_groups(int shard_size, CommGroup **shard, CommGroup **replica) {
-    MPI_Comm s, r;
-    int rank = comm_info.rank;
-    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, rank / shard_size, rank, &s));
-    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, rank % shard_size, rank, &r));
+void comm_make_mesh(int tp, int shard_size, CommGroup **tp_group, CommGroup **shard, CommGroup **replica) {
+    MPI_Comm t, s, r;
+    int rank = comm_info.rank, block = shard_size * tp;  // rank = (replica * shard_size + shard) * tp + tp rank
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, rank / tp, rank, &t));
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, rank / block * tp + rank % tp, rank, &s));
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, rank % block, rank, &r));
+    *tp_group = group_from(t, "tp");
     *shard = group_from(s, "shard");
     *replica = group_from(r, "replica");
 #ifdef FSDPC_CUDA
-    if (kern_on_gpu()) {  // parameters and gradients live on the GPU: NCCL moves them
+    if (kern_on_gpu()) {  // parameters, gradients and activations live on the GPU: NCCL moves them
         nccl_groups[0] = *shard;
         nccl_groups[1] = *replica;
-        for (int i = 0; i < 2; i++)
-            nccl_groups[i]->nccl = comm_nccl_init(&nccl_groups[i]->comm, comm_group_rank(nccl_groups[i]), comm_group_size(nccl_groups[i]));
+        nccl_groups[2] = tp > 1 ? *tp_group : NULL;  // a tp group of one rank has nothing to move
+        for (int i = 0; i < NCCL_GROUPS; i++)
+            if (nccl_groups[i])
+                nccl_groups[i]->nccl = comm_nccl_init(&nccl_groups[i]->comm, comm_group_rank(nccl_groups[i]), comm_group_size(nccl_groups[i]));
     }
 #endif
 }
 
 #ifdef FSDPC_CUDA
 static void nccl_abort_all(void) {
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < NCCL_GROUPS; i++)
         if (nccl_groups[i] && nccl_groups[i]->nccl) comm_nccl_abort(nccl_groups[i]->nccl);
 }
 #define NCCL_ROUTE(g, r, call) \

@@ -152,10 +152,12 @@ typedef struct {
 // (crc32_combine), on every rank of g. Ranges that do not adjoin in rank order give len UINT64_MAX.
 void comm_allreduce_crc32(CommGroup *g, CommCrc *r, size_t n);
 
-// FSDP process groups: the shard group holds `shard_size` consecutive ranks (one node by
-// default); the replica group links the ranks with the same position in every shard group.
-// Returns NULL-free groups; the caller checks world % shard_size == 0 first.
-void comm_make_groups(int shard_size, CommGroup **shard, CommGroup **replica);
+// The process mesh replica x shard x tp (shard/parallel.h): rank = (replica * shard_size + shard)
+// * tp + tp rank, so a tensor-parallel group is `tp` consecutive ranks (inside a node); the shard
+// group holds the shard_size ranks of one replica with the same tp rank (consecutive when tp is
+// 1: one node by default); the replica group links the ranks with the same place in every
+// replica. The caller checks world % (shard_size * tp) == 0 first.
+void comm_make_mesh(int tp, int shard_size, CommGroup **tp_group, CommGroup **shard, CommGroup **replica);
 
 // Every collective is numbered in its group's sequence and kept in the flight recorder
 // (comm/flight.h); waits watch --collective_timeout; within --trace_steps each is a trace span.

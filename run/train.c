@@ -1170,6 +1170,10 @@ int train_run(Config *c) {
                 c->num_threads);
     // nodes may differ in ranks per node (a hybrid default): any rank's objection ends the job
     comm_check_all(parallel_dims_build(&r.dims, c, comm_info.world, comm_info.local_world));
+    if (r.dims.tp > 1)  // the mesh is checked (and its groups built by comm_make_mesh); the split blocks are not
+        comm_fail_all("--tensor_parallel_degree %d: the layout fits (replica %d x shard %d x tp %d), but this fsdpc does not "
+                      "split the blocks' matmuls yet; train with --tensor_parallel_degree 1", r.dims.tp, r.dims.replica_size,
+                      r.dims.shard_size, r.dims.tp);
     check_memory(&r);
     claim_checkpoint_dir(&r);
     shard_init(&r.st, &r.plan, c, &r.dims, !r.resume_file[0] && !r.init_h5 && !r.hf);

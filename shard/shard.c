@@ -129,7 +129,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
     s->plan = plan;
     s->nunits = plan->nunits;
     s->dims = *pd;
-    comm_make_groups(pd->shard_size, &s->shard_group, &s->replica_group);
+    comm_make_mesh(pd->tp, pd->shard_size, &s->tp_group, &s->shard_group, &s->replica_group);
     s->shard_rank = comm_group_rank(s->shard_group);
     s->replica_rank = comm_group_rank(s->replica_group);
     s->bf16_params = cfg->precision == PRECISION_BF16;

@@ -48,7 +48,7 @@ typedef struct {
     const ModelPlan *plan;
     ParallelDims dims;              // strategy, shard and replica group sizes
     int shard_rank, replica_rank;   // this rank in its shard group and its replica group
-    CommGroup *shard_group, *replica_group;
+    CommGroup *tp_group, *shard_group, *replica_group;  // the mesh's groups (parallel.h)
     int bf16_params;                // --precision bf16: gather bf16
     int bf16_gathered;              // ... and hold them so (a GPU); else compute from the fp32 expansion (the CPU)
     int bf16_reduce;                // --reduce_dtype bf16: reduce gradients in bf16
