@@ -29,7 +29,7 @@ static void gpt_plan_build(ModelPlan *plan) {
     root->layer = -1;
     // minGPT's init: N(0, 0.02) for embeddings and linear weights, the residual projections
     // scaled by 1/sqrt(2L); zero biases; LayerNorm (1, 0). Only linear weights decay.
-    model_add_tensor(root, "transformer.wte.weight", V, D, INIT_NORMAL, 1.0f, 0);
+    model_tensor_split(model_add_tensor(root, "transformer.wte.weight", V, D, INIT_NORMAL, 1.0f, 0), TP_ROWS, 1);
     model_add_tensor(root, "transformer.wpe.weight", T, D, INIT_NORMAL, 1.0f, 0);
     model_add_tensor(root, "transformer.ln_f.weight", D, 0, INIT_ONES, 1.0f, 0);
     model_add_tensor(root, "transformer.ln_f.bias", D, 0, INIT_ZEROS, 1.0f, 0);
@@ -38,6 +38,10 @@ static void gpt_plan_build(ModelPlan *plan) {
                                         "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
                                         "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
     const int rows[] = {D, D, 3 * D, 3 * D, D, D, D, D, F, F, D, D}, cols[] = {0, 0, D, 0, D, 0, 0, 0, D, 0, F, 0};
+    // tensor parallelism: c_attn by heads within each of q, k, v (3 blocks), c_fc by rows; the
+    // projections by columns, their biases (added after the reduction) whole
+    const TpSplit split[] = {TP_WHOLE, TP_WHOLE, TP_ROWS, TP_ROWS, TP_COLS, TP_WHOLE,
+                             TP_WHOLE, TP_WHOLE, TP_ROWS, TP_ROWS, TP_COLS, TP_WHOLE};
     char name[80];
     for (int l = 0; l < L; l++) {
         UnitSpec *u = &plan->units[l + 1];
@@ -46,7 +50,8 @@ static void gpt_plan_build(ModelPlan *plan) {
             snprintf(name, sizeof name, "transformer.h.%d.%s", l, names[i]);
             InitKind init = cols[i] ? INIT_NORMAL : (i == P_LN1_W || i == P_LN2_W) ? INIT_ONES : INIT_ZEROS;
             float scale = (i == P_APROJ_W || i == P_MPROJ_W) ? proj_scale : 1.0f;
-            model_add_tensor(u, name, rows[i], cols[i], init, scale, cols[i] != 0);
+            model_tensor_split(model_add_tensor(u, name, rows[i], cols[i], init, scale, cols[i] != 0), split[i],
+                               i == P_ATTN_W || i == P_ATTN_B ? 3 : 1);
         }
     }
 }

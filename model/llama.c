@@ -26,7 +26,8 @@ static void llama_plan_build(ModelPlan *plan) {
     plan->head_unit = tied ? 0 : L + 1;
     plan->units = callocCheck(plan->nunits, sizeof(UnitSpec));
     plan->units[0].layer = -1;
-    model_add_tensor(&plan->units[0], "model.embed_tokens.weight", V, D, INIT_NORMAL, 1.0f, 1);
+    // tensor parallelism: the vocabulary, q/k/v by heads and gate/up by rows; o and down by columns
+    model_tensor_split(model_add_tensor(&plan->units[0], "model.embed_tokens.weight", V, D, INIT_NORMAL, 1.0f, 1), TP_ROWS, 1);
     // tied, as minGPT's root unit: the embedding (lm_head too), then the final norm
     if (tied) model_add_tensor(&plan->units[0], "model.norm.weight", D, 0, INIT_ONES, 1.0f, 0);
     char name[80];
@@ -34,20 +35,22 @@ static void llama_plan_build(ModelPlan *plan) {
                                               "self_attn.v_proj", "self_attn.o_proj", "post_attention_layernorm",
                                               "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
     const int rows[] = {D, qd, kvd, kvd, D, D, F, F, D}, cols[] = {0, D, D, D, qd, 0, D, D, F};
+    const TpSplit split[] = {TP_WHOLE, TP_ROWS, TP_ROWS, TP_ROWS, TP_COLS, TP_WHOLE, TP_ROWS, TP_ROWS, TP_COLS};
     for (int l = 0; l < L; l++) {
         UnitSpec *u = &plan->units[l + 1];
         u->layer = l;
         for (int i = 0; i < 9; i++) {
             snprintf(name, sizeof name, "model.layers.%d.%s.weight", l, block_names[i]);
             // 2-D weights start N(0, initializer_range) and decay; norm weights start at 1
-            model_add_tensor(u, name, rows[i], cols[i], cols[i] ? INIT_NORMAL : INIT_ONES, 1.0f, cols[i] != 0);
+            model_tensor_split(model_add_tensor(u, name, rows[i], cols[i], cols[i] ? INIT_NORMAL : INIT_ONES, 1.0f, cols[i] != 0),
+                               split[i], 1);
         }
     }
     if (tied) return;
     UnitSpec *head = &plan->units[L + 1];
     head->layer = -1;
     model_add_tensor(head, "model.norm.weight", D, 0, INIT_ONES, 1.0f, 0);
-    model_add_tensor(head, "lm_head.weight", V, D, INIT_NORMAL, 1.0f, 1);
+    model_tensor_split(model_add_tensor(head, "lm_head.weight", V, D, INIT_NORMAL, 1.0f, 1), TP_ROWS, 1);
 }
 
 // tensor order inside a block unit and the head unit (tied: the embedding unit, lm_head the

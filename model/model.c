@@ -57,10 +57,67 @@ TensorSpec *model_add_tensor(UnitSpec *u, const char *name, int rows, int cols, 
     t->decay = decay;
     t->init = init;
     t->init_scale = init_scale;
+    t->tp_split = TP_WHOLE;
+    t->tp_parts = 1;
+    t->full[0] = rows;
+    t->full[1] = cols;
     uint64_t total;
     // a unit too large to count ends here; model_plan_build names the model when the sum is too large
     u->numel = checked_add(u->numel, t->numel, &total) ? total : UINT64_MAX;
     return t;
+}
+
+void model_tensor_split(TensorSpec *t, TpSplit split, int parts) {
+    if (split == TP_COLS && t->ndim != 2) err_fatal("%s: a 1-D tensor splits by rows only", t->name);
+    t->tp_split = split;
+    t->tp_parts = parts;
+}
+
+void model_plan_tp(ModelPlan *plan, int tp, int rank) {
+    for (int u = 0; u < plan->nunits; u++) {
+        UnitSpec *us = &plan->units[u];
+        us->numel = 0;
+        for (int i = 0; i < us->ntensors; i++) {
+            TensorSpec *t = &us->t[i];
+            int d = t->tp_split == TP_COLS ? 1 : 0;
+            t->shape[0] = t->full[0];
+            t->shape[1] = t->full[1];
+            if (t->tp_split != TP_WHOLE) {
+                if (t->full[d] % (t->tp_parts * tp)) err_fatal("%s: dimension %d (%d) does not split in %d parts over %d tp ranks", t->name, d, t->full[d], t->tp_parts, tp);
+                t->shape[d] = t->full[d] / tp;
+            }
+            t->numel = (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
+            t->offset = us->numel;
+            us->numel += t->numel;
+        }
+    }
+    (void)rank;  // every tp rank's parts have the same shapes; the rank picks places (model_tp_run)
+}
+
+size_t model_tp_run(const TensorSpec *t, int tp, int rank, size_t local, size_t *full) {
+    size_t C = t->ndim == 2 ? (size_t)t->full[1] : 1, lc = t->ndim == 2 ? (size_t)t->shape[1] : 1;
+    size_t r = local / lc, c = local % lc, left = t->numel - local;
+    if (t->tp_split == TP_WHOLE) return *full = local, left;
+    if (t->tp_split == TP_ROWS) {  // local row r: block j's row i, at the rank's rows of block j
+        size_t lp = (size_t)t->shape[0] / (size_t)t->tp_parts, j = r / lp, i = r % lp;
+        size_t row = j * ((size_t)t->full[0] / (size_t)t->tp_parts) + (size_t)rank * lp + i;
+        *full = row * C + c;
+        size_t run = (lp - i) * C - c;  // to the end of the rank's rows of block j
+        return run < left ? run : left;
+    }
+    size_t lb = lc / (size_t)t->tp_parts, j = c / lb, k = c % lb;  // TP_COLS: local column c in block j
+    *full = r * C + j * (C / (size_t)t->tp_parts) + (size_t)rank * lb + k;
+    size_t run = lb - k;
+    return run < left ? run : left;
+}
+
+void model_init_part(const TensorSpec *t, int tp, int rank, uint64_t seed, float std, size_t begin, size_t count, float *dst) {
+    for (size_t done = 0; done < count;) {
+        size_t full, n = model_tp_run(t, tp, rank, begin + done, &full);
+        if (n > count - done) n = count - done;
+        model_init_range(t, seed, std, full, n, dst + done);
+        done += n;
+    }
 }
 
 int model_find_tensor(const ModelPlan *plan, const char *name, int *unit, int *tensor) {

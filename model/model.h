@@ -20,6 +20,13 @@ enum { MAX_UNIT_TENSORS = 12 };
 // how a tensor starts: N(0, initializer_range * scale), all ones (norm weights) or zeros (biases)
 typedef enum { INIT_NORMAL, INIT_ONES, INIT_ZEROS } InitKind;
 
+// How tensor parallelism splits a tensor over a tp group (shard/parallel.h): whole on every tp
+// rank (norms, biases added after a row-parallel reduction), by rows (column-parallel weights and
+// their biases: q/k/v, gate/up, the vocabulary of embeddings and heads) or by columns (row-
+// parallel weights: o, down). A split dimension made of `parts` equal blocks (minGPT's fused
+// q|k|v) splits each block, so every tp rank keeps its heads of each.
+typedef enum { TP_WHOLE, TP_ROWS, TP_COLS } TpSplit;
+
 typedef struct {
     char name[80];  // Hugging Face name, e.g. model.layers.3.self_attn.q_proj.weight
     int ndim;
@@ -29,6 +36,9 @@ typedef struct {
     int decay;      // AdamW weight decay applies
     InitKind init;
     float init_scale;  // INIT_NORMAL: std = initializer_range * init_scale
+    TpSplit tp_split;  // families declare it (model_tensor_split); TP_WHOLE unless told
+    int tp_parts;      // blocks of the split dimension (1 unless fused)
+    int full[2];       // the whole tensor's shape; shape is one tp rank's part after model_plan_tp
 } TensorSpec;
 
 typedef struct {
@@ -112,6 +122,18 @@ TensorSpec *model_add_tensor(UnitSpec *u, const char *name, int rows, int cols, 
                              int decay);
 // finds a tensor by name; returns 0 if absent
 int model_find_tensor(const ModelPlan *plan, const char *name, int *unit, int *tensor);
+// declares how tensor parallelism splits t (before model_plan_tp)
+void model_tensor_split(TensorSpec *t, TpSplit split, int parts);
+// Turns a plan into tp rank `rank`'s part of a tp group of `tp`: each split tensor's shape
+// becomes its part, offsets and unit sizes follow (num_params stays the whole model's). Every
+// split dimension must divide by parts x tp (parallel_dims_build checks the sizes that make them).
+void model_plan_tp(ModelPlan *plan, int tp, int rank);
+// Where tp rank `rank`'s element `local` of t sits in the whole tensor (row-major): *full, and the
+// number of local elements from there whose whole-tensor places follow one another (a run).
+size_t model_tp_run(const TensorSpec *t, int tp, int rank, size_t local, size_t *full);
+// model_init_range for elements [begin, begin+count) of tp rank `rank`'s part: the values the
+// whole tensor has at those places, so a run initialises alike at every tp degree.
+void model_init_part(const TensorSpec *t, int tp, int rank, uint64_t seed, float std, size_t begin, size_t count, float *dst);
 
 // Initial values of tensor elements [begin, begin+count) into dst: a pure function of
 // (seed, tensor name, element index), so any shard can be made alone (DESIGN invariant 1).

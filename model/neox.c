@@ -29,13 +29,17 @@ static void neox_plan_build(ModelPlan *plan) {
     plan->units[0].layer = -1;
     // Hugging Face's init: N(0, initializer_range) for embeddings and linear weights, zero biases,
     // LayerNorm (1, 0); the 2-D weights decay
-    model_add_tensor(&plan->units[0], "gpt_neox.embed_in.weight", V, D, INIT_NORMAL, 1.0f, 1);
+    model_tensor_split(model_add_tensor(&plan->units[0], "gpt_neox.embed_in.weight", V, D, INIT_NORMAL, 1.0f, 1), TP_ROWS, 1);
     static const char *const names[] = {
         "input_layernorm.weight", "input_layernorm.bias", "attention.query_key_value.weight",
         "attention.query_key_value.bias", "attention.dense.weight", "attention.dense.bias",
         "post_attention_layernorm.weight", "post_attention_layernorm.bias", "mlp.dense_h_to_4h.weight",
         "mlp.dense_h_to_4h.bias", "mlp.dense_4h_to_h.weight", "mlp.dense_4h_to_h.bias"};
     const int rows[] = {D, D, 3 * D, 3 * D, D, D, D, D, F, F, D, D}, cols[] = {0, 0, D, 0, D, 0, 0, 0, D, 0, F, 0};
+    // tensor parallelism: query_key_value by heads (each head's q, k, v are adjacent rows), the
+    // 4h projection by rows; dense and 4h_to_h by columns, their biases whole
+    const TpSplit split[] = {TP_WHOLE, TP_WHOLE, TP_ROWS, TP_ROWS, TP_COLS, TP_WHOLE,
+                             TP_WHOLE, TP_WHOLE, TP_ROWS, TP_ROWS, TP_COLS, TP_WHOLE};
     char name[80];
     for (int l = 0; l < L; l++) {
         UnitSpec *u = &plan->units[l + 1];
@@ -43,14 +47,14 @@ static void neox_plan_build(ModelPlan *plan) {
         for (int i = 0; i < MAX_UNIT_TENSORS; i++) {
             snprintf(name, sizeof name, "gpt_neox.layers.%d.%s", l, names[i]);
             InitKind init = cols[i] ? INIT_NORMAL : (i == P_LN1_W || i == P_LN2_W) ? INIT_ONES : INIT_ZEROS;
-            model_add_tensor(u, name, rows[i], cols[i], init, 1.0f, cols[i] != 0);
+            model_tensor_split(model_add_tensor(u, name, rows[i], cols[i], init, 1.0f, cols[i] != 0), split[i], 1);
         }
     }
     UnitSpec *head = &plan->units[L + 1];
     head->layer = -1;
     model_add_tensor(head, "gpt_neox.final_layer_norm.weight", D, 0, INIT_ONES, 1.0f, 0);
     model_add_tensor(head, "gpt_neox.final_layer_norm.bias", D, 0, INIT_ZEROS, 1.0f, 0);
-    model_add_tensor(head, "embed_out.weight", V, D, INIT_NORMAL, 1.0f, 1);
+    model_tensor_split(model_add_tensor(head, "embed_out.weight", V, D, INIT_NORMAL, 1.0f, 1), TP_ROWS, 1);
 }
 
 static void neox_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int with_kv_cache) {

@@ -5,6 +5,7 @@
 # ranks (world / tp); each misfit is one error line naming the numbers, on every rank, in training
 # and in `fsdpc plan`. A layout that fits is then refused by name: the split blocks are not built
 # yet. (test_comm checks the mesh's groups: tp groups of consecutive ranks, shard groups across.)
+# The families already declare how each tensor splits (model_tensor_split), checked here.
 cd "$(dirname "$0")/.."
 source test/lib.sh
 RUN="./fsdpc --max_steps 1 --checkpoint_freq 0 --num_tokens 0 --validation_freq 0 --num_threads 1"
@@ -33,3 +34,8 @@ expect_error "plan: a tp group sits inside a node" "tensor_parallel_degree 8 doe
     ./fsdpc plan --model_name llama2_7b --world_size 8 --ranks_per_node 4 --tensor_parallel_degree 8
 $RUN --tp 1 >"$W/tp1.log" 2>&1
 check "--tp 1 trains as before" $? "$(tail -1 "$W/tp1.log")"
+
+# each family's tensor-parallel parts (model_plan_tp) against the whole tensors, at tp 2 and 4
+build/test_model --tp-plan >"$W/parts.txt" 2>&1
+grep -q "^ok - tp 4: gpt_neox" "$W/parts.txt" && ! grep -q "^not ok" "$W/parts.txt" && [ "$(grep -c '^ok' "$W/parts.txt")" = 6 ]
+check "tp 2 and 4: every family's parts cover its tensors once and start as the whole tensors do" $? "$(grep -m2 'not ok' "$W/parts.txt")"
