@@ -916,6 +916,7 @@ void comm_barrier(CommGroup *g) {
 void comm_allreduce_sum_f32(CommGroup *g, float *buf, size_t n) { allreduce_blocking(g, buf, n, F32, MPI_SUM); }
 void comm_allreduce_sum_f64(CommGroup *g, double *buf, size_t n) { allreduce_blocking(g, buf, n, F64, MPI_SUM); }
 void comm_allreduce_max_f64(CommGroup *g, double *buf, size_t n) { allreduce_blocking(g, buf, n, F64, MPI_MAX); }
+void comm_allreduce_max_f32(CommGroup *g, float *buf, size_t n) { allreduce_blocking(g, buf, n, F32, MPI_MAX); }
 void comm_bcast_bytes(CommGroup *g, void *buf, size_t n, int root) { bcast_blocking(g, buf, n, BYTES, root); }
 
 const char *comm_first_error(const char *local_error) {

@@ -73,7 +73,10 @@ void model_tensor_split(TensorSpec *t, TpSplit split, int parts) {
     t->tp_parts = parts;
 }
 
-void model_plan_tp(ModelPlan *plan, int tp, int rank) {
+void model_plan_tp(ModelPlan *plan, int tp, int rank, CommGroup *group) {
+    plan->tp = tp;
+    plan->tp_rank = rank;
+    plan->tp_group = group;
     for (int u = 0; u < plan->nunits; u++) {
         UnitSpec *us = &plan->units[u];
         us->numel = 0;
@@ -91,7 +94,29 @@ void model_plan_tp(ModelPlan *plan, int tp, int rank) {
             us->numel += t->numel;
         }
     }
-    (void)rank;  // every tp rank's parts have the same shapes; the rank picks places (model_tp_run)
+}
+
+void model_tp_allreduce(const ModelPlan *plan, float *x, size_t n) {
+    if (plan->tp > 1) comm_wait(comm_allreduce_start(plan->tp_group, x, n));
+}
+
+void model_tp_allreduce_act(const ModelPlan *plan, void *x, size_t n) {
+    if (plan->tp < 2) return;
+    if (kern_acts_bf16()) comm_wait(comm_allreduce_bf16_start(plan->tp_group, x, n));
+    else comm_wait(comm_allreduce_start(plan->tp_group, x, n));
+}
+
+void model_tp_crossentropy(const ModelPlan *plan, Activations *a, int N, float dscale) {
+    if (plan->tp < 2) {
+        kern_crossentropy_fwd_bwd(a->logits, a->targets, N, a->V, dscale, a->loss);
+        return;
+    }
+    int v0 = plan->tp_rank * a->V;
+    kern_xent_part_max(a->logits, N, a->V, a->xent_max);
+    comm_allreduce_max_f32(plan->tp_group, a->xent_max, (size_t)N);
+    kern_xent_part_sums(a->logits, a->targets, N, a->V, v0, a->xent_max, a->xent_sums);
+    comm_wait(comm_allreduce_start(plan->tp_group, a->xent_sums, 2 * (size_t)N));
+    kern_xent_part_finish(a->logits, a->targets, N, a->V, v0, a->xent_max, a->xent_sums, dscale, plan->tp_rank == 0, a->loss);
 }
 
 size_t model_tp_run(const TensorSpec *t, int tp, int rank, size_t local, size_t *full) {
@@ -163,7 +188,7 @@ void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int w
     memset(a, 0, sizeof *a);
     a->B = B;
     a->T = T;
-    a->V = plan->cfg.vocab_size;
+    a->V = plan->cfg.vocab_size / (plan->tp > 1 ? plan->tp : 1);
     int nl = plan->cfg.num_layers, nslots = 0, shared = -1;
     a->slot = callocCheck(nl, sizeof(int));
     a->recompute = callocCheck(nl, sizeof(int));
@@ -179,7 +204,12 @@ void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int w
     a->kstart = (int32_t *)model_acts_buf(N);
     a->pos = (int32_t *)model_acts_buf(N);
     a->loss = (double *)model_acts_buf(2);  // one double
+    a->tp = plan->tp > 1 ? plan->tp : 1;
     plan->family->acts_alloc(a, &plan->cfg, (size_t)nslots, with_kv_cache);
+    if (a->tp > 1) {  // the vocabulary-parallel cross-entropy's row statistics
+        a->xent_max = model_acts_buf((size_t)a->B * a->T);
+        a->xent_sums = model_acts_buf(2 * (size_t)a->B * a->T);
+    }
 }
 
 void model_res_alloc(Activations *a, int L, size_t N, size_t D) {
@@ -247,9 +277,9 @@ const char *model_check_sizes(const ModelPlan *plan, int B, int T) {
 #define ACT_BUFFERS(X)                                                                                             \
     X(tokens) X(targets) X(kstart) X(pos) X(res) X(res_in) X(res_out) X(xn1) X(mean1) X(rstd1) X(qkv) X(q) X(k) X(v) X(attn_saved) X(att) X(xmid)      \
     X(xn2) X(mean2) X(rstd2) X(up) X(h) X(xf) X(meanf) X(rstdf) X(logits) X(loss) X(dres) X(dxn) X(dbranch) X(dq) \
-    X(dk) X(dv) X(datt) X(dup) X(dh) X(attn_scratch) X(rope_cos) X(rope_sin) X(kcache) X(vcache)
+    X(dk) X(dv) X(datt) X(dup) X(dh) X(attn_scratch) X(rope_cos) X(rope_sin) X(kcache) X(vcache) X(xent_max) X(xent_sums)
 #define ACT_COUNT(f) +1
-_Static_assert(sizeof(Activations) == 4 * sizeof(int) /* B, T, V, docs */ + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +
+_Static_assert(sizeof(Activations) == 6 * sizeof(int) /* B, T, V, tp, docs; padding */ + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +
                                           2 * sizeof(int *) + sizeof(size_t) + 8 + 2 * sizeof(uint64_t),
                "Activations gained a field: add its buffer to ACT_BUFFERS (and this count)");
 
@@ -278,7 +308,7 @@ void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, co
     }
     if (tgt) kern_upload(a->targets, tgt, (size_t)ntok * sizeof(int32_t));
     // before any kernel reads through an id; places are numbered across the step's batches
-    kern_tokens_check(a->tokens, tgt ? a->targets : NULL, ntok, a->V, (long long)batch * 2 * ntok);
+    kern_tokens_check(a->tokens, tgt ? a->targets : NULL, ntok, a->V * a->tp, (long long)batch * 2 * ntok);  // the whole vocabulary
 }
 
 void model_set_dropout(Activations *a, float p, uint64_t seed, uint64_t sample0) {

@@ -49,6 +49,7 @@ typedef struct {
 } UnitSpec;
 
 typedef struct ModelFamily ModelFamily;  // family.h
+typedef struct CommGroup CommGroup;      // comm.h
 
 typedef struct {
     ModelConfig cfg;
@@ -59,6 +60,10 @@ typedef struct {
     // the units the stages use: blocks are units block0 .. block0+L-1; the embedding and the head
     // may share one unit (tied weights), whose gradient then collects both stages' parts
     int embed_unit, block0, head_unit;
+    // tensor parallelism (model_plan_tp): this rank's place in its tp group, whose collectives
+    // the families call between their kernels; tp 1: the whole model, no group
+    int tp, tp_rank;
+    CommGroup *tp_group;
 } ModelPlan;
 
 // Activations and scratch for batches of up to B sequences of up to T tokens. All buffers live
@@ -66,7 +71,8 @@ typedef struct {
 // `void *` ones hold activations in the kernels' activation dtype (kern_acts_bf16: bf16 under
 // --precision bf16 on a GPU), so they are indexed with kern_act_at; the `float *` ones stay fp32.
 typedef struct {
-    int B, T, V;
+    int B, T, V;  // V: this tp rank's share of the vocabulary (its logits' width)
+    int tp;       // the plan's tp degree, for the families' buffer sizes
     int docs;  // the loaded batch has document boundaries: kstart and pos below hold them
     int32_t *tokens, *targets;  // (N) the batch, set by model_load_batch (a negative target bears no loss)
     int32_t *kstart, *pos;      // (N) with docs: the first key each token sees (its document's start) and its position
@@ -96,6 +102,7 @@ typedef struct {
     void *xf;            // (N, D) final norm out
     float *meanf, *rstdf;  // (N)
     void *logits;        // (N, V) logits, then dloss/dlogits
+    float *xent_max, *xent_sums;  // (N), (N, 2) vocabulary-parallel cross-entropy's statistics (tp > 1)
     double *loss;        // (1) the summed loss the classifier adds to, on the device
     // backward scratch, shared by all blocks
     float *dres;         // (N, D) dloss/d residual stream at the current unit
@@ -122,12 +129,21 @@ TensorSpec *model_add_tensor(UnitSpec *u, const char *name, int rows, int cols, 
                              int decay);
 // finds a tensor by name; returns 0 if absent
 int model_find_tensor(const ModelPlan *plan, const char *name, int *unit, int *tensor);
+// For families under tensor parallelism: sums x (n floats, or n activations) over the plan's tp
+// group in place (a row-parallel matmul's partial outputs); a no-op at tp 1.
+void model_tp_allreduce(const ModelPlan *plan, float *x, size_t n);
+void model_tp_allreduce_act(const ModelPlan *plan, void *x, size_t n);
+// The fused softmax cross-entropy of model_head_fwd_bwd over this tp rank's (N, V/tp) logits:
+// the row maxima and sums are reduced over the tp group, one rank adds the loss, and with dscale
+// the local logits become their dlogits. At tp 1 it is kern_crossentropy_fwd_bwd.
+void model_tp_crossentropy(const ModelPlan *plan, Activations *a, int N, float dscale);
 // declares how tensor parallelism splits t (before model_plan_tp)
 void model_tensor_split(TensorSpec *t, TpSplit split, int parts);
-// Turns a plan into tp rank `rank`'s part of a tp group of `tp`: each split tensor's shape
-// becomes its part, offsets and unit sizes follow (num_params stays the whole model's). Every
-// split dimension must divide by parts x tp (parallel_dims_build checks the sizes that make them).
-void model_plan_tp(ModelPlan *plan, int tp, int rank);
+// Turns a plan into tp rank `rank`'s part of the tp group `group` of `tp` ranks: each split
+// tensor's shape becomes its part, offsets and unit sizes follow (num_params stays the whole
+// model's). Every split dimension must divide by parts x tp (parallel_dims_build checks the
+// sizes that make them). group may be NULL where nothing runs (a layout check).
+void model_plan_tp(ModelPlan *plan, int tp, int rank, CommGroup *group);
 // Where tp rank `rank`'s element `local` of t sits in the whole tensor (row-major): *full, and the
 // number of local elements from there whose whole-tensor places follow one another (a run).
 size_t model_tp_run(const TensorSpec *t, int tp, int rank, size_t local, size_t *full);

@@ -30,6 +30,8 @@ typedef struct {
     int send_slot;                // the send_stage slot its bf16 gather reads, while in flight; else -1
     int ndecay;                   // this shard's weight-decay ranges (KernAdamW.decay), local offsets
     size_t decay[KERN_ADAMW_MAX_RANGES][2];
+    int nnorm;                    // the ranges the gradient norm counts: all of the shard, but at tp ranks
+    size_t norm[KERN_ADAMW_MAX_RANGES][2];  // after the first not the tensors every tp rank holds whole
     float *host_grad;             // (shard_len) offload: the gradient shard copied to the host
     int copy_ticket;              // offload: the kern_*_async copy of host_grad
     void *params;                 // (padded) gathered parameters (kern_params_bf16's dtype) while gathered, else NULL
@@ -75,7 +77,7 @@ typedef struct {
     // bf16 staging per slot: the full buffer (parameters expanded to fp32), the full buffer and the
     // received shard (gradients)
     uint16_t **param_stage, **grad_stage, **grad_recv;
-    double *unit_sumsq;             // (nunits) the gradient shards' sums of squares, on the device
+    double *unit_sumsq;             // (nunits, KERN_ADAMW_MAX_RANGES) sums of squares of the norm ranges, on the device
     double *step_red;               // (nunits + 2) host: what the step's one all-reduce carries
     int step;                       // optimizer steps taken
 } ShardState;
