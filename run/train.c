@@ -1108,8 +1108,8 @@ static const char *sample(Run *r) {
 }
 
 // What tensor parallelism covers so far, each gap refused by name: the families whose blocks split
-// (tp_blocks), on the CPU, trained
-// from their initial values, without checkpoints or a sample after training.
+// (tp_blocks), on the CPU, trained from their initial values, without checkpoints or a sample
+// after training.
 static void tp_supported(const Run *r) {
     const Config *c = r->cfg;
     char what[160] = "";
