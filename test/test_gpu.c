@@ -1033,6 +1033,7 @@ static void test_xent_part(int N, int Vl, int v0, int V) {
         if (i % 3 == 0) tgt[i] = v0 + (int32_t)(rng_next() % Vl);  // the target here
         if (i % 4 == 1) tgt[i] = i % 2 ? -100 : -1;                // no loss
     }
+    logits[2 * (size_t)Vl + Vl - 1] = 9.0f, logits[3 * (size_t)Vl] = 9.0f;  // maxes in a row's last and first column
     void *d_logits = dev_buf(logits, n, KERN_ACT);
     memcpy(orig, logits, sizeof(float) * n);
     int32_t *d_tgt = to_dev(tgt, sizeof(int32_t) * N);

@@ -1098,6 +1098,11 @@ static void test_xent_tp(int V, int tp) {
     double *g = grad_delta(g1, NULL, N * V);
     snprintf(name, sizeof name, "xent_part bwd (finite differences) V=%d tp=%d", V, tp);
     check_grad(name, xent_tp_obj, &c, logits, g, N * V);
+    // a NaN logit in the last part (not the target) surfaces in the loss: the max skips it, the sums do not
+    logits[3 * V + V - 1 - (targets[3] == V - 1)] = NAN;
+    snprintf(name, sizeof name, "xent_part NaN propagates V=%d tp=%d", V, tp);
+    const double nan_loss = xent_tp_obj(&c);
+    report(isnan(nan_loss), name, "loss %g", nan_loss);
     free(logits), free(fused), free(parts), free(evalp), free(ref), free(c.work), free(g1), free(g);
 }
 
