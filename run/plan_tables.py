@@ -5,7 +5,7 @@ Each table sits in docs/planning.md between `<!-- plan_tables.py NAME -->` and `
   presets-h100 the 7B/13B/70B presets on 1-8 nodes of 8 x H100: predicted MFU and peak memory per rank
   calibration  the planner against the published runs of test/fixtures/plan_calibration.tsv, per
                source, and the fitted constants run/plan.c declares
-  tp-70b       Llama-2 70B on 8 nodes of 8 x H100 at tensor-parallel degrees 1/2/4/8, the same global batch
+  tp-70b       the llama2_70b preset on 8 nodes of 8 x H100 at tensor-parallel degrees 1/2/4/8, the same global batch
 
     python3 run/plan_tables.py                     # prints the tables
     python3 run/plan_tables.py --check docs/planning.md   # exit 1 when the page's tables differ from them
@@ -77,7 +77,7 @@ def tp_70b(fsdpc):
              "--world_size", "64", "--gpu", "h100", "--interconnect", net, "--tensor_parallel_degree", str(tp)]
             + (["--activation_checkpoints"] if ac else []) for net, ac, tp in cases]
     got = dict(zip(cases, plans(fsdpc, args)))
-    out = ["Llama-2 70B on 8 nodes of 8 x H100 (64 ranks), full-shard, from `fsdpc plan --model_name llama2_70b",
+    out = ["The llama2_70b preset on 8 nodes of 8 x H100 (64 ranks), full-shard, from `fsdpc plan --model_name llama2_70b",
            "--precision bf16 --max_context_width 4096 --world_size 64 --gpu h100 --interconnect NET",
            "--tensor_parallel_degree TP --batch_size TP [--activation_checkpoints]`: 64 sequences of 4096",
            "tokens per step at every degree (each tp group reads TP of them). A cell is the predicted MFU,",
