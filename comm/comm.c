@@ -753,7 +753,7 @@ typedef struct {
     size_t size;
 } Elem;
 static const Elem F32 = {MPI_FLOAT, 0, "fp32", 4}, BF16 = {MPI_UINT16_T, 1, "bf16", 2}, F64 = {MPI_DOUBLE, 0, "fp64", 8},
-                  I32 = {MPI_INT, 0, "int32", 4}, BYTES = {MPI_BYTE, 0, "bytes", 1};
+                  I32 = {MPI_INT, 0, "int32", 4}, U32 = {MPI_UINT32_T, 0, "uint32", 4}, BYTES = {MPI_BYTE, 0, "bytes", 1};
 
 struct CommRequest {
     MPI_Request req;
@@ -917,6 +917,7 @@ void comm_allreduce_sum_f32(CommGroup *g, float *buf, size_t n) { allreduce_bloc
 void comm_allreduce_sum_f64(CommGroup *g, double *buf, size_t n) { allreduce_blocking(g, buf, n, F64, MPI_SUM); }
 void comm_allreduce_max_f64(CommGroup *g, double *buf, size_t n) { allreduce_blocking(g, buf, n, F64, MPI_MAX); }
 void comm_allreduce_max_f32(CommGroup *g, float *buf, size_t n) { allreduce_blocking(g, buf, n, F32, MPI_MAX); }
+void comm_allreduce_xor_u32(CommGroup *g, uint32_t *buf, size_t n) { allreduce_blocking(g, buf, n, U32, MPI_BXOR); }
 void comm_bcast_bytes(CommGroup *g, void *buf, size_t n, int root) { bcast_blocking(g, buf, n, BYTES, root); }
 
 const char *comm_first_error(const char *local_error) {

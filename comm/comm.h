@@ -140,6 +140,7 @@ void comm_allreduce_sum_f32(CommGroup *g, float *buf, size_t n);
 void comm_allreduce_sum_f64(CommGroup *g, double *buf, size_t n);
 void comm_allreduce_max_f64(CommGroup *g, double *buf, size_t n);
 void comm_allreduce_max_f32(CommGroup *g, float *buf, size_t n);  // host buffers
+void comm_allreduce_xor_u32(CommGroup *g, uint32_t *buf, size_t n);  // bitwise XOR
 void comm_bcast_bytes(CommGroup *g, void *buf, size_t n, int root);
 // Rank 0 of g receives every member's n bytes, in rank order, into *all (malloc'ed, *total
 // bytes); the others get NULL and 0.

@@ -1108,16 +1108,13 @@ static const char *sample(Run *r) {
 }
 
 // What tensor parallelism covers so far, each gap refused by name: the families whose blocks split
-// (tp_blocks), on the CPU, trained from their initial values, without checkpoints or a sample
-// after training.
+// (tp_blocks), on the CPU, without a sample after training.
 static void tp_supported(const Run *r) {
     const Config *c = r->cfg;
     char what[160] = "";
     if (kern_on_gpu()) snprintf(what, sizeof what, "on a GPU (use --device cpu)");
     else if (!r->plan.family->tp_blocks) snprintf(what, sizeof what, "for model_type %s", c->model.model_type);
     else if (c->sequence_parallel) snprintf(what, sizeof what, "with --sequence_parallel");
-    else if (r->resume_file[0] || r->init_h5 || r->hf) snprintf(what, sizeof what, "from a checkpoint or --init_from weights");
-    else if (c->checkpoint_freq > 0 && r->max_steps != 0) snprintf(what, sizeof what, "with checkpoints (pass --checkpoint_freq 0)");
     else if (c->num_tokens > 0 || c->prompt[0]) snprintf(what, sizeof what, "with generation (pass --num_tokens 0)");
     if (what[0])
         comm_fail_all("--tensor_parallel_degree %d: the layout fits (replica %d x shard %d x tp %d), but fsdpc does not train "

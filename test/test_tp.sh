@@ -7,7 +7,10 @@
 # vocabulary-parallel embedding and cross-entropy): losses at tp 2 and 4, with full-shard and
 # hybrid sharding, activation checkpointing, gradient accumulation and masked labels, equal the
 # 1-rank run's (1e-5 relative) at every step, validation included. What is not built yet is
-# refused by name. (test_comm checks the mesh's groups; test_model --tp-plan every family's parts.)
+# refused by name. Checkpoints hold whole tensors under their Hugging Face names whatever the
+# degree, checksummed whole: a tp 2 run resumes at tp 1, and at tp 2 on 4 ranks, and back, with
+# the losses of the run that never stopped; --init_from reads a tp rank's part of each tensor.
+# (test_comm checks the mesh's groups; test_model --tp-plan every family's parts.)
 cd "$(dirname "$0")/.."
 source test/lib.sh
 RUN="./fsdpc --max_steps 1 --checkpoint_freq 0 --num_tokens 0 --validation_freq 0 --num_threads 1"
@@ -28,8 +31,6 @@ expect_error "hybrid sharding counts data-parallel ranks" \
     $NP4 $RUN --tp 2 --sharding hybrid-full-shard --shard_group_size 3
 # ---- what is not built yet, refused by name ----
 GAP="tensor_parallel_degree 2: the layout fits \(replica 1 x shard 2 x tp 2\), but fsdpc does not train tensor-parallel"
-expect_error "tp with checkpoints on (the default)" "$GAP with checkpoints \(pass --checkpoint_freq 0\)" \
-    $NP4 ./fsdpc --max_steps 1 --num_tokens 0 --tp 2
 expect_error "tp with the sample after training" "$GAP with generation \(pass --num_tokens 0\)" \
     $NP4 ./fsdpc --max_steps 1 --checkpoint_freq 0 --tp 2
 expect_error "tp for minGPT" "$GAP for model_type mingpt" $NP4 $RUN --tp 2 --model_type mingpt --vocab_size 256
@@ -95,3 +96,50 @@ run mtp 4 --batch_size 4 --tp 2 --train_data "$W/masked.jsonl" --val_data "$W/ma
 same "np=4 tp 2 with masked labels trains as one rank" mone mtp
 grep -q "gathered" "$W/fs.log" && ! grep -q "fsdpc: error" "$W/fs.log"
 check "the tp run logs its memory lines and no error" $? "$(grep -m2 error "$W/fs.log")"
+
+# ---- checkpoints: whole tensors at any degree; resume across degrees; --init_from ----
+CK="--checkpoint_freq 3 --max_steps 6 --validation_freq 0"
+run whole 1 --batch_size 4 $CK --checkpoint_dir "$W/ck1"
+run tpck 2 --batch_size 4 --tp 2 $CK --checkpoint_dir "$W/ck2"
+/usr/bin/python3 - "$W/ck1/step_00000003.h5" "$W/ck2/step_00000003.h5" <<'PY' >"$W/shapes.txt" 2>&1
+import h5py, sys
+a, b = (h5py.File(p, "r") for p in sys.argv[1:])
+names = []
+a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) and n.startswith(("model/", "optim/")) else None)
+bad = [n for n in names if n not in b or b[n].shape != a[n].shape]
+assert names and not bad, bad[:3]
+print(len(names))
+PY
+check "a tp 2 checkpoint holds every tensor whole, under the names and shapes of a tp 1 one ($(head -c 20 "$W/shapes.txt") tensors)" $? \
+    "$(tail -2 "$W/shapes.txt" | tr '\n' '|')"
+resumed() {  # resumed NAME NP SOURCE_DIR FLAGS...: steps 4-6 from SOURCE_DIR's step 3
+    local name=$1 np=$2 src=$3
+    shift 3
+    mkdir -p "$W/$name.ck" && cp "$src/step_00000003.h5" "$W/$name.ck/"
+    run "$name" "$np" $CK --checkpoint_dir "$W/$name.ck" --resume_from_checkpoint "$W/$name.ck" "$@"
+    grep -o '"loss": [0-9.e+-]*' "$W/$name.jsonl" | sed 's/.*: //' >"$W/$name.losses"
+}
+tail_losses() { grep -o '"loss": [0-9.e+-]*' "$W/$1.jsonl" | tail -3 | sed 's/.*: //'; }
+agree() {  # agree NAME A B: the resumed run B's three losses against A's last three (1e-5 relative)
+    paste <(tail_losses "$2") "$W/$3.losses" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (NF < 2 || d > 1e-5 * $1) bad = 1; n++ }
+        END { exit bad || n != 3 }'
+    check "$1" $? "$(paste <(tail_losses "$2") "$W/$3.losses" | tr '\n' '|'; grep -m1 error "$W/$3.log")"
+}
+resumed to1 1 "$W/ck2" --batch_size 4
+agree "a tp 2 checkpoint resumes at tp 1 (one rank), losses as the run that never stopped" tpck to1
+resumed to2 2 "$W/ck1" --batch_size 4 --tp 2
+agree "a tp 1 checkpoint resumes at tp 2" whole to2
+resumed to22 4 "$W/ck2" --batch_size 2 --tp 2
+agree "a tp 2 checkpoint resumes at tp 2 x full-shard 2 on 4 ranks" tpck to22
+mkdir -p "$W/bad.ck" && cp "$W/ck2/step_00000003.h5" "$W/bad.ck/"
+/usr/bin/python3 -c "
+import h5py; f = h5py.File('$W/bad.ck/step_00000003.h5', 'r+'); d = f['optim/exp_avg/model.layers.1.self_attn.o_proj.weight']
+x = d[()]; x[5, 40] += 1e-3; d[...] = x"
+expect_error "a changed element of a tp 2 checkpoint is refused at tp 2 (its whole-tensor checksum)" \
+    "o_proj.weight fails its checksum" $MPI -np 2 $EQ --batch_size 4 --tp 2 $CK --checkpoint_dir "$W/bad.ck" --resume_from_checkpoint "$W/bad.ck"
+./fsdpc export --checkpoint "$W/ck2/step_00000006.h5" --output "$W/hf" --dtype fp32 >"$W/export.log" 2>&1
+run init1 1 --batch_size 4 --init_from "$W/hf" --max_steps 3
+run init2 4 --batch_size 2 --tp 2 --init_from "$W/hf" --max_steps 3
+d=$(rel_diff "$W/init1.jsonl" "$W/init2.jsonl" 3 1e-5)
+check "--init_from a Hugging Face export at tp 2 x full-shard 2 trains as at tp 1 (worst relative loss difference $d)" $? \
+    "$(grep -m1 error "$W/init2.log" "$W/export.log")"
