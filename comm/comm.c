@@ -916,7 +916,6 @@ void comm_barrier(CommGroup *g) {
 void comm_allreduce_sum_f32(CommGroup *g, float *buf, size_t n) { allreduce_blocking(g, buf, n, F32, MPI_SUM); }
 void comm_allreduce_sum_f64(CommGroup *g, double *buf, size_t n) { allreduce_blocking(g, buf, n, F64, MPI_SUM); }
 void comm_allreduce_max_f64(CommGroup *g, double *buf, size_t n) { allreduce_blocking(g, buf, n, F64, MPI_MAX); }
-void comm_allreduce_max_f32(CommGroup *g, float *buf, size_t n) { allreduce_blocking(g, buf, n, F32, MPI_MAX); }
 void comm_allreduce_xor_u32(CommGroup *g, uint32_t *buf, size_t n) { allreduce_blocking(g, buf, n, U32, MPI_BXOR); }
 void comm_bcast_bytes(CommGroup *g, void *buf, size_t n, int root) { bcast_blocking(g, buf, n, BYTES, root); }
 
@@ -1086,10 +1085,10 @@ static CommRequest *reduce_scatter(CommGroup *g, const void *in, void *out, size
     return r;
 }
 
-static CommRequest *allreduce(CommGroup *g, void *buf, size_t n, Elem e) {
-    CommRequest *r = request_new(g, "all-reduce", e, n);
-    NCCL_ROUTE(g, r, comm_nccl_allreduce(g->nccl, buf, n, NCCL_TYPE(e), trace_on));
-    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(n), e.mpi, sum_op(e), g->comm, &r->req));
+static CommRequest *allreduce(CommGroup *g, void *buf, size_t n, Elem e, int max) {
+    CommRequest *r = request_new(g, max ? "all-reduce max" : "all-reduce", e, n);
+    NCCL_ROUTE(g, r, comm_nccl_allreduce(g->nccl, buf, n, NCCL_TYPE(e), max, trace_on));
+    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(n), e.mpi, max ? MPI_MAX : sum_op(e), g->comm, &r->req));
     return r;
 }
 
@@ -1099,14 +1098,15 @@ CommRequest *comm_all_gather_start(CommGroup *g, const float *in, float *out, si
 CommRequest *comm_reduce_scatter_start(CommGroup *g, const float *in, float *out, size_t n) {
     return reduce_scatter(g, in, out, n, F32);
 }
-CommRequest *comm_allreduce_start(CommGroup *g, float *buf, size_t n) { return allreduce(g, buf, n, F32); }
+CommRequest *comm_allreduce_start(CommGroup *g, float *buf, size_t n) { return allreduce(g, buf, n, F32, 0); }
+CommRequest *comm_allreduce_max_start(CommGroup *g, float *buf, size_t n) { return allreduce(g, buf, n, F32, 1); }
 CommRequest *comm_all_gather_bf16_start(CommGroup *g, const uint16_t *in, uint16_t *out, size_t n) {
     return all_gather(g, in, out, n, BF16);
 }
 CommRequest *comm_reduce_scatter_bf16_start(CommGroup *g, const uint16_t *in, uint16_t *out, size_t n) {
     return reduce_scatter(g, in, out, n, BF16);
 }
-CommRequest *comm_allreduce_bf16_start(CommGroup *g, uint16_t *buf, size_t n) { return allreduce(g, buf, n, BF16); }
+CommRequest *comm_allreduce_bf16_start(CommGroup *g, uint16_t *buf, size_t n) { return allreduce(g, buf, n, BF16, 0); }
 
 CommRequest *comm_bcast_start(CommGroup *g, float *buf, size_t n, int root) {
     CommRequest *r = request_new(g, "broadcast", F32, n);

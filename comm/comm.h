@@ -139,7 +139,6 @@ void comm_barrier(CommGroup *g);
 void comm_allreduce_sum_f32(CommGroup *g, float *buf, size_t n);
 void comm_allreduce_sum_f64(CommGroup *g, double *buf, size_t n);
 void comm_allreduce_max_f64(CommGroup *g, double *buf, size_t n);
-void comm_allreduce_max_f32(CommGroup *g, float *buf, size_t n);  // host buffers
 void comm_allreduce_xor_u32(CommGroup *g, uint32_t *buf, size_t n);  // bitwise XOR
 void comm_bcast_bytes(CommGroup *g, void *buf, size_t n, int root);
 // Rank 0 of g receives every member's n bytes, in rank order, into *all (malloc'ed, *total
@@ -172,6 +171,7 @@ void comm_reduce_scatter(CommGroup *g, const float *in, float *out, size_t n);
 CommRequest *comm_all_gather_start(CommGroup *g, const float *in, float *out, size_t n);
 CommRequest *comm_reduce_scatter_start(CommGroup *g, const float *in, float *out, size_t n);
 CommRequest *comm_allreduce_start(CommGroup *g, float *buf, size_t n);
+CommRequest *comm_allreduce_max_start(CommGroup *g, float *buf, size_t n);  // the maximum, element by element
 CommRequest *comm_bcast_start(CommGroup *g, float *buf, size_t n, int root);
 void comm_wait(CommRequest *r);  // completes and frees r; NULL is a no-op
 // the same on bf16 values (uint16 storage); sums add in fp32 and round to bf16

@@ -113,7 +113,7 @@ void model_tp_crossentropy(const ModelPlan *plan, Activations *a, int N, float d
     }
     int v0 = plan->tp_rank * a->V;
     kern_xent_part_max(a->logits, N, a->V, a->xent_max);
-    comm_allreduce_max_f32(plan->tp_group, a->xent_max, (size_t)N);
+    comm_wait(comm_allreduce_max_start(plan->tp_group, a->xent_max, (size_t)N));
     kern_xent_part_sums(a->logits, a->targets, N, a->V, v0, a->xent_max, a->xent_sums);
     comm_wait(comm_allreduce_start(plan->tp_group, a->xent_sums, 2 * (size_t)N));
     kern_xent_part_finish(a->logits, a->targets, N, a->V, v0, a->xent_max, a->xent_sums, dscale, plan->tp_rank == 0, a->loss);

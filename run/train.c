@@ -1112,8 +1112,7 @@ static const char *sample(Run *r) {
 static void tp_supported(const Run *r) {
     const Config *c = r->cfg;
     char what[160] = "";
-    if (kern_on_gpu()) snprintf(what, sizeof what, "on a GPU (use --device cpu)");
-    else if (!r->plan.family->tp_blocks) snprintf(what, sizeof what, "for model_type %s", c->model.model_type);
+    if (!r->plan.family->tp_blocks) snprintf(what, sizeof what, "for model_type %s", c->model.model_type);
     else if (c->sequence_parallel) snprintf(what, sizeof what, "with --sequence_parallel");
     else if (c->num_tokens > 0 || c->prompt[0]) snprintf(what, sizeof what, "with generation (pass --num_tokens 0)");
     if (what[0])

@@ -143,3 +143,16 @@ run init2 4 --batch_size 2 --tp 2 --init_from "$W/hf" --max_steps 3
 d=$(rel_diff "$W/init1.jsonl" "$W/init2.jsonl" 3 1e-5)
 check "--init_from a Hugging Face export at tp 2 x full-shard 2 trains as at tp 1 (worst relative loss difference $d)" $? \
     "$(grep -m1 error "$W/init2.log" "$W/export.log")"
+
+# ---- the emulated GPU (build/fsdpc_emu): NCCL's tp communicator, the CUDA vocabulary-parallel kernels ----
+EM="--max_steps 3 --checkpoint_freq 0 --num_tokens 0 --validation_freq 0 --num_threads 1 --batch_size 2 --hidden_width 32
+    --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 64 --max_context_width 16 --lr 3e-3 --warmup 1
+    --train_data data/tinyshakespeare.txt"
+./fsdpc $EM --metrics_file "$W/cpu.jsonl" >"$W/cpu.log" 2>&1
+timeout 600 $MPI -np 2 ./build/fsdpc_emu $EM --device cuda --tp 2 --metrics_file "$W/gpu.jsonl" >"$W/gpu.log" 2>&1
+d=$(rel_diff "$W/cpu.jsonl" "$W/gpu.jsonl" 3 1e-5) && grep -q "CPU emulation" "$W/gpu.log"
+check "emulated GPU, tp 2: fp32 losses equal one CPU rank's (worst relative difference $d)" $? "$(grep -m2 'error\|emu:' "$W/gpu.log")"
+./fsdpc $EM --precision bf16 --metrics_file "$W/cpu16.jsonl" >"$W/cpu16.log" 2>&1
+timeout 600 $MPI -np 2 ./build/fsdpc_emu $EM --device cuda --tp 2 --precision bf16 --metrics_file "$W/gpu16.jsonl" >"$W/gpu16.log" 2>&1
+d=$(rel_diff "$W/cpu16.jsonl" "$W/gpu16.jsonl" 3 5e-3)
+check "emulated GPU, tp 2: bf16 tracks the CPU's bf16 (worst relative difference $d)" $? "$(grep -m2 'error\|emu:' "$W/gpu16.log")"
