@@ -1069,18 +1069,22 @@ static const char *generate_text(Run *r, const void *const *P) {
     // a pure generation run writes the exact bytes, and so does a terminal; the sample after
     // training, redirected, is for a log
     int for_log = shard_step(&r->st) > r->start_step && !isatty(fileno(stdout));
+    // under tensor parallelism the tp group's other ranks run the same forwards and print nothing
+    int speak = comm_info.rank == 0;
     Emitter e = {.tok = r->tok, .stop = stop, .prev = prompt[n - 1], .text = for_log ? mallocCheck(256) : NULL, .cap = 256};
-    if (for_log) print_for_log(c->prompt, len);
-    else fwrite(c->prompt, 1, len, stdout);
-    e.failed = io_write_error(stdout, "standard output");
+    if (speak && for_log) print_for_log(c->prompt, len);
+    else if (speak) fwrite(c->prompt, 1, len, stdout);
+    e.failed = speak ? io_write_error(stdout, "standard output") : NULL;
     if ((int)n > c->model.max_context_width)
         log_msg("the prompt's %zu tokens exceed the context; its last %d are used\n", n, c->model.max_context_width);
-    if (!e.failed)
+    int go = !e.failed;
+    if (r->dims.tp > 1) comm_bcast_bytes(r->plan.tp_group, &go, sizeof go, 0);  // rank 0's write decides for its tp group
+    if (go)
         model_generate(&r->plan, P, prompt, (int)n, c->num_tokens, c->temperature, c->top_p, (uint64_t)c->seed, emit_token, &e);
-    if (for_log && !e.failed) print_for_log(e.text, e.len);
+    if (speak && for_log && !e.failed) print_for_log(e.text, e.len);
     free(e.text);
-    if (shard_step(&r->st) > r->start_step && !e.failed) putchar('\n');  // a pure generate run prints the text and nothing else
-    if (!e.failed) e.failed = io_write_error(stdout, "standard output");
+    if (speak && shard_step(&r->st) > r->start_step && !e.failed) putchar('\n');  // a pure generate run prints the text and nothing else
+    if (speak && !e.failed) e.failed = io_write_error(stdout, "standard output");
     free(prompt);
     return e.failed;
 }
@@ -1101,20 +1105,20 @@ static const char *sample(Run *r) {
             kern_free(full);
         }
     }
-    const char *failed = comm_info.rank == 0 ? generate_text(r, (const void *const *)P) : NULL;
+    // rank 0 generates, with the rest of its tp group (ranks 0 .. tp-1) under tensor parallelism
+    const char *failed = comm_info.rank < r->dims.tp ? generate_text(r, (const void *const *)P) : NULL;
     for (int u = 0; u < nu; u++) kern_free(P[u]);
     free(P);
     return failed;
 }
 
 // What tensor parallelism covers so far, each gap refused by name: the families whose blocks split
-// (tp_blocks), on the CPU, without a sample after training.
+// (tp_blocks), without sequence parallelism.
 static void tp_supported(const Run *r) {
     const Config *c = r->cfg;
     char what[160] = "";
     if (!r->plan.family->tp_blocks) snprintf(what, sizeof what, "for model_type %s", c->model.model_type);
     else if (c->sequence_parallel) snprintf(what, sizeof what, "with --sequence_parallel");
-    else if (c->num_tokens > 0 || c->prompt[0]) snprintf(what, sizeof what, "with generation (pass --num_tokens 0)");
     if (what[0])
         comm_fail_all("--tensor_parallel_degree %d: the layout fits (replica %d x shard %d x tp %d), but fsdpc does not train "
                       "tensor-parallel %s yet", r->dims.tp, r->dims.replica_size, r->dims.shard_size, r->dims.tp, what);

@@ -7,7 +7,8 @@
 # vocabulary-parallel embedding and cross-entropy): losses at tp 2 and 4, with full-shard and
 # hybrid sharding, activation checkpointing, gradient accumulation and masked labels, equal the
 # 1-rank run's (1e-5 relative) at every step, validation included. What is not built yet is
-# refused by name. Checkpoints hold whole tensors under their Hugging Face names whatever the
+# refused by name. Generation runs on the first tp group (the logits' vocabulary shares gathered
+# on its first rank, which samples) and writes the 1-rank run's text. Checkpoints hold whole tensors under their Hugging Face names whatever the
 # degree, checksummed whole: a tp 2 run resumes at tp 1, and at tp 2 on 4 ranks, and back, with
 # the losses of the run that never stopped; --init_from reads a tp rank's part of each tensor.
 # (test_comm checks the mesh's groups; test_model --tp-plan every family's parts.)
@@ -31,8 +32,6 @@ expect_error "hybrid sharding counts data-parallel ranks" \
     $NP4 $RUN --tp 2 --sharding hybrid-full-shard --shard_group_size 3
 # ---- what is not built yet, refused by name ----
 GAP="tensor_parallel_degree 2: the layout fits \(replica 1 x shard 2 x tp 2\), but fsdpc does not train tensor-parallel"
-expect_error "tp with the sample after training" "$GAP with generation \(pass --num_tokens 0\)" \
-    $NP4 ./fsdpc --max_steps 1 --checkpoint_freq 0 --tp 2
 expect_error "tp for minGPT" "$GAP for model_type mingpt" $NP4 $RUN --tp 2 --model_type mingpt --vocab_size 256
 expect_error "tp with --sequence_parallel" "$GAP with --sequence_parallel" $NP4 $RUN --tp 2 --sequence_parallel
 expect_error "--sequence_parallel without tensor parallelism" "sequence_parallel .* needs --tensor_parallel_degree 2 or more" \
@@ -156,3 +155,18 @@ check "emulated GPU, tp 2: fp32 losses equal one CPU rank's (worst relative diff
 timeout 600 $MPI -np 2 ./build/fsdpc_emu $EM --device cuda --tp 2 --precision bf16 --metrics_file "$W/gpu16.jsonl" >"$W/gpu16.log" 2>&1
 d=$(rel_diff "$W/cpu16.jsonl" "$W/gpu16.jsonl" 3 5e-3)
 check "emulated GPU, tp 2: bf16 tracks the CPU's bf16 (worst relative difference $d)" $? "$(grep -m2 'error\|emu:' "$W/gpu16.log")"
+
+# ---- generation: the first tp group runs the KV cache's forwards; its first rank samples ----
+G="--max_steps 4 --checkpoint_freq 0 --validation_freq 0 --num_threads 1 --lr 3e-3 --warmup 2 $M --num_tokens 48 --temperature 0
+   --prompt ROMEO:"
+$MPI -np 1 ./fsdpc $G --batch_size 4 >"$W/gen1.txt" 2>"$W/gen1.err"
+$MPI -np 2 ./fsdpc $G --batch_size 4 --tp 2 >"$W/gen2.txt" 2>"$W/gen2.err"
+$MPI -np 4 ./fsdpc $G --batch_size 2 --tp 2 >"$W/gen4.txt" 2>"$W/gen4.err"
+tail -1 "$W/gen1.txt" >"$W/g1" && tail -1 "$W/gen2.txt" >"$W/g2" && tail -1 "$W/gen4.txt" >"$W/g4"
+[ "$(wc -c <"$W/g1")" -gt 40 ] && cmp -s "$W/g1" "$W/g2" && cmp -s "$W/g1" "$W/g4" && [ "$(grep -c ROMEO: "$W/gen2.txt")" = 1 ]
+check "the sample after training at tp 2 (2 and 4 ranks) is the 1-rank run's text, printed once" $? \
+    "$(od -c "$W/g2" | head -2 | tr '\n' '|'; grep -m1 error "$W/gen2.err")"
+timeout 600 $MPI -np 2 ./build/fsdpc_emu $G --batch_size 4 --tp 2 --device cuda --train_data data/tinyshakespeare.txt >"$W/geng.txt" 2>"$W/geng.err"
+$MPI -np 1 ./fsdpc $G --batch_size 4 --train_data data/tinyshakespeare.txt >"$W/genc.txt" 2>/dev/null
+cmp -s <(tail -1 "$W/genc.txt") <(tail -1 "$W/geng.txt")
+check "emulated GPU, tp 2: the sample after training is the CPU's" $? "$(grep -m2 'error\|emu:' "$W/geng.err")"
