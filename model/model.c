@@ -335,16 +335,17 @@ void model_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Activati
 void model_layernorm_head(const ModelPlan *plan, const UnitSpec *u, int lnw, int lnb, int head, const void *p, float *g,
                           Activations *a, int with_targets, int T, float dscale) {
     const ModelConfig *c = &plan->cfg;
-    int N = a->B * T, D = c->hidden_width, V = c->vocab_size;
+    int N = a->B * T, D = c->hidden_width, V = a->V;  // V: this tp rank's share of the vocabulary
     const void *w_ln = kern_param_at(p, u->t[lnw].offset), *b_ln = kern_param_at(p, u->t[lnb].offset);
     const void *w_head = kern_param_at(p, u->t[head].offset);
     const float *x = model_res_in(a, c->num_layers, D, T);  // (B, T, D) last block out
     kern_layernorm_fwd(a->xf, a->meanf, a->rstdf, x, w_ln, b_ln, N, D, c->norm_eps);
     kern_matmul_fwd(a->logits, KERN_ACT, a->xf, w_head, N, D, V);  // (B, T, V)
     if (!with_targets) return;
-    kern_crossentropy_fwd_bwd(a->logits, a->targets, N, V, dscale, a->loss);  // logits become dlogits
+    model_tp_crossentropy(plan, a, N, dscale);  // logits become dlogits
     if (dscale == 0.0f) return;
     kern_matmul_bwd(a->dxn, g + u->t[head].offset, a->logits, KERN_ACT, a->xf, w_head, N, D, V, 0);
+    model_tp_allreduce_act(plan, a->dxn, (size_t)N * D);  // each vocabulary share's part
     kern_zero(a->dres, (size_t)N * D);
     kern_layernorm_bwd(a->dres, g + u->t[lnw].offset, g + u->t[lnb].offset, a->dxn, x, w_ln, a->meanf, a->rstdf, N, D);
 }

@@ -3,14 +3,15 @@
 # --sequence_parallel parse; the degree must divide the world, a node's ranks, the heads, the
 # key/value heads, the MLP width and the vocabulary, and hybrid sharding counts data-parallel
 # ranks (world / tp); each misfit is one error line naming the numbers, on every rank, in training
-# and in `fsdpc plan`. Llama's blocks split (Megatron's column/row parallel projections, a
-# vocabulary-parallel embedding and cross-entropy): losses at tp 2 and 4, with full-shard and
-# hybrid sharding, activation checkpointing, gradient accumulation and masked labels, equal the
-# 1-rank run's (1e-5 relative) at every step, validation included. What is not built yet is
-# refused by name. Generation runs on the first tp group (the logits' vocabulary shares gathered
-# on its first rank, which samples) and writes the 1-rank run's text. Checkpoints hold whole tensors under their Hugging Face names whatever the
-# degree, checksummed whole: a tp 2 run resumes at tp 1, and at tp 2 on 4 ranks, and back, with
-# the losses of the run that never stopped; --init_from reads a tp rank's part of each tensor.
+# and in `fsdpc plan`. Every family's blocks split (Megatron's column/row parallel projections, a
+# vocabulary-parallel embedding and cross-entropy): Llama's losses at tp 2 and 4, with full-shard
+# and hybrid sharding, activation checkpointing, gradient accumulation and masked labels, equal
+# the 1-rank run's (1e-5 relative) at every step, validation included; so do minGPT's and
+# GPT-NeoX's. Generation runs on the first tp group (its first rank gathers the logits'
+# vocabulary shares and samples) and writes the 1-rank run's text. Checkpoints hold whole tensors
+# under their Hugging Face names whatever the degree, checksummed whole: a tp 2 run resumes at
+# tp 1, and at tp 2 on 4 ranks, and back, with the losses of the run that never stopped;
+# --init_from reads a tp rank's part of each tensor. What is not built yet is refused by name.
 # (test_comm checks the mesh's groups; test_model --tp-plan every family's parts.)
 cd "$(dirname "$0")/.."
 source test/lib.sh
@@ -32,7 +33,8 @@ expect_error "hybrid sharding counts data-parallel ranks" \
     $NP4 $RUN --tp 2 --sharding hybrid-full-shard --shard_group_size 3
 # ---- what is not built yet, refused by name ----
 GAP="tensor_parallel_degree 2: the layout fits \(replica 1 x shard 2 x tp 2\), but fsdpc does not train tensor-parallel"
-expect_error "tp for minGPT" "$GAP for model_type mingpt" $NP4 $RUN --tp 2 --model_type mingpt --vocab_size 256
+expect_error "tp with minGPT's attention dropout" "$GAP with --dropout for model_type mingpt \(attention dropout\)" \
+    $NP4 $RUN --tp 2 --model_type mingpt --dropout 0.1
 expect_error "tp with --sequence_parallel" "$GAP with --sequence_parallel" $NP4 $RUN --tp 2 --sequence_parallel
 expect_error "--sequence_parallel without tensor parallelism" "sequence_parallel .* needs --tensor_parallel_degree 2 or more" \
     ./fsdpc --sequence_parallel --max_steps 1
@@ -78,6 +80,12 @@ run hy 4 --batch_size 4 --tp 2 --sharding hybrid-full-shard --shard_group_size 1
 same "np=4 tp 2 x hybrid (replica 2 x shard 1) trains as one rank" one8 hy
 run ga 4 --batch_size 2 --grad_accum 2 --val_batch_size 4 --tp 2 --activation_checkpoints
 same "np=4 tp 2, activation checkpointing and grad_accum 2 train as one rank" one8 ga
+run gpt1 1 --batch_size 8 --model_type mingpt --num_key_value_heads 4
+run gpt4 4 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --tp 2
+same "minGPT: np=4 tp 2 x full-shard 2 trains as one rank (c_attn's q, k, v blocks split by heads)" gpt1 gpt4
+run neox1 1 --batch_size 8 --model_type gpt_neox --num_key_value_heads 4 --rotary_pct 0.5 --dropout 0.1
+run neox4 4 --batch_size 4 --model_type gpt_neox --num_key_value_heads 4 --rotary_pct 0.5 --dropout 0.1 --tp 2
+same "GPT-NeoX: np=4 tp 2 x full-shard 2 trains as one rank (per-head query_key_value, parallel residual, dropout)" neox1 neox4
 run one4kv 1 --batch_size 8 --num_key_value_heads 4
 run tp4 4 --batch_size 8 --tp 4 --num_key_value_heads 4
 same "np=4 tp 4 (a head per rank) trains as one rank" one4kv tp4
