@@ -178,3 +178,17 @@ timeout 600 $MPI -np 2 ./build/fsdpc_emu $G --batch_size 4 --tp 2 --device cuda 
 $MPI -np 1 ./fsdpc $G --batch_size 4 --train_data data/tinyshakespeare.txt >"$W/genc.txt" 2>/dev/null
 cmp -s <(tail -1 "$W/genc.txt") <(tail -1 "$W/geng.txt")
 check "emulated GPU, tp 2: the sample after training is the CPU's" $? "$(grep -m2 'error\|emu:' "$W/geng.err")"
+
+# ---- the trace: the tp group's collectives on their own row ----
+$MPI -np 4 $RUN --batch_size 4 --tp 2 --max_steps 3 --trace_file "$W/trace.json" --trace_steps 2:2 >/dev/null 2>&1
+/usr/bin/python3 - "$W/trace.json" <<'PY'
+import collections, json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"] if isinstance(d, dict) else d
+rows = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e.get("ph") == "M" and e.get("name") == "thread_name"}
+got = collections.Counter((rows.get((e["pid"], e["tid"])), e["args"]["group"]) for e in ev if e.get("cat") == "collective")
+assert got[("tensor-parallel collectives", "tp")] > 0, got
+assert not any(row == "tensor-parallel collectives" and g != "tp" for row, g in got), got
+assert not any(row != "tensor-parallel collectives" and g == "tp" for row, g in got), got
+PY
+check "the trace shows the tp group's collectives on their own row, and only them" $?
