@@ -25,6 +25,8 @@
     X(int, upload_async, (void *dst, const void *host_src, size_t bytes), (dst, host_src, bytes))                      \
     X(void, async_wait, (int ticket), (ticket))                                                                        \
     X(void, async_fence, (void), ())                                                                                   \
+    X(void, async_fence_to, (int ticket), (ticket))                                                                    \
+    X(void, async_after_kernels, (void), ())                                                                           \
     X(double, peak_mem_mib, (void), ())                                                                                \
     X(void, mem_info, (size_t *free_bytes, size_t *total_bytes), (free_bytes, total_bytes))                            \
     X(void, act_copy, (void *dst, const void *src, size_t n), (dst, src, n))                                           \

@@ -26,6 +26,7 @@ static int in_optimizer;    // inside the "optimizer" profiler range
 static int timer_category(const char *op) {
     static const char *const untimed[] = {"alloc", "free", "alloc_host", "free_host", "upload", "download", "sync",
                                           "download_async", "upload_async", "async_wait", "async_fence",
+                                          "async_fence_to", "async_after_kernels",
                                           "peak_mem_mib", "mem_info", "attention_saved_floats",
                                           "attention_scratch_floats", "token_error", "rope_table", NULL};
     for (int i = 0; untimed[i]; i++)

@@ -108,6 +108,12 @@ int kern_download_async(void *host_dst, const void *src, size_t bytes);
 int kern_upload_async(void *dst, const void *host_src, size_t bytes);
 void kern_async_wait(int ticket);
 void kern_async_fence(void);
+// Finer orderings (activation offloading): kern_async_fence_to(ticket) makes kernels queued after
+// it wait for that copy and the copies queued before it only, not for later ones; after
+// kern_async_after_kernels(), copies queued start once the kernels queued before it are done (an
+// upload into a buffer those kernels still read or write).
+void kern_async_fence_to(int ticket);
+void kern_async_after_kernels(void);
 double kern_peak_mem_mib(void);      // device memory high-water mark (0 on CPU)
 // The device's free and total memory now (cudaMemGetInfo), for the memory check before
 // allocating; 0 and 0 on the CPU, which is not a device (host memory is checked apart).

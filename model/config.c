@@ -237,8 +237,10 @@ static const CliFlag flags[] = {
       "with checkpointing, every Nth block only (0: every block); on its own it turns checkpointing on"),
     B("meta_init", meta_init, G_SHARD, "build each rank's shard without the whole model", CLI_ALIASES("low_cpu_fsdp", "delayed_param")),
     B("limit_all_gathers", limit_all_gathers, G_SHARD, "at most two units gathered (current + prefetched): fsdpc's only way, 0 or 1"),
-    B("offload_activations", offload_activations, G_SHARD, "accepted; no effect yet (logged once)"),
-    I("activation_loading_horizon", activation_loading_horizon, G_SHARD, "with --offload_activations: accepted; no effect yet"),
+    B("offload_activations", offload_activations, G_SHARD,
+      "GPU: checkpointed blocks' inputs wait in pinned host memory (turns checkpointing on); CPU: no effect"),
+    I("activation_loading_horizon", activation_loading_horizon, G_SHARD,
+      "with --offload_activations: checkpointed blocks' inputs fetched this many blocks ahead in backward"),
     I("shard_degree", shard_degree, G_SHARD, "SMP's hybrid shard degree: --sharding hybrid-full-shard --shard_group_size N",
       .unset = "unset"),
 
@@ -414,6 +416,7 @@ static void defaults(void *dst) {
     c->trace_steps[0] = 1;
     c->trace_steps[1] = 3;
     c->collective_timeout = 600;
+    c->activation_loading_horizon = 2;  // SMP's
     c->num_tokens = 256;
     c->temperature = 0.8f;
     c->top_p = 0.95f;
@@ -591,7 +594,7 @@ static void validate(const Config *c) {
         comm_fail_all("--plateau %g applies to --lr_decay_style plateau (this run uses %s)", c->plateau,
                       config_lr_decay_name(c->lr_decay_style));
     if (c->shard_degree < 0) comm_fail_all("--shard_degree must be positive");
-    if (c->activation_loading_horizon < 0) comm_fail_all("--activation_loading_horizon must be >= 0");
+    if (c->activation_loading_horizon < 1) comm_fail_all("--activation_loading_horizon must be >= 1 (blocks fetched ahead)");
     if (c->selective_checkpointing < 0) comm_fail_all("--selective_checkpointing must be >= 0 (every Nth block)");
     if (c->num_threads < 0) comm_fail_all("--num_threads must be >= 0 (0 = all cores)");
     if (!c->tokenizer[0]) comm_fail_all("--tokenizer needs a value: byte, a tokenizer.model / tokenizer.json, a directory or a hub name");
@@ -721,6 +724,11 @@ void config_finish(Config *c) {
     join_run_name(c);
     // checkpointing every Nth block implies checkpointing, unless the command line turned it off
     if (c->selective_checkpointing > 0 && !config_given("activation_checkpoints")) c->activation_checkpoints = 1;
+    // offloading moves the checkpointed blocks' inputs (a GPU run turns checkpointing on for it:
+    // train_ckpt_every), so a command line that turned checkpointing off contradicts it
+    if (c->offload_activations && config_given("activation_checkpoints") && !c->activation_checkpoints)
+        comm_fail_all("--offload_activations 1 offloads the inputs of checkpointed blocks, and --activation_checkpoints 0 "
+                      "turns checkpointing off: drop one of the two");
     if (c->shard_degree > 0) {  // SMP: an explicit degree makes the strategy hybrid over groups of that many ranks
         if (c->sharding != SHARD_HYBRID_GRAD_OP) c->sharding = SHARD_HYBRID_FULL;
         if (config_given("shard_group_size") && c->shard_group_size != c->shard_degree)

@@ -94,7 +94,7 @@ void model_generate(const ModelPlan *plan, const void *const *P, const int32_t *
     const ModelConfig *c = &plan->cfg;
     int T = c->max_context_width;
     Activations a;
-    model_acts_alloc(&a, plan, 1, T, 1, 0);
+    model_acts_alloc(&a, plan, 1, T, 1, 0, 0);
     int32_t *window = mallocCheck((size_t)T * sizeof(int32_t));
     float *host_logits = mallocCheck((size_t)c->vocab_size * sizeof(float));
     // the context keeps the last tokens; when it fills up, it is refilled with its newer half

@@ -12,6 +12,7 @@
 #include "../kernels/kernels.h"
 #include "../base/rng.h"
 #include "family.h"
+#include "offload.h"
 
 void model_plan_build(ModelPlan *plan, const ModelConfig *cfg) {
     memset(plan, 0, sizeof *plan);
@@ -172,7 +173,8 @@ void model_init_range(const TensorSpec *t, uint64_t seed, float std, size_t begi
 // ---- activations ----
 
 // model_acts_bytes runs the family's layout with acts_count set, which only adds up the sizes
-static size_t *acts_count;
+// (acts_host_count: the pinned host memory of offloaded entries)
+static size_t *acts_count, acts_host_count;
 
 static void *acts_bytes(size_t bytes) {
     if (!acts_count) return kern_alloc(bytes, KERN_MEM_ACTIVATIONS);
@@ -184,7 +186,7 @@ float *model_acts_buf(size_t n) { return acts_bytes(n * sizeof(float)); }
 
 void *model_acts_act(size_t n) { return acts_bytes(n * kern_act_bytes()); }
 
-void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every) {
+void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every, int horizon) {
     memset(a, 0, sizeof *a);
     a->B = B;
     a->T = T;
@@ -197,6 +199,7 @@ void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int w
         if (!a->recompute[l]) a->slot[l] = nslots++;
         else a->slot[l] = shared >= 0 ? shared : (shared = nslots++);
     }
+    if (!with_kv_cache) a->offload = offload_new(a->recompute, nl, horizon);
     size_t N = (size_t)B * T;
     // token ids are int32: a float buffer of the same element count holds them
     a->tokens = (int32_t *)model_acts_buf(N);
@@ -213,13 +216,23 @@ void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int w
 }
 
 void model_res_alloc(Activations *a, int L, size_t N, size_t D) {
-    a->res = model_acts_act((size_t)(L + 1) * N * D);
+    struct ActOffload *o = a->offload;
+    a->res = model_acts_act((size_t)(o ? offload_device_entries(o) : L + 1) * N * D);
+    if (o) {
+        o->D = D;
+        o->host_bytes = (size_t)offload_host_entries(o) * N * D * kern_act_bytes();
+        if (acts_count) acts_host_count += o->host_bytes;
+        else o->host = kern_alloc_host(o->host_bytes, KERN_MEM_ACTIVATIONS, 1);
+    }
     if (!kern_acts_bf16()) return;
     a->res_in = model_acts_buf(N * D);
     a->res_out = model_acts_buf(N * D);
 }
 
-static size_t res_offset(const Activations *a, int l, int D) { return (size_t)l * a->B * a->T * D; }
+// entry l's place: its own under offloading (offload.c's device_entry), else the l-th
+static size_t res_offset(const Activations *a, int l, int D) {
+    return (size_t)(a->offload ? a->offload->slot[l] : l) * a->B * a->T * D;
+}
 
 float *model_res_in(Activations *a, int l, int D, int T) {
     if (!a->res_in) return (float *)a->res + res_offset(a, l, D);
@@ -235,14 +248,18 @@ void model_res_store(Activations *a, int l, int D, int T) {
 
 float *model_res_f32(Activations *a, int l, int D) { return a->res_out ? NULL : (float *)a->res + res_offset(a, l, D); }
 
-size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every) {
+size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every, int horizon,
+                        size_t *host_bytes) {
     size_t bytes = 0;
     Activations a;
     acts_count = &bytes;
-    model_acts_alloc(&a, plan, B, T, with_kv_cache, ckpt_every);
+    acts_host_count = 0;
+    model_acts_alloc(&a, plan, B, T, with_kv_cache, ckpt_every, horizon);
     acts_count = NULL;
+    if (host_bytes) *host_bytes = acts_host_count;
     free(a.slot);
     free(a.recompute);
+    offload_free(a.offload);
     return bytes;
 }
 
@@ -280,7 +297,8 @@ const char *model_check_sizes(const ModelPlan *plan, int B, int T) {
     X(dk) X(dv) X(datt) X(dup) X(dh) X(attn_scratch) X(rope_cos) X(rope_sin) X(kcache) X(vcache) X(xent_max) X(xent_sums)
 #define ACT_COUNT(f) +1
 _Static_assert(sizeof(Activations) == 6 * sizeof(int) /* B, T, V, tp, docs; padding */ + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +
-                                          2 * sizeof(int *) + sizeof(size_t) + 8 + 2 * sizeof(uint64_t),
+                                          2 * sizeof(int *) + sizeof(size_t) + 8 + 2 * sizeof(uint64_t) +
+                                          sizeof(struct ActOffload *),
                "Activations gained a field: add its buffer to ACT_BUFFERS (and this count)");
 
 void model_acts_free(Activations *a) {
@@ -292,6 +310,8 @@ void model_acts_free(Activations *a) {
     free(a->slot);
     free(a->recompute);
     a->slot = a->recompute = NULL;
+    offload_free(a->offload);
+    a->offload = NULL;
 }
 
 // ---- dispatch ----

@@ -120,6 +120,7 @@ typedef struct {
     float dropout;
     uint64_t drop_seed;  // run seed the masks are keyed by
     uint64_t sample0;    // global index of the batch's first sample
+    struct ActOffload *offload;  // --offload_activations (model/offload.c); NULL without it
 } Activations;
 
 void model_plan_build(ModelPlan *plan, const ModelConfig *cfg);
@@ -160,10 +161,27 @@ void model_init_range(const TensorSpec *t, uint64_t seed, float std, size_t begi
 void model_rope_inv_freq(double *f, int rot, double theta);
 
 // ckpt_every N > 0 checkpoints blocks 0, N, 2N, ... (1 = all); 0 stores every block.
-void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every);
+// horizon > 0 (--offload_activations on a GPU) offloads the checkpointed blocks' inputs: they pass
+// through a ring of horizon + 1 device entries, the others wait in pinned host memory (below).
+void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every, int horizon);
 void model_acts_free(Activations *a);
-// bytes model_acts_alloc would take with these arguments (the memory check before allocating)
-size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every);
+// device bytes model_acts_alloc would take with these arguments (the memory check before
+// allocating); *host_bytes (unless NULL) the pinned host bytes of offloaded entries
+size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every, int horizon,
+                        size_t *host_bytes);
+// Activation offloading, for the training loop (no-ops without it; a forward-only pass calls none,
+// its entries never leave the device). Offloaded entries are numbered k = 0..n-1 from the bottom;
+// the top horizon + 1 stay in the ring from forward to backward, the others make the round trip.
+// Forward: entry l (0..L) is final (after any cast): starts its copy to the host, and makes the
+// kernels queued next, which write entry l + 1, wait for the copy out of the ring slot it takes.
+void model_offload_fwd(Activations *a, int l);
+// Backward, before block l's recompute reads its input: waits for that entry's copy back.
+void model_offload_fetch(Activations *a, int l);
+// Backward, after block l's recompute: queues the copy back of the entry horizon checkpointed
+// blocks lower, into the ring slot that block l's recompute wrote last (once those kernels ran).
+void model_offload_prefetch(Activations *a, int l);
+// "n checkpointed blocks' inputs, X MiB ..." for the start-up log, or NULL without offloading
+const char *model_offload_describe(const Activations *a);
 // NULL when every activation buffer of batch B x context T stays within base/checked.h's
 // CHECKED_MAX_BYTES (so the sizes above cannot wrap), else a static message naming the product
 // and its factors. Call after kern_init (a CPU run's scratch is per thread).

@@ -183,9 +183,9 @@ int plan_main(void *args) {
 
     // ---- memory: the start-up check's estimate, the GPU's share or the host's ----
     ShardMemEstimate e, host;
-    double acts, host_acts;
-    double peak = train_memory_estimate(&plan, cfg, &dims, gpu, &e, &acts);
-    train_memory_estimate(&plan, cfg, &dims, 0, &host, &host_acts);
+    double acts, host_acts, acts_offloaded, unused;
+    double peak = train_memory_estimate(&plan, cfg, &dims, gpu, &e, &acts, &acts_offloaded);
+    train_memory_estimate(&plan, cfg, &dims, 0, &host, &host_acts, &unused);
     double master = host.optimizer / 2;  // each AdamW moment is the master shard's size
     double start_host = host.params - master;  // the start's staging beside the shards: one unit's shard
     double capacity;  // what one rank may use
@@ -261,7 +261,7 @@ int plan_main(void *args) {
 
     // ---- step time: a roofline ----
     double fpt = model_flops_per_token(&plan, T), tokens = (double)B * T * M;
-    int every = !cfg->activation_checkpoints ? 0 : cfg->selective_checkpointing > 0 ? cfg->selective_checkpointing : 1;
+    int every = train_ckpt_every(cfg, gpu), horizon = train_offload_horizon(cfg, gpu);
     int recomputed = every > 0 ? (L + every - 1) / every : 0;  // blocks 0, every, 2*every, ... (model.h)
     // a recomputed block runs its forward again: a third of its training FLOPs
     double block_fpt = fpt - 6.0 * ((double)plan.num_params - block_params);
@@ -300,9 +300,11 @@ int plan_main(void *args) {
                m->intermediate_size, T, m->vocab_size);
         printf("\"device\": \"%s\", \"world_size\": %d, \"ranks_per_node\": %d, \"nodes\": %d, \"sharding\": \"%s\", "
                "\"shard_group\": %d, \"replica_group\": %d, \"tp\": %d, \"precision\": \"%s\", \"reduce_dtype\": \"%s\", "
-               "\"batch_size\": %d, \"grad_accum\": %d, \"checkpoint_every\": %d, \"cpu_offload\": %s, ",
+               "\"batch_size\": %d, \"grad_accum\": %d, \"checkpoint_every\": %d, \"cpu_offload\": %s, "
+               "\"offload_horizon\": %d, \"offloaded_activations_bytes\": %.0f, ",
                device, world, rpn, nodes, config_sharding_name(dims.strategy), g, r, tp, config_precision_name(cfg->precision),
-               config_precision_name(cfg->reduce_dtype), B, M, every, cfg->cpu_offload ? "true" : "false");
+               config_precision_name(cfg->reduce_dtype), B, M, every, cfg->cpu_offload ? "true" : "false", horizon,
+               acts_offloaded);
         printf("\"per_rank_bytes\": {\"params\": %.0f, \"master\": %.0f, \"gathered\": %.0f, \"grads\": %.0f, "
                "\"optimizer\": %.0f, \"activations\": %.0f, \"buffers\": %.0f, \"peak\": %.0f}, \"capacity_bytes\": %.0f, "
                "\"fits\": %s, \"host_start_bytes_per_node\": %.0f, ",
@@ -342,7 +344,8 @@ int plan_main(void *args) {
     printf("batch: %d x %d tokens x grad_accum %d = %.0f tokens per rank per step, %.0f per step%s\n", B, T, M, tokens,
            tokens * dims.dp, tp > 1 ? " (a tp group's ranks read the same tokens)" : "");
     char ck[96] = "every block stored";
-    if (every) snprintf(ck, sizeof ck, "%d of %d blocks recomputed in backward", recomputed, L);
+    if (every) snprintf(ck, sizeof ck, "%d of %d blocks recomputed in backward%s", recomputed, L,
+                        acts_offloaded > 0 ? ", their inputs offloaded" : "");
     printf("\nmemory per rank (%s, as the start-up check counts it; B/param: per parameter of the rank's shard)\n",
            gpu ? "on the GPU" : "host");
     double shard_params = master / sizeof(float);
@@ -360,6 +363,11 @@ int plan_main(void *args) {
     mem_row("activations", acts, unit, shard_params, ck);
     mem_row("buffers", e.buffers, unit, shard_params, "communication: bf16 staging of gathers and reductions");
     mem_row("peak", peak, unit, shard_params, "");
+    if (acts_offloaded > 0) {
+        snprintf(note, sizeof note, "activations in pinned host memory, not in the peak (--offload_activations, horizon %d)",
+                 horizon);
+        mem_row("offloaded", acts_offloaded, unit, shard_params, note);
+    }
     if (capacity > 0) printf("  %s: %s\n", fits ? "fits" : "DOES NOT FIT", capacity_what);
     // per parameter of the rank's shard: what lives all run long; bf16 copies exist only while a
     // unit is gathered or reduced (shard group 1 on a GPU aside, whose units are always gathered)

@@ -321,8 +321,13 @@ static void load_state(Run *r) {
 // this node, against the node's memory; on a GPU, the part the device holds against the GPU's
 // free memory. A run that cannot fit stops at once with what would fit, instead of being killed
 // (or failing a cudaMalloc) later.
-static int ckpt_every(const Config *c) {
-    return !c->activation_checkpoints ? 0 : c->selective_checkpointing > 0 ? c->selective_checkpointing : 1;
+int train_offload_horizon(const Config *c, int gpu) {
+    return gpu && c->offload_activations ? c->activation_loading_horizon : 0;
+}
+
+int train_ckpt_every(const Config *c, int gpu) {
+    int on = c->activation_checkpoints || train_offload_horizon(c, gpu) > 0;
+    return !on ? 0 : c->selective_checkpointing > 0 ? c->selective_checkpointing : 1;
 }
 
 // bytes per rank under config c: shard state by kind into *e, plus activations into *acts; the
@@ -330,8 +335,17 @@ static int ckpt_every(const Config *c) {
 static double rank_bytes(const Run *r, const Config *c, ShardMemEstimate *e, double *acts) {
     int B = c->batch_size, T = c->model.max_context_width;
     shard_estimate(&r->plan, c, &r->dims, e);
-    *acts = (double)model_acts_bytes(&r->plan, B, T, 0, ckpt_every(c));
+    *acts = (double)model_acts_bytes(&r->plan, B, T, 0, train_ckpt_every(c, 0), 0, NULL);
     return e->params + e->gathered + e->grads + e->optimizer + e->buffers + *acts;
+}
+
+// the activations a GPU holds (offloaded ones in pinned host memory, *host)
+static double gpu_acts_bytes(const Run *r, const Config *c, double *host) {
+    size_t h;
+    double d = (double)model_acts_bytes(&r->plan, c->batch_size, c->model.max_context_width, 0, train_ckpt_every(c, 1),
+                                        train_offload_horizon(c, 1), &h);
+    if (host) *host = (double)h;
+    return d;
 }
 
 // The part of rank_bytes a GPU holds (*e becomes the device's share): not the whole model an
@@ -340,14 +354,17 @@ static double rank_bytes(const Run *r, const Config *c, ShardMemEstimate *e, dou
 // shard for the gathers, so that much stays).
 static double device_bytes(const Run *r, const Config *c, ShardMemEstimate *e, double *acts) {
     rank_bytes(r, c, e, acts);
+    *acts = gpu_acts_bytes(r, c, NULL);
     e->params = e->optimizer / 2;  // the master shard: each of AdamW's two moments is its size
     if (c->cpu_offload) e->optimizer = 0;
     return e->params + e->gathered + e->grads + e->optimizer + e->buffers + *acts;
 }
 
 double train_memory_estimate(const ModelPlan *plan, const Config *c, const ParallelDims *dims, int device,
-                             ShardMemEstimate *e, double *acts) {
+                             ShardMemEstimate *e, double *acts, double *acts_host) {
     Run r = {.plan = *plan, .dims = *dims};  // the two fields the estimate reads
+    *acts_host = 0;
+    if (device) gpu_acts_bytes(&r, c, acts_host);
     return (device ? device_bytes : rank_bytes)(&r, c, e, acts);
 }
 
@@ -375,9 +392,13 @@ static void check_memory(Run *r) {
         snprintf(limit, sizeof limit, "%.2f GiB available (%s)", avail / G, source);
     }
     // logged, so fsdpc plan's figures and the measured mem: can be held against it
+    double acts_host = 0;
+    if (gpu) gpu_acts_bytes(r, c, &acts_host);
+    char host[80] = "";
+    if (acts_host > 0) snprintf(host, sizeof host, "; offloaded activations %.1f MiB in pinned host memory", acts_host / M);
     log_msg("memory estimate per rank: %.1f MiB%s (parameters %.1f, gathered %.1f, gradients %.1f, optimizer %.1f, "
-             "activations %.1f, buffers %.1f MiB)\n", need / n / M, gpu ? " on the GPU" : "", e.params / M, e.gathered / M,
-             e.grads / M, e.optimizer / M, acts / M, e.buffers / M);
+             "activations %.1f, buffers %.1f MiB%s)\n", need / n / M, gpu ? " on the GPU" : "", e.params / M, e.gathered / M,
+             e.grads / M, e.optimizer / M, acts / M, e.buffers / M, host);
     if (!known || need <= avail) {
         comm_check_all(NULL);
         return;
@@ -393,6 +414,9 @@ static void check_memory(Run *r) {
         snprintf(fits, sizeof fits, "--batch_size %d (and --grad_accum to keep the global batch)", alt.batch_size);
     } else if ((alt.activation_checkpoints = 1, n * bytes(r, &alt, &e2, &acts2) <= avail)) {
         snprintf(fits, sizeof fits, "--activation_checkpoints --batch_size %d", alt.batch_size);
+    } else if (gpu && !c->offload_activations && (alt.offload_activations = 1, n * bytes(r, &alt, &e2, &acts2) <= avail)) {
+        snprintf(fits, sizeof fits, "--offload_activations --batch_size %d (checkpointed blocks' inputs in pinned host memory)",
+                 alt.batch_size);
     } else if (gpu && !c->cpu_offload) {
         alt = *c;
         alt.cpu_offload = 1;
@@ -701,6 +725,7 @@ void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const i
     shard_release(s, embed, fwd);
     float *x0 = model_res_f32(a, 0, plan->cfg.hidden_width);
     if (x0) shard_cast_activation(s, x0, ND);
+    if (train) model_offload_fwd(a, 0);  // offloaded inputs head to the host once final; evaluation keeps them
     range_pop();
     for (int l = 0; l < L; l++) {
         range("forward", b0 + l);
@@ -708,6 +733,7 @@ void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const i
         shard_release(s, b0 + l, fwd);
         float *x = model_res_f32(a, l + 1, plan->cfg.hidden_width);
         if (x) shard_cast_activation(s, x, ND);
+        if (train) model_offload_fwd(a, l + 1);
         range_pop();
     }
     range(train ? "forward+backward" : "forward", head);
@@ -726,9 +752,11 @@ void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const i
         range("backward", b0 + l);
         const void *p = shard_gather(s, b0 + l, l > 0 ? b0 + l - 1 : -1);
         if (a->recompute[l]) {  // activation checkpointing
+            model_offload_fetch(a, l);  // an offloaded input back from the host
             range("recompute", b0 + l);
             model_block_fwd(plan, l, p, a, T, 0);
             range_pop();
+            model_offload_prefetch(a, l);  // the one `horizon` checkpointed blocks lower starts back
         }
         model_block_bwd(plan, l, p, shard_grad_buffer(s, b0 + l), a);
         shard_release(s, b0 + l, PHASE_BWD);
@@ -1188,9 +1216,9 @@ int train_run(Config *c) {
             kern_device_name(), c->num_threads, r.plan.num_params / 1e6, desc, kern_attention_kernel());
     if (kern_peak_flops() > 0) log_msg("MFU against %.0f TFLOP/s dense bf16 per GPU\n", kern_peak_flops() / 1e12);
     if (att) log_msg("fsdpc: %s\n", att);
-    if (c->offload_activations)
-        log_msg("--offload_activations: no effect %s (activations stay where they are computed; --activation_loading_horizon "
-                "with it)\n", kern_on_gpu() ? "yet on the GPU" : "on the CPU device (activations already live in host memory)");
+    if (c->offload_activations && !kern_on_gpu())
+        log_msg("--offload_activations: no effect on the CPU device (activations already live in host memory; "
+                "checkpointing stays as the flags set it)\n");
     if (c->cpu_offload && !kern_on_gpu())
         log_msg("--cpu_offload: no effect on the CPU device (parameters already live in host memory)\n");
     if (c->cpu_offload && kern_on_gpu())
@@ -1208,7 +1236,13 @@ int train_run(Config *c) {
     r.plan.tp_group = r.st.tp_group;
     log_msg("sharding %s: shard group %d x replica group %d\n", config_sharding_name(r.dims.strategy), r.dims.shard_size,
             r.dims.replica_size);
-    model_acts_alloc(&r.acts, &r.plan, c->batch_size, c->model.max_context_width, 0, ckpt_every(c));
+    model_acts_alloc(&r.acts, &r.plan, c->batch_size, c->model.max_context_width, 0, train_ckpt_every(c, kern_on_gpu()),
+                     train_offload_horizon(c, kern_on_gpu()));
+    if (c->offload_activations && kern_on_gpu()) {
+        const char *how = model_offload_describe(&r.acts);
+        log_msg("--offload_activations: %s%s\n", c->activation_checkpoints ? "" : "activation checkpointing on (implied); ",
+                how ? how : "no effect: no more checkpointed blocks than --activation_loading_horizon + 1 stay on the device");
+    }
     int nplans = c->packing ? c->grad_accum : c->grad_accum > 1 ? c->grad_accum : 1;
     r.batch = data_batch_new(c->batch_size, c->model.max_context_width);
     for (int k = 0; k < 2; k++) {

@@ -40,7 +40,7 @@ static void setup(Setup *s, int argc, char **argv) {
     comm_check_all(parallel_dims_build(&pd, &s->cfg, comm_info.world, comm_info.local_world));
     shard_init(&s->st, &s->plan, &s->cfg, &pd, 1);
     int B = s->cfg.batch_size, T = s->cfg.model.max_context_width;
-    model_acts_alloc(&s->acts, &s->plan, B, T, 0, 0);
+    model_acts_alloc(&s->acts, &s->plan, B, T, 0, 0, 0);
     s->inp = mallocCheck((size_t)B * T * sizeof(int32_t));
     s->tgt = mallocCheck((size_t)B * T * sizeof(int32_t));
 }

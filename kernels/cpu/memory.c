@@ -18,6 +18,8 @@ int cpu_download_async(void *host_dst, const void *src, size_t bytes) { return m
 int cpu_upload_async(void *dst, const void *host_src, size_t bytes) { return memcpy(dst, host_src, bytes), 0; }
 void cpu_async_wait(int ticket) { (void)ticket; }
 void cpu_async_fence(void) {}
+void cpu_async_fence_to(int ticket) { (void)ticket; }
+void cpu_async_after_kernels(void) {}
 double cpu_peak_mem_mib(void) { return 0.0; }
 void cpu_mem_info(size_t *free_bytes, size_t *total_bytes) { *free_bytes = *total_bytes = 0; }  // not a device
 

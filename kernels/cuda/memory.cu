@@ -140,15 +140,21 @@ constexpr int kCopyEvents = 256;
 cudaEvent_t copy_events[kCopyEvents], compute_mark;
 int next_ticket;
 
+void make_events() {
+    if (copy_events[0]) return;
+    for (auto &e : copy_events) cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&compute_mark, cudaEventDisableTiming));
+}
+
+// copies queued from now on start after the kernels queued so far
+void copies_after_kernels() {
+    cudaCheck(cudaEventRecord(compute_mark, cuda_stream()));
+    cudaCheck(cudaStreamWaitEvent(cuda_ctx.copy_stream, compute_mark, 0));
+}
+
 int copy_async(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
-    if (!copy_events[0]) {
-        for (auto &e : copy_events) cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-        cudaCheck(cudaEventCreateWithFlags(&compute_mark, cudaEventDisableTiming));
-    }
-    if (kind == cudaMemcpyDeviceToHost) {  // the source is written by kernels queued so far
-        cudaCheck(cudaEventRecord(compute_mark, cuda_stream()));
-        cudaCheck(cudaStreamWaitEvent(cuda_ctx.copy_stream, compute_mark, 0));
-    }
+    make_events();
+    if (kind == cudaMemcpyDeviceToHost) copies_after_kernels();  // the source is written by kernels queued so far
     if (bytes) cudaCheck(cudaMemcpyAsync(dst, src, bytes, kind, cuda_ctx.copy_stream));
     const int t = next_ticket;
     next_ticket = (next_ticket + 1) % kCopyEvents;
@@ -171,6 +177,16 @@ void cuda_async_fence(void) {
     if (!copy_events[0]) return;  // nothing was ever copied
     const int last = (next_ticket + kCopyEvents - 1) % kCopyEvents;
     cudaCheck(cudaStreamWaitEvent(cuda_stream(), copy_events[last], 0));
+}
+
+void cuda_async_fence_to(int ticket) {
+    if (!copy_events[0]) return;
+    cudaCheck(cudaStreamWaitEvent(cuda_stream(), copy_events[ticket], 0));
+}
+
+void cuda_async_after_kernels(void) {
+    make_events();
+    copies_after_kernels();
 }
 
 void *cuda_compute_stream(void) { return (void *)cuda_ctx.stream; }
