@@ -434,20 +434,16 @@ static const char *check_tensors(hid_t f, const char *file, const ModelPlan *pla
     return e;
 }
 
-// Selects elements [begin, begin+count) of a row-major dataset (1-D or 2-D) as at most three
-// hyperslabs: a partial first row, whole rows, a partial last row.
-static void select_range(hid_t space, const TensorSpec *t, size_t begin, size_t count) {
-    if (!count) {
-        h5Check(H5Sselect_none(space));
-        return;
-    }
+// Adds elements [begin, begin+count) (count > 0) of the whole row-major tensor t (1-D or 2-D) to
+// the selection as at most three hyperslabs: a partial first row, whole rows, a partial last row.
+// op: H5S_SELECT_SET for the first, then H5S_SELECT_OR, which it returns.
+static H5S_seloper_t select_flat(hid_t space, const TensorSpec *t, size_t begin, size_t count, H5S_seloper_t op) {
     if (t->ndim == 1) {
         hsize_t st[1] = {begin}, ct[1] = {count};
-        h5Check(H5Sselect_hyperslab(space, H5S_SELECT_SET, st, NULL, ct, NULL));
-        return;
+        h5Check(H5Sselect_hyperslab(space, op, st, NULL, ct, NULL));
+        return H5S_SELECT_OR;
     }
-    size_t C = t->shape[1], end = begin + count;
-    H5S_seloper_t op = H5S_SELECT_SET;
+    size_t C = (size_t)t->full[1], end = begin + count;
     size_t r0 = begin / C, r1 = end / C;
     if (begin % C) {  // partial first row
         size_t stop = (r0 + 1) * C < end ? (r0 + 1) * C : end;
@@ -455,7 +451,7 @@ static void select_range(hid_t space, const TensorSpec *t, size_t begin, size_t 
         h5Check(H5Sselect_hyperslab(space, op, st, NULL, ct, NULL));
         op = H5S_SELECT_OR;
         r0++;
-        if (stop == end) return;
+        if (stop == end) return op;
     }
     if (r1 > r0) {
         hsize_t st[2] = {r0, 0}, ct[2] = {r1 - r0, C};
@@ -465,7 +461,84 @@ static void select_range(hid_t space, const TensorSpec *t, size_t begin, size_t 
     if (end % C && r1 >= r0) {
         hsize_t st[2] = {r1, 0}, ct[2] = {1, end % C};
         h5Check(H5Sselect_hyperslab(space, op, st, NULL, ct, NULL));
+        op = H5S_SELECT_OR;
     }
+    return op;
+}
+
+static void select_range(hid_t space, const TensorSpec *t, size_t begin, size_t count) {
+    if (!count) h5Check(H5Sselect_none(space));
+    else select_flat(space, t, begin, count, H5S_SELECT_SET);
+}
+
+// Selects tp rank `rank`'s elements [begin, begin+count) of its part of t (model_tp_run) in the
+// whole tensor, in their order: runs inside one row that repeat a row apart (a column split's
+// rows) become one 2-D hyperslab, the others their flat ranges.
+static void select_part(hid_t space, const TensorSpec *t, int tp, int rank, size_t begin, size_t count) {
+    if (tp < 2 || !count) {
+        select_range(space, t, begin, count);
+        return;
+    }
+    H5S_seloper_t op = H5S_SELECT_SET;
+    size_t C = t->ndim == 2 ? (size_t)t->full[1] : 1, b0 = 0, blen = 0, brows = 0;
+    for (size_t done = 0; done <= count;) {
+        size_t full = 0, n = 0;
+        if (done < count) {
+            n = model_tp_run(t, tp, rank, begin + done, &full);
+            if (n > count - done) n = count - done;
+        }
+        int in_row = done < count && t->ndim == 2 && full % C + n <= C;
+        if (brows && in_row && n == blen && full == b0 + brows * C) {
+            brows++;
+        } else {
+            if (brows) {  // the block so far
+                hsize_t st[2] = {b0 / C, b0 % C}, ct[2] = {brows, blen};
+                h5Check(H5Sselect_hyperslab(space, op, st, NULL, ct, NULL));
+                op = H5S_SELECT_OR;
+                brows = 0;
+            }
+            if (in_row) b0 = full, blen = n, brows = 1;
+            else if (done < count) op = select_flat(space, t, full, n, op);
+        }
+        if (done == count) break;
+        done += n;
+    }
+}
+
+// crc32 of n zero bytes (n of them: the gaps between a tp rank's runs repeat, so the last is kept)
+static uLong zeros_crc(size_t n) {
+    static size_t last_n = 0;
+    static uLong last = 0;
+    if (n == last_n) return last;
+    uLong r = 0, p = crc32_z(0, (const Bytef *)"", 0);
+    static const Bytef zero[1] = {0};
+    p = crc32_z(p, zero, 1);
+    size_t plen = 1, m = n;
+    for (; m; m >>= 1, p = crc32_combine(p, p, (z_off_t)plen), plen *= 2)
+        if (m & 1) r = crc32_combine(r, p, (z_off_t)plen);
+    last_n = n;
+    return last = r;
+}
+
+// The crc32 of the whole tensor t with this rank's elements [begin, begin+count) of its tp part
+// (x, in their order) in place and zeros everywhere else. crc32 is affine, so XOR-ing every
+// rank's such checksum (a rank holding nothing gives the zeros' checksum) over k ranks, plus the
+// zeros' checksum once more when k is even, is the whole tensor's (tp_checksum_combine).
+static size_t whole_numel(const TensorSpec *t) { return (size_t)t->full[0] * (t->ndim == 2 ? (size_t)t->full[1] : 1); }
+
+static uint32_t piece_crc(const TensorSpec *t, int tp, int rank, size_t begin, size_t count, const float *x) {
+    uLong acc = crc32_z(0, Z_NULL, 0);
+    size_t pos = 0, total = whole_numel(t);
+    for (size_t done = 0; done < count;) {
+        size_t full, n = model_tp_run(t, tp, rank, begin + done, &full);
+        if (n > count - done) n = count - done;
+        if (full > pos) acc = crc32_combine(acc, zeros_crc((full - pos) * sizeof(float)), (z_off_t)((full - pos) * sizeof(float)));
+        acc = crc32_combine(acc, crc32_z(crc32_z(0, Z_NULL, 0), (const Bytef *)(x + done), n * sizeof(float)), (z_off_t)(n * sizeof(float)));
+        pos = full + n;
+        done += n;
+    }
+    if (total > pos) acc = crc32_combine(acc, zeros_crc((total - pos) * sizeof(float)), (z_off_t)((total - pos) * sizeof(float)));
+    return (uint32_t)acc;
 }
 
 static uint32_t crc_of(const float *x, size_t n) { return (uint32_t)crc32_z(crc32_z(0, Z_NULL, 0), (const Bytef *)x, n * sizeof(float)); }
@@ -473,8 +546,11 @@ static uint32_t crc_of(const float *x, size_t n) { return (uint32_t)crc32_z(crc3
 // Collective read or write of this rank's slice of one tensor; `dev` is on the compute device
 // when on_device (HDF5 then goes through a host copy). *crc gets the slice's range and CRC.
 // Returns NULL or what failed on this rank (the caller agrees with the others).
-static const char *xfer_tensor(hid_t file, const char *group, const TensorSpec *t, size_t begin, size_t count, float *dev,
-                               int on_device, int write, CommCrc *crc) {
+// Under tensor parallelism (plan tp > 1) the slice is of this tp rank's part of t, placed in the
+// whole tensor (select_part), and *crc is its piece checksum (piece_crc) when `counted`, else
+// the zeros' (a slice another rank's piece covers).
+static const char *xfer_tensor(hid_t file, const char *group, const TensorSpec *t, const ModelPlan *plan, size_t begin,
+                               size_t count, float *dev, int on_device, int write, int counted, CommCrc *crc) {
     static char msg[256];
     float *buf = dev;
     if (on_device) {
@@ -483,11 +559,12 @@ static const char *xfer_tensor(hid_t file, const char *group, const TensorSpec *
     }
     char path[160];
     snprintf(path, sizeof path, "%s/%s", group, t->name);
-    hsize_t dims[2] = {(hsize_t)t->shape[0], (hsize_t)t->shape[1]};
+    int tp = plan->tp > 1 ? plan->tp : 1;
+    hsize_t dims[2] = {(hsize_t)t->full[0], (hsize_t)t->full[1]};  // the whole tensor, at every tp degree
     hid_t fspace = h5Check(H5Screate_simple(t->ndim, dims, NULL));
     hid_t ds = write ? H5Dcreate2(file, path, H5T_IEEE_F32LE, fspace, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)
                      : H5Dopen2(file, path, H5P_DEFAULT);
-    select_range(fspace, t, begin, count);
+    select_part(fspace, t, tp, plan->tp_rank, begin, count);
     hsize_t mdim[1] = {count ? count : 1};
     hid_t mspace = h5Check(H5Screate_simple(1, mdim, NULL));
     if (!count) h5Check(H5Sselect_none(mspace));
@@ -499,7 +576,8 @@ static const char *xfer_tensor(hid_t file, const char *group, const TensorSpec *
     H5Sclose(mspace);
     H5Sclose(fspace);
     if (ds >= 0) H5Dclose(ds);
-    *crc = (CommCrc){begin * sizeof(float), count * sizeof(float), ok && count ? crc_of(buf, count) : 0};
+    if (tp > 1) *crc = (CommCrc){0, whole_numel(t) * sizeof(float), ok ? piece_crc(t, tp, plan->tp_rank, begin, counted ? count : 0, buf) : 0};
+    else *crc = (CommCrc){begin * sizeof(float), count * sizeof(float), ok && count ? crc_of(buf, count) : 0};
     if (buf != dev) {
         if (ok && !write && count) kern_upload(dev, buf, count * sizeof(float));
         free(buf);
@@ -526,13 +604,30 @@ static const char *xfer_state(hid_t file, const ShardState *s, int write, int ng
         for (int u = 0; u < plan->nunits; u++)
             for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
                 size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
-                if (write && !shard_is_writer(s)) n = 0;  // replicas hold the same slices: one group writes
-                const char *e = comm_first_error(xfer_tensor(file, ckpt_groups[g], &plan->units[u].t[t], begin, n,
-                                                             state_buffer(s, u, g) + local, shard_state_on_device(s), write, &crcs[k]));
+                // replicas hold the same slices, and a tensor every tp rank holds whole is the same
+                // on each: one group, and its first tp rank, writes and counts them
+                int dup = plan->tp > 1 && plan->units[u].t[t].tp_split == TP_WHOLE && plan->tp_rank > 0;
+                int counted = shard_is_writer(s) && !dup;
+                if (write && !counted) n = 0;
+                const char *e = comm_first_error(xfer_tensor(file, ckpt_groups[g], &plan->units[u].t[t], plan, begin, n,
+                                                             state_buffer(s, u, g) + local, shard_state_on_device(s), write,
+                                                             counted, &crcs[k]));
                 if (e) return e;
                 comm_deadline_progress();
             }
     return NULL;
+}
+
+// The checksums of the first ngroups groups' whole tensors from every rank's pieces (plan tp > 1):
+// XOR over all ranks, then the zeros' checksum once more when their number is even (piece_crc).
+static void tp_checksums(const ModelPlan *plan, int ngroups, CommCrc *c) {
+    size_t n = (size_t)ngroups * count_tensors(plan);
+    uint32_t *x = mallocCheck(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = (uint32_t)c[i].crc;
+    comm_allreduce_xor_u32(comm_world(), x, n);
+    for (size_t i = 0; i < n; i++)
+        c[i].crc = x[i] ^ (comm_info.world % 2 ? 0 : (uint32_t)zeros_crc(c[i].len));
+    free(x);
 }
 
 // After comm_allreduce_crc32 over ranks that together hold every tensor once: the first tensor
@@ -544,7 +639,7 @@ static const char *checksum_mismatch(const char *file, const ModelPlan *plan, in
         for (int u = 0; u < plan->nunits; u++)
             for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
                 const TensorSpec *ts = &plan->units[u].t[t];
-                if (got[k].begin != 0 || got[k].len != ts->numel * sizeof(float))
+                if (got[k].begin != 0 || got[k].len != whole_numel(ts) * sizeof(float))
                     err_fatal("internal error: the slices of /%s/%s do not tile it", ckpt_groups[g], ts->name);
                 if ((uint32_t)got[k].crc != want[k])
                     return snprintf(msg, sizeof msg, "checkpoint '%s': tensor /%s/%s fails its checksum (crc32 of the data %08x, recorded %08x): the file is corrupt",
@@ -696,7 +791,8 @@ void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const Ck
     if (!why[0]) agree(why, sizeof why, xfer_state(f, s, 1, 3, crcs));
     if (!why[0]) {
         // only writers hold slices, in rank order: the world's concatenation is the tensor
-        comm_allreduce_crc32(comm_world(), crcs, (size_t)3 * nt);
+        if (plan->tp > 1) tp_checksums(plan, 3, crcs);
+        else comm_allreduce_crc32(comm_world(), crcs, (size_t)3 * nt);
         agree(why, sizeof why, write_checksums(f, plan, crcs));
     }
     if (!why[0]) test_pause(meta->step);
@@ -846,7 +942,8 @@ static void load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *
     if (e) comm_fail_all("checkpoint '%s': %s (corrupt or truncated file?)", file, e);
     if (h.version >= 2) {
         // every shard group holds every tensor once: each checks what its ranks read
-        comm_allreduce_crc32(shard_group(s), got, n);
+        if (plan->tp > 1) tp_checksums(plan, ngroups, got);
+        else comm_allreduce_crc32(shard_group(s), got, n);
         comm_check_all(checksum_mismatch(file, plan, ngroups, got, want));
     }
     free(want);

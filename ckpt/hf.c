@@ -515,12 +515,12 @@ static const StTensor *hf_source_tensor(const HfModel *h, const TensorSpec *spec
     if (t->dtype == ST_OTHER)
         return err_set(msg, len, "tensor %s in '%s' has dtype %s; fsdpc loads F32, BF16 and F16", name, path, t->dtype_name), NULL;
     int ok = t->ndim == spec->ndim;
-    for (int d = 0; ok && d < spec->ndim; d++) ok = t->shape[d] == spec->shape[d];
+    for (int d = 0; ok && d < spec->ndim; d++) ok = t->shape[d] == spec->full[d];  // the whole tensor at any tp degree
     if (!ok) {
         char got[160] = "", want[64];
         for (int d = 0; d < t->ndim; d++)
             snprintf(got + strlen(got), sizeof got - strlen(got), d ? ",%lld" : "%lld", (long long)t->shape[d]);
-        snprintf(want, sizeof want, spec->ndim == 1 ? "%d" : "%d,%d", spec->shape[0], spec->shape[1]);
+        snprintf(want, sizeof want, spec->ndim == 1 ? "%d" : "%d,%d", spec->full[0], spec->full[1]);
         return err_set(msg, len, "tensor %s in '%s' has shape [%s] but the model config needs [%s]", name, path, got, want), NULL;
     }
     return t;
@@ -590,13 +590,17 @@ void hf_load(const HfModel *h, ShardState *s, int allow_unused) {
                 break;
             }
             float *dst = shard_master(s, u) + local;
-            if (!on_device) {
-                err = st_read_f32(fds[file], sf, src, begin, n, dst);
-                continue;
-            }
-            for (size_t done = 0; done < n && !err; done += HF_CHUNK) {
-                size_t k = n - done < HF_CHUNK ? n - done : HF_CHUNK;
-                if (!(err = st_read_f32(fds[file], sf, src, begin + done, k, stage))) kern_upload(dst + done, stage, k * sizeof(float));
+            // a tp part is runs of the whole tensor (model_tp_run), each read where it lies
+            for (size_t at = 0; at < n && !err;) {
+                size_t from = begin + at, run = n - at;
+                if (plan->tp > 1 && (run = model_tp_run(&plan->units[u].t[t], plan->tp, plan->tp_rank, begin + at, &from)) > n - at)
+                    run = n - at;
+                if (!on_device) err = st_read_f32(fds[file], sf, src, from, run, dst + at);
+                for (size_t done = 0; on_device && done < run && !err; done += HF_CHUNK) {
+                    size_t k = run - done < HF_CHUNK ? run - done : HF_CHUNK;
+                    if (!(err = st_read_f32(fds[file], sf, src, from + done, k, stage))) kern_upload(dst + at + done, stage, k * sizeof(float));
+                }
+                at += run;
             }
         }
     for (int i = 0; i < h->nfiles; i++)

@@ -321,7 +321,7 @@ static void shape_str(char *buf, size_t len, int nd, const uint64_t *d) {
 // One plan tensor against its dataset (NULL: none).
 static const char *check_one(const CkptDataset *ds, const char *file, const char *path, const TensorSpec *ts, int version, uint32_t *want) {
     char have[64], need[64];
-    const uint64_t want_dims[2] = {(uint64_t)ts->shape[0], (uint64_t)ts->shape[1]};
+    const uint64_t want_dims[2] = {(uint64_t)ts->full[0], (uint64_t)ts->full[1]};  // the whole tensor at any tp degree
     shape_str(need, sizeof need, ts->ndim, want_dims);
     if (!ds) return snprintf(msg, sizeof msg, "checkpoint '%s' lacks tensor /%s", file, path), msg;
     if (ds->ndim < 0) return snprintf(msg, sizeof msg, "checkpoint '%s': /%s is not a readable dataset", file, path), msg;

@@ -46,7 +46,8 @@ enum { TIMEOUT_TAG = 7, GRACE_SECONDS = 5 };
 static void fatal_before(void);
 static void fatal_end(void);
 #ifdef FSDPC_CUDA
-static CommGroup *nccl_groups[2];  // the shard and replica groups' NCCL communicators, to abort or destroy
+enum { NCCL_GROUPS = 3 };
+static CommGroup *nccl_groups[NCCL_GROUPS];  // the shard, replica and tp groups' NCCL communicators, to abort or destroy
 static void nccl_abort_all(void);
 #else
 static void nccl_abort_all(void) {}
@@ -439,7 +440,7 @@ int comm_default_threads(const char **source) {
 
 void comm_finalize(void) {
 #ifdef FSDPC_CUDA
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < NCCL_GROUPS; i++)
         if (nccl_groups[i]) comm_nccl_destroy(nccl_groups[i]->nccl);
 #endif
     MPI_Finalize();
@@ -752,7 +753,7 @@ typedef struct {
     size_t size;
 } Elem;
 static const Elem F32 = {MPI_FLOAT, 0, "fp32", 4}, BF16 = {MPI_UINT16_T, 1, "bf16", 2}, F64 = {MPI_DOUBLE, 0, "fp64", 8},
-                  I32 = {MPI_INT, 0, "int32", 4}, BYTES = {MPI_BYTE, 0, "bytes", 1};
+                  I32 = {MPI_INT, 0, "int32", 4}, U32 = {MPI_UINT32_T, 0, "uint32", 4}, BYTES = {MPI_BYTE, 0, "bytes", 1};
 
 struct CommRequest {
     MPI_Request req;
@@ -915,6 +916,7 @@ void comm_barrier(CommGroup *g) {
 void comm_allreduce_sum_f32(CommGroup *g, float *buf, size_t n) { allreduce_blocking(g, buf, n, F32, MPI_SUM); }
 void comm_allreduce_sum_f64(CommGroup *g, double *buf, size_t n) { allreduce_blocking(g, buf, n, F64, MPI_SUM); }
 void comm_allreduce_max_f64(CommGroup *g, double *buf, size_t n) { allreduce_blocking(g, buf, n, F64, MPI_MAX); }
+void comm_allreduce_xor_u32(CommGroup *g, uint32_t *buf, size_t n) { allreduce_blocking(g, buf, n, U32, MPI_BXOR); }
 void comm_bcast_bytes(CommGroup *g, void *buf, size_t n, int root) { bcast_blocking(g, buf, n, BYTES, root); }
 
 const char *comm_first_error(const char *local_error) {
@@ -1026,26 +1028,30 @@ static CommGroup *group_from(MPI_Comm c, const char *name) {
     return g;
 }
 
-void comm_make_groups(int shard_size, CommGroup **shard, CommGroup **replica) {
-    MPI_Comm s, r;
-    int rank = comm_info.rank;
-    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, rank / shard_size, rank, &s));
-    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, rank % shard_size, rank, &r));
+void comm_make_mesh(int tp, int shard_size, CommGroup **tp_group, CommGroup **shard, CommGroup **replica) {
+    MPI_Comm t, s, r;
+    int rank = comm_info.rank, block = shard_size * tp;  // rank = (replica * shard_size + shard) * tp + tp rank
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, rank / tp, rank, &t));
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, rank / block * tp + rank % tp, rank, &s));
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, rank % block, rank, &r));
+    *tp_group = group_from(t, "tp");
     *shard = group_from(s, "shard");
     *replica = group_from(r, "replica");
 #ifdef FSDPC_CUDA
-    if (kern_on_gpu()) {  // parameters and gradients live on the GPU: NCCL moves them
+    if (kern_on_gpu()) {  // parameters, gradients and activations live on the GPU: NCCL moves them
         nccl_groups[0] = *shard;
         nccl_groups[1] = *replica;
-        for (int i = 0; i < 2; i++)
-            nccl_groups[i]->nccl = comm_nccl_init(&nccl_groups[i]->comm, comm_group_rank(nccl_groups[i]), comm_group_size(nccl_groups[i]));
+        nccl_groups[2] = tp > 1 ? *tp_group : NULL;  // a tp group of one rank has nothing to move
+        for (int i = 0; i < NCCL_GROUPS; i++)
+            if (nccl_groups[i])
+                nccl_groups[i]->nccl = comm_nccl_init(&nccl_groups[i]->comm, comm_group_rank(nccl_groups[i]), comm_group_size(nccl_groups[i]));
     }
 #endif
 }
 
 #ifdef FSDPC_CUDA
 static void nccl_abort_all(void) {
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < NCCL_GROUPS; i++)
         if (nccl_groups[i] && nccl_groups[i]->nccl) comm_nccl_abort(nccl_groups[i]->nccl);
 }
 #define NCCL_ROUTE(g, r, call) \
@@ -1079,10 +1085,10 @@ static CommRequest *reduce_scatter(CommGroup *g, const void *in, void *out, size
     return r;
 }
 
-static CommRequest *allreduce(CommGroup *g, void *buf, size_t n, Elem e) {
-    CommRequest *r = request_new(g, "all-reduce", e, n);
-    NCCL_ROUTE(g, r, comm_nccl_allreduce(g->nccl, buf, n, NCCL_TYPE(e), trace_on));
-    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(n), e.mpi, sum_op(e), g->comm, &r->req));
+static CommRequest *allreduce(CommGroup *g, void *buf, size_t n, Elem e, int max) {
+    CommRequest *r = request_new(g, max ? "all-reduce max" : "all-reduce", e, n);
+    NCCL_ROUTE(g, r, comm_nccl_allreduce(g->nccl, buf, n, NCCL_TYPE(e), max, trace_on));
+    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(n), e.mpi, max ? MPI_MAX : sum_op(e), g->comm, &r->req));
     return r;
 }
 
@@ -1092,14 +1098,15 @@ CommRequest *comm_all_gather_start(CommGroup *g, const float *in, float *out, si
 CommRequest *comm_reduce_scatter_start(CommGroup *g, const float *in, float *out, size_t n) {
     return reduce_scatter(g, in, out, n, F32);
 }
-CommRequest *comm_allreduce_start(CommGroup *g, float *buf, size_t n) { return allreduce(g, buf, n, F32); }
+CommRequest *comm_allreduce_start(CommGroup *g, float *buf, size_t n) { return allreduce(g, buf, n, F32, 0); }
+CommRequest *comm_allreduce_max_start(CommGroup *g, float *buf, size_t n) { return allreduce(g, buf, n, F32, 1); }
 CommRequest *comm_all_gather_bf16_start(CommGroup *g, const uint16_t *in, uint16_t *out, size_t n) {
     return all_gather(g, in, out, n, BF16);
 }
 CommRequest *comm_reduce_scatter_bf16_start(CommGroup *g, const uint16_t *in, uint16_t *out, size_t n) {
     return reduce_scatter(g, in, out, n, BF16);
 }
-CommRequest *comm_allreduce_bf16_start(CommGroup *g, uint16_t *buf, size_t n) { return allreduce(g, buf, n, BF16); }
+CommRequest *comm_allreduce_bf16_start(CommGroup *g, uint16_t *buf, size_t n) { return allreduce(g, buf, n, BF16, 0); }
 
 CommRequest *comm_bcast_start(CommGroup *g, float *buf, size_t n, int root) {
     CommRequest *r = request_new(g, "broadcast", F32, n);

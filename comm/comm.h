@@ -139,6 +139,7 @@ void comm_barrier(CommGroup *g);
 void comm_allreduce_sum_f32(CommGroup *g, float *buf, size_t n);
 void comm_allreduce_sum_f64(CommGroup *g, double *buf, size_t n);
 void comm_allreduce_max_f64(CommGroup *g, double *buf, size_t n);
+void comm_allreduce_xor_u32(CommGroup *g, uint32_t *buf, size_t n);  // bitwise XOR
 void comm_bcast_bytes(CommGroup *g, void *buf, size_t n, int root);
 // Rank 0 of g receives every member's n bytes, in rank order, into *all (malloc'ed, *total
 // bytes); the others get NULL and 0.
@@ -152,10 +153,12 @@ typedef struct {
 // (crc32_combine), on every rank of g. Ranges that do not adjoin in rank order give len UINT64_MAX.
 void comm_allreduce_crc32(CommGroup *g, CommCrc *r, size_t n);
 
-// FSDP process groups: the shard group holds `shard_size` consecutive ranks (one node by
-// default); the replica group links the ranks with the same position in every shard group.
-// Returns NULL-free groups; the caller checks world % shard_size == 0 first.
-void comm_make_groups(int shard_size, CommGroup **shard, CommGroup **replica);
+// The process mesh replica x shard x tp (shard/parallel.h): rank = (replica * shard_size + shard)
+// * tp + tp rank, so a tensor-parallel group is `tp` consecutive ranks (inside a node); the shard
+// group holds the shard_size ranks of one replica with the same tp rank (consecutive when tp is
+// 1: one node by default); the replica group links the ranks with the same place in every
+// replica. The caller checks world % (shard_size * tp) == 0 first.
+void comm_make_mesh(int tp, int shard_size, CommGroup **tp_group, CommGroup **shard, CommGroup **replica);
 
 // Every collective is numbered in its group's sequence and kept in the flight recorder
 // (comm/flight.h); waits watch --collective_timeout; within --trace_steps each is a trace span.
@@ -168,6 +171,7 @@ void comm_reduce_scatter(CommGroup *g, const float *in, float *out, size_t n);
 CommRequest *comm_all_gather_start(CommGroup *g, const float *in, float *out, size_t n);
 CommRequest *comm_reduce_scatter_start(CommGroup *g, const float *in, float *out, size_t n);
 CommRequest *comm_allreduce_start(CommGroup *g, float *buf, size_t n);
+CommRequest *comm_allreduce_max_start(CommGroup *g, float *buf, size_t n);  // the maximum, element by element
 CommRequest *comm_bcast_start(CommGroup *g, float *buf, size_t n, int root);
 void comm_wait(CommRequest *r);  // completes and frees r; NULL is a no-op
 // the same on bf16 values (uint16 storage); sums add in fp32 and round to bf16

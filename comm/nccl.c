@@ -97,9 +97,9 @@ NcclReq *comm_nccl_reduce_scatter(NcclComm *c, const void *in, void *out, size_t
     return end(r);
 }
 
-NcclReq *comm_nccl_allreduce(NcclComm *c, void *buf, size_t n, NcclType t, int timed) {
+NcclReq *comm_nccl_allreduce(NcclComm *c, void *buf, size_t n, NcclType t, int max, int timed) {
     NcclReq *r = begin(c, "all-reduce", timed);
-    ncclCheck(ncclAllReduce(buf, buf, n, dtype(t), ncclSum, c->comm, stream));
+    ncclCheck(ncclAllReduce(buf, buf, n, dtype(t), max ? ncclMax : ncclSum, c->comm, stream));
     return end(r);
 }
 

@@ -18,7 +18,7 @@ NcclComm *comm_nccl_init(void *mpi_comm, int rank, int size);
 // timed: record CUDA events around the op, so comm_nccl_finish can give its times on the stream
 NcclReq *comm_nccl_all_gather(NcclComm *c, const void *in, void *out, size_t n, NcclType t, int timed);
 NcclReq *comm_nccl_reduce_scatter(NcclComm *c, const void *in, void *out, size_t n, NcclType t, int timed);
-NcclReq *comm_nccl_allreduce(NcclComm *c, void *buf, size_t n, NcclType t, int timed);
+NcclReq *comm_nccl_allreduce(NcclComm *c, void *buf, size_t n, NcclType t, int max, int timed);  // max: else sum
 NcclReq *comm_nccl_bcast(NcclComm *c, void *buf, size_t n, int root, int timed);
 // One poll: 1 when r is done, 0 while it runs; *err is set when NCCL reports an asynchronous
 // error (the caller's fatal path then aborts the communicators).

@@ -18,6 +18,7 @@ enum {
     TID_BASE = 1,        // rows TRACE_COMPUTE.. are tids 1..
     TID_COMM = 10,       // collective rows: overlapping collectives (CPU runs) go on further rows
     COMM_LANES = 6,
+    TID_TP = 20,         // the tensor-parallel group's collectives, on the compute's critical path
     DEPTH = 8,           // nested spans per row
     BYTES_PER_STEP = 4 << 20,  // the whole file's budget per traced step, shared by the ranks
 };
@@ -40,7 +41,7 @@ static struct {
     Open open[TRACE_NTHREADS][DEPTH];
     int depth[TRACE_NTHREADS];
     int64_t lane_end[COMM_LANES];
-    int lanes_used;
+    int lanes_used, tp_used;
 } T;
 
 static double rel_us(int64_t us) { return (double)(us - T.zero_us); }
@@ -141,6 +142,9 @@ static void write_file(void) {
         emit("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}", comm_info.rank,
              TID_COMM + l, name);
     }
+    if (T.tp_used)
+        emit("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"tensor-parallel collectives\"}}",
+             comm_info.rank, TID_TP);
     if (T.dropped)
         emit("{\"name\":\"process_labels\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"labels\":\"%llu events dropped "
              "(trace budget)\"}}", comm_info.rank, (unsigned long long)T.dropped);
@@ -228,13 +232,15 @@ void trace_counter_at(const char *name, double value) {
 
 void trace_collective(const char *op, const char *group, uint64_t seq, size_t bytes, const char *dtype, int64_t start_us,
                       int64_t end_us) {
-    // X events on one row must nest: a collective that overlaps an earlier one goes a row down
-    int lane = 0;
-    while (lane < COMM_LANES - 1 && T.lane_end[lane] > start_us) lane++;
-    if (T.lane_end[lane] < end_us) T.lane_end[lane] = end_us;
-    if (lane + 1 > T.lanes_used) T.lanes_used = lane + 1;
+    // X events on one row must nest: a collective that overlaps an earlier one goes a row down;
+    // the tp group's (comm_make_mesh) wait inside the compute, one at a time, on their own row
+    int tp = !strcmp(group, "tp"), lane = 0;
+    while (!tp && lane < COMM_LANES - 1 && T.lane_end[lane] > start_us) lane++;
+    if (!tp && T.lane_end[lane] < end_us) T.lane_end[lane] = end_us;
+    if (!tp && lane + 1 > T.lanes_used) T.lanes_used = lane + 1;
+    T.tp_used |= tp;
     emit("{\"name\":\"%s\",\"cat\":\"collective\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
          "\"args\":{\"bytes\":%zu,\"group\":\"%s\",\"dtype\":\"%s\",\"seq\":%llu,\"step\":%d}}",
-         op, comm_info.rank, TID_COMM + lane, rel_us(start_us), (double)(end_us - start_us), bytes, group, dtype,
+         op, comm_info.rank, tp ? TID_TP : TID_COMM + lane, rel_us(start_us), (double)(end_us - start_us), bytes, group, dtype,
          (unsigned long long)seq, T.step);
 }

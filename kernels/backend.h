@@ -92,8 +92,22 @@
       (out, tokens, wte, N, D))                                                                                        \
     X(void, embedding_bwd, (float *dwte, const float *dout, const int32_t *tokens, int N, int D),                      \
       (dwte, dout, tokens, N, D))                                                                                      \
+    X(void, embedding_part_fwd,                                                                                        \
+      (float *out, const int32_t *tokens, const void *wte_part, int N, int D, int v0, int Vl),                         \
+      (out, tokens, wte_part, N, D, v0, Vl))                                                                           \
+    X(void, embedding_part_bwd,                                                                                        \
+      (float *dwte_part, const float *dout, const int32_t *tokens, int N, int D, int v0, int Vl),                      \
+      (dwte_part, dout, tokens, N, D, v0, Vl))                                                                         \
     X(void, crossentropy_fwd_bwd, (void *logits, const int32_t *targets, int N, int V, float dscale, double *loss),    \
       (logits, targets, N, V, dscale, loss))                                                                           \
+    X(void, xent_part_max, (const void *logits, int N, int Vl, float *row_max), (logits, N, Vl, row_max))            \
+    X(void, xent_part_sums,                                                                                            \
+      (const void *logits, const int32_t *targets, int N, int Vl, int v0, const float *row_max, float *sums),          \
+      (logits, targets, N, Vl, v0, row_max, sums))                                                                     \
+    X(void, xent_part_finish,                                                                                          \
+      (void *logits, const int32_t *targets, int N, int Vl, int v0, const float *row_max, const float *sums,           \
+       float dscale, int add_loss, double *loss),                                                                      \
+      (logits, targets, N, Vl, v0, row_max, sums, dscale, add_loss, loss))                                             \
     X(void, add, (float *y, const float *x, size_t n), (y, x, n))                                                      \
     X(void, add3, (float *out, const float *a, const float *b, size_t n), (out, a, b, n))                              \
     X(void, scale, (float *x, float s, size_t n), (x, s, n))                                                           \

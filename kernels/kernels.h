@@ -258,6 +258,13 @@ void kern_embedding_fwd(float *out, const int32_t *tokens, const void *wte, int 
 // out and dout are the fp32 residual stream
 // dwte (V, D) += scatter of dout (N, D); deterministic (no atomics)
 void kern_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, int N, int D);
+// Vocabulary-parallel forms (tensor parallelism): this rank holds rows [v0, v0 + Vl) of the table
+// as wte_part (Vl, D). out (N, D) = wte_part[tokens[n] - v0] for a token in that range, else a zero
+// row, so the sum of out over the tp ranks is kern_embedding_fwd's.
+void kern_embedding_part_fwd(float *out, const int32_t *tokens, const void *wte_part, int N, int D, int v0, int Vl);
+// dwte_part (Vl, D) += scatter of the rows of dout (N, D) whose token is in [v0, v0 + Vl); the same
+// additions in the same order as kern_embedding_bwd (deterministic, no atomics)
+void kern_embedding_part_bwd(float *dwte_part, const float *dout, const int32_t *tokens, int N, int D, int v0, int Vl);
 
 // ---- token ids ----
 // Checks a batch's ids (tokens, and targets unless NULL: N each) against the vocabulary V where
@@ -287,6 +294,32 @@ void kern_positions_bwd(float *dwpe, const float *dout, int B, int T, int D);
 // dscale == 0 the logits are left untouched (evaluation). Logits are activations; the
 // statistics and the loss are fp32 (double).
 void kern_crossentropy_fwd_bwd(void *logits, const int32_t *targets, int N, int V, float dscale, double *loss);
+
+// ---- vocabulary-parallel cross-entropy (tensor parallelism) ----
+// kern_crossentropy_fwd_bwd on logits split by columns: this rank holds logits (N, Vl), columns
+// [v0, v0 + Vl) of the full (N, V) ones, and the full row is never gathered. Three calls, with the
+// caller's all-reduces over the tp ranks between them:
+//   kern_xent_part_max -> all-reduce row_max (MAX) -> kern_xent_part_sums -> all-reduce sums (SUM)
+//   -> kern_xent_part_finish.
+// Logits are activations; the statistics are fp32 and the loss double, as in the fused kernel.
+// Targets are global vocabulary ids; a negative one bears no loss, as there.
+// row_max (N) = the max of each local row (NaN logits are skipped here; they reach the loss through
+// the sums)
+void kern_xent_part_max(const void *logits, int N, int Vl, float *row_max);
+// sums (N, 2): [n][0] = sum over the local columns j of exp(logits[n][j] - row_max[n]) (row_max
+// already the max over all ranks), [n][1] = the target's logit when v0 <= targets[n] < v0 + Vl, else
+// 0. A row with a negative target gets 0 and 0 (the sums are never read for it).
+void kern_xent_part_sums(const void *logits, const int32_t *targets, int N, int Vl, int v0, const float *row_max,
+                         float *sums);
+// With the sums added over all ranks: loss_n = log(sums[n][0]) + row_max[n] - sums[n][1] for each
+// row with targets[n] >= 0, and with add_loss *loss (one double on the device) += sum_n loss_n (one
+// rank adds it). With dscale != 0 the local logits are overwritten with
+// dscale * (exp(logits - row_max) / sums[n][0] - onehot(target)), onehot at the target's column if
+// it is local, and a row with a negative target becomes 0; with dscale == 0 they are left
+// untouched. With v0 = 0 and Vl = V the three calls give kern_crossentropy_fwd_bwd's loss and
+// gradient (to float rounding: the statistics are summed in another order).
+void kern_xent_part_finish(void *logits, const int32_t *targets, int N, int Vl, int v0, const float *row_max,
+                           const float *sums, float dscale, int add_loss, double *loss);
 
 // ---- elementwise and reductions ----
 void kern_add(float *y, const float *x, size_t n);            // y += x

@@ -163,7 +163,6 @@ static const char *only_values(const char *flag, const char *v, const char *cons
     }
 ONLY(only_checkpoint_type, "checkpoint_type", "fsdpc writes one sharded HDF5 checkpoint that loads at any rank count", "sharded")
 ONLY(only_data_type, "data_type", "fsdpc trains causal language models (gpt), not masked ones (bert)", "gpt", "GPT")
-ONLY(only_tensor_parallel, "tensor_parallel_degree", "fsdpc has no tensor parallelism yet; every rank holds whole layers", "1")
 ONLY(only_backward_fetch, "backward_fetch_policy", "fsdpc gathers the next unit before each unit's backward (backward_pre)",
      "backward_pre")
 ONLY(only_wrap_policy, "auto_wrap_policy", "fsdpc's units are the transformer blocks (with the embedding and the head)",
@@ -225,7 +224,10 @@ static const CliFlag flags[] = {
        CLI_ALIASES("resid_pdrop", "embd_pdrop", "attn_pdrop")),
 
     E("sharding", sharding, sharding_names, G_SHARD, "what each rank keeps of parameters, gradients and optimizer state"),
-    I("shard_group_size", shard_group_size, G_SHARD, "ranks a hybrid strategy shards over (0: a node's)"),
+    I("shard_group_size", shard_group_size, G_SHARD, "data-parallel ranks a hybrid strategy shards over (0: a node's)"),
+    I("tensor_parallel_degree", tensor_parallel_degree, G_SHARD,
+      "ranks that split each block's matmuls (consecutive ranks, inside a node); 1: none", CLI_ALIASES("tp")),
+    B("sequence_parallel", sequence_parallel, G_SHARD, "with tensor parallelism, norms and dropout on sequence shards"),
     E("precision", precision, precision_names, G_SHARD, "compute precision (master weights stay float32)"),
     E("reduce_dtype", reduce_dtype, precision_names, G_SHARD, "precision of the gradient reduction"),
     B("cpu_offload", cpu_offload, G_SHARD, "keep the shards and AdamW on the host"),
@@ -357,12 +359,11 @@ static const CliFlag flags[] = {
 #define CALL(n, k, fn, a, h) {.name = n, .kind = CLI_CALL, AT(recipe_only[k]), .call = fn, .group = G_SEED, .arg = a, .help = h}
     CALL("checkpoint_type", 0, only_checkpoint_type, "sharded", "SMP's: sharded (fsdpc's only kind)"),
     CALL("data_type", 1, only_data_type, "gpt", "SMP's: gpt (causal language modelling)"),
-    CALL("tensor_parallel_degree", 2, only_tensor_parallel, "1", "SMP's: 1 (no tensor parallelism yet)"),
-    CALL("backward_fetch_policy", 3, only_backward_fetch, "backward_pre", "SMP's: backward_pre (what fsdpc does)"),
-    CALL("auto_wrap_policy", 4, only_wrap_policy, "transformer_auto_wrap_policy", "SMP's: units are blocks"),
-    CALL("distributed_backend", 5, only_backend, "nccl|smddp", "SMP's: accepted; MPI, and NCCL on GPUs"),
-    CALL("framework", 6, only_framework, "fsdp", "SMP's: fsdp"),
-    CALL("nccl_test_log", 7, only_nccl_test_log, "\"\"", "SMP's: empty only"),
+    CALL("backward_fetch_policy", 2, only_backward_fetch, "backward_pre", "SMP's: backward_pre (what fsdpc does)"),
+    CALL("auto_wrap_policy", 3, only_wrap_policy, "transformer_auto_wrap_policy", "SMP's: units are blocks"),
+    CALL("distributed_backend", 4, only_backend, "nccl|smddp", "SMP's: accepted; MPI, and NCCL on GPUs"),
+    CALL("framework", 5, only_framework, "fsdp", "SMP's: fsdp"),
+    CALL("nccl_test_log", 6, only_nccl_test_log, "\"\"", "SMP's: empty only"),
 #undef CALL
 };
 #define NFLAGS (sizeof flags / sizeof flags[0])
@@ -388,6 +389,7 @@ static void defaults(void *dst) {
     m->norm_eps = 1e-5f;
     m->initializer_range = 0.02f;
     c->sharding = SHARD_FULL;
+    c->tensor_parallel_degree = 1;
     c->precision = c->reduce_dtype = PRECISION_FP32;
     c->batch_size = 16;
     c->grad_accum = 1;
@@ -574,6 +576,10 @@ static void validate(const Config *c) {
     if (c->temperature < 0) comm_fail_all("--temperature must be >= 0 (0 = greedy)");
     if (c->top_p <= 0 || c->top_p > 1) comm_fail_all("--top_p must be in (0, 1]");
     if (c->shard_group_size < 0) comm_fail_all("--shard_group_size must be positive");
+    if (c->tensor_parallel_degree < 1) comm_fail_all("--tensor_parallel_degree must be at least 1 (1: no tensor parallelism)");
+    if (c->sequence_parallel && c->tensor_parallel_degree < 2)
+        comm_fail_all("--sequence_parallel splits the sequence across a tensor-parallel group: it needs --tensor_parallel_degree "
+                      "2 or more");
     if (c->shard_group_size > 0 && c->sharding != SHARD_HYBRID_FULL && c->sharding != SHARD_HYBRID_GRAD_OP)
         comm_fail_all("--shard_group_size %d only applies to --sharding %s|%s (this run uses %s)", c->shard_group_size,
                       config_sharding_name(SHARD_HYBRID_FULL), config_sharding_name(SHARD_HYBRID_GRAD_OP),

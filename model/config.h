@@ -58,6 +58,7 @@ typedef struct {
     // sharding
     ShardStrategy sharding;
     int shard_group_size;
+    int tensor_parallel_degree, sequence_parallel;  // the mesh's tp degree (shard/parallel.h); --sequence_parallel
     Precision precision, reduce_dtype;
     int cpu_offload, activation_checkpoints, selective_checkpointing, meta_init;
     int accumulate_unsharded;  // --grad_accum > 1 keeps full gradients and reduces once a step (FSDP no_sync)
@@ -81,7 +82,7 @@ typedef struct {
         float summary_first_pdrop;
         char fp8_amax_compute_algo[32], model_dir[512];
     } recipe;
-    int recipe_only[8];  // where the recipe flags that take only fsdpc's own behaviour point (they store nothing)
+    int recipe_only[7];  // where the recipe flags that take only fsdpc's own behaviour point (they store nothing)
     // data
     char train_data[512], val_data[512];  // files, folders, globs, Hugging Face dataset folders or hub names
     char dataset_config_name[128];        // the hub dataset's config (C4: "en"); "" the only or default one

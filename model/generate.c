@@ -55,16 +55,38 @@ int32_t model_sample(float *logits, int V, float temperature, float top_p, uint6
 }
 
 // Runs tokens [0, n) at positions pos0.. through the model; leaves the last position's logits
-// in the host buffer `logits` (V).
+// in the host buffer `logits` (V): under tensor parallelism on the tp group's first rank, which
+// gathers every rank's share of the vocabulary (the others' buffers hold only their own).
 static float *forward_tokens(const ModelPlan *plan, const void *const *P, Activations *a, const int32_t *toks, int n,
                              int pos0, float *logits) {
-    int L = plan->cfg.num_layers, V = plan->cfg.vocab_size;
+    int L = plan->cfg.num_layers, V = a->V;  // V: this tp rank's share
     model_load_batch(a, toks, NULL, NULL, n, 0);
     model_embed_fwd(plan, P[plan->embed_unit], a, n, pos0);
     for (int l = 0; l < L; l++) model_block_fwd(plan, l, P[plan->block0 + l], a, n, pos0);
     model_head_fwd_bwd(plan, P[plan->head_unit], NULL, a, 0, n, 0.0f);
     kern_act_download(logits, kern_act_at(a->logits, (size_t)(n - 1) * V), (size_t)V);
+    if (plan->tp > 1) {  // the shares in rank order are the vocabulary in order
+        char *all;
+        size_t total;
+        comm_gather_bytes(plan->tp_group, logits, (size_t)V * sizeof(float), &all, &total);
+        if (all) memcpy(logits, all, total);
+        free(all);
+    }
     return logits;
+}
+
+// Under tensor parallelism the tp group's first rank samples and emits; every rank of the group
+// takes its token and whether to go on, so all run the same forwards. 0 to stop.
+static int next_token(const ModelPlan *plan, float *logits, float temperature, float top_p, uint64_t *rng,
+                      int (*emit)(int32_t tok, void *ctx), void *ctx, int32_t *tok) {
+    int32_t msg[2] = {0, 0};  // the token, and 1 to go on
+    if (plan->tp < 2 || plan->tp_rank == 0) {
+        msg[0] = model_sample(logits, plan->cfg.vocab_size, temperature, top_p, rng);
+        msg[1] = emit(msg[0], ctx);
+    }
+    if (plan->tp > 1) comm_bcast_bytes(plan->tp_group, msg, sizeof msg, 0);
+    *tok = msg[0];
+    return msg[1];
 }
 
 void model_generate(const ModelPlan *plan, const void *const *P, const int32_t *prompt, int n, int num_tokens,
@@ -81,8 +103,8 @@ void model_generate(const ModelPlan *plan, const void *const *P, const int32_t *
     float *logits = forward_tokens(plan, P, &a, window, len, 0, host_logits);
     uint64_t rng = seed;
     for (int i = 0; i < num_tokens; i++) {
-        int32_t tok = model_sample(logits, c->vocab_size, temperature, top_p, &rng);
-        if (!emit(tok, ctx)) break;
+        int32_t tok;
+        if (!next_token(plan, logits, temperature, top_p, &rng, emit, ctx, &tok)) break;
         if (len == T) {
             int keep = T / 2;
             memmove(window, window + (T - keep), (size_t)keep * sizeof(int32_t));

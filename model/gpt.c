@@ -29,7 +29,7 @@ static void gpt_plan_build(ModelPlan *plan) {
     root->layer = -1;
     // minGPT's init: N(0, 0.02) for embeddings and linear weights, the residual projections
     // scaled by 1/sqrt(2L); zero biases; LayerNorm (1, 0). Only linear weights decay.
-    model_add_tensor(root, "transformer.wte.weight", V, D, INIT_NORMAL, 1.0f, 0);
+    model_tensor_split(model_add_tensor(root, "transformer.wte.weight", V, D, INIT_NORMAL, 1.0f, 0), TP_ROWS, 1);
     model_add_tensor(root, "transformer.wpe.weight", T, D, INIT_NORMAL, 1.0f, 0);
     model_add_tensor(root, "transformer.ln_f.weight", D, 0, INIT_ONES, 1.0f, 0);
     model_add_tensor(root, "transformer.ln_f.bias", D, 0, INIT_ZEROS, 1.0f, 0);
@@ -38,6 +38,10 @@ static void gpt_plan_build(ModelPlan *plan) {
                                         "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
                                         "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
     const int rows[] = {D, D, 3 * D, 3 * D, D, D, D, D, F, F, D, D}, cols[] = {0, 0, D, 0, D, 0, 0, 0, D, 0, F, 0};
+    // tensor parallelism: c_attn by heads within each of q, k, v (3 blocks), c_fc by rows; the
+    // projections by columns, their biases (added after the reduction) whole
+    const TpSplit split[] = {TP_WHOLE, TP_WHOLE, TP_ROWS, TP_ROWS, TP_COLS, TP_WHOLE,
+                             TP_WHOLE, TP_WHOLE, TP_ROWS, TP_ROWS, TP_COLS, TP_WHOLE};
     char name[80];
     for (int l = 0; l < L; l++) {
         UnitSpec *u = &plan->units[l + 1];
@@ -46,25 +50,31 @@ static void gpt_plan_build(ModelPlan *plan) {
             snprintf(name, sizeof name, "transformer.h.%d.%s", l, names[i]);
             InitKind init = cols[i] ? INIT_NORMAL : (i == P_LN1_W || i == P_LN2_W) ? INIT_ONES : INIT_ZEROS;
             float scale = (i == P_APROJ_W || i == P_MPROJ_W) ? proj_scale : 1.0f;
-            model_add_tensor(u, name, rows[i], cols[i], init, scale, cols[i] != 0);
+            model_tensor_split(model_add_tensor(u, name, rows[i], cols[i], init, scale, cols[i] != 0), split[i],
+                               i == P_ATTN_W || i == P_ATTN_B ? 3 : 1);
         }
     }
 }
 
+// Under tensor parallelism (a->tp ranks) a block holds its heads of c_attn's q, k and v and its
+// share of c_fc (column-parallel, with their biases), and the matching columns of both c_proj
+// (row-parallel): their partial outputs are summed over the tp group before the bias, dropout and
+// the residual; in backward the input gradients of c_attn and c_fc are. Qd: a rank's q (or k, v)
+// width, D / tp.
 static void gpt_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int with_kv_cache) {
-    size_t N = (size_t)a->B * a->T, D = c->hidden_width, F = c->intermediate_size, V = c->vocab_size;
-    int nl = c->num_layers;
+    size_t N = (size_t)a->B * a->T, D = c->hidden_width, F = c->intermediate_size / a->tp, V = a->V, Qd = D / a->tp;
+    int nl = c->num_layers, H = c->num_heads / a->tp;
     model_res_alloc(a, nl, N, D);
     a->xn1 = model_acts_act(S * N * D);
     a->mean1 = model_acts_buf(S * N);
     a->rstd1 = model_acts_buf(S * N);
-    a->qkv = model_acts_act(N * 3 * D);
-    a->q = model_acts_act(S * N * D);
-    a->k = model_acts_act(S * N * D);
-    a->v = model_acts_act(S * N * D);
-    a->saved_len = kern_attention_saved_floats(a->B, c->num_heads, a->T, a->T);
+    a->qkv = model_acts_act(N * 3 * Qd);
+    a->q = model_acts_act(S * N * Qd);
+    a->k = model_acts_act(S * N * Qd);
+    a->v = model_acts_act(S * N * Qd);
+    a->saved_len = kern_attention_saved_floats(a->B, H, a->T, a->T);
     a->attn_saved = model_acts_buf(S * a->saved_len);
-    a->att = model_acts_act(S * N * D);
+    a->att = model_acts_act(S * N * Qd);
     a->xmid = model_acts_buf(S * N * D);
     a->xn2 = model_acts_act(S * N * D);
     a->mean2 = model_acts_buf(S * N);
@@ -75,9 +85,9 @@ static void gpt_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int w
     a->meanf = model_acts_buf(N);
     a->rstdf = model_acts_buf(N);
     a->logits = model_acts_act(N * V);
-    if (!model_acts_attention(a, c, with_kv_cache, N, D, D)) return;  // generation runs no backward
+    if (!model_acts_attention(a, c, with_kv_cache, N, Qd, Qd)) return;  // generation runs no backward
     a->dh = model_acts_act(N * F);
-    a->attn_scratch = model_acts_buf(kern_attention_scratch_floats(a->B, c->num_heads, a->T));
+    a->attn_scratch = model_acts_buf(kern_attention_scratch_floats(a->B, H, a->T));
 }
 
 // Per-layer views into the saved activations; sizes follow the allocation above.
@@ -87,11 +97,11 @@ typedef struct {
 } LayerActs;
 
 static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
-    size_t N = (size_t)a->B * a->T, D = c->hidden_width, F = c->intermediate_size, i = a->slot[l];
+    size_t N = (size_t)a->B * a->T, D = c->hidden_width, F = c->intermediate_size / a->tp, Qd = D / a->tp, i = a->slot[l];
     LayerActs la = {.xn1 = kern_act_at(a->xn1, i * N * D), .mean1 = a->mean1 + i * N,
-                    .rstd1 = a->rstd1 + i * N, .q = kern_act_at(a->q, i * N * D), .k = kern_act_at(a->k, i * N * D),
-                    .v = kern_act_at(a->v, i * N * D), .saved = a->attn_saved + i * a->saved_len,
-                    .att = kern_act_at(a->att, i * N * D), .xmid = a->xmid + i * N * D,
+                    .rstd1 = a->rstd1 + i * N, .q = kern_act_at(a->q, i * N * Qd), .k = kern_act_at(a->k, i * N * Qd),
+                    .v = kern_act_at(a->v, i * N * Qd), .saved = a->attn_saved + i * a->saved_len,
+                    .att = kern_act_at(a->att, i * N * Qd), .xmid = a->xmid + i * N * D,
                     .xn2 = kern_act_at(a->xn2, i * N * D), .mean2 = a->mean2 + i * N, .rstd2 = a->rstd2 + i * N,
                     .up = kern_act_at(a->up, i * N * F), .h = kern_act_at(a->h, i * N * F)};
     return la;
@@ -105,7 +115,12 @@ static void gpt_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, 
     const UnitSpec *u = &plan->units[plan->embed_unit];
     int D = plan->cfg.hidden_width;
     float *x = model_res_out(a, 0, D);
-    kern_embedding_fwd(x, a->tokens, WP(p, u, P_WTE), a->B * T, D);  // (B, T, D)
+    if (plan->tp > 1) {  // this rank's rows of the vocabulary, the others' zero: summed over the group
+        kern_embedding_part_fwd(x, a->tokens, WP(p, u, P_WTE), a->B * T, D, plan->tp_rank * a->V, a->V);
+        model_tp_allreduce(plan, x, (size_t)a->B * T * D);
+    } else {
+        kern_embedding_fwd(x, a->tokens, WP(p, u, P_WTE), a->B * T, D);  // (B, T, D)
+    }
     if (a->docs) {  // positions restart per document: a lookup of wpe by position, added (dres is free before backward)
         kern_embedding_fwd(a->dres, a->pos, WP(p, u, P_WPE), a->B * T, D);
         kern_add(x, a->dres, (size_t)a->B * T * D);
@@ -119,27 +134,29 @@ static void gpt_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, 
 static void gpt_block_fwd(const ModelPlan *plan, int l, const void *p, Activations *a, int T, int pos0) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->block0 + l];
-    int B = a->B, N = B * T, D = c->hidden_width, H = c->num_heads, hd = config_head_dim(c), F = c->intermediate_size;
+    int B = a->B, N = B * T, D = c->hidden_width, H = c->num_heads / a->tp, hd = config_head_dim(c);
+    int F = c->intermediate_size / a->tp, Qd = D / a->tp;
     LayerActs la = layer_acts(c, a, l);
     la.x = model_res_in(a, l, D, T);
     la.out = model_res_out(a, l + 1, D);
     kern_layernorm_fwd(la.xn1, la.mean1, la.rstd1, la.x, WP(p, u, P_LN1_W), WP(p, u, P_LN1_B), N, D, c->norm_eps);
     // c_attn is q, k, v stacked: one GEMM, then the split RoPE-less Llama uses too
-    kern_matmul_fwd(a->qkv, KERN_ACT, la.xn1, WP(p, u, P_ATTN_W), N, D, 3 * D);  // (B, T, 3D)
-    kern_bias_add(a->qkv, KERN_ACT, WP(p, u, P_ATTN_B), N, 3 * D);
+    kern_matmul_fwd(a->qkv, KERN_ACT, la.xn1, WP(p, u, P_ATTN_W), N, D, 3 * Qd);  // (B, T, 3D)
+    kern_bias_add(a->qkv, KERN_ACT, WP(p, u, P_ATTN_B), N, 3 * Qd);
     kern_qkv_split(la.q, la.k, la.v, a->qkv, NULL, NULL, B, T, H, H, hd, hd, KERN_QKV_BLOCKED, pos0, NULL);  // each (B, T, H, hd)
     if (a->kcache) {  // generation: append to the cache (B == 1) and attend over all of it
-        size_t base = (size_t)l * a->T * D;
-        kern_act_copy(kern_act_at(a->kcache, base + (size_t)pos0 * D), la.k, (size_t)T * D);
-        kern_act_copy(kern_act_at(a->vcache, base + (size_t)pos0 * D), la.v, (size_t)T * D);
+        size_t base = (size_t)l * a->T * Qd;
+        kern_act_copy(kern_act_at(a->kcache, base + (size_t)pos0 * Qd), la.k, (size_t)T * Qd);
+        kern_act_copy(kern_act_at(a->vcache, base + (size_t)pos0 * Qd), la.v, (size_t)T * Qd);
         kern_attention_fwd(la.att, la.saved, la.q, kern_act_at(a->kcache, base), kern_act_at(a->vcache, base), 1, T,
-                           pos0 + T, H, H, hd, (size_t)a->T * D, NULL, 0, NULL);
+                           pos0 + T, H, H, hd, (size_t)a->T * Qd, NULL, 0, NULL);
     } else {
         KernDropout drop;
-        kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, H, hd, (size_t)T * D,
+        kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, H, hd, (size_t)T * Qd,
                            a->docs ? a->kstart : NULL, 0, model_attn_dropout(a, l, &drop));
     }
-    kern_matmul_fwd(la.xmid, KERN_F32, la.att, WP(p, u, P_APROJ_W), N, D, D);
+    kern_matmul_fwd(la.xmid, KERN_F32, la.att, WP(p, u, P_APROJ_W), N, Qd, D);
+    model_tp_allreduce(plan, la.xmid, (size_t)N * D);
     kern_bias_add(la.xmid, KERN_F32, WP(p, u, P_APROJ_B), N, D);
     model_dropout_fwd(a, la.xmid, T, D, l, DROP_ATTN_OUT);
     kern_add_layernorm_fwd(la.xmid, la.xn2, la.mean2, la.rstd2, la.x, WP(p, u, P_LN2_W), WP(p, u, P_LN2_B), N, D,
@@ -148,6 +165,7 @@ static void gpt_block_fwd(const ModelPlan *plan, int l, const void *p, Activatio
     kern_bias_add(la.up, KERN_ACT, WP(p, u, P_FC_B), N, F);
     kern_gelu_fwd(la.h, la.up, (size_t)N * F, KERN_GELU_TANH);
     kern_matmul_fwd(la.out, KERN_F32, la.h, WP(p, u, P_MPROJ_W), N, F, D);
+    model_tp_allreduce(plan, la.out, (size_t)N * D);
     kern_bias_add(la.out, KERN_F32, WP(p, u, P_MPROJ_B), N, D);
     model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
     kern_add(la.out, la.xmid, (size_t)N * D);  // residual
@@ -163,8 +181,8 @@ static void gpt_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Act
 static void gpt_block_bwd(const ModelPlan *plan, int l, const void *p, float *g, Activations *a) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->block0 + l];
-    int B = a->B, T = a->T, N = B * T, D = c->hidden_width, H = c->num_heads, hd = config_head_dim(c);
-    int F = c->intermediate_size;
+    int B = a->B, T = a->T, N = B * T, D = c->hidden_width, H = c->num_heads / a->tp, hd = config_head_dim(c);
+    int F = c->intermediate_size / a->tp, Qd = D / a->tp;
     LayerActs la = layer_acts(c, a, l);
     la.x = model_res_in(a, l, D, a->T);
     float *dx = a->dres;  // (B, T, D): dloss/d out, becomes dloss/d xmid, then dloss/d x
@@ -175,17 +193,19 @@ static void gpt_block_bwd(const ModelPlan *plan, int l, const void *p, float *g,
     kern_gelu_bwd(a->dh, a->dh, la.up, (size_t)N * F, KERN_GELU_TANH);
     kern_bias_bwd(W(g, u, P_FC_B), a->dh, KERN_ACT, N, F);
     kern_matmul_bwd(a->dxn, W(g, u, P_FC_W), a->dh, KERN_ACT, la.xn2, WP(p, u, P_FC_W), N, D, F, 0);
+    model_tp_allreduce_act(plan, a->dxn, (size_t)N * D);
     kern_layernorm_bwd(dx, W(g, u, P_LN2_W), W(g, u, P_LN2_B), a->dxn, la.xmid, WP(p, u, P_LN2_W), la.mean2, la.rstd2, N, D);
     // attention
     dbr = model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT);
     kern_bias_bwd(W(g, u, P_APROJ_B), dbr, KERN_F32, N, D);
-    kern_matmul_bwd(a->datt, W(g, u, P_APROJ_W), dbr, KERN_F32, la.att, WP(p, u, P_APROJ_W), N, D, D, 0);
+    kern_matmul_bwd(a->datt, W(g, u, P_APROJ_W), dbr, KERN_F32, la.att, WP(p, u, P_APROJ_W), N, Qd, D, 0);
     KernDropout drop;
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, H, hd,
                        a->docs ? a->kstart : NULL, 0, model_attn_dropout(a, l, &drop));
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, NULL, NULL, B, T, H, H, hd, hd, KERN_QKV_BLOCKED, NULL);  // (B, T, 3D)
-    kern_bias_bwd(W(g, u, P_ATTN_B), a->qkv, KERN_ACT, N, 3 * D);
-    kern_matmul_bwd(a->dxn, W(g, u, P_ATTN_W), a->qkv, KERN_ACT, la.xn1, WP(p, u, P_ATTN_W), N, D, 3 * D, 0);
+    kern_bias_bwd(W(g, u, P_ATTN_B), a->qkv, KERN_ACT, N, 3 * Qd);
+    kern_matmul_bwd(a->dxn, W(g, u, P_ATTN_W), a->qkv, KERN_ACT, la.xn1, WP(p, u, P_ATTN_W), N, D, 3 * Qd, 0);
+    model_tp_allreduce_act(plan, a->dxn, (size_t)N * D);
     kern_layernorm_bwd(dx, W(g, u, P_LN1_W), W(g, u, P_LN1_B), a->dxn, la.x, WP(p, u, P_LN1_W), la.mean1, la.rstd1, N, D);
 }
 
@@ -193,7 +213,8 @@ static void gpt_embed_bwd(const ModelPlan *plan, float *g, Activations *a) {
     const UnitSpec *u = &plan->units[plan->embed_unit];
     int D = plan->cfg.hidden_width;
     const float *d = model_dropout_bwd(a, a->dres, D, -1, DROP_EMBED);
-    kern_embedding_bwd(W(g, u, P_WTE), d, a->tokens, a->B * a->T, D);
+    if (plan->tp > 1) kern_embedding_part_bwd(W(g, u, P_WTE), d, a->tokens, a->B * a->T, D, plan->tp_rank * a->V, a->V);
+    else kern_embedding_bwd(W(g, u, P_WTE), d, a->tokens, a->B * a->T, D);
     if (a->docs) kern_embedding_bwd(W(g, u, P_WPE), d, a->pos, a->B * a->T, D);
     else kern_positions_bwd(W(g, u, P_WPE), d, a->B, a->T, D);
 }
@@ -247,6 +268,8 @@ const ModelFamily family_mingpt = {
     .display = "minGPT",
     .presets = gpt_presets,
     .mlp_ratio = 4,
+    .tp_blocks = 1,
+    .attn_dropout = 1,
     .ckpt_fields = gpt_ckpt_fields,
     // no import: Hugging Face's Conv1D weights would be transposed slice by slice
     .hf_export = {.architecture = "GPT2LMHeadModel", .config = gpt_hf_config, .transposed = "transformer.h."},

@@ -26,7 +26,8 @@ static void llama_plan_build(ModelPlan *plan) {
     plan->head_unit = tied ? 0 : L + 1;
     plan->units = callocCheck(plan->nunits, sizeof(UnitSpec));
     plan->units[0].layer = -1;
-    model_add_tensor(&plan->units[0], "model.embed_tokens.weight", V, D, INIT_NORMAL, 1.0f, 1);
+    // tensor parallelism: the vocabulary, q/k/v by heads and gate/up by rows; o and down by columns
+    model_tensor_split(model_add_tensor(&plan->units[0], "model.embed_tokens.weight", V, D, INIT_NORMAL, 1.0f, 1), TP_ROWS, 1);
     // tied, as minGPT's root unit: the embedding (lm_head too), then the final norm
     if (tied) model_add_tensor(&plan->units[0], "model.norm.weight", D, 0, INIT_ONES, 1.0f, 0);
     char name[80];
@@ -34,20 +35,22 @@ static void llama_plan_build(ModelPlan *plan) {
                                               "self_attn.v_proj", "self_attn.o_proj", "post_attention_layernorm",
                                               "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
     const int rows[] = {D, qd, kvd, kvd, D, D, F, F, D}, cols[] = {0, D, D, D, qd, 0, D, D, F};
+    const TpSplit split[] = {TP_WHOLE, TP_ROWS, TP_ROWS, TP_ROWS, TP_COLS, TP_WHOLE, TP_ROWS, TP_ROWS, TP_COLS};
     for (int l = 0; l < L; l++) {
         UnitSpec *u = &plan->units[l + 1];
         u->layer = l;
         for (int i = 0; i < 9; i++) {
             snprintf(name, sizeof name, "model.layers.%d.%s.weight", l, block_names[i]);
             // 2-D weights start N(0, initializer_range) and decay; norm weights start at 1
-            model_add_tensor(u, name, rows[i], cols[i], cols[i] ? INIT_NORMAL : INIT_ONES, 1.0f, cols[i] != 0);
+            model_tensor_split(model_add_tensor(u, name, rows[i], cols[i], cols[i] ? INIT_NORMAL : INIT_ONES, 1.0f, cols[i] != 0),
+                               split[i], 1);
         }
     }
     if (tied) return;
     UnitSpec *head = &plan->units[L + 1];
     head->layer = -1;
     model_add_tensor(head, "model.norm.weight", D, 0, INIT_ONES, 1.0f, 0);
-    model_add_tensor(head, "lm_head.weight", V, D, INIT_NORMAL, 1.0f, 1);
+    model_tensor_split(model_add_tensor(head, "lm_head.weight", V, D, INIT_NORMAL, 1.0f, 1), TP_ROWS, 1);
 }
 
 // tensor order inside a block unit and the head unit (tied: the embedding unit, lm_head the
@@ -77,9 +80,19 @@ static void llama_inv_freq(double *f, const ModelConfig *c, int hd) {
     }
 }
 
+// A tp rank's heads, key/value heads and MLP width (tp 1: the model's)
+typedef struct {
+    int H, KV, F;
+} LlamaPart;
+
+static LlamaPart llama_part(const ModelConfig *c, int tp) {
+    return (LlamaPart){c->num_heads / tp, c->num_key_value_heads / tp, c->intermediate_size / tp};
+}
+
 static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int with_kv_cache) {
+    LlamaPart pt = llama_part(c, a->tp);
     size_t N = (size_t)a->B * a->T, D = c->hidden_width, hd = config_head_dim(c);
-    size_t qd = c->num_heads * hd, kvd = c->num_key_value_heads * hd, F = c->intermediate_size, V = c->vocab_size;
+    size_t qd = pt.H * hd, kvd = pt.KV * hd, F = pt.F, V = a->V;
     int nl = c->num_layers;
     model_res_alloc(a, nl, N, D);
     a->xn1 = model_acts_act(S * N * D);
@@ -88,7 +101,7 @@ static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int
     a->q = model_acts_act(S * N * qd);
     a->k = model_acts_act(S * N * kvd);
     a->v = model_acts_act(S * N * kvd);
-    a->saved_len = kern_attention_saved_floats(a->B, c->num_heads, a->T, a->T);
+    a->saved_len = kern_attention_saved_floats(a->B, pt.H, a->T, a->T);
     a->attn_saved = model_acts_buf(S * a->saved_len);
     a->att = model_acts_act(S * N * qd);
     a->xmid = model_acts_buf(S * N * D);
@@ -110,7 +123,7 @@ static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int
     if (!model_acts_attention(a, c, with_kv_cache, N, qd, kvd)) return;  // generation runs no backward
     a->dup = model_acts_act(N * 2 * F);
     a->dh = model_acts_act(N * F);
-    a->attn_scratch = model_acts_buf(kern_attention_scratch_floats(a->B, c->num_heads, a->T));
+    a->attn_scratch = model_acts_buf(kern_attention_scratch_floats(a->B, pt.H, a->T));
 }
 
 // ---- forward / backward ----
@@ -122,8 +135,9 @@ typedef struct {
 } LayerActs;
 
 static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
+    LlamaPart pt = llama_part(c, a->tp);
     size_t N = (size_t)a->B * a->T, D = c->hidden_width, hd = config_head_dim(c);
-    size_t qd = c->num_heads * hd, kvd = c->num_key_value_heads * hd, F = c->intermediate_size;
+    size_t qd = pt.H * hd, kvd = pt.KV * hd, F = pt.F;
     size_t i = a->slot[l];
     LayerActs la = {
         .xn1 = kern_act_at(a->xn1, i * N * D), .rstd1 = a->rstd1 + i * N,
@@ -140,15 +154,26 @@ static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
 
 static void llama_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0) {
     int D = plan->cfg.hidden_width;
-    kern_embedding_fwd(model_res_out(a, 0, D), a->tokens, p, a->B * T, D);  // (B, T, D)
+    float *out = model_res_out(a, 0, D);  // (B, T, D)
+    if (plan->tp > 1) {  // this rank's rows of the vocabulary, the others' zero: summed over the group
+        kern_embedding_part_fwd(out, a->tokens, p, a->B * T, D, plan->tp_rank * a->V, a->V);
+        model_tp_allreduce(plan, out, (size_t)a->B * T * D);
+    } else {
+        kern_embedding_fwd(out, a->tokens, p, a->B * T, D);
+    }
     model_res_store(a, 0, D, T);
 }
 
+// Under tensor parallelism (plan->tp > 1) a block holds its tp rank's heads of q, k, v and o and
+// its share of gate, up and down (Megatron's split): the column-parallel projections need no
+// communication, and the partial sums of o and down (row-parallel) are summed over the tp group
+// before their dropout and residual; in backward the input gradients of q|k|v and gate|up are.
 static void llama_block_fwd(const ModelPlan *plan, int l, const void *p, Activations *a, int T, int pos0) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[l + 1];
-    int B = a->B, N = B * T, D = c->hidden_width, H = c->num_heads, KV = c->num_key_value_heads;
-    int hd = config_head_dim(c), F = c->intermediate_size;
+    LlamaPart pt = llama_part(c, a->tp);
+    int B = a->B, N = B * T, D = c->hidden_width, H = pt.H, KV = pt.KV;
+    int hd = config_head_dim(c), F = pt.F;
     LayerActs la = layer_acts(c, a, l);
     la.x = model_res_in(a, l, D, T);
     la.out = model_res_out(a, l + 1, D);
@@ -167,11 +192,13 @@ static void llama_block_fwd(const ModelPlan *plan, int l, const void *p, Activat
                            a->docs ? a->kstart : NULL, c->sliding_window, NULL);
     }
     kern_matmul_fwd(la.xmid, KERN_F32, la.att, WP(p, u, P_O), N, H * hd, D);
+    model_tp_allreduce(plan, la.xmid, (size_t)N * D);
     model_dropout_fwd(a, la.xmid, T, D, l, DROP_ATTN_OUT);
     kern_add_rmsnorm_fwd(la.xmid, la.xn2, la.rstd2, la.x, WP(p, u, P_LN2), N, D, c->norm_eps);  // residual, norm
     kern_matmul_fwd(la.gu, KERN_ACT, la.xn2, WP(p, u, P_GATE), N, D, 2 * F);  // (B, T, 2F): gate | up
     kern_swiglu_fwd(la.h, la.gu, N, F);                            // (B, T, F)
     kern_matmul_fwd(la.out, KERN_F32, la.h, WP(p, u, P_DOWN), N, F, D);
+    model_tp_allreduce(plan, la.out, (size_t)N * D);
     model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
     kern_add(la.out, la.xmid, (size_t)N * D);  // residual
     model_res_store(a, l + 1, D, T);
@@ -181,15 +208,16 @@ static void llama_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, A
                                int T, float dscale) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->head_unit];
-    int N = a->B * T, D = c->hidden_width, V = c->vocab_size;
+    int N = a->B * T, D = c->hidden_width, V = a->V;  // V: this tp rank's share of the vocabulary
     int nw = c->tie_word_embeddings ? P_TIED_NORM : P_NORM, hw = c->tie_word_embeddings ? P_TIED_EMBED : P_LM_HEAD;
     const float *x = model_res_in(a, c->num_layers, D, T);  // (B, T, D) last block out
     kern_rmsnorm_fwd(a->xf, a->rstdf, x, WP(p, u, nw), N, D, c->norm_eps);
     kern_matmul_fwd(a->logits, KERN_ACT, a->xf, WP(p, u, hw), N, D, V);  // (B, T, V)
     if (!with_targets) return;
-    kern_crossentropy_fwd_bwd(a->logits, a->targets, N, V, dscale, a->loss);  // logits become dlogits
+    model_tp_crossentropy(plan, a, N, dscale);  // logits become dlogits
     if (dscale == 0.0f) return;
     kern_matmul_bwd(a->dxn, W(g, u, hw), a->logits, KERN_ACT, a->xf, WP(p, u, hw), N, D, V, 0);
+    model_tp_allreduce_act(plan, a->dxn, (size_t)N * D);  // each vocabulary share's part of dloss/dxf
     kern_zero(a->dres, (size_t)N * D);
     kern_rmsnorm_bwd(a->dres, W(g, u, nw), a->dxn, x, WP(p, u, nw), a->rstdf, N, D);
 }
@@ -197,8 +225,9 @@ static void llama_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, A
 static void llama_block_bwd(const ModelPlan *plan, int l, const void *p, float *g, Activations *a) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[l + 1];
-    int B = a->B, T = a->T, N = B * T, D = c->hidden_width, H = c->num_heads, KV = c->num_key_value_heads;
-    int hd = config_head_dim(c), F = c->intermediate_size;
+    LlamaPart pt = llama_part(c, a->tp);
+    int B = a->B, T = a->T, N = B * T, D = c->hidden_width, H = pt.H, KV = pt.KV;
+    int hd = config_head_dim(c), F = pt.F;
     LayerActs la = layer_acts(c, a, l);
     la.x = model_res_in(a, l, D, a->T);
     float *dx = a->dres;  // (B, T, D): dloss/d out, becomes dloss/d xmid, then dloss/d x
@@ -207,6 +236,7 @@ static void llama_block_bwd(const ModelPlan *plan, int l, const void *p, float *
                     WP(p, u, P_DOWN), N, F, D, 0);
     kern_swiglu_bwd(a->dup, a->dh, la.gu, N, F);  // (B, T, 2F): d gate | d up
     kern_matmul_bwd(a->dxn, W(g, u, P_GATE), a->dup, KERN_ACT, la.xn2, WP(p, u, P_GATE), N, D, 2 * F, 0);
+    model_tp_allreduce_act(plan, a->dxn, (size_t)N * D);
     kern_rmsnorm_bwd(dx, W(g, u, P_LN2), a->dxn, la.xmid, WP(p, u, P_LN2), la.rstd2, N, D);
     // attention
     kern_matmul_bwd(a->datt, W(g, u, P_O), model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT), KERN_F32, la.att,
@@ -215,11 +245,13 @@ static void llama_block_bwd(const ModelPlan *plan, int l, const void *p, float *
                        hd, a->docs ? a->kstart : NULL, c->sliding_window, NULL);
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, hd, KERN_QKV_BLOCKED, a->docs ? a->pos : NULL);
     kern_matmul_bwd(a->dxn, W(g, u, P_Q), a->qkv, KERN_ACT, la.xn1, WP(p, u, P_Q), N, D, (H + 2 * KV) * hd, 0);
+    model_tp_allreduce_act(plan, a->dxn, (size_t)N * D);
     kern_rmsnorm_bwd(dx, W(g, u, P_LN1), a->dxn, la.x, WP(p, u, P_LN1), la.rstd1, N, D);
 }
 
 static void llama_embed_bwd(const ModelPlan *plan, float *g, Activations *a) {
-    kern_embedding_bwd(g, a->dres, a->tokens, a->B * a->T, plan->cfg.hidden_width);
+    if (plan->tp > 1) kern_embedding_part_bwd(g, a->dres, a->tokens, a->B * a->T, plan->cfg.hidden_width, plan->tp_rank * a->V, a->V);
+    else kern_embedding_bwd(g, a->dres, a->tokens, a->B * a->T, plan->cfg.hidden_width);
 }
 
 // PaLM's count with H*hd = D: 6 FLOPs per parameter and token, plus attention's 12*L*D*T
@@ -318,6 +350,7 @@ const ModelFamily family_llama = {
     .gated_mlp = 1,
     .tie_option = 1,
     .sliding_window = 1,
+    .tp_blocks = 1,
     .ckpt_fields = llama_ckpt_fields,
     .hf_import = {
         .model_types = llama_hf_types,

@@ -58,10 +58,92 @@ TensorSpec *model_add_tensor(UnitSpec *u, const char *name, int rows, int cols, 
     t->decay = decay;
     t->init = init;
     t->init_scale = init_scale;
+    t->tp_split = TP_WHOLE;
+    t->tp_parts = 1;
+    t->full[0] = rows;
+    t->full[1] = cols;
     uint64_t total;
     // a unit too large to count ends here; model_plan_build names the model when the sum is too large
     u->numel = checked_add(u->numel, t->numel, &total) ? total : UINT64_MAX;
     return t;
+}
+
+void model_tensor_split(TensorSpec *t, TpSplit split, int parts) {
+    if (split == TP_COLS && t->ndim != 2) err_fatal("%s: a 1-D tensor splits by rows only", t->name);
+    t->tp_split = split;
+    t->tp_parts = parts;
+}
+
+void model_plan_tp(ModelPlan *plan, int tp, int rank, CommGroup *group) {
+    plan->tp = tp;
+    plan->tp_rank = rank;
+    plan->tp_group = group;
+    for (int u = 0; u < plan->nunits; u++) {
+        UnitSpec *us = &plan->units[u];
+        us->numel = 0;
+        for (int i = 0; i < us->ntensors; i++) {
+            TensorSpec *t = &us->t[i];
+            int d = t->tp_split == TP_COLS ? 1 : 0;
+            t->shape[0] = t->full[0];
+            t->shape[1] = t->full[1];
+            if (t->tp_split != TP_WHOLE) {
+                if (t->full[d] % (t->tp_parts * tp)) err_fatal("%s: dimension %d (%d) does not split in %d parts over %d tp ranks", t->name, d, t->full[d], t->tp_parts, tp);
+                t->shape[d] = t->full[d] / tp;
+            }
+            t->numel = (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
+            t->offset = us->numel;
+            us->numel += t->numel;
+        }
+    }
+}
+
+void model_tp_allreduce(const ModelPlan *plan, float *x, size_t n) {
+    if (plan->tp > 1) comm_wait(comm_allreduce_start(plan->tp_group, x, n));
+}
+
+void model_tp_allreduce_act(const ModelPlan *plan, void *x, size_t n) {
+    if (plan->tp < 2) return;
+    if (kern_acts_bf16()) comm_wait(comm_allreduce_bf16_start(plan->tp_group, x, n));
+    else comm_wait(comm_allreduce_start(plan->tp_group, x, n));
+}
+
+void model_tp_crossentropy(const ModelPlan *plan, Activations *a, int N, float dscale) {
+    if (plan->tp < 2) {
+        kern_crossentropy_fwd_bwd(a->logits, a->targets, N, a->V, dscale, a->loss);
+        return;
+    }
+    int v0 = plan->tp_rank * a->V;
+    kern_xent_part_max(a->logits, N, a->V, a->xent_max);
+    comm_wait(comm_allreduce_max_start(plan->tp_group, a->xent_max, (size_t)N));
+    kern_xent_part_sums(a->logits, a->targets, N, a->V, v0, a->xent_max, a->xent_sums);
+    comm_wait(comm_allreduce_start(plan->tp_group, a->xent_sums, 2 * (size_t)N));
+    kern_xent_part_finish(a->logits, a->targets, N, a->V, v0, a->xent_max, a->xent_sums, dscale, plan->tp_rank == 0, a->loss);
+}
+
+size_t model_tp_run(const TensorSpec *t, int tp, int rank, size_t local, size_t *full) {
+    size_t C = t->ndim == 2 ? (size_t)t->full[1] : 1, lc = t->ndim == 2 ? (size_t)t->shape[1] : 1;
+    size_t r = local / lc, c = local % lc, left = t->numel - local;
+    if (t->tp_split == TP_WHOLE) return *full = local, left;
+    if (t->tp_split == TP_ROWS) {  // local row r: block j's row i, at the rank's rows of block j
+        size_t lp = (size_t)t->shape[0] / (size_t)t->tp_parts, j = r / lp, i = r % lp;
+        size_t row = j * ((size_t)t->full[0] / (size_t)t->tp_parts) + (size_t)rank * lp + i;
+        *full = row * C + c;
+        size_t run = (lp - i) * C - c;  // to the end of the rank's rows of block j
+        return run < left ? run : left;
+    }
+    size_t lb = lc / (size_t)t->tp_parts, j = c / lb, k = c % lb;  // TP_COLS: local column c in block j
+    *full = r * C + j * (C / (size_t)t->tp_parts) + (size_t)rank * lb + k;
+    size_t run = lb - k;
+    return run < left ? run : left;
+}
+
+void model_init_part(const TensorSpec *t, int tp, int rank, uint64_t seed, float std, size_t begin, size_t count, float *dst) {
+    for (size_t done = 0; done < count;) {
+        size_t full, n = model_tp_run(t, tp, rank, begin + done, &full);
+        if (n > count - done) n = count - done;
+        model_init_range(t, seed, std, full, n, dst + done);
+        done += n;
+    }
 }
 
 int model_find_tensor(const ModelPlan *plan, const char *name, int *unit, int *tensor) {
@@ -108,7 +190,7 @@ void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int w
     memset(a, 0, sizeof *a);
     a->B = B;
     a->T = T;
-    a->V = plan->cfg.vocab_size;
+    a->V = plan->cfg.vocab_size / (plan->tp > 1 ? plan->tp : 1);
     int nl = plan->cfg.num_layers, nslots = 0, shared = -1;
     a->slot = callocCheck(nl, sizeof(int));
     a->recompute = callocCheck(nl, sizeof(int));
@@ -125,7 +207,12 @@ void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int w
     a->kstart = (int32_t *)model_acts_buf(N);
     a->pos = (int32_t *)model_acts_buf(N);
     a->loss = (double *)model_acts_buf(2);  // one double
+    a->tp = plan->tp > 1 ? plan->tp : 1;
     plan->family->acts_alloc(a, &plan->cfg, (size_t)nslots, with_kv_cache);
+    if (a->tp > 1) {  // the vocabulary-parallel cross-entropy's row statistics
+        a->xent_max = model_acts_buf((size_t)a->B * a->T);
+        a->xent_sums = model_acts_buf(2 * (size_t)a->B * a->T);
+    }
 }
 
 void model_res_alloc(Activations *a, int L, size_t N, size_t D) {
@@ -207,9 +294,9 @@ const char *model_check_sizes(const ModelPlan *plan, int B, int T) {
 #define ACT_BUFFERS(X)                                                                                             \
     X(tokens) X(targets) X(kstart) X(pos) X(res) X(res_in) X(res_out) X(xn1) X(mean1) X(rstd1) X(qkv) X(q) X(k) X(v) X(attn_saved) X(att) X(xmid)      \
     X(xn2) X(mean2) X(rstd2) X(up) X(h) X(xf) X(meanf) X(rstdf) X(logits) X(loss) X(dres) X(dxn) X(dbranch) X(dq) \
-    X(dk) X(dv) X(datt) X(dup) X(dh) X(attn_scratch) X(rope_cos) X(rope_sin) X(kcache) X(vcache)
+    X(dk) X(dv) X(datt) X(dup) X(dh) X(attn_scratch) X(rope_cos) X(rope_sin) X(kcache) X(vcache) X(xent_max) X(xent_sums)
 #define ACT_COUNT(f) +1
-_Static_assert(sizeof(Activations) == 4 * sizeof(int) /* B, T, V, docs */ + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +
+_Static_assert(sizeof(Activations) == 6 * sizeof(int) /* B, T, V, tp, docs; padding */ + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +
                                           2 * sizeof(int *) + sizeof(size_t) + 8 + 2 * sizeof(uint64_t) +
                                           sizeof(struct ActOffload *),
                "Activations gained a field: add its buffer to ACT_BUFFERS (and this count)");
@@ -241,7 +328,7 @@ void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, co
     }
     if (tgt) kern_upload(a->targets, tgt, (size_t)ntok * sizeof(int32_t));
     // before any kernel reads through an id; places are numbered across the step's batches
-    kern_tokens_check(a->tokens, tgt ? a->targets : NULL, ntok, a->V, (long long)batch * 2 * ntok);
+    kern_tokens_check(a->tokens, tgt ? a->targets : NULL, ntok, a->V * a->tp, (long long)batch * 2 * ntok);  // the whole vocabulary
 }
 
 void model_set_dropout(Activations *a, float p, uint64_t seed, uint64_t sample0) {
@@ -268,16 +355,17 @@ void model_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Activati
 void model_layernorm_head(const ModelPlan *plan, const UnitSpec *u, int lnw, int lnb, int head, const void *p, float *g,
                           Activations *a, int with_targets, int T, float dscale) {
     const ModelConfig *c = &plan->cfg;
-    int N = a->B * T, D = c->hidden_width, V = c->vocab_size;
+    int N = a->B * T, D = c->hidden_width, V = a->V;  // V: this tp rank's share of the vocabulary
     const void *w_ln = kern_param_at(p, u->t[lnw].offset), *b_ln = kern_param_at(p, u->t[lnb].offset);
     const void *w_head = kern_param_at(p, u->t[head].offset);
     const float *x = model_res_in(a, c->num_layers, D, T);  // (B, T, D) last block out
     kern_layernorm_fwd(a->xf, a->meanf, a->rstdf, x, w_ln, b_ln, N, D, c->norm_eps);
     kern_matmul_fwd(a->logits, KERN_ACT, a->xf, w_head, N, D, V);  // (B, T, V)
     if (!with_targets) return;
-    kern_crossentropy_fwd_bwd(a->logits, a->targets, N, V, dscale, a->loss);  // logits become dlogits
+    model_tp_crossentropy(plan, a, N, dscale);  // logits become dlogits
     if (dscale == 0.0f) return;
     kern_matmul_bwd(a->dxn, g + u->t[head].offset, a->logits, KERN_ACT, a->xf, w_head, N, D, V, 0);
+    model_tp_allreduce_act(plan, a->dxn, (size_t)N * D);  // each vocabulary share's part
     kern_zero(a->dres, (size_t)N * D);
     kern_layernorm_bwd(a->dres, g + u->t[lnw].offset, g + u->t[lnb].offset, a->dxn, x, w_ln, a->meanf, a->rstdf, N, D);
 }

@@ -20,6 +20,13 @@ enum { MAX_UNIT_TENSORS = 12 };
 // how a tensor starts: N(0, initializer_range * scale), all ones (norm weights) or zeros (biases)
 typedef enum { INIT_NORMAL, INIT_ONES, INIT_ZEROS } InitKind;
 
+// How tensor parallelism splits a tensor over a tp group (shard/parallel.h): whole on every tp
+// rank (norms, biases added after a row-parallel reduction), by rows (column-parallel weights and
+// their biases: q/k/v, gate/up, the vocabulary of embeddings and heads) or by columns (row-
+// parallel weights: o, down). A split dimension made of `parts` equal blocks (minGPT's fused
+// q|k|v) splits each block, so every tp rank keeps its heads of each.
+typedef enum { TP_WHOLE, TP_ROWS, TP_COLS } TpSplit;
+
 typedef struct {
     char name[80];  // Hugging Face name, e.g. model.layers.3.self_attn.q_proj.weight
     int ndim;
@@ -29,6 +36,9 @@ typedef struct {
     int decay;      // AdamW weight decay applies
     InitKind init;
     float init_scale;  // INIT_NORMAL: std = initializer_range * init_scale
+    TpSplit tp_split;  // families declare it (model_tensor_split); TP_WHOLE unless told
+    int tp_parts;      // blocks of the split dimension (1 unless fused)
+    int full[2];       // the whole tensor's shape; shape is one tp rank's part after model_plan_tp
 } TensorSpec;
 
 typedef struct {
@@ -39,6 +49,7 @@ typedef struct {
 } UnitSpec;
 
 typedef struct ModelFamily ModelFamily;  // family.h
+typedef struct CommGroup CommGroup;      // comm.h
 
 typedef struct {
     ModelConfig cfg;
@@ -49,6 +60,10 @@ typedef struct {
     // the units the stages use: blocks are units block0 .. block0+L-1; the embedding and the head
     // may share one unit (tied weights), whose gradient then collects both stages' parts
     int embed_unit, block0, head_unit;
+    // tensor parallelism (model_plan_tp): this rank's place in its tp group, whose collectives
+    // the families call between their kernels; tp 1: the whole model, no group
+    int tp, tp_rank;
+    CommGroup *tp_group;
 } ModelPlan;
 
 // Activations and scratch for batches of up to B sequences of up to T tokens. All buffers live
@@ -56,7 +71,8 @@ typedef struct {
 // `void *` ones hold activations in the kernels' activation dtype (kern_acts_bf16: bf16 under
 // --precision bf16 on a GPU), so they are indexed with kern_act_at; the `float *` ones stay fp32.
 typedef struct {
-    int B, T, V;
+    int B, T, V;  // V: this tp rank's share of the vocabulary (its logits' width)
+    int tp;       // the plan's tp degree, for the families' buffer sizes
     int docs;  // the loaded batch has document boundaries: kstart and pos below hold them
     int32_t *tokens, *targets;  // (N) the batch, set by model_load_batch (a negative target bears no loss)
     int32_t *kstart, *pos;      // (N) with docs: the first key each token sees (its document's start) and its position
@@ -86,6 +102,7 @@ typedef struct {
     void *xf;            // (N, D) final norm out
     float *meanf, *rstdf;  // (N)
     void *logits;        // (N, V) logits, then dloss/dlogits
+    float *xent_max, *xent_sums;  // (N), (N, 2) vocabulary-parallel cross-entropy's statistics (tp > 1)
     double *loss;        // (1) the summed loss the classifier adds to, on the device
     // backward scratch, shared by all blocks
     float *dres;         // (N, D) dloss/d residual stream at the current unit
@@ -113,6 +130,27 @@ TensorSpec *model_add_tensor(UnitSpec *u, const char *name, int rows, int cols, 
                              int decay);
 // finds a tensor by name; returns 0 if absent
 int model_find_tensor(const ModelPlan *plan, const char *name, int *unit, int *tensor);
+// For families under tensor parallelism: sums x (n floats, or n activations) over the plan's tp
+// group in place (a row-parallel matmul's partial outputs); a no-op at tp 1.
+void model_tp_allreduce(const ModelPlan *plan, float *x, size_t n);
+void model_tp_allreduce_act(const ModelPlan *plan, void *x, size_t n);
+// The fused softmax cross-entropy of model_head_fwd_bwd over this tp rank's (N, V/tp) logits:
+// the row maxima and sums are reduced over the tp group, one rank adds the loss, and with dscale
+// the local logits become their dlogits. At tp 1 it is kern_crossentropy_fwd_bwd.
+void model_tp_crossentropy(const ModelPlan *plan, Activations *a, int N, float dscale);
+// declares how tensor parallelism splits t (before model_plan_tp)
+void model_tensor_split(TensorSpec *t, TpSplit split, int parts);
+// Turns a plan into tp rank `rank`'s part of the tp group `group` of `tp` ranks: each split
+// tensor's shape becomes its part, offsets and unit sizes follow (num_params stays the whole
+// model's). Every split dimension must divide by parts x tp (parallel_dims_build checks the
+// sizes that make them). group may be NULL where nothing runs (a layout check).
+void model_plan_tp(ModelPlan *plan, int tp, int rank, CommGroup *group);
+// Where tp rank `rank`'s element `local` of t sits in the whole tensor (row-major): *full, and the
+// number of local elements from there whose whole-tensor places follow one another (a run).
+size_t model_tp_run(const TensorSpec *t, int tp, int rank, size_t local, size_t *full);
+// model_init_range for elements [begin, begin+count) of tp rank `rank`'s part: the values the
+// whole tensor has at those places, so a run initialises alike at every tp degree.
+void model_init_part(const TensorSpec *t, int tp, int rank, uint64_t seed, float std, size_t begin, size_t count, float *dst);
 
 // Initial values of tensor elements [begin, begin+count) into dst: a pure function of
 // (seed, tensor name, element index), so any shard can be made alone (DESIGN invariant 1).

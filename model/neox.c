@@ -29,13 +29,17 @@ static void neox_plan_build(ModelPlan *plan) {
     plan->units[0].layer = -1;
     // Hugging Face's init: N(0, initializer_range) for embeddings and linear weights, zero biases,
     // LayerNorm (1, 0); the 2-D weights decay
-    model_add_tensor(&plan->units[0], "gpt_neox.embed_in.weight", V, D, INIT_NORMAL, 1.0f, 1);
+    model_tensor_split(model_add_tensor(&plan->units[0], "gpt_neox.embed_in.weight", V, D, INIT_NORMAL, 1.0f, 1), TP_ROWS, 1);
     static const char *const names[] = {
         "input_layernorm.weight", "input_layernorm.bias", "attention.query_key_value.weight",
         "attention.query_key_value.bias", "attention.dense.weight", "attention.dense.bias",
         "post_attention_layernorm.weight", "post_attention_layernorm.bias", "mlp.dense_h_to_4h.weight",
         "mlp.dense_h_to_4h.bias", "mlp.dense_4h_to_h.weight", "mlp.dense_4h_to_h.bias"};
     const int rows[] = {D, D, 3 * D, 3 * D, D, D, D, D, F, F, D, D}, cols[] = {0, 0, D, 0, D, 0, 0, 0, D, 0, F, 0};
+    // tensor parallelism: query_key_value by heads (each head's q, k, v are adjacent rows), the
+    // 4h projection by rows; dense and 4h_to_h by columns, their biases whole
+    const TpSplit split[] = {TP_WHOLE, TP_WHOLE, TP_ROWS, TP_ROWS, TP_COLS, TP_WHOLE,
+                             TP_WHOLE, TP_WHOLE, TP_ROWS, TP_ROWS, TP_COLS, TP_WHOLE};
     char name[80];
     for (int l = 0; l < L; l++) {
         UnitSpec *u = &plan->units[l + 1];
@@ -43,31 +47,36 @@ static void neox_plan_build(ModelPlan *plan) {
         for (int i = 0; i < MAX_UNIT_TENSORS; i++) {
             snprintf(name, sizeof name, "gpt_neox.layers.%d.%s", l, names[i]);
             InitKind init = cols[i] ? INIT_NORMAL : (i == P_LN1_W || i == P_LN2_W) ? INIT_ONES : INIT_ZEROS;
-            model_add_tensor(u, name, rows[i], cols[i], init, 1.0f, cols[i] != 0);
+            model_tensor_split(model_add_tensor(u, name, rows[i], cols[i], init, 1.0f, cols[i] != 0), split[i], 1);
         }
     }
     UnitSpec *head = &plan->units[L + 1];
     head->layer = -1;
     model_add_tensor(head, "gpt_neox.final_layer_norm.weight", D, 0, INIT_ONES, 1.0f, 0);
     model_add_tensor(head, "gpt_neox.final_layer_norm.bias", D, 0, INIT_ZEROS, 1.0f, 0);
-    model_add_tensor(head, "embed_out.weight", V, D, INIT_NORMAL, 1.0f, 1);
+    model_tensor_split(model_add_tensor(head, "embed_out.weight", V, D, INIT_NORMAL, 1.0f, 1), TP_ROWS, 1);
 }
 
+// Under tensor parallelism (a->tp ranks) a block holds its heads of query_key_value and its share
+// of dense_h_to_4h (column-parallel, with their biases), and the matching columns of dense and
+// dense_4h_to_h (row-parallel): each branch's partial output is summed over the tp group before
+// its bias and dropout; in backward the input gradients of both branches' first projections are.
+// Qd: a rank's q (or k, v) width, D / tp.
 static void neox_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int with_kv_cache) {
-    size_t N = (size_t)a->B * a->T, D = c->hidden_width, F = c->intermediate_size, V = c->vocab_size;
+    size_t N = (size_t)a->B * a->T, D = c->hidden_width, F = c->intermediate_size / a->tp, V = a->V, Qd = D / a->tp;
     size_t rot = (size_t)config_rotary_dims(c);
-    int nl = c->num_layers;
+    int nl = c->num_layers, H = c->num_heads / a->tp;
     model_res_alloc(a, nl, N, D);
     a->xn1 = model_acts_act(S * N * D);
     a->mean1 = model_acts_buf(S * N);
     a->rstd1 = model_acts_buf(S * N);
-    a->qkv = model_acts_act(N * 3 * D);
-    a->q = model_acts_act(S * N * D);
-    a->k = model_acts_act(S * N * D);
-    a->v = model_acts_act(S * N * D);
-    a->saved_len = kern_attention_saved_floats(a->B, c->num_heads, a->T, a->T);
+    a->qkv = model_acts_act(N * 3 * Qd);
+    a->q = model_acts_act(S * N * Qd);
+    a->k = model_acts_act(S * N * Qd);
+    a->v = model_acts_act(S * N * Qd);
+    a->saved_len = kern_attention_saved_floats(a->B, H, a->T, a->T);
     a->attn_saved = model_acts_buf(S * a->saved_len);
-    a->att = model_acts_act(S * N * D);
+    a->att = model_acts_act(S * N * Qd);
     a->xmid = model_acts_buf(N * D);  // the attention branch's output: backward does not read it
     a->xn2 = model_acts_act(S * N * D);
     a->mean2 = model_acts_buf(S * N);
@@ -86,9 +95,9 @@ static void neox_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int 
         kern_rope_table(a->rope_cos, a->rope_sin, a->T, (int)rot, inv_freq);
         free(inv_freq);
     }
-    if (!model_acts_attention(a, c, with_kv_cache, N, D, D)) return;  // generation runs no backward
+    if (!model_acts_attention(a, c, with_kv_cache, N, Qd, Qd)) return;  // generation runs no backward
     a->dh = model_acts_act(N * F);
-    a->attn_scratch = model_acts_buf(kern_attention_scratch_floats(a->B, c->num_heads, a->T));
+    a->attn_scratch = model_acts_buf(kern_attention_scratch_floats(a->B, H, a->T));
 }
 
 // Per-layer views into the saved activations; sizes follow the allocation above.
@@ -98,11 +107,11 @@ typedef struct {
 } LayerActs;
 
 static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
-    size_t N = (size_t)a->B * a->T, D = c->hidden_width, F = c->intermediate_size, i = a->slot[l];
+    size_t N = (size_t)a->B * a->T, D = c->hidden_width, F = c->intermediate_size / a->tp, Qd = D / a->tp, i = a->slot[l];
     LayerActs la = {.xn1 = kern_act_at(a->xn1, i * N * D), .mean1 = a->mean1 + i * N, .rstd1 = a->rstd1 + i * N,
-                    .q = kern_act_at(a->q, i * N * D), .k = kern_act_at(a->k, i * N * D),
-                    .v = kern_act_at(a->v, i * N * D), .saved = a->attn_saved + i * a->saved_len,
-                    .att = kern_act_at(a->att, i * N * D), .xn2 = kern_act_at(a->xn2, i * N * D),
+                    .q = kern_act_at(a->q, i * N * Qd), .k = kern_act_at(a->k, i * N * Qd),
+                    .v = kern_act_at(a->v, i * N * Qd), .saved = a->attn_saved + i * a->saved_len,
+                    .att = kern_act_at(a->att, i * N * Qd), .xn2 = kern_act_at(a->xn2, i * N * D),
                     .mean2 = a->mean2 + i * N, .rstd2 = a->rstd2 + i * N, .up = kern_act_at(a->up, i * N * F),
                     .h = kern_act_at(a->h, i * N * F)};
     return la;
@@ -114,7 +123,13 @@ static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
 
 static void neox_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0) {
     int D = plan->cfg.hidden_width;
-    kern_embedding_fwd(model_res_out(a, 0, D), a->tokens, p, a->B * T, D);  // (B, T, D)
+    float *out = model_res_out(a, 0, D);  // (B, T, D)
+    if (plan->tp > 1) {  // this rank's rows of the vocabulary, the others' zero: summed over the group
+        kern_embedding_part_fwd(out, a->tokens, p, a->B * T, D, plan->tp_rank * a->V, a->V);
+        model_tp_allreduce(plan, out, (size_t)a->B * T * D);
+    } else {
+        kern_embedding_fwd(out, a->tokens, p, a->B * T, D);
+    }
     model_res_store(a, 0, D, T);
 }
 
@@ -124,28 +139,29 @@ static KernGelu neox_gelu(const ModelConfig *c) { return c->hidden_act == MODEL_
 static void neox_block_fwd(const ModelPlan *plan, int l, const void *p, Activations *a, int T, int pos0) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->block0 + l];
-    int B = a->B, N = B * T, D = c->hidden_width, H = c->num_heads, hd = config_head_dim(c), F = c->intermediate_size;
-    int rot = config_rotary_dims(c);
+    int B = a->B, N = B * T, D = c->hidden_width, H = c->num_heads / a->tp, hd = config_head_dim(c);
+    int F = c->intermediate_size / a->tp, Qd = D / a->tp, rot = config_rotary_dims(c);
     LayerActs la = layer_acts(c, a, l);
     la.x = model_res_in(a, l, D, T);
     la.out = model_res_out(a, l + 1, D);
     // attention branch
     kern_layernorm_fwd(la.xn1, la.mean1, la.rstd1, la.x, WP(p, u, P_LN1_W), WP(p, u, P_LN1_B), N, D, c->norm_eps);
-    kern_matmul_fwd(a->qkv, KERN_ACT, la.xn1, WP(p, u, P_QKV_W), N, D, 3 * D);  // (B, T, H, 3, hd)
-    kern_bias_add(a->qkv, KERN_ACT, WP(p, u, P_QKV_B), N, 3 * D);
+    kern_matmul_fwd(a->qkv, KERN_ACT, la.xn1, WP(p, u, P_QKV_W), N, D, 3 * Qd);  // (B, T, H, 3, hd)
+    kern_bias_add(a->qkv, KERN_ACT, WP(p, u, P_QKV_B), N, 3 * Qd);
     kern_qkv_split(la.q, la.k, la.v, a->qkv, a->rope_cos, a->rope_sin, B, T, H, H, hd, rot, KERN_QKV_PER_HEAD, pos0,
                    a->docs ? a->pos : NULL);
     if (a->kcache) {  // generation: append to the cache (B == 1) and attend over all of it
-        size_t base = (size_t)l * a->T * D;
-        kern_act_copy(kern_act_at(a->kcache, base + (size_t)pos0 * D), la.k, (size_t)T * D);
-        kern_act_copy(kern_act_at(a->vcache, base + (size_t)pos0 * D), la.v, (size_t)T * D);
+        size_t base = (size_t)l * a->T * Qd;
+        kern_act_copy(kern_act_at(a->kcache, base + (size_t)pos0 * Qd), la.k, (size_t)T * Qd);
+        kern_act_copy(kern_act_at(a->vcache, base + (size_t)pos0 * Qd), la.v, (size_t)T * Qd);
         kern_attention_fwd(la.att, la.saved, la.q, kern_act_at(a->kcache, base), kern_act_at(a->vcache, base), 1, T,
-                           pos0 + T, H, H, hd, (size_t)a->T * D, NULL, 0, NULL);
+                           pos0 + T, H, H, hd, (size_t)a->T * Qd, NULL, 0, NULL);
     } else {
-        kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, H, hd, (size_t)T * D,
+        kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, H, hd, (size_t)T * Qd,
                            a->docs ? a->kstart : NULL, 0, NULL);
     }
-    kern_matmul_fwd(a->xmid, KERN_F32, la.att, WP(p, u, P_DENSE_W), N, D, D);
+    kern_matmul_fwd(a->xmid, KERN_F32, la.att, WP(p, u, P_DENSE_W), N, Qd, D);
+    model_tp_allreduce(plan, a->xmid, (size_t)N * D);
     kern_bias_add(a->xmid, KERN_F32, WP(p, u, P_DENSE_B), N, D);
     model_dropout_fwd(a, a->xmid, T, D, l, DROP_ATTN_OUT);
     // MLP branch, on the block's input too
@@ -154,6 +170,7 @@ static void neox_block_fwd(const ModelPlan *plan, int l, const void *p, Activati
     kern_bias_add(la.up, KERN_ACT, WP(p, u, P_UP_B), N, F);
     kern_gelu_fwd(la.h, la.up, (size_t)N * F, neox_gelu(c));
     kern_matmul_fwd(la.out, KERN_F32, la.h, WP(p, u, P_DOWN_W), N, F, D);
+    model_tp_allreduce(plan, la.out, (size_t)N * D);
     kern_bias_add(la.out, KERN_F32, WP(p, u, P_DOWN_B), N, D);
     model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
     kern_add(la.out, a->xmid, (size_t)N * D);  // the parallel residual: mlp + attn + x
@@ -170,8 +187,8 @@ static void neox_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Ac
 static void neox_block_bwd(const ModelPlan *plan, int l, const void *p, float *g, Activations *a) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->block0 + l];
-    int B = a->B, T = a->T, N = B * T, D = c->hidden_width, H = c->num_heads, hd = config_head_dim(c);
-    int F = c->intermediate_size, rot = config_rotary_dims(c);
+    int B = a->B, T = a->T, N = B * T, D = c->hidden_width, H = c->num_heads / a->tp, hd = config_head_dim(c);
+    int F = c->intermediate_size / a->tp, Qd = D / a->tp, rot = config_rotary_dims(c);
     LayerActs la = layer_acts(c, a, l);
     la.x = model_res_in(a, l, D, a->T);
     float *dx = a->dres;  // (B, T, D): dloss/d out, which is also the residual's share of dloss/d x
@@ -179,7 +196,7 @@ static void neox_block_bwd(const ModelPlan *plan, int l, const void *p, float *g
     // takes its share first, before the MLP's norm changes dx.
     const float *dbr = model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT);
     kern_bias_bwd(W(g, u, P_DENSE_B), dbr, KERN_F32, N, D);
-    kern_matmul_bwd(a->datt, W(g, u, P_DENSE_W), dbr, KERN_F32, la.att, WP(p, u, P_DENSE_W), N, D, D, 0);
+    kern_matmul_bwd(a->datt, W(g, u, P_DENSE_W), dbr, KERN_F32, la.att, WP(p, u, P_DENSE_W), N, Qd, D, 0);
     // MLP
     dbr = model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT);
     kern_bias_bwd(W(g, u, P_DOWN_B), dbr, KERN_F32, N, D);
@@ -187,19 +204,22 @@ static void neox_block_bwd(const ModelPlan *plan, int l, const void *p, float *g
     kern_gelu_bwd(a->dh, a->dh, la.up, (size_t)N * F, neox_gelu(c));
     kern_bias_bwd(W(g, u, P_UP_B), a->dh, KERN_ACT, N, F);
     kern_matmul_bwd(a->dxn, W(g, u, P_UP_W), a->dh, KERN_ACT, la.xn2, WP(p, u, P_UP_W), N, D, F, 0);
+    model_tp_allreduce_act(plan, a->dxn, (size_t)N * D);
     kern_layernorm_bwd(dx, W(g, u, P_LN2_W), W(g, u, P_LN2_B), a->dxn, la.x, WP(p, u, P_LN2_W), la.mean2, la.rstd2, N, D);
     // attention
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, H, hd,
                        a->docs ? a->kstart : NULL, 0, NULL);
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, H, hd, rot, KERN_QKV_PER_HEAD,
                    a->docs ? a->pos : NULL);  // (B, T, 3D)
-    kern_bias_bwd(W(g, u, P_QKV_B), a->qkv, KERN_ACT, N, 3 * D);
-    kern_matmul_bwd(a->dxn, W(g, u, P_QKV_W), a->qkv, KERN_ACT, la.xn1, WP(p, u, P_QKV_W), N, D, 3 * D, 0);
+    kern_bias_bwd(W(g, u, P_QKV_B), a->qkv, KERN_ACT, N, 3 * Qd);
+    kern_matmul_bwd(a->dxn, W(g, u, P_QKV_W), a->qkv, KERN_ACT, la.xn1, WP(p, u, P_QKV_W), N, D, 3 * Qd, 0);
+    model_tp_allreduce_act(plan, a->dxn, (size_t)N * D);
     kern_layernorm_bwd(dx, W(g, u, P_LN1_W), W(g, u, P_LN1_B), a->dxn, la.x, WP(p, u, P_LN1_W), la.mean1, la.rstd1, N, D);
 }
 
 static void neox_embed_bwd(const ModelPlan *plan, float *g, Activations *a) {
-    kern_embedding_bwd(g, a->dres, a->tokens, a->B * a->T, plan->cfg.hidden_width);
+    if (plan->tp > 1) kern_embedding_part_bwd(g, a->dres, a->tokens, a->B * a->T, plan->cfg.hidden_width, plan->tp_rank * a->V, a->V);
+    else kern_embedding_bwd(g, a->dres, a->tokens, a->B * a->T, plan->cfg.hidden_width);
 }
 
 // 6 FLOPs per parameter and token (the input embedding is a lookup) plus attention's 12*L*D*T
@@ -287,6 +307,7 @@ const ModelFamily family_neox = {
     .mlp_ratio = 4,
     .rotary_pct = 0.25f,
     .hidden_act_option = 1,
+    .tp_blocks = 1,
     .ckpt_fields = neox_ckpt_fields,
     .hf_import = {
         .model_types = neox_hf_types,

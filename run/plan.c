@@ -175,6 +175,8 @@ int plan_main(void *args) {
 
     ModelPlan plan;
     model_plan_build(&plan, &cfg->model);
+    int tp = dims.tp;
+    if (tp > 1) model_plan_tp(&plan, tp, 0, NULL);  // a tp rank's parts: every tp rank's are the same size
     if ((sizes = model_check_sizes(&plan, cfg->batch_size, cfg->model.max_context_width))) comm_fail_all("plan: %s", sizes);
     const ModelConfig *m = &cfg->model;
     int B = cfg->batch_size, T = m->max_context_width, M = cfg->grad_accum, L = m->num_layers;
@@ -217,16 +219,17 @@ int plan_main(void *args) {
         comm_fail_all("plan: --interconnect %s and --inter_node_bw %g both set the bandwidth between nodes; give one",
                       cli_choice_name(net_names, a.net), a.inter_bw);
     double inter = a.inter_bw > 0 ? a.inter_bw : net_gbs[a.net != NET_DEFAULT ? a.net : (int)(gpu ? GPU_NET : CPU_NET)];
-    // shard groups are consecutive ranks; replica groups take one rank of each shard group
-    int shard_fits = g <= rpn && rpn % g == 0;
-    double shard_bw = group_bw(shard_fits, g < rpn ? g : rpn, rpn, intra, inter) * GB;
-    double replica_bw = group_bw(world <= rpn, g < rpn && rpn % g == 0 ? rpn / g : 1, rpn, intra, inter) * GB;
+    // a shard group is every tp-th rank of g * tp consecutive ones (consecutive at tp 1); replica
+    // groups take one rank of each replica's block
+    int tpd = dims.tp, block = g * tpd, shard_fits = block <= rpn && rpn % block == 0;
+    double shard_bw = group_bw(shard_fits, block < rpn ? g : rpn / tpd, rpn, intra, inter) * GB;
+    double replica_bw = group_bw(world <= rpn, block < rpn && rpn % block == 0 ? rpn / block : 1, rpn, intra, inter) * GB;
     // gathers per micro-batch: every unit in forward (a tied embedding/head unit twice when freed
     // in between), and under full-shard every block again in backward
     double fwd = all + (reshard && plan.embed_unit == plan.head_unit ? embed : 0), bwd = reshard ? blocks : 0;
     // sharded accumulation reduces every micro-batch; --accumulate_unsharded and shard group 1 once a step
     int reductions = g > 1 && !cfg->accumulate_unsharded ? M : 1;
-    Coll c[4];
+    Coll c[6];
     int nc = 0;
     if (g > 1) {
         c[nc++] = ring("all-gather forward", g, M * fwd * pb, shard_bw, 0);
@@ -234,12 +237,27 @@ int plan_main(void *args) {
         c[nc++] = ring("reduce-scatter", g, reductions * all * gb, shard_bw, 0);
     }
     if (r > 1) c[nc++] = ring("all-reduce replicas", r, reductions * all / g * gb, replica_bw, 1);
+    // tensor parallelism, per micro-batch: forward sums the embedding and each block's two
+    // row-parallel outputs (fp32, the residual stream's), again for each recomputed block; backward
+    // the head's and each block's two input gradients (the activation dtype); a tp group is inside
+    // a node. These wait on the compute stream: none overlaps.
+    int every_tp = !cfg->activation_checkpoints ? 0 : cfg->selective_checkpointing > 0 ? cfg->selective_checkpointing : 1;
+    int recomputed_tp = every_tp > 0 ? (L + every_tp - 1) / every_tp : 0;
+    double act_bytes = (double)B * T * m->hidden_width, tp_exposed = 0;
+    if (tp > 1) {
+        double fwd_n = 1.0 + 2.0 * (L + recomputed_tp), bwd_n = 1.0 + 2.0 * L, ab = gpu && cfg->precision == PRECISION_BF16 ? 2 : 4;
+        c[nc++] = ring("tp all-reduce forward", tp, M * fwd_n * act_bytes * 4, intra * GB, 1);
+        tp_exposed += c[nc - 1].time;
+        c[nc++] = ring("tp all-reduce backward", tp, M * bwd_n * act_bytes * ab, intra * GB, 1);
+        tp_exposed += c[nc - 1].time;
+    }
     double comm_bytes = 0, comm_time = 0;
     for (int i = 0; i < nc; i++) comm_bytes += c[i].sent, comm_time += c[i].time;
     // never hidden: each micro-batch's first gather (nothing computes before it) and the last
     // unit's reduction (nothing computes after it); the rest overlaps compute on its own stream
     double edge = g > 1 ? M * ring("", g, embed * pb, shard_bw, 0).time + ring("", g, embed * gb, shard_bw, 0).time : 0;
     if (r > 1) edge += ring("", r, embed / g * gb, replica_bw, 1).time;
+    edge += tp_exposed;
 
     // ---- step time: a roofline ----
     double fpt = model_flops_per_token(&plan, T), tokens = (double)B * T * M;
@@ -263,9 +281,11 @@ int plan_main(void *args) {
     double adam_bw = (gpu && !cfg->cpu_offload ? gpus[a.gpu].hbm_gbs : HOST_ADAMW_GBS) * GB;
     double adam_bytes = ADAMW_BYTES + (gpu && !cfg->cpu_offload && cfg->precision == PRECISION_BF16 ? ADAMW_BF16_BYTES : 0.0);
     double optim = master / 4 * adam_bytes / adam_bw;
-    double compute = peak_flops > 0 ? tokens * (fpt + rho * recompute_fpt) / (peak_flops * efficiency) : 0;
+    // a tp rank does 1/tp of its tp group's matmuls on the group's tokens
+    double compute = peak_flops > 0 ? tokens * (fpt + rho * recompute_fpt) / tp / (peak_flops * efficiency) : 0;
     double exposed = edge + (comm_time - edge > compute ? comm_time - edge - compute : 0);
-    double step = compute + exposed + optim, mfu = step > 0 ? tokens * fpt / (step * peak_flops) : 0;
+    double step = compute + exposed + optim, mfu = step > 0 ? tokens * fpt / tp / (step * peak_flops) : 0;
+    double tokens_s = step > 0 ? tokens * dims.dp / step : 0;  // a tp group's ranks share their tokens
     int timed = peak_flops > 0;
 
     if (comm_info.rank != 0) return 0;
@@ -279,10 +299,10 @@ int plan_main(void *args) {
                m->model_type, m->model_name, plan.num_params, m->hidden_width, L, m->num_heads, m->num_key_value_heads,
                m->intermediate_size, T, m->vocab_size);
         printf("\"device\": \"%s\", \"world_size\": %d, \"ranks_per_node\": %d, \"nodes\": %d, \"sharding\": \"%s\", "
-               "\"shard_group\": %d, \"replica_group\": %d, \"precision\": \"%s\", \"reduce_dtype\": \"%s\", "
+               "\"shard_group\": %d, \"replica_group\": %d, \"tp\": %d, \"precision\": \"%s\", \"reduce_dtype\": \"%s\", "
                "\"batch_size\": %d, \"grad_accum\": %d, \"checkpoint_every\": %d, \"cpu_offload\": %s, "
                "\"offload_horizon\": %d, \"offloaded_activations_bytes\": %.0f, ",
-               device, world, rpn, nodes, config_sharding_name(dims.strategy), g, r, config_precision_name(cfg->precision),
+               device, world, rpn, nodes, config_sharding_name(dims.strategy), g, r, tp, config_precision_name(cfg->precision),
                config_precision_name(cfg->reduce_dtype), B, M, every, cfg->cpu_offload ? "true" : "false", horizon,
                acts_offloaded);
         printf("\"per_rank_bytes\": {\"params\": %.0f, \"master\": %.0f, \"gathered\": %.0f, \"grads\": %.0f, "
@@ -305,7 +325,7 @@ int plan_main(void *args) {
         if (timed)
             printf("\"compute_time_s\": %.6g, \"optimizer_time_s\": %.6g, \"step_time_s\": %.6g, \"tokens_per_s\": %.6g, "
                    "\"mfu\": %.4f}\n",
-                   compute, optim, step, tokens * world / step, mfu);
+                   compute, optim, step, tokens_s, mfu);
         else
             printf("\"compute_time_s\": null, \"optimizer_time_s\": %.6g, \"step_time_s\": null, \"tokens_per_s\": null, "
                    "\"mfu\": null}\n",
@@ -316,11 +336,13 @@ int plan_main(void *args) {
     printf("fsdpc plan: %s %s, %.3g%s parameters (D=%d L=%d H=%d KV=%d F=%d V=%d), context %d\n", m->model_type,
            m->model_name, plan.num_params / (plan.num_params >= 1e9 ? 1e9 : 1e6), plan.num_params >= 1e9 ? "B" : "M", m->hidden_width, L,
            m->num_heads, m->num_key_value_heads, m->intermediate_size, m->vocab_size, T);
-    printf("layout: %d rank(s), %d node(s) of %d on %s; %s: shard group %d x replica group %d; %s, reduce %s\n", world,
-           nodes, rpn, device, config_sharding_name(dims.strategy), g, r, config_precision_name(cfg->precision),
+    char tps[48] = "";
+    if (tp > 1) snprintf(tps, sizeof tps, " x tp %d", tp);
+    printf("layout: %d rank(s), %d node(s) of %d on %s; %s: shard group %d x replica group %d%s; %s, reduce %s\n", world,
+           nodes, rpn, device, config_sharding_name(dims.strategy), g, r, tps, config_precision_name(cfg->precision),
            config_precision_name(cfg->reduce_dtype));
-    printf("batch: %d x %d tokens x grad_accum %d = %.0f tokens per rank per step, %.0f per step\n", B, T, M, tokens,
-           tokens * world);
+    printf("batch: %d x %d tokens x grad_accum %d = %.0f tokens per rank per step, %.0f per step%s\n", B, T, M, tokens,
+           tokens * dims.dp, tp > 1 ? " (a tp group's ranks read the same tokens)" : "");
     char ck[96] = "every block stored";
     if (every) snprintf(ck, sizeof ck, "%d of %d blocks recomputed in backward%s", recomputed, L,
                         acts_offloaded > 0 ? ", their inputs offloaded" : "");
@@ -384,6 +406,6 @@ int plan_main(void *args) {
            exposed * 1e3);
     printf("  optimizer   %9.2f ms  AdamW over the shard at %.0f GB/s\n", optim * 1e3, adam_bw / GB);
     printf("  step        %9.3f s   %.0f tokens/s, MFU %.1f%% (model FLOPs / (step time x %.0f TFLOP/s))\n", step,
-           tokens * world / step, 100 * mfu, peak_flops / 1e12);
+           tokens_s, 100 * mfu, peak_flops / 1e12);
     return 0;
 }

@@ -5,6 +5,7 @@ Each table sits in docs/planning.md between `<!-- plan_tables.py NAME -->` and `
   presets-h100 the 7B/13B/70B presets on 1-8 nodes of 8 x H100: predicted MFU and peak memory per rank
   calibration  the planner against the published runs of test/fixtures/plan_calibration.tsv, per
                source, and the fitted constants run/plan.c declares
+  tp-70b       the llama2_70b preset on 8 nodes of 8 x H100 at tensor-parallel degrees 1/2/4/8, the same global batch
 
     python3 run/plan_tables.py                     # prints the tables
     python3 run/plan_tables.py --check docs/planning.md   # exit 1 when the page's tables differ from them
@@ -69,6 +70,35 @@ def presets_h100(fsdpc):
     return out
 
 
+def tp_70b(fsdpc):
+    nets = ("efa-p4d", "efa-p5")
+    cases = [(net, ac, tp) for net in nets for ac in (0, 1) for tp in (1, 2, 4, 8)]
+    args = [["--model_name", "llama2_70b", "--precision", "bf16", "--batch_size", str(tp), "--max_context_width", "4096",
+             "--world_size", "64", "--gpu", "h100", "--interconnect", net, "--tensor_parallel_degree", str(tp)]
+            + (["--activation_checkpoints"] if ac else []) for net, ac, tp in cases]
+    got = dict(zip(cases, plans(fsdpc, args)))
+    out = ["The llama2_70b preset on 8 nodes of 8 x H100 (64 ranks), full-shard, from `fsdpc plan --model_name llama2_70b",
+           "--precision bf16 --max_context_width 4096 --world_size 64 --gpu h100 --interconnect NET",
+           "--tensor_parallel_degree TP --batch_size TP [--activation_checkpoints]`: 64 sequences of 4096",
+           "tokens per step at every degree (each tp group reads TP of them). A cell is the predicted MFU,",
+           "the peak memory per rank and the tp all-reduces' share of the step, or \"no\" and the peak that",
+           "does not fit.",
+           "",
+           "| interconnect | act. ckpt | tp 1 | tp 2 | tp 4 | tp 8 |",
+           "|---|---|---|---|---|---|"]
+    for net in nets:
+        for ac in (0, 1):
+            cells = []
+            for tp in (1, 2, 4, 8):
+                d = got[(net, ac, tp)]
+                peak = "%.0f GiB" % (d["per_rank_bytes"]["peak"] / GIB)
+                tpt = sum(c["time_s"] for c in d["collectives"] if c["name"].startswith("tp "))
+                share = ", tp %.0f%%" % (100 * tpt / d["step_time_s"]) if tp > 1 else ""
+                cells.append("%.0f%% (%s%s)" % (100 * d["mfu"], peak, share) if d["fits"] else "no (%s)" % peak)
+            out.append("| %s | %s | %s |" % (net, "yes" if ac else "no", " | ".join(cells)))
+    return out
+
+
 def calibration(fsdpc, table, plan_c, plans_dir):
     rows = plan_fit.load_table(table)
     if plans_dir:
@@ -110,7 +140,7 @@ def calibration(fsdpc, table, plan_c, plans_dir):
 
 
 def blocks(args, names):
-    make = {"presets-h100": lambda: presets_h100(args.fsdpc),
+    make = {"presets-h100": lambda: presets_h100(args.fsdpc), "tp-70b": lambda: tp_70b(args.fsdpc),
             "calibration": lambda: calibration(args.fsdpc, args.table, args.plan_c, args.plans)}
     unknown = [n for n in names if n not in make]
     if unknown:
@@ -118,7 +148,7 @@ def blocks(args, names):
     return {n: make[n]() for n in names}
 
 
-TABLES = ["presets-h100", "calibration"]
+TABLES = ["presets-h100", "calibration", "tp-70b"]
 
 
 BEGIN = re.compile(r"^<!-- plan_tables\.py ([a-z0-9-]+) -->$")

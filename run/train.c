@@ -19,6 +19,7 @@
 #include "../base/limits.h"
 #include "../comm/trace.h"
 #include "../data/data.h"
+#include "../model/family.h"
 #include "../data/ident.h"
 #include "../data/hfdata.h"
 #include "../data/sft.h"
@@ -74,6 +75,8 @@ typedef struct {
     uint64_t sample_base;
     int base_step;
     int global_batch;    // sequences per optimizer step, over all ranks and micro-batches
+    // data-parallel place: the tp ranks of a tensor-parallel group read the same samples
+    int dp_rank, dp_world, tp_rank;
     int max_steps, start_step;
     double flops_per_token;
     FILE *metrics;
@@ -621,7 +624,7 @@ static uint64_t step_first(const Run *r, int step) {
 }
 
 static uint64_t batch_first(const Run *r, int step, int micro) {
-    return step_first(r, step) + (uint64_t)(micro * comm_info.world + comm_info.rank) * r->cfg->batch_size;
+    return step_first(r, step) + (uint64_t)(micro * r->dp_world + r->dp_rank) * r->cfg->batch_size;
 }
 
 // --packing: the step's samples, in order, each into the first of its contexts with room (first
@@ -630,7 +633,7 @@ static uint64_t batch_first(const Run *r, int step, int micro) {
 // only on the step and the data: every rank computes the same packing.
 static int pack_step(Run *r, int step, DataPlan **plans) {
     const Dataset *d = &r->train;
-    int G = r->global_batch, T = d->T, B = r->cfg->batch_size, W = comm_info.world, nrows = 0;
+    int G = r->global_batch, T = d->T, B = r->cfg->batch_size, W = r->dp_world, nrows = 0;
     uint64_t g0 = step_first(r, step);
     int *row_of = mallocCheck((size_t)G * sizeof(int)), *room = mallocCheck((size_t)G * sizeof(int));
     for (int i = 0; i < G; i++) {
@@ -640,7 +643,7 @@ static int pack_step(Run *r, int step, DataPlan **plans) {
         room[row] -= len;
         row_of[i] = len ? row : -1;  // a row with nothing to predict needs no place
     }
-    int mine = nrows / W + (comm_info.rank < nrows % W), most = (nrows + W - 1) / W;
+    int mine = nrows / W + (r->dp_rank < nrows % W), most = (nrows + W - 1) / W;
     int nmicro = most ? (most + B - 1) / B : 1;
     for (int m = 0; m < nmicro; m++) {
         DataPlan *p = plans[m];
@@ -648,7 +651,7 @@ static int pack_step(Run *r, int step, DataPlan **plans) {
         p->nrows = hi > lo ? hi - lo : 0;
         p->first[0] = 0;
         for (int k = 0; k < p->nrows; k++) {  // row k of the micro-batch is context (lo + k) * W + rank
-            int ctx = (lo + k) * W + comm_info.rank, n = p->first[k];
+            int ctx = (lo + k) * W + r->dp_rank, n = p->first[k];
             for (int i = 0; i < G; i++)
                 if (row_of[i] == ctx) p->samples[n++] = g0 + (uint64_t)i;
             p->first[k + 1] = n;
@@ -811,7 +814,7 @@ static void check_token_ids(const Run *r, int step) {
     int target = at >= N;
     if (target) at -= N;
     uint64_t first = step >= 0 ? batch_first(r, step, (int)batch)
-                               : ((uint64_t)batch * comm_info.world + comm_info.rank) * (uint64_t)r->acts.B;
+                               : ((uint64_t)batch * r->dp_world + r->dp_rank) * (uint64_t)r->acts.B;
     comm_fail_local("%s %lld: sample %llu holds token id %d at %s position %lld, not in [0, --vocab_size %d)",
                step >= 0 ? "step" : "validation batch", step >= 0 ? step + 1LL : batch + 1, (unsigned long long)(first + (uint64_t)(at / T)),
                id, target ? "target" : "input", at % T, r->acts.V);
@@ -839,7 +842,7 @@ static double train_step(Run *r, int step, float lr, double *gnorm, double *toke
         trace_begin(TRACE_DATA, "data wait", -1);
         fill_batch(r, step, micro);
         trace_end(TRACE_DATA);
-        mine += (double)r->batch->loss_tokens;
+        mine += r->tp_rank ? 0.0 : (double)r->batch->loss_tokens;  // a tp group's tokens, once
         // masks keyed by the global sample index: equal for every layout, and on resume
         model_set_dropout(&r->acts, c->model.dropout, (uint64_t)c->seed, batch_first(r, step, micro));
         prof_mark(r, PROF_DATA);
@@ -949,7 +952,7 @@ static double validate(Run *r, int stoppable, int *stopped) {
     for (int k = 0; k <= n; k++) {  // plans k (and k+1, read ahead), then micro-batch k
         if (k < n) {
             int i = k / parts, j = k % parts, rows = Bv - j * B < B ? Bv - j * B : B;
-            data_plan_rows(plan[k & 1], rows, ((uint64_t)i * comm_info.world + comm_info.rank) * Bv + (uint64_t)j * B);
+            data_plan_rows(plan[k & 1], rows, ((uint64_t)i * r->dp_world + r->dp_rank) * Bv + (uint64_t)j * B);
         }
         if (k == 0) continue;
         int m = k - 1, i = m / parts;
@@ -962,7 +965,7 @@ static double validate(Run *r, int stoppable, int *stopped) {
         int rows = Bv - (m % parts) * B < B ? Bv - (m % parts) * B : B;
         data_loader_next(r->val_loader, plan[m & 1], k < n ? plan[k & 1] : NULL, r->batch, "validation");
         train_micro_step(&r->st, &r->acts, r->batch->inp, r->batch->tgt, r->batch->docs ? r->batch->kstart : NULL, rows, 0.0f, 1, i);
-        sums[1] += (double)r->batch->loss_tokens;
+        sums[1] += r->tp_rank ? 0.0 : (double)r->batch->loss_tokens;  // a tp group's tokens, once
     }
     sums[0] = model_loss_read(&r->acts);
     check_token_ids(r, -1);
@@ -1095,18 +1098,22 @@ static const char *generate_text(Run *r, const void *const *P) {
     // a pure generation run writes the exact bytes, and so does a terminal; the sample after
     // training, redirected, is for a log
     int for_log = shard_step(&r->st) > r->start_step && !isatty(fileno(stdout));
+    // under tensor parallelism the tp group's other ranks run the same forwards and print nothing
+    int speak = comm_info.rank == 0;
     Emitter e = {.tok = r->tok, .stop = stop, .prev = prompt[n - 1], .text = for_log ? mallocCheck(256) : NULL, .cap = 256};
-    if (for_log) print_for_log(c->prompt, len);
-    else fwrite(c->prompt, 1, len, stdout);
-    e.failed = io_write_error(stdout, "standard output");
+    if (speak && for_log) print_for_log(c->prompt, len);
+    else if (speak) fwrite(c->prompt, 1, len, stdout);
+    e.failed = speak ? io_write_error(stdout, "standard output") : NULL;
     if ((int)n > c->model.max_context_width)
         log_msg("the prompt's %zu tokens exceed the context; its last %d are used\n", n, c->model.max_context_width);
-    if (!e.failed)
+    int go = !e.failed;
+    if (r->dims.tp > 1) comm_bcast_bytes(r->plan.tp_group, &go, sizeof go, 0);  // rank 0's write decides for its tp group
+    if (go)
         model_generate(&r->plan, P, prompt, (int)n, c->num_tokens, c->temperature, c->top_p, (uint64_t)c->seed, emit_token, &e);
-    if (for_log && !e.failed) print_for_log(e.text, e.len);
+    if (speak && for_log && !e.failed) print_for_log(e.text, e.len);
     free(e.text);
-    if (shard_step(&r->st) > r->start_step && !e.failed) putchar('\n');  // a pure generate run prints the text and nothing else
-    if (!e.failed) e.failed = io_write_error(stdout, "standard output");
+    if (speak && shard_step(&r->st) > r->start_step && !e.failed) putchar('\n');  // a pure generate run prints the text and nothing else
+    if (speak && !e.failed) e.failed = io_write_error(stdout, "standard output");
     free(prompt);
     return e.failed;
 }
@@ -1127,10 +1134,25 @@ static const char *sample(Run *r) {
             kern_free(full);
         }
     }
-    const char *failed = comm_info.rank == 0 ? generate_text(r, (const void *const *)P) : NULL;
+    // rank 0 generates, with the rest of its tp group (ranks 0 .. tp-1) under tensor parallelism
+    const char *failed = comm_info.rank < r->dims.tp ? generate_text(r, (const void *const *)P) : NULL;
     for (int u = 0; u < nu; u++) kern_free(P[u]);
     free(P);
     return failed;
+}
+
+// What tensor parallelism covers so far, each gap refused by name: the families whose blocks split
+// (tp_blocks), without sequence parallelism.
+static void tp_supported(const Run *r) {
+    const Config *c = r->cfg;
+    char what[160] = "";
+    if (!r->plan.family->tp_blocks) snprintf(what, sizeof what, "for model_type %s", c->model.model_type);
+    else if (c->sequence_parallel) snprintf(what, sizeof what, "with --sequence_parallel");
+    else if (c->model.dropout > 0 && r->plan.family->attn_dropout)  // its masks would follow a rank's heads
+        snprintf(what, sizeof what, "with --dropout for model_type %s (attention dropout)", c->model.model_type);
+    if (what[0])
+        comm_fail_all("--tensor_parallel_degree %d: the layout fits (replica %d x shard %d x tp %d), but fsdpc does not train "
+                      "tensor-parallel %s yet", r->dims.tp, r->dims.replica_size, r->dims.shard_size, r->dims.tp, what);
 }
 
 int train_run(Config *c) {
@@ -1142,7 +1164,13 @@ int train_run(Config *c) {
     comm_stop_phase("loading (tokenizer, model, data, checkpoint)");
     const char *sizes = config_check_world(c, comm_info.world);
     if (sizes) comm_fail_all("%s", sizes);
-    r.global_batch = c->batch_size * comm_info.world * c->grad_accum;
+    // the mesh puts a tp group on consecutive ranks (shard/parallel.h); parallel_dims_build below
+    // refuses a degree that does not divide the world
+    int tp = c->tensor_parallel_degree > 1 && comm_info.world % c->tensor_parallel_degree == 0 ? c->tensor_parallel_degree : 1;
+    r.dp_world = comm_info.world / tp;
+    r.dp_rank = comm_info.rank / tp;
+    r.tp_rank = comm_info.rank % tp;
+    r.global_batch = c->batch_size * r.dp_world * c->grad_accum;
     r.max_steps = c->max_steps;
     ckpt_new_run_id(r.origin.run_id);
     resolve_sources(&r);  // first, so the outputs are compared with the inputs it notes
@@ -1199,9 +1227,14 @@ int train_run(Config *c) {
                 c->num_threads);
     // nodes may differ in ranks per node (a hybrid default): any rank's objection ends the job
     comm_check_all(parallel_dims_build(&r.dims, c, comm_info.world, comm_info.local_world));
+    if (r.dims.tp > 1) {
+        tp_supported(&r);
+        model_plan_tp(&r.plan, r.dims.tp, r.tp_rank, NULL);  // the group comes with the mesh, in shard_init
+    }
     check_memory(&r);
     claim_checkpoint_dir(&r);
     shard_init(&r.st, &r.plan, c, &r.dims, !r.resume_file[0] && !r.init_h5 && !r.hf);
+    r.plan.tp_group = r.st.tp_group;
     log_msg("sharding %s: shard group %d x replica group %d\n", config_sharding_name(r.dims.strategy), r.dims.shard_size,
             r.dims.replica_size);
     model_acts_alloc(&r.acts, &r.plan, c->batch_size, c->model.max_context_width, 0, train_ckpt_every(c, kern_on_gpu()),

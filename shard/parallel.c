@@ -1,35 +1,72 @@
-// parallel: the shard x replica layout of a strategy on a world.
+// parallel: the replica x shard x tp layout of a strategy on a world.
 #include "parallel.h"
 
 #include <stdio.h>
 #include <string.h>
+
+// the sizes tensor parallelism splits: each must be a multiple of tp
+static const char *tp_fits(const ModelConfig *m, int tp) {
+    static char msg[256];
+    const struct {
+        const char *flag;
+        int n;
+    } split[] = {{"--num_heads", m->num_heads},
+                 {"--num_key_value_heads", m->num_key_value_heads},
+                 {"--intermediate_size", m->intermediate_size},
+                 {"--vocab_size", m->vocab_size}};
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
+        if (split[i].n % tp) {
+            snprintf(msg, sizeof msg, "--tensor_parallel_degree %d does not divide %s %d: each tensor-parallel rank takes an equal share",
+                     tp, split[i].flag, split[i].n);
+            return msg;
+        }
+    return NULL;
+}
 
 const char *parallel_dims_build(ParallelDims *pd, const Config *cfg, int world, int ranks_per_node) {
     static char msg[256];
     memset(pd, 0, sizeof *pd);
     pd->strategy = cfg->sharding;
     pd->world = world;
+    pd->tp = cfg->tensor_parallel_degree > 0 ? cfg->tensor_parallel_degree : 1;
+    pd->sequence_parallel = cfg->sequence_parallel;
+    if (world % pd->tp) {
+        snprintf(msg, sizeof msg, "--tensor_parallel_degree %d does not divide the world size %d", pd->tp, world);
+        return msg;
+    }
+    if (pd->tp > 1 && ranks_per_node % pd->tp) {
+        snprintf(msg, sizeof msg, "--tensor_parallel_degree %d does not divide the %d ranks per node: a tensor-parallel group "
+                 "must sit inside one node", pd->tp, ranks_per_node);
+        return msg;
+    }
+    const char *e = pd->tp > 1 ? tp_fits(&cfg->model, pd->tp) : NULL;
+    if (e) return e;
+    pd->dp = world / pd->tp;
     switch (cfg->sharding) {
     case SHARD_FULL:
     case SHARD_GRAD_OP:
-        pd->shard_size = world;
+        pd->shard_size = pd->dp;
         break;
     case SHARD_NONE:
         pd->shard_size = 1;
         break;
     case SHARD_HYBRID_FULL:
     case SHARD_HYBRID_GRAD_OP: {
-        int g = cfg->shard_group_size > 0 ? cfg->shard_group_size : ranks_per_node;
-        if (g <= 0 || g > world || world % g) {
-            snprintf(msg, sizeof msg, "--sharding %s: world size %d is not a multiple of the shard group size %d (%s)",
-                     config_sharding_name(cfg->sharding), world, g, cfg->shard_group_size > 0 ? "--shard_group_size" : "ranks per node");
+        int node = ranks_per_node / pd->tp > 0 ? ranks_per_node / pd->tp : 1;
+        int g = cfg->shard_group_size > 0 ? cfg->shard_group_size : node;
+        if (g <= 0 || g > pd->dp || pd->dp % g) {
+            char ranks[96];
+            if (pd->tp > 1) snprintf(ranks, sizeof ranks, "the %d data-parallel ranks (world %d / --tensor_parallel_degree %d)", pd->dp, world, pd->tp);
+            else snprintf(ranks, sizeof ranks, "world size %d", world);
+            snprintf(msg, sizeof msg, "--sharding %s: %s is not a multiple of the shard group size %d (%s)",
+                     config_sharding_name(cfg->sharding), ranks, g, cfg->shard_group_size > 0 ? "--shard_group_size" : "ranks per node");
             return msg;
         }
         pd->shard_size = g;
         break;
     }
     }
-    pd->replica_size = world / pd->shard_size;
+    pd->replica_size = pd->dp / pd->shard_size;
     pd->reshard_after_forward = cfg->sharding == SHARD_FULL || cfg->sharding == SHARD_HYBRID_FULL;
     return NULL;
 }

@@ -1,5 +1,8 @@
 // parallel: the run's rank layout, as torchtitan's ParallelDims: built once from the config and
 // the world size, checked there, then read by the memory estimate and the shard engine.
+// The mesh is replica x shard x tp: rank = (replica * shard_size + shard) * tp + tp rank, so a
+// tensor-parallel group is tp consecutive ranks (inside a node), and the data-parallel ranks
+// (world / tp of them, each group of tp ranks reading the same batch) form shard_size x replica_size.
 #ifndef FSDPC_PARALLEL_H
 #define FSDPC_PARALLEL_H
 
@@ -8,14 +11,19 @@
 typedef struct {
     ShardStrategy strategy;
     int world;                  // ranks in the job
-    int shard_size;             // ranks of a shard group, which split every unit between them
-    int replica_size;           // shard groups, each holding the same shards (world = shard_size * replica_size)
+    int tp;                     // ranks that split each block's matmuls (1: none)
+    int dp;                     // data-parallel ranks: world / tp
+    int shard_size;             // data-parallel ranks of a shard group, which split every unit between them
+    int replica_size;           // shard groups, each holding the same shards (dp = shard_size * replica_size)
     int reshard_after_forward;  // gathered parameters are freed after forward and gathered again for backward (ZeRO-3)
+    int sequence_parallel;      // with tp > 1: norms and dropout on sequence shards
 } ParallelDims;
 
-// Fills pd for cfg's --sharding and --shard_group_size on `world` ranks, ranks_per_node of them
-// per node (a hybrid strategy's shard group when --shard_group_size is not given). NULL, or why
-// they do not fit (a static one-line message).
+// Fills pd for cfg's --sharding, --shard_group_size and --tensor_parallel_degree on `world`
+// ranks, ranks_per_node of them per node (a hybrid strategy's shard group, when
+// --shard_group_size is not given, is a node's data-parallel ranks: ranks_per_node / tp). The
+// tp degree must divide the world, the heads, the key/value heads, the MLP width and the
+// vocabulary. NULL, or why the layout does not fit (a static one-line message naming the numbers).
 const char *parallel_dims_build(ParallelDims *pd, const Config *cfg, int world, int ranks_per_node);
 
 #endif

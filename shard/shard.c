@@ -20,7 +20,8 @@ static void init_shard(const ShardState *s, int u, uint64_t seed, float std, flo
     const UnitSpec *spec = &s->plan->units[u];
     for (int t = 0; t < spec->ntensors; t++) {
         size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
-        if (n) model_init_range(&spec->t[t], seed, std, begin, n, dst + local);
+        if (n && s->plan->tp > 1) model_init_part(&spec->t[t], s->plan->tp, s->plan->tp_rank, seed, std, begin, n, dst + local);
+        else if (n) model_init_range(&spec->t[t], seed, std, begin, n, dst + local);
     }
 }
 
@@ -64,6 +65,26 @@ static void decay_ranges(ShardState *s, int u) {
         f->decay[f->ndecay][0] = local;
         f->decay[f->ndecay][1] = local + n;
         f->ndecay++;
+    }
+}
+
+// The ranges of unit u's shard the gradient norm counts: a tensor every tp rank holds whole has
+// the same gradient on each, so only the first tp rank counts it (adjacent tensors merged).
+static void norm_ranges(ShardState *s, int u) {
+    FlatUnit *f = &s->units[u];
+    const UnitSpec *spec = &s->plan->units[u];
+    f->nnorm = 0;
+    for (int t = 0; t < spec->ntensors; t++) {
+        size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
+        if (!n || (s->plan->tp_rank > 0 && spec->t[t].tp_split == TP_WHOLE)) continue;
+        if (f->nnorm && f->norm[f->nnorm - 1][1] == local) {
+            f->norm[f->nnorm - 1][1] += n;
+            continue;
+        }
+        if (f->nnorm == KERN_ADAMW_MAX_RANGES) err_fatal("unit %d has more than %d gradient-norm ranges", u, KERN_ADAMW_MAX_RANGES);
+        f->norm[f->nnorm][0] = local;
+        f->norm[f->nnorm][1] = local + n;
+        f->nnorm++;
     }
 }
 
@@ -129,7 +150,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
     s->plan = plan;
     s->nunits = plan->nunits;
     s->dims = *pd;
-    comm_make_groups(pd->shard_size, &s->shard_group, &s->replica_group);
+    comm_make_mesh(pd->tp, pd->shard_size, &s->tp_group, &s->shard_group, &s->replica_group);
     s->shard_rank = comm_group_rank(s->shard_group);
     s->replica_rank = comm_group_rank(s->replica_group);
     s->bf16_params = cfg->precision == PRECISION_BF16;
@@ -163,9 +184,11 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
         if (s->dims.shard_size == 1 && s->bf16_gathered) f->params = f->master_bf16;
         if (f->padded > max_padded) max_padded = f->padded;
         decay_ranges(s, u);
+        norm_ranges(s, u);
     }
-    s->unit_sumsq = (double *)fzalloc(2 * (size_t)s->nunits, KERN_MEM_GRADS);  // doubles: the grad norm's partial sums
-    s->step_red = callocCheck(s->nunits + 3, sizeof(double));
+    // doubles: the grad norm's partial sums
+    s->unit_sumsq = (double *)fzalloc(2 * (size_t)s->nunits * KERN_ADAMW_MAX_RANGES, KERN_MEM_GRADS);
+    s->step_red = callocCheck((size_t)s->nunits * KERN_ADAMW_MAX_RANGES + 3, sizeof(double));
     // values are made on the host, then copied to the device
     // weights that come from a file skip this: random values would only be overwritten
     // a sharded start: each rank makes its own shards, one unit at a time, on the host and then
@@ -468,18 +491,22 @@ size_t shard_tensor_slice(const ShardState *s, int u, int t, size_t *begin, size
 int shard_is_writer(const ShardState *s) { return s->replica_rank == 0; }
 
 void shard_step_stats(ShardState *s, const double *loss_dev, double flag, double tokens, ShardStepStats *out) {
-    int nu = s->nunits;
-    double *red = s->step_red;  // loss, flag, tokens, then the units' sums of squares
-    for (int u = 0; u < nu; u++) kern_sumsq_to(s->unit_sumsq + u, s->units[u].grad_shard, s->units[u].shard_len);
+    int nu = s->nunits, nr = KERN_ADAMW_MAX_RANGES;
+    double *red = s->step_red;  // loss, flag, tokens, then the units' ranges' sums of squares (0 where unused)
+    for (int u = 0; u < nu; u++) {
+        const FlatUnit *f = &s->units[u];
+        for (int i = 0; i < f->nnorm; i++)  // the unused slots stay as allocated: zero
+            kern_sumsq_to(s->unit_sumsq + u * nr + i, f->grad_shard + f->norm[i][0], f->norm[i][1] - f->norm[i][0]);
+    }
     kern_download(red, loss_dev, sizeof(double));  // the step's one wait for the device
-    kern_download(red + 3, s->unit_sumsq, (size_t)nu * sizeof(double));
+    kern_download(red + 3, s->unit_sumsq, (size_t)nu * nr * sizeof(double));
     red[1] = flag;
     red[2] = tokens;
     if (s->replica_rank != 0)  // replicas hold identical shards: the first group's count once (x + 0 is exact)
-        for (int u = 0; u < nu; u++) red[3 + u] = 0.0;
-    comm_allreduce_sum_f64(comm_world(), red, (size_t)nu + 3);
+        for (int i = 0; i < nu * nr; i++) red[3 + i] = 0.0;
+    comm_allreduce_sum_f64(comm_world(), red, (size_t)nu * nr + 3);
     double sumsq = 0.0;
-    for (int u = 0; u < nu; u++) sumsq += red[3 + u];
+    for (int i = 0; i < nu * nr; i++) sumsq += red[3 + i];
     out->loss = red[0];
     out->flag = red[1];
     out->tokens = red[2];

@@ -30,6 +30,8 @@ typedef struct {
     int send_slot;                // the send_stage slot its bf16 gather reads, while in flight; else -1
     int ndecay;                   // this shard's weight-decay ranges (KernAdamW.decay), local offsets
     size_t decay[KERN_ADAMW_MAX_RANGES][2];
+    int nnorm;                    // the ranges the gradient norm counts: all of the shard, but at tp ranks
+    size_t norm[KERN_ADAMW_MAX_RANGES][2];  // after the first not the tensors every tp rank holds whole
     float *host_grad;             // (shard_len) offload: the gradient shard copied to the host
     int copy_ticket;              // offload: the kern_*_async copy of host_grad
     void *params;                 // (padded) gathered parameters (kern_params_bf16's dtype) while gathered, else NULL
@@ -48,7 +50,7 @@ typedef struct {
     const ModelPlan *plan;
     ParallelDims dims;              // strategy, shard and replica group sizes
     int shard_rank, replica_rank;   // this rank in its shard group and its replica group
-    CommGroup *shard_group, *replica_group;
+    CommGroup *tp_group, *shard_group, *replica_group;  // the mesh's groups (parallel.h)
     int bf16_params;                // --precision bf16: gather bf16
     int bf16_gathered;              // ... and hold them so (a GPU); else compute from the fp32 expansion (the CPU)
     int bf16_reduce;                // --reduce_dtype bf16: reduce gradients in bf16
@@ -75,7 +77,7 @@ typedef struct {
     // bf16 staging per slot: the full buffer (parameters expanded to fp32), the full buffer and the
     // received shard (gradients)
     uint16_t **param_stage, **grad_stage, **grad_recv;
-    double *unit_sumsq;             // (nunits) the gradient shards' sums of squares, on the device
+    double *unit_sumsq;             // (nunits, KERN_ADAMW_MAX_RANGES) sums of squares of the norm ranges, on the device
     double *step_red;               // (nunits + 2) host: what the step's one all-reduce carries
     int step;                       // optimizer steps taken
 } ShardState;

@@ -37,6 +37,7 @@ suite "cli: errors, resume, evaluation, generation" bash test/test_cli.sh
 quick "shard (fast tier): np=2 full-shard losses equal np=1" env FSDPC_QUICK=1 bash test/test_shard.sh
 quick "help: --help of every subcommand from the command table, typos named, the table against the docs" bash test/test_help.sh
 suite "shard: multi-rank equivalence, memory, bad layouts" bash test/test_shard.sh
+suite "tp: the tensor-parallel mesh, its checks and refusals" bash test/test_tp.sh
 suite "ckpt: parallel checkpoints, resharding, crash safety" bash test/test_ckpt.sh
 suite "tensorboard: --tensorboard_dir event files decode with python3-protobuf, CRCs, the metrics file's scalars, resume" bash test/test_tensorboard.sh
 suite "trace: Chrome trace, flight recorder, collective timeout, NCCL errors (emulated)" bash test/test_trace.sh

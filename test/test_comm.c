@@ -88,11 +88,25 @@ int main(int argc, char **argv) {
     report(all_ok(ok), "bf16 all-gather");
     // groups: shard groups of 2 consecutive ranks, replicas across them
     if (P % 2 == 0) {
-        CommGroup *sg, *rg;
-        comm_make_groups(2, &sg, &rg);
-        report(all_ok(comm_group_size(sg) == 2 && comm_group_rank(sg) == r % 2 && comm_group_size(rg) == P / 2 &&
-                      comm_group_rank(rg) == r / 2),
+        CommGroup *tg, *sg, *rg;
+        comm_make_mesh(1, 2, &tg, &sg, &rg);
+        report(all_ok(comm_group_size(tg) == 1 && comm_group_size(sg) == 2 && comm_group_rank(sg) == r % 2 &&
+                      comm_group_size(rg) == P / 2 && comm_group_rank(rg) == r / 2),
                "shard/replica groups");
+    }
+    // the 2-D mesh at 4 ranks, tp 2 x shard 2: tp groups {0,1} {2,3}, shard groups {0,2} {1,3}, replicas alone;
+    // each group's sum of world ranks tells its members apart
+    if (P == 4) {
+        CommGroup *tg, *sg, *rg;
+        comm_make_mesh(2, 2, &tg, &sg, &rg);
+        double ts = r, ss = r, rs = r;
+        comm_allreduce_sum_f64(tg, &ts, 1);
+        comm_allreduce_sum_f64(sg, &ss, 1);
+        comm_allreduce_sum_f64(rg, &rs, 1);
+        report(all_ok(comm_group_size(tg) == 2 && comm_group_rank(tg) == r % 2 && ts == (r / 2) * 4 + 1 &&
+                      comm_group_size(sg) == 2 && comm_group_rank(sg) == r / 2 && ss == (r % 2) * 2 + 2 &&
+                      comm_group_size(rg) == 1 && rs == r),
+               "mesh tp 2 x shard 2: tp groups of consecutive ranks, shard groups across them");
     }
     free(in);
     free(out);

@@ -116,6 +116,15 @@ static void check_buf(const char *name, const void *gpu, const float *ref, size_
     free(b), free(a), free(r);
 }
 
+// host floats dst (n) = the device's activations src (n), widened
+static void download_act(float *dst, const void *src, size_t n) {
+    if (!acts) return cuda_download(dst, src, sizeof(float) * n);
+    uint16_t *b = mallocCheck(sizeof(uint16_t) * n);
+    cuda_download(b, src, sizeof(uint16_t) * n);
+    cpu_bf16_to_f32(dst, b, n);
+    free(b);
+}
+
 static void check_scalar(const char *name, double gpu, double ref, double tol) {
     const double e = fabs(gpu - ref) / fmax(fabs(ref), 1e-12);
     report(e < tol, name, "%.12g vs %.12g, rel err %.3g", gpu, ref, e);
@@ -273,6 +282,10 @@ static void test_bf16_params(int N, int IN, int OUT) {
     cpu_embedding_fwd(dinp, tok, w, N, IN);
     cuda_embedding_fwd(d_dinp, d_tok, d_w, N, IN);
     check("bf16 params: embedding_fwd (exact)", d_dinp, dinp, (size_t)N * IN, 0.0);
+    const int v0 = OUT / 3, Vl = OUT / 3;  // a vocabulary-parallel part of the OUT rows
+    cpu_embedding_part_fwd(dinp, tok, w + (size_t)v0 * IN, N, IN, v0, Vl);
+    cuda_embedding_part_fwd(d_dinp, d_tok, (const uint16_t *)d_w + (size_t)v0 * IN, N, IN, v0, Vl);
+    check("bf16 params: embedding_part_fwd (exact)", d_dinp, dinp, (size_t)N * IN, 0.0);
     cuda_set_params_bf16(0);
     set_mode(COMPUTE_FP32);
     float *bufs[] = {w, inp, dout, out, dinp, dw, rstd, mean, y};
@@ -893,6 +906,17 @@ static void test_embedding(void) {
     cpu_embedding_bwd(wte, dout, tok, N, D);
     cuda_embedding_bwd(d_wte, d_dout, d_tok, N, D);
     check("embedding_bwd repeated tokens (exact)", d_wte, wte, (size_t)V * D, 0.0);
+    // vocabulary-parallel parts: rows [20, 35) of the table; the other tokens give zero rows (over
+    // the garbage out held) and no gradient
+    const int v0 = 20, Vl = 15;
+    for (int i = 0; i < N; i += 5) tok[i] = v0 + i % Vl;
+    cuda_upload(d_tok, tok, sizeof(int32_t) * N);
+    cpu_embedding_part_fwd(out, tok, wte + (size_t)v0 * D, N, D, v0, Vl);
+    cuda_embedding_part_fwd(d_out, d_tok, d_wte + (size_t)v0 * D, N, D, v0, Vl);
+    check("embedding_part_fwd (exact)", d_out, out, (size_t)N * D, 0.0);
+    cpu_embedding_part_bwd(wte + (size_t)v0 * D, dout, tok, N, D, v0, Vl);
+    cuda_embedding_part_bwd(d_wte + (size_t)v0 * D, d_dout, d_tok, N, D, v0, Vl);
+    check("embedding_part_bwd (exact, the other rows untouched)", d_wte, wte, (size_t)V * D, 0.0);
     free(tok), free(wte), free(dout), free(out);
     cuda_free(d_tok), cuda_free(d_wte), cuda_free(d_dout), cuda_free(d_out);
 }
@@ -982,14 +1006,7 @@ static void test_crossentropy(int N, int V, int masked) {
     check_buf(name, d_logits, logits, n, TOL_EW, KERN_ACT);
     if (masked) {  // the rows without loss are exactly 0 on the GPU
         float *back = mallocCheck(sizeof(float) * n);
-        if (bf16_dt(KERN_ACT)) {
-            uint16_t *b = mallocCheck(sizeof(uint16_t) * n);
-            cuda_download(b, d_logits, sizeof(uint16_t) * n);
-            cpu_bf16_to_f32(back, b, n);
-            free(b);
-        } else {
-            cuda_download(back, d_logits, sizeof(float) * n);
-        }
+        download_act(back, d_logits, n);
         int zero = 1;
         for (int i = 0; i < N; i++)
             for (int j = 0; tgt[i] < 0 && j < V; j++) zero &= back[(size_t)i * V + j] == 0.0f;
@@ -999,6 +1016,105 @@ static void test_crossentropy(int N, int V, int masked) {
     }
     free(logits), free(orig), free(tgt);
     cuda_free(d_logits), cuda_free(d_tgt);
+}
+
+// ---- vocabulary-parallel cross-entropy ----
+
+// Each of the three calls on one rank's part, columns [v0, v0 + Vl) of V, against the CPU's on the
+// same inputs. The other ranks' share is played by the host: a larger max on some rows, more exp
+// sums, the target's logit where the target lies elsewhere. Targets fall inside the part, outside
+// it, and some are negative (no loss).
+static void test_xent_part(int N, int Vl, int v0, int V) {
+    char name[112];
+    const size_t n = (size_t)N * Vl;
+    float *logits = rand_vec(n, -8, 8), *orig = mallocCheck(sizeof(float) * n), *back = mallocCheck(sizeof(float) * n);
+    int32_t *tgt = rand_tokens(N, V);
+    for (int i = 0; i < N; i++) {
+        if (i % 3 == 0) tgt[i] = v0 + (int32_t)(rng_next() % Vl);  // the target here
+        if (i % 4 == 1) tgt[i] = i % 2 ? -100 : -1;                // no loss
+    }
+    logits[2 * (size_t)Vl + Vl - 1] = 9.0f, logits[3 * (size_t)Vl] = 9.0f;  // maxes in a row's last and first column
+    void *d_logits = dev_buf(logits, n, KERN_ACT);
+    memcpy(orig, logits, sizeof(float) * n);
+    int32_t *d_tgt = to_dev(tgt, sizeof(int32_t) * N);
+    float *mx = mallocCheck(sizeof(float) * N), *sums = mallocCheck(sizeof(float) * 2 * N);
+    float *d_mx = cuda_alloc(sizeof(float) * N), *d_sums = cuda_alloc(sizeof(float) * 2 * N);
+    cpu_xent_part_max(logits, N, Vl, mx);
+    cuda_xent_part_max(d_logits, N, Vl, d_mx);
+    snprintf(name, sizeof name, "xent_part_max (exact) N=%d Vl=%d", N, Vl);
+    check(name, d_mx, mx, N, 0.0);
+    for (int i = 0; i < N; i += 2) mx[i] += 0.75f;  // another rank's larger max
+    cuda_upload(d_mx, mx, sizeof(float) * N);
+    cpu_xent_part_sums(logits, tgt, N, Vl, v0, mx, sums);
+    cuda_xent_part_sums(d_logits, d_tgt, N, Vl, v0, d_mx, d_sums);
+    snprintf(name, sizeof name, "xent_part_sums N=%d Vl=%d v0=%d", N, Vl, v0);
+    check(name, d_sums, sums, 2 * (size_t)N, TOL_EW);
+    for (int i = 0; i < N; i++)  // the other ranks' sums and target logits
+        if (tgt[i] >= 0) {
+            sums[2 * i] += 0.5f * Vl;
+            if (tgt[i] < v0 || tgt[i] >= v0 + Vl) sums[2 * i + 1] = 3.0f;
+        }
+    cuda_upload(d_sums, sums, sizeof(float) * 2 * N);
+    double l_cpu = 0.0, l_gpu, start = 0.25;
+    double *d_loss = to_dev(&start, sizeof start);
+    // evaluation: the loss, logits untouched
+    cpu_xent_part_finish(logits, tgt, N, Vl, v0, mx, sums, 0.0f, 1, &l_cpu);
+    cuda_xent_part_finish(d_logits, d_tgt, N, Vl, v0, d_mx, d_sums, 0.0f, 1, d_loss);
+    cuda_download(&l_gpu, d_loss, sizeof l_gpu);
+    snprintf(name, sizeof name, "xent_part_finish loss (eval) N=%d Vl=%d v0=%d", N, Vl, v0);
+    check_scalar(name, l_gpu - start, l_cpu, 1e-5);
+    snprintf(name, sizeof name, "xent_part_finish dscale=0 leaves logits N=%d Vl=%d", N, Vl);
+    check_buf(name, d_logits, orig, n, 0.0, KERN_ACT);
+    // training on a rank that does not add the loss
+    const float dscale = 1.0f / N;
+    cuda_upload(d_loss, &start, sizeof start);
+    cpu_xent_part_finish(logits, tgt, N, Vl, v0, mx, sums, dscale, 0, &l_cpu);
+    cuda_xent_part_finish(d_logits, d_tgt, N, Vl, v0, d_mx, d_sums, dscale, 0, d_loss);
+    cuda_download(&l_gpu, d_loss, sizeof l_gpu);
+    snprintf(name, sizeof name, "xent_part_finish dlogits N=%d Vl=%d v0=%d", N, Vl, v0);
+    check_buf(name, d_logits, logits, n, TOL_EW, KERN_ACT);
+    download_act(back, d_logits, n);
+    int zero = 1;
+    for (int i = 0; i < N; i++)
+        for (int j = 0; tgt[i] < 0 && j < Vl; j++) zero &= back[(size_t)i * Vl + j] == 0.0f;
+    snprintf(name, sizeof name, "xent_part_finish: rows of negative targets are 0, no loss added N=%d Vl=%d", N, Vl);
+    report(zero && l_gpu == start, name, "zero rows %d, loss %.17g", zero, l_gpu);
+    free(logits), free(orig), free(back), free(tgt), free(mx), free(sums);
+    cuda_free(d_logits), cuda_free(d_tgt), cuda_free(d_mx), cuda_free(d_sums), cuda_free(d_loss);
+}
+
+// The three calls with v0 = 0 and Vl = V (one rank: no all-reduce between them) against the fused kernel.
+static void test_xent_whole(int N, int V) {
+    char name[96];
+    const size_t n = (size_t)N * V;
+    float *logits = rand_vec(n, -8, 8), *ref = mallocCheck(sizeof(float) * n);
+    int32_t *tgt = rand_tokens(N, V);
+    tgt[1] = -100;
+    void *d_a = dev_buf(logits, n, KERN_ACT), *d_b = dev_buf(logits, n, KERN_ACT);
+    int32_t *d_tgt = to_dev(tgt, sizeof(int32_t) * N);
+    float *d_mx = cuda_alloc(sizeof(float) * N), *d_sums = cuda_alloc(sizeof(float) * 2 * N);
+    const float dscale = 1.0f / N;
+    const double l_fused = ce_gpu(d_a, d_tgt, N, V, dscale);
+    double *d_loss = cuda_alloc(sizeof(double)), l_part;
+    cuda_xent_part_max(d_b, N, V, d_mx);
+    cuda_xent_part_sums(d_b, d_tgt, N, V, 0, d_mx, d_sums);
+    cuda_xent_part_finish(d_b, d_tgt, N, V, 0, d_mx, d_sums, dscale, 1, d_loss);
+    cuda_download(&l_part, d_loss, sizeof l_part);
+    snprintf(name, sizeof name, "xent_part at tp=1: the fused kernel's loss N=%d V=%d", N, V);
+    check_scalar(name, l_part, l_fused, 1e-6);
+    download_act(ref, d_a, n);
+    snprintf(name, sizeof name, "xent_part at tp=1: the fused kernel's dlogits N=%d V=%d", N, V);
+    check_buf(name, d_b, ref, n, 1e-6, KERN_ACT);
+    free(logits), free(ref), free(tgt);
+    cuda_free(d_a), cuda_free(d_b), cuda_free(d_tgt), cuda_free(d_mx), cuda_free(d_sums), cuda_free(d_loss);
+}
+
+static void test_vocab_parallel(void) {
+    test_xent_part(13, 1000, 3000, 4000);
+    test_xent_part(5, 16000, 16000, 32000);  // half of a 32000 vocabulary
+    test_xent_part(7, 333, 0, 333);          // the whole vocabulary, Vl not a multiple of the block
+    test_xent_whole(13, 1000);
+    test_xent_whole(5, 32000);
 }
 
 // ---- vector ops, sumsq, AdamW ----
@@ -1145,6 +1261,7 @@ static void test_bf16_activations(void) {
     test_bias(37, 300, KERN_F32);
     test_crossentropy(13, 1000, 0);
     test_crossentropy(13, 1000, 1);
+    test_vocab_parallel();
     set_acts(0);
     set_mode(COMPUTE_FP32);
 }
@@ -1402,6 +1519,7 @@ int main(int argc, char **argv) {
     test_crossentropy(5, 32000, 0);
     test_crossentropy(13, 1000, 1);
     test_crossentropy(5, 32000, 1);
+    test_vocab_parallel();
     test_vector_ops();
     test_sumsq(1000003);
     test_sumsq(5);

@@ -996,6 +996,149 @@ static void test_crossentropy(int V) {
     free(c.logits), free(c.work), free(grad), free(grad4), free(g), free(g4);
 }
 
+// ---- vocabulary-parallel embedding and cross-entropy (tensor parallelism) ----
+// tp ranks hold equal column (logits) or row (tables) slices [p * Vl, (p + 1) * Vl) of the vocabulary,
+// Vl = V / tp; the host plays the all-reduces between the kernels.
+
+// the rows of a (N, V) matrix's columns [v0, v0 + Vl) as a (N, Vl) matrix, and back
+static void cols_get(float *part, const float *full, int N, int V, int v0, int Vl) {
+    for (int n = 0; n < N; n++) memcpy(part + (size_t)n * Vl, full + (size_t)n * V + v0, sizeof(float) * Vl);
+}
+static void cols_put(float *full, const float *part, int N, int V, int v0, int Vl) {
+    for (int n = 0; n < N; n++) memcpy(full + (size_t)n * V + v0, part + (size_t)n * Vl, sizeof(float) * Vl);
+}
+
+// The three calls on tp column slices of logits (N, V), the maxes combined with max and the sums
+// added in rank order between them; rank 0 adds the loss. With dscale != 0 logits (N, V) becomes
+// the gradient, put together from the slices. Returns the loss.
+static double xent_tp(float *logits, const int32_t *targets, int N, int V, int tp, float dscale) {
+    const int Vl = V / tp;
+    float *part = malloc(sizeof(float) * N * Vl), *mx = malloc(sizeof(float) * N), *pm = malloc(sizeof(float) * N);
+    float *sums = calloc(2 * (size_t)N, sizeof(float)), *ps = malloc(sizeof(float) * 2 * N);
+    for (int n = 0; n < N; n++) mx[n] = -INFINITY;
+    for (int p = 0; p < tp; p++) {
+        cols_get(part, logits, N, V, p * Vl, Vl);
+        kern_xent_part_max(part, N, Vl, pm);
+        for (int n = 0; n < N; n++) mx[n] = pm[n] > mx[n] ? pm[n] : mx[n];
+    }
+    for (int p = 0; p < tp; p++) {
+        cols_get(part, logits, N, V, p * Vl, Vl);
+        kern_xent_part_sums(part, targets, N, Vl, p * Vl, mx, ps);
+        for (int i = 0; i < 2 * N; i++) sums[i] += ps[i];
+    }
+    double loss = 0.0, other = 0.0;
+    for (int p = 0; p < tp; p++) {
+        cols_get(part, logits, N, V, p * Vl, Vl);
+        kern_xent_part_finish(part, targets, N, Vl, p * Vl, mx, sums, dscale, p == 0, p == 0 ? &loss : &other);
+        if (dscale != 0.0f) cols_put(logits, part, N, V, p * Vl, Vl);
+    }
+    if (other != 0.0) loss = NAN;  // a rank without add_loss added to its loss
+    free(part), free(mx), free(pm), free(sums), free(ps);
+    return loss;
+}
+
+typedef struct {
+    float *logits, *work;
+    const int32_t *targets;
+    int N, V, tp;
+} XentTpCtx;
+
+static double xent_tp_obj(void *p) {
+    XentTpCtx *c = p;
+    memcpy(c->work, c->logits, sizeof(float) * c->N * c->V);
+    return xent_tp(c->work, c->targets, c->N, c->V, c->tp, 0.0f);
+}
+
+static void test_xent_tp(int V, int tp) {
+    enum { N = 12 };
+    const int Vl = V / tp;
+    char name[112];
+    int32_t targets[N];
+    // every part holds some row's target; rows 2 and 7 bear no loss
+    for (int n = 0; n < N; n++) targets[n] = (n % tp) * Vl + (int32_t)(rng_next() % Vl);
+    targets[2] = -1, targets[7] = -100;
+    float *logits = rand_vec((size_t)N * V, -3, 3);
+    for (int j = 0; j < V; j++) logits[V + j] += 100.0f;  // a shifted row: the statistics stay stable
+    logits[4 * V + V - 1] = 9.0f;  // a row whose max lies in the last part
+    float *fused = dup_vec(logits, N * V), *parts = dup_vec(logits, N * V), *evalp = dup_vec(logits, N * V);
+    const float dscale = 1.0f / 3;
+    double lf = 0.0;
+    kern_crossentropy_fwd_bwd(fused, targets, N, V, dscale, &lf);
+    const double lp = xent_tp(parts, targets, N, V, tp, dscale), le = xent_tp(evalp, targets, N, V, tp, 0.0f);
+    // each part's row maxes, exactly
+    float *part = malloc(sizeof(float) * N * Vl), *pm = malloc(sizeof(float) * N);
+    int max_ok = 1;
+    for (int p = 0; p < tp; p++) {
+        cols_get(part, logits, N, V, p * Vl, Vl);
+        kern_xent_part_max(part, N, Vl, pm);
+        for (int n = 0; n < N; n++) {
+            float m = -INFINITY;
+            for (int j = 0; j < Vl; j++) m = fmaxf(m, part[n * Vl + j]);
+            max_ok &= pm[n] == m;
+        }
+    }
+    snprintf(name, sizeof name, "xent_part_max of each part V=%d tp=%d", V, tp);
+    report(max_ok, name, "a row max differs");
+    free(part), free(pm);
+    snprintf(name, sizeof name, "xent_part loss = crossentropy V=%d tp=%d", V, tp);
+    report(fabs(lp - lf) <= 1e-6 * fabs(lf), name, "%.12g vs %.12g", lp, lf);
+    snprintf(name, sizeof name, "xent_part dlogits = crossentropy V=%d tp=%d", V, tp);
+    double *ref = grad_delta(fused, NULL, N * V);
+    check_close(name, parts, ref, N * V, 1e-6);
+    int zero = 1;
+    for (int j = 0; j < V; j++) zero &= parts[2 * V + j] == 0.0f && parts[7 * V + j] == 0.0f;
+    snprintf(name, sizeof name, "xent_part rows of negative targets are 0 V=%d tp=%d", V, tp);
+    report(zero, name, "a nonzero gradient");
+    snprintf(name, sizeof name, "xent_part dscale=0: same loss, logits untouched V=%d tp=%d", V, tp);
+    report(le == lp && !memcmp(evalp, logits, sizeof(float) * N * V), name, "loss %.17g vs %.17g", le, lp);
+    // the combined loss's gradient by finite differences (dscale 1)
+    XentTpCtx c = {logits, malloc(sizeof(float) * N * V), targets, N, V, tp};
+    float *g1 = dup_vec(logits, N * V);
+    xent_tp(g1, targets, N, V, tp, 1.0f);
+    double *g = grad_delta(g1, NULL, N * V);
+    snprintf(name, sizeof name, "xent_part bwd (finite differences) V=%d tp=%d", V, tp);
+    check_grad(name, xent_tp_obj, &c, logits, g, N * V);
+    // a NaN logit in the last part (not the target) surfaces in the loss: the max skips it, the sums do not
+    logits[3 * V + V - 1 - (targets[3] == V - 1)] = NAN;
+    snprintf(name, sizeof name, "xent_part NaN propagates V=%d tp=%d", V, tp);
+    const double nan_loss = xent_tp_obj(&c);
+    report(isnan(nan_loss), name, "loss %g", nan_loss);
+    free(logits), free(fused), free(parts), free(evalp), free(ref), free(c.work), free(g1), free(g);
+}
+
+static void test_embedding_tp(int tp) {
+    const int V = 12, N = 15, D = 37, Vl = V / tp;
+    const int32_t tokens[15] = {3, 0, 11, 3, 3, 1, 6, 2, 0, 5, 3, 9, 7, 11, 8};
+    float *wte = rand_vec(V * D, -1, 1), *out = malloc(sizeof(float) * N * D), *sum = calloc((size_t)N * D, sizeof(float));
+    float *part_out = rand_vec(N * D, -9, 9);  // garbage: every row must be written
+    kern_embedding_fwd(out, tokens, wte, N, D);
+    for (int p = 0; p < tp; p++) {
+        kern_embedding_part_fwd(part_out, tokens, wte + (size_t)p * Vl * D, N, D, p * Vl, Vl);
+        for (int i = 0; i < N * D; i++) sum[i] += part_out[i];
+    }
+    char name[96];
+    snprintf(name, sizeof name, "embedding_part fwd: the parts add up to embedding fwd tp=%d", tp);
+    report(!memcmp(sum, out, sizeof(float) * N * D), name, "differs");
+    float *dout = rand_vec(N * D, -1, 1), *dwte = rand_vec(V * D, -1, 1), *dpart = dup_vec(dwte, V * D);
+    kern_embedding_bwd(dwte, dout, tokens, N, D);
+    for (int p = 0; p < tp; p++) kern_embedding_part_bwd(dpart + (size_t)p * Vl * D, dout, tokens, N, D, p * Vl, Vl);
+    snprintf(name, sizeof name, "embedding_part bwd: each part's rows of embedding bwd tp=%d", tp);
+    report(!memcmp(dpart, dwte, sizeof(float) * V * D), name, "differs");
+    free(wte), free(out), free(sum), free(part_out), free(dout), free(dwte), free(dpart);
+}
+
+static void test_vocab_parallel(void) {
+    test_xent_tp(300, 1);  // v0 = 0, Vl = V: the fused kernel's numbers
+    test_xent_tp(2500, 1);
+    test_xent_tp(300, 2);
+    test_xent_tp(300, 4);
+    test_xent_tp(2500, 2);  // parts longer than a chunk of the sums
+    test_xent_tp(2500, 4);
+    test_embedding_tp(1);
+    test_embedding_tp(2);
+    test_embedding_tp(4);
+}
+
 // ---- AdamW ----
 
 static void test_adamw(void) {
@@ -1226,6 +1369,7 @@ int main(void) {
         test_embedding();
         test_crossentropy(301);
         test_crossentropy(2500);  // several vocabulary chunks
+        test_vocab_parallel();
         test_adamw();
         test_bf16();
         test_vector_ops();

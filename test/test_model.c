@@ -3,6 +3,8 @@
 //   build/test_model              gradient check (prints ok/not ok lines)
 //   build/test_model --dump DIR [MODEL_TYPE [FLAGS...]]   writes DIR/step_00000000.h5 plus batch, logits, grads,
 //                                              step losses (llama_v2 unless MODEL_TYPE: mingpt, gpt_neox)
+//   build/test_model --tp-plan                 each family's tensor-parallel parts (model_plan_tp) against
+//                                              the whole tensors: places, coverage and initial values
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
@@ -227,10 +229,107 @@ static void dump(const char *dir, const char *model_type, int nmore, char **more
     printf("wrote %s\n", saved.path);
 }
 
+// The whole plan of model_type, and tp ranks' parts of it: each split tensor's parts cover it once,
+// each whole tensor is every rank's; each part's initial values are the whole tensor's at its
+// places; and three places the split must put exactly so (q's heads, o's columns, minGPT's v rows).
+static void tp_plan_check(const char *model_type, int tp) {
+    char *args[] = {"t", "--model_type", (char *)model_type, "--hidden_width", "64", "--num_layers", "2", "--num_heads", "8",
+                    "--num_key_value_heads", strcmp(model_type, "llama_v2") ? "8" : "4", "--intermediate_size", "96",
+                    "--max_context_width", "16", "--vocab_size", "80"};
+    Config cfg;
+    config_parse(&cfg, sizeof args / sizeof args[0], args);
+    ModelPlan whole, *part = callocCheck((size_t)tp, sizeof(ModelPlan));
+    model_plan_build(&whole, &cfg.model);
+    for (int r = 0; r < tp; r++) {
+        part[r] = whole;
+        part[r].units = mallocCheck((size_t)whole.nunits * sizeof(UnitSpec));
+        memcpy(part[r].units, whole.units, (size_t)whole.nunits * sizeof(UnitSpec));
+        model_plan_tp(&part[r], tp, r, NULL);
+    }
+    int ok = 1, placed = 1;
+    size_t split_tensors = 0;
+    char bad[200] = "";
+    for (int u = 0; u < whole.nunits; u++) {
+        size_t unit_sum = 0;
+        for (int i = 0; i < whole.units[u].ntensors; i++) {
+            const TensorSpec *w = &whole.units[u].t[i];
+            unsigned char *hits = callocCheck(w->numel, 1);
+            float *all = mallocCheck(w->numel * sizeof(float));
+            model_init_range(w, 1234, 0.02f, 0, w->numel, all);
+            size_t sum = 0;
+            for (int r = 0; r < tp; r++) {
+                const TensorSpec *t = &part[r].units[u].t[i];
+                float *mine = mallocCheck((t->numel ? t->numel : 1) * sizeof(float));
+                model_init_part(t, tp, r, 1234, 0.02f, 0, t->numel, mine);
+                for (size_t e = 0; e < t->numel;) {
+                    size_t full, n = model_tp_run(t, tp, r, e, &full);
+                    if (!n || full + n > w->numel) {
+                        ok = 0;
+                        snprintf(bad, sizeof bad, "%s rank %d: a run of %zu at %zu", t->name, r, n, full);
+                        break;
+                    }
+                    for (size_t k = 0; k < n; k++) {
+                        hits[full + k]++;
+                        if (mine[e + k] != all[full + k]) ok = 0, snprintf(bad, sizeof bad, "%s rank %d: initial value", t->name, r);
+                    }
+                    e += n;
+                }
+                sum += t->numel;
+                if (r == 0) unit_sum += t->numel;
+                free(mine);
+            }
+            int want = w->tp_split == TP_WHOLE ? tp : 1;
+            split_tensors += w->tp_split != TP_WHOLE;
+            for (size_t e = 0; e < w->numel; e++)
+                if (hits[e] != want) {
+                    ok = 0;
+                    snprintf(bad, sizeof bad, "%s: element %zu covered %d times, not %d", w->name, e, hits[e], want);
+                    break;
+                }
+            if (sum != (w->tp_split == TP_WHOLE ? (size_t)tp : 1) * w->numel) ok = 0, snprintf(bad, sizeof bad, "%s: parts sum", w->name);
+            free(hits);
+            free(all);
+        }
+        if (unit_sum != part[0].units[u].numel) ok = 0, snprintf(bad, sizeof bad, "unit %d: %zu elements, tensors %zu", u, part[0].units[u].numel, unit_sum);
+    }
+    // places: rank 1's first element of each kind of split
+    int hd = 8, ut, ti;
+    size_t full;
+    const TensorSpec *t;
+    if (!strcmp(model_type, "llama_v2")) {
+        model_find_tensor(&part[1], "model.layers.0.self_attn.q_proj.weight", &ut, &ti);
+        model_tp_run(&part[1].units[ut].t[ti], tp, 1, 0, &full);
+        placed &= full == (size_t)(8 / tp) * hd * 64;  // rank 1's first head is head 8/tp: row (8/tp)*hd
+        model_find_tensor(&part[1], "model.layers.0.self_attn.o_proj.weight", &ut, &ti);
+        t = &part[1].units[ut].t[ti];
+        model_tp_run(t, tp, 1, (size_t)t->shape[1], &full);  // local row 1, column 0
+        placed &= full == 64 + (size_t)64 / tp;
+    }
+    if (!strcmp(model_type, "mingpt")) {
+        model_find_tensor(&part[1], "transformer.h.0.attn.c_attn.weight", &ut, &ti);
+        t = &part[1].units[ut].t[ti];
+        model_tp_run(t, tp, 1, (size_t)(2 * 64 / tp) * 64, &full);  // the first local row of the v block
+        placed &= full == (size_t)(2 * 64 + 64 / tp) * 64;
+    }
+    char name[160];
+    snprintf(name, sizeof name, "tp %d: %s parts cover the whole tensors once (whole ones on every rank) and start as they do",
+             tp, model_type);
+    report(ok && placed && split_tensors > 0, name, bad[0] ? bad : placed ? "" : "a place is wrong");
+    for (int r = 0; r < tp; r++) free(part[r].units);
+    free(part);
+    model_plan_free(&whole);
+}
+
 int main(int argc, char **argv) {
     comm_init(&argc, &argv);
     kern_init(0);
-    if (argc >= 3 && !strcmp(argv[1], "--dump")) {
+    if (argc >= 2 && !strcmp(argv[1], "--tp-plan")) {
+        for (int tp = 2; tp <= 4; tp += 2) {
+            tp_plan_check("llama_v2", tp);
+            tp_plan_check("mingpt", tp);
+            tp_plan_check("gpt_neox", tp);
+        }
+    } else if (argc >= 3 && !strcmp(argv[1], "--dump")) {
         dump(argv[2], argc > 3 ? argv[3] : "llama_v2", argc > 4 ? argc - 4 : 0, argv + 4);
     } else {
         gradcheck("llama_v2", "0");

@@ -345,7 +345,11 @@ void cpu_embedding_fwd(float *out, const int32_t *tokens, const void *wtev, int 
     for (int n = 0; n < N; n++) memcpy(out + (size_t)n * D, wte + (size_t)tokens[n] * D, sizeof(float) * D);
 }
 
-void cpu_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, int N, int D) {
+// whether token t falls in the rows [v0, v0 + Vl) of a vocabulary-parallel part (in 64 bits: no overflow)
+static inline int in_part(int32_t t, int v0, int Vl) { return (int64_t)t - v0 >= 0 && (int64_t)t - v0 < Vl; }
+
+// dwte (Vl, D) += the rows of dout whose token lies in [v0, v0 + Vl), at row token - v0
+static void embedding_scatter(float *dwte, const float *dout, const int32_t *tokens, int N, int D, int v0, int Vl) {
     // Each thread owns a slice of the D columns and walks all rows in order: repeated tokens
     // never race and the sums are in row order.
 #pragma omp parallel
@@ -353,12 +357,31 @@ void cpu_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, in
         size_t lo, hi;
         ew_col_slice(D, &lo, &hi);
         for (int n = 0; n < N; n++) {
+            if (!in_part(tokens[n], v0, Vl)) continue;
             const float *src = dout + (size_t)n * D;
-            float *dst = dwte + (size_t)tokens[n] * D;
+            float *dst = dwte + (size_t)(tokens[n] - v0) * D;
 #pragma omp simd
             for (size_t j = lo; j < hi; j++) dst[j] += src[j];
         }
     }
+}
+
+void cpu_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, int N, int D) {
+    embedding_scatter(dwte, dout, tokens, N, D, 0, INT32_MAX);
+}
+
+void cpu_embedding_part_fwd(float *out, const int32_t *tokens, const void *wte_part, int N, int D, int v0, int Vl) {
+    const float *wte = wte_part;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *o = out + (size_t)n * D;
+        if (in_part(tokens[n], v0, Vl)) memcpy(o, wte + (size_t)(tokens[n] - v0) * D, sizeof(float) * D);
+        else memset(o, 0, sizeof(float) * D);
+    }
+}
+
+void cpu_embedding_part_bwd(float *dwte_part, const float *dout, const int32_t *tokens, int N, int D, int v0, int Vl) {
+    embedding_scatter(dwte_part, dout, tokens, N, D, v0, Vl);
 }
 
 // ---- learned positions ----
@@ -464,6 +487,80 @@ void cpu_crossentropy_fwd_bwd(void *logits_, const int32_t *targets, int N, int 
         for (size_t n = lo; n < hi; n++) s += ce_row(logits + n * V, targets[n], V, dscale);
         part[omp_get_thread_num()] = s;
     }
+    double sum = 0.0;
+    for (int t = 0; t < nth; t++) sum += part[t];
+    *loss += sum;
+}
+
+// ---- vocabulary-parallel cross-entropy ----
+
+void cpu_xent_part_max(const void *logits_, int N, int Vl, float *row_max) {
+    const float *logits = logits_;
+#pragma omp parallel for schedule(static) if ((size_t)N * Vl >= CPU_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *x = logits + (size_t)n * Vl;
+        float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+        for (int j = 0; j < Vl; j++) m = x[j] > m ? x[j] : m;
+        row_max[n] = m;
+    }
+}
+
+void cpu_xent_part_sums(const void *logits_, const int32_t *targets, int N, int Vl, int v0, const float *row_max,
+                        float *sums) {
+    const float *logits = logits_;
+#pragma omp parallel for schedule(static) if ((size_t)N * Vl >= CPU_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *x = logits + (size_t)n * Vl;
+        if (targets[n] < 0) {
+            sums[2 * n] = sums[2 * n + 1] = 0.0f;
+            continue;
+        }
+        const float m = row_max[n];
+        // float sums over L1-sized chunks (vectorised), added up in double
+        double s = 0.0;
+        for (int j0 = 0; j0 < Vl; j0 += CE_CHUNK) {
+            const int j1 = j0 + CE_CHUNK < Vl ? j0 + CE_CHUNK : Vl;
+            float cs = 0.0f;
+#pragma omp simd reduction(+ : cs)
+            for (int j = j0; j < j1; j++) cs += cpu_expf(x[j] - m);
+            s += cs;
+        }
+        sums[2 * n] = (float)s;
+        sums[2 * n + 1] = in_part(targets[n], v0, Vl) ? x[targets[n] - v0] : 0.0f;
+    }
+}
+
+void cpu_xent_part_finish(void *logits_, const int32_t *targets, int N, int Vl, int v0, const float *row_max,
+                          const float *sums, float dscale, int add_loss, double *loss) {
+    float *logits = logits_;
+    if (dscale == 0.0f && !add_loss) return;
+    const int nth = omp_get_max_threads();
+    double part[CPU_MAX_THREADS];  // per-thread loss sums, added in thread order (as the fused kernel)
+    for (int t = 0; t < nth; t++) part[t] = 0.0;
+#pragma omp parallel
+    {
+        size_t lo, hi;
+        ew_thread_range((size_t)N, &lo, &hi);
+        double s = 0.0;
+        for (size_t n = lo; n < hi; n++) {
+            float *x = logits + n * Vl;
+            if (targets[n] < 0) {
+                if (dscale != 0.0f) memset(x, 0, sizeof(float) * (size_t)Vl);
+                continue;
+            }
+            const float mx = row_max[n], sum = sums[2 * n];
+            s += log((double)sum) + mx - sums[2 * n + 1];
+            if (dscale != 0.0f) {
+                const float c = dscale / sum;
+#pragma omp simd
+                for (int j = 0; j < Vl; j++) x[j] = cpu_expf(x[j] - mx) * c;
+                if (in_part(targets[n], v0, Vl)) x[targets[n] - v0] -= dscale;
+            }
+        }
+        part[omp_get_thread_num()] = s;
+    }
+    if (!add_loss) return;
     double sum = 0.0;
     for (int t = 0; t < nth; t++) sum += part[t];
     *loss += sum;

@@ -1,5 +1,5 @@
 // elementwise: RMSNorm (and with the residual add), LayerNorm, the q|k|v split with RoPE, SwiGLU, GELU, bias, embedding, positions, dropout,
-// cross-entropy, vector ops, AdamW and bf16.
+// cross-entropy (fused, and vocabulary-parallel), vector ops, AdamW and bf16.
 // Every reduction runs in a fixed order that depends only on the shapes (no float atomics), so
 // results are bitwise reproducible from run to run.
 #include <math.h>
@@ -152,6 +152,23 @@ struct EmbeddingGather {
     Param wte;
     int D;
     __device__ void operator()(size_t i) const { out[i] = wte[(size_t)tokens[i / D] * D + i % D]; }
+};
+
+// whether token t falls in the rows [v0, v0 + Vl) of a vocabulary-parallel part (in 64 bits: no overflow)
+__device__ __forceinline__ bool in_part(int32_t t, int v0, int Vl) {
+    return (long long)t - v0 >= 0 && (long long)t - v0 < Vl;
+}
+
+// the rows of wte_part (Vl, D) for the tokens in [v0, v0 + Vl), zero rows for the others
+struct EmbeddingPartGather {
+    float *out;
+    const int32_t *tokens;
+    Param wte;
+    int D, v0, Vl;
+    __device__ void operator()(size_t i) const {
+        const int32_t t = tokens[i / D];
+        out[i] = in_part(t, v0, Vl) ? wte[(size_t)(t - v0) * D + i % D] : 0.0f;
+    }
 };
 
 struct Iota {
@@ -380,14 +397,16 @@ __global__ void dropout_kernel(float *x, int B, size_t M, uint32_t thr, float sc
 // sort, so positions stay ascending within a token), then the first sorted entry of each run of
 // equal tokens owns that wte row and adds the run's dout rows to it in position order: the same
 // additions, in the same order, as the CPU's sequential loop.
+// A vocabulary-parallel part (rows [v0, v0 + Vl) as dwte) skips the runs of other tokens.
 __global__ void embedding_bwd_kernel(float *dwte, const float *dout, const int32_t *sorted_tok,
-                                     const int32_t *sorted_pos, int N, int D) {
+                                     const int32_t *sorted_pos, int N, int D, int v0, int Vl) {
     const int i = blockIdx.x;
     const int32_t tok = sorted_tok[i];
     if (i > 0 && sorted_tok[i - 1] == tok) return;  // not the head of its run
+    if (!in_part(tok, v0, Vl)) return;
     int end = i + 1;
     while (end < N && sorted_tok[end] == tok) end++;
-    float *dst = dwte + (size_t)tok * D;
+    float *dst = dwte + (size_t)(tok - v0) * D;
     for (int j = threadIdx.x; j < D; j += blockDim.x) {
         float acc = dst[j];
         for (int r = i; r < end; r++) acc += dout[(size_t)sorted_pos[r] * D + j];
@@ -444,6 +463,59 @@ __global__ void crossentropy_kernel(Act logits, const int32_t *targets, double *
         for (int j = threadIdx.x; j < V; j += blockDim.x) {
             const float g = expf((float)x[j] - ms.x) * c;
             x[j] = j == t ? g - dscale : g;
+        }
+    }
+}
+
+// ---- vocabulary-parallel cross-entropy: one block per row of the local logits (Vl) ----
+
+__global__ void xent_part_max_kernel(Act logits, int Vl, float *row_max) {
+    __shared__ float sh[32];
+    const Act x = logits + (size_t)blockIdx.x * Vl;
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < Vl; j += blockDim.x) m = fmaxf(m, x[j]);
+    m = block_reduce(m, MaxOp(), sh);
+    if (threadIdx.x == 0) row_max[blockIdx.x] = m;
+}
+
+__global__ void xent_part_sums_kernel(Act logits, const int32_t *targets, int Vl, int v0, const float *row_max,
+                                      float *sums) {
+    __shared__ float sh[32];
+    const int n = blockIdx.x, t = targets[n];
+    if (t < 0) {  // no loss: the sums are never read (the whole block leaves together)
+        if (threadIdx.x == 0) sums[2 * n] = sums[2 * n + 1] = 0.0f;
+        return;
+    }
+    const Act x = logits + (size_t)n * Vl;
+    const float m = row_max[n];
+    float s = 0.0f;
+    for (int j = threadIdx.x; j < Vl; j += blockDim.x) s += expf((float)x[j] - m);
+    s = block_reduce(s, SumOp(), sh);
+    if (threadIdx.x == 0) {
+        sums[2 * n] = s;
+        sums[2 * n + 1] = in_part(t, v0, Vl) ? (float)x[t - v0] : 0.0f;
+    }
+}
+
+// losses[row] (0 for a negative target); with dscale != 0 the row becomes dscale * (softmax - onehot)
+__global__ void xent_part_finish_kernel(Act logits, const int32_t *targets, int Vl, int v0, const float *row_max,
+                                        const float *sums, float dscale, double *losses) {
+    const int n = blockIdx.x, t = targets[n];
+    const Act x = logits + (size_t)n * Vl;
+    if (t < 0) {
+        if (threadIdx.x == 0 && losses) losses[n] = 0.0;
+        if (dscale != 0.0f)
+            for (int j = threadIdx.x; j < Vl; j += blockDim.x) x[j] = 0.0f;
+        return;
+    }
+    const float m = row_max[n], sum = sums[2 * n];
+    if (threadIdx.x == 0 && losses) losses[n] = log((double)sum) + m - sums[2 * n + 1];
+    if (dscale != 0.0f) {
+        const float c = dscale / sum;
+        const int tl = in_part(t, v0, Vl) ? t - v0 : -1;
+        for (int j = threadIdx.x; j < Vl; j += blockDim.x) {
+            const float g = expf((float)x[j] - m) * c;
+            x[j] = j == tl ? g - dscale : g;
         }
     }
 }
@@ -624,7 +696,15 @@ void cuda_embedding_fwd(float *out, const int32_t *tokens, const void *wte, int 
     launch_map((size_t)N * D, EmbeddingGather{out, tokens, param(wte), D});
 }
 
+void cuda_embedding_part_fwd(float *out, const int32_t *tokens, const void *wte_part, int N, int D, int v0, int Vl) {
+    launch_map((size_t)N * D, EmbeddingPartGather{out, tokens, param(wte_part), D, v0, Vl});
+}
+
 void cuda_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, int N, int D) {
+    cuda_embedding_part_bwd(dwte, dout, tokens, N, D, 0, INT32_MAX);
+}
+
+void cuda_embedding_part_bwd(float *dwte, const float *dout, const int32_t *tokens, int N, int D, int v0, int Vl) {
     if (N <= 0) return;
     size_t sort_bytes = 0;
     cudaCheck(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, (const int32_t *)nullptr, (int32_t *)nullptr,
@@ -636,7 +716,7 @@ void cuda_embedding_bwd(float *dwte, const float *dout, const int32_t *tokens, i
     launch_map((size_t)N, Iota{pos});
     cudaCheck(cub::DeviceRadixSort::SortPairs(base + 3 * arr, sort_bytes, tokens, sorted_tok, pos, sorted_pos, N, 0,
                                               32, cuda_stream()));
-    embedding_bwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(dwte, dout, sorted_tok, sorted_pos, N, D);
+    embedding_bwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(dwte, dout, sorted_tok, sorted_pos, N, D, v0, Vl);
     cudaCheckLaunch();
 }
 
@@ -646,6 +726,29 @@ void cuda_crossentropy_fwd_bwd(void *logits, const int32_t *targets, int N, int 
     crossentropy_kernel<<<N, kCeThreads, 0, cuda_stream()>>>(act(logits), targets, losses, V, dscale);
     cudaCheckLaunch();
     sum_doubles(loss, losses, (size_t)N, 1);
+}
+
+void cuda_xent_part_max(const void *logits, int N, int Vl, float *row_max) {
+    if (N <= 0) return;
+    xent_part_max_kernel<<<N, kCeThreads, 0, cuda_stream()>>>(act(logits), Vl, row_max);
+    cudaCheckLaunch();
+}
+
+void cuda_xent_part_sums(const void *logits, const int32_t *targets, int N, int Vl, int v0, const float *row_max,
+                         float *sums) {
+    if (N <= 0) return;
+    xent_part_sums_kernel<<<N, kCeThreads, 0, cuda_stream()>>>(act(logits), targets, Vl, v0, row_max, sums);
+    cudaCheckLaunch();
+}
+
+void cuda_xent_part_finish(void *logits, const int32_t *targets, int N, int Vl, int v0, const float *row_max,
+                           const float *sums, float dscale, int add_loss, double *loss) {
+    if (N <= 0 || (dscale == 0.0f && !add_loss)) return;
+    double *losses = add_loss ? (double *)reduce_scratch.get(sizeof(double) * (size_t)N) : nullptr;  // (N)
+    xent_part_finish_kernel<<<N, kCeThreads, 0, cuda_stream()>>>(act(logits), targets, Vl, v0, row_max, sums, dscale,
+                                                                 losses);
+    cudaCheckLaunch();
+    if (add_loss) sum_doubles(loss, losses, (size_t)N, 1);
 }
 
 void cuda_add(float *y, const float *x, size_t n) { launch_map(n, AddInPlace{y, x}); }

@@ -115,7 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             ts->ndim = 1 + (u8(&in) & 1);
             for (int i = 0; i < 2; i++) {
                 uint8_t b = u8(&in);
-                ts->shape[i] = i < ts->ndim ? (b == 255 ? INT_MAX : 1 + b) : 0;
+                ts->full[i] = ts->shape[i] = i < ts->ndim ? (b == 255 ? INT_MAX : 1 + b) : 0;
             }
             ts->numel = (size_t)ts->shape[0] * (ts->ndim == 2 ? (size_t)ts->shape[1] : 1);
         }

@@ -135,15 +135,15 @@ ncclResult_t ncclAllGather(const void *in, void *out, size_t n, ncclDataType_t t
     return rc == MPI_SUCCESS ? ncclSuccess : ncclInternalError;
 }
 
-// sum of n elements of `in` over the group, as fp32; out gets the rank's block (scatter) or all of it
-static ncclResult_t reduce(const char *what, const void *in, void *out, size_t n, ncclDataType_t t, ncclComm_t c,
-                           int scatter, cudaStream_t s) {
+// sum (or max) of n elements of `in` over the group, as fp32; out gets the rank's block (scatter) or all of it
+static ncclResult_t reduce(const char *what, const void *in, void *out, size_t n, ncclDataType_t t, ncclRedOp_t op,
+                           ncclComm_t c, int scatter, cudaStream_t s) {
     const size_t total = scatter ? n * (size_t)group_size(c) : n;
     float *a = malloc(sizeof(float) * total), *b = malloc(sizeof(float) * n);
     if (!a || !b || !begin(what, c, s, in, total * type_size(t), out, n * type_size(t))) return ncclInternalError;
     for (size_t i = 0; i < total; i++) a[i] = t == ncclBfloat16 ? bf16_to_f32(((const uint16_t *)in)[i]) : ((const float *)in)[i];
     int rc = scatter ? MPI_Reduce_scatter_block(a, b, (int)n, MPI_FLOAT, MPI_SUM, c->comm)
-                     : MPI_Allreduce(a, b, (int)n, MPI_FLOAT, MPI_SUM, c->comm);
+                     : MPI_Allreduce(a, b, (int)n, MPI_FLOAT, op == ncclMax ? MPI_MAX : MPI_SUM, c->comm);
     for (size_t i = 0; i < n; i++)
         if (t == ncclBfloat16) ((uint16_t *)out)[i] = f32_to_bf16(b[i]);
         else ((float *)out)[i] = b[i];
@@ -154,14 +154,12 @@ static ncclResult_t reduce(const char *what, const void *in, void *out, size_t n
 
 ncclResult_t ncclReduceScatter(const void *in, void *out, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
                                cudaStream_t s) {
-    (void)op;
-    return reduce("ncclReduceScatter", in, out, n, t, c, 1, s);
+    return op == ncclSum ? reduce("ncclReduceScatter", in, out, n, t, op, c, 1, s) : ncclInternalError;
 }
 
 ncclResult_t ncclAllReduce(const void *in, void *out, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
                            cudaStream_t s) {
-    (void)op;
-    return reduce("ncclAllReduce", in, out, n, t, c, 0, s);
+    return reduce("ncclAllReduce", in, out, n, t, op, c, 0, s);
 }
 
 ncclResult_t ncclBroadcast(const void *in, void *out, size_t n, ncclDataType_t t, int root, ncclComm_t c,

@@ -6,7 +6,7 @@
 #include "cuda_runtime_api.h"
 typedef enum { ncclSuccess = 0, ncclInternalError = 3, ncclRemoteError = 6, ncclInProgress = 7 } ncclResult_t;
 typedef enum { ncclFloat32 = 7, ncclBfloat16 = 9 } ncclDataType_t;
-typedef enum { ncclSum = 0 } ncclRedOp_t;
+typedef enum { ncclSum = 0, ncclMax = 2 } ncclRedOp_t;
 typedef struct { char internal[128]; } ncclUniqueId;
 typedef struct EmuNcclComm *ncclComm_t;
 const char *ncclGetErrorString(ncclResult_t r);

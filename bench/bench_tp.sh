@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Tensor parallelism against FSDP alone, in one run: 4 ranks at one thread each train the same
+# Llama on the same global batch, full-shard over 4 and tp 2 x full-shard 2; prints tokens/s of
+# both, their ratio (issue 27's aim: >= 0.90), and each run's peak activation memory per rank.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STEPS=${STEPS:-8}
+MODEL="--hidden_width 256 --num_layers 4 --num_heads 8 --num_key_value_heads 4 --intermediate_size 688 --max_context_width 256 --vocab_size 256"
+MPI="mpirun --oversubscribe --allow-run-as-root -q -np 4"
+run() {  # run FLAGS...: "tokens/s activations-MiB" of the timed steps (the first is warm-up)
+    $MPI ./fsdpc $MODEL --train_data synthetic --max_steps $((STEPS + 1)) --logging_freq $((STEPS + 1)) --checkpoint_freq 0 \
+        --num_tokens 0 --validation_freq 0 --num_threads 1 "$@" 2>&1 |
+        awk -v s=$((STEPS + 1)) '$0 ~ "^Batch " s " Loss" { sub(/.*tokens\/sec: /, ""); split($0, a, ","); t = a[1] }
+            $0 ~ "^Batch " s " memory" { sub(/.*activations [0-9.]+\//, ""); split($0, b, ","); m = b[1] } END { print t, m }'
+}
+read -r fs fsm < <(run --batch_size 4)
+read -r tp tpm < <(run --batch_size 8 --tensor_parallel_degree 2)
+echo "tensor parallelism: D=256 L=4 H=8 KV=4 F=688 T=256, 4 ranks x 1 thread, global batch 16, fp32"
+printf 'full-shard 4 tokens/sec: %.0f (peak activations %s MiB per rank)\n' "$fs" "$fsm"
+printf 'tp 2 x full-shard 2 tokens/sec: %.0f (peak activations %s MiB per rank)\n' "$tp" "$tpm"
+awk -v a="$tp" -v b="$fs" 'BEGIN { printf "tp 2 / full-shard: %.2fx\n", a / b }'
