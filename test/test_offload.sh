@@ -3,11 +3,11 @@
 # (build/fsdpc_emu: its streams are checked for races, so a copy that compute does not wait for,
 # or that overwrites what compute still reads, aborts the run): the same losses bit for bit as
 # checkpointing without offload (fp32 and bf16, 1 and 2 ranks, gradient accumulation, selective
-# checkpointing, validation, generation, the three families, with --cpu_offload); the tracker's
-# device activations lower by the entries that wait in host memory, which the host figure shows;
-# fsdpc plan and the start-up estimate agree with the tracker, and the memory check proposes the
-# flag where it makes a model fit; on the CPU the flag does nothing (logged once); the
-# contradiction with --activation_checkpoints 0 is refused.
+# checkpointing, validation, generation, tensor parallelism, the three families, with
+# --cpu_offload); the tracker's device activations lower by the entries that wait in host memory,
+# which the host figure shows; fsdpc plan and the start-up estimate agree with the tracker, and
+# the memory check proposes the flag where it makes a model fit; on the CPU the flag does nothing
+# (logged once); the contradiction with --activation_checkpoints 0 is refused.
 cd "$(dirname "$0")/.."
 source test/lib.sh
 PREFIX="offload: "
@@ -64,6 +64,10 @@ run np2_bf_off $MPI -np 2 $EMU --sharding hybrid-full-shard --shard_group_size 1
     --activation_loading_horizon 1
 same "np=2 hybrid bf16, --selective_checkpointing 2, horizon 1: equal" np2_bf_ac np2_bf_off
 
+# tensor parallelism: each rank of a tp group holds the whole residual stream, offloaded alike
+run tp_ac $MPI -np 2 $EMU --tensor_parallel_degree 2 --activation_checkpoints --validation_freq 0
+run tp_off $MPI -np 2 $EMU --tensor_parallel_degree 2 --offload_activations 1 --validation_freq 0
+same "np=2 --tensor_parallel_degree 2: equal" tp_ac tp_off
 # the other families (minGPT's tied head, GPT-NeoX's parallel residual) go through the same entries
 for mt in mingpt gpt_neox; do
     F="./build/fsdpc_emu ${M/--num_key_value_heads 2/} --device cuda --model_type $mt --validation_freq 0"
