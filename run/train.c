@@ -325,12 +325,6 @@ int train_ckpt_every(const Config *c, int gpu) {
     return !on ? 0 : c->selective_checkpointing > 0 ? c->selective_checkpointing : 1;
 }
 
-// Before allocating: this rank's estimated peak (shard state and buffers from shard's layout
-// rules, activations from the model's) against what it may use: on the CPU, times the ranks on
-// this node, against the node's memory; on a GPU, the part the device holds against the GPU's
-// free memory. A run that cannot fit stops at once with what would fit, instead of being killed
-// (or failing a cudaMalloc) later.
-
 // bytes per rank under config c: shard state by kind into *e, plus activations into *acts; the
 // kinds are the memory tracker's categories
 static double rank_bytes(const Run *r, const Config *c, ShardMemEstimate *e, double *acts) {
@@ -369,6 +363,11 @@ double train_memory_estimate(const ModelPlan *plan, const Config *c, const Paral
     return (device ? device_bytes : rank_bytes)(&r, c, e, acts);
 }
 
+// Before allocating: this rank's estimated peak (shard state and buffers from shard's layout
+// rules, activations from the model's) against what it may use: on the CPU, times the ranks on
+// this node, against the node's memory; on a GPU, the part the device holds against the GPU's
+// free memory. A run that cannot fit stops at once with what would fit, instead of being killed
+// (or failing a cudaMalloc) later.
 static void check_memory(Run *r) {
     const Config *c = r->cfg;
     const double G = 1024.0 * 1024.0 * 1024.0, M = 1024.0 * 1024.0;
