@@ -692,7 +692,7 @@ static void family_defaults(Config *c) {
         comm_fail_all("--model_name %s is a %s preset but this run has --model_type %s", m->model_name, preset_fam->model_type,
                       m->model_type);
     if (fam->rotary_pct && !config_given("rotary_pct")) m->rotary_pct = fam->rotary_pct;
-    if (!fam->rotary_pct) m->rotary_pct = 1.0f;
+    if (!fam->rotary_pct && !config_given("rotary_pct")) m->rotary_pct = 1.0f;  // given: refused by the family, or a source's to check
     if (!fam->gqa && !config_given("num_key_value_heads")) m->num_key_value_heads = m->num_heads;
     if (fam->mlp_ratio && !config_given("intermediate_size")) m->intermediate_size = fam->mlp_ratio * m->hidden_width;
 }
