@@ -85,7 +85,7 @@
     X(void, bias_bwd, (float *db, const void *dout, KernDtype dt, int N, int D), (db, dout, dt, N, D))                 \
     X(void, positions_fwd, (float *out, const void *wpe, int B, int T, int D, int pos0), (out, wpe, B, T, D, pos0))   \
     X(void, positions_bwd, (float *dwpe, const float *dout, int B, int T, int D), (dwpe, dout, B, T, D))               \
-    X(void, dropout, (float *x, int B, size_t M, float p, uint64_t key, uint64_t sample0), (x, B, M, p, key, sample0)) \
+    X(void, dropout, (float *x, size_t e0, size_t n, size_t M, float p, uint64_t key, uint64_t sample0), (x, e0, n, M, p, key, sample0)) \
     X(void, tokens_check, (int32_t *tokens, int32_t *targets, int N, int V, long long base), (tokens, targets, N, V, base))                   \
     X(int, token_error, (long long *index, int *id), (index, id))                                                      \
     X(void, embedding_fwd, (float *out, const int32_t *tokens, const void *wte, int N, int D),                        \

@@ -197,10 +197,11 @@ typedef struct {
     float p;
     uint64_t key, sample0;  // row b of the batch is sample sample0 + b
 } KernDropout;
-// x (B, M) in place: element i of row b is kept (times 1/(1-p)) iff u(key, sample0 + b, i) >= p,
-// else multiplied by 0 (so 0, but NaN and Inf become NaN, as in torch). The same call on the
-// gradient is the backward. p == 0 returns at once.
-void kern_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t sample0);
+// x holds elements [e0, e0 + n) of a batch of rows of M elements, in place (e0 = 0, n = B*M: the
+// whole (B, M) batch; a sequence-parallel rank's rows start inside it): element i of row b is kept
+// (times 1/(1-p)) iff u(key, sample0 + b, i) >= p, else multiplied by 0 (so 0, but NaN and Inf
+// become NaN, as in torch). The same call on the gradient is the backward. p == 0 returns at once.
+void kern_dropout(float *x, size_t e0, size_t n, size_t M, float p, uint64_t key, uint64_t sample0);
 
 // ---- causal grouped-query attention ----
 // q (B, Tq, H, hd); k, v (B, Tk, KV, hd) with batch stride kv_bstride elements (>= Tk*KV*hd);

@@ -60,14 +60,15 @@ static void gpt_plan_build(ModelPlan *plan) {
 // share of c_fc (column-parallel, with their biases), and the matching columns of both c_proj
 // (row-parallel): their partial outputs are summed over the tp group before the bias, dropout and
 // the residual; in backward the input gradients of c_attn and c_fc are. Qd: a rank's q (or k, v)
-// width, D / tp.
+// width, D / tp. The residual stream, the norms, those biases and the dropouts run on the rank's R
+// rows (all of them without sequence parallelism; model.h).
 static void gpt_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int with_kv_cache) {
-    size_t N = (size_t)a->B * a->T, D = c->hidden_width, F = c->intermediate_size / a->tp, V = a->V, Qd = D / a->tp;
+    size_t N = (size_t)a->B * a->T, R = N / a->sp, D = c->hidden_width, F = c->intermediate_size / a->tp, V = a->V, Qd = D / a->tp;
     int nl = c->num_layers, H = c->num_heads / a->tp;
     model_res_alloc(a, nl, N, D);
-    a->xn1 = model_acts_act(S * N * D);
-    a->mean1 = model_acts_buf(S * N);
-    a->rstd1 = model_acts_buf(S * N);
+    a->xn1 = model_acts_act(S * R * D);
+    a->mean1 = model_acts_buf(S * R);
+    a->rstd1 = model_acts_buf(S * R);
     a->qkv = model_acts_act(N * 3 * Qd);
     a->q = model_acts_act(S * N * Qd);
     a->k = model_acts_act(S * N * Qd);
@@ -75,15 +76,15 @@ static void gpt_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int w
     a->saved_len = kern_attention_saved_floats(a->B, H, a->T, a->T);
     a->attn_saved = model_acts_buf(S * a->saved_len);
     a->att = model_acts_act(S * N * Qd);
-    a->xmid = model_acts_buf(S * N * D);
-    a->xn2 = model_acts_act(S * N * D);
-    a->mean2 = model_acts_buf(S * N);
-    a->rstd2 = model_acts_buf(S * N);
+    a->xmid = model_acts_buf(S * R * D);
+    a->xn2 = model_acts_act(S * R * D);
+    a->mean2 = model_acts_buf(S * R);
+    a->rstd2 = model_acts_buf(S * R);
     a->up = model_acts_act(S * N * F);
     a->h = model_acts_act(S * N * F);
-    a->xf = model_acts_act(N * D);
-    a->meanf = model_acts_buf(N);
-    a->rstdf = model_acts_buf(N);
+    a->xf = model_acts_act(R * D);
+    a->meanf = model_acts_buf(R);
+    a->rstdf = model_acts_buf(R);
     a->logits = model_acts_act(N * V);
     if (!model_acts_attention(a, c, with_kv_cache, N, Qd, Qd)) return;  // generation runs no backward
     a->dh = model_acts_act(N * F);
@@ -97,12 +98,13 @@ typedef struct {
 } LayerActs;
 
 static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
-    size_t N = (size_t)a->B * a->T, D = c->hidden_width, F = c->intermediate_size / a->tp, Qd = D / a->tp, i = a->slot[l];
-    LayerActs la = {.xn1 = kern_act_at(a->xn1, i * N * D), .mean1 = a->mean1 + i * N,
-                    .rstd1 = a->rstd1 + i * N, .q = kern_act_at(a->q, i * N * Qd), .k = kern_act_at(a->k, i * N * Qd),
+    size_t N = (size_t)a->B * a->T, R = N / a->sp, D = c->hidden_width, F = c->intermediate_size / a->tp, Qd = D / a->tp;
+    size_t i = a->slot[l];
+    LayerActs la = {.xn1 = kern_act_at(a->xn1, i * R * D), .mean1 = a->mean1 + i * R,
+                    .rstd1 = a->rstd1 + i * R, .q = kern_act_at(a->q, i * N * Qd), .k = kern_act_at(a->k, i * N * Qd),
                     .v = kern_act_at(a->v, i * N * Qd), .saved = a->attn_saved + i * a->saved_len,
-                    .att = kern_act_at(a->att, i * N * Qd), .xmid = a->xmid + i * N * D,
-                    .xn2 = kern_act_at(a->xn2, i * N * D), .mean2 = a->mean2 + i * N, .rstd2 = a->rstd2 + i * N,
+                    .att = kern_act_at(a->att, i * N * Qd), .xmid = a->xmid + i * R * D,
+                    .xn2 = kern_act_at(a->xn2, i * R * D), .mean2 = a->mean2 + i * R, .rstd2 = a->rstd2 + i * R,
                     .up = kern_act_at(a->up, i * N * F), .h = kern_act_at(a->h, i * N * F)};
     return la;
 }
@@ -113,17 +115,14 @@ static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
 
 static void gpt_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0) {
     const UnitSpec *u = &plan->units[plan->embed_unit];
-    int D = plan->cfg.hidden_width;
-    float *x = model_res_out(a, 0, D);
-    if (plan->tp > 1) {  // this rank's rows of the vocabulary, the others' zero: summed over the group
-        kern_embedding_part_fwd(x, a->tokens, WP(p, u, P_WTE), a->B * T, D, plan->tp_rank * a->V, a->V);
-        model_tp_allreduce(plan, x, (size_t)a->B * T * D);
-    } else {
-        kern_embedding_fwd(x, a->tokens, WP(p, u, P_WTE), a->B * T, D);  // (B, T, D)
-    }
-    if (a->docs) {  // positions restart per document: a lookup of wpe by position, added (dres is free before backward)
-        kern_embedding_fwd(a->dres, a->pos, WP(p, u, P_WPE), a->B * T, D);
-        kern_add(x, a->dres, (size_t)a->B * T * D);
+    int D = plan->cfg.hidden_width, R = model_rows(a, T);
+    float *x = model_res_out(a, 0, D);  // (R, D)
+    model_embed_tokens_fwd(plan, a, WP(p, u, P_WTE), x, T);
+    // positions restart per document, and a sequence-parallel rank's rows start mid-batch: a lookup
+    // of wpe by position, added (dres is free before backward)
+    if (a->docs || a->sp > 1) {
+        kern_embedding_fwd(a->dres, a->pos + model_row0(a, T), WP(p, u, P_WPE), R, D);
+        kern_add(x, a->dres, (size_t)R * D);
     } else {
         kern_positions_fwd(x, WP(p, u, P_WPE), a->B, T, D, pos0);
     }
@@ -134,14 +133,14 @@ static void gpt_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, 
 static void gpt_block_fwd(const ModelPlan *plan, int l, const void *p, Activations *a, int T, int pos0) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->block0 + l];
-    int B = a->B, N = B * T, D = c->hidden_width, H = c->num_heads / a->tp, hd = config_head_dim(c);
+    int B = a->B, N = B * T, R = model_rows(a, T), D = c->hidden_width, H = c->num_heads / a->tp, hd = config_head_dim(c);
     int F = c->intermediate_size / a->tp, Qd = D / a->tp;
     LayerActs la = layer_acts(c, a, l);
-    la.x = model_res_in(a, l, D, T);
-    la.out = model_res_out(a, l + 1, D);
-    kern_layernorm_fwd(la.xn1, la.mean1, la.rstd1, la.x, WP(p, u, P_LN1_W), WP(p, u, P_LN1_B), N, D, c->norm_eps);
+    la.x = model_res_in(a, l, D, T);      // (R, D)
+    la.out = model_res_out(a, l + 1, D);  // (R, D)
+    kern_layernorm_fwd(la.xn1, la.mean1, la.rstd1, la.x, WP(p, u, P_LN1_W), WP(p, u, P_LN1_B), R, D, c->norm_eps);
     // c_attn is q, k, v stacked: one GEMM, then the split RoPE-less Llama uses too
-    kern_matmul_fwd(a->qkv, KERN_ACT, la.xn1, WP(p, u, P_ATTN_W), N, D, 3 * Qd);  // (B, T, 3D)
+    kern_matmul_fwd(a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), WP(p, u, P_ATTN_W), N, D, 3 * Qd);  // (B, T, 3D)
     kern_bias_add(a->qkv, KERN_ACT, WP(p, u, P_ATTN_B), N, 3 * Qd);
     kern_qkv_split(la.q, la.k, la.v, a->qkv, NULL, NULL, B, T, H, H, hd, hd, KERN_QKV_BLOCKED, pos0, NULL);  // each (B, T, H, hd)
     if (a->kcache) {  // generation: append to the cache (B == 1) and attend over all of it
@@ -155,20 +154,20 @@ static void gpt_block_fwd(const ModelPlan *plan, int l, const void *p, Activatio
         kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, H, hd, (size_t)T * Qd,
                            a->docs ? a->kstart : NULL, 0, model_attn_dropout(a, l, &drop));
     }
-    kern_matmul_fwd(la.xmid, KERN_F32, la.att, WP(p, u, P_APROJ_W), N, Qd, D);
-    model_tp_allreduce(plan, la.xmid, (size_t)N * D);
-    kern_bias_add(la.xmid, KERN_F32, WP(p, u, P_APROJ_B), N, D);
+    kern_matmul_fwd(model_rowpar_out(a, la.xmid), KERN_F32, la.att, WP(p, u, P_APROJ_W), N, Qd, D);
+    model_rowpar_sum(plan, a, la.xmid, T);
+    kern_bias_add(la.xmid, KERN_F32, WP(p, u, P_APROJ_B), R, D);
     model_dropout_fwd(a, la.xmid, T, D, l, DROP_ATTN_OUT);
-    kern_add_layernorm_fwd(la.xmid, la.xn2, la.mean2, la.rstd2, la.x, WP(p, u, P_LN2_W), WP(p, u, P_LN2_B), N, D,
+    kern_add_layernorm_fwd(la.xmid, la.xn2, la.mean2, la.rstd2, la.x, WP(p, u, P_LN2_W), WP(p, u, P_LN2_B), R, D,
                            c->norm_eps);  // residual, norm
-    kern_matmul_fwd(la.up, KERN_ACT, la.xn2, WP(p, u, P_FC_W), N, D, F);  // (B, T, F)
+    kern_matmul_fwd(la.up, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), WP(p, u, P_FC_W), N, D, F);  // (B, T, F)
     kern_bias_add(la.up, KERN_ACT, WP(p, u, P_FC_B), N, F);
     kern_gelu_fwd(la.h, la.up, (size_t)N * F, KERN_GELU_TANH);
-    kern_matmul_fwd(la.out, KERN_F32, la.h, WP(p, u, P_MPROJ_W), N, F, D);
-    model_tp_allreduce(plan, la.out, (size_t)N * D);
-    kern_bias_add(la.out, KERN_F32, WP(p, u, P_MPROJ_B), N, D);
+    kern_matmul_fwd(model_rowpar_out(a, la.out), KERN_F32, la.h, WP(p, u, P_MPROJ_W), N, F, D);
+    model_rowpar_sum(plan, a, la.out, T);
+    kern_bias_add(la.out, KERN_F32, WP(p, u, P_MPROJ_B), R, D);
     model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
-    kern_add(la.out, la.xmid, (size_t)N * D);  // residual
+    kern_add(la.out, la.xmid, (size_t)R * D);  // residual
     model_res_store(a, l + 1, D, T);
 }
 
@@ -181,42 +180,45 @@ static void gpt_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Act
 static void gpt_block_bwd(const ModelPlan *plan, int l, const void *p, float *g, Activations *a) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->block0 + l];
-    int B = a->B, T = a->T, N = B * T, D = c->hidden_width, H = c->num_heads / a->tp, hd = config_head_dim(c);
-    int F = c->intermediate_size / a->tp, Qd = D / a->tp;
+    int B = a->B, T = a->T, N = B * T, R = model_rows(a, T), D = c->hidden_width, H = c->num_heads / a->tp;
+    int hd = config_head_dim(c), F = c->intermediate_size / a->tp, Qd = D / a->tp;
     LayerActs la = layer_acts(c, a, l);
     la.x = model_res_in(a, l, D, a->T);
-    float *dx = a->dres;  // (B, T, D): dloss/d out, becomes dloss/d xmid, then dloss/d x
-    // MLP
+    float *dx = a->dres;  // (R, D): dloss/d out, becomes dloss/d xmid, then dloss/d x
+    // MLP: the bias on the rank's rows, the matmul on the whole batch's
     const float *dbr = model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT);
-    kern_bias_bwd(W(g, u, P_MPROJ_B), dbr, KERN_F32, N, D);
+    kern_bias_bwd(W(g, u, P_MPROJ_B), dbr, KERN_F32, R, D);
+    dbr = model_sp_gather_f32(plan, a, dbr, T);
     kern_matmul_bwd(a->dh, W(g, u, P_MPROJ_W), dbr, KERN_F32, la.h, WP(p, u, P_MPROJ_W), N, F, D, 0);
     kern_gelu_bwd(a->dh, a->dh, la.up, (size_t)N * F, KERN_GELU_TANH);
     kern_bias_bwd(W(g, u, P_FC_B), a->dh, KERN_ACT, N, F);
-    kern_matmul_bwd(a->dxn, W(g, u, P_FC_W), a->dh, KERN_ACT, la.xn2, WP(p, u, P_FC_W), N, D, F, 0);
-    model_tp_allreduce_act(plan, a->dxn, (size_t)N * D);
-    kern_layernorm_bwd(dx, W(g, u, P_LN2_W), W(g, u, P_LN2_B), a->dxn, la.xmid, WP(p, u, P_LN2_W), la.mean2, la.rstd2, N, D);
+    kern_matmul_bwd(a->dxn, W(g, u, P_FC_W), a->dh, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), WP(p, u, P_FC_W), N, D,
+                    F, 0);
+    kern_layernorm_bwd(dx, W(g, u, P_LN2_W), W(g, u, P_LN2_B), model_colpar_dx(plan, a, T), la.xmid, WP(p, u, P_LN2_W),
+                       la.mean2, la.rstd2, R, D);
     // attention
     dbr = model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT);
-    kern_bias_bwd(W(g, u, P_APROJ_B), dbr, KERN_F32, N, D);
+    kern_bias_bwd(W(g, u, P_APROJ_B), dbr, KERN_F32, R, D);
+    dbr = model_sp_gather_f32(plan, a, dbr, T);
     kern_matmul_bwd(a->datt, W(g, u, P_APROJ_W), dbr, KERN_F32, la.att, WP(p, u, P_APROJ_W), N, Qd, D, 0);
     KernDropout drop;
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, H, hd,
                        a->docs ? a->kstart : NULL, 0, model_attn_dropout(a, l, &drop));
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, NULL, NULL, B, T, H, H, hd, hd, KERN_QKV_BLOCKED, NULL);  // (B, T, 3D)
     kern_bias_bwd(W(g, u, P_ATTN_B), a->qkv, KERN_ACT, N, 3 * Qd);
-    kern_matmul_bwd(a->dxn, W(g, u, P_ATTN_W), a->qkv, KERN_ACT, la.xn1, WP(p, u, P_ATTN_W), N, D, 3 * Qd, 0);
-    model_tp_allreduce_act(plan, a->dxn, (size_t)N * D);
-    kern_layernorm_bwd(dx, W(g, u, P_LN1_W), W(g, u, P_LN1_B), a->dxn, la.x, WP(p, u, P_LN1_W), la.mean1, la.rstd1, N, D);
+    kern_matmul_bwd(a->dxn, W(g, u, P_ATTN_W), a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), WP(p, u, P_ATTN_W),
+                    N, D, 3 * Qd, 0);
+    kern_layernorm_bwd(dx, W(g, u, P_LN1_W), W(g, u, P_LN1_B), model_colpar_dx(plan, a, T), la.x, WP(p, u, P_LN1_W),
+                       la.mean1, la.rstd1, R, D);
 }
 
 static void gpt_embed_bwd(const ModelPlan *plan, float *g, Activations *a) {
     const UnitSpec *u = &plan->units[plan->embed_unit];
     int D = plan->cfg.hidden_width;
-    const float *d = model_dropout_bwd(a, a->dres, D, -1, DROP_EMBED);
-    if (plan->tp > 1) kern_embedding_part_bwd(W(g, u, P_WTE), d, a->tokens, a->B * a->T, D, plan->tp_rank * a->V, a->V);
-    else kern_embedding_bwd(W(g, u, P_WTE), d, a->tokens, a->B * a->T, D);
-    if (a->docs) kern_embedding_bwd(W(g, u, P_WPE), d, a->pos, a->B * a->T, D);
+    const float *d = model_dropout_bwd(a, a->dres, D, -1, DROP_EMBED);  // (R, D)
+    if (a->docs || a->sp > 1) kern_embedding_bwd(W(g, u, P_WPE), d, a->pos + model_row0(a, a->T), model_rows(a, a->T), D);
     else kern_positions_bwd(W(g, u, P_WPE), d, a->B, a->T, D);
+    model_embed_tokens_bwd(plan, a, W(g, u, P_WTE), d);
 }
 
 // 6 FLOPs per parameter and token (position embeddings are a lookup) plus attention's 12*L*D*T

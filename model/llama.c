@@ -91,12 +91,12 @@ static LlamaPart llama_part(const ModelConfig *c, int tp) {
 
 static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int with_kv_cache) {
     LlamaPart pt = llama_part(c, a->tp);
-    size_t N = (size_t)a->B * a->T, D = c->hidden_width, hd = config_head_dim(c);
+    size_t N = (size_t)a->B * a->T, R = N / a->sp, D = c->hidden_width, hd = config_head_dim(c);
     size_t qd = pt.H * hd, kvd = pt.KV * hd, F = pt.F, V = a->V;
     int nl = c->num_layers;
     model_res_alloc(a, nl, N, D);
-    a->xn1 = model_acts_act(S * N * D);
-    a->rstd1 = model_acts_buf(S * N);
+    a->xn1 = model_acts_act(S * R * D);
+    a->rstd1 = model_acts_buf(S * R);
     a->qkv = model_acts_act(N * (qd + 2 * kvd));
     a->q = model_acts_act(S * N * qd);
     a->k = model_acts_act(S * N * kvd);
@@ -104,13 +104,13 @@ static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int
     a->saved_len = kern_attention_saved_floats(a->B, pt.H, a->T, a->T);
     a->attn_saved = model_acts_buf(S * a->saved_len);
     a->att = model_acts_act(S * N * qd);
-    a->xmid = model_acts_buf(S * N * D);
-    a->xn2 = model_acts_act(S * N * D);
-    a->rstd2 = model_acts_buf(S * N);
+    a->xmid = model_acts_buf(S * R * D);
+    a->xn2 = model_acts_act(S * R * D);
+    a->rstd2 = model_acts_buf(S * R);
     a->up = model_acts_act(S * N * 2 * F);
     a->h = model_acts_act(S * N * F);
-    a->xf = model_acts_act(N * D);
-    a->rstdf = model_acts_buf(N);
+    a->xf = model_acts_act(R * D);
+    a->rstdf = model_acts_buf(R);
     a->logits = model_acts_act(N * V);
     a->rope_cos = model_acts_buf((size_t)a->T * hd / 2);
     a->rope_sin = model_acts_buf((size_t)a->T * hd / 2);
@@ -136,14 +136,14 @@ typedef struct {
 
 static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
     LlamaPart pt = llama_part(c, a->tp);
-    size_t N = (size_t)a->B * a->T, D = c->hidden_width, hd = config_head_dim(c);
+    size_t N = (size_t)a->B * a->T, R = N / a->sp, D = c->hidden_width, hd = config_head_dim(c);
     size_t qd = pt.H * hd, kvd = pt.KV * hd, F = pt.F;
     size_t i = a->slot[l];
     LayerActs la = {
-        .xn1 = kern_act_at(a->xn1, i * N * D), .rstd1 = a->rstd1 + i * N,
+        .xn1 = kern_act_at(a->xn1, i * R * D), .rstd1 = a->rstd1 + i * R,
         .q = kern_act_at(a->q, i * N * qd), .k = kern_act_at(a->k, i * N * kvd), .v = kern_act_at(a->v, i * N * kvd),
         .saved = a->attn_saved + i * a->saved_len, .att = kern_act_at(a->att, i * N * qd),
-        .xmid = a->xmid + i * N * D, .xn2 = kern_act_at(a->xn2, i * N * D), .rstd2 = a->rstd2 + i * N,
+        .xmid = a->xmid + i * R * D, .xn2 = kern_act_at(a->xn2, i * R * D), .rstd2 = a->rstd2 + i * R,
         .gu = kern_act_at(a->up, i * N * 2 * F), .h = kern_act_at(a->h, i * N * F)};
     return la;
 }
@@ -154,31 +154,27 @@ static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
 
 static void llama_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0) {
     int D = plan->cfg.hidden_width;
-    float *out = model_res_out(a, 0, D);  // (B, T, D)
-    if (plan->tp > 1) {  // this rank's rows of the vocabulary, the others' zero: summed over the group
-        kern_embedding_part_fwd(out, a->tokens, p, a->B * T, D, plan->tp_rank * a->V, a->V);
-        model_tp_allreduce(plan, out, (size_t)a->B * T * D);
-    } else {
-        kern_embedding_fwd(out, a->tokens, p, a->B * T, D);
-    }
+    model_embed_tokens_fwd(plan, a, p, model_res_out(a, 0, D), T);  // (rows, D)
     model_res_store(a, 0, D, T);
 }
 
 // Under tensor parallelism (plan->tp > 1) a block holds its tp rank's heads of q, k, v and o and
-// its share of gate, up and down (Megatron's split): the column-parallel projections need no
-// communication, and the partial sums of o and down (row-parallel) are summed over the tp group
-// before their dropout and residual; in backward the input gradients of q|k|v and gate|up are.
+// its share of gate, up and down (Megatron's split): the partial sums of o and down (row-parallel)
+// are summed over the tp group before their dropout and residual; in backward the input gradients
+// of q|k|v and gate|up are. The residual stream and the norms run on the rank's rows (all of them
+// without sequence parallelism): R rows, gathered to N before q|k|v and gate|up (model.h).
 static void llama_block_fwd(const ModelPlan *plan, int l, const void *p, Activations *a, int T, int pos0) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[l + 1];
     LlamaPart pt = llama_part(c, a->tp);
-    int B = a->B, N = B * T, D = c->hidden_width, H = pt.H, KV = pt.KV;
+    int B = a->B, N = B * T, R = model_rows(a, T), D = c->hidden_width, H = pt.H, KV = pt.KV;
     int hd = config_head_dim(c), F = pt.F;
     LayerActs la = layer_acts(c, a, l);
-    la.x = model_res_in(a, l, D, T);
-    la.out = model_res_out(a, l + 1, D);
-    kern_rmsnorm_fwd(la.xn1, la.rstd1, la.x, WP(p, u, P_LN1), N, D, c->norm_eps);
-    kern_matmul_fwd(a->qkv, KERN_ACT, la.xn1, WP(p, u, P_Q), N, D, (H + 2 * KV) * hd);  // (B, T, H*hd + 2*KV*hd)
+    la.x = model_res_in(a, l, D, T);      // (R, D)
+    la.out = model_res_out(a, l + 1, D);  // (R, D)
+    kern_rmsnorm_fwd(la.xn1, la.rstd1, la.x, WP(p, u, P_LN1), R, D, c->norm_eps);
+    const void *xn1 = model_sp_gather(plan, a, la.xn1, T);  // (B, T, D)
+    kern_matmul_fwd(a->qkv, KERN_ACT, xn1, WP(p, u, P_Q), N, D, (H + 2 * KV) * hd);  // (B, T, H*hd + 2*KV*hd)
     kern_qkv_split(la.q, la.k, la.v, a->qkv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, hd, KERN_QKV_BLOCKED, pos0, a->docs ? a->pos : NULL);
     if (a->kcache) {  // generation: append to the cache (B == 1) and attend over all of it
         size_t kvd = (size_t)KV * hd, base = (size_t)l * a->T * kvd + (size_t)pos0 * kvd;
@@ -191,16 +187,17 @@ static void llama_block_fwd(const ModelPlan *plan, int l, const void *p, Activat
         kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, KV, hd, (size_t)T * KV * hd,
                            a->docs ? a->kstart : NULL, c->sliding_window, NULL);
     }
-    kern_matmul_fwd(la.xmid, KERN_F32, la.att, WP(p, u, P_O), N, H * hd, D);
-    model_tp_allreduce(plan, la.xmid, (size_t)N * D);
+    kern_matmul_fwd(model_rowpar_out(a, la.xmid), KERN_F32, la.att, WP(p, u, P_O), N, H * hd, D);
+    model_rowpar_sum(plan, a, la.xmid, T);
     model_dropout_fwd(a, la.xmid, T, D, l, DROP_ATTN_OUT);
-    kern_add_rmsnorm_fwd(la.xmid, la.xn2, la.rstd2, la.x, WP(p, u, P_LN2), N, D, c->norm_eps);  // residual, norm
-    kern_matmul_fwd(la.gu, KERN_ACT, la.xn2, WP(p, u, P_GATE), N, D, 2 * F);  // (B, T, 2F): gate | up
+    kern_add_rmsnorm_fwd(la.xmid, la.xn2, la.rstd2, la.x, WP(p, u, P_LN2), R, D, c->norm_eps);  // residual, norm
+    const void *xn2 = model_sp_gather(plan, a, la.xn2, T);  // (B, T, D)
+    kern_matmul_fwd(la.gu, KERN_ACT, xn2, WP(p, u, P_GATE), N, D, 2 * F);  // (B, T, 2F): gate | up
     kern_swiglu_fwd(la.h, la.gu, N, F);                            // (B, T, F)
-    kern_matmul_fwd(la.out, KERN_F32, la.h, WP(p, u, P_DOWN), N, F, D);
-    model_tp_allreduce(plan, la.out, (size_t)N * D);
+    kern_matmul_fwd(model_rowpar_out(a, la.out), KERN_F32, la.h, WP(p, u, P_DOWN), N, F, D);
+    model_rowpar_sum(plan, a, la.out, T);
     model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
-    kern_add(la.out, la.xmid, (size_t)N * D);  // residual
+    kern_add(la.out, la.xmid, (size_t)R * D);  // residual
     model_res_store(a, l + 1, D, T);
 }
 
@@ -208,51 +205,49 @@ static void llama_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, A
                                int T, float dscale) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->head_unit];
-    int N = a->B * T, D = c->hidden_width, V = a->V;  // V: this tp rank's share of the vocabulary
+    int N = a->B * T, R = model_rows(a, T), D = c->hidden_width, V = a->V;  // V: this tp rank's share of the vocabulary
     int nw = c->tie_word_embeddings ? P_TIED_NORM : P_NORM, hw = c->tie_word_embeddings ? P_TIED_EMBED : P_LM_HEAD;
-    const float *x = model_res_in(a, c->num_layers, D, T);  // (B, T, D) last block out
-    kern_rmsnorm_fwd(a->xf, a->rstdf, x, WP(p, u, nw), N, D, c->norm_eps);
-    kern_matmul_fwd(a->logits, KERN_ACT, a->xf, WP(p, u, hw), N, D, V);  // (B, T, V)
+    const float *x = model_res_in(a, c->num_layers, D, T);  // (R, D) last block out
+    kern_rmsnorm_fwd(a->xf, a->rstdf, x, WP(p, u, nw), R, D, c->norm_eps);
+    const void *xf = model_sp_gather(plan, a, a->xf, T);  // (B, T, D)
+    kern_matmul_fwd(a->logits, KERN_ACT, xf, WP(p, u, hw), N, D, V);  // (B, T, V)
     if (!with_targets) return;
     model_tp_crossentropy(plan, a, N, dscale);  // logits become dlogits
     if (dscale == 0.0f) return;
-    kern_matmul_bwd(a->dxn, W(g, u, hw), a->logits, KERN_ACT, a->xf, WP(p, u, hw), N, D, V, 0);
-    model_tp_allreduce_act(plan, a->dxn, (size_t)N * D);  // each vocabulary share's part of dloss/dxf
-    kern_zero(a->dres, (size_t)N * D);
-    kern_rmsnorm_bwd(a->dres, W(g, u, nw), a->dxn, x, WP(p, u, nw), a->rstdf, N, D);
+    kern_matmul_bwd(a->dxn, W(g, u, hw), a->logits, KERN_ACT, xf, WP(p, u, hw), N, D, V, 0);
+    const void *dxf = model_colpar_dx(plan, a, T);  // each vocabulary share's part of dloss/dxf, summed: (R, D)
+    kern_zero(a->dres, (size_t)R * D);
+    kern_rmsnorm_bwd(a->dres, W(g, u, nw), dxf, x, WP(p, u, nw), a->rstdf, R, D);
 }
 
 static void llama_block_bwd(const ModelPlan *plan, int l, const void *p, float *g, Activations *a) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[l + 1];
     LlamaPart pt = llama_part(c, a->tp);
-    int B = a->B, T = a->T, N = B * T, D = c->hidden_width, H = pt.H, KV = pt.KV;
+    int B = a->B, T = a->T, N = B * T, R = model_rows(a, T), D = c->hidden_width, H = pt.H, KV = pt.KV;
     int hd = config_head_dim(c), F = pt.F;
     LayerActs la = layer_acts(c, a, l);
     la.x = model_res_in(a, l, D, a->T);
-    float *dx = a->dres;  // (B, T, D): dloss/d out, becomes dloss/d xmid, then dloss/d x
+    float *dx = a->dres;  // (R, D): dloss/d out, becomes dloss/d xmid, then dloss/d x
     // MLP
-    kern_matmul_bwd(a->dh, W(g, u, P_DOWN), model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT), KERN_F32, la.h,
-                    WP(p, u, P_DOWN), N, F, D, 0);
+    const float *dbr = model_sp_gather_f32(plan, a, model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT), T);  // (B, T, D)
+    kern_matmul_bwd(a->dh, W(g, u, P_DOWN), dbr, KERN_F32, la.h, WP(p, u, P_DOWN), N, F, D, 0);
     kern_swiglu_bwd(a->dup, a->dh, la.gu, N, F);  // (B, T, 2F): d gate | d up
-    kern_matmul_bwd(a->dxn, W(g, u, P_GATE), a->dup, KERN_ACT, la.xn2, WP(p, u, P_GATE), N, D, 2 * F, 0);
-    model_tp_allreduce_act(plan, a->dxn, (size_t)N * D);
-    kern_rmsnorm_bwd(dx, W(g, u, P_LN2), a->dxn, la.xmid, WP(p, u, P_LN2), la.rstd2, N, D);
+    kern_matmul_bwd(a->dxn, W(g, u, P_GATE), a->dup, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), WP(p, u, P_GATE), N,
+                    D, 2 * F, 0);
+    kern_rmsnorm_bwd(dx, W(g, u, P_LN2), model_colpar_dx(plan, a, T), la.xmid, WP(p, u, P_LN2), la.rstd2, R, D);
     // attention
-    kern_matmul_bwd(a->datt, W(g, u, P_O), model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT), KERN_F32, la.att,
-                    WP(p, u, P_O), N, H * hd, D, 0);
+    dbr = model_sp_gather_f32(plan, a, model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT), T);
+    kern_matmul_bwd(a->datt, W(g, u, P_O), dbr, KERN_F32, la.att, WP(p, u, P_O), N, H * hd, D, 0);
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, KV,
                        hd, a->docs ? a->kstart : NULL, c->sliding_window, NULL);
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, hd, KERN_QKV_BLOCKED, a->docs ? a->pos : NULL);
-    kern_matmul_bwd(a->dxn, W(g, u, P_Q), a->qkv, KERN_ACT, la.xn1, WP(p, u, P_Q), N, D, (H + 2 * KV) * hd, 0);
-    model_tp_allreduce_act(plan, a->dxn, (size_t)N * D);
-    kern_rmsnorm_bwd(dx, W(g, u, P_LN1), a->dxn, la.x, WP(p, u, P_LN1), la.rstd1, N, D);
+    kern_matmul_bwd(a->dxn, W(g, u, P_Q), a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), WP(p, u, P_Q), N, D,
+                    (H + 2 * KV) * hd, 0);
+    kern_rmsnorm_bwd(dx, W(g, u, P_LN1), model_colpar_dx(plan, a, T), la.x, WP(p, u, P_LN1), la.rstd1, R, D);
 }
 
-static void llama_embed_bwd(const ModelPlan *plan, float *g, Activations *a) {
-    if (plan->tp > 1) kern_embedding_part_bwd(g, a->dres, a->tokens, a->B * a->T, plan->cfg.hidden_width, plan->tp_rank * a->V, a->V);
-    else kern_embedding_bwd(g, a->dres, a->tokens, a->B * a->T, plan->cfg.hidden_width);
-}
+static void llama_embed_bwd(const ModelPlan *plan, float *g, Activations *a) { model_embed_tokens_bwd(plan, a, g, a->dres); }
 
 // PaLM's count with H*hd = D: 6 FLOPs per parameter and token, plus attention's 12*L*D*T
 static double llama_flops_per_token(const ModelPlan *plan, int T) {

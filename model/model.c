@@ -74,10 +74,11 @@ void model_tensor_split(TensorSpec *t, TpSplit split, int parts) {
     t->tp_parts = parts;
 }
 
-void model_plan_tp(ModelPlan *plan, int tp, int rank, CommGroup *group) {
+void model_plan_tp(ModelPlan *plan, int tp, int rank, CommGroup *group, int sequence_parallel) {
     plan->tp = tp;
     plan->tp_rank = rank;
     plan->tp_group = group;
+    plan->sp = tp > 1 && sequence_parallel;
     for (int u = 0; u < plan->nunits; u++) {
         UnitSpec *us = &plan->units[u];
         us->numel = 0;
@@ -97,14 +98,67 @@ void model_plan_tp(ModelPlan *plan, int tp, int rank, CommGroup *group) {
     }
 }
 
-void model_tp_allreduce(const ModelPlan *plan, float *x, size_t n) {
-    if (plan->tp > 1) comm_wait(comm_allreduce_start(plan->tp_group, x, n));
-}
-
-void model_tp_allreduce_act(const ModelPlan *plan, void *x, size_t n) {
-    if (plan->tp < 2) return;
+static void tp_allreduce_act(const ModelPlan *plan, void *x, size_t n) {
     if (kern_acts_bf16()) comm_wait(comm_allreduce_bf16_start(plan->tp_group, x, n));
     else comm_wait(comm_allreduce_start(plan->tp_group, x, n));
+}
+
+// ---- the residual stream's rows under sequence parallelism ----
+
+int model_rows(const Activations *a, int T) { return a->B * T / a->sp; }
+
+size_t model_row0(const Activations *a, int T) { return (size_t)a->sp_rank * (size_t)model_rows(a, T); }
+
+const void *model_sp_gather(const ModelPlan *plan, Activations *a, const void *x, int T) {
+    if (a->sp < 2) return x;
+    size_t n = (size_t)model_rows(a, T) * plan->cfg.hidden_width;
+    if (kern_acts_bf16()) comm_wait(comm_all_gather_bf16_start(plan->tp_group, x, a->sp_xg, n));
+    else comm_wait(comm_all_gather_start(plan->tp_group, x, a->sp_xg, n));
+    return a->sp_xg;
+}
+
+const float *model_sp_gather_f32(const ModelPlan *plan, Activations *a, const float *dx, int T) {
+    if (a->sp < 2) return dx;
+    comm_wait(comm_all_gather_start(plan->tp_group, dx, a->sp_full, (size_t)model_rows(a, T) * plan->cfg.hidden_width));
+    return a->sp_full;
+}
+
+float *model_rowpar_out(Activations *a, float *dst) { return a->sp > 1 ? a->sp_full : dst; }
+
+void model_rowpar_sum(const ModelPlan *plan, Activations *a, float *dst, int T) {
+    size_t D = plan->cfg.hidden_width;
+    if (a->sp > 1) comm_wait(comm_reduce_scatter_start(plan->tp_group, a->sp_full, dst, (size_t)model_rows(a, T) * D));
+    else if (plan->tp > 1) comm_wait(comm_allreduce_start(plan->tp_group, dst, (size_t)a->B * T * D));
+}
+
+void *model_colpar_dx(const ModelPlan *plan, Activations *a, int T) {
+    size_t D = plan->cfg.hidden_width, n = (size_t)model_rows(a, T) * D;
+    if (a->sp > 1) {
+        if (kern_acts_bf16()) comm_wait(comm_reduce_scatter_bf16_start(plan->tp_group, a->dxn, a->sp_dxn, n));
+        else comm_wait(comm_reduce_scatter_start(plan->tp_group, a->dxn, a->sp_dxn, n));
+        return a->sp_dxn;
+    }
+    if (plan->tp > 1) tp_allreduce_act(plan, a->dxn, (size_t)a->B * T * D);
+    return a->dxn;
+}
+
+void model_embed_tokens_fwd(const ModelPlan *plan, Activations *a, const void *wte, float *out, int T) {
+    int N = a->B * T, D = plan->cfg.hidden_width;
+    if (plan->tp < 2) {
+        kern_embedding_fwd(out, a->tokens, wte, N, D);
+        return;
+    }
+    // this rank's rows of the vocabulary, the others' zero: summed over the group
+    float *part = model_rowpar_out(a, out);
+    kern_embedding_part_fwd(part, a->tokens, wte, N, D, plan->tp_rank * a->V, a->V);
+    model_rowpar_sum(plan, a, out, T);
+}
+
+void model_embed_tokens_bwd(const ModelPlan *plan, Activations *a, float *gwte, const float *dx) {
+    int N = a->B * a->T, D = plan->cfg.hidden_width;
+    dx = model_sp_gather_f32(plan, a, dx, a->T);
+    if (plan->tp > 1) kern_embedding_part_bwd(gwte, dx, a->tokens, N, D, plan->tp_rank * a->V, a->V);
+    else kern_embedding_bwd(gwte, dx, a->tokens, N, D);
 }
 
 void model_tp_crossentropy(const ModelPlan *plan, Activations *a, int N, float dscale) {
@@ -208,15 +262,25 @@ void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int w
     a->pos = (int32_t *)model_acts_buf(N);
     a->loss = (double *)model_acts_buf(2);  // one double
     a->tp = plan->tp > 1 ? plan->tp : 1;
+    // generation's steps of one token do not split: it runs every tp rank on all of them
+    a->sp = plan->sp && !with_kv_cache ? a->tp : 1;
+    a->sp_rank = a->sp > 1 ? plan->tp_rank : 0;
     plan->family->acts_alloc(a, &plan->cfg, (size_t)nslots, with_kv_cache);
     if (a->tp > 1) {  // the vocabulary-parallel cross-entropy's row statistics
-        a->xent_max = model_acts_buf((size_t)a->B * a->T);
-        a->xent_sums = model_acts_buf(2 * (size_t)a->B * a->T);
+        a->xent_max = model_acts_buf(N);
+        a->xent_sums = model_acts_buf(2 * N);
+    }
+    if (a->sp > 1) {  // the whole batch's rows, around the tp collectives
+        size_t D = plan->cfg.hidden_width;
+        a->sp_full = model_acts_buf(N * D);
+        a->sp_xg = model_acts_act(N * D);
+        a->sp_dxn = model_acts_act(N / a->sp * D);
     }
 }
 
 void model_res_alloc(Activations *a, int L, size_t N, size_t D) {
     struct ActOffload *o = a->offload;
+    N /= (size_t)a->sp;  // this rank's rows
     a->res = model_acts_act((size_t)(o ? offload_device_entries(o) : L + 1) * N * D);
     if (o) {
         o->D = D;
@@ -231,20 +295,22 @@ void model_res_alloc(Activations *a, int L, size_t N, size_t D) {
 
 // entry l's place: its own under offloading (offload.c's device_entry), else the l-th
 static size_t res_offset(const Activations *a, int l, int D) {
-    return (size_t)(a->offload ? a->offload->slot[l] : l) * a->B * a->T * D;
+    return (size_t)(a->offload ? a->offload->slot[l] : l) * model_res_numel(a, D, a->T);
 }
 
 float *model_res_in(Activations *a, int l, int D, int T) {
     if (!a->res_in) return (float *)a->res + res_offset(a, l, D);
-    kern_bf16_to_f32(a->res_in, kern_act_at(a->res, res_offset(a, l, D)), (size_t)a->B * T * D);
+    kern_bf16_to_f32(a->res_in, kern_act_at(a->res, res_offset(a, l, D)), model_res_numel(a, D, T));
     return a->res_in;
 }
 
 float *model_res_out(Activations *a, int l, int D) { return a->res_out ? a->res_out : (float *)a->res + res_offset(a, l, D); }
 
 void model_res_store(Activations *a, int l, int D, int T) {
-    if (a->res_out) kern_f32_to_bf16(kern_act_at(a->res, res_offset(a, l, D)), a->res_out, (size_t)a->B * T * D);
+    if (a->res_out) kern_f32_to_bf16(kern_act_at(a->res, res_offset(a, l, D)), a->res_out, model_res_numel(a, D, T));
 }
+
+size_t model_res_numel(const Activations *a, int D, int T) { return (size_t)model_rows(a, T) * (size_t)D; }
 
 float *model_res_f32(Activations *a, int l, int D) { return a->res_out ? NULL : (float *)a->res + res_offset(a, l, D); }
 
@@ -294,9 +360,10 @@ const char *model_check_sizes(const ModelPlan *plan, int B, int T) {
 #define ACT_BUFFERS(X)                                                                                             \
     X(tokens) X(targets) X(kstart) X(pos) X(res) X(res_in) X(res_out) X(xn1) X(mean1) X(rstd1) X(qkv) X(q) X(k) X(v) X(attn_saved) X(att) X(xmid)      \
     X(xn2) X(mean2) X(rstd2) X(up) X(h) X(xf) X(meanf) X(rstdf) X(logits) X(loss) X(dres) X(dxn) X(dbranch) X(dq) \
-    X(dk) X(dv) X(datt) X(dup) X(dh) X(attn_scratch) X(rope_cos) X(rope_sin) X(kcache) X(vcache) X(xent_max) X(xent_sums)
+    X(dk) X(dv) X(datt) X(dup) X(dh) X(attn_scratch) X(rope_cos) X(rope_sin) X(kcache) X(vcache) X(xent_max) X(xent_sums) \
+    X(sp_full) X(sp_xg) X(sp_dxn)
 #define ACT_COUNT(f) +1
-_Static_assert(sizeof(Activations) == 6 * sizeof(int) /* B, T, V, tp, docs; padding */ + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +
+_Static_assert(sizeof(Activations) == 8 * sizeof(int) /* B, T, V, tp, sp, sp_rank, docs; padding */ + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +
                                           2 * sizeof(int *) + sizeof(size_t) + 8 + 2 * sizeof(uint64_t) +
                                           sizeof(struct ActOffload *),
                "Activations gained a field: add its buffer to ACT_BUFFERS (and this count)");
@@ -319,10 +386,10 @@ void model_acts_free(Activations *a) {
 void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, const int32_t *kstart, int ntok, int batch) {
     kern_upload(a->tokens, inp, (size_t)ntok * sizeof(int32_t));
     a->docs = kstart != NULL;
-    if (kstart) {
+    if (kstart || a->sp > 1) {  // positions restart per document; a sequence-parallel rank's rows look theirs up
         int32_t *pos = mallocCheck((size_t)ntok * sizeof(int32_t));
-        for (int n = 0; n < ntok; n++) pos[n] = n % a->T - kstart[n];  // positions restart per document
-        kern_upload(a->kstart, kstart, (size_t)ntok * sizeof(int32_t));
+        for (int n = 0; n < ntok; n++) pos[n] = n % a->T - (kstart ? kstart[n] : 0);
+        if (kstart) kern_upload(a->kstart, kstart, (size_t)ntok * sizeof(int32_t));
         kern_upload(a->pos, pos, (size_t)ntok * sizeof(int32_t));
         free(pos);
     }
@@ -355,19 +422,20 @@ void model_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Activati
 void model_layernorm_head(const ModelPlan *plan, const UnitSpec *u, int lnw, int lnb, int head, const void *p, float *g,
                           Activations *a, int with_targets, int T, float dscale) {
     const ModelConfig *c = &plan->cfg;
-    int N = a->B * T, D = c->hidden_width, V = a->V;  // V: this tp rank's share of the vocabulary
+    int N = a->B * T, R = model_rows(a, T), D = c->hidden_width, V = a->V;  // V: this tp rank's share of the vocabulary
     const void *w_ln = kern_param_at(p, u->t[lnw].offset), *b_ln = kern_param_at(p, u->t[lnb].offset);
     const void *w_head = kern_param_at(p, u->t[head].offset);
-    const float *x = model_res_in(a, c->num_layers, D, T);  // (B, T, D) last block out
-    kern_layernorm_fwd(a->xf, a->meanf, a->rstdf, x, w_ln, b_ln, N, D, c->norm_eps);
-    kern_matmul_fwd(a->logits, KERN_ACT, a->xf, w_head, N, D, V);  // (B, T, V)
+    const float *x = model_res_in(a, c->num_layers, D, T);  // (R, D) last block out
+    kern_layernorm_fwd(a->xf, a->meanf, a->rstdf, x, w_ln, b_ln, R, D, c->norm_eps);
+    const void *xf = model_sp_gather(plan, a, a->xf, T);  // (B, T, D)
+    kern_matmul_fwd(a->logits, KERN_ACT, xf, w_head, N, D, V);  // (B, T, V)
     if (!with_targets) return;
     model_tp_crossentropy(plan, a, N, dscale);  // logits become dlogits
     if (dscale == 0.0f) return;
-    kern_matmul_bwd(a->dxn, g + u->t[head].offset, a->logits, KERN_ACT, a->xf, w_head, N, D, V, 0);
-    model_tp_allreduce_act(plan, a->dxn, (size_t)N * D);  // each vocabulary share's part
-    kern_zero(a->dres, (size_t)N * D);
-    kern_layernorm_bwd(a->dres, g + u->t[lnw].offset, g + u->t[lnb].offset, a->dxn, x, w_ln, a->meanf, a->rstdf, N, D);
+    kern_matmul_bwd(a->dxn, g + u->t[head].offset, a->logits, KERN_ACT, xf, w_head, N, D, V, 0);
+    const void *dxf = model_colpar_dx(plan, a, T);  // each vocabulary share's part, summed: (R, D)
+    kern_zero(a->dres, (size_t)R * D);
+    kern_layernorm_bwd(a->dres, g + u->t[lnw].offset, g + u->t[lnb].offset, dxf, x, w_ln, a->meanf, a->rstdf, R, D);
 }
 
 void model_loss_reset(Activations *a) { kern_zero((float *)a->loss, 2); }  // all-zero bits are 0.0
@@ -385,14 +453,17 @@ double model_flops_per_token(const ModelPlan *plan, int T) { return plan->family
 
 // ---- dropout (the families' shared pieces) ----
 
+// a rank's rows are elements [row0 * D, (row0 + rows) * D) of the batch: masks follow the global token
 void model_dropout_fwd(const Activations *a, float *x, int T, int D, int layer, int site) {
-    if (a->dropout > 0.0f) kern_dropout(x, a->B, (size_t)T * D, a->dropout, model_dropout_key(a, layer, site), a->sample0);
+    if (a->dropout > 0.0f)
+        kern_dropout(x, model_row0(a, T) * D, model_res_numel(a, D, T), (size_t)T * D, a->dropout,
+                     model_dropout_key(a, layer, site), a->sample0);
 }
 
 const float *model_dropout_bwd(const Activations *a, const float *dx, int D, int layer, int site) {
     if (!(a->dropout > 0.0f)) return dx;
-    kern_copy(a->dbranch, dx, (size_t)a->B * a->T * D);
-    kern_dropout(a->dbranch, a->B, (size_t)a->T * D, a->dropout, model_dropout_key(a, layer, site), a->sample0);
+    kern_copy(a->dbranch, dx, model_res_numel(a, D, a->T));
+    model_dropout_fwd(a, a->dbranch, a->T, D, layer, site);
     return a->dbranch;
 }
 
@@ -415,9 +486,9 @@ int model_acts_attention(Activations *a, const ModelConfig *c, int with_kv_cache
         a->vcache = model_acts_act(nl * a->T * kvd);
         return 0;
     }
-    a->dres = model_acts_buf(N * D);
+    a->dres = model_acts_buf(N / a->sp * D);  // this rank's rows
     a->dxn = model_acts_act(N * D);
-    if (c->dropout > 0.0f) a->dbranch = model_acts_buf(N * D);
+    if (c->dropout > 0.0f) a->dbranch = model_acts_buf(N / a->sp * D);
     a->dq = model_acts_act(N * qd);
     a->dk = model_acts_act(N * kvd);
     a->dv = model_acts_act(N * kvd);

@@ -64,6 +64,7 @@ typedef struct {
     // the families call between their kernels; tp 1: the whole model, no group
     int tp, tp_rank;
     CommGroup *tp_group;
+    int sp;  // --sequence_parallel at tp > 1: the residual stream's rows split over the tp group
 } ModelPlan;
 
 // Activations and scratch for batches of up to B sequences of up to T tokens. All buffers live
@@ -73,10 +74,15 @@ typedef struct {
 typedef struct {
     int B, T, V;  // V: this tp rank's share of the vocabulary (its logits' width)
     int tp;       // the plan's tp degree, for the families' buffer sizes
+    // Sequence parallelism (plan->sp, training and evaluation): the residual stream, the norms, the
+    // dropouts and the row-parallel biases run on this tp rank's share of the batch's rows, the
+    // sp_rank-th of sp contiguous shares of the B*T rows (model_rows); 1 and 0 without it. Buffers
+    // marked (N/sp, D) below hold that share.
+    int sp, sp_rank;
     int docs;  // the loaded batch has document boundaries: kstart and pos below hold them
     int32_t *tokens, *targets;  // (N) the batch, set by model_load_batch (a negative target bears no loss)
     int32_t *kstart, *pos;      // (N) with docs: the first key each token sees (its document's start) and its position
-    // (L+1, N, D) residual stream: res[0] embedding out, res[l+1] block l out. The block inputs are
+    // (L+1, N/sp, D) residual stream: res[0] embedding out, res[l+1] block l out. The block inputs are
     // the activation checkpoints, so they are stored in the activation dtype (bf16 under --precision
     // bf16 on a GPU, values the training run rounds to anyway); blocks compute in fp32, through
     // res_in / res_out when the stream is bf16 (model_res_*)
@@ -85,8 +91,8 @@ typedef struct {
     // Block internals, one set per slot: each stored block has its own slot; checkpointed blocks
     // share one and are recomputed from their input in backward.
     int *slot, *recompute;  // (L) host arrays
-    void *xn1;           // (S, N, D) first norm out
-    float *mean1, *rstd1;  // (S, N) its statistics (mean: LayerNorm only)
+    void *xn1;           // (S, N/sp, D) first norm out
+    float *mean1, *rstd1;  // (S, N/sp) its statistics (mean: LayerNorm only)
     void *qkv;           // (N, H*hd + 2*KV*hd) the fused q|k|v projection, split into q, k, v; in
                          // backward their gradient, merged for one GEMM (scratch, not per slot)
     void *q;             // (S, N, H*hd)
@@ -94,20 +100,20 @@ typedef struct {
     float *attn_saved;   // (S, saved_len) what attention backward needs
     size_t saved_len;    // kern_attention_saved_floats(B, H, T, T)
     void *att;           // (S, N, H*hd) attention out, before the output projection
-    float *xmid;         // (S, N, D) residual after attention
-    void *xn2;           // (S, N, D) second norm out
-    float *mean2, *rstd2;  // (S, N)
+    float *xmid;         // (S, N/sp, D) residual after attention
+    void *xn2;           // (S, N/sp, D) second norm out
+    float *mean2, *rstd2;  // (S, N/sp)
     void *up;            // Llama: (S, N, 2F) the fused gate|up projection; minGPT: (S, N, F) c_fc out, before GELU
     void *h;             // (S, N, F) MLP hidden: SwiGLU / GELU out
-    void *xf;            // (N, D) final norm out
-    float *meanf, *rstdf;  // (N)
+    void *xf;            // (N/sp, D) final norm out
+    float *meanf, *rstdf;  // (N/sp)
     void *logits;        // (N, V) logits, then dloss/dlogits
     float *xent_max, *xent_sums;  // (N), (N, 2) vocabulary-parallel cross-entropy's statistics (tp > 1)
     double *loss;        // (1) the summed loss the classifier adds to, on the device
     // backward scratch, shared by all blocks
-    float *dres;         // (N, D) dloss/d residual stream at the current unit
-    void *dxn;           // (N, D)
-    float *dbranch;      // (N, D) a residual branch's gradient through its dropout (dropout > 0)
+    float *dres;         // (N/sp, D) dloss/d residual stream at the current unit
+    void *dxn;           // (N, D) dloss/d a norm's output: a column-parallel matmul's input gradient
+    float *dbranch;      // (N/sp, D) a residual branch's gradient through its dropout (dropout > 0)
     void *dq;            // (N, H*hd)
     void *dk, *dv;       // (N, KV*hd)
     void *datt;          // (N, H*hd)
@@ -121,6 +127,10 @@ typedef struct {
     uint64_t drop_seed;  // run seed the masks are keyed by
     uint64_t sample0;    // global index of the batch's first sample
     struct ActOffload *offload;  // --offload_activations (model/offload.c); NULL without it
+    // sequence parallelism (sp > 1): the whole batch's rows around the tp collectives
+    float *sp_full;      // (N, D) a row-parallel matmul's partial output; a gathered gradient
+    void *sp_xg;         // (N, D) a gathered norm output, a column-parallel matmul's input
+    void *sp_dxn;        // (N/sp, D) dxn summed over the tp group, this rank's rows
 } Activations;
 
 void model_plan_build(ModelPlan *plan, const ModelConfig *cfg);
@@ -130,10 +140,32 @@ TensorSpec *model_add_tensor(UnitSpec *u, const char *name, int rows, int cols, 
                              int decay);
 // finds a tensor by name; returns 0 if absent
 int model_find_tensor(const ModelPlan *plan, const char *name, int *unit, int *tensor);
-// For families under tensor parallelism: sums x (n floats, or n activations) over the plan's tp
-// group in place (a row-parallel matmul's partial outputs); a no-op at tp 1.
-void model_tp_allreduce(const ModelPlan *plan, float *x, size_t n);
-void model_tp_allreduce_act(const ModelPlan *plan, void *x, size_t n);
+// ---- for families: the tp collectives around their kernels ----
+// Megatron's pattern: a column-parallel matmul (q/k/v, gate/up, the head) reads the whole batch's
+// norm output and its input gradient is a partial sum; a row-parallel one (o, down) writes a
+// partial sum of the residual branch. Without sequence parallelism the sums are all-reduces and
+// every tp rank holds every row; with it (a->sp > 1) they are reduce-scatters onto this rank's
+// rows, and the norm outputs and branch gradients are all-gathered from them. At tp 1 all of
+// these are no-ops that return their input.
+// This rank's rows of a batch of a->B rows of T tokens (B*T/sp), and the first one's global index.
+int model_rows(const Activations *a, int T);
+size_t model_row0(const Activations *a, int T);
+// elements of one residual-stream entry: model_rows x D
+size_t model_res_numel(const Activations *a, int D, int T);
+// A norm output x (rows, D) as the column-parallel matmul's input (B*T, D): a->sp_xg under sp.
+const void *model_sp_gather(const ModelPlan *plan, Activations *a, const void *x, int T);
+// A branch gradient dx (rows, D, fp32) as the row-parallel matmul's output gradient (B*T, D).
+const float *model_sp_gather_f32(const ModelPlan *plan, Activations *a, const float *dx, int T);
+// Where a row-parallel matmul writes its partial (B*T, D) output (a->sp_full under sp, else dst),
+// then the sum over the tp group into dst (rows, D).
+float *model_rowpar_out(Activations *a, float *dst);
+void model_rowpar_sum(const ModelPlan *plan, Activations *a, float *dst, int T);
+// a->dxn (B*T, D), a column-parallel matmul's input gradient, summed over the tp group: (rows, D)
+void *model_colpar_dx(const ModelPlan *plan, Activations *a, int T);
+// The token embedding of the batch into out (rows, D), vocabulary-parallel under tp, and its
+// backward from dx (rows, D): gwte += (the rank's vocabulary rows).
+void model_embed_tokens_fwd(const ModelPlan *plan, Activations *a, const void *wte, float *out, int T);
+void model_embed_tokens_bwd(const ModelPlan *plan, Activations *a, float *gwte, const float *dx);
 // The fused softmax cross-entropy of model_head_fwd_bwd over this tp rank's (N, V/tp) logits:
 // the row maxima and sums are reduced over the tp group, one rank adds the loss, and with dscale
 // the local logits become their dlogits. At tp 1 it is kern_crossentropy_fwd_bwd.
@@ -143,8 +175,9 @@ void model_tensor_split(TensorSpec *t, TpSplit split, int parts);
 // Turns a plan into tp rank `rank`'s part of the tp group `group` of `tp` ranks: each split
 // tensor's shape becomes its part, offsets and unit sizes follow (num_params stays the whole
 // model's). Every split dimension must divide by parts x tp (parallel_dims_build checks the
-// sizes that make them). group may be NULL where nothing runs (a layout check).
-void model_plan_tp(ModelPlan *plan, int tp, int rank, CommGroup *group);
+// sizes that make them). group may be NULL where nothing runs (a layout check). sequence_parallel
+// (at tp > 1) splits the residual stream's rows over the group too (plan->sp).
+void model_plan_tp(ModelPlan *plan, int tp, int rank, CommGroup *group, int sequence_parallel);
 // Where tp rank `rank`'s element `local` of t sits in the whole tensor (row-major): *full, and the
 // number of local elements from there whose whole-tensor places follow one another (a run).
 size_t model_tp_run(const TensorSpec *t, int tp, int rank, size_t local, size_t *full);
@@ -241,7 +274,7 @@ double model_flops_per_token(const ModelPlan *plan, int T);
 // dropout mask keys: one stream per (layer, site); layer -1 for the embedding
 enum { DROP_EMBED, DROP_ATTN_PROBS, DROP_ATTN_OUT, DROP_MLP_OUT };
 uint64_t model_dropout_key(const Activations *a, int layer, int site);
-// For families: drops out x (a->B rows of T*D elements) in place, the output of a residual branch
+// For families: drops out x (this rank's rows of a->B rows of T*D elements) in place, the output of a residual branch
 // (or the embedding) at (layer, site); no-op without dropout.
 void model_dropout_fwd(const Activations *a, float *x, int T, int D, int layer, int site);
 // The gradient of that branch output given dx = dloss/d(its sum): dx itself without dropout, else

@@ -61,15 +61,16 @@ static void neox_plan_build(ModelPlan *plan) {
 // of dense_h_to_4h (column-parallel, with their biases), and the matching columns of dense and
 // dense_4h_to_h (row-parallel): each branch's partial output is summed over the tp group before
 // its bias and dropout; in backward the input gradients of both branches' first projections are.
-// Qd: a rank's q (or k, v) width, D / tp.
+// Qd: a rank's q (or k, v) width, D / tp. The residual stream, the norms, those biases and the
+// dropouts run on the rank's R rows (all of them without sequence parallelism; model.h).
 static void neox_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int with_kv_cache) {
-    size_t N = (size_t)a->B * a->T, D = c->hidden_width, F = c->intermediate_size / a->tp, V = a->V, Qd = D / a->tp;
+    size_t N = (size_t)a->B * a->T, R = N / a->sp, D = c->hidden_width, F = c->intermediate_size / a->tp, V = a->V, Qd = D / a->tp;
     size_t rot = (size_t)config_rotary_dims(c);
     int nl = c->num_layers, H = c->num_heads / a->tp;
     model_res_alloc(a, nl, N, D);
-    a->xn1 = model_acts_act(S * N * D);
-    a->mean1 = model_acts_buf(S * N);
-    a->rstd1 = model_acts_buf(S * N);
+    a->xn1 = model_acts_act(S * R * D);
+    a->mean1 = model_acts_buf(S * R);
+    a->rstd1 = model_acts_buf(S * R);
     a->qkv = model_acts_act(N * 3 * Qd);
     a->q = model_acts_act(S * N * Qd);
     a->k = model_acts_act(S * N * Qd);
@@ -77,15 +78,15 @@ static void neox_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int 
     a->saved_len = kern_attention_saved_floats(a->B, H, a->T, a->T);
     a->attn_saved = model_acts_buf(S * a->saved_len);
     a->att = model_acts_act(S * N * Qd);
-    a->xmid = model_acts_buf(N * D);  // the attention branch's output: backward does not read it
-    a->xn2 = model_acts_act(S * N * D);
-    a->mean2 = model_acts_buf(S * N);
-    a->rstd2 = model_acts_buf(S * N);
+    a->xmid = model_acts_buf(R * D);  // the attention branch's output: backward does not read it
+    a->xn2 = model_acts_act(S * R * D);
+    a->mean2 = model_acts_buf(S * R);
+    a->rstd2 = model_acts_buf(S * R);
     a->up = model_acts_act(S * N * F);
     a->h = model_acts_act(S * N * F);
-    a->xf = model_acts_act(N * D);
-    a->meanf = model_acts_buf(N);
-    a->rstdf = model_acts_buf(N);
+    a->xf = model_acts_act(R * D);
+    a->meanf = model_acts_buf(R);
+    a->rstdf = model_acts_buf(R);
     a->logits = model_acts_act(N * V);
     a->rope_cos = model_acts_buf((size_t)a->T * rot / 2);
     a->rope_sin = model_acts_buf((size_t)a->T * rot / 2);
@@ -107,12 +108,13 @@ typedef struct {
 } LayerActs;
 
 static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
-    size_t N = (size_t)a->B * a->T, D = c->hidden_width, F = c->intermediate_size / a->tp, Qd = D / a->tp, i = a->slot[l];
-    LayerActs la = {.xn1 = kern_act_at(a->xn1, i * N * D), .mean1 = a->mean1 + i * N, .rstd1 = a->rstd1 + i * N,
+    size_t N = (size_t)a->B * a->T, R = N / a->sp, D = c->hidden_width, F = c->intermediate_size / a->tp, Qd = D / a->tp;
+    size_t i = a->slot[l];
+    LayerActs la = {.xn1 = kern_act_at(a->xn1, i * R * D), .mean1 = a->mean1 + i * R, .rstd1 = a->rstd1 + i * R,
                     .q = kern_act_at(a->q, i * N * Qd), .k = kern_act_at(a->k, i * N * Qd),
                     .v = kern_act_at(a->v, i * N * Qd), .saved = a->attn_saved + i * a->saved_len,
-                    .att = kern_act_at(a->att, i * N * Qd), .xn2 = kern_act_at(a->xn2, i * N * D),
-                    .mean2 = a->mean2 + i * N, .rstd2 = a->rstd2 + i * N, .up = kern_act_at(a->up, i * N * F),
+                    .att = kern_act_at(a->att, i * N * Qd), .xn2 = kern_act_at(a->xn2, i * R * D),
+                    .mean2 = a->mean2 + i * R, .rstd2 = a->rstd2 + i * R, .up = kern_act_at(a->up, i * N * F),
                     .h = kern_act_at(a->h, i * N * F)};
     return la;
 }
@@ -123,13 +125,7 @@ static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
 
 static void neox_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0) {
     int D = plan->cfg.hidden_width;
-    float *out = model_res_out(a, 0, D);  // (B, T, D)
-    if (plan->tp > 1) {  // this rank's rows of the vocabulary, the others' zero: summed over the group
-        kern_embedding_part_fwd(out, a->tokens, p, a->B * T, D, plan->tp_rank * a->V, a->V);
-        model_tp_allreduce(plan, out, (size_t)a->B * T * D);
-    } else {
-        kern_embedding_fwd(out, a->tokens, p, a->B * T, D);
-    }
+    model_embed_tokens_fwd(plan, a, p, model_res_out(a, 0, D), T);  // (rows, D)
     model_res_store(a, 0, D, T);
 }
 
@@ -139,14 +135,14 @@ static KernGelu neox_gelu(const ModelConfig *c) { return c->hidden_act == MODEL_
 static void neox_block_fwd(const ModelPlan *plan, int l, const void *p, Activations *a, int T, int pos0) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->block0 + l];
-    int B = a->B, N = B * T, D = c->hidden_width, H = c->num_heads / a->tp, hd = config_head_dim(c);
+    int B = a->B, N = B * T, R = model_rows(a, T), D = c->hidden_width, H = c->num_heads / a->tp, hd = config_head_dim(c);
     int F = c->intermediate_size / a->tp, Qd = D / a->tp, rot = config_rotary_dims(c);
     LayerActs la = layer_acts(c, a, l);
-    la.x = model_res_in(a, l, D, T);
-    la.out = model_res_out(a, l + 1, D);
+    la.x = model_res_in(a, l, D, T);      // (R, D)
+    la.out = model_res_out(a, l + 1, D);  // (R, D)
     // attention branch
-    kern_layernorm_fwd(la.xn1, la.mean1, la.rstd1, la.x, WP(p, u, P_LN1_W), WP(p, u, P_LN1_B), N, D, c->norm_eps);
-    kern_matmul_fwd(a->qkv, KERN_ACT, la.xn1, WP(p, u, P_QKV_W), N, D, 3 * Qd);  // (B, T, H, 3, hd)
+    kern_layernorm_fwd(la.xn1, la.mean1, la.rstd1, la.x, WP(p, u, P_LN1_W), WP(p, u, P_LN1_B), R, D, c->norm_eps);
+    kern_matmul_fwd(a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), WP(p, u, P_QKV_W), N, D, 3 * Qd);  // (B, T, H, 3, hd)
     kern_bias_add(a->qkv, KERN_ACT, WP(p, u, P_QKV_B), N, 3 * Qd);
     kern_qkv_split(la.q, la.k, la.v, a->qkv, a->rope_cos, a->rope_sin, B, T, H, H, hd, rot, KERN_QKV_PER_HEAD, pos0,
                    a->docs ? a->pos : NULL);
@@ -160,21 +156,21 @@ static void neox_block_fwd(const ModelPlan *plan, int l, const void *p, Activati
         kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, H, hd, (size_t)T * Qd,
                            a->docs ? a->kstart : NULL, 0, NULL);
     }
-    kern_matmul_fwd(a->xmid, KERN_F32, la.att, WP(p, u, P_DENSE_W), N, Qd, D);
-    model_tp_allreduce(plan, a->xmid, (size_t)N * D);
-    kern_bias_add(a->xmid, KERN_F32, WP(p, u, P_DENSE_B), N, D);
+    kern_matmul_fwd(model_rowpar_out(a, a->xmid), KERN_F32, la.att, WP(p, u, P_DENSE_W), N, Qd, D);
+    model_rowpar_sum(plan, a, a->xmid, T);
+    kern_bias_add(a->xmid, KERN_F32, WP(p, u, P_DENSE_B), R, D);
     model_dropout_fwd(a, a->xmid, T, D, l, DROP_ATTN_OUT);
     // MLP branch, on the block's input too
-    kern_layernorm_fwd(la.xn2, la.mean2, la.rstd2, la.x, WP(p, u, P_LN2_W), WP(p, u, P_LN2_B), N, D, c->norm_eps);
-    kern_matmul_fwd(la.up, KERN_ACT, la.xn2, WP(p, u, P_UP_W), N, D, F);  // (B, T, F)
+    kern_layernorm_fwd(la.xn2, la.mean2, la.rstd2, la.x, WP(p, u, P_LN2_W), WP(p, u, P_LN2_B), R, D, c->norm_eps);
+    kern_matmul_fwd(la.up, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), WP(p, u, P_UP_W), N, D, F);  // (B, T, F)
     kern_bias_add(la.up, KERN_ACT, WP(p, u, P_UP_B), N, F);
     kern_gelu_fwd(la.h, la.up, (size_t)N * F, neox_gelu(c));
-    kern_matmul_fwd(la.out, KERN_F32, la.h, WP(p, u, P_DOWN_W), N, F, D);
-    model_tp_allreduce(plan, la.out, (size_t)N * D);
-    kern_bias_add(la.out, KERN_F32, WP(p, u, P_DOWN_B), N, D);
+    kern_matmul_fwd(model_rowpar_out(a, la.out), KERN_F32, la.h, WP(p, u, P_DOWN_W), N, F, D);
+    model_rowpar_sum(plan, a, la.out, T);
+    kern_bias_add(la.out, KERN_F32, WP(p, u, P_DOWN_B), R, D);
     model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
-    kern_add(la.out, a->xmid, (size_t)N * D);  // the parallel residual: mlp + attn + x
-    kern_add(la.out, la.x, (size_t)N * D);
+    kern_add(la.out, a->xmid, (size_t)R * D);  // the parallel residual: mlp + attn + x
+    kern_add(la.out, la.x, (size_t)R * D);
     model_res_store(a, l + 1, D, T);
 }
 
@@ -187,40 +183,42 @@ static void neox_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Ac
 static void neox_block_bwd(const ModelPlan *plan, int l, const void *p, float *g, Activations *a) {
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->block0 + l];
-    int B = a->B, T = a->T, N = B * T, D = c->hidden_width, H = c->num_heads / a->tp, hd = config_head_dim(c);
-    int F = c->intermediate_size / a->tp, Qd = D / a->tp, rot = config_rotary_dims(c);
+    int B = a->B, T = a->T, N = B * T, R = model_rows(a, T), D = c->hidden_width, H = c->num_heads / a->tp;
+    int hd = config_head_dim(c), F = c->intermediate_size / a->tp, Qd = D / a->tp, rot = config_rotary_dims(c);
     LayerActs la = layer_acts(c, a, l);
     la.x = model_res_in(a, l, D, a->T);
-    float *dx = a->dres;  // (B, T, D): dloss/d out, which is also the residual's share of dloss/d x
+    float *dx = a->dres;  // (R, D): dloss/d out, which is also the residual's share of dloss/d x
     // Both branches read dloss/d out, and both norms add into dx: the attention output projection
-    // takes its share first, before the MLP's norm changes dx.
+    // takes its share first, before the MLP's norm changes dx. Biases on the rank's rows, the
+    // matmuls on the whole batch's.
     const float *dbr = model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT);
-    kern_bias_bwd(W(g, u, P_DENSE_B), dbr, KERN_F32, N, D);
+    kern_bias_bwd(W(g, u, P_DENSE_B), dbr, KERN_F32, R, D);
+    dbr = model_sp_gather_f32(plan, a, dbr, T);
     kern_matmul_bwd(a->datt, W(g, u, P_DENSE_W), dbr, KERN_F32, la.att, WP(p, u, P_DENSE_W), N, Qd, D, 0);
     // MLP
     dbr = model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT);
-    kern_bias_bwd(W(g, u, P_DOWN_B), dbr, KERN_F32, N, D);
+    kern_bias_bwd(W(g, u, P_DOWN_B), dbr, KERN_F32, R, D);
+    dbr = model_sp_gather_f32(plan, a, dbr, T);
     kern_matmul_bwd(a->dh, W(g, u, P_DOWN_W), dbr, KERN_F32, la.h, WP(p, u, P_DOWN_W), N, F, D, 0);
     kern_gelu_bwd(a->dh, a->dh, la.up, (size_t)N * F, neox_gelu(c));
     kern_bias_bwd(W(g, u, P_UP_B), a->dh, KERN_ACT, N, F);
-    kern_matmul_bwd(a->dxn, W(g, u, P_UP_W), a->dh, KERN_ACT, la.xn2, WP(p, u, P_UP_W), N, D, F, 0);
-    model_tp_allreduce_act(plan, a->dxn, (size_t)N * D);
-    kern_layernorm_bwd(dx, W(g, u, P_LN2_W), W(g, u, P_LN2_B), a->dxn, la.x, WP(p, u, P_LN2_W), la.mean2, la.rstd2, N, D);
+    kern_matmul_bwd(a->dxn, W(g, u, P_UP_W), a->dh, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), WP(p, u, P_UP_W), N, D,
+                    F, 0);
+    kern_layernorm_bwd(dx, W(g, u, P_LN2_W), W(g, u, P_LN2_B), model_colpar_dx(plan, a, T), la.x, WP(p, u, P_LN2_W),
+                       la.mean2, la.rstd2, R, D);
     // attention
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, H, hd,
                        a->docs ? a->kstart : NULL, 0, NULL);
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, H, hd, rot, KERN_QKV_PER_HEAD,
                    a->docs ? a->pos : NULL);  // (B, T, 3D)
     kern_bias_bwd(W(g, u, P_QKV_B), a->qkv, KERN_ACT, N, 3 * Qd);
-    kern_matmul_bwd(a->dxn, W(g, u, P_QKV_W), a->qkv, KERN_ACT, la.xn1, WP(p, u, P_QKV_W), N, D, 3 * Qd, 0);
-    model_tp_allreduce_act(plan, a->dxn, (size_t)N * D);
-    kern_layernorm_bwd(dx, W(g, u, P_LN1_W), W(g, u, P_LN1_B), a->dxn, la.x, WP(p, u, P_LN1_W), la.mean1, la.rstd1, N, D);
+    kern_matmul_bwd(a->dxn, W(g, u, P_QKV_W), a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), WP(p, u, P_QKV_W), N,
+                    D, 3 * Qd, 0);
+    kern_layernorm_bwd(dx, W(g, u, P_LN1_W), W(g, u, P_LN1_B), model_colpar_dx(plan, a, T), la.x, WP(p, u, P_LN1_W),
+                       la.mean1, la.rstd1, R, D);
 }
 
-static void neox_embed_bwd(const ModelPlan *plan, float *g, Activations *a) {
-    if (plan->tp > 1) kern_embedding_part_bwd(g, a->dres, a->tokens, a->B * a->T, plan->cfg.hidden_width, plan->tp_rank * a->V, a->V);
-    else kern_embedding_bwd(g, a->dres, a->tokens, a->B * a->T, plan->cfg.hidden_width);
-}
+static void neox_embed_bwd(const ModelPlan *plan, float *g, Activations *a) { model_embed_tokens_bwd(plan, a, g, a->dres); }
 
 // 6 FLOPs per parameter and token (the input embedding is a lookup) plus attention's 12*L*D*T
 static double neox_flops_per_token(const ModelPlan *plan, int T) {

@@ -44,7 +44,7 @@ int offload_host_entries(const struct ActOffload *o) { return o->n - o->ring; }
 
 // entry l's place in Activations.res (as model.c lays it out) and entry k's host copy, and their
 // size, for the current a->B rows (a packed micro-batch may run fewer)
-static size_t entry_elems(const Activations *a) { return (size_t)a->B * a->T * a->offload->D; }
+static size_t entry_elems(const Activations *a) { return model_res_numel(a, (int)a->offload->D, a->T); }
 static void *device_entry(const Activations *a, int l) { return kern_act_at(a->res, a->offload->slot[l] * entry_elems(a)); }
 static void *host_entry(const Activations *a, int k) { return kern_act_at(a->offload->host, k * entry_elems(a)); }
 

@@ -176,7 +176,7 @@ int plan_main(void *args) {
     ModelPlan plan;
     model_plan_build(&plan, &cfg->model);
     int tp = dims.tp;
-    if (tp > 1) model_plan_tp(&plan, tp, 0, NULL);  // a tp rank's parts: every tp rank's are the same size
+    if (tp > 1) model_plan_tp(&plan, tp, 0, NULL, dims.sequence_parallel);  // a tp rank's parts: every tp rank's are the same size
     if ((sizes = model_check_sizes(&plan, cfg->batch_size, cfg->model.max_context_width))) comm_fail_all("plan: %s", sizes);
     const ModelConfig *m = &cfg->model;
     int B = cfg->batch_size, T = m->max_context_width, M = cfg->grad_accum, L = m->num_layers;
@@ -229,7 +229,7 @@ int plan_main(void *args) {
     double fwd = all + (reshard && plan.embed_unit == plan.head_unit ? embed : 0), bwd = reshard ? blocks : 0;
     // sharded accumulation reduces every micro-batch; --accumulate_unsharded and shard group 1 once a step
     int reductions = g > 1 && !cfg->accumulate_unsharded ? M : 1;
-    Coll c[6];
+    Coll c[8];
     int nc = 0;
     if (g > 1) {
         c[nc++] = ring("all-gather forward", g, M * fwd * pb, shard_bw, 0);
@@ -240,16 +240,27 @@ int plan_main(void *args) {
     // tensor parallelism, per micro-batch: forward sums the embedding and each block's two
     // row-parallel outputs (fp32, the residual stream's), again for each recomputed block; backward
     // the head's and each block's two input gradients (the activation dtype); a tp group is inside
-    // a node. These wait on the compute stream: none overlaps.
+    // a node. These wait on the compute stream: none overlaps. Sequence parallelism turns each sum
+    // into a reduce-scatter and gathers what the column-parallel matmuls read: in forward the
+    // norm outputs (each block's two and the head's), in backward the branch gradients (fp32) and
+    // the two norm outputs again, which it keeps only as the rank's rows.
     int every_tp = !cfg->activation_checkpoints ? 0 : cfg->selective_checkpointing > 0 ? cfg->selective_checkpointing : 1;
     int recomputed_tp = every_tp > 0 ? (L + every_tp - 1) / every_tp : 0;
     double act_bytes = (double)B * T * m->hidden_width, tp_exposed = 0;
     if (tp > 1) {
         double fwd_n = 1.0 + 2.0 * (L + recomputed_tp), bwd_n = 1.0 + 2.0 * L, ab = gpu && cfg->precision == PRECISION_BF16 ? 2 : 4;
-        c[nc++] = ring("tp all-reduce forward", tp, M * fwd_n * act_bytes * 4, intra * GB, 1);
-        tp_exposed += c[nc - 1].time;
-        c[nc++] = ring("tp all-reduce backward", tp, M * bwd_n * act_bytes * ab, intra * GB, 1);
-        tp_exposed += c[nc - 1].time;
+        if (dims.sequence_parallel) {
+            c[nc++] = ring("tp reduce-scatter fwd", tp, M * fwd_n * act_bytes * 4, intra * GB, 0);
+            c[nc++] = ring("tp all-gather fwd", tp, M * fwd_n * act_bytes * ab, intra * GB, 0);
+            c[nc++] = ring("tp reduce-scatter bwd", tp, M * bwd_n * act_bytes * ab, intra * GB, 0);
+            c[nc++] = ring("tp all-gather bwd", tp, M * (bwd_n * 4 + 2.0 * L * ab) * act_bytes, intra * GB, 0);
+            for (int i = nc - 4; i < nc; i++) tp_exposed += c[i].time;
+        } else {
+            c[nc++] = ring("tp all-reduce forward", tp, M * fwd_n * act_bytes * 4, intra * GB, 1);
+            tp_exposed += c[nc - 1].time;
+            c[nc++] = ring("tp all-reduce backward", tp, M * bwd_n * act_bytes * ab, intra * GB, 1);
+            tp_exposed += c[nc - 1].time;
+        }
     }
     double comm_bytes = 0, comm_time = 0;
     for (int i = 0; i < nc; i++) comm_bytes += c[i].sent, comm_time += c[i].time;
@@ -337,7 +348,7 @@ int plan_main(void *args) {
            m->model_name, plan.num_params / (plan.num_params >= 1e9 ? 1e9 : 1e6), plan.num_params >= 1e9 ? "B" : "M", m->hidden_width, L,
            m->num_heads, m->num_key_value_heads, m->intermediate_size, m->vocab_size, T);
     char tps[48] = "";
-    if (tp > 1) snprintf(tps, sizeof tps, " x tp %d", tp);
+    if (tp > 1) snprintf(tps, sizeof tps, " x tp %d%s", tp, dims.sequence_parallel ? " (sequence parallel)" : "");
     printf("layout: %d rank(s), %d node(s) of %d on %s; %s: shard group %d x replica group %d%s; %s, reduce %s\n", world,
            nodes, rpn, device, config_sharding_name(dims.strategy), g, r, tps, config_precision_name(cfg->precision),
            config_precision_name(cfg->reduce_dtype));

@@ -719,7 +719,7 @@ void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const i
     model_load_batch(a, inp, tgt, kstart, rows * T, batch);
     // forward: the embedding, then the blocks, each prefetching the next unit; the head's forward
     // runs with its backward
-    size_t ND = (size_t)a->B * T * plan->cfg.hidden_width;
+    size_t ND = model_res_numel(a, plan->cfg.hidden_width, T);  // one residual-stream entry
     range("forward", embed);
     model_embed_fwd(plan, shard_gather(s, embed, L > 0 ? b0 : head), a, T, 0);
     shard_release(s, embed, fwd);
@@ -1141,12 +1141,11 @@ static const char *sample(Run *r) {
 }
 
 // What tensor parallelism covers so far, each gap refused by name: the families whose blocks split
-// (tp_blocks), without sequence parallelism.
+// (tp_blocks).
 static void tp_supported(const Run *r) {
     const Config *c = r->cfg;
     char what[160] = "";
     if (!r->plan.family->tp_blocks) snprintf(what, sizeof what, "for model_type %s", c->model.model_type);
-    else if (c->sequence_parallel) snprintf(what, sizeof what, "with --sequence_parallel");
     else if (c->model.dropout > 0 && r->plan.family->attn_dropout)  // its masks would follow a rank's heads
         snprintf(what, sizeof what, "with --dropout for model_type %s (attention dropout)", c->model.model_type);
     if (what[0])
@@ -1228,7 +1227,7 @@ int train_run(Config *c) {
     comm_check_all(parallel_dims_build(&r.dims, c, comm_info.world, comm_info.local_world));
     if (r.dims.tp > 1) {
         tp_supported(&r);
-        model_plan_tp(&r.plan, r.dims.tp, r.tp_rank, NULL);  // the group comes with the mesh, in shard_init
+        model_plan_tp(&r.plan, r.dims.tp, r.tp_rank, NULL, r.dims.sequence_parallel);  // the group comes with the mesh, in shard_init
     }
     check_memory(&r);
     claim_checkpoint_dir(&r);

@@ -41,6 +41,12 @@ const char *parallel_dims_build(ParallelDims *pd, const Config *cfg, int world, 
     }
     const char *e = pd->tp > 1 ? tp_fits(&cfg->model, pd->tp) : NULL;
     if (e) return e;
+    // a rank's share of a batch's B*T rows is then whole for every B
+    if (pd->sequence_parallel && cfg->model.max_context_width % pd->tp) {
+        snprintf(msg, sizeof msg, "--sequence_parallel: --tensor_parallel_degree %d does not divide --max_context_width %d: "
+                 "each tensor-parallel rank takes an equal share of the batch's tokens", pd->tp, cfg->model.max_context_width);
+        return msg;
+    }
     pd->dp = world / pd->tp;
     switch (cfg->sharding) {
     case SHARD_FULL:

@@ -48,45 +48,37 @@ void shard_master_changed(ShardState *s) {
     }
 }
 
-// Unit u's decayed tensors as ranges of this rank's shard, adjacent tensors merged (a block's
-// projections when they sit side by side; weights between biases stay apart).
-static void decay_ranges(ShardState *s, int u) {
-    FlatUnit *f = &s->units[u];
+// Unit u's tensors that pick() selects, as ranges [lo, hi) of this rank's shard (shard_local) or of
+// the whole unit, adjacent tensors merged (a block's projections when they sit side by side);
+// returns how many.
+typedef int (*TensorPick)(const ShardState *s, const TensorSpec *t);
+
+static int tensor_ranges(ShardState *s, int u, TensorPick pick, int shard_local, size_t (*r)[2], const char *what) {
     const UnitSpec *spec = &s->plan->units[u];
-    f->ndecay = 0;
+    int nr = 0;
     for (int t = 0; t < spec->ntensors; t++) {
-        size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
-        if (!n || !spec->t[t].decay) continue;
-        if (f->ndecay && f->decay[f->ndecay - 1][1] == local) {
-            f->decay[f->ndecay - 1][1] += n;
+        size_t begin, lo = spec->t[t].offset, n = spec->t[t].numel;
+        if (shard_local) n = shard_tensor_slice(s, u, t, &begin, &lo);
+        if (!n || !pick(s, &spec->t[t])) continue;
+        if (nr && r[nr - 1][1] == lo) {
+            r[nr - 1][1] += n;
             continue;
         }
-        if (f->ndecay == KERN_ADAMW_MAX_RANGES) err_fatal("unit %d has more than %d weight-decay ranges", u, KERN_ADAMW_MAX_RANGES);
-        f->decay[f->ndecay][0] = local;
-        f->decay[f->ndecay][1] = local + n;
-        f->ndecay++;
+        if (nr == KERN_ADAMW_MAX_RANGES) err_fatal("unit %d has more than %d %s ranges", u, KERN_ADAMW_MAX_RANGES, what);
+        r[nr][0] = lo;
+        r[nr][1] = lo + n;
+        nr++;
     }
+    return nr;
 }
 
-// The ranges of unit u's shard the gradient norm counts: a tensor every tp rank holds whole has
-// the same gradient on each, so only the first tp rank counts it (adjacent tensors merged).
-static void norm_ranges(ShardState *s, int u) {
-    FlatUnit *f = &s->units[u];
-    const UnitSpec *spec = &s->plan->units[u];
-    f->nnorm = 0;
-    for (int t = 0; t < spec->ntensors; t++) {
-        size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
-        if (!n || (s->plan->tp_rank > 0 && spec->t[t].tp_split == TP_WHOLE)) continue;
-        if (f->nnorm && f->norm[f->nnorm - 1][1] == local) {
-            f->norm[f->nnorm - 1][1] += n;
-            continue;
-        }
-        if (f->nnorm == KERN_ADAMW_MAX_RANGES) err_fatal("unit %d has more than %d gradient-norm ranges", u, KERN_ADAMW_MAX_RANGES);
-        f->norm[f->nnorm][0] = local;
-        f->norm[f->nnorm][1] = local + n;
-        f->nnorm++;
-    }
-}
+static int pick_decayed(const ShardState *s, const TensorSpec *t) { return (void)s, t->decay; }
+
+// the gradient norm: a tensor every tp rank holds whole has the same gradient on each (summed
+// first under sequence parallelism), so only the first tp rank counts it
+static int pick_norm(const ShardState *s, const TensorSpec *t) { return s->plan->tp_rank == 0 || t->tp_split != TP_WHOLE; }
+
+static int pick_whole(const ShardState *s, const TensorSpec *t) { return (void)s, t->tp_split == TP_WHOLE; }
 
 int shard_state_on_device(const ShardState *s) { return kern_on_gpu() && !s->offload; }
 
@@ -183,8 +175,9 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
         if (s->dims.shard_size == 1 && !s->bf16_params) f->params = f->device_master;  // unsharded: always gathered
         if (s->dims.shard_size == 1 && s->bf16_gathered) f->params = f->master_bf16;
         if (f->padded > max_padded) max_padded = f->padded;
-        decay_ranges(s, u);
-        norm_ranges(s, u);
+        f->ndecay = tensor_ranges(s, u, pick_decayed, 1, f->decay, "weight-decay");
+        f->nnorm = tensor_ranges(s, u, pick_norm, 1, f->norm, "gradient-norm");
+        if (plan->sp) f->nwhole = tensor_ranges(s, u, pick_whole, 0, f->whole, "tp-whole");
     }
     // doubles: the grad norm's partial sums
     s->unit_sumsq = (double *)fzalloc(2 * (size_t)s->nunits * KERN_ADAMW_MAX_RANGES, KERN_MEM_GRADS);
@@ -425,6 +418,10 @@ void shard_grad_ready(ShardState *s, int u, int last_micro) {
     FlatUnit *f = &s->units[u];
     f->grad_open = 0;
     if (!last_micro && s->persistent_grads) return;  // accumulate locally; communicate once per step (no_sync)
+    // sequence parallelism: a whole tensor's gradient holds this tp rank's rows' share (norms, the
+    // biases after a row-parallel reduction): summed over the group, so every tp rank holds the same
+    for (int i = 0; i < f->nwhole; i++)
+        comm_wait(comm_allreduce_start(s->tp_group, f->grads + f->whole[i][0], f->whole[i][1] - f->whole[i][0]));
     if (s->direct_grads) {
         if (s->bf16_reduce && s->dims.replica_size == 1) {
             kern_round_bf16(f->grad_shard, f->shard_len);  // what a bf16 reduction over one rank gives

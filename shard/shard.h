@@ -32,6 +32,8 @@ typedef struct {
     size_t decay[KERN_ADAMW_MAX_RANGES][2];
     int nnorm;                    // the ranges the gradient norm counts: all of the shard, but at tp ranks
     size_t norm[KERN_ADAMW_MAX_RANGES][2];  // after the first not the tensors every tp rank holds whole
+    int nwhole;                   // sequence parallelism: the unit's tensors every tp rank holds whole, as
+    size_t whole[KERN_ADAMW_MAX_RANGES][2];  // ranges of the full gradient; each rank's rows give a share of theirs
     float *host_grad;             // (shard_len) offload: the gradient shard copied to the host
     int copy_ticket;              // offload: the kern_*_async copy of host_grad
     void *params;                 // (padded) gathered parameters (kern_params_bf16's dtype) while gathered, else NULL

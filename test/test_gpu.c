@@ -878,11 +878,20 @@ static void test_dropout(int B, size_t M, float p, uint64_t key, uint64_t sample
     char name[112];
     const size_t n = (size_t)B * M;
     float *x = rand_vec(n, -2, 2), *d_x = dev_f(x, n);
-    cpu_dropout(x, B, M, p, key, sample0);
-    cuda_dropout(d_x, B, M, p, key, sample0);
+    cpu_dropout(x, 0, n, M, p, key, sample0);
+    cuda_dropout(d_x, 0, n, M, p, key, sample0);
     snprintf(name, sizeof name, "dropout (exact, same mask) B=%d M=%zu p=%g sample0=%llu", B, M, p,
              (unsigned long long)sample0);
     check(name, d_x, x, n, 0.0);
+    // elements [e0, e0 + len) that start and end inside rows, as a sequence-parallel rank's
+    const size_t e0 = M / 3 + 1, len = n - e0 - M / 2;
+    float *y = rand_vec(len, -2, 2), *d_y = dev_f(y, len);
+    cpu_dropout(y, e0, len, M, p, key, sample0);
+    cuda_dropout(d_y, e0, len, M, p, key, sample0);
+    snprintf(name, sizeof name, "dropout of [%zu, +%zu) inside rows (exact) M=%zu", e0, len, M);
+    check(name, d_y, y, len, 0.0);
+    free(y);
+    cuda_free(d_y);
     free(x);
     cuda_free(d_x);
 }

@@ -811,7 +811,7 @@ static void test_dropout(void) {
     float *x = malloc(sizeof(float) * n);
     for (size_t e = 0; e < n; e++) x[e] = 0.5f + (float)(e % 1009) * 1e-3f;
     float *y = dup_vec(x, n);
-    kern_dropout(y, B, M, p, key, sample0);
+    kern_dropout(y, 0, n, M, p, key, sample0);
     size_t dropped = 0, bad_scale = 0, bad_mask = 0;
     for (int b = 0; b < B; b++) {
         const uint64_t seed = rng_dropout_seed(key, sample0 + b);
@@ -839,24 +839,31 @@ static void test_dropout(void) {
     report(bad_thr == 0, "dropout threshold equals the float compare u >= p", "%zu differ", bad_thr);
     // deterministic, and the same for 1 and 3 threads
     float *y2 = dup_vec(x, n);
-    kern_dropout(y2, B, M, p, key, sample0);
+    kern_dropout(y2, 0, n, M, p, key, sample0);
     report(!memcmp(y, y2, sizeof(float) * n), "dropout deterministic", "repeated call differs");
     const uint64_t h = hash_floats(y, n);
     if (suite_threads == 1) drop_hash_first = h;
     else report(h == drop_hash_first, "dropout same as with 1 thread", "differs");
     // rows 2..3 as their own call with sample0 + 2 equal rows 2..3 of the 4-row call
     memcpy(y2, x, sizeof(float) * n);
-    kern_dropout(y2 + 2 * M, 2, M, p, key, sample0 + 2);
+    kern_dropout(y2 + 2 * M, 0, 2 * M, M, p, key, sample0 + 2);
     report(!memcmp(y2 + 2 * M, y + 2 * M, sizeof(float) * 2 * M), "dropout mask depends on (key, sample0+b, i) only",
            "rows 2..3 differ");
+    // a range that starts and ends inside rows (a sequence-parallel rank's rows): the same elements
+    const size_t e0 = M / 3, len = 2 * M + M / 2;
+    memcpy(y2, x, sizeof(float) * n);
+    kern_dropout(y2 + e0, e0, len, M, p, key, sample0);
+    report(!memcmp(y2 + e0, y + e0, sizeof(float) * len) && !memcmp(y2, x, sizeof(float) * e0) &&
+               !memcmp(y2 + e0 + len, x + e0 + len, sizeof(float) * (n - e0 - len)),
+           "dropout of elements [e0, e0+n) inside rows equals theirs in the whole call", "differs");
     // another key, another mask
     memcpy(y2, x, sizeof(float) * n);
-    kern_dropout(y2, B, M, p, key + 1, sample0);
+    kern_dropout(y2, 0, n, M, p, key + 1, sample0);
     report(memcmp(y2, y, sizeof(float) * n) != 0, "dropout: another key, another mask", "same mask");
     // p == 0: untouched (even NaN stays as it was)
     memcpy(y2, x, sizeof(float) * n);
     y2[5] = NAN;
-    kern_dropout(y2, B, M, 0.0f, key, sample0);
+    kern_dropout(y2, 0, n, M, 0.0f, key, sample0);
     report(!memcmp(y2, x, sizeof(float) * 5) && isnan(y2[5]) && !memcmp(y2 + 6, x + 6, sizeof(float) * (n - 6)),
            "dropout p=0 is the identity", "changed");
     // a NaN where the mask drops stays NaN (x * 0, as torch): dropout does not hide it
@@ -864,12 +871,12 @@ static void test_dropout(void) {
     while (y[first_drop] != 0.0f) first_drop++;
     memcpy(y2, x, sizeof(float) * n);
     y2[first_drop] = NAN;
-    kern_dropout(y2, B, M, p, key, sample0);
+    kern_dropout(y2, 0, n, M, p, key, sample0);
     report(isnan(y2[first_drop]), "dropout NaN at a dropped element stays NaN", "got %g", y2[first_drop]);
     // small rows, below the parallel threshold
     float *s1 = rand_vec(3 * 10, 0.5f, 1.5f), *s2 = dup_vec(s1, 30);
-    kern_dropout(s1, 3, 10, 0.5f, 7, 3);
-    for (int b = 0; b < 3; b++) kern_dropout(s2 + 10 * b, 1, 10, 0.5f, 7, 3 + b);
+    kern_dropout(s1, 0, 30, 10, 0.5f, 7, 3);
+    for (int b = 0; b < 3; b++) kern_dropout(s2 + 10 * b, 0, 10, 10, 0.5f, 7, 3 + b);
     report(!memcmp(s1, s2, sizeof(float) * 30), "dropout small rows one at a time", "differs");
     free(x), free(y), free(y2), free(s1), free(s2);
 }

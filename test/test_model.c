@@ -244,7 +244,7 @@ static void tp_plan_check(const char *model_type, int tp) {
         part[r] = whole;
         part[r].units = mallocCheck((size_t)whole.nunits * sizeof(UnitSpec));
         memcpy(part[r].units, whole.units, (size_t)whole.nunits * sizeof(UnitSpec));
-        model_plan_tp(&part[r], tp, r, NULL);
+        model_plan_tp(&part[r], tp, r, NULL, 0);
     }
     int ok = 1, placed = 1;
     size_t split_tensors = 0;

@@ -26,7 +26,8 @@ check "--json parses, has per_rank_bytes{params,master,gathered,grads,optimizer,
 # tracker"), the plan's bytes per rank against the largest rank's peak that the tracker logged
 # at step 2 (the metrics line's "mem"), within 10%: np 1/2/4 x full/grad/no-shard x activation
 # checkpointing, hybrid full/grad-shard with and without it, selective checkpointing, bf16 gathers
-# and reductions, gradient accumulation, minGPT's tied unit, an unsharded start. The tracker
+# and reductions, gradient accumulation, minGPT's tied unit, an unsharded start, tensor
+# parallelism with and without sequence parallelism. The tracker
 # counts what the allocation sites hold, so the resident memory (mem:) is held against the plan
 # apart: its growth from 4 to 12 layers against the planned growth.
 S="--hidden_width 256 --num_heads 4 --intermediate_size 768 --max_context_width 64 --batch_size 4
@@ -72,7 +73,10 @@ for args in "4 --sharding hybrid-full-shard --shard_group_size 2 --meta_init" \
     "2 --sharding hybrid-full-shard --shard_group_size 1 --reduce_dtype bf16 --meta_init" \
     "2 --sharding full-shard --precision bf16 --reduce_dtype bf16 --meta_init" \
     "2 --sharding no-shard --precision bf16 --meta_init" "2 --sharding grad-shard --grad_accum 2 --meta_init" \
-    "2 --sharding full-shard"; do
+    "2 --sharding full-shard" "4 --sharding full-shard --tensor_parallel_degree 2 --meta_init" \
+    "4 --sharding hybrid-full-shard --shard_group_size 1 --tensor_parallel_degree 2 --activation_checkpoints --meta_init" \
+    "4 --sharding full-shard --tensor_parallel_degree 2 --sequence_parallel --meta_init" \
+    "2 --sharding full-shard --tensor_parallel_degree 2 --sequence_parallel --activation_checkpoints --meta_init"; do
     set -- $args
     np=$1
     shift

@@ -413,20 +413,21 @@ void cpu_positions_bwd(float *dwpe, const float *dout, int B, int T, int D) {
 
 // ---- dropout ----
 
-void cpu_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t sample0) {
-    if (p == 0.0f) return;
+void cpu_dropout(float *x, size_t e0, size_t n, size_t M, float p, uint64_t key, uint64_t sample0) {
+    if (p == 0.0f || !n) return;
     const uint32_t thr = rng_dropout_threshold(p);
     const float scale = 1.0f / (1.0f - p);
-    const size_t n = (size_t)B * M;
-    // each thread a contiguous range of the (B, M) elements, walked as row segments: one seed per segment
+    // each thread a contiguous range of the elements, walked as row segments: one seed per segment
 #pragma omp parallel if (n >= CPU_PAR_MIN)
     {
         size_t lo, hi;
         ew_thread_range(n, &lo, &hi);
+        lo += e0;
+        hi += e0;
         while (lo < hi) {
             const size_t b = lo / M, i0 = lo - b * M, i1 = hi - b * M < M ? hi - b * M : M;
             const uint64_t seed = rng_dropout_seed(key, sample0 + b);
-            float *row = x + b * M;
+            float *row = x + b * M - e0;
             // times 0 rather than "= 0": a select of constants vectorises (a guarded multiply does not),
             // and a NaN stays NaN, as in torch's x * mask * scale
 #pragma omp simd

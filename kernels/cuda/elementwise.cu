@@ -381,13 +381,16 @@ static inline void row_chunks(int N, int *rows_per_chunk, int *chunks) {
 }
 
 // ---- dropout ----
-// grid (blocks over M, rows): each thread derives its row's seed once, then strides over the row
+// grid (blocks over M, rows): each thread derives its row's seed once, then strides over the
+// row's part of [e0, e0 + n); rows are b0 + blockIdx.y (+ gridDim.y ...) up to the last one touched
 constexpr int kDropRows = 1024;
-__global__ void dropout_kernel(float *x, int B, size_t M, uint32_t thr, float scale, uint64_t key, uint64_t sample0) {
-    for (int b = blockIdx.y; b < B; b += gridDim.y) {
+__global__ void dropout_kernel(float *x, size_t e0, size_t n, size_t M, size_t b0, size_t nrows, uint32_t thr, float scale,
+                               uint64_t key, uint64_t sample0) {
+    for (size_t r = blockIdx.y; r < nrows; r += gridDim.y) {
+        const size_t b = b0 + r, lo = b * M < e0 ? e0 - b * M : 0, hi = (b + 1) * M > e0 + n ? e0 + n - b * M : M;
         const uint64_t seed = rng_dropout_seed(key, sample0 + (uint64_t)b);
-        float *row = x + (size_t)b * M;
-        for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < M; i += (size_t)gridDim.x * blockDim.x)
+        float *row = x + b * M - e0;
+        for (size_t i = lo + blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < hi; i += (size_t)gridDim.x * blockDim.x)
             row[i] *= rng_dropout_keep(seed, i, thr) ? scale : 0.0f;  // as the CPU: NaN stays NaN
     }
 }
@@ -647,12 +650,13 @@ void cuda_positions_bwd(float *dwpe, const float *dout, int B, int T, int D) {
     if (T > 0 && D > 0) launch_map((size_t)T * D, PositionsBwd{dwpe, dout, B, (size_t)T * D});
 }
 
-void cuda_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t sample0) {
-    if (p == 0.0f || B <= 0 || !M) return;
+void cuda_dropout(float *x, size_t e0, size_t n, size_t M, float p, uint64_t key, uint64_t sample0) {
+    if (p == 0.0f || !n || !M) return;
+    const size_t b0 = e0 / M, nrows = (e0 + n - 1) / M - b0 + 1, span = n < M ? n : M;
     // up to kDropRows rows of blocks (more loop), and about as many blocks in all as launch_map uses
-    const unsigned rows = B < kDropRows ? (unsigned)B : (unsigned)kDropRows;
-    const unsigned blocks = grid_for(M, kThreads, (65536 + rows - 1) / rows);
-    dropout_kernel<<<dim3(blocks, rows), kThreads, 0, cuda_stream()>>>(x, B, M, rng_dropout_threshold(p),
+    const unsigned rows = nrows < kDropRows ? (unsigned)nrows : (unsigned)kDropRows;
+    const unsigned blocks = grid_for(span, kThreads, (65536 + rows - 1) / rows);
+    dropout_kernel<<<dim3(blocks, rows), kThreads, 0, cuda_stream()>>>(x, e0, n, M, b0, nrows, rng_dropout_threshold(p),
                                                                        1.0f / (1.0f - p), key, sample0);
     cudaCheckLaunch();
 }
