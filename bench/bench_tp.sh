@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Tensor parallelism against FSDP alone, in one run: 4 ranks at one thread each train the same
-# Llama on the same global batch, full-shard over 4 and tp 2 x full-shard 2; prints tokens/s of
-# both, their ratio (issue 27's aim: >= 0.90), and each run's peak activation memory per rank.
+# Llama on the same global batch, full-shard over 4 and tp 2 x full-shard 2, without and with
+# --sequence_parallel; prints tokens/s of each, their ratios to full-shard (issue 27's aim: >=
+# 0.90), and each run's peak activation memory per rank. Sequence parallelism's memory is held
+# against tp 1 at the same per-rank batch (8 sequences; issue 27's aim: <= 0.6x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-8}
@@ -15,7 +17,12 @@ run() {  # run FLAGS...: "tokens/s activations-MiB" of the timed steps (the firs
 }
 read -r fs fsm < <(run --batch_size 4)
 read -r tp tpm < <(run --batch_size 8 --tensor_parallel_degree 2)
+read -r sp spm < <(run --batch_size 8 --tensor_parallel_degree 2 --sequence_parallel)
+read -r _ fs8m < <(STEPS=1 run --batch_size 8)
 echo "tensor parallelism: D=256 L=4 H=8 KV=4 F=688 T=256, 4 ranks x 1 thread, global batch 16, fp32"
 printf 'full-shard 4 tokens/sec: %.0f (peak activations %s MiB per rank)\n' "$fs" "$fsm"
 printf 'tp 2 x full-shard 2 tokens/sec: %.0f (peak activations %s MiB per rank)\n' "$tp" "$tpm"
+printf 'tp 2 x full-shard 2, sequence parallel tokens/sec: %.0f (peak activations %s MiB per rank)\n' "$sp" "$spm"
 awk -v a="$tp" -v b="$fs" 'BEGIN { printf "tp 2 / full-shard: %.2fx\n", a / b }'
+awk -v a="$sp" -v b="$fs" 'BEGIN { printf "tp 2 sequence parallel / full-shard: %.2fx\n", a / b }'
+awk -v a="$spm" -v b="$fs8m" -v c="$tpm" 'BEGIN { printf "peak activations per rank at 8 sequences a rank: sequence parallel / tp 1 (%s MiB): %.2fx (tp 2 without it: %.2fx)\n", b, a / b, c / b }'

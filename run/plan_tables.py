@@ -5,7 +5,8 @@ Each table sits in docs/planning.md between `<!-- plan_tables.py NAME -->` and `
   presets-h100 the 7B/13B/70B presets on 1-8 nodes of 8 x H100: predicted MFU and peak memory per rank
   calibration  the planner against the published runs of test/fixtures/plan_calibration.tsv, per
                source, and the fitted constants run/plan.c declares
-  tp-70b       the llama2_70b preset on 8 nodes of 8 x H100 at tensor-parallel degrees 1/2/4/8, the same global batch
+  tp-70b       the llama2_70b preset on 8 nodes of 8 x H100 at tensor-parallel degrees 1/2/4/8, the same global batch,
+               with and without sequence parallelism
 
     python3 run/plan_tables.py                     # prints the tables
     python3 run/plan_tables.py --check docs/planning.md   # exit 1 when the page's tables differ from them
@@ -72,30 +73,34 @@ def presets_h100(fsdpc):
 
 def tp_70b(fsdpc):
     nets = ("efa-p4d", "efa-p5")
-    cases = [(net, ac, tp) for net in nets for ac in (0, 1) for tp in (1, 2, 4, 8)]
+    cases = [(net, ac, sp, tp) for net in nets for ac in (0, 1) for sp in (0, 1) for tp in (1, 2, 4, 8) if not (sp and tp == 1)]
     args = [["--model_name", "llama2_70b", "--precision", "bf16", "--batch_size", str(tp), "--max_context_width", "4096",
              "--world_size", "64", "--gpu", "h100", "--interconnect", net, "--tensor_parallel_degree", str(tp)]
-            + (["--activation_checkpoints"] if ac else []) for net, ac, tp in cases]
+            + (["--activation_checkpoints"] if ac else []) + (["--sequence_parallel"] if sp else []) for net, ac, sp, tp in cases]
     got = dict(zip(cases, plans(fsdpc, args)))
     out = ["The llama2_70b preset on 8 nodes of 8 x H100 (64 ranks), full-shard, from `fsdpc plan --model_name llama2_70b",
            "--precision bf16 --max_context_width 4096 --world_size 64 --gpu h100 --interconnect NET",
-           "--tensor_parallel_degree TP --batch_size TP [--activation_checkpoints]`: 64 sequences of 4096",
-           "tokens per step at every degree (each tp group reads TP of them). A cell is the predicted MFU,",
-           "the peak memory per rank and the tp all-reduces' share of the step, or \"no\" and the peak that",
+           "--tensor_parallel_degree TP --batch_size TP [--activation_checkpoints] [--sequence_parallel]`: 64 sequences",
+           "of 4096 tokens per step at every degree (each tp group reads TP of them). A cell is the predicted MFU,",
+           "the peak memory per rank and the tp collectives' share of the step, or \"no\" and the peak that",
            "does not fit.",
            "",
-           "| interconnect | act. ckpt | tp 1 | tp 2 | tp 4 | tp 8 |",
-           "|---|---|---|---|---|---|"]
+           "| interconnect | act. ckpt | seq. parallel | tp 1 | tp 2 | tp 4 | tp 8 |",
+           "|---|---|---|---|---|---|---|"]
     for net in nets:
         for ac in (0, 1):
-            cells = []
-            for tp in (1, 2, 4, 8):
-                d = got[(net, ac, tp)]
-                peak = "%.0f GiB" % (d["per_rank_bytes"]["peak"] / GIB)
-                tpt = sum(c["time_s"] for c in d["collectives"] if c["name"].startswith("tp "))
-                share = ", tp %.0f%%" % (100 * tpt / d["step_time_s"]) if tp > 1 else ""
-                cells.append("%.0f%% (%s%s)" % (100 * d["mfu"], peak, share) if d["fits"] else "no (%s)" % peak)
-            out.append("| %s | %s | %s |" % (net, "yes" if ac else "no", " | ".join(cells)))
+            for sp in (0, 1):
+                cells = []
+                for tp in (1, 2, 4, 8):
+                    if sp and tp == 1:
+                        cells.append("-")
+                        continue
+                    d = got[(net, ac, sp, tp)]
+                    peak = "%.0f GiB" % (d["per_rank_bytes"]["peak"] / GIB)
+                    tpt = sum(c["time_s"] for c in d["collectives"] if c["name"].startswith("tp "))
+                    share = ", tp %.0f%%" % (100 * tpt / d["step_time_s"]) if tp > 1 else ""
+                    cells.append("%.0f%% (%s%s)" % (100 * d["mfu"], peak, share) if d["fits"] else "no (%s)" % peak)
+                out.append("| %s | %s | %s | %s |" % (net, "yes" if ac else "no", "yes" if sp else "no", " | ".join(cells)))
     return out
 
 

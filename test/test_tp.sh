@@ -7,11 +7,13 @@
 # vocabulary-parallel embedding and cross-entropy): Llama's losses at tp 2 and 4, with full-shard
 # and hybrid sharding, activation checkpointing, gradient accumulation and masked labels, equal
 # the 1-rank run's (1e-5 relative) at every step, validation included; so do minGPT's and
-# GPT-NeoX's. Generation runs on the first tp group (its first rank gathers the logits'
-# vocabulary shares and samples) and writes the 1-rank run's text. Checkpoints hold whole tensors
-# under their Hugging Face names whatever the degree, checksummed whole: a tp 2 run resumes at
-# tp 1, and at tp 2 on 4 ranks, and back, with the losses of the run that never stopped;
-# --init_from reads a tp rank's part of each tensor. What is not built yet is refused by name.
+# GPT-NeoX's. So do they with --sequence_parallel (a rank's share of the batch's rows; tp must
+# divide the context), dropout and document masks included. Generation runs on the first tp
+# group (its first rank gathers the logits' vocabulary shares and samples) and writes the 1-rank
+# run's text. Checkpoints hold whole tensors under their Hugging Face names whatever the degree,
+# checksummed whole: a tp 2 run resumes at tp 1, and at tp 2 on 4 ranks (or sequence-parallel),
+# and back, with the losses of the run that never stopped; --init_from reads a tp rank's part of
+# each tensor. What is not built yet is refused by name.
 # (test_comm checks the mesh's groups; test_model --tp-plan every family's parts.)
 cd "$(dirname "$0")/.."
 source test/lib.sh
@@ -35,7 +37,8 @@ expect_error "hybrid sharding counts data-parallel ranks" \
 GAP="tensor_parallel_degree 2: the layout fits \(replica 1 x shard 2 x tp 2\), but fsdpc does not train tensor-parallel"
 expect_error "tp with minGPT's attention dropout" "$GAP with --dropout for model_type mingpt \(attention dropout\)" \
     $NP4 $RUN --tp 2 --model_type mingpt --dropout 0.1
-expect_error "tp with --sequence_parallel" "$GAP with --sequence_parallel" $NP4 $RUN --tp 2 --sequence_parallel
+expect_error "--sequence_parallel: tp must divide the context" \
+    "sequence_parallel: --tensor_parallel_degree 2 does not divide --max_context_width 31" $NP4 $RUN --tp 2 --sequence_parallel --max_context_width 31
 expect_error "--sequence_parallel without tensor parallelism" "sequence_parallel .* needs --tensor_parallel_degree 2 or more" \
     ./fsdpc --sequence_parallel --max_steps 1
 expect_error "--tensor_parallel_degree 0" "tensor_parallel_degree must be at least 1" ./fsdpc --tp 0 --max_steps 1
@@ -89,6 +92,26 @@ same "GPT-NeoX: np=4 tp 2 x full-shard 2 trains as one rank (per-head query_key_
 run one4kv 1 --batch_size 8 --num_key_value_heads 4
 run tp4 4 --batch_size 8 --tp 4 --num_key_value_heads 4
 same "np=4 tp 4 (a head per rank) trains as one rank" one4kv tp4
+# sequence parallelism: the residual stream, norms, dropouts and row-parallel biases on a tp rank's
+# share of the batch's rows (a share may start inside a sequence: 4 rows of 32 tokens over tp 4
+# with batch 1 per rank), the whole tensors' gradients summed over the tp group
+run sp2 2 --batch_size 4 --tp 2 --sequence_parallel
+same "--sequence_parallel: np=2 tp 2 trains as one rank" one sp2
+run spfs 4 --batch_size 4 --tp 2 --sequence_parallel
+same "--sequence_parallel: np=4 tp 2 x full-shard 2 trains as one rank" one8 spfs
+run sphy 4 --batch_size 4 --tp 2 --sequence_parallel --sharding hybrid-full-shard --shard_group_size 1
+same "--sequence_parallel: np=4 tp 2 x hybrid (replica 2 x shard 1) trains as one rank" one8 sphy
+run spga 4 --batch_size 2 --grad_accum 2 --val_batch_size 4 --tp 2 --sequence_parallel --activation_checkpoints
+same "--sequence_parallel: np=4 tp 2, activation checkpointing and grad_accum 2 train as one rank" one8 spga
+run sptp4 4 --batch_size 8 --tp 4 --num_key_value_heads 4 --sequence_parallel
+same "--sequence_parallel: np=4 tp 4 trains as one rank" one4kv sptp4
+run spgpt 4 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --tp 2 --sequence_parallel
+same "--sequence_parallel: minGPT np=4 tp 2 x full-shard 2 (positions of a rank's rows, biases summed) trains as one rank" gpt1 spgpt
+run spneox 4 --batch_size 4 --model_type gpt_neox --num_key_value_heads 4 --rotary_pct 0.5 --dropout 0.1 --tp 2 --sequence_parallel
+same "--sequence_parallel: GPT-NeoX np=4 tp 2 x full-shard 2 with dropout (masks of the global tokens) trains as one rank" neox1 spneox
+run spdrop 4 --batch_size 1 --tp 4 --num_key_value_heads 4 --dropout 0.1 --sequence_parallel --max_context_width 24
+run drop1b 1 --batch_size 1 --dropout 0.1 --num_key_value_heads 4 --max_context_width 24
+same "--sequence_parallel: Llama dropout at tp 4 on one 24-token row (6 tokens a rank) trains as one rank" drop1b spdrop
 # masked labels (-100): rows of ids whose first half bears no loss
 /usr/bin/python3 - "$W/masked.jsonl" <<'PY'
 import json, random, sys
@@ -101,6 +124,12 @@ PY
 run mone 1 --batch_size 8 --train_data "$W/masked.jsonl" --val_data "$W/masked.jsonl"
 run mtp 4 --batch_size 4 --tp 2 --train_data "$W/masked.jsonl" --val_data "$W/masked.jsonl"
 same "np=4 tp 2 with masked labels trains as one rank" mone mtp
+run msp 4 --batch_size 4 --tp 2 --sequence_parallel --train_data "$W/masked.jsonl" --val_data "$W/masked.jsonl"
+same "--sequence_parallel: np=4 tp 2 with masked labels trains as one rank" mone msp
+run dgpt1 1 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --document_masking --train_data "$W/masked.jsonl" --val_data "$W/masked.jsonl"
+run dgpt2 2 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --document_masking --tp 2 --sequence_parallel \
+    --train_data "$W/masked.jsonl" --val_data "$W/masked.jsonl"
+same "--sequence_parallel: minGPT with --document_masking (positions restart per document) trains as one rank" dgpt1 dgpt2
 grep -q "gathered" "$W/fs.log" && ! grep -q "fsdpc: error" "$W/fs.log"
 check "the tp run logs its memory lines and no error" $? "$(grep -m2 error "$W/fs.log")"
 
@@ -138,6 +167,8 @@ resumed to2 2 "$W/ck1" --batch_size 4 --tp 2
 agree "a tp 1 checkpoint resumes at tp 2" whole to2
 resumed to22 4 "$W/ck2" --batch_size 2 --tp 2
 agree "a tp 2 checkpoint resumes at tp 2 x full-shard 2 on 4 ranks" tpck to22
+resumed tosp 2 "$W/ck1" --batch_size 4 --tp 2 --sequence_parallel
+agree "a tp 1 checkpoint resumes at tp 2 with --sequence_parallel" whole tosp
 mkdir -p "$W/bad.ck" && cp "$W/ck2/step_00000003.h5" "$W/bad.ck/"
 /usr/bin/python3 -c "
 import h5py; f = h5py.File('$W/bad.ck/step_00000003.h5', 'r+'); d = f['optim/exp_avg/model.layers.1.self_attn.o_proj.weight']
@@ -163,6 +194,16 @@ check "emulated GPU, tp 2: fp32 losses equal one CPU rank's (worst relative diff
 timeout 600 $MPI -np 2 ./build/fsdpc_emu $EM --device cuda --tp 2 --precision bf16 --metrics_file "$W/gpu16.jsonl" >"$W/gpu16.log" 2>&1
 d=$(rel_diff "$W/cpu16.jsonl" "$W/gpu16.jsonl" 3 5e-3)
 check "emulated GPU, tp 2: bf16 tracks the CPU's bf16 (worst relative difference $d)" $? "$(grep -m2 'error\|emu:' "$W/gpu16.log")"
+timeout 600 $MPI -np 2 ./build/fsdpc_emu $EM --device cuda --tp 2 --sequence_parallel --metrics_file "$W/gpusp.jsonl" >"$W/gpusp.log" 2>&1
+d=$(rel_diff "$W/cpu.jsonl" "$W/gpusp.jsonl" 3 1e-5)
+check "emulated GPU, tp 2 --sequence_parallel: fp32 losses equal one CPU rank's (worst relative difference $d)" $? \
+    "$(grep -m2 'error\|emu:' "$W/gpusp.log")"
+./fsdpc $EM --precision bf16 --model_type gpt_neox --num_key_value_heads 4 --dropout 0.1 --metrics_file "$W/cpunx.jsonl" >"$W/cpunx.log" 2>&1
+timeout 600 $MPI -np 2 ./build/fsdpc_emu $EM --device cuda --tp 2 --sequence_parallel --precision bf16 --model_type gpt_neox \
+    --num_key_value_heads 4 --dropout 0.1 --metrics_file "$W/gpunx.jsonl" >"$W/gpunx.log" 2>&1
+d=$(rel_diff "$W/cpunx.jsonl" "$W/gpunx.jsonl" 3 5e-3)
+check "emulated GPU, tp 2 --sequence_parallel: GPT-NeoX bf16 with dropout tracks the CPU's (worst relative difference $d)" $? \
+    "$(grep -m2 'error\|emu:' "$W/gpunx.log")"
 
 # ---- generation: the first tp group runs the KV cache's forwards; its first rank samples ----
 G="--max_steps 4 --checkpoint_freq 0 --validation_freq 0 --num_threads 1 --lr 3e-3 --warmup 2 $M --num_tokens 48 --temperature 0
@@ -170,9 +211,11 @@ G="--max_steps 4 --checkpoint_freq 0 --validation_freq 0 --num_threads 1 --lr 3e
 $MPI -np 1 ./fsdpc $G --batch_size 4 >"$W/gen1.txt" 2>"$W/gen1.err"
 $MPI -np 2 ./fsdpc $G --batch_size 4 --tp 2 >"$W/gen2.txt" 2>"$W/gen2.err"
 $MPI -np 4 ./fsdpc $G --batch_size 2 --tp 2 >"$W/gen4.txt" 2>"$W/gen4.err"
-tail -1 "$W/gen1.txt" >"$W/g1" && tail -1 "$W/gen2.txt" >"$W/g2" && tail -1 "$W/gen4.txt" >"$W/g4"
-[ "$(wc -c <"$W/g1")" -gt 40 ] && cmp -s "$W/g1" "$W/g2" && cmp -s "$W/g1" "$W/g4" && [ "$(grep -c ROMEO: "$W/gen2.txt")" = 1 ]
-check "the sample after training at tp 2 (2 and 4 ranks) is the 1-rank run's text, printed once" $? \
+$MPI -np 2 ./fsdpc $G --batch_size 4 --tp 2 --sequence_parallel >"$W/gensp.txt" 2>"$W/gensp.err"
+tail -1 "$W/gen1.txt" >"$W/g1" && tail -1 "$W/gen2.txt" >"$W/g2" && tail -1 "$W/gen4.txt" >"$W/g4" && tail -1 "$W/gensp.txt" >"$W/gsp"
+[ "$(wc -c <"$W/g1")" -gt 40 ] && cmp -s "$W/g1" "$W/g2" && cmp -s "$W/g1" "$W/g4" && cmp -s "$W/g1" "$W/gsp" &&
+    [ "$(grep -c ROMEO: "$W/gen2.txt")" = 1 ]
+check "the sample after training at tp 2 (2 and 4 ranks, and with --sequence_parallel) is the 1-rank run's text, printed once" $? \
     "$(od -c "$W/g2" | head -2 | tr '\n' '|'; grep -m1 error "$W/gen2.err")"
 timeout 600 $MPI -np 2 ./build/fsdpc_emu $G --batch_size 4 --tp 2 --device cuda --train_data data/tinyshakespeare.txt >"$W/geng.txt" 2>"$W/geng.err"
 $MPI -np 1 ./fsdpc $G --batch_size 4 --train_data data/tinyshakespeare.txt >"$W/genc.txt" 2>/dev/null
