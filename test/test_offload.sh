@@ -3,7 +3,7 @@
 # (build/fsdpc_emu: its streams are checked for races, so a copy that compute does not wait for,
 # or that overwrites what compute still reads, aborts the run): the same losses bit for bit as
 # checkpointing without offload (fp32 and bf16, 1 and 2 ranks, gradient accumulation, selective
-# checkpointing, validation, generation, tensor parallelism, the three families, with
+# checkpointing, validation, generation, tensor parallelism (and sequence parallelism), the three families, with
 # --cpu_offload); the tracker's device activations lower by the entries that wait in host memory,
 # which the host figure shows; fsdpc plan and the start-up estimate agree with the tracker, and
 # the memory check proposes the flag where it makes a model fit; on the CPU the flag does nothing
@@ -68,6 +68,10 @@ same "np=2 hybrid bf16, --selective_checkpointing 2, horizon 1: equal" np2_bf_ac
 run tp_ac $MPI -np 2 $EMU --tensor_parallel_degree 2 --activation_checkpoints --validation_freq 0
 run tp_off $MPI -np 2 $EMU --tensor_parallel_degree 2 --offload_activations 1 --validation_freq 0
 same "np=2 --tensor_parallel_degree 2: equal" tp_ac tp_off
+# sequence parallelism: a rank's share of the rows is what it offloads
+run sp_ac $MPI -np 2 $EMU --tensor_parallel_degree 2 --sequence_parallel --activation_checkpoints --validation_freq 0
+run sp_off $MPI -np 2 $EMU --tensor_parallel_degree 2 --sequence_parallel --offload_activations 1 --validation_freq 0
+same "np=2 --tensor_parallel_degree 2 --sequence_parallel: equal" sp_ac sp_off
 # the other families (minGPT's tied head, GPT-NeoX's parallel residual) go through the same entries
 for mt in mingpt gpt_neox; do
     F="./build/fsdpc_emu ${M/--num_key_value_heads 2/} --device cuda --model_type $mt --validation_freq 0"
