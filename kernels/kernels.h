@@ -196,6 +196,8 @@ void kern_qkv_merge(void *dqkv, const void *dq, const void *dk, const void *dv, 
 typedef struct {
     float p;
     uint64_t key, sample0;  // row b of the batch is sample sample0 + b
+    int head0;  // attention only: the global index of the call's head 0 (a tensor-parallel rank's
+                // first head; 0 when the call has all heads), so the masks match the unsplit run's
 } KernDropout;
 // x (B, M) in place: element i of row b is kept (times 1/(1-p)) iff u(key, sample0 + b, i) >= p,
 // else multiplied by 0 (so 0, but NaN and Inf become NaN, as in torch). The same call on the
@@ -216,7 +218,8 @@ void kern_dropout(float *x, int B, size_t M, float p, uint64_t key, uint64_t sam
 // out (B, Tq, H, hd); saved: what backward needs, kern_attention_saved_floats(B, H, Tq, Tk)
 // floats (the CPU keeps the softmax probabilities (B, H, Tq, Tk); a GPU only row statistics).
 // drop (NULL or p == 0: none): dropout on the probabilities P (B, H, Tq, Tk) after the softmax,
-// out = (mask * P) V / (1 - p); P[b, h, t, j] is kept iff u(key, sample0 + b, (h*Tq + t)*Tk + j) >= p.
+// out = (mask * P) V / (1 - p); P[b, h, t, j] is kept iff
+// u(key, sample0 + b, ((head0 + h)*Tq + t)*Tk + j) >= p (kern_dropout ignores head0).
 // Backward must get the same drop as its forward.
 size_t kern_attention_saved_floats(int B, int H, int Tq, int Tk);
 void kern_attention_fwd(void *out, float *saved, const void *q, const void *k, const void *v,

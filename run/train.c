@@ -1147,8 +1147,6 @@ static void tp_supported(const Run *r) {
     char what[160] = "";
     if (!r->plan.family->tp_blocks) snprintf(what, sizeof what, "for model_type %s", c->model.model_type);
     else if (c->sequence_parallel) snprintf(what, sizeof what, "with --sequence_parallel");
-    else if (c->model.dropout > 0 && r->plan.family->attn_dropout)  // its masks would follow a rank's heads
-        snprintf(what, sizeof what, "with --dropout for model_type %s (attention dropout)", c->model.model_type);
     if (what[0])
         comm_fail_all("--tensor_parallel_degree %d: the layout fits (replica %d x shard %d x tp %d), but fsdpc does not train "
                       "tensor-parallel %s yet", r->dims.tp, r->dims.replica_size, r->dims.shard_size, r->dims.tp, what);

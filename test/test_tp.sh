@@ -7,7 +7,8 @@
 # vocabulary-parallel embedding and cross-entropy): Llama's losses at tp 2 and 4, with full-shard
 # and hybrid sharding, activation checkpointing, gradient accumulation and masked labels, equal
 # the 1-rank run's (1e-5 relative) at every step, validation included; so do minGPT's and
-# GPT-NeoX's. Generation runs on the first tp group (its first rank gathers the logits'
+# GPT-NeoX's, with dropout (minGPT's attention masks keyed by global head, on the emulated GPU
+# too). Generation runs on the first tp group (its first rank gathers the logits'
 # vocabulary shares and samples) and writes the 1-rank run's text. Checkpoints hold whole tensors
 # under their Hugging Face names whatever the degree, checksummed whole: a tp 2 run resumes at
 # tp 1, and at tp 2 on 4 ranks, and back, with the losses of the run that never stopped;
@@ -33,8 +34,6 @@ expect_error "hybrid sharding counts data-parallel ranks" \
     $NP4 $RUN --tp 2 --sharding hybrid-full-shard --shard_group_size 3
 # ---- what is not built yet, refused by name ----
 GAP="tensor_parallel_degree 2: the layout fits \(replica 1 x shard 2 x tp 2\), but fsdpc does not train tensor-parallel"
-expect_error "tp with minGPT's attention dropout" "$GAP with --dropout for model_type mingpt \(attention dropout\)" \
-    $NP4 $RUN --tp 2 --model_type mingpt --dropout 0.1
 expect_error "tp with --sequence_parallel" "$GAP with --sequence_parallel" $NP4 $RUN --tp 2 --sequence_parallel
 expect_error "--sequence_parallel without tensor parallelism" "sequence_parallel .* needs --tensor_parallel_degree 2 or more" \
     ./fsdpc --sequence_parallel --max_steps 1
@@ -83,6 +82,9 @@ same "np=4 tp 2, activation checkpointing and grad_accum 2 train as one rank" on
 run gpt1 1 --batch_size 8 --model_type mingpt --num_key_value_heads 4
 run gpt4 4 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --tp 2
 same "minGPT: np=4 tp 2 x full-shard 2 trains as one rank (c_attn's q, k, v blocks split by heads)" gpt1 gpt4
+run gptd1 1 --batch_size 8 --model_type mingpt --num_key_value_heads 4 --dropout 0.1
+run gptd4 4 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --dropout 0.1 --tp 2
+same "minGPT with --dropout 0.1: np=4 tp 2 x full-shard 2 trains as one rank (attention masks keyed by global head)" gptd1 gptd4
 run neox1 1 --batch_size 8 --model_type gpt_neox --num_key_value_heads 4 --rotary_pct 0.5 --dropout 0.1
 run neox4 4 --batch_size 4 --model_type gpt_neox --num_key_value_heads 4 --rotary_pct 0.5 --dropout 0.1 --tp 2
 same "GPT-NeoX: np=4 tp 2 x full-shard 2 trains as one rank (per-head query_key_value, parallel residual, dropout)" neox1 neox4
@@ -163,6 +165,12 @@ check "emulated GPU, tp 2: fp32 losses equal one CPU rank's (worst relative diff
 timeout 600 $MPI -np 2 ./build/fsdpc_emu $EM --device cuda --tp 2 --precision bf16 --metrics_file "$W/gpu16.jsonl" >"$W/gpu16.log" 2>&1
 d=$(rel_diff "$W/cpu16.jsonl" "$W/gpu16.jsonl" 3 5e-3)
 check "emulated GPU, tp 2: bf16 tracks the CPU's bf16 (worst relative difference $d)" $? "$(grep -m2 'error\|emu:' "$W/gpu16.log")"
+EMD="${EM/--num_key_value_heads 2/} --model_type mingpt --dropout 0.1"
+./fsdpc $EMD --metrics_file "$W/cpud.jsonl" >"$W/cpud.log" 2>&1
+timeout 600 $MPI -np 2 ./build/fsdpc_emu $EMD --device cuda --tp 2 --metrics_file "$W/gpud.jsonl" >"$W/gpud.log" 2>&1
+d=$(rel_diff "$W/cpud.jsonl" "$W/gpud.jsonl" 3 1e-5)
+check "emulated GPU, tp 2: minGPT with --dropout 0.1 (attention masks by global head) equals one CPU rank (worst relative difference $d)" \
+    $? "$(grep -m2 'error\|emu:' "$W/gpud.log" "$W/cpud.log")"
 
 # ---- generation: the first tp group runs the KV cache's forwards; its first rank samples ----
 G="--max_steps 4 --checkpoint_freq 0 --validation_freq 0 --num_threads 1 --lr 3e-3 --warmup 2 $M --num_tokens 48 --temperature 0
