@@ -509,7 +509,8 @@ static void att_heads(float *part, const float *x, size_t rows, int H, int h0, i
 // bit for bit, dropout masks included, on every tp rank.
 static void test_attention_drop_heads(void) {
     const int B = 2, T = 70, H = 6, KV = 3, hd = 8, tp = 3, Hl = H / tp, KVl = KV / tp;
-    const size_t rows = (size_t)B * T, nq = rows * H * hd, nk = rows * KV * hd, nql = rows * Hl * hd, nkl = rows * KVl * hd;
+    const size_t rows = (size_t)B * T, nq = rows * H * hd, nk = rows * KV * hd;
+    const size_t nql = rows * Hl * hd, nkl = rows * KVl * hd;  // a rank's q, and its k and v
     float *q = rand_vec(nq, -1, 1), *k = rand_vec(nk, -1, 1), *v = rand_vec(nk, -1, 1), *dout = rand_vec(nq, -1, 1);
     float *out = malloc(sizeof(float) * nq), *probs = malloc(sizeof(float) * B * H * T * T);
     float *dq = malloc(sizeof(float) * nq), *dk = malloc(sizeof(float) * nk), *dv = malloc(sizeof(float) * nk);
@@ -519,7 +520,8 @@ static void test_attention_drop_heads(void) {
     kern_attention_bwd(dq, dk, dv, scratch, dout, out, probs, q, k, v, B, T, H, KV, hd, NULL, 0, &whole);
     // a rank's inputs and results (l), and the whole call's for its heads (w)
     float *ql = malloc(sizeof(float) * nql), *kl = malloc(sizeof(float) * nkl), *vl = malloc(sizeof(float) * nkl);
-    float *dol = malloc(sizeof(float) * nql), *ol = malloc(sizeof(float) * nql), *pl = malloc(sizeof(float) * B * Hl * T * T);
+    float *dol = malloc(sizeof(float) * nql), *ol = malloc(sizeof(float) * nql);
+    float *pl = malloc(sizeof(float) * B * Hl * T * T);
     float *dql = malloc(sizeof(float) * nql), *dkl = malloc(sizeof(float) * nkl), *dvl = malloc(sizeof(float) * nkl);
     float *ow = malloc(sizeof(float) * nql), *dqw = malloc(sizeof(float) * nql), *dkw = malloc(sizeof(float) * nkl);
     float *dvw = malloc(sizeof(float) * nkl);
@@ -536,7 +538,7 @@ static void test_attention_drop_heads(void) {
         bad |= memcmp(ol, ow, sizeof(float) * nql) || memcmp(dql, dqw, sizeof(float) * nql) ||
                memcmp(dkl, dkw, sizeof(float) * nkl) || memcmp(dvl, dvw, sizeof(float) * nkl);
     }
-    report(!bad, "attention dropout: each of 3 ranks' 2 heads of 6 (head0 = its first) equal the whole call's, bit for bit",
+    report(!bad, "attention dropout: 3 ranks' 2 heads of 6 each (head0 its first) equal the whole call's, bit for bit",
            "a rank's output or gradients differ");
     free(ql), free(kl), free(vl), free(dol), free(ol), free(pl), free(dql), free(dkl), free(dvl);
     free(ow), free(dqw), free(dkw), free(dvw);

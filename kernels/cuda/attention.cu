@@ -168,7 +168,8 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
             const float base = DOCS && mnew == -INFINITY ? 0.0f : mnew;
             const float alpha = expf(m[i] - base);  // 0 on the first tile (m = -inf)
             float rs = 0.0f;
-            const uint64_t idx0 = ((drop.head0 + h) * Tq + q0 + ty + 16 * i) * Tk + k0 + tx;  // mask index of column j = 0
+            // mask index of column j = 0
+            const uint64_t idx0 = ((drop.head0 + h) * Tq + q0 + ty + 16 * i) * Tk + k0 + tx;
 #pragma unroll
             for (int j = 0; j < RK; j++) {
                 const float p = expf(s[i][j] - base);

@@ -277,7 +277,8 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
                     const float p = seen ? expf(St[row * kLdS + col] * scale - Ls[col]) : 0.0f;
                     float pv = p, dp = dPt[row * kLdS + col];
                     if (DROP) {
-                        const bool keep = rng_dropout_keep(seed, ((drop.head0 + h) * T + qpos) * T + key, drop.threshold);
+                        const bool keep =
+                            rng_dropout_keep(seed, ((drop.head0 + h) * T + qpos) * T + key, drop.threshold);
                         pv = keep ? p * drop.scale : 0.0f;
                         dp = keep ? dp * drop.scale : 0.0f;
                     }
