@@ -196,6 +196,8 @@ void kern_qkv_merge(void *dqkv, const void *dq, const void *dk, const void *dv, 
 typedef struct {
     float p;
     uint64_t key, sample0;  // row b of the batch is sample sample0 + b
+    int head0;  // attention only: the global index of the call's head 0 (a tensor-parallel rank's
+                // first head; 0 when the call has all heads), so the masks match the unsplit run's
 } KernDropout;
 // x holds elements [e0, e0 + n) of a batch of rows of M elements, in place (e0 = 0, n = B*M: the
 // whole (B, M) batch; a sequence-parallel rank's rows start inside it): element i of row b is kept
@@ -217,7 +219,8 @@ void kern_dropout(float *x, size_t e0, size_t n, size_t M, float p, uint64_t key
 // out (B, Tq, H, hd); saved: what backward needs, kern_attention_saved_floats(B, H, Tq, Tk)
 // floats (the CPU keeps the softmax probabilities (B, H, Tq, Tk); a GPU only row statistics).
 // drop (NULL or p == 0: none): dropout on the probabilities P (B, H, Tq, Tk) after the softmax,
-// out = (mask * P) V / (1 - p); P[b, h, t, j] is kept iff u(key, sample0 + b, (h*Tq + t)*Tk + j) >= p.
+// out = (mask * P) V / (1 - p); P[b, h, t, j] is kept iff
+// u(key, sample0 + b, ((head0 + h)*Tq + t)*Tk + j) >= p (kern_dropout ignores head0).
 // Backward must get the same drop as its forward.
 size_t kern_attention_saved_floats(int B, int H, int Tq, int Tk);
 void kern_attention_fwd(void *out, float *saved, const void *q, const void *k, const void *v,

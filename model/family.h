@@ -149,8 +149,6 @@ struct ModelFamily {
     int tie_option;    // tie_word_embeddings may be set: lm_head is then the embedding, trained as one tensor
     int sliding_window;  // its attention may be windowed (--sliding_window; a checkpoint field of the family)
     int hidden_act_option;  // its MLP's GELU is --hidden_act's (a checkpoint field of the family); else fixed
-    int tp_blocks;          // its forward and backward run a tp rank's part (model_plan_tp) under tensor parallelism
-    int attn_dropout;       // --dropout also drops attention probabilities (masks keyed by the rank's heads)
     const FamilyField *ckpt_fields;  // the checkpoint attributes of its config
     FamilyHfImport hf_import;
     FamilyHfExport hf_export;

@@ -152,7 +152,7 @@ static void gpt_block_fwd(const ModelPlan *plan, int l, const void *p, Activatio
     } else {
         KernDropout drop;
         kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, H, hd, (size_t)T * Qd,
-                           a->docs ? a->kstart : NULL, 0, model_attn_dropout(a, l, &drop));
+                           a->docs ? a->kstart : NULL, 0, model_attn_dropout(a, l, plan->tp_rank * H, &drop));
     }
     kern_matmul_fwd(model_rowpar_out(a, la.xmid), KERN_F32, la.att, WP(p, u, P_APROJ_W), N, Qd, D);
     model_rowpar_sum(plan, a, la.xmid, T);
@@ -203,7 +203,7 @@ static void gpt_block_bwd(const ModelPlan *plan, int l, const void *p, float *g,
     kern_matmul_bwd(a->datt, W(g, u, P_APROJ_W), dbr, KERN_F32, la.att, WP(p, u, P_APROJ_W), N, Qd, D, 0);
     KernDropout drop;
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, H, hd,
-                       a->docs ? a->kstart : NULL, 0, model_attn_dropout(a, l, &drop));
+                       a->docs ? a->kstart : NULL, 0, model_attn_dropout(a, l, plan->tp_rank * H, &drop));
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, NULL, NULL, B, T, H, H, hd, hd, KERN_QKV_BLOCKED, NULL);  // (B, T, 3D)
     kern_bias_bwd(W(g, u, P_ATTN_B), a->qkv, KERN_ACT, N, 3 * Qd);
     kern_matmul_bwd(a->dxn, W(g, u, P_ATTN_W), a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), WP(p, u, P_ATTN_W),
@@ -270,8 +270,6 @@ const ModelFamily family_mingpt = {
     .display = "minGPT",
     .presets = gpt_presets,
     .mlp_ratio = 4,
-    .tp_blocks = 1,
-    .attn_dropout = 1,
     .ckpt_fields = gpt_ckpt_fields,
     // no import: Hugging Face's Conv1D weights would be transposed slice by slice
     .hf_export = {.architecture = "GPT2LMHeadModel", .config = gpt_hf_config, .transposed = "transformer.h."},

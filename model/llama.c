@@ -345,7 +345,6 @@ const ModelFamily family_llama = {
     .gated_mlp = 1,
     .tie_option = 1,
     .sliding_window = 1,
-    .tp_blocks = 1,
     .ckpt_fields = llama_ckpt_fields,
     .hf_import = {
         .model_types = llama_hf_types,

@@ -467,11 +467,12 @@ const float *model_dropout_bwd(const Activations *a, const float *dx, int D, int
     return a->dbranch;
 }
 
-const KernDropout *model_attn_dropout(const Activations *a, int layer, KernDropout *buf) {
+const KernDropout *model_attn_dropout(const Activations *a, int layer, int head0, KernDropout *buf) {
     if (!(a->dropout > 0.0f)) return NULL;
     buf->p = a->dropout;
     buf->key = model_dropout_key(a, layer, DROP_ATTN_PROBS);
     buf->sample0 = a->sample0;
+    buf->head0 = head0;
     return buf;
 }
 

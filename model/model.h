@@ -280,7 +280,8 @@ void model_dropout_fwd(const Activations *a, float *x, int T, int D, int layer, 
 // The gradient of that branch output given dx = dloss/d(its sum): dx itself without dropout, else
 // a->dbranch holding the masked copy.
 const float *model_dropout_bwd(const Activations *a, const float *dx, int D, int layer, int site);
-// the attention-probability dropout of a layer, or NULL when off
-const KernDropout *model_attn_dropout(const Activations *a, int layer, KernDropout *buf);
+// the attention-probability dropout of a layer, or NULL when off. head0: the global index of the
+// call's first head (a tensor-parallel rank's), so every rank draws the masks of the unsplit run
+const KernDropout *model_attn_dropout(const Activations *a, int layer, int head0, KernDropout *buf);
 
 #endif

@@ -305,7 +305,6 @@ const ModelFamily family_neox = {
     .mlp_ratio = 4,
     .rotary_pct = 0.25f,
     .hidden_act_option = 1,
-    .tp_blocks = 1,
     .ckpt_fields = neox_ckpt_fields,
     .hf_import = {
         .model_types = neox_hf_types,

@@ -1140,19 +1140,6 @@ static const char *sample(Run *r) {
     return failed;
 }
 
-// What tensor parallelism covers so far, each gap refused by name: the families whose blocks split
-// (tp_blocks).
-static void tp_supported(const Run *r) {
-    const Config *c = r->cfg;
-    char what[160] = "";
-    if (!r->plan.family->tp_blocks) snprintf(what, sizeof what, "for model_type %s", c->model.model_type);
-    else if (c->model.dropout > 0 && r->plan.family->attn_dropout)  // its masks would follow a rank's heads
-        snprintf(what, sizeof what, "with --dropout for model_type %s (attention dropout)", c->model.model_type);
-    if (what[0])
-        comm_fail_all("--tensor_parallel_degree %d: the layout fits (replica %d x shard %d x tp %d), but fsdpc does not train "
-                      "tensor-parallel %s yet", r->dims.tp, r->dims.replica_size, r->dims.shard_size, r->dims.tp, what);
-}
-
 int train_run(Config *c) {
     Run r = {.cfg = c};
     for (int i = 0; i < INPUTS; i++) r.inputs[i].nfiles = -1;
@@ -1225,10 +1212,8 @@ int train_run(Config *c) {
                 c->num_threads);
     // nodes may differ in ranks per node (a hybrid default): any rank's objection ends the job
     comm_check_all(parallel_dims_build(&r.dims, c, comm_info.world, comm_info.local_world));
-    if (r.dims.tp > 1) {
-        tp_supported(&r);
-        model_plan_tp(&r.plan, r.dims.tp, r.tp_rank, NULL, r.dims.sequence_parallel);  // the group comes with the mesh, in shard_init
-    }
+    if (r.dims.tp > 1)  // the group comes with the mesh, in shard_init
+        model_plan_tp(&r.plan, r.dims.tp, r.tp_rank, NULL, r.dims.sequence_parallel);
     check_memory(&r);
     claim_checkpoint_dir(&r);
     shard_init(&r.st, &r.plan, c, &r.dims, !r.resume_file[0] && !r.init_h5 && !r.hf);

@@ -494,6 +494,7 @@ static void test_attention_docs(int B, int Tq, int Tk, int H, int KV, int hd, si
     char name[224], cfg[160];
     char dname[80] = "";
     int n = drop ? snprintf(dname, sizeof dname, " dropout p=%g", drop->p) : 0;
+    if (drop && drop->head0) n += snprintf(dname + n, sizeof dname - n, " head0 %d", drop->head0);
     if (window) snprintf(dname + n, sizeof dname - n, " window %d", window);
     snprintf(cfg, sizeof cfg, "B=%d Tq=%d Tk=%d H=%d KV=%d hd=%d kv_bstride=%zu%s%s%s%s", B, Tq, Tk, H, KV, hd,
              kv_bstride, kstart ? " documents" : "", dname, mode_name(), att_path);
@@ -674,7 +675,7 @@ static void test_cudnn_attention(void) {
         if (hd == 64) {
             test_attention(2, 256, 256, 8, 2, 64, (size_t)256 * 2 * 64, NULL);  // GQA, groups of 4
             test_attention(1, 100, 100, 4, 4, 64, (size_t)100 * 4 * 64, NULL);  // no grouping, T off the tiles
-            const KernDropout drop = {0.2f, 0xabcdefULL, 5};  // dropout and the KV cache: the native kernel
+            const KernDropout drop = {0.2f, 0xabcdefULL, 5, 0};  // dropout and the KV cache: the native kernel
             test_attention(2, 130, 130, 4, 2, 64, (size_t)130 * 2 * 64, &drop);
             test_attention(1, 7, 100, 8, 2, 64, (size_t)(128) * 2 * 64, NULL);
             // document masks as cuDNN's padding mask over ragged rows, one document per entry:
@@ -1243,7 +1244,7 @@ static void test_bf16_activations(void) {
     test_attention(2, 256, 256, 8, 2, 64, (size_t)256 * 2 * 64, NULL);
     test_attention(2, 77, 77, 6, 3, 24, (size_t)77 * 3 * 24, NULL);
     test_attention(1, 7, 100, 8, 2, 64, (size_t)(128) * 2 * 64, NULL);  // KV cache
-    const KernDropout drop = {0.2f, 0xabcdefULL, 5};
+    const KernDropout drop = {0.2f, 0xabcdefULL, 5, 0};
     test_attention(2, 130, 130, 4, 2, 64, (size_t)130 * 2 * 64, &drop);
     test_attention_packed(4, 200, 4, 2, 64, NULL);
     test_attention_one_doc(2, 130, 4, 2, 64);
@@ -1469,9 +1470,10 @@ int main(int argc, char **argv) {
         test_attention(1, 7, 100, 8, 2, 64, (size_t)(128) * 2 * 64, NULL);    // KV cache: a prompt chunk
         test_attention(2, 7, 100, 4, 4, 128, (size_t)(150) * 4 * 128, NULL);  // KV cache, two sequences, hd 128
         // dropout on the probabilities: the GPU regenerates the CPU's mask in forward and backward
-        const KernDropout drop = {0.2f, 0xabcdefULL, 5};
+        const KernDropout drop = {0.2f, 0xabcdefULL, 5, 0};
+        const KernDropout drop_h3 = {0.2f, 0xabcdefULL, 5, 3};  // a tensor-parallel rank's heads from global head 3
         test_attention(2, 130, 130, 4, 2, 64, (size_t)130 * 2 * 64, &drop);  // GQA, T not a multiple of the tile
-        test_attention(1, 77, 77, 3, 3, 128, (size_t)77 * 3 * 128, &drop);   // hd 128 (other tile sizes)
+        test_attention(1, 77, 77, 3, 3, 128, (size_t)77 * 3 * 128, &drop_h3);  // hd 128 (other tile sizes)
         test_attention(2, 7, 100, 4, 2, 24, (size_t)(110) * 2 * 24, &drop);  // KV cache form, hd padded to 32
         // packed documents: four row layouts (documents across tiles, one token, a whole row, padding)
         test_attention_packed(4, 200, 4, 2, 64, NULL);   // GQA
@@ -1486,7 +1488,7 @@ int main(int argc, char **argv) {
         test_attention_window(1, 7, 100, 8, 2, 64, (size_t)128 * 2 * 64, 30, 0, NULL);
         test_attention_window(1, 1, 37, 8, 2, 64, (size_t)(37 + 11) * 2 * 64, 9, 0, NULL);
         test_attention_window(4, 200, 200, 4, 2, 64, (size_t)200 * 2 * 64, 40, 1, NULL);
-        test_attention_window(2, 130, 130, 4, 2, 64, (size_t)130 * 2 * 64, 33, 0, &drop);
+        test_attention_window(2, 130, 130, 4, 2, 64, (size_t)130 * 2 * 64, 33, 0, &drop_h3);
     }
     test_cudnn_attention();
     test_cudnn_strict();

@@ -365,7 +365,7 @@ static void test_qkv_split(void) {
 static double att_mask(const KernDropout *drop, int b, int h, int t, int j, int Tq, int Tk) {
     if (!drop || drop->p == 0.0f) return 1.0;
     const double u = (double)(rng_splitmix64(rng_dropout_seed(drop->key, drop->sample0 + b) ^
-                                               (((uint64_t)h * Tq + t) * Tk + j)) >> 40) * 0x1p-24;
+                                               (((uint64_t)(drop->head0 + h) * Tq + t) * Tk + j)) >> 40) * 0x1p-24;
     return u >= drop->p ? 1.0 / (1.0 - (double)drop->p) : 0.0;
 }
 
@@ -471,7 +471,7 @@ static void test_attention_drop_identity(void) {
     float *q = rand_vec(nq, -1, 1), *k = rand_vec(nk, -1, 1), *v = rand_vec(nk, -1, 1), *dout = rand_vec(nq, -1, 1);
     float *out[3], *probs[3], *dq[3], *dk[3], *dv[3];
     float *scratch = malloc(sizeof(float) * kern_attention_scratch_floats(B, H, T));
-    const KernDropout zero = {0.0f, 123, 4}, on = {0.25f, 99, 7};
+    const KernDropout zero = {0.0f, 123, 4, 0}, on = {0.25f, 99, 7, 0};
     const KernDropout *drops[3] = {NULL, &zero, &on};
     for (int i = 0; i < 3; i++) {
         out[i] = malloc(sizeof(float) * nq), probs[i] = malloc(sizeof(float) * np);
@@ -491,12 +491,58 @@ static void test_attention_drop_identity(void) {
                !memcmp(dk[1], dk[2], sizeof(float) * nk) && !memcmp(dv[1], dv[2], sizeof(float) * nk),
            "attention dropout deterministic", "repeated call differs");
     // batch row 1 alone with sample0 + 1 equals row 1 of the batch: the mask follows the sample
-    const KernDropout on1 = {on.p, on.key, on.sample0 + 1};
+    const KernDropout on1 = {on.p, on.key, on.sample0 + 1, 0};
     kern_attention_fwd(out[1], probs[1], q + nq / 2, k + nk / 2, v + nk / 2, 1, T, T, H, KV, hd, nk / B, NULL, 0, &on1);
     report(!memcmp(out[1], out[2] + nq / 2, sizeof(float) * nq / 2), "attention dropout mask follows sample0 + b",
            "row 1 differs");
     for (int i = 0; i < 3; i++) free(out[i]), free(probs[i]), free(dq[i]), free(dk[i]), free(dv[i]);
     free(q), free(k), free(v), free(dout), free(scratch);
+}
+
+// part (rows, n, hd) = heads [h0, h0 + n) of x (rows, H, hd)
+static void att_heads(float *part, const float *x, size_t rows, int H, int h0, int n, int hd) {
+    for (size_t r = 0; r < rows; r++) memcpy(part + r * n * hd, x + (r * H + h0) * hd, sizeof(float) * n * hd);
+}
+
+// Tensor parallelism splits attention by heads: a call over the query heads [h0, h0 + H/tp) and
+// their kv heads, with head0 = h0, must give those heads' outputs and gradients of the whole call
+// bit for bit, dropout masks included, on every tp rank.
+static void test_attention_drop_heads(void) {
+    const int B = 2, T = 70, H = 6, KV = 3, hd = 8, tp = 3, Hl = H / tp, KVl = KV / tp;
+    const size_t rows = (size_t)B * T, nq = rows * H * hd, nk = rows * KV * hd;
+    const size_t nql = rows * Hl * hd, nkl = rows * KVl * hd;  // a rank's q, and its k and v
+    float *q = rand_vec(nq, -1, 1), *k = rand_vec(nk, -1, 1), *v = rand_vec(nk, -1, 1), *dout = rand_vec(nq, -1, 1);
+    float *out = malloc(sizeof(float) * nq), *probs = malloc(sizeof(float) * B * H * T * T);
+    float *dq = malloc(sizeof(float) * nq), *dk = malloc(sizeof(float) * nk), *dv = malloc(sizeof(float) * nk);
+    float *scratch = malloc(sizeof(float) * kern_attention_scratch_floats(B, H, T));
+    const KernDropout whole = {0.25f, 77, 3, 0};
+    kern_attention_fwd(out, probs, q, k, v, B, T, T, H, KV, hd, nk / B, NULL, 0, &whole);
+    kern_attention_bwd(dq, dk, dv, scratch, dout, out, probs, q, k, v, B, T, H, KV, hd, NULL, 0, &whole);
+    // a rank's inputs and results (l), and the whole call's for its heads (w)
+    float *ql = malloc(sizeof(float) * nql), *kl = malloc(sizeof(float) * nkl), *vl = malloc(sizeof(float) * nkl);
+    float *dol = malloc(sizeof(float) * nql), *ol = malloc(sizeof(float) * nql);
+    float *pl = malloc(sizeof(float) * B * Hl * T * T);
+    float *dql = malloc(sizeof(float) * nql), *dkl = malloc(sizeof(float) * nkl), *dvl = malloc(sizeof(float) * nkl);
+    float *ow = malloc(sizeof(float) * nql), *dqw = malloc(sizeof(float) * nql), *dkw = malloc(sizeof(float) * nkl);
+    float *dvw = malloc(sizeof(float) * nkl);
+    int bad = 0;
+    for (int r = 0; r < tp; r++) {
+        const int h0 = r * Hl, g0 = r * KVl;
+        const KernDropout part = {whole.p, whole.key, whole.sample0, h0};
+        att_heads(ql, q, rows, H, h0, Hl, hd), att_heads(dol, dout, rows, H, h0, Hl, hd);
+        att_heads(kl, k, rows, KV, g0, KVl, hd), att_heads(vl, v, rows, KV, g0, KVl, hd);
+        kern_attention_fwd(ol, pl, ql, kl, vl, B, T, T, Hl, KVl, hd, nkl / B, NULL, 0, &part);
+        kern_attention_bwd(dql, dkl, dvl, scratch, dol, ol, pl, ql, kl, vl, B, T, Hl, KVl, hd, NULL, 0, &part);
+        att_heads(ow, out, rows, H, h0, Hl, hd), att_heads(dqw, dq, rows, H, h0, Hl, hd);
+        att_heads(dkw, dk, rows, KV, g0, KVl, hd), att_heads(dvw, dv, rows, KV, g0, KVl, hd);
+        bad |= memcmp(ol, ow, sizeof(float) * nql) || memcmp(dql, dqw, sizeof(float) * nql) ||
+               memcmp(dkl, dkw, sizeof(float) * nkl) || memcmp(dvl, dvw, sizeof(float) * nkl);
+    }
+    report(!bad, "attention dropout: 3 ranks' 2 heads of 6 each (head0 its first) equal the whole call's, bit for bit",
+           "a rank's output or gradients differ");
+    free(ql), free(kl), free(vl), free(dol), free(ol), free(pl), free(dql), free(dkl), free(dvl);
+    free(ow), free(dqw), free(dkw), free(dvw);
+    free(q), free(k), free(v), free(dout), free(out), free(probs), free(dq), free(dk), free(dv), free(scratch);
 }
 
 // Document masking: a row packing documents (kstart) computes what each document alone computes,
@@ -600,13 +646,17 @@ static void test_attention(void) {
     test_attention_bwd("window 20 (T=130 H=4 KV=2)", 2, 130, 4, 2, 8, 20, NULL);
     test_attention_bwd("window 70 (T=130 H=4 KV=2)", 1, 130, 4, 2, 8, 70, NULL);
     test_attention_bwd("window 3 (T=37 H=KV=2)", 2, 37, 2, 2, 8, 3, NULL);
-    const KernDropout drop = {0.3f, 0x5eedULL, 11};
+    const KernDropout drop = {0.3f, 0x5eedULL, 11, 0};
     test_attention_fwd("dropout p=0.3 (T=130 H=4 KV=2)", 2, 130, 130, 130, 4, 2, 16, 0, &drop);
     test_attention_fwd("dropout p=0.3 (kv cache Tq=5 Tk=21 cap=32 H=6 KV=2)", 2, 5, 21, 32, 6, 2, 16, 0, &drop);
     test_attention_bwd("dropout p=0.3 (T=130 H=4 KV=2)", 2, 130, 4, 2, 8, 0, &drop);
     test_attention_bwd("dropout p=0.3 (T=9 H=3 KV=1)", 1, 9, 3, 1, 4, 0, &drop);
     test_attention_bwd("dropout p=0.3 window 5 (T=37 H=4 KV=2)", 1, 37, 4, 2, 8, 5, &drop);
+    const KernDropout drop5 = {0.3f, 0x5eedULL, 11, 5};  // a tensor-parallel rank's heads from global head 5
+    test_attention_fwd("dropout p=0.3 head0 5 (T=70 H=4 KV=2)", 2, 70, 70, 70, 4, 2, 16, 0, &drop5);
+    test_attention_bwd("dropout p=0.3 head0 5 (T=37 H=4 KV=2)", 1, 37, 4, 2, 8, 0, &drop5);
     test_attention_drop_identity();
+    test_attention_drop_heads();
 }
 
 // ---- SwiGLU on the fused gate|up ----

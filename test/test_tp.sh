@@ -7,13 +7,14 @@
 # vocabulary-parallel embedding and cross-entropy): Llama's losses at tp 2 and 4, with full-shard
 # and hybrid sharding, activation checkpointing, gradient accumulation and masked labels, equal
 # the 1-rank run's (1e-5 relative) at every step, validation included; so do minGPT's and
-# GPT-NeoX's. So do they with --sequence_parallel (a rank's share of the batch's rows; tp must
-# divide the context), dropout and document masks included. Generation runs on the first tp
-# group (its first rank gathers the logits' vocabulary shares and samples) and writes the 1-rank
-# run's text. Checkpoints hold whole tensors under their Hugging Face names whatever the degree,
+# GPT-NeoX's, with dropout (minGPT's attention masks keyed by global head, on the emulated GPU
+# too). So do they with --sequence_parallel (a rank's share of the batch's rows; tp must divide
+# the context), dropout and document masks included. Generation runs on the first tp group (its
+# first rank gathers the logits' vocabulary shares and samples) and writes the 1-rank run's
+# text. Checkpoints hold whole tensors under their Hugging Face names whatever the degree,
 # checksummed whole: a tp 2 run resumes at tp 1, and at tp 2 on 4 ranks (or sequence-parallel),
 # and back, with the losses of the run that never stopped; --init_from reads a tp rank's part of
-# each tensor. What is not built yet is refused by name.
+# each tensor.
 # (test_comm checks the mesh's groups; test_model --tp-plan every family's parts.)
 cd "$(dirname "$0")/.."
 source test/lib.sh
@@ -33,10 +34,6 @@ expect_error "tp 2 and an odd vocabulary" "tensor_parallel_degree 2 does not div
 expect_error "hybrid sharding counts data-parallel ranks" \
     "the 2 data-parallel ranks \(world 4 / --tensor_parallel_degree 2\) is not a multiple of the shard group size 3" \
     $NP4 $RUN --tp 2 --sharding hybrid-full-shard --shard_group_size 3
-# ---- what is not built yet, refused by name ----
-GAP="tensor_parallel_degree 2: the layout fits \(replica 1 x shard 2 x tp 2\), but fsdpc does not train tensor-parallel"
-expect_error "tp with minGPT's attention dropout" "$GAP with --dropout for model_type mingpt \(attention dropout\)" \
-    $NP4 $RUN --tp 2 --model_type mingpt --dropout 0.1
 expect_error "--sequence_parallel: tp must divide the context" \
     "sequence_parallel: --tensor_parallel_degree 2 does not divide --max_context_width 31" $NP4 $RUN --tp 2 --sequence_parallel --max_context_width 31
 expect_error "--sequence_parallel without tensor parallelism" "sequence_parallel .* needs --tensor_parallel_degree 2 or more" \
@@ -86,6 +83,9 @@ same "np=4 tp 2, activation checkpointing and grad_accum 2 train as one rank" on
 run gpt1 1 --batch_size 8 --model_type mingpt --num_key_value_heads 4
 run gpt4 4 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --tp 2
 same "minGPT: np=4 tp 2 x full-shard 2 trains as one rank (c_attn's q, k, v blocks split by heads)" gpt1 gpt4
+run gptd1 1 --batch_size 8 --model_type mingpt --num_key_value_heads 4 --dropout 0.1
+run gptd4 4 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --dropout 0.1 --tp 2
+same "minGPT with --dropout 0.1: np=4 tp 2 x full-shard 2 trains as one rank (attention masks keyed by global head)" gptd1 gptd4
 run neox1 1 --batch_size 8 --model_type gpt_neox --num_key_value_heads 4 --rotary_pct 0.5 --dropout 0.1
 run neox4 4 --batch_size 4 --model_type gpt_neox --num_key_value_heads 4 --rotary_pct 0.5 --dropout 0.1 --tp 2
 same "GPT-NeoX: np=4 tp 2 x full-shard 2 trains as one rank (per-head query_key_value, parallel residual, dropout)" neox1 neox4
@@ -107,6 +107,8 @@ run sptp4 4 --batch_size 8 --tp 4 --num_key_value_heads 4 --sequence_parallel
 same "--sequence_parallel: np=4 tp 4 trains as one rank" one4kv sptp4
 run spgpt 4 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --tp 2 --sequence_parallel
 same "--sequence_parallel: minGPT np=4 tp 2 x full-shard 2 (positions of a rank's rows, biases summed) trains as one rank" gpt1 spgpt
+run spgptd 4 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --dropout 0.1 --tp 2 --sequence_parallel
+same "--sequence_parallel: minGPT with --dropout 0.1 (embedding, attention and residual masks) trains as one rank" gptd1 spgptd
 run spneox 4 --batch_size 4 --model_type gpt_neox --num_key_value_heads 4 --rotary_pct 0.5 --dropout 0.1 --tp 2 --sequence_parallel
 same "--sequence_parallel: GPT-NeoX np=4 tp 2 x full-shard 2 with dropout (masks of the global tokens) trains as one rank" neox1 spneox
 run spdrop 4 --batch_size 1 --tp 4 --num_key_value_heads 4 --dropout 0.1 --sequence_parallel --max_context_width 24
@@ -204,6 +206,12 @@ timeout 600 $MPI -np 2 ./build/fsdpc_emu $EM --device cuda --tp 2 --sequence_par
 d=$(rel_diff "$W/cpunx.jsonl" "$W/gpunx.jsonl" 3 5e-3)
 check "emulated GPU, tp 2 --sequence_parallel: GPT-NeoX bf16 with dropout tracks the CPU's (worst relative difference $d)" $? \
     "$(grep -m2 'error\|emu:' "$W/gpunx.log")"
+EMD="${EM/--num_key_value_heads 2/} --model_type mingpt --dropout 0.1"
+./fsdpc $EMD --metrics_file "$W/cpud.jsonl" >"$W/cpud.log" 2>&1
+timeout 600 $MPI -np 2 ./build/fsdpc_emu $EMD --device cuda --tp 2 --metrics_file "$W/gpud.jsonl" >"$W/gpud.log" 2>&1
+d=$(rel_diff "$W/cpud.jsonl" "$W/gpud.jsonl" 3 1e-5)
+check "emulated GPU, tp 2: minGPT with --dropout 0.1 (attention masks by global head) equals one CPU rank (worst relative difference $d)" \
+    $? "$(grep -m2 'error\|emu:' "$W/gpud.log" "$W/cpud.log")"
 
 # ---- generation: the first tp group runs the KV cache's forwards; its first rank samples ----
 G="--max_steps 4 --checkpoint_freq 0 --validation_freq 0 --num_threads 1 --lr 3e-3 --warmup 2 $M --num_tokens 48 --temperature 0

@@ -25,11 +25,13 @@ typedef struct {
     uint32_t thr;  // rng_dropout_threshold(p)
     float scale;   // 1 / (1 - p)
     uint64_t key, sample0;
+    uint64_t head0;  // global index of the call's head 0
 } AttDrop;
 
 static AttDrop att_drop(const KernDropout *d) {
-    AttDrop a = {0, 0, 1.0f, 0, 0};
-    if (d && d->p > 0.0f) a = (AttDrop){1, rng_dropout_threshold(d->p), 1.0f / (1.0f - d->p), d->key, d->sample0};
+    AttDrop a = {0, 0, 1.0f, 0, 0, 0};
+    if (d && d->p > 0.0f)
+        a = (AttDrop){1, rng_dropout_threshold(d->p), 1.0f / (1.0f - d->p), d->key, d->sample0, (uint64_t)d->head0};
     return a;
 }
 
@@ -119,7 +121,7 @@ void cpu_attention_fwd(void *out_, float *probs, const void *q_, const void *k_,
                 for (int i = 0; i < rows; i++) {
                     const float *pr = pb + (size_t)i * Tk;
                     float *dst = pd + (size_t)i * Tk;
-                    const uint64_t idx0 = ((uint64_t)h * Tq + r0 + i) * Tk;  // mask index of (t, key 0)
+                    const uint64_t idx0 = ((ad.head0 + h) * Tq + r0 + i) * Tk;  // mask index of (t, key 0)
 #pragma omp simd
                     for (int j = kbeg; j < kend; j++)
                         dst[j] = pr[j] * (rng_dropout_keep(seed, idx0 + j, ad.thr) ? ad.scale : 0.0f);
@@ -195,7 +197,7 @@ void cpu_attention_bwd(void *dq_, void *dk_, void *dv_, float *scratch, const vo
                     float *dr = dsb + (size_t)i * T;
                     if (ad.on) {
                         float *pdr = pdb + (size_t)i * T;
-                        const uint64_t idx0 = ((uint64_t)h * T + r0 + i) * T;  // mask index of (t, key 0)
+                        const uint64_t idx0 = ((ad.head0 + h) * T + r0 + i) * T;  // mask index of (t, key 0)
 #pragma omp simd
                         for (int j = 0; j < n; j++) {
                             const float f = rng_dropout_keep(seed, idx0 + j, ad.thr) ? ad.scale : 0.0f;

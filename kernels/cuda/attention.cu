@@ -168,7 +168,8 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
             const float base = DOCS && mnew == -INFINITY ? 0.0f : mnew;
             const float alpha = expf(m[i] - base);  // 0 on the first tile (m = -inf)
             float rs = 0.0f;
-            const uint64_t idx0 = ((uint64_t)h * Tq + q0 + ty + 16 * i) * Tk + k0 + tx;  // mask index of column j = 0
+            // mask index of column j = 0
+            const uint64_t idx0 = ((drop.head0 + h) * Tq + q0 + ty + 16 * i) * Tk + k0 + tx;
 #pragma unroll
             for (int j = 0; j < RK; j++) {
                 const float p = expf(s[i][j] - base);
@@ -269,7 +270,7 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
                     float pv = p, dp = dpt[i][j];
                     if (DROP) {
                         const bool keep =
-                            rng_dropout_keep(seed, ((uint64_t)h * T + qpos) * T + k0 + c, drop.threshold);
+                            rng_dropout_keep(seed, ((drop.head0 + h) * T + qpos) * T + k0 + c, drop.threshold);
                         pv = keep ? p * drop.scale : 0.0f;
                         dp = keep ? dp * drop.scale : 0.0f;
                     }
@@ -332,7 +333,7 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
                 const int c = tx + 16 * j;
                 float dpv = dp[i][j];
                 if (DROP)
-                    dpv = rng_dropout_keep(seed, ((uint64_t)h * T + qpos) * T + k0 + c, drop.threshold)
+                    dpv = rng_dropout_keep(seed, ((drop.head0 + h) * T + qpos) * T + k0 + c, drop.threshold)
                               ? dpv * drop.scale
                               : 0.0f;
                 const bool seen = k0 + c <= qpos && qpos < T && (!DOCS || k0 + c >= kfirst[i]);

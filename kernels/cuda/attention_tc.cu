@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
             const float base = mnew == -INFINITY ? 0.0f : mnew;  // no visible key yet: keep exp() finite
             const float alpha = expf(m - base);
             float rs = 0.0f;
-            const uint64_t idx0 = ((uint64_t)h * Tq + q0 + row) * Tk + k0 + lane;  // mask index of column c = 0
+            const uint64_t idx0 = ((drop.head0 + h) * Tq + q0 + row) * Tk + k0 + lane;  // mask index of column c = 0
 #pragma unroll
             for (int c = 0; c < 2; c++) {
                 const bf16 p = __float2bfloat16(expf(s[c] - base));
@@ -277,7 +277,8 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
                     const float p = seen ? expf(St[row * kLdS + col] * scale - Ls[col]) : 0.0f;
                     float pv = p, dp = dPt[row * kLdS + col];
                     if (DROP) {
-                        const bool keep = rng_dropout_keep(seed, ((uint64_t)h * T + qpos) * T + key, drop.threshold);
+                        const bool keep =
+                            rng_dropout_keep(seed, ((drop.head0 + h) * T + qpos) * T + key, drop.threshold);
                         pv = keep ? p * drop.scale : 0.0f;
                         dp = keep ? dp * drop.scale : 0.0f;
                     }
@@ -345,7 +346,7 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
                 const int col = lane + 32 * c;
                 float dp = dPs[row * kLdS + col];
                 if (DROP)
-                    dp = rng_dropout_keep(seed, ((uint64_t)h * T + qpos) * T + k0 + col, drop.threshold)
+                    dp = rng_dropout_keep(seed, ((drop.head0 + h) * T + qpos) * T + k0 + col, drop.threshold)
                              ? dp * drop.scale
                              : 0.0f;
                 const bool seen = k0 + col <= qpos && qpos < T && (!DOCS || k0 + col >= kfirst);
@@ -379,7 +380,7 @@ bool att_tc_fits(int hd) {
 
 void att_tc_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq, int Tk, int H, int KV, int hd,
                 size_t kv_bstride, float scale, const int32_t *kstart, int window, const AttDrop *drop) {
-    const AttDrop dp = drop ? *drop : AttDrop{0, 0, 0, 1.0f};
+    const AttDrop dp = drop ? *drop : AttDrop{0, 0, 0, 1.0f, 0};
     with_head_dim(hd, [&](auto head) {
         with_flag(drop != nullptr, [&](auto on) {
             with_flag(kstart != nullptr || window > 0, [&](auto docs) {
@@ -394,7 +395,7 @@ void att_tc_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq, int Tk,
 
 void att_tc_bwd(Act dq, Act dk, Act dv, const float *delta, Act dout, const float *lse, Act q, Act k, Act v, int B,
                 int T, int H, int KV, int hd, float scale, const int32_t *kstart, int window, const AttDrop *drop) {
-    const AttDrop dp = drop ? *drop : AttDrop{0, 0, 0, 1.0f};
+    const AttDrop dp = drop ? *drop : AttDrop{0, 0, 0, 1.0f, 0};
     with_head_dim(hd, [&](auto head) {
         with_flag(drop != nullptr, [&](auto on) {
             with_flag(kstart != nullptr || window > 0, [&](auto docs) {
