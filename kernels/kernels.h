@@ -220,7 +220,7 @@ void kern_dropout(float *x, size_t e0, size_t n, size_t M, float p, uint64_t key
 // floats (the CPU keeps the softmax probabilities (B, H, Tq, Tk); a GPU only row statistics).
 // drop (NULL or p == 0: none): dropout on the probabilities P (B, H, Tq, Tk) after the softmax,
 // out = (mask * P) V / (1 - p); P[b, h, t, j] is kept iff
-// u(key, sample0 + b, ((head0 + h)*Tq + t)*Tk + j) >= p (kern_dropout ignores head0).
+// u(key, sample0 + b, ((head0 + h)*Tq + t)*Tk + j) >= p.
 // Backward must get the same drop as its forward.
 size_t kern_attention_saved_floats(int B, int H, int Tq, int Tk);
 void kern_attention_fwd(void *out, float *saved, const void *q, const void *k, const void *v,

@@ -227,7 +227,7 @@ static const CliFlag flags[] = {
     I("shard_group_size", shard_group_size, G_SHARD, "data-parallel ranks a hybrid strategy shards over (0: a node's)"),
     I("tensor_parallel_degree", tensor_parallel_degree, G_SHARD,
       "ranks that split each block's matmuls (consecutive ranks, inside a node); 1: none", CLI_ALIASES("tp")),
-    B("sequence_parallel", sequence_parallel, G_SHARD, "with tensor parallelism, norms and dropout on sequence shards"),
+    B("sequence_parallel", sequence_parallel, G_SHARD, "with tensor parallelism, the residual stream, norms and dropout on a tp rank's share of the rows"),
     E("precision", precision, precision_names, G_SHARD, "compute precision (master weights stay float32)"),
     E("reduce_dtype", reduce_dtype, precision_names, G_SHARD, "precision of the gradient reduction"),
     B("cpu_offload", cpu_offload, G_SHARD, "keep the shards and AdamW on the host"),

@@ -131,7 +131,7 @@ void model_rowpar_sum(const ModelPlan *plan, Activations *a, float *dst, int T) 
     else if (plan->tp > 1) comm_wait(comm_allreduce_start(plan->tp_group, dst, (size_t)a->B * T * D));
 }
 
-void *model_colpar_dx(const ModelPlan *plan, Activations *a, int T) {
+const void *model_colpar_dx(const ModelPlan *plan, Activations *a, int T) {
     size_t D = plan->cfg.hidden_width, n = (size_t)model_rows(a, T) * D;
     if (a->sp > 1) {
         if (kern_acts_bf16()) comm_wait(comm_reduce_scatter_bf16_start(plan->tp_group, a->dxn, a->sp_dxn, n));
@@ -262,7 +262,7 @@ void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int w
     a->pos = (int32_t *)model_acts_buf(N);
     a->loss = (double *)model_acts_buf(2);  // one double
     a->tp = plan->tp > 1 ? plan->tp : 1;
-    // generation's steps of one token do not split: it runs every tp rank on all of them
+    // generation (the KV cache: one row, a few tokens a step) keeps every row on every tp rank
     a->sp = plan->sp && !with_kv_cache ? a->tp : 1;
     a->sp_rank = a->sp > 1 ? plan->tp_rank : 0;
     plan->family->acts_alloc(a, &plan->cfg, (size_t)nslots, with_kv_cache);
@@ -280,7 +280,7 @@ void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int w
 
 void model_res_alloc(Activations *a, int L, size_t N, size_t D) {
     struct ActOffload *o = a->offload;
-    N /= (size_t)a->sp;  // this rank's rows
+    N /= (size_t)a->sp;  // the rank's rows of the batch's N
     a->res = model_acts_act((size_t)(o ? offload_device_entries(o) : L + 1) * N * D);
     if (o) {
         o->D = D;

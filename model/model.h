@@ -81,13 +81,14 @@ typedef struct {
     int sp, sp_rank;
     int docs;  // the loaded batch has document boundaries: kstart and pos below hold them
     int32_t *tokens, *targets;  // (N) the batch, set by model_load_batch (a negative target bears no loss)
-    int32_t *kstart, *pos;      // (N) with docs: the first key each token sees (its document's start) and its position
+    int32_t *kstart, *pos;      // (N) with docs: the first key each token sees (its document's start); with docs or
+                                // sequence parallelism: each token's position
     // (L+1, N/sp, D) residual stream: res[0] embedding out, res[l+1] block l out. The block inputs are
     // the activation checkpoints, so they are stored in the activation dtype (bf16 under --precision
     // bf16 on a GPU, values the training run rounds to anyway); blocks compute in fp32, through
     // res_in / res_out when the stream is bf16 (model_res_*)
     void *res;
-    float *res_in, *res_out;  // (N, D) fp32 working copies of one block's input and output; NULL when res is fp32
+    float *res_in, *res_out;  // (N/sp, D) fp32 working copies of one block's input and output; NULL when res is fp32
     // Block internals, one set per slot: each stored block has its own slot; checkpointed blocks
     // share one and are recomputed from their input in backward.
     int *slot, *recompute;  // (L) host arrays
@@ -145,8 +146,8 @@ int model_find_tensor(const ModelPlan *plan, const char *name, int *unit, int *t
 // norm output and its input gradient is a partial sum; a row-parallel one (o, down) writes a
 // partial sum of the residual branch. Without sequence parallelism the sums are all-reduces and
 // every tp rank holds every row; with it (a->sp > 1) they are reduce-scatters onto this rank's
-// rows, and the norm outputs and branch gradients are all-gathered from them. At tp 1 all of
-// these are no-ops that return their input.
+// rows, and the norm outputs and branch gradients are all-gathered from them. At tp 1 the
+// gathers and sums are no-ops that return their input.
 // This rank's rows of a batch of a->B rows of T tokens (B*T/sp), and the first one's global index.
 int model_rows(const Activations *a, int T);
 size_t model_row0(const Activations *a, int T);
@@ -161,7 +162,7 @@ const float *model_sp_gather_f32(const ModelPlan *plan, Activations *a, const fl
 float *model_rowpar_out(Activations *a, float *dst);
 void model_rowpar_sum(const ModelPlan *plan, Activations *a, float *dst, int T);
 // a->dxn (B*T, D), a column-parallel matmul's input gradient, summed over the tp group: (rows, D)
-void *model_colpar_dx(const ModelPlan *plan, Activations *a, int T);
+const void *model_colpar_dx(const ModelPlan *plan, Activations *a, int T);
 // The token embedding of the batch into out (rows, D), vocabulary-parallel under tp, and its
 // backward from dx (rows, D): gwte += (the rank's vocabulary rows).
 void model_embed_tokens_fwd(const ModelPlan *plan, Activations *a, const void *wte, float *out, int T);
@@ -226,7 +227,8 @@ void *model_acts_act(size_t n);
 // (generation: returns 0, it runs no backward); else the backward's dres, dxn, dbranch (with
 // dropout), dq, dk, dv and datt (returns 1). qd, kvd: a token's query and key/value widths.
 int model_acts_attention(Activations *a, const ModelConfig *c, int with_kv_cache, size_t N, size_t qd, size_t kvd);
-// The residual stream (Activations.res) for a family's acts_alloc: L+1 entries of N x D.
+// The residual stream (Activations.res) for a family's acts_alloc: L+1 entries of the rank's
+// rows of the batch's N (N/sp) x D.
 void model_res_alloc(Activations *a, int L, size_t N, size_t D);
 // For the families' forward and backward, over the first a->B * T tokens of entry l (0..L):
 // res[l] as fp32 (itself, or expanded into res_in); where entry l is computed in fp32 (itself, or

@@ -242,8 +242,9 @@ int plan_main(void *args) {
     // the head's and each block's two input gradients (the activation dtype); a tp group is inside
     // a node. These wait on the compute stream: none overlaps. Sequence parallelism turns each sum
     // into a reduce-scatter and gathers what the column-parallel matmuls read: in forward the
-    // norm outputs (each block's two and the head's), in backward the branch gradients (fp32) and
-    // the two norm outputs again, which it keeps only as the rank's rows.
+    // norm outputs (each block's two and the head's), in backward the branch gradients and the
+    // embedding's (fp32) and the two norm outputs again, which it keeps only as the rank's rows.
+    // (The norms' and biases' gradients summed over the group once a step are left out: D each.)
     int every_tp = !cfg->activation_checkpoints ? 0 : cfg->selective_checkpointing > 0 ? cfg->selective_checkpointing : 1;
     int recomputed_tp = every_tp > 0 ? (L + every_tp - 1) / every_tp : 0;
     double act_bytes = (double)B * T * m->hidden_width, tp_exposed = 0;

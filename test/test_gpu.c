@@ -893,6 +893,15 @@ static void test_dropout(int B, size_t M, float p, uint64_t key, uint64_t sample
     check(name, d_y, y, len, 0.0);
     free(y);
     cuda_free(d_y);
+    // shorter than a row, across a row boundary (the grid spans n, not M)
+    const size_t e1 = M / 2, len1 = M / 2 + 3 < n - e1 ? M / 2 + 3 : n - e1;
+    float *z = rand_vec(len1, -2, 2), *d_z = dev_f(z, len1);
+    cpu_dropout(z, e1, len1, M, p, key, sample0);
+    cuda_dropout(d_z, e1, len1, M, p, key, sample0);
+    snprintf(name, sizeof name, "dropout of [%zu, +%zu) across a row boundary (exact) M=%zu", e1, len1, M);
+    check(name, d_z, z, len1, 0.0);
+    free(z);
+    cuda_free(d_z);
     free(x);
     cuda_free(d_x);
 }

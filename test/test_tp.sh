@@ -103,6 +103,13 @@ run sphy 4 --batch_size 4 --tp 2 --sequence_parallel --sharding hybrid-full-shar
 same "--sequence_parallel: np=4 tp 2 x hybrid (replica 2 x shard 1) trains as one rank" one8 sphy
 run spga 4 --batch_size 2 --grad_accum 2 --val_batch_size 4 --tp 2 --sequence_parallel --activation_checkpoints
 same "--sequence_parallel: np=4 tp 2, activation checkpointing and grad_accum 2 train as one rank" one8 spga
+run sppers 4 --batch_size 2 --grad_accum 2 --val_batch_size 4 --tp 2 --sequence_parallel --sharding hybrid-full-shard --shard_group_size 1
+same "--sequence_parallel: np=4 tp 2 x hybrid (shard group 1: gradients kept whole over grad_accum 2) trains as one rank" one8 sppers
+run spacc 4 --batch_size 2 --grad_accum 2 --val_batch_size 4 --tp 2 --sequence_parallel --accumulate_unsharded
+same "--sequence_parallel: np=4 tp 2 with --accumulate_unsharded and grad_accum 2 trains as one rank" one8 spacc
+run tpbf 4 --batch_size 4 --tp 2 --reduce_dtype bf16
+run spbf 4 --batch_size 4 --tp 2 --sequence_parallel --reduce_dtype bf16
+same "--sequence_parallel: np=4 tp 2 with bf16 reductions trains as tp 2 without it" tpbf spbf
 run sptp4 4 --batch_size 8 --tp 4 --num_key_value_heads 4 --sequence_parallel
 same "--sequence_parallel: np=4 tp 4 trains as one rank" one4kv sptp4
 run spgpt 4 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --tp 2 --sequence_parallel
@@ -128,6 +135,9 @@ run mtp 4 --batch_size 4 --tp 2 --train_data "$W/masked.jsonl" --val_data "$W/ma
 same "np=4 tp 2 with masked labels trains as one rank" mone mtp
 run msp 4 --batch_size 4 --tp 2 --sequence_parallel --train_data "$W/masked.jsonl" --val_data "$W/masked.jsonl"
 same "--sequence_parallel: np=4 tp 2 with masked labels trains as one rank" mone msp
+run pk1 1 --batch_size 4 --packing --train_data "$W/masked.jsonl" --val_data "$W/masked.jsonl"
+run pksp 2 --batch_size 4 --packing --tp 2 --sequence_parallel --train_data "$W/masked.jsonl" --val_data "$W/masked.jsonl"
+same "--sequence_parallel: --packing (micro-batches of fewer rows) trains as one rank" pk1 pksp
 run dgpt1 1 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --document_masking --train_data "$W/masked.jsonl" --val_data "$W/masked.jsonl"
 run dgpt2 2 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --document_masking --tp 2 --sequence_parallel \
     --train_data "$W/masked.jsonl" --val_data "$W/masked.jsonl"

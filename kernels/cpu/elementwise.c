@@ -427,11 +427,11 @@ void cpu_dropout(float *x, size_t e0, size_t n, size_t M, float p, uint64_t key,
         while (lo < hi) {
             const size_t b = lo / M, i0 = lo - b * M, i1 = hi - b * M < M ? hi - b * M : M;
             const uint64_t seed = rng_dropout_seed(key, sample0 + b);
-            float *row = x + b * M - e0;
+            float *seg = x + (lo - e0);  // element i0 of row b
             // times 0 rather than "= 0": a select of constants vectorises (a guarded multiply does not),
             // and a NaN stays NaN, as in torch's x * mask * scale
 #pragma omp simd
-            for (size_t i = i0; i < i1; i++) row[i] *= rng_dropout_keep(seed, i, thr) ? scale : 0.0f;
+            for (size_t i = i0; i < i1; i++) seg[i - i0] *= rng_dropout_keep(seed, i, thr) ? scale : 0.0f;
             lo = b * M + i1;
         }
     }

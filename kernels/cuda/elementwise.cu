@@ -389,9 +389,8 @@ __global__ void dropout_kernel(float *x, size_t e0, size_t n, size_t M, size_t b
     for (size_t r = blockIdx.y; r < nrows; r += gridDim.y) {
         const size_t b = b0 + r, lo = b * M < e0 ? e0 - b * M : 0, hi = (b + 1) * M > e0 + n ? e0 + n - b * M : M;
         const uint64_t seed = rng_dropout_seed(key, sample0 + (uint64_t)b);
-        float *row = x + b * M - e0;
         for (size_t i = lo + blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < hi; i += (size_t)gridDim.x * blockDim.x)
-            row[i] *= rng_dropout_keep(seed, i, thr) ? scale : 0.0f;  // as the CPU: NaN stays NaN
+            x[b * M + i - e0] *= rng_dropout_keep(seed, i, thr) ? scale : 0.0f;  // as the CPU: NaN stays NaN
     }
 }
 
