@@ -419,7 +419,7 @@ void shard_grad_ready(ShardState *s, int u, int last_micro) {
     f->grad_open = 0;
     if (!last_micro && s->persistent_grads) return;  // accumulate locally; communicate once per step (no_sync)
     // sequence parallelism: a whole tensor's gradient holds this tp rank's rows' share (norms, the
-    // biases after a row-parallel reduction, minGPT's positions): summed over the group, so every
+    // biases after a row-parallel reduction, position embeddings): summed over the group, so every
     // tp rank holds the same
     for (int i = 0; i < f->nwhole; i++)
         comm_wait(comm_allreduce_start(s->tp_group, f->grads + f->whole[i][0], f->whole[i][1] - f->whole[i][0]));
