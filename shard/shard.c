@@ -177,11 +177,12 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
         if (f->padded > max_padded) max_padded = f->padded;
         f->ndecay = tensor_ranges(s, u, pick_decayed, 1, f->decay, "weight-decay");
         f->nnorm = tensor_ranges(s, u, pick_norm, 1, f->norm, "gradient-norm");
-        if (plan->sp) f->nwhole = tensor_ranges(s, u, pick_whole, 0, f->whole, "tp-whole");
+        if (plan->sp) f->nwhole = tensor_ranges(s, u, pick_whole, 1, f->whole, "tp-whole");
     }
     // doubles: the grad norm's partial sums
     s->unit_sumsq = (double *)fzalloc(2 * (size_t)s->nunits * KERN_ADAMW_MAX_RANGES, KERN_MEM_GRADS);
     s->step_red = callocCheck((size_t)s->nunits * KERN_ADAMW_MAX_RANGES + 3, sizeof(double));
+    if (plan->sp) s->whole_reqs = callocCheck((size_t)s->nunits * KERN_ADAMW_MAX_RANGES, sizeof(CommRequest *));
     // values are made on the host, then copied to the device
     // weights that come from a file skip this: random values would only be overwritten
     // a sharded start: each rank makes its own shards, one unit at a time, on the host and then
@@ -255,6 +256,7 @@ void shard_free(ShardState *s) {
     for (int i = 0; i < 2; i++) dfree(s->send_stage[i]);
     dfree(s->unit_sumsq);
     free(s->step_red);
+    free(s->whole_reqs);
     for (int i = 0; i < s->nparam_slots; i++) {
         dfree(s->param_pool[i]);
         dfree(s->param_stage[i]);
@@ -418,11 +420,7 @@ void shard_grad_ready(ShardState *s, int u, int last_micro) {
     FlatUnit *f = &s->units[u];
     f->grad_open = 0;
     if (!last_micro && s->persistent_grads) return;  // accumulate locally; communicate once per step (no_sync)
-    // sequence parallelism: a whole tensor's gradient holds this tp rank's rows' share (norms, the
-    // biases after a row-parallel reduction, position embeddings): summed over the group, so every
-    // tp rank holds the same
-    for (int i = 0; i < f->nwhole; i++)
-        comm_wait(comm_allreduce_start(s->tp_group, f->grads + f->whole[i][0], f->whole[i][1] - f->whole[i][0]));
+    s->whole_pending = s->plan->sp;
     if (s->direct_grads) {
         if (s->bf16_reduce && s->dims.replica_size == 1) {
             kern_round_bf16(f->grad_shard, f->shard_len);  // what a bf16 reduction over one rank gives
@@ -456,8 +454,25 @@ void shard_grad_ready(ShardState *s, int u, int last_micro) {
     }
 }
 
+// Sequence parallelism: a tensor every tp rank holds whole (norms, the biases after a row-parallel
+// reduction, position embeddings) got each tp rank's rows' share of its gradient. The sums are
+// linear, so the step's reduced shards are summed over the tp group once, after the FSDP
+// reductions and off the backward's path; every tp rank then holds the same. All are started
+// before any is waited on.
+static void tp_sum_whole(ShardState *s) {
+    int n = 0;
+    s->whole_pending = 0;
+    for (int u = 0; u < s->nunits; u++) {
+        FlatUnit *f = &s->units[u];
+        for (int i = 0; i < f->nwhole; i++)
+            s->whole_reqs[n++] = comm_allreduce_start(s->tp_group, f->grad_shard + f->whole[i][0], f->whole[i][1] - f->whole[i][0]);
+    }
+    for (int i = 0; i < n; i++) comm_wait(s->whole_reqs[i]);
+}
+
 void shard_grads_finish(ShardState *s) {
     for (int u = s->nunits - 1; u >= 0; u--) finish_reduce(s, u);
+    if (s->whole_pending) tp_sum_whole(s);
 }
 
 void shard_zero_grads(ShardState *s) {

@@ -32,8 +32,8 @@ typedef struct {
     size_t decay[KERN_ADAMW_MAX_RANGES][2];
     int nnorm;                    // the ranges the gradient norm counts: all of the shard, but at tp ranks
     size_t norm[KERN_ADAMW_MAX_RANGES][2];  // after the first not the tensors every tp rank holds whole
-    int nwhole;                   // sequence parallelism: the unit's tensors every tp rank holds whole, as
-    size_t whole[KERN_ADAMW_MAX_RANGES][2];  // ranges of the full gradient; each rank's rows give a share of theirs
+    int nwhole;                   // sequence parallelism: the shard's ranges of the tensors every tp rank
+    size_t whole[KERN_ADAMW_MAX_RANGES][2];  // holds whole, whose gradients each rank's rows give a share of
     float *host_grad;             // (shard_len) offload: the gradient shard copied to the host
     int copy_ticket;              // offload: the kern_*_async copy of host_grad
     void *params;                 // (padded) gathered parameters (kern_params_bf16's dtype) while gathered, else NULL
@@ -81,6 +81,8 @@ typedef struct {
     uint16_t **param_stage, **grad_stage, **grad_recv;
     double *unit_sumsq;             // (nunits, KERN_ADAMW_MAX_RANGES) sums of squares of the norm ranges, on the device
     double *step_red;               // (nunits + 2) host: what the step's one all-reduce carries
+    CommRequest **whole_reqs;       // (nunits * KERN_ADAMW_MAX_RANGES) sequence parallelism: the step's sums of
+    int whole_pending;              // the whole tensors' gradient shards over the tp group, and whether they are due
     int step;                       // optimizer steps taken
 } ShardState;
 
