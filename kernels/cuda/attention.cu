@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
             const float alpha = expf(m[i] - base);  // 0 on the first tile (m = -inf)
             float rs = 0.0f;
             // mask index of column j = 0
-            const uint64_t idx0 = ((drop.head0 + h) * Tq + q0 + ty + 16 * i) * Tk + k0 + tx;
+            const uint64_t idx0 = drop.head_off + ((uint64_t)h * Tq + q0 + ty + 16 * i) * Tk + k0 + tx;
 #pragma unroll
             for (int j = 0; j < RK; j++) {
                 const float p = expf(s[i][j] - base);
@@ -270,7 +270,7 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
                     float pv = p, dp = dpt[i][j];
                     if (DROP) {
                         const bool keep =
-                            rng_dropout_keep(seed, ((drop.head0 + h) * T + qpos) * T + k0 + c, drop.threshold);
+                            rng_dropout_keep(seed, drop.head_off + ((uint64_t)h * T + qpos) * T + k0 + c, drop.threshold);
                         pv = keep ? p * drop.scale : 0.0f;
                         dp = keep ? dp * drop.scale : 0.0f;
                     }
@@ -333,7 +333,7 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
                 const int c = tx + 16 * j;
                 float dpv = dp[i][j];
                 if (DROP)
-                    dpv = rng_dropout_keep(seed, ((drop.head0 + h) * T + qpos) * T + k0 + c, drop.threshold)
+                    dpv = rng_dropout_keep(seed, drop.head_off + ((uint64_t)h * T + qpos) * T + k0 + c, drop.threshold)
                               ? dpv * drop.scale
                               : 0.0f;
                 const bool seen = k0 + c <= qpos && qpos < T && (!DOCS || k0 + c >= kfirst[i]);
@@ -368,7 +368,7 @@ void cuda_attention_fwd(void *out, float *saved, const void *q, const void *k, c
     check_heads(H, KV);
     const float scale = 1.0f / sqrtf((float)hd);
     AttDrop dp;
-    const bool dropping = att_drop_from(drop, &dp);
+    const bool dropping = att_drop_from(drop, Tq, Tk, &dp);
     if (window >= Tk) window = 0;  // a window as long as the keys masks none of them
     if (!window && cudnn_att_fwd(act(out), saved, act(q), act(k), act(v), B, Tq, Tk, H, KV, hd, kv_bstride, kstart,
                                  dropping ? &dp : nullptr))
@@ -402,7 +402,7 @@ void cuda_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void
     const float scale = 1.0f / sqrtf((float)hd);
     float *delta = scratch;  // (B, H, T)
     AttDrop dp;
-    const bool dropping = att_drop_from(drop, &dp);
+    const bool dropping = att_drop_from(drop, T, T, &dp);
     if (!window && cudnn_att_bwd(act(dq), act(dk), act(dv), delta, act(dout), act(out), saved, act(q), act(k), act(v), B,
                                  T, H, KV, hd, kstart, dropping ? &dp : nullptr))
         return;

@@ -37,14 +37,15 @@ struct AttDrop {
     uint64_t key, sample0;
     uint32_t threshold;  // rng_dropout_threshold(p)
     float scale;         // 1 / (1 - p)
-    uint64_t head0;      // global index of the call's head 0: head h's masks are those of head0 + h
+    uint64_t head_off;   // head0 * Tq * Tk: head h's mask indices are those of global head head0 + h
 };
 
 // d resolved into *a; false when there is no dropout (NULL or p == 0)
-static inline bool att_drop_from(const KernDropout *d, AttDrop *a) {
+static inline bool att_drop_from(const KernDropout *d, int Tq, int Tk, AttDrop *a) {
     *a = AttDrop{0, 0, 0, 1.0f, 0};
     if (!d || !(d->p > 0.0f)) return false;
-    *a = AttDrop{d->key, d->sample0, rng_dropout_threshold(d->p), 1.0f / (1.0f - d->p), (uint64_t)d->head0};
+    *a = AttDrop{d->key, d->sample0, rng_dropout_threshold(d->p), 1.0f / (1.0f - d->p),
+                 (uint64_t)d->head0 * (uint64_t)Tq * (uint64_t)Tk};
     return true;
 }
 

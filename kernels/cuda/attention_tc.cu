@@ -186,7 +186,8 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
             const float base = mnew == -INFINITY ? 0.0f : mnew;  // no visible key yet: keep exp() finite
             const float alpha = expf(m - base);
             float rs = 0.0f;
-            const uint64_t idx0 = ((drop.head0 + h) * Tq + q0 + row) * Tk + k0 + lane;  // mask index of column c = 0
+            // mask index of column c = 0
+            const uint64_t idx0 = drop.head_off + ((uint64_t)h * Tq + q0 + row) * Tk + k0 + lane;
 #pragma unroll
             for (int c = 0; c < 2; c++) {
                 const bf16 p = __float2bfloat16(expf(s[c] - base));
@@ -278,7 +279,7 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
                     float pv = p, dp = dPt[row * kLdS + col];
                     if (DROP) {
                         const bool keep =
-                            rng_dropout_keep(seed, ((drop.head0 + h) * T + qpos) * T + key, drop.threshold);
+                            rng_dropout_keep(seed, drop.head_off + ((uint64_t)h * T + qpos) * T + key, drop.threshold);
                         pv = keep ? p * drop.scale : 0.0f;
                         dp = keep ? dp * drop.scale : 0.0f;
                     }
@@ -346,7 +347,7 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
                 const int col = lane + 32 * c;
                 float dp = dPs[row * kLdS + col];
                 if (DROP)
-                    dp = rng_dropout_keep(seed, ((drop.head0 + h) * T + qpos) * T + k0 + col, drop.threshold)
+                    dp = rng_dropout_keep(seed, drop.head_off + ((uint64_t)h * T + qpos) * T + k0 + col, drop.threshold)
                              ? dp * drop.scale
                              : 0.0f;
                 const bool seen = k0 + col <= qpos && qpos < T && (!DOCS || k0 + col >= kfirst);
