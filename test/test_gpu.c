@@ -874,6 +874,18 @@ static void test_positions(void) {
 
 // ---- dropout ----
 
+// elements [e0, e0 + len) of rows of M: the GPU's range equals the CPU's
+static void test_dropout_range(size_t e0, size_t len, size_t M, float p, uint64_t key, uint64_t sample0, const char *what) {
+    char name[112];
+    float *y = rand_vec(len, -2, 2), *d_y = dev_f(y, len);
+    cpu_dropout(y, e0, len, M, p, key, sample0);
+    cuda_dropout(d_y, e0, len, M, p, key, sample0);
+    snprintf(name, sizeof name, "dropout of [%zu, +%zu) %s (exact) M=%zu", e0, len, what, M);
+    check(name, d_y, y, len, 0.0);
+    free(y);
+    cuda_free(d_y);
+}
+
 // The GPU draws the CPU's mask bit for bit, and scales kept elements by the same float.
 static void test_dropout(int B, size_t M, float p, uint64_t key, uint64_t sample0) {
     char name[112];
@@ -884,24 +896,11 @@ static void test_dropout(int B, size_t M, float p, uint64_t key, uint64_t sample
     snprintf(name, sizeof name, "dropout (exact, same mask) B=%d M=%zu p=%g sample0=%llu", B, M, p,
              (unsigned long long)sample0);
     check(name, d_x, x, n, 0.0);
-    // elements [e0, e0 + len) that start and end inside rows, as a sequence-parallel rank's
-    const size_t e0 = M / 3 + 1, len = n - e0 - M / 2;
-    float *y = rand_vec(len, -2, 2), *d_y = dev_f(y, len);
-    cpu_dropout(y, e0, len, M, p, key, sample0);
-    cuda_dropout(d_y, e0, len, M, p, key, sample0);
-    snprintf(name, sizeof name, "dropout of [%zu, +%zu) inside rows (exact) M=%zu", e0, len, M);
-    check(name, d_y, y, len, 0.0);
-    free(y);
-    cuda_free(d_y);
-    // shorter than a row, across a row boundary (the grid spans n, not M)
-    const size_t e1 = M / 2, len1 = M / 2 + 3 < n - e1 ? M / 2 + 3 : n - e1;
-    float *z = rand_vec(len1, -2, 2), *d_z = dev_f(z, len1);
-    cpu_dropout(z, e1, len1, M, p, key, sample0);
-    cuda_dropout(d_z, e1, len1, M, p, key, sample0);
-    snprintf(name, sizeof name, "dropout of [%zu, +%zu) across a row boundary (exact) M=%zu", e1, len1, M);
-    check(name, d_z, z, len1, 0.0);
-    free(z);
-    cuda_free(d_z);
+    // elements [e0, e0 + len) that start and end inside rows, as a sequence-parallel rank's; then
+    // fewer than a row's, across a row boundary (the grid spans n, not M)
+    const size_t e0 = M / 3 + 1, e1 = M / 2, len1 = M / 2 + 3 < n - e1 ? M / 2 + 3 : n - e1;
+    test_dropout_range(e0, n - e0 - M / 2, M, p, key, sample0, "inside rows");
+    test_dropout_range(e1, len1, M, p, key, sample0, "across a row boundary");
     free(x);
     cuda_free(d_x);
 }
