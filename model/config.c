@@ -521,6 +521,19 @@ const char *config_check_world(const Config *c, int world) {
     return msg;
 }
 
+// The sizes, in SIZE_* order: where each lives and the flag that sets it.
+static const struct {
+    size_t off;
+    const char *flag;
+} size_fields[SIZE_COUNT] = {
+    {offsetof(ModelConfig, hidden_width), "hidden_width"}, {offsetof(ModelConfig, num_layers), "num_layers"},
+    {offsetof(ModelConfig, num_heads), "num_heads"}, {offsetof(ModelConfig, num_key_value_heads), "num_key_value_heads"},
+    {offsetof(ModelConfig, intermediate_size), "intermediate_size"}, {offsetof(ModelConfig, max_context_width), "max_context_width"},
+    {offsetof(ModelConfig, vocab_size), "vocab_size"},
+};
+static int *size_at(ModelConfig *m, int i) { return (int *)((char *)m + size_fields[i].off); }
+static void fill_sizes(Config *c);
+
 // A model source (a checkpoint being resumed, --init_from) may name the family after the flags
 // are parsed: until it has been read (config_adopt_model) or found absent (config_no_source),
 // the flags that apply to some families only, and the model's own checks, wait for its family.
@@ -619,6 +632,7 @@ int config_given(const char *name) { return cli_given(&config_cli, name); }
 
 void config_no_source(Config *c) {
     family_pending = 0;
+    fill_sizes(c);
     validate(c);
 }
 
@@ -679,6 +693,12 @@ void config_adopt_model(Config *c, const ModelConfig *src, unsigned known, const
         }
         memcpy(dst, val, fields[i].is_float ? sizeof(float) : sizeof(int));
     }
+    static const unsigned size_bits[SIZE_COUNT] = {MODEL_HIDDEN, MODEL_LAYERS, MODEL_HEADS, MODEL_KV_HEADS, MODEL_INTERMEDIATE,
+                                                   MODEL_CONTEXT, MODEL_VOCAB};
+    for (int i = 0; i < SIZE_COUNT; i++)
+        c->size_origin[i] = config_given(size_fields[i].flag) ? SIZE_FLAG : config_given("model_name") ? SIZE_PRESET
+                            : known & size_bits[i]                                                      ? SIZE_SOURCE
+                                                                                                        : SIZE_DEFAULT;
     validate(c);
 }
 
@@ -695,6 +715,68 @@ static void family_defaults(Config *c) {
     if (!fam->rotary_pct && !config_given("rotary_pct")) m->rotary_pct = 1.0f;  // given: refused by the family, or a source's to check
     if (!fam->gqa && !config_given("num_key_value_heads")) m->num_key_value_heads = m->num_heads;
     if (fam->mlp_ratio && !config_given("intermediate_size")) m->intermediate_size = fam->mlp_ratio * m->hidden_width;
+}
+
+// Each size's origin, and the family's Hugging Face defaults for those no flag or preset gave when
+// the run names its own shape (--hidden_width, --num_layers or --num_heads without --model_name):
+// such a model is the family's, never the default tiny one's with some sizes changed.
+static void fill_sizes(Config *c) {
+    ModelConfig *m = &c->model;
+    const ModelFamily *fam = family_find(m->model_type);  // known: the flag takes only family names
+    const FamilyPreset *d = &fam->hf_defaults;
+    int preset = config_given("model_name");
+    int own_shape = !preset && (config_given("hidden_width") || config_given("num_layers") || config_given("num_heads"));
+    const int hf[SIZE_COUNT] = {d->hidden_width, d->num_layers, d->num_heads, d->num_key_value_heads, d->intermediate_size,
+                                d->max_context_width, d->vocab_size};
+    for (int i = 0; i < SIZE_COUNT; i++) {
+        c->size_origin[i] = config_given(size_fields[i].flag) ? SIZE_FLAG : preset ? SIZE_PRESET
+                            : own_shape                        ? SIZE_FAMILY
+                                                               : SIZE_DEFAULT;
+        if (c->size_origin[i] == SIZE_FAMILY && hf[i]) *size_at(m, i) = hf[i];
+    }
+    // the rules that follow other sizes, applied once those are final
+    if (c->size_origin[SIZE_KV] == SIZE_FAMILY || !fam->gqa) m->num_key_value_heads = m->num_heads;
+    if (fam->mlp_ratio && !config_given("intermediate_size")) m->intermediate_size = fam->mlp_ratio * m->hidden_width;
+    if (own_shape) memset(m->model_name, 0, sizeof m->model_name);
+}
+
+const char *config_take_tokenizer_vocab(Config *c, int vocab, int named, const char *tokenizer) {
+    static char msg[1400];
+    unsigned char *o = &c->size_origin[SIZE_V];
+    if ((named && *o == SIZE_FAMILY) || *o == SIZE_DEFAULT) {
+        c->model.vocab_size = vocab;
+        *o = SIZE_TOKENIZER;
+        return NULL;
+    }
+    if (c->model.vocab_size >= vocab) return NULL;
+    static const char *const by[] = {[SIZE_FLAG] = "--vocab_size", [SIZE_PRESET] = "--model_name", [SIZE_RECIPE] = "the recipe's default",
+                                     [SIZE_FAMILY] = "the family's default", [SIZE_SOURCE] = "the model being loaded",
+                                     [SIZE_DATA] = "the data file"};
+    snprintf(msg, sizeof msg, "the tokenizer '%.1000s' has %d tokens but the model's vocabulary is %d (%s)", tokenizer, vocab,
+             c->model.vocab_size, *o < sizeof by / sizeof by[0] && by[*o] ? by[*o] : "--vocab_size");
+    return msg;
+}
+
+void config_size_origins(const Config *c, char *buf, int len) {
+    static const char *const names[SIZE_COUNT] = {"D", "L", "H", "KV", "F", "T", "V"};
+    const ModelFamily *fam = family_find(c->model.model_type);
+    int n = snprintf(buf, len, "sizes:");
+    for (int o = SIZE_DEFAULT; o <= SIZE_DATA && n < len; o++) {
+        int any = 0;
+        for (int i = 0; i < SIZE_COUNT && n < len; i++)
+            if (c->size_origin[i] == o) n += snprintf(buf + n, len - n, "%s %s", any++ ? "" : n > 6 ? ";" : "", names[i]);
+        if (!any || n >= len) continue;
+        switch (o) {
+        case SIZE_DEFAULT: n += snprintf(buf + n, len - n, " from the default model (tiny)"); break;
+        case SIZE_FLAG: n += snprintf(buf + n, len - n, " from flags"); break;
+        case SIZE_PRESET: n += snprintf(buf + n, len - n, " from --model_name %s", c->model.model_name); break;
+        case SIZE_RECIPE: n += snprintf(buf + n, len - n, " from the recipe's defaults"); break;
+        case SIZE_FAMILY: n += snprintf(buf + n, len - n, " from %s's defaults", fam ? fam->hf_defaults.name : "the family"); break;
+        case SIZE_SOURCE: n += snprintf(buf + n, len - n, " from the model loaded"); break;
+        case SIZE_TOKENIZER: n += snprintf(buf + n, len - n, " from the tokenizer"); break;
+        default: n += snprintf(buf + n, len - n, " from the data"); break;
+        }
+    }
 }
 
 // --run_name R puts checkpoints in checkpoint_dir/R, and a resume directory equal to the
@@ -721,6 +803,7 @@ void config_finish(Config *c) {
     family_pending = (c->resume_from_checkpoint[0] || c->init_from[0] || c->pretrained_model_name[0]) &&
                      !config_given("model_type") && !config_given("model_name");
     family_defaults(c);
+    if (!family_pending) fill_sizes(c);
     join_run_name(c);
     // checkpointing every Nth block implies checkpointing, unless the command line turned it off
     if (c->selective_checkpointing > 0 && !config_given("activation_checkpoints")) c->activation_checkpoints = 1;
@@ -752,9 +835,9 @@ void config_describe(const Config *c, char *buf, int len) {
     if (m->sliding_window) snprintf(extra, sizeof extra, " window=%d", m->sliding_window);
     else if (m->hidden_act) snprintf(extra, sizeof extra, " act=%s", cli_choice_name(config_hidden_acts, m->hidden_act));
     snprintf(buf, len,
-             "model=%s/%s D=%d L=%d H=%d KV=%d F=%d T=%d V=%d%s sharding=%s precision=%s batch_size=%d grad_accum=%d "
+             "model=%s%s%s D=%d L=%d H=%d KV=%d F=%d T=%d V=%d%s sharding=%s precision=%s batch_size=%d grad_accum=%d "
              "max_steps=%d lr=%g min_lr=%g warmup=%g decay=%s wd=%g betas=%g,%g grad_clip=%g seed=%d train_data=%s",
-             m->model_type, m->model_name, m->hidden_width, m->num_layers, m->num_heads, m->num_key_value_heads,
+             m->model_type, m->model_name[0] ? "/" : "", m->model_name, m->hidden_width, m->num_layers, m->num_heads, m->num_key_value_heads,
              m->intermediate_size, m->max_context_width, m->vocab_size, extra, config_sharding_name(c->sharding),
              config_precision_name(c->precision), c->batch_size, c->grad_accum, c->max_steps, c->lr, c->min_lr, c->warmup,
              config_lr_decay_name(c->lr_decay_style), c->weight_decay, c->beta1,

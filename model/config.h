@@ -53,8 +53,15 @@ typedef struct {
     float dropout;        // training only: residual branches (both), embeddings and attention probabilities (minGPT)
 } ModelConfig;
 
+// Where each of the model's sizes came from, for the start-up line and `fsdpc plan`: the default
+// model (tiny), a flag, the --model_name preset, a recipe's parser default, the family's Hugging
+// Face config class, the checkpoint or Hugging Face folder read, the tokenizer, a data file.
+typedef enum { SIZE_DEFAULT, SIZE_FLAG, SIZE_PRESET, SIZE_RECIPE, SIZE_FAMILY, SIZE_SOURCE, SIZE_TOKENIZER, SIZE_DATA } SizeOrigin;
+enum { SIZE_D, SIZE_L, SIZE_H, SIZE_KV, SIZE_F, SIZE_T, SIZE_V, SIZE_COUNT };
+
 typedef struct {
     ModelConfig model;
+    unsigned char size_origin[SIZE_COUNT];  // SizeOrigin of hidden_width ... vocab_size
     // sharding
     ShardStrategy sharding;
     int shard_group_size;
@@ -164,6 +171,13 @@ void config_no_source(Config *cfg);
 uint64_t config_hash(const Config *cfg);
 // whether the command line gave flag `name` (its canonical name)
 int config_given(const char *name);
+// The vocabulary once the tokenizer is known (vocab: its size; named: --tokenizer, a recipe's or
+// a source's, rather than the byte default): a vocabulary no flag, preset or source fixed becomes
+// the tokenizer's when it was named, or for the default model; else it must hold the tokenizer's
+// tokens. NULL, or why not (a static message).
+const char *config_take_tokenizer_vocab(Config *cfg, int vocab, int named, const char *tokenizer);
+// "D L H from flags; KV F T V from LlamaConfig's defaults": where each size came from
+void config_size_origins(const Config *cfg, char *buf, int len);
 // one-line summary of the run configuration (stored in checkpoints, logged at start)
 void config_describe(const Config *cfg, char *buf, int len);
 // checks a model config; returns NULL when valid, else a static message

@@ -149,6 +149,10 @@ struct ModelFamily {
     int tie_option;    // tie_word_embeddings may be set: lm_head is then the embedding, trained as one tensor
     int sliding_window;  // its attention may be windowed (--sliding_window; a checkpoint field of the family)
     int hidden_act_option;  // its MLP's GELU is --hidden_act's (a checkpoint field of the family); else fixed
+    // The sizes of a run that gives --hidden_width, --num_layers or --num_heads without --model_name
+    // and leaves others out: Hugging Face's config class for the family (its name is `name`) and
+    // its defaults. num_key_value_heads 0: one per head; intermediate_size 0: mlp_ratio x width.
+    FamilyPreset hf_defaults;
     const FamilyField *ckpt_fields;  // the checkpoint attributes of its config
     FamilyHfImport hf_import;
     FamilyHfExport hf_export;

@@ -270,6 +270,7 @@ const ModelFamily family_mingpt = {
     .display = "minGPT",
     .presets = gpt_presets,
     .mlp_ratio = 4,
+    .hf_defaults = {"GPT2Config", 768, 12, 12, 0, 0, 1024, 50257},
     .ckpt_fields = gpt_ckpt_fields,
     // no import: Hugging Face's Conv1D weights would be transposed slice by slice
     .hf_export = {.architecture = "GPT2LMHeadModel", .config = gpt_hf_config, .transposed = "transformer.h."},

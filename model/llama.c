@@ -345,6 +345,7 @@ const ModelFamily family_llama = {
     .gated_mlp = 1,
     .tie_option = 1,
     .sliding_window = 1,
+    .hf_defaults = {"LlamaConfig", 4096, 32, 32, 0, 11008, 2048, 32000},
     .ckpt_fields = llama_ckpt_fields,
     .hf_import = {
         .model_types = llama_hf_types,

@@ -305,6 +305,7 @@ const ModelFamily family_neox = {
     .mlp_ratio = 4,
     .rotary_pct = 0.25f,
     .hidden_act_option = 1,
+    .hf_defaults = {"GPTNeoXConfig", 6144, 44, 64, 0, 0, 2048, 50432},
     .ckpt_fields = neox_ckpt_fields,
     .hf_import = {
         .model_types = neox_hf_types,

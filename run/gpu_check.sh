@@ -24,16 +24,16 @@ if [ "$DRY" = 1 ]; then
     # the 1B model's stand-in, and the parity and sanitizer models: head dim 64, so cuDNN runs
     export BENCH_MODEL="--hidden_width 128 --num_layers 1 --num_heads 2 --num_key_value_heads 1 --intermediate_size 128
         --max_context_width 32 --vocab_size 256" BENCH_BATCH=2 BENCH_STEPS=2
-    export PAR_MODEL="--hidden_width 128 --num_layers 1 --num_heads 2 --num_key_value_heads 1 --intermediate_size 128
+    export PAR_MODEL="--tokenizer byte --hidden_width 128 --num_layers 1 --num_heads 2 --num_key_value_heads 1 --intermediate_size 128
         --max_context_width 32 --batch_size 2" PAR_STEPS=2
     export SAN_MODEL="$PAR_MODEL"
 else
     export FSDPC=./fsdpc TEST_GPU=build/test_gpu PYDEV=cuda
     export BENCH_MODEL="--hidden_width 2048 --num_layers 16 --num_heads 16 --num_key_value_heads 8 --intermediate_size 5632
         --max_context_width 2048 --vocab_size 32000" BENCH_BATCH=${GPU_CHECK_BATCH:-4} BENCH_STEPS=${GPU_CHECK_STEPS:-10}
-    export PAR_MODEL="--hidden_width 256 --num_layers 4 --num_heads 4 --num_key_value_heads 2 --intermediate_size 688
+    export PAR_MODEL="--tokenizer byte --hidden_width 256 --num_layers 4 --num_heads 4 --num_key_value_heads 2 --intermediate_size 688
         --max_context_width 256 --batch_size 8" PAR_STEPS=20
-    export SAN_MODEL="--hidden_width 128 --num_layers 2 --num_heads 2 --num_key_value_heads 1 --intermediate_size 352
+    export SAN_MODEL="--tokenizer byte --hidden_width 128 --num_layers 2 --num_heads 2 --num_key_value_heads 1 --intermediate_size 352
         --max_context_width 128 --batch_size 2"
 fi
 QUIET="--num_tokens 0 --checkpoint_freq 0 --validation_freq 0"
@@ -49,7 +49,7 @@ loss() { sed -nE '1s/.*"loss": ([0-9.e+-]+).*/\1/p' "$1" 2>/dev/null; }
 
 stage_tests() {
     if [ "$DRY" = 1 ]; then  # test_gpu_emu's whole suite takes minutes: its quickest mode stands in
-        TEST_GPU="$TEST_GPU --cudnn_shapes" GPU_TESTS_STEPS=3 GPU_TESTS_MODEL="--hidden_width 256 --num_layers 1 --num_heads 4
+        TEST_GPU="$TEST_GPU --cudnn_shapes" GPU_TESTS_STEPS=3 GPU_TESTS_MODEL="--tokenizer byte --hidden_width 256 --num_layers 1 --num_heads 4
             --num_key_value_heads 2 --intermediate_size 256 --max_context_width 16 --batch_size 2 --train_data data/tinyshakespeare.txt" bash test/run_gpu_tests.sh
     else
         bash test/run_gpu_tests.sh

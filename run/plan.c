@@ -146,12 +146,13 @@ int plan_main(void *args) {
         comm_fail_all("plan: the model's sizes come from --model_name and the size flags; --init_from and "
                       "--resume_from_checkpoint are not read");
     // the vocabulary follows the tokenizer unless something fixed it, as in training
-    if (!config_given("vocab_size") && !config_given("model_name")) {
+    if (cfg->size_origin[SIZE_V] == SIZE_DEFAULT || config_given("tokenizer")) {
         char err[1400];
         Tokenizer *t = tok_open(cfg->tokenizer, err, sizeof err);
         if (!t) comm_fail_all("%s", err);
-        cfg->model.vocab_size = tok_vocab_size(t);
+        const char *why = config_take_tokenizer_vocab(cfg, tok_vocab_size(t), config_given("tokenizer"), cfg->tokenizer);
         tok_free(t);
+        if (why) comm_fail_all("plan: %s", why);
     }
     int gpu = cfg->device != KERN_DEVICE_CPU;
     int world = a.world_size, rpn = a.ranks_per_node;
@@ -345,9 +346,12 @@ int plan_main(void *args) {
         return 0;
     }
 
-    printf("fsdpc plan: %s %s, %.3g%s parameters (D=%d L=%d H=%d KV=%d F=%d V=%d), context %d\n", m->model_type,
-           m->model_name, plan.num_params / (plan.num_params >= 1e9 ? 1e9 : 1e6), plan.num_params >= 1e9 ? "B" : "M", m->hidden_width, L,
-           m->num_heads, m->num_key_value_heads, m->intermediate_size, m->vocab_size, T);
+    char origins[400];
+    config_size_origins(cfg, origins, sizeof origins);
+    printf("fsdpc plan: %s%s%s, %.3g%s parameters (D=%d L=%d H=%d KV=%d F=%d V=%d), context %d; %s\n", m->model_type,
+           m->model_name[0] ? " " : "", m->model_name, plan.num_params / (plan.num_params >= 1e9 ? 1e9 : 1e6),
+           plan.num_params >= 1e9 ? "B" : "M", m->hidden_width, L, m->num_heads, m->num_key_value_heads, m->intermediate_size,
+           m->vocab_size, T, origins);
     char tps[48] = "";
     if (tp > 1) snprintf(tps, sizeof tps, " x tp %d%s", tp, dims.sequence_parallel ? " (sequence parallel)" : "");
     printf("layout: %d rank(s), %d node(s) of %d on %s; %s: shard group %d x replica group %d%s; %s, reduce %s\n", world,

@@ -264,14 +264,7 @@ static void resolve_sources(Run *r) {
     snprintf(c->tokenizer, sizeof c->tokenizer, "%s", tok_path(r->tok));  // recorded in checkpoints
     tokenizer_found(r);
     if (strcmp(c->tokenizer, "byte")) io_input(c->tokenizer, "the tokenizer");
-    int V = tok_vocab_size(r->tok);
-    int vocab_fixed = config_given("vocab_size") || config_given("model_name") || (known & MODEL_VOCAB);
-    if (!vocab_fixed) {
-        c->model.vocab_size = V;
-    } else if (c->model.vocab_size < V) {
-        comm_fail_all("the tokenizer '%s' has %d tokens but the model's vocabulary is %d (%s)", c->tokenizer, V,
-                      c->model.vocab_size, known & MODEL_VOCAB ? tok_source : "--vocab_size / --model_name");
-    }
+    comm_check_all(config_take_tokenizer_vocab(c, tok_vocab_size(r->tok), tok_given || tok_from_source[0], c->tokenizer));
 }
 
 // Weights after the shards exist: the resumed checkpoint (everything), or --init_from (weights
@@ -1196,11 +1189,17 @@ int train_run(Config *c) {
                                             &att_failed);
     // the data files open_data noted, against the outputs (rank 0's): refused before anything is written
     comm_check_all(att_failed ? att : io_conflict());
-    char desc[2048];
+    char desc[2048], origins[400];
     config_describe(c, desc, sizeof desc);
-    log_msg("fsdpc: %d rank(s) on %s, %d thread(s)/rank, %.2fM parameters\n%s attention=%s\n", comm_info.world,
-            kern_device_name(), c->num_threads, r.plan.num_params / 1e6, desc, kern_attention_kernel());
+    config_size_origins(c, origins, sizeof origins);
+    log_msg("fsdpc: %d rank(s) on %s, %d thread(s)/rank, %.2fM parameters (%s)\n%s attention=%s\n", comm_info.world,
+            kern_device_name(), c->num_threads, r.plan.num_params / 1e6, origins, desc, kern_attention_kernel());
     if (kern_peak_flops() > 0) log_msg("MFU against %.0f TFLOP/s dense bf16 per GPU\n", kern_peak_flops() / 1e12);
+    int warmup = fraction_steps(c->warmup, r.max_steps);
+    if (r.max_steps > 0 && warmup > r.max_steps)  // a recipe's warm-up on a short smoke run: the loss barely moves
+        log_msg("--warmup %d is longer than this run's %d steps: the learning rate rises only to %g (%.2g%% of --lr %g) by "
+                "the last step, so the loss moves little (a warm-up below 1 is a fraction of --max_steps)\n", warmup,
+                r.max_steps, (double)c->lr * r.max_steps / warmup, 100.0 * r.max_steps / warmup, (double)c->lr);
     if (att) log_msg("fsdpc: %s\n", att);
     if (c->offload_activations && !kern_on_gpu())
         log_msg("--offload_activations: no effect on the CPU device (activations already live in host memory; "

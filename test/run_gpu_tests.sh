@@ -13,7 +13,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 $TEST_GPU 2>&1 | tee "$W/log"
-M="${GPU_TESTS_MODEL:---hidden_width 256 --num_layers 4 --num_heads 8 --num_key_value_heads 4 --intermediate_size 688 --max_context_width 256
+M="--tokenizer byte ${GPU_TESTS_MODEL:---hidden_width 256 --num_layers 4 --num_heads 8 --num_key_value_heads 4 --intermediate_size 688 --max_context_width 256
    --batch_size 8} --max_steps $STEPS --lr 1e-3 --warmup 5 --num_tokens 0 --checkpoint_freq 0 --validation_freq 0"
 
 # train NAME FLAGS...: $STEPS steps, losses to $W/NAME.jsonl

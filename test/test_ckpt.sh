@@ -4,7 +4,7 @@
 # checksums, falling back past a bad newest checkpoint, a full disk.
 cd "$(dirname "$0")/.."
 source test/lib.sh
-M="--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 96 --max_context_width 32
+M="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 96 --max_context_width 32
    --num_tokens 0 --validation_freq 0 --warmup 3 --lr 3e-3 --lr_decay_style linear --min_lr 1e-4 --max_steps 20 --num_threads 1"
 tail10() { grep -E '"step": (1[1-9]|20),' "$1"; }
 
@@ -21,7 +21,7 @@ grep -Eq "Saved checkpoint .*step_00000005.h5 in [0-9.]+ s \([0-9.]+ MB/s\)" "$W
 check "checkpoint writes log time and bandwidth" $?
 
 # minGPT with dropout: the same, and the model (family, sizes) comes back from the file alone
-G="--model mingpt --embed_size 64 --num_layers 2 --num_heads 4 --seq_len 32 --dropout 0.1 --num_tokens 0
+G="--tokenizer byte --model mingpt --embed_size 64 --num_layers 2 --num_heads 4 --seq_len 32 --dropout 0.1 --num_tokens 0
    --validation_freq 0 --warmup 3 --lr 3e-3 --max_steps 12 --num_threads 1 --batch_size 4"
 $MPI -np 2 ./fsdpc $G --checkpoint_freq 0 --metrics_file "$W/gstraight.jsonl" >/dev/null 2>&1
 $MPI -np 2 ./fsdpc $G --checkpoint_dir "$W/gck" --checkpoint_freq 6 >/dev/null 2>&1

@@ -3,13 +3,13 @@
 # Prints one "ok - ..." / "not ok - ..." line per check.
 cd "$(dirname "$0")/.."
 source test/lib.sh
-SMALL="--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64 --batch_size 4 --num_tokens 0"
+SMALL="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64 --batch_size 4 --num_tokens 0"
 
 expect_error "unknown flag" "unknown flag '--bogus'" ./fsdpc --bogus 1
 expect_error "flag without value" "needs a value" ./fsdpc --lr
 expect_error "bad integer" "--batch_size expects an integer" ./fsdpc --batch_size x
 expect_error "bad choice" "--sharding must be one of" ./fsdpc --sharding fastest
-expect_error "heads do not divide width" "num_heads 3 does not divide --hidden_width 128" ./fsdpc --num_heads 3
+expect_error "heads do not divide width" "num_heads 3 does not divide --hidden_width 4096 " ./fsdpc --num_heads 3
 expect_error "kv heads do not divide heads" "num_key_value_heads 3 does not divide" ./fsdpc --num_key_value_heads 3
 expect_error "unknown preset" "is not a preset" ./fsdpc --model_name llama9_8b
 expect_error "missing data file" "'/nonexistent/x.txt' does not exist" ./fsdpc --train_data /nonexistent/x.txt

@@ -3,7 +3,7 @@
 # samples; directories and globs; bounded memory on a larger dataset; bad files named.
 cd "$(dirname "$0")/.."
 source test/lib.sh
-M="--hidden_width 32 --num_layers 1 --num_heads 2 --num_key_value_heads 1 --intermediate_size 64 --max_context_width 32
+M="--tokenizer byte --hidden_width 32 --num_layers 1 --num_heads 2 --num_key_value_heads 1 --intermediate_size 64 --max_context_width 32
    --batch_size 4 --num_tokens 0 --checkpoint_freq 0 --validation_freq 0 --max_steps 6 --num_threads 1"
 head -c 60000 data/tinyshakespeare.txt >"$W/text.txt"
 /usr/bin/python3 - "$W" <<'PY'

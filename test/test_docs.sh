@@ -45,12 +45,12 @@ stale=$(grep -rnE "README('s|(\\.md)?(, |: | )\\(?\")" --include='*.c' --include
 check "no source or doc sends readers to a README section" $? "$(echo "$stale" | head -3 | tr '\n' '|')"
 
 # ---- (b) the marked commands ----
-sandbox() {  # sandbox DIR: a folder with ./fsdpc and the documented fixtures
-    mkdir -p "$1/data"
+sandbox() {  # sandbox DIR: a clean clone of this repository, with ./fsdpc and the documented fixtures (ignored there)
+    git clone -q --shared "$PWD" "$1" || return 1
     ln -s "$PWD/fsdpc" "$1/fsdpc"
-    ln -s "$PWD/data/tinyshakespeare.txt" "$1/data/tinyshakespeare.txt"
     ln -s "$PWD/test/fixtures/tokenizer/tokenizer.model" "$1/tokenizer.model"
     ln -s "$W/corpus.jsonl" "$1/corpus.jsonl"
+    printf '/tokenizer.model\n/corpus.jsonl\n' >>"$1/.git/info/exclude"
 }
 $PY - "$W/corpus.jsonl" <<'EOF'
 import json, sys
@@ -60,18 +60,25 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps({"text": d}) + "\n")
 EOF
 
-# run_blocks TAG FILE...: runs the marked blocks of FILEs; one ok/not ok line per command
+# run_blocks TAG FILE...: runs the marked blocks of FILEs, each from the root of a clean clone as a
+# reader would; one ok/not ok line per command, and one per block for the clone's git status
+# staying clean (no command writes into the source tree)
 run_blocks() {
-    local tag=$1 where block cmd rc dir n=0
+    local tag=$1 where block cmd rc dir n=0 dirs=()
     shift
     while IFS=$'\t' read -r -d '' where block cmd; do
         dir="$W/$tag/$(basename "${where%%:*}" .md).$block"
-        [ -d "$dir" ] || sandbox "$dir"
+        [ -d "$dir" ] || { sandbox "$dir" && dirs+=("$dir:${where%%:*}"); }
         (cd "$dir" && timeout 120 bash -o pipefail -c "$cmd") >"$dir.out" 2>&1
         rc=$?
         check "$where runs: $(echo "$cmd" | cut -c1-110)" $rc "(exit $rc: $(tail -c 300 "$dir.out" | tr '\n' '|'))"
         n=$((n + 1))
     done < <($PY test/docs_check.py blocks "$@")
+    for d in "${dirs[@]}"; do
+        dirty=$(git -C "${d%%:*}" status --porcelain | head -5 | tr '\n' ' ')
+        [ -z "$dirty" ]
+        check "${d#*:} block ${d%%:*}: git status of the clone stays clean" $? "($dirty)"
+    done
     echo "# $n commands from $tag"
 }
 mkdir -p "$W/docs" "$W/plant2"
@@ -85,3 +92,10 @@ printf '# P\n\n<!-- test -->\n```sh\n./fsdpc --max_steps 0 \\\n    --no_such_fla
 run_blocks plant2 "$W/plant2/p.md" >"$W/plant2.out" 2>&1
 grep -q "^not ok - .*p.md:5 runs: ./fsdpc --max_steps 0     --no_such_flag 1 (exit 1: .*unknown flag '--no_such_flag'" "$W/plant2.out"
 check "a planted command that fails is reported with its file, line and error" $? "$(tr '\n' '|' <"$W/plant2.out" | head -c 400)"
+
+# the clean-tree check can fail: a planted block that writes beside the sources
+mkdir -p "$W/plant3"
+printf '# P\n\n<!-- test -->\n```sh\necho x >ckpt/planted.txt\n```\n' >"$W/plant3/p.md"
+run_blocks plant3 "$W/plant3/p.md" >"$W/plant3.out" 2>&1
+grep -q "^not ok - .*p.md block .*: git status of the clone stays clean (?? ckpt/planted.txt" "$W/plant3.out"
+check "a planted command that writes into the source tree is caught by the clone's git status" $? "$(tr '\n' '|' <"$W/plant3.out" | head -c 400)"

@@ -7,7 +7,7 @@
 cd "$(dirname "$0")/.."
 source test/lib.sh
 PREFIX="emulated gpu: "
-M="--hidden_width 32 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 64 --max_context_width 16
+M="--tokenizer byte --hidden_width 32 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 64 --max_context_width 16
    --batch_size 2 --max_steps 3 --lr 3e-3 --warmup 1 --num_tokens 0 --validation_freq 0 --checkpoint_freq 0
    --train_data data/tinyshakespeare.txt --num_threads 1"
 EMU="./build/fsdpc_emu $M --device cuda"  # flags after these override them
@@ -94,7 +94,7 @@ same "np=2 with one GPU visible per rank (CUDA_VISIBLE_DEVICES per rank) equals 
 # shared memory: sm_80 code also runs on sm_86/89 parts with 99 KB per block. At head dim 128
 # the fp32 backward then picks smaller tiles and bf16 attention the fp32 kernels (with a note);
 # a limit nothing fits is one clear error
-HD128="--hidden_width 128 --num_layers 1 --num_heads 1 --num_key_value_heads 1"
+HD128="--tokenizer byte --hidden_width 128 --num_layers 1 --num_heads 1 --num_key_value_heads 1"
 for p in float32 bf16; do
     run smem227_$p $EMU $HD128 --precision $p
     run smem99_$p env FSDPC_EMU_SMEM_KB=99 $EMU $HD128 --precision $p
@@ -143,7 +143,7 @@ expect_error "a batch too big for the GPU's free memory" \
     env FSDPC_EMU_GPU_MEM_MIB=48 $EMU --batch_size 64 --max_context_width 256
 expect_error "np=2: a batch too big for the GPUs' free memory" "^fsdpc: error: estimated peak device memory .* would fit: --batch_size 8 " \
     env FSDPC_EMU_GPU_MEM_MIB=48 $MPI -x FSDPC_EMU_GPU_MEM_MIB -np 2 $EMU --batch_size 64 --max_context_width 256
-BIG="--hidden_width 512 --num_heads 8 --intermediate_size 2048 --num_layers 4"
+BIG="--tokenizer byte --hidden_width 512 --num_heads 8 --intermediate_size 2048 --num_layers 4"
 expect_error "a model whose optimizer state does not fit on the GPU: --cpu_offload would" \
     "^fsdpc: error: estimated peak device memory 0\.24 GiB per rank .*optimizer 0\.12.* exceeds .* GiB free on cuda:0 .*would fit: --cpu_offload " \
     env FSDPC_EMU_GPU_MEM_MIB=250 $EMU $BIG
@@ -187,7 +187,7 @@ check "bf16 generation with the KV cache equals the CPU's greedy text" $? "(got 
 
 # --attention: cuDNN's fused attention (the emulation's fake libcudnn runs its graphs on the CPU
 # attention) at head dim 64 with GQA; FSDPC_EMU_CUDNN makes cuDNN missing, refuse or disagree
-C="--hidden_width 128 --num_heads 2 --num_key_value_heads 1 --precision bf16"
+C="--tokenizer byte --hidden_width 128 --num_heads 2 --num_key_value_heads 1 --precision bf16"
 run att_native $EMU $C --attention native
 run att_cudnn $EMU $C --attention cudnn
 same "--attention cudnn under --precision bf16 equals the native attention within bf16 tolerance" att_native att_cudnn 5e-3

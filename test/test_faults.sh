@@ -4,7 +4,7 @@
 # one "fsdpc: error:" line (or its documented exit status), never a hang, a crash or lost work.
 cd "$(dirname "$0")/.."
 source test/lib.sh
-SMALL="--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64 --batch_size 4 --num_tokens 0"
+SMALL="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64 --batch_size 4 --num_tokens 0"
 export FSDPC_FAIL_AGREE_SECONDS=3  # how long a rank waits for the others before it aborts the job
 
 # ---- divergence: detected at its step, nothing written after it ----
@@ -153,7 +153,7 @@ rc=$?
 check "run/launch/pbs.sh trains as written (hostfile from PBS_NODEFILE)" $? "rc=$rc $(tail -c 300 "$W/pbs.log")"
 # minimal_fsdp on PBS: run/launch/pbs.sh with its model and --environment pbs, which names the job
 PBS_JOBID=4242.pbs01 PBS_JOBNAME=mingpt PBS_O_WORKDIR="$PWD" PBS_NODEFILE="$W/nodes" DATA=data/tinyshakespeare.txt STEPS=2 \
-    CKPT_FREQ=2 MODEL_ARGS="--model mingpt --embed_size 64 --num_layers 2 --num_heads 4 --seq_len 64 --dropout 0.1 --num_tokens 0" \
+    CKPT_FREQ=2 MODEL_ARGS="--tokenizer byte --model mingpt --embed_size 64 --num_layers 2 --num_heads 4 --seq_len 64 --dropout 0.1 --num_tokens 0" \
     EXTRA_ARGS="--environment pbs --sharding hybrid-full-shard" CKPT="$W/pbsgpt" timeout 120 bash run/launch/pbs.sh >/dev/null 2>"$W/pbsgpt.log"
 rc=$?
 [ $rc = 0 ] && grep -q "^PBS job 4242.pbs01 (mingpt), PBS_NODEFILE $W/nodes: 2 slot(s) for 2 rank(s)" "$W/pbsgpt.log" &&

@@ -5,7 +5,7 @@
 cd "$(dirname "$0")/.."
 source test/lib.sh
 T=32
-M="--hidden_width 32 --num_layers 1 --num_heads 2 --num_key_value_heads 1 --intermediate_size 64 --max_context_width $T
+M="--tokenizer byte --hidden_width 32 --num_layers 1 --num_heads 2 --num_key_value_heads 1 --intermediate_size 64 --max_context_width $T
    --batch_size 4 --num_tokens 0 --checkpoint_freq 0 --validation_freq 0 --max_steps 6 --num_threads 1"
 head -c 60000 data/tinyshakespeare.txt >"$W/text.txt"
 timeout 60 /usr/bin/python3 - "$W" $T <<'PY'

@@ -19,7 +19,7 @@ for _ in $(seq 60); do cat "$W/scene.txt"; done >"$W/corpus.txt"
 [ "$(wc -l <"$W/scene.txt")" = 16 ]
 check "a training text from the bundled tinyshakespeare" $?
 
-./fsdpc --model mingpt --embed_size 64 --num_layers 2 --num_heads 4 --seq_len 64 --batch_size 8 --max_steps 30 \
+./fsdpc --tokenizer byte --model mingpt --embed_size 64 --num_layers 2 --num_heads 4 --seq_len 64 --batch_size 8 --max_steps 30 \
     --lr 1e-2 --warmup 5 --train_data "$W/corpus.txt" --checkpoint_dir "$W/ck" --num_tokens 0 --checkpoint_freq 30 \
     --metrics_file "$W/train.jsonl" >/dev/null 2>"$W/train.log"
 rc=$?

@@ -23,7 +23,7 @@ ldd ./fsdpc-mpich | grep -q 'libmpich\.so' && ! ldd ./fsdpc-mpich | grep -q 'lib
 check "./fsdpc-mpich links MPICH and ./fsdpc stays Open MPI" $?
 
 HYDRA="timeout 120 mpiexec.mpich"
-FLAGS=(--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128
+FLAGS=(--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128
        --max_context_width 64 --batch_size 2 --num_tokens 0 --checkpoint_freq 0)
 
 $HYDRA -n 2 -ppn 2 ./fsdpc-mpich "${FLAGS[@]}" --max_steps 8 --metrics_file "$W/mpich.jsonl" >"$W/mpich.out" 2>"$W/mpich.err"

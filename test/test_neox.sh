@@ -136,7 +136,7 @@ check "--model_name gpt_neox_20b is gelu_fast, as its config.json" $?
 
 # ---- the emulated GPU (build/fsdpc_emu): the family's CUDA path (per-head split, partial rotary,
 # erf GELU) against the CPU build; generation through the GPU's KV cache ----
-EM="--model_type gpt_neox --hidden_width 32 --num_layers 2 --num_heads 2 --intermediate_size 64 --max_context_width 16
+EM="--tokenizer byte --model_type gpt_neox --hidden_width 32 --num_layers 2 --num_heads 2 --intermediate_size 64 --max_context_width 16
     --batch_size 2 --max_steps 3 --lr 3e-3 --warmup 1 --validation_freq 0 --checkpoint_freq 0 --num_threads 1 --num_tokens 0
     --train_data data/tinyshakespeare.txt"
 emu() {  # emu NAME ARGS...: losses of a 3-step run into $W/NAME.jsonl

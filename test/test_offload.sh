@@ -18,7 +18,7 @@ if [ ! -x build/fsdpc_emu ]; then
 fi
 # D=64, T=16, B=2: a residual entry is 8 KiB in fp32, 4 KiB in bf16, whole pages of the emulator's
 # page-granular race check (entries sharing a page would look like one buffer copied and written at once)
-M="--hidden_width 64 --num_layers 6 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 16
+M="--tokenizer byte --hidden_width 64 --num_layers 6 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 16
    --batch_size 2 --max_steps 3 --lr 3e-3 --warmup 1 --checkpoint_freq 0 --num_tokens 0 --train_data data/tinyshakespeare.txt
    --num_threads 1 --logging_freq 1 --validation_freq 2 --validation_batches 2 --val_data data/tinyshakespeare.txt"
 EMU="./build/fsdpc_emu $M --device cuda"

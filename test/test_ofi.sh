@@ -12,7 +12,7 @@ ldconfig -p 2>/dev/null | grep -q 'libfabric\.so' || skip "libfabric is not inst
 # Debian's openmpi-mca-params.conf excludes the ofi MTL and tcp is in the default provider
 # exclusion list: the flags select both explicitly
 OFI=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include tcp)
-FLAGS=(--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128
+FLAGS=(--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128
        --max_context_width 64 --batch_size 2 --num_tokens 0 --max_steps 8 --checkpoint_freq 0)
 
 $MPI -np 2 "${OFI[@]}" ./fsdpc "${FLAGS[@]}" --metrics_file "$W/ofi.jsonl" >"$W/ofi.out" 2>"$W/ofi.err"

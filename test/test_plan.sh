@@ -30,7 +30,7 @@ check "--json parses, has per_rank_bytes{params,master,gathered,grads,optimizer,
 # parallelism with and without sequence parallelism. The tracker
 # counts what the allocation sites hold, so the resident memory (mem:) is held against the plan
 # apart: its growth from 4 to 12 layers against the planned growth.
-S="--hidden_width 256 --num_heads 4 --intermediate_size 768 --max_context_width 64 --batch_size 4
+S="--tokenizer byte --hidden_width 256 --num_heads 4 --intermediate_size 768 --max_context_width 64 --batch_size 4
    --train_data synthetic --num_threads 1 --device cpu"
 L="--num_key_value_heads 4 --num_layers 4"
 # tracked "BINARY FLAGS" NP ARGS...: "<worst relative difference>[; the categories off by more than 10%]"
@@ -115,7 +115,7 @@ done
 # under --activation_checkpoints each extra layer adds one B x T x D entry, 2 bytes each under bf16
 # on a GPU, 4 in float32
 ckpt_acts() {  # ckpt_acts LAYERS PRECISION
-    ./fsdpc plan --gpu h100 --hidden_width 256 --num_layers "$1" --num_heads 4 --intermediate_size 512 --max_context_width 64 \
+    ./fsdpc plan --tokenizer byte --gpu h100 --hidden_width 256 --num_layers "$1" --num_heads 4 --intermediate_size 512 --max_context_width 64 \
         --batch_size 2 --precision "$2" --activation_checkpoints --json | $PY -c 'import json, sys; print(json.load(sys.stdin)["per_rank_bytes"]["activations"])'
 }
 b=$(( ($(ckpt_acts 12 bf16) - $(ckpt_acts 4 bf16)) / 8 )) f=$(( ($(ckpt_acts 12 float32) - $(ckpt_acts 4 float32)) / 8 ))
@@ -124,7 +124,7 @@ check "GPU plan: an activation checkpoint costs B x T x D x 2 bytes under bf16 (
 
 # a GPU plan against the emulated GPU's own start-up estimate (the device's share, the CUDA
 # attention's buffers): exact to the logged 0.1 MiB
-E="--hidden_width 256 --num_layers 4 --num_heads 8 --num_key_value_heads 4 --intermediate_size 512 --max_context_width 256
+E="--tokenizer byte --hidden_width 256 --num_layers 4 --num_heads 8 --num_key_value_heads 4 --intermediate_size 512 --max_context_width 256
    --batch_size 4 --num_threads 1 --precision bf16 --train_data synthetic"
 if [ -x build/fsdpc_emu ]; then
     for args in "2 --sharding full-shard" "2 --sharding grad-shard --activation_checkpoints" "2 --sharding full-shard --cpu_offload" \
@@ -142,7 +142,7 @@ else
     check "GPU plan against the emulated GPU (skipped: no build/fsdpc_emu; make build/fsdpc_emu)" 0
 fi
 # and per category against the emulated GPU's tracker (device buffers, as the plan counts them)
-G="--hidden_width 32 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 64 --max_context_width 16
+G="--tokenizer byte --hidden_width 32 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 64 --max_context_width 16
    --batch_size 2 --train_data synthetic --num_threads 1 --device cuda"
 if [ -x build/fsdpc_emu ]; then
     for args in "1 --precision bf16 --cpu_offload" "2 --sharding full-shard --precision bf16 --reduce_dtype bf16" \
@@ -216,7 +216,7 @@ expect_error "plan: --interconnect and --inter_node_bw together" "--interconnect
 expect_error "plan: training's flag checks apply" "--batch_size must be positive" ./fsdpc plan --device cpu --batch_size 0
 
 # ---- run/plot.py ----
-P="--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 96 --max_context_width 32
+P="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 96 --max_context_width 32
    --batch_size 4 --max_steps 6 --logging_freq 2 --validation_freq 3 --validation_batches 1 --num_tokens 0
    --checkpoint_freq 0 --num_threads 1"
 ./fsdpc $P --metrics_file "$W/a.jsonl" 2>/dev/null && ./fsdpc $P --lr 3e-3 --metrics_file "$W/b.jsonl" 2>/dev/null

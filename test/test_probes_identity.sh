@@ -5,7 +5,7 @@
 # Every refusal is one "fsdpc: error:" line naming what differs, no input is changed, nothing hangs.
 cd "$(dirname "$0")/.."
 source test/lib.sh
-SMALL="--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 32 --batch_size 2 --num_tokens 0 --logging_freq 100"
+SMALL="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 32 --batch_size 2 --num_tokens 0 --logging_freq 100"
 export FSDPC_FAIL_AGREE_SECONDS=3
 FSDPC=$PWD/fsdpc
 sums() { (cd "$W" && find in -type f -not -path '*/ck/*' -not -path '*/rk/*' -print0 | sort -z | xargs -0 sha256sum); }  # the inputs

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 source test/lib.sh
 # one line each: they also go into `bash -c` strings (and in another order than test_faults.sh's,
 # whose preemption probe signals the processes that match its command line)
-SMALL="--num_layers 2 --hidden_width 64 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64 --batch_size 4 --num_tokens 0 --validation_freq 0"
+SMALL="--tokenizer byte --num_layers 2 --hidden_width 64 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64 --batch_size 4 --num_tokens 0 --validation_freq 0"
 export FSDPC_FAIL_AGREE_SECONDS=3
 INT_MAX=2147483647
 
@@ -177,7 +177,7 @@ expect_error "ulimit -n 16 (hard)" "ulimit -n 16 \\(open files\\) is below the [
 check "ulimit -Sn 16 under a higher hard limit: raised, the run goes on" $? "$(grep -m1 error "$W/err")"
 expect_error "ulimit -f 1000 KiB" "ulimit -f 1000 KiB \\(file size\\) is below the 16 MiB that Open MPI's shared-memory files need.*ulimit -f unlimited" \
     bash -c "ulimit -f 1000 && exec ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0"
-BIG="--hidden_width 256 --num_layers 4 --num_heads 4 --num_key_value_heads 4 --intermediate_size 512 --max_context_width 32 --batch_size 2 --num_tokens 0 --validation_freq 0"
+BIG="--tokenizer byte --hidden_width 256 --num_layers 4 --num_heads 4 --num_key_value_heads 4 --intermediate_size 512 --max_context_width 32 --batch_size 2 --num_tokens 0 --validation_freq 0"
 ./fsdpc $BIG --max_steps 2 --checkpoint_freq 2 --checkpoint_dir "$W/fck" >/dev/null 2>&1
 before=$(inputs_sum "$W/fck/step_00000002.h5")
 expect_error "checkpoints larger than ulimit -f: refused at start-up" \

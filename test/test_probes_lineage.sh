@@ -6,7 +6,7 @@
 # nothing in the folders changed.
 cd "$(dirname "$0")/.."
 source test/lib.sh
-M="--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 96 --max_context_width 32
+M="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 96 --max_context_width 32
    --num_tokens 0 --validation_freq 0 --num_threads 1 --batch_size 4 --logging_freq 1"
 F="timeout 60 ./fsdpc $M"
 PY=/usr/bin/python3

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 source test/lib.sh
 PREFIX="outputs: "
 export FSDPC_FAIL_AGREE_SECONDS=3
-SHAPE="--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64"
+SHAPE="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64"
 SMALL="$SHAPE --batch_size 4 --num_tokens 0 --num_threads 1 --logging_freq 1 --validation_freq 0"
 GEN="$SHAPE --num_threads 1 --max_steps 0 --prompt hello --num_tokens 100000 --temperature 0.8"
 

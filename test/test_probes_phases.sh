@@ -6,8 +6,8 @@
 # and members no row format uses): one warning per file or data source, and a run unchanged.
 cd "$(dirname "$0")/.."
 source test/lib.sh
-SMALL="--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64 --batch_size 4 --num_tokens 0"
-MID="--hidden_width 256 --num_layers 8 --num_heads 8 --num_key_value_heads 8 --intermediate_size 688 --max_context_width 64 --batch_size 1 --num_tokens 0"
+SMALL="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64 --batch_size 4 --num_tokens 0"
+MID="--tokenizer byte --hidden_width 256 --num_layers 8 --num_heads 8 --num_key_value_heads 8 --intermediate_size 688 --max_context_width 64 --batch_size 1 --num_tokens 0"
 TOK=test/fixtures/tokenizer/tokenizer.json
 
 # bg CMD...: CMD in the background (its pid in BG), killed after 60 s; fin: waits for it, status in RC

@@ -3,7 +3,7 @@
 # sharding strategy; full-shard memory scales as 1/N; bad layouts fail cleanly on every rank.
 cd "$(dirname "$0")/.."
 source test/lib.sh
-M="--hidden_width 64 --num_layers 3 --num_heads 4 --num_key_value_heads 2 --intermediate_size 96 --max_context_width 32
+M="--tokenizer byte --hidden_width 64 --num_layers 3 --num_heads 4 --num_key_value_heads 2 --intermediate_size 96 --max_context_width 32
    --num_tokens 0 --checkpoint_freq 0 --validation_freq 0 --max_steps 8 --warmup 2 --lr 3e-3 --num_threads 1"
 GLOBAL=8  # sequences per step, split over ranks and micro-batches
 
@@ -56,7 +56,7 @@ equal meta 4 "np=4 full-shard --meta_init equals np=1" --sharding full-shard --b
 # minGPT (tied wte: the embedding and the head share unit 0) with dropout on: the masks follow
 # the global sample index, so every layout, micro-batching and recompute draws the same ones
 M_LLAMA=$M
-M="--model mingpt --embed_size 64 --num_layers 3 --num_heads 4 --seq_len 32 --dropout 0.1
+M="--tokenizer byte --model mingpt --embed_size 64 --num_layers 3 --num_heads 4 --seq_len 32 --dropout 0.1
    --num_tokens 0 --checkpoint_freq 0 --validation_freq 0 --max_steps 8 --warmup 2 --lr 3e-3 --num_threads 1"
 rm -f "$W/ref.jsonl"  # metrics files append (a resumed run continues its file)
 run ref 1 --sharding no-shard --batch_size $GLOBAL
@@ -103,7 +103,7 @@ check "--cpu_offload on CPU says so once and changes nothing" $?
 peak() {  # peak NP LAYERS ARGS...
     local np=$1 layers=$2
     shift 2
-    $MPI -np "$np" ./fsdpc --hidden_width 512 --num_layers "$layers" --num_heads 8 --num_key_value_heads 8 \
+    $MPI -np "$np" ./fsdpc --tokenizer byte --hidden_width 512 --num_layers "$layers" --num_heads 8 --num_key_value_heads 8 \
         --intermediate_size 1536 --max_context_width 16 --batch_size 1 --train_data synthetic --max_steps 2 \
         --logging_freq 1 --num_tokens 0 --checkpoint_freq 0 --num_threads 1 "$@" 2>&1 |
         sed -nE 's/^Batch 2 .*mem: ([0-9]+) MiB$/\1/p'

@@ -141,7 +141,7 @@ DEADLINE=$((SECONDS + 120))  # the waits below end by then (or after 3 s each), 
 left() { local l=$((DEADLINE - SECONDS)); [ $l -lt $1 ] && l=$1; [ $l -gt $2 ] && l=$2; echo $l; }  # left MIN MAX
 
 # ---- srun: one 2-rank job with PMIx (the same losses as mpirun); without it, refused ----
-SMALL="--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64 --num_tokens 0"
+SMALL="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64 --num_tokens 0"
 T="$SMALL --batch_size 2 --max_steps 4 --logging_freq 1 --checkpoint_freq 0"
 timeout "$(left 3 40)" srun --mpi=pmix -n 2 ./fsdpc $T --metrics_file "$W/srun.jsonl" >"$W/srun.out" 2>&1
 rc=$?
@@ -162,7 +162,7 @@ for m in "" --mpi=pmi2; do
 done
 
 # ---- run/launch/slurm.sbatch as written, scaled down by sbatch options and its environment ----
-MODEL="--hidden_width 128 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 256 --max_context_width 128 --num_tokens 0"
+MODEL="--tokenizer byte --hidden_width 128 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 256 --max_context_width 128 --num_tokens 0"
 STEPS=20
 submit() {  # submit NAME: 1 node x 2 ranks; log $W/NAME.log, checkpoints $W/NAME, losses $W/NAME.jsonl (appended by each run)
     DATA=data/tinyshakespeare.txt MODEL_ARGS="$MODEL" STEPS=$STEPS WARMUP=5 CKPT="$W/$1" CKPT_FREQ=5 \

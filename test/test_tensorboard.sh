@@ -4,7 +4,7 @@
 # file, and bad folders and failed writes end the run with one error line.
 cd "$(dirname "$0")/.."
 source test/lib.sh
-SMALL="--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64 --batch_size 4 --num_tokens 0"
+SMALL="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64 --batch_size 4 --num_tokens 0"
 R="$SMALL --lr_decay_style constant --warmup 2 --lr 2e-3 --logging_freq 2 --validation_freq 3 --validation_batches 1 --num_threads 1"
 READ="/usr/bin/python3 test/tboard_read.py"
 

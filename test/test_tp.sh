@@ -19,7 +19,7 @@
 cd "$(dirname "$0")/.."
 source test/lib.sh
 RUN="./fsdpc --max_steps 1 --checkpoint_freq 0 --num_tokens 0 --validation_freq 0 --num_threads 1"
-M="--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 32"
+M="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 32"
 EQ="./fsdpc --max_steps 6 --checkpoint_freq 0 --num_tokens 0 --validation_freq 3 --validation_batches 2 --num_threads 1
     --lr 3e-3 --warmup 2 $M"
 NP4="$MPI -np 4"
@@ -195,7 +195,7 @@ check "--init_from a Hugging Face export at tp 2 x full-shard 2 trains as at tp 
     "$(grep -m1 error "$W/init2.log" "$W/export.log")"
 
 # ---- the emulated GPU (build/fsdpc_emu): NCCL's tp communicator, the CUDA vocabulary-parallel kernels ----
-EM="--max_steps 3 --checkpoint_freq 0 --num_tokens 0 --validation_freq 0 --num_threads 1 --batch_size 2 --hidden_width 32
+EM="--tokenizer byte --max_steps 3 --checkpoint_freq 0 --num_tokens 0 --validation_freq 0 --num_threads 1 --batch_size 2 --hidden_width 32
     --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 64 --max_context_width 16 --lr 3e-3 --warmup 1
     --train_data data/tinyshakespeare.txt"
 ./fsdpc $EM --metrics_file "$W/cpu.jsonl" >"$W/cpu.log" 2>&1

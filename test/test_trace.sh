@@ -8,7 +8,7 @@
 cd "$(dirname "$0")/.."
 source test/lib.sh
 PREFIX="trace: "
-M="--hidden_width 32 --num_layers 3 --num_heads 4 --num_key_value_heads 2 --intermediate_size 64 --max_context_width 16
+M="--tokenizer byte --hidden_width 32 --num_layers 3 --num_heads 4 --num_key_value_heads 2 --intermediate_size 64 --max_context_width 16
    --batch_size 2 --lr 3e-3 --warmup 1 --num_tokens 0 --checkpoint_freq 0 --train_data data/tinyshakespeare.txt
    --num_threads 1"
 
@@ -181,7 +181,7 @@ check "--collective_timeout 10, 3 ranks, rank ${stopped:-?} stopped: the others 
     "$(grep -v '^fsdpc: rank [0-9]:   ' "$W/stop.err" | grep -m4 -E 'fsdpc|rc' | head -c 600)"
 
 # the emulated GPU: collectives over emulated NCCL, timed with CUDA events, in the trace
-E="--hidden_width 32 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 64 --max_context_width 16
+E="--tokenizer byte --hidden_width 32 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 64 --max_context_width 16
    --batch_size 1 --max_steps 2 --num_tokens 0 --validation_freq 0 --checkpoint_freq 0 --train_data data/tinyshakespeare.txt
    --num_threads 1 --device cuda"
 $MPI -np 2 ./build/fsdpc_emu $E --sharding full-shard --trace_file "$W/emu.json" >"$W/emu.log" 2>&1
