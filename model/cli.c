@@ -48,6 +48,20 @@ static long find_flag(const CliTable *t, const char *name, const char **spelling
     return -1;
 }
 
+// the spellings the last parse read (pointers to static names in the flag tables)
+static const char *seen[CLI_MAX_FLAGS];
+static size_t nseen;
+
+int cli_spelled(const char *spelling) {
+    for (size_t i = 0; i < nseen; i++)
+        if (!strcmp(seen[i], spelling)) return 1;
+    return 0;
+}
+
+static void note_spelling(const char *spelling) {
+    if (!cli_spelled(spelling) && nseen < CLI_MAX_FLAGS) seen[nseen++] = spelling;
+}
+
 int cli_given(const CliTable *t, const char *name) {
     const char *spelling;
     long i = find_flag(t, name, &spelling);
@@ -213,6 +227,7 @@ int cli_parse(const CliTable *t, void *dst, int argc, char **argv) {
     size_t nf = flag_count(t);
     if (nf > CLI_MAX_FLAGS || (t->base && t->base->base)) err_fatal("a flag table has %zu flags (or a base with a base)", nf);
     fill_defaults(t, dst);
+    nseen = 0;
     for (size_t i = 0; i < nf; i++)
         if (given_at(t, i)) *given_at(t, i) = 0;
     // the spelling that set each flag's value: two different spellings of one setting (an alias
@@ -246,6 +261,7 @@ int cli_parse(const CliTable *t, void *dst, int argc, char **argv) {
             if (idx < 0) unknown_flag(t, name);
             size_t off;
             const CliFlag *f = flag_at(t, (size_t)idx, &off);
+            note_spelling(spelling);
             const char *next = i + 1 < argc ? argv[i + 1] : NULL;
             int dummy, next_is_flag = next && !strncmp(next, "--", 2);
             if (eq) {
@@ -286,6 +302,16 @@ int cli_parse(const CliTable *t, void *dst, int argc, char **argv) {
         }
     }
     return CLI_OK;
+}
+
+void cli_set_default(const CliTable *t, void *dst, const char *name, const char *value) {
+    const char *spelling;
+    long idx = find_flag(t, name, &spelling);
+    if (idx < 0) err_fatal("no flag --%s to default", name);  // a table's own entry names it: a bug
+    size_t off;
+    const CliFlag *f = flag_at(t, (size_t)idx, &off);
+    unsigned char *g = given_at(t, (size_t)idx);
+    if (!(g && *g)) set_value(f, (char *)dst + off, value, 1);
 }
 
 // ---- --help ----

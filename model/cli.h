@@ -86,6 +86,13 @@ int cli_parse(const CliTable *t, void *dst, int argc, char **argv);
 // Whether the last cli_parse of t set flag `name` (or an alias); a flag sharing a setting with
 // another counts as given when either spelling was.
 int cli_given(const CliTable *t, const char *name);
+// Whether the last cli_parse of any table read flag `spelling` under exactly that spelling (an
+// alias counts only as itself): which dialect a command line is written in.
+int cli_spelled(const char *spelling);
+// Sets flag `name` of t (its canonical name) to value, as a default: the command line's own value
+// wins, so a flag the last parse set is left alone, and one set here does not count as given.
+// The value is checked as a command-line value is (a bad one ends every rank with one line).
+void cli_set_default(const CliTable *t, void *dst, const char *name, const char *value);
 // The name of value in choices (its first entry), or "?" when it has none.
 const char *cli_choice_name(const CliChoice *choices, int value);
 // Writes t's flags (then its base's) by group: each with its aliases, value, choices, default

@@ -10,6 +10,7 @@
 #include "../comm/comm.h"
 #include "cli.h"
 #include "family.h"
+#include "recipe.h"
 
 int config_preset(ModelConfig *m, const char *name) {
     const ModelFamily *fam;
@@ -238,7 +239,8 @@ static const CliFlag flags[] = {
     B("meta_init", meta_init, G_SHARD, "build each rank's shard without the whole model", CLI_ALIASES("low_cpu_fsdp", "delayed_param")),
     B("limit_all_gathers", limit_all_gathers, G_SHARD, "at most two units gathered (current + prefetched): fsdpc's only way, 0 or 1"),
     B("offload_activations", offload_activations, G_SHARD,
-      "GPU: checkpointed blocks' inputs wait in pinned host memory (turns checkpointing on); CPU: no effect"),
+      "GPU: checkpointed blocks' inputs wait in pinned host memory (turns checkpointing on); CPU: no effect",
+      CLI_ALIASES("offload_activation")),
     I("activation_loading_horizon", activation_loading_horizon, G_SHARD,
       "with --offload_activations: checkpointed blocks' inputs fetched this many blocks ahead in backward"),
     I("shard_degree", shard_degree, G_SHARD, "SMP's hybrid shard degree: --sharding hybrid-full-shard --shard_group_size N",
@@ -251,7 +253,7 @@ static const CliFlag flags[] = {
       CLI_ALIASES("max_training_steps", "num_steps")),
     I("max_epochs", max_epochs, G_TRAIN, "passes over the data (-1: evaluate, then generate)", .unset = "--max_steps decides",
       CLI_ALIASES("epochs")),
-    FL("lr", lr, G_TRAIN, "peak learning rate"),
+    FL("lr", lr, G_TRAIN, "peak learning rate", CLI_ALIASES("learning_rate")),
     FL("min_lr", min_lr, G_TRAIN, "learning rate at the end of the decay"),
     FL("warmup", warmup, G_TRAIN, "warm-up steps (below 1: a fraction of --max_steps)"),
     E("lr_decay_style", lr_decay_style, lr_decay_names, G_TRAIN, "learning-rate decay after warm-up"),
@@ -260,7 +262,7 @@ static const CliFlag flags[] = {
     FL("weight_decay", weight_decay, G_TRAIN, "AdamW weight decay (not on norm weights)"),
     FL("beta1", beta1, G_TRAIN, "AdamW beta1"),
     FL("beta2", beta2, G_TRAIN, "AdamW beta2"),
-    FL("grad_clip", grad_clip, G_TRAIN, "gradient norm clip (0: none)"),
+    FL("grad_clip", grad_clip, G_TRAIN, "gradient norm clip (0: none)", CLI_ALIASES("grad_clip_thresh")),
     I("seed", seed, G_TRAIN, "initialization, data order and dropout"),
     I("skip_nonfinite_steps", skip_nonfinite_steps, G_TRAIN, "updates with a non-finite loss skipped before the run stops"),
 
@@ -292,7 +294,7 @@ static const CliFlag flags[] = {
     I("num_kept_checkpoints", num_kept_checkpoints, G_CKPT, "checkpoints kept (0: all)"),
     B("overwrite_checkpoints", overwrite_checkpoints, G_CKPT, "replace checkpoints of another run's lineage"),
     S("init_from", init_from, G_CKPT, "PATH", "weights only: safetensors, a Hugging Face folder or hub name, or a checkpoint",
-      CLI_ALIASES("pretrained_checkpoint_file", "hf_pretrained_model_name_or_dir")),
+      CLI_ALIASES("pretrained_checkpoint_file", "hf_pretrained_model_name_or_dir", "finetune_checkpoint_load_dir")),
     B("finetune", finetune, G_CKPT, "finetune from --init_from"),
     B("allow_unused_weights", allow_unused_weights, G_CKPT, "--init_from may hold tensors the model does not use (warned)"),
     B("allow_changed_inputs", allow_changed_inputs, G_CKPT, "a resume may read other data or tokenizer than it wrote (warned)"),
@@ -323,6 +325,18 @@ static const CliFlag flags[] = {
     {.name = "bf16", .kind = CLI_BOOLENUM, AT(precision), .choices = bf16_values, .names = precision_names, .group = G_SEED,
      .help = "10.FSDP's --precision bf16 (0: float32)"},
     UNSUP("restart_epoch", "a checkpoint records its step, and a resumed run continues from there", "minimal_fsdp's restart epoch"),
+    E("recipe_defaults", recipe_defaults, recipe_choices, G_SEED,
+      "whose defaults fill what the command line leaves out: auto (the recipe whose flag spellings it uses), none (fsdpc's)"),
+    UNSUP("model_size", "it is SMP's scripts/model.sh's, which picks --hidden_width, --num_layers and --num_heads from it: "
+          "give those", "SMP's model.sh (forwarded, unused by its train_external.py)"),
+    UNSUP("hostfile", "it is SMP's scripts/model.sh's torchrun host list; MPI's launcher places fsdpc's ranks",
+          "SMP's model.sh"),
+    UNSUP("nsys_path", "it is SMP's scripts/model.sh's nsys wrapper: run fsdpc under nsys profile itself (docs/observability.md)",
+          "SMP's model.sh"),
+    UNSUP("nsys_start_step", "it is the 5.nsight copy's own train.py flag: fsdpc marks each step as an NVTX range, so "
+          "nsys profile --capture-range=nvtx picks steps (docs/observability.md)", "the 5.nsight copy's"),
+    UNSUP("nsys_end_step", "it is the 5.nsight copy's own train.py flag: fsdpc marks each step as an NVTX range, so "
+          "nsys profile --capture-range=nvtx picks steps (docs/observability.md)", "the 5.nsight copy's"),
     B("use_profiler", use_profiler, G_SEED, "the profiling recipe's trace of --trace_steps (to fsdpc_trace.json unless --trace_file)"),
     B("zipped_data", zipped_data, G_SEED, "SMP's: accepted; compression is found from the content"),
     E("dataset_type", dataset_type, dataset_type_names, G_SEED, "SMP's: synthetic trains on synthetic tokens; the rest is found"),
@@ -417,6 +431,7 @@ static void defaults(void *dst) {
     c->trace_steps[1] = 3;
     c->collective_timeout = 600;
     c->activation_loading_horizon = 2;  // SMP's
+    c->recipe_defaults = RECIPE_AUTO;
     c->num_tokens = 256;
     c->temperature = 0.8f;
     c->top_p = 0.95f;
@@ -533,6 +548,16 @@ static const struct {
 };
 static int *size_at(ModelConfig *m, int i) { return (int *)((char *)m + size_fields[i].off); }
 static void fill_sizes(Config *c);
+// The recipe whose defaults the last config_finish took, and the flags it set.
+static const char *recipe_took[128];
+static int nrecipe_took;
+
+static int took_from_recipe(const char *flag) {
+    for (int i = 0; i < nrecipe_took; i++)
+        if (!strcmp(recipe_took[i], flag)) return 1;
+    return 0;
+}
+
 
 // A model source (a checkpoint being resumed, --init_from) may name the family after the flags
 // are parsed: until it has been read (config_adopt_model) or found absent (config_no_source),
@@ -714,7 +739,8 @@ static void family_defaults(Config *c) {
     if (fam->rotary_pct && !config_given("rotary_pct")) m->rotary_pct = fam->rotary_pct;
     if (!fam->rotary_pct && !config_given("rotary_pct")) m->rotary_pct = 1.0f;  // given: refused by the family, or a source's to check
     if (!fam->gqa && !config_given("num_key_value_heads")) m->num_key_value_heads = m->num_heads;
-    if (fam->mlp_ratio && !config_given("intermediate_size")) m->intermediate_size = fam->mlp_ratio * m->hidden_width;
+    if (fam->mlp_ratio && !config_given("intermediate_size") && !took_from_recipe("intermediate_size"))
+        m->intermediate_size = fam->mlp_ratio * m->hidden_width;
 }
 
 // Each size's origin, and the family's Hugging Face defaults for those no flag or preset gave when
@@ -725,19 +751,23 @@ static void fill_sizes(Config *c) {
     const ModelFamily *fam = family_find(m->model_type);  // known: the flag takes only family names
     const FamilyPreset *d = &fam->hf_defaults;
     int preset = config_given("model_name");
-    int own_shape = !preset && (config_given("hidden_width") || config_given("num_layers") || config_given("num_heads"));
+    int own_shape = !preset && (config_given("hidden_width") || config_given("num_layers") || config_given("num_heads") ||
+                                took_from_recipe("hidden_width"));
     const int hf[SIZE_COUNT] = {d->hidden_width, d->num_layers, d->num_heads, d->num_key_value_heads, d->intermediate_size,
                                 d->max_context_width, d->vocab_size};
     for (int i = 0; i < SIZE_COUNT; i++) {
-        c->size_origin[i] = config_given(size_fields[i].flag) ? SIZE_FLAG : preset ? SIZE_PRESET
-                            : own_shape                        ? SIZE_FAMILY
-                                                               : SIZE_DEFAULT;
+        c->size_origin[i] = config_given(size_fields[i].flag)   ? SIZE_FLAG
+                            : took_from_recipe(size_fields[i].flag) ? SIZE_RECIPE
+                            : preset                               ? SIZE_PRESET
+                            : own_shape                            ? SIZE_FAMILY
+                                                                   : SIZE_DEFAULT;
         if (c->size_origin[i] == SIZE_FAMILY && hf[i]) *size_at(m, i) = hf[i];
     }
     // the rules that follow other sizes, applied once those are final
     if (c->size_origin[SIZE_KV] == SIZE_FAMILY || !fam->gqa) m->num_key_value_heads = m->num_heads;
-    if (fam->mlp_ratio && !config_given("intermediate_size")) m->intermediate_size = fam->mlp_ratio * m->hidden_width;
-    if (own_shape) memset(m->model_name, 0, sizeof m->model_name);
+    if (fam->mlp_ratio && !config_given("intermediate_size") && !took_from_recipe("intermediate_size"))
+        m->intermediate_size = fam->mlp_ratio * m->hidden_width;
+    if (own_shape && !took_from_recipe("model_name")) memset(m->model_name, 0, sizeof m->model_name);
 }
 
 const char *config_take_tokenizer_vocab(Config *c, int vocab, int named, const char *tokenizer) {
@@ -793,6 +823,52 @@ static void join_run_name(Config *c) {
     if (follow) memcpy(c->resume_from_checkpoint, dir, sizeof dir);
 }
 
+static int given_flag(const char *flag) { return config_given(flag); }
+
+// a recipe's default for one flag the command line left out; a preset sets only the sizes no
+// flag gave, as --model_name on the command line does
+static void take_default(const char *flag, const char *value, void *ctx) {
+    Config *c = ctx;
+    if (config_given(flag) || took_from_recipe(flag) || nrecipe_took >= (int)(sizeof recipe_took / sizeof *recipe_took)) return;
+    if (!strcmp(flag, "model_name")) {
+        ModelConfig p = c->model;
+        if (!config_preset(&p, value)) return;
+        for (int i = 0; i < SIZE_COUNT; i++)
+            if (!config_given(size_fields[i].flag)) *size_at(&c->model, i) = *size_at(&p, i), recipe_took[nrecipe_took++] = size_fields[i].flag;
+        memcpy(c->model.model_name, p.model_name, sizeof p.model_name);
+        memcpy(c->model.model_type, p.model_type, sizeof p.model_type);
+    } else {
+        cli_set_default(&config_cli, c, flag, value);
+    }
+    recipe_took[nrecipe_took++] = flag;
+    size_t n = strlen(c->recipe_line);
+    if (n < sizeof c->recipe_line)
+        snprintf(c->recipe_line + n, sizeof c->recipe_line - n, " --%s %s", flag, value);
+}
+
+// the defaults of the recipe whose dialect the command line is written in (model/recipe.h)
+static void take_recipe(Config *c) {
+    nrecipe_took = 0;
+    memset(c->recipe_line, 0, sizeof c->recipe_line);
+    memset(c->recipe_note, 0, sizeof c->recipe_note);
+    memset(c->recipe_no_data, 0, sizeof c->recipe_no_data);
+    const char *why;
+    const Recipe *r = recipe_find(c->recipe_defaults, &why);
+    if (why) comm_fail_all("%s", why);
+    if (!r) return;
+    char used[512], head[800];
+    recipe_marks_used(r, used, sizeof used);
+    snprintf(head, sizeof head, "recipe: %s%s%s%s; the defaults taken from it (--recipe_defaults none: fsdpc's own):", recipe_name(r),
+             used[0] ? " (its flags " : " (--recipe_defaults)", used, used[0] ? ")" : "");
+    memcpy(c->recipe_line, head, strlen(head) < sizeof c->recipe_line ? strlen(head) + 1 : sizeof c->recipe_line);
+    recipe_each_default(r, c->model.model_type, given_flag, take_default, c);
+    if (recipe_no_data(r)) snprintf(c->recipe_no_data, sizeof c->recipe_no_data, "%s", recipe_no_data(r));
+    if (recipe_differs(r))
+        snprintf(c->recipe_note, sizeof c->recipe_note, "recipe: where fsdpc differs from %s: %s", recipe_name(r), recipe_differs(r));
+    const char *refused = recipe_check(r, c);
+    if (refused) comm_fail_all("%s", refused);
+}
+
 int config_parse(Config *c, int argc, char **argv) {
     if (cli_parse(&config_cli, c, argc, argv) == CLI_HELP) return CLI_HELP;
     config_finish(c);
@@ -800,6 +876,7 @@ int config_parse(Config *c, int argc, char **argv) {
 }
 
 void config_finish(Config *c) {
+    take_recipe(c);
     family_pending = (c->resume_from_checkpoint[0] || c->init_from[0] || c->pretrained_model_name[0]) &&
                      !config_given("model_type") && !config_given("model_name");
     family_defaults(c);

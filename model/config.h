@@ -90,6 +90,10 @@ typedef struct {
         char fp8_amax_compute_algo[32], model_dir[512];
     } recipe;
     int recipe_only[7];  // where the recipe flags that take only fsdpc's own behaviour point (they store nothing)
+    int recipe_defaults;     // --recipe_defaults: RECIPE_AUTO, RECIPE_NONE or a recipe (model/recipe.h)
+    char recipe_line[2048];  // the start-up line naming the recipe whose defaults were taken, or ""
+    char recipe_note[512];   // its line on what fsdpc cannot match of that recipe, or ""
+    char recipe_no_data[400];  // why that recipe trains nothing without --train_data (never the bundled text), or ""
     // data
     char train_data[512], val_data[512];  // files, folders, globs, Hugging Face dataset folders or hub names
     char dataset_config_name[128];        // the hub dataset's config (C4: "en"); "" the only or default one

@@ -7,12 +7,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../ckpt/ckpt.h"
 #include "../comm/comm.h"
 #include "../data/tokenizer.h"
 #include "../kernels/kernels.h"
 #include "../model/cli.h"
 #include "../model/config.h"
 #include "../model/model.h"
+#include "../model/recipe.h"
 #include "../shard/parallel.h"
 #include "../shard/shard.h"
 #include "train.h"
@@ -142,15 +144,20 @@ int plan_main(void *args) {
     const PlanArgs a = pc->a;
     Config *cfg = &pc->cfg;
     config_finish(cfg);
-    if (cfg->init_from[0] || cfg->resume_from_checkpoint[0])
+    // a resume folder that holds no checkpoint starts the run fresh (the recipes' launch lines name one)
+    char found[1024];
+    if (cfg->init_from[0] ||
+        (cfg->resume_from_checkpoint[0] && ckpt_resolve(cfg->resume_from_checkpoint, NULL, NULL, found, sizeof found)))
         comm_fail_all("plan: the model's sizes come from --model_name and the size flags; --init_from and "
                       "--resume_from_checkpoint are not read");
     // the vocabulary follows the tokenizer unless something fixed it, as in training
-    if (cfg->size_origin[SIZE_V] == SIZE_DEFAULT || config_given("tokenizer")) {
+    // the tokenizer is read only where the vocabulary follows it (training checks the rest)
+    int named = config_given("tokenizer") || strcmp(cfg->tokenizer, "byte");
+    if (cfg->size_origin[SIZE_V] == SIZE_DEFAULT || (cfg->size_origin[SIZE_V] == SIZE_FAMILY && named)) {
         char err[1400];
         Tokenizer *t = tok_open(cfg->tokenizer, err, sizeof err);
         if (!t) comm_fail_all("%s", err);
-        const char *why = config_take_tokenizer_vocab(cfg, tok_vocab_size(t), config_given("tokenizer"), cfg->tokenizer);
+        const char *why = config_take_tokenizer_vocab(cfg, tok_vocab_size(t), named, cfg->tokenizer);
         tok_free(t);
         if (why) comm_fail_all("plan: %s", why);
     }
@@ -311,6 +318,8 @@ int plan_main(void *args) {
                "\"max_context_width\": %d, \"vocab_size\": %d}, ",
                m->model_type, m->model_name, plan.num_params, m->hidden_width, L, m->num_heads, m->num_key_value_heads,
                m->intermediate_size, T, m->vocab_size);
+        printf("\"recipe\": \"%s\", \"lr\": %g, \"max_steps\": %d, \"train_data\": \"%s\", ",
+               cli_choice_name(recipe_choices, recipe_chosen()), (double)cfg->lr, cfg->max_steps, cfg->train_data);
         printf("\"device\": \"%s\", \"world_size\": %d, \"ranks_per_node\": %d, \"nodes\": %d, \"sharding\": \"%s\", "
                "\"shard_group\": %d, \"replica_group\": %d, \"tp\": %d, \"precision\": \"%s\", \"reduce_dtype\": \"%s\", "
                "\"batch_size\": %d, \"grad_accum\": %d, \"checkpoint_every\": %d, \"cpu_offload\": %s, "
@@ -352,6 +361,8 @@ int plan_main(void *args) {
            m->model_name[0] ? " " : "", m->model_name, plan.num_params / (plan.num_params >= 1e9 ? 1e9 : 1e6),
            plan.num_params >= 1e9 ? "B" : "M", m->hidden_width, L, m->num_heads, m->num_key_value_heads, m->intermediate_size,
            m->vocab_size, T, origins);
+    if (cfg->recipe_line[0]) printf("%s\n", cfg->recipe_line);
+    if (cfg->recipe_note[0]) printf("%s\n", cfg->recipe_note);
     char tps[48] = "";
     if (tp > 1) snprintf(tps, sizeof tps, " x tp %d%s", tp, dims.sequence_parallel ? " (sequence parallel)" : "");
     printf("layout: %d rank(s), %d node(s) of %d on %s; %s: shard group %d x replica group %d%s; %s, reduce %s\n", world,

@@ -264,7 +264,8 @@ static void resolve_sources(Run *r) {
     snprintf(c->tokenizer, sizeof c->tokenizer, "%s", tok_path(r->tok));  // recorded in checkpoints
     tokenizer_found(r);
     if (strcmp(c->tokenizer, "byte")) io_input(c->tokenizer, "the tokenizer");
-    comm_check_all(config_take_tokenizer_vocab(c, tok_vocab_size(r->tok), tok_given || tok_from_source[0], c->tokenizer));
+    int named = tok_given || tok_from_source[0] || strcmp(c->tokenizer, "byte");  // strcmp: a recipe's default
+    comm_check_all(config_take_tokenizer_vocab(c, tok_vocab_size(r->tok), named, c->tokenizer));
 }
 
 // Weights after the shards exist: the resumed checkpoint (everything), or --init_from (weights
@@ -561,6 +562,7 @@ static int open_data(Run *r) {
     // the bundled Tiny Shakespeare is bytes: the default data of the byte tokenizer only
     int bundled_ok = tok_is_byte(r->tok), synthetic = !strcmp(c->train_data, "synthetic") ||
                                                       (!c->train_data[0] && c->dataset_type == DATASET_SYNTHETIC);
+    if (r->max_steps != 0 && !c->train_data[0] && !synthetic && c->recipe_no_data[0]) comm_fail_all("%s", c->recipe_no_data);
     if (r->max_steps != 0 && !c->train_data[0] && !bundled_ok && !synthetic)
         comm_fail_all("with --tokenizer %s, give --train_data (text, JSON Lines, Arrow, Parquet, a Hugging Face dataset "
                       "folder or hub name, or token shards): the bundled text is read as bytes", c->tokenizer);
@@ -1194,6 +1196,8 @@ int train_run(Config *c) {
     config_size_origins(c, origins, sizeof origins);
     log_msg("fsdpc: %d rank(s) on %s, %d thread(s)/rank, %.2fM parameters (%s)\n%s attention=%s\n", comm_info.world,
             kern_device_name(), c->num_threads, r.plan.num_params / 1e6, origins, desc, kern_attention_kernel());
+    if (c->recipe_line[0]) log_msg("%s\n", c->recipe_line);
+    if (c->recipe_note[0]) log_msg("%s\n", c->recipe_note);
     if (kern_peak_flops() > 0) log_msg("MFU against %.0f TFLOP/s dense bf16 per GPU\n", kern_peak_flops() / 1e12);
     int warmup = fraction_steps(c->warmup, r.max_steps);
     if (r.max_steps > 0 && warmup > r.max_steps)  // a recipe's warm-up on a short smoke run: the loss barely moves

@@ -21,7 +21,7 @@ grep -Eq "Saved checkpoint .*step_00000005.h5 in [0-9.]+ s \([0-9.]+ MB/s\)" "$W
 check "checkpoint writes log time and bandwidth" $?
 
 # minGPT with dropout: the same, and the model (family, sizes) comes back from the file alone
-G="--tokenizer byte --model mingpt --embed_size 64 --num_layers 2 --num_heads 4 --seq_len 32 --dropout 0.1 --num_tokens 0
+G="--recipe_defaults none --tokenizer byte --model mingpt --embed_size 64 --num_layers 2 --num_heads 4 --seq_len 32 --dropout 0.1 --num_tokens 0
    --validation_freq 0 --warmup 3 --lr 3e-3 --max_steps 12 --num_threads 1 --batch_size 4"
 $MPI -np 2 ./fsdpc $G --checkpoint_freq 0 --metrics_file "$W/gstraight.jsonl" >/dev/null 2>&1
 $MPI -np 2 ./fsdpc $G --checkpoint_dir "$W/gck" --checkpoint_freq 6 >/dev/null 2>&1

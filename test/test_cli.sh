@@ -9,7 +9,7 @@ expect_error "unknown flag" "unknown flag '--bogus'" ./fsdpc --bogus 1
 expect_error "flag without value" "needs a value" ./fsdpc --lr
 expect_error "bad integer" "--batch_size expects an integer" ./fsdpc --batch_size x
 expect_error "bad choice" "--sharding must be one of" ./fsdpc --sharding fastest
-expect_error "heads do not divide width" "num_heads 3 does not divide --hidden_width 4096 " ./fsdpc --num_heads 3
+expect_error "heads do not divide width" "num_heads 3 does not divide --hidden_width 4096" ./fsdpc --num_heads 3
 expect_error "kv heads do not divide heads" "num_key_value_heads 3 does not divide" ./fsdpc --num_key_value_heads 3
 expect_error "unknown preset" "is not a preset" ./fsdpc --model_name llama9_8b
 expect_error "missing data file" "'/nonexistent/x.txt' does not exist" ./fsdpc --train_data /nonexistent/x.txt
@@ -87,7 +87,7 @@ check "--max_epochs 1 runs one pass over the data" $? "$(grep -c '^Batch .* Loss
 
 
 # the seed recipes' flags map onto fsdpc's own, or are refused by name
-desc() { ./fsdpc "$@" --max_steps 1 --num_tokens 0 --checkpoint_freq 0 2>&1 | grep '^model='; }
+desc() { ./fsdpc --recipe_defaults none "$@" --max_steps 1 --num_tokens 0 --checkpoint_freq 0 2>&1 | grep '^model='; }
 [ "$(desc --train_batch_size 4 --bf16 --sharding_strategy hsdp --shard_group_size 1 --epochs 1 --report_interval 5)" = \
   "$(desc --batch_size 4 --precision bf16 --sharding hybrid-full-shard --shard_group_size 1 --max_epochs 1 --logging_freq 5)" ]
 check "10.FSDP/profiling spellings configure the same run as fsdpc's own" $?

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 source test/lib.sh
 TOK=test/fixtures/tokenizer/tokenizer.model
 export FSDPC_CACHE_DIR="$W/cache"
-M="--tokenizer $TOK --hidden_width 32 --num_layers 1 --num_heads 2 --num_key_value_heads 1 --intermediate_size 64
+M="--recipe_defaults none --tokenizer $TOK --hidden_width 32 --num_layers 1 --num_heads 2 --num_key_value_heads 1 --intermediate_size 64
    --max_context_width 32 --batch_size 4 --num_tokens 0 --checkpoint_freq 0 --validation_freq 0 --max_steps 6 --num_threads 1"
 run() {  # run NAME ARGS...: a one-rank training run writing $W/NAME.jsonl
     local name=$1

@@ -153,14 +153,14 @@ rc=$?
 check "run/launch/pbs.sh trains as written (hostfile from PBS_NODEFILE)" $? "rc=$rc $(tail -c 300 "$W/pbs.log")"
 # minimal_fsdp on PBS: run/launch/pbs.sh with its model and --environment pbs, which names the job
 PBS_JOBID=4242.pbs01 PBS_JOBNAME=mingpt PBS_O_WORKDIR="$PWD" PBS_NODEFILE="$W/nodes" DATA=data/tinyshakespeare.txt STEPS=2 \
-    CKPT_FREQ=2 MODEL_ARGS="--tokenizer byte --model mingpt --embed_size 64 --num_layers 2 --num_heads 4 --seq_len 64 --dropout 0.1 --num_tokens 0" \
+    CKPT_FREQ=2 MODEL_ARGS="--recipe_defaults none --tokenizer byte --model mingpt --embed_size 64 --num_layers 2 --num_heads 4 --seq_len 64 --dropout 0.1 --num_tokens 0" \
     EXTRA_ARGS="--environment pbs --sharding hybrid-full-shard" CKPT="$W/pbsgpt" timeout 120 bash run/launch/pbs.sh >/dev/null 2>"$W/pbsgpt.log"
 rc=$?
 [ $rc = 0 ] && grep -q "^PBS job 4242.pbs01 (mingpt), PBS_NODEFILE $W/nodes: 2 slot(s) for 2 rank(s)" "$W/pbsgpt.log" &&
     [ -f "$W/pbsgpt/step_00000002.h5" ]
 check "run/launch/pbs.sh trains minimal_fsdp's minGPT with --environment pbs, naming the job and its node file" $? "rc=$rc $(tail -c 300 "$W/pbsgpt.log")"
 expect_error "--environment pbs outside a PBS job" "--environment pbs: PBS_JOBID is not set" \
-    env -u PBS_JOBID ./fsdpc $SMALL --environment pbs --max_steps 1
+    env -u PBS_JOBID ./fsdpc $SMALL --environment pbs --recipe_defaults none --max_steps 1
 expect_error "run/launch/pbs.sh without DATA says what to set" "set DATA to the training token shards" \
     env -u DATA PBS_NODEFILE="$W/nodes" bash run/launch/pbs.sh
 # run/launch/local.sh as written (as root here: it adds --allow-run-as-root itself); later flags win

@@ -19,7 +19,7 @@ for _ in $(seq 60); do cat "$W/scene.txt"; done >"$W/corpus.txt"
 [ "$(wc -l <"$W/scene.txt")" = 16 ]
 check "a training text from the bundled tinyshakespeare" $?
 
-./fsdpc --tokenizer byte --model mingpt --embed_size 64 --num_layers 2 --num_heads 4 --seq_len 64 --batch_size 8 --max_steps 30 \
+./fsdpc --recipe_defaults none --tokenizer byte --model mingpt --embed_size 64 --num_layers 2 --num_heads 4 --seq_len 64 --batch_size 8 --max_steps 30 \
     --lr 1e-2 --warmup 5 --train_data "$W/corpus.txt" --checkpoint_dir "$W/ck" --num_tokens 0 --checkpoint_freq 30 \
     --metrics_file "$W/train.jsonl" >/dev/null 2>"$W/train.log"
 rc=$?
@@ -103,7 +103,7 @@ json.dump(enc, open(d + "/encoder.json", "w"))
 open(d + "/vocab.bpe", "w", encoding="utf-8").write("#version: 0.2\nt h\n\u0120 th\n")
 EOF
 ./fsdpc prepare --tokenizer "$W/tok" --input "$W/corpus.txt" --output "$W/tokdata" --val_fraction 0.05 >/dev/null 2>"$W/prep.log" &&
-    ./fsdpc --model mingpt --embed_size 32 --num_layers 1 --num_heads 2 --seq_len 32 --batch_size 2 --max_steps 2 \
+    ./fsdpc --recipe_defaults none --model mingpt --embed_size 32 --num_layers 1 --num_heads 2 --seq_len 32 --batch_size 2 --max_steps 2 \
         --tokenizer "$W/tok" --train_data "$W/tokdata/train_*.bin" --checkpoint_dir "$W/ckt" --num_tokens 0 --checkpoint_freq 2 >/dev/null 2>"$W/tt.log" &&
     ./fsdpc export --checkpoint "$W/ckt" --output "$W/hft" --dtype fp32 >/dev/null 2>"$W/export_t.log"
 check "a minGPT on GPT-2 BPE tokens (vocabulary 259) trains and exports" $? \

@@ -24,7 +24,7 @@ check "./fsdpc-mpich links MPICH and ./fsdpc stays Open MPI" $?
 
 HYDRA="timeout 120 mpiexec.mpich"
 FLAGS=(--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128
-       --max_context_width 64 --batch_size 2 --num_tokens 0 --checkpoint_freq 0)
+       --max_context_width 64 --batch_size 2 --num_tokens 0 --checkpoint_freq 0 --recipe_defaults none)
 
 $HYDRA -n 2 -ppn 2 ./fsdpc-mpich "${FLAGS[@]}" --max_steps 8 --metrics_file "$W/mpich.jsonl" >"$W/mpich.out" 2>"$W/mpich.err"
 rc=$?
@@ -98,7 +98,7 @@ check "--environment pbs, 4 ranks crowded onto 1 of the node file's 2 nodes: one
 
 # run/launch/pbs.sh with MPI=mpich: PPN ranks per node-file node under mpiexec.mpich, ./fsdpc-mpich
 PBS_O_WORKDIR="$PWD" PBS_NODEFILE="$W/nodes1" MPI=mpich PPN=2 DATA=data/tinyshakespeare.txt STEPS=2 CKPT_FREQ=2 \
-    MODEL_ARGS="${FLAGS[*]:0:12} --num_tokens 0" EXTRA_ARGS="--environment pbs" PBS_JOBID=8.pbs CKPT="$W/pbsck" timeout 120 bash run/launch/pbs.sh \
+    MODEL_ARGS="${FLAGS[*]:0:14} --num_tokens 0" EXTRA_ARGS="--environment pbs --recipe_defaults none" PBS_JOBID=8.pbs CKPT="$W/pbsck" timeout 120 bash run/launch/pbs.sh \
     >/dev/null 2>"$W/pbs3.log"
 rc=$?
 [ $rc = 0 ] && grep -q '^fsdpc: MPI transport MPICH' "$W/pbs3.log" && grep -q "^fsdpc: 2 rank(s) on cpu" "$W/pbs3.log" &&

@@ -30,7 +30,7 @@ check "parity, hidden_act gelu_fast: logits, loss, gradients and steps within 10
     "$(head -3 "$W/parity_fast.bad" "$W/parity_fast" | tr '\n' '|' | head -c 400)"
 
 # ---- training: a small NeoX (rotary_pct 0.5, base 20000 through 10.FSDP's spelling) learns ----
-TRAIN="--model_type gpt_neox --model_name neox_tiny --hidden_width 64 --num_layers 2 --num_heads 4 --max_context_width 32
+TRAIN="--recipe_defaults none --model_type gpt_neox --model_name neox_tiny --hidden_width 64 --num_layers 2 --num_heads 4 --max_context_width 32
     --batch_size 4 --rotary_pct 0.5 --rotary_emb_base 20000 --lr 3e-3 --warmup 2 $ONE"
 ./fsdpc $TRAIN --max_steps 30 --checkpoint_freq 30 --checkpoint_dir "$W/ck" --metrics_file "$W/m.jsonl" >"$W/train.log" 2>&1
 first=$(losses "$W/m.jsonl" | head -1) last=$(losses "$W/m.jsonl" | tail -1)

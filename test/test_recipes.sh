@@ -60,9 +60,11 @@ declare -a TRAINING_ARGS=(
 )
 mkdir -p "$W/fsdp10"
 (cd "$W/fsdp10" && $MPI -np 2 "$FSDPC" "${TRAINING_ARGS[@]}" $SMALL >log 2>&1)
-trained "$W/fsdp10/log" && grep -q "sharding=full-shard" "$W/fsdp10/log" && [ -f "$W/fsdp10/checkpoints/step_00000002.h5" ]
-check "10.FSDP's Llama-2 TRAINING_ARGS train (C4 and the Llama tokenizer from the hub cache)" $? \
-    "($(grep -m2 -E 'error|Batch' "$W/fsdp10/log" | tr '\n' '|' | head -c 300))"
+trained "$W/fsdp10/log" && grep -q "sharding=full-shard" "$W/fsdp10/log" && [ -f "$W/fsdp10/checkpoints/step_00000002.h5" ] &&
+    grep -q "^recipe: 10.FSDP's train.py (its flags --dataset, --train_batch_size)" "$W/fsdp10/log" &&
+    grep -q "^model=llama_v2 .* V=50432 .*precision=bf16 .* lr=0.0001 min_lr=1e-05 warmup=0.0032 .*wd=0.2 .*train_data=c4" "$W/fsdp10/log"
+check "10.FSDP's Llama-2 TRAINING_ARGS train what its train.py would (C4 and the Llama tokenizer from the hub cache; vocabulary 50432, bf16, lr 1e-4)" $? \
+    "($(grep -m3 -E 'error|^model=|^recipe' "$W/fsdp10/log" | tr '\n' '|' | head -c 600))"
 [ "$(grep -c -- '--offload_activations: no effect' "$W/fsdp10/log")" = 1 ]
 check "--offload_activations=1 is accepted and its lack of effect logged once" $?
 
@@ -101,11 +103,96 @@ declare -a DEFAULT_ARGS=(
 )
 mkdir -p "$W/fsdp10neox"
 (cd "$W/fsdp10neox" && $MPI -np 2 "$FSDPC" "${DEFAULT_ARGS[@]}" $SIZES --vocab_size 512 --logging_freq 1 >log 2>&1)
-trained "$W/fsdp10neox/log" && grep -q "^model=gpt_neox/.* sharding=full-shard precision=bf16" "$W/fsdp10neox/log" &&
+trained "$W/fsdp10neox/log" && grep -q "^model=gpt_neox .* sharding=full-shard precision=bf16" "$W/fsdp10neox/log" &&
     /usr/bin/python3 -c "import h5py, sys; t = h5py.File(sys.argv[1], 'r').attrs['tokenizer']; t = t.decode() if isinstance(t, bytes) else t
 assert 'models--EleutherAI--gpt-neox-20b' in t and t.endswith('tokenizer.json'), t" "$W/fsdp10neox/checkpoints/step_00000002.h5"
 check "10.FSDP's defaults train GPT-NeoX (bf16, the gpt-neox-20b tokenizer.json from the hub cache, C4)" $? \
-    "($(grep -m3 -E 'error|Batch|tokenizer' "$W/fsdp10neox/log" | tr '\n' '|' | head -c 400))"
+    "($(grep -m3 -E 'error|^model=|tokenizer' "$W/fsdp10neox/log" | tr '\n' '|' | head -c 600))"
+
+# ---- each launch file's list as published, planned unscaled: the start-up line names the recipe, and
+# the shape, parameter count, learning rate, precision and data are what that recipe's script builds
+# (values from its parser and get_model_config, written out here) ----
+planned() {  # planned NAME KEY=VALUE... -- FLAGS...: fsdpc plan --json of FLAGS, checked field by field
+    local name=$1 want=()
+    shift
+    while [ "$1" != -- ]; do want+=("$1"); shift; done
+    shift
+    "$FSDPC" plan "$@" --json >"$W/plan_$name.json" 2>"$W/plan_$name.err"
+    /usr/bin/python3 - "$W/plan_$name.json" "${want[@]}" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+got = dict(p["model"], **{k: v for k, v in p.items() if k != "model"})
+def params(f, V, D, L, H, KV, F, T):  # each family's tensors, as its Hugging Face class holds them
+    if f == "llama_v2": return 2 * V * D + L * (D * D * (2 + 2 * KV // H) + 3 * D * F + 2 * D) + D
+    if f == "gpt_neox": return 2 * V * D + L * (4 * D * D + 2 * D * F + F + 9 * D) + 2 * D
+    return V * D + T * D + L * (4 * D * D + 2 * D * F + F + 9 * D) + 2 * D  # minGPT: lm_head tied, learned positions
+bad = []
+for kv in sys.argv[2:]:
+    k, v = kv.split("=", 1)
+    if k == "num_params":
+        m = p["model"]
+        v = params(m["model_type"], m["vocab_size"], m["hidden_width"], m["num_layers"], m["num_heads"],
+                   m["num_key_value_heads"], m["intermediate_size"], m["max_context_width"]) if v == "formula" else int(v)
+    if str(got.get(k)) != str(v): bad.append(f"{k}={got.get(k)} (want {v})")
+print("; ".join(bad))
+sys.exit(1 if bad else 0)
+PY
+}
+mkdir -p "$W/plans" && cd "$W/plans"  # no checkpoints here: the lists' resume folder starts fresh
+out=$(planned fsdp10_llama recipe=fsdp10 model_type=llama_v2 hidden_width=4096 num_layers=32 num_heads=32 \
+    num_key_value_heads=32 intermediate_size=11008 max_context_width=4096 vocab_size=50432 num_params=formula lr=0.0001 \
+    precision=bf16 train_data=c4 -- "${TRAINING_ARGS[@]}")
+check "plan: 10.FSDP's Llama-2 list is 10.FSDP's 7B (its vocabulary 50432, lr 1e-4, bf16, C4)" $? "$out $(head -c 300 "$W/plan_fsdp10_llama.err")"
+out=$(planned fsdp10_default recipe=fsdp10 model_type=gpt_neox hidden_width=768 num_layers=12 num_heads=12 \
+    num_key_value_heads=12 intermediate_size=3072 max_context_width=4096 vocab_size=50432 num_params=formula lr=0.0001 \
+    precision=bf16 max_steps=5000 train_data=allenai/c4 -- --train_batch_size=2)
+"$FSDPC" plan --train_batch_size=2 >"$W/plan_fsdp10.txt" 2>&1
+[ -z "$out" ] && grep -q "^recipe: 10.FSDP's train.py (its flags --train_batch_size)" "$W/plan_fsdp10.txt" &&
+    grep -q -- "--tokenizer EleutherAI/gpt-neox-20b" "$W/plan_fsdp10.txt" && grep -q -- "--activation_checkpoints 1" "$W/plan_fsdp10.txt"
+check "plan: a 10.FSDP spelling alone takes train.py's defaults (GPT-NeoX 768x12, gpt-neox-20b's tokenizer, C4, checkpointing)" $? \
+    "$out $(head -3 "$W/plan_fsdp10.txt" | tr '\n' '|' | head -c 400)"
+SMP70=(--train_batch_size 4 --max_steps 100 --hidden_width 8192 --num_layers 80 --num_heads 64 --llama_intermediate_size 28672
+       --shard_degree 64 --model_type llama_v2 --profile_nsys 1 --use_smp_implementation 1 --max_context_width 4096
+       --tensor_parallel_degree 1 --use_synthetic_data 1 --training_dir /fsx/path_to_data --test_dir /fsx/path_to_data
+       --dataset_type hf --checkpoint_dir "$W/smp70" --checkpoint_freq 100)
+expect_error "SMP's launch leaves --fp8 at 1 with --use_smp_implementation 1: refused, saying to add --fp8 0" \
+    "SMP v2's train_external.py trains in FP8 .*add --fp8 0" "$FSDPC" plan "${SMP70[@]}"
+out=$(planned smp70 recipe=smp model_type=llama_v2 hidden_width=8192 num_layers=80 num_heads=64 num_key_value_heads=64 \
+    intermediate_size=28672 max_context_width=4096 vocab_size=50432 num_params=formula lr=0.0001 precision=bf16 \
+    reduce_dtype=bf16 shard_group=64 -- "${SMP70[@]}" --fp8 0 --world_size 64)
+check "plan: SMP's 70b launch with --fp8 0 is SMP's model (64 key/value heads, vocabulary 50432, bf16 reductions)" $? \
+    "$out $(head -c 300 "$W/plan_smp70.err")"
+SMP7=(--model_type llama_v2 --hidden_width 4096 --num_layers 32 --num_heads 32 --llama_intermediate_size 11008)
+out=$(planned smp7 recipe=smp num_key_value_heads=32 vocab_size=50432 num_params=formula -- "${SMP7[@]}")
+out2=$(planned smp7_none recipe=none num_key_value_heads=32 vocab_size=32000 max_context_width=2048 num_params=6738415616 \
+    -- "${SMP7[@]}" --recipe_defaults none)
+check "plan: SMP's 7b size flags: SMP's vocabulary 50432; with --recipe_defaults none LlamaConfig's, 6738415616 parameters" $? \
+    "$out | $out2"
+PROF01=(--model_name=llama2_7b --load_ckpt_path=/fsx/llama2/pretrain/ckpt --save_ckpt_path=/fsx/llama2/pretrain/ckpt
+        --data_path=/fsx/data/ --fsdp_activation_checkpointing=True --selective_checkpointing=1 --sharding_strategy=fsdp
+        --batch_size=2 --learning_rate=3e-4 --grad_clip_thresh=4.0 --num_steps=1200 --report_interval=200
+        --checkpoint_interval=20000 --use_profiler=True)
+out=$(planned prof01 recipe=profiling model_type=llama_v2 num_params=6738415616 max_context_width=4096 lr=0.0003 \
+    max_steps=1200 precision=bf16 sharding=full-shard -- "${PROF01[@]}")
+check "plan: the profiling recipe's 01.train.sbatch list is Llama-2 7B at lr 3e-4 for 1200 steps in bf16" $? \
+    "$out $(head -c 300 "$W/plan_prof01.err")"
+out=$(planned mini recipe=minimal_fsdp model_type=mingpt hidden_width=768 num_layers=12 num_heads=12 intermediate_size=3072 \
+    max_context_width=255 vocab_size=50257 num_params=formula lr=0.001 precision=bf16 sharding=no-shard \
+    train_data=data/shakespeare/train.h5 -- --max_epochs 20 --environment pbs)
+check "plan: minimal_fsdp's run_basic_training.sub flags are its GPT (768x12, MLP 3072, GPT-2's 50257 tokens, rows of 256)" $? \
+    "$out $(head -c 300 "$W/plan_mini.err")"
+expect_error "two recipes' spellings whose defaults differ are refused, naming both" \
+    "--dataset is 10.FSDP's train.py's flag and --shard_degree is SMP v2's train_external.py's.*--recipe_defaults fsdp10\|smp\|none" \
+    "$FSDPC" plan --dataset c4 --shard_degree 2
+out=$(planned none recipe=none model_type=llama_v2 hidden_width=128 lr=0.001 precision=float32 -- --train_batch_size=2 --recipe_defaults none)
+check "--recipe_defaults none keeps fsdpc's own defaults" $? "$out"
+# streamed C4 that is not in the hub cache: refused with the download line, never the bundled text
+nohub=$W/hub_tok_only
+mkdir -p "$nohub" && cp -r "$W/hub/models--EleutherAI--gpt-neox-20b" "$nohub/" 2>/dev/null
+expect_error "10.FSDP's default data set (C4) missing from the hub cache: refused with the hf download line" \
+    "no Hugging Face cache here holds dataset allenai/c4.*hf download allenai/c4" \
+    env HF_HUB_CACHE="$nohub" "$FSDPC" --train_batch_size=2 $SIZES --vocab_size 512
+cd "$W"
 
 # ---- SMP v2: launch_training_conda.sh's variables and srun line, verbatim (torchrun replaced) ----
 model_type=llama_v2
@@ -141,10 +228,10 @@ mkdir -p "$W/smp"
             --dataset_type hf \
             --checkpoint_dir $CHECKPOINT_DIR \
             --checkpoint_freq 100 \
-    $SIZES --llama_intermediate_size 128 --logging_freq 1 --shard_degree 2 >log 2>&1)
+    $SIZES --llama_intermediate_size 128 --logging_freq 1 --shard_degree 2 --fp8 0 >log 2>&1)
 trained "$W/smp/log" && grep -q "shard group 2 x replica group 1" "$W/smp/log" && grep -q "train_data=synthetic" "$W/smp/log" &&
     [ -f "$CHECKPOINT_DIR/step_00000002.h5" ]
-check "SMP's launch arguments train (synthetic data, --shard_degree 2 over 2 ranks)" $? \
+check "SMP's launch arguments with --fp8 0 train (synthetic data, --shard_degree 2 over 2 ranks)" $? \
     "($(grep -m2 -E 'error|Batch|shard group' "$W/smp/log" | tr '\n' '|' | head -c 300))"
 
 # ---- the profiling recipe: 01.train.sbatch's MODEL_ARGS, verbatim; the /fsx paths overridden after ----
@@ -175,6 +262,15 @@ trained "$W/prof/log" && grep -q "sharding=hybrid-full-shard" "$W/prof/log" && [
     [ -f "$W/prof/ckpt/step_00000002.h5" ]
 check "the profiling recipe's MODEL_ARGS train (hsdp, a trace from --use_profiler=True)" $? \
     "($(grep -m2 -E 'error|Batch' "$W/prof/log" | tr '\n' '|' | head -c 300))"
+# 01.train.sbatch's list (its --num_steps scaled down in its own spelling)
+mkdir -p "$W/prof01"
+(cd "$W/prof01" && $MPI -np 2 "$FSDPC" "${PROF01[@]}" ${SIZES/--max_steps 2/} --num_steps=2 --intermediate_size 128 \
+    --load_ckpt_path=ckpt --save_ckpt_path=ckpt --data_path=$REPO/data/tinyshakespeare.txt --vocab_size 256 \
+    --report_interval=1 >log 2>&1)
+trained "$W/prof01/log" && grep -q "^recipe: the FSDP profiling recipe's training.py" "$W/prof01/log" &&
+    grep -q "^model=llama_v2/llama2_7b .*sharding=full-shard precision=bf16 .* lr=0.0003 min_lr=3e-05 .*wd=0.1 betas=0.9,0.95 grad_clip=4 seed=2023" "$W/prof01/log"
+check "the profiling recipe's 01.train.sbatch list trains what its training.py would (lr 3e-4, clip 4.0, bf16, fsdp)" $? \
+    "($(grep -m3 -E 'error|^model=|^recipe' "$W/prof01/log" | tr '\n' '|' | head -c 500))"
 acts() { sed -nE 's/^Batch 1 memory.* activations ([0-9.]+)\/.*/\1/p' "$1"; }
 prof prof_off --num_layers 8 --hidden_width 128
 prof prof_on --num_layers 8 --hidden_width 128 --fsdp_activation_checkpointing=True
@@ -187,8 +283,9 @@ sel=$(acts "$W/prof_sel/log")
 check "--selective_checkpointing=2 recomputes every other block (tracker: $on < $sel < $off MiB)" $?
 
 # ---- refused flags name themselves (their "off" values are accepted) ----
-B="$FSDPC --max_steps 0 --num_tokens 0 --validation_batches 1"
-SMALL="$SMALL --checkpoint_freq 0"  # from here on, runs write no checkpoints
+# from here on, the flags' own behaviour, without any recipe's defaults; runs write no checkpoints
+B="$FSDPC --max_steps 0 --num_tokens 0 --validation_batches 1 --recipe_defaults none"
+SMALL="$SMALL --checkpoint_freq 0 --recipe_defaults none"
 while IFS='|' read -r flag value; do
     expect_error "--$flag $value is refused by name" "^fsdpc: error: .*--$flag" $B --$flag $value
 done <<'EOF'
@@ -300,7 +397,7 @@ check "--save_ckpt_path / --load_ckpt_path (the profiling config's spellings) sa
 
 # ---- the seed's finetuning flags and SMP's Hugging Face model: one model, three spellings ----
 /usr/bin/python3 "$REPO/test/hf_make.py" "$W/hfm" --vocab 256 --context 64 --seed 3 >/dev/null
-FT="--num_threads 1 --num_tokens 0 --max_steps 2 --checkpoint_freq 0 --batch_size 2 --max_context_width 64"
+FT="--num_threads 1 --num_tokens 0 --max_steps 2 --checkpoint_freq 0 --batch_size 2 --max_context_width 64 --recipe_defaults none"
 for spell in "init_from $W/hfm" "pretrained_model_name $W/hfm" "hf_pretrained_model_name_or_dir $W/hfm"; do
     n=${spell%% *}
     $FSDPC $FT --finetune 1 --$spell --metrics_file "$W/ft_$n.jsonl" >"$W/ft_$n.log" 2>&1

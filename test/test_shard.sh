@@ -56,7 +56,7 @@ equal meta 4 "np=4 full-shard --meta_init equals np=1" --sharding full-shard --b
 # minGPT (tied wte: the embedding and the head share unit 0) with dropout on: the masks follow
 # the global sample index, so every layout, micro-batching and recompute draws the same ones
 M_LLAMA=$M
-M="--tokenizer byte --model mingpt --embed_size 64 --num_layers 3 --num_heads 4 --seq_len 32 --dropout 0.1
+M="--recipe_defaults none --tokenizer byte --model mingpt --embed_size 64 --num_layers 3 --num_heads 4 --seq_len 32 --dropout 0.1
    --num_tokens 0 --checkpoint_freq 0 --validation_freq 0 --max_steps 8 --warmup 2 --lr 3e-3 --num_threads 1"
 rm -f "$W/ref.jsonl"  # metrics files append (a resumed run continues its file)
 run ref 1 --sharding no-shard --batch_size $GLOBAL

@@ -111,7 +111,7 @@ check "--activation_checkpoints: recompute spans (default window, a run shorter 
 
 # --use_profiler (the profiling recipe) writes the trace under its default name
 (cd "$W" && "$OLDPWD/fsdpc" $M --train_data "$OLDPWD/data/tinyshakespeare.txt" --max_steps 1 --validation_freq 0 \
-    --use_profiler >"$W/prof.log" 2>&1)
+    --use_profiler --recipe_defaults none >"$W/prof.log" 2>&1)
 [ -s "$W/fsdpc_trace.json" ] && validate "$W/fsdpc_trace.json" 1 5 >/dev/null
 check "--use_profiler writes fsdpc_trace.json" $? "$(tail -c 300 "$W/prof.log")"
 
