@@ -120,14 +120,16 @@ static const char *smp_check(const Recipe *r, const Config *c) {
 static const Recipe recipes[] = {
     {"fsdp10", "10.FSDP's train.py", fsdp10_marks, fsdp10_defaults,
      "it trains max_steps + epochs - 1 steps and cuts its data into 4096-token sequences whatever --max_context_width "
-     "says; fsdpc trains --max_steps steps of --max_context_width tokens", NULL, NULL},
+     "says, and its dropout flags never reach its model; fsdpc trains --max_steps steps of --max_context_width tokens "
+     "and applies --resid_pdrop/--embd_pdrop/--attn_pdrop as --dropout", NULL, NULL},
     {"smp", "SMP v2's train_external.py", smp_marks, smp_defaults,
      "its --warmup is a fraction of --lr_decay_iters (fsdpc's, below 1, of --max_steps: its default is SMP's 153 steps)",
      smp_check, "SMP v2's train_external.py trains on --training_dir (default $SM_CHANNEL_TRAIN, unset here), never on "
      "other text: give --training_dir, or --use_synthetic_data 1"},
     {"profiling", "the FSDP profiling recipe's training.py", prof_marks, prof_defaults,
-     "its warm-up is quadratic and its RMSNorm epsilon 1e-6 (fsdpc: linear, and Llama-2's 1e-5), and it decays to a "
-     "tenth of --learning_rate (fsdpc: to --min_lr, 3e-05 unless given)", NULL, NULL},
+     "its warm-up is quadratic and its RMSNorm epsilon 1e-6 (fsdpc: linear, and Llama-2's 1e-5), it decays to a "
+     "tenth of --learning_rate (fsdpc: to --min_lr, 3e-05 unless given), and its type=bool flags take =False as on "
+     "(fsdpc does what the flag says)", NULL, NULL},
     {"minimal_fsdp", "minimal_fsdp's basic_training.py", mini_marks, mini_defaults,
      "it warms up over 10 epochs' steps inside a 50-epoch cosine and validates and saves every epoch; fsdpc warms up "
      "over --warmup steps, decays by cosine to --min_lr at the last step, and validates and saves by steps", NULL, NULL},

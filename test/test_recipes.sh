@@ -302,7 +302,20 @@ auto_wrap_policy|size_based_auto_wrap_policy
 framework|megatron
 nccl_test_log|nccl.log
 restart_epoch|2
+model_size|7b
+hostfile|/tmp/hosts
+nsys_path|/tmp/nsys
+nsys_start_step|70
+nsys_end_step|75
 EOF
+# launch-file tokens that no parser defines
+expect_error "10.FSDP's mixtral sbatch's stray ' #' word (a backslash-space before its comment) is refused, not dropped" \
+    "unexpected argument ' #'" $B --sharding_strategy=full ' #' https://pytorch.org/docs/stable/fsdp.html
+expect_error "SMP's EKS item \"--max_steps 100\" (one argument) is refused, not dropped" "unknown flag '--max_steps 100'" \
+    $B "--max_steps 100"
+$FSDPC $SMALL --max_steps 1 --offload_activation=1 >"$W/oa.log" 2>&1
+[ "$(grep -c -- '--offload_activations: no effect' "$W/oa.log")" = 1 ]
+check "the EKS manifests' --offload_activation=1 is --offload_activations 1" $? "($(grep -m1 error "$W/oa.log"))"
 for m in mixtral mistral_8x7b llama_v3; do
     expect_error "--model_type $m is refused by name, with what it is" "model_type $m .*(mixture of experts|dynamic RoPE)" \
         $B --model_type $m
@@ -398,13 +411,15 @@ check "--save_ckpt_path / --load_ckpt_path (the profiling config's spellings) sa
 # ---- the seed's finetuning flags and SMP's Hugging Face model: one model, three spellings ----
 /usr/bin/python3 "$REPO/test/hf_make.py" "$W/hfm" --vocab 256 --context 64 --seed 3 >/dev/null
 FT="--num_threads 1 --num_tokens 0 --max_steps 2 --checkpoint_freq 0 --batch_size 2 --max_context_width 64 --recipe_defaults none"
-for spell in "init_from $W/hfm" "pretrained_model_name $W/hfm" "hf_pretrained_model_name_or_dir $W/hfm"; do
+for spell in "init_from $W/hfm" "pretrained_model_name $W/hfm" "hf_pretrained_model_name_or_dir $W/hfm" \
+    "finetune_checkpoint_load_dir $W/hfm"; do
     n=${spell%% *}
     $FSDPC $FT --finetune 1 --$spell --metrics_file "$W/ft_$n.jsonl" >"$W/ft_$n.log" 2>&1
 done
 [ -s "$W/ft_init_from.jsonl" ] && cmp -s <(losses "$W/ft_init_from.jsonl") <(losses "$W/ft_pretrained_model_name.jsonl") &&
-    cmp -s <(losses "$W/ft_init_from.jsonl") <(losses "$W/ft_hf_pretrained_model_name_or_dir.jsonl")
-check "--finetune 1 with --pretrained_model_name or --hf_pretrained_model_name_or_dir finetunes what --init_from does" $? \
+    cmp -s <(losses "$W/ft_init_from.jsonl") <(losses "$W/ft_hf_pretrained_model_name_or_dir.jsonl") &&
+    cmp -s <(losses "$W/ft_init_from.jsonl") <(losses "$W/ft_finetune_checkpoint_load_dir.jsonl")
+check "--finetune 1 with --pretrained_model_name, --hf_pretrained_model_name_or_dir or SMP's README's --finetune_checkpoint_load_dir finetunes what --init_from does" $? \
     "($(grep -h -m1 error "$W"/ft_*.log | head -c 300))"
 $FSDPC --model_type gpt2 --max_steps 0 --num_tokens 0 --validation_batches 1 2>&1 | grep -q "^model=mingpt/"
 check "SMP's --model_type gpt2 is minGPT (GPT-2's architecture)" $?
