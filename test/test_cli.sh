@@ -12,6 +12,23 @@ expect_error "bad choice" "--sharding must be one of" ./fsdpc --sharding fastest
 expect_error "heads do not divide width" "num_heads 3 does not divide --hidden_width 4096" ./fsdpc --num_heads 3
 expect_error "kv heads do not divide heads" "num_key_value_heads 3 does not divide" ./fsdpc --num_key_value_heads 3
 expect_error "unknown preset" "is not a preset" ./fsdpc --model_name llama9_8b
+
+# the model's shape: from the family, never from the hidden tiny preset, and said where each size came from
+p=$(./fsdpc plan --model_type llama_v2 --hidden_width 4096 --num_layers 32 --num_heads 32 --intermediate_size 11008 | head -1)
+[ "$p" = "fsdpc plan: llama_v2, 6.74B parameters (D=4096 L=32 H=32 KV=32 F=11008 V=32000), context 2048; sizes: D L H F from flags; KV T V from LlamaConfig's defaults" ]
+check "size flags without --model_name: the rest from LlamaConfig's defaults (Llama-2 7B's 6.74B), each size's origin named" $? "($p)"
+p=$(./fsdpc plan --model mingpt --embed_size 128 --num_layers 4 --num_heads 4 --tokenizer test/fixtures/tokenizer/tokenizer.model \
+    --recipe_defaults none | head -1)
+[ "$p" = "fsdpc plan: mingpt, 1.05M parameters (D=128 L=4 H=4 KV=4 F=512 V=1000), context 1024; sizes: D L H from flags; KV F T from GPT2Config's defaults; V from the tokenizer" ]
+check "minGPT's shape flags: GPT2Config's context and MLP rule, the named tokenizer's vocabulary" $? "($p)"
+p=$(./fsdpc plan --model_name llama2_13b --num_layers 2 | head -1)
+case $p in *"sizes: L from flags; D H KV F T V from --model_name llama2_13b") true ;; *) false ;; esac
+check "a preset still supplies its sizes, given flags override them, and the line says so" $? "($p)"
+./fsdpc --max_steps 1 --num_tokens 0 --checkpoint_freq 0 --validation_freq 0 2>&1 | grep -q "0.79M parameters (sizes: D L H KV F T from the default model (tiny); V from the tokenizer)"
+check "the start-up line gives the parameter count and the default model's origin" $?
+./fsdpc --max_steps 3 --warmup 2000 --num_tokens 0 --checkpoint_freq 0 --validation_freq 0 >"$W/wu.log" 2>&1
+[ "$(grep -c -- "--warmup 2000 is longer than this run's 3 steps: the learning rate rises only to 1.5e-06 (0.15% of --lr 0.001)" "$W/wu.log")" = 1 ]
+check "a warm-up longer than the run is logged once, with what it means" $? "($(grep -m1 -i warm "$W/wu.log"))"
 expect_error "missing data file" "'/nonexistent/x.txt' does not exist" ./fsdpc --train_data /nonexistent/x.txt
 printf 'abc' >"$W/short.txt"
 expect_error "data file too short" "short.txt' has fewer tokens than one sample" ./fsdpc --train_data "$W/short.txt"
