@@ -207,6 +207,22 @@ static void note_data(const char *spec, const char *config, const char *split, c
     hf_files_free(&hf);
 }
 
+// The vocabulary's precedence as a whole: --vocab_size / --model_name / checkpoint (resolve_sources)
+// > tokenizer > data file attribute > default; the last three are decided here.
+int train_vocab_unfixed(const Config *c, const Tokenizer *tok, char *file, size_t filelen) {
+    char val_file[1024] = "";
+    int recorded = 0, val = 0;
+    file[0] = 0;
+    if (tok_is_byte(tok)) {
+        recorded = data_recorded_vocab(c->train_data, c->dataset_config_name, c->train_split[0] ? c->train_split : "train",
+                                       file, filelen);
+        val = data_recorded_vocab(c->val_data, c->dataset_config_name, c->val_split[0] ? c->val_split : "validation",
+                                  val_file, sizeof val_file);
+    }
+    if (val > recorded) snprintf(file, filelen, "%s", val_file);
+    return val > recorded ? val : recorded ? recorded : tok_vocab_size(tok);
+}
+
 // Where the model comes from, before anything is built: the checkpoint being resumed (its config
 // and tokenizer win, so a requeued finetune continues), else --init_from, else the flags. Then
 // the tokenizer, which sets the vocabulary unless something fixed it.
@@ -267,7 +283,9 @@ static void resolve_sources(Run *r) {
     int V = tok_vocab_size(r->tok);
     int vocab_fixed = config_given("vocab_size") || config_given("model_name") || (known & MODEL_VOCAB);
     if (!vocab_fixed) {
-        c->model.vocab_size = V;
+        char file[1024];
+        c->model.vocab_size = train_vocab_unfixed(c, r->tok, file, sizeof file);
+        if (file[0]) log_msg("vocabulary: %d, recorded by data file '%s'\n", c->model.vocab_size, file);
     } else if (c->model.vocab_size < V) {
         comm_fail_all("the tokenizer '%s' has %d tokens but the model's vocabulary is %d (%s)", c->tokenizer, V,
                       c->model.vocab_size, known & MODEL_VOCAB ? tok_source : "--vocab_size / --model_name");

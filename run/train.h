@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "../comm/comm.h"
+#include "../data/tokenizer.h"
 #include "../model/config.h"
 #include "../model/model.h"
 #include "../shard/shard.h"
@@ -26,6 +27,10 @@ double train_memory_estimate(const ModelPlan *plan, const Config *c, const Paral
 // does nothing (activations live in host memory already).
 int train_ckpt_every(const Config *c, int gpu);
 int train_offload_horizon(const Config *c, int gpu);
+// The model's vocabulary when no --vocab_size, --model_name or source fixed it: a real tokenizer's,
+// else the largest one the HDF5 files of --train_data / --val_data record (a vocab_size or
+// n_vocab attribute; file then names the file, else it is ""), else the byte tokenizer's 256.
+int train_vocab_unfixed(const Config *c, const Tokenizer *tok, char *file, size_t filelen);
 // Trains / evaluates / generates as cfg says; returns the process exit status.
 int train_run(Config *cfg);
 // Forward (and, when dscale != 0, backward of dscale * loss sum) of one micro-batch of `rows`
