@@ -244,6 +244,10 @@ int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_b
                           "cache records them", f->path, f->text ? "text read as bytes, one stream" : "a token file");
         if (f->text && vocab < 256)
             comm_fail_all("--vocab_size %d is too small for '%s' read as bytes (needs 256)", vocab, f->path);
+        if (f->vocab > vocab)
+            comm_fail_all("data file '%s' records a vocabulary of %d (attribute %s), larger than the model's %d: the model "
+                          "must cover its ids (--vocab_size %d, or the --tokenizer they come from)", f->path, f->vocab,
+                          f->vocab_attr, vocab, f->vocab);
         d->tok_start[i + 1] = d->tok_start[i] + ntok;
         if (d->rows) {  // a row is a sample, whatever its length
             uint64_t nrows = f->nidx - 1, lo = (uint64_t)(frac_begin * nrows), hi = (uint64_t)(frac_end * nrows);
@@ -290,6 +294,28 @@ int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_b
                 (unsigned long long)d->nchunks);
     }
     return 1;
+}
+
+int data_recorded_vocab(const char *spec, const char *config, const char *split, char *file, size_t filelen) {
+    HfFiles hf;
+    char err[2048];
+    int vocab = 0;
+    memset(&hf, 0, sizeof hf);
+    if (!spec[0] || !strcmp(spec, "synthetic")) return 0;
+    int found = hf_resolve(spec, config ? config : "", split, &hf, err, sizeof err);
+    if (!found && !strcmp(split, "validation")) {  // validation data without splits are read whole
+        hf_files_free(&hf);
+        found = hf_resolve(spec, config ? config : "", "train", &hf, err, sizeof err);
+    }
+    for (int i = 0; found > 0 && i < hf.nfiles; i++) {
+        int v = data_h5_vocab(hf.files[i]);
+        if (v > vocab) {
+            vocab = v;
+            snprintf(file, filelen, "%s", hf.files[i]);
+        }
+    }
+    hf_files_free(&hf);
+    return vocab;
 }
 
 void data_open_synthetic(Dataset *d, int T, int vocab) {
@@ -392,6 +418,16 @@ static int read_stream_chunk(const Dataset *d, uint64_t c, int32_t *inp, int32_t
     return 0;
 }
 
+// What to do about id v at or above the model's vocabulary in file f: a file that records no
+// vocabulary most often holds GPT-2's ids (minimal_fsdp's HDF5 rows, nanoGPT's .bin), which the
+// byte tokenizer's default of 256 cannot cover.
+static void vocab_hint(const TokenFile *f, uint64_t v, char *out, size_t len) {
+    if (f->vocab) snprintf(out, len, "; the file records a vocabulary of %d (attribute %s)", f->vocab, f->vocab_attr);
+    else if (v < 50257) snprintf(out, len, "; the file records no vocabulary: for GPT-2's ids%s pass --vocab_size 50257, or "
+                                 "--tokenizer with GPT-2's encoder.json + vocab.bpe", f->row ? " (minimal_fsdp's data)" : "");
+    else snprintf(out, len, "; the file records no vocabulary: pass --vocab_size, or the --tokenizer its ids come from");
+}
+
 // Reads chunk c as (inp, tgt); returns 0, or -1 with a message naming the file in err.
 static int read_chunk(const Dataset *d, uint64_t c, int32_t *inp, int32_t *tgt, unsigned char *raw, char *err,
                       size_t errlen) {
@@ -409,15 +445,16 @@ static int read_chunk(const Dataset *d, uint64_t c, int32_t *inp, int32_t *tgt, 
     for (int t = 0; t <= d->T; t++) {
         uint64_t v = token_at(f, raw, t);
         if (v >= (uint64_t)d->vocab) {  // a negative signed id wraps to a huge value: caught too
-            char id[32];
+            char id[32], hint[200] = "";
             if (f->is_signed) snprintf(id, sizeof id, "%lld", (long long)v);
             else snprintf(id, sizeof id, "%llu", (unsigned long long)v);
+            if (!f->is_signed || (int64_t)v >= 0) vocab_hint(f, v, hint, sizeof hint);  // a negative id is damage
             if (f->row)
                 snprintf(err, errlen, "data file '%s' holds token id %s in sample (row) %llu, position %d of dataset '%s', "
-                         "not in [0, --vocab_size %d)", f->path, id, (unsigned long long)row, t, f->dset, d->vocab);
+                         "not in [0, --vocab_size %d)%s", f->path, id, (unsigned long long)row, t, f->dset, d->vocab, hint);
             else
-                snprintf(err, errlen, "data file '%s' holds token id %s at token %llu, not below --vocab_size %d", f->path,
-                         id, (unsigned long long)(tok + t), d->vocab);
+                snprintf(err, errlen, "data file '%s' holds token id %s at token %llu, not below --vocab_size %d%s", f->path,
+                         id, (unsigned long long)(tok + t), d->vocab, hint);
             return -1;
         }
         if (t < d->T) inp[t] = (int32_t)v;

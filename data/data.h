@@ -24,6 +24,8 @@ typedef struct {
     uint64_t row;      // tokens per row; 0 for the token stream formats
     int is_signed, big_endian;
     char dset[256];    // the dataset's name, for messages
+    int vocab;         // the vocabulary the file records (an HDF5 attribute), 0: none
+    const char *vocab_attr;  // that attribute's name
     // a data cache part's index (data/cache.h): nidx - 1 documents (rows), document i its tokens
     // idx[i] .. idx[i+1]; NULL for files without one
     const uint64_t *idx;
@@ -88,6 +90,9 @@ int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_b
 const char *data_parse_header(const unsigned char *head, size_t got, uint64_t size, const char *path, TokenFile *f,
                               uint64_t *ntok);
 void data_open_synthetic(Dataset *d, int T, int vocab);
+// The largest vocabulary the HDF5 files of a data spec record (data/h5data.h), 0 when none does;
+// *file names the file it came from. Resolution problems are data_open's to report.
+int data_recorded_vocab(const char *spec, const char *config, const char *split, char *file, size_t filelen);
 
 void data_free(Dataset *d);
 // Path of the Tiny Shakespeare copy shipped next to the binary (data/tinyshakespeare.txt).

@@ -3,9 +3,11 @@
 // itself, since this HDF5 build is not thread-safe and checkpoints use it while batches load.
 // Kept out of data.c so that the fuzz targets, which link data.c alone, need no HDF5.
 #include <hdf5.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../comm/comm.h"
 #include "h5data.h"
@@ -61,6 +63,39 @@ static herr_t visit(hid_t obj, const char *name, const H5O_info_t *info, void *a
     if (ds >= 0 && H5Dclose(ds) < 0) ok = 0;
     if (!ok) s->failed = 1;
     return ok ? 0 : -1;
+}
+
+// The vocabulary the file records for its ids (f->vocab, f->vocab_attr; 0 when none): an integer
+// attribute on the token dataset, else on the root group. minimal_fsdp writes none; the names are
+// those of Hugging Face configs and nanoGPT's meta.pkl (vocab_size) and tiktoken (n_vocab).
+static const char *read_vocab(hid_t file, hid_t ds, TokenFile *f, char *msg, size_t len) {
+    static const char *const names[] = {"vocab_size", "n_vocab"};
+    hid_t objs[2] = {ds, file};
+    for (int o = 0; o < 2; o++) {
+        for (int i = 0; i < 2; i++) {
+            htri_t has = H5Aexists(objs[o], names[i]);
+            if (has == 0) continue;
+            hid_t a = has > 0 ? H5Aopen(objs[o], names[i], H5P_DEFAULT) : -1;
+            hid_t type = a < 0 ? -1 : H5Aget_type(a), space = a < 0 ? -1 : H5Aget_space(a);
+            long long v = 0;
+            int ok = type >= 0 && space >= 0 && H5Tget_class(type) == H5T_INTEGER && H5Sget_simple_extent_npoints(space) == 1 &&
+                     H5Aread(a, H5T_NATIVE_LLONG, &v) >= 0 && v > 0 && v <= INT32_MAX;
+            if (space >= 0) H5Sclose(space);
+            if (type >= 0) H5Tclose(type);
+            if (a >= 0) H5Aclose(a);
+            if (!ok) {
+                char where[300] = "the root group";
+                if (!o) snprintf(where, sizeof where, "dataset '%s'", f->dset);
+                snprintf(msg, len, "data file '%s': attribute '%s' of %s is not a vocabulary size (one positive integer)",
+                         f->path, names[i], where);
+                return msg;
+            }
+            f->vocab = (int)v;
+            f->vocab_attr = names[i];
+            return NULL;
+        }
+    }
+    return NULL;
 }
 
 const char *data_h5_layout(TokenFile *f, uint64_t size, uint64_t *rows) {
@@ -121,6 +156,10 @@ const char *data_h5_layout(TokenFile *f, uint64_t size, uint64_t *rows) {
              : layout == H5D_COMPACT ? "compact" : "virtual", f->path);
         goto done;
     }
+    if (read_vocab(file, ds, f, msg, sizeof msg)) {
+        err = msg;
+        goto done;
+    }
     if (!dims[1]) {  // row 0 means "not HDF5" to data_open
         FAIL("data file '%s': dataset '%s' has rows of 0 tokens", f->path, f->dset);
         goto done;
@@ -155,4 +194,16 @@ done:
     return err;
 #undef UNREADABLE
 #undef FAIL
+}
+
+int data_h5_vocab(const char *path) {
+    struct stat st;
+    TokenFile f;
+    uint64_t rows;
+    memset(&f, 0, sizeof f);
+    snprintf(f.path, sizeof f.path, "%s", path);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);  // a file that is not HDF5 is no error here
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || H5Fis_hdf5(path) <= 0 || data_h5_layout(&f, (uint64_t)st.st_size, &rows))
+        return 0;
+    return f.vocab;
 }

@@ -770,7 +770,7 @@ static void fill_sizes(Config *c) {
     if (own_shape && !took_from_recipe("model_name")) memset(m->model_name, 0, sizeof m->model_name);
 }
 
-const char *config_take_tokenizer_vocab(Config *c, int vocab, int named, const char *tokenizer) {
+const char *config_take_tokenizer_vocab(Config *c, int vocab, int named, const char *tokenizer, const char *source) {
     static char msg[1400];
     unsigned char *o = &c->size_origin[SIZE_V];
     if ((named && *o == SIZE_FAMILY) || *o == SIZE_DEFAULT) {
@@ -782,8 +782,9 @@ const char *config_take_tokenizer_vocab(Config *c, int vocab, int named, const c
     static const char *const by[] = {[SIZE_FLAG] = "--vocab_size", [SIZE_PRESET] = "--model_name", [SIZE_RECIPE] = "the recipe's default",
                                      [SIZE_FAMILY] = "the family's default", [SIZE_SOURCE] = "the model being loaded",
                                      [SIZE_DATA] = "the data file"};
-    snprintf(msg, sizeof msg, "the tokenizer '%.1000s' has %d tokens but the model's vocabulary is %d (%s)", tokenizer, vocab,
-             c->model.vocab_size, *o < sizeof by / sizeof by[0] && by[*o] ? by[*o] : "--vocab_size");
+    const char *why = *o == SIZE_SOURCE && source ? source : *o < sizeof by / sizeof by[0] && by[*o] ? by[*o] : "--vocab_size";
+    snprintf(msg, sizeof msg, "the tokenizer '%.800s' has %d tokens but the model's vocabulary is %d (%.400s)", tokenizer, vocab,
+             c->model.vocab_size, why);
     return msg;
 }
 

@@ -178,8 +178,9 @@ int config_given(const char *name);
 // The vocabulary once the tokenizer is known (vocab: its size; named: --tokenizer, a recipe's or
 // a source's, rather than the byte default): a vocabulary no flag, preset or source fixed becomes
 // the tokenizer's when it was named, or for the default model; else it must hold the tokenizer's
-// tokens. NULL, or why not (a static message).
-const char *config_take_tokenizer_vocab(Config *cfg, int vocab, int named, const char *tokenizer);
+// tokens. NULL, or why not (a static message, naming `source` when the vocabulary came from the model
+// being loaded).
+const char *config_take_tokenizer_vocab(Config *cfg, int vocab, int named, const char *tokenizer, const char *source);
 // "D L H from flags; KV F T V from LlamaConfig's defaults": where each size came from
 void config_size_origins(const Config *cfg, char *buf, int len);
 // one-line summary of the run configuration (stored in checkpoints, logged at start)

@@ -157,7 +157,7 @@ int plan_main(void *args) {
         char err[1400];
         Tokenizer *t = tok_open(cfg->tokenizer, err, sizeof err);
         if (!t) comm_fail_all("%s", err);
-        const char *why = config_take_tokenizer_vocab(cfg, tok_vocab_size(t), named, cfg->tokenizer);
+        const char *why = config_take_tokenizer_vocab(cfg, tok_vocab_size(t), named, cfg->tokenizer, NULL);
         tok_free(t);
         if (why) comm_fail_all("plan: %s", why);
     }

@@ -85,6 +85,11 @@ typedef struct {
     char metrics_error[1400];
     int metrics_newline;       // the file ends in a line cut short (a crash, a full disk): the next line starts afresh
     Tokenizer *tok;
+    // an evaluation of a checkpoint that recorded no tokenizer (it was trained on token ids) takes
+    // the --tokenizer given, which is then not compared with that record
+    int tok_added;
+    // the model's vocabulary is not the byte tokenizer's, and no tokenizer maps text to its ids
+    int no_text;
     char resume_file[1024];  // the checkpoint this run continues, or ""
     CkptMeta origin;         // run_id, parent and lineage recorded in this run's checkpoints
     HfModel *hf;             // --init_from a Hugging Face source
@@ -131,7 +136,7 @@ static void input_found(Run *r, int i, const IdentSource *id) {
     const char *e = i == INPUT_TOKENIZER ? ident_check_ranks(id, "tokenizer files") : NULL;  // data_open checks the data
     if (e) comm_fail_all("%s", e);
     // an evaluation or generation of a checkpoint (--max_steps 0, minimal_fsdp's --max_epochs -1) may use other data
-    if (i == INPUT_TOKENIZER || (r->max_steps != 0 && r->cfg->max_epochs >= 0)) compare_input(r, i, id);
+    if ((i == INPUT_TOKENIZER && !r->tok_added) || (i != INPUT_TOKENIZER && r->max_steps != 0)) compare_input(r, i, id);
     if (r->inputs[i].nfiles >= 0) ident_source_free(&r->inputs[i]);
     ident_source_copy(&r->inputs[i], id);
 }
@@ -207,6 +212,21 @@ static void note_data(const char *spec, const char *config, const char *split, c
     hf_files_free(&hf);
 }
 
+// The vocabulary the run's token files record (the larger of training's and validation's), 0 when
+// they record none or the data is text (the tokenizer then decides); the file that says so in file.
+static int train_vocab_recorded(const Config *c, const Tokenizer *tok, char *file, size_t filelen) {
+    char val_file[1024] = "";
+    int recorded = 0, val = 0;
+    file[0] = 0;
+    if (!tok_is_byte(tok)) return 0;
+    recorded = data_recorded_vocab(c->train_data, c->dataset_config_name, c->train_split[0] ? c->train_split : "train", file,
+                                   filelen);
+    val = data_recorded_vocab(c->val_data, c->dataset_config_name, c->val_split[0] ? c->val_split : "validation", val_file,
+                              sizeof val_file);
+    if (val > recorded) snprintf(file, filelen, "%s", val_file);
+    return val > recorded ? val : recorded;
+}
+
 // Where the model comes from, before anything is built: the checkpoint being resumed (its config
 // and tokenizer win, so a requeued finetune continues), else --init_from, else the flags. Then
 // the tokenizer, which sets the vocabulary unless something fixed it.
@@ -256,6 +276,9 @@ static void resolve_sources(Run *r) {
     }
     ckpt_source_share(&r->source);
     int tok_given = config_given("tokenizer");
+    // a checkpoint trained on token ids records the byte tokenizer, which says nothing about them
+    int recorded_none = r->resume_file[0] && (!tok_from_source[0] || !strcmp(tok_from_source, "byte"));
+    r->tok_added = recorded_none && tok_given && r->max_steps == 0 && strcmp(c->tokenizer, "byte");
     if (!tok_given && tok_from_source[0]) snprintf(c->tokenizer, sizeof c->tokenizer, "%s", tok_from_source);
     r->tok = tok_open(c->tokenizer, err, sizeof err);
     if (!r->tok && !tok_given && tok_from_source[0])
@@ -264,8 +287,27 @@ static void resolve_sources(Run *r) {
     snprintf(c->tokenizer, sizeof c->tokenizer, "%s", tok_path(r->tok));  // recorded in checkpoints
     tokenizer_found(r);
     if (strcmp(c->tokenizer, "byte")) io_input(c->tokenizer, "the tokenizer");
+    int V = tok_vocab_size(r->tok);
     int named = tok_given || tok_from_source[0] || strcmp(c->tokenizer, "byte");  // strcmp: a recipe's default
-    comm_check_all(config_take_tokenizer_vocab(c, tok_vocab_size(r->tok), named, c->tokenizer));
+    if (!named && (c->size_origin[SIZE_V] == SIZE_FAMILY || c->size_origin[SIZE_V] == SIZE_DEFAULT)) {
+        char file[1024];
+        int recorded = train_vocab_recorded(c, r->tok, file, sizeof file);
+        if (recorded) {
+            c->model.vocab_size = recorded;
+            c->size_origin[SIZE_V] = SIZE_DATA;
+            log_msg("vocabulary: %d, recorded by data file '%s'\n", recorded, file);
+        }
+    }
+    comm_check_all(config_take_tokenizer_vocab(c, V, named, c->tokenizer, tok_source));
+    if (r->tok_added)
+        log_msg("checkpoint %s records no tokenizer (its training data were token ids): this evaluation takes --tokenizer %s\n",
+                r->resume_file, c->tokenizer);
+    // bytes fed to a model of another vocabulary, and its ids read back as bytes, would be noise
+    r->no_text = tok_is_byte(r->tok) && c->model.vocab_size != V;
+    if (r->no_text && config_given("prompt") && c->num_tokens > 0)
+        comm_fail_all("--prompt: the model's vocabulary is %d tokens, not the byte tokenizer's %d, and no tokenizer was given%s%s: "
+                      "pass --tokenizer with the one its ids come from (encoder.json + vocab.bpe, a tokenizer.json or tokenizer.model)",
+                      c->model.vocab_size, V, tok_source ? " or recorded in " : "", tok_source ? tok_source : "");
 }
 
 // Weights after the shards exist: the resumed checkpoint (everything), or --init_from (weights
@@ -1151,7 +1193,7 @@ int train_run(Config *c) {
     r.dp_rank = comm_info.rank / tp;
     r.tp_rank = comm_info.rank % tp;
     r.global_batch = c->batch_size * r.dp_world * c->grad_accum;
-    r.max_steps = c->max_steps;
+    r.max_steps = c->max_epochs < 0 ? 0 : c->max_steps;  // minimal_fsdp's evaluate-then-generate trains nothing
     ckpt_new_run_id(r.origin.run_id);
     resolve_sources(&r);  // first, so the outputs are compared with the inputs it notes
     open_outputs(&r);
@@ -1177,7 +1219,6 @@ int train_run(Config *c) {
     const IdentSource *found[INPUTS];
     for (int i = 0; i < INPUTS; i++) found[i] = r.inputs[i].nfiles >= 0 ? &r.inputs[i] : NULL;
     ident_line(r.origin.inputs, sizeof r.origin.inputs, input_keys, found, INPUTS);
-    if (c->max_epochs < 0) r.max_steps = 0;  // minimal_fsdp's evaluate-then-generate
     if (r.max_steps < 0) r.max_steps = 300;
     if (c->max_epochs > 0 && r.train.nchunks) {  // a synthetic dataset has no epochs
         uint64_t samples, steps;  // the steps --max_epochs passes over the data, saturating far above any run
@@ -1353,7 +1394,13 @@ int train_run(Config *c) {
     int val_stopped = 0;
     if (r.max_steps == 0 && r.has_val && c->val_data[0]) log_validation(&r, shard_step(&r.st), 1, &val_stopped);
     if (val_stopped) status = TRAIN_EXIT_PREEMPTED;
-    if (!status && c->num_tokens > 0 && (c->prompt[0] || shard_step(&r.st) > start || c->max_epochs < 0)) {
+    int wants_sample = !status && c->num_tokens > 0 && (c->prompt[0] || shard_step(&r.st) > start || c->max_epochs < 0);
+    if (wants_sample && r.no_text) {  // an explicit --prompt was refused at start-up
+        log_msg("no sample: no tokenizer for a vocabulary of %d (pass --tokenizer to generate from the checkpoint)\n",
+                c->model.vocab_size);
+        wants_sample = 0;
+    }
+    if (wants_sample) {
         const char *failed = sample(&r);
         double stopped = failed ? OUTPUT_FAILED : comm_stop_signal;  // rank 0 generates; every rank exits alike
         comm_allreduce_max_f64(comm_world(), &stopped, 1);

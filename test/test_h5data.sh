@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # HDF5 sample files (minimal_fsdp's layout: one 2-D integer dataset of token rows, inputs row[:-1],
 # targets row[1:]) as --train_data / --val_data: the same samples as the text they came from, at
-# every integer type and world size; bad files stop the run with one line naming them.
+# every integer type and world size; bad files stop the run with one line naming them. A file's
+# vocab_size / n_vocab attribute sets the vocabulary after flags and tokenizer; GPT-2 ids in a file
+# that records none stop the run saying to pass --vocab_size 50257.
 cd "$(dirname "$0")/.."
 source test/lib.sh
 T=32
@@ -48,6 +50,13 @@ h5("neg.h5", input_ids=neg)
 h5("short.h5", input_ids=tok[:len(tok) // T * T].reshape(-1, T).astype(np.uint16))
 h5("gzip.h5", input_ids={"data": rows.astype(np.uint16), "chunks": (64, T + 1), "compression": "gzip"})
 h5("trunc.h5", input_ids=rows.astype(np.uint16))
+# GPT-2-range ids (minimal_fsdp's data) and the vocabulary a file may record as an attribute
+gpt = np.random.default_rng(0).integers(0, 50257, (16, T + 1)).astype(np.uint16)
+h5("gpt_none.h5", input_ids=gpt)
+with h5py.File(f"{w}/gpt_attr.h5", "w") as f: f.create_dataset("input_ids", data=gpt).attrs["vocab_size"] = 50257
+with h5py.File(f"{w}/gpt_root.h5", "w") as f: f["input_ids"] = gpt; f.attrs["n_vocab"] = 50257
+with h5py.File(f"{w}/v300.h5", "w") as f: f.create_dataset("input_ids", data=gpt % 300).attrs["vocab_size"] = 300
+with h5py.File(f"{w}/badattr.h5", "w") as f: f.create_dataset("input_ids", data=gpt).attrs["vocab_size"] = "50257"
 os.truncate(f"{w}/trunc.h5", os.path.getsize(f"{w}/trunc.h5") // 2)
 PY
 check "fixtures written with h5py" $?
@@ -96,7 +105,8 @@ expect_error "two 2-D integer datasets are ambiguous" "two2d.h5' holds more than
 expect_error "a 1-D dataset is not rows" "oned.h5' holds no 2-D integer dataset.*'/input_ids' uint16 \(60000,\)" ./fsdpc $M --train_data "$W/oned.h5"
 expect_error "a float dataset is not token ids" "float.h5' holds no 2-D integer dataset.*float32 \(1818, 33\)" ./fsdpc $M --train_data "$W/float.h5"
 expect_error "an HDF5 file without datasets" "empty.h5' holds no 2-D integer dataset .*no datasets" ./fsdpc $M --train_data "$W/empty.h5"
-expect_error "a token id at or above the vocabulary names file and row" "bigid.h5' holds token id 300 in sample \(row\) 7, position 5" \
+expect_error "a token id at or above the vocabulary names file and row" \
+    "bigid.h5' holds token id 300 in sample \(row\) 7, position 5 .*records no vocabulary: for GPT-2's ids \(minimal_fsdp's data\) pass --vocab_size 50257, or --tokenizer" \
     ./fsdpc $M --train_data "$W/bigid.h5" --max_steps 5
 expect_error "a negative token id names file and row" "neg.h5' holds token id -1 in sample \(row\) 3, position 0" \
     ./fsdpc $M --train_data "$W/neg.h5" --max_steps 5
@@ -109,3 +119,28 @@ expect_error "a truncated .h5 file names the file" "trunc.h5' is (a damaged HDF5
     ./fsdpc $M --train_data "$W/trunc.h5"
 expect_error "a bad .h5 --val_data on 2 ranks: one line, every rank stops" "two2d.h5' holds more than one" \
     $MPI -np 2 ./fsdpc $M --batch_size 2 --train_data "$W/mfsdp.h5" --val_data "$W/two2d.h5"
+
+# ---- the vocabulary: --vocab_size / --model_name / checkpoint > tokenizer > the file's attribute > 256 ----
+for f in gpt_attr gpt_root; do
+    train "$f" --train_data "$W/$f.h5" --max_steps 1
+    [ -s "$W/$f.jsonl" ] && grep -q "vocabulary: 50257, recorded by data file '$W/$f.h5'" "$W/$f.log" && grep -q " V=50257 " "$W/$f.log"
+    check "GPT-2 ids in $f.h5, whose vocab_size / n_vocab attribute sets the vocabulary (50257)" $? "$(grep -m2 'error\|V=' "$W/$f.log")"
+done
+expect_error "GPT-2 ids in a file that records no vocabulary: the error says --vocab_size 50257" \
+    "gpt_none.h5' holds token id [0-9]+ in sample \(row\) [0-9]+, position [0-9]+ of dataset '/input_ids', not in \[0, --vocab_size 256\); the file records no vocabulary: for GPT-2's ids \(minimal_fsdp's data\) pass --vocab_size 50257" \
+    ./fsdpc $M --train_data "$W/gpt_none.h5" --max_steps 1
+train gpt_none --train_data "$W/gpt_none.h5" --max_steps 1 --vocab_size 50257
+[ -s "$W/gpt_none.jsonl" ]
+check "... and with --vocab_size 50257 it trains" $? "$(grep -m1 error "$W/gpt_none.log")"
+train v300 --train_data "$W/v300.h5" --max_steps 1
+train v300_flag --train_data "$W/v300.h5" --max_steps 1 --vocab_size 512
+grep -q " V=300 " "$W/v300.log" && grep -q " V=512 " "$W/v300_flag.log" && ! grep -q "recorded by data file" "$W/v300_flag.log"
+check "a recorded vocabulary of 300 is the model's, unless --vocab_size says otherwise" $? "$(grep -m1 'error\|V=' "$W/v300_flag.log")"
+expect_error "a recorded vocabulary larger than --vocab_size" \
+    "gpt_attr.h5' records a vocabulary of 50257 \(attribute vocab_size\), larger than the model's 256" \
+    ./fsdpc $M --train_data "$W/gpt_attr.h5" --vocab_size 256
+expect_error "the tokenizer's vocabulary comes before the file's" \
+    "gpt_root.h5' records a vocabulary of 50257 \(attribute n_vocab\), larger than the model's 1000" \
+    ./fsdpc $M --train_data "$W/gpt_root.h5" --tokenizer test/fixtures/tokenizer/tokenizer.model
+expect_error "a vocab_size attribute that is no integer" "badattr.h5': attribute 'vocab_size' of dataset '/input_ids' is not a vocabulary size" \
+    ./fsdpc $M --train_data "$W/badattr.h5"

@@ -4,7 +4,9 @@
 # reference's, also through minimal_fsdp's --max_epochs -1 --restart_checkpoint_file spelling;
 # `fsdpc export` writes a GPT2LMHeadModel directory (Conv1D (in, out) weights, lm_head tied to wte)
 # whose logits in the reference equal the checkpoint's, and copies a GPT-2 tokenizer under
-# Hugging Face's names.
+# Hugging Face's names. recipes.md's minimal_fsdp lines run as written on minimal_fsdp-shaped
+# GPT-2 ids (vocabulary 50257): without a tokenizer --prompt is refused at start-up and the sample
+# after training skipped; an evaluation takes --tokenizer without training data.
 cd "$(dirname "$0")/.."
 source test/lib.sh
 set -f  # globs such as train_*.bin go to fsdpc as written
@@ -148,3 +150,104 @@ check "--max_epochs -1 --restart_checkpoint_file evaluates, then generates, and 
     "rc=$rc $(grep -m2 -E 'Validation|error' "$W/mf_gen.err") out=$(head -c 60 "$W/mf_gen.out")"
 expect_error "minimal_fsdp's 256-wide rows at --seq_length 256" "row.*256.*use --max_context_width 255" \
     ./fsdpc --model mingpt --embed_size 32 --num_layers 1 --num_heads 2 --seq_length 256 --train_data "$W/w256.h5" --max_steps 1
+
+# ---- minimal_fsdp's own data: GPT-2 ids (vocabulary 50257) in uint16 rows of 256, no attributes ----
+# A byte-level BPE of GPT-2's size (the 256 bytes, 50000 merges, <|endoftext|>), made up here since
+# GPT-2's own files need the network, kept as openai-community/gpt2 in a Hugging Face cache
+hub=$W/hf/hub/models--openai-community--gpt2
+mkdir -p "$hub/snapshots/0" "$hub/refs" "$W/mfg"
+echo 0 >"$hub/refs/main"
+export HF_HOME=$W/hf
+$PY - "$hub/snapshots/0" <<'EOF2'
+import json, string, sys
+d = sys.argv[1]
+shown = set(range(0x21, 0x7F)) | set(range(0xA1, 0xAD)) | set(range(0xAE, 0x100))
+ch, extra = {}, 0
+for b in range(256):
+    ch[b] = chr(b) if b in shown else chr(0x100 + extra)
+    extra += b not in shown
+enc = {ch[b]: b for b in range(256)}
+# merges over the letters and the space's stand-in: every pair, then pairs + a letter
+sym = [ch[b] for b in string.ascii_letters.encode()] + [ch[0x20]]
+merges = [(a, b) for a in sym for b in sym]
+merges += [(a + b, c) for a in sym for b in sym for c in sym][:50000 - len(merges)]
+for a, b in merges:
+    enc[a + b] = len(enc)
+enc["<|endoftext|>"] = len(enc)
+json.dump(enc, open(d + "/vocab.json", "w"))
+open(d + "/merges.txt", "w", encoding="utf-8").write("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges))
+EOF2
+head -c 120000 data/tinyshakespeare.txt | ./fsdpc tokenize --tokenizer openai-community/gpt2 >"$W/gpt2_ids.txt" 2>"$W/gpt2_tok.log" &&
+    $PY - "$W/gpt2_ids.txt" "$W/mfg" <<'EOF2'
+# as minimal_fsdp's tokenization_ex.ipynb writes them: dataset input_ids, uint16, rows of 256
+import sys, h5py, numpy as np
+ids = np.array([int(t) for line in open(sys.argv[1]) for t in line.split()], np.uint16)
+rows = ids[:len(ids) // 256 * 256].reshape(-1, 256)
+assert rows.max() > 40000 and len(rows) >= 80
+with h5py.File(sys.argv[2] + "/train.h5", "w") as f: f.create_dataset("input_ids", data=rows[:64], dtype=np.uint16)
+with h5py.File(sys.argv[2] + "/validation.h5", "w") as f: f.create_dataset("input_ids", data=rows[64:80], dtype=np.uint16)
+EOF2
+check "a made-up GPT-2-sized tokenizer (50257) in the hub cache; minimal_fsdp-shaped .h5 files of its ids" $? "$(tail -c 300 "$W/gpt2_tok.log")"
+
+# recipes.md's migration lines, as written there (mpiexec and ./fsdpc point at this build)
+TRAIN_LINE=$(grep -o '`mpiexec -n 2 ./fsdpc --model mingpt [^`]*`' docs/recipes.md | tr -d '`')
+GEN_TAIL=$(grep -o '`\.\.\. --max_epochs -1 --restart_checkpoint_file checkpoints/test/step_[0-9]*\.h5 [^`]*`' docs/recipes.md | tr -d '`')
+[ -n "$TRAIN_LINE" ] && [ -n "$GEN_TAIL" ]
+check "docs/recipes.md has the minimal_fsdp migration lines" $?
+FS=$PWD/fsdpc
+cat >"$W/docs_line.sh" <<EOF2
+cd "$W/mfg" && eval "\${1/#mpiexec -n 2 .\/fsdpc/$MPI -np 2 $FS}"
+EOF2
+docs_line() { bash "$W/docs_line.sh" "$1"; }  # runs a docs line in $W/mfg
+docs_line "${TRAIN_LINE% --vocab_size 50257} --recipe_defaults none" >"$W/mfg_old.out" 2>"$W/mfg_old.err"
+rc=$?
+# a rank's own batch: each rank that reads such an id says so (comm_fail_local)
+[ $rc != 0 ] && ! grep '^fsdpc: error:' "$W/mfg_old.err" | grep -vq "^fsdpc: error: step 1: sample [0-9]*: data file 'train.h5' holds token id [0-9]* in sample (row) [0-9]*, position [0-9]* of dataset '/input_ids', not in \[0, --vocab_size 256); the file records no vocabulary: for GPT-2's ids (minimal_fsdp's data) pass --vocab_size 50257, or --tokenizer" &&
+    grep -q '^fsdpc: error:' "$W/mfg_old.err"
+check "the line without --vocab_size 50257 and without minimal_fsdp's defaults stops at step 1, saying to pass it (or --tokenizer)" $? "rc=$rc $(grep -m1 error "$W/mfg_old.err")"
+docs_line "${TRAIN_LINE% --vocab_size 50257} --max_steps 1 --checkpoint_dir ck_mini" >"$W/mfg_rec.out" 2>"$W/mfg_rec.err"
+rc=$?
+[ $rc = 0 ] && grep -q "^recipe: minimal_fsdp's basic_training.py" "$W/mfg_rec.err" && grep -q " V=50257 .*precision=bf16" "$W/mfg_rec.err"
+check "without --vocab_size the line takes minimal_fsdp's defaults: GPT-2's 50257 tokens, bf16" $? "rc=$rc $(grep -m2 -E 'error|^model=' "$W/mfg_rec.err")"
+docs_line "$TRAIN_LINE" >"$W/mfg.out" 2>"$W/mfg.err"
+rc=$?
+[ $rc = 0 ] && [ -f "$W/mfg/checkpoints/test/step_00000002.h5" ] && grep -q "^Batch 2 Loss" "$W/mfg.err" && grep -q " V=50257 " "$W/mfg.err"
+check "the docs' line trains minimal_fsdp-shaped GPT-2 ids on 2 ranks (64 rows, 2 steps, V=50257)" $? "rc=$rc $(grep -m2 error "$W/mfg.err")"
+[ ! -s "$W/mfg.out" ] && [ "$(grep -c "^no sample: no tokenizer for a vocabulary of 50257 " "$W/mfg.err")" = 1 ]
+check "no tokenizer: the sample after training is skipped, with one line saying why" $? "out=$(head -c 80 "$W/mfg.out")"
+CK=checkpoints/test/step_00000002.h5
+GEN_LINE="${TRAIN_LINE/--max_epochs 1/} ${GEN_TAIL#... }"
+GEN_LINE=${GEN_LINE/step_00000016.h5/step_00000002.h5}
+expect_error "--prompt, no tokenizer given or recorded, vocabulary 50257: refused before loading" \
+    "^fsdpc: error: --prompt: the model's vocabulary is 50257 tokens, not the byte tokenizer's 256, and no tokenizer was given or recorded in checkpoint 'checkpoints/test/step_00000002.h5': pass --tokenizer" \
+    bash "$W/docs_line.sh" "${GEN_LINE% --tokenizer openai-community/gpt2}"
+! grep -q "Resumed from\|Validation loss" "$W/err"
+check "... before the checkpoint's weights are loaded" $?
+docs_line "$GEN_LINE" >"$W/mfg_gen.out" 2>"$W/mfg_gen.err"
+rc=$?
+[ $rc = 0 ] && grep -q "records no tokenizer (its training data were token ids): this evaluation takes --tokenizer" "$W/mfg_gen.err" &&
+    grep -q "Validation loss" "$W/mfg_gen.err" && [ "$(head -c 6 "$W/mfg_gen.out")" = "ROMEO:" ] && [ "$(wc -c <"$W/mfg_gen.out")" -gt 100 ]
+check "the docs' evaluate-and-generate line with the GPT-2 tokenizer: validation, then text" $? \
+    "rc=$rc $(grep -m2 error "$W/mfg_gen.err") out=$(head -c 80 "$W/mfg_gen.out")"
+(cd "$W/mfg" && timeout 120 "$FS" --max_steps 0 --resume_from_checkpoint "$CK" --tokenizer openai-community/gpt2 --prompt "ROMEO:" \
+    --num_tokens 20 --temperature 0 >"$W/mfg_g0.out" 2>"$W/mfg_g0.err")
+rc=$?
+[ $rc = 0 ] && [ "$(head -c 6 "$W/mfg_g0.out")" = "ROMEO:" ] && [ "$(wc -c <"$W/mfg_g0.out")" -gt 10 ] && ! grep -q "^training data" "$W/mfg_g0.err"
+check "--max_steps 0 with --tokenizer generates from that checkpoint with no training data" $? "rc=$rc $(grep -m2 error "$W/mfg_g0.err")"
+(cd "$W/mfg" && timeout 120 "$FS" --max_epochs -1 --restart_checkpoint_file "$CK" --tokenizer openai-community/gpt2 --val_data validation.h5 \
+    --prompt "ROMEO:" --num_tokens 20 >"$W/mfg_e1.out" 2>"$W/mfg_e1.err")
+rc=$?
+[ $rc = 0 ] && grep -q "Validation loss" "$W/mfg_e1.err" && [ "$(head -c 6 "$W/mfg_e1.out")" = "ROMEO:" ] && ! grep -q "^training data" "$W/mfg_e1.err"
+check "--max_epochs -1 with --tokenizer and --val_data only: validates and generates, reading no training data" $? \
+    "rc=$rc $(grep -m2 error "$W/mfg_e1.err")"
+expect_error "a fresh --prompt run on a 50257 vocabulary without a tokenizer: refused before training" \
+    "^fsdpc: error: --prompt: the model's vocabulary is 50257 tokens, not the byte tokenizer's 256, and no tokenizer was given: pass --tokenizer" \
+    ./fsdpc --model mingpt --embed_size 32 --num_layers 1 --num_heads 2 --vocab_size 50257 --max_steps 5 --prompt "ROMEO:" --checkpoint_dir "$W/ck_fresh"
+! grep -q "^Batch" "$W/err" && [ ! -e "$W/ck_fresh" ]
+check "... nothing trained, no checkpoint folder" $?
+expect_error "evaluating a checkpoint of token ids (vocabulary 256) with a larger tokenizer" \
+    "the tokenizer '.*vocab.json' has 50257 tokens but the model's vocabulary is 256 \(checkpoint '$W/mf/test/$last'\)" \
+    ./fsdpc --max_steps 0 --resume_from_checkpoint "$W/mf/test/$last" --tokenizer openai-community/gpt2 --prompt "ROMEO:" --num_tokens 5
+expect_error "a checkpoint that recorded a real tokenizer still refuses another one" \
+    "the tokenizer .*vocab.json.* differs from the one checkpoint '$W/ckt/step_00000002.h5' was trained with" \
+    ./fsdpc --max_steps 0 --resume_from_checkpoint "$W/ckt" --tokenizer openai-community/gpt2 --prompt "ROMEO:" --num_tokens 5
