@@ -1,4 +1,5 @@
-// trace: events kept as JSON text per rank, gathered to rank 0 at the end of the window.
+// trace: events kept as JSON text per rank; at the end of the window each rank writes its own
+// file (--trace_dir) and/or gathers them to rank 0, which writes one file (--trace_file).
 #include "trace.h"
 
 #include <errno.h>
@@ -7,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "../kernels/kernels.h"
 #include "comm.h"
 #include "io.h"
 
@@ -20,7 +23,7 @@ enum {
     COMM_LANES = 6,
     TID_TP = 20,         // the tensor-parallel group's collectives, on the compute's critical path
     DEPTH = 8,           // nested spans per row
-    BYTES_PER_STEP = 4 << 20,  // the whole file's budget per traced step, shared by the ranks
+    BYTES_PER_STEP = 4 << 20,  // a file's budget per traced step: --trace_file's shared by the ranks
 };
 
 static const char *const row_names[TRACE_NTHREADS] = {"compute", "data loading", "copy/offload stream"};
@@ -32,9 +35,10 @@ typedef struct {
 } Open;
 
 static struct {
-    char path[1024];
+    char path[1024], dir[1024];  // --trace_file, --trace_dir ("" when not asked for)
     int first, last, step, done;
-    int64_t zero_us;  // every rank's time zero, taken right after a barrier
+    int64_t zero_us;     // every rank's time zero, taken right after a barrier
+    int64_t step_start;  // when the step being recorded began
     char *buf;        // this rank's events, each followed by ",\n"
     size_t len, cap, limit;
     uint64_t dropped;
@@ -92,24 +96,46 @@ static const char *replace_problem(const char *path) {
 // the tmp file rank 0 writes before renaming it over `path`
 static void tmp_path(char *out, size_t len) { snprintf(out, len, "%s.tmp.%ld", T.path, (long)getpid()); }
 
-void trace_open(const char *path, int first_step, int last_step) {
-    static char err[1200];
+// This process's worker name as tensorboard_trace_handler gives it by default, "<host>_<pid>" (the
+// plugin reads the node and the process from it); characters a file name should not hold become _.
+static void worker_name(char *out, size_t len) {
+    char host[256] = "localhost";
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
+    for (char *h = host; *h; h++)
+        if (!(*h == '-' || *h == '.' || *h == '_' || (*h >= '0' && *h <= '9') || ((*h | 32) >= 'a' && (*h | 32) <= 'z'))) *h = '_';
+    snprintf(out, len, "%s_%ld", host, (long)getpid());
+}
+
+void trace_open(const char *file, const char *dir, int first_step, int last_step) {
+    static char err[2400], derr[1400];
     const char *e = NULL;
-    snprintf(T.path, sizeof T.path, "%s", path);
+    snprintf(T.path, sizeof T.path, "%s", file);
+    snprintf(T.dir, sizeof T.dir, "%s", dir);
     T.first = first_step;
     T.last = last_step;
-    if (comm_info.rank == 0) e = comm_output_path_problem(path, "--trace_file", 1);
-    if (comm_info.rank == 0 && !e) e = io_output(path, "--trace_file");  // not an input, nor another output
-    if (comm_info.rank == 0 && !e) e = replace_problem(path);
-    if (comm_info.rank == 0 && !e) {  // refused now, not after the window has run
+    if (T.path[0] && comm_info.rank == 0) e = comm_output_path_problem(T.path, "--trace_file", 1);
+    if (T.path[0] && comm_info.rank == 0 && !e) e = io_output(T.path, "--trace_file");  // not an input, nor another output
+    if (T.path[0] && comm_info.rank == 0 && !e) e = replace_problem(T.path);
+    if (T.path[0] && comm_info.rank == 0 && !e) {  // refused now, not after the window has run
         char tmp[1100];
         tmp_path(tmp, sizeof tmp);
         FILE *f = fopen(tmp, "w");
-        if (!f) e = (snprintf(err, sizeof err, "cannot write --trace_file '%s' (%s): %s", path, tmp, comm_path_error(tmp, errno)), err);
+        if (!f) e = (snprintf(err, sizeof err, "cannot write --trace_file '%s' (%s): %s", T.path, tmp, comm_path_error(tmp, errno)), err);
+        else fclose(f), unlink(tmp);
+    }
+    if (T.dir[0] && !e) {  // every rank writes there (the folder may be each node's own)
+        char name[300], tmp[1400];
+        worker_name(name, sizeof name);
+        snprintf(tmp, sizeof tmp, "%s/%s.pt.trace.json.tmp", T.dir, name);
+        FILE *f = fopen(tmp, "w");
+        if (!f)
+            e = (snprintf(derr, sizeof derr, "cannot write a file in --trace_dir '%s' on rank %d: %s", T.dir, comm_info.rank,
+                          comm_path_error(tmp, errno)), derr);
         else fclose(f), unlink(tmp);
     }
     comm_check_all(e);
-    T.limit = (size_t)(last_step - first_step + 1) * BYTES_PER_STEP / (size_t)comm_info.world;
+    // the events' budget: the merged file's, shared by the ranks; else each rank's file has its own
+    T.limit = (size_t)(last_step - first_step + 1) * BYTES_PER_STEP / (size_t)(T.path[0] ? comm_info.world : 1);
     if (T.limit < (64 << 10)) T.limit = 64 << 10;
     comm_barrier(comm_world());
     T.zero_us = clock_now_us();
@@ -126,8 +152,92 @@ static double rss_mib(void) {
     return (double)resident * (double)sysconf(_SC_PAGESIZE) / (1024.0 * 1024.0);
 }
 
-// The metadata that names rank R's process and rows, then its events: one JSON array body.
-static void write_file(void) {
+// JSON string contents: a device name is the only text here not written by fsdpc itself
+static void json_text(char *out, size_t len, const char *in) {
+    size_t n = 0;
+    for (; *in && n + 3 < len; in++) {
+        if (*in == '"' || *in == '\\') out[n++] = '\\';
+        out[n++] = (unsigned char)*in < 0x20 ? ' ' : *in;
+    }
+    out[n] = 0;
+}
+
+// What torch-tb-profiler reads besides the events (as Kineto writes them): the schema version,
+// the rank's device ("cuda:D (NAME)" from kern_device_name; none on the CPU) and the rank within
+// the job, whose collectives are NCCL's on a GPU and MPI's on the CPU.
+static int rank_file_head(FILE *f) {
+    char props[600] = "", name[300];
+    int dev;
+    if (kern_on_gpu() && sscanf(kern_device_name(), "cuda:%d (", &dev) == 1) {
+        const char *open = strchr(kern_device_name(), '(');
+        size_t free_bytes = 0, total_bytes = 0;
+        kern_mem_info(&free_bytes, &total_bytes);
+        json_text(name, sizeof name, open + 1);
+        if (name[0] && name[strlen(name) - 1] == ')') name[strlen(name) - 1] = 0;
+        snprintf(props, sizeof props, "{\"id\":%d,\"name\":\"%s\",\"totalGlobalMem\":%zu}", dev, name, total_bytes);
+    }
+    return fprintf(f, "{\"schemaVersion\":1,\"deviceProperties\":[%s],\"distributedInfo\":{\"backend\":\"%s\",\"rank\":%d,"
+            "\"world_size\":%d},\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", props, kern_on_gpu() ? "nccl" : "mpi",
+            comm_info.rank, comm_info.world);
+}
+
+// Writes `len` bytes of events (each followed by ",\n") between `head` (or rank_file_head when
+// NULL) and the closing members into tmp, then renames it to path. NULL, or why not (errno's).
+static const char *write_events(const char *tmp, const char *path, const char *head, const char *ev, size_t len) {
+    static char err[1400];
+    while (len >= 2 && (ev[len - 1] == '\n' || ev[len - 1] == ','))
+        len--;  // the last event's separator
+    FILE *f = fopen(tmp, "w");
+    int ok = f && (head ? fputs(head, f) >= 0 : rank_file_head(f) > 0) && fwrite(ev, 1, len, f) == len &&
+             fprintf(f, "\n],\"otherData\":{\"producer\":\"fsdpc\",\"steps\":\"%d:%d\"}}\n", T.first, T.step - 1) > 0;
+    if (f && fclose(f) != 0) ok = 0;
+    if (ok && rename(tmp, path) == 0) return NULL;
+    snprintf(err, sizeof err, "%s", comm_path_error(tmp, errno));
+    unlink(tmp);
+    return err;
+}
+
+// --trace_dir: this rank's own file, <worker>.<nanoseconds>.pt.trace.json as torch names it (a
+// new name, so no earlier file is ever replaced). NULL, or the error line.
+static const char *write_rank_file(double *mb) {
+    static char err[2000], path[1400], tmp[1500];
+    char name[300];
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    worker_name(name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s.%lld%09ld.pt.trace.json", T.dir, name, (long long)now.tv_sec, (long)now.tv_nsec);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);  // a name the plugin's pattern does not list
+    const char *e = write_events(tmp, path, NULL, T.buf, T.len);
+    *mb = T.len / 1e6;
+    if (!e) return NULL;
+    snprintf(err, sizeof err, "cannot write --trace_dir file '%s' on rank %d: %s", path, comm_info.rank, e);
+    return err;
+}
+
+// --trace_file: every rank's events gathered to rank 0, which writes them. NULL, or the error line.
+static const char *write_merged_file(double *mb) {
+    static char err[1400];
+    char *all = NULL;
+    size_t total = 0;
+    comm_gather_bytes(comm_world(), T.buf, T.len, &all, &total);
+    const char *e = NULL;
+    // checked again: the path may have become something else since start-up, and the rename must not land on it
+    if (comm_info.rank == 0) e = comm_output_path_problem(T.path, "--trace_file", 1);
+    if (comm_info.rank == 0 && !e) e = io_output_check(T.path, "--trace_file");
+    if (comm_info.rank == 0 && !e) e = replace_problem(T.path);
+    if (comm_info.rank == 0 && !e) {
+        char tmp[1100];
+        tmp_path(tmp, sizeof tmp);
+        const char *why = write_events(tmp, T.path, trace_head, all, total);
+        if (why) e = (snprintf(err, sizeof err, "cannot write --trace_file '%s': %s", T.path, why), err);
+    }
+    *mb = total / 1e6;
+    free(all);
+    return e;
+}
+
+// The metadata that names rank R's process and rows, then the outputs.
+static void write_outputs(void) {
     T.limit += 64 << 10;  // room for the metadata past the events' budget
     emit("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d\"}}", comm_info.rank,
          comm_info.rank);
@@ -148,63 +258,60 @@ static void write_file(void) {
     if (T.dropped)
         emit("{\"name\":\"process_labels\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"labels\":\"%llu events dropped "
              "(trace budget)\"}}", comm_info.rank, (unsigned long long)T.dropped);
-    char *all = NULL;
-    size_t total = 0;
-    comm_gather_bytes(comm_world(), T.buf, T.len, &all, &total);
     const char *e = NULL;
-    static char err[1400];
-    // checked again: the path may have become something else since start-up, and the rename must not land on it
-    if (comm_info.rank == 0) e = comm_output_path_problem(T.path, "--trace_file", 1);
-    if (comm_info.rank == 0 && !e) e = io_output_check(T.path, "--trace_file");
-    if (comm_info.rank == 0 && !e) e = replace_problem(T.path);
-    if (comm_info.rank == 0 && !e) {
-        char tmp[1100];
-        tmp_path(tmp, sizeof tmp);
-        FILE *f = fopen(tmp, "w");
-        while (total >= 2 && (all[total - 1] == '\n' || all[total - 1] == ','))
-            total--;  // the last event's separator
-        int ok = f && fputs(trace_head, f) >= 0 && fwrite(all, 1, total, f) == total &&
-                 fprintf(f, "\n],\"otherData\":{\"producer\":\"fsdpc\",\"steps\":\"%d:%d\"}}\n", T.first, T.step - 1) > 0;
-        if (f && fclose(f) != 0) ok = 0;
-        if (!ok || rename(tmp, T.path) != 0) {
-            snprintf(err, sizeof err, "cannot write --trace_file '%s': %s", T.path, strerror(errno));
-            unlink(tmp);
-            e = err;
-        } else {
-            log_msg("trace of steps %d-%d written to %s (%.1f MB)\n", T.first, T.step - 1, T.path, total / 1e6);
-        }
+    double mb = 0;
+    if (T.dir[0]) e = write_rank_file(&mb);
+    if (!e && T.dir[0] && comm_info.rank == 0)
+        log_msg("trace of steps %d-%d written to %s: a file per rank (rank 0's %.1f MB)\n", T.first, T.step - 1, T.dir, mb);
+    if (T.path[0]) {  // collective: every rank takes part even after its own file failed
+        const char *fe = write_merged_file(&mb);
+        if (!e) e = fe;
+        if (!fe && comm_info.rank == 0) log_msg("trace of steps %d-%d written to %s (%.1f MB)\n", T.first, T.step - 1, T.path, mb);
     }
-    free(all);
     free(T.buf);
     T.buf = NULL;
     T.len = T.cap = 0;
     comm_check_all(e);
 }
 
+// The step just recorded as one span around its rows' spans, named as torch.profiler names a
+// step ("ProfilerStep#N", N the step as logged): TensorBoard's plugin divides its views by them.
+static void step_span_end(void) {
+    emit("{\"name\":\"ProfilerStep#%d\",\"cat\":\"user_annotation\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,"
+         "\"dur\":%.3f,\"args\":{\"step\":%d}}", T.step, comm_info.rank, TID_BASE + TRACE_COMPUTE, rel_us(T.step_start),
+         (double)(clock_now_us() - T.step_start), T.step);
+}
+
 void trace_step(int step) {
-    if (!T.path[0] || T.done) return;
+    if ((!T.path[0] && !T.dir[0]) || T.done) return;
+    if (trace_on) step_span_end();
     T.step = step;
     if (step >= T.first && step <= T.last) trace_on = 1;  // a resumed run may start inside the window
     if (trace_on && step > T.last) {
         trace_on = 0;
         T.done = 1;
-        write_file();
+        write_outputs();
         return;
     }
+    T.step_start = clock_now_us();
     trace_counter("memory", rss_mib());
 }
 
 void trace_close(void) {
-    if (T.path[0] && !T.done && !trace_on) {  // asked for, never written: say so rather than leave no file unexplained
-        log_msg("warning: --trace_file %s not written: the run never reached --trace_steps %d:%d (%s)\n", T.path, T.first,
-                T.last, T.step ? "it ended before them, or resumed after them" : "it ran no training step");
+    if ((T.path[0] || T.dir[0]) && !T.done && !trace_on) {  // asked for, never written: say so rather than leave no file unexplained
+        char what[2100] = "";
+        if (T.path[0]) snprintf(what, sizeof what, "--trace_file %s", T.path);
+        if (T.dir[0]) snprintf(what + strlen(what), sizeof what - strlen(what), "%s--trace_dir %s", T.path[0] ? " and " : "", T.dir);
+        log_msg("warning: %s not written: the run never reached --trace_steps %d:%d (%s)\n", what, T.first, T.last,
+                T.step ? "it ended before them, or resumed after them" : "it ran no training step");
         return;
     }
     if (!trace_on) return;
+    step_span_end();
     trace_on = 0;
     T.done = 1;
     T.step++;  // the window ended after the step that ran last
-    write_file();
+    write_outputs();
 }
 
 void trace_begin_at(TraceThread t, const char *name, int unit) {
@@ -221,8 +328,9 @@ void trace_end_at(TraceThread t) {
     int64_t now = clock_now_us();
     char unit[32] = "";
     if (o->unit >= 0) snprintf(unit, sizeof unit, "\"unit\":%d,", o->unit);
-    emit("{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{%s\"step\":%d}}",
-         o->name, row_names[t], comm_info.rank, TID_BASE + t, rel_us(o->start), (double)(now - o->start), unit, T.step);
+    // "cpu_op": Kineto's category of host-side spans, which the plugin's Overview and Operator views count
+    emit("{\"name\":\"%s\",\"cat\":\"cpu_op\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{%s\"step\":%d}}",
+         o->name, comm_info.rank, TID_BASE + t, rel_us(o->start), (double)(now - o->start), unit, T.step);
 }
 
 void trace_counter_at(const char *name, double value) {

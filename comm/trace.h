@@ -1,6 +1,8 @@
-// trace: a Chrome trace-event timeline of a window of training steps (--trace_file,
-// --trace_steps), one process per rank, opened by Perfetto or chrome://tracing. Callers mark spans
-// and counters; comm.c adds each collective as a span of its own. Off, every call is one branch.
+// trace: a Chrome trace-event timeline of a window of training steps (--trace_steps), one process
+// per rank: every rank's in one file (--trace_file, for Perfetto or chrome://tracing), and/or one
+// file per rank in a folder, named and shaped as torch.profiler's tensorboard_trace_handler writes
+// them (--trace_dir, for TensorBoard's PyTorch profiler plugin). Callers mark spans and counters;
+// comm.c adds each collective as a span of its own. Off, every call is one branch.
 #ifndef FSDPC_COMM_TRACE_H
 #define FSDPC_COMM_TRACE_H
 
@@ -12,14 +14,16 @@ typedef enum { TRACE_COMPUTE, TRACE_DATA, TRACE_COPY, TRACE_NTHREADS } TraceThre
 
 extern int trace_on;  // nonzero while the step window is being recorded
 
-// Collective, at start-up: checks that rank 0 can write `path` (every rank fails with one line if
-// not) and aligns the ranks' clocks (a barrier, then each rank's time zero). Steps first..last
-// (1-based, as logged) are recorded.
-void trace_open(const char *path, int first_step, int last_step);
-// Collective, before step `step` (1-based) runs: starts the window, or after its last step
-// gathers every rank's events to rank 0, which writes the file (tmp + rename).
+// Collective, at start-up: checks that rank 0 can write `file` and every rank a file in the
+// folder `dir` (made by the caller), either "" when not asked for (every rank fails with one line
+// if not), and aligns the ranks' clocks (a barrier, then each rank's time zero). Steps
+// first..last (1-based, as logged) are recorded.
+void trace_open(const char *file, const char *dir, int first_step, int last_step);
+// Collective, before step `step` (1-based) runs: starts the window, or after its last step writes
+// the outputs: each rank its file in `dir`, and rank 0 `file` with every rank's events gathered
+// (each written under a temporary name, then renamed).
 void trace_step(int step);
-// Collective, at the end of the run: writes the file if the window is still open.
+// Collective, at the end of the run: writes the outputs if the window is still open.
 void trace_close(void);
 
 void trace_begin_at(TraceThread t, const char *name, int unit);

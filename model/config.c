@@ -93,7 +93,6 @@ const char *config_sharding_name(ShardStrategy s) { return cli_choice_name(shard
 const char *config_precision_name(Precision p) { return cli_choice_name(precision_names, p); }
 const char *config_lr_decay_name(LrDecay d) { return cli_choice_name(lr_decay_names, d); }
 
-// --trace_steps A:B, the 1-based steps (as logged) the trace covers
 // --sliding_window N, or SMP's None (its parser's default) for none
 static const char *parse_window(void *dst, const char *v) {
     static char msg[256];
@@ -107,11 +106,18 @@ static const char *parse_window(void *dst, const char *v) {
     return NULL;
 }
 
+// --trace_steps A:B (alias --profile_steps), the 1-based steps as logged; or W,U,A, the wait,
+// warmup and active steps of a torch.profiler.schedule, whose active steps are W+U+1..W+U+A
 static const char *parse_trace_steps(void *dst, const char *v) {
-    static char msg[256];
-    int *steps = ((Config *)dst)->trace_steps, n = 0;
+    static char msg[300];
+    int *steps = ((Config *)dst)->trace_steps, w, u, a, n = 0;
+    if (sscanf(v, "%d,%d,%d%n", &w, &u, &a, &n) == 3 && !v[n] && w >= 0 && u >= 0 && a >= 1 && u <= 1000000000 &&
+        a <= 1000000000 && w <= 1000000000 - u - a)  // the steps stay ints
+        return steps[0] = w + u + 1, steps[1] = w + u + a, NULL;
+    n = 0;
     if (sscanf(v, "%d:%d%n", &steps[0], &steps[1], &n) != 2 || v[n] || steps[0] < 1 || steps[1] < steps[0]) {
-        snprintf(msg, sizeof msg, "--trace_steps must be A:B with 1 <= A <= B (steps as logged, e.g. 2:4), got '%s'", v);
+        snprintf(msg, sizeof msg, "--trace_steps must be A:B with 1 <= A <= B (steps as logged, e.g. 2:4), or W,U,A as "
+                 "torch.profiler.schedule's wait,warmup,active (e.g. 1,2,3: steps 4-6), got '%s'", v);
         return msg;
     }
     return NULL;
@@ -307,9 +313,11 @@ static const CliFlag flags[] = {
     S("tensorboard_dir", tensorboard_dir, G_RUN, "DIR", "TensorBoard event files of the metrics file's values (rank 0; tensorboard --logdir DIR)"),
     B("profile", profile, G_RUN, "time per phase at the end"),
     B("log_timestamps", log_timestamps, G_RUN, "date, level and rank before each log line"),
-    S("trace_file", trace_file, G_RUN, "FILE", "a Chrome/Perfetto timeline of --trace_steps"),
+    S("trace_file", trace_file, G_RUN, "FILE", "a Chrome/Perfetto timeline of --trace_steps, every rank in one file"),
+    S("trace_dir", trace_dir, G_RUN, "DIR", "the same timeline, a file per rank for TensorBoard's PyTorch profiler plugin"),
     {.name = "trace_steps", .kind = CLI_CALL, AT(trace_steps), .call = parse_trace_steps, .show = show_trace_steps,
-     .group = G_RUN, .arg = "A:B", .help = "the steps the trace covers, as logged"},
+     .group = G_RUN, .arg = "A:B", .help = "the steps the trace covers, as logged (or W,U,A: torch.profiler.schedule's)",
+     CLI_ALIASES("profile_steps")},
     FL("collective_timeout", collective_timeout, G_RUN, "seconds a collective may wait (0: for ever)"),
     I("num_threads", num_threads, G_RUN, "threads per rank (0: OMP_NUM_THREADS, SLURM_CPUS_PER_TASK, else all cores)"),
 
@@ -333,11 +341,13 @@ static const CliFlag flags[] = {
           "SMP's model.sh"),
     UNSUP("nsys_path", "it is SMP's scripts/model.sh's nsys wrapper: run fsdpc under nsys profile itself (docs/observability.md)",
           "SMP's model.sh"),
-    UNSUP("nsys_start_step", "it is the 5.nsight copy's own train.py flag: fsdpc marks each step as an NVTX range, so "
-          "nsys profile --capture-range=nvtx picks steps (docs/observability.md)", "the 5.nsight copy's"),
-    UNSUP("nsys_end_step", "it is the 5.nsight copy's own train.py flag: fsdpc marks each step as an NVTX range, so "
-          "nsys profile --capture-range=nvtx picks steps (docs/observability.md)", "the 5.nsight copy's"),
-    B("use_profiler", use_profiler, G_SEED, "the profiling recipe's trace of --trace_steps (to fsdpc_trace.json unless --trace_file)"),
+    UNSUP("nsys_start_step", "it is the 5.nsight copy's own train.py flag: fsdpc marks each step as an NVTX range \"step N\", "
+          "so nsys profile --capture-range=nvtx --nvtx-capture=\"step N\" picks one (docs/observability.md)", "the 5.nsight copy's"),
+    UNSUP("nsys_end_step", "it is the 5.nsight copy's own train.py flag: fsdpc marks each step as an NVTX range \"step N\", "
+          "so nsys profile --capture-range=nvtx --nvtx-capture=\"step N\" picks one (docs/observability.md)", "the 5.nsight copy's"),
+    B("use_profiler", use_profiler, G_SEED, "the profiling recipe's trace: --trace_dir profile_traces of steps 4:6 unless given"),
+    B("use_nsys", use_nsys, G_SEED, "the profiling recipe's: the launch runs under nsys profile (refused when it does not)",
+      CLI_ALIASES("use_nsight")),
     B("zipped_data", zipped_data, G_SEED, "SMP's: accepted; compression is found from the content"),
     E("dataset_type", dataset_type, dataset_type_names, G_SEED, "SMP's: synthetic trains on synthetic tokens; the rest is found"),
     B("same_seed", same_seed, G_SEED, "SMP's: accepted; every rank draws as one process would, 0 or 1"),
@@ -903,7 +913,9 @@ void config_finish(Config *c) {
         snprintf(c->train_data, sizeof c->train_data, "synthetic");
         memset(c->val_data, 0, sizeof c->val_data);
     }
-    if (c->use_profiler && !c->trace_file[0]) snprintf(c->trace_file, sizeof c->trace_file, "%s", TRACE_DEFAULT_FILE);
+    // the profiling recipe's profiler: its folder unless an output is named, its schedule unless steps are
+    if (c->use_profiler && !c->trace_file[0] && !c->trace_dir[0]) snprintf(c->trace_dir, sizeof c->trace_dir, "%s", TRACE_PROFILER_DIR);
+    if (c->use_profiler && !config_given("trace_steps")) c->trace_steps[0] = TRACE_PROFILER_FIRST, c->trace_steps[1] = TRACE_PROFILER_LAST;
     validate(c);
 }
 

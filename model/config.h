@@ -7,8 +7,11 @@
 #include "../kernels/kernels.h"
 #include "cli.h"
 
-// where --use_profiler (the profiling recipe's flag) writes its trace
-#define TRACE_DEFAULT_FILE "fsdpc_trace.json"
+// What --use_profiler (the profiling recipe's flag) records unless told otherwise: the folder its
+// tensorboard_trace_handler writes to, and the steps of its torch.profiler.schedule(wait=1,
+// warmup=2, active=3), 1-based as logged
+#define TRACE_PROFILER_DIR "profile_traces"
+enum { TRACE_PROFILER_FIRST = 4, TRACE_PROFILER_LAST = 6 };
 
 // Enumerated settings, parsed once; model/config.c holds each one's list of names (flags, error
 // messages, config_describe and logs all read it). Stored as int by the flag parser.
@@ -130,8 +133,10 @@ typedef struct {
     int logging_freq, num_threads, profile;
     int log_timestamps;  // date, level and rank before every log line
     char trace_file[512];          // Chrome trace of steps trace_steps[0]..trace_steps[1] (1-based), or ""
+    char trace_dir[512];           // the same steps, a file per rank as torch.profiler's TensorBoard handler writes, or ""
     int trace_steps[2];
-    int use_profiler;              // the profiling recipe's switch: a trace to TRACE_DEFAULT_FILE
+    int use_profiler;              // the profiling recipe's switch: TRACE_PROFILER_DIR and its steps
+    int use_nsys;                  // the profiling recipe's nsys switch: the launch must run under nsys
     float collective_timeout;      // seconds a collective may wait before the job ends; 0: for ever
     // generate
     char prompt[4096];

@@ -567,7 +567,29 @@ static void open_outputs(Run *r) {
     // a new events file per run, so nothing of an earlier run's is ever rewritten
     if (!e && comm_info.rank == 0 && c->tensorboard_dir[0]) e = make_folder(c->tensorboard_dir, "--tensorboard_dir");
     if (!e && comm_info.rank == 0 && c->tensorboard_dir[0] && !(r->tb = tboard_open(c->tensorboard_dir, err, sizeof err))) e = err;
+    // each rank writes its own --trace_dir file, so each makes the folder (it may be a node's own)
+    if (!e && c->trace_dir[0]) e = make_folder(c->trace_dir, "--trace_dir");
     comm_check_all(e);
+}
+
+// --use_nsys (the profiling recipe's nsys sbatch passes it): nsys profiles a process it starts,
+// which fsdpc cannot do for itself, so a launch that is not under nsys is refused with the line
+// that is. nsys shows in the environment of what it starts: NSYS_PROFILING_SESSION_ID, and
+// NVTX_INJECTION64_PATH (how the NVTX ranges find its tracer).
+static void check_nsys(const Config *c) {
+    if (!c->use_nsys) return;
+    int under = getenv("NSYS_PROFILING_SESSION_ID") || getenv("NVTX_INJECTION64_PATH");
+    comm_check_all(under ? NULL
+                         : "--use_nsys: this rank does not run under nsys, and fsdpc cannot start it itself: put nsys "
+                           "between the launcher and fsdpc, a report per rank, e.g. srun --mpi=pmix nsys profile "
+                           "--trace=cuda,nvtx,mpi -o fsdpc_%q{SLURM_PROCID} ./fsdpc ... (mpirun: -o "
+                           "fsdpc_%q{OMPI_COMM_WORLD_RANK}); or drop --use_nsys");
+    if (kern_on_gpu())
+        log_msg("--use_nsys: under nsys; NVTX ranges mark each unit's forward, backward and recompute, the optimizer, and "
+                "the issue of each NCCL collective\n");
+    else
+        log_msg("--use_nsys: under nsys, on the CPU device, where fsdpc marks no NVTX ranges (a GPU run does): the report "
+                "shows MPI and OS calls\n");
 }
 
 // Before the model is built, rank 0 claims --checkpoint_dir for this run (ckpt_claim_dir): a
@@ -1197,7 +1219,8 @@ int train_run(Config *c) {
     ckpt_new_run_id(r.origin.run_id);
     resolve_sources(&r);  // first, so the outputs are compared with the inputs it notes
     open_outputs(&r);
-    if (c->trace_file[0]) trace_open(c->trace_file, c->trace_steps[0], c->trace_steps[1]);
+    check_nsys(c);
+    if (c->trace_file[0] || c->trace_dir[0]) trace_open(c->trace_file, c->trace_dir, c->trace_steps[0], c->trace_steps[1]);
     comm_check_same(config_hash(c), "model configuration or tokenizer after reading its sources (do the files differ between nodes?)");
     model_plan_build(&r.plan, &c->model);
     if ((sizes = model_check_sizes(&r.plan, c->batch_size, c->model.max_context_width))) comm_fail_all("%s", sizes);
@@ -1291,7 +1314,11 @@ int train_run(Config *c) {
         trace_step(step + 1);
         float lr = train_lr(c, step, r.max_steps);
         int applied, preempt;
+        char step_range[32];  // nsys picks steps by it: --capture-range=nvtx --nvtx-capture="step N"
+        snprintf(step_range, sizeof step_range, "step %d", step + 1);
+        kern_range_push(step_range);
         double gnorm, tokens, loss = train_step(&r, step, lr, &gnorm, &tokens, &applied, &preempt);
+        kern_range_pop();
         int done = step + 1;
         steps_since_log++;
         tokens_since_log += tokens;

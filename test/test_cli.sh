@@ -117,12 +117,13 @@ done
 expect_error "--plateau needs the plateau schedule" "--plateau 1 applies to --lr_decay_style plateau" ./fsdpc --plateau 1
 expect_error "--val_batch_size is a count" "--val_batch_size must be >= 0" ./fsdpc --val_batch_size -2
 expect_error "a feature fsdpc lacks is refused by name" "--fp8 1 is not supported yet: fsdpc computes in bf16" ./fsdpc --fp8 1
-expect_error "--use_profiler takes a boolean (it turns on --trace_file)" "--use_profiler expects 0/1/true/false, got .maybe." ./fsdpc --use_profiler=maybe
+expect_error "--use_profiler takes a boolean (it turns on the trace)" "--use_profiler expects 0/1/true/false, got .maybe." ./fsdpc --use_profiler=maybe
+expect_error "--use_nsys takes a boolean" "--use_nsys expects 0/1/true/false, got .maybe." ./fsdpc --use_nsys=maybe
 expect_error "--dataset_type takes SMP's values" "--dataset_type must be one of gpt_jsonl\\|hf\\|synthetic" ./fsdpc --dataset_type csv
 expect_error "aliases of one setting that disagree are refused" "--embd_pdrop 0.2 contradicts --resid_pdrop given before it" ./fsdpc --resid_pdrop 0.1 --embd_pdrop 0.2
 expect_error "a flag and its alias that disagree are refused" "--sharding_strategy hybrid contradicts --sharding given before it" ./fsdpc --sharding full-shard --sharding_strategy hybrid
 expect_error "--sharding_strategy bad value" "--sharding_strategy must be one of full=full-shard" ./fsdpc --sharding_strategy zero
-desc --zipped_data 0 --plateau 0 --use_profiler false --fp8 0 --use_torch_compile False >/dev/null
+desc --zipped_data 0 --plateau 0 --use_profiler false --use_nsys False --fp8 0 --use_torch_compile False >/dev/null
 check "their 'off' values are accepted" $?
 
 # --log_timestamps: every rank-0 log line starts with date, level and rank, as the recipes' loggers do

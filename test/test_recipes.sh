@@ -257,10 +257,10 @@ prof() {  # prof NAME EXTRA...: the list on 2 ranks in $W/NAME
     shift
     (cd "$d" && $MPI -np 2 "$FSDPC" "${MODEL_ARGS[@]}" $SIZES --intermediate_size 128 $PATHS --report_interval=1 "$@" >log 2>&1)
 }
-prof prof
-trained "$W/prof/log" && grep -q "sharding=hybrid-full-shard" "$W/prof/log" && [ -s "$W/prof/fsdpc_trace.json" ] &&
-    [ -f "$W/prof/ckpt/step_00000002.h5" ]
-check "the profiling recipe's MODEL_ARGS train (hsdp, a trace from --use_profiler=True)" $? \
+prof prof --max_steps 6  # its profiler's schedule records steps 4-6
+trained "$W/prof/log" && grep -q "sharding=hybrid-full-shard" "$W/prof/log" &&
+    [ "$(ls "$W/prof/profile_traces" | grep -c '\.pt\.trace\.json$')" = 2 ] && [ -f "$W/prof/ckpt/step_00000006.h5" ]
+check "the profiling recipe's MODEL_ARGS train (hsdp, --use_profiler=True: a trace per rank in profile_traces/)" $? \
     "($(grep -m2 -E 'error|Batch' "$W/prof/log" | tr '\n' '|' | head -c 300))"
 # 01.train.sbatch's list (its --num_steps scaled down in its own spelling)
 mkdir -p "$W/prof01"

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Seeing inside a run: the Chrome trace (--trace_file, --trace_steps, --use_profiler) checked
 # against the trace-event format with every unit's spans on every rank and the prefetched
-# all-gather overlapping compute; the flight recorder on SIGUSR2 (training goes on) and
+# all-gather overlapping compute; the per-rank files of --trace_dir checked against what
+# TensorBoard's PyTorch profiler plugin reads (names, top-level members, events, steps), alone and
+# beside --trace_file; --profile_steps in both spellings; --use_nsys under nsys and not; the
+# flight recorder on SIGUSR2 (training goes on) and
 # --collective_timeout with a rank stopped mid-training (the others name it and the job ends);
 # the same trace on the emulated GPU (collectives timed with CUDA events) and an NCCL
 # asynchronous error ending the job.
@@ -109,17 +112,112 @@ $MPI -np 2 ./fsdpc $M --sharding grad-shard --max_steps 2 --validation_freq 0 --
 out=$(validate "$W/ac.json" 2 5 recompute 2>&1)
 check "--activation_checkpoints: recompute spans (default window, a run shorter than it)" $? "$out"
 
-# --use_profiler (the profiling recipe) writes the trace under its default name
-(cd "$W" && "$OLDPWD/fsdpc" $M --train_data "$OLDPWD/data/tinyshakespeare.txt" --max_steps 1 --validation_freq 0 \
-    --use_profiler --recipe_defaults none >"$W/prof.log" 2>&1)
-[ -s "$W/fsdpc_trace.json" ] && validate "$W/fsdpc_trace.json" 1 5 >/dev/null
-check "--use_profiler writes fsdpc_trace.json" $? "$(tail -c 300 "$W/prof.log")"
+# tbdir DIR RANKS WORLD STEPS: DIR holds one file per rank as torch.profiler's
+# tensorboard_trace_handler names them (<host>_<pid>.<number>.pt.trace.json, each rank its own
+# pid) and shapes them for TensorBoard's PyTorch profiler plugin: schemaVersion,
+# deviceProperties (a list), distributedInfo (rank, world_size, backend), traceEvents whose every
+# event has a name and every span a category, a ProfilerStep#N span per step around the compute
+# row's spans; the events are the rank's own and of STEPS only (e.g. 2,3)
+tbdir() {
+    /usr/bin/python3 - "$@" <<'EOF'
+import json, os, re, sys
+d, ranks, world, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), {int(s) for s in sys.argv[4].split(",")}
+def fail(msg):
+    print(msg); sys.exit(1)
+names = sorted(os.listdir(d))
+if len(names) != ranks: fail(f"{len(names)} files, not {ranks}: {names}")
+seen, pids = set(), set()
+for n in names:
+    m = re.fullmatch(r"(.+)_([0-9]+)\.([0-9]+)\.pt\.trace\.json", n)
+    if not m: fail(f"not a tensorboard_trace_handler name: {n}")
+    pids.add(m.group(2))
+    doc = json.load(open(os.path.join(d, n)))
+    if doc.get("schemaVersion") != 1 or not isinstance(doc.get("deviceProperties"), list): fail(f"{n}: schemaVersion/deviceProperties")
+    info = doc.get("distributedInfo", {})
+    r = info.get("rank")
+    if info.get("world_size") != world or info.get("backend") not in ("mpi", "nccl") or not isinstance(r, int): fail(f"{n}: {info}")
+    seen.add(r)
+    ev = doc["traceEvents"]
+    if any(not isinstance(e.get("name"), str) for e in ev): fail(f"{n}: an event without a name")
+    if any(e["ph"] == "X" and not e.get("cat") for e in ev): fail(f"{n}: a span without a category")
+    if {e["pid"] for e in ev} != {r}: fail(f"{n}: events of other ranks: {sorted({e['pid'] for e in ev})}")
+    got = {e["args"]["step"] for e in ev if e["ph"] == "X"}
+    if got != steps: fail(f"{n}: spans of steps {sorted(got)}, not {sorted(steps)}")
+    marks = {int(e["name"].split("#")[1]): e for e in ev if e["name"].startswith("ProfilerStep#")}
+    if set(marks) != steps or any(e["cat"] != "user_annotation" for e in marks.values()): fail(f"{n}: ProfilerStep spans {sorted(marks)}")
+    for e in ev:  # the compute row's spans lie in their step's span
+        s = marks.get(e.get("args", {}).get("step"))
+        if e["ph"] == "X" and e["tid"] == s["tid"] and not (s["ts"] <= e["ts"] and e["ts"] + e["dur"] <= s["ts"] + s["dur"] + 0.002):
+            fail(f"{n}: {e['name']} of step {e['args']['step']} outside ProfilerStep#{e['args']['step']}")
+    if not any(e["ph"] == "X" and e["cat"] == "cpu_op" and e["name"].startswith("forward unit") for e in ev): fail(f"{n}: no forward span")
+if seen != set(range(world)): fail(f"files of ranks {sorted(seen)}")
+if len(pids) != ranks: fail(f"worker names share a pid: {names}")
+print(f"{len(names)} files")
+EOF
+}
+
+# --trace_dir, np=2, steps chosen as torch.profiler.schedule(wait=1, warmup=0, active=2) would: 2-3
+$MPI -np 2 ./fsdpc $M --sharding full-shard --max_steps 4 --validation_freq 0 --trace_dir "$W/tb/run" \
+    --profile_steps 1,0,2 >"$W/tb.log" 2>&1
+rc=$?
+out=$(tbdir "$W/tb/run" 2 2 2,3 2>&1)
+[ $rc = 0 ] && [ "$out" = "2 files" ] && grep -q "trace of steps 2-3 written to $W/tb/run: a file per rank" "$W/tb.log"
+check "--trace_dir, np=2, --profile_steps 1,0,2: a file per rank, named and shaped for TensorBoard's profiler plugin, steps 2-3 only" \
+    $? "(rc=$rc) $out $(tail -c 300 "$W/tb.log")"
+
+# both outputs at once: the one file holds what the per-rank files hold
+$MPI -np 2 ./fsdpc $M --sharding full-shard --max_steps 3 --validation_freq 0 --trace_dir "$W/both" --trace_file "$W/both.json" \
+    --profile_steps 2:2 >"$W/both.log" 2>&1
+rc=$?
+out=$(tbdir "$W/both" 2 2 2 2>&1)
+/usr/bin/python3 - "$W/both.json" "$W/both" <<'EOF'
+import json, os, sys
+key = lambda e: json.dumps(e, sort_keys=True)
+merged = sorted(key(e) for e in json.load(open(sys.argv[1]))["traceEvents"])
+ranks = sorted(key(e) for n in os.listdir(sys.argv[2]) for e in json.load(open(os.path.join(sys.argv[2], n)))["traceEvents"])
+sys.exit(not (merged and merged == ranks))
+EOF
+same=$?
+[ $rc = 0 ] && [ "$out" = "2 files" ] && [ $same = 0 ] && validate "$W/both.json" 2 5 >/dev/null
+check "--trace_dir with --trace_file: both written, the one file holding every rank's file's events" $? "(rc=$rc, same=$same) $out"
+
+# --use_profiler (the profiling recipe): its handler's folder, profile_traces, and its schedule's steps 4-6
+(cd "$W" && "$OLDPWD/fsdpc" $M --train_data "$OLDPWD/data/tinyshakespeare.txt" --max_steps 6 --validation_freq 0 \
+    --use_profiler=True --recipe_defaults none >"$W/prof.log" 2>&1)
+out=$(tbdir "$W/profile_traces" 1 1 4,5,6 2>&1)
+check "--use_profiler=True writes profile_traces/ as the recipe's tensorboard_trace_handler does, steps 4-6" $? \
+    "$out $(tail -c 300 "$W/prof.log")"
+./fsdpc $M --max_steps 2 --validation_freq 0 --use_profiler --recipe_defaults none --trace_file "$W/uf.json" --profile_steps 2:2 >"$W/uf.log" 2>&1
+[ $? = 0 ] && /usr/bin/python3 -c '
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+sys.exit({e["args"]["step"] for e in ev if e["ph"] == "X"} != {2})' "$W/uf.json" && ! grep -q profile_traces "$W/uf.log"
+check "--use_profiler with --trace_file and --profile_steps: that file, those steps, no folder" $? "$(tail -c 300 "$W/uf.log")"
 
 expect_error "an unwritable --trace_file is refused at start-up" "^fsdpc: error: cannot write --trace_file '/nonexistent/t.json'" \
     $MPI -np 2 ./fsdpc $M --max_steps 1 --trace_file /nonexistent/t.json
-for bad in 3:1 0:2 x 2 1:2:3; do
-    expect_error "--trace_steps $bad" "^fsdpc: error: --trace_steps must be A:B with 1 <= A <= B" ./fsdpc $M --trace_steps "$bad"
+for bad in 3:1 0:2 x 2 1:2:3 1,2 1,2,0 -1,0,1 1,2,3,1; do
+    expect_error "--trace_steps $bad" "^fsdpc: error: --trace_steps must be A:B with 1 <= A <= B .*, or W,U,A as torch.profiler.schedule's" \
+        ./fsdpc $M --trace_steps "$bad"
 done
+expect_error "--profile_steps spells --trace_steps" "^fsdpc: error: --trace_steps must be A:B" ./fsdpc $M --profile_steps 0:1
+touch "$W/afile"
+expect_error "a file as --trace_dir" "^fsdpc: error: --trace_dir '$W/afile' is a file, not a folder" \
+    $MPI -np 2 ./fsdpc $M --max_steps 1 --trace_dir "$W/afile"
+
+# --use_nsys: refused with the nsys line when not under nsys; under it (nsys's variable in the
+# environment) logged once with what the report shows; off, nothing
+expect_error "--use_nsys without nsys names the launch under nsys" \
+    "^fsdpc: error: --use_nsys: this rank does not run under nsys.* srun --mpi=pmix nsys profile --trace=cuda,nvtx,mpi -o fsdpc_%q\{SLURM_PROCID\} ./fsdpc" \
+    $MPI -np 2 ./fsdpc $M --max_steps 1 --use_nsys=True --recipe_defaults none
+NSYS_PROFILING_SESSION_ID=1 $MPI -np 2 -x NSYS_PROFILING_SESSION_ID ./fsdpc $M --max_steps 1 --validation_freq 0 \
+    --use_nsys=True --recipe_defaults none >"$W/nsys.log" 2>&1
+rc=$?
+[ $rc = 0 ] && [ "$(grep -c '^--use_nsys: under nsys, on the CPU device, where fsdpc marks no NVTX ranges' "$W/nsys.log")" = 1 ]
+check "--use_nsys under nsys: runs, one line saying what the report holds" $? "(rc=$rc) $(tail -c 300 "$W/nsys.log")"
+./fsdpc $M --max_steps 1 --validation_freq 0 --use_nsys=False --recipe_defaults none >"$W/nsys0.log" 2>&1
+[ $? = 0 ] && ! grep -q nsys "$W/nsys0.log"
+check "--use_nsys=False: no check, no line" $? "$(tail -c 300 "$W/nsys0.log")"
 expect_error "--collective_timeout -1" "^fsdpc: error: --collective_timeout must be >= 0" ./fsdpc $M --collective_timeout -1
 
 # start_job NAME NP ARGS...: an NP-rank run in the background; sets JOB (its timeout) and RANKS
@@ -184,9 +282,17 @@ check "--collective_timeout 10, 3 ranks, rank ${stopped:-?} stopped: the others 
 E="--tokenizer byte --hidden_width 32 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 64 --max_context_width 16
    --batch_size 1 --max_steps 2 --num_tokens 0 --validation_freq 0 --checkpoint_freq 0 --train_data data/tinyshakespeare.txt
    --num_threads 1 --device cuda"
-$MPI -np 2 ./build/fsdpc_emu $E --sharding full-shard --trace_file "$W/emu.json" >"$W/emu.log" 2>&1
+$MPI -np 2 ./build/fsdpc_emu $E --sharding full-shard --trace_file "$W/emu.json" --trace_dir "$W/emu" >"$W/emu.log" 2>&1
 out=$(validate "$W/emu.json" 2 4 gathers 2>&1)
 check "emulated GPU, np=2: valid trace with NCCL collectives timed on their stream" $? "$out $(tail -c 300 "$W/emu.log")"
+out=$(tbdir "$W/emu" 2 2 1,2 2>&1) && out=$(/usr/bin/python3 -c '
+import glob, json, sys
+for n in glob.glob(sys.argv[1] + "/*.pt.trace.json"):
+    d = json.load(open(n))
+    p, info = d["deviceProperties"], d["distributedInfo"]
+    if info["backend"] != "nccl" or len(p) != 1 or not p[0]["name"] or p[0]["totalGlobalMem"] <= 0 or not isinstance(p[0]["id"], int):
+        sys.exit(n + ": " + json.dumps(p) + " " + json.dumps(info))' "$W/emu" 2>&1)
+check "emulated GPU, np=2: --trace_dir files name the rank's device (id, name, memory) and NCCL" $? "$out"
 expect_error "an NCCL asynchronous error (emulated) ends the job" \
     "^fsdpc: error: NCCL failed in [a-z-]+ #[0-9]+ on group shard: emulated NCCL error \(communicators aborted\)" \
     $MPI -np 2 bash -c '[ "$OMPI_COMM_WORLD_RANK" = 0 ] && export FSDPC_EMU_NCCL_ASYNC_ERROR=5; exec "$@"' _ \
