@@ -1416,18 +1416,60 @@ void ckpt_lineage_of(const CkptMeta *from, char *lineage, size_t len) {
 
 // The writer lock. A run that will write checkpoints first creates <dir>/.fsdpc-writer with
 // O_EXCL, atomic on local and network file systems alike, holding "fsdpc-writer <run_id> <host>
-// <pid> <boot_id>". A second run (a job requeued while the first still runs, two jobs given one
-// directory) then stops at start-up instead of interleaving checkpoints. The lock goes when the
-// run ends, even on an error; one left by a killed run is taken over when it is provably dead:
-// on this host, when its pid is gone or the host has rebooted since. Another host's processes
-// cannot be checked, so that case names the file to remove. Before each publish the writer
-// re-reads the lock, so a run whose lock was removed or taken over stops rather than write on.
-static int read_lock(const char *path, char *id, char *host, long *pid, char *boot) {
+// <pid> <boot_id> <start>". A second run (a job requeued while the first still runs, two jobs given
+// one directory) then stops at start-up instead of interleaving checkpoints. The lock goes when
+// the run ends, even on an error; one left by a killed run is taken over when it is provably dead:
+// on this host, when its process has ended (see process_running) or the host has rebooted since.
+// Another host's processes cannot be checked, so that case names the file to remove. Before each
+// publish the writer re-reads the lock, so a run whose lock was removed or taken over stops
+// rather than write on.
+typedef struct {
+    char id[32], host[256], boot[64];
+    long pid;
+    unsigned long long start;  // the process's start in clock ticks after boot; 0 in older locks: unknown
+} Lock;
+
+static int read_lock(const char *path, Lock *l) {
     char line[512];
     FILE *f = fopen(path, "r");
-    int ok = f && fgets(line, sizeof line, f) && sscanf(line, "fsdpc-writer %16s %255s %ld %63s", id, host, pid, boot) == 4 && *pid > 0;
+    l->id[0] = 0;
+    l->start = 0;
+    int ok = f && fgets(line, sizeof line, f) &&
+             sscanf(line, "fsdpc-writer %16s %255s %ld %63s %llu", l->id, l->host, &l->pid, l->boot, &l->start) >= 4 && l->pid > 0;
     if (f) fclose(f);
     return ok;
+}
+
+// Field 22 of /proc/<pid>/stat, the process's start after boot, for `pid` (0: this process), and
+// its state (field 3) into *state unless NULL; 0 when /proc cannot tell. The command name (field
+// 2) may hold spaces and parentheses: the fields are counted from its closing one.
+static unsigned long long process_start(long pid, char *state) {
+    char path[64], buf[1024], st;
+    unsigned long long start = 0;
+    if (pid) snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    else snprintf(path, sizeof path, "/proc/self/stat");
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')');
+    if (!p || sscanf(p + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu", &st, &start) != 2)
+        return 0;
+    if (state) *state = st;
+    return start;
+}
+
+// Whether the process that wrote lock l on this host still runs. A zombie has ended though
+// kill(pid, 0) still finds it: the ranks of a job that failed stay zombies until reaped, for a
+// second or so after mpirun returns, and a run started right after it must not be refused. A
+// process that started at another time than the lock records has taken over a reused pid.
+// Without /proc (or where it hides others' processes) the pid alone decides.
+static int process_running(const Lock *l) {
+    char state = 0;
+    unsigned long long start = process_start(l->pid, &state);
+    if (!start) return !(kill((pid_t)l->pid, 0) != 0 && errno == ESRCH);
+    return state != 'Z' && state != 'X' && (!l->start || start == l->start);
 }
 
 static void host_identity(char *host, size_t hlen, char *boot, size_t blen) {
@@ -1442,23 +1484,22 @@ static void host_identity(char *host, size_t hlen, char *boot, size_t blen) {
 
 static const char *claim_lost(void) {
     static char msg[1400];
-    char id[32], host[256], boot[64];
-    long pid;
-    if (!claim_path[0] || (read_lock(claim_path, id, host, &pid, boot) && !strcmp(id, claim_id))) return NULL;
+    Lock l;
+    if (!claim_path[0] || (read_lock(claim_path, &l) && !strcmp(l.id, claim_id))) return NULL;
     snprintf(msg, sizeof msg, "this run no longer holds the writer lock '%s' (removed, or taken over by another run)", claim_path);
     return msg;
 }
 
 const char *ckpt_check_claim(const char *dir, const char *run_id) {
     static char msg[1800];
-    char path[1100], id[32] = "", host[256], boot[64], why[300] = "";
-    long pid;
+    char path[1100], why[300] = "";
+    Lock l;
     snprintf(path, sizeof path, "%s/.fsdpc-writer", dir);
     // a file rank 0 has just created may take a moment to appear on a network file system
     for (int attempt = 0; attempt < 10; attempt++) {
-        if (read_lock(path, id, host, &pid, boot) && !strcmp(id, run_id)) return NULL;
+        if (read_lock(path, &l) && !strcmp(l.id, run_id)) return NULL;
         if (access(path, F_OK) != 0) snprintf(why, sizeof why, "%s", strerror(errno));
-        else snprintf(why, sizeof why, "it holds %s", id[0] ? "another run's id" : "no writer lock");
+        else snprintf(why, sizeof why, "it holds %s", l.id[0] ? "another run's id" : "no writer lock");
         usleep(100000);
     }
     snprintf(msg, sizeof msg, "rank %d does not see the writer lock that rank 0 just took in --checkpoint_dir '%s' ('%s': %s): the "
@@ -1468,9 +1509,8 @@ const char *ckpt_check_claim(const char *dir, const char *run_id) {
 }
 
 void ckpt_release_dir(void) {
-    char id[32], host[256], boot[64];
-    long pid;
-    if (claim_path[0] && read_lock(claim_path, id, host, &pid, boot) && !strcmp(id, claim_id)) unlink(claim_path);
+    Lock l;
+    if (claim_path[0] && read_lock(claim_path, &l) && !strcmp(l.id, claim_id)) unlink(claim_path);
     if (claim_path[0]) comm_stop_unlink(claim_path, 0);
     claim_path[0] = 0;
 }
@@ -1644,11 +1684,11 @@ static const char *check_replace(const char *path, const CkptMeta *meta) {
 
 const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resumed, const char *init, int overwrite) {
     static char msg[2400];
-    char path[1100], host[256], boot[64], line[512], oid[32], ohost[256], oboot[64];
-    long opid;
+    char path[1100], host[256], boot[64], line[512];
+    Lock o;  // another run's
     snprintf(path, sizeof path, "%s/.fsdpc-writer", dir);
     host_identity(host, sizeof host, boot, sizeof boot);
-    int len = snprintf(line, sizeof line, "fsdpc-writer %s %s %ld %s\n", run_id, host, (long)getpid(), boot);
+    int len = snprintf(line, sizeof line, "fsdpc-writer %s %s %ld %s %llu\n", run_id, host, (long)getpid(), boot, process_start(0, NULL));
     for (int attempt = 0;; attempt++) {
         int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
         if (fd >= 0) {
@@ -1661,24 +1701,24 @@ const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resu
             return snprintf(msg, sizeof msg, "cannot write the writer lock '%s': %s", path, strerror(errno)), msg;
         }
         if (errno != EEXIST) return snprintf(msg, sizeof msg, "cannot create the writer lock '%s': %s", path, strerror(errno)), msg;
-        int parsed = read_lock(path, oid, ohost, &opid, oboot);
+        int parsed = read_lock(path, &o);
         if (!parsed && access(path, F_OK) != 0 && attempt < 3) continue;  // released meanwhile
-        int here = parsed && !strcmp(ohost, host);
-        int dead = here && (strcmp(oboot, boot) != 0 || (kill((pid_t)opid, 0) != 0 && errno == ESRCH));
+        int here = parsed && !strcmp(o.host, host);
+        int dead = here && (strcmp(o.boot, boot) != 0 || !process_running(&o));
         if (!parsed)
             return snprintf(msg, sizeof msg, "'%s' is not an fsdpc writer lock; if no run is writing to --checkpoint_dir '%s', remove it",
                             path, dir),
                    msg;
         if (!dead && here)
             return snprintf(msg, sizeof msg, "another fsdpc run (run %s, pid %ld on this host) is writing checkpoints to '%s'; wait for it "
-                            "to end or give this run another --checkpoint_dir", oid, opid, dir),
+                            "to end or give this run another --checkpoint_dir", o.id, o.pid, dir),
                    msg;
         if (!dead)
             return snprintf(msg, sizeof msg, "fsdpc run %s on host %s (pid %ld) holds the writer lock '%s'; if that run is gone (a lost "
-                            "node), remove the file and start again", oid, ohost, opid, path),
+                            "node), remove the file and start again", o.id, o.host, o.pid, path),
                    msg;
         if (attempt >= 3) return snprintf(msg, sizeof msg, "cannot take over the writer lock '%s': another run keeps taking it", path), msg;
-        log_msg("Taking over the writer lock of run %s in %s (its process %ld on this host is gone)\n", oid, dir, opid);
+        log_msg("Taking over the writer lock of run %s in %s (its process %ld on this host is gone)\n", o.id, dir, o.pid);
         unlink(path);
     }
     if (!claim_path[0]) atexit(release_at_exit);
