@@ -27,6 +27,7 @@
 #include "../base/limits.h"
 #include "../data/ident.h"
 #include "../kernels/kernels.h"
+#include "foreign.h"
 #include "validate.h"
 
 #define FORMAT_NAME CKPT_FORMAT_NAME
@@ -1323,6 +1324,18 @@ static int resolve_lineages(const char *path, int asked, Entry *e, int n, int nl
     return 1;
 }
 
+// A resume path that holds PyTorch's or Hugging Face's checkpoints instead of fsdpc's: the one-line
+// refusal, or NULL. Taken for an empty folder, it would start the run afresh, and with checkpoint
+// dir = resume dir the run would then write its checkpoints beside the recipe's.
+static const char *foreign_resume(const char *path) {
+    static char msg[2000];
+    char what[900], fix[600];
+    if (!ckpt_foreign_find(path, what, sizeof what, fix, sizeof fix)) return NULL;
+    snprintf(msg, sizeof msg, "checkpoint '%s' holds %s, not fsdpc checkpoints (step_<N>.h5), so fsdpc cannot resume it; %s", path,
+             what, fix);
+    return msg;
+}
+
 int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t len) {
     // rank 0 looks, lists and reads the headers, so every rank takes the same path and verifies
     // the same candidates
@@ -1334,6 +1347,8 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t
         kind = S_ISDIR(st.st_mode) ? 2 : 1;
         if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
             bad = (snprintf(why, sizeof why, "checkpoint '%s' is neither a file nor a folder", path), why);
+        else if (!S_ISDIR(st.st_mode))
+            bad = foreign_resume(path);
     } else if (comm_info.rank == 0 && errno != ENOENT) {  // there may be something, out of reach: not a fresh start
         bad = (snprintf(why, sizeof why, "checkpoint '%s': %s", path, comm_path_error(path, errno)), why);
     }
@@ -1348,8 +1363,12 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t
     int n = 0, nl = 0;
     Entry *e = comm_info.rank == 0 ? list_checkpoints(path, &n) : NULL;
     static char msg[1200];
-    if (comm_info.rank == 0 && !e) snprintf(msg, sizeof msg, "cannot read checkpoint directory '%s': %s", path, comm_path_error(path, errno));
-    comm_check_all(comm_info.rank == 0 && !e ? msg : NULL);
+    bad = NULL;
+    if (comm_info.rank == 0 && !e)
+        bad = (snprintf(msg, sizeof msg, "cannot read checkpoint directory '%s': %s", path, comm_path_error(path, errno)), msg);
+    else if (comm_info.rank == 0 && !n)  // only a folder without fsdpc's checkpoints would start afresh
+        bad = foreign_resume(path);
+    comm_check_all(bad);
     if (comm_info.rank == 0) {
         Kin kin;
         read_lineages(path, e, n, NULL, ours, ctx, &kin);
@@ -1517,16 +1536,68 @@ void ckpt_release_dir(void) {
 
 static void release_at_exit(void) { ckpt_release_dir(); }
 
-// whether name is a step_<digits>.h5.<run id>.tmp of a run other than run_id
-static int foreign_tmp(const char *name, const char *run_id) {
+// whether name is a step_<digits>.h5.<run id>.tmp, a checkpoint being written; its run into id
+static int tmp_of(const char *name, char id[CKPT_RUN_ID_LEN + 1]) {
     const char *dot = strstr(name, ".h5.");
-    char head[256], id[CKPT_RUN_ID_LEN + 1];
+    char head[256];
     if (!dot || (size_t)(dot - name) + 3 >= sizeof head) return 0;
     snprintf(head, (size_t)(dot - name) + 4, "%s", name);
     if (step_of(head) < 0 || strlen(dot + 4) != CKPT_RUN_ID_LEN + 4 || strcmp(dot + 4 + CKPT_RUN_ID_LEN, ".tmp") != 0) return 0;
     memcpy(id, dot + 4, CKPT_RUN_ID_LEN);
     id[CKPT_RUN_ID_LEN] = 0;
-    return is_run_id(id) && strcmp(id, run_id) != 0;
+    return is_run_id(id);
+}
+
+// Rank 0, for ckpt_claim_dir before anything is written there: a --checkpoint_dir holding what
+// fsdpc did not write (another program's checkpoints, or source files: a mistyped path) is
+// refused, or under --overwrite_checkpoints written beside, logged: fsdpc replaces and prunes only
+// its own names. Passed as fsdpc's: checkpoints and other HDF5 files (copies, renamed ones),
+// checkpoints being written (step_<N>.h5.<run>.tmp), TensorBoard event files, this run's own
+// outputs (--metrics_file, --trace_file, stdout and stderr redirected there), hidden files (the
+// writer lock; NFS's .nfs* names of removed files still open) and subfolders (--run_name's runs),
+// unless they hold PyTorch checkpoints. NULL, or a one-line error.
+static const char *check_strays(const char *dir, int overwrite) {
+    static char msg[2400];
+    char what[900], fix[600], names[3][256], id[CKPT_RUN_ID_LEN + 1], path[1400];
+    if (ckpt_foreign_find(dir, what, sizeof what, fix, sizeof fix)) {
+        if (!overwrite)
+            return snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds %s, which fsdpc did not write; give fsdpc a folder of its "
+                            "own for its checkpoints (another --checkpoint_dir), or pass --overwrite_checkpoints to write beside them "
+                            "(fsdpc leaves them as they are)", dir, what), msg;
+        log_msg("--overwrite_checkpoints: %s holds %s; fsdpc writes beside them and leaves them as they are\n", dir, what);
+        return NULL;
+    }
+    DIR *d = opendir(dir);
+    if (!d) return NULL;  // the lock or check_ownership's listing says why
+    int n = 0;  // strays; names keeps the first three in byte order, the same whatever the listing's order
+    struct stat st;
+    for (struct dirent *de; (de = readdir(d));) {
+        const char *name = de->d_name;
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        if (name[0] == '.' || step_of(name) >= 0 || tmp_of(name, id) || !strncmp(name, "events.out.tfevents.", 20) ||
+            (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) || ckpt_file_kind(path) == CKPT_FILE_HDF5 || io_is_output(path))
+            continue;
+        int at = n < 3 ? n : 3;
+        while (at > 0 && strcmp(name, names[at - 1]) < 0) at--;
+        if (at < 3) {
+            memmove(names[at + 1], names[at], (size_t)((n < 3 ? n : 2) - at) * sizeof names[0]);
+            snprintf(names[at], sizeof names[at], "%s", name);
+        }
+        n++;
+    }
+    closedir(d);
+    if (!n) return NULL;
+    char list[900];
+    size_t w = 0;
+    for (int i = 0; i < n && i < 3; i++) w += (size_t)snprintf(list + w, sizeof list - w, "%s%s", i ? ", " : "", names[i]);
+    if (n > 3) snprintf(list + w, sizeof list - w, " and %d more", n - 3);
+    if (!overwrite)
+        return snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds %d file(s) that fsdpc did not write and that are no checkpoints: "
+                        "%s; give fsdpc a folder of its own for its checkpoints (another --checkpoint_dir), move them away, or pass "
+                        "--overwrite_checkpoints to write beside them (fsdpc leaves them as they are)", dir, n, list), msg;
+    log_msg("--overwrite_checkpoints: %s holds %d file(s) that fsdpc did not write (%s); fsdpc writes beside them and leaves them "
+            "as they are\n", dir, n, list);
+    return NULL;
 }
 
 // What the claim learned, for the check before each publish: the runs of this run's history (its
@@ -1686,6 +1757,8 @@ const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resu
     static char msg[2400];
     char path[1100], host[256], boot[64], line[512];
     Lock o;  // another run's
+    const char *stray = check_strays(dir, overwrite);
+    if (stray) return stray;
     snprintf(path, sizeof path, "%s/.fsdpc-writer", dir);
     host_identity(host, sizeof host, boot, sizeof boot);
     int len = snprintf(line, sizeof line, "fsdpc-writer %s %s %ld %s %llu\n", run_id, host, (long)getpid(), boot, process_start(0, NULL));
@@ -1731,9 +1804,9 @@ const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resu
     }
     // a .tmp of another run is a write that never finished: its writer held this lock and is gone
     DIR *d = opendir(dir);
-    char tmp[1400];
+    char tmp[1400], tmp_id[CKPT_RUN_ID_LEN + 1];
     for (struct dirent *de; d && (de = readdir(d));)
-        if (foreign_tmp(de->d_name, run_id)) {
+        if (tmp_of(de->d_name, tmp_id) && strcmp(tmp_id, run_id) != 0) {
             snprintf(tmp, sizeof tmp, "%s/%s", dir, de->d_name);
             if (unlink(tmp) == 0) log_msg("Removed %s, left by an interrupted checkpoint write\n", tmp);
         }
