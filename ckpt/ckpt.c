@@ -27,6 +27,7 @@
 #include "../base/limits.h"
 #include "../data/ident.h"
 #include "../kernels/kernels.h"
+#include "foreign.h"
 #include "validate.h"
 
 #define FORMAT_NAME CKPT_FORMAT_NAME
@@ -1323,6 +1324,18 @@ static int resolve_lineages(const char *path, int asked, Entry *e, int n, int nl
     return 1;
 }
 
+// A resume path that holds PyTorch's or Hugging Face's checkpoints instead of fsdpc's: the one-line
+// refusal, or NULL. Taken for an empty folder, it would start the run afresh, and with checkpoint
+// dir = resume dir the run would then write its checkpoints beside the recipe's.
+static const char *foreign_resume(const char *path) {
+    static char msg[2000];
+    char what[900], fix[600];
+    if (!ckpt_foreign_find(path, what, sizeof what, fix, sizeof fix)) return NULL;
+    snprintf(msg, sizeof msg, "checkpoint '%s' holds %s, not fsdpc checkpoints (step_<N>.h5), so fsdpc cannot resume it; %s", path,
+             what, fix);
+    return msg;
+}
+
 int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t len) {
     // rank 0 looks, lists and reads the headers, so every rank takes the same path and verifies
     // the same candidates
@@ -1334,6 +1347,8 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t
         kind = S_ISDIR(st.st_mode) ? 2 : 1;
         if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
             bad = (snprintf(why, sizeof why, "checkpoint '%s' is neither a file nor a folder", path), why);
+        else if (!S_ISDIR(st.st_mode))
+            bad = foreign_resume(path);
     } else if (comm_info.rank == 0 && errno != ENOENT) {  // there may be something, out of reach: not a fresh start
         bad = (snprintf(why, sizeof why, "checkpoint '%s': %s", path, comm_path_error(path, errno)), why);
     }
@@ -1348,8 +1363,12 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t
     int n = 0, nl = 0;
     Entry *e = comm_info.rank == 0 ? list_checkpoints(path, &n) : NULL;
     static char msg[1200];
-    if (comm_info.rank == 0 && !e) snprintf(msg, sizeof msg, "cannot read checkpoint directory '%s': %s", path, comm_path_error(path, errno));
-    comm_check_all(comm_info.rank == 0 && !e ? msg : NULL);
+    bad = NULL;
+    if (comm_info.rank == 0 && !e)
+        bad = (snprintf(msg, sizeof msg, "cannot read checkpoint directory '%s': %s", path, comm_path_error(path, errno)), msg);
+    else if (comm_info.rank == 0 && !n)  // only a folder without fsdpc's checkpoints would start afresh
+        bad = foreign_resume(path);
+    comm_check_all(bad);
     if (comm_info.rank == 0) {
         Kin kin;
         read_lineages(path, e, n, NULL, ours, ctx, &kin);
@@ -1416,18 +1435,60 @@ void ckpt_lineage_of(const CkptMeta *from, char *lineage, size_t len) {
 
 // The writer lock. A run that will write checkpoints first creates <dir>/.fsdpc-writer with
 // O_EXCL, atomic on local and network file systems alike, holding "fsdpc-writer <run_id> <host>
-// <pid> <boot_id>". A second run (a job requeued while the first still runs, two jobs given one
-// directory) then stops at start-up instead of interleaving checkpoints. The lock goes when the
-// run ends, even on an error; one left by a killed run is taken over when it is provably dead:
-// on this host, when its pid is gone or the host has rebooted since. Another host's processes
-// cannot be checked, so that case names the file to remove. Before each publish the writer
-// re-reads the lock, so a run whose lock was removed or taken over stops rather than write on.
-static int read_lock(const char *path, char *id, char *host, long *pid, char *boot) {
+// <pid> <boot_id> <start>". A second run (a job requeued while the first still runs, two jobs given
+// one directory) then stops at start-up instead of interleaving checkpoints. The lock goes when
+// the run ends, even on an error; one left by a killed run is taken over when it is provably dead:
+// on this host, when its process has ended (see process_running) or the host has rebooted since.
+// Another host's processes cannot be checked, so that case names the file to remove. Before each
+// publish the writer re-reads the lock, so a run whose lock was removed or taken over stops
+// rather than write on.
+typedef struct {
+    char id[32], host[256], boot[64];
+    long pid;
+    unsigned long long start;  // the process's start in clock ticks after boot; 0 in older locks: unknown
+} Lock;
+
+static int read_lock(const char *path, Lock *l) {
     char line[512];
     FILE *f = fopen(path, "r");
-    int ok = f && fgets(line, sizeof line, f) && sscanf(line, "fsdpc-writer %16s %255s %ld %63s", id, host, pid, boot) == 4 && *pid > 0;
+    l->id[0] = 0;
+    l->start = 0;
+    int ok = f && fgets(line, sizeof line, f) &&
+             sscanf(line, "fsdpc-writer %16s %255s %ld %63s %llu", l->id, l->host, &l->pid, l->boot, &l->start) >= 4 && l->pid > 0;
     if (f) fclose(f);
     return ok;
+}
+
+// Field 22 of /proc/<pid>/stat, the process's start after boot, for `pid` (0: this process), and
+// its state (field 3) into *state unless NULL; 0 when /proc cannot tell. The command name (field
+// 2) may hold spaces and parentheses: the fields are counted from its closing one.
+static unsigned long long process_start(long pid, char *state) {
+    char path[64], buf[1024], st;
+    unsigned long long start = 0;
+    if (pid) snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    else snprintf(path, sizeof path, "/proc/self/stat");
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')');
+    if (!p || sscanf(p + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu", &st, &start) != 2)
+        return 0;
+    if (state) *state = st;
+    return start;
+}
+
+// Whether the process that wrote lock l on this host still runs. A zombie has ended though
+// kill(pid, 0) still finds it: the ranks of a job that failed stay zombies until reaped, for a
+// second or so after mpirun returns, and a run started right after it must not be refused. A
+// process that started at another time than the lock records has taken over a reused pid.
+// Without /proc (or where it hides others' processes) the pid alone decides.
+static int process_running(const Lock *l) {
+    char state = 0;
+    unsigned long long start = process_start(l->pid, &state);
+    if (!start) return !(kill((pid_t)l->pid, 0) != 0 && errno == ESRCH);
+    return state != 'Z' && state != 'X' && (!l->start || start == l->start);
 }
 
 static void host_identity(char *host, size_t hlen, char *boot, size_t blen) {
@@ -1442,23 +1503,22 @@ static void host_identity(char *host, size_t hlen, char *boot, size_t blen) {
 
 static const char *claim_lost(void) {
     static char msg[1400];
-    char id[32], host[256], boot[64];
-    long pid;
-    if (!claim_path[0] || (read_lock(claim_path, id, host, &pid, boot) && !strcmp(id, claim_id))) return NULL;
+    Lock l;
+    if (!claim_path[0] || (read_lock(claim_path, &l) && !strcmp(l.id, claim_id))) return NULL;
     snprintf(msg, sizeof msg, "this run no longer holds the writer lock '%s' (removed, or taken over by another run)", claim_path);
     return msg;
 }
 
 const char *ckpt_check_claim(const char *dir, const char *run_id) {
     static char msg[1800];
-    char path[1100], id[32] = "", host[256], boot[64], why[300] = "";
-    long pid;
+    char path[1100], why[300] = "";
+    Lock l;
     snprintf(path, sizeof path, "%s/.fsdpc-writer", dir);
     // a file rank 0 has just created may take a moment to appear on a network file system
     for (int attempt = 0; attempt < 10; attempt++) {
-        if (read_lock(path, id, host, &pid, boot) && !strcmp(id, run_id)) return NULL;
+        if (read_lock(path, &l) && !strcmp(l.id, run_id)) return NULL;
         if (access(path, F_OK) != 0) snprintf(why, sizeof why, "%s", strerror(errno));
-        else snprintf(why, sizeof why, "it holds %s", id[0] ? "another run's id" : "no writer lock");
+        else snprintf(why, sizeof why, "it holds %s", l.id[0] ? "another run's id" : "no writer lock");
         usleep(100000);
     }
     snprintf(msg, sizeof msg, "rank %d does not see the writer lock that rank 0 just took in --checkpoint_dir '%s' ('%s': %s): the "
@@ -1468,25 +1528,76 @@ const char *ckpt_check_claim(const char *dir, const char *run_id) {
 }
 
 void ckpt_release_dir(void) {
-    char id[32], host[256], boot[64];
-    long pid;
-    if (claim_path[0] && read_lock(claim_path, id, host, &pid, boot) && !strcmp(id, claim_id)) unlink(claim_path);
+    Lock l;
+    if (claim_path[0] && read_lock(claim_path, &l) && !strcmp(l.id, claim_id)) unlink(claim_path);
     if (claim_path[0]) comm_stop_unlink(claim_path, 0);
     claim_path[0] = 0;
 }
 
 static void release_at_exit(void) { ckpt_release_dir(); }
 
-// whether name is a step_<digits>.h5.<run id>.tmp of a run other than run_id
-static int foreign_tmp(const char *name, const char *run_id) {
+// whether name is a step_<digits>.h5.<run id>.tmp, a checkpoint being written; its run into id
+static int tmp_of(const char *name, char id[CKPT_RUN_ID_LEN + 1]) {
     const char *dot = strstr(name, ".h5.");
-    char head[256], id[CKPT_RUN_ID_LEN + 1];
+    char head[256];
     if (!dot || (size_t)(dot - name) + 3 >= sizeof head) return 0;
     snprintf(head, (size_t)(dot - name) + 4, "%s", name);
     if (step_of(head) < 0 || strlen(dot + 4) != CKPT_RUN_ID_LEN + 4 || strcmp(dot + 4 + CKPT_RUN_ID_LEN, ".tmp") != 0) return 0;
     memcpy(id, dot + 4, CKPT_RUN_ID_LEN);
     id[CKPT_RUN_ID_LEN] = 0;
-    return is_run_id(id) && strcmp(id, run_id) != 0;
+    return is_run_id(id);
+}
+
+// Rank 0, for ckpt_claim_dir before anything is written there: a --checkpoint_dir holding what
+// fsdpc did not write (another program's checkpoints, or source files: a mistyped path) is
+// refused, or under --overwrite_checkpoints written beside, logged: fsdpc replaces and prunes only
+// its own names. Passed as fsdpc's: checkpoints and other HDF5 files (copies, renamed ones),
+// checkpoints being written (step_<N>.h5.<run>.tmp), TensorBoard event files, this run's own
+// outputs (--metrics_file, --trace_file, stdout and stderr redirected there), hidden files (the
+// writer lock; NFS's .nfs* names of removed files still open) and subfolders (--run_name's runs),
+// unless they hold PyTorch checkpoints. NULL, or a one-line error.
+static const char *check_strays(const char *dir, int overwrite) {
+    static char msg[2400];
+    char what[900], fix[600], names[3][256], id[CKPT_RUN_ID_LEN + 1], path[1400];
+    if (ckpt_foreign_find(dir, what, sizeof what, fix, sizeof fix)) {
+        if (!overwrite)
+            return snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds %s, which fsdpc did not write; give fsdpc a folder of its "
+                            "own for its checkpoints (another --checkpoint_dir), or pass --overwrite_checkpoints to write beside them "
+                            "(fsdpc leaves them as they are)", dir, what), msg;
+        log_msg("--overwrite_checkpoints: %s holds %s; fsdpc writes beside them and leaves them as they are\n", dir, what);
+        return NULL;
+    }
+    DIR *d = opendir(dir);
+    if (!d) return NULL;  // the lock or check_ownership's listing says why
+    int n = 0;  // strays; names keeps the first three in byte order, the same whatever the listing's order
+    struct stat st;
+    for (struct dirent *de; (de = readdir(d));) {
+        const char *name = de->d_name;
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        if (name[0] == '.' || step_of(name) >= 0 || tmp_of(name, id) || !strncmp(name, "events.out.tfevents.", 20) ||
+            (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) || ckpt_file_kind(path) == CKPT_FILE_HDF5 || io_is_output(path))
+            continue;
+        int at = n < 3 ? n : 3;
+        while (at > 0 && strcmp(name, names[at - 1]) < 0) at--;
+        if (at < 3) {
+            memmove(names[at + 1], names[at], (size_t)((n < 3 ? n : 2) - at) * sizeof names[0]);
+            snprintf(names[at], sizeof names[at], "%s", name);
+        }
+        n++;
+    }
+    closedir(d);
+    if (!n) return NULL;
+    char list[900];
+    size_t w = 0;
+    for (int i = 0; i < n && i < 3; i++) w += (size_t)snprintf(list + w, sizeof list - w, "%s%s", i ? ", " : "", names[i]);
+    if (n > 3) snprintf(list + w, sizeof list - w, " and %d more", n - 3);
+    if (!overwrite)
+        return snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds %d file(s) that fsdpc did not write and that are no checkpoints: "
+                        "%s; give fsdpc a folder of its own for its checkpoints (another --checkpoint_dir), move them away, or pass "
+                        "--overwrite_checkpoints to write beside them (fsdpc leaves them as they are)", dir, n, list), msg;
+    log_msg("--overwrite_checkpoints: %s holds %d file(s) that fsdpc did not write (%s); fsdpc writes beside them and leaves them "
+            "as they are\n", dir, n, list);
+    return NULL;
 }
 
 // What the claim learned, for the check before each publish: the runs of this run's history (its
@@ -1644,11 +1755,13 @@ static const char *check_replace(const char *path, const CkptMeta *meta) {
 
 const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resumed, const char *init, int overwrite) {
     static char msg[2400];
-    char path[1100], host[256], boot[64], line[512], oid[32], ohost[256], oboot[64];
-    long opid;
+    char path[1100], host[256], boot[64], line[512];
+    Lock o;  // another run's
+    const char *stray = check_strays(dir, overwrite);
+    if (stray) return stray;
     snprintf(path, sizeof path, "%s/.fsdpc-writer", dir);
     host_identity(host, sizeof host, boot, sizeof boot);
-    int len = snprintf(line, sizeof line, "fsdpc-writer %s %s %ld %s\n", run_id, host, (long)getpid(), boot);
+    int len = snprintf(line, sizeof line, "fsdpc-writer %s %s %ld %s %llu\n", run_id, host, (long)getpid(), boot, process_start(0, NULL));
     for (int attempt = 0;; attempt++) {
         int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
         if (fd >= 0) {
@@ -1661,24 +1774,24 @@ const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resu
             return snprintf(msg, sizeof msg, "cannot write the writer lock '%s': %s", path, strerror(errno)), msg;
         }
         if (errno != EEXIST) return snprintf(msg, sizeof msg, "cannot create the writer lock '%s': %s", path, strerror(errno)), msg;
-        int parsed = read_lock(path, oid, ohost, &opid, oboot);
+        int parsed = read_lock(path, &o);
         if (!parsed && access(path, F_OK) != 0 && attempt < 3) continue;  // released meanwhile
-        int here = parsed && !strcmp(ohost, host);
-        int dead = here && (strcmp(oboot, boot) != 0 || (kill((pid_t)opid, 0) != 0 && errno == ESRCH));
+        int here = parsed && !strcmp(o.host, host);
+        int dead = here && (strcmp(o.boot, boot) != 0 || !process_running(&o));
         if (!parsed)
             return snprintf(msg, sizeof msg, "'%s' is not an fsdpc writer lock; if no run is writing to --checkpoint_dir '%s', remove it",
                             path, dir),
                    msg;
         if (!dead && here)
             return snprintf(msg, sizeof msg, "another fsdpc run (run %s, pid %ld on this host) is writing checkpoints to '%s'; wait for it "
-                            "to end or give this run another --checkpoint_dir", oid, opid, dir),
+                            "to end or give this run another --checkpoint_dir", o.id, o.pid, dir),
                    msg;
         if (!dead)
             return snprintf(msg, sizeof msg, "fsdpc run %s on host %s (pid %ld) holds the writer lock '%s'; if that run is gone (a lost "
-                            "node), remove the file and start again", oid, ohost, opid, path),
+                            "node), remove the file and start again", o.id, o.host, o.pid, path),
                    msg;
         if (attempt >= 3) return snprintf(msg, sizeof msg, "cannot take over the writer lock '%s': another run keeps taking it", path), msg;
-        log_msg("Taking over the writer lock of run %s in %s (its process %ld on this host is gone)\n", oid, dir, opid);
+        log_msg("Taking over the writer lock of run %s in %s (its process %ld on this host is gone)\n", o.id, dir, o.pid);
         unlink(path);
     }
     if (!claim_path[0]) atexit(release_at_exit);
@@ -1691,9 +1804,9 @@ const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resu
     }
     // a .tmp of another run is a write that never finished: its writer held this lock and is gone
     DIR *d = opendir(dir);
-    char tmp[1400];
+    char tmp[1400], tmp_id[CKPT_RUN_ID_LEN + 1];
     for (struct dirent *de; d && (de = readdir(d));)
-        if (foreign_tmp(de->d_name, run_id)) {
+        if (tmp_of(de->d_name, tmp_id) && strcmp(tmp_id, run_id) != 0) {
             snprintf(tmp, sizeof tmp, "%s/%s", dir, de->d_name);
             if (unlink(tmp) == 0) log_msg("Removed %s, left by an interrupted checkpoint write\n", tmp);
         }

@@ -70,7 +70,9 @@ void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const Ck
 // one lineage; of several, the one whose newest usable file's run_inputs `ours` accepts (train.c:
 // those that name the run's training data) (when
 // ours is not NULL) is taken, with a log line, and any other outcome is an error naming the runs.
-// Returns 0 (out empty) when the path does not exist or the directory holds no checkpoint.
+// Returns 0 (out empty) when the path does not exist or the directory holds no checkpoint. A file,
+// or a folder without fsdpc checkpoints, that holds PyTorch's or Hugging Face's checkpoints
+// (foreign.h) ends every rank with one line naming them, before the caller writes anything.
 // Collective.
 typedef int (*CkptOwnsFn)(const char *run_inputs, void *ctx);
 int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t len);
@@ -116,8 +118,10 @@ void ckpt_lineage_of(const CkptMeta *from, char *lineage, size_t len);
 // A run owns the files of its lineage: runs linked to it by lineage attributes (its ancestors,
 // and after a rewind the future it abandoned), and files from before run ids. Unless overwrite,
 // it is refused a directory holding checkpoints of other runs (for a fresh run, any), or files
-// named like checkpoints it cannot read at steps it may write. Overwrite lets it replace those
-// (logged), but never `resumed` or `init` (by device and inode). ckpt_save checks each file it
+// named like checkpoints it cannot read at steps it may write; and, before the lock is taken, a
+// directory holding files fsdpc did not write (PyTorch checkpoints, source files: ckpt.c's
+// check_strays). Overwrite lets it replace those checkpoints (logged) and write beside those
+// files, but never replace `resumed` or `init` (by device and inode). ckpt_save checks each file it
 // replaces again. NULL, or a one-line error. The lock goes with ckpt_release_dir or at exit.
 const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resumed, const char *init, int overwrite);
 void ckpt_release_dir(void);

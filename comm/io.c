@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct {
     char *path, *label;  // as given; what the file is (an input's description, an output's flag)
@@ -110,6 +111,17 @@ const char *io_input(const char *path, const char *what) {
             return io_keep(io_overwrites(outputs[i].label, outputs[i].path, &inputs[ninputs - 1]));
     }
     return NULL;
+}
+
+int io_is_output(const char *path) {
+    struct stat st, so;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    const int streams[2] = {STDOUT_FILENO, STDERR_FILENO};
+    for (int i = 0; i < 2; i++)
+        if (fstat(streams[i], &so) == 0 && so.st_dev == st.st_dev && so.st_ino == st.st_ino) return 1;
+    for (size_t i = 0; i < noutputs; i++)
+        if (stat(outputs[i].path, &so) == 0 && so.st_dev == st.st_dev && so.st_ino == st.st_ino) return 1;
+    return 0;
 }
 
 const char *io_conflict(void) { return conflict[0] ? conflict : NULL; }

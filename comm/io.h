@@ -20,6 +20,9 @@ const char *io_input(const char *path, const char *what);
 const char *io_output(const char *path, const char *flag);
 // What io_output would answer, without noting the path: for files about to be replaced or removed.
 const char *io_output_check(const char *path, const char *flag);
+// Whether path is a file this process writes: one noted with io_output, or its standard output or
+// error redirected there (by identity). For folders that should hold only what fsdpc wrote.
+int io_is_output(const char *path);
 // The first conflict io_input or io_output found on this rank, or NULL.
 const char *io_conflict(void);
 // NULL while every write to f has succeeded (f is flushed here), else "cannot write <what>: <the

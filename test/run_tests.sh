@@ -71,6 +71,7 @@ suite "mpich: make MPI=mpich; Hydra's mpiexec -n 2 -ppn 2 losses equal Open MPI'
 suite "errors last: a plain input error ends the output with its one error line (np=1, np=2, one rank only, a locked folder)" bash test/test_errors_last.sh
 suite "faults: divergence, preemption, one-rank errors, memory, paths, flags" bash test/test_faults.sh
 suite "probes lineage: checkpoint folders that hold other runs, names that lie about the step, several lineages" bash test/test_probes_lineage.sh
+suite "foreign: PyTorch and Hugging Face checkpoints (the recipes' layouts) refused as resume folders by name, a --checkpoint_dir holding files fsdpc did not write" bash test/test_foreign.sh
 suite "probes identity: resume with changed inputs, ranks that see different files, checkpoint I/O under the collective timeout" bash test/test_probes_identity.sh
 suite "probes, outputs: outputs that overlap inputs (by file identity) or fail (/dev/full)" bash test/test_probes_outputs.sh
 suite "probes phases: stop signals in every phase (exit 75, nothing partial, no lock; mpirun relaying); unread checkpoint entries and dataset fields warned" bash test/test_probes_phases.sh

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Parallel checkpoints: bit-exact resume at the same layout, resharded resume at another, a rank
-# killed mid-write, bad files refused on every rank; lineage pruning, one writer per directory,
-# checksums, falling back past a bad newest checkpoint, a full disk.
+# killed mid-write, bad files refused on every rank; lineage pruning, one writer per directory (a
+# lock left by a zombie or a reused pid taken over), checksums, falling back past a bad newest
+# checkpoint, a full disk.
 cd "$(dirname "$0")/.."
 source test/lib.sh
 M="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 96 --max_context_width 32
@@ -142,6 +143,69 @@ mkdir -p "$W/lock" && echo "fsdpc-writer 0123456789abcdef node17 4242 x" >"$W/lo
 expect_error "a lock held on another host" \
     "fsdpc run 0123456789abcdef on host node17 \(pid 4242\) holds the writer lock '$W/lock/.fsdpc-writer'; if that run is gone .*remove the file" \
     ./fsdpc $M --batch_size 4 --max_steps 2 --checkpoint_dir "$W/lock" --checkpoint_freq 1
+# A run right after a failed one: the failed job's ranks, killed by mpirun, stay zombies until
+# reaped (by init, a second or so after mpirun returns), and their lock must count as gone. The
+# failing run is an np=2 job whose data holds a token beyond the vocabulary, found at step 44 by
+# one rank, which ends the job through MPI_Abort with the lock left; it runs under a child
+# subreaper that reaps only after the second run, so every try meets the zombie.
+/usr/bin/python3 - "$W/badtok.bin" <<'PY'
+import struct, sys
+n = 20000
+toks = [(i * 7) % 250 for i in range(n)]
+toks[500] = 1000
+open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, n, *[0] * 253) + struct.pack("<%dH" % n, *toks))
+PY
+cat >"$W/zombie.py" <<'PY'
+import ctypes, os, subprocess, sys
+# zombie.py TRIES FAILING SECOND DIR: each try runs FAILING, then SECOND (shell commands, with
+# $TRY set) into DIR; prints the try, the state of the process DIR's lock names once FAILING has
+# returned ("Z": a zombie; "R": still exiting; "-": no lock left) and SECOND's exit status; then
+# reaps the orphans it adopted.
+if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
+    sys.exit("prctl(PR_SET_CHILD_SUBREAPER) failed")
+tries, failing, second, folder = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+for i in range(tries):
+    env = dict(os.environ, TRY=str(i))
+    subprocess.run(["rm", "-rf", folder])
+    subprocess.run(["bash", "-c", failing], env=env)
+    try:
+        pid = open(folder + "/.fsdpc-writer").read().split()[3]
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        state = "-"
+    print(i, state, subprocess.run(["bash", "-c", second], env=env).returncode, flush=True)
+    try:
+        while True:
+            os.waitpid(-1, 0)
+    except ChildProcessError:
+        pass
+PY
+M1=${M//$'\n'/ }  # one line: the commands go through bash -c
+/usr/bin/python3 "$W/zombie.py" 10 \
+    "$MPI -np 2 -x FSDPC_FAIL_AGREE_SECONDS=1 ./fsdpc $M1 --batch_size 4 --max_steps 60 --train_data $W/badtok.bin --checkpoint_dir $W/zomb --checkpoint_freq 100 >/dev/null 2>&1" \
+    "./fsdpc $M1 --batch_size 4 --max_steps 1 --checkpoint_dir $W/zomb --checkpoint_freq 1 >/dev/null 2>$W/zomb.\$TRY.log" "$W/zomb" >"$W/zomb.tries"
+took=0
+for i in $(seq 0 9); do
+    grep -qx "$i [A-Z] 0" "$W/zomb.tries" && grep -q "^Taking over the writer lock of run [0-9a-f]* in $W/zomb (its process [0-9]* on this host is gone)" "$W/zomb.$i.log" &&
+        took=$((took + 1))
+done
+[ $took = 10 ]
+check "a run right after a failed np=2 job takes the lock its zombie rank 0 left, 10 of 10 times" $? \
+    "($took of 10; tries: $(tr '\n' ' ' <"$W/zomb.tries") $(grep -h -m1 error "$W"/zomb.*.log | head -1))"
+# a pid on this host that another process now holds: the lock records its writer's start time
+mkdir -p "$W/reuse"
+host=$(hostname) boot=$(cat /proc/sys/kernel/random/boot_id) start=$(awk '{print $22}' /proc/$$/stat)
+echo "fsdpc-writer 0123456789abcdef $host $$ $boot 1" >"$W/reuse/.fsdpc-writer"
+./fsdpc $M --batch_size 4 --max_steps 1 --checkpoint_dir "$W/reuse" --checkpoint_freq 1 >/dev/null 2>"$W/reuse.log"
+rc=$?
+[ $rc = 0 ] && grep -q "^Taking over the writer lock of run 0123456789abcdef in $W/reuse (its process $$ on this host is gone)" "$W/reuse.log"
+check "a lock whose pid now belongs to a process started at another time is taken over" $? "rc=$rc $(grep -m1 error "$W/reuse.log")"
+for lock in "$$ $boot $start" "$$ $boot"; do
+    rm -rf "$W/live" && mkdir -p "$W/live" && echo "fsdpc-writer 0123456789abcdef $host $lock" >"$W/live/.fsdpc-writer"
+    expect_error "a lock of a live process on this host ($(echo "$lock" | wc -w) fields after the host)" \
+        "another fsdpc run \(run 0123456789abcdef, pid $$ on this host\) is writing checkpoints to '$W/live'" \
+        ./fsdpc $M --batch_size 4 --max_steps 1 --checkpoint_dir "$W/live" --checkpoint_freq 1
+done
 FSDPC_TEST_CKPT_PAUSE=2:3 ./fsdpc $M --batch_size 4 --max_steps 4 --checkpoint_dir "$W/lost" --checkpoint_freq 2 >/dev/null 2>"$W/lost.log" &
 lost=$!
 for _ in $(seq 300); do grep -q "paused" "$W/lost.log" && break; sleep 0.1; done
