@@ -1574,7 +1574,9 @@ static const char *check_strays(const char *dir, int overwrite) {
     for (struct dirent *de; (de = readdir(d));) {
         const char *name = de->d_name;
         snprintf(path, sizeof path, "%s/%s", dir, name);
+        size_t len = strlen(name);  // events.out.tfevents.*: --tensorboard_dir's; *.pt.trace.json: --trace_dir's
         if (name[0] == '.' || step_of(name) >= 0 || tmp_of(name, id) || !strncmp(name, "events.out.tfevents.", 20) ||
+            (len > 14 && !strcmp(name + len - 14, ".pt.trace.json")) ||
             (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) || ckpt_file_kind(path) == CKPT_FILE_HDF5 || io_is_output(path))
             continue;
         int at = n < 3 ? n : 3;
