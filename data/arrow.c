@@ -1134,16 +1134,28 @@ static int ar_values(ArrowReader *r, const Batch *c, const ArrowCol *a, TableKin
 // Buffers of a string or integer-list array with a's layout.
 static int ar_nbuf(TableKind kind, const ArrowCol *a) { return kind == TABLE_STRING ? 3 : a->off ? 4 : 3; }
 
+// Drops the pages of the mapped file's bytes [lo, hi) from the mapping: they stay in the page
+// cache, and come back from there if read again.
+static void ar_release(const ArrowReader *r, uint64_t lo, uint64_t hi) {
+    if (!r->mapped) return;
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)(r->p + lo) & ~(pg - 1);
+    madvise((void *)a, (uintptr_t)(r->p + hi) - a, MADV_DONTNEED);
+}
+
 // Brings the dictionaries to where record batch bi reads them: applies the dictionary batches
 // before it that are not applied yet (batches are loaded in order). A replacement drops the pieces
-// of the dictionary it replaces, so only the current dictionaries stay in memory.
+// of the dictionary it replaces (their copies and their pages), so only the current dictionaries
+// stay in memory.
 static void ar_dicts_apply(ArrowReader *r, int64_t bi) {
     for (; r->dnext < r->ndmsgs && r->dmsgs[r->dnext].before <= bi; r->dnext++) {
         const ArrowDictMsg *m = &r->dmsgs[r->dnext];
         ArrowDict *d = &r->dicts[m->dict];
         if (!m->delta) {
-            for (int64_t k = 0; k < d->npieces; k++)
+            for (int64_t k = 0; k < d->npieces; k++) {
+                const ArrowDictMsg *o = &r->dmsgs[d->pieces[k].msg];
                 for (int j = 0; j < 4; j++) free(d->pieces[k].inflated[j].p);
+                if (k < d->nloaded) ar_release(r, o->meta, o->body + o->blen);
+            }
             d->npieces = d->nloaded = d->len = d->longest = 0;
         }
         if (d->npieces == d->cap) {
@@ -1242,11 +1254,7 @@ static int ar_load(ArrowReader *r, int64_t bi, char *err, size_t errlen) {
         // keep the resident set at about one batch: the previous one's pages leave the mapping
         // (they stay in the page cache), this one is read ahead
         const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-        if (r->bi >= 0 && r->bi != bi) {
-            const ArrowBatch *o = &r->batches[r->bi];
-            const uintptr_t lo = (uintptr_t)(r->p + o->meta) & ~(pg - 1), hi = (uintptr_t)(r->p + o->body + o->blen);
-            madvise((void *)lo, hi - lo, MADV_DONTNEED);
-        }
+        if (r->bi >= 0 && r->bi != bi) ar_release(r, r->batches[r->bi].meta, r->batches[r->bi].body + r->batches[r->bi].blen);
         const uintptr_t lo = (uintptr_t)c.body & ~(pg - 1);
         madvise((void *)lo, (uintptr_t)(c.body + c.blen) - lo, MADV_WILLNEED);
     }

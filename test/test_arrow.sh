@@ -56,6 +56,15 @@ for tool in zstd lz4; do
     fi
 done
 
+# memory: a stream whose every batch brings a replacement dictionary reads in about one batch's
+# memory (a dropped dictionary's pages leave the resident set) and gives the same rows as plain
+# list<int32> (build/test_arrow --bench: rows, values, a checksum, what reading kept resident)
+node test/fixtures/make_arrow.mjs --bench "$W/plain.arrows" 24 && node test/fixtures/make_arrow.mjs --bench "$W/replaced.arrows" 24 dict
+p=$("$T" --bench "$W/plain.arrows" input_ids 2>&1) d=$("$T" --bench "$W/replaced.arrows" input_ids 2>&1)
+kib=$(echo "$d" | sed -nE 's/.* resident_kib (-?[0-9]+) .*/\1/p') size=$(($(stat -c %s "$W/replaced.arrows") / 1024))
+[ "${p% resident_kib*}" = "${d% resident_kib*}" ] && [ -n "$kib" ] && [ "$kib" -lt $((size / 4)) ]
+check "a replacement dictionary per batch ($size KiB stream): the plain rows, reading kept $kib KiB more resident" $? "(plain: $p; dictionary: $d)"
+
 # ---- refusals ----
 expect_error "a double column selected" "^fsdpc: error: '$FX/basic.arrows': column 'score' is double; fsdpc reads string, integer, integer-list and struct-list columns\$" \
     "$T" "$FX/basic.arrows" score
