@@ -39,6 +39,7 @@ same "dictionary-encoded strings and integer lists in a stream (deltas, a replac
 same "dictionary-encoded columns in a file (deltas in the footer's order) read as their values" "$FX/dict.arrow.expected.jsonl" "$FX/dict.arrow"
 same "dictionary indices of every integer type (int8..int64, uint8..uint64), stream" "$FX/idx.arrows.expected.jsonl" "$FX/idx.arrows"
 same "dictionary indices of every integer type, file" "$FX/idx.arrow.expected.jsonl" "$FX/idx.arrow"
+same "a dictionary batch after a record batch whose indices are all null (stream)" "$FX/late-dict.arrows.expected.jsonl" "$FX/late-dict.arrows"
 same "the pre-0.15 stream framing (no continuation marker)" "$FX/legacy.arrows.expected.jsonl" "$FX/legacy.arrows"
 same "a stream with a schema and no batches: no rows" "$FX/empty.arrows.expected.jsonl" "$FX/empty.arrows"
 same "a file with a schema and no batches: no rows" "$FX/empty.arrow.expected.jsonl" "$FX/empty.arrow"
@@ -85,6 +86,9 @@ for f in bad-dict-missing.arrows bad-dict-missing.arrow; do
         "^fsdpc: error: '$FX/$f' is corrupt: column 'ids' uses dictionary id 22, but no dictionary batch with that id comes before record batch 0\$" \
         "$T" "$FX/$f"
 done
+expect_error "a non-null index before its dictionary batch" \
+    "^fsdpc: error: '$FX/bad-dict-late.arrows' is corrupt: column 'cat' uses dictionary id 41, but no dictionary batch with that id comes before record batch 0\$" \
+    "$T" "$FX/bad-dict-late.arrows"
 expect_error "a replacement dictionary in a file" "'$FX/bad-dict-replace.arrow' is corrupt: dictionary batch [0-9]+ replaces dictionary 21 \(column 'word'\)" \
     "$T" "$FX/bad-dict-replace.arrow"
 expect_error "two columns on one dictionary id with different value types" \
