@@ -146,6 +146,8 @@ enum { SCHEMA_ENDIANNESS, SCHEMA_FIELDS };
 enum { FIELD_NAME, FIELD_NULLABLE, FIELD_TYPE_TYPE, FIELD_TYPE, FIELD_DICTIONARY, FIELD_CHILDREN };
 enum { RB_LENGTH, RB_NODES, RB_BUFFERS, RB_COMPRESSION, RB_VARIADIC };
 enum { FOOTER_VERSION, FOOTER_SCHEMA, FOOTER_DICTIONARIES, FOOTER_BATCHES };
+enum { DB_ID, DB_DATA, DB_IS_DELTA };                            // DictionaryBatch
+enum { DENC_ID, DENC_INDEX_TYPE, DENC_IS_ORDERED, DENC_KIND };  // DictionaryEncoding
 
 // Where a top-level column's arrays sit in a record batch, and how to read a selectable one.
 typedef struct {
@@ -162,6 +164,10 @@ typedef struct {
         int off;
     } f[TABLE_MAX_FIELDS];
     int nchosen, chosen[TABLE_MAX_FIELDS];
+    // dictionary-encoded (the kind and layout above are its values'): its ArrowDict, -1 for none,
+    // and the integer type of its indices
+    int dict;
+    int iwidth, isigned;
 } ArrowCol;
 
 // A type's name, built into a fixed buffer; what does not fit ends in "..."
@@ -395,9 +401,9 @@ static TableKind classify_structs(Fb *b, const FbTable *st, int version, long *v
     return TABLE_STRUCT_LIST;
 }
 
-// What kind of column field f is, for table.h, and how to read it.
-static TableKind classify(Fb *b, const FbTable *f, int version, long *visited, ArrowCol *a, TableColumn *col) {
-    if (fb_ref(b, f, FIELD_DICTIONARY)) return TABLE_OTHER;
+// What kind of values field f's type holds, for table.h, and how to read them (for a
+// dictionary-encoded field: its dictionary's values).
+static TableKind classify_type(Fb *b, const FbTable *f, int version, long *visited, ArrowCol *a, TableColumn *col) {
     const int tt = fb_u8(b, f, FIELD_TYPE_TYPE, T_NONE);
     const FbTable ty = fb_child(b, f, FIELD_TYPE);
     switch (tt) {
@@ -430,6 +436,26 @@ static TableKind classify(Fb *b, const FbTable *f, int version, long *visited, A
     }
 }
 
+// What kind of column field f is, and how to read it. A dictionary-encoded field reads as its
+// values when they are strings or integer lists (a dictionary inside them is not read); its
+// indices are signed int32 unless the encoding names another integer type (Schema.fbs).
+// *is_dict: the field is dictionary-encoded, *dict_id its dictionary.
+static TableKind classify(Fb *b, const FbTable *f, int version, long *visited, ArrowCol *a, TableColumn *col, int *is_dict, int64_t *dict_id) {
+    a->dict = -1;
+    if (!fb_ref(b, f, FIELD_DICTIONARY)) return classify_type(b, f, version, visited, a, col);
+    *is_dict = 1;
+    const FbTable de = fb_child(b, f, FIELD_DICTIONARY);
+    const FbTable it = fb_child(b, &de, DENC_INDEX_TYPE);
+    *dict_id = fb_i64(b, &de, DENC_ID, 0);
+    if (fb_i16(b, &de, DENC_KIND, 0) != 0) return TABLE_OTHER;  // DenseArray is the only kind defined
+    if (!it.t) a->iwidth = 4, a->isigned = 1;
+    else if (!int_type(b, &it, &a->iwidth, &a->isigned)) return TABLE_OTHER;
+    const TableKind k = classify_type(b, f, version, visited, a, col);
+    if (k == TABLE_STRING || k == TABLE_INT_LIST) return k;
+    col->nfields = a->nf = 0;  // a struct list's fields, listed by classify_structs, are not offered
+    return TABLE_OTHER;
+}
+
 // ---- the reader ----
 
 typedef struct {
@@ -439,16 +465,63 @@ typedef struct {
     uint64_t blen;
 } ArrowBatch;
 
+// A decompressed buffer (compressed bodies), kept to be reused.
+typedef struct {
+    uint8_t *p;
+    size_t cap;
+} ArrowKeep;
+
+// The buffers of one array, located and checked.
+typedef struct {
+    const uint8_t *valid;   // validity bitmap; NULL: no nulls
+    const uint8_t *off;     // offsets (strings, lists)
+    const uint8_t *data;    // string bytes, integers, a list's values, or a dictionary's indices
+    const uint8_t *cvalid;  // a list's values' validity; NULL: no null values
+    int64_t lim;            // string bytes or list values: what offsets may reach
+    int64_t longest;        // an integer list's longest row
+    int zero_copy;          // int64 values without nulls, aligned: handed out in place
+} ArrowArr;
+
+// The values one dictionary batch gave a dictionary: indices [base, base + len). Located when a
+// selected column first needs them, and kept (decompressed, when the body is) until a
+// replacement dictionary drops them.
+typedef struct {
+    int64_t msg;  // its ArrowDictMsg
+    int64_t base, len;
+    ArrowArr v;
+    ArrowKeep inflated[4];
+} ArrowPiece;
+
+// A dictionary the readable dictionary-encoded columns use, as it stands for the loaded batch.
+typedef struct {
+    int64_t id;
+    int col;          // the first column using it: the values' kind and layout, and a name for messages
+    int found;        // the file holds a dictionary batch for it
+    int seen;         // one has come before the loaded record batch
+    int64_t len;      // its values
+    int64_t longest;  // the longest loaded integer list
+    ArrowPiece *pieces;
+    int64_t npieces, cap;
+    int64_t nloaded;  // pieces located: the first nloaded (pieces are added at the end)
+} ArrowDict;
+
+// A dictionary batch of the stream or file, in the order it applies.
+typedef struct {
+    uint64_t meta;
+    uint32_t mlen;
+    uint64_t body, blen;
+    int64_t before;  // the record batches it comes after (a file's all come before the first)
+    int64_t len;     // values
+    int64_t num;     // its number among the dictionary batches, for messages
+    int dict;        // its ArrowDict
+    int delta;       // appends to the dictionary rather than replacing it
+} ArrowDictMsg;
+
 // One selected column's arrays in the current record batch.
 typedef struct {
     int col;
     TableKind kind;
-    const uint8_t *valid;   // validity bitmap; NULL: no nulls
-    const uint8_t *off;     // offsets (strings, lists)
-    const uint8_t *data;    // string bytes, integers, or a list's values
-    const uint8_t *cvalid;  // a list's values' validity; NULL: no null values
-    int64_t lim;            // string bytes or list values: what offsets may reach
-    int zero_copy;          // int64 values without nulls, aligned: handed out in place
+    ArrowArr arr;           // a dictionary-encoded column: validity and indices
     int64_t *ints;          // the current row's values, widened
     size_t cap;
     int64_t one;            // TABLE_INT's value
@@ -462,8 +535,7 @@ typedef struct {
     } fld[TABLE_MAX_FIELDS];
     TableStr *strs;         // the current row's elements x chosen fields
     size_t strs_cap;
-    uint8_t *inflated[AR_SLOTS];  // decompressed buffers (compressed bodies), kept for the next batch
-    size_t inflated_cap[AR_SLOTS];
+    ArrowKeep inflated[AR_SLOTS];  // decompressed buffers (compressed bodies), kept for the next batch
 } ArrowSel;
 
 typedef struct {
@@ -480,7 +552,12 @@ typedef struct {
     int64_t nbatches, batches_cap;
     int64_t bi;          // the loaded batch; -1 before the first
     int64_t row, rows;   // the next row in it, and its length
-    int codec;           // its body compression: -1 none, 0 LZ4_FRAME, 1 ZSTD
+    ArrowDict *dicts;
+    int ndicts;
+    ArrowDictMsg *dmsgs;
+    int64_t ndmsgs, dmsgs_cap;
+    int64_t dnext;       // the first dictionary batch not applied yet
+    int64_t dvalues;     // values in all dictionary batches, against AR_MAX_LEN
     ArrowSel sel[8];
     int nsel;
     char *fail;  // next() failed: its message, given again on later calls
@@ -557,6 +634,46 @@ static int ar_message(ArrowReader *r, uint64_t pos, int64_t idx, uint64_t body_a
     return 1;
 }
 
+// A readable dictionary-encoded column and the dictionary id it names, while the schema is read.
+typedef struct {
+    int64_t id;
+    int col;
+} DictUse;
+
+static int dict_use_cmp(const void *x, const void *y) {
+    const DictUse *a = x, *b = y;
+    return a->id != b->id ? (a->id < b->id ? -1 : 1) : a->col - b->col;
+}
+
+// One ArrowDict per dictionary id the readable dictionary-encoded columns name (sorted by id, for
+// ar_dict_find); columns sharing an id must agree on what its values are.
+static int ar_dicts_make(ArrowReader *r, DictUse *u, int n, char *err, size_t errlen) {
+    qsort(u, (size_t)n, sizeof *u, dict_use_cmp);
+    r->dicts = callocCheck(n ? (size_t)n : 1, sizeof *r->dicts);
+    for (int i = 0; i < n; i++) {
+        if (!i || u[i].id != u[i - 1].id) r->dicts[r->ndicts++] = (ArrowDict){.id = u[i].id, .col = u[i].col};
+        const ArrowDict *d = &r->dicts[r->ndicts - 1];
+        const ArrowCol *a = &r->acols[u[i].col], *f = &r->acols[d->col];
+        if (r->cols[u[i].col].kind != r->cols[d->col].kind || a->off != f->off || a->fixed != f->fixed || a->width != f->width ||
+            a->is_signed != f->is_signed)
+            return err_set(err, errlen, "'%s' is corrupt: columns '%s' (%s) and '%s' (%s) share dictionary id %" PRId64 " but not its value type", r->name,
+                           r->cols[d->col].name, r->cols[d->col].type, r->cols[u[i].col].name, r->cols[u[i].col].type, d->id);
+        r->acols[u[i].col].dict = r->ndicts - 1;
+    }
+    return 0;
+}
+
+// The ArrowDict of dictionary id `id`, or -1 when no readable column uses it.
+static int ar_dict_find(const ArrowReader *r, int64_t id) {
+    int lo = 0, hi = r->ndicts;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (r->dicts[mid].id < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < r->ndicts && r->dicts[lo].id == id ? lo : -1;
+}
+
 static int ar_schema(ArrowReader *r, Fb *b, const FbTable *schema, char *err, size_t errlen) {
     if (fb_i16(b, schema, SCHEMA_ENDIANNESS, 0) != 0 && !b->bad)
         return err_set(err, errlen, "'%s' holds big-endian Arrow data, which fsdpc does not read", r->name);
@@ -569,9 +686,11 @@ static int ar_schema(ArrowReader *r, Fb *b, const FbTable *schema, char *err, si
     r->acols = callocCheck(n ? n : 1, sizeof *r->acols);
     r->base.ncols = (int)n;
     r->base.cols = r->cols;
+    DictUse *uses = mallocCheck((n ? n : 1) * sizeof *uses);
+    int nuses = 0, rc = 0;
     Layout l = {b, r->version, 0, 0, 0, 0, 0, 0};
     long visited = 0;  // by classify_structs
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && !rc; i++) {
         const FbTable f = fb_vec_table(b, fields, i);
         TableColumn *c = &r->cols[i];
         ArrowCol *a = &r->acols[i];
@@ -580,18 +699,24 @@ static int ar_schema(ArrowReader *r, Fb *b, const FbTable *schema, char *err, si
         if (s) memcpy(c->name, s, len < sizeof c->name ? len : sizeof c->name - 1);
         Name nm = {c->type, sizeof c->type, 0, 0};
         name_field(b, f, &nm, 0);
-        c->kind = classify(b, &f, r->version, &visited, a, c);
+        int is_dict = 0;
+        int64_t id = 0;
+        c->kind = classify(b, &f, r->version, &visited, a, c, &is_dict, &id);
+        if (is_dict && c->kind != TABLE_OTHER) uses[nuses++] = (DictUse){id, (int)i};
         a->node = l.node, a->buf = l.buf, a->var = l.var;
         if (r->unknown_col < 0) {
             layout_field(&l, f, 0);
             if (l.unknown) r->unknown_col = (int)i;
         }
         if (l.too_big)
-            return err_set(err, errlen, "'%s': the schema has more than %d fields or nests types deeper than %d levels", r->name,
-                           AR_MAX_FIELDS, AR_MAX_DEPTH);
-        if (b->bad) return err_set(err, errlen, "'%s' is corrupt: its schema is not valid Arrow metadata (column %zu)", r->name, i);
+            rc = err_set(err, errlen, "'%s': the schema has more than %d fields or nests types deeper than %d levels", r->name, AR_MAX_FIELDS,
+                         AR_MAX_DEPTH);
+        else if (b->bad)
+            rc = err_set(err, errlen, "'%s' is corrupt: its schema is not valid Arrow metadata (column %zu)", r->name, i);
     }
-    return 0;
+    if (!rc) rc = ar_dicts_make(r, uses, nuses, err, errlen);
+    free(uses);
+    return rc;
 }
 
 static void ar_add_batch(ArrowReader *r, const ArrowMessage *m) {
@@ -604,18 +729,18 @@ static void ar_add_batch(ArrowReader *r, const ArrowMessage *m) {
     r->batches[r->nbatches++] = (ArrowBatch){m->meta, m->mlen, m->body, m->blen};
 }
 
-// A record batch's body compression: *codec -1 (none), 0 (LZ4_FRAME) or 1 (ZSTD).
-static int ar_codec(ArrowReader *r, Fb *b, const FbTable *rb, int64_t bi, int *codec, char *err, size_t errlen) {
+// A record batch's body compression: *codec -1 (none), 0 (LZ4_FRAME) or 1 (ZSTD). `what` names
+// the batch ("record batch 3") in messages.
+static int ar_codec(ArrowReader *r, Fb *b, const FbTable *rb, const char *what, int *codec, char *err, size_t errlen) {
     const FbTable comp = fb_child(b, rb, RB_COMPRESSION);
     const int method = fb_u8(b, &comp, 1, 0);
     *codec = comp.t ? fb_u8(b, &comp, 0, 0) : -1;
-    if (b->bad) return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 "'s metadata is not valid", r->name, bi);
+    if (b->bad) return err_set(err, errlen, "'%s' is corrupt: %s's metadata is not valid", r->name, what);
     if (*codec > 1)
-        return err_set(err, errlen, "'%s': record batch %" PRId64 " uses compression codec %d, which fsdpc does not read (it reads LZ4_FRAME and ZSTD)",
-                       r->name, bi, *codec);
+        return err_set(err, errlen, "'%s': %s uses compression codec %d, which fsdpc does not read (it reads LZ4_FRAME and ZSTD)", r->name, what,
+                       *codec);
     if (method != 0)
-        return err_set(err, errlen, "'%s': record batch %" PRId64 " uses body compression method %d, which fsdpc does not read (it reads BUFFER)", r->name,
-                       bi, method);
+        return err_set(err, errlen, "'%s': %s uses body compression method %d, which fsdpc does not read (it reads BUFFER)", r->name, what, method);
     return 0;
 }
 
@@ -623,12 +748,49 @@ static int ar_codec(ArrowReader *r, Fb *b, const FbTable *rb, int64_t bi, int *c
 static int ar_count_rows(ArrowReader *r, ArrowMessage *m, int64_t bi, char *err, size_t errlen) {
     const int64_t len = fb_i64(&m->b, &m->header, RB_LENGTH, 0);
     int codec;
+    char what[48];
+    snprintf(what, sizeof what, "record batch %" PRId64, bi);
     if (m->b.bad || len < 0 || len > AR_MAX_LEN)
-        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 " has no valid length", r->name, bi);
-    if (ar_codec(r, &m->b, &m->header, bi, &codec, err, errlen)) return -1;
+        return err_set(err, errlen, "'%s' is corrupt: %s has no valid length", r->name, what);
+    if (ar_codec(r, &m->b, &m->header, what, &codec, err, errlen)) return -1;
     r->base.nrows += len;
     if (r->base.nrows > AR_MAX_LEN)
         return err_set(err, errlen, "'%s' is corrupt: its record batches add up to more than 2^56 rows", r->name);
+    return 0;
+}
+
+// Dictionary batch `num` (counted from 0 in the stream, or in the file's footer), which comes
+// after `before` record batches: recorded when a readable column uses its dictionary, skipped
+// otherwise (its values are never read). `file`: the IPC file format, where a dictionary is
+// given once and only extended by deltas.
+static int ar_dict_batch(ArrowReader *r, const ArrowMessage *m, int64_t num, int64_t before, int file, char *err, size_t errlen) {
+    Fb b = m->b;
+    char what[48];
+    snprintf(what, sizeof what, "dictionary batch %" PRId64, num);
+    const int64_t id = fb_i64(&b, &m->header, DB_ID, 0);
+    const FbTable rb = fb_child(&b, &m->header, DB_DATA);
+    const int delta = fb_u8(&b, &m->header, DB_IS_DELTA, 0) != 0;
+    const int64_t len = fb_i64(&b, &rb, RB_LENGTH, 0);
+    if (b.bad || !rb.t || len < 0 || len > AR_MAX_LEN)
+        return err_set(err, errlen, "'%s' is corrupt: %s is not a valid dictionary batch", r->name, what);
+    const int d = ar_dict_find(r, id);
+    if (d < 0) return 0;
+    int codec;
+    if (ar_codec(r, &b, &rb, what, &codec, err, errlen)) return -1;
+    ArrowDict *dict = &r->dicts[d];
+    if (file && !delta && dict->found)
+        return err_set(err, errlen, "'%s' is corrupt: %s replaces dictionary %" PRId64 " (column '%s'); an Arrow IPC file may only add to a dictionary", r->name,
+                       what, id, r->cols[dict->col].name);
+    dict->found = 1;
+    r->dvalues += len;
+    if (r->dvalues > AR_MAX_LEN) return err_set(err, errlen, "'%s' is corrupt: its dictionary batches add up to more than 2^56 values", r->name);
+    if (r->ndmsgs == r->dmsgs_cap) {
+        r->dmsgs_cap = r->dmsgs_cap ? 2 * r->dmsgs_cap : 16;
+        ArrowDictMsg *nd = realloc(r->dmsgs, (size_t)r->dmsgs_cap * sizeof *nd);
+        if (!nd) err_fatal("out of memory for %" PRId64 " dictionary batches of '%s'", r->dmsgs_cap, r->name);
+        r->dmsgs = nd;
+    }
+    r->dmsgs[r->ndmsgs++] = (ArrowDictMsg){m->meta, m->mlen, m->body, m->blen, before, len, num, d, delta};
     return 0;
 }
 
@@ -647,7 +809,7 @@ static int ar_open_stream(ArrowReader *r, char *err, size_t errlen) {
     r->version = fb_i16(&m.b, &root, MSG_VERSION, V5);
     if (ar_schema(r, &m.b, &m.header, err, errlen)) return -1;
     uint64_t pos = m.next;
-    for (int64_t idx = 1;; idx++) {
+    for (int64_t idx = 1, ndict = 0;; idx++) {
         rc = ar_message(r, pos, idx, 0, &m, err, errlen);
         if (rc < 0) return -1;
         if (rc == 0) return 0;
@@ -656,7 +818,9 @@ static int ar_open_stream(ArrowReader *r, char *err, size_t errlen) {
             if (ar_count_rows(r, &m, r->nbatches, err, errlen)) return -1;
             ar_add_batch(r, &m);
             break;
-        case H_DICTIONARY: break;  // dictionary-encoded columns are listed, never read
+        case H_DICTIONARY:
+            if (ar_dict_batch(r, &m, ndict++, r->nbatches, 0, err, errlen)) return -1;
+            break;
         case H_SCHEMA:
             return err_set(err, errlen, "'%s' holds a second schema (message %" PRId64 "); fsdpc reads one table per stream", r->name, idx);
         default:
@@ -665,6 +829,24 @@ static int ar_open_stream(ArrowReader *r, char *err, size_t errlen) {
         }
         pos = m.next;
     }
+}
+
+// Block i of a file footer's vector `blocks` (record batches, or dictionaries when `dict`): the
+// message it points at, which must be of that kind.
+static int ar_file_block(ArrowReader *r, const Fb *b, size_t blocks, size_t i, uint64_t fstart, int dict, ArrowMessage *m, char *err, size_t errlen) {
+    const char *what = dict ? "dictionary batch" : "record batch";
+    const uint8_t *blk = b->p + blocks + 24 * i;  // Block: offset int64, metaDataLength int32 (+4), bodyLength int64
+    const int64_t off = (int64_t)ld64(blk), blen = (int64_t)ld64(blk + 16);
+    const int32_t mlen = (int32_t)ld32(blk + 8);
+    if (off < 8 || mlen <= 0 || blen < 0 || (uint64_t)off > fstart || (uint64_t)mlen > fstart - (uint64_t)off ||
+        (uint64_t)blen > fstart - (uint64_t)off - (uint64_t)mlen)
+        return err_set(err, errlen, "'%s' is corrupt: %s %zu's block (offset %" PRId64 ", %d + %" PRId64 " bytes) lies outside the file's data", r->name, what,
+                       i, off, mlen, blen);
+    const int rc = ar_message(r, (uint64_t)off, (int64_t)i, (uint64_t)off + (uint64_t)mlen, m, err, errlen);
+    if (rc < 0) return -1;
+    if (rc == 0 || m->type != (dict ? H_DICTIONARY : H_RECORD_BATCH) || m->blen > (uint64_t)blen)
+        return err_set(err, errlen, "'%s' is corrupt: %s %zu's block (offset %" PRId64 ") does not hold a %s", r->name, what, i, off, what);
+    return 0;
 }
 
 static int ar_open_file(ArrowReader *r, char *err, size_t errlen) {
@@ -681,27 +863,20 @@ static int ar_open_file(ArrowReader *r, char *err, size_t errlen) {
     FbTable root = fb_root(&b);
     const int version = fb_i16(&b, &root, FOOTER_VERSION, 0);
     FbTable schema = fb_child(&b, &root, FOOTER_SCHEMA);
-    size_t n;
+    size_t n, nd;
     const size_t blocks = fb_vec(&b, &root, FOOTER_BATCHES, 24, &n);
+    const size_t dblocks = fb_vec(&b, &root, FOOTER_DICTIONARIES, 24, &nd);
     if (b.bad || !root.t || !schema.t) return err_set(err, errlen, "'%s' is corrupt: its footer is not valid Arrow metadata", r->name);
     if (version < V4 || version > V5)
         return err_set(err, errlen, "'%s' uses Arrow metadata version V%d; fsdpc reads V4 and V5 (Arrow 0.8 and later)", r->name, version + 1);
     r->version = version;
     if (ar_schema(r, &b, &schema, err, errlen)) return -1;
+    ArrowMessage m;
+    // every dictionary applies to every record batch, its deltas in the footer's order
+    for (size_t i = 0; i < nd; i++)
+        if (ar_file_block(r, &b, dblocks, i, fstart, 1, &m, err, errlen) || ar_dict_batch(r, &m, (int64_t)i, 0, 1, err, errlen)) return -1;
     for (size_t i = 0; i < n; i++) {
-        const uint8_t *blk = b.p + blocks + 24 * i;  // Block: offset int64, metaDataLength int32 (+4), bodyLength int64
-        const int64_t off = (int64_t)ld64(blk), blen = (int64_t)ld64(blk + 16);
-        const int32_t mlen = (int32_t)ld32(blk + 8);
-        if (off < 8 || mlen <= 0 || blen < 0 || (uint64_t)off > fstart || (uint64_t)mlen > fstart - (uint64_t)off ||
-            (uint64_t)blen > fstart - (uint64_t)off - (uint64_t)mlen)
-            return err_set(err, errlen, "'%s' is corrupt: record batch %zu's block (offset %" PRId64 ", %d + %" PRId64 " bytes) lies outside the file's data",
-                           r->name, i, off, mlen, blen);
-        ArrowMessage m;
-        const int rc = ar_message(r, (uint64_t)off, (int64_t)i, (uint64_t)off + (uint64_t)mlen, &m, err, errlen);
-        if (rc < 0) return -1;
-        if (rc == 0 || m.type != H_RECORD_BATCH || m.blen > (uint64_t)blen)
-            return err_set(err, errlen, "'%s' is corrupt: record batch %zu's block (offset %" PRId64 ") does not hold a record batch", r->name, i, off);
-        if (ar_count_rows(r, &m, (int64_t)i, err, errlen)) return -1;
+        if (ar_file_block(r, &b, blocks, i, fstart, 0, &m, err, errlen) || ar_count_rows(r, &m, (int64_t)i, err, errlen)) return -1;
         ar_add_batch(r, &m);
     }
     return 0;
@@ -709,51 +884,68 @@ static int ar_open_file(ArrowReader *r, char *err, size_t errlen) {
 
 // ---- record batches ----
 
-// The current batch's metadata while its selected columns are located.
+// A record batch's metadata (or a dictionary batch's) while its arrays are located.
 typedef struct {
     Fb b;
-    int64_t bi, len;
+    char what[64];  // "record batch 3", "dictionary batch 0 (id 1)": for messages
+    int64_t len;
     const uint8_t *body;
     uint64_t blen;
+    int codec;  // its body compression: -1 none, 0 LZ4_FRAME, 1 ZSTD
     size_t nodes, nnodes, bufs, nbufs, var, nvar;
 } Batch;
 
-// Buffer i of the batch, decompressed into s->inflated[slot] when the body is compressed.
-static int ar_buffer(ArrowReader *r, const Batch *c, ArrowSel *s, int slot, int64_t i, const uint8_t **ptr, int64_t *len,
-                     char *err, size_t errlen) {
+// The batch whose message is at meta (its body at body): the RecordBatch itself, or when `dict`
+// the one inside a DictionaryBatch. c->what must be set.
+static int ar_batch(ArrowReader *r, Batch *c, uint64_t meta, uint32_t mlen, uint64_t body, uint64_t blen, int dict, char *err, size_t errlen) {
+    c->b = (Fb){r->p + meta, mlen, 0};
+    c->body = r->p + body, c->blen = blen;
+    FbTable root = fb_root(&c->b);
+    FbTable rb = fb_child(&c->b, &root, MSG_HEADER);
+    if (dict) rb = fb_child(&c->b, &rb, DB_DATA);
+    c->len = fb_i64(&c->b, &rb, RB_LENGTH, 0);
+    c->nodes = fb_vec(&c->b, &rb, RB_NODES, 16, &c->nnodes);
+    c->bufs = fb_vec(&c->b, &rb, RB_BUFFERS, 16, &c->nbufs);
+    c->var = fb_vec(&c->b, &rb, RB_VARIADIC, 8, &c->nvar);
+    return ar_codec(r, &c->b, &rb, c->what, &c->codec, err, errlen);
+}
+
+// Buffer i of the batch, decompressed into *keep (reused from call to call) when the body is
+// compressed.
+static int ar_buffer(ArrowReader *r, const Batch *c, ArrowKeep *keep, int64_t i, const uint8_t **ptr, int64_t *len, char *err, size_t errlen) {
     const uint8_t *d = c->b.p + c->bufs + 16 * (size_t)i;  // Buffer: offset int64, length int64
     const int64_t off = (int64_t)ld64(d), blen = (int64_t)ld64(d + 8);
     if (off < 0 || blen < 0 || (uint64_t)off > c->blen || (uint64_t)blen > c->blen - (uint64_t)off)
-        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 "'s buffer %" PRId64 " (offset %" PRId64 ", %" PRId64 " bytes) lies outside its %" PRIu64 "-byte body",
-                       r->name, c->bi, i, off, blen, c->blen);
+        return err_set(err, errlen, "'%s' is corrupt: %s's buffer %" PRId64 " (offset %" PRId64 ", %" PRId64 " bytes) lies outside its %" PRIu64 "-byte body",
+                       r->name, c->what, i, off, blen, c->blen);
     const uint8_t *q = c->body + off;
-    if (r->codec < 0 || blen == 0) {
+    if (c->codec < 0 || blen == 0) {
         *ptr = q, *len = blen;
         return 0;
     }
     // compressed: the uncompressed length (int64, -1: stored as is), then the codec's bytes
     if (blen < 8)
-        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 "'s compressed buffer %" PRId64 " is shorter than its length prefix",
-                       r->name, c->bi, i);
+        return err_set(err, errlen, "'%s' is corrupt: %s's compressed buffer %" PRId64 " is shorter than its length prefix",
+                       r->name, c->what, i);
     const int64_t ulen = (int64_t)ld64(q);
     if (ulen == -1) {
         *ptr = q + 8, *len = blen - 8;
         return 0;
     }
     if (ulen < 0 || ulen > AR_MAX_INFLATE)
-        return err_set(err, errlen, "'%s': record batch %" PRId64 "'s buffer %" PRId64 " claims %" PRId64 " bytes uncompressed; fsdpc inflates at most %" PRId64 " per buffer",
-                       r->name, c->bi, i, ulen, AR_MAX_INFLATE);
-    if (!s->inflated[slot] || (size_t)ulen > s->inflated_cap[slot]) {
-        free(s->inflated[slot]);
-        s->inflated[slot] = mallocCheck(ulen ? (size_t)ulen : 1);
-        s->inflated_cap[slot] = (size_t)ulen;
+        return err_set(err, errlen, "'%s': %s's buffer %" PRId64 " claims %" PRId64 " bytes uncompressed; fsdpc inflates at most %" PRId64 " per buffer",
+                       r->name, c->what, i, ulen, AR_MAX_INFLATE);
+    if (!keep->p || (size_t)ulen > keep->cap) {
+        free(keep->p);
+        keep->p = mallocCheck(ulen ? (size_t)ulen : 1);
+        keep->cap = (size_t)ulen;
     }
-    uint8_t *dst = s->inflated[slot];
+    uint8_t *dst = keep->p;
     const uint8_t *src = q + 8;
     const size_t slen = (size_t)blen - 8;
     const char *why = NULL;
     size_t got = 0;
-    if (r->codec == 1) {
+    if (c->codec == 1) {
         if (!r->zstd && !(r->zstd = ZSTD_createDCtx())) err_fatal("out of memory for a zstd context");
         got = ZSTD_decompressDCtx(r->zstd, dst, (size_t)ulen, src, slen);
         if (ZSTD_isError(got)) why = ZSTD_getErrorName(got);
@@ -779,8 +971,8 @@ static int ar_buffer(ArrowReader *r, const Batch *c, ArrowSel *s, int slot, int6
     }
     if (!why && got != (size_t)ulen) why = "fewer bytes than its length prefix says";
     if (why)
-        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 "'s buffer %" PRId64 " does not decompress (%s: %s)", r->name, c->bi, i,
-                       r->codec == 1 ? "ZSTD" : "LZ4_FRAME", why);
+        return err_set(err, errlen, "'%s' is corrupt: %s's buffer %" PRId64 " does not decompress (%s: %s)", r->name, c->what, i,
+                       c->codec == 1 ? "ZSTD" : "LZ4_FRAME", why);
     *ptr = dst, *len = ulen;
     return 0;
 }
@@ -788,18 +980,19 @@ static int ar_buffer(ArrowReader *r, const Batch *c, ArrowSel *s, int slot, int6
 // FieldNode i: its length and null count, checked against each other.
 static int ar_node(ArrowReader *r, const Batch *c, int64_t i, const char *col, int64_t *len, int64_t *nulls, char *err, size_t errlen) {
     if ((uint64_t)i >= c->nnodes)
-        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 " has %zu field nodes, column '%s' needs node %" PRId64, r->name, c->bi,
+        return err_set(err, errlen, "'%s' is corrupt: %s has %zu field nodes, column '%s' needs node %" PRId64, r->name, c->what,
                        c->nnodes, col, i);
     const uint8_t *d = c->b.p + c->nodes + 16 * (size_t)i;
     *len = (int64_t)ld64(d);
     *nulls = (int64_t)ld64(d + 8);
     if (*len < 0 || *len > AR_MAX_LEN || *nulls < 0 || *nulls > *len)
-        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " values with %" PRId64 " nulls", r->name, c->bi,
+        return err_set(err, errlen, "'%s' is corrupt: %s, column '%s': %" PRId64 " values with %" PRId64 " nulls", r->name, c->what,
                        col, *len, *nulls);
     return 0;
 }
 
 static int64_t ar_offset(const uint8_t *o, int w, int64_t i) { return w == 4 ? (int32_t)ld32(o + 4 * i) : (int64_t)ld64(o + 8 * i); }
+static inline int ar_bit(const uint8_t *bits, int64_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
 
 // Checks n + 1 offsets: non-negative, non-decreasing, at most lim. Returns the first bad row or -1;
 // *longest: the longest row.
@@ -817,15 +1010,15 @@ static int64_t ar_check_offsets(const uint8_t *o, int w, int64_t n, int64_t lim,
 }
 
 // A validity bitmap of n bits, or NULL when the array has no nulls.
-static int ar_bitmap(ArrowReader *r, const Batch *c, ArrowSel *s, int slot, int64_t bufi, int64_t n, int64_t nulls, const char *col,
-                     const uint8_t **out, char *err, size_t errlen) {
+static int ar_bitmap(ArrowReader *r, const Batch *c, ArrowKeep *keep, int64_t bufi, int64_t n, int64_t nulls, const char *col, const uint8_t **out,
+                     char *err, size_t errlen) {
     *out = NULL;
     if (!nulls) return 0;  // the bitmap may be left out then, and need not be read when present
     int64_t len;
-    if (ar_buffer(r, c, s, slot, bufi, out, &len, err, errlen)) return -1;
+    if (ar_buffer(r, c, keep, bufi, out, &len, err, errlen)) return -1;
     if (len < (n + 7) / 8)
-        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': a validity bitmap of %" PRId64 " bytes for %" PRId64 " values",
-                       r->name, c->bi, col, len, n);
+        return err_set(err, errlen, "'%s' is corrupt: %s, column '%s': a validity bitmap of %" PRId64 " bytes for %" PRId64 " values",
+                       r->name, c->what, col, len, n);
     return 0;
 }
 
@@ -835,17 +1028,17 @@ static int ar_load_structs(ArrowReader *r, const Batch *c, ArrowSel *s, int64_t 
     const ArrowCol *a = &r->acols[s->col];
     const char *col = r->cols[s->col].name;
     int64_t len, sn = 0, snulls = 0, longest = 0, bad;
-    if (ar_buffer(r, c, s, 1, buf + 1, &s->off, &len, err, errlen)) return -1;
+    if (ar_buffer(r, c, &s->inflated[1], buf + 1, &s->arr.off, &len, err, errlen)) return -1;
     if (len / a->off <= n)
-        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of offsets for %" PRId64 " rows",
-                       r->name, c->bi, col, len, n);
+        return err_set(err, errlen, "'%s' is corrupt: %s, column '%s': %" PRId64 " bytes of offsets for %" PRId64 " rows",
+                       r->name, c->what, col, len, n);
     if (ar_node(r, c, a->node + 1, col, &sn, &snulls, err, errlen)) return -1;
-    if ((bad = ar_check_offsets(s->off, a->off, n, sn, &longest)) >= 0)
-        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': row %" PRId64 "'s offsets are out of order or past its %" PRId64 " structs",
-                       r->name, c->bi, col, bad, sn);
-    s->lim = sn;
+    if ((bad = ar_check_offsets(s->arr.off, a->off, n, sn, &longest)) >= 0)
+        return err_set(err, errlen, "'%s' is corrupt: %s, column '%s': row %" PRId64 "'s offsets are out of order or past its %" PRId64 " structs",
+                       r->name, c->what, col, bad, sn);
+    s->arr.lim = sn;
     if (!sn) return 0;  // every list is empty: no struct is read
-    if (ar_bitmap(r, c, s, 2, buf + 2, sn, snulls, col, &s->svalid, err, errlen)) return -1;
+    if (ar_bitmap(r, c, &s->inflated[2], buf + 2, sn, snulls, col, &s->svalid, err, errlen)) return -1;
     for (int j = 0; j < s->nf; j++) {
         const int fi = a->chosen[j];
         const char *fname = r->cols[s->col].fields[fi].name;
@@ -853,19 +1046,19 @@ static int ar_load_structs(ArrowReader *r, const Batch *c, ArrowSel *s, int64_t 
         int64_t fn = 0, fnulls = 0, dummy;
         if (ar_node(r, c, a->node + 2 + a->f[fi].node, col, &fn, &fnulls, err, errlen)) return -1;
         if (fn < sn)
-            return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': field '%s' has %" PRId64 " values for %" PRId64 " structs",
-                           r->name, c->bi, col, fname, fn, sn);
+            return err_set(err, errlen, "'%s' is corrupt: %s, column '%s': field '%s' has %" PRId64 " values for %" PRId64 " structs",
+                           r->name, c->what, col, fname, fn, sn);
         const int w = a->f[fi].off;
         s->fld[j].w = w;
-        if (ar_bitmap(r, c, s, 3 + 3 * j, fb, fn, fnulls, col, &s->fld[j].valid, err, errlen)) return -1;
-        if (ar_buffer(r, c, s, 4 + 3 * j, fb + 1, &s->fld[j].off, &len, err, errlen)) return -1;
+        if (ar_bitmap(r, c, &s->inflated[3 + 3 * j], fb, fn, fnulls, col, &s->fld[j].valid, err, errlen)) return -1;
+        if (ar_buffer(r, c, &s->inflated[4 + 3 * j], fb + 1, &s->fld[j].off, &len, err, errlen)) return -1;
         if (len / w <= sn)
-            return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': field '%s' has %" PRId64 " bytes of offsets for %" PRId64 " structs",
-                           r->name, c->bi, col, fname, len, sn);
-        if (ar_buffer(r, c, s, 5 + 3 * j, fb + 2, &s->fld[j].data, &s->fld[j].lim, err, errlen)) return -1;
+            return err_set(err, errlen, "'%s' is corrupt: %s, column '%s': field '%s' has %" PRId64 " bytes of offsets for %" PRId64 " structs",
+                           r->name, c->what, col, fname, len, sn);
+        if (ar_buffer(r, c, &s->inflated[5 + 3 * j], fb + 2, &s->fld[j].data, &s->fld[j].lim, err, errlen)) return -1;
         if ((bad = ar_check_offsets(s->fld[j].off, w, sn, s->fld[j].lim, &dummy)) >= 0)
-            return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': field '%s' of struct %" PRId64 " has offsets out of order or past its %" PRId64 " bytes",
-                           r->name, c->bi, col, fname, bad, s->fld[j].lim);
+            return err_set(err, errlen, "'%s' is corrupt: %s, column '%s': field '%s' of struct %" PRId64 " has offsets out of order or past its %" PRId64 " bytes",
+                           r->name, c->what, col, fname, bad, s->fld[j].lim);
     }
     // longest <= sn, and each chosen field holds 4 bytes of offsets per struct at least: bounded by the body
     if ((size_t)longest * (size_t)s->nf > s->strs_cap) {
@@ -876,115 +1069,196 @@ static int ar_load_structs(ArrowReader *r, const Batch *c, ArrowSel *s, int64_t 
     return 0;
 }
 
+// The start of an array of n rows at FieldNode `node` whose nbuf buffers start at buffer `buf`:
+// checks they are there and the node's length, and locates the validity into v (reset) and keep[0].
+static int ar_array(ArrowReader *r, const Batch *c, int64_t node, int64_t buf, int nbuf, int64_t n, const char *col, ArrowArr *v, ArrowKeep *keep,
+                    char *err, size_t errlen) {
+    *v = (ArrowArr){0};
+    if ((uint64_t)buf + (uint64_t)nbuf > c->nbufs)
+        return err_set(err, errlen, "'%s' is corrupt: %s has %zu buffers, column '%s' needs buffer %" PRId64, r->name, c->what, c->nbufs, col,
+                       buf + nbuf - 1);
+    int64_t len = 0, nulls = 0;
+    if (ar_node(r, c, node, col, &len, &nulls, err, errlen)) return -1;
+    if (len != n)
+        return err_set(err, errlen, "'%s' is corrupt: %s has %" PRId64 " rows but column '%s' has %" PRId64, r->name, c->what, n, col, len);
+    return ar_bitmap(r, c, keep, buf, n, nulls, col, &v->valid, err, errlen);
+}
+
+// The rest of a string or integer-list array started by ar_array (n > 0 rows) with a's layout:
+// offsets and bytes, or offsets (none for fixed_size_list) and the values array, all checked.
+// Buffers are decompressed into keep[1..3].
+static int ar_values(ArrowReader *r, const Batch *c, const ArrowCol *a, TableKind kind, int64_t node, int64_t buf, int64_t n, const char *col,
+                     ArrowArr *v, ArrowKeep *keep, char *err, size_t errlen) {
+    int64_t len = 0, longest = 0, bad = -1;
+    if (kind == TABLE_STRING) {
+        if (ar_buffer(r, c, &keep[1], buf + 1, &v->off, &len, err, errlen)) return -1;
+        if (len / a->off <= n)
+            return err_set(err, errlen, "'%s' is corrupt: %s, column '%s': %" PRId64 " bytes of offsets for %" PRId64 " rows",
+                           r->name, c->what, col, len, n);
+        if (ar_buffer(r, c, &keep[2], buf + 2, &v->data, &v->lim, err, errlen)) return -1;
+        if ((bad = ar_check_offsets(v->off, a->off, n, v->lim, &longest)) >= 0)
+            return err_set(err, errlen, "'%s' is corrupt: %s, column '%s': row %" PRId64 "'s offsets are out of order or past its %" PRId64 " bytes",
+                           r->name, c->what, col, bad, v->lim);
+        return 0;
+    }
+    int64_t cn = 0, cnulls = 0;
+    if (ar_node(r, c, node + 1, col, &cn, &cnulls, err, errlen)) return -1;
+    int64_t vb = buf + 1;
+    if (a->off) {
+        if (ar_buffer(r, c, &keep[1], buf + 1, &v->off, &len, err, errlen)) return -1;
+        if (len / a->off <= n)
+            return err_set(err, errlen, "'%s' is corrupt: %s, column '%s': %" PRId64 " bytes of offsets for %" PRId64 " rows",
+                           r->name, c->what, col, len, n);
+        if ((bad = ar_check_offsets(v->off, a->off, n, cn, &longest)) >= 0)
+            return err_set(err, errlen, "'%s' is corrupt: %s, column '%s': row %" PRId64 "'s offsets are out of order or past its %" PRId64 " values",
+                           r->name, c->what, col, bad, cn);
+        vb = buf + 2;
+    } else {
+        int64_t need;
+        if (__builtin_mul_overflow(n, (int64_t)a->fixed, &need) || need > cn)
+            return err_set(err, errlen, "'%s' is corrupt: %s, column '%s': %" PRId64 " values for %" PRId64 " rows of %d", r->name, c->what,
+                           col, cn, n, a->fixed);
+        longest = a->fixed;
+    }
+    v->lim = cn;
+    if (ar_bitmap(r, c, &keep[2], vb, cn, cnulls, col, &v->cvalid, err, errlen)) return -1;
+    if (ar_buffer(r, c, &keep[3], vb + 1, &v->data, &len, err, errlen)) return -1;
+    if (len / a->width < cn)
+        return err_set(err, errlen, "'%s' is corrupt: %s, column '%s': %" PRId64 " bytes of values for %" PRId64 " of %d bytes",
+                       r->name, c->what, col, len, cn, a->width);
+    v->longest = longest;
+    v->zero_copy = a->width == 8 && !v->cvalid && !((uintptr_t)v->data & 7);
+    return 0;
+}
+
+// Buffers of a string or integer-list array with a's layout.
+static int ar_nbuf(TableKind kind, const ArrowCol *a) { return kind == TABLE_STRING ? 3 : a->off ? 4 : 3; }
+
+// Drops the pages of the mapped file's bytes [lo, hi) from the mapping: they stay in the page
+// cache, and come back from there if read again.
+static void ar_release(const ArrowReader *r, uint64_t lo, uint64_t hi) {
+    if (!r->mapped) return;
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)(r->p + lo) & ~(pg - 1);
+    madvise((void *)a, (uintptr_t)(r->p + hi) - a, MADV_DONTNEED);
+}
+
+// Brings the dictionaries to where record batch bi reads them: applies the dictionary batches
+// before it that are not applied yet (batches are loaded in order). A replacement drops the pieces
+// of the dictionary it replaces (their copies and their pages), so only the current dictionaries
+// stay in memory.
+static void ar_dicts_apply(ArrowReader *r, int64_t bi) {
+    for (; r->dnext < r->ndmsgs && r->dmsgs[r->dnext].before <= bi; r->dnext++) {
+        const ArrowDictMsg *m = &r->dmsgs[r->dnext];
+        ArrowDict *d = &r->dicts[m->dict];
+        if (!m->delta) {
+            for (int64_t k = 0; k < d->npieces; k++) {
+                const ArrowDictMsg *o = &r->dmsgs[d->pieces[k].msg];
+                for (int j = 0; j < 4; j++) free(d->pieces[k].inflated[j].p);
+                if (k < d->nloaded) ar_release(r, o->meta, o->body + o->blen);
+            }
+            d->npieces = d->nloaded = d->len = d->longest = 0;
+        }
+        if (d->npieces == d->cap) {
+            d->cap = d->cap ? 2 * d->cap : 4;
+            ArrowPiece *np = realloc(d->pieces, (size_t)d->cap * sizeof *np);
+            if (!np) err_fatal("out of memory for %" PRId64 " dictionary batches of '%s'", d->cap, r->name);
+            d->pieces = np;
+        }
+        d->pieces[d->npieces++] = (ArrowPiece){.msg = r->dnext, .base = d->len, .len = m->len};
+        d->len += m->len;
+        d->seen = 1;
+    }
+}
+
+// Locates and checks the values of dictionary d's pieces not located yet.
+static int ar_dict_load(ArrowReader *r, ArrowDict *d, char *err, size_t errlen) {
+    const ArrowCol *a = &r->acols[d->col];
+    const TableColumn *tc = &r->cols[d->col];
+    for (; d->nloaded < d->npieces; d->nloaded++) {
+        ArrowPiece *p = &d->pieces[d->nloaded];
+        const ArrowDictMsg *m = &r->dmsgs[p->msg];
+        Batch c;
+        snprintf(c.what, sizeof c.what, "dictionary batch %" PRId64 " (id %" PRId64 ")", m->num, d->id);
+        if (ar_batch(r, &c, m->meta, m->mlen, m->body, m->blen, 1, err, errlen) ||
+            ar_array(r, &c, 0, 0, ar_nbuf(tc->kind, a), p->len, tc->name, &p->v, p->inflated, err, errlen) ||
+            (p->len && ar_values(r, &c, a, tc->kind, 0, 0, p->len, tc->name, &p->v, p->inflated, err, errlen)))
+            return -1;
+        if (p->v.longest > d->longest) d->longest = p->v.longest;
+    }
+    return 0;
+}
+
+// s->ints holds n widened values at least.
+static void ar_ints_cap(ArrowSel *s, int64_t n) {
+    if ((size_t)n <= s->cap) return;
+    free(s->ints);
+    s->ints = mallocCheck((size_t)n * sizeof *s->ints);
+    s->cap = (size_t)n;
+}
+
 static int ar_load_col(ArrowReader *r, const Batch *c, ArrowSel *s, char *err, size_t errlen) {
     const ArrowCol *a = &r->acols[s->col];
     const char *col = r->cols[s->col].name;
     int64_t buf = a->buf;
     if (a->var) {  // the variadic buffers of string_view / binary_view fields before this column
         if ((uint64_t)a->var > c->nvar)
-            return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 " lacks the variadic buffer counts of its view columns", r->name, c->bi);
+            return err_set(err, errlen, "'%s' is corrupt: %s lacks the variadic buffer counts of its view columns", r->name, c->what);
         for (int64_t j = 0; j < a->var; j++) {
             const int64_t k = (int64_t)ld64(c->b.p + c->var + 8 * (size_t)j);
             if (k < 0 || (uint64_t)k > c->nbufs)
-                return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 " has a variadic buffer count of %" PRId64, r->name, c->bi, k);
+                return err_set(err, errlen, "'%s' is corrupt: %s has a variadic buffer count of %" PRId64, r->name, c->what, k);
             buf += k;
         }
     }
-    int nbuf = s->kind == TABLE_STRING ? 3 : s->kind == TABLE_INT ? 2 : a->off ? 4 : 3;
+    int nbuf = a->dict >= 0 || s->kind == TABLE_INT ? 2 : s->kind == TABLE_STRUCT_LIST ? 3 : ar_nbuf(s->kind, a);
     for (int j = 0; s->kind == TABLE_STRUCT_LIST && j < s->nf; j++)
         if (3 + a->f[a->chosen[j]].buf + 3 > nbuf) nbuf = 3 + a->f[a->chosen[j]].buf + 3;
-    if ((uint64_t)buf + (uint64_t)nbuf > c->nbufs)
-        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 " has %zu buffers, column '%s' needs buffer %" PRId64, r->name, c->bi,
-                       c->nbufs, col, buf + nbuf - 1);
-    int64_t n = 0, nulls = 0, len = 0;
-    if (ar_node(r, c, a->node, col, &n, &nulls, err, errlen)) return -1;
-    if (n != c->len)
-        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 " has %" PRId64 " rows but column '%s' has %" PRId64, r->name, c->bi, c->len,
-                       col, n);
-    if (ar_bitmap(r, c, s, 0, buf, n, nulls, col, &s->valid, err, errlen)) return -1;
-    s->cvalid = s->svalid = NULL;
-    s->zero_copy = 0;
-    s->lim = 0;
+    s->svalid = NULL;
+    if (ar_array(r, c, a->node, buf, nbuf, c->len, col, &s->arr, s->inflated, err, errlen)) return -1;
+    const int64_t n = c->len;
     if (!n) return 0;
     if (s->kind == TABLE_STRUCT_LIST) return ar_load_structs(r, c, s, buf, n, err, errlen);
-    if (s->kind == TABLE_INT) {
-        if (ar_buffer(r, c, s, 1, buf + 1, &s->data, &len, err, errlen)) return -1;
-        if (len / a->width < n)
-            return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of values for %" PRId64 " rows",
-                           r->name, c->bi, col, len, n);
+    if (a->dict < 0 && s->kind != TABLE_INT) {
+        if (ar_values(r, c, a, s->kind, a->node, buf, n, col, &s->arr, s->inflated, err, errlen)) return -1;
+        if (s->kind == TABLE_INT_LIST && !s->arr.zero_copy) ar_ints_cap(s, s->arr.longest);
         return 0;
     }
-    int64_t longest = 0, bad = -1;
-    if (s->kind == TABLE_STRING) {
-        if (ar_buffer(r, c, s, 1, buf + 1, &s->off, &len, err, errlen)) return -1;
-        if (len / a->off <= n)
-            return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of offsets for %" PRId64 " rows",
-                           r->name, c->bi, col, len, n);
-        if (ar_buffer(r, c, s, 2, buf + 2, &s->data, &s->lim, err, errlen)) return -1;
-        if ((bad = ar_check_offsets(s->off, a->off, n, s->lim, &longest)) >= 0)
-            return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': row %" PRId64 "'s offsets are out of order or past its %" PRId64 " bytes",
-                           r->name, c->bi, col, bad, s->lim);
+    // a scalar integer, or a dictionary-encoded column's indices
+    const int w = a->dict >= 0 ? a->iwidth : a->width;
+    int64_t len;
+    if (ar_buffer(r, c, &s->inflated[1], buf + 1, &s->arr.data, &len, err, errlen)) return -1;
+    if (len / w < n)
+        return err_set(err, errlen, "'%s' is corrupt: %s, column '%s': %" PRId64 " bytes of %s for %" PRId64 " rows", r->name, c->what, col, len,
+                       a->dict >= 0 ? "dictionary indices" : "values", n);
+    if (a->dict < 0) return 0;
+    ArrowDict *d = &r->dicts[a->dict];
+    // a batch whose indices are all null may come before its dictionary (the IPC format allows it)
+    if (!d->seen) {
+        for (int64_t i = 0; i < n; i++)
+            if (!s->arr.valid || ar_bit(s->arr.valid, i))
+                return err_set(err, errlen, "'%s' is corrupt: column '%s' uses dictionary id %" PRId64 ", but no dictionary batch with that id comes before %s",
+                               r->name, col, d->id, c->what);
         return 0;
     }
-    // an integer list: the list's offsets (none for fixed_size_list), then the values array
-    int64_t cn = 0, cnulls = 0;
-    if (ar_node(r, c, a->node + 1, col, &cn, &cnulls, err, errlen)) return -1;
-    int64_t vb = buf + 1;
-    if (a->off) {
-        if (ar_buffer(r, c, s, 1, buf + 1, &s->off, &len, err, errlen)) return -1;
-        if (len / a->off <= n)
-            return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of offsets for %" PRId64 " rows",
-                           r->name, c->bi, col, len, n);
-        if ((bad = ar_check_offsets(s->off, a->off, n, cn, &longest)) >= 0)
-            return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': row %" PRId64 "'s offsets are out of order or past its %" PRId64 " values",
-                           r->name, c->bi, col, bad, cn);
-        vb = buf + 2;
-    } else {
-        int64_t need;
-        if (__builtin_mul_overflow(n, (int64_t)a->fixed, &need) || need > cn)
-            return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " values for %" PRId64 " rows of %d", r->name, c->bi,
-                           col, cn, n, a->fixed);
-        longest = a->fixed;
-    }
-    s->lim = cn;
-    if (ar_bitmap(r, c, s, 2, vb, cn, cnulls, col, &s->cvalid, err, errlen)) return -1;
-    if (ar_buffer(r, c, s, 3, vb + 1, &s->data, &len, err, errlen)) return -1;
-    if (len / a->width < cn)
-        return err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': %" PRId64 " bytes of values for %" PRId64 " of %d bytes",
-                       r->name, c->bi, col, len, cn, a->width);
-    s->zero_copy = a->width == 8 && !s->cvalid && !((uintptr_t)s->data & 7);
-    if (!s->zero_copy && (size_t)longest > s->cap) {
-        free(s->ints);
-        s->ints = mallocCheck((size_t)longest * sizeof *s->ints);
-        s->cap = (size_t)longest;
-    }
+    if (ar_dict_load(r, d, err, errlen)) return -1;
+    if (s->kind == TABLE_INT_LIST) ar_ints_cap(s, d->longest);
     return 0;
 }
 
 static int ar_load(ArrowReader *r, int64_t bi, char *err, size_t errlen) {
     const ArrowBatch *m = &r->batches[bi];
-    Batch c = {{r->p + m->meta, m->mlen, 0}, bi, 0, r->p + m->body, m->blen, 0, 0, 0, 0, 0, 0};
-    FbTable root = fb_root(&c.b);
-    FbTable rb = fb_child(&c.b, &root, MSG_HEADER);
-    c.len = fb_i64(&c.b, &rb, RB_LENGTH, 0);
-    c.nodes = fb_vec(&c.b, &rb, RB_NODES, 16, &c.nnodes);
-    c.bufs = fb_vec(&c.b, &rb, RB_BUFFERS, 16, &c.nbufs);
-    c.var = fb_vec(&c.b, &rb, RB_VARIADIC, 8, &c.nvar);
-    int codec;
-    if (ar_codec(r, &c.b, &rb, bi, &codec, err, errlen)) return -1;
+    Batch c;
+    snprintf(c.what, sizeof c.what, "record batch %" PRId64, bi);
+    if (ar_batch(r, &c, m->meta, m->mlen, m->body, m->blen, 0, err, errlen)) return -1;
     if (r->mapped) {
         // keep the resident set at about one batch: the previous one's pages leave the mapping
         // (they stay in the page cache), this one is read ahead
         const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-        if (r->bi >= 0 && r->bi != bi) {
-            const ArrowBatch *o = &r->batches[r->bi];
-            const uintptr_t lo = (uintptr_t)(r->p + o->meta) & ~(pg - 1), hi = (uintptr_t)(r->p + o->body + o->blen);
-            madvise((void *)lo, hi - lo, MADV_DONTNEED);
-        }
+        if (r->bi >= 0 && r->bi != bi) ar_release(r, r->batches[r->bi].meta, r->batches[r->bi].body + r->batches[r->bi].blen);
         const uintptr_t lo = (uintptr_t)c.body & ~(pg - 1);
         madvise((void *)lo, (uintptr_t)(c.body + c.blen) - lo, MADV_WILLNEED);
     }
-    r->codec = codec;
+    ar_dicts_apply(r, bi);
     r->bi = bi, r->row = 0, r->rows = 0;  // nothing to read until every column is located
     for (int k = 0; k < r->nsel; k++)
         if (ar_load_col(r, &c, &r->sel[k], err, errlen)) return -1;
@@ -1001,6 +1275,9 @@ static int ar_select(TableReader *t, const int *cols, int n, char *err, size_t e
         const int c = cols[k];
         if (c < 0 || c >= r->base.ncols) return err_set(err, errlen, "'%s' has no column %d", r->name, c);
         const TableColumn *tc = &r->cols[c];
+        if (tc->kind == TABLE_OTHER && !strncmp(tc->type, "dictionary<", 11))
+            return err_set(err, errlen, "'%s': column '%s' is %s; fsdpc reads dictionary-encoded columns whose values are strings or integer lists "
+                           "(no dictionary inside them)", r->name, tc->name, tc->type);
         if (tc->kind == TABLE_OTHER)
             return err_set(err, errlen, "'%s': column '%s' is %s; fsdpc reads string, integer, integer-list and struct-list columns", r->name, tc->name, tc->type);
         if (tc->kind == TABLE_STRUCT_LIST && !r->acols[c].nchosen)
@@ -1038,8 +1315,6 @@ static int ar_choose(TableReader *t, int col, const int *fields, int n, char *er
     a->nchosen = n;
     return 0;
 }
-
-static inline int ar_bit(const uint8_t *bits, int64_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
 
 // n integers of `width` bytes at src into dst: one tight loop per type, for the compiler to vectorize.
 static void ar_widen(int64_t *restrict dst, const uint8_t *restrict src, int64_t n, int width, int is_signed) {
@@ -1086,6 +1361,50 @@ changed:  // checked when the batch was loaded
     return -1;
 }
 
+// Row i (not null) of arr, a string, integer-list or struct-list array with a's layout, into v.
+static int ar_value(ArrowReader *r, ArrowSel *s, const ArrowCol *a, const ArrowArr *arr, int64_t i, TableValue *v, char *err, size_t errlen) {
+    int64_t lo, hi;
+    if (a->off) {
+        lo = ar_offset(arr->off, a->off, i), hi = ar_offset(arr->off, a->off, i + 1);
+    } else {
+        lo = i * a->fixed, hi = lo + a->fixed;
+    }
+    // checked when the batch was loaded; a mapped file rewritten since would fail here, not crash
+    if (lo < 0 || hi < lo || hi > arr->lim || (s->kind == TABLE_INT_LIST && !arr->zero_copy && (uint64_t)(hi - lo) > s->cap)) {
+        err_set(err, errlen, "'%s' changed while being read (record batch %" PRId64 ", column '%s')", r->name, r->bi, r->cols[s->col].name);
+        r->fail = ar_strdup(err);
+        return -1;
+    }
+    const int64_t len = hi - lo;
+    v->len = (size_t)len;
+    if (s->kind == TABLE_STRUCT_LIST) {
+        if (ar_structs(r, s, lo, hi, err, errlen)) return -1;
+        v->items = s->strs;
+    } else if (s->kind == TABLE_STRING) {
+        v->str = (const char *)arr->data + lo;
+    } else if (arr->zero_copy) {
+        v->ints = (const int64_t *)(const void *)(arr->data + 8 * (size_t)lo);
+    } else {
+        ar_widen(s->ints, arr->data + (size_t)lo * (size_t)a->width, len, a->width, a->is_signed);
+        if (arr->cvalid)
+            for (int64_t j = 0; j < len; j++)
+                if (!ar_bit(arr->cvalid, lo + j)) s->ints[j] = 0, v->has_null_item = 1;
+        v->ints = s->ints;
+    }
+    return 0;
+}
+
+// The piece of dictionary d holding index x (0 <= x < d->len).
+static const ArrowPiece *ar_piece(const ArrowDict *d, int64_t x) {
+    int64_t lo = 0, hi = d->npieces - 1;
+    while (lo < hi) {
+        const int64_t mid = hi - (hi - lo) / 2;
+        if (d->pieces[mid].base <= x) lo = mid;
+        else hi = mid - 1;
+    }
+    return &d->pieces[lo];
+}
+
 static int ar_next(TableReader *t, TableValue *out, char *err, size_t errlen) {
     ArrowReader *r = (ArrowReader *)t;
     if (r->fail) return err_set(err, errlen, "%s", r->fail);
@@ -1102,45 +1421,33 @@ static int ar_next(TableReader *t, TableValue *out, char *err, size_t errlen) {
         const ArrowCol *a = &r->acols[s->col];
         TableValue *v = &out[k];
         v->str = NULL, v->ints = NULL, v->items = NULL, v->len = 0, v->has_null_item = 0;
-        v->is_null = s->valid && !ar_bit(s->valid, i);
+        v->is_null = s->arr.valid && !ar_bit(s->arr.valid, i);
         if (v->is_null) continue;
         if (s->kind == TABLE_INT) {
-            ar_widen(&s->one, s->data + (size_t)i * (size_t)a->width, 1, a->width, a->is_signed);
+            ar_widen(&s->one, s->arr.data + (size_t)i * (size_t)a->width, 1, a->width, a->is_signed);
             v->ints = &s->one, v->len = 1;
             continue;
         }
-        int64_t lo, hi;
-        if (a->off) {
-            lo = ar_offset(s->off, a->off, i), hi = ar_offset(s->off, a->off, i + 1);
-        } else {
-            lo = i * a->fixed, hi = lo + a->fixed;
+        if (a->dict < 0) {
+            if (ar_value(r, s, a, &s->arr, i, v, err, errlen)) return -1;
+            continue;
         }
-        // checked when the batch was loaded; a mapped file rewritten since would fail here, not crash
-        if (lo < 0 || hi < lo || hi > s->lim || (s->kind == TABLE_INT_LIST && !s->zero_copy && (uint64_t)(hi - lo) > s->cap)) {
-            err_set(err, errlen, "'%s' changed while being read (record batch %" PRId64 ", column '%s')", r->name, r->bi, r->cols[s->col].name);
+        const ArrowDict *d = &r->dicts[a->dict];
+        int64_t x;
+        ar_widen(&x, s->arr.data + (size_t)i * (size_t)a->iwidth, 1, a->iwidth, a->isigned);
+        if (x < 0 || x >= d->len) {  // a uint64 index past INT64_MAX widens to a negative x
+            if (x < 0 && a->isigned)
+                err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': row %" PRId64 "'s dictionary index %" PRId64 " is negative", r->name,
+                        r->bi, r->cols[s->col].name, i, x);
+            else
+                err_set(err, errlen, "'%s' is corrupt: record batch %" PRId64 ", column '%s': row %" PRId64 "'s dictionary index %" PRIu64
+                        " is outside its dictionary of %" PRId64 " values", r->name, r->bi, r->cols[s->col].name, i, (uint64_t)x, d->len);
             r->fail = ar_strdup(err);
             return -1;
         }
-        const int64_t len = hi - lo;
-        v->len = (size_t)len;
-        if (s->kind == TABLE_STRUCT_LIST) {
-            if (ar_structs(r, s, lo, hi, err, errlen)) return -1;
-            v->items = s->strs;
-            continue;
-        }
-        if (s->kind == TABLE_STRING) {
-            v->str = (const char *)s->data + lo;
-            continue;
-        }
-        if (s->zero_copy) {
-            v->ints = (const int64_t *)(const void *)(s->data + 8 * (size_t)lo);
-            continue;
-        }
-        ar_widen(s->ints, s->data + (size_t)lo * (size_t)a->width, len, a->width, a->is_signed);
-        if (s->cvalid)
-            for (int64_t j = 0; j < len; j++)
-                if (!ar_bit(s->cvalid, lo + j)) s->ints[j] = 0, v->has_null_item = 1;
-        v->ints = s->ints;
+        const ArrowPiece *p = ar_piece(d, x);
+        v->is_null = p->v.valid && !ar_bit(p->v.valid, x - p->base);  // a null value in the dictionary
+        if (!v->is_null && ar_value(r, s, a, &p->v, x - p->base, v, err, errlen)) return -1;
     }
     return 1;
 }
@@ -1151,8 +1458,15 @@ static void ar_close(TableReader *t) {
     for (int k = 0; k < 8; k++) {
         free(r->sel[k].ints);
         free(r->sel[k].strs);
-        for (int j = 0; j < AR_SLOTS; j++) free(r->sel[k].inflated[j]);
+        for (int j = 0; j < AR_SLOTS; j++) free(r->sel[k].inflated[j].p);
     }
+    for (int d = 0; d < r->ndicts; d++) {
+        for (int64_t k = 0; k < r->dicts[d].npieces; k++)
+            for (int j = 0; j < 4; j++) free(r->dicts[d].pieces[k].inflated[j].p);
+        free(r->dicts[d].pieces);
+    }
+    free(r->dicts);
+    free(r->dmsgs);
     if (r->mapped) munmap((void *)r->p, r->size);
     ZSTD_freeDCtx(r->zstd);
     LZ4F_freeDecompressionContext(r->lz4);

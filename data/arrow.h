@@ -1,7 +1,8 @@
 // arrow: Apache Arrow IPC files and streams (what Hugging Face `datasets` caches) read through the
 // row interface of data/table.h. The file is mapped read-only and read one record batch at a time;
 // the FlatBuffers metadata is parsed by a bounds-checked reader of our own, and ZSTD / LZ4_FRAME
-// body compression is undone per batch for the selected columns only.
+// body compression is undone per batch for the selected columns only. Dictionary-encoded string
+// and integer-list columns read as their values, through the dictionaries current at each batch.
 #ifndef FSDPC_ARROW_H
 #define FSDPC_ARROW_H
 

@@ -13,8 +13,10 @@
 #define TABLE_MAX_FIELDS 8  // fields of a TABLE_STRUCT_LIST's struct
 
 typedef enum {
-    TABLE_STRING,    // string / large_string (Parquet: BYTE_ARRAY, annotated UTF8/STRING or not)
-    TABLE_INT_LIST,  // list / large_list / fixed_size_list of int8..int64, uint8..uint64
+    TABLE_STRING,    // string / large_string (Parquet: BYTE_ARRAY, annotated UTF8/STRING or not;
+                     // Arrow: dictionary-encoded too)
+    TABLE_INT_LIST,  // list / large_list / fixed_size_list of int8..int64, uint8..uint64 (Arrow:
+                     // dictionary-encoded too)
     TABLE_INT,       // a scalar int8..int64 / uint8..uint64
     TABLE_STRUCT_LIST,  // list / large_list of a struct of 1..TABLE_MAX_FIELDS fields, one a string at least
                         // (Parquet: a LIST of a group of leaves; 3-level, 2-level or a bare repeated group)

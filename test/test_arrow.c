@@ -3,8 +3,10 @@
 // the columns with type and kind), then one object per row with the selected columns.
 //   build/test_arrow [--mem] FILE [COLUMN...]   all selectable columns when none are named;
 //                                               --mem: through arrow_open_mem
-//   build/test_arrow --bench FILE COLUMN        reads every row; prints rows, values, a checksum
-//                                               and the seconds from open to close
+//   build/test_arrow --bench FILE COLUMN        reads every row; prints rows, values, a checksum,
+//                                               the most the resident set grew while reading
+//                                               (KiB over what it was after open) and the
+//                                               seconds from open to close
 // Errors: one "fsdpc: error: ..." line on stderr, exit status 1.
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +22,17 @@ static void die(const char *msg) {
     exit(1);
 }
 
+
+// The resident set (VmRSS) in KiB.
+static long resident_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6)) kib = strtol(line + 6, NULL, 10);
+    if (f) fclose(f);
+    return kib;
+}
 
 static const char *kind_name(TableKind k) {
     return k == TABLE_STRING ? "string" : k == TABLE_INT_LIST ? "int_list" : k == TABLE_INT ? "int" : k == TABLE_STRUCT_LIST ? "struct_list" : "other";
@@ -67,16 +80,21 @@ int main(int argc, char **argv) {
     int rc;
     if (bench) {
         uint64_t rows = 0, values = 0, sum = 0;
+        const long base = resident_kib();
+        long grew = 0;
         while ((rc = r->next(r, v, err, sizeof err)) == 1) {
-            rows++;
+            if (!(rows++ & 255)) {  // now and then: what reading keeps resident
+                const long kib = resident_kib() - base;
+                if (kib > grew) grew = kib;
+            }
             values += v[0].len;
             if (!v[0].is_null && v[0].ints) sum += (uint64_t)v[0].ints[0] + (uint64_t)v[0].ints[v[0].len ? v[0].len - 1 : 0];
         }
         if (rc < 0) die(err);
         r->close(r);
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        printf("rows %llu values %llu checksum %llu seconds %.6f\n", (unsigned long long)rows, (unsigned long long)values,
-               (unsigned long long)sum, (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+        printf("rows %llu values %llu checksum %llu resident_kib %ld seconds %.6f\n", (unsigned long long)rows, (unsigned long long)values,
+               (unsigned long long)sum, grew, (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
         return 0;
     }
 

@@ -2,10 +2,12 @@
 # Checks of data/arrow.c (build/test_arrow dumps what it reads) against apache-arrow (JS): IPC
 # streams and files that test/fixtures/make_arrow.mjs writes (string, large_string, binary, lists
 # of every integer type, large_list, fixed_size_list, large_list<struct> chat messages, nulls and
-# null items, several batches, an empty batch, dictionary, struct and view columns around the ones
-# read, the pre-0.15 stream framing, ZSTD and LZ4_FRAME bodies) must read back as the rows it
-# wrote; damaged files (cut short, lengths and metadata bytes changed, unsupported codec, version,
-# endianness, types) give one error line and never crash or hang. apache-arrow is fetched once
+# null items, several batches, an empty batch, struct and view columns around the ones read,
+# dictionary-encoded strings and integer lists with every index type, deltas, a replacement and a
+# dictionary two columns share, the pre-0.15 stream framing, ZSTD and LZ4_FRAME bodies) must read
+# back as the rows it wrote; damaged files (cut short, lengths and metadata bytes changed,
+# unsupported codec, version, endianness, types, dictionary indices outside the dictionary, a
+# dictionary missing or replaced in a file) give one error line and never crash or hang. apache-arrow is fetched once
 # into build/npm (npm, the registry); without it the checks print "ok - ... # SKIP reason".
 cd "$(dirname "$0")/.."
 source test/lib.sh
@@ -32,25 +34,66 @@ same() {  # same NAME EXPECTED ARGS...: build/test_arrow ARGS prints EXPECTED ex
 for f in basic.arrows basic.arrow large.arrows large.arrow fixed.arrows fixed.arrow view.arrows; do
     same "$f reads as written" "$FX/$f.expected.jsonl" "$FX/$f"
 done
+same "dictionary-encoded strings and integer lists in a stream (deltas, a replacement, a shared dictionary) read as their values" \
+    "$FX/dict.arrows.expected.jsonl" "$FX/dict.arrows"
+same "dictionary-encoded columns in a file (deltas in the footer's order) read as their values" "$FX/dict.arrow.expected.jsonl" "$FX/dict.arrow"
+same "dictionary indices of every integer type (int8..int64, uint8..uint64), stream" "$FX/idx.arrows.expected.jsonl" "$FX/idx.arrows"
+same "dictionary indices of every integer type, file" "$FX/idx.arrow.expected.jsonl" "$FX/idx.arrow"
+same "a dictionary batch after a record batch whose indices are all null (stream)" "$FX/late-dict.arrows.expected.jsonl" "$FX/late-dict.arrows"
 same "the pre-0.15 stream framing (no continuation marker)" "$FX/legacy.arrows.expected.jsonl" "$FX/legacy.arrows"
 same "a stream with a schema and no batches: no rows" "$FX/empty.arrows.expected.jsonl" "$FX/empty.arrows"
 same "a file with a schema and no batches: no rows" "$FX/empty.arrow.expected.jsonl" "$FX/empty.arrow"
-same "selected columns come in the order asked" "$FX/basic.subset.jsonl" "$FX/basic.arrows" labels text small
+same "selected columns come in the order asked" "$FX/basic.subset.jsonl" "$FX/basic.arrows" labels text small chat lang
 same "bytes in memory (arrow_open_mem): stream" "$FX/basic.arrows.expected.jsonl" --mem "$FX/basic.arrows"
 same "bytes in memory (arrow_open_mem): file" "$FX/large.arrow.expected.jsonl" --mem "$FX/large.arrow"
 for tool in zstd lz4; do
     if grep -qw "$tool" "$FX/compressed.txt"; then
         same "$tool-compressed stream reads as written" "$FX/$tool.arrows.expected.jsonl" "$FX/$tool.arrows"
         same "$tool-compressed file reads as written" "$FX/$tool.arrow.expected.jsonl" "$FX/$tool.arrow"
+        same "$tool-compressed dictionaries, stream" "$FX/$tool-dict.arrows.expected.jsonl" "$FX/$tool-dict.arrows"
+        same "$tool-compressed dictionaries, file" "$FX/$tool-dict.arrow.expected.jsonl" "$FX/$tool-dict.arrow"
     else
         check "$tool-compressed bodies # SKIP the $tool command-line tool is not installed" 0
     fi
 done
 
+# memory: a stream whose every batch brings a replacement dictionary reads in about one batch's
+# memory (a dropped dictionary's pages leave the resident set) and gives the same rows as plain
+# list<int32> (build/test_arrow --bench: rows, values, a checksum, what reading kept resident)
+node test/fixtures/make_arrow.mjs --bench "$W/plain.arrows" 24 && node test/fixtures/make_arrow.mjs --bench "$W/replaced.arrows" 24 dict
+p=$("$T" --bench "$W/plain.arrows" input_ids 2>&1) d=$("$T" --bench "$W/replaced.arrows" input_ids 2>&1)
+kib=$(echo "$d" | sed -nE 's/.* resident_kib (-?[0-9]+) .*/\1/p') size=$(($(stat -c %s "$W/replaced.arrows") / 1024))
+[ "${p% resident_kib*}" = "${d% resident_kib*}" ] && [ -n "$kib" ] && [ "$kib" -lt $((size / 4)) ]
+check "a replacement dictionary per batch ($size KiB stream): the plain rows, reading kept $kib KiB more resident" $? "(plain: $p; dictionary: $d)"
+
 # ---- refusals ----
 expect_error "a double column selected" "^fsdpc: error: '$FX/basic.arrows': column 'score' is double; fsdpc reads string, integer, integer-list and struct-list columns\$" \
     "$T" "$FX/basic.arrows" score
-expect_error "a dictionary-encoded column selected" "column 'lang' is dictionary<string>;" "$T" "$FX/basic.arrows" lang
+expect_error "a dictionary of doubles selected" "column 'score' is dictionary<double>; fsdpc reads dictionary-encoded columns whose values are strings" \
+    "$T" "$FX/dict.arrows" score
+expect_error "a dictionary inside a dictionary's values selected" "column 'nest' is dictionary<list<dictionary<string>>>; .*no dictionary inside" \
+    "$T" "$FX/dict.arrow" nest
+expect_error "a list of dictionary-encoded strings selected" "column 'tags' is list<dictionary<string>>;" "$T" "$FX/dict.arrows" tags
+expect_error "a dictionary index past its dictionary" \
+    "^fsdpc: error: '$FX/bad-dict-index.arrows' is corrupt: record batch 0, column 'cat': row 1's dictionary index 7 is outside its dictionary of 3 values\$" \
+    "$T" "$FX/bad-dict-index.arrows"
+expect_error "a negative dictionary index" "'$FX/bad-dict-negative.arrow' is corrupt: record batch 0, column 'cat': row 2's dictionary index -2 is negative" \
+    "$T" "$FX/bad-dict-negative.arrow"
+expect_error "a uint64 dictionary index past INT64_MAX" "row 1's dictionary index 9223372036854775813 is outside its dictionary of 3 values" \
+    "$T" "$FX/bad-dict-uint64.arrows"
+for f in bad-dict-missing.arrows bad-dict-missing.arrow; do
+    expect_error "a dictionary id no dictionary batch holds ($f)" \
+        "^fsdpc: error: '$FX/$f' is corrupt: column 'ids' uses dictionary id 22, but no dictionary batch with that id comes before record batch 0\$" \
+        "$T" "$FX/$f"
+done
+expect_error "a non-null index before its dictionary batch" \
+    "^fsdpc: error: '$FX/bad-dict-late.arrows' is corrupt: column 'cat' uses dictionary id 41, but no dictionary batch with that id comes before record batch 0\$" \
+    "$T" "$FX/bad-dict-late.arrows"
+expect_error "a replacement dictionary in a file" "'$FX/bad-dict-replace.arrow' is corrupt: dictionary batch [0-9]+ replaces dictionary 21 \(column 'word'\)" \
+    "$T" "$FX/bad-dict-replace.arrow"
+expect_error "two columns on one dictionary id with different value types" \
+    "columns 'cat' \(dictionary<string>\) and 'ids' \(dictionary<list<int32>>\) share dictionary id 20 but not its value type" \
+    "$T" "$FX/bad-dict-shared.arrows"
 expect_error "a struct column selected" "column 'meta' is struct<a: int32, b: string>;" "$T" "$FX/basic.arrow" meta
 expect_error "a list<list<int32>> column selected" "column 'nested' is list<list<int32>>;" "$T" "$FX/basic.arrows" text nested
 expect_error "a list<float> column selected" "column 'floats' is list<float>;" "$T" "$FX/basic.arrows" floats
@@ -131,7 +174,8 @@ import os, random, struct, sys
 fx, out = sys.argv[1], sys.argv[2]
 os.makedirs(out)
 rng = random.Random(7)
-for f in ['basic.arrows', 'basic.arrow', 'large.arrows', 'fixed.arrow', 'view.arrows', 'zstd.arrows', 'lz4.arrow', 'legacy.arrows']:
+for f in ['basic.arrows', 'basic.arrow', 'large.arrows', 'fixed.arrow', 'view.arrows', 'zstd.arrows', 'lz4.arrow', 'legacy.arrows',
+          'dict.arrows', 'dict.arrow', 'idx.arrows', 'zstd-dict.arrows', 'lz4-dict.arrow']:
     p = os.path.join(fx, f)
     if not os.path.exists(p): continue
     b = open(p, 'rb').read()

@@ -100,6 +100,24 @@ done
 grep -q "Parquet, column text (string)" "$W/docs_parquet.log"
 check "the start-up line names the format and the column" $? "($(grep -m1 'training data' "$W/docs_parquet.log"))"
 
+# dictionary-encoded columns (pandas' and polars' categoricals, apache-arrow's default for strings):
+# text and input_ids are read as their values, whether each batch brings a dictionary of its own
+# (replacements) or extends one (deltas); a null index is a null row
+table "$W/docs.jsonl" "$W/docs_dict.arrow" stream-dict 7
+table "$W/docs.jsonl" "$W/docs_delta.arrow" file-delta 9
+table "$W/ids.jsonl" "$W/ids_delta.arrow" stream-delta 6
+table "$W/docs_null.jsonl" "$W/docs_null_dict.arrow" stream-dict 5
+for c in "docs_dict.arrow dictionary-encoded text with a replacement dictionary per batch (Arrow stream)" \
+         "docs_delta.arrow dictionary-encoded text with delta dictionaries (Arrow IPC file)" \
+         "ids_delta.arrow dictionary-encoded input_ids with delta dictionaries (Arrow stream)" \
+         "docs_null_dict.arrow dictionary-encoded text with a null index"; do
+    set -- $c
+    run "${1//./_}" --train_data "$W/$1"
+    same "${1//./_}" "${*:2} trains as the prepare'd shard does"
+done
+grep -q "Arrow IPC stream, column text (dictionary<string>).*1 null, skipped" "$W/docs_null_dict_arrow.log"
+check "a dictionary column's start-up line names its type and counts the null row" $? "($(grep -m1 'training data' "$W/docs_null_dict_arrow.log"))"
+
 # a DatasetDict (train and validation splits): training reads train, validation reads validation
 mkdir -p "$W/dict/train" "$W/dict/validation"
 cp "$W/disk/"* "$W/dict/train/"
