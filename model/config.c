@@ -731,9 +731,13 @@ void config_adopt_model(Config *c, const ModelConfig *src, unsigned known, const
     static const unsigned size_bits[SIZE_COUNT] = {MODEL_HIDDEN, MODEL_LAYERS, MODEL_HEADS, MODEL_KV_HEADS, MODEL_INTERMEDIATE,
                                                    MODEL_CONTEXT, MODEL_VOCAB};
     for (int i = 0; i < SIZE_COUNT; i++)
-        c->size_origin[i] = config_given(size_fields[i].flag) ? SIZE_FLAG : config_given("model_name") ? SIZE_PRESET
-                            : known & size_bits[i]                                                      ? SIZE_SOURCE
-                                                                                                        : SIZE_DEFAULT;
+        c->size_origin[i] = config_given(size_fields[i].flag)   ? SIZE_FLAG
+                            : config_given("model_name")           ? SIZE_PRESET
+                            : known & size_bits[i]                 ? SIZE_SOURCE
+                            : took_from_recipe(size_fields[i].flag) ? SIZE_RECIPE
+                                                                   : SIZE_DEFAULT;
+    // a recipe's preset names no model read from a source
+    if (took_from_recipe("model_name") && (known & MODEL_HIDDEN)) memset(m->model_name, 0, sizeof m->model_name);
     validate(c);
 }
 
@@ -774,7 +778,8 @@ static void fill_sizes(Config *c) {
         if (c->size_origin[i] == SIZE_FAMILY && hf[i]) *size_at(m, i) = hf[i];
     }
     // the rules that follow other sizes, applied once those are final
-    if (c->size_origin[SIZE_KV] == SIZE_FAMILY || !fam->gqa) m->num_key_value_heads = m->num_heads;
+    if (c->size_origin[SIZE_KV] == SIZE_FAMILY || (!fam->gqa && !config_given("num_key_value_heads")))
+        m->num_key_value_heads = m->num_heads;
     if (fam->mlp_ratio && !config_given("intermediate_size") && !took_from_recipe("intermediate_size"))
         m->intermediate_size = fam->mlp_ratio * m->hidden_width;
     if (own_shape && !took_from_recipe("model_name")) memset(m->model_name, 0, sizeof m->model_name);
@@ -836,11 +841,22 @@ static void join_run_name(Config *c) {
 
 static int given_flag(const char *flag) { return config_given(flag); }
 
+static int is_size_flag(const char *flag) {
+    for (int i = 0; i < SIZE_COUNT; i++)
+        if (!strcmp(size_fields[i].flag, flag)) return 1;
+    return 0;
+}
+
 // a recipe's default for one flag the command line left out; a preset sets only the sizes no
-// flag gave, as --model_name on the command line does
+// flag gave, as --model_name on the command line does. A --model_name or --model_type the line
+// gives settles the model: the recipe's family and sizes stay out.
 static void take_default(const char *flag, const char *value, void *ctx) {
     Config *c = ctx;
-    if (config_given(flag) || took_from_recipe(flag) || nrecipe_took >= (int)(sizeof recipe_took / sizeof *recipe_took)) return;
+    int model_given = config_given("model_name") && (is_size_flag(flag) || !strcmp(flag, "model_type"));
+    if (config_given(flag) || model_given || took_from_recipe(flag)) return;
+    if (!strcmp(flag, "model_name") && config_given("model_type")) return;
+    if (nrecipe_took + SIZE_COUNT + 1 > (int)(sizeof recipe_took / sizeof *recipe_took))
+        err_fatal("a recipe sets more than %zu flags", sizeof recipe_took / sizeof *recipe_took);  // its table: a bug
     if (!strcmp(flag, "model_name")) {
         ModelConfig p = c->model;
         if (!config_preset(&p, value)) return;
@@ -864,7 +880,7 @@ static void take_recipe(Config *c) {
     memset(c->recipe_note, 0, sizeof c->recipe_note);
     memset(c->recipe_no_data, 0, sizeof c->recipe_no_data);
     const char *why;
-    const Recipe *r = recipe_find(c->recipe_defaults, &why);
+    const Recipe *r = recipe_find(c->recipe_defaults, given_flag, &why);
     if (why) comm_fail_all("%s", why);
     if (!r) return;
     char used[512], head[800];
@@ -873,6 +889,8 @@ static void take_recipe(Config *c) {
              used[0] ? " (its flags " : " (--recipe_defaults)", used, used[0] ? ")" : "");
     memcpy(c->recipe_line, head, strlen(head) < sizeof c->recipe_line ? strlen(head) + 1 : sizeof c->recipe_line);
     recipe_each_default(r, c->model.model_type, given_flag, take_default, c);
+    // a rate the line gives below the recipe's floor: the floor follows it (as AnnealingLR's max does)
+    if (took_from_recipe("min_lr") && c->min_lr > c->lr) c->min_lr = c->lr;
     if (recipe_no_data(r)) snprintf(c->recipe_no_data, sizeof c->recipe_no_data, "%s", recipe_no_data(r));
     if (recipe_differs(r))
         snprintf(c->recipe_note, sizeof c->recipe_note, "recipe: where fsdpc differs from %s: %s", recipe_name(r), recipe_differs(r));

@@ -97,7 +97,7 @@ static const RecipeDefault prof_defaults[] = {
 // AdamW with torch's defaults, the gradient clipped at 1). Its rows of 256 GPT-2 ids are inputs of
 // 255; it warms up over 10 epochs' steps inside a 50-epoch cosine and validates every epoch.
 static const char *const mini_marks[] = {"model", "embed_size", "seq_length", "seq_len", "ffn_hidden_size",
-                                         "restart_checkpoint_file", "restart_epoch", "environment", "run_name", NULL};
+                                         "restart_checkpoint_file", "restart_epoch", "environment", NULL};
 static const RecipeDefault mini_defaults[] = {
     D("model_type", "mingpt"),
     D("hidden_width", "768"), D("num_layers", "12"), D("num_heads", "12"), D("max_context_width", "255"),
@@ -157,11 +157,13 @@ static const char *default_of(const Recipe *r, const char *flag) {
     return NULL;
 }
 
-// a setting a and b both default, differently, that the command line does not give, or NULL
-static const char *disagreement(const Recipe *a, const Recipe *b) {
+// a setting a or b defaults (the other leaving it to fsdpc, or defaulting it otherwise) that the
+// command line does not give, or NULL
+static const char *differ(const Recipe *a, const Recipe *b, int (*given)(const char *flag)) {
     for (const RecipeDefault *d = a->defaults; d->flag; d++) {
+        if (d->env || given(d->flag)) continue;
         const char *va = default_of(a, d->flag), *vb = default_of(b, d->flag);
-        if (va && vb && strcmp(va, vb) && !cli_spelled(d->flag)) return d->flag;
+        if (!va || !vb || strcmp(va, vb)) return d->flag;
     }
     return NULL;
 }
@@ -174,16 +176,16 @@ static const Recipe *found(const Recipe *r) {
     return r;
 }
 
-const Recipe *recipe_find(int choice, const char **why) {
+const Recipe *recipe_find(int choice, int (*given)(const char *flag), const char **why) {
     static char msg[600];
     *why = NULL;
     chosen = RECIPE_NONE;
     if (choice == RECIPE_NONE) return NULL;
     if (choice >= 0) return found(&recipes[choice]);
     // the first recipe (in table order) whose spellings include every recipe spelling the line uses
-    int used[NRECIPES] = {0}, any = 0;
+    int any = 0;
     for (int i = 0; i < NRECIPES; i++)
-        for (const char *const *m = recipes[i].marks; *m; m++) used[i] += cli_spelled(*m), any += cli_spelled(*m);
+        for (const char *const *m = recipes[i].marks; *m; m++) any += cli_spelled(*m);
     if (!any) return NULL;
     for (int i = 0; i < NRECIPES; i++) {
         int all = 1;
@@ -201,10 +203,12 @@ const Recipe *recipe_find(int choice, const char **why) {
             if (!a) a = &recipes[i], ma = *m;
             else if (!marks(a, *m) && !b) b = &recipes[i], mb = *m;
         }
-    const char *flag = disagreement(a, b);
+    const char *flag = differ(a, b, given);
+    if (!flag) flag = differ(b, a, given);
     if (!flag) return found(a);
+    const char *va = default_of(a, flag), *vb = default_of(b, flag);
     snprintf(msg, sizeof msg, "--%s is %s's flag and --%s is %s's, whose defaults differ (--%s %s against %s): give "
-             "--recipe_defaults %s|%s|none, or --%s", ma, a->name, mb, b->name, flag, default_of(a, flag), default_of(b, flag),
+             "--recipe_defaults %s|%s|none, or --%s", ma, a->name, mb, b->name, flag, va ? va : "unset", vb ? vb : "unset",
              a->id, b->id, flag);
     *why = msg;
     return NULL;

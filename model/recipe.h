@@ -19,9 +19,10 @@ extern const CliChoice recipe_choices[];
 
 // The recipe of the last parse's flags: `choice` (a recipe_choices value), else the recipe whose
 // flag spellings the command line uses (cli_spelled). NULL for fsdpc's own dialect. When the
-// spellings belong to two recipes whose defaults disagree on a setting the line does not give,
-// NULL and *why names both (a static message).
-const Recipe *recipe_find(int choice, const char **why);
+// spellings belong to two recipes whose defaults differ on a setting the line does not give
+// (given(flag): whether it set that setting, under any spelling), NULL and *why names both (a
+// static message).
+const Recipe *recipe_find(int choice, int (*given)(const char *flag), const char **why);
 // The recipe_choices value of the recipe the last config_finish took defaults from (RECIPE_NONE: none)
 int recipe_chosen(void);
 // The recipe's name as the start-up line gives it ("10.FSDP's train.py")

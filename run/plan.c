@@ -150,6 +150,7 @@ int plan_main(void *args) {
         (cfg->resume_from_checkpoint[0] && ckpt_resolve(cfg->resume_from_checkpoint, NULL, NULL, found, sizeof found)))
         comm_fail_all("plan: the model's sizes come from --model_name and the size flags; --init_from and "
                       "--resume_from_checkpoint are not read");
+    config_no_source(cfg);  // no source to wait for: settle the family and its sizes as training would
     // the vocabulary follows the tokenizer unless something fixed it, as in training
     // the tokenizer is read only where the vocabulary follows it (training checks the rest)
     int named = config_given("tokenizer") || strcmp(cfg->tokenizer, "byte");
