@@ -121,8 +121,9 @@ expect_error "a bad .h5 --val_data on 2 ranks: one line, every rank stops" "two2
     $MPI -np 2 ./fsdpc $M --batch_size 2 --train_data "$W/mfsdp.h5" --val_data "$W/two2d.h5"
 
 # ---- the vocabulary: --vocab_size / --model_name / checkpoint > tokenizer > the file's attribute > 256 ----
+MB=$M MA=${M/--tokenizer byte /}  # a file's attribute stands in for a tokenizer no flag names
 for f in gpt_attr gpt_root; do
-    train "$f" --train_data "$W/$f.h5" --max_steps 1
+    M=$MA train "$f" --train_data "$W/$f.h5" --max_steps 1
     [ -s "$W/$f.jsonl" ] && grep -q "vocabulary: 50257, recorded by data file '$W/$f.h5'" "$W/$f.log" && grep -q " V=50257 " "$W/$f.log"
     check "GPT-2 ids in $f.h5, whose vocab_size / n_vocab attribute sets the vocabulary (50257)" $? "$(grep -m2 'error\|V=' "$W/$f.log")"
 done
@@ -132,7 +133,7 @@ expect_error "GPT-2 ids in a file that records no vocabulary: the error says --v
 train gpt_none --train_data "$W/gpt_none.h5" --max_steps 1 --vocab_size 50257
 [ -s "$W/gpt_none.jsonl" ]
 check "... and with --vocab_size 50257 it trains" $? "$(grep -m1 error "$W/gpt_none.log")"
-train v300 --train_data "$W/v300.h5" --max_steps 1
+M=$MA train v300 --train_data "$W/v300.h5" --max_steps 1
 train v300_flag --train_data "$W/v300.h5" --max_steps 1 --vocab_size 512
 grep -q " V=300 " "$W/v300.log" && grep -q " V=512 " "$W/v300_flag.log" && ! grep -q "recorded by data file" "$W/v300_flag.log"
 check "a recorded vocabulary of 300 is the model's, unless --vocab_size says otherwise" $? "$(grep -m1 'error\|V=' "$W/v300_flag.log")"

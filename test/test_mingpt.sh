@@ -45,7 +45,7 @@ check "fsdpc's greedy continuation (KV cache) equals the reference's (full forwa
 distinct=$(tail -c 40 "$W/fsdpc.txt" | od -An -v -tx1 | tr ' ' '\n' | grep . | sort -u | wc -l)
 [ "$(wc -c <"$W/fsdpc.txt")" = 46 ] && [ "$distinct" -ge 5 ]
 check "the continuation is 40 bytes of varied text ($distinct distinct bytes), not a run of one" $?
-./fsdpc --max_epochs -1 --restart_checkpoint_file "$CK" --prompt "$PROMPT" --num_tokens 20 --temperature 0 \
+./fsdpc --recipe_defaults none --max_epochs -1 --restart_checkpoint_file "$CK" --prompt "$PROMPT" --num_tokens 20 --temperature 0 \
     >"$W/restart.txt" 2>"$W/restart.log"
 rc=$?
 [ $rc = 0 ] && cmp -s "$W/restart.txt" <(head -c 26 "$W/ref.txt")
@@ -199,27 +199,28 @@ cat >"$W/docs_line.sh" <<EOF2
 cd "$W/mfg" && eval "\${1/#mpiexec -n 2 .\/fsdpc/$MPI -np 2 $FS}"
 EOF2
 docs_line() { bash "$W/docs_line.sh" "$1"; }  # runs a docs line in $W/mfg
-docs_line "${TRAIN_LINE% --vocab_size 50257} --recipe_defaults none" >"$W/mfg_old.out" 2>"$W/mfg_old.err"
+docs_line "${TRAIN_LINE% --vocab_size 50257} --recipe_defaults none --tokenizer byte --checkpoint_dir ck_old" >"$W/mfg_old.out" 2>"$W/mfg_old.err"
 rc=$?
 # a rank's own batch: each rank that reads such an id says so (comm_fail_local)
 [ $rc != 0 ] && ! grep '^fsdpc: error:' "$W/mfg_old.err" | grep -vq "^fsdpc: error: step 1: sample [0-9]*: data file 'train.h5' holds token id [0-9]* in sample (row) [0-9]*, position [0-9]* of dataset '/input_ids', not in \[0, --vocab_size 256); the file records no vocabulary: for GPT-2's ids (minimal_fsdp's data) pass --vocab_size 50257, or --tokenizer" &&
     grep -q '^fsdpc: error:' "$W/mfg_old.err"
-check "the line without --vocab_size 50257 and without minimal_fsdp's defaults stops at step 1, saying to pass it (or --tokenizer)" $? "rc=$rc $(grep -m1 error "$W/mfg_old.err")"
+check "the line with the byte vocabulary (--tokenizer byte, no recipe defaults) stops at step 1, saying to pass --vocab_size 50257 (or --tokenizer)" $? "rc=$rc $(grep -m1 error "$W/mfg_old.err")"
 docs_line "${TRAIN_LINE% --vocab_size 50257} --max_steps 1 --checkpoint_dir ck_mini" >"$W/mfg_rec.out" 2>"$W/mfg_rec.err"
 rc=$?
 [ $rc = 0 ] && grep -q "^recipe: minimal_fsdp's basic_training.py" "$W/mfg_rec.err" && grep -q " V=50257 .*precision=bf16" "$W/mfg_rec.err"
 check "without --vocab_size the line takes minimal_fsdp's defaults: GPT-2's 50257 tokens, bf16" $? "rc=$rc $(grep -m2 -E 'error|^model=' "$W/mfg_rec.err")"
 docs_line "$TRAIN_LINE" >"$W/mfg.out" 2>"$W/mfg.err"
 rc=$?
-[ $rc = 0 ] && [ -f "$W/mfg/checkpoints/test/step_00000002.h5" ] && grep -q "^Batch 2 Loss" "$W/mfg.err" && grep -q " V=50257 " "$W/mfg.err"
-check "the docs' line trains minimal_fsdp-shaped GPT-2 ids on 2 ranks (64 rows, 2 steps, V=50257)" $? "rc=$rc $(grep -m2 error "$W/mfg.err")"
+# minimal_fsdp's batch of 10 a rank: 64 rows are 4 steps, the last checkpoint the run's
+CK=checkpoints/test/$(ls "$W/mfg/checkpoints/test" 2>/dev/null | tail -1)
+[ $rc = 0 ] && [ "$CK" = checkpoints/test/step_00000004.h5 ] && grep -q "^Batch 4 Loss" "$W/mfg.err" && grep -q " V=50257 " "$W/mfg.err"
+check "the docs' line trains minimal_fsdp-shaped GPT-2 ids on 2 ranks (64 rows, batch 10 a rank: 4 steps, V=50257)" $? "rc=$rc $(grep -m2 error "$W/mfg.err")"
 [ ! -s "$W/mfg.out" ] && [ "$(grep -c "^no sample: no tokenizer for a vocabulary of 50257 " "$W/mfg.err")" = 1 ]
 check "no tokenizer: the sample after training is skipped, with one line saying why" $? "out=$(head -c 80 "$W/mfg.out")"
-CK=checkpoints/test/step_00000002.h5
 GEN_LINE="${TRAIN_LINE/--max_epochs 1/} ${GEN_TAIL#... }"
-GEN_LINE=${GEN_LINE/step_00000016.h5/step_00000002.h5}
+GEN_LINE=${GEN_LINE/checkpoints\/test\/step_00000016.h5/$CK}
 expect_error "--prompt, no tokenizer given or recorded, vocabulary 50257: refused before loading" \
-    "^fsdpc: error: --prompt: the model's vocabulary is 50257 tokens, not the byte tokenizer's 256, and no tokenizer was given or recorded in checkpoint 'checkpoints/test/step_00000002.h5': pass --tokenizer" \
+    "^fsdpc: error: --prompt: the model's vocabulary is 50257 tokens, not the byte tokenizer's 256, and no tokenizer was given or recorded in checkpoint '$CK': pass --tokenizer" \
     bash "$W/docs_line.sh" "${GEN_LINE% --tokenizer openai-community/gpt2}"
 ! grep -q "Resumed from\|Validation loss" "$W/err"
 check "... before the checkpoint's weights are loaded" $?
