@@ -4,15 +4,17 @@
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 LOG=$(mktemp)
-trap 'rm -rf "$LOG" "$DUMP"' EXIT
+TIMES=$(mktemp)
+trap 'rm -rf "$LOG" "$DUMP" "$TIMES"' EXIT
 DUMP=$(mktemp -d)
 
 TIER=${1:-}
 run_suite() {  # run_suite NAME CMD...: a suite that exits non-zero without a "not ok" line still counts as a failure
     echo "# $1"
-    local out rc
+    local out rc t0=$SECONDS
     out=$("${@:2}" 2>&1)
     rc=$?
+    echo "# $1: $((SECONDS - t0)) s" >>"$TIMES"
     echo "$out" | tee -a "$LOG" | grep -E '^(ok|not ok) ' || true
     echo "$out" | grep -vE '^(ok|not ok) ' | sed 's/^/#   /' | tail -n 5
     if [ $rc -ne 0 ] && ! echo "$out" | grep -q '^not ok '; then echo "not ok - $1 exited with $rc" | tee -a "$LOG"; fi
@@ -82,5 +84,8 @@ suite "docs: README under 200 lines, links and anchors resolve, the docs' marked
 
 passed=$(grep -c '^ok ' "$LOG")
 failed=$(grep -c '^not ok ' "$LOG")
+echo "# seconds per suite, slowest first (the whole suite's budget: 30 minutes on 2 cores)"
+awk -F': ' '{n = $NF; sub(/ s$/, "", n); print n "\t#   " substr($0, 3)}' "$TIMES" | sort -rn | cut -f2-
+echo "# total: $SECONDS s"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ] && [ "$passed" -gt 0 ]

@@ -5,7 +5,8 @@
 # Every refusal is one "fsdpc: error:" line naming what differs, no input is changed, nothing hangs.
 cd "$(dirname "$0")/.."
 source test/lib.sh
-SMALL="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 32 --batch_size 2 --num_tokens 0 --logging_freq 100"
+SIZES="--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 32 --batch_size 2 --num_tokens 0 --logging_freq 100"
+SMALL="--tokenizer byte $SIZES"
 export FSDPC_FAIL_AGREE_SECONDS=3
 FSDPC=$PWD/fsdpc
 sums() { (cd "$W" && find in -type f -not -path '*/ck/*' -not -path '*/rk/*' -print0 | sort -z | xargs -0 sha256sum); }  # the inputs
@@ -76,7 +77,8 @@ check "a run_inputs fsdpc cannot read is a warning, not silence" $? "rc=$rc $(gr
 mkdir -p "$W/in/tok"
 cp test/fixtures/tokenizer/tokenizer.model "$W/in/tok/tok.model"
 for i in $(seq 60); do echo "{\"text\": \"$(head -c $((i * 500)) data/tinyshakespeare.txt | tail -c 400 | tr -d '"\\\n\r')\"}"; done >"$W/in/docs.jsonl"
-TR="$SMALL --train_data $W/in/docs.jsonl --data_cache_dir $W/cache --checkpoint_freq 2 --checkpoint_dir $W/tk --resume_from_checkpoint $W/tk"
+# no --tokenizer: a resume takes the checkpoint's, which is what the swap below tests
+TR="$SIZES --train_data $W/in/docs.jsonl --data_cache_dir $W/cache --checkpoint_freq 2 --checkpoint_dir $W/tk --resume_from_checkpoint $W/tk"
 "$FSDPC" $TR --tokenizer "$W/in/tok/tok.model" --max_steps 2 >/dev/null 2>"$W/tok.log"
 check "a run with a SentencePiece tokenizer and JSON Lines documents" $? "$(grep -m1 error "$W/tok.log")"
 cp test/fixtures/tokenizer/tokenizer.json "$W/in/tok/tok.model"  # the same vocabulary in the other format: other bytes
