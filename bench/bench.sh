@@ -23,3 +23,4 @@ echo; bash bench/bench_tp.sh
 echo; bash bench/bench_prepare.sh
 echo; bash bench/bench_data.sh
 echo; bash bench/bench_packing.sh
+echo; bash bench/bench_startup.sh

@@ -1201,6 +1201,7 @@ static const char *sample(Run *r) {
 
 int train_run(Config *c) {
     Run r = {.cfg = c};
+    const double t_start = clock_now_s();
     for (int i = 0; i < INPUTS; i++) r.inputs[i].nfiles = -1;
     // A stop signal while loading ends the process at once: nothing is half-written then (the
     // checkpoint folder and --metrics_file are only created; the writer lock is registered with
@@ -1307,6 +1308,8 @@ int train_run(Config *c) {
     comm_stop_polled(1);
 
     int T = c->model.max_context_width, start = r.start_step = shard_step(&r.st);
+    if (start < r.max_steps)  // the model's initial values or checkpoint, the data and the device, before any step
+        log_msg("start-up: %.1f s to the first step on %d host thread(s)\n", clock_now_s() - t_start, c->num_threads);
     double t_log = clock_now_s(), tokens_since_log = 0.0;
     int steps_since_log = 0;
     int skipped = 0, status = 0;

@@ -7,6 +7,7 @@
 //                                              the whole tensors: places, coverage and initial values
 #include <hdf5.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,6 +321,24 @@ static void tp_plan_check(const char *model_type, int tp) {
     model_plan_free(&whole);
 }
 
+// Initial values are a function of the element index alone: one thread over the whole tensor,
+// several over it, and several over pieces of it give the same bits.
+static void init_threads_check(void) {
+    TensorSpec t = {.name = "model.layers.3.mlp.up_proj.weight", .init = INIT_NORMAL, .init_scale = 1.0f};
+    enum { N = 300000 };
+    float *one = mallocCheck(N * sizeof(float)), *many = mallocCheck(N * sizeof(float));
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    model_init_range(&t, 99, 0.02f, 0, N, one);
+    omp_set_num_threads(3);
+    model_init_range(&t, 99, 0.02f, 0, 100001, many);
+    model_init_range(&t, 99, 0.02f, 100001, N - 100001, many + 100001);
+    omp_set_num_threads(threads);
+    report(!memcmp(one, many, N * sizeof(float)), "initial values: 1 thread and 3 threads, whole and in pieces, give the same bits", "");
+    free(one);
+    free(many);
+}
+
 int main(int argc, char **argv) {
     comm_init(&argc, &argv);
     kern_init(0);
@@ -332,6 +351,7 @@ int main(int argc, char **argv) {
     } else if (argc >= 3 && !strcmp(argv[1], "--dump")) {
         dump(argv[2], argc > 3 ? argv[3] : "llama_v2", argc > 4 ? argc - 4 : 0, argv + 4);
     } else {
+        init_threads_check();
         gradcheck("llama_v2", "0");
         gradcheck("llama_v2", "0.2");
         gradcheck("mingpt", "0");
