@@ -81,3 +81,7 @@ check "ptxas: backward kernels reach 2 blocks per SM where their tile allows" $(
     "($low below: $(echo "$table" | awk '$6 < $7 { printf "%s %s (%s blocks); ", $1, $8, $6 }' | head -c 400))"
 bwd=$(echo "$table" | awk '$8 ~ /att_bwd_(dkdv|dq)/' | wc -l)
 check "ptxas: the table covers the backward kernels ($bwd variants)" $([ "$bwd" -ge 100 ] && echo 0 || echo 1)
+# the 1B benchmark's head dim: its bf16 dK/dV kernel must keep two blocks (8 warps) per Hopper SM
+hd128=$(echo "$table" | awk '$1 == "sm_90" && $8 ~ /att_bwd_dkdv_tc_kernel<128,/ { n++; if ($6 >= 2) ok++ } END { print ok + 0, n + 0 }')
+check "ptxas: the bf16 dK/dV kernel at head dim 128 runs 2 blocks per SM on sm_90 (${hd128#* } variants)" \
+    $([ "${hd128% *}" = "${hd128#* }" ] && [ "${hd128#* }" -ge 4 ] && echo 0 || echo 1) "(${hd128% *} of ${hd128#* } do)"

@@ -26,6 +26,7 @@ constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr int kTile = 64;         // rows of a block's tile and of each streamed tile
 constexpr int kLdS = kTile + 4;   // float score rows (WMMA wants a multiple of 4; +4 spreads banks)
 constexpr int kLdP = kTile + 8;   // bf16 probability rows (a multiple of 8)
+constexpr int kLdPt = 2 * kLdS;   // bf16 rows laid over float score rows (dK/dV)
 
 typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> FragA;
 typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> FragB;
@@ -225,7 +226,7 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
 
 // grid (T key tiles, KV, B): dk, dv of one kv head's 64 keys, over its group's query heads and the
 // query tiles at or after the keys. Each warp owns 16 keys and keeps their dK, dV in fragments.
-template <int HDP, bool DROP, bool DOCS, size_t SMEM = bwd_smem<HDP>(4, 2)>
+template <int HDP, bool DROP, bool DOCS, size_t SMEM = bwd_smem<HDP>(4, 0)>
 __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
     att_bwd_dkdv_tc_kernel(Act dk, Act dv, Act q, Act k, Act v, Act dout, const float *lse, const float *delta, int T,
                            int H, int KV, int hd, float scale, AttDrop drop, const int32_t *kstart, int window) {
@@ -239,8 +240,9 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
     bf16 *Vs = Ks + kTile * LDH;            // (64, LDH)
     bf16 *Qs = Vs + kTile * LDH;            // (64, LDH)
     bf16 *dOs = Qs + kTile * LDH;           // (64, LDH)
-    bf16 *Pt = dOs + kTile * LDH;           // (64, kLdP) P^T
-    bf16 *dSt = Pt + kTile * kLdP;          // (64, kLdP) dS^T
+    // P^T and dS^T (bf16) overwrite the first half of each S^T and dP^T row once the warp has read
+    // that row: at head dim 128 the two tiles of their own would keep two blocks off an SM (sm_90)
+    bf16 *Pt = (bf16 *)St, *dSt = (bf16 *)dPt;  // (64, kLdPt)
     const int lane = threadIdx.x % 32, r0 = 16 * (threadIdx.x / 32);
     const int k0 = blockIdx.x * kTile, g = blockIdx.y, b = blockIdx.z, grp = H / KV;
     const int nk = min(kTile, T - k0);
@@ -271,25 +273,29 @@ __global__ void __launch_bounds__(kThreads, att_min_blocks(SMEM))
 #pragma unroll 4
             for (int r = 0; r < 16; r++) {
                 const int row = r0 + r, key = k0 + row;
+                float s[2], dps[2];
+#pragma unroll
+                for (int c = 0; c < 2; c++) s[c] = St[row * kLdS + lane + 32 * c], dps[c] = dPt[row * kLdS + lane + 32 * c];
+                __syncwarp();  // the row is read: its bf16 P^T and dS^T may overwrite it
 #pragma unroll
                 for (int c = 0; c < 2; c++) {
                     const int col = lane + 32 * c, qpos = q0 + col;
                     const bool seen = key <= qpos && qpos < T && (!DOCS || key >= kfirst[c]);
-                    const float p = seen ? expf(St[row * kLdS + col] * scale - Ls[col]) : 0.0f;
-                    float pv = p, dp = dPt[row * kLdS + col];
+                    const float p = seen ? expf(s[c] * scale - Ls[col]) : 0.0f;
+                    float pv = p, dp = dps[c];
                     if (DROP) {
                         const bool keep =
                             rng_dropout_keep(seed, drop.head_off + ((uint64_t)h * T + qpos) * T + key, drop.threshold);
                         pv = keep ? p * drop.scale : 0.0f;
                         dp = keep ? dp * drop.scale : 0.0f;
                     }
-                    Pt[row * kLdP + col] = __float2bfloat16(pv);
-                    dSt[row * kLdP + col] = __float2bfloat16(p * (dp - Ds[col]));
+                    Pt[row * kLdPt + col] = __float2bfloat16(pv);
+                    dSt[row * kLdPt + col] = __float2bfloat16(p * (dp - Ds[col]));
                 }
             }
             __syncwarp();
-            warp_ab_acc<kTile, NJ>(dva, Pt + r0 * kLdP, kLdP, dOs, LDH);  // dV += P^T dO (P'^T dO under dropout)
-            warp_ab_acc<kTile, NJ>(dka, dSt + r0 * kLdP, kLdP, Qs, LDH);  // dK += dS^T Q
+            warp_ab_acc<kTile, NJ>(dva, Pt + r0 * kLdPt, kLdPt, dOs, LDH);  // dV += P^T dO (P'^T dO under dropout)
+            warp_ab_acc<kTile, NJ>(dka, dSt + r0 * kLdPt, kLdPt, Qs, LDH);  // dK += dS^T Q
         }
     }
     __syncthreads();  // St and dPt become the (64, LDO) output staging
@@ -368,7 +374,7 @@ bool att_tc_fits(int hd) {
     size_t need = 0;
     with_head_dim(hd, [&](auto head) {
         constexpr int HDP = decltype(head)::HDP;
-        need = std::max(fwd_smem<HDP>(), bwd_smem<HDP>(4, 2));
+        need = std::max(fwd_smem<HDP>(), bwd_smem<HDP>(4, 1));
     });
     if (need <= cuda_smem_per_block()) return true;
     static bool told;
@@ -404,7 +410,7 @@ void att_tc_bwd(Act dq, Act dk, Act dv, const float *delta, Act dout, const floa
                 constexpr bool DROP = decltype(on)::value, DOCS = decltype(docs)::value;
                 static_assert(kTile * TcLd<HDP>::O <= 2 * kTile * kLdS, "the output staging must fit the score buffers");
                 const unsigned tiles = (T + kTile - 1) / kTile;
-                att_launch(att_bwd_dkdv_tc_kernel<HDP, DROP, DOCS>, dim3(tiles, KV, B), kThreads, bwd_smem<HDP>(4, 2),
+                att_launch(att_bwd_dkdv_tc_kernel<HDP, DROP, DOCS>, dim3(tiles, KV, B), kThreads, bwd_smem<HDP>(4, 0),
                            dk, dv, q, k, v, dout, lse, delta, T, H, KV, hd, scale, dp, kstart, window);
                 att_launch(att_bwd_dq_tc_kernel<HDP, DROP, DOCS>, dim3(tiles, H, B), kThreads, bwd_smem<HDP>(4, 1), dq,
                            q, k, v, dout, lse, delta, T, H, KV, hd, scale, dp, kstart, window);
