@@ -1208,8 +1208,10 @@ static void test_adamw(void) {
 
 // ---- bf16 ----
 
-static void test_bf16(void) {
-    const size_t n = 4096;
+// n values at element offset off of their device buffers: whole 16-byte groups, a tail, and
+// pointers off 16-byte alignment (the one-at-a-time path)
+static void test_bf16_at(size_t n, size_t off) {
+    char name[120];
     float *x = rand_vec(n, -100, 100);
     // specials: NaNs, infinities, signed zeros, exact ties (round to even both ways), overflow to Inf
     const uint32_t special[] = {0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7f800000u, 0xff800000u, 0x00000000u,
@@ -1217,21 +1219,34 @@ static void test_bf16(void) {
     for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) memcpy(x + i, special + i, sizeof(float));
     uint16_t *h = mallocCheck(sizeof(uint16_t) * n), *hg = mallocCheck(sizeof(uint16_t) * n);
     float *y = mallocCheck(sizeof(float) * n);
-    float *d_x = dev_f(x, n), *d_y = cuda_alloc(sizeof(float) * n);
-    uint16_t *d_h = cuda_alloc(sizeof(uint16_t) * n);
+    float *d_x0 = cuda_alloc(sizeof(float) * (n + off)), *d_y0 = cuda_alloc(sizeof(float) * (n + off));
+    uint16_t *d_h0 = cuda_alloc(sizeof(uint16_t) * (n + off));
+    float *d_x = d_x0 + off, *d_y = d_y0 + off;
+    uint16_t *d_h = d_h0 + off;
+    cuda_upload(d_x, x, sizeof(float) * n);
+    const char *at = off ? ", unaligned" : n % 8 ? ", with a tail" : "";
     cpu_f32_to_bf16(h, x, n);
     cuda_f32_to_bf16(d_h, d_x, n);
     cuda_download(hg, d_h, sizeof(uint16_t) * n);
-    report(!memcmp(h, hg, sizeof(uint16_t) * n), "f32_to_bf16 (exact, with NaN/Inf/ties)", "bits differ");
+    snprintf(name, sizeof name, "f32_to_bf16 (exact, with NaN/Inf/ties) n=%zu%s", n, at);
+    report(!memcmp(h, hg, sizeof(uint16_t) * n), name, "bits differ");
     cpu_bf16_to_f32(y, h, n);
     cuda_bf16_to_f32(d_y, d_h, n);
-    check("bf16_to_f32 (exact)", d_y, y, n, 0.0);
+    snprintf(name, sizeof name, "bf16_to_f32 (exact) n=%zu%s", n, at);
+    check(name, d_y, y, n, 0.0);
     cpu_round_bf16(x, n);
     cuda_round_bf16(d_x, n);
-    check("round_bf16 in place (exact, with NaN/Inf/ties)", d_x, x, n, 0.0);
+    snprintf(name, sizeof name, "round_bf16 in place (exact, with NaN/Inf/ties) n=%zu%s", n, at);
+    check(name, d_x, x, n, 0.0);
     report(!memcmp(x, y, sizeof(float) * n), "round_bf16 equals the round trip through bf16 (CPU)", "bits differ");
     free(x), free(h), free(hg), free(y);
-    cuda_free(d_x), cuda_free(d_y), cuda_free(d_h);
+    cuda_free(d_x0), cuda_free(d_y0), cuda_free(d_h0);
+}
+
+static void test_bf16(void) {
+    test_bf16_at(4096, 0);
+    test_bf16_at(4101, 0);
+    test_bf16_at(4101, 1);
 }
 
 // ---- --bench: kernel timings at the ~1B model's shapes (B=4, T=2048, D=2048, F=5632, H=16, KV=8) ----
@@ -1274,6 +1289,7 @@ static void test_bf16_activations(void) {
     test_qkv(4, 90, 2, 2, 16, 0, 1, 1);
     test_qkv_layout(2, 9, 4, 4, 16, 3, 1, 0, 4, 1);
     test_swiglu(37, 2731);
+    test_swiglu(5, 344);  // rows of whole 16-byte groups
     test_gelu(100003);
     test_bias(37, 300, KERN_ACT);
     test_bias(37, 300, KERN_F32);
@@ -1524,6 +1540,7 @@ int main(int argc, char **argv) {
     report(cuda_attention_scratch_floats(2, 8, 100) >= (size_t)2 * 8 * 100, "attention_scratch_floats", "%zu",
            cuda_attention_scratch_floats(2, 8, 100));
     test_swiglu(37, 2731);
+    test_swiglu(5, 344);  // rows of whole 16-byte groups
     test_gelu(100003);
     test_bias(37, 300, KERN_ACT);
     test_bias(600, 768, KERN_ACT);

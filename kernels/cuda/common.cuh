@@ -127,6 +127,34 @@ struct Act {
         return {(char *)p + i * (bf16 ? sizeof(uint16_t) : sizeof(float)), bf16};
     }
 };
+// Eight consecutive activations from element i on, in 16-byte accesses (one for bf16, two for
+// fp32); the launcher has checked that x.p is 16-byte aligned and i is a multiple of 8. Element
+// i is the low half of a bf16 pair (little-endian).
+__device__ __forceinline__ void act_load8(Act x, size_t i, float (&v)[8]) {
+    if (x.bf16) {
+        const uint4 u = *(const uint4 *)((const uint16_t *)x.p + i);
+        const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) v[2 * j] = __uint_as_float(w[j] << 16), v[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+        return;
+    }
+    const float4 a = *(const float4 *)((const float *)x.p + i), b = *(const float4 *)((const float *)x.p + i + 4);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+__device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
+    return (uint32_t)f32_to_bf16(lo) | (uint32_t)f32_to_bf16(hi) << 16;
+}
+__device__ __forceinline__ void act_store8(Act x, size_t i, const float (&v)[8]) {
+    if (x.bf16) {
+        *(uint4 *)((uint16_t *)x.p + i) = uint4{bf16_pair(v[0], v[1]), bf16_pair(v[2], v[3]), bf16_pair(v[4], v[5]),
+                                                bf16_pair(v[6], v[7])};
+        return;
+    }
+    *(float4 *)((float *)x.p + i) = float4{v[0], v[1], v[2], v[3]};
+    *(float4 *)((float *)x.p + i + 4) = float4{v[4], v[5], v[6], v[7]};
+}
+static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
 // activations p; or an operand of dtype dt (fp32 unless dt is KERN_ACT and activations are bf16)
 static inline Act act(const void *p) { return {const_cast<void *>(p), cuda_ctx.acts_bf16}; }
 static inline Act act(const void *p, KernDtype dt) {
