@@ -15,7 +15,7 @@ run_suite() {  # run_suite NAME CMD...: a suite that exits non-zero without a "n
     t=$({ time { out=$("${@:2}" 2>&1); rc=$?; declare -p out rc >"$DUMP/suite"; }; } 2>&1)
     source "$DUMP/suite"
     # wall seconds, and the CPU seconds of all its processes (a loaded machine stretches only the first)
-    echo "$t $1" | awk '{ w = $1; c = $2 + $3; $1 = $2 = $3 = ""; sub(/^ +/, ""); printf "%d\t#   %4d s wall %5d s cpu  %s\n", w, w, c, $0 }' >>"$TIMES"
+    echo "$t $1" | awk '{ w = $1; c = $2 + $3; $1 = $2 = $3 = ""; sub(/^ +/, ""); printf "%d\t%d\t%s\n", w, c, $0 }' >>"$TIMES"
     echo "$out" | tee -a "$LOG" | grep -E '^(ok|not ok) ' || true
     echo "$out" | grep -vE '^(ok|not ok) ' | sed 's/^/#   /' | tail -n 5
     if [ $rc -ne 0 ] && ! echo "$out" | grep -q '^not ok '; then echo "not ok - $1 exited with $rc" | tee -a "$LOG"; fi
@@ -85,8 +85,11 @@ suite "docs: README under 200 lines, links and anchors resolve, the docs' marked
 
 passed=$(grep -c '^ok ' "$LOG")
 failed=$(grep -c '^not ok ' "$LOG")
-echo "# seconds per suite, slowest first (the whole suite's budget: 30 minutes on 2 cores)"
-sort -rn "$TIMES" | cut -f2-
+echo "# the ten slowest suites (make test's budget: 30 minutes on 2 cores; make check's: 3)"
+sort -rn "$TIMES" | head -n 10 | awk -F'\t' '{ printf "#   %5d s wall %5d s cpu  %s\n", $1, $2, $3 }'
 echo "# total: $SECONDS s"
+budget=$([ "$TIER" = --quick ] && echo 180 || echo 1800)
+# a warning, not a failure: shared CI machines are noisy, and a timing failure would block landing
+[ "$SECONDS" -le "$budget" ] || echo "# warning: the run took $SECONDS s, over its $budget s budget; the slowest: $(sort -rn "$TIMES" | head -n 3 | awk -F'\t' '{ sub(/:.*/, "", $3); printf "%s%s (%d s)", (NR > 1 ? ", " : ""), $3, $1 }')"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ] && [ "$passed" -gt 0 ]
