@@ -21,6 +21,12 @@
 // start at a ragged offset (INT32 (B + 1, 1, 1, 1), in elements) of the packed tensors; see
 // "document masks as cuDNN batch entries" below.
 // A finalized plan is cached per (direction, documents or not, B or entries, T, H, KV, hd).
+// The frontend's version rules, which calling the backend directly skips, are kept here (each
+// cites its source): 9.10.0 and 9.10.1 are refused (cudnn_version_refusal); before 9.6 the dQ
+// accumulator is zeroed before every backward (cudnn_att_bwd); up to 9.15.0 a backward at
+// T % 128 != 0 gets a padding mask of whole lengths, and from 9.0 to 9.9 a padding-masked
+// backward masks again after - Stats (build_bwd). The start-up check runs the backward on a
+// dirtied workspace at T=96 and at T=128.
 #include <cudnn_graph.h>
 #include <dlfcn.h>
 #include <float.h>

@@ -14,7 +14,11 @@
 // (B + 1, 1, 1, 1) element offsets, non-decreasing, each entry inside its span) on Q, O, dO, dQ
 // and on K, V, dK, dV. Each batch entry then runs as its own sequence of seq_len tokens; rows past
 // it are left as they were (cuDNN does not define them). FSDPC_EMU_CUDNN: "missing" (dlopen fails), "nofinalize" (no engine
-// finalizes into a plan), "wrong" (results are off).
+// finalizes into a plan), "wrong" (results are off). At FSDPC_EMU_CUDNN_VERSION it accepts and
+// corrupts a backward where that real version would without the frontend's guard: before 9.6 dQ
+// adds into whatever the accumulator holds; up to 9.15.0, without a padding mask at T % 128 != 0,
+// garbage past the last whole 128 rows; from 9.0 to 9.9, a padding-masked graph without the
+// second mask after - Stats gets wrong dK and dV (9.10.0 and 9.10.1 run: fsdpc refuses them).
 #include <cudnn_graph.h>
 
 #include <cmath>
