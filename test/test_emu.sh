@@ -211,6 +211,17 @@ for f in "missing:cannot load libcudnn.so.9 .*LD_LIBRARY_PATH=" "nofinalize:cuDN
     expect_error "--attention cudnn when cuDNN is ${f%%:*}" "^fsdpc: error: --attention cudnn: ${f#*:}" \
         env FSDPC_EMU_CUDNN="${f%%:*}" $EMU $C --max_steps 0 --attention cudnn
 done
+# the cuDNN frontend's version rules, kept by fsdpc: at cuDNN 9.5 (the dQ accumulator zeroed before
+# each backward, the padding mask at T = 16 and the second one of 9.x: without any of them the
+# emulated 9.5 corrupts the gradients) training follows the native attention; 9.10.1 is refused
+run att_cudnn_95 env FSDPC_EMU_CUDNN_VERSION=90500 $EMU $C --attention cudnn
+same "--attention cudnn at cuDNN 9.5 equals the native attention within bf16 tolerance" att_native att_cudnn_95 5e-3
+run att_9101 env FSDPC_EMU_CUDNN_VERSION=91001 $EMU $C --max_steps 0
+grep -q "^fsdpc: attention: the native flash kernel (cuDNN 9.10.1 has known bugs in its fused attention" "$W/att_9101.log"
+check "--attention auto at cuDNN 9.10.1 falls back to the native kernel, saying why" $? \
+    "$(grep -m2 -E 'attention|error' "$W/att_9101.log")"
+expect_error "--attention cudnn at cuDNN 9.10.1" "^fsdpc: error: --attention cudnn: cuDNN 9.10.1 has known bugs" \
+    env FSDPC_EMU_CUDNN_VERSION=91001 $EMU $C --max_steps 0 --attention cudnn
 # document masks through cuDNN (padding mask over ragged rows): packed documents and padded rows
 # train as the native kernels do, and cuDNN ran their attention
 TOK=test/fixtures/tokenizer/tokenizer.model

@@ -1,7 +1,8 @@
 // test_gpu: checks every CUDA kernel (cuda_<op>) against the CPU one (cpu_<op>) on random inputs.
 // Errors are max|gpu - cpu| / max|cpu|. Prints `ok - gpu <name>` / `not ok - gpu <name> (<detail>)`
 // per check and exits 1 if any failed; without a visible GPU it prints a skip line and exits 0.
-// test_gpu --bench instead times the kernels at the shapes of make bench-gpu's ~1B model.
+// test_gpu --bench instead times the kernels at the shapes of make bench-gpu's ~1B model;
+// test_gpu --cudnn runs the cuDNN attention checks alone.
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -655,7 +656,7 @@ static void test_cudnn_attention(void) {
             const char *mode, *reason;
         } fallbacks[] = {{"missing", "cannot load libcudnn.so.9 (libcudnn.so.9: cannot open shared object file"},
                          {"nofinalize", "none of the 1 engines cuDNN offers finalizes into a plan"},
-                         {"wrong", "cuDNN and the native kernel disagree on a 4-head hd 64 check: output rel err"}};
+                         {"wrong", "cuDNN and the native kernel disagree on a 4-head hd 64 check at T=96: output rel err"}};
         for (int i = 0; i < 3; i++) {
             setenv("FSDPC_EMU_CUDNN", fallbacks[i].mode, 1);
             select_att(KERN_ATTENTION_AUTO, 1, 64, 0, fallbacks[i].reason);
@@ -776,6 +777,49 @@ static void test_cudnn_strict(void) {
         else
             report(why && strstr(why, c->want), name, "expected a refusal with '%s', got %s", c->want, why ? why : "a plan");
     }
+}
+
+// The cuDNN frontend's version rules, which fsdpc applies itself (it calls the backend API): at
+// each version the emulated cuDNN accepts fsdpc's graphs and corrupts where the real one would
+// without the rule (a dQ accumulator not zeroed before 9.6, a backward at T % 128 != 0 without a
+// padding mask up to 9.15, a padding-masked backward without the second mask from 9.0 to 9.9),
+// so the start-up check and the attention checks pass only while each rule holds; 9.10.0 and
+// 9.10.1 are refused by name. Each backward runs twice on the workspace earlier calls left.
+static void test_cudnn_versions(void) {
+    if (emu_cudnn_plans_built == NULL) return;  // one version on a GPU machine
+    set_mode(COMPUTE_BF16);
+    for (int patch = 0; patch <= 1; patch++) {
+        char ver[8], why[64], line[128];
+        snprintf(ver, sizeof ver, "9100%d", patch);
+        snprintf(why, sizeof why, "cuDNN 9.10.%d has known bugs in its fused attention", patch);
+        setenv("FSDPC_EMU_CUDNN_VERSION", ver, 1);
+        snprintf(line, sizeof line, "attention: the native flash kernel (%s", why);
+        select_att(KERN_ATTENTION_AUTO, 1, 64, 0, line);
+        snprintf(line, sizeof line, "--attention cudnn: %s", why);
+        select_att(KERN_ATTENTION_CUDNN, 1, 64, 1, line);
+    }
+    // each version with the calls its rules are about (the start-up check covers T=96 and T=128 at
+    // each): T a multiple of 128 (the accumulator alone), T not (the padding mask up to 9.15, the
+    // second one at 9.x), ragged rows (the second one); 9.9 and 9.15 are the rules' last versions
+    static const struct {
+        const char *env, *name;
+        int t128, t100, ragged;
+    } versions[] = {{"90500", "9.5.0", 1, 1, 1}, {"90900", "9.9.0", 0, 0, 1}, {"91500", "9.15.0", 0, 1, 0}};
+    for (int i = 0; i < 3; i++) {
+        char want[64], path[32];
+        setenv("FSDPC_EMU_CUDNN_VERSION", versions[i].env, 1);
+        snprintf(want, sizeof want, "attention: cuDNN %s fused flash attention", versions[i].name);
+        select_att(KERN_ATTENTION_CUDNN, 1, 64, 0, want);
+        snprintf(path, sizeof path, " [cudnn %s]", versions[i].name);
+        att_path = path;
+        if (versions[i].t128) test_attention(1, 128, 128, 4, 2, 64, (size_t)128 * 2 * 64, NULL);
+        if (versions[i].t100) test_attention(2, 100, 100, 4, 2, 64, (size_t)100 * 2 * 64, NULL);
+        if (versions[i].ragged) test_attention_packed(2, 100, 4, 4, 64, NULL);  // no GQA: ragged GQA's needs 9.6
+    }
+    unsetenv("FSDPC_EMU_CUDNN_VERSION");
+    att_path = "";
+    select_att(KERN_ATTENTION_NATIVE, 1, 64, 0, "native");
+    set_mode(COMPUTE_FP32);
 }
 
 // ---- SwiGLU on the fused gate|up ----
@@ -1479,6 +1523,14 @@ int main(int argc, char **argv) {
         comm_finalize();
         return 0;
     }
+    if (argc > 1 && !strcmp(argv[1], "--cudnn")) {  // the cuDNN checks alone
+        test_cudnn_attention();
+        test_cudnn_strict();
+        test_cudnn_versions();
+        printf("# %s\n", failures ? "FAILED" : "all passed");
+        comm_finalize();
+        return failures ? 1 : 0;
+    }
 
     test_memory();
     for (int mode = COMPUTE_FP32; mode <= COMPUTE_FAST_16BF; mode++) {  // the ops with tensor-core forms
@@ -1516,6 +1568,7 @@ int main(int argc, char **argv) {
     }
     test_cudnn_attention();
     test_cudnn_strict();
+    test_cudnn_versions();
     test_bf16_params(64, 128, 96);
     test_bf16_params(37, 45, 83);  // odd sizes: the matmuls fall back to fp32, widening the weights
     set_mode(COMPUTE_FP32);

@@ -21,6 +21,12 @@
 // start at a ragged offset (INT32 (B + 1, 1, 1, 1), in elements) of the packed tensors; see
 // "document masks as cuDNN batch entries" below.
 // A finalized plan is cached per (direction, documents or not, B or entries, T, H, KV, hd).
+// The frontend's version rules, which calling the backend directly skips, are kept here (each
+// cites its source): 9.10.0 and 9.10.1 are refused (cudnn_version_refusal); before 9.6 the dQ
+// accumulator is zeroed before every backward (cudnn_att_bwd); up to 9.15.0 a backward at
+// T % 128 != 0 gets a padding mask of whole lengths, and from 9.0 to 9.9 a padding-masked
+// backward masks again after - Stats (build_bwd). The start-up check runs the backward on a
+// dirtied workspace at T=96 and at T=128.
 #include <cudnn_graph.h>
 #include <dlfcn.h>
 #include <float.h>
@@ -49,11 +55,24 @@ CudnnApi dnn;
 cudnnHandle_t dnn_handle;
 constexpr const char *kCudnnLib = "libcudnn.so.9";
 
-// NULL once the table is filled and a handle exists, else why not
+// cuDNN versions whose fused attention the frontend refuses for known bugs: 9.10.0 and 9.10.1
+// (NVIDIA/cudnn-frontend include/cudnn_frontend/node/sdpa_support_surface.h for the forward,
+// scaled_dot_product_flash_attention.h, CompositeSDPABackwardNode::pre_validate_node, for the
+// backward); NULL for any other
+const char *cudnn_version_refusal(void) {
+    static char why[256];
+    const int v = (int)dnn.cudnnGetVersion();
+    if (v != 91000 && v != 91001) return NULL;
+    snprintf(why, sizeof why, "cuDNN %d.%d.%d has known bugs in its fused attention (the cuDNN frontend refuses "
+             "9.10.0 and 9.10.1): use cuDNN 9.10.2 or newer, or --attention native", v / 10000, v / 100 % 100, v % 100);
+    return why;
+}
+
+// NULL once the table is filled, a handle exists and the version is not refused, else why not
 const char *cudnn_open(void) {
     static char why[512];
     static bool open;  // a failure is tried again by the next selection
-    if (open) return NULL;
+    if (open) return cudnn_version_refusal();
     void *lib = dlopen(kCudnnLib, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         const char *path = getenv("LD_LIBRARY_PATH");
@@ -77,7 +96,7 @@ const char *cudnn_open(void) {
         return why;
     }
     open = true;
-    return NULL;
+    return cudnn_version_refusal();
 }
 
 // cuDNN 9 groups its statuses by the thousands: a hint per group
@@ -362,9 +381,11 @@ struct Plan {
     Desc plan;  // nullptr: cuDNN refused this shape (see why)
     int64_t workspace;
     Graph *graph;  // its descriptors live as long as the plan
+    int32_t *seq_len;  // a backward's padding mask without documents (bwd_pads_t): B lengths T, device
 };
 Plan plans[64];
 int n_plans;
+size_t plans_version;  // the cuDNN version the cached plans were built for
 enum AttChoice { ATT_NATIVE, ATT_CUDNN_AUTO, ATT_CUDNN_ONLY };
 int att_choice = ATT_NATIVE;
 ScratchBuf bf16_buf, workspace_buf;
@@ -416,11 +437,18 @@ void build_fwd(Graph &g, bool docs, int64_t B, int64_t T, int64_t H, int64_t KV,
 // here softmax_sum is the caller's Sum scratch and the accumulator lies after the plan's workspace.
 // Document-masked graphs give the accumulator dQ's strides and ragged offsets (the frontend's
 // max_total_seq_len_q form), so it holds the packed rows and not entries * T of them.
+// The frontend's version rules for this graph (scaled_dot_product_flash_attention.h,
+// CompositeSDPABackwardNode): up to cuDNN 9.15.0 a graph without a padding mask whose s_kv is not
+// a multiple of 128 gets one anyway, every entry's lengths T (pre_validate_node's "workaround
+// padding mask"; bwd_pads_t); from 9.0 to 9.9 a padding-masked graph masks the scores again after
+// subtracting Stats (expand_node's "2nd_padding" operations).
+bool bwd_pads_t(bool docs, int64_t T) { return !docs && T % 128 && dnn.cudnnGetVersion() <= 91500; }
 void build_bwd(Graph &g, bool docs, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd) {
     const Shape sc = packed(B, H, T, T), rows = packed(B, H, T, 1);
     const cudnnDataType_t io = mistake(CUDNN_PROBE_IO_FLOAT) ? CUDNN_DATA_FLOAT : CUDNN_DATA_BFLOAT16;
+    const size_t ver = dnn.cudnnGetVersion();
     g.scalars(true);
-    if (docs) g.documents(B, true);
+    if (docs || bwd_pads_t(docs, T)) g.documents(B, docs);
     if (mistake(CUDNN_PROBE_RAGGED_NO_PADDING)) {  // the offsets alone
         g.documents(B, true);
         g.seq_q = g.seq_kv = nullptr;
@@ -448,6 +476,7 @@ void build_bwd(Graph &g, bool docs, int64_t B, int64_t T, int64_t H, int64_t KV,
     s = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s, g.scale, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
     s = g.padding(s, sc);
     s = g.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, s, stats, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
+    if (g.seq_q && ver >= 90000 && ver < 91000) s = g.padding(s, sc);  // the second padding mask
     s = g.causal(s, sc);
     Desc p = g.pointwise(CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, s, nullptr, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
     // dV = P^T dO, P^T in the I/O type
@@ -487,7 +516,7 @@ Plan *plan_for(int bwd, int docs, int B, int T, int H, int KV, int hd, const cha
     }
     if (n_plans == (int)(sizeof plans / sizeof plans[0])) err_fatal("attention: more than %d cuDNN plans", n_plans);
     Plan &p = plans[n_plans++];
-    p = Plan{bwd, docs, B, T, H, KV, hd, nullptr, 0, new Graph()};
+    p = Plan{bwd, docs, B, T, H, KV, hd, nullptr, 0, new Graph(), nullptr};
     Graph &g = *p.graph;
     (bwd ? build_bwd : build_fwd)(g, docs, B, T, H, KV, hd);
     p.plan = g.plan(&p.workspace);
@@ -497,8 +526,31 @@ Plan *plan_for(int bwd, int docs, int B, int T, int H, int KV, int hd, const cha
                  hd, g.why);
         *why = msg;
         g.release();
+    } else if (g.seq_q && !docs) {
+        int32_t *len = (int32_t *)mallocCheck(sizeof(int32_t) * B);
+        for (int i = 0; i < B; i++) len[i] = T;
+        p.seq_len = (int32_t *)cuda_alloc(sizeof(int32_t) * B);
+        cuda_upload(p.seq_len, len, sizeof(int32_t) * B);
+        free(len);
     }
     return &p;
+}
+
+// Empties the plan cache of refused shapes (a new selection tries them again), and of built plans
+// too when !keep_built
+void forget_plans(bool keep_built) {
+    int kept = 0;
+    for (int i = 0; i < n_plans; i++) {
+        Plan &p = plans[i];
+        if (p.plan && keep_built) {
+            plans[kept++] = p;
+            continue;
+        }
+        p.graph->release();
+        delete p.graph;
+        if (p.seq_len) cuda_free(p.seq_len);
+    }
+    n_plans = kept;
 }
 
 // Under --attention auto|cudnn, a call that the native kernel runs instead is logged once per
@@ -734,7 +786,13 @@ bool cudnn_att_bwd(Act dq, Act dk, Act dv, float *sum, Act dout, Act out, const 
     const size_t n[8] = {nq, nkv, nkv, nq, nq, nq, nkv, nkv};  // q k v o dO | dq dk dv
     const Bf16View b{n, dq.bf16 ? nullptr : bf16_slots(n, 8)};
     float scale = 1.0f / sqrtf((float)hd), neg_inf = masked_score(), one = 1.0f;
-    char *ws = plan_workspace(*plan, dq_accum_bytes(B, T, H, hd));
+    const size_t acc_bytes = dq_accum_bytes(B, T, H, hd);
+    char *ws = plan_workspace(*plan, acc_bytes), *acc = ws + ws_head(plan->workspace);
+    // before cuDNN 9.6 the backward adds dQ into its accumulator as it finds it, and the frontend
+    // zeroes it before every execution (cudnn-frontend scaled_dot_product_flash_attention.h,
+    // CompositeSDPABackwardNode::collect_tensors_in_workspace_node: a memset of dQ_accum_size bytes
+    // at its offset, which graph_interface.h's run_auxiliary_kernels issues on the handle's stream)
+    if (dnn.cudnnGetVersion() < 90600) cudaCheck(cudaMemsetAsync(acc, 0, acc_bytes, cuda_stream()));
     float *stats = (float *)lse;
     if (kstart) {  // the entries' Stats from the saved lse; Sum is scratch in their layout
         stats = doc_stats(entries, H, T, 0), sum = doc_stats(entries, H, T, 1);
@@ -743,17 +801,26 @@ bool cudnn_att_bwd(Act dq, Act dk, Act dv, float *sum, Act dout, Act out, const 
     const int64_t uids[] = {UID_Q,     UID_K,       UID_V,  UID_O,        UID_DO,    UID_STATS,  UID_SUM,
                             UID_DQ,    UID_DK,      UID_DV, UID_DQ_ACCUM, UID_SCALE, UID_NEG_INF, UID_ONE,
                             UID_SEQ_Q, UID_SEQ_KV,  UID_OFF_Q, UID_OFF_KV};
+    const int32_t *seq = kstart ? tab.seq : plan->seq_len;  // both lengths: seq_len_q = seq_len_kv
     void *const ptrs[] = {b.in(0, q),   b.in(1, k),   b.in(2, v),   b.in(3, out), b.in(4, dout),
                           stats,        sum,          b.out(5, dq), b.out(6, dk), b.out(7, dv),
-                          ws + ws_head(plan->workspace), &scale, &neg_inf, &one,
-                          kstart ? tab.seq : nullptr, kstart ? tab.seq : nullptr,
+                          acc,          &scale,       &neg_inf,     &one,
+                          (void *)seq,  (void *)seq,
                           kstart ? tab.off_q : nullptr, kstart ? tab.off_kv : nullptr};
-    execute(*plan, uids, ptrs, kstart ? 18 : 14, ws);
+    execute(*plan, uids, ptrs, kstart ? 18 : seq ? 16 : 14, ws);
     b.widen(5, dq), b.widen(6, dk), b.widen(7, dv);
     return true;
 }
 
 namespace {
+
+// The start-up check's problems: GQA at T=96 (not a multiple of a 64-row tile, nor of the 128
+// below which cuDNN up to 9.15 needs a padding mask in the backward: bwd_pads_t), then at T=128
+// (one batch entry: the emulation's time)
+constexpr int kCheckH = 4, kCheckKV = 2;
+constexpr struct {
+    int B, T;
+} kCheck[2] = {{2, 96}, {1, 128}};
 
 // max |a - b| / max |b| over n device floats
 double dev_rel_err(const float *a, const float *b, size_t n) {
@@ -770,13 +837,24 @@ double dev_rel_err(const float *a, const float *b, size_t n) {
     return md / mr;
 }
 
-// cuDNN against the native kernel on a small random GQA problem (forward output, all three
-// gradients, and the native backward run on cuDNN's saved statistics); NULL or the disagreement
-const char *self_check(int hd) {
+// Fills a backward plan's workspace, dQ accumulator included, with garbage: a cuDNN that reads
+// what an earlier call left there (before 9.6, unless zeroed: cudnn_att_bwd) then disagrees,
+// where fresh memory, zero on many GPUs, would hide it
+void dirty_workspace(int B, int T, int hd) {
+    const char *why;
+    const Plan &p = *plan_for(1, 0, B, T, kCheckH, kCheckKV, hd, &why);
+    const size_t acc = dq_accum_bytes(B, T, kCheckH, hd);
+    cudaCheck(cudaMemsetAsync(plan_workspace(p, acc), 0x5a, ws_head(p.workspace) + acc, cuda_stream()));
+}
+
+// cuDNN against the native kernel on a small random GQA problem: the forward output, the three
+// gradients of a backward run on a dirtied workspace, and (stats) the native backward run on
+// cuDNN's saved statistics; NULL or the disagreement
+const char *self_check_at(int B, int T, int hd, bool stats_too) {
     static char why[256];
     const int acts_bf16 = cuda_ctx.acts_bf16;  // the check's tensors are fp32, whatever the run's activations
     cuda_ctx.acts_bf16 = 0;
-    const int B = 2, T = 96, H = 4, KV = 2;  // T not a multiple of a 64-row tile
+    const int H = kCheckH, KV = kCheckKV;
     const size_t nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd, nst = (size_t)B * H * T;
     const size_t len[] = {nq, nkv, nkv, nq};  // q k v dO (and the outputs' shapes follow)
     float *host = (float *)mallocCheck(sizeof(float) * (2 * nq + 2 * nkv));
@@ -797,25 +875,28 @@ const char *self_check(int hd) {
         for (int i = 0; i < 5; i++) res[path][i] = (float *)cuda_alloc(sizeof(float) * rl[i]);
         stats[path] = (float *)cuda_alloc(sizeof(float) * nst);
         cuda_attention_fwd(res[path][0], stats[path], in[0], in[1], in[2], B, T, T, H, KV, hd, nkv / B, NULL, 0, NULL);
+        if (path) dirty_workspace(B, T, hd);
         cuda_attention_bwd(res[path][1], res[path][2], res[path][3], scratch, in[3], res[path][0], stats[path], in[0],
                            in[1], in[2], B, T, H, KV, hd, NULL, 0, NULL);
     }
     // the native backward on cuDNN's statistics: they must mean the same thing
     att_choice = ATT_NATIVE;
     float *dk_x = (float *)cuda_alloc(sizeof(float) * nkv), *dv_x = (float *)cuda_alloc(sizeof(float) * nkv);
-    cuda_attention_bwd(res[1][4], dk_x, dv_x, scratch, in[3], res[1][0], stats[1], in[0], in[1], in[2], B, T, H, KV,
-                       hd, NULL, 0, NULL);
+    if (stats_too)
+        cuda_attention_bwd(res[1][4], dk_x, dv_x, scratch, in[3], res[1][0], stats[1], in[0], in[1], in[2], B, T, H,
+                           KV, hd, NULL, 0, NULL);
     att_choice = saved_choice;
     const char *what[] = {"output", "dq", "dk", "dv", "dq from cuDNN's softmax statistics"};
     why[0] = 0;
     const double tol = 3e-2;  // bf16 operands on both sides, rounded at different points (each is within
                               // 2e-2 of fp32 in test_gpu)
-    for (int i = 0; i < 5 && !why[0]; i++) {
+    for (int i = 0; i < 4 + stats_too && !why[0]; i++) {
         const size_t nn = i == 2 || i == 3 ? nkv : nq;
         const double e = dev_rel_err(res[1][i], res[0][i == 4 ? 1 : i], nn);
         if (!(e <= tol))
-            snprintf(why, sizeof why, "cuDNN and the native kernel disagree on a %d-head hd %d check: %s rel err %.3g > %g",
-                     H, hd, what[i], e, tol);
+            snprintf(why, sizeof why,
+                     "cuDNN and the native kernel disagree on a %d-head hd %d check at T=%d: %s rel err %.3g > %g", H,
+                     hd, T, what[i], e, tol);
     }
     for (int p = 0; p < 2; p++) {
         for (int i = 0; i < 5; i++) cuda_free(res[p][i]);
@@ -828,20 +909,20 @@ const char *self_check(int hd) {
     return why[0] ? why : NULL;
 }
 
+// the check at both of its problems, each backward on a dirtied workspace
+const char *self_check(int hd) {
+    const char *why = NULL;
+    for (int i = 0; i < 2 && !why; i++) why = self_check_at(kCheck[i].B, kCheck[i].T, hd, i == 0);
+    return why;
+}
+
 }  // namespace
 
 extern "C" const char *cuda_attention_select(int want, int bf16, int head_dim, int *failed) {
     static char line[768];
     *failed = 0;
     att_choice = ATT_NATIVE;
-    // a new selection tries the shapes cuDNN refused before again
-    int kept = 0;
-    for (int i = 0; i < n_plans; i++)
-        if (plans[i].plan)
-            plans[kept++] = plans[i];
-        else
-            delete plans[i].graph;
-    n_plans = kept;
+    forget_plans(true);  // a new selection tries the shapes cuDNN refused before again
     if (want == KERN_ATTENTION_NATIVE) return "attention: the native flash kernel (--attention native)";
     static char hd_why[128];
     const char *why = NULL;
@@ -853,12 +934,14 @@ extern "C" const char *cuda_attention_select(int want, int bf16, int head_dim, i
     } else
         why = cudnn_open();
     if (!why) {
+        // plans belong to the library version they were built for (the emulation's tests play
+        // several versions in one process)
+        if (dnn.cudnnGetVersion() != plans_version) forget_plans(false);
+        plans_version = dnn.cudnnGetVersion();
         att_choice = ATT_CUDNN_ONLY;  // the check's own refusals come back as reasons, not errors
-        const char *whyb = NULL;
-        if (!plan_for(0, 0, 2, 96, 4, 2, head_dim, &why)->plan || !plan_for(1, 0, 2, 96, 4, 2, head_dim, &whyb)->plan)
-            why = why ? why : whyb;
-        else
-            why = self_check(head_dim);
+        for (int i = 0; i < 4 && !why; i++)  // the check's shapes, forward and backward
+            plan_for(i % 2, 0, kCheck[i / 2].B, kCheck[i / 2].T, kCheckH, kCheckKV, head_dim, &why);
+        if (!why) why = self_check(head_dim);
         att_choice = ATT_NATIVE;
     }
     if (why) {

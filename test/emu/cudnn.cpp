@@ -14,7 +14,11 @@
 // (B + 1, 1, 1, 1) element offsets, non-decreasing, each entry inside its span) on Q, O, dO, dQ
 // and on K, V, dK, dV. Each batch entry then runs as its own sequence of seq_len tokens; rows past
 // it are left as they were (cuDNN does not define them). FSDPC_EMU_CUDNN: "missing" (dlopen fails), "nofinalize" (no engine
-// finalizes into a plan), "wrong" (results are off).
+// finalizes into a plan), "wrong" (results are off). At FSDPC_EMU_CUDNN_VERSION it accepts and
+// corrupts a backward where that real version would without the frontend's guard: before 9.6 dQ
+// adds into whatever the accumulator holds; up to 9.15.0, without a padding mask at T % 128 != 0,
+// garbage past the last whole 128 rows; from 9.0 to 9.9, a padding-masked graph without the
+// second mask after - Stats gets wrong dK and dV (9.10.0 and 9.10.1 run: fsdpc refuses them).
 #include <cudnn_graph.h>
 
 #include <cmath>
@@ -86,6 +90,7 @@ struct Sdpa {
     Desc *q, *kt, *v, *o, *stats, *scale, *neg_inf, *dout, *sum, *dq, *dk, *dv;
     Desc *one, *dq_accum;  // backward: softmax_sum's factor, dQ's FLOAT accumulator
     Desc *seq_q, *seq_kv, *off_q, *off_kv;  // document masks: the padding mask's lengths, ragged offsets
+    bool pad2;  // backward: the padding mask again after - Stats (the frontend's for cuDNN 9.0 to 9.9)
 };
 
 struct Desc {
@@ -461,8 +466,11 @@ cudnnStatus_t recognise_masks(Desc *g, std::map<Desc *, Desc *> &producer) {
     }
     // The fused pattern's order: the frontend's CompositeSDPANode / CompositeSDPABackwardNode
     // (scaled_dot_product_flash_attention.h, expand_node) put the scale first, then the padding
-    // mask, (backward: subtract Stats,) then the causal (right-bound diagonal band) mask
-    const std::string want_order = std::string("S") + (s.seq_q ? "P" : "") + (s.bwd ? "L" : "") + "C";
+    // mask, (backward: subtract Stats, [the padding mask again],) then the causal (right-bound
+    // diagonal band) mask
+    s.pad2 = s.bwd && order == "SPLPC";
+    const std::string want_order =
+        std::string("S") + (s.seq_q ? "P" : "") + (s.bwd ? "L" : "") + (s.pad2 ? "P" : "") + "C";
     if (order != want_order) {
         std::string got;
         for (char c : order)
@@ -473,7 +481,7 @@ cudnnStatus_t recognise_masks(Desc *g, std::map<Desc *, Desc *> &producer) {
                       "[padding mask], %scausal mask, %s",
                       got.c_str(), s.bwd ? "- Stats, " : "", s.bwd ? "exp" : "softmax");
     }
-    REFUSE_IF(causal != 1 || padding != (s.seq_q ? 1 : 0) || (int)kind.size() != causal + padding,
+    REFUSE_IF(causal != 1 || padding != (s.seq_q ? 1 + s.pad2 : 0) || (int)kind.size() != causal + padding,
               CUDNN_STATUS_NOT_SUPPORTED, "the scores before the softmax are not masked causally once%s",
               s.seq_q ? " and by the padding mask once" : "");
     // every matmul's dims bounded by the lengths of their roles (by its B operand)
@@ -875,6 +883,45 @@ std::vector<int32_t> load_i32(const Desc *t, const void *p) {
     return v;
 }
 
+// How the real library corrupts a backward it accepts, version by version (the frontend guards
+// each; NVIDIA/cudnn-frontend include/cudnn_frontend/node/scaled_dot_product_flash_attention.h,
+// CompositeSDPABackwardNode):
+// dQ leaves through the FLOAT accumulator of one batch entry (element offset base, L rows; dq its
+// (L, H, hd) rows): before cuDNN 9.6 the library adds into what the accumulator holds, which the
+// frontend zeroes before every execution (collect_tensors_in_workspace_node); later it zeroes it
+// itself
+void through_accum(const Sdpa &s, void *p, size_t base, int64_t L, float *dq) {
+    const Tensor &a = s.dq_accum->t;
+    const int64_t H = s.H, hd = s.hd;
+    const size_t span = (size_t)((H - 1) * a.stride[1] + (L - 1) * a.stride[2] + (hd - 1) * a.stride[3] + 1);
+    std::vector<float> acc = load_span(s.dq_accum, p, base, span);
+    const bool adds = version() < 90600;
+    for (int64_t t = 0; t < L; t++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t d = 0; d < hd; d++) {
+                float &x = acc[(size_t)(h * a.stride[1] + t * a.stride[2] + d * a.stride[3])];
+                float &y = dq[(t * H + h) * hd + d];
+                x = (adds ? x : 0.0f) + y;
+                y = x;
+            }
+    store_span(s.dq_accum, p, base, acc);
+}
+// up to cuDNN 9.15.0, a backward without a padding mask whose s_kv is not a multiple of 128 (the
+// frontend adds one: pre_validate_node's "workaround padding mask"): garbage past the last whole
+// 128-row block, here in every gradient of one batch entry ((T, heads, hd) rows each)
+bool breaks_unpadded(const Sdpa &s) { return s.bwd && !s.seq_q && s.T % 128 && version() <= 91500; }
+void garbage_past_128(const Sdpa &s, float *dq, float *dk, float *dv) {
+    for (int64_t t = s.T / 128 * 128; t < s.T; t++) {
+        for (int64_t i = 0; i < s.H * s.hd; i++) dq[t * s.H * s.hd + i] += 1.0f;
+        for (int64_t i = 0; i < s.KV * s.hd; i++) dk[t * s.KV * s.hd + i] += 1.0f, dv[t * s.KV * s.hd + i] -= 1.0f;
+    }
+}
+// from cuDNN 9.0 to 9.9, a padding-masked backward without the padding mask again after - Stats
+// (expand_node's "2nd_padding"): dK and dV wrong
+bool breaks_one_padding(const Sdpa &s) {
+    return s.bwd && s.seq_q && !s.pad2 && version() >= 90000 && version() < 91000;
+}
+
 // A document-masked graph: batch entry i is a sequence of seq_len tokens whose (tokens, heads, hd)
 // rows start at element offset off[i] (ragged) or i * the batch stride, run on the CPU on its own.
 // Stats (and Sum) rows past seq_len, and the rows of tensors past it, are not written.
@@ -937,6 +984,10 @@ cudnnStatus_t run_sdpa_docs(const Sdpa &s, const std::map<int64_t, void *> &ptr,
         std::vector<float> dq(nq), dk(nkv), dv(nkv), scratch(cpu_attention_scratch_floats(1, H, L));
         cpu_attention_bwd(dq.data(), dk.data(), dv.data(), scratch.data(), dout.data(), o.data(), probs.data(),
                           q.data(), k.data(), v.data(), 1, L, H, KV, hd, nullptr, 0, nullptr);
+        if (breaks_one_padding(s))
+            for (size_t j = 0; j < nkv; j++) dk[j] += 1.0f, dv[j] -= 1.0f;
+        through_accum(s, at(s.dq_accum), s.dq_accum->t.ragged ? (size_t)oq[i] : (size_t)(i * s.dq_accum->t.stride[0]),
+                      L, dq.data());
         for (float &x : dq) x += off;
         store_span(s.dq, at(s.dq), bq, dq);
         store_span(s.dk, at(s.dk), bkv, dk);
@@ -984,6 +1035,11 @@ cudnnStatus_t run_sdpa(const Sdpa &s, const std::map<int64_t, void *> &ptr) {
     std::vector<float> dq(q.size()), dk(k.size()), dv(v.size()), scratch(cpu_attention_scratch_floats(B, H, T));
     cpu_attention_bwd(dq.data(), dk.data(), dv.data(), scratch.data(), dout.data(), o.data(), probs.data(), q.data(),
                       k.data(), v.data(), B, T, H, KV, hd, nullptr, 0, nullptr);
+    for (int b = 0; b < B; b++) {
+        const size_t qb = (size_t)b * T * H * hd;
+        if (breaks_unpadded(s)) garbage_past_128(s, &dq[qb], &dk[b * kvb], &dv[b * kvb]);
+        through_accum(s, at(s.dq_accum), (size_t)(b * s.dq_accum->t.stride[0]), T, &dq[qb]);
+    }
     for (float &x : dq) x += off;
     store(s.dq, at(s.dq), dq);
     store(s.dk, at(s.dk), dk);
