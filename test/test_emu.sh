@@ -235,6 +235,16 @@ for d in docs padded; do
     grep -Eq "document-masked executions [1-9]" "$W/dm_$d.counts"
     check "--document_masking ($d rows): cuDNN ran the document-masked attention" $? "$(cat "$W/dm_$d.counts" 2>&1)"
 done
+# versions whose frontend declines document-masked graphs: the native kernels run them, said once
+D="$C --tokenizer $TOK --train_data $W/docs.jsonl --max_context_width 32 --document_masking"
+run dm_docs_cc8 env FSDPC_CACHE_DIR="$W/cache_docs" FSDPC_EMU_CUDNN_VERSION=91800 FSDPC_EMU_CC_MAJOR=8 $EMU $D
+same "--document_masking at cuDNN 9.18.0 before Hopper: the native kernels run the documents" dm_docs_native dm_docs_cc8 5e-3
+[ "$(grep -c "^fsdpc: attention: cuDNN below 9.18.1 runs document-masked (ragged) graphs on Hopper and newer GPUs only; the native" \
+    "$W/dm_docs_cc8.log")" = 1 ]
+check "... and says so once" $? "$(grep -m2 -E 'attention:|error' "$W/dm_docs_cc8.log")"
+expect_error "--attention cudnn on documents with grouped-query heads at cuDNN 9.5" \
+    "^fsdpc: error: --attention cudnn: cuDNN below 9.6 has no document-masked \(ragged\) backward with grouped-query heads" \
+    env FSDPC_CACHE_DIR="$W/cache_docs" FSDPC_EMU_CUDNN_VERSION=90500 $EMU $D --attention cudnn --max_steps 1
 run att_fp32 $EMU $C --precision float32 --max_steps 0
 grep -q "^fsdpc: attention: the native flash kernel (cuDNN's fused attention runs bf16 operands only" "$W/att_fp32.log"
 check "--attention auto under --precision float32 keeps the native kernel, saying why" $? \

@@ -51,6 +51,7 @@ struct CudaContext {
     int params_bf16;         // parameters (kern_params_bf16) are bf16
     int acts_bf16;           // activations (kern_acts_bf16) are bf16
     int smem_per_block;      // bytes of shared memory a block may opt in to (tiles are picked to fit)
+    int cc_major;            // compute capability: 8 Ampere/Ada, 9 Hopper, 10+ Blackwell
     int sm_clock_mhz;        // peak SM clock (tells an H100 PCIe from an SXM)
 };
 extern CudaContext cuda_ctx;

@@ -576,9 +576,33 @@ bool chosen(const AttDrop *drop) {
     return !drop && cuda_ctx.compute != COMPUTE_FP32;
 }
 
+// Shapes the frontend declines at some versions while the backend API would still be asked for
+// them (cudnn-frontend include/cudnn_frontend/node/scaled_dot_product_flash_attention.h, the
+// backward's pre_validate_node, and sdpa_support_surface.h): ragged (document) backward graphs
+// with grouped-query heads before 9.6, and ragged graphs before Hopper below 9.18.1. Returns the
+// rule's index into kVersionRules, or -1.
+const char *const kVersionRules[] = {
+    "cuDNN below 9.6 has no document-masked (ragged) backward with grouped-query heads",
+    "cuDNN below 9.18.1 runs document-masked (ragged) graphs on Hopper and newer GPUs only"};
+int version_shape_rule(int bwd, int docs, int H, int KV) {
+    const size_t v = dnn.cudnnGetVersion();
+    if (docs && bwd && H != KV && v < 90600) return 0;
+    if (docs && cuda_ctx.cc_major < 9 && v < 91801) return 1;
+    return -1;
+}
+
 // whether cuDNN takes this call; a refused shape under --attention cudnn ends the job
 bool takes(int bwd, int docs, int B, int T, int H, int KV, int hd, const AttDrop *drop, Plan **plan) {
     if (!chosen(drop)) return false;
+    const int rule = version_shape_rule(bwd, docs, H, KV);
+    if (rule >= 0) {
+        static bool said[2];
+        if (att_choice == ATT_CUDNN_ONLY) err_fatal("--attention cudnn: %s", kVersionRules[rule]);
+        if (!said[rule])
+            log_msg("fsdpc: attention: %s; the native kernel runs those calls (--attention auto)\n", kVersionRules[rule]);
+        said[rule] = true;
+        return false;
+    }
     const char *why;
     *plan = plan_for(bwd, docs, B, T, H, KV, hd, &why);
     if (!why) return true;

@@ -216,6 +216,7 @@ void cuda_bind(int device, char *name, size_t len, char *uuid, size_t uuid_len) 
     cublasCheck(cublasLtCreate(&cuda_ctx.lt));
     // sm_80/90 code also runs on sm_86/89 parts, which give a block at most 99 KB
     cudaCheck(cudaDeviceGetAttribute(&cuda_ctx.smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    cudaCheck(cudaDeviceGetAttribute(&cuda_ctx.cc_major, cudaDevAttrComputeCapabilityMajor, device));
     int khz;
     cudaCheck(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device));
     cuda_ctx.sm_clock_mhz = khz / 1000;

@@ -349,16 +349,18 @@ static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
 }
 // FSDPC_EMU_SMEM_KB: the shared memory a block may opt in to (default 227 KB, an H100's; an
 // A100 has 163, sm_86/89 parts 99)
-enum cudaDeviceAttr { cudaDevAttrClockRate = 13, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+enum cudaDeviceAttr { cudaDevAttrClockRate = 13, cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
 static inline int emu_smem_optin() {
     const char *e = getenv("FSDPC_EMU_SMEM_KB");
     return (e ? atoi(e) : 227) * 1024;
 }
-// FSDPC_EMU_GPU_NAME, FSDPC_EMU_SM_CLOCK_MHZ: what the device says it is (default "CPU
-// emulation", and an H100 SXM's 1980 MHz), to test what fsdpc makes of real parts' answers
+// FSDPC_EMU_GPU_NAME, FSDPC_EMU_SM_CLOCK_MHZ, FSDPC_EMU_CC_MAJOR: what the device says it is
+// (default "CPU emulation", and an H100 SXM's 1980 MHz and compute capability 9), to test what
+// fsdpc makes of real parts' answers
 static inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int) {
-    const char *clock = getenv("FSDPC_EMU_SM_CLOCK_MHZ");
+    const char *clock = getenv("FSDPC_EMU_SM_CLOCK_MHZ"), *cc = getenv("FSDPC_EMU_CC_MAJOR");
     if (a == cudaDevAttrMaxSharedMemoryPerBlockOptin) *v = emu_smem_optin();
+    else if (a == cudaDevAttrComputeCapabilityMajor) *v = cc ? atoi(cc) : 9;
     else if (a == cudaDevAttrClockRate) *v = (clock ? atoi(clock) : 1980) * 1000;  // in kHz
     else abort();
     return 0;
