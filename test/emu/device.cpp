@@ -20,7 +20,6 @@
 // emulation, as a GPU would progress them on its own.
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/time.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
