@@ -1039,12 +1039,12 @@ void comm_make_mesh(int tp, int shard_size, CommGroup **tp_group, CommGroup **sh
     *replica = group_from(r, "replica");
 #ifdef FSDPC_CUDA
     if (kern_on_gpu()) {  // parameters, gradients and activations live on the GPU: NCCL moves them
+        // (a group of one rank gets no NCCL communicator: comm_nccl_init copies its collectives)
         nccl_groups[0] = *shard;
         nccl_groups[1] = *replica;
-        nccl_groups[2] = tp > 1 ? *tp_group : NULL;  // a tp group of one rank has nothing to move
+        nccl_groups[2] = *tp_group;
         for (int i = 0; i < NCCL_GROUPS; i++)
-            if (nccl_groups[i])
-                nccl_groups[i]->nccl = comm_nccl_init(&nccl_groups[i]->comm, comm_group_rank(nccl_groups[i]), comm_group_size(nccl_groups[i]));
+            nccl_groups[i]->nccl = comm_nccl_init(&nccl_groups[i]->comm, comm_group_rank(nccl_groups[i]), comm_group_size(nccl_groups[i]));
     }
 #endif
 }

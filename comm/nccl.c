@@ -23,8 +23,8 @@ static void cuda_check(cudaError_t e, const char *what, const char *file, int li
 }
 
 struct NcclComm {
-    ncclComm_t comm;
-    int aborted;  // ncclCommAbort ran: the communicator is gone
+    ncclComm_t comm;  // NULL for a group of one rank, whose collectives are copies or nothing
+    int aborted;      // ncclCommAbort ran: the communicator is gone
 };
 
 struct NcclReq {
@@ -41,13 +41,17 @@ static cudaStream_t stream;
 static cudaEvent_t clock_ref;
 static int64_t clock_ref_us;
 
+// A group of one rank makes no communicator: NCCL's bootstrap and topology scan are not needed to
+// move nothing, and a single-GPU run then works where they would fail.
 NcclComm *comm_nccl_init(void *mpi_comm, int rank, int size) {
     NcclComm *c = callocCheck(1, sizeof *c);
-    ncclUniqueId id;
-    if (rank == 0) ncclCheck(ncclGetUniqueId(&id));
-    if (MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, *(MPI_Comm *)mpi_comm) != MPI_SUCCESS)
-        err_fatal("cannot broadcast the NCCL unique id");
-    ncclCheck(ncclCommInitRank(&c->comm, size, id, rank));
+    if (size > 1) {
+        ncclUniqueId id;
+        if (rank == 0) ncclCheck(ncclGetUniqueId(&id));
+        if (MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, *(MPI_Comm *)mpi_comm) != MPI_SUCCESS)
+            err_fatal("cannot broadcast the NCCL unique id");
+        ncclCheck(ncclCommInitRank(&c->comm, size, id, rank));
+    }
     if (!stream) cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     return c;
 }
@@ -84,34 +88,43 @@ static NcclReq *end(NcclReq *r) {
 }
 
 static ncclDataType_t dtype(NcclType t) { return t == NCCL_BF16 ? ncclBfloat16 : ncclFloat32; }
+static size_t type_size(NcclType t) { return t == NCCL_BF16 ? 2 : 4; }
+
+// A gather or scatter over one rank: the input is the output, copied unless in place.
+static void copy_one_rank(const void *in, void *out, size_t n, NcclType t) {
+    if (in != out) cudaCheck(cudaMemcpyAsync(out, in, n * type_size(t), cudaMemcpyDeviceToDevice, stream));
+}
 
 NcclReq *comm_nccl_all_gather(NcclComm *c, const void *in, void *out, size_t n, NcclType t, int timed) {
     NcclReq *r = begin(c, "all-gather", timed);
-    ncclCheck(ncclAllGather(in, out, n, dtype(t), c->comm, stream));
+    if (c->comm) ncclCheck(ncclAllGather(in, out, n, dtype(t), c->comm, stream));
+    else copy_one_rank(in, out, n, t);
     return end(r);
 }
 
 NcclReq *comm_nccl_reduce_scatter(NcclComm *c, const void *in, void *out, size_t n, NcclType t, int timed) {
     NcclReq *r = begin(c, "reduce-scatter", timed);
-    ncclCheck(ncclReduceScatter(in, out, n, dtype(t), ncclSum, c->comm, stream));
+    if (c->comm) ncclCheck(ncclReduceScatter(in, out, n, dtype(t), ncclSum, c->comm, stream));
+    else copy_one_rank(in, out, n, t);
     return end(r);
 }
 
+// in place: over one rank, nothing to do
 NcclReq *comm_nccl_allreduce(NcclComm *c, void *buf, size_t n, NcclType t, int max, int timed) {
     NcclReq *r = begin(c, "all-reduce", timed);
-    ncclCheck(ncclAllReduce(buf, buf, n, dtype(t), max ? ncclMax : ncclSum, c->comm, stream));
+    if (c->comm) ncclCheck(ncclAllReduce(buf, buf, n, dtype(t), max ? ncclMax : ncclSum, c->comm, stream));
     return end(r);
 }
 
 NcclReq *comm_nccl_bcast(NcclComm *c, void *buf, size_t n, int root, int timed) {
     NcclReq *r = begin(c, "broadcast", timed);
-    ncclCheck(ncclBroadcast(buf, buf, n, ncclFloat32, root, c->comm, stream));
+    if (c->comm) ncclCheck(ncclBroadcast(buf, buf, n, ncclFloat32, root, c->comm, stream));
     return end(r);
 }
 
 int comm_nccl_test(NcclReq *r, const char **err) {
-    ncclResult_t async;
-    ncclCheck(ncclCommGetAsyncError(r->c->comm, &async));
+    ncclResult_t async = ncclSuccess;
+    if (r->c->comm) ncclCheck(ncclCommGetAsyncError(r->c->comm, &async));
     if (async != ncclSuccess && async != ncclInProgress) {
         *err = ncclGetErrorString(async);
         return 0;
@@ -141,12 +154,12 @@ void comm_nccl_finish(NcclReq *r, int64_t *start_us, int64_t *end_us) {
 }
 
 void comm_nccl_abort(NcclComm *c) {
-    if (c->aborted) return;
+    if (c->aborted || !c->comm) return;
     c->aborted = 1;
     ncclCommAbort(c->comm);  // not checked: this runs on the way out of a failure already reported
 }
 
 void comm_nccl_destroy(NcclComm *c) {
-    if (!c->aborted) ncclCheck(ncclCommDestroy(c->comm));
+    if (!c->aborted && c->comm) ncclCheck(ncclCommDestroy(c->comm));
     free(c);
 }

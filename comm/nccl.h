@@ -13,7 +13,9 @@ typedef struct NcclReq NcclReq;
 typedef enum { NCCL_F32, NCCL_BF16 } NcclType;
 
 // Collective over the MPI communicator `mpi_comm` (an MPI_Comm passed by address): rank 0 makes
-// the unique id and broadcasts it.
+// the unique id and broadcasts it. A group of one rank gets no NCCL communicator (no NCCL call):
+// its gathers and scatters are copies on the collectives' stream, its all-reduces and broadcasts
+// nothing.
 NcclComm *comm_nccl_init(void *mpi_comm, int rank, int size);
 // timed: record CUDA events around the op, so comm_nccl_finish can give its times on the stream
 NcclReq *comm_nccl_all_gather(NcclComm *c, const void *in, void *out, size_t n, NcclType t, int timed);

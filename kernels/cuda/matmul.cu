@@ -77,14 +77,22 @@ void build_plan(GemmPlan &p, const GemmKey &k) {
                                                      sizeof al[2]));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2],
                                                      sizeof al[2]));
-    cublasLtMatmulHeuristicResult_t res;
+    cublasLtMatmulHeuristicResult_t res = {};
     int found = 0;
-    cublasCheck(cublasLtMatmulAlgoGetHeuristic(cuda_ctx.lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found));
+    // cuBLASLt answers "no algorithm fits" with CUBLAS_STATUS_NOT_SUPPORTED, not with zero results
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cuda_ctx.lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found);
+    if (st != CUBLAS_STATUS_NOT_SUPPORTED) cublas_check_at(st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
-    p.found = found > 0;
+    p.found = st == CUBLAS_STATUS_SUCCESS && found > 0;
     if (!p.found && k.mode == COMPUTE_FP32)
         err_fatal("cuBLASLt has no fp32 algorithm for m=%d n=%d k=%d (ta=%d tb=%d lda=%d ldb=%d ldc=%d)", k.m, k.n,
                   k.k, k.ta, k.tb, k.lda, k.ldb, k.ldc);
+    // said once per problem: plans are cached, so the fallback's later calls are silent
+    if (!p.found)
+        log_msg("fsdpc: note: cuBLASLt has no %s algorithm for m=%d n=%d k=%d (ta=%d tb=%d lda=%d ldb=%d ldc=%d, "
+                "alignment %d/%d/%d bytes): this product runs in fp32\n",
+                k.mode == COMPUTE_BF16 ? "bf16" : "fp32-fast-bf16", k.m, k.n, k.k, k.ta, k.tb, k.lda, k.ldb, k.ldc,
+                k.align_a, k.align_b, k.align_c);
     p.algo = res.algo;
 }
 

@@ -11,6 +11,13 @@
 // The same page grants give each op its bytes for a roofline model of the step on an H100
 // (FSDPC_EMU_ROOFLINE; see emu_device.h): page-granular for kernels (an upper bound), declared
 // exactly where the op knows them (copies, cuBLASLt, collectives).
+//
+// A deferred op (the emulated NCCL's collectives) is queued like any other, so the clocks judge it
+// at its place in the stream, but its bytes land later, when its completion function says so. Until
+// then the events that follow it are not ready, and work that follows it (a later op on a stream
+// that has seen it, a host sync) first waits for it to land; ops land in the order their streams saw
+// them. Everything still runs on the host thread: it polls the pending ops whenever it enters the
+// emulation, as a GPU would progress them on its own.
 #include <signal.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -61,6 +68,19 @@ int op_stream = -1;  // the running op's stream, or -1
 uint32_t op_epoch;
 const char *op_what;
 const char *last_what[kStreams];  // each stream's last op, for messages
+
+struct Deferred {
+    int stream;
+    uint32_t epoch;
+    Clock seen;                   // its stream's clocks when queued: the ops it follows
+    std::vector<size_t> written;  // the pages it writes when it lands
+    int (*poll)(void *, int);
+    void *arg;
+};
+std::vector<Deferred> deferred;  // queued and not landed, in queue order
+// each stream's landed deferred ops, (epoch, host ms), in epoch order: an event is done no sooner
+// than the ops it follows
+std::vector<std::pair<uint32_t, double>> landed[kStreams];
 
 struct Pinned {
     char *p;
@@ -175,6 +195,43 @@ int stream_id(int s) {
 
 void join(Clock into, const Clock from) {
     for (int t = 0; t < kStreams; t++) into[t] = std::max(into[t], from[t]);
+}
+
+double now_ms() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+bool follows(const Clock c, const Deferred &d) { return c[d.stream] >= d.epoch; }
+
+bool follows_pending(const Clock c) {
+    for (const Deferred &d : deferred)
+        if (follows(c, d)) return true;
+    return false;
+}
+
+// One pass over the pending ops: each is polled (which lets its transfer progress), and one that
+// is ready lands unless it follows an op still pending.
+void progress() {
+    if (op_stream >= 0) die("deferred work polled inside device work (%s)", op_what);
+    for (size_t i = 0; i < deferred.size();) {
+        Deferred &d = deferred[i];
+        bool blocked = false;
+        for (size_t j = 0; j < i && !blocked; j++) blocked = follows(d.seen, deferred[j]);
+        if (!d.poll(d.arg, 0) || blocked) {
+            i++;
+            continue;
+        }
+        d.poll(d.arg, 1);
+        landed[d.stream].emplace_back(d.epoch, now_ms());
+        deferred.erase(deferred.begin() + (long)i);
+    }
+}
+
+// The host waits until every pending op that clock c has seen has landed.
+void land_seen(const Clock c) {
+    for (progress(); follows_pending(c); progress()) usleep(50);
 }
 
 // ---- roofline model ----
@@ -308,6 +365,7 @@ extern "C" int emu_dev_free(void *p) {
 }
 
 extern "C" void emu_device_sync(void) {
+    while (!deferred.empty()) land_seen(deferred.back().seen);
     for (int t = 1; t < nstreams; t++) join(clocks[0], clocks[t]);
     host_synced();
 }
@@ -351,38 +409,88 @@ extern "C" int emu_stream_new(void) {
     return nstreams++;
 }
 
-// an event: its stream's clocks, then the host time it was recorded at (work runs when queued)
+// an event: its stream's clocks, then the host time it was recorded at
 struct Event {
     Clock c;
     double ms;
 };
+// the host time its work was done: when recorded, or when the last deferred op it follows landed
+double event_ms(const Event *e) {
+    land_seen(e->c);
+    double ms = e->ms;
+    for (int t = 1; t < nstreams; t++) {
+        auto it = std::upper_bound(landed[t].begin(), landed[t].end(), std::make_pair(e->c[t], 1e300));
+        if (it != landed[t].begin()) ms = std::max(ms, std::prev(it)->second);
+    }
+    return ms;
+}
 extern "C" void *emu_event_new(void) { return calloc(1, sizeof(Event)); }
 extern "C" void emu_event_free(void *e) { free(e); }
 extern "C" void emu_event_record(void *e, int s) {
     memcpy(e, clocks[stream_id(s)], sizeof(Clock));
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ((Event *)e)->ms = ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+    ((Event *)e)->ms = now_ms();
 }
-extern "C" float emu_event_elapsed_ms(const void *a, const void *b) { return (float)(((const Event *)b)->ms - ((const Event *)a)->ms); }
+extern "C" float emu_event_elapsed_ms(const void *a, const void *b) {
+    return (float)(event_ms((const Event *)b) - event_ms((const Event *)a));
+}
 extern "C" void emu_stream_wait_event(int s, void *e) { join(clocks[stream_id(s)], (const uint32_t *)e); }
 
+extern "C" int emu_event_query(void *e) {
+    if (!deferred.empty()) progress();
+    return !follows_pending((const uint32_t *)e);
+}
+
 extern "C" void emu_event_sync(void *e) {
+    land_seen((const uint32_t *)e);
     join(clocks[0], (const uint32_t *)e);
     host_synced();
 }
 
 extern "C" void emu_stream_sync(int s) {
-    join(clocks[0], clocks[stream_id(s)]);
+    land_seen(clocks[stream_id(s)]);
+    join(clocks[0], clocks[s]);
     host_synced();
 }
 
-extern "C" void emu_op_begin(int s, const char *what) {
+// op_begin without waiting for the deferred ops the op follows
+void begin(int s, const char *what) {
     if (op_stream >= 0) die("device work (%s) started inside device work", what);
     s = stream_id(s);
     join(clocks[s], clocks[0]);  // queued after everything the host has waited for
     op_epoch = ++clocks[s][s];
     op_stream = s, op_what = last_what[s] = what;
+}
+
+extern "C" void emu_op_begin(int s, const char *what) {
+    if (!deferred.empty()) {  // it runs now, so what it follows lands first
+        Clock c;
+        memcpy(c, clocks[stream_id(s)], sizeof c);
+        join(c, clocks[0]);
+        land_seen(c);
+    }
+    begin(s, what);
+}
+
+extern "C" void emu_op_begin_deferred(int s, const char *what, const void *in, size_t n) {
+    Clock c;
+    memcpy(c, clocks[stream_id(s)], sizeof c);
+    join(c, clocks[0]);
+    // its input is read now: if a pending op it follows writes those pages, they land first
+    const char *lo = (const char *)in, *hi = lo + n;
+    bool wait = false;
+    for (const Deferred &d : deferred)
+        for (size_t pg : d.written) wait = wait || (follows(c, d) && base + pg * page < hi && base + (pg + 1) * page > lo);
+    if (wait) land_seen(c);
+    begin(s, what);
+}
+
+extern "C" void emu_op_defer(int (*poll)(void *arg, int land), void *arg) {
+    if (op_stream < 0) die("emu_op_defer outside device work");
+    Deferred d{op_stream, op_epoch, {}, {}, poll, arg};
+    memcpy(d.seen, clocks[op_stream], sizeof(Clock));
+    for (size_t pg : touched)
+        if (level[pg] == 2) d.written.push_back(pg);
+    deferred.push_back(std::move(d));
 }
 
 extern "C" void emu_op_access(const void *p, size_t n, int write) {

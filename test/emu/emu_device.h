@@ -3,7 +3,8 @@
 // stream last wrote and read it, and when: an access from another stream that no event chain
 // orders after those is reported as a race, as is host code touching device memory or a pinned
 // buffer that an async copy may still be using. So a missing event wait fails here, although
-// this in-order emulation would compute the right numbers anyway.
+// this in-order emulation would compute the right numbers anyway. Deferred ops (the emulated
+// NCCL's collectives) are the exception to "at once": their bytes land later (see emu_op_defer).
 #ifndef FSDPC_EMU_DEVICE_H
 #define FSDPC_EMU_DEVICE_H
 #include <stddef.h>
@@ -28,17 +29,31 @@ static inline int emu_sid(const void *stream) { return (int)(intptr_t)stream; }
 void *emu_event_new(void);
 void emu_event_free(void *e);
 void emu_event_record(void *e, int stream);
-float emu_event_elapsed_ms(const void *a, const void *b);  // host time between the two records
+// host time between the two events' work: each is done when recorded, or when the last deferred
+// op it follows landed (the host waits for that)
+float emu_event_elapsed_ms(const void *a, const void *b);
 void emu_stream_wait_event(int stream, void *e);
+int emu_event_query(void *e);  // cudaEventQuery: 0 while a deferred op it follows has not landed
 void emu_event_sync(void *e);
 void emu_stream_sync(int stream);
 void emu_device_sync(void);  // cudaDeviceSynchronize: the host waits for every stream
 
 // Device work queued on a stream: between begin and end, the device pages it touches are found
 // by page faults; emu_op_access names them instead for code that must not fault (MPI).
+// An op waits (on the host) for the deferred ops it follows to land.
 void emu_op_begin(int stream, const char *what);
 void emu_op_access(const void *p, size_t n, int write);
 void emu_op_end(void);
+// A deferred op: device work whose bytes land later, as a collective's do when its peers arrive.
+// emu_op_begin_deferred starts it without waiting for what it follows, except where a pending op
+// it follows writes its input [in, in + n), which it reads when queued. Its accesses are declared
+// as for any op (emu_op_access), then emu_op_defer(poll, arg) before emu_op_end makes it pending:
+// from then on the host calls poll(arg, 0), which answers 1 once its bytes are ready to land, and
+// then poll(arg, 1) once, when every pending op it follows has landed, to write them (under
+// emu_device_access). Until then the events after it are not ready, and work that follows it
+// waits. The host polls whenever it enters the emulation (op begins, event queries, syncs).
+void emu_op_begin_deferred(int stream, const char *what, const void *in, size_t n);
+void emu_op_defer(int (*poll)(void *arg, int land), void *arg);
 // A copy between device memory and host memory, inside an op: moves the bytes and, when the host
 // side is pinned, keeps host code off it until the host has waited for this op.
 void emu_op_copy(void *dst, const void *src, size_t n, int to_host);

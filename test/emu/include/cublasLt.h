@@ -8,7 +8,7 @@
 #include "cuda_runtime.h"
 
 typedef int cublasStatus_t;
-enum { CUBLAS_STATUS_SUCCESS = 0 };
+enum { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_NOT_SUPPORTED = 15 };
 typedef int cublasComputeType_t;
 enum { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_16BF = 75 };
 typedef int cudaDataType;
@@ -31,7 +31,8 @@ struct cublasLtMatmulAlgo_t { EmuPref pref; };
 struct cublasLtMatmulHeuristicResult_t { cublasLtMatmulAlgo_t algo; size_t workspaceSize; };
 
 #define EMU_REQUIRE(c) do { if (!(c)) { fprintf(stderr, "emu cublasLt: %s failed\n", #c); abort(); } } while (0)
-static inline const char *cublasLtGetStatusString(cublasStatus_t) { return "emu"; }
+static inline const char *cublasLtGetStatusString(cublasStatus_t s) {
+    return s == CUBLAS_STATUS_NOT_SUPPORTED ? "the requested functionality is not supported (emu)" : "emu"; }
 static inline cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) { *h = (void *)1; return 0; }
 static inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, int c, int s) {
     EMU_REQUIRE((c == CUBLAS_COMPUTE_32F || c == CUBLAS_COMPUTE_32F_FAST_16BF) && s == CUDA_R_32F);
@@ -50,14 +51,19 @@ static inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmul
     if (a == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES) { EMU_REQUIRE(n == 8); return 0; }
     EMU_REQUIRE(n == 4);
     p->align[a - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES] = *(const uint32_t *)v; return 0; }
-// FSDPC_EMU_LT_NO_BF16=1: no algorithm for bf16 operands, as cuBLASLt answers for some odd shapes,
-// so the callers' fp32 fallback runs
+// When no algorithm fits, cuBLASLt answers CUBLAS_STATUS_NOT_SUPPORTED (not zero results). Here
+// none fits bf16 operands under FSDPC_EMU_LT_NO_BF16=1, or, under FSDPC_EMU_LT_BF16_LDC=N, where
+// C's leading dimension is not a multiple of N elements (as tensor-core tiles can need), so the
+// callers' fp32 fallback runs for some problems of a run and not others
 static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t la,
-    cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatmulPreference_t p, int req,
+    cublasLtMatrixLayout_t, cublasLtMatrixLayout_t lc, cublasLtMatrixLayout_t, cublasLtMatmulPreference_t p, int req,
     cublasLtMatmulHeuristicResult_t *r, int *found) {
     EMU_REQUIRE(req >= 1);
-    const char *e = getenv("FSDPC_EMU_LT_NO_BF16");
-    r->algo.pref = *p; r->workspaceSize = 0; *found = !(e && *e == '1' && la->type == CUDA_R_16BF); return 0; }
+    const char *none = getenv("FSDPC_EMU_LT_NO_BF16"), *ldc = getenv("FSDPC_EMU_LT_BF16_LDC");
+    const bool bf16 = la->type == CUDA_R_16BF;
+    *found = 0;
+    if (bf16 && ((none && *none == '1') || (ldc && atoi(ldc) > 0 && lc->ld % atoi(ldc)))) return CUBLAS_STATUS_NOT_SUPPORTED;
+    r->algo.pref = *p; r->workspaceSize = 0; *found = 1; return 0; }
 static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
     cublasLtMatrixLayout_t la, const void *B, cublasLtMatrixLayout_t lb, const void *beta, const void *C,
     cublasLtMatrixLayout_t lc, void *D, cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t *algo, void *,
