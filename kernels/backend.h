@@ -71,6 +71,8 @@
        int hd, size_t kv_bstride, const int32_t *kstart, int window, const KernDropout *drop),                         \
       (out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, kstart, window, drop))                                                   \
     X(size_t, attention_scratch_floats, (int B, int H, int T), (B, H, T))                                              \
+    X(void, documents_loaded, (const int32_t *kstart, const int32_t *host_kstart, int ntok, int T),                   \
+      (kstart, host_kstart, ntok, T))                                                                                  \
     X(void, attention_bwd,                                                                                             \
       (void *dq, void *dk, void *dv, float *scratch, const void *dout, const void *out, const float *saved,            \
        const void *q, const void *k, const void *v, int B, int T, int H, int KV, int hd, const int32_t *kstart,        \

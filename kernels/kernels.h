@@ -230,6 +230,10 @@ void kern_attention_fwd(void *out, float *saved, const void *q, const void *k, c
 // out is the forward's output; scratch: at least kern_attention_scratch_floats(B, H, T) floats,
 // sized after kern_init (it may depend on the thread count).
 size_t kern_attention_scratch_floats(int B, int H, int T);
+// kstart (device, ntok positions in rows of T) was just loaded from host_kstart: the attention
+// calls that follow with this kstart, until the next load, may share tables derived from it,
+// built once without reading anything back from the device (the CPU needs none).
+void kern_documents_loaded(const int32_t *kstart, const int32_t *host_kstart, int ntok, int T);
 void kern_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void *dout, const void *out,
                         const float *saved, const void *q, const void *k, const void *v,
                         int B, int T, int H, int KV, int hd, const int32_t *kstart, int window, const KernDropout *drop);

@@ -395,6 +395,7 @@ void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, co
         int32_t *pos = mallocCheck((size_t)ntok * sizeof(int32_t));
         for (int n = 0; n < ntok; n++) pos[n] = n % a->T - (kstart ? kstart[n] : 0);
         if (kstart) kern_upload(a->kstart, kstart, (size_t)ntok * sizeof(int32_t));
+        if (kstart) kern_documents_loaded(a->kstart, kstart, ntok, a->T);
         kern_upload(a->pos, pos, (size_t)ntok * sizeof(int32_t));
         free(pos);
     }

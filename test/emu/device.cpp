@@ -508,6 +508,8 @@ extern "C" void emu_op_end(void) {
     op_stream = -1;
 }
 
+long emu_reads_back;
+
 extern "C" void emu_op_copy(void *dst, const void *src, size_t n, int to_host) {
     Pinned *h = find_pinned(to_host ? dst : src);
     if (h) set_prot(h->p, h->len, PROT_READ | PROT_WRITE), h->prot = PROT_READ | PROT_WRITE;

@@ -57,6 +57,7 @@ void emu_op_defer(int (*poll)(void *arg, int land), void *arg);
 // A copy between device memory and host memory, inside an op: moves the bytes and, when the host
 // side is pinned, keeps host code off it until the host has waited for this op.
 void emu_op_copy(void *dst, const void *src, size_t n, int to_host);
+extern long emu_reads_back;  // the program's device-to-host copies, for tests that must see none
 
 // The roofline model (device.cpp): every op's bytes (page grants, unless declared here: bytes < 0
 // keeps the grants) and flops (bf16: at the tensor-core rate). Profiler ranges mark the steps;

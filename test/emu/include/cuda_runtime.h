@@ -321,6 +321,7 @@ static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cuda
     emu_op_cost(k == cudaMemcpyDeviceToDevice ? 2.0 * n : (double)n, 0, 0);  // device bytes read and written
     if (k == cudaMemcpyDeviceToDevice) memmove(d, s, n);
     else emu_op_copy(d, s, n, k == cudaMemcpyDeviceToHost);
+    if (k == cudaMemcpyDeviceToHost) emu_reads_back++;
     return 0;
 }
 // work runs when queued; emu_device.h's clocks say whether it was ordered as a GPU needs
