@@ -134,6 +134,12 @@ int cuda_device_count(void);
 // makes device current for this process; its name and its UUID (hex) for the caller
 void cuda_bind(int device, char *name, size_t len, char *uuid, size_t uuid_len);
 int cuda_sm_clock_mhz(void);  // the bound GPU's peak SM clock
+// fsdpc --version (memory.cu): "name: version" lines for the CUDA driver and runtime,
+// cuBLASLt, cuDNN (cuda_cudnn_version) and the GPUs visible; needs no GPU
+const char *cuda_library_versions(void);
+size_t cuda_cublaslt_version(void);    // cublasLtGetVersion: major * 10000 + minor * 100 + patch
+const char *cuda_cudnn_version(void);  // "9.13.0", or "none (why)"
+
 // Opt-in GPU time per category (kern_timers_*): events around an op on the compute stream.
 // cuda_timer_start returns a handle for cuda_timer_stop; cuda_timer_mark records a step boundary;
 // cuda_timer_totals waits for the device and adds the milliseconds per category since the first

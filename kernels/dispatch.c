@@ -355,3 +355,13 @@ void kern_range_pop(void) {}
 void kern_timers_report(void) {}
 #endif
 const char *kern_device_name(void) { return device_name; }
+
+const char *kern_library_versions(void) {
+#ifdef FSDPC_CUDA
+    static char out[1024];
+    snprintf(out, sizeof out, "CUDA backend: built in\n%s", cuda_library_versions());
+    return out;
+#else
+    return "CUDA backend: none (a CPU-only build)\n";
+#endif
+}

@@ -1445,6 +1445,11 @@ int main(int argc, char **argv) {
     comm_init(&argc, &argv);
     cpu_init(2);
     snprintf(test_prefix, sizeof test_prefix, "gpu ");
+    if (argc > 1 && !strcmp(argv[1], "--version")) {  // the CUDA libraries it loaded (make gpu-check's stage 0)
+        printf("%s", cuda_library_versions());
+        comm_finalize();
+        return 0;
+    }
     if (cuda_device_count() == 0) {
         printf("# no GPU visible: skipped\n");
         comm_finalize();

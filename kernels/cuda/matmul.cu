@@ -198,6 +198,8 @@ void cuda_matmul_bwd(void *dinp, float *dw, const void *dout, KernDtype dout_dt,
 }
 
 void cuda_set_compute(int mode) { cuda_ctx.compute = mode; }
+
+size_t cuda_cublaslt_version(void) { return cublasLtGetVersion(); }
 void cuda_set_params_bf16(int on) { cuda_ctx.params_bf16 = on; }
 void cuda_set_acts_bf16(int on) { cuda_ctx.acts_bf16 = on; }
 
