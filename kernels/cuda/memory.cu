@@ -215,12 +215,12 @@ const char *cuda_library_versions(void) {
     if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;  // no driver: the runtime says 0
     if (cudaRuntimeGetVersion(&rt) != cudaSuccess) rt = 0;
     (void)cudaGetLastError();
-    char d[32], r[32];
+    char d[32], r[32], l[48] = "unknown";
     const size_t lt = cuda_cublaslt_version();  // major * 10000 + minor * 100 + patch
-    snprintf(out, sizeof out, "CUDA driver: %s\nCUDA runtime: %s\ncuBLASLt: %zu.%zu.%zu\ncuDNN: %s\nGPUs visible: %d\n",
+    if (lt) snprintf(l, sizeof l, "%zu.%zu.%zu", lt / 10000, lt / 100 % 100, lt % 100);
+    snprintf(out, sizeof out, "CUDA driver: %s\nCUDA runtime: %s\ncuBLASLt: %s\ncuDNN: %s\nGPUs visible: %d\n",
              cuda_version_text(drv, "none (no NVIDIA driver loaded)", d, sizeof d),
-             cuda_version_text(rt, "unknown", r, sizeof r), lt / 10000, lt / 100 % 100, lt % 100, cuda_cudnn_version(),
-             cuda_device_count());
+             cuda_version_text(rt, "unknown", r, sizeof r), l, cuda_cudnn_version(), cuda_device_count());
     return out;
 }
 
