@@ -235,8 +235,9 @@ test-gpu: fsdpc build/test_gpu
 bench-gpu: fsdpc
 	bash bench/bench_gpu.sh
 
-# the first GPU machine, after run/gpu-bundle.sh's install line: builds nothing (the machine has
-# no OpenMPI or HDF5 headers), checks the binaries it placed, ends with a table in gpu-check.txt
+# the first GPU machine, after run/gpu-bundle.sh's install line (. .gpu/install.sh): builds
+# nothing (the machine has no Open MPI or HDF5 headers), checks the binaries it placed, ends with
+# a table; gpu-check.txt, .json and the logs go to GPU_CHECK_OUT_DIR ($OUT, else gpu-check/)
 gpu-check:
 	bash run/gpu_check.sh
 
