@@ -69,8 +69,9 @@ endif
 FLAVOR = build/flavor$(if $(filter mpich,$(MPI)),-mpich)
 $(shell mkdir -p build; [ "$$(cat $(FLAVOR) 2>/dev/null)" = "$(BUILD)" ] || echo "$(BUILD)" >$(FLAVOR))
 OBJ = $(SRC:%.c=$(BUILD)/%.o) $(CXX_SRC:%.cpp=$(BUILD)/%.o) $(CU_OBJ)
+# build/test_gpu, in a CUDA build: test/test_bundle.sh packs it as run/gpu-bundle.sh would
 TESTS = build/test_kernels build/test_model build/test_comm build/test_arrow build/test_sources build/test_parquet build/test_sft build/test_gpu_emu build/fsdpc_emu \
-	build/emu_race_check $(FUZZ_TARGETS)
+	build/emu_race_check $(FUZZ_TARGETS) $(if $(filter 1,$(CUDA)),build/test_gpu)
 
 .PHONY: all run test check check-layers test-slurm test-gpu bench bench-gpu gpu-check deps clean fuzz
 all: $(PROG)
@@ -234,8 +235,9 @@ test-gpu: fsdpc build/test_gpu
 bench-gpu: fsdpc
 	bash bench/bench_gpu.sh
 
-# the first GPU machine, after run/gpu-bundle.sh's install line: builds nothing (the machine has
-# no OpenMPI or HDF5 headers), checks the binaries it placed, ends with a table in gpu-check.txt
+# the first GPU machine, after run/gpu-bundle.sh's install line (. .gpu/install.sh): builds
+# nothing (the machine has no Open MPI or HDF5 headers), checks the binaries it placed, ends with
+# a table; gpu-check.txt, .json and the logs go to GPU_CHECK_OUT_DIR ($OUT, else gpu-check/)
 gpu-check:
 	bash run/gpu_check.sh
 

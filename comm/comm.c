@@ -150,6 +150,20 @@ static size_t append_words(char *out, size_t n, size_t cap, const char *sep, con
     return n;
 }
 
+const char *comm_library_versions(void) {
+    static char out[MPI_MAX_LIBRARY_VERSION_STRING + 64];
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "unknown";
+    int len;
+    if (MPI_Get_library_version(lib, &len) != MPI_SUCCESS) snprintf(lib, sizeof lib, "unknown");
+    size_t n = append_words(out, 0, sizeof out, "MPI: ", lib);
+#ifdef FSDPC_CUDA
+    snprintf(out + n, sizeof out - n, "\nNCCL: %s\n", comm_nccl_version());
+#else
+    snprintf(out + n, sizeof out - n, "\n");
+#endif
+    return out;
+}
+
 // Under an MPI other than Open MPI its component names mean nothing: the library's first line
 // ("MPICH Version: 4.0.2", Cray's "MPI VERSION : CRAY MPICH version 8.1.28 ..."), MPICH's device
 // ("ch4:ucx", "ch4:ofi") and the libfabric provider asked for (FI_PROVIDER), as far as each is said.

@@ -50,6 +50,8 @@ const char *comm_signal_name(int sig);
 // MPI (MPICH, Cray MPICH): its version line, MPICH's device and FI_PROVIDER when set, e.g.
 // "MPICH Version: 4.0.2, device ch4:ucx".
 const char *comm_transport(void);
+// fsdpc --version: "MPI: <the library's first line>" and, in a CUDA build, "NCCL: <version>" lines
+const char *comm_library_versions(void);
 // CPU threads per rank when --num_threads is 0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else
 // the cores this process may run on, shared among the node's ranks when they are not pinned
 int comm_default_threads(const char **source);

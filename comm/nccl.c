@@ -5,6 +5,7 @@
 #include <mpi.h>
 #include <nccl.h>
 #include <nvtx3/nvToolsExt.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "../kernels/cuda/cuda_backend.h"
@@ -162,4 +163,14 @@ void comm_nccl_abort(NcclComm *c) {
 void comm_nccl_destroy(NcclComm *c) {
     if (!c->aborted && c->comm) ncclCheck(ncclCommDestroy(c->comm));
     free(c);
+}
+
+const char *comm_nccl_version(void) {
+    static char out[32];
+    int v = 0;
+    if (ncclGetVersion(&v) != ncclSuccess || v <= 0) return "unknown";
+    // major * 10000 + minor * 100 + patch from NCCL 2.9 on, major * 1000 + minor * 100 + patch before
+    const int major = v >= 10000 ? v / 10000 : v / 1000, minor = v >= 10000 ? v / 100 % 100 : v / 100 % 10;
+    snprintf(out, sizeof out, "%d.%d.%d", major, minor, v % 100);
+    return out;
 }

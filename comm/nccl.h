@@ -32,5 +32,7 @@ void comm_nccl_finish(NcclReq *r, int64_t *start_us, int64_t *end_us);
 void comm_nccl_abort(NcclComm *c);
 // At exit: ncclCommDestroy.
 void comm_nccl_destroy(NcclComm *c);
+// The loaded NCCL's "major.minor.patch" (ncclGetVersion; fsdpc --version). Needs no GPU.
+const char *comm_nccl_version(void);
 
 #endif

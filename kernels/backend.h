@@ -136,14 +136,31 @@ int cuda_device_count(void);
 // makes device current for this process; its name and its UUID (hex) for the caller
 void cuda_bind(int device, char *name, size_t len, char *uuid, size_t uuid_len);
 int cuda_sm_clock_mhz(void);  // the bound GPU's peak SM clock
+// fsdpc --version (memory.cu): "name: version" lines for the CUDA driver and runtime,
+// cuBLASLt, cuDNN (cuda_cudnn_version) and the GPUs visible; needs no GPU
+const char *cuda_library_versions(void);
+size_t cuda_cublaslt_version(void);    // cublasLtGetVersion: major * 10000 + minor * 100 + patch
+// test_gpu --bench: cuBLASLt's own best for cuda_matmul_fwd's product (bwd 0) or cuda_matmul_bwd's
+// two (bwd 1, their sum) in bf16 (bf16 weights and activations, fp32 dw): the fastest of the
+// algorithms its heuristic offers, ms per run over reps runs; *tried: how many were timed
+double cuda_matmul_best_ms(int bwd, void *out, void *dinp, float *dw, const void *dout, const void *inp, const void *w,
+                           int N, int IN, int OUT, int reps, int *tried);
+const char *cuda_cudnn_version(void);  // "9.13.0", or "none (why)"
+
 // Opt-in GPU time per category (kern_timers_*): events around an op on the compute stream.
 // cuda_timer_start returns a handle for cuda_timer_stop; cuda_timer_mark records a step boundary;
 // cuda_timer_totals waits for the device and adds the milliseconds per category since the first
 // mark (ms[KERN_TIMER_N]: the last entry is the marked span), returning the marks' count.
-int cuda_timer_start(int category);
+// Each timed op is also counted under its name: cuda_timer_op gives a name its index (the first
+// KERN_TIMER_OPS - 1 names each their own, later ones share the last), and cuda_timer_ops the
+// milliseconds and calls per index since the first mark, with the names, returning their count.
+enum { KERN_TIMER_OPS = 96 };
+int cuda_timer_op(const char *name);
+int cuda_timer_start(int category, int op);
 void cuda_timer_stop(int handle);
 void cuda_timer_mark(void);
 int cuda_timer_totals(double *ms);
+int cuda_timer_ops(double *ms, long *calls, const char **names);
 // How matmuls and attention compute: fp32 operands; bf16 operands on the tensor cores with fp32
 // accumulation (--precision bf16); or, for comparison in test_gpu --bench only, fp32 matmul operands
 // that cuBLASLt rounds to bf16 itself (attention as in COMPUTE_BF16).

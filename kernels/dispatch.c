@@ -36,15 +36,18 @@ static int timer_category(const char *op) {
     return KERN_TIMER_ELEMENTWISE;
 }
 
-static int timer_start(int *category, const char *op) {
+// FSDPC_GPU_TIMERS=ops adds the table per op (timers_on 2)
+static int timer_start(int *category, int *op_id, const char *op) {
     if (timers_on < 0) {
         const char *e = getenv("FSDPC_GPU_TIMERS");
-        timers_on = e && *e && strcmp(e, "0");
+        timers_on = !e || !*e || !strcmp(e, "0") ? 0 : !strcmp(e, "ops") ? 2 : 1;
     }
     if (!timers_on) return -1;
     if (*category == -2) *category = timer_category(op);
     if (*category < 0) return -1;
-    return cuda_timer_start(in_optimizer && *category == KERN_TIMER_ELEMENTWISE ? KERN_TIMER_OPTIMIZER : *category);
+    if (*op_id < 0) *op_id = cuda_timer_op(op);
+    return cuda_timer_start(in_optimizer && *category == KERN_TIMER_ELEMENTWISE ? KERN_TIMER_OPTIMIZER : *category,
+                            *op_id);
 }
 
 static void timer_stop(int *handle) {
@@ -55,8 +58,8 @@ static void timer_stop(int *handle) {
 #define KERN_ROUTE(ret, op, params, args)                                      \
     ret kern_##op params {                                                     \
         if (!on_gpu) return cpu_##op args;                                     \
-        static int category = -2;                                              \
-        __attribute__((cleanup(timer_stop))) int timer = timer_start(&category, #op); \
+        static int category = -2, op_id = -1;                                  \
+        __attribute__((cleanup(timer_stop))) int timer = timer_start(&category, &op_id, #op); \
         return cuda_##op args;                                                 \
     }
 #else
@@ -348,6 +351,24 @@ void kern_timers_report(void) {
         len += snprintf(line + len, sizeof line - len, "%s %s %.3f ms (%.1f%%)", i ? "," : "", names[i], ms[i] / steps,
                         span > 0 ? 100 * ms[i] / span : 0.0);
     log_msg("%s\n", line);
+    if (timers_on < 2) return;
+    // FSDPC_GPU_TIMERS=ops: each op's time per step, the longest first, as a share of the span
+    double op_ms[KERN_TIMER_OPS];
+    long calls[KERN_TIMER_OPS];
+    const char *op_names[KERN_TIMER_OPS];
+    const int n = cuda_timer_ops(op_ms, calls, op_names);
+    int order[KERN_TIMER_OPS];
+    for (int i = 0; i < n; i++) {
+        int j = i;
+        for (; j > 0 && op_ms[order[j - 1]] < op_ms[i]; j--) order[j] = order[j - 1];
+        order[j] = i;
+    }
+    log_msg("gpu time per op and step (CUDA events, %d steps after the first):\n", steps);
+    for (int k = 0; k < n; k++) {
+        const int i = order[k];
+        log_msg("  %-24s %9.3f ms %6.1f%% %8.1f calls\n", op_names[i], op_ms[i] / steps, span > 0 ? 100 * op_ms[i] / span : 0.0,
+                (double)calls[i] / steps);
+    }
 }
 #else
 void kern_range_push(const char *name) { (void)name; }
@@ -355,3 +376,13 @@ void kern_range_pop(void) {}
 void kern_timers_report(void) {}
 #endif
 const char *kern_device_name(void) { return device_name; }
+
+const char *kern_library_versions(void) {
+#ifdef FSDPC_CUDA
+    static char out[1024];
+    snprintf(out, sizeof out, "CUDA backend: built in\n%s", cuda_library_versions());
+    return out;
+#else
+    return "CUDA backend: none (a CPU-only build)\n";
+#endif
+}

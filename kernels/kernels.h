@@ -28,6 +28,9 @@ int kern_on_gpu(void);
 // (a build without CUDA).
 const char *kern_size_as_gpu(void);
 const char *kern_device_name(void);  // e.g. "cpu" or "cuda:0 (NVIDIA H100 80GB HBM3)"
+// fsdpc --version: "name: version" lines: whether the CUDA backend is built in and, if so, the
+// GPU libraries this process loaded (the CUDA driver and runtime, cuBLASLt, cuDNN) and the GPUs visible
+const char *kern_library_versions(void);
 // --precision bf16 on a GPU: matmuls and attention run on the tensor cores with bf16 operands,
 // accumulating in fp32, parameters are bf16 and activations are stored in bf16 (below). The CPU
 // always computes in fp32.

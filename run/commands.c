@@ -1,6 +1,8 @@
 // commands: the subcommand table and its dispatch (see commands.h).
+#define _GNU_SOURCE  // dl_iterate_phdr
 #include "commands.h"
 
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +103,30 @@ static void commands_help(const Command *c) {
     cli_help(c->flags, stdout);
 }
 
+// prints the path of each loaded library whose name has one of the `want` words, so a machine
+// with two copies of a library (a bundle's and the system's) shows which one runs
+static int print_library_path(struct dl_phdr_info *info, size_t size, void *want) {
+    (void)size;
+    const char *base = strrchr(info->dlpi_name, '/');
+    for (const char *const *w = want; base && *w; w++)
+        if (strstr(base, *w)) {
+            printf("loaded: %s\n", info->dlpi_name);
+            break;
+        }
+    return 0;
+}
+
+// `fsdpc --version`: the libraries this process loaded, one "name: version" line each, then the
+// paths they came from (make gpu-check's first look at a GPU machine); rank 0 prints
+static int commands_version(int argc) {
+    if (argc > 1) comm_fail_all("--version takes no other arguments");
+    if (comm_info.rank != 0) return 0;
+    printf("fsdpc\n%s%s", comm_library_versions(), kern_library_versions());  // these load cuDNN, if anything does
+    static const char *const want[] = {"libmpi.", "libcudart.", "libcublasLt.", "libnccl.", "libcudnn.", "libcuda.", NULL};
+    dl_iterate_phdr(print_library_path, (void *)want);
+    return 0;
+}
+
 // `fsdpc help [SUBCOMMAND | --flags]`
 static int commands_help_command(int argc, char **argv) {
     if (argc > 2) comm_fail_all("help takes one subcommand or --flags, got %d arguments", argc - 1);
@@ -118,6 +144,7 @@ static int commands_help_command(int argc, char **argv) {
 
 int commands_run(int argc, char **argv) {
     const char *first = argc > 1 ? argv[1] : "";
+    if (!strcmp(first, "--version")) return commands_version(argc - 1);
     if (!strcmp(first, "help")) return commands_help_command(argc - 1, argv + 1);
     const Command *c = &commands[0];
     if (*first && *first != '-' && !(c = commands_find(first))) commands_unknown(first);

@@ -1,17 +1,31 @@
 #!/usr/bin/env bash
 # make gpu-check: one command for the first GPU machine, after run/gpu-bundle.sh's install line
-# has put ./fsdpc and build/test_gpu in place (it builds nothing: the machine has no OpenMPI or
-# HDF5 headers). Five stages, each under its own time limit and all under GPU_CHECK_BUDGET
-# (480 s): the GPU test suite; compute-sanitizer memcheck and racecheck on a short training run;
-# cuDNN's verdict on every attention graph shape the project builds; a 1B model (bf16, context
-# 2048) trained by fsdpc (native and cuDNN attention) and by transformers' LlamaForCausalLM (SDPA)
-# in the same run, tokens/s and MFU, and fsdpc's compute efficiency as fsdpc plan
-# --compute_efficiency takes it; and parity: fsdpc's exported weights loaded by transformers,
-# the loss on the same tokens (fp32 and bf16) and greedy text. Ends with one table, also written
-# to GPU_CHECK_OUT (gpu-check.txt) with the cuDNN list and failing stages' log tails, and as JSON
-# beside it (gpu-check.json). Exits 1 when a stage failed (a skip, with its reason, is not one).
-# Offline throughout. GPU_CHECK_ONLY="cudnn bench" runs only the stages named. GPU_CHECK_DRY=1 runs the same bookkeeping on the CPU emulator
-# (build/fsdpc_emu, build/test_gpu_emu) with tiny models: its timings mean nothing.
+# (`. .gpu/install.sh`) has put ./fsdpc and build/test_gpu in place (it builds nothing: the
+# machine has no Open MPI or HDF5 headers). Six stages, each under its own time limit and all
+# under GPU_CHECK_BUDGET (345 s: with the machine's start, about 2 minutes, and the install line,
+# 8 minutes), the cheap and telling ones first: load (stage 0: ldd of both binaries, the library
+# versions, one training step of a tiny model on the GPU, in under 30 s; missing libraries or a
+# binary that does not start skip every later stage with that reason); the GPU test suite;
+# cuDNN's verdict on every attention graph shape the project builds; the benchmark: a 1B model
+# (bf16, context 2048) trained by fsdpc (native and cuDNN attention, the GPU time per op from
+# FSDPC_GPU_TIMERS=ops), build/test_gpu --bench (GEMMs against cuBLASLt's own best, attention
+# forward and backward TFLOP/s, elementwise bandwidth against the device's copy) and
+# transformers' LlamaForCausalLM (SDPA) in the same run, tokens/s and MFU, and fsdpc's compute
+# efficiency as fsdpc plan --compute_efficiency takes it; parity: fsdpc's exported weights loaded
+# by transformers, the loss on the same tokens (fp32 and bf16) and greedy text; and
+# compute-sanitizer's memcheck and racecheck on a short run with --attention native (its
+# "Device not supported" or error 999 is a skip with that reason). Ends with one table, the
+# library versions and the attention path of each run, written to GPU_CHECK_OUT_DIR (default
+# $OUT when set, else gpu-check/) as gpu-check.txt (with the kernel timings and failing stages'
+# log tails), gpu-check.json, and gpu-check-logs.tar.gz (every stage's full log and side files):
+# three files, as the device tool brings back at most eight. Exits 1 when a stage failed (a skip,
+# with its reason, is not one). Offline throughout.
+# GPU_CHECK_ONLY="cudnn bench" runs only the stages named, GPU_CHECK_ONLY=failed those that failed
+# or did not run last time (the previous gpu-check.json in the folder); the others keep their
+# previous rows, marked so, and stage 0 always runs (GPU_CHECK_PREVIOUS: that JSON, where the
+# folder starts empty, as a device run's $OUT does). GPU_CHECK_DRY=1 runs the same bookkeeping on
+# the CPU emulator (build/fsdpc_emu, build/test_gpu_emu) with tiny models: its timings mean
+# nothing; GPU_CHECK_SANITIZER names a compute-sanitizer for it to run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -19,8 +33,17 @@ export DRY=${GPU_CHECK_DRY:-0}
 PY=${PYTHON:-/opt/torch/.venv/bin/python}
 [ -x "$PY" ] || PY=$(command -v python3 || echo python3)
 export PY
+# Programs that are not fsdpc's (Python, nvidia-smi) run without the bundle's libraries, which
+# may be older than the ones they were built against
+export FOREIGN_LD=${LD_LIBRARY_PATH:-}
+[ -n "${FSDPC_BUNDLE:-}" ] && FOREIGN_LD=$(tr ':' '\n' <<<"$FOREIGN_LD" | grep -vx "$FSDPC_BUNDLE/lib" | paste -sd:)
+foreign() { LD_LIBRARY_PATH=$FOREIGN_LD "$@"; }
+# stage 0's one step: the smallest model the GPU kernels take
+export TINY_MODEL="--hidden_width 64 --num_layers 1 --num_heads 1 --intermediate_size 64 --max_context_width 16 --vocab_size 256
+    --batch_size 2 --train_data synthetic"
 if [ "$DRY" = 1 ]; then
-    export FSDPC=build/fsdpc_emu TEST_GPU=build/test_gpu_emu PYDEV=cpu
+    export FSDPC=${GPU_CHECK_FSDPC:-build/fsdpc_emu} TEST_GPU=build/test_gpu_emu PYDEV=cpu  # (a test names its own fsdpc)
+    export TEST_GPU_BENCH="1 16 64 64 1 1 64"  # test_gpu --bench's tiny stand-in (head dim 64: cuDNN's)
     # the 1B model's stand-in, and the parity and sanitizer models: head dim 64, so cuDNN runs
     export BENCH_MODEL="--hidden_width 128 --num_layers 1 --num_heads 2 --num_key_value_heads 1 --intermediate_size 128
         --max_context_width 32 --vocab_size 256" BENCH_BATCH=2 BENCH_STEPS=2
@@ -47,6 +70,58 @@ rel() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) exit;
 # loss JSONL: the first step's loss in a metrics file
 loss() { sed -nE '1s/.*"loss": ([0-9.e+-]+).*/\1/p' "$1" 2>/dev/null; }
 
+# stop REASON: stage 0 found that no later stage can run; each is skipped with REASON
+stop() { printf '%s\n' "$1" >"$W/stop"; }
+
+# version KEY: a "KEY: value" line of fsdpc --version's
+version() { sed -n "s/^$1: //p" "$W/versions.txt" | head -1; }
+
+stage_load() {
+    local tg=${TEST_GPU%% *} miss rc loss t0
+    ldd "$FSDPC" "$tg" >"$W/ldd.txt" 2>&1
+    cat "$W/ldd.txt"
+    miss=$(awk '/not found/ {print $1}' "$W/ldd.txt" | sort -u | paste -sd' ')
+    if [ -n "$miss" ]; then
+        stop "stage load found libraries missing: $miss"
+        result fail "missing libraries: $miss (. .gpu/install.sh exports where the bundle's are; FSDPC_CUDA_LIBS names more folders)"
+        return
+    fi
+    for b in "$FSDPC" "$tg"; do
+        if ! $b --version >"$W/version.$(basename "$b").txt" 2>&1; then
+            stop "stage load: $b does not start"
+            result fail "$b --version failed: $(grep -m1 -iE 'error|not found' "$W/version.$(basename "$b").txt" | cut -c1-200)"
+            return
+        fi
+    done
+    cp "$W/version.$(basename "$FSDPC").txt" "$W/versions.txt"
+    cat "$W/versions.txt"
+    # the table's versions: the driver's own number where nvidia-smi tells it
+    {
+        printf 'driver\t%s\n' "$([ "$DRY" = 1 ] && echo "emulated" || foreign nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)"
+        printf 'cuda_driver\t%s\n' "$(version 'CUDA driver')"
+        printf 'cuda_runtime\t%s\n' "$(version 'CUDA runtime')"
+        printf 'cublaslt\t%s\n' "$(version cuBLASLt)"
+        printf 'cudnn\t%s\n' "$(version cuDNN)"
+        printf 'nccl\t%s\n' "$(version NCCL)"
+        printf 'mpi\t%s\n' "$(version MPI | cut -d, -f1)"
+    } >"$W/versions.tsv"
+    if [ "$(version 'GPUs visible')" = 0 ] || [ -z "$(version 'GPUs visible')" ]; then
+        stop "stage load: no GPU visible"
+        result fail "no GPU visible (CUDA driver: $(version 'CUDA driver'); nvidia-smi, CUDA_VISIBLE_DEVICES)"
+        return
+    fi
+    t0=$SECONDS
+    $FSDPC $TINY_MODEL --device cuda --max_steps 1 --lr 1e-3 --warmup 1 $QUIET >"$W/load_step.log" 2>&1
+    rc=$?
+    cat "$W/load_step.log"
+    loss=$(sed -nE 's/^Batch 1 Loss: ([0-9.]+).*/\1/p' "$W/load_step.log")
+    if [ $rc = 0 ] && [ -n "$loss" ]; then
+        result pass "ldd finds every library; both binaries start; one step of a tiny model on $(sed -nE 's/^fsdpc: .* on (cuda[^,]*),.*/\1/p' "$W/load_step.log" | head -1): loss $loss, $((SECONDS - t0)) s"
+    else
+        result fail "one step of a tiny model on the GPU failed (exit $rc): $(grep -m1 -E 'error' "$W/load_step.log" | cut -c1-200)"
+    fi
+}
+
 stage_tests() {
     if [ "$DRY" = 1 ]; then  # test_gpu_emu's whole suite takes minutes: its quickest mode stands in
         TEST_GPU="$TEST_GPU --cudnn_shapes" GPU_TESTS_STEPS=3 GPU_TESTS_MODEL="--tokenizer byte --hidden_width 256 --num_layers 1 --num_heads 4
@@ -63,36 +138,47 @@ stage_tests() {
     fi
 }
 
+# compute-sanitizer on a short run of fsdpc's own kernels (--attention native: cuDNN's are not
+# ours to fix). A runtime that refuses the tool ("Device not supported", then error 999, as the
+# gVisor machines do) is a skip with its words, and racecheck is not tried after such a refusal.
 stage_sanitizer() {
-    local cs tool out n text="" status=pass
-    cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-    local run="$FSDPC $SAN_MODEL --device cuda --precision bf16 --max_steps 2 --lr 1e-3 --warmup 1 $QUIET
+    local cs tool out n rc text="" status=pass limit
+    cs=${GPU_CHECK_SANITIZER:-}
+    [ -n "$cs" ] || [ "$DRY" = 1 ] || cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+    local run="$FSDPC $SAN_MODEL --device cuda --precision bf16 --attention native --max_steps 2 --lr 1e-3 --warmup 1 $QUIET
         --train_data data/tinyshakespeare.txt"
-    if [ "$DRY" = 1 ] || [ -z "$cs" ]; then
+    if [ -z "$cs" ]; then
         # the short run alone (on the emulator: under its own stream race checks)
         timeout 60 $run
-        local rc=$?
+        rc=$?
         [ $rc = 0 ] || { result fail "the short training run itself failed (exit $rc)"; return; }
         result skip "$([ "$DRY" = 1 ] && echo "dry run: compute-sanitizer needs a GPU" || echo "no compute-sanitizer on PATH or in /usr/local/cuda/bin"); the 2-step run passed"
         return
     fi
     for tool in memcheck racecheck; do
         out="$W/sanitizer.$tool"
-        timeout -k 5 $((LIMIT / 2 - 5)) "$cs" --tool $tool --print-limit 20 $run >"$out" 2>&1
-        local rc=$?
+        limit=$((LIMIT - SECONDS - 5))  # SECONDS: this stage's process's age
+        [ $tool = memcheck ] && limit=$((LIMIT / 2 - 5))
+        [ "$limit" -gt 5 ] || { status=fail text+="no time left for $tool; "; break; }
+        timeout -k 5 $limit "$cs" --tool $tool --print-limit 20 $run >"$out" 2>&1
+        rc=$?
         cat "$out"
+        if grep -qiE 'device not supported|error 999|\(999\)|= 999\b' "$out"; then
+            result skip "compute-sanitizer cannot run here: $(grep -m1 -iE 'device not supported|999' "$out" | sed -E 's/^=+ *//' | cut -c1-160)"
+            return
+        fi
         # memcheck: "ERROR SUMMARY: N errors"; racecheck: "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)"
         n=$(sed -nE 's/.*ERROR SUMMARY: ([0-9]+) error.*/\1/p; s/.*RACECHECK SUMMARY: .*\(([0-9]+) error.*/\1/p' "$out" | tail -1)
         if [ $rc = 124 ] || [ $rc = 137 ]; then
-            status=fail text+="$tool over its $((LIMIT / 2 - 5)) s; "
+            status=fail text+="$tool over its $limit s; "
         elif [ -z "$n" ]; then
-            status=fail text+="$tool: no summary (exit $rc); "
+            status=fail text+="$tool: no summary (exit $rc): $(grep -m1 -iE 'error' "$out" | cut -c1-120); "
         else
             [ "$n" = 0 ] && [ $rc = 0 ] || status=fail
             text+="$tool $n errors$([ $rc = 0 ] || echo " (exit $rc)"); "
         fi
     done
-    result $status "${text%; } (2 bf16 steps, D=128 L=2 T=128)"
+    result $status "${text%; } (2 bf16 steps, --attention native, $(echo $SAN_MODEL | sed -E 's/.*--hidden_width ([0-9]+).*--num_layers ([0-9]+).*/D=\1 L=\2/'))"
 }
 
 stage_cudnn() {
@@ -113,20 +199,24 @@ stage_cudnn() {
 
 # bench_fsdpc ATTENTION: "tokens/s MFU" of the last logged step (the first is warmup) and the
 # attention kernel's log line, into $W/bench.ATTENTION
+# attention ATTENTION, with the GPU time per op (FSDPC_GPU_TIMERS=ops) into $W/ops.ATTENTION and
+# the whole attention line into $W/attention.bench_ATTENTION
 bench_fsdpc() {
     local log="$W/bench_fsdpc_$1.log" last=$((BENCH_STEPS + 1))
-    $FSDPC $BENCH_MODEL --device cuda --precision bf16 --attention "$1" --batch_size "$BENCH_BATCH" --train_data synthetic \
-        --max_steps $last --logging_freq $last $QUIET >"$log" 2>&1
+    FSDPC_GPU_TIMERS=ops $FSDPC $BENCH_MODEL --device cuda --precision bf16 --attention "$1" --batch_size "$BENCH_BATCH" \
+        --train_data synthetic --max_steps $last --logging_freq $last $QUIET >"$log" 2>&1
     echo "fsdpc --attention $1: exit $?"
     cat "$log"
     { sed -nE "s/^Batch $last Loss.*tokens\/sec: ([0-9.]+)(, MFU: ([0-9.]+)%)?.*/\1 \3/p" "$log"
       grep -m1 -oE '^fsdpc: attention: [^(]*' "$log" | sed 's/^fsdpc: attention: //; s/ *$//'; } >"$W/bench.$1"
+    grep -m1 '^fsdpc: attention: ' "$log" | sed 's/^fsdpc: attention: //' >"$W/attention.bench_$1"
+    sed -n '/^gpu time per step/p; /^gpu time per op and step/,/^[^ ]/{/^  /p}' "$log" >"$W/ops.$1"
 }
 
 # gpu_kind: the GPU as fsdpc plan's --gpu names it, or nothing (the dry run plans an H100)
 gpu_kind() {
     [ "$DRY" = 1 ] && { echo h100; return; }
-    case $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1) in
+    case $(foreign nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1) in
     *H100*PCIe*) echo h100-pcie ;;
     *H100*) echo h100 ;;
     *H200*) echo h200 ;;
@@ -145,7 +235,7 @@ efficiency() {
     [ -n "$1" ] && [ -n "$kind" ] || { [ -n "$1" ] && echo "compute efficiency: no fsdpc plan --gpu for this GPU"; return; }
     $FSDPC plan $BENCH_MODEL --device cuda --precision bf16 --batch_size "$BENCH_BATCH" --world_size 1 --gpu "$kind" --json \
         >"$W/bench_plan.json" 2>"$W/bench_plan.err" || { echo "compute efficiency: fsdpc plan failed: $(head -c 150 "$W/bench_plan.err")"; return; }
-    "$PY" -c '
+    foreign "$PY" -c '
 import json, sys
 d, tps = json.load(open(sys.argv[1])), float(sys.argv[2])
 tokens = d["tokens_per_step_per_rank"]
@@ -165,7 +255,11 @@ stage_bench() {
     bench_fsdpc auto
     read -r auto auto_mfu <"$W/bench.auto"
     result fail "native ${nat:-?} tok/s MFU ${nat_mfu:-?}%; auto ${auto:-?} tok/s MFU ${auto_mfu:-?}%"
-    "$PY" bench/gpu_check.py bench $BENCH_MODEL --batch_size "$BENCH_BATCH" --steps "$BENCH_STEPS" --device $PYDEV \
+    # the kernels alone at the same shapes (its summary lines go below the table)
+    $TEST_GPU --bench >"$W/bench_kernels.txt" 2>&1
+    local krc=$?
+    cat "$W/bench_kernels.txt"
+    foreign "$PY" bench/gpu_check.py bench $BENCH_MODEL --batch_size "$BENCH_BATCH" --steps "$BENCH_STEPS" --device $PYDEV \
         >"$W/bench_torch.log" 2>&1
     local prc=$?
     cat "$W/bench_torch.log"
@@ -181,6 +275,8 @@ stage_bench() {
     local model="D=$(echo $BENCH_MODEL | sed -E 's/.*--hidden_width ([0-9]+).*/\1/') L=$(echo $BENCH_MODEL | sed -E 's/.*--num_layers ([0-9]+).*/\1/') T=$(echo $BENCH_MODEL | sed -E 's/.*--max_context_width ([0-9]+).*/\1/') B=$BENCH_BATCH, $BENCH_STEPS steps"
     if [ -z "$nat" ]; then
         status=fail text="fsdpc --attention native gave no tokens/s: $(grep -m1 -iE 'error' "$W/bench_fsdpc_native.log" | cut -c1-150)"
+    elif [ $krc != 0 ] || ! grep -q '^# summary gemm' "$W/bench_kernels.txt"; then
+        status=fail text+="; test_gpu --bench failed (exit $krc): $(grep -m1 -iE 'error' "$W/bench_kernels.txt" | cut -c1-120)"
     elif [ -z "$auto" ]; then
         status=fail text+="; fsdpc --attention auto gave no tokens/s: $(grep -m1 -iE 'error' "$W/bench_fsdpc_auto.log" | cut -c1-120)"
     elif [ $prc = 3 ]; then
@@ -214,7 +310,7 @@ stage_parity() {
     local l32 l16 text
     l32=$(loss "$W/parity_float32.jsonl") l16=$(loss "$W/parity_bf16.jsonl")
     text="fsdpc loss fp32 $l32, bf16 $l16 on $((4 * T)) tokens of the exported model ($PAR_STEPS bf16 steps)"
-    "$PY" bench/gpu_check.py parity "$hf" "$W/four.txt" "$prompt" $n --device $PYDEV >"$W/parity_torch.log" 2>&1
+    foreign "$PY" bench/gpu_check.py parity "$hf" "$W/four.txt" "$prompt" $n --device $PYDEV >"$W/parity_torch.log" 2>&1
     local prc=$?
     cat "$W/parity_torch.log"
     if [ $prc = 3 ]; then
@@ -243,37 +339,79 @@ if [ "${1:-}" = --stage ]; then  # one stage, in its own process under its time 
     exit 0
 fi
 
-OUT=${GPU_CHECK_OUT:-gpu-check.txt}
-JSON=${OUT%.txt}.json
-TOTAL=${GPU_CHECK_BUDGET:-480}
+DIR=${GPU_CHECK_OUT_DIR:-${OUT:-gpu-check}}
+mkdir -p "$DIR" || { echo "gpu-check: cannot create $DIR"; exit 1; }
+TXT=$DIR/gpu-check.txt JSON=$DIR/gpu-check.json LOGS=$DIR/gpu-check-logs.tar.gz
+# the emulator's stages take longer than a GPU's, on a machine that may be busy: in a dry run the
+# limits and the default budget are GPU_CHECK_DRY_SCALE (4) times the GPU's
+SCALE=1
+[ "$DRY" = 1 ] && SCALE=${GPU_CHECK_DRY_SCALE:-4}
+TOTAL=${GPU_CHECK_BUDGET:-$((345 * SCALE))}
 if [ "$DRY" = 1 ]; then
     for b in $FSDPC $TEST_GPU; do [ -x "$b" ] || { echo "gpu-check: $b is missing: make build/fsdpc_emu build/test_gpu_emu"; exit 1; }; done
     DEVICE="CPU emulation (dry run: timings mean nothing)"
 else
     [ -x ./fsdpc ] && [ -x build/test_gpu ] || {
         echo "gpu-check: ./fsdpc or build/test_gpu is missing: run run/gpu-bundle.sh's install line first (docs/gpu.md)"; exit 1; }
+    # a binary whose libraries are missing is stage 0's to report; one built without CUDA is not worth running
     [[ $(ldd ./fsdpc 2>/dev/null) == *libnccl* ]] || { echo "gpu-check: ./fsdpc has no CUDA backend: build it with nvcc on PATH, then run/gpu-bundle.sh"; exit 1; }
-    DEVICE=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+    DEVICE=$(foreign nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
     DEVICE=${DEVICE:-no nvidia-smi}
 fi
 export W
 W=$(mktemp -d)
 [ -n "${GPU_CHECK_KEEP:-}" ] || trap 'rm -rf "$W"' EXIT
 
+# name, limit in seconds, what it does: the telling and quick ones first
+STAGES="load:30:stage 0: ldd of both binaries, the library versions, one tiny step on the GPU
+tests:90:GPU test suite (test_gpu + training against the CPU)
+cudnn:30:cuDNN accepts every attention graph shape
+bench:150:1B model bf16 T=2048: fsdpc vs transformers; test_gpu --bench; GPU time per op
+parity:45:exported weights in transformers: loss + greedy
+sanitizer:80:compute-sanitizer memcheck + racecheck, short training run (native attention)"
+
+# GPU_CHECK_ONLY=failed: the stages that failed or did not run in the previous run's JSON, whose
+# rows the others keep (name, status, seconds, result per line in $W/previous). A device run's
+# $OUT starts empty: GPU_CHECK_PREVIOUS names the JSON that came back, carried in the tree.
+PREV=${GPU_CHECK_PREVIOUS:-$JSON}
+: >"$W/previous"
+ONLY=${GPU_CHECK_ONLY:-}
+if [ -n "$ONLY" ] && [ -s "$PREV" ]; then
+    foreign "$PY" -c '
+import json, sys
+for s in json.load(open(sys.argv[1]))["stages"]:
+    print("\t".join([s["stage"], s["status"], str(s["seconds"]), s["result"].replace("\t", " ").replace("\n", " ")]))
+' "$PREV" >"$W/previous" 2>/dev/null || : >"$W/previous"
+fi
+if [ "$ONLY" = failed ]; then
+    if [ -s "$W/previous" ]; then
+        # a skip for want of time or for stage 0's verdict is a stage that did not run
+        ONLY=$(awk -F'\t' '$2 == "fail" || ($2 == "skip" && $4 ~ /budget was spent|^stage load/) {print $1}' "$W/previous" | paste -sd' ')
+        echo "gpu-check: GPU_CHECK_ONLY=failed: ${ONLY:-none failed last time ($PREV)}"
+        [ -n "$ONLY" ] || ONLY=load
+    else
+        echo "gpu-check: GPU_CHECK_ONLY=failed: no previous $PREV (GPU_CHECK_PREVIOUS): every stage runs"
+        ONLY=""
+    fi
+fi
+
 START=$SECONDS
-# name, limit in seconds, what it does
-STAGES="tests:110:GPU test suite (test_gpu + training against the CPU)
-sanitizer:140:compute-sanitizer memcheck + racecheck, short training run
-cudnn:40:cuDNN accepts every attention graph shape
-bench:140:1B model bf16 T=2048: fsdpc vs transformers
-parity:50:exported weights in transformers: loss + greedy"
 while IFS=: read -r name limit what; do
+    limit=$((limit * SCALE))
     left=$((TOTAL - (SECONDS - START)))
     [ "$limit" -gt "$left" ] && limit=$left
     t0=$SECONDS
     echo "== $name: $what (limit ${limit} s)"
-    if [ -n "${GPU_CHECK_ONLY:-}" ] && [[ " $GPU_CHECK_ONLY " != *" $name "* ]]; then
-        printf 'skip\tnot in GPU_CHECK_ONLY\n' >"$W/$name.row"
+    prev=$(awk -F'\t' -v n="$name" '$1 == n' "$W/previous")
+    if [ -n "$ONLY" ] && [ "$name" != load ] && [[ " $ONLY " != *" $name "* ]]; then
+        if [ -n "$prev" ]; then  # kept from the previous run, with its seconds
+            printf '%s\t%s (previous run)\n' "$(cut -f2 <<<"$prev")" "$(cut -f4 <<<"$prev")" >"$W/$name.row"
+            cut -f3 <<<"$prev" >"$W/$name.secs"
+        else
+            printf 'skip\tnot in GPU_CHECK_ONLY\n' >"$W/$name.row"
+        fi
+    elif [ -s "$W/stop" ]; then
+        printf 'skip\t%s\n' "$(cat "$W/stop")" >"$W/$name.row"
     elif [ "$limit" -le 5 ]; then
         printf 'skip\tthe %d s budget was spent before this stage\n' "$TOTAL" >"$W/$name.row"
     else
@@ -286,12 +424,20 @@ while IFS=: read -r name limit what; do
             printf 'fail\tstopped without a result (exit %d): %s\n' "$rc" "$(tail -1 "$W/$name.log" | cut -c1-150)" >"$W/$name.row"
         fi
     fi
-    echo $((SECONDS - t0)) >"$W/$name.secs"
+    [ -s "$W/$name.secs" ] || echo $((SECONDS - t0)) >"$W/$name.secs"
     echo "$name" >>"$W/order"
     sed 's/\t/: /' "$W/$name.row"
 done <<<"$STAGES"
 
-# the table, then the cuDNN list and the log tails of failed stages
+# the attention path each run took, from its log: KEY<TAB>the fsdpc: attention: line
+for f in "$W"/attention.bench_*; do [ -s "$f" ] && printf '%s\t%s\n' "${f##*/attention.}" "$(cat "$f")"; done >"$W/attention.tsv"
+for s in tests sanitizer; do
+    l=$(grep -m1 '^fsdpc: attention: ' "$W/$s.log" 2>/dev/null | sed 's/^fsdpc: attention: //')
+    [ -n "$l" ] && printf '%s\t%s\n' "$s" "$l"
+done >>"$W/attention.tsv"
+
+# the table, the versions, the attention paths, the kernels, then the cuDNN list and the log
+# tails of failed stages
 {
     echo "make gpu-check on $DEVICE, $(date -u '+%Y-%m-%d %H:%M UTC'), $((SECONDS - START)) s of $TOTAL"
     printf '%-10s %-6s %5s  %s\n' stage status s result
@@ -301,24 +447,55 @@ done <<<"$STAGES"
     done <"$W/order"
     npass=$(cat "$W"/*.row | grep -c '^pass') nfail=$(cat "$W"/*.row | grep -c '^fail') nskip=$(cat "$W"/*.row | grep -c '^skip')
     echo "overall: $([ "$nfail" = 0 ] && echo pass || echo FAIL) ($npass pass, $nfail fail, $nskip skip)"
+    if [ -s "$W/versions.tsv" ]; then
+        awk -F'\t' '{v[$1] = $2} END {
+            printf "versions: NVIDIA driver %s (CUDA %s); CUDA runtime %s; cuBLASLt %s; cuDNN %s; NCCL %s; %s\n",
+                v["driver"] != "" ? v["driver"] : "?", v["cuda_driver"], v["cuda_runtime"], v["cublaslt"], v["cudnn"], v["nccl"], v["mpi"] }' \
+            "$W/versions.tsv"
+    fi
+    [ -s "$W/attention.tsv" ] && sed 's/^/attention: /; s/\t/: /' "$W/attention.tsv"
+    # where the time goes: the kernels against their references, and the costliest ops of a step
+    [ -s "$W/bench_kernels.txt" ] && sed -n 's/^# summary /kernels: /p' "$W/bench_kernels.txt"
+    for a in native auto; do
+        [ -s "$W/ops.$a" ] && awk -v a="$a" '/^  / && n < 6 {s = s (n++ ? ", " : "") $1 " " $4} END {
+            if (n) print "gpu time, --attention " a ": " s " of the step (the rest below)" }' "$W/ops.$a"
+    done
 } >"$W/table"
 {
     cat "$W/table"
+    if [ -s "$W/bench_kernels.txt" ]; then
+        echo
+        echo "build/test_gpu --bench:"
+        grep -vE '^# device' "$W/bench_kernels.txt"
+    fi
+    for a in native auto; do
+        [ -s "$W/ops.$a" ] || continue
+        echo
+        echo "fsdpc --attention $a, GPU time per op (FSDPC_GPU_TIMERS=ops):"
+        cat "$W/ops.$a"
+    done
     if [ -s "$W/cudnn_shapes.txt" ]; then
         echo
         echo "cuDNN graphs:"
         grep -E '^(not )?ok - ' "$W/cudnn_shapes.txt"
     fi
     while read -r name; do
-        grep -q '^fail' "$W/$name.row" || continue
+        grep -q '^fail' "$W/$name.row" && [ -s "$W/$name.log" ] || continue
         echo
         echo "$name log (last 30 lines):"
         tail -30 "$W/$name.log"
     done <"$W/order"
-} >"$OUT"
+} >"$TXT"
 
 # JSON: the same rows; strings with their quotes and backslashes escaped, control characters dropped
 js() { local s=${1//\\/\\\\}; s=${s//\"/\\\"}; printf '"%s"' "$(printf '%s' "$s" | tr -d '\000-\037')"; }
+# tsv_object FILE: {"key": "value", ...} of a KEY<TAB>VALUE file
+tsv_object() {
+    local sep="" k v
+    printf '{'
+    [ -s "$1" ] && while IFS=$'\t' read -r k v; do printf '%s%s: %s' "$sep" "$(js "$k")" "$(js "$v")"; sep=", "; done <"$1"
+    printf '}'
+}
 {
     printf '{"device": %s, "dry_run": %s, "budget_s": %d, "seconds": %d, "stages": [' "$(js "$DEVICE")" \
         "$([ "$DRY" = 1 ] && echo true || echo false)" "$TOTAL" $((SECONDS - START))
@@ -329,7 +506,10 @@ js() { local s=${1//\\/\\\\}; s=${s//\"/\\\"}; printf '"%s"' "$(printf '%s' "$s"
             "$(cat "$W/$name.secs")" "$(js "$text")"
         sep=","
     done <"$W/order"
-    printf '],\n "cudnn_graphs": ['
+    printf '],\n "versions": %s,\n "attention": %s,\n "bench_kernels": ' "$(tsv_object "$W/versions.tsv")" "$(tsv_object "$W/attention.tsv")"
+    sed -nE 's/^# summary ([a-z]+)[^:]*: (.*)/\1\t\2/p' "$W/bench_kernels.txt" 2>/dev/null >"$W/kernels.tsv"
+    tsv_object "$W/kernels.tsv"
+    printf ',\n "cudnn_graphs": ['
     sep=""
     [ -s "$W/cudnn_shapes.txt" ] && while read -r line; do
         case $line in
@@ -342,7 +522,10 @@ js() { local s=${1//\\/\\\\}; s=${s//\"/\\\"}; printf '"%s"' "$(printf '%s' "$s"
     done <"$W/cudnn_shapes.txt"
     printf ']}\n'
 } >"$JSON"
+
+# every stage's whole log and side files (not the parity stage's checkpoint and export), one archive
+(cd "$W" && tar --exclude=parity_ck --exclude=parity_hf -czf - --transform 's,^\.,gpu-check-logs,' .) >"$LOGS"
 echo
 cat "$W/table"
-echo "written to $OUT and $JSON"
+echo "written to $TXT, $JSON and $LOGS"
 ! grep -q '^fail' "$W"/*.row

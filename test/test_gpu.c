@@ -1301,8 +1301,6 @@ static void test_bf16(void) {
     test_bf16_at(4101, 1);
 }
 
-// ---- --bench: kernel timings at the ~1B model's shapes (B=4, T=2048, D=2048, F=5632, H=16, KV=8) ----
-
 // ---- --precision bf16's activations: every kernel that reads or writes them, on bf16 ----
 
 static void test_bf16_activations(void) {
@@ -1352,6 +1350,8 @@ static void test_bf16_activations(void) {
     set_mode(COMPUTE_FP32);
 }
 
+// ---- --bench: kernel timings at the ~1B model's shapes, or TEST_GPU_BENCH's ----
+
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -1370,76 +1370,131 @@ static double now_ms(void) {
     })
 
 // n uniform floats in [-1, 1) on the device: timings on zeros would flatter the hardware (zero
-// operands draw less power, so the clocks stay higher)
+// operands draw less power, so the clocks stay higher). A random block of at most 4M floats is
+// repeated: generating a large buffer on the host would take longer than the timings.
 static float *dev_rand(size_t n) {
-    float *h = rand_vec(n, -1, 1), *d = dev_f(h, n);
+    const size_t blk = n < ((size_t)1 << 22) ? n : (size_t)1 << 22;
+    float *h = rand_vec(blk, -1, 1), *d = cuda_alloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i += blk) cuda_upload(d + i, h, sizeof(float) * (n - i < blk ? n - i : blk));
     free(h);
     return d;
 }
 
 // a bf16 device copy of n device floats
 static uint16_t *bf16_copy(const float *src, size_t n) {
-    uint16_t *d = cuda_alloc(sizeof(uint16_t) * n);
+    uint16_t *d = cuda_alloc(sizeof(uint16_t) * (n ? n : 1));
     cuda_f32_to_bf16(d, src, n);
     return d;
 }
 
-static void bench(void) {
-    const int B = 4, T = 2048, D = 2048, F = 5632, H = 16, KV = 8, hd = D / H, N = B * T, reps = 10;
-    const size_t nNF = (size_t)N * F, nND = (size_t)N * D, nDF = (size_t)D * F, nkv = (size_t)N * KV * hd;
-    float *x = dev_rand(nND), *w = dev_rand(nDF), *y = dev_rand(nNF), *dx = dev_rand(nND), *dw = dev_rand(nDF);
-    printf("# random inputs in [-1, 1); FLOPs as executed: backward counts both products\n");
-    const double mm = 2.0 * N * D * F;  // one product's FLOPs
-    printf("# matmul (N=%d, %d -> %d)            fwd ms  TFLOP/s   bwd ms  TFLOP/s\n", N, D, F);
-    for (int mode = COMPUTE_FP32; mode <= COMPUTE_FAST_16BF; mode++) {
-        cuda_set_compute(mode);
-        const double f = TIME_MS(reps, cuda_matmul_fwd(y, KERN_F32, x, w, N, D, F));
-        const double b = TIME_MS(reps, cuda_matmul_bwd(dx, dw, y, KERN_F32, x, w, N, D, F, 0));
-        static const char *const what[] = {"fp32", "bf16 (operands cast)", "fast-16bf (cuBLASLt rounds)"};
-        printf("  %-34s %7.3f %8.1f  %7.3f %8.1f\n", what[mode], f, mm / f * 1e-9, b, 2 * mm / b * 1e-9);
+// n random bf16 values on the device
+static uint16_t *dev_rand_bf16(size_t n) {
+    float *f = dev_rand(n);
+    uint16_t *d = bf16_copy(f, n);
+    cuda_free(f);
+    return d;
+}
+
+// The --bench shapes: make bench-gpu's ~1B Llama, or TEST_GPU_BENCH="B T D F H KV V" (make
+// gpu-check's dry run times a tiny one on the emulator)
+typedef struct {
+    int B, T, D, F, H, KV, V;
+} BenchShape;
+
+static BenchShape bench_shape(void) {
+    BenchShape s = {4, 2048, 2048, 5632, 16, 8, 32000};
+    const char *e = getenv("TEST_GPU_BENCH");
+    if (e && sscanf(e, "%d %d %d %d %d %d %d", &s.B, &s.T, &s.D, &s.F, &s.H, &s.KV, &s.V) != 7) {
+        fprintf(stderr, "TEST_GPU_BENCH=\"%s\": want \"B T D F H KV V\"\n", e);
+        exit(2);
     }
-    // as --precision bf16 trains: bf16 weights and activations taken as they lie, bf16 outputs
-    uint16_t *xb = bf16_copy(x, nND), *wb = bf16_copy(w, nDF), *yb = bf16_copy(y, nNF), *dxb = bf16_copy(dx, nND);
+    return s;
+}
+
+// GEMMs: each linear layer of the model, as --precision bf16 trains it (bf16 weights and
+// activations, fp32 weight gradients), fsdpc's product against cuBLASLt's own best for the shape
+// (the fastest of the algorithms its heuristic offers; fsdpc runs the first). Forward 2NKM FLOPs,
+// backward both products.
+static void bench_gemm(BenchShape s, int reps) {
+    const int N = s.B * s.T, hd = s.D / s.H;
+    const struct {
+        const char *name;
+        int in, out;
+    } layers[] = {{"q|k|v", s.D, s.D + 2 * s.KV * hd}, {"attention out", s.D, s.D}, {"gate|up", s.D, 2 * s.F},
+                  {"down", s.F, s.D}, {"lm head", s.D, s.V}};
+    int max_in = 0, max_out = 0;
+    for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
+        max_in = layers[i].in > max_in ? layers[i].in : max_in;
+        max_out = layers[i].out > max_out ? layers[i].out : max_out;
+    }
+    uint16_t *x = dev_rand_bf16((size_t)N * max_in), *w = dev_rand_bf16((size_t)max_in * max_out);
+    uint16_t *y = dev_rand_bf16((size_t)N * max_out), *dy = dev_rand_bf16((size_t)N * max_out);
+    uint16_t *dx = dev_rand_bf16((size_t)N * max_in);
+    float *dw = dev_rand((size_t)max_in * max_out);
     cuda_set_compute(COMPUTE_BF16);
     cuda_set_params_bf16(1);
     cuda_set_acts_bf16(1);
-    {
-        const double f = TIME_MS(reps, cuda_matmul_fwd(yb, KERN_ACT, xb, wb, N, D, F));
-        const double b = TIME_MS(reps, cuda_matmul_bwd(dxb, dw, yb, KERN_ACT, xb, wb, N, D, F, 0));
-        printf("  %-34s %7.3f %8.1f  %7.3f %8.1f\n", "bf16 (bf16 weights, activations)", f, mm / f * 1e-9, b,
-               2 * mm / b * 1e-9);
+    printf("# GEMM, bf16 weights and activations, N=%d            fwd ms TFLOP/s  best ratio |  bwd ms TFLOP/s  best ratio\n", N);
+    double worst = 1e30, sum_fsdpc = 0, sum_best = 0;
+    for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
+        const int IN = layers[i].in, OUT = layers[i].out;
+        const double flops = 2.0 * N * IN * OUT;
+        const double f = TIME_MS(reps, cuda_matmul_fwd(y, KERN_ACT, x, w, N, IN, OUT));
+        const double b = TIME_MS(reps, cuda_matmul_bwd(dx, dw, dy, KERN_ACT, x, w, N, IN, OUT, 0));
+        int tf, tb;
+        const double bf = cuda_matmul_best_ms(0, y, dx, dw, dy, x, w, N, IN, OUT, reps, &tf);
+        const double bb = cuda_matmul_best_ms(1, y, dx, dw, dy, x, w, N, IN, OUT, reps, &tb);
+        char name[64];
+        snprintf(name, sizeof name, "%s (%d -> %d)", layers[i].name, IN, OUT);
+        printf("  %-34s %8.3f %7.1f %5.1f %5.2f | %7.3f %7.1f %5.1f %5.2f  (%d, %d algorithms timed)\n", name, f,
+               flops / f * 1e-9, bf > 0 ? flops / bf * 1e-9 : 0.0, bf > 0 ? bf / f : 0.0, b, 2 * flops / b * 1e-9,
+               bb > 0 ? 2 * flops / bb * 1e-9 : 0.0, bb > 0 ? bb / b : 0.0, tf, tb);
+        if (bf > 0 && bf / f < worst) worst = bf / f;
+        if (bb > 0 && bb / b < worst) worst = bb / b;
+        sum_fsdpc += f + b, sum_best += (bf > 0 ? bf : f) + (bb > 0 ? bb : b);
     }
     cuda_set_params_bf16(0);
     cuda_set_acts_bf16(0);
-    const double cast = TIME_MS(reps, cuda_f32_to_bf16((uint16_t *)dx, y, nND));
-    printf("  bf16 cast of an (N, D) operand: %.3f ms, %.0f GB/s\n", cast, nND * 6.0 / cast * 1e-6);
+    cuda_set_compute(COMPUTE_FP32);
+    // make gpu-check's row: the model's GEMM time against the sum of cuBLASLt's bests
+    printf("# summary gemm: %.2f of cuBLASLt's best over the model's GEMMs (the worst product %.2f)\n",
+           sum_best / sum_fsdpc, worst);
+    void *bufs[] = {x, w, y, dy, dx, dw};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cuda_free(bufs[i]);
+}
 
-    // attention: causal FLOPs (half the square). Forward runs 2 products (Q K^T, P V); backward,
-    // as executed, 7: the dK/dV kernel recomputes S and dP and forms dV and dK, the dQ kernel
-    // recomputes S and dP again and forms dQ
+// attention: causal FLOPs (half the square). Forward runs 2 products (Q K^T, P V); backward,
+// as executed by the native kernels, 7 (the dK/dV kernel recomputes S and dP and forms dV and
+// dK, the dQ kernel recomputes S and dP again and forms dQ), by cuDNN 5 (S, dP, dV, dK, dQ)
+static void bench_attention(BenchShape s, int reps) {
+    const int B = s.B, T = s.T, H = s.H, KV = s.KV, hd = s.D / s.H, N = B * T;
+    const size_t nND = (size_t)N * s.D, nkv = (size_t)N * KV * hd;
     float *q = dev_rand(nND), *o = cuda_alloc(sizeof(float) * nND), *dout = dev_rand(nND);
     float *k = dev_rand(nkv), *v = dev_rand(nkv);
     float *saved = cuda_alloc(sizeof(float) * cuda_attention_saved_floats(B, H, T, T));
     float *dq = cuda_alloc(sizeof(float) * nND), *dk = cuda_alloc(sizeof(float) * nkv), *dv = cuda_alloc(sizeof(float) * nkv);
     float *scratch = cuda_alloc(sizeof(float) * cuda_attention_scratch_floats(B, H, T));
-    const double af = 2.0 * 2.0 * B * H * (double)T * T * hd / 2;
-    printf("# attention (B=%d T=%d H=%d KV=%d hd=%d)    fwd ms  TFLOP/s   bwd ms  TFLOP/s\n", B, T, H, KV, hd);
-    // fp32, bf16 WMMA, then cuDNN's fused attention where it loads: on fp32 tensors (bf16 casts
-    // included), then on bf16 activations as --precision bf16 trains
     uint16_t *qb = bf16_copy(q, nND), *kb = bf16_copy(k, nkv), *vb = bf16_copy(v, nkv), *doutb = bf16_copy(dout, nND);
     uint16_t *ob = bf16_copy(q, nND), *dqb = bf16_copy(q, nND), *dkb = bf16_copy(k, nkv), *dvb = bf16_copy(k, nkv);
-    for (int mode = COMPUTE_FP32; mode <= COMPUTE_BF16 + 2; mode++) {
-        cuda_set_compute(mode > COMPUTE_BF16 ? COMPUTE_BF16 : mode);
+    const double af = 2.0 * 2.0 * B * H * (double)T * T * hd / 2;
+    printf("# attention (B=%d T=%d H=%d KV=%d hd=%d)          fwd ms TFLOP/s |  bwd ms TFLOP/s\n", B, T, H, KV, hd);
+    static const struct {
+        const char *what, *key;
+        int compute, want, acts_bf16;
+    } runs[] = {{"native fp32 (CUDA cores)", "native_fp32", COMPUTE_FP32, KERN_ATTENTION_NATIVE, 0},
+                {"native bf16 (WMMA), bf16 activations", "native", COMPUTE_BF16, KERN_ATTENTION_NATIVE, 1},
+                {"cuDNN bf16, bf16 activations", "cudnn", COMPUTE_BF16, KERN_ATTENTION_CUDNN, 1}};
+    char summary[400] = "";
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        cuda_set_compute(runs[r].compute);
         int failed;
-        const char *att = cuda_attention_select(mode > COMPUTE_BF16 ? KERN_ATTENTION_CUDNN : KERN_ATTENTION_NATIVE,
-                                                mode != COMPUTE_FP32, hd, &failed);
+        const char *att = cuda_attention_select(runs[r].want, runs[r].compute != COMPUTE_FP32, hd, &failed);
         if (failed) {
-            printf("  %s\n", att);
-            break;
+            printf("  %s: %s\n", runs[r].what, att);
+            snprintf(summary + strlen(summary), sizeof summary - strlen(summary), "; %s none", runs[r].key);
+            continue;
         }
-        static const char *const what[] = {"fp32 (CUDA cores)", "bf16 (WMMA tensor cores)", "bf16 (cuDNN, fp32 tensors)",
-                                           "bf16 (cuDNN, bf16 activations)"};
-        const int ab = mode == COMPUTE_BF16 + 2;
+        const int ab = runs[r].acts_bf16;
         cuda_set_acts_bf16(ab);
         void *Q = ab ? (void *)qb : q, *K = ab ? (void *)kb : k, *Vv = ab ? (void *)vb : v, *O = ab ? (void *)ob : o;
         void *dO = ab ? (void *)doutb : dout, *dQ = ab ? (void *)dqb : dq, *dK = ab ? (void *)dkb : dk;
@@ -1449,24 +1504,71 @@ static void bench(void) {
         const double b =
             TIME_MS(reps, cuda_attention_bwd(dQ, dK, dV, scratch, dO, O, saved, Q, K, Vv, B, T, H, KV, hd, NULL, 0, NULL));
         cuda_set_acts_bf16(0);
-        // backward as executed: the native kernels' 7 products, cuDNN's 5 (S, dP, dV, dK, dQ)
-        const double bwd_products = mode > COMPUTE_BF16 ? 5 : 7;
-        printf("  %-34s %7.3f %8.1f  %7.3f %8.1f\n", what[mode], f, af / f * 1e-9, b, bwd_products / 2 * af / b * 1e-9);
+        const double bwd_products = runs[r].want == KERN_ATTENTION_CUDNN ? 5 : 7;
+        printf("  %-44s %7.3f %7.1f | %7.3f %7.1f\n", runs[r].what, f, af / f * 1e-9, b, bwd_products / 2 * af / b * 1e-9);
+        snprintf(summary + strlen(summary), sizeof summary - strlen(summary), "; %s fwd %.0f bwd %.0f", runs[r].key,
+                 af / f * 1e-9, bwd_products / 2 * af / b * 1e-9);
     }
     cuda_attention_select(KERN_ATTENTION_NATIVE, 0, hd, &(int){0});
+    cuda_set_compute(COMPUTE_FP32);
+    printf("# summary attention TFLOP/s: %s\n", summary + 2);
+    void *bufs[] = {q, k, v, o, dout, saved, dq, dk, dv, scratch, qb, kb, vb, doutb, ob, dqb, dkb, dvb};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cuda_free(bufs[i]);
+}
 
-    // memory-bound kernels: effective bandwidth (bytes read + written)
-    const double rms = TIME_MS(reps, cuda_rmsnorm_fwd(dx, saved, x, w, N, D, 1e-5f));
+// memory-bound kernels: effective bandwidth (bytes read + written) against the device's own
+// copy (cudaMemcpy device to device, read + write) of the same number of bytes
+static void bench_bandwidth(BenchShape s, int reps) {
+    const size_t N = (size_t)s.B * s.T, nND = N * s.D, nNF = N * s.F, nDF = (size_t)s.D * s.F;
+    float *x = dev_rand(nND), *w = dev_rand(nDF), *y = dev_rand(2 * nNF), *dw = dev_rand(nDF);
+    float *out = cuda_alloc(sizeof(float) * 2 * nNF), *rstd = cuda_alloc(sizeof(float) * N);
+    float *m = cuda_alloc(sizeof(float) * nDF), *v = cuda_alloc(sizeof(float) * nDF);
+    const double copy = TIME_MS(reps, cuda_copy(out, y, 2 * nNF));
+    const double copy_gbs = 2 * nNF * 8.0 / copy * 1e-6;
+    printf("# bandwidth (GB/s, bytes read + written)         ms    GB/s  of copy\n");
+    printf("  %-40s %7.3f %7.0f   1.00\n", "device copy (cudaMemcpy)", copy, copy_gbs);
     const KernAdamW ah = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
                           .grad_scale = 1.0f, .step = 1, .ndecay = 1, .decay = {{0, nDF}}};
-    const double sw = TIME_MS(reps, cuda_swiglu_fwd(y, y, N / 2, F));  // N/2 rows of gate|up fit in y
-    const double ad = TIME_MS(reps, cuda_adamw(y, NULL, y + nDF, dw, w, nDF, &ah));
-    printf("# bandwidth: rmsnorm_fwd %.0f GB/s, swiglu_fwd %.0f GB/s, adamw %.0f GB/s\n", nND * 8.0 / rms * 1e-6,
-           nNF / 2 * 12.0 / sw * 1e-6, nDF * 28.0 / ad * 1e-6);
-    void *bufs[] = {x,  w,  y,  dx,    dw, q,   k,   v,   o,   dout, saved, dq, dk, dv, scratch, xb,
-                    wb, yb, dxb, qb, kb, vb, doutb, ob, dqb, dkb, dvb};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cuda_free(bufs[i]);
+    typedef struct {
+        const char *what;
+        double ms, bytes;
+    } Timed;
+    Timed k[6];
+    int n = 0;
+    k[n++] = (Timed){"rmsnorm_fwd (fp32)", TIME_MS(reps, cuda_rmsnorm_fwd(out, rstd, x, w, (int)N, s.D, 1e-5f)), nND * 8.0};
+    k[n++] = (Timed){"adamw (fp32 state)", TIME_MS(reps, cuda_adamw(w, NULL, dw, m, v, nDF, &ah)), nDF * 28.0};
+    k[n++] = (Timed){"f32_to_bf16", TIME_MS(reps, cuda_f32_to_bf16((uint16_t *)out, y, 2 * nNF)), 2 * nNF * 6.0};
+    // as --precision bf16 trains: bf16 weights and activations
+    uint16_t *wb = bf16_copy(w, s.D), *gu = dev_rand_bf16(2 * nNF), *h = dev_rand_bf16(nNF);
+    cuda_set_compute(COMPUTE_BF16);
+    cuda_set_params_bf16(1);
+    cuda_set_acts_bf16(1);
+    k[n++] = (Timed){"rmsnorm_fwd (bf16 out)", TIME_MS(reps, cuda_rmsnorm_fwd(out, rstd, x, wb, (int)N, s.D, 1e-5f)),
+                     nND * 6.0};
+    k[n++] = (Timed){"swiglu_fwd (bf16)", TIME_MS(reps, cuda_swiglu_fwd(h, gu, (int)N, s.F)), nNF * 6.0};
+    k[n++] = (Timed){"swiglu_bwd (bf16)", TIME_MS(reps, cuda_swiglu_bwd(out, h, gu, (int)N, s.F)), nNF * 10.0};
+    cuda_set_params_bf16(0);
+    cuda_set_acts_bf16(0);
     cuda_set_compute(COMPUTE_FP32);
+    double lo = 1e30, hi = 0;
+    for (int i = 0; i < n; i++) {
+        const double gbs = k[i].bytes / k[i].ms * 1e-6;
+        printf("  %-40s %7.3f %7.0f   %4.2f\n", k[i].what, k[i].ms, gbs, gbs / copy_gbs);
+        lo = gbs / copy_gbs < lo ? gbs / copy_gbs : lo, hi = gbs / copy_gbs > hi ? gbs / copy_gbs : hi;
+    }
+    printf("# summary bandwidth: copy %.0f GB/s; elementwise kernels %.2f to %.2f of it\n", copy_gbs, lo, hi);
+    void *bufs[] = {x, w, y, dw, out, rstd, m, v, wb, gu, h};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cuda_free(bufs[i]);
+}
+
+// --bench: kernel timings at the ~1B model's shapes, on random inputs, FLOPs as executed
+static void bench(void) {
+    const BenchShape s = bench_shape();
+    const int reps = getenv("TEST_GPU_BENCH") ? 2 : 10;
+    printf("# --bench: B=%d T=%d D=%d F=%d H=%d KV=%d V=%d; random inputs in [-1, 1)\n", s.B, s.T, s.D, s.F, s.H, s.KV, s.V);
+    bench_gemm(s, reps);
+    bench_attention(s, reps);
+    bench_bandwidth(s, reps);
 }
 
 // --cudnn_shapes (make gpu-check): whether cuDNN builds each attention graph shape the project
@@ -1513,6 +1615,11 @@ int main(int argc, char **argv) {
     comm_init(&argc, &argv);
     cpu_init(2);
     snprintf(test_prefix, sizeof test_prefix, "gpu ");
+    if (argc > 1 && !strcmp(argv[1], "--version")) {  // the CUDA libraries it loaded (make gpu-check's stage 0)
+        printf("%s", cuda_library_versions());
+        comm_finalize();
+        return 0;
+    }
     if (cuda_device_count() == 0) {
         printf("# no GPU visible: skipped\n");
         comm_finalize();

@@ -1013,6 +1013,22 @@ extern "C" const char *cuda_attention_select(int want, int bf16, int head_dim, i
     return line;
 }
 
+// fsdpc --version: the cuDNN that attention would load, by its own count, or why none. Only
+// cudnnGetVersion is called, which needs no GPU; the library stays loaded for cudnn_open.
+extern "C" const char *cuda_cudnn_version(void) {
+    static char out[400];
+    void *lib = dlopen(kCudnnLib, RTLD_NOW | RTLD_LOCAL);
+    size_t (*get)(void) = nullptr;
+    if (lib) *(void **)&get = dlsym(lib, "cudnnGetVersion");
+    if (!get) {
+        snprintf(out, sizeof out, "none (%s)", lib ? "libcudnn.so.9 has no cudnnGetVersion" : dlerror());
+        return out;
+    }
+    const size_t v = get();  // major * 10000 + minor * 100 + patch since cuDNN 9
+    snprintf(out, sizeof out, "%zu.%zu.%zu", v / 10000, v / 100 % 100, v % 100);
+    return out;
+}
+
 // gpu-check's acceptance list: whether cuDNN finalizes a plan for one graph shape (kept in the
 // plan cache like any other), with its refusal in its own words
 extern "C" const char *cuda_cudnn_graph_check(int bwd, int docs, int B, int T, int H, int KV, int hd) {

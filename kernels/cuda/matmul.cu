@@ -210,3 +210,66 @@ void cuda_set_params_bf16(int on) { cuda_ctx.params_bf16 = on; }
 void cuda_set_acts_bf16(int on) { cuda_ctx.acts_bf16 = on; }
 
 }  // extern "C"
+
+extern "C" size_t cuda_cublaslt_version(void) { return cublasLtGetVersion(); }
+
+namespace {
+// ms per run of the fastest of up to 16 algorithms cuBLASLt's heuristic offers for key's problem
+// (its descriptors from the plan cache; fsdpc runs the heuristic's first), each timed over reps
+// runs after one untimed; *tried counts the algorithms timed
+double best_ms(const GemmKey &key, const void *a, const void *b, void *c, float beta, int reps, int *tried) {
+    const GemmPlan &p = get_plan(key);
+    if (!p.found) return 0;  // no bf16 algorithm at all: fsdpc runs fp32 here
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t ws = cuda_ctx.workspace_bytes;
+    const uint32_t al[3] = {(uint32_t)key.align_a, (uint32_t)key.align_b, (uint32_t)key.align_c};
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    const cublasLtMatmulPreferenceAttributes_t at[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; i++)
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, at[i], &al[i < 3 ? i : 2], sizeof al[0]));
+    cublasLtMatmulHeuristicResult_t res[16];
+    int found = 0;
+    cublasCheck(cublasLtMatmulAlgoGetHeuristic(cuda_ctx.lt, p.op, p.a, p.b, p.c, p.c, pref, 16, res, &found));
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    static cudaEvent_t e0, e1;
+    if (!e0) {
+        cudaCheck(cudaEventCreateWithFlags(&e0, cudaEventDefault));
+        cudaCheck(cudaEventCreateWithFlags(&e1, cudaEventDefault));
+    }
+    double best = 0;
+    const float alpha = 1.0f;
+    for (int i = 0; i < found; i++) {
+        if (res[i].workspaceSize > ws) continue;
+        for (int r = 0; r <= reps; r++) {
+            if (r == 1) cudaCheck(cudaEventRecord(e0, cuda_stream()));
+            cublasCheck(cublasLtMatmul(cuda_ctx.lt, p.op, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &res[i].algo,
+                                       cuda_ctx.workspace, ws, cuda_stream()));
+        }
+        cudaCheck(cudaEventRecord(e1, cuda_stream()));
+        cudaCheck(cudaEventSynchronize(e1));
+        float ms;
+        cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
+        if (!best || ms / reps < best) best = ms / reps;
+        ++*tried;
+    }
+    return best;
+}
+}  // namespace
+
+// the products of cuda_matmul_fwd and _bwd with bf16 weights and activations (as --precision
+// bf16 trains), as gemm() issues them
+extern "C" double cuda_matmul_best_ms(int bwd, void *out, void *dinp, float *dw, const void *dout, const void *inp,
+                                      const void *w, int N, int IN, int OUT, int reps, int *tried) {
+    *tried = 0;
+    auto al = [](const void *p) { return (int)alignment_of(p); };
+    if (!bwd)
+        return best_ms({COMPUTE_BF16, 1, 0, OUT, N, IN, IN, IN, OUT, al(w), al(inp), al(out), 1}, w, inp, out, 0.0f,
+                       reps, tried);
+    return best_ms({COMPUTE_BF16, 0, 0, IN, N, OUT, IN, OUT, IN, al(w), al(dout), al(dinp), 1}, w, dout, dinp, 0.0f,
+                   reps, tried) +
+           best_ms({COMPUTE_BF16, 0, 1, IN, OUT, N, IN, OUT, IN, al(inp), al(dout), al(dw), 0}, inp, dout, dw, 1.0f,
+                   reps, tried);
+}

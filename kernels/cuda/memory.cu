@@ -202,6 +202,28 @@ int cuda_device_count(void) {
     return n;
 }
 
+// "major.minor" of a CUDA version number (1000 * major + 10 * minor), or what 0 means
+static const char *cuda_version_text(int v, const char *zero, char *buf, size_t len) {
+    if (v <= 0) return zero;
+    snprintf(buf, len, "%d.%d", v / 1000, v % 1000 / 10);
+    return buf;
+}
+
+const char *cuda_library_versions(void) {
+    static char out[900];
+    int drv = 0, rt = 0;
+    if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;  // no driver: the runtime says 0
+    if (cudaRuntimeGetVersion(&rt) != cudaSuccess) rt = 0;
+    (void)cudaGetLastError();
+    char d[32], r[32], l[48] = "unknown";
+    const size_t lt = cuda_cublaslt_version();  // major * 10000 + minor * 100 + patch
+    if (lt) snprintf(l, sizeof l, "%zu.%zu.%zu", lt / 10000, lt / 100 % 100, lt % 100);
+    snprintf(out, sizeof out, "CUDA driver: %s\nCUDA runtime: %s\ncuBLASLt: %s\ncuDNN: %s\nGPUs visible: %d\n",
+             cuda_version_text(drv, "none (no NVIDIA driver loaded)", d, sizeof d),
+             cuda_version_text(rt, "unknown", r, sizeof r), l, cuda_cudnn_version(), cuda_device_count());
+    return out;
+}
+
 void cuda_bind(int device, char *name, size_t len, char *uuid, size_t uuid_len) {
     cudaCheck(cudaSetDevice(device));
     cudaDeviceProp prop;

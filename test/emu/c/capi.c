@@ -84,6 +84,9 @@ struct EmuNcclComm {
 
 const char *ncclGetErrorString(ncclResult_t r) { return r ? "emulated NCCL error" : "no error"; }
 
+// NCCL 2.27.7's code (major * 10000 + minor * 100 + patch since 2.9)
+ncclResult_t ncclGetVersion(int *version) { return *version = 22707, ncclSuccess; }
+
 // FSDPC_EMU_NCCL_ASYNC_ERROR=N: a communicator reports a remote error once it has queued N
 // collectives, as NCCL does when a peer or the network fails (tests the error path)
 ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *err) {

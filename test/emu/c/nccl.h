@@ -10,6 +10,7 @@ typedef enum { ncclSum = 0, ncclMax = 2 } ncclRedOp_t;
 typedef struct { char internal[128]; } ncclUniqueId;
 typedef struct EmuNcclComm *ncclComm_t;
 const char *ncclGetErrorString(ncclResult_t r);
+ncclResult_t ncclGetVersion(int *version);
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id);
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank);
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err);

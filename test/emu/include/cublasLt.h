@@ -33,6 +33,7 @@ struct cublasLtMatmulHeuristicResult_t { cublasLtMatmulAlgo_t algo; size_t works
 #define EMU_REQUIRE(c) do { if (!(c)) { fprintf(stderr, "emu cublasLt: %s failed\n", #c); abort(); } } while (0)
 static inline const char *cublasLtGetStatusString(cublasStatus_t s) {
     return s == CUBLAS_STATUS_NOT_SUPPORTED ? "the requested functionality is not supported (emu)" : "emu"; }
+static inline size_t cublasLtGetVersion(void) { return 130100; }  // as cuBLASLt 13.1.0 answers
 static inline cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) { *h = (void *)1; return 0; }
 static inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, int c, int s) {
     EMU_REQUIRE((c == CUBLAS_COMPUTE_32F || c == CUBLAS_COMPUTE_32F_FAST_16BF) && s == CUDA_R_32F);

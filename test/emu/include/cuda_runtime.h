@@ -335,6 +335,9 @@ static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, uns
 static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) { emu_event_sync(e); return 0; }
 static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) { *ms = emu_event_elapsed_ms(a, b); return 0; }
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = (void *)(intptr_t)emu_stream_new(); return 0; }
+// the versions a CUDA 13.0 runtime and driver report (fsdpc --version)
+static inline cudaError_t cudaRuntimeGetVersion(int *v) { *v = 13000; return 0; }
+static inline cudaError_t cudaDriverGetVersion(int *v) { *v = 13000; return 0; }
 // FSDPC_EMU_GPUS emulated GPUs per node (default 8); they all share the one emulated memory
 static inline cudaError_t cudaGetDeviceCount(int *n) { const char *e = getenv("FSDPC_EMU_GPUS"); *n = e ? atoi(e) : 8; return 0; }
 static inline cudaError_t cudaSetDevice(int d) { int n; cudaGetDeviceCount(&n); return d >= 0 && d < n ? 0 : 101; }
