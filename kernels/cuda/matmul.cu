@@ -51,6 +51,21 @@ void destroy_plan(GemmPlan &p) {
     cublasCheck(cublasLtMatmulDescDestroy(p.op));
 }
 
+// The heuristic's preference for a problem: the shared workspace and the operands' alignments
+// (an algorithm that needs more alignment than a pointer has would fault).
+cublasLtMatmulPreference_t heuristic_pref(const GemmKey &k) {
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t ws = cuda_ctx.workspace_bytes;
+    const uint32_t al[4] = {(uint32_t)k.align_a, (uint32_t)k.align_b, (uint32_t)k.align_c, (uint32_t)k.align_c};
+    const cublasLtMatmulPreferenceAttributes_t at[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    for (int i = 0; i < 4; i++) cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, at[i], &al[i], sizeof al[i]));
+    return pref;
+}
+
 void build_plan(GemmPlan &p, const GemmKey &k) {
     p.key = k;
     cublasCheck(cublasLtMatmulDescCreate(
@@ -64,19 +79,7 @@ void build_plan(GemmPlan &p, const GemmKey &k) {
     cublasCheck(cublasLtMatrixLayoutCreate(&p.b, ab, k.tb ? k.n : k.k, k.tb ? k.k : k.n, k.ldb));
     cublasCheck(cublasLtMatrixLayoutCreate(&p.c, k.c_bf16 ? CUDA_R_16BF : CUDA_R_32F, k.m, k.n, k.ldc));
 
-    cublasLtMatmulPreference_t pref;
-    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
-    const uint64_t ws = cuda_ctx.workspace_bytes;
-    const uint32_t al[3] = {(uint32_t)k.align_a, (uint32_t)k.align_b, (uint32_t)k.align_c};
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0],
-                                                     sizeof al[0]));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1],
-                                                     sizeof al[1]));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2],
-                                                     sizeof al[2]));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2],
-                                                     sizeof al[2]));
+    cublasLtMatmulPreference_t pref = heuristic_pref(k);
     cublasLtMatmulHeuristicResult_t res = {};
     int found = 0;
     // cuBLASLt answers "no algorithm fits" with CUBLAS_STATUS_NOT_SUPPORTED, not with zero results
@@ -220,19 +223,12 @@ namespace {
 double best_ms(const GemmKey &key, const void *a, const void *b, void *c, float beta, int reps, int *tried) {
     const GemmPlan &p = get_plan(key);
     if (!p.found) return 0;  // no bf16 algorithm at all: fsdpc runs fp32 here
-    cublasLtMatmulPreference_t pref;
-    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasLtMatmulPreference_t pref = heuristic_pref(key);
     const uint64_t ws = cuda_ctx.workspace_bytes;
-    const uint32_t al[3] = {(uint32_t)key.align_a, (uint32_t)key.align_b, (uint32_t)key.align_c};
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    const cublasLtMatmulPreferenceAttributes_t at[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    for (int i = 0; i < 4; i++)
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, at[i], &al[i < 3 ? i : 2], sizeof al[0]));
     cublasLtMatmulHeuristicResult_t res[16];
     int found = 0;
-    cublasCheck(cublasLtMatmulAlgoGetHeuristic(cuda_ctx.lt, p.op, p.a, p.b, p.c, p.c, pref, 16, res, &found));
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cuda_ctx.lt, p.op, p.a, p.b, p.c, p.c, pref, 16, res, &found);
+    if (st != CUBLAS_STATUS_NOT_SUPPORTED) cublas_check_at(st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     static cudaEvent_t e0, e1;
     if (!e0) {
