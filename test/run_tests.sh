@@ -11,9 +11,10 @@ DUMP=$(mktemp -d)
 TIER=${1:-}
 run_suite() {  # run_suite NAME CMD...: a suite that exits non-zero without a "not ok" line still counts as a failure
     echo "# $1"
-    local out rc t TIMEFORMAT="%R %U %S"
-    t=$({ time { out=$("${@:2}" 2>&1); rc=$?; declare -p out rc >"$DUMP/suite"; }; } 2>&1)
-    source "$DUMP/suite"
+    local out rc t TIMEFORMAT="%R %U %S" state
+    state=$(mktemp -p "$DUMP")  # its own file: a suite started by beside runs at the same time
+    t=$({ time { out=$("${@:2}" 2>&1); rc=$?; declare -p out rc >"$state"; }; } 2>&1)
+    source "$state"
     # wall seconds, and the CPU seconds of all its processes (a loaded machine stretches only the first)
     echo "$out" | tee -a "$LOG" | grep -E '^(ok|not ok) ' || true
     echo "$out" | grep -vE '^(ok|not ok) ' | sed 's/^/#   /' | tail -n 5
@@ -26,19 +27,35 @@ run_suite() {  # run_suite NAME CMD...: a suite that exits non-zero without a "n
 }
 suite() { [ "$TIER" = --quick ] || SUITE_TIER=full run_suite "$@"; }  # the whole suite only (make test)
 quick() { SUITE_TIER=quick run_suite "$@"; }                        # both tiers (make check and make test)
+# beside NAME CMD...: a whole-suite-only suite that runs next to the suites after it, up to
+# beside_wait, which prints its lines. For a suite that is mostly one core's work (a compiler,
+# the single-threaded emulator) and measures no time, next to another such.
+beside() {
+    [ "$TIER" = --quick ] && return
+    BESIDE_OUT=$(mktemp -p "$DUMP")
+    SUITE_TIER=full run_suite "$@" >"$BESIDE_OUT" &
+    BESIDE_PID=$!
+}
+beside_wait() {
+    [ -n "${BESIDE_PID:-}" ] || return 0
+    wait "$BESIDE_PID"
+    cat "$BESIDE_OUT"
+    BESIDE_PID=
+}
 # test_check_tier.sh reads the quick tier's results and seconds from this run instead of running it again
 export FSDPC_SUITE_TIMES=$TIMES
 
 quick "layers: includes and calls only go down base -> kernels -> comm -> model -> shard -> data/ckpt -> run -> main" bash test/test_layers.sh
 quick "kernels: finite differences and references" build/test_kernels
 quick "comm: collectives (np=4)" mpirun --oversubscribe --allow-run-as-root -np 4 build/test_comm
+beside "ptxas: no register spills in the attention kernels (sm_80, sm_90), backward blocks per SM" bash test/test_ptxas.sh
 suite "gpu-emu: CUDA kernels against the CPU ones, on a CPU emulation of the GPU" build/test_gpu_emu
+beside_wait
 suite "gpu-emu: the whole program on the emulated GPU" bash test/test_emu.sh
 suite "emu-libs: emulated cuBLASLt 'not supported', asynchronous emulated NCCL (timeout, abort), no NCCL for 1-rank groups" bash test/test_emu_libs.sh
 suite "offload: activation offloading on the emulated GPU: bit-identical losses, the tracker and the plan, the CPU no-op, refusals" bash test/test_offload.sh
 suite "gpu bundle: run/gpu-bundle.sh's libraries and install line, inside a root of glibc, the bundle and CUDA stubs" bash test/test_bundle.sh
 suite "gpu-check: make gpu-check dry-runs on the emulator (bookkeeping and table, not timings)" bash test/test_gpu_check.sh
-suite "ptxas: no register spills in the attention kernels (sm_80, sm_90), backward blocks per SM" bash test/test_ptxas.sh
 quick "model: whole-model gradient check" build/test_model
 suite "parity: PyTorch reference (dump)" build/test_model --dump "$DUMP"
 suite "parity: PyTorch reference (compare)" /usr/bin/python3 test/parity.py "$DUMP/step_00000000.h5"
