@@ -110,6 +110,8 @@ suite "docs: README under 200 lines, links and anchors resolve, the docs' marked
 
 passed=$(grep -c '^ok ' "$LOG")
 failed=$(grep -c '^not ok ' "$LOG")
+# the failures again, where a log's tail shows them
+[ "$failed" = 0 ] || { echo "# the failed checks:"; grep '^not ok ' "$LOG" | cut -c1-300 | sed 's/^/#   /'; }
 echo "# the ten slowest suites (make test's budget: 30 minutes on 2 cores; make check's: 3)"
 sort -rn "$TIMES" | head -n 10 | awk -F'\t' '{ printf "#   %5d s wall %5d s cpu  %s\n", $1, $2, $5 }'
 echo "# total: $SECONDS s"
