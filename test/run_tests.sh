@@ -51,9 +51,10 @@ quick "comm: collectives (np=4)" mpirun --oversubscribe --allow-run-as-root -np 
 beside "ptxas: no register spills in the attention kernels (sm_80, sm_90), backward blocks per SM" bash test/test_ptxas.sh
 suite "gpu-emu: CUDA kernels against the CPU ones, on a CPU emulation of the GPU" build/test_gpu_emu
 beside_wait
+beside "offload: activation offloading on the emulated GPU: bit-identical losses, the tracker and the plan, the CPU no-op, refusals" bash test/test_offload.sh
 suite "gpu-emu: the whole program on the emulated GPU" bash test/test_emu.sh
+beside_wait
 suite "emu-libs: emulated cuBLASLt 'not supported', asynchronous emulated NCCL (timeout, abort), no NCCL for 1-rank groups" bash test/test_emu_libs.sh
-suite "offload: activation offloading on the emulated GPU: bit-identical losses, the tracker and the plan, the CPU no-op, refusals" bash test/test_offload.sh
 suite "gpu bundle: run/gpu-bundle.sh's libraries and install line, inside a root of glibc, the bundle and CUDA stubs" bash test/test_bundle.sh
 suite "gpu-check: make gpu-check dry-runs on the emulator (bookkeeping and table, not timings)" bash test/test_gpu_check.sh
 quick "model: whole-model gradient check" build/test_model

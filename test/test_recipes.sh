@@ -419,7 +419,7 @@ done
 [ -s "$W/ft_init_from.jsonl" ] && cmp -s <(losses "$W/ft_init_from.jsonl") <(losses "$W/ft_pretrained_model_name.jsonl") &&
     cmp -s <(losses "$W/ft_init_from.jsonl") <(losses "$W/ft_hf_pretrained_model_name_or_dir.jsonl") &&
     cmp -s <(losses "$W/ft_init_from.jsonl") <(losses "$W/ft_finetune_checkpoint_load_dir.jsonl")
-check "--finetune 1 with --pretrained_model_name, --hf_pretrained_model_name_or_dir or SMP's README's --finetune_checkpoint_load_dir finetunes what --init_from does" $? \
+check "--finetune 1 with --pretrained_model_name, --hf_pretrained_model_name_or_dir or SMP's documented --finetune_checkpoint_load_dir finetunes what --init_from does" $? \
     "($(grep -h -m1 error "$W"/ft_*.log | head -c 300))"
 $FSDPC --model_type gpt2 --max_steps 0 --num_tokens 0 --validation_batches 1 2>&1 | grep -q "^model=mingpt/"
 check "SMP's --model_type gpt2 is minGPT (GPT-2's architecture)" $?
