@@ -21,6 +21,16 @@ expect_error() {
     check "error: $name" $? "(rc=$rc, $lines error lines: $(tr '\r' '\n' <"$W/err" | grep -m3 . | head -c 300 | tr '\n' '|'))"
 }
 
+# run NAME CMD...: a run (5 minutes at most) whose metrics go to $W/NAME.jsonl, stdout (generated
+# text) to $W/NAME.out, stderr to $W/NAME.log and exit status to $W/NAME.rc; suites with runs of
+# another shape define their own
+run() {
+    local name=$1
+    shift
+    timeout 300 "$@" --metrics_file "$W/$name.jsonl" >"$W/$name.out" 2>"$W/$name.log"
+    echo $? >"$W/$name.rc"
+}
+
 losses() { sed -E 's/.*"loss": ([0-9.e+-]+).*/\1/' "$1"; }  # from a --metrics_file
 # a --metrics_file (or stdin) without the fields that are measured (speed, memory, MFU, the
 # memory tracker's "mem" object) rather than computed, which differ between equal runs: for

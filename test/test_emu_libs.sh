@@ -15,13 +15,6 @@ EMU="./build/fsdpc_emu $M --device cuda"
 export FSDPC_EMU_NCCL_LOG=1 FSDPC_EMU_NCCL_DELAY_MS=20
 MPI="$MPI -x FSDPC_EMU_NCCL_LOG -x FSDPC_EMU_NCCL_DELAY_MS"
 
-# run NAME CMD...: the run's losses go to $W/NAME.jsonl, its stdout to $W/NAME.out, stderr to $W/NAME.log
-run() {
-    local name=$1
-    shift
-    timeout 300 "$@" --metrics_file "$W/$name.jsonl" >"$W/$name.out" 2>"$W/$name.log"
-    echo $? >"$W/$name.rc"
-}
 
 # same NAME A B TOL: runs A and B logged the same 3 losses, to TOL relative
 same() {

@@ -24,13 +24,6 @@ M="--tokenizer byte --hidden_width 64 --num_layers 6 --num_heads 4 --num_key_val
 EMU="./build/fsdpc_emu $M --device cuda"
 GEN="--num_tokens 8 --temperature 0 --prompt ROMEO:"
 
-# run NAME CMD...: metrics to $W/NAME.jsonl, the generated text to $W/NAME.out, the log to $W/NAME.log
-run() {
-    local name=$1
-    shift
-    timeout 300 "$@" --metrics_file "$W/$name.jsonl" >"$W/$name.out" 2>"$W/$name.log"
-    echo $? >"$W/$name.rc"
-}
 # same NAME A B: both ran, and logged the same losses, gradient norms and validation losses, byte for byte
 same() {
     [ "$(cat "$W/$2.rc" "$W/$3.rc")" = "$(printf '0\n0')" ] && [ "$(grep -c '"loss"' "$W/$2.jsonl")" = 3 ] &&
