@@ -945,6 +945,11 @@ const char *comm_first_error(const char *local_error) {
     return msg;
 }
 
+int comm_agree(const char *local_error, char *err, size_t errlen) {
+    const char *e = comm_first_error(local_error);
+    return e ? err_set(err, errlen, "%s", e) : 0;
+}
+
 void comm_check_all(const char *local_error) {
     const char *e = comm_first_error(local_error);
     if (e) comm_fail_all("%s", e);

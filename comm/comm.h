@@ -97,6 +97,9 @@ void comm_check_all(const char *local_error);
 // The same agreement without exiting: NULL on every rank when no rank failed, else the lowest
 // failing rank's message on every rank (a static buffer, valid until the next call).
 const char *comm_first_error(const char *local_error);
+// The agreement for code below run/, which returns errors rather than ending the job: 0 on every
+// rank when no rank failed, else -1 on every rank with the lowest failing rank's line in err.
+int comm_agree(const char *local_error, char *err, size_t errlen);
 // Collective: every rank passes a hash of something that must agree (the parsed flags); a rank
 // whose value differs from rank 0's ends the job with a line naming that rank and `what`.
 void comm_check_same(uint64_t value, const char *what);
