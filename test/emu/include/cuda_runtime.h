@@ -53,8 +53,10 @@ namespace emu {
 // Every emulated GPU thread of a block is a fiber (ucontext) on the calling thread; a fiber runs
 // until it waits at a barrier or ends, then the next runnable one in index order runs. Switching
 // fibers costs far less than OS threads, and a block that can make no progress (a barrier some
-// threads never reach) is reported instead of hanging. A fiber starts through ucontext and then
-// switches with _setjmp/_longjmp, which (unlike swapcontext) make no signal-mask system call.
+// threads never reach) is reported instead of hanging. A fiber is started once, through ucontext,
+// and then lives on: it runs thread after thread, parking between them, and switches with
+// _setjmp/_longjmp, which (unlike getcontext/setcontext) make no signal-mask system call: two
+// system calls per emulated thread were most of the emulator's time.
 struct Fiber;
 inline Fiber *cur;  // the running fiber
 inline jmp_buf sched_jb;
@@ -79,8 +81,8 @@ inline Ctx ctx;  // the running fiber's ids and barriers
 
 struct Fiber {
     ucontext_t uc;
-    jmp_buf jb;
-    bool started;
+    jmp_buf jb;  // where it waits at a barrier, or is parked between threads
+    bool started;  // its ucontext ran: it lives on in fiber_main
     Ctx ctx;
     Barrier *wait_on;
     unsigned long wait_phase;
@@ -98,12 +100,16 @@ inline void Barrier::arrive_and_wait() {
     if (!_setjmp(cur->jb)) _longjmp(sched_jb, 1);
 }
 
+// a fiber's life: one emulated thread after another, parked in between (cur is the fiber itself
+// on every return here: only the scheduler jumps into a fiber)
 inline void fiber_main() {
-    body();
-    cur->ctx.block_bar->arrive_and_drop();
-    cur->ctx.warp_bar->arrive_and_drop();
-    cur->done = true;
-    _longjmp(sched_jb, 1);
+    for (;;) {
+        body();
+        cur->ctx.block_bar->arrive_and_drop();
+        cur->ctx.warp_bar->arrive_and_drop();
+        cur->done = true;
+        if (!_setjmp(cur->jb)) _longjmp(sched_jb, 1);
+    }
 }
 
 inline float *dyn_smem;
@@ -226,7 +232,8 @@ template <class F> struct Launch {
                 if (!fb.stack) fb.stack.reset(new char[kStack]);
                 fb.ctx = Ctx{dim3(t, 0, 0), dim3(blk % cfg.grid.x, blk / cfg.grid.x % cfg.grid.y, blk / cfg.grid.x / cfg.grid.y),
                              cfg.block, cfg.grid, &bb, &wb[t / 32], xb.data()};
-                fb.wait_on = nullptr, fb.done = fb.started = false;
+                fb.wait_on = nullptr, fb.done = false;
+                if (fb.started) continue;
                 getcontext(&fb.uc);
                 fb.uc.uc_stack.ss_sp = fb.stack.get();
                 fb.uc.uc_stack.ss_size = kStack;
