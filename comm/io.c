@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/err.h"
+
 typedef struct {
     char *path, *label;  // as given; what the file is (an input's description, an output's flag)
     dev_t dev;           // an input's identity (inputs are noted once they exist)
@@ -18,16 +20,17 @@ static size_t ninputs, noutputs, inputs_cap, outputs_cap;
 static char conflict[2400];
 
 static char *io_strdup(const char *s) {
-    char *d = strdup(s);
-    if (!d) abort();  // a few hundred bytes at start-up: nothing sensible is left to do
-    return d;
+    const size_t n = strlen(s) + 1;
+    return memcpy(mallocCheck(n), s, n);
 }
 
 static void io_push(IoFile **list, size_t *n, size_t *cap, const char *path, const char *label, const struct stat *st) {
     if (*n == *cap) {
         *cap = *cap ? 2 * *cap : 16;
-        *list = realloc(*list, *cap * sizeof **list);
-        if (!*list) abort();
+        IoFile *grown = mallocCheck(*cap * sizeof *grown);
+        if (*n) memcpy(grown, *list, *n * sizeof *grown);
+        free(*list);
+        *list = grown;
     }
     (*list)[(*n)++] = (IoFile){io_strdup(path), io_strdup(label), st ? st->st_dev : 0, st ? st->st_ino : 0};
 }

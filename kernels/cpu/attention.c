@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../backend.h"
+#include "../../base/err.h"
 #include "../../base/rng.h"
 #include "cpu_common.h"
 
@@ -36,12 +37,7 @@ static AttDrop att_drop(const KernDropout *d) {
 }
 
 static float *att_alloc(size_t n) {
-    float *p = malloc(sizeof(float) * (n ? n : 1));
-    if (!p) {
-        fprintf(stderr, "cpu attention: out of memory\n");
-        abort();
-    }
-    return p;
+    return mallocCheck(sizeof(float) * (n ? n : 1));
 }
 
 // s[lo..n) <- softmax(s[lo..n)); the rest of s[0..len) <- 0 (masked keys get probability exactly 0)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../base/err.h"
 #include "../backend.h"
 
 void cpu_rmsnorm_fwd(void *out_, float *rstd, const float *inp, const void *wv, int N, int D, float eps) {
@@ -51,11 +52,7 @@ void cpu_rmsnorm_bwd(float *dinp, float *dw, const void *dout_, const float *inp
     const float *w = wv;
     // dw is summed over rows: each thread sums its static block of rows into its own partial,
     // then the partials are added in thread order, so the result does not depend on timing.
-    float *part = malloc(sizeof(float) * (size_t)omp_get_max_threads() * D);  // (threads, D)
-    if (!part) {
-        fprintf(stderr, "cpu_rmsnorm_bwd: out of memory\n");
-        abort();
-    }
+    float *part = mallocCheck(sizeof(float) * (size_t)omp_get_max_threads() * D);  // (threads, D)
 #pragma omp parallel
     {
         const int nth = omp_get_num_threads();
@@ -133,11 +130,7 @@ void cpu_layernorm_bwd(float *dinp, float *dw, float *db, const void *dout_, con
     const float *w = wv;
     // dw, db are sums over rows: per-thread partials of static row blocks, added in thread order
     // (as in cpu_rmsnorm_bwd), so the result does not depend on timing
-    float *part = malloc(sizeof(float) * (size_t)omp_get_max_threads() * 2 * D);  // (threads, 2, D)
-    if (!part) {
-        fprintf(stderr, "cpu_layernorm_bwd: out of memory\n");
-        abort();
-    }
+    float *part = mallocCheck(sizeof(float) * (size_t)omp_get_max_threads() * 2 * D);  // (threads, 2, D)
 #pragma omp parallel
     {
         const int nth = omp_get_num_threads();
