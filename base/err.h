@@ -18,6 +18,17 @@
 //   rank and source line, and the whole job ends.
 // - xxxCheck helpers (mallocCheck, callocCheck here; mpiCheck, cudaCheck, ncclCheck, h5Check where
 //   their libraries are called) wrap calls that fail only for such reasons, with err_fatal's exit.
+//
+// The rank-safe exits below run/, the only job-ending calls there (test/check_exits.py reads these
+// lines and fails on any other exit, abort, MPI_Abort or comm_fail_*/comm_check_* below run/):
+// exit-ok base/err.c exit: err_fatal_at itself, after the hooks that end every rank
+// exit-ok base/limits.c _exit,limits_fail_early: before MPI starts, a limit its start-up would
+//   crash on: there is nothing to end yet
+// exit-ok kernels/cpu/elementwise.c limits_fail_early: the same, before main, for OpenBLAS's buffers
+// exit-ok comm/comm.c exit,_exit,MPI_Abort,comm_fail_all,comm_fail_local,comm_check_all: comm/
+//   implements the job's ends: the exits above, a stop signal's status 75, an expired deadline
+// exit-ok comm/comm.c limits_fail_early: comm_init's checks of the launch, before anything runs
+//   (srun without PMIx, torchrun's variables, PBS)
 #ifndef FSDPC_BASE_ERR_H
 #define FSDPC_BASE_ERR_H
 
