@@ -5,6 +5,9 @@
                                        (exit 1 when there is any); ROOT is the repository root
     docs_check.py blocks FILE...       the commands of the shell blocks marked `<!-- test -->`, one
                                        record each: "FILE:LINE<TAB>BLOCK<TAB>COMMAND", NUL-terminated
+    docs_check.py tree ROOT [FILE...]  docs/DESIGN.md's source-tree table against the tree: one line
+                                       per row naming no path that exists, and per folder of source
+                                       files (FILE..., else `git ls-files`) that no row names
 
 Anchors follow GitHub's rule: a heading's text, lower-cased, without punctuation but `-` and `_`,
 spaces turned into `-`, with `-1`, `-2`, ... after repeats. Links inside code (fenced or
@@ -107,7 +110,43 @@ def blocks(files):
     return 0
 
 
+SOURCE_EXT = (".c", ".h", ".cu", ".cuh", ".cpp", ".sh", ".py", ".cjs", ".mjs", ".sbatch", ".yaml")
+TREE_HEADING = "## Source tree"
+
+
+def tree(root, files):
+    """docs/DESIGN.md's "Source tree" table: each row's first cell is a backticked path (a folder
+    ends with /); every path named must exist, and every folder holding a source file be named."""
+    design = os.path.join(root, "docs", "DESIGN.md")
+    rows, inside = {}, False
+    for n, line in enumerate(open(design).read().split("\n"), 1):
+        if line.startswith("## "):
+            inside = line.strip() == TREE_HEADING
+        m = re.match(r"\|\s*`([^`]+)`\s*\|", line) if inside else None
+        if m:
+            rows[m.group(1)] = n
+    bad = []
+    if not rows:
+        bad.append("docs/DESIGN.md: no table under '%s'" % TREE_HEADING)
+    for path, n in sorted(rows.items()):
+        if not os.path.exists(os.path.join(root, path)):
+            bad.append("docs/DESIGN.md:%d: `%s` is in the source-tree table but not in the tree" % (n, path))
+    # folders two levels deep at most (data/format/, test/unit/): deeper ones are their parent's parts
+    folders = {"/".join(os.path.dirname(f).split("/")[:2]) for f in files if f.endswith(SOURCE_EXT)}
+    for d in sorted(folders):
+        if d and d + "/" not in rows:
+            bad.append("%s/: a folder of source files that docs/DESIGN.md's source-tree table does not name" % d)
+    for line in bad:
+        print(line)
+    return 1 if bad else 0
+
+
 if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "tree":
+        root = os.path.abspath(sys.argv[2])
+        files = sys.argv[3:] or __import__("subprocess").run(["git", "-C", root, "ls-files"], capture_output=True,
+                                                               text=True, check=True).stdout.split()
+        sys.exit(tree(root, files))
     if len(sys.argv) >= 3 and sys.argv[1] == "links":
         sys.exit(links(os.path.abspath(sys.argv[2]), [os.path.abspath(f) for f in sys.argv[3:]]))
     if len(sys.argv) >= 2 and sys.argv[1] == "blocks":
