@@ -20,7 +20,7 @@
 #include "../data/hub.h"
 #include "../data/json.h"
 #include "../kernels/kernels.h"
-#include "../model/cli.h"
+#include "../base/cli.h"
 #include "../model/family.h"
 #include "ckpt.h"
 #include "safetensors.h"

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "../base/checked.h"
+#include "../base/cli.h"
 #include "../comm/comm.h"
-#include "cli.h"
 #include "family.h"
 #include "recipe.h"
 
@@ -865,7 +865,8 @@ static void take_default(const char *flag, const char *value, void *ctx) {
         memcpy(c->model.model_name, p.model_name, sizeof p.model_name);
         memcpy(c->model.model_type, p.model_type, sizeof p.model_type);
     } else {
-        cli_set_default(&config_cli, c, flag, value);
+        char err[2048];
+        if (cli_set_default(&config_cli, c, flag, value, err, sizeof err)) comm_fail_all("%s", err);
     }
     recipe_took[nrecipe_took++] = flag;
     size_t n = strlen(c->recipe_line);
@@ -899,7 +900,10 @@ static void take_recipe(Config *c) {
 }
 
 int config_parse(Config *c, int argc, char **argv) {
-    if (cli_parse(&config_cli, c, argc, argv) == CLI_HELP) return CLI_HELP;
+    char err[2048];
+    int rc = cli_parse(&config_cli, c, argc, argv, err, sizeof err);
+    if (rc == CLI_ERROR) comm_fail_all("%s", err);
+    if (rc == CLI_HELP) return CLI_HELP;
     config_finish(c);
     return CLI_OK;
 }

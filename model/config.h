@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 #include "../kernels/kernels.h"
-#include "cli.h"
+#include "../base/cli.h"
 
 // What --use_profiler (the profiling recipe's flag) records unless told otherwise: the folder its
 // tensorboard_trace_handler writes to, and the steps of its torch.profiler.schedule(wait=1,

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "cli.h"
+#include "../base/cli.h"
 #include "config.h"
 
 typedef struct Recipe Recipe;

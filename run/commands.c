@@ -150,8 +150,10 @@ int commands_run(int argc, char **argv) {
     if (*first && *first != '-' && !(c = commands_find(first))) commands_unknown(first);
     int shift = c->name != NULL;  // a subcommand's argv starts at its name
     void *args = callocCheck(1, c->flags->size);
-    int rc = 0;
-    if (cli_parse(c->flags, args, argc - shift, argv + shift) == CLI_HELP) commands_help(c);
+    char err[2048];  // comm_fail_all's own limit
+    int parsed = cli_parse(c->flags, args, argc - shift, argv + shift, err, sizeof err), rc = 0;
+    if (parsed == CLI_ERROR) comm_fail_all("%s", err);  // every rank parsed the same argv
+    if (parsed == CLI_HELP) commands_help(c);
     else rc = c->main(args);
     free(args);
     return rc;

@@ -4,7 +4,7 @@
 #ifndef FSDPC_COMMANDS_H
 #define FSDPC_COMMANDS_H
 
-#include "../model/cli.h"
+#include "../base/cli.h"
 
 typedef struct {
     const char *name;     // argv[1]; NULL: training, the command without a name

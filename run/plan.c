@@ -11,7 +11,7 @@
 #include "../comm/comm.h"
 #include "../data/tokenizer.h"
 #include "../kernels/kernels.h"
-#include "../model/cli.h"
+#include "../base/cli.h"
 #include "../model/config.h"
 #include "../model/model.h"
 #include "../model/recipe.h"
