@@ -1,4 +1,4 @@
-// cli: the one table-driven command-line parser, for fsdpc's own flags (model/config.c) and every
+// cli: the one table-driven command-line parser, for fsdpc's own flags (run/flags.c) and every
 // subcommand's (run/commands.c lists them). A table lists the flags with where each value lives in
 // the caller's struct, its spellings, and what --help says of it; enumerated settings list their
 // names once, in a CliChoice table that parsing, --help, error messages and the name of a value

@@ -1,6 +1,6 @@
 // commands: fsdpc's subcommands as one table (training, which takes no subcommand, then prepare,
 // tokenize, export and plan): each one's name, synopsis, summary, flag table and entry point.
-// Every one parses through model/cli, and `--help` / `-h` / `fsdpc help` print from the table.
+// Every one parses through base/cli, and `--help` / `-h` / `fsdpc help` print from the table.
 #ifndef FSDPC_COMMANDS_H
 #define FSDPC_COMMANDS_H
 
