@@ -174,15 +174,15 @@ FUZZ_TARGETS = build/fuzz/fuzz_cli build/fuzz/fuzz_json build/fuzz/fuzz_shard_he
 	build/fuzz/fuzz_ckpt_validate build/fuzz/fuzz_arrow build/fuzz/fuzz_sniff build/fuzz/fuzz_parquet build/fuzz/fuzz_sft build/fuzz/fuzz_ident
 FUZZ_SECONDS ?= 60
 FAMILY_SRC = model/family.c model/llama.c model/gpt.c model/neox.c
-build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c model/config.c model/recipe.c model/cli.c $(FAMILY_SRC) base/checked.c test/fuzz/stub.c
+build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c run/flags.c run/recipes.c model/config.c base/cli.c $(FAMILY_SRC) base/checked.c test/fuzz/stub.c
 build/fuzz/fuzz_json: test/fuzz/fuzz_json.c data/json.c test/fuzz/stub.c
 build/fuzz/fuzz_shard_header: test/fuzz/fuzz_shard_header.c data/shardfile.c test/fuzz/stub.c
 build/fuzz/fuzz_arrow: test/fuzz/fuzz_arrow.c data/arrow.c test/fuzz/stub.c
-build/fuzz/fuzz_ckpt_validate: test/fuzz/fuzz_ckpt_validate.c ckpt/validate.c model/config.c model/recipe.c model/cli.c $(FAMILY_SRC) base/checked.c test/fuzz/stub.c
+build/fuzz/fuzz_ckpt_validate: test/fuzz/fuzz_ckpt_validate.c ckpt/validate.c model/config.c base/cli.c $(FAMILY_SRC) base/checked.c test/fuzz/stub.c
 build/fuzz/fuzz_sniff: test/fuzz/fuzz_sniff.c data/sniff.c data/json.c test/fuzz/stub.c
 build/fuzz/fuzz_parquet: test/fuzz/fuzz_parquet.c data/parquet.c test/fuzz/stub.c
 # tokenizer.c runs `tokenize --chat` through data/sft, which reads rows through data/docs
-TOKENIZER_SRC = comm/io.c model/config.c model/recipe.c model/cli.c $(FAMILY_SRC) base/checked.c data/tokenizer.c data/bpe.c data/hub.c data/json.c data/sft.c data/docs.c data/arrow.c data/parquet.c build/fuzz/sentencepiece.o
+TOKENIZER_SRC = comm/io.c model/config.c base/cli.c $(FAMILY_SRC) base/checked.c data/tokenizer.c data/bpe.c data/hub.c data/json.c data/sft.c data/docs.c data/arrow.c data/parquet.c build/fuzz/sentencepiece.o
 build/fuzz/fuzz_jsonl: test/fuzz/fuzz_jsonl.c data/prepare.c data/shardfile.c data/docs.c data/sniff.c data/hfdata.c data/arrow.c data/parquet.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_tokenizer: test/fuzz/fuzz_tokenizer.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_sft: test/fuzz/fuzz_sft.c $(TOKENIZER_SRC) test/fuzz/stub.c

@@ -1,5 +1,5 @@
-// fsdpc: FSDP-style training of Llama-2 and minGPT models in one MPI binary. The subcommands and
-// their flags are one table (run/commands.c).
+// fsdpc: FSDP-style training of Llama-2/3/3.2, Mistral, GPT-NeoX and minGPT models in one MPI binary.
+// The subcommands and their flags are one table (run/commands.c).
 #include "comm/comm.h"
 #include "comm/io.h"
 #include "run/commands.h"

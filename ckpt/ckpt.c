@@ -901,7 +901,8 @@ const char *ckpt_verify(const char *file) {
     ModelPlan plan = {0};
     uint32_t *want = NULL;
     if (!e) {
-        model_plan_build(&plan, &h.model);
+        char big[1024];
+        if (model_plan_build(&plan, &h.model, big, sizeof big)) comm_fail_all("%s", big);
         want = mallocCheck((size_t)3 * count_tensors(&plan) * sizeof *want);
         e = comm_first_error(check_tensors(f, file, &plan, 3, h.version, want));
     }

@@ -20,7 +20,7 @@
 #include "../data/hub.h"
 #include "../data/json.h"
 #include "../kernels/kernels.h"
-#include "../model/cli.h"
+#include "../base/cli.h"
 #include "../model/family.h"
 #include "ckpt.h"
 #include "safetensors.h"
@@ -1219,7 +1219,8 @@ static const char *export_run(const ExportArgs *a, const char *file, char *summa
         return msg;
     }
     ModelPlan plan;
-    model_plan_build(&plan, &m);
+    char big[1024];
+    if (model_plan_build(&plan, &m, big, sizeof big)) comm_fail_all("%s", big);
     CkptReader *r = ckpt_reader_open(file, &plan, &err);
     // weights, index, config, generation config, tokenizer and merges, the source's tokenizer files
     ExportFiles ef = {.names = callocCheck((size_t)plan.nunits * MAX_UNIT_TENSORS + 6 + CKPT_SOURCE_FILES, sizeof ef.names[0])};

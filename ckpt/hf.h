@@ -4,7 +4,7 @@
 #ifndef FSDPC_HF_H
 #define FSDPC_HF_H
 
-#include "../model/cli.h"
+#include "../base/cli.h"
 #include <stddef.h>
 
 #include "ckpt.h"

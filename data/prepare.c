@@ -18,7 +18,7 @@
 #include "../comm/comm.h"
 #include "../comm/io.h"
 #include "../base/rng.h"
-#include "../model/cli.h"
+#include "../base/cli.h"
 #include "docs.h"
 #include "hfdata.h"
 #include "sniff.h"

@@ -1,11 +1,12 @@
-// config: model presets and the command line (flag names of the PyTorch FSDP seed scripts).
+// config: the model's configuration (presets, shape checks, derived sizes) and the Config that
+// fsdpc's flags fill (run/flags.h: flag names of the PyTorch FSDP seed scripts).
 #ifndef FSDPC_CONFIG_H
 #define FSDPC_CONFIG_H
 
 #include <stdint.h>
 
 #include "../kernels/kernels.h"
-#include "cli.h"
+#include "../base/cli.h"
 
 // What --use_profiler (the profiling recipe's flag) records unless told otherwise: the folder its
 // tensorboard_trace_handler writes to, and the steps of its torch.profiler.schedule(wait=1,
@@ -62,6 +63,13 @@ typedef struct {
 typedef enum { SIZE_DEFAULT, SIZE_FLAG, SIZE_PRESET, SIZE_RECIPE, SIZE_FAMILY, SIZE_SOURCE, SIZE_TOKENIZER, SIZE_DATA } SizeOrigin;
 enum { SIZE_D, SIZE_L, SIZE_H, SIZE_KV, SIZE_F, SIZE_T, SIZE_V, SIZE_COUNT };
 
+// The recipe flags that take only fsdpc's own behaviour (run/flags.c): they store nothing, but each
+// has a place of its own in Config, which is how the flag parser tells settings apart.
+enum {
+    RECIPE_ONLY_CHECKPOINT_TYPE, RECIPE_ONLY_DATA_TYPE, RECIPE_ONLY_BACKWARD_FETCH, RECIPE_ONLY_WRAP_POLICY, RECIPE_ONLY_BACKEND,
+    RECIPE_ONLY_FRAMEWORK, RECIPE_ONLY_NCCL_TEST_LOG, RECIPE_ONLY_COUNT
+};
+
 typedef struct {
     ModelConfig model;
     unsigned char size_origin[SIZE_COUNT];  // SizeOrigin of hidden_width ... vocab_size
@@ -92,8 +100,8 @@ typedef struct {
         float summary_first_pdrop;
         char fp8_amax_compute_algo[32], model_dir[512];
     } recipe;
-    int recipe_only[7];  // where the recipe flags that take only fsdpc's own behaviour point (they store nothing)
-    int recipe_defaults;     // --recipe_defaults: RECIPE_AUTO, RECIPE_NONE or a recipe (model/recipe.h)
+    int recipe_only[RECIPE_ONLY_COUNT];  // where the recipe flags that take only fsdpc's own behaviour point
+    int recipe_defaults;     // --recipe_defaults: RECIPE_AUTO, RECIPE_NONE or a recipe (run/recipes.h)
     char recipe_line[2048];  // the start-up line naming the recipe whose defaults were taken, or ""
     char recipe_note[512];   // its line on what fsdpc cannot match of that recipe, or ""
     char recipe_no_data[400];  // why that recipe trains nothing without --train_data (never the bundled text), or ""
@@ -152,53 +160,19 @@ enum {
     MODEL_ALL = 32767
 };
 
-// The training flags: what `fsdpc` without a subcommand parses into a Config (the defaults
-// included), and what `fsdpc plan` takes beside its own.
-extern const CliTable config_cli;
-// What follows a cli_parse of config_cli: the family's own defaults, --run_name, and the checks
-// of the whole configuration. On a bad value every rank exits with one clear line. With a model
-// source (--resume_from_checkpoint, --init_from) and no --model_type or --model_name, the model's
-// checks wait for config_adopt_model or config_no_source.
-void config_finish(Config *cfg);
-// cli_parse of config_cli, then config_finish: fills cfg from defaults, the --model_name preset and
-// argv. CLI_HELP (nothing finished) when argv asks for --help.
-int config_parse(Config *cfg, int argc, char **argv);
 int config_head_dim(const ModelConfig *m);
 // the dimensions of each head RoPE rotates: head_dim x rotary_pct, rounded down as Hugging Face's
 // int(head_size * rotary_pct)
 int config_rotary_dims(const ModelConfig *m);
-// Takes the `known` fields of src, read from `source` (e.g. "checkpoint 'x.h5'"). A size the command
-// line (or its --model_name preset) gave that disagrees is an error on every rank; the context
-// length is only a default (RoPE has no position table, so training may use any length).
-// Validates the result.
-void config_adopt_model(Config *cfg, const ModelConfig *src, unsigned known, const char *source);
-// No model source was read (the checkpoint directory is empty, or none was named): the flags'
-// model, checked as config_finish defers when a source may name the family.
-void config_no_source(Config *cfg);
-// FNV-1a of the parsed config but the thread count, for comm_check_same (Config is zeroed
-// before filling, so padding and string tails hash alike on every rank)
-uint64_t config_hash(const Config *cfg);
-// whether the command line gave flag `name` (its canonical name)
-int config_given(const char *name);
-// The vocabulary once the tokenizer is known (vocab: its size; named: --tokenizer, a recipe's or
-// a source's, rather than the byte default): a vocabulary no flag, preset or source fixed becomes
-// the tokenizer's when it was named, or for the default model; else it must hold the tokenizer's
-// tokens. NULL, or why not (a static message, naming `source` when the vocabulary came from the model
-// being loaded).
-const char *config_take_tokenizer_vocab(Config *cfg, int vocab, int named, const char *tokenizer, const char *source);
-// "D L H from flags; KV F T V from LlamaConfig's defaults": where each size came from
-void config_size_origins(const Config *cfg, char *buf, int len);
 // one-line summary of the run configuration (stored in checkpoints, logged at start)
 void config_describe(const Config *cfg, char *buf, int len);
 // checks a model config; returns NULL when valid, else a static message
 const char *config_validate_model(const ModelConfig *m);
-// The sizes that must fit in 32 bits (base/checked.h) under `world` ranks: a micro-batch's tokens
-// (--batch_size x --max_context_width) and a step's sequences (x ranks x --grad_accum). NULL, or
-// a static message naming the product, its factors and the fix. Parsing checks it for one rank.
-const char *config_check_world(const Config *cfg, int world);
 // fills m with a named preset; returns 0 when the name is unknown
 int config_preset(ModelConfig *m, const char *name);
-// the names of enumerated settings, from their one list
+// the names of enumerated settings: their one list (the first entry of a value is its name, later
+// ones other spellings the command line accepts), and a value's name
+extern const CliChoice config_sharding_names[], config_precision_names[], config_lr_decay_names[];
 const char *config_sharding_name(ShardStrategy s);
 const char *config_precision_name(Precision p);
 const char *config_lr_decay_name(LrDecay d);

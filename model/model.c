@@ -8,13 +8,14 @@
 #include <string.h>
 
 #include "../base/checked.h"
+#include "../base/err.h"
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
 #include "../base/rng.h"
 #include "family.h"
 #include "offload.h"
 
-void model_plan_build(ModelPlan *plan, const ModelConfig *cfg) {
+int model_plan_build(ModelPlan *plan, const ModelConfig *cfg, char *err, size_t errlen) {
     memset(plan, 0, sizeof *plan);
     plan->cfg = *cfg;
     plan->family = family_find(cfg->model_type);
@@ -25,19 +26,20 @@ void model_plan_build(ModelPlan *plan, const ModelConfig *cfg) {
                              {NULL, 16}};
     char why[400];
     if (!checked_product(&bytes, CHECKED_MAX_BYTES, "bytes of fp32 weights, gradients and AdamW moments at least", least, 3, why, sizeof why))
-        comm_fail_all("the model (D=%d L=%d) is too large to count: %s; lower --num_layers or --hidden_width", cfg->hidden_width,
-                      cfg->num_layers, why);
+        return err_set(err, errlen, "the model (D=%d L=%d) is too large to count: %s; lower --num_layers or --hidden_width",
+                       cfg->hidden_width, cfg->num_layers, why);
     plan->family->plan_build(plan);
     for (int u = 0; u < plan->nunits; u++)
         if (!checked_add(n, plan->units[u].numel, &n)) n = UINT64_MAX;  // reported below as more than 2^64
     // every later size of the model's state is at most its weights, gradients and AdamW moments
     CheckedFactor f[] = {{"parameters", n}, {NULL, 16}};
     if (n == UINT64_MAX || !checked_product(&bytes, CHECKED_MAX_BYTES, "bytes of fp32 weights, gradients and AdamW moments", f, 2, why, sizeof why))
-        comm_fail_all("the model (D=%d L=%d H=%d F=%d V=%d T=%d) is too large to count: %s; lower --num_layers, --hidden_width, "
-                      "--intermediate_size or --vocab_size", cfg->hidden_width, cfg->num_layers, cfg->num_heads,
-                      cfg->intermediate_size, cfg->vocab_size, cfg->max_context_width,
-                      n == UINT64_MAX ? "more than 2^64 parameters" : why);
+        return err_set(err, errlen, "the model (D=%d L=%d H=%d F=%d V=%d T=%d) is too large to count: %s; lower --num_layers, "
+                       "--hidden_width, --intermediate_size or --vocab_size", cfg->hidden_width, cfg->num_layers, cfg->num_heads,
+                       cfg->intermediate_size, cfg->vocab_size, cfg->max_context_width,
+                       n == UINT64_MAX ? "more than 2^64 parameters" : why);
     plan->num_params = n;
+    return 0;
 }
 
 void model_plan_free(ModelPlan *plan) {

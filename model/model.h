@@ -134,7 +134,9 @@ typedef struct {
     void *sp_dxn;        // (N/sp, D) dxn summed over the tp group, this rank's rows
 } Activations;
 
-void model_plan_build(ModelPlan *plan, const ModelConfig *cfg);
+// The model's units and tensors from its configuration: 0, or -1 with the line in err when the
+// model is too large to count in bytes.
+int model_plan_build(ModelPlan *plan, const ModelConfig *cfg, char *err, size_t errlen);
 void model_plan_free(ModelPlan *plan);
 // appends a tensor to u (families building their plans); cols == 0 makes it 1-D
 TensorSpec *model_add_tensor(UnitSpec *u, const char *name, int rows, int cols, InitKind init, float init_scale,

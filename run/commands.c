@@ -15,14 +15,15 @@
 #include "../kernels/kernels.h"
 #include "../model/config.h"
 #include "../model/family.h"
+#include "flags.h"
 #include "plan.h"
 #include "train.h"
 
 // Training: the configuration's own checks, the threads and the device, then the run.
 static int train_command(void *args) {
     Config *cfg = args;
-    config_finish(cfg);
-    comm_check_same(config_hash(cfg), "flags");
+    flags_finish(cfg);
+    comm_check_same(flags_hash(cfg), "flags");
     log_timestamps(cfg->log_timestamps);
     comm_set_collective_timeout(cfg->collective_timeout);
     log_msg("fsdpc: MPI transport %s\n", comm_transport());
@@ -55,7 +56,7 @@ static int train_command(void *args) {
 }
 
 static const Command commands[] = {
-    {NULL, "fsdpc [SUBCOMMAND] [--flag value | --flag=value ...]", "train, evaluate and generate", &config_cli, train_command},
+    {NULL, "fsdpc [SUBCOMMAND] [--flag value | --flag=value ...]", "train, evaluate and generate", &flags_cli, train_command},
     {"prepare", "fsdpc prepare --input FILE ... --output DIR [--flag value ...]",
      "tokenize text, JSON Lines, Arrow and Parquet into token shards, ahead of training", &prepare_cli, data_prepare},
     {"tokenize", "fsdpc tokenize --tokenizer SPEC [--flag ...] <input >output",
@@ -150,8 +151,10 @@ int commands_run(int argc, char **argv) {
     if (*first && *first != '-' && !(c = commands_find(first))) commands_unknown(first);
     int shift = c->name != NULL;  // a subcommand's argv starts at its name
     void *args = callocCheck(1, c->flags->size);
-    int rc = 0;
-    if (cli_parse(c->flags, args, argc - shift, argv + shift) == CLI_HELP) commands_help(c);
+    char err[2048];  // comm_fail_all's own limit
+    int parsed = cli_parse(c->flags, args, argc - shift, argv + shift, err, sizeof err), rc = 0;
+    if (parsed == CLI_ERROR) comm_fail_all("%s", err);  // every rank parsed the same argv
+    if (parsed == CLI_HELP) commands_help(c);
     else rc = c->main(args);
     free(args);
     return rc;

@@ -1,10 +1,10 @@
 // commands: fsdpc's subcommands as one table (training, which takes no subcommand, then prepare,
 // tokenize, export and plan): each one's name, synopsis, summary, flag table and entry point.
-// Every one parses through model/cli, and `--help` / `-h` / `fsdpc help` print from the table.
+// Every one parses through base/cli, and `--help` / `-h` / `fsdpc help` print from the table.
 #ifndef FSDPC_COMMANDS_H
 #define FSDPC_COMMANDS_H
 
-#include "../model/cli.h"
+#include "../base/cli.h"
 
 typedef struct {
     const char *name;     // argv[1]; NULL: training, the command without a name

@@ -11,10 +11,11 @@
 #include "../comm/comm.h"
 #include "../data/tokenizer.h"
 #include "../kernels/kernels.h"
-#include "../model/cli.h"
+#include "../base/cli.h"
 #include "../model/config.h"
 #include "../model/model.h"
-#include "../model/recipe.h"
+#include "flags.h"
+#include "recipes.h"
 #include "../shard/parallel.h"
 #include "../shard/shard.h"
 #include "train.h"
@@ -107,7 +108,7 @@ static void plan_defaults(void *dst) { ((PlanArgs *)dst)->gpu = GPU_H100; }
 
 const CliTable plan_cli = {.flags = plan_flags, .n = sizeof plan_flags / sizeof plan_flags[0], .command = "plan",
                            .bare_hint = "plan takes flags only", .size = sizeof(PlanCommand), .defaults = plan_defaults,
-                           .base = &config_cli, .base_off = offsetof(PlanCommand, cfg)};
+                           .base = &flags_cli, .base_off = offsetof(PlanCommand, cfg)};
 
 // A ring collective over a group of n ranks: all-gather and reduce-scatter send (n-1)/n of the
 // payload from each rank, an all-reduce twice that.
@@ -143,22 +144,22 @@ int plan_main(void *args) {
     PlanCommand *pc = args;
     const PlanArgs a = pc->a;
     Config *cfg = &pc->cfg;
-    config_finish(cfg);
+    flags_finish(cfg);
     // a resume folder that holds no checkpoint starts the run fresh (the recipes' launch lines name one)
     char found[1024];
     if (cfg->init_from[0] ||
         (cfg->resume_from_checkpoint[0] && ckpt_resolve(cfg->resume_from_checkpoint, NULL, NULL, found, sizeof found)))
         comm_fail_all("plan: the model's sizes come from --model_name and the size flags; --init_from and "
                       "--resume_from_checkpoint are not read");
-    config_no_source(cfg);  // no source to wait for: settle the family and its sizes as training would
+    flags_no_source(cfg);  // no source to wait for: settle the family and its sizes as training would
     // the vocabulary follows the tokenizer unless something fixed it, as in training
     // the tokenizer is read only where the vocabulary follows it (training checks the rest)
-    int named = config_given("tokenizer") || strcmp(cfg->tokenizer, "byte");
+    int named = flags_given("tokenizer") || strcmp(cfg->tokenizer, "byte");
     if (cfg->size_origin[SIZE_V] == SIZE_DEFAULT || (cfg->size_origin[SIZE_V] == SIZE_FAMILY && named)) {
         char err[1400];
         Tokenizer *t = tok_open(cfg->tokenizer, err, sizeof err);
         if (!t) comm_fail_all("%s", err);
-        const char *why = config_take_tokenizer_vocab(cfg, tok_vocab_size(t), named, cfg->tokenizer, NULL);
+        const char *why = flags_take_tokenizer_vocab(cfg, tok_vocab_size(t), named, cfg->tokenizer, NULL);
         tok_free(t);
         if (why) comm_fail_all("plan: %s", why);
     }
@@ -170,7 +171,7 @@ int plan_main(void *args) {
     if (world % rpn)
         comm_fail_all("plan: --world_size %d is not a whole number of nodes of --ranks_per_node %d", world, rpn);
     int nodes = world / rpn;
-    const char *sizes = config_check_world(cfg, world);
+    const char *sizes = flags_check_world(cfg, world);
     if (sizes) comm_fail_all("plan: %s", sizes);
     ParallelDims dims;
     const char *why = parallel_dims_build(&dims, cfg, world, rpn);
@@ -183,7 +184,8 @@ int plan_main(void *args) {
     cfg->num_threads = kern_num_threads();
 
     ModelPlan plan;
-    model_plan_build(&plan, &cfg->model);
+    char big[1024];
+    if (model_plan_build(&plan, &cfg->model, big, sizeof big)) comm_fail_all("%s", big);
     int tp = dims.tp;
     if (tp > 1) model_plan_tp(&plan, tp, 0, NULL, dims.sequence_parallel);  // a tp rank's parts: every tp rank's are the same size
     if ((sizes = model_check_sizes(&plan, cfg->batch_size, cfg->model.max_context_width))) comm_fail_all("plan: %s", sizes);
@@ -357,7 +359,7 @@ int plan_main(void *args) {
     }
 
     char origins[400];
-    config_size_origins(cfg, origins, sizeof origins);
+    flags_size_origins(cfg, origins, sizeof origins);
     printf("fsdpc plan: %s%s%s, %.3g%s parameters (D=%d L=%d H=%d KV=%d F=%d V=%d), context %d; %s\n", m->model_type,
            m->model_name[0] ? " " : "", m->model_name, plan.num_params / (plan.num_params >= 1e9 ? 1e9 : 1e6),
            plan.num_params >= 1e9 ? "B" : "M", m->hidden_width, L, m->num_heads, m->num_key_value_heads, m->intermediate_size,

@@ -4,7 +4,7 @@
 #ifndef FSDPC_PLAN_H
 #define FSDPC_PLAN_H
 
-#include "../model/cli.h"
+#include "../base/cli.h"
 
 // The planner's own flags, with the training flags as their base. Prints on rank 0; returns the
 // exit status. args: what cli_parse of plan_cli filled.

@@ -27,6 +27,7 @@
 #include "../model/generate.h"
 #include "../model/model.h"
 #include "../shard/shard.h"
+#include "flags.h"
 #include "tboard.h"
 
 // warm-up steps (below 1: a fraction of max_steps)
@@ -257,7 +258,7 @@ static void resolve_sources(Run *r) {
         ModelConfig m = c->model;
         comm_check_all(ckpt_read_config(file, &m, tok_from_source, sizeof tok_from_source));
         snprintf(what, sizeof what, "checkpoint '%s'", file);
-        config_adopt_model(c, &m, known = MODEL_ALL, what);
+        flags_adopt_model(c, &m, known = MODEL_ALL, what);
         comm_check_all(ckpt_source_read(file, &r->source));
         tok_source = what;
         if (r->resume_file[0] && init[0]) log_msg("Resuming %s: --init_from %s is not loaded again\n", file, init);
@@ -267,15 +268,15 @@ static void resolve_sources(Run *r) {
         ModelConfig m = c->model;
         known = hf_model_config(r->hf, &m);
         snprintf(what, sizeof what, "'%s'", hf_source_path(r->hf));
-        config_adopt_model(c, &m, known, what);
+        flags_adopt_model(c, &m, known, what);
         hf_take_source(r->hf, &r->source);
         if (hf_tokenizer_path(r->hf)) snprintf(tok_from_source, sizeof tok_from_source, "%s", hf_tokenizer_path(r->hf));
         tok_source = what;
     } else {
-        config_no_source(c);
+        flags_no_source(c);
     }
     ckpt_source_share(&r->source);
-    int tok_given = config_given("tokenizer");
+    int tok_given = flags_given("tokenizer");
     // a checkpoint trained on token ids records the byte tokenizer, which says nothing about them
     int recorded_none = r->resume_file[0] && (!tok_from_source[0] || !strcmp(tok_from_source, "byte"));
     r->tok_added = recorded_none && tok_given && r->max_steps == 0 && strcmp(c->tokenizer, "byte");
@@ -298,13 +299,13 @@ static void resolve_sources(Run *r) {
             log_msg("vocabulary: %d, recorded by data file '%s'\n", recorded, file);
         }
     }
-    comm_check_all(config_take_tokenizer_vocab(c, V, named, c->tokenizer, tok_source));
+    comm_check_all(flags_take_tokenizer_vocab(c, V, named, c->tokenizer, tok_source));
     if (r->tok_added)
         log_msg("checkpoint %s records no tokenizer (its training data were token ids): this evaluation takes --tokenizer %s\n",
                 r->resume_file, c->tokenizer);
     // bytes fed to a model of another vocabulary, and its ids read back as bytes, would be noise
     r->no_text = tok_is_byte(r->tok) && c->model.vocab_size != V;
-    if (r->no_text && config_given("prompt") && c->num_tokens > 0)
+    if (r->no_text && flags_given("prompt") && c->num_tokens > 0)
         comm_fail_all("--prompt: the model's vocabulary is %d tokens, not the byte tokenizer's %d, and no tokenizer was given%s%s: "
                       "pass --tokenizer with the one its ids come from (encoder.json + vocab.bpe, a tokenizer.json or tokenizer.model)",
                       c->model.vocab_size, V, tok_source ? " or recorded in " : "", tok_source ? tok_source : "");
@@ -326,7 +327,7 @@ static void load_state(Run *r) {
         r->base_step = meta.step;
         // the sample order and dropout follow the seed: the run's own, unless another is asked for by name
         if (meta.rng_state != (uint64_t)c->seed) {
-            if (config_given("seed"))
+            if (flags_given("seed"))
                 comm_fail_all("--seed %d differs from the seed %llu that %s was trained with: resuming with another seed "
                               "changes its data order and dropout; drop --seed to continue the run", c->seed,
                               (unsigned long long)meta.rng_state, r->resume_file);
@@ -611,7 +612,7 @@ static void claim_checkpoint_dir(Run *r) {
 static DataSource data_source(Run *r, const char *spec, const char *split, const char *label) {
     const Config *c = r->cfg;
     return (DataSource){.spec = spec, .config = c->dataset_config_name, .split = split, .tok = r->tok, .ctx = r,
-                        .text_column = c->text_column, .explicit_column = config_given("text_column"),
+                        .text_column = c->text_column, .explicit_column = flags_given("text_column"),
                         .cache_dir = c->data_cache_dir, .label = label, .stop = &comm_stop_signal, .format = c->data_format,
                         .chat_template = c->chat_template, .train_on_inputs = c->train_on_inputs,
                         .document_masking = c->document_masking};
@@ -1129,7 +1130,7 @@ static const char *generate_text(Run *r, const void *const *P) {
         prompt[n++] = start;
     }
     int32_t stop = -1;
-    if (config_given("chat_template")) {  // the prompt as the user's turn, in the format the model was finetuned on
+    if (flags_given("chat_template")) {  // the prompt as the user's turn, in the format the model was finetuned on
         SftRow row = {0};
         SftMessage m = {.role = "user", .role_len = 4, .content = c->prompt, .content_len = len};
         char err[512];
@@ -1207,7 +1208,7 @@ int train_run(Config *c) {
     // checkpoint folder and --metrics_file are only created; the writer lock is registered with
     // comm_stop_unlink). The data cache build, training, validation and generation poll instead.
     comm_stop_phase("loading (tokenizer, model, data, checkpoint)");
-    const char *sizes = config_check_world(c, comm_info.world);
+    const char *sizes = flags_check_world(c, comm_info.world);
     if (sizes) comm_fail_all("%s", sizes);
     // the mesh puts a tp group on consecutive ranks (shard/parallel.h); parallel_dims_build below
     // refuses a degree that does not divide the world
@@ -1222,8 +1223,9 @@ int train_run(Config *c) {
     open_outputs(&r);
     check_nsys(c);
     if (c->trace_file[0] || c->trace_dir[0]) trace_open(c->trace_file, c->trace_dir, c->trace_steps[0], c->trace_steps[1]);
-    comm_check_same(config_hash(c), "model configuration or tokenizer after reading its sources (do the files differ between nodes?)");
-    model_plan_build(&r.plan, &c->model);
+    comm_check_same(flags_hash(c), "model configuration or tokenizer after reading its sources (do the files differ between nodes?)");
+    char big[1024];
+    if (model_plan_build(&r.plan, &c->model, big, sizeof big)) comm_fail_all("%s", big);
     if ((sizes = model_check_sizes(&r.plan, c->batch_size, c->model.max_context_width))) comm_fail_all("%s", sizes);
     // said now, not after the steps up to the first checkpoint (each rank writes into the file)
     double ckpt_bytes = 3.0 * sizeof(float) * (double)r.plan.num_params, fmax = (double)limits_file_size();
@@ -1258,7 +1260,7 @@ int train_run(Config *c) {
     comm_check_all(att_failed ? att : io_conflict());
     char desc[2048], origins[400];
     config_describe(c, desc, sizeof desc);
-    config_size_origins(c, origins, sizeof origins);
+    flags_size_origins(c, origins, sizeof origins);
     log_msg("fsdpc: %d rank(s) on %s, %d thread(s)/rank, %.2fM parameters (%s)\n%s attention=%s\n", comm_info.world,
             kern_device_name(), c->num_threads, r.plan.num_params / 1e6, origins, desc, kern_attention_kernel());
     if (c->recipe_line[0]) log_msg("%s\n", c->recipe_line);

@@ -17,6 +17,7 @@
 #include "data/data.h"
 #include "kernels/kernels.h"
 #include "shard/shard.h"
+#include "run/flags.h"
 #include "run/train.h"
 
 static int failures = 0;
@@ -35,8 +36,9 @@ typedef struct {
 } Setup;
 
 static void setup(Setup *s, int argc, char **argv) {
-    config_parse(&s->cfg, argc, argv);
-    model_plan_build(&s->plan, &s->cfg.model);
+    flags_parse(&s->cfg, argc, argv);
+    char err[1024];
+    if (model_plan_build(&s->plan, &s->cfg.model, err, sizeof err)) err_fatal("%s", err);
     ParallelDims pd;
     comm_check_all(parallel_dims_build(&pd, &s->cfg, comm_info.world, comm_info.local_world));
     shard_init(&s->st, &s->plan, &s->cfg, &pd, 1);
@@ -238,9 +240,10 @@ static void tp_plan_check(const char *model_type, int tp) {
                     "--num_key_value_heads", strcmp(model_type, "llama_v2") ? "8" : "4", "--intermediate_size", "96",
                     "--max_context_width", "16", "--vocab_size", "80"};
     Config cfg;
-    config_parse(&cfg, sizeof args / sizeof args[0], args);
+    flags_parse(&cfg, sizeof args / sizeof args[0], args);
     ModelPlan whole, *part = callocCheck((size_t)tp, sizeof(ModelPlan));
-    model_plan_build(&whole, &cfg.model);
+    char err[1024];
+    if (model_plan_build(&whole, &cfg.model, err, sizeof err)) err_fatal("%s", err);
     for (int r = 0; r < tp; r++) {
         part[r] = whole;
         part[r].units = mallocCheck((size_t)whole.nunits * sizeof(UnitSpec));

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../model/config.h"
+#include "../../run/flags.h"
 #include "stub.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -24,8 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static FILE *null;
     if (!null) null = fopen("/dev/null", "w");
     volatile int rc = CLI_OK;  // set between setjmp and a longjmp
-    FUZZ_TRY(rc = config_parse(&cfg, argc, argv));
-    if (rc == CLI_HELP && null) cli_help(&config_cli, null);
+    FUZZ_TRY(rc = flags_parse(&cfg, argc, argv));
+    if (rc == CLI_HELP && null) cli_help(&flags_cli, null);
     free(buf);
     return 0;
 }

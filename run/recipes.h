@@ -1,15 +1,15 @@
-// recipe: the seed recipes' dialects. A command line written in one recipe's flag spellings (its
+// recipes: the seed recipes' dialects. A command line written in one recipe's flag spellings (its
 // launch file, pasted) trains what that recipe's own script would have trained: every setting the
 // line leaves out takes that script's default (model, learning rate and schedule, precision,
 // checkpointing, data set, tokenizer), not fsdpc's. Each recipe's defaults were read from its
 // argument parser and model-config code; docs/recipes.md lists them and what fsdpc cannot match.
-#ifndef FSDPC_RECIPE_H
-#define FSDPC_RECIPE_H
+#ifndef FSDPC_RECIPES_H
+#define FSDPC_RECIPES_H
 
 #include <stddef.h>
 
-#include "cli.h"
-#include "config.h"
+#include "../base/cli.h"
+#include "../model/config.h"
 
 typedef struct Recipe Recipe;
 
@@ -23,7 +23,7 @@ extern const CliChoice recipe_choices[];
 // (given(flag): whether it set that setting, under any spelling), NULL and *why names both (a
 // static message).
 const Recipe *recipe_find(int choice, int (*given)(const char *flag), const char **why);
-// The recipe_choices value of the recipe the last config_finish took defaults from (RECIPE_NONE: none)
+// The recipe_choices value of the recipe the last flags_finish took defaults from (RECIPE_NONE: none)
 int recipe_chosen(void);
 // The recipe's name as the start-up line gives it ("10.FSDP's train.py")
 const char *recipe_name(const Recipe *r);

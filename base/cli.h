@@ -1,4 +1,4 @@
-// cli: the one table-driven command-line parser, for fsdpc's own flags (model/config.c) and every
+// cli: the one table-driven command-line parser, for fsdpc's own flags (run/flags.c) and every
 // subcommand's (run/commands.c lists them). A table lists the flags with where each value lives in
 // the caller's struct, its spellings, and what --help says of it; enumerated settings list their
 // names once, in a CliChoice table that parsing, --help, error messages and the name of a value
@@ -77,12 +77,12 @@ typedef struct CliTable {
     size_t base_off;
 } CliTable;
 
-enum { CLI_OK, CLI_HELP };
+enum { CLI_ERROR = -1, CLI_OK, CLI_HELP };
 // Fills dst with the defaults (the base's, then t's own), then reads argv[1..argc-1] into it.
-// CLI_HELP: --help or -h came first of anything wrong, and the rest was not read. On a bad flag
-// or value every rank ends with one line (all ranks parse the same argv). A CLI_LIST's items
-// array is malloc'ed; the caller frees it.
-int cli_parse(const CliTable *t, void *dst, int argc, char **argv);
+// CLI_HELP: --help or -h came first of anything wrong, and the rest was not read. CLI_ERROR: a
+// bad flag or value, its one line in err (the same on every rank: all ranks parse the same argv).
+// A CLI_LIST's items array is malloc'ed; the caller frees it.
+int cli_parse(const CliTable *t, void *dst, int argc, char **argv, char *err, size_t errlen);
 // Whether the last cli_parse of t set flag `name` (or an alias); a flag sharing a setting with
 // another counts as given when either spelling was.
 int cli_given(const CliTable *t, const char *name);
@@ -91,8 +91,8 @@ int cli_given(const CliTable *t, const char *name);
 int cli_spelled(const char *spelling);
 // Sets flag `name` of t (its canonical name) to value, as a default: the command line's own value
 // wins, so a flag the last parse set is left alone, and one set here does not count as given.
-// The value is checked as a command-line value is (a bad one ends every rank with one line).
-void cli_set_default(const CliTable *t, void *dst, const char *name, const char *value);
+// The value is checked as a command-line value is: 0, or -1 with the line in err.
+int cli_set_default(const CliTable *t, void *dst, const char *name, const char *value, char *err, size_t errlen);
 // The name of value in choices (its first entry), or "?" when it has none.
 const char *cli_choice_name(const CliChoice *choices, int value);
 // Writes t's flags (then its base's) by group: each with its aliases, value, choices, default

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../comm/comm.h"
+#include "err.h"
 
 static int parse_bool(const char *v, int *out) {
     if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "True")) return *out = 1, 1;
@@ -100,7 +100,7 @@ const char *cli_nearest(const char *word, const char *const *names, size_t n) {
     return found;
 }
 
-static void unknown_flag(const CliTable *t, const char *name) {
+static int unknown_flag(const CliTable *t, const char *name, char *err, size_t errlen) {
     static const char *names[4 * CLI_MAX_FLAGS];
     size_t n = 0;
     for (size_t i = 0; i < flag_count(t) && n < sizeof names / sizeof names[0]; i++) {
@@ -109,8 +109,9 @@ static void unknown_flag(const CliTable *t, const char *name) {
         for (const char *const *a = f->aliases; a && *a && n < sizeof names / sizeof names[0]; a++) names[n++] = *a;
     }
     const char *near = cli_nearest(name, names, n), *cmd = t->command ? t->command : "";
-    if (near) comm_fail_all("unknown flag '--%s'%s%s (did you mean --%s?)", name, *cmd ? " for " : "", cmd, near);
-    comm_fail_all("unknown flag '--%s'%s%s (fsdpc%s%s --help lists the flags)", name, *cmd ? " for " : "", cmd, *cmd ? " " : "", cmd);
+    if (near) return err_set(err, errlen, "unknown flag '--%s'%s%s (did you mean --%s?)", name, *cmd ? " for " : "", cmd, near);
+    return err_set(err, errlen, "unknown flag '--%s'%s%s (fsdpc%s%s --help lists the flags)", name, *cmd ? " for " : "", cmd,
+                   *cmd ? " " : "", cmd);
 }
 
 // the spellings a choice flag accepts, "a|b|c" ("from=setting|..." for a map)
@@ -130,65 +131,66 @@ static void store_choice(const CliFlag *f, char *field, int value) {
     else *(int *)field = value;
 }
 
-static void bad_number(const CliFlag *f, const char *v, const char *what) {
-    comm_fail_all("--%s expects %s, got '%s'", f->name, f->text ? f->text : what, v);
+static int bad_number(const CliFlag *f, const char *v, const char *what, char *err, size_t errlen) {
+    return err_set(err, errlen, "--%s expects %s, got '%s'", f->name, f->text ? f->text : what, v);
 }
 
-static void set_value(const CliFlag *f, void *dst, const char *v, int argc) {
+// Stores v as f's value in dst: 0, or -1 with the line in err.
+static int set_value(const CliFlag *f, void *dst, const char *v, int argc, char *err, size_t errlen) {
     char *field = (char *)dst + f->off, *end = NULL;
     switch (f->kind) {
     case CLI_INT: {
         long x = strtol(v, &end, 10);
-        if (!*v || *end || x < -2147483647L || x > 2147483647L) bad_number(f, v, "an integer");
+        if (!*v || *end || x < -2147483647L || x > 2147483647L) return bad_number(f, v, "an integer", err, errlen);
         *(int *)field = (int)x;
-        if (f->valid && !f->valid(field)) bad_number(f, v, "an integer");
+        if (f->valid && !f->valid(field)) return bad_number(f, v, "an integer", err, errlen);
         break;
     }
     case CLI_U64: {
         errno = 0;
         unsigned long long x = strtoull(v, &end, 10);
-        if (*v < '0' || *v > '9' || *end || errno) bad_number(f, v, "a non-negative integer");
+        if (*v < '0' || *v > '9' || *end || errno) return bad_number(f, v, "a non-negative integer", err, errlen);
         *(uint64_t *)field = x;
-        if (f->valid && !f->valid(field)) bad_number(f, v, "a non-negative integer");
+        if (f->valid && !f->valid(field)) return bad_number(f, v, "a non-negative integer", err, errlen);
         break;
     }
     case CLI_FLOAT:
     case CLI_DOUBLE: {
         // a float parses as one, so a value beyond its range is infinite rather than rounded
         double x = f->kind == CLI_FLOAT ? strtof(v, &end) : strtod(v, &end);
-        if (!*v || *end) bad_number(f, v, "a number");
+        if (!*v || *end) return bad_number(f, v, "a number", err, errlen);
         if (f->kind == CLI_FLOAT) *(float *)field = (float)x;
         else *(double *)field = x;
-        if (f->valid && !f->valid(field)) bad_number(f, v, "a number");
-        if (!isfinite(x)) comm_fail_all("--%s must be a finite number, got '%s'", f->name, v);
+        if (f->valid && !f->valid(field)) return bad_number(f, v, "a number", err, errlen);
+        if (!isfinite(x)) return err_set(err, errlen, "--%s must be a finite number, got '%s'", f->name, v);
         break;
     }
     case CLI_BOOL:
-        if (!parse_bool(v, (int *)field)) comm_fail_all("--%s expects 0/1/true/false, got '%s'", f->name, v);
+        if (!parse_bool(v, (int *)field)) return err_set(err, errlen, "--%s expects 0/1/true/false, got '%s'", f->name, v);
         break;
     case CLI_ENUM:
     case CLI_MAP: {
         const CliChoice *c = f->choices;
         while (c->name && strcmp(c->name, v) != 0) c++;
         if (!c->name)
-            comm_fail_all("--%s must be one of %s%s, got '%s'", f->name, choice_list(f),
+            return err_set(err, errlen, "--%s must be one of %s%s, got '%s'", f->name, choice_list(f),
                           f->kind == CLI_MAP ? " (each as from=setting)" : "", v);
         store_choice(f, field, c->value);
         break;
     }
     case CLI_BOOLENUM: {
         int on;
-        if (!parse_bool(v, &on)) comm_fail_all("--%s expects 0/1/true/false, got '%s'", f->name, v);
+        if (!parse_bool(v, &on)) return err_set(err, errlen, "--%s expects 0/1/true/false, got '%s'", f->name, v);
         store_choice(f, field, f->choices[on ? 0 : 1].value);
         break;
     }
     case CLI_UNSUP: {
         int on;
-        if (!parse_bool(v, &on) || on) comm_fail_all("--%s %s is not supported yet: %s", f->name, v, f->text);
+        if (!parse_bool(v, &on) || on) return err_set(err, errlen, "--%s %s is not supported yet: %s", f->name, v, f->text);
         break;
     }
     case CLI_STR:
-        if (strlen(v) >= f->size) comm_fail_all("--%s value is too long (max %zu characters)", f->name, f->size - 1);
+        if (strlen(v) >= f->size) return err_set(err, errlen, "--%s value is too long (max %zu characters)", f->name, f->size - 1);
         snprintf(field, f->size, "%s", v);
         break;
     case CLI_LIST: {
@@ -199,10 +201,11 @@ static void set_value(const CliFlag *f, void *dst, const char *v, int argc) {
     }
     case CLI_CALL: {
         const char *e = f->call(dst, v);
-        if (e) comm_fail_all("%s", e);
+        if (e) return err_set(err, errlen, "%s", e);
         break;
     }
     }
+    return 0;
 }
 
 // bytes a flag's stored value occupies, for telling whether two spellings of one setting disagree
@@ -223,7 +226,7 @@ static void fill_defaults(const CliTable *t, void *dst) {
     if (t->defaults) t->defaults(dst);
 }
 
-int cli_parse(const CliTable *t, void *dst, int argc, char **argv) {
+int cli_parse(const CliTable *t, void *dst, int argc, char **argv, char *err, size_t errlen) {
     size_t nf = flag_count(t);
     if (nf > CLI_MAX_FLAGS || (t->base && t->base->base)) err_fatal("a flag table has %zu flags (or a base with a base)", nf);
     fill_defaults(t, dst);
@@ -233,8 +236,7 @@ int cli_parse(const CliTable *t, void *dst, int argc, char **argv) {
     // the spelling that set each flag's value: two different spellings of one setting (an alias
     // and its flag, or two flags storing the same field) that disagree are refused rather than
     // letting the later one win unseen; repeating one spelling still overrides, as scripts that
-    // append overrides expect (on the stack: an error longjmps out of a fuzzed parse, which would
-    // leak a heap array)
+    // append overrides expect (on the stack: an error returns from anywhere in the loop)
     const char *spelled[CLI_MAX_FLAGS] = {0};
     unsigned char before[1024];
     // flags marked `first` are applied in pass 0, so the others override them wherever they appear
@@ -245,20 +247,20 @@ int cli_parse(const CliTable *t, void *dst, int argc, char **argv) {
             const char *a = argv[i];
             if (!strcmp(a, "-h")) return CLI_HELP;
             if (strncmp(a, "--", 2) != 0) {
-                if (!list) comm_fail_all("unexpected argument '%s' (%s)", a, t->bare_hint);
-                if (pass == !list->first) set_value(list, (char *)dst + list_off, a, argc);
+                if (!list) return err_set(err, errlen, "unexpected argument '%s' (%s)", a, t->bare_hint);
+                if (pass == !list->first && set_value(list, (char *)dst + list_off, a, argc, err, errlen)) return -1;
                 continue;
             }
             list = NULL;
             char name[64];
             const char *eq = strchr(a + 2, '='), *val, *spelling;
             size_t nlen = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-            if (nlen >= sizeof name) comm_fail_all("unknown flag '%s'", a);
+            if (nlen >= sizeof name) return err_set(err, errlen, "unknown flag '%s'", a);
             memcpy(name, a + 2, nlen);
             name[nlen] = 0;
             if (!strcmp(name, "help")) return CLI_HELP;
             long idx = find_flag(t, name, &spelling);
-            if (idx < 0) unknown_flag(t, name);
+            if (idx < 0) return unknown_flag(t, name, err, errlen);
             size_t off;
             const CliFlag *f = flag_at(t, (size_t)idx, &off);
             note_spelling(spelling);
@@ -272,12 +274,12 @@ int cli_parse(const CliTable *t, void *dst, int argc, char **argv) {
                 // a bare boolean flag means true; an explicit 0/1 after it is consumed
                 val = next && parse_bool(next, &dummy) ? argv[++i] : "1";
             } else if (!next || (t->strict && next_is_flag)) {
-                if (f->kind == CLI_LIST) comm_fail_all("--%s needs at least one %s", name, f->text);
-                comm_fail_all("--%s needs a value", name);
+                if (f->kind == CLI_LIST) return err_set(err, errlen, "--%s needs at least one %s", name, f->text);
+                return err_set(err, errlen, "--%s needs a value", name);
             } else {
                 val = argv[++i];
             }
-            if (t->strict && !*val) comm_fail_all("--%s needs a value", name);
+            if (t->strict && !*val) return err_set(err, errlen, "--%s needs a value", name);
             if (f->kind == CLI_LIST) list = f, list_off = off;
             if (pass != !f->first) continue;
             size_t vs = f->first ? 0 : value_size(f), at = off + f->off;
@@ -288,9 +290,9 @@ int cli_parse(const CliTable *t, void *dst, int argc, char **argv) {
                 if (spelled[j] && joff + g->off == at && (j != (size_t)idx || spelled[j] != spelling)) prev = spelled[j];
             }
             if (prev) memcpy(before, (char *)dst + at, vs);
-            set_value(f, (char *)dst + off, val, argc);
+            if (set_value(f, (char *)dst + off, val, argc, err, errlen)) return -1;
             if (prev && memcmp(before, (char *)dst + at, vs) != 0)
-                comm_fail_all("--%s %s contradicts --%s given before it (both set one setting; give one)", name, val, prev);
+                return err_set(err, errlen, "--%s %s contradicts --%s given before it (both set one setting; give one)", name, val, prev);
             if (vs) spelled[idx] = spelling;
             // an alias counts as its setting given, whichever spelling the command line used
             if (given_at(t, (size_t)idx)) *given_at(t, (size_t)idx) = 1;
@@ -304,14 +306,14 @@ int cli_parse(const CliTable *t, void *dst, int argc, char **argv) {
     return CLI_OK;
 }
 
-void cli_set_default(const CliTable *t, void *dst, const char *name, const char *value) {
+int cli_set_default(const CliTable *t, void *dst, const char *name, const char *value, char *err, size_t errlen) {
     const char *spelling;
     long idx = find_flag(t, name, &spelling);
     if (idx < 0) err_fatal("no flag --%s to default", name);  // a table's own entry names it: a bug
     size_t off;
     const CliFlag *f = flag_at(t, (size_t)idx, &off);
     unsigned char *g = given_at(t, (size_t)idx);
-    if (!(g && *g)) set_value(f, (char *)dst + off, value, 1);
+    return g && *g ? 0 : set_value(f, (char *)dst + off, value, 1, err, errlen);
 }
 
 // ---- --help ----

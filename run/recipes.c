@@ -1,5 +1,5 @@
-// recipe: the seed recipes' defaults and the flag spellings that identify them (recipe.h).
-#include "recipe.h"
+// recipes: the seed recipes' defaults and the flag spellings that identify them (recipes.h).
+#include "recipes.h"
 
 #include <stdio.h>
 #include <stdlib.h>
