@@ -148,13 +148,13 @@ static const char *reserve_space(const char *tmp, double need) {
 // A parallel HDF5 write that fails part-way leaves the ranks' metadata caches out of step:
 // closing the file then hangs in a collective some rank never reaches (OpenMPI's OMPIO), or
 // fails and crashes in HDF5's exit-time cleanup (one rank). So every step's failure is agreed on
-// outside HDF5, the file is never touched again, and the job ends through comm_abort_all after
-// removing it. The free-space check and the reservation make that path rare: a file system
+// outside HDF5, the file is never touched again, and the job ends here, through comm_abort_all,
+// after removing it. The free-space check and the reservation make that path rare: a file system
 // filled by someone else mid-write, an I/O error.
-void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, const CkptSource *src,
-               CkptSaved *out) {
+int ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, const CkptSource *src,
+              CkptSaved *out, char *err, size_t errlen) {
     double t0 = clock_now_s();
-    char why[1400] = "", tmp[1200], err[2600] = "";
+    char why[1400] = "", tmp[1200], msg[2600] = "";
     const ModelPlan *plan = shard_plan(s);
     int nt = h5_count_tensors(plan), checked = !test_no_reserve();
     out->bytes = 3.0 * (double)plan->num_params * sizeof(float);
@@ -169,16 +169,19 @@ void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const Ck
     // every rank writes its slices into the file: each one's file-size limit must allow all of it
     uint64_t fmax = limits_file_size();
     if (fmax < (uint64_t)need)
-        snprintf(err, sizeof err, "cannot write checkpoint '%s': it needs %.1f MB but ulimit -f (file size) allows %.1f MB on rank %d: raise "
+        snprintf(msg, sizeof msg, "cannot write checkpoint '%s': it needs %.1f MB but ulimit -f (file size) allows %.1f MB on rank %d: raise "
                  "it (ulimit -f unlimited); the earlier checkpoints are kept", out->path, need / 1e6, (double)fmax / 1e6, comm_info.rank);
     else if (comm_info.rank == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST)
-        snprintf(err, sizeof err, "cannot create checkpoint directory '%s': %s", dir, comm_path_error(dir, errno));
+        snprintf(msg, sizeof msg, "cannot create checkpoint directory '%s': %s", dir, comm_path_error(dir, errno));
     else if (comm_info.rank == 0 && (overlap = io_output_check(out->path, "--checkpoint_dir")))  // one of the run's inputs
-        snprintf(err, sizeof err, "%s; no checkpoint written", overlap);
+        snprintf(msg, sizeof msg, "%s; no checkpoint written", overlap);
     else if (comm_info.rank == 0 && checked && (avail = free_bytes(dir)) >= 0 && avail < need)
-        snprintf(err, sizeof err, "cannot write checkpoint '%s': the file system is full (%.1f MB free, it needs %.1f MB); the earlier "
+        snprintf(msg, sizeof msg, "cannot write checkpoint '%s': the file system is full (%.1f MB free, it needs %.1f MB); the earlier "
                  "checkpoints are kept", out->path, avail / 1e6, need / 1e6);
-    comm_check_all(err[0] ? err : NULL);
+    if (comm_agree(msg[0] ? msg : NULL, err, errlen)) {
+        comm_deadline_end();
+        return -1;
+    }
     CommCrc *crcs = callocCheck((size_t)3 * nt, sizeof *crcs);
     hid_t f = h5_open(tmp, 1, 1);
     agree(why, sizeof why, f < 0 ? h5_create_error(tmp) : NULL);
@@ -199,11 +202,11 @@ void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const Ck
     if (why[0]) {
         double left = comm_info.rank == 0 ? free_bytes(dir) : -1;
         if (left >= 0 && left < need)
-            snprintf(err, sizeof err, " (the file system has %.1f MB free, the checkpoint needs %.1f MB)", left / 1e6, need / 1e6);
+            snprintf(msg, sizeof msg, " (the file system has %.1f MB free, the checkpoint needs %.1f MB)", left / 1e6, need / 1e6);
         if (comm_info.rank == 0) unlink(tmp);
         ckpt_release_dir();  // the abort skips exit handlers
         comm_abort_all("cannot write checkpoint '%s': %s%s; its partial file was removed and the earlier checkpoints are kept",
-                       out->path, why, err);
+                       out->path, why, msg);
     }
     struct stat st;  // the reservation's blocks past the end go back (truncating to the size frees them)
     if (comm_info.rank == 0 && checked && stat(tmp, &st) == 0 && truncate(tmp, st.st_size) != 0)
@@ -212,12 +215,13 @@ void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const Ck
     const char *e = comm_info.rank == 0 ? claim_lost() : NULL;
     if (!e && comm_info.rank == 0) e = claim_check_replace(out->path, meta);
     if (!e && comm_info.rank == 0 && rename(tmp, out->path) != 0)
-        e = (snprintf(err, sizeof err, "renaming '%s' to '%s' failed: %s", tmp, out->path, strerror(errno)), err);
+        e = (snprintf(msg, sizeof msg, "renaming '%s' to '%s' failed: %s", tmp, out->path, strerror(errno)), msg);
     if (e) unlink(tmp);
     e = comm_first_error(e);
-    if (e) comm_fail_all("checkpoint of step %d not published: %s; the earlier checkpoints are kept", meta->step, e);
     comm_deadline_end();
+    if (e) return err_set(err, errlen, "checkpoint of step %d not published: %s; the earlier checkpoints are kept", meta->step, e);
     out->seconds = clock_now_s() - t0;
+    return 0;
 }
 
 // ---- reading ----
@@ -278,10 +282,12 @@ static uint64_t header_hash(const CkptHeader *h) {
     return x;
 }
 
-const char *ckpt_verify(const char *file) {
+int ckpt_verify(const char *file, const char **why, char *err, size_t errlen) {
     static char msg[1400];
     CkptHeader h;
-    ckpt_check_same_file(file);
+    const char *other = ckpt_check_same_file(file);
+    *why = NULL;
+    if (other) return err_set(err, errlen, "%s", other);
     char phase[1300];
     snprintf(phase, sizeof phase, "the check of checkpoint '%s'", file);
     comm_deadline_begin(phase);
@@ -307,24 +313,31 @@ const char *ckpt_verify(const char *file) {
     if (plan.units) model_plan_free(&plan);
     if (f >= 0) H5Fclose(f);
     comm_deadline_end();
-    return e ? msg : NULL;
+    *why = e ? msg : NULL;
+    return 0;
 }
 
-// Collective open and validation of the first ngroups groups against s's plan.
-static hid_t open_checked(const char *file, const ShardState *s, int ngroups, CkptHeader *h, uint32_t *want) {
-    ckpt_check_same_file(file);
+// Collective open and validation of the first ngroups groups against s's plan: the file, or -1
+// with the line in err on every rank.
+static hid_t open_checked(const char *file, const ShardState *s, int ngroups, CkptHeader *h, uint32_t *want, char *err, size_t errlen) {
+    const char *other = ckpt_check_same_file(file);
+    if (other) return err_set(err, errlen, "%s", other);
     hid_t f = h5_open(file, 0, 1);
     const char *e = f < 0 ? h5_open_error(file) : h5_read_header(f, file, &shard_plan(s)->cfg, h);
     if (!e) e = ckpt_check_config(h, file, shard_plan(s));
     if (!e) e = h5_check_tensors(f, file, shard_plan(s), ngroups, h->version, want);
-    comm_check_all(e);
+    if (comm_agree(e, err, errlen)) {
+        if (f >= 0) H5Fclose(f);
+        return -1;
+    }
     if (h->version < 2)
         log_msg("Note: %s predates checksums (format_version %d): its contents are loaded unverified\n", file, h->version);
     return f;
 }
 
-// The first ngroups groups into s, each slice checked against its tensor's checksum.
-static void load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *meta) {
+// The first ngroups groups into s, each slice checked against its tensor's checksum. 0, or -1
+// with the line in err on every rank.
+static int load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *meta, char *err, size_t errlen) {
     const ModelPlan *plan = shard_plan(s);
     size_t n = (size_t)ngroups * h5_count_tensors(plan);
     uint32_t *want = mallocCheck(n * sizeof *want);
@@ -333,19 +346,21 @@ static void load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *
     char phase[1300];
     snprintf(phase, sizeof phase, "the checkpoint read of '%s'", file);
     comm_deadline_begin(phase);
-    hid_t f = open_checked(file, s, ngroups, &h, want);
-    const char *e = h5_xfer_state(f, s, 0, ngroups, got);
-    H5Fclose(f);
-    if (e) comm_fail_all("checkpoint '%s': %s (corrupt or truncated file?)", file, e);
-    if (h.version >= 2) {
+    hid_t f = open_checked(file, s, ngroups, &h, want, err, errlen);
+    int rc = f < 0 ? -1 : 0;
+    const char *e = rc ? NULL : h5_xfer_state(f, s, 0, ngroups, got);
+    if (f >= 0) H5Fclose(f);
+    if (e) rc = err_set(err, errlen, "checkpoint '%s': %s (corrupt or truncated file?)", file, e);
+    if (!rc && h.version >= 2) {
         // every shard group holds every tensor once: each checks what its ranks read
         if (plan->tp > 1) h5_tp_checksums(plan, ngroups, got);
         else comm_allreduce_crc32(shard_group(s), got, n);
-        comm_check_all(h5_checksum_mismatch(file, plan, ngroups, got, want));
+        rc = comm_agree(h5_checksum_mismatch(file, plan, ngroups, got, want), err, errlen);
     }
     free(want);
     free(got);
     comm_deadline_end();
+    if (rc) return rc;
     if (meta) *meta = h.meta;
     shard_master_changed(s);
     // a run that diverged can have saved NaN: said here by name, not as a non-finite first loss
@@ -357,17 +372,21 @@ static void load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *
         for (int i = 0; i < nbad && i < 3 && k < sizeof names; i++)
             k += (size_t)snprintf(names + k, sizeof names - k, "%s%s/%s", i ? ", " : "", ckpt_groups[bad[i].state],
                                   plan->units[bad[i].unit].t[bad[i].tensor].name);
-        comm_fail_all("checkpoint '%s' holds NaN or infinite values in %d tensor(s): %s%s (saved after the run diverged?): use an "
-                      "earlier checkpoint", file, nbad, names, nbad > 3 ? ", ..." : "");
+        return err_set(err, errlen, "checkpoint '%s' holds NaN or infinite values in %d tensor(s): %s%s (saved after the run "
+                       "diverged?): use an earlier checkpoint", file, nbad, names, nbad > 3 ? ", ..." : "");
     }
+    return 0;
 }
 
-void ckpt_load(const char *file, ShardState *s, const Config *cfg, CkptMeta *meta) {
-    load_groups(file, s, 3, meta);
+int ckpt_load(const char *file, ShardState *s, const Config *cfg, CkptMeta *meta, char *err, size_t errlen) {
+    if (load_groups(file, s, 3, meta, err, errlen)) return -1;
     shard_set_step(s, meta->step);
+    return 0;
 }
 
-void ckpt_load_weights(const char *file, ShardState *s, const Config *cfg) { load_groups(file, s, 1, NULL); }
+int ckpt_load_weights(const char *file, ShardState *s, const Config *cfg, char *err, size_t errlen) {
+    return load_groups(file, s, 1, NULL, err, errlen);
+}
 
 const char *ckpt_read_config(const char *file, ModelConfig *m, char *tokenizer, size_t tlen) {
     hid_t f = h5_open(file, 0, 0);
@@ -388,17 +407,21 @@ const char *ckpt_read_meta(const char *file, CkptMeta *meta) {
     return e;
 }
 
-void ckpt_check_same_file(const char *file) {
+const char *ckpt_check_same_file(const char *file) {
+    static char msg[2048];
     char mine[1400], *theirs, *root;
     uint64_t size;
     uint32_t crc;
     if (ident_file(file, IDENT_HEAD_MAX, &size, &crc, mine, sizeof mine) == 0)
         snprintf(mine, sizeof mine, "%llu bytes (crc32 %08x of its first MiB and last 64 KiB)", (unsigned long long)size, crc);
     int r = comm_first_different(mine, &theirs, &root);
-    if (r < 0) return;
-    comm_fail_all("rank %d sees another file than rank 0 at checkpoint '%s' (rank %d: %s; rank 0: %s): a relative path from other "
-                  "working directories, or node-local storage? give every rank the same checkpoint on storage they share",
-                  r, file, r, theirs, root);
+    if (r < 0) return NULL;
+    snprintf(msg, sizeof msg, "rank %d sees another file than rank 0 at checkpoint '%s' (rank %d: %s; rank 0: %s): a relative path "
+             "from other working directories, or node-local storage? give every rank the same checkpoint on storage they share",
+             r, file, r, theirs, root);
+    free(theirs);
+    free(root);
+    return msg;
 }
 
 struct CkptReader {

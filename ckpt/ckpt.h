@@ -41,23 +41,29 @@ typedef struct {
     char path[1100];        // the published file
 } CkptSaved;
 
+// The error lines of ckpt/ fit in this many bytes (comm_fail_all's line): give err that much.
+#define CKPT_ERR_LEN 2048
+
 // Writes <dir>/step_<NNNNNNNN>.h5 through <that>.<run_id>.tmp, renamed once every rank is done
 // (and, when the directory is claimed, only while the claim still holds, and only over a file
-// the claim's rules let it replace). Collective. Any failure (a full disk) removes the .tmp and
-// ends every rank with one error line.
+// the claim's rules let it replace). Collective: 0, or -1 with the same line in err on every rank
+// (a full disk found before writing, a publish refused: the .tmp is removed). A write that failed
+// part-way ends every rank here with one error line, after removing the .tmp (comm_abort_all:
+// parallel HDF5 cannot be shut down cleanly after it).
 // Also writes src (NULL: none) under /source.
-void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, const CkptSource *src,
-               CkptSaved *out);
+int ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, const CkptSource *src,
+              CkptSaved *out, char *err, size_t errlen);
 // Whether file is a complete checkpoint: every attribute, every tensor's shape and type, and
-// every tensor's checksum (the ranks read a part each, in bounded chunks). Collective; NULL, or
-// the same one-line reason on every rank.
-const char *ckpt_verify(const char *file);
+// every tensor's checksum (the ranks read a part each, in bounded chunks). Collective: 0 with
+// *why NULL, or the same one-line reason in *why on every rank (valid until the next call); -1
+// with the line in err on every rank when the ranks see different files there.
+int ckpt_verify(const char *file, const char **why, char *err, size_t errlen);
 // Loads model, optimizer and meta into s; shapes and config are checked against cfg, checksums
-// against the slices read. Collective.
-void ckpt_load(const char *file, ShardState *s, const Config *cfg, CkptMeta *meta);
+// against the slices read. Collective: 0, or -1 with the same line in err on every rank.
+int ckpt_load(const char *file, ShardState *s, const Config *cfg, CkptMeta *meta, char *err, size_t errlen);
 // Loads only the weights (/model) into s, for finetuning: moments and step stay as they are
-// (zero after shard_init). Validated like ckpt_load. Collective.
-void ckpt_load_weights(const char *file, ShardState *s, const Config *cfg);
+// (zero after shard_init). Validated like ckpt_load. Collective: 0, or -1 with the line in err.
+int ckpt_load_weights(const char *file, ShardState *s, const Config *cfg, char *err, size_t errlen);
 // The model config attributes of a checkpoint and its `tokenizer` attribute ("byte" in files
 // written before it existed), without tensors. Any rank alone. NULL, or a one-line error.
 const char *ckpt_read_config(const char *file, ModelConfig *m, char *tokenizer, size_t tlen);
@@ -66,9 +72,9 @@ const char *ckpt_read_config(const char *file, ModelConfig *m, char *tokenizer, 
 // alone. NULL, or a one-line error.
 const char *ckpt_read_meta(const char *file, CkptMeta *meta);
 // Collective, before the ranks open file together: each rank's view of it (its size and a CRC of
-// its first MiB and last 64 KiB, or why it cannot be read) must be rank 0's; else every rank
-// ends with one line naming the first rank that differs.
-void ckpt_check_same_file(const char *file);
+// its first MiB and last 64 KiB, or why it cannot be read) must be rank 0's. NULL, or on every
+// rank the same line naming the first rank that differs (valid until the next call).
+const char *ckpt_check_same_file(const char *file);
 
 // One rank alone reading a checkpoint's weights (export).
 typedef struct CkptReader CkptReader;

@@ -549,16 +549,16 @@ static const char *hf_unused(const HfModel *h, const ModelPlan *plan, int allow,
     return NULL;
 }
 
-void hf_load(const HfModel *h, ShardState *s, int allow_unused) {
+int hf_load(const HfModel *h, ShardState *s, int allow_unused, char *err, size_t errlen) {
     static char msg[2 * HF_PATH];
     const ModelPlan *plan = shard_plan(s);
-    const char *err = NULL;
+    const char *bad = NULL;
     int file;
-    for (int u = 0; u < plan->nunits && !err; u++)
-        for (int t = 0; t < plan->units[u].ntensors && !err; t++)
-            if (!hf_source_tensor(h, &plan->units[u].t[t], &file, msg, sizeof msg)) err = msg;
-    if (!err) err = hf_unused(h, plan, allow_unused, msg, sizeof msg);
-    comm_check_all(err);
+    for (int u = 0; u < plan->nunits && !bad; u++)
+        for (int t = 0; t < plan->units[u].ntensors && !bad; t++)
+            if (!hf_source_tensor(h, &plan->units[u].t[t], &file, msg, sizeof msg)) bad = msg;
+    if (!bad) bad = hf_unused(h, plan, allow_unused, msg, sizeof msg);
+    if (comm_agree(bad, err, errlen)) return -1;
     if (h->tied)
         log_msg("%s: %s is tied to %s; fsdpc trains an untied copy of it\n", h->path, h->fam->hf_import.tied, h->fam->hf_import.tied_to);
     int on_device = shard_state_on_device(s), *fds = mallocCheck((size_t)h->nfiles * sizeof(int));
@@ -567,27 +567,27 @@ void hf_load(const HfModel *h, ShardState *s, int allow_unused) {
     for (int u = 0; u < plan->nunits; u++)
         if (shard_unit_len(s, u) > stage_len) stage_len = shard_unit_len(s, u);
     float *stage = on_device ? mallocCheck((stage_len < HF_CHUNK ? stage_len : HF_CHUNK) * sizeof(float)) : NULL;
-    for (int u = 0; u < plan->nunits && !err; u++)
-        for (int t = 0; t < plan->units[u].ntensors && !err; t++) {
+    for (int u = 0; u < plan->nunits && !bad; u++)
+        for (int t = 0; t < plan->units[u].ntensors && !bad; t++) {
             size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
             if (!n) continue;
             const StTensor *src = hf_source_tensor(h, &plan->units[u].t[t], &file, msg, sizeof msg);
             const StFile *sf = &h->files[file];
             if (fds[file] < 0 && (fds[file] = open(sf->path, O_RDONLY)) < 0) {
                 snprintf(msg, sizeof msg, "cannot open '%s': %s", sf->path, strerror(errno));
-                err = msg;
+                bad = msg;
                 break;
             }
             float *dst = shard_master(s, u) + local;
             // a tp part is runs of the whole tensor (model_tp_run), each read where it lies
-            for (size_t at = 0; at < n && !err;) {
+            for (size_t at = 0; at < n && !bad;) {
                 size_t from = begin + at, run = n - at;
                 if (plan->tp > 1 && (run = model_tp_run(&plan->units[u].t[t], plan->tp, plan->tp_rank, begin + at, &from)) > n - at)
                     run = n - at;
-                if (!on_device) err = st_read_f32(fds[file], sf, src, from, run, dst + at);
-                for (size_t done = 0; on_device && done < run && !err; done += HF_CHUNK) {
+                if (!on_device) bad = st_read_f32(fds[file], sf, src, from, run, dst + at);
+                for (size_t done = 0; on_device && done < run && !bad; done += HF_CHUNK) {
                     size_t k = run - done < HF_CHUNK ? run - done : HF_CHUNK;
-                    if (!(err = st_read_f32(fds[file], sf, src, from + done, k, stage))) kern_upload(dst + at + done, stage, k * sizeof(float));
+                    if (!(bad = st_read_f32(fds[file], sf, src, from + done, k, stage))) kern_upload(dst + at + done, stage, k * sizeof(float));
                 }
                 at += run;
             }
@@ -596,16 +596,17 @@ void hf_load(const HfModel *h, ShardState *s, int allow_unused) {
         if (fds[i] >= 0) close(fds[i]);
     free(fds);
     free(stage);
-    comm_check_all(err);  // a read error is this rank's alone
+    if (comm_agree(bad, err, errlen)) return -1;  // a read error is this rank's alone
     shard_master_changed(s);
-    ShardTensorRef bad[3];
-    int nbad = shard_nonfinite(s, 1, bad, 3);
+    ShardTensorRef nonfinite[3];
+    int nbad = shard_nonfinite(s, 1, nonfinite, 3);
     if (nbad) {
         char names[900] = "";
         size_t k = 0;
         for (int i = 0; i < nbad && i < 3 && k < sizeof names; i++)
-            k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", i ? ", " : "", plan->units[bad[i].unit].t[bad[i].tensor].name);
-        comm_fail_all("'%s' holds NaN or infinite values in %d tensor(s): %s%s: these weights cannot be trained from (fetch or "
-                      "export them again)", h->path, nbad, names, nbad > 3 ? ", ..." : "");
+            k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", i ? ", " : "", plan->units[nonfinite[i].unit].t[nonfinite[i].tensor].name);
+        return err_set(err, errlen, "'%s' holds NaN or infinite values in %d tensor(s): %s%s: these weights cannot be trained "
+                       "from (fetch or export them again)", h->path, nbad, names, nbad > 3 ? ", ..." : "");
     }
+    return 0;
 }

@@ -30,8 +30,9 @@ void hf_take_source(HfModel *h, CkptSource *src);
 // converts fp32/bf16/fp16 to the fp32 master shards (and uploads when shard_state_on_device), then
 // shard_master_changed(s). A missing tensor, a wrong shape, or an unsupported dtype gives one line
 // naming the tensor and the file, on every rank; so do tensors the model does not use (known
-// non-parameter buffers aside), unless allow_unused, which warns instead.
-void hf_load(const HfModel *h, ShardState *s, int allow_unused);
+// non-parameter buffers aside), unless allow_unused, which warns instead. 0, or -1 with that line
+// in err on every rank.
+int hf_load(const HfModel *h, ShardState *s, int allow_unused, char *err, size_t errlen);
 
 // Shared with export.c: paths, and the model length a config.json gives.
 enum { HF_PATH = 4096 };

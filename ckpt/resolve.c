@@ -12,7 +12,8 @@
 
 // Several lineages in one directory: the newest usable checkpoint of each (verified, as a resume
 // would), and of those the one whose run_inputs name the run's sources, when exactly one does.
-static int resolve_lineages(const char *path, int asked, LineageEntry *e, int n, int nl, char *out, size_t len) {
+static int resolve_lineages(const char *path, int asked, LineageEntry *e, int n, int nl, char *out, size_t len, char *err,
+                            size_t errlen) {
     int *pick = mallocCheck((size_t)nl * sizeof *pick);
     for (int l = 0; l < nl; l++) pick[l] = -1;
     char file[1400], first[1400] = "";
@@ -23,15 +24,19 @@ static int resolve_lineages(const char *path, int asked, LineageEntry *e, int n,
             log_msg("Checkpoint %s predates run ids (format_version 1) and belongs to none of the runs in %s: passed over\n", file, path);
             continue;
         }
-        const char *err = ckpt_verify(file);
-        if (!err) {
+        const char *why;
+        if (ckpt_verify(file, &why, err, errlen)) {
+            free(pick);
+            return -1;
+        }
+        if (!why) {
             if (e[i].kind == LINEAGE_RUN) pick[e[i].lineage] = i;
             continue;
         }
         int older = 0;
         for (int j = i + 1; j < n && !older; j++) older = e[j].kind == LINEAGE_RUN && e[i].kind == LINEAGE_RUN && e[j].lineage == e[i].lineage;
-        if (!first[0]) snprintf(first, sizeof first, "%s", err);
-        log_msg("Checkpoint %s is unusable%s: %s\n", file, older ? ", falling back to the one before it in its run's lineage" : "", err);
+        if (!first[0]) snprintf(first, sizeof first, "%s", why);
+        log_msg("Checkpoint %s is unusable%s: %s\n", file, older ? ", falling back to the one before it in its run's lineage" : "", why);
     }
     int usable = 0, matching = 0, chosen = -1;
     for (int l = 0; l < nl; l++) {
@@ -40,7 +45,10 @@ static int resolve_lineages(const char *path, int asked, LineageEntry *e, int n,
         matching += e[pick[l]].match;
         if (usable == 1 || (e[pick[l]].match && matching == 1)) chosen = l;  // the only one, or the one that matches
     }
-    if (!usable) comm_fail_all("none of the %d checkpoint(s) in '%s' is usable; the newest: %s", n, path, first);
+    if (!usable) {
+        free(pick);
+        return err_set(err, errlen, "none of the %d checkpoint(s) in '%s' is usable; the newest: %s", n, path, first);
+    }
     unsigned char *sel = callocCheck((size_t)n, 1);
     char runs[1200];
     for (int l = 0; l < nl; l++)
@@ -54,8 +62,11 @@ static int resolve_lineages(const char *path, int asked, LineageEntry *e, int n,
         int newest = n;
         for (int l = 0; l < nl; l++)
             if (pick[l] >= 0 && pick[l] < newest) newest = pick[l];
-        comm_fail_all("'%s' holds the checkpoints of %d unrelated runs%s: %s; give --resume_from_checkpoint the file to resume "
-                      "(such as %s/%s), or move the other runs' files out of the folder", path, usable, why, runs, path, e[newest].name);
+        err_set(err, errlen, "'%s' holds the checkpoints of %d unrelated runs%s: %s; give --resume_from_checkpoint the file to "
+                "resume (such as %s/%s), or move the other runs' files out of the folder", path, usable, why, runs, path, e[newest].name);
+        free(sel);
+        free(pick);
+        return -1;
     }
     snprintf(out, len, "%s/%s", path, e[pick[chosen]].name);
     if (usable > 1) {
@@ -83,7 +94,7 @@ static const char *foreign_resume(const char *path) {
     return msg;
 }
 
-int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t len) {
+int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t len, char *err, size_t errlen) {
     // rank 0 looks, lists and reads the headers, so every rank takes the same path and verifies
     // the same candidates
     struct stat st;
@@ -99,7 +110,7 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t
     } else if (comm_info.rank == 0 && errno != ENOENT) {  // there may be something, out of reach: not a fresh start
         bad = (snprintf(why, sizeof why, "checkpoint '%s': %s", path, comm_path_error(path, errno)), why);
     }
-    comm_check_all(bad);
+    if (comm_agree(bad, err, errlen)) return -1;
     comm_bcast_bytes(comm_world(), &kind, sizeof kind, 0);
     out[0] = 0;
     if (kind == 0) return 0;  // a resume dir that does not exist yet: start fresh
@@ -115,7 +126,10 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t
         bad = (snprintf(msg, sizeof msg, "cannot read checkpoint directory '%s': %s", path, comm_path_error(path, errno)), msg);
     else if (comm_info.rank == 0 && !n)  // only a folder without fsdpc's checkpoints would start afresh
         bad = foreign_resume(path);
-    comm_check_all(bad);
+    if (comm_agree(bad, err, errlen)) {
+        free(e);
+        return -1;
+    }
     if (comm_info.rank == 0) {
         LineageKin kin;
         lineage_read(path, e, n, NULL, ours, ctx, &kin);
@@ -131,7 +145,7 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t
     if (comm_info.rank != 0) e = mallocCheck((size_t)(n ? n : 1) * sizeof *e);
     comm_bcast_bytes(comm_world(), e, (size_t)n * sizeof *e, 0);
     if (nl > 1) {
-        int r = resolve_lineages(path, ours != NULL, e, n, nl, out, len);
+        int r = resolve_lineages(path, ours != NULL, e, n, nl, out, len, err, errlen);
         free(e);
         return r;
     }
@@ -139,16 +153,17 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t
     char file[1400], first[1400] = "";
     for (int i = 0; i < n; i++) {
         snprintf(file, sizeof file, "%s/%s", path, e[i].name);
-        const char *err = ckpt_verify(file);
-        if (!err) {
+        const char *why;
+        int rc = ckpt_verify(file, &why, err, errlen);
+        if (rc || !why) {
             free(e);
-            snprintf(out, len, "%s", file);
-            return 1;
+            if (!rc) snprintf(out, len, "%s", file);
+            return rc ? rc : 1;
         }
-        if (!i) snprintf(first, sizeof first, "%s", err);
-        log_msg("Checkpoint %s is unusable%s: %s\n", file, i + 1 < n ? ", falling back to the one before it" : "", err);
+        if (!i) snprintf(first, sizeof first, "%s", why);
+        log_msg("Checkpoint %s is unusable%s: %s\n", file, i + 1 < n ? ", falling back to the one before it" : "", why);
     }
     free(e);
-    if (n) comm_fail_all("none of the %d checkpoint(s) in '%s' is usable; the newest: %s", n, path, first);
+    if (n) return err_set(err, errlen, "none of the %d checkpoint(s) in '%s' is usable; the newest: %s", n, path, first);
     return 0;
 }

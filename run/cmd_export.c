@@ -52,8 +52,10 @@ int cmd_export_main(void *args) {
     const ExportArgs a = *(const ExportArgs *)args;
     if (!a.checkpoint[0] || !a.output[0]) comm_fail_all("%s", cmd_export_usage);
     comm_stop_polled(1);  // the weight loop polls; temporaries go on a stop
-    char file[1024], summary[2400] = "";
-    if (!ckpt_resolve(a.checkpoint, NULL, NULL, file, sizeof file))
+    char file[1024], summary[2400] = "", line[CKPT_ERR_LEN];
+    int found = ckpt_resolve(a.checkpoint, NULL, NULL, file, sizeof file, line, sizeof line);
+    if (found < 0) comm_fail_all("%s", line);
+    if (!found)
         comm_fail_all(access(a.checkpoint, F_OK) == 0 ? "no checkpoint in '%s'" : "checkpoint '%s' does not exist", a.checkpoint);
     // one writer: the ranks of a parallel file system's clients need not agree on partial pages
     const ExportOptions o = {.output = a.output, .dtype = (StDtype)a.dtype, .max_shard = a.max_shard, .overwrite = a.overwrite};
