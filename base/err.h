@@ -27,6 +27,8 @@
 // exit-ok kernels/cpu/elementwise.c limits_fail_early: the same, before main, for OpenBLAS's buffers
 // exit-ok comm/comm.c exit,_exit,MPI_Abort,comm_fail_all,comm_fail_local,comm_check_all: comm/
 //   implements the job's ends: the exits above, a stop signal's status 75, an expired deadline
+// exit-ok ckpt/ckpt.c comm_abort_all: a parallel HDF5 write that failed part-way, which the
+//   library cannot close cleanly (the temporary file is removed and the lock released first)
 // exit-ok comm/comm.c limits_fail_early: comm_init's checks of the launch, before anything runs
 //   (srun without PMIx, torchrun's variables, PBS)
 #ifndef FSDPC_BASE_ERR_H

@@ -1,7 +1,10 @@
 // ckpt: HDF5 checkpoints in the layout-free docs/DESIGN.md schema (full tensors under Hugging Face
 // names, each with the CRC-32 of its contents); each rank writes and reads only the slices it
-// owns, through MPI-IO. Also the checkpoint directory's housekeeping: one writer at a time, and
-// pruning that follows the run's lineage.
+// owns, through MPI-IO. This header is the one the rest of the program includes: it declares the
+// checkpoint files (written, published, verified, read: ckpt.c) and includes the headers of the
+// other concerns, the model source's files (source.h), run ids, lineages and pruning (lineage.h),
+// the folder's writer lock (claim.h) and which checkpoint a resume path names (resolve.h). The
+// HDF5 side (h5.h) is ckpt/'s own.
 #ifndef FSDPC_CKPT_H
 #define FSDPC_CKPT_H
 
@@ -10,6 +13,7 @@
 
 #include "../model/config.h"
 #include "../shard/shard.h"
+#include "source.h"
 
 #define CKPT_RUN_ID_LEN 16  // hex digits of a run id
 #define CKPT_LINEAGE_MAX 32  // ancestors a checkpoint remembers; older ones are never pruned
@@ -29,63 +33,37 @@ typedef struct {
     char inputs[CKPT_INPUTS_LEN];
 } CkptMeta;
 
-// The files of a Hugging Face model source that say more than its weights: the length it was
-// trained for, its special tokens, its chat template. A run started from one keeps them in every
-// checkpoint (/source), and a run started from such a checkpoint passes them on, so `export`
-// writes them back (config.json's values, the others byte for byte) wherever the source went.
-#define CKPT_SOURCE_MAX_BYTES ((size_t)16 << 20)  // per file: these are small JSON and Jinja files
-// indices into ckpt_source_names: the files after CKPT_SRC_TOKENIZER_CONFIG are the tokenizer's too
-enum { CKPT_SRC_CONFIG, CKPT_SRC_GENERATION_CONFIG, CKPT_SRC_TOKENIZER_CONFIG, CKPT_SOURCE_FILES = 6 };
-extern const char *const ckpt_source_names[CKPT_SOURCE_FILES];
-typedef struct {
-    char *text[CKPT_SOURCE_FILES];  // the file's bytes, NULL when the source had none
-    size_t len[CKPT_SOURCE_FILES];
-} CkptSource;
-// The files of dir that ckpt_source_names lists (empty ones count as absent). NULL, or a one-line
-// error naming the file (unreadable, or larger than CKPT_SOURCE_MAX_BYTES).
-const char *ckpt_source_from_dir(const char *dir, CkptSource *src);
-// A checkpoint's /source; empty for files written before it existed. Any rank alone. NULL, or a
-// one-line error (a dataset that is no 1-D byte array within the limit).
-const char *ckpt_source_read(const char *file, CkptSource *src);
-// Collective: every rank takes rank 0's source (collective HDF5 creates need the same on all).
-void ckpt_source_share(CkptSource *src);
-void ckpt_source_free(CkptSource *src);
+// Whether a checkpoint's run_inputs are the caller's run's (train.c: they name its training data).
+typedef int (*CkptOwnsFn)(const char *run_inputs, void *ctx);
 
 typedef struct {
     double seconds, bytes;  // time spent; payload size
     char path[1100];        // the published file
 } CkptSaved;
 
+// The error lines of ckpt/ fit in this many bytes (comm_fail_all's line): give err that much.
+#define CKPT_ERR_LEN 2048
+
 // Writes <dir>/step_<NNNNNNNN>.h5 through <that>.<run_id>.tmp, renamed once every rank is done
 // (and, when the directory is claimed, only while the claim still holds, and only over a file
-// the claim's rules let it replace). Collective. Any failure (a full disk) removes the .tmp and
-// ends every rank with one error line.
+// the claim's rules let it replace). Collective: 0, or -1 with the same line in err on every rank
+// (a full disk found before writing, a publish refused: the .tmp is removed). A write that failed
+// part-way ends every rank here with one error line, after removing the .tmp (comm_abort_all:
+// parallel HDF5 cannot be shut down cleanly after it).
 // Also writes src (NULL: none) under /source.
-void ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, const CkptSource *src,
-               CkptSaved *out);
-// A file resolves to itself (its header, read later, must record the step its name says). A
-// directory resolves to the newest checkpoint of its lineage that passes ckpt_verify (a file
-// named step_<N>.h5 that records another step does not); each newer one passed over gets a log
-// line, and none passing is an error. Files whose runs are linked by their lineage attributes are
-// one lineage; of several, the one whose newest usable file's run_inputs `ours` accepts (train.c:
-// those that name the run's training data) (when
-// ours is not NULL) is taken, with a log line, and any other outcome is an error naming the runs.
-// Returns 0 (out empty) when the path does not exist or the directory holds no checkpoint. A file,
-// or a folder without fsdpc checkpoints, that holds PyTorch's or Hugging Face's checkpoints
-// (foreign.h) ends every rank with one line naming them, before the caller writes anything.
-// Collective.
-typedef int (*CkptOwnsFn)(const char *run_inputs, void *ctx);
-int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t len);
+int ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, const CkptSource *src,
+              CkptSaved *out, char *err, size_t errlen);
 // Whether file is a complete checkpoint: every attribute, every tensor's shape and type, and
-// every tensor's checksum (the ranks read a part each, in bounded chunks). Collective; NULL, or
-// the same one-line reason on every rank.
-const char *ckpt_verify(const char *file);
+// every tensor's checksum (the ranks read a part each, in bounded chunks). Collective: 0 with
+// *why NULL, or the same one-line reason in *why on every rank (valid until the next call); -1
+// with the line in err on every rank when the ranks see different files there.
+int ckpt_verify(const char *file, const char **why, char *err, size_t errlen);
 // Loads model, optimizer and meta into s; shapes and config are checked against cfg, checksums
-// against the slices read. Collective.
-void ckpt_load(const char *file, ShardState *s, const Config *cfg, CkptMeta *meta);
+// against the slices read. Collective: 0, or -1 with the same line in err on every rank.
+int ckpt_load(const char *file, ShardState *s, const Config *cfg, CkptMeta *meta, char *err, size_t errlen);
 // Loads only the weights (/model) into s, for finetuning: moments and step stay as they are
-// (zero after shard_init). Validated like ckpt_load. Collective.
-void ckpt_load_weights(const char *file, ShardState *s, const Config *cfg);
+// (zero after shard_init). Validated like ckpt_load. Collective: 0, or -1 with the line in err.
+int ckpt_load_weights(const char *file, ShardState *s, const Config *cfg, char *err, size_t errlen);
 // The model config attributes of a checkpoint and its `tokenizer` attribute ("byte" in files
 // written before it existed), without tensors. Any rank alone. NULL, or a one-line error.
 const char *ckpt_read_config(const char *file, ModelConfig *m, char *tokenizer, size_t tlen);
@@ -94,9 +72,9 @@ const char *ckpt_read_config(const char *file, ModelConfig *m, char *tokenizer, 
 // alone. NULL, or a one-line error.
 const char *ckpt_read_meta(const char *file, CkptMeta *meta);
 // Collective, before the ranks open file together: each rank's view of it (its size and a CRC of
-// its first MiB and last 64 KiB, or why it cannot be read) must be rank 0's; else every rank
-// ends with one line naming the first rank that differs.
-void ckpt_check_same_file(const char *file);
+// its first MiB and last 64 KiB, or why it cannot be read) must be rank 0's. NULL, or on every
+// rank the same line naming the first rank that differs (valid until the next call).
+const char *ckpt_check_same_file(const char *file);
 
 // One rank alone reading a checkpoint's weights (export).
 typedef struct CkptReader CkptReader;
@@ -108,29 +86,9 @@ CkptReader *ckpt_reader_open(const char *file, const ModelPlan *plan, const char
 const char *ckpt_reader_read(CkptReader *r, const TensorSpec *t, size_t begin, size_t count, float *dst);
 void ckpt_reader_close(CkptReader *r);
 
-// A new random run id on every rank (rank 0 draws it). Collective.
-void ckpt_new_run_id(char id[CKPT_RUN_ID_LEN + 1]);
-// The lineage of a run that resumed from a checkpoint with meta `from`.
-void ckpt_lineage_of(const CkptMeta *from, char *lineage, size_t len);
-// Rank 0, before a run writes to dir: takes the directory's writer lock for run_id (see ckpt.c)
-// and checks that the checkpoints there are the run's to replace. `resumed` is the checkpoint the
-// run continues ("" for a fresh run), `init` the checkpoint its weights come from ("" for none).
-// A run owns the files of its lineage: runs linked to it by lineage attributes (its ancestors,
-// and after a rewind the future it abandoned), and files from before run ids. Unless overwrite,
-// it is refused a directory holding checkpoints of other runs (for a fresh run, any), or files
-// named like checkpoints it cannot read at steps it may write; and, before the lock is taken, a
-// directory holding files fsdpc did not write (PyTorch checkpoints, source files: ckpt.c's
-// check_strays). Overwrite lets it replace those checkpoints (logged) and write beside those
-// files, but never replace `resumed` or `init` (by device and inode). ckpt_save checks each file it
-// replaces again. NULL, or a one-line error. The lock goes with ckpt_release_dir or at exit.
-const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resumed, const char *init, int overwrite);
-void ckpt_release_dir(void);
-// Any rank, once rank 0 has claimed dir for run_id: NULL when this rank sees that writer lock,
-// else a one-line error naming this rank and the folder (it is another folder here).
-const char *ckpt_check_claim(const char *dir, const char *run_id);
-// Rank 0: keeps the newest `keep` checkpoints of this run's lineage in dir (keep <= 0 keeps all):
-// its own (meta->run_id) and its ancestors' (meta->lineage) up to the step resumed from. Never
-// deletes `written`, `resumed` (paths, "" for none), nor anything outside the lineage.
-void ckpt_prune(const char *dir, int keep, const CkptMeta *meta, const char *written, const char *resumed);
+// The other concerns' headers, so that the rest of the program includes this one alone.
+#include "claim.h"
+#include "lineage.h"
+#include "resolve.h"
 
 #endif

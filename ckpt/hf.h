@@ -1,15 +1,16 @@
 // hf: Hugging Face weights in (safetensors file, index with shards, model directory or hub name,
-// read slice by slice) and out (`fsdpc export`: a checkpoint into a model directory), for the
-// model families whose descriptors (model/family.h) say how.
+// read slice by slice), for the model families whose descriptors (model/family.h) say how; the
+// way out is export.h.
 #ifndef FSDPC_HF_H
 #define FSDPC_HF_H
 
-#include "../base/cli.h"
 #include <stddef.h>
 
-#include "ckpt.h"
+#include "../data/json.h"
 #include "../model/config.h"
+#include "../model/family.h"
 #include "../shard/shard.h"
+#include "ckpt.h"
 
 typedef struct HfModel HfModel;
 // Opens a Hugging Face model source: reads config.json (when present) and every safetensors header
@@ -29,16 +30,23 @@ void hf_take_source(HfModel *h, CkptSource *src);
 // converts fp32/bf16/fp16 to the fp32 master shards (and uploads when shard_state_on_device), then
 // shard_master_changed(s). A missing tensor, a wrong shape, or an unsupported dtype gives one line
 // naming the tensor and the file, on every rank; so do tensors the model does not use (known
-// non-parameter buffers aside), unless allow_unused, which warns instead.
-void hf_load(const HfModel *h, ShardState *s, int allow_unused);
+// non-parameter buffers aside), unless allow_unused, which warns instead. 0, or -1 with that line
+// in err on every rank.
+int hf_load(const HfModel *h, ShardState *s, int allow_unused, char *err, size_t errlen);
 
-// `fsdpc export --checkpoint DIR|FILE --output OUTDIR [--dtype bf16|fp16|fp32] [--max_shard_size BYTES]
-// [--overwrite]`: a checkpoint's weights, config and tokenizer as a Hugging Face model directory
-// (its family's architecture). OUTDIR is new, empty or an earlier export, unless --overwrite (which replaces only
-// files of the names export writes, never the checkpoint or tokenizer files it reads).
-// Rank 0 writes; every rank returns the same exit status. args: what cli_parse of export_cli
-// filled.
-extern const CliTable export_cli;
-int hf_export_main(void *args);
+// Shared with export.c: paths, and the model length a config.json gives.
+enum { HF_PATH = 4096 };
+// elements per device upload or export chunk (64 MiB of fp32): bounded memory whatever the model size
+#define HF_CHUNK ((size_t)16 << 20)
+int hf_is_file(const char *p);
+int hf_is_dir(const char *p);
+void hf_join(char *out, size_t len, const char *dir, const char *name);
+void hf_dirname(char *out, size_t len, const char *path);
+int hf_ends_with(const char *s, const char *suffix);
+// tokenizer.model, else tokenizer.json, in dir into out; 0 when neither
+int hf_find_tokenizer(const char *dir, char *out, size_t len);
+// The model's length as family im spells it in config c (path: for the error): 1 with *out
+// set, 0 when unset, -1 with err set.
+int hf_context(const JsonValue *c, const FamilyHfImport *im, const char *path, int *out, char *err, size_t len);
 
 #endif

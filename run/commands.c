@@ -8,7 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../ckpt/hf.h"
 #include "../comm/comm.h"
 #include "../data/shardfile.h"
 #include "../data/tokenizer.h"
@@ -62,7 +61,7 @@ static const Command commands[] = {
     {"tokenize", "fsdpc tokenize --tokenizer SPEC [--flag ...] <input >output",
      "lines of stdin to lines of token ids (or back, or chat JSON Lines to ids)", &tokenize_cli, data_tokenize_main},
     {"export", "fsdpc export --checkpoint DIR|FILE --output DIR [--flag value ...]",
-     "a checkpoint's weights, config and tokenizer as a Hugging Face model folder", &export_cli, hf_export_main},
+     "a checkpoint's weights, config and tokenizer as a Hugging Face model folder", &cmd_export_cli, cmd_export_main},
     {"plan", "fsdpc plan [training flags] [plan flags]",
      "a run's memory and step time on a cluster it need not run on", &plan_cli, plan_main},
 };

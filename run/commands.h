@@ -19,4 +19,13 @@ typedef struct {
 // ends every rank with one line naming the nearest.
 int commands_run(int argc, char **argv);
 
+// `fsdpc export --checkpoint DIR|FILE --output OUTDIR [--dtype bf16|fp16|fp32] [--max_shard_size BYTES]
+// [--overwrite]` (cmd_export.c): a checkpoint's weights, config and tokenizer as a Hugging Face
+// model directory (its family's architecture). OUTDIR is new, empty or an earlier export, unless
+// --overwrite (which replaces only files of the names export writes, never the checkpoint or
+// tokenizer files it reads). Rank 0 writes; every rank returns the same exit status. args: what
+// cli_parse of cmd_export_cli filled.
+extern const CliTable cmd_export_cli;
+int cmd_export_main(void *args);
+
 #endif

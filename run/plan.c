@@ -146,9 +146,11 @@ int plan_main(void *args) {
     Config *cfg = &pc->cfg;
     flags_finish(cfg);
     // a resume folder that holds no checkpoint starts the run fresh (the recipes' launch lines name one)
-    char found[1024];
-    if (cfg->init_from[0] ||
-        (cfg->resume_from_checkpoint[0] && ckpt_resolve(cfg->resume_from_checkpoint, NULL, NULL, found, sizeof found)))
+    char found[1024], err[CKPT_ERR_LEN];
+    int resumed = !cfg->init_from[0] && cfg->resume_from_checkpoint[0] ?
+                      ckpt_resolve(cfg->resume_from_checkpoint, NULL, NULL, found, sizeof found, err, sizeof err) : 0;
+    if (resumed < 0) comm_fail_all("%s", err);
+    if (cfg->init_from[0] || resumed)
         comm_fail_all("plan: the model's sizes come from --model_name and the size flags; --init_from and "
                       "--resume_from_checkpoint are not read");
     flags_no_source(cfg);  // no source to wait for: settle the family and its sizes as training would

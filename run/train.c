@@ -233,11 +233,14 @@ static int train_vocab_recorded(const Config *c, const Tokenizer *tok, char *fil
 // the tokenizer, which sets the vocabulary unless something fixed it.
 static void resolve_sources(Run *r) {
     Config *c = r->cfg;
-    char tok_from_source[1024] = "", what[1100], err[1400];
+    char tok_from_source[1024] = "", what[1100], err[1400], line[CKPT_ERR_LEN];
     const char *tok_source = NULL;
     unsigned known = 0;
-    if (c->resume_from_checkpoint[0] &&
-        !ckpt_resolve(c->resume_from_checkpoint, names_our_data, c, r->resume_file, sizeof r->resume_file)) {
+    int found = c->resume_from_checkpoint[0] ?
+                    ckpt_resolve(c->resume_from_checkpoint, names_our_data, c, r->resume_file, sizeof r->resume_file, line, sizeof line)
+                                               : 1;  // none asked for: none missing
+    if (found < 0) comm_fail_all("%s", line);
+    if (!found) {
         const char *p = c->resume_from_checkpoint;
         size_t n = strlen(p);
         if (n > 3 && !strcmp(p + n - 3, ".h5")) comm_fail_all("checkpoint file '%s' does not exist", p);
@@ -253,7 +256,8 @@ static void resolve_sources(Run *r) {
     note_data(c->val_data, c->dataset_config_name, "validation", "the validation data");
     if (r->resume_file[0] || r->init_h5) {
         const char *file = r->resume_file[0] ? r->resume_file : init;
-        ckpt_check_same_file(file);
+        const char *other = ckpt_check_same_file(file);
+        if (other) comm_fail_all("%s", other);
         if (r->resume_file[0]) read_recorded_inputs(r);
         ModelConfig m = c->model;
         comm_check_all(ckpt_read_config(file, &m, tok_from_source, sizeof tok_from_source));
@@ -315,9 +319,10 @@ static void resolve_sources(Run *r) {
 // only: fresh AdamW moments, step 0, this run's own warmup and decay).
 static void load_state(Run *r) {
     Config *c = r->cfg;
+    char err[CKPT_ERR_LEN];
     if (r->resume_file[0]) {
         CkptMeta meta;
-        ckpt_load(r->resume_file, &r->st, c, &meta);
+        if (ckpt_load(r->resume_file, &r->st, c, &meta, err, sizeof err)) comm_fail_all("%s", err);
         ckpt_lineage_of(&meta, r->origin.lineage, sizeof r->origin.lineage);
         snprintf(r->origin.parent, sizeof r->origin.parent, "%s", r->resume_file);
         log_msg("Resumed from %s at step %d (%llu tokens seen)\n", r->resume_file, meta.step,
@@ -341,11 +346,11 @@ static void load_state(Run *r) {
             log_msg("Resuming at global sample %llu (the checkpoint's data position) with a global batch of %d\n",
                     (unsigned long long)meta.data_position, r->global_batch);
     } else if (r->init_h5) {
-        ckpt_load_weights(c->init_from, &r->st, c);
+        if (ckpt_load_weights(c->init_from, &r->st, c, err, sizeof err)) comm_fail_all("%s", err);
         snprintf(r->origin.parent, sizeof r->origin.parent, "%s", c->init_from);
         log_msg("Initialized weights from %s (fresh optimizer state, step 0)\n", c->init_from);
     } else if (r->hf) {
-        hf_load(r->hf, &r->st, c->allow_unused_weights);
+        if (hf_load(r->hf, &r->st, c->allow_unused_weights, err, sizeof err)) comm_fail_all("%s", err);
         snprintf(r->origin.parent, sizeof r->origin.parent, "%s", hf_source_path(r->hf));
         log_msg("Initialized weights from %s (fresh optimizer state, step 0)\n", hf_source_path(r->hf));
         hf_close(r->hf);
@@ -1058,8 +1063,9 @@ static void save(Run *r, int step) {
     meta.data_position = step_first(r, step);
     meta.rng_state = (uint64_t)c->seed;
     CkptSaved out;
+    char err[CKPT_ERR_LEN];
     trace_begin(TRACE_COMPUTE, "checkpoint write", -1);
-    ckpt_save(c->checkpoint_dir, &r->st, c, &meta, &r->source, &out);
+    if (ckpt_save(c->checkpoint_dir, &r->st, c, &meta, &r->source, &out, err, sizeof err)) comm_fail_all("%s", err);
     trace_end(TRACE_COMPUTE);
     log_msg("Saved checkpoint %s in %.2f s (%.1f MB/s)\n", out.path, out.seconds,
             out.bytes / 1e6 / (out.seconds > 0 ? out.seconds : 1e-9));

@@ -186,8 +186,9 @@ static void dump(const char *dir, const char *model_type, int nmore, char **more
     int B = c->batch_size, T = c->model.max_context_width, V = c->model.vocab_size;
     CkptMeta meta = {0};
     CkptSaved saved;
+    char err[CKPT_ERR_LEN];
     ckpt_new_run_id(meta.run_id);
-    ckpt_save(dir, &s.st, c, &meta, NULL, &saved);
+    if (ckpt_save(dir, &s.st, c, &meta, NULL, &saved, err, sizeof err)) err_fatal("%s", err);
     hid_t f = H5Fopen(saved.path, H5F_ACC_RDWR, H5P_DEFAULT);
     if (f < 0) err_fatal("cannot reopen %s", saved.path);
     write_attr(f, "lr", c->lr);

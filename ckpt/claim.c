@@ -1,0 +1,403 @@
+// claim: the checkpoint folder's writer lock and what the run may replace there (claim.h).
+#include "claim.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../comm/comm.h"
+#include "../comm/io.h"
+#include "foreign.h"
+#include "h5.h"
+#include "lineage.h"
+
+// The writer lock. A run that will write checkpoints first creates <dir>/.fsdpc-writer with
+// O_EXCL, atomic on local and network file systems alike, holding "fsdpc-writer <run_id> <host>
+// <pid> <boot_id> <start>". A second run (a job requeued while the first still runs, two jobs given
+// one directory) then stops at start-up instead of interleaving checkpoints. The lock goes when
+// the run ends, even on an error; one left by a killed run is taken over when it is provably dead:
+// on this host, when its process has ended (see process_running) or the host has rebooted since.
+// Another host's processes cannot be checked, so that case names the file to remove. Before each
+// publish the writer re-reads the lock, so a run whose lock was removed or taken over stops
+// rather than write on.
+static char claim_path[1100], claim_id[CKPT_RUN_ID_LEN + 1];  // rank 0's writer lock, if any
+
+typedef struct {
+    char id[32], host[256], boot[64];
+    long pid;
+    unsigned long long start;  // the process's start in clock ticks after boot; 0 in older locks: unknown
+} Lock;
+
+static int read_lock(const char *path, Lock *l) {
+    char line[512];
+    FILE *f = fopen(path, "r");
+    l->id[0] = 0;
+    l->start = 0;
+    int ok = f && fgets(line, sizeof line, f) &&
+             sscanf(line, "fsdpc-writer %16s %255s %ld %63s %llu", l->id, l->host, &l->pid, l->boot, &l->start) >= 4 && l->pid > 0;
+    if (f) fclose(f);
+    return ok;
+}
+
+// Field 22 of /proc/<pid>/stat, the process's start after boot, for `pid` (0: this process), and
+// its state (field 3) into *state unless NULL; 0 when /proc cannot tell. The command name (field
+// 2) may hold spaces and parentheses: the fields are counted from its closing one.
+static unsigned long long process_start(long pid, char *state) {
+    char path[64], buf[1024], st;
+    unsigned long long start = 0;
+    if (pid) snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    else snprintf(path, sizeof path, "/proc/self/stat");
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')');
+    if (!p || sscanf(p + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu", &st, &start) != 2)
+        return 0;
+    if (state) *state = st;
+    return start;
+}
+
+// Whether the process that wrote lock l on this host still runs. A zombie has ended though
+// kill(pid, 0) still finds it: the ranks of a job that failed stay zombies until reaped, for a
+// second or so after mpirun returns, and a run started right after it must not be refused. A
+// process that started at another time than the lock records has taken over a reused pid.
+// Without /proc (or where it hides others' processes) the pid alone decides.
+static int process_running(const Lock *l) {
+    char state = 0;
+    unsigned long long start = process_start(l->pid, &state);
+    if (!start) return !(kill((pid_t)l->pid, 0) != 0 && errno == ESRCH);
+    return state != 'Z' && state != 'X' && (!l->start || start == l->start);
+}
+
+static void host_identity(char *host, size_t hlen, char *boot, size_t blen) {
+    if (gethostname(host, hlen) != 0 || !host[0]) snprintf(host, hlen, "unknown");
+    host[hlen - 1] = 0;
+    host[strcspn(host, " \t\n")] = 0;
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f || !fgets(boot, (int)blen, f)) snprintf(boot, blen, "unknown");
+    boot[strcspn(boot, " \t\n")] = 0;
+    if (f) fclose(f);
+}
+
+const char *claim_lost(void) {
+    static char msg[1400];
+    Lock l;
+    if (!claim_path[0] || (read_lock(claim_path, &l) && !strcmp(l.id, claim_id))) return NULL;
+    snprintf(msg, sizeof msg, "this run no longer holds the writer lock '%s' (removed, or taken over by another run)", claim_path);
+    return msg;
+}
+
+const char *ckpt_check_claim(const char *dir, const char *run_id) {
+    static char msg[1800];
+    char path[1100], why[300] = "";
+    Lock l;
+    snprintf(path, sizeof path, "%s/.fsdpc-writer", dir);
+    // a file rank 0 has just created may take a moment to appear on a network file system
+    for (int attempt = 0; attempt < 10; attempt++) {
+        if (read_lock(path, &l) && !strcmp(l.id, run_id)) return NULL;
+        if (access(path, F_OK) != 0) snprintf(why, sizeof why, "%s", strerror(errno));
+        else snprintf(why, sizeof why, "it holds %s", l.id[0] ? "another run's id" : "no writer lock");
+        usleep(100000);
+    }
+    snprintf(msg, sizeof msg, "rank %d does not see the writer lock that rank 0 just took in --checkpoint_dir '%s' ('%s': %s): the "
+             "folder is another one on rank %d (a relative path from another working directory, or node-local storage?); give every "
+             "rank the same --checkpoint_dir on storage they share", comm_info.rank, dir, path, why, comm_info.rank);
+    return msg;
+}
+
+void ckpt_release_dir(void) {
+    Lock l;
+    if (claim_path[0] && read_lock(claim_path, &l) && !strcmp(l.id, claim_id)) unlink(claim_path);
+    if (claim_path[0]) comm_stop_unlink(claim_path, 0);
+    claim_path[0] = 0;
+}
+
+static void release_at_exit(void) { ckpt_release_dir(); }
+
+// whether name is a step_<digits>.h5.<run id>.tmp, a checkpoint being written; its run into id
+static int tmp_of(const char *name, char id[CKPT_RUN_ID_LEN + 1]) {
+    const char *dot = strstr(name, ".h5.");
+    char head[256];
+    if (!dot || (size_t)(dot - name) + 3 >= sizeof head) return 0;
+    snprintf(head, (size_t)(dot - name) + 4, "%s", name);
+    if (lineage_step_of(head) < 0 || strlen(dot + 4) != CKPT_RUN_ID_LEN + 4 || strcmp(dot + 4 + CKPT_RUN_ID_LEN, ".tmp") != 0) return 0;
+    memcpy(id, dot + 4, CKPT_RUN_ID_LEN);
+    id[CKPT_RUN_ID_LEN] = 0;
+    return lineage_is_run_id(id);
+}
+
+// Rank 0, for ckpt_claim_dir before anything is written there: a --checkpoint_dir holding what
+// fsdpc did not write (another program's checkpoints, or source files: a mistyped path) is
+// refused, or under --overwrite_checkpoints written beside, logged: fsdpc replaces and prunes only
+// its own names. Passed as fsdpc's: checkpoints and other HDF5 files (copies, renamed ones),
+// checkpoints being written (step_<N>.h5.<run>.tmp), TensorBoard event files, this run's own
+// outputs (--metrics_file, --trace_file, stdout and stderr redirected there), hidden files (the
+// writer lock; NFS's .nfs* names of removed files still open) and subfolders (--run_name's runs),
+// unless they hold PyTorch checkpoints. NULL, or a one-line error.
+static const char *check_strays(const char *dir, int overwrite) {
+    static char msg[2400];
+    char what[900], fix[600], names[3][256], id[CKPT_RUN_ID_LEN + 1], path[1400];
+    if (ckpt_foreign_find(dir, what, sizeof what, fix, sizeof fix)) {
+        if (!overwrite)
+            return snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds %s, which fsdpc did not write; give fsdpc a folder of its "
+                            "own for its checkpoints (another --checkpoint_dir), or pass --overwrite_checkpoints to write beside them "
+                            "(fsdpc leaves them as they are)", dir, what), msg;
+        log_msg("--overwrite_checkpoints: %s holds %s; fsdpc writes beside them and leaves them as they are\n", dir, what);
+        return NULL;
+    }
+    DIR *d = opendir(dir);
+    if (!d) return NULL;  // the lock or check_ownership's listing says why
+    int n = 0;  // strays; names keeps the first three in byte order, the same whatever the listing's order
+    struct stat st;
+    for (struct dirent *de; (de = readdir(d));) {
+        const char *name = de->d_name;
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        size_t len = strlen(name);  // events.out.tfevents.*: --tensorboard_dir's; *.pt.trace.json: --trace_dir's
+        if (name[0] == '.' || lineage_step_of(name) >= 0 || tmp_of(name, id) || !strncmp(name, "events.out.tfevents.", 20) ||
+            (len > 14 && !strcmp(name + len - 14, ".pt.trace.json")) ||
+            (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) || ckpt_file_kind(path) == CKPT_FILE_HDF5 || io_is_output(path))
+            continue;
+        int at = n < 3 ? n : 3;
+        while (at > 0 && strcmp(name, names[at - 1]) < 0) at--;
+        if (at < 3) {
+            memmove(names[at + 1], names[at], (size_t)((n < 3 ? n : 2) - at) * sizeof names[0]);
+            snprintf(names[at], sizeof names[at], "%s", name);
+        }
+        n++;
+    }
+    closedir(d);
+    if (!n) return NULL;
+    char list[900];
+    size_t w = 0;
+    for (int i = 0; i < n && i < 3; i++) w += (size_t)snprintf(list + w, sizeof list - w, "%s%s", i ? ", " : "", names[i]);
+    if (n > 3) snprintf(list + w, sizeof list - w, " and %d more", n - 3);
+    if (!overwrite)
+        return snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds %d file(s) that fsdpc did not write and that are no checkpoints: "
+                        "%s; give fsdpc a folder of its own for its checkpoints (another --checkpoint_dir), move them away, or pass "
+                        "--overwrite_checkpoints to write beside them (fsdpc leaves them as they are)", dir, n, list), msg;
+    log_msg("--overwrite_checkpoints: %s holds %d file(s) that fsdpc did not write (%s); fsdpc writes beside them and leaves them "
+            "as they are\n", dir, n, list);
+    return NULL;
+}
+
+// What the claim learned, for the check before each publish: the runs of this run's history (its
+// own and those linked to it in the directory), --overwrite_checkpoints, and the files the run
+// starts from, which nothing replaces.
+static struct {
+    char (*ids)[CKPT_RUN_ID_LEN + 1];
+    int nids, overwrite, ninputs;
+    struct {
+        dev_t dev;
+        ino_t ino;
+        const char *flag;
+    } input[2];
+} owner;
+
+// Rank 0, for ckpt_claim_dir: whether the checkpoints in dir are this run's to replace (see
+// ckpt.h). Fills `owner`. NULL, or a one-line error.
+static const char *check_ownership(const char *dir, const char *run_id, const char *resumed, const char *init, int overwrite) {
+    static char msg[2000];
+    char runs[1200], path[1400];
+    CkptHeader h;
+    CkptMeta own;
+    memset(&own, 0, sizeof own);
+    snprintf(own.run_id, sizeof own.run_id, "%s", run_id);
+    free(owner.ids);
+    memset(&owner, 0, sizeof owner);
+    owner.overwrite = overwrite;
+    const char *in[2] = {resumed, init}, *flag[2] = {"--resume_from_checkpoint", "--init_from"};
+    struct stat st;
+    for (int i = 0; i < 2; i++)
+        if (in[i][0] && stat(in[i], &st) == 0) {
+            owner.input[owner.ninputs].dev = st.st_dev;
+            owner.input[owner.ninputs].ino = st.st_ino;
+            owner.input[owner.ninputs++].flag = flag[i];
+        }
+    int start = 0;  // the run writes the steps after it
+    if (resumed[0]) {
+        const char *e = h5_read_header_of(resumed, &h);
+        if (e) return e;
+        start = h.meta.step;
+        ckpt_lineage_of(&h.meta, own.lineage, sizeof own.lineage);
+    }
+    int n;
+    LineageEntry *e = lineage_list(dir, &n);
+    if (!e) return snprintf(msg, sizeof msg, "cannot list --checkpoint_dir '%s': %s", dir, strerror(errno)), msg;
+    LineageKin kin;
+    lineage_read(dir, e, n, &own, NULL, NULL, &kin);
+    int me = lineage_kin_root(&kin, run_id);
+    for (int i = 0; i < kin.n; i++)
+        if (lineage_kin_root(&kin, kin.id[i]) == me) {
+            if (owner.nids % 64 == 0) owner.ids = realloc(owner.ids, (size_t)(owner.nids + 64) * sizeof *owner.ids);
+            if (!owner.ids) err_fatal("out of memory listing the runs of this run's lineage");
+            memcpy(owner.ids[owner.nids++], kin.id[i], sizeof *owner.ids);
+        }
+    lineage_kin_free(&kin);
+    // another run's: for a fresh run anything; for a resumed one the files of runs outside its
+    // history, and files it cannot read at steps it may write (files from before run ids prove
+    // nothing either way and stay as they were: replaceable, never pruned)
+    unsigned char *other = callocCheck((size_t)(n ? n : 1), 1);
+    int nother = 0, nrun = 0, nunusable = 0, unusable = -1, hit = -1, hit_input = 0;
+    for (int i = 0; i < n; i++) {
+        other[i] = !resumed[0] || (e[i].kind == LINEAGE_RUN && e[i].lineage != me) || (e[i].kind == LINEAGE_UNUSABLE && e[i].step > start);
+        nother += other[i];
+        nrun += other[i] && e[i].kind == LINEAGE_RUN;
+        if (other[i] && e[i].kind == LINEAGE_UNUSABLE && !nunusable++) unusable = i;
+        snprintf(path, sizeof path, "%s/%s", dir, e[i].name);
+        for (int k = 0; k < owner.ninputs && hit < 0; k++)
+            if (e[i].step > start && stat(path, &st) == 0 && st.st_dev == owner.input[k].dev && st.st_ino == owner.input[k].ino)
+                hit = i, hit_input = k;
+    }
+    for (int i = 0; i < n; i++) other[i] = other[i] && e[i].kind == LINEAGE_RUN;
+    lineage_describe_runs(e, n, other, runs, sizeof runs);
+    const char *err = NULL;
+    char why[1600] = "", also[400] = "";
+    if (unusable >= 0) {
+        snprintf(path, sizeof path, "%s/%s", dir, e[unusable].name);
+        const char *r = h5_read_header_of(path, &h);
+        snprintf(why, sizeof why, "%s", r ? r : "it changed while being read");
+        snprintf(also, sizeof also, " (and %d unusable file(s) named like checkpoints, the newest %s)", nunusable, e[unusable].name);
+    }
+    if (nother && !overwrite && !resumed[0]) {
+        err = msg;
+        snprintf(msg, sizeof msg, "--checkpoint_dir '%s' already holds %d checkpoint(s) (the newest %s) of another run; resume them "
+                 "with --resume_from_checkpoint %s, give another --checkpoint_dir, or pass --overwrite_checkpoints%s%s", dir, n,
+                 e[0].name, dir, nrun ? "; they are of " : "", runs);
+    } else if (nrun && !overwrite) {
+        err = msg;
+        snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds %d checkpoint(s) of runs outside the lineage of the checkpoint "
+                 "this run resumes ('%s'): %s%s; give this run another --checkpoint_dir, resume from '%s' instead, or pass "
+                 "--overwrite_checkpoints to replace them at the steps this run writes", dir, nrun, resumed, runs, also, dir);
+    } else if (nother && !overwrite) {
+        err = msg;
+        snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds %d file(s) named like checkpoints at steps this run may write that "
+                 "are no usable checkpoints of it, the newest %s (%s); move them away, give this run another --checkpoint_dir, "
+                 "or pass --overwrite_checkpoints to replace them", dir, nunusable, e[unusable].name, why);
+    } else if (hit >= 0) {
+        err = msg;
+        snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds %s, the checkpoint this run starts from (%s), at a step this run "
+                 "writes: even --overwrite_checkpoints never replaces a run's own input; give this run another --checkpoint_dir",
+                 dir, e[hit].name, owner.input[hit_input].flag);
+    } else if (nother) {
+        log_msg("--overwrite_checkpoints: %s holds %d checkpoint(s) of other runs%s%s; those at steps this run writes are "
+                "replaced, the others kept\n", dir, nother, nrun ? ": " : "", runs);
+    }
+    free(other);
+    free(e);
+    return err;
+}
+
+// whether run id is of the writer's history: the claim's runs, the writer and its ancestors
+static int of_history(const char *id, const CkptMeta *writer) {
+    char a[CKPT_RUN_ID_LEN + 1];
+    int step;
+    for (int k = 0; k < owner.nids; k++)
+        if (!strcmp(id, owner.ids[k])) return 1;
+    if (!strcmp(id, writer->run_id)) return 1;
+    for (const char *p = writer->lineage; lineage_next(&p, a, &step);)
+        if (!strcmp(id, a)) return 1;
+    return 0;
+}
+
+// Rank 0, before a publish replaces path: the file there must be of this run's history (after a
+// rewind, the future it abandoned, logged), or from before run ids, or, under
+// --overwrite_checkpoints, anything but a file this run started from. The claim checked the
+// directory at start-up; this catches what another run or program wrote since.
+const char *claim_check_replace(const char *path, const CkptMeta *meta) {
+    static char msg[1600];
+    struct stat st;
+    if (stat(path, &st) != 0) return NULL;
+    for (int k = 0; k < owner.ninputs; k++)
+        if (st.st_dev == owner.input[k].dev && st.st_ino == owner.input[k].ino)
+            return snprintf(msg, sizeof msg, "'%s' is the checkpoint this run started from (%s) and is never replaced; give this "
+                            "run another --checkpoint_dir", path, owner.input[k].flag), msg;
+    CkptHeader h;
+    if (h5_read_header_of(path, &h)) {
+        if (!owner.overwrite)
+            return snprintf(msg, sizeof msg, "'%s' appeared after start-up and is no usable checkpoint of this run, so it is not "
+                            "replaced (is another program writing to --checkpoint_dir?); move it away, or pass "
+                            "--overwrite_checkpoints", path), msg;
+        log_msg("Replacing %s, which is not a usable checkpoint\n", path);
+        return NULL;
+    }
+    int step, ours = !h.meta.run_id[0] || of_history(h.meta.run_id, meta);
+    char id[CKPT_RUN_ID_LEN + 1];
+    for (const char *p = h.meta.lineage; !ours && lineage_next(&p, id, &step);) ours = of_history(id, meta);
+    if (ours || owner.overwrite) {
+        if (!h.meta.run_id[0] || strcmp(h.meta.run_id, meta->run_id) != 0)
+            log_msg("Replacing %s of run %s%s\n", path, h.meta.run_id[0] ? h.meta.run_id : "(unknown)", ours ? "" : " (--overwrite_checkpoints)");
+        return NULL;
+    }
+    return snprintf(msg, sizeof msg, "'%s' holds a checkpoint of run %s, outside this run's lineage, written there after start-up "
+                    "(is another run writing to --checkpoint_dir?), so it is not replaced; give this run another --checkpoint_dir, "
+                    "or pass --overwrite_checkpoints", path, h.meta.run_id), msg;
+}
+
+const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resumed, const char *init, int overwrite) {
+    static char msg[2400];
+    char path[1100], host[256], boot[64], line[512];
+    Lock o;  // another run's
+    const char *stray = check_strays(dir, overwrite);
+    if (stray) return stray;
+    snprintf(path, sizeof path, "%s/.fsdpc-writer", dir);
+    host_identity(host, sizeof host, boot, sizeof boot);
+    int len = snprintf(line, sizeof line, "fsdpc-writer %s %s %ld %s %llu\n", run_id, host, (long)getpid(), boot, process_start(0, NULL));
+    for (int attempt = 0;; attempt++) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd >= 0) {
+            comm_stop_unlink(path, 1);  // a stop signal before training begins removes it too
+            int ok = write(fd, line, (size_t)len) == len;
+            ok = close(fd) == 0 && ok;
+            if (ok) break;
+            unlink(path);
+            comm_stop_unlink(path, 0);
+            return snprintf(msg, sizeof msg, "cannot write the writer lock '%s': %s", path, strerror(errno)), msg;
+        }
+        if (errno != EEXIST) return snprintf(msg, sizeof msg, "cannot create the writer lock '%s': %s", path, strerror(errno)), msg;
+        int parsed = read_lock(path, &o);
+        if (!parsed && access(path, F_OK) != 0 && attempt < 3) continue;  // released meanwhile
+        int here = parsed && !strcmp(o.host, host);
+        int dead = here && (strcmp(o.boot, boot) != 0 || !process_running(&o));
+        if (!parsed)
+            return snprintf(msg, sizeof msg, "'%s' is not an fsdpc writer lock; if no run is writing to --checkpoint_dir '%s', remove it",
+                            path, dir),
+                   msg;
+        if (!dead && here)
+            return snprintf(msg, sizeof msg, "another fsdpc run (run %s, pid %ld on this host) is writing checkpoints to '%s'; wait for it "
+                            "to end or give this run another --checkpoint_dir", o.id, o.pid, dir),
+                   msg;
+        if (!dead)
+            return snprintf(msg, sizeof msg, "fsdpc run %s on host %s (pid %ld) holds the writer lock '%s'; if that run is gone (a lost "
+                            "node), remove the file and start again", o.id, o.host, o.pid, path),
+                   msg;
+        if (attempt >= 3) return snprintf(msg, sizeof msg, "cannot take over the writer lock '%s': another run keeps taking it", path), msg;
+        log_msg("Taking over the writer lock of run %s in %s (its process %ld on this host is gone)\n", o.id, dir, o.pid);
+        unlink(path);
+    }
+    if (!claim_path[0]) atexit(release_at_exit);
+    snprintf(claim_path, sizeof claim_path, "%s", path);
+    snprintf(claim_id, sizeof claim_id, "%s", run_id);
+    const char *bad = check_ownership(dir, run_id, resumed, init, overwrite);
+    if (bad) {
+        ckpt_release_dir();
+        return bad;
+    }
+    // a .tmp of another run is a write that never finished: its writer held this lock and is gone
+    DIR *d = opendir(dir);
+    char tmp[1400], tmp_id[CKPT_RUN_ID_LEN + 1];
+    for (struct dirent *de; d && (de = readdir(d));)
+        if (tmp_of(de->d_name, tmp_id) && strcmp(tmp_id, run_id) != 0) {
+            snprintf(tmp, sizeof tmp, "%s/%s", dir, de->d_name);
+            if (unlink(tmp) == 0) log_msg("Removed %s, left by an interrupted checkpoint write\n", tmp);
+        }
+    if (d) closedir(d);
+    return NULL;
+}

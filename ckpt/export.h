@@ -1,0 +1,27 @@
+// export: a checkpoint's weights, config and tokenizer as a Hugging Face model folder (its
+// family's architecture), for `fsdpc export` (run/cmd_export.c).
+#ifndef FSDPC_CKPT_EXPORT_H
+#define FSDPC_CKPT_EXPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "safetensors.h"
+
+typedef struct {
+    const char *output;  // the folder to write: new, empty or an earlier export, unless overwrite
+    StDtype dtype;       // the weights' type
+    uint64_t max_shard;  // largest safetensors file in bytes; larger models are split, with an index
+    int overwrite;       // write into a folder holding other files (never over the export's own inputs)
+} ExportOptions;
+
+// export_checkpoint's outcome when a stop signal ended it (comm_stop_signal, polled per chunk read)
+extern const char export_stopped[];
+
+// One rank alone: exports checkpoint file into o->output, every file written as <name>.tmp and
+// renamed once all are complete (config.json last); on failure none is left and a folder it
+// created is removed. NULL with *num_params set, or the one-line error (export_stopped after a
+// stop signal).
+const char *export_checkpoint(const char *file, const ExportOptions *o, size_t *num_params);
+
+#endif

@@ -1,0 +1,77 @@
+// cmd_export: `fsdpc export`, its flags and its run on every rank (commands.h); the export
+// itself is ckpt/export.c's.
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "../ckpt/ckpt.h"
+#include "../ckpt/export.h"
+#include "../comm/comm.h"
+#include "../model/cli.h"
+#include "commands.h"
+
+typedef struct {
+    char checkpoint[1024], output[1024];
+    int dtype;  // StDtype
+    uint64_t max_shard;
+    int overwrite;  // write into a folder that holds other files (never over the export's own inputs)
+} ExportArgs;
+
+static int cmd_export_positive(const void *v) { return *(const uint64_t *)v > 0; }
+
+static const CliChoice cmd_export_dtypes[] = {{"bf16", ST_BF16}, {"fp16", ST_F16}, {"fp32", ST_F32}, {NULL, 0}};
+#define CMD_EXPORT_AT(field) .off = offsetof(ExportArgs, field)
+#define CMD_EXPORT_STR(field) CMD_EXPORT_AT(field), .size = sizeof(((ExportArgs *)0)->field)
+static const CliFlag cmd_export_flags[] = {
+    {.name = "checkpoint", .kind = CLI_STR, CMD_EXPORT_STR(checkpoint), .arg = "DIR|FILE",
+     .help = "the checkpoint, or a folder's newest (required)"},
+    {.name = "output", .kind = CLI_STR, CMD_EXPORT_STR(output), .arg = "DIR",
+     .help = "the Hugging Face folder to write: new, empty or an earlier export (required)"},
+    {.name = "dtype", .kind = CLI_ENUM, CMD_EXPORT_AT(dtype), .choices = cmd_export_dtypes, .help = "the weights' type"},
+    {.name = "max_shard_size", .kind = CLI_U64, CMD_EXPORT_AT(max_shard), .text = "a positive byte count", .valid = cmd_export_positive,
+     .arg = "BYTES", .help = "largest safetensors file; larger models are split, with an index"},
+    {.name = "overwrite", .kind = CLI_BOOL, CMD_EXPORT_AT(overwrite),
+     .help = "write into a folder holding other files (replacing only names export writes)"},
+};
+static const char cmd_export_usage[] =
+    "usage: fsdpc export --checkpoint DIR|FILE --output DIR [--dtype bf16|fp16|fp32] [--max_shard_size BYTES] [--overwrite]";
+
+static void cmd_export_defaults(void *dst) {
+    ExportArgs *a = dst;
+    a->dtype = ST_BF16;
+    a->max_shard = 5000000000ull;  // Hugging Face's default shard size, 5 GB
+}
+
+const CliTable cmd_export_cli = {.flags = cmd_export_flags, .n = sizeof cmd_export_flags / sizeof cmd_export_flags[0], .command = "export",
+                             .bare_hint = "export takes flags only", .strict = 1, .size = sizeof(ExportArgs),
+                             .defaults = cmd_export_defaults};
+
+
+int cmd_export_main(void *args) {
+    const ExportArgs a = *(const ExportArgs *)args;
+    if (!a.checkpoint[0] || !a.output[0]) comm_fail_all("%s", cmd_export_usage);
+    comm_stop_polled(1);  // the weight loop polls; temporaries go on a stop
+    char file[1024], summary[2400] = "", line[CKPT_ERR_LEN];
+    int found = ckpt_resolve(a.checkpoint, NULL, NULL, file, sizeof file, line, sizeof line);
+    if (found < 0) comm_fail_all("%s", line);
+    if (!found)
+        comm_fail_all(access(a.checkpoint, F_OK) == 0 ? "no checkpoint in '%s'" : "checkpoint '%s' does not exist", a.checkpoint);
+    // one writer: the ranks of a parallel file system's clients need not agree on partial pages
+    const ExportOptions o = {.output = a.output, .dtype = (StDtype)a.dtype, .max_shard = a.max_shard, .overwrite = a.overwrite};
+    size_t params = 0;
+    const char *err = comm_info.rank == 0 ? export_checkpoint(file, &o, &params) : NULL;
+    if (comm_info.rank == 0 && !err)
+        snprintf(summary, sizeof summary, "Exported %s (%.2fM parameters, %s) to %s\n", file, params / 1e6,
+                 cli_choice_name(cmd_export_dtypes, a.dtype), a.output);
+    int stopped = err == export_stopped ? comm_stop_signal : 0;  // rank 0's outcome is the job's
+    comm_check_all(stopped ? NULL : err);
+    comm_bcast_bytes(comm_world(), &stopped, sizeof stopped, 0);
+    if (stopped) {
+        log_msg("Stopped by signal %d (%s) during export: its temporary files were removed, nothing was written under a "
+                "final name in '%s'; exiting with status %d\n", stopped, comm_signal_name(stopped), a.output, COMM_EXIT_STOPPED);
+        return COMM_EXIT_STOPPED;
+    }
+    log_msg("%s", summary);
+    return 0;
+}
