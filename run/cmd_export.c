@@ -8,7 +8,7 @@
 #include "../ckpt/ckpt.h"
 #include "../ckpt/export.h"
 #include "../comm/comm.h"
-#include "../model/cli.h"
+#include "../base/cli.h"
 #include "commands.h"
 
 typedef struct {
