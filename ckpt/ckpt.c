@@ -25,7 +25,7 @@
 #include "../comm/comm.h"
 #include "../comm/io.h"
 #include "../base/limits.h"
-#include "../data/ident.h"
+#include "../data/source/ident.h"
 #include "../kernels/kernels.h"
 #include "foreign.h"
 #include "validate.h"

@@ -10,8 +10,8 @@
 
 #include "../ckpt/hf.h"
 #include "../comm/comm.h"
-#include "../data/shardfile.h"
-#include "../data/tokenizer.h"
+#include "../data/build/prepare.h"
+#include "../data/text/tokenizer.h"
 #include "../kernels/kernels.h"
 #include "../model/config.h"
 #include "../model/family.h"

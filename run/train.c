@@ -20,10 +20,10 @@
 #include "../comm/trace.h"
 #include "../data/data.h"
 #include "../model/family.h"
-#include "../data/ident.h"
-#include "../data/hfdata.h"
-#include "../data/sft.h"
-#include "../data/tokenizer.h"
+#include "../data/source/ident.h"
+#include "../data/source/source.h"
+#include "../data/rows/sft.h"
+#include "../data/text/tokenizer.h"
 #include "../model/generate.h"
 #include "../model/model.h"
 #include "../shard/shard.h"
@@ -202,14 +202,14 @@ static int names_our_data(const char *recorded, void *ctx) {
 // output which is one of them is refused as such (data_open resolves them again, notes them, and
 // reports what cannot be resolved).
 static void note_data(const char *spec, const char *config, const char *split, const char *what) {
-    HfFiles hf;
+    SourceFiles hf;
     char err[1024];
     memset(&hf, 0, sizeof hf);
     if (!spec[0] || !strcmp(spec, "synthetic")) return;
-    int found = hf_resolve(spec, config, split, &hf, err, sizeof err);
-    if (!found && !strcmp(split, "validation")) found = hf_resolve(spec, config, "train", &hf, err, sizeof err);  // as data_open falls back
+    int found = source_resolve(spec, config, split, &hf, err, sizeof err);
+    if (!found && !strcmp(split, "validation")) found = source_resolve(spec, config, "train", &hf, err, sizeof err);  // as data_open falls back
     for (int i = 0; found > 0 && i < hf.nfiles; i++) io_input(hf.files[i], what);
-    hf_files_free(&hf);
+    source_files_free(&hf);
 }
 
 // The vocabulary the run's token files record (the larger of training's and validation's), 0 when

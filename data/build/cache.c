@@ -11,9 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../comm/comm.h"
-#include "data.h"
-#include "shardfile.h"
+#include "../../comm/comm.h"
+#include "../format/shardfile.h"
 
 #define CACHE_VERSION 3  // 2: a document index beside each part, finetuning rows; 3: the rows' fields in part-N.txt
 #define CACHE_PROGRESS_PERIOD 1.0

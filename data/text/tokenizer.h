@@ -6,7 +6,7 @@
 #ifndef FSDPC_TOKENIZER_H
 #define FSDPC_TOKENIZER_H
 
-#include "../model/cli.h"
+#include "../../model/cli.h"
 #include <stddef.h>
 #include <stdint.h>
 

@@ -12,13 +12,13 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "../comm/comm.h"
-#include "../comm/io.h"
+#include "../../comm/comm.h"
+#include "../../comm/io.h"
 #include "bpe.h"
-#include "hub.h"
-#include "json.h"
+#include "../source/hub.h"
+#include "../../base/json.h"
 #include "sentencepiece.h"
-#include "sft.h"
+#include "../rows/sft.h"
 
 #define TOK_JSON_MAX_BYTES ((size_t)1 << 30)
 #define TOK_SPACE "\xE2\x96\x81"           // U+2581 '▁': SentencePiece's visible space
@@ -49,7 +49,7 @@ static void tok_reserve(int32_t **ids, size_t *cap, size_t need) { *ids = tok_gr
 
 size_t tok_utf8_len(const uint8_t *s, size_t n) {
     size_t bad;
-    return bpe_utf8_char(s, n, &bad);
+    return json_utf8_char(s, n, &bad);
 }
 
 // ---- opening ----

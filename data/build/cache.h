@@ -14,9 +14,9 @@
 
 #include <stddef.h>
 
-#include "docs.h"
-#include "sft.h"
-#include "tokenizer.h"
+#include "../rows/docs.h"
+#include "../rows/sft.h"
+#include "../text/tokenizer.h"
 
 typedef struct {
     const char *path;

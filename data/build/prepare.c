@@ -1,6 +1,7 @@
 // prepare: `fsdpc prepare` turns text files and JSON Lines (plain or gzipped) into token shards,
 // the input split among the MPI ranks, each writing shards of its own.
-#include "shardfile.h"
+#include "prepare.h"
+#include "../format/shardfile.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -15,14 +16,14 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "../comm/comm.h"
-#include "../comm/io.h"
-#include "../base/rng.h"
-#include "../model/cli.h"
-#include "docs.h"
-#include "hfdata.h"
-#include "sniff.h"
-#include "tokenizer.h"
+#include "../../comm/comm.h"
+#include "../../comm/io.h"
+#include "../../base/rng.h"
+#include "../../model/cli.h"
+#include "../rows/docs.h"
+#include "../source/source.h"
+#include "../format/sniff.h"
+#include "../text/tokenizer.h"
 
 #define PREPARE_IO_BYTES (1 << 20)
 #define PREPARE_JSON_DEPTH 256  // nesting limit for skipped values: bounds the recursion
@@ -905,15 +906,15 @@ static int prepare_check_args(Prepare *p) {
     return 0;
 }
 
-// Each --input as hf_resolve reads it (a file, glob, folder, Hugging Face dataset folder or hub
+// Each --input as source_resolve reads it (a file, glob, folder, Hugging Face dataset folder or hub
 // name), replaced by its files; a Hugging Face dataset gives its train split.
 static void prepare_expand(Prepare *p) {
     const char **all = NULL;
     int n = 0, cap = 0;
     for (int i = 0; i < p->inputs.n && !p->err[0]; i++) {
-        HfFiles hf;
+        SourceFiles hf;
         memset(&hf, 0, sizeof hf);
-        if (hf_resolve(p->inputs.v[i], "", "train", &hf, p->err, sizeof p->err) <= 0) {
+        if (source_resolve(p->inputs.v[i], "", "train", &hf, p->err, sizeof p->err) <= 0) {
             if (!p->err[0]) prepare_fail(p, "input '%s' has no train split", p->inputs.v[i]);
             break;
         }
@@ -925,7 +926,7 @@ static void prepare_expand(Prepare *p) {
         }
         for (int k = 0; k < hf.nfiles; k++) all[n++] = hf.files[k];
         hf.nfiles = 0;  // the strings now belong to the list
-        hf_files_free(&hf);
+        source_files_free(&hf);
     }
     free(p->inputs.v);
     p->inputs.v = all;
