@@ -15,6 +15,9 @@
 #include "tokenizer.h"
 
 #define SFT_NO_LOSS (-1)  // a label that bears no loss
+// The templates' names (--chat_template), as a flag's argument and as a list in words
+#define CHAT_TEMPLATE_CHOICES "llama2|chatml|none"
+#define CHAT_TEMPLATE_LIST "llama2, chatml, none"
 
 typedef struct {
     int32_t *ids;     // the row's real tokens (padding removed), BOS/EOS where the format adds them
