@@ -61,16 +61,18 @@ typedef struct {
     void *ctx;
 } DataSource;
 
-// Collective. Resolves src, checks that every rank sees the same files (data/ident.h: names,
-// sizes, a CRC of each one's head and tail; a rank that differs ends the job with one line naming
-// it and the first file that differs), recognises each file by its content (data/sniff.h): token shards and
+// Collective. Resolves src, checks that every rank sees the same files (data/source/ident.h:
+// names, sizes, a CRC of each one's head and tail; a rank that differs is named with the first
+// file that differs), recognises each file by its content (data/format/sniff.h): token shards and
 // HDF5 are read as they are, plain text as bytes under the byte tokenizer, and documents (text,
-// JSON Lines, Arrow, Parquet) through the tokenized cache (data/cache.h); anything else is refused
-// naming the file and what it is. Keeps the part [frac_begin, frac_end) of each file's tokens,
-// so one file can give a training head and a validation tail. Returns 1, 0 when an optional
-// split does not exist, or -1 on every rank when *src->stop was set during a cache build; a bad
-// file stops every rank with one line.
-int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_begin, double frac_end);
+// JSON Lines, Arrow, Parquet) through the tokenized cache (data/build/cache.h); anything else is
+// refused naming the file and what it is. Keeps the part [frac_begin, frac_end) of each file's
+// tokens, so one file can give a training head and a validation tail. Returns 1; 0 when an
+// optional split does not exist; DATA_STOPPED on every rank when *src->stop was set during a
+// cache build; -1 with one line in err (2048 bytes hold any) on every rank that found it (a file
+// one rank cannot read: that rank alone).
+#define DATA_STOPPED (-2)
+int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_begin, double frac_end, char *err, size_t errlen);
 void data_open_synthetic(Dataset *d, int T, int vocab);
 // The largest vocabulary the HDF5 files of a data spec record (data/h5data.h), 0 when none does;
 // *file names the file it came from. Resolution problems are data_open's to report.
@@ -117,10 +119,11 @@ void data_plan_rows(DataPlan *p, int B, uint64_t first);
 typedef struct DataLoader DataLoader;
 // shuffled: training order (data_train_chunk); else validation order (chunks in file order)
 DataLoader *data_loader_new(const Dataset *d, uint64_t seed, int B, int shuffled);
-// Returns in out the micro-batch of plan cur, then starts reading plan next in the background
-// (NULL: nothing). A read error (I/O, token id >= vocab) stops with the file name, the global
-// sample and `what` (the batch for the message, e.g. "step 3"; NULL: none).
-void data_loader_next(DataLoader *l, const DataPlan *cur, const DataPlan *next, DataBatch *out, const char *what);
+// Returns NULL with the micro-batch of plan cur in out, then starts reading plan next in the
+// background (NULL: nothing). A read error (I/O, token id >= vocab) is this rank's alone: the
+// line, `what` (the batch, e.g. "step 3"; NULL: none), the file name and the global sample, valid
+// until the next call.
+const char *data_loader_next(DataLoader *l, const DataPlan *cur, const DataPlan *next, DataBatch *out, const char *what);
 void data_loader_free(DataLoader *l);
 
 #endif

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../comm/comm.h"
+#include "../../base/err.h"
 #include "../../base/limits.h"
 #include "../../base/rng.h"
 
@@ -298,6 +298,7 @@ struct DataLoader {
     unsigned char *raw;  // one sample's bytes (and a row's labels)
     int pending, ready, quit;
     char err[1024];
+    char line[1100];     // data_loader_next's error: the batch, then err
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -407,7 +408,7 @@ static void request(DataLoader *l, const DataPlan *p) {
     pthread_cond_broadcast(&l->cv);
 }
 
-void data_loader_next(DataLoader *l, const DataPlan *cur, const DataPlan *next, DataBatch *out, const char *what) {
+const char *data_loader_next(DataLoader *l, const DataPlan *cur, const DataPlan *next, DataBatch *out, const char *what) {
     size_t n = (size_t)l->B * l->d->T;
     pthread_mutex_lock(&l->mu);
     wait_idle(l);
@@ -417,7 +418,8 @@ void data_loader_next(DataLoader *l, const DataPlan *cur, const DataPlan *next, 
     }
     if (l->err[0]) {
         pthread_mutex_unlock(&l->mu);
-        comm_fail_local("%s%s%s", what ? what : "", what ? ": " : "", l->err);
+        snprintf(l->line, sizeof l->line, "%s%s%s", what ? what : "", what ? ": " : "", l->err);
+        return l->line;
     }
     const DataBatch *b = l->batch;
     memcpy(out->inp, b->inp, n * sizeof(int32_t));
@@ -430,6 +432,7 @@ void data_loader_next(DataLoader *l, const DataPlan *cur, const DataPlan *next, 
     l->ready = 0;
     if (next) request(l, next);
     pthread_mutex_unlock(&l->mu);
+    return NULL;
 }
 
 void data_loader_free(DataLoader *l) {
