@@ -111,7 +111,7 @@ typedef struct {
     uint64_t line_no;     // its number; 0 when the range began inside the file (counted on error)
 } PrepareInput;
 
-// Records this rank's first error (reported through comm_check_all); returns 1.
+// Records this rank's first error (agreed on through prepare_sync); returns 1.
 static int prepare_fail(Prepare *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int prepare_fail(Prepare *p, const char *fmt, ...) {
     if (p->err[0]) return 1;

@@ -10,7 +10,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "../../comm/comm.h"
+#include "../../base/err.h"
 #include "../format/arrow.h"
 #include "../../base/json.h"
 #include "../format/parquet.h"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../comm/comm.h"
+#include "../../base/err.h"
 #include "../../base/json.h"
 #include "../format/table.h"
 

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <utf8proc.h>
 
-#include "../../comm/comm.h"
+#include "../../base/err.h"
 
 #define BPE_MERGES_MAX_BYTES ((size_t)1 << 30)
 #define BPE_MAP_CPS (256 + 68)        // code points of the byte -> character mapping
