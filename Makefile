@@ -181,12 +181,13 @@ build/fuzz/fuzz_arrow: test/fuzz/fuzz_arrow.c data/format/arrow.c test/fuzz/stub
 build/fuzz/fuzz_ckpt_validate: test/fuzz/fuzz_ckpt_validate.c ckpt/validate.c model/config.c model/recipe.c model/cli.c $(FAMILY_SRC) base/checked.c test/fuzz/stub.c
 build/fuzz/fuzz_sniff: test/fuzz/fuzz_sniff.c data/format/sniff.c base/json.c test/fuzz/stub.c
 build/fuzz/fuzz_parquet: test/fuzz/fuzz_parquet.c data/format/parquet.c test/fuzz/stub.c
-# tokenizer.c runs `tokenize --chat` through data/sft, which reads rows through data/docs
+# the tokenizers with the finetuning rows they build (data/rows/sft reads rows through data/rows/docs and names
+# its formats through model/config)
 TOKENIZER_SRC = comm/io.c model/config.c model/recipe.c model/cli.c $(FAMILY_SRC) base/checked.c data/text/tokenizer.c data/text/chat.c data/text/bpe.c data/source/hub.c base/json.c data/rows/sft.c data/rows/docs.c data/format/arrow.c data/format/parquet.c build/fuzz/sentencepiece.o
 build/fuzz/fuzz_jsonl: test/fuzz/fuzz_jsonl.c data/build/prepare.c data/format/shardfile.c data/rows/docs.c data/format/sniff.c data/source/source.c data/format/arrow.c data/format/parquet.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_tokenizer: test/fuzz/fuzz_tokenizer.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_sft: test/fuzz/fuzz_sft.c $(TOKENIZER_SRC) test/fuzz/stub.c
-# ident.c names files as UTF-8 with the tokenizer's character check
+# ident.c names files as UTF-8 with base/json's character check
 build/fuzz/fuzz_ident: test/fuzz/fuzz_ident.c data/source/ident.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/sentencepiece.o: data/text/sentencepiece.cpp
 	@mkdir -p build/fuzz
