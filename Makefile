@@ -34,9 +34,9 @@ CXXFLAGS += -std=c++17 -MMD -MP
 LDLIBS = -L$(HDF5_DIR)/lib -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lsentencepiece -lstdc++ -lpcre2-8 -lutf8proc -lsnappy -lzstd -llz4 -lm
 HOST_LDLIBS := $(LDLIBS)
 # C++ only where a library has no C API (libsentencepiece): thin wrappers with C linkage
-CXX_SRC = $(wildcard data/*.cpp)
+CXX_SRC = $(wildcard data/*/*.cpp)
 
-SRC = $(wildcard base/*.c comm/*.c model/*.c shard/*.c run/*.c data/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c)
+SRC = $(wildcard base/*.c comm/*.c model/*.c shard/*.c run/*.c data/*/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c)
 ifeq ($(CUDA),1)
 BUILD = build/cuda
 CFLAGS += -DFSDPC_CUDA -I$(CUDA_HOME)/include
@@ -152,7 +152,7 @@ BASE_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard base/*.c))
 build/test_gpu_emu: $(EMU_OBJ) $(EMU)/emu_main.o $(EMU)/device.o $(EMU)/cudnn.o $(EMU)/test_gpu.o $(CPU_KERN_OBJ) $(BASE_OBJ)
 	g++ -fopenmp -pthread $^ -o $@ -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lm $(SAN_LD)
 
-EMU_C_OBJ = $(patsubst %.c,$(EMU)/c/%.o,main.c $(wildcard base/*.c comm/*.c model/*.c shard/*.c run/*.c data/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c) test/emu/c/capi.c)
+EMU_C_OBJ = $(patsubst %.c,$(EMU)/c/%.o,main.c $(wildcard base/*.c comm/*.c model/*.c shard/*.c run/*.c data/*/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c) test/emu/c/capi.c)
 $(EMU)/c/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) -Itest/emu/c $(CFLAGS) -DFSDPC_CUDA -c $< -o $@
@@ -175,20 +175,21 @@ FUZZ_TARGETS = build/fuzz/fuzz_cli build/fuzz/fuzz_json build/fuzz/fuzz_shard_he
 FUZZ_SECONDS ?= 60
 FAMILY_SRC = model/family.c model/llama.c model/gpt.c model/neox.c
 build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c run/flags.c run/recipes.c model/config.c base/cli.c $(FAMILY_SRC) base/checked.c test/fuzz/stub.c
-build/fuzz/fuzz_json: test/fuzz/fuzz_json.c data/json.c test/fuzz/stub.c
-build/fuzz/fuzz_shard_header: test/fuzz/fuzz_shard_header.c data/shardfile.c test/fuzz/stub.c
-build/fuzz/fuzz_arrow: test/fuzz/fuzz_arrow.c data/arrow.c test/fuzz/stub.c
+build/fuzz/fuzz_json: test/fuzz/fuzz_json.c base/json.c test/fuzz/stub.c
+build/fuzz/fuzz_shard_header: test/fuzz/fuzz_shard_header.c data/format/shardfile.c test/fuzz/stub.c
+build/fuzz/fuzz_arrow: test/fuzz/fuzz_arrow.c data/format/arrow.c test/fuzz/stub.c
 build/fuzz/fuzz_ckpt_validate: test/fuzz/fuzz_ckpt_validate.c ckpt/validate.c model/config.c base/cli.c $(FAMILY_SRC) base/checked.c test/fuzz/stub.c
-build/fuzz/fuzz_sniff: test/fuzz/fuzz_sniff.c data/sniff.c data/json.c test/fuzz/stub.c
-build/fuzz/fuzz_parquet: test/fuzz/fuzz_parquet.c data/parquet.c test/fuzz/stub.c
-# tokenizer.c runs `tokenize --chat` through data/sft, which reads rows through data/docs
-TOKENIZER_SRC = comm/io.c model/config.c base/cli.c $(FAMILY_SRC) base/checked.c data/tokenizer.c data/bpe.c data/hub.c data/json.c data/sft.c data/docs.c data/arrow.c data/parquet.c build/fuzz/sentencepiece.o
-build/fuzz/fuzz_jsonl: test/fuzz/fuzz_jsonl.c data/prepare.c data/shardfile.c data/docs.c data/sniff.c data/hfdata.c data/arrow.c data/parquet.c $(TOKENIZER_SRC) test/fuzz/stub.c
+build/fuzz/fuzz_sniff: test/fuzz/fuzz_sniff.c data/format/sniff.c base/json.c test/fuzz/stub.c
+build/fuzz/fuzz_parquet: test/fuzz/fuzz_parquet.c data/format/parquet.c test/fuzz/stub.c
+# the tokenizers with the finetuning rows they build (data/rows/sft reads rows through data/rows/docs and names
+# its formats through model/config)
+TOKENIZER_SRC = comm/io.c model/config.c base/cli.c $(FAMILY_SRC) base/checked.c data/text/tokenizer.c data/text/chat.c data/text/bpe.c data/source/hub.c base/json.c data/rows/sft.c data/rows/docs.c data/format/arrow.c data/format/parquet.c build/fuzz/sentencepiece.o
+build/fuzz/fuzz_jsonl: test/fuzz/fuzz_jsonl.c data/build/prepare.c data/format/shardfile.c data/rows/docs.c data/format/sniff.c data/source/source.c data/format/arrow.c data/format/parquet.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_tokenizer: test/fuzz/fuzz_tokenizer.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_sft: test/fuzz/fuzz_sft.c $(TOKENIZER_SRC) test/fuzz/stub.c
-# ident.c names files as UTF-8 with the tokenizer's character check
-build/fuzz/fuzz_ident: test/fuzz/fuzz_ident.c data/ident.c $(TOKENIZER_SRC) test/fuzz/stub.c
-build/fuzz/sentencepiece.o: data/sentencepiece.cpp
+# ident.c names files as UTF-8 with base/json's character check
+build/fuzz/fuzz_ident: test/fuzz/fuzz_ident.c data/source/ident.c $(TOKENIZER_SRC) test/fuzz/stub.c
+build/fuzz/sentencepiece.o: data/text/sentencepiece.cpp
 	@mkdir -p build/fuzz
 	clang++ -g -O1 -std=c++17 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr -c $< -o $@
 build/fuzz/%:

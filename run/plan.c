@@ -9,7 +9,7 @@
 
 #include "../ckpt/ckpt.h"
 #include "../comm/comm.h"
-#include "../data/tokenizer.h"
+#include "../data/text/tokenizer.h"
 #include "../kernels/kernels.h"
 #include "../base/cli.h"
 #include "../model/config.h"

@@ -20,10 +20,10 @@
 #include "../comm/trace.h"
 #include "../data/data.h"
 #include "../model/family.h"
-#include "../data/ident.h"
-#include "../data/hfdata.h"
-#include "../data/sft.h"
-#include "../data/tokenizer.h"
+#include "../data/source/ident.h"
+#include "../data/source/source.h"
+#include "../data/rows/sft.h"
+#include "../data/text/tokenizer.h"
 #include "../model/generate.h"
 #include "../model/model.h"
 #include "../shard/shard.h"
@@ -203,14 +203,14 @@ static int names_our_data(const char *recorded, void *ctx) {
 // output which is one of them is refused as such (data_open resolves them again, notes them, and
 // reports what cannot be resolved).
 static void note_data(const char *spec, const char *config, const char *split, const char *what) {
-    HfFiles hf;
+    SourceFiles hf;
     char err[1024];
     memset(&hf, 0, sizeof hf);
     if (!spec[0] || !strcmp(spec, "synthetic")) return;
-    int found = hf_resolve(spec, config, split, &hf, err, sizeof err);
-    if (!found && !strcmp(split, "validation")) found = hf_resolve(spec, config, "train", &hf, err, sizeof err);  // as data_open falls back
+    int found = source_resolve(spec, config, split, &hf, err, sizeof err);
+    if (!found && !strcmp(split, "validation")) found = source_resolve(spec, config, "train", &hf, err, sizeof err);  // as data_open falls back
     for (int i = 0; found > 0 && i < hf.nfiles; i++) io_input(hf.files[i], what);
-    hf_files_free(&hf);
+    source_files_free(&hf);
 }
 
 // The vocabulary the run's token files record (the larger of training's and validation's), 0 when
@@ -613,6 +613,14 @@ static void claim_checkpoint_dir(Run *r) {
 }
 
 
+// data_open, its error line ending the job on the ranks that found it; -1: stopped by a signal
+static int open_dataset(Dataset *d, const DataSource *src, int T, int V, double from, double to) {
+    char err[2048];
+    int rc = data_open(d, src, T, V, from, to, err, sizeof err);
+    if (rc == -1) comm_fail_all("%s", err);
+    return rc < 0 ? -1 : rc;
+}
+
 // A source of the run's data: what --train_data / --val_data name, read with the run's tokenizer.
 static DataSource data_source(Run *r, const char *spec, const char *split, const char *label) {
     const Config *c = r->cfg;
@@ -648,7 +656,7 @@ static int open_data(Run *r) {
             input_found(r, INPUT_TRAIN, &none);
             ident_source_free(&none);
             data_open_synthetic(&r->train, T, V);
-        } else if (data_open(&r->train, &src, T, V, 0.0, c->train_data[0] ? 1.0 : 0.9) < 0) return 1;  // the bundled text's last 10% validates
+        } else if (open_dataset(&r->train, &src, T, V, 0.0, c->train_data[0] ? 1.0 : 0.9) < 0) return 1;  // the bundled text's last 10% validates
         if (c->packing && !r->train.rows && !synthetic)
             comm_fail_all("--packing packs finetuning rows (input_ids with attention_mask or labels, prompt/completion, "
                           "Alpaca, chat), and the training data is a token stream, already packed: use --document_masking "
@@ -664,16 +672,16 @@ static int open_data(Run *r) {
         // named validation data: its validation split when it has splits, else all of it
         double from = c->val_data[0] ? 0.0 : 0.9;  // the bundled text's last 10%
         if (!c->val_data[0]) val.spec = bundled;
-        r->has_val = data_open(&r->val, &val, T, V, from, 1.0);
+        r->has_val = open_dataset(&r->val, &val, T, V, from, 1.0);
         if (!r->has_val && !c->val_split[0]) {
             val.split = "train";
             val.optional = 0;
-            r->has_val = data_open(&r->val, &val, T, V, from, 1.0);
+            r->has_val = open_dataset(&r->val, &val, T, V, from, 1.0);
         }
     } else if (c->train_data[0] && !synthetic) {
         // a dataset with splits validates on its own: --dataset allenai/c4 reads c4-validation too
         val.spec = c->train_data;
-        r->has_val = data_open(&r->val, &val, T, V, 0.0, 1.0);
+        r->has_val = open_dataset(&r->val, &val, T, V, 0.0, 1.0);
     }
     if (r->has_val < 0) return r->has_val = 0, 1;
     if (r->has_val) r->val_loader = data_loader_new(&r->val, 0, B, 0);
@@ -755,7 +763,8 @@ static void fill_batch(Run *r, int step, int micro) {
     }
     char what[32];
     snprintf(what, sizeof what, "step %d", step + 1);
-    data_loader_next(r->train_loader, r->plans[step & 1][micro], next, r->batch, what);
+    const char *bad = data_loader_next(r->train_loader, r->plans[step & 1][micro], next, r->batch, what);
+    if (bad) comm_fail_local("%s", bad);
     r->truncated += r->batch->truncated;
     r->lost += r->batch->lost;
 }
@@ -1027,7 +1036,8 @@ static double validate(Run *r, int stoppable, int *stopped) {
             return NAN;
         }
         int rows = Bv - (m % parts) * B < B ? Bv - (m % parts) * B : B;
-        data_loader_next(r->val_loader, plan[m & 1], k < n ? plan[k & 1] : NULL, r->batch, "validation");
+        const char *bad = data_loader_next(r->val_loader, plan[m & 1], k < n ? plan[k & 1] : NULL, r->batch, "validation");
+        if (bad) comm_fail_local("%s", bad);
         train_micro_step(&r->st, &r->acts, r->batch->inp, r->batch->tgt, r->batch->docs ? r->batch->kstart : NULL, rows, 0.0f, 1, i);
         sums[1] += r->tp_rank ? 0.0 : (double)r->batch->loss_tokens;  // a tp group's tokens, once
     }

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../data/table.h"
+#include "../data/format/table.h"
 
 // as JavaScript's JSON.stringify writes a string: bytes are UTF-8 already
 static void put_str(const char *s, size_t n) {

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "data/arrow.h"
+#include "data/format/arrow.h"
 #include "table_print.h"
 
 static void die(const char *msg) {

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../data/parquet.h"
+#include "../data/format/parquet.h"
 #include "table_print.h"
 
 static int fail(const char *msg) {

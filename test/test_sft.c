@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/sft.h"
-#include "data/sniff.h"
+#include "data/rows/sft.h"
+#include "data/format/sniff.h"
 
 static void print_ids(const char *what, const int32_t *v, size_t n) {
     printf("%s:", what);

@@ -1,4 +1,4 @@
-// test_sources: the driver test/test_sources.sh checks data/sniff and data/hfdata through.
+// test_sources: the driver test/test_sources.sh checks data/format/sniff and data/source/source through.
 //   test_sources sniff FILE...              one line per file: FILE<TAB>format<TAB>inner<TAB>readable<TAB>what<TAB>hint
 //                                           (or FILE<TAB>error<TAB>message)
 //   test_sources resolve SPEC CONFIG SPLIT  CONFIG "-" for none: "rc=1", "split=...", "desc=...", then each file
@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "data/hfdata.h"
-#include "data/sniff.h"
+#include "data/source/source.h"
+#include "data/format/sniff.h"
 
 int main(int argc, char **argv) {
     if (argc >= 3 && !strcmp(argv[1], "sniff")) {
@@ -23,16 +23,16 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc == 5 && !strcmp(argv[1], "resolve")) {
-        HfFiles f;
+        SourceFiles f;
         char err[4096];
-        int rc = hf_resolve(argv[2], strcmp(argv[3], "-") ? argv[3] : NULL, argv[4], &f, err, sizeof err);
+        int rc = source_resolve(argv[2], strcmp(argv[3], "-") ? argv[3] : NULL, argv[4], &f, err, sizeof err);
         printf("rc=%d\n", rc);
         if (rc < 0) printf("err=%s\n", err);
         if (rc > 0) {
             printf("split=%s\ndesc=%s\n", f.split, f.desc);
             for (int i = 0; i < f.nfiles; i++) printf("file=%s\n", f.files[i]);
         }
-        hf_files_free(&f);
+        source_files_free(&f);
         return 0;
     }
     fprintf(stderr, "usage: test_sources sniff FILE... | resolve SPEC CONFIG|- SPLIT\n");

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../comm/comm.h"
+#include "../../comm/comm.h"
 
 static int hub_is_dir(const char *p) {
     struct stat st;

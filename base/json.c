@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../comm/comm.h"
+#include "err.h"
 
 #define JSON_MAX_DEPTH 512  // bounds the recursion on hostile input
 
@@ -320,4 +320,19 @@ int json_get_bool(const JsonValue *obj, const char *key, int *out) {
 const char *json_get_string(const JsonValue *obj, const char *key) {
     const JsonValue *v = json_get(obj, key);
     return v && v->type == JSON_STRING ? v->str : NULL;
+}
+
+size_t json_utf8_char(const uint8_t *s, size_t n, size_t *bad) {
+    uint8_t c = s[0], lo = 0x80, hi = 0xBF;
+    size_t len;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else return *bad = 1, 0;
+    size_t k = 1;
+    if (n > 1 && s[1] >= lo && s[1] <= hi)
+        for (k = 2; k < len && k < n && s[k] >= 0x80 && s[k] <= 0xBF;) k++;
+    if (k == len) return len;
+    return *bad = k, 0;
 }

@@ -8,8 +8,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "data.h"
-
 static int ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && !strcmp(s + n - m, suffix);

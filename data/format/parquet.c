@@ -19,7 +19,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "../comm/comm.h"
+#include "../../base/err.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "data/parquet.c reads Parquet's little-endian values in place"

@@ -1,8 +1,8 @@
-// hfdata: where a dataset's files are for one split: a file, a glob, a folder, a Hugging Face
+// source: where a dataset's files are for one split: a file, a glob, a folder, a Hugging Face
 // `datasets` folder (save_to_disk, DatasetDict, load_dataset cache) or a hub name found offline
 // in the local caches (no network, ever). Only locations: what the files hold is data/sniff's.
-#ifndef FSDPC_HFDATA_H
-#define FSDPC_HFDATA_H
+#ifndef FSDPC_SOURCE_H
+#define FSDPC_SOURCE_H
 
 #include <stddef.h>
 
@@ -12,7 +12,7 @@ typedef struct {
     char split[64];  // the split the files are: the one asked for, or what stands in for "validation"
     char desc[256];  // for logs: "save_to_disk folder 'd' (2 shards) split train (2 files)",
                      // "hub cache allenai/c4 revision 1c2d3e4 config en split train (3 files)"
-} HfFiles;
+} SourceFiles;
 
 // Resolves `spec` to the files of one split. split: "train", "validation" (which takes, when the
 // dataset has no such split, "valid", "val", "dev", then "test"), or any other split name.
@@ -40,7 +40,7 @@ typedef struct {
 // Returns 1 with out filled; 0 when split is not "train" and the dataset has no such split;
 // -1 with a one-line message in err (nothing there, a dangling symlink, a bad state.json, a
 // name in no cache: every place looked at, and how to fetch it where there is internet).
-int hf_resolve(const char *spec, const char *config, const char *split, HfFiles *out, char *err, size_t errlen);
-void hf_files_free(HfFiles *f);
+int source_resolve(const char *spec, const char *config, const char *split, SourceFiles *out, char *err, size_t errlen);
+void source_files_free(SourceFiles *f);
 
 #endif

@@ -11,9 +11,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "../comm/comm.h"
-#include "json.h"
-#include "tokenizer.h"
+#include "../../comm/comm.h"
+#include "../../base/json.h"
 
 #define IDENT_HEAD_MIN ((uint64_t)8 << 10)
 #define IDENT_HEAD_BUDGET ((uint64_t)64 << 20)  // head bytes read per source at most, when it has many files
@@ -63,10 +62,10 @@ int ident_file(const char *path, uint64_t head, uint64_t *size, uint32_t *crc, c
 // A name as valid UTF-8 (a byte that forms no character becomes U+00XX), so that it survives
 // the JSON record unchanged and compares equal to itself read back.
 static char *utf8_name(const char *s) {
-    size_t n = strlen(s), o = 0;
+    size_t n = strlen(s), o = 0, bad;
     char *out = mallocCheck(2 * n + 1);
     for (size_t i = 0; i < n;) {
-        size_t l = tok_utf8_len((const uint8_t *)s + i, n - i);
+        size_t l = json_utf8_char((const uint8_t *)s + i, n - i, &bad);
         if (l) {
             memcpy(out + o, s + i, l);
             o += l, i += l;

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../comm/comm.h"
+#include "../../comm/comm.h"
 #include "h5data.h"
 
 typedef struct {

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "json.h"
+#include "../../base/json.h"
 
 typedef struct Bpe Bpe;
 
@@ -78,9 +78,6 @@ BpePieceType bpe_piece(const Bpe *b, int32_t id, const char **p, size_t *n);
 // merged).
 size_t bpe_encode(Bpe *b, const char *text, size_t n, int32_t **ids, size_t *len, size_t *cap);
 
-// Length of the well-formed UTF-8 character at s (n > 0 bytes), or 0 with *bad the length of the
-// maximal ill-formed subpart there (Unicode's table of well-formed byte sequences).
-size_t bpe_utf8_char(const uint8_t *s, size_t n, size_t *bad);
 // Copies s[0, n) to out (room for 3n bytes) with ill-formed UTF-8 as U+FFFD: one per byte when
 // per_byte, else one per maximal ill-formed subpart; returns the bytes written.
 size_t bpe_utf8_lossy(const uint8_t *s, size_t n, uint8_t *out, bool per_byte);

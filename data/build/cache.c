@@ -11,9 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../comm/comm.h"
-#include "data.h"
-#include "shardfile.h"
+#include "../../comm/comm.h"
+#include "../format/shardfile.h"
 
 #define CACHE_VERSION 3  // 2: a document index beside each part, finetuning rows; 3: the rows' fields in part-N.txt
 #define CACHE_PROGRESS_PERIOD 1.0
@@ -364,7 +363,7 @@ static void cache_log(const CacheRequest *q, const char *dir, int built, double 
     if (docs_fields_warning(&fields, q->label, "read only in another row format (see --data_format)", warn, sizeof warn)) log_msg("%s\n", warn);
 }
 
-int cache_ensure(const CacheRequest *q, char *dir, size_t len) {
+int cache_ensure(const CacheRequest *q, char *dir, size_t len, char *line, size_t linelen) {
     char root[2048], key[64], err[8800] = "";
     if (q->root && q->root[0]) snprintf(root, sizeof root, "%s", q->root);
     else cache_default_root(root, sizeof root);
@@ -383,7 +382,7 @@ int cache_ensure(const CacheRequest *q, char *dir, size_t len) {
         else if (mkdir(tmp, 0777) != 0)
             snprintf(err, sizeof err, "cannot create the data cache folder '%s': %s (--data_cache_dir)", tmp, strerror(errno));
     }
-    comm_check_all(err[0] ? err : NULL);
+    if (comm_agree(err[0] ? err : NULL, line, linelen)) return -1;
     comm_bcast_bytes(world, tmp, sizeof tmp, 0);
     struct stat st;
     double unseen = !(stat(tmp, &st) == 0 && S_ISDIR(st.st_mode));
@@ -403,19 +402,17 @@ int cache_ensure(const CacheRequest *q, char *dir, size_t len) {
             if (!rc) rc = cache_seal(tmp, dir, err, sizeof err);
         }
     }
-    // a signal anywhere stops every rank; else an error anywhere ends them all with its line
+    // a signal anywhere stops every rank; else an error anywhere fails them all with its line
     double stopped = rc == CACHE_STOPPED;
     comm_allreduce_max_f64(world, &stopped, 1);
-    const char *first = stopped ? NULL : comm_first_error(rc ? err : NULL);
-    if (stopped || first) {
-        if (first) snprintf(err, sizeof err, "%s", first);  // every rank has the message now
+    int failed = stopped ? 0 : comm_agree(rc ? err : NULL, line, linelen);
+    if (stopped || failed) {
         if (tmp[0] && (unseen || comm_info.rank == 0)) cache_remove_tree(tmp);
         comm_barrier(world);  // the folder is gone before any rank leaves
-        if (first) comm_fail_all("%s", err);
-        return 1;
+        return failed ? -1 : 1;
     }
     if (!unseen && comm_info.rank == 0) rc = cache_seal(tmp, dir, err, sizeof err);
-    comm_check_all(rc ? err : NULL);
+    if (comm_agree(rc ? err : NULL, line, linelen)) return -1;
     cache_log(q, dir, 1, clock_now_s() - t0);
     return 0;
 }

@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "json.h"
-#include "table.h"
+#include "../../base/json.h"
+#include "../format/table.h"
 
 typedef enum { DOCS_TEXT, DOCS_JSONL, DOCS_ARROW, DOCS_PARQUET } DocsKind;
 typedef enum { DOCS_PLAIN, DOCS_GZIP, DOCS_ZSTD } DocsCompression;

@@ -12,13 +12,11 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "../comm/comm.h"
-#include "../comm/io.h"
+#include "../../comm/comm.h"
 #include "bpe.h"
-#include "hub.h"
-#include "json.h"
+#include "../source/hub.h"
+#include "../../base/json.h"
 #include "sentencepiece.h"
-#include "sft.h"
 
 #define TOK_JSON_MAX_BYTES ((size_t)1 << 30)
 #define TOK_SPACE "\xE2\x96\x81"           // U+2581 '▁': SentencePiece's visible space
@@ -49,7 +47,7 @@ static void tok_reserve(int32_t **ids, size_t *cap, size_t need) { *ids = tok_gr
 
 size_t tok_utf8_len(const uint8_t *s, size_t n) {
     size_t bad;
-    return bpe_utf8_char(s, n, &bad);
+    return json_utf8_char(s, n, &bad);
 }
 
 // ---- opening ----
@@ -415,17 +413,14 @@ static const char *tok_parse_ids(const Tokenizer *t, char *line, int32_t **ids, 
     }
 }
 
-// Lines of stdin to ids (or ids to text) on stdout, until the end or a stop signal (comm_stop_signal,
-// polled between lines: the output ends with a whole line); *lines counts those written.
-static const char *tok_run(const Tokenizer *t, bool bos, bool eos, bool decode, unsigned long *lines, char *why, size_t whylen) {
-    static char obuf[1 << 16];
-    setvbuf(stdout, obuf, _IOFBF, sizeof obuf);
+const char *tok_lines(const Tokenizer *t, int bos, int eos, int decode, FILE *in, FILE *out, const volatile int *stop,
+                      unsigned long *lines, char *why, size_t whylen) {
     char *line = NULL;
     size_t line_cap = 0, len = 0, cap = 0;
     int32_t *ids = NULL;
     const char *fail = NULL;
     ssize_t got;
-    for (unsigned long line_no = 1; !fail && !comm_stop_signal && (got = getline(&line, &line_cap, stdin)) >= 0; line_no++) {
+    for (unsigned long line_no = 1; !fail && !(stop && *stop) && (got = getline(&line, &line_cap, in)) >= 0; line_no++) {
         if (got > 0 && line[got - 1] == '\n') line[--got] = '\0';
         if (decode) {
             char reason[160];
@@ -436,99 +431,20 @@ static const char *tok_run(const Tokenizer *t, bool bos, bool eos, bool decode, 
             }
             size_t n;
             char *text = tok_decode(t, ids, len, &n);
-            fwrite(text, 1, n, stdout);
+            fwrite(text, 1, n, out);
             free(text);
         } else {
             len = 0;
             if (bos && t->bos >= 0) tok_reserve(&ids, &cap, 1), ids[len++] = t->bos;
             tok_encode(t, line, (size_t)got, &ids, &len, &cap);
             if (eos && t->eos >= 0) tok_reserve(&ids, &cap, len + 1), ids[len++] = t->eos;
-            for (size_t i = 0; i < len; i++) printf(i ? " %d" : "%d", (int)ids[i]);
+            for (size_t i = 0; i < len; i++) fprintf(out, i ? " %d" : "%d", (int)ids[i]);
         }
-        putchar('\n');
+        fputc('\n', out);
         *lines = line_no;
-        if (ferror(stdout)) break;  // the first failed write ends the run, not the end of stdin
+        if (ferror(out)) break;  // the first failed write ends the run, not the end of stdin
     }
-    if (!fail) fail = io_write_error(stdout, "standard output");
     free(line);
     free(ids);
     return fail;
-}
-
-typedef struct {
-    char tokenizer[1024];
-    int bos, eos, decode, chat, labels;
-    int tmpl;  // ChatTemplate
-} TokenizeArgs;
-
-static const char *tokenize_template(void *dst, const char *v) {
-    static char msg[300];
-    ChatTemplate t;
-    if (!sft_template_parse(v, &t)) return ((TokenizeArgs *)dst)->tmpl = (int)t, NULL;
-    snprintf(msg, sizeof msg, "--chat_template '%.200s' is none of llama2, chatml, none", v);
-    return msg;
-}
-
-static void tokenize_show_template(const void *dst, char *buf, size_t len) {
-    snprintf(buf, len, "%s", sft_template_name((ChatTemplate)((const TokenizeArgs *)dst)->tmpl));
-}
-
-static void tokenize_defaults(void *dst) { ((TokenizeArgs *)dst)->tmpl = CHAT_LLAMA2; }
-
-#define TOK_AT(field) .off = offsetof(TokenizeArgs, field)
-static const CliFlag tokenize_flags[] = {
-    {.name = "tokenizer", .kind = CLI_STR, TOK_AT(tokenizer), .size = sizeof(((TokenizeArgs *)0)->tokenizer), .arg = "SPEC",
-     .help = "byte, a tokenizer.model or tokenizer.json, GPT-2's encoder.json, a directory or a hub name (required)"},
-    {.name = "bos", .kind = CLI_BOOL, TOK_AT(bos), .help = "begin each line's ids with BOS"},
-    {.name = "eos", .kind = CLI_BOOL, TOK_AT(eos), .help = "end each line's ids with EOS"},
-    {.name = "decode", .kind = CLI_BOOL, TOK_AT(decode), .help = "read lines of ids, write their text"},
-    {.name = "chat", .kind = CLI_BOOL, TOK_AT(chat),
-     .help = "read chat JSON Lines ({\"messages\": [...]} or {\"conversations\": [...]}), one line of ids per conversation"},
-    {.name = "chat_template", .kind = CLI_CALL, TOK_AT(tmpl), .call = tokenize_template, .show = tokenize_show_template,
-     .arg = "llama2|chatml|none", .help = "--chat's template"},
-    {.name = "labels", .kind = CLI_BOOL, TOK_AT(labels), .help = "--chat: each line's labels on the next line, -1 where no loss"},
-};
-static unsigned char tokenize_given[sizeof tokenize_flags / sizeof tokenize_flags[0]];
-const CliTable tokenize_cli = {.flags = tokenize_flags, .n = sizeof tokenize_flags / sizeof tokenize_flags[0],
-                               .given = tokenize_given, .command = "tokenize", .bare_hint = "tokenize reads standard input",
-                               .size = sizeof(TokenizeArgs), .defaults = tokenize_defaults};
-
-int data_tokenize_main(void *args) {
-    const TokenizeArgs *a = args;
-    const char *spec = a->tokenizer;
-    bool bos = a->bos, eos = a->eos, decode = a->decode, chat = a->chat, labels = a->labels;
-    bool tmpl_given = cli_given(&tokenize_cli, "chat_template");
-    if (!*spec) comm_fail_all("tokenize needs --tokenizer (byte, a tokenizer.model or tokenizer.json, GPT-2's encoder.json, a directory or a hub name)");
-    if (decode && (bos || eos)) comm_fail_all("--bos and --eos apply to encoding, not to --decode");
-    if (chat && (bos || eos || decode)) comm_fail_all("--chat adds BOS and EOS as its template says; --bos, --eos and --decode do not apply");
-    if (!chat && (labels || tmpl_given)) comm_fail_all("%s applies to --chat only", labels ? "--labels" : "--chat_template");
-    ChatTemplate tmpl = (ChatTemplate)a->tmpl;
-    char err[1024];
-    Tokenizer *t = tok_open(spec, err, sizeof err);
-    if (!t) comm_fail_all("%s", err);
-    // ids or text go to stdout: a file there must not be the tokenizer being read
-    if (strcmp(tok_path(t), "byte")) io_input(tok_path(t), "--tokenizer");
-    comm_check_all(comm_info.rank == 0 ? io_output("/dev/stdout", "standard output") : NULL);
-    // stdin reaches rank 0 only; the others wait to share its outcome
-    char why[1024];
-    const char *fail = NULL;
-    unsigned long lines = 0;
-    comm_stop_polled(1);  // between lines; a blocked read of stdin ends with EINTR
-    if (comm_info.rank == 0 && chat) {
-        static char obuf[1 << 16];
-        setvbuf(stdout, obuf, _IOFBF, sizeof obuf);
-        fail = sft_tokenize_chat(t, tmpl, labels, stdin, stdout, &comm_stop_signal, &lines, why, sizeof why);
-        const char *w = io_write_error(stdout, "standard output");  // the reason, where a write failed
-        if (w) fail = w;
-    } else if (comm_info.rank == 0) {
-        fail = tok_run(t, bos, eos, decode, &lines, why, sizeof why);
-    }
-    int stopped = comm_info.rank == 0 ? comm_stop_signal : 0;  // rank 0's reading is the job's
-    comm_check_all(stopped ? NULL : fail);
-    comm_bcast_bytes(comm_world(), &stopped, sizeof stopped, 0);
-    if (stopped)
-        log_msg("Stopped by signal %d (%s) during tokenize: standard output holds the whole lines of the first %lu input "
-                "line(s); exiting with status %d\n", stopped, comm_signal_name(stopped), lines, COMM_EXIT_STOPPED);
-    tok_free(t);
-    return stopped ? COMM_EXIT_STOPPED : 0;
 }

@@ -39,4 +39,9 @@ int json_get_number(const JsonValue *obj, const char *key, double *out);
 int json_get_bool(const JsonValue *obj, const char *key, int *out);
 const char *json_get_string(const JsonValue *obj, const char *key);  // NULL unless a string
 
+// Length of the well-formed UTF-8 character at s (n > 0 bytes), or 0 with *bad the length of the
+// maximal ill-formed subpart there (Unicode's table of well-formed byte sequences): what JSON text
+// must be, and what the tokenizers' lossy decoding checks.
+size_t json_utf8_char(const uint8_t *s, size_t n, size_t *bad);
+
 #endif

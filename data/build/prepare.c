@@ -1,6 +1,7 @@
 // prepare: `fsdpc prepare` turns text files and JSON Lines (plain or gzipped) into token shards,
 // the input split among the MPI ranks, each writing shards of its own.
-#include "shardfile.h"
+#include "prepare.h"
+#include "../format/shardfile.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -15,14 +16,14 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "../comm/comm.h"
-#include "../comm/io.h"
-#include "../base/rng.h"
-#include "../base/cli.h"
-#include "docs.h"
-#include "hfdata.h"
-#include "sniff.h"
-#include "tokenizer.h"
+#include "../../comm/comm.h"
+#include "../../comm/io.h"
+#include "../../base/rng.h"
+#include "../rows/docs.h"
+#include "../source/source.h"
+#include "../format/sniff.h"
+#include "../text/tokenizer.h"
+#include "../../base/cli.h"
 
 #define PREPARE_IO_BYTES (1 << 20)
 #define PREPARE_JSON_DEPTH 256  // nesting limit for skipped values: bounds the recursion
@@ -36,7 +37,9 @@ typedef struct {
 
 // One output split (train or val): a sequence of shards DIR/NAME_NNNNNN.bin. Rank r of W writes
 // the shards numbered r, r + W, r + 2W, ...: no two ranks write one file.
+struct Prepare;
 typedef struct {
+    struct Prepare *p;    // whose first error a failed write becomes
     const char *dir, *name;
     int dtype_bytes;
     int rank, world;
@@ -55,9 +58,10 @@ typedef struct {
     uint64_t begin, end;  // end UINT64_MAX: to the end of the file
 } PrepareWork;
 
-typedef struct {
-    // flags (prepare_flags)
-    CliList inputs;
+typedef struct Prepare {
+    // what to do (PrepareOptions)
+    const char **inputs;   // (ninputs) the caller's, then (inputs_owned) their files, prepare_expand's
+    int ninputs;
     char output[1024];
     char tokenizer[1024];  // "": the byte tokenizer
     double val_fraction;
@@ -68,7 +72,7 @@ typedef struct {
     // the inputs, and this rank's share of them
     uint64_t *sizes;
     bool *gzipped;
-    bool inputs_owned;      // inputs.v holds prepare_expand's strings rather than argv's
+    bool inputs_owned;      // inputs holds prepare_expand's strings rather than the caller's
     bool *as_docs;          // read through data/docs (zstd, Arrow, Parquet), as docs_kind/docs_comp say
     DocsKind *docs_kind;
     DocsCompression *docs_comp;
@@ -108,7 +112,7 @@ typedef struct {
     uint64_t line_no;     // its number; 0 when the range began inside the file (counted on error)
 } PrepareInput;
 
-// Records this rank's first error (reported through comm_check_all); returns 1.
+// Records this rank's first error (agreed on through prepare_sync); returns 1.
 static int prepare_fail(Prepare *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int prepare_fail(Prepare *p, const char *fmt, ...) {
     if (p->err[0]) return 1;
@@ -119,12 +123,12 @@ static int prepare_fail(Prepare *p, const char *fmt, ...) {
     return 1;
 }
 
-// Collective: every rank ends if any has failed, with one line. Ends rank 0's progress bar line
-// first so that line starts its own.
-static void prepare_sync(Prepare *p) {
+// Collective: -1 on every rank when any has failed, with the lowest failing rank's line in p->err,
+// else 0. Ends rank 0's progress bar line first so that the error line starts its own.
+static int prepare_sync(Prepare *p) {
     if (p->bar_drawn) fputc('\n', stderr);
     p->bar_drawn = false;
-    comm_check_all(p->err[0] ? p->err : NULL);
+    return comm_agree(p->err[0] ? p->err : NULL, p->err, sizeof p->err);
 }
 
 // ---- growable byte buffers ----
@@ -186,8 +190,9 @@ static void prepare_encode_text(Prepare *p) {
 
 // ---- shard writing ----
 
-static void prepare_split_init(PrepareSplit *s, const Prepare *p, const char *name) {
+static void prepare_split_init(PrepareSplit *s, Prepare *p, const char *name) {
     memset(s, 0, sizeof *s);
+    s->p = p;
     s->dir = p->output;
     s->name = name;
     s->dtype_bytes = p->dtype_bytes;
@@ -212,7 +217,7 @@ static void prepare_split_open(PrepareSplit *s) {
     setvbuf(s->f, NULL, _IOFBF, PREPARE_IO_BYTES);
     uint8_t header[TOKFILE_HEADER_BYTES];
     data_shard_header(header, s->dtype_bytes, 0);  // ntokens is patched on close
-    if (fwrite(header, 1, sizeof header, s->f) != sizeof header) comm_fail_local("cannot write '%s': %s", s->tmp, strerror(errno));
+    if (fwrite(header, 1, sizeof header, s->f) != sizeof header) prepare_fail(s->p, "cannot write '%s': %s", s->tmp, strerror(errno));
     s->in_shard = 0;
 }
 
@@ -220,19 +225,24 @@ static void prepare_split_open(PrepareSplit *s) {
 static void prepare_split_close(PrepareSplit *s) {
     uint8_t header[TOKFILE_HEADER_BYTES];
     data_shard_header(header, s->dtype_bytes, s->in_shard);
-    if (fseek(s->f, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, s->f) != sizeof header || fclose(s->f) != 0)
-        comm_fail_local("cannot write '%s': %s", s->tmp, comm_path_error(s->tmp, errno));
+    int ok = fseek(s->f, 0, SEEK_SET) == 0 && fwrite(header, 1, sizeof header, s->f) == sizeof header, e = errno;
+    if (fclose(s->f) != 0 && ok) ok = 0, e = errno;
     s->f = NULL;
-    if (rename(s->tmp, s->path) != 0) comm_fail_local("cannot rename '%s' to '%s': %s", s->tmp, s->path, strerror(errno));
+    if (!ok) {
+        unlink(s->tmp);  // never to become a shard
+        return (void)prepare_fail(s->p, "cannot write '%s': %s", s->tmp, comm_path_error(s->tmp, e));
+    }
+    if (rename(s->tmp, s->path) != 0) return (void)prepare_fail(s->p, "cannot rename '%s' to '%s': %s", s->tmp, s->path, strerror(errno));
     s->nshards++;
 }
 
+// Nothing more is written after a failure (this rank's first error, in s->p->err).
 static void prepare_split_write(PrepareSplit *s, const uint8_t *tokens, uint64_t n) {
-    while (n > 0) {
+    while (n > 0 && !s->p->err[0]) {
         if (!s->f) prepare_split_open(s);
         uint64_t room = s->max_tokens - s->in_shard, take = n < room ? n : room;
         if (fwrite(tokens, (size_t)s->dtype_bytes, take, s->f) != take)
-            comm_fail_local("cannot write '%s': %s", s->tmp, comm_path_error(s->tmp, errno));
+            return (void)prepare_fail(s->p, "cannot write '%s': %s", s->tmp, comm_path_error(s->tmp, errno));
         tokens += take * (uint64_t)s->dtype_bytes;
         n -= take;
         s->in_shard += take;
@@ -259,6 +269,17 @@ static void prepare_split_abandon(PrepareSplit *s) {
 static void prepare_split_free(PrepareSplit *s) {
     free(s->path);
     free(s->tmp);
+}
+
+// Collective: prepare_sync after a failure anywhere makes every rank remove what it wrote.
+static int prepare_failed(Prepare *p) {
+    double failed = p->err[0] != 0;
+    comm_allreduce_max_f64(comm_world(), &failed, 1);
+    if (failed) {
+        prepare_split_abandon(&p->train);
+        prepare_split_abandon(&p->val);
+    }
+    return prepare_sync(p);
 }
 
 // ---- documents and the train/validation split ----
@@ -667,7 +688,7 @@ const char *data_prepare_scan_line(const char *line, size_t n, const Tokenizer *
 static int prepare_jsonl(Prepare *p, PrepareInput *in, int file) {
     int got;
     uint64_t line_no = 0;  // since the range's start
-    while ((got = prepare_read_line(p, in)) > 0 && in->line_start < in->end) {
+    while (!p->err[0] && (got = prepare_read_line(p, in)) > 0 && in->line_start < in->end) {
         line_no++;
         PrepareJson j = {.p = p, .begin = p->line.data, .s = p->line.data, .end = p->line.data + p->line.len};
         if (prepare_json_peek(&j) < 0) continue;  // blank line
@@ -680,7 +701,7 @@ static int prepare_jsonl(Prepare *p, PrepareInput *in, int file) {
         }
         prepare_end_doc(p);
     }
-    return got < 0;
+    return got < 0 || p->err[0];
 }
 
 // a plain text file: one document, streamed as bytes by the byte tokenizer, else read whole
@@ -709,13 +730,13 @@ static bool prepare_is_jsonl(const char *path) {
 // A file read through data/docs: each row (or the whole text) one document, identified for the
 // train/validation choice by its row number.
 static int prepare_docs(Prepare *p, int file) {
-    const char *path = p->inputs.v[file];
+    const char *path = p->inputs[file];
     DocsReader *r = docs_open(path, p->docs_kind[file], p->docs_comp[file], "text", 0, p->err, sizeof p->err);
     if (!r) return 1;
     Doc d;
     int got = 0;
     uint64_t row = 0;
-    while (!(p->stopped = comm_stop_signal != 0) && (got = docs_next(r, &d, p->err, sizeof p->err)) > 0) {
+    while (!p->err[0] && !(p->stopped = comm_stop_signal != 0) && (got = docs_next(r, &d, p->err, sizeof p->err)) > 0) {
         p->cur_file = file;
         p->cur_offset = row++;
         p->cur.len = 0;
@@ -740,11 +761,11 @@ static int prepare_docs(Prepare *p, int file) {
     docs_fields_save(docs_fields(r), fields, sizeof fields);
     docs_fields_parse(&p->fields, fields);
     docs_close(r);
-    return got < 0 || p->stopped;
+    return got < 0 || p->stopped || p->err[0];
 }
 
 static int prepare_input(Prepare *p, const PrepareWork *w) {
-    const char *path = p->inputs.v[w->file];
+    const char *path = p->inputs[w->file];
     if (p->as_docs[w->file]) return prepare_docs(p, w->file);
     PrepareInput in = {.fd = -1, .path = path, .end = w->end, .range_begin = w->begin};
     int rc = 0;
@@ -775,10 +796,10 @@ static int prepare_input(Prepare *p, const PrepareWork *w) {
 static void prepare_assign(Prepare *p) {
     int world = comm_info.world, rank = comm_info.rank;
     uint64_t *load = callocCheck((size_t)world, sizeof *load);
-    p->work = mallocCheck((size_t)p->inputs.n * sizeof *p->work);
-    for (int i = 0; i < p->inputs.n; i++) {
+    p->work = mallocCheck((size_t)p->ninputs * sizeof *p->work);
+    for (int i = 0; i < p->ninputs; i++) {
         uint64_t size = p->sizes[i];
-        if (world > 1 && !p->gzipped[i] && !p->as_docs[i] && prepare_is_jsonl(p->inputs.v[i])) {
+        if (world > 1 && !p->gzipped[i] && !p->as_docs[i] && prepare_is_jsonl(p->inputs[i])) {
             for (int r = 0; r < world; r++) load[r] += size / (uint64_t)world;
             uint64_t begin = size / (uint64_t)world * (uint64_t)rank, end = rank == world - 1 ? size : begin + size / (uint64_t)world;
             p->work[p->nwork++] = (PrepareWork){i, begin, end};
@@ -863,61 +884,19 @@ static int prepare_output_dir(Prepare *p) {
     return p->err[0] != 0;
 }
 
-static int prepare_fraction_ok(const void *v) { return *(const double *)v >= 0 && *(const double *)v < 1; }
-static int prepare_positive(const void *v) { return *(const uint64_t *)v > 0; }
-
-static const CliChoice prepare_dtypes[] = {{"uint16", 2}, {"uint32", 4}, {NULL, 0}};  // bytes per token
-#define PREPARE_AT(field) .off = offsetof(Prepare, field)
-#define PREPARE_STR(field) PREPARE_AT(field), .size = sizeof(((Prepare *)0)->field)
-static const CliFlag prepare_flags[] = {
-    {.name = "input", .kind = CLI_LIST, PREPARE_AT(inputs), .text = "file", .arg = "FILE ...",
-     .help = "text, JSON Lines, Arrow or Parquet files, folders, globs, Hugging Face dataset folders or hub names (required)"},
-    {.name = "output", .kind = CLI_STR, PREPARE_STR(output), .arg = "DIR", .help = "where the shards go (required)"},
-    {.name = "val_fraction", .kind = CLI_DOUBLE, PREPARE_AT(val_fraction), .text = "a number in [0, 1)", .valid = prepare_fraction_ok,
-     .help = "documents held out for validation"},
-    {.name = "tokenizer", .kind = CLI_STR, PREPARE_STR(tokenizer), .arg = "SPEC",
-     .help = "byte (each file's bytes), a tokenizer.model or tokenizer.json, a directory or a hub name", .unset = "byte"},
-    {.name = "dtype", .kind = CLI_ENUM, PREPARE_AT(dtype_bytes), .choices = prepare_dtypes,
-     .help = "the token width (uint32 when the vocabulary needs it)"},
-    {.name = "shard_tokens", .kind = CLI_U64, PREPARE_AT(shard_tokens), .text = "a positive integer", .valid = prepare_positive,
-     .help = "tokens per shard file"},
-    {.name = "overwrite", .kind = CLI_BOOL, PREPARE_AT(overwrite), .help = "replace the shards an earlier prepare wrote there"},
-};
-#define PREPARE_NFLAGS (sizeof prepare_flags / sizeof prepare_flags[0])
-
-static void prepare_defaults(void *dst) {
-    Prepare *p = dst;
-    p->val_fraction = 0.01;
-    p->dtype_bytes = 2;
-    p->shard_tokens = 100000000;
-}
-
-static unsigned char prepare_given[PREPARE_NFLAGS];
-const CliTable prepare_cli = {.flags = prepare_flags, .n = PREPARE_NFLAGS, .given = prepare_given, .command = "prepare",
-                              .bare_hint = "input files follow --input", .strict = 1, .size = sizeof(Prepare),
-                              .defaults = prepare_defaults};
-
-// what the command line must hold beyond its flags' own checks
-static int prepare_check_args(Prepare *p) {
-    p->dtype_given = cli_given(&prepare_cli, "dtype");
-    if (!p->inputs.n) return prepare_fail(p, "prepare needs --input FILE [FILE ...]");
-    if (!p->output[0]) return prepare_fail(p, "prepare needs --output DIR");
-    return 0;
-}
-
-// Each --input as hf_resolve reads it (a file, glob, folder, Hugging Face dataset folder or hub
+// Each --input as source_resolve reads it (a file, glob, folder, Hugging Face dataset folder or hub
 // name), replaced by its files; a Hugging Face dataset gives its train split.
 static void prepare_expand(Prepare *p) {
     const char **all = NULL;
     int n = 0, cap = 0;
-    for (int i = 0; i < p->inputs.n && !p->err[0]; i++) {
-        HfFiles hf;
+    for (int i = 0; i < p->ninputs && !p->err[0]; i++) {
+        SourceFiles hf;
         memset(&hf, 0, sizeof hf);
-        if (hf_resolve(p->inputs.v[i], "", "train", &hf, p->err, sizeof p->err) <= 0) {
-            if (!p->err[0]) prepare_fail(p, "input '%s' has no train split", p->inputs.v[i]);
+        if (source_resolve(p->inputs[i], "", "train", &hf, p->err, sizeof p->err) <= 0) {
+            if (!p->err[0]) prepare_fail(p, "input '%s' has no train split", p->inputs[i]);
             break;
         }
-        if (!hf.nfiles) prepare_fail(p, "no input files match '%s'", p->inputs.v[i]);
+        if (!hf.nfiles) prepare_fail(p, "no input files match '%s'", p->inputs[i]);
         if (n + hf.nfiles > cap) {
             cap = 2 * (n + hf.nfiles);
             all = realloc(all, (size_t)cap * sizeof *all);
@@ -925,11 +904,11 @@ static void prepare_expand(Prepare *p) {
         }
         for (int k = 0; k < hf.nfiles; k++) all[n++] = hf.files[k];
         hf.nfiles = 0;  // the strings now belong to the list
-        hf_files_free(&hf);
+        source_files_free(&hf);
     }
-    free(p->inputs.v);
-    p->inputs.v = all;
-    p->inputs.n = n;
+    if (p->inputs_owned) free(p->inputs);
+    p->inputs = all;
+    p->ninputs = n;
     p->inputs_owned = true;
 }
 
@@ -949,13 +928,13 @@ static int prepare_setup(Prepare *p) {
     }
     prepare_expand(p);
     if (p->err[0]) return 1;
-    p->sizes = callocCheck((size_t)p->inputs.n, sizeof *p->sizes);
-    p->gzipped = callocCheck((size_t)p->inputs.n, sizeof *p->gzipped);
-    p->as_docs = callocCheck((size_t)p->inputs.n, sizeof *p->as_docs);
-    p->docs_kind = callocCheck((size_t)p->inputs.n, sizeof *p->docs_kind);
-    p->docs_comp = callocCheck((size_t)p->inputs.n, sizeof *p->docs_comp);
-    for (int i = 0; i < p->inputs.n; i++) {
-        const char *path = p->inputs.v[i];
+    p->sizes = callocCheck((size_t)p->ninputs, sizeof *p->sizes);
+    p->gzipped = callocCheck((size_t)p->ninputs, sizeof *p->gzipped);
+    p->as_docs = callocCheck((size_t)p->ninputs, sizeof *p->as_docs);
+    p->docs_kind = callocCheck((size_t)p->ninputs, sizeof *p->docs_kind);
+    p->docs_comp = callocCheck((size_t)p->ninputs, sizeof *p->docs_comp);
+    for (int i = 0; i < p->ninputs; i++) {
+        const char *path = p->inputs[i];
         struct stat st;
         if (stat(path, &st) != 0) return prepare_fail(p, "cannot open input '%s': %s", path, strerror(errno));
         p->sizes[i] = (uint64_t)st.st_size;
@@ -986,20 +965,22 @@ static void prepare_run(Prepare *p) {
     p->t_start = p->t_drawn = clock_now_s();  // the first redraw comes after one period
     prepare_assign(p);
     for (int i = 0; i < p->nwork; i++)
-        if (prepare_input(p, &p->work[i])) return;
+        if (prepare_input(p, &p->work[i]) || p->err[0]) return;
     prepare_progress(p, p->bytes_total, true);
 }
 
 // Collective, after every rank's share went well: the held-back documents, the last shards, totals.
-static void prepare_finish(Prepare *p) {
+// 0, or -1 on every rank with the line in p->err.
+static int prepare_finish(Prepare *p) {
     prepare_end_docs(p);
     if (p->train.f) prepare_split_close(&p->train);
     if (p->val.f) prepare_split_close(&p->val);
+    if (prepare_failed(p)) return -1;
     double sums[6] = {(double)p->ndocs, (double)p->train.total, (double)p->train.nshards, (double)p->val.total,
                       (double)p->val.nshards, (double)(p->bytes_total)};
     comm_allreduce_sum_f64(comm_world(), sums, 6);
     double seconds = clock_now_s() - p->t_start;
-    if (sums[1] + sums[3] == 0) comm_fail_all("the inputs hold no tokens");
+    if (sums[1] + sums[3] == 0) return prepare_fail(p, "the inputs hold no tokens"), -1;  // alike on every rank
     // every rank's row fields to rank 0, for one warning about those no row used
     char mine[DOCS_FIELDS_MAX * 260] = "", *all = NULL, warn[DOCS_FIELDS_MAX * 200 + 200];
     size_t total = 0;
@@ -1013,6 +994,7 @@ static void prepare_finish(Prepare *p) {
     log_msg("prepare: %.0f documents, %.0f train tokens in %.0f shards, %.0f val tokens in %.0f shards -> %s (%.1f MB in %.2f s, %.1f MB/s%s)\n",
             sums[0], sums[1], sums[2], sums[3], sums[4], p->output, sums[5] / 1e6, seconds,
             seconds > 0 ? sums[5] / 1e6 / seconds : 0.0, comm_info.world > 1 ? ", all ranks" : "");
+    return 0;
 }
 
 // Collective: whether a stop signal ended any rank's share. Every rank then removes what it
@@ -1032,29 +1014,34 @@ static bool prepare_stopped(Prepare *p, bool created_output) {
     return true;
 }
 
-int data_prepare(void *args) {
-    Prepare *p = args;
+int prepare_shards(const PrepareOptions *o, char *err, size_t errlen) {
+    Prepare *p = callocCheck(1, sizeof *p);
+    p->inputs = (const char **)o->inputs;  // replaced by their files (prepare_expand) before any change
+    p->ninputs = o->ninputs;
+    snprintf(p->output, sizeof p->output, "%s", o->output);
+    snprintf(p->tokenizer, sizeof p->tokenizer, "%s", o->tokenizer);
+    p->val_fraction = o->val_fraction;
+    p->dtype_bytes = o->dtype_bytes;
+    p->dtype_given = o->dtype_given;
+    p->overwrite = o->overwrite;
+    p->shard_tokens = o->shard_tokens;
     comm_stop_polled(1);  // reading polls; what was written goes on a stop
-    if (!prepare_check_args(p)) prepare_setup(p);
-    prepare_sync(p);
-    int sig = comm_stop_any(), rc = sig ? COMM_EXIT_STOPPED : 0;
-    if (sig)
+    prepare_setup(p);
+    int rc = prepare_sync(p), sig = rc ? 0 : comm_stop_any();
+    if (sig) {
+        rc = 1;
         log_msg("Stopped by signal %d (%s) during prepare, before anything was written; exiting with status %d\n", sig,
                 comm_signal_name(sig), COMM_EXIT_STOPPED);
+    }
     bool created_output = comm_info.rank == 0 && access(p->output, F_OK) != 0;
     if (!rc && comm_info.rank == 0) prepare_output_dir(p);
-    prepare_sync(p);
+    if (!rc) rc = prepare_sync(p);
     if (!rc) prepare_run(p);
-    // a failure anywhere: every rank removes what it wrote, then all end with the first message
-    double failed = p->err[0] != 0;
-    comm_allreduce_max_f64(comm_world(), &failed, 1);
-    if (failed) {
-        prepare_split_abandon(&p->train);
-        prepare_split_abandon(&p->val);
-    }
-    prepare_sync(p);
-    if (!rc && prepare_stopped(p, created_output)) rc = COMM_EXIT_STOPPED;
-    if (!rc) prepare_finish(p);
+    // a failure anywhere: every rank removes what it wrote, then all return the first message
+    if (!rc) rc = prepare_failed(p);
+    if (!rc && prepare_stopped(p, created_output)) rc = 1;
+    if (!rc) rc = prepare_finish(p);
+    if (rc < 0) err_set(err, errlen, "%s", p->err);
     tok_free(p->tok);
     prepare_split_free(&p->train);
     prepare_split_free(&p->val);
@@ -1062,14 +1049,16 @@ int data_prepare(void *args) {
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]->data);
     free(p->ids);
     free(p->io);
-    if (p->inputs_owned)
-        for (int i = 0; i < p->inputs.n; i++) free((char *)p->inputs.v[i]);
-    free(p->inputs.v);
+    if (p->inputs_owned) {
+        for (int i = 0; i < p->ninputs; i++) free((char *)p->inputs[i]);
+        free(p->inputs);
+    }
     free(p->as_docs);
     free(p->docs_kind);
     free(p->docs_comp);
     free(p->sizes);
     free(p->gzipped);
     free(p->work);
+    free(p);
     return rc;
 }

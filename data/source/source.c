@@ -1,6 +1,6 @@
-// hfdata: a spec becomes a table of splits (name -> files), chosen from by one rule for every
+// source: a spec becomes a table of splits (name -> files), chosen from by one rule for every
 // kind of source; names and layouts follow datasets' and huggingface_hub's own conventions.
-#include "hfdata.h"
+#include "source.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../comm/comm.h"
+#include "../../comm/comm.h"
 #include "hub.h"
-#include "json.h"
+#include "../../base/json.h"
 
 #define HF_MAX_FILES (1 << 22)  // a walk of a larger tree is refused, not exhausted
 #define HF_MAX_DEPTH 16
@@ -77,31 +77,31 @@ static void join_names(char *const *v, int n, char *out, size_t len) {
 typedef struct {
     char *name;
     StrList files;
-} HfSplit;
+} SourceSplit;
 
 typedef struct {
-    HfSplit *v;
+    SourceSplit *v;
     int n, cap;
     int nosplits;  // a source with no split structure: all of it is "train"
     int ordered;   // the files are in the dataset's order (state.json's); else they are sorted
-} HfSplits;
+} SourceSplits;
 
-static HfSplit *splits_at(HfSplits *ss, const char *name) {
+static SourceSplit *splits_at(SourceSplits *ss, const char *name) {
     for (int i = 0; i < ss->n; i++)
         if (!strcmp(ss->v[i].name, name)) return &ss->v[i];
     if (ss->n == ss->cap) {
         ss->cap = ss->cap ? 2 * ss->cap : 4;
-        HfSplit *v = realloc(ss->v, (size_t)ss->cap * sizeof *v);
+        SourceSplit *v = realloc(ss->v, (size_t)ss->cap * sizeof *v);
         if (!v) err_fatal("out of memory listing splits");
         ss->v = v;
     }
-    HfSplit *sp = &ss->v[ss->n++];
+    SourceSplit *sp = &ss->v[ss->n++];
     memset(sp, 0, sizeof *sp);
     sp->name = xprintf("%s", name);
     return sp;
 }
 
-static void splits_free(HfSplits *ss) {
+static void splits_free(SourceSplits *ss) {
     for (int i = 0; i < ss->n; i++) {
         free(ss->v[i].name);
         sl_free(&ss->v[i].files);
@@ -316,8 +316,8 @@ static int pick_split(char *const *names, int n, const char *split) {
     return -1;
 }
 
-// The chosen split's files into out (ownership moves), or 0 / -1 as hf_resolve says.
-static int finish(HfSplits *ss, const char *split, const char *src, HfFiles *out, char *err, size_t errlen) {
+// The chosen split's files into out (ownership moves), or 0 / -1 as source_resolve says.
+static int finish(SourceSplits *ss, const char *split, const char *src, SourceFiles *out, char *err, size_t errlen) {
     if (!ss->n) return err_set(err, errlen, "%s holds no data files", src);
     char *names[64];
     int nn = ss->n < 64 ? ss->n : 64;
@@ -329,7 +329,7 @@ static int finish(HfSplits *ss, const char *split, const char *src, HfFiles *out
         join_names(names, nn, list, sizeof list);
         return err_set(err, errlen, "%s has no train split (its splits: %s)", src, list);
     }
-    HfSplit *sp = &ss->v[k];
+    SourceSplit *sp = &ss->v[k];
     if (!ss->ordered) sl_sort(&sp->files);
     if (check_files(&sp->files, err, errlen)) return -1;
     out->files = sp->files.v;
@@ -382,13 +382,13 @@ static int load_state(const char *dir, StrList *files, char *err, size_t errlen)
     return rc;
 }
 
-static int save_to_disk_resolve(const char *dir, const char *config, const char *split, HfFiles *out, char *err, size_t errlen) {
-    HfSplits ss = {0};
+static int save_to_disk_resolve(const char *dir, const char *config, const char *split, SourceFiles *out, char *err, size_t errlen) {
+    SourceSplits ss = {0};
     ss.nosplits = ss.ordered = 1;
     char src[1200];
     snprintf(src, sizeof src, "save_to_disk folder '%s'", dir);
     if (no_configs(config, src, err, errlen)) return -1;
-    HfSplit *sp = splits_at(&ss, "train");
+    SourceSplit *sp = splits_at(&ss, "train");
     int rc = load_state(dir, &sp->files, err, errlen);
     if (!rc) {
         snprintf(src, sizeof src, "save_to_disk folder '%s' (%d shard%s)", dir, sp->files.n, sp->files.n == 1 ? "" : "s");
@@ -398,7 +398,7 @@ static int save_to_disk_resolve(const char *dir, const char *config, const char 
     return rc;
 }
 
-static int dataset_dict_resolve(const char *dir, const char *config, const char *split, HfFiles *out, char *err, size_t errlen) {
+static int dataset_dict_resolve(const char *dir, const char *config, const char *split, SourceFiles *out, char *err, size_t errlen) {
     char *path = xprintf("%s/dataset_dict.json", dir), why[600], src[1200];
     snprintf(src, sizeof src, "DatasetDict folder '%s'", dir);
     JsonValue *v = json_parse_file(path, HF_JSON_MAX, why, sizeof why);
@@ -422,9 +422,9 @@ static int dataset_dict_resolve(const char *dir, const char *config, const char 
             rc = err_set(err, errlen, "%s has no train split (its splits: %s)", src, all);
         } else {
             // each split is a save_to_disk folder of its own
-            HfSplits ss = {0};
+            SourceSplits ss = {0};
             ss.ordered = 1;
-            HfSplit *sp = splits_at(&ss, names[k]);
+            SourceSplit *sp = splits_at(&ss, names[k]);
             char *sub = xprintf("%s/%s", dir, names[k]);
             rc = load_state(sub, &sp->files, err, errlen);
             if (!rc) rc = finish(&ss, split, src, out, err, errlen);
@@ -505,7 +505,7 @@ static void cache_builds(const char *dir, int level, StrList *out) {
     sl_free(&subs);
 }
 
-static int cache_resolve(const char *dir, int level, const char *config, const char *split, const char *label, HfFiles *out,
+static int cache_resolve(const char *dir, int level, const char *config, const char *split, const char *label, SourceFiles *out,
                          char *err, size_t errlen) {
     char src[1400], cfg[256] = "", how[160] = "";
     char *build = NULL, *chosen = NULL;
@@ -553,7 +553,7 @@ static int cache_resolve(const char *dir, int level, const char *config, const c
         if (!build) rc = err_set(err, errlen, "%s: no finished build in the datasets cache folder '%s'", label, dir);
     }
     if (!rc) {
-        HfSplits ss = {0};
+        SourceSplits ss = {0};
         StrList names = {0};
         rc = list_entries(build, &names, err, errlen);
         for (int i = 0; !rc && i < names.n; i++) {
@@ -572,7 +572,7 @@ static int cache_resolve(const char *dir, int level, const char *config, const c
 
 // --- repository layouts: hub snapshots, hf download --local-dir, folders of folders ---------
 
-static int repo_resolve(const char *root, const char *config, const char *split, const char *label, HfFiles *out, char *err,
+static int repo_resolve(const char *root, const char *config, const char *split, const char *label, SourceFiles *out, char *err,
                         size_t errlen) {
     StrList all = {0}, rel = {0}, tops = {0};
     if (walk(root, "", 0, &all, err, errlen)) return sl_free(&all), -1;
@@ -615,7 +615,7 @@ static int repo_resolve(const char *root, const char *config, const char *split,
     else if (!root_files && !split_tops && tops.n == 1) scope = cfg = tops.v[0];
     else if (!root_files && !split_tops && tops.n > 1)
         rc = err_set(err, errlen, "%s holds several configs (%s): choose one", label, list);
-    HfSplits ss = {0};
+    SourceSplits ss = {0};
     if (!rc) {
         // only the scope's files, relative to it
         size_t sn = scope ? strlen(scope) : 0;
@@ -658,7 +658,7 @@ static int repo_resolve(const char *root, const char *config, const char *split,
 
 // --- plain folders, globs, files ----------------------------------------------------------
 
-static int plain_resolve(const char *dir, const StrList *files, const char *config, const char *split, HfFiles *out, char *err,
+static int plain_resolve(const char *dir, const StrList *files, const char *config, const char *split, SourceFiles *out, char *err,
                          size_t errlen) {
     char src[1200];
     snprintf(src, sizeof src, "folder '%s'", dir);
@@ -666,7 +666,7 @@ static int plain_resolve(const char *dir, const StrList *files, const char *conf
     // split by file name only when every file names one (prepare's train_* / val_*): else all is train
     int named = files->n > 0;
     for (int i = 0; named && i < files->n; i++) named = file_split(files->v[i]) >= 0;
-    HfSplits ss = {0};
+    SourceSplits ss = {0};
     ss.nosplits = !named;
     for (int i = 0; i < files->n; i++)
         sl_push(&splits_at(&ss, named ? DEFAULT_SPLITS[file_split(files->v[i])].split : "train")->files,
@@ -676,11 +676,11 @@ static int plain_resolve(const char *dir, const StrList *files, const char *conf
     return rc;
 }
 
-static int folder_resolve(const char *dir, const char *config, const char *split, const char *label, int repo, HfFiles *out,
+static int folder_resolve(const char *dir, const char *config, const char *split, const char *label, int repo, SourceFiles *out,
                           char *err, size_t errlen);
 
 // A repository folder of the hub cache (blobs/, refs/, snapshots/) given as a path: its snapshot.
-static int hub_repo_resolve(const char *dir, const char *config, const char *split, HfFiles *out, char *err, size_t errlen) {
+static int hub_repo_resolve(const char *dir, const char *config, const char *split, SourceFiles *out, char *err, size_t errlen) {
     char snap[4500], label[1200];
     int rc = hub_repo_snapshot(dir, dir, snap, sizeof snap);
     if (rc < 0) return err_set(err, errlen, "hub cache folder %s", snap);
@@ -695,7 +695,7 @@ static int in_hub_snapshot(const char *dir) {
 }
 
 // A folder: whichever of datasets' layouts it is, else a repository layout, else its files.
-static int folder_resolve(const char *dir, const char *config, const char *split, const char *label, int repo, HfFiles *out,
+static int folder_resolve(const char *dir, const char *config, const char *split, const char *label, int repo, SourceFiles *out,
                           char *err, size_t errlen) {
     char *p = xprintf("%s/dataset_dict.json", dir);
     int dd = is_file(p);
@@ -741,7 +741,7 @@ static int folder_resolve(const char *dir, const char *config, const char *split
     return rc;
 }
 
-static int glob_resolve(const char *spec, const char *config, const char *split, HfFiles *out, char *err, size_t errlen) {
+static int glob_resolve(const char *spec, const char *config, const char *split, SourceFiles *out, char *err, size_t errlen) {
     char src[1200];
     snprintf(src, sizeof src, "glob '%s'", spec);
     if (no_configs(config, src, err, errlen)) return -1;
@@ -752,9 +752,9 @@ static int glob_resolve(const char *spec, const char *config, const char *split,
         return err_set(err, errlen, "no files match '%s'", spec);
     }
     if (grc) return err_set(err, errlen, "cannot expand '%s' (%s)", spec, grc == GLOB_NOSPACE ? "out of memory" : "a read error");
-    HfSplits ss = {0};
+    SourceSplits ss = {0};
     ss.nosplits = 1;
-    HfSplit *sp = splits_at(&ss, "train");
+    SourceSplit *sp = splits_at(&ss, "train");
     for (size_t i = 0; i < g.gl_pathc; i++)
         if (!is_dir(g.gl_pathv[i])) sl_push(&sp->files, xprintf("%s", g.gl_pathv[i]));
     globfree(&g);
@@ -819,7 +819,7 @@ static void fetch_hint(const char *repo, const char *config, char *out, size_t l
              "(or download with HF_HUB_CACHE=DIR set, and set HF_HUB_CACHE=DIR here)", repo, inc);
 }
 
-static int name_resolve(const char *spec, const char *config, const char *split, HfFiles *out, char *err, size_t errlen) {
+static int name_resolve(const char *spec, const char *config, const char *split, SourceFiles *out, char *err, size_t errlen) {
     const char *cands[2];
     int nc = 0;
     for (size_t i = 0; i < sizeof HF_SHORT_NAMES / sizeof *HF_SHORT_NAMES; i++)
@@ -862,7 +862,7 @@ static int name_resolve(const char *spec, const char *config, const char *split,
     return rc;
 }
 
-int hf_resolve(const char *spec, const char *config, const char *split, HfFiles *out, char *err, size_t errlen) {
+int source_resolve(const char *spec, const char *config, const char *split, SourceFiles *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     if (!split || !*split) split = "train";
     struct stat st;
@@ -873,7 +873,7 @@ int hf_resolve(const char *spec, const char *config, const char *split, HfFiles 
         char src[1200];
         snprintf(src, sizeof src, "file '%s'", spec);
         if (no_configs(config, src, err, errlen)) return -1;
-        HfSplits ss = {0};
+        SourceSplits ss = {0};
         ss.nosplits = 1;
         sl_push(&splits_at(&ss, "train")->files, xprintf("%s", spec));
         int rc = finish(&ss, split, src, out, err, errlen);
@@ -894,7 +894,7 @@ int hf_resolve(const char *spec, const char *config, const char *split, HfFiles 
     return name_resolve(spec, config, split, out, err, errlen);
 }
 
-void hf_files_free(HfFiles *f) {
+void source_files_free(SourceFiles *f) {
     for (int i = 0; i < f->nfiles; i++) free(f->files[i]);
     free(f->files);
     memset(f, 0, sizeof *f);

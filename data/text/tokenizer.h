@@ -6,9 +6,10 @@
 #ifndef FSDPC_TOKENIZER_H
 #define FSDPC_TOKENIZER_H
 
-#include "../base/cli.h"
+#include "../../base/cli.h"
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct Tokenizer Tokenizer;
 
@@ -18,6 +19,8 @@ typedef struct Tokenizer Tokenizer;
 // found in the local Hugging Face cache. NULL with a one-line reason in err on failure (missing
 // file, unsupported kind, corrupt file).
 Tokenizer *tok_open(const char *spec, char *err, size_t errlen);
+// The specs tok_open takes, in words (for help and errors)
+#define TOK_SPECS "byte, a tokenizer.model or tokenizer.json, GPT-2's encoder.json, a directory or a hub name"
 void tok_free(Tokenizer *t);
 int tok_vocab_size(const Tokenizer *t);
 int tok_bos(const Tokenizer *t);  // -1 when the tokenizer has none (byte, GPT-2)
@@ -51,12 +54,13 @@ size_t tok_piece_bytes(const Tokenizer *t, int32_t prev, int32_t id, char *out, 
 // (shortest forms only, no surrogates, at most U+10FFFF).
 size_t tok_utf8_len(const uint8_t *s, size_t n);
 
-// `fsdpc tokenize --tokenizer SPEC [--bos] [--eos] [--decode]`: one line of space-separated ids
-// per line of stdin (spm_encode --output_format=id), or with --decode one line of text per line
-// of ids (spm_decode --input_format=id). With --chat [--chat_template T] [--labels], chat JSON
-// Lines through data/sft's templates. Returns the process exit status. args: what cli_parse of
-// tokenize_cli filled.
-extern const CliTable tokenize_cli;
-int data_tokenize_main(void *args);
+// Lines of in to lines of space-separated ids on out (spm_encode --output_format=id), with BOS
+// and EOS around each when asked; decode: lines of ids to lines of text (spm_decode
+// --input_format=id). Reading ends early, between lines, once *stop is non-zero (stop may be NULL);
+// *lines is the number of the last input line whose output is out. NULL when all went well (a
+// failed write to out ends it early, for the caller to find), else the reason, with the line
+// number, in why.
+const char *tok_lines(const Tokenizer *t, int bos, int eos, int decode, FILE *in, FILE *out, const volatile int *stop,
+                      unsigned long *lines, char *why, size_t whylen);
 
 #endif

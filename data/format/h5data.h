@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "data.h"
+#include "shardfile.h"
 
 // An HDF5 file's single 2-D integer dataset: fills f->header (file offset of its contiguous
 // rows), width, is_signed, big_endian, row, dset and *rows, with every HDF5 handle closed again,

@@ -14,9 +14,9 @@
 
 #include <stddef.h>
 
-#include "docs.h"
-#include "sft.h"
-#include "tokenizer.h"
+#include "../rows/docs.h"
+#include "../rows/sft.h"
+#include "../text/tokenizer.h"
 
 typedef struct {
     const char *path;
@@ -40,10 +40,10 @@ typedef struct {
 } CacheRequest;
 
 // Collective. Finds or builds the cache of q's inputs and writes its folder to dir; rank 0 logs one
-// line: the formats, rows (null rows skipped), tokens and the folder. An input that cannot be read
-// ends every rank with one line naming it, and leaves no cache behind. Returns 0, or 1 on every
-// rank when *q->stop was set on any rank during the build (its partial folder removed).
-int cache_ensure(const CacheRequest *q, char *dir, size_t len);
+// line: the formats, rows (null rows skipped), tokens and the folder. Returns 0; 1 on every rank
+// when *q->stop was set on any rank during the build (its partial folder removed); -1 on every
+// rank with one line in err (an input that cannot be read, named), leaving no cache behind.
+int cache_ensure(const CacheRequest *q, char *dir, size_t len, char *err, size_t errlen);
 // The shard made of input i.
 void cache_part_path(const char *dir, int i, char *out, size_t len);
 // --data_cache_dir's default: $FSDPC_CACHE_DIR, else $XDG_CACHE_HOME/fsdpc, else ~/.cache/fsdpc.

@@ -10,9 +10,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../model/config.h"
+#include "../../model/config.h"
 #include "docs.h"
-#include "tokenizer.h"
+#include "../text/chat.h"
+#include "../text/tokenizer.h"
 
 // SftFormat (--data_format) and ChatTemplate (--chat_template) are settings of the run, in
 // model/config.h with their names
@@ -30,13 +31,6 @@ typedef struct {
     int vocab;            // the model's vocabulary: input_ids and labels read from a file must be below it
                           // (0: the tokenizer's)
 } SftOptions;
-
-typedef struct {
-    int32_t *ids;     // the row's real tokens (padding removed), BOS/EOS where the format adds them
-    int32_t *labels;  // aligned with ids, unshifted (Hugging Face's convention): labels[t] is the target
-                      // predicted at position t-1; -1 = no loss (Hugging Face's -100). The loss shifts.
-    size_t len, cap;  // realloc-grown by sft_next; a row of padding only has len 0
-} SftRow;
 
 typedef struct SftReader SftReader;
 
@@ -57,26 +51,6 @@ uint64_t sft_progress(const SftReader *r);     // bytes of the file consumed so 
 // The rows' fields seen so far, those the format reads marked used (see DocsFields).
 const DocsFields *sft_fields(const SftReader *r);
 void sft_close(SftReader *r);
-void sft_row_free(SftRow *row);
 
-// One conversation in a template (sft_next's chat rows, `fsdpc tokenize --chat`). Roles are
-// system, user, assistant, or ShareGPT's human (user) and gpt (assistant). Sets *row (its old
-// content replaced). 0, or -1 with err (what is wrong with the conversation; the caller names
-// the file and row).
-typedef struct {
-    const char *role;
-    size_t role_len;
-    const char *content;
-    size_t content_len;
-} SftMessage;
-int sft_chat_encode(const Tokenizer *tok, ChatTemplate t, const SftMessage *m, int n, int train_on_inputs, SftRow *row,
-                    char *err, size_t errlen);
-
-// `fsdpc tokenize --chat`: chat JSON Lines from in, one line of ids per conversation to out (with
-// labels, each followed by a line of its labels, -1 where no loss). NULL when all went well, else
-// the reason (with the line number) in why. Reading ends early, between lines, once *stop is
-// non-zero (stop may be NULL); *lines is the number of the last input line whose output is out.
-const char *sft_tokenize_chat(const Tokenizer *tok, ChatTemplate t, int labels, FILE *in, FILE *out, const volatile int *stop,
-                              unsigned long *lines, char *why, size_t whylen);
 
 #endif

@@ -10,11 +10,11 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "../comm/comm.h"
-#include "arrow.h"
-#include "json.h"
-#include "parquet.h"
-#include "table.h"
+#include "../../base/err.h"
+#include "../format/arrow.h"
+#include "../../base/json.h"
+#include "../format/parquet.h"
+#include "../format/table.h"
 
 #define DOCS_IO_BYTES (1 << 20)
 #define DOCS_MAX_LINE ((size_t)1 << 30)  // one JSON Lines object must fit in memory; beyond this it is no line

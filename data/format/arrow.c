@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "../comm/comm.h"
+#include "../../base/err.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "arrow.c reads little-endian Arrow data with plain loads"

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <utf8proc.h>
 
-#include "../comm/comm.h"
+#include "../../base/err.h"
 
 #define BPE_MERGES_MAX_BYTES ((size_t)1 << 30)
 #define BPE_MAP_CPS (256 + 68)        // code points of the byte -> character mapping
@@ -113,32 +113,17 @@ static void bpe_reserve(int32_t **ids, size_t *cap, size_t need) { *ids = bpe_gr
 
 // ---- UTF-8 ----
 
-size_t bpe_utf8_char(const uint8_t *s, size_t n, size_t *bad) {
-    uint8_t c = s[0], lo = 0x80, hi = 0xBF;
-    size_t len;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-    else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-    else return *bad = 1, 0;
-    size_t k = 1;
-    if (n > 1 && s[1] >= lo && s[1] <= hi)
-        for (k = 2; k < len && k < n && s[k] >= 0x80 && s[k] <= 0xBF;) k++;
-    if (k == len) return len;
-    return *bad = k, 0;
-}
-
 static bool bpe_utf8_valid(const uint8_t *s, size_t n) {
     size_t bad;
     for (size_t i = 0, len; i < n; i += len)
-        if (!(len = s[i] < 0x80 ? 1 : bpe_utf8_char(s + i, n - i, &bad))) return false;
+        if (!(len = s[i] < 0x80 ? 1 : json_utf8_char(s + i, n - i, &bad))) return false;
     return true;
 }
 
 size_t bpe_utf8_lossy(const uint8_t *s, size_t n, uint8_t *out, bool per_byte) {
     size_t k = 0, len, bad;
     for (size_t i = 0; i < n;) {
-        if ((len = bpe_utf8_char(s + i, n - i, &bad))) {
+        if ((len = json_utf8_char(s + i, n - i, &bad))) {
             memcpy(out + k, s + i, len);
             k += len, i += len;
         } else {
@@ -216,7 +201,7 @@ static size_t bpe_unspell(const Bpe *b, const char *s, size_t n, char *out) {
     const uint8_t *u = (const uint8_t *)s;
     size_t k = 0, len, bad;
     for (size_t i = 0; i < n; i += len) {
-        len = bpe_utf8_char(u + i, n - i, &bad);
+        len = json_utf8_char(u + i, n - i, &bad);
         int32_t cp = len == 1 ? u[i] : len == 2 ? (u[i] & 0x1F) << 6 | (u[i + 1] & 0x3F) : -1;  // mapped ones: < U+0800
         if (cp < 0 || cp >= BPE_MAP_CPS || b->cp_byte[cp] < 0) return memcpy(out, s, n), n;
         out[k++] = (char)b->cp_byte[cp];
@@ -871,7 +856,7 @@ static const uint8_t *bpe_normalize(Bpe *b, const uint8_t *s, size_t *n) {
             memcpy(w, BPE_SPACE, 3), w += 3, i++;
         } else if (s[i] < 0x80) {
             *w++ = s[i++];
-        } else if ((cl = bpe_utf8_char(s + i, *n - i, &bad))) {
+        } else if ((cl = json_utf8_char(s + i, *n - i, &bad))) {
             memcpy(w, s + i, cl), w += cl, i += cl;
         } else {
             memcpy(w, "\xEF\xBF\xBD", 3), w += 3, i += o->lossy_per_byte ? 1 : bad;

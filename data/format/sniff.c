@@ -14,8 +14,8 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "../comm/comm.h"
-#include "json.h"
+#include "../../base/err.h"
+#include "../../base/json.h"
 #include "shardfile.h"
 
 #define SNIFF_HEAD (256u << 10)  // bytes sampled from the start of a file
