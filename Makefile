@@ -36,7 +36,7 @@ HOST_LDLIBS := $(LDLIBS)
 # C++ only where a library has no C API (libsentencepiece): thin wrappers with C linkage
 CXX_SRC = $(wildcard data/*.cpp)
 
-SRC = $(wildcard base/*.c comm/*.c model/*.c shard/*.c run/*.c data/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c)
+SRC = $(wildcard base/*.c comm/*.c model/*.c shard/*.c run/*.c data/*.c data/loader/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c)
 ifeq ($(CUDA),1)
 BUILD = build/cuda
 CFLAGS += -DFSDPC_CUDA -I$(CUDA_HOME)/include
@@ -152,7 +152,7 @@ BASE_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard base/*.c))
 build/test_gpu_emu: $(EMU_OBJ) $(EMU)/emu_main.o $(EMU)/device.o $(EMU)/cudnn.o $(EMU)/test_gpu.o $(CPU_KERN_OBJ) $(BASE_OBJ)
 	g++ -fopenmp -pthread $^ -o $@ -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lm $(SAN_LD)
 
-EMU_C_OBJ = $(patsubst %.c,$(EMU)/c/%.o,main.c $(wildcard base/*.c comm/*.c model/*.c shard/*.c run/*.c data/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c) test/emu/c/capi.c)
+EMU_C_OBJ = $(patsubst %.c,$(EMU)/c/%.o,main.c $(wildcard base/*.c comm/*.c model/*.c shard/*.c run/*.c data/*.c data/loader/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c) test/emu/c/capi.c)
 $(EMU)/c/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) -Itest/emu/c $(CFLAGS) -DFSDPC_CUDA -c $< -o $@
