@@ -105,11 +105,10 @@ static void tokenizer_found(Run *r) {
 // data's files are read; the files themselves are compared once the resumed one is chosen.
 static int names_our_data(const char *recorded, void *ctx) {
     const Run *r = ctx;
-    const char *spec = r->data.spec;
     char err[256];
     IdentSource was;
     if (ident_parse(recorded, input_keys[INPUT_TRAIN], &was, err, sizeof err) != 1) return 0;
-    int same = was.spec && !strcmp(was.spec, spec);
+    int same = was.spec && !strcmp(was.spec, r->data.spec);
     ident_source_free(&was);
     return same;
 }
@@ -136,8 +135,8 @@ static int train_vocab_recorded(const Run *r, char *file, size_t filelen) {
     int recorded = 0, val = 0;
     file[0] = 0;
     if (!tok_is_byte(r->tok)) return 0;
-    recorded = data_recorded_vocab(r->data.kind == DATA_EXPLICIT ? r->data.spec : "", c->dataset_config_name, c->train_split[0] ? c->train_split : "train", file,
-                                   filelen);
+    const char *train = r->data.kind == DATA_EXPLICIT ? r->data.spec : "";
+    recorded = data_recorded_vocab(train, c->dataset_config_name, c->train_split[0] ? c->train_split : "train", file, filelen);
     val = data_recorded_vocab(c->val_data, c->dataset_config_name, c->val_split[0] ? c->val_split : "validation", val_file,
                               sizeof val_file);
     if (val > recorded) snprintf(file, filelen, "%s", val_file);

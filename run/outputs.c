@@ -1,7 +1,6 @@
 // outputs: what a training run writes besides checkpoints: the metrics file, TensorBoard events
 // and the log's step and memory lines (see run.h).
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -207,7 +207,8 @@ static void plan_model(PlanFigures *f) {
     cfg->num_threads = kern_num_threads();
     model_plan_build(&f->plan, &cfg->model);
     f->tp = f->dims.tp;
-    if (f->tp > 1) model_plan_tp(&f->plan, f->tp, 0, NULL, f->dims.sequence_parallel);  // a tp rank's parts: every tp rank's are the same size
+    // a tp rank's parts: every tp rank's are the same size
+    if (f->tp > 1) model_plan_tp(&f->plan, f->tp, 0, NULL, f->dims.sequence_parallel);
     if ((sizes = model_check_sizes(&f->plan, cfg->batch_size, cfg->model.max_context_width))) comm_fail_all("plan: %s", sizes);
 }
 
@@ -295,7 +296,8 @@ static void plan_comm(PlanFigures *f) {
     // groups take one rank of each replica's block
     int tpd = f->dims.tp, block = f->shard * tpd, shard_fits = block <= f->rpn && f->rpn % block == 0;
     double shard_bw = group_bw(shard_fits, block < f->rpn ? f->shard : f->rpn / tpd, f->rpn, intra, inter) * GB;
-    double replica_bw = group_bw(f->world <= f->rpn, block < f->rpn && f->rpn % block == 0 ? f->rpn / block : 1, f->rpn, intra, inter) * GB;
+    double replica_bw =
+        group_bw(f->world <= f->rpn, block < f->rpn && f->rpn % block == 0 ? f->rpn / block : 1, f->rpn, intra, inter) * GB;
     // gathers per micro-batch: every unit in forward (a tied embedding/head unit twice when freed
     // in between), and under full-shard every block again in backward
     double fwd = all + (reshard && f->plan.embed_unit == f->plan.head_unit ? embed : 0), bwd = reshard ? blocks : 0;
@@ -375,13 +377,15 @@ static void print_json(const PlanFigures *f, const char *device) {
            "\"shard_group\": %d, \"replica_group\": %d, \"tp\": %d, \"precision\": \"%s\", \"reduce_dtype\": \"%s\", "
            "\"batch_size\": %d, \"grad_accum\": %d, \"checkpoint_every\": %d, \"cpu_offload\": %s, "
            "\"offload_horizon\": %d, \"offloaded_activations_bytes\": %.0f, ",
-           device, f->world, f->rpn, f->nodes, config_sharding_name(f->dims.strategy), f->shard, f->replicas, f->tp, config_precision_name(cfg->precision),
+           device, f->world, f->rpn, f->nodes, config_sharding_name(f->dims.strategy), f->shard, f->replicas, f->tp,
+           config_precision_name(cfg->precision),
            config_precision_name(cfg->reduce_dtype), B, M, f->every, cfg->cpu_offload ? "true" : "false", f->horizon,
            f->acts_offloaded);
     printf("\"per_rank_bytes\": {\"params\": %.0f, \"master\": %.0f, \"gathered\": %.0f, \"grads\": %.0f, "
            "\"optimizer\": %.0f, \"activations\": %.0f, \"buffers\": %.0f, \"peak\": %.0f}, \"capacity_bytes\": %.0f, "
            "\"fits\": %s, \"host_start_bytes_per_node\": %.0f, ",
-           f->e.params, f->master, f->e.gathered, f->e.grads, f->e.optimizer, f->acts, f->e.buffers, f->peak, f->capacity, f->fits ? "true" : "false",
+           f->e.params, f->master, f->e.gathered, f->e.grads, f->e.optimizer, f->acts, f->e.buffers, f->peak, f->capacity,
+           f->fits ? "true" : "false",
            f->gpu ? f->start_host * f->rpn : 0.0);
     printf("\"collectives\": [");
     for (int i = 0; i < f->nc; i++)
@@ -393,7 +397,8 @@ static void print_json(const PlanFigures *f, const char *device) {
     printf("\"flops_per_token\": %.6g, \"recompute_flops_per_token\": %.6g, \"recompute_cost\": %g, "
            "\"tokens_per_step_per_rank\": %.0f, \"peak_flops\": %.6g, \"hbm_bytes_s\": %.6g, \"compute_efficiency\": %.6g, "
            "\"efficiency_source\": \"%s\", \"unhidden_comm_s\": %.6g, ",
-           f->fpt, f->recompute_fpt, f->rho, f->tokens, f->peak_flops, f->gpu ? gpus[a.gpu].hbm_gbs * GB : 0.0, f->efficiency, f->efficiency_source,
+           f->fpt, f->recompute_fpt, f->rho, f->tokens, f->peak_flops, f->gpu ? gpus[a.gpu].hbm_gbs * GB : 0.0, f->efficiency,
+           f->efficiency_source,
            f->edge);
     if (f->timed)
         printf("\"compute_time_s\": %.6g, \"optimizer_time_s\": %.6g, \"step_time_s\": %.6g, \"tokens_per_s\": %.6g, "
@@ -421,7 +426,8 @@ static void print_layout(const PlanFigures *f, const char *device) {
     char tps[48] = "";
     if (f->tp > 1) snprintf(tps, sizeof tps, " x tp %d%s", f->tp, f->dims.sequence_parallel ? " (sequence parallel)" : "");
     printf("layout: %d rank(s), %d node(s) of %d on %s; %s: shard group %d x replica group %d%s; %s, reduce %s\n", f->world,
-           f->nodes, f->rpn, device, config_sharding_name(f->dims.strategy), f->shard, f->replicas, tps, config_precision_name(cfg->precision),
+           f->nodes, f->rpn, device, config_sharding_name(f->dims.strategy), f->shard, f->replicas, tps,
+           config_precision_name(cfg->precision),
            config_precision_name(cfg->reduce_dtype));
     printf("batch: %d x %d tokens x grad_accum %d = %.0f tokens per rank per step, %.0f per step%s\n", B, T, M, f->tokens,
            f->tokens * f->dims.dp, f->tp > 1 ? " (a tp group's ranks read the same tokens)" : "");
@@ -446,7 +452,8 @@ static void print_memory(const PlanFigures *f) {
             M == 1 ? "" : f->shard == 1 ? "micro-batches add into the shard (shard group 1)"
             : cfg->accumulate_unsharded ? "the whole model's, held over the micro-batches (--accumulate_unsharded)"
                                        : "each micro-batch reduce-scattered into the shard");
-    mem_row("optimizer", f->e.optimizer, unit, shard_params, f->gpu && cfg->cpu_offload ? "in host memory (--cpu_offload)" : "AdamW moments");
+    mem_row("optimizer", f->e.optimizer, unit, shard_params,
+            f->gpu && cfg->cpu_offload ? "in host memory (--cpu_offload)" : "AdamW moments");
     mem_row("activations", f->acts, unit, shard_params, ck);
     mem_row("buffers", f->e.buffers, unit, shard_params, "communication: bf16 staging of gathers and reductions");
     mem_row("peak", f->peak, unit, shard_params, "");
@@ -468,8 +475,8 @@ static void print_comm(const PlanFigures *f) {
     printf("\ncommunication per step and rank (ring: (n-1)/n x payload / bandwidth, all-reduce twice that)\n");
     printf("  %-22s %5s %12s %12s %11s %10s\n", "collective", "ranks", "payload GB", "sent GB", "GB/s", "ms");
     for (int i = 0; i < f->nc; i++)
-        printf("  %-22s %5d %12.3f %12.3f %11.1f %10.2f\n", f->coll[i].name, f->coll[i].n, f->coll[i].payload / GB, f->coll[i].sent / GB, f->coll[i].bw / GB,
-               f->coll[i].time * 1e3);
+        printf("  %-22s %5d %12.3f %12.3f %11.1f %10.2f\n", f->coll[i].name, f->coll[i].n, f->coll[i].payload / GB,
+               f->coll[i].sent / GB, f->coll[i].bw / GB, f->coll[i].time * 1e3);
     if (!f->nc) printf("  none (one rank holds everything)\n");
     printf("  %-22s %5s %12s %12.3f %11s %10.2f\n", "total", "", "", f->comm_bytes / GB, "", f->comm_time * 1e3);
 }
