@@ -1,7 +1,8 @@
 #!/bin/bash
 # test_layers: make check-layers on this tree (includes and calls only go down the layers: base ->
 # kernels -> comm -> model -> shard -> data/ckpt -> run -> main), and on planted violations, which
-# it must catch: a wrong include in a copy of the sources, and a wrong call between two objects.
+# it must catch: a wrong include in a copy of the sources, and a wrong call between two objects;
+# and no function in run/ over 80 lines.
 cd "$(dirname "$0")/.." || exit 1
 source test/lib.sh
 BUILD=$(cat build/flavor)
@@ -45,6 +46,16 @@ printf 'int base_low(int x);\nint comm_planted(int x) { return base_low(x); }\n'
 gcc -c "$W/calls/src/comm/planted.c" -o "$W/calls/obj/comm/planted.o" && gcc -c "$W/calls/src/base/planted.c" -o "$W/calls/obj/base/planted.o"
 /usr/bin/python3 test/check_layers.py --objects "$W/calls/obj" "$W/calls/src" >/dev/null 2>&1
 check "layers: a call from comm/ down into base/ passes" $?
+
+# no function in run/ over 80 lines (check_functions.py), and a planted 81-line one fails it, named
+out=$(/usr/bin/python3 test/check_functions.py run 2>&1)
+check "functions: none in run/ is over 80 lines" $? "($(echo "$out" | head -3 | tr '\n' '|'))"
+mkdir -p "$W/funcs" && cp -r run "$W/funcs/"
+{ echo 'int run_planted(int x) {'; for i in $(seq 79); do echo "    x += $i;"; done; echo '}'; } >>"$W/funcs/run/train.c"
+out=$(/usr/bin/python3 test/check_functions.py "$W/funcs/run" 2>&1)
+rc=$?
+[ $rc = 1 ] && echo "$out" | grep -q 'run/train.c:[0-9]*: run_planted is 81 lines, over 80'
+check "functions: a planted 81-line function in run/ fails the check, named" $? "(rc=$rc: $(echo "$out" | head -2 | tr '\n' '|'))"
 
 # a machine without the toolchain: plain make says, in one line, what installs it (not Error 127)
 out=$(env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make --no-print-directory -n CC=fsdpc-no-such-mpicc 2>&1)
