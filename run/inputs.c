@@ -144,24 +144,29 @@ static int train_vocab_recorded(const Run *r, char *file, size_t filelen) {
     return val > recorded ? val : recorded;
 }
 
+// --resume_from_checkpoint to the file resumed (r->resume_file), or none: a folder without one
+// starts the run fresh, a named file that is missing is an error.
+static void resolve_resume(Run *r) {
+    const char *p = r->cfg->resume_from_checkpoint;
+    char line[CKPT_ERR_LEN];
+    if (!p[0]) return;
+    int found = ckpt_resolve(p, names_our_data, r, r->resume_file, sizeof r->resume_file, line, sizeof line);
+    if (found < 0) comm_fail_all("%s", line);
+    if (found) return;
+    size_t n = strlen(p);
+    if (n > 3 && !strcmp(p + n - 3, ".h5")) comm_fail_all("checkpoint file '%s' does not exist", p);
+    log_msg("No checkpoint found in %s, starting fresh\n", p);
+}
+
 // The checkpoint being resumed wins (its config and tokenizer, so a requeued finetune continues),
 // else --init_from, else the flags; the tokenizer sets the vocabulary unless something fixed it.
 void inputs_resolve(Run *r) {
     Config *c = r->cfg;
     decide_data(c, &r->data);
-    char tok_from_source[1024] = "", what[1100], err[1400], line[CKPT_ERR_LEN];
+    char tok_from_source[1024] = "", what[1100], err[1400];
     const char *tok_source = NULL;
     unsigned known = 0;
-    int found = c->resume_from_checkpoint[0] ?
-                    ckpt_resolve(c->resume_from_checkpoint, names_our_data, r, r->resume_file, sizeof r->resume_file, line, sizeof line)
-                                               : 1;  // none asked for: none missing
-    if (found < 0) comm_fail_all("%s", line);
-    if (!found) {
-        const char *p = c->resume_from_checkpoint;
-        size_t n = strlen(p);
-        if (n > 3 && !strcmp(p + n - 3, ".h5")) comm_fail_all("checkpoint file '%s' does not exist", p);
-        log_msg("No checkpoint found in %s, starting fresh\n", p);
-    }
+    resolve_resume(r);
     const char *init = c->init_from;
     size_t ni = strlen(init);
     r->init_h5 = !r->resume_file[0] && ni > 3 && !strcmp(init + ni - 3, ".h5");

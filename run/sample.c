@@ -114,8 +114,10 @@ static const char *generate_text(Run *r, const void *const *P) {
         log_msg("the prompt's %zu tokens exceed the context; its last %d are used\n", n, c->model.max_context_width);
     int go = !e.failed;
     if (r->dims.tp > 1) comm_bcast_bytes(r->plan.tp_group, &go, sizeof go, 0);  // rank 0's write decides for its tp group
-    if (go)
-        model_generate(&r->plan, P, prompt, (int)n, c->num_tokens, c->temperature, c->top_p, (uint64_t)c->seed, emit_token, &e);
+    static char gen_err[512];  // returned: outlives the call
+    if (go && model_generate(&r->plan, P, prompt, (int)n, c->num_tokens, c->temperature, c->top_p, (uint64_t)c->seed,
+                             emit_token, &e, gen_err, sizeof gen_err))
+        e.failed = gen_err;
     if (speak && for_log && !e.failed) print_for_log(e.text, e.len);
     free(e.text);
     if (speak && shard_step(&r->st) > r->start_step && !e.failed) putchar('\n');  // a pure generate run prints the text and nothing else

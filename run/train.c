@@ -446,9 +446,10 @@ static int train_setup(Run *r) {
     inputs_resolve(r);  // first, so the outputs are compared with the inputs it notes
     outputs_open(r);
     check_nsys(c);
-    if (c->trace_file[0] || c->trace_dir[0]) trace_open(c->trace_file, c->trace_dir, c->trace_steps[0], c->trace_steps[1]);
+    char big[2400];
+    if ((c->trace_file[0] || c->trace_dir[0]) && trace_open(c->trace_file, c->trace_dir, c->trace_steps[0], c->trace_steps[1], big, sizeof big))
+        comm_fail_all("%s", big);
     comm_check_same(flags_hash(c), "model configuration or tokenizer after reading its sources (do the files differ between nodes?)");
-    char big[1024];
     if (model_plan_build(&r->plan, &c->model, big, sizeof big)) comm_fail_all("%s", big);
     const char *sizes = model_check_sizes(&r->plan, c->batch_size, c->model.max_context_width);
     if (sizes) comm_fail_all("%s", sizes);
@@ -484,7 +485,8 @@ static int train_loop(Run *r) {
     int skipped = 0;
     r->t_log = clock_now_s();
     for (int step = r->start_step; step < r->max_steps; step++) {
-        trace_step(step + 1);
+        const char *untraced = trace_step(step + 1);
+        if (untraced) comm_fail_all("%s", untraced);
         float lr = train_lr(c, step, r->max_steps);
         char step_range[32];  // nsys picks steps by it: --capture-range=nvtx --nvtx-capture="step N"
         snprintf(step_range, sizeof step_range, "step %d", step + 1);
@@ -530,7 +532,8 @@ static int train_loop(Run *r) {
 // After the last step: outputs closed, a validation-only run's pass, the sample, and the frees.
 static int train_finish(Run *r, int status) {
     Config *c = r->cfg;
-    trace_close();
+    const char *untraced = trace_close();
+    if (untraced) comm_fail_all("%s", untraced);
     ckpt_release_dir();  // no more checkpoints: the directory is free for the next run
     prof_report(r, shard_step(&r->st) - r->start_step);
     kern_timers_report();
