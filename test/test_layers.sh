@@ -2,7 +2,7 @@
 # test_layers: make check-layers on this tree (includes and calls only go down the layers: base ->
 # kernels -> comm -> model -> shard -> data/ckpt -> run -> main), and on planted violations, which
 # it must catch: a wrong include in a copy of the sources, and a wrong call between two objects;
-# and no function in run/ over 80 lines.
+# no function in run/ over 80 lines; and nothing below run/ ending the job (check_exits.py).
 cd "$(dirname "$0")/.." || exit 1
 source test/lib.sh
 BUILD=$(cat build/flavor)
@@ -56,6 +56,23 @@ out=$(/usr/bin/python3 test/check_functions.py "$W/funcs/run" 2>&1)
 rc=$?
 [ $rc = 1 ] && echo "$out" | grep -q 'run/train.c:[0-9]*: run_planted is 81 lines, over 80'
 check "functions: a planted 81-line function in run/ fails the check, named" $? "(rc=$rc: $(echo "$out" | head -2 | tr '\n' '|'))"
+
+# nothing below run/ ends the job but base/err.h's listed exits (check_exits.py); a planted exit
+# in data/ and a planted comm_fail_all in model/ fail it, named, and a listed one passes
+out=$(/usr/bin/python3 test/check_exits.py . 2>&1)
+check "exits: nothing below run/ ends the job outside base/err.h's list" $? "($(echo "$out" | head -3 | tr '\n' '|'))"
+mkdir -p "$W/exits" && for d in base kernels comm model shard data ckpt; do cp -r "$d" "$W/exits/"; done
+printf 'void data_planted(void) { exit(3); }\n' >>"$W/exits/data/loader/loader.c"
+printf 'void model_planted(void) { comm_fail_all("x"); /* exit(1) in a comment */ }\n' >>"$W/exits/model/model.c"
+out=$(/usr/bin/python3 test/check_exits.py "$W/exits" 2>&1)
+rc=$?
+[ $rc = 1 ] && [ "$(echo "$out" | wc -l)" = 2 ] && echo "$out" | grep -q '^data/loader/loader.c:[0-9]*: calls exit, which ends the job below run/' &&
+    echo "$out" | grep -q '^model/model.c:[0-9]*: calls comm_fail_all'
+check "exits: a planted exit in data/ and comm_fail_all in model/ fail the check, named (and nothing else)" $? "(rc=$rc: $(echo "$out" | head -3 | tr '\n' '|'))"
+printf '// exit-ok data/loader/loader.c exit: planted\n' >>"$W/exits/base/err.h"
+out=$(/usr/bin/python3 test/check_exits.py "$W/exits" 2>&1)
+[ "$(echo "$out" | grep -c .)" = 1 ] && ! echo "$out" | grep -q loader.c
+check "exits: an exit listed in base/err.h passes" $? "($(echo "$out" | head -3 | tr '\n' '|'))"
 
 # a machine without the toolchain: plain make says, in one line, what installs it (not Error 127)
 out=$(env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make --no-print-directory -n CC=fsdpc-no-such-mpicc 2>&1)
