@@ -27,7 +27,7 @@ CUDA ?= $(if $(and $(NVCC),$(wildcard kernels/cuda/*.cu)),1,0)
 # x86-64-v3 (AVX2/FMA) rather than -march=native: the binary also runs on the GPU machine's host
 ARCH ?= -march=x86-64-v3
 CFLAGS ?= -O3 $(ARCH) -Wall -Wextra -Wno-unused-parameter
-CFLAGS += -std=gnu11 -fno-math-errno -fopenmp -I$(HDF5_DIR)/include -I$(BLAS_INC) -MMD -MP
+CFLAGS += -std=gnu11 -Werror=implicit-function-declaration -fno-math-errno -fopenmp -I$(HDF5_DIR)/include -I$(BLAS_INC) -MMD -MP
 CXX = g++
 CXXFLAGS ?= -O2 $(ARCH) -Wall -Wextra
 CXXFLAGS += -std=c++17 -MMD -MP
@@ -168,7 +168,7 @@ build/emu_race_check: test/gpu/emu/race_check.cpp $(EMU)/device.o
 # the regression corpus in test/fuzz/corpus.
 FUZZ_CC = clang
 # the family files as descriptors only (model/family.h), so config and checkpoint parsers link without kernels/
-FUZZ_FLAGS = -g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. -DFAMILY_DESCRIPTION_ONLY \
+FUZZ_FLAGS = -g -O1 -std=gnu11 -Werror=implicit-function-declaration -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. -DFAMILY_DESCRIPTION_ONLY \
 	-I/usr/include/hdf5/openmpi -I/usr/include/x86_64-linux-gnu/openmpi
 FUZZ_TARGETS = build/fuzz/fuzz_cli build/fuzz/fuzz_json build/fuzz/fuzz_shard_header build/fuzz/fuzz_jsonl build/fuzz/fuzz_tokenizer \
 	build/fuzz/fuzz_ckpt_validate build/fuzz/fuzz_arrow build/fuzz/fuzz_sniff build/fuzz/fuzz_parquet build/fuzz/fuzz_sft build/fuzz/fuzz_ident

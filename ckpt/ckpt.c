@@ -13,6 +13,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "../base/clock.h"
+#include "../base/err.h"
+#include "../base/log.h"
 #include "../base/limits.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"

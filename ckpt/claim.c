@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/err.h"
+#include "../base/log.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
 #include "foreign.h"

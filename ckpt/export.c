@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/err.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
 #include "../data/source/hub.h"

@@ -9,6 +9,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "../base/err.h"
+#include "../base/log.h"
 #include "../kernels/kernels.h"
 
 // Checksums are defined over the little-endian fp32 bytes; this host's floats are those bytes.

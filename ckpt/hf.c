@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/err.h"
+#include "../base/log.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
 #include "../data/source/hub.h"

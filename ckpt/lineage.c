@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../base/err.h"
+#include "../base/log.h"
 #include "../comm/comm.h"
 #include "h5.h"
 

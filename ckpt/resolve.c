@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../base/err.h"
+#include "../base/log.h"
 #include "../comm/comm.h"
 #include "foreign.h"
 

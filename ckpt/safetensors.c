@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/err.h"
 #include "../base/half.h"
 #include "../comm/comm.h"
 #include "../base/json.h"

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../base/err.h"
 #include "../comm/comm.h"
 #include "h5.h"
 

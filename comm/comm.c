@@ -2,6 +2,9 @@
 #define _GNU_SOURCE  // sched_getaffinity, CPU_COUNT
 #include "comm.h"
 
+#include "../base/clock.h"
+#include "../base/err.h"
+#include "../base/log.h"
 #include "../kernels/backend.h"
 #include "../kernels/kernels.h"
 #include "flight.h"

@@ -7,10 +7,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-// the ground floor that comm's users need beside it: error exits, checked allocation, logging, the clock
-#include "../base/clock.h"
-#include "../base/err.h"
-#include "../base/log.h"
 
 typedef struct {
     int rank, world;             // in MPI_COMM_WORLD

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "../base/clock.h"
 
 typedef struct {
     const char *op, *group;  // string literals: safe to read from a signal handler

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../base/clock.h"
+#include "../base/err.h"
 #include "../kernels/cuda/cuda_backend.h"
 #include "comm.h"
 

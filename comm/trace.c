@@ -11,6 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../base/clock.h"
+#include "../base/err.h"
+#include "../base/log.h"
 #include "../kernels/kernels.h"
 #include "comm.h"
 #include "io.h"

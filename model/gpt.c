@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "../base/err.h"
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
 #include "family.h"

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/err.h"
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
 #include "family.h"

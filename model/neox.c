@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../base/err.h"
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
 #include "family.h"

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "../base/log.h"
 #include "../ckpt/ckpt.h"
 #include "../ckpt/export.h"
 #include "../comm/comm.h"

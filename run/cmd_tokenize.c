@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../base/log.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
 #include "../data/rows/sft.h"

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../base/err.h"
+#include "../base/log.h"
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
 #include "../model/config.h"

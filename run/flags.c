@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/err.h"
 #include "../base/checked.h"
 #include "../comm/comm.h"
 #include "../model/family.h"

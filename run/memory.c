@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../base/log.h"
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
 

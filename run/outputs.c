@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/clock.h"
+#include "../base/log.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
 #include "../kernels/kernels.h"

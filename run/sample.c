@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../base/err.h"
+#include "../base/log.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
 #include "../data/rows/sft.h"

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../base/clock.h"
+#include "../base/log.h"
 #include "../base/checked.h"
 #include "../base/limits.h"
 #include "../comm/comm.h"

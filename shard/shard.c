@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/err.h"
 #include "../comm/trace.h"
 #include "../kernels/kernels.h"
 

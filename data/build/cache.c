@@ -11,6 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../base/clock.h"
+#include "../../base/err.h"
+#include "../../base/log.h"
 #include "../../comm/comm.h"
 #include "../format/shardfile.h"
 

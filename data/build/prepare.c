@@ -1,6 +1,9 @@
 // prepare: `fsdpc prepare` turns text files and JSON Lines (plain or gzipped) into token shards,
 // the input split among the MPI ranks, each writing shards of its own.
 #include "prepare.h"
+#include "../../base/clock.h"
+#include "../../base/err.h"
+#include "../../base/log.h"
 #include "../format/shardfile.h"
 
 #include <dirent.h>

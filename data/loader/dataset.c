@@ -1,5 +1,7 @@
 // dataset: a data spec to its token files (recognised, checked, the cache built where documents
 // need it), the used part of each, and synthetic data.
+#include "../../base/err.h"
+#include "../../base/log.h"
 #include "../data.h"
 #include "../build/cache.h"
 #include "../format/h5data.h"

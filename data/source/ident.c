@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "../../base/err.h"
 #include "../../comm/comm.h"
 #include "../../base/json.h"
 

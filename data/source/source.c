@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../base/err.h"
 #include "../../comm/comm.h"
 #include "hub.h"
 #include "../../base/json.h"

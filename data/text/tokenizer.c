@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "../../base/err.h"
 #include "../../comm/comm.h"
 #include "bpe.h"
 #include "../source/hub.h"

@@ -1,6 +1,7 @@
 // Fuzz builds link the parsers with this stand-in for comm/: an error that would end the job
 // longjmps back to the harness instead, so one run can try many inputs.
 #include "stub.h"
+#include "../../base/err.h"
 #include "../../data/format/h5data.h"
 
 #include <stdarg.h>

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/err.h"
 #include "comm/comm.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"

@@ -19,6 +19,7 @@
 #include "shard/shard.h"
 #include "run/flags.h"
 #include "run/train.h"
+#include "../../base/err.h"
 
 static int failures = 0;
 
