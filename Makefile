@@ -10,7 +10,7 @@ HDF5_DIR = /usr/lib/x86_64-linux-gnu/hdf5/mpich
 PROG = fsdpc-mpich
 # the test binaries and tools share names across flavours and are launched with Open MPI's mpirun
 ifneq ($(filter-out all fsdpc-mpich deps clean,$(or $(MAKECMDGOALS),all)),)
-$(error MPI=mpich builds ./fsdpc-mpich only (make MPI=mpich); `make test` builds and runs it in test/test_mpich.sh)
+$(error MPI=mpich builds ./fsdpc-mpich only (make MPI=mpich); `make test` builds and runs it in test/integration/test_mpich.sh)
 endif
 else ifeq ($(MPI),openmpi)
 CC = $(if $(shell command -v mpicc.openmpi 2>/dev/null),mpicc.openmpi,mpicc)
@@ -34,9 +34,9 @@ CXXFLAGS += -std=c++17 -MMD -MP
 LDLIBS = -L$(HDF5_DIR)/lib -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lsentencepiece -lstdc++ -lpcre2-8 -lutf8proc -lsnappy -lzstd -llz4 -lm
 HOST_LDLIBS := $(LDLIBS)
 # C++ only where a library has no C API (libsentencepiece): thin wrappers with C linkage
-CXX_SRC = $(wildcard data/*.cpp)
+CXX_SRC = $(wildcard data/*/*.cpp)
 
-SRC = $(wildcard base/*.c comm/*.c model/*.c shard/*.c run/*.c data/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c)
+SRC = $(wildcard base/*.c comm/*.c model/*.c shard/*.c run/*.c data/*/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c)
 ifeq ($(CUDA),1)
 BUILD = build/cuda
 CFLAGS += -DFSDPC_CUDA -I$(CUDA_HOME)/include
@@ -69,7 +69,7 @@ endif
 FLAVOR = build/flavor$(if $(filter mpich,$(MPI)),-mpich)
 $(shell mkdir -p build; [ "$$(cat $(FLAVOR) 2>/dev/null)" = "$(BUILD)" ] || echo "$(BUILD)" >$(FLAVOR))
 OBJ = $(SRC:%.c=$(BUILD)/%.o) $(CXX_SRC:%.cpp=$(BUILD)/%.o) $(CU_OBJ)
-# build/test_gpu, in a CUDA build: test/test_bundle.sh packs it as run/gpu-bundle.sh would
+# build/test_gpu, in a CUDA build: test/gpu/test_bundle.sh packs it as run/gpu-bundle.sh would
 TESTS = build/test_kernels build/test_model build/test_comm build/test_arrow build/test_sources build/test_parquet build/test_sft build/test_gpu_emu build/fsdpc_emu \
 	build/emu_race_check $(FUZZ_TARGETS) $(if $(filter 1,$(CUDA)),build/test_gpu)
 
@@ -102,11 +102,11 @@ $(CU_BUILD)/%.o: %.cu
 $(PROG): $(BUILD)/main.o $(OBJ) $(FLAVOR)
 	$(CC) $(CFLAGS) $(filter-out $(FLAVOR),$^) -o $@ $(LDLIBS)
 
-build/test_%: test/test_%.c $(OBJ) $(FLAVOR)
+build/test_%: test/unit/test_%.c $(OBJ) $(FLAVOR)
 	$(CC) $(CFLAGS) -I. $(filter-out $(FLAVOR),$^) -o $@ $(LDLIBS)
 
 # The GPU code on the CPU (needs no nvcc): the CUDA sources, with kernel launches rewritten, against
-# test/emu's fakes of the CUDA runtime, cuBLASLt, WMMA, CUB and NCCL (one CPU thread per GPU thread,
+# test/gpu/emu's fakes of the CUDA runtime, cuBLASLt, WMMA, CUB and NCCL (one CPU thread per GPU thread,
 # device memory inaccessible to host code). build/test_gpu_emu is test_gpu on it; build/fsdpc_emu
 # is the whole program with the emulated GPU as its CUDA device.
 # the emulator's C objects take CFLAGS, sanitizers included: a folder per flavour keeps them apart
@@ -114,7 +114,7 @@ EMU = build/emu$(if $(filter 1,$(SAN)),-san)
 EMU_OBJ = $(patsubst kernels/cuda/%.cu,$(EMU)/%.o,$(wildcard kernels/cuda/*.cu))
 EMU_HDR = $(patsubst kernels/cuda/%,$(EMU)/%,$(wildcard kernels/cuda/*.cuh))
 EMU_REWRITE = perl -pe 's/(\w+)<<<(.*?)>>>\(/emu_launch($$1, $$2)(/g; s/extern __shared__ (__align__\(\d+\) )?float smem\[\];/float *smem = emu::dyn_smem;/; s/__shared__ (\w+) (\w+)\[(\w+)\];/$$1 (&$$2)[$$3] = emu::shared_array<$$1, $$3, __LINE__>();/'
-EMU_CXX = g++ -std=c++20 -O1 -pthread -DFSDPC_CUDA -Itest/emu/include -Ikernels/cuda -I. -idirafter $(CUDA_HOME)/include -Wall -Wno-unused-parameter -Wno-unknown-pragmas -MMD -MP
+EMU_CXX = g++ -std=c++20 -O1 -pthread -DFSDPC_CUDA -Itest/gpu/emu/include -Ikernels/cuda -I. -idirafter $(CUDA_HOME)/include -Wall -Wno-unused-parameter -Wno-unknown-pragmas -MMD -MP
 CPU_KERN_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard kernels/cpu/*.c))
 
 .PRECIOUS: $(EMU)/%.cpp
@@ -131,19 +131,19 @@ $(EMU_HDR): $(EMU)/%.cuh: kernels/cuda/%.cuh Makefile
 $(EMU)/%.o: $(EMU)/%.cpp $(EMU_HDR)
 	$(EMU_CXX) -c $< -o $@
 
-$(EMU)/emu_main.o: test/emu/emu_main.cpp
+$(EMU)/emu_main.o: test/gpu/emu/emu_main.cpp
 	@mkdir -p $(EMU)
 	$(EMU_CXX) -c $< -o $@
 
-$(EMU)/device.o: test/emu/device.cpp test/emu/emu_device.h
+$(EMU)/device.o: test/gpu/emu/device.cpp test/gpu/emu/emu_device.h
 	@mkdir -p $(EMU)
 	$(EMU_CXX) -c $< -o $@
 
-$(EMU)/cudnn.o: test/emu/cudnn.cpp test/emu/emu_device.h
+$(EMU)/cudnn.o: test/gpu/emu/cudnn.cpp test/gpu/emu/emu_device.h
 	@mkdir -p $(EMU)
 	$(EMU_CXX) -c $< -o $@
 
-$(EMU)/test_gpu.o: test/test_gpu.c
+$(EMU)/test_gpu.o: test/gpu/test_gpu.c
 	@mkdir -p $(EMU)
 	gcc $(CFLAGS) -DFSDPC_CUDA -Dmain=test_main -I. -c $< -o $@
 
@@ -152,15 +152,15 @@ BASE_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard base/*.c))
 build/test_gpu_emu: $(EMU_OBJ) $(EMU)/emu_main.o $(EMU)/device.o $(EMU)/cudnn.o $(EMU)/test_gpu.o $(CPU_KERN_OBJ) $(BASE_OBJ)
 	g++ -fopenmp -pthread $^ -o $@ -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lm $(SAN_LD)
 
-EMU_C_OBJ = $(patsubst %.c,$(EMU)/c/%.o,main.c $(wildcard base/*.c comm/*.c model/*.c shard/*.c run/*.c data/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c) test/emu/c/capi.c)
+EMU_C_OBJ = $(patsubst %.c,$(EMU)/c/%.o,main.c $(wildcard base/*.c comm/*.c model/*.c shard/*.c run/*.c data/*/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c) test/gpu/emu/c/capi.c)
 $(EMU)/c/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) -Itest/emu/c $(CFLAGS) -DFSDPC_CUDA -c $< -o $@
+	$(CC) -Itest/gpu/emu/c $(CFLAGS) -DFSDPC_CUDA -c $< -o $@
 
 build/fsdpc_emu: $(EMU_C_OBJ) $(CXX_SRC:%.cpp=$(BUILD)/%.o) $(EMU_OBJ) $(EMU)/device.o $(EMU)/cudnn.o
 	$(CC) $(CFLAGS) $^ -o $@ $(HOST_LDLIBS) -lstdc++
 
-build/emu_race_check: test/emu/race_check.cpp $(EMU)/device.o
+build/emu_race_check: test/gpu/emu/race_check.cpp $(EMU)/device.o
 	$(EMU_CXX) $^ -o $@
 
 # libFuzzer targets (clang): the parsers of hostile input, built with ASan and UBSan against
@@ -175,20 +175,21 @@ FUZZ_TARGETS = build/fuzz/fuzz_cli build/fuzz/fuzz_json build/fuzz/fuzz_shard_he
 FUZZ_SECONDS ?= 60
 FAMILY_SRC = model/family.c model/llama.c model/gpt.c model/neox.c
 build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c run/flags.c run/recipes.c model/config.c base/cli.c $(FAMILY_SRC) base/checked.c test/fuzz/stub.c
-build/fuzz/fuzz_json: test/fuzz/fuzz_json.c data/json.c test/fuzz/stub.c
-build/fuzz/fuzz_shard_header: test/fuzz/fuzz_shard_header.c data/shardfile.c test/fuzz/stub.c
-build/fuzz/fuzz_arrow: test/fuzz/fuzz_arrow.c data/arrow.c test/fuzz/stub.c
+build/fuzz/fuzz_json: test/fuzz/fuzz_json.c base/json.c test/fuzz/stub.c
+build/fuzz/fuzz_shard_header: test/fuzz/fuzz_shard_header.c data/format/shardfile.c test/fuzz/stub.c
+build/fuzz/fuzz_arrow: test/fuzz/fuzz_arrow.c data/format/arrow.c test/fuzz/stub.c
 build/fuzz/fuzz_ckpt_validate: test/fuzz/fuzz_ckpt_validate.c ckpt/validate.c model/config.c base/cli.c $(FAMILY_SRC) base/checked.c test/fuzz/stub.c
-build/fuzz/fuzz_sniff: test/fuzz/fuzz_sniff.c data/sniff.c data/json.c test/fuzz/stub.c
-build/fuzz/fuzz_parquet: test/fuzz/fuzz_parquet.c data/parquet.c test/fuzz/stub.c
-# tokenizer.c runs `tokenize --chat` through data/sft, which reads rows through data/docs
-TOKENIZER_SRC = comm/io.c model/config.c base/cli.c $(FAMILY_SRC) base/checked.c data/tokenizer.c data/bpe.c data/hub.c data/json.c data/sft.c data/docs.c data/arrow.c data/parquet.c build/fuzz/sentencepiece.o
-build/fuzz/fuzz_jsonl: test/fuzz/fuzz_jsonl.c data/prepare.c data/shardfile.c data/docs.c data/sniff.c data/hfdata.c data/arrow.c data/parquet.c $(TOKENIZER_SRC) test/fuzz/stub.c
+build/fuzz/fuzz_sniff: test/fuzz/fuzz_sniff.c data/format/sniff.c base/json.c test/fuzz/stub.c
+build/fuzz/fuzz_parquet: test/fuzz/fuzz_parquet.c data/format/parquet.c test/fuzz/stub.c
+# the tokenizers with the finetuning rows they build (data/rows/sft reads rows through data/rows/docs and names
+# its formats through model/config)
+TOKENIZER_SRC = comm/io.c model/config.c base/cli.c $(FAMILY_SRC) base/checked.c data/text/tokenizer.c data/text/chat.c data/text/bpe.c data/source/hub.c base/json.c data/rows/sft.c data/rows/docs.c data/format/arrow.c data/format/parquet.c build/fuzz/sentencepiece.o
+build/fuzz/fuzz_jsonl: test/fuzz/fuzz_jsonl.c data/build/prepare.c data/format/shardfile.c data/rows/docs.c data/format/sniff.c data/source/source.c data/format/arrow.c data/format/parquet.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_tokenizer: test/fuzz/fuzz_tokenizer.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_sft: test/fuzz/fuzz_sft.c $(TOKENIZER_SRC) test/fuzz/stub.c
-# ident.c names files as UTF-8 with the tokenizer's character check
-build/fuzz/fuzz_ident: test/fuzz/fuzz_ident.c data/ident.c $(TOKENIZER_SRC) test/fuzz/stub.c
-build/fuzz/sentencepiece.o: data/sentencepiece.cpp
+# ident.c names files as UTF-8 with base/json's character check
+build/fuzz/fuzz_ident: test/fuzz/fuzz_ident.c data/source/ident.c $(TOKENIZER_SRC) test/fuzz/stub.c
+build/fuzz/sentencepiece.o: data/text/sentencepiece.cpp
 	@mkdir -p build/fuzz
 	clang++ -g -O1 -std=c++17 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr -c $< -o $@
 build/fuzz/%:
@@ -217,12 +218,12 @@ check: deps
 
 # includes and calls only go down the layers (docs/DESIGN.md, "Layers")
 check-layers: fsdpc
-	/usr/bin/python3 test/check_layers.py --objects $(BUILD) .
+	/usr/bin/python3 test/meta/check_layers.py --objects $(BUILD) .
 
 # a real single-node Slurm (slurmctld, slurmd, munge from Debian) for the launch recipes;
 # make test runs it too, and it skips with a reason where the daemons cannot start
 test-slurm: fsdpc
-	bash test/test_slurm.sh
+	bash test/integration/test_slurm.sh
 
 bench: deps
 	@$(MAKE) --no-print-directory fsdpc
@@ -230,7 +231,7 @@ bench: deps
 
 # GPU machine: the CUDA build's binary and build/test_gpu (see docs/gpu.md)
 test-gpu: fsdpc build/test_gpu
-	bash test/run_gpu_tests.sh
+	bash test/gpu/run_gpu_tests.sh
 
 bench-gpu: fsdpc
 	bash bench/bench_gpu.sh

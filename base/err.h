@@ -19,7 +19,7 @@
 // - xxxCheck helpers (mallocCheck, callocCheck here; mpiCheck, cudaCheck, ncclCheck, h5Check where
 //   their libraries are called) wrap calls that fail only for such reasons, with err_fatal's exit.
 //
-// The rank-safe exits below run/, the only job-ending calls there (test/check_exits.py reads these
+// The rank-safe exits below run/, the only job-ending calls there (test/meta/check_exits.py reads these
 // lines and fails on any other exit, abort, MPI_Abort or comm_fail_*/comm_check_* below run/):
 // exit-ok base/err.c exit: err_fatal_at itself, after the hooks that end every rank
 // exit-ok base/limits.c _exit,limits_fail_early: before MPI starts, a limit its start-up would

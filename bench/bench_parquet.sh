@@ -7,7 +7,7 @@
 # page-cached file.
 # Best of 7 runs each: the reader timed inside test_parquet from opening the file to its last row,
 # cat as a whole process less its start-up. Prints "parquet ids read / cat bandwidth: X" per file.
-# Usage: bench_parquet.sh [ROWS]; the npm packages come from build/npm as test/test_parquet.sh
+# Usage: bench_parquet.sh [ROWS]; the npm packages come from build/npm as test/integration/test_parquet.sh
 # fetches them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +15,7 @@ ROWS=${1:-24000}
 NPM=${FSDPC_NPM_CACHE:-build/npm}
 make -s build/test_parquet
 if [ ! -f "$NPM/parquet-wasm/.complete" ] || [ ! -f "$NPM/apache-arrow/.complete" ]; then
-    echo "bench_parquet: no parquet-wasm / apache-arrow in $NPM (run test/test_parquet.sh first)" >&2
+    echo "bench_parquet: no parquet-wasm / apache-arrow in $NPM (run test/integration/test_parquet.sh first)" >&2
     exit 1
 fi
 W=$(mktemp -d)

@@ -58,7 +58,7 @@ def main():
                      ("OMP_WAIT_POLICY", "PASSIVE")):
         os.environ.setdefault(var, str(val))
     import torch
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "ref"))
     from llama_ref import Llama, LlamaConfig, adamw_for, loss_fn
 
     torch.set_num_threads(args.threads)

@@ -16,7 +16,7 @@
 #include "../base/limits.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
-#include "../data/ident.h"
+#include "../data/source/ident.h"
 #include "h5.h"
 
 #define VERIFY_CHUNK ((size_t)1 << 20)  // elements read at a time by ckpt_verify

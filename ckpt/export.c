@@ -12,8 +12,8 @@
 
 #include "../comm/comm.h"
 #include "../comm/io.h"
-#include "../data/hub.h"
-#include "../data/json.h"
+#include "../data/source/hub.h"
+#include "../base/json.h"
 #include "../base/cli.h"
 #include "../model/family.h"
 #include "hf.h"

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../data/sniff.h"
+#include "../data/format/sniff.h"
 
 #define SCAN_DEPTH 2       // levels of subfolders looked into: <dir>/<step folder>/<tp folder>
 #define SCAN_ENTRIES 4096  // entries looked at in all, so a mistyped path (a home folder) costs little

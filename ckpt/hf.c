@@ -16,8 +16,8 @@
 
 #include "../comm/comm.h"
 #include "../comm/io.h"
-#include "../data/hub.h"
-#include "../data/json.h"
+#include "../data/source/hub.h"
+#include "../base/json.h"
 #include "../kernels/kernels.h"
 #include "../model/family.h"
 #include "ckpt.h"

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "../data/json.h"
+#include "../base/json.h"
 #include "../model/config.h"
 #include "../model/family.h"
 #include "../shard/shard.h"

@@ -12,7 +12,7 @@
 
 #include "../base/half.h"
 #include "../comm/comm.h"
-#include "../data/json.h"
+#include "../base/json.h"
 
 // the format's own cap on the header (safetensors refuses larger ones too)
 #define ST_MAX_HEADER (100ull << 20)

@@ -106,7 +106,7 @@ static void worker_name(char *out, size_t len) {
     snprintf(out, len, "%s_%ld", host, (long)getpid());
 }
 
-void trace_open(const char *file, const char *dir, int first_step, int last_step) {
+int trace_open(const char *file, const char *dir, int first_step, int last_step, char *line, size_t linelen) {
     static char err[2400], derr[1400];
     const char *e = NULL;
     snprintf(T.path, sizeof T.path, "%s", file);
@@ -133,12 +133,13 @@ void trace_open(const char *file, const char *dir, int first_step, int last_step
                           comm_path_error(tmp, errno)), derr);
         else fclose(f), unlink(tmp);
     }
-    comm_check_all(e);
+    if (comm_agree(e, line, linelen)) return -1;
     // the events' budget: the merged file's, shared by the ranks; else each rank's file has its own
     T.limit = (size_t)(last_step - first_step + 1) * BYTES_PER_STEP / (size_t)(T.path[0] ? comm_info.world : 1);
     if (T.limit < (64 << 10)) T.limit = 64 << 10;
     comm_barrier(comm_world());
     T.zero_us = clock_now_us();
+    return 0;
 }
 
 // current resident memory of this process in MiB, from /proc/self/statm (pages)
@@ -237,7 +238,8 @@ static const char *write_merged_file(double *mb) {
 }
 
 // The metadata that names rank R's process and rows, then the outputs.
-static void write_outputs(void) {
+// NULL, or the first failing rank's line on every rank
+static const char *write_outputs(void) {
     T.limit += 64 << 10;  // room for the metadata past the events' budget
     emit("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d\"}}", comm_info.rank,
          comm_info.rank);
@@ -271,7 +273,7 @@ static void write_outputs(void) {
     free(T.buf);
     T.buf = NULL;
     T.len = T.cap = 0;
-    comm_check_all(e);
+    return comm_first_error(e);
 }
 
 // The step just recorded as one span around its rows' spans, named as torch.profiler names a
@@ -282,36 +284,36 @@ static void step_span_end(void) {
          (double)(clock_now_us() - T.step_start), T.step);
 }
 
-void trace_step(int step) {
-    if ((!T.path[0] && !T.dir[0]) || T.done) return;
+const char *trace_step(int step) {
+    if ((!T.path[0] && !T.dir[0]) || T.done) return NULL;
     if (trace_on) step_span_end();
     T.step = step;
     if (step >= T.first && step <= T.last) trace_on = 1;  // a resumed run may start inside the window
     if (trace_on && step > T.last) {
         trace_on = 0;
         T.done = 1;
-        write_outputs();
-        return;
+        return write_outputs();
     }
     T.step_start = clock_now_us();
     trace_counter("memory", rss_mib());
+    return NULL;
 }
 
-void trace_close(void) {
+const char *trace_close(void) {
     if ((T.path[0] || T.dir[0]) && !T.done && !trace_on) {  // asked for, never written: say so rather than leave no file unexplained
         char what[2100] = "";
         if (T.path[0]) snprintf(what, sizeof what, "--trace_file %s", T.path);
         if (T.dir[0]) snprintf(what + strlen(what), sizeof what - strlen(what), "%s--trace_dir %s", T.path[0] ? " and " : "", T.dir);
         log_msg("warning: %s not written: the run never reached --trace_steps %d:%d (%s)\n", what, T.first, T.last,
                 T.step ? "it ended before them, or resumed after them" : "it ran no training step");
-        return;
+        return NULL;
     }
-    if (!trace_on) return;
+    if (!trace_on) return NULL;
     step_span_end();
     trace_on = 0;
     T.done = 1;
     T.step++;  // the window ended after the step that ran last
-    write_outputs();
+    return write_outputs();
 }
 
 void trace_begin_at(TraceThread t, const char *name, int unit) {

@@ -17,14 +17,16 @@ extern int trace_on;  // nonzero while the step window is being recorded
 // Collective, at start-up: checks that rank 0 can write `file` and every rank a file in the
 // folder `dir` (made by the caller), either "" when not asked for (every rank fails with one line
 // if not), and aligns the ranks' clocks (a barrier, then each rank's time zero). Steps
-// first..last (1-based, as logged) are recorded.
-void trace_open(const char *file, const char *dir, int first_step, int last_step);
+// first..last (1-based, as logged) are recorded. 0, or -1 on every rank with the line in err.
+int trace_open(const char *file, const char *dir, int first_step, int last_step, char *err, size_t errlen);
 // Collective, before step `step` (1-based) runs: starts the window, or after its last step writes
 // the outputs: each rank its file in `dir`, and rank 0 `file` with every rank's events gathered
-// (each written under a temporary name, then renamed).
-void trace_step(int step);
-// Collective, at the end of the run: writes the outputs if the window is still open.
-void trace_close(void);
+// (each written under a temporary name, then renamed). NULL, or on every rank the line of the
+// first rank that could not write.
+const char *trace_step(int step);
+// Collective, at the end of the run: writes the outputs if the window is still open (NULL, or the
+// line as trace_step's).
+const char *trace_close(void);
 
 void trace_begin_at(TraceThread t, const char *name, int unit);
 void trace_end_at(TraceThread t);

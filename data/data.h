@@ -2,37 +2,23 @@
 // read as bytes, HDF5 (samples, length) integer datasets; documents in text, JSON Lines, Arrow or
 // Parquet files, and Hugging Face dataset folders and hub names, through the tokenized cache),
 // synthetic tokens, a layout-free sample order, and a prefetching loader.
+// The one header the rest of the program uses. Its stages are folders, each using only those above it:
+//   format/  what bytes on disk are: token shards, HDF5 samples, Arrow, Parquet, sniffing (base, and
+//            comm's message for an unreadable path)
+//   source/  where a spec's files are: Hugging Face folders and hub caches, and their identities
+//   text/    text to ids and back: the tokenizers, BPE, SentencePiece, chat templates
+//   rows/    the documents and finetuning rows of one file
+//   build/   documents to token shards: the data cache, and `fsdpc prepare`'s library part
+//   loader/  the dataset, the sample order and the background loader (this header's functions)
 #ifndef FSDPC_DATA_H
 #define FSDPC_DATA_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ident.h"
-#include "shardfile.h"
-#include "tokenizer.h"
-
-typedef struct {
-    char path[512];
-    int fd;
-    size_t header;     // bytes before the first token (HDF5: the file offset of the dataset's rows)
-    int width;         // bytes per token: 1 (text as bytes), 2 or 4; HDF5 integers also 1 or 8
-    int text;          // a file of no known format, read as bytes (the byte tokenizer's ids)
-    uint64_t begin;    // first token of the used range (HDF5: first row)
-    uint64_t nchunks;  // samples in the used range: T+1 tokens each, stride T (HDF5: rows)
-    // HDF5 (samples, length) datasets: each row is one sample, its first T+1 tokens
-    uint64_t row;      // tokens per row; 0 for the token stream formats
-    int is_signed, big_endian;
-    char dset[256];    // the dataset's name, for messages
-    int vocab;         // the vocabulary the file records (an HDF5 attribute), 0: none
-    const char *vocab_attr;  // that attribute's name
-    // a data cache part's index (data/cache.h): nidx - 1 documents (rows), document i its tokens
-    // idx[i] .. idx[i+1]; NULL for files without one
-    const uint64_t *idx;
-    uint64_t nidx;
-    size_t idx_bytes;  // the mapping's length
-    int lab_fd;        // finetuning rows: the labels beside the tokens (-1: none)
-} TokenFile;
+#include "source/ident.h"
+#include "format/shardfile.h"
+#include "text/tokenizer.h"
 
 typedef struct {
     char spec[512];
@@ -55,7 +41,7 @@ typedef struct {
 
 // Where a dataset comes from.
 typedef struct {
-    const char *spec;         // a file, folder, glob, Hugging Face dataset folder or hub name (data/hfdata.h)
+    const char *spec;         // a file, folder, glob, Hugging Face dataset folder or hub name (data/source/source.h)
     const char *config;       // --dataset_config_name, or NULL
     const char *split;        // "train" or "validation"
     int optional;             // a missing split is no error: data_open returns 0
@@ -75,20 +61,18 @@ typedef struct {
     void *ctx;
 } DataSource;
 
-// Collective. Resolves src, checks that every rank sees the same files (data/ident.h: names,
-// sizes, a CRC of each one's head and tail; a rank that differs ends the job with one line naming
-// it and the first file that differs), recognises each file by its content (data/sniff.h): token shards and
+// Collective. Resolves src, checks that every rank sees the same files (data/source/ident.h:
+// names, sizes, a CRC of each one's head and tail; a rank that differs is named with the first
+// file that differs), recognises each file by its content (data/format/sniff.h): token shards and
 // HDF5 are read as they are, plain text as bytes under the byte tokenizer, and documents (text,
-// JSON Lines, Arrow, Parquet) through the tokenized cache (data/cache.h); anything else is refused
-// naming the file and what it is. Keeps the part [frac_begin, frac_end) of each file's tokens,
-// so one file can give a training head and a validation tail. Returns 1, 0 when an optional
-// split does not exist, or -1 on every rank when *src->stop was set during a cache build; a bad
-// file stops every rank with one line.
-int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_begin, double frac_end);
-// The format of a data file from its first bytes (got of them, at most LLMC_HEADER_BYTES) and its
-// size: sets f->header and f->width and *ntok, or returns a one-line message naming path.
-const char *data_parse_header(const unsigned char *head, size_t got, uint64_t size, const char *path, TokenFile *f,
-                              uint64_t *ntok);
+// JSON Lines, Arrow, Parquet) through the tokenized cache (data/build/cache.h); anything else is
+// refused naming the file and what it is. Keeps the part [frac_begin, frac_end) of each file's
+// tokens, so one file can give a training head and a validation tail. Returns 1; 0 when an
+// optional split does not exist; DATA_STOPPED on every rank when *src->stop was set during a
+// cache build; -1 with one line in err (2048 bytes hold any) on every rank that found it (a file
+// one rank cannot read: that rank alone).
+#define DATA_STOPPED (-2)
+int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_begin, double frac_end, char *err, size_t errlen);
 void data_open_synthetic(Dataset *d, int T, int vocab);
 // The largest vocabulary the HDF5 files of a data spec record (data/h5data.h), 0 when none does;
 // *file names the file it came from. Resolution problems are data_open's to report.
@@ -135,10 +119,11 @@ void data_plan_rows(DataPlan *p, int B, uint64_t first);
 typedef struct DataLoader DataLoader;
 // shuffled: training order (data_train_chunk); else validation order (chunks in file order)
 DataLoader *data_loader_new(const Dataset *d, uint64_t seed, int B, int shuffled);
-// Returns in out the micro-batch of plan cur, then starts reading plan next in the background
-// (NULL: nothing). A read error (I/O, token id >= vocab) stops with the file name, the global
-// sample and `what` (the batch for the message, e.g. "step 3"; NULL: none).
-void data_loader_next(DataLoader *l, const DataPlan *cur, const DataPlan *next, DataBatch *out, const char *what);
+// Returns NULL with the micro-batch of plan cur in out, then starts reading plan next in the
+// background (NULL: nothing). A read error (I/O, token id >= vocab) is this rank's alone: the
+// line, `what` (the batch, e.g. "step 3"; NULL: none), the file name and the global sample, valid
+// until the next call.
+const char *data_loader_next(DataLoader *l, const DataPlan *cur, const DataPlan *next, DataBatch *out, const char *what);
 void data_loader_free(DataLoader *l);
 
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/err.h"
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
 #include "../base/rng.h"
@@ -21,10 +22,12 @@ static int by_prob_desc(const void *a, const void *b) {
     return (pa < pb) - (pa > pb);
 }
 
-int32_t model_sample(float *logits, int V, float temperature, float top_p, uint64_t *rng) {
+int32_t model_sample(float *logits, int V, float temperature, float top_p, uint64_t *rng, char *err, size_t errlen) {
     int32_t best = 0;
     for (int i = 0; i < V; i++) {
-        if (!isfinite(logits[i])) comm_fail_local("generation: logit %d is %g: the weights are not finite or too large (a diverged checkpoint?)", i, logits[i]);
+        if (!isfinite(logits[i]))
+            return err_set(err, errlen, "generation: logit %d is %g: the weights are not finite or too large (a diverged checkpoint?)",
+                           i, logits[i]);
         if (logits[i] > logits[best]) best = i;
     }
     if (temperature == 0.0f) return best;
@@ -76,21 +79,25 @@ static float *forward_tokens(const ModelPlan *plan, const void *const *P, Activa
 }
 
 // Under tensor parallelism the tp group's first rank samples and emits; every rank of the group
-// takes its token and whether to go on, so all run the same forwards. 0 to stop.
+// takes its token and whether to go on, so all run the same forwards. 0 to stop, -1 (the line in
+// err) when no token could be sampled.
 static int next_token(const ModelPlan *plan, float *logits, float temperature, float top_p, uint64_t *rng,
-                      int (*emit)(int32_t tok, void *ctx), void *ctx, int32_t *tok) {
-    int32_t msg[2] = {0, 0};  // the token, and 1 to go on
+                      int (*emit)(int32_t tok, void *ctx), void *ctx, int32_t *tok, char *err, size_t errlen) {
+    int32_t msg[2] = {0, 0};  // the token, and 1 to go on (-1: none sampled)
     if (plan->tp < 2 || plan->tp_rank == 0) {
-        msg[0] = model_sample(logits, plan->cfg.vocab_size, temperature, top_p, rng);
-        msg[1] = emit(msg[0], ctx);
+        msg[0] = model_sample(logits, plan->cfg.vocab_size, temperature, top_p, rng, err, errlen);
+        msg[1] = msg[0] < 0 ? -1 : emit(msg[0], ctx) != 0;
     }
     if (plan->tp > 1) comm_bcast_bytes(plan->tp_group, msg, sizeof msg, 0);
+    if (msg[1] < 0 && plan->tp > 1 && plan->tp_rank)
+        err_set(err, errlen, "generation: the tensor-parallel group's first rank could not sample a token");
     *tok = msg[0];
     return msg[1];
 }
 
-void model_generate(const ModelPlan *plan, const void *const *P, const int32_t *prompt, int n, int num_tokens,
-                    float temperature, float top_p, uint64_t seed, int (*emit)(int32_t tok, void *ctx), void *ctx) {
+int model_generate(const ModelPlan *plan, const void *const *P, const int32_t *prompt, int n, int num_tokens,
+                   float temperature, float top_p, uint64_t seed, int (*emit)(int32_t tok, void *ctx), void *ctx, char *err,
+                   size_t errlen) {
     const ModelConfig *c = &plan->cfg;
     int T = c->max_context_width;
     Activations a;
@@ -102,9 +109,10 @@ void model_generate(const ModelPlan *plan, const void *const *P, const int32_t *
     memcpy(window, prompt + (n - len), (size_t)len * sizeof(int32_t));
     float *logits = forward_tokens(plan, P, &a, window, len, 0, host_logits);
     uint64_t rng = seed;
-    for (int i = 0; i < num_tokens; i++) {
+    int go = 1;
+    for (int i = 0; i < num_tokens && go > 0; i++) {
         int32_t tok;
-        if (!next_token(plan, logits, temperature, top_p, &rng, emit, ctx, &tok)) break;
+        if ((go = next_token(plan, logits, temperature, top_p, &rng, emit, ctx, &tok, err, errlen)) <= 0) break;
         if (len == T) {
             int keep = T / 2;
             memmove(window, window + (T - keep), (size_t)keep * sizeof(int32_t));
@@ -120,4 +128,5 @@ void model_generate(const ModelPlan *plan, const void *const *P, const int32_t *
     free(window);
     free(host_logits);
     model_acts_free(&a);
+    return go < 0 ? -1 : 0;
 }

@@ -9,11 +9,11 @@
 #include <unistd.h>
 
 #include "../comm/comm.h"
-#include "../data/shardfile.h"
-#include "../data/tokenizer.h"
 #include "../kernels/kernels.h"
 #include "../model/config.h"
 #include "../model/family.h"
+#include "cmd_prepare.h"
+#include "cmd_tokenize.h"
 #include "flags.h"
 #include "plan.h"
 #include "train.h"
@@ -57,9 +57,9 @@ static int train_command(void *args) {
 static const Command commands[] = {
     {NULL, "fsdpc [SUBCOMMAND] [--flag value | --flag=value ...]", "train, evaluate and generate", &flags_cli, train_command},
     {"prepare", "fsdpc prepare --input FILE ... --output DIR [--flag value ...]",
-     "tokenize text, JSON Lines, Arrow and Parquet into token shards, ahead of training", &prepare_cli, data_prepare},
+     "tokenize text, JSON Lines, Arrow and Parquet into token shards, ahead of training", &prepare_cli, cmd_prepare},
     {"tokenize", "fsdpc tokenize --tokenizer SPEC [--flag ...] <input >output",
-     "lines of stdin to lines of token ids (or back, or chat JSON Lines to ids)", &tokenize_cli, data_tokenize_main},
+     "lines of stdin to lines of token ids (or back, or chat JSON Lines to ids)", &tokenize_cli, cmd_tokenize},
     {"export", "fsdpc export --checkpoint DIR|FILE --output DIR [--flag value ...]",
      "a checkpoint's weights, config and tokenizer as a Hugging Face model folder", &cmd_export_cli, cmd_export_main},
     {"plan", "fsdpc plan [training flags] [plan flags]",

@@ -13,7 +13,7 @@
 # `. .gpu/install.sh` (run/gpu-bundle-install.sh: checks that glibc, unpacks, exports the
 # environment, puts ./fsdpc and build/test_gpu in place, names any library still missing and fails).
 #
-# GPU_BUNDLE_DIR: where (default .gpu). GPU_BUNDLE_TEST=1 (test/test_bundle.sh): a CPU-only
+# GPU_BUNDLE_DIR: where (default .gpu). GPU_BUNDLE_TEST=1 (test/gpu/test_bundle.sh): a CPU-only
 # ./fsdpc is accepted, build/test_gpu is optional, and the archive is gzip -1 (seconds; xz -6
 # takes minutes on 2 busy cores, for a 2.5x smaller file).
 set -euo pipefail

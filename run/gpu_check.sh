@@ -125,9 +125,9 @@ stage_load() {
 stage_tests() {
     if [ "$DRY" = 1 ]; then  # test_gpu_emu's whole suite takes minutes: its quickest mode stands in
         TEST_GPU="$TEST_GPU --cudnn_shapes" GPU_TESTS_STEPS=3 GPU_TESTS_MODEL="--tokenizer byte --hidden_width 256 --num_layers 1 --num_heads 4
-            --num_key_value_heads 2 --intermediate_size 256 --max_context_width 16 --batch_size 2 --train_data data/tinyshakespeare.txt" bash test/run_gpu_tests.sh
+            --num_key_value_heads 2 --intermediate_size 256 --max_context_width 16 --batch_size 2 --train_data data/tinyshakespeare.txt" bash test/gpu/run_gpu_tests.sh
     else
-        bash test/run_gpu_tests.sh
+        bash test/gpu/run_gpu_tests.sh
     fi
     local rc=$? sum
     sum=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$W/tests.log" | tail -1)

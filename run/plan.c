@@ -9,16 +9,16 @@
 
 #include "../ckpt/ckpt.h"
 #include "../comm/comm.h"
-#include "../data/tokenizer.h"
+#include "../data/text/tokenizer.h"
 #include "../kernels/kernels.h"
 #include "../base/cli.h"
 #include "../model/config.h"
 #include "../model/model.h"
-#include "flags.h"
 #include "recipes.h"
 #include "../shard/parallel.h"
 #include "../shard/shard.h"
-#include "train.h"
+#include "flags.h"
+#include "memory.h"
 
 typedef enum { GPU_H100, GPU_H100_PCIE, GPU_H200, GPU_A100, GPU_A100_40G } PlanGpu;
 
@@ -132,18 +132,42 @@ static double group_bw(int fits, int per_node, int rpn, double intra, double int
     return fits ? intra : inter * per_node / rpn;
 }
 
-// a row of the memory table, in GiB, or MiB for a model that small (unit)
-// a row of the memory table: its bytes, and per parameter of the rank's shard (shard_params)
+// a row of the memory table: its bytes, in GiB, or MiB for a model that small (unit), and per
+// parameter of the rank's shard (shard_params)
 static void mem_row(const char *what, double bytes, double unit, double shard_params, const char *note) {
     printf("  %-12s %9.2f %s %7.2f B/param%s%s\n", what, bytes / unit, unit == GIB ? "GiB" : "MiB", bytes / shard_params,
            note[0] ? "  " : "", note);
 }
 
-int plan_main(void *args) {
-    comm_stop_phase("plan");  // writes only stdout: a stop ends it at once
-    PlanCommand *pc = args;
-    const PlanArgs a = pc->a;
-    Config *cfg = &pc->cfg;
+// What a plan works out, section by section (plan_main).
+typedef struct {
+    PlanArgs a;
+    Config *cfg;
+    int gpu, world, rpn, nodes, tp;
+    ParallelDims dims;
+    ModelPlan plan;
+    // memory: the estimate (e, acts, peak: the GPU's share or the host's; host: the host's), what
+    // one rank may use (capacity, said in capacity_what) and whether the peak fits in it
+    ShardMemEstimate e, host;
+    double acts, acts_offloaded, peak, master, start_host, capacity;
+    char capacity_what[160];
+    int fits;
+    // communication: the collectives of a step, their sum, and the part nothing hides (edge)
+    int shard, replicas;  // the shard and replica groups' sizes
+    Coll coll[8];
+    int nc;
+    double block_params, comm_bytes, comm_time, edge;
+    // step time
+    double fpt, tokens, recompute_fpt, peak_flops, micro, width_half, efficiency, rho, adam_bw, optim, compute, exposed, step,
+        mfu, tokens_s;
+    const char *efficiency_source;
+    int every, horizon, recomputed, fitted, timed;
+} PlanFigures;
+
+// The model and the layout the plan is for, settled as training would settle them.
+static void plan_model(PlanFigures *f) {
+    Config *cfg = f->cfg;
+    const PlanArgs a = f->a;
     flags_finish(cfg);
     // a resume folder that holds no checkpoint starts the run fresh (the recipes' launch lines name one)
     char found[1024], err[CKPT_ERR_LEN];
@@ -165,279 +189,349 @@ int plan_main(void *args) {
         tok_free(t);
         if (why) comm_fail_all("plan: %s", why);
     }
-    int gpu = cfg->device != KERN_DEVICE_CPU;
-    int world = a.world_size, rpn = a.ranks_per_node;
-    if (!world) world = rpn ? rpn : gpu ? GPU_RANKS_PER_NODE : 1;
-    if (!rpn) rpn = gpu ? GPU_RANKS_PER_NODE : world;
-    if (rpn > world) rpn = world;
-    if (world % rpn)
-        comm_fail_all("plan: --world_size %d is not a whole number of nodes of --ranks_per_node %d", world, rpn);
-    int nodes = world / rpn;
-    const char *sizes = flags_check_world(cfg, world);
+    f->gpu = cfg->device != KERN_DEVICE_CPU;
+    f->world = a.world_size;
+    f->rpn = a.ranks_per_node;
+    if (!f->world) f->world = f->rpn ? f->rpn : f->gpu ? GPU_RANKS_PER_NODE : 1;
+    if (!f->rpn) f->rpn = f->gpu ? GPU_RANKS_PER_NODE : f->world;
+    if (f->rpn > f->world) f->rpn = f->world;
+    if (f->world % f->rpn)
+        comm_fail_all("plan: --world_size %d is not a whole number of nodes of --ranks_per_node %d", f->world, f->rpn);
+    f->nodes = f->world / f->rpn;
+    const char *sizes = flags_check_world(cfg, f->world);
     if (sizes) comm_fail_all("plan: %s", sizes);
-    ParallelDims dims;
-    const char *why = parallel_dims_build(&dims, cfg, world, rpn);
+    const char *why = parallel_dims_build(&f->dims, cfg, f->world, f->rpn);
     if (why) comm_fail_all("plan: %s", why);
-    if (gpu && (why = kern_size_as_gpu())) comm_fail_all("plan: %s", why);
+    if (f->gpu && (why = kern_size_as_gpu())) comm_fail_all("plan: %s", why);
     kern_set_compute_bf16(cfg->precision == PRECISION_BF16);  // activation sizes follow (kern_act_bytes)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     // a CPU run's attention scratch is per thread: the threads each of the node's ranks would get
-    comm_check_all(kern_init(cfg->num_threads ? cfg->num_threads : cores / rpn > 1 ? (int)(cores / rpn) : 1));
+    comm_check_all(kern_init(cfg->num_threads ? cfg->num_threads : cores / f->rpn > 1 ? (int)(cores / f->rpn) : 1));
     cfg->num_threads = kern_num_threads();
-
-    ModelPlan plan;
     char big[1024];
-    if (model_plan_build(&plan, &cfg->model, big, sizeof big)) comm_fail_all("%s", big);
-    int tp = dims.tp;
-    if (tp > 1) model_plan_tp(&plan, tp, 0, NULL, dims.sequence_parallel);  // a tp rank's parts: every tp rank's are the same size
-    if ((sizes = model_check_sizes(&plan, cfg->batch_size, cfg->model.max_context_width))) comm_fail_all("plan: %s", sizes);
-    const ModelConfig *m = &cfg->model;
-    int B = cfg->batch_size, T = m->max_context_width, M = cfg->grad_accum, L = m->num_layers;
+    if (model_plan_build(&f->plan, &cfg->model, big, sizeof big)) comm_fail_all("%s", big);
+    f->tp = f->dims.tp;
+    // a tp rank's parts: every tp rank's are the same size
+    if (f->tp > 1) model_plan_tp(&f->plan, f->tp, 0, NULL, f->dims.sequence_parallel);
+    if ((sizes = model_check_sizes(&f->plan, cfg->batch_size, cfg->model.max_context_width))) comm_fail_all("plan: %s", sizes);
+}
 
-    // ---- memory: the start-up check's estimate, the GPU's share or the host's ----
-    ShardMemEstimate e, host;
-    double acts, host_acts, acts_offloaded, unused;
-    double peak = train_memory_estimate(&plan, cfg, &dims, gpu, &e, &acts, &acts_offloaded);
-    train_memory_estimate(&plan, cfg, &dims, 0, &host, &host_acts, &unused);
-    double master = host.optimizer / 2;  // each AdamW moment is the master shard's size
-    double start_host = host.params - master;  // the start's staging beside the shards: one unit's shard
-    double capacity;  // what one rank may use
-    char capacity_what[160];
+// ---- memory: the start-up check's estimate, the GPU's share or the host's ----
+static void plan_memory(PlanFigures *f) {
+    const Config *cfg = f->cfg;
+    const PlanArgs a = f->a;
+    double host_acts, unused;
+    f->peak = memory_estimate(&f->plan, cfg, &f->dims, f->gpu, &f->e, &f->acts, &f->acts_offloaded);
+    memory_estimate(&f->plan, cfg, &f->dims, 0, &f->host, &host_acts, &unused);
+    f->master = f->host.optimizer / 2;  // each AdamW moment is the master shard's size
+    f->start_host = f->host.params - f->master;  // the start's staging beside the shards: one unit's shard
     const char *mem_source = "--host_memory";
-    if (gpu) {
+    if (f->gpu) {
         double gib = a.gpu_memory > 0 ? a.gpu_memory : gpus[a.gpu].mem_gib;
-        capacity = (gib - RESERVE_GIB) * GIB;
-        snprintf(capacity_what, sizeof capacity_what, "%.1f GiB of the GPU's %.1f GiB (%.0f GiB kept for CUDA, NCCL, cuBLASLt)",
-                 capacity / GIB, gib, RESERVE_GIB);
+        f->capacity = (gib - RESERVE_GIB) * GIB;
+        snprintf(f->capacity_what, sizeof f->capacity_what, "%.1f GiB of the GPU's %.1f GiB (%.0f GiB kept for CUDA, NCCL, cuBLASLt)",
+                 f->capacity / GIB, gib, RESERVE_GIB);
     } else {
         double node = a.host_memory > 0 ? a.host_memory * GIB : comm_mem_available(&mem_source);
-        capacity = node / rpn;
-        snprintf(capacity_what, sizeof capacity_what, "%.2f GiB, 1/%d of the node's %.2f GiB (%s)", capacity / GIB, rpn,
+        f->capacity = node / f->rpn;
+        snprintf(f->capacity_what, sizeof f->capacity_what, "%.2f GiB, 1/%d of the node's %.2f GiB (%s)", f->capacity / GIB, f->rpn,
                  node / GIB, mem_source);
     }
-    int fits = capacity <= 0 || peak <= capacity;
+    f->fits = f->capacity <= 0 || f->peak <= f->capacity;
+}
 
-    // ---- communication per step ----
-    int g = dims.shard_size, r = dims.replica_size, reshard = dims.reshard_after_forward;
-    double pb = cfg->precision == PRECISION_BF16 ? 2 : 4, gb = cfg->reduce_dtype == PRECISION_BF16 ? 2 : 4;
-    double all = 0, blocks = 0, embed = 0, block_params = 0;
-    for (int u = 0; u < plan.nunits; u++) {
-        double padded = (double)((plan.units[u].numel + g - 1) / g * g);  // shard's padding to the group
-        all += padded;
-        if (u >= plan.block0 && u < plan.block0 + L) blocks += padded, block_params += (double)plan.units[u].numel;
-        if (u == plan.embed_unit) embed = padded;
-    }
-    double intra = a.intra_bw > 0 ? a.intra_bw : gpu ? gpus[a.gpu].nvlink_gbs : CPU_INTRA_GBS;
-    if (a.net != NET_DEFAULT && a.inter_bw > 0)
-        comm_fail_all("plan: --interconnect %s and --inter_node_bw %g both set the bandwidth between nodes; give one",
-                      cli_choice_name(net_names, a.net), a.inter_bw);
-    double inter = a.inter_bw > 0 ? a.inter_bw : net_gbs[a.net != NET_DEFAULT ? a.net : (int)(gpu ? GPU_NET : CPU_NET)];
-    // a shard group is every tp-th rank of g * tp consecutive ones (consecutive at tp 1); replica
-    // groups take one rank of each replica's block
-    int tpd = dims.tp, block = g * tpd, shard_fits = block <= rpn && rpn % block == 0;
-    double shard_bw = group_bw(shard_fits, block < rpn ? g : rpn / tpd, rpn, intra, inter) * GB;
-    double replica_bw = group_bw(world <= rpn, block < rpn && rpn % block == 0 ? rpn / block : 1, rpn, intra, inter) * GB;
-    // gathers per micro-batch: every unit in forward (a tied embedding/head unit twice when freed
-    // in between), and under full-shard every block again in backward
-    double fwd = all + (reshard && plan.embed_unit == plan.head_unit ? embed : 0), bwd = reshard ? blocks : 0;
-    // sharded accumulation reduces every micro-batch; --accumulate_unsharded and shard group 1 once a step
-    int reductions = g > 1 && !cfg->accumulate_unsharded ? M : 1;
-    Coll c[8];
-    int nc = 0;
-    if (g > 1) {
-        c[nc++] = ring("all-gather forward", g, M * fwd * pb, shard_bw, 0);
-        if (bwd > 0) c[nc++] = ring("all-gather backward", g, M * bwd * pb, shard_bw, 0);
-        c[nc++] = ring("reduce-scatter", g, reductions * all * gb, shard_bw, 0);
-    }
-    if (r > 1) c[nc++] = ring("all-reduce replicas", r, reductions * all / g * gb, replica_bw, 1);
-    // tensor parallelism, per micro-batch: forward sums the embedding and each block's two
-    // row-parallel outputs (fp32, the residual stream's), again for each recomputed block; backward
-    // the head's and each block's two input gradients (the activation dtype); a tp group is inside
-    // a node. These wait on the compute stream: none overlaps. Sequence parallelism turns each sum
-    // into a reduce-scatter and gathers what the column-parallel matmuls read: in forward the
-    // norm outputs (each block's two and the head's), in backward the branch gradients and the
-    // embedding's (fp32) and the two norm outputs again, which it keeps only as the rank's rows.
-    // (The norms' and biases' gradients summed over the group once a step are left out: D each.)
+// Tensor parallelism, per micro-batch: forward sums the embedding and each block's two
+// row-parallel outputs (fp32, the residual stream's), again for each recomputed block; backward
+// the head's and each block's two input gradients (the activation dtype); a tp group is inside
+// a node. These wait on the compute stream: none overlaps. Sequence parallelism turns each sum
+// into a reduce-scatter and gathers what the column-parallel matmuls read: in forward the
+// norm outputs (each block's two and the head's), in backward the branch gradients and the
+// embedding's (fp32) and the two norm outputs again, which it keeps only as the rank's rows.
+// (The norms' and biases' gradients summed over the group once a step are left out: D each.)
+// Adds them to f->coll; returns their time.
+static double tp_collectives(PlanFigures *f, double intra) {
+    const Config *cfg = f->cfg;
+    const ModelConfig *m = &cfg->model;
+    int B = cfg->batch_size, T = m->max_context_width, M = cfg->grad_accum, L = m->num_layers;
     int every_tp = !cfg->activation_checkpoints ? 0 : cfg->selective_checkpointing > 0 ? cfg->selective_checkpointing : 1;
     int recomputed_tp = every_tp > 0 ? (L + every_tp - 1) / every_tp : 0;
     double act_bytes = (double)B * T * m->hidden_width, tp_exposed = 0;
-    if (tp > 1) {
-        double fwd_n = 1.0 + 2.0 * (L + recomputed_tp), bwd_n = 1.0 + 2.0 * L, ab = gpu && cfg->precision == PRECISION_BF16 ? 2 : 4;
-        if (dims.sequence_parallel) {
-            c[nc++] = ring("tp reduce-scatter fwd", tp, M * fwd_n * act_bytes * 4, intra * GB, 0);
-            c[nc++] = ring("tp all-gather fwd", tp, M * fwd_n * act_bytes * ab, intra * GB, 0);
-            c[nc++] = ring("tp reduce-scatter bwd", tp, M * bwd_n * act_bytes * ab, intra * GB, 0);
-            c[nc++] = ring("tp all-gather bwd", tp, M * (bwd_n * 4 + 2.0 * L * ab) * act_bytes, intra * GB, 0);
-            for (int i = nc - 4; i < nc; i++) tp_exposed += c[i].time;
+    if (f->tp > 1) {
+        double fwd_n = 1.0 + 2.0 * (L + recomputed_tp), bwd_n = 1.0 + 2.0 * L, ab = f->gpu && cfg->precision == PRECISION_BF16 ? 2 : 4;
+        if (f->dims.sequence_parallel) {
+            f->coll[f->nc++] = ring("tp reduce-scatter fwd", f->tp, M * fwd_n * act_bytes * 4, intra * GB, 0);
+            f->coll[f->nc++] = ring("tp all-gather fwd", f->tp, M * fwd_n * act_bytes * ab, intra * GB, 0);
+            f->coll[f->nc++] = ring("tp reduce-scatter bwd", f->tp, M * bwd_n * act_bytes * ab, intra * GB, 0);
+            f->coll[f->nc++] = ring("tp all-gather bwd", f->tp, M * (bwd_n * 4 + 2.0 * L * ab) * act_bytes, intra * GB, 0);
+            for (int i = f->nc - 4; i < f->nc; i++) tp_exposed += f->coll[i].time;
         } else {
-            c[nc++] = ring("tp all-reduce forward", tp, M * fwd_n * act_bytes * 4, intra * GB, 1);
-            tp_exposed += c[nc - 1].time;
-            c[nc++] = ring("tp all-reduce backward", tp, M * bwd_n * act_bytes * ab, intra * GB, 1);
-            tp_exposed += c[nc - 1].time;
+            f->coll[f->nc++] = ring("tp all-reduce forward", f->tp, M * fwd_n * act_bytes * 4, intra * GB, 1);
+            tp_exposed += f->coll[f->nc - 1].time;
+            f->coll[f->nc++] = ring("tp all-reduce backward", f->tp, M * bwd_n * act_bytes * ab, intra * GB, 1);
+            tp_exposed += f->coll[f->nc - 1].time;
         }
     }
-    double comm_bytes = 0, comm_time = 0;
-    for (int i = 0; i < nc; i++) comm_bytes += c[i].sent, comm_time += c[i].time;
+    return tp_exposed;
+}
+
+// ---- communication per step ----
+static void plan_comm(PlanFigures *f) {
+    const Config *cfg = f->cfg;
+    const PlanArgs a = f->a;
+    int M = cfg->grad_accum, L = cfg->model.num_layers;
+    f->shard = f->dims.shard_size;
+    f->replicas = f->dims.replica_size;
+    int reshard = f->dims.reshard_after_forward;
+    double pb = cfg->precision == PRECISION_BF16 ? 2 : 4, gb = cfg->reduce_dtype == PRECISION_BF16 ? 2 : 4;
+    double all = 0, blocks = 0, embed = 0;
+    f->block_params = 0;
+    for (int u = 0; u < f->plan.nunits; u++) {
+        double padded = (double)((f->plan.units[u].numel + f->shard - 1) / f->shard * f->shard);  // shard's padding to the group
+        all += padded;
+        if (u >= f->plan.block0 && u < f->plan.block0 + L) blocks += padded, f->block_params += (double)f->plan.units[u].numel;
+        if (u == f->plan.embed_unit) embed = padded;
+    }
+    double intra = a.intra_bw > 0 ? a.intra_bw : f->gpu ? gpus[a.gpu].nvlink_gbs : CPU_INTRA_GBS;
+    if (a.net != NET_DEFAULT && a.inter_bw > 0)
+        comm_fail_all("plan: --interconnect %s and --inter_node_bw %g both set the bandwidth between nodes; give one",
+                      cli_choice_name(net_names, a.net), a.inter_bw);
+    double inter = a.inter_bw > 0 ? a.inter_bw : net_gbs[a.net != NET_DEFAULT ? a.net : (int)(f->gpu ? GPU_NET : CPU_NET)];
+    // a shard group is every tp-th rank of g * tp consecutive ones (consecutive at tp 1); replica
+    // groups take one rank of each replica's block
+    int tpd = f->dims.tp, block = f->shard * tpd, shard_fits = block <= f->rpn && f->rpn % block == 0;
+    double shard_bw = group_bw(shard_fits, block < f->rpn ? f->shard : f->rpn / tpd, f->rpn, intra, inter) * GB;
+    double replica_bw =
+        group_bw(f->world <= f->rpn, block < f->rpn && f->rpn % block == 0 ? f->rpn / block : 1, f->rpn, intra, inter) * GB;
+    // gathers per micro-batch: every unit in forward (a tied embedding/head unit twice when freed
+    // in between), and under full-shard every block again in backward
+    double fwd = all + (reshard && f->plan.embed_unit == f->plan.head_unit ? embed : 0), bwd = reshard ? blocks : 0;
+    // sharded accumulation reduces every micro-batch; --accumulate_unsharded and shard group 1 once a step
+    int reductions = f->shard > 1 && !cfg->accumulate_unsharded ? M : 1;
+    f->nc = 0;
+    if (f->shard > 1) {
+        f->coll[f->nc++] = ring("all-gather forward", f->shard, M * fwd * pb, shard_bw, 0);
+        if (bwd > 0) f->coll[f->nc++] = ring("all-gather backward", f->shard, M * bwd * pb, shard_bw, 0);
+        f->coll[f->nc++] = ring("reduce-scatter", f->shard, reductions * all * gb, shard_bw, 0);
+    }
+    if (f->replicas > 1) f->coll[f->nc++] = ring("all-reduce replicas", f->replicas, reductions * all / f->shard * gb, replica_bw, 1);
+    double tp_exposed = tp_collectives(f, intra);
+    f->comm_bytes = 0;
+    f->comm_time = 0;
+    for (int i = 0; i < f->nc; i++) f->comm_bytes += f->coll[i].sent, f->comm_time += f->coll[i].time;
     // never hidden: each micro-batch's first gather (nothing computes before it) and the last
     // unit's reduction (nothing computes after it); the rest overlaps compute on its own stream
-    double edge = g > 1 ? M * ring("", g, embed * pb, shard_bw, 0).time + ring("", g, embed * gb, shard_bw, 0).time : 0;
-    if (r > 1) edge += ring("", r, embed / g * gb, replica_bw, 1).time;
-    edge += tp_exposed;
+    f->edge = f->shard > 1 ? M * ring("", f->shard, embed * pb, shard_bw, 0).time + ring("", f->shard, embed * gb, shard_bw, 0).time : 0;
+    if (f->replicas > 1) f->edge += ring("", f->replicas, embed / f->shard * gb, replica_bw, 1).time;
+    f->edge += tp_exposed;
+}
 
-    // ---- step time: a roofline ----
-    double fpt = model_flops_per_token(&plan, T), tokens = (double)B * T * M;
-    int every = train_ckpt_every(cfg, gpu), horizon = train_offload_horizon(cfg, gpu);
-    int recomputed = every > 0 ? (L + every - 1) / every : 0;  // blocks 0, every, 2*every, ... (model.h)
+// ---- step time: a roofline ----
+static void plan_time(PlanFigures *f) {
+    const Config *cfg = f->cfg;
+    const PlanArgs a = f->a;
+    const ModelConfig *m = &cfg->model;
+    int B = cfg->batch_size, T = m->max_context_width, M = cfg->grad_accum, L = m->num_layers;
+    f->fpt = model_flops_per_token(&f->plan, T);
+    f->tokens = (double)B * T * M;
+    f->every = memory_ckpt_every(cfg, f->gpu);
+    f->horizon = memory_offload_horizon(cfg, f->gpu);
+    f->recomputed = f->every > 0 ? (L + f->every - 1) / f->every : 0;  // blocks 0, every, 2*every, ... (model.h)
     // a recomputed block runs its forward again: a third of its training FLOPs
-    double block_fpt = fpt - 6.0 * ((double)plan.num_params - block_params);
-    double recompute_fpt = L > 0 ? (double)recomputed / L * block_fpt / 3.0 : 0.0;
-    double peak_flops = a.gpu_tflops > 0 ? a.gpu_tflops * 1e12
-                        : gpu ? (cfg->precision == PRECISION_BF16 ? gpus[a.gpu].bf16_tflops : gpus[a.gpu].fp32_tflops) * 1e12
+    double block_fpt = f->fpt - 6.0 * ((double)f->plan.num_params - f->block_params);
+    f->recompute_fpt = L > 0 ? (double)f->recomputed / L * block_fpt / 3.0 : 0.0;
+    f->peak_flops = a.gpu_tflops > 0 ? a.gpu_tflops * 1e12
+                        : f->gpu ? (cfg->precision == PRECISION_BF16 ? gpus[a.gpu].bf16_tflops : gpus[a.gpu].fp32_tflops) * 1e12
                               : 0.0;  // a CPU's peak is for --gpu_tflops to say
     // the fit covers bf16 on a GPU; elsewhere recomputation costs its FLOPs at a flat efficiency
-    int fitted = gpu && cfg->precision == PRECISION_BF16;
-    double micro = (double)B * T, width_half = FIT_K * peak_flops / (gpus[a.gpu].hbm_gbs * GB);
-    double width_factor = m->hidden_width / (m->hidden_width + width_half), micro_factor = micro / (micro + FIT_M0);
-    double efficiency = a.efficiency > 0 ? a.efficiency
-                        : fitted ? gpus[a.gpu].fit_e * width_factor * micro_factor
+    f->fitted = f->gpu && cfg->precision == PRECISION_BF16;
+    f->micro = (double)B * T;
+    f->width_half = FIT_K * f->peak_flops / (gpus[a.gpu].hbm_gbs * GB);
+    double width_factor = m->hidden_width / (m->hidden_width + f->width_half), micro_factor = f->micro / (f->micro + FIT_M0);
+    f->efficiency = a.efficiency > 0 ? a.efficiency
+                        : f->fitted ? gpus[a.gpu].fit_e * width_factor * micro_factor
                                  : UNFITTED_EFFICIENCY;
-    const char *efficiency_source = a.efficiency > 0 ? "--compute_efficiency" : fitted ? "fit" : "unfitted";
-    double rho = fitted ? FIT_RHO : 1.0;
-    double adam_bw = (gpu && !cfg->cpu_offload ? gpus[a.gpu].hbm_gbs : HOST_ADAMW_GBS) * GB;
-    double adam_bytes = ADAMW_BYTES + (gpu && !cfg->cpu_offload && cfg->precision == PRECISION_BF16 ? ADAMW_BF16_BYTES : 0.0);
-    double optim = master / 4 * adam_bytes / adam_bw;
+    f->efficiency_source = a.efficiency > 0 ? "--compute_efficiency" : f->fitted ? "fit" : "unfitted";
+    f->rho = f->fitted ? FIT_RHO : 1.0;
+    f->adam_bw = (f->gpu && !cfg->cpu_offload ? gpus[a.gpu].hbm_gbs : HOST_ADAMW_GBS) * GB;
+    double adam_bytes = ADAMW_BYTES + (f->gpu && !cfg->cpu_offload && cfg->precision == PRECISION_BF16 ? ADAMW_BF16_BYTES : 0.0);
+    f->optim = f->master / 4 * adam_bytes / f->adam_bw;
     // a tp rank does 1/tp of its tp group's matmuls on the group's tokens
-    double compute = peak_flops > 0 ? tokens * (fpt + rho * recompute_fpt) / tp / (peak_flops * efficiency) : 0;
-    double exposed = edge + (comm_time - edge > compute ? comm_time - edge - compute : 0);
-    double step = compute + exposed + optim, mfu = step > 0 ? tokens * fpt / tp / (step * peak_flops) : 0;
-    double tokens_s = step > 0 ? tokens * dims.dp / step : 0;  // a tp group's ranks share their tokens
-    int timed = peak_flops > 0;
+    f->compute = f->peak_flops > 0 ? f->tokens * (f->fpt + f->rho * f->recompute_fpt) / f->tp / (f->peak_flops * f->efficiency) : 0;
+    f->exposed = f->edge + (f->comm_time - f->edge > f->compute ? f->comm_time - f->edge - f->compute : 0);
+    f->step = f->compute + f->exposed + f->optim;
+    f->mfu = f->step > 0 ? f->tokens * f->fpt / f->tp / (f->step * f->peak_flops) : 0;
+    f->tokens_s = f->step > 0 ? f->tokens * f->dims.dp / f->step : 0;  // a tp group's ranks share their tokens
+    f->timed = f->peak_flops > 0;
+}
 
-    if (comm_info.rank != 0) return 0;
-    char device[160];
-    if (gpu) snprintf(device, sizeof device, "%s", gpus[a.gpu].name);
-    else snprintf(device, sizeof device, "cpu");
-    if (a.json) {
-        printf("{\"model\": {\"model_type\": \"%s\", \"model_name\": \"%s\", \"num_params\": %zu, \"hidden_width\": %d, "
-               "\"num_layers\": %d, \"num_heads\": %d, \"num_key_value_heads\": %d, \"intermediate_size\": %d, "
-               "\"max_context_width\": %d, \"vocab_size\": %d}, ",
-               m->model_type, m->model_name, plan.num_params, m->hidden_width, L, m->num_heads, m->num_key_value_heads,
-               m->intermediate_size, T, m->vocab_size);
-        printf("\"recipe\": \"%s\", \"lr\": %g, \"max_steps\": %d, \"train_data\": \"%s\", ",
-               cli_choice_name(recipe_choices, recipe_chosen()), (double)cfg->lr, cfg->max_steps, cfg->train_data);
-        printf("\"device\": \"%s\", \"world_size\": %d, \"ranks_per_node\": %d, \"nodes\": %d, \"sharding\": \"%s\", "
-               "\"shard_group\": %d, \"replica_group\": %d, \"tp\": %d, \"precision\": \"%s\", \"reduce_dtype\": \"%s\", "
-               "\"batch_size\": %d, \"grad_accum\": %d, \"checkpoint_every\": %d, \"cpu_offload\": %s, "
-               "\"offload_horizon\": %d, \"offloaded_activations_bytes\": %.0f, ",
-               device, world, rpn, nodes, config_sharding_name(dims.strategy), g, r, tp, config_precision_name(cfg->precision),
-               config_precision_name(cfg->reduce_dtype), B, M, every, cfg->cpu_offload ? "true" : "false", horizon,
-               acts_offloaded);
-        printf("\"per_rank_bytes\": {\"params\": %.0f, \"master\": %.0f, \"gathered\": %.0f, \"grads\": %.0f, "
-               "\"optimizer\": %.0f, \"activations\": %.0f, \"buffers\": %.0f, \"peak\": %.0f}, \"capacity_bytes\": %.0f, "
-               "\"fits\": %s, \"host_start_bytes_per_node\": %.0f, ",
-               e.params, master, e.gathered, e.grads, e.optimizer, acts, e.buffers, peak, capacity, fits ? "true" : "false",
-               gpu ? start_host * rpn : 0.0);
-        printf("\"collectives\": [");
-        for (int i = 0; i < nc; i++)
-            printf("%s{\"name\": \"%s\", \"group_size\": %d, \"payload_bytes\": %.0f, \"sent_bytes\": %.0f, "
-                   "\"bandwidth_bytes_s\": %.6g, \"time_s\": %.6g}",
-                   i ? ", " : "", c[i].name, c[i].n, c[i].payload, c[i].sent, c[i].bw, c[i].time);
-        printf("], \"comm_bytes_per_step\": %.0f, \"comm_time_s\": %.6g, \"exposed_comm_s\": %.6g, ", comm_bytes, comm_time,
-               exposed);
-        printf("\"flops_per_token\": %.6g, \"recompute_flops_per_token\": %.6g, \"recompute_cost\": %g, "
-               "\"tokens_per_step_per_rank\": %.0f, \"peak_flops\": %.6g, \"hbm_bytes_s\": %.6g, \"compute_efficiency\": %.6g, "
-               "\"efficiency_source\": \"%s\", \"unhidden_comm_s\": %.6g, ",
-               fpt, recompute_fpt, rho, tokens, peak_flops, gpu ? gpus[a.gpu].hbm_gbs * GB : 0.0, efficiency, efficiency_source,
-               edge);
-        if (timed)
-            printf("\"compute_time_s\": %.6g, \"optimizer_time_s\": %.6g, \"step_time_s\": %.6g, \"tokens_per_s\": %.6g, "
-                   "\"mfu\": %.4f}\n",
-                   compute, optim, step, tokens_s, mfu);
-        else
-            printf("\"compute_time_s\": null, \"optimizer_time_s\": %.6g, \"step_time_s\": null, \"tokens_per_s\": null, "
-                   "\"mfu\": null}\n",
-                   optim);
-        return 0;
-    }
+// fsdpc plan --json: one object with every figure.
+static void print_json(const PlanFigures *f, const char *device) {
+    const Config *cfg = f->cfg;
+    const PlanArgs a = f->a;
+    const ModelConfig *m = &cfg->model;
+    int B = cfg->batch_size, T = m->max_context_width, M = cfg->grad_accum, L = m->num_layers;
+    printf("{\"model\": {\"model_type\": \"%s\", \"model_name\": \"%s\", \"num_params\": %zu, \"hidden_width\": %d, "
+           "\"num_layers\": %d, \"num_heads\": %d, \"num_key_value_heads\": %d, \"intermediate_size\": %d, "
+           "\"max_context_width\": %d, \"vocab_size\": %d}, ",
+           m->model_type, m->model_name, f->plan.num_params, m->hidden_width, L, m->num_heads, m->num_key_value_heads,
+           m->intermediate_size, T, m->vocab_size);
+    printf("\"recipe\": \"%s\", \"lr\": %g, \"max_steps\": %d, \"train_data\": \"%s\", ",
+           cli_choice_name(recipe_choices, recipe_chosen()), (double)cfg->lr, cfg->max_steps, cfg->train_data);
+    printf("\"device\": \"%s\", \"world_size\": %d, \"ranks_per_node\": %d, \"nodes\": %d, \"sharding\": \"%s\", "
+           "\"shard_group\": %d, \"replica_group\": %d, \"tp\": %d, \"precision\": \"%s\", \"reduce_dtype\": \"%s\", "
+           "\"batch_size\": %d, \"grad_accum\": %d, \"checkpoint_every\": %d, \"cpu_offload\": %s, "
+           "\"offload_horizon\": %d, \"offloaded_activations_bytes\": %.0f, ",
+           device, f->world, f->rpn, f->nodes, config_sharding_name(f->dims.strategy), f->shard, f->replicas, f->tp,
+           config_precision_name(cfg->precision),
+           config_precision_name(cfg->reduce_dtype), B, M, f->every, cfg->cpu_offload ? "true" : "false", f->horizon,
+           f->acts_offloaded);
+    printf("\"per_rank_bytes\": {\"params\": %.0f, \"master\": %.0f, \"gathered\": %.0f, \"grads\": %.0f, "
+           "\"optimizer\": %.0f, \"activations\": %.0f, \"buffers\": %.0f, \"peak\": %.0f}, \"capacity_bytes\": %.0f, "
+           "\"fits\": %s, \"host_start_bytes_per_node\": %.0f, ",
+           f->e.params, f->master, f->e.gathered, f->e.grads, f->e.optimizer, f->acts, f->e.buffers, f->peak, f->capacity,
+           f->fits ? "true" : "false",
+           f->gpu ? f->start_host * f->rpn : 0.0);
+    printf("\"collectives\": [");
+    for (int i = 0; i < f->nc; i++)
+        printf("%s{\"name\": \"%s\", \"group_size\": %d, \"payload_bytes\": %.0f, \"sent_bytes\": %.0f, "
+               "\"bandwidth_bytes_s\": %.6g, \"time_s\": %.6g}",
+               i ? ", " : "", f->coll[i].name, f->coll[i].n, f->coll[i].payload, f->coll[i].sent, f->coll[i].bw, f->coll[i].time);
+    printf("], \"comm_bytes_per_step\": %.0f, \"comm_time_s\": %.6g, \"exposed_comm_s\": %.6g, ", f->comm_bytes, f->comm_time,
+           f->exposed);
+    printf("\"flops_per_token\": %.6g, \"recompute_flops_per_token\": %.6g, \"recompute_cost\": %g, "
+           "\"tokens_per_step_per_rank\": %.0f, \"peak_flops\": %.6g, \"hbm_bytes_s\": %.6g, \"compute_efficiency\": %.6g, "
+           "\"efficiency_source\": \"%s\", \"unhidden_comm_s\": %.6g, ",
+           f->fpt, f->recompute_fpt, f->rho, f->tokens, f->peak_flops, f->gpu ? gpus[a.gpu].hbm_gbs * GB : 0.0, f->efficiency,
+           f->efficiency_source,
+           f->edge);
+    if (f->timed)
+        printf("\"compute_time_s\": %.6g, \"optimizer_time_s\": %.6g, \"step_time_s\": %.6g, \"tokens_per_s\": %.6g, "
+               "\"mfu\": %.4f}\n",
+               f->compute, f->optim, f->step, f->tokens_s, f->mfu);
+    else
+        printf("\"compute_time_s\": null, \"optimizer_time_s\": %.6g, \"step_time_s\": null, \"tokens_per_s\": null, "
+               "\"mfu\": null}\n",
+               f->optim);
+}
 
+// The tables' head: the model, the layout and the batch.
+static void print_layout(const PlanFigures *f, const char *device) {
+    const Config *cfg = f->cfg;
+    const ModelConfig *m = &cfg->model;
+    int B = cfg->batch_size, T = m->max_context_width, M = cfg->grad_accum, L = m->num_layers;
     char origins[400];
     flags_size_origins(cfg, origins, sizeof origins);
     printf("fsdpc plan: %s%s%s, %.3g%s parameters (D=%d L=%d H=%d KV=%d F=%d V=%d), context %d; %s\n", m->model_type,
-           m->model_name[0] ? " " : "", m->model_name, plan.num_params / (plan.num_params >= 1e9 ? 1e9 : 1e6),
-           plan.num_params >= 1e9 ? "B" : "M", m->hidden_width, L, m->num_heads, m->num_key_value_heads, m->intermediate_size,
+           m->model_name[0] ? " " : "", m->model_name, f->plan.num_params / (f->plan.num_params >= 1e9 ? 1e9 : 1e6),
+           f->plan.num_params >= 1e9 ? "B" : "M", m->hidden_width, L, m->num_heads, m->num_key_value_heads, m->intermediate_size,
            m->vocab_size, T, origins);
     if (cfg->recipe_line[0]) printf("%s\n", cfg->recipe_line);
     if (cfg->recipe_note[0]) printf("%s\n", cfg->recipe_note);
     char tps[48] = "";
-    if (tp > 1) snprintf(tps, sizeof tps, " x tp %d%s", tp, dims.sequence_parallel ? " (sequence parallel)" : "");
-    printf("layout: %d rank(s), %d node(s) of %d on %s; %s: shard group %d x replica group %d%s; %s, reduce %s\n", world,
-           nodes, rpn, device, config_sharding_name(dims.strategy), g, r, tps, config_precision_name(cfg->precision),
+    if (f->tp > 1) snprintf(tps, sizeof tps, " x tp %d%s", f->tp, f->dims.sequence_parallel ? " (sequence parallel)" : "");
+    printf("layout: %d rank(s), %d node(s) of %d on %s; %s: shard group %d x replica group %d%s; %s, reduce %s\n", f->world,
+           f->nodes, f->rpn, device, config_sharding_name(f->dims.strategy), f->shard, f->replicas, tps,
+           config_precision_name(cfg->precision),
            config_precision_name(cfg->reduce_dtype));
-    printf("batch: %d x %d tokens x grad_accum %d = %.0f tokens per rank per step, %.0f per step%s\n", B, T, M, tokens,
-           tokens * dims.dp, tp > 1 ? " (a tp group's ranks read the same tokens)" : "");
+    printf("batch: %d x %d tokens x grad_accum %d = %.0f tokens per rank per step, %.0f per step%s\n", B, T, M, f->tokens,
+           f->tokens * f->dims.dp, f->tp > 1 ? " (a tp group's ranks read the same tokens)" : "");
+}
+
+static void print_memory(const PlanFigures *f) {
+    const Config *cfg = f->cfg;
+    int M = cfg->grad_accum, L = cfg->model.num_layers;
     char ck[96] = "every block stored";
-    if (every) snprintf(ck, sizeof ck, "%d of %d blocks recomputed in backward%s", recomputed, L,
-                        acts_offloaded > 0 ? ", their inputs offloaded" : "");
+    if (f->every) snprintf(ck, sizeof ck, "%d of %d blocks recomputed in backward%s", f->recomputed, L,
+                        f->acts_offloaded > 0 ? ", their inputs offloaded" : "");
     printf("\nmemory per rank (%s, as the start-up check counts it; B/param: per parameter of the rank's shard)\n",
-           gpu ? "on the GPU" : "host");
-    double shard_params = master / sizeof(float);
+           f->gpu ? "on the GPU" : "host");
+    double shard_params = f->master / sizeof(float);
     char note[160];
-    double unit = peak >= GIB ? GIB : GIB / 1024;
-    snprintf(note, sizeof note, "fp32 master shard %.2f %s, plus one unit's shard while the start initialises it", master / unit,
+    double unit = f->peak >= GIB ? GIB : GIB / 1024;
+    snprintf(note, sizeof note, "fp32 master shard %.2f %s, plus one unit's shard while the start initialises it", f->master / unit,
              unit == GIB ? "GiB" : "MiB");
-    mem_row("parameters", e.params, unit, shard_params, note);
-    mem_row("gathered", e.gathered, unit, shard_params, "full parameters of gathered units");
-    mem_row("gradients", e.grads, unit, shard_params,
-            M == 1 ? "" : g == 1 ? "micro-batches add into the shard (shard group 1)"
+    mem_row("parameters", f->e.params, unit, shard_params, note);
+    mem_row("gathered", f->e.gathered, unit, shard_params, "full parameters of gathered units");
+    mem_row("gradients", f->e.grads, unit, shard_params,
+            M == 1 ? "" : f->shard == 1 ? "micro-batches add into the shard (shard group 1)"
             : cfg->accumulate_unsharded ? "the whole model's, held over the micro-batches (--accumulate_unsharded)"
                                        : "each micro-batch reduce-scattered into the shard");
-    mem_row("optimizer", e.optimizer, unit, shard_params, gpu && cfg->cpu_offload ? "in host memory (--cpu_offload)" : "AdamW moments");
-    mem_row("activations", acts, unit, shard_params, ck);
-    mem_row("buffers", e.buffers, unit, shard_params, "communication: bf16 staging of gathers and reductions");
-    mem_row("peak", peak, unit, shard_params, "");
-    if (acts_offloaded > 0) {
+    mem_row("optimizer", f->e.optimizer, unit, shard_params,
+            f->gpu && cfg->cpu_offload ? "in host memory (--cpu_offload)" : "AdamW moments");
+    mem_row("activations", f->acts, unit, shard_params, ck);
+    mem_row("buffers", f->e.buffers, unit, shard_params, "communication: bf16 staging of gathers and reductions");
+    mem_row("peak", f->peak, unit, shard_params, "");
+    if (f->acts_offloaded > 0) {
         snprintf(note, sizeof note, "activations in pinned host memory, not in the peak (--offload_activations, horizon %d)",
-                 horizon);
-        mem_row("offloaded", acts_offloaded, unit, shard_params, note);
+                 f->horizon);
+        mem_row("offloaded", f->acts_offloaded, unit, shard_params, note);
     }
-    if (capacity > 0) printf("  %s: %s\n", fits ? "fits" : "DOES NOT FIT", capacity_what);
+    if (f->capacity > 0) printf("  %s: %s\n", f->fits ? "fits" : "DOES NOT FIT", f->capacity_what);
     // per parameter of the rank's shard: what lives all run long; bf16 copies exist only while a
     // unit is gathered or reduced (shard group 1 on a GPU aside, whose units are always gathered)
-    double moments = host.optimizer / shard_params;
+    double moments = f->host.optimizer / shard_params;
     printf("  sharded state: %.0f bytes per parameter of the rank's shard (fp32 master %.0f, fp32 gradient %.0f, AdamW moments %.0f%s)\n",
-           2 * master / shard_params + moments, master / shard_params, master / shard_params, moments,
-           gpu && cfg->cpu_offload ? " in host memory" : "");
+           2 * f->master / shard_params + moments, f->master / shard_params, f->master / shard_params, moments,
+           f->gpu && cfg->cpu_offload ? " in host memory" : "");
+}
 
+static void print_comm(const PlanFigures *f) {
     printf("\ncommunication per step and rank (ring: (n-1)/n x payload / bandwidth, all-reduce twice that)\n");
     printf("  %-22s %5s %12s %12s %11s %10s\n", "collective", "ranks", "payload GB", "sent GB", "GB/s", "ms");
-    for (int i = 0; i < nc; i++)
-        printf("  %-22s %5d %12.3f %12.3f %11.1f %10.2f\n", c[i].name, c[i].n, c[i].payload / GB, c[i].sent / GB, c[i].bw / GB,
-               c[i].time * 1e3);
-    if (!nc) printf("  none (one rank holds everything)\n");
-    printf("  %-22s %5s %12s %12.3f %11s %10.2f\n", "total", "", "", comm_bytes / GB, "", comm_time * 1e3);
+    for (int i = 0; i < f->nc; i++)
+        printf("  %-22s %5d %12.3f %12.3f %11.1f %10.2f\n", f->coll[i].name, f->coll[i].n, f->coll[i].payload / GB,
+               f->coll[i].sent / GB, f->coll[i].bw / GB, f->coll[i].time * 1e3);
+    if (!f->nc) printf("  none (one rank holds everything)\n");
+    printf("  %-22s %5s %12s %12.3f %11s %10.2f\n", "total", "", "", f->comm_bytes / GB, "", f->comm_time * 1e3);
+}
 
+static void print_time(const PlanFigures *f) {
+    const PlanArgs a = f->a;
+    const ModelConfig *m = &f->cfg->model;
     printf("\nstep time (roofline)\n");
-    if (!timed) {
+    if (!f->timed) {
         printf("  a CPU's peak is not known: pass --gpu_tflops (its peak, TFLOP/s) for a step time; optimizer %.2f ms\n",
-               optim * 1e3);
-        return 0;
+               f->optim * 1e3);
+        return;
     }
     char rc[64] = "";
-    if (recompute_fpt > 0) snprintf(rc, sizeof rc, " (+ recomputation at %.2f of its FLOPs)", rho);
-    printf("  compute     %9.2f ms  %.0f tokens x %.3g FLOP/token%s / (%.0f TFLOP/s x %.3f efficiency)\n", compute * 1e3,
-           tokens, fpt, rc, peak_flops / 1e12, efficiency);
+    if (f->recompute_fpt > 0) snprintf(rc, sizeof rc, " (+ recomputation at %.2f of its FLOPs)", f->rho);
+    printf("  compute     %9.2f ms  %.0f tokens x %.3g FLOP/token%s / (%.0f TFLOP/s x %.3f efficiency)\n", f->compute * 1e3,
+           f->tokens, f->fpt, rc, f->peak_flops / 1e12, f->efficiency);
     if (a.efficiency > 0)
         printf("              efficiency from --compute_efficiency\n");
-    else if (fitted)
+    else if (f->fitted)
         printf("              efficiency fitted to published runs: %.3f x width %d/(%d + %.0f) x micro-batch %.0f/(%.0f + %.0f) "
                "tokens\n",
-               gpus[a.gpu].fit_e, m->hidden_width, m->hidden_width, width_half, micro, micro, FIT_M0);
+               gpus[a.gpu].fit_e, m->hidden_width, m->hidden_width, f->width_half, f->micro, f->micro, FIT_M0);
     else
         printf("              efficiency %g, not fitted (float32 or a CPU)\n", UNFITTED_EFFICIENCY);
     printf("  exposed comm %8.2f ms  each micro-batch's first gather and the last reduction; the rest overlaps compute\n",
-           exposed * 1e3);
-    printf("  optimizer   %9.2f ms  AdamW over the shard at %.0f GB/s\n", optim * 1e3, adam_bw / GB);
-    printf("  step        %9.3f s   %.0f tokens/s, MFU %.1f%% (model FLOPs / (step time x %.0f TFLOP/s))\n", step,
-           tokens_s, 100 * mfu, peak_flops / 1e12);
+           f->exposed * 1e3);
+    printf("  optimizer   %9.2f ms  AdamW over the shard at %.0f GB/s\n", f->optim * 1e3, f->adam_bw / GB);
+    printf("  step        %9.3f s   %.0f tokens/s, MFU %.1f%% (model FLOPs / (step time x %.0f TFLOP/s))\n", f->step,
+           f->tokens_s, 100 * f->mfu, f->peak_flops / 1e12);
+}
+
+int plan_main(void *args) {
+    comm_stop_phase("plan");  // writes only stdout: a stop ends it at once
+    PlanCommand *pc = args;
+    PlanFigures f = {.a = pc->a, .cfg = &pc->cfg};
+    plan_model(&f);
+    plan_memory(&f);
+    plan_comm(&f);
+    plan_time(&f);
+    if (comm_info.rank != 0) return 0;
+    char device[160];
+    if (f.gpu) snprintf(device, sizeof device, "%s", gpus[f.a.gpu].name);
+    else snprintf(device, sizeof device, "cpu");
+    if (f.a.json) {
+        print_json(&f, device);
+        return 0;
+    }
+    print_layout(&f, device);
+    print_memory(&f);
+    print_comm(&f);
+    print_time(&f);
     return 0;
 }

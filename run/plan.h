@@ -1,5 +1,5 @@
 // plan: `fsdpc plan`, a run's per-rank memory, communication and step time on a cluster it need
-// not run on. Memory comes from the start-up check's own estimate (train_memory_estimate); the
+// not run on. Memory comes from the start-up check's own estimate (run/memory.h); the
 // rest is a roofline of the strategy's collectives and the model's FLOPs.
 #ifndef FSDPC_PLAN_H
 #define FSDPC_PLAN_H

@@ -1,5 +1,6 @@
-// train: the run driver: resume, the training loop (micro-batches, clipping, AdamW, schedule),
-// logging, validation, checkpoints, and the closing sample.
+// train: the run driver by phase: setup (inputs.c: sources, state, data; outputs.c: metrics,
+// TensorBoard; memory.c: the memory check), the training loop (micro-batches, clipping, AdamW,
+// schedule, validation, checkpoints) and the finish (sample.c: the closing sample).
 #ifndef FSDPC_TRAIN_H
 #define FSDPC_TRAIN_H
 
@@ -14,18 +15,6 @@
 float train_lr(const Config *cfg, int step, int max_steps);
 // exit status of a run stopped by a stop signal (after its checkpoint, when training had begun)
 #define TRAIN_EXIT_PREEMPTED COMM_EXIT_STOPPED
-// The start-up memory check's estimate of one rank's bytes for plan under c on layout dims: the
-// host's share (device 0) or a GPU's (device 1), by kind into *e, activations into *acts, and the
-// pinned host memory of offloaded activations into *acts_host (a GPU's, under
-// --offload_activations; else 0). fsdpc plan calls it too, so the two never disagree.
-double train_memory_estimate(const ModelPlan *plan, const Config *c, const ParallelDims *dims, int device,
-                             ShardMemEstimate *e, double *acts, double *acts_host);
-// Which blocks a run recomputes (model_acts_alloc's ckpt_every: 0 none, else every Nth) and its
-// activation offloading horizon (0: none), on a GPU (gpu 1) or the CPU: --offload_activations
-// offloads the checkpointed blocks' inputs, so on a GPU it turns checkpointing on; on the CPU it
-// does nothing (activations live in host memory already).
-int train_ckpt_every(const Config *c, int gpu);
-int train_offload_horizon(const Config *c, int gpu);
 // Trains / evaluates / generates as cfg says; returns the process exit status.
 int train_run(Config *cfg);
 // Forward (and, when dscale != 0, backward of dscale * loss sum) of one micro-batch of `rows`

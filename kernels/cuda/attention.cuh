@@ -90,7 +90,7 @@ __device__ __forceinline__ int att_query_stop(const int32_t *ks, int q0, int T, 
 // sm_80 and used for the parts that run its code), else 1. Without it ptxas picks its own register
 // target for occupancy, and spills a few registers to reach it. The kernels take their shared
 // memory as a defaulted template argument SMEM: it feeds their launch bounds, and shows in their
-// names in the ptxas report, which test/test_ptxas.sh reads to check spills and blocks per SM.
+// names in the ptxas report, which test/gpu/test_ptxas.sh reads to check spills and blocks per SM.
 constexpr int att_min_blocks(size_t smem_bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     constexpr size_t sm_smem = 228 << 10;

@@ -1,7 +1,7 @@
 #!/bin/bash
 # One machine: N ranks (default 2) sharing its cores, full sharding, checkpoint dir = resume dir.
 # Extra arguments go to fsdpc. Smallest run: NP=1 run/launch/local.sh --max_steps 20 (tested as root and
-# not by test/test_faults.sh).
+# not by test/probes/test_faults.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 NP=${NP:-2}

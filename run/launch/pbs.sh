@@ -9,7 +9,7 @@
 # with the ./fsdpc of make CC=cc (docs/recipes.md): its mpiexec places PPN ranks (4) on each node
 # of the node file, which there lists each node once; BIND is its binding, e.g. Cray PALS's
 #   qsub -l select=2:system=polaris -v MPI=mpich,PPN=4,BIND='--depth=16 --cpu-bind depth',DATA=... run/launch/pbs.sh
-# Tested: this script as written, by test/test_faults.sh (Open MPI) and test/test_mpich.sh (MPI=mpich,
+# Tested: this script as written, by test/probes/test_faults.sh (Open MPI) and test/integration/test_mpich.sh (MPI=mpich,
 # Hydra), with fake PBS_NODEFILEs on one machine (no PBS server here); not tested: a real PBS Pro or
 # Torque server, Cray's PALS mpiexec, or several nodes.
 #PBS -N fsdpc-7b

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../../data/arrow.h"
+#include "../../data/format/arrow.h"
 #include "stub.h"
 
 static volatile uint64_t sink;

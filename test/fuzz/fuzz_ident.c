@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../data/ident.h"
+#include "../../data/source/ident.h"
 #include "stub.h"
 
 static const char *const keys[] = {"tokenizer", "train", "val", NULL};

@@ -2,7 +2,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "../../data/json.h"
+#include "../../base/json.h"
 #include "stub.h"
 
 static void walk(const JsonValue *v, int depth) {

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../../data/shardfile.h"
-#include "../../data/tokenizer.h"
+#include "../../data/build/prepare.h"
+#include "../../data/text/tokenizer.h"
 #include "stub.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "../../data/parquet.h"
+#include "../../data/format/parquet.h"
 #include "stub.h"
 
 // a few bytes of RLE runs can stand for billions of legitimately empty rows: reading stops here

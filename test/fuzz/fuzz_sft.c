@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../../data/sft.h"
+#include "../../data/rows/sft.h"
 #include "stub.h"
 
 static volatile uint64_t sink;

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../../data/sniff.h"
+#include "../../data/format/sniff.h"
 #include "stub.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -12,8 +12,8 @@
 #include <unistd.h>
 #include <utf8proc.h>
 
-#include "../../data/bpe.h"
-#include "../../data/tokenizer.h"
+#include "../../data/text/bpe.h"
+#include "../../data/text/tokenizer.h"
 #include "stub.h"
 
 // A byte-level tokenizer.json: the 256 bytes spelt as GPT-2 spells them, a few merges; llama3:

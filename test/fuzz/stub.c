@@ -1,7 +1,7 @@
 // Fuzz builds link the parsers with this stand-in for comm/: an error that would end the job
 // longjmps back to the harness instead, so one run can try many inputs.
 #include "stub.h"
-#include "../../data/h5data.h"
+#include "../../data/format/h5data.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -36,6 +36,7 @@ void comm_check_all(const char *e) {
     if (e) fuzz_bail();
 }
 void comm_check_same(uint64_t v, const char *what) { (void)v, (void)what; }
+int comm_agree(const char *e, char *err, size_t errlen) { return e ? err_set(err, errlen, "%s", e) : 0; }
 void log_msg(const char *fmt, ...) { (void)fmt; }
 void *err_malloc_at(const char *f, int l, size_t n) {
     void *p = malloc(n ? n : 1);

@@ -1,0 +1,418 @@
+// cache: token shards built from document files, once, by all ranks; see cache.h.
+#include "cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../comm/comm.h"
+#include "../format/shardfile.h"
+
+#define CACHE_VERSION 3  // 2: a document index beside each part, finetuning rows; 3: the rows' fields in part-N.txt
+#define CACHE_PROGRESS_PERIOD 1.0
+#define CACHE_STOPPED 2  // a build's status when a preemption signal stopped it  // seconds between rank 0's progress lines
+static const char cache_probe_text[] = "Hello, world! 1234 caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac\n\t  <s> end.";
+
+typedef struct {
+    uint64_t a, b;  // two FNV-1a lanes: 128 bits, so unrelated inputs never share a folder
+} CacheHash;
+
+static void cache_hash(CacheHash *h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h->a = (h->a ^ p[i]) * 0x100000001b3ULL;
+        h->b = (h->b ^ p[i]) * 0x100000001b3ULL + 0x9e37;
+    }
+}
+
+static void cache_hash_str(CacheHash *h, const char *s) { cache_hash(h, s, strlen(s) + 1); }
+
+static void cache_hash_u64(CacheHash *h, uint64_t v) { cache_hash(h, &v, sizeof v); }
+
+static void cache_hash_file(CacheHash *h, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return cache_hash_str(h, path);  // not a file (the byte tokenizer): its name says it all
+    unsigned char buf[1 << 16];
+    for (size_t got; (got = fread(buf, 1, sizeof buf, f)) > 0;) cache_hash(h, buf, got);
+    fclose(f);
+}
+
+static int cache_width(int vocab) { return vocab > 65536 ? 4 : 2; }
+
+// The folder name: what the tokens depend on, and nothing about the run's layout.
+static void cache_key(const CacheRequest *q, char *out, size_t len) {
+    CacheHash h = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
+    cache_hash_u64(&h, CACHE_VERSION);
+    cache_hash_file(&h, tok_path(q->tok));
+    int32_t *ids = NULL;
+    size_t nids = 0, cap = 0;
+    tok_encode(q->tok, cache_probe_text, sizeof cache_probe_text - 1, &ids, &nids, &cap);
+    cache_hash(&h, ids, nids * sizeof *ids);
+    free(ids);
+    cache_hash_u64(&h, (uint64_t)tok_vocab_size(q->tok) << 32 ^ (uint64_t)(uint32_t)tok_bos(q->tok) << 16 ^ (uint32_t)tok_eos(q->tok));
+    cache_hash_str(&h, q->text_column);
+    cache_hash_u64(&h, (uint64_t)q->explicit_column << 8 | (uint64_t)cache_width(q->vocab));
+    cache_hash_u64(&h, (uint64_t)q->format << 16 | (uint64_t)q->tmpl << 8 | (uint64_t)q->train_on_inputs);
+    for (int i = 0; i < q->n; i++) {
+        char real[4096];
+        const char *p = realpath(q->inputs[i].path, real) ? real : q->inputs[i].path;
+        struct stat st;
+        memset(&st, 0, sizeof st);
+        stat(p, &st);
+        cache_hash_str(&h, p);
+        cache_hash_u64(&h, (uint64_t)st.st_size);
+        cache_hash_u64(&h, (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec);
+        cache_hash_u64(&h, (uint64_t)q->inputs[i].kind << 8 | q->inputs[i].comp);
+    }
+    snprintf(out, len, "tok-%016llx%016llx", (unsigned long long)h.a, (unsigned long long)h.b);
+}
+
+void cache_default_root(char *out, size_t len) {
+    const char *env = getenv("FSDPC_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (env && env[0]) snprintf(out, len, "%s", env);
+    else if (xdg && xdg[0]) snprintf(out, len, "%s/fsdpc", xdg);
+    else snprintf(out, len, "%s/.cache/fsdpc", home && home[0] ? home : ".");
+}
+
+void cache_part_path(const char *dir, int i, char *out, size_t len) { snprintf(out, len, "%s/part-%06d.bin", dir, i); }
+
+static void cache_stats_path(const char *dir, int i, char *out, size_t len) { snprintf(out, len, "%s/part-%06d.txt", dir, i); }
+
+// part i's file with extension ext ("idx": the document index, "lab": finetuning labels)
+static void cache_side_path(const char *dir, int i, const char *ext, char *out, size_t len) {
+    snprintf(out, len, "%s/part-%06d.%s", dir, i, ext);
+}
+
+// Opens a side file under tmp and writes a header to be completed by cache_side_close.
+static FILE *cache_side_open(const char *tmp, int dtype_bytes, char *err, size_t errlen) {
+    FILE *f = fopen(tmp, "wb");
+    uint8_t header[TOKFILE_HEADER_BYTES];
+    data_shard_header(header, dtype_bytes, 0);
+    if (!f || fwrite(header, 1, sizeof header, f) != sizeof header) {
+        snprintf(err, errlen, "cannot create the data cache file '%s': %s", tmp, strerror(errno));
+        if (f) fclose(f);
+        return NULL;
+    }
+    return f;
+}
+
+// Completes a side file's header with its count, syncs, closes and renames it to path.
+static int cache_side_close(FILE *f, const char *tmp, const char *path, int dtype_bytes, uint64_t count, int rc, char *err, size_t errlen) {
+    uint8_t header[TOKFILE_HEADER_BYTES];
+    data_shard_header(header, dtype_bytes, count);
+    if (!rc && (fseek(f, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, f) != sizeof header || fflush(f) != 0 || fsync(fileno(f)) != 0))
+        rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, comm_path_error(tmp, errno)), -1);
+    if (fclose(f) != 0 && !rc) rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, strerror(errno)), -1);
+    if (!rc && rename(tmp, path) != 0) rc = (snprintf(err, errlen, "cannot rename '%s': %s", tmp, strerror(errno)), -1);
+    if (rc) unlink(tmp);
+    return rc;
+}
+
+// ---- one part ----
+
+typedef struct {
+    FILE *f;
+    FILE *idx;      // the documents' starts (token offsets), then the end
+    int width;
+    uint64_t tokens;
+    uint8_t *buf;  // one document's tokens, little-endian
+    size_t len, cap;
+} CachePart;
+
+static void cache_put(CachePart *p, uint64_t id) {
+    if (p->len + 4 > p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 1 << 16;
+        p->buf = realloc(p->buf, p->cap);
+        if (!p->buf) err_fatal("out of memory growing a document's tokens to %zu bytes", p->cap);
+    }
+    for (int k = 0; k < p->width; k++) p->buf[p->len++] = (uint8_t)(id >> (8 * k));
+}
+
+// Writes doc's tokens: ids as they are; text as prepare writes it (<s> ids </s>, or bytes and '\n').
+static int cache_doc(const CacheRequest *q, CachePart *p, const Doc *d, int32_t **ids, size_t *cap, char *err, size_t errlen,
+                     const char *path, uint64_t row) {
+    p->len = 0;
+    if (d->is_ids) {
+        for (size_t i = 0; i < d->len; i++) {
+            if (d->ids[i] < 0 || d->ids[i] >= q->vocab)
+                return snprintf(err, errlen, "'%s' row %llu holds token id %lld, outside the vocabulary [0, %d)", path,
+                                (unsigned long long)row, (long long)d->ids[i], q->vocab), -1;
+            cache_put(p, (uint64_t)d->ids[i]);
+        }
+    } else if (tok_is_byte(q->tok)) {
+        for (size_t i = 0; i < d->len; i++) cache_put(p, (uint8_t)d->text[i]);
+        cache_put(p, '\n');
+    } else {
+        size_t n = 0;
+        tok_encode(q->tok, d->text, d->len, ids, &n, cap);
+        if (tok_bos(q->tok) >= 0) cache_put(p, (uint64_t)tok_bos(q->tok));
+        for (size_t i = 0; i < n; i++) cache_put(p, (uint64_t)(*ids)[i]);
+        if (tok_eos(q->tok) >= 0) cache_put(p, (uint64_t)tok_eos(q->tok));
+    }
+    if ((p->len && fwrite(p->buf, 1, p->len, p->f) != p->len) || fwrite(&p->tokens, sizeof p->tokens, 1, p->idx) != 1)
+        return snprintf(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno)), -1;
+    p->tokens += p->len / (size_t)p->width;
+    return 0;
+}
+
+// Writes a finetuning row: its ids to the shard, its labels beside them, its start to the index.
+static int cache_row(CachePart *p, FILE *lab, const SftRow *row, char *err, size_t errlen) {
+    p->len = 0;
+    for (size_t i = 0; i < row->len; i++) cache_put(p, (uint64_t)(uint32_t)row->ids[i]);
+    int ok = (!p->len || fwrite(p->buf, 1, p->len, p->f) == p->len) && fwrite(&p->tokens, sizeof p->tokens, 1, p->idx) == 1;
+    for (size_t i = 0; ok && i < row->len; i++) {
+        uint32_t y = row->labels[i] < 0 ? UINT32_MAX : (uint32_t)row->labels[i];
+        uint8_t b[4] = {(uint8_t)y, (uint8_t)(y >> 8), (uint8_t)(y >> 16), (uint8_t)(y >> 24)};
+        ok = fwrite(b, 1, 4, lab) == 4;
+    }
+    if (!ok) return snprintf(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno)), -1;
+    p->tokens += row->len;
+    return 0;
+}
+
+typedef struct {
+    uint64_t bytes_total, bytes_done;  // this rank's inputs
+    uint64_t tokens;
+    double t_start, t_drawn;
+} CacheProgress;
+
+// done_now bytes of the current input read and part_tokens of its tokens written
+static void cache_progress(CacheProgress *g, uint64_t done_now, uint64_t part_tokens, int force) {
+    if (comm_info.rank != 0) return;
+    double now = clock_now_s();
+    if (!force && now - g->t_drawn < CACHE_PROGRESS_PERIOD) return;
+    g->t_drawn = now;
+    double mb = (double)(g->bytes_done + done_now) / 1e6, dt = now - g->t_start;
+    log_msg("data cache: %.0f%% of rank 0's %.1f MB read, %.0f MB/s, %llu tokens so far%s\n",
+            g->bytes_total ? 100.0 * (double)(g->bytes_done + done_now) / (double)g->bytes_total : 100.0, (double)g->bytes_total / 1e6,
+            dt > 0 ? mb / dt : 0.0, (unsigned long long)(g->tokens + part_tokens), comm_info.world > 1 ? " (each rank builds its share)" : "");
+}
+
+// Builds part i into folder dir: the shard under a .tmp name first, renamed once complete.
+static int cache_build_part(const CacheRequest *q, int i, const char *dir, CacheProgress *g, char *err, size_t errlen) {
+    const CacheInput *in = &q->inputs[i];
+    char path[4200], tmp[4210], stats[4200], ipath[4200], itmp[4210];
+    cache_part_path(dir, i, path, sizeof path);
+    cache_stats_path(dir, i, stats, sizeof stats);
+    cache_side_path(dir, i, "idx", ipath, sizeof ipath);
+    char lpath[4200], ltmp[4210];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(itmp, sizeof itmp, "%s.tmp", ipath);
+    cache_side_path(dir, i, "lab", lpath, sizeof lpath);
+    snprintf(ltmp, sizeof ltmp, "%s.tmp", lpath);
+    // rows (finetuning formats) or documents: as --data_format says, or as the file's fields say
+    SftFormat fmt = q->format;
+    if (fmt == SFT_AUTO && in->kind != DOCS_TEXT && sft_detect(in->path, in->kind, in->comp, &fmt, err, errlen)) return -1;
+    if (fmt == SFT_AUTO) fmt = SFT_TEXT;
+    if (fmt != SFT_TEXT && in->kind == DOCS_TEXT)
+        return snprintf(err, errlen, "--data_format %s reads rows of JSON Lines, Arrow or Parquet, and '%s' is plain text",
+                        sft_format_name(fmt), in->path), -1;
+    DocsReader *r = NULL;
+    SftReader *sr = NULL;
+    if (fmt == SFT_TEXT) r = docs_open(in->path, in->kind, in->comp, q->text_column, q->explicit_column, err, errlen);
+    else {
+        SftOptions o = {.format = fmt, .tmpl = q->tmpl, .tok = q->tok, .train_on_inputs = q->train_on_inputs, .vocab = q->vocab};
+        sr = sft_open(in->path, in->kind, in->comp, &o, err, errlen);
+    }
+    if (!r && !sr) return -1;
+    CachePart p = {.width = cache_width(q->vocab)};
+    FILE *lab = NULL;
+    p.f = fopen(tmp, "wb");
+    int rc = 0;
+    if (!p.f) rc = (snprintf(err, errlen, "cannot create the data cache file '%s': %s", tmp, strerror(errno)), -1);
+    uint8_t header[TOKFILE_HEADER_BYTES];
+    data_shard_header(header, p.width, 0);
+    if (!rc && fwrite(header, 1, sizeof header, p.f) != sizeof header)
+        rc = (snprintf(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno)), -1);
+    if (!rc && !(p.idx = cache_side_open(itmp, 8, err, errlen))) rc = -1;
+    if (!rc && sr && !(lab = cache_side_open(ltmp, 4, err, errlen))) rc = -1;
+    int32_t *ids = NULL;
+    size_t cap = 0;
+    uint64_t rows = 0;
+    Doc d;
+    SftRow row = {0};
+    int got = 0;
+    while (!rc && (got = sr ? sft_next(sr, &row, err, errlen) : docs_next(r, &d, err, errlen)) > 0) {
+        rows++;
+        rc = sr ? cache_row(&p, lab, &row, err, errlen) : cache_doc(q, &p, &d, &ids, &cap, err, errlen, in->path, rows);
+        if (!(rows & 255)) {
+            cache_progress(g, sr ? sft_progress(sr) : docs_progress(r), p.tokens, 0);
+            if (q->stop && *q->stop) rc = (snprintf(err, errlen, "stopped by a signal"), CACHE_STOPPED);
+        }
+    }
+    if (got < 0) rc = -1;
+    if (!rc && fwrite(&p.tokens, sizeof p.tokens, 1, p.idx) != 1)
+        rc = (snprintf(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno)), -1);
+    data_shard_header(header, p.width, p.tokens);
+    if (!rc && (fseek(p.f, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, p.f) != sizeof header || fflush(p.f) != 0 ||
+                fsync(fileno(p.f)) != 0))
+        rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, comm_path_error(tmp, errno)), -1);
+    if (p.f && fclose(p.f) != 0 && !rc) rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, strerror(errno)), -1);
+    if (!rc && rename(tmp, path) != 0) rc = (snprintf(err, errlen, "cannot rename '%s': %s", tmp, strerror(errno)), -1);
+    if (p.idx) rc = cache_side_close(p.idx, itmp, ipath, 8, rows + 1, rc, err, errlen);
+    if (lab) rc = cache_side_close(lab, ltmp, lpath, 4, p.tokens, rc, err, errlen);
+    if (!rc) {
+        char fields[DOCS_FIELDS_MAX * 260];
+        docs_fields_save(sr ? sft_fields(sr) : docs_fields(r), fields, sizeof fields);
+        FILE *s = fopen(stats, "w");
+        if (!s || fprintf(s, "%llu %llu %llu\n%s\n%s\n", (unsigned long long)rows, (unsigned long long)(sr ? sft_nulls(sr) : docs_nulls(r)),
+                          (unsigned long long)p.tokens, sr ? sft_describe(sr) : docs_describe(r), fields) < 0 || fclose(s) != 0)
+            rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", stats, strerror(errno)), -1);
+    }
+    if (rc) unlink(tmp), unlink(path), unlink(ipath);  // a part is whole or absent
+    g->tokens += p.tokens;
+    g->bytes_done += sr ? sft_progress(sr) : docs_progress(r);
+    if (sr) sft_close(sr);
+    else docs_close(r);
+    sft_row_free(&row);
+    free(ids);
+    free(p.buf);
+    return rc;
+}
+
+// ---- the folder ----
+
+static void cache_remove_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (d) {
+        char path[4400];
+        for (struct dirent *e; (e = readdir(d));) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+static int cache_complete(const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/complete", dir);
+    return access(path, R_OK) == 0;
+}
+
+// Builds the parts i with i % stride == first into tmp; on rank 0 writes "complete" after all are in.
+static int cache_build(const CacheRequest *q, const char *tmp, int first, int stride, char *err, size_t errlen) {
+    CacheProgress g = {.t_start = clock_now_s()};
+    g.t_drawn = g.t_start;
+    for (int i = first; i < q->n; i += stride) {
+        struct stat st;
+        if (stat(q->inputs[i].path, &st) == 0) g.bytes_total += (uint64_t)st.st_size;
+    }
+    for (int i = first; i < q->n; i += stride) {
+        int rc = cache_build_part(q, i, tmp, &g, err, errlen);
+        if (rc) return rc;
+    }
+    cache_progress(&g, 0, 0, 1);
+    return 0;
+}
+
+static int cache_seal(const char *tmp, const char *dir, char *err, size_t errlen) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/complete", tmp);
+    FILE *f = fopen(path, "w");
+    if (!f || fprintf(f, "fsdpc data cache %d\n", CACHE_VERSION) < 0 || fclose(f) != 0) {
+        snprintf(err, errlen, "cannot write '%s': %s", path, comm_path_error(path, errno));
+        cache_remove_tree(tmp);
+        return -1;
+    }
+    if (rename(tmp, dir) == 0) return 0;
+    if (errno == EEXIST || errno == ENOTEMPTY) {  // another run built the same cache meanwhile: its copy is as good
+        cache_remove_tree(tmp);
+        return 0;
+    }
+    snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp, dir, strerror(errno));
+    cache_remove_tree(tmp);
+    return -1;
+}
+
+// Rank 0: one line for the whole source, from the parts' records, and one warning for the fields
+// its rows hold that were not read.
+static void cache_log(const CacheRequest *q, const char *dir, int built, double seconds) {
+    if (comm_info.rank != 0) return;
+    unsigned long long rows = 0, nulls = 0, tokens = 0;
+    char formats[512] = "";
+    DocsFields fields = {0};
+    for (int i = 0; i < q->n; i++) {
+        char path[4200], what[256] = "", line[DOCS_FIELDS_MAX * 260];
+        unsigned long long r = 0, nu = 0, t = 0;
+        cache_stats_path(dir, i, path, sizeof path);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (fscanf(f, "%llu %llu %llu\n", &r, &nu, &t) != 3 || !fgets(what, sizeof what, f)) what[0] = 0;
+            if (what[0] && fgets(line, sizeof line, f)) docs_fields_parse(&fields, line);
+            fclose(f);
+        }
+        what[strcspn(what, "\n")] = 0;
+        rows += r, nulls += nu, tokens += t;
+        if (what[0] && !strstr(formats, what) && strlen(formats) + strlen(what) + 3 < sizeof formats)
+            snprintf(formats + strlen(formats), sizeof formats - strlen(formats), "%s%s", formats[0] ? "; " : "", what);
+    }
+    char took[64] = "";
+    if (built) snprintf(took, sizeof took, ", built in %.3f s", seconds);
+    log_msg("%s: %d file%s, %s: %llu rows (%llu null, skipped), %llu tokens (data cache %s%s)\n", q->label, q->n,
+            q->n == 1 ? "" : "s", formats, rows, nulls, tokens, dir, took);
+    char warn[DOCS_FIELDS_MAX * 200 + 1000];
+    if (docs_fields_warning(&fields, q->label, "read only in another row format (see --data_format)", warn, sizeof warn)) log_msg("%s\n", warn);
+}
+
+int cache_ensure(const CacheRequest *q, char *dir, size_t len, char *line, size_t linelen) {
+    char root[2048], key[64], err[8800] = "";
+    if (q->root && q->root[0]) snprintf(root, sizeof root, "%s", q->root);
+    else cache_default_root(root, sizeof root);
+    cache_key(q, key, sizeof key);
+    snprintf(dir, len, "%s/%s", root, key);
+    CommGroup *world = comm_world();
+    double lacking = !cache_complete(dir);
+    comm_allreduce_max_f64(world, &lacking, 1);
+    if (!lacking) return cache_log(q, dir, 0, 0), 0;
+    double t0 = clock_now_s();
+    // rank 0 makes the build folder; when every rank sees it (shared storage) each builds its share
+    char tmp[2200] = "";
+    if (comm_info.rank == 0) {
+        snprintf(tmp, sizeof tmp, "%s.build-%ld-%lld", dir, (long)getpid(), (long long)clock_now_us());
+        if (data_mkdirs(root, err, sizeof err)) snprintf(err + strlen(err), sizeof err - strlen(err), " (--data_cache_dir)");
+        else if (mkdir(tmp, 0777) != 0)
+            snprintf(err, sizeof err, "cannot create the data cache folder '%s': %s (--data_cache_dir)", tmp, strerror(errno));
+    }
+    if (comm_agree(err[0] ? err : NULL, line, linelen)) return -1;
+    comm_bcast_bytes(world, tmp, sizeof tmp, 0);
+    struct stat st;
+    double unseen = !(stat(tmp, &st) == 0 && S_ISDIR(st.st_mode));
+    comm_allreduce_max_f64(world, &unseen, 1);
+    int rc = 0;
+    if (!unseen) {
+        rc = cache_build(q, tmp, comm_info.rank, comm_info.world, err, sizeof err);
+    } else {
+        // node-local storage: each rank that lacks the cache builds all of it in its own folder
+        if (comm_info.rank == 0) cache_remove_tree(tmp);
+        tmp[0] = 0;
+        if (!cache_complete(dir)) {
+            snprintf(tmp, sizeof tmp, "%s.build-%ld-%lld-r%d", dir, (long)getpid(), (long long)clock_now_us(), comm_info.rank);
+            if (data_mkdirs(root, err, sizeof err)) rc = -1;
+            else if (mkdir(tmp, 0777) != 0) rc = (snprintf(err, sizeof err, "cannot create the data cache folder '%s': %s", tmp, strerror(errno)), -1);
+            if (!rc) rc = cache_build(q, tmp, 0, 1, err, sizeof err);
+            if (!rc) rc = cache_seal(tmp, dir, err, sizeof err);
+        }
+    }
+    // a signal anywhere stops every rank; else an error anywhere fails them all with its line
+    double stopped = rc == CACHE_STOPPED;
+    comm_allreduce_max_f64(world, &stopped, 1);
+    int failed = stopped ? 0 : comm_agree(rc ? err : NULL, line, linelen);
+    if (stopped || failed) {
+        if (tmp[0] && (unseen || comm_info.rank == 0)) cache_remove_tree(tmp);
+        comm_barrier(world);  // the folder is gone before any rank leaves
+        return failed ? -1 : 1;
+    }
+    if (!unseen && comm_info.rank == 0) rc = cache_seal(tmp, dir, err, sizeof err);
+    if (comm_agree(rc ? err : NULL, line, linelen)) return -1;
+    cache_log(q, dir, 1, clock_now_s() - t0);
+    return 0;
+}

@@ -1,0 +1,1064 @@
+// prepare: `fsdpc prepare` turns text files and JSON Lines (plain or gzipped) into token shards,
+// the input split among the MPI ranks, each writing shards of its own.
+#include "prepare.h"
+#include "../format/shardfile.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "../../comm/comm.h"
+#include "../../comm/io.h"
+#include "../../base/rng.h"
+#include "../rows/docs.h"
+#include "../source/source.h"
+#include "../format/sniff.h"
+#include "../text/tokenizer.h"
+#include "../../base/cli.h"
+
+#define PREPARE_IO_BYTES (1 << 20)
+#define PREPARE_JSON_DEPTH 256  // nesting limit for skipped values: bounds the recursion
+#define PREPARE_BAR_WIDTH 20
+#define PREPARE_BAR_PERIOD 0.2  // seconds between progress redraws
+
+typedef struct {
+    uint8_t *data;
+    size_t len, cap;
+} PrepareBuf;
+
+// One output split (train or val): a sequence of shards DIR/NAME_NNNNNN.bin. Rank r of W writes
+// the shards numbered r, r + W, r + 2W, ...: no two ranks write one file.
+struct Prepare;
+typedef struct {
+    struct Prepare *p;    // whose first error a failed write becomes
+    const char *dir, *name;
+    int dtype_bytes;
+    int rank, world;
+    uint64_t max_tokens;  // per shard
+    FILE *f;              // the open shard, written as its .tmp name; NULL between shards
+    char *path, *tmp;     // the shard's final name and the one it is written under
+    size_t path_cap;
+    uint64_t in_shard, total;
+    int nshards;          // completed shards
+} PrepareSplit;
+
+// The part of one input a rank reads: a whole file, or a byte range of a plain JSON Lines file
+// (the lines that start in it).
+typedef struct {
+    int file;
+    uint64_t begin, end;  // end UINT64_MAX: to the end of the file
+} PrepareWork;
+
+typedef struct Prepare {
+    // what to do (PrepareOptions)
+    const char **inputs;   // (ninputs) the caller's, then (inputs_owned) their files, prepare_expand's
+    int ninputs;
+    char output[1024];
+    char tokenizer[1024];  // "": the byte tokenizer
+    double val_fraction;
+    int dtype_bytes;
+    bool dtype_given;
+    int overwrite;
+    uint64_t shard_tokens;
+    // the inputs, and this rank's share of them
+    uint64_t *sizes;
+    bool *gzipped;
+    bool inputs_owned;      // inputs holds prepare_expand's strings rather than the caller's
+    bool *as_docs;          // read through data/docs (zstd, Arrow, Parquet), as docs_kind/docs_comp say
+    DocsKind *docs_kind;
+    DocsCompression *docs_comp;
+    PrepareWork *work;
+    int nwork;
+    // work
+    Tokenizer *tok;
+    bool check_ids;      // "input_ids" must be below the vocabulary (an explicit --tokenizer)
+    PrepareSplit train, val;
+    PrepareBuf cur;      // the document being read, encoded as output tokens
+    PrepareBuf pending;  // the last document with tokens, held back (see prepare_end_doc)
+    PrepareBuf line, text, key;
+    int32_t *ids;        // tokenizer output
+    size_t nids, ids_cap;
+    uint8_t *io;         // PREPARE_IO_BYTES of input
+    uint64_t ndocs;
+    int cur_file, pending_file;  // where the current and the pending document start
+    uint64_t cur_offset, pending_offset;
+    char err[1024];      // the first error of this rank; empty while fine
+    bool stopped;        // a stop signal ended this rank's reading (comm_stop_signal)
+    DocsFields fields;   // the inputs' row fields, "text" and "input_ids" used
+    // progress (rank 0 draws its own share)
+    uint64_t bytes_total, bytes_before;  // this rank's input; inputs already finished
+    double t_start, t_drawn;
+    bool bar_drawn;
+} Prepare;
+
+typedef struct {
+    gzFile gz;            // a whole file (plain or gzip) ...
+    int fd;               // ... or a range of a plain file (gz NULL)
+    const char *path;
+    uint64_t base;        // offset in the (uncompressed) file of p->io[0]
+    uint64_t end;         // lines starting here or later belong to the next range
+    uint64_t range_begin; // where the range starts (for the progress of a range)
+    size_t pos, len;      // unread input is p->io[pos, len)
+    uint64_t line_start;  // offset of the line just read
+    uint64_t line_no;     // its number; 0 when the range began inside the file (counted on error)
+} PrepareInput;
+
+// Records this rank's first error (agreed on through prepare_sync); returns 1.
+static int prepare_fail(Prepare *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int prepare_fail(Prepare *p, const char *fmt, ...) {
+    if (p->err[0]) return 1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->err, sizeof p->err, fmt, ap);
+    va_end(ap);
+    return 1;
+}
+
+// Collective: -1 on every rank when any has failed, with the lowest failing rank's line in p->err,
+// else 0. Ends rank 0's progress bar line first so that the error line starts its own.
+static int prepare_sync(Prepare *p) {
+    if (p->bar_drawn) fputc('\n', stderr);
+    p->bar_drawn = false;
+    return comm_agree(p->err[0] ? p->err : NULL, p->err, sizeof p->err);
+}
+
+// ---- growable byte buffers ----
+
+static void prepare_buf_reserve(PrepareBuf *b, size_t extra) {
+    if (b->len + extra <= b->cap) return;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra) cap *= 2;
+    uint8_t *data = realloc(b->data, cap);
+    if (!data) err_fatal("out of memory growing a buffer to %zu bytes (one document must fit in memory)", cap);
+    b->data = data;
+    b->cap = cap;
+}
+
+static void prepare_buf_append(PrepareBuf *b, const void *src, size_t n) {
+    if (!n) return;  // b->data may still be NULL, which memcpy must not see
+    prepare_buf_reserve(b, n);
+    memcpy(b->data + b->len, src, n);
+    b->len += n;
+}
+
+static void prepare_put_le(uint8_t *dst, uint64_t v, int nbytes) {
+    for (int i = 0; i < nbytes; i++) dst[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void prepare_push_token(Prepare *p, PrepareBuf *doc, uint32_t token) {
+    prepare_buf_reserve(doc, (size_t)p->dtype_bytes);
+    prepare_put_le(doc->data + doc->len, token, p->dtype_bytes);
+    doc->len += (size_t)p->dtype_bytes;
+}
+
+// byte tokenizer: every byte is one token, so only the low (first, little-endian) byte is non-zero
+static void prepare_push_bytes(Prepare *p, PrepareBuf *doc, const uint8_t *bytes, size_t n) {
+    if (!n) return;  // doc->data may still be NULL
+    size_t width = (size_t)p->dtype_bytes;
+    prepare_buf_reserve(doc, n * width);
+    uint8_t *dst = doc->data + doc->len;
+    memset(dst, 0, n * width);
+    for (size_t i = 0; i < n; i++) dst[i * width] = bytes[i];
+    doc->len += n * width;
+}
+
+// The document in p->text into p->cur: its bytes and '\n' after it with the byte tokenizer, else
+// <s>, its tokens and </s>.
+static void prepare_encode_text(Prepare *p) {
+    p->cur.len = 0;
+    if (!p->tokenizer[0]) {
+        prepare_push_bytes(p, &p->cur, p->text.data, p->text.len);
+        prepare_push_token(p, &p->cur, '\n');
+        return;
+    }
+    p->nids = 0;
+    tok_encode(p->tok, (const char *)p->text.data, p->text.len, &p->ids, &p->nids, &p->ids_cap);
+    prepare_buf_reserve(&p->cur, (p->nids + 2) * (size_t)p->dtype_bytes);
+    if (tok_bos(p->tok) >= 0) prepare_push_token(p, &p->cur, (uint32_t)tok_bos(p->tok));
+    for (size_t i = 0; i < p->nids; i++) prepare_push_token(p, &p->cur, (uint32_t)p->ids[i]);
+    if (tok_eos(p->tok) >= 0) prepare_push_token(p, &p->cur, (uint32_t)tok_eos(p->tok));
+}
+
+// ---- shard writing ----
+
+static void prepare_split_init(PrepareSplit *s, Prepare *p, const char *name) {
+    memset(s, 0, sizeof *s);
+    s->p = p;
+    s->dir = p->output;
+    s->name = name;
+    s->dtype_bytes = p->dtype_bytes;
+    s->rank = comm_info.rank;
+    s->world = comm_info.world;
+    s->max_tokens = p->shard_tokens;
+    s->path_cap = strlen(p->output) + strlen(name) + 32;
+    s->path = mallocCheck(s->path_cap);
+    s->tmp = mallocCheck(s->path_cap + 4);
+}
+
+// names this rank's shard number `index` (0, 1, ... for this rank)
+static void prepare_split_name(PrepareSplit *s, int index) {
+    snprintf(s->path, s->path_cap, "%s/%s_%06lld.bin", s->dir, s->name, (long long)index * s->world + s->rank);
+    snprintf(s->tmp, s->path_cap + 4, "%s.tmp", s->path);
+}
+
+static void prepare_split_open(PrepareSplit *s) {
+    prepare_split_name(s, s->nshards);
+    s->f = fopenCheck(s->tmp, "wb");
+    // stdio's own buffer, enlarged: spans of a document go out in big writes
+    setvbuf(s->f, NULL, _IOFBF, PREPARE_IO_BYTES);
+    uint8_t header[TOKFILE_HEADER_BYTES];
+    data_shard_header(header, s->dtype_bytes, 0);  // ntokens is patched on close
+    if (fwrite(header, 1, sizeof header, s->f) != sizeof header) prepare_fail(s->p, "cannot write '%s': %s", s->tmp, strerror(errno));
+    s->in_shard = 0;
+}
+
+// The shard gets its final name only once complete, so a crash never leaves a truncated one.
+static void prepare_split_close(PrepareSplit *s) {
+    uint8_t header[TOKFILE_HEADER_BYTES];
+    data_shard_header(header, s->dtype_bytes, s->in_shard);
+    int ok = fseek(s->f, 0, SEEK_SET) == 0 && fwrite(header, 1, sizeof header, s->f) == sizeof header, e = errno;
+    if (fclose(s->f) != 0 && ok) ok = 0, e = errno;
+    s->f = NULL;
+    if (!ok) {
+        unlink(s->tmp);  // never to become a shard
+        return (void)prepare_fail(s->p, "cannot write '%s': %s", s->tmp, comm_path_error(s->tmp, e));
+    }
+    if (rename(s->tmp, s->path) != 0) return (void)prepare_fail(s->p, "cannot rename '%s' to '%s': %s", s->tmp, s->path, strerror(errno));
+    s->nshards++;
+}
+
+// Nothing more is written after a failure (this rank's first error, in s->p->err).
+static void prepare_split_write(PrepareSplit *s, const uint8_t *tokens, uint64_t n) {
+    while (n > 0 && !s->p->err[0]) {
+        if (!s->f) prepare_split_open(s);
+        uint64_t room = s->max_tokens - s->in_shard, take = n < room ? n : room;
+        if (fwrite(tokens, (size_t)s->dtype_bytes, take, s->f) != take)
+            return (void)prepare_fail(s->p, "cannot write '%s': %s", s->tmp, comm_path_error(s->tmp, errno));
+        tokens += take * (uint64_t)s->dtype_bytes;
+        n -= take;
+        s->in_shard += take;
+        s->total += take;
+        if (s->in_shard == s->max_tokens) prepare_split_close(s);
+    }
+}
+
+// After an error on any rank: the unfinished shard is dropped (its .tmp name never becomes
+// final) and the finished ones removed, so a failed run leaves nothing behind.
+static void prepare_split_abandon(PrepareSplit *s) {
+    if (s->f) {
+        fclose(s->f);
+        s->f = NULL;
+        unlink(s->tmp);
+    }
+    for (int i = 0; i < s->nshards; i++) {
+        prepare_split_name(s, i);
+        unlink(s->path);
+    }
+    s->nshards = 0;
+}
+
+static void prepare_split_free(PrepareSplit *s) {
+    free(s->path);
+    free(s->tmp);
+}
+
+// Collective: prepare_sync after a failure anywhere makes every rank remove what it wrote.
+static int prepare_failed(Prepare *p) {
+    double failed = p->err[0] != 0;
+    comm_allreduce_max_f64(comm_world(), &failed, 1);
+    if (failed) {
+        prepare_split_abandon(&p->train);
+        prepare_split_abandon(&p->val);
+    }
+    return prepare_sync(p);
+}
+
+// ---- documents and the train/validation split ----
+
+// The document starting at byte `offset` of input `file` goes to validation when its hash, as a
+// fraction of 2^64, falls below val_fraction: the same choice whichever rank reads it.
+static bool prepare_doc_is_val(const Prepare *p, int file, uint64_t offset) {
+    uint64_t h = rng_splitmix64(rng_splitmix64((uint64_t)file) ^ offset);
+    return (double)(h >> 11) * 0x1.0p-53 < p->val_fraction;
+}
+
+// tokens [0, split) of doc to train, the rest to validation
+static void prepare_send(Prepare *p, const PrepareBuf *doc, uint64_t split) {
+    uint64_t n = doc->len / (size_t)p->dtype_bytes;
+    prepare_split_write(&p->train, doc->data, split);
+    prepare_split_write(&p->val, doc->data + split * (uint64_t)p->dtype_bytes, n - split);
+}
+
+static void prepare_send_pending(Prepare *p) {
+    uint64_t n = p->pending.len / (size_t)p->dtype_bytes;
+    prepare_send(p, &p->pending, prepare_doc_is_val(p, p->pending_file, p->pending_offset) ? 0 : n);
+    p->pending.len = 0;
+}
+
+// Ends document cur. The last document with tokens is held back: only at the end is it known
+// whether it is the last of all, whose tail may have to become the validation set.
+static void prepare_end_doc(Prepare *p) {
+    p->ndocs++;
+    if (p->cur.len == 0) return;
+    if (p->pending.len) prepare_send_pending(p);
+    PrepareBuf t = p->pending;
+    p->pending = p->cur;
+    p->cur = t;
+    p->cur.len = 0;
+    p->pending_file = p->cur_file;
+    p->pending_offset = p->cur_offset;
+}
+
+// Collective. A single document, or a run where no document hashed into validation, gives the
+// last val_fraction of the last document's tokens to validation; the last document is the one
+// that starts last in the inputs, whichever rank holds it.
+static void prepare_end_docs(Prepare *p) {
+    CommGroup *world = comm_world();
+    double last_file = p->pending.len ? p->pending_file : -1.0;
+    comm_allreduce_max_f64(world, &last_file, 1);
+    double last_offset = p->pending.len && p->pending_file == last_file ? (double)p->pending_offset : -1.0;
+    comm_allreduce_max_f64(world, &last_offset, 1);
+    bool mine = p->pending.len && p->pending_file == last_file && (double)p->pending_offset == last_offset;
+    if (p->pending.len && !mine) prepare_send_pending(p);
+    double sums[2] = {(double)p->ndocs, (double)p->val.total};
+    comm_allreduce_sum_f64(world, sums, 2);
+    if (!mine) return;
+    uint64_t n = p->pending.len / (size_t)p->dtype_bytes;
+    bool whole_val = sums[0] > 1 && prepare_doc_is_val(p, p->pending_file, p->pending_offset);
+    uint64_t split = whole_val ? 0 : n;
+    if (!whole_val && (sums[0] == 1 || sums[1] == 0)) split = (uint64_t)((1.0 - p->val_fraction) * (double)n);
+    prepare_send(p, &p->pending, split);
+    p->pending.len = 0;
+}
+
+// ---- progress ----
+
+static void prepare_count(char out[16], uint64_t n) {
+    if (n < 1000) snprintf(out, 16, "%llu", (unsigned long long)n);
+    else if (n < 1000000) snprintf(out, 16, "%.1fK", n / 1e3);
+    else if (n < 1000000000) snprintf(out, 16, "%.1fM", n / 1e6);
+    else snprintf(out, 16, "%.1fB", n / 1e9);
+}
+
+// Redraws rank 0's bar in place ('\r'), done of its input bytes read (compressed bytes for .gz),
+// at most every PREPARE_BAR_PERIOD seconds unless forced.
+static void prepare_progress(Prepare *p, uint64_t done, bool force) {
+    if (comm_info.rank != 0) return;
+    double now = clock_now_s();
+    if (!force && now - p->t_drawn < PREPARE_BAR_PERIOD) return;
+    p->t_drawn = now;
+    double frac = p->bytes_total ? (double)done / (double)p->bytes_total : 1.0;
+    if (frac > 1.0) frac = 1.0;  // a file that grew since it was measured
+    char bar[PREPARE_BAR_WIDTH + 1], train[16], val[16];
+    int filled = (int)(frac * PREPARE_BAR_WIDTH);
+    for (int i = 0; i < PREPARE_BAR_WIDTH; i++) bar[i] = i < filled ? '#' : '-';
+    bar[PREPARE_BAR_WIDTH] = '\0';
+    prepare_count(train, p->train.total);
+    prepare_count(val, p->val.total);
+    double elapsed = now - p->t_start;
+    log_msg("\rprepare [%s] %3d%%  %5.1f MB/s  train %6s tok  val %6s tok%s", bar, (int)(frac * 100),
+            elapsed > 0 ? done / elapsed / 1e6 : 0.0, train, val, comm_info.world > 1 ? "  (rank 0)" : "");
+    p->bar_drawn = true;
+}
+
+// ---- input ----
+
+// Refills p->io from in; returns the bytes read (0 at the end of the input) or -1 after an error.
+static long prepare_fill(Prepare *p, PrepareInput *in) {
+    if (comm_stop_signal) return p->stopped = true, -1;  // polled once per PREPARE_IO_BYTES of input
+    in->base += in->len;
+    in->pos = in->len = 0;
+    long got;
+    if (in->gz) {
+        got = gzread(in->gz, p->io, PREPARE_IO_BYTES);
+        int err = Z_OK;
+        const char *msg = gzerror(in->gz, &err);
+        if (got < 0) return prepare_fail(p, "cannot read input '%s': %s", in->path, msg), -1;
+        // gzread reports a gzip stream cut short as a quiet end of input; gzerror tells them apart
+        if (got == 0 && err == Z_BUF_ERROR) return prepare_fail(p, "input '%s' ends in the middle of its gzip stream (truncated?)", in->path), -1;
+        prepare_progress(p, p->bytes_before + (uint64_t)gzoffset(in->gz), false);
+    } else {
+        do got = read(in->fd, p->io, PREPARE_IO_BYTES);
+        while (got < 0 && errno == EINTR);
+        if (got < 0) return prepare_fail(p, "cannot read input '%s': %s", in->path, strerror(errno)), -1;
+        uint64_t read_to = in->base + (uint64_t)got;  // the range's reading starts a byte early
+        prepare_progress(p, p->bytes_before + (read_to > in->range_begin ? read_to - in->range_begin : 0), false);
+    }
+    in->len = (size_t)got;
+    return got;
+}
+
+// Reads the next line, without its '\n', into p->line: 1 for a line, 0 at the end of input, -1 on error.
+static int prepare_read_line(Prepare *p, PrepareInput *in) {
+    p->line.len = 0;
+    in->line_start = in->base + in->pos;
+    for (;;) {
+        if (in->pos == in->len) {
+            long got = prepare_fill(p, in);
+            if (got < 0) return -1;
+            if (got == 0) return p->line.len > 0;  // a last line without '\n' still counts
+        }
+        uint8_t *start = p->io + in->pos, *nl = memchr(start, '\n', in->len - in->pos);
+        size_t n = nl ? (size_t)(nl - start) : in->len - in->pos;
+        prepare_buf_append(&p->line, start, n);
+        in->pos += n + (nl != NULL);
+        if (nl) return 1;
+    }
+}
+
+// The number of the line starting at byte `offset` of a plain file (for errors in a range that
+// began inside the file).
+static uint64_t prepare_line_number(Prepare *p, const char *path, uint64_t offset) {
+    int fd = open(path, O_RDONLY);
+    uint64_t line = 1, at = 0;
+    for (ssize_t got; fd >= 0 && at < offset && (got = read(fd, p->io, PREPARE_IO_BYTES)) > 0; at += (uint64_t)got) {
+        size_t n = offset - at < (uint64_t)got ? (size_t)(offset - at) : (size_t)got;
+        for (const uint8_t *c = p->io, *e = p->io + n; (c = memchr(c, '\n', (size_t)(e - c))); c++) line++;
+    }
+    if (fd >= 0) close(fd);
+    return line;
+}
+
+// ---- a scanner for one JSON Lines object ----
+
+typedef struct {
+    Prepare *p;
+    const uint8_t *begin, *s, *end;  // the line, and the scan position in it
+    char err[160];                   // the first problem found; empty while fine
+    bool has_text, has_ids;          // what the line's object held
+    // finetuning rows' members (attention_mask or labels, a chat, prompt/completion, Alpaca): such
+    // rows are samples with their own loss masks, which a token stream cannot keep
+    unsigned row_keys;
+} PrepareJson;
+
+enum { ROWKEY_MASK = 1, ROWKEY_CHAT = 2, ROWKEY_PROMPT = 4, ROWKEY_COMPLETION = 8, ROWKEY_INSTRUCTION = 16, ROWKEY_OUTPUT = 32 };
+
+static bool prepare_json_error(PrepareJson *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool prepare_json_error(PrepareJson *j, const char *fmt, ...) {
+    if (j->err[0]) return false;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(j->err, sizeof j->err, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+static void prepare_json_ws(PrepareJson *j) {
+    while (j->s < j->end && (*j->s == ' ' || *j->s == '\t' || *j->s == '\r' || *j->s == '\n')) j->s++;
+}
+
+// the next character after whitespace, or -1 at the end of the line
+static int prepare_json_peek(PrepareJson *j) {
+    prepare_json_ws(j);
+    return j->s < j->end ? *j->s : -1;
+}
+
+// consumes c (after whitespace) if it is next
+static bool prepare_json_eat(PrepareJson *j, char c) {
+    if (prepare_json_peek(j) != (uint8_t)c) return false;
+    j->s++;
+    return true;
+}
+
+static void prepare_utf8(PrepareBuf *out, uint32_t cp) {
+    static const uint8_t lead[5] = {0, 0x00, 0xC0, 0xE0, 0xF0};  // by length
+    size_t n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    uint8_t b[4];
+    b[0] = (uint8_t)(lead[n] | cp >> (6 * (n - 1)));
+    for (size_t i = 1; i < n; i++) b[i] = (uint8_t)(0x80 | (cp >> (6 * (n - 1 - i)) & 0x3F));
+    prepare_buf_append(out, b, n);
+}
+
+// four hex digits after "\u"
+static bool prepare_json_hex4(PrepareJson *j, uint32_t *v) {
+    *v = 0;
+    for (int i = 0; i < 4; i++, j->s++) {
+        int c = j->s < j->end ? *j->s : -1;
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return prepare_json_error(j, "malformed JSON: \\u needs four hex digits");
+        *v = *v << 4 | (uint32_t)d;
+    }
+    return true;
+}
+
+// Decodes the string at j->s (its opening quote) as UTF-8 into out, or only checks it when out is NULL.
+static bool prepare_json_string(PrepareJson *j, PrepareBuf *out) {
+    if (!prepare_json_eat(j, '"')) return prepare_json_error(j, "malformed JSON: expected a string");
+    if (out) out->len = 0;
+    for (;;) {
+        const uint8_t *run = j->s;  // unescaped runs are copied in one go
+        while (j->s < j->end && *j->s != '"' && *j->s != '\\' && *j->s >= 0x20) j->s++;
+        if (out) prepare_buf_append(out, run, (size_t)(j->s - run));
+        if (j->s == j->end) return prepare_json_error(j, "malformed JSON: unterminated string");
+        uint8_t c = *j->s++;
+        if (c == '"') return true;
+        if (c != '\\') return prepare_json_error(j, "malformed JSON: raw control character in a string");
+        uint8_t e = j->s < j->end ? *j->s++ : 0, lit;
+        uint32_t cp;
+        switch (e) {
+        case '"': case '\\': case '/': lit = e; break;
+        case 'b': lit = '\b'; break;
+        case 'f': lit = '\f'; break;
+        case 'n': lit = '\n'; break;
+        case 'r': lit = '\r'; break;
+        case 't': lit = '\t'; break;
+        case 'u':
+            if (!prepare_json_hex4(j, &cp)) return false;
+            if (cp >= 0xD800 && cp < 0xDC00 && j->end - j->s >= 2 && j->s[0] == '\\' && j->s[1] == 'u') {
+                const uint8_t *back = j->s;
+                uint32_t lo;
+                j->s += 2;
+                if (!prepare_json_hex4(j, &lo)) return false;
+                if (lo >= 0xDC00 && lo < 0xE000) cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                else j->s = back;  // not a low surrogate: decoded on its own next
+            }
+            // a lone surrogate has no UTF-8 form: U+FFFD, as Python's errors="replace" gives
+            if (cp >= 0xD800 && cp < 0xE000) cp = 0xFFFD;
+            if (out) prepare_utf8(out, cp);
+            continue;
+        default: return prepare_json_error(j, "malformed JSON: bad escape in a string");
+        }
+        if (out) prepare_buf_append(out, &lit, 1);
+    }
+}
+
+static bool prepare_json_digits(PrepareJson *j, uint64_t *mag) {
+    if (j->s == j->end || *j->s < '0' || *j->s > '9') return prepare_json_error(j, "malformed JSON: expected a digit");
+    for (; j->s < j->end && *j->s >= '0' && *j->s <= '9'; j->s++)
+        *mag = *mag >= UINT64_MAX / 10 ? UINT64_MAX : *mag * 10 + (uint64_t)(*j->s - '0');  // saturates
+    return true;
+}
+
+// A JSON number at j->s; *is_int tells it has no fraction or exponent, and then *neg and *mag
+// (saturated) give its value.
+static bool prepare_json_number(PrepareJson *j, bool *is_int, bool *neg, uint64_t *mag) {
+    uint64_t ignored = 0;
+    *neg = j->s < j->end && *j->s == '-';
+    j->s += *neg;
+    *mag = 0;
+    const uint8_t *first = j->s;
+    if (!prepare_json_digits(j, mag)) return false;
+    if (*first == '0' && j->s - first > 1) return prepare_json_error(j, "malformed JSON: a number with a leading zero");
+    *is_int = true;
+    if (j->s < j->end && *j->s == '.') {
+        j->s++;
+        *is_int = false;
+        if (!prepare_json_digits(j, &ignored)) return false;
+    }
+    if (j->s < j->end && (*j->s == 'e' || *j->s == 'E')) {
+        j->s++;
+        *is_int = false;
+        if (j->s < j->end && (*j->s == '+' || *j->s == '-')) j->s++;
+        if (!prepare_json_digits(j, &ignored)) return false;
+    }
+    return true;
+}
+
+// "input_ids": [ints] (j->s at the '['), encoded into p->cur
+static bool prepare_json_ids(PrepareJson *j) {
+    Prepare *p = j->p;
+    j->s++;
+    p->cur.len = 0;
+    if (prepare_json_eat(j, ']')) return true;
+    do {
+        int c = prepare_json_peek(j);
+        if (c != '-' && (c < '0' || c > '9')) return prepare_json_error(j, "\"input_ids\" must hold integers only");
+        const uint8_t *lit = j->s;
+        bool is_int, neg;
+        uint64_t id;
+        if (!prepare_json_number(j, &is_int, &neg, &id)) return false;
+        int lit_len = (int)(j->s - lit);
+        j->s = lit;  // errors below point at the id
+        if (!is_int) return prepare_json_error(j, "\"input_ids\" must hold integers only, not %.*s", lit_len, lit);
+        if (neg && id > 0) return prepare_json_error(j, "token id %.*s is negative", lit_len, lit);
+        if (p->dtype_bytes == 2 && id > UINT16_MAX)
+            return prepare_json_error(j, "token id %.*s does not fit --dtype uint16: pass --dtype uint32", lit_len, lit);
+        if (id > UINT32_MAX) return prepare_json_error(j, "token id %.*s does not fit --dtype uint32", lit_len, lit);
+        if (p->check_ids && id >= (uint64_t)tok_vocab_size(p->tok))
+            return prepare_json_error(j, "token id %.*s is not below the vocabulary size %d of --tokenizer %s", lit_len, lit,
+                                      tok_vocab_size(p->tok), tok_path(p->tok));
+        j->s += lit_len;
+        prepare_push_token(p, &p->cur, (uint32_t)id);
+    } while (prepare_json_eat(j, ','));
+    return prepare_json_eat(j, ']') || prepare_json_error(j, "malformed JSON: expected ',' or ']'");
+}
+
+static bool prepare_json_value(PrepareJson *j, int depth);
+
+static bool prepare_key_is(const PrepareBuf *key, const char *name) {
+    return key->len == strlen(name) && !memcmp(key->data, name, key->len);
+}
+
+// A member of the line's own object: "text" and "input_ids" are kept, the rest checked and skipped.
+static bool prepare_json_member(PrepareJson *j) {
+    Prepare *p = j->p;
+    int c = prepare_json_peek(j);
+    docs_fields_note(&p->fields, (const char *)p->key.data, p->key.len,
+                     prepare_key_is(&p->key, "text") || prepare_key_is(&p->key, "input_ids"));
+    if (prepare_key_is(&p->key, "text") && c == '"') return j->has_text = prepare_json_string(j, &p->text);
+    if (prepare_key_is(&p->key, "input_ids") && c == '[') return j->has_ids = prepare_json_ids(j);
+    static const char *const row_keys[] = {"attention_mask", "labels", "messages", "conversations", "prompt", "completion",
+                                           "instruction", "output"};
+    static const unsigned row_bits[] = {ROWKEY_MASK, ROWKEY_MASK, ROWKEY_CHAT, ROWKEY_CHAT, ROWKEY_PROMPT, ROWKEY_COMPLETION,
+                                        ROWKEY_INSTRUCTION, ROWKEY_OUTPUT};
+    for (size_t i = 0; i < sizeof row_keys / sizeof *row_keys; i++)
+        if (prepare_key_is(&p->key, row_keys[i]) && c != 'n') j->row_keys |= row_bits[i];  // a null member is none
+    return prepare_json_value(j, 1);
+}
+
+// The members or elements of an object or array up to close (its opener already eaten); depth 0
+// is the line's own object.
+static bool prepare_json_list(PrepareJson *j, char close, bool members, int depth) {
+    if (depth > PREPARE_JSON_DEPTH) return prepare_json_error(j, "JSON nested deeper than %d levels", PREPARE_JSON_DEPTH);
+    if (prepare_json_eat(j, close)) return true;
+    do {
+        if (members) {
+            if (!prepare_json_string(j, depth == 0 ? &j->p->key : NULL)) return false;
+            if (!prepare_json_eat(j, ':')) return prepare_json_error(j, "malformed JSON: expected ':' after a key");
+        }
+        if (!(depth == 0 ? prepare_json_member(j) : prepare_json_value(j, depth + 1))) return false;
+    } while (prepare_json_eat(j, ','));
+    return prepare_json_eat(j, close) || prepare_json_error(j, "malformed JSON: expected ',' or '%c'", close);
+}
+
+static bool prepare_json_value(PrepareJson *j, int depth) {
+    static const char *const literals[] = {"true", "false", "null"};
+    int c = prepare_json_peek(j);
+    if (c == '"') return prepare_json_string(j, NULL);
+    if (c == '{' || c == '[') {
+        j->s++;
+        return prepare_json_list(j, c == '{' ? '}' : ']', c == '{', depth);
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        bool is_int, neg;
+        uint64_t mag;
+        return prepare_json_number(j, &is_int, &neg, &mag);
+    }
+    for (size_t i = 0; i < sizeof literals / sizeof *literals; i++) {
+        size_t n = strlen(literals[i]);
+        if ((size_t)(j->end - j->s) >= n && !memcmp(j->s, literals[i], n)) {
+            j->s += n;
+            return true;
+        }
+    }
+    return prepare_json_error(j, "malformed JSON: expected a value");
+}
+
+// One JSON Lines object into p->cur: its "input_ids" as they are (they win over "text" when an
+// object has both: they are the tokenization its producer chose), else its "text" tokenized.
+static bool prepare_json_object(PrepareJson *j) {
+    Prepare *p = j->p;
+    if (!prepare_json_eat(j, '{')) return prepare_json_error(j, "malformed JSON: a line must hold one object");
+    if (!prepare_json_list(j, '}', true, 0)) return false;
+    if (prepare_json_peek(j) >= 0) return prepare_json_error(j, "malformed JSON: text after the object");
+    unsigned k = j->row_keys;
+    if ((j->has_ids && (k & ROWKEY_MASK)) || (!j->has_ids && !j->has_text && ((k & ROWKEY_CHAT) ||
+        (k & (ROWKEY_PROMPT | ROWKEY_COMPLETION)) == (ROWKEY_PROMPT | ROWKEY_COMPLETION) ||
+        (k & (ROWKEY_INSTRUCTION | ROWKEY_OUTPUT)) == (ROWKEY_INSTRUCTION | ROWKEY_OUTPUT))))
+        return prepare_json_error(j, "a finetuning row (%s) keeps its own loss mask, which token shards cannot: train on the file itself",
+                                  j->has_ids ? "input_ids with attention_mask or labels" : k & ROWKEY_CHAT ? "a chat" :
+                                  k & ROWKEY_PROMPT ? "prompt/completion" : "Alpaca");
+    if (!j->has_ids && !j->has_text) return prepare_json_error(j, "the object has no \"text\" string and no \"input_ids\" array");
+    if (!j->has_ids) prepare_encode_text(p);
+    return true;
+}
+
+const char *data_prepare_scan_line(const char *line, size_t n, const Tokenizer *tok, int dtype_bytes) {
+    static Prepare p;
+    static char err[sizeof p.err];
+    p.tok = (Tokenizer *)tok;
+    p.check_ids = true;
+    p.dtype_bytes = dtype_bytes;
+    p.cur.len = p.text.len = p.key.len = 0;
+    PrepareJson j = {.p = &p, .begin = (const uint8_t *)line, .s = (const uint8_t *)line, .end = (const uint8_t *)line + n};
+    if (prepare_json_peek(&j) < 0 || prepare_json_object(&j)) return NULL;
+    snprintf(err, sizeof err, "%s", j.err);
+    return err;
+}
+
+static int prepare_jsonl(Prepare *p, PrepareInput *in, int file) {
+    int got;
+    uint64_t line_no = 0;  // since the range's start
+    while (!p->err[0] && (got = prepare_read_line(p, in)) > 0 && in->line_start < in->end) {
+        line_no++;
+        PrepareJson j = {.p = p, .begin = p->line.data, .s = p->line.data, .end = p->line.data + p->line.len};
+        if (prepare_json_peek(&j) < 0) continue;  // blank line
+        p->cur_file = file;
+        p->cur_offset = in->line_start;
+        if (!prepare_json_object(&j)) {
+            // p->io is done with: it may count the lines before a range that began inside the file
+            if (in->range_begin > 0) line_no = prepare_line_number(p, in->path, in->line_start);
+            return prepare_fail(p, "%s:%llu:%zu: %s", in->path, (unsigned long long)line_no, (size_t)(j.s - j.begin) + 1, j.err);
+        }
+        prepare_end_doc(p);
+    }
+    return got < 0 || p->err[0];
+}
+
+// a plain text file: one document, streamed as bytes by the byte tokenizer, else read whole
+static int prepare_text(Prepare *p, PrepareInput *in, int file) {
+    bool bytes = !p->tokenizer[0];
+    long got;
+    p->text.len = 0;
+    while ((got = prepare_fill(p, in)) > 0) {
+        if (bytes) prepare_push_bytes(p, &p->cur, p->io, (size_t)got);
+        else prepare_buf_append(&p->text, p->io, (size_t)got);
+    }
+    if (got < 0) return 1;
+    if (!bytes) prepare_encode_text(p);
+    p->cur_file = file;
+    p->cur_offset = 0;
+    prepare_end_doc(p);
+    return 0;
+}
+
+static bool prepare_is_jsonl(const char *path) {
+    size_t n = strlen(path);
+    if (n >= 3 && !strcmp(path + n - 3, ".gz")) n -= 3;  // the kind is the name under the compression
+    return (n >= 6 && !strncmp(path + n - 6, ".jsonl", 6)) || (n >= 5 && !strncmp(path + n - 5, ".json", 5));
+}
+
+// A file read through data/docs: each row (or the whole text) one document, identified for the
+// train/validation choice by its row number.
+static int prepare_docs(Prepare *p, int file) {
+    const char *path = p->inputs[file];
+    DocsReader *r = docs_open(path, p->docs_kind[file], p->docs_comp[file], "text", 0, p->err, sizeof p->err);
+    if (!r) return 1;
+    Doc d;
+    int got = 0;
+    uint64_t row = 0;
+    while (!p->err[0] && !(p->stopped = comm_stop_signal != 0) && (got = docs_next(r, &d, p->err, sizeof p->err)) > 0) {
+        p->cur_file = file;
+        p->cur_offset = row++;
+        p->cur.len = 0;
+        if (d.is_ids) {
+            for (size_t i = 0; i < d.len && got > 0; i++) {
+                if ((p->check_ids && d.ids[i] >= tok_vocab_size(p->tok)) || (uint64_t)d.ids[i] >> (8 * p->dtype_bytes))
+                    got = -prepare_fail(p, "'%s' row %llu holds token id %lld, beyond the vocabulary of %s", path, (unsigned long long)row,
+                                        (long long)d.ids[i], tok_path(p->tok));
+                else prepare_push_token(p, &p->cur, (uint32_t)d.ids[i]);
+            }
+            if (got < 0) break;
+        } else {
+            p->text.len = 0;
+            prepare_buf_append(&p->text, d.text, d.len);
+            prepare_encode_text(p);
+        }
+        prepare_end_doc(p);
+        if (!(row & 255)) prepare_progress(p, p->bytes_before + docs_progress(r), false);
+    }
+    p->bytes_before += p->sizes[file];
+    char fields[DOCS_FIELDS_MAX * 260];
+    docs_fields_save(docs_fields(r), fields, sizeof fields);
+    docs_fields_parse(&p->fields, fields);
+    docs_close(r);
+    return got < 0 || p->stopped || p->err[0];
+}
+
+static int prepare_input(Prepare *p, const PrepareWork *w) {
+    const char *path = p->inputs[w->file];
+    if (p->as_docs[w->file]) return prepare_docs(p, w->file);
+    PrepareInput in = {.fd = -1, .path = path, .end = w->end, .range_begin = w->begin};
+    int rc = 0;
+    if (w->end == UINT64_MAX) {
+        errno = 0;  // gzopen leaves it 0 when it ran out of memory
+        in.gz = gzopen(path, "rb");
+        if (!in.gz) return prepare_fail(p, "cannot open input '%s': %s", path, strerror(errno ? errno : ENOMEM));
+        gzbuffer(in.gz, PREPARE_IO_BYTES);
+    } else {
+        in.fd = open(path, O_RDONLY);
+        if (in.fd < 0) return prepare_fail(p, "cannot open input '%s': %s", path, strerror(errno));
+        // from the byte before the range: the line running into the range belongs to the one before
+        if (w->begin > 0) {
+            in.base = w->begin - 1;
+            if (lseek(in.fd, (off_t)in.base, SEEK_SET) < 0) rc = prepare_fail(p, "cannot read input '%s': %s", path, strerror(errno));
+            else rc = prepare_read_line(p, &in) < 0;
+        }
+    }
+    if (!rc) rc = prepare_is_jsonl(path) ? prepare_jsonl(p, &in, w->file) : prepare_text(p, &in, w->file);
+    if (!rc) p->bytes_before += in.gz ? (uint64_t)gzoffset(in.gz) : w->end - w->begin;
+    if (in.gz) gzclose(in.gz);
+    if (in.fd >= 0) close(in.fd);
+    return rc;
+}
+
+// This rank's share of the inputs, alike on every rank: each plain JSON Lines file is cut into
+// one byte range per rank; every other file goes whole to the rank with the fewest bytes so far.
+static void prepare_assign(Prepare *p) {
+    int world = comm_info.world, rank = comm_info.rank;
+    uint64_t *load = callocCheck((size_t)world, sizeof *load);
+    p->work = mallocCheck((size_t)p->ninputs * sizeof *p->work);
+    for (int i = 0; i < p->ninputs; i++) {
+        uint64_t size = p->sizes[i];
+        if (world > 1 && !p->gzipped[i] && !p->as_docs[i] && prepare_is_jsonl(p->inputs[i])) {
+            for (int r = 0; r < world; r++) load[r] += size / (uint64_t)world;
+            uint64_t begin = size / (uint64_t)world * (uint64_t)rank, end = rank == world - 1 ? size : begin + size / (uint64_t)world;
+            p->work[p->nwork++] = (PrepareWork){i, begin, end};
+            p->bytes_total += end - begin;
+            continue;
+        }
+        int least = 0;
+        for (int r = 1; r < world; r++)
+            if (load[r] < load[least]) least = r;
+        load[least] += size;
+        if (least == rank) {
+            p->work[p->nwork++] = (PrepareWork){i, 0, UINT64_MAX};
+            p->bytes_total += size;
+        }
+    }
+    free(load);
+}
+
+// ---- flags and the output directory ----
+
+static int prepare_mkdirs(Prepare *p, const char *dir) {
+    char err[1200];
+    if (data_mkdirs(dir, err, sizeof err)) return prepare_fail(p, "%s (--output)", err);
+    if (access(dir, W_OK | X_OK) != 0) return prepare_fail(p, "cannot write to --output '%s': %s", dir, strerror(errno));
+    return 0;
+}
+
+// train_NNNNNN.bin, val_NNNNNN.bin and their .tmp names: what prepare writes
+static bool prepare_is_shard(const char *name) {
+    const char *s = !strncmp(name, "train_", 6) ? name + 6 : !strncmp(name, "val_", 4) ? name + 4 : NULL;
+    if (!s || *s < '0' || *s > '9') return false;
+    while (*s >= '0' && *s <= '9') s++;
+    return !strcmp(s, ".bin") || !strcmp(s, ".bin.tmp");
+}
+
+// Whether the file at path is one prepare wrote: a token shard whose header matches its size, or
+// (tmp) a shard still being written, empty or with its magic begun. lstat: a link is not one.
+static bool prepare_wrote(const char *path, bool tmp) {
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+    if (tmp && st.st_size == 0) return true;
+    TokFileHeader h;
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(&h, 1, sizeof h, f) : 0;
+    if (f) fclose(f);
+    if (n < sizeof h.magic || memcmp(h.magic, TOKFILE_MAGIC, sizeof h.magic)) return false;
+    if (tmp) return true;
+    return n == sizeof h && h.version == TOKFILE_VERSION && (h.dtype_bytes == 2 || h.dtype_bytes == 4) &&
+           (uint64_t)st.st_size >= sizeof h && ((uint64_t)st.st_size - sizeof h) / h.dtype_bytes == h.ntokens &&
+           ((uint64_t)st.st_size - sizeof h) % h.dtype_bytes == 0;
+}
+
+// Rank 0: creates the output directory. Shards of an earlier run there would mix with this one's
+// (readers take DIR/train_*.bin): refused, or removed with --overwrite, which removes only files
+// prepare wrote (by name and header), and never one of the inputs (by identity, comm/io.h). Every
+// shard-named file is checked before any is removed, so a refusal leaves the folder as it was.
+static int prepare_output_dir(Prepare *p) {
+    if (prepare_mkdirs(p, p->output)) return 1;
+    DIR *d = opendir(p->output);
+    if (!d) return prepare_fail(p, "cannot list --output '%s': %s", p->output, strerror(errno));
+    size_t cap = strlen(p->output) + 300;
+    char *path = mallocCheck(cap);
+    for (int remove = 0; remove < 2 && !p->err[0]; remove++) {
+        rewinddir(d);
+        for (struct dirent *e; !p->err[0] && (e = readdir(d));) {
+            if (!prepare_is_shard(e->d_name)) continue;
+            snprintf(path, cap, "%s/%s", p->output, e->d_name);
+            const char *input = remove ? NULL : io_output_check(path, "--output");
+            if (input)
+                prepare_fail(p, "%s", input);
+            else if (!p->overwrite)
+                prepare_fail(p, "--output '%s' already holds shards (%s): pass --overwrite to replace them", p->output, e->d_name);
+            else if (!remove && !prepare_wrote(path, strstr(e->d_name, ".tmp") != NULL))
+                prepare_fail(p, "--output '%s' holds '%s', named like a shard but not one prepare wrote: --overwrite replaces only "
+                             "prepare's own shards; move it away, or give another --output", p->output, e->d_name);
+            else if (remove && unlink(path) != 0)
+                prepare_fail(p, "cannot remove the old shard '%s' (--overwrite): %s", path, strerror(errno));
+        }
+    }
+    closedir(d);
+    free(path);
+    return p->err[0] != 0;
+}
+
+// Each --input as source_resolve reads it (a file, glob, folder, Hugging Face dataset folder or hub
+// name), replaced by its files; a Hugging Face dataset gives its train split.
+static void prepare_expand(Prepare *p) {
+    const char **all = NULL;
+    int n = 0, cap = 0;
+    for (int i = 0; i < p->ninputs && !p->err[0]; i++) {
+        SourceFiles hf;
+        memset(&hf, 0, sizeof hf);
+        if (source_resolve(p->inputs[i], "", "train", &hf, p->err, sizeof p->err) <= 0) {
+            if (!p->err[0]) prepare_fail(p, "input '%s' has no train split", p->inputs[i]);
+            break;
+        }
+        if (!hf.nfiles) prepare_fail(p, "no input files match '%s'", p->inputs[i]);
+        if (n + hf.nfiles > cap) {
+            cap = 2 * (n + hf.nfiles);
+            all = realloc(all, (size_t)cap * sizeof *all);
+            if (!all) err_fatal("out of memory listing the inputs");
+        }
+        for (int k = 0; k < hf.nfiles; k++) all[n++] = hf.files[k];
+        hf.nfiles = 0;  // the strings now belong to the list
+        source_files_free(&hf);
+    }
+    if (p->inputs_owned) free(p->inputs);
+    p->inputs = all;
+    p->ninputs = n;
+    p->inputs_owned = true;
+}
+
+// The tokenizer, the token width, and the inputs (every one must be there before anything is
+// written): alike on every rank.
+static int prepare_setup(Prepare *p) {
+    p->tok = tok_open(p->tokenizer[0] ? p->tokenizer : "byte", p->err, sizeof p->err);
+    if (!p->tok) return 1;
+    p->check_ids = p->tokenizer[0] != 0;
+    if (p->tokenizer[0]) io_input(tok_path(p->tok), "--tokenizer");
+    if (!strcmp(p->tokenizer, "byte")) p->tokenizer[0] = 0;  // the byte path, with its ids checked
+    if (tok_vocab_size(p->tok) > UINT16_MAX + 1) {
+        if (p->dtype_given && p->dtype_bytes == 2)
+            return prepare_fail(p, "--dtype uint16 cannot hold the ids of --tokenizer %s (vocabulary %d): use uint32", tok_path(p->tok),
+                                tok_vocab_size(p->tok));
+        p->dtype_bytes = 4;
+    }
+    prepare_expand(p);
+    if (p->err[0]) return 1;
+    p->sizes = callocCheck((size_t)p->ninputs, sizeof *p->sizes);
+    p->gzipped = callocCheck((size_t)p->ninputs, sizeof *p->gzipped);
+    p->as_docs = callocCheck((size_t)p->ninputs, sizeof *p->as_docs);
+    p->docs_kind = callocCheck((size_t)p->ninputs, sizeof *p->docs_kind);
+    p->docs_comp = callocCheck((size_t)p->ninputs, sizeof *p->docs_comp);
+    for (int i = 0; i < p->ninputs; i++) {
+        const char *path = p->inputs[i];
+        struct stat st;
+        if (stat(path, &st) != 0) return prepare_fail(p, "cannot open input '%s': %s", path, strerror(errno));
+        p->sizes[i] = (uint64_t)st.st_size;
+        io_input(path, "--input");  // never removed nor replaced by an output (prepare_output_dir)
+        Sniff sn;
+        if (sniff_path(path, &sn, p->err, sizeof p->err)) return 1;
+        SniffFormat inner = sn.format == SNIFF_GZIP || sn.format == SNIFF_ZSTD ? sn.inner : sn.format;
+        if (inner != SNIFF_TEXT && inner != SNIFF_JSONL && inner != SNIFF_ARROW_STREAM && inner != SNIFF_ARROW_FILE && inner != SNIFF_PARQUET)
+            return prepare_fail(p, "input '%s' is %s, which prepare does not read (it reads text, JSON Lines, Arrow and Parquet)", path, sn.what);
+        p->gzipped[i] = sn.format == SNIFF_GZIP;
+        // the stream path reads plain and gzip text and JSON Lines (by name), with byte ranges; the rest goes through data/docs
+        // (a file named .jsonl keeps the stream path whatever it holds: its scanner names the bad line)
+        p->as_docs[i] = sn.format == SNIFF_ZSTD || inner == SNIFF_ARROW_STREAM || inner == SNIFF_ARROW_FILE || inner == SNIFF_PARQUET ||
+                        (inner == SNIFF_JSONL && !prepare_is_jsonl(path));
+        p->docs_comp[i] = sn.format == SNIFF_GZIP ? DOCS_GZIP : sn.format == SNIFF_ZSTD ? DOCS_ZSTD : DOCS_PLAIN;
+        p->docs_kind[i] = inner == SNIFF_JSONL ? DOCS_JSONL : inner == SNIFF_TEXT ? DOCS_TEXT : inner == SNIFF_PARQUET ? DOCS_PARQUET : DOCS_ARROW;
+    }
+    return 0;
+}
+
+// ---- the run ----
+
+// This rank's share; errors stay in p->err.
+static void prepare_run(Prepare *p) {
+    prepare_split_init(&p->train, p, "train");
+    prepare_split_init(&p->val, p, "val");
+    p->io = mallocCheck(PREPARE_IO_BYTES);
+    p->t_start = p->t_drawn = clock_now_s();  // the first redraw comes after one period
+    prepare_assign(p);
+    for (int i = 0; i < p->nwork; i++)
+        if (prepare_input(p, &p->work[i]) || p->err[0]) return;
+    prepare_progress(p, p->bytes_total, true);
+}
+
+// Collective, after every rank's share went well: the held-back documents, the last shards, totals.
+// 0, or -1 on every rank with the line in p->err.
+static int prepare_finish(Prepare *p) {
+    prepare_end_docs(p);
+    if (p->train.f) prepare_split_close(&p->train);
+    if (p->val.f) prepare_split_close(&p->val);
+    if (prepare_failed(p)) return -1;
+    double sums[6] = {(double)p->ndocs, (double)p->train.total, (double)p->train.nshards, (double)p->val.total,
+                      (double)p->val.nshards, (double)(p->bytes_total)};
+    comm_allreduce_sum_f64(comm_world(), sums, 6);
+    double seconds = clock_now_s() - p->t_start;
+    if (sums[1] + sums[3] == 0) return prepare_fail(p, "the inputs hold no tokens"), -1;  // alike on every rank
+    // every rank's row fields to rank 0, for one warning about those no row used
+    char mine[DOCS_FIELDS_MAX * 260] = "", *all = NULL, warn[DOCS_FIELDS_MAX * 200 + 200];
+    size_t total = 0;
+    docs_fields_save(&p->fields, mine, sizeof mine);
+    comm_gather_bytes(comm_world(), mine, sizeof mine, &all, &total);
+    DocsFields merged = {0};
+    for (size_t at = 0; all && at + sizeof mine <= total; at += sizeof mine) docs_fields_parse(&merged, all + at);
+    free(all);
+    if (comm_info.rank == 0 && docs_fields_warning(&merged, "prepare --input", "read only in finetuning rows, which token shards cannot hold", warn,
+                                                   sizeof warn)) log_msg("%s\n", warn);
+    log_msg("prepare: %.0f documents, %.0f train tokens in %.0f shards, %.0f val tokens in %.0f shards -> %s (%.1f MB in %.2f s, %.1f MB/s%s)\n",
+            sums[0], sums[1], sums[2], sums[3], sums[4], p->output, sums[5] / 1e6, seconds,
+            seconds > 0 ? sums[5] / 1e6 / seconds : 0.0, comm_info.world > 1 ? ", all ranks" : "");
+    return 0;
+}
+
+// Collective: whether a stop signal ended any rank's share. Every rank then removes what it
+// wrote (a dataset is whole or absent) and rank 0 says so.
+static bool prepare_stopped(Prepare *p, bool created_output) {
+    double stopped[2] = {p->stopped ? comm_stop_signal : 0, p->train.nshards + p->val.nshards};
+    comm_allreduce_max_f64(comm_world(), stopped, 1);
+    if (!stopped[0]) return false;
+    prepare_split_abandon(&p->train);
+    prepare_split_abandon(&p->val);
+    comm_allreduce_sum_f64(comm_world(), stopped + 1, 1);
+    if (created_output && comm_info.rank == 0) rmdir(p->output);  // empty now; one that held other files stays
+    if (p->bar_drawn) fputc('\n', stderr);
+    log_msg("Stopped by signal %d (%s) during prepare: the %.0f shard(s) written so far were removed, nothing partial is left "
+            "in '%s'; exiting with status %d\n", (int)stopped[0], comm_signal_name((int)stopped[0]), stopped[1], p->output,
+            COMM_EXIT_STOPPED);
+    return true;
+}
+
+int prepare_shards(const PrepareOptions *o, char *err, size_t errlen) {
+    Prepare *p = callocCheck(1, sizeof *p);
+    p->inputs = (const char **)o->inputs;  // replaced by their files (prepare_expand) before any change
+    p->ninputs = o->ninputs;
+    snprintf(p->output, sizeof p->output, "%s", o->output);
+    snprintf(p->tokenizer, sizeof p->tokenizer, "%s", o->tokenizer);
+    p->val_fraction = o->val_fraction;
+    p->dtype_bytes = o->dtype_bytes;
+    p->dtype_given = o->dtype_given;
+    p->overwrite = o->overwrite;
+    p->shard_tokens = o->shard_tokens;
+    comm_stop_polled(1);  // reading polls; what was written goes on a stop
+    prepare_setup(p);
+    int rc = prepare_sync(p), sig = rc ? 0 : comm_stop_any();
+    if (sig) {
+        rc = 1;
+        log_msg("Stopped by signal %d (%s) during prepare, before anything was written; exiting with status %d\n", sig,
+                comm_signal_name(sig), COMM_EXIT_STOPPED);
+    }
+    bool created_output = comm_info.rank == 0 && access(p->output, F_OK) != 0;
+    if (!rc && comm_info.rank == 0) prepare_output_dir(p);
+    if (!rc) rc = prepare_sync(p);
+    if (!rc) prepare_run(p);
+    // a failure anywhere: every rank removes what it wrote, then all return the first message
+    if (!rc) rc = prepare_failed(p);
+    if (!rc && prepare_stopped(p, created_output)) rc = 1;
+    if (!rc) rc = prepare_finish(p);
+    if (rc < 0) err_set(err, errlen, "%s", p->err);
+    tok_free(p->tok);
+    prepare_split_free(&p->train);
+    prepare_split_free(&p->val);
+    PrepareBuf *bufs[] = {&p->cur, &p->pending, &p->line, &p->text, &p->key};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]->data);
+    free(p->ids);
+    free(p->io);
+    if (p->inputs_owned) {
+        for (int i = 0; i < p->ninputs; i++) free((char *)p->inputs[i]);
+        free(p->inputs);
+    }
+    free(p->as_docs);
+    free(p->docs_kind);
+    free(p->docs_comp);
+    free(p->sizes);
+    free(p->gzipped);
+    free(p->work);
+    free(p);
+    return rc;
+}

@@ -1,0 +1,67 @@
+// cmd_prepare: `fsdpc prepare`, its flags, and their checks before data/build/prepare does the work.
+#include "cmd_prepare.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "../comm/comm.h"
+#include "../data/build/prepare.h"
+
+typedef struct {
+    CliList inputs;
+    char output[1024];
+    char tokenizer[1024];  // "": the byte tokenizer
+    double val_fraction;
+    int dtype_bytes;
+    int overwrite;
+    uint64_t shard_tokens;
+} PrepareArgs;
+
+static int cmd_prepare_fraction_ok(const void *v) { return *(const double *)v >= 0 && *(const double *)v < 1; }
+static int cmd_prepare_positive(const void *v) { return *(const uint64_t *)v > 0; }
+
+static const CliChoice cmd_prepare_dtypes[] = {{"uint16", 2}, {"uint32", 4}, {NULL, 0}};  // bytes per token
+#define CMD_PREPARE_AT(field) .off = offsetof(PrepareArgs, field)
+#define CMD_PREPARE_STR(field) CMD_PREPARE_AT(field), .size = sizeof(((PrepareArgs *)0)->field)
+static const CliFlag cmd_prepare_flags[] = {
+    {.name = "input", .kind = CLI_LIST, CMD_PREPARE_AT(inputs), .text = "file", .arg = "FILE ...",
+     .help = "text, JSON Lines, Arrow or Parquet files, folders, globs, Hugging Face dataset folders or hub names (required)"},
+    {.name = "output", .kind = CLI_STR, CMD_PREPARE_STR(output), .arg = "DIR", .help = "where the shards go (required)"},
+    {.name = "val_fraction", .kind = CLI_DOUBLE, CMD_PREPARE_AT(val_fraction), .text = "a number in [0, 1)", .valid = cmd_prepare_fraction_ok,
+     .help = "documents held out for validation"},
+    {.name = "tokenizer", .kind = CLI_STR, CMD_PREPARE_STR(tokenizer), .arg = "SPEC",
+     .help = "byte (each file's bytes), a tokenizer.model or tokenizer.json, a directory or a hub name", .unset = "byte"},
+    {.name = "dtype", .kind = CLI_ENUM, CMD_PREPARE_AT(dtype_bytes), .choices = cmd_prepare_dtypes,
+     .help = "the token width (uint32 when the vocabulary needs it)"},
+    {.name = "shard_tokens", .kind = CLI_U64, CMD_PREPARE_AT(shard_tokens), .text = "a positive integer", .valid = cmd_prepare_positive,
+     .help = "tokens per shard file"},
+    {.name = "overwrite", .kind = CLI_BOOL, CMD_PREPARE_AT(overwrite), .help = "replace the shards an earlier prepare wrote there"},
+};
+#define CMD_PREPARE_NFLAGS (sizeof cmd_prepare_flags / sizeof cmd_prepare_flags[0])
+
+static void cmd_prepare_defaults(void *dst) {
+    PrepareArgs *a = dst;
+    a->val_fraction = 0.01;
+    a->dtype_bytes = 2;
+    a->shard_tokens = 100000000;
+}
+
+static unsigned char cmd_prepare_given[CMD_PREPARE_NFLAGS];
+const CliTable prepare_cli = {.flags = cmd_prepare_flags, .n = CMD_PREPARE_NFLAGS, .given = cmd_prepare_given, .command = "prepare",
+                              .bare_hint = "input files follow --input", .strict = 1, .size = sizeof(PrepareArgs),
+                              .defaults = cmd_prepare_defaults};
+
+int cmd_prepare(void *args) {
+    PrepareArgs *a = args;
+    if (!a->inputs.n) comm_fail_all("prepare needs --input FILE [FILE ...]");
+    if (!a->output[0]) comm_fail_all("prepare needs --output DIR");
+    PrepareOptions o = {.inputs = a->inputs.v, .ninputs = a->inputs.n, .output = a->output, .tokenizer = a->tokenizer,
+                        .val_fraction = a->val_fraction, .dtype_bytes = a->dtype_bytes, .dtype_given = cli_given(&prepare_cli, "dtype"),
+                        .overwrite = a->overwrite, .shard_tokens = a->shard_tokens};
+    char err[1024];
+    int rc = prepare_shards(&o, err, sizeof err);
+    if (rc < 0) comm_fail_all("%s", err);
+    free(a->inputs.v);
+    return rc ? COMM_EXIT_STOPPED : 0;
+}

@@ -1,0 +1,261 @@
+// outputs: what a training run writes besides checkpoints: the metrics file, TensorBoard events
+// and the log's step and memory lines (see run.h).
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../comm/comm.h"
+#include "../comm/io.h"
+#include "../kernels/kernels.h"
+#include "run.h"
+
+// Appends one line to --metrics_file and flushes it, so a run's curves can be followed and
+// survive a crash. A failed write (a full disk) is kept in metrics_error: the step's reduction
+// carries it to every rank, and the run ends there (train_step).
+static void metrics_put(Run *r, const char *line) {
+    if (!r->metrics) return;
+    if (r->metrics_newline) fputc('\n', r->metrics), r->metrics_newline = 0;
+    fputs(line, r->metrics);
+    char what[600];
+    snprintf(what, sizeof what, "--metrics_file '%s'", r->cfg->metrics_file);
+    const char *e = io_write_error(r->metrics, what);
+    if (!e) return;
+    snprintf(r->metrics_error, sizeof r->metrics_error, "%s (the run stops: no later step is trained or saved)", e);
+    fclose(r->metrics);
+    r->metrics = NULL;
+}
+
+// Flushes the step's TensorBoard events, as metrics_put does its line; a failure ends the run alike.
+static void tboard_step_done(Run *r) {
+    if (!r->tb) return;
+    const char *e = tboard_flush(r->tb);
+    if (!e) return;
+    if (!r->metrics_error[0])
+        snprintf(r->metrics_error, sizeof r->metrics_error, "%s (the run stops: no later step is trained or saved)", e);
+    tboard_close(r->tb);
+    r->tb = NULL;
+}
+
+static int metrics_line(const char *s, size_t n) { return n >= 9 && !memcmp(s, "{\"step\": ", 9); }
+
+// Why an existing --metrics_file must not be appended to, or NULL: it is empty, or its first and
+// last lines are metrics lines as metrics_put writes them (a resumed run goes on with its file).
+// Anything else is some other file that appending would spoil.
+static const char *metrics_file_problem(Run *r, const char *path) {
+    static char msg[1400];
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return NULL;  // new, empty, or a stream (/dev/null)
+    FILE *f = fopen(path, "rb");
+    if (!f) return snprintf(msg, sizeof msg, "cannot read --metrics_file '%s': %s", path, strerror(errno)), msg;
+    char head[4096], tail[4097];
+    size_t nh = fread(head, 1, sizeof head, f), nt = 0;
+    long from = st.st_size > (off_t)(sizeof tail - 1) ? (long)(st.st_size - (off_t)(sizeof tail - 1)) : 0;
+    if (fseek(f, from, SEEK_SET) == 0) nt = fread(tail, 1, sizeof tail - 1, f);
+    fclose(f);
+    const char *bad = metrics_line(head, nh) && !memchr(head, 0, nh) ? NULL : "its first line";
+    if (!bad) {  // the last line: after the last line break that is not the file's final byte
+        r->metrics_newline = nt > 0 && tail[nt - 1] != '\n';
+        size_t end = nt - (nt > 0 && tail[nt - 1] == '\n'), start = end;
+        while (start > 0 && tail[start - 1] != '\n') start--;
+        if ((start == 0 && from > 0) || !metrics_line(tail + start, end - start) || memchr(tail, 0, nt)) bad = "its last line";
+    }
+    if (!bad) return NULL;
+    snprintf(msg, sizeof msg, "--metrics_file '%s' exists and is not a metrics file (%s is not a line fsdpc writes): it is appended "
+             "to only when it holds metrics lines or is empty; give another path, or remove the file", path, bad);
+    return msg;
+}
+
+// Makes the folder `path` (with its parents) that `flag` names: NULL, or the error line.
+static const char *make_folder(const char *path, const char *flag) {
+    static char err[1400];
+    const char *e = comm_folder_problem(path, flag);
+    if (e) return snprintf(err, sizeof err, "%s: give a folder (it is made when missing)", e), err;
+    char part[1024];
+    snprintf(part, sizeof part, "%s", path);
+    for (char *p = part + 1;; p++) {
+        char keep = *p;
+        if (keep && keep != '/') continue;
+        *p = 0;
+        if (mkdir(part, 0755) != 0 && errno != EEXIST)
+            return snprintf(err, sizeof err, "cannot create %s '%s': %s", flag, part, comm_path_error(part, errno)), err;
+        *p = keep;
+        if (!keep) break;
+    }
+    if (access(path, W_OK | X_OK) != 0)
+        return snprintf(err, sizeof err, "cannot write to %s '%s': %s", flag, path, comm_path_error(path, errno)), err;
+    return NULL;
+}
+
+// Output paths are checked before any work, not when the first checkpoint is due: rank 0
+// creates the checkpoint directory (with its parents), opens the metrics file and starts the
+// TensorBoard events file. The files may not be one of the run's inputs (noted by
+// inputs_resolve) or the other's file.
+void outputs_open(Run *r) {
+    Config *c = r->cfg;
+    static char err[1400];
+    const char *e = NULL;
+    if (comm_info.rank == 0 && r->max_steps != 0 && c->checkpoint_freq > 0) e = make_folder(c->checkpoint_dir, "--checkpoint_dir");
+    // generated text goes to stdout: a file there is an output like the others
+    if (!e && comm_info.rank == 0) e = io_output("/dev/stdout", "standard output");
+    if (!e && comm_info.rank == 0 && c->metrics_file[0]) e = comm_output_path_problem(c->metrics_file, "--metrics_file", 0);
+    if (!e && comm_info.rank == 0 && c->metrics_file[0]) e = io_output(c->metrics_file, "--metrics_file");
+    if (!e && comm_info.rank == 0 && c->metrics_file[0]) e = metrics_file_problem(r, c->metrics_file);
+    if (!e && comm_info.rank == 0 && c->metrics_file[0] && !(r->metrics = fopen(c->metrics_file, "a")))
+        e = (snprintf(err, sizeof err, "cannot open --metrics_file '%s' for appending: %s", c->metrics_file,
+                      comm_path_error(c->metrics_file, errno)), err);
+    // a new events file per run, so nothing of an earlier run's is ever rewritten
+    if (!e && comm_info.rank == 0 && c->tensorboard_dir[0]) e = make_folder(c->tensorboard_dir, "--tensorboard_dir");
+    if (!e && comm_info.rank == 0 && c->tensorboard_dir[0] && !(r->tb = tboard_open(c->tensorboard_dir, err, sizeof err))) e = err;
+    // each rank writes its own --trace_dir file, so each makes the folder (it may be a node's own)
+    if (!e && c->trace_dir[0]) e = make_folder(c->trace_dir, "--trace_dir");
+    comm_check_all(e);
+}
+
+// Before the model is built, rank 0 claims --checkpoint_dir for this run (ckpt_claim_dir): a
+// second run writing there, or a run into checkpoints of another lineage, stops now rather than
+// at its first checkpoint. A run that writes none needs no claim.
+// Every rank then checks that it sees that lock: a folder that differs between ranks (a relative
+// path from other working directories, node-local storage) would hang the first checkpoint.
+void outputs_claim_checkpoint_dir(Run *r) {
+    Config *c = r->cfg;
+    if (r->max_steps == 0 || c->checkpoint_freq <= 0) return;
+    comm_check_all(comm_info.rank == 0 ? ckpt_claim_dir(c->checkpoint_dir, r->origin.run_id, r->resume_file,
+                                                        r->init_h5 ? c->init_from : "", c->overwrite_checkpoints)
+                                       : NULL);
+    comm_check_all(ckpt_check_claim(c->checkpoint_dir, r->origin.run_id));
+}
+
+enum { MEM_TOTAL = KERN_MEM_NCAT, MEM_HELD, MEM_HOST, MEM_ROWS, MEM_N = 2 * MEM_ROWS + 1 };
+
+// "x" MiB when every rank agrees (to 0.1 MiB), else "min..max"
+static int mib_range(char *out, size_t cap, double lo, double hi) {
+    const double M = 1024.0 * 1024.0;
+    if (hi - lo < 0.05 * M) return snprintf(out, cap, "%.1f", hi / M);
+    return snprintf(out, cap, "%.1f..%.1f", lo / M, hi / M);
+}
+
+// The memory tracker at log steps: per category (kernels.h KernMem), the bytes each rank holds
+// now and held at most, then the allocator's view (the process's resident memory on the CPU; on
+// a GPU what the caching allocator holds, its cached part, and the host buffers). Rank 0 logs
+// the min and max over ranks and appends the same figures, in bytes, to the metrics line as
+// "mem": {name: [now min, now max, peak min, peak max]} ("cached": [min, max]).
+static void log_memory(int step, char *line, size_t cap, int *len) {
+    KernMemStats st;
+    kern_mem_stats(&st);
+    int gpu = kern_on_gpu(), rows = gpu ? MEM_ROWS : MEM_HOST;
+    double v[2 * MEM_N];  // now and peak per row, then cached; negated copies give the minima
+    for (int c = 0; c < KERN_MEM_NCAT; c++) v[2 * c] = st.now[c], v[2 * c + 1] = st.peak[c];
+    v[2 * MEM_TOTAL] = st.total, v[2 * MEM_TOTAL + 1] = st.total_peak;
+    v[2 * MEM_HELD] = st.held, v[2 * MEM_HELD + 1] = st.held_peak;
+    v[2 * MEM_HOST] = st.host, v[2 * MEM_HOST + 1] = st.host_peak;
+    v[MEM_N - 1] = st.cached;
+    for (int i = 0; i < MEM_N; i++) v[MEM_N + i] = -v[i];
+    comm_allreduce_max_f64(comm_world(), v, 2 * MEM_N);
+    if (comm_info.rank != 0) return;
+    const double *hi = v, *lo_neg = v + MEM_N;
+    char text[1024];
+    size_t n = (size_t)snprintf(text, sizeof text, "Batch %d memory (MiB now/peak, min..max over ranks when they differ):", step);
+    for (int row = 0; row < rows; row++) {
+        const char *name = row < KERN_MEM_NCAT ? kern_mem_name(row)
+                           : row == MEM_TOTAL  ? "total"
+                           : row == MEM_HELD   ? (gpu ? "reserved" : "rss")
+                                               : "host";
+        n += snprintf(text + n, sizeof text - n, "%s %s ", row >= MEM_HELD ? ";" : row ? "," : "", name);
+        n += mib_range(text + n, sizeof text - n, -lo_neg[2 * row], hi[2 * row]);
+        n += snprintf(text + n, sizeof text - n, "/");
+        n += mib_range(text + n, sizeof text - n, -lo_neg[2 * row + 1], hi[2 * row + 1]);
+        if (row == MEM_HELD && gpu) {
+            n += snprintf(text + n, sizeof text - n, " (cached ");
+            n += mib_range(text + n, sizeof text - n, -lo_neg[MEM_N - 1], hi[MEM_N - 1]);
+            n += snprintf(text + n, sizeof text - n, ")");
+        }
+        if (*len)
+            *len += snprintf(line + *len, cap - *len, "%s\"%s\": [%.0f, %.0f, %.0f, %.0f]", row ? ", " : ", \"mem\": {", name,
+                             -lo_neg[2 * row], hi[2 * row], -lo_neg[2 * row + 1], hi[2 * row + 1]);
+    }
+    log_msg("%s\n", text);
+    if (*len && gpu) *len += snprintf(line + *len, cap - *len, ", \"cached\": [%.0f, %.0f]", -lo_neg[MEM_N - 1], hi[MEM_N - 1]);
+    if (*len) *len += snprintf(line + *len, cap - *len, "}");
+}
+
+int outputs_step(Run *r, int done, float lr, const StepResult *s, char *line, size_t cap) {
+    int len = 0;
+    if (!s->applied) {
+        snprintf(line, cap, "{\"step\": %d, \"loss\": null, \"lr\": %.9g, \"grad_norm\": null, \"skipped\": true}\n", done, lr);
+        metrics_put(r, line);
+        if (r->tb) tboard_scalar(r->tb, "train/lr", done, lr), tboard_step_done(r);  // before a stop just after
+        return 0;
+    }
+    if (r->metrics)  // tokens: loss-bearing targets, this step's and those since this run started
+        len = snprintf(line, cap, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens\": %.0f, "
+                       "\"loss_tokens\": %.0f", done, s->loss, lr, s->gnorm, r->tokens_seen, s->tokens);
+    if (r->tb) {  // TensorBoard's scalars: the metrics line's figures (docs/observability.md)
+        tboard_scalar(r->tb, "train/loss", done, s->loss);
+        tboard_scalar(r->tb, "train/lr", done, lr);
+        tboard_scalar(r->tb, "train/grad_norm", done, s->gnorm);
+        tboard_scalar(r->tb, "train/tokens", done, r->tokens_seen);
+    }
+    return len;
+}
+
+void outputs_log_point(Run *r, int done, float lr, const StepResult *s, char *line, size_t cap, int *len) {
+    int T = r->cfg->model.max_context_width;
+    double dt = clock_now_s() - r->t_log, samples = (double)r->log_steps * r->order.global_batch;
+    // the largest rank's peak: device memory on a GPU, resident memory on the CPU
+    double mem = kern_on_gpu() ? kern_peak_mem_mib() : comm_peak_mem_mib();
+    comm_allreduce_max_f64(comm_world(), &mem, 1);
+    char mfu[48] = "";
+    double peak = kern_peak_flops();
+    if (peak > 0)  // MFU against the dense bf16 peak, over the positions computed
+        snprintf(mfu, sizeof mfu, ", MFU: %.1f%%", 100.0 * samples * T / dt * r->flops_per_token / (peak * comm_info.world));
+    // tokens/sec counts loss-bearing targets: padding and prompts are work, not progress
+    log_msg("Batch %d Loss: %.5f, Speed: %.2f samples/sec, lr: %.6f, tokens/sec: %.0f%s, grad_norm: %.4f, loss tokens: %.0f, "
+            "mem: %.0f MiB\n", done, s->loss, samples / dt, lr, r->log_tokens / dt, mfu, s->gnorm, s->tokens, mem);
+    double cut[2] = {(double)r->truncated, (double)r->lost};
+    comm_allreduce_sum_f64(comm_world(), cut, 2);
+    if (cut[0] > 0)
+        log_msg("%lld row%s longer than the context were cut to %d+1 tokens so far (%lld of them left with no loss-bearing "
+                 "target)\n", (long long)cut[0], cut[0] == 1 ? "" : "s", T, (long long)cut[1]);
+    if (*len)  // measured, unlike the rest of the line: byte-exact comparisons drop these
+        *len += snprintf(line + *len, cap - *len, ", \"tokens_per_s\": %.6g, \"mem_mib\": %.0f", r->log_tokens / dt, mem);
+    if (*len && peak > 0)
+        *len += snprintf(line + *len, cap - *len, ", \"mfu\": %.4g", samples * T / dt * r->flops_per_token / (peak * comm_info.world));
+    if (r->tb && s->applied) {  // a skipped step's line has only lr (outputs_step)
+        tboard_scalar(r->tb, "perf/tokens_per_s", done, r->log_tokens / dt);
+        tboard_scalar(r->tb, "mem/peak_mib", done, mem);
+        if (peak > 0) tboard_scalar(r->tb, "perf/mfu", done, samples * T / dt * r->flops_per_token / (peak * comm_info.world));
+    }
+    log_memory(done, line, cap, len);
+    r->t_log = clock_now_s();
+    r->log_steps = 0;
+    r->log_tokens = 0.0;
+}
+
+void outputs_validation(Run *r, int done, double vl, char *line, size_t cap, int *len) {
+    if (*len) *len += snprintf(line + *len, cap - *len, ", \"val_loss\": %.9g", vl);
+    if (r->tb) tboard_scalar(r->tb, "val/loss", done, vl);
+}
+
+void outputs_step_done(Run *r, char *line, size_t cap, int len) {
+    if (len) {
+        snprintf(line + len, cap - len, "}\n");
+        metrics_put(r, line);
+    }
+    tboard_step_done(r);
+}
+
+void outputs_close(Run *r) {
+    const Config *c = r->cfg;
+    if (r->metrics && fclose(r->metrics) != 0 && !r->metrics_error[0])
+        snprintf(r->metrics_error, sizeof r->metrics_error, "cannot write --metrics_file '%s': %s", c->metrics_file, strerror(errno));
+    r->metrics = NULL;
+    const char *tb_failed = tboard_close(r->tb);
+    if (tb_failed && !r->metrics_error[0])
+        snprintf(r->metrics_error, sizeof r->metrics_error, "%s", tb_failed);
+    r->tb = NULL;
+    // the last step's line and events
+    if (c->metrics_file[0] || c->tensorboard_dir[0]) comm_check_all(r->metrics_error[0] ? r->metrics_error : NULL);
+}
