@@ -1,12 +1,18 @@
 #!/usr/bin/python3
 """The layer check (make check-layers): the source folders form layers, base -> kernels -> comm ->
 model -> shard -> data/ckpt -> run -> main, and a file may include, and its object may call, only
-what its own layer or a lower one defines. ckpt/, shard/ and run/ name no model family. Usage: check_layers.py [--objects BUILD_DIR] [ROOT]
+what its own layer or a lower one defines, and of the lower ones only those the graph USES gives
+it (data/ uses neither kernels/ nor shard/). Inside data/ the stages are layers too: format ->
+source -> text -> rows -> build -> loader (data/data.h, the one header the rest uses, is
+loader's). ckpt/, shard/ and run/ name no model family.
+Usage: check_layers.py [--objects BUILD_DIR] [ROOT]
 Prints one line per violation and exits 1 when there is any."""
 import os, re, subprocess, sys
 
 LAYERS = [["base"], ["kernels"], ["comm"], ["model"], ["shard"], ["data", "ckpt"], ["run"], ["main.c"]]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
+# the graph: what each folder may use below it (every lower layer, unless listed here)
+USES = {"data": {"base", "comm", "model"}, "main.c": {"base", "comm", "run"}}
 SOURCES = (".c", ".h", ".cu", ".cuh", ".cpp")
 
 
@@ -18,6 +24,32 @@ def layer_of(rel):
 
 def layer_name(i):
     return "/".join(LAYERS[i])
+
+
+def outside_graph(mine, theirs):
+    """a line's end when folder `mine` reaches the lower folder `theirs` that USES does not give it"""
+    if mine == theirs or mine not in USES or theirs in USES[mine] or RANK[theirs] >= RANK[mine]:
+        return None
+    return f"{theirs}), which {mine.rstrip('/')} does not use (it uses {', '.join(sorted(USES[mine]))})"
+
+
+DATA_STAGES = ["format", "source", "text", "rows", "build", "loader"]
+
+
+def stage_of(rel):
+    """the data/ stage of a path relative to the root (an index of DATA_STAGES), None outside data/"""
+    parts = rel.split(os.sep)
+    if parts[0] != "data":
+        return None
+    return DATA_STAGES.index(parts[1]) if len(parts) > 2 and parts[1] in DATA_STAGES else len(DATA_STAGES) - 1
+
+
+def stage_above(mine, theirs):
+    """a line naming the violation when a data/ file at `mine` reaches `theirs`, a later stage"""
+    a, b = stage_of(mine), stage_of(theirs)
+    if a is None or b is None or b <= a:
+        return None
+    return f"data/{DATA_STAGES[b]}), above its own stage (data/{DATA_STAGES[a]})"
 
 
 def check_includes(root):
@@ -39,6 +71,10 @@ def check_includes(root):
                     theirs = layer_of(target)
                     if theirs is not None and theirs > mine:
                         bad.append(f"{rel}:{n}: includes {m.group(1)} ({layer_name(theirs)}), above its own layer ({layer_name(mine)})")
+                    elif theirs is not None and outside_graph(rel.split(os.sep, 1)[0], target.split(os.sep, 1)[0]):
+                        bad.append(f"{rel}:{n}: includes {m.group(1)} ({outside_graph(rel.split(os.sep, 1)[0], target.split(os.sep, 1)[0])}")
+                    elif stage_above(rel, target):
+                        bad.append(f"{rel}:{n}: includes {m.group(1)} ({stage_above(rel, target)}")
     return bad
 
 
@@ -105,6 +141,11 @@ def check_calls(root, build):
         for s in sorted(undefined):
             if s in owner and owner[s][0] > lay:
                 bad.append(f"{rel[:-2]}: calls {s} ({owner[s][1][:-2]}, {layer_name(owner[s][0])}), above its own layer ({layer_name(lay)})")
+            elif s in owner and outside_graph("main.c" if rel == "main.o" else rel.split(os.sep, 1)[0], owner[s][1].split(os.sep, 1)[0]):
+                me = "main.c" if rel == "main.o" else rel.split(os.sep, 1)[0]
+                bad.append(f"{rel[:-2]}: calls {s} ({owner[s][1][:-2]}, {outside_graph(me, owner[s][1].split(os.sep, 1)[0])}")
+            elif s in owner and stage_above(rel, owner[s][1]):
+                bad.append(f"{rel[:-2]}: calls {s} ({owner[s][1][:-2]}, {stage_above(rel, owner[s][1])}")
     return bad
 
 
@@ -116,7 +157,8 @@ def main(argv):
     bad = check_includes(root) + check_families(root) + (check_calls(root, build) if build else [])
     for b in bad:
         print("layers: " + b)
-    print(f"layers: {len(bad)} violation(s) of base -> kernels -> comm -> model -> shard -> data/ckpt -> run -> main")
+    print(f"layers: {len(bad)} violation(s) of base -> kernels -> comm -> model -> shard -> data/ckpt -> run -> main "
+          f"(data: {' -> '.join(DATA_STAGES)})")
     return 1 if bad else 0
 
 

@@ -1,7 +1,8 @@
 #!/bin/bash
 # test_layers: make check-layers on this tree (includes and calls only go down the layers: base ->
 # kernels -> comm -> model -> shard -> data/ckpt -> run -> main), and on planted violations, which
-# it must catch: a wrong include in a copy of the sources, and a wrong call between two objects;
+# it must catch: a wrong include in a copy of the sources, and a wrong call between two objects,
+# between layers and between data/'s stages;
 # no function in run/ over 80 lines; and nothing below run/ ending the job (check_exits.py).
 cd "$(dirname "$0")/../.." || exit 1
 source test/lib.sh
@@ -25,6 +26,18 @@ out=$(/usr/bin/python3 test/meta/check_layers.py "$W/tree" 2>&1)
 echo "$out" | grep -q 'shard/shard.c:[0-9]*: includes run/train.h (run), above its own layer (shard)'
 check "layers: a planted root-relative include of run/ from shard/ is named" $? "($(echo "$out" | head -2 | tr '\n' '|'))"
 
+# the graph, not only the order: data/ does not use shard/, below it
+sed -i '0,/^#include/s//#include "..\/..\/shard\/shard.h"\n#include/' "$W/tree/data/loader/loader.c"
+out=$(/usr/bin/python3 test/meta/check_layers.py "$W/tree" 2>&1)
+echo "$out" | grep -q 'data/loader/loader.c:[0-9]*: includes ../../shard/shard.h (shard), which data does not use (it uses base, comm, model)'
+check "layers: a planted include of shard/ from data/ (a lower layer the graph does not give it) is named" $? "($(echo "$out" | head -3 | tr '\n' '|'))"
+
+# data/'s stages: a planted include of the loader's header from format/ (a later stage) is named
+sed -i '0,/^#include/s//#include "..\/loader\/pack.h"\n#include/' "$W/tree/data/format/arrow.c"
+out=$(/usr/bin/python3 test/meta/check_layers.py "$W/tree" 2>&1)
+echo "$out" | grep -q 'data/format/arrow.c:[0-9]*: includes ../loader/pack.h (data/loader), above its own stage (data/format)'
+check "layers: a planted include of data/loader from data/format fails the check, named" $? "($(echo "$out" | head -3 | tr '\n' '|'))"
+
 # a planted family name in ckpt/ (families are described in model/ only)
 cp -r ckpt/. "$W/tree/ckpt/" && sed -i '0,/^#include/s//\/\/ a Llama checkpoint\n#include/' "$W/tree/ckpt/ckpt.c"
 out=$(/usr/bin/python3 test/meta/check_layers.py "$W/tree" 2>&1)
@@ -40,6 +53,16 @@ out=$(/usr/bin/python3 test/meta/check_layers.py --objects "$W/calls/obj" "$W/ca
 rc=$?
 [ $rc = 1 ] && echo "$out" | grep -q 'base/planted: calls comm_planted (comm/planted, comm), above its own layer (base)'
 check "layers: a planted call from base/ into comm/ fails the check, named" $? "(rc=$rc: $(echo "$out" | head -2 | tr '\n' '|'))"
+# a planted call between data/'s stages: text/ calling into rows/
+mkdir -p "$W/stages/src/data/text" "$W/stages/src/data/rows" "$W/stages/obj/data/text" "$W/stages/obj/data/rows"
+echo 'int rows_planted(int x) { return x + 1; }' >"$W/stages/src/data/rows/planted.c"
+printf 'int rows_planted(int x);\nint text_planted(int x) { return rows_planted(x); }\n' >"$W/stages/src/data/text/planted.c"
+gcc -c "$W/stages/src/data/rows/planted.c" -o "$W/stages/obj/data/rows/planted.o" &&
+    gcc -c "$W/stages/src/data/text/planted.c" -o "$W/stages/obj/data/text/planted.o"
+out=$(/usr/bin/python3 test/meta/check_layers.py --objects "$W/stages/obj" "$W/stages/src" 2>&1)
+rc=$?
+[ $rc = 1 ] && echo "$out" | grep -q 'data/text/planted: calls rows_planted (data/rows/planted, data/rows), above its own stage (data/text)'
+check "layers: a planted call from data/text into data/rows fails the check, named" $? "(rc=$rc: $(echo "$out" | head -2 | tr '\n' '|'))"
 # and the same call downward is fine
 printf 'int base_low(int x) { return x; }\n' >"$W/calls/src/base/planted.c"
 printf 'int base_low(int x);\nint comm_planted(int x) { return base_low(x); }\n' >"$W/calls/src/comm/planted.c"
