@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# test_docs: README.md stays short, the docs' links lead somewhere, and their marked commands run.
+# test_docs: README.md stays short, the docs' links lead somewhere, DESIGN.md's source tree is the
+#  tree's, and their marked commands run.
 #  (a) README.md is under 200 lines and links every docs/ page; every relative link in README.md
 #      and docs/*.md names an existing file, and every #anchor a heading of it; no source file
-#      sends readers to a README section (they moved into docs/).
+#      sends readers to a README section (they moved into docs/); docs/DESIGN.md's source-tree
+#      table names every folder of source files in `git ls-files`, and no path that is not there.
 #  (b) each shell block marked by a `<!-- test -->` line just before it runs, command by command,
 #      in a scratch folder of its own, and every command must exit 0 (pipelines: every part).
 #      The folder holds ./fsdpc and the fixtures the docs name, at the paths they write:
@@ -37,6 +39,23 @@ $PY test/meta/docs_check.py links "$W/plant" "$W/plant/README.md" "$W/plant/docs
 [ $? = 1 ] && [ "$(wc -l <"$W/plant.out")" = 2 ] && grep -q 'docs/b.md:5: \[gone.md\]: no file docs/gone.md' "$W/plant.out" &&
     grep -q 'docs/b.md:5: \[../README.md#three-words\]: README.md has no heading with the anchor #three-words' "$W/plant.out"
 check "a planted missing file and missing anchor are found, and nothing else" $? "$(tr '\n' '|' <"$W/plant.out")"
+
+# docs/DESIGN.md's source-tree table names every folder of source files, and only paths that exist
+$PY test/meta/docs_check.py tree . >"$W/tree.out" 2>&1
+check "docs/DESIGN.md's source-tree table matches git ls-files" $? "$(head -c 600 "$W/tree.out" | tr '\n' '|')"
+
+# the tree check can fail: a folder of a .c file the table does not name, and a row naming a path
+# that does not exist, in a root of links to this tree with a copy of DESIGN.md
+mkdir -p "$W/plant4/docs" "$W/plant4/extra"
+for f in *; do [ "$f" = docs ] || ln -s "$PWD/$f" "$W/plant4/$f"; done
+sed '/^## Source tree/,/^|---/{/^|---/a | `gone/` | a folder that is not there |
+}' docs/DESIGN.md >"$W/plant4/docs/DESIGN.md"
+touch "$W/plant4/extra/x.c"
+$PY test/meta/docs_check.py tree "$W/plant4" $(git ls-files) extra/x.c >"$W/plant4.out" 2>&1
+[ $? = 1 ] && [ "$(wc -l <"$W/plant4.out")" = 2 ] &&
+    grep -q '^docs/DESIGN.md:[0-9]*: `gone/` is in the source-tree table but not in the tree$' "$W/plant4.out" &&
+    grep -q "^extra/: a folder of source files that docs/DESIGN.md's source-tree table does not name$" "$W/plant4.out"
+check "a planted unnamed folder and a row naming a missing path are found, and nothing else" $? "$(tr '\n' '|' <"$W/plant4.out")"
 
 stale=$(grep -rnE "README('s|(\\.md)?(, |: | )\\(?\")" --include='*.c' --include='*.h' --include='*.cu' --include='*.cpp' \
     --include='*.sh' --include='*.py' --include=Makefile --include='*.md' \
