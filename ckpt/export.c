@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/path.h"
 #include "../base/err.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
@@ -106,7 +107,7 @@ static const char *export_check_output(const ExportOptions *a, const char *tokna
             if (!other[0]) snprintf(other, sizeof other, "%s", x->d_name);
             continue;
         }
-        if (!hf_ends_with(x->d_name, ".tmp") && !final[0]) snprintf(final, sizeof final, "%s", x->d_name);
+        if (!path_ends_with(x->d_name, ".tmp") && !final[0]) snprintf(final, sizeof final, "%s", x->d_name);
         written |= export_is_weights(x->d_name, 0) && st_written_by_fsdpc(path);
     }
     closedir(d);
@@ -161,11 +162,11 @@ static int export_is_bpe_vocab(const JsonValue *v) {
 // bos/eos ids of the tokenizer for config.json; -1 when it has none (the byte tokenizer)
 static void export_special_ids(const char *tok, int *bos, int *eos) {
     *bos = *eos = -1;
-    if (hf_ends_with(tok, ".model")) {  // the SentencePiece models' convention
+    if (path_ends_with(tok, ".model")) {  // the SentencePiece models' convention
         *bos = 1, *eos = 2;
         return;
     }
-    if (!hf_ends_with(tok, ".json")) return;
+    if (!path_ends_with(tok, ".json")) return;
     char jerr[600];
     JsonValue *v = json_parse_file(tok, 256u << 20, jerr, sizeof jerr);
     if (!v) return;
@@ -319,7 +320,7 @@ static const char *export_tokenizer_files(ExportFiles *ef, const ExportSource *s
     const char *err = NULL;
     for (int i = CKPT_SRC_TOKENIZER_CONFIG; i < CKPT_SOURCE_FILES && !err; i++)
         if (src->files.text[i]) err = export_bytes(ef, ckpt_source_names[i], src->files.text[i], src->files.len[i]);
-    if (err || src->files.text[CKPT_SRC_TOKENIZER_CONFIG] || !hf_ends_with(tokfile, ".model")) return err;
+    if (err || src->files.text[CKPT_SRC_TOKENIZER_CONFIG] || !path_ends_with(tokfile, ".model")) return err;
     FILE *f = export_create(ef, "tokenizer_config.json", &err);
     if (!f) return err;
     fprintf(f,
@@ -373,7 +374,7 @@ static const char *export_tokenizer(const char *tok, char *file, size_t len) {
     char where[HF_PATH];
     if (!hub_resolve(tok, where, sizeof where))
         return snprintf(msg, sizeof msg, "the checkpoint's tokenizer is gone: %s", where), msg;
-    if (!hf_is_dir(where)) snprintf(file, len, "%s", where);
+    if (!path_is_dir(where)) snprintf(file, len, "%s", where);
     else if (!hf_find_tokenizer(where, file, len))
         return snprintf(msg, sizeof msg, "the checkpoint's tokenizer directory '%s' holds no tokenizer.model or tokenizer.json", where), msg;
     return NULL;
@@ -425,7 +426,7 @@ static int export_transposed(FILE *f, const TensorSpec *t, StDtype dt, CkptReade
 static int export_bpe_tokenizer(const char *tok, char *merges, size_t len, const char **err) {
     static char msg[2 * HF_PATH + 160];
     merges[0] = 0;
-    if (!hf_ends_with(tok, ".json")) return 0;
+    if (!path_ends_with(tok, ".json")) return 0;
     char jerr[600];
     JsonValue *v = json_parse_file(tok, 256u << 20, jerr, sizeof jerr);
     int bpe = v && export_is_bpe_vocab(v);
@@ -434,10 +435,10 @@ static int export_bpe_tokenizer(const char *tok, char *merges, size_t len, const
     static const char *const openai[] = {"vocab.bpe", "merges.txt"}, *const hf[] = {"merges.txt", "vocab.bpe"};
     const char *const *names = !strcmp(export_basename(tok), "vocab.json") ? hf : openai;
     char dir[HF_PATH];
-    hf_dirname(dir, sizeof dir, tok);
+    path_dirname(dir, sizeof dir, tok);
     for (int i = 0; i < 2; i++) {
-        hf_join(merges, len, dir, names[i]);
-        if (hf_is_file(merges)) return 1;
+        path_join(merges, len, dir, names[i]);
+        if (path_is_file(merges)) return 1;
     }
     snprintf(msg, sizeof msg, "the checkpoint's tokenizer '%s' is a byte-level BPE vocabulary, and its merges ('%s/%s') are gone", tok, dir, names[0]);
     *err = msg;
@@ -575,7 +576,7 @@ const char *export_checkpoint(const char *file, const ExportOptions *a, size_t *
     }
     const char *bad = comm_folder_problem(a->output, "--output");
     int created = !bad && mkdir(a->output, 0755) == 0;
-    if (bad || (!created && (errno != EEXIST || !hf_is_dir(a->output)))) {
+    if (bad || (!created && (errno != EEXIST || !path_is_dir(a->output)))) {
         if (!bad) snprintf(msg, sizeof msg, "cannot create output directory '%s': %s", a->output, comm_path_error(a->output, errno));
         else snprintf(msg, sizeof msg, "%s", bad);
         json_free(src.cfg);

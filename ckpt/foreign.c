@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/path.h"
 #include "../data/format/sniff.h"
 
 #define SCAN_DEPTH 2       // levels of subfolders looked into: <dir>/<step folder>/<tp folder>
@@ -17,11 +18,6 @@
 #define HEAD 4096          // bytes read of a file to tell its kind
 #define KINDS (CKPT_FILE_DCP + 2)
 #define KIND_HF (CKPT_FILE_DCP + 1)  // a folder: config.json beside safetensors, what --init_from reads
-
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && !strcmp(s + n - m, suffix);
-}
 
 // A pickle starts with PROTO (protocol 2 to 5, what torch.save and DCP's .metadata write) and then
 // an opcode a pickled state dict begins with: torch.save's magic number (LONG1), a FRAME, an
@@ -40,7 +36,7 @@ static CkptFileKind kind_of(const char *path, const char *name) {
         if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) n = read(fd, head, sizeof head);
         close(fd);
     }
-    int dcp_name = ends_with(name, ".distcp") || !strcmp(name, ".metadata");
+    int dcp_name = path_ends_with(name, ".distcp") || !strcmp(name, ".metadata");
     if (n > 0) {
         Sniff s;
         sniff_bytes(head, (size_t)n, (uint64_t)st.st_size, name, &s);
@@ -51,8 +47,8 @@ static CkptFileKind kind_of(const char *path, const char *name) {
             return dcp_name ? CKPT_FILE_DCP : CKPT_FILE_TORCH;
     }
     if (dcp_name) return CKPT_FILE_DCP;  // a shard's tensor bytes carry no magic
-    if (ends_with(name, ".safetensors") || ends_with(name, ".safetensors.index.json")) return CKPT_FILE_SAFETENSORS;
-    if (ends_with(name, ".pt") || ends_with(name, ".pth") || !strcmp(name, "pytorch_model.bin.index.json")) return CKPT_FILE_TORCH;
+    if (path_ends_with(name, ".safetensors") || path_ends_with(name, ".safetensors.index.json")) return CKPT_FILE_SAFETENSORS;
+    if (path_ends_with(name, ".pt") || path_ends_with(name, ".pth") || !strcmp(name, "pytorch_model.bin.index.json")) return CKPT_FILE_TORCH;
     return CKPT_FILE_OTHER;
 }
 
@@ -95,7 +91,7 @@ static void scan(const char *dir, int depth, Found *f) {
         note(f, k, path);
         if (k != CKPT_FILE_SAFETENSORS) continue;
         weights++;
-        if (ends_with(name, ".index.json") && (!f->index[0] || strcmp(path, f->index) < 0)) snprintf(f->index, sizeof f->index, "%s", path);
+        if (path_ends_with(name, ".index.json") && (!f->index[0] || strcmp(path, f->index) < 0)) snprintf(f->index, sizeof f->index, "%s", path);
     }
     closedir(d);
     if (config && weights && (!f->n[KIND_HF] || strcmp(dir, f->first[KIND_HF]) < 0)) f->hf_files = weights;

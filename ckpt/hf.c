@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/path.h"
 #include "../base/err.h"
 #include "../base/log.h"
 #include "../comm/comm.h"
@@ -36,11 +37,6 @@ struct HfModel {
     StFile *files;
     CkptSource source;  // config.json, tokenizer_config.json, ... beside the weights
 };
-
-int hf_is_file(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
 
 // 1 for a readable regular file, 0 when nothing is there, -1 (err set) when something is there but
 // cannot be used: absent and unusable are different outcomes, and only absent has a fallback
@@ -65,31 +61,12 @@ static int hf_inside(const char *name) {
     return 1;
 }
 
-int hf_is_dir(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-void hf_join(char *out, size_t len, const char *dir, const char *name) { snprintf(out, len, "%s/%s", dir, name); }
-
-void hf_dirname(char *out, size_t len, const char *path) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(out, len, ".");
-    else if (slash == path) snprintf(out, len, "/");
-    else snprintf(out, len, "%.*s", (int)(slash - path), path);
-}
-
-int hf_ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && !strcmp(s + n - k, suffix);
-}
-
 // tokenizer.model, else tokenizer.json, in dir; 0 when neither
 int hf_find_tokenizer(const char *dir, char *out, size_t len) {
     static const char *const names[] = {"tokenizer.model", "tokenizer.json"};
     for (int i = 0; i < 2; i++) {
-        hf_join(out, len, dir, names[i]);
-        if (hf_is_file(out)) return 1;
+        path_join(out, len, dir, names[i]);
+        if (path_is_file(out)) return 1;
     }
     out[0] = 0;
     return 0;
@@ -122,7 +99,7 @@ static int hf_open_index(HfModel *h, const char *index, char *err, size_t len) {
     const JsonValue *map = json_get(v, "weight_map");
     int rc = 0;
     if (!map || map->type != JSON_OBJECT) rc = err_set(err, len, "index '%s' has no weight_map object", index);
-    hf_dirname(dir, sizeof dir, index);
+    path_dirname(dir, sizeof dir, index);
     // every shard the map names, once, in order of first mention
     for (size_t i = 0; rc == 0 && i < map->len; i++) {
         const JsonValue *e = &map->items[i];
@@ -135,16 +112,16 @@ static int hf_open_index(HfModel *h, const char *index, char *err, size_t len) {
                          index, e->key, e->str);
             break;
         }
-        hf_join(shard, sizeof shard, dir, e->str);
+        path_join(shard, sizeof shard, dir, e->str);
         int known = 0;
         for (int f = 0; f < h->nfiles && !known; f++) known = !strcmp(h->files[f].path, shard);
         if (known) continue;
-        if (!hf_is_file(shard)) rc = err_set(err, len, "index '%s' names shard '%s', which does not exist", index, e->str);
+        if (!path_is_file(shard)) rc = err_set(err, len, "index '%s' names shard '%s', which does not exist", index, e->str);
         else rc = hf_add_file(h, shard, err, len);
     }
     for (size_t i = 0; rc == 0 && i < map->len; i++) {
         const JsonValue *e = &map->items[i];
-        hf_join(shard, sizeof shard, dir, e->str);
+        path_join(shard, sizeof shard, dir, e->str);
         int f = 0;
         while (strcmp(h->files[f].path, shard)) f++;
         if (!st_find(&h->files[f], e->key))
@@ -412,24 +389,24 @@ static void hf_infer_config(HfModel *h) {
 
 static int hf_open_source(HfModel *h, char *err, size_t len) {
     char dir[HF_PATH], weights[2 * HF_PATH], config[2 * HF_PATH];
-    if (hf_is_dir(h->path)) {
+    if (path_is_dir(h->path)) {
         snprintf(dir, sizeof dir, "%s", h->path);
-        hf_join(weights, sizeof weights, dir, "model.safetensors.index.json");
+        path_join(weights, sizeof weights, dir, "model.safetensors.index.json");
         int have = hf_present(weights, err, len);
         if (!have) {
-            hf_join(weights, sizeof weights, dir, "model.safetensors");
+            path_join(weights, sizeof weights, dir, "model.safetensors");
             have = hf_present(weights, err, len);
         }
         if (have < 0) return -1;
         if (!have) return err_set(err, len, "'%s' holds neither model.safetensors nor model.safetensors.index.json", dir);
     } else {
-        hf_dirname(dir, sizeof dir, h->path);
+        path_dirname(dir, sizeof dir, h->path);
         snprintf(weights, sizeof weights, "%s", h->path);
     }
-    hf_join(config, sizeof config, dir, "config.json");
+    path_join(config, sizeof config, dir, "config.json");
     int has_config = hf_present(config, err, len);
     if (has_config < 0 || (has_config && hf_read_config(h, config, err, len) != 0)) return -1;
-    if (hf_ends_with(weights, ".json") ? hf_open_index(h, weights, err, len) : hf_add_file(h, weights, err, len)) return -1;
+    if (path_ends_with(weights, ".json") ? hf_open_index(h, weights, err, len) : hf_add_file(h, weights, err, len)) return -1;
     io_input(weights, "--init_from");
     io_input(config, "--init_from");
     if (!has_config) hf_infer_config(h);

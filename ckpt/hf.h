@@ -38,11 +38,6 @@ int hf_load(const HfModel *h, ShardState *s, int allow_unused, char *err, size_t
 enum { HF_PATH = 4096 };
 // elements per device upload or export chunk (64 MiB of fp32): bounded memory whatever the model size
 #define HF_CHUNK ((size_t)16 << 20)
-int hf_is_file(const char *p);
-int hf_is_dir(const char *p);
-void hf_join(char *out, size_t len, const char *dir, const char *name);
-void hf_dirname(char *out, size_t len, const char *path);
-int hf_ends_with(const char *s, const char *suffix);
 // tokenizer.model, else tokenizer.json, in dir into out; 0 when neither
 int hf_find_tokenizer(const char *dir, char *out, size_t len);
 // The model's length as family im spells it in config c (path: for the error): 1 with *out

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../base/path.h"
 #include "../../base/clock.h"
 #include "../../base/err.h"
 #include "../../base/log.h"
@@ -381,7 +382,7 @@ int cache_ensure(const CacheRequest *q, char *dir, size_t len, char *line, size_
     char tmp[2200] = "";
     if (comm_info.rank == 0) {
         snprintf(tmp, sizeof tmp, "%s.build-%ld-%lld", dir, (long)getpid(), (long long)clock_now_us());
-        if (data_mkdirs(root, err, sizeof err)) snprintf(err + strlen(err), sizeof err - strlen(err), " (--data_cache_dir)");
+        if (path_mkdirs(root, err, sizeof err)) snprintf(err + strlen(err), sizeof err - strlen(err), " (--data_cache_dir)");
         else if (mkdir(tmp, 0777) != 0)
             snprintf(err, sizeof err, "cannot create the data cache folder '%s': %s (--data_cache_dir)", tmp, strerror(errno));
     }
@@ -399,7 +400,7 @@ int cache_ensure(const CacheRequest *q, char *dir, size_t len, char *line, size_
         tmp[0] = 0;
         if (!cache_complete(dir)) {
             snprintf(tmp, sizeof tmp, "%s.build-%ld-%lld-r%d", dir, (long)getpid(), (long long)clock_now_us(), comm_info.rank);
-            if (data_mkdirs(root, err, sizeof err)) rc = -1;
+            if (path_mkdirs(root, err, sizeof err)) rc = -1;
             else if (mkdir(tmp, 0777) != 0) rc = (snprintf(err, sizeof err, "cannot create the data cache folder '%s': %s", tmp, strerror(errno)), -1);
             if (!rc) rc = cache_build(q, tmp, 0, 1, err, sizeof err);
             if (!rc) rc = cache_seal(tmp, dir, err, sizeof err);

@@ -1,6 +1,7 @@
 // prepare: `fsdpc prepare` turns text files and JSON Lines (plain or gzipped) into token shards,
 // the input split among the MPI ranks, each writing shards of its own.
 #include "prepare.h"
+#include "../../base/path.h"
 #include "../../base/clock.h"
 #include "../../base/err.h"
 #include "../../base/log.h"
@@ -825,7 +826,7 @@ static void prepare_assign(Prepare *p) {
 
 static int prepare_mkdirs(Prepare *p, const char *dir) {
     char err[1200];
-    if (data_mkdirs(dir, err, sizeof err)) return prepare_fail(p, "%s (--output)", err);
+    if (path_mkdirs(dir, err, sizeof err)) return prepare_fail(p, "%s (--output)", err);
     if (access(dir, W_OK | X_OK) != 0) return prepare_fail(p, "cannot write to --output '%s': %s", dir, strerror(errno));
     return 0;
 }

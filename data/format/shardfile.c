@@ -8,10 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && !strcmp(s + n - m, suffix);
-}
+#include "../../base/path.h"
 
 const char *data_parse_header(const unsigned char *head, size_t got, uint64_t size, const char *path, TokenFile *f,
                               uint64_t *ntok) {
@@ -32,7 +29,7 @@ const char *data_parse_header(const unsigned char *head, size_t got, uint64_t si
         f->header = LLMC_HEADER_BYTES;
         f->width = words[0] == LLMC_MAGIC_GPT2 ? 2 : 4;
         *ntok = (uint64_t)(uint32_t)words[2];
-    } else if (ends_with(path, ".bin")) {  // nanoGPT: raw uint16, no header
+    } else if (path_ends_with(path, ".bin")) {  // nanoGPT: raw uint16, no header
         if (size % 2) return snprintf(msg, sizeof msg, "data file '%s': odd size %llu for raw uint16 tokens", path, (unsigned long long)size), msg;
         f->header = 0;
         f->width = 2;
@@ -59,20 +56,3 @@ void data_shard_header(uint8_t out[TOKFILE_HEADER_BYTES], int dtype_bytes, uint6
     for (int i = 0; i < 8; i++) out[offsetof(TokFileHeader, ntokens) + i] = (uint8_t)(ntokens >> (8 * i));
 }
 
-int data_mkdirs(const char *dir, char *err, size_t errlen) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s", dir);
-    for (char *c = path + 1;; c++) {
-        if (*c != '/' && *c != '\0') continue;
-        char keep = *c;
-        *c = '\0';
-        struct stat st = {0};
-        if (mkdir(path, 0777) != 0 && errno != EEXIST)
-            return snprintf(err, errlen, "cannot create the folder '%s': %s", path, strerror(errno)), -1;
-        if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-            return snprintf(err, errlen, "'%s' is %s, not a folder", path, S_ISREG(st.st_mode) ? "a file" : "a special file"), -1;
-        *c = keep;
-        if (!keep) break;
-    }
-    return 0;
-}

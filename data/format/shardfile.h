@@ -54,7 +54,5 @@ const char *data_parse_header(const unsigned char *head, size_t got, uint64_t si
 
 // The 64-byte header of an fsdpc token shard holding ntokens of dtype_bytes each.
 void data_shard_header(uint8_t out[TOKFILE_HEADER_BYTES], int dtype_bytes, uint64_t ntokens);
-// mkdir -p: 0, or -1 with a one-line message naming the folder
-int data_mkdirs(const char *dir, char *err, size_t errlen);
 
 #endif

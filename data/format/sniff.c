@@ -14,6 +14,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "../../base/path.h"
 #include "../../base/err.h"
 #include "../../base/json.h"
 #include "shardfile.h"
@@ -316,11 +317,6 @@ static void sniff_zstd(const unsigned char *p, size_t n, uint64_t size, const ch
     free(out);
 }
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && !strcmp(s + n - m, suffix);
-}
-
 // A format told by its first bytes (or, for nanoGPT, its name), else SNIFF_NONE.
 static SniffFormat sniff_magic(const unsigned char *p, size_t n, uint64_t size, const char *name, const char **detail) {
     *detail = NULL;
@@ -349,7 +345,7 @@ static SniffFormat sniff_magic(const unsigned char *p, size_t n, uint64_t size, 
     if (n >= 10 && size >= 10 && p[8] == '{' && (p[9] == '"' || p[9] == '}') &&
         (le32(p) | (uint64_t)le32(p + 4) << 32) <= size - 8)
         return SNIFF_SAFETENSORS;
-    if (name && ends_with(name, ".bin")) return SNIFF_NANOGPT_BIN;
+    if (name && path_ends_with(name, ".bin")) return SNIFF_NANOGPT_BIN;
     if (n >= 2 && ((p[0] == 0xFF && p[1] == 0xFE) || (p[0] == 0xFE && p[1] == 0xFF))) return SNIFF_UTF16;
     return SNIFF_NONE;
 }

@@ -8,12 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../../base/path.h"
 #include "../../comm/comm.h"
-
-static int hub_is_dir(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 int hub_looks_like_name(const char *s) {
     const char *slash = strchr(s, '/');
@@ -62,7 +58,7 @@ int hub_repo_snapshot(const char *repo, const char *name, char *out, size_t len)
     }
     if (ref[0] && !strchr(ref, '/') && strcmp(ref, ".") && strcmp(ref, "..")) {
         snprintf(path, sizeof path, "%s/%s", snaps, ref);
-        if (hub_is_dir(path)) return snprintf(out, len, "%s", path), 1;
+        if (path_is_dir(path)) return snprintf(out, len, "%s", path), 1;
     }
     // without refs/main: the one snapshot there is (several are ambiguous)
     int n = 0;
@@ -71,7 +67,7 @@ int hub_repo_snapshot(const char *repo, const char *name, char *out, size_t len)
         for (struct dirent *e; (e = readdir(d));) {
             if (e->d_name[0] == '.') continue;
             snprintf(path, sizeof path, "%s/%s", snaps, e->d_name);
-            if (!hub_is_dir(path)) continue;
+            if (!path_is_dir(path)) continue;
             if (++n == 1) snprintf(out, len, "%s", path);
         }
         closedir(d);

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../base/path.h"
 #include "../../base/err.h"
 #include "../../comm/comm.h"
 #include "hub.h"
@@ -111,21 +112,6 @@ static void splits_free(SourceSplits *ss) {
     memset(ss, 0, sizeof *ss);
 }
 
-static int is_dir(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static int is_file(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && !strcmp(s + n - m, suffix);
-}
-
 static const char *base_name(const char *path) {
     const char *slash = strrchr(path, '/');
     return slash ? slash + 1 : path;
@@ -144,8 +130,8 @@ static int list_entries(const char *dir, StrList *out, char *err, size_t errlen)
 
 // Never data in any folder: partial writes, locks, and datasets' .map() caches.
 static int skipped_name(const char *name) {
-    return ends_with(name, ".tmp") || ends_with(name, ".lock") || ends_with(name, ".incomplete") ||
-           (!strncmp(name, "cache-", 6) && ends_with(name, ".arrow"));
+    return path_ends_with(name, ".tmp") || path_ends_with(name, ".lock") || path_ends_with(name, ".incomplete") ||
+           (!strncmp(name, "cache-", 6) && path_ends_with(name, ".arrow"));
 }
 
 // A data file of a repository (as datasets would load one): a data format's extension, maybe
@@ -295,8 +281,8 @@ static int sharded_split(const char *rel, char *out, size_t len) {
 static int cache_split(const char *name, char *out, size_t len) {
     if (skipped_name(name)) return 0;
     size_t n = strlen(name);
-    if (ends_with(name, ".arrow")) n -= 6;
-    else if (ends_with(name, ".parquet")) n -= 8;
+    if (path_ends_with(name, ".arrow")) n -= 6;
+    else if (path_ends_with(name, ".parquet")) n -= 8;
     else return 0;
     if (n > 15 && shard_suffix_at(name + n - 15)) n -= 15;
     const char *dash = NULL;
@@ -440,12 +426,12 @@ static int dataset_dict_resolve(const char *dir, const char *config, const char 
 
 // --- the load_dataset cache: NS___NAME/CONFIG/VERSION/HASH/NAME-SPLIT*.arrow ------------------
 
-static int visible_dir_name(const char *name) { return name[0] != '.' && !ends_with(name, ".incomplete") && !ends_with(name, ".lock"); }
+static int visible_dir_name(const char *name) { return name[0] != '.' && !path_ends_with(name, ".incomplete") && !path_ends_with(name, ".lock"); }
 
 // A finished build: its dataset_info.json and at least one split file.
 static int is_cache_build(const char *dir) {
     char *info = xprintf("%s/dataset_info.json", dir);
-    int ok = is_file(info);
+    int ok = path_is_file(info);
     free(info);
     if (!ok) return 0;
     DIR *d = opendir(dir);
@@ -464,7 +450,7 @@ static int sub_dirs(const char *dir, StrList *out, char *err, size_t errlen) {
     for (struct dirent *e; (e = readdir(d));) {
         if (!visible_dir_name(e->d_name) || (e->d_type != DT_DIR && e->d_type != DT_LNK && e->d_type != DT_UNKNOWN)) continue;
         char *sub = xprintf("%s/%s", dir, e->d_name);
-        if (is_dir(sub)) sl_push(out, xprintf("%s", e->d_name));
+        if (path_is_dir(sub)) sl_push(out, xprintf("%s", e->d_name));
         free(sub);
     }
     closedir(d);
@@ -699,11 +685,11 @@ static int in_hub_snapshot(const char *dir) {
 static int folder_resolve(const char *dir, const char *config, const char *split, const char *label, int repo, SourceFiles *out,
                           char *err, size_t errlen) {
     char *p = xprintf("%s/dataset_dict.json", dir);
-    int dd = is_file(p);
+    int dd = path_is_file(p);
     free(p);
     if (dd) return dataset_dict_resolve(dir, config, split, out, err, errlen);
     p = xprintf("%s/state.json", dir);
-    int st = is_file(p);
+    int st = path_is_file(p);
     free(p);
     if (st) return save_to_disk_resolve(dir, config, split, out, err, errlen);
     int level = repo ? -1 : cache_level(dir, 3);
@@ -714,12 +700,12 @@ static int folder_resolve(const char *dir, const char *config, const char *split
     }
     p = xprintf("%s/snapshots", dir);
     char *b = xprintf("%s/blobs", dir);
-    int hub_repo = !repo && is_dir(p) && is_dir(b);
+    int hub_repo = !repo && path_is_dir(p) && path_is_dir(b);
     free(p);
     free(b);
     if (hub_repo) return hub_repo_resolve(dir, config, split, out, err, errlen);
     p = xprintf("%s/.cache/huggingface", dir);
-    repo |= is_dir(p) || in_hub_snapshot(dir);
+    repo |= path_is_dir(p) || in_hub_snapshot(dir);
     free(p);
     StrList names = {0}, files = {0};
     if (list_entries(dir, &names, err, errlen)) return -1;
@@ -727,7 +713,7 @@ static int folder_resolve(const char *dir, const char *config, const char *split
     for (int i = 0; i < names.n; i++) {
         char *path = xprintf("%s/%s", dir, names.v[i]);
         struct stat s;
-        if (is_dir(path)) subdirs++;
+        if (path_is_dir(path)) subdirs++;
         else if (!skipped_name(names.v[i]) && lstat(path, &s) == 0) sl_push(&files, xprintf("%s", names.v[i]));
         free(path);
     }
@@ -757,7 +743,7 @@ static int glob_resolve(const char *spec, const char *config, const char *split,
     ss.nosplits = 1;
     SourceSplit *sp = splits_at(&ss, "train");
     for (size_t i = 0; i < g.gl_pathc; i++)
-        if (!is_dir(g.gl_pathv[i])) sl_push(&sp->files, xprintf("%s", g.gl_pathv[i]));
+        if (!path_is_dir(g.gl_pathv[i])) sl_push(&sp->files, xprintf("%s", g.gl_pathv[i]));
     globfree(&g);
     sl_sort(&sp->files);
     int rc = sp->files.n ? finish(&ss, split, src, out, err, errlen) : err_set(err, errlen, "'%s' matches only folders", spec);
@@ -845,7 +831,7 @@ static int name_resolve(const char *spec, const char *config, const char *split,
         const char *slash = strchr(cands[i], '/');
         snake_case(slash ? slash + 1 : cands[i], snake, sizeof snake);
         dir = slash ? xprintf("%s/%.*s___%s", cache, (int)(slash - cands[i]), cands[i], snake) : xprintf("%s/%s", cache, snake);
-        if (is_dir(dir)) {
+        if (path_is_dir(dir)) {
             char label[600];
             snprintf(label, sizeof label, "datasets cache %s", cands[i]);
             rc = cache_resolve(dir, 3, config, split, label, out, err, errlen);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "../../base/path.h"
 #include "../../base/err.h"
 #include "../../comm/comm.h"
 #include "bpe.h"
@@ -53,11 +54,6 @@ size_t tok_utf8_len(const uint8_t *s, size_t n) {
 
 // ---- opening ----
 
-static bool tok_is_dir(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 static bool tok_is_file(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && !S_ISDIR(st.st_mode);
@@ -79,11 +75,6 @@ static bool tok_looks_json(const char *path) {
         fclose(f);
     }
     return c == '{';
-}
-
-static bool tok_ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && !strcmp(s + n - k, suffix);
 }
 
 // whether path's last component is name
@@ -147,7 +138,7 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
         return free(t), NULL;
     }
     snprintf(file, sizeof file, "%s", where);
-    if (tok_is_dir(where)) {
+    if (path_is_dir(where)) {
         // SentencePiece first, then Hugging Face's tokenizer.json, then GPT-2's files (OpenAI's or Hugging Face's names)
         static const char *const names[] = {"tokenizer.model", "tokenizer.json", "encoder.json", "vocab.json"};
         size_t i = 0;
@@ -159,7 +150,7 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
             err_set(err, errlen, "tokenizer directory '%s' holds neither tokenizer.model nor tokenizer.json (nor GPT-2's encoder.json and vocab.bpe)", where);
             return free(t), NULL;
         }
-    } else if (tok_ends_with(where, ".bpe") || tok_named(where, "merges.txt")) {
+    } else if (path_ends_with(where, ".bpe") || tok_named(where, "merges.txt")) {
         // GPT-2's merges: the vocabulary is the encoder.json (vocab.json) beside them
         static const char *const openai[] = {"encoder.json", "vocab.json"}, *const hf[] = {"vocab.json", "encoder.json"};
         snprintf(merges, sizeof merges, "%s", where);

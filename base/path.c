@@ -1,0 +1,51 @@
+// path: see path.h.
+#include "path.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "err.h"
+
+int path_is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int path_is_file(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int path_ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+void path_join(char *out, size_t len, const char *dir, const char *name) { snprintf(out, len, "%s/%s", dir, name); }
+
+void path_dirname(char *out, size_t len, const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(out, len, ".");
+    else if (slash == path) snprintf(out, len, "/");
+    else snprintf(out, len, "%.*s", (int)(slash - path), path);
+}
+
+int path_mkdirs(const char *dir, char *err, size_t errlen) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *c = path + 1;; c++) {
+        if (*c != '/' && *c != '\0') continue;
+        char keep = *c;
+        *c = '\0';
+        struct stat st = {0};
+        if (mkdir(path, 0777) != 0 && errno != EEXIST)
+            return err_set(err, errlen, "cannot create the folder '%s': %s", path, strerror(errno));
+        if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+            return err_set(err, errlen, "'%s' is %s, not a folder", path, S_ISREG(st.st_mode) ? "a file" : "a special file");
+        *c = keep;
+        if (!keep) break;
+    }
+    return 0;
+}
