@@ -140,7 +140,7 @@ check "a tied model trains tied: the checkpoint has tie_word_embeddings=1 and no
 ./fsdpc export --checkpoint "$W/kt" --output "$W/outt" --dtype fp32 >/dev/null 2>&1 &&
     $PY -c "
 import json, sys
-sys.path.insert(0, 'test')
+sys.path.insert(0, 'test/ref')
 from hf_read import read_source
 a, b = read_source(sys.argv[1]), read_source(sys.argv[2])
 c = json.load(open(sys.argv[2] + '/config.json'))

@@ -409,7 +409,7 @@ grep -q "^Batch 3 Loss" "$W/load/log2" && ! grep -q "^Batch 1 Loss" "$W/load/log
 check "--save_ckpt_path / --load_ckpt_path (the profiling config's spellings) save and resume" $?
 
 # ---- the seed's finetuning flags and SMP's Hugging Face model: one model, three spellings ----
-/usr/bin/python3 "$REPO/test/hf_make.py" "$W/hfm" --vocab 256 --context 64 --seed 3 >/dev/null
+/usr/bin/python3 "$REPO/test/ref/hf_make.py" "$W/hfm" --vocab 256 --context 64 --seed 3 >/dev/null
 FT="--num_threads 1 --num_tokens 0 --max_steps 2 --checkpoint_freq 0 --batch_size 2 --max_context_width 64 --recipe_defaults none"
 for spell in "init_from $W/hfm" "pretrained_model_name $W/hfm" "hf_pretrained_model_name_or_dir $W/hfm" \
     "finetune_checkpoint_load_dir $W/hfm"; do
