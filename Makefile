@@ -105,6 +105,9 @@ $(PROG): $(BUILD)/main.o $(OBJ) $(FLAVOR)
 build/test_%: test/unit/test_%.c $(OBJ) $(FLAVOR)
 	$(CC) $(CFLAGS) -I. $(filter-out $(FLAVOR),$^) -o $@ $(LDLIBS)
 
+build/test_gpu: test/gpu/test_gpu.c $(OBJ) $(FLAVOR)
+	$(CC) $(CFLAGS) -I. $(filter-out $(FLAVOR),$^) -o $@ $(LDLIBS)
+
 # The GPU code on the CPU (needs no nvcc): the CUDA sources, with kernel launches rewritten, against
 # test/gpu/emu's fakes of the CUDA runtime, cuBLASLt, WMMA, CUB and NCCL (one CPU thread per GPU thread,
 # device memory inaccessible to host code). build/test_gpu_emu is test_gpu on it; build/fsdpc_emu
