@@ -22,6 +22,7 @@ endif
 BLAS_DIR = /usr/lib/x86_64-linux-gnu/openblas-openmp
 BLAS_INC = /usr/include/x86_64-linux-gnu/openblas-openmp
 CUDA_HOME ?= /usr/local/cuda
+NPROC ?= $(shell nproc)
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard $(CUDA_HOME)/bin/nvcc))
 CUDA ?= $(if $(and $(NVCC),$(wildcard kernels/cuda/*.cu)),1,0)
 # x86-64-v3 (AVX2/FMA) rather than -march=native: the binary also runs on the GPU machine's host
@@ -195,9 +196,15 @@ build/fuzz/fuzz_ident: test/fuzz/fuzz_ident.c data/source/ident.c $(TOKENIZER_SR
 build/fuzz/sentencepiece.o: data/text/sentencepiece.cpp
 	@mkdir -p build/fuzz
 	clang++ -g -O1 -std=c++17 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr -c $< -o $@
+# each source compiled once for all the targets that list it (build/fuzz/obj/), the fuzzer's
+# main linked in only at the end
+.SECONDEXPANSION:
+$(FUZZ_TARGETS): $$(patsubst %.c,build/fuzz/obj/%.o,$$(filter %.c,$$^))
+build/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(subst -fsanitize=fuzzer$(comma),-fsanitize=fuzzer-no-link$(comma),$(FUZZ_FLAGS)) -MMD -MP -c $< -o $@
 build/fuzz/%:
-	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZ_FLAGS) $^ -o $@ -lm -lpthread -lz -lsnappy -lzstd -llz4 $(if $(filter %.o,$^),-lsentencepiece -lstdc++ -lpcre2-8 -lutf8proc)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(filter %.o,$^) -o $@ -lm -lpthread -lz -lsnappy -lzstd -llz4 $(if $(filter build/fuzz/sentencepiece.o,$^),-lsentencepiece -lstdc++ -lpcre2-8 -lutf8proc)
 
 
 fuzz: deps
@@ -209,14 +216,15 @@ run: deps
 	@$(MAKE) --no-print-directory fsdpc
 	./fsdpc --overwrite_checkpoints
 
+# the build on every core (CI calls plain `make test`): a serial one is minutes of the budget
 test: deps
-	@$(MAKE) --no-print-directory fsdpc $(TESTS)
+	@$(MAKE) --no-print-directory -j$(NPROC) fsdpc $(TESTS)
 	bash test/run_tests.sh
 
 # the everyday loop (under 3 minutes on 2 cores): unit tests, gradient checks, one multi-rank
 # equivalence, the layer check and the command-line table; `make test` is the whole suite
 check: deps
-	@$(MAKE) --no-print-directory fsdpc build/test_kernels build/test_model build/test_comm
+	@$(MAKE) --no-print-directory -j$(NPROC) fsdpc build/test_kernels build/test_model build/test_comm
 	bash test/run_tests.sh --quick
 
 # includes and calls only go down the layers (docs/DESIGN.md, "Layers")
@@ -248,4 +256,6 @@ gpu-check:
 clean:
 	rm -rf build fsdpc fsdpc-mpich
 
+comma := ,
+-include $(shell find build/fuzz/obj -name '*.d' 2>/dev/null)
 -include $(OBJ:.o=.d) $(BUILD)/main.d $(EMU_OBJ:.o=.d) $(EMU)/emu_main.d $(EMU)/test_gpu.d $(EMU_C_OBJ:.o=.d)
