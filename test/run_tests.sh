@@ -3,6 +3,9 @@
 # (make check) only the fast tier runs: the suites registered with `quick` rather than `suite`.
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# a plain ./fsdpc (an Open MPI singleton) without the orted it would start for MPI_Comm_spawn, which
+# fsdpc never calls: a second off each of the suites' many runs; test_cli.sh keeps the default start
+export OMPI_MCA_ess_singleton_isolated=1
 source test/suites.sh "$@"
 
 quick "layers: includes and calls only go down base -> kernels -> comm -> model -> shard -> data/ckpt -> run -> main" bash test/meta/test_layers.sh

@@ -3,6 +3,7 @@
 # Prints one "ok - ..." / "not ok - ..." line per check.
 cd "$(dirname "$0")/../.."
 source test/lib.sh
+unset OMPI_MCA_ess_singleton_isolated  # make test sets it; here ./fsdpc starts as a user's would
 SMALL="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64 --batch_size 4 --num_tokens 0"
 
 expect_error "unknown flag" "unknown flag '--bogus'" ./fsdpc --bogus 1
