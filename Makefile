@@ -177,7 +177,7 @@ FUZZ_TARGETS = build/fuzz/fuzz_cli build/fuzz/fuzz_json build/fuzz/fuzz_shard_he
 	build/fuzz/fuzz_ckpt_validate build/fuzz/fuzz_arrow build/fuzz/fuzz_sniff build/fuzz/fuzz_parquet build/fuzz/fuzz_sft build/fuzz/fuzz_ident
 FUZZ_SECONDS ?= 60
 FAMILY_SRC = model/family.c model/llama.c model/gpt.c model/neox.c
-build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c run/flags.c run/recipes.c model/config.c base/cli.c $(FAMILY_SRC) base/checked.c test/fuzz/stub.c
+build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c run/flags.c run/recipes.c shard/shard_config.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_json: test/fuzz/fuzz_json.c base/json.c test/fuzz/stub.c
 build/fuzz/fuzz_shard_header: test/fuzz/fuzz_shard_header.c data/format/shardfile.c base/path.c test/fuzz/stub.c
 build/fuzz/fuzz_arrow: test/fuzz/fuzz_arrow.c data/format/arrow.c test/fuzz/stub.c

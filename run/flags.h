@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "../base/cli.h"
-#include "../model/config.h"
+#include "config.h"
 
 // The training flags: what `fsdpc` without a subcommand parses into a Config (the defaults
 // included), and what `fsdpc plan` takes beside its own.

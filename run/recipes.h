@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "../base/cli.h"
-#include "../model/config.h"
+#include "config.h"
 
 typedef struct Recipe Recipe;
 
