@@ -13,8 +13,9 @@
 #include "../model/family.h"
 #include "recipes.h"
 
-// The names of the settings that only the command line has (the model's, sharding's, precision's
-// and the schedule's are model/config.c's): first entry of a value its name, then other spellings.
+// The names of the settings that only the command line has (each section's own are its module's:
+// --hidden_act's model/config.c, sharding's, precision's and the schedule's shard/shard_config.c,
+// the finetuning formats' data/): first entry of a value its name, then other spellings.
 static const CliChoice device_names[] = {
     {"auto", KERN_DEVICE_AUTO}, {"cpu", KERN_DEVICE_CPU}, {"cuda", KERN_DEVICE_CUDA}, {NULL, 0}};
 static const CliChoice attention_names[] = {
@@ -394,10 +395,10 @@ static void defaults(void *dst) {
     c->gen.top_p = 0.95f;
 }
 
-// which flags the command line set (a preset counts for the sizes it sets): a model config read
-// from a checkpoint or a Hugging Face config.json fills the others and must agree with these
-static unsigned char flag_given[NFLAGS];
-const CliTable flags_cli = {.flags = flags, .n = NFLAGS, .given = flag_given, .size = sizeof(Config), .defaults = defaults,
+// Config.given: which flags the command line set (a preset counts for the sizes it sets): a model
+// config read from a checkpoint or a Hugging Face config.json fills the others and must agree with these
+_Static_assert(NFLAGS <= sizeof ((Config *)0)->given, "Config.given holds a byte per flag");
+const CliTable flags_cli = {.flags = flags, .n = NFLAGS, .given_off = offsetof(Config, given), .size = sizeof(Config), .defaults = defaults,
                             .bare_hint = "flags look like --name value or --name=value; subcommands come first"};
 
 const char *flags_check_world(const Config *c, int world) {
@@ -457,22 +458,23 @@ static const char *families_with(int (*has)(const ModelFamily *)) {
 }
 
 // a flag given for a setting the family does not have: refused by name, never ignored
-static void family_flags_apply(const ModelConfig *m) {
+static void family_flags_apply(const Config *c) {
+    const ModelConfig *m = &c->model;
     const ModelFamily *fam = family_find(m->model_type);
     if (!fam) return;  // config_validate_model names it
-    if (!fam->rope && flags_given("rope_theta"))
+    if (!fam->rope && flags_given(c, "rope_theta"))
         comm_fail_all("--rope_theta applies to %s; %s learns its positions", family_names("|", 1), m->model_type);
-    if (!has_partial_rotary(fam) && flags_given("rotary_pct"))
+    if (!has_partial_rotary(fam) && flags_given(c, "rotary_pct"))
         comm_fail_all("--rotary_pct applies to the families with partial rotary embeddings (%s); %s rotates every head "
                       "dimension", families_with(has_partial_rotary), m->model_type);
-    if (!has_hidden_act(fam) && flags_given("hidden_act"))
+    if (!has_hidden_act(fam) && flags_given(c, "hidden_act"))
         comm_fail_all("--hidden_act applies to %s; the MLP of %s has a fixed activation", families_with(has_hidden_act),
                       m->model_type);
 }
 
 static void validate(const Config *c) {
     const ModelConfig *m = &c->model;
-    if (!family_pending) family_flags_apply(m);
+    if (!family_pending) family_flags_apply(c);
     const char *err = family_pending ? NULL : config_validate_model(m);
     if (err) comm_fail_all("%s", err);
     // refused with a reason rather than silently ignored: these arrive with later work
@@ -534,7 +536,7 @@ uint64_t flags_hash(const Config *c) {
     return h;
 }
 
-int flags_given(const char *name) { return cli_given(&flags_cli, name); }
+int flags_given(const Config *c, const char *name) { return cli_given(&flags_cli, c, name); }
 
 void flags_no_source(Config *c) {
     family_pending = 0;
@@ -571,9 +573,9 @@ void flags_adopt_model(Config *c, const ModelConfig *src, unsigned known, const 
     };
     ModelConfig *m = &c->model;
     if ((known & MODEL_TYPE) && strcmp(m->model_type, src->model_type) != 0) {
-        if (flags_given("model_type") || flags_given("model_name"))
+        if (flags_given(c, "model_type") || flags_given(c, "model_name"))
             comm_fail_all("%s holds a %s model but this run has --model_type %s%s", source, src->model_type, m->model_type,
-                          flags_given("model_type") ? "" : " (from --model_name; drop it to take the model from the source)");
+                          flags_given(c, "model_type") ? "" : " (from --model_name; drop it to take the model from the source)");
         snprintf(m->model_type, sizeof m->model_type, "%s", src->model_type);
         const ModelFamily *fam = family_find(m->model_type);  // known: the source's reader checked it
         if (fam && !fam->gqa) m->num_key_value_heads = m->num_heads;
@@ -582,7 +584,7 @@ void flags_adopt_model(Config *c, const ModelConfig *src, unsigned known, const 
         if (!(known & fields[i].bit)) continue;
         char *dst = (char *)m + fields[i].off;
         const char *val = (const char *)src + fields[i].off;
-        int given = fields[i].flag && (flags_given(fields[i].flag) || (fields[i].from_preset && flags_given("model_name")));
+        int given = fields[i].flag && (flags_given(c, fields[i].flag) || (fields[i].from_preset && flags_given(c, "model_name")));
         if (given && fields[i].bit == MODEL_CONTEXT) continue;
         int same = fields[i].is_float ? *(const float *)dst == *(const float *)val : *(const int *)dst == *(const int *)val;
         if (given && !same) {
@@ -595,15 +597,15 @@ void flags_adopt_model(Config *c, const ModelConfig *src, unsigned known, const 
                               fields[i].flag, *(const float *)dst);
             comm_fail_all("%s has %s=%d but this run has --%s %d%s", source, fields[i].flag, *(const int *)val,
                           fields[i].flag, *(const int *)dst,
-                          flags_given(fields[i].flag) ? "" : " (from --model_name; drop it to take the sizes from the source)");
+                          flags_given(c, fields[i].flag) ? "" : " (from --model_name; drop it to take the sizes from the source)");
         }
         memcpy(dst, val, fields[i].is_float ? sizeof(float) : sizeof(int));
     }
     static const unsigned size_bits[SIZE_COUNT] = {MODEL_HIDDEN, MODEL_LAYERS, MODEL_HEADS, MODEL_KV_HEADS, MODEL_INTERMEDIATE,
                                                    MODEL_CONTEXT, MODEL_VOCAB};
     for (int i = 0; i < SIZE_COUNT; i++)
-        c->size_origin[i] = flags_given(size_fields[i].flag)   ? SIZE_FLAG
-                            : flags_given("model_name")           ? SIZE_PRESET
+        c->size_origin[i] = flags_given(c, size_fields[i].flag)   ? SIZE_FLAG
+                            : flags_given(c, "model_name")           ? SIZE_PRESET
                             : known & size_bits[i]                 ? SIZE_SOURCE
                             : took_from_recipe(size_fields[i].flag) ? SIZE_RECIPE
                                                                    : SIZE_DEFAULT;
@@ -618,13 +620,13 @@ void flags_adopt_model(Config *c, const ModelConfig *src, unsigned known, const 
 static void family_defaults(Config *c) {
     ModelConfig *m = &c->model;
     const ModelFamily *fam = family_find(m->model_type), *preset_fam;  // known: the flag takes only family names
-    if (flags_given("model_name") && flags_given("model_type") && family_preset(m->model_name, &preset_fam) && preset_fam != fam)
+    if (flags_given(c, "model_name") && flags_given(c, "model_type") && family_preset(m->model_name, &preset_fam) && preset_fam != fam)
         comm_fail_all("--model_name %s is a %s preset but this run has --model_type %s", m->model_name, preset_fam->model_type,
                       m->model_type);
-    if (fam->rotary_pct && !flags_given("rotary_pct")) m->rotary_pct = fam->rotary_pct;
-    if (!fam->rotary_pct && !flags_given("rotary_pct")) m->rotary_pct = 1.0f;  // given: refused by the family, or a source's to check
-    if (!fam->gqa && !flags_given("num_key_value_heads")) m->num_key_value_heads = m->num_heads;
-    if (fam->mlp_ratio && !flags_given("intermediate_size") && !took_from_recipe("intermediate_size"))
+    if (fam->rotary_pct && !flags_given(c, "rotary_pct")) m->rotary_pct = fam->rotary_pct;
+    if (!fam->rotary_pct && !flags_given(c, "rotary_pct")) m->rotary_pct = 1.0f;  // given: refused by the family, or a source's to check
+    if (!fam->gqa && !flags_given(c, "num_key_value_heads")) m->num_key_value_heads = m->num_heads;
+    if (fam->mlp_ratio && !flags_given(c, "intermediate_size") && !took_from_recipe("intermediate_size"))
         m->intermediate_size = fam->mlp_ratio * m->hidden_width;
 }
 
@@ -635,13 +637,13 @@ static void fill_sizes(Config *c) {
     ModelConfig *m = &c->model;
     const ModelFamily *fam = family_find(m->model_type);  // known: the flag takes only family names
     const FamilyPreset *d = &fam->hf_defaults;
-    int preset = flags_given("model_name");
-    int own_shape = !preset && (flags_given("hidden_width") || flags_given("num_layers") || flags_given("num_heads") ||
+    int preset = flags_given(c, "model_name");
+    int own_shape = !preset && (flags_given(c, "hidden_width") || flags_given(c, "num_layers") || flags_given(c, "num_heads") ||
                                 took_from_recipe("hidden_width"));
     const int hf[SIZE_COUNT] = {d->hidden_width, d->num_layers, d->num_heads, d->num_key_value_heads, d->intermediate_size,
                                 d->max_context_width, d->vocab_size};
     for (int i = 0; i < SIZE_COUNT; i++) {
-        c->size_origin[i] = flags_given(size_fields[i].flag)   ? SIZE_FLAG
+        c->size_origin[i] = flags_given(c, size_fields[i].flag)   ? SIZE_FLAG
                             : took_from_recipe(size_fields[i].flag) ? SIZE_RECIPE
                             : preset                               ? SIZE_PRESET
                             : own_shape                            ? SIZE_FAMILY
@@ -649,9 +651,9 @@ static void fill_sizes(Config *c) {
         if (c->size_origin[i] == SIZE_FAMILY && hf[i]) *size_at(m, i) = hf[i];
     }
     // the rules that follow other sizes, applied once those are final
-    if (c->size_origin[SIZE_KV] == SIZE_FAMILY || (!fam->gqa && !flags_given("num_key_value_heads")))
+    if (c->size_origin[SIZE_KV] == SIZE_FAMILY || (!fam->gqa && !flags_given(c, "num_key_value_heads")))
         m->num_key_value_heads = m->num_heads;
-    if (fam->mlp_ratio && !flags_given("intermediate_size") && !took_from_recipe("intermediate_size"))
+    if (fam->mlp_ratio && !flags_given(c, "intermediate_size") && !took_from_recipe("intermediate_size"))
         m->intermediate_size = fam->mlp_ratio * m->hidden_width;
     if (own_shape && !took_from_recipe("model_name")) memset(m->model_name, 0, sizeof m->model_name);
 }
@@ -721,16 +723,16 @@ static int is_size_flag(const char *flag) {
 // gives settles the model: the recipe's family and sizes stay out.
 static void take_default(const char *flag, const char *value, void *ctx) {
     Config *c = ctx;
-    int model_given = flags_given("model_name") && (is_size_flag(flag) || !strcmp(flag, "model_type"));
-    if (flags_given(flag) || model_given || took_from_recipe(flag)) return;
-    if (!strcmp(flag, "model_name") && flags_given("model_type")) return;
+    int model_given = flags_given(c, "model_name") && (is_size_flag(flag) || !strcmp(flag, "model_type"));
+    if (flags_given(c, flag) || model_given || took_from_recipe(flag)) return;
+    if (!strcmp(flag, "model_name") && flags_given(c, "model_type")) return;
     if (nrecipe_took + SIZE_COUNT + 1 > (int)(sizeof recipe_took / sizeof *recipe_took))
         err_fatal("a recipe sets more than %zu flags", sizeof recipe_took / sizeof *recipe_took);  // its table: a bug
     if (!strcmp(flag, "model_name")) {
         ModelConfig p = c->model;
         if (!config_preset(&p, value)) return;
         for (int i = 0; i < SIZE_COUNT; i++)
-            if (!flags_given(size_fields[i].flag)) *size_at(&c->model, i) = *size_at(&p, i), recipe_took[nrecipe_took++] = size_fields[i].flag;
+            if (!flags_given(c, size_fields[i].flag)) *size_at(&c->model, i) = *size_at(&p, i), recipe_took[nrecipe_took++] = size_fields[i].flag;
         memcpy(c->model.model_name, p.model_name, sizeof p.model_name);
         memcpy(c->model.model_type, p.model_type, sizeof p.model_type);
     } else {
@@ -750,7 +752,7 @@ static void take_recipe(Config *c) {
     memset(c->recipe.recipe_note, 0, sizeof c->recipe.recipe_note);
     memset(c->recipe.recipe_no_data, 0, sizeof c->recipe.recipe_no_data);
     const char *why;
-    const Recipe *r = recipe_find(c->recipe.recipe_defaults, flags_given, &why);
+    const Recipe *r = recipe_find(c->recipe.recipe_defaults, flags_given, c, &why);
     if (why) comm_fail_all("%s", why);
     if (!r) return;
     char used[512], head[800];
@@ -758,7 +760,7 @@ static void take_recipe(Config *c) {
     snprintf(head, sizeof head, "recipe: %s%s%s%s; the defaults taken from it (--recipe_defaults none: fsdpc's own):", recipe_name(r),
              used[0] ? " (its flags " : " (--recipe_defaults)", used, used[0] ? ")" : "");
     memcpy(c->recipe.recipe_line, head, strlen(head) < sizeof c->recipe.recipe_line ? strlen(head) + 1 : sizeof c->recipe.recipe_line);
-    recipe_each_default(r, c->model.model_type, flags_given, take_default, c);
+    recipe_each_default(r, c->model.model_type, flags_given, c, take_default, c);
     // a rate the line gives below the recipe's floor: the floor follows it (as AnnealingLR's max does)
     if (took_from_recipe("min_lr") && c->optim.min_lr > c->optim.lr) c->optim.min_lr = c->optim.lr;
     if (recipe_no_data(r)) snprintf(c->recipe.recipe_no_data, sizeof c->recipe.recipe_no_data, "%s", recipe_no_data(r));
@@ -780,20 +782,20 @@ int flags_parse(Config *c, int argc, char **argv) {
 void flags_finish(Config *c) {
     take_recipe(c);
     family_pending = (c->ckpt.resume_from_checkpoint[0] || c->ckpt.init_from[0] || c->ckpt.pretrained_model_name[0]) &&
-                     !flags_given("model_type") && !flags_given("model_name");
+                     !flags_given(c, "model_type") && !flags_given(c, "model_name");
     family_defaults(c);
     if (!family_pending) fill_sizes(c);
     join_run_name(c);
     // checkpointing every Nth block implies checkpointing, unless the command line turned it off
-    if (c->shard.selective_checkpointing > 0 && !flags_given("activation_checkpoints")) c->shard.activation_checkpoints = 1;
+    if (c->shard.selective_checkpointing > 0 && !flags_given(c, "activation_checkpoints")) c->shard.activation_checkpoints = 1;
     // offloading moves the checkpointed blocks' inputs (a GPU run turns checkpointing on for it:
     // train_ckpt_every), so a command line that turned checkpointing off contradicts it
-    if (c->shard.offload_activations && flags_given("activation_checkpoints") && !c->shard.activation_checkpoints)
+    if (c->shard.offload_activations && flags_given(c, "activation_checkpoints") && !c->shard.activation_checkpoints)
         comm_fail_all("--offload_activations 1 offloads the inputs of checkpointed blocks, and --activation_checkpoints 0 "
                       "turns checkpointing off: drop one of the two");
     if (c->shard.shard_degree > 0) {  // SMP: an explicit degree makes the strategy hybrid over groups of that many ranks
         if (c->shard.sharding != SHARD_HYBRID_GRAD_OP) c->shard.sharding = SHARD_HYBRID_FULL;
-        if (flags_given("shard_group_size") && c->shard.shard_group_size != c->shard.shard_degree)
+        if (flags_given(c, "shard_group_size") && c->shard.shard_group_size != c->shard.shard_degree)
             comm_fail_all("--shard_degree %d and --shard_group_size %d contradict each other (give one)", c->shard.shard_degree,
                           c->shard.shard_group_size);
         c->shard.shard_group_size = c->shard.shard_degree;
@@ -806,6 +808,6 @@ void flags_finish(Config *c) {
     }
     // the profiling recipe's profiler: its folder unless an output is named, its schedule unless steps are
     if (c->run.use_profiler && !c->run.trace_file[0] && !c->run.trace_dir[0]) snprintf(c->run.trace_dir, sizeof c->run.trace_dir, "%s", TRACE_PROFILER_DIR);
-    if (c->run.use_profiler && !flags_given("trace_steps")) c->run.trace_steps[0] = TRACE_PROFILER_FIRST, c->run.trace_steps[1] = TRACE_PROFILER_LAST;
+    if (c->run.use_profiler && !flags_given(c, "trace_steps")) c->run.trace_steps[0] = TRACE_PROFILER_FIRST, c->run.trace_steps[1] = TRACE_PROFILER_LAST;
     validate(c);
 }

@@ -203,7 +203,7 @@ void inputs_resolve(Run *r) {
         flags_no_source(c);
     }
     ckpt_source_share(&r->source);
-    int tok_given = flags_given("tokenizer");
+    int tok_given = flags_given(c, "tokenizer");
     // a checkpoint trained on token ids records the byte tokenizer, which says nothing about them
     int recorded_none = r->resume_file[0] && (!tok_from_source[0] || !strcmp(tok_from_source, "byte"));
     r->tok_added = recorded_none && tok_given && r->max_steps == 0 && strcmp(c->data.tokenizer, "byte");
@@ -232,7 +232,7 @@ void inputs_resolve(Run *r) {
                 r->resume_file, c->data.tokenizer);
     // bytes fed to a model of another vocabulary, and its ids read back as bytes, would be noise
     r->no_text = tok_is_byte(r->tok) && c->model.vocab_size != V;
-    if (r->no_text && flags_given("prompt") && c->gen.num_tokens > 0)
+    if (r->no_text && flags_given(c, "prompt") && c->gen.num_tokens > 0)
         comm_fail_all("--prompt: the model's vocabulary is %d tokens, not the byte tokenizer's %d, and no tokenizer was given%s%s: "
                       "pass --tokenizer with the one its ids come from (encoder.json + vocab.bpe, a tokenizer.json or tokenizer.model)",
                       c->model.vocab_size, V, tok_source ? " or recorded in " : "", tok_source ? tok_source : "");
@@ -255,7 +255,7 @@ void inputs_load_state(Run *r) {
         r->order.base_step = meta.step;
         // the sample order and dropout follow the seed: the run's own, unless another is asked for by name
         if (meta.rng_state != (uint64_t)c->optim.seed) {
-            if (flags_given("seed"))
+            if (flags_given(c, "seed"))
                 comm_fail_all("--seed %d differs from the seed %llu that %s was trained with: resuming with another seed "
                               "changes its data order and dropout; drop --seed to continue the run", c->optim.seed,
                               (unsigned long long)meta.rng_state, r->resume_file);
@@ -285,7 +285,7 @@ void inputs_load_state(Run *r) {
 static DataSource data_source(Run *r, const char *spec, const char *split, const char *label) {
     const Config *c = r->cfg;
     return (DataSource){.spec = spec, .config = c->data.dataset_config_name, .split = split, .tok = r->tok, .ctx = r,
-                        .text_column = c->data.text_column, .explicit_column = flags_given("text_column"),
+                        .text_column = c->data.text_column, .explicit_column = flags_given(c, "text_column"),
                         .cache_dir = c->data.data_cache_dir, .label = label, .stop = &comm_stop_signal, .format = c->data.data_format,
                         .chat_template = c->data.chat_template, .train_on_inputs = c->data.train_on_inputs,
                         .document_masking = c->data.document_masking};

@@ -180,7 +180,7 @@ static void plan_model(PlanFigures *f) {
     flags_no_source(cfg);  // no source to wait for: settle the family and its sizes as training would
     // the vocabulary follows the tokenizer unless something fixed it, as in training
     // the tokenizer is read only where the vocabulary follows it (training checks the rest)
-    int named = flags_given("tokenizer") || strcmp(cfg->data.tokenizer, "byte");
+    int named = flags_given(cfg, "tokenizer") || strcmp(cfg->data.tokenizer, "byte");
     if (cfg->size_origin[SIZE_V] == SIZE_DEFAULT || (cfg->size_origin[SIZE_V] == SIZE_FAMILY && named)) {
         char err[1400];
         Tokenizer *t = tok_open(cfg->data.tokenizer, err, sizeof err);

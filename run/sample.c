@@ -79,7 +79,7 @@ static const char *generate_text(Run *r, const void *const *P) {
         prompt[n++] = start;
     }
     int32_t stop = -1;
-    if (flags_given("chat_template")) {  // the prompt as the user's turn, in the format the model was finetuned on
+    if (flags_given(c, "chat_template")) {  // the prompt as the user's turn, in the format the model was finetuned on
         SftRow row = {0};
         SftMessage m = {.role = "user", .role_len = 4, .content = c->gen.prompt, .content_len = len};
         char err[512];
