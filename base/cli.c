@@ -32,9 +32,10 @@ static const CliFlag *flag_at(const CliTable *t, size_t i, size_t *off) {
     return i < t->n ? &t->flags[i] : &t->base->flags[i - t->n];
 }
 
-static unsigned char *given_at(const CliTable *t, size_t i) {
-    unsigned char *g = i < t->n ? t->given : t->base->given;
-    return g ? g + (i < t->n ? i : i - t->n) : NULL;
+static unsigned char *given_at(const CliTable *t, void *dst, size_t i) {
+    const CliTable *owner = i < t->n ? t : t->base;
+    if (!owner->given_off) return NULL;
+    return (unsigned char *)dst + (i < t->n ? 0 : t->base_off) + owner->given_off + (i < t->n ? i : i - t->n);
 }
 
 // The index of the flag spelt `name` (its name or an alias), with that spelling; -1 if none.
@@ -62,10 +63,10 @@ static void note_spelling(const char *spelling) {
     if (!cli_spelled(spelling) && nseen < CLI_MAX_FLAGS) seen[nseen++] = spelling;
 }
 
-int cli_given(const CliTable *t, const char *name) {
+int cli_given(const CliTable *t, const void *dst, const char *name) {
     const char *spelling;
     long i = find_flag(t, name, &spelling);
-    unsigned char *g = i < 0 ? NULL : given_at(t, (size_t)i);
+    unsigned char *g = i < 0 ? NULL : given_at(t, (void *)dst, (size_t)i);
     return g && *g;
 }
 
@@ -232,7 +233,7 @@ int cli_parse(const CliTable *t, void *dst, int argc, char **argv, char *err, si
     fill_defaults(t, dst);
     nseen = 0;
     for (size_t i = 0; i < nf; i++)
-        if (given_at(t, i)) *given_at(t, i) = 0;
+        if (given_at(t, dst, i)) *given_at(t, dst, i) = 0;
     // the spelling that set each flag's value: two different spellings of one setting (an alias
     // and its flag, or two flags storing the same field) that disagree are refused rather than
     // letting the later one win unseen; repeating one spelling still overrides, as scripts that
@@ -295,11 +296,11 @@ int cli_parse(const CliTable *t, void *dst, int argc, char **argv, char *err, si
                 return err_set(err, errlen, "--%s %s contradicts --%s given before it (both set one setting; give one)", name, val, prev);
             if (vs) spelled[idx] = spelling;
             // an alias counts as its setting given, whichever spelling the command line used
-            if (given_at(t, (size_t)idx)) *given_at(t, (size_t)idx) = 1;
+            if (given_at(t, dst, (size_t)idx)) *given_at(t, dst, (size_t)idx) = 1;
             for (size_t j = 0; j < nf && f->kind != CLI_UNSUP; j++) {
                 size_t joff;
                 const CliFlag *g = flag_at(t, j, &joff);
-                if (joff + g->off == at && g->kind != CLI_UNSUP && given_at(t, j)) *given_at(t, j) = 1;
+                if (joff + g->off == at && g->kind != CLI_UNSUP && given_at(t, dst, j)) *given_at(t, dst, j) = 1;
             }
         }
     }
@@ -312,7 +313,7 @@ int cli_set_default(const CliTable *t, void *dst, const char *name, const char *
     if (idx < 0) err_fatal("no flag --%s to default", name);  // a table's own entry names it: a bug
     size_t off;
     const CliFlag *f = flag_at(t, (size_t)idx, &off);
-    unsigned char *g = given_at(t, (size_t)idx);
+    unsigned char *g = given_at(t, dst, (size_t)idx);
     return g && *g ? 0 : set_value(f, (char *)dst + off, value, 1, err, errlen);
 }
 

@@ -65,7 +65,9 @@ enum { CLI_MAX_FLAGS = 512 };  // entries a table and its base may have together
 typedef struct CliTable {
     const CliFlag *flags;
     size_t n;
-    unsigned char *given;      // n entries, filled: which flags the command line set; or NULL
+    // where dst keeps n bytes, filled: which flags the command line set (never at offset 0, so
+    // that 0 says nowhere); a base table's lie base_off further
+    size_t given_off;
     const char *command;       // the subcommand in messages ("prepare"), or NULL (training)
     const char *bare_hint;     // follows an argument that is neither a flag nor a list item
     int strict;                // a value may be neither empty nor begin with "--"
@@ -83,14 +85,14 @@ enum { CLI_ERROR = -1, CLI_OK, CLI_HELP };
 // bad flag or value, its one line in err (the same on every rank: all ranks parse the same argv).
 // A CLI_LIST's items array is malloc'ed; the caller frees it.
 int cli_parse(const CliTable *t, void *dst, int argc, char **argv, char *err, size_t errlen);
-// Whether the last cli_parse of t set flag `name` (or an alias); a flag sharing a setting with
-// another counts as given when either spelling was.
-int cli_given(const CliTable *t, const char *name);
+// Whether the cli_parse of t that filled dst set flag `name` (or an alias); a flag sharing a
+// setting with another counts as given when either spelling was.
+int cli_given(const CliTable *t, const void *dst, const char *name);
 // Whether the last cli_parse of any table read flag `spelling` under exactly that spelling (an
 // alias counts only as itself): which dialect a command line is written in.
 int cli_spelled(const char *spelling);
 // Sets flag `name` of t (its canonical name) to value, as a default: the command line's own value
-// wins, so a flag the last parse set is left alone, and one set here does not count as given.
+// wins, so a flag the parse of dst set is left alone, and one set here does not count as given.
 // The value is checked as a command-line value is: 0, or -1 with the line in err.
 int cli_set_default(const CliTable *t, void *dst, const char *name, const char *value, char *err, size_t errlen);
 // The name of value in choices (its first entry), or "?" when it has none.

@@ -65,11 +65,8 @@ static void test_pause(int step) {
     sleep((unsigned)sec);
 }
 
-static const char *write_header(hid_t f, const Config *cfg, const CkptMeta *meta) {
-    const ModelConfig *m = &cfg->model;
+static const char *write_header(hid_t f, const ModelConfig *m, const char *run, const char *tokenizer, const CkptMeta *meta) {
     int version = CKPT_FORMAT_VERSION, ok = 1;
-    char run[2048];
-    config_describe(cfg, run, sizeof run);
     ok &= h5_attr_write_str(f, "format", CKPT_FORMAT_NAME);
     ok &= h5_attr_write(f, "format_version", H5T_NATIVE_INT, &version);
     ok &= h5_attr_write(f, "step", H5T_NATIVE_INT, &meta->step);
@@ -82,7 +79,7 @@ static const char *write_header(hid_t f, const Config *cfg, const CkptMeta *meta
     for (const FamilyField *fl = fam->ckpt_fields; fl->name; fl++)
         ok &= h5_attr_write(f, fl->name, fl->type != FAMILY_FLOAT ? H5T_NATIVE_INT : H5T_NATIVE_FLOAT, (const char *)m + fl->off);
     ok &= h5_attr_write_str(f, "run_config", run);
-    ok &= h5_attr_write_str(f, "tokenizer", cfg->tokenizer);
+    ok &= h5_attr_write_str(f, "tokenizer", tokenizer);
     ok &= h5_attr_write_str(f, "run_id", meta->run_id);
     ok &= h5_attr_write_str(f, "parent", meta->parent);
     ok &= h5_attr_write_str(f, "lineage", meta->lineage);
@@ -154,8 +151,8 @@ static const char *reserve_space(const char *tmp, double need) {
 // outside HDF5, the file is never touched again, and the job ends here, through comm_abort_all,
 // after removing it. The free-space check and the reservation make that path rare: a file system
 // filled by someone else mid-write, an I/O error.
-int ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, const CkptSource *src,
-              CkptSaved *out, char *err, size_t errlen) {
+int ckpt_save(const char *dir, const ShardState *s, const ModelConfig *m, const char *run, const char *tokenizer,
+              const CkptMeta *meta, const CkptSource *src, CkptSaved *out, char *err, size_t errlen) {
     double t0 = clock_now_s();
     char why[1400] = "", tmp[1200], msg[2600] = "";
     const ModelPlan *plan = shard_plan(s);
@@ -189,7 +186,7 @@ int ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const Ckp
     hid_t f = h5_open(tmp, 1, 1);
     agree(why, sizeof why, f < 0 ? h5_create_error(tmp) : NULL);
     if (!why[0]) agree(why, sizeof why, comm_info.rank == 0 && checked ? reserve_space(tmp, need) : NULL);
-    if (!why[0]) agree(why, sizeof why, write_header(f, cfg, meta));
+    if (!why[0]) agree(why, sizeof why, write_header(f, m, run, tokenizer, meta));
     if (!why[0]) agree(why, sizeof why, write_source(f, src));
     if (!why[0]) agree(why, sizeof why, h5_xfer_state(f, s, 1, 3, crcs));
     if (!why[0]) {
@@ -386,13 +383,13 @@ static int load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *m
     return 0;
 }
 
-int ckpt_load(const char *file, ShardState *s, const Config *cfg, CkptMeta *meta, char *err, size_t errlen) {
+int ckpt_load(const char *file, ShardState *s, CkptMeta *meta, char *err, size_t errlen) {
     if (load_groups(file, s, 3, meta, err, errlen)) return -1;
     shard_set_step(s, meta->step);
     return 0;
 }
 
-int ckpt_load_weights(const char *file, ShardState *s, const Config *cfg, char *err, size_t errlen) {
+int ckpt_load_weights(const char *file, ShardState *s, char *err, size_t errlen) {
     return load_groups(file, s, 1, NULL, err, errlen);
 }
 

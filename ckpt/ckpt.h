@@ -19,6 +19,21 @@
 #define CKPT_LINEAGE_MAX 32  // ancestors a checkpoint remembers; older ones are never pruned
 #define CKPT_INPUTS_LEN 8192  // bytes of CkptMeta.inputs, its NUL included
 
+// The checkpoint section of the run's configuration (run/config.h): where checkpoints go, what a
+// run resumes or initialises from, and what it may replace or accept
+typedef struct {
+    char checkpoint_dir[512], resume_from_checkpoint[512];
+    char run_name[128];  // minimal_fsdp's --run_name: checkpoints go to checkpoint_dir/run_name
+    int checkpoint_freq, num_kept_checkpoints;
+    int overwrite_checkpoints;  // a run may replace checkpoints of other lineages (never its own input)
+    // weights in: a safetensors file / index / Hugging Face directory / hub name, or an fsdpc .h5
+    char init_from[1024];
+    char pretrained_model_name[1024];  // the seed's --pretrained_model_name: --init_from when that is not given
+    int finetune;
+    int allow_unused_weights;  // --init_from files may hold tensors the model does not use (warned, not refused)
+    int allow_changed_inputs;  // a resume may read another tokenizer or data than its checkpoint's run (warned, not refused)
+} CkptConfig;
+
 typedef struct {
     int step;
     uint64_t tokens_seen;
@@ -50,20 +65,21 @@ typedef struct {
 // (a full disk found before writing, a publish refused: the .tmp is removed). A write that failed
 // part-way ends every rank here with one error line, after removing the .tmp (comm_abort_all:
 // parallel HDF5 cannot be shut down cleanly after it).
-// Also writes src (NULL: none) under /source.
-int ckpt_save(const char *dir, const ShardState *s, const Config *cfg, const CkptMeta *meta, const CkptSource *src,
-              CkptSaved *out, char *err, size_t errlen);
+// Also writes src (NULL: none) under /source; the attributes name model m, the run (`run`: its
+// config_describe line) and its tokenizer.
+int ckpt_save(const char *dir, const ShardState *s, const ModelConfig *m, const char *run, const char *tokenizer,
+              const CkptMeta *meta, const CkptSource *src, CkptSaved *out, char *err, size_t errlen);
 // Whether file is a complete checkpoint: every attribute, every tensor's shape and type, and
 // every tensor's checksum (the ranks read a part each, in bounded chunks). Collective: 0 with
 // *why NULL, or the same one-line reason in *why on every rank (valid until the next call); -1
 // with the line in err on every rank when the ranks see different files there.
 int ckpt_verify(const char *file, const char **why, char *err, size_t errlen);
-// Loads model, optimizer and meta into s; shapes and config are checked against cfg, checksums
-// against the slices read. Collective: 0, or -1 with the same line in err on every rank.
-int ckpt_load(const char *file, ShardState *s, const Config *cfg, CkptMeta *meta, char *err, size_t errlen);
+// Loads model, optimizer and meta into s; shapes and config are checked against s's model,
+// checksums against the slices read. Collective: 0, or -1 with the same line in err on every rank.
+int ckpt_load(const char *file, ShardState *s, CkptMeta *meta, char *err, size_t errlen);
 // Loads only the weights (/model) into s, for finetuning: moments and step stay as they are
 // (zero after shard_init). Validated like ckpt_load. Collective: 0, or -1 with the line in err.
-int ckpt_load_weights(const char *file, ShardState *s, const Config *cfg, char *err, size_t errlen);
+int ckpt_load_weights(const char *file, ShardState *s, char *err, size_t errlen);
 // The model config attributes of a checkpoint and its `tokenizer` attribute ("byte" in files
 // written before it existed), without tensors. Any rank alone. NULL, or a one-line error.
 const char *ckpt_read_config(const char *file, ModelConfig *m, char *tokenizer, size_t tlen);

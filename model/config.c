@@ -1,5 +1,5 @@
 // config: the model's configuration: presets, the checks of a model's shape, the sizes derived
-// from it, and the names of the enumerated settings (run/flags.c fills a Config from the flags).
+// from it, and the names of --hidden_act (run/flags.c fills the whole Config from the flags).
 #include "config.h"
 
 #include <stdio.h>
@@ -43,27 +43,9 @@ int config_rotary_dims(const ModelConfig *m) {
     return m->rotary_pct > 0.0f && m->rotary_pct <= 1.0f ? (int)((double)hd * (double)m->rotary_pct) : 0;
 }
 
-// The names of each enumerated setting: the first entry of a value is its name, later ones
-// other spellings accepted on the command line.
-const CliChoice config_sharding_names[] = {
-    {"full-shard", SHARD_FULL}, {"grad-shard", SHARD_GRAD_OP}, {"no-shard", SHARD_NONE},
-    {"hybrid-full-shard", SHARD_HYBRID_FULL}, {"hybrid-grad-shard", SHARD_HYBRID_GRAD_OP},
-    {"hybrid-shard", SHARD_HYBRID_FULL},  // minimal_fsdp's spelling
-    {NULL, 0}};
-const CliChoice config_precision_names[] = {{"float32", PRECISION_FP32}, {"bf16", PRECISION_BF16}, {NULL, 0}};
-const CliChoice config_lr_decay_names[] = {
-    {"cosine", LR_DECAY_COSINE}, {"linear", LR_DECAY_LINEAR}, {"constant", LR_DECAY_CONSTANT},
-    {"exponential", LR_DECAY_EXPONENTIAL}, {"plateau", LR_DECAY_PLATEAU}, {NULL, 0}};
-const CliChoice config_data_formats[] = {{"auto", SFT_AUTO}, {"text", SFT_TEXT}, {"input_ids", SFT_IDS},
-                                         {"prompt_completion", SFT_PROMPT_COMPLETION}, {"alpaca", SFT_ALPACA},
-                                         {"chat", SFT_CHAT}, {NULL, 0}};
+// --hidden_act's names: the first entry of a value is its name, later ones other spellings
 const CliChoice config_hidden_acts[] = {{"gelu", MODEL_ACT_GELU}, {"gelu_new", MODEL_ACT_GELU_NEW}, {"gelu_fast", MODEL_ACT_GELU_FAST},
                                         {"gelu_pytorch_tanh", MODEL_ACT_GELU_PYTORCH_TANH}, {NULL, 0}};
-const CliChoice config_chat_templates[] = {{"llama2", CHAT_LLAMA2}, {"chatml", CHAT_CHATML}, {"none", CHAT_NONE}, {NULL, 0}};
-
-const char *config_sharding_name(ShardStrategy s) { return cli_choice_name(config_sharding_names, s); }
-const char *config_precision_name(Precision p) { return cli_choice_name(config_precision_names, p); }
-const char *config_lr_decay_name(LrDecay d) { return cli_choice_name(config_lr_decay_names, d); }
 
 const char *config_validate_model(const ModelConfig *m) {
     static char msg[512];
@@ -139,19 +121,4 @@ const char *config_validate_model(const ModelConfig *m) {
         return msg;
     }
     return NULL;
-}
-
-void config_describe(const Config *c, char *buf, int len) {
-    const ModelConfig *m = &c->model;
-    char extra[32] = "";
-    if (m->sliding_window) snprintf(extra, sizeof extra, " window=%d", m->sliding_window);
-    else if (m->hidden_act) snprintf(extra, sizeof extra, " act=%s", cli_choice_name(config_hidden_acts, m->hidden_act));
-    snprintf(buf, len,
-             "model=%s%s%s D=%d L=%d H=%d KV=%d F=%d T=%d V=%d%s sharding=%s precision=%s batch_size=%d grad_accum=%d "
-             "max_steps=%d lr=%g min_lr=%g warmup=%g decay=%s wd=%g betas=%g,%g grad_clip=%g seed=%d train_data=%s",
-             m->model_type, m->model_name[0] ? "/" : "", m->model_name, m->hidden_width, m->num_layers, m->num_heads, m->num_key_value_heads,
-             m->intermediate_size, m->max_context_width, m->vocab_size, extra, config_sharding_name(c->sharding),
-             config_precision_name(c->precision), c->batch_size, c->grad_accum, c->max_steps, c->lr, c->min_lr, c->warmup,
-             config_lr_decay_name(c->lr_decay_style), c->weight_decay, c->beta1,
-             c->beta2, c->grad_clip, c->seed, c->train_data[0] ? c->train_data : "(bundled tinyshakespeare)");
 }

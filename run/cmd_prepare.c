@@ -16,6 +16,7 @@ typedef struct {
     int dtype_bytes;
     int overwrite;
     uint64_t shard_tokens;
+    unsigned char given[CLI_MAX_FLAGS];  // which of prepare_cli's flags the command line set
 } PrepareArgs;
 
 static int cmd_prepare_fraction_ok(const void *v) { return *(const double *)v >= 0 && *(const double *)v < 1; }
@@ -47,8 +48,7 @@ static void cmd_prepare_defaults(void *dst) {
     a->shard_tokens = 100000000;
 }
 
-static unsigned char cmd_prepare_given[CMD_PREPARE_NFLAGS];
-const CliTable prepare_cli = {.flags = cmd_prepare_flags, .n = CMD_PREPARE_NFLAGS, .given = cmd_prepare_given, .command = "prepare",
+const CliTable prepare_cli = {.flags = cmd_prepare_flags, .n = CMD_PREPARE_NFLAGS, .given_off = offsetof(PrepareArgs, given), .command = "prepare",
                               .bare_hint = "input files follow --input", .strict = 1, .size = sizeof(PrepareArgs),
                               .defaults = cmd_prepare_defaults};
 
@@ -57,7 +57,7 @@ int cmd_prepare(void *args) {
     if (!a->inputs.n) comm_fail_all("prepare needs --input FILE [FILE ...]");
     if (!a->output[0]) comm_fail_all("prepare needs --output DIR");
     PrepareOptions o = {.inputs = a->inputs.v, .ninputs = a->inputs.n, .output = a->output, .tokenizer = a->tokenizer,
-                        .val_fraction = a->val_fraction, .dtype_bytes = a->dtype_bytes, .dtype_given = cli_given(&prepare_cli, "dtype"),
+                        .val_fraction = a->val_fraction, .dtype_bytes = a->dtype_bytes, .dtype_given = cli_given(&prepare_cli, a, "dtype"),
                         .overwrite = a->overwrite, .shard_tokens = a->shard_tokens};
     char err[1024];
     int rc = prepare_shards(&o, err, sizeof err);

@@ -17,6 +17,7 @@ typedef struct {
     char tokenizer[1024];
     int bos, eos, decode, chat, labels;
     int tmpl;  // ChatTemplate
+    unsigned char given[CLI_MAX_FLAGS];  // which of tokenize_cli's flags the command line set
 } TokenizeArgs;
 
 static const char *tokenize_template(void *dst, const char *v) {
@@ -46,16 +47,15 @@ static const CliFlag tokenize_flags[] = {
      .arg = CHAT_TEMPLATE_CHOICES, .help = "--chat's template"},
     {.name = "labels", .kind = CLI_BOOL, TOK_AT(labels), .help = "--chat: each line's labels on the next line, -1 where no loss"},
 };
-static unsigned char tokenize_given[sizeof tokenize_flags / sizeof tokenize_flags[0]];
 const CliTable tokenize_cli = {.flags = tokenize_flags, .n = sizeof tokenize_flags / sizeof tokenize_flags[0],
-                               .given = tokenize_given, .command = "tokenize", .bare_hint = "tokenize reads standard input",
+                               .given_off = offsetof(TokenizeArgs, given), .command = "tokenize", .bare_hint = "tokenize reads standard input",
                                .size = sizeof(TokenizeArgs), .defaults = tokenize_defaults};
 
 int cmd_tokenize(void *args) {
     const TokenizeArgs *a = args;
     const char *spec = a->tokenizer;
     bool bos = a->bos, eos = a->eos, decode = a->decode, chat = a->chat, labels = a->labels;
-    bool tmpl_given = cli_given(&tokenize_cli, "chat_template");
+    bool tmpl_given = cli_given(&tokenize_cli, a, "chat_template");
     if (!*spec) comm_fail_all("tokenize needs --tokenizer (" TOK_SPECS ")");
     if (decode && (bos || eos)) comm_fail_all("--bos and --eos apply to encoding, not to --decode");
     if (chat && (bos || eos || decode)) comm_fail_all("--chat adds BOS and EOS as its template says; --bos, --eos and --decode do not apply");

@@ -12,10 +12,10 @@
 #include "../base/log.h"
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
-#include "../model/config.h"
 #include "../model/family.h"
 #include "cmd_prepare.h"
 #include "cmd_tokenize.h"
+#include "config.h"
 #include "flags.h"
 #include "plan.h"
 #include "train.h"
@@ -25,12 +25,12 @@ static int train_command(void *args) {
     Config *cfg = args;
     flags_finish(cfg);
     comm_check_same(flags_hash(cfg), "flags");
-    log_timestamps(cfg->log_timestamps);
-    comm_set_collective_timeout(cfg->collective_timeout);
+    log_timestamps(cfg->run.log_timestamps);
+    comm_set_collective_timeout(cfg->run.collective_timeout);
     log_msg("fsdpc: MPI transport %s\n", comm_transport());
-    if (cfg->environment == ENV_PBS) comm_check_pbs();
+    if (cfg->run.environment == ENV_PBS) comm_check_pbs();
     const char *source = "--num_threads";
-    int threads = cfg->num_threads ? cfg->num_threads : comm_default_threads(&source);
+    int threads = cfg->run.num_threads ? cfg->run.num_threads : comm_default_threads(&source);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores > 0 && threads > cores) {  // more threads in one rank than the node has cores never helps
         log_msg("warning: %d thread(s) per rank from %s exceed this node's %ld cores: using %ld\n", threads, source, cores, cores);
@@ -47,12 +47,12 @@ static int train_command(void *args) {
     if ((long)kern_num_threads() * comm_info.local_world > cores)
         log_msg("warning: %d thread(s) x %d rank(s) on this node exceed its %ld cores: the ranks will slow each other down\n",
                 kern_num_threads(), comm_info.local_world, cores);
-    cfg->num_threads = kern_num_threads();
-    comm_check_all(kern_select_device(cfg->device, comm_info.local_rank, comm_info.local_world));
+    cfg->run.num_threads = kern_num_threads();
+    comm_check_all(kern_select_device(cfg->run.device, comm_info.local_rank, comm_info.local_world));
     comm_check_distinct_local(kern_device_uuid(), "GPU",
                               "give each rank its own (CUDA_VISIBLE_DEVICES per rank, or srun --gpus-per-task=1 "
                               "--gpu-bind=single:1), or pass --device cpu");
-    kern_set_compute_bf16(cfg->precision == PRECISION_BF16);
+    kern_set_compute_bf16(cfg->shard.precision == PRECISION_BF16);
     return train_run(cfg);
 }
 

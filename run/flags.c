@@ -13,8 +13,9 @@
 #include "../model/family.h"
 #include "recipes.h"
 
-// The names of the settings that only the command line has (the model's, sharding's, precision's
-// and the schedule's are model/config.c's): first entry of a value its name, then other spellings.
+// The names of the settings that only the command line has (each section's own are its module's:
+// --hidden_act's model/config.c, sharding's, precision's and the schedule's shard/shard_config.c,
+// the finetuning formats' data/): first entry of a value its name, then other spellings.
 static const CliChoice device_names[] = {
     {"auto", KERN_DEVICE_AUTO}, {"cpu", KERN_DEVICE_CPU}, {"cuda", KERN_DEVICE_CUDA}, {NULL, 0}};
 static const CliChoice attention_names[] = {
@@ -57,7 +58,7 @@ static const char *parse_window(void *dst, const char *v) {
 // warmup and active steps of a torch.profiler.schedule, whose active steps are W+U+1..W+U+A
 static const char *parse_trace_steps(void *dst, const char *v) {
     static char msg[300];
-    int *steps = ((Config *)dst)->trace_steps, w, u, a, n = 0;
+    int *steps = ((Config *)dst)->run.trace_steps, w, u, a, n = 0;
     if (sscanf(v, "%d,%d,%d%n", &w, &u, &a, &n) == 3 && !v[n] && w >= 0 && u >= 0 && a >= 1 && u <= 1000000000 &&
         a <= 1000000000 && w <= 1000000000 - u - a)  // the steps stay ints
         return steps[0] = w + u + 1, steps[1] = w + u + a, NULL;
@@ -127,7 +128,7 @@ ONLY(only_nccl_test_log, "nccl_test_log", "fsdpc runs no NCCL test", "")
 
 // --trace_steps's default, as the flag spells it
 static void show_trace_steps(const void *dst, char *buf, size_t len) {
-    snprintf(buf, len, "%d:%d", ((const Config *)dst)->trace_steps[0], ((const Config *)dst)->trace_steps[1]);
+    snprintf(buf, len, "%d:%d", ((const Config *)dst)->run.trace_steps[0], ((const Config *)dst)->run.trace_steps[1]);
 }
 
 // --help's headings, in docs/flags.md's order
@@ -177,110 +178,110 @@ static const CliFlag flags[] = {
        "training only: residual branches, and for minGPT embeddings and attention probabilities",
        CLI_ALIASES("resid_pdrop", "embd_pdrop", "attn_pdrop")),
 
-    E("sharding", sharding, config_sharding_names, G_SHARD, "what each rank keeps of parameters, gradients and optimizer state"),
-    I("shard_group_size", shard_group_size, G_SHARD, "data-parallel ranks a hybrid strategy shards over (0: a node's)"),
-    I("tensor_parallel_degree", tensor_parallel_degree, G_SHARD,
+    E("sharding", shard.sharding, shard_strategy_names, G_SHARD, "what each rank keeps of parameters, gradients and optimizer state"),
+    I("shard_group_size", shard.shard_group_size, G_SHARD, "data-parallel ranks a hybrid strategy shards over (0: a node's)"),
+    I("tensor_parallel_degree", shard.tensor_parallel_degree, G_SHARD,
       "ranks that split each block's matmuls (consecutive ranks, inside a node); 1: none", CLI_ALIASES("tp")),
-    B("sequence_parallel", sequence_parallel, G_SHARD, "with tensor parallelism, the residual stream, norms and dropout on a tp rank's share of the rows"),
-    E("precision", precision, config_precision_names, G_SHARD, "compute precision (master weights stay float32)"),
-    E("reduce_dtype", reduce_dtype, config_precision_names, G_SHARD, "precision of the gradient reduction"),
-    B("cpu_offload", cpu_offload, G_SHARD, "keep the shards and AdamW on the host"),
-    B("activation_checkpoints", activation_checkpoints, G_SHARD, "recompute each block's activations in the backward",
+    B("sequence_parallel", shard.sequence_parallel, G_SHARD, "with tensor parallelism, the residual stream, norms and dropout on a tp rank's share of the rows"),
+    E("precision", shard.precision, shard_precision_names, G_SHARD, "compute precision (master weights stay float32)"),
+    E("reduce_dtype", shard.reduce_dtype, shard_precision_names, G_SHARD, "precision of the gradient reduction"),
+    B("cpu_offload", shard.cpu_offload, G_SHARD, "keep the shards and AdamW on the host"),
+    B("activation_checkpoints", shard.activation_checkpoints, G_SHARD, "recompute each block's activations in the backward",
       CLI_ALIASES("activation_checkpointing", "fsdp_activation_checkpointing")),
-    I("selective_checkpointing", selective_checkpointing, G_SHARD,
+    I("selective_checkpointing", shard.selective_checkpointing, G_SHARD,
       "with checkpointing, every Nth block only (0: every block); on its own it turns checkpointing on"),
-    B("meta_init", meta_init, G_SHARD, "build each rank's shard without the whole model", CLI_ALIASES("low_cpu_fsdp", "delayed_param")),
-    B("limit_all_gathers", limit_all_gathers, G_SHARD, "at most two units gathered (current + prefetched): fsdpc's only way, 0 or 1"),
-    B("offload_activations", offload_activations, G_SHARD,
+    B("meta_init", shard.meta_init, G_SHARD, "build each rank's shard without the whole model", CLI_ALIASES("low_cpu_fsdp", "delayed_param")),
+    B("limit_all_gathers", recipe.limit_all_gathers, G_SHARD, "at most two units gathered (current + prefetched): fsdpc's only way, 0 or 1"),
+    B("offload_activations", shard.offload_activations, G_SHARD,
       "GPU: checkpointed blocks' inputs wait in pinned host memory (turns checkpointing on); CPU: no effect",
       CLI_ALIASES("offload_activation")),
-    I("activation_loading_horizon", activation_loading_horizon, G_SHARD,
+    I("activation_loading_horizon", shard.activation_loading_horizon, G_SHARD,
       "with --offload_activations: checkpointed blocks' inputs fetched this many blocks ahead in backward"),
-    I("shard_degree", shard_degree, G_SHARD, "SMP's hybrid shard degree: --sharding hybrid-full-shard --shard_group_size N",
+    I("shard_degree", shard.shard_degree, G_SHARD, "SMP's hybrid shard degree: --sharding hybrid-full-shard --shard_group_size N",
       .unset = "unset"),
 
-    I("batch_size", batch_size, G_TRAIN, "sequences per rank and micro-batch", CLI_ALIASES("train_batch_size")),
-    I("grad_accum", grad_accum, G_TRAIN, "micro-batches per step"),
-    B("accumulate_unsharded", accumulate_unsharded, G_TRAIN, "keep full gradients over --grad_accum, reduce once a step"),
-    I("max_steps", max_steps, G_TRAIN, "steps to train (-1: --max_epochs decides, else 300; 0: evaluate only)",
+    I("batch_size", optim.batch_size, G_TRAIN, "sequences per rank and micro-batch", CLI_ALIASES("train_batch_size")),
+    I("grad_accum", optim.grad_accum, G_TRAIN, "micro-batches per step"),
+    B("accumulate_unsharded", shard.accumulate_unsharded, G_TRAIN, "keep full gradients over --grad_accum, reduce once a step"),
+    I("max_steps", optim.max_steps, G_TRAIN, "steps to train (-1: --max_epochs decides, else 300; 0: evaluate only)",
       CLI_ALIASES("max_training_steps", "num_steps")),
-    I("max_epochs", max_epochs, G_TRAIN, "passes over the data (-1: evaluate, then generate)", .unset = "--max_steps decides",
+    I("max_epochs", optim.max_epochs, G_TRAIN, "passes over the data (-1: evaluate, then generate)", .unset = "--max_steps decides",
       CLI_ALIASES("epochs")),
-    FL("lr", lr, G_TRAIN, "peak learning rate", CLI_ALIASES("learning_rate")),
-    FL("min_lr", min_lr, G_TRAIN, "learning rate at the end of the decay"),
-    FL("warmup", warmup, G_TRAIN, "warm-up steps (below 1: a fraction of --max_steps)"),
-    E("lr_decay_style", lr_decay_style, config_lr_decay_names, G_TRAIN, "learning-rate decay after warm-up"),
-    I("lr_decay_iters", lr_decay_iters, G_TRAIN, "the step where the decay ends at --min_lr", .unset = "--max_steps"),
-    FL("plateau", plateau, G_TRAIN, "plateau: steps held at --lr after warm-up (below 1: a fraction of --max_steps)"),
-    FL("weight_decay", weight_decay, G_TRAIN, "AdamW weight decay (not on norm weights)"),
-    FL("beta1", beta1, G_TRAIN, "AdamW beta1"),
-    FL("beta2", beta2, G_TRAIN, "AdamW beta2"),
-    FL("grad_clip", grad_clip, G_TRAIN, "gradient norm clip (0: none)", CLI_ALIASES("grad_clip_thresh")),
-    I("seed", seed, G_TRAIN, "initialization, data order and dropout"),
-    I("skip_nonfinite_steps", skip_nonfinite_steps, G_TRAIN, "updates with a non-finite loss skipped before the run stops"),
+    FL("lr", optim.lr, G_TRAIN, "peak learning rate", CLI_ALIASES("learning_rate")),
+    FL("min_lr", optim.min_lr, G_TRAIN, "learning rate at the end of the decay"),
+    FL("warmup", optim.warmup, G_TRAIN, "warm-up steps (below 1: a fraction of --max_steps)"),
+    E("lr_decay_style", optim.lr_decay_style, shard_lr_decay_names, G_TRAIN, "learning-rate decay after warm-up"),
+    I("lr_decay_iters", optim.lr_decay_iters, G_TRAIN, "the step where the decay ends at --min_lr", .unset = "--max_steps"),
+    FL("plateau", optim.plateau, G_TRAIN, "plateau: steps held at --lr after warm-up (below 1: a fraction of --max_steps)"),
+    FL("weight_decay", optim.weight_decay, G_TRAIN, "AdamW weight decay (not on norm weights)"),
+    FL("beta1", optim.beta1, G_TRAIN, "AdamW beta1"),
+    FL("beta2", optim.beta2, G_TRAIN, "AdamW beta2"),
+    FL("grad_clip", optim.grad_clip, G_TRAIN, "gradient norm clip (0: none)", CLI_ALIASES("grad_clip_thresh")),
+    I("seed", optim.seed, G_TRAIN, "initialization, data order and dropout"),
+    I("skip_nonfinite_steps", optim.skip_nonfinite_steps, G_TRAIN, "updates with a non-finite loss skipped before the run stops"),
 
-    S("train_data", train_data, G_DATA, "PATH|NAME",
+    S("train_data", data.train_data, G_DATA, "PATH|NAME",
       "a file, folder, glob, Hugging Face dataset folder or hub name, or synthetic", .unset = "the bundled Tiny Shakespeare",
       CLI_ALIASES("data_path", "dataset_path", "dataset", "training_dir")),
-    S("val_data", val_data, G_DATA, "PATH", "validation data", .unset = "the source's validation split, if any", CLI_ALIASES("test_dir")),
-    S("dataset_config_name", dataset_config_name, G_DATA, "NAME", "a hub dataset's config (C4: en)", .unset = "its only or default one"),
-    S("train_split", train_split, G_DATA, "NAME", "the split training reads", .unset = "train"),
-    S("val_split", val_split, G_DATA, "NAME", "the split validation reads", .unset = "validation, else train"),
-    S("text_column", text_column, G_DATA, "NAME", "the column or JSON member holding text", .unset = "text"),
-    S("data_cache_dir", data_cache_dir, G_DATA, "DIR", "where tokenized data is cached", .unset = "$FSDPC_CACHE_DIR, else ~/.cache/fsdpc"),
-    I("validation_freq", validation_freq, G_DATA, "steps between validations"),
-    I("validation_batches", validation_batches, G_DATA, "batches per validation"),
-    I("val_batch_size", val_batch_size, G_DATA, "sequences per rank in a validation batch", .unset = "--batch_size"),
-    S("tokenizer", tokenizer, G_DATA, "SPEC", "byte, a tokenizer.model or tokenizer.json, a directory holding one, or a hub name"),
+    S("val_data", data.val_data, G_DATA, "PATH", "validation data", .unset = "the source's validation split, if any", CLI_ALIASES("test_dir")),
+    S("dataset_config_name", data.dataset_config_name, G_DATA, "NAME", "a hub dataset's config (C4: en)", .unset = "its only or default one"),
+    S("train_split", data.train_split, G_DATA, "NAME", "the split training reads", .unset = "train"),
+    S("val_split", data.val_split, G_DATA, "NAME", "the split validation reads", .unset = "validation, else train"),
+    S("text_column", data.text_column, G_DATA, "NAME", "the column or JSON member holding text", .unset = "text"),
+    S("data_cache_dir", data.data_cache_dir, G_DATA, "DIR", "where tokenized data is cached", .unset = "$FSDPC_CACHE_DIR, else ~/.cache/fsdpc"),
+    I("validation_freq", data.validation_freq, G_DATA, "steps between validations"),
+    I("validation_batches", data.validation_batches, G_DATA, "batches per validation"),
+    I("val_batch_size", data.val_batch_size, G_DATA, "sequences per rank in a validation batch", .unset = "--batch_size"),
+    S("tokenizer", data.tokenizer, G_DATA, "SPEC", "byte, a tokenizer.model or tokenizer.json, a directory holding one, or a hub name"),
 
-    E("data_format", data_format, config_data_formats, G_SFT, "what rows are (auto: from their fields)"),
-    E("chat_template", chat_template, config_chat_templates, G_SFT, "the format of chat rows, and of --prompt"),
-    B("train_on_inputs", train_on_inputs, G_SFT, "prompts bear loss too"),
-    B("packing", packing, G_SFT, "pack a step's rows into fewer contexts, documents kept apart"),
-    B("document_masking", document_masking, G_SFT, "streams keep their documents apart"),
+    E("data_format", data.data_format, sft_format_names, G_SFT, "what rows are (auto: from their fields)"),
+    E("chat_template", data.chat_template, sft_template_names, G_SFT, "the format of chat rows, and of --prompt"),
+    B("train_on_inputs", data.train_on_inputs, G_SFT, "prompts bear loss too"),
+    B("packing", data.packing, G_SFT, "pack a step's rows into fewer contexts, documents kept apart"),
+    B("document_masking", data.document_masking, G_SFT, "streams keep their documents apart"),
 
-    S("checkpoint_dir", checkpoint_dir, G_CKPT, "DIR", "where checkpoints go", CLI_ALIASES("ckpt_save_path", "save_ckpt_path")),
-    S("run_name", run_name, G_CKPT, "R", "checkpoints in checkpoint_dir/R (a resume dir equal to it follows)"),
-    I("checkpoint_freq", checkpoint_freq, G_CKPT, "steps between checkpoints (0: never)", CLI_ALIASES("checkpoint_interval")),
-    S("resume_from_checkpoint", resume_from_checkpoint, G_CKPT, "DIR|FILE", "resume from a checkpoint, or a folder's newest",
+    S("checkpoint_dir", ckpt.checkpoint_dir, G_CKPT, "DIR", "where checkpoints go", CLI_ALIASES("ckpt_save_path", "save_ckpt_path")),
+    S("run_name", ckpt.run_name, G_CKPT, "R", "checkpoints in checkpoint_dir/R (a resume dir equal to it follows)"),
+    I("checkpoint_freq", ckpt.checkpoint_freq, G_CKPT, "steps between checkpoints (0: never)", CLI_ALIASES("checkpoint_interval")),
+    S("resume_from_checkpoint", ckpt.resume_from_checkpoint, G_CKPT, "DIR|FILE", "resume from a checkpoint, or a folder's newest",
       CLI_ALIASES("restart_checkpoint_file", "ckpt_load_path", "load_ckpt_path")),
-    I("num_kept_checkpoints", num_kept_checkpoints, G_CKPT, "checkpoints kept (0: all)"),
-    B("overwrite_checkpoints", overwrite_checkpoints, G_CKPT, "replace checkpoints of another run's lineage"),
-    S("init_from", init_from, G_CKPT, "PATH", "weights only: safetensors, a Hugging Face folder or hub name, or a checkpoint",
+    I("num_kept_checkpoints", ckpt.num_kept_checkpoints, G_CKPT, "checkpoints kept (0: all)"),
+    B("overwrite_checkpoints", ckpt.overwrite_checkpoints, G_CKPT, "replace checkpoints of another run's lineage"),
+    S("init_from", ckpt.init_from, G_CKPT, "PATH", "weights only: safetensors, a Hugging Face folder or hub name, or a checkpoint",
       CLI_ALIASES("pretrained_checkpoint_file", "hf_pretrained_model_name_or_dir", "finetune_checkpoint_load_dir")),
-    B("finetune", finetune, G_CKPT, "finetune from --init_from"),
-    B("allow_unused_weights", allow_unused_weights, G_CKPT, "--init_from may hold tensors the model does not use (warned)"),
-    B("allow_changed_inputs", allow_changed_inputs, G_CKPT, "a resume may read other data or tokenizer than it wrote (warned)"),
+    B("finetune", ckpt.finetune, G_CKPT, "finetune from --init_from"),
+    B("allow_unused_weights", ckpt.allow_unused_weights, G_CKPT, "--init_from may hold tensors the model does not use (warned)"),
+    B("allow_changed_inputs", ckpt.allow_changed_inputs, G_CKPT, "a resume may read other data or tokenizer than it wrote (warned)"),
 
-    E("device", device, device_names, G_RUN, "where to compute"),
-    E("attention", attention, attention_names, G_RUN, "GPU attention: cuDNN's fused flash attention or the native kernel"),
-    E("environment", environment, environment_names, G_RUN, "pbs: log $PBS_JOBID and check $PBS_NODEFILE"),
-    I("logging_freq", logging_freq, G_RUN, "steps between log lines", CLI_ALIASES("report_interval")),
-    S("metrics_file", metrics_file, G_RUN, "FILE", "one JSON line per step: loss, lr, grad_norm, tokens, memory"),
-    S("tensorboard_dir", tensorboard_dir, G_RUN, "DIR", "TensorBoard event files of the metrics file's values (rank 0; tensorboard --logdir DIR)"),
-    B("profile", profile, G_RUN, "time per phase at the end"),
-    B("log_timestamps", log_timestamps, G_RUN, "date, level and rank before each log line"),
-    S("trace_file", trace_file, G_RUN, "FILE", "a Chrome/Perfetto timeline of --trace_steps, every rank in one file"),
-    S("trace_dir", trace_dir, G_RUN, "DIR", "the same timeline, a file per rank for TensorBoard's PyTorch profiler plugin"),
-    {.name = "trace_steps", .kind = CLI_CALL, AT(trace_steps), .call = parse_trace_steps, .show = show_trace_steps,
+    E("device", run.device, device_names, G_RUN, "where to compute"),
+    E("attention", run.attention, attention_names, G_RUN, "GPU attention: cuDNN's fused flash attention or the native kernel"),
+    E("environment", run.environment, environment_names, G_RUN, "pbs: log $PBS_JOBID and check $PBS_NODEFILE"),
+    I("logging_freq", run.logging_freq, G_RUN, "steps between log lines", CLI_ALIASES("report_interval")),
+    S("metrics_file", run.metrics_file, G_RUN, "FILE", "one JSON line per step: loss, lr, grad_norm, tokens, memory"),
+    S("tensorboard_dir", run.tensorboard_dir, G_RUN, "DIR", "TensorBoard event files of the metrics file's values (rank 0; tensorboard --logdir DIR)"),
+    B("profile", run.profile, G_RUN, "time per phase at the end"),
+    B("log_timestamps", run.log_timestamps, G_RUN, "date, level and rank before each log line"),
+    S("trace_file", run.trace_file, G_RUN, "FILE", "a Chrome/Perfetto timeline of --trace_steps, every rank in one file"),
+    S("trace_dir", run.trace_dir, G_RUN, "DIR", "the same timeline, a file per rank for TensorBoard's PyTorch profiler plugin"),
+    {.name = "trace_steps", .kind = CLI_CALL, AT(run.trace_steps), .call = parse_trace_steps, .show = show_trace_steps,
      .group = G_RUN, .arg = "A:B", .help = "the steps the trace covers, as logged (or W,U,A: torch.profiler.schedule's)",
      CLI_ALIASES("profile_steps")},
-    FL("collective_timeout", collective_timeout, G_RUN, "seconds a collective may wait (0: for ever)"),
-    I("num_threads", num_threads, G_RUN, "threads per rank (0: OMP_NUM_THREADS, SLURM_CPUS_PER_TASK, else all cores)"),
+    FL("collective_timeout", run.collective_timeout, G_RUN, "seconds a collective may wait (0: for ever)"),
+    I("num_threads", run.num_threads, G_RUN, "threads per rank (0: OMP_NUM_THREADS, SLURM_CPUS_PER_TASK, else all cores)"),
 
-    S("prompt", prompt, G_GEN, "TEXT", "text to continue after training (with --chat_template: the user's turn)"),
-    I("num_tokens", num_tokens, G_GEN, "tokens to generate"),
-    FL("temperature", temperature, G_GEN, "sampling temperature (0: greedy)"),
-    FL("top_p", top_p, G_GEN, "nucleus sampling threshold"),
+    S("prompt", gen.prompt, G_GEN, "TEXT", "text to continue after training (with --chat_template: the user's turn)"),
+    I("num_tokens", gen.num_tokens, G_GEN, "tokens to generate"),
+    FL("temperature", gen.temperature, G_GEN, "sampling temperature (0: greedy)"),
+    FL("top_p", gen.top_p, G_GEN, "nucleus sampling threshold"),
 
     // the seed recipes' spellings that are not plain aliases (docs/flags.md, "Flags of the seed recipes")
     {.name = "model", .kind = CLI_MAP, AT(model.model_type), STRLEN(model.model_type), .choices = model_spellings,
      .names = model_type_names, .group = G_SEED, .help = "minimal_fsdp's --model_type"},
-    MAP("sharding_strategy", sharding, strategy_spellings, config_sharding_names, "10.FSDP's and profiling's --sharding"),
-    {.name = "bf16", .kind = CLI_BOOLENUM, AT(precision), .choices = bf16_values, .names = config_precision_names, .group = G_SEED,
+    MAP("sharding_strategy", shard.sharding, strategy_spellings, shard_strategy_names, "10.FSDP's and profiling's --sharding"),
+    {.name = "bf16", .kind = CLI_BOOLENUM, AT(shard.precision), .choices = bf16_values, .names = shard_precision_names, .group = G_SEED,
      .help = "10.FSDP's --precision bf16 (0: float32)"},
     UNSUP("restart_epoch", "a checkpoint records its step, and a resumed run continues from there", "minimal_fsdp's restart epoch"),
-    E("recipe_defaults", recipe_defaults, recipe_choices, G_SEED,
+    E("recipe_defaults", recipe.recipe_defaults, recipe_choices, G_SEED,
       "whose defaults fill what the command line leaves out: auto (the recipe whose flag spellings it uses), none (fsdpc's)"),
     UNSUP("model_size", "it is SMP's scripts/model.sh's, which picks --hidden_width, --num_layers and --num_heads from it: "
           "give those", "SMP's model.sh (forwarded, unused by its train_external.py)"),
@@ -292,16 +293,16 @@ static const CliFlag flags[] = {
           "so nsys profile --capture-range=nvtx --nvtx-capture=\"step N\" picks one (docs/observability.md)", "the 5.nsight copy's"),
     UNSUP("nsys_end_step", "it is the 5.nsight copy's own train.py flag: fsdpc marks each step as an NVTX range \"step N\", "
           "so nsys profile --capture-range=nvtx --nvtx-capture=\"step N\" picks one (docs/observability.md)", "the 5.nsight copy's"),
-    B("use_profiler", use_profiler, G_SEED, "the profiling recipe's trace: --trace_dir profile_traces of steps 4:6 unless given"),
-    B("use_nsys", use_nsys, G_SEED, "the profiling recipe's: the launch runs under nsys profile (refused when it does not)",
+    B("use_profiler", run.use_profiler, G_SEED, "the profiling recipe's trace: --trace_dir profile_traces of steps 4:6 unless given"),
+    B("use_nsys", run.use_nsys, G_SEED, "the profiling recipe's: the launch runs under nsys profile (refused when it does not)",
       CLI_ALIASES("use_nsight")),
-    B("zipped_data", zipped_data, G_SEED, "SMP's: accepted; compression is found from the content"),
-    E("dataset_type", dataset_type, dataset_type_names, G_SEED, "SMP's: synthetic trains on synthetic tokens; the rest is found"),
-    B("same_seed", same_seed, G_SEED, "SMP's: accepted; every rank draws as one process would, 0 or 1"),
-    S("pretrained_model_name", pretrained_model_name, G_SEED, "NAME",
+    B("zipped_data", recipe.zipped_data, G_SEED, "SMP's: accepted; compression is found from the content"),
+    E("dataset_type", data.dataset_type, dataset_type_names, G_SEED, "SMP's: synthetic trains on synthetic tokens; the rest is found"),
+    B("same_seed", recipe.same_seed, G_SEED, "SMP's: accepted; every rank draws as one process would, 0 or 1"),
+    S("pretrained_model_name", ckpt.pretrained_model_name, G_SEED, "NAME",
       "the seed's model to finetune (a folder or hub name): --init_from unless that names a file"),
-    B("use_synthetic_data", use_synthetic_data, G_SEED, "SMP's --train_data synthetic (over --training_dir)"),
-    {.name = "use_smp_flash_attn", .kind = CLI_BOOLENUM, AT(attention), .choices = attention_spellings, .names = attention_names,
+    B("use_synthetic_data", data.use_synthetic_data, G_SEED, "SMP's --train_data synthetic (over --training_dir)"),
+    {.name = "use_smp_flash_attn", .kind = CLI_BOOLENUM, AT(run.attention), .choices = attention_spellings, .names = attention_names,
      .group = G_SEED, .help = "SMP's: 1 --attention auto, 0 --attention native"},
     UNSUP("fp8", "fsdpc computes in bf16 (--bf16 1) or float32; fp8 comes later", "SMP's fp8 (its default 1; fsdpc's 0)"),
     UNSUP("use_torch_compile", "fsdpc is compiled C and CUDA; there is no graph compiler to turn on", "the profiling recipe's"),
@@ -327,7 +328,7 @@ static const CliFlag flags[] = {
     S("fp8_amax_compute_algo", recipe.fp8_amax_compute_algo, G_SEED, "ALGO", "SMP's fp8 setting: accepted; fp8 is refused"),
     S("model_dir", recipe.model_dir, G_SEED, "DIR", "SMP's final-model folder: accepted; --save_final_model is refused"),
     FL("summary_first_pdrop", recipe.summary_first_pdrop, G_SEED, "accepted; no effect (a GPT-2 classification head's dropout)"),
-#define CALL(n, k, fn, a, h) {.name = n, .kind = CLI_CALL, AT(recipe_only[k]), .call = fn, .group = G_SEED, .arg = a, .help = h}
+#define CALL(n, k, fn, a, h) {.name = n, .kind = CLI_CALL, AT(recipe.recipe_only[k]), .call = fn, .group = G_SEED, .arg = a, .help = h}
     CALL("checkpoint_type", RECIPE_ONLY_CHECKPOINT_TYPE, only_checkpoint_type, "sharded", "SMP's: sharded (fsdpc's only kind)"),
     CALL("data_type", RECIPE_ONLY_DATA_TYPE, only_data_type, "gpt", "SMP's: gpt (causal language modelling)"),
     CALL("backward_fetch_policy", RECIPE_ONLY_BACKWARD_FETCH, only_backward_fetch, "backward_pre", "SMP's: backward_pre (what fsdpc does)"),
@@ -359,45 +360,45 @@ static void defaults(void *dst) {
     m->rotary_pct = 1.0f;
     m->norm_eps = 1e-5f;
     m->initializer_range = 0.02f;
-    c->sharding = SHARD_FULL;
-    c->tensor_parallel_degree = 1;
-    c->precision = c->reduce_dtype = PRECISION_FP32;
-    c->batch_size = 16;
-    c->grad_accum = 1;
-    c->max_steps = -1;  // unset: --max_epochs decides, else 300
-    c->seed = 1234;
-    c->lr = 1e-3f;
-    c->min_lr = 1e-4f;
-    c->warmup = 20;
-    c->lr_decay_style = LR_DECAY_COSINE;
-    c->weight_decay = 0.1f;
-    c->beta1 = 0.9f;
-    c->beta2 = 0.95f;
-    c->adam_eps = 1e-8f;
-    c->grad_clip = 1.0f;
-    snprintf(c->tokenizer, sizeof c->tokenizer, "byte");
-    c->validation_freq = 100;
-    c->validation_batches = 8;
-    snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "checkpoints");
-    c->checkpoint_freq = 100;
-    c->device = KERN_DEVICE_AUTO;
-    c->attention = KERN_ATTENTION_AUTO;
-    c->environment = ENV_LOCAL;
-    c->logging_freq = 10;
-    c->trace_steps[0] = 1;
-    c->trace_steps[1] = 3;
-    c->collective_timeout = 600;
-    c->activation_loading_horizon = 2;  // SMP's
-    c->recipe_defaults = RECIPE_AUTO;
-    c->num_tokens = 256;
-    c->temperature = 0.8f;
-    c->top_p = 0.95f;
+    c->shard.sharding = SHARD_FULL;
+    c->shard.tensor_parallel_degree = 1;
+    c->shard.precision = c->shard.reduce_dtype = PRECISION_FP32;
+    c->optim.batch_size = 16;
+    c->optim.grad_accum = 1;
+    c->optim.max_steps = -1;  // unset: --max_epochs decides, else 300
+    c->optim.seed = 1234;
+    c->optim.lr = 1e-3f;
+    c->optim.min_lr = 1e-4f;
+    c->optim.warmup = 20;
+    c->optim.lr_decay_style = LR_DECAY_COSINE;
+    c->optim.weight_decay = 0.1f;
+    c->optim.beta1 = 0.9f;
+    c->optim.beta2 = 0.95f;
+    c->optim.adam_eps = 1e-8f;
+    c->optim.grad_clip = 1.0f;
+    snprintf(c->data.tokenizer, sizeof c->data.tokenizer, "byte");
+    c->data.validation_freq = 100;
+    c->data.validation_batches = 8;
+    snprintf(c->ckpt.checkpoint_dir, sizeof c->ckpt.checkpoint_dir, "checkpoints");
+    c->ckpt.checkpoint_freq = 100;
+    c->run.device = KERN_DEVICE_AUTO;
+    c->run.attention = KERN_ATTENTION_AUTO;
+    c->run.environment = ENV_LOCAL;
+    c->run.logging_freq = 10;
+    c->run.trace_steps[0] = 1;
+    c->run.trace_steps[1] = 3;
+    c->run.collective_timeout = 600;
+    c->shard.activation_loading_horizon = 2;  // SMP's
+    c->recipe.recipe_defaults = RECIPE_AUTO;
+    c->gen.num_tokens = 256;
+    c->gen.temperature = 0.8f;
+    c->gen.top_p = 0.95f;
 }
 
-// which flags the command line set (a preset counts for the sizes it sets): a model config read
-// from a checkpoint or a Hugging Face config.json fills the others and must agree with these
-static unsigned char flag_given[NFLAGS];
-const CliTable flags_cli = {.flags = flags, .n = NFLAGS, .given = flag_given, .size = sizeof(Config), .defaults = defaults,
+// Config.given: which flags the command line set (a preset counts for the sizes it sets): a model
+// config read from a checkpoint or a Hugging Face config.json fills the others and must agree with these
+_Static_assert(NFLAGS <= sizeof ((Config *)0)->given, "Config.given holds a byte per flag");
+const CliTable flags_cli = {.flags = flags, .n = NFLAGS, .given_off = offsetof(Config, given), .size = sizeof(Config), .defaults = defaults,
                             .bare_hint = "flags look like --name value or --name=value; subcommands come first"};
 
 const char *flags_check_world(const Config *c, int world) {
@@ -405,8 +406,8 @@ const char *flags_check_world(const Config *c, int world) {
     uint64_t n;
     char why[300];
     // token counts, positions and the data order's sample indices are ints
-    CheckedFactor micro[] = {{"--batch_size", (uint64_t)c->batch_size}, {"--max_context_width", (uint64_t)c->model.max_context_width}};
-    CheckedFactor global[] = {{"--batch_size", (uint64_t)c->batch_size}, {"ranks", (uint64_t)world}, {"--grad_accum", (uint64_t)c->grad_accum}};
+    CheckedFactor micro[] = {{"--batch_size", (uint64_t)c->optim.batch_size}, {"--max_context_width", (uint64_t)c->model.max_context_width}};
+    CheckedFactor global[] = {{"--batch_size", (uint64_t)c->optim.batch_size}, {"ranks", (uint64_t)world}, {"--grad_accum", (uint64_t)c->optim.grad_accum}};
     if (!checked_product(&n, INT32_MAX, "tokens per micro-batch", micro, 2, why, sizeof why))
         snprintf(msg, sizeof msg, "%s (fsdpc counts a micro-batch's tokens in 32 bits): lower --batch_size (raise --grad_accum "
                  "to keep the global batch) or --max_context_width", why);
@@ -457,84 +458,85 @@ static const char *families_with(int (*has)(const ModelFamily *)) {
 }
 
 // a flag given for a setting the family does not have: refused by name, never ignored
-static void family_flags_apply(const ModelConfig *m) {
+static void family_flags_apply(const Config *c) {
+    const ModelConfig *m = &c->model;
     const ModelFamily *fam = family_find(m->model_type);
     if (!fam) return;  // config_validate_model names it
-    if (!fam->rope && flags_given("rope_theta"))
+    if (!fam->rope && flags_given(c, "rope_theta"))
         comm_fail_all("--rope_theta applies to %s; %s learns its positions", family_names("|", 1), m->model_type);
-    if (!has_partial_rotary(fam) && flags_given("rotary_pct"))
+    if (!has_partial_rotary(fam) && flags_given(c, "rotary_pct"))
         comm_fail_all("--rotary_pct applies to the families with partial rotary embeddings (%s); %s rotates every head "
                       "dimension", families_with(has_partial_rotary), m->model_type);
-    if (!has_hidden_act(fam) && flags_given("hidden_act"))
+    if (!has_hidden_act(fam) && flags_given(c, "hidden_act"))
         comm_fail_all("--hidden_act applies to %s; the MLP of %s has a fixed activation", families_with(has_hidden_act),
                       m->model_type);
 }
 
 static void validate(const Config *c) {
     const ModelConfig *m = &c->model;
-    if (!family_pending) family_flags_apply(m);
+    if (!family_pending) family_flags_apply(c);
     const char *err = family_pending ? NULL : config_validate_model(m);
     if (err) comm_fail_all("%s", err);
     // refused with a reason rather than silently ignored: these arrive with later work
     if (m->dropout < 0.0f || m->dropout >= 1.0f) comm_fail_all("--dropout must be in [0, 1), got %g", m->dropout);
-    if (c->batch_size <= 0) comm_fail_all("--batch_size must be positive");
-    if (c->grad_accum <= 0) comm_fail_all("--grad_accum must be positive");
-    if (c->skip_nonfinite_steps < 0) comm_fail_all("--skip_nonfinite_steps must be >= 0");
-    if (c->max_steps < -1) comm_fail_all("--max_steps must be >= 0");
-    if (c->max_epochs < 0 && c->max_steps > 0)
-        comm_fail_all("--max_epochs %d (evaluate, then generate) and --max_steps %d contradict each other", c->max_epochs, c->max_steps);
-    if (c->lr < 0 || c->min_lr < 0 || c->min_lr > c->lr) comm_fail_all("need 0 <= --min_lr <= --lr");
-    if (c->warmup < 0) comm_fail_all("--warmup must be >= 0 (steps, or a fraction of --max_steps when below 1)");
-    if (c->beta1 < 0 || c->beta1 >= 1 || c->beta2 < 0 || c->beta2 >= 1) comm_fail_all("--beta1/--beta2 must be in [0, 1)");
-    if (c->weight_decay < 0) comm_fail_all("--weight_decay must be >= 0");
-    if (c->logging_freq <= 0) comm_fail_all("--logging_freq must be positive");
-    if (c->checkpoint_freq < 0 || c->validation_freq < 0) comm_fail_all("--checkpoint_freq/--validation_freq must be >= 0");
-    if (c->validation_batches <= 0) comm_fail_all("--validation_batches must be positive");
-    if (c->num_kept_checkpoints < 0) comm_fail_all("--num_kept_checkpoints must be >= 0 (0 keeps all)");
-    if (c->num_tokens < 0) comm_fail_all("--num_tokens must be >= 0");
-    if (c->temperature < 0) comm_fail_all("--temperature must be >= 0 (0 = greedy)");
-    if (c->top_p <= 0 || c->top_p > 1) comm_fail_all("--top_p must be in (0, 1]");
-    if (c->shard_group_size < 0) comm_fail_all("--shard_group_size must be positive");
-    if (c->tensor_parallel_degree < 1) comm_fail_all("--tensor_parallel_degree must be at least 1 (1: no tensor parallelism)");
-    if (c->sequence_parallel && c->tensor_parallel_degree < 2)
+    if (c->optim.batch_size <= 0) comm_fail_all("--batch_size must be positive");
+    if (c->optim.grad_accum <= 0) comm_fail_all("--grad_accum must be positive");
+    if (c->optim.skip_nonfinite_steps < 0) comm_fail_all("--skip_nonfinite_steps must be >= 0");
+    if (c->optim.max_steps < -1) comm_fail_all("--max_steps must be >= 0");
+    if (c->optim.max_epochs < 0 && c->optim.max_steps > 0)
+        comm_fail_all("--max_epochs %d (evaluate, then generate) and --max_steps %d contradict each other", c->optim.max_epochs, c->optim.max_steps);
+    if (c->optim.lr < 0 || c->optim.min_lr < 0 || c->optim.min_lr > c->optim.lr) comm_fail_all("need 0 <= --min_lr <= --lr");
+    if (c->optim.warmup < 0) comm_fail_all("--warmup must be >= 0 (steps, or a fraction of --max_steps when below 1)");
+    if (c->optim.beta1 < 0 || c->optim.beta1 >= 1 || c->optim.beta2 < 0 || c->optim.beta2 >= 1) comm_fail_all("--beta1/--beta2 must be in [0, 1)");
+    if (c->optim.weight_decay < 0) comm_fail_all("--weight_decay must be >= 0");
+    if (c->run.logging_freq <= 0) comm_fail_all("--logging_freq must be positive");
+    if (c->ckpt.checkpoint_freq < 0 || c->data.validation_freq < 0) comm_fail_all("--checkpoint_freq/--validation_freq must be >= 0");
+    if (c->data.validation_batches <= 0) comm_fail_all("--validation_batches must be positive");
+    if (c->ckpt.num_kept_checkpoints < 0) comm_fail_all("--num_kept_checkpoints must be >= 0 (0 keeps all)");
+    if (c->gen.num_tokens < 0) comm_fail_all("--num_tokens must be >= 0");
+    if (c->gen.temperature < 0) comm_fail_all("--temperature must be >= 0 (0 = greedy)");
+    if (c->gen.top_p <= 0 || c->gen.top_p > 1) comm_fail_all("--top_p must be in (0, 1]");
+    if (c->shard.shard_group_size < 0) comm_fail_all("--shard_group_size must be positive");
+    if (c->shard.tensor_parallel_degree < 1) comm_fail_all("--tensor_parallel_degree must be at least 1 (1: no tensor parallelism)");
+    if (c->shard.sequence_parallel && c->shard.tensor_parallel_degree < 2)
         comm_fail_all("--sequence_parallel splits the sequence across a tensor-parallel group: it needs --tensor_parallel_degree "
                       "2 or more");
-    if (c->shard_group_size > 0 && c->sharding != SHARD_HYBRID_FULL && c->sharding != SHARD_HYBRID_GRAD_OP)
-        comm_fail_all("--shard_group_size %d only applies to --sharding %s|%s (this run uses %s)", c->shard_group_size,
-                      config_sharding_name(SHARD_HYBRID_FULL), config_sharding_name(SHARD_HYBRID_GRAD_OP),
-                      config_sharding_name(c->sharding));
+    if (c->shard.shard_group_size > 0 && c->shard.sharding != SHARD_HYBRID_FULL && c->shard.sharding != SHARD_HYBRID_GRAD_OP)
+        comm_fail_all("--shard_group_size %d only applies to --sharding %s|%s (this run uses %s)", c->shard.shard_group_size,
+                      shard_strategy_name(SHARD_HYBRID_FULL), shard_strategy_name(SHARD_HYBRID_GRAD_OP),
+                      shard_strategy_name(c->shard.sharding));
     if (c->model.initializer_range <= 0) comm_fail_all("--initializer_range must be positive");
-    if (c->grad_clip < 0) comm_fail_all("--grad_clip must be >= 0 (0 = no clipping)");
-    if (!c->checkpoint_dir[0]) comm_fail_all("--checkpoint_dir needs a directory (--checkpoint_freq 0 turns checkpoints off)");
-    if (c->val_batch_size < 0) comm_fail_all("--val_batch_size must be >= 0 (0: --batch_size)");
-    if (c->lr_decay_iters < 0) comm_fail_all("--lr_decay_iters must be >= 0 (0: --max_steps)");
-    if (c->plateau < 0) comm_fail_all("--plateau must be >= 0 (steps, or a fraction of --max_steps when below 1)");
-    if (c->plateau > 0 && c->lr_decay_style != LR_DECAY_PLATEAU)
-        comm_fail_all("--plateau %g applies to --lr_decay_style plateau (this run uses %s)", c->plateau,
-                      config_lr_decay_name(c->lr_decay_style));
-    if (c->shard_degree < 0) comm_fail_all("--shard_degree must be positive");
-    if (c->activation_loading_horizon < 1) comm_fail_all("--activation_loading_horizon must be >= 1 (blocks fetched ahead)");
-    if (c->selective_checkpointing < 0) comm_fail_all("--selective_checkpointing must be >= 0 (every Nth block)");
-    if (c->num_threads < 0) comm_fail_all("--num_threads must be >= 0 (0 = all cores)");
-    if (!c->tokenizer[0]) comm_fail_all("--tokenizer needs a value: byte, a tokenizer.model / tokenizer.json, a directory or a hub name");
-    if (c->collective_timeout < 0) comm_fail_all("--collective_timeout must be >= 0 seconds (0 waits for ever)");
+    if (c->optim.grad_clip < 0) comm_fail_all("--grad_clip must be >= 0 (0 = no clipping)");
+    if (!c->ckpt.checkpoint_dir[0]) comm_fail_all("--checkpoint_dir needs a directory (--checkpoint_freq 0 turns checkpoints off)");
+    if (c->data.val_batch_size < 0) comm_fail_all("--val_batch_size must be >= 0 (0: --batch_size)");
+    if (c->optim.lr_decay_iters < 0) comm_fail_all("--lr_decay_iters must be >= 0 (0: --max_steps)");
+    if (c->optim.plateau < 0) comm_fail_all("--plateau must be >= 0 (steps, or a fraction of --max_steps when below 1)");
+    if (c->optim.plateau > 0 && c->optim.lr_decay_style != LR_DECAY_PLATEAU)
+        comm_fail_all("--plateau %g applies to --lr_decay_style plateau (this run uses %s)", c->optim.plateau,
+                      shard_lr_decay_name(c->optim.lr_decay_style));
+    if (c->shard.shard_degree < 0) comm_fail_all("--shard_degree must be positive");
+    if (c->shard.activation_loading_horizon < 1) comm_fail_all("--activation_loading_horizon must be >= 1 (blocks fetched ahead)");
+    if (c->shard.selective_checkpointing < 0) comm_fail_all("--selective_checkpointing must be >= 0 (every Nth block)");
+    if (c->run.num_threads < 0) comm_fail_all("--num_threads must be >= 0 (0 = all cores)");
+    if (!c->data.tokenizer[0]) comm_fail_all("--tokenizer needs a value: byte, a tokenizer.model / tokenizer.json, a directory or a hub name");
+    if (c->run.collective_timeout < 0) comm_fail_all("--collective_timeout must be >= 0 seconds (0 waits for ever)");
     const char *sizes = flags_check_world(c, 1);
     if (sizes) comm_fail_all("%s", sizes);
-    if (c->finetune && !c->init_from[0])
+    if (c->ckpt.finetune && !c->ckpt.init_from[0])
         comm_fail_all("--finetune needs the weights to start from: --init_from PATH (or --pretrained_checkpoint_file FILE)");
 }
 
 uint64_t flags_hash(const Config *c) {
     static Config copy;
     memcpy(&copy, c, sizeof copy);  // bytes, padding included
-    copy.num_threads = 0;  // cores per node may differ once resolved
+    copy.run.num_threads = 0;  // cores per node may differ once resolved
     uint64_t h = 0xcbf29ce484222325ULL;
     const unsigned char *b = (const unsigned char *)&copy;
     for (size_t i = 0; i < sizeof copy; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
     return h;
 }
 
-int flags_given(const char *name) { return cli_given(&flags_cli, name); }
+int flags_given(const Config *c, const char *name) { return cli_given(&flags_cli, c, name); }
 
 void flags_no_source(Config *c) {
     family_pending = 0;
@@ -571,9 +573,9 @@ void flags_adopt_model(Config *c, const ModelConfig *src, unsigned known, const 
     };
     ModelConfig *m = &c->model;
     if ((known & MODEL_TYPE) && strcmp(m->model_type, src->model_type) != 0) {
-        if (flags_given("model_type") || flags_given("model_name"))
+        if (flags_given(c, "model_type") || flags_given(c, "model_name"))
             comm_fail_all("%s holds a %s model but this run has --model_type %s%s", source, src->model_type, m->model_type,
-                          flags_given("model_type") ? "" : " (from --model_name; drop it to take the model from the source)");
+                          flags_given(c, "model_type") ? "" : " (from --model_name; drop it to take the model from the source)");
         snprintf(m->model_type, sizeof m->model_type, "%s", src->model_type);
         const ModelFamily *fam = family_find(m->model_type);  // known: the source's reader checked it
         if (fam && !fam->gqa) m->num_key_value_heads = m->num_heads;
@@ -582,7 +584,7 @@ void flags_adopt_model(Config *c, const ModelConfig *src, unsigned known, const 
         if (!(known & fields[i].bit)) continue;
         char *dst = (char *)m + fields[i].off;
         const char *val = (const char *)src + fields[i].off;
-        int given = fields[i].flag && (flags_given(fields[i].flag) || (fields[i].from_preset && flags_given("model_name")));
+        int given = fields[i].flag && (flags_given(c, fields[i].flag) || (fields[i].from_preset && flags_given(c, "model_name")));
         if (given && fields[i].bit == MODEL_CONTEXT) continue;
         int same = fields[i].is_float ? *(const float *)dst == *(const float *)val : *(const int *)dst == *(const int *)val;
         if (given && !same) {
@@ -595,15 +597,15 @@ void flags_adopt_model(Config *c, const ModelConfig *src, unsigned known, const 
                               fields[i].flag, *(const float *)dst);
             comm_fail_all("%s has %s=%d but this run has --%s %d%s", source, fields[i].flag, *(const int *)val,
                           fields[i].flag, *(const int *)dst,
-                          flags_given(fields[i].flag) ? "" : " (from --model_name; drop it to take the sizes from the source)");
+                          flags_given(c, fields[i].flag) ? "" : " (from --model_name; drop it to take the sizes from the source)");
         }
         memcpy(dst, val, fields[i].is_float ? sizeof(float) : sizeof(int));
     }
     static const unsigned size_bits[SIZE_COUNT] = {MODEL_HIDDEN, MODEL_LAYERS, MODEL_HEADS, MODEL_KV_HEADS, MODEL_INTERMEDIATE,
                                                    MODEL_CONTEXT, MODEL_VOCAB};
     for (int i = 0; i < SIZE_COUNT; i++)
-        c->size_origin[i] = flags_given(size_fields[i].flag)   ? SIZE_FLAG
-                            : flags_given("model_name")           ? SIZE_PRESET
+        c->size_origin[i] = flags_given(c, size_fields[i].flag)   ? SIZE_FLAG
+                            : flags_given(c, "model_name")           ? SIZE_PRESET
                             : known & size_bits[i]                 ? SIZE_SOURCE
                             : took_from_recipe(size_fields[i].flag) ? SIZE_RECIPE
                                                                    : SIZE_DEFAULT;
@@ -618,13 +620,13 @@ void flags_adopt_model(Config *c, const ModelConfig *src, unsigned known, const 
 static void family_defaults(Config *c) {
     ModelConfig *m = &c->model;
     const ModelFamily *fam = family_find(m->model_type), *preset_fam;  // known: the flag takes only family names
-    if (flags_given("model_name") && flags_given("model_type") && family_preset(m->model_name, &preset_fam) && preset_fam != fam)
+    if (flags_given(c, "model_name") && flags_given(c, "model_type") && family_preset(m->model_name, &preset_fam) && preset_fam != fam)
         comm_fail_all("--model_name %s is a %s preset but this run has --model_type %s", m->model_name, preset_fam->model_type,
                       m->model_type);
-    if (fam->rotary_pct && !flags_given("rotary_pct")) m->rotary_pct = fam->rotary_pct;
-    if (!fam->rotary_pct && !flags_given("rotary_pct")) m->rotary_pct = 1.0f;  // given: refused by the family, or a source's to check
-    if (!fam->gqa && !flags_given("num_key_value_heads")) m->num_key_value_heads = m->num_heads;
-    if (fam->mlp_ratio && !flags_given("intermediate_size") && !took_from_recipe("intermediate_size"))
+    if (fam->rotary_pct && !flags_given(c, "rotary_pct")) m->rotary_pct = fam->rotary_pct;
+    if (!fam->rotary_pct && !flags_given(c, "rotary_pct")) m->rotary_pct = 1.0f;  // given: refused by the family, or a source's to check
+    if (!fam->gqa && !flags_given(c, "num_key_value_heads")) m->num_key_value_heads = m->num_heads;
+    if (fam->mlp_ratio && !flags_given(c, "intermediate_size") && !took_from_recipe("intermediate_size"))
         m->intermediate_size = fam->mlp_ratio * m->hidden_width;
 }
 
@@ -635,13 +637,13 @@ static void fill_sizes(Config *c) {
     ModelConfig *m = &c->model;
     const ModelFamily *fam = family_find(m->model_type);  // known: the flag takes only family names
     const FamilyPreset *d = &fam->hf_defaults;
-    int preset = flags_given("model_name");
-    int own_shape = !preset && (flags_given("hidden_width") || flags_given("num_layers") || flags_given("num_heads") ||
+    int preset = flags_given(c, "model_name");
+    int own_shape = !preset && (flags_given(c, "hidden_width") || flags_given(c, "num_layers") || flags_given(c, "num_heads") ||
                                 took_from_recipe("hidden_width"));
     const int hf[SIZE_COUNT] = {d->hidden_width, d->num_layers, d->num_heads, d->num_key_value_heads, d->intermediate_size,
                                 d->max_context_width, d->vocab_size};
     for (int i = 0; i < SIZE_COUNT; i++) {
-        c->size_origin[i] = flags_given(size_fields[i].flag)   ? SIZE_FLAG
+        c->size_origin[i] = flags_given(c, size_fields[i].flag)   ? SIZE_FLAG
                             : took_from_recipe(size_fields[i].flag) ? SIZE_RECIPE
                             : preset                               ? SIZE_PRESET
                             : own_shape                            ? SIZE_FAMILY
@@ -649,9 +651,9 @@ static void fill_sizes(Config *c) {
         if (c->size_origin[i] == SIZE_FAMILY && hf[i]) *size_at(m, i) = hf[i];
     }
     // the rules that follow other sizes, applied once those are final
-    if (c->size_origin[SIZE_KV] == SIZE_FAMILY || (!fam->gqa && !flags_given("num_key_value_heads")))
+    if (c->size_origin[SIZE_KV] == SIZE_FAMILY || (!fam->gqa && !flags_given(c, "num_key_value_heads")))
         m->num_key_value_heads = m->num_heads;
-    if (fam->mlp_ratio && !flags_given("intermediate_size") && !took_from_recipe("intermediate_size"))
+    if (fam->mlp_ratio && !flags_given(c, "intermediate_size") && !took_from_recipe("intermediate_size"))
         m->intermediate_size = fam->mlp_ratio * m->hidden_width;
     if (own_shape && !took_from_recipe("model_name")) memset(m->model_name, 0, sizeof m->model_name);
 }
@@ -699,15 +701,15 @@ void flags_size_origins(const Config *c, char *buf, int len) {
 // --run_name R puts checkpoints in checkpoint_dir/R, and a resume directory equal to the
 // checkpoint directory follows it (checkpoint dir = resume dir)
 static void join_run_name(Config *c) {
-    if (!c->run_name[0]) return;
-    if (strchr(c->run_name, '/') || !strcmp(c->run_name, ".") || !strcmp(c->run_name, ".."))
-        comm_fail_all("--run_name '%s' names a subdirectory of --checkpoint_dir: no '/', '.' or '..'", c->run_name);
-    int follow = !strcmp(c->resume_from_checkpoint, c->checkpoint_dir);
-    char dir[sizeof c->checkpoint_dir] = {0};  // whole: the config hash reads every byte
-    if (snprintf(dir, sizeof dir, "%s/%s", c->checkpoint_dir, c->run_name) >= (int)sizeof dir)
+    if (!c->ckpt.run_name[0]) return;
+    if (strchr(c->ckpt.run_name, '/') || !strcmp(c->ckpt.run_name, ".") || !strcmp(c->ckpt.run_name, ".."))
+        comm_fail_all("--run_name '%s' names a subdirectory of --checkpoint_dir: no '/', '.' or '..'", c->ckpt.run_name);
+    int follow = !strcmp(c->ckpt.resume_from_checkpoint, c->ckpt.checkpoint_dir);
+    char dir[sizeof c->ckpt.checkpoint_dir] = {0};  // whole: the config hash reads every byte
+    if (snprintf(dir, sizeof dir, "%s/%s", c->ckpt.checkpoint_dir, c->ckpt.run_name) >= (int)sizeof dir)
         comm_fail_all("--checkpoint_dir/--run_name is too long (max %zu characters)", sizeof dir - 1);
-    memcpy(c->checkpoint_dir, dir, sizeof dir);
-    if (follow) memcpy(c->resume_from_checkpoint, dir, sizeof dir);
+    memcpy(c->ckpt.checkpoint_dir, dir, sizeof dir);
+    if (follow) memcpy(c->ckpt.resume_from_checkpoint, dir, sizeof dir);
 }
 
 static int is_size_flag(const char *flag) {
@@ -721,16 +723,16 @@ static int is_size_flag(const char *flag) {
 // gives settles the model: the recipe's family and sizes stay out.
 static void take_default(const char *flag, const char *value, void *ctx) {
     Config *c = ctx;
-    int model_given = flags_given("model_name") && (is_size_flag(flag) || !strcmp(flag, "model_type"));
-    if (flags_given(flag) || model_given || took_from_recipe(flag)) return;
-    if (!strcmp(flag, "model_name") && flags_given("model_type")) return;
+    int model_given = flags_given(c, "model_name") && (is_size_flag(flag) || !strcmp(flag, "model_type"));
+    if (flags_given(c, flag) || model_given || took_from_recipe(flag)) return;
+    if (!strcmp(flag, "model_name") && flags_given(c, "model_type")) return;
     if (nrecipe_took + SIZE_COUNT + 1 > (int)(sizeof recipe_took / sizeof *recipe_took))
         err_fatal("a recipe sets more than %zu flags", sizeof recipe_took / sizeof *recipe_took);  // its table: a bug
     if (!strcmp(flag, "model_name")) {
         ModelConfig p = c->model;
         if (!config_preset(&p, value)) return;
         for (int i = 0; i < SIZE_COUNT; i++)
-            if (!flags_given(size_fields[i].flag)) *size_at(&c->model, i) = *size_at(&p, i), recipe_took[nrecipe_took++] = size_fields[i].flag;
+            if (!flags_given(c, size_fields[i].flag)) *size_at(&c->model, i) = *size_at(&p, i), recipe_took[nrecipe_took++] = size_fields[i].flag;
         memcpy(c->model.model_name, p.model_name, sizeof p.model_name);
         memcpy(c->model.model_type, p.model_type, sizeof p.model_type);
     } else {
@@ -738,32 +740,32 @@ static void take_default(const char *flag, const char *value, void *ctx) {
         if (cli_set_default(&flags_cli, c, flag, value, err, sizeof err)) comm_fail_all("%s", err);
     }
     recipe_took[nrecipe_took++] = flag;
-    size_t n = strlen(c->recipe_line);
-    if (n < sizeof c->recipe_line)
-        snprintf(c->recipe_line + n, sizeof c->recipe_line - n, " --%s %s", flag, value);
+    size_t n = strlen(c->recipe.recipe_line);
+    if (n < sizeof c->recipe.recipe_line)
+        snprintf(c->recipe.recipe_line + n, sizeof c->recipe.recipe_line - n, " --%s %s", flag, value);
 }
 
 // the defaults of the recipe whose dialect the command line is written in (recipes.h)
 static void take_recipe(Config *c) {
     nrecipe_took = 0;
-    memset(c->recipe_line, 0, sizeof c->recipe_line);
-    memset(c->recipe_note, 0, sizeof c->recipe_note);
-    memset(c->recipe_no_data, 0, sizeof c->recipe_no_data);
+    memset(c->recipe.recipe_line, 0, sizeof c->recipe.recipe_line);
+    memset(c->recipe.recipe_note, 0, sizeof c->recipe.recipe_note);
+    memset(c->recipe.recipe_no_data, 0, sizeof c->recipe.recipe_no_data);
     const char *why;
-    const Recipe *r = recipe_find(c->recipe_defaults, flags_given, &why);
+    const Recipe *r = recipe_find(c->recipe.recipe_defaults, flags_given, c, &why);
     if (why) comm_fail_all("%s", why);
     if (!r) return;
     char used[512], head[800];
     recipe_marks_used(r, used, sizeof used);
     snprintf(head, sizeof head, "recipe: %s%s%s%s; the defaults taken from it (--recipe_defaults none: fsdpc's own):", recipe_name(r),
              used[0] ? " (its flags " : " (--recipe_defaults)", used, used[0] ? ")" : "");
-    memcpy(c->recipe_line, head, strlen(head) < sizeof c->recipe_line ? strlen(head) + 1 : sizeof c->recipe_line);
-    recipe_each_default(r, c->model.model_type, flags_given, take_default, c);
+    memcpy(c->recipe.recipe_line, head, strlen(head) < sizeof c->recipe.recipe_line ? strlen(head) + 1 : sizeof c->recipe.recipe_line);
+    recipe_each_default(r, c->model.model_type, flags_given, c, take_default, c);
     // a rate the line gives below the recipe's floor: the floor follows it (as AnnealingLR's max does)
-    if (took_from_recipe("min_lr") && c->min_lr > c->lr) c->min_lr = c->lr;
-    if (recipe_no_data(r)) snprintf(c->recipe_no_data, sizeof c->recipe_no_data, "%s", recipe_no_data(r));
+    if (took_from_recipe("min_lr") && c->optim.min_lr > c->optim.lr) c->optim.min_lr = c->optim.lr;
+    if (recipe_no_data(r)) snprintf(c->recipe.recipe_no_data, sizeof c->recipe.recipe_no_data, "%s", recipe_no_data(r));
     if (recipe_differs(r))
-        snprintf(c->recipe_note, sizeof c->recipe_note, "recipe: where fsdpc differs from %s: %s", recipe_name(r), recipe_differs(r));
+        snprintf(c->recipe.recipe_note, sizeof c->recipe.recipe_note, "recipe: where fsdpc differs from %s: %s", recipe_name(r), recipe_differs(r));
     const char *refused = recipe_check(r, c);
     if (refused) comm_fail_all("%s", refused);
 }
@@ -779,33 +781,33 @@ int flags_parse(Config *c, int argc, char **argv) {
 
 void flags_finish(Config *c) {
     take_recipe(c);
-    family_pending = (c->resume_from_checkpoint[0] || c->init_from[0] || c->pretrained_model_name[0]) &&
-                     !flags_given("model_type") && !flags_given("model_name");
+    family_pending = (c->ckpt.resume_from_checkpoint[0] || c->ckpt.init_from[0] || c->ckpt.pretrained_model_name[0]) &&
+                     !flags_given(c, "model_type") && !flags_given(c, "model_name");
     family_defaults(c);
     if (!family_pending) fill_sizes(c);
     join_run_name(c);
     // checkpointing every Nth block implies checkpointing, unless the command line turned it off
-    if (c->selective_checkpointing > 0 && !flags_given("activation_checkpoints")) c->activation_checkpoints = 1;
+    if (c->shard.selective_checkpointing > 0 && !flags_given(c, "activation_checkpoints")) c->shard.activation_checkpoints = 1;
     // offloading moves the checkpointed blocks' inputs (a GPU run turns checkpointing on for it:
     // train_ckpt_every), so a command line that turned checkpointing off contradicts it
-    if (c->offload_activations && flags_given("activation_checkpoints") && !c->activation_checkpoints)
+    if (c->shard.offload_activations && flags_given(c, "activation_checkpoints") && !c->shard.activation_checkpoints)
         comm_fail_all("--offload_activations 1 offloads the inputs of checkpointed blocks, and --activation_checkpoints 0 "
                       "turns checkpointing off: drop one of the two");
-    if (c->shard_degree > 0) {  // SMP: an explicit degree makes the strategy hybrid over groups of that many ranks
-        if (c->sharding != SHARD_HYBRID_GRAD_OP) c->sharding = SHARD_HYBRID_FULL;
-        if (flags_given("shard_group_size") && c->shard_group_size != c->shard_degree)
-            comm_fail_all("--shard_degree %d and --shard_group_size %d contradict each other (give one)", c->shard_degree,
-                          c->shard_group_size);
-        c->shard_group_size = c->shard_degree;
+    if (c->shard.shard_degree > 0) {  // SMP: an explicit degree makes the strategy hybrid over groups of that many ranks
+        if (c->shard.sharding != SHARD_HYBRID_GRAD_OP) c->shard.sharding = SHARD_HYBRID_FULL;
+        if (flags_given(c, "shard_group_size") && c->shard.shard_group_size != c->shard.shard_degree)
+            comm_fail_all("--shard_degree %d and --shard_group_size %d contradict each other (give one)", c->shard.shard_degree,
+                          c->shard.shard_group_size);
+        c->shard.shard_group_size = c->shard.shard_degree;
     }
     // the seed's pair: the model's name, and the file holding its weights, which wins when given
-    if (c->pretrained_model_name[0] && !c->init_from[0]) memcpy(c->init_from, c->pretrained_model_name, sizeof c->init_from);
-    if (c->use_synthetic_data) {  // SMP: synthetic tokens instead of --training_dir/--test_dir
-        snprintf(c->train_data, sizeof c->train_data, "synthetic");
-        memset(c->val_data, 0, sizeof c->val_data);
+    if (c->ckpt.pretrained_model_name[0] && !c->ckpt.init_from[0]) memcpy(c->ckpt.init_from, c->ckpt.pretrained_model_name, sizeof c->ckpt.init_from);
+    if (c->data.use_synthetic_data) {  // SMP: synthetic tokens instead of --training_dir/--test_dir
+        snprintf(c->data.train_data, sizeof c->data.train_data, "synthetic");
+        memset(c->data.val_data, 0, sizeof c->data.val_data);
     }
     // the profiling recipe's profiler: its folder unless an output is named, its schedule unless steps are
-    if (c->use_profiler && !c->trace_file[0] && !c->trace_dir[0]) snprintf(c->trace_dir, sizeof c->trace_dir, "%s", TRACE_PROFILER_DIR);
-    if (c->use_profiler && !flags_given("trace_steps")) c->trace_steps[0] = TRACE_PROFILER_FIRST, c->trace_steps[1] = TRACE_PROFILER_LAST;
+    if (c->run.use_profiler && !c->run.trace_file[0] && !c->run.trace_dir[0]) snprintf(c->run.trace_dir, sizeof c->run.trace_dir, "%s", TRACE_PROFILER_DIR);
+    if (c->run.use_profiler && !flags_given(c, "trace_steps")) c->run.trace_steps[0] = TRACE_PROFILER_FIRST, c->run.trace_steps[1] = TRACE_PROFILER_LAST;
     validate(c);
 }

@@ -1,14 +1,14 @@
 // flags: fsdpc's own flags (training's, which `fsdpc plan` takes too): their table, the seed
 // recipes' defaults for what a command line leaves out (recipes.h), and the checks of the whole
-// Config they fill. A bad value ends the job on every rank with one line. The model's own
-// configuration (presets, shape checks) is model/config.h.
+// Config they fill (config.h: its sections). A bad value ends the job on every rank with one line.
+// The model's own configuration (presets, shape checks) is model/config.h.
 #ifndef FSDPC_FLAGS_H
 #define FSDPC_FLAGS_H
 
 #include <stdint.h>
 
 #include "../base/cli.h"
-#include "../model/config.h"
+#include "config.h"
 
 // The training flags: what `fsdpc` without a subcommand parses into a Config (the defaults
 // included), and what `fsdpc plan` takes beside its own.
@@ -32,8 +32,8 @@ void flags_no_source(Config *cfg);
 // FNV-1a of the parsed config but the thread count, for comm_check_same (Config is zeroed
 // before filling, so padding and string tails hash alike on every rank)
 uint64_t flags_hash(const Config *cfg);
-// whether the command line gave flag `name` (its canonical name)
-int flags_given(const char *name);
+// whether the command line that filled c gave flag `name` (its canonical name)
+int flags_given(const Config *c, const char *name);
 // The vocabulary once the tokenizer is known (vocab: its size; named: --tokenizer, a recipe's or
 // a source's, rather than the byte default): a vocabulary no flag, preset or source fixed becomes
 // the tokenizer's when it was named, or for the default model; else it must hold the tokenizer's

@@ -14,10 +14,10 @@
 // The one decision of which data the run trains on (RunData).
 static void decide_data(const Config *c, RunData *d) {
     data_bundled_path(d->bundled, sizeof d->bundled);
-    d->named = c->train_data[0] != 0;
-    int synthetic = !strcmp(c->train_data, "synthetic") || (!d->named && c->dataset_type == DATASET_SYNTHETIC);
+    d->named = c->data.train_data[0] != 0;
+    int synthetic = !strcmp(c->data.train_data, "synthetic") || (!d->named && c->data.dataset_type == DATASET_SYNTHETIC);
     d->kind = synthetic ? DATA_SYNTHETIC : d->named ? DATA_EXPLICIT : DATA_BUNDLED;
-    snprintf(d->spec, sizeof d->spec, "%s", synthetic ? "synthetic" : d->named ? c->train_data : d->bundled);
+    snprintf(d->spec, sizeof d->spec, "%s", synthetic ? "synthetic" : d->named ? c->data.train_data : d->bundled);
 }
 
 void inputs_init(Run *r) {
@@ -47,7 +47,7 @@ static void compare_input(Run *r, int i, const IdentSource *now) {
     }
     ident_source_free(&was);
     if (!changed) return;
-    if (!r->cfg->allow_changed_inputs)
+    if (!r->cfg->ckpt.allow_changed_inputs)
         comm_fail_all("%s; resume with the inputs the run used, or pass --allow_changed_inputs if the change is meant", msg);
     log_msg("warning: %s; going on with it (--allow_changed_inputs)\n", msg);
 }
@@ -95,7 +95,7 @@ static void read_recorded_inputs(Run *r) {
 // The tokenizer's identity: its file, or "byte".
 static void tokenizer_found(Run *r) {
     IdentSource id;
-    char err[1400], path[sizeof r->cfg->tokenizer], *file = path;
+    char err[1400], path[sizeof r->cfg->data.tokenizer], *file = path;
     snprintf(path, sizeof path, "%s", tok_path(r->tok));
     const char *e = ident_source(path, &file, !tok_is_byte(r->tok), &id, err, sizeof err) ? err : NULL;
     comm_check_all(e);
@@ -139,8 +139,8 @@ static int train_vocab_recorded(const Run *r, char *file, size_t filelen) {
     file[0] = 0;
     if (!tok_is_byte(r->tok)) return 0;
     const char *train = r->data.kind == DATA_EXPLICIT ? r->data.spec : "";
-    recorded = data_recorded_vocab(train, c->dataset_config_name, c->train_split[0] ? c->train_split : "train", file, filelen);
-    val = data_recorded_vocab(c->val_data, c->dataset_config_name, c->val_split[0] ? c->val_split : "validation", val_file,
+    recorded = data_recorded_vocab(train, c->data.dataset_config_name, c->data.train_split[0] ? c->data.train_split : "train", file, filelen);
+    val = data_recorded_vocab(c->data.val_data, c->data.dataset_config_name, c->data.val_split[0] ? c->data.val_split : "validation", val_file,
                               sizeof val_file);
     if (val > recorded) snprintf(file, filelen, "%s", val_file);
     return val > recorded ? val : recorded;
@@ -149,7 +149,7 @@ static int train_vocab_recorded(const Run *r, char *file, size_t filelen) {
 // --resume_from_checkpoint to the file resumed (r->resume_file), or none: a folder without one
 // starts the run fresh, a named file that is missing is an error.
 static void resolve_resume(Run *r) {
-    const char *p = r->cfg->resume_from_checkpoint;
+    const char *p = r->cfg->ckpt.resume_from_checkpoint;
     char line[CKPT_ERR_LEN];
     if (!p[0]) return;
     int found = ckpt_resolve(p, names_our_data, r, r->resume_file, sizeof r->resume_file, line, sizeof line);
@@ -169,14 +169,14 @@ void inputs_resolve(Run *r) {
     const char *tok_source = NULL;
     unsigned known = 0;
     resolve_resume(r);
-    const char *init = c->init_from;
+    const char *init = c->ckpt.init_from;
     size_t ni = strlen(init);
     r->init_h5 = !r->resume_file[0] && ni > 3 && !strcmp(init + ni - 3, ".h5");
     // the run's inputs, which no output may replace (io.h); Hugging Face sources note their own files
     io_input(r->resume_file, "the checkpoint being resumed");
     if (r->init_h5) io_input(init, "--init_from");
-    note_data(r->data.kind == DATA_EXPLICIT ? r->data.spec : "", c->dataset_config_name, "train", "the training data");
-    note_data(c->val_data, c->dataset_config_name, "validation", "the validation data");
+    note_data(r->data.kind == DATA_EXPLICIT ? r->data.spec : "", c->data.dataset_config_name, "train", "the training data");
+    note_data(c->data.val_data, c->data.dataset_config_name, "validation", "the validation data");
     if (r->resume_file[0] || r->init_h5) {
         const char *file = r->resume_file[0] ? r->resume_file : init;
         const char *other = ckpt_check_same_file(file);
@@ -203,20 +203,20 @@ void inputs_resolve(Run *r) {
         flags_no_source(c);
     }
     ckpt_source_share(&r->source);
-    int tok_given = flags_given("tokenizer");
+    int tok_given = flags_given(c, "tokenizer");
     // a checkpoint trained on token ids records the byte tokenizer, which says nothing about them
     int recorded_none = r->resume_file[0] && (!tok_from_source[0] || !strcmp(tok_from_source, "byte"));
-    r->tok_added = recorded_none && tok_given && r->max_steps == 0 && strcmp(c->tokenizer, "byte");
-    if (!tok_given && tok_from_source[0]) snprintf(c->tokenizer, sizeof c->tokenizer, "%s", tok_from_source);
-    r->tok = tok_open(c->tokenizer, err, sizeof err);
+    r->tok_added = recorded_none && tok_given && r->max_steps == 0 && strcmp(c->data.tokenizer, "byte");
+    if (!tok_given && tok_from_source[0]) snprintf(c->data.tokenizer, sizeof c->data.tokenizer, "%s", tok_from_source);
+    r->tok = tok_open(c->data.tokenizer, err, sizeof err);
     if (!r->tok && !tok_given && tok_from_source[0])
         comm_fail_all("%s names tokenizer '%s', which cannot be opened (%s); pass --tokenizer", tok_source, tok_from_source, err);
     comm_check_all(r->tok ? NULL : err);
-    snprintf(c->tokenizer, sizeof c->tokenizer, "%s", tok_path(r->tok));  // recorded in checkpoints
+    snprintf(c->data.tokenizer, sizeof c->data.tokenizer, "%s", tok_path(r->tok));  // recorded in checkpoints
     tokenizer_found(r);
-    if (strcmp(c->tokenizer, "byte")) io_input(c->tokenizer, "the tokenizer");
+    if (strcmp(c->data.tokenizer, "byte")) io_input(c->data.tokenizer, "the tokenizer");
     int V = tok_vocab_size(r->tok);
-    int named = tok_given || tok_from_source[0] || strcmp(c->tokenizer, "byte");  // strcmp: a recipe's default
+    int named = tok_given || tok_from_source[0] || strcmp(c->data.tokenizer, "byte");  // strcmp: a recipe's default
     if (!named && (c->size_origin[SIZE_V] == SIZE_FAMILY || c->size_origin[SIZE_V] == SIZE_DEFAULT)) {
         char file[1024];
         int recorded = train_vocab_recorded(r, file, sizeof file);
@@ -226,13 +226,13 @@ void inputs_resolve(Run *r) {
             log_msg("vocabulary: %d, recorded by data file '%s'\n", recorded, file);
         }
     }
-    comm_check_all(flags_take_tokenizer_vocab(c, V, named, c->tokenizer, tok_source));
+    comm_check_all(flags_take_tokenizer_vocab(c, V, named, c->data.tokenizer, tok_source));
     if (r->tok_added)
         log_msg("checkpoint %s records no tokenizer (its training data were token ids): this evaluation takes --tokenizer %s\n",
-                r->resume_file, c->tokenizer);
+                r->resume_file, c->data.tokenizer);
     // bytes fed to a model of another vocabulary, and its ids read back as bytes, would be noise
     r->no_text = tok_is_byte(r->tok) && c->model.vocab_size != V;
-    if (r->no_text && flags_given("prompt") && c->num_tokens > 0)
+    if (r->no_text && flags_given(c, "prompt") && c->gen.num_tokens > 0)
         comm_fail_all("--prompt: the model's vocabulary is %d tokens, not the byte tokenizer's %d, and no tokenizer was given%s%s: "
                       "pass --tokenizer with the one its ids come from (encoder.json + vocab.bpe, a tokenizer.json or tokenizer.model)",
                       c->model.vocab_size, V, tok_source ? " or recorded in " : "", tok_source ? tok_source : "");
@@ -245,7 +245,7 @@ void inputs_load_state(Run *r) {
     char err[CKPT_ERR_LEN];
     if (r->resume_file[0]) {
         CkptMeta meta;
-        if (ckpt_load(r->resume_file, &r->st, c, &meta, err, sizeof err)) comm_fail_all("%s", err);
+        if (ckpt_load(r->resume_file, &r->st, &meta, err, sizeof err)) comm_fail_all("%s", err);
         ckpt_lineage_of(&meta, r->origin.lineage, sizeof r->origin.lineage);
         snprintf(r->origin.parent, sizeof r->origin.parent, "%s", r->resume_file);
         log_msg("Resumed from %s at step %d (%llu tokens seen)\n", r->resume_file, meta.step,
@@ -254,26 +254,26 @@ void inputs_load_state(Run *r) {
         r->order.sample_base = meta.data_position;
         r->order.base_step = meta.step;
         // the sample order and dropout follow the seed: the run's own, unless another is asked for by name
-        if (meta.rng_state != (uint64_t)c->seed) {
-            if (flags_given("seed"))
+        if (meta.rng_state != (uint64_t)c->optim.seed) {
+            if (flags_given(c, "seed"))
                 comm_fail_all("--seed %d differs from the seed %llu that %s was trained with: resuming with another seed "
-                              "changes its data order and dropout; drop --seed to continue the run", c->seed,
+                              "changes its data order and dropout; drop --seed to continue the run", c->optim.seed,
                               (unsigned long long)meta.rng_state, r->resume_file);
-            c->seed = (int)meta.rng_state;
+            c->optim.seed = (int)meta.rng_state;
             if (r->train_loader) {  // built before the checkpoint was read: rebuilt for the run's order
                 data_loader_free(r->train_loader);
-                r->train_loader = data_loader_new(&r->train, (uint64_t)c->seed, c->batch_size, 1);
+                r->train_loader = data_loader_new(&r->train, (uint64_t)c->optim.seed, c->optim.batch_size, 1);
             }
         }
         if (meta.data_position != (uint64_t)meta.step * r->order.global_batch)
             log_msg("Resuming at global sample %llu (the checkpoint's data position) with a global batch of %d\n",
                     (unsigned long long)meta.data_position, r->order.global_batch);
     } else if (r->init_h5) {
-        if (ckpt_load_weights(c->init_from, &r->st, c, err, sizeof err)) comm_fail_all("%s", err);
-        snprintf(r->origin.parent, sizeof r->origin.parent, "%s", c->init_from);
-        log_msg("Initialized weights from %s (fresh optimizer state, step 0)\n", c->init_from);
+        if (ckpt_load_weights(c->ckpt.init_from, &r->st, err, sizeof err)) comm_fail_all("%s", err);
+        snprintf(r->origin.parent, sizeof r->origin.parent, "%s", c->ckpt.init_from);
+        log_msg("Initialized weights from %s (fresh optimizer state, step 0)\n", c->ckpt.init_from);
     } else if (r->hf) {
-        if (hf_load(r->hf, &r->st, c->allow_unused_weights, err, sizeof err)) comm_fail_all("%s", err);
+        if (hf_load(r->hf, &r->st, c->ckpt.allow_unused_weights, err, sizeof err)) comm_fail_all("%s", err);
         snprintf(r->origin.parent, sizeof r->origin.parent, "%s", hf_source_path(r->hf));
         log_msg("Initialized weights from %s (fresh optimizer state, step 0)\n", hf_source_path(r->hf));
         hf_close(r->hf);
@@ -284,11 +284,11 @@ void inputs_load_state(Run *r) {
 // A source of the run's data: what --train_data / --val_data name, read with the run's tokenizer.
 static DataSource data_source(Run *r, const char *spec, const char *split, const char *label) {
     const Config *c = r->cfg;
-    return (DataSource){.spec = spec, .config = c->dataset_config_name, .split = split, .tok = r->tok, .ctx = r,
-                        .text_column = c->text_column, .explicit_column = flags_given("text_column"),
-                        .cache_dir = c->data_cache_dir, .label = label, .stop = &comm_stop_signal, .format = c->data_format,
-                        .chat_template = c->chat_template, .train_on_inputs = c->train_on_inputs,
-                        .document_masking = c->document_masking};
+    return (DataSource){.spec = spec, .config = c->data.dataset_config_name, .split = split, .tok = r->tok, .ctx = r,
+                        .text_column = c->data.text_column, .explicit_column = flags_given(c, "text_column"),
+                        .cache_dir = c->data.data_cache_dir, .label = label, .stop = &comm_stop_signal, .format = c->data.data_format,
+                        .chat_template = c->data.chat_template, .train_on_inputs = c->data.train_on_inputs,
+                        .document_masking = c->data.document_masking};
 }
 
 // data_open, its error line ending the job on the ranks that found it; -1: stopped by a signal
@@ -302,16 +302,16 @@ static int open_dataset(Dataset *d, const DataSource *src, int T, int V, double 
 int inputs_open_data(Run *r) {
     Config *c = r->cfg;
     const RunData *d = &r->data;
-    int T = c->model.max_context_width, V = c->model.vocab_size, B = c->batch_size;
+    int T = c->model.max_context_width, V = c->model.vocab_size, B = c->optim.batch_size;
     // the bundled Tiny Shakespeare is bytes: the default data of the byte tokenizer only
     int bundled_ok = tok_is_byte(r->tok), synthetic = d->kind == DATA_SYNTHETIC;
-    if (r->max_steps != 0 && d->kind == DATA_BUNDLED && c->recipe_no_data[0]) comm_fail_all("%s", c->recipe_no_data);
+    if (r->max_steps != 0 && d->kind == DATA_BUNDLED && c->recipe.recipe_no_data[0]) comm_fail_all("%s", c->recipe.recipe_no_data);
     if (r->max_steps != 0 && d->kind == DATA_BUNDLED && !bundled_ok)
         comm_fail_all("with --tokenizer %s, give --train_data (text, JSON Lines, Arrow, Parquet, a Hugging Face dataset "
-                      "folder or hub name, or token shards): the bundled text is read as bytes", c->tokenizer);
+                      "folder or hub name, or token shards): the bundled text is read as bytes", c->data.tokenizer);
     if (r->max_steps != 0) {
         r->has_train = 1;
-        DataSource src = data_source(r, d->spec, c->train_split[0] ? c->train_split : "train",
+        DataSource src = data_source(r, d->spec, c->data.train_split[0] ? c->data.train_split : "train",
                                      "training data");
         src.identified = train_identified;
         if (synthetic) {  // no files: the identity is the name
@@ -322,23 +322,23 @@ int inputs_open_data(Run *r) {
             ident_source_free(&none);
             data_open_synthetic(&r->train, T, V);
         } else if (open_dataset(&r->train, &src, T, V, 0.0, d->kind == DATA_EXPLICIT ? 1.0 : 0.9) < 0) return 1;  // the bundled text's last 10% validates
-        if (c->packing && !r->train.rows && !synthetic)
+        if (c->data.packing && !r->train.rows && !synthetic)
             comm_fail_all("--packing packs finetuning rows (input_ids with attention_mask or labels, prompt/completion, "
                           "Alpaca, chat), and the training data is a token stream, already packed: use --document_masking "
                           "to keep its documents apart");
-        if ((c->packing || c->document_masking) && synthetic)
-            comm_fail_all("--%s needs documents, and synthetic data has none", c->packing ? "packing" : "document_masking");
-        r->train_loader = data_loader_new(&r->train, (uint64_t)c->seed, B, 1);
+        if ((c->data.packing || c->data.document_masking) && synthetic)
+            comm_fail_all("--%s needs documents, and synthetic data has none", c->data.packing ? "packing" : "document_masking");
+        r->train_loader = data_loader_new(&r->train, (uint64_t)c->optim.seed, B, 1);
     }
-    DataSource val = data_source(r, c->val_data, c->val_split[0] ? c->val_split : "validation", "validation data");
-    val.optional = !c->val_split[0];  // a split the command line named must exist
+    DataSource val = data_source(r, c->data.val_data, c->data.val_split[0] ? c->data.val_split : "validation", "validation data");
+    val.optional = !c->data.val_split[0];  // a split the command line named must exist
     val.identified = val_identified;
-    if (c->val_data[0] || (!d->named && bundled_ok)) {
+    if (c->data.val_data[0] || (!d->named && bundled_ok)) {
         // named validation data: its validation split when it has splits, else all of it
-        double from = c->val_data[0] ? 0.0 : 0.9;  // the bundled text's last 10%
-        if (!c->val_data[0]) val.spec = d->bundled;
+        double from = c->data.val_data[0] ? 0.0 : 0.9;  // the bundled text's last 10%
+        if (!c->data.val_data[0]) val.spec = d->bundled;
         r->has_val = open_dataset(&r->val, &val, T, V, from, 1.0);
-        if (!r->has_val && !c->val_split[0]) {
+        if (!r->has_val && !c->data.val_split[0]) {
             val.split = "train";
             val.optional = 0;
             r->has_val = open_dataset(&r->val, &val, T, V, from, 1.0);

@@ -9,19 +9,19 @@
 #include "../kernels/kernels.h"
 
 int memory_offload_horizon(const Config *c, int gpu) {
-    return gpu && c->offload_activations ? c->activation_loading_horizon : 0;
+    return gpu && c->shard.offload_activations ? c->shard.activation_loading_horizon : 0;
 }
 
 int memory_ckpt_every(const Config *c, int gpu) {
-    int on = c->activation_checkpoints || memory_offload_horizon(c, gpu) > 0;
-    return !on ? 0 : c->selective_checkpointing > 0 ? c->selective_checkpointing : 1;
+    int on = c->shard.activation_checkpoints || memory_offload_horizon(c, gpu) > 0;
+    return !on ? 0 : c->shard.selective_checkpointing > 0 ? c->shard.selective_checkpointing : 1;
 }
 
 // bytes per rank under config c: shard state by kind into *e, plus activations into *acts; the
 // kinds are the memory tracker's categories
 static double rank_bytes(const ModelPlan *plan, const Config *c, const ParallelDims *dims, ShardMemEstimate *e, double *acts) {
-    int B = c->batch_size, T = c->model.max_context_width;
-    shard_estimate(plan, c, dims, e);
+    int B = c->optim.batch_size, T = c->model.max_context_width;
+    shard_estimate(plan, &c->shard, c->optim.grad_accum, dims, e);
     *acts = (double)model_acts_bytes(plan, B, T, 0, memory_ckpt_every(c, 0), 0, NULL);
     return e->params + e->gathered + e->grads + e->optimizer + e->buffers + *acts;
 }
@@ -29,7 +29,7 @@ static double rank_bytes(const ModelPlan *plan, const Config *c, const ParallelD
 // the activations a GPU holds (offloaded ones in pinned host memory, *host)
 static double gpu_acts_bytes(const ModelPlan *plan, const Config *c, double *host) {
     size_t h;
-    double d = (double)model_acts_bytes(plan, c->batch_size, c->model.max_context_width, 0, memory_ckpt_every(c, 1),
+    double d = (double)model_acts_bytes(plan, c->optim.batch_size, c->model.max_context_width, 0, memory_ckpt_every(c, 1),
                                         memory_offload_horizon(c, 1), &h);
     if (host) *host = (double)h;
     return d;
@@ -43,7 +43,7 @@ static double device_bytes(const ModelPlan *plan, const Config *c, const Paralle
     rank_bytes(plan, c, dims, e, acts);
     *acts = gpu_acts_bytes(plan, c, NULL);
     e->params = e->optimizer / 2;  // the master shard: each of AdamW's two moments is its size
-    if (c->cpu_offload) e->optimizer = 0;
+    if (c->shard.cpu_offload) e->optimizer = 0;
     return e->params + e->gathered + e->grads + e->optimizer + e->buffers + *acts;
 }
 
@@ -100,17 +100,17 @@ void memory_check(const ModelPlan *plan, const Config *c, const ParallelDims *di
     alt = *c;
     char fits[256];
     snprintf(fits, sizeof fits, "more ranks on more %s (sharding divides parameters, gradients and optimizer state)", gpu ? "GPUs" : "nodes");
-    while (alt.batch_size > 1 && n * bytes(plan, &alt, dims, &e2, &acts2) > avail) alt.batch_size /= 2;
+    while (alt.optim.batch_size > 1 && n * bytes(plan, &alt, dims, &e2, &acts2) > avail) alt.optim.batch_size /= 2;
     if (n * bytes(plan, &alt, dims, &e2, &acts2) <= avail) {
-        snprintf(fits, sizeof fits, "--batch_size %d (and --grad_accum to keep the global batch)", alt.batch_size);
-    } else if ((alt.activation_checkpoints = 1, n * bytes(plan, &alt, dims, &e2, &acts2) <= avail)) {
-        snprintf(fits, sizeof fits, "--activation_checkpoints --batch_size %d", alt.batch_size);
-    } else if (gpu && !c->offload_activations && (alt.offload_activations = 1, n * bytes(plan, &alt, dims, &e2, &acts2) <= avail)) {
+        snprintf(fits, sizeof fits, "--batch_size %d (and --grad_accum to keep the global batch)", alt.optim.batch_size);
+    } else if ((alt.shard.activation_checkpoints = 1, n * bytes(plan, &alt, dims, &e2, &acts2) <= avail)) {
+        snprintf(fits, sizeof fits, "--activation_checkpoints --batch_size %d", alt.optim.batch_size);
+    } else if (gpu && !c->shard.offload_activations && (alt.shard.offload_activations = 1, n * bytes(plan, &alt, dims, &e2, &acts2) <= avail)) {
         snprintf(fits, sizeof fits, "--offload_activations --batch_size %d (checkpointed blocks' inputs in pinned host memory)",
-                 alt.batch_size);
-    } else if (gpu && !c->cpu_offload) {
+                 alt.optim.batch_size);
+    } else if (gpu && !c->shard.cpu_offload) {
         alt = *c;
-        alt.cpu_offload = 1;
+        alt.shard.cpu_offload = 1;
         if (n * bytes(plan, &alt, dims, &e2, &acts2) <= avail)
             snprintf(fits, sizeof fits, "--cpu_offload (master weights and AdamW moments in host memory)");
     }

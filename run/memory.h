@@ -3,9 +3,9 @@
 #ifndef FSDPC_MEMORY_H
 #define FSDPC_MEMORY_H
 
-#include "../model/config.h"
 #include "../model/model.h"
 #include "../shard/shard.h"
+#include "config.h"
 
 // One rank's bytes for plan under c on layout dims: the host's share (device 0) or a GPU's
 // (device 1), by kind into *e, activations into *acts, and the pinned host memory of offloaded

@@ -22,7 +22,7 @@ static void metrics_put(Run *r, const char *line) {
     if (r->metrics_newline) fputc('\n', r->metrics), r->metrics_newline = 0;
     fputs(line, r->metrics);
     char what[600];
-    snprintf(what, sizeof what, "--metrics_file '%s'", r->cfg->metrics_file);
+    snprintf(what, sizeof what, "--metrics_file '%s'", r->cfg->run.metrics_file);
     const char *e = io_write_error(r->metrics, what);
     if (!e) return;
     snprintf(r->metrics_error, sizeof r->metrics_error, "%s (the run stops: no later step is trained or saved)", e);
@@ -99,20 +99,20 @@ void outputs_open(Run *r) {
     Config *c = r->cfg;
     static char err[1400];
     const char *e = NULL;
-    if (comm_info.rank == 0 && r->max_steps != 0 && c->checkpoint_freq > 0) e = make_folder(c->checkpoint_dir, "--checkpoint_dir");
+    if (comm_info.rank == 0 && r->max_steps != 0 && c->ckpt.checkpoint_freq > 0) e = make_folder(c->ckpt.checkpoint_dir, "--checkpoint_dir");
     // generated text goes to stdout: a file there is an output like the others
     if (!e && comm_info.rank == 0) e = io_output("/dev/stdout", "standard output");
-    if (!e && comm_info.rank == 0 && c->metrics_file[0]) e = comm_output_path_problem(c->metrics_file, "--metrics_file", 0);
-    if (!e && comm_info.rank == 0 && c->metrics_file[0]) e = io_output(c->metrics_file, "--metrics_file");
-    if (!e && comm_info.rank == 0 && c->metrics_file[0]) e = metrics_file_problem(r, c->metrics_file);
-    if (!e && comm_info.rank == 0 && c->metrics_file[0] && !(r->metrics = fopen(c->metrics_file, "a")))
-        e = (snprintf(err, sizeof err, "cannot open --metrics_file '%s' for appending: %s", c->metrics_file,
-                      comm_path_error(c->metrics_file, errno)), err);
+    if (!e && comm_info.rank == 0 && c->run.metrics_file[0]) e = comm_output_path_problem(c->run.metrics_file, "--metrics_file", 0);
+    if (!e && comm_info.rank == 0 && c->run.metrics_file[0]) e = io_output(c->run.metrics_file, "--metrics_file");
+    if (!e && comm_info.rank == 0 && c->run.metrics_file[0]) e = metrics_file_problem(r, c->run.metrics_file);
+    if (!e && comm_info.rank == 0 && c->run.metrics_file[0] && !(r->metrics = fopen(c->run.metrics_file, "a")))
+        e = (snprintf(err, sizeof err, "cannot open --metrics_file '%s' for appending: %s", c->run.metrics_file,
+                      comm_path_error(c->run.metrics_file, errno)), err);
     // a new events file per run, so nothing of an earlier run's is ever rewritten
-    if (!e && comm_info.rank == 0 && c->tensorboard_dir[0]) e = make_folder(c->tensorboard_dir, "--tensorboard_dir");
-    if (!e && comm_info.rank == 0 && c->tensorboard_dir[0] && !(r->tb = tboard_open(c->tensorboard_dir, err, sizeof err))) e = err;
+    if (!e && comm_info.rank == 0 && c->run.tensorboard_dir[0]) e = make_folder(c->run.tensorboard_dir, "--tensorboard_dir");
+    if (!e && comm_info.rank == 0 && c->run.tensorboard_dir[0] && !(r->tb = tboard_open(c->run.tensorboard_dir, err, sizeof err))) e = err;
     // each rank writes its own --trace_dir file, so each makes the folder (it may be a node's own)
-    if (!e && c->trace_dir[0]) e = make_folder(c->trace_dir, "--trace_dir");
+    if (!e && c->run.trace_dir[0]) e = make_folder(c->run.trace_dir, "--trace_dir");
     comm_check_all(e);
 }
 
@@ -123,11 +123,11 @@ void outputs_open(Run *r) {
 // path from other working directories, node-local storage) would hang the first checkpoint.
 void outputs_claim_checkpoint_dir(Run *r) {
     Config *c = r->cfg;
-    if (r->max_steps == 0 || c->checkpoint_freq <= 0) return;
-    comm_check_all(comm_info.rank == 0 ? ckpt_claim_dir(c->checkpoint_dir, r->origin.run_id, r->resume_file,
-                                                        r->init_h5 ? c->init_from : "", c->overwrite_checkpoints)
+    if (r->max_steps == 0 || c->ckpt.checkpoint_freq <= 0) return;
+    comm_check_all(comm_info.rank == 0 ? ckpt_claim_dir(c->ckpt.checkpoint_dir, r->origin.run_id, r->resume_file,
+                                                        r->init_h5 ? c->ckpt.init_from : "", c->ckpt.overwrite_checkpoints)
                                        : NULL);
-    comm_check_all(ckpt_check_claim(c->checkpoint_dir, r->origin.run_id));
+    comm_check_all(ckpt_check_claim(c->ckpt.checkpoint_dir, r->origin.run_id));
 }
 
 enum { MEM_TOTAL = KERN_MEM_NCAT, MEM_HELD, MEM_HOST, MEM_ROWS, MEM_N = 2 * MEM_ROWS + 1 };
@@ -252,12 +252,12 @@ void outputs_step_done(Run *r, char *line, size_t cap, int len) {
 void outputs_close(Run *r) {
     const Config *c = r->cfg;
     if (r->metrics && fclose(r->metrics) != 0 && !r->metrics_error[0])
-        snprintf(r->metrics_error, sizeof r->metrics_error, "cannot write --metrics_file '%s': %s", c->metrics_file, strerror(errno));
+        snprintf(r->metrics_error, sizeof r->metrics_error, "cannot write --metrics_file '%s': %s", c->run.metrics_file, strerror(errno));
     r->metrics = NULL;
     const char *tb_failed = tboard_close(r->tb);
     if (tb_failed && !r->metrics_error[0])
         snprintf(r->metrics_error, sizeof r->metrics_error, "%s", tb_failed);
     r->tb = NULL;
     // the last step's line and events
-    if (c->metrics_file[0] || c->tensorboard_dir[0]) comm_check_all(r->metrics_error[0] ? r->metrics_error : NULL);
+    if (c->run.metrics_file[0] || c->run.tensorboard_dir[0]) comm_check_all(r->metrics_error[0] ? r->metrics_error : NULL);
 }

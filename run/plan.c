@@ -12,13 +12,13 @@
 #include "../data/text/tokenizer.h"
 #include "../kernels/kernels.h"
 #include "../base/cli.h"
-#include "../model/config.h"
 #include "../model/model.h"
 #include "recipes.h"
 #include "../shard/parallel.h"
 #include "../shard/shard.h"
 #include "flags.h"
 #include "memory.h"
+#include "config.h"
 
 typedef enum { GPU_H100, GPU_H100_PCIE, GPU_H200, GPU_A100, GPU_A100_40G } PlanGpu;
 
@@ -171,25 +171,25 @@ static void plan_model(PlanFigures *f) {
     flags_finish(cfg);
     // a resume folder that holds no checkpoint starts the run fresh (the recipes' launch lines name one)
     char found[1024], err[CKPT_ERR_LEN];
-    int resumed = !cfg->init_from[0] && cfg->resume_from_checkpoint[0] ?
-                      ckpt_resolve(cfg->resume_from_checkpoint, NULL, NULL, found, sizeof found, err, sizeof err) : 0;
+    int resumed = !cfg->ckpt.init_from[0] && cfg->ckpt.resume_from_checkpoint[0] ?
+                      ckpt_resolve(cfg->ckpt.resume_from_checkpoint, NULL, NULL, found, sizeof found, err, sizeof err) : 0;
     if (resumed < 0) comm_fail_all("%s", err);
-    if (cfg->init_from[0] || resumed)
+    if (cfg->ckpt.init_from[0] || resumed)
         comm_fail_all("plan: the model's sizes come from --model_name and the size flags; --init_from and "
                       "--resume_from_checkpoint are not read");
     flags_no_source(cfg);  // no source to wait for: settle the family and its sizes as training would
     // the vocabulary follows the tokenizer unless something fixed it, as in training
     // the tokenizer is read only where the vocabulary follows it (training checks the rest)
-    int named = flags_given("tokenizer") || strcmp(cfg->tokenizer, "byte");
+    int named = flags_given(cfg, "tokenizer") || strcmp(cfg->data.tokenizer, "byte");
     if (cfg->size_origin[SIZE_V] == SIZE_DEFAULT || (cfg->size_origin[SIZE_V] == SIZE_FAMILY && named)) {
         char err[1400];
-        Tokenizer *t = tok_open(cfg->tokenizer, err, sizeof err);
+        Tokenizer *t = tok_open(cfg->data.tokenizer, err, sizeof err);
         if (!t) comm_fail_all("%s", err);
-        const char *why = flags_take_tokenizer_vocab(cfg, tok_vocab_size(t), named, cfg->tokenizer, NULL);
+        const char *why = flags_take_tokenizer_vocab(cfg, tok_vocab_size(t), named, cfg->data.tokenizer, NULL);
         tok_free(t);
         if (why) comm_fail_all("plan: %s", why);
     }
-    f->gpu = cfg->device != KERN_DEVICE_CPU;
+    f->gpu = cfg->run.device != KERN_DEVICE_CPU;
     f->world = a.world_size;
     f->rpn = a.ranks_per_node;
     if (!f->world) f->world = f->rpn ? f->rpn : f->gpu ? GPU_RANKS_PER_NODE : 1;
@@ -200,20 +200,20 @@ static void plan_model(PlanFigures *f) {
     f->nodes = f->world / f->rpn;
     const char *sizes = flags_check_world(cfg, f->world);
     if (sizes) comm_fail_all("plan: %s", sizes);
-    const char *why = parallel_dims_build(&f->dims, cfg, f->world, f->rpn);
+    const char *why = parallel_dims_build(&f->dims, &cfg->shard, &cfg->model, f->world, f->rpn);
     if (why) comm_fail_all("plan: %s", why);
     if (f->gpu && (why = kern_size_as_gpu())) comm_fail_all("plan: %s", why);
-    kern_set_compute_bf16(cfg->precision == PRECISION_BF16);  // activation sizes follow (kern_act_bytes)
+    kern_set_compute_bf16(cfg->shard.precision == PRECISION_BF16);  // activation sizes follow (kern_act_bytes)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     // a CPU run's attention scratch is per thread: the threads each of the node's ranks would get
-    comm_check_all(kern_init(cfg->num_threads ? cfg->num_threads : cores / f->rpn > 1 ? (int)(cores / f->rpn) : 1));
-    cfg->num_threads = kern_num_threads();
+    comm_check_all(kern_init(cfg->run.num_threads ? cfg->run.num_threads : cores / f->rpn > 1 ? (int)(cores / f->rpn) : 1));
+    cfg->run.num_threads = kern_num_threads();
     char big[1024];
     if (model_plan_build(&f->plan, &cfg->model, big, sizeof big)) comm_fail_all("%s", big);
     f->tp = f->dims.tp;
     // a tp rank's parts: every tp rank's are the same size
     if (f->tp > 1) model_plan_tp(&f->plan, f->tp, 0, NULL, f->dims.sequence_parallel);
-    if ((sizes = model_check_sizes(&f->plan, cfg->batch_size, cfg->model.max_context_width))) comm_fail_all("plan: %s", sizes);
+    if ((sizes = model_check_sizes(&f->plan, cfg->optim.batch_size, cfg->model.max_context_width))) comm_fail_all("plan: %s", sizes);
 }
 
 // ---- memory: the start-up check's estimate, the GPU's share or the host's ----
@@ -252,12 +252,12 @@ static void plan_memory(PlanFigures *f) {
 static double tp_collectives(PlanFigures *f, double intra) {
     const Config *cfg = f->cfg;
     const ModelConfig *m = &cfg->model;
-    int B = cfg->batch_size, T = m->max_context_width, M = cfg->grad_accum, L = m->num_layers;
-    int every_tp = !cfg->activation_checkpoints ? 0 : cfg->selective_checkpointing > 0 ? cfg->selective_checkpointing : 1;
+    int B = cfg->optim.batch_size, T = m->max_context_width, M = cfg->optim.grad_accum, L = m->num_layers;
+    int every_tp = !cfg->shard.activation_checkpoints ? 0 : cfg->shard.selective_checkpointing > 0 ? cfg->shard.selective_checkpointing : 1;
     int recomputed_tp = every_tp > 0 ? (L + every_tp - 1) / every_tp : 0;
     double act_bytes = (double)B * T * m->hidden_width, tp_exposed = 0;
     if (f->tp > 1) {
-        double fwd_n = 1.0 + 2.0 * (L + recomputed_tp), bwd_n = 1.0 + 2.0 * L, ab = f->gpu && cfg->precision == PRECISION_BF16 ? 2 : 4;
+        double fwd_n = 1.0 + 2.0 * (L + recomputed_tp), bwd_n = 1.0 + 2.0 * L, ab = f->gpu && cfg->shard.precision == PRECISION_BF16 ? 2 : 4;
         if (f->dims.sequence_parallel) {
             f->coll[f->nc++] = ring("tp reduce-scatter fwd", f->tp, M * fwd_n * act_bytes * 4, intra * GB, 0);
             f->coll[f->nc++] = ring("tp all-gather fwd", f->tp, M * fwd_n * act_bytes * ab, intra * GB, 0);
@@ -278,11 +278,11 @@ static double tp_collectives(PlanFigures *f, double intra) {
 static void plan_comm(PlanFigures *f) {
     const Config *cfg = f->cfg;
     const PlanArgs a = f->a;
-    int M = cfg->grad_accum, L = cfg->model.num_layers;
+    int M = cfg->optim.grad_accum, L = cfg->model.num_layers;
     f->shard = f->dims.shard_size;
     f->replicas = f->dims.replica_size;
     int reshard = f->dims.reshard_after_forward;
-    double pb = cfg->precision == PRECISION_BF16 ? 2 : 4, gb = cfg->reduce_dtype == PRECISION_BF16 ? 2 : 4;
+    double pb = cfg->shard.precision == PRECISION_BF16 ? 2 : 4, gb = cfg->shard.reduce_dtype == PRECISION_BF16 ? 2 : 4;
     double all = 0, blocks = 0, embed = 0;
     f->block_params = 0;
     for (int u = 0; u < f->plan.nunits; u++) {
@@ -306,7 +306,7 @@ static void plan_comm(PlanFigures *f) {
     // in between), and under full-shard every block again in backward
     double fwd = all + (reshard && f->plan.embed_unit == f->plan.head_unit ? embed : 0), bwd = reshard ? blocks : 0;
     // sharded accumulation reduces every micro-batch; --accumulate_unsharded and shard group 1 once a step
-    int reductions = f->shard > 1 && !cfg->accumulate_unsharded ? M : 1;
+    int reductions = f->shard > 1 && !cfg->shard.accumulate_unsharded ? M : 1;
     f->nc = 0;
     if (f->shard > 1) {
         f->coll[f->nc++] = ring("all-gather forward", f->shard, M * fwd * pb, shard_bw, 0);
@@ -330,7 +330,7 @@ static void plan_time(PlanFigures *f) {
     const Config *cfg = f->cfg;
     const PlanArgs a = f->a;
     const ModelConfig *m = &cfg->model;
-    int B = cfg->batch_size, T = m->max_context_width, M = cfg->grad_accum, L = m->num_layers;
+    int B = cfg->optim.batch_size, T = m->max_context_width, M = cfg->optim.grad_accum, L = m->num_layers;
     f->fpt = model_flops_per_token(&f->plan, T);
     f->tokens = (double)B * T * M;
     f->every = memory_ckpt_every(cfg, f->gpu);
@@ -340,10 +340,10 @@ static void plan_time(PlanFigures *f) {
     double block_fpt = f->fpt - 6.0 * ((double)f->plan.num_params - f->block_params);
     f->recompute_fpt = L > 0 ? (double)f->recomputed / L * block_fpt / 3.0 : 0.0;
     f->peak_flops = a.gpu_tflops > 0 ? a.gpu_tflops * 1e12
-                        : f->gpu ? (cfg->precision == PRECISION_BF16 ? gpus[a.gpu].bf16_tflops : gpus[a.gpu].fp32_tflops) * 1e12
+                        : f->gpu ? (cfg->shard.precision == PRECISION_BF16 ? gpus[a.gpu].bf16_tflops : gpus[a.gpu].fp32_tflops) * 1e12
                               : 0.0;  // a CPU's peak is for --gpu_tflops to say
     // the fit covers bf16 on a GPU; elsewhere recomputation costs its FLOPs at a flat efficiency
-    f->fitted = f->gpu && cfg->precision == PRECISION_BF16;
+    f->fitted = f->gpu && cfg->shard.precision == PRECISION_BF16;
     f->micro = (double)B * T;
     f->width_half = FIT_K * f->peak_flops / (gpus[a.gpu].hbm_gbs * GB);
     double width_factor = m->hidden_width / (m->hidden_width + f->width_half), micro_factor = f->micro / (f->micro + FIT_M0);
@@ -352,8 +352,8 @@ static void plan_time(PlanFigures *f) {
                                  : UNFITTED_EFFICIENCY;
     f->efficiency_source = a.efficiency > 0 ? "--compute_efficiency" : f->fitted ? "fit" : "unfitted";
     f->rho = f->fitted ? FIT_RHO : 1.0;
-    f->adam_bw = (f->gpu && !cfg->cpu_offload ? gpus[a.gpu].hbm_gbs : HOST_ADAMW_GBS) * GB;
-    double adam_bytes = ADAMW_BYTES + (f->gpu && !cfg->cpu_offload && cfg->precision == PRECISION_BF16 ? ADAMW_BF16_BYTES : 0.0);
+    f->adam_bw = (f->gpu && !cfg->shard.cpu_offload ? gpus[a.gpu].hbm_gbs : HOST_ADAMW_GBS) * GB;
+    double adam_bytes = ADAMW_BYTES + (f->gpu && !cfg->shard.cpu_offload && cfg->shard.precision == PRECISION_BF16 ? ADAMW_BF16_BYTES : 0.0);
     f->optim = f->master / 4 * adam_bytes / f->adam_bw;
     // a tp rank does 1/tp of its tp group's matmuls on the group's tokens
     f->compute = f->peak_flops > 0 ? f->tokens * (f->fpt + f->rho * f->recompute_fpt) / f->tp / (f->peak_flops * f->efficiency) : 0;
@@ -369,21 +369,21 @@ static void print_json(const PlanFigures *f, const char *device) {
     const Config *cfg = f->cfg;
     const PlanArgs a = f->a;
     const ModelConfig *m = &cfg->model;
-    int B = cfg->batch_size, T = m->max_context_width, M = cfg->grad_accum, L = m->num_layers;
+    int B = cfg->optim.batch_size, T = m->max_context_width, M = cfg->optim.grad_accum, L = m->num_layers;
     printf("{\"model\": {\"model_type\": \"%s\", \"model_name\": \"%s\", \"num_params\": %zu, \"hidden_width\": %d, "
            "\"num_layers\": %d, \"num_heads\": %d, \"num_key_value_heads\": %d, \"intermediate_size\": %d, "
            "\"max_context_width\": %d, \"vocab_size\": %d}, ",
            m->model_type, m->model_name, f->plan.num_params, m->hidden_width, L, m->num_heads, m->num_key_value_heads,
            m->intermediate_size, T, m->vocab_size);
     printf("\"recipe\": \"%s\", \"lr\": %g, \"max_steps\": %d, \"train_data\": \"%s\", ",
-           cli_choice_name(recipe_choices, recipe_chosen()), (double)cfg->lr, cfg->max_steps, cfg->train_data);
+           cli_choice_name(recipe_choices, recipe_chosen()), (double)cfg->optim.lr, cfg->optim.max_steps, cfg->data.train_data);
     printf("\"device\": \"%s\", \"world_size\": %d, \"ranks_per_node\": %d, \"nodes\": %d, \"sharding\": \"%s\", "
            "\"shard_group\": %d, \"replica_group\": %d, \"tp\": %d, \"precision\": \"%s\", \"reduce_dtype\": \"%s\", "
            "\"batch_size\": %d, \"grad_accum\": %d, \"checkpoint_every\": %d, \"cpu_offload\": %s, "
            "\"offload_horizon\": %d, \"offloaded_activations_bytes\": %.0f, ",
-           device, f->world, f->rpn, f->nodes, config_sharding_name(f->dims.strategy), f->shard, f->replicas, f->tp,
-           config_precision_name(cfg->precision),
-           config_precision_name(cfg->reduce_dtype), B, M, f->every, cfg->cpu_offload ? "true" : "false", f->horizon,
+           device, f->world, f->rpn, f->nodes, shard_strategy_name(f->dims.strategy), f->shard, f->replicas, f->tp,
+           shard_precision_name(cfg->shard.precision),
+           shard_precision_name(cfg->shard.reduce_dtype), B, M, f->every, cfg->shard.cpu_offload ? "true" : "false", f->horizon,
            f->acts_offloaded);
     printf("\"per_rank_bytes\": {\"params\": %.0f, \"master\": %.0f, \"gathered\": %.0f, \"grads\": %.0f, "
            "\"optimizer\": %.0f, \"activations\": %.0f, \"buffers\": %.0f, \"peak\": %.0f}, \"capacity_bytes\": %.0f, "
@@ -418,28 +418,28 @@ static void print_json(const PlanFigures *f, const char *device) {
 static void print_layout(const PlanFigures *f, const char *device) {
     const Config *cfg = f->cfg;
     const ModelConfig *m = &cfg->model;
-    int B = cfg->batch_size, T = m->max_context_width, M = cfg->grad_accum, L = m->num_layers;
+    int B = cfg->optim.batch_size, T = m->max_context_width, M = cfg->optim.grad_accum, L = m->num_layers;
     char origins[400];
     flags_size_origins(cfg, origins, sizeof origins);
     printf("fsdpc plan: %s%s%s, %.3g%s parameters (D=%d L=%d H=%d KV=%d F=%d V=%d), context %d; %s\n", m->model_type,
            m->model_name[0] ? " " : "", m->model_name, f->plan.num_params / (f->plan.num_params >= 1e9 ? 1e9 : 1e6),
            f->plan.num_params >= 1e9 ? "B" : "M", m->hidden_width, L, m->num_heads, m->num_key_value_heads, m->intermediate_size,
            m->vocab_size, T, origins);
-    if (cfg->recipe_line[0]) printf("%s\n", cfg->recipe_line);
-    if (cfg->recipe_note[0]) printf("%s\n", cfg->recipe_note);
+    if (cfg->recipe.recipe_line[0]) printf("%s\n", cfg->recipe.recipe_line);
+    if (cfg->recipe.recipe_note[0]) printf("%s\n", cfg->recipe.recipe_note);
     char tps[48] = "";
     if (f->tp > 1) snprintf(tps, sizeof tps, " x tp %d%s", f->tp, f->dims.sequence_parallel ? " (sequence parallel)" : "");
     printf("layout: %d rank(s), %d node(s) of %d on %s; %s: shard group %d x replica group %d%s; %s, reduce %s\n", f->world,
-           f->nodes, f->rpn, device, config_sharding_name(f->dims.strategy), f->shard, f->replicas, tps,
-           config_precision_name(cfg->precision),
-           config_precision_name(cfg->reduce_dtype));
+           f->nodes, f->rpn, device, shard_strategy_name(f->dims.strategy), f->shard, f->replicas, tps,
+           shard_precision_name(cfg->shard.precision),
+           shard_precision_name(cfg->shard.reduce_dtype));
     printf("batch: %d x %d tokens x grad_accum %d = %.0f tokens per rank per step, %.0f per step%s\n", B, T, M, f->tokens,
            f->tokens * f->dims.dp, f->tp > 1 ? " (a tp group's ranks read the same tokens)" : "");
 }
 
 static void print_memory(const PlanFigures *f) {
     const Config *cfg = f->cfg;
-    int M = cfg->grad_accum, L = cfg->model.num_layers;
+    int M = cfg->optim.grad_accum, L = cfg->model.num_layers;
     char ck[96] = "every block stored";
     if (f->every) snprintf(ck, sizeof ck, "%d of %d blocks recomputed in backward%s", f->recomputed, L,
                         f->acts_offloaded > 0 ? ", their inputs offloaded" : "");
@@ -454,10 +454,10 @@ static void print_memory(const PlanFigures *f) {
     mem_row("gathered", f->e.gathered, unit, shard_params, "full parameters of gathered units");
     mem_row("gradients", f->e.grads, unit, shard_params,
             M == 1 ? "" : f->shard == 1 ? "micro-batches add into the shard (shard group 1)"
-            : cfg->accumulate_unsharded ? "the whole model's, held over the micro-batches (--accumulate_unsharded)"
+            : cfg->shard.accumulate_unsharded ? "the whole model's, held over the micro-batches (--accumulate_unsharded)"
                                        : "each micro-batch reduce-scattered into the shard");
     mem_row("optimizer", f->e.optimizer, unit, shard_params,
-            f->gpu && cfg->cpu_offload ? "in host memory (--cpu_offload)" : "AdamW moments");
+            f->gpu && cfg->shard.cpu_offload ? "in host memory (--cpu_offload)" : "AdamW moments");
     mem_row("activations", f->acts, unit, shard_params, ck);
     mem_row("buffers", f->e.buffers, unit, shard_params, "communication: bf16 staging of gathers and reductions");
     mem_row("peak", f->peak, unit, shard_params, "");
@@ -472,7 +472,7 @@ static void print_memory(const PlanFigures *f) {
     double moments = f->host.optimizer / shard_params;
     printf("  sharded state: %.0f bytes per parameter of the rank's shard (fp32 master %.0f, fp32 gradient %.0f, AdamW moments %.0f%s)\n",
            2 * f->master / shard_params + moments, f->master / shard_params, f->master / shard_params, moments,
-           f->gpu && cfg->cpu_offload ? " in host memory" : "");
+           f->gpu && cfg->shard.cpu_offload ? " in host memory" : "");
 }
 
 static void print_comm(const PlanFigures *f) {

@@ -159,9 +159,9 @@ static const char *default_of(const Recipe *r, const char *flag) {
 
 // a setting a or b defaults (the other leaving it to fsdpc, or defaulting it otherwise) that the
 // command line does not give, or NULL
-static const char *differ(const Recipe *a, const Recipe *b, int (*given)(const char *flag)) {
+static const char *differ(const Recipe *a, const Recipe *b, int (*given)(const Config *c, const char *flag), const Config *c) {
     for (const RecipeDefault *d = a->defaults; d->flag; d++) {
-        if (d->env || given(d->flag)) continue;
+        if (d->env || given(c, d->flag)) continue;
         const char *va = default_of(a, d->flag), *vb = default_of(b, d->flag);
         if (!va || !vb || strcmp(va, vb)) return d->flag;
     }
@@ -176,7 +176,7 @@ static const Recipe *found(const Recipe *r) {
     return r;
 }
 
-const Recipe *recipe_find(int choice, int (*given)(const char *flag), const char **why) {
+const Recipe *recipe_find(int choice, int (*given)(const Config *c, const char *flag), const Config *c, const char **why) {
     static char msg[600];
     *why = NULL;
     chosen = RECIPE_NONE;
@@ -203,8 +203,8 @@ const Recipe *recipe_find(int choice, int (*given)(const char *flag), const char
             if (!a) a = &recipes[i], ma = *m;
             else if (!marks(a, *m) && !b) b = &recipes[i], mb = *m;
         }
-    const char *flag = differ(a, b, given);
-    if (!flag) flag = differ(b, a, given);
+    const char *flag = differ(a, b, given, c);
+    if (!flag) flag = differ(b, a, given, c);
     if (!flag) return found(a);
     const char *va = default_of(a, flag), *vb = default_of(b, flag);
     snprintf(msg, sizeof msg, "--%s is %s's flag and --%s is %s's, whose defaults differ (--%s %s against %s): give "
@@ -214,11 +214,11 @@ const Recipe *recipe_find(int choice, int (*given)(const char *flag), const char
     return NULL;
 }
 
-void recipe_each_default(const Recipe *r, const char *model_type, int (*given)(const char *flag),
-                         void (*set)(const char *flag, const char *value, void *ctx), void *ctx) {
+void recipe_each_default(const Recipe *r, const char *model_type, int (*given)(const Config *c, const char *flag),
+                         const Config *c, void (*set)(const char *flag, const char *value, void *ctx), void *ctx) {
     for (const RecipeDefault *d = r->defaults; d->flag; d++) {
         if (d->family && strcmp(d->family, model_type)) continue;
-        if ((d->when && !given(d->when)) || (d->unless && given(d->unless))) continue;
+        if ((d->when && !given(c, d->when)) || (d->unless && given(c, d->unless))) continue;
         const char *v = d->env ? getenv(d->env) : d->value;
         if (v && *v) set(d->flag, v, ctx);
     }

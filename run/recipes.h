@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "../base/cli.h"
-#include "../model/config.h"
+#include "config.h"
 
 typedef struct Recipe Recipe;
 
@@ -20,9 +20,9 @@ extern const CliChoice recipe_choices[];
 // The recipe of the last parse's flags: `choice` (a recipe_choices value), else the recipe whose
 // flag spellings the command line uses (cli_spelled). NULL for fsdpc's own dialect. When the
 // spellings belong to two recipes whose defaults differ on a setting the line does not give
-// (given(flag): whether it set that setting, under any spelling), NULL and *why names both (a
+// (given(c, flag): whether c's command line set that setting, under any spelling), NULL and *why names both (a
 // static message).
-const Recipe *recipe_find(int choice, int (*given)(const char *flag), const char **why);
+const Recipe *recipe_find(int choice, int (*given)(const Config *c, const char *flag), const Config *c, const char **why);
 // The recipe_choices value of the recipe the last flags_finish took defaults from (RECIPE_NONE: none)
 int recipe_chosen(void);
 // The recipe's name as the start-up line gives it ("10.FSDP's train.py")
@@ -31,11 +31,11 @@ const char *recipe_name(const Recipe *r);
 const char *recipe_no_data(const Recipe *r);
 // What fsdpc cannot match of the recipe's script, in one sentence, or NULL
 const char *recipe_differs(const Recipe *r);
-// Calls set(flag, value, ctx) for each of r's defaults whose conditions hold: given(flag) says
-// whether the command line set a flag, and family-specific ones apply when the string at
+// Calls set(flag, value, ctx) for each of r's defaults whose conditions hold: given(c, flag) says
+// whether c's command line set a flag, and family-specific ones apply when the string at
 // model_type, read again before each (the first default settles the family), names that family.
-void recipe_each_default(const Recipe *r, const char *model_type, int (*given)(const char *flag),
-                         void (*set)(const char *flag, const char *value, void *ctx), void *ctx);
+void recipe_each_default(const Recipe *r, const char *model_type, int (*given)(const Config *c, const char *flag),
+                         const Config *c, void (*set)(const char *flag, const char *value, void *ctx), void *ctx);
 // What the recipe's script would train from c that fsdpc cannot, as one line (refused rather than
 // trained otherwise), or NULL.
 const char *recipe_check(const Recipe *r, const Config *c);

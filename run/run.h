@@ -12,9 +12,9 @@
 #include "../data/source/ident.h"
 #include "../data/loader/pack.h"
 #include "../data/text/tokenizer.h"
-#include "../model/config.h"
 #include "../model/model.h"
 #include "../shard/shard.h"
+#include "config.h"
 #include "tboard.h"
 
 // Which data the run trains on, decided once (inputs_decide): what --train_data names, the bundled

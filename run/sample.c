@@ -69,7 +69,7 @@ static const char *generate_text(Run *r, const void *const *P) {
     Config *c = r->cfg;
     // the prompt is encoded after <s> when the tokenizer has one; the byte tokenizer starts an
     // empty prompt from a line break, not printed
-    size_t n = 0, cap = 0, len = strlen(c->prompt);
+    size_t n = 0, cap = 0, len = strlen(c->gen.prompt);
     int32_t *prompt = NULL;
     // a tokenizer without BOS starts an empty prompt from its end-of-text token, the byte tokenizer from '\n'
     int32_t start = tok_bos(r->tok) >= 0 ? tok_bos(r->tok) : len ? -1 : tok_eos(r->tok) >= 0 ? tok_eos(r->tok) : '\n';
@@ -79,11 +79,11 @@ static const char *generate_text(Run *r, const void *const *P) {
         prompt[n++] = start;
     }
     int32_t stop = -1;
-    if (flags_given("chat_template")) {  // the prompt as the user's turn, in the format the model was finetuned on
+    if (flags_given(c, "chat_template")) {  // the prompt as the user's turn, in the format the model was finetuned on
         SftRow row = {0};
-        SftMessage m = {.role = "user", .role_len = 4, .content = c->prompt, .content_len = len};
+        SftMessage m = {.role = "user", .role_len = 4, .content = c->gen.prompt, .content_len = len};
         char err[512];
-        comm_check_all(sft_chat_encode(r->tok, (ChatTemplate)c->chat_template, &m, 1, 1, &row, err, sizeof err) ? err : NULL);
+        comm_check_all(sft_chat_encode(r->tok, (ChatTemplate)c->data.chat_template, &m, 1, 1, &row, err, sizeof err) ? err : NULL);
         n = 0;
         for (size_t i = 0; i < row.len; i++) {
             if (n == cap) prompt = realloc(prompt, (cap = 2 * cap + 16) * sizeof(int32_t));
@@ -91,8 +91,8 @@ static const char *generate_text(Run *r, const void *const *P) {
             prompt[n++] = row.ids[i];
         }
         sft_row_free(&row);
-        if (c->chat_template == CHAT_NONE && n > 1 && prompt[n - 1] == tok_eos(r->tok)) n--;  // the answer follows, not a new text
-        if (c->chat_template == CHAT_CHATML) {  // ChatML's generation prompt: the assistant's turn opens
+        if (c->data.chat_template == CHAT_NONE && n > 1 && prompt[n - 1] == tok_eos(r->tok)) n--;  // the answer follows, not a new text
+        if (c->data.chat_template == CHAT_CHATML) {  // ChatML's generation prompt: the assistant's turn opens
             static const char opener[] = "assistant\n";
             if (n + 1 > cap) prompt = realloc(prompt, (cap = n + 16) * sizeof(int32_t));
             if (!prompt) err_fatal("out of memory");
@@ -101,7 +101,7 @@ static const char *generate_text(Run *r, const void *const *P) {
             stop = tok_piece_id(r->tok, "<|im_end|>");
         }
     } else {
-        tok_encode(r->tok, c->prompt, len, &prompt, &n, &cap);
+        tok_encode(r->tok, c->gen.prompt, len, &prompt, &n, &cap);
     }
     // a pure generation run writes the exact bytes, and so does a terminal; the sample after
     // training, redirected, is for a log
@@ -109,15 +109,15 @@ static const char *generate_text(Run *r, const void *const *P) {
     // under tensor parallelism the tp group's other ranks run the same forwards and print nothing
     int speak = comm_info.rank == 0;
     Emitter e = {.tok = r->tok, .stop = stop, .prev = prompt[n - 1], .text = for_log ? mallocCheck(256) : NULL, .cap = 256};
-    if (speak && for_log) print_for_log(c->prompt, len);
-    else if (speak) fwrite(c->prompt, 1, len, stdout);
+    if (speak && for_log) print_for_log(c->gen.prompt, len);
+    else if (speak) fwrite(c->gen.prompt, 1, len, stdout);
     e.failed = speak ? io_write_error(stdout, "standard output") : NULL;
     if ((int)n > c->model.max_context_width)
         log_msg("the prompt's %zu tokens exceed the context; its last %d are used\n", n, c->model.max_context_width);
     int go = !e.failed;
     if (r->dims.tp > 1) comm_bcast_bytes(r->plan.tp_group, &go, sizeof go, 0);  // rank 0's write decides for its tp group
     static char gen_err[512];  // returned: outlives the call
-    if (go && model_generate(&r->plan, P, prompt, (int)n, c->num_tokens, c->temperature, c->top_p, (uint64_t)c->seed,
+    if (go && model_generate(&r->plan, P, prompt, (int)n, c->gen.num_tokens, c->gen.temperature, c->gen.top_p, (uint64_t)c->optim.seed,
                              emit_token, &e, gen_err, sizeof gen_err))
         e.failed = gen_err;
     if (speak && for_log && !e.failed) print_for_log(e.text, e.len);

@@ -22,26 +22,26 @@
 static int fraction_steps(float v, int max_steps) { return v < 1 ? (int)(v * max_steps + 0.5f) : (int)v; }
 
 float train_lr(const Config *c, int step, int max_steps) {
-    int warmup = fraction_steps(c->warmup, max_steps);
-    if (step < warmup) return c->lr * (float)(step + 1) / (float)warmup;
-    if (c->lr_decay_style == LR_DECAY_CONSTANT) return c->lr;
+    int warmup = fraction_steps(c->optim.warmup, max_steps);
+    if (step < warmup) return c->optim.lr * (float)(step + 1) / (float)warmup;
+    if (c->optim.lr_decay_style == LR_DECAY_CONSTANT) return c->optim.lr;
     // the decay runs from the end of warm-up (and of the plateau) to --lr_decay_iters (or the last step)
-    int start = warmup + (c->lr_decay_style == LR_DECAY_PLATEAU ? fraction_steps(c->plateau, max_steps) : 0);
-    int end = c->lr_decay_iters > 0 ? c->lr_decay_iters : max_steps;
-    if (step < start) return c->lr;
-    if (end <= start) return step < end ? c->lr : c->min_lr;
+    int start = warmup + (c->optim.lr_decay_style == LR_DECAY_PLATEAU ? fraction_steps(c->optim.plateau, max_steps) : 0);
+    int end = c->optim.lr_decay_iters > 0 ? c->optim.lr_decay_iters : max_steps;
+    if (step < start) return c->optim.lr;
+    if (end <= start) return step < end ? c->optim.lr : c->optim.min_lr;
     double progress = (double)(step - start) / (double)(end - start);
     if (progress > 1) progress = 1;
     double f;
-    switch (c->lr_decay_style) {
+    switch (c->optim.lr_decay_style) {
     case LR_DECAY_LINEAR: f = 1.0 - progress; break;
     case LR_DECAY_EXPONENTIAL: {  // Megatron's: halves over the decay, never below --min_lr
-        double lr = c->lr * pow(0.5, progress);
-        return (float)(lr > c->min_lr ? lr : c->min_lr);
+        double lr = c->optim.lr * pow(0.5, progress);
+        return (float)(lr > c->optim.min_lr ? lr : c->optim.min_lr);
     }
     default: f = 0.5 * (1.0 + cos(M_PI * progress)); break;  // cosine, and the plateau's descent
     }
-    return (float)(c->min_lr + (c->lr - c->min_lr) * f);
+    return (float)(c->optim.min_lr + (c->optim.lr - c->optim.min_lr) * f);
 }
 
 // --use_nsys (the profiling recipe's nsys sbatch passes it): nsys profiles a process it starts,
@@ -49,7 +49,7 @@ float train_lr(const Config *c, int step, int max_steps) {
 // that is. nsys shows in the environment of what it starts: NSYS_PROFILING_SESSION_ID, and
 // NVTX_INJECTION64_PATH (how the NVTX ranges find its tracer).
 static void check_nsys(const Config *c) {
-    if (!c->use_nsys) return;
+    if (!c->run.use_nsys) return;
     int under = getenv("NSYS_PROFILING_SESSION_ID") || getenv("NVTX_INJECTION64_PATH");
     comm_check_all(under ? NULL
                          : "--use_nsys: this rank does not run under nsys, and fsdpc cannot start it itself: put nsys "
@@ -65,7 +65,7 @@ static void check_nsys(const Config *c) {
 }
 
 // The plans of this rank's micro-batches of `step` (data/loader/pack.h).
-static void plans_of(Run *r, int step) { pack_step_plans(&r->plans, &r->order, &r->train, (uint64_t)r->cfg->seed, step); }
+static void plans_of(Run *r, int step) { pack_step_plans(&r->plans, &r->order, &r->train, (uint64_t)r->cfg->optim.seed, step); }
 
 // Takes this rank's micro-batch and starts reading the next one in the background.
 static void fill_batch(Run *r, int step, int micro) {
@@ -169,7 +169,7 @@ static const char *const prof_names[PROF_N] = {"data wait", "forward+backward", 
 static double prof_sec[PROF_N], prof_t0;
 
 static void prof_mark(const Run *r, int phase) {
-    if (!r->cfg->profile) return;
+    if (!r->cfg->run.profile) return;
     kern_sync();
     double now = clock_now_s();
     if (phase >= 0) prof_sec[phase] += now - prof_t0;
@@ -177,7 +177,7 @@ static void prof_mark(const Run *r, int phase) {
 }
 
 static void prof_report(const Run *r, int steps) {
-    if (!r->cfg->profile || steps <= 0) return;
+    if (!r->cfg->run.profile || steps <= 0) return;
     double total = 0.0;
     comm_allreduce_max_f64(comm_world(), prof_sec, PROF_N);  // the slowest rank per phase
     for (int i = 0; i < PROF_N; i++) total += prof_sec[i];
@@ -228,7 +228,7 @@ static StepResult train_step(Run *r, int step, float lr) {
         trace_end(TRACE_DATA);
         mine += r->tp_rank ? 0.0 : (double)r->batch->loss_tokens;  // a tp group's tokens, once
         // masks keyed by the global sample index: equal for every layout, and on resume
-        model_set_dropout(&r->acts, c->model.dropout, (uint64_t)c->seed, pack_batch_first(&r->order, step, micro));
+        model_set_dropout(&r->acts, c->model.dropout, (uint64_t)c->optim.seed, pack_batch_first(&r->order, step, micro));
         prof_mark(r, PROF_DATA);
         const DataPlan *p = r->plans.plans[step & 1][micro];
         train_micro_step(&r->st, &r->acts, r->batch->inp, r->batch->tgt, r->batch->docs ? r->batch->kstart : NULL, p->nrows,
@@ -259,7 +259,7 @@ static StepResult train_step(Run *r, int step, float lr) {
     if (!(st.tokens > 0)) {
         log_msg("step %d: no target in the global batch bears loss (all padding or prompts): update skipped\n", step + 1);
         shard_set_step(&r->st, shard_step(&r->st) + 1);
-    } else if (out.applied) shard_adamw_step(&r->st, c, lr, out.gnorm, inv);
+    } else if (out.applied) shard_adamw_step(&r->st, &c->optim, lr, out.gnorm, inv);
     else shard_set_step(&r->st, shard_step(&r->st) + 1);  // the schedule still moves on, so a resumed run counts steps alike
     trace_end(TRACE_COMPUTE);
     kern_range_pop();
@@ -273,8 +273,8 @@ static double validate(Run *r, int stoppable, int *stopped) {
     Config *c = r->cfg;
     // a validation batch of --val_batch_size sequences per rank runs as micro-batches of at most
     // --batch_size rows, the size the activations were allocated for
-    int B = c->batch_size, Bv = c->val_batch_size > 0 ? c->val_batch_size : B, parts = (Bv + B - 1) / B;
-    int n = c->validation_batches * parts;
+    int B = c->optim.batch_size, Bv = c->data.val_batch_size > 0 ? c->data.val_batch_size : B, parts = (Bv + B - 1) / B;
+    int n = c->data.validation_batches * parts;
     double sums[2] = {0.0, 0.0};  // loss sum, loss-bearing targets
     model_loss_reset(&r->acts);
     DataPlan *plan[2] = {r->plans.plans[0][0], r->plans.plans[1][0]};  // the training plans are rebuilt after validation
@@ -288,7 +288,7 @@ static double validate(Run *r, int stoppable, int *stopped) {
         int m = k - 1, i = m / parts;
         if (stoppable && (*stopped = comm_stop_any())) {
             log_msg("Stopped by signal %d (%s) during validation, at batch %d of %d: no loss reported, nothing written; "
-                    "exiting with status %d\n", *stopped, comm_signal_name(*stopped), i + 1, c->validation_batches,
+                    "exiting with status %d\n", *stopped, comm_signal_name(*stopped), i + 1, c->data.validation_batches,
                     TRAIN_EXIT_PREEMPTED);
             return NAN;
         }
@@ -328,15 +328,17 @@ static void save(Run *r, int step) {
     meta.step = step;
     meta.tokens_seen = (uint64_t)r->tokens_seen;
     meta.data_position = pack_step_first(&r->order, step);
-    meta.rng_state = (uint64_t)c->seed;
+    meta.rng_state = (uint64_t)c->optim.seed;
     CkptSaved out;
     trace_begin(TRACE_COMPUTE, "checkpoint write", -1);
-    char err[CKPT_ERR_LEN];
-    if (ckpt_save(c->checkpoint_dir, &r->st, c, &meta, &r->source, &out, err, sizeof err)) comm_fail_all("%s", err);
+    char err[CKPT_ERR_LEN], run[2048];
+    config_describe(c, run, sizeof run);
+    if (ckpt_save(c->ckpt.checkpoint_dir, &r->st, &c->model, run, c->data.tokenizer, &meta, &r->source, &out, err, sizeof err))
+        comm_fail_all("%s", err);
     trace_end(TRACE_COMPUTE);
     log_msg("Saved checkpoint %s in %.2f s (%.1f MB/s)\n", out.path, out.seconds,
             out.bytes / 1e6 / (out.seconds > 0 ? out.seconds : 1e-9));
-    ckpt_prune(c->checkpoint_dir, c->num_kept_checkpoints, &meta, out.path, r->resume_file);
+    ckpt_prune(c->ckpt.checkpoint_dir, c->ckpt.num_kept_checkpoints, &meta, out.path, r->resume_file);
 }
 
 // The layout: ranks, data-parallel place, global batch and the steps asked for.
@@ -346,12 +348,12 @@ static void setup_layout(Run *r) {
     if (sizes) comm_fail_all("%s", sizes);
     // the mesh puts a tp group on consecutive ranks (shard/parallel.h); parallel_dims_build later
     // refuses a degree that does not divide the world
-    int tp = c->tensor_parallel_degree > 1 && comm_info.world % c->tensor_parallel_degree == 0 ? c->tensor_parallel_degree : 1;
-    r->order = (PackLayout){.dp_world = comm_info.world / tp, .dp_rank = comm_info.rank / tp, .batch_size = c->batch_size,
-                            .grad_accum = c->grad_accum, .packing = c->packing};
+    int tp = c->shard.tensor_parallel_degree > 1 && comm_info.world % c->shard.tensor_parallel_degree == 0 ? c->shard.tensor_parallel_degree : 1;
+    r->order = (PackLayout){.dp_world = comm_info.world / tp, .dp_rank = comm_info.rank / tp, .batch_size = c->optim.batch_size,
+                            .grad_accum = c->optim.grad_accum, .packing = c->data.packing};
     r->tp_rank = comm_info.rank % tp;
-    r->order.global_batch = c->batch_size * r->order.dp_world * c->grad_accum;
-    r->max_steps = c->max_epochs < 0 ? 0 : c->max_steps;  // minimal_fsdp's evaluate-then-generate trains nothing
+    r->order.global_batch = c->optim.batch_size * r->order.dp_world * c->optim.grad_accum;
+    r->max_steps = c->optim.max_epochs < 0 ? 0 : c->optim.max_steps;  // minimal_fsdp's evaluate-then-generate trains nothing
 }
 
 // Said now, not after the steps up to the first checkpoint (each rank writes into the file).
@@ -359,7 +361,7 @@ static void check_file_size(const Run *r) {
     const Config *c = r->cfg;
     double ckpt_bytes = 3.0 * sizeof(float) * (double)r->plan.num_params, fmax = (double)limits_file_size();
     char fsize[400] = "";
-    if (r->max_steps != 0 && c->checkpoint_freq > 0 && fmax < ckpt_bytes)
+    if (r->max_steps != 0 && c->ckpt.checkpoint_freq > 0 && fmax < ckpt_bytes)
         snprintf(fsize, sizeof fsize, "checkpoints of this model take %.1f MB but ulimit -f (file size) allows %.1f MB on rank %d: raise it "
                  "(ulimit -f unlimited) or pass --checkpoint_freq 0", ckpt_bytes / 1e6, fmax / 1e6, comm_info.rank);
     comm_check_all(fsize[0] ? fsize : NULL);
@@ -369,12 +371,12 @@ static void check_file_size(const Run *r) {
 static void setup_steps(Run *r) {
     const Config *c = r->cfg;
     if (r->max_steps < 0) r->max_steps = 300;
-    if (c->max_epochs > 0 && r->train.nchunks) {  // a synthetic dataset has no epochs
+    if (c->optim.max_epochs > 0 && r->train.nchunks) {  // a synthetic dataset has no epochs
         uint64_t samples, steps;  // the steps --max_epochs passes over the data, saturating far above any run
-        if (!checked_mul((uint64_t)c->max_epochs, r->train.nchunks, &samples)) samples = UINT64_MAX - INT32_MAX;
+        if (!checked_mul((uint64_t)c->optim.max_epochs, r->train.nchunks, &samples)) samples = UINT64_MAX - INT32_MAX;
         steps = (samples + (uint64_t)r->order.global_batch - 1) / (uint64_t)r->order.global_batch;
         int by_epochs = steps > INT32_MAX ? INT32_MAX : (int)steps;
-        if (c->max_steps < 0 || by_epochs < r->max_steps) r->max_steps = by_epochs;
+        if (c->optim.max_steps < 0 || by_epochs < r->max_steps) r->max_steps = by_epochs;
     }
 }
 
@@ -386,51 +388,51 @@ static void log_setup(const Run *r, const char *att) {
     config_describe(c, desc, sizeof desc);
     flags_size_origins(c, origins, sizeof origins);
     log_msg("fsdpc: %d rank(s) on %s, %d thread(s)/rank, %.2fM parameters (%s)\n%s attention=%s\n", comm_info.world,
-            kern_device_name(), c->num_threads, r->plan.num_params / 1e6, origins, desc, kern_attention_kernel());
-    if (c->recipe_line[0]) log_msg("%s\n", c->recipe_line);
-    if (c->recipe_note[0]) log_msg("%s\n", c->recipe_note);
+            kern_device_name(), c->run.num_threads, r->plan.num_params / 1e6, origins, desc, kern_attention_kernel());
+    if (c->recipe.recipe_line[0]) log_msg("%s\n", c->recipe.recipe_line);
+    if (c->recipe.recipe_note[0]) log_msg("%s\n", c->recipe.recipe_note);
     if (kern_peak_flops() > 0) log_msg("MFU against %.0f TFLOP/s dense bf16 per GPU\n", kern_peak_flops() / 1e12);
-    int warmup = fraction_steps(c->warmup, r->max_steps);
+    int warmup = fraction_steps(c->optim.warmup, r->max_steps);
     if (r->max_steps > 0 && warmup > r->max_steps)  // a recipe's warm-up on a short smoke run: the loss barely moves
         log_msg("--warmup %d is longer than this run's %d steps: the learning rate rises only to %g (%.2g%% of --lr %g) by "
                 "the last step, so the loss moves little (a warm-up below 1 is a fraction of --max_steps)\n", warmup,
-                r->max_steps, (double)c->lr * r->max_steps / warmup, 100.0 * r->max_steps / warmup, (double)c->lr);
+                r->max_steps, (double)c->optim.lr * r->max_steps / warmup, 100.0 * r->max_steps / warmup, (double)c->optim.lr);
     if (att) log_msg("fsdpc: %s\n", att);
-    if (c->offload_activations && !kern_on_gpu())
+    if (c->shard.offload_activations && !kern_on_gpu())
         log_msg("--offload_activations: no effect on the CPU device (activations already live in host memory; "
                 "checkpointing stays as the flags set it)\n");
-    if (c->cpu_offload && !kern_on_gpu())
+    if (c->shard.cpu_offload && !kern_on_gpu())
         log_msg("--cpu_offload: no effect on the CPU device (parameters already live in host memory)\n");
-    if (c->cpu_offload && kern_on_gpu())
+    if (c->shard.cpu_offload && kern_on_gpu())
         log_msg("--cpu_offload: master shards and AdamW moments in pinned host memory, AdamW on %d CPU threads\n",
-                c->num_threads);
+                c->run.num_threads);
 }
 
 // The mesh, the memory check, the shards, the activations and the data buffers.
 static void setup_build(Run *r) {
     Config *c = r->cfg;
     // nodes may differ in ranks per node (a hybrid default): any rank's objection ends the job
-    comm_check_all(parallel_dims_build(&r->dims, c, comm_info.world, comm_info.local_world));
+    comm_check_all(parallel_dims_build(&r->dims, &c->shard, &c->model, comm_info.world, comm_info.local_world));
     if (r->dims.tp > 1)  // the group comes with the mesh, in shard_init
         model_plan_tp(&r->plan, r->dims.tp, r->tp_rank, NULL, r->dims.sequence_parallel);
     memory_check(&r->plan, c, &r->dims);
     outputs_claim_checkpoint_dir(r);
-    shard_init(&r->st, &r->plan, c, &r->dims, !r->resume_file[0] && !r->init_h5 && !r->hf);
+    shard_init(&r->st, &r->plan, &c->shard, &r->dims, c->optim.grad_accum, c->optim.seed, !r->resume_file[0] && !r->init_h5 && !r->hf);
     r->plan.tp_group = r->st.tp_group;
-    log_msg("sharding %s: shard group %d x replica group %d\n", config_sharding_name(r->dims.strategy), r->dims.shard_size,
+    log_msg("sharding %s: shard group %d x replica group %d\n", shard_strategy_name(r->dims.strategy), r->dims.shard_size,
             r->dims.replica_size);
-    model_acts_alloc(&r->acts, &r->plan, c->batch_size, c->model.max_context_width, 0, memory_ckpt_every(c, kern_on_gpu()),
+    model_acts_alloc(&r->acts, &r->plan, c->optim.batch_size, c->model.max_context_width, 0, memory_ckpt_every(c, kern_on_gpu()),
                      memory_offload_horizon(c, kern_on_gpu()));
-    if (c->offload_activations && kern_on_gpu()) {
+    if (c->shard.offload_activations && kern_on_gpu()) {
         const char *how = model_offload_describe(&r->acts);
-        log_msg("--offload_activations: %s%s\n", c->activation_checkpoints ? "" : "activation checkpointing on (implied); ",
+        log_msg("--offload_activations: %s%s\n", c->shard.activation_checkpoints ? "" : "activation checkpointing on (implied); ",
                 how ? how
                     : "nothing to move: the checkpointed blocks are no more than --activation_loading_horizon + 1, all kept on "
                       "the device");
     }
-    int nplans = c->packing ? c->grad_accum : c->grad_accum > 1 ? c->grad_accum : 1;
-    r->batch = data_batch_new(c->batch_size, c->model.max_context_width);
-    pack_plans_init(&r->plans, nplans, c->batch_size, c->model.max_context_width);
+    int nplans = c->data.packing ? c->optim.grad_accum : c->optim.grad_accum > 1 ? c->optim.grad_accum : 1;
+    r->batch = data_batch_new(c->optim.batch_size, c->model.max_context_width);
+    pack_plans_init(&r->plans, nplans, c->optim.batch_size, c->model.max_context_width);
 }
 
 // Everything before the first step; returns 0, or the exit status of a run stopped while its
@@ -449,11 +451,11 @@ static int train_setup(Run *r) {
     outputs_open(r);
     check_nsys(c);
     char big[2400];
-    if ((c->trace_file[0] || c->trace_dir[0]) && trace_open(c->trace_file, c->trace_dir, c->trace_steps[0], c->trace_steps[1], big, sizeof big))
+    if ((c->run.trace_file[0] || c->run.trace_dir[0]) && trace_open(c->run.trace_file, c->run.trace_dir, c->run.trace_steps[0], c->run.trace_steps[1], big, sizeof big))
         comm_fail_all("%s", big);
     comm_check_same(flags_hash(c), "model configuration or tokenizer after reading its sources (do the files differ between nodes?)");
     if (model_plan_build(&r->plan, &c->model, big, sizeof big)) comm_fail_all("%s", big);
-    const char *sizes = model_check_sizes(&r->plan, c->batch_size, c->model.max_context_width);
+    const char *sizes = model_check_sizes(&r->plan, c->optim.batch_size, c->model.max_context_width);
     if (sizes) comm_fail_all("%s", sizes);
     check_file_size(r);
     r->flops_per_token = model_flops_per_token(&r->plan, c->model.max_context_width);
@@ -467,7 +469,7 @@ static int train_setup(Run *r) {
     inputs_record(r);
     setup_steps(r);
     int att_failed;  // the model's head dim is known only now
-    const char *att = kern_select_attention(c->attention, c->precision == PRECISION_BF16, config_head_dim(&c->model),
+    const char *att = kern_select_attention(c->run.attention, c->shard.precision == PRECISION_BF16, config_head_dim(&c->model),
                                             &att_failed);
     // the data files inputs_open_data noted, against the outputs (rank 0's): refused before anything is written
     comm_check_all(att_failed ? att : io_conflict());
@@ -477,7 +479,7 @@ static int train_setup(Run *r) {
     comm_stop_polled(1);
     r->start_step = shard_step(&r->st);
     if (r->start_step < r->max_steps)  // the model's initial values or checkpoint, the data and the device, before any step
-        log_msg("start-up: %.1f s to the first step on %d host thread(s)\n", clock_now_s() - t_start, c->num_threads);
+        log_msg("start-up: %.1f s to the first step on %d host thread(s)\n", clock_now_s() - t_start, c->run.num_threads);
     return 0;
 }
 
@@ -502,18 +504,18 @@ static int train_loop(Run *r) {
         // the step's metrics line, written once its log point and validation have added theirs
         char line[4096];
         int len = outputs_step(r, done, lr, &s, line, sizeof line);
-        if (!s.applied && ++skipped > c->skip_nonfinite_steps)
+        if (!s.applied && ++skipped > c->optim.skip_nonfinite_steps)
             comm_fail_all("step %d: non-finite %s (loss %g, gradient norm %g); stopped before the update, and no checkpoint "
                           "was written after it (--skip_nonfinite_steps N skips up to N such steps)",
                           done, isfinite(s.loss) ? "gradient norm" : "loss", s.loss, s.gnorm);
         if (!s.applied)
             log_msg("step %d: non-finite loss or gradient norm (%g, %g): update skipped (%d of --skip_nonfinite_steps %d)\n",
-                    done, s.loss, s.gnorm, skipped, c->skip_nonfinite_steps);
-        if (done % c->logging_freq == 0 || done == r->max_steps || done == r->start_step + 1)
+                    done, s.loss, s.gnorm, skipped, c->optim.skip_nonfinite_steps);
+        if (done % c->run.logging_freq == 0 || done == r->max_steps || done == r->start_step + 1)
             outputs_log_point(r, done, lr, &s, line, sizeof line, &len);
-        int do_val = r->has_val && c->validation_freq > 0 && done % c->validation_freq == 0;
+        int do_val = r->has_val && c->data.validation_freq > 0 && done % c->data.validation_freq == 0;
         // a skipped step's weights are the last good step's: its checkpoint would only replay the failure
-        int do_ckpt = s.applied && c->checkpoint_freq > 0 && (done % c->checkpoint_freq == 0 || done == r->max_steps);
+        int do_ckpt = s.applied && c->ckpt.checkpoint_freq > 0 && (done % c->ckpt.checkpoint_freq == 0 || done == r->max_steps);
         if (do_val) outputs_validation(r, done, log_validation(r, done, 0, NULL), line, sizeof line, &len);
         outputs_step_done(r, line, sizeof line, len);
         prof_mark(r, do_val ? PROF_EVAL : -1);
@@ -521,9 +523,9 @@ static int train_loop(Run *r) {
         prof_mark(r, do_ckpt ? PROF_CKPT : -1);
         if (do_val || do_ckpt) r->t_log = clock_now_s();  // keep evaluation and I/O out of Speed
         if (s.preempt && done < r->max_steps) {
-            if (c->checkpoint_freq > 0 && !do_ckpt) save(r, done);
+            if (c->ckpt.checkpoint_freq > 0 && !do_ckpt) save(r, done);
             log_msg("Preempted (signal) after step %d: %s; exiting with status %d so the job can be requeued and resumed\n",
-                    done, c->checkpoint_freq > 0 ? "checkpoint written" : "no checkpoint (--checkpoint_freq 0)", TRAIN_EXIT_PREEMPTED);
+                    done, c->ckpt.checkpoint_freq > 0 ? "checkpoint written" : "no checkpoint (--checkpoint_freq 0)", TRAIN_EXIT_PREEMPTED);
             r->max_steps = done;  // generation is skipped in train_finish
             return TRAIN_EXIT_PREEMPTED;
         }
@@ -541,9 +543,9 @@ static int train_finish(Run *r, int status) {
     kern_timers_report();
     outputs_close(r);
     int val_stopped = 0;
-    if (r->max_steps == 0 && r->has_val && c->val_data[0]) log_validation(r, shard_step(&r->st), 1, &val_stopped);
+    if (r->max_steps == 0 && r->has_val && c->data.val_data[0]) log_validation(r, shard_step(&r->st), 1, &val_stopped);
     if (val_stopped) status = TRAIN_EXIT_PREEMPTED;
-    int wants_sample = !status && c->num_tokens > 0 && (c->prompt[0] || shard_step(&r->st) > r->start_step || c->max_epochs < 0);
+    int wants_sample = !status && c->gen.num_tokens > 0 && (c->gen.prompt[0] || shard_step(&r->st) > r->start_step || c->optim.max_epochs < 0);
     if (wants_sample && r->no_text) {  // an explicit --prompt was refused at start-up
         log_msg("no sample: no tokenizer for a vocabulary of %d (pass --tokenizer to generate from the checkpoint)\n",
                 c->model.vocab_size);

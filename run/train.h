@@ -7,9 +7,9 @@
 #include <stdint.h>
 
 #include "../comm/comm.h"
-#include "../model/config.h"
 #include "../model/model.h"
 #include "../shard/shard.h"
+#include "config.h"
 
 // learning rate for 0-based step: linear warmup over `warmup` steps, then decay to min_lr
 float train_lr(const Config *cfg, int step, int max_steps);

@@ -23,7 +23,7 @@ static const char *tp_fits(const ModelConfig *m, int tp) {
     return NULL;
 }
 
-const char *parallel_dims_build(ParallelDims *pd, const Config *cfg, int world, int ranks_per_node) {
+const char *parallel_dims_build(ParallelDims *pd, const ShardConfig *cfg, const ModelConfig *m, int world, int ranks_per_node) {
     static char msg[256];
     memset(pd, 0, sizeof *pd);
     pd->strategy = cfg->sharding;
@@ -39,12 +39,12 @@ const char *parallel_dims_build(ParallelDims *pd, const Config *cfg, int world, 
                  "must sit inside one node", pd->tp, ranks_per_node);
         return msg;
     }
-    const char *e = pd->tp > 1 ? tp_fits(&cfg->model, pd->tp) : NULL;
+    const char *e = pd->tp > 1 ? tp_fits(m, pd->tp) : NULL;
     if (e) return e;
     // a rank's share of a batch's B*T rows is then whole for every B
-    if (pd->sequence_parallel && cfg->model.max_context_width % pd->tp) {
+    if (pd->sequence_parallel && m->max_context_width % pd->tp) {
         snprintf(msg, sizeof msg, "--sequence_parallel: --tensor_parallel_degree %d does not divide --max_context_width %d: "
-                 "each tensor-parallel rank takes an equal share of the batch's tokens", pd->tp, cfg->model.max_context_width);
+                 "each tensor-parallel rank takes an equal share of the batch's tokens", pd->tp, m->max_context_width);
         return msg;
     }
     pd->dp = world / pd->tp;
@@ -65,7 +65,7 @@ const char *parallel_dims_build(ParallelDims *pd, const Config *cfg, int world, 
             if (pd->tp > 1) snprintf(ranks, sizeof ranks, "the %d data-parallel ranks (world %d / --tensor_parallel_degree %d)", pd->dp, world, pd->tp);
             else snprintf(ranks, sizeof ranks, "world size %d", world);
             snprintf(msg, sizeof msg, "--sharding %s: %s is not a multiple of the shard group size %d (%s)",
-                     config_sharding_name(cfg->sharding), ranks, g, cfg->shard_group_size > 0 ? "--shard_group_size" : "ranks per node");
+                     shard_strategy_name(cfg->sharding), ranks, g, cfg->shard_group_size > 0 ? "--shard_group_size" : "ranks per node");
             return msg;
         }
         pd->shard_size = g;

@@ -7,6 +7,7 @@
 #define FSDPC_PARALLEL_H
 
 #include "../model/config.h"
+#include "shard_config.h"
 
 typedef struct {
     ShardStrategy strategy;
@@ -19,11 +20,11 @@ typedef struct {
     int sequence_parallel;      // with tp > 1: norms and dropout on sequence shards
 } ParallelDims;
 
-// Fills pd for cfg's --sharding, --shard_group_size and --tensor_parallel_degree on `world`
+// Fills pd for cfg's --sharding, --shard_group_size and --tensor_parallel_degree and model m on `world`
 // ranks, ranks_per_node of them per node (a hybrid strategy's shard group, when
 // --shard_group_size is not given, is a node's data-parallel ranks: ranks_per_node / tp). The
 // tp degree must divide the world, the heads, the key/value heads, the MLP width and the
 // vocabulary. NULL, or why the layout does not fit (a static one-line message naming the numbers).
-const char *parallel_dims_build(ParallelDims *pd, const Config *cfg, int world, int ranks_per_node);
+const char *parallel_dims_build(ParallelDims *pd, const ShardConfig *cfg, const ModelConfig *m, int world, int ranks_per_node);
 
 #endif

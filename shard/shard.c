@@ -100,17 +100,19 @@ static int direct_grads(const ParallelDims *pd) { return pd->shard_size == 1; }
 // is reduce-scattered and added to the shard (FSDP's default), unless --accumulate_unsharded keeps
 // full gradients for the whole step and reduces once (FSDP's no_sync): fewer reductions, a full
 // model's gradients per rank.
-static int persistent_grads(const Config *cfg, const ParallelDims *pd) {
-    return cfg->grad_accum > 1 && (direct_grads(pd) || cfg->accumulate_unsharded);
+static int persistent_grads(const ShardConfig *cfg, int grad_accum, const ParallelDims *pd) {
+    return grad_accum > 1 && (direct_grads(pd) || cfg->accumulate_unsharded);
 }
-static int accum_sharded(const Config *cfg, const ParallelDims *pd) { return cfg->grad_accum > 1 && !persistent_grads(cfg, pd); }
+static int accum_sharded(const ShardConfig *cfg, int grad_accum, const ParallelDims *pd) {
+    return grad_accum > 1 && !persistent_grads(cfg, grad_accum, pd);
+}
 
 // shard group 1 with bf16 reductions over replicas: the all-reduce runs on a bf16 copy
-static int direct_stage(const Config *cfg, const ParallelDims *pd) {
+static int direct_stage(const ShardConfig *cfg, const ParallelDims *pd) {
     return direct_grads(pd) && cfg->reduce_dtype == PRECISION_BF16 && pd->replica_size > 1;
 }
 
-void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, ShardMemEstimate *e) {
+void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accum, const ParallelDims *pd, ShardMemEstimate *e) {
     size_t g = (size_t)pd->shard_size, sum_padded = 0, max_padded = 0, sum_shard = 0, max_shard = 0;
     for (int u = 0; u < plan->nunits; u++) {
         size_t padded = (plan->units[u].numel + g - 1) / g * g;
@@ -119,7 +121,7 @@ void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims
         if (padded > max_padded) max_padded = padded, max_shard = padded / g;
     }
     int bf16p = cfg->precision == PRECISION_BF16, bf16r = cfg->reduce_dtype == PRECISION_BF16;
-    int reshard = pd->reshard_after_forward, persistent = persistent_grads(cfg, pd);
+    int reshard = pd->reshard_after_forward, persistent = persistent_grads(cfg, grad_accum, pd);
     const double f = sizeof(float), h = sizeof(uint16_t);
     e->params = f * sum_shard + f * max_shard;  // the shards, and one unit's being initialised
     e->optimizer = 2 * f * sum_shard;
@@ -138,7 +140,8 @@ void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims
     e->buffers = (bf16p && !always ? h * ((bf16g ? 0 : param_full) + 2.0 * max_shard) : 0.0) + (bf16r ? h * reduce_stage : 0.0);
 }
 
-void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, int init_values) {
+void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, const ParallelDims *pd, int grad_accum, int seed,
+                int init_values) {
     memset(s, 0, sizeof *s);
     s->plan = plan;
     s->nunits = plan->nunits;
@@ -150,8 +153,8 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
     s->bf16_gathered = s->bf16_params && kern_on_gpu();  // as shard_estimate counts them
     s->bf16_reduce = cfg->reduce_dtype == PRECISION_BF16;
     s->offload = cfg->cpu_offload && kern_on_gpu();
-    s->persistent_grads = persistent_grads(cfg, pd);
-    s->accum_sharded = accum_sharded(cfg, pd);
+    s->persistent_grads = persistent_grads(cfg, grad_accum, pd);
+    s->accum_sharded = accum_sharded(cfg, grad_accum, pd);
     s->direct_grads = direct_grads(pd);
     s->units = callocCheck(s->nunits, sizeof(FlatUnit));
     size_t max_padded = 0;
@@ -192,7 +195,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const P
     for (int u = 0; init_values && u < s->nunits; u++) {
         FlatUnit *f = &s->units[u];
         float *host = init_zalloc(f->shard_len);
-        init_shard(s, u, (uint64_t)cfg->seed, cfg->model.initializer_range, host);
+        init_shard(s, u, (uint64_t)seed, plan->cfg.initializer_range, host);
         set_master(s, u, host);
         kern_free_host(host);
     }
@@ -527,7 +530,7 @@ void shard_step_stats(ShardState *s, const double *loss_dev, double flag, double
     out->grad_norm = sqrt(sumsq);
 }
 
-void shard_adamw_step(ShardState *s, const Config *cfg, float lr, double grad_norm, double grad_scale) {
+void shard_adamw_step(ShardState *s, const OptimConfig *cfg, float lr, double grad_norm, double grad_scale) {
     s->step++;
     // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1
     double coef = cfg->grad_clip / (grad_norm + 1e-6);

@@ -8,9 +8,9 @@
 #include <stdint.h>
 
 #include "../comm/comm.h"
-#include "../model/config.h"
 #include "../model/model.h"
 #include "parallel.h"
+#include "shard_config.h"
 
 // where a gather happens: training forward, evaluation forward, backward
 typedef enum { PHASE_FWD, PHASE_EVAL, PHASE_BWD } ShardPhase;
@@ -86,10 +86,12 @@ typedef struct {
     int step;                       // optimizer steps taken
 } ShardState;
 
-// Makes the process groups of layout pd (parallel_dims_build) and allocates every unit; with
-// init_values, initialises the rank's shards from (seed, name, index), a unit at a time, never
-// the whole model. Without init_values the shards stay zero: the caller loads them.
-void shard_init(ShardState *s, const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, int init_values);
+// Makes the process groups of layout pd (parallel_dims_build) and allocates every unit for steps
+// of grad_accum micro-batches; with init_values, initialises the rank's shards from (seed, name,
+// index), a unit at a time, never the whole model. Without init_values the shards stay zero: the
+// caller loads them.
+void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, const ParallelDims *pd, int grad_accum, int seed,
+                int init_values);
 void shard_free(ShardState *s);
 
 // Per-rank bytes shard_init and the step will hold for plan under cfg in layout pd, by kind,
@@ -102,7 +104,7 @@ typedef struct {
     double optimizer;  // AdamW moments
     double buffers;    // communication buffers: bf16 staging of the gathers and the reductions
 } ShardMemEstimate;
-void shard_estimate(const ModelPlan *plan, const Config *cfg, const ParallelDims *pd, ShardMemEstimate *e);
+void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accum, const ParallelDims *pd, ShardMemEstimate *e);
 
 // Full parameters of unit u (waits for its all-gather), in the kernels' parameter dtype
 // (kern_params_bf16), and starts the non-blocking all-gather of unit `next` (-1: none) so it
@@ -138,7 +140,7 @@ void shard_step_stats(ShardState *s, const double *loss_dev, double flag, double
 // in the same pass, and under --precision bf16 the bf16 copy the next gathers send, too. The
 // gradients are first multiplied by grad_scale (a loss sum's gradients become the mean's), and
 // grad_norm is the norm after that.
-void shard_adamw_step(ShardState *s, const Config *cfg, float lr, double grad_norm, double grad_scale);
+void shard_adamw_step(ShardState *s, const OptimConfig *cfg, float lr, double grad_norm, double grad_scale);
 
 // After the master shards were overwritten (checkpoint load): refreshes the device and bf16 copies.
 void shard_master_changed(ShardState *s);

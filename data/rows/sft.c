@@ -46,8 +46,12 @@ struct SftReader {
 
 // ---- names ----
 
-const char *sft_format_name(SftFormat f) { return cli_choice_name(config_data_formats, f); }
-const char *sft_template_name(ChatTemplate t) { return cli_choice_name(config_chat_templates, t); }
+const CliChoice sft_format_names[] = {{"auto", SFT_AUTO}, {"text", SFT_TEXT}, {"input_ids", SFT_IDS},
+                                      {"prompt_completion", SFT_PROMPT_COMPLETION}, {"alpaca", SFT_ALPACA},
+                                      {"chat", SFT_CHAT}, {NULL, 0}};
+
+const char *sft_format_name(SftFormat f) { return cli_choice_name(sft_format_names, f); }
+const char *sft_template_name(ChatTemplate t) { return cli_choice_name(sft_template_names, t); }
 
 static int sft_choice_parse(const CliChoice *c, const char *s, int *out) {
     for (; c->name; c++)
@@ -57,12 +61,12 @@ static int sft_choice_parse(const CliChoice *c, const char *s, int *out) {
 
 int sft_format_parse(const char *s, SftFormat *out) {
     int v;
-    return sft_choice_parse(config_data_formats, s, &v) ? -1 : (*out = (SftFormat)v, 0);
+    return sft_choice_parse(sft_format_names, s, &v) ? -1 : (*out = (SftFormat)v, 0);
 }
 
 int sft_template_parse(const char *s, ChatTemplate *out) {
     int v;
-    return sft_choice_parse(config_chat_templates, s, &v) ? -1 : (*out = (ChatTemplate)v, 0);
+    return sft_choice_parse(sft_template_names, s, &v) ? -1 : (*out = (ChatTemplate)v, 0);
 }
 
 // ---- detection ----

@@ -10,13 +10,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../../model/config.h"
 #include "docs.h"
 #include "../text/chat.h"
 #include "../text/tokenizer.h"
 
-// SftFormat (--data_format) and ChatTemplate (--chat_template) are settings of the run, in
-// model/config.h with their names
+// --data_format: what finetuning rows are; sft_format_names lists its names (ChatTemplate, of
+// --chat_template, is text/chat.h's)
+typedef enum { SFT_AUTO, SFT_TEXT, SFT_IDS, SFT_PROMPT_COMPLETION, SFT_ALPACA, SFT_CHAT } SftFormat;
+extern const CliChoice sft_format_names[];
 const char *sft_format_name(SftFormat f);
 int sft_format_parse(const char *s, SftFormat *out);  // 0, or -1 for a name that is none of the above
 

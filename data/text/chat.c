@@ -99,6 +99,8 @@ static int sft_role(const SftMessage *m) {
     return -1;
 }
 
+const CliChoice sft_template_names[] = {{"llama2", CHAT_LLAMA2}, {"chatml", CHAT_CHATML}, {"none", CHAT_NONE}, {NULL, 0}};
+
 static const char *const sft_role_names[] = {"system", "user", "assistant"};
 
 // Length of the common prefix of a[0, na) and b[0, nb)

@@ -10,11 +10,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../../base/cli.h"
 #include "../../base/json.h"
-#include "../../model/config.h"
 #include "tokenizer.h"
 
 #define SFT_NO_LOSS (-1)  // a label that bears no loss
+// --chat_template: how chat rows become text; sft_template_names lists its names
+typedef enum { CHAT_LLAMA2, CHAT_CHATML, CHAT_NONE } ChatTemplate;
+extern const CliChoice sft_template_names[];
 // The templates' names (--chat_template), as a flag's argument and as a list in words
 #define CHAT_TEMPLATE_CHOICES "llama2|chatml|none"
 #define CHAT_TEMPLATE_LIST "llama2, chatml, none"

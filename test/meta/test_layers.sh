@@ -29,8 +29,13 @@ check "layers: a planted root-relative include of run/ from shard/ is named" $? 
 # the graph, not only the order: data/ does not use shard/, below it
 sed -i '0,/^#include/s//#include "..\/..\/shard\/shard.h"\n#include/' "$W/tree/data/loader/loader.c"
 out=$(/usr/bin/python3 test/meta/check_layers.py "$W/tree" 2>&1)
-echo "$out" | grep -q 'data/loader/loader.c:[0-9]*: includes ../../shard/shard.h (shard), which data does not use (it uses base, comm, model)'
+echo "$out" | grep -q 'data/loader/loader.c:[0-9]*: includes ../../shard/shard.h (shard), which data does not use (it uses base, comm)'
 check "layers: a planted include of shard/ from data/ (a lower layer the graph does not give it) is named" $? "($(echo "$out" | head -3 | tr '\n' '|'))"
+# nor model/: the option enums data/ reads are its own (run/config.h gathers the sections)
+sed -i '0,/^#include/s//#include "..\/..\/model\/config.h"\n#include/' "$W/tree/data/text/chat.c"
+out=$(/usr/bin/python3 test/meta/check_layers.py "$W/tree" 2>&1)
+echo "$out" | grep -q 'data/text/chat.c:[0-9]*: includes ../../model/config.h (model), which data does not use (it uses base, comm)'
+check "layers: a planted include of model/ from data/ is named" $? "($(echo "$out" | head -3 | tr '\n' '|'))"
 
 # data/'s stages: a planted include of the loader's header from format/ (a later stage) is named
 sed -i '0,/^#include/s//#include "..\/loader\/pack.h"\n#include/' "$W/tree/data/format/arrow.c"

@@ -41,9 +41,9 @@ static void setup(Setup *s, int argc, char **argv) {
     char err[1024];
     if (model_plan_build(&s->plan, &s->cfg.model, err, sizeof err)) err_fatal("%s", err);
     ParallelDims pd;
-    comm_check_all(parallel_dims_build(&pd, &s->cfg, comm_info.world, comm_info.local_world));
-    shard_init(&s->st, &s->plan, &s->cfg, &pd, 1);
-    int B = s->cfg.batch_size, T = s->cfg.model.max_context_width;
+    comm_check_all(parallel_dims_build(&pd, &s->cfg.shard, &s->cfg.model, comm_info.world, comm_info.local_world));
+    shard_init(&s->st, &s->plan, &s->cfg.shard, &pd, s->cfg.optim.grad_accum, s->cfg.optim.seed, 1);
+    int B = s->cfg.optim.batch_size, T = s->cfg.model.max_context_width;
     model_acts_alloc(&s->acts, &s->plan, B, T, 0, 0, 0);
     s->inp = mallocCheck((size_t)B * T * sizeof(int32_t));
     s->tgt = mallocCheck((size_t)B * T * sizeof(int32_t));
@@ -52,31 +52,31 @@ static void setup(Setup *s, int argc, char **argv) {
 static void batch(Setup *s, uint64_t first) {
     Dataset d;
     data_open_synthetic(&d, s->cfg.model.max_context_width, s->cfg.model.vocab_size);
-    DataLoader *l = data_loader_new(&d, 7, s->cfg.batch_size, 1);
-    DataPlan *plan = data_plan_new(s->cfg.batch_size, d.T);
-    DataBatch *b = data_batch_new(s->cfg.batch_size, d.T);
-    data_plan_rows(plan, s->cfg.batch_size, first);
+    DataLoader *l = data_loader_new(&d, 7, s->cfg.optim.batch_size, 1);
+    DataPlan *plan = data_plan_new(s->cfg.optim.batch_size, d.T);
+    DataBatch *b = data_batch_new(s->cfg.optim.batch_size, d.T);
+    data_plan_rows(plan, s->cfg.optim.batch_size, first);
     data_loader_next(l, plan, NULL, b, NULL);
-    memcpy(s->inp, b->inp, sizeof(int32_t) * s->cfg.batch_size * d.T);
-    memcpy(s->tgt, b->tgt, sizeof(int32_t) * s->cfg.batch_size * d.T);
+    memcpy(s->inp, b->inp, sizeof(int32_t) * s->cfg.optim.batch_size * d.T);
+    memcpy(s->tgt, b->tgt, sizeof(int32_t) * s->cfg.optim.batch_size * d.T);
     data_batch_free(b);
     data_plan_free(plan);
     data_loader_free(l);
 }
 
 static double mean_loss(Setup *s) {
-    double n = (double)s->cfg.batch_size * s->cfg.model.max_context_width;
+    double n = (double)s->cfg.optim.batch_size * s->cfg.model.max_context_width;
     model_loss_reset(&s->acts);
-    train_micro_step(&s->st, &s->acts, s->inp, s->tgt, NULL, s->cfg.batch_size, 0.0f, 1, 0);
+    train_micro_step(&s->st, &s->acts, s->inp, s->tgt, NULL, s->cfg.optim.batch_size, 0.0f, 1, 0);
     return model_loss_read(&s->acts) / n;
 }
 
 // Gradient of the mean loss over the current batch, reduced into the shards.
 static double loss_and_grad(Setup *s) {
-    double n = (double)s->cfg.batch_size * s->cfg.model.max_context_width;
+    double n = (double)s->cfg.optim.batch_size * s->cfg.model.max_context_width;
     shard_zero_grads(&s->st);
     model_loss_reset(&s->acts);
-    train_micro_step(&s->st, &s->acts, s->inp, s->tgt, NULL, s->cfg.batch_size, (float)(1.0 / n), 1, 0);
+    train_micro_step(&s->st, &s->acts, s->inp, s->tgt, NULL, s->cfg.optim.batch_size, (float)(1.0 / n), 1, 0);
     shard_grads_finish(&s->st);
     return model_loss_read(&s->acts) / n;
 }
@@ -184,20 +184,22 @@ static void dump(const char *dir, const char *model_type, int nmore, char **more
     setup(&s, (int)nbase + nmore, args);
     free(args);
     Config *c = &s.cfg;
-    int B = c->batch_size, T = c->model.max_context_width, V = c->model.vocab_size;
+    int B = c->optim.batch_size, T = c->model.max_context_width, V = c->model.vocab_size;
     CkptMeta meta = {0};
     CkptSaved saved;
     char err[CKPT_ERR_LEN];
     ckpt_new_run_id(meta.run_id);
-    if (ckpt_save(dir, &s.st, c, &meta, NULL, &saved, err, sizeof err)) err_fatal("%s", err);
+    char run[2048];
+    config_describe(c, run, sizeof run);
+    if (ckpt_save(dir, &s.st, &c->model, run, c->data.tokenizer, &meta, NULL, &saved, err, sizeof err)) err_fatal("%s", err);
     hid_t f = H5Fopen(saved.path, H5F_ACC_RDWR, H5P_DEFAULT);
     if (f < 0) err_fatal("cannot reopen %s", saved.path);
-    write_attr(f, "lr", c->lr);
-    write_attr(f, "beta1", c->beta1);
-    write_attr(f, "beta2", c->beta2);
-    write_attr(f, "eps", c->adam_eps);
-    write_attr(f, "weight_decay", c->weight_decay);
-    write_attr(f, "grad_clip", c->grad_clip);
+    write_attr(f, "lr", c->optim.lr);
+    write_attr(f, "beta1", c->optim.beta1);
+    write_attr(f, "beta2", c->optim.beta2);
+    write_attr(f, "eps", c->optim.adam_eps);
+    write_attr(f, "weight_decay", c->optim.weight_decay);
+    write_attr(f, "grad_clip", c->optim.grad_clip);
     hsize_t bt[2] = {B, T}, btv[3] = {B, T, V}, one[1] = {1};
     batch(&s, 0);
     write_ints(f, "/batch/inputs", s.inp, 2, bt);
@@ -224,7 +226,7 @@ static void dump(const char *dir, const char *model_type, int nmore, char **more
         losses[step] = (float)loss_and_grad(&s);
         ShardStepStats st;
         shard_step_stats(&s.st, s.acts.loss, 0.0, 0.0, &st);
-        shard_adamw_step(&s.st, c, c->lr, st.grad_norm, 1.0);
+        shard_adamw_step(&s.st, &c->optim, c->optim.lr, st.grad_norm, 1.0);
     }
     hsize_t sbt[3] = {PARITY_STEPS, B, T}, sd[1] = {PARITY_STEPS};
     write_ints(f, "/train/inputs", tin, 3, sbt);
