@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../../base/path.h"
+#include "../../base/buf.h"
 #include "../../base/clock.h"
 #include "../../base/err.h"
 #include "../../base/log.h"
@@ -125,23 +126,18 @@ typedef struct {
     FILE *idx;      // the documents' starts (token offsets), then the end
     int width;
     uint64_t tokens;
-    uint8_t *buf;  // one document's tokens, little-endian
-    size_t len, cap;
+    Buf doc;  // one document's tokens, little-endian
 } CachePart;
 
 static void cache_put(CachePart *p, uint64_t id) {
-    if (p->len + 4 > p->cap) {
-        p->cap = p->cap ? 2 * p->cap : 1 << 16;
-        p->buf = realloc(p->buf, p->cap);
-        if (!p->buf) err_fatal("out of memory growing a document's tokens to %zu bytes", p->cap);
-    }
-    for (int k = 0; k < p->width; k++) p->buf[p->len++] = (uint8_t)(id >> (8 * k));
+    buf_reserve(&p->doc, (size_t)p->width);
+    for (int k = 0; k < p->width; k++) p->doc.data[p->doc.len++] = (uint8_t)(id >> (8 * k));
 }
 
 // Writes doc's tokens: ids as they are; text as prepare writes it (<s> ids </s>, or bytes and '\n').
 static int cache_doc(const CacheRequest *q, CachePart *p, const Doc *d, int32_t **ids, size_t *cap, char *err, size_t errlen,
                      const char *path, uint64_t row) {
-    p->len = 0;
+    p->doc.len = 0;
     if (d->is_ids) {
         for (size_t i = 0; i < d->len; i++) {
             if (d->ids[i] < 0 || d->ids[i] >= q->vocab)
@@ -159,17 +155,17 @@ static int cache_doc(const CacheRequest *q, CachePart *p, const Doc *d, int32_t 
         for (size_t i = 0; i < n; i++) cache_put(p, (uint64_t)(*ids)[i]);
         if (tok_eos(q->tok) >= 0) cache_put(p, (uint64_t)tok_eos(q->tok));
     }
-    if ((p->len && fwrite(p->buf, 1, p->len, p->f) != p->len) || fwrite(&p->tokens, sizeof p->tokens, 1, p->idx) != 1)
+    if ((p->doc.len && fwrite(p->doc.data, 1, p->doc.len, p->f) != p->doc.len) || fwrite(&p->tokens, sizeof p->tokens, 1, p->idx) != 1)
         return snprintf(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno)), -1;
-    p->tokens += p->len / (size_t)p->width;
+    p->tokens += p->doc.len / (size_t)p->width;
     return 0;
 }
 
 // Writes a finetuning row: its ids to the shard, its labels beside them, its start to the index.
 static int cache_row(CachePart *p, FILE *lab, const SftRow *row, char *err, size_t errlen) {
-    p->len = 0;
+    p->doc.len = 0;
     for (size_t i = 0; i < row->len; i++) cache_put(p, (uint64_t)(uint32_t)row->ids[i]);
-    int ok = (!p->len || fwrite(p->buf, 1, p->len, p->f) == p->len) && fwrite(&p->tokens, sizeof p->tokens, 1, p->idx) == 1;
+    int ok = (!p->doc.len || fwrite(p->doc.data, 1, p->doc.len, p->f) == p->doc.len) && fwrite(&p->tokens, sizeof p->tokens, 1, p->idx) == 1;
     for (size_t i = 0; ok && i < row->len; i++) {
         uint32_t y = row->labels[i] < 0 ? UINT32_MAX : (uint32_t)row->labels[i];
         uint8_t b[4] = {(uint8_t)y, (uint8_t)(y >> 8), (uint8_t)(y >> 16), (uint8_t)(y >> 24)};
@@ -276,7 +272,7 @@ static int cache_build_part(const CacheRequest *q, int i, const char *dir, Cache
     else docs_close(r);
     sft_row_free(&row);
     free(ids);
-    free(p.buf);
+    buf_free(&p.doc);
     return rc;
 }
 
