@@ -18,6 +18,7 @@
 #include "../../base/log.h"
 #include "../../comm/comm.h"
 #include "../format/shardfile.h"
+#include "../rows/rows.h"
 
 #define CACHE_VERSION 3  // 2: a document index beside each part, finetuning rows; 3: the rows' fields in part-N.txt
 #define CACHE_PROGRESS_PERIOD 1.0
@@ -207,20 +208,10 @@ static int cache_build_part(const CacheRequest *q, int i, const char *dir, Cache
     cache_side_path(dir, i, "lab", lpath, sizeof lpath);
     snprintf(ltmp, sizeof ltmp, "%s.tmp", lpath);
     // rows (finetuning formats) or documents: as --data_format says, or as the file's fields say
-    SftFormat fmt = q->format;
-    if (fmt == SFT_AUTO && in->kind != DOCS_TEXT && sft_detect(in->path, in->kind, in->comp, &fmt, err, errlen)) return -1;
-    if (fmt == SFT_AUTO) fmt = SFT_TEXT;
-    if (fmt != SFT_TEXT && in->kind == DOCS_TEXT)
-        return snprintf(err, errlen, "--data_format %s reads rows of JSON Lines, Arrow or Parquet, and '%s' is plain text",
-                        sft_format_name(fmt), in->path), -1;
-    DocsReader *r = NULL;
-    SftReader *sr = NULL;
-    if (fmt == SFT_TEXT) r = docs_open(in->path, in->kind, in->comp, q->text_column, q->explicit_column, err, errlen);
-    else {
-        SftOptions o = {.format = fmt, .tmpl = q->tmpl, .tok = q->tok, .train_on_inputs = q->train_on_inputs, .vocab = q->vocab};
-        sr = sft_open(in->path, in->kind, in->comp, &o, err, errlen);
-    }
-    if (!r && !sr) return -1;
+    RowsOptions o = {.sft = {.format = q->format, .tmpl = q->tmpl, .tok = q->tok, .train_on_inputs = q->train_on_inputs, .vocab = q->vocab},
+                     .text_column = q->text_column, .explicit_column = q->explicit_column};
+    RowsReader *r = rows_open(in->path, in->kind, in->comp, &o, err, errlen);
+    if (!r) return -1;
     CachePart p = {.width = cache_width(q->vocab)};
     FILE *lab = NULL;
     p.f = fopen(tmp, "wb");
@@ -231,18 +222,17 @@ static int cache_build_part(const CacheRequest *q, int i, const char *dir, Cache
     if (!rc && fwrite(header, 1, sizeof header, p.f) != sizeof header)
         rc = (snprintf(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno)), -1);
     if (!rc && !(p.idx = cache_side_open(itmp, 8, err, errlen))) rc = -1;
-    if (!rc && sr && !(lab = cache_side_open(ltmp, 4, err, errlen))) rc = -1;
+    if (!rc && rows_labeled(r) && !(lab = cache_side_open(ltmp, 4, err, errlen))) rc = -1;
     int32_t *ids = NULL;
     size_t cap = 0;
     uint64_t rows = 0;
-    Doc d;
-    SftRow row = {0};
+    Row row;
     int got = 0;
-    while (!rc && (got = sr ? sft_next(sr, &row, err, errlen) : docs_next(r, &d, err, errlen)) > 0) {
+    while (!rc && (got = rows_next(r, &row, err, errlen)) > 0) {
         rows++;
-        rc = sr ? cache_row(&p, lab, &row, err, errlen) : cache_doc(q, &p, &d, &ids, &cap, err, errlen, in->path, rows);
+        rc = row.sft ? cache_row(&p, lab, row.sft, err, errlen) : cache_doc(q, &p, row.doc, &ids, &cap, err, errlen, in->path, rows);
         if (!(rows & 255)) {
-            cache_progress(g, sr ? sft_progress(sr) : docs_progress(r), p.tokens, 0);
+            cache_progress(g, rows_progress(r), p.tokens, 0);
             if (q->stop && *q->stop) rc = (snprintf(err, errlen, "stopped by a signal"), CACHE_STOPPED);
         }
     }
@@ -259,18 +249,16 @@ static int cache_build_part(const CacheRequest *q, int i, const char *dir, Cache
     if (lab) rc = cache_side_close(lab, ltmp, lpath, 4, p.tokens, rc, err, errlen);
     if (!rc) {
         char fields[DOCS_FIELDS_MAX * 260];
-        docs_fields_save(sr ? sft_fields(sr) : docs_fields(r), fields, sizeof fields);
+        docs_fields_save(rows_fields(r), fields, sizeof fields);
         FILE *s = fopen(stats, "w");
-        if (!s || fprintf(s, "%llu %llu %llu\n%s\n%s\n", (unsigned long long)rows, (unsigned long long)(sr ? sft_nulls(sr) : docs_nulls(r)),
-                          (unsigned long long)p.tokens, sr ? sft_describe(sr) : docs_describe(r), fields) < 0 || fclose(s) != 0)
+        if (!s || fprintf(s, "%llu %llu %llu\n%s\n%s\n", (unsigned long long)rows, (unsigned long long)rows_nulls(r),
+                          (unsigned long long)p.tokens, rows_describe(r), fields) < 0 || fclose(s) != 0)
             rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", stats, strerror(errno)), -1);
     }
     if (rc) unlink(tmp), unlink(path), unlink(ipath);  // a part is whole or absent
     g->tokens += p.tokens;
-    g->bytes_done += sr ? sft_progress(sr) : docs_progress(r);
-    if (sr) sft_close(sr);
-    else docs_close(r);
-    sft_row_free(&row);
+    g->bytes_done += rows_progress(r);
+    rows_close(r);
     free(ids);
     buf_free(&p.doc);
     return rc;
