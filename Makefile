@@ -187,7 +187,7 @@ build/fuzz/fuzz_parquet: test/fuzz/fuzz_parquet.c data/format/parquet.c base/buf
 # the tokenizers with the finetuning rows they build (data/rows/sft reads rows through data/rows/docs and names
 # its formats through model/config)
 TOKENIZER_SRC = comm/io.c base/path.c base/buf.c model/config.c base/cli.c $(FAMILY_SRC) base/checked.c data/text/tokenizer.c data/text/chat.c data/text/bpe.c data/source/hub.c base/json.c data/rows/sft.c data/rows/docs.c data/format/arrow.c data/format/parquet.c build/fuzz/sentencepiece.o
-build/fuzz/fuzz_jsonl: test/fuzz/fuzz_jsonl.c data/build/prepare.c data/format/shardfile.c data/rows/docs.c data/format/sniff.c data/source/source.c data/format/arrow.c data/format/parquet.c $(TOKENIZER_SRC) test/fuzz/stub.c
+build/fuzz/fuzz_jsonl: test/fuzz/fuzz_jsonl.c data/build/prepare.c data/build/shards.c data/format/shardfile.c data/rows/docs.c data/format/sniff.c data/source/source.c data/format/arrow.c data/format/parquet.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_tokenizer: test/fuzz/fuzz_tokenizer.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_sft: test/fuzz/fuzz_sft.c $(TOKENIZER_SRC) test/fuzz/stub.c
 # ident.c names files as UTF-8 with base/json's character check

@@ -19,6 +19,7 @@
 #include "../../comm/comm.h"
 #include "../format/shardfile.h"
 #include "../rows/rows.h"
+#include "shards.h"
 
 #define CACHE_VERSION 3  // 2: a document index beside each part, finetuning rows; 3: the rows' fields in part-N.txt
 #define CACHE_PROGRESS_PERIOD 1.0
@@ -130,12 +131,7 @@ typedef struct {
     Buf doc;  // one document's tokens, little-endian
 } CachePart;
 
-static void cache_put(CachePart *p, uint64_t id) {
-    buf_reserve(&p->doc, (size_t)p->width);
-    for (int k = 0; k < p->width; k++) p->doc.data[p->doc.len++] = (uint8_t)(id >> (8 * k));
-}
-
-// Writes doc's tokens: ids as they are; text as prepare writes it (<s> ids </s>, or bytes and '\n').
+// Writes doc's tokens: ids as they are; text as prepare writes it (shards_put_text).
 static int cache_doc(const CacheRequest *q, CachePart *p, const Doc *d, int32_t **ids, size_t *cap, char *err, size_t errlen,
                      const char *path, uint64_t row) {
     p->doc.len = 0;
@@ -144,18 +140,9 @@ static int cache_doc(const CacheRequest *q, CachePart *p, const Doc *d, int32_t 
             if (d->ids[i] < 0 || d->ids[i] >= q->vocab)
                 return snprintf(err, errlen, "'%s' row %llu holds token id %lld, outside the vocabulary [0, %d)", path,
                                 (unsigned long long)row, (long long)d->ids[i], q->vocab), -1;
-            cache_put(p, (uint64_t)d->ids[i]);
+            shards_put(&p->doc, p->width, (uint64_t)d->ids[i]);
         }
-    } else if (tok_is_byte(q->tok)) {
-        for (size_t i = 0; i < d->len; i++) cache_put(p, (uint8_t)d->text[i]);
-        cache_put(p, '\n');
-    } else {
-        size_t n = 0;
-        tok_encode(q->tok, d->text, d->len, ids, &n, cap);
-        if (tok_bos(q->tok) >= 0) cache_put(p, (uint64_t)tok_bos(q->tok));
-        for (size_t i = 0; i < n; i++) cache_put(p, (uint64_t)(*ids)[i]);
-        if (tok_eos(q->tok) >= 0) cache_put(p, (uint64_t)tok_eos(q->tok));
-    }
+    } else shards_put_text(&p->doc, p->width, q->tok, d->text, d->len, ids, cap);
     if ((p->doc.len && fwrite(p->doc.data, 1, p->doc.len, p->f) != p->doc.len) || fwrite(&p->tokens, sizeof p->tokens, 1, p->idx) != 1)
         return snprintf(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno)), -1;
     p->tokens += p->doc.len / (size_t)p->width;
@@ -165,7 +152,7 @@ static int cache_doc(const CacheRequest *q, CachePart *p, const Doc *d, int32_t 
 // Writes a finetuning row: its ids to the shard, its labels beside them, its start to the index.
 static int cache_row(CachePart *p, FILE *lab, const SftRow *row, char *err, size_t errlen) {
     p->doc.len = 0;
-    for (size_t i = 0; i < row->len; i++) cache_put(p, (uint64_t)(uint32_t)row->ids[i]);
+    for (size_t i = 0; i < row->len; i++) shards_put(&p->doc, p->width, (uint64_t)(uint32_t)row->ids[i]);
     int ok = (!p->doc.len || fwrite(p->doc.data, 1, p->doc.len, p->f) == p->doc.len) && fwrite(&p->tokens, sizeof p->tokens, 1, p->idx) == 1;
     for (size_t i = 0; ok && i < row->len; i++) {
         uint32_t y = row->labels[i] < 0 ? UINT32_MAX : (uint32_t)row->labels[i];

@@ -27,6 +27,7 @@
 #include "../source/source.h"
 #include "../format/sniff.h"
 #include "../text/tokenizer.h"
+#include "shards.h"
 #include "../../base/buf.h"
 #include "../../base/json.h"
 #include "../../base/cli.h"
@@ -86,7 +87,7 @@ typedef struct Prepare {
     Buf pending;  // the last document with tokens, held back (see prepare_end_doc)
     Buf line, text;
     int32_t *ids;        // tokenizer output
-    size_t nids, ids_cap;
+    size_t ids_cap;
     uint8_t *io;         // PREPARE_IO_BYTES of input
     uint64_t ndocs;
     int cur_file, pending_file;  // where the current and the pending document start
@@ -131,42 +132,10 @@ static int prepare_sync(Prepare *p) {
     return comm_agree(p->err[0] ? p->err : NULL, p->err, sizeof p->err);
 }
 
-static void prepare_put_le(uint8_t *dst, uint64_t v, int nbytes) {
-    for (int i = 0; i < nbytes; i++) dst[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void prepare_push_token(Prepare *p, Buf *doc, uint32_t token) {
-    buf_reserve(doc, (size_t)p->dtype_bytes);
-    prepare_put_le(doc->data + doc->len, token, p->dtype_bytes);
-    doc->len += (size_t)p->dtype_bytes;
-}
-
-// byte tokenizer: every byte is one token, so only the low (first, little-endian) byte is non-zero
-static void prepare_push_bytes(Prepare *p, Buf *doc, const uint8_t *bytes, size_t n) {
-    if (!n) return;  // doc->data may still be NULL
-    size_t width = (size_t)p->dtype_bytes;
-    buf_reserve(doc, n * width);
-    uint8_t *dst = doc->data + doc->len;
-    memset(dst, 0, n * width);
-    for (size_t i = 0; i < n; i++) dst[i * width] = bytes[i];
-    doc->len += n * width;
-}
-
-// The document in p->text into p->cur: its bytes and '\n' after it with the byte tokenizer, else
-// <s>, its tokens and </s>.
+// The document in p->text into p->cur (see shards_put_text).
 static void prepare_encode_text(Prepare *p) {
     p->cur.len = 0;
-    if (!p->tokenizer[0]) {
-        prepare_push_bytes(p, &p->cur, p->text.data, p->text.len);
-        prepare_push_token(p, &p->cur, '\n');
-        return;
-    }
-    p->nids = 0;
-    tok_encode(p->tok, (const char *)p->text.data, p->text.len, &p->ids, &p->nids, &p->ids_cap);
-    buf_reserve(&p->cur, (p->nids + 2) * (size_t)p->dtype_bytes);
-    if (tok_bos(p->tok) >= 0) prepare_push_token(p, &p->cur, (uint32_t)tok_bos(p->tok));
-    for (size_t i = 0; i < p->nids; i++) prepare_push_token(p, &p->cur, (uint32_t)p->ids[i]);
-    if (tok_eos(p->tok) >= 0) prepare_push_token(p, &p->cur, (uint32_t)tok_eos(p->tok));
+    shards_put_text(&p->cur, p->dtype_bytes, p->tok, (const char *)p->text.data, p->text.len, &p->ids, &p->ids_cap);
 }
 
 // ---- shard writing ----
@@ -464,7 +433,7 @@ static bool prepare_json_ids(PrepareJson *j, const JsonValue *ids) {
         if (p->check_ids && id >= (uint64_t)tok_vocab_size(p->tok))
             return prepare_json_error(j, v->at, "token id %.*s is not below the vocabulary size %d of --tokenizer %s", lit_len, lit,
                                       tok_vocab_size(p->tok), tok_path(p->tok));
-        prepare_push_token(p, &p->cur, (uint32_t)id);
+        shards_put(&p->cur, p->dtype_bytes, (uint32_t)id);
     }
     return true;
 }
@@ -563,7 +532,7 @@ static int prepare_text(Prepare *p, PrepareInput *in, int file) {
     long got;
     p->text.len = 0;
     while ((got = prepare_fill(p, in)) > 0) {
-        if (bytes) prepare_push_bytes(p, &p->cur, p->io, (size_t)got);
+        if (bytes) shards_put_bytes(&p->cur, p->dtype_bytes, p->io, (size_t)got);
         else buf_append(&p->text, p->io, (size_t)got);
     }
     if (got < 0) return 1;
@@ -598,7 +567,7 @@ static int prepare_docs(Prepare *p, int file) {
                 if ((p->check_ids && d.ids[i] >= tok_vocab_size(p->tok)) || (uint64_t)d.ids[i] >> (8 * p->dtype_bytes))
                     got = -prepare_fail(p, "'%s' row %llu holds token id %lld, beyond the vocabulary of %s", path, (unsigned long long)row,
                                         (long long)d.ids[i], tok_path(p->tok));
-                else prepare_push_token(p, &p->cur, (uint32_t)d.ids[i]);
+                else shards_put(&p->cur, p->dtype_bytes, (uint32_t)d.ids[i]);
             }
             if (got < 0) break;
         } else {
