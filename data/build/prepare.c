@@ -710,7 +710,8 @@ static int prepare_output_dir(Prepare *p) {
 // name), replaced by its files; a Hugging Face dataset gives its train split.
 static void prepare_expand(Prepare *p) {
     const char **all = NULL;
-    int n = 0, cap = 0;
+    int n = 0;
+    size_t cap = 0;
     for (int i = 0; i < p->ninputs && !p->err[0]; i++) {
         SourceFiles hf;
         memset(&hf, 0, sizeof hf);
@@ -719,11 +720,7 @@ static void prepare_expand(Prepare *p) {
             break;
         }
         if (!hf.nfiles) prepare_fail(p, "no input files match '%s'", p->inputs[i]);
-        if (n + hf.nfiles > cap) {
-            cap = 2 * (n + hf.nfiles);
-            all = realloc(all, (size_t)cap * sizeof *all);
-            if (!all) err_fatal("out of memory listing the inputs");
-        }
+        buf_fit(all, &cap, (size_t)n + (size_t)hf.nfiles);
         for (int k = 0; k < hf.nfiles; k++) all[n++] = hf.files[k];
         hf.nfiles = 0;  // the strings now belong to the list
         source_files_free(&hf);
