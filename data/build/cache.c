@@ -17,7 +17,6 @@
 #include "../../base/err.h"
 #include "../../base/log.h"
 #include "../../comm/comm.h"
-#include "../format/shardfile.h"
 #include "../rows/rows.h"
 #include "shards.h"
 
@@ -96,12 +95,10 @@ static void cache_side_path(const char *dir, int i, const char *ext, char *out, 
     snprintf(out, len, "%s/part-%06d.%s", dir, i, ext);
 }
 
-// Opens a side file under tmp and writes a header to be completed by cache_side_close.
+// Opens a side file under tmp and writes a header to be completed by cache_file_close.
 static FILE *cache_side_open(const char *tmp, int dtype_bytes, char *err, size_t errlen) {
     FILE *f = fopen(tmp, "wb");
-    uint8_t header[TOKFILE_HEADER_BYTES];
-    data_shard_header(header, dtype_bytes, 0);
-    if (!f || fwrite(header, 1, sizeof header, f) != sizeof header) {
+    if (!f || shards_header(f, dtype_bytes, 0)) {
         snprintf(err, errlen, "cannot create the data cache file '%s': %s", tmp, strerror(errno));
         if (f) fclose(f);
         return NULL;
@@ -109,11 +106,10 @@ static FILE *cache_side_open(const char *tmp, int dtype_bytes, char *err, size_t
     return f;
 }
 
-// Completes a side file's header with its count, syncs, closes and renames it to path.
-static int cache_side_close(FILE *f, const char *tmp, const char *path, int dtype_bytes, uint64_t count, int rc, char *err, size_t errlen) {
-    uint8_t header[TOKFILE_HEADER_BYTES];
-    data_shard_header(header, dtype_bytes, count);
-    if (!rc && (fseek(f, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, f) != sizeof header || fflush(f) != 0 || fsync(fileno(f)) != 0))
+// Completes a part's file (its shard or a side file): the header's count, synced, closed and renamed
+// to path; after an earlier failure (rc) only closed and removed.
+static int cache_file_close(FILE *f, const char *tmp, const char *path, int dtype_bytes, uint64_t count, int rc, char *err, size_t errlen) {
+    if (!rc && (shards_header(f, dtype_bytes, count) || fflush(f) != 0 || fsync(fileno(f)) != 0))
         rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, comm_path_error(tmp, errno)), -1);
     if (fclose(f) != 0 && !rc) rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, strerror(errno)), -1);
     if (!rc && rename(tmp, path) != 0) rc = (snprintf(err, errlen, "cannot rename '%s': %s", tmp, strerror(errno)), -1);
@@ -204,9 +200,7 @@ static int cache_build_part(const CacheRequest *q, int i, const char *dir, Cache
     p.f = fopen(tmp, "wb");
     int rc = 0;
     if (!p.f) rc = (snprintf(err, errlen, "cannot create the data cache file '%s': %s", tmp, strerror(errno)), -1);
-    uint8_t header[TOKFILE_HEADER_BYTES];
-    data_shard_header(header, p.width, 0);
-    if (!rc && fwrite(header, 1, sizeof header, p.f) != sizeof header)
+    if (!rc && shards_header(p.f, p.width, 0))
         rc = (snprintf(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno)), -1);
     if (!rc && !(p.idx = cache_side_open(itmp, 8, err, errlen))) rc = -1;
     if (!rc && rows_labeled(r) && !(lab = cache_side_open(ltmp, 4, err, errlen))) rc = -1;
@@ -226,14 +220,9 @@ static int cache_build_part(const CacheRequest *q, int i, const char *dir, Cache
     if (got < 0) rc = -1;
     if (!rc && fwrite(&p.tokens, sizeof p.tokens, 1, p.idx) != 1)
         rc = (snprintf(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno)), -1);
-    data_shard_header(header, p.width, p.tokens);
-    if (!rc && (fseek(p.f, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, p.f) != sizeof header || fflush(p.f) != 0 ||
-                fsync(fileno(p.f)) != 0))
-        rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, comm_path_error(tmp, errno)), -1);
-    if (p.f && fclose(p.f) != 0 && !rc) rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, strerror(errno)), -1);
-    if (!rc && rename(tmp, path) != 0) rc = (snprintf(err, errlen, "cannot rename '%s': %s", tmp, strerror(errno)), -1);
-    if (p.idx) rc = cache_side_close(p.idx, itmp, ipath, 8, rows + 1, rc, err, errlen);
-    if (lab) rc = cache_side_close(lab, ltmp, lpath, 4, p.tokens, rc, err, errlen);
+    if (p.f) rc = cache_file_close(p.f, tmp, path, p.width, p.tokens, rc, err, errlen);
+    if (p.idx) rc = cache_file_close(p.idx, itmp, ipath, 8, rows + 1, rc, err, errlen);
+    if (lab) rc = cache_file_close(lab, ltmp, lpath, 4, p.tokens, rc, err, errlen);
     if (!rc) {
         char fields[DOCS_FIELDS_MAX * 260];
         docs_fields_save(rows_fields(r), fields, sizeof fields);

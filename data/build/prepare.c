@@ -165,17 +165,14 @@ static void prepare_split_open(PrepareSplit *s) {
     s->f = fopenCheck(s->tmp, "wb");
     // stdio's own buffer, enlarged: spans of a document go out in big writes
     setvbuf(s->f, NULL, _IOFBF, PREPARE_IO_BYTES);
-    uint8_t header[TOKFILE_HEADER_BYTES];
-    data_shard_header(header, s->dtype_bytes, 0);  // ntokens is patched on close
-    if (fwrite(header, 1, sizeof header, s->f) != sizeof header) prepare_fail(s->p, "cannot write '%s': %s", s->tmp, strerror(errno));
+    // ntokens is patched on close
+    if (shards_header(s->f, s->dtype_bytes, 0)) prepare_fail(s->p, "cannot write '%s': %s", s->tmp, strerror(errno));
     s->in_shard = 0;
 }
 
 // The shard gets its final name only once complete, so a crash never leaves a truncated one.
 static void prepare_split_close(PrepareSplit *s) {
-    uint8_t header[TOKFILE_HEADER_BYTES];
-    data_shard_header(header, s->dtype_bytes, s->in_shard);
-    int ok = fseek(s->f, 0, SEEK_SET) == 0 && fwrite(header, 1, sizeof header, s->f) == sizeof header, e = errno;
+    int ok = shards_header(s->f, s->dtype_bytes, s->in_shard) == 0, e = errno;
     if (fclose(s->f) != 0 && ok) ok = 0, e = errno;
     s->f = NULL;
     if (!ok) {
@@ -508,7 +505,7 @@ const char *data_prepare_scan_line(const char *line, size_t n, const Tokenizer *
 }
 
 static int prepare_jsonl(Prepare *p, PrepareInput *in, int file) {
-    int got;
+    int got = 0;
     uint64_t line_no = 0;  // since the range's start
     while (!p->err[0] && (got = prepare_read_line(p, in)) > 0 && in->line_start < in->end) {
         line_no++;

@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "../format/shardfile.h"
+
 void shards_put(Buf *out, int width, uint64_t token) {
     buf_reserve(out, (size_t)width);
     for (int k = 0; k < width; k++) out->data[out->len++] = (uint8_t)(token >> (8 * k));
@@ -29,4 +31,10 @@ void shards_put_text(Buf *out, int width, const Tokenizer *tok, const char *text
     if (tok_bos(tok) >= 0) shards_put(out, width, (uint64_t)tok_bos(tok));
     for (size_t i = 0; i < nids; i++) shards_put(out, width, (uint64_t)(*ids)[i]);
     if (tok_eos(tok) >= 0) shards_put(out, width, (uint64_t)tok_eos(tok));
+}
+
+int shards_header(FILE *f, int width, uint64_t count) {
+    uint8_t header[TOKFILE_HEADER_BYTES];
+    data_shard_header(header, width, count);
+    return fseek(f, 0, SEEK_SET) == 0 && fwrite(header, 1, sizeof header, f) == sizeof header ? 0 : -1;
 }

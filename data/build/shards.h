@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../../base/buf.h"
 #include "../text/tokenizer.h"
@@ -17,5 +18,10 @@ void shards_put_bytes(Buf *out, int width, const uint8_t *bytes, size_t n);
 // A document's text: its bytes and '\n' with the byte tokenizer, else <s>, its tokens and </s>
 // (where the tokenizer has them). *ids (*cap its capacity) is the tokenizer's scratch.
 void shards_put_text(Buf *out, int width, const Tokenizer *tok, const char *text, size_t n, int32_t **ids, size_t *cap);
+
+// The token shard header (count items of width bytes; data/format/shardfile.h) at the start of f:
+// a placeholder (count 0) when the file is created, the count once it is complete. The data
+// cache's side files (document index, labels) carry the same header. 0, or -1 with errno.
+int shards_header(FILE *f, int width, uint64_t count);
 
 #endif
