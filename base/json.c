@@ -9,32 +9,31 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "buf.h"
 #include "err.h"
 
 #define JSON_MAX_DEPTH 512  // bounds the recursion on hostile input
 
 typedef struct {
     const char *begin, *s, *end;
-    char *err;
-    size_t errlen;
     int failed;
+    size_t line, col;  // where the first problem is (1-based), and what it is
+    char what[160];
 } JsonParser;
 
 static int json_fail(JsonParser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int json_fail(JsonParser *p, const char *fmt, ...) {
     if (p->failed) return 0;
     p->failed = 1;
-    int line = 1, col = 1;
+    p->line = p->col = 1;
     for (const char *c = p->begin; c < p->s && c < p->end; c++) {
-        if (*c == '\n') line++, col = 1;
-        else col++;
+        if (*c == '\n') p->line++, p->col = 1;
+        else p->col++;
     }
-    char what[160];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    vsnprintf(p->what, sizeof p->what, fmt, ap);
     va_end(ap);
-    if (p->err) snprintf(p->err, p->errlen, "line %d, column %d: %s", line, col, what);
     return 0;
 }
 
@@ -49,12 +48,7 @@ typedef struct {
 } JsonVec;
 
 static JsonValue *json_vec_push(JsonVec *vec) {
-    if (vec->n == vec->cap) {
-        vec->cap = vec->cap ? vec->cap * 2 : 8;
-        JsonValue *v = realloc(vec->v, vec->cap * sizeof *v);
-        if (!v) err_fatal("out of memory parsing JSON (%zu values)", vec->cap);
-        vec->v = v;
-    }
+    buf_fit(vec->v, &vec->cap, vec->n + 1);
     JsonValue *v = &vec->v[vec->n++];
     memset(v, 0, sizeof *v);
     return v;
@@ -210,6 +204,7 @@ static int json_container(JsonParser *p, JsonValue *v, int depth) {
 
 static int json_value(JsonParser *p, JsonValue *v, int depth) {
     json_ws(p);
+    v->at = (size_t)(p->s - p->begin);
     if (p->s >= p->end) return json_fail(p, "unexpected end of input");
     char c = *p->s;
     if (c == '{' || c == '[') return json_container(p, v, depth);
@@ -246,16 +241,34 @@ void json_free(JsonValue *v) {
     free(v);
 }
 
-JsonValue *json_parse(const char *text, size_t len, char *err, size_t errlen) {
-    JsonParser p = {.begin = text, .s = text, .end = text + len, .err = err, .errlen = errlen};
+// The one value in text[0, len); NULL when it is not, with the problem in p.
+static JsonValue *json_parse_all(JsonParser *p, const char *text, size_t len) {
+    *p = (JsonParser){.begin = text, .s = text, .end = text + len};
     JsonValue *v = callocCheck(1, sizeof *v);
-    if (json_value(&p, v, 0)) {
-        json_ws(&p);
-        if (p.s < p.end) json_fail(&p, "text after the JSON value");
+    if (json_value(p, v, 0)) {
+        json_ws(p);
+        if (p->s < p->end) json_fail(p, "text after the JSON value");
     }
-    if (!p.failed) return v;
+    if (!p->failed) return v;
     json_free(v);
     return NULL;
+}
+
+JsonValue *json_parse(const char *text, size_t len, char *err, size_t errlen) {
+    JsonParser p;
+    JsonValue *v = json_parse_all(&p, text, len);
+    if (!v && err) snprintf(err, errlen, "line %zu, column %zu: %s", p.line, p.col, p.what);
+    return v;
+}
+
+JsonValue *json_parse_line(const char *line, size_t len, size_t *col, char *err, size_t errlen) {
+    JsonParser p;
+    JsonValue *v = json_parse_all(&p, line, len);
+    if (!v) {
+        *col = p.col;
+        snprintf(err, errlen, "%s", p.what);
+    }
+    return v;
 }
 
 JsonValue *json_parse_file(const char *path, size_t max_bytes, char *err, size_t errlen) {

@@ -1,5 +1,5 @@
-// json: a small DOM parser for the JSON files fsdpc reads whole (tokenizer.json, config.json,
-// safetensors headers and indexes). JSON Lines corpora stream through prepare's own scanner.
+// json: a small DOM parser for the JSON fsdpc reads: files read whole (tokenizer.json, config.json,
+// safetensors headers and indexes) and JSON Lines corpora, a line at a time.
 #ifndef FSDPC_JSON_H
 #define FSDPC_JSON_H
 
@@ -20,12 +20,17 @@ struct JsonValue {
     const char *str;  // JSON_STRING: decoded UTF-8, NUL-terminated (may hold NULs: use len)
     size_t len;       // JSON_STRING: bytes; JSON_ARRAY/JSON_OBJECT: number of items
     JsonValue *items; // JSON_ARRAY elements / JSON_OBJECT members, in file order
+    size_t at;        // byte offset of the value's first character in the text parsed (for messages)
 };
 
 // Parses text[0, len). On failure returns NULL and writes "line L, column C: what" into err.
 // Nesting is limited (no stack overflow on hostile input); lone surrogates in \u escapes decode
 // to U+FFFD. The result owns all its strings; free it with json_free.
 JsonValue *json_parse(const char *text, size_t len, char *err, size_t errlen);
+// JSON Lines: the value on one line, line[0, len) without its '\n'. On failure returns NULL with
+// *col the problem's 1-based column and the problem alone (no position) in err, for the caller's
+// "path:line:column: " prefix. A blank line is no value: callers skip those first.
+JsonValue *json_parse_line(const char *line, size_t len, size_t *col, char *err, size_t errlen);
 // Reads and parses a whole file (at most max_bytes). On failure returns NULL with the reason
 // (including the path) in err.
 JsonValue *json_parse_file(const char *path, size_t max_bytes, char *err, size_t errlen);

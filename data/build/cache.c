@@ -12,11 +12,13 @@
 #include <unistd.h>
 
 #include "../../base/path.h"
+#include "../../base/buf.h"
 #include "../../base/clock.h"
 #include "../../base/err.h"
 #include "../../base/log.h"
 #include "../../comm/comm.h"
-#include "../format/shardfile.h"
+#include "../rows/rows.h"
+#include "shards.h"
 
 #define CACHE_VERSION 3  // 2: a document index beside each part, finetuning rows; 3: the rows' fields in part-N.txt
 #define CACHE_PROGRESS_PERIOD 1.0
@@ -93,12 +95,10 @@ static void cache_side_path(const char *dir, int i, const char *ext, char *out, 
     snprintf(out, len, "%s/part-%06d.%s", dir, i, ext);
 }
 
-// Opens a side file under tmp and writes a header to be completed by cache_side_close.
+// Opens a side file under tmp and writes a header to be completed by cache_file_close.
 static FILE *cache_side_open(const char *tmp, int dtype_bytes, char *err, size_t errlen) {
     FILE *f = fopen(tmp, "wb");
-    uint8_t header[TOKFILE_HEADER_BYTES];
-    data_shard_header(header, dtype_bytes, 0);
-    if (!f || fwrite(header, 1, sizeof header, f) != sizeof header) {
+    if (!f || shards_header(f, dtype_bytes, 0)) {
         snprintf(err, errlen, "cannot create the data cache file '%s': %s", tmp, strerror(errno));
         if (f) fclose(f);
         return NULL;
@@ -106,11 +106,10 @@ static FILE *cache_side_open(const char *tmp, int dtype_bytes, char *err, size_t
     return f;
 }
 
-// Completes a side file's header with its count, syncs, closes and renames it to path.
-static int cache_side_close(FILE *f, const char *tmp, const char *path, int dtype_bytes, uint64_t count, int rc, char *err, size_t errlen) {
-    uint8_t header[TOKFILE_HEADER_BYTES];
-    data_shard_header(header, dtype_bytes, count);
-    if (!rc && (fseek(f, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, f) != sizeof header || fflush(f) != 0 || fsync(fileno(f)) != 0))
+// Completes a part's file (its shard or a side file): the header's count, synced, closed and renamed
+// to path; after an earlier failure (rc) only closed and removed.
+static int cache_file_close(FILE *f, const char *tmp, const char *path, int dtype_bytes, uint64_t count, int rc, char *err, size_t errlen) {
+    if (!rc && (shards_header(f, dtype_bytes, count) || fflush(f) != 0 || fsync(fileno(f)) != 0))
         rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, comm_path_error(tmp, errno)), -1);
     if (fclose(f) != 0 && !rc) rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, strerror(errno)), -1);
     if (!rc && rename(tmp, path) != 0) rc = (snprintf(err, errlen, "cannot rename '%s': %s", tmp, strerror(errno)), -1);
@@ -125,51 +124,32 @@ typedef struct {
     FILE *idx;      // the documents' starts (token offsets), then the end
     int width;
     uint64_t tokens;
-    uint8_t *buf;  // one document's tokens, little-endian
-    size_t len, cap;
+    Buf doc;  // one document's tokens, little-endian
 } CachePart;
 
-static void cache_put(CachePart *p, uint64_t id) {
-    if (p->len + 4 > p->cap) {
-        p->cap = p->cap ? 2 * p->cap : 1 << 16;
-        p->buf = realloc(p->buf, p->cap);
-        if (!p->buf) err_fatal("out of memory growing a document's tokens to %zu bytes", p->cap);
-    }
-    for (int k = 0; k < p->width; k++) p->buf[p->len++] = (uint8_t)(id >> (8 * k));
-}
-
-// Writes doc's tokens: ids as they are; text as prepare writes it (<s> ids </s>, or bytes and '\n').
+// Writes doc's tokens: ids as they are; text as prepare writes it (shards_put_text).
 static int cache_doc(const CacheRequest *q, CachePart *p, const Doc *d, int32_t **ids, size_t *cap, char *err, size_t errlen,
                      const char *path, uint64_t row) {
-    p->len = 0;
+    p->doc.len = 0;
     if (d->is_ids) {
         for (size_t i = 0; i < d->len; i++) {
             if (d->ids[i] < 0 || d->ids[i] >= q->vocab)
                 return snprintf(err, errlen, "'%s' row %llu holds token id %lld, outside the vocabulary [0, %d)", path,
                                 (unsigned long long)row, (long long)d->ids[i], q->vocab), -1;
-            cache_put(p, (uint64_t)d->ids[i]);
+            shards_put(&p->doc, p->width, (uint64_t)d->ids[i]);
         }
-    } else if (tok_is_byte(q->tok)) {
-        for (size_t i = 0; i < d->len; i++) cache_put(p, (uint8_t)d->text[i]);
-        cache_put(p, '\n');
-    } else {
-        size_t n = 0;
-        tok_encode(q->tok, d->text, d->len, ids, &n, cap);
-        if (tok_bos(q->tok) >= 0) cache_put(p, (uint64_t)tok_bos(q->tok));
-        for (size_t i = 0; i < n; i++) cache_put(p, (uint64_t)(*ids)[i]);
-        if (tok_eos(q->tok) >= 0) cache_put(p, (uint64_t)tok_eos(q->tok));
-    }
-    if ((p->len && fwrite(p->buf, 1, p->len, p->f) != p->len) || fwrite(&p->tokens, sizeof p->tokens, 1, p->idx) != 1)
+    } else shards_put_text(&p->doc, p->width, q->tok, d->text, d->len, ids, cap);
+    if ((p->doc.len && fwrite(p->doc.data, 1, p->doc.len, p->f) != p->doc.len) || fwrite(&p->tokens, sizeof p->tokens, 1, p->idx) != 1)
         return snprintf(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno)), -1;
-    p->tokens += p->len / (size_t)p->width;
+    p->tokens += p->doc.len / (size_t)p->width;
     return 0;
 }
 
 // Writes a finetuning row: its ids to the shard, its labels beside them, its start to the index.
 static int cache_row(CachePart *p, FILE *lab, const SftRow *row, char *err, size_t errlen) {
-    p->len = 0;
-    for (size_t i = 0; i < row->len; i++) cache_put(p, (uint64_t)(uint32_t)row->ids[i]);
-    int ok = (!p->len || fwrite(p->buf, 1, p->len, p->f) == p->len) && fwrite(&p->tokens, sizeof p->tokens, 1, p->idx) == 1;
+    p->doc.len = 0;
+    for (size_t i = 0; i < row->len; i++) shards_put(&p->doc, p->width, (uint64_t)(uint32_t)row->ids[i]);
+    int ok = (!p->doc.len || fwrite(p->doc.data, 1, p->doc.len, p->f) == p->doc.len) && fwrite(&p->tokens, sizeof p->tokens, 1, p->idx) == 1;
     for (size_t i = 0; ok && i < row->len; i++) {
         uint32_t y = row->labels[i] < 0 ? UINT32_MAX : (uint32_t)row->labels[i];
         uint8_t b[4] = {(uint8_t)y, (uint8_t)(y >> 8), (uint8_t)(y >> 16), (uint8_t)(y >> 24)};
@@ -211,72 +191,52 @@ static int cache_build_part(const CacheRequest *q, int i, const char *dir, Cache
     cache_side_path(dir, i, "lab", lpath, sizeof lpath);
     snprintf(ltmp, sizeof ltmp, "%s.tmp", lpath);
     // rows (finetuning formats) or documents: as --data_format says, or as the file's fields say
-    SftFormat fmt = q->format;
-    if (fmt == SFT_AUTO && in->kind != DOCS_TEXT && sft_detect(in->path, in->kind, in->comp, &fmt, err, errlen)) return -1;
-    if (fmt == SFT_AUTO) fmt = SFT_TEXT;
-    if (fmt != SFT_TEXT && in->kind == DOCS_TEXT)
-        return snprintf(err, errlen, "--data_format %s reads rows of JSON Lines, Arrow or Parquet, and '%s' is plain text",
-                        sft_format_name(fmt), in->path), -1;
-    DocsReader *r = NULL;
-    SftReader *sr = NULL;
-    if (fmt == SFT_TEXT) r = docs_open(in->path, in->kind, in->comp, q->text_column, q->explicit_column, err, errlen);
-    else {
-        SftOptions o = {.format = fmt, .tmpl = q->tmpl, .tok = q->tok, .train_on_inputs = q->train_on_inputs, .vocab = q->vocab};
-        sr = sft_open(in->path, in->kind, in->comp, &o, err, errlen);
-    }
-    if (!r && !sr) return -1;
+    RowsOptions o = {.sft = {.format = q->format, .tmpl = q->tmpl, .tok = q->tok, .train_on_inputs = q->train_on_inputs, .vocab = q->vocab},
+                     .text_column = q->text_column, .explicit_column = q->explicit_column};
+    RowsReader *r = rows_open(in->path, in->kind, in->comp, &o, err, errlen);
+    if (!r) return -1;
     CachePart p = {.width = cache_width(q->vocab)};
     FILE *lab = NULL;
     p.f = fopen(tmp, "wb");
     int rc = 0;
     if (!p.f) rc = (snprintf(err, errlen, "cannot create the data cache file '%s': %s", tmp, strerror(errno)), -1);
-    uint8_t header[TOKFILE_HEADER_BYTES];
-    data_shard_header(header, p.width, 0);
-    if (!rc && fwrite(header, 1, sizeof header, p.f) != sizeof header)
+    if (!rc && shards_header(p.f, p.width, 0))
         rc = (snprintf(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno)), -1);
     if (!rc && !(p.idx = cache_side_open(itmp, 8, err, errlen))) rc = -1;
-    if (!rc && sr && !(lab = cache_side_open(ltmp, 4, err, errlen))) rc = -1;
+    if (!rc && rows_labeled(r) && !(lab = cache_side_open(ltmp, 4, err, errlen))) rc = -1;
     int32_t *ids = NULL;
     size_t cap = 0;
     uint64_t rows = 0;
-    Doc d;
-    SftRow row = {0};
+    Row row;
     int got = 0;
-    while (!rc && (got = sr ? sft_next(sr, &row, err, errlen) : docs_next(r, &d, err, errlen)) > 0) {
+    while (!rc && (got = rows_next(r, &row, err, errlen)) > 0) {
         rows++;
-        rc = sr ? cache_row(&p, lab, &row, err, errlen) : cache_doc(q, &p, &d, &ids, &cap, err, errlen, in->path, rows);
+        rc = row.sft ? cache_row(&p, lab, row.sft, err, errlen) : cache_doc(q, &p, row.doc, &ids, &cap, err, errlen, in->path, rows);
         if (!(rows & 255)) {
-            cache_progress(g, sr ? sft_progress(sr) : docs_progress(r), p.tokens, 0);
+            cache_progress(g, rows_progress(r), p.tokens, 0);
             if (q->stop && *q->stop) rc = (snprintf(err, errlen, "stopped by a signal"), CACHE_STOPPED);
         }
     }
     if (got < 0) rc = -1;
     if (!rc && fwrite(&p.tokens, sizeof p.tokens, 1, p.idx) != 1)
         rc = (snprintf(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno)), -1);
-    data_shard_header(header, p.width, p.tokens);
-    if (!rc && (fseek(p.f, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, p.f) != sizeof header || fflush(p.f) != 0 ||
-                fsync(fileno(p.f)) != 0))
-        rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, comm_path_error(tmp, errno)), -1);
-    if (p.f && fclose(p.f) != 0 && !rc) rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, strerror(errno)), -1);
-    if (!rc && rename(tmp, path) != 0) rc = (snprintf(err, errlen, "cannot rename '%s': %s", tmp, strerror(errno)), -1);
-    if (p.idx) rc = cache_side_close(p.idx, itmp, ipath, 8, rows + 1, rc, err, errlen);
-    if (lab) rc = cache_side_close(lab, ltmp, lpath, 4, p.tokens, rc, err, errlen);
+    if (p.f) rc = cache_file_close(p.f, tmp, path, p.width, p.tokens, rc, err, errlen);
+    if (p.idx) rc = cache_file_close(p.idx, itmp, ipath, 8, rows + 1, rc, err, errlen);
+    if (lab) rc = cache_file_close(lab, ltmp, lpath, 4, p.tokens, rc, err, errlen);
     if (!rc) {
         char fields[DOCS_FIELDS_MAX * 260];
-        docs_fields_save(sr ? sft_fields(sr) : docs_fields(r), fields, sizeof fields);
+        docs_fields_save(rows_fields(r), fields, sizeof fields);
         FILE *s = fopen(stats, "w");
-        if (!s || fprintf(s, "%llu %llu %llu\n%s\n%s\n", (unsigned long long)rows, (unsigned long long)(sr ? sft_nulls(sr) : docs_nulls(r)),
-                          (unsigned long long)p.tokens, sr ? sft_describe(sr) : docs_describe(r), fields) < 0 || fclose(s) != 0)
+        if (!s || fprintf(s, "%llu %llu %llu\n%s\n%s\n", (unsigned long long)rows, (unsigned long long)rows_nulls(r),
+                          (unsigned long long)p.tokens, rows_describe(r), fields) < 0 || fclose(s) != 0)
             rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", stats, strerror(errno)), -1);
     }
     if (rc) unlink(tmp), unlink(path), unlink(ipath);  // a part is whole or absent
     g->tokens += p.tokens;
-    g->bytes_done += sr ? sft_progress(sr) : docs_progress(r);
-    if (sr) sft_close(sr);
-    else docs_close(r);
-    sft_row_free(&row);
+    g->bytes_done += rows_progress(r);
+    rows_close(r);
     free(ids);
-    free(p.buf);
+    buf_free(&p.doc);
     return rc;
 }
 

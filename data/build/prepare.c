@@ -27,17 +27,14 @@
 #include "../source/source.h"
 #include "../format/sniff.h"
 #include "../text/tokenizer.h"
+#include "shards.h"
+#include "../../base/buf.h"
+#include "../../base/json.h"
 #include "../../base/cli.h"
 
 #define PREPARE_IO_BYTES (1 << 20)
-#define PREPARE_JSON_DEPTH 256  // nesting limit for skipped values: bounds the recursion
 #define PREPARE_BAR_WIDTH 20
 #define PREPARE_BAR_PERIOD 0.2  // seconds between progress redraws
-
-typedef struct {
-    uint8_t *data;
-    size_t len, cap;
-} PrepareBuf;
 
 // One output split (train or val): a sequence of shards DIR/NAME_NNNNNN.bin. Rank r of W writes
 // the shards numbered r, r + W, r + 2W, ...: no two ranks write one file.
@@ -86,11 +83,11 @@ typedef struct Prepare {
     Tokenizer *tok;
     bool check_ids;      // "input_ids" must be below the vocabulary (an explicit --tokenizer)
     PrepareSplit train, val;
-    PrepareBuf cur;      // the document being read, encoded as output tokens
-    PrepareBuf pending;  // the last document with tokens, held back (see prepare_end_doc)
-    PrepareBuf line, text, key;
+    Buf cur;      // the document being read, encoded as output tokens
+    Buf pending;  // the last document with tokens, held back (see prepare_end_doc)
+    Buf line, text;
     int32_t *ids;        // tokenizer output
-    size_t nids, ids_cap;
+    size_t ids_cap;
     uint8_t *io;         // PREPARE_IO_BYTES of input
     uint64_t ndocs;
     int cur_file, pending_file;  // where the current and the pending document start
@@ -135,61 +132,10 @@ static int prepare_sync(Prepare *p) {
     return comm_agree(p->err[0] ? p->err : NULL, p->err, sizeof p->err);
 }
 
-// ---- growable byte buffers ----
-
-static void prepare_buf_reserve(PrepareBuf *b, size_t extra) {
-    if (b->len + extra <= b->cap) return;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + extra) cap *= 2;
-    uint8_t *data = realloc(b->data, cap);
-    if (!data) err_fatal("out of memory growing a buffer to %zu bytes (one document must fit in memory)", cap);
-    b->data = data;
-    b->cap = cap;
-}
-
-static void prepare_buf_append(PrepareBuf *b, const void *src, size_t n) {
-    if (!n) return;  // b->data may still be NULL, which memcpy must not see
-    prepare_buf_reserve(b, n);
-    memcpy(b->data + b->len, src, n);
-    b->len += n;
-}
-
-static void prepare_put_le(uint8_t *dst, uint64_t v, int nbytes) {
-    for (int i = 0; i < nbytes; i++) dst[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void prepare_push_token(Prepare *p, PrepareBuf *doc, uint32_t token) {
-    prepare_buf_reserve(doc, (size_t)p->dtype_bytes);
-    prepare_put_le(doc->data + doc->len, token, p->dtype_bytes);
-    doc->len += (size_t)p->dtype_bytes;
-}
-
-// byte tokenizer: every byte is one token, so only the low (first, little-endian) byte is non-zero
-static void prepare_push_bytes(Prepare *p, PrepareBuf *doc, const uint8_t *bytes, size_t n) {
-    if (!n) return;  // doc->data may still be NULL
-    size_t width = (size_t)p->dtype_bytes;
-    prepare_buf_reserve(doc, n * width);
-    uint8_t *dst = doc->data + doc->len;
-    memset(dst, 0, n * width);
-    for (size_t i = 0; i < n; i++) dst[i * width] = bytes[i];
-    doc->len += n * width;
-}
-
-// The document in p->text into p->cur: its bytes and '\n' after it with the byte tokenizer, else
-// <s>, its tokens and </s>.
+// The document in p->text into p->cur (see shards_put_text).
 static void prepare_encode_text(Prepare *p) {
     p->cur.len = 0;
-    if (!p->tokenizer[0]) {
-        prepare_push_bytes(p, &p->cur, p->text.data, p->text.len);
-        prepare_push_token(p, &p->cur, '\n');
-        return;
-    }
-    p->nids = 0;
-    tok_encode(p->tok, (const char *)p->text.data, p->text.len, &p->ids, &p->nids, &p->ids_cap);
-    prepare_buf_reserve(&p->cur, (p->nids + 2) * (size_t)p->dtype_bytes);
-    if (tok_bos(p->tok) >= 0) prepare_push_token(p, &p->cur, (uint32_t)tok_bos(p->tok));
-    for (size_t i = 0; i < p->nids; i++) prepare_push_token(p, &p->cur, (uint32_t)p->ids[i]);
-    if (tok_eos(p->tok) >= 0) prepare_push_token(p, &p->cur, (uint32_t)tok_eos(p->tok));
+    shards_put_text(&p->cur, p->dtype_bytes, p->tok, (const char *)p->text.data, p->text.len, &p->ids, &p->ids_cap);
 }
 
 // ---- shard writing ----
@@ -219,17 +165,14 @@ static void prepare_split_open(PrepareSplit *s) {
     s->f = fopenCheck(s->tmp, "wb");
     // stdio's own buffer, enlarged: spans of a document go out in big writes
     setvbuf(s->f, NULL, _IOFBF, PREPARE_IO_BYTES);
-    uint8_t header[TOKFILE_HEADER_BYTES];
-    data_shard_header(header, s->dtype_bytes, 0);  // ntokens is patched on close
-    if (fwrite(header, 1, sizeof header, s->f) != sizeof header) prepare_fail(s->p, "cannot write '%s': %s", s->tmp, strerror(errno));
+    // ntokens is patched on close
+    if (shards_header(s->f, s->dtype_bytes, 0)) prepare_fail(s->p, "cannot write '%s': %s", s->tmp, strerror(errno));
     s->in_shard = 0;
 }
 
 // The shard gets its final name only once complete, so a crash never leaves a truncated one.
 static void prepare_split_close(PrepareSplit *s) {
-    uint8_t header[TOKFILE_HEADER_BYTES];
-    data_shard_header(header, s->dtype_bytes, s->in_shard);
-    int ok = fseek(s->f, 0, SEEK_SET) == 0 && fwrite(header, 1, sizeof header, s->f) == sizeof header, e = errno;
+    int ok = shards_header(s->f, s->dtype_bytes, s->in_shard) == 0, e = errno;
     if (fclose(s->f) != 0 && ok) ok = 0, e = errno;
     s->f = NULL;
     if (!ok) {
@@ -296,7 +239,7 @@ static bool prepare_doc_is_val(const Prepare *p, int file, uint64_t offset) {
 }
 
 // tokens [0, split) of doc to train, the rest to validation
-static void prepare_send(Prepare *p, const PrepareBuf *doc, uint64_t split) {
+static void prepare_send(Prepare *p, const Buf *doc, uint64_t split) {
     uint64_t n = doc->len / (size_t)p->dtype_bytes;
     prepare_split_write(&p->train, doc->data, split);
     prepare_split_write(&p->val, doc->data + split * (uint64_t)p->dtype_bytes, n - split);
@@ -314,7 +257,7 @@ static void prepare_end_doc(Prepare *p) {
     p->ndocs++;
     if (p->cur.len == 0) return;
     if (p->pending.len) prepare_send_pending(p);
-    PrepareBuf t = p->pending;
+    Buf t = p->pending;
     p->pending = p->cur;
     p->cur = t;
     p->cur.len = 0;
@@ -413,7 +356,7 @@ static int prepare_read_line(Prepare *p, PrepareInput *in) {
         }
         uint8_t *start = p->io + in->pos, *nl = memchr(start, '\n', in->len - in->pos);
         size_t n = nl ? (size_t)(nl - start) : in->len - in->pos;
-        prepare_buf_append(&p->line, start, n);
+        buf_append(&p->line, start, n);
         in->pos += n + (nl != NULL);
         if (nl) return 1;
     }
@@ -432,23 +375,24 @@ static uint64_t prepare_line_number(Prepare *p, const char *path, uint64_t offse
     return line;
 }
 
-// ---- a scanner for one JSON Lines object ----
+// ---- one JSON Lines object ----
+
+// finetuning rows' members (attention_mask or labels, a chat, prompt/completion, Alpaca): such
+// rows are samples with their own loss masks, which a token stream cannot keep
+enum { ROWKEY_MASK = 1, ROWKEY_CHAT = 2, ROWKEY_PROMPT = 4, ROWKEY_COMPLETION = 8, ROWKEY_INSTRUCTION = 16, ROWKEY_OUTPUT = 32 };
 
 typedef struct {
     Prepare *p;
-    const uint8_t *begin, *s, *end;  // the line, and the scan position in it
-    char err[160];                   // the first problem found; empty while fine
-    bool has_text, has_ids;          // what the line's object held
-    // finetuning rows' members (attention_mask or labels, a chat, prompt/completion, Alpaca): such
-    // rows are samples with their own loss masks, which a token stream cannot keep
-    unsigned row_keys;
+    const char *line;  // the line, line[0, n)
+    size_t n;
+    size_t col;        // where the first problem is (1-based)
+    char err[200];     // the first problem found; empty while fine
 } PrepareJson;
 
-enum { ROWKEY_MASK = 1, ROWKEY_CHAT = 2, ROWKEY_PROMPT = 4, ROWKEY_COMPLETION = 8, ROWKEY_INSTRUCTION = 16, ROWKEY_OUTPUT = 32 };
-
-static bool prepare_json_error(PrepareJson *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static bool prepare_json_error(PrepareJson *j, const char *fmt, ...) {
-    if (j->err[0]) return false;
+// the problem at byte `at` of the line; returns false
+static bool prepare_json_error(PrepareJson *j, size_t at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool prepare_json_error(PrepareJson *j, size_t at, const char *fmt, ...) {
+    j->col = at + 1;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(j->err, sizeof j->err, fmt, ap);
@@ -456,223 +400,94 @@ static bool prepare_json_error(PrepareJson *j, const char *fmt, ...) {
     return false;
 }
 
-static void prepare_json_ws(PrepareJson *j) {
-    while (j->s < j->end && (*j->s == ' ' || *j->s == '\t' || *j->s == '\r' || *j->s == '\n')) j->s++;
+// the first byte of line[0, n) that is not JSON whitespace, n when there is none (a blank line)
+static size_t prepare_json_start(const char *line, size_t n) {
+    size_t i = 0;
+    while (i < n && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n')) i++;
+    return i;
 }
 
-// the next character after whitespace, or -1 at the end of the line
-static int prepare_json_peek(PrepareJson *j) {
-    prepare_json_ws(j);
-    return j->s < j->end ? *j->s : -1;
-}
-
-// consumes c (after whitespace) if it is next
-static bool prepare_json_eat(PrepareJson *j, char c) {
-    if (prepare_json_peek(j) != (uint8_t)c) return false;
-    j->s++;
-    return true;
-}
-
-static void prepare_utf8(PrepareBuf *out, uint32_t cp) {
-    static const uint8_t lead[5] = {0, 0x00, 0xC0, 0xE0, 0xF0};  // by length
-    size_t n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
-    uint8_t b[4];
-    b[0] = (uint8_t)(lead[n] | cp >> (6 * (n - 1)));
-    for (size_t i = 1; i < n; i++) b[i] = (uint8_t)(0x80 | (cp >> (6 * (n - 1 - i)) & 0x3F));
-    prepare_buf_append(out, b, n);
-}
-
-// four hex digits after "\u"
-static bool prepare_json_hex4(PrepareJson *j, uint32_t *v) {
-    *v = 0;
-    for (int i = 0; i < 4; i++, j->s++) {
-        int c = j->s < j->end ? *j->s : -1;
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (d < 0) return prepare_json_error(j, "malformed JSON: \\u needs four hex digits");
-        *v = *v << 4 | (uint32_t)d;
-    }
-    return true;
-}
-
-// Decodes the string at j->s (its opening quote) as UTF-8 into out, or only checks it when out is NULL.
-static bool prepare_json_string(PrepareJson *j, PrepareBuf *out) {
-    if (!prepare_json_eat(j, '"')) return prepare_json_error(j, "malformed JSON: expected a string");
-    if (out) out->len = 0;
-    for (;;) {
-        const uint8_t *run = j->s;  // unescaped runs are copied in one go
-        while (j->s < j->end && *j->s != '"' && *j->s != '\\' && *j->s >= 0x20) j->s++;
-        if (out) prepare_buf_append(out, run, (size_t)(j->s - run));
-        if (j->s == j->end) return prepare_json_error(j, "malformed JSON: unterminated string");
-        uint8_t c = *j->s++;
-        if (c == '"') return true;
-        if (c != '\\') return prepare_json_error(j, "malformed JSON: raw control character in a string");
-        uint8_t e = j->s < j->end ? *j->s++ : 0, lit;
-        uint32_t cp;
-        switch (e) {
-        case '"': case '\\': case '/': lit = e; break;
-        case 'b': lit = '\b'; break;
-        case 'f': lit = '\f'; break;
-        case 'n': lit = '\n'; break;
-        case 'r': lit = '\r'; break;
-        case 't': lit = '\t'; break;
-        case 'u':
-            if (!prepare_json_hex4(j, &cp)) return false;
-            if (cp >= 0xD800 && cp < 0xDC00 && j->end - j->s >= 2 && j->s[0] == '\\' && j->s[1] == 'u') {
-                const uint8_t *back = j->s;
-                uint32_t lo;
-                j->s += 2;
-                if (!prepare_json_hex4(j, &lo)) return false;
-                if (lo >= 0xDC00 && lo < 0xE000) cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                else j->s = back;  // not a low surrogate: decoded on its own next
-            }
-            // a lone surrogate has no UTF-8 form: U+FFFD, as Python's errors="replace" gives
-            if (cp >= 0xD800 && cp < 0xE000) cp = 0xFFFD;
-            if (out) prepare_utf8(out, cp);
-            continue;
-        default: return prepare_json_error(j, "malformed JSON: bad escape in a string");
-        }
-        if (out) prepare_buf_append(out, &lit, 1);
-    }
-}
-
-static bool prepare_json_digits(PrepareJson *j, uint64_t *mag) {
-    if (j->s == j->end || *j->s < '0' || *j->s > '9') return prepare_json_error(j, "malformed JSON: expected a digit");
-    for (; j->s < j->end && *j->s >= '0' && *j->s <= '9'; j->s++)
-        *mag = *mag >= UINT64_MAX / 10 ? UINT64_MAX : *mag * 10 + (uint64_t)(*j->s - '0');  // saturates
-    return true;
-}
-
-// A JSON number at j->s; *is_int tells it has no fraction or exponent, and then *neg and *mag
-// (saturated) give its value.
-static bool prepare_json_number(PrepareJson *j, bool *is_int, bool *neg, uint64_t *mag) {
-    uint64_t ignored = 0;
-    *neg = j->s < j->end && *j->s == '-';
-    j->s += *neg;
-    *mag = 0;
-    const uint8_t *first = j->s;
-    if (!prepare_json_digits(j, mag)) return false;
-    if (*first == '0' && j->s - first > 1) return prepare_json_error(j, "malformed JSON: a number with a leading zero");
-    *is_int = true;
-    if (j->s < j->end && *j->s == '.') {
-        j->s++;
-        *is_int = false;
-        if (!prepare_json_digits(j, &ignored)) return false;
-    }
-    if (j->s < j->end && (*j->s == 'e' || *j->s == 'E')) {
-        j->s++;
-        *is_int = false;
-        if (j->s < j->end && (*j->s == '+' || *j->s == '-')) j->s++;
-        if (!prepare_json_digits(j, &ignored)) return false;
-    }
-    return true;
-}
-
-// "input_ids": [ints] (j->s at the '['), encoded into p->cur
-static bool prepare_json_ids(PrepareJson *j) {
+// "input_ids" (an array) encoded into p->cur. An id's message quotes it as written, so the
+// literal is read back from the line.
+static bool prepare_json_ids(PrepareJson *j, const JsonValue *ids) {
     Prepare *p = j->p;
-    j->s++;
     p->cur.len = 0;
-    if (prepare_json_eat(j, ']')) return true;
-    do {
-        int c = prepare_json_peek(j);
-        if (c != '-' && (c < '0' || c > '9')) return prepare_json_error(j, "\"input_ids\" must hold integers only");
-        const uint8_t *lit = j->s;
-        bool is_int, neg;
-        uint64_t id;
-        if (!prepare_json_number(j, &is_int, &neg, &id)) return false;
-        int lit_len = (int)(j->s - lit);
-        j->s = lit;  // errors below point at the id
-        if (!is_int) return prepare_json_error(j, "\"input_ids\" must hold integers only, not %.*s", lit_len, lit);
-        if (neg && id > 0) return prepare_json_error(j, "token id %.*s is negative", lit_len, lit);
+    for (size_t i = 0; i < ids->len; i++) {
+        const JsonValue *v = &ids->items[i];
+        if (v->type != JSON_NUMBER) return prepare_json_error(j, v->at, "\"input_ids\" must hold integers only");
+        const char *lit = j->line + v->at;
+        int lit_len = 0;
+        while (v->at + (size_t)lit_len < j->n && lit[lit_len] && strchr("0123456789+-.eE", lit[lit_len])) lit_len++;
+        bool neg = lit[0] == '-';
+        if (memchr(lit, '.', (size_t)lit_len) || memchr(lit, 'e', (size_t)lit_len) || memchr(lit, 'E', (size_t)lit_len))
+            return prepare_json_error(j, v->at, "\"input_ids\" must hold integers only, not %.*s", lit_len, lit);
+        // the magnitude, saturated beyond int64
+        uint64_t id = !v->is_int ? UINT64_MAX : v->integer < 0 ? 0 - (uint64_t)v->integer : (uint64_t)v->integer;
+        if (neg && id > 0) return prepare_json_error(j, v->at, "token id %.*s is negative", lit_len, lit);
         if (p->dtype_bytes == 2 && id > UINT16_MAX)
-            return prepare_json_error(j, "token id %.*s does not fit --dtype uint16: pass --dtype uint32", lit_len, lit);
-        if (id > UINT32_MAX) return prepare_json_error(j, "token id %.*s does not fit --dtype uint32", lit_len, lit);
+            return prepare_json_error(j, v->at, "token id %.*s does not fit --dtype uint16: pass --dtype uint32", lit_len, lit);
+        if (id > UINT32_MAX) return prepare_json_error(j, v->at, "token id %.*s does not fit --dtype uint32", lit_len, lit);
         if (p->check_ids && id >= (uint64_t)tok_vocab_size(p->tok))
-            return prepare_json_error(j, "token id %.*s is not below the vocabulary size %d of --tokenizer %s", lit_len, lit,
+            return prepare_json_error(j, v->at, "token id %.*s is not below the vocabulary size %d of --tokenizer %s", lit_len, lit,
                                       tok_vocab_size(p->tok), tok_path(p->tok));
-        j->s += lit_len;
-        prepare_push_token(p, &p->cur, (uint32_t)id);
-    } while (prepare_json_eat(j, ','));
-    return prepare_json_eat(j, ']') || prepare_json_error(j, "malformed JSON: expected ',' or ']'");
+        shards_put(&p->cur, p->dtype_bytes, (uint32_t)id);
+    }
+    return true;
 }
 
-static bool prepare_json_value(PrepareJson *j, int depth);
-
-static bool prepare_key_is(const PrepareBuf *key, const char *name) {
-    return key->len == strlen(name) && !memcmp(key->data, name, key->len);
+static bool prepare_key_is(const JsonValue *m, const char *name) {
+    return m->key_len == strlen(name) && !memcmp(m->key, name, m->key_len);
 }
 
-// A member of the line's own object: "text" and "input_ids" are kept, the rest checked and skipped.
-static bool prepare_json_member(PrepareJson *j) {
+// The members of the line's object, in order: "text" and "input_ids" are kept (the last of each),
+// the finetuning rows' keys noted.
+static bool prepare_json_members(PrepareJson *j, const JsonValue *obj, bool *has_text, bool *has_ids, unsigned *row_keys) {
     Prepare *p = j->p;
-    int c = prepare_json_peek(j);
-    docs_fields_note(&p->fields, (const char *)p->key.data, p->key.len,
-                     prepare_key_is(&p->key, "text") || prepare_key_is(&p->key, "input_ids"));
-    if (prepare_key_is(&p->key, "text") && c == '"') return j->has_text = prepare_json_string(j, &p->text);
-    if (prepare_key_is(&p->key, "input_ids") && c == '[') return j->has_ids = prepare_json_ids(j);
-    static const char *const row_keys[] = {"attention_mask", "labels", "messages", "conversations", "prompt", "completion",
-                                           "instruction", "output"};
-    static const unsigned row_bits[] = {ROWKEY_MASK, ROWKEY_MASK, ROWKEY_CHAT, ROWKEY_CHAT, ROWKEY_PROMPT, ROWKEY_COMPLETION,
-                                        ROWKEY_INSTRUCTION, ROWKEY_OUTPUT};
-    for (size_t i = 0; i < sizeof row_keys / sizeof *row_keys; i++)
-        if (prepare_key_is(&p->key, row_keys[i]) && c != 'n') j->row_keys |= row_bits[i];  // a null member is none
-    return prepare_json_value(j, 1);
-}
-
-// The members or elements of an object or array up to close (its opener already eaten); depth 0
-// is the line's own object.
-static bool prepare_json_list(PrepareJson *j, char close, bool members, int depth) {
-    if (depth > PREPARE_JSON_DEPTH) return prepare_json_error(j, "JSON nested deeper than %d levels", PREPARE_JSON_DEPTH);
-    if (prepare_json_eat(j, close)) return true;
-    do {
-        if (members) {
-            if (!prepare_json_string(j, depth == 0 ? &j->p->key : NULL)) return false;
-            if (!prepare_json_eat(j, ':')) return prepare_json_error(j, "malformed JSON: expected ':' after a key");
+    static const char *const keys[] = {"attention_mask", "labels", "messages", "conversations", "prompt", "completion",
+                                       "instruction", "output"};
+    static const unsigned bits[] = {ROWKEY_MASK, ROWKEY_MASK, ROWKEY_CHAT, ROWKEY_CHAT, ROWKEY_PROMPT, ROWKEY_COMPLETION,
+                                    ROWKEY_INSTRUCTION, ROWKEY_OUTPUT};
+    for (size_t i = 0; i < obj->len; i++) {
+        const JsonValue *m = &obj->items[i];
+        bool text = prepare_key_is(m, "text"), ids = prepare_key_is(m, "input_ids");
+        docs_fields_note(&p->fields, m->key, m->key_len, text || ids);
+        if (text && m->type == JSON_STRING) {
+            p->text.len = 0;
+            buf_append(&p->text, m->str, m->len);
+            *has_text = true;
+        } else if (ids && m->type == JSON_ARRAY) {
+            if (!prepare_json_ids(j, m)) return false;
+            *has_ids = true;
         }
-        if (!(depth == 0 ? prepare_json_member(j) : prepare_json_value(j, depth + 1))) return false;
-    } while (prepare_json_eat(j, ','));
-    return prepare_json_eat(j, close) || prepare_json_error(j, "malformed JSON: expected ',' or '%c'", close);
+        for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
+            if (prepare_key_is(m, keys[k]) && m->type != JSON_NULL) *row_keys |= bits[k];  // a null member is none
+    }
+    return true;
 }
 
-static bool prepare_json_value(PrepareJson *j, int depth) {
-    static const char *const literals[] = {"true", "false", "null"};
-    int c = prepare_json_peek(j);
-    if (c == '"') return prepare_json_string(j, NULL);
-    if (c == '{' || c == '[') {
-        j->s++;
-        return prepare_json_list(j, c == '{' ? '}' : ']', c == '{', depth);
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-        bool is_int, neg;
-        uint64_t mag;
-        return prepare_json_number(j, &is_int, &neg, &mag);
-    }
-    for (size_t i = 0; i < sizeof literals / sizeof *literals; i++) {
-        size_t n = strlen(literals[i]);
-        if ((size_t)(j->end - j->s) >= n && !memcmp(j->s, literals[i], n)) {
-            j->s += n;
-            return true;
-        }
-    }
-    return prepare_json_error(j, "malformed JSON: expected a value");
-}
-
-// One JSON Lines object into p->cur: its "input_ids" as they are (they win over "text" when an
-// object has both: they are the tokenization its producer chose), else its "text" tokenized.
+// One JSON Lines object (a line that is not blank) into p->cur: its "input_ids" as they are (they
+// win over "text" when an object has both: they are the tokenization its producer chose), else
+// its "text" tokenized.
 static bool prepare_json_object(PrepareJson *j) {
     Prepare *p = j->p;
-    if (!prepare_json_eat(j, '{')) return prepare_json_error(j, "malformed JSON: a line must hold one object");
-    if (!prepare_json_list(j, '}', true, 0)) return false;
-    if (prepare_json_peek(j) >= 0) return prepare_json_error(j, "malformed JSON: text after the object");
-    unsigned k = j->row_keys;
-    if ((j->has_ids && (k & ROWKEY_MASK)) || (!j->has_ids && !j->has_text && ((k & ROWKEY_CHAT) ||
+    size_t first = prepare_json_start(j->line, j->n);
+    if (j->line[first] != '{') return prepare_json_error(j, first, "malformed JSON: a line must hold one object");
+    char what[160];
+    JsonValue *obj = json_parse_line(j->line, j->n, &j->col, what, sizeof what);
+    if (!obj) return snprintf(j->err, sizeof j->err, "malformed JSON: %s", what), false;
+    bool has_text = false, has_ids = false;
+    unsigned k = 0;
+    bool ok = prepare_json_members(j, obj, &has_text, &has_ids, &k);
+    json_free(obj);
+    if (!ok) return false;
+    if ((has_ids && (k & ROWKEY_MASK)) || (!has_ids && !has_text && ((k & ROWKEY_CHAT) ||
         (k & (ROWKEY_PROMPT | ROWKEY_COMPLETION)) == (ROWKEY_PROMPT | ROWKEY_COMPLETION) ||
         (k & (ROWKEY_INSTRUCTION | ROWKEY_OUTPUT)) == (ROWKEY_INSTRUCTION | ROWKEY_OUTPUT))))
-        return prepare_json_error(j, "a finetuning row (%s) keeps its own loss mask, which token shards cannot: train on the file itself",
-                                  j->has_ids ? "input_ids with attention_mask or labels" : k & ROWKEY_CHAT ? "a chat" :
+        return prepare_json_error(j, j->n, "a finetuning row (%s) keeps its own loss mask, which token shards cannot: train on the file itself",
+                                  has_ids ? "input_ids with attention_mask or labels" : k & ROWKEY_CHAT ? "a chat" :
                                   k & ROWKEY_PROMPT ? "prompt/completion" : "Alpaca");
-    if (!j->has_ids && !j->has_text) return prepare_json_error(j, "the object has no \"text\" string and no \"input_ids\" array");
-    if (!j->has_ids) prepare_encode_text(p);
+    if (!has_ids && !has_text) return prepare_json_error(j, j->n, "the object has no \"text\" string and no \"input_ids\" array");
+    if (!has_ids) prepare_encode_text(p);
     return true;
 }
 
@@ -682,26 +497,26 @@ const char *data_prepare_scan_line(const char *line, size_t n, const Tokenizer *
     p.tok = (Tokenizer *)tok;
     p.check_ids = true;
     p.dtype_bytes = dtype_bytes;
-    p.cur.len = p.text.len = p.key.len = 0;
-    PrepareJson j = {.p = &p, .begin = (const uint8_t *)line, .s = (const uint8_t *)line, .end = (const uint8_t *)line + n};
-    if (prepare_json_peek(&j) < 0 || prepare_json_object(&j)) return NULL;
+    p.cur.len = p.text.len = 0;
+    PrepareJson j = {.p = &p, .line = line, .n = n};
+    if (prepare_json_start(line, n) == n || prepare_json_object(&j)) return NULL;
     snprintf(err, sizeof err, "%s", j.err);
     return err;
 }
 
 static int prepare_jsonl(Prepare *p, PrepareInput *in, int file) {
-    int got;
+    int got = 0;
     uint64_t line_no = 0;  // since the range's start
     while (!p->err[0] && (got = prepare_read_line(p, in)) > 0 && in->line_start < in->end) {
         line_no++;
-        PrepareJson j = {.p = p, .begin = p->line.data, .s = p->line.data, .end = p->line.data + p->line.len};
-        if (prepare_json_peek(&j) < 0) continue;  // blank line
+        PrepareJson j = {.p = p, .line = (const char *)p->line.data, .n = p->line.len};
+        if (prepare_json_start(j.line, j.n) == j.n) continue;  // blank line
         p->cur_file = file;
         p->cur_offset = in->line_start;
         if (!prepare_json_object(&j)) {
             // p->io is done with: it may count the lines before a range that began inside the file
             if (in->range_begin > 0) line_no = prepare_line_number(p, in->path, in->line_start);
-            return prepare_fail(p, "%s:%llu:%zu: %s", in->path, (unsigned long long)line_no, (size_t)(j.s - j.begin) + 1, j.err);
+            return prepare_fail(p, "%s:%llu:%zu: %s", in->path, (unsigned long long)line_no, j.col, j.err);
         }
         prepare_end_doc(p);
     }
@@ -714,8 +529,8 @@ static int prepare_text(Prepare *p, PrepareInput *in, int file) {
     long got;
     p->text.len = 0;
     while ((got = prepare_fill(p, in)) > 0) {
-        if (bytes) prepare_push_bytes(p, &p->cur, p->io, (size_t)got);
-        else prepare_buf_append(&p->text, p->io, (size_t)got);
+        if (bytes) shards_put_bytes(&p->cur, p->dtype_bytes, p->io, (size_t)got);
+        else buf_append(&p->text, p->io, (size_t)got);
     }
     if (got < 0) return 1;
     if (!bytes) prepare_encode_text(p);
@@ -749,12 +564,12 @@ static int prepare_docs(Prepare *p, int file) {
                 if ((p->check_ids && d.ids[i] >= tok_vocab_size(p->tok)) || (uint64_t)d.ids[i] >> (8 * p->dtype_bytes))
                     got = -prepare_fail(p, "'%s' row %llu holds token id %lld, beyond the vocabulary of %s", path, (unsigned long long)row,
                                         (long long)d.ids[i], tok_path(p->tok));
-                else prepare_push_token(p, &p->cur, (uint32_t)d.ids[i]);
+                else shards_put(&p->cur, p->dtype_bytes, (uint32_t)d.ids[i]);
             }
             if (got < 0) break;
         } else {
             p->text.len = 0;
-            prepare_buf_append(&p->text, d.text, d.len);
+            buf_append(&p->text, d.text, d.len);
             prepare_encode_text(p);
         }
         prepare_end_doc(p);
@@ -892,7 +707,8 @@ static int prepare_output_dir(Prepare *p) {
 // name), replaced by its files; a Hugging Face dataset gives its train split.
 static void prepare_expand(Prepare *p) {
     const char **all = NULL;
-    int n = 0, cap = 0;
+    int n = 0;
+    size_t cap = 0;
     for (int i = 0; i < p->ninputs && !p->err[0]; i++) {
         SourceFiles hf;
         memset(&hf, 0, sizeof hf);
@@ -901,11 +717,7 @@ static void prepare_expand(Prepare *p) {
             break;
         }
         if (!hf.nfiles) prepare_fail(p, "no input files match '%s'", p->inputs[i]);
-        if (n + hf.nfiles > cap) {
-            cap = 2 * (n + hf.nfiles);
-            all = realloc(all, (size_t)cap * sizeof *all);
-            if (!all) err_fatal("out of memory listing the inputs");
-        }
+        buf_fit(all, &cap, (size_t)n + (size_t)hf.nfiles);
         for (int k = 0; k < hf.nfiles; k++) all[n++] = hf.files[k];
         hf.nfiles = 0;  // the strings now belong to the list
         source_files_free(&hf);
@@ -1049,8 +861,8 @@ int prepare_shards(const PrepareOptions *o, char *err, size_t errlen) {
     tok_free(p->tok);
     prepare_split_free(&p->train);
     prepare_split_free(&p->val);
-    PrepareBuf *bufs[] = {&p->cur, &p->pending, &p->line, &p->text, &p->key};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]->data);
+    Buf *bufs[] = {&p->cur, &p->pending, &p->line, &p->text};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) buf_free(bufs[i]);
     free(p->ids);
     free(p->io);
     if (p->inputs_owned) {

@@ -29,7 +29,7 @@ typedef struct {
 // line logged, nothing left behind); -1 on every rank with the first failing rank's line in err,
 // every rank's shards removed.
 int prepare_shards(const PrepareOptions *o, char *err, size_t errlen);
-// One JSON Lines line through prepare's scanner and tokenizer (the fuzz target's entry): NULL,
+// One JSON Lines line through prepare's reading of it (base/json) and tokenizer (the fuzz target's entry): NULL,
 // or the error prepare would report for it.
 const char *data_prepare_scan_line(const char *line, size_t n, const Tokenizer *tok, int dtype_bytes);
 

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "../../base/buf.h"
 #include "../../base/err.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -501,7 +502,8 @@ typedef struct {
     int64_t len;      // its values
     int64_t longest;  // the longest loaded integer list
     ArrowPiece *pieces;
-    int64_t npieces, cap;
+    int64_t npieces;
+    size_t cap;
     int64_t nloaded;  // pieces located: the first nloaded (pieces are added at the end)
 } ArrowDict;
 
@@ -549,13 +551,15 @@ typedef struct {
     ArrowCol *acols;
     int unknown_col;  // the first column whose buffer layout is unknown; -1: none
     ArrowBatch *batches;
-    int64_t nbatches, batches_cap;
+    int64_t nbatches;
+    size_t batches_cap;
     int64_t bi;          // the loaded batch; -1 before the first
     int64_t row, rows;   // the next row in it, and its length
     ArrowDict *dicts;
     int ndicts;
     ArrowDictMsg *dmsgs;
-    int64_t ndmsgs, dmsgs_cap;
+    int64_t ndmsgs;
+    size_t dmsgs_cap;
     int64_t dnext;       // the first dictionary batch not applied yet
     int64_t dvalues;     // values in all dictionary batches, against AR_MAX_LEN
     ArrowSel sel[8];
@@ -720,12 +724,7 @@ static int ar_schema(ArrowReader *r, Fb *b, const FbTable *schema, char *err, si
 }
 
 static void ar_add_batch(ArrowReader *r, const ArrowMessage *m) {
-    if (r->nbatches == r->batches_cap) {
-        r->batches_cap = r->batches_cap ? 2 * r->batches_cap : 64;
-        ArrowBatch *nb = realloc(r->batches, (size_t)r->batches_cap * sizeof *nb);
-        if (!nb) err_fatal("out of memory for %" PRId64 " record batches of '%s'", r->batches_cap, r->name);
-        r->batches = nb;
-    }
+    buf_fit(r->batches, &r->batches_cap, (size_t)r->nbatches + 1);
     r->batches[r->nbatches++] = (ArrowBatch){m->meta, m->mlen, m->body, m->blen};
 }
 
@@ -784,12 +783,7 @@ static int ar_dict_batch(ArrowReader *r, const ArrowMessage *m, int64_t num, int
     dict->found = 1;
     r->dvalues += len;
     if (r->dvalues > AR_MAX_LEN) return err_set(err, errlen, "'%s' is corrupt: its dictionary batches add up to more than 2^56 values", r->name);
-    if (r->ndmsgs == r->dmsgs_cap) {
-        r->dmsgs_cap = r->dmsgs_cap ? 2 * r->dmsgs_cap : 16;
-        ArrowDictMsg *nd = realloc(r->dmsgs, (size_t)r->dmsgs_cap * sizeof *nd);
-        if (!nd) err_fatal("out of memory for %" PRId64 " dictionary batches of '%s'", r->dmsgs_cap, r->name);
-        r->dmsgs = nd;
-    }
+    buf_fit(r->dmsgs, &r->dmsgs_cap, (size_t)r->ndmsgs + 1);
     r->dmsgs[r->ndmsgs++] = (ArrowDictMsg){m->meta, m->mlen, m->body, m->blen, before, len, num, d, delta};
     return 0;
 }
@@ -1158,12 +1152,7 @@ static void ar_dicts_apply(ArrowReader *r, int64_t bi) {
             }
             d->npieces = d->nloaded = d->len = d->longest = 0;
         }
-        if (d->npieces == d->cap) {
-            d->cap = d->cap ? 2 * d->cap : 4;
-            ArrowPiece *np = realloc(d->pieces, (size_t)d->cap * sizeof *np);
-            if (!np) err_fatal("out of memory for %" PRId64 " dictionary batches of '%s'", d->cap, r->name);
-            d->pieces = np;
-        }
+        buf_fit(d->pieces, &d->cap, (size_t)d->npieces + 1);
         d->pieces[d->npieces++] = (ArrowPiece){.msg = r->dnext, .base = d->len, .len = m->len};
         d->len += m->len;
         d->seen = 1;

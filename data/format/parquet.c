@@ -19,6 +19,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "../../base/buf.h"
 #include "../../base/err.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -256,18 +257,6 @@ typedef struct {
     int encrypted;
 } PqFooter;
 
-// Grows an array to hold `need` elements (old contents kept); real memory exhaustion ends the job.
-static void *pq_grow(void *p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return p;
-    size_t n = *cap ? *cap : 16;
-    while (n < need) n = n > SIZE_MAX / 2 / elem ? need : n * 2;
-    void *q = mallocCheck(n * elem);
-    if (*cap) memcpy(q, p, *cap * elem);
-    free(p);
-    *cap = n;
-    return q;
-}
-
 static void parse_logical(Tc *t, PqElem *e) {
     int id = 0, ft;
     while ((ft = tc_field(t, &id)) != TC_STOP) {
@@ -362,7 +351,7 @@ static void parse_col_chunk(Tc *t, PqChunk *c) {
 }
 
 static void parse_row_group(Tc *t, PqFooter *f) {
-    f->rgs = pq_grow(f->rgs, &f->rg_cap, f->nrg + 1, sizeof *f->rgs);
+    buf_fit(f->rgs, &f->rg_cap, f->nrg + 1);
     PqRowGroup *g = &f->rgs[f->nrg++];
     *g = (PqRowGroup){0, f->nchunks, 0};
     int id = 0, ft, seen = 0;
@@ -372,7 +361,7 @@ static void parse_row_group(Tc *t, PqFooter *f) {
             int64_t n = tc_list(t, ft, &et);
             if (n && et != TC_STRUCT) tc_fail(t, NULL);
             for (int64_t i = 0; i < n && !t->bad; i++) {
-                f->chunks = pq_grow(f->chunks, &f->chunks_cap, f->nchunks + 1, sizeof *f->chunks);
+                buf_fit(f->chunks, &f->chunks_cap, f->nchunks + 1);
                 parse_col_chunk(t, &f->chunks[f->nchunks++]);
                 g->nchunks++;
             }
@@ -395,7 +384,7 @@ static void parse_footer(Tc *t, PqFooter *f) {
             int64_t n = tc_list(t, ft, &et);
             if (n && et != TC_STRUCT) tc_fail(t, NULL);
             for (int64_t i = 0; i < n && !t->bad; i++) {
-                f->elems = pq_grow(f->elems, &f->elems_cap, f->nelems + 1, sizeof *f->elems);
+                buf_fit(f->elems, &f->elems_cap, f->nelems + 1);
                 parse_schema_elem(t, &f->elems[f->nelems++]);
             }
             seen |= 1;
@@ -595,7 +584,7 @@ __attribute__((format(printf, 2, 3))) static int col_corrupt(PqCol *c, const cha
 }
 
 // Room for `n` bytes (old contents dropped); the cap is real memory, the sizes were validated.
-static uint8_t *buf_reserve(PqBuf *b, size_t n) {
+static uint8_t *pq_scratch(PqBuf *b, size_t n) {
     if (n > b->cap || !b->p) {
         free(b->p);
         b->cap = n > b->cap ? n : b->cap;
@@ -671,7 +660,7 @@ static int col_inflate(PqCol *c, const uint8_t *src, size_t n, size_t size, PqBu
     if (size > PQ_MAX_PAGE || size > (uint64_t)n * ratio + 64)
         return col_corrupt(c, "the page says %zu bytes uncompressed from %zu %s-compressed bytes, more than that codec produces",
                            size, n, pq_codec_name(c->codec));
-    uint8_t *dst = buf_reserve(buf, size);
+    uint8_t *dst = pq_scratch(buf, size);
     int ok = 0;
     size_t got;
     switch (c->codec) {
@@ -989,7 +978,7 @@ static int col_dictionary(PqCol *c, const PqPage *pg, const uint8_t *body) {
     size_t w = f->phys == PQ_INT32 ? 4 : f->phys == PQ_INT64 ? 8 : 4;  // BYTE_ARRAY: a length at least
     if (n > len / w) return col_corrupt(c, "the dictionary page has %zu bytes, too few for its %zu values", len, n);
     if (f->phys == PQ_BYTE_ARRAY) {
-        c->dict_strs = pq_grow(c->dict_strs, &c->dict_cap, n, sizeof *c->dict_strs);
+        buf_fit(c->dict_strs, &c->dict_cap, n);
         const uint8_t *p = d, *end = d + len;
         for (size_t i = 0; i < n; i++) {
             uint32_t l = (size_t)(end - p) >= 4 ? le32(p) : UINT32_MAX;
@@ -1001,7 +990,7 @@ static int col_dictionary(PqCol *c, const PqPage *pg, const uint8_t *body) {
     } else {
         size_t pad = 1;
         while (pad < n) pad *= 2;
-        c->dict_ints = pq_grow(c->dict_ints, &c->dict_cap, pad, sizeof *c->dict_ints);
+        buf_fit(c->dict_ints, &c->dict_cap, pad);
         memset(c->dict_ints + n, 0, (pad - n) * sizeof *c->dict_ints);
         c->dict_pad = pad;
         for (size_t i = 0; i < n; i++) {
@@ -1265,7 +1254,7 @@ static int col_string(PqCol *c) {
             return col_truncated(c);
         if (pre < 0 || (uint64_t)pre > c->prev_len) return col_corrupt(c, "a DELTA_BYTE_ARRAY prefix longer than the value before");
         PqBuf *prev = &c->sbuf[c->scur], *next = &c->sbuf[c->scur ^ 1];
-        uint8_t *s = buf_reserve(next, (size_t)pre + (size_t)len);
+        uint8_t *s = pq_scratch(next, (size_t)pre + (size_t)len);
         if (pre) memcpy(s, prev->p, (size_t)pre);
         if (len) memcpy(s + pre, c->vp, (size_t)len);
         c->vp += len;
@@ -1312,7 +1301,7 @@ static int col_items(PqCol *c, uint32_t a, uint32_t b) {
         if (below) return col_corrupt(c, "a null or empty list continues with items");
     }
     if (c->row_len + n > PQ_MAX_ITEMS) return col_corrupt(c, "a list of more than %u items", PQ_MAX_ITEMS);
-    c->row = pq_grow(c->row, &c->row_cap, c->row_len + n, sizeof *c->row);
+    buf_fit(c->row, &c->row_cap, c->row_len + n);
     int64_t *dst = c->row + c->row_len;
     if (present == n) {
         if (col_ints(c, dst, n) < 0) return -1;
@@ -1365,7 +1354,7 @@ static int col_next_scalar(PqCol *c) {
     c->row_null = c->def[c->pos++] < c->f->max_def;
     if (c->row_null) return 1;
     if (c->f->kind == TABLE_STRING) return col_string(c) < 0 ? -1 : 1;
-    c->row = pq_grow(c->row, &c->row_cap, 1, sizeof *c->row);
+    buf_fit(c->row, &c->row_cap, 1);
     return col_ints(c, c->row, 1) < 0 ? -1 : 1;
 }
 
@@ -1376,9 +1365,9 @@ static int col_field_elem(PqCol *c, uint8_t d) {
     if (c->e_len == PQ_MAX_ELEMS) return col_corrupt(c, "a list of more than %u structs", PQ_MAX_ELEMS);
     if (c->e_len == c->e_cap) {
         size_t cap = c->e_cap;
-        c->edef = pq_grow(c->edef, &cap, c->e_len + 1, sizeof *c->edef);
+        buf_fit(c->edef, &cap, c->e_len + 1);
         cap = c->e_cap;
-        c->espan = pq_grow(c->espan, &cap, c->e_len + 1, sizeof *c->espan);
+        buf_fit(c->espan, &cap, c->e_len + 1);
         c->e_cap = cap;
     }
     PqSpan sp = {NULL, 0, 0};
@@ -1460,7 +1449,7 @@ static int col_next_structs(PqCol *c) {
     c->row_null = a->row_null;
     c->row_len = a->e_len;
     size_t n = a->e_len * (size_t)c->nsub;
-    c->items = pq_grow(c->items, &c->items_cap, n, sizeof *c->items);
+    buf_fit(c->items, &c->items_cap, n);
     TableStr *out = c->items;
     for (size_t e = 0; e < a->e_len; e++)
         for (int j = 0; j < c->nsub; j++, out++) {
@@ -1508,7 +1497,7 @@ static int col_open(PqCol *c, size_t rg) {
         if (c->map == MAP_FAILED) {
             // where mmap is refused: read it
             c->map = NULL;
-            uint8_t *b = buf_reserve(&c->copy, len);
+            uint8_t *b = pq_scratch(&c->copy, len);
             if (pq_pread(r->fd, b, len, (uint64_t)start) < 0)
                 return col_corrupt(c, "cannot read the column chunk: %s", errno ? strerror(errno) : "the file got shorter");
             base = b;

@@ -12,17 +12,13 @@
 
 #include "../../base/err.h"
 #include "../format/arrow.h"
+#include "../../base/buf.h"
 #include "../../base/json.h"
 #include "../format/parquet.h"
 #include "../format/table.h"
 
 #define DOCS_IO_BYTES (1 << 20)
 #define DOCS_MAX_LINE ((size_t)1 << 30)  // one JSON Lines object must fit in memory; beyond this it is no line
-
-typedef struct {
-    uint8_t *data;
-    size_t len, cap;
-} DocsBuf;
 
 struct DocsReader {
     char path[1024];
@@ -43,7 +39,7 @@ struct DocsReader {
     size_t io_len, io_pos;
     int at_end, done;
     uint64_t line_no;
-    DocsBuf line;
+    Buf line;
     // JSON Lines
     const char *column;
     int explicit_column;
@@ -57,20 +53,6 @@ struct DocsReader {
     int rows;  // docs_open_rows: the caller reads objects or table rows itself
     DocsFields fields;
 };
-
-static void docs_buf_append(DocsBuf *b, const uint8_t *src, size_t n) {
-    if (!n) return;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n) cap *= 2;
-        uint8_t *data = realloc(b->data, cap);
-        if (!data) err_fatal("out of memory growing a document buffer to %zu bytes", cap);
-        b->data = data;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, src, n);
-    b->len += n;
-}
 
 // ---- fields ----
 
@@ -229,7 +211,7 @@ static int docs_line(DocsReader *r, char *err, size_t errlen) {
         if (r->line.len + n > DOCS_MAX_LINE)
             return snprintf(err, errlen, "'%s' line %llu is longer than %zu bytes: not JSON Lines", r->path,
                             (unsigned long long)r->line_no + 1, DOCS_MAX_LINE), -1;
-        docs_buf_append(&r->line, start, n);
+        buf_append(&r->line, start, n);
         r->io_pos += n + (nl != NULL);
         if (nl) return 1;
     }
@@ -316,7 +298,7 @@ static int docs_text_next(DocsReader *r, Doc *d, char *err, size_t errlen) {
     r->line.len = 0;
     for (long got; (got = docs_read(r, r->io, DOCS_IO_BYTES, err, errlen)) != 0;) {
         if (got < 0) return -1;
-        docs_buf_append(&r->line, r->io, (size_t)got);
+        buf_append(&r->line, r->io, (size_t)got);
     }
     r->done = 1;
     d->is_ids = 0;
@@ -479,7 +461,7 @@ void docs_close(DocsReader *r) {
     json_free(r->obj);
     free(r->zin);
     free(r->io);
-    free(r->line.data);
+    buf_free(&r->line);
     free(r->ids);
     free(r);
 }

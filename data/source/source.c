@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../base/buf.h"
 #include "../../base/path.h"
 #include "../../base/err.h"
 #include "../../comm/comm.h"
@@ -25,16 +26,12 @@
 
 typedef struct {
     char **v;
-    int n, cap;
+    int n;
+    size_t cap;
 } StrList;
 
 static void sl_push(StrList *l, char *s) {
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 16;
-        char **v = realloc(l->v, (size_t)l->cap * sizeof *v);
-        if (!v) err_fatal("out of memory listing data files (%d)", l->cap);
-        l->v = v;
-    }
+    buf_fit(l->v, &l->cap, (size_t)l->n + 1);
     l->v[l->n++] = s;
 }
 
@@ -83,7 +80,8 @@ typedef struct {
 
 typedef struct {
     SourceSplit *v;
-    int n, cap;
+    int n;
+    size_t cap;
     int nosplits;  // a source with no split structure: all of it is "train"
     int ordered;   // the files are in the dataset's order (state.json's); else they are sorted
 } SourceSplits;
@@ -91,12 +89,7 @@ typedef struct {
 static SourceSplit *splits_at(SourceSplits *ss, const char *name) {
     for (int i = 0; i < ss->n; i++)
         if (!strcmp(ss->v[i].name, name)) return &ss->v[i];
-    if (ss->n == ss->cap) {
-        ss->cap = ss->cap ? 2 * ss->cap : 4;
-        SourceSplit *v = realloc(ss->v, (size_t)ss->cap * sizeof *v);
-        if (!v) err_fatal("out of memory listing splits");
-        ss->v = v;
-    }
+    buf_fit(ss->v, &ss->cap, (size_t)ss->n + 1);
     SourceSplit *sp = &ss->v[ss->n++];
     memset(sp, 0, sizeof *sp);
     sp->name = xprintf("%s", name);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <utf8proc.h>
 
+#include "../../base/buf.h"
 #include "../../base/err.h"
 
 #define BPE_MERGES_MAX_BYTES ((size_t)1 << 30)
@@ -98,18 +99,6 @@ struct Bpe {
     size_t cids_len, cids_cap;
 };
 
-// p (*cap items of size bytes) grown by doubling to hold need items
-static void *bpe_grow(void *p, size_t *cap, size_t need, size_t size) {
-    if (need <= *cap) return p;
-    size_t want = *cap ? *cap : 256;
-    while (want < need) want *= 2;
-    p = realloc(p, want * size);
-    if (!p) err_fatal("out of memory tokenizing (%zu x %zu bytes)", want, size);
-    *cap = want;
-    return p;
-}
-
-static void bpe_reserve(int32_t **ids, size_t *cap, size_t need) { *ids = bpe_grow(*ids, cap, need, sizeof **ids); }
 
 // ---- UTF-8 ----
 
@@ -342,7 +331,7 @@ static bool bpe_added_table(Bpe *b, const JsonValue *added, char *why, size_t wh
             free(owned);
             return snprintf(why, whylen, "the added tokens are too long"), false;
         }
-        b->added_pool = bpe_grow(b->added_pool, &cap, pool + cn, 1);
+        buf_fit(b->added_pool, &cap, pool + cn);
         memcpy(b->added_pool + pool, c, cn);
         b->added[b->nadded++] = (BpeAdded){(uint32_t)pool, (uint32_t)cn, (int32_t)id, normalized != 0, c[0]};
         pool += cn;
@@ -735,7 +724,7 @@ static bool bpe_pair_before(const BpePair *a, const BpePair *b) {
 }
 
 static void bpe_heap_push(Bpe *b, BpePair p) {
-    b->heap = bpe_grow(b->heap, &b->heap_cap, b->nheap + 1, sizeof *b->heap);
+    buf_fit(b->heap, &b->heap_cap, b->nheap + 1);
     size_t i = b->nheap++;
     while (i > 0 && bpe_pair_before(&p, &b->heap[(i - 1) / 2])) {
         b->heap[i] = b->heap[(i - 1) / 2];
@@ -771,7 +760,7 @@ static void bpe_maybe_pair(Bpe *b, int32_t left, int32_t right) {
 // Merges segment s[0, n) (whole characters) by priority, the leftmost first among equals (as
 // GPT-2's encoder.py, Hugging Face and SentencePiece do), and appends the ids.
 static void bpe_segment(Bpe *b, const uint8_t *s, size_t n, int32_t **ids, size_t *len, size_t *cap) {
-    b->sym = bpe_grow(b->sym, &b->sym_cap, n, sizeof *b->sym);
+    buf_fit(b->sym, &b->sym_cap, n);
     int32_t nsym = 0;
     for (size_t i = 0; b->opt.byte_level && i < n; i++, nsym++) b->sym[nsym] = (BpeSym){s + i, b->byte_id[s[i]], nsym - 1, nsym + 1, 1};
     for (size_t i = 0, cl; !b->opt.byte_level && i < n; i += cl, nsym++) {
@@ -795,7 +784,7 @@ static void bpe_segment(Bpe *b, const uint8_t *s, size_t n, int32_t **ids, size_
     }
     for (int32_t i = 0; i >= 0; i = b->sym[i].next) {
         const BpeSym *sy = &b->sym[i];
-        bpe_reserve(ids, cap, *len + (sy->id >= 0 ? 1 : sy->len));
+        buf_fit(*ids, cap, *len + (sy->id >= 0 ? 1 : sy->len));
         if (sy->id >= 0) (*ids)[(*len)++] = sy->id;
         else
             for (uint32_t k = 0; k < sy->len; k++) (*ids)[(*len)++] = b->byte_id[sy->src[k]];
@@ -807,7 +796,7 @@ static void bpe_cached(Bpe *b, const uint8_t *s, size_t n, int32_t **ids, size_t
     if (b->opt.whole_pieces) {
         int32_t id = bpe_piece_id(b, (const char *)s, n);
         if (id >= 0 && b->type[id] == BPE_PIECE_NORMAL) {
-            bpe_reserve(ids, cap, *len + 1);
+            buf_fit(*ids, cap, *len + 1);
             (*ids)[(*len)++] = id;
             return;
         }
@@ -821,7 +810,7 @@ static void bpe_cached(Bpe *b, const uint8_t *s, size_t n, int32_t **ids, size_t
     for (; b->cache[i].hash; i = (i + 1) & (BPE_CACHE_SLOTS - 1)) {
         const BpeCacheSlot *c = &b->cache[i];
         if (c->hash == h && c->key_len == n && !memcmp(b->keys + c->key, s, n)) {
-            bpe_reserve(ids, cap, *len + c->nids);
+            buf_fit(*ids, cap, *len + c->nids);
             memcpy(*ids + *len, b->cids + c->ids, c->nids * sizeof **ids);
             *len += c->nids;
             return;
@@ -832,8 +821,8 @@ static void bpe_cached(Bpe *b, const uint8_t *s, size_t n, int32_t **ids, size_t
     size_t nids = *len - first;
     // once full, the segments seen so far stay cached and new ones are merged each time
     if (2 * (b->ncached + 1) > BPE_CACHE_SLOTS || b->keys_len + n > BPE_CACHE_POOL || 4 * (b->cids_len + nids) > BPE_CACHE_POOL) return;
-    b->keys = bpe_grow(b->keys, &b->keys_cap, b->keys_len + n, 1);
-    b->cids = bpe_grow(b->cids, &b->cids_cap, b->cids_len + nids, sizeof *b->cids);
+    buf_fit(b->keys, &b->keys_cap, b->keys_len + n);
+    buf_fit(b->cids, &b->cids_cap, b->cids_len + nids);
     b->cache[i] = (BpeCacheSlot){h, (uint32_t)b->keys_len, (uint32_t)n, (uint32_t)b->cids_len, (uint32_t)nids};
     memcpy(b->keys + b->keys_len, s, n);
     memcpy(b->cids + b->cids_len, *ids + first, nids * sizeof **ids);
@@ -849,7 +838,7 @@ static const uint8_t *bpe_normalize(Bpe *b, const uint8_t *s, size_t *n) {
     size_t pn = o->prefix ? strlen(o->prefix) : 0;
     bool starts = pn && *n >= pn && !memcmp(s, o->prefix, pn);
     if (!o->space_to_meta && (!pn || (starts && !o->prefix_always)) && bpe_utf8_valid(s, *n)) return s;
-    b->norm = bpe_grow(b->norm, &b->norm_cap, pn + 3 * *n, 1);
+    buf_fit(b->norm, &b->norm_cap, pn + 3 * *n);
     uint8_t *text = b->norm + pn, *w = text;
     for (size_t i = 0, cl, bad; i < *n;) {
         if (s[i] == ' ' && o->space_to_meta) {
@@ -925,7 +914,7 @@ static void bpe_encode_added(Bpe *b, const uint8_t *s, size_t n, bool normalized
         if (normalized) bpe_encode_part(b, s, at, ids, len, cap);
         else bpe_encode_normalized(b, s, at, ids, len, cap);
         if (k < 0) return;
-        bpe_reserve(ids, cap, *len + 1);
+        buf_fit(*ids, cap, *len + 1);
         (*ids)[(*len)++] = b->added[k].id;
         s += at + b->added[k].len, n -= at + b->added[k].len;
     }
@@ -949,7 +938,7 @@ size_t bpe_encode(Bpe *b, const char *text, size_t n, int32_t **ids, size_t *len
         return *len - before;
     }
     if (!bpe_utf8_valid(s, n)) {  // added tokens and NFC see characters (Hugging Face's text is a String)
-        b->raw = bpe_grow(b->raw, &b->raw_cap, 3 * n, 1);
+        buf_fit(b->raw, &b->raw_cap, 3 * n);
         n = bpe_utf8_lossy(s, n, b->raw, b->opt.lossy_per_byte);
         s = b->raw;
     }

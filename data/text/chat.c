@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../base/buf.h"
 #include "../../base/err.h"
 
 // Meta's Llama-2 chat markers (llama/generation.py)
@@ -18,13 +19,9 @@ typedef enum { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT } SftRole;
 // ---- rows and text ----
 
 void sft_push(SftRow *row, int32_t id, int32_t label) {
-    if (row->len == row->cap) {
-        size_t cap = row->cap ? 2 * row->cap : 256;
-        row->ids = realloc(row->ids, cap * sizeof *row->ids);
-        row->labels = realloc(row->labels, cap * sizeof *row->labels);
-        if (!row->ids || !row->labels) err_fatal("out of memory growing a finetuning row to %zu tokens", cap);
-        row->cap = cap;
-    }
+    size_t labels_cap = row->cap;  // ids and labels grow alike: one cap serves both
+    buf_fit(row->labels, &labels_cap, row->len + 1);
+    buf_fit(row->ids, &row->cap, row->len + 1);
     row->ids[row->len] = id;
     row->labels[row->len++] = label;
 }
@@ -39,13 +36,7 @@ void sft_push_special(SftRow *row, int id, bool loss) {
 }
 
 void sft_text_put(SftText *t, const char *s, size_t n) {
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 256;
-        while (cap < t->len + n + 1) cap *= 2;
-        t->s = realloc(t->s, cap);
-        if (!t->s) err_fatal("out of memory building a %zu-byte prompt", cap);
-        t->cap = cap;
-    }
+    buf_fit(t->s, &t->cap, t->len + n + 1);
     memcpy(t->s + t->len, s, n);
     t->len += n;
     t->s[t->len] = '\0';

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "../../base/path.h"
+#include "../../base/buf.h"
 #include "../../base/err.h"
 #include "../../comm/comm.h"
 #include "bpe.h"
@@ -34,18 +35,6 @@ struct Tokenizer {
     Bpe *bpe;
 };
 
-// p (*cap items of size bytes) grown by doubling to hold need items
-static void *tok_grow(void *p, size_t *cap, size_t need, size_t size) {
-    if (need <= *cap) return p;
-    size_t want = *cap ? *cap : 256;
-    while (want < need) want *= 2;
-    p = realloc(p, want * size);
-    if (!p) err_fatal("out of memory tokenizing (%zu x %zu bytes)", want, size);
-    *cap = want;
-    return p;
-}
-
-static void tok_reserve(int32_t **ids, size_t *cap, size_t need) { *ids = tok_grow(*ids, cap, need, sizeof **ids); }
 
 size_t tok_utf8_len(const uint8_t *s, size_t n) {
     size_t bad;
@@ -231,7 +220,7 @@ size_t tok_encode(const Tokenizer *t, const char *text, size_t n, int32_t **ids,
         if (got < 0) err_fatal("tokenizing with '%s': %s", t->path, why);
         return (size_t)got;
     }
-    tok_reserve(ids, cap, *len + n);
+    buf_fit(*ids, cap, *len + n);
     for (size_t i = 0; i < n; i++) (*ids)[(*len)++] = (uint8_t)text[i];
     return n;
 }
@@ -297,7 +286,7 @@ typedef struct {
 } TokText;
 
 static void tok_text_put(TokText *o, const void *p, size_t n) {
-    o->s = tok_grow(o->s, &o->cap, o->len + n + 1, 1);
+    buf_fit(o->s, &o->cap, o->len + n + 1);
     memcpy(o->s + o->len, p, n);
     o->len += n;
     o->s[o->len] = '\0';
@@ -306,7 +295,7 @@ static void tok_text_put(TokText *o, const void *p, size_t n) {
 // Bytes as UTF-8 characters, ill-formed ones U+FFFD (one per byte when per_byte, as
 // SentencePiece's byte pieces; else per maximal subpart, as GPT-2's ByteLevel decoder).
 static void tok_text_lossy(TokText *o, const uint8_t *bytes, size_t n, bool per_byte) {
-    o->s = tok_grow(o->s, &o->cap, o->len + 3 * n + 1, 1);
+    buf_fit(o->s, &o->cap, o->len + 3 * n + 1);
     o->len += bpe_utf8_lossy(bytes, n, (uint8_t *)o->s + o->len, per_byte);
     o->s[o->len] = '\0';
 }
@@ -399,7 +388,7 @@ static const char *tok_parse_ids(const Tokenizer *t, char *line, int32_t **ids, 
             snprintf(why, whylen, "token id %.*s is out of range for the vocabulary of %d", (int)(end - s > 40 ? 40 : end - s), s, t->vocab);
             return why;
         }
-        tok_reserve(ids, cap, *len + 1);
+        buf_fit(*ids, cap, *len + 1);
         (*ids)[(*len)++] = (int32_t)v;
         s = end;
     }
@@ -427,9 +416,9 @@ const char *tok_lines(const Tokenizer *t, int bos, int eos, int decode, FILE *in
             free(text);
         } else {
             len = 0;
-            if (bos && t->bos >= 0) tok_reserve(&ids, &cap, 1), ids[len++] = t->bos;
+            if (bos && t->bos >= 0) buf_fit(ids, &cap, 1), ids[len++] = t->bos;
             tok_encode(t, line, (size_t)got, &ids, &len, &cap);
-            if (eos && t->eos >= 0) tok_reserve(&ids, &cap, len + 1), ids[len++] = t->eos;
+            if (eos && t->eos >= 0) buf_fit(ids, &cap, len + 1), ids[len++] = t->eos;
             for (size_t i = 0; i < len; i++) fprintf(out, i ? " %d" : "%d", (int)ids[i]);
         }
         fputc('\n', out);
