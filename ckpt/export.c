@@ -421,7 +421,7 @@ static int export_transposed(FILE *f, const TensorSpec *t, StDtype dt, CkptReade
 
 // A byte-level BPE tokenizer as OpenAI ships it (encoder.json + vocab.bpe) or as Hugging Face does
 // (vocab.json + merges.txt): the vocabulary file `tok` (what checkpoints record) and its merges,
-// looked up beside it in the order data/tokenizer.c uses, into merges. 0 when tok is no such file;
+// looked up beside it in the order data/text/tokenizer.c uses, into merges. 0 when tok is no such file;
 // -1 with the message in *err when its merges are gone.
 static int export_bpe_tokenizer(const char *tok, char *merges, size_t len, const char **err) {
     static char msg[2 * HF_PATH + 160];

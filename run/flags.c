@@ -789,7 +789,7 @@ void flags_finish(Config *c) {
     // checkpointing every Nth block implies checkpointing, unless the command line turned it off
     if (c->shard.selective_checkpointing > 0 && !flags_given(c, "activation_checkpoints")) c->shard.activation_checkpoints = 1;
     // offloading moves the checkpointed blocks' inputs (a GPU run turns checkpointing on for it:
-    // train_ckpt_every), so a command line that turned checkpointing off contradicts it
+    // memory_ckpt_every), so a command line that turned checkpointing off contradicts it
     if (c->shard.offload_activations && flags_given(c, "activation_checkpoints") && !c->shard.activation_checkpoints)
         comm_fail_all("--offload_activations 1 offloads the inputs of checkpointed blocks, and --activation_checkpoints 0 "
                       "turns checkpointing off: drop one of the two");

@@ -67,7 +67,7 @@ typedef struct {
     HfModel *hf;             // --init_from a Hugging Face source
     int init_h5;             // --init_from an fsdpc checkpoint file
     CkptSource source;       // that source's side files (config.json, tokenizer_config.json...), passed on
-    // what defines the run besides its flags (data/ident.h): the tokenizer, the training and the
+    // what defines the run besides its flags (data/source/ident.h): the tokenizer, the training and the
     // validation data (nfiles < 0: none), recorded in every checkpoint (CkptMeta.inputs); and the
     // resumed checkpoint's record of them ("": none to compare with)
     IdentSource inputs[INPUTS];

@@ -23,7 +23,7 @@
 #include "../../base/err.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "data/parquet.c reads Parquet's little-endian values in place"
+#error "data/format/parquet.c reads Parquet's little-endian values in place"
 #endif
 
 #define PQ_MAX_SELECT 8

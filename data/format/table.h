@@ -1,5 +1,5 @@
 // table: the row interface fsdpc reads columnar datasets through (Arrow IPC in data/arrow.c,
-// Parquet in data/parquet.c). A reader lists its columns, is told which ones to read, then gives
+// Parquet in data/format/parquet.c). A reader lists its columns, is told which ones to read, then gives
 // one row at a time: strings as bytes, integer lists widened to int64, lists of structs (chat
 // messages) as the chosen string fields of each element. Memory stays bounded by one record batch
 // (Arrow) or one row group's selected column chunks (Parquet), whatever the file size.

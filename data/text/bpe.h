@@ -3,7 +3,7 @@
 // reads: SentencePiece-style tokenizer.json (Llama-2, Mistral) and byte-level BPE (GPT-2's
 // encoder.json + vocab.bpe or tokenizer.json; Llama-3's tokenizer.json, its own regex; GPT-NeoX's,
 // NFC and added tokens). What differs between them is a BpeOptions table.
-// Only data/tokenizer.c calls it.
+// Only data/text/tokenizer.c calls it.
 #ifndef FSDPC_BPE_H
 #define FSDPC_BPE_H
 

@@ -1,5 +1,5 @@
 // sentencepiece: the part of libsentencepiece (C++, no C API) the tokenizer module uses, behind
-// C linkage. Implemented in data/sentencepiece.cpp; only data/tokenizer.c calls it.
+// C linkage. Implemented in data/text/sentencepiece.cpp; only data/text/tokenizer.c calls it.
 #ifndef FSDPC_SENTENCEPIECE_H
 #define FSDPC_SENTENCEPIECE_H
 

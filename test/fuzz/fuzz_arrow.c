@@ -1,4 +1,4 @@
-// Fuzz target: the Arrow IPC reader (data/arrow.c) on one file or stream per input: open it, select
+// Fuzz target: the Arrow IPC reader (data/format/arrow.c) on one file or stream per input: open it, select
 // every selectable column (up to 8; a struct list with all its string fields chosen), read every
 // row and touch every value.
 #include <stdint.h>

@@ -1,4 +1,4 @@
-// Fuzz target: a checkpoint's run_inputs line (data/ident.h), read back on resume: every source,
+// Fuzz target: a checkpoint's run_inputs line (data/source/ident.h), read back on resume: every source,
 // their differences both ways, and a line written from what was read, which must read back the same.
 #include <stdint.h>
 #include <stdlib.h>

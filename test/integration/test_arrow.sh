@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks of data/arrow.c (build/test_arrow dumps what it reads) against apache-arrow (JS): IPC
+# Checks of data/format/arrow.c (build/test_arrow dumps what it reads) against apache-arrow (JS): IPC
 # streams and files that test/fixtures/make_arrow.mjs writes (string, large_string, binary, lists
 # of every integer type, large_list, fixed_size_list, large_list<struct> chat messages, nulls and
 # null items, several batches, an empty batch, struct and view columns around the ones read,

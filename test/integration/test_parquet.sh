@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks of the Parquet reader (data/parquet.c) through build/test_parquet: files written by
+# Checks of the Parquet reader (data/format/parquet.c) through build/test_parquet: files written by
 # parquet-wasm (arrow-rs) in every codec, page version, dictionary/fallback/DELTA encoding and
 # row-group/page layout against the rows that wrote them; hand-built files in legacy list shapes;
 # hostile files (truncated, corrupt footers and page headers, lying sizes, unsupported codecs and

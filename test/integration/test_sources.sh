@@ -181,7 +181,7 @@ JS
     sniff "parquet-wasm Parquet" real.parquet parquet none '^1'
 fi
 
-# ---- hf_resolve -----------------------------------------------------------------------------
+# ---- source_resolve -------------------------------------------------------------------------
 H=$W/hf
 export HF_HUB_CACHE=$H/hub HF_DATASETS_CACHE=$H/datasets
 unset HF_HOME XDG_CACHE_HOME
@@ -264,7 +264,7 @@ for f in ("training.txt", "notes.txt"): w(f"mixed/{f}", "x")
 for f in ("en/c4-train.00000-of-01024.json.gz", "en/c4-validation.00000-of-00008.json.gz", ".cache/huggingface/download/en/x.metadata", ".gitattributes"):
     w(f"localdir/{f}", "x")
 PY
-check "hf_resolve fixtures: folders, a datasets cache and a hub cache of blobs and relative symlinks" $?
+check "source_resolve fixtures: folders, a datasets cache and a hub cache of blobs and relative symlinks" $?
 
 # resolve NAME SPEC CONFIG SPLIT FILE...: found, with exactly these files in this order
 resolve() {

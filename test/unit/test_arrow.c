@@ -1,4 +1,4 @@
-// test_arrow: dumps an Arrow IPC file or stream through data/arrow.c for test/integration/test_arrow.sh, in the
+// test_arrow: dumps an Arrow IPC file or stream through data/format/arrow.c for test/integration/test_arrow.sh, in the
 // JSON text test/fixtures/make_arrow.mjs writes as the expectation: a header line (format, nrows,
 // the columns with type and kind), then one object per row with the selected columns.
 //   build/test_arrow [--mem] FILE [COLUMN...]   all selectable columns when none are named;

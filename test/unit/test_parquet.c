@@ -1,4 +1,4 @@
-// test_parquet: data/parquet.c from the command line, for test/integration/test_parquet.sh and
+// test_parquet: data/format/parquet.c from the command line, for test/integration/test_parquet.sh and
 // bench/bench_parquet.sh.
 //   test_parquet [--mem] FILE COLUMN...  "nrows N", then one JSON array per row of the columns
 //                                        (a list with null items prints as {"nulls":[...]} with 0s)
