@@ -1071,6 +1071,13 @@ void comm_make_mesh(int tp, int shard_size, CommGroup **tp_group, CommGroup **sh
 #endif
 }
 
+const char *comm_open_gpu_transport(void) {
+#ifdef FSDPC_CUDA
+    if (kern_on_gpu() && comm_info.world > 1) return comm_nccl_open();  // one rank moves nothing through NCCL
+#endif
+    return NULL;
+}
+
 #ifdef FSDPC_CUDA
 static void nccl_abort_all(void) {
     for (int i = 0; i < NCCL_GROUPS; i++)
