@@ -154,7 +154,7 @@ static size_t append_words(char *out, size_t n, size_t cap, const char *sep, con
 }
 
 const char *comm_library_versions(void) {
-    static char out[MPI_MAX_LIBRARY_VERSION_STRING + 64];
+    static char out[MPI_MAX_LIBRARY_VERSION_STRING + 700];  // room for NCCL's "none (why)"
     char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "unknown";
     int len;
     if (MPI_Get_library_version(lib, &len) != MPI_SUCCESS) snprintf(lib, sizeof lib, "unknown");
