@@ -43,7 +43,7 @@ BUILD = build/cuda
 CFLAGS += -DFSDPC_CUDA -I$(CUDA_HOME)/include
 NVCCFLAGS = -std=c++17 -O3 -DFSDPC_CUDA -I. -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
 	-Xcompiler -Wall,-Wextra -MMD -MP
-LDLIBS += -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart -lstdc++ -Wl,-rpath,$(CUDA_HOME)/lib64
+LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart -lstdc++ -Wl,-rpath,$(CUDA_HOME)/lib64
 # the CUDA objects hold no MPI: every MPI flavour links the same ones (CU_BUILD, below)
 CU_OBJ = $(patsubst %.cu,$(CU_BUILD)/%.o,$(wildcard kernels/cuda/*.cu))
 else

@@ -154,7 +154,7 @@ static size_t append_words(char *out, size_t n, size_t cap, const char *sep, con
 }
 
 const char *comm_library_versions(void) {
-    static char out[MPI_MAX_LIBRARY_VERSION_STRING + 64];
+    static char out[MPI_MAX_LIBRARY_VERSION_STRING + 700];  // room for NCCL's "none (why)"
     char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "unknown";
     int len;
     if (MPI_Get_library_version(lib, &len) != MPI_SUCCESS) snprintf(lib, sizeof lib, "unknown");
@@ -1069,6 +1069,13 @@ void comm_make_mesh(int tp, int shard_size, CommGroup **tp_group, CommGroup **sh
             nccl_groups[i]->nccl = comm_nccl_init(&nccl_groups[i]->comm, comm_group_rank(nccl_groups[i]), comm_group_size(nccl_groups[i]));
     }
 #endif
+}
+
+const char *comm_open_gpu_transport(void) {
+#ifdef FSDPC_CUDA
+    if (kern_on_gpu() && comm_info.world > 1) return comm_nccl_open();  // one rank moves nothing through NCCL
+#endif
+    return NULL;
 }
 
 #ifdef FSDPC_CUDA

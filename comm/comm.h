@@ -160,6 +160,9 @@ void comm_allreduce_crc32(CommGroup *g, CommCrc *r, size_t n);
 // 1: one node by default); the replica group links the ranks with the same place in every
 // replica. The caller checks world % (shard_size * tp) == 0 first.
 void comm_make_mesh(int tp, int shard_size, CommGroup **tp_group, CommGroup **shard, CommGroup **replica);
+// After kern_select_device: on a GPU with more than one rank, loads the collectives' library
+// (NCCL, which comm_make_mesh then uses); NULL, or why it cannot (the caller ends the job).
+const char *comm_open_gpu_transport(void);
 
 // Every collective is numbered in its group's sequence and kept in the flight recorder
 // (comm/flight.h); waits watch --collective_timeout; within --trace_steps each is a trace span.

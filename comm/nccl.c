@@ -2,6 +2,7 @@
 #include "nccl.h"
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <mpi.h>
 #include <nccl.h>
 #include <nvtx3/nvToolsExt.h>
@@ -13,11 +14,46 @@
 #include "../kernels/cuda/cuda_backend.h"
 #include "comm.h"
 
+// libnccl is opened at run time (comm_nccl_open), as cuDNN is: a CPU run or a single GPU does not
+// load it, and ./fsdpc starts where it is not installed. Its calls go through this table.
+#define NCCL_FUNCS(X)                                                                                           \
+    X(ncclGetVersion) X(ncclGetErrorString) X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommGetAsyncError)     \
+        X(ncclCommAbort) X(ncclCommDestroy) X(ncclAllGather) X(ncclReduceScatter) X(ncclAllReduce) X(ncclBroadcast)
+static struct {
+#define NCCL_MEMBER(f) __typeof__(&f) f;
+    NCCL_FUNCS(NCCL_MEMBER)
+#undef NCCL_MEMBER
+} nccl;
+static const char nccl_lib[] = "libnccl.so.2";
+
+const char *comm_nccl_open(void) {
+    static char why[512];
+    static int open;  // a failure is tried again by the next caller
+    if (open) return NULL;
+    void *lib = dlopen(nccl_lib, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *path = getenv("LD_LIBRARY_PATH");
+        snprintf(why, sizeof why, "cannot load %s (%s; LD_LIBRARY_PATH=%s): install NCCL 2 or add its lib directory, "
+                 "e.g. a Python environment's nvidia/nccl/lib, to LD_LIBRARY_PATH, or pass --device cpu", nccl_lib,
+                 dlerror(), path && *path ? path : "(unset)");
+        return why;
+    }
+#define NCCL_LOOKUP(f)                                                                  \
+    if (!(*(void **)&nccl.f = dlsym(lib, #f))) {                                        \
+        snprintf(why, sizeof why, "%s has no %s (NCCL 2 is needed)", nccl_lib, #f);     \
+        return why;                                                                     \
+    }
+    NCCL_FUNCS(NCCL_LOOKUP)
+#undef NCCL_LOOKUP
+    open = 1;
+    return NULL;
+}
+
 #define ncclCheck(x) nccl_check((x), #x, __FILE__, __LINE__)
 static void nccl_check(ncclResult_t r, const char *what, const char *file, int line) {
     if (r != ncclSuccess)
         err_fatal_at(file, line, "%s failed: %s (NCCL_DEBUG=INFO tells more; check GPUs and network)", what,
-                     ncclGetErrorString(r));
+                     nccl.ncclGetErrorString(r));
 }
 
 #define cudaCheck(x) cuda_check((x), #x, __FILE__, __LINE__)
@@ -49,11 +85,13 @@ static int64_t clock_ref_us;
 NcclComm *comm_nccl_init(void *mpi_comm, int rank, int size) {
     NcclComm *c = callocCheck(1, sizeof *c);
     if (size > 1) {
+        const char *why = comm_nccl_open();  // a run checks it first (comm_open_gpu_transport)
+        if (why) err_fatal("%s", why);
         ncclUniqueId id;
-        if (rank == 0) ncclCheck(ncclGetUniqueId(&id));
+        if (rank == 0) ncclCheck(nccl.ncclGetUniqueId(&id));
         if (MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, *(MPI_Comm *)mpi_comm) != MPI_SUCCESS)
             err_fatal("cannot broadcast the NCCL unique id");
-        ncclCheck(ncclCommInitRank(&c->comm, size, id, rank));
+        ncclCheck(nccl.ncclCommInitRank(&c->comm, size, id, rank));
     }
     if (!stream) cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     return c;
@@ -100,14 +138,14 @@ static void copy_one_rank(const void *in, void *out, size_t n, NcclType t) {
 
 NcclReq *comm_nccl_all_gather(NcclComm *c, const void *in, void *out, size_t n, NcclType t, int timed) {
     NcclReq *r = begin(c, "all-gather", timed);
-    if (c->comm) ncclCheck(ncclAllGather(in, out, n, dtype(t), c->comm, stream));
+    if (c->comm) ncclCheck(nccl.ncclAllGather(in, out, n, dtype(t), c->comm, stream));
     else copy_one_rank(in, out, n, t);
     return end(r);
 }
 
 NcclReq *comm_nccl_reduce_scatter(NcclComm *c, const void *in, void *out, size_t n, NcclType t, int timed) {
     NcclReq *r = begin(c, "reduce-scatter", timed);
-    if (c->comm) ncclCheck(ncclReduceScatter(in, out, n, dtype(t), ncclSum, c->comm, stream));
+    if (c->comm) ncclCheck(nccl.ncclReduceScatter(in, out, n, dtype(t), ncclSum, c->comm, stream));
     else copy_one_rank(in, out, n, t);
     return end(r);
 }
@@ -115,21 +153,21 @@ NcclReq *comm_nccl_reduce_scatter(NcclComm *c, const void *in, void *out, size_t
 // in place: over one rank, nothing to do
 NcclReq *comm_nccl_allreduce(NcclComm *c, void *buf, size_t n, NcclType t, int max, int timed) {
     NcclReq *r = begin(c, "all-reduce", timed);
-    if (c->comm) ncclCheck(ncclAllReduce(buf, buf, n, dtype(t), max ? ncclMax : ncclSum, c->comm, stream));
+    if (c->comm) ncclCheck(nccl.ncclAllReduce(buf, buf, n, dtype(t), max ? ncclMax : ncclSum, c->comm, stream));
     return end(r);
 }
 
 NcclReq *comm_nccl_bcast(NcclComm *c, void *buf, size_t n, int root, int timed) {
     NcclReq *r = begin(c, "broadcast", timed);
-    if (c->comm) ncclCheck(ncclBroadcast(buf, buf, n, ncclFloat32, root, c->comm, stream));
+    if (c->comm) ncclCheck(nccl.ncclBroadcast(buf, buf, n, ncclFloat32, root, c->comm, stream));
     return end(r);
 }
 
 int comm_nccl_test(NcclReq *r, const char **err) {
     ncclResult_t async = ncclSuccess;
-    if (r->c->comm) ncclCheck(ncclCommGetAsyncError(r->c->comm, &async));
+    if (r->c->comm) ncclCheck(nccl.ncclCommGetAsyncError(r->c->comm, &async));
     if (async != ncclSuccess && async != ncclInProgress) {
-        *err = ncclGetErrorString(async);
+        *err = nccl.ncclGetErrorString(async);
         return 0;
     }
     cudaError_t e = cudaEventQuery(r->done);
@@ -159,18 +197,23 @@ void comm_nccl_finish(NcclReq *r, int64_t *start_us, int64_t *end_us) {
 void comm_nccl_abort(NcclComm *c) {
     if (c->aborted || !c->comm) return;
     c->aborted = 1;
-    ncclCommAbort(c->comm);  // not checked: this runs on the way out of a failure already reported
+    nccl.ncclCommAbort(c->comm);  // not checked: this runs on the way out of a failure already reported
 }
 
 void comm_nccl_destroy(NcclComm *c) {
-    if (!c->aborted && c->comm) ncclCheck(ncclCommDestroy(c->comm));
+    if (!c->aborted && c->comm) ncclCheck(nccl.ncclCommDestroy(c->comm));
     free(c);
 }
 
 const char *comm_nccl_version(void) {
-    static char out[32];
+    static char out[600];
     int v = 0;
-    if (ncclGetVersion(&v) != ncclSuccess || v <= 0) return "unknown";
+    const char *why = comm_nccl_open();
+    if (why) {
+        snprintf(out, sizeof out, "none (%s)", why);
+        return out;
+    }
+    if (nccl.ncclGetVersion(&v) != ncclSuccess || v <= 0) return "unknown";
     // major * 10000 + minor * 100 + patch from NCCL 2.9 on, major * 1000 + minor * 100 + patch before
     const int major = v >= 10000 ? v / 10000 : v / 1000, minor = v >= 10000 ? v / 100 % 100 : v / 100 % 10;
     snprintf(out, sizeof out, "%d.%d.%d", major, minor, v % 100);

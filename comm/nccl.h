@@ -12,6 +12,9 @@ typedef struct NcclReq NcclReq;
 
 typedef enum { NCCL_F32, NCCL_BF16 } NcclType;
 
+// Loads libnccl.so.2 (dlopen), once: NULL, or why it cannot be (a line naming the library and
+// LD_LIBRARY_PATH). Needs no GPU.
+const char *comm_nccl_open(void);
 // Collective over the MPI communicator `mpi_comm` (an MPI_Comm passed by address): rank 0 makes
 // the unique id and broadcasts it. A group of one rank gets no NCCL communicator (no NCCL call):
 // its gathers and scatters are copies on the collectives' stream, its all-reduces and broadcasts
@@ -32,7 +35,7 @@ void comm_nccl_finish(NcclReq *r, int64_t *start_us, int64_t *end_us);
 void comm_nccl_abort(NcclComm *c);
 // At exit: ncclCommDestroy.
 void comm_nccl_destroy(NcclComm *c);
-// The loaded NCCL's "major.minor.patch" (ncclGetVersion; fsdpc --version). Needs no GPU.
+// The loaded NCCL's "major.minor.patch" (ncclGetVersion; fsdpc --version), or "none (why)". Needs no GPU.
 const char *comm_nccl_version(void);
 
 #endif

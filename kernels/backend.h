@@ -133,13 +133,14 @@ int cpu_num_threads(void);
 KERN_DECLARE(cuda)
 // CUDA device setup (kernels/cuda): number of visible GPUs (0 when none or no driver), bind one.
 int cuda_device_count(void);
-// makes device current for this process; its name and its UUID (hex) for the caller
-void cuda_bind(int device, char *name, size_t len, char *uuid, size_t uuid_len);
+// makes device current for this process; its name and its UUID (hex) for the caller. Opens
+// cuBLASLt first: NULL, or why it cannot be loaded (nothing is bound then).
+const char *cuda_bind(int device, char *name, size_t len, char *uuid, size_t uuid_len);
 int cuda_sm_clock_mhz(void);  // the bound GPU's peak SM clock
 // fsdpc --version (memory.cu): "name: version" lines for the CUDA driver and runtime,
 // cuBLASLt, cuDNN (cuda_cudnn_version) and the GPUs visible; needs no GPU
 const char *cuda_library_versions(void);
-size_t cuda_cublaslt_version(void);    // cublasLtGetVersion: major * 10000 + minor * 100 + patch
+const char *cuda_cublaslt_version(void);  // "major.minor.patch" (cublasLtGetVersion), or "none (why)"
 // test_gpu --bench: cuBLASLt's own best for cuda_matmul_fwd's product (bwd 0) or cuda_matmul_bwd's
 // two (bwd 1, their sum) in bf16 (bf16 weights and activations, fp32 dw): the fastest of the
 // algorithms its heuristic offers, ms per run over reps runs; *tried: how many were timed

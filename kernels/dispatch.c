@@ -205,7 +205,8 @@ const char *kern_select_device(KernDevice want, int local_rank, int local_world)
         }
         int dev = n == 1 ? 0 : local_rank;
         char name[128];
-        cuda_bind(dev, name, sizeof name, device_uuid, sizeof device_uuid);
+        const char *why = cuda_bind(dev, name, sizeof name, device_uuid, sizeof device_uuid);
+        if (why) return why;
         snprintf(device_name, sizeof device_name, "cuda:%d (%s)", dev, name);
         on_gpu = 1;
         return NULL;

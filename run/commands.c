@@ -49,6 +49,7 @@ static int train_command(void *args) {
                 kern_num_threads(), comm_info.local_world, cores);
     cfg->run.num_threads = kern_num_threads();
     comm_check_all(kern_select_device(cfg->run.device, comm_info.local_rank, comm_info.local_world));
+    comm_check_all(comm_open_gpu_transport());
     comm_check_distinct_local(kern_device_uuid(), "GPU",
                               "give each rank its own (CUDA_VISIBLE_DEVICES per rank, or srun --gpus-per-task=1 "
                               "--gpu-bind=single:1), or pass --device cpu");

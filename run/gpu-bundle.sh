@@ -27,7 +27,8 @@ BINS=(./fsdpc build/test_gpu)
 for b in "${BINS[@]}"; do
     [ -x "$b" ] || { echo "gpu-bundle: $b is missing: make fsdpc build/test_gpu (with nvcc on PATH)" >&2; exit 1; }
 done
-if [ "$TEST" != 1 ] && ! ldd ./fsdpc | grep -q 'libnccl\.'; then
+# (cuBLASLt, NCCL and cuDNN are opened at run time: libcudart is the CUDA build's one linked library)
+if [ "$TEST" != 1 ] && ! ldd ./fsdpc | grep -q 'libcudart\.'; then
     echo "gpu-bundle: ./fsdpc has no CUDA backend: rebuild with nvcc on PATH (make CUDA=1 fsdpc build/test_gpu)" >&2
     exit 1
 fi

@@ -27,8 +27,25 @@ static inline void cuda_check_at(cudaError_t e, const char *call, const char *fi
     if (e != cudaSuccess) err_fatal_at(file, line, "%s failed: %s", call, cudaGetErrorString(e));
 }
 
+// cuBLASLt is opened at run time (cuda_cublaslt_open, matmul.cu), as cuDNN is: a CPU run does not
+// pay for loading its 500 MB, and ./fsdpc starts where it is not installed. Its calls go through
+// this table.
+#define CUBLASLT_FUNCS(X)                                                                                    \
+    X(cublasLtGetVersion) X(cublasLtGetStatusString) X(cublasLtCreate) X(cublasLtMatmulDescCreate)          \
+        X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) X(cublasLtMatrixLayoutCreate)        \
+            X(cublasLtMatrixLayoutDestroy) X(cublasLtMatmulPreferenceCreate) X(cublasLtMatmulPreferenceDestroy) \
+                X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul)
+struct CublasLtApi {
+#define CUBLASLT_MEMBER(f) decltype(&::f) f;
+    CUBLASLT_FUNCS(CUBLASLT_MEMBER)
+#undef CUBLASLT_MEMBER
+};
+extern CublasLtApi blaslt;
+// NULL once blaslt is filled, else why not (a line naming the library and LD_LIBRARY_PATH)
+const char *cuda_cublaslt_open(void);
+
 static inline void cublas_check_at(cublasStatus_t s, const char *call, const char *file, int line) {
-    if (s != CUBLAS_STATUS_SUCCESS) err_fatal_at(file, line, "%s failed: %s", call, cublasLtGetStatusString(s));
+    if (s != CUBLAS_STATUS_SUCCESS) err_fatal_at(file, line, "%s failed: %s", call, blaslt.cublasLtGetStatusString(s));
 }
 
 // What the host waits for: a reduction's result, with the token check's note (tokens.cu) riding

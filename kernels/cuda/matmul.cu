@@ -9,7 +9,41 @@
 // Weights are row-major [out, in].
 // cuBLASLt is column-major: a row-major (R, C) matrix is the column-major (C, R) one, so each
 // row-major product below is issued as its transpose.
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "common.cuh"
+
+#define LT_STR(x) #x
+#define LT_SONAME(major) "libcublasLt.so." LT_STR(major)
+// the soname of the CUDA major fsdpc was compiled against
+constexpr const char *kLtLib = LT_SONAME(CUBLAS_VER_MAJOR);
+
+CublasLtApi blaslt;
+
+const char *cuda_cublaslt_open(void) {
+    static char why[512];
+    static bool open;  // a failure is tried again by the next caller
+    if (open) return NULL;
+    void *lib = dlopen(kLtLib, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *path = getenv("LD_LIBRARY_PATH");
+        snprintf(why, sizeof why, "cannot load %s (%s; LD_LIBRARY_PATH=%s): install the CUDA toolkit's cuBLAS or add "
+                 "its lib directory, e.g. a Python environment's nvidia/cublas/lib, to LD_LIBRARY_PATH, or pass "
+                 "--device cpu", kLtLib, dlerror(), path && *path ? path : "(unset)");
+        return why;
+    }
+#define CUBLASLT_LOOKUP(f)                                                     \
+    if (!(*(void **)&blaslt.f = dlsym(lib, #f))) {                             \
+        snprintf(why, sizeof why, "%s has no %s (too old a cuBLASLt)", kLtLib, #f); \
+        return why;                                                            \
+    }
+    CUBLASLT_FUNCS(CUBLASLT_LOOKUP)
+#undef CUBLASLT_LOOKUP
+    open = true;
+    return NULL;
+}
 
 namespace {
 
@@ -45,47 +79,47 @@ uint32_t alignment_of(const void *p) {
 }
 
 void destroy_plan(GemmPlan &p) {
-    cublasCheck(cublasLtMatrixLayoutDestroy(p.a));
-    cublasCheck(cublasLtMatrixLayoutDestroy(p.b));
-    cublasCheck(cublasLtMatrixLayoutDestroy(p.c));
-    cublasCheck(cublasLtMatmulDescDestroy(p.op));
+    cublasCheck(blaslt.cublasLtMatrixLayoutDestroy(p.a));
+    cublasCheck(blaslt.cublasLtMatrixLayoutDestroy(p.b));
+    cublasCheck(blaslt.cublasLtMatrixLayoutDestroy(p.c));
+    cublasCheck(blaslt.cublasLtMatmulDescDestroy(p.op));
 }
 
 // The heuristic's preference for a problem: the shared workspace and the operands' alignments
 // (an algorithm that needs more alignment than a pointer has would fault).
 cublasLtMatmulPreference_t heuristic_pref(const GemmKey &k) {
     cublasLtMatmulPreference_t pref;
-    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(blaslt.cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t ws = cuda_ctx.workspace_bytes;
     const uint32_t al[4] = {(uint32_t)k.align_a, (uint32_t)k.align_b, (uint32_t)k.align_c, (uint32_t)k.align_c};
     const cublasLtMatmulPreferenceAttributes_t at[4] = {
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    for (int i = 0; i < 4; i++) cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, at[i], &al[i], sizeof al[i]));
+    cublasCheck(blaslt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    for (int i = 0; i < 4; i++) cublasCheck(blaslt.cublasLtMatmulPreferenceSetAttribute(pref, at[i], &al[i], sizeof al[i]));
     return pref;
 }
 
 void build_plan(GemmPlan &p, const GemmKey &k) {
     p.key = k;
-    cublasCheck(cublasLtMatmulDescCreate(
+    cublasCheck(blaslt.cublasLtMatmulDescCreate(
         &p.op, k.mode == COMPUTE_FAST_16BF ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cudaDataType ab = k.mode == COMPUTE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
     const cublasOperation_t opa = k.ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = k.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasCheck(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-    cublasCheck(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    cublasCheck(blaslt.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    cublasCheck(blaslt.cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
     // layouts describe the stored matrices, before the transposes
-    cublasCheck(cublasLtMatrixLayoutCreate(&p.a, ab, k.ta ? k.k : k.m, k.ta ? k.m : k.k, k.lda));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p.b, ab, k.tb ? k.n : k.k, k.tb ? k.k : k.n, k.ldb));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p.c, k.c_bf16 ? CUDA_R_16BF : CUDA_R_32F, k.m, k.n, k.ldc));
+    cublasCheck(blaslt.cublasLtMatrixLayoutCreate(&p.a, ab, k.ta ? k.k : k.m, k.ta ? k.m : k.k, k.lda));
+    cublasCheck(blaslt.cublasLtMatrixLayoutCreate(&p.b, ab, k.tb ? k.n : k.k, k.tb ? k.k : k.n, k.ldb));
+    cublasCheck(blaslt.cublasLtMatrixLayoutCreate(&p.c, k.c_bf16 ? CUDA_R_16BF : CUDA_R_32F, k.m, k.n, k.ldc));
 
     cublasLtMatmulPreference_t pref = heuristic_pref(k);
     cublasLtMatmulHeuristicResult_t res = {};
     int found = 0;
     // cuBLASLt answers "no algorithm fits" with CUBLAS_STATUS_NOT_SUPPORTED, not with zero results
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cuda_ctx.lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found);
+    const cublasStatus_t st = blaslt.cublasLtMatmulAlgoGetHeuristic(cuda_ctx.lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found);
     if (st != CUBLAS_STATUS_NOT_SUPPORTED) cublas_check_at(st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
-    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    cublasCheck(blaslt.cublasLtMatmulPreferenceDestroy(pref));
     p.found = st == CUBLAS_STATUS_SUCCESS && found > 0;
     if (!p.found && k.mode == COMPUTE_FP32)
         err_fatal("cuBLASLt has no fp32 algorithm for m=%d n=%d k=%d (ta=%d tb=%d lda=%d ldb=%d ldc=%d)", k.m, k.n,
@@ -146,7 +180,7 @@ struct ConvertedOperands {
 
 void run_plan(const GemmPlan &p, const void *a, const void *b, void *C, float beta) {
     const float alpha = 1.0f;
-    cublasCheck(cublasLtMatmul(cuda_ctx.lt, p.op, &alpha, a, p.a, b, p.b, &beta, C, p.c, C, p.c, &p.algo,
+    cublasCheck(blaslt.cublasLtMatmul(cuda_ctx.lt, p.op, &alpha, a, p.a, b, p.b, &beta, C, p.c, C, p.c, &p.algo,
                                cuda_ctx.workspace, cuda_ctx.workspace_bytes, cuda_stream()));
 }
 
@@ -214,7 +248,17 @@ void cuda_set_acts_bf16(int on) { cuda_ctx.acts_bf16 = on; }
 
 }  // extern "C"
 
-extern "C" size_t cuda_cublaslt_version(void) { return cublasLtGetVersion(); }
+extern "C" const char *cuda_cublaslt_version(void) {
+    static char out[600];
+    const char *why = cuda_cublaslt_open();
+    if (why) {
+        snprintf(out, sizeof out, "none (%s)", why);
+        return out;
+    }
+    const size_t v = blaslt.cublasLtGetVersion();  // major * 10000 + minor * 100 + patch
+    snprintf(out, sizeof out, "%zu.%zu.%zu", v / 10000, v / 100 % 100, v % 100);
+    return out;
+}
 
 namespace {
 // ms per run of the fastest of up to 16 algorithms cuBLASLt's heuristic offers for key's problem
@@ -227,9 +271,9 @@ double best_ms(const GemmKey &key, const void *a, const void *b, void *c, float 
     const uint64_t ws = cuda_ctx.workspace_bytes;
     cublasLtMatmulHeuristicResult_t res[16];
     int found = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cuda_ctx.lt, p.op, p.a, p.b, p.c, p.c, pref, 16, res, &found);
+    const cublasStatus_t st = blaslt.cublasLtMatmulAlgoGetHeuristic(cuda_ctx.lt, p.op, p.a, p.b, p.c, p.c, pref, 16, res, &found);
     if (st != CUBLAS_STATUS_NOT_SUPPORTED) cublas_check_at(st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
-    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    cublasCheck(blaslt.cublasLtMatmulPreferenceDestroy(pref));
     static cudaEvent_t e0, e1;
     if (!e0) {
         cudaCheck(cudaEventCreateWithFlags(&e0, cudaEventDefault));
@@ -241,7 +285,7 @@ double best_ms(const GemmKey &key, const void *a, const void *b, void *c, float 
         if (res[i].workspaceSize > ws) continue;
         for (int r = 0; r <= reps; r++) {
             if (r == 1) cudaCheck(cudaEventRecord(e0, cuda_stream()));
-            cublasCheck(cublasLtMatmul(cuda_ctx.lt, p.op, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &res[i].algo,
+            cublasCheck(blaslt.cublasLtMatmul(cuda_ctx.lt, p.op, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &res[i].algo,
                                        cuda_ctx.workspace, ws, cuda_stream()));
         }
         cudaCheck(cudaEventRecord(e1, cuda_stream()));

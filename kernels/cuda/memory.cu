@@ -215,27 +215,27 @@ const char *cuda_library_versions(void) {
     if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;  // no driver: the runtime says 0
     if (cudaRuntimeGetVersion(&rt) != cudaSuccess) rt = 0;
     (void)cudaGetLastError();
-    char d[32], r[32], l[48] = "unknown";
-    const size_t lt = cuda_cublaslt_version();  // major * 10000 + minor * 100 + patch
-    if (lt) snprintf(l, sizeof l, "%zu.%zu.%zu", lt / 10000, lt / 100 % 100, lt % 100);
+    char d[32], r[32];
     snprintf(out, sizeof out, "CUDA driver: %s\nCUDA runtime: %s\ncuBLASLt: %s\ncuDNN: %s\nGPUs visible: %d\n",
              cuda_version_text(drv, "none (no NVIDIA driver loaded)", d, sizeof d),
-             cuda_version_text(rt, "unknown", r, sizeof r), l, cuda_cudnn_version(), cuda_device_count());
+             cuda_version_text(rt, "unknown", r, sizeof r), cuda_cublaslt_version(), cuda_cudnn_version(), cuda_device_count());
     return out;
 }
 
-void cuda_bind(int device, char *name, size_t len, char *uuid, size_t uuid_len) {
+const char *cuda_bind(int device, char *name, size_t len, char *uuid, size_t uuid_len) {
+    const char *why = cuda_cublaslt_open();
+    if (why) return why;
     cudaCheck(cudaSetDevice(device));
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, device));
     if (name && len) snprintf(name, len, "%s", prop.name);
     for (size_t i = 0; uuid && 2 * i + 2 < uuid_len && i < sizeof prop.uuid.bytes; i++)
         snprintf(uuid + 2 * i, 3, "%02x", (unsigned char)prop.uuid.bytes[i]);
-    if (cuda_ctx.stream) return;  // already bound
+    if (cuda_ctx.stream) return NULL;  // already bound
     // non-blocking: no implicit ordering against the legacy default stream
     cudaCheck(cudaStreamCreateWithFlags(&cuda_ctx.stream, cudaStreamNonBlocking));
     cudaCheck(cudaStreamCreateWithFlags(&cuda_ctx.copy_stream, cudaStreamNonBlocking));
-    cublasCheck(cublasLtCreate(&cuda_ctx.lt));
+    cublasCheck(blaslt.cublasLtCreate(&cuda_ctx.lt));
     // sm_80/90 code also runs on sm_86/89 parts, which give a block at most 99 KB
     cudaCheck(cudaDeviceGetAttribute(&cuda_ctx.smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     cudaCheck(cudaDeviceGetAttribute(&cuda_ctx.cc_major, cudaDevAttrComputeCapabilityMajor, device));
@@ -248,6 +248,7 @@ void cuda_bind(int device, char *name, size_t len, char *uuid, size_t uuid_len) 
     cudaCheck(cudaMallocHost((void **)&cuda_ctx.result_host, sizeof(CudaResult)));
     cudaCheck(cudaMemsetAsync(cuda_ctx.result_dev, 0xff, sizeof(CudaResult), cuda_stream()));  // no token note
     cuda_ctx.result_host->token_note = ~0ull;
+    return NULL;
 }
 
 }  // extern "C"

@@ -3,7 +3,8 @@
 # cuBLASLt's heuristic saying "not supported" (fsdpc's fp32 fallback, one note per problem);
 # NCCL collectives completing asynchronously, with a delay (events not ready at first, a rank
 # that never arrives tripping --collective_timeout with the flight recorder, ncclCommAbort
-# dropping what is in flight); and groups of one rank making no NCCL call at all.
+# dropping what is in flight); groups of one rank making no NCCL call at all; and a library that
+# cannot be loaded named in one line.
 cd "$(dirname "$0")/../.."
 source test/lib.sh
 PREFIX="emulated libraries: "
@@ -47,6 +48,15 @@ run one $EMU $G
 grep -q '^emu nccl: 0 NCCL calls (0 collectives)' "$W/one.log" && [ "$(cat "$W/one.out")" = "$(cat "$W/cpu.out")" ]
 check "one rank makes no NCCL call and generates the CPU's text" $? "($(cat "$W/one.out") vs $(cat "$W/cpu.out")) $(grep -m2 -E 'emu nccl|error' "$W/one.log")"
 same "one rank without NCCL: the losses equal the CPU's" cpu one 1e-5
+
+# cuBLASLt and NCCL are opened at run time: where one cannot be, a GPU run stops with one line
+# naming it on every rank, but one rank needs no NCCL and trains without the library
+expect_error "two ranks without cuBLASLt" "^fsdpc: error: cannot load libcublasLt\.so\.13 \(.*; LD_LIBRARY_PATH=.*--device cpu" \
+    env FSDPC_EMU_CUBLASLT=missing $MPI -x FSDPC_EMU_CUBLASLT -np 2 $EMU --batch_size 1 --max_steps 0
+expect_error "two ranks without NCCL" "^fsdpc: error: cannot load libnccl\.so\.2 \(.*; LD_LIBRARY_PATH=.*--device cpu" \
+    env FSDPC_EMU_NCCL=missing $MPI -x FSDPC_EMU_NCCL -np 2 $EMU --batch_size 1 --max_steps 0
+run one_no_nccl env FSDPC_EMU_NCCL=missing $EMU $G
+same "one rank where libnccl cannot be loaded: the losses equal the CPU's" cpu one_no_nccl 1e-5
 
 # two ranks where one group has a single rank: only the other group makes a communicator; the
 # collectives land late, so the host polls events that are not ready

@@ -1627,7 +1627,12 @@ int main(int argc, char **argv) {
         return 0;
     }
     char name[128];
-    cuda_bind(0, name, sizeof name, NULL, 0);
+    const char *why = cuda_bind(0, name, sizeof name, NULL, 0);
+    if (why) {
+        fprintf(stderr, "fsdpc: error: %s\n", why);
+        comm_finalize();
+        return 1;
+    }
     printf("# device: %s\n", name);
     if (argc > 1 && !strcmp(argv[1], "--cudnn_shapes")) {
         const int rc = cudnn_shapes();

@@ -38,8 +38,9 @@ expect_error "--device cuda without a GPU" "--device cuda: (no CUDA GPU is visib
 ./fsdpc --device auto --max_steps 1 --num_tokens 0 --checkpoint_freq 0 2>&1 | grep -q "rank(s) on cpu,"
 check "--device auto falls back to the CPU" $?
 if [ -d kernels/cuda ] && { command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; }; then
-    ldd ./fsdpc | grep -q libnccl && ldd ./fsdpc | grep -q libcublasLt && ! ldd ./fsdpc | grep -q "not found"
-    check "with nvcc present the binary is built with the CUDA backend and links (cuBLASLt, NCCL)" $?
+    ldd ./fsdpc | grep -q libcudart && ! ldd ./fsdpc | grep -Eq 'libcublas|libnccl' && ! ldd ./fsdpc | grep -q "not found" &&
+        ./fsdpc --version >"$W/version.out" && grep -Eq '^cuBLASLt: [0-9]+\.' "$W/version.out" && grep -Eq '^NCCL: [0-9]+\.' "$W/version.out"
+    check "with nvcc present the binary is built with the CUDA backend, links libcudart and opens cuBLASLt and NCCL at run time" $?
 fi
 expect_error "unknown model type refused" "--model_type must be one of llama_v2\|mingpt\|gpt_neox, got 'bert'" ./fsdpc --model_type bert
 

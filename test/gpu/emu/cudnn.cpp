@@ -1047,9 +1047,6 @@ cudnnStatus_t run_sdpa(const Sdpa &s, const std::map<int64_t, void *> &ptr) {
     return CUDNN_STATUS_SUCCESS;
 }
 
-char dl_error[256];
-int dl_handle;
-
 }  // namespace
 
 extern "C" {
@@ -1204,19 +1201,9 @@ cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescriptor_t plan
     return run_sdpa(s, ptr);
 }
 
-void *emu_dlopen(const char *file, int) {
-    if (strcmp(file, "libcudnn.so.9") || mode_is("missing")) {
-        snprintf(dl_error, sizeof dl_error, "%s: cannot open shared object file: No such file or directory", file);
-        return nullptr;
-    }
-    return &dl_handle;
-}
-
-void *emu_dlsym(void *h, const char *name) {
-    static const struct {
-        const char *name;
-        void *fn;
-    } syms[] = {
+// the library emu_dlopen hands out as libcudnn.so.9
+__attribute__((constructor)) static void register_cudnn(void) {
+    static const EmuSym syms[] = {
 #define EMU_SYM(f) {#f, (void *)&f},
         EMU_SYM(cudnnGetVersion) EMU_SYM(cudnnGetErrorString) EMU_SYM(cudnnGetLastErrorString) EMU_SYM(cudnnCreate) EMU_SYM(cudnnSetStream)
             EMU_SYM(cudnnBackendCreateDescriptor) EMU_SYM(cudnnBackendDestroyDescriptor)
@@ -1224,13 +1211,7 @@ void *emu_dlsym(void *h, const char *name) {
                     EMU_SYM(cudnnBackendExecute)
 #undef EMU_SYM
     };
-    if (h == &dl_handle)
-        for (const auto &s : syms)
-            if (!strcmp(s.name, name)) return s.fn;
-    snprintf(dl_error, sizeof dl_error, "undefined symbol: %s", name);
-    return nullptr;
+    emu_dl_register("libcudnn.so.9", "FSDPC_EMU_CUDNN", syms, sizeof syms / sizeof syms[0]);
 }
-
-char *emu_dlerror(void) { return dl_error; }
 
 }  // extern "C"

@@ -18,6 +18,8 @@
 // that has seen it, a host sync) first waits for it to land; ops land in the order their streams saw
 // them. Everything still runs on the host thread: it polls the pending ops whenever it enters the
 // emulation, as a GPU would progress them on its own.
+#define EMU_DL_REAL  // this file implements the emulated dlopen: the real one's names stay
+#include <dlfcn.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -518,3 +520,41 @@ extern "C" void emu_op_copy(void *dst, const void *src, size_t n, int to_host) {
     (to_host ? h->to_host : h->from_host)[op_stream] = op_epoch;
     reprotect(*h);
 }
+
+// ---- the emulated dlopen/dlsym (emu_device.h) ----
+
+namespace {
+struct EmuLib {
+    const char *file, *missing_env;
+    const EmuSym *syms;
+    int n;
+};
+EmuLib libs[8];
+int nlibs;
+char dl_error[256];
+}  // namespace
+
+extern "C" void emu_dl_register(const char *file, const char *missing_env, const EmuSym *syms, int n) {
+    if (nlibs == (int)(sizeof libs / sizeof libs[0])) abort();
+    libs[nlibs++] = {file, missing_env, syms, n};
+}
+
+extern "C" void *emu_dlopen(const char *file, int) {
+    for (int i = 0; i < nlibs; i++) {
+        const char *m = getenv(libs[i].missing_env);
+        if (!strcmp(file, libs[i].file) && !(m && !strcmp(m, "missing"))) return &libs[i];
+    }
+    snprintf(dl_error, sizeof dl_error, "%s: cannot open shared object file: No such file or directory", file);
+    return nullptr;
+}
+
+extern "C" void *emu_dlsym(void *h, const char *name) {
+    if (h < (void *)libs || h >= (void *)(libs + nlibs)) return dlsym(h, name);
+    const EmuLib *l = (const EmuLib *)h;
+    for (int i = 0; i < l->n; i++)
+        if (!strcmp(l->syms[i].name, name)) return l->syms[i].fn;
+    snprintf(dl_error, sizeof dl_error, "undefined symbol: %s", name);
+    return nullptr;
+}
+
+extern "C" char *emu_dlerror(void) { return dl_error; }

@@ -65,6 +65,19 @@ extern long emu_reads_back;  // the program's device-to-host copies, for tests t
 void emu_op_cost(double bytes, double flops, int bf16);
 void emu_range_push(const char *name);
 void emu_range_pop(void);
+
+// The emulated dlopen/dlsym/dlerror (include/dlfcn.h routes the GPU code's calls here): each fake
+// library registers its file name, the environment variable whose value "missing" makes its
+// dlopen fail, and its symbols (a table that outlives the program). dlsym on any other handle is
+// the real one's (RTLD_DEFAULT lookups of the host code).
+typedef struct {
+    const char *name;
+    void *fn;
+} EmuSym;
+void emu_dl_register(const char *file, const char *missing_env, const EmuSym *syms, int n);
+void *emu_dlopen(const char *file, int mode);
+void *emu_dlsym(void *handle, const char *name);
+char *emu_dlerror(void);
 #ifdef __cplusplus
 }
 // raw device access while one of these lives (allocation fills)

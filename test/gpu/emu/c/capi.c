@@ -293,3 +293,15 @@ ncclResult_t ncclBroadcast(const void *in, void *out, size_t n, ncclDataType_t t
     memcpy(x->recv, in, bytes);
     return start(x, MPI_Ibcast(x->recv, (int)n, mpi_type(t), root, c->comm, &x->req));
 }
+
+// the library emu_dlopen hands out as libnccl.so.2 (FSDPC_EMU_NCCL=missing: none)
+__attribute__((constructor)) static void register_nccl(void) {
+    static const EmuSym syms[] = {
+#define EMU_SYM(f) {#f, (void *)&f},
+        EMU_SYM(ncclGetVersion) EMU_SYM(ncclGetErrorString) EMU_SYM(ncclGetUniqueId) EMU_SYM(ncclCommInitRank)
+            EMU_SYM(ncclCommGetAsyncError) EMU_SYM(ncclCommAbort) EMU_SYM(ncclCommDestroy) EMU_SYM(ncclAllGather)
+                EMU_SYM(ncclReduceScatter) EMU_SYM(ncclAllReduce) EMU_SYM(ncclBroadcast)
+#undef EMU_SYM
+    };
+    emu_dl_register("libnccl.so.2", "FSDPC_EMU_NCCL", syms, sizeof syms / sizeof syms[0]);
+}

@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <cstring>
 #include "cuda_runtime.h"
+#include "../emu_device.h"
+
+#define CUBLAS_VER_MAJOR 13  // the soname kernels/cuda/matmul.cu opens: libcublasLt.so.13
 
 typedef int cublasStatus_t;
 enum { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_NOT_SUPPORTED = 15 };
@@ -31,24 +34,24 @@ struct cublasLtMatmulAlgo_t { EmuPref pref; };
 struct cublasLtMatmulHeuristicResult_t { cublasLtMatmulAlgo_t algo; size_t workspaceSize; };
 
 #define EMU_REQUIRE(c) do { if (!(c)) { fprintf(stderr, "emu cublasLt: %s failed\n", #c); abort(); } } while (0)
-static inline const char *cublasLtGetStatusString(cublasStatus_t s) {
+inline const char *cublasLtGetStatusString(cublasStatus_t s) {
     return s == CUBLAS_STATUS_NOT_SUPPORTED ? "the requested functionality is not supported (emu)" : "emu"; }
-static inline size_t cublasLtGetVersion(void) { return 130100; }  // as cuBLASLt 13.1.0 answers
-static inline cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) { *h = (void *)1; return 0; }
-static inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, int c, int s) {
+inline size_t cublasLtGetVersion(void) { return 130100; }  // as cuBLASLt 13.1.0 answers
+inline cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) { *h = (void *)1; return 0; }
+inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, int c, int s) {
     EMU_REQUIRE((c == CUBLAS_COMPUTE_32F || c == CUBLAS_COMPUTE_32F_FAST_16BF) && s == CUDA_R_32F);
     *d = new EmuDesc{0, 0, c, s}; return 0; }
-static inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) { delete d; return 0; }
-static inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const void *v, size_t n) {
+inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) { delete d; return 0; }
+inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const void *v, size_t n) {
     EMU_REQUIRE(n == sizeof(int32_t));
     (a == CUBLASLT_MATMUL_DESC_TRANSA ? d->ta : d->tb) = *(const int32_t *)v; return 0; }
-static inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, int t, uint64_t r, uint64_t c, int64_t ld) {
+inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, int t, uint64_t r, uint64_t c, int64_t ld) {
     EMU_REQUIRE((t == CUDA_R_32F || t == CUDA_R_16BF) && ld >= (int64_t)r);
     *l = new EmuLayout{(int)r, (int)c, ld, t}; return 0; }
-static inline cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) { delete l; return 0; }
-static inline cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) { *p = new EmuPref; return 0; }
-static inline cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) { delete p; return 0; }
-static inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t a, const void *v, size_t n) {
+inline cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) { delete l; return 0; }
+inline cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) { *p = new EmuPref; return 0; }
+inline cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) { delete p; return 0; }
+inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t a, const void *v, size_t n) {
     if (a == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES) { EMU_REQUIRE(n == 8); return 0; }
     EMU_REQUIRE(n == 4);
     p->align[a - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES] = *(const uint32_t *)v; return 0; }
@@ -56,7 +59,7 @@ static inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmul
 // none fits bf16 operands under FSDPC_EMU_LT_NO_BF16=1, or, under FSDPC_EMU_LT_BF16_LDC=N, where
 // C's leading dimension is not a multiple of N elements (as tensor-core tiles can need), so the
 // callers' fp32 fallback runs for some problems of a run and not others
-static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t la,
+inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t la,
     cublasLtMatrixLayout_t, cublasLtMatrixLayout_t lc, cublasLtMatrixLayout_t, cublasLtMatmulPreference_t p, int req,
     cublasLtMatmulHeuristicResult_t *r, int *found) {
     EMU_REQUIRE(req >= 1);
@@ -65,7 +68,7 @@ static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cu
     *found = 0;
     if (bf16 && ((none && *none == '1') || (ldc && atoi(ldc) > 0 && lc->ld % atoi(ldc)))) return CUBLAS_STATUS_NOT_SUPPORTED;
     r->algo.pref = *p; r->workspaceSize = 0; *found = 1; return 0; }
-static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
+inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
     cublasLtMatrixLayout_t la, const void *B, cublasLtMatrixLayout_t lb, const void *beta, const void *C,
     cublasLtMatrixLayout_t lc, void *D, cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t *algo, void *,
     size_t, cudaStream_t stream) {
@@ -118,3 +121,21 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
             }
         }
     return 0; }
+
+// the library emu_dlopen hands out as libcublasLt.so.13 (FSDPC_EMU_CUBLASLT=missing: none),
+// registered once for the program (an inline variable)
+inline bool emu_cublaslt_register() {
+    static const EmuSym syms[] = {
+#define EMU_SYM(f) {#f, (void *)&f},
+        EMU_SYM(cublasLtGetVersion) EMU_SYM(cublasLtGetStatusString) EMU_SYM(cublasLtCreate)
+            EMU_SYM(cublasLtMatmulDescCreate) EMU_SYM(cublasLtMatmulDescDestroy) EMU_SYM(cublasLtMatmulDescSetAttribute)
+                EMU_SYM(cublasLtMatrixLayoutCreate) EMU_SYM(cublasLtMatrixLayoutDestroy)
+                    EMU_SYM(cublasLtMatmulPreferenceCreate) EMU_SYM(cublasLtMatmulPreferenceDestroy)
+                        EMU_SYM(cublasLtMatmulPreferenceSetAttribute) EMU_SYM(cublasLtMatmulAlgoGetHeuristic)
+                            EMU_SYM(cublasLtMatmul)
+#undef EMU_SYM
+    };
+    emu_dl_register("libcublasLt.so.13", "FSDPC_EMU_CUBLASLT", syms, sizeof syms / sizeof syms[0]);
+    return true;
+}
+inline const bool emu_cublaslt_registered = emu_cublaslt_register();
