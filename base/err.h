@@ -6,9 +6,9 @@
 //   the thing and, where there is one, the fix. Code below run/ returns it and never exits:
 //   * a function that produces something (an object, a count) takes `char *err, size_t errlen`
 //     last and fails by returning NULL, -1 or false with the line in err; `return err_set(err,
-//     errlen, ...)` writes the line and returns -1;
+//     errlen, ...)` writes the line and returns -1 (err_null: NULL);
 //   * a check ("what is wrong with this path?") returns `const char *`: NULL when fine, else the
-//     line, in storage that stays valid until the next call.
+//     line, in storage that stays valid until the next call (`return err_text(buf, sizeof buf, ...)`).
 // - run/ and main decide to end the job, through comm/: comm_fail_all when every rank saw the error,
 //   comm_check_all when some did. An input error's line is the last line the job prints, and its
 //   exit status is 1.
@@ -36,8 +36,13 @@
 
 #include <stddef.h>
 
-// Writes a one-line error into err (len bytes); returns -1, so producers can `return err_set(...)`.
+// The one way an error line is built: written into a buffer (len bytes) by one of these three,
+// which differ only in what they return for the caller to pass on. err_set: -1, so producers can
+// `return err_set(...)`; err_null: NULL, for producers of pointers; err_text: the buffer, for
+// checks that return their line.
 int err_set(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void *err_null(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+const char *err_text(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 // "fsdpc: error: <msg> (rank R, file:line)" after the hooks' `before`, then `end`, then exit(1).
 void err_fatal_at(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));

@@ -141,8 +141,7 @@ static const char *reserve_space(const char *tmp, double need) {
     int rc = fd < 0 ? -1 : fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)need), e = errno;
     if (fd >= 0) close(fd);
     if (rc == 0 || (fd >= 0 && (e == EOPNOTSUPP || e == ENOSYS || e == EINVAL))) return NULL;
-    snprintf(msg, sizeof msg, "reserving %.1f MB for it failed: %s", need / 1e6, strerror(e));
-    return msg;
+    return err_text(msg, sizeof msg, "reserving %.1f MB for it failed: %s", need / 1e6, strerror(e));
 }
 
 // A parallel HDF5 write that fails part-way leaves the ranks' metadata caches out of step:
@@ -215,7 +214,7 @@ int ckpt_save(const char *dir, const ShardState *s, const ModelConfig *m, const 
     const char *e = comm_info.rank == 0 ? claim_lost() : NULL;
     if (!e && comm_info.rank == 0) e = claim_check_replace(out->path, meta);
     if (!e && comm_info.rank == 0 && rename(tmp, out->path) != 0)
-        e = (snprintf(msg, sizeof msg, "renaming '%s' to '%s' failed: %s", tmp, out->path, strerror(errno)), msg);
+        e = err_text(msg, sizeof msg, "renaming '%s' to '%s' failed: %s", tmp, out->path, strerror(errno));
     if (e) unlink(tmp);
     e = comm_first_error(e);
     comm_deadline_end();
@@ -250,7 +249,7 @@ static const char *verify_checksums(hid_t f, const char *file, const ModelPlan *
                     hid_t ms = h5Check(H5Screate_simple(1, md, NULL));
                     if (fs >= 0) h5_select_range(fs, ts, b, n);
                     if (fs < 0 || H5Dread(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf) < 0)
-                        e = (snprintf(msg, sizeof msg, "checkpoint '%s': cannot read tensor /%s (corrupt or truncated file?)", file, path), msg);
+                        e = err_text(msg, sizeof msg, "checkpoint '%s': cannot read tensor /%s (corrupt or truncated file?)", file, path);
                     else crc = crc32_z(crc, (const Bytef *)buf, n * sizeof(float));
                     H5Sclose(ms);
                     comm_deadline_progress();
@@ -297,8 +296,8 @@ int ckpt_verify(const char *file, const char **why, char *err, size_t errlen) {
     uint64_t mine = e ? 0 : header_hash(&h), root = mine;
     comm_bcast_bytes(comm_world(), &root, sizeof root, 0);
     if (!e && root != mine)
-        e = (snprintf(msg, sizeof msg, "rank %d reads other contents in '%s' than rank 0 (is the directory shared by every node?)",
-                      comm_info.rank, file), msg);
+        e = err_text(msg, sizeof msg, "rank %d reads other contents in '%s' than rank 0 (is the directory shared by every node?)",
+                      comm_info.rank, file);
     e = comm_first_error(e);
     ModelPlan plan = {0};
     uint32_t *want = NULL;
@@ -468,7 +467,7 @@ const char *ckpt_reader_read(CkptReader *r, const TensorSpec *t, size_t begin, s
     H5Sclose(mspace);
     H5Sclose(fspace);
     const char *e = NULL;
-    if (!ok) e = (snprintf(msg, sizeof msg, "cannot read /%s from checkpoint '%s' (corrupt or truncated file?)", path, r->path), msg);
+    if (!ok) e = err_text(msg, sizeof msg, "cannot read /%s from checkpoint '%s' (corrupt or truncated file?)", path, r->path);
     if (ok && r->version >= 2) {
         if (begin == 0) r->cur = t, r->next = 0, r->crc = crc32_z(0, Z_NULL, 0);
         if (r->cur == t && r->next == begin) {
@@ -482,9 +481,8 @@ const char *ckpt_reader_read(CkptReader *r, const TensorSpec *t, size_t begin, s
             uint32_t want;
             h5_attr_named(ds, CKPT_CHECKSUM_NAME, &a);
             if (ckpt_crc_value(&a, &want) && want != r->crc)
-                e = (snprintf(msg, sizeof msg, "checkpoint '%s': tensor /%s fails its checksum (crc32 of the data %08x, recorded %08x): the file is corrupt",
-                              r->path, path, (uint32_t)r->crc, want),
-                     msg);
+                e = err_text(msg, sizeof msg, "checkpoint '%s': tensor /%s fails its checksum (crc32 of the data %08x, recorded %08x): the file is corrupt",
+                              r->path, path, (uint32_t)r->crc, want);
             h5_attr_free(&a);
         }
     }

@@ -93,8 +93,7 @@ const char *claim_lost(void) {
     static char msg[1400];
     Lock l;
     if (!claim_path[0] || (read_lock(claim_path, &l) && !strcmp(l.id, claim_id))) return NULL;
-    snprintf(msg, sizeof msg, "this run no longer holds the writer lock '%s' (removed, or taken over by another run)", claim_path);
-    return msg;
+    return err_text(msg, sizeof msg, "this run no longer holds the writer lock '%s' (removed, or taken over by another run)", claim_path);
 }
 
 const char *ckpt_check_claim(const char *dir, const char *run_id) {
@@ -109,10 +108,9 @@ const char *ckpt_check_claim(const char *dir, const char *run_id) {
         else snprintf(why, sizeof why, "it holds %s", l.id[0] ? "another run's id" : "no writer lock");
         usleep(100000);
     }
-    snprintf(msg, sizeof msg, "rank %d does not see the writer lock that rank 0 just took in --checkpoint_dir '%s' ('%s': %s): the "
+    return err_text(msg, sizeof msg, "rank %d does not see the writer lock that rank 0 just took in --checkpoint_dir '%s' ('%s': %s): the "
              "folder is another one on rank %d (a relative path from another working directory, or node-local storage?); give every "
              "rank the same --checkpoint_dir on storage they share", comm_info.rank, dir, path, why, comm_info.rank);
-    return msg;
 }
 
 void ckpt_release_dir(void) {

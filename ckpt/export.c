@@ -40,7 +40,7 @@ static FILE *export_create(ExportFiles *ef, const char *name, const char **err) 
     unlink(tmp);  // a crashed export's; created afresh, so a link left under the name is never followed
     FILE *f = fopen(tmp, "wbx");
     if (f) ef->n++;
-    else *err = (snprintf(msg, sizeof msg, "cannot create '%s': %s", tmp, strerror(errno)), msg);
+    else *err = err_text(msg, sizeof msg, "cannot create '%s': %s", tmp, strerror(errno));
     return f;
 }
 
@@ -49,7 +49,7 @@ static const char *export_close(ExportFiles *ef, FILE *f, const char *err) {
     static char msg[1400];
     int bad = ferror(f);
     if (fclose(f) != 0 || bad)
-        return err ? err : (snprintf(msg, sizeof msg, "cannot write '%s/%s.tmp': %s", ef->dir, ef->names[ef->n - 1], strerror(errno)), msg);
+        return err ? err : err_text(msg, sizeof msg, "cannot write '%s/%s.tmp': %s", ef->dir, ef->names[ef->n - 1], strerror(errno));
     return err;
 }
 
@@ -359,7 +359,7 @@ static const char *export_copy(ExportFiles *ef, const char *src, const char *nam
     char *buf = mallocCheck(1 << 20);
     for (size_t n; out && (n = fread(buf, 1, 1 << 20, in)) > 0;)
         if (fwrite(buf, 1, n, out) != n) break;
-    if (ferror(in)) err = (snprintf(msg, sizeof msg, "cannot read the checkpoint's tokenizer '%s': %s", src, strerror(errno)), msg);
+    if (ferror(in)) err = err_text(msg, sizeof msg, "cannot read the checkpoint's tokenizer '%s': %s", src, strerror(errno));
     free(buf);
     fclose(in);
     return out ? export_close(ef, out, err) : err;

@@ -44,8 +44,7 @@ const char *h5_open_error(const char *file) {
     if (!why)
         why = H5Fis_hdf5(file) > 0 ? "a damaged HDF5 file (truncated or still being written?)"
                                    : "not an HDF5 file (fsdpc checkpoints are; give a checkpoint folder or its step_*.h5)";
-    snprintf(err, sizeof err, "cannot open checkpoint '%s': %s", file, why);
-    return err;
+    return err_text(err, sizeof err, "cannot open checkpoint '%s': %s", file, why);
 }
 
 // Why creating a checkpoint's file failed, when HDF5 does not say: the system's reason, if a
@@ -54,8 +53,7 @@ const char *h5_create_error(const char *path) {
     static char err[1400];
     int fd = open(path, O_WRONLY | O_CREAT, 0644);
     if (fd >= 0) return close(fd), "creating the file failed (in HDF5)";
-    snprintf(err, sizeof err, "creating the file failed: %s", comm_path_error(path, errno));
-    return err;
+    return err_text(err, sizeof err, "creating the file failed: %s", comm_path_error(path, errno));
 }
 
 // ---- attributes ----
@@ -452,8 +450,7 @@ static const char *xfer_tensor(hid_t file, const char *group, const TensorSpec *
         free(buf);
     }
     if (ok) return NULL;
-    snprintf(msg, sizeof msg, "%s /%s failed", write ? (ds < 0 ? "creating" : "writing") : "reading", path);
-    return msg;
+    return err_text(msg, sizeof msg, "%s /%s failed", write ? (ds < 0 ? "creating" : "writing") : "reading", path);
 }
 
 // the buffer of state group `which` (ckpt_groups order: weights, then AdamW's two moments)

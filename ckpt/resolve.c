@@ -91,9 +91,8 @@ static const char *foreign_resume(const char *path) {
     static char msg[2000];
     char what[900], fix[600];
     if (!ckpt_foreign_find(path, what, sizeof what, fix, sizeof fix)) return NULL;
-    snprintf(msg, sizeof msg, "checkpoint '%s' holds %s, not fsdpc checkpoints (step_<N>.h5), so fsdpc cannot resume it; %s", path,
+    return err_text(msg, sizeof msg, "checkpoint '%s' holds %s, not fsdpc checkpoints (step_<N>.h5), so fsdpc cannot resume it; %s", path,
              what, fix);
-    return msg;
 }
 
 int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t len, char *err, size_t errlen) {
@@ -106,11 +105,11 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t
     if (comm_info.rank == 0 && stat(path, &st) == 0) {
         kind = S_ISDIR(st.st_mode) ? 2 : 1;
         if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
-            bad = (snprintf(why, sizeof why, "checkpoint '%s' is neither a file nor a folder", path), why);
+            bad = err_text(why, sizeof why, "checkpoint '%s' is neither a file nor a folder", path);
         else if (!S_ISDIR(st.st_mode))
             bad = foreign_resume(path);
     } else if (comm_info.rank == 0 && errno != ENOENT) {  // there may be something, out of reach: not a fresh start
-        bad = (snprintf(why, sizeof why, "checkpoint '%s': %s", path, comm_path_error(path, errno)), why);
+        bad = err_text(why, sizeof why, "checkpoint '%s': %s", path, comm_path_error(path, errno));
     }
     if (comm_agree(bad, err, errlen)) return -1;
     comm_bcast_bytes(comm_world(), &kind, sizeof kind, 0);
@@ -125,7 +124,7 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t
     static char msg[1200];
     bad = NULL;
     if (comm_info.rank == 0 && !e)
-        bad = (snprintf(msg, sizeof msg, "cannot read checkpoint directory '%s': %s", path, comm_path_error(path, errno)), msg);
+        bad = err_text(msg, sizeof msg, "cannot read checkpoint directory '%s': %s", path, comm_path_error(path, errno));
     else if (comm_info.rank == 0 && !n)  // only a folder without fsdpc's checkpoints would start afresh
         bad = foreign_resume(path);
     if (comm_agree(bad, err, errlen)) {

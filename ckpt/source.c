@@ -35,8 +35,7 @@ const char *ckpt_source_from_dir(const char *dir, CkptSource *src) {
         if (why) {
             free(text);
             ckpt_source_free(src);
-            snprintf(msg, sizeof msg, "cannot read '%s': %s", path, why);
-            return msg;
+            return err_text(msg, sizeof msg, "cannot read '%s': %s", path, why);
         }
         src->text[i] = text, src->len[i] = n;
     }
@@ -63,8 +62,8 @@ const char *ckpt_source_read(const char *file, CkptSource *src) {
         if (ok) src->text[i] = text, src->len[i] = (size_t)n;
         else free(text);
         if (!ok)
-            e = (snprintf(msg, sizeof msg, "checkpoint '%s': /%s is not a 1-D byte dataset of 1 byte to 16 MiB (corrupt file?)", file,
-                          path), msg);
+            e = err_text(msg, sizeof msg, "checkpoint '%s': /%s is not a 1-D byte dataset of 1 byte to 16 MiB (corrupt file?)", file,
+                          path);
         if (ty >= 0) H5Tclose(ty);
         if (sp >= 0) H5Sclose(sp);
         if (ds >= 0) H5Dclose(ds);

@@ -690,9 +690,8 @@ const char *comm_output_path_problem(const char *path, const char *flag, int rep
     const char *what = S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket"
                        : S_ISREG(st.st_mode) || (!replace && S_ISCHR(st.st_mode)) ? NULL : "a device";
     if (!what) return NULL;
-    snprintf(msg, sizeof msg, "%s '%s' is %s: give the path of a regular file%s", flag, path, what,
+    return err_text(msg, sizeof msg, "%s '%s' is %s: give the path of a regular file%s", flag, path, what,
              replace ? " (it is written under a temporary name and renamed over the path)" : "");
-    return msg;
 }
 
 FILE *comm_fopen_at(const char *file, int line, const char *path, const char *mode) {
@@ -724,7 +723,7 @@ const char *comm_read_problem(const char *path) {
     static char msg[1300];
     struct stat st;
     int fd = open(path, O_RDONLY | O_NONBLOCK);  // a FIFO does not wait for a writer
-    if (fd < 0) return errno == ENOENT ? "it does not exist" : (snprintf(msg, sizeof msg, "%s", comm_path_error(path, errno)), msg);
+    if (fd < 0) return errno == ENOENT ? "it does not exist" : err_text(msg, sizeof msg, "%s", comm_path_error(path, errno));
     int e = fstat(fd, &st) == 0 ? 0 : errno;
     close(fd);
     if (e) return strerror(e);
@@ -738,12 +737,10 @@ const char *comm_folder_problem(const char *path, const char *what) {
     struct stat st;
     if (stat(path, &st) == 0) {
         if (S_ISDIR(st.st_mode)) return NULL;
-        snprintf(msg, sizeof msg, "%s '%s' is %s, not a folder", what, path, S_ISREG(st.st_mode) ? "a file" : "a special file");
-        return msg;
+        return err_text(msg, sizeof msg, "%s '%s' is %s, not a folder", what, path, S_ISREG(st.st_mode) ? "a file" : "a special file");
     }
     if (errno == ENOENT) return NULL;  // made when needed
-    snprintf(msg, sizeof msg, "%s '%s': %s", what, path, comm_path_error(path, errno));
-    return msg;
+    return err_text(msg, sizeof msg, "%s '%s': %s", what, path, comm_path_error(path, errno));
 }
 
 CommGroup *comm_world(void) { return &world_group; }

@@ -68,10 +68,9 @@ static const char *io_keep(const char *msg) {
 static const char *io_overwrites(const char *flag, const char *out, const IoFile *in) {
     static char msg[2400];
     int is_flag = !strncmp(flag, "--", 2);  // else a stream the shell redirected ("standard output")
-    snprintf(msg, sizeof msg, "%s '%s' %s %s '%s': writing it would overwrite an input of this run; %s %s %s", flag, out,
+    return err_text(msg, sizeof msg, "%s '%s' %s %s '%s': writing it would overwrite an input of this run; %s %s %s", flag, out,
              strcmp(out, in->path) ? "is the same file as" : "is", in->label, in->path, is_flag ? "give" : "send", flag,
              is_flag ? "another path" : "elsewhere");
-    return msg;
 }
 
 // The noted input that `path` is, or NULL.
@@ -89,9 +88,8 @@ const char *io_output_check(const char *path, const char *flag) {
     if (in) return io_overwrites(flag, path, in);
     for (size_t i = 0; i < noutputs; i++)
         if (strcmp(outputs[i].label, flag) && io_same_output(path, outputs[i].path)) {
-            snprintf(msg, sizeof msg, "%s '%s' is the same file as %s '%s': the two outputs would overwrite each other; give them "
+            return err_text(msg, sizeof msg, "%s '%s' is the same file as %s '%s': the two outputs would overwrite each other; give them "
                      "different paths", flag, path, outputs[i].label, outputs[i].path);
-            return msg;
         }
     return NULL;
 }
@@ -134,6 +132,5 @@ const char *io_write_error(FILE *f, const char *what) {
     int err = errno;
     if (fflush(f) != 0) err = errno;
     else if (!ferror(f)) return NULL;
-    snprintf(msg, sizeof msg, "cannot write %s: %s", what, strerror(err ? err : EIO));
-    return msg;
+    return err_text(msg, sizeof msg, "cannot write %s: %s", what, strerror(err ? err : EIO));
 }

@@ -33,10 +33,9 @@ const char *comm_nccl_open(void) {
     void *lib = dlopen(nccl_lib, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         const char *path = getenv("LD_LIBRARY_PATH");
-        snprintf(why, sizeof why, "cannot load %s (%s; LD_LIBRARY_PATH=%s): install NCCL 2 or add its lib directory, "
+        return err_text(why, sizeof why, "cannot load %s (%s; LD_LIBRARY_PATH=%s): install NCCL 2 or add its lib directory, "
                  "e.g. a Python environment's nvidia/nccl/lib, to LD_LIBRARY_PATH, or pass --device cpu", nccl_lib,
                  dlerror(), path && *path ? path : "(unset)");
-        return why;
     }
 #define NCCL_LOOKUP(f)                                                                  \
     if (!(*(void **)&nccl.f = dlsym(lib, #f))) {                                        \

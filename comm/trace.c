@@ -91,9 +91,8 @@ static const char *replace_problem(const char *path) {
     size_t n = fread(head, 1, sizeof head, f);
     fclose(f);
     if (n == sizeof head && !memcmp(head, trace_head, sizeof head)) return NULL;
-    snprintf(msg, sizeof msg, "--trace_file '%s' exists and is not a trace fsdpc wrote: it replaces only an earlier trace; give "
+    return err_text(msg, sizeof msg, "--trace_file '%s' exists and is not a trace fsdpc wrote: it replaces only an earlier trace; give "
              "another path, or remove the file", path);
-    return msg;
 }
 
 // the tmp file rank 0 writes before renaming it over `path`
@@ -123,7 +122,7 @@ int trace_open(const char *file, const char *dir, int first_step, int last_step,
         char tmp[1100];
         tmp_path(tmp, sizeof tmp);
         FILE *f = fopen(tmp, "w");
-        if (!f) e = (snprintf(err, sizeof err, "cannot write --trace_file '%s' (%s): %s", T.path, tmp, comm_path_error(tmp, errno)), err);
+        if (!f) e = err_text(err, sizeof err, "cannot write --trace_file '%s' (%s): %s", T.path, tmp, comm_path_error(tmp, errno));
         else fclose(f), unlink(tmp);
     }
     if (T.dir[0] && !e) {  // every rank writes there (the folder may be each node's own)
@@ -132,8 +131,8 @@ int trace_open(const char *file, const char *dir, int first_step, int last_step,
         snprintf(tmp, sizeof tmp, "%s/%s.pt.trace.json.tmp", T.dir, name);
         FILE *f = fopen(tmp, "w");
         if (!f)
-            e = (snprintf(derr, sizeof derr, "cannot write a file in --trace_dir '%s' on rank %d: %s", T.dir, comm_info.rank,
-                          comm_path_error(tmp, errno)), derr);
+            e = err_text(derr, sizeof derr, "cannot write a file in --trace_dir '%s' on rank %d: %s", T.dir, comm_info.rank,
+                          comm_path_error(tmp, errno));
         else fclose(f), unlink(tmp);
     }
     if (comm_agree(e, line, linelen)) return -1;
@@ -214,8 +213,7 @@ static const char *write_rank_file(double *mb) {
     const char *e = write_events(tmp, path, NULL, T.buf, T.len);
     *mb = T.len / 1e6;
     if (!e) return NULL;
-    snprintf(err, sizeof err, "cannot write --trace_dir file '%s' on rank %d: %s", path, comm_info.rank, e);
-    return err;
+    return err_text(err, sizeof err, "cannot write --trace_dir file '%s' on rank %d: %s", path, comm_info.rank, e);
 }
 
 // --trace_file: every rank's events gathered to rank 0, which writes them. NULL, or the error line.
@@ -233,7 +231,7 @@ static const char *write_merged_file(double *mb) {
         char tmp[1100];
         tmp_path(tmp, sizeof tmp);
         const char *why = write_events(tmp, T.path, trace_head, all, total);
-        if (why) e = (snprintf(err, sizeof err, "cannot write --trace_file '%s': %s", T.path, why), err);
+        if (why) e = err_text(err, sizeof err, "cannot write --trace_file '%s': %s", T.path, why);
     }
     *mb = total / 1e6;
     free(all);

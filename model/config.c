@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 
+#include "../base/err.h"
 #include "../base/checked.h"
 #include "../base/cli.h"
 #include "family.h"
@@ -54,36 +55,29 @@ const char *config_validate_model(const ModelConfig *m) {
         return "model sizes (--hidden_width, --num_layers, --num_heads, --num_key_value_heads, --intermediate_size, "
                "--max_context_width, --vocab_size) must all be positive";
     if (m->hidden_width % m->num_heads) {
-        snprintf(msg, sizeof msg, "--num_heads %d does not divide --hidden_width %d", m->num_heads, m->hidden_width);
-        return msg;
+        return err_text(msg, sizeof msg, "--num_heads %d does not divide --hidden_width %d", m->num_heads, m->hidden_width);
     }
     if (m->num_heads % m->num_key_value_heads) {
-        snprintf(msg, sizeof msg, "--num_key_value_heads %d does not divide --num_heads %d", m->num_key_value_heads, m->num_heads);
-        return msg;
+        return err_text(msg, sizeof msg, "--num_key_value_heads %d does not divide --num_heads %d", m->num_key_value_heads, m->num_heads);
     }
     const ModelFamily *fam = family_find(m->model_type);
     if (!fam) {
-        snprintf(msg, sizeof msg, "model_type '%.40s' is not a family this fsdpc implements (%s)", m->model_type, family_names(", ", 0));
-        return msg;
+        return err_text(msg, sizeof msg, "model_type '%.40s' is not a family this fsdpc implements (%s)", m->model_type, family_names(", ", 0));
     }
     if (!fam->gqa && m->num_key_value_heads != m->num_heads) {
-        snprintf(msg, sizeof msg, "--num_key_value_heads %d: model_type %s has no grouped-query attention (it must equal --num_heads %d)",
+        return err_text(msg, sizeof msg, "--num_key_value_heads %d: model_type %s has no grouped-query attention (it must equal --num_heads %d)",
                  m->num_key_value_heads, m->model_type, m->num_heads);
-        return msg;
     }
     if (fam->rope && config_head_dim(m) % 2) {
-        snprintf(msg, sizeof msg, "head dimension %d (hidden_width/num_heads) must be even for RoPE", config_head_dim(m));
-        return msg;
+        return err_text(msg, sizeof msg, "head dimension %d (hidden_width/num_heads) must be even for RoPE", config_head_dim(m));
     }
     if (m->rope_theta <= 0 || m->norm_eps <= 0) return "--rope_theta and the norm epsilon must be positive";
     if (fam->rotary_pct && (!(m->rotary_pct > 0.0f && m->rotary_pct <= 1.0f) || config_rotary_dims(m) < 2 || config_rotary_dims(m) % 2)) {
-        snprintf(msg, sizeof msg, "--rotary_pct %g of head dimension %d rotates %d dimensions; it must be in (0, 1] and rotate an "
+        return err_text(msg, sizeof msg, "--rotary_pct %g of head dimension %d rotates %d dimensions; it must be in (0, 1] and rotate an "
                  "even number, at least 2", m->rotary_pct, config_head_dim(m), config_rotary_dims(m));
-        return msg;
     }
     if (m->tie_word_embeddings && !fam->tie_option) {
-        snprintf(msg, sizeof msg, "--tie_word_embeddings: model_type %s has no such option", m->model_type);
-        return msg;
+        return err_text(msg, sizeof msg, "--tie_word_embeddings: model_type %s has no such option", m->model_type);
     }
     if (fam->rope && fam->hf_import.rope.scaled && m->rope_scaling_factor != 1.0f &&
         !(m->rope_scaling_factor > 0 && m->rope_low_freq_factor > 0 && m->rope_high_freq_factor > m->rope_low_freq_factor &&
@@ -91,15 +85,13 @@ const char *config_validate_model(const ModelConfig *m) {
           m->rope_original_context < 1e30f))
         return "RoPE scaling needs a positive factor, 0 < low_freq_factor < high_freq_factor and an original context of at least 1";
     if (m->hidden_act != MODEL_ACT_GELU && !fam->hidden_act_option) {
-        snprintf(msg, sizeof msg, "--hidden_act %s: model_type %s has a fixed activation", cli_choice_name(config_hidden_acts, m->hidden_act),
+        return err_text(msg, sizeof msg, "--hidden_act %s: model_type %s has a fixed activation", cli_choice_name(config_hidden_acts, m->hidden_act),
                  m->model_type);
-        return msg;
     }
     if (m->sliding_window < 0) return "--sliding_window must be >= 0 (0: the whole context)";
     if (m->sliding_window && !fam->sliding_window) {
-        snprintf(msg, sizeof msg, "--sliding_window %d: model_type %s has no sliding-window attention (0: the whole context)",
+        return err_text(msg, sizeof msg, "--sliding_window %d: model_type %s has no sliding-window attention (0: the whole context)",
                  m->sliding_window, m->model_type);
-        return msg;
     }
     // the fused q/k/v and gate/up projections are one GEMM each, whose dimensions are ints
     uint64_t rows;
@@ -109,16 +101,13 @@ const char *config_validate_model(const ModelConfig *m) {
     CheckedFactor up[] = {{NULL, 2}, {"--intermediate_size", (uint64_t)m->intermediate_size}};
     if (!checked_product(&rows, INT32_MAX, "rows of the fused q/k/v projection", qkv, 2, why, sizeof why) ||
         (fam->gated_mlp && !checked_product(&rows, INT32_MAX, "rows of the fused gate and up projections", up, 2, why, sizeof why))) {
-        snprintf(msg, sizeof msg, "%s (a GEMM dimension is a 32-bit int): lower the model's sizes", why);
-        return msg;
+        return err_text(msg, sizeof msg, "%s (a GEMM dimension is a 32-bit int): lower the model's sizes", why);
     }
     if (m->num_layers > INT32_MAX - 2) {  // the units: the blocks, the embedding and the head
-        snprintf(msg, sizeof msg, "--num_layers %d: at most %d", m->num_layers, INT32_MAX - 2);
-        return msg;
+        return err_text(msg, sizeof msg, "--num_layers %d: at most %d", m->num_layers, INT32_MAX - 2);
     }
     if (m->max_context_width > INT32_MAX - 1) {  // a sample is one token longer than the context
-        snprintf(msg, sizeof msg, "--max_context_width %d: at most %d", m->max_context_width, INT32_MAX - 1);
-        return msg;
+        return err_text(msg, sizeof msg, "--max_context_width %d: at most %d", m->max_context_width, INT32_MAX - 1);
     }
     return NULL;
 }

@@ -358,8 +358,7 @@ const char *model_check_sizes(const ModelPlan *plan, int B, int T) {
         (!cpu || checked_product(&n, CHECKED_MAX_BYTES, "bytes of attention probabilities", probs, 6, why, sizeof why)) &&
         (!cpu || checked_product(&n, CHECKED_MAX_BYTES, "bytes of attention scratch", scratch, 4, why, sizeof why)))
         return NULL;
-    snprintf(msg, sizeof msg, "%s, too large to count: lower --batch_size, --max_context_width or the model's sizes", why);
-    return msg;
+    return err_text(msg, sizeof msg, "%s, too large to count: lower --batch_size, --max_context_width or the model's sizes", why);
 }
 
 // every device buffer of Activations; the static assert below fails when a pointer field is

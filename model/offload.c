@@ -80,9 +80,8 @@ const char *model_offload_describe(const Activations *a) {
     static char msg[320];
     const struct ActOffload *o = a->offload;
     if (!o) return NULL;
-    snprintf(msg, sizeof msg,
+    return err_text(msg, sizeof msg,
              "the inputs of %d checkpointed blocks pass through %d device entries; %d of them wait in pinned host memory "
              "(%.2f MiB) from forward to backward, fetched %d block(s) ahead", o->n, o->ring, o->n - o->ring,
              o->host_bytes / (1024.0 * 1024.0), o->horizon);
-    return msg;
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../base/err.h"
 #include "../base/log.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
@@ -24,8 +25,7 @@ static const char *tokenize_template(void *dst, const char *v) {
     static char msg[300];
     ChatTemplate t;
     if (!sft_template_parse(v, &t)) return ((TokenizeArgs *)dst)->tmpl = (int)t, NULL;
-    snprintf(msg, sizeof msg, "--chat_template '%.200s' is none of " CHAT_TEMPLATE_LIST, v);
-    return msg;
+    return err_text(msg, sizeof msg, "--chat_template '%.200s' is none of " CHAT_TEMPLATE_LIST, v);
 }
 
 static void tokenize_show_template(const void *dst, char *buf, size_t len) {

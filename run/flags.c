@@ -64,9 +64,8 @@ static const char *parse_trace_steps(void *dst, const char *v) {
         return steps[0] = w + u + 1, steps[1] = w + u + a, NULL;
     n = 0;
     if (sscanf(v, "%d:%d%n", &steps[0], &steps[1], &n) != 2 || v[n] || steps[0] < 1 || steps[1] < steps[0]) {
-        snprintf(msg, sizeof msg, "--trace_steps must be A:B with 1 <= A <= B (steps as logged, e.g. 2:4), or W,U,A as "
+        return err_text(msg, sizeof msg, "--trace_steps must be A:B with 1 <= A <= B (steps as logged, e.g. 2:4), or W,U,A as "
                  "torch.profiler.schedule's wait,warmup,active (e.g. 1,2,3: steps 4-6), got '%s'", v);
-        return msg;
     }
     return NULL;
 }
@@ -75,8 +74,7 @@ static const char *parse_trace_steps(void *dst, const char *v) {
 static const char *apply_preset(void *dst, const char *name) {
     static char msg[512];
     if (config_preset(&((Config *)dst)->model, name)) return NULL;
-    snprintf(msg, sizeof msg, "--model_name '%s' is not a preset (%s)", name, family_preset_names());
-    return msg;
+    return err_text(msg, sizeof msg, "--model_name '%s' is not a preset (%s)", name, family_preset_names());
 }
 
 // --model_type: a family's model_type; the recipes' names of models fsdpc does not build are
@@ -85,8 +83,7 @@ static const char *set_model_type(void *dst, const char *v) {
     static char msg[600];
     char *type = ((Config *)dst)->model.model_type;
     if (!strcmp(v, "mixtral") || !strcmp(v, "mistral_8x7b")) {
-        snprintf(msg, sizeof msg, "--model_type %s is a mixture of experts (Mixtral), which fsdpc does not train yet", v);
-        return msg;
+        return err_text(msg, sizeof msg, "--model_type %s is a mixture of experts (Mixtral), which fsdpc does not train yet", v);
     }
     if (!strcmp(v, "llama_v3")) {
         return "--model_type llama_v3 is not supported: the recipes' llama_v3 is Llama-2's tokenizer with dynamic RoPE "
@@ -95,8 +92,7 @@ static const char *set_model_type(void *dst, const char *v) {
     }
     const char *name = strcmp(v, "gpt2") || !family_find("mingpt") ? v : "mingpt";  // SMP's gpt2: minGPT builds GPT-2
     if (!family_find(name) || strlen(name) >= sizeof ((Config *)0)->model.model_type) {
-        snprintf(msg, sizeof msg, "--model_type must be one of %s, got '%.60s'", family_names("|", 0), v);
-        return msg;
+        return err_text(msg, sizeof msg, "--model_type must be one of %s, got '%.60s'", family_names("|", 0), v);
     }
     snprintf(type, sizeof ((Config *)0)->model.model_type, "%s", name);
     return NULL;
@@ -108,8 +104,7 @@ static const char *only_values(const char *flag, const char *v, const char *cons
     static char msg[512];
     for (; *ok; ok++)
         if (!strcmp(v, *ok)) return NULL;
-    snprintf(msg, sizeof msg, "--%s %.60s is not supported: %s", flag, v, why);
-    return msg;
+    return err_text(msg, sizeof msg, "--%s %.60s is not supported: %s", flag, v, why);
 }
 #define ONLY(fn, flag, why, ...)                                                   \
     static const char *fn(void *dst, const char *v) {                              \
@@ -671,9 +666,8 @@ const char *flags_take_tokenizer_vocab(Config *c, int vocab, int named, const ch
                                      [SIZE_FAMILY] = "the family's default", [SIZE_SOURCE] = "the model being loaded",
                                      [SIZE_DATA] = "the data file"};
     const char *why = *o == SIZE_SOURCE && source ? source : *o < sizeof by / sizeof by[0] && by[*o] ? by[*o] : "--vocab_size";
-    snprintf(msg, sizeof msg, "the tokenizer '%.800s' has %d tokens but the model's vocabulary is %d (%.400s)", tokenizer, vocab,
+    return err_text(msg, sizeof msg, "the tokenizer '%.800s' has %d tokens but the model's vocabulary is %d (%.400s)", tokenizer, vocab,
              c->model.vocab_size, why);
-    return msg;
 }
 
 void flags_size_origins(const Config *c, char *buf, int len) {

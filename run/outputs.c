@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/err.h"
 #include "../base/clock.h"
 #include "../base/log.h"
 #include "../comm/comm.h"
@@ -65,9 +66,8 @@ static const char *metrics_file_problem(Run *r, const char *path) {
         if ((start == 0 && from > 0) || !metrics_line(tail + start, end - start) || memchr(tail, 0, nt)) bad = "its last line";
     }
     if (!bad) return NULL;
-    snprintf(msg, sizeof msg, "--metrics_file '%s' exists and is not a metrics file (%s is not a line fsdpc writes): it is appended "
+    return err_text(msg, sizeof msg, "--metrics_file '%s' exists and is not a metrics file (%s is not a line fsdpc writes): it is appended "
              "to only when it holds metrics lines or is empty; give another path, or remove the file", path, bad);
-    return msg;
 }
 
 // Makes the folder `path` (with its parents) that `flag` names: NULL, or the error line.
@@ -106,8 +106,8 @@ void outputs_open(Run *r) {
     if (!e && comm_info.rank == 0 && c->run.metrics_file[0]) e = io_output(c->run.metrics_file, "--metrics_file");
     if (!e && comm_info.rank == 0 && c->run.metrics_file[0]) e = metrics_file_problem(r, c->run.metrics_file);
     if (!e && comm_info.rank == 0 && c->run.metrics_file[0] && !(r->metrics = fopen(c->run.metrics_file, "a")))
-        e = (snprintf(err, sizeof err, "cannot open --metrics_file '%s' for appending: %s", c->run.metrics_file,
-                      comm_path_error(c->run.metrics_file, errno)), err);
+        e = err_text(err, sizeof err, "cannot open --metrics_file '%s' for appending: %s", c->run.metrics_file,
+                      comm_path_error(c->run.metrics_file, errno));
     // a new events file per run, so nothing of an earlier run's is ever rewritten
     if (!e && comm_info.rank == 0 && c->run.tensorboard_dir[0]) e = make_folder(c->run.tensorboard_dir, "--tensorboard_dir");
     if (!e && comm_info.rank == 0 && c->run.tensorboard_dir[0] && !(r->tb = tboard_open(c->run.tensorboard_dir, err, sizeof err))) e = err;

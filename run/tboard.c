@@ -164,7 +164,7 @@ const char *tboard_close(TBoard *tb) {
     if (!tb) return NULL;
     const char *e = tboard_flush(tb);
     static char msg[1500];
-    if (fclose(tb->f) != 0 && !e) e = (snprintf(msg, sizeof msg, "cannot write %s: %s", tb->what, strerror(errno)), msg);
+    if (fclose(tb->f) != 0 && !e) e = err_text(msg, sizeof msg, "cannot write %s: %s", tb->what, strerror(errno));
     free(tb);
     return e;
 }

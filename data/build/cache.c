@@ -134,13 +134,13 @@ static int cache_doc(const CacheRequest *q, CachePart *p, const Doc *d, int32_t 
     if (d->is_ids) {
         for (size_t i = 0; i < d->len; i++) {
             if (d->ids[i] < 0 || d->ids[i] >= q->vocab)
-                return snprintf(err, errlen, "'%s' row %llu holds token id %lld, outside the vocabulary [0, %d)", path,
-                                (unsigned long long)row, (long long)d->ids[i], q->vocab), -1;
+                return err_set(err, errlen, "'%s' row %llu holds token id %lld, outside the vocabulary [0, %d)", path,
+                                (unsigned long long)row, (long long)d->ids[i], q->vocab);
             shards_put(&p->doc, p->width, (uint64_t)d->ids[i]);
         }
     } else shards_put_text(&p->doc, p->width, q->tok, d->text, d->len, ids, cap);
     if ((p->doc.len && fwrite(p->doc.data, 1, p->doc.len, p->f) != p->doc.len) || fwrite(&p->tokens, sizeof p->tokens, 1, p->idx) != 1)
-        return snprintf(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno)), -1;
+        return err_set(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno));
     p->tokens += p->doc.len / (size_t)p->width;
     return 0;
 }
@@ -155,7 +155,7 @@ static int cache_row(CachePart *p, FILE *lab, const SftRow *row, char *err, size
         uint8_t b[4] = {(uint8_t)y, (uint8_t)(y >> 8), (uint8_t)(y >> 16), (uint8_t)(y >> 24)};
         ok = fwrite(b, 1, 4, lab) == 4;
     }
-    if (!ok) return snprintf(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno)), -1;
+    if (!ok) return err_set(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno));
     p->tokens += row->len;
     return 0;
 }

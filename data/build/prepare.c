@@ -500,8 +500,7 @@ const char *data_prepare_scan_line(const char *line, size_t n, const Tokenizer *
     p.cur.len = p.text.len = 0;
     PrepareJson j = {.p = &p, .line = line, .n = n};
     if (prepare_json_start(line, n) == n || prepare_json_object(&j)) return NULL;
-    snprintf(err, sizeof err, "%s", j.err);
-    return err;
+    return err_text(err, sizeof err, "%s", j.err);
 }
 
 static int prepare_jsonl(Prepare *p, PrepareInput *in, int file) {

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../../base/err.h"
 #include "../../comm/comm.h"
 #include "h5data.h"
 
@@ -86,9 +87,8 @@ static const char *read_vocab(hid_t file, hid_t ds, TokenFile *f, char *msg, siz
             if (!ok) {
                 char where[300] = "the root group";
                 if (!o) snprintf(where, sizeof where, "dataset '%s'", f->dset);
-                snprintf(msg, len, "data file '%s': attribute '%s' of %s is not a vocabulary size (one positive integer)",
+                return err_text(msg, len, "data file '%s': attribute '%s' of %s is not a vocabulary size (one positive integer)",
                          f->path, names[i], where);
-                return msg;
             }
             f->vocab = (int)v;
             f->vocab_attr = names[i];
@@ -102,7 +102,7 @@ const char *data_h5_layout(TokenFile *f, uint64_t size, uint64_t *rows) {
     static char msg[2048];
     static Scan s;
     const char *err = NULL;
-#define FAIL(...) (err = (snprintf(msg, sizeof msg, __VA_ARGS__), msg))
+#define FAIL(...) (err = err_text(msg, sizeof msg, __VA_ARGS__))
 // the system's reason first (permissions, a folder), then what the bytes are
 #define UNREADABLE()                                                                                               \
     (comm_read_problem(f->path) ? FAIL("data file '%s': %s", f->path, comm_read_problem(f->path))                     \

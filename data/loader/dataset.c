@@ -76,28 +76,28 @@ static int open_index(TokenFile *f, uint64_t ntok, char *err, size_t errlen) {
     if (fstat(fd, &st) != 0 || pread(fd, head, sizeof head, 0) != (ssize_t)sizeof head || memcmp(head, TOKFILE_MAGIC, 8) ||
         (memcpy(&count, head + 16, 8), count < 1) || (uint64_t)st.st_size != TOKFILE_HEADER_BYTES + 8 * count) {
         close(fd);
-        return snprintf(err, errlen, "data cache index '%s' is damaged (remove the cache folder to rebuild it)", path), -1;
+        return err_set(err, errlen, "data cache index '%s' is damaged (remove the cache folder to rebuild it)", path);
     }
     void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
-    if (m == MAP_FAILED) return snprintf(err, errlen, "cannot map '%s': %s", path, strerror(errno)), -1;
+    if (m == MAP_FAILED) return err_set(err, errlen, "cannot map '%s': %s", path, strerror(errno));
     f->idx = (const uint64_t *)((const unsigned char *)m + TOKFILE_HEADER_BYTES);
     f->nidx = count;
     f->idx_bytes = (size_t)st.st_size;
     for (uint64_t i = 0; i < count; i++)  // checked once here, so reads index with them freely
         if ((i ? f->idx[i] < f->idx[i - 1] : f->idx[0] != 0) || f->idx[i] > ntok)
-            return snprintf(err, errlen, "data cache index '%s' is damaged at entry %llu (remove the cache folder to rebuild it)", path,
-                            (unsigned long long)i), -1;
-    if (f->idx[count - 1] != ntok) return snprintf(err, errlen, "data cache index '%s' does not end at its tokens' end (remove the cache folder)", path), -1;
+            return err_set(err, errlen, "data cache index '%s' is damaged at entry %llu (remove the cache folder to rebuild it)", path,
+                            (unsigned long long)i);
+    if (f->idx[count - 1] != ntok) return err_set(err, errlen, "data cache index '%s' does not end at its tokens' end (remove the cache folder)", path);
     snprintf(path, sizeof path, "%.*s.lab", (int)(n - 4), f->path);
     f->lab_fd = open(path, O_RDONLY);
     if (f->lab_fd >= 0 && (fstat(f->lab_fd, &st) != 0 || (uint64_t)st.st_size != TOKFILE_HEADER_BYTES + 4 * ntok))
-        return snprintf(err, errlen, "data cache labels '%s' do not match their tokens (remove the cache folder to rebuild it)", path), -1;
+        return err_set(err, errlen, "data cache labels '%s' do not match their tokens (remove the cache folder to rebuild it)", path);
     return 0;
 }
 
 static int data_refuse(const char *path, const Sniff *s, char *err, size_t errlen) {
-    return snprintf(err, errlen, "data file '%s' is %s, which fsdpc does not read%s%s", path, s->what, s->hint[0] ? "; " : "", s->hint), -1;
+    return err_set(err, errlen, "data file '%s' is %s, which fsdpc does not read%s%s", path, s->what, s->hint[0] ? "; " : "", s->hint);
 }
 
 // How file `path` is read: 1 as tokens (a shard, HDF5, or text as bytes under the byte

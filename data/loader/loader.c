@@ -81,8 +81,8 @@ static int read_stream_chunk(const Dataset *d, uint64_t c, int32_t *inp, int32_t
         for (int k = 0; k < take; k++) {
             uint64_t v = token_at(f, raw, k);
             if (v >= (uint64_t)d->vocab)
-                return snprintf(err, errlen, "data file '%s' holds token id %llu at token %llu, not below --vocab_size %d", f->path,
-                                (unsigned long long)v, (unsigned long long)(at + k), d->vocab), -1;
+                return err_set(err, errlen, "data file '%s' holds token id %llu at token %llu, not below --vocab_size %d", f->path,
+                                (unsigned long long)v, (unsigned long long)(at + k), d->vocab);
             if (t + k < d->T) inp[t + k] = (int32_t)v;
             if (t + k > 0) tgt[t + k - 1] = (int32_t)v;
         }
@@ -198,16 +198,16 @@ static int read_row(const Dataset *d, uint64_t c, int32_t *inp, int32_t *tgt, un
     for (int t = 0; t < len; t++) {
         uint64_t v = token_at(f, raw, t);
         if (v >= (uint64_t)d->vocab)
-            return snprintf(err, errlen, "data file '%s' holds token id %llu at token %llu, not below --vocab_size %d", f->path,
-                            (unsigned long long)v, (unsigned long long)(s + t), d->vocab), -1;
+            return err_set(err, errlen, "data file '%s' holds token id %llu at token %llu, not below --vocab_size %d", f->path,
+                            (unsigned long long)v, (unsigned long long)(s + t), d->vocab);
         inp[t] = (int32_t)v;
         int32_t y = -1;
         if ((uint64_t)t + 1 < take) {
             const unsigned char *q = lab + 4 * ((size_t)t + 1);
             uint32_t u = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
             if (u != UINT32_MAX && u >= (uint32_t)d->vocab)
-                return snprintf(err, errlen, "data cache labels '%s' hold label %u at token %llu, not below --vocab_size %d", f->path, u,
-                                (unsigned long long)(s + t + 1), d->vocab), -1;
+                return err_set(err, errlen, "data cache labels '%s' hold label %u at token %llu, not below --vocab_size %d", f->path, u,
+                                (unsigned long long)(s + t + 1), d->vocab);
             y = u == UINT32_MAX ? -1 : (int32_t)u;
         }
         tgt[t] = y;
@@ -418,8 +418,7 @@ const char *data_loader_next(DataLoader *l, const DataPlan *cur, const DataPlan 
     }
     if (l->err[0]) {
         pthread_mutex_unlock(&l->mu);
-        snprintf(l->line, sizeof l->line, "%s%s%s", what ? what : "", what ? ": " : "", l->err);
-        return l->line;
+        return err_text(l->line, sizeof l->line, "%s%s%s", what ? what : "", what ? ": " : "", l->err);
     }
     const DataBatch *b = l->batch;
     memcpy(out->inp, b->inp, n * sizeof(int32_t));

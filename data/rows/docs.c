@@ -150,9 +150,9 @@ static long docs_read(DocsReader *r, uint8_t *buf, size_t n, char *err, size_t e
         int got = gzread(r->gz, buf, (unsigned)n), code = Z_OK;
         const char *msg = gzerror(r->gz, &code);
         r->consumed = (uint64_t)gzoffset(r->gz);
-        if (got < 0) return snprintf(err, errlen, "cannot read '%s': gzip stream is corrupt (%s)", r->path, msg), -1;
+        if (got < 0) return err_set(err, errlen, "cannot read '%s': gzip stream is corrupt (%s)", r->path, msg);
         // gzread reports a stream cut short as a quiet end; gzerror tells them apart
-        if (got == 0 && code == Z_BUF_ERROR) return snprintf(err, errlen, "'%s' ends in the middle of its gzip stream (truncated?)", r->path), -1;
+        if (got == 0 && code == Z_BUF_ERROR) return err_set(err, errlen, "'%s' ends in the middle of its gzip stream (truncated?)", r->path);
         return got;
     }
     if (r->comp == DOCS_ZSTD) {
@@ -160,13 +160,13 @@ static long docs_read(DocsReader *r, uint8_t *buf, size_t n, char *err, size_t e
         while (out.pos == 0) {
             if (r->zin_pos == r->zin_len) {
                 if (r->zeof) {
-                    if (r->zlast) return snprintf(err, errlen, "'%s' ends in the middle of its zstd frame (truncated?)", r->path), -1;
+                    if (r->zlast) return err_set(err, errlen, "'%s' ends in the middle of its zstd frame (truncated?)", r->path);
                     return 0;
                 }
                 ssize_t got;
                 do got = read(r->fd, r->zin, DOCS_IO_BYTES);
                 while (got < 0 && errno == EINTR);
-                if (got < 0) return snprintf(err, errlen, "cannot read '%s': %s", r->path, strerror(errno)), -1;
+                if (got < 0) return err_set(err, errlen, "cannot read '%s': %s", r->path, strerror(errno));
                 r->zin_len = (size_t)got;
                 r->zin_pos = 0;
                 r->consumed += (uint64_t)got;
@@ -178,7 +178,7 @@ static long docs_read(DocsReader *r, uint8_t *buf, size_t n, char *err, size_t e
             ZSTD_inBuffer in = {r->zin, r->zin_len, r->zin_pos};
             size_t rc = ZSTD_decompressStream(r->zs, &out, &in);
             r->zin_pos = in.pos;
-            if (ZSTD_isError(rc)) return snprintf(err, errlen, "cannot read '%s': zstd stream is corrupt (%s)", r->path, ZSTD_getErrorName(rc)), -1;
+            if (ZSTD_isError(rc)) return err_set(err, errlen, "cannot read '%s': zstd stream is corrupt (%s)", r->path, ZSTD_getErrorName(rc));
             r->zlast = rc;
         }
         return (long)out.pos;
@@ -186,7 +186,7 @@ static long docs_read(DocsReader *r, uint8_t *buf, size_t n, char *err, size_t e
     ssize_t got;
     do got = read(r->fd, buf, n);
     while (got < 0 && errno == EINTR);
-    if (got < 0) return snprintf(err, errlen, "cannot read '%s': %s", r->path, strerror(errno)), -1;
+    if (got < 0) return err_set(err, errlen, "cannot read '%s': %s", r->path, strerror(errno));
     r->consumed += (uint64_t)got;
     return (long)got;
 }
@@ -209,8 +209,8 @@ static int docs_line(DocsReader *r, char *err, size_t errlen) {
         uint8_t *start = r->io + r->io_pos, *nl = memchr(start, '\n', r->io_len - r->io_pos);
         size_t n = nl ? (size_t)(nl - start) : r->io_len - r->io_pos;
         if (r->line.len + n > DOCS_MAX_LINE)
-            return snprintf(err, errlen, "'%s' line %llu is longer than %zu bytes: not JSON Lines", r->path,
-                            (unsigned long long)r->line_no + 1, DOCS_MAX_LINE), -1;
+            return err_set(err, errlen, "'%s' line %llu is longer than %zu bytes: not JSON Lines", r->path,
+                            (unsigned long long)r->line_no + 1, DOCS_MAX_LINE);
         buf_append(&r->line, start, n);
         r->io_pos += n + (nl != NULL);
         if (nl) return 1;
@@ -228,8 +228,8 @@ static int docs_json_ids(DocsReader *r, const JsonValue *a, Doc *d, char *err, s
     for (size_t i = 0; i < a->len; i++) {
         const JsonValue *v = &a->items[i];
         if (v->type != JSON_NUMBER || !v->is_int || v->integer < 0)
-            return snprintf(err, errlen, "'%s' line %llu: \"input_ids\" item %zu is not a non-negative integer", r->path,
-                            (unsigned long long)r->line_no, i), -1;
+            return err_set(err, errlen, "'%s' line %llu: \"input_ids\" item %zu is not a non-negative integer", r->path,
+                            (unsigned long long)r->line_no, i);
         r->ids[i] = v->integer;
     }
     d->is_ids = 1;
@@ -250,10 +250,10 @@ static int docs_jsonl_object(DocsReader *r, char *err, size_t errlen) {
         json_free(r->obj);
         char jerr[160];
         r->obj = json_parse((const char *)r->line.data, r->line.len, jerr, sizeof jerr);
-        if (!r->obj) return snprintf(err, errlen, "'%s' line %llu is not JSON (%s)", r->path, (unsigned long long)r->line_no, jerr), -1;
+        if (!r->obj) return err_set(err, errlen, "'%s' line %llu is not JSON (%s)", r->path, (unsigned long long)r->line_no, jerr);
         if (r->obj->type != JSON_OBJECT)
-            return snprintf(err, errlen, "'%s' line %llu is not a JSON object: JSON Lines rows must be objects", r->path,
-                            (unsigned long long)r->line_no), -1;
+            return err_set(err, errlen, "'%s' line %llu is not a JSON object: JSON Lines rows must be objects", r->path,
+                            (unsigned long long)r->line_no);
         return 1;
     }
 }
@@ -283,10 +283,10 @@ static int docs_jsonl_next(DocsReader *r, Doc *d, char *err, size_t errlen) {
             r->nulls++;
             continue;
         }
-        if (ids) return snprintf(err, errlen, "'%s' line %llu: \"input_ids\" is not an array of ids", r->path, (unsigned long long)r->line_no), -1;
-        if (text) return snprintf(err, errlen, "'%s' line %llu: \"%s\" is not a string", r->path, (unsigned long long)r->line_no, r->column), -1;
-        return snprintf(err, errlen, "'%s' line %llu has no \"%s\" string%s", r->path, (unsigned long long)r->line_no, r->column,
-                        r->explicit_column ? " (--text_column)" : " and no \"input_ids\" array"), -1;
+        if (ids) return err_set(err, errlen, "'%s' line %llu: \"input_ids\" is not an array of ids", r->path, (unsigned long long)r->line_no);
+        if (text) return err_set(err, errlen, "'%s' line %llu: \"%s\" is not a string", r->path, (unsigned long long)r->line_no, r->column);
+        return err_set(err, errlen, "'%s' line %llu has no \"%s\" string%s", r->path, (unsigned long long)r->line_no, r->column,
+                        r->explicit_column ? " (--text_column)" : " and no \"input_ids\" array");
     }
     return rc;
 }
@@ -329,12 +329,12 @@ static int docs_table_open(DocsReader *r, char *err, size_t errlen) {
     char cols[600];
     docs_columns(t, cols, sizeof cols);
     if (col < 0)
-        return snprintf(err, errlen, "'%s' (%s) has no '%s' column%s; its columns: %s", r->path, t->format, r->column,
-                        r->explicit_column ? " (--text_column)" : " and no 'input_ids' column", cols), -1;
+        return err_set(err, errlen, "'%s' (%s) has no '%s' column%s; its columns: %s", r->path, t->format, r->column,
+                        r->explicit_column ? " (--text_column)" : " and no 'input_ids' column", cols);
     TableKind want = col == ids ? TABLE_INT_LIST : TABLE_STRING;
     if (t->cols[col].kind != want)
-        return snprintf(err, errlen, "'%s' (%s): column '%s' is %s, but fsdpc reads %s there", r->path, t->format, t->cols[col].name,
-                        t->cols[col].type, want == TABLE_STRING ? "text (string or large_string)" : "token ids (a list of integers)"), -1;
+        return err_set(err, errlen, "'%s' (%s): column '%s' is %s, but fsdpc reads %s there", r->path, t->format, t->cols[col].name,
+                        t->cols[col].type, want == TABLE_STRING ? "text (string or large_string)" : "token ids (a list of integers)");
     if (t->select(t, &col, 1, err, errlen)) return -1;
     for (int i = 0; i < t->ncols; i++) docs_fields_note(&r->fields, t->cols[i].name, strlen(t->cols[i].name), i == col);
     r->use_ids = col == ids;
@@ -356,7 +356,7 @@ static int docs_table_next(DocsReader *r, Doc *d, char *err, size_t errlen) {
             d->text = r->value.str;
             return 1;
         }
-        if (r->value.has_null_item) return snprintf(err, errlen, "'%s': a row's input_ids list holds a null id", r->path), -1;
+        if (r->value.has_null_item) return err_set(err, errlen, "'%s': a row's input_ids list holds a null id", r->path);
         d->ids = r->value.ints;  // the range of each id is the consumer's to check, as it writes it
         return 1;
     }
@@ -429,7 +429,7 @@ DocsReader *docs_open_rows(const char *path, DocsKind kind, DocsCompression comp
 }
 
 int docs_next_object(DocsReader *r, const JsonValue **obj, uint64_t *line_no, char *err, size_t errlen) {
-    if (!r->rows || r->kind != DOCS_JSONL) return snprintf(err, errlen, "'%s' is not JSON Lines opened for its rows", r->path), -1;
+    if (!r->rows || r->kind != DOCS_JSONL) return err_set(err, errlen, "'%s' is not JSON Lines opened for its rows", r->path);
     int rc = docs_jsonl_object(r, err, errlen);
     *obj = rc > 0 ? r->obj : NULL;
     *line_no = r->line_no;
@@ -439,7 +439,7 @@ int docs_next_object(DocsReader *r, const JsonValue **obj, uint64_t *line_no, ch
 TableReader *docs_table(DocsReader *r) { return r->rows ? r->table : NULL; }
 
 int docs_next(DocsReader *r, Doc *d, char *err, size_t errlen) {
-    if (r->rows) return snprintf(err, errlen, "'%s' was opened for its rows, not documents", r->path), -1;
+    if (r->rows) return err_set(err, errlen, "'%s' was opened for its rows, not documents", r->path);
     switch (r->kind) {
     case DOCS_JSONL: return docs_jsonl_next(r, d, err, errlen);
     case DOCS_TEXT: return docs_text_next(r, d, err, errlen);

@@ -18,8 +18,8 @@ RowsReader *rows_open(const char *path, DocsKind kind, DocsCompression comp, con
     if (so.format == SFT_AUTO && kind != DOCS_TEXT && sft_detect(path, kind, comp, &so.format, err, errlen)) return NULL;
     if (so.format == SFT_AUTO) so.format = SFT_TEXT;
     if (so.format != SFT_TEXT && kind == DOCS_TEXT)
-        return snprintf(err, errlen, "--data_format %s reads rows of JSON Lines, Arrow or Parquet, and '%s' is plain text",
-                        sft_format_name(so.format), path), NULL;
+        return err_null(err, errlen, "--data_format %s reads rows of JSON Lines, Arrow or Parquet, and '%s' is plain text",
+                        sft_format_name(so.format), path);
     RowsReader *r = callocCheck(1, sizeof *r);
     if (so.format == SFT_TEXT) r->docs = docs_open(path, kind, comp, o->text_column, o->explicit_column, err, errlen);
     else r->sft = sft_open(path, kind, comp, &so, err, errlen);

@@ -164,17 +164,17 @@ static int sft_table_chat(SftReader *r, char *err, size_t errlen) {
     const char *key = "messages", *names[2] = {"role", "content"};
     int i = table_find(t, key);
     if (i < 0) key = "conversations", names[0] = "from", names[1] = "value", i = table_find(t, key);
-    if (i < 0) return snprintf(err, errlen, "'%s' (%s) has no 'messages' (or ShareGPT 'conversations') column, which --data_format chat reads", r->path, t->format), -1;
+    if (i < 0) return err_set(err, errlen, "'%s' (%s) has no 'messages' (or ShareGPT 'conversations') column, which --data_format chat reads", r->path, t->format);
     const TableColumn *c = &t->cols[i];
     if (c->kind != TABLE_STRUCT_LIST)
-        return snprintf(err, errlen, "'%s' (%s): column '%s' is %s, but chat rows are a list of structs with string fields %s and %s", r->path,
-                        t->format, key, c->type, names[0], names[1]), -1;
+        return err_set(err, errlen, "'%s' (%s): column '%s' is %s, but chat rows are a list of structs with string fields %s and %s", r->path,
+                        t->format, key, c->type, names[0], names[1]);
     int fields[2];
     for (int k = 0; k < 2; k++) {
         fields[k] = table_find_field(c, names[k]);
         if (fields[k] < 0 || !c->fields[fields[k]].is_string)
-            return snprintf(err, errlen, "'%s' (%s): column '%s' (%s) has %s field '%s', which chat rows need", r->path, t->format, key, c->type,
-                            fields[k] < 0 ? "no" : "a non-string", names[k]), -1;
+            return err_set(err, errlen, "'%s' (%s): column '%s' (%s) has %s field '%s', which chat rows need", r->path, t->format, key, c->type,
+                            fields[k] < 0 ? "no" : "a non-string", names[k]);
     }
     r->ncols = 1;
     r->cols[0] = i;
@@ -203,14 +203,14 @@ static int sft_table_columns(SftReader *r, char *err, size_t errlen) {
         int i = name ? table_find(t, name) : -1;
         if (i < 0) {
             if (name && sft_required[f][c])
-                return snprintf(err, errlen, "'%s' (%s) has no '%s' column, which --data_format %s reads", r->path, t->format, name,
-                                sft_format_name(f)), -1;
+                return err_set(err, errlen, "'%s' (%s) has no '%s' column, which --data_format %s reads", r->path, t->format, name,
+                                sft_format_name(f));
             continue;
         }
         TableKind want = f == SFT_IDS ? TABLE_INT_LIST : TABLE_STRING;
         if (t->cols[i].kind != want)
-            return snprintf(err, errlen, "'%s' (%s): column '%s' is %s, but --data_format %s reads %s there", r->path, t->format, name,
-                            t->cols[i].type, sft_format_name(f), want == TABLE_STRING ? "text (string or large_string)" : "a list of integers"), -1;
+            return err_set(err, errlen, "'%s' (%s): column '%s' is %s, but --data_format %s reads %s there", r->path, t->format, name,
+                            t->cols[i].type, sft_format_name(f), want == TABLE_STRING ? "text (string or large_string)" : "a list of integers");
         r->col_of[c] = r->ncols;
         r->cols[r->ncols++] = i;
     }
@@ -270,7 +270,7 @@ SftReader *sft_open(const char *path, DocsKind kind, DocsCompression comp, const
 
 // The ints of JSON array a (a list member of the row) into r->ints[slot]: 0, or -1 with why.
 static int sft_json_ints(SftReader *r, int slot, const JsonValue *a, const char *name, char *why, size_t whylen) {
-    if (a->type != JSON_ARRAY) return snprintf(why, whylen, "\"%s\" is not an array of integers", name), -1;
+    if (a->type != JSON_ARRAY) return err_set(why, whylen, "\"%s\" is not an array of integers", name);
     if (a->len > r->ints_cap[slot]) {
         r->ints_cap[slot] = a->len;
         free(r->ints[slot]);
@@ -279,7 +279,7 @@ static int sft_json_ints(SftReader *r, int slot, const JsonValue *a, const char 
     for (size_t i = 0; i < a->len; i++) {
         const JsonValue *v = &a->items[i];
         if (v->type != JSON_NUMBER || !v->is_int)
-            return snprintf(why, whylen, "\"%s\" item %zu is %s, not an integer", name, i, v->type == JSON_NULL ? "null" : "something else"), -1;
+            return err_set(why, whylen, "\"%s\" item %zu is %s, not an integer", name, i, v->type == JSON_NULL ? "null" : "something else");
         r->ints[slot][i] = v->integer;
     }
     return 0;
@@ -288,18 +288,18 @@ static int sft_json_ints(SftReader *r, int slot, const JsonValue *a, const char 
 // A pre-tokenized row: the positions whose mask is 1, their labels (-100 none) or the ids themselves.
 static int sft_ids_row(SftReader *r, const int64_t *ids, size_t n, const int64_t *mask, size_t nmask, const int64_t *labels,
                        size_t nlabels, SftRow *row, char *why, size_t whylen) {
-    if (mask && nmask != n) return snprintf(why, whylen, "attention_mask has %zu items but input_ids %zu", nmask, n), -1;
-    if (labels && nlabels != n) return snprintf(why, whylen, "labels has %zu items but input_ids %zu", nlabels, n), -1;
+    if (mask && nmask != n) return err_set(why, whylen, "attention_mask has %zu items but input_ids %zu", nmask, n);
+    if (labels && nlabels != n) return err_set(why, whylen, "labels has %zu items but input_ids %zu", nlabels, n);
     int vocab = r->o.vocab;
     for (size_t i = 0; i < n; i++) {
         if (mask && mask[i] != 0 && mask[i] != 1)
-            return snprintf(why, whylen, "attention_mask item %zu is %lld: masks hold 0 (padding) and 1", i, (long long)mask[i]), -1;
+            return err_set(why, whylen, "attention_mask item %zu is %lld: masks hold 0 (padding) and 1", i, (long long)mask[i]);
         if (mask && !mask[i]) continue;  // padding leaves the row: its id and label do not matter
         if (ids[i] < 0 || ids[i] >= vocab)
-            return snprintf(why, whylen, "input_ids item %zu is %lld, outside the vocabulary [0, %d)", i, (long long)ids[i], vocab), -1;
+            return err_set(why, whylen, "input_ids item %zu is %lld, outside the vocabulary [0, %d)", i, (long long)ids[i], vocab);
         int64_t l = labels && !r->o.train_on_inputs ? labels[i] : ids[i];
         if (l != SFT_HF_IGNORE && (l < 0 || l >= vocab))
-            return snprintf(why, whylen, "labels item %zu is %lld: labels are -100 (no loss) or ids in [0, %d)", i, (long long)l, vocab), -1;
+            return err_set(why, whylen, "labels item %zu is %lld: labels are -100 (no loss) or ids in [0, %d)", i, (long long)l, vocab);
         sft_push(row, (int32_t)ids[i], l == SFT_HF_IGNORE ? SFT_NO_LOSS : (int32_t)l);
     }
     return 0;
@@ -360,8 +360,8 @@ static int sft_strings(SftReader *r, const JsonValue *obj, SftStr s[3], char *wh
         s[c] = !name ? (SftStr){0} : obj ? sft_json_str(obj, name) : sft_table_str(r, c);
         if (!name) continue;
         if (sft_required[f][c] && s[c].null) return 0;
-        if (sft_required[f][c] && !s[c].present) return snprintf(why, whylen, "no \"%s\" member (--data_format %s)", name, sft_format_name(f)), -1;
-        if (s[c].present && !s[c].null && !s[c].s) return snprintf(why, whylen, "\"%s\" is not a string", name), -1;
+        if (sft_required[f][c] && !s[c].present) return err_set(why, whylen, "no \"%s\" member (--data_format %s)", name, sft_format_name(f));
+        if (s[c].present && !s[c].null && !s[c].s) return err_set(why, whylen, "\"%s\" is not a string", name);
     }
     return 1;
 }
@@ -371,7 +371,7 @@ static int sft_strings(SftReader *r, const JsonValue *obj, SftStr s[3], char *wh
 static int sft_table_messages(SftReader *r, int *n, char *why, size_t whylen) {
     const TableValue *v = &r->vals[0];
     if (v->is_null) return 0;
-    if (v->len > INT32_MAX) return snprintf(why, whylen, "the conversation holds too many messages"), -1;
+    if (v->len > INT32_MAX) return err_set(why, whylen, "the conversation holds too many messages");
     if (v->len > r->msgs_cap) {
         r->msgs_cap = v->len;
         free(r->msgs);
@@ -400,7 +400,7 @@ static int sft_row(SftReader *r, const JsonValue *obj, SftRow *row, int32_t **tm
             const char *name = sft_members[f][c];
             if (obj) {
                 const JsonValue *v = json_get(obj, name);
-                if (!v && c == COL_IDS) return snprintf(why, whylen, "no \"input_ids\" member (--data_format input_ids)"), -1;
+                if (!v && c == COL_IDS) return err_set(why, whylen, "no \"input_ids\" member (--data_format input_ids)");
                 if (!v || v->type == JSON_NULL) {
                     if (c == COL_IDS) return 0;
                     continue;
@@ -414,7 +414,7 @@ static int sft_row(SftReader *r, const JsonValue *obj, SftRow *row, int32_t **tm
                     if (c == COL_IDS) return 0;
                     continue;
                 }
-                if (v->has_null_item) return snprintf(why, whylen, "%s holds a null item", name), -1;
+                if (v->has_null_item) return err_set(why, whylen, "%s holds a null item", name);
                 lists[c] = v->ints ? v->ints : sft_empty;  // an empty list is still there
                 lens[c] = v->len;
             }
@@ -444,8 +444,8 @@ static int sft_text_row(SftReader *r, SftRow *row, int32_t **tmp, size_t *cap, c
     }
     for (size_t i = 0; i < d.len; i++) {
         if (d.ids[i] < 0 || d.ids[i] >= r->o.vocab)
-            return snprintf(err, errlen, "'%s' document %llu: input_ids item %zu is %lld, outside the vocabulary [0, %d)", r->path,
-                            (unsigned long long)r->row, i, (long long)d.ids[i], r->o.vocab), -1;
+            return err_set(err, errlen, "'%s' document %llu: input_ids item %zu is %lld, outside the vocabulary [0, %d)", r->path,
+                            (unsigned long long)r->row, i, (long long)d.ids[i], r->o.vocab);
         sft_push(row, (int32_t)d.ids[i], (int32_t)d.ids[i]);
     }
     return 1;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../../base/err.h"
 #include "../../base/path.h"
 #include "../../comm/comm.h"
 
@@ -74,8 +75,8 @@ int hub_repo_snapshot(const char *repo, const char *name, char *out, size_t len)
     }
     if (n == 1) return 1;
     if (n > 1)
-        return snprintf(out, len, "'%s' has %d snapshots in %s and no refs/main to choose one; pass the snapshot directory",
-                        name, n, snaps), -1;
+        return err_set(out, len, "'%s' has %d snapshots in %s and no refs/main to choose one; pass the snapshot directory",
+                        name, n, snaps);
     return snprintf(out, len, "%s", repo), 0;
 }
 

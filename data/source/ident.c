@@ -446,7 +446,6 @@ const char *ident_check_ranks(const IdentSource *id, const char *label) {
     }
     free(theirs);
     free(root);
-    snprintf(msg, sizeof msg, "rank %d sees different %s than rank 0 at '%s': %s (other working directories, or node-local disks?); "
+    return err_text(msg, sizeof msg, "rank %d sees different %s than rank 0 at '%s': %s (other working directories, or node-local disks?); "
              "give every rank the same files on storage they share", r, label, id->spec, what[0] ? what : "their identities differ");
-    return msg;
 }

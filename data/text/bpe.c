@@ -488,7 +488,7 @@ bool bpe_json_is_byte_level(const JsonValue *root) {
 }
 
 Bpe *bpe_load_encoder(const JsonValue *encoder, const char *merges_path, char *why, size_t whylen) {
-    if (encoder->type != JSON_OBJECT) return snprintf(why, whylen, "encoder.json is not an object of pieces and ids"), NULL;
+    if (encoder->type != JSON_OBJECT) return err_null(why, whylen, "encoder.json is not an object of pieces and ids");
     FILE *f = fopen(merges_path, "rb");
     struct stat st;
     if (!f || fstat(fileno(f), &st) != 0) {
@@ -640,27 +640,25 @@ static const JsonValue *bpe_json_steps(BpeOptions *o, const JsonValue *v, const 
 
 Bpe *bpe_load_json(const JsonValue *root, char *why, size_t whylen) {
     const JsonValue *model = json_get(root, "model");
-    if (!model || model->type != JSON_OBJECT) return snprintf(why, whylen, "no \"model\" object"), NULL;
+    if (!model || model->type != JSON_OBJECT) return err_null(why, whylen, "no \"model\" object");
     bool byte_level = bpe_json_is_byte_level(root);
     const char *type = json_get_string(model, "type");
     if (type && strcmp(type, "BPE"))
-        return snprintf(why, whylen, "model type \"%s\"%s is not supported (%s)", type, byte_level ? " with a ByteLevel pre_tokenizer" : "",
-                        byte_level ? "fsdpc reads GPT-2's byte-level BPE" : BPE_SPM_KINDS),
-               NULL;
+        return err_null(why, whylen, "model type \"%s\"%s is not supported (%s)", type, byte_level ? " with a ByteLevel pre_tokenizer" : "",
+                        byte_level ? "fsdpc reads GPT-2's byte-level BPE" : BPE_SPM_KINDS);
     const JsonValue *vocab = json_get(model, "vocab"), *merges = json_get(model, "merges");
     if (!vocab || vocab->type != JSON_OBJECT || !merges || merges->type != JSON_ARRAY)
-        return snprintf(why, whylen, "model %s has no \"vocab\" object and \"merges\" array", type ? type : "without a type"), NULL;
+        return err_null(why, whylen, "model %s has no \"vocab\" object and \"merges\" array", type ? type : "without a type");
     int fallback = 0, ignore_merges = 0;
     double dropout = 0;
     json_get_bool(model, "byte_fallback", &fallback);
     json_get_bool(model, "ignore_merges", &ignore_merges);
     json_get_number(model, "dropout", &dropout);
     const char *prefix = json_get_string(model, "continuing_subword_prefix"), *suffix = json_get_string(model, "end_of_word_suffix");
-    if (!byte_level && !fallback) return snprintf(why, whylen, "BPE without byte_fallback is not supported (" BPE_SPM_KINDS ")"), NULL;
+    if (!byte_level && !fallback) return err_null(why, whylen, "BPE without byte_fallback is not supported (" BPE_SPM_KINDS ")");
     if ((byte_level && fallback) || dropout != 0 || (ignore_merges && !byte_level) || (prefix && *prefix) || (suffix && *suffix))
-        return snprintf(why, whylen, "%sBPE with %s is not supported", byte_level ? "byte-level " : "",
-                        byte_level && fallback ? "byte_fallback" : dropout != 0 ? "dropout" : ignore_merges ? "ignore_merges" : "subword prefixes or suffixes"),
-               NULL;
+        return err_null(why, whylen, "%sBPE with %s is not supported", byte_level ? "byte-level " : "",
+                        byte_level && fallback ? "byte_fallback" : dropout != 0 ? "dropout" : ignore_merges ? "ignore_merges" : "subword prefixes or suffixes");
     // SentencePiece-style: characters with byte fallback, piece priority, per-byte U+FFFD
     BpeOptions opt = {.piece_priority = true, .lossy_per_byte = true, .split = BPE_SPLIT_WORDS};
     char step[96];
@@ -668,11 +666,11 @@ Bpe *bpe_load_json(const JsonValue *root, char *why, size_t whylen) {
         if (!bpe_json_byte_level(root, &opt, why, whylen)) return NULL;
         opt.whole_pieces = ignore_merges;
     } else if (bpe_json_steps(&opt, json_get(root, "normalizer"), "normalizers", step, sizeof step)) {
-        return snprintf(why, whylen, "normalizer %s is not supported (only Prepend and Replace of SentencePiece's '" BPE_SPACE "')", step), NULL;
+        return err_null(why, whylen, "normalizer %s is not supported (only Prepend and Replace of SentencePiece's '" BPE_SPACE "')", step);
     } else if (bpe_json_steps(&opt, json_get(root, "pre_tokenizer"), "pretokenizers", step, sizeof step)) {
-        return snprintf(why, whylen, "pre_tokenizer %s is not supported (only Metaspace)", step), NULL;
+        return err_null(why, whylen, "pre_tokenizer %s is not supported (only Metaspace)", step);
     }
-    if (merges->len >= INT32_MAX) return snprintf(why, whylen, "too many merges"), NULL;
+    if (merges->len >= INT32_MAX) return err_null(why, whylen, "too many merges");
     Bpe *b = bpe_new(&opt);
     if (!bpe_vocab(b, vocab, json_get(root, "added_tokens"), merges->len, why, whylen) ||
         (opt.split_added && !bpe_added_table(b, json_get(root, "added_tokens"), why, whylen)) || !bpe_json_merges(b, merges, why, whylen) ||

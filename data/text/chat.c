@@ -108,12 +108,12 @@ static size_t sft_common(const int32_t *a, size_t na, const int32_t *b, size_t n
 static int sft_llama2(const Tokenizer *tok, const SftMessage *m, const int *roles, int n, bool all, SftRow *row, char *err,
                       size_t errlen) {
     int first = roles[0] == ROLE_SYSTEM;
-    if (first && n == 1) return snprintf(err, errlen, "a system message alone: Llama-2 chat needs a user message after it"), -1;
+    if (first && n == 1) return err_set(err, errlen, "a system message alone: Llama-2 chat needs a user message after it");
     for (int k = first; k < n; k++) {
         int want = (k - first) % 2 ? ROLE_ASSISTANT : ROLE_USER;
         if (roles[k] != want)
-            return snprintf(err, errlen, "message %d is %s where Llama-2 chat needs %s (roles: an optional system message, then user and assistant alternating)",
-                            k + 1, roles[k] == ROLE_SYSTEM ? "a system message" : sft_role_names[roles[k]], sft_role_names[want]), -1;
+            return err_set(err, errlen, "message %d is %s where Llama-2 chat needs %s (roles: an optional system message, then user and assistant alternating)",
+                            k + 1, roles[k] == ROLE_SYSTEM ? "a system message" : sft_role_names[roles[k]], sft_role_names[want]);
     }
     SftText user = {0}, full = {0};
     int32_t *a = NULL, *b = NULL;
@@ -201,14 +201,14 @@ int sft_chatml_markers(const Tokenizer *tok, int markers[2], char *err, size_t e
     markers[0] = tok_piece_id(tok, "<|im_start|>");
     markers[1] = tok_piece_id(tok, "<|im_end|>");
     if (markers[0] >= 0 && markers[1] >= 0) return 0;
-    return snprintf(err, errlen, "the tokenizer has no %s token; ChatML needs <|im_start|> and <|im_end|> in its vocabulary (use --chat_template llama2|none)",
-                    markers[0] < 0 ? "<|im_start|>" : "<|im_end|>"), -1;
+    return err_set(err, errlen, "the tokenizer has no %s token; ChatML needs <|im_start|> and <|im_end|> in its vocabulary (use --chat_template llama2|none)",
+                    markers[0] < 0 ? "<|im_start|>" : "<|im_end|>");
 }
 
 int sft_chat_row(const Tokenizer *tok, ChatTemplate t, const int markers[2], const SftMessage *m, int n, int train_on_inputs,
                         SftRow *row, char *err, size_t errlen) {
     row->len = 0;
-    if (n <= 0) return snprintf(err, errlen, "the conversation has no messages"), -1;
+    if (n <= 0) return err_set(err, errlen, "the conversation has no messages");
     int *roles = mallocCheck((size_t)n * sizeof *roles);
     int rc = 0;
     for (int k = 0; k < n && !rc; k++) {
@@ -239,10 +239,10 @@ int sft_json_messages(const JsonValue *obj, SftMessage **msgs, size_t *cap, int 
     const char *key = "messages", *rk = "role", *ck = "content";
     const JsonValue *list = json_get(obj, key);
     if (!list) key = "conversations", rk = "from", ck = "value", list = json_get(obj, key);
-    if (!list) return snprintf(why, whylen, "no \"messages\" (or ShareGPT \"conversations\") array"), -1;
+    if (!list) return err_set(why, whylen, "no \"messages\" (or ShareGPT \"conversations\") array");
     if (list->type == JSON_NULL) return 0;
-    if (list->type != JSON_ARRAY) return snprintf(why, whylen, "\"%s\" is not an array of messages", key), -1;
-    if (list->len > INT32_MAX) return snprintf(why, whylen, "\"%s\" holds too many messages", key), -1;
+    if (list->type != JSON_ARRAY) return err_set(why, whylen, "\"%s\" is not an array of messages", key);
+    if (list->len > INT32_MAX) return err_set(why, whylen, "\"%s\" holds too many messages", key);
     if (list->len > *cap) {
         *cap = list->len;
         free(*msgs);
@@ -250,11 +250,11 @@ int sft_json_messages(const JsonValue *obj, SftMessage **msgs, size_t *cap, int 
     }
     for (size_t i = 0; i < list->len; i++) {
         const JsonValue *it = &list->items[i], *role = json_get(it, rk), *content = json_get(it, ck);
-        if (it->type != JSON_OBJECT) return snprintf(why, whylen, "message %zu of \"%s\" is not an object", i + 1, key), -1;
+        if (it->type != JSON_OBJECT) return err_set(why, whylen, "message %zu of \"%s\" is not an object", i + 1, key);
         if (!role || role->type != JSON_STRING)
-            return snprintf(why, whylen, "message %zu of \"%s\" has %s \"%s\"", i + 1, key, role ? "a non-string" : "no", rk), -1;
+            return err_set(why, whylen, "message %zu of \"%s\" has %s \"%s\"", i + 1, key, role ? "a non-string" : "no", rk);
         if (!content || content->type != JSON_STRING)
-            return snprintf(why, whylen, "message %zu of \"%s\" has %s \"%s\"", i + 1, key, content ? "a non-string" : "no", ck), -1;
+            return err_set(why, whylen, "message %zu of \"%s\" has %s \"%s\"", i + 1, key, content ? "a non-string" : "no", ck);
         (*msgs)[i] = (SftMessage){role->str, role->len, content->str, content->len};
     }
     *n = (int)list->len;

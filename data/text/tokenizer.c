@@ -381,12 +381,10 @@ static const char *tok_parse_ids(const Tokenizer *t, char *line, int32_t **ids, 
         long v = strtol(s, &end, 10);
         if (*s < '0' || *s > '9' || (*end && *end != ' ' && *end != '\t' && *end != '\r')) {
             size_t wl = strcspn(s, " \t\r");
-            snprintf(why, whylen, "'%.*s' is not a token id", (int)(wl > 40 ? 40 : wl), s);
-            return why;
+            return err_text(why, whylen, "'%.*s' is not a token id", (int)(wl > 40 ? 40 : wl), s);
         }
         if (errno || v >= t->vocab) {
-            snprintf(why, whylen, "token id %.*s is out of range for the vocabulary of %d", (int)(end - s > 40 ? 40 : end - s), s, t->vocab);
-            return why;
+            return err_text(why, whylen, "token id %.*s is out of range for the vocabulary of %d", (int)(end - s > 40 ? 40 : end - s), s, t->vocab);
         }
         buf_fit(*ids, cap, *len + 1);
         (*ids)[(*len)++] = (int32_t)v;
