@@ -99,6 +99,9 @@ fsdpc_bundle_install() {
         return 1
     fi
     sed 's/^/  /' "$dir/version.txt"
+    # cuBLASLt and NCCL are opened at run time, so ldd cannot tell they are missing (a CPU run needs
+    # neither, a single GPU no NCCL): a warning, and a GPU run stops with the same line
+    grep -E '^(cuBLASLt|NCCL): none' "$dir/version.txt" | sed 's/^/gpu bundle: warning: /'
     echo "gpu bundle: ready: ./fsdpc$([ -x "$dir/bin/test_gpu" ] && echo " and build/test_gpu"); glibc $have (the bundle needs $need); a new shell: . $dir/env"
 }
 fsdpc_bundle_install

@@ -93,6 +93,12 @@ stage_load() {
             return
         fi
     done
+    # cuBLASLt is opened at run time, so ldd cannot tell it is missing: --version says so
+    if grep -q '^cuBLASLt: none' "$W/version.$(basename "$FSDPC").txt"; then
+        stop "stage load: cuBLASLt cannot be loaded"
+        result fail "$(grep -m1 '^cuBLASLt: none' "$W/version.$(basename "$FSDPC").txt" | cut -c1-240)"
+        return
+    fi
     cp "$W/version.$(basename "$FSDPC").txt" "$W/versions.txt"
     cat "$W/versions.txt"
     # the table's versions: the driver's own number where nvidia-smi tells it
@@ -354,7 +360,7 @@ else
     [ -x ./fsdpc ] && [ -x build/test_gpu ] || {
         echo "gpu-check: ./fsdpc or build/test_gpu is missing: run run/gpu-bundle.sh's install line first (docs/gpu.md)"; exit 1; }
     # a binary whose libraries are missing is stage 0's to report; one built without CUDA is not worth running
-    [[ $(ldd ./fsdpc 2>/dev/null) == *libnccl* ]] || { echo "gpu-check: ./fsdpc has no CUDA backend: build it with nvcc on PATH, then run/gpu-bundle.sh"; exit 1; }
+    [[ $(ldd ./fsdpc 2>/dev/null) == *libcudart* ]] || { echo "gpu-check: ./fsdpc has no CUDA backend: build it with nvcc on PATH, then run/gpu-bundle.sh"; exit 1; }
     DEVICE=$(foreign nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
     DEVICE=${DEVICE:-no nvidia-smi}
 fi

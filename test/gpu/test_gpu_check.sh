@@ -97,6 +97,13 @@ for s in tests cudnn bench parity sanitizer; do
     row $s "$W/gone/gpu-check.txt" | grep -q ' skip .*stage load found libraries missing: libfsdpc_gone.so$' || ok=1
 done
 check "stage 0 names a missing library and every later stage is skipped with that reason (exit $rc)" $ok "$(head -9 "$W/gone/gpu-check.txt")"
+# cuBLASLt, opened at run time, is missing (the emulator's dlopen fails): ldd cannot see it, --version can
+FSDPC_EMU_CUBLASLT=missing GPU_CHECK_DRY=1 GPU_CHECK_OUT_DIR="$W/nolt" timeout 120 bash run/gpu_check.sh >"$W/nolt.out" 2>&1
+rc=$?
+ok=0
+[ $rc = 1 ] && row load "$W/nolt/gpu-check.txt" | grep -q ' fail .*cuBLASLt: none (cannot load libcublasLt' || ok=1
+row tests "$W/nolt/gpu-check.txt" | grep -q ' skip .*stage load: cuBLASLt cannot be loaded$' || ok=1
+check "stage 0 fails on a cuBLASLt that cannot be loaded, and later stages are skipped (exit $rc)" $ok "$(head -9 "$W/nolt/gpu-check.txt")"
 
 # compute-sanitizer that refuses the device, as on the gVisor machines: a skip with its words
 mkdir -p "$W/bin"
