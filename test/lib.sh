@@ -3,6 +3,8 @@
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# data caches inside the suite's own folder: no run reads a cache another suite (or run) left
+export FSDPC_CACHE_DIR=$W/cache
 MPI="timeout 120 mpirun --oversubscribe --allow-run-as-root"
 
 check() {  # check NAME STATUS [DETAIL]: "ok" when STATUS is 0

