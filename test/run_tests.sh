@@ -11,15 +11,17 @@ source test/suites.sh "$@"
 quick "layers: includes and calls only go down base -> kernels -> comm -> model -> shard -> data/ckpt -> run -> main" bash test/meta/test_layers.sh
 quick "kernels: finite differences and references" build/test_kernels
 quick "comm: collectives (np=4)" mpirun --oversubscribe --allow-run-as-root -np 4 build/test_comm
-beside "ptxas: no register spills in the attention kernels (sm_80, sm_90), backward blocks per SM" bash test/gpu/test_ptxas.sh
+# the emulator's suites are one core's work each: two at a time
+beside "gpu-check: make gpu-check dry-runs on the emulator (bookkeeping and table, not timings)" bash test/gpu/test_gpu_check.sh
 suite "gpu-emu: CUDA kernels against the CPU ones, on a CPU emulation of the GPU" build/test_gpu_emu
 beside_wait
 beside "offload: activation offloading on the emulated GPU: bit-identical losses, the tracker and the plan, the CPU no-op, refusals" bash test/gpu/test_offload.sh
 suite "gpu-emu: the whole program on the emulated GPU" bash test/gpu/test_emu.sh
 beside_wait
+beside "ptxas: no register spills in the attention kernels (sm_80, sm_90), backward blocks per SM" bash test/gpu/test_ptxas.sh
 suite "emu-libs: emulated cuBLASLt 'not supported', asynchronous emulated NCCL (timeout, abort), no NCCL for 1-rank groups" bash test/gpu/test_emu_libs.sh
 suite "gpu bundle: run/gpu-bundle.sh's libraries and install line, inside a root of glibc, the bundle and CUDA stubs" bash test/gpu/test_bundle.sh
-suite "gpu-check: make gpu-check dry-runs on the emulator (bookkeeping and table, not timings)" bash test/gpu/test_gpu_check.sh
+beside_wait
 quick "model: whole-model gradient check" build/test_model
 suite "parity: PyTorch reference (dump)" build/test_model --dump "$DUMP"
 suite "parity: PyTorch reference (compare)" /usr/bin/python3 test/ref/parity.py "$DUMP/step_00000000.h5"
