@@ -341,6 +341,9 @@ stage_parity() {
 
 if [ "${1:-}" = --stage ]; then  # one stage, in its own process under its time limit
     STAGE=$2
+    # dry runs only: GPU_CHECK_DRY_STALL names a stage that never ends, for the test of the limits
+    # (a real stage's seconds depend on the machine)
+    if [ "$DRY" = 1 ] && [ "${GPU_CHECK_DRY_STALL:-}" = "$2" ]; then echo "stalled (GPU_CHECK_DRY_STALL)"; while :; do sleep 1; done; fi
     "stage_$2"
     exit 0
 fi
