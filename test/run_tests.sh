@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every suite, echoes its ok/not ok lines, and ends with "N passed, N failed". With --quick
 # (make check) only the fast tier runs: the suites registered with `quick` rather than `suite`.
+# test/suites.sh runs the `suite`s two at a time and prints every suite's lines in this order.
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # a plain ./fsdpc (an Open MPI singleton) without the orted it would start for MPI_Comm_spawn, which
@@ -8,71 +9,70 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export OMPI_MCA_ess_singleton_isolated=1
 source test/suites.sh "$@"
 
+# make check's tier first, alone (test_check_tier judges its seconds)
 quick "layers: includes and calls only go down base -> kernels -> comm -> model -> shard -> data/ckpt -> run -> main" bash test/meta/test_layers.sh
 quick "kernels: finite differences and references" build/test_kernels
 quick "comm: collectives (np=4)" mpirun --oversubscribe --allow-run-as-root -np 4 build/test_comm
-# the emulator's suites are one core's work each: two at a time
-beside "gpu-check: make gpu-check dry-runs on the emulator (bookkeeping and table, not timings)" bash test/gpu/test_gpu_check.sh
-suite "gpu-emu: CUDA kernels against the CPU ones, on a CPU emulation of the GPU" build/test_gpu_emu
-beside_wait
-beside "offload: activation offloading on the emulated GPU: bit-identical losses, the tracker and the plan, the CPU no-op, refusals" bash test/gpu/test_offload.sh
-suite "gpu-emu: the whole program on the emulated GPU" bash test/gpu/test_emu.sh
-beside_wait
-beside "ptxas: no register spills in the attention kernels (sm_80, sm_90), backward blocks per SM" bash test/gpu/test_ptxas.sh
-suite "emu-libs: emulated cuBLASLt 'not supported', asynchronous emulated NCCL (timeout, abort), no NCCL for 1-rank groups" bash test/gpu/test_emu_libs.sh
-suite "gpu bundle: run/gpu-bundle.sh's libraries and install line, inside a root of glibc, the bundle and CUDA stubs" bash test/gpu/test_bundle.sh
-beside_wait
 quick "model: whole-model gradient check" build/test_model
-suite "parity: PyTorch reference (dump)" build/test_model --dump "$DUMP"
-suite "parity: PyTorch reference (compare)" /usr/bin/python3 test/ref/parity.py "$DUMP/step_00000000.h5"
-suite "parity: minGPT PyTorch reference (dump)" build/test_model --dump "$DUMP/gpt" mingpt
-suite "parity: minGPT PyTorch reference (compare)" /usr/bin/python3 test/ref/parity.py "$DUMP/gpt/step_00000000.h5"
-suite "cli: errors, resume, evaluation, generation" bash test/integration/test_cli.sh
 quick "shard (fast tier): np=2 full-shard losses equal np=1" env FSDPC_QUICK=1 bash test/integration/test_shard.sh
 quick "run tests: the suite runner's seconds per suite, ten slowest, total and over-budget warning, on made-up suites" bash test/meta/test_run_tests.sh
 quick "help: --help of every subcommand from the command table, typos named, the table against the docs" bash test/meta/test_help.sh
+# the parity comparisons below read what these write
+alone "parity: PyTorch reference (dump)" build/test_model --dump "$DUMP"
+alone "parity: minGPT PyTorch reference (dump)" build/test_model --dump "$DUMP/gpt" mingpt
+# the rest two at a time, the longest first so that the last two end close together
+suite "gpu-emu: the whole program on the emulated GPU" bash test/gpu/test_emu.sh
+suite "gpu-emu: CUDA kernels against the CPU ones, on a CPU emulation of the GPU" build/test_gpu_emu
+suite "offload: activation offloading on the emulated GPU: bit-identical losses, the tracker and the plan, the CPU no-op, refusals" bash test/gpu/test_offload.sh
+suite "gpu-check: make gpu-check dry-runs on the emulator (bookkeeping and table, not timings)" bash test/gpu/test_gpu_check.sh
+suite "plan: fsdpc plan against real start-up estimates and measured memory; run/plot.py" bash test/integration/test_plan.sh
 suite "shard: multi-rank equivalence, memory, bad layouts" bash test/integration/test_shard.sh
 suite "tp: the tensor-parallel mesh, its checks and refusals" bash test/integration/test_tp.sh
 suite "ckpt: parallel checkpoints, resharding, crash safety" bash test/integration/test_ckpt.sh
-suite "tensorboard: --tensorboard_dir event files decode with python3-protobuf, CRCs, the metrics file's scalars, resume" bash test/integration/test_tensorboard.sh
-suite "trace: Chrome trace, flight recorder, collective timeout, NCCL errors (emulated)" bash test/integration/test_trace.sh
-suite "data: formats, streaming, errors" bash test/integration/test_data.sh
 suite "arrow: Arrow IPC stream and file reader against apache-arrow" bash test/integration/test_arrow.sh
-suite "parquet: Parquet reader against parquet-wasm (arrow-rs) files" bash test/integration/test_parquet.sh
-suite "datasets: one token stream from JSON Lines, Arrow, Parquet, Hugging Face folders and hub names; hostile inputs" bash test/integration/test_datasets.sh
-suite "h5data: minimal_fsdp-style HDF5 sample rows as training and validation data" bash test/integration/test_h5data.sh
-suite "sources: input formats by content; Hugging Face folders, caches and hub names" bash test/integration/test_sources.sh
-suite "prepare: shards from text and JSON Lines" bash test/integration/test_prepare.sh
-suite "tokenizer: SentencePiece model and tokenizer.json against libsentencepiece" bash test/integration/test_tokenizer.sh
-suite "sft: finetuning rows (input_ids, prompt/completion, Alpaca, chat templates) to ids and loss labels; Llama-2 chat against Meta's format" bash test/integration/test_sft.sh
-suite "chat tables: chat rows from Arrow and Parquet (list<struct>) as from JSON Lines; bad rows, damaged files" bash test/integration/test_chat_tables.sh
-suite "gpt2 tokenizer: encoder.json + vocab.bpe and byte-level tokenizer.json against js-tiktoken" bash test/integration/test_gpt2_tokenizer.sh
-suite "neox tokenizer: GPT-NeoX-style tokenizer.json (NFC, added tokens for space runs) against a Python reference" bash test/integration/test_neox_tokenizer.sh
+suite "mingpt: train, greedy generation and GPT2LMHeadModel export against the PyTorch reference" bash test/integration/test_mingpt.sh
 suite "hf: Hugging Face weights in (safetensors) and out (export)" bash test/integration/test_hf.sh
+suite "datasets: one token stream from JSON Lines, Arrow, Parquet, Hugging Face folders and hub names; hostile inputs" bash test/integration/test_datasets.sh
 suite "llama3: rope_scaling llama3 against the PyTorch reference, checkpoints, export round trip, tied embeddings, presets, Llama-3 tokenizer.json, refusals" bash test/integration/test_llama3.sh
-suite "finetune: import, finetune on 2 ranks, export, PyTorch greedy equality" bash test/integration/test_finetune.sh
-suite "roundtrip: export keeps the import's max_position_embeddings, rope_theta, token ids and tokenizer files" bash test/integration/test_roundtrip.sh
 suite "finetune data: masks, -100 labels, layouts, packing equal to padding, formats, bad rows, document masking" bash test/integration/test_finetune_data.sh
 suite "recipes: 10.FSDP's, SMP's and the profiling recipe's argument lists verbatim; refusals by name; schedules, validation batch, checkpointing, all-gathers" bash test/integration/test_recipes.sh
-suite "mistral: sliding-window attention; MistralForCausalLM import/export, generation past the window and parity against the PyTorch reference" bash test/integration/test_mistral.sh
-suite "mingpt: train, greedy generation and GPT2LMHeadModel export against the PyTorch reference" bash test/integration/test_mingpt.sh
+suite "faults: divergence, preemption, one-rank errors, memory, paths, flags" bash test/probes/test_faults.sh
+suite "foreign: PyTorch and Hugging Face checkpoints (the recipes' layouts) refused as resume folders by name, a --checkpoint_dir holding files fsdpc did not write" bash test/probes/test_foreign.sh
+suite "ptxas: no register spills in the attention kernels (sm_80, sm_90), backward blocks per SM" bash test/gpu/test_ptxas.sh
+suite "emu-libs: emulated cuBLASLt 'not supported', asynchronous emulated NCCL (timeout, abort), no NCCL for 1-rank groups" bash test/gpu/test_emu_libs.sh
+suite "probes phases: stop signals in every phase (exit 75, nothing partial, no lock; mpirun relaying); unread checkpoint entries and dataset fields warned" bash test/probes/test_probes_phases.sh
+suite "trace: Chrome trace, flight recorder, collective timeout, NCCL errors (emulated)" bash test/integration/test_trace.sh
 suite "gpt_neox: parity, training, GPTNeoXForCausalLM export/import and generation against the PyTorch reference" bash test/integration/test_neox.sh
-suite "fuzz: regression corpus under ASan/UBSan" bash test/fuzz/replay.sh
+suite "cli: errors, resume, evaluation, generation" bash test/integration/test_cli.sh
+suite "mpich: make MPI=mpich; Hydra's mpiexec -n 2 -ppn 2 losses equal Open MPI's; errors, stop signals, binding, crossed launchers" bash test/integration/test_mpich.sh
+suite "gpt2 tokenizer: encoder.json + vocab.bpe and byte-level tokenizer.json against js-tiktoken" bash test/integration/test_gpt2_tokenizer.sh
+suite "probes identity: resume with changed inputs, ranks that see different files, checkpoint I/O under the collective timeout" bash test/probes/test_probes_identity.sh
+suite "probes (limits): ulimit -v/-n/-f, umask, threads above the cores, overflowing sizes, errors that name their cause" bash test/probes/test_probes_limits.sh
+suite "prepare: shards from text and JSON Lines" bash test/integration/test_prepare.sh
 suite "container: Dockerfile installs through run/install-deps.sh and its build stage runs here; the MPIJob parses, requests GPUs and EFA, and its mpirun line trains" bash test/integration/test_container.sh
+suite "chat tables: chat rows from Arrow and Parquet (list<struct>) as from JSON Lines; bad rows, damaged files" bash test/integration/test_chat_tables.sh
+suite "probes, outputs: outputs that overlap inputs (by file identity) or fail (/dev/full)" bash test/probes/test_probes_outputs.sh
+suite "parquet: Parquet reader against parquet-wasm (arrow-rs) files" bash test/integration/test_parquet.sh
+suite "tokenizer: SentencePiece model and tokenizer.json against libsentencepiece" bash test/integration/test_tokenizer.sh
+suite "plan calibration: fsdpc plan against published FSDP runs (speed, fits), the fit in run/plan.c, docs/planning.md's generated tables" bash test/integration/test_plan_calibration.sh
+suite "h5data: minimal_fsdp-style HDF5 sample rows as training and validation data" bash test/integration/test_h5data.sh
 suite "slurm: srun/sbatch/scancel/preemption on a real single-node Slurm" bash test/integration/test_slurm.sh
+suite "probes lineage: checkpoint folders that hold other runs, names that lie about the step, several lineages" bash test/probes/test_probes_lineage.sh
+suite "roundtrip: export keeps the import's max_position_embeddings, rope_theta, token ids and tokenizer files" bash test/integration/test_roundtrip.sh
+suite "mistral: sliding-window attention; MistralForCausalLM import/export, generation past the window and parity against the PyTorch reference" bash test/integration/test_mistral.sh
+suite "sources: input formats by content; Hugging Face folders, caches and hub names" bash test/integration/test_sources.sh
+suite "errors last: a plain input error ends the output with its one error line (np=1, np=2, one rank only, a locked folder)" bash test/probes/test_errors_last.sh
+suite "sft: finetuning rows (input_ids, prompt/completion, Alpaca, chat templates) to ids and loss labels; Llama-2 chat against Meta's format" bash test/integration/test_sft.sh
+suite "docs: README under 200 lines, links and anchors resolve, the docs' marked commands run" bash test/meta/test_docs.sh
+suite "gpu bundle: run/gpu-bundle.sh's libraries and install line, inside a root of glibc, the bundle and CUDA stubs" bash test/gpu/test_bundle.sh
+suite "finetune: import, finetune on 2 ranks, export, PyTorch greedy equality" bash test/integration/test_finetune.sh
+suite "data: formats, streaming, errors" bash test/integration/test_data.sh
+suite "tensorboard: --tensorboard_dir event files decode with python3-protobuf, CRCs, the metrics file's scalars, resume" bash test/integration/test_tensorboard.sh
+suite "neox tokenizer: GPT-NeoX-style tokenizer.json (NFC, added tokens for space runs) against a Python reference" bash test/integration/test_neox_tokenizer.sh
+suite "fuzz: regression corpus under ASan/UBSan" bash test/fuzz/replay.sh
+suite "parity: PyTorch reference (compare)" /usr/bin/python3 test/ref/parity.py "$DUMP/step_00000000.h5"
+suite "parity: minGPT PyTorch reference (compare)" /usr/bin/python3 test/ref/parity.py "$DUMP/gpt/step_00000000.h5"
 suite "ofi: cm/ofi MTL over libfabric tcp matches the default transport" bash test/integration/test_ofi.sh
 suite "check tier: make check passes in under 3 minutes with its suites" bash test/meta/test_check_tier.sh
-suite "mpich: make MPI=mpich; Hydra's mpiexec -n 2 -ppn 2 losses equal Open MPI's; errors, stop signals, binding, crossed launchers" bash test/integration/test_mpich.sh
-suite "errors last: a plain input error ends the output with its one error line (np=1, np=2, one rank only, a locked folder)" bash test/probes/test_errors_last.sh
-suite "faults: divergence, preemption, one-rank errors, memory, paths, flags" bash test/probes/test_faults.sh
-suite "probes lineage: checkpoint folders that hold other runs, names that lie about the step, several lineages" bash test/probes/test_probes_lineage.sh
-suite "foreign: PyTorch and Hugging Face checkpoints (the recipes' layouts) refused as resume folders by name, a --checkpoint_dir holding files fsdpc did not write" bash test/probes/test_foreign.sh
-suite "probes identity: resume with changed inputs, ranks that see different files, checkpoint I/O under the collective timeout" bash test/probes/test_probes_identity.sh
-suite "probes, outputs: outputs that overlap inputs (by file identity) or fail (/dev/full)" bash test/probes/test_probes_outputs.sh
-suite "probes phases: stop signals in every phase (exit 75, nothing partial, no lock; mpirun relaying); unread checkpoint entries and dataset fields warned" bash test/probes/test_probes_phases.sh
-suite "probes (limits): ulimit -v/-n/-f, umask, threads above the cores, overflowing sizes, errors that name their cause" bash test/probes/test_probes_limits.sh
-suite "plan: fsdpc plan against real start-up estimates and measured memory; run/plot.py" bash test/integration/test_plan.sh
-suite "plan calibration: fsdpc plan against published FSDP runs (speed, fits), the fit in run/plan.c, docs/planning.md's generated tables" bash test/integration/test_plan_calibration.sh
-suite "docs: README under 200 lines, links and anchors resolve, the docs' marked commands run" bash test/meta/test_docs.sh
 
 suites_report
