@@ -189,7 +189,7 @@ TOKENIZER_SRC = comm/io.c base/path.c base/buf.c base/cli.c data/text/tokenizer.
 # the flag table names the finetuning formats, which data/text and data/rows define
 build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c run/flags.c run/recipes.c shard/shard_config.c model/config.c $(FAMILY_SRC) base/checked.c \
 	$(TOKENIZER_SRC) test/fuzz/stub.c
-build/fuzz/fuzz_jsonl: test/fuzz/fuzz_jsonl.c data/build/prepare.c data/build/shards.c data/format/shardfile.c data/rows/docs.c data/format/sniff.c data/source/source.c data/format/arrow.c data/format/parquet.c $(TOKENIZER_SRC) test/fuzz/stub.c
+build/fuzz/fuzz_jsonl: test/fuzz/fuzz_jsonl.c data/build/prepare.c data/build/shards.c data/format/shardfile.c data/rows/rows.c data/format/sniff.c data/source/source.c data/format/arrow.c data/format/parquet.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_tokenizer: test/fuzz/fuzz_tokenizer.c $(TOKENIZER_SRC) test/fuzz/stub.c
 build/fuzz/fuzz_sft: test/fuzz/fuzz_sft.c $(TOKENIZER_SRC) test/fuzz/stub.c
 # ident.c names files as UTF-8 with base/json's character check

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "source/ident.h"
+#include "source/source.h"
 #include "format/shardfile.h"
 #include "text/tokenizer.h"
 #include "rows/sft.h"
@@ -64,11 +65,22 @@ typedef struct {
     int rows, doc_mask;
 } Dataset;
 
+// A data spec resolved to the files of one split, once: what the run notes as its inputs before
+// any output opens, what data_recorded_vocab reads and what data_open opens are the same files.
+typedef struct {
+    SourceFiles files;
+    const char *split;  // the split resolved
+    int found;          // 1; 0: no such split; -1: err says why (on this rank)
+    char err[2048];
+} DataFiles;
+// source_resolve(spec, config, split) into f; data_files_free releases it.
+void data_files_resolve(DataFiles *f, const char *spec, const char *config, const char *split);
+void data_files_free(DataFiles *f);
+
 // Where a dataset comes from.
 typedef struct {
     const char *spec;         // a file, folder, glob, Hugging Face dataset folder or hub name (data/source/source.h)
-    const char *config;       // --dataset_config_name, or NULL
-    const char *split;        // "train" or "validation"
+    const DataFiles *files;   // spec resolved (data_files_resolve), its split's name in messages
     int optional;             // a missing split is no error: data_open returns 0
     const Tokenizer *tok;     // for documents (and: is plain text already its ids?)
     const char *text_column;  // NULL or "": "text"
@@ -86,7 +98,7 @@ typedef struct {
     void *ctx;
 } DataSource;
 
-// Collective. Resolves src, checks that every rank sees the same files (data/source/ident.h:
+// Collective. Checks that every rank resolved src to the same files (data/source/ident.h:
 // names, sizes, a CRC of each one's head and tail; a rank that differs is named with the first
 // file that differs), recognises each file by its content (data/format/sniff.h): token shards and
 // HDF5 are read as they are, plain text as bytes under the byte tokenizer, and documents (text,
@@ -99,9 +111,9 @@ typedef struct {
 #define DATA_STOPPED (-2)
 int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_begin, double frac_end, char *err, size_t errlen);
 void data_open_synthetic(Dataset *d, int T, int vocab);
-// The largest vocabulary the HDF5 files of a data spec record (data/h5data.h), 0 when none does;
-// *file names the file it came from. Resolution problems are data_open's to report.
-int data_recorded_vocab(const char *spec, const char *config, const char *split, char *file, size_t filelen);
+// The largest vocabulary the HDF5 files of a resolved spec record (data/format/h5data.h), 0 when
+// none does; *file names the file it came from. Resolution problems are data_open's to report.
+int data_recorded_vocab(const DataFiles *f, char *file, size_t filelen);
 
 void data_free(Dataset *d);
 // Path of the Tiny Shakespeare copy shipped next to the binary (data/tinyshakespeare.txt).

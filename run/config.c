@@ -3,7 +3,7 @@
 
 #include <stdio.h>
 
-void config_describe(const Config *c, char *buf, int len) {
+void config_describe(const Config *c, const char *train_data, char *buf, int len) {
     const ModelConfig *m = &c->model;
     char extra[32] = "";
     if (m->sliding_window) snprintf(extra, sizeof extra, " window=%d", m->sliding_window);
@@ -15,5 +15,5 @@ void config_describe(const Config *c, char *buf, int len) {
              m->intermediate_size, m->max_context_width, m->vocab_size, extra, shard_strategy_name(c->shard.sharding),
              shard_precision_name(c->shard.precision), c->optim.batch_size, c->optim.grad_accum, c->optim.max_steps, c->optim.lr, c->optim.min_lr, c->optim.warmup,
              shard_lr_decay_name(c->optim.lr_decay_style), c->optim.weight_decay, c->optim.beta1,
-             c->optim.beta2, c->optim.grad_clip, c->optim.seed, c->data.train_data[0] ? c->data.train_data : "(bundled tinyshakespeare)");
+             c->optim.beta2, c->optim.grad_clip, c->optim.seed, train_data);
 }

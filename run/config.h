@@ -92,7 +92,8 @@ typedef struct {
     unsigned char given[CLI_MAX_FLAGS];  // flags_cli's flags the command line set (cli_given)
 } Config;
 
-// one-line summary of the run configuration (stored in checkpoints, logged at start)
-void config_describe(const Config *cfg, char *buf, int len);
+// one-line summary of the run configuration (stored in checkpoints, logged at start); train_data:
+// what the run trains on, as run/inputs.c decided it (inputs_data_name)
+void config_describe(const Config *cfg, const char *train_data, char *buf, int len);
 
 #endif

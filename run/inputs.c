@@ -11,13 +11,28 @@
 #include "flags.h"
 #include "run.h"
 
-// The one decision of which data the run trains on (RunData).
+// The one decision of which data the run trains on (RunData), and each source resolved to its files.
 static void decide_data(const Config *c, RunData *d) {
     data_bundled_path(d->bundled, sizeof d->bundled);
     d->named = c->data.train_data[0] != 0;
     int synthetic = !strcmp(c->data.train_data, "synthetic") || (!d->named && c->data.dataset_type == DATASET_SYNTHETIC);
     d->kind = synthetic ? DATA_SYNTHETIC : d->named ? DATA_EXPLICIT : DATA_BUNDLED;
     snprintf(d->spec, sizeof d->spec, "%s", synthetic ? "synthetic" : d->named ? c->data.train_data : d->bundled);
+    const char *config = c->data.dataset_config_name;
+    if (!synthetic) data_files_resolve(&d->train_files, d->spec, config, c->data.train_split[0] ? c->data.train_split : "train");
+    snprintf(d->val_spec, sizeof d->val_spec, "%s", c->data.val_data[0] ? c->data.val_data : !d->named ? d->bundled : d->kind == DATA_EXPLICIT ? d->spec : "");
+    if (!d->val_spec[0]) return;
+    data_files_resolve(&d->val_files, d->val_spec, config, c->data.val_split[0] ? c->data.val_split : "validation");
+    // named validation data: its validation split when it has splits, else all of it
+    d->val_whole = !d->val_files.found && !c->data.val_split[0] && (c->data.val_data[0] || !d->named);
+    if (d->val_whole) {
+        data_files_free(&d->val_files);
+        data_files_resolve(&d->val_files, d->val_spec, config, "train");
+    }
+}
+
+const char *inputs_data_name(const Run *r) {
+    return r->data.kind == DATA_BUNDLED ? "(bundled tinyshakespeare)" : r->data.spec;
 }
 
 void inputs_init(Run *r) {
@@ -116,18 +131,11 @@ static int names_our_data(const char *recorded, void *ctx) {
     return same;
 }
 
-// The files a data spec resolves to, noted as inputs before the outputs are opened, so that an
-// output which is one of them is refused as such (data_open resolves them again, notes them, and
-// reports what cannot be resolved).
-static void note_data(const char *spec, const char *config, const char *split, const char *what) {
-    SourceFiles hf;
-    char err[1024];
-    memset(&hf, 0, sizeof hf);
-    if (!spec[0] || !strcmp(spec, "synthetic")) return;
-    int found = source_resolve(spec, config, split, &hf, err, sizeof err);
-    if (!found && !strcmp(split, "validation")) found = source_resolve(spec, config, "train", &hf, err, sizeof err);  // as data_open falls back
-    for (int i = 0; found > 0 && i < hf.nfiles; i++) io_input(hf.files[i], what);
-    source_files_free(&hf);
+// The files of a data source, noted as inputs before the outputs are opened, so that an output
+// which is one of them is refused as such (data_open notes them again and reports what cannot be
+// resolved).
+static void note_data(const DataFiles *f, const char *what) {
+    for (int i = 0; f->found > 0 && i < f->files.nfiles; i++) io_input(f->files.files[i], what);
 }
 
 // The vocabulary the run's token files record (the larger of training's and validation's), 0 when
@@ -138,10 +146,8 @@ static int train_vocab_recorded(const Run *r, char *file, size_t filelen) {
     int recorded = 0, val = 0;
     file[0] = 0;
     if (!tok_is_byte(r->tok)) return 0;
-    const char *train = r->data.kind == DATA_EXPLICIT ? r->data.spec : "";
-    recorded = data_recorded_vocab(train, c->data.dataset_config_name, c->data.train_split[0] ? c->data.train_split : "train", file, filelen);
-    val = data_recorded_vocab(c->data.val_data, c->data.dataset_config_name, c->data.val_split[0] ? c->data.val_split : "validation", val_file,
-                              sizeof val_file);
+    if (r->data.kind == DATA_EXPLICIT) recorded = data_recorded_vocab(&r->data.train_files, file, filelen);
+    if (c->data.val_data[0]) val = data_recorded_vocab(&r->data.val_files, val_file, sizeof val_file);
     if (val > recorded) snprintf(file, filelen, "%s", val_file);
     return val > recorded ? val : recorded;
 }
@@ -175,8 +181,8 @@ void inputs_resolve(Run *r) {
     // the run's inputs, which no output may replace (io.h); Hugging Face sources note their own files
     io_input(r->resume_file, "the checkpoint being resumed");
     if (r->init_h5) io_input(init, "--init_from");
-    note_data(r->data.kind == DATA_EXPLICIT ? r->data.spec : "", c->data.dataset_config_name, "train", "the training data");
-    note_data(c->data.val_data, c->data.dataset_config_name, "validation", "the validation data");
+    if (r->data.kind == DATA_EXPLICIT) note_data(&r->data.train_files, "the training data");
+    if (c->data.val_data[0]) note_data(&r->data.val_files, "the validation data");
     if (r->resume_file[0] || r->init_h5) {
         const char *file = r->resume_file[0] ? r->resume_file : init;
         const char *other = ckpt_check_same_file(file);
@@ -282,9 +288,9 @@ void inputs_load_state(Run *r) {
 }
 
 // A source of the run's data: what --train_data / --val_data name, read with the run's tokenizer.
-static DataSource data_source(Run *r, const char *spec, const char *split, const char *label) {
+static DataSource data_source(Run *r, const char *spec, const DataFiles *files, const char *label) {
     const Config *c = r->cfg;
-    return (DataSource){.spec = spec, .config = c->data.dataset_config_name, .split = split, .tok = r->tok, .ctx = r,
+    return (DataSource){.spec = spec, .files = files, .tok = r->tok, .ctx = r,
                         .text_column = c->data.text_column, .explicit_column = flags_given(c, "text_column"),
                         .cache_dir = c->data.data_cache_dir, .label = label, .stop = &comm_stop_signal, .format = c->data.data_format,
                         .chat_template = c->data.chat_template, .train_on_inputs = c->data.train_on_inputs,
@@ -311,8 +317,7 @@ int inputs_open_data(Run *r) {
                       "folder or hub name, or token shards): the bundled text is read as bytes", c->data.tokenizer);
     if (r->max_steps != 0) {
         r->has_train = 1;
-        DataSource src = data_source(r, d->spec, c->data.train_split[0] ? c->data.train_split : "train",
-                                     "training data");
+        DataSource src = data_source(r, d->spec, &d->train_files, "training data");
         src.identified = train_identified;
         if (synthetic) {  // no files: the identity is the name
             IdentSource none;
@@ -330,23 +335,14 @@ int inputs_open_data(Run *r) {
             comm_fail_all("--%s needs documents, and synthetic data has none", c->data.packing ? "packing" : "document_masking");
         r->train_loader = data_loader_new(&r->train, (uint64_t)c->optim.seed, B, 1);
     }
-    DataSource val = data_source(r, c->data.val_data, c->data.val_split[0] ? c->data.val_split : "validation", "validation data");
-    val.optional = !c->data.val_split[0];  // a split the command line named must exist
-    val.identified = val_identified;
-    if (c->data.val_data[0] || (!d->named && bundled_ok)) {
-        // named validation data: its validation split when it has splits, else all of it
-        double from = c->data.val_data[0] ? 0.0 : 0.9;  // the bundled text's last 10%
-        if (!c->data.val_data[0]) val.spec = d->bundled;
+    // the bundled text validates only where it is read as bytes; a dataset with splits validates
+    // on its own (--dataset allenai/c4 reads c4-validation too)
+    if (c->data.val_data[0] || (!d->named && bundled_ok) || d->kind == DATA_EXPLICIT) {
+        DataSource val = data_source(r, d->val_spec, &d->val_files, "validation data");
+        val.optional = !c->data.val_split[0] && !d->val_whole;  // a split the command line named must exist
+        val.identified = val_identified;
+        double from = !c->data.val_data[0] && !d->named ? 0.9 : 0.0;  // the bundled text's last 10%
         r->has_val = open_dataset(&r->val, &val, T, V, from, 1.0);
-        if (!r->has_val && !c->data.val_split[0]) {
-            val.split = "train";
-            val.optional = 0;
-            r->has_val = open_dataset(&r->val, &val, T, V, from, 1.0);
-        }
-    } else if (d->kind == DATA_EXPLICIT) {
-        // a dataset with splits validates on its own: --dataset allenai/c4 reads c4-validation too
-        val.spec = d->spec;
-        r->has_val = open_dataset(&r->val, &val, T, V, 0.0, 1.0);
     }
     if (r->has_val < 0) return r->has_val = 0, 1;
     if (r->has_val) r->val_loader = data_loader_new(&r->val, 0, B, 0);
@@ -370,6 +366,8 @@ void inputs_free(Run *r) {
     }
     for (int i = 0; i < INPUTS; i++)
         if (r->inputs[i].nfiles >= 0) ident_source_free(&r->inputs[i]);
+    data_files_free(&r->data.train_files);
+    data_files_free(&r->data.val_files);
     tok_free(r->tok);
     ckpt_source_free(&r->source);
 }

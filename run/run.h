@@ -26,6 +26,12 @@ typedef struct {
     char bundled[1024];
     // --train_data was given (--dataset_type synthetic leaves it unnamed: the bundled text then validates)
     int named;
+    // The training data (but synthetic) and the validation data, each resolved once: noted as
+    // inputs, their recorded vocabulary read, opened. Validation: --val_data, else the bundled
+    // text with the bundled training data, else the training data's own validation split.
+    char val_spec[1024];  // "": none
+    DataFiles train_files, val_files;
+    int val_whole;  // --val_data (or the bundled text) without a validation split, and no --val_split: read whole
 } RunData;
 
 enum { INPUT_TOKENIZER, INPUT_TRAIN, INPUT_VAL, INPUTS };
@@ -88,6 +94,8 @@ typedef struct {
 
 // inputs.c: where the model, tokenizer, state and data come from.
 void inputs_init(Run *r);
+// the training data for the configuration's line: its spec, "synthetic" or "(bundled tinyshakespeare)"
+const char *inputs_data_name(const Run *r);
 // Where the model comes from, before anything is built, then the tokenizer (which may set the vocabulary).
 void inputs_resolve(Run *r);
 // Opens the training and validation data; returns 1 when a preemption signal stopped a data cache

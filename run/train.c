@@ -332,7 +332,7 @@ static void save(Run *r, int step) {
     CkptSaved out;
     trace_begin(TRACE_COMPUTE, "checkpoint write", -1);
     char err[CKPT_ERR_LEN], run[2048];
-    config_describe(c, run, sizeof run);
+    config_describe(c, inputs_data_name(r), run, sizeof run);
     if (ckpt_save(c->ckpt.checkpoint_dir, &r->st, &c->model, run, c->data.tokenizer, &meta, &r->source, &out, err, sizeof err))
         comm_fail_all("%s", err);
     trace_end(TRACE_COMPUTE);
@@ -385,7 +385,7 @@ static void setup_steps(Run *r) {
 static void log_setup(const Run *r, const char *att) {
     const Config *c = r->cfg;
     char desc[2048], origins[400];
-    config_describe(c, desc, sizeof desc);
+    config_describe(c, inputs_data_name(r), desc, sizeof desc);
     flags_size_origins(c, origins, sizeof origins);
     log_msg("fsdpc: %d rank(s) on %s, %d thread(s)/rank, %.2fM parameters (%s)\n%s attention=%s\n", comm_info.world,
             kern_device_name(), c->run.num_threads, r->plan.num_params / 1e6, origins, desc, kern_attention_kernel());

@@ -21,8 +21,7 @@
 #include "shards.h"
 
 #define CACHE_VERSION 3  // 2: a document index beside each part, finetuning rows; 3: the rows' fields in part-N.txt
-#define CACHE_PROGRESS_PERIOD 1.0
-#define CACHE_STOPPED 2  // a build's status when a preemption signal stopped it  // seconds between rank 0's progress lines
+#define CACHE_PROGRESS_PERIOD 1.0  // seconds between rank 0's progress lines
 static const char cache_probe_text[] = "Hello, world! 1234 caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac\n\t  <s> end.";
 
 typedef struct {
@@ -90,76 +89,6 @@ void cache_part_path(const char *dir, int i, char *out, size_t len) { snprintf(o
 
 static void cache_stats_path(const char *dir, int i, char *out, size_t len) { snprintf(out, len, "%s/part-%06d.txt", dir, i); }
 
-// part i's file with extension ext ("idx": the document index, "lab": finetuning labels)
-static void cache_side_path(const char *dir, int i, const char *ext, char *out, size_t len) {
-    snprintf(out, len, "%s/part-%06d.%s", dir, i, ext);
-}
-
-// Opens a side file under tmp and writes a header to be completed by cache_file_close.
-static FILE *cache_side_open(const char *tmp, int dtype_bytes, char *err, size_t errlen) {
-    FILE *f = fopen(tmp, "wb");
-    if (!f || shards_header(f, dtype_bytes, 0)) {
-        snprintf(err, errlen, "cannot create the data cache file '%s': %s", tmp, strerror(errno));
-        if (f) fclose(f);
-        return NULL;
-    }
-    return f;
-}
-
-// Completes a part's file (its shard or a side file): the header's count, synced, closed and renamed
-// to path; after an earlier failure (rc) only closed and removed.
-static int cache_file_close(FILE *f, const char *tmp, const char *path, int dtype_bytes, uint64_t count, int rc, char *err, size_t errlen) {
-    if (!rc && (shards_header(f, dtype_bytes, count) || fflush(f) != 0 || fsync(fileno(f)) != 0))
-        rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, comm_path_error(tmp, errno)), -1);
-    if (fclose(f) != 0 && !rc) rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", tmp, strerror(errno)), -1);
-    if (!rc && rename(tmp, path) != 0) rc = (snprintf(err, errlen, "cannot rename '%s': %s", tmp, strerror(errno)), -1);
-    if (rc) unlink(tmp);
-    return rc;
-}
-
-// ---- one part ----
-
-typedef struct {
-    FILE *f;
-    FILE *idx;      // the documents' starts (token offsets), then the end
-    int width;
-    uint64_t tokens;
-    Buf doc;  // one document's tokens, little-endian
-} CachePart;
-
-// Writes doc's tokens: ids as they are; text as prepare writes it (shards_put_text).
-static int cache_doc(const CacheRequest *q, CachePart *p, const Doc *d, int32_t **ids, size_t *cap, char *err, size_t errlen,
-                     const char *path, uint64_t row) {
-    p->doc.len = 0;
-    if (d->is_ids) {
-        for (size_t i = 0; i < d->len; i++) {
-            if (d->ids[i] < 0 || d->ids[i] >= q->vocab)
-                return err_set(err, errlen, "'%s' row %llu holds token id %lld, outside the vocabulary [0, %d)", path,
-                                (unsigned long long)row, (long long)d->ids[i], q->vocab);
-            shards_put(&p->doc, p->width, (uint64_t)d->ids[i]);
-        }
-    } else shards_put_text(&p->doc, p->width, q->tok, d->text, d->len, ids, cap);
-    if ((p->doc.len && fwrite(p->doc.data, 1, p->doc.len, p->f) != p->doc.len) || fwrite(&p->tokens, sizeof p->tokens, 1, p->idx) != 1)
-        return err_set(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno));
-    p->tokens += p->doc.len / (size_t)p->width;
-    return 0;
-}
-
-// Writes a finetuning row: its ids to the shard, its labels beside them, its start to the index.
-static int cache_row(CachePart *p, FILE *lab, const SftRow *row, char *err, size_t errlen) {
-    p->doc.len = 0;
-    for (size_t i = 0; i < row->len; i++) shards_put(&p->doc, p->width, (uint64_t)(uint32_t)row->ids[i]);
-    int ok = (!p->doc.len || fwrite(p->doc.data, 1, p->doc.len, p->f) == p->doc.len) && fwrite(&p->tokens, sizeof p->tokens, 1, p->idx) == 1;
-    for (size_t i = 0; ok && i < row->len; i++) {
-        uint32_t y = row->labels[i] < 0 ? UINT32_MAX : (uint32_t)row->labels[i];
-        uint8_t b[4] = {(uint8_t)y, (uint8_t)(y >> 8), (uint8_t)(y >> 16), (uint8_t)(y >> 24)};
-        ok = fwrite(b, 1, 4, lab) == 4;
-    }
-    if (!ok) return err_set(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno));
-    p->tokens += row->len;
-    return 0;
-}
-
 typedef struct {
     uint64_t bytes_total, bytes_done;  // this rank's inputs
     uint64_t tokens;
@@ -178,65 +107,78 @@ static void cache_progress(CacheProgress *g, uint64_t done_now, uint64_t part_to
             dt > 0 ? mb / dt : 0.0, (unsigned long long)(g->tokens + part_tokens), comm_info.world > 1 ? " (each rank builds its share)" : "");
 }
 
-// Builds part i into folder dir: the shard under a .tmp name first, renamed once complete.
+// part i's file with extension ext ("idx": the document index, "lab": finetuning labels)
+static void cache_side_path(const char *dir, int i, const char *ext, char *out, size_t len) {
+    snprintf(out, len, "%s/part-%06d.%s", dir, i, ext);
+}
+
+// ---- one part ----
+
+typedef struct {
+    ShardsSink sink;
+    ShardFile bin, idx, lab;  // the tokens; the rows' first tokens, then the end; labels (finetuning rows)
+    CacheProgress *g;
+} CachePart;
+
+// One row: its tokens to the shard, its start to the index, a finetuning row's labels beside.
+static int cache_row(ShardsSink *sink, const Buf *tokens, const SftRow *sft, uint64_t index, char *err, size_t errlen) {
+    CachePart *p = (CachePart *)sink;
+    uint64_t start = p->bin.count;
+    if (shards_file_write(&p->idx, &start, 1, err, errlen) || shards_file_write(&p->bin, tokens->data, tokens->len / (size_t)sink->width, err, errlen))
+        return -1;
+    for (size_t i = 0; sft && i < sft->len; i++) {
+        uint32_t y = sft->labels[i] < 0 ? UINT32_MAX : (uint32_t)sft->labels[i];
+        uint8_t b[4] = {(uint8_t)y, (uint8_t)(y >> 8), (uint8_t)(y >> 16), (uint8_t)(y >> 24)};
+        if (shards_file_write(&p->lab, b, 1, err, errlen)) return -1;
+    }
+    return 0;
+}
+
+static void cache_part_progress(ShardsSink *sink, uint64_t bytes_read) {
+    CachePart *p = (CachePart *)sink;
+    cache_progress(p->g, bytes_read, p->bin.count, 0);
+}
+
+// Builds part i into folder dir: each file under a .tmp name first, renamed once complete.
 static int cache_build_part(const CacheRequest *q, int i, const char *dir, CacheProgress *g, char *err, size_t errlen) {
     const CacheInput *in = &q->inputs[i];
-    char path[4200], tmp[4210], stats[4200], ipath[4200], itmp[4210];
+    char path[4200], stats[4200], ipath[4200], lpath[4200];
     cache_part_path(dir, i, path, sizeof path);
     cache_stats_path(dir, i, stats, sizeof stats);
     cache_side_path(dir, i, "idx", ipath, sizeof ipath);
-    char lpath[4200], ltmp[4210];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    snprintf(itmp, sizeof itmp, "%s.tmp", ipath);
     cache_side_path(dir, i, "lab", lpath, sizeof lpath);
-    snprintf(ltmp, sizeof ltmp, "%s.tmp", lpath);
     // rows (finetuning formats) or documents: as --data_format says, or as the file's fields say
     RowsOptions o = {.sft = {.format = q->format, .tmpl = q->tmpl, .tok = q->tok, .train_on_inputs = q->train_on_inputs, .vocab = q->vocab},
                      .text_column = q->text_column, .explicit_column = q->explicit_column};
     RowsReader *r = rows_open(in->path, in->kind, in->comp, &o, err, errlen);
     if (!r) return -1;
-    CachePart p = {.width = cache_width(q->vocab)};
-    FILE *lab = NULL;
-    p.f = fopen(tmp, "wb");
-    int rc = 0;
-    if (!p.f) rc = (snprintf(err, errlen, "cannot create the data cache file '%s': %s", tmp, strerror(errno)), -1);
-    if (!rc && shards_header(p.f, p.width, 0))
-        rc = (snprintf(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno)), -1);
-    if (!rc && !(p.idx = cache_side_open(itmp, 8, err, errlen))) rc = -1;
-    if (!rc && rows_labeled(r) && !(lab = cache_side_open(ltmp, 4, err, errlen))) rc = -1;
-    int32_t *ids = NULL;
-    size_t cap = 0;
+    char range[64];
+    snprintf(range, sizeof range, "the vocabulary [0, %d)", q->vocab);
+    CachePart p = {.sink = {.width = cache_width(q->vocab), .tok = q->tok, .id_limit = q->vocab, .id_range = range, .stop = q->stop,
+                            .row = cache_row, .progress = cache_part_progress},
+                   .g = g};
     uint64_t rows = 0;
-    Row row;
-    int got = 0;
-    while (!rc && (got = rows_next(r, &row, err, errlen)) > 0) {
-        rows++;
-        rc = row.sft ? cache_row(&p, lab, row.sft, err, errlen) : cache_doc(q, &p, row.doc, &ids, &cap, err, errlen, in->path, rows);
-        if (!(rows & 255)) {
-            cache_progress(g, rows_progress(r), p.tokens, 0);
-            if (q->stop && *q->stop) rc = (snprintf(err, errlen, "stopped by a signal"), CACHE_STOPPED);
-        }
-    }
-    if (got < 0) rc = -1;
-    if (!rc && fwrite(&p.tokens, sizeof p.tokens, 1, p.idx) != 1)
-        rc = (snprintf(err, errlen, "cannot write the data cache: %s", comm_path_error(NULL, errno)), -1);
-    if (p.f) rc = cache_file_close(p.f, tmp, path, p.width, p.tokens, rc, err, errlen);
-    if (p.idx) rc = cache_file_close(p.idx, itmp, ipath, 8, rows + 1, rc, err, errlen);
-    if (lab) rc = cache_file_close(lab, ltmp, lpath, 4, p.tokens, rc, err, errlen);
+    int rc = shards_file_open(&p.bin, path, p.sink.width, 0, err, errlen);
+    if (!rc) rc = shards_file_open(&p.idx, ipath, 8, 0, err, errlen);
+    if (!rc && rows_labeled(r)) rc = shards_file_open(&p.lab, lpath, 4, 0, err, errlen);
+    if (!rc) rc = shards_build(r, in->path, &p.sink, &rows, err, errlen);
+    uint64_t tokens = p.bin.count;
+    if (!rc) rc = shards_file_write(&p.idx, &tokens, 1, err, errlen);
+    ShardFile *files[] = {&p.bin, &p.idx, &p.lab};
+    for (size_t k = 0; k < 3; k++)
+        if (shards_file_is_open(files[k])) rc = shards_file_close(files[k], rc, err, errlen);
     if (!rc) {
         char fields[DOCS_FIELDS_MAX * 260];
         docs_fields_save(rows_fields(r), fields, sizeof fields);
         FILE *s = fopen(stats, "w");
         if (!s || fprintf(s, "%llu %llu %llu\n%s\n%s\n", (unsigned long long)rows, (unsigned long long)rows_nulls(r),
-                          (unsigned long long)p.tokens, rows_describe(r), fields) < 0 || fclose(s) != 0)
-            rc = (snprintf(err, errlen, "cannot write the data cache file '%s': %s", stats, strerror(errno)), -1);
+                          (unsigned long long)tokens, rows_describe(r), fields) < 0 || fclose(s) != 0)
+            rc = err_set(err, errlen, "cannot write the data cache file '%s': %s", stats, strerror(errno));
     }
-    if (rc) unlink(tmp), unlink(path), unlink(ipath);  // a part is whole or absent
-    g->tokens += p.tokens;
+    if (rc) unlink(path), unlink(ipath), unlink(lpath);  // a part is whole or absent
+    g->tokens += tokens;
     g->bytes_done += rows_progress(r);
     rows_close(r);
-    free(ids);
-    buf_free(&p.doc);
     return rc;
 }
 
@@ -367,7 +309,7 @@ int cache_ensure(const CacheRequest *q, char *dir, size_t len, char *line, size_
         }
     }
     // a signal anywhere stops every rank; else an error anywhere fails them all with its line
-    double stopped = rc == CACHE_STOPPED;
+    double stopped = rc == SHARDS_STOPPED;
     comm_allreduce_max_f64(world, &stopped, 1);
     int failed = stopped ? 0 : comm_agree(rc ? err : NULL, line, linelen);
     if (stopped || failed) {

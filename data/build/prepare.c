@@ -23,7 +23,7 @@
 #include "../../comm/comm.h"
 #include "../../comm/io.h"
 #include "../../base/rng.h"
-#include "../rows/docs.h"
+#include "../rows/rows.h"
 #include "../source/source.h"
 #include "../format/sniff.h"
 #include "../text/tokenizer.h"
@@ -45,10 +45,10 @@ typedef struct {
     int dtype_bytes;
     int rank, world;
     uint64_t max_tokens;  // per shard
-    FILE *f;              // the open shard, written as its .tmp name; NULL between shards
-    char *path, *tmp;     // the shard's final name and the one it is written under
+    ShardFile f;          // the open shard (shards_file_is_open), written under its temporary name
+    char *path;           // a shard's name (prepare_split_name)
     size_t path_cap;
-    uint64_t in_shard, total;
+    uint64_t total;
     int nshards;          // completed shards
 } PrepareSplit;
 
@@ -74,7 +74,7 @@ typedef struct Prepare {
     uint64_t *sizes;
     bool *gzipped;
     bool inputs_owned;      // inputs holds prepare_expand's strings rather than the caller's
-    bool *as_docs;          // read through data/docs (zstd, Arrow, Parquet), as docs_kind/docs_comp say
+    bool *as_docs;          // read through data/rows and shards_build (zstd, Arrow, Parquet), as docs_kind/docs_comp say
     DocsKind *docs_kind;
     DocsCompression *docs_comp;
     PrepareWork *work;
@@ -151,61 +151,40 @@ static void prepare_split_init(PrepareSplit *s, Prepare *p, const char *name) {
     s->max_tokens = p->shard_tokens;
     s->path_cap = strlen(p->output) + strlen(name) + 32;
     s->path = mallocCheck(s->path_cap);
-    s->tmp = mallocCheck(s->path_cap + 4);
 }
 
 // names this rank's shard number `index` (0, 1, ... for this rank)
 static void prepare_split_name(PrepareSplit *s, int index) {
     snprintf(s->path, s->path_cap, "%s/%s_%06lld.bin", s->dir, s->name, (long long)index * s->world + s->rank);
-    snprintf(s->tmp, s->path_cap + 4, "%s.tmp", s->path);
-}
-
-static void prepare_split_open(PrepareSplit *s) {
-    prepare_split_name(s, s->nshards);
-    s->f = fopenCheck(s->tmp, "wb");
-    // stdio's own buffer, enlarged: spans of a document go out in big writes
-    setvbuf(s->f, NULL, _IOFBF, PREPARE_IO_BYTES);
-    // ntokens is patched on close
-    if (shards_header(s->f, s->dtype_bytes, 0)) prepare_fail(s->p, "cannot write '%s': %s", s->tmp, strerror(errno));
-    s->in_shard = 0;
 }
 
 // The shard gets its final name only once complete, so a crash never leaves a truncated one.
+// After an earlier error (the first is kept) the shard is only removed.
 static void prepare_split_close(PrepareSplit *s) {
-    int ok = shards_header(s->f, s->dtype_bytes, s->in_shard) == 0, e = errno;
-    if (fclose(s->f) != 0 && ok) ok = 0, e = errno;
-    s->f = NULL;
-    if (!ok) {
-        unlink(s->tmp);  // never to become a shard
-        return (void)prepare_fail(s->p, "cannot write '%s': %s", s->tmp, comm_path_error(s->tmp, e));
-    }
-    if (rename(s->tmp, s->path) != 0) return (void)prepare_fail(s->p, "cannot rename '%s' to '%s': %s", s->tmp, s->path, strerror(errno));
-    s->nshards++;
+    if (shards_file_close(&s->f, s->p->err[0] ? -1 : 0, s->p->err, sizeof s->p->err) == 0) s->nshards++;
 }
 
 // Nothing more is written after a failure (this rank's first error, in s->p->err).
 static void prepare_split_write(PrepareSplit *s, const uint8_t *tokens, uint64_t n) {
-    while (n > 0 && !s->p->err[0]) {
-        if (!s->f) prepare_split_open(s);
-        uint64_t room = s->max_tokens - s->in_shard, take = n < room ? n : room;
-        if (fwrite(tokens, (size_t)s->dtype_bytes, take, s->f) != take)
-            return (void)prepare_fail(s->p, "cannot write '%s': %s", s->tmp, comm_path_error(s->tmp, errno));
+    Prepare *p = s->p;
+    while (n > 0 && !p->err[0]) {
+        if (!shards_file_is_open(&s->f)) {
+            prepare_split_name(s, s->nshards);
+            if (shards_file_open(&s->f, s->path, s->dtype_bytes, PREPARE_IO_BYTES, p->err, sizeof p->err)) return;
+        }
+        uint64_t room = s->max_tokens - s->f.count, take = n < room ? n : room;
+        if (shards_file_write(&s->f, tokens, take, p->err, sizeof p->err)) return;
         tokens += take * (uint64_t)s->dtype_bytes;
         n -= take;
-        s->in_shard += take;
         s->total += take;
-        if (s->in_shard == s->max_tokens) prepare_split_close(s);
+        if (s->f.count == s->max_tokens) prepare_split_close(s);
     }
 }
 
-// After an error on any rank: the unfinished shard is dropped (its .tmp name never becomes
+// After an error on any rank: the unfinished shard is dropped (its temporary name never becomes
 // final) and the finished ones removed, so a failed run leaves nothing behind.
 static void prepare_split_abandon(PrepareSplit *s) {
-    if (s->f) {
-        fclose(s->f);
-        s->f = NULL;
-        unlink(s->tmp);
-    }
+    if (shards_file_is_open(&s->f)) shards_file_close(&s->f, -1, NULL, 0);
     for (int i = 0; i < s->nshards; i++) {
         prepare_split_name(s, i);
         unlink(s->path);
@@ -213,10 +192,7 @@ static void prepare_split_abandon(PrepareSplit *s) {
     s->nshards = 0;
 }
 
-static void prepare_split_free(PrepareSplit *s) {
-    free(s->path);
-    free(s->tmp);
-}
+static void prepare_split_free(PrepareSplit *s) { free(s->path); }
 
 // Collective: prepare_sync after a failure anywhere makes every rank remove what it wrote.
 static int prepare_failed(Prepare *p) {
@@ -545,41 +521,55 @@ static bool prepare_is_jsonl(const char *path) {
     return (n >= 6 && !strncmp(path + n - 6, ".jsonl", 6)) || (n >= 5 && !strncmp(path + n - 5, ".json", 5));
 }
 
-// A file read through data/docs: each row (or the whole text) one document, identified for the
-// train/validation choice by its row number.
+// A file read through data/rows as documents: each row (or the whole text) one document,
+// identified for the train/validation choice by its row number.
+typedef struct {
+    ShardsSink sink;
+    Prepare *p;
+    int file;
+} PrepareSink;
+
+static int prepare_row(ShardsSink *sink, const Buf *tokens, const SftRow *sft, uint64_t index, char *err, size_t errlen) {
+    PrepareSink *ps = (PrepareSink *)sink;
+    Prepare *p = ps->p;
+    p->cur_file = ps->file;
+    p->cur_offset = index;
+    p->cur.len = 0;
+    buf_append(&p->cur, tokens->data, tokens->len);
+    prepare_end_doc(p);
+    return p->err[0] ? err_set(err, errlen, "%s", p->err) : 0;
+}
+
+static void prepare_row_progress(ShardsSink *sink, uint64_t bytes_read) {
+    Prepare *p = ((PrepareSink *)sink)->p;
+    prepare_progress(p, p->bytes_before + bytes_read, false);
+}
+
 static int prepare_docs(Prepare *p, int file) {
     const char *path = p->inputs[file];
-    DocsReader *r = docs_open(path, p->docs_kind[file], p->docs_comp[file], "text", 0, p->err, sizeof p->err);
+    RowsOptions o = {.sft = {.format = SFT_TEXT}, .text_column = "text"};
+    RowsReader *r = rows_open(path, p->docs_kind[file], p->docs_comp[file], &o, p->err, sizeof p->err);
     if (!r) return 1;
-    Doc d;
-    int got = 0;
-    uint64_t row = 0;
-    while (!p->err[0] && !(p->stopped = comm_stop_signal != 0) && (got = docs_next(r, &d, p->err, sizeof p->err)) > 0) {
-        p->cur_file = file;
-        p->cur_offset = row++;
-        p->cur.len = 0;
-        if (d.is_ids) {
-            for (size_t i = 0; i < d.len && got > 0; i++) {
-                if ((p->check_ids && d.ids[i] >= tok_vocab_size(p->tok)) || (uint64_t)d.ids[i] >> (8 * p->dtype_bytes))
-                    got = -prepare_fail(p, "'%s' row %llu holds token id %lld, beyond the vocabulary of %s", path, (unsigned long long)row,
-                                        (long long)d.ids[i], tok_path(p->tok));
-                else shards_put(&p->cur, p->dtype_bytes, (uint32_t)d.ids[i]);
-            }
-            if (got < 0) break;
-        } else {
-            p->text.len = 0;
-            buf_append(&p->text, d.text, d.len);
-            prepare_encode_text(p);
-        }
-        prepare_end_doc(p);
-        if (!(row & 255)) prepare_progress(p, p->bytes_before + docs_progress(r), false);
-    }
+    // ids fit the shards' width; an explicit tokenizer's also its vocabulary
+    int64_t limit = (int64_t)1 << (8 * p->dtype_bytes);
+    char range[1200];
+    if (p->check_ids) limit = tok_vocab_size(p->tok), snprintf(range, sizeof range, "the vocabulary [0, %lld) of %s", (long long)limit, tok_path(p->tok));
+    else snprintf(range, sizeof range, "what --dtype %s holds, [0, %lld)%s", p->dtype_bytes == 2 ? "uint16" : "uint32", (long long)limit,
+                  p->dtype_bytes == 2 ? ": pass --dtype uint32" : "");
+    PrepareSink ps = {.sink = {.width = p->dtype_bytes, .tok = p->tok, .id_limit = limit, .id_range = range, .stop = &comm_stop_signal,
+                               .row = prepare_row, .progress = prepare_row_progress},
+                      .p = p, .file = file};
+    uint64_t rows = 0;
+    char err[sizeof p->err];
+    int rc = shards_build(r, path, &ps.sink, &rows, err, sizeof err);
+    if (rc == SHARDS_STOPPED) p->stopped = true;
+    else if (rc) prepare_fail(p, "%s", err);
     p->bytes_before += p->sizes[file];
     char fields[DOCS_FIELDS_MAX * 260];
-    docs_fields_save(docs_fields(r), fields, sizeof fields);
+    docs_fields_save(rows_fields(r), fields, sizeof fields);
     docs_fields_parse(&p->fields, fields);
-    docs_close(r);
-    return got < 0 || p->stopped || p->err[0];
+    rows_close(r);
+    return rc != 0 || p->err[0];
 }
 
 static int prepare_input(Prepare *p, const PrepareWork *w) {
@@ -760,7 +750,8 @@ static int prepare_setup(Prepare *p) {
         if (inner != SNIFF_TEXT && inner != SNIFF_JSONL && inner != SNIFF_ARROW_STREAM && inner != SNIFF_ARROW_FILE && inner != SNIFF_PARQUET)
             return prepare_fail(p, "input '%s' is %s, which prepare does not read (it reads text, JSON Lines, Arrow and Parquet)", path, sn.what);
         p->gzipped[i] = sn.format == SNIFF_GZIP;
-        // the stream path reads plain and gzip text and JSON Lines (by name), with byte ranges; the rest goes through data/docs
+        // the stream path reads plain and gzip text and JSON Lines (by name), with byte ranges; the rest goes through
+        // data/rows into shards_build, as the data cache reads every input
         // (a file named .jsonl keeps the stream path whatever it holds: its scanner names the bad line)
         p->as_docs[i] = sn.format == SNIFF_ZSTD || inner == SNIFF_ARROW_STREAM || inner == SNIFF_ARROW_FILE || inner == SNIFF_PARQUET ||
                         (inner == SNIFF_JSONL && !prepare_is_jsonl(path));
@@ -788,8 +779,8 @@ static void prepare_run(Prepare *p) {
 // 0, or -1 on every rank with the line in p->err.
 static int prepare_finish(Prepare *p) {
     prepare_end_docs(p);
-    if (p->train.f) prepare_split_close(&p->train);
-    if (p->val.f) prepare_split_close(&p->val);
+    if (shards_file_is_open(&p->train.f)) prepare_split_close(&p->train);
+    if (shards_file_is_open(&p->val.f)) prepare_split_close(&p->val);
     if (prepare_failed(p)) return -1;
     double sums[6] = {(double)p->ndocs, (double)p->train.total, (double)p->train.nshards, (double)p->val.total,
                       (double)p->val.nshards, (double)(p->bytes_total)};

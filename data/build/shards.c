@@ -1,8 +1,16 @@
+// shards: rows encoded into token files; see shards.h.
 #include "shards.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "../../base/err.h"
+#include "../../comm/comm.h"
 #include "../format/shardfile.h"
+
+// ---- encode ----
 
 void shards_put(Buf *out, int width, uint64_t token) {
     buf_reserve(out, (size_t)width);
@@ -33,8 +41,87 @@ void shards_put_text(Buf *out, int width, const Tokenizer *tok, const char *text
     if (tok_eos(tok) >= 0) shards_put(out, width, (uint64_t)tok_eos(tok));
 }
 
-int shards_header(FILE *f, int width, uint64_t count) {
+// ---- build ----
+
+// row `row` (from 1, as the error line counts) of path into out
+static int shards_encode(const ShardsSink *s, Buf *out, const Row *r, const char *path, uint64_t row, int32_t **ids, size_t *cap,
+                         char *err, size_t errlen) {
+    out->len = 0;
+    if (r->sft) {
+        for (size_t i = 0; i < r->sft->len; i++) shards_put(out, s->width, (uint64_t)(uint32_t)r->sft->ids[i]);
+        return 0;
+    }
+    const Doc *d = r->doc;
+    if (!d->is_ids) return shards_put_text(out, s->width, s->tok, d->text, d->len, ids, cap), 0;
+    for (size_t i = 0; i < d->len; i++) {
+        if (d->ids[i] < 0 || d->ids[i] >= s->id_limit)
+            return err_set(err, errlen, "'%s' row %llu holds token id %lld, outside %s", path, (unsigned long long)row,
+                           (long long)d->ids[i], s->id_range);
+        shards_put(out, s->width, (uint64_t)d->ids[i]);
+    }
+    return 0;
+}
+
+int shards_build(RowsReader *r, const char *path, ShardsSink *sink, uint64_t *rows, char *err, size_t errlen) {
+    Buf tokens = {0};
+    int32_t *ids = NULL;
+    size_t cap = 0;
+    Row row;
+    int got, rc = 0;
+    *rows = 0;
+    while (!rc && (got = rows_next(r, &row, err, errlen)) != 0) {
+        if (got < 0) rc = -1;
+        if (!rc) rc = shards_encode(sink, &tokens, &row, path, *rows + 1, &ids, &cap, err, errlen);
+        if (!rc) rc = sink->row(sink, &tokens, row.sft, (*rows)++, err, errlen);
+        if (!rc && !(*rows % SHARDS_POLL_ROWS)) {
+            if (sink->progress) sink->progress(sink, rows_progress(r));
+            if (sink->stop && *sink->stop) rc = (err_set(err, errlen, "stopped by a signal"), SHARDS_STOPPED);
+        }
+    }
+    buf_free(&tokens);
+    free(ids);
+    return rc;
+}
+
+// ---- files ----
+
+static int shards_header(FILE *f, int width, uint64_t count) {
     uint8_t header[TOKFILE_HEADER_BYTES];
     data_shard_header(header, width, count);
     return fseek(f, 0, SEEK_SET) == 0 && fwrite(header, 1, sizeof header, f) == sizeof header ? 0 : -1;
+}
+
+int shards_file_open(ShardFile *s, const char *path, int width, size_t io_bytes, char *err, size_t errlen) {
+    size_t n = strlen(path) + 1;
+    *s = (ShardFile){.path = mallocCheck(n), .tmp = mallocCheck(n + 4), .width = width};
+    memcpy(s->path, path, n);
+    snprintf(s->tmp, n + 4, "%s.tmp", path);
+    s->f = fopen(s->tmp, "wb");
+    if (!s->f) return shards_file_close(s, err_set(err, errlen, "cannot create '%s': %s", s->tmp, comm_path_error(s->tmp, errno)), err, errlen);
+    // spans of a document go out in big writes
+    if (io_bytes) setvbuf(s->f, NULL, _IOFBF, io_bytes);
+    if (shards_header(s->f, width, 0))
+        return shards_file_close(s, err_set(err, errlen, "cannot write '%s': %s", s->tmp, comm_path_error(s->tmp, errno)), err, errlen);
+    return 0;
+}
+
+int shards_file_write(ShardFile *s, const void *items, uint64_t n, char *err, size_t errlen) {
+    if (n && fwrite(items, (size_t)s->width, n, s->f) != n)
+        return err_set(err, errlen, "cannot write '%s': %s", s->tmp, comm_path_error(s->tmp, errno));
+    s->count += n;
+    return 0;
+}
+
+int shards_file_close(ShardFile *s, int rc, char *err, size_t errlen) {
+    if (s->f) {
+        if (!rc && (shards_header(s->f, s->width, s->count) || fflush(s->f) != 0 || fsync(fileno(s->f)) != 0))
+            rc = err_set(err, errlen, "cannot write '%s': %s", s->tmp, comm_path_error(s->tmp, errno));
+        if (fclose(s->f) != 0 && !rc) rc = err_set(err, errlen, "cannot write '%s': %s", s->tmp, comm_path_error(s->tmp, errno));
+        if (!rc && rename(s->tmp, s->path) != 0) rc = err_set(err, errlen, "cannot rename '%s' to '%s': %s", s->tmp, s->path, strerror(errno));
+        if (rc) unlink(s->tmp);  // never to become a shard
+    }
+    free(s->path);
+    free(s->tmp);
+    *s = (ShardFile){0};
+    return rc;
 }

@@ -130,54 +130,52 @@ static int data_classify(const char *path, const Tokenizer *tok, CacheInput *in,
 // *found: 1, 0 (no such split), DATA_STOPPED (by a signal during a cache build), or -1 with the
 // line in err (on every rank but for a file one rank alone cannot read).
 static char **data_token_paths(const DataSource *src, int vocab, int *n, int *found, int *all_docs, char *err, size_t errlen) {
-    SourceFiles hf;
-    memset(&hf, 0, sizeof hf);
+    const SourceFiles *hf = &src->files->files;
     *n = 0;
     *found = -1;
-    err[0] = 0;
-    int rc = source_resolve(src->spec, src->config ? src->config : "", src->split ? src->split : "train", &hf, err, errlen);
+    int rc = src->files->found;
+    snprintf(err, errlen, "%s", rc < 0 ? src->files->err : "");
     double failing = rc < 0;
     comm_allreduce_sum_f64(comm_world(), &failing, 1);
     if (rc < 0 && failing < comm_info.world)  // a file system that differs between nodes: say where
         snprintf(err + strlen(err), errlen - strlen(err), " (on rank %d; not every rank sees the same files: is the data on storage every node shares?)",
                  comm_info.rank);
-    if (comm_agree(rc < 0 ? err : NULL, err, errlen)) return source_files_free(&hf), NULL;
+    if (comm_agree(rc < 0 ? err : NULL, err, errlen)) return NULL;
     double rcs[2] = {rc, -rc};  // max and -min over ranks
     comm_allreduce_max_f64(comm_world(), rcs, 2);
     if (rcs[0] != -rcs[1]) {
         err_set(err, errlen, "%s '%s' is found on some ranks and not on others: is it on storage every node sees?", src->label, src->spec);
-        return source_files_free(&hf), NULL;
+        return NULL;
     }
     if (!rc) return *found = 0, NULL;
-    if (!hf.nfiles) return err_set(err, errlen, "no data files match '%s'", src->spec), source_files_free(&hf), NULL;
-    if (comm_info.rank == 0 && !(hf.nfiles == 1 && !strcmp(hf.files[0], src->spec))) log_msg("%s '%s': %s\n", src->label, src->spec, hf.desc);
+    if (!hf->nfiles) return err_set(err, errlen, "no data files match '%s'", src->spec), NULL;
+    if (comm_info.rank == 0 && !(hf->nfiles == 1 && !strcmp(hf->files[0], src->spec))) log_msg("%s '%s': %s\n", src->label, src->spec, hf->desc);
     // a file some rank cannot read is reported below, as the readers word it
     IdentSource id;
-    int unread = ident_source(src->spec, hf.files, hf.nfiles, &id, err, errlen);
+    int unread = ident_source(src->spec, hf->files, hf->nfiles, &id, err, errlen);
     err[0] = 0;
     if (!comm_first_error(unread ? "unread" : NULL)) {
         const char *e = ident_check_ranks(&id, src->label);
-        if (e) return err_set(err, errlen, "%s", e), ident_source_free(&id), source_files_free(&hf), NULL;
+        if (e) return err_set(err, errlen, "%s", e), ident_source_free(&id), NULL;
         if (src->identified) src->identified(&id, src->ctx);
     }
     ident_source_free(&id);
-    CacheInput *docs = callocCheck((size_t)hf.nfiles, sizeof *docs);
-    int *doc_of = callocCheck((size_t)hf.nfiles, sizeof *doc_of), ndocs = 0;
-    for (int i = 0; i < hf.nfiles && !err[0]; i++) {
-        int how = data_classify(hf.files[i], src->tok, &docs[ndocs], err, errlen);
+    CacheInput *docs = callocCheck((size_t)hf->nfiles, sizeof *docs);
+    int *doc_of = callocCheck((size_t)hf->nfiles, sizeof *doc_of), ndocs = 0;
+    for (int i = 0; i < hf->nfiles && !err[0]; i++) {
+        int how = data_classify(hf->files[i], src->tok, &docs[ndocs], err, errlen);
         doc_of[i] = how == 0 ? ndocs++ : -1;
-        io_input(hf.files[i], src->label);  // no output of the run may be one of them (comm/io.h)
+        io_input(hf->files[i], src->label);  // no output of the run may be one of them (comm/io.h)
     }
     // an output that is one of these files ends the run here, before a cache is built from it
     if (comm_agree(err[0] ? err : io_conflict(), err, errlen)) {
         free(docs);
         free(doc_of);
-        source_files_free(&hf);
         return NULL;
     }
     if (src->explicit_column && !ndocs)
         log_msg("warning: --text_column %s has no effect on %s '%s': it holds tokens, not documents\n", src->text_column, src->label, src->spec);
-    char **paths = callocCheck((size_t)hf.nfiles, sizeof *paths), dir[4096] = "";
+    char **paths = callocCheck((size_t)hf->nfiles, sizeof *paths), dir[4096] = "";
     if (ndocs) {
         char label[700];
         snprintf(label, sizeof label, "%s '%s'", src->label, src->spec);
@@ -193,17 +191,16 @@ static char **data_token_paths(const DataSource *src, int vocab, int *n, int *fo
         }
     }
     if (paths) *found = 1;
-    for (int i = 0; paths && i < hf.nfiles; i++) {
+    for (int i = 0; paths && i < hf->nfiles; i++) {
         char part[4200];
         if (doc_of[i] >= 0) cache_part_path(dir, doc_of[i], part, sizeof part);
-        paths[i] = strdup(doc_of[i] >= 0 ? part : hf.files[i]);
+        paths[i] = strdup(doc_of[i] >= 0 ? part : hf->files[i]);
         if (!paths[i]) err_fatal("out of memory");
     }
-    *n = paths ? hf.nfiles : 0;
-    *all_docs = ndocs == hf.nfiles;
+    *n = paths ? hf->nfiles : 0;
+    *all_docs = ndocs == hf->nfiles;
     free(docs);
     free(doc_of);
-    source_files_free(&hf);
     return paths;
 }
 
@@ -222,7 +219,7 @@ int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_b
     if (found < 0) return found;
     if (!found) {
         if (src->optional) return 0;
-        return err_set(err, errlen, "%s '%s' has no '%s' split", src->label, src->spec, src->split);
+        return err_set(err, errlen, "%s '%s' has no '%s' split", src->label, src->spec, src->files->split);
     }
     const char *spec = src->spec;
 #define FAIL(...) do { err_set(err, errlen, __VA_ARGS__); goto fail; } while (0)
@@ -310,25 +307,26 @@ fail:
 #undef FAIL
 }
 
-int data_recorded_vocab(const char *spec, const char *config, const char *split, char *file, size_t filelen) {
-    SourceFiles hf;
-    char err[2048];
+void data_files_resolve(DataFiles *f, const char *spec, const char *config, const char *split) {
+    memset(f, 0, sizeof *f);
+    f->split = split;
+    f->found = source_resolve(spec, config ? config : "", split, &f->files, f->err, sizeof f->err);
+}
+
+void data_files_free(DataFiles *f) {
+    source_files_free(&f->files);
+    memset(f, 0, sizeof *f);
+}
+
+int data_recorded_vocab(const DataFiles *f, char *file, size_t filelen) {
     int vocab = 0;
-    memset(&hf, 0, sizeof hf);
-    if (!spec[0] || !strcmp(spec, "synthetic")) return 0;
-    int found = source_resolve(spec, config ? config : "", split, &hf, err, sizeof err);
-    if (!found && !strcmp(split, "validation")) {  // validation data without splits are read whole
-        source_files_free(&hf);
-        found = source_resolve(spec, config ? config : "", "train", &hf, err, sizeof err);
-    }
-    for (int i = 0; found > 0 && i < hf.nfiles; i++) {
-        int v = data_h5_vocab(hf.files[i]);
+    for (int i = 0; f->found > 0 && i < f->files.nfiles; i++) {
+        int v = data_h5_vocab(f->files.files[i]);
         if (v > vocab) {
             vocab = v;
-            snprintf(file, filelen, "%s", hf.files[i]);
+            snprintf(file, filelen, "%s", f->files.files[i]);
         }
     }
-    source_files_free(&hf);
     return vocab;
 }
 

@@ -122,6 +122,12 @@ expect_error "a feature fsdpc lacks is refused by name" "--fp8 1 is not supporte
 expect_error "--use_profiler takes a boolean (it turns on the trace)" "--use_profiler expects 0/1/true/false, got .maybe." ./fsdpc --use_profiler=maybe
 expect_error "--use_nsys takes a boolean" "--use_nsys expects 0/1/true/false, got .maybe." ./fsdpc --use_nsys=maybe
 expect_error "--dataset_type takes SMP's values" "--dataset_type must be one of gpt_jsonl\\|hf\\|synthetic" ./fsdpc --dataset_type csv
+# the configuration line names the data the run trains on, as decided once (run/inputs.c)
+# (SMP's --dataset_type brings SMP's model_type, gpt_neox, unless one is given)
+./fsdpc $SMALL --model_type llama_v2 --dataset_type synthetic --max_steps 1 --checkpoint_freq 0 --validation_freq 0 >"$W/syn.log" 2>&1 &&
+    grep -q " train_data=synthetic attention=" "$W/syn.log" && ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 --validation_freq 0 2>&1 |
+    grep -q " train_data=(bundled tinyshakespeare) attention="
+check "the configuration line: --dataset_type synthetic says synthetic, no data flag the bundled text" $? "$(grep -m1 train_data= "$W/syn.log")"
 expect_error "aliases of one setting that disagree are refused" "--embd_pdrop 0.2 contradicts --resid_pdrop given before it" ./fsdpc --resid_pdrop 0.1 --embd_pdrop 0.2
 expect_error "a flag and its alias that disagree are refused" "--sharding_strategy hybrid contradicts --sharding given before it" ./fsdpc --sharding full-shard --sharding_strategy hybrid
 expect_error "--sharding_strategy bad value" "--sharding_strategy must be one of full=full-shard" ./fsdpc --sharding_strategy zero

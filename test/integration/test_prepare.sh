@@ -97,6 +97,15 @@ check "input_ids round trip as uint32 (--flag=value form)" $? "$(shards ids "$W/
 expect_error "id too large for uint16 names file:line and --dtype uint32" \
     "^fsdpc: error: $W/big.jsonl:2:[0-9]+: token id 65536 does not fit --dtype uint16: pass --dtype uint32\$" \
     "$FSDPC" prepare --input "$W/big.jsonl" --output "$W/big16"
+# a zstd file is read as rows (data/rows) through the pipeline the data cache uses (shards_build)
+zstd -q -c "$W/ids.jsonl" >"$W/ids.jsonl.zst" && zstd -q -c "$W/big.jsonl" >"$W/big.jsonl.zst"
+prep --input "$W/ids.jsonl.zst" --output "$W/idszst" --val_fraction 0 && [ "$(shards ids "$W/idszst"/train_*.bin)" = "1 2 65535 0 7" ]
+check "input_ids from zstd JSON Lines (read as rows) as from plain JSON Lines" $? "$(shards ids "$W/idszst"/train_*.bin 2>&1 | head -c 200)"
+expect_error "an id too large for uint16 in a file read as rows names its row and --dtype uint32" \
+    "^fsdpc: error: '$W/big.jsonl.zst' row 2 holds token id 65536, outside what --dtype uint16 holds, \\[0, 65536\\): pass --dtype uint32\$" \
+    "$FSDPC" prepare --input "$W/big.jsonl.zst" --output "$W/bigzst"
+[ ! -e "$W/bigzst" ] || [ -z "$(ls -A "$W/bigzst")" ]
+check "nothing is left of the refused file's shards" $? "$(ls -A "$W/bigzst" 2>&1 | head -c 200)"
 printf '{"input_ids": [4294967296]}\n' >"$W/huge.jsonl"
 expect_error "id too large for uint32" "huge.jsonl:1:[0-9]+: token id 4294967296 does not fit --dtype uint32" "$FSDPC" prepare \
     --input "$W/huge.jsonl" --output "$W/huge" --dtype uint32

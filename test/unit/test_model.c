@@ -190,7 +190,7 @@ static void dump(const char *dir, const char *model_type, int nmore, char **more
     char err[CKPT_ERR_LEN];
     ckpt_new_run_id(meta.run_id);
     char run[2048];
-    config_describe(c, run, sizeof run);
+    config_describe(c, c->data.train_data[0] ? c->data.train_data : "(bundled tinyshakespeare)", run, sizeof run);
     if (ckpt_save(dir, &s.st, &c->model, run, c->data.tokenizer, &meta, NULL, &saved, err, sizeof err)) err_fatal("%s", err);
     hid_t f = H5Fopen(saved.path, H5F_ACC_RDWR, H5P_DEFAULT);
     if (f < 0) err_fatal("cannot reopen %s", saved.path);
