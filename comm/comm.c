@@ -179,37 +179,50 @@ static void library_transport(const char *lib) {
     if ((v = getenv("FI_PROVIDER"))) append_words(transport, n, sizeof transport, ", provider ", v);
 }
 
+// MPI_T's string control variables wanted[i] into out[i] (each 256 bytes), all "" when MPI_T is
+// not there. MPI_T_init loads every component library Open MPI has, whatever the MCA selection
+// (libfabric and the PSM libraries, whose loading calibrates a timer for ~0.3 s), so it is asked
+// only what the selected components cannot tell.
+static void cvar_strings(const char *const *wanted, char (*out)[256], int n) {
+    int provided;
+    for (int i = 0; i < n; i++) out[i][0] = 0;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return;
+    for (int i = 0; i < n; i++) cvar_string(wanted[i], out[i], sizeof out[i]);
+    MPI_T_finalize();
+}
+
 // Fills `transport` once MPI is up: the PML, the MTL when cm drives one, and the libfabric
 // provider asked for when that MTL is ofi (EFA runs must say "provider=efa", not tcp).
 static void find_transport(void) {
-    int provided, len;
-    char pml[256], mtl[256], prov[256], lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len;
+    char pml[256] = "", mtl[256] = "", prov[1][256], lib[MPI_MAX_LIBRARY_VERSION_STRING];
     const char *v;
     if (MPI_Get_library_version(lib, &len) == MPI_SUCCESS && strncmp(lib, "Open MPI", 8)) {
         library_transport(lib);
         return;
     }
-    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return;
-    cvar_string("pml", pml, sizeof pml);
-    cvar_string("mtl", mtl, sizeof mtl);
-    cvar_string("mtl_ofi_provider_include", prov, sizeof prov);
-    MPI_T_finalize();
-    // the environment, for an MPI whose MPI_T does not tell (the MCA variables are Open MPI's)
-    if (!pml[0] && (v = getenv("OMPI_MCA_pml"))) snprintf(pml, sizeof pml, "%s", v);
-    if (!mtl[0] && (v = getenv("OMPI_MCA_mtl"))) snprintf(mtl, sizeof mtl, "%s", v);
-    if (!prov[0] && (v = getenv("OMPI_MCA_mtl_ofi_provider_include"))) snprintf(prov, sizeof prov, "%s", v);
-    if (!prov[0] && (v = getenv("FI_PROVIDER"))) snprintf(prov, sizeof prov, "%s", v);
     const char *sel_pml = ompi_selected("mca_pml_base_selected_component", "pml", 0);
     if (sel_pml) {  // the MTL matters only under cm; NULL pointer: no MTL was selected
         const char *sel_mtl = strcmp(sel_pml, "cm") ? NULL : ompi_selected("ompi_mtl_base_selected_component", "mtl", 1);
         snprintf(pml, sizeof pml, "%s", sel_pml);
         snprintf(mtl, sizeof mtl, "%s", sel_mtl ? sel_mtl : "");
-    } else if (mtl[0] == '^') {
-        mtl[0] = 0;  // an exclusion list names no MTL in use
+    } else {
+        static const char *const names[] = {"pml", "mtl"};
+        char got[2][256];
+        cvar_strings(names, got, 2);
+        // the environment, for an MPI whose MPI_T does not tell (the MCA variables are Open MPI's)
+        snprintf(pml, sizeof pml, "%s", got[0][0] ? got[0] : (v = getenv("OMPI_MCA_pml")) ? v : "");
+        snprintf(mtl, sizeof mtl, "%s", got[1][0] ? got[1] : (v = getenv("OMPI_MCA_mtl")) ? v : "");
+        if (mtl[0] == '^') mtl[0] = 0;  // an exclusion list names no MTL in use
     }
     int n = snprintf(transport, sizeof transport, "pml=%s", pml[0] ? pml : "unknown");
     if (mtl[0]) n += snprintf(transport + n, sizeof transport - n, " mtl=%s", mtl);
-    if (!strcmp(mtl, "ofi")) snprintf(transport + n, sizeof transport - n, " provider=%s", prov[0] ? prov : "auto");
+    if (strcmp(mtl, "ofi")) return;
+    static const char *const provider[] = {"mtl_ofi_provider_include"};
+    cvar_strings(provider, prov, 1);
+    if (!prov[0][0] && (v = getenv("OMPI_MCA_mtl_ofi_provider_include"))) snprintf(prov[0], sizeof prov[0], "%s", v);
+    if (!prov[0][0] && (v = getenv("FI_PROVIDER"))) snprintf(prov[0], sizeof prov[0], "%s", v);
+    snprintf(transport + n, sizeof transport - n, " provider=%s", prov[0][0] ? prov[0] : "auto");
 }
 
 volatile sig_atomic_t comm_stop_signal;

@@ -7,6 +7,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 # a plain ./fsdpc (an Open MPI singleton) without the orted it would start for MPI_Comm_spawn, which
 # fsdpc never calls: a second off each of the suites' many runs; test_cli.sh keeps the default start
 export OMPI_MCA_ess_singleton_isolated=1
+# the transport Open MPI picks here anyway, named: without it every start opens the cm PML's MTLs,
+# whose PSM libraries calibrate a timer for ~0.2 s per process (test_ofi selects cm/ofi itself)
+export OMPI_MCA_pml=ob1
 source test/suites.sh "$@"
 
 # make check's tier first, alone (test_check_tier judges its seconds)
