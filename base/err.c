@@ -16,30 +16,6 @@ void err_on_fatal(void (*before)(void), void (*end)(void)) {
     fatal_end = end;
 }
 
-int err_set(char *err, size_t len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-void *err_null(char *err, size_t len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return NULL;
-}
-
-const char *err_text(char *buf, size_t len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-    return buf;
-}
-
 void err_fatal_at(const char *file, int line, const char *fmt, ...) {
     char msg[2048];
     va_list ap;

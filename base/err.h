@@ -34,15 +34,39 @@
 #ifndef FSDPC_BASE_ERR_H
 #define FSDPC_BASE_ERR_H
 
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 
 // The one way an error line is built: written into a buffer (len bytes) by one of these three,
 // which differ only in what they return for the caller to pass on. err_set: -1, so producers can
 // `return err_set(...)`; err_null: NULL, for producers of pointers; err_text: the buffer, for
 // checks that return their line.
-int err_set(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void *err_null(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-const char *err_text(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+// (Inline, so that a program without err.c's exits, such as the fuzz builds, builds lines alike.)
+static inline int err_set(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static inline void *err_null(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static inline const char *err_text(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static inline const char *err_text(char *buf, size_t len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+    return buf;
+}
+static inline int err_set(char *err, size_t len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+static inline void *err_null(char *err, size_t len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return NULL;
+}
 
 // "fsdpc: error: <msg> (rank R, file:line)" after the hooks' `before`, then `end`, then exit(1).
 void err_fatal_at(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));

@@ -8,7 +8,7 @@
 //   source/  where a spec's files are: Hugging Face folders and hub caches, and their identities
 //   text/    text to ids and back: the tokenizers, BPE, SentencePiece, chat templates
 //   rows/    the documents and finetuning rows of one file
-//   build/   documents to token shards: the data cache, and `fsdpc prepare`'s library part
+//   build/   rows to token shards (shards_build): the data cache, and `fsdpc prepare`'s library part
 //   loader/  the dataset, the sample order and the background loader (this header's functions)
 #ifndef FSDPC_DATA_H
 #define FSDPC_DATA_H

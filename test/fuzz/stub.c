@@ -83,28 +83,6 @@ const char *comm_path_error(const char *path, int err) {
     (void)path;
     return strerror(err);
 }
-// base/err.c's line builders (that file's fatal paths are the bail-outs above)
-int err_set(char *err, size_t len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-void *err_null(char *err, size_t len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return NULL;
-}
-const char *err_text(char *buf, size_t len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-    return buf;
-}
 // the header fuzz target parses HDF5 signatures but links no HDF5: such a file is refused here
 const char *data_h5_layout(TokenFile *f, uint64_t size, uint64_t *rows) {
     (void)size, (void)rows;
