@@ -368,6 +368,7 @@ void comm_init(int *argc, char ***argv) {
         if (!procid || atoi(procid) == 0) log_error(msg);
         exit(1);
     }
+    clock_test_pause("start-up");
     MPI_Init(argc, argv);
     // errors come back to us so they are reported with file:line, not as a bare abort
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

@@ -28,10 +28,10 @@ MPIRUN="mpirun --oversubscribe --allow-run-as-root"  # in the background: its ra
 listing() { (cd "$1" 2>/dev/null && find . -type f | sort | xargs -r sha256sum); }
 stopped() { grep -c "^Stopped by signal $2 ($3) during $4" "$1"; }  # stopped LOG NUM NAME PHASE: count of such lines
 
-# ---- start-up: a signal in the first moment (before and during MPI_Init) ----
+# ---- start-up: a signal in the first moment (before MPI_Init), held there by FSDPC_TEST_PAUSE ----
 for s in "TERM 15" "INT 2" "HUP 1"; do
     set -- $s
-    bg ./fsdpc $SMALL --max_steps 100 --checkpoint_dir "$W/su_$1" >"$W/su_$1.log" 2>&1
+    FSDPC_TEST_PAUSE=start-up:5 bg ./fsdpc $SMALL --max_steps 100 --checkpoint_dir "$W/su_$1" >"$W/su_$1.log" 2>&1
     sleep 0.15
     kill -$1 $BG
     fin
@@ -39,14 +39,14 @@ for s in "TERM 15" "INT 2" "HUP 1"; do
     check "SIG$1 0.15 s after launch: exit 75, one 'Stopped by signal $2 (SIG$1) during start-up' line, nothing written" $? \
         "rc=$RC $(tail -c 300 "$W/su_$1.log" | tr '\n' '|')"
 done
-bg $MPIRUN -np 2 ./fsdpc $SMALL --batch_size 2 --max_steps 100 --checkpoint_dir "$W/su_np2" >"$W/su_np2.log" 2>&1
+FSDPC_TEST_PAUSE=start-up:5 bg $MPIRUN -np 2 ./fsdpc $SMALL --batch_size 2 --max_steps 100 --checkpoint_dir "$W/su_np2" >"$W/su_np2.log" 2>&1
 until_ pgrep -P $BG
 sleep 0.2
 kill -TERM $(pgrep -P $BG)
 fin
 [ $RC = 75 ] && [ -z "$(ls -A "$W/su_np2" 2>/dev/null)" ]
 check "np=2, SIGTERM to both ranks during start-up: mpirun exits 75" $? "rc=$RC $(grep -m2 'Stopped\|error' "$W/su_np2.log")"
-bg ./fsdpc plan --device cpu --world_size 2 --json >"$W/plan.out" 2>"$W/plan.log"
+FSDPC_TEST_PAUSE=start-up:5 bg ./fsdpc plan --device cpu --world_size 2 --json >"$W/plan.out" 2>"$W/plan.log"
 sleep 0.1
 kill -TERM $BG
 fin
@@ -128,7 +128,7 @@ rc=$?
 check "prepare run again after the stop writes what an uninterrupted prepare writes" $? "rc=$rc"
 
 # ---- export: files under .tmp names until all are written ----
-bg ./fsdpc export --checkpoint "$W/mid" --output "$W/ex" --dtype fp32 --max_shard_size 4000000 >"$W/ex.log" 2>&1
+FSDPC_TEST_PAUSE=export:5 bg ./fsdpc export --checkpoint "$W/mid" --output "$W/ex" --dtype fp32 --max_shard_size 4000000 >"$W/ex.log" 2>&1
 until_ compgen -G "$W/ex/*.tmp"
 kill -TERM $BG
 fin
@@ -136,7 +136,7 @@ fin
 check "SIGTERM during export: exit 75, no file left (nor the folder it created)" $? "rc=$RC $(tail -n1 "$W/ex.log") $(ls -A "$W/ex" 2>&1 | head -3)"
 timeout 120 ./fsdpc export --checkpoint "$W/mid/step_00000001.h5" --output "$W/ex" --dtype fp32 --max_shard_size 4000000 >/dev/null 2>&1
 old=$(listing "$W/ex")
-bg ./fsdpc export --checkpoint "$W/mid" --output "$W/ex" --dtype fp32 --max_shard_size 4000000 >"$W/ex2.log" 2>&1
+FSDPC_TEST_PAUSE=export:5 bg ./fsdpc export --checkpoint "$W/mid" --output "$W/ex" --dtype fp32 --max_shard_size 4000000 >"$W/ex2.log" 2>&1
 until_ compgen -G "$W/ex/*.tmp"
 kill -HUP $BG
 fin
