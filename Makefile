@@ -113,12 +113,13 @@ build/test_gpu: test/gpu/test_gpu.c $(OBJ) $(FLAVOR)
 # test/gpu/emu's fakes of the CUDA runtime, cuBLASLt, WMMA, CUB and NCCL (one CPU thread per GPU thread,
 # device memory inaccessible to host code). build/test_gpu_emu is test_gpu on it; build/fsdpc_emu
 # is the whole program with the emulated GPU as its CUDA device.
-# the emulator's C objects take CFLAGS, sanitizers included: a folder per flavour keeps them apart
+# the emulator's C objects take CFLAGS, sanitizers included: a folder per flavour keeps them apart.
+# -O2: the emulated kernel suite runs 2.2x faster than at -O1, for ~10 s more build
 EMU = build/emu$(if $(filter 1,$(SAN)),-san)
 EMU_OBJ = $(patsubst kernels/cuda/%.cu,$(EMU)/%.o,$(wildcard kernels/cuda/*.cu))
 EMU_HDR = $(patsubst kernels/cuda/%,$(EMU)/%,$(wildcard kernels/cuda/*.cuh))
 EMU_REWRITE = perl -pe 's/(\w+)<<<(.*?)>>>\(/emu_launch($$1, $$2)(/g; s/extern __shared__ (__align__\(\d+\) )?float smem\[\];/float *smem = emu::dyn_smem;/; s/__shared__ (\w+) (\w+)\[(\w+)\];/$$1 (&$$2)[$$3] = emu::shared_array<$$1, $$3, __LINE__>();/'
-EMU_CXX = g++ -std=c++20 -O1 -pthread -DFSDPC_CUDA -Itest/gpu/emu/include -Ikernels/cuda -I. -idirafter $(CUDA_HOME)/include -Wall -Wno-unused-parameter -Wno-unknown-pragmas -MMD -MP
+EMU_CXX = g++ -std=c++20 -O2 -pthread -DFSDPC_CUDA -Itest/gpu/emu/include -Ikernels/cuda -I. -idirafter $(CUDA_HOME)/include -Wall -Wno-unused-parameter -Wno-unknown-pragmas -MMD -MP
 CPU_KERN_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard kernels/cpu/*.c))
 
 .PRECIOUS: $(EMU)/%.cpp
