@@ -52,7 +52,10 @@ start_suite() {  # start_suite TIER NAME CMD...
     local out
     out=$OUTS/$(printf %03d $STARTED)
     PENDING+=("$out")
-    { SUITE_TIER=$1 OUT=$out run_suite "${@:2}" >"$out"; touch "$out.done"; } &
+    # Open MPI's session folders per suite: a singleton that ends removes the shared top folder
+    # while another suite's start is creating its own inside it ("mkdir ... No such file")
+    mkdir -p "$out.ompi"
+    { OMPI_MCA_orte_tmpdir_base=$out.ompi SUITE_TIER=$1 OUT=$out run_suite "${@:2}" >"$out"; touch "$out.done"; } &
 }
 suite() {  # the whole suite only (make test), beside others
     [ "$TIER" = --quick ] && return
