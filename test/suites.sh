@@ -13,6 +13,7 @@ LOG=$(mktemp)
 TIMES=$(mktemp)
 DUMP=$(mktemp -d)
 OUTS=$(mktemp -d)
+chmod 711 "$OUTS"
 trap 'rm -rf "$LOG" "$DUMP" "$TIMES" "$OUTS"' EXIT
 JOBS=${FSDPC_TEST_JOBS:-2}
 PENDING=()  # the output files of started suites not yet printed, in the order they were given
@@ -54,7 +55,8 @@ start_suite() {  # start_suite TIER NAME CMD...
     PENDING+=("$out")
     # Open MPI's session folders per suite: a singleton that ends removes the shared top folder
     # while another suite's start is creating its own inside it ("mkdir ... No such file")
-    mkdir -p "$out.ompi"
+    # (mode 1777 in a folder others may cross, as /tmp: probes run fsdpc as another user)
+    mkdir -p -m 1777 "$out.ompi"
     { OMPI_MCA_orte_tmpdir_base=$out.ompi SUITE_TIER=$1 OUT=$out run_suite "${@:2}" >"$out"; touch "$out.done"; } &
 }
 suite() {  # the whole suite only (make test), beside others
