@@ -348,6 +348,26 @@ static void stop_rank_from_launcher(void) {
     }
 }
 
+// Open MPI's isolated singletons (no orted) all take the job family 0, so concurrent ones on one
+// host share the session folder ompi.HOST.UID/jf.0: one ending removes it while another is
+// creating its own below it, and that MPI_Init fails. Each gets a folder of its own, which Open MPI
+// creates and removes as it would jf.0. Left alone when the user names one.
+static void singleton_session_dir(int wired) {
+#if defined(OPEN_MPI)
+    const char *iso = getenv("OMPI_MCA_ess_singleton_isolated");
+    if (wired || !iso || !strchr("1tTyY", iso[0]) || getenv("OMPI_MCA_orte_jobfam_session_dir")) return;
+    const char *base = getenv("OMPI_MCA_orte_tmpdir_base");  // Open MPI's order for the base
+    if (!base || !*base) base = getenv("TMPDIR");
+    if (!base || !*base) base = "/tmp";
+    char host[64] = "host", dir[4096];
+    gethostname(host, sizeof host - 1);
+    snprintf(dir, sizeof dir, "%s/ompi.%s.%u.jf%ld", base, host, (unsigned)getuid(), (long)getpid());
+    setenv("OMPI_MCA_orte_jobfam_session_dir", dir, 0);
+#else
+    (void)wired;
+#endif
+}
+
 void comm_init(int *argc, char ***argv) {
     stop_rank_from_launcher();
     stop_signals_install();  // again (see stop_signals_early): MPI's start-up can take a while
@@ -368,6 +388,7 @@ void comm_init(int *argc, char ***argv) {
         if (!procid || atoi(procid) == 0) log_error(msg);
         exit(1);
     }
+    singleton_session_dir(wired);
     clock_test_pause("start-up");
     MPI_Init(argc, argv);
     // errors come back to us so they are reported with file:line, not as a bare abort

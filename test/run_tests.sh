@@ -75,7 +75,7 @@ suite "neox tokenizer: GPT-NeoX-style tokenizer.json (NFC, added tokens for spac
 suite "fuzz: regression corpus under ASan/UBSan" bash test/fuzz/replay.sh
 suite "parity: PyTorch reference (compare)" /usr/bin/python3 test/ref/parity.py "$DUMP/step_00000000.h5"
 suite "parity: minGPT PyTorch reference (compare)" /usr/bin/python3 test/ref/parity.py "$DUMP/gpt/step_00000000.h5"
-suite "ofi: cm/ofi MTL over libfabric tcp matches the default transport" bash test/integration/test_ofi.sh
+suite "ofi: cm/ofi MTL over libfabric tcp matches the default transport; concurrent isolated singletons start" bash test/integration/test_ofi.sh
 suite "check tier: make check passes in under 3 minutes with its suites" bash test/meta/test_check_tier.sh
 
 suites_report

@@ -7,6 +7,24 @@ cd "$(dirname "$0")/../.." || exit 1
 source test/lib.sh
 skip() { echo "# SKIP ofi: $*"; exit 0; }
 
+# Isolated singletons (no orted, as make test runs them) all take Open MPI's job family 0, whose
+# folder ompi.HOST.UID/jf.0 one removes while another starts below it. fsdpc gives each its own
+# session folder: a jf.0 that cannot be a folder stops none of them, 40 starting 4 at a time all
+# start, and none is left behind.
+mkdir -m 1777 "$W/session" "$W/session/ompi.$(hostname).$(id -u)"
+touch "$W/session/ompi.$(hostname).$(id -u)/jf.0"
+for i in $(seq 40); do
+    (OMPI_MCA_ess_singleton_isolated=1 OMPI_MCA_orte_tmpdir_base=$W/session ./fsdpc plan --model_name llama2_7b --json >/dev/null 2>"$W/s$i.err"
+     echo $? >"$W/s$i.rc") &
+    [ "$(jobs -r | wc -l)" -ge 4 ] && wait -n
+done
+wait
+bad=$(for i in $(seq 40); do [ "$(cat "$W/s$i.rc")" = 0 ] || echo "$i: $(grep -m1 -A2 'mkdir\|rror' "$W/s$i.err" | tr '\n' ' ' | head -c 200)"; done)
+[ -z "$bad" ] && [ "$(cd "$W/session" && find . -mindepth 1)" = "./ompi.$(hostname).$(id -u)
+./ompi.$(hostname).$(id -u)/jf.0" ]
+check "40 concurrent isolated singletons all start, each in its own session folder (not Open MPI's shared jf.0), and leave none behind" $? \
+    "$(echo "$bad" | head -2) $(cd "$W/session" && find . -mindepth 1 | head -5 | tr '\n' ' ')"
+
 ompi_info 2>/dev/null | grep -qi 'MCA mtl: ofi' || skip "Open MPI has no ofi MTL (ompi_info)"
 ldconfig -p 2>/dev/null | grep -q 'libfabric\.so' || skip "libfabric is not installed"
 # Debian's openmpi-mca-params.conf excludes the ofi MTL and tcp is in the default provider
