@@ -80,6 +80,21 @@
       (dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, kstart, window, drop))                                         \
     X(void, swiglu_fwd, (void *h, const void *gu, int N, int F), (h, gu, N, F))                                        \
     X(void, swiglu_bwd, (void *dgu, const void *dh, const void *gu, int N, int F), (dgu, dh, gu, N, F))                \
+    X(void, moe_route, (float *probs, int32_t *idx, float *wts, const float *logits, int N, int E, int K),              \
+      (probs, idx, wts, logits, N, E, K))                                                                              \
+    X(void, moe_route_bwd,                                                                                             \
+      (float *dlogits, const float *dwts, const float *probs, const float *logits, const int32_t *idx,                \
+       const float *wts, const float *gaux, float zscale, int N, int E, int K),                                        \
+      (dlogits, dwts, probs, logits, idx, wts, gaux, zscale, N, E, K))                                                 \
+    X(void, moe_gather, (void *xe, const void *x, const int32_t *src, int M, int D), (xe, x, src, M, D))               \
+    X(void, moe_gather_bwd, (void *dx, const void *dxe, const int32_t *slot, int N, int K, int D),                     \
+      (dx, dxe, slot, N, K, D))                                                                                        \
+    X(void, moe_combine, (float *out, const float *ye, const int32_t *slot, const float *wts, int N, int K, int D),    \
+      (out, ye, slot, wts, N, K, D))                                                                                   \
+    X(void, moe_combine_bwd,                                                                                           \
+      (float *dye, float *dwts, const float *dout, const float *ye, const int32_t *slot, const float *wts, int N,     \
+       int K, int D),                                                                                                  \
+      (dye, dwts, dout, ye, slot, wts, N, K, D))                                                                       \
     X(void, gelu_fwd, (void *out, const void *inp, size_t n, KernGelu form), (out, inp, n, form))                       \
     X(void, gelu_bwd, (void *dinp, const void *dout, const void *inp, size_t n, KernGelu form),                        \
       (dinp, dout, inp, n, form))                                                                                      \

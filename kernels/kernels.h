@@ -248,6 +248,29 @@ void kern_swiglu_fwd(void *h, const void *gu, int N, int F);
 // dgu (N, 2F) overwritten: d gate, then d up, per row, the layout one GEMM backward takes
 void kern_swiglu_bwd(void *dgu, const void *dh, const void *gu, int N, int F);
 
+// ---- mixture of experts: routing, and the experts' rows grouped by expert ----
+// Each of N tokens goes to K of E experts (K <= E <= CONFIG_MAX_EXPERTS). Assignment j = t*K + k
+// is token t's k-th expert; slot[j] is its row among the M = N*K grouped rows, src[r] the token
+// of grouped row r (the caller groups them: host work on the downloaded idx).
+// probs (N, E) = softmax(logits); idx (N, K) the K most probable experts, most probable first
+// (ties: the lower index); wts (N, K) their probabilities over the K chosen ones' sum.
+void kern_moe_route(float *probs, int32_t *idx, float *wts, const float *logits, int N, int E, int K);
+// dlogits (N, E) overwritten: from dwts (N, K) through the renormalisation and the softmax, plus
+// gaux[e] (E, device) added to every dloss/dprobs[t, e] (the load-balancing loss, whose token
+// fractions are constants), plus the z-loss's zscale * 2 * logsumexp(logits[t]) * probs[t, e]
+void kern_moe_route_bwd(float *dlogits, const float *dwts, const float *probs, const float *logits, const int32_t *idx,
+                        const float *wts, const float *gaux, float zscale, int N, int E, int K);
+// xe (M, D) row r = x row src[r]; activations
+void kern_moe_gather(void *xe, const void *x, const int32_t *src, int M, int D);
+// dx (N, D) overwritten: row t = the sum over k of dxe row slot[t*K + k], in k order; activations
+void kern_moe_gather_bwd(void *dx, const void *dxe, const int32_t *slot, int N, int K, int D);
+// out (N, D) overwritten: row t = sum over k of wts[t, k] * ye row slot[t*K + k], in k order (fp32)
+void kern_moe_combine(float *out, const float *ye, const int32_t *slot, const float *wts, int N, int K, int D);
+// dye (M, D) = wts[t, k] * dout row t at row slot[t*K + k]; dwts[t, k] = dout row t . ye row
+// slot[t*K + k] (fp32, overwritten)
+void kern_moe_combine_bwd(float *dye, float *dwts, const float *dout, const float *ye, const int32_t *slot,
+                          const float *wts, int N, int K, int D);
+
 // ---- GELU, all (n) elements; all activations ----
 // KERN_GELU_TANH: the tanh approximation (torch gelu(approximate='tanh'), minGPT's NewGELU),
 // out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); KERN_GELU_ERF: the exact form

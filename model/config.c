@@ -31,6 +31,8 @@ int config_preset(ModelConfig *m, const char *name) {
     m->tie_word_embeddings = p->tie_word_embeddings;
     m->sliding_window = p->sliding_window;
     m->hidden_act = p->hidden_act;
+    m->num_experts = p->num_experts;
+    m->num_experts_per_tok = p->num_experts_per_tok;
     return 1;
 }
 
@@ -93,6 +95,21 @@ const char *config_validate_model(const ModelConfig *m) {
         return err_text(msg, sizeof msg, "--sliding_window %d: model_type %s has no sliding-window attention (0: the whole context)",
                  m->sliding_window, m->model_type);
     }
+    if (fam->experts_option && (m->num_experts < 1 || m->num_experts > CONFIG_MAX_EXPERTS)) {
+        return err_text(msg, sizeof msg, "--num_experts %d: model_type %s needs 1 to %d experts", m->num_experts, m->model_type,
+                        CONFIG_MAX_EXPERTS);
+    }
+    if (fam->experts_option && (m->num_experts_per_tok < 1 || m->num_experts_per_tok > m->num_experts)) {
+        return err_text(msg, sizeof msg, "--num_experts_per_tok %d: each token goes to 1 to --num_experts %d experts",
+                        m->num_experts_per_tok, m->num_experts);
+    }
+    if (!fam->experts_option && m->num_experts) {
+        return err_text(msg, sizeof msg, "--num_experts %d: model_type %s has a dense MLP (mixtral has experts)", m->num_experts,
+                        m->model_type);
+    }
+    if (!(m->router_aux_loss_coef >= 0.0f && m->router_aux_loss_coef < 1e30f && m->router_z_loss_coef >= 0.0f &&
+          m->router_z_loss_coef < 1e30f))
+        return "--router_aux_loss_coef and --router_z_loss_coef must be finite and >= 0";
     // the fused q/k/v and gate/up projections are one GEMM each, whose dimensions are ints
     uint64_t rows;
     char why[200];

@@ -34,7 +34,17 @@ typedef struct {
     float norm_eps;
     float initializer_range;
     float dropout;        // training only: residual branches (both), embeddings and attention probabilities (minGPT)
+    // a mixture of experts (families with experts_option): each block's MLP is E experts of width
+    // F, a router sends each token to K of them. 0 experts: a dense MLP
+    int num_experts;          // E
+    int num_experts_per_tok;  // K
+    // training only: the router's load-balancing (Switch) and z (ST-MoE) losses' weights, and its
+    // input's jitter (Mixtral's: each element times U(1 - j, 1 + j))
+    float router_aux_loss_coef, router_z_loss_coef, router_jitter_noise;
+    float capacity_factor;  // 0: dropless (every token reaches its experts)
 } ModelConfig;
+
+enum { CONFIG_MAX_EXPERTS = 64 };  // a block unit holds each expert's 3 tensors (model.h MAX_UNIT_TENSORS)
 
 // Where each of the model's sizes came from, for the start-up line and `fsdpc plan`: the default
 // model (tiny), a flag, the --model_name preset, a recipe's parser default, the family's Hugging
@@ -47,7 +57,7 @@ enum {
     MODEL_HIDDEN = 1, MODEL_LAYERS = 2, MODEL_HEADS = 4, MODEL_KV_HEADS = 8, MODEL_INTERMEDIATE = 16,
     MODEL_VOCAB = 32, MODEL_CONTEXT = 64, MODEL_ROPE_THETA = 128, MODEL_NORM_EPS = 256, MODEL_TYPE = 512,
     MODEL_ROTARY_PCT = 1024, MODEL_ROPE_SCALING = 2048, MODEL_TIED = 4096, MODEL_WINDOW = 8192, MODEL_ACT = 16384,
-    MODEL_ALL = 32767
+    MODEL_EXPERTS = 32768, MODEL_EXPERTS_PER_TOK = 65536, MODEL_ALL = 131071
 };
 
 int config_head_dim(const ModelConfig *m);

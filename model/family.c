@@ -5,10 +5,10 @@
 #include <string.h>
 
 // Each family's file defines its descriptor; a new family is a line here and one in the table.
-extern const ModelFamily family_llama, family_mingpt, family_neox;
+extern const ModelFamily family_llama, family_mingpt, family_neox, family_mixtral;
 
 // the first is the family of the default model
-static const ModelFamily *const family_table[] = {&family_llama, &family_mingpt, &family_neox};
+static const ModelFamily *const family_table[] = {&family_llama, &family_mingpt, &family_neox, &family_mixtral};
 
 size_t family_count(void) { return sizeof family_table / sizeof family_table[0]; }
 

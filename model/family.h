@@ -28,6 +28,7 @@ typedef struct {
     int tie_word_embeddings;    // lm_head is the embedding (families with tie_option)
     int sliding_window;         // 0: full attention
     ModelAct hidden_act;        // families with hidden_act_option
+    int num_experts, num_experts_per_tok;  // families with experts_option
 } FamilyPreset;
 
 typedef enum { FAMILY_INT, FAMILY_FLOAT, FAMILY_BOOL, FAMILY_INT_OPTIONAL, FAMILY_CHOICE } FamilyType;
@@ -149,6 +150,7 @@ struct ModelFamily {
     int tie_option;    // tie_word_embeddings may be set: lm_head is then the embedding, trained as one tensor
     int sliding_window;  // its attention may be windowed (--sliding_window; a checkpoint field of the family)
     int hidden_act_option;  // its MLP's GELU is --hidden_act's (a checkpoint field of the family); else fixed
+    int experts_option;     // its MLP is a mixture of experts (model/moe.h): --num_experts, --num_experts_per_tok
     // The sizes of a run that gives --hidden_width, --num_layers or --num_heads without --model_name
     // and leaves others out: Hugging Face's config class for the family (its name is `name`) and
     // its defaults. num_key_value_heads 0: one per head; intermediate_size 0: mlp_ratio x width.

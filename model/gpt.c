@@ -47,7 +47,7 @@ static void gpt_plan_build(ModelPlan *plan) {
     for (int l = 0; l < L; l++) {
         UnitSpec *u = &plan->units[l + 1];
         u->layer = l;
-        for (int i = 0; i < MAX_UNIT_TENSORS; i++) {
+        for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {
             snprintf(name, sizeof name, "transformer.h.%d.%s", l, names[i]);
             InitKind init = cols[i] ? INIT_NORMAL : (i == P_LN1_W || i == P_LN2_W) ? INIT_ONES : INIT_ZEROS;
             float scale = (i == P_APROJ_W || i == P_MPROJ_W) ? proj_scale : 1.0f;
@@ -233,10 +233,10 @@ static double gpt_flops_per_token(const ModelPlan *plan, int T) {
 
 // GPT-2's sizes as minGPT builds them, the vocabulary 50257 padded to 50304 (a multiple of 64)
 static const FamilyPreset gpt_presets[] = {
-    {"gpt2", 768, 12, 12, 12, 3072, 1024, 50304, 0, 0, 0, 0, 0},
-    {"gpt2-medium", 1024, 24, 16, 16, 4096, 1024, 50304, 0, 0, 0, 0, 0},
-    {"gpt2-large", 1280, 36, 20, 20, 5120, 1024, 50304, 0, 0, 0, 0, 0},
-    {"gpt2-xl", 1600, 48, 25, 25, 6400, 1024, 50304, 0, 0, 0, 0, 0},
+    {"gpt2", 768, 12, 12, 12, 3072, 1024, 50304, 0, 0, 0, 0, 0, 0, 0},
+    {"gpt2-medium", 1024, 24, 16, 16, 4096, 1024, 50304, 0, 0, 0, 0, 0, 0, 0},
+    {"gpt2-large", 1280, 36, 20, 20, 5120, 1024, 50304, 0, 0, 0, 0, 0, 0, 0},
+    {"gpt2-xl", 1600, 48, 25, 25, 6400, 1024, 50304, 0, 0, 0, 0, 0, 0, 0},
     {NULL},
 };
 

@@ -14,6 +14,7 @@
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
 #include "family.h"
+#include "moe.h"
 
 #ifndef FAMILY_DESCRIPTION_ONLY
 static void llama_plan_build(ModelPlan *plan) {
@@ -37,15 +38,17 @@ static void llama_plan_build(ModelPlan *plan) {
                                               "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
     const int rows[] = {D, qd, kvd, kvd, D, D, F, F, D}, cols[] = {0, D, D, D, qd, 0, D, D, F};
     const TpSplit split[] = {TP_WHOLE, TP_ROWS, TP_ROWS, TP_ROWS, TP_COLS, TP_WHOLE, TP_ROWS, TP_ROWS, TP_COLS};
+    int experts = c->num_experts > 0;  // Mixtral: the router and the experts instead of the dense MLP
     for (int l = 0; l < L; l++) {
         UnitSpec *u = &plan->units[l + 1];
         u->layer = l;
-        for (int i = 0; i < 9; i++) {
+        for (int i = 0; i < (experts ? 6 : 9); i++) {
             snprintf(name, sizeof name, "model.layers.%d.%s.weight", l, block_names[i]);
             // 2-D weights start N(0, initializer_range) and decay; norm weights start at 1
             model_tensor_split(model_add_tensor(u, name, rows[i], cols[i], cols[i] ? INIT_NORMAL : INIT_ONES, 1.0f, cols[i] != 0),
                                split[i], 1);
         }
+        if (experts) moe_add_tensors(u, l, c);  // P_ROUTER on
     }
     if (tied) return;
     UnitSpec *head = &plan->units[L + 1];
@@ -58,6 +61,7 @@ static void llama_plan_build(ModelPlan *plan) {
 // embedding). q, k, v are adjacent in the flat unit, so from P_Q on they are one (H*hd + 2*KV*hd, D)
 // weight and one GEMM; so are gate and up, (2F, D).
 enum { P_LN1, P_Q, P_K, P_V, P_O, P_LN2, P_GATE, P_UP, P_DOWN };
+enum { P_ROUTER = P_LN2 + 1 };  // Mixtral: the router and the experts follow the attention
 enum { P_NORM, P_LM_HEAD };
 enum { P_TIED_EMBED, P_TIED_NORM };
 
@@ -108,8 +112,12 @@ static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int
     a->xmid = model_acts_buf(S * R * D);
     a->xn2 = model_acts_act(S * R * D);
     a->rstd2 = model_acts_buf(S * R);
-    a->up = model_acts_act(S * N * 2 * F);
-    a->h = model_acts_act(S * N * F);
+    if (c->num_experts) {
+        moe_acts_alloc(a, c, S, N, with_kv_cache);
+    } else {
+        a->up = model_acts_act(S * N * 2 * F);
+        a->h = model_acts_act(S * N * F);
+    }
     a->xf = model_acts_act(R * D);
     a->rstdf = model_acts_buf(R);
     a->logits = model_acts_act(N * V);
@@ -122,8 +130,10 @@ static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int
         free(inv_freq);
     }
     if (!model_acts_attention(a, c, with_kv_cache, N, qd, kvd)) return;  // generation runs no backward
-    a->dup = model_acts_act(N * 2 * F);
-    a->dh = model_acts_act(N * F);
+    if (!c->num_experts) {
+        a->dup = model_acts_act(N * 2 * F);
+        a->dh = model_acts_act(N * F);
+    }
     a->attn_scratch = model_acts_buf(kern_attention_scratch_floats(a->B, pt.H, a->T));
 }
 
@@ -145,7 +155,7 @@ static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
         .q = kern_act_at(a->q, i * N * qd), .k = kern_act_at(a->k, i * N * kvd), .v = kern_act_at(a->v, i * N * kvd),
         .saved = a->attn_saved + i * a->saved_len, .att = kern_act_at(a->att, i * N * qd),
         .xmid = a->xmid + i * R * D, .xn2 = kern_act_at(a->xn2, i * R * D), .rstd2 = a->rstd2 + i * R,
-        .gu = kern_act_at(a->up, i * N * 2 * F), .h = kern_act_at(a->h, i * N * F)};
+        .gu = a->up ? kern_act_at(a->up, i * N * 2 * F) : NULL, .h = a->h ? kern_act_at(a->h, i * N * F) : NULL};
     return la;
 }
 
@@ -164,15 +174,14 @@ static void llama_embed_fwd(const ModelPlan *plan, const void *p, Activations *a
 // are summed over the tp group before their dropout and residual; in backward the input gradients
 // of q|k|v and gate|up are. The residual stream and the norms run on the rank's rows (all of them
 // without sequence parallelism): R rows, gathered to N before q|k|v and gate|up (model.h).
-static void llama_block_fwd(const ModelPlan *plan, int l, const void *p, Activations *a, int T, int pos0) {
+// The attention half of block l, through the second norm: la->xmid and la->xn2.
+static void llama_attn_fwd(const ModelPlan *plan, int l, const UnitSpec *u, const void *p, Activations *a, int T, int pos0,
+                           const LayerActs *lp) {
     const ModelConfig *c = &plan->cfg;
-    const UnitSpec *u = &plan->units[l + 1];
     LlamaPart pt = llama_part(c, a->tp);
     int B = a->B, N = B * T, R = model_rows(a, T), D = c->hidden_width, H = pt.H, KV = pt.KV;
-    int hd = config_head_dim(c), F = pt.F;
-    LayerActs la = layer_acts(c, a, l);
-    la.x = model_res_in(a, l, D, T);      // (R, D)
-    la.out = model_res_out(a, l + 1, D);  // (R, D)
+    int hd = config_head_dim(c);
+    LayerActs la = *lp;
     kern_rmsnorm_fwd(la.xn1, la.rstd1, la.x, WP(p, u, P_LN1), R, D, c->norm_eps);
     const void *xn1 = model_sp_gather(plan, a, la.xn1, T);  // (B, T, D)
     kern_matmul_fwd(a->qkv, KERN_ACT, xn1, WP(p, u, P_Q), N, D, (H + 2 * KV) * hd);  // (B, T, H*hd + 2*KV*hd)
@@ -192,6 +201,23 @@ static void llama_block_fwd(const ModelPlan *plan, int l, const void *p, Activat
     model_rowpar_sum(plan, a, la.xmid, T);
     model_dropout_fwd(a, la.xmid, T, D, l, DROP_ATTN_OUT);
     kern_add_rmsnorm_fwd(la.xmid, la.xn2, la.rstd2, la.x, WP(p, u, P_LN2), R, D, c->norm_eps);  // residual, norm
+}
+
+static void llama_block_fwd(const ModelPlan *plan, int l, const void *p, Activations *a, int T, int pos0) {
+    const ModelConfig *c = &plan->cfg;
+    const UnitSpec *u = &plan->units[l + 1];
+    int N = a->B * T, R = model_rows(a, T), D = c->hidden_width, F = llama_part(c, a->tp).F;
+    LayerActs la = layer_acts(c, a, l);
+    la.x = model_res_in(a, l, D, T);      // (R, D)
+    la.out = model_res_out(a, l + 1, D);  // (R, D)
+    llama_attn_fwd(plan, l, u, p, a, T, pos0, &la);
+    if (c->num_experts) {  // Mixtral's sparse MLP (tensor and sequence parallelism are refused with experts)
+        moe_fwd(plan, a, l, u, P_ROUTER, p, la.xn2, la.out, T);
+        model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
+        kern_add(la.out, la.xmid, (size_t)R * D);  // residual
+        model_res_store(a, l + 1, D, T);
+        return;
+    }
     const void *xn2 = model_sp_gather(plan, a, la.xn2, T);  // (B, T, D)
     kern_matmul_fwd(la.gu, KERN_ACT, xn2, WP(p, u, P_GATE), N, D, 2 * F);  // (B, T, 2F): gate | up
     kern_swiglu_fwd(la.h, la.gu, N, F);                            // (B, T, F)
@@ -221,24 +247,16 @@ static void llama_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, A
     kern_rmsnorm_bwd(a->dres, W(g, u, nw), dxf, x, WP(p, u, nw), a->rstdf, R, D);
 }
 
-static void llama_block_bwd(const ModelPlan *plan, int l, const void *p, float *g, Activations *a) {
+// The attention half's backward: a->dres holds dloss/d xmid; on return dloss/d x.
+static void llama_attn_bwd(const ModelPlan *plan, int l, const UnitSpec *u, const void *p, float *g, Activations *a,
+                           const LayerActs *lp) {
     const ModelConfig *c = &plan->cfg;
-    const UnitSpec *u = &plan->units[l + 1];
     LlamaPart pt = llama_part(c, a->tp);
     int B = a->B, T = a->T, N = B * T, R = model_rows(a, T), D = c->hidden_width, H = pt.H, KV = pt.KV;
-    int hd = config_head_dim(c), F = pt.F;
-    LayerActs la = layer_acts(c, a, l);
-    la.x = model_res_in(a, l, D, a->T);
-    float *dx = a->dres;  // (R, D): dloss/d out, becomes dloss/d xmid, then dloss/d x
-    // MLP
-    const float *dbr = model_sp_gather_f32(plan, a, model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT), T);  // (B, T, D)
-    kern_matmul_bwd(a->dh, W(g, u, P_DOWN), dbr, KERN_F32, la.h, WP(p, u, P_DOWN), N, F, D, 0);
-    kern_swiglu_bwd(a->dup, a->dh, la.gu, N, F);  // (B, T, 2F): d gate | d up
-    kern_matmul_bwd(a->dxn, W(g, u, P_GATE), a->dup, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), WP(p, u, P_GATE), N,
-                    D, 2 * F, 0);
-    kern_rmsnorm_bwd(dx, W(g, u, P_LN2), model_colpar_dx(plan, a, T), la.xmid, WP(p, u, P_LN2), la.rstd2, R, D);
-    // attention
-    dbr = model_sp_gather_f32(plan, a, model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT), T);
+    int hd = config_head_dim(c);
+    LayerActs la = *lp;
+    float *dx = a->dres;
+    const float *dbr = model_sp_gather_f32(plan, a, model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT), T);
     kern_matmul_bwd(a->datt, W(g, u, P_O), dbr, KERN_F32, la.att, WP(p, u, P_O), N, H * hd, D, 0);
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, KV,
                        hd, a->docs ? a->kstart : NULL, c->sliding_window, NULL);
@@ -248,12 +266,35 @@ static void llama_block_bwd(const ModelPlan *plan, int l, const void *p, float *
     kern_rmsnorm_bwd(dx, W(g, u, P_LN1), model_colpar_dx(plan, a, T), la.x, WP(p, u, P_LN1), la.rstd1, R, D);
 }
 
+static void llama_block_bwd(const ModelPlan *plan, int l, const void *p, float *g, Activations *a) {
+    const ModelConfig *c = &plan->cfg;
+    const UnitSpec *u = &plan->units[l + 1];
+    int T = a->T, N = a->B * T, R = model_rows(a, T), D = c->hidden_width, F = llama_part(c, a->tp).F;
+    LayerActs la = layer_acts(c, a, l);
+    la.x = model_res_in(a, l, D, a->T);
+    float *dx = a->dres;  // (R, D): dloss/d out, becomes dloss/d xmid, then dloss/d x
+    // MLP
+    const float *dbr = model_sp_gather_f32(plan, a, model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT), T);  // (B, T, D)
+    if (c->num_experts) {
+        moe_bwd(plan, a, l, u, P_ROUTER, p, g, la.xn2, dbr);  // a->dxn
+    } else {
+        kern_matmul_bwd(a->dh, W(g, u, P_DOWN), dbr, KERN_F32, la.h, WP(p, u, P_DOWN), N, F, D, 0);
+        kern_swiglu_bwd(a->dup, a->dh, la.gu, N, F);  // (B, T, 2F): d gate | d up
+        kern_matmul_bwd(a->dxn, W(g, u, P_GATE), a->dup, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), WP(p, u, P_GATE), N,
+                        D, 2 * F, 0);
+    }
+    kern_rmsnorm_bwd(dx, W(g, u, P_LN2), model_colpar_dx(plan, a, T), la.xmid, WP(p, u, P_LN2), la.rstd2, R, D);
+    llama_attn_bwd(plan, l, u, p, g, a, &la);
+}
+
 static void llama_embed_bwd(const ModelPlan *plan, float *g, Activations *a) { model_embed_tokens_bwd(plan, a, g, a->dres); }
 
 // PaLM's count with H*hd = D: 6 FLOPs per parameter and token, plus attention's 12*L*D*T
 static double llama_flops_per_token(const ModelPlan *plan, int T) {
     const ModelConfig *c = &plan->cfg;
-    return 6.0 * (double)plan->num_params + 12.0 * c->num_layers * c->hidden_width * (double)T;
+    // a mixture of experts: the parameters a token reaches (its K experts of E)
+    double active = (double)plan->num_params - (c->num_experts ? moe_inactive_params(c) : 0.0);
+    return 6.0 * active + 12.0 * c->num_layers * c->hidden_width * (double)T;
 }
 
 #endif
@@ -265,45 +306,55 @@ static double llama_flops_per_token(const ModelPlan *plan, int T) {
 // sizes (its model length, 32768, is a --max_context_width away), mistral_tiny tiny's sizes with a
 // window a quarter of its context.
 static const FamilyPreset llama_presets[] = {
-    {"tiny", 128, 4, 4, 2, 344, 128, 256, 0, 0, 0, 0, 0},
-    {"llama2_7b", 4096, 32, 32, 32, 11008, 4096, 32000, 0, 0, 0, 0, 0},
-    {"llama2_13b", 5120, 40, 40, 40, 13824, 4096, 32000, 0, 0, 0, 0, 0},
-    {"llama2_70b", 8192, 80, 64, 8, 28672, 4096, 32000, 0, 0, 0, 0, 0},
-    {"llama3_8b", 4096, 32, 32, 8, 14336, 8192, 128256, 500000.0f, 0, 0, 0, 0},
-    {"llama3_70b", 8192, 80, 64, 8, 28672, 8192, 128256, 500000.0f, 0, 0, 0, 0},
-    {"llama3.2_1b", 2048, 16, 32, 8, 8192, 131072, 128256, 500000.0f, 32.0f, 1, 0, 0},
-    {"llama3.2_3b", 3072, 28, 24, 8, 8192, 131072, 128256, 500000.0f, 32.0f, 1, 0, 0},
-    {"mistral_7b", 4096, 32, 32, 8, 14336, 4096, 32000, 0, 0, 0, 4096, 0},
-    {"mistral_tiny", 128, 4, 4, 2, 344, 128, 256, 0, 0, 0, 32, 0},
+    {"tiny", 128, 4, 4, 2, 344, 128, 256, 0, 0, 0, 0, 0, 0, 0},
+    {"llama2_7b", 4096, 32, 32, 32, 11008, 4096, 32000, 0, 0, 0, 0, 0, 0, 0},
+    {"llama2_13b", 5120, 40, 40, 40, 13824, 4096, 32000, 0, 0, 0, 0, 0, 0, 0},
+    {"llama2_70b", 8192, 80, 64, 8, 28672, 4096, 32000, 0, 0, 0, 0, 0, 0, 0},
+    {"llama3_8b", 4096, 32, 32, 8, 14336, 8192, 128256, 500000.0f, 0, 0, 0, 0, 0, 0},
+    {"llama3_70b", 8192, 80, 64, 8, 28672, 8192, 128256, 500000.0f, 0, 0, 0, 0, 0, 0},
+    {"llama3.2_1b", 2048, 16, 32, 8, 8192, 131072, 128256, 500000.0f, 32.0f, 1, 0, 0, 0, 0},
+    {"llama3.2_3b", 3072, 28, 24, 8, 8192, 131072, 128256, 500000.0f, 32.0f, 1, 0, 0, 0, 0},
+    {"mistral_7b", 4096, 32, 32, 8, 14336, 4096, 32000, 0, 0, 0, 4096, 0, 0, 0},
+    {"mistral_tiny", 128, 4, 4, 2, 344, 128, 256, 0, 0, 0, 32, 0, 0, 0},
     {NULL},
 };
 
 #define INT_FIELD(n) {.name = #n, .type = FAMILY_INT, .off = offsetof(ModelConfig, n)}
 #define FLOAT_FIELD(n, absent_) {.name = #n, .type = FAMILY_FLOAT, .off = offsetof(ModelConfig, n), .absent = absent_}
-static const FamilyField llama_ckpt_fields[] = {
-    INT_FIELD(hidden_width), INT_FIELD(num_layers), INT_FIELD(num_heads), INT_FIELD(num_key_value_heads),
-    INT_FIELD(intermediate_size), INT_FIELD(vocab_size), INT_FIELD(max_context_width),
-    FLOAT_FIELD(rope_theta, 10000.0f), FLOAT_FIELD(norm_eps, 1e-5f), FLOAT_FIELD(rope_scaling_factor, 1.0f),
-    FLOAT_FIELD(rope_low_freq_factor, 1.0f), FLOAT_FIELD(rope_high_freq_factor, 4.0f),
-    FLOAT_FIELD(rope_original_context, 8192.0f),
-    {.name = "tie_word_embeddings", .type = FAMILY_BOOL, .off = offsetof(ModelConfig, tie_word_embeddings)},
-    {.name = "sliding_window", .type = FAMILY_INT_OPTIONAL, .off = offsetof(ModelConfig, sliding_window)},  // 0: full attention
-    {NULL},
-};
+// Mixtral's are Llama's and the experts
+#define LLAMA_CKPT_FIELDS                                                                                           \
+    INT_FIELD(hidden_width), INT_FIELD(num_layers), INT_FIELD(num_heads), INT_FIELD(num_key_value_heads),           \
+        INT_FIELD(intermediate_size), INT_FIELD(vocab_size), INT_FIELD(max_context_width),                          \
+        FLOAT_FIELD(rope_theta, 10000.0f), FLOAT_FIELD(norm_eps, 1e-5f), FLOAT_FIELD(rope_scaling_factor, 1.0f),    \
+        FLOAT_FIELD(rope_low_freq_factor, 1.0f), FLOAT_FIELD(rope_high_freq_factor, 4.0f),                          \
+        FLOAT_FIELD(rope_original_context, 8192.0f),                                                                \
+        {.name = "tie_word_embeddings", .type = FAMILY_BOOL, .off = offsetof(ModelConfig, tie_word_embeddings)},    \
+        {.name = "sliding_window", .type = FAMILY_INT_OPTIONAL, .off = offsetof(ModelConfig, sliding_window)} /* 0: full attention */
+static const FamilyField llama_ckpt_fields[] = {LLAMA_CKPT_FIELDS, {NULL}};
+static const FamilyField mixtral_ckpt_fields[] = {LLAMA_CKPT_FIELDS, INT_FIELD(num_experts), INT_FIELD(num_experts_per_tok), {NULL}};
 
 // LlamaConfig's keys; the optional ones default as transformers' LlamaConfig does
 #define HF_INT(k, bit_, f, req) {.key = k, .bit = bit_, .type = FAMILY_INT, .off = offsetof(ModelConfig, f), .required = req}
 #define HF_FLOAT(k, bit_, f, absent_) {.key = k, .bit = bit_, .type = FAMILY_FLOAT, .off = offsetof(ModelConfig, f), .absent = absent_}
+#define LLAMA_HF_SIZES                                                                                              \
+    HF_INT("hidden_size", MODEL_HIDDEN, hidden_width, 1), HF_INT("num_hidden_layers", MODEL_LAYERS, num_layers, 1), \
+        HF_INT("num_attention_heads", MODEL_HEADS, num_heads, 1),                                                   \
+        HF_INT("intermediate_size", MODEL_INTERMEDIATE, intermediate_size, 1), HF_INT("vocab_size", MODEL_VOCAB, vocab_size, 1), \
+        HF_INT("num_key_value_heads", MODEL_KV_HEADS, num_key_value_heads, 0),                                      \
+        HF_INT("sliding_window", MODEL_WINDOW, sliding_window, 0) /* Mistral's; absent or null: full attention */
 static const FamilyHfKey llama_hf_keys[] = {
-    HF_INT("hidden_size", MODEL_HIDDEN, hidden_width, 1),
-    HF_INT("num_hidden_layers", MODEL_LAYERS, num_layers, 1),
-    HF_INT("num_attention_heads", MODEL_HEADS, num_heads, 1),
-    HF_INT("intermediate_size", MODEL_INTERMEDIATE, intermediate_size, 1),
-    HF_INT("vocab_size", MODEL_VOCAB, vocab_size, 1),
-    HF_INT("num_key_value_heads", MODEL_KV_HEADS, num_key_value_heads, 0),
+    LLAMA_HF_SIZES,
     HF_FLOAT("rope_theta", MODEL_ROPE_THETA, rope_theta, 10000.0f),
     HF_FLOAT("rms_norm_eps", MODEL_NORM_EPS, norm_eps, 1e-6f),
-    HF_INT("sliding_window", MODEL_WINDOW, sliding_window, 0),  // Mistral's; absent or null: full attention
+    {NULL},
+};
+// MixtralConfig's defaults: rope_theta 1e6, rms_norm_eps 1e-5
+static const FamilyHfKey mixtral_hf_keys[] = {
+    LLAMA_HF_SIZES,
+    HF_FLOAT("rope_theta", MODEL_ROPE_THETA, rope_theta, 1e6f),
+    HF_FLOAT("rms_norm_eps", MODEL_NORM_EPS, norm_eps, 1e-5f),
+    HF_INT("num_local_experts", MODEL_EXPERTS, num_experts, 1),
+    HF_INT("num_experts_per_tok", MODEL_EXPERTS_PER_TOK, num_experts_per_tok, 1),
     {NULL},
 };
 static const FamilyHfCheck llama_hf_checks[] = {
@@ -317,6 +368,13 @@ static const char *const llama_hf_architectures[] = {"LlamaForCausalLM", "Mistra
 #define OUT_RAW(k, json) {.key = k, .kind = FAMILY_OUT_RAW, .raw = json}
 #define OUT(k, kind_) {.key = k, .kind = kind_}
 #define WINDOW offsetof(ModelConfig, sliding_window)
+#define LLAMA_HF_OUT                                                                                                \
+    OUT_INT("hidden_size", hidden_width), OUT_INT("intermediate_size", intermediate_size),                          \
+        OUT_INT("num_hidden_layers", num_layers), OUT_INT("num_attention_heads", num_heads),                        \
+        OUT_INT("num_key_value_heads", num_key_value_heads), OUT("max_position_embeddings", FAMILY_OUT_POSITIONS),  \
+        OUT_FLOAT("rms_norm_eps", norm_eps), OUT_FLOAT("rope_theta", rope_theta), OUT_INT("vocab_size", vocab_size), \
+        OUT_RAW("hidden_act", "\"silu\""), OUT("bos_token_id", FAMILY_OUT_BOS), OUT("eos_token_id", FAMILY_OUT_EOS), \
+        OUT("pad_token_id", FAMILY_OUT_PAD), OUT("torch_dtype", FAMILY_OUT_DTYPE)
 // with a sliding window the model is Mistral's (MistralForCausalLM), else Llama's
 static const FamilyHfOut llama_hf_config[] = {
     {.key = "architectures", .kind = FAMILY_OUT_RAW_IF_SET, .raw = "[\"MistralForCausalLM\"]", .off = WINDOW},
@@ -324,15 +382,19 @@ static const FamilyHfOut llama_hf_config[] = {
     {.key = "model_type", .kind = FAMILY_OUT_RAW_IF_SET, .raw = "\"mistral\"", .off = WINDOW},
     {.key = "model_type", .kind = FAMILY_OUT_RAW_UNLESS_SET, .raw = "\"llama\"", .off = WINDOW},
     {.key = "sliding_window", .kind = FAMILY_OUT_INT_IF_SET, .off = WINDOW},
-    OUT_INT("hidden_size", hidden_width), OUT_INT("intermediate_size", intermediate_size),
-    OUT_INT("num_hidden_layers", num_layers), OUT_INT("num_attention_heads", num_heads),
-    OUT_INT("num_key_value_heads", num_key_value_heads), OUT("max_position_embeddings", FAMILY_OUT_POSITIONS),
-    OUT_FLOAT("rms_norm_eps", norm_eps), OUT_FLOAT("rope_theta", rope_theta), OUT("rope_scaling", FAMILY_OUT_ROPE_SCALING),
-    OUT_INT("vocab_size", vocab_size),
+    LLAMA_HF_OUT, OUT("rope_scaling", FAMILY_OUT_ROPE_SCALING),
     {.key = "tie_word_embeddings", .kind = FAMILY_OUT_BOOL, .off = offsetof(ModelConfig, tie_word_embeddings)},
-    OUT_RAW("hidden_act", "\"silu\""),
-    OUT_RAW("attention_bias", "false"), OUT_RAW("mlp_bias", "false"), OUT("bos_token_id", FAMILY_OUT_BOS),
-    OUT("eos_token_id", FAMILY_OUT_EOS), OUT("pad_token_id", FAMILY_OUT_PAD), OUT("torch_dtype", FAMILY_OUT_DTYPE),
+    OUT_RAW("attention_bias", "false"), OUT_RAW("mlp_bias", "false"),
+    {NULL},
+};
+// MixtralForCausalLM: a window or null (its default), the experts; no biases, rope scaling or tying to state
+static const FamilyHfOut mixtral_hf_config[] = {
+    OUT_RAW("architectures", "[\"MixtralForCausalLM\"]"), OUT_RAW("model_type", "\"mixtral\""),
+    {.key = "sliding_window", .kind = FAMILY_OUT_INT_IF_SET, .off = WINDOW},
+    {.key = "sliding_window", .kind = FAMILY_OUT_RAW_UNLESS_SET, .raw = "null", .off = WINDOW},
+    LLAMA_HF_OUT, OUT_INT("num_local_experts", num_experts), OUT_INT("num_experts_per_tok", num_experts_per_tok),
+    OUT_FLOAT("router_aux_loss_coef", router_aux_loss_coef), OUT_RAW("output_router_logits", "false"),
+    OUT_RAW("tie_word_embeddings", "false"),
     {NULL},
 };
 
@@ -363,6 +425,54 @@ const ModelFamily family_llama = {
         .tied_to = "model.embed_tokens.weight",
     },
     .hf_export = {.architecture = "LlamaForCausalLM or MistralForCausalLM", .config = llama_hf_config},
+    .plan_build = FAMILY_CODE(llama_plan_build),
+    .acts_alloc = FAMILY_CODE(llama_acts_alloc),
+    .embed_fwd = FAMILY_CODE(llama_embed_fwd),
+    .block_fwd = FAMILY_CODE(llama_block_fwd),
+    .head_fwd_bwd = FAMILY_CODE(llama_head_fwd_bwd),
+    .block_bwd = FAMILY_CODE(llama_block_bwd),
+    .embed_bwd = FAMILY_CODE(llama_embed_bwd),
+    .flops_per_token = FAMILY_CODE(llama_flops_per_token),
+};
+
+// Mixtral (MixtralForCausalLM): Mistral's attention and, in each block, a sparse MLP of experts
+// (model/moe.h). mixtral_8x7b and mixtral_8x22b are v0.1's published sizes (their model lengths,
+// 32768 and 65536, are a --max_context_width away); mixtral_tiny is tiny's attention with 4
+// experts of width 96, 2 per token.
+static const FamilyPreset mixtral_presets[] = {
+    {"mixtral_tiny", 128, 4, 4, 2, 96, 128, 256, 1e6f, 0, 0, 0, 0, 4, 2},
+    {"mixtral_8x7b", 4096, 32, 32, 8, 14336, 4096, 32000, 1e6f, 0, 0, 0, 0, 8, 2},
+    {"mixtral_8x22b", 6144, 56, 48, 8, 16384, 4096, 32000, 1e6f, 0, 0, 0, 0, 8, 2},
+    {NULL},
+};
+static const char *const mixtral_hf_types[] = {"mixtral", NULL};
+static const char *const mixtral_hf_architectures[] = {"MixtralForCausalLM", NULL};
+
+const ModelFamily family_mixtral = {
+    .model_type = "mixtral",
+    .short_name = "mixtral",
+    .display = "Mixtral",
+    .presets = mixtral_presets,
+    .gqa = 1,
+    .rope = 1,
+    .gated_mlp = 1,
+    .sliding_window = 1,
+    .experts_option = 1,
+    .hf_defaults = {"MixtralConfig", 4096, 32, 32, 8, 14336, 131072, 32000, 1e6f, .num_experts = 8, .num_experts_per_tok = 2},
+    .ckpt_fields = mixtral_ckpt_fields,
+    .hf_import = {
+        .model_types = mixtral_hf_types,
+        .architectures = mixtral_hf_architectures,
+        .what = "Mixtral models (MixtralForCausalLM, model_type mixtral)",
+        .keys = mixtral_hf_keys,
+        .context = "max_position_embeddings",
+        .rope = {.theta = "rope_theta", .scaling = "rope_scaling", .parameters = "rope_parameters"},
+        .checks = llama_hf_checks,
+        .embed = "model.embed_tokens.weight",
+        .mlp = "model.layers.0.block_sparse_moe.experts.0.w1.weight",
+        .layer_fmt = "model.layers.%d.",
+    },
+    .hf_export = {.architecture = "MixtralForCausalLM", .config = mixtral_hf_config},
     .plan_build = FAMILY_CODE(llama_plan_build),
     .acts_alloc = FAMILY_CODE(llama_acts_alloc),
     .embed_fwd = FAMILY_CODE(llama_embed_fwd),

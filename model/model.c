@@ -13,6 +13,7 @@
 #include "../kernels/kernels.h"
 #include "../base/rng.h"
 #include "family.h"
+#include "moe.h"
 #include "offload.h"
 
 int model_plan_build(ModelPlan *plan, const ModelConfig *cfg, char *err, size_t errlen) {
@@ -341,7 +342,9 @@ const char *model_check_sizes(const ModelPlan *plan, int B, int T) {
     const ModelConfig *c = &plan->cfg;
     uint64_t D = (uint64_t)c->hidden_width, L = (uint64_t)c->num_layers, H = (uint64_t)c->num_heads, t = (uint64_t)T, n;
     uint64_t qkv = (H + 2 * (uint64_t)c->num_key_value_heads) * (uint64_t)config_head_dim(c), w = D;
-    const uint64_t widths[] = {qkv, 2 * (uint64_t)c->intermediate_size, (uint64_t)c->vocab_size};
+    // a mixture of experts' grouped rows: K per token
+    uint64_t per_tok = c->num_experts ? (uint64_t)c->num_experts_per_tok : 1;
+    const uint64_t widths[] = {qkv, 2 * per_tok * (uint64_t)c->intermediate_size, per_tok * D, (uint64_t)c->vocab_size};
     for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) w = widths[i] > w ? widths[i] : w;
     // each activation buffer holds at most (layers + 1) x tokens x the widest row (D, the fused
     // q/k/v or gate/up, the vocabulary); a CPU run also keeps each layer's attention probabilities
@@ -367,11 +370,12 @@ const char *model_check_sizes(const ModelPlan *plan, int B, int T) {
     X(tokens) X(targets) X(kstart) X(pos) X(res) X(res_in) X(res_out) X(xn1) X(mean1) X(rstd1) X(qkv) X(q) X(k) X(v) X(attn_saved) X(att) X(xmid)      \
     X(xn2) X(mean2) X(rstd2) X(up) X(h) X(xf) X(meanf) X(rstdf) X(logits) X(loss) X(dres) X(dxn) X(dbranch) X(dq) \
     X(dk) X(dv) X(datt) X(dup) X(dh) X(attn_scratch) X(rope_cos) X(rope_sin) X(kcache) X(vcache) X(xent_max) X(xent_sums) \
-    X(sp_full) X(sp_xg) X(sp_dxn)
+    X(sp_full) X(sp_xg) X(sp_dxn) X(rlogits) X(rprobs) X(ridx) X(rwts) X(rsrc) X(rslot) X(xe) X(gue) X(he) X(ye) X(dye)  \
+    X(drwts) X(drlogits) X(rgaux) X(dhe) X(dgue) X(dxe)
 #define ACT_COUNT(f) +1
 _Static_assert(sizeof(Activations) == 8 * sizeof(int) /* B, T, V, tp, sp, sp_rank, docs; padding */ + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +
                                           2 * sizeof(int *) + sizeof(size_t) + 8 + 2 * sizeof(uint64_t) +
-                                          sizeof(struct ActOffload *),
+                                          sizeof(struct ActOffload *) + sizeof(struct MoeState *),
                "Activations gained a field: add its buffer to ACT_BUFFERS (and this count)");
 
 void model_acts_free(Activations *a) {
@@ -385,6 +389,8 @@ void model_acts_free(Activations *a) {
     a->slot = a->recompute = NULL;
     offload_free(a->offload);
     a->offload = NULL;
+    moe_state_free(a->moe);
+    a->moe = NULL;
 }
 
 // ---- dispatch ----

@@ -15,7 +15,8 @@
 #include "../kernels/kernels.h"
 #include "config.h"
 
-enum { MAX_UNIT_TENSORS = 12 };
+// a block of a mixture of experts: 2 norms, q, k, v, o, the router, and each expert's 3 tensors
+enum { MAX_UNIT_TENSORS = 7 + 3 * CONFIG_MAX_EXPERTS };
 
 // how a tensor starts: N(0, initializer_range * scale), all ones (norm weights) or zeros (biases)
 typedef enum { INIT_NORMAL, INIT_ONES, INIT_ZEROS } InitKind;
@@ -132,6 +133,19 @@ typedef struct {
     float *sp_full;      // (N, D) a row-parallel matmul's partial output; a gathered gradient
     void *sp_xg;         // (N, D) a gathered norm output, a column-parallel matmul's input
     void *sp_dxn;        // (N/sp, D) dxn summed over the tp group, this rank's rows
+    // mixture of experts (num_experts E > 0; model/moe.h): per slot, the router's outputs and the
+    // experts' rows, M = N*K of them grouped by expert (the tokens of expert 0, then 1, ...)
+    float *rlogits, *rprobs;  // (S, N, E) router logits and their softmax
+    int32_t *ridx;            // (S, N, K) each token's experts, most probable first
+    float *rwts;              // (S, N, K) their weights
+    int32_t *rsrc, *rslot;    // (S, M) each grouped row's token; each assignment's grouped row
+    void *xe;                 // (S, M, D) the experts' inputs
+    void *gue;                // (S, M, 2F) their w1|w3 projections
+    void *he;                 // (S, M, F) SwiGLU out
+    float *ye;                // (S, M, D) the experts' outputs, unweighted
+    float *dye, *drwts, *drlogits, *rgaux;  // backward: (M, D), (N, K), (N, E), the balance loss's (E)
+    void *dhe, *dgue, *dxe;   // (M, F), (M, 2F), (M, D)
+    struct MoeState *moe;     // host side: each layer's grouping and router statistics (moe.c)
 } Activations;
 
 // The model's units and tensors from its configuration: 0, or -1 with the line in err when the
@@ -267,6 +281,14 @@ void model_layernorm_head(const ModelPlan *plan, const UnitSpec *u, int lnw, int
 // with_targets == 0 only computes logits (generation).
 void model_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Activations *a, int with_targets, int T,
                         float dscale);
+// Mixture of experts, for the training loop (no-ops for a dense model; model/moe.h).
+// model_router_train: the next forward is a training micro-batch with loss_tokens loss-bearing
+// targets on this rank, whose router losses run over the global batch (each layer's forward then
+// sums its statistics over all ranks: every rank must run it); negative: evaluation or generation.
+// model_router_losses: that micro-batch's load-balancing and z losses, averaged over the layers
+// (equal on every rank).
+void model_router_train(Activations *a, double loss_tokens);
+void model_router_losses(const Activations *a, double *aux, double *z);
 // a->loss = 0; and its value (waits for the device)
 void model_loss_reset(Activations *a);
 double model_loss_read(const Activations *a);

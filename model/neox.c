@@ -45,7 +45,7 @@ static void neox_plan_build(ModelPlan *plan) {
     for (int l = 0; l < L; l++) {
         UnitSpec *u = &plan->units[l + 1];
         u->layer = l;
-        for (int i = 0; i < MAX_UNIT_TENSORS; i++) {
+        for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {
             snprintf(name, sizeof name, "gpt_neox.layers.%d.%s", l, names[i]);
             InitKind init = cols[i] ? INIT_NORMAL : (i == P_LN1_W || i == P_LN2_W) ? INIT_ONES : INIT_ZEROS;
             model_tensor_split(model_add_tensor(u, name, rows[i], cols[i], init, 1.0f, cols[i] != 0), split[i], 1);
@@ -234,16 +234,16 @@ static double neox_flops_per_token(const ModelPlan *plan, int T) {
 // (their vocabularies padded as published) and gpt_neox_20b EleutherAI's 20B model (whose MLP is
 // the tanh GELU, "gelu_fast")
 static const FamilyPreset neox_presets[] = {
-    {"neox_tiny", 128, 4, 4, 4, 512, 128, 256, 0, 0, 0, 0, 0},
-    {"pythia_70m", 512, 6, 8, 8, 2048, 2048, 50304, 0, 0, 0, 0, 0},
-    {"pythia_160m", 768, 12, 12, 12, 3072, 2048, 50304, 0, 0, 0, 0, 0},
-    {"pythia_410m", 1024, 24, 16, 16, 4096, 2048, 50304, 0, 0, 0, 0, 0},
-    {"pythia_1b", 2048, 16, 8, 8, 8192, 2048, 50304, 0, 0, 0, 0, 0},
-    {"pythia_1.4b", 2048, 24, 16, 16, 8192, 2048, 50304, 0, 0, 0, 0, 0},
-    {"pythia_2.8b", 2560, 32, 32, 32, 10240, 2048, 50304, 0, 0, 0, 0, 0},
-    {"pythia_6.9b", 4096, 32, 32, 32, 16384, 2048, 50432, 0, 0, 0, 0, 0},
-    {"pythia_12b", 5120, 36, 40, 40, 20480, 2048, 50688, 0, 0, 0, 0, 0},
-    {"gpt_neox_20b", 6144, 44, 64, 64, 24576, 2048, 50432, 0, 0, 0, 0, MODEL_ACT_GELU_FAST},
+    {"neox_tiny", 128, 4, 4, 4, 512, 128, 256, 0, 0, 0, 0, 0, 0, 0},
+    {"pythia_70m", 512, 6, 8, 8, 2048, 2048, 50304, 0, 0, 0, 0, 0, 0, 0},
+    {"pythia_160m", 768, 12, 12, 12, 3072, 2048, 50304, 0, 0, 0, 0, 0, 0, 0},
+    {"pythia_410m", 1024, 24, 16, 16, 4096, 2048, 50304, 0, 0, 0, 0, 0, 0, 0},
+    {"pythia_1b", 2048, 16, 8, 8, 8192, 2048, 50304, 0, 0, 0, 0, 0, 0, 0},
+    {"pythia_1.4b", 2048, 24, 16, 16, 8192, 2048, 50304, 0, 0, 0, 0, 0, 0, 0},
+    {"pythia_2.8b", 2560, 32, 32, 32, 10240, 2048, 50304, 0, 0, 0, 0, 0, 0, 0},
+    {"pythia_6.9b", 4096, 32, 32, 32, 16384, 2048, 50432, 0, 0, 0, 0, 0, 0, 0},
+    {"pythia_12b", 5120, 36, 40, 40, 20480, 2048, 50688, 0, 0, 0, 0, 0, 0, 0},
+    {"gpt_neox_20b", 6144, 44, 64, 64, 24576, 2048, 50432, 0, 0, 0, 0, MODEL_ACT_GELU_FAST, 0, 0},
     {NULL},
 };
 

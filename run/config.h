@@ -65,7 +65,7 @@ typedef struct {
 // whose defaults this run took
 typedef struct {
     int use_smp_implementation, patch_neox_rope, enable_memory_profiling, clean_cache, log_reduced_training_loss;
-    int data_num_workers, num_experts_per_tok, num_local_experts, forward_prefetch, use_orig_params;
+    int data_num_workers, forward_prefetch, use_orig_params;
     int preserve_np_state, fast_validation, profile_nsys, fp8_amax_history_len;
     int zipped_data;        // SMP's: compression is found from the content either way
     int limit_all_gathers;  // SMP's: at most two units are ever gathered

@@ -194,11 +194,14 @@ int outputs_step(Run *r, int done, float lr, const StepResult *s, char *line, si
     if (r->metrics)  // tokens: loss-bearing targets, this step's and those since this run started
         len = snprintf(line, cap, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens\": %.0f, "
                        "\"loss_tokens\": %.0f", done, s->loss, lr, s->gnorm, r->tokens_seen, s->tokens);
+    if (r->metrics && r->cfg->model.num_experts)
+        len += snprintf(line + len, cap - len, ", \"router_aux_loss\": %.9g, \"router_z_loss\": %.9g", s->router_aux, s->router_z);
     if (r->tb) {  // TensorBoard's scalars: the metrics line's figures (docs/observability.md)
         tboard_scalar(r->tb, "train/loss", done, s->loss);
         tboard_scalar(r->tb, "train/lr", done, lr);
         tboard_scalar(r->tb, "train/grad_norm", done, s->gnorm);
         tboard_scalar(r->tb, "train/tokens", done, r->tokens_seen);
+        if (r->cfg->model.num_experts) tboard_scalar(r->tb, "train/router_aux_loss", done, s->router_aux);
     }
     return len;
 }
@@ -214,8 +217,10 @@ void outputs_log_point(Run *r, int done, float lr, const StepResult *s, char *li
     if (peak > 0)  // MFU against the dense bf16 peak, over the positions computed
         snprintf(mfu, sizeof mfu, ", MFU: %.1f%%", 100.0 * samples * T / dt * r->flops_per_token / (peak * comm_info.world));
     // tokens/sec counts loss-bearing targets: padding and prompts are work, not progress
+    char router[80] = "";  // a mixture of experts' balance, in the recipes' line after its fields
+    if (r->cfg->model.num_experts) snprintf(router, sizeof router, ", router aux: %.5f, router z: %.5f", s->router_aux, s->router_z);
     log_msg("Batch %d Loss: %.5f, Speed: %.2f samples/sec, lr: %.6f, tokens/sec: %.0f%s, grad_norm: %.4f, loss tokens: %.0f, "
-            "mem: %.0f MiB\n", done, s->loss, samples / dt, lr, r->log_tokens / dt, mfu, s->gnorm, s->tokens, mem);
+            "mem: %.0f MiB%s\n", done, s->loss, samples / dt, lr, r->log_tokens / dt, mfu, s->gnorm, s->tokens, mem, router);
     double cut[2] = {(double)r->truncated, (double)r->lost};
     comm_allreduce_sum_f64(comm_world(), cut, 2);
     if (cut[0] > 0)

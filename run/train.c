@@ -104,7 +104,7 @@ void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const i
     int L = plan->cfg.num_layers, T = a->T, train = dscale != 0.0f, B = a->B;
     int embed = plan->embed_unit, b0 = plan->block0, head = plan->head_unit;
     ShardPhase fwd = train ? PHASE_FWD : PHASE_EVAL;
-    if (!train) model_set_dropout(a, 0.0f, 0, 0);  // evaluation runs without dropout
+    if (!train) model_set_dropout(a, 0.0f, 0, 0), model_router_train(a, -1.0);  // evaluation: no dropout, no router losses
     a->B = rows;  // a packed step's micro-batch may hold fewer rows: the buffers fit B, the kernels run rows
     model_load_batch(a, inp, tgt, kstart, rows * T, batch);
     // forward: the embedding, then the blocks, each prefetching the next unit; the head's forward
@@ -231,6 +231,7 @@ static StepResult train_step(Run *r, int step, float lr) {
         model_set_dropout(&r->acts, c->model.dropout, (uint64_t)c->optim.seed, pack_batch_first(&r->order, step, micro));
         prof_mark(r, PROF_DATA);
         const DataPlan *p = r->plans.plans[step & 1][micro];
+        model_router_train(&r->acts, (double)r->batch->loss_tokens);  // a mixture of experts: losses over the global batch
         train_micro_step(&r->st, &r->acts, r->batch->inp, r->batch->tgt, r->batch->docs ? r->batch->kstart : NULL, p->nrows,
                          1.0f, micro == nmicro - 1, micro);
         prof_mark(r, PROF_COMPUTE);
@@ -249,7 +250,9 @@ static StepResult train_step(Run *r, int step, float lr) {
     prof_mark(r, PROF_REDUCE);
     kern_range_push("optimizer");
     double inv = st.tokens > 0 ? 1.0 / st.tokens : 0.0;  // no loss-bearing target: loss 0, no update
-    out.loss = st.loss * inv;
+    // the router losses (a mixture of experts) are in the gradients with their coefficients, so in the loss too
+    model_router_losses(&r->acts, &out.router_aux, &out.router_z);
+    out.loss = st.loss * inv + c->model.router_aux_loss_coef * out.router_aux + c->model.router_z_loss_coef * out.router_z;
     check_token_ids(r, step);  // the stream was just waited for: one small copy
     trace_counter("loss", out.loss);
     if (kern_on_gpu()) trace_counter("device memory", kern_peak_mem_mib());

@@ -87,6 +87,103 @@ struct SwigluBwd {  // i over (N, F): writes d gate and d up of element i into d
     }
 };
 
+// ---- mixture of experts (kernels.h): one thread per token for the routing, one per element
+// for the rows; every sum runs in a fixed order, as the CPU's ----
+struct MoeRoute {  // t over N
+    float *probs, *wts;
+    int32_t *idx;
+    const float *logits;
+    int E, K;
+    __device__ void operator()(size_t t) const {
+        const float *l = logits + t * E;
+        float *p = probs + t * E, mx = l[0], sum = 0.0f, kept = 0.0f;
+        for (int e = 1; e < E; e++) mx = fmaxf(mx, l[e]);
+        for (int e = 0; e < E; e++) sum += p[e] = expf(l[e] - mx);
+        for (int e = 0; e < E; e++) p[e] /= sum;
+        unsigned long long taken = 0;
+        for (int k = 0; k < K; k++) {
+            int best = -1;
+            for (int e = 0; e < E; e++)
+                if (!(taken >> e & 1) && (best < 0 || p[e] > p[best])) best = e;
+            taken |= 1ull << best;
+            idx[t * K + k] = best;
+            kept += wts[t * K + k] = p[best];
+        }
+        for (int k = 0; k < K; k++) wts[t * K + k] /= kept;
+    }
+};
+struct MoeRouteBwd {  // t over N
+    float *dlogits;
+    const float *dwts, *probs, *logits, *wts, *gaux;
+    const int32_t *idx;
+    float zscale;
+    int E, K;
+    __device__ void operator()(size_t t) const {
+        const float *p = probs + t * E, *l = logits + t * E, *w = wts + t * K, *dw = dwts + t * K;
+        const int32_t *ix = idx + t * K;
+        float *d = dlogits + t * E, kept = 0.0f, wdw = 0.0f, pd = 0.0f, mx = l[0], s = 0.0f;
+        for (int e = 0; e < E; e++) d[e] = gaux ? gaux[e] : 0.0f;
+        for (int k = 0; k < K; k++) kept += p[ix[k]], wdw += w[k] * dw[k];
+        for (int k = 0; k < K; k++) d[ix[k]] += (dw[k] - wdw) / kept;
+        for (int e = 0; e < E; e++) pd += p[e] * d[e];
+        for (int e = 1; e < E; e++) mx = fmaxf(mx, l[e]);
+        for (int e = 0; e < E; e++) s += expf(l[e] - mx);
+        const float zg = zscale * 2.0f * (mx + logf(s));
+        for (int e = 0; e < E; e++) d[e] = p[e] * (d[e] - pd) + zg * p[e];
+    }
+};
+struct MoeGather {  // i over (M, D)
+    Act xe, x;
+    const int32_t *src;
+    int D;
+    __device__ void operator()(size_t i) const { xe[i] = x[(size_t)src[i / D] * D + i % D]; }
+};
+struct MoeGatherBwd {  // i over (N, D)
+    Act dx, dxe;
+    const int32_t *slot;
+    int K, D;
+    __device__ void operator()(size_t i) const {
+        const size_t t = i / D, c = i % D;
+        float v = dxe[(size_t)slot[t * K] * D + c];
+        for (int k = 1; k < K; k++) v += dxe[(size_t)slot[t * K + k] * D + c];
+        dx[i] = v;
+    }
+};
+struct MoeCombine {  // i over (N, D)
+    float *out;
+    const float *ye, *wts;
+    const int32_t *slot;
+    int K, D;
+    __device__ void operator()(size_t i) const {
+        const size_t t = i / D, c = i % D;
+        float v = 0.0f;
+        for (int k = 0; k < K; k++) v += wts[t * K + k] * ye[(size_t)slot[t * K + k] * D + c];
+        out[i] = v;
+    }
+};
+struct MoeCombineDy {  // i over (N*K, D)
+    float *dye;
+    const float *dout, *wts;
+    const int32_t *slot;
+    int K, D;
+    __device__ void operator()(size_t i) const {
+        const size_t j = i / D, c = i % D;
+        dye[(size_t)slot[j] * D + c] = wts[j] * dout[(j / K) * D + c];
+    }
+};
+struct MoeCombineDw {  // j over N*K: one dot product of D, in order
+    float *dwts;
+    const float *dout, *ye;
+    const int32_t *slot;
+    int K, D;
+    __device__ void operator()(size_t j) const {
+        const float *g = dout + (j / K) * D, *y = ye + (size_t)slot[j] * D;
+        float dot = 0.0f;
+        for (int c = 0; c < D; c++) dot += g[c] * y[c];
+        dwts[j] = dot;
+    }
+};
+
 // GELU: the tanh approximation as x * sigmoid(2u) (see kernels/cpu/elementwise.c), or the exact erf form
 constexpr float kGeluC = 0.7978845608028654f, kGeluA = 0.044715f, kGeluR = 0.7071067811865476f,
                 kGeluP = 0.3989422804014327f;
@@ -752,6 +849,33 @@ void cuda_swiglu_bwd(void *dgu, const void *dh, const void *gu, int N, int F) {
     if (N > 0 && F > 0)
         launch_map8((size_t)N * F, SwigluBwd{act(dgu), act(dh), act(gu), F},
                     F % 8 == 0 && aligned16(dgu) && aligned16(dh) && aligned16(gu));
+}
+
+void cuda_moe_route(float *probs, int32_t *idx, float *wts, const float *logits, int N, int E, int K) {
+    launch_map((size_t)N, MoeRoute{probs, wts, idx, logits, E, K});
+}
+
+void cuda_moe_route_bwd(float *dlogits, const float *dwts, const float *probs, const float *logits, const int32_t *idx,
+                        const float *wts, const float *gaux, float zscale, int N, int E, int K) {
+    launch_map((size_t)N, MoeRouteBwd{dlogits, dwts, probs, logits, wts, gaux, idx, zscale, E, K});
+}
+
+void cuda_moe_gather(void *xe, const void *x, const int32_t *src, int M, int D) {
+    launch_map((size_t)M * D, MoeGather{act(xe), act(x), src, D});
+}
+
+void cuda_moe_gather_bwd(void *dx, const void *dxe, const int32_t *slot, int N, int K, int D) {
+    launch_map((size_t)N * D, MoeGatherBwd{act(dx), act(dxe), slot, K, D});
+}
+
+void cuda_moe_combine(float *out, const float *ye, const int32_t *slot, const float *wts, int N, int K, int D) {
+    launch_map((size_t)N * D, MoeCombine{out, ye, wts, slot, K, D});
+}
+
+void cuda_moe_combine_bwd(float *dye, float *dwts, const float *dout, const float *ye, const int32_t *slot, const float *wts,
+                          int N, int K, int D) {
+    launch_map((size_t)N * K * D, MoeCombineDy{dye, dout, wts, slot, K, D});
+    launch_map((size_t)N * K, MoeCombineDw{dwts, dout, ye, slot, K, D});
 }
 
 void cuda_embedding_fwd(float *out, const int32_t *tokens, const void *wte, int N, int D) {

@@ -1,9 +1,9 @@
-"""Writes a Hugging Face-format Llama directory with random weights, for fsdpc's import tests.
+"""Writes a Hugging Face-format Llama (Mistral, Mixtral) directory with random weights, for fsdpc's import tests.
 
 usage: /usr/bin/python3 test/ref/hf_make.py OUTDIR [--dtype fp32|bf16|fp16] [--shards N] [--tied]
        [--no_config] [--inv_freq] [--seed S] [--hidden D] [--layers L] [--heads H] [--kv_heads KV]
        [--intermediate F] [--vocab V] [--context T] [--rope_theta R] [--chat] [--sliding_window W]
-       [--llama3 FACTOR,LOW,HIGH,ORIGINAL] [--rope_scaling JSON]
+       [--llama3 FACTOR,LOW,HIGH,ORIGINAL] [--rope_scaling JSON] [--experts E,K] [--drop NAME ...]
 
 config.json plus model.safetensors, or N shards model-0000i-of-0000N.safetensors with
 model.safetensors.index.json. The safetensors files are written by hand (numpy + json): the
@@ -14,7 +14,10 @@ rope_type "llama3" with those parameters; --rope_scaling sets it to any JSON (re
 its weights: tokenizer_config.json (a chat_template with newlines, quotes and non-ASCII text,
 special tokens, added_tokens_decoder), special_tokens_map.json, generation_config.json (a list of
 eos ids), chat_template.jinja, and bos/eos/pad ids in config.json. --sliding_window W makes it a
-Mistral (MistralForCausalLM, model_type mistral, that window).
+Mistral (MistralForCausalLM, model_type mistral, that window). --experts E,K makes it a Mixtral
+(MixtralForCausalLM, model_type mixtral): E experts (block_sparse_moe.gate and experts.J.w1/w2/w3
+in place of mlp.*), K of them per token, rope_theta 1e6 unless given, sliding_window null unless
+given. --drop NAME (repeatable) leaves that tensor out of the safetensors files (refusal tests).
 """
 
 import argparse
@@ -49,9 +52,18 @@ def llama_tensors(a):
         t[p + "self_attn.v_proj.weight"] = mat(a.kv_heads * hd, D)
         t[p + "self_attn.o_proj.weight"] = mat(D, a.heads * hd)
         t[p + "post_attention_layernorm.weight"] = norm()
-        t[p + "mlp.gate_proj.weight"] = mat(a.intermediate, D)
-        t[p + "mlp.up_proj.weight"] = mat(a.intermediate, D)
-        t[p + "mlp.down_proj.weight"] = mat(D, a.intermediate)
+        if a.experts:
+            E = a.experts[0]
+            t[p + "block_sparse_moe.gate.weight"] = mat(E, D)
+            for j in range(E):
+                q = f"{p}block_sparse_moe.experts.{j}."
+                t[q + "w1.weight"] = mat(a.intermediate, D)
+                t[q + "w2.weight"] = mat(D, a.intermediate)
+                t[q + "w3.weight"] = mat(a.intermediate, D)
+        else:
+            t[p + "mlp.gate_proj.weight"] = mat(a.intermediate, D)
+            t[p + "mlp.up_proj.weight"] = mat(a.intermediate, D)
+            t[p + "mlp.down_proj.weight"] = mat(D, a.intermediate)
         if a.inv_freq:
             t[p + "self_attn.rotary_emb.inv_freq"] = 1.0 / 10000 ** (torch.arange(0, hd, 2) / hd)
     t["model.norm.weight"] = norm()
@@ -103,14 +115,26 @@ def main():
     ap.add_argument("--intermediate", type=int, default=128)
     ap.add_argument("--vocab", type=int, default=1000)
     ap.add_argument("--context", type=int, default=64)
-    ap.add_argument("--rope_theta", type=float, default=10000.0)
+    ap.add_argument("--rope_theta", type=float, help="default 10000, or 1e6 for a Mixtral")
     ap.add_argument("--chat", action="store_true")
     ap.add_argument("--llama3")
     ap.add_argument("--rope_scaling")
     ap.add_argument("--sliding_window", type=int, default=0, help="a Mistral (MistralForCausalLM) with this window")
+    ap.add_argument("--experts", help="E,K: a Mixtral (MixtralForCausalLM), E experts, K per token")
+    ap.add_argument("--drop", action="append", default=[], metavar="NAME", help="leave this tensor out (repeatable)")
     a = ap.parse_args()
-    os.makedirs(a.out, exist_ok=True)
+    if a.experts:
+        a.experts = tuple(int(v) for v in a.experts.split(","))
+        if len(a.experts) != 2 or not 0 < a.experts[1] <= a.experts[0]:
+            ap.error("--experts wants E,K with 0 < K <= E")
+    if a.rope_theta is None:
+        a.rope_theta = 1e6 if a.experts else 10000.0
     tensors = llama_tensors(a)
+    for name in a.drop:
+        if name not in tensors:
+            ap.error(f"--drop {name}: no such tensor")
+        del tensors[name]
+    os.makedirs(a.out, exist_ok=True)
     st_dtype = DTYPES[a.dtype]
     if a.shards == 1:
         write_safetensors(os.path.join(a.out, "model.safetensors"), tensors, st_dtype)
@@ -142,6 +166,11 @@ def main():
         if a.sliding_window:
             config.update({"architectures": ["MistralForCausalLM"], "model_type": "mistral",
                            "sliding_window": a.sliding_window})
+        if a.experts:
+            config.update({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
+                           "num_local_experts": a.experts[0], "num_experts_per_tok": a.experts[1],
+                           "router_aux_loss_coef": 0.001, "output_router_logits": False,
+                           "sliding_window": a.sliding_window or None})
         if a.chat:
             config.update({"bos_token_id": 1, "eos_token_id": [2, 7], "pad_token_id": 0})
         with open(os.path.join(a.out, "config.json"), "w") as f:

@@ -1,8 +1,10 @@
-"""Reference Llama (Llama-2, and Llama-3's scaled RoPE) in plain PyTorch, used to check fsdpc's numbers.
+"""Reference Llama (Llama-2, and Llama-3's scaled RoPE; Mistral's sliding window; Mixtral's sparse
+mixture-of-experts MLP) in plain PyTorch, used to check fsdpc's numbers.
 
 Written from the model definition in DESIGN.md rather than taken from Hugging Face
 `transformers`, so it has no dependencies beyond torch. Parameter names equal the HF
-`LlamaForCausalLM` names, which are also the names in fsdpc checkpoints and test dumps.
+`LlamaForCausalLM` names (`MixtralForCausalLM` names with num_experts > 0), which are also the
+names in fsdpc checkpoints and test dumps.
 """
 
 import math
@@ -33,6 +35,13 @@ class LlamaConfig:
     # fused attention (torch >= 2.0, flash kernels on a GPU) for speed baselines; the parity
     # tests keep the explicit softmax below
     sdpa: bool = False
+    # Mixtral: num_experts > 0 replaces each block's MLP by a sparse mixture of that many experts,
+    # num_experts_per_tok of them per token; the training loss (total_loss) adds the router's
+    # load-balancing loss (Switch Transformer) and z-loss (ST-MoE) with these coefficients
+    num_experts: int = 0
+    num_experts_per_tok: int = 2
+    router_aux_loss_coef: float = 0.0
+    router_z_loss_coef: float = 0.0
 
     @property
     def head_dim(self):
@@ -53,6 +62,13 @@ def config_from_h5_attrs(attrs):
                                                              "rope_high_freq_factor", "rope_original_context"))
     if "sliding_window" in attrs:
         cfg["sliding_window"] = int(attrs["sliding_window"])
+    # Mixtral (absent: a dense MLP, and no router losses)
+    for k in ("num_experts", "num_experts_per_tok"):
+        if k in attrs:
+            cfg[k] = int(attrs[k])
+    for k in ("router_aux_loss_coef", "router_z_loss_coef"):
+        if k in attrs:
+            cfg[k] = float(attrs[k])
     return LlamaConfig(**cfg)
 
 
@@ -149,17 +165,71 @@ class MLP(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
+class Expert(nn.Module):
+    """One Mixtral expert: the Llama MLP under the names w1 (gate), w3 (up), w2 (down)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        D, F_ = cfg.hidden_width, cfg.intermediate_size
+        self.w1 = nn.Linear(D, F_, bias=False)
+        self.w2 = nn.Linear(F_, D, bias=False)
+        self.w3 = nn.Linear(D, F_, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+def route(router_logits, k):
+    """(N, E) router logits -> probs (N, E), the top-k experts (N, k) by probability (equal
+    probabilities: the lower expert index first) and their probabilities renormalised to sum 1."""
+    probs = router_logits.softmax(dim=-1)
+    order = torch.sort(probs, dim=-1, descending=True, stable=True).indices
+    top = order[:, :k]
+    w = probs.gather(1, top)
+    return probs, top, w / w.sum(dim=-1, keepdim=True)
+
+
+class SparseMoE(nn.Module):
+    """Mixtral's block_sparse_moe: a linear router (gate) over num_experts experts, each token the
+    weighted sum of its top num_experts_per_tok experts. Keeps the last forward's router logits
+    (N, E) in self.router_logits for the router losses."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.k = cfg.num_experts_per_tok
+        self.gate = nn.Linear(cfg.hidden_width, cfg.num_experts, bias=False)
+        self.experts = nn.ModuleList(Expert(cfg) for _ in range(cfg.num_experts))
+
+    def forward(self, x):
+        shape = x.shape
+        x = x.reshape(-1, shape[-1])
+        self.router_logits = self.gate(x)
+        _, top, w = route(self.router_logits, self.k)
+        out = torch.zeros_like(x)
+        for e, expert in enumerate(self.experts):
+            hit = top == e                                     # (N, k); at most one True per row
+            rows = hit.any(dim=-1).nonzero().squeeze(-1)
+            # run even with no rows, so an idle expert's gradient is zeros rather than None
+            y = expert(x.index_select(0, rows)) * (w * hit).sum(dim=-1).index_select(0, rows).unsqueeze(-1)
+            out = out.index_add(0, rows, y)
+        return out.reshape(shape)
+
+
 class DecoderLayer(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.input_layernorm = RMSNorm(cfg.hidden_width, cfg.norm_eps)
         self.self_attn = Attention(cfg)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_width, cfg.norm_eps)
-        self.mlp = MLP(cfg)
+        if cfg.num_experts > 0:
+            self.block_sparse_moe = SparseMoE(cfg)
+        else:
+            self.mlp = MLP(cfg)
 
     def forward(self, x, cos, sin):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        ffn = self.block_sparse_moe if hasattr(self, "block_sparse_moe") else self.mlp
+        return x + ffn(self.post_attention_layernorm(x))
 
 
 class LlamaModel(nn.Module):
@@ -185,19 +255,64 @@ class Llama(nn.Module):
                 nn.init.normal_(p, std=init_std)
 
     def forward(self, idx):
-        """idx (B,T) integer tokens -> logits (B,T,V)."""
+        """idx (B,T) integer tokens -> logits (B,T,V). With experts, self.router_logits is then
+        the list over layers of that forward's (B*T, E) router logits (empty for a dense model)."""
         T = idx.shape[1]
         assert T <= self.cfg.max_context_width
         x = self.model.embed_tokens(idx.long())
         cos, sin = rope_cos_sin(self.cfg, T, x.dtype, x.device)
         for layer in self.model.layers:
             x = layer(x, cos, sin)
+        self.router_logits = [layer.block_sparse_moe.router_logits for layer in self.model.layers
+                              if hasattr(layer, "block_sparse_moe")]
         return self.lm_head(self.model.norm(x))
 
 
 def loss_fn(logits, targets):
     """Mean next-token cross-entropy over all B*T positions."""
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1).long())
+
+
+def load_balancing_loss(router_logits, k):
+    """Switch Transformer's auxiliary loss with top-k routing, the mean over layers of
+    E * sum_e f_e * P_e: f_e the (token, slot) assignments to expert e over the N tokens, divided
+    by N (a count: no gradient), P_e the mean router probability of e. router_logits: list of (N, E)."""
+    per_layer = []
+    for lg in router_logits:
+        N, E = lg.shape
+        probs, top, _ = route(lg, k)
+        f = torch.zeros(E, dtype=probs.dtype, device=probs.device).index_add_(
+            0, top.reshape(-1), torch.ones(top.numel(), dtype=probs.dtype, device=probs.device)) / N
+        per_layer.append(E * (f * probs.mean(dim=0)).sum())
+    return torch.stack(per_layer).mean()
+
+
+def router_z_loss(router_logits):
+    """ST-MoE's router z-loss, the mean over layers of mean_t (logsumexp_e logits[t, e])^2."""
+    return torch.stack([lg.logsumexp(dim=-1).pow(2).mean() for lg in router_logits]).mean()
+
+
+def router_losses(model):
+    """(aux, z): the load-balancing loss and router z-loss of the model's last forward (0-dim
+    tensors), or (None, None) for a model without experts."""
+    lgs = getattr(model, "router_logits", None)
+    if not lgs:
+        return None, None
+    return load_balancing_loss(lgs, model.cfg.num_experts_per_tok), router_z_loss(lgs)
+
+
+def total_loss(model, logits, targets):
+    """The training loss of logits = model(inputs): loss_fn, plus router_aux_loss_coef * aux +
+    router_z_loss_coef * z for a mixture of experts (router losses of that same forward). Exactly
+    loss_fn for dense models, including the other families (gpt_ref, neox_ref)."""
+    loss = loss_fn(logits, targets)
+    aux, z = router_losses(model)
+    if aux is not None:
+        if model.cfg.router_aux_loss_coef:
+            loss = loss + model.cfg.router_aux_loss_coef * aux
+        if model.cfg.router_z_loss_coef:
+            loss = loss + model.cfg.router_z_loss_coef * z
+    return loss
 
 
 def load_h5_weights(model, h5file, group="model"):
@@ -225,14 +340,22 @@ def adamw_for(model, lr, betas, eps, weight_decay):
 
 
 def config_from_hf(cfg):
-    """A LlamaConfig from a Hugging Face config.json dict (LlamaConfig's defaults when absent)."""
+    """A LlamaConfig from a Hugging Face config.json dict (transformers' defaults when absent).
+    model_type mixtral (or a MixtralForCausalLM) gives the experts, and Mixtral's defaults."""
+    moe = cfg.get("model_type") == "mixtral" or "MixtralForCausalLM" in (cfg.get("architectures") or [])
+    extra = {}
+    if moe:
+        # MixtralConfig's defaults; no z-loss in transformers' Mixtral
+        extra = dict(num_experts=cfg.get("num_local_experts", 8), num_experts_per_tok=cfg.get("num_experts_per_tok", 2),
+                     router_aux_loss_coef=float(cfg.get("router_aux_loss_coef", 0.001)))
     return LlamaConfig(
         hidden_width=cfg["hidden_size"], num_layers=cfg["num_hidden_layers"], num_heads=cfg["num_attention_heads"],
-        num_key_value_heads=cfg.get("num_key_value_heads", cfg["num_attention_heads"]),
+        num_key_value_heads=cfg.get("num_key_value_heads", 8 if moe else cfg["num_attention_heads"]),
         intermediate_size=cfg["intermediate_size"], vocab_size=cfg["vocab_size"],
         max_context_width=cfg.get("max_position_embeddings", 2048),
-        rope_theta=cfg.get("rope_theta") or (cfg.get("rope_parameters") or {}).get("rope_theta", 10000.0),
-        norm_eps=cfg.get("rms_norm_eps", 1e-6), rope_llama3=llama3_from_hf(cfg), sliding_window=cfg.get("sliding_window") or 0)
+        rope_theta=cfg.get("rope_theta") or (cfg.get("rope_parameters") or {}).get("rope_theta", 1e6 if moe else 10000.0),
+        norm_eps=cfg.get("rms_norm_eps", 1e-5 if moe else 1e-6), rope_llama3=llama3_from_hf(cfg),
+        sliding_window=cfg.get("sliding_window") or 0, **extra)
 
 
 def llama3_from_hf(cfg):
@@ -245,7 +368,8 @@ def llama3_from_hf(cfg):
 
 
 def load_hf(path, dtype=torch.float32):
-    """The Llama of a Hugging Face directory (config.json + safetensors), read by hf_read (numpy only)."""
+    """The Llama (or Mistral, Mixtral) of a Hugging Face directory (config.json + safetensors), read
+    by hf_read (numpy only)."""
     import json
     import os
 

@@ -3,8 +3,9 @@
 usage: /usr/bin/python3 test/ref/parity.py DUMP.h5 [--tol_logits X] [--tol_grad X] [--tol_loss X] [--tol_steps X]
 
 Recomputes logits, loss, gradients and S training-step losses from the dump's initial
-weights and batches with the reference of the file's model_type attribute (llama_v2:
-llama_ref, mingpt: gpt_ref, gpt_neox: neox_ref), and prints one TAP-style line per comparison. The reference is a
+weights and batches with the reference of the file's model_type attribute (llama_v2 and
+mixtral: llama_ref, mingpt: gpt_ref, gpt_neox: neox_ref), and prints one TAP-style line per
+comparison. The loss is the training loss (a mixture of experts adds its router losses). The reference is a
 float64 run: it is (nearly) exact, so the reported error is the C side's own error. The
 torch fp32 error against the same reference is shown next to it as the scale that fp32 with
 a different summation order is expected to reach. Exits 1 if any comparison failed.
@@ -22,11 +23,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt_ref  # noqa: E402
 import llama_ref  # noqa: E402
 import neox_ref  # noqa: E402
-from llama_ref import load_h5_weights, loss_fn  # noqa: E402
+from llama_ref import load_h5_weights, total_loss  # noqa: E402
 
 # model_type attribute -> (reference module, its model class); each module has config_from_h5_attrs
 # and adamw_for (whose param groups follow that family's decay flags)
-REFS = {"llama_v2": (llama_ref, llama_ref.Llama), "mingpt": (gpt_ref, gpt_ref.GPT), "gpt_neox": (neox_ref, neox_ref.NeoX)}
+REFS = {"llama_v2": (llama_ref, llama_ref.Llama), "mixtral": (llama_ref, llama_ref.Llama),
+        "mingpt": (gpt_ref, gpt_ref.GPT), "gpt_neox": (neox_ref, neox_ref.NeoX)}
 
 
 def rel_err(got, ref):
@@ -43,10 +45,11 @@ def load_model(ref, f, cfg, dtype):
 
 
 def batch_forward_backward(model, inputs, targets):
-    """Logits, loss and {name: grad} for one batch at the model's current weights."""
+    """Logits, loss and {name: grad} for one batch at the model's current weights. The loss is the
+    training loss: cross-entropy, plus the router losses of a mixture of experts."""
     model.zero_grad(set_to_none=True)
     logits = model(inputs)
-    loss = loss_fn(logits, targets)
+    loss = total_loss(model, logits, targets)
     loss.backward()
     return logits.detach(), loss.detach(), {n: p.grad for n, p in model.named_parameters()}
 
@@ -59,7 +62,7 @@ def train_losses(ref, model, f, hp):
     losses = []
     for s in range(inputs.shape[0]):
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(inputs[s]), targets[s])
+        loss = total_loss(model, model(inputs[s]), targets[s])
         loss.backward()
         if hp["grad_clip"] > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), hp["grad_clip"])

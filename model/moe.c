@@ -1,0 +1,219 @@
+// moe: the sparse MLP of a mixture of experts (moe.h), and the router losses over the global batch.
+#include "moe.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/err.h"
+#include "../comm/comm.h"
+#include "../kernels/kernels.h"
+
+struct MoeState {
+    int E, K, L;
+    size_t N;                 // tokens per batch at most
+    int *count;               // (L, E) this rank's tokens per expert, from each layer's last forward
+    int32_t *idx, *src, *slot;  // host scratch: (N, K), (M), (M)
+    float *probs, *logits;    // host copies for the statistics (N, E)
+    float *gaux, *zscale;     // (L, E), (L): the router losses' gradient constants of the micro-batch
+    unsigned char *seen;      // (L) the layer's statistics are this micro-batch's (a recompute reuses them)
+    int train;                // the micro-batch trains: statistics over the global batch
+    double loss_tokens;       // this rank's loss-bearing targets in it
+    double aux, z;            // sums over its layers of the global losses
+    float aux_coef, z_coef;
+};
+
+void moe_acts_alloc(Activations *a, const ModelConfig *c, size_t S, size_t N, int forward_only) {
+    size_t E = c->num_experts, K = c->num_experts_per_tok, M = N * K, D = c->hidden_width, F = c->intermediate_size;
+    a->rlogits = model_acts_buf(S * N * E);
+    a->rprobs = model_acts_buf(S * N * E);
+    a->ridx = (int32_t *)model_acts_buf(S * N * K);  // int32 in a float buffer of the same count
+    a->rwts = model_acts_buf(S * N * K);
+    a->rsrc = (int32_t *)model_acts_buf(S * M);
+    a->rslot = (int32_t *)model_acts_buf(S * M);
+    a->xe = model_acts_act(S * M * D);
+    a->gue = model_acts_act(S * M * 2 * F);
+    a->he = model_acts_act(S * M * F);
+    a->ye = model_acts_buf(S * M * D);
+    if (!forward_only) {
+        a->dye = model_acts_buf(M * D);
+        a->drwts = model_acts_buf(N * K);
+        a->drlogits = model_acts_buf(N * E);
+        a->rgaux = model_acts_buf(E);
+        a->dhe = model_acts_act(M * F);
+        a->dgue = model_acts_act(M * 2 * F);
+        a->dxe = model_acts_act(M * D);
+    }
+    if (!a->rlogits) return;  // only counting bytes (model_acts_bytes)
+    MoeState *m = callocCheck(1, sizeof *m);
+    int L = c->num_layers;
+    *m = (MoeState){.E = (int)E, .K = (int)K, .L = L, .N = N, .aux_coef = c->router_aux_loss_coef, .z_coef = c->router_z_loss_coef};
+    m->count = callocCheck((size_t)L * E, sizeof(int));
+    m->idx = mallocCheck(sizeof(int32_t) * M);
+    m->src = mallocCheck(sizeof(int32_t) * M);
+    m->slot = mallocCheck(sizeof(int32_t) * M);
+    m->probs = mallocCheck(sizeof(float) * N * E);
+    m->logits = mallocCheck(sizeof(float) * N * E);
+    m->gaux = callocCheck((size_t)L * E, sizeof(float));
+    m->zscale = callocCheck((size_t)L, sizeof(float));
+    m->seen = callocCheck((size_t)L, 1);
+    a->moe = m;
+}
+
+void moe_state_free(MoeState *m) {
+    if (!m) return;
+    free(m->count), free(m->idx), free(m->src), free(m->slot), free(m->probs), free(m->logits);
+    free(m->gaux), free(m->zscale), free(m->seen);
+    free(m);
+}
+
+void model_router_train(Activations *a, double loss_tokens) {
+    MoeState *m = a->moe;
+    if (!m) return;
+    m->train = loss_tokens >= 0;
+    m->loss_tokens = loss_tokens;
+    m->aux = m->z = 0.0;
+    memset(m->seen, 0, (size_t)m->L);
+}
+
+void model_router_losses(const Activations *a, double *aux, double *z) {
+    const MoeState *m = a->moe;
+    *aux = m ? m->aux / m->L : 0.0;
+    *z = m ? m->z / m->L : 0.0;
+}
+
+// Layer l's router statistics over the global batch, once per micro-batch: the tokens each expert
+// got (the balance loss's fractions f), the mean probabilities P and the mean squared logsumexp,
+// summed over every rank (a tp group's ranks route the same tokens: counted once). Their losses
+// add up over the layers; the gradient constants are in the summed loss fsdpc trains on (the
+// global loss-bearing count times the mean), so AdamW's division gives HF's mean loss plus
+// coef x aux + z_coef x z. The sums run in double in token order: equal on every layout.
+static void router_stats(const ModelPlan *plan, MoeState *m, int l, int N) {
+    int E = m->E, K = m->K;
+    double s[2 * CONFIG_MAX_EXPERTS + 3] = {0};  // counts, probability sums, z sum, tokens, loss tokens
+    for (int e = 0; e < E; e++) s[e] = m->count[(size_t)l * E + e];
+    for (int t = 0; t < N; t++) {
+        const float *p = m->probs + (size_t)t * E, *lg = m->logits + (size_t)t * E;
+        double mx = lg[0], sum = 0.0;
+        for (int e = 0; e < E; e++) s[E + e] += p[e], mx = lg[e] > mx ? lg[e] : mx;
+        for (int e = 0; e < E; e++) sum += exp(lg[e] - mx);
+        double lse = mx + log(sum);
+        s[2 * E] += lse * lse;
+    }
+    s[2 * E + 1] = N;
+    s[2 * E + 2] = m->loss_tokens;
+    comm_allreduce_sum_f64(comm_world(), s, 2 * E + 3);
+    double tp = plan->tp > 1 ? plan->tp : 1, n = s[2 * E + 1] / tp, lb = s[2 * E + 2] / tp, aux = 0.0;
+    for (int e = 0; e < E; e++) {
+        double f = s[e] / tp / n;
+        aux += f * (s[E + e] / tp / n);
+        m->gaux[(size_t)l * E + e] = (float)(lb * m->aux_coef * E * f / (n * m->L));
+    }
+    m->aux += E * aux;
+    m->z += s[2 * E] / tp / n;
+    m->zscale[l] = (float)(lb * m->z_coef / (n * m->L));
+    (void)K;
+}
+
+// the experts' rows grouped by expert, in token order: src and slot from idx, counts per expert
+static void group_rows(MoeState *m, int *count, int N) {
+    int E = m->E, K = m->K, off[CONFIG_MAX_EXPERTS];
+    memset(count, 0, sizeof(int) * E);
+    for (size_t j = 0; j < (size_t)N * K; j++) count[m->idx[j]]++;
+    for (int e = 0, o = 0; e < E; e++) off[e] = o, o += count[e];
+    for (size_t j = 0; j < (size_t)N * K; j++) {
+        int r = off[m->idx[j]]++;
+        m->src[r] = (int32_t)(j / K);
+        m->slot[j] = r;
+    }
+}
+
+#define WP(p, u, i) kern_param_at((p), (u)->t[i].offset)
+
+void moe_fwd(const ModelPlan *plan, Activations *a, int l, const UnitSpec *u, int router, const void *p, const void *xn,
+             float *out, int T) {
+    MoeState *m = a->moe;
+    const ModelConfig *c = &plan->cfg;
+    int E = m->E, K = m->K, N = a->B * T, M = N * K, D = c->hidden_width, F = c->intermediate_size;
+    size_t i = a->slot[l], NE = (size_t)N * E, MS = m->N * K;  // slot strides are the allocation's
+    float *logits = a->rlogits + i * m->N * E, *probs = a->rprobs + i * m->N * E, *wts = a->rwts + i * MS;
+    int32_t *idx = a->ridx + i * MS, *src = a->rsrc + i * MS, *slot = a->rslot + i * MS;
+    void *xe = kern_act_at(a->xe, i * MS * D), *gue = kern_act_at(a->gue, i * MS * 2 * F), *he = kern_act_at(a->he, i * MS * F);
+    float *ye = a->ye + i * MS * D;
+    kern_matmul_fwd(logits, KERN_F32, xn, WP(p, u, router), N, D, E);  // (N, E)
+    kern_moe_route(probs, idx, wts, logits, N, E, K);
+    kern_download(m->idx, idx, sizeof(int32_t) * M);  // the one wait: the GEMMs' row counts
+    int *count = m->count + (size_t)l * E;
+    group_rows(m, count, N);
+    kern_upload(src, m->src, sizeof(int32_t) * M);
+    kern_upload(slot, m->slot, sizeof(int32_t) * M);
+    kern_moe_gather(xe, xn, src, M, D);  // (M, D)
+    for (int e = 0, o = 0; e < E; o += count[e++])
+        if (count[e])
+            kern_matmul_fwd(kern_act_at(gue, (size_t)o * 2 * F), KERN_ACT, kern_act_at(xe, (size_t)o * D),
+                            WP(p, u, router + 1 + 3 * e), count[e], D, 2 * F);  // w1 | w3
+    kern_swiglu_fwd(he, gue, M, F);
+    for (int e = 0, o = 0; e < E; o += count[e++])
+        if (count[e])
+            kern_matmul_fwd(ye + (size_t)o * D, KERN_F32, kern_act_at(he, (size_t)o * F), WP(p, u, router + 3 + 3 * e), count[e],
+                            F, D);  // w2
+    kern_moe_combine(out, ye, slot, wts, N, K, D);
+    if (m->train && !m->seen[l]) {
+        kern_download(m->probs, probs, sizeof(float) * NE);
+        kern_download(m->logits, logits, sizeof(float) * NE);
+        router_stats(plan, m, l, N);
+        m->seen[l] = 1;
+    }
+}
+
+void moe_bwd(const ModelPlan *plan, Activations *a, int l, const UnitSpec *u, int router, const void *p, float *g,
+             const void *xn, const float *dout) {
+    MoeState *m = a->moe;
+    const ModelConfig *c = &plan->cfg;
+    int E = m->E, K = m->K, N = a->B * a->T, M = N * K, D = c->hidden_width, F = c->intermediate_size;
+    size_t i = a->slot[l], MS = m->N * K;
+    const float *logits = a->rlogits + i * m->N * E, *probs = a->rprobs + i * m->N * E, *wts = a->rwts + i * MS;
+    const int32_t *idx = a->ridx + i * MS, *slot = a->rslot + i * MS;
+    const void *xe = kern_act_at(a->xe, i * MS * D), *gue = kern_act_at(a->gue, i * MS * 2 * F), *he = kern_act_at(a->he, i * MS * F);
+    const float *ye = a->ye + i * MS * D;
+    const int *count = m->count + (size_t)l * E;
+    kern_moe_combine_bwd(a->dye, a->drwts, dout, ye, slot, wts, N, K, D);
+    for (int e = 0, o = 0; e < E; o += count[e++])
+        if (count[e])
+            kern_matmul_bwd(kern_act_at(a->dhe, (size_t)o * F), g + u->t[router + 3 + 3 * e].offset, a->dye + (size_t)o * D,
+                            KERN_F32, kern_act_at(he, (size_t)o * F), WP(p, u, router + 3 + 3 * e), count[e], F, D, 0);
+    kern_swiglu_bwd(a->dgue, a->dhe, gue, M, F);
+    for (int e = 0, o = 0; e < E; o += count[e++])
+        if (count[e])
+            kern_matmul_bwd(kern_act_at(a->dxe, (size_t)o * D), g + u->t[router + 1 + 3 * e].offset,
+                            kern_act_at(a->dgue, (size_t)o * 2 * F), KERN_ACT, kern_act_at(xe, (size_t)o * D),
+                            WP(p, u, router + 1 + 3 * e), count[e], D, 2 * F, 0);
+    kern_moe_gather_bwd(a->dxn, a->dxe, slot, N, K, D);
+    const float *gaux = NULL;
+    if (m->train && m->aux_coef != 0.0f) {
+        kern_upload(a->rgaux, m->gaux + (size_t)l * E, sizeof(float) * E);
+        gaux = a->rgaux;
+    }
+    kern_moe_route_bwd(a->drlogits, a->drwts, probs, logits, idx, wts, gaux, m->train ? m->zscale[l] : 0.0f, N, E, K);
+    kern_matmul_bwd(a->dxn, g + u->t[router].offset, a->drlogits, KERN_F32, xn, WP(p, u, router), N, D, E, 1);
+}
+
+void moe_add_tensors(UnitSpec *u, int layer, const ModelConfig *c) {
+    int D = c->hidden_width, F = c->intermediate_size;
+    char name[80];
+    snprintf(name, sizeof name, "model.layers.%d.block_sparse_moe.gate.weight", layer);
+    model_add_tensor(u, name, c->num_experts, D, INIT_NORMAL, 1.0f, 1);
+    static const char *const w[] = {"w1", "w3", "w2"};  // w1 and w3 adjacent: one (2F, D) GEMM
+    for (int e = 0; e < c->num_experts; e++)
+        for (int j = 0; j < 3; j++) {
+            snprintf(name, sizeof name, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", layer, e, w[j]);
+            // tensor parallelism would split w1 and w3 by rows and w2 by columns, as a dense MLP
+            model_tensor_split(model_add_tensor(u, name, j < 2 ? F : D, j < 2 ? D : F, INIT_NORMAL, 1.0f, 1),
+                               j < 2 ? TP_ROWS : TP_COLS, 1);
+        }
+}
+
+double moe_inactive_params(const ModelConfig *c) {
+    return (double)c->num_layers * (c->num_experts - c->num_experts_per_tok) * 3.0 * c->hidden_width * c->intermediate_size;
+}
