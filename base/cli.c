@@ -70,6 +70,13 @@ int cli_given(const CliTable *t, const void *dst, const char *name) {
     return g && *g;
 }
 
+void cli_forget(const CliTable *t, void *dst, const char *name) {
+    const char *spelling;
+    long i = find_flag(t, name, &spelling);
+    unsigned char *g = i < 0 ? NULL : given_at(t, dst, (size_t)i);
+    if (g) *g = 0;
+}
+
 // Optimal string alignment distance (edits and swaps of neighbours), for names under 64 bytes.
 static size_t edit_distance(const char *a, const char *b) {
     size_t na = strlen(a), nb = strlen(b), d[64][64];

@@ -88,6 +88,9 @@ int cli_parse(const CliTable *t, void *dst, int argc, char **argv, char *err, si
 // Whether the cli_parse of t that filled dst set flag `name` (or an alias); a flag sharing a
 // setting with another counts as given when either spelling was.
 int cli_given(const CliTable *t, const void *dst, const char *name);
+// Makes flag `name` count as not given (a recipe whose script ignores it for this model); its
+// value is the caller's to reset.
+void cli_forget(const CliTable *t, void *dst, const char *name);
 // Whether the last cli_parse of any table read flag `spelling` under exactly that spelling (an
 // alias counts only as itself): which dialect a command line is written in.
 int cli_spelled(const char *spelling);

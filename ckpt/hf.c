@@ -461,6 +461,8 @@ unsigned hf_model_config(const HfModel *h, ModelConfig *m) {
     }
     if (f & MODEL_WINDOW) m->sliding_window = h->m.sliding_window;
     if (f & MODEL_ACT) m->hidden_act = h->m.hidden_act;
+    if (f & MODEL_EXPERTS) m->num_experts = h->m.num_experts;
+    if (f & MODEL_EXPERTS_PER_TOK) m->num_experts_per_tok = h->m.num_experts_per_tok;
     return f;
 }
 

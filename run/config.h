@@ -75,7 +75,7 @@ typedef struct {
     int recipe_only[RECIPE_ONLY_COUNT];  // where the recipe flags that take only fsdpc's own behaviour point
     int recipe_defaults;     // --recipe_defaults: RECIPE_AUTO, RECIPE_NONE or a recipe (run/recipes.h)
     char recipe_line[2048];  // the start-up line naming the recipe whose defaults were taken, or ""
-    char recipe_note[512];   // its line on what fsdpc cannot match of that recipe, or ""
+    char recipe_note[1024];  // its lines on what fsdpc cannot match of that recipe and what it ignores, or ""
     char recipe_no_data[400];  // why that recipe trains nothing without --train_data (never the bundled text), or ""
 } RecipeConfig;
 

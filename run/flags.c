@@ -785,6 +785,18 @@ static void take_default(const char *flag, const char *value, void *ctx) {
         snprintf(c->recipe.recipe_line + n, sizeof c->recipe.recipe_line - n, " --%s %s", flag, value);
 }
 
+// the start-up line of flags a recipe's script reads for other families only
+static void recipe_ignored(Config *c, const Recipe *r, const char *flags, const ModelFamily *fam, const char *what) {
+    size_t n = strlen(c->recipe.recipe_note);
+    snprintf(c->recipe.recipe_note + n, sizeof c->recipe.recipe_note - n, "%srecipe: %s in %s; its %s takes %s's %s",
+             n ? "\n" : "", flags, recipe_name(r), c->model.model_type, fam->hf_defaults.name, what);
+    n = strlen(c->recipe.recipe_note);
+    if (!strcmp(what, "RoPE"))
+        snprintf(c->recipe.recipe_note + n, sizeof c->recipe.recipe_note - n, " (rope_theta %g, every dimension)", c->model.rope_theta);
+    n = strlen(c->recipe.recipe_note);
+    snprintf(c->recipe.recipe_note + n, sizeof c->recipe.recipe_note - n, ", and so does fsdpc");
+}
+
 // the defaults of the recipe whose dialect the command line is written in (recipes.h)
 static void take_recipe(Config *c) {
     nrecipe_took = 0;
@@ -808,6 +820,30 @@ static void take_recipe(Config *c) {
         snprintf(c->recipe.recipe_note, sizeof c->recipe.recipe_note, "recipe: where fsdpc differs from %s: %s", recipe_name(r), recipe_differs(r));
     const char *refused = recipe_check(r, c);
     if (refused) comm_fail_all("%s", refused);
+    // its launch files pass one family's flags with every model: what its script ignores is ignored, and said
+    const ModelFamily *fam = family_find(c->model.model_type);
+    if (recipe_rotary_neox_only(r) && fam && !fam->rotary_pct && (cli_spelled("rotary_pct") || cli_spelled("rotary_emb_base"))) {
+        cli_forget(&flags_cli, c, "rotary_pct");
+        cli_forget(&flags_cli, c, "rope_theta");
+        c->model.rotary_pct = 1.0f;
+        c->model.rope_theta = fam->hf_defaults.rope_theta ? fam->hf_defaults.rope_theta : 10000.0f;
+        recipe_ignored(c, r, "--rotary_pct and --rotary_emb_base are GPT-NeoX's", fam, "RoPE");
+    }
+}
+
+// SMP's launch lines pass its Mixtral flags (--num_local_experts, --num_experts_per_tok) with every
+// model, and its script reads them for Mixtral only: with a dense family they are accepted with a
+// line, whatever --recipe_defaults says (fsdpc's own --num_experts is still refused there)
+static void smp_expert_flags(Config *c) {
+    const ModelFamily *fam = family_find(c->model.model_type);
+    if (!fam || fam->experts_option || cli_spelled("num_experts") || !(cli_spelled("num_local_experts") || cli_spelled("num_experts_per_tok")))
+        return;
+    cli_forget(&flags_cli, c, "num_experts");
+    cli_forget(&flags_cli, c, "num_experts_per_tok");
+    c->model.num_experts = c->model.num_experts_per_tok = 0;
+    size_t n = strlen(c->recipe.recipe_note);
+    snprintf(c->recipe.recipe_note + n, sizeof c->recipe.recipe_note - n, "%s--num_local_experts and --num_experts_per_tok are "
+             "SMP's Mixtral settings: %s has a dense MLP, they have no effect", n ? "\n" : "", c->model.model_type);
 }
 
 int flags_parse(Config *c, int argc, char **argv) {
@@ -821,6 +857,7 @@ int flags_parse(Config *c, int argc, char **argv) {
 
 void flags_finish(Config *c) {
     take_recipe(c);
+    smp_expert_flags(c);
     family_pending = (c->ckpt.resume_from_checkpoint[0] || c->ckpt.init_from[0] || c->ckpt.pretrained_model_name[0]) &&
                      !flags_given(c, "model_type") && !flags_given(c, "model_name");
     family_defaults(c);

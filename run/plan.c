@@ -9,6 +9,7 @@
 
 #include "../ckpt/ckpt.h"
 #include "../comm/comm.h"
+#include "../model/moe.h"
 #include "../data/text/tokenizer.h"
 #include "../kernels/kernels.h"
 #include "../base/cli.h"
@@ -364,17 +365,23 @@ static void plan_time(PlanFigures *f) {
     f->timed = f->peak_flops > 0;
 }
 
+// the parameters a token reaches: all but a mixture of experts' unchosen experts
+static double active_params(const PlanFigures *f) {
+    return (double)f->plan.num_params - (f->cfg->model.num_experts ? moe_inactive_params(&f->cfg->model) : 0.0);
+}
+
 // fsdpc plan --json: one object with every figure.
 static void print_json(const PlanFigures *f, const char *device) {
     const Config *cfg = f->cfg;
     const PlanArgs a = f->a;
     const ModelConfig *m = &cfg->model;
     int B = cfg->optim.batch_size, T = m->max_context_width, M = cfg->optim.grad_accum, L = m->num_layers;
-    printf("{\"model\": {\"model_type\": \"%s\", \"model_name\": \"%s\", \"num_params\": %zu, \"hidden_width\": %d, "
-           "\"num_layers\": %d, \"num_heads\": %d, \"num_key_value_heads\": %d, \"intermediate_size\": %d, "
-           "\"max_context_width\": %d, \"vocab_size\": %d}, ",
-           m->model_type, m->model_name, f->plan.num_params, m->hidden_width, L, m->num_heads, m->num_key_value_heads,
-           m->intermediate_size, T, m->vocab_size);
+    printf("{\"model\": {\"model_type\": \"%s\", \"model_name\": \"%s\", \"num_params\": %zu, \"active_params\": %.0f, "
+           "\"hidden_width\": %d, \"num_layers\": %d, \"num_heads\": %d, \"num_key_value_heads\": %d, \"intermediate_size\": %d, "
+           "\"max_context_width\": %d, \"vocab_size\": %d, \"rope_theta\": %g, \"num_experts\": %d, \"num_experts_per_tok\": %d}, ",
+           m->model_type, m->model_name, f->plan.num_params, active_params(f), m->hidden_width, L, m->num_heads,
+           m->num_key_value_heads, m->intermediate_size, T, m->vocab_size, (double)m->rope_theta, m->num_experts,
+           m->num_experts ? m->num_experts_per_tok : 0);
     printf("\"recipe\": \"%s\", \"lr\": %g, \"max_steps\": %d, \"train_data\": \"%s\", ",
            cli_choice_name(recipe_choices, recipe_chosen()), (double)cfg->optim.lr, cfg->optim.max_steps, cfg->data.train_data);
     printf("\"device\": \"%s\", \"world_size\": %d, \"ranks_per_node\": %d, \"nodes\": %d, \"sharding\": \"%s\", "
@@ -419,12 +426,16 @@ static void print_layout(const PlanFigures *f, const char *device) {
     const Config *cfg = f->cfg;
     const ModelConfig *m = &cfg->model;
     int B = cfg->optim.batch_size, T = m->max_context_width, M = cfg->optim.grad_accum, L = m->num_layers;
-    char origins[400];
+    char origins[400], experts[96] = "";
     flags_size_origins(cfg, origins, sizeof origins);
-    printf("fsdpc plan: %s%s%s, %.3g%s parameters (D=%d L=%d H=%d KV=%d F=%d V=%d), context %d; %s\n", m->model_type,
-           m->model_name[0] ? " " : "", m->model_name, f->plan.num_params / (f->plan.num_params >= 1e9 ? 1e9 : 1e6),
-           f->plan.num_params >= 1e9 ? "B" : "M", m->hidden_width, L, m->num_heads, m->num_key_value_heads, m->intermediate_size,
-           m->vocab_size, T, origins);
+    double scale = f->plan.num_params >= 1e9 ? 1e9 : 1e6;
+    const char *unit = f->plan.num_params >= 1e9 ? "B" : "M";
+    if (m->num_experts)
+        snprintf(experts, sizeof experts, ", %.3g%s active (%d of %d experts per token)", active_params(f) / scale, unit,
+                 m->num_experts_per_tok, m->num_experts);
+    printf("fsdpc plan: %s%s%s, %.3g%s parameters%s (D=%d L=%d H=%d KV=%d F=%d V=%d), context %d; %s\n", m->model_type,
+           m->model_name[0] ? " " : "", m->model_name, f->plan.num_params / scale, unit, experts, m->hidden_width, L, m->num_heads,
+           m->num_key_value_heads, m->intermediate_size, m->vocab_size, T, origins);
     if (cfg->recipe.recipe_line[0]) printf("%s\n", cfg->recipe.recipe_line);
     if (cfg->recipe.recipe_note[0]) printf("%s\n", cfg->recipe.recipe_note);
     char tps[48] = "";

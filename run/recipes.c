@@ -21,12 +21,14 @@ struct Recipe {
     const char *differs;
     const char *(*check)(const Recipe *r, const Config *c);  // recipe_check's, or NULL
     const char *no_data;  // recipe_no_data's
+    int rotary_neox_only;  // its script passes --rotary_pct and --rotary_emb_base to GPT-NeoX's config only
 };
 
 #define D(f, v, ...) {.flag = f, .value = v, __VA_ARGS__}
 #define LLAMA .family = "llama_v2"
 #define NEOX .family = "gpt_neox"
 #define MINGPT .family = "mingpt"
+#define MIXTRAL .family = "mixtral"
 
 // 10.FSDP (3.test_cases/10.FSDP, now pytorch/FSDP): model_utils/arguments.py and train_utils.py's
 // get_model_config. Its dropout flags are read but never reach the model (dropout 0); its data is
@@ -37,8 +39,8 @@ static const char *const fsdp10_marks[] = {"dataset", "offload_activation", "tra
 static const RecipeDefault fsdp10_defaults[] = {
     D("model_type", "gpt_neox"),
     D("hidden_width", "768"), D("num_layers", "12"), D("num_heads", "12"), D("max_context_width", "4096"),
-    D("vocab_size", "50432"), D("intermediate_size", "11008", LLAMA), D("initializer_range", "0.02"),
-    D("rotary_pct", "0.25", NEOX), D("rope_theta", "10000", NEOX),
+    D("vocab_size", "50432"), D("intermediate_size", "11008", LLAMA), D("intermediate_size", "11008", MIXTRAL),
+    D("initializer_range", "0.02"), D("rotary_pct", "0.25", NEOX), D("rope_theta", "10000", NEOX),
     D("batch_size", "2"), D("val_batch_size", "4"), D("max_steps", "5000"), D("seed", "12345"), D("precision", "bf16"),
     D("grad_clip", "1.0"), D("weight_decay", "0.2"), D("beta1", "0.9"), D("beta2", "0.95"), D("activation_checkpoints", "1"),
     D("logging_freq", "1"), D("lr", "0.0001"), D("lr_decay_style", "cosine"), D("min_lr", "1e-05"), D("warmup", "0.0032"),
@@ -65,8 +67,8 @@ static const char *const smp_marks[] = {
 static const RecipeDefault smp_defaults[] = {
     D("model_type", "gpt_neox"),
     D("hidden_width", "768"), D("num_layers", "12"), D("num_heads", "12"), D("max_context_width", "2048"),
-    D("vocab_size", "50432"), D("intermediate_size", "11008", LLAMA), D("initializer_range", "0.02"),
-    D("rotary_pct", "0.25", NEOX), D("rope_theta", "10000", NEOX), D("dropout", "0.1", MINGPT),
+    D("vocab_size", "50432"), D("intermediate_size", "11008", LLAMA), D("intermediate_size", "14336", MIXTRAL),
+    D("initializer_range", "0.02"), D("rotary_pct", "0.25", NEOX), D("rope_theta", "10000", NEOX), D("dropout", "0.1", MINGPT),
     D("batch_size", "2"), D("val_batch_size", "4"), D("max_steps", "5000"), D("seed", "12345"), D("precision", "bf16"),
     D("reduce_dtype", "bf16"), D("grad_clip", "1.0"), D("weight_decay", "0.2"), D("beta1", "0.9"), D("beta2", "0.95"),
     D("activation_checkpoints", "1"), D("logging_freq", "1"), D("lr", "0.0001"), D("lr_decay_style", "cosine"),
@@ -121,18 +123,18 @@ static const Recipe recipes[] = {
     {"fsdp10", "10.FSDP's train.py", fsdp10_marks, fsdp10_defaults,
      "it trains max_steps + epochs - 1 steps and cuts its data into 4096-token sequences whatever --max_context_width "
      "says, and its dropout flags never reach its model; fsdpc trains --max_steps steps of --max_context_width tokens "
-     "and applies --resid_pdrop/--embd_pdrop/--attn_pdrop as --dropout", NULL, NULL},
+     "and applies --resid_pdrop/--embd_pdrop/--attn_pdrop as --dropout", NULL, NULL, 1},
     {"smp", "SMP v2's train_external.py", smp_marks, smp_defaults,
      "its --warmup is a fraction of --lr_decay_iters (fsdpc's, below 1, of --max_steps: its default is SMP's 153 steps)",
      smp_check, "SMP v2's train_external.py trains on --training_dir (default $SM_CHANNEL_TRAIN, unset here), never on "
-     "other text: give --training_dir, or --use_synthetic_data 1"},
+     "other text: give --training_dir, or --use_synthetic_data 1", 1},
     {"profiling", "the FSDP profiling recipe's training.py", prof_marks, prof_defaults,
      "its warm-up is quadratic and its RMSNorm epsilon 1e-6 (fsdpc: linear, and Llama-2's 1e-5), it decays to a "
      "tenth of --learning_rate (fsdpc: to --min_lr, 3e-05 unless given), and its type=bool flags take =False as on "
-     "(fsdpc does what the flag says)", NULL, NULL},
+     "(fsdpc does what the flag says)", NULL, NULL, 0},
     {"minimal_fsdp", "minimal_fsdp's basic_training.py", mini_marks, mini_defaults,
      "it warms up over 10 epochs' steps inside a 50-epoch cosine and validates and saves every epoch; fsdpc warms up "
-     "over --warmup steps, decays by cosine to --min_lr at the last step, and validates and saves by steps", NULL, NULL},
+     "over --warmup steps, decays by cosine to --min_lr at the last step, and validates and saves by steps", NULL, NULL, 0},
 };
 enum { NRECIPES = sizeof recipes / sizeof recipes[0] };
 
@@ -141,6 +143,8 @@ const CliChoice recipe_choices[] = {{"auto", RECIPE_AUTO}, {"none", RECIPE_NONE}
 
 const char *recipe_name(const Recipe *r) { return r->name; }
 const char *recipe_differs(const Recipe *r) { return r->differs; }
+
+int recipe_rotary_neox_only(const Recipe *r) { return r->rotary_neox_only; }
 const char *recipe_check(const Recipe *r, const Config *c) { return r->check ? r->check(r, c) : NULL; }
 const char *recipe_no_data(const Recipe *r) { return r->no_data; }
 
