@@ -96,7 +96,7 @@ static void commands_help(const Command *c) {
     if (c->name) {
         printf("%s.\n", c->summary);
     } else {
-        printf("fsdpc trains language models (%s) with FSDP-style sharding over MPI.\n\nsubcommands:\n", family_names(", ", 0));
+        printf("fsdpc trains language models (%s) with FSDP sharding over MPI.\n\nsubcommands:\n", family_names(", ", 0));
         for (int i = 0; i < NCOMMANDS; i++) printf("  %-10s %s\n", commands[i].name ? commands[i].name : "(none)", commands[i].summary);
         printf("  %-10s this text; `fsdpc help SUBCOMMAND` or `fsdpc SUBCOMMAND --help`: a subcommand's flags;\n"
                "  %-10s `fsdpc help --flags`: every flag and alias, one line each\n\n"

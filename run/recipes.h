@@ -31,8 +31,8 @@ const char *recipe_name(const Recipe *r);
 const char *recipe_no_data(const Recipe *r);
 // What fsdpc cannot match of the recipe's script, in one sentence, or NULL
 const char *recipe_differs(const Recipe *r);
-// Its script passes --rotary_pct and --rotary_emb_base to GPT-NeoX's config only (other families
-// take their own config class's RoPE)
+// Its script passes --rotary_pct and --rotary_emb_base to the partial-rotary family's config only
+// (the others take their own config class's RoPE)
 int recipe_rotary_neox_only(const Recipe *r);
 // Calls set(flag, value, ctx) for each of r's defaults whose conditions hold: given(c, flag) says
 // whether c's command line set a flag, and family-specific ones apply when the string at
