@@ -48,6 +48,21 @@ done
 d=$(rel_diff "$W/gb.jsonl" "$W/ga.jsonl" 6 1e-5)
 check "--grad_accum 2 x batch 2 equals batch 4 (router losses logged, not trained: coefficients 0)" $? "(worst $d)"
 
+# ---- the emulated GPU (build/fsdpc_emu): the CUDA routing, grouping and combining kernels ----
+if [ -x build/fsdpc_emu ]; then
+    EM="--model_name mixtral_tiny --hidden_width 32 --num_layers 2 --num_heads 2 --num_key_value_heads 1 --intermediate_size 48
+        --max_context_width 16 --batch_size 2 --max_steps 3 --lr 3e-3 --warmup 1 $ONE --num_tokens 0
+        --train_data data/tinyshakespeare.txt --router_aux_loss_coef 0.02 --router_z_loss_coef 0.001"
+    for p in float32:1e-6 bf16:5e-3; do
+        timeout 300 ./fsdpc $EM --device cpu --precision ${p%%:*} --metrics_file "$W/ecpu_${p%%:*}.jsonl" >/dev/null 2>&1
+        timeout 300 ./build/fsdpc_emu $EM --device cuda --precision ${p%%:*} --metrics_file "$W/egpu_${p%%:*}.jsonl" >"$W/egpu.log" 2>&1
+        d=$(rel_diff "$W/ecpu_${p%%:*}.jsonl" "$W/egpu_${p%%:*}.jsonl" 3 ${p#*:}) && grep -q "CPU emulation" "$W/egpu.log"
+        check "emulated GPU, ${p%%:*}: a Mixtral's losses track the CPU's within ${p#*:} (worst $d)" $? "$(grep -m2 error "$W/egpu.log")"
+    done
+else
+    check "emulated GPU # SKIP build/fsdpc_emu is not built (make build/fsdpc_emu)" 0
+fi
+
 # ---- Hugging Face: import, generation, loss, checkpoint, export ----
 PROMPT="Hello there, mixture"
 $PY test/ref/hf_make.py "$W/m" --vocab 256 --seed 7 --experts 4,2 --shards 2
@@ -64,6 +79,11 @@ check "imported Mixtral: greedy text equals the PyTorch reference (KV cache)" $?
 gen gen.np2 $MPI -np 2 ./fsdpc --init_from "$W/m" --sharding full-shard
 cmp -s "$W/gen.np2" "$W/ref.m"
 check "np=2 full-shard generates the same" $?
+if [ -x build/fsdpc_emu ]; then
+    gen gen.emu timeout 300 ./build/fsdpc_emu --init_from "$W/m" --device cuda --train_data data/tinyshakespeare.txt
+    cmp -s "$W/gen.emu" "$W/ref.m"
+    check "the emulated GPU generates the same (its KV cache and routing kernels)" $? "$(grep -m2 error "$W/gen.emu.log")"
+fi
 head -c 257 data/tinyshakespeare.txt >"$W/four.txt"
 ref_loss=$($PY test/ref/hf_ref.py loss "$W/m" "$W/four.txt")
 ./fsdpc --init_from "$W/m" --train_data "$W/four.txt" --max_steps 1 --batch_size 4 $ONE --metrics_file "$W/hl.jsonl" >/dev/null 2>"$W/hl.log"
