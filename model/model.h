@@ -289,6 +289,14 @@ void model_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Activati
 // (equal on every rank).
 void model_router_train(Activations *a, double loss_tokens);
 void model_router_losses(const Activations *a, double *aux, double *z);
+// A step of several micro-batches whose router losses train (model_router_collects): before its
+// first backward a routing pass runs every micro-batch's forward through the blocks after
+// model_router_collect (each with its model_router_train), then model_router_fix sums their
+// statistics over the ranks once; the step's training passes then use them (model_router_train
+// leaves them be until a negative call ends the step).
+int model_router_collects(const Activations *a);
+void model_router_collect(Activations *a);
+void model_router_fix(const ModelPlan *plan, Activations *a);
 // a->loss = 0; and its value (waits for the device)
 void model_loss_reset(Activations *a);
 double model_loss_read(const Activations *a);

@@ -10,6 +10,13 @@
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
 
+// What the router's statistics are for: evaluation (none), a training micro-batch that is the
+// whole step (summed over the ranks in each layer's forward), a routing pass collecting a step's
+// micro-batches (summed once, by model_router_fix), or the training passes after it (fixed).
+typedef enum { MOE_OFF, MOE_MICRO, MOE_COLLECT, MOE_FIXED } MoeMode;
+// a layer's statistics: tokens per expert, probability sums, the z sum, tokens, loss-bearing targets
+#define STATS(E) (2 * (E) + 3)
+
 struct MoeState {
     int E, K, L;
     size_t N;                 // tokens per batch at most
@@ -18,9 +25,10 @@ struct MoeState {
     float *probs, *logits;    // host copies for the statistics (N, E)
     float *gaux, *zscale;     // (L, E), (L): the router losses' gradient constants of the micro-batch
     unsigned char *seen;      // (L) the layer's statistics are this micro-batch's (a recompute reuses them)
-    int train;                // the micro-batch trains: statistics over the global batch
-    double loss_tokens;       // this rank's loss-bearing targets in it
-    double aux, z;            // sums over its layers of the global losses
+    MoeMode mode;
+    double loss_tokens;       // this rank's loss-bearing targets in the micro-batch (MICRO) or the step so far (COLLECT)
+    double *acc;              // COLLECT: (L, STATS) this rank's sums over the step's micro-batches so far
+    double aux, z;            // sums over the layers of the global losses
     float aux_coef, z_coef;
 };
 
@@ -58,23 +66,41 @@ void moe_acts_alloc(Activations *a, const ModelConfig *c, size_t S, size_t N, in
     m->gaux = callocCheck((size_t)L * E, sizeof(float));
     m->zscale = callocCheck((size_t)L, sizeof(float));
     m->seen = callocCheck((size_t)L, 1);
+    m->acc = callocCheck((size_t)L * STATS(E), sizeof(double));
     a->moe = m;
 }
 
 void moe_state_free(MoeState *m) {
     if (!m) return;
     free(m->count), free(m->idx), free(m->src), free(m->slot), free(m->probs), free(m->logits);
-    free(m->gaux), free(m->zscale), free(m->seen);
+    free(m->gaux), free(m->zscale), free(m->seen), free(m->acc);
     free(m);
 }
 
 void model_router_train(Activations *a, double loss_tokens) {
     MoeState *m = a->moe;
     if (!m) return;
-    m->train = loss_tokens >= 0;
+    memset(m->seen, 0, (size_t)m->L);
+    if (m->mode == MOE_COLLECT && loss_tokens >= 0) {
+        m->loss_tokens += loss_tokens;
+        return;
+    }
+    if (m->mode == MOE_FIXED && loss_tokens >= 0) return;
+    m->mode = loss_tokens >= 0 ? MOE_MICRO : MOE_OFF;
     m->loss_tokens = loss_tokens;
     m->aux = m->z = 0.0;
-    memset(m->seen, 0, (size_t)m->L);
+}
+
+int model_router_collects(const Activations *a) {
+    const MoeState *m = a->moe;
+    return m && (m->aux_coef > 0.0f || m->z_coef > 0.0f);
+}
+
+void model_router_collect(Activations *a) {
+    MoeState *m = a->moe;
+    m->mode = MOE_COLLECT;
+    m->loss_tokens = 0.0;
+    memset(m->acc, 0, sizeof(double) * m->L * STATS(m->E));
 }
 
 void model_router_losses(const Activations *a, double *aux, double *z) {
@@ -83,15 +109,12 @@ void model_router_losses(const Activations *a, double *aux, double *z) {
     *z = m ? m->z / m->L : 0.0;
 }
 
-// Layer l's router statistics over the global batch, once per micro-batch: the tokens each expert
-// got (the balance loss's fractions f), the mean probabilities P and the mean squared logsumexp,
-// summed over every rank (a tp group's ranks route the same tokens: counted once). Their losses
-// add up over the layers; the gradient constants are in the summed loss fsdpc trains on (the
-// global loss-bearing count times the mean), so AdamW's division gives HF's mean loss plus
-// coef x aux + z_coef x z. The sums run in double in token order: equal on every layout.
-static void router_stats(const ModelPlan *plan, MoeState *m, int l, int N) {
-    int E = m->E, K = m->K;
-    double s[2 * CONFIG_MAX_EXPERTS + 3] = {0};  // counts, probability sums, z sum, tokens, loss tokens
+// Layer l's statistics on this rank's N tokens into s (STATS(E)): the tokens each expert got (the
+// balance loss's fractions f), the probability sums (its mean probabilities P), the sum of squared
+// logsumexps (the z-loss), in double and in token order.
+static void router_local(const MoeState *m, int l, int N, double *s) {
+    int E = m->E;
+    memset(s, 0, sizeof(double) * STATS(E));
     for (int e = 0; e < E; e++) s[e] = m->count[(size_t)l * E + e];
     for (int t = 0; t < N; t++) {
         const float *p = m->probs + (size_t)t * E, *lg = m->logits + (size_t)t * E;
@@ -103,7 +126,14 @@ static void router_stats(const ModelPlan *plan, MoeState *m, int l, int N) {
     }
     s[2 * E + 1] = N;
     s[2 * E + 2] = m->loss_tokens;
-    comm_allreduce_sum_f64(comm_world(), s, 2 * E + 3);
+}
+
+// Layer l's losses and gradient constants from its statistics summed over every rank (a tp group's
+// ranks route the same tokens: counted once). The losses add up over the layers; the constants are
+// in the summed loss fsdpc trains on (the global loss-bearing count times the mean), so AdamW's
+// division gives Hugging Face's mean loss plus coef x aux + z_coef x z.
+static void router_finish(const ModelPlan *plan, MoeState *m, int l, const double *s) {
+    int E = m->E;
     double tp = plan->tp > 1 ? plan->tp : 1, n = s[2 * E + 1] / tp, lb = s[2 * E + 2] / tp, aux = 0.0;
     for (int e = 0; e < E; e++) {
         double f = s[e] / tp / n;
@@ -113,7 +143,29 @@ static void router_stats(const ModelPlan *plan, MoeState *m, int l, int N) {
     m->aux += E * aux;
     m->z += s[2 * E] / tp / n;
     m->zscale[l] = (float)(lb * m->z_coef / (n * m->L));
-    (void)K;
+}
+
+void model_router_fix(const ModelPlan *plan, Activations *a) {
+    MoeState *m = a->moe;
+    size_t n = (size_t)STATS(m->E);
+    for (int l = 0; l < m->L; l++) m->acc[l * n + 2 * m->E + 2] = m->loss_tokens;  // the step's, on every layer
+    comm_allreduce_sum_f64(comm_world(), m->acc, m->L * n);
+    m->aux = m->z = 0.0;
+    for (int l = 0; l < m->L; l++) router_finish(plan, m, l, m->acc + l * n);
+    m->mode = MOE_FIXED;
+}
+
+// Layer l's statistics once per micro-batch (a recompute reuses them): summed over the ranks now
+// when the micro-batch is the step, added to the step's when collecting
+static void router_stats(const ModelPlan *plan, MoeState *m, int l, int N) {
+    double s[STATS(CONFIG_MAX_EXPERTS)];
+    router_local(m, l, N, s);
+    if (m->mode == MOE_COLLECT) {
+        for (int i = 0; i < STATS(m->E); i++) m->acc[(size_t)l * STATS(m->E) + i] += s[i];
+        return;
+    }
+    comm_allreduce_sum_f64(comm_world(), s, STATS(m->E));
+    router_finish(plan, m, l, s);
 }
 
 // the experts' rows grouped by expert, in token order: src and slot from idx, counts per expert
@@ -159,7 +211,7 @@ void moe_fwd(const ModelPlan *plan, Activations *a, int l, const UnitSpec *u, in
             kern_matmul_fwd(ye + (size_t)o * D, KERN_F32, kern_act_at(he, (size_t)o * F), WP(p, u, router + 3 + 3 * e), count[e],
                             F, D);  // w2
     kern_moe_combine(out, ye, slot, wts, N, K, D);
-    if (m->train && !m->seen[l]) {
+    if ((m->mode == MOE_MICRO || m->mode == MOE_COLLECT) && !m->seen[l]) {
         kern_download(m->probs, probs, sizeof(float) * NE);
         kern_download(m->logits, logits, sizeof(float) * NE);
         router_stats(plan, m, l, N);
@@ -191,11 +243,12 @@ void moe_bwd(const ModelPlan *plan, Activations *a, int l, const UnitSpec *u, in
                             WP(p, u, router + 1 + 3 * e), count[e], D, 2 * F, 0);
     kern_moe_gather_bwd(a->dxn, a->dxe, slot, N, K, D);
     const float *gaux = NULL;
-    if (m->train && m->aux_coef != 0.0f) {
+    int train = m->mode == MOE_MICRO || m->mode == MOE_FIXED;
+    if (train && m->aux_coef != 0.0f) {
         kern_upload(a->rgaux, m->gaux + (size_t)l * E, sizeof(float) * E);
         gaux = a->rgaux;
     }
-    kern_moe_route_bwd(a->drlogits, a->drwts, probs, logits, idx, wts, gaux, m->train ? m->zscale[l] : 0.0f, N, E, K);
+    kern_moe_route_bwd(a->drlogits, a->drwts, probs, logits, idx, wts, gaux, train ? m->zscale[l] : 0.0f, N, E, K);
     kern_matmul_bwd(a->dxn, g + u->t[router].offset, a->drlogits, KERN_F32, xn, WP(p, u, router), N, D, E, 1);
 }
 

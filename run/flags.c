@@ -496,10 +496,6 @@ static void experts_check(const Config *c) {
     if (c->shard.tensor_parallel_degree > 1)
         comm_fail_all("--tensor_parallel_degree %d: tensor parallelism of a mixture of experts is not implemented yet",
                       c->shard.tensor_parallel_degree);
-    if (c->optim.grad_accum > 1 && (m->router_aux_loss_coef > 0.0f || m->router_z_loss_coef > 0.0f))
-        comm_fail_all("--grad_accum %d with router loss coefficients: the router losses are over the global batch, whose routing "
-                      "every micro-batch must know before the first backward; not implemented yet (raise --batch_size, or set "
-                      "--router_aux_loss_coef 0 --router_z_loss_coef 0)", c->optim.grad_accum);
 }
 
 static void validate(const Config *c) {

@@ -67,6 +67,14 @@ static void check_nsys(const Config *c) {
 // The plans of this rank's micro-batches of `step` (data/loader/pack.h).
 static void plans_of(Run *r, int step) { pack_step_plans(&r->plans, &r->order, &r->train, (uint64_t)r->cfg->optim.seed, step); }
 
+// Takes this rank's micro-batch of a step and starts reading `next` in the background.
+static void load_batch(Run *r, int step, int micro, const DataPlan *next) {
+    char what[32];
+    snprintf(what, sizeof what, "step %d", step + 1);
+    const char *bad = data_loader_next(r->train_loader, r->plans.plans[step & 1][micro], next, r->batch, what);
+    if (bad) comm_fail_local("%s", bad);
+}
+
 // Takes this rank's micro-batch and starts reading the next one in the background.
 static void fill_batch(Run *r, int step, int micro) {
     plans_of(r, step);
@@ -77,10 +85,7 @@ static void fill_batch(Run *r, int step, int micro) {
         plans_of(r, next_step);
         next = r->plans.plans[next_step & 1][next_micro];
     }
-    char what[32];
-    snprintf(what, sizeof what, "step %d", step + 1);
-    const char *bad = data_loader_next(r->train_loader, r->plans.plans[step & 1][micro], next, r->batch, what);
-    if (bad) comm_fail_local("%s", bad);
+    load_batch(r, step, micro, next);
     r->truncated += r->batch->truncated;
     r->lost += r->batch->lost;
 }
@@ -161,6 +166,40 @@ void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const i
     a->B = B;
 }
 
+// A mixture of experts' router losses over a step of several micro-batches need every micro-
+// batch's routing before the first backward: each micro-batch's forward through the blocks (in
+// training mode, so with the training pass's dropout, and the same routing), its statistics summed
+// over the ranks once. About one forward more per step, only when the router losses train.
+static void route_prepass(Run *r, int step, int nmicro) {
+    ShardState *s = &r->st;
+    Activations *a = &r->acts;
+    const ModelPlan *plan = shard_plan(s);
+    int L = plan->cfg.num_layers, T = a->T, B = a->B, b0 = plan->block0;
+    model_router_collect(a);
+    for (int micro = 0; micro < nmicro; micro++) {
+        trace_begin(TRACE_DATA, "data wait", -1);
+        load_batch(r, step, micro, r->plans.plans[step & 1][micro + 1 < nmicro ? micro + 1 : 0]);  // then the training pass's first
+        trace_end(TRACE_DATA);
+        model_set_dropout(a, r->cfg->model.dropout, (uint64_t)r->cfg->optim.seed, pack_batch_first(&r->order, step, micro));
+        model_router_train(a, (double)r->batch->loss_tokens);
+        int rows = r->plans.plans[step & 1][micro]->nrows;
+        a->B = rows;
+        model_load_batch(a, r->batch->inp, r->batch->tgt, r->batch->docs ? r->batch->kstart : NULL, rows * T, micro);
+        range("routing", plan->embed_unit);
+        model_embed_fwd(plan, shard_gather(s, plan->embed_unit, L > 0 ? b0 : -1), a, T, 0);
+        shard_release(s, plan->embed_unit, PHASE_EVAL);
+        range_pop();
+        for (int l = 0; l < L; l++) {
+            range("routing", b0 + l);
+            model_block_fwd(plan, l, shard_gather(s, b0 + l, l + 1 < L ? b0 + l + 1 : -1), a, T, 0);
+            shard_release(s, b0 + l, PHASE_EVAL);
+            range_pop();
+        }
+        a->B = B;
+    }
+    model_router_fix(plan, a);
+}
+
 // --profile: wall time per phase of the step. The device is synchronised at each phase end so
 // queued GPU work is charged to the phase that queued it (which costs some overlap).
 enum { PROF_DATA, PROF_COMPUTE, PROF_REDUCE, PROF_OPTIM, PROF_EVAL, PROF_CKPT, PROF_N };
@@ -222,6 +261,7 @@ static StepResult train_step(Run *r, int step, float lr) {
     double mine = 0.0;  // this rank's loss-bearing targets
     plans_of(r, step);
     int nmicro = r->plans.nplans[step & 1];
+    if (nmicro > 1 && model_router_collects(&r->acts)) route_prepass(r, step, nmicro);
     for (int micro = 0; micro < nmicro; micro++) {
         trace_begin(TRACE_DATA, "data wait", -1);
         fill_batch(r, step, micro);
@@ -252,6 +292,7 @@ static StepResult train_step(Run *r, int step, float lr) {
     double inv = st.tokens > 0 ? 1.0 / st.tokens : 0.0;  // no loss-bearing target: loss 0, no update
     // the router losses (a mixture of experts) are in the gradients with their coefficients, so in the loss too
     model_router_losses(&r->acts, &out.router_aux, &out.router_z);
+    model_router_train(&r->acts, -1.0);  // the step's router statistics end with it
     out.loss = st.loss * inv + c->model.router_aux_loss_coef * out.router_aux + c->model.router_z_loss_coef * out.router_z;
     check_token_ids(r, step);  // the stream was just waited for: one small copy
     trace_counter("loss", out.loss);
@@ -395,6 +436,9 @@ static void log_setup(const Run *r, const char *att) {
     if (c->recipe.recipe_line[0]) log_msg("%s\n", c->recipe.recipe_line);
     if (c->recipe.recipe_note[0]) log_msg("%s\n", c->recipe.recipe_note);
     if (kern_peak_flops() > 0) log_msg("MFU against %.0f TFLOP/s dense bf16 per GPU\n", kern_peak_flops() / 1e12);
+    if (c->optim.grad_accum > 1 && model_router_collects(&r->acts))
+        log_msg("mixture of experts: the router losses span the step's %d micro-batches, so a routing pass (their forward "
+                "through the blocks) runs before each step's first backward\n", c->optim.grad_accum);
     int warmup = fraction_steps(c->optim.warmup, r->max_steps);
     if (r->max_steps > 0 && warmup > r->max_steps)  // a recipe's warm-up on a short smoke run: the loss barely moves
         log_msg("--warmup %d is longer than this run's %d steps: the learning rate rises only to %g (%.2g%% of --lr %g) by "
