@@ -436,7 +436,7 @@ static void log_setup(const Run *r, const char *att) {
     if (c->recipe.recipe_line[0]) log_msg("%s\n", c->recipe.recipe_line);
     if (c->recipe.recipe_note[0]) log_msg("%s\n", c->recipe.recipe_note);
     if (kern_peak_flops() > 0) log_msg("MFU against %.0f TFLOP/s dense bf16 per GPU\n", kern_peak_flops() / 1e12);
-    if (c->optim.grad_accum > 1 && model_router_collects(&r->acts))
+    if (c->optim.grad_accum > 1 && c->model.num_experts && (c->model.router_aux_loss_coef > 0 || c->model.router_z_loss_coef > 0))
         log_msg("mixture of experts: the router losses span the step's %d micro-batches, so a routing pass (their forward "
                 "through the blocks) runs before each step's first backward\n", c->optim.grad_accum);
     int warmup = fraction_steps(c->optim.warmup, r->max_steps);
