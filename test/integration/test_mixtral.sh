@@ -96,6 +96,22 @@ ref_loss=$($PY test/ref/hf_ref.py loss "$W/m" "$W/four.txt")
 ./fsdpc --init_from "$W/m" --train_data "$W/four.txt" --max_steps 1 --batch_size 4 $ONE --metrics_file "$W/hl.jsonl" >/dev/null 2>"$W/hl.log"
 awk -v a="$(losses "$W/hl.jsonl")" -v b="$ref_loss" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-5) }'
 check "imported Mixtral: training loss equals the reference's ($(losses "$W/hl.jsonl") vs $ref_loss)" $? "$(grep -m2 error "$W/hl.log")"
+# the worst imbalance: routers of 0 tie every token's probabilities, so all go to expert 0 (K=1);
+# dropless, each still gets its expert: the reference's text and loss, the balance loss E x 1 x 1/E
+$PY test/ref/hf_make.py "$W/z" --vocab 256 --seed 3 --experts 4,1 --zero_router
+$PY test/ref/hf_ref.py generate "$PROMPT" 24 "$W/z" "$W/ref.z"
+ref_loss=$($PY test/ref/hf_ref.py loss "$W/z" "$W/four.txt")
+for dev in cpu cuda; do
+    bin=./fsdpc
+    [ $dev = cuda ] && bin=./build/fsdpc_emu && [ ! -x $bin ] && continue
+    gen gen.z timeout 300 $bin --init_from "$W/z" --device $dev --train_data data/tinyshakespeare.txt
+    timeout 300 $bin --init_from "$W/z" --device $dev --train_data "$W/four.txt" --max_steps 1 --batch_size 4 $ONE \
+        --router_aux_loss_coef 0.1 --metrics_file "$W/z.$dev.jsonl" >/dev/null 2>"$W/z.log"
+    cmp -s "$W/gen.z" "$W/ref.z" && grep -q '"router_aux_loss": 1,' "$W/z.$dev.jsonl" &&
+        awk -v a="$(losses "$W/z.$dev.jsonl")" -v b="$ref_loss" 'BEGIN { d = (a - 0.1 - b) / b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-5) }'
+    check "$dev: every token routed to one expert: the reference's text and loss, plus 0.1 x a balance loss of exactly 1" $? \
+        "$(grep -m2 error "$W/z.log" "$W/gen.z.log") $(cut -c1-160 "$W/z.$dev.jsonl") ref $ref_loss"
+done
 KEEP="--max_steps 2 --lr 0 --min_lr 0 --warmup 0 --train_data synthetic --batch_size 1 --num_threads 1 --validation_freq 0 --checkpoint_freq 2"
 ./fsdpc --init_from "$W/m" $KEEP --checkpoint_dir "$W/k" >/dev/null 2>"$W/k.log"
 $PY -c 'import h5py,sys; f=h5py.File(sys.argv[1]); a=f.attrs

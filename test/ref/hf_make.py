@@ -17,7 +17,9 @@ eos ids), chat_template.jinja, and bos/eos/pad ids in config.json. --sliding_win
 Mistral (MistralForCausalLM, model_type mistral, that window). --experts E,K makes it a Mixtral
 (MixtralForCausalLM, model_type mixtral): E experts (block_sparse_moe.gate and experts.J.w1/w2/w3
 in place of mlp.*), K of them per token, rope_theta 1e6 unless given, sliding_window null unless
-given. --drop NAME (repeatable) leaves that tensor out of the safetensors files (refusal tests).
+given; --zero_router makes its routers' weights 0, so every token's probabilities tie and it goes to
+experts 0..K-1 (the worst imbalance). --drop NAME (repeatable) leaves that tensor out of the
+safetensors files (refusal tests).
 """
 
 import argparse
@@ -54,7 +56,7 @@ def llama_tensors(a):
         t[p + "post_attention_layernorm.weight"] = norm()
         if a.experts:
             E = a.experts[0]
-            t[p + "block_sparse_moe.gate.weight"] = mat(E, D)
+            t[p + "block_sparse_moe.gate.weight"] = mat(E, D) * (0 if a.zero_router else 1)
             for j in range(E):
                 q = f"{p}block_sparse_moe.experts.{j}."
                 t[q + "w1.weight"] = mat(a.intermediate, D)
@@ -121,6 +123,7 @@ def main():
     ap.add_argument("--rope_scaling")
     ap.add_argument("--sliding_window", type=int, default=0, help="a Mistral (MistralForCausalLM) with this window")
     ap.add_argument("--experts", help="E,K: a Mixtral (MixtralForCausalLM), E experts, K per token")
+    ap.add_argument("--zero_router", action="store_true", help="a Mixtral's routers all 0: every token to experts 0..K-1")
     ap.add_argument("--drop", action="append", default=[], metavar="NAME", help="leave this tensor out (repeatable)")
     a = ap.parse_args()
     if a.experts:
