@@ -260,6 +260,10 @@ void kern_moe_route(float *probs, int32_t *idx, float *wts, const float *logits,
 // fractions are constants), plus the z-loss's zscale * 2 * logsumexp(logits[t]) * probs[t, e]
 void kern_moe_route_bwd(float *dlogits, const float *dwts, const float *probs, const float *logits, const int32_t *idx,
                         const float *wts, const float *gaux, float zscale, int N, int E, int K);
+// x = src times U(1 - j, 1 + j) elementwise (Mixtral's router jitter; x may be src): n activations
+// in rows of M per sample, sample0 the first's global index, drawn as the dropout masks are (a
+// pure function of key, sample and element: layout-free, equal on the CPU and the GPU)
+void kern_jitter(void *x, const void *src, size_t n, size_t M, float j, uint64_t key, uint64_t sample0);
 // xe (M, D) row r = x row src[r]; activations
 void kern_moe_gather(void *xe, const void *x, const int32_t *src, int M, int D);
 // dx (N, D) overwritten: row t = the sum over k of dxe row slot[t*K + k], in k order; activations

@@ -110,6 +110,8 @@ const char *config_validate_model(const ModelConfig *m) {
     if (!(m->router_aux_loss_coef >= 0.0f && m->router_aux_loss_coef < 1e30f && m->router_z_loss_coef >= 0.0f &&
           m->router_z_loss_coef < 1e30f))
         return "--router_aux_loss_coef and --router_z_loss_coef must be finite and >= 0";
+    if (!(m->router_jitter_noise >= 0.0f && m->router_jitter_noise < 1.0f))
+        return "--router_jitter_noise must be in [0, 1): the router's input is scaled by U(1 - j, 1 + j)";
     // the fused q/k/v and gate/up projections are one GEMM each, whose dimensions are ints
     uint64_t rows;
     char why[200];

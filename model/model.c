@@ -370,7 +370,7 @@ const char *model_check_sizes(const ModelPlan *plan, int B, int T) {
     X(tokens) X(targets) X(kstart) X(pos) X(res) X(res_in) X(res_out) X(xn1) X(mean1) X(rstd1) X(qkv) X(q) X(k) X(v) X(attn_saved) X(att) X(xmid)      \
     X(xn2) X(mean2) X(rstd2) X(up) X(h) X(xf) X(meanf) X(rstdf) X(logits) X(loss) X(dres) X(dxn) X(dbranch) X(dq) \
     X(dk) X(dv) X(datt) X(dup) X(dh) X(attn_scratch) X(rope_cos) X(rope_sin) X(kcache) X(vcache) X(xent_max) X(xent_sums) \
-    X(sp_full) X(sp_xg) X(sp_dxn) X(rlogits) X(rprobs) X(ridx) X(rwts) X(rsrc) X(rslot) X(xe) X(gue) X(he) X(ye) X(dye)  \
+    X(sp_full) X(sp_xg) X(sp_dxn) X(rjit) X(rlogits) X(rprobs) X(ridx) X(rwts) X(rsrc) X(rslot) X(xe) X(gue) X(he) X(ye) X(dye)  \
     X(drwts) X(drlogits) X(rgaux) X(dhe) X(dgue) X(dxe)
 #define ACT_COUNT(f) +1
 _Static_assert(sizeof(Activations) == 8 * sizeof(int) /* B, T, V, tp, sp, sp_rank, docs; padding */ + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +

@@ -139,6 +139,7 @@ typedef struct {
     int32_t *ridx;            // (S, N, K) each token's experts, most probable first
     float *rwts;              // (S, N, K) their weights
     int32_t *rsrc, *rslot;    // (S, M) each grouped row's token; each assignment's grouped row
+    void *rjit;               // (S, N, D) the MLP's input times the router jitter (training with jitter only)
     void *xe;                 // (S, M, D) the experts' inputs
     void *gue;                // (S, M, 2F) their w1|w3 projections
     void *he;                 // (S, M, F) SwiGLU out
@@ -306,7 +307,7 @@ void model_embed_bwd(const ModelPlan *plan, float *g, Activations *a);
 double model_flops_per_token(const ModelPlan *plan, int T);
 
 // dropout mask keys: one stream per (layer, site); layer -1 for the embedding
-enum { DROP_EMBED, DROP_ATTN_PROBS, DROP_ATTN_OUT, DROP_MLP_OUT };
+enum { DROP_EMBED, DROP_ATTN_PROBS, DROP_ATTN_OUT, DROP_MLP_OUT, DROP_ROUTER_JITTER };
 uint64_t model_dropout_key(const Activations *a, int layer, int site);
 // For families: drops out x (this rank's rows of a->B rows of T*D elements) in place, the output of a residual branch
 // (or the embedding) at (layer, site); no-op without dropout.

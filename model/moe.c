@@ -29,7 +29,7 @@ struct MoeState {
     double loss_tokens;       // this rank's loss-bearing targets in the micro-batch (MICRO) or the step so far (COLLECT)
     double *acc;              // COLLECT: (L, STATS) this rank's sums over the step's micro-batches so far
     double aux, z;            // sums over the layers of the global losses
-    float aux_coef, z_coef;
+    float aux_coef, z_coef, jitter;
 };
 
 void moe_acts_alloc(Activations *a, const ModelConfig *c, size_t S, size_t N, int forward_only) {
@@ -40,6 +40,7 @@ void moe_acts_alloc(Activations *a, const ModelConfig *c, size_t S, size_t N, in
     a->rwts = model_acts_buf(S * N * K);
     a->rsrc = (int32_t *)model_acts_buf(S * M);
     a->rslot = (int32_t *)model_acts_buf(S * M);
+    if (c->router_jitter_noise > 0.0f && !forward_only) a->rjit = model_acts_act(S * N * D);
     a->xe = model_acts_act(S * M * D);
     a->gue = model_acts_act(S * M * 2 * F);
     a->he = model_acts_act(S * M * F);
@@ -56,7 +57,8 @@ void moe_acts_alloc(Activations *a, const ModelConfig *c, size_t S, size_t N, in
     if (!a->rlogits) return;  // only counting bytes (model_acts_bytes)
     MoeState *m = callocCheck(1, sizeof *m);
     int L = c->num_layers;
-    *m = (MoeState){.E = (int)E, .K = (int)K, .L = L, .N = N, .aux_coef = c->router_aux_loss_coef, .z_coef = c->router_z_loss_coef};
+    *m = (MoeState){.E = (int)E, .K = (int)K, .L = L, .N = N, .aux_coef = c->router_aux_loss_coef, .z_coef = c->router_z_loss_coef,
+                     .jitter = c->router_jitter_noise};
     m->count = callocCheck((size_t)L * E, sizeof(int));
     m->idx = mallocCheck(sizeof(int32_t) * M);
     m->src = mallocCheck(sizeof(int32_t) * M);
@@ -183,6 +185,16 @@ static void group_rows(MoeState *m, int *count, int N) {
 
 #define WP(p, u, i) kern_param_at((p), (u)->t[i].offset)
 
+// Training with jitter: layer l's MLP input times its noise (Mixtral's: the router and the experts
+// both see it), into its slot of a->rjit, or x itself (the input: xn; its gradient, in place);
+// else NULL.
+static void *jitter(const Activations *a, int l, void *dst, const void *x, int N, int D) {
+    const MoeState *m = a->moe;
+    if (!(m->jitter > 0.0f) || m->mode == MOE_OFF) return NULL;
+    kern_jitter(dst, x, (size_t)N * D, (size_t)a->T * D, m->jitter, model_dropout_key(a, l, DROP_ROUTER_JITTER), a->sample0);
+    return dst;
+}
+
 void moe_fwd(const ModelPlan *plan, Activations *a, int l, const UnitSpec *u, int router, const void *p, const void *xn,
              float *out, int T) {
     MoeState *m = a->moe;
@@ -193,6 +205,8 @@ void moe_fwd(const ModelPlan *plan, Activations *a, int l, const UnitSpec *u, in
     int32_t *idx = a->ridx + i * MS, *src = a->rsrc + i * MS, *slot = a->rslot + i * MS;
     void *xe = kern_act_at(a->xe, i * MS * D), *gue = kern_act_at(a->gue, i * MS * 2 * F), *he = kern_act_at(a->he, i * MS * F);
     float *ye = a->ye + i * MS * D;
+    const void *xj = a->rjit ? jitter(a, l, kern_act_at(a->rjit, i * m->N * D), xn, N, D) : NULL;
+    if (xj) xn = xj;
     kern_matmul_fwd(logits, KERN_F32, xn, WP(p, u, router), N, D, E);  // (N, E)
     kern_moe_route(probs, idx, wts, logits, N, E, K);
     kern_download(m->idx, idx, sizeof(int32_t) * M);  // the one wait: the GEMMs' row counts
@@ -249,7 +263,9 @@ void moe_bwd(const ModelPlan *plan, Activations *a, int l, const UnitSpec *u, in
         gaux = a->rgaux;
     }
     kern_moe_route_bwd(a->drlogits, a->drwts, probs, logits, idx, wts, gaux, train ? m->zscale[l] : 0.0f, N, E, K);
-    kern_matmul_bwd(a->dxn, g + u->t[router].offset, a->drlogits, KERN_F32, xn, WP(p, u, router), N, D, E, 1);
+    const void *xj = a->rjit && train && m->jitter > 0.0f ? kern_act_at(a->rjit, i * m->N * D) : NULL;  // forward's input
+    kern_matmul_bwd(a->dxn, g + u->t[router].offset, a->drlogits, KERN_F32, xj ? xj : xn, WP(p, u, router), N, D, E, 1);
+    if (xj) jitter(a, l, a->dxn, a->dxn, N, D);  // through the noise: dxn = noise x dloss/d(its product)
 }
 
 void moe_add_tensors(UnitSpec *u, int layer, const ModelConfig *c) {

@@ -172,7 +172,7 @@ static const CliFlag flags[] = {
     FL("router_aux_loss_coef", model.router_aux_loss_coef, G_MODEL,
        "weight of the router's load-balancing loss (Switch's, over the global batch; 0: logged, not trained)"),
     FL("router_z_loss_coef", model.router_z_loss_coef, G_MODEL, "weight of the router's z-loss (ST-MoE's; 0: logged, not trained)"),
-    FL("router_jitter_noise", model.router_jitter_noise, G_MODEL, "Mixtral's router input jitter (only 0 for now)"),
+    FL("router_jitter_noise", model.router_jitter_noise, G_MODEL, "training only: the MLP input times U(1 - j, 1 + j) (Mixtral's)"),
     FL("capacity_factor", model.capacity_factor, G_MODEL, "expert capacity with dropped tokens (not yet: fsdpc routes dropless)"),
     I("expert_parallel_degree", shard.expert_parallel_degree, G_SHARD, "ranks that split the experts (only 1 for now)",
       CLI_ALIASES("ep")),
@@ -491,8 +491,6 @@ static void experts_check(const Config *c) {
     if (m->capacity_factor != 0.0f)
         comm_fail_all("--capacity_factor %g: fsdpc routes dropless (every token reaches its experts); capacity with dropped "
                       "tokens is not implemented yet", m->capacity_factor);
-    if (m->router_jitter_noise != 0.0f)
-        comm_fail_all("--router_jitter_noise %g: router jitter is not implemented yet (0 trains without it)", m->router_jitter_noise);
     if (c->shard.tensor_parallel_degree > 1)
         comm_fail_all("--tensor_parallel_degree %d: tensor parallelism of a mixture of experts is not implemented yet",
                       c->shard.tensor_parallel_degree);

@@ -3,6 +3,7 @@
 // has a fixed order: results depend neither on timing nor on the thread count.
 #include <math.h>
 
+#include "../../base/rng.h"
 #include "../backend.h"
 #include "cpu_common.h"
 
@@ -46,6 +47,16 @@ void cpu_moe_route_bwd(float *dlogits, const float *dwts, const float *probs, co
         for (int e = 0; e < E; e++) s += expf(l[e] - mx);
         const float zg = zscale * 2.0f * (mx + logf(s));  // d (logsumexp)^2 / d logit_e = 2 lse p_e
         for (int e = 0; e < E; e++) d[e] = p[e] * (d[e] - pd) + zg * p[e];
+    }
+}
+
+void cpu_jitter(void *x_, const void *src_, size_t n, size_t M, float j, uint64_t key, uint64_t sample0) {
+    float *x = x_;
+    const float *src = src_;
+#pragma omp parallel for schedule(static) if (n >= CPU_PAR_MIN)
+    for (size_t b = 0; b < n / M; b++) {
+        const uint64_t seed = rng_dropout_seed(key, sample0 + b);
+        for (size_t i = 0; i < M; i++) x[b * M + i] = src[b * M + i] * (1.0f - j + 2.0f * j * rng_uniform(seed, i));
     }
 }
 

@@ -132,6 +132,15 @@ struct MoeRouteBwd {  // t over N
         for (int e = 0; e < E; e++) d[e] = p[e] * (d[e] - pd) + zg * p[e];
     }
 };
+struct Jitter {  // i over n: rows of M per sample
+    Act x, src;
+    size_t M;
+    float j;
+    uint64_t key, sample0;
+    __device__ void operator()(size_t i) const {
+        x[i] = src[i] * (1.0f - j + 2.0f * j * rng_uniform(rng_dropout_seed(key, sample0 + i / M), i % M));
+    }
+};
 struct MoeGather {  // i over (M, D)
     Act xe, x;
     const int32_t *src;
@@ -858,6 +867,10 @@ void cuda_moe_route(float *probs, int32_t *idx, float *wts, const float *logits,
 void cuda_moe_route_bwd(float *dlogits, const float *dwts, const float *probs, const float *logits, const int32_t *idx,
                         const float *wts, const float *gaux, float zscale, int N, int E, int K) {
     launch_map((size_t)N, MoeRouteBwd{dlogits, dwts, probs, logits, wts, gaux, idx, zscale, E, K});
+}
+
+void cuda_jitter(void *x, const void *src, size_t n, size_t M, float j, uint64_t key, uint64_t sample0) {
+    launch_map(n, Jitter{act(x), act(src), M, j, key, sample0});
 }
 
 void cuda_moe_gather(void *xe, const void *x, const int32_t *src, int M, int D) {

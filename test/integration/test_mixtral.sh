@@ -50,6 +50,12 @@ $MPI -np 2 ./fsdpc $F --dropout 0.1 --batch_size 1 --grad_accum 2 --metrics_file
 d=$(rel_diff "$W/da.jsonl" "$W/db.jsonl" 6 1e-5) && r=$(router_diff "$W/da.jsonl" "$W/db.jsonl")
 check "dropout 0.1: np=2 x --grad_accum 2 equals np=1 (the routing pass draws the training pass's masks; worst $d, router $r)" $? \
     "$(grep -m2 error "$W/db.log")"
+./fsdpc $F --router_jitter_noise 0.1 --batch_size 4 --metrics_file "$W/ja.jsonl" >/dev/null 2>&1
+$MPI -np 2 ./fsdpc $F --router_jitter_noise 0.1 --batch_size 1 --grad_accum 2 --activation_checkpoints 1 --metrics_file "$W/jb.jsonl" \
+    >/dev/null 2>"$W/jb.log"
+d=$(rel_diff "$W/ja.jsonl" "$W/jb.jsonl" 6 1e-5) && r=$(router_diff "$W/ja.jsonl" "$W/jb.jsonl") && ! cmp -s "$W/ja.jsonl" "$W/np1.jsonl"
+check "router jitter 0.1: np=2 x --grad_accum 2 with checkpointing equals np=1 (a layout-free draw; worst $d, router $r), and differs from none" $? \
+    "$(grep -m2 error "$W/jb.log")"
 ./fsdpc ${F/--router_aux_loss_coef 0.02 --router_z_loss_coef 0.001/} --batch_size 2 --grad_accum 2 --metrics_file "$W/ga.jsonl" >/dev/null 2>"$W/ga.log"
 grep -q '"router_aux_loss": [0-9]' "$W/ga.jsonl" && ! grep -q "routing pass" "$W/ga.log" &&
     grep -q "^mixture of experts: the router losses span the step's 2 micro-batches, so a routing pass" "$W/db.log"
@@ -59,7 +65,7 @@ check "router losses logged without training them (coefficients 0): no routing p
 if [ -x build/fsdpc_emu ]; then
     EM="--model_name mixtral_tiny --hidden_width 32 --num_layers 2 --num_heads 2 --num_key_value_heads 1 --intermediate_size 48
         --max_context_width 16 --batch_size 2 --max_steps 3 --lr 3e-3 --warmup 1 $ONE --num_tokens 0
-        --train_data data/tinyshakespeare.txt --router_aux_loss_coef 0.02 --router_z_loss_coef 0.001"
+        --train_data data/tinyshakespeare.txt --router_aux_loss_coef 0.02 --router_z_loss_coef 0.001 --router_jitter_noise 0.1"
     for p in float32:1e-6 bf16:5e-3; do
         timeout 300 ./fsdpc $EM --device cpu --precision ${p%%:*} --metrics_file "$W/ecpu_${p%%:*}.jsonl" >/dev/null 2>&1
         timeout 300 ./build/fsdpc_emu $EM --device cuda --precision ${p%%:*} --metrics_file "$W/egpu_${p%%:*}.jsonl" >"$W/egpu.log" 2>&1
@@ -150,8 +156,8 @@ expect_error "expert parallelism (not yet)" "--expert_parallel_degree 2: expert 
     ./fsdpc --model_name mixtral_tiny --ep 2 $T
 expect_error "a capacity factor (not yet)" "--capacity_factor 1.25: fsdpc routes dropless" \
     ./fsdpc --model_name mixtral_tiny --capacity_factor 1.25 $T
-expect_error "router jitter (not yet)" "--router_jitter_noise 0.01: router jitter is not implemented yet" \
-    ./fsdpc --model_name mixtral_tiny --router_jitter_noise 0.01 $T
+expect_error "router jitter of 1 or more" "--router_jitter_noise must be in \[0, 1\)" \
+    ./fsdpc --model_name mixtral_tiny --router_jitter_noise 1.5 $T
 expect_error "np=2 tensor parallelism of experts (not yet)" "tensor parallelism of a mixture of experts is not implemented yet" \
     $MPI -np 2 ./fsdpc --model_name mixtral_tiny --tensor_parallel_degree 2 $T
 $PY test/ref/hf_make.py "$W/miss" --vocab 256 --seed 7 --experts 4,2 --drop model.layers.1.block_sparse_moe.experts.2.w3.weight

@@ -95,9 +95,17 @@ static void gradcheck(const char *model_type, const char *dropout) {
                     "4", "--intermediate_size", "24", "--max_context_width", "8", "--vocab_size", "32", "--batch_size",
                     "2", "--initializer_range", "0.3", "--dropout", (char *)dropout, "--num_key_value_heads",
                     strcmp(model_type, "llama_v2") ? "4" : "2", "--rotary_pct", "0.5"};
+    // a mixture of experts in training mode (dropout): its router losses and jitter too
+    char *moe[] = {"--router_aux_loss_coef", "0.05", "--router_z_loss_coef", "0.01", "--router_jitter_noise", "0.1"};
+    int nargs = sizeof args / sizeof args[0] - (strcmp(model_type, "gpt_neox") ? 2 : 0);
+    int nmoe = !strcmp(model_type, "mixtral") && strcmp(dropout, "0") ? 6 : 0;
+    char **all = mallocCheck(sizeof(char *) * (size_t)(nargs + nmoe));
+    memcpy(all, args, sizeof(char *) * (size_t)nargs);
+    memcpy(all + nargs, moe, sizeof(char *) * (size_t)nmoe);
     Setup s;
     // GPT-NeoX rotates half of each head (2 of 4 dimensions); the others take no --rotary_pct
-    setup(&s, sizeof args / sizeof args[0] - (strcmp(model_type, "gpt_neox") ? 2 : 0), args);
+    setup(&s, nargs + nmoe, all);
+    free(all);
     batch(&s, 0);
     model_set_dropout(&s.acts, s.cfg.model.dropout, 99, 5);
     // norm weights start at 1 and biases at 0: move them off so their gradients are generic
