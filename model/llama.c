@@ -398,6 +398,13 @@ static const FamilyHfOut mixtral_hf_config[] = {
     {NULL},
 };
 
+// the model's code, Mixtral's too (its blocks' MLP is model/moe.h's when it has experts)
+#define LLAMA_CODE                                                                                                  \
+    .plan_build = FAMILY_CODE(llama_plan_build), .acts_alloc = FAMILY_CODE(llama_acts_alloc),                       \
+    .embed_fwd = FAMILY_CODE(llama_embed_fwd), .block_fwd = FAMILY_CODE(llama_block_fwd),                           \
+    .head_fwd_bwd = FAMILY_CODE(llama_head_fwd_bwd), .block_bwd = FAMILY_CODE(llama_block_bwd),                     \
+    .embed_bwd = FAMILY_CODE(llama_embed_bwd), .flops_per_token = FAMILY_CODE(llama_flops_per_token)
+
 const ModelFamily family_llama = {
     .model_type = "llama_v2",
     .short_name = "llama",
@@ -425,14 +432,7 @@ const ModelFamily family_llama = {
         .tied_to = "model.embed_tokens.weight",
     },
     .hf_export = {.architecture = "LlamaForCausalLM or MistralForCausalLM", .config = llama_hf_config},
-    .plan_build = FAMILY_CODE(llama_plan_build),
-    .acts_alloc = FAMILY_CODE(llama_acts_alloc),
-    .embed_fwd = FAMILY_CODE(llama_embed_fwd),
-    .block_fwd = FAMILY_CODE(llama_block_fwd),
-    .head_fwd_bwd = FAMILY_CODE(llama_head_fwd_bwd),
-    .block_bwd = FAMILY_CODE(llama_block_bwd),
-    .embed_bwd = FAMILY_CODE(llama_embed_bwd),
-    .flops_per_token = FAMILY_CODE(llama_flops_per_token),
+    LLAMA_CODE,
 };
 
 // Mixtral (MixtralForCausalLM): Mistral's attention and, in each block, a sparse MLP of experts
@@ -473,12 +473,5 @@ const ModelFamily family_mixtral = {
         .layer_fmt = "model.layers.%d.",
     },
     .hf_export = {.architecture = "MixtralForCausalLM", .config = mixtral_hf_config},
-    .plan_build = FAMILY_CODE(llama_plan_build),
-    .acts_alloc = FAMILY_CODE(llama_acts_alloc),
-    .embed_fwd = FAMILY_CODE(llama_embed_fwd),
-    .block_fwd = FAMILY_CODE(llama_block_fwd),
-    .head_fwd_bwd = FAMILY_CODE(llama_head_fwd_bwd),
-    .block_bwd = FAMILY_CODE(llama_block_bwd),
-    .embed_bwd = FAMILY_CODE(llama_embed_bwd),
-    .flops_per_token = FAMILY_CODE(llama_flops_per_token),
+    LLAMA_CODE,
 };
