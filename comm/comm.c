@@ -355,7 +355,7 @@ static void stop_rank_from_launcher(void) {
 static void singleton_session_dir(int wired) {
 #if defined(OPEN_MPI)
     const char *iso = getenv("OMPI_MCA_ess_singleton_isolated");
-    if (wired || !iso || !strchr("1tTyY", iso[0]) || getenv("OMPI_MCA_orte_jobfam_session_dir")) return;
+    if (wired || !iso || !iso[0] || !strchr("1tTyY", iso[0]) || getenv("OMPI_MCA_orte_jobfam_session_dir")) return;
     const char *base = getenv("OMPI_MCA_orte_tmpdir_base");  // Open MPI's order for the base
     if (!base || !*base) base = getenv("TMPDIR");
     if (!base || !*base) base = "/tmp";

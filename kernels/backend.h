@@ -84,8 +84,8 @@
       (probs, idx, wts, logits, N, E, K))                                                                              \
     X(void, moe_route_bwd,                                                                                             \
       (float *dlogits, const float *dwts, const float *probs, const float *logits, const int32_t *idx,                \
-       const float *wts, const float *gaux, float zscale, int N, int E, int K),                                        \
-      (dlogits, dwts, probs, logits, idx, wts, gaux, zscale, N, E, K))                                                 \
+       const float *wts, const int32_t *targets, const float *gaux, float zscale, int N, int E, int K),                \
+      (dlogits, dwts, probs, logits, idx, wts, targets, gaux, zscale, N, E, K))                                                 \
     X(void, moe_gather, (void *xe, const void *x, const int32_t *src, int M, int D), (xe, x, src, M, D))               \
     X(void, jitter, (void *x, const void *src, size_t n, size_t M, float j, uint64_t key, uint64_t sample0),            \
       (x, src, n, M, j, key, sample0))                                                                                 \

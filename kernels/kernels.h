@@ -255,11 +255,12 @@ void kern_swiglu_bwd(void *dgu, const void *dh, const void *gu, int N, int F);
 // probs (N, E) = softmax(logits); idx (N, K) the K most probable experts, most probable first
 // (ties: the lower index); wts (N, K) their probabilities over the K chosen ones' sum.
 void kern_moe_route(float *probs, int32_t *idx, float *wts, const float *logits, int N, int E, int K);
-// dlogits (N, E) overwritten: from dwts (N, K) through the renormalisation and the softmax, plus
-// gaux[e] (E, device) added to every dloss/dprobs[t, e] (the load-balancing loss, whose token
-// fractions are constants), plus the z-loss's zscale * 2 * logsumexp(logits[t]) * probs[t, e]
+// dlogits (N, E) overwritten: from dwts (N, K) through the renormalisation and the softmax, plus,
+// for the tokens whose targets[t] >= 0 (the router losses' tokens), gaux[e] (E, device; NULL: none)
+// added to every dloss/dprobs[t, e] (the load-balancing loss, whose token fractions are
+// constants) and the z-loss's zscale * 2 * logsumexp(logits[t]) * probs[t, e]
 void kern_moe_route_bwd(float *dlogits, const float *dwts, const float *probs, const float *logits, const int32_t *idx,
-                        const float *wts, const float *gaux, float zscale, int N, int E, int K);
+                        const float *wts, const int32_t *targets, const float *gaux, float zscale, int N, int E, int K);
 // x = src times U(1 - j, 1 + j) elementwise (Mixtral's router jitter; x may be src): n activations
 // in rows of M per sample, sample0 the first's global index, drawn as the dropout masks are (a
 // pure function of key, sample and element: layout-free, equal on the CPU and the GPU)

@@ -407,6 +407,7 @@ void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, co
         free(pos);
     }
     if (tgt) kern_upload(a->targets, tgt, (size_t)ntok * sizeof(int32_t));
+    if (a->moe) moe_batch_loaded(a, tgt, ntok);
     // before any kernel reads through an id; places are numbered across the step's batches
     kern_tokens_check(a->tokens, tgt ? a->targets : NULL, ntok, a->V * a->tp, (long long)batch * 2 * ntok);  // the whole vocabulary
 }

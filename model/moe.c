@@ -22,6 +22,7 @@ struct MoeState {
     size_t N;                 // tokens per batch at most
     int *count;               // (L, E) this rank's tokens per expert, from each layer's last forward
     int32_t *idx, *src, *slot;  // host scratch: (N, K), (M), (M)
+    unsigned char *valid;     // (N) the loaded batch's tokens that bear loss: the router losses' tokens
     float *probs, *logits;    // host copies for the statistics (N, E)
     float *gaux, *zscale;     // (L, E), (L): the router losses' gradient constants of the micro-batch
     unsigned char *seen;      // (L) the layer's statistics are this micro-batch's (a recompute reuses them)
@@ -63,6 +64,7 @@ void moe_acts_alloc(Activations *a, const ModelConfig *c, size_t S, size_t N, in
     m->idx = mallocCheck(sizeof(int32_t) * M);
     m->src = mallocCheck(sizeof(int32_t) * M);
     m->slot = mallocCheck(sizeof(int32_t) * M);
+    m->valid = mallocCheck(N);
     m->probs = mallocCheck(sizeof(float) * N * E);
     m->logits = mallocCheck(sizeof(float) * N * E);
     m->gaux = callocCheck((size_t)L * E, sizeof(float));
@@ -74,9 +76,14 @@ void moe_acts_alloc(Activations *a, const ModelConfig *c, size_t S, size_t N, in
 
 void moe_state_free(MoeState *m) {
     if (!m) return;
-    free(m->count), free(m->idx), free(m->src), free(m->slot), free(m->probs), free(m->logits);
+    free(m->count), free(m->idx), free(m->src), free(m->slot), free(m->valid), free(m->probs), free(m->logits);
     free(m->gaux), free(m->zscale), free(m->seen), free(m->acc);
     free(m);
+}
+
+void moe_batch_loaded(Activations *a, const int32_t *targets, int ntok) {
+    MoeState *m = a->moe;
+    for (int t = 0; t < ntok; t++) m->valid[t] = !targets || targets[t] >= 0;
 }
 
 void model_router_train(Activations *a, double loss_tokens) {
@@ -100,6 +107,7 @@ int model_router_collects(const Activations *a) {
 
 void model_router_collect(Activations *a) {
     MoeState *m = a->moe;
+    if (!m) return;
     m->mode = MOE_COLLECT;
     m->loss_tokens = 0.0;
     memset(m->acc, 0, sizeof(double) * m->L * STATS(m->E));
@@ -111,23 +119,25 @@ void model_router_losses(const Activations *a, double *aux, double *z) {
     *z = m ? m->z / m->L : 0.0;
 }
 
-// Layer l's statistics on this rank's N tokens into s (STATS(E)): the tokens each expert got (the
-// balance loss's fractions f), the probability sums (its mean probabilities P), the sum of squared
-// logsumexps (the z-loss), in double and in token order.
-static void router_local(const MoeState *m, int l, int N, double *s) {
-    int E = m->E;
+// Layer l's statistics on this rank's tokens that bear loss (padding, which packing spreads
+// differently over each layout, does not count; nor do prompts) into s (STATS(E)): the tokens
+// each expert got over the K choices (the balance loss's fractions f), the probability sums (its
+// mean probabilities P), the sum of squared logsumexps (the z-loss) and the token count, in
+// double and in token order.
+static void router_local(const MoeState *m, int N, double *s) {
+    int E = m->E, K = m->K;
     memset(s, 0, sizeof(double) * STATS(E));
-    for (int e = 0; e < E; e++) s[e] = m->count[(size_t)l * E + e];
     for (int t = 0; t < N; t++) {
+        if (!m->valid[t]) continue;
+        for (int k = 0; k < K; k++) s[m->idx[(size_t)t * K + k]]++;
         const float *p = m->probs + (size_t)t * E, *lg = m->logits + (size_t)t * E;
         double mx = lg[0], sum = 0.0;
         for (int e = 0; e < E; e++) s[E + e] += p[e], mx = lg[e] > mx ? lg[e] : mx;
         for (int e = 0; e < E; e++) sum += exp(lg[e] - mx);
         double lse = mx + log(sum);
         s[2 * E] += lse * lse;
+        s[2 * E + 1]++;
     }
-    s[2 * E + 1] = N;
-    s[2 * E + 2] = m->loss_tokens;
 }
 
 // Layer l's losses and gradient constants from its statistics summed over every rank (a tp group's
@@ -137,6 +147,7 @@ static void router_local(const MoeState *m, int l, int N, double *s) {
 static void router_finish(const ModelPlan *plan, MoeState *m, int l, const double *s) {
     int E = m->E;
     double tp = plan->tp > 1 ? plan->tp : 1, n = s[2 * E + 1] / tp, lb = s[2 * E + 2] / tp, aux = 0.0;
+    if (!(n > 0)) n = INFINITY;  // no token bears loss anywhere: no router loss either
     for (int e = 0; e < E; e++) {
         double f = s[e] / tp / n;
         aux += f * (s[E + e] / tp / n);
@@ -149,6 +160,7 @@ static void router_finish(const ModelPlan *plan, MoeState *m, int l, const doubl
 
 void model_router_fix(const ModelPlan *plan, Activations *a) {
     MoeState *m = a->moe;
+    if (!m) return;
     size_t n = (size_t)STATS(m->E);
     for (int l = 0; l < m->L; l++) m->acc[l * n + 2 * m->E + 2] = m->loss_tokens;  // the step's, on every layer
     comm_allreduce_sum_f64(comm_world(), m->acc, m->L * n);
@@ -161,11 +173,12 @@ void model_router_fix(const ModelPlan *plan, Activations *a) {
 // when the micro-batch is the step, added to the step's when collecting
 static void router_stats(const ModelPlan *plan, MoeState *m, int l, int N) {
     double s[STATS(CONFIG_MAX_EXPERTS)];
-    router_local(m, l, N, s);
-    if (m->mode == MOE_COLLECT) {
+    router_local(m, N, s);
+    if (m->mode == MOE_COLLECT) {  // the step's loss-bearing count is model_router_fix's
         for (int i = 0; i < STATS(m->E); i++) m->acc[(size_t)l * STATS(m->E) + i] += s[i];
         return;
     }
+    s[2 * m->E + 2] = m->loss_tokens;
     comm_allreduce_sum_f64(comm_world(), s, STATS(m->E));
     router_finish(plan, m, l, s);
 }
@@ -209,7 +222,7 @@ void moe_fwd(const ModelPlan *plan, Activations *a, int l, const UnitSpec *u, in
     if (xj) xn = xj;
     kern_matmul_fwd(logits, KERN_F32, xn, WP(p, u, router), N, D, E);  // (N, E)
     kern_moe_route(probs, idx, wts, logits, N, E, K);
-    kern_download(m->idx, idx, sizeof(int32_t) * M);  // the one wait: the GEMMs' row counts
+    kern_download(m->idx, idx, sizeof(int32_t) * M);  // the GEMMs' row counts: the host waits for the router
     int *count = m->count + (size_t)l * E;
     group_rows(m, count, N);
     kern_upload(src, m->src, sizeof(int32_t) * M);
@@ -262,7 +275,7 @@ void moe_bwd(const ModelPlan *plan, Activations *a, int l, const UnitSpec *u, in
         kern_upload(a->rgaux, m->gaux + (size_t)l * E, sizeof(float) * E);
         gaux = a->rgaux;
     }
-    kern_moe_route_bwd(a->drlogits, a->drwts, probs, logits, idx, wts, gaux, train ? m->zscale[l] : 0.0f, N, E, K);
+    kern_moe_route_bwd(a->drlogits, a->drwts, probs, logits, idx, wts, a->targets, gaux, train ? m->zscale[l] : 0.0f, N, E, K);
     const void *xj = a->rjit && train && m->jitter > 0.0f ? kern_act_at(a->rjit, i * m->N * D) : NULL;  // forward's input
     kern_matmul_bwd(a->dxn, g + u->t[router].offset, a->drlogits, KERN_F32, xj ? xj : xn, WP(p, u, router), N, D, E, 1);
     if (xj) jitter(a, l, a->dxn, a->dxn, N, D);  // through the noise: dxn = noise x dloss/d(its product)

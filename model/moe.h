@@ -19,6 +19,9 @@ typedef struct MoeState MoeState;
 // the backward's scratch unless forward_only, and the host state
 void moe_acts_alloc(Activations *a, const ModelConfig *c, size_t S, size_t N, int forward_only);
 void moe_state_free(MoeState *m);
+// the host targets of the batch model_load_batch loaded (NULL: generation), whose loss-bearing
+// tokens the router losses count
+void moe_batch_loaded(Activations *a, const int32_t *targets, int ntok);
 // Tensors of unit u from index `router` on: the router, then each expert's w1, w3 and w2.
 // Layer l's sparse MLP over the N = a->B * T tokens' norm output xn (N, D): out (N, D, fp32) its
 // branch output, overwritten.

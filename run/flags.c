@@ -484,6 +484,8 @@ static void family_flags_apply(const Config *c) {
 // What fsdpc's mixture of experts does not do yet, refused by name (issue 37's later parts).
 static void experts_check(const Config *c) {
     const ModelConfig *m = &c->model;
+    if (c->shard.expert_parallel_degree < 1)
+        comm_fail_all("--expert_parallel_degree must be at least 1 (1: every rank holds all the experts)");
     if (c->shard.expert_parallel_degree != 1)
         comm_fail_all("--expert_parallel_degree %d: expert parallelism is not implemented yet; every rank holds all the experts "
                       "(FSDP shards them with the rest)", c->shard.expert_parallel_degree);
@@ -779,18 +781,6 @@ static void take_default(const char *flag, const char *value, void *ctx) {
         snprintf(c->recipe.recipe_line + n, sizeof c->recipe.recipe_line - n, " --%s %s", flag, value);
 }
 
-// the start-up line of flags a recipe's script reads for other families only
-static void recipe_ignored(Config *c, const Recipe *r, const char *flags, const ModelFamily *fam, const char *what) {
-    size_t n = strlen(c->recipe.recipe_note);
-    snprintf(c->recipe.recipe_note + n, sizeof c->recipe.recipe_note - n, "%srecipe: %s in %s; its %s takes %s's %s",
-             n ? "\n" : "", flags, recipe_name(r), c->model.model_type, fam->hf_defaults.name, what);
-    n = strlen(c->recipe.recipe_note);
-    if (!strcmp(what, "RoPE"))
-        snprintf(c->recipe.recipe_note + n, sizeof c->recipe.recipe_note - n, " (rope_theta %g, every dimension)", c->model.rope_theta);
-    n = strlen(c->recipe.recipe_note);
-    snprintf(c->recipe.recipe_note + n, sizeof c->recipe.recipe_note - n, ", and so does fsdpc");
-}
-
 // the defaults of the recipe whose dialect the command line is written in (recipes.h)
 static void take_recipe(Config *c) {
     nrecipe_took = 0;
@@ -816,12 +806,18 @@ static void take_recipe(Config *c) {
     if (refused) comm_fail_all("%s", refused);
     // its launch files pass one family's flags with every model: what its script ignores is ignored, and said
     const ModelFamily *fam = family_find(c->model.model_type);
-    if (recipe_rotary_neox_only(r) && fam && !fam->rotary_pct && (cli_spelled("rotary_pct") || cli_spelled("rotary_emb_base"))) {
-        cli_forget(&flags_cli, c, "rotary_pct");
-        cli_forget(&flags_cli, c, "rope_theta");
-        c->model.rotary_pct = 1.0f;
-        c->model.rope_theta = fam->hf_defaults.rope_theta ? fam->hf_defaults.rope_theta : 10000.0f;
-        recipe_ignored(c, r, "--rotary_pct and --rotary_emb_base are GPT-NeoX's", fam, "RoPE");
+    int pct = cli_spelled("rotary_pct"), base = cli_spelled("rotary_emb_base");  // fsdpc's own --rope_theta stays
+    if (recipe_rotary_neox_only(r) && fam && !fam->rotary_pct && (pct || base)) {
+        if (pct) cli_forget(&flags_cli, c, "rotary_pct"), c->model.rotary_pct = 1.0f;
+        if (base) {
+            cli_forget(&flags_cli, c, "rope_theta");
+            c->model.rope_theta = fam->hf_defaults.rope_theta ? fam->hf_defaults.rope_theta : 10000.0f;
+        }
+        size_t n = strlen(c->recipe.recipe_note);
+        snprintf(c->recipe.recipe_note + n, sizeof c->recipe.recipe_note - n,
+                 "%srecipe: %s GPT-NeoX's in %s; its %s takes %s's RoPE (rope_theta %g, every dimension), and so does fsdpc",
+                 n ? "\n" : "", pct && base ? "--rotary_pct and --rotary_emb_base are" : pct ? "--rotary_pct is" : "--rotary_emb_base is",
+                 recipe_name(r), c->model.model_type, fam->hf_defaults.name, c->model.rope_theta);
     }
 }
 

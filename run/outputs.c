@@ -201,7 +201,10 @@ int outputs_step(Run *r, int done, float lr, const StepResult *s, char *line, si
         tboard_scalar(r->tb, "train/lr", done, lr);
         tboard_scalar(r->tb, "train/grad_norm", done, s->gnorm);
         tboard_scalar(r->tb, "train/tokens", done, r->tokens_seen);
-        if (r->cfg->model.num_experts) tboard_scalar(r->tb, "train/router_aux_loss", done, s->router_aux);
+        if (r->cfg->model.num_experts) {
+            tboard_scalar(r->tb, "train/router_aux_loss", done, s->router_aux);
+            tboard_scalar(r->tb, "train/router_z_loss", done, s->router_z);
+        }
     }
     return len;
 }

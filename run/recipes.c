@@ -61,7 +61,7 @@ static const char *const smp_marks[] = {
     "patch_neox_rope", "enable_memory_profiling", "clean_cache", "log_reduced_training_loss", "logging_freq_for_avg",
     "model_dir", "save_final_model", "data_type", "forward_prefetch", "use_orig_params", "backward_fetch_policy",
     "auto_wrap_policy", "preserve_np_state", "fast_validation", "distributed_backend", "nccl_test_log", "framework",
-    "num_local_experts", "finetune_checkpoint_load_dir", "pretrained_checkpoint_file",
+    "finetune_checkpoint_load_dir", "pretrained_checkpoint_file",
     "pretrained_model_name", "train_batch_size", "max_training_steps", "bf16", "activation_checkpointing", "resid_pdrop",
     "embd_pdrop", "attn_pdrop", "summary_first_pdrop", "rotary_emb_base", "same_seed", "epochs", NULL};
 static const RecipeDefault smp_defaults[] = {

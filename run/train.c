@@ -103,34 +103,36 @@ static void range_pop(void) {
     kern_range_pop();
 }
 
+// The forward of the loaded batch through the embedding and the blocks, each prefetching the next
+// unit (after the last: `after`), each entry of the residual stream rounded as training rounds it.
+// fwd: how the units are released; offload: training's inputs head to the host once final.
+static void forward_blocks(ShardState *s, Activations *a, const char *what, ShardPhase fwd, int offload, int after) {
+    const ModelPlan *plan = shard_plan(s);
+    int L = plan->cfg.num_layers, T = a->T, D = plan->cfg.hidden_width, b0 = plan->block0;
+    size_t ND = model_res_numel(a, D, T);  // one residual-stream entry
+    for (int l = -1; l < L; l++) {  // -1: the embedding
+        int u = l < 0 ? plan->embed_unit : b0 + l, next = l + 1 < L ? b0 + l + 1 : after;
+        range(what, u);
+        if (l < 0) model_embed_fwd(plan, shard_gather(s, u, next), a, T, 0);
+        else model_block_fwd(plan, l, shard_gather(s, u, next), a, T, 0);
+        shard_release(s, u, fwd);
+        float *x = model_res_f32(a, l + 1, D);
+        if (x) shard_cast_activation(s, x, ND);
+        if (offload) model_offload_fwd(a, l + 1);
+        range_pop();
+    }
+}
+
 void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const int32_t *tgt, const int32_t *kstart,
                       int rows, float dscale, int last_micro, int batch) {
     const ModelPlan *plan = shard_plan(s);
     int L = plan->cfg.num_layers, T = a->T, train = dscale != 0.0f, B = a->B;
     int embed = plan->embed_unit, b0 = plan->block0, head = plan->head_unit;
-    ShardPhase fwd = train ? PHASE_FWD : PHASE_EVAL;
     if (!train) model_set_dropout(a, 0.0f, 0, 0), model_router_train(a, -1.0);  // evaluation: no dropout, no router losses
     a->B = rows;  // a packed step's micro-batch may hold fewer rows: the buffers fit B, the kernels run rows
     model_load_batch(a, inp, tgt, kstart, rows * T, batch);
-    // forward: the embedding, then the blocks, each prefetching the next unit; the head's forward
-    // runs with its backward
-    size_t ND = model_res_numel(a, plan->cfg.hidden_width, T);  // one residual-stream entry
-    range("forward", embed);
-    model_embed_fwd(plan, shard_gather(s, embed, L > 0 ? b0 : head), a, T, 0);
-    shard_release(s, embed, fwd);
-    float *x0 = model_res_f32(a, 0, plan->cfg.hidden_width);
-    if (x0) shard_cast_activation(s, x0, ND);
-    if (train) model_offload_fwd(a, 0);  // offloaded inputs head to the host once final; evaluation keeps them
-    range_pop();
-    for (int l = 0; l < L; l++) {
-        range("forward", b0 + l);
-        model_block_fwd(plan, l, shard_gather(s, b0 + l, l + 1 < L ? b0 + l + 1 : head), a, T, 0);
-        shard_release(s, b0 + l, fwd);
-        float *x = model_res_f32(a, l + 1, plan->cfg.hidden_width);
-        if (x) shard_cast_activation(s, x, ND);
-        if (train) model_offload_fwd(a, l + 1);
-        range_pop();
-    }
+    // forward: the embedding, then the blocks; the head's forward runs with its backward
+    forward_blocks(s, a, "forward", train ? PHASE_FWD : PHASE_EVAL, train, head);
     range(train ? "forward+backward" : "forward", head);
     const void *ph = shard_gather(s, head, train && L > 0 ? b0 + L - 1 : -1);
     model_head_fwd_bwd(plan, ph, train ? shard_grad_buffer(s, head) : NULL, a, 1, T, dscale);
@@ -173,8 +175,7 @@ void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const i
 static void route_prepass(Run *r, int step, int nmicro) {
     ShardState *s = &r->st;
     Activations *a = &r->acts;
-    const ModelPlan *plan = shard_plan(s);
-    int L = plan->cfg.num_layers, T = a->T, B = a->B, b0 = plan->block0;
+    int T = a->T, B = a->B;
     model_router_collect(a);
     for (int micro = 0; micro < nmicro; micro++) {
         trace_begin(TRACE_DATA, "data wait", -1);
@@ -185,19 +186,10 @@ static void route_prepass(Run *r, int step, int nmicro) {
         int rows = r->plans.plans[step & 1][micro]->nrows;
         a->B = rows;
         model_load_batch(a, r->batch->inp, r->batch->tgt, r->batch->docs ? r->batch->kstart : NULL, rows * T, micro);
-        range("routing", plan->embed_unit);
-        model_embed_fwd(plan, shard_gather(s, plan->embed_unit, L > 0 ? b0 : -1), a, T, 0);
-        shard_release(s, plan->embed_unit, PHASE_EVAL);
-        range_pop();
-        for (int l = 0; l < L; l++) {
-            range("routing", b0 + l);
-            model_block_fwd(plan, l, shard_gather(s, b0 + l, l + 1 < L ? b0 + l + 1 : -1), a, T, 0);
-            shard_release(s, b0 + l, PHASE_EVAL);
-            range_pop();
-        }
+        forward_blocks(s, a, "routing", PHASE_EVAL, 0, -1);
         a->B = B;
     }
-    model_router_fix(plan, a);
+    model_router_fix(shard_plan(s), a);
 }
 
 // --profile: wall time per phase of the step. The device is synchronised at each phase end so
@@ -261,7 +253,12 @@ static StepResult train_step(Run *r, int step, float lr) {
     double mine = 0.0;  // this rank's loss-bearing targets
     plans_of(r, step);
     int nmicro = r->plans.nplans[step & 1];
-    if (nmicro > 1 && model_router_collects(&r->acts)) route_prepass(r, step, nmicro);
+    // a mixture of experts: router losses that train need the step's routing before the first
+    // backward (a routing pass when it has several micro-batches); logged alone, they are summed as
+    // the micro-batches go and reduced once at the end
+    int prepass = nmicro > 1 && model_router_collects(&r->acts), log_only = !model_router_collects(&r->acts);
+    if (prepass) route_prepass(r, step, nmicro), prof_mark(r, PROF_COMPUTE);
+    if (log_only) model_router_collect(&r->acts);
     for (int micro = 0; micro < nmicro; micro++) {
         trace_begin(TRACE_DATA, "data wait", -1);
         fill_batch(r, step, micro);
@@ -291,6 +288,7 @@ static StepResult train_step(Run *r, int step, float lr) {
     kern_range_push("optimizer");
     double inv = st.tokens > 0 ? 1.0 / st.tokens : 0.0;  // no loss-bearing target: loss 0, no update
     // the router losses (a mixture of experts) are in the gradients with their coefficients, so in the loss too
+    if (log_only) model_router_fix(shard_plan(&r->st), &r->acts);
     model_router_losses(&r->acts, &out.router_aux, &out.router_z);
     model_router_train(&r->acts, -1.0);  // the step's router statistics end with it
     out.loss = st.loss * inv + c->model.router_aux_loss_coef * out.router_aux + c->model.router_z_loss_coef * out.router_z;
@@ -437,8 +435,8 @@ static void log_setup(const Run *r, const char *att) {
     if (c->recipe.recipe_note[0]) log_msg("%s\n", c->recipe.recipe_note);
     if (kern_peak_flops() > 0) log_msg("MFU against %.0f TFLOP/s dense bf16 per GPU\n", kern_peak_flops() / 1e12);
     if (c->optim.grad_accum > 1 && c->model.num_experts && (c->model.router_aux_loss_coef > 0 || c->model.router_z_loss_coef > 0))
-        log_msg("mixture of experts: the router losses span the step's %d micro-batches, so a routing pass (their forward "
-                "through the blocks) runs before each step's first backward\n", c->optim.grad_accum);
+        log_msg("mixture of experts: the router losses span a step's micro-batches (--grad_accum %d), so a step of several "
+                "runs a routing pass (their forward through the blocks) before its first backward\n", c->optim.grad_accum);
     int warmup = fraction_steps(c->optim.warmup, r->max_steps);
     if (r->max_steps > 0 && warmup > r->max_steps)  // a recipe's warm-up on a short smoke run: the loss barely moves
         log_msg("--warmup %d is longer than this run's %d steps: the learning rate rises only to %g (%.2g%% of --lr %g) by "

@@ -31,13 +31,14 @@ void cpu_moe_route(float *probs, int32_t *idx, float *wts, const float *logits, 
 }
 
 void cpu_moe_route_bwd(float *dlogits, const float *dwts, const float *probs, const float *logits, const int32_t *idx,
-                       const float *wts, const float *gaux, float zscale, int N, int E, int K) {
+                       const float *wts, const int32_t *targets, const float *gaux, float zscale, int N, int E, int K) {
 #pragma omp parallel for schedule(static) if ((size_t)N * E >= CPU_PAR_MIN)
     for (int t = 0; t < N; t++) {
         const float *p = probs + (size_t)t * E, *l = logits + (size_t)t * E, *w = wts + (size_t)t * K, *dw = dwts + (size_t)t * K;
         const int32_t *ix = idx + (size_t)t * K;
         float *d = dlogits + (size_t)t * E, kept = 0.0f, wdw = 0.0f;
-        for (int e = 0; e < E; e++) d[e] = gaux ? gaux[e] : 0.0f;  // d = dloss/dprobs first
+        const int counted = targets[t] >= 0;  // the router losses' tokens
+        for (int e = 0; e < E; e++) d[e] = gaux && counted ? gaux[e] : 0.0f;  // d = dloss/dprobs first
         for (int k = 0; k < K; k++) kept += p[ix[k]], wdw += w[k] * dw[k];
         // w_k = p_k / kept: dloss/dp_i = (dw_i - sum_k w_k dw_k) / kept for each chosen i
         for (int k = 0; k < K; k++) d[ix[k]] += (dw[k] - wdw) / kept;
@@ -45,7 +46,7 @@ void cpu_moe_route_bwd(float *dlogits, const float *dwts, const float *probs, co
         for (int e = 0; e < E; e++) pd += p[e] * d[e];
         for (int e = 1; e < E; e++) mx = fmaxf(mx, l[e]);
         for (int e = 0; e < E; e++) s += expf(l[e] - mx);
-        const float zg = zscale * 2.0f * (mx + logf(s));  // d (logsumexp)^2 / d logit_e = 2 lse p_e
+        const float zg = counted ? zscale * 2.0f * (mx + logf(s)) : 0.0f;  // d (logsumexp)^2 / d logit_e = 2 lse p_e
         for (int e = 0; e < E; e++) d[e] = p[e] * (d[e] - pd) + zg * p[e];
     }
 }

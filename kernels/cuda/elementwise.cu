@@ -115,20 +115,21 @@ struct MoeRoute {  // t over N
 struct MoeRouteBwd {  // t over N
     float *dlogits;
     const float *dwts, *probs, *logits, *wts, *gaux;
-    const int32_t *idx;
+    const int32_t *idx, *targets;
     float zscale;
     int E, K;
     __device__ void operator()(size_t t) const {
         const float *p = probs + t * E, *l = logits + t * E, *w = wts + t * K, *dw = dwts + t * K;
         const int32_t *ix = idx + t * K;
         float *d = dlogits + t * E, kept = 0.0f, wdw = 0.0f, pd = 0.0f, mx = l[0], s = 0.0f;
-        for (int e = 0; e < E; e++) d[e] = gaux ? gaux[e] : 0.0f;
+        const bool counted = targets[t] >= 0;
+        for (int e = 0; e < E; e++) d[e] = gaux && counted ? gaux[e] : 0.0f;
         for (int k = 0; k < K; k++) kept += p[ix[k]], wdw += w[k] * dw[k];
         for (int k = 0; k < K; k++) d[ix[k]] += (dw[k] - wdw) / kept;
         for (int e = 0; e < E; e++) pd += p[e] * d[e];
         for (int e = 1; e < E; e++) mx = fmaxf(mx, l[e]);
         for (int e = 0; e < E; e++) s += expf(l[e] - mx);
-        const float zg = zscale * 2.0f * (mx + logf(s));
+        const float zg = counted ? zscale * 2.0f * (mx + logf(s)) : 0.0f;
         for (int e = 0; e < E; e++) d[e] = p[e] * (d[e] - pd) + zg * p[e];
     }
 };
@@ -865,8 +866,8 @@ void cuda_moe_route(float *probs, int32_t *idx, float *wts, const float *logits,
 }
 
 void cuda_moe_route_bwd(float *dlogits, const float *dwts, const float *probs, const float *logits, const int32_t *idx,
-                        const float *wts, const float *gaux, float zscale, int N, int E, int K) {
-    launch_map((size_t)N, MoeRouteBwd{dlogits, dwts, probs, logits, wts, gaux, idx, zscale, E, K});
+                        const float *wts, const int32_t *targets, const float *gaux, float zscale, int N, int E, int K) {
+    launch_map((size_t)N, MoeRouteBwd{dlogits, dwts, probs, logits, wts, gaux, idx, targets, zscale, E, K});
 }
 
 void cuda_jitter(void *x, const void *src, size_t n, size_t M, float j, uint64_t key, uint64_t sample0) {

@@ -50,6 +50,26 @@ $MPI -np 2 ./fsdpc $F --dropout 0.1 --batch_size 1 --grad_accum 2 --metrics_file
 d=$(rel_diff "$W/da.jsonl" "$W/db.jsonl" 6 1e-5) && r=$(router_diff "$W/da.jsonl" "$W/db.jsonl")
 check "dropout 0.1: np=2 x --grad_accum 2 equals np=1 (the routing pass draws the training pass's masks; worst $d, router $r)" $? \
     "$(grep -m2 error "$W/db.log")"
+# packed rows whose padding differs at each world size: the router losses count the loss-bearing tokens
+$PY -c "
+import json, random, sys
+random.seed(5)
+with open(sys.argv[1], 'w') as f:
+    for i in range(400):
+        n = random.randint(5, 40)
+        f.write(json.dumps({'input_ids': [random.randint(3, 999) for _ in range(n)] + [0] * (48 - n),
+                            'attention_mask': [1] * n + [0] * (48 - n)}) + '\n')" "$W/rows.jsonl"
+P="${F/--train_data data\/tinyshakespeare.txt/--train_data $W/rows.jsonl} --packing --max_context_width 80 --vocab_size 1000 --max_steps 4"
+./fsdpc $P --batch_size 8 --metrics_file "$W/pa.jsonl" >/dev/null 2>"$W/pa.log"
+$MPI -np 4 ./fsdpc $P --batch_size 2 --metrics_file "$W/pb.jsonl" >/dev/null 2>"$W/pb.log"
+d=$(rel_diff "$W/pa.jsonl" "$W/pb.jsonl" 4 1e-5) && r=$(router_diff "$W/pa.jsonl" "$W/pb.jsonl")
+check "--packing (padding differs per layout): np=4 equals np=1, router losses too (worst $d, router $r)" $? \
+    "$(grep -m2 error "$W/pa.log" "$W/pb.log")"
+# CPU bf16: the routing pass rounds the residual stream as the training pass does
+./fsdpc $F --precision bf16 --batch_size 4 --max_steps 1 --metrics_file "$W/ba.jsonl" >/dev/null 2>&1
+./fsdpc $F --precision bf16 --batch_size 2 --grad_accum 2 --max_steps 1 --metrics_file "$W/bb.jsonl" >/dev/null 2>&1
+r=$(router_diff "$W/ba.jsonl" "$W/bb.jsonl")
+check "CPU bf16: the first step's router losses at --grad_accum 2 equal batch 4's (worst $r)" $?
 ./fsdpc $F --router_jitter_noise 0.1 --batch_size 4 --metrics_file "$W/ja.jsonl" >/dev/null 2>&1
 $MPI -np 2 ./fsdpc $F --router_jitter_noise 0.1 --batch_size 1 --grad_accum 2 --activation_checkpoints 1 --metrics_file "$W/jb.jsonl" \
     >/dev/null 2>"$W/jb.log"
@@ -57,9 +77,10 @@ d=$(rel_diff "$W/ja.jsonl" "$W/jb.jsonl" 6 1e-5) && r=$(router_diff "$W/ja.jsonl
 check "router jitter 0.1: np=2 x --grad_accum 2 with checkpointing equals np=1 (a layout-free draw; worst $d, router $r), and differs from none" $? \
     "$(grep -m2 error "$W/jb.log")"
 ./fsdpc ${F/--router_aux_loss_coef 0.02 --router_z_loss_coef 0.001/} --batch_size 2 --grad_accum 2 --metrics_file "$W/ga.jsonl" >/dev/null 2>"$W/ga.log"
-grep -q '"router_aux_loss": [0-9]' "$W/ga.jsonl" && ! grep -q "routing pass" "$W/ga.log" &&
-    grep -q "^mixture of experts: the router losses span the step's 2 micro-batches, so a routing pass" "$W/db.log"
-check "router losses logged without training them (coefficients 0): no routing pass; with them, one, said at start-up" $?
+./fsdpc ${F/--router_aux_loss_coef 0.02 --router_z_loss_coef 0.001/} --batch_size 4 --metrics_file "$W/gc.jsonl" >/dev/null 2>&1
+r=$(router_diff "$W/gc.jsonl" "$W/ga.jsonl") && ! grep -q "routing pass" "$W/ga.log" &&
+    grep -q "^mixture of experts: the router losses span a step's micro-batches (--grad_accum 2), so a step of several runs a routing pass" "$W/db.log"
+check "router losses logged without training them (coefficients 0) cover every micro-batch (worst $r) with no routing pass; with them, one, said at start-up" $?
 
 # ---- the emulated GPU (build/fsdpc_emu): the CUDA routing, grouping and combining kernels ----
 if [ -x build/fsdpc_emu ]; then
