@@ -54,6 +54,6 @@ RNG_FN int rng_dropout_keep(uint64_t seed, uint64_t i, uint32_t threshold) {
 }
 
 // u(seed, i) in [0, 1), as the dropout mask draws it: Mixtral's router jitter
-RNG_FN float rng_uniform(uint64_t seed, uint64_t i) { return (float)(rng_splitmix64(seed ^ i) >> 40) * (1.0f / 16777216.0f); }
+RNG_FN float rng_unit(uint64_t seed, uint64_t i) { return (float)(rng_splitmix64(seed ^ i) >> 40) * (1.0f / 16777216.0f); }
 
 #endif

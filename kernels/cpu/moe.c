@@ -57,7 +57,7 @@ void cpu_jitter(void *x_, const void *src_, size_t n, size_t M, float j, uint64_
 #pragma omp parallel for schedule(static) if (n >= CPU_PAR_MIN)
     for (size_t b = 0; b < n / M; b++) {
         const uint64_t seed = rng_dropout_seed(key, sample0 + b);
-        for (size_t i = 0; i < M; i++) x[b * M + i] = src[b * M + i] * (1.0f - j + 2.0f * j * rng_uniform(seed, i));
+        for (size_t i = 0; i < M; i++) x[b * M + i] = src[b * M + i] * (1.0f - j + 2.0f * j * rng_unit(seed, i));
     }
 }
 

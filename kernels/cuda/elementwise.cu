@@ -139,7 +139,7 @@ struct Jitter {  // i over n: rows of M per sample
     float j;
     uint64_t key, sample0;
     __device__ void operator()(size_t i) const {
-        x[i] = src[i] * (1.0f - j + 2.0f * j * rng_uniform(rng_dropout_seed(key, sample0 + i / M), i % M));
+        x[i] = src[i] * (1.0f - j + 2.0f * j * rng_unit(rng_dropout_seed(key, sample0 + i / M), i % M));
     }
 };
 struct MoeGather {  // i over (M, D)
