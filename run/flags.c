@@ -807,7 +807,7 @@ static void take_recipe(Config *c) {
     // its launch files pass one family's flags with every model: what its script ignores is ignored, and said
     const ModelFamily *fam = family_find(c->model.model_type);
     int pct = cli_spelled("rotary_pct"), base = cli_spelled("rotary_emb_base");  // fsdpc's own --rope_theta stays
-    if (recipe_rotary_neox_only(r) && fam && !fam->rotary_pct && (pct || base)) {
+    if (recipe_rotary_neox_only(r) && fam && fam->rope && !fam->rotary_pct && (pct || base)) {
         if (pct) cli_forget(&flags_cli, c, "rotary_pct"), c->model.rotary_pct = 1.0f;
         if (base) {
             cli_forget(&flags_cli, c, "rope_theta");

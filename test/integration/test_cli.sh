@@ -42,7 +42,7 @@ if [ -d kernels/cuda ] && { command -v nvcc >/dev/null || [ -x /usr/local/cuda/b
         ./fsdpc --version >"$W/version.out" && grep -Eq '^cuBLASLt: [0-9]+\.' "$W/version.out" && grep -Eq '^NCCL: [0-9]+\.' "$W/version.out"
     check "with nvcc present the binary is built with the CUDA backend, links libcudart and opens cuBLASLt and NCCL at run time" $?
 fi
-expect_error "unknown model type refused" "--model_type must be one of llama_v2\|mingpt\|gpt_neox, got 'bert'" ./fsdpc --model_type bert
+expect_error "unknown model type refused" "--model_type must be one of llama_v2\|mingpt\|gpt_neox\|mixtral, got 'bert'" ./fsdpc --model_type bert
 
 # training log format, learning, checkpoints
 ./fsdpc $SMALL --max_steps 40 --lr 3e-3 --warmup 5 --logging_freq 10 --checkpoint_dir "$W/ck" --checkpoint_freq 10 \
