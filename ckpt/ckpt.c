@@ -356,9 +356,9 @@ static int load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *m
     if (f >= 0) H5Fclose(f);
     if (e) rc = err_set(err, errlen, "checkpoint '%s': %s (corrupt or truncated file?)", file, e);
     if (!rc && h.version >= 2) {
-        // every shard group holds every tensor once: each checks what its ranks read
+        // the first replica of every unit holds each tensor once: its slices check what was read
         if (plan->tp > 1) h5_tp_checksums(plan, ngroups, got);
-        else comm_allreduce_crc32(shard_group(s), got, n);
+        else comm_allreduce_crc32(comm_world(), got, n);
         rc = comm_agree(h5_checksum_mismatch(file, plan, ngroups, got, want), err, errlen);
     }
     free(want);

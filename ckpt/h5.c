@@ -444,7 +444,8 @@ static const char *xfer_tensor(hid_t file, const char *group, const TensorSpec *
     H5Sclose(fspace);
     if (ds >= 0) H5Dclose(ds);
     if (tp > 1) *crc = (CommCrc){0, whole_numel(t) * sizeof(float), ok ? piece_crc(t, tp, plan->tp_rank, begin, counted ? count : 0, buf) : 0};
-    else *crc = (CommCrc){begin * sizeof(float), count * sizeof(float), ok && count ? crc_of(buf, count) : 0};
+    else if (counted) *crc = (CommCrc){begin * sizeof(float), count * sizeof(float), ok && count ? crc_of(buf, count) : 0};
+    else *crc = (CommCrc){0, 0, 0};  // a replica's slice: the first replica's counts
     if (buf != dev) {
         if (ok && !write && count) kern_upload(dev, buf, count * sizeof(float));
         free(buf);
@@ -471,9 +472,10 @@ const char *h5_xfer_state(hid_t file, const ShardState *s, int write, int ngroup
             for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
                 size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
                 // replicas hold the same slices, and a tensor every tp rank holds whole is the same
-                // on each: one group, and its first tp rank, writes and counts them
+                // on each: one group, and its first tp rank, writes and counts them (an experts'
+                // unit: its own first replica group, among the ranks holding it)
                 int dup = plan->tp > 1 && plan->units[u].t[t].tp_split == TP_WHOLE && plan->tp_rank > 0;
-                int counted = shard_is_writer(s) && !dup;
+                int counted = shard_is_writer(s, u) && !dup;
                 if (write && !counted) n = 0;
                 const char *e = comm_first_error(xfer_tensor(file, ckpt_groups[g], &plan->units[u].t[t], plan, begin, n,
                                                              state_buffer(s, u, g) + local, shard_state_on_device(s), write,

@@ -49,8 +49,10 @@ enum { TIMEOUT_TAG = 7, GRACE_SECONDS = 5 };
 static void fatal_before(void);
 static void fatal_end(void);
 #ifdef FSDPC_CUDA
-enum { NCCL_GROUPS = 3 };
-static CommGroup *nccl_groups[NCCL_GROUPS];  // the shard, replica and tp groups' NCCL communicators, to abort or destroy
+enum { NCCL_GROUPS = 6 };
+// the shard, replica and tp groups' NCCL communicators, then the expert groups', to abort or destroy
+static CommGroup *nccl_groups[NCCL_GROUPS];
+static void nccl_init_groups(int first, int n);
 static void nccl_abort_all(void);
 #else
 static void nccl_abort_all(void) {}
@@ -1097,8 +1099,27 @@ void comm_make_mesh(int tp, int shard_size, CommGroup **tp_group, CommGroup **sh
         nccl_groups[0] = *shard;
         nccl_groups[1] = *replica;
         nccl_groups[2] = *tp_group;
-        for (int i = 0; i < NCCL_GROUPS; i++)
-            nccl_groups[i]->nccl = comm_nccl_init(&nccl_groups[i]->comm, comm_group_rank(nccl_groups[i]), comm_group_size(nccl_groups[i]));
+        nccl_init_groups(0, 3);
+    }
+#endif
+}
+
+void comm_make_expert_groups(int tp, int shard_size, int ep, int eshard, CommGroup **ep_group, CommGroup **expert_shard,
+                             CommGroup **expert_replica) {
+    MPI_Comm e, s, r;
+    int rank = comm_info.rank, d = rank / tp, t = rank % tp, es = eshard > 1 ? d % shard_size / ep : 0;
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, d / ep * tp + t, rank, &e));
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, eshard > 1 ? (d / shard_size * ep + d % ep) * tp + t : rank, rank, &s));
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, (d % ep * eshard + es) * tp + t, rank, &r));
+    *ep_group = group_from(e, "ep");
+    *expert_shard = group_from(s, "expert shard");
+    *expert_replica = group_from(r, "expert replica");
+#ifdef FSDPC_CUDA
+    if (kern_on_gpu()) {
+        nccl_groups[3] = *ep_group;
+        nccl_groups[4] = *expert_shard;
+        nccl_groups[5] = *expert_replica;
+        nccl_init_groups(3, 3);
     }
 #endif
 }
@@ -1111,6 +1132,11 @@ const char *comm_open_gpu_transport(void) {
 }
 
 #ifdef FSDPC_CUDA
+static void nccl_init_groups(int first, int n) {
+    for (int i = first; i < first + n; i++)
+        nccl_groups[i]->nccl = comm_nccl_init(&nccl_groups[i]->comm, comm_group_rank(nccl_groups[i]), comm_group_size(nccl_groups[i]));
+}
+
 static void nccl_abort_all(void) {
     for (int i = 0; i < NCCL_GROUPS; i++)
         if (nccl_groups[i] && nccl_groups[i]->nccl) comm_nccl_abort(nccl_groups[i]->nccl);
@@ -1174,6 +1200,34 @@ CommRequest *comm_bcast_start(CommGroup *g, float *buf, size_t n, int root) {
     NCCL_ROUTE(g, r, comm_nccl_bcast(g->nccl, buf, n, root, trace_on));
     mpiCheck(MPI_Ibcast(buf, count_of(n), MPI_FLOAT, root, g->comm, &r->req));
     return r;
+}
+
+void comm_all_to_all(CommGroup *g, const void *send, const size_t *send_rows, void *recv, const size_t *recv_rows,
+                     size_t row_bytes) {
+    int p = comm_group_size(g);
+    size_t total = 0;
+    for (int j = 0; j < p; j++) total += recv_rows[j];
+    Elem row = {MPI_DATATYPE_NULL, 0, "rows", row_bytes};
+    CommRequest *r = request_new(g, "all-to-all", row, total);
+#ifdef FSDPC_CUDA
+    if (g->nccl) {
+        r->nccl = comm_nccl_all_to_all(g->nccl, send, send_rows, recv, recv_rows, row_bytes, trace_on);
+        comm_wait(r);
+        return;
+    }
+#endif
+    int *c = callocCheck(4 * (size_t)p, sizeof(int));  // send counts, displacements, then receive's
+    for (int j = 0, so = 0, ro = 0; j < p; j++) {
+        c[j] = count_of(send_rows[j]), c[p + j] = so, so = count_of((size_t)so + send_rows[j]);
+        c[2 * p + j] = count_of(recv_rows[j]), c[3 * p + j] = ro, ro = count_of((size_t)ro + recv_rows[j]);
+    }
+    MPI_Datatype rowtype;
+    mpiCheck(MPI_Type_contiguous(count_of(row_bytes), MPI_BYTE, &rowtype));
+    mpiCheck(MPI_Type_commit(&rowtype));
+    mpiCheck(MPI_Ialltoallv(send, c, c + p, rowtype, recv, c + 2 * p, c + 3 * p, rowtype, g->comm, &r->req));
+    comm_wait(r);
+    MPI_Type_free(&rowtype);
+    free(c);
 }
 
 void comm_all_gather(CommGroup *g, const float *in, float *out, size_t n) { comm_wait(comm_all_gather_start(g, in, out, n)); }

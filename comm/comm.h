@@ -160,6 +160,13 @@ void comm_allreduce_crc32(CommGroup *g, CommCrc *r, size_t n);
 // 1: one node by default); the replica group links the ranks with the same place in every
 // replica. The caller checks world % (shard_size * tp) == 0 first.
 void comm_make_mesh(int tp, int shard_size, CommGroup **tp_group, CommGroup **shard, CommGroup **replica);
+// The expert-parallel groups (shard/parallel.h), laid over the data-parallel ranks d = rank / tp
+// with the same tp rank: the all-to-all group of `ep` consecutive d (an expert-parallel group),
+// the expert shard group (the ranks of one shard group with the same place in their ep group,
+// eshard of them) and the expert replica group (the ranks with the same experts and the same
+// shard of them). The caller checks that ep and eshard fit the mesh first.
+void comm_make_expert_groups(int tp, int shard_size, int ep, int eshard, CommGroup **ep_group, CommGroup **expert_shard,
+                             CommGroup **expert_replica);
 // After kern_select_device: on a GPU with more than one rank, loads the collectives' library
 // (NCCL, which comm_make_mesh then uses); NULL, or why it cannot (the caller ends the job).
 const char *comm_open_gpu_transport(void);
@@ -178,6 +185,11 @@ CommRequest *comm_allreduce_start(CommGroup *g, float *buf, size_t n);
 CommRequest *comm_allreduce_max_start(CommGroup *g, float *buf, size_t n);  // the maximum, element by element
 CommRequest *comm_bcast_start(CommGroup *g, float *buf, size_t n, int root);
 void comm_wait(CommRequest *r);  // completes and frees r; NULL is a no-op
+// All-to-all of rows of row_bytes: send holds the rows for member 0, then 1, ... (send_rows[j]
+// of them for member j), recv gets member j's rows for this rank in member order (recv_rows[j]).
+// Blocking; the counts must agree pairwise (each rank's recv_rows[j] is j's send_rows[me]).
+void comm_all_to_all(CommGroup *g, const void *send, const size_t *send_rows, void *recv, const size_t *recv_rows,
+                     size_t row_bytes);
 // the same on bf16 values (uint16 storage); sums add in fp32 and round to bf16
 CommRequest *comm_all_gather_bf16_start(CommGroup *g, const uint16_t *in, uint16_t *out, size_t n);
 CommRequest *comm_reduce_scatter_bf16_start(CommGroup *g, const uint16_t *in, uint16_t *out, size_t n);

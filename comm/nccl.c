@@ -18,7 +18,8 @@
 // load it, and ./fsdpc starts where it is not installed. Its calls go through this table.
 #define NCCL_FUNCS(X)                                                                                           \
     X(ncclGetVersion) X(ncclGetErrorString) X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommGetAsyncError)     \
-        X(ncclCommAbort) X(ncclCommDestroy) X(ncclAllGather) X(ncclReduceScatter) X(ncclAllReduce) X(ncclBroadcast)
+        X(ncclCommAbort) X(ncclCommDestroy) X(ncclAllGather) X(ncclReduceScatter) X(ncclAllReduce) X(ncclBroadcast) \
+        X(ncclGroupStart) X(ncclGroupEnd) X(ncclSend) X(ncclRecv) X(ncclCommCount)
 static struct {
 #define NCCL_MEMBER(f) __typeof__(&f) f;
     NCCL_FUNCS(NCCL_MEMBER)
@@ -159,6 +160,29 @@ NcclReq *comm_nccl_allreduce(NcclComm *c, void *buf, size_t n, NcclType t, int m
 NcclReq *comm_nccl_bcast(NcclComm *c, void *buf, size_t n, int root, int timed) {
     NcclReq *r = begin(c, "broadcast", timed);
     if (c->comm) ncclCheck(nccl.ncclBroadcast(buf, buf, n, ncclFloat32, root, c->comm, stream));
+    return end(r);
+}
+
+// One send and one receive per member inside a group call (NCCL's all-to-all pattern); rows as
+// bytes, so any row size moves. Over one rank: a copy.
+NcclReq *comm_nccl_all_to_all(NcclComm *c, const void *send, const size_t *send_rows, void *recv, const size_t *recv_rows,
+                              size_t row_bytes, int timed) {
+    NcclReq *r = begin(c, "all-to-all", timed);
+    if (!c->comm) {
+        if (send_rows[0] && send != recv)
+            cudaCheck(cudaMemcpyAsync(recv, send, send_rows[0] * row_bytes, cudaMemcpyDeviceToDevice, stream));
+        return end(r);
+    }
+    int p;
+    ncclCheck(nccl.ncclCommCount(c->comm, &p));
+    size_t so = 0, ro = 0;
+    ncclCheck(nccl.ncclGroupStart());
+    for (int j = 0; j < p; j++) {
+        ncclCheck(nccl.ncclSend((const char *)send + so, send_rows[j] * row_bytes, ncclInt8, j, c->comm, stream));
+        ncclCheck(nccl.ncclRecv((char *)recv + ro, recv_rows[j] * row_bytes, ncclInt8, j, c->comm, stream));
+        so += send_rows[j] * row_bytes, ro += recv_rows[j] * row_bytes;
+    }
+    ncclCheck(nccl.ncclGroupEnd());
     return end(r);
 }
 

@@ -25,6 +25,9 @@ NcclReq *comm_nccl_all_gather(NcclComm *c, const void *in, void *out, size_t n, 
 NcclReq *comm_nccl_reduce_scatter(NcclComm *c, const void *in, void *out, size_t n, NcclType t, int timed);
 NcclReq *comm_nccl_allreduce(NcclComm *c, void *buf, size_t n, NcclType t, int max, int timed);  // max: else sum
 NcclReq *comm_nccl_bcast(NcclComm *c, void *buf, size_t n, int root, int timed);
+// comm.h's comm_all_to_all on device buffers: grouped sends and receives, one pair per member
+NcclReq *comm_nccl_all_to_all(NcclComm *c, const void *send, const size_t *send_rows, void *recv, const size_t *recv_rows,
+                              size_t row_bytes, int timed);
 // One poll: 1 when r is done, 0 while it runs; *err is set when NCCL reports an asynchronous
 // error (the caller's fatal path then aborts the communicators).
 int comm_nccl_test(NcclReq *r, const char **err);

@@ -163,10 +163,10 @@ struct ModelFamily {
     // allocates every buffer this family uses through model_acts_buf (so sizes can be counted)
     void (*acts_alloc)(Activations *a, const ModelConfig *c, size_t nslots, int with_kv_cache);
     void (*embed_fwd)(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0);
-    void (*block_fwd)(const ModelPlan *plan, int layer, const void *p, Activations *a, int T, int pos0);
+    void (*block_fwd)(const ModelPlan *plan, int layer, const void *const *p, Activations *a, int T, int pos0);
     void (*head_fwd_bwd)(const ModelPlan *plan, const void *p, float *g, Activations *a, int with_targets, int T,
                          float dscale);
-    void (*block_bwd)(const ModelPlan *plan, int layer, const void *p, float *g, Activations *a);
+    void (*block_bwd)(const ModelPlan *plan, int layer, const void *const *p, float *const *g, Activations *a);
     void (*embed_bwd)(const ModelPlan *plan, float *g, Activations *a);
     // training FLOPs (forward + backward) per token at sequence length T
     double (*flops_per_token)(const ModelPlan *plan, int T);

@@ -65,7 +65,11 @@ static float *forward_tokens(const ModelPlan *plan, const void *const *P, Activa
     int L = plan->cfg.num_layers, V = a->V;  // V: this tp rank's share
     model_load_batch(a, toks, NULL, NULL, n, 0);
     model_embed_fwd(plan, P[plan->embed_unit], a, n, pos0);
-    for (int l = 0; l < L; l++) model_block_fwd(plan, l, P[plan->block0 + l], a, n, pos0);
+    for (int l = 0; l < L; l++) {
+        int units[MAX_BLOCK_UNITS], nb = model_block_units(plan, l, units);
+        const void *bp[MAX_BLOCK_UNITS] = {P[units[0]], P[units[nb - 1]]};
+        model_block_fwd(plan, l, bp, a, n, pos0);
+    }
     model_head_fwd_bwd(plan, P[plan->head_unit], NULL, a, 0, n, 0.0f);
     kern_act_download(logits, kern_act_at(a->logits, (size_t)(n - 1) * V), (size_t)V);
     if (plan->tp > 1) {  // the shares in rank order are the vocabulary in order

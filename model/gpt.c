@@ -131,7 +131,8 @@ static void gpt_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, 
     model_res_store(a, 0, D, T);
 }
 
-static void gpt_block_fwd(const ModelPlan *plan, int l, const void *p, Activations *a, int T, int pos0) {
+static void gpt_block_fwd(const ModelPlan *plan, int l, const void *const *pp, Activations *a, int T, int pos0) {
+    const void *p = pp[0];
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->block0 + l];
     int B = a->B, N = B * T, R = model_rows(a, T), D = c->hidden_width, H = c->num_heads / a->tp, hd = config_head_dim(c);
@@ -178,7 +179,9 @@ static void gpt_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Act
     model_layernorm_head(plan, &plan->units[plan->head_unit], P_LNF_W, P_LNF_B, P_WTE, p, g, a, with_targets, T, dscale);
 }
 
-static void gpt_block_bwd(const ModelPlan *plan, int l, const void *p, float *g, Activations *a) {
+static void gpt_block_bwd(const ModelPlan *plan, int l, const void *const *pp, float *const *gg, Activations *a) {
+    const void *p = pp[0];
+    float *g = gg[0];
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->block0 + l];
     int B = a->B, T = a->T, N = B * T, R = model_rows(a, T), D = c->hidden_width, H = c->num_heads / a->tp;

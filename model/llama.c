@@ -203,16 +203,19 @@ static void llama_attn_fwd(const ModelPlan *plan, int l, const UnitSpec *u, cons
     kern_add_rmsnorm_fwd(la.xmid, la.xn2, la.rstd2, la.x, WP(p, u, P_LN2), R, D, c->norm_eps);  // residual, norm
 }
 
-static void llama_block_fwd(const ModelPlan *plan, int l, const void *p, Activations *a, int T, int pos0) {
+static void llama_block_fwd(const ModelPlan *plan, int l, const void *const *pp, Activations *a, int T, int pos0) {
     const ModelConfig *c = &plan->cfg;
-    const UnitSpec *u = &plan->units[l + 1];
+    int units[MAX_BLOCK_UNITS], nu = model_block_units(plan, l, units);
+    const UnitSpec *u = &plan->units[units[0]];
+    const void *p = pp[0];
     int N = a->B * T, R = model_rows(a, T), D = c->hidden_width, F = llama_part(c, a->tp).F;
     LayerActs la = layer_acts(c, a, l);
     la.x = model_res_in(a, l, D, T);      // (R, D)
     la.out = model_res_out(a, l + 1, D);  // (R, D)
     llama_attn_fwd(plan, l, u, p, a, T, pos0, &la);
     if (c->num_experts) {  // Mixtral's sparse MLP (tensor and sequence parallelism are refused with experts)
-        moe_fwd(plan, a, l, u, P_ROUTER, p, la.xn2, la.out, T);
+        MoeParams mp = {u, P_ROUTER, p, NULL, &plan->units[units[nu - 1]], pp[nu - 1], NULL};
+        moe_fwd(plan, a, l, &mp, la.xn2, la.out, T);
         model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
         kern_add(la.out, la.xmid, (size_t)R * D);  // residual
         model_res_store(a, l + 1, D, T);
@@ -266,9 +269,12 @@ static void llama_attn_bwd(const ModelPlan *plan, int l, const UnitSpec *u, cons
     kern_rmsnorm_bwd(dx, W(g, u, P_LN1), model_colpar_dx(plan, a, T), la.x, WP(p, u, P_LN1), la.rstd1, R, D);
 }
 
-static void llama_block_bwd(const ModelPlan *plan, int l, const void *p, float *g, Activations *a) {
+static void llama_block_bwd(const ModelPlan *plan, int l, const void *const *pp, float *const *gg, Activations *a) {
     const ModelConfig *c = &plan->cfg;
-    const UnitSpec *u = &plan->units[l + 1];
+    int units[MAX_BLOCK_UNITS], nu = model_block_units(plan, l, units);
+    const UnitSpec *u = &plan->units[units[0]];
+    const void *p = pp[0];
+    float *g = gg[0];
     int T = a->T, N = a->B * T, R = model_rows(a, T), D = c->hidden_width, F = llama_part(c, a->tp).F;
     LayerActs la = layer_acts(c, a, l);
     la.x = model_res_in(a, l, D, a->T);
@@ -276,7 +282,8 @@ static void llama_block_bwd(const ModelPlan *plan, int l, const void *p, float *
     // MLP
     const float *dbr = model_sp_gather_f32(plan, a, model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT), T);  // (B, T, D)
     if (c->num_experts) {
-        moe_bwd(plan, a, l, u, P_ROUTER, p, g, la.xn2, dbr);  // a->dxn
+        MoeParams mp = {u, P_ROUTER, p, g, &plan->units[units[nu - 1]], pp[nu - 1], gg[nu - 1]};
+        moe_bwd(plan, a, l, &mp, la.xn2, dbr);  // a->dxn
     } else {
         kern_matmul_bwd(a->dh, W(g, u, P_DOWN), dbr, KERN_F32, la.h, WP(p, u, P_DOWN), N, F, D, 0);
         kern_swiglu_bwd(a->dup, a->dh, la.gu, N, F);  // (B, T, 2F): d gate | d up

@@ -30,6 +30,7 @@ int model_plan_build(ModelPlan *plan, const ModelConfig *cfg, char *err, size_t 
         return err_set(err, errlen, "the model (D=%d L=%d) is too large to count: %s; lower --num_layers or --hidden_width",
                        cfg->hidden_width, cfg->num_layers, why);
     plan->family->plan_build(plan);
+    model_plan_ep(plan, 1, 0, NULL);
     for (int u = 0; u < plan->nunits; u++)
         if (!checked_add(n, plan->units[u].numel, &n)) n = UINT64_MAX;  // reported below as more than 2^64
     // every later size of the model's state is at most its weights, gradients and AdamW moments
@@ -99,6 +100,49 @@ void model_plan_tp(ModelPlan *plan, int tp, int rank, CommGroup *group, int sequ
             us->numel += t->numel;
         }
     }
+}
+
+void model_plan_ep(ModelPlan *plan, int ep, int rank, CommGroup *group) {
+    plan->ep = ep, plan->ep_rank = rank, plan->ep_group = group, plan->block_stride = 1;
+    for (int u = 0; u < plan->nunits; u++) plan->units[u].ep_index = -1;
+    int E = plan->cfg.num_experts, L = plan->cfg.num_layers, b0 = plan->block0;
+    if (ep <= 1 || !E) return;
+    int stride = 1 + ep, n = plan->nunits + L * ep, nt = 3 * E / ep;  // an expert unit's tensors
+    UnitSpec *units = callocCheck((size_t)n, sizeof(UnitSpec));
+    for (int u = 0, v = 0; u < plan->nunits; u++) {
+        const UnitSpec *old = &plan->units[u];
+        if (u < b0 || u >= b0 + L) {  // the embedding and the head
+            units[v++] = *old;
+            continue;
+        }
+        UnitSpec *dense = &units[v++];
+        *dense = *old;
+        dense->ntensors = old->ntensors - 3 * E;
+        dense->numel = 0;
+        for (int i = 0; i < dense->ntensors; i++) dense->numel += dense->t[i].numel;
+        for (int j = 0; j < ep; j++, v++) {
+            UnitSpec *x = &units[v];
+            *x = (UnitSpec){.layer = old->layer, .ep_index = j, .ntensors = nt};
+            for (int i = 0; i < nt; i++) {
+                x->t[i] = old->t[dense->ntensors + j * nt + i];
+                x->t[i].offset = x->numel;
+                x->numel += x->t[i].numel;
+            }
+        }
+    }
+    if (plan->head_unit >= b0 + L) plan->head_unit += L * ep;
+    free(plan->units);
+    plan->units = units;
+    plan->nunits = n;
+    plan->block_stride = stride;
+}
+
+int model_block_units(const ModelPlan *plan, int l, int *units) {
+    int stride = plan->block_stride > 0 ? plan->block_stride : 1, u = plan->block0 + l * stride;
+    units[0] = u;
+    if (stride == 1) return 1;
+    units[1] = u + 1 + plan->ep_rank;
+    return 2;
 }
 
 static void tp_allreduce_act(const ModelPlan *plan, void *x, size_t n) {
@@ -273,6 +317,7 @@ void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int w
     // generation (the KV cache: one row, a few tokens a step) keeps every row on every tp rank
     a->sp = plan->sp && !with_kv_cache ? a->tp : 1;
     a->sp_rank = a->sp > 1 ? plan->tp_rank : 0;
+    a->ep = plan->ep > 1 && plan->block_stride > 1 ? plan->ep : 1;  // generation computes every expert itself
     plan->family->acts_alloc(a, &plan->cfg, (size_t)nslots, with_kv_cache);
     if (a->tp > 1) {  // the vocabulary-parallel cross-entropy's row statistics
         a->xent_max = model_acts_buf(N);
@@ -371,9 +416,9 @@ const char *model_check_sizes(const ModelPlan *plan, int B, int T) {
     X(xn2) X(mean2) X(rstd2) X(up) X(h) X(xf) X(meanf) X(rstdf) X(logits) X(loss) X(dres) X(dxn) X(dbranch) X(dq) \
     X(dk) X(dv) X(datt) X(dup) X(dh) X(attn_scratch) X(rope_cos) X(rope_sin) X(kcache) X(vcache) X(xent_max) X(xent_sums) \
     X(sp_full) X(sp_xg) X(sp_dxn) X(rjit) X(rlogits) X(rprobs) X(ridx) X(rwts) X(rsrc) X(rslot) X(xe) X(gue) X(he) X(ye) X(dye)  \
-    X(drwts) X(drlogits) X(rgaux) X(dhe) X(dgue) X(dxe)
+    X(drwts) X(drlogits) X(rgaux) X(dhe) X(dgue) X(dxe) X(ep_act) X(ep_f32) X(ep_f32b) X(ep_ones) X(ep_perm) X(ep_inv)
 #define ACT_COUNT(f) +1
-_Static_assert(sizeof(Activations) == 8 * sizeof(int) /* B, T, V, tp, sp, sp_rank, docs; padding */ + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +
+_Static_assert(sizeof(Activations) == 8 * sizeof(int) /* B, T, V, tp, ep, sp, sp_rank, docs */ + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +
                                           2 * sizeof(int *) + sizeof(size_t) + 8 + 2 * sizeof(uint64_t) +
                                           sizeof(struct ActOffload *) + sizeof(struct MoeState *),
                "Activations gained a field: add its buffer to ACT_BUFFERS (and this count)");
@@ -425,7 +470,7 @@ uint64_t model_dropout_key(const Activations *a, int layer, int site) {
 void model_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0) {
     plan->family->embed_fwd(plan, p, a, T, pos0);
 }
-void model_block_fwd(const ModelPlan *plan, int layer, const void *p, Activations *a, int T, int pos0) {
+void model_block_fwd(const ModelPlan *plan, int layer, const void *const *p, Activations *a, int T, int pos0) {
     plan->family->block_fwd(plan, layer, p, a, T, pos0);
 }
 void model_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Activations *a, int with_targets, int T,
@@ -459,7 +504,7 @@ double model_loss_read(const Activations *a) {
     kern_download(&loss, a->loss, sizeof loss);
     return loss;
 }
-void model_block_bwd(const ModelPlan *plan, int layer, const void *p, float *g, Activations *a) {
+void model_block_bwd(const ModelPlan *plan, int layer, const void *const *p, float *const *g, Activations *a) {
     plan->family->block_bwd(plan, layer, p, g, a);
 }
 void model_embed_bwd(const ModelPlan *plan, float *g, Activations *a) { plan->family->embed_bwd(plan, g, a); }

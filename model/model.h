@@ -44,6 +44,8 @@ typedef struct {
 
 typedef struct {
     int layer;  // block index, or -1 for a unit outside the blocks
+    int ep_index;  // expert parallelism (model_plan_ep): the experts of the ep ranks at this place of their
+                   // ep group, which alone hold the unit; -1: every rank holds it
     int ntensors;
     TensorSpec t[MAX_UNIT_TENSORS];
     size_t numel;
@@ -66,7 +68,15 @@ typedef struct {
     int tp, tp_rank;
     CommGroup *tp_group;
     int sp;  // --sequence_parallel at tp > 1: the residual stream's rows split over the tp group
+    // expert parallelism (model_plan_ep): each block of a mixture of experts is its dense unit, then
+    // ep units of E/ep experts each, one per place in an ep group; this rank's place and its group,
+    // whose all-to-all moves the tokens. ep 1: a block is one unit (block_stride 1).
+    int ep, ep_rank, block_stride;
+    CommGroup *ep_group;
 } ModelPlan;
+
+// The most units a block has on one rank: its own and, under expert parallelism, its experts'.
+enum { MAX_BLOCK_UNITS = 2 };
 
 // Activations and scratch for batches of up to B sequences of up to T tokens. All buffers live
 // on the compute device (kern_alloc); NULL when the family or the mode does not use them. The
@@ -75,6 +85,7 @@ typedef struct {
 typedef struct {
     int B, T, V;  // V: this tp rank's share of the vocabulary (its logits' width)
     int tp;       // the plan's tp degree, for the families' buffer sizes
+    int ep;       // the plan's ep degree when its blocks are split (model_plan_ep), else 1
     // Sequence parallelism (plan->sp, training and evaluation): the residual stream, the norms, the
     // dropouts and the row-parallel biases run on this tp rank's share of the batch's rows, the
     // sp_rank-th of sp contiguous shares of the B*T rows (model_rows); 1 and 0 without it. Buffers
@@ -134,7 +145,10 @@ typedef struct {
     void *sp_xg;         // (N, D) a gathered norm output, a column-parallel matmul's input
     void *sp_dxn;        // (N/sp, D) dxn summed over the tp group, this rank's rows
     // mixture of experts (num_experts E > 0; model/moe.h): per slot, the router's outputs and the
-    // experts' rows, M = N*K of them grouped by expert (the tokens of expert 0, then 1, ...)
+    // experts' rows, M = N*K of them grouped by expert (the tokens of expert 0, then 1, ...).
+    // Under expert parallelism (ep > 1) the experts' rows are those the ep group sent this rank's
+    // experts, at most Rc of them (moe.h), grouped by expert: xe, gue, he and their gradients
+    // hold Rc rows, ye stays the local M
     float *rlogits, *rprobs;  // (S, N, E) router logits and their softmax
     int32_t *ridx;            // (S, N, K) each token's experts, most probable first
     float *rwts;              // (S, N, K) their weights
@@ -146,6 +160,10 @@ typedef struct {
     float *ye;                // (S, M, D) the experts' outputs, unweighted
     float *dye, *drwts, *drlogits, *rgaux;  // backward: (M, D), (N, K), (N, E), the balance loss's (E)
     void *dhe, *dgue, *dxe;   // (M, F), (M, 2F), (M, D)
+    void *ep_act;             // ep > 1: (Rc, D) the rows being sent, and received gradients
+    float *ep_f32, *ep_f32b;  // ep > 1: (Rc, D) received rows, and the experts' outputs in either order
+    float *ep_ones;           // ep > 1: (Rc) ones, the weights of a row permutation through kern_moe_combine
+    int32_t *ep_perm, *ep_inv;  // ep > 1: (Rc) received rows by expert and their inverse
     struct MoeState *moe;     // host side: each layer's grouping and router statistics (moe.c)
 } Activations;
 
@@ -153,6 +171,13 @@ typedef struct {
 // model is too large to count in bytes.
 int model_plan_build(ModelPlan *plan, const ModelConfig *cfg, char *err, size_t errlen);
 void model_plan_free(ModelPlan *plan);
+// Splits each block of a mixture of experts into its dense unit and ep units of E/ep experts (the
+// last 3E tensors of the block, model/moe.h), for the ep rank `rank` of the ep group `group`
+// (NULL where nothing runs). Names and initial values stay the whole model's; ep 1 changes nothing.
+void model_plan_ep(ModelPlan *plan, int ep, int rank, CommGroup *group);
+// The units of block l this rank computes with, into units (MAX_BLOCK_UNITS): the block's own,
+// then its experts' under expert parallelism. Returns how many.
+int model_block_units(const ModelPlan *plan, int l, int *units);
 // appends a tensor to u (families building their plans); cols == 0 makes it 1-D
 TensorSpec *model_add_tensor(UnitSpec *u, const char *name, int rows, int cols, InitKind init, float init_scale,
                              int decay);
@@ -271,7 +296,8 @@ void model_set_dropout(Activations *a, float p, uint64_t seed, uint64_t sample0)
 // Forward over the loaded batch of a->B sequences of T tokens. With a KV cache the tokens sit at
 // positions pos0..pos0+T-1 and attend to the cached past; without, pos0 must be 0.
 void model_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0);
-void model_block_fwd(const ModelPlan *plan, int layer, const void *p, Activations *a, int T, int pos0);
+// A block's p and g are arrays over its units (model_block_units).
+void model_block_fwd(const ModelPlan *plan, int layer, const void *const *p, Activations *a, int T, int pos0);
 // The head of the families with a final LayerNorm (weight lnw, bias lnb) and a bias-free linear
 // head (V, D), all tensors of unit u: what model_head_fwd_bwd below does for them.
 void model_layernorm_head(const ModelPlan *plan, const UnitSpec *u, int lnw, int lnb, int head, const void *p, float *g,
@@ -302,7 +328,7 @@ void model_router_fix(const ModelPlan *plan, Activations *a);
 void model_loss_reset(Activations *a);
 double model_loss_read(const Activations *a);
 // a->dres holds dloss/d(block output); on return dloss/d(block input). Grads g (+=).
-void model_block_bwd(const ModelPlan *plan, int layer, const void *p, float *g, Activations *a);
+void model_block_bwd(const ModelPlan *plan, int layer, const void *const *p, float *const *g, Activations *a);
 void model_embed_bwd(const ModelPlan *plan, float *g, Activations *a);
 double model_flops_per_token(const ModelPlan *plan, int T);
 

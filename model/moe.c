@@ -31,10 +31,22 @@ struct MoeState {
     double *acc;              // COLLECT: (L, STATS) this rank's sums over the step's micro-batches so far
     double aux, z;            // sums over the layers of the global losses
     float aux_coef, z_coef, jitter;
+    // expert parallelism (ep > 1)
+    int ep;
+    size_t Rc;                // rows this rank's experts can receive (moe_ep_rows)
+    int *ccount;              // (L, ep, E) every ep rank's tokens per expert, from each layer's last forward
+    double *exch;             // (ep, E) the counts' exchange
+    int32_t *perm, *inv;      // (Rc) host: the received rows' permutation to the experts' order, and back
 };
+
+size_t moe_ep_rows(const ModelConfig *c, int ep, size_t N) {
+    size_t El = (size_t)(c->num_experts / ep), K = (size_t)c->num_experts_per_tok;
+    return (size_t)ep * N * (K < El ? K : El);
+}
 
 void moe_acts_alloc(Activations *a, const ModelConfig *c, size_t S, size_t N, int forward_only) {
     size_t E = c->num_experts, K = c->num_experts_per_tok, M = N * K, D = c->hidden_width, F = c->intermediate_size;
+    size_t Rc = a->ep > 1 ? moe_ep_rows(c, a->ep, N) : M;  // the rows this rank's experts compute
     a->rlogits = model_acts_buf(S * N * E);
     a->rprobs = model_acts_buf(S * N * E);
     a->ridx = (int32_t *)model_acts_buf(S * N * K);  // int32 in a float buffer of the same count
@@ -42,24 +54,32 @@ void moe_acts_alloc(Activations *a, const ModelConfig *c, size_t S, size_t N, in
     a->rsrc = (int32_t *)model_acts_buf(S * M);
     a->rslot = (int32_t *)model_acts_buf(S * M);
     if (c->router_jitter_noise > 0.0f && !forward_only) a->rjit = model_acts_act(S * N * D);
-    a->xe = model_acts_act(S * M * D);
-    a->gue = model_acts_act(S * M * 2 * F);
-    a->he = model_acts_act(S * M * F);
+    a->xe = model_acts_act(S * Rc * D);
+    a->gue = model_acts_act(S * Rc * 2 * F);
+    a->he = model_acts_act(S * Rc * F);
     a->ye = model_acts_buf(S * M * D);
     if (!forward_only) {
         a->dye = model_acts_buf(M * D);
         a->drwts = model_acts_buf(N * K);
         a->drlogits = model_acts_buf(N * E);
         a->rgaux = model_acts_buf(E);
-        a->dhe = model_acts_act(M * F);
-        a->dgue = model_acts_act(M * 2 * F);
-        a->dxe = model_acts_act(M * D);
+        a->dhe = model_acts_act(Rc * F);
+        a->dgue = model_acts_act(Rc * 2 * F);
+        a->dxe = model_acts_act(Rc * D);
+    }
+    if (a->ep > 1) {
+        a->ep_act = model_acts_act(Rc * D);
+        a->ep_f32 = model_acts_buf(Rc * D);
+        a->ep_f32b = model_acts_buf(Rc * D);
+        a->ep_ones = model_acts_buf(Rc);
+        a->ep_perm = (int32_t *)model_acts_buf(Rc);
+        a->ep_inv = (int32_t *)model_acts_buf(Rc);
     }
     if (!a->rlogits) return;  // only counting bytes (model_acts_bytes)
     MoeState *m = callocCheck(1, sizeof *m);
     int L = c->num_layers;
     *m = (MoeState){.E = (int)E, .K = (int)K, .L = L, .N = N, .aux_coef = c->router_aux_loss_coef, .z_coef = c->router_z_loss_coef,
-                     .jitter = c->router_jitter_noise};
+                     .jitter = c->router_jitter_noise, .ep = a->ep, .Rc = Rc};
     m->count = callocCheck((size_t)L * E, sizeof(int));
     m->idx = mallocCheck(sizeof(int32_t) * M);
     m->src = mallocCheck(sizeof(int32_t) * M);
@@ -71,13 +91,23 @@ void moe_acts_alloc(Activations *a, const ModelConfig *c, size_t S, size_t N, in
     m->zscale = callocCheck((size_t)L, sizeof(float));
     m->seen = callocCheck((size_t)L, 1);
     m->acc = callocCheck((size_t)L * STATS(E), sizeof(double));
+    if (a->ep > 1) {
+        m->ccount = callocCheck((size_t)L * a->ep * E, sizeof(int));
+        m->exch = mallocCheck(sizeof(double) * a->ep * E);
+        m->perm = mallocCheck(sizeof(int32_t) * Rc);
+        m->inv = mallocCheck(sizeof(int32_t) * Rc);
+        float *ones = mallocCheck(sizeof(float) * Rc);
+        for (size_t r = 0; r < Rc; r++) ones[r] = 1.0f;
+        kern_upload(a->ep_ones, ones, sizeof(float) * Rc);
+        free(ones);
+    }
     a->moe = m;
 }
 
 void moe_state_free(MoeState *m) {
     if (!m) return;
     free(m->count), free(m->idx), free(m->src), free(m->slot), free(m->valid), free(m->probs), free(m->logits);
-    free(m->gaux), free(m->zscale), free(m->seen), free(m->acc);
+    free(m->gaux), free(m->zscale), free(m->seen), free(m->acc), free(m->ccount), free(m->exch), free(m->perm), free(m->inv);
     free(m);
 }
 
@@ -198,6 +228,95 @@ static void group_rows(MoeState *m, int *count, int N) {
 
 #define WP(p, u, i) kern_param_at((p), (u)->t[i].offset)
 
+// this rank's local expert le's tensor j (0: w1, with w3 after it; 2: w2): its weights and gradient
+static const void *expert_w(const MoeParams *mp, int El, int le, int j) {
+    return WP(mp->pe, mp->ue, mp->ue->ntensors - 3 * El + 3 * le + j);
+}
+static float *expert_g(const MoeParams *mp, int El, int le, int j) {
+    return mp->ge + mp->ue->t[mp->ue->ntensors - 3 * El + 3 * le + j].offset;
+}
+
+// bytes of one row of D activations
+static size_t act_row(const void *base, int D) { return (size_t)((const char *)kern_act_at(base, (size_t)D) - (const char *)base); }
+
+// Expert parallelism, layer l: every ep rank's tokens per expert (count: this rank's) into the
+// layer's row of m->ccount, by one all-reduce over the ep group
+static void ep_counts(const ModelPlan *plan, MoeState *m, int l, const int *count) {
+    int E = m->E, n = m->ep * E;
+    for (int i = 0; i < n; i++) m->exch[i] = 0.0;
+    for (int e = 0; e < E; e++) m->exch[plan->ep_rank * E + e] = count[e];
+    comm_allreduce_sum_f64(plan->ep_group, m->exch, (size_t)n);
+    int *C = m->ccount + (size_t)l * n;
+    for (int i = 0; i < n; i++) C[i] = (int)m->exch[i];
+}
+
+// From layer l's counts: send[j] the rows this rank sends ep rank j (its tokens for j's experts),
+// recv[j] the rows j sends it, local[le] the rows of its local expert le; the permutation from the
+// received order (by sending rank, then expert) to the experts' (by expert, then sending rank),
+// perm[r2] = r, and its inverse, on the device. Returns the rows received.
+static size_t ep_layout(const ModelPlan *plan, Activations *a, int l, size_t *send, size_t *recv, int *local) {
+    MoeState *m = a->moe;
+    int E = m->E, ep = m->ep, El = E / ep, me = plan->ep_rank;
+    const int *C = m->ccount + (size_t)l * ep * E;
+    size_t R = 0;
+    for (int j = 0; j < ep; j++) {
+        send[j] = recv[j] = 0;
+        for (int le = 0; le < El; le++) send[j] += (size_t)C[me * E + j * El + le], recv[j] += (size_t)C[j * E + me * El + le];
+        R += recv[j];
+    }
+    if (R > m->Rc) err_fatal("expert parallelism: %zu rows for this rank's experts, more than the %zu allocated", R, m->Rc);
+    size_t r2 = 0;
+    for (int le = 0; le < El; le++) {
+        local[le] = 0;
+        size_t src0 = 0;  // sending rank j's first row in the received order
+        for (int j = 0; j < ep; j++) {
+            size_t before = 0;  // j's rows for local experts below le
+            for (int k = 0; k < le; k++) before += (size_t)C[j * E + me * El + k];
+            int n = C[j * E + me * El + le];
+            for (int i = 0; i < n; i++, r2++) {
+                m->perm[r2] = (int32_t)(src0 + before + i);
+                m->inv[src0 + before + i] = (int32_t)r2;
+            }
+            local[le] += n;
+            src0 += recv[j];
+        }
+    }
+    kern_upload(a->ep_perm, m->perm, sizeof(int32_t) * R);
+    kern_upload(a->ep_inv, m->inv, sizeof(int32_t) * R);
+    return R;
+}
+
+// The experts' forward over their rows x (grouped by expert, cnt[le] each): gue, he, and y (fp32)
+static void experts_fwd(const MoeParams *mp, int El, const int *cnt, const void *x, void *gue, void *he, float *y, int D, int F) {
+    size_t rows = 0;
+    for (int le = 0, o = 0; le < El; o += cnt[le++])
+        if (cnt[le])
+            kern_matmul_fwd(kern_act_at(gue, (size_t)o * 2 * F), KERN_ACT, kern_act_at(x, (size_t)o * D), expert_w(mp, El, le, 0),
+                            cnt[le], D, 2 * F);  // w1 | w3
+    for (int le = 0; le < El; le++) rows += (size_t)cnt[le];
+    kern_swiglu_fwd(he, gue, (int)rows, F);
+    for (int le = 0, o = 0; le < El; o += cnt[le++])
+        if (cnt[le])
+            kern_matmul_fwd(y + (size_t)o * D, KERN_F32, kern_act_at(he, (size_t)o * F), expert_w(mp, El, le, 2), cnt[le], F,
+                            D);  // w2
+}
+
+// Their backward from dy (fp32): the experts' gradients (+=) and dx (act)
+static void experts_bwd(const MoeParams *mp, Activations *a, int El, const int *cnt, const void *x, const void *gue,
+                        const void *he, const float *dy, void *dx, int D, int F) {
+    size_t rows = 0;
+    for (int le = 0, o = 0; le < El; o += cnt[le++])
+        if (cnt[le])
+            kern_matmul_bwd(kern_act_at(a->dhe, (size_t)o * F), expert_g(mp, El, le, 2), dy + (size_t)o * D, KERN_F32,
+                            kern_act_at(he, (size_t)o * F), expert_w(mp, El, le, 2), cnt[le], F, D, 0);
+    for (int le = 0; le < El; le++) rows += (size_t)cnt[le];
+    kern_swiglu_bwd(a->dgue, a->dhe, gue, (int)rows, F);
+    for (int le = 0, o = 0; le < El; o += cnt[le++])
+        if (cnt[le])
+            kern_matmul_bwd(kern_act_at(dx, (size_t)o * D), expert_g(mp, El, le, 0), kern_act_at(a->dgue, (size_t)o * 2 * F),
+                            KERN_ACT, kern_act_at(x, (size_t)o * D), expert_w(mp, El, le, 0), cnt[le], D, 2 * F, 0);
+}
+
 // Training with jitter: layer l's MLP input times its noise (Mixtral's: the router and the experts
 // both see it), into its slot of a->rjit, or x itself (the input: xn; its gradient, in place);
 // else NULL.
@@ -208,35 +327,39 @@ static void *jitter(const Activations *a, int l, void *dst, const void *x, int N
     return dst;
 }
 
-void moe_fwd(const ModelPlan *plan, Activations *a, int l, const UnitSpec *u, int router, const void *p, const void *xn,
-             float *out, int T) {
+void moe_fwd(const ModelPlan *plan, Activations *a, int l, const MoeParams *mp, const void *xn, float *out, int T) {
     MoeState *m = a->moe;
     const ModelConfig *c = &plan->cfg;
-    int E = m->E, K = m->K, N = a->B * T, M = N * K, D = c->hidden_width, F = c->intermediate_size;
-    size_t i = a->slot[l], NE = (size_t)N * E, MS = m->N * K;  // slot strides are the allocation's
+    int E = m->E, K = m->K, N = a->B * T, M = N * K, D = c->hidden_width, F = c->intermediate_size, ep = m->ep, El = E / ep;
+    size_t i = a->slot[l], NE = (size_t)N * E, MS = m->N * K, RS = m->Rc;  // slot strides are the allocation's
     float *logits = a->rlogits + i * m->N * E, *probs = a->rprobs + i * m->N * E, *wts = a->rwts + i * MS;
     int32_t *idx = a->ridx + i * MS, *src = a->rsrc + i * MS, *slot = a->rslot + i * MS;
-    void *xe = kern_act_at(a->xe, i * MS * D), *gue = kern_act_at(a->gue, i * MS * 2 * F), *he = kern_act_at(a->he, i * MS * F);
+    void *xe = kern_act_at(a->xe, i * RS * D), *gue = kern_act_at(a->gue, i * RS * 2 * F), *he = kern_act_at(a->he, i * RS * F);
     float *ye = a->ye + i * MS * D;
     const void *xj = a->rjit ? jitter(a, l, kern_act_at(a->rjit, i * m->N * D), xn, N, D) : NULL;
     if (xj) xn = xj;
-    kern_matmul_fwd(logits, KERN_F32, xn, WP(p, u, router), N, D, E);  // (N, E)
+    kern_matmul_fwd(logits, KERN_F32, xn, WP(mp->p, mp->u, mp->router), N, D, E);  // (N, E)
     kern_moe_route(probs, idx, wts, logits, N, E, K);
     kern_download(m->idx, idx, sizeof(int32_t) * M);  // the GEMMs' row counts: the host waits for the router
     int *count = m->count + (size_t)l * E;
     group_rows(m, count, N);
     kern_upload(src, m->src, sizeof(int32_t) * M);
     kern_upload(slot, m->slot, sizeof(int32_t) * M);
-    kern_moe_gather(xe, xn, src, M, D);  // (M, D)
-    for (int e = 0, o = 0; e < E; o += count[e++])
-        if (count[e])
-            kern_matmul_fwd(kern_act_at(gue, (size_t)o * 2 * F), KERN_ACT, kern_act_at(xe, (size_t)o * D),
-                            WP(p, u, router + 1 + 3 * e), count[e], D, 2 * F);  // w1 | w3
-    kern_swiglu_fwd(he, gue, M, F);
-    for (int e = 0, o = 0; e < E; o += count[e++])
-        if (count[e])
-            kern_matmul_fwd(ye + (size_t)o * D, KERN_F32, kern_act_at(he, (size_t)o * F), WP(p, u, router + 3 + 3 * e), count[e],
-                            F, D);  // w2
+    if (ep == 1) {
+        kern_moe_gather(xe, xn, src, M, D);  // (M, D)
+        experts_fwd(mp, E, count, xe, gue, he, ye, D, F);
+    } else {  // the rows to their experts' ranks (grouped by expert, they are grouped by rank) and back
+        size_t send[CONFIG_MAX_EXPERTS], recv[CONFIG_MAX_EXPERTS];
+        int local[CONFIG_MAX_EXPERTS];
+        kern_moe_gather(a->ep_act, xn, src, M, D);
+        ep_counts(plan, m, l, count);
+        size_t R = ep_layout(plan, a, l, send, recv, local);
+        comm_all_to_all(plan->ep_group, a->ep_act, send, a->ep_f32, recv, act_row(a->ep_act, D));  // received as activations
+        kern_moe_gather(xe, a->ep_f32, a->ep_perm, (int)R, D);
+        experts_fwd(mp, El, local, xe, gue, he, a->ep_f32b, D, F);
+        kern_moe_combine(a->ep_f32, a->ep_f32b, a->ep_inv, a->ep_ones, (int)R, 1, D);  // back in the received order
+        comm_all_to_all(plan->ep_group, a->ep_f32, recv, ye, send, sizeof(float) * D);
+    }
     kern_moe_combine(out, ye, slot, wts, N, K, D);
     if ((m->mode == MOE_MICRO || m->mode == MOE_COLLECT) && !m->seen[l]) {
         kern_download(m->probs, probs, sizeof(float) * NE);
@@ -246,28 +369,29 @@ void moe_fwd(const ModelPlan *plan, Activations *a, int l, const UnitSpec *u, in
     }
 }
 
-void moe_bwd(const ModelPlan *plan, Activations *a, int l, const UnitSpec *u, int router, const void *p, float *g,
-             const void *xn, const float *dout) {
+void moe_bwd(const ModelPlan *plan, Activations *a, int l, const MoeParams *mp, const void *xn, const float *dout) {
     MoeState *m = a->moe;
     const ModelConfig *c = &plan->cfg;
-    int E = m->E, K = m->K, N = a->B * a->T, M = N * K, D = c->hidden_width, F = c->intermediate_size;
-    size_t i = a->slot[l], MS = m->N * K;
+    int E = m->E, K = m->K, N = a->B * a->T, D = c->hidden_width, F = c->intermediate_size, ep = m->ep, El = E / ep;
+    size_t i = a->slot[l], MS = m->N * K, RS = m->Rc;
     const float *logits = a->rlogits + i * m->N * E, *probs = a->rprobs + i * m->N * E, *wts = a->rwts + i * MS;
     const int32_t *idx = a->ridx + i * MS, *slot = a->rslot + i * MS;
-    const void *xe = kern_act_at(a->xe, i * MS * D), *gue = kern_act_at(a->gue, i * MS * 2 * F), *he = kern_act_at(a->he, i * MS * F);
+    const void *xe = kern_act_at(a->xe, i * RS * D), *gue = kern_act_at(a->gue, i * RS * 2 * F), *he = kern_act_at(a->he, i * RS * F);
     const float *ye = a->ye + i * MS * D;
     const int *count = m->count + (size_t)l * E;
     kern_moe_combine_bwd(a->dye, a->drwts, dout, ye, slot, wts, N, K, D);
-    for (int e = 0, o = 0; e < E; o += count[e++])
-        if (count[e])
-            kern_matmul_bwd(kern_act_at(a->dhe, (size_t)o * F), g + u->t[router + 3 + 3 * e].offset, a->dye + (size_t)o * D,
-                            KERN_F32, kern_act_at(he, (size_t)o * F), WP(p, u, router + 3 + 3 * e), count[e], F, D, 0);
-    kern_swiglu_bwd(a->dgue, a->dhe, gue, M, F);
-    for (int e = 0, o = 0; e < E; o += count[e++])
-        if (count[e])
-            kern_matmul_bwd(kern_act_at(a->dxe, (size_t)o * D), g + u->t[router + 1 + 3 * e].offset,
-                            kern_act_at(a->dgue, (size_t)o * 2 * F), KERN_ACT, kern_act_at(xe, (size_t)o * D),
-                            WP(p, u, router + 1 + 3 * e), count[e], D, 2 * F, 0);
+    if (ep == 1) {
+        experts_bwd(mp, a, E, count, xe, gue, he, a->dye, a->dxe, D, F);
+    } else {  // the rows' gradients to their experts' ranks, the inputs' gradients back
+        size_t send[CONFIG_MAX_EXPERTS], recv[CONFIG_MAX_EXPERTS];
+        int local[CONFIG_MAX_EXPERTS];
+        size_t R = ep_layout(plan, a, l, send, recv, local);
+        comm_all_to_all(plan->ep_group, a->dye, send, a->ep_f32, recv, sizeof(float) * D);
+        kern_moe_combine(a->ep_f32b, a->ep_f32, a->ep_perm, a->ep_ones, (int)R, 1, D);  // in the experts' order
+        experts_bwd(mp, a, El, local, xe, gue, he, a->ep_f32b, a->dxe, D, F);
+        kern_moe_gather(a->ep_act, a->dxe, a->ep_inv, (int)R, D);
+        comm_all_to_all(plan->ep_group, a->ep_act, recv, a->dxe, send, act_row(a->ep_act, D));
+    }
     kern_moe_gather_bwd(a->dxn, a->dxe, slot, N, K, D);
     const float *gaux = NULL;
     int train = m->mode == MOE_MICRO || m->mode == MOE_FIXED;
@@ -277,7 +401,8 @@ void moe_bwd(const ModelPlan *plan, Activations *a, int l, const UnitSpec *u, in
     }
     kern_moe_route_bwd(a->drlogits, a->drwts, probs, logits, idx, wts, a->targets, gaux, train ? m->zscale[l] : 0.0f, N, E, K);
     const void *xj = a->rjit && train && m->jitter > 0.0f ? kern_act_at(a->rjit, i * m->N * D) : NULL;  // forward's input
-    kern_matmul_bwd(a->dxn, g + u->t[router].offset, a->drlogits, KERN_F32, xj ? xj : xn, WP(p, u, router), N, D, E, 1);
+    kern_matmul_bwd(a->dxn, mp->g + mp->u->t[mp->router].offset, a->drlogits, KERN_F32, xj ? xj : xn, WP(mp->p, mp->u, mp->router),
+                    N, D, E, 1);
     if (xj) jitter(a, l, a->dxn, a->dxn, N, D);  // through the noise: dxn = noise x dloss/d(its product)
 }
 

@@ -133,7 +133,8 @@ static void neox_embed_fwd(const ModelPlan *plan, const void *p, Activations *a,
 // hidden_act's GELU: every name but plain gelu is the tanh approximation
 static KernGelu neox_gelu(const ModelConfig *c) { return c->hidden_act == MODEL_ACT_GELU ? KERN_GELU_ERF : KERN_GELU_TANH; }
 
-static void neox_block_fwd(const ModelPlan *plan, int l, const void *p, Activations *a, int T, int pos0) {
+static void neox_block_fwd(const ModelPlan *plan, int l, const void *const *pp, Activations *a, int T, int pos0) {
+    const void *p = pp[0];
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->block0 + l];
     int B = a->B, N = B * T, R = model_rows(a, T), D = c->hidden_width, H = c->num_heads / a->tp, hd = config_head_dim(c);
@@ -181,7 +182,9 @@ static void neox_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Ac
     model_layernorm_head(plan, &plan->units[plan->head_unit], P_LNF_W, P_LNF_B, P_EMBED_OUT, p, g, a, with_targets, T, dscale);
 }
 
-static void neox_block_bwd(const ModelPlan *plan, int l, const void *p, float *g, Activations *a) {
+static void neox_block_bwd(const ModelPlan *plan, int l, const void *const *pp, float *const *gg, Activations *a) {
+    const void *p = pp[0];
+    float *g = gg[0];
     const ModelConfig *c = &plan->cfg;
     const UnitSpec *u = &plan->units[plan->block0 + l];
     int B = a->B, T = a->T, N = B * T, R = model_rows(a, T), D = c->hidden_width, H = c->num_heads / a->tp;

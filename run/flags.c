@@ -174,7 +174,7 @@ static const CliFlag flags[] = {
     FL("router_z_loss_coef", model.router_z_loss_coef, G_MODEL, "weight of the router's z-loss (ST-MoE's; 0: logged, not trained)"),
     FL("router_jitter_noise", model.router_jitter_noise, G_MODEL, "training only: the MLP input times U(1 - j, 1 + j) (Mixtral's)"),
     FL("capacity_factor", model.capacity_factor, G_MODEL, "expert capacity with dropped tokens (not yet: fsdpc routes dropless)"),
-    I("expert_parallel_degree", shard.expert_parallel_degree, G_SHARD, "ranks that split the experts (only 1 for now)",
+    I("expert_parallel_degree", shard.expert_parallel_degree, G_SHARD, "ranks that split the experts, E/N each, tokens sent to them by all-to-all (1: every rank holds all)",
       CLI_ALIASES("ep")),
     FL("initializer_range", model.initializer_range, G_MODEL, "standard deviation of the initial weights"),
     FL("dropout", model.dropout, G_MODEL,
@@ -486,9 +486,6 @@ static void experts_check(const Config *c) {
     const ModelConfig *m = &c->model;
     if (c->shard.expert_parallel_degree < 1)
         comm_fail_all("--expert_parallel_degree must be at least 1 (1: every rank holds all the experts)");
-    if (c->shard.expert_parallel_degree != 1)
-        comm_fail_all("--expert_parallel_degree %d: expert parallelism is not implemented yet; every rank holds all the experts "
-                      "(FSDP shards them with the rest)", c->shard.expert_parallel_degree);
     if (!m->num_experts) return;
     if (m->capacity_factor != 0.0f)
         comm_fail_all("--capacity_factor %g: fsdpc routes dropless (every token reaches its experts); capacity with dropped "

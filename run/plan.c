@@ -214,6 +214,7 @@ static void plan_model(PlanFigures *f) {
     f->tp = f->dims.tp;
     // a tp rank's parts: every tp rank's are the same size
     if (f->tp > 1) model_plan_tp(&f->plan, f->tp, 0, NULL, f->dims.sequence_parallel);
+    if (f->dims.ep > 1) model_plan_ep(&f->plan, f->dims.ep, 0, NULL);  // every ep rank's experts are the same size
     if ((sizes = model_check_sizes(&f->plan, cfg->optim.batch_size, cfg->model.max_context_width))) comm_fail_all("plan: %s", sizes);
 }
 

@@ -65,7 +65,7 @@ static void print_for_log(const char *s, size_t n) {
 
 // Rank 0: the prompt, then the continuation, on stdout. Returns NULL, or why stdout could not
 // be written (generation stops at the first failed write).
-static const char *generate_text(Run *r, const void *const *P) {
+static const char *generate_text(Run *r, const ModelPlan *plan, const void *const *P) {
     Config *c = r->cfg;
     // the prompt is encoded after <s> when the tokenizer has one; the byte tokenizer starts an
     // empty prompt from a line break, not printed
@@ -117,7 +117,7 @@ static const char *generate_text(Run *r, const void *const *P) {
     int go = !e.failed;
     if (r->dims.tp > 1) comm_bcast_bytes(r->plan.tp_group, &go, sizeof go, 0);  // rank 0's write decides for its tp group
     static char gen_err[512];  // returned: outlives the call
-    if (go && model_generate(&r->plan, P, prompt, (int)n, c->gen.num_tokens, c->gen.temperature, c->gen.top_p, (uint64_t)c->optim.seed,
+    if (go && model_generate(plan, P, prompt, (int)n, c->gen.num_tokens, c->gen.temperature, c->gen.top_p, (uint64_t)c->optim.seed,
                              emit_token, &e, gen_err, sizeof gen_err))
         e.failed = gen_err;
     if (speak && for_log && !e.failed) print_for_log(e.text, e.len);
@@ -128,24 +128,71 @@ static const char *generate_text(Run *r, const void *const *P) {
     return e.failed;
 }
 
+// Unit u of the run's plan whole, on the device in fp32 (padded), by its group's all-gather.
+static float *gather_unit(Run *r, int u) {
+    float *full = kern_alloc(shard_unit_padded(&r->st, u) * sizeof(float), KERN_MEM_GATHERED);
+    comm_all_gather(shard_unit_group(&r->st, u), shard_device_master(&r->st, u), full, shard_unit_len(&r->st, u));
+    return full;
+}
+
+// Expert parallelism: every ep place's experts' unit of the block at unit u (its dense unit), one
+// after another in one buffer: this rank's whole, then an all-gather over the ep group (each place
+// holds its own, all of one size).
+static float *gather_experts(Run *r, int u) {
+    int ep = r->plan.ep, mine = u + 1 + r->plan.ep_rank;
+    size_t n = r->plan.units[mine].numel;
+    float *own = gather_unit(r, mine), *all = kern_alloc((size_t)ep * n * sizeof(float), KERN_MEM_GATHERED);
+    comm_all_gather(r->plan.ep_group, own, all, n);
+    kern_free(own);
+    return all;
+}
+
 const char *sample_generate(Run *r) {
     // every rank helps gather the whole model; rank 0 generates
-    int nu = r->plan.nunits;
+    const ModelPlan *plan = &r->plan;
+    ModelPlan whole;  // expert parallelism: generation computes every expert itself, a block one unit again
+    if (r->plan.block_stride > 1) {
+        char err[400];
+        if (model_plan_build(&whole, &r->plan.cfg, err, sizeof err)) err_fatal("%s", err);
+        plan = &whole;
+    }
+    int nu = plan->nunits;
     void **P = mallocCheck((size_t)nu * sizeof *P);
+    float **split = plan == &r->plan ? NULL : callocCheck((size_t)r->plan.nunits, sizeof *split);
+    for (int u = 0; split && u < r->plan.nunits; u++) {
+        int ei = r->plan.units[u].ep_index;
+        if (ei < 0) split[u] = gather_unit(r, u);
+        else if (ei == 0) split[u] = gather_experts(r, u - 1);  // the others point into it
+        else split[u] = split[u - ei] + (size_t)ei * r->plan.units[u].numel;
+    }
     for (int u = 0; u < nu; u++) {
-        size_t n = shard_unit_padded(&r->st, u);
-        float *full = kern_alloc(n * sizeof(float), KERN_MEM_GATHERED);
-        comm_all_gather(shard_group(&r->st), shard_device_master(&r->st, u), full, shard_unit_len(&r->st, u));
+        float *full;
+        if (!split) {
+            full = gather_unit(r, u);
+        } else {  // the whole plan's unit, tensor by tensor from the split units
+            full = kern_alloc((plan->units[u].numel + 1) * sizeof(float), KERN_MEM_GATHERED);
+            for (int t = 0; t < plan->units[u].ntensors; t++) {
+                const TensorSpec *ts = &plan->units[u].t[t];
+                int su, st;
+                if (!model_find_tensor(&r->plan, ts->name, &su, &st)) err_fatal("internal error: %s not in the split plan", ts->name);
+                kern_copy(full + ts->offset, split[su] + r->plan.units[su].t[st].offset, ts->numel);
+            }
+        }
         P[u] = full;
         if (kern_params_bf16()) {  // the kernels' parameter dtype (a GPU under --precision bf16)
+            size_t n = plan->units[u].numel;
             P[u] = kern_alloc(n * sizeof(uint16_t), KERN_MEM_GATHERED);
             kern_f32_to_bf16(P[u], full, n);
             kern_free(full);
         }
     }
+    for (int u = 0; split && u < r->plan.nunits; u++)
+        if (r->plan.units[u].ep_index <= 0) kern_free(split[u]);
+    free(split);
     // rank 0 generates, with the rest of its tp group (ranks 0 .. tp-1) under tensor parallelism
-    const char *failed = comm_info.rank < r->dims.tp ? generate_text(r, (const void *const *)P) : NULL;
+    const char *failed = comm_info.rank < r->dims.tp ? generate_text(r, plan, (const void *const *)P) : NULL;
     for (int u = 0; u < nu; u++) kern_free(P[u]);
     free(P);
+    if (plan == &whole) model_plan_free(&whole);
     return failed;
 }

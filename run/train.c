@@ -103,19 +103,39 @@ static void range_pop(void) {
     kern_range_pop();
 }
 
+// Block l's units, gathered (the first prefetching the next, the last prefetching `next`), into p;
+// returns how many
+static int gather_block(ShardState *s, int l, int next, const void **p, int *units) {
+    int n = model_block_units(shard_plan(s), l, units);
+    for (int i = 0; i < n; i++) p[i] = shard_gather(s, units[i], i + 1 < n ? units[i + 1] : next);
+    return n;
+}
+
+// the first unit of block l (-1 for none: l out of range), the one to prefetch before it
+static int block_first(const ShardState *s, int l) {
+    int units[MAX_BLOCK_UNITS];
+    return l >= 0 && l < shard_plan(s)->cfg.num_layers ? (model_block_units(shard_plan(s), l, units), units[0]) : -1;
+}
+
 // The forward of the loaded batch through the embedding and the blocks, each prefetching the next
 // unit (after the last: `after`), each entry of the residual stream rounded as training rounds it.
 // fwd: how the units are released; offload: training's inputs head to the host once final.
 static void forward_blocks(ShardState *s, Activations *a, const char *what, ShardPhase fwd, int offload, int after) {
     const ModelPlan *plan = shard_plan(s);
-    int L = plan->cfg.num_layers, T = a->T, D = plan->cfg.hidden_width, b0 = plan->block0;
+    int L = plan->cfg.num_layers, T = a->T, D = plan->cfg.hidden_width;
     size_t ND = model_res_numel(a, D, T);  // one residual-stream entry
     for (int l = -1; l < L; l++) {  // -1: the embedding
-        int u = l < 0 ? plan->embed_unit : b0 + l, next = l + 1 < L ? b0 + l + 1 : after;
-        range(what, u);
-        if (l < 0) model_embed_fwd(plan, shard_gather(s, u, next), a, T, 0);
-        else model_block_fwd(plan, l, shard_gather(s, u, next), a, T, 0);
-        shard_release(s, u, fwd);
+        int next = l + 1 < L ? block_first(s, l + 1) : after, units[MAX_BLOCK_UNITS], n = 1;
+        const void *p[MAX_BLOCK_UNITS];
+        range(what, l < 0 ? plan->embed_unit : block_first(s, l));
+        if (l < 0) {
+            units[0] = plan->embed_unit;
+            model_embed_fwd(plan, shard_gather(s, units[0], next), a, T, 0);
+        } else {
+            n = gather_block(s, l, next, p, units);
+            model_block_fwd(plan, l, p, a, T, 0);
+        }
+        for (int i = 0; i < n; i++) shard_release(s, units[i], fwd);
         float *x = model_res_f32(a, l + 1, D);
         if (x) shard_cast_activation(s, x, ND);
         if (offload) model_offload_fwd(a, l + 1);
@@ -127,14 +147,14 @@ void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const i
                       int rows, float dscale, int last_micro, int batch) {
     const ModelPlan *plan = shard_plan(s);
     int L = plan->cfg.num_layers, T = a->T, train = dscale != 0.0f, B = a->B;
-    int embed = plan->embed_unit, b0 = plan->block0, head = plan->head_unit;
+    int embed = plan->embed_unit, head = plan->head_unit;
     if (!train) model_set_dropout(a, 0.0f, 0, 0), model_router_train(a, -1.0);  // evaluation: no dropout, no router losses
     a->B = rows;  // a packed step's micro-batch may hold fewer rows: the buffers fit B, the kernels run rows
     model_load_batch(a, inp, tgt, kstart, rows * T, batch);
     // forward: the embedding, then the blocks; the head's forward runs with its backward
     forward_blocks(s, a, "forward", train ? PHASE_FWD : PHASE_EVAL, train, head);
     range(train ? "forward+backward" : "forward", head);
-    const void *ph = shard_gather(s, head, train && L > 0 ? b0 + L - 1 : -1);
+    const void *ph = shard_gather(s, head, train && L > 0 ? block_first(s, L - 1) : -1);
     model_head_fwd_bwd(plan, ph, train ? shard_grad_buffer(s, head) : NULL, a, 1, T, dscale);
     shard_release(s, head, train ? PHASE_BWD : PHASE_EVAL);
     // a head that shares the embedding's unit (tied weights) collects the embedding's gradient too
@@ -146,18 +166,22 @@ void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const i
     }
     // backward: blocks high to low, each prefetching the one below; the embedding needs no weights
     for (int l = L - 1; l >= 0; l--) {
-        range("backward", b0 + l);
-        const void *p = shard_gather(s, b0 + l, l > 0 ? b0 + l - 1 : -1);
+        int units[MAX_BLOCK_UNITS];
+        const void *p[MAX_BLOCK_UNITS];
+        float *g[MAX_BLOCK_UNITS];
+        range("backward", block_first(s, l));
+        int n = gather_block(s, l, block_first(s, l - 1), p, units);
         if (a->recompute[l]) {  // activation checkpointing
             model_offload_fetch(a, l);  // an offloaded input back from the host
-            range("recompute", b0 + l);
+            range("recompute", units[0]);
             model_block_fwd(plan, l, p, a, T, 0);
             range_pop();
             model_offload_prefetch(a, l);  // the one `horizon` checkpointed blocks lower starts back
         }
-        model_block_bwd(plan, l, p, shard_grad_buffer(s, b0 + l), a);
-        shard_release(s, b0 + l, PHASE_BWD);
-        shard_grad_ready(s, b0 + l, last_micro);
+        for (int i = 0; i < n; i++) g[i] = shard_grad_buffer(s, units[i]);
+        model_block_bwd(plan, l, p, g, a);
+        for (int i = 0; i < n; i++) shard_release(s, units[i], PHASE_BWD);
+        for (int i = n - 1; i >= 0; i--) shard_grad_ready(s, units[i], last_micro);
         range_pop();
     }
     range("backward", embed);
@@ -460,12 +484,19 @@ static void setup_build(Run *r) {
     comm_check_all(parallel_dims_build(&r->dims, &c->shard, &c->model, comm_info.world, comm_info.local_world));
     if (r->dims.tp > 1)  // the group comes with the mesh, in shard_init
         model_plan_tp(&r->plan, r->dims.tp, r->tp_rank, NULL, r->dims.sequence_parallel);
+    if (r->dims.ep > 1)  // this rank's place in its ep group: consecutive data-parallel ranks (parallel.h)
+        model_plan_ep(&r->plan, r->dims.ep, comm_info.rank / r->dims.tp % r->dims.ep, NULL);
     memory_check(&r->plan, c, &r->dims);
     outputs_claim_checkpoint_dir(r);
     shard_init(&r->st, &r->plan, &c->shard, &r->dims, c->optim.grad_accum, c->optim.seed, !r->resume_file[0] && !r->init_h5 && !r->hf);
     r->plan.tp_group = r->st.tp_group;
+    r->plan.ep_group = r->st.ep_group;
     log_msg("sharding %s: shard group %d x replica group %d\n", shard_strategy_name(r->dims.strategy), r->dims.shard_size,
             r->dims.replica_size);
+    if (r->dims.ep > 1)
+        log_msg("expert parallelism %d: %d experts per rank, tokens to them by all-to-all; each rank's experts sharded over %d "
+                "rank(s) x %d replica(s)\n", r->dims.ep, c->model.num_experts / r->dims.ep, r->dims.expert_shard_size,
+                r->dims.expert_replica_size);
     model_acts_alloc(&r->acts, &r->plan, c->optim.batch_size, c->model.max_context_width, 0, memory_ckpt_every(c, kern_on_gpu()),
                      memory_offload_horizon(c, kern_on_gpu()));
     if (c->shard.offload_activations && kern_on_gpu()) {

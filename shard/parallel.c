@@ -23,6 +23,31 @@ static const char *tp_fits(const ModelConfig *m, int tp) {
     return NULL;
 }
 
+// Expert parallelism: ep splits the experts and the data-parallel ranks evenly, and an ep group
+// lies inside a shard group (the experts then shard over the shard group's ranks with the same
+// experts) or holds whole shard groups (each expert unsharded on its ranks: --sharding no_shard,
+// or hybrid groups smaller than ep).
+static const char *expert_dims(ParallelDims *pd, const ShardConfig *cfg, const ModelConfig *m) {
+    static char msg[256];
+    pd->ep = cfg->expert_parallel_degree > 0 ? cfg->expert_parallel_degree : 1;
+    pd->expert_shard_size = pd->shard_size, pd->expert_replica_size = pd->replica_size;
+    if (pd->ep == 1) return NULL;
+    if (!m->num_experts)
+        return err_text(msg, sizeof msg, "--expert_parallel_degree %d applies to a mixture of experts; this model has none", pd->ep);
+    if (m->num_experts % pd->ep)
+        return err_text(msg, sizeof msg, "--expert_parallel_degree %d does not divide --num_experts %d: each expert-parallel rank "
+                        "holds an equal share of the experts", pd->ep, m->num_experts);
+    if (pd->dp % pd->ep)
+        return err_text(msg, sizeof msg, "--expert_parallel_degree %d does not divide the %d data-parallel ranks (world %d / "
+                        "--tensor_parallel_degree %d)", pd->ep, pd->dp, pd->world, pd->tp);
+    if (pd->shard_size % pd->ep && pd->ep % pd->shard_size)
+        return err_text(msg, sizeof msg, "--expert_parallel_degree %d and the shard group of %d ranks (--sharding %s) do not nest: "
+                        "one must divide the other", pd->ep, pd->shard_size, shard_strategy_name(cfg->sharding));
+    pd->expert_shard_size = pd->shard_size % pd->ep ? 1 : pd->shard_size / pd->ep;
+    pd->expert_replica_size = pd->dp / pd->ep / pd->expert_shard_size;
+    return NULL;
+}
+
 const char *parallel_dims_build(ParallelDims *pd, const ShardConfig *cfg, const ModelConfig *m, int world, int ranks_per_node) {
     static char msg[256];
     memset(pd, 0, sizeof *pd);
@@ -69,6 +94,8 @@ const char *parallel_dims_build(ParallelDims *pd, const ShardConfig *cfg, const 
     }
     }
     pd->replica_size = pd->dp / pd->shard_size;
+    e = expert_dims(pd, cfg, m);
+    if (e) return e;
     pd->reshard_after_forward = cfg->sharding == SHARD_FULL || cfg->sharding == SHARD_HYBRID_FULL;
     return NULL;
 }

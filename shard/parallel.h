@@ -18,13 +18,20 @@ typedef struct {
     int replica_size;           // shard groups, each holding the same shards (dp = shard_size * replica_size)
     int reshard_after_forward;  // gathered parameters are freed after forward and gathered again for backward (ZeRO-3)
     int sequence_parallel;      // with tp > 1: norms and dropout on sequence shards
+    // Expert parallelism (a mixture of experts): ep consecutive data-parallel ranks split the
+    // experts, E/ep each, and send tokens to them by all-to-all; the ranks with the same experts
+    // (dp/ep of them) shard them over expert_shard_size ranks (the ranks of a shard group with the
+    // same place in their ep group) and replicate them expert_replica_size times. ep 1: one unit
+    // holds a block's experts with the rest.
+    int ep, expert_shard_size, expert_replica_size;
 } ParallelDims;
 
 // Fills pd for cfg's --sharding, --shard_group_size and --tensor_parallel_degree and model m on `world`
 // ranks, ranks_per_node of them per node (a hybrid strategy's shard group, when
 // --shard_group_size is not given, is a node's data-parallel ranks: ranks_per_node / tp). The
 // tp degree must divide the world, the heads, the key/value heads, the MLP width and the
-// vocabulary. NULL, or why the layout does not fit (a static one-line message naming the numbers).
+// vocabulary. The ep degree must divide the experts and the data-parallel ranks, and fit the shard
+// group (divide it, or be a multiple of it). NULL, or why the layout does not fit (a static one-line message naming the numbers).
 const char *parallel_dims_build(ParallelDims *pd, const ShardConfig *cfg, const ModelConfig *m, int world, int ranks_per_node);
 
 #endif

@@ -43,6 +43,7 @@ static void set_master(ShardState *s, int u, const float *host) {
 
 void shard_master_changed(ShardState *s) {
     for (int u = 0; u < s->nunits; u++) {
+        if (!s->units[u].member) continue;
         if (s->offload)
             kern_upload(s->units[u].device_master, s->units[u].master, s->units[u].shard_len * sizeof(float));
         refresh_bf16(s, u);
@@ -83,6 +84,12 @@ static int pick_whole(const ShardState *s, const TensorSpec *t) { return (void)s
 
 int shard_state_on_device(const ShardState *s) { return kern_on_gpu() && !s->offload; }
 
+// a block's units on one rank (model_block_units)
+static int block_units(const ModelPlan *plan) {
+    int units[MAX_BLOCK_UNITS];
+    return plan->cfg.num_layers > 0 ? model_block_units(plan, 0, units) : 1;
+}
+
 // full-size gradient buffers: one per unit when they persist over micro-batches; else the current
 // one and the one being reduced, plus one held from the head's backward to the embedding's when
 // they share a unit (tied weights). None at shard group 1 (direct): the shard is the whole unit,
@@ -90,7 +97,8 @@ int shard_state_on_device(const ShardState *s) { return kern_on_gpu() && !s->off
 // two bf16 slots for the replicas' all-reduce (the unit being reduced and the next).
 static int grad_slots(const ModelPlan *plan, int persistent, int direct, int direct_stage) {
     if (direct) return direct_stage ? 2 : 0;
-    return persistent ? plan->nunits : plan->embed_unit == plan->head_unit ? 3 : 2;
+    // a block of two units (its experts') has both buffers open at once
+    return persistent ? plan->nunits : (plan->embed_unit == plan->head_unit ? 3 : 2) + block_units(plan) - 1;
 }
 
 static int direct_grads(const ParallelDims *pd) { return pd->shard_size == 1; }
@@ -113,31 +121,52 @@ static int direct_stage(const ShardConfig *cfg, const ParallelDims *pd) {
 }
 
 void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accum, const ParallelDims *pd, ShardMemEstimate *e) {
-    size_t g = (size_t)pd->shard_size, sum_padded = 0, max_padded = 0, sum_shard = 0, max_shard = 0;
+    size_t sum_padded = 0, max_padded = 0, sum_shard = 0, max_shard = 0;
     for (int u = 0; u < plan->nunits; u++) {
+        int ei = plan->units[u].ep_index;
+        if (ei >= 0 && ei != plan->ep_rank) continue;  // another ep rank's experts
+        size_t g = (size_t)(ei < 0 ? pd->shard_size : pd->expert_shard_size);
         size_t padded = (plan->units[u].numel + g - 1) / g * g;
         sum_padded += padded;
         sum_shard += padded / g;
-        if (padded > max_padded) max_padded = padded, max_shard = padded / g;
+        if (padded > max_padded) max_padded = padded;
+        if (padded / g > max_shard) max_shard = padded / g;
     }
-    int bf16p = cfg->precision == PRECISION_BF16, bf16r = cfg->reduce_dtype == PRECISION_BF16;
+    int bf16p = cfg->precision == PRECISION_BF16, bf16r = cfg->reduce_dtype == PRECISION_BF16, one = pd->shard_size == 1;
     int reshard = pd->reshard_after_forward, persistent = persistent_grads(cfg, grad_accum, pd);
+    int slots = grad_slots(plan, 0, 0, 0);
     const double f = sizeof(float), h = sizeof(uint16_t);
     e->params = f * sum_shard + f * max_shard;  // the shards, and one unit's being initialised
     e->optimizer = 2 * f * sum_shard;
-    size_t grad_full = direct_grads(pd) ? 0 : persistent ? sum_padded : (size_t)grad_slots(plan, 0, 0, 0) * max_padded;
+    size_t grad_full = direct_grads(pd) ? 0 : persistent ? sum_padded : (size_t)slots * max_padded;
     e->grads = f * sum_shard + f * grad_full;
     // a GPU holds bf16 gathers as they arrive; the CPU expands them to fp32 from a staging buffer
     int bf16g = bf16p && kern_on_gpu();
-    size_t param_full = g == 1 && (!bf16p || bf16g) ? 0 : reshard ? 2 * max_padded : sum_padded;
+    size_t param_full = one && (!bf16p || bf16g) ? 0 : reshard ? (size_t)(1 + block_units(plan)) * max_padded : sum_padded;
     // at shard group 1 on a GPU the units are always gathered: AdamW keeps their bf16 copy
-    int always = g == 1 && bf16g;
+    int always = one && bf16g;
     e->gathered = (bf16g ? h : f) * param_full + (always ? h * sum_shard : 0.0);
     // bf16 gathers: the CPU's full staging buffer, and two slots the shards are rounded into for
     // their gathers; bf16 reductions: the full buffer and this rank's shard of it, or at shard
     // group 1 the replicas' all-reduce slots
-    double reduce_stage = direct_stage(cfg, pd) ? 2.0 * max_padded : grad_full * (1.0 + 1.0 / g);
+    double reduce_stage = direct_stage(cfg, pd) ? 2.0 * max_padded
+                                                : grad_full + (persistent ? (double)sum_shard : (double)slots * max_shard);
     e->buffers = (bf16p && !always ? h * ((bf16g ? 0 : param_full) + 2.0 * max_shard) : 0.0) + (bf16r ? h * reduce_stage : 0.0);
+}
+
+
+// Unit u's groups: the mesh's, or for an experts' unit the expert groups, of which only the ranks
+// at the unit's place in their ep group are members.
+static void unit_groups(ShardState *s, int u) {
+    FlatUnit *f = &s->units[u];
+    int ei = s->plan->units[u].ep_index;
+    f->member = ei < 0 || ei == s->plan->ep_rank;
+    f->group = ei < 0 ? s->shard_group : s->expert_shard_group;
+    f->replicas = ei < 0 ? s->replica_group : s->expert_replica_group;
+    f->group_size = ei < 0 ? s->dims.shard_size : s->dims.expert_shard_size;
+    f->replica_size = ei < 0 ? s->dims.replica_size : s->dims.expert_replica_size;
+    f->group_rank = ei < 0 ? s->shard_rank : comm_group_rank(f->group);
+    f->replica_rank = ei < 0 ? s->replica_rank : comm_group_rank(f->replicas);
 }
 
 void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, const ParallelDims *pd, int grad_accum, int seed,
@@ -149,6 +178,9 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
     comm_make_mesh(pd->tp, pd->shard_size, &s->tp_group, &s->shard_group, &s->replica_group);
     s->shard_rank = comm_group_rank(s->shard_group);
     s->replica_rank = comm_group_rank(s->replica_group);
+    if (pd->ep > 1)
+        comm_make_expert_groups(pd->tp, pd->shard_size, pd->ep, pd->expert_shard_size, &s->ep_group, &s->expert_shard_group,
+                                &s->expert_replica_group);
     s->bf16_params = cfg->precision == PRECISION_BF16;
     s->bf16_gathered = s->bf16_params && kern_on_gpu();  // as shard_estimate counts them
     s->bf16_reduce = cfg->reduce_dtype == PRECISION_BF16;
@@ -157,13 +189,17 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
     s->accum_sharded = accum_sharded(cfg, grad_accum, pd);
     s->direct_grads = direct_grads(pd);
     s->units = callocCheck(s->nunits, sizeof(FlatUnit));
-    size_t max_padded = 0;
+    size_t max_padded = 0, max_shard = 0;
     for (int u = 0; u < s->nunits; u++) {
         FlatUnit *f = &s->units[u];
         f->numel = plan->units[u].numel;
-        f->padded = (f->numel + s->dims.shard_size - 1) / s->dims.shard_size * s->dims.shard_size;
-        f->shard_len = f->padded / s->dims.shard_size;
-        f->shard_off = (size_t)s->shard_rank * f->shard_len;
+        unit_groups(s, u);
+        f->param_slot = f->grad_slot = f->send_slot = -1;
+        if (!f->member) continue;
+        f->padded = (f->numel + f->group_size - 1) / f->group_size * f->group_size;
+        f->shard_len = f->padded / f->group_size;
+        f->shard_off = (size_t)f->group_rank * f->shard_len;
+        if (f->shard_len > max_shard) max_shard = f->shard_len;
         float *(*state_alloc)(size_t, KernMem) = s->offload ? host_zalloc : fzalloc;
         f->master = state_alloc(f->shard_len, KERN_MEM_PARAMS);
         f->exp_avg = state_alloc(f->shard_len, KERN_MEM_OPTIMIZER);
@@ -173,7 +209,6 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
         if (s->offload) f->host_grad = host_zalloc(f->shard_len, KERN_MEM_GRADS);
         // shard group 1 on a GPU computes from a bf16 copy of the whole unit that AdamW keeps: the unit always gathered
         if (s->dims.shard_size == 1 && s->bf16_gathered) f->master_bf16 = hzalloc(f->shard_len, KERN_MEM_GATHERED);
-        f->param_slot = f->grad_slot = f->send_slot = -1;
         f->grad_fresh = 1;
         if (s->direct_grads) f->grads = f->grad_shard;
         if (s->dims.shard_size == 1 && !s->bf16_params) f->params = f->device_master;  // unsharded: always gathered
@@ -194,15 +229,18 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
     // values and no rank ever holds more than its shards plus one unit's staging
     for (int u = 0; init_values && u < s->nunits; u++) {
         FlatUnit *f = &s->units[u];
+        if (!f->member) continue;
         float *host = init_zalloc(f->shard_len);
         init_shard(s, u, (uint64_t)seed, plan->cfg.initializer_range, host);
         set_master(s, u, host);
         kern_free_host(host);
     }
-    s->nparam_slots = s->units[0].params ? 0 : s->dims.reshard_after_forward ? 2 : s->nunits;
+    // resharding holds a unit being computed and the next being gathered; a block of two units
+    // (its experts') holds both while the next is gathered
+    s->nparam_slots = s->units[0].params ? 0 : s->dims.reshard_after_forward ? 1 + block_units(plan) : s->nunits;
     for (int i = 0; i < 2; i++) {
         s->send_owner[i] = -1;
-        if (s->bf16_params && !s->units[0].params) s->send_stage[i] = hzalloc(max_padded / s->dims.shard_size, KERN_MEM_BUFFERS);
+        if (s->bf16_params && !s->units[0].params) s->send_stage[i] = hzalloc(max_shard, KERN_MEM_BUFFERS);
     }
     s->ngrad_slots = grad_slots(plan, s->persistent_grads, s->direct_grads, direct_stage(cfg, pd));
     s->param_pool = callocCheck(s->nparam_slots + 1, sizeof(void *));
@@ -214,6 +252,8 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
     s->grad_recv = callocCheck(s->ngrad_slots, sizeof(uint16_t *));
     for (int i = 0; i < s->nparam_slots; i++) {
         size_t n = s->dims.reshard_after_forward ? max_padded : s->units[i].padded;
+        s->param_owner[i] = -1;
+        if (!n) continue;  // a unit this rank does not hold
         s->param_pool[i] = s->bf16_gathered ? (void *)hzalloc(n, KERN_MEM_GATHERED) : fzalloc(n, KERN_MEM_GATHERED);
         s->param_owner[i] = -1;
         if (s->bf16_params && !s->bf16_gathered) s->param_stage[i] = hzalloc(n, KERN_MEM_BUFFERS);
@@ -221,6 +261,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
     for (int i = 0; i < s->ngrad_slots; i++) {
         size_t n = s->persistent_grads && !s->direct_grads ? s->units[i].padded : max_padded;
         s->grad_owner[i] = -1;
+        if (!n) continue;  // a unit this rank does not hold
         if (s->direct_grads) {  // the replicas' bf16 all-reduce slots only
             s->grad_stage[i] = hzalloc(n, KERN_MEM_BUFFERS);
             continue;
@@ -228,7 +269,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
         s->grad_pool[i] = fzalloc(n, KERN_MEM_GRADS);
         if (s->bf16_reduce) {
             s->grad_stage[i] = hzalloc(n, KERN_MEM_BUFFERS);
-            s->grad_recv[i] = hzalloc(n / s->dims.shard_size, KERN_MEM_BUFFERS);
+            s->grad_recv[i] = hzalloc(s->persistent_grads ? s->units[i].shard_len : max_shard, KERN_MEM_BUFFERS);
         }
     }
     if (s->persistent_grads && !s->direct_grads)  // one buffer per unit, held for the whole run
@@ -315,12 +356,12 @@ static void start_gather(ShardState *s, int u) {
     f->param_slot = slot;
     f->params = s->param_pool[slot];
     if (s->bf16_gathered) {  // half the bytes on the wire, and the kernels read them as they land
-        f->gather_req = comm_all_gather_bf16_start(s->shard_group, send_bf16(s, u), f->params, f->shard_len);
+        f->gather_req = comm_all_gather_bf16_start(f->group, send_bf16(s, u), f->params, f->shard_len);
     } else if (s->bf16_params) {  // the CPU computes from the fp32 expansion
-        f->gather_req = comm_all_gather_bf16_start(s->shard_group, send_bf16(s, u), s->param_stage[slot], f->shard_len);
+        f->gather_req = comm_all_gather_bf16_start(f->group, send_bf16(s, u), s->param_stage[slot], f->shard_len);
         f->expand_pending = 1;
     } else {
-        f->gather_req = comm_all_gather_start(s->shard_group, f->device_master, f->params, f->shard_len);
+        f->gather_req = comm_all_gather_start(f->group, f->device_master, f->params, f->shard_len);
     }
 }
 
@@ -363,7 +404,7 @@ static void finish_reduce(ShardState *s, int u) {
         return;
     }
     // the replicas reduce once a step, on the sum of its micro-batches (the sums are linear)
-    int replicas = s->dims.replica_size > 1 && f->reduce_last;
+    int replicas = f->replica_size > 1 && f->reduce_last;
     if (s->bf16_reduce && f->reduce_adds) {
         // the micro-batch's bf16 shard goes through the slot's (now free) fp32 buffer into the
         // fp32 sum; replicas then reduce that sum in bf16, as they would one micro-batch's
@@ -373,15 +414,15 @@ static void finish_reduce(ShardState *s, int u) {
         kern_add(f->grad_shard, tmp, f->shard_len);
         if (replicas) {
             kern_f32_to_bf16(recv, f->grad_shard, f->shard_len);
-            comm_wait(comm_allreduce_bf16_start(s->replica_group, recv, f->shard_len));
+            comm_wait(comm_allreduce_bf16_start(f->replicas, recv, f->shard_len));
             kern_bf16_to_f32(f->grad_shard, recv, f->shard_len);
         }
     } else if (s->bf16_reduce) {
         uint16_t *recv = s->grad_recv[f->grad_slot];
-        if (replicas) comm_wait(comm_allreduce_bf16_start(s->replica_group, recv, f->shard_len));
+        if (replicas) comm_wait(comm_allreduce_bf16_start(f->replicas, recv, f->shard_len));
         kern_bf16_to_f32(f->grad_shard, recv, f->shard_len);
     } else if (replicas) {
-        comm_wait(comm_allreduce_start(s->replica_group, f->grad_shard, f->shard_len));
+        comm_wait(comm_allreduce_start(f->replicas, f->grad_shard, f->shard_len));
     }
     if (!s->persistent_grads) {
         s->grad_owner[f->grad_slot] = -1;
@@ -426,7 +467,7 @@ void shard_grad_ready(ShardState *s, int u, int last_micro) {
     if (!last_micro && s->persistent_grads) return;  // accumulate locally; communicate once per step (no_sync)
     s->whole_pending = s->plan->sp;
     if (s->direct_grads) {
-        if (s->bf16_reduce && s->dims.replica_size == 1) {
+        if (s->bf16_reduce && f->replica_size == 1) {
             kern_round_bf16(f->grad_shard, f->shard_len);  // what a bf16 reduction over one rank gives
         } else if (s->bf16_reduce) {
             // a free slot, else the one held by the higher unit (backward runs high to low): finish it
@@ -435,9 +476,9 @@ void shard_grad_ready(ShardState *s, int u, int last_micro) {
             s->grad_owner[slot] = u;
             f->grad_slot = slot;
             kern_f32_to_bf16(s->grad_stage[slot], f->grad_shard, f->shard_len);
-            f->reduce_req = comm_allreduce_bf16_start(s->replica_group, s->grad_stage[slot], f->shard_len);
-        } else if (s->dims.replica_size > 1) {
-            f->reduce_req = comm_allreduce_start(s->replica_group, f->grad_shard, f->shard_len);
+            f->reduce_req = comm_allreduce_bf16_start(f->replicas, s->grad_stage[slot], f->shard_len);
+        } else if (f->replica_size > 1) {
+            f->reduce_req = comm_allreduce_start(f->replicas, f->grad_shard, f->shard_len);
         }
         return;
     }
@@ -451,10 +492,10 @@ void shard_grad_ready(ShardState *s, int u, int last_micro) {
     if (s->bf16_reduce) {
         uint16_t *stage = s->grad_stage[f->grad_slot];
         kern_f32_to_bf16(stage, f->grads, f->padded);
-        f->reduce_req = comm_reduce_scatter_bf16_start(s->shard_group, stage, s->grad_recv[f->grad_slot], f->shard_len);
+        f->reduce_req = comm_reduce_scatter_bf16_start(f->group, stage, s->grad_recv[f->grad_slot], f->shard_len);
     } else {
         if (adds) kern_add(f->grads + f->shard_off, f->grad_shard, f->shard_len);
-        f->reduce_req = comm_reduce_scatter_start(s->shard_group, f->grads, f->grad_shard, f->shard_len);
+        f->reduce_req = comm_reduce_scatter_start(f->group, f->grads, f->grad_shard, f->shard_len);
     }
 }
 
@@ -482,7 +523,7 @@ void shard_grads_finish(ShardState *s) {
 void shard_zero_grads(ShardState *s) {
     for (int u = 0; u < s->nunits; u++) {
         s->units[u].grad_fresh = 1;
-        if (s->persistent_grads) kern_zero(s->units[u].grads, s->units[u].padded);
+        if (s->persistent_grads && s->units[u].member) kern_zero(s->units[u].grads, s->units[u].padded);
     }
 }
 
@@ -505,7 +546,7 @@ size_t shard_tensor_slice(const ShardState *s, int u, int t, size_t *begin, size
     return hi - lo;
 }
 
-int shard_is_writer(const ShardState *s) { return s->replica_rank == 0; }
+int shard_is_writer(const ShardState *s, int u) { return s->units[u].member && s->units[u].replica_rank == 0; }
 
 void shard_step_stats(ShardState *s, const double *loss_dev, double flag, double tokens, ShardStepStats *out) {
     int nu = s->nunits, nr = KERN_ADAMW_MAX_RANGES;
@@ -519,8 +560,9 @@ void shard_step_stats(ShardState *s, const double *loss_dev, double flag, double
     kern_download(red + 3, s->unit_sumsq, (size_t)nu * nr * sizeof(double));
     red[1] = flag;
     red[2] = tokens;
-    if (s->replica_rank != 0)  // replicas hold identical shards: the first group's count once (x + 0 is exact)
-        for (int i = 0; i < nu * nr; i++) red[3 + i] = 0.0;
+    for (int u = 0; u < nu; u++)  // replicas hold identical shards: the first group's count once (x + 0 is exact)
+        if (s->units[u].replica_rank != 0)
+            for (int i = 0; i < nr; i++) red[3 + u * nr + i] = 0.0;
     comm_allreduce_sum_f64(comm_world(), red, (size_t)nu * nr + 3);
     double sumsq = 0.0;
     for (int i = 0; i < nu * nr; i++) sumsq += red[3 + i];
@@ -543,10 +585,12 @@ void shard_adamw_step(ShardState *s, const OptimConfig *cfg, float lr, double gr
     if (s->offload)
         for (int u = 0; u < s->nunits; u++) {
             FlatUnit *f = &s->units[u];
+            if (!f->member) continue;
             f->copy_ticket = kern_download_async(f->host_grad, f->grad_shard, f->shard_len * sizeof(float));
         }
     for (int u = 0; u < s->nunits; u++) {
         FlatUnit *f = &s->units[u];
+        if (!f->member) continue;
         h.ndecay = f->ndecay;
         memcpy(h.decay, f->decay, sizeof h.decay);
         if (s->offload) {
@@ -561,7 +605,8 @@ void shard_adamw_step(ShardState *s, const OptimConfig *cfg, float lr, double gr
     }
     if (!s->offload) return;
     kern_async_fence();  // the next gathers read the new masters
-    for (int u = 0; u < s->nunits; u++) refresh_bf16(s, u);
+    for (int u = 0; u < s->nunits; u++)
+        if (s->units[u].member) refresh_bf16(s, u);
     trace_end(TRACE_COPY);
 }
 
@@ -569,6 +614,8 @@ void shard_adamw_step(ShardState *s, const OptimConfig *cfg, float lr, double gr
 
 const ModelPlan *shard_plan(const ShardState *s) { return s->plan; }
 CommGroup *shard_group(const ShardState *s) { return s->shard_group; }
+CommGroup *shard_unit_group(const ShardState *s, int u) { return s->units[u].group; }
+int shard_unit_member(const ShardState *s, int u) { return s->units[u].member; }
 int shard_num_units(const ShardState *s) { return s->nunits; }
 size_t shard_unit_len(const ShardState *s, int u) { return s->units[u].shard_len; }
 size_t shard_unit_padded(const ShardState *s, int u) { return s->units[u].padded; }

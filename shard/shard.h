@@ -16,6 +16,12 @@
 typedef enum { PHASE_FWD, PHASE_EVAL, PHASE_BWD } ShardPhase;
 
 typedef struct {
+    // the ranks that split the unit (its shard group) and those that hold the same shard of it (its
+    // replica group): the mesh's, or under expert parallelism an experts' unit's expert groups
+    CommGroup *group, *replicas;
+    int group_size, group_rank, replica_size, replica_rank;
+    int member;                   // this rank holds the unit (expert parallelism: its own experts' only);
+                                  // the others keep no state for it and never gather it
     size_t numel;                 // elements of the unit
     size_t padded;                // numel rounded up to a multiple of the shard group size
     size_t shard_off, shard_len;  // this rank's slice of the flat buffer
@@ -53,6 +59,7 @@ typedef struct {
     ParallelDims dims;              // strategy, shard and replica group sizes
     int shard_rank, replica_rank;   // this rank in its shard group and its replica group
     CommGroup *tp_group, *shard_group, *replica_group;  // the mesh's groups (parallel.h)
+    CommGroup *ep_group, *expert_shard_group, *expert_replica_group;  // expert parallelism's (ep > 1), else NULL
     int bf16_params;                // --precision bf16: gather bf16
     int bf16_gathered;              // ... and hold them so (a GPU); else compute from the fp32 expansion (the CPU)
     int bf16_reduce;                // --reduce_dtype bf16: reduce gradients in bf16
@@ -157,12 +164,14 @@ int shard_nonfinite(const ShardState *s, int nstates, ShardTensorRef *found, int
 // The part of tensor t of unit u in this rank's shard: elements [*begin, *begin + count) of the
 // flattened tensor, at offset *local in the shard buffers. Returns count (0 if none).
 size_t shard_tensor_slice(const ShardState *s, int u, int t, size_t *begin, size_t *local);
-// Whether this rank writes its slices into checkpoints (one replica group writes).
-int shard_is_writer(const ShardState *s);
+// Whether this rank writes its slices of unit u into checkpoints (the unit's first replica group writes).
+int shard_is_writer(const ShardState *s, int u);
 
 // ---- what checkpoints and the run loop read and set (ShardState's fields are the engine's) ----
 const ModelPlan *shard_plan(const ShardState *s);
-CommGroup *shard_group(const ShardState *s);  // the ranks that split each unit
+CommGroup *shard_group(const ShardState *s);  // the ranks that split each dense unit
+CommGroup *shard_unit_group(const ShardState *s, int u);  // the ranks that split unit u
+int shard_unit_member(const ShardState *s, int u);        // this rank holds unit u (expert parallelism)
 int shard_num_units(const ShardState *s);
 size_t shard_unit_len(const ShardState *s, int u);     // elements of this rank's shard of unit u
 size_t shard_unit_padded(const ShardState *s, int u);  // elements of unit u gathered (padded)

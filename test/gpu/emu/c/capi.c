@@ -156,10 +156,11 @@ typedef struct {
     MPI_Request req;
     int done;                // MPI has finished
     double ready_ms;         // it lands no sooner (FSDPC_EMU_NCCL_DELAY_MS after it was queued)
+    int *counts;             // an all-to-all's counts and displacements, which MPI reads until done
 } Coll;
 
-static size_t type_size(ncclDataType_t t) { return t == ncclBfloat16 ? 2 : 4; }
-static MPI_Datatype mpi_type(ncclDataType_t t) { return t == ncclBfloat16 ? MPI_UINT16_T : MPI_FLOAT; }
+static size_t type_size(ncclDataType_t t) { return t == ncclBfloat16 ? 2 : t == ncclInt8 ? 1 : 4; }
+static MPI_Datatype mpi_type(ncclDataType_t t) { return t == ncclBfloat16 ? MPI_UINT16_T : t == ncclInt8 ? MPI_BYTE : MPI_FLOAT; }
 
 static float bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
@@ -176,7 +177,7 @@ static uint16_t f32_to_bf16(float f) {
 
 static void coll_free(Coll *x) {
     atomic_fetch_sub(&x->c->in_flight, 1);
-    free(x->send), free(x->recv), free(x);
+    free(x->send), free(x->recv), free(x->counts), free(x);
 }
 
 // emu_op_defer's poll: ready once MPI is done and the delay has passed (at once when aborted);
@@ -294,13 +295,91 @@ ncclResult_t ncclBroadcast(const void *in, void *out, size_t n, ncclDataType_t t
     return start(x, MPI_Ibcast(x->recv, (int)n, mpi_type(t), root, c->comm, &x->req));
 }
 
+ncclResult_t ncclCommCount(ncclComm_t c, int *count) {
+    nccl_calls++;
+    *count = group_size(c);
+    return ncclSuccess;
+}
+
+// The open group's point-to-point calls, issued together at ncclGroupEnd as one MPI_Ialltoallv.
+enum { P2P_MAX = 256 };
+static struct {
+    int open, n[2];      // n: sends, receives so far
+    ncclComm_t c;
+    cudaStream_t s;
+    const char *buf[2][P2P_MAX];
+    size_t bytes[2][P2P_MAX];
+    int peer[2][P2P_MAX];
+} p2p;
+
+ncclResult_t ncclGroupStart(void) {
+    nccl_calls++;
+    if (p2p.open) return ncclInternalError;
+    memset(&p2p, 0, sizeof p2p);
+    p2p.open = 1;
+    return ncclSuccess;
+}
+
+static ncclResult_t p2p_add(int side, const void *buf, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
+    nccl_calls++;
+    int k = p2p.n[side];
+    if (!p2p.open || k == P2P_MAX || (p2p.c && (p2p.c != c || p2p.s != s))) return ncclInternalError;
+    p2p.c = c, p2p.s = s;
+    p2p.buf[side][k] = buf, p2p.bytes[side][k] = n * type_size(t), p2p.peer[side][k] = peer;
+    p2p.n[side]++;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclSend(const void *buf, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
+    return p2p_add(0, buf, n, t, peer, c, s);
+}
+
+ncclResult_t ncclRecv(void *buf, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
+    return p2p_add(1, buf, n, t, peer, c, s);
+}
+
+// Every member once on each side, in member order, with adjacent buffers: else an error (what
+// fsdpc's all-to-all issues; general point-to-point is not emulated).
+ncclResult_t ncclGroupEnd(void) {
+    nccl_calls++;
+    if (!p2p.open) return ncclInternalError;
+    p2p.open = 0;
+    if (!p2p.c) return ncclSuccess;
+    int p = group_size(p2p.c);
+    if (p2p.n[0] != p || p2p.n[1] != p) return ncclInternalError;
+    size_t tot[2] = {0, 0};
+    int *cnt = calloc(4 * (size_t)p, sizeof(int));
+    if (!cnt) return ncclInternalError;
+    for (int side = 0; side < 2; side++)
+        for (int j = 0; j < p; j++) {
+            if (p2p.peer[side][j] != j || p2p.buf[side][j] != p2p.buf[side][0] + tot[side] || p2p.bytes[side][j] > INT32_MAX) {
+                free(cnt);
+                return ncclInternalError;
+            }
+            cnt[2 * side * p + j] = (int)p2p.bytes[side][j];
+            cnt[2 * side * p + p + j] = (int)tot[side];
+            tot[side] += p2p.bytes[side][j];
+        }
+    Coll *x = begin("ncclSend/ncclRecv", p2p.c, p2p.s, p2p.buf[0][0], tot[0], (void *)p2p.buf[1][0], tot[1], ncclInt8, tot[0],
+                    tot[1]);
+    if (!x) {
+        free(cnt);
+        return ncclInternalError;
+    }
+    memcpy(x->send, p2p.buf[0][0], tot[0]);
+    x->counts = cnt;
+    return start(x, MPI_Ialltoallv(x->send, cnt, cnt + p, MPI_BYTE, x->recv, cnt + 2 * p, cnt + 3 * p, MPI_BYTE, p2p.c->comm,
+                                   &x->req));
+}
+
 // the library emu_dlopen hands out as libnccl.so.2 (FSDPC_EMU_NCCL=missing: none)
 __attribute__((constructor)) static void register_nccl(void) {
     static const EmuSym syms[] = {
 #define EMU_SYM(f) {#f, (void *)&f},
         EMU_SYM(ncclGetVersion) EMU_SYM(ncclGetErrorString) EMU_SYM(ncclGetUniqueId) EMU_SYM(ncclCommInitRank)
             EMU_SYM(ncclCommGetAsyncError) EMU_SYM(ncclCommAbort) EMU_SYM(ncclCommDestroy) EMU_SYM(ncclAllGather)
-                EMU_SYM(ncclReduceScatter) EMU_SYM(ncclAllReduce) EMU_SYM(ncclBroadcast)
+                EMU_SYM(ncclReduceScatter) EMU_SYM(ncclAllReduce) EMU_SYM(ncclBroadcast) EMU_SYM(ncclGroupStart)
+                    EMU_SYM(ncclGroupEnd) EMU_SYM(ncclSend) EMU_SYM(ncclRecv) EMU_SYM(ncclCommCount)
 #undef EMU_SYM
     };
     emu_dl_register("libnccl.so.2", "FSDPC_EMU_NCCL", syms, sizeof syms / sizeof syms[0]);

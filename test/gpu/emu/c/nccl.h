@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include "cuda_runtime_api.h"
 typedef enum { ncclSuccess = 0, ncclInternalError = 3, ncclRemoteError = 6, ncclInProgress = 7 } ncclResult_t;
-typedef enum { ncclFloat32 = 7, ncclBfloat16 = 9 } ncclDataType_t;
+typedef enum { ncclInt8 = 0, ncclFloat32 = 7, ncclBfloat16 = 9 } ncclDataType_t;
 typedef enum { ncclSum = 0, ncclMax = 2 } ncclRedOp_t;
 typedef struct { char internal[128]; } ncclUniqueId;
 typedef struct EmuNcclComm *ncclComm_t;
@@ -23,4 +23,11 @@ ncclResult_t ncclAllReduce(const void *in, void *out, size_t n, ncclDataType_t t
                            cudaStream_t s);
 ncclResult_t ncclBroadcast(const void *in, void *out, size_t n, ncclDataType_t t, int root, ncclComm_t c,
                            cudaStream_t s);
+// point to point, only as the all-to-all pattern: between ncclGroupStart and ncclGroupEnd one
+// send and one receive per member of one communicator, each side's buffers adjacent in member order
+ncclResult_t ncclGroupStart(void);
+ncclResult_t ncclGroupEnd(void);
+ncclResult_t ncclSend(const void *buf, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s);
+ncclResult_t ncclRecv(void *buf, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s);
+ncclResult_t ncclCommCount(ncclComm_t c, int *count);
 #endif
