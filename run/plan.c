@@ -155,7 +155,7 @@ typedef struct {
     int fits;
     // communication: the collectives of a step, their sum, and the part nothing hides (edge)
     int shard, replicas;  // the shard and replica groups' sizes
-    Coll coll[8];
+    Coll coll[16];
     int nc;
     double block_params, comm_bytes, comm_time, edge;
     // step time
@@ -277,20 +277,64 @@ static double tp_collectives(PlanFigures *f, double intra) {
 }
 
 // ---- communication per step ----
+// Expert parallelism: the experts' units (`experts` elements padded, this rank's) gather and
+// reduce over their expert shard and replica groups, and every block's sparse MLP sends its rows
+// to their experts' ranks and back, in forward, backward and any recompute: two all-to-alls each
+// way over the ep group (ep x tp consecutive ranks), in the activation dtype out and fp32 back.
+// With balanced routing (ep - 1)/ep of a rank's B x T x K rows leave it. The all-to-alls sit
+// inside the block's compute, which waits for them: their time is never hidden.
+static double expert_collectives(PlanFigures *f, double experts, double intra, double inter) {
+    const Config *cfg = f->cfg;
+    const ModelConfig *m = &cfg->model;
+    int M = cfg->optim.grad_accum, L = m->num_layers, ep = f->dims.ep, es = f->dims.expert_shard_size, er = f->dims.expert_replica_size;
+    int tpd = f->dims.tp, reshard = f->dims.reshard_after_forward;
+    double pb = cfg->shard.precision == PRECISION_BF16 ? 2 : 4, gb = cfg->shard.reduce_dtype == PRECISION_BF16 ? 2 : 4;
+    double ab = f->gpu && cfg->shard.precision == PRECISION_BF16 ? 2 : 4;  // the activation dtype the rows go out in
+    // an expert shard group is es ranks ep apart inside a shard group; its replicas span the rest
+    int span = es * ep * tpd, step = ep * tpd;
+    double es_bw = group_bw(span <= f->rpn && f->rpn % span == 0, span < f->rpn ? es : f->rpn / step > 0 ? f->rpn / step : 1, f->rpn,
+                            intra, inter) * GB;
+    double er_bw = group_bw(f->world <= f->rpn, span < f->rpn && f->rpn % span == 0 ? f->rpn / span : 1, f->rpn, intra, inter) * GB;
+    int reductions = es > 1 && !cfg->shard.accumulate_unsharded ? M : 1;
+    if (es > 1) {
+        f->coll[f->nc++] = ring("expert all-gather forward", es, M * experts * pb, es_bw, 0);
+        if (reshard) f->coll[f->nc++] = ring("expert all-gather backward", es, M * experts * pb, es_bw, 0);
+        f->coll[f->nc++] = ring("expert reduce-scatter", es, reductions * experts * gb, es_bw, 0);
+    }
+    if (er > 1) f->coll[f->nc++] = ring("expert all-reduce replicas", er, reductions * experts / es * gb, er_bw, 1);
+    int every = memory_ckpt_every(cfg, f->gpu), recomputed = every > 0 ? (L + every - 1) / every : 0;
+    double rows = (double)cfg->optim.batch_size * m->max_context_width * m->num_experts_per_tok;
+    double per_layer = rows * m->hidden_width * (2 * ab + 2 * 4.0);  // out and back, forward and backward
+    double payload = M * (L * per_layer + recomputed * rows * m->hidden_width * (ab + 4.0));
+    int fits = ep * tpd <= f->rpn;
+    double bw = group_bw(fits, fits ? ep : f->rpn / tpd, f->rpn, intra, inter) * GB;
+    Coll c = ring("all-to-all experts", ep, payload, bw, 0);
+    f->coll[f->nc++] = c;
+    return c.time;
+}
+
 static void plan_comm(PlanFigures *f) {
     const Config *cfg = f->cfg;
     const PlanArgs a = f->a;
-    int M = cfg->optim.grad_accum, L = cfg->model.num_layers;
+    int M = cfg->optim.grad_accum;
     f->shard = f->dims.shard_size;
     f->replicas = f->dims.replica_size;
     int reshard = f->dims.reshard_after_forward;
     double pb = cfg->shard.precision == PRECISION_BF16 ? 2 : 4, gb = cfg->shard.reduce_dtype == PRECISION_BF16 ? 2 : 4;
-    double all = 0, blocks = 0, embed = 0;
+    double all = 0, blocks = 0, embed = 0, experts = 0;  // experts: this rank's experts' units (expert parallelism)
+    int es = f->dims.expert_shard_size;
     f->block_params = 0;
     for (int u = 0; u < f->plan.nunits; u++) {
-        double padded = (double)((f->plan.units[u].numel + f->shard - 1) / f->shard * f->shard);  // shard's padding to the group
+        const UnitSpec *us = &f->plan.units[u];
+        if (us->layer >= 0) f->block_params += (double)us->numel * (us->ep_index >= 0 ? f->dims.ep : 1);
+        if (us->ep_index > 0) continue;  // another ep place's experts, of the same size
+        if (us->ep_index == 0) {
+            experts += (double)((us->numel + es - 1) / es * es);
+            continue;
+        }
+        double padded = (double)((us->numel + f->shard - 1) / f->shard * f->shard);  // shard's padding to the group
         all += padded;
-        if (u >= f->plan.block0 && u < f->plan.block0 + L) blocks += padded, f->block_params += (double)f->plan.units[u].numel;
+        if (us->layer >= 0) blocks += padded;
         if (u == f->plan.embed_unit) embed = padded;
     }
     double intra = a.intra_bw > 0 ? a.intra_bw : f->gpu ? gpus[a.gpu].nvlink_gbs : CPU_INTRA_GBS;
@@ -316,7 +360,7 @@ static void plan_comm(PlanFigures *f) {
         f->coll[f->nc++] = ring("reduce-scatter", f->shard, reductions * all * gb, shard_bw, 0);
     }
     if (f->replicas > 1) f->coll[f->nc++] = ring("all-reduce replicas", f->replicas, reductions * all / f->shard * gb, replica_bw, 1);
-    double tp_exposed = tp_collectives(f, intra);
+    double tp_exposed = tp_collectives(f, intra), a2a = experts > 0 ? expert_collectives(f, experts, intra, inter) : 0;
     f->comm_bytes = 0;
     f->comm_time = 0;
     for (int i = 0; i < f->nc; i++) f->comm_bytes += f->coll[i].sent, f->comm_time += f->coll[i].time;
@@ -324,7 +368,7 @@ static void plan_comm(PlanFigures *f) {
     // unit's reduction (nothing computes after it); the rest overlaps compute on its own stream
     f->edge = f->shard > 1 ? M * ring("", f->shard, embed * pb, shard_bw, 0).time + ring("", f->shard, embed * gb, shard_bw, 0).time : 0;
     if (f->replicas > 1) f->edge += ring("", f->replicas, embed / f->shard * gb, replica_bw, 1).time;
-    f->edge += tp_exposed;
+    f->edge += tp_exposed + a2a;
 }
 
 // ---- step time: a roofline ----
@@ -386,11 +430,12 @@ static void print_json(const PlanFigures *f, const char *device) {
     printf("\"recipe\": \"%s\", \"lr\": %g, \"max_steps\": %d, \"train_data\": \"%s\", ",
            cli_choice_name(recipe_choices, recipe_chosen()), (double)cfg->optim.lr, cfg->optim.max_steps, cfg->data.train_data);
     printf("\"device\": \"%s\", \"world_size\": %d, \"ranks_per_node\": %d, \"nodes\": %d, \"sharding\": \"%s\", "
-           "\"shard_group\": %d, \"replica_group\": %d, \"tp\": %d, \"precision\": \"%s\", \"reduce_dtype\": \"%s\", "
+           "\"shard_group\": %d, \"replica_group\": %d, \"tp\": %d, \"ep\": %d, \"expert_shard_group\": %d, "
+           "\"expert_replica_group\": %d, \"precision\": \"%s\", \"reduce_dtype\": \"%s\", "
            "\"batch_size\": %d, \"grad_accum\": %d, \"checkpoint_every\": %d, \"cpu_offload\": %s, "
            "\"offload_horizon\": %d, \"offloaded_activations_bytes\": %.0f, ",
-           device, f->world, f->rpn, f->nodes, shard_strategy_name(f->dims.strategy), f->shard, f->replicas, f->tp,
-           shard_precision_name(cfg->shard.precision),
+           device, f->world, f->rpn, f->nodes, shard_strategy_name(f->dims.strategy), f->shard, f->replicas, f->tp, f->dims.ep,
+           f->dims.expert_shard_size, f->dims.expert_replica_size, shard_precision_name(cfg->shard.precision),
            shard_precision_name(cfg->shard.reduce_dtype), B, M, f->every, cfg->shard.cpu_offload ? "true" : "false", f->horizon,
            f->acts_offloaded);
     printf("\"per_rank_bytes\": {\"params\": %.0f, \"master\": %.0f, \"gathered\": %.0f, \"grads\": %.0f, "
@@ -404,8 +449,11 @@ static void print_json(const PlanFigures *f, const char *device) {
         printf("%s{\"name\": \"%s\", \"group_size\": %d, \"payload_bytes\": %.0f, \"sent_bytes\": %.0f, "
                "\"bandwidth_bytes_s\": %.6g, \"time_s\": %.6g}",
                i ? ", " : "", f->coll[i].name, f->coll[i].n, f->coll[i].payload, f->coll[i].sent, f->coll[i].bw, f->coll[i].time);
-    printf("], \"comm_bytes_per_step\": %.0f, \"comm_time_s\": %.6g, \"exposed_comm_s\": %.6g, ", f->comm_bytes, f->comm_time,
-           f->exposed);
+    double a2a = 0;  // the experts' all-to-alls (expert parallelism), inside the blocks' compute
+    for (int i = 0; i < f->nc; i++)
+        if (!strcmp(f->coll[i].name, "all-to-all experts")) a2a = f->coll[i].time;
+    printf("], \"comm_bytes_per_step\": %.0f, \"comm_time_s\": %.6g, \"exposed_comm_s\": %.6g, \"all_to_all_time_s\": %.6g, ",
+           f->comm_bytes, f->comm_time, f->exposed, a2a);
     printf("\"flops_per_token\": %.6g, \"recompute_flops_per_token\": %.6g, \"recompute_cost\": %g, "
            "\"tokens_per_step_per_rank\": %.0f, \"peak_flops\": %.6g, \"hbm_bytes_s\": %.6g, \"compute_efficiency\": %.6g, "
            "\"efficiency_source\": \"%s\", \"unhidden_comm_s\": %.6g, ",
@@ -439,8 +487,12 @@ static void print_layout(const PlanFigures *f, const char *device) {
            m->num_key_value_heads, m->intermediate_size, m->vocab_size, T, origins);
     if (cfg->recipe.recipe_line[0]) printf("%s\n", cfg->recipe.recipe_line);
     if (cfg->recipe.recipe_note[0]) printf("%s\n", cfg->recipe.recipe_note);
-    char tps[48] = "";
-    if (f->tp > 1) snprintf(tps, sizeof tps, " x tp %d%s", f->tp, f->dims.sequence_parallel ? " (sequence parallel)" : "");
+    char tps[160] = "";
+    size_t n = 0;
+    if (f->tp > 1) n = snprintf(tps, sizeof tps, " x tp %d%s", f->tp, f->dims.sequence_parallel ? " (sequence parallel)" : "");
+    if (f->dims.ep > 1)
+        snprintf(tps + n, sizeof tps - n, "; ep %d (%d experts per rank, sharded over %d x %d replica(s))", f->dims.ep,
+                 cfg->model.num_experts / f->dims.ep, f->dims.expert_shard_size, f->dims.expert_replica_size);
     printf("layout: %d rank(s), %d node(s) of %d on %s; %s: shard group %d x replica group %d%s; %s, reduce %s\n", f->world,
            f->nodes, f->rpn, device, shard_strategy_name(f->dims.strategy), f->shard, f->replicas, tps,
            shard_precision_name(cfg->shard.precision),
@@ -489,12 +541,12 @@ static void print_memory(const PlanFigures *f) {
 
 static void print_comm(const PlanFigures *f) {
     printf("\ncommunication per step and rank (ring: (n-1)/n x payload / bandwidth, all-reduce twice that)\n");
-    printf("  %-22s %5s %12s %12s %11s %10s\n", "collective", "ranks", "payload GB", "sent GB", "GB/s", "ms");
+    printf("  %-26s %5s %12s %12s %11s %10s\n", "collective", "ranks", "payload GB", "sent GB", "GB/s", "ms");
     for (int i = 0; i < f->nc; i++)
-        printf("  %-22s %5d %12.3f %12.3f %11.1f %10.2f\n", f->coll[i].name, f->coll[i].n, f->coll[i].payload / GB,
+        printf("  %-26s %5d %12.3f %12.3f %11.1f %10.2f\n", f->coll[i].name, f->coll[i].n, f->coll[i].payload / GB,
                f->coll[i].sent / GB, f->coll[i].bw / GB, f->coll[i].time * 1e3);
     if (!f->nc) printf("  none (one rank holds everything)\n");
-    printf("  %-22s %5s %12s %12.3f %11s %10.2f\n", "total", "", "", f->comm_bytes / GB, "", f->comm_time * 1e3);
+    printf("  %-26s %5s %12s %12.3f %11s %10.2f\n", "total", "", "", f->comm_bytes / GB, "", f->comm_time * 1e3);
 }
 
 static void print_time(const PlanFigures *f) {

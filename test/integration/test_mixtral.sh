@@ -4,7 +4,9 @@
 # gradients, 5 AdamW steps) equals the PyTorch reference; losses and router losses are equal at
 # np=1/2/4 (full and hybrid sharding, activation checkpointing); a PyTorch-made MixtralForCausalLM
 # imports (greedy text and training loss equal the reference), checkpoints, resumes and exports
-# back; the recipes' spellings; what is not implemented yet is refused by name.
+# back; the recipes' spellings; what is not implemented yet is refused by name. Expert parallelism:
+# the same losses at every ep degree and strategy, checkpoints that resume across degrees (bit for
+# bit at the same one), a one-expert imbalance, generation, and the emulated GPU's all-to-all.
 cd "$(dirname "$0")/../.."
 source test/lib.sh
 PY=/usr/bin/python3
@@ -32,9 +34,15 @@ check "np=1 trains a Mixtral with router losses" $? "$(grep -m2 error "$W/np1.lo
 grep -q '"router_aux_loss": [0-9]' "$W/np1.jsonl" && grep -q "router aux: [0-9.]*, router z: [0-9.]*" "$W/np1.log"
 check "the metrics and the log line carry the router's load-balancing and z losses" $?
 # the router losses' global batch spans the micro-batches too: --grad_accum runs a routing pass first
+# expert parallelism: E/ep experts per rank (sharded over their shard group's ranks with the same
+# experts, or whole), tokens to them by all-to-all
 layouts=("2 --batch_size 2 --sharding full-shard" "4 --batch_size 1 --sharding hybrid-full-shard --shard_group_size 2"
          "2 --batch_size 2 --sharding full-shard --activation_checkpoints 1" "4 --batch_size 1 --sharding no-shard --selective_checkpointing 2"
-         "1 --batch_size 2 --grad_accum 2" "2 --batch_size 1 --grad_accum 2 --sharding full-shard --activation_checkpoints 1")
+         "1 --batch_size 2 --grad_accum 2" "2 --batch_size 1 --grad_accum 2 --sharding full-shard --activation_checkpoints 1"
+         "2 --batch_size 2 --ep 2" "4 --batch_size 1 --ep 4" "4 --batch_size 1 --ep 2 --sharding hybrid-full-shard --shard_group_size 2"
+         "4 --batch_size 1 --expert_parallel_degree 4 --sharding hybrid-full-shard --shard_group_size 2"
+         "4 --batch_size 1 --ep 2 --sharding no-shard" "4 --batch_size 1 --ep 2 --sharding grad-shard"
+         "2 --batch_size 1 --grad_accum 2 --ep 2 --activation_checkpoints 1" "2 --batch_size 1 --grad_accum 2 --ep 2 --accumulate_unsharded 1")
 for i in "${!layouts[@]}"; do
     set -- ${layouts[$i]}
     np=$1
@@ -162,6 +170,52 @@ tail -2 "$W/r.jsonl" >"$W/r34.jsonl"
 d=$(rel_diff "$W/r34.jsonl" "$W/r2.jsonl" 2 1e-5) && r=$(router_diff "$W/r34.jsonl" "$W/r2.jsonl")
 check "a Mixtral checkpoint resumes at np=2 with the uninterrupted run's steps 3-4 (worst $d, router $r)" $? "$(grep -m2 error "$W/r2.log")"
 
+# ---- expert parallelism: resume across degrees, the worst imbalance, generation, the GPU path ----
+EPF="--model_name mixtral_tiny --num_layers 2 --train_data data/tinyshakespeare.txt $ONE --router_aux_loss_coef 0.02"
+./fsdpc $EPF --batch_size 4 --max_steps 4 --metrics_file "$W/e1.jsonl" >/dev/null 2>"$W/e1.log"
+$MPI -np 2 ./fsdpc $EPF --batch_size 2 --ep 2 --max_steps 4 --metrics_file "$W/e2.jsonl" >/dev/null 2>"$W/e2.log"
+$MPI -np 2 ./fsdpc $EPF --batch_size 2 --ep 2 --max_steps 2 --checkpoint_freq 2 --checkpoint_dir "$W/ek" >/dev/null 2>"$W/ek.log"
+check "ep 2 saves a checkpoint" $? "$(grep -m2 error "$W/ek.log")"
+$MPI -np 2 ./fsdpc $EPF --batch_size 2 --ep 2 --max_steps 4 --resume_from_checkpoint "$W/ek/step_00000002.h5" \
+    --metrics_file "$W/e2r.jsonl" >/dev/null 2>"$W/e2r.log"
+tail -2 "$W/e2.jsonl" | steady >"$W/e2t.jsonl"
+steady "$W/e2r.jsonl" | cmp -s - "$W/e2t.jsonl"
+check "resumed at ep 2, steps 3-4 are bit for bit the uninterrupted ep 2 run's" $? "$(grep -m2 error "$W/e2r.log")"
+tail -2 "$W/e1.jsonl" >"$W/e1t.jsonl"
+k=0
+for lay in "1 --batch_size 4" "4 --batch_size 1 --ep 4" "4 --batch_size 1 --ep 2 --sharding hybrid-full-shard --shard_group_size 2"; do
+    set -- $lay
+    k=$((k + 1))
+    np=$1
+    shift
+    $MPI -np $np ./fsdpc $EPF "$@" --max_steps 4 --resume_from_checkpoint "$W/ek/step_00000002.h5" \
+        --metrics_file "$W/er$k.jsonl" >/dev/null 2>"$W/er$k.log"
+    d=$(rel_diff "$W/e1t.jsonl" "$W/er$k.jsonl" 2 1e-5) && r=$(router_diff "$W/e1t.jsonl" "$W/er$k.jsonl")
+    check "the ep 2 checkpoint resumes at np=$np $* with the 1-rank run's steps 3-4 (worst $d, router $r)" $? \
+        "$(grep -m2 error "$W/er$k.log")"
+done
+# every token to expert 0, which only ep rank 0 holds: it computes them all (dropless)
+ref_loss=$($PY test/ref/hf_ref.py loss "$W/z" "$W/four.txt")
+for bin in ./fsdpc build/fsdpc_emu; do
+    [ -x $bin ] || continue
+    dev=cpu
+    [ $bin = build/fsdpc_emu ] && dev=cuda
+    timeout 300 $MPI -np 2 $bin --init_from "$W/z" --ep 2 --device $dev --train_data "$W/four.txt" --max_steps 1 --batch_size 2 \
+        $ONE --router_aux_loss_coef 0.1 --metrics_file "$W/ze.$dev.jsonl" >/dev/null 2>"$W/ze.log"
+    awk -v a="$(losses "$W/ze.$dev.jsonl")" -v b="$ref_loss" 'BEGIN { d = (a - 0.1 - b) / b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-5) }'
+    check "$dev ep 2: every token to the expert of one rank, the reference's loss (dropless)" $? \
+        "$(grep -m2 error "$W/ze.log") $(cut -c1-120 "$W/ze.$dev.jsonl") ref $ref_loss"
+done
+gen gen.ep $MPI -np 4 ./fsdpc --init_from "$W/m" --ep 4
+cmp -s "$W/gen.ep" "$W/ref.m"
+check "np=4 ep 4 generates the reference's greedy text (every expert gathered)" $? "$(grep -m2 error "$W/gen.ep.log")"
+if [ -x build/fsdpc_emu ]; then
+    timeout 300 $MPI -np 2 build/fsdpc_emu --device cuda $EPF --batch_size 2 --ep 2 --max_steps 4 --metrics_file "$W/eg.jsonl" \
+        >/dev/null 2>"$W/eg.log"
+    d=$(rel_diff "$W/e1.jsonl" "$W/eg.jsonl" 4 1e-5)
+    check "the emulated GPU at ep 2 (NCCL's grouped send/recv) equals the 1-rank CPU run (worst $d)" $? "$(grep -m2 error "$W/eg.log")"
+fi
+
 # ---- presets and recipes ----
 ./fsdpc plan --model_name mixtral_8x7b --world_size 8 --json >"$W/plan.json" 2>"$W/plan.log"
 $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not 46.6e9 < d["model"]["num_params"] < 46.8e9)' "$W/plan.json"
@@ -173,8 +227,15 @@ expect_error "more experts per token than experts" "--num_experts_per_tok 5: eac
     ./fsdpc --model_name mixtral_tiny --num_experts_per_tok 5 $T
 expect_error "--num_experts on a dense family" "--num_experts applies to the families with experts \(mixtral\)" \
     ./fsdpc --model_name tiny --num_experts 4 $T
-expect_error "expert parallelism (not yet)" "--expert_parallel_degree 2: expert parallelism is not implemented yet" \
+expect_error "an ep degree above the data-parallel ranks" "--expert_parallel_degree 2 does not divide the 1 data-parallel ranks" \
     ./fsdpc --model_name mixtral_tiny --ep 2 $T
+expect_error "an ep degree that does not divide the experts" "--expert_parallel_degree 3 does not divide --num_experts 4" \
+    ./fsdpc plan --model_name mixtral_tiny --ep 3 --world_size 6
+expect_error "an ep degree and a shard group that do not nest" "--expert_parallel_degree 2 and the shard group of 3 ranks" \
+    ./fsdpc plan --model_name mixtral_tiny --ep 2 --world_size 6 --sharding hybrid-full-shard --shard_group_size 3
+expect_error "expert parallelism of a dense model" "applies to a mixture of experts; this model has none" \
+    ./fsdpc plan --model_name tiny --ep 2 --world_size 2
+expect_error "--ep 0" "--expert_parallel_degree must be at least 1" ./fsdpc --model_name mixtral_tiny --ep 0 $T
 expect_error "a capacity factor (not yet)" "--capacity_factor 1.25: fsdpc routes dropless" \
     ./fsdpc --model_name mixtral_tiny --capacity_factor 1.25 $T
 expect_error "router jitter of 1 or more" "--router_jitter_noise must be in \[0, 1\)" \
