@@ -315,6 +315,12 @@ void model_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Activati
 // model_router_losses: that micro-batch's load-balancing and z losses, averaged over the layers
 // (equal on every rank).
 void model_router_train(Activations *a, double loss_tokens);
+// --capacity_factor: a training step (or its routing pass) of step_tokens token slots in the
+// global batch begins: each expert's capacity is capacity_factor x K x step_tokens / E of its
+// assignments, counted afresh. model_router_dropped: the fraction of the step's assignments
+// dropped, over the layers (equal on every rank); -1 without a capacity.
+void model_router_step(Activations *a, double step_tokens);
+double model_router_dropped(const Activations *a);
 void model_router_losses(const Activations *a, double *aux, double *z);
 // A step of several micro-batches whose router losses train (model_router_collects): before its
 // first backward a routing pass runs every micro-batch's forward through the blocks after

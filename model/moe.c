@@ -37,6 +37,16 @@ struct MoeState {
     int *ccount;              // (L, ep, E) every ep rank's tokens per expert, from each layer's last forward
     double *exch;             // (ep, E) the counts' exchange
     int32_t *perm, *inv;      // (Rc) host: the received rows' permutation to the experts' order, and back
+    // --capacity_factor (training): each expert takes at most `capacity` of the step's assignments,
+    // in the global batch's token order (micro-batch, then rank, then token); the rest are dropped
+    float capacity_factor;
+    double capacity;          // per expert and layer in the step (model_router_step)
+    double step_tokens;       // the step's token slots (the global batch x T)
+    double *cum;              // (L, E) assignments of the step's earlier micro-batches, every rank's
+    double *base;             // (L, E) the current micro-batch's first position on this rank, per expert
+    double *cap_exch;         // (world, E) the exchange of the ranks' counts
+    unsigned char *cap_seen;  // (L) the layer's positions are this micro-batch's (a recompute reuses them)
+    unsigned char *kept;      // (M) host: the assignments within capacity (all of them when dropless)
 };
 
 size_t moe_ep_rows(const ModelConfig *c, int ep, size_t N) {
@@ -65,7 +75,7 @@ void moe_acts_alloc(Activations *a, const ModelConfig *c, size_t S, size_t N, in
         a->rgaux = model_acts_buf(E);
         a->dhe = model_acts_act(Rc * F);
         a->dgue = model_acts_act(Rc * 2 * F);
-        a->dxe = model_acts_act(Rc * D);
+        a->dxe = model_acts_act(Rc * D + 2);  // + the slack of zeroing a bf16 row as floats
     }
     if (a->ep > 1) {
         a->ep_act = model_acts_act(Rc * D);
@@ -91,6 +101,14 @@ void moe_acts_alloc(Activations *a, const ModelConfig *c, size_t S, size_t N, in
     m->zscale = callocCheck((size_t)L, sizeof(float));
     m->seen = callocCheck((size_t)L, 1);
     m->acc = callocCheck((size_t)L * STATS(E), sizeof(double));
+    m->kept = mallocCheck(M);
+    if (c->capacity_factor > 0.0f) {
+        m->capacity_factor = c->capacity_factor;
+        m->cum = callocCheck((size_t)L * E, sizeof(double));
+        m->base = callocCheck((size_t)L * E, sizeof(double));
+        m->cap_exch = callocCheck((size_t)comm_info.world * E, sizeof(double));
+        m->cap_seen = callocCheck((size_t)L, 1);
+    }
     if (a->ep > 1) {
         m->ccount = callocCheck((size_t)L * a->ep * E, sizeof(int));
         m->exch = mallocCheck(sizeof(double) * a->ep * E);
@@ -108,6 +126,7 @@ void moe_state_free(MoeState *m) {
     if (!m) return;
     free(m->count), free(m->idx), free(m->src), free(m->slot), free(m->valid), free(m->probs), free(m->logits);
     free(m->gaux), free(m->zscale), free(m->seen), free(m->acc), free(m->ccount), free(m->exch), free(m->perm), free(m->inv);
+    free(m->kept), free(m->cum), free(m->base), free(m->cap_exch), free(m->cap_seen);
     free(m);
 }
 
@@ -116,10 +135,27 @@ void moe_batch_loaded(Activations *a, const int32_t *targets, int ntok) {
     for (int t = 0; t < ntok; t++) m->valid[t] = !targets || targets[t] >= 0;
 }
 
+void model_router_step(Activations *a, double step_tokens) {
+    MoeState *m = a->moe;
+    if (!m || !m->cum) return;
+    m->step_tokens = step_tokens;
+    m->capacity = ceil(m->capacity_factor * m->K * step_tokens / m->E);
+    memset(m->cum, 0, sizeof(double) * m->L * m->E);
+}
+
+double model_router_dropped(const Activations *a) {
+    const MoeState *m = a->moe;
+    if (!m || !m->cum || !(m->step_tokens > 0)) return -1.0;
+    double dropped = 0.0;
+    for (int i = 0; i < m->L * m->E; i++) dropped += m->cum[i] > m->capacity ? m->cum[i] - m->capacity : 0.0;
+    return dropped / ((double)m->L * m->K * m->step_tokens);
+}
+
 void model_router_train(Activations *a, double loss_tokens) {
     MoeState *m = a->moe;
     if (!m) return;
     memset(m->seen, 0, (size_t)m->L);
+    if (m->cap_seen) memset(m->cap_seen, 0, (size_t)m->L);
     if (m->mode == MOE_COLLECT && loss_tokens >= 0) {
         m->loss_tokens += loss_tokens;
         return;
@@ -213,17 +249,58 @@ static void router_stats(const ModelPlan *plan, MoeState *m, int l, int N) {
     router_finish(plan, m, l, s);
 }
 
-// the experts' rows grouped by expert, in token order: src and slot from idx, counts per expert
-static void group_rows(MoeState *m, int *count, int N) {
-    int E = m->E, K = m->K, off[CONFIG_MAX_EXPERTS];
+// The kept assignments' rows grouped by expert, in token order: src and slot from idx, counts per
+// expert; returns the rows. A dropped assignment's slot is the row after them, which the caller
+// zeroes in the experts' outputs (so it adds nothing and its weight gets no gradient) and in their
+// input gradients.
+static int group_rows(MoeState *m, int *count, int N) {
+    int E = m->E, K = m->K, off[CONFIG_MAX_EXPERTS], rows = 0;
     memset(count, 0, sizeof(int) * E);
-    for (size_t j = 0; j < (size_t)N * K; j++) count[m->idx[j]]++;
-    for (int e = 0, o = 0; e < E; e++) off[e] = o, o += count[e];
+    for (size_t j = 0; j < (size_t)N * K; j++)
+        if (m->kept[j]) count[m->idx[j]]++;
+    for (int e = 0; e < E; e++) off[e] = rows, rows += count[e];
     for (size_t j = 0; j < (size_t)N * K; j++) {
+        if (!m->kept[j]) {
+            m->slot[j] = rows;
+            continue;
+        }
         int r = off[m->idx[j]]++;
         m->src[r] = (int32_t)(j / K);
         m->slot[j] = r;
     }
+    return rows;
+}
+
+// --capacity_factor in training: layer l's assignments kept, those within each expert's capacity in
+// the step's global token order. The ranks' counts per expert are exchanged once per micro-batch
+// and layer (a recompute reuses its positions): this rank's come after the earlier micro-batches'
+// and the lower data-parallel ranks' (pack.h: a step's micro-batch m holds the samples of every
+// rank in rank order, after micro-batch m - 1's), so the rule is the same at every layout.
+static void capacity_keep(const ModelPlan *plan, MoeState *m, int l, int N) {
+    int E = m->E, K = m->K, M = N * K;
+    if (!m->cum || m->mode == MOE_OFF || !(m->step_tokens > 0)) {  // dropless, evaluation, and no step begun
+        memset(m->kept, 1, (size_t)M);
+        return;
+    }
+    double *cum = m->cum + (size_t)l * E, *base = m->base + (size_t)l * E, pos[CONFIG_MAX_EXPERTS];
+    if (!m->cap_seen[l]) {
+        int tp = plan->tp > 1 ? plan->tp : 1, dp = comm_info.world / tp, me = comm_info.rank / tp;
+        double *x = m->cap_exch;
+        memset(x, 0, sizeof(double) * dp * E);
+        if (comm_info.rank % tp == 0)  // a tp group routes the same tokens: counted once
+            for (int j = 0; j < M; j++) x[(size_t)me * E + m->idx[j]]++;
+        comm_allreduce_sum_f64(comm_world(), x, (size_t)dp * E);
+        for (int e = 0; e < E; e++) {
+            base[e] = cum[e];
+            for (int r = 0; r < dp; r++) {
+                if (r < me) base[e] += x[(size_t)r * E + e];
+                cum[e] += x[(size_t)r * E + e];
+            }
+        }
+        m->cap_seen[l] = 1;
+    }
+    memcpy(pos, base, sizeof(double) * E);
+    for (int j = 0; j < M; j++) m->kept[j] = pos[m->idx[j]]++ < m->capacity;
 }
 
 #define WP(p, u, i) kern_param_at((p), (u)->t[i].offset)
@@ -342,16 +419,17 @@ void moe_fwd(const ModelPlan *plan, Activations *a, int l, const MoeParams *mp, 
     kern_moe_route(probs, idx, wts, logits, N, E, K);
     kern_download(m->idx, idx, sizeof(int32_t) * M);  // the GEMMs' row counts: the host waits for the router
     int *count = m->count + (size_t)l * E;
-    group_rows(m, count, N);
+    capacity_keep(plan, m, l, N);
+    int Mk = group_rows(m, count, N);  // the kept rows: M when dropless
     kern_upload(src, m->src, sizeof(int32_t) * M);
     kern_upload(slot, m->slot, sizeof(int32_t) * M);
     if (ep == 1) {
-        kern_moe_gather(xe, xn, src, M, D);  // (M, D)
+        kern_moe_gather(xe, xn, src, Mk, D);  // (Mk, D)
         experts_fwd(mp, E, count, xe, gue, he, ye, D, F);
     } else {  // the rows to their experts' ranks (grouped by expert, they are grouped by rank) and back
         size_t send[CONFIG_MAX_EXPERTS], recv[CONFIG_MAX_EXPERTS];
         int local[CONFIG_MAX_EXPERTS];
-        kern_moe_gather(a->ep_act, xn, src, M, D);
+        kern_moe_gather(a->ep_act, xn, src, Mk, D);
         ep_counts(plan, m, l, count);
         size_t R = ep_layout(plan, a, l, send, recv, local);
         comm_all_to_all(plan->ep_group, a->ep_act, send, a->ep_f32, recv, act_row(a->ep_act, D));  // received as activations
@@ -360,6 +438,7 @@ void moe_fwd(const ModelPlan *plan, Activations *a, int l, const MoeParams *mp, 
         kern_moe_combine(a->ep_f32, a->ep_f32b, a->ep_inv, a->ep_ones, (int)R, 1, D);  // back in the received order
         comm_all_to_all(plan->ep_group, a->ep_f32, recv, ye, send, sizeof(float) * D);
     }
+    if (Mk < M) kern_zero(ye + (size_t)Mk * D, D);  // the dropped assignments' row
     kern_moe_combine(out, ye, slot, wts, N, K, D);
     if ((m->mode == MOE_MICRO || m->mode == MOE_COLLECT) && !m->seen[l]) {
         kern_download(m->probs, probs, sizeof(float) * NE);
@@ -379,6 +458,8 @@ void moe_bwd(const ModelPlan *plan, Activations *a, int l, const MoeParams *mp, 
     const void *xe = kern_act_at(a->xe, i * RS * D), *gue = kern_act_at(a->gue, i * RS * 2 * F), *he = kern_act_at(a->he, i * RS * F);
     const float *ye = a->ye + i * MS * D;
     const int *count = m->count + (size_t)l * E;
+    int Mk = 0;
+    for (int e = 0; e < E; e++) Mk += count[e];
     kern_moe_combine_bwd(a->dye, a->drwts, dout, ye, slot, wts, N, K, D);
     if (ep == 1) {
         experts_bwd(mp, a, E, count, xe, gue, he, a->dye, a->dxe, D, F);
@@ -392,6 +473,8 @@ void moe_bwd(const ModelPlan *plan, Activations *a, int l, const MoeParams *mp, 
         kern_moe_gather(a->ep_act, a->dxe, a->ep_inv, (int)R, D);
         comm_all_to_all(plan->ep_group, a->ep_act, recv, a->dxe, send, act_row(a->ep_act, D));
     }
+    if (Mk < N * K)  // the dropped assignments' row adds nothing (whole floats: the buffer has the slack)
+        kern_zero((float *)kern_act_at(a->dxe, (size_t)Mk * D), ((size_t)D * kern_act_bytes() + 3) / 4);
     kern_moe_gather_bwd(a->dxn, a->dxe, slot, N, K, D);
     const float *gaux = NULL;
     int train = m->mode == MOE_MICRO || m->mode == MOE_FIXED;

@@ -3,6 +3,7 @@
 #include "flags.h"
 
 #include <stddef.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,7 +174,7 @@ static const CliFlag flags[] = {
        "weight of the router's load-balancing loss (Switch's, over the global batch; 0: logged, not trained)"),
     FL("router_z_loss_coef", model.router_z_loss_coef, G_MODEL, "weight of the router's z-loss (ST-MoE's; 0: logged, not trained)"),
     FL("router_jitter_noise", model.router_jitter_noise, G_MODEL, "training only: the MLP input times U(1 - j, 1 + j) (Mixtral's)"),
-    FL("capacity_factor", model.capacity_factor, G_MODEL, "expert capacity with dropped tokens (not yet: fsdpc routes dropless)"),
+    FL("capacity_factor", model.capacity_factor, G_MODEL, "each expert's capacity, in its even share of a step's tokens: assignments beyond it in the global batch's token order are dropped (0: dropless)"),
     I("expert_parallel_degree", shard.expert_parallel_degree, G_SHARD, "ranks that split the experts, E/N each, tokens sent to them by all-to-all (1: every rank holds all)",
       CLI_ALIASES("ep")),
     FL("initializer_range", model.initializer_range, G_MODEL, "standard deviation of the initial weights"),
@@ -487,9 +488,12 @@ static void experts_check(const Config *c) {
     if (c->shard.expert_parallel_degree < 1)
         comm_fail_all("--expert_parallel_degree must be at least 1 (1: every rank holds all the experts)");
     if (!m->num_experts) return;
-    if (m->capacity_factor != 0.0f)
-        comm_fail_all("--capacity_factor %g: fsdpc routes dropless (every token reaches its experts); capacity with dropped "
-                      "tokens is not implemented yet", m->capacity_factor);
+    if (m->capacity_factor < 0.0f || !isfinite(m->capacity_factor))
+        comm_fail_all("--capacity_factor %g: must be positive (each expert takes that many times its even share of a step's "
+                      "tokens), or 0 for dropless routing", m->capacity_factor);
+    if (m->capacity_factor > 0.0f && c->data.packing)
+        comm_fail_all("--capacity_factor with --packing: the rule drops by the global batch's token order, which packed rows "
+                      "(filled differently at each layout) do not keep; drop --packing or route dropless");
     if (c->shard.tensor_parallel_degree > 1)
         comm_fail_all("--tensor_parallel_degree %d: tensor parallelism of a mixture of experts is not implemented yet",
                       c->shard.tensor_parallel_degree);

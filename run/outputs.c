@@ -196,6 +196,7 @@ int outputs_step(Run *r, int done, float lr, const StepResult *s, char *line, si
                        "\"loss_tokens\": %.0f", done, s->loss, lr, s->gnorm, r->tokens_seen, s->tokens);
     if (r->metrics && r->cfg->model.num_experts)
         len += snprintf(line + len, cap - len, ", \"router_aux_loss\": %.9g, \"router_z_loss\": %.9g", s->router_aux, s->router_z);
+    if (r->metrics && s->router_dropped >= 0) len += snprintf(line + len, cap - len, ", \"router_dropped\": %.9g", s->router_dropped);
     if (r->tb) {  // TensorBoard's scalars: the metrics line's figures (docs/observability.md)
         tboard_scalar(r->tb, "train/loss", done, s->loss);
         tboard_scalar(r->tb, "train/lr", done, lr);
@@ -204,6 +205,7 @@ int outputs_step(Run *r, int done, float lr, const StepResult *s, char *line, si
         if (r->cfg->model.num_experts) {
             tboard_scalar(r->tb, "train/router_aux_loss", done, s->router_aux);
             tboard_scalar(r->tb, "train/router_z_loss", done, s->router_z);
+            if (s->router_dropped >= 0) tboard_scalar(r->tb, "train/router_dropped", done, s->router_dropped);
         }
     }
     return len;
@@ -220,8 +222,11 @@ void outputs_log_point(Run *r, int done, float lr, const StepResult *s, char *li
     if (peak > 0)  // MFU against the dense bf16 peak, over the positions computed
         snprintf(mfu, sizeof mfu, ", MFU: %.1f%%", 100.0 * samples * T / dt * r->flops_per_token / (peak * comm_info.world));
     // tokens/sec counts loss-bearing targets: padding and prompts are work, not progress
-    char router[80] = "";  // a mixture of experts' balance, in the recipes' line after its fields
-    if (r->cfg->model.num_experts) snprintf(router, sizeof router, ", router aux: %.5f, router z: %.5f", s->router_aux, s->router_z);
+    char router[112] = "";  // a mixture of experts' balance, in the recipes' line after its fields
+    if (r->cfg->model.num_experts) {
+        int n = snprintf(router, sizeof router, ", router aux: %.5f, router z: %.5f", s->router_aux, s->router_z);
+        if (s->router_dropped >= 0) snprintf(router + n, sizeof router - n, ", dropped: %.2f%%", 100.0 * s->router_dropped);
+    }
     log_msg("Batch %d Loss: %.5f, Speed: %.2f samples/sec, lr: %.6f, tokens/sec: %.0f%s, grad_norm: %.4f, loss tokens: %.0f, "
             "mem: %.0f MiB%s\n", done, s->loss, samples / dt, lr, r->log_tokens / dt, mfu, s->gnorm, s->tokens, mem, router);
     double cut[2] = {(double)r->truncated, (double)r->lost};

@@ -84,6 +84,7 @@ typedef struct {
 typedef struct {
     double loss;    // mean over the global batch's loss-bearing targets, plus the router losses with their coefficients
     double router_aux, router_z;  // a mixture of experts' load-balancing and z losses (0 for a dense model)
+    double router_dropped;        // --capacity_factor: the fraction of the step's expert assignments dropped (else -1)
     double gnorm;   // gradient norm
     double tokens;  // the global batch's loss-bearing targets
     int applied;    // the update ran (a non-finite loss or norm, or no loss-bearing target, skips it)

@@ -201,6 +201,7 @@ static void route_prepass(Run *r, int step, int nmicro) {
     Activations *a = &r->acts;
     int T = a->T, B = a->B;
     model_router_collect(a);
+    model_router_step(a, (double)r->order.global_batch * T);
     for (int micro = 0; micro < nmicro; micro++) {
         trace_begin(TRACE_DATA, "data wait", -1);
         load_batch(r, step, micro, r->plans.plans[step & 1][micro + 1 < nmicro ? micro + 1 : 0]);  // then the training pass's first
@@ -283,6 +284,7 @@ static StepResult train_step(Run *r, int step, float lr) {
     int prepass = nmicro > 1 && model_router_collects(&r->acts), log_only = !model_router_collects(&r->acts);
     if (prepass) route_prepass(r, step, nmicro), prof_mark(r, PROF_COMPUTE);
     if (log_only) model_router_collect(&r->acts);
+    model_router_step(&r->acts, (double)r->order.global_batch * c->model.max_context_width);  // capacity counts afresh
     for (int micro = 0; micro < nmicro; micro++) {
         trace_begin(TRACE_DATA, "data wait", -1);
         fill_batch(r, step, micro);
@@ -314,6 +316,7 @@ static StepResult train_step(Run *r, int step, float lr) {
     // the router losses (a mixture of experts) are in the gradients with their coefficients, so in the loss too
     if (log_only) model_router_fix(shard_plan(&r->st), &r->acts);
     model_router_losses(&r->acts, &out.router_aux, &out.router_z);
+    out.router_dropped = model_router_dropped(&r->acts);
     model_router_train(&r->acts, -1.0);  // the step's router statistics end with it
     out.loss = st.loss * inv + c->model.router_aux_loss_coef * out.router_aux + c->model.router_z_loss_coef * out.router_z;
     check_token_ids(r, step);  // the stream was just waited for: one small copy

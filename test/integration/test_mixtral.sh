@@ -171,6 +171,7 @@ d=$(rel_diff "$W/r34.jsonl" "$W/r2.jsonl" 2 1e-5) && r=$(router_diff "$W/r34.jso
 check "a Mixtral checkpoint resumes at np=2 with the uninterrupted run's steps 3-4 (worst $d, router $r)" $? "$(grep -m2 error "$W/r2.log")"
 
 # ---- expert parallelism: resume across degrees, the worst imbalance, generation, the GPU path ----
+T0="--train_data data/tinyshakespeare.txt --batch_size 2 $ONE --max_steps 1"
 EPF="--model_name mixtral_tiny --num_layers 2 --train_data data/tinyshakespeare.txt $ONE --router_aux_loss_coef 0.02"
 ./fsdpc $EPF --batch_size 4 --max_steps 4 --metrics_file "$W/e1.jsonl" >/dev/null 2>"$W/e1.log"
 $MPI -np 2 ./fsdpc $EPF --batch_size 2 --ep 2 --max_steps 4 --metrics_file "$W/e2.jsonl" >/dev/null 2>"$W/e2.log"
@@ -216,6 +217,35 @@ if [ -x build/fsdpc_emu ]; then
     check "the emulated GPU at ep 2 (NCCL's grouped send/recv) equals the 1-rank CPU run (worst $d)" $? "$(grep -m2 error "$W/eg.log")"
 fi
 
+# ---- --capacity_factor: drops by the step's global token order, the same at every layout ----
+CF="$EPF --max_steps 3 --router_z_loss_coef 0.001"
+./fsdpc $CF --batch_size 4 --capacity_factor 0.8 --metrics_file "$W/c0.jsonl" >/dev/null 2>"$W/c0.log"
+$PY -c 'import json,sys; d=[json.loads(l)["router_dropped"] for l in open(sys.argv[1])]; sys.exit(not (len(d) == 3 and all(0.05 < x < 0.9 for x in d)))' \
+    "$W/c0.jsonl" && grep -q "dropped: [0-9.]*%" "$W/c0.log"
+check "--capacity_factor 0.8 drops a share of the assignments, in the metrics and the log line" $? "$(grep -m2 error "$W/c0.log") $(head -c 300 "$W/c0.jsonl")"
+k=0
+for lay in "2 --batch_size 2" "4 --batch_size 1 --ep 4 --activation_checkpoints 1" "4 --batch_size 1 --ep 2 --sharding hybrid-full-shard --shard_group_size 2"; do
+    set -- $lay
+    np=$1
+    shift
+    k=$((k + 1))
+    $MPI -np $np ./fsdpc $CF --capacity_factor 0.8 "$@" --metrics_file "$W/c$k.jsonl" >/dev/null 2>"$W/c$k.log"
+    d=$(rel_diff "$W/c0.jsonl" "$W/c$k.jsonl" 3 1e-5) &&
+        $PY -c 'import json,sys; a, b = ([json.loads(l)["router_dropped"] for l in open(f)] for f in sys.argv[1:]); sys.exit(a != b)' "$W/c0.jsonl" "$W/c$k.jsonl"
+    check "capacity 0.8 at np=$np $*: the 1-rank run's losses (worst $d) and dropped shares" $? "$(grep -m2 error "$W/c$k.log")"
+done
+./fsdpc $CF --batch_size 2 --grad_accum 2 --capacity_factor 0.8 --metrics_file "$W/cg0.jsonl" >/dev/null 2>&1
+$MPI -np 2 ./fsdpc $CF --batch_size 1 --grad_accum 2 --ep 2 --capacity_factor 0.8 --metrics_file "$W/cg1.jsonl" >/dev/null 2>"$W/cg1.log"
+d=$(rel_diff "$W/cg0.jsonl" "$W/cg1.jsonl" 3 1e-5)
+check "capacity over a step of 2 micro-batches (the routing pass too): np=2 ep 2 equals np=1 (worst $d)" $? "$(grep -m2 error "$W/cg1.log")"
+# a capacity of E/K even shares fits every token: the dropless run bit for bit, nothing dropped
+./fsdpc $CF --batch_size 4 --metrics_file "$W/cn.jsonl" >/dev/null 2>&1
+./fsdpc $CF --batch_size 4 --capacity_factor 2 --metrics_file "$W/cb.jsonl" >/dev/null 2>&1
+[ "$(steady "$W/cn.jsonl")" = "$(steady "$W/cb.jsonl" | sed 's/, "router_dropped": 0//')" ] && grep -q '"router_dropped": 0}' "$W/cb.jsonl"
+check "--capacity_factor 2 (4 experts, 2 per token: room for every token) equals dropless routing bit for bit" $?
+expect_error "--capacity_factor with --packing" "--capacity_factor with --packing" ./fsdpc --model_name mixtral_tiny --capacity_factor 1 --packing $T0
+expect_error "a negative --capacity_factor" "--capacity_factor -1: must be positive" ./fsdpc --model_name mixtral_tiny --capacity_factor -1 $T0
+
 # ---- presets and recipes ----
 ./fsdpc plan --model_name mixtral_8x7b --world_size 8 --json >"$W/plan.json" 2>"$W/plan.log"
 $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not 46.6e9 < d["model"]["num_params"] < 46.8e9)' "$W/plan.json"
@@ -236,8 +266,6 @@ expect_error "an ep degree and a shard group that do not nest" "--expert_paralle
 expect_error "expert parallelism of a dense model" "applies to a mixture of experts; this model has none" \
     ./fsdpc plan --model_name tiny --ep 2 --world_size 2
 expect_error "--ep 0" "--expert_parallel_degree must be at least 1" ./fsdpc --model_name mixtral_tiny --ep 0 $T
-expect_error "a capacity factor (not yet)" "--capacity_factor 1.25: fsdpc routes dropless" \
-    ./fsdpc --model_name mixtral_tiny --capacity_factor 1.25 $T
 expect_error "router jitter of 1 or more" "--router_jitter_noise must be in \[0, 1\)" \
     ./fsdpc --model_name mixtral_tiny --router_jitter_noise 1.5 $T
 expect_error "np=2 tensor parallelism of experts (not yet)" "tensor parallelism of a mixture of experts is not implemented yet" \
