@@ -213,9 +213,10 @@ static void llama_block_fwd(const ModelPlan *plan, int l, const void *const *pp,
     la.x = model_res_in(a, l, D, T);      // (R, D)
     la.out = model_res_out(a, l + 1, D);  // (R, D)
     llama_attn_fwd(plan, l, u, p, a, T, pos0, &la);
-    if (c->num_experts) {  // Mixtral's sparse MLP (tensor and sequence parallelism are refused with experts)
+    if (c->num_experts) {  // Mixtral's sparse MLP, its experts split as the dense MLP is (sequence parallelism is refused)
         MoeParams mp = {u, P_ROUTER, p, NULL, &plan->units[units[nu - 1]], pp[nu - 1], NULL};
-        moe_fwd(plan, a, l, &mp, la.xn2, la.out, T);
+        moe_fwd(plan, a, l, &mp, la.xn2, model_rowpar_out(a, la.out), T);
+        model_rowpar_sum(plan, a, la.out, T);
         model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
         kern_add(la.out, la.xmid, (size_t)R * D);  // residual
         model_res_store(a, l + 1, D, T);

@@ -55,7 +55,8 @@ size_t moe_ep_rows(const ModelConfig *c, int ep, size_t N) {
 }
 
 void moe_acts_alloc(Activations *a, const ModelConfig *c, size_t S, size_t N, int forward_only) {
-    size_t E = c->num_experts, K = c->num_experts_per_tok, M = N * K, D = c->hidden_width, F = c->intermediate_size;
+    // F: a tp rank's share of each expert's width (w1 and w3 split by rows, w2 by columns)
+    size_t E = c->num_experts, K = c->num_experts_per_tok, M = N * K, D = c->hidden_width, F = c->intermediate_size / a->tp;
     size_t Rc = a->ep > 1 ? moe_ep_rows(c, a->ep, N) : M;  // the rows this rank's experts compute
     a->rlogits = model_acts_buf(S * N * E);
     a->rprobs = model_acts_buf(S * N * E);
@@ -407,7 +408,7 @@ static void *jitter(const Activations *a, int l, void *dst, const void *x, int N
 void moe_fwd(const ModelPlan *plan, Activations *a, int l, const MoeParams *mp, const void *xn, float *out, int T) {
     MoeState *m = a->moe;
     const ModelConfig *c = &plan->cfg;
-    int E = m->E, K = m->K, N = a->B * T, M = N * K, D = c->hidden_width, F = c->intermediate_size, ep = m->ep, El = E / ep;
+    int E = m->E, K = m->K, N = a->B * T, M = N * K, D = c->hidden_width, F = c->intermediate_size / a->tp, ep = m->ep, El = E / ep;
     size_t i = a->slot[l], NE = (size_t)N * E, MS = m->N * K, RS = m->Rc;  // slot strides are the allocation's
     float *logits = a->rlogits + i * m->N * E, *probs = a->rprobs + i * m->N * E, *wts = a->rwts + i * MS;
     int32_t *idx = a->ridx + i * MS, *src = a->rsrc + i * MS, *slot = a->rslot + i * MS;
@@ -451,7 +452,7 @@ void moe_fwd(const ModelPlan *plan, Activations *a, int l, const MoeParams *mp, 
 void moe_bwd(const ModelPlan *plan, Activations *a, int l, const MoeParams *mp, const void *xn, const float *dout) {
     MoeState *m = a->moe;
     const ModelConfig *c = &plan->cfg;
-    int E = m->E, K = m->K, N = a->B * a->T, D = c->hidden_width, F = c->intermediate_size, ep = m->ep, El = E / ep;
+    int E = m->E, K = m->K, N = a->B * a->T, D = c->hidden_width, F = c->intermediate_size / a->tp, ep = m->ep, El = E / ep;
     size_t i = a->slot[l], MS = m->N * K, RS = m->Rc;
     const float *logits = a->rlogits + i * m->N * E, *probs = a->rprobs + i * m->N * E, *wts = a->rwts + i * MS;
     const int32_t *idx = a->ridx + i * MS, *slot = a->rslot + i * MS;
@@ -461,6 +462,9 @@ void moe_bwd(const ModelPlan *plan, Activations *a, int l, const MoeParams *mp, 
     int Mk = 0;
     for (int e = 0; e < E; e++) Mk += count[e];
     kern_moe_combine_bwd(a->dye, a->drwts, dout, ye, slot, wts, N, K, D);
+    // tensor parallelism: each tp rank's outputs are its part of the experts' sums, and so are the
+    // weights' gradients dout . ye: summed over the tp group before the router's backward
+    if (plan->tp > 1) comm_wait(comm_allreduce_start(plan->tp_group, a->drwts, (size_t)N * K));
     if (ep == 1) {
         experts_bwd(mp, a, E, count, xe, gue, he, a->dye, a->dxe, D, F);
     } else {  // the rows' gradients to their experts' ranks, the inputs' gradients back
@@ -484,8 +488,10 @@ void moe_bwd(const ModelPlan *plan, Activations *a, int l, const MoeParams *mp, 
     }
     kern_moe_route_bwd(a->drlogits, a->drwts, probs, logits, idx, wts, a->targets, gaux, train ? m->zscale[l] : 0.0f, N, E, K);
     const void *xj = a->rjit && train && m->jitter > 0.0f ? kern_act_at(a->rjit, i * m->N * D) : NULL;  // forward's input
-    kern_matmul_bwd(a->dxn, mp->g + mp->u->t[mp->router].offset, a->drlogits, KERN_F32, xj ? xj : xn, WP(mp->p, mp->u, mp->router),
-                    N, D, E, 1);
+    // the router is whole on every tp rank, its input gradient the same on each: one adds it to the
+    // experts' parts, which the caller sums over the tp group
+    kern_matmul_bwd(plan->tp_rank == 0 ? a->dxn : NULL, mp->g + mp->u->t[mp->router].offset, a->drlogits, KERN_F32,
+                    xj ? xj : xn, WP(mp->p, mp->u, mp->router), N, D, E, 1);
     if (xj) jitter(a, l, a->dxn, a->dxn, N, D);  // through the noise: dxn = noise x dloss/d(its product)
 }
 

@@ -38,10 +38,12 @@ typedef struct {
 // min(K, E/ep) (every token of every rank routed there): dropless whatever the imbalance.
 size_t moe_ep_rows(const ModelConfig *c, int ep, size_t N);
 // Layer l's sparse MLP over the N = a->B * T tokens' norm output xn (N, D): out (N, D, fp32) its
-// branch output, overwritten. Under expert parallelism the rows go to their experts' ranks and
+// branch output, overwritten; under tensor parallelism this tp rank's part of it (each expert's
+// width split as a dense MLP's), which the caller sums over the tp group. Under expert parallelism the rows go to their experts' ranks and
 // back by all-to-all over plan->ep_group, so every rank of the group runs it.
 void moe_fwd(const ModelPlan *plan, Activations *a, int l, const MoeParams *mp, const void *xn, float *out, int T);
-// Its backward from dout (N, D, fp32): grads g (+=); a->dxn (N, D) = dloss/dxn, overwritten.
+// Its backward from dout (N, D, fp32): grads g (+=); a->dxn (N, D) = dloss/dxn, overwritten (under
+// tensor parallelism this tp rank's part, which the caller sums).
 void moe_bwd(const ModelPlan *plan, Activations *a, int l, const MoeParams *mp, const void *xn, const float *dout);
 // a block's tensors beyond the dense ones: the router and E experts of (D, F), for plan_build
 void moe_add_tensors(UnitSpec *u, int layer, const ModelConfig *c);

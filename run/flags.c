@@ -494,9 +494,9 @@ static void experts_check(const Config *c) {
     if (m->capacity_factor > 0.0f && c->data.packing)
         comm_fail_all("--capacity_factor with --packing: the rule drops by the global batch's token order, which packed rows "
                       "(filled differently at each layout) do not keep; drop --packing or route dropless");
-    if (c->shard.tensor_parallel_degree > 1)
-        comm_fail_all("--tensor_parallel_degree %d: tensor parallelism of a mixture of experts is not implemented yet",
-                      c->shard.tensor_parallel_degree);
+    if (c->shard.tensor_parallel_degree > 1 && c->shard.sequence_parallel)
+        comm_fail_all("--sequence_parallel with a mixture of experts: the router and the experts run on the whole batch's "
+                      "rows on each tp rank; drop --sequence_parallel (tensor parallelism of the experts works without it)");
 }
 
 static void validate(const Config *c) {

@@ -154,6 +154,7 @@ const char *sample_generate(Run *r) {
     if (r->plan.block_stride > 1) {
         char err[400];
         if (model_plan_build(&whole, &r->plan.cfg, err, sizeof err)) err_fatal("%s", err);
+        if (r->plan.tp > 1) model_plan_tp(&whole, r->plan.tp, r->plan.tp_rank, r->plan.tp_group, 0);
         plan = &whole;
     }
     int nu = plan->nunits;

@@ -5,7 +5,7 @@
 # np=1/2/4 (full and hybrid sharding, activation checkpointing); a PyTorch-made MixtralForCausalLM
 # imports (greedy text and training loss equal the reference), checkpoints, resumes and exports
 # back; the recipes' spellings; what is not implemented yet is refused by name. Expert parallelism:
-# the same losses at every ep degree and strategy, checkpoints that resume across degrees (bit for
+# the same losses at every ep degree, strategy and tp degree, checkpoints that resume across degrees (bit for
 # bit at the same one), a one-expert imbalance, generation, and the emulated GPU's all-to-all.
 cd "$(dirname "$0")/../.."
 source test/lib.sh
@@ -42,7 +42,8 @@ layouts=("2 --batch_size 2 --sharding full-shard" "4 --batch_size 1 --sharding h
          "2 --batch_size 2 --ep 2" "4 --batch_size 1 --ep 4" "4 --batch_size 1 --ep 2 --sharding hybrid-full-shard --shard_group_size 2"
          "4 --batch_size 1 --expert_parallel_degree 4 --sharding hybrid-full-shard --shard_group_size 2"
          "4 --batch_size 1 --ep 2 --sharding no-shard" "4 --batch_size 1 --ep 2 --sharding grad-shard"
-         "2 --batch_size 1 --grad_accum 2 --ep 2 --activation_checkpoints 1" "2 --batch_size 1 --grad_accum 2 --ep 2 --accumulate_unsharded 1")
+         "2 --batch_size 1 --grad_accum 2 --ep 2 --activation_checkpoints 1" "2 --batch_size 1 --grad_accum 2 --ep 2 --accumulate_unsharded 1"
+         "2 --batch_size 4 --tensor_parallel_degree 2" "4 --batch_size 2 --tensor_parallel_degree 2 --ep 2 --activation_checkpoints 1")
 for i in "${!layouts[@]}"; do
     set -- ${layouts[$i]}
     np=$1
@@ -210,6 +211,9 @@ done
 gen gen.ep $MPI -np 4 ./fsdpc --init_from "$W/m" --ep 4
 cmp -s "$W/gen.ep" "$W/ref.m"
 check "np=4 ep 4 generates the reference's greedy text (every expert gathered)" $? "$(grep -m2 error "$W/gen.ep.log")"
+gen gen.tp $MPI -np 4 ./fsdpc --init_from "$W/m" --ep 2 --tensor_parallel_degree 2
+cmp -s "$W/gen.tp" "$W/ref.m"
+check "np=4 ep 2 x tp 2 generates the reference's greedy text" $? "$(grep -m2 error "$W/gen.tp.log")"
 if [ -x build/fsdpc_emu ]; then
     timeout 300 $MPI -np 2 build/fsdpc_emu --device cuda $EPF --batch_size 2 --ep 2 --max_steps 4 --metrics_file "$W/eg.jsonl" \
         >/dev/null 2>"$W/eg.log"
@@ -224,7 +228,8 @@ $PY -c 'import json,sys; d=[json.loads(l)["router_dropped"] for l in open(sys.ar
     "$W/c0.jsonl" && grep -q "dropped: [0-9.]*%" "$W/c0.log"
 check "--capacity_factor 0.8 drops a share of the assignments, in the metrics and the log line" $? "$(grep -m2 error "$W/c0.log") $(head -c 300 "$W/c0.jsonl")"
 k=0
-for lay in "2 --batch_size 2" "4 --batch_size 1 --ep 4 --activation_checkpoints 1" "4 --batch_size 1 --ep 2 --sharding hybrid-full-shard --shard_group_size 2"; do
+for lay in "2 --batch_size 2" "4 --batch_size 1 --ep 4 --activation_checkpoints 1" "4 --batch_size 1 --ep 2 --sharding hybrid-full-shard --shard_group_size 2" \
+    "4 --batch_size 2 --tensor_parallel_degree 2 --ep 2"; do
     set -- $lay
     np=$1
     shift
@@ -268,8 +273,8 @@ expect_error "expert parallelism of a dense model" "applies to a mixture of expe
 expect_error "--ep 0" "--expert_parallel_degree must be at least 1" ./fsdpc --model_name mixtral_tiny --ep 0 $T
 expect_error "router jitter of 1 or more" "--router_jitter_noise must be in \[0, 1\)" \
     ./fsdpc --model_name mixtral_tiny --router_jitter_noise 1.5 $T
-expect_error "np=2 tensor parallelism of experts (not yet)" "tensor parallelism of a mixture of experts is not implemented yet" \
-    $MPI -np 2 ./fsdpc --model_name mixtral_tiny --tensor_parallel_degree 2 $T
+expect_error "np=2 sequence parallelism of experts" "--sequence_parallel with a mixture of experts" \
+    $MPI -np 2 ./fsdpc --model_name mixtral_tiny --tensor_parallel_degree 2 --sequence_parallel $T
 $PY test/ref/hf_make.py "$W/miss" --vocab 256 --seed 7 --experts 4,2 --drop model.layers.1.block_sparse_moe.experts.2.w3.weight
 expect_error "a Mixtral folder missing an expert tensor" "model.layers.1.block_sparse_moe.experts.2.w3.weight" \
     ./fsdpc --init_from "$W/miss" $T
