@@ -326,7 +326,7 @@ static void plan_comm(PlanFigures *f) {
     f->block_params = 0;
     for (int u = 0; u < f->plan.nunits; u++) {
         const UnitSpec *us = &f->plan.units[u];
-        if (us->layer >= 0) f->block_params += (double)us->numel * (us->ep_index >= 0 ? f->dims.ep : 1);
+        if (us->layer >= 0) f->block_params += (double)us->numel;  // every ep place's experts: the whole model's
         if (us->ep_index > 0) continue;  // another ep place's experts, of the same size
         if (us->ep_index == 0) {
             experts += (double)((us->numel + es - 1) / es * es);

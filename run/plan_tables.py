@@ -7,6 +7,7 @@ Each table sits in docs/planning.md between `<!-- plan_tables.py NAME -->` and `
                source, and the fitted constants run/plan.c declares
   tp-70b       the llama2_70b preset on 8 nodes of 8 x H100 at tensor-parallel degrees 1/2/4/8, the same global batch,
                with and without sequence parallelism
+  mixtral-ep   the mixtral_8x7b preset on 2 and 8 nodes of 8 x H100 at expert-parallel degrees 1/2/4/8
 
     python3 run/plan_tables.py                     # prints the tables
     python3 run/plan_tables.py --check docs/planning.md   # exit 1 when the page's tables differ from them
@@ -104,6 +105,32 @@ def tp_70b(fsdpc):
     return out
 
 
+def mixtral_ep(fsdpc):
+    cases = [(net, n, ep) for net in ("efa-p4d", "efa-p5") for n in (2, 8) for ep in (1, 2, 4, 8)]
+    args = [["--model_name", "mixtral_8x7b", "--precision", "bf16", "--batch_size", "1", "--max_context_width", "4096",
+             "--world_size", str(8 * n), "--gpu", "h100", "--interconnect", net, "--activation_checkpoints",
+             "--expert_parallel_degree", str(ep)] for net, n, ep in cases]
+    got = dict(zip(cases, plans(fsdpc, args)))
+    out = ["The mixtral_8x7b preset (46.7B parameters, 12.9B active) on nodes of 8 x H100, full-shard, from `fsdpc plan",
+           "--model_name mixtral_8x7b --precision bf16 --batch_size 1 --max_context_width 4096 --activation_checkpoints",
+           "--world_size 8*nodes --gpu h100 --interconnect NET --expert_parallel_degree EP`. MFU counts the active",
+           "parameters' FLOPs. A cell is the predicted MFU, the peak memory per rank and the all-to-alls' share of the",
+           "step, or \"no\" and the peak that does not fit.",
+           "",
+           "| interconnect | nodes | ep 1 | ep 2 | ep 4 | ep 8 |",
+           "|---|---|---|---|---|---|"]
+    for net in ("efa-p4d", "efa-p5"):
+        for n in (2, 8):
+            cells = []
+            for ep in (1, 2, 4, 8):
+                d = got[(net, n, ep)]
+                peak = "%.0f GiB" % (d["per_rank_bytes"]["peak"] / GIB)
+                share = ", all-to-all %.0f%%" % (100 * d["all_to_all_time_s"] / d["step_time_s"]) if ep > 1 else ""
+                cells.append("%.0f%% (%s%s)" % (100 * d["mfu"], peak, share) if d["fits"] else "no (%s)" % peak)
+            out.append("| %s | %d | %s |" % (net, n, " | ".join(cells)))
+    return out
+
+
 def calibration(fsdpc, table, plan_c, plans_dir):
     rows = plan_fit.load_table(table)
     if plans_dir:
@@ -146,6 +173,7 @@ def calibration(fsdpc, table, plan_c, plans_dir):
 
 def blocks(args, names):
     make = {"presets-h100": lambda: presets_h100(args.fsdpc), "tp-70b": lambda: tp_70b(args.fsdpc),
+            "mixtral-ep": lambda: mixtral_ep(args.fsdpc),
             "calibration": lambda: calibration(args.fsdpc, args.table, args.plan_c, args.plans)}
     unknown = [n for n in names if n not in make]
     if unknown:
@@ -153,7 +181,7 @@ def blocks(args, names):
     return {n: make[n]() for n in names}
 
 
-TABLES = ["presets-h100", "calibration", "tp-70b"]
+TABLES = ["presets-h100", "calibration", "tp-70b", "mixtral-ep"]
 
 
 BEGIN = re.compile(r"^<!-- plan_tables\.py ([a-z0-9-]+) -->$")
