@@ -4,7 +4,7 @@
 # gradients, 5 AdamW steps) equals the PyTorch reference; losses and router losses are equal at
 # np=1/2/4 (full and hybrid sharding, activation checkpointing); a PyTorch-made MixtralForCausalLM
 # imports (greedy text and training loss equal the reference), checkpoints, resumes and exports
-# back; the recipes' spellings; what is not implemented yet is refused by name. Expert parallelism:
+# back; the recipes' spellings; bad sizes and layouts are refused by name. Expert parallelism:
 # the same losses at every ep degree, strategy and tp degree, checkpoints that resume across degrees (bit for
 # bit at the same one), a one-expert imbalance, generation, and the emulated GPU's all-to-all.
 cd "$(dirname "$0")/../.."
