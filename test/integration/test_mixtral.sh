@@ -196,6 +196,11 @@ for lay in "1 --batch_size 4" "4 --batch_size 1 --ep 4" "4 --batch_size 1 --ep 2
     check "the ep 2 checkpoint resumes at np=$np $* with the 1-rank run's steps 3-4 (worst $d, router $r)" $? \
         "$(grep -m2 error "$W/er$k.log")"
 done
+# a flipped value in one expert's tensor: whichever ranks hold it, its checksum names it
+cp "$W/ek/step_00000002.h5" "$W/ekx.h5"
+$PY -c 'import h5py,sys; d=h5py.File(sys.argv[1], "r+")["model/model.layers.1.block_sparse_moe.experts.3.w2.weight"]; a=d[...]; a[5, 7] += 1; d[...]=a' "$W/ekx.h5"
+expect_error "ep 4 resuming a checkpoint with a corrupted expert tensor" "tensor /model/model.layers.1.block_sparse_moe.experts.3.w2.weight fails its checksum" \
+    $MPI -np 4 ./fsdpc $EPF --batch_size 1 --ep 4 --max_steps 4 --resume_from_checkpoint "$W/ekx.h5"
 # every token to expert 0, which only ep rank 0 holds: it computes them all (dropless)
 ref_loss=$($PY test/ref/hf_ref.py loss "$W/z" "$W/four.txt")
 for bin in ./fsdpc build/fsdpc_emu; do
