@@ -36,6 +36,13 @@
       (void *dinp, float *dw, const void *dout, KernDtype dout_dt, const void *inp, const void *w, int N, int IN,     \
        int OUT, int accumulate_dinp),                                                                                  \
       (dinp, dw, dout, dout_dt, inp, w, N, IN, OUT, accumulate_dinp))                                                  \
+    X(void, matmul_grouped_fwd,                                                                                        \
+      (void *out, KernDtype out_dt, const void *inp, const void *const *w, const int *rows, int G, int IN, int OUT),   \
+      (out, out_dt, inp, w, rows, G, IN, OUT))                                                                         \
+    X(void, matmul_grouped_bwd,                                                                                        \
+      (void *dinp, float *const *dw, const void *dout, KernDtype dout_dt, const void *inp, const void *const *w,       \
+       const int *rows, int G, int IN, int OUT),                                                                       \
+      (dinp, dw, dout, dout_dt, inp, w, rows, G, IN, OUT))                                                             \
     X(void, rmsnorm_fwd, (void *out, float *rstd, const float *inp, const void *w, int N, int D, float eps),          \
       (out, rstd, inp, w, N, D, eps))                                                                                  \
     X(void, rmsnorm_bwd,                                                                                               \
@@ -158,6 +165,9 @@ int cuda_sm_clock_mhz(void);  // the bound GPU's peak SM clock
 // cuBLASLt, cuDNN (cuda_cudnn_version) and the GPUs visible; needs no GPU
 const char *cuda_library_versions(void);
 const char *cuda_cublaslt_version(void);  // "major.minor.patch" (cublasLtGetVersion), or "none (why)"
+// how kern_matmul_grouped_* run: "cublasGemmGroupedBatchedEx (libcublas.so.N)", or "none (why): ..." when
+// they loop over cuBLASLt
+const char *cuda_cublas_grouped(void);
 // test_gpu --bench: cuBLASLt's own best for cuda_matmul_fwd's product (bwd 0) or cuda_matmul_bwd's
 // two (bwd 1, their sum) in bf16 (bf16 weights and activations, fp32 dw): the fastest of the
 // algorithms its heuristic offers, ms per run over reps runs; *tried: how many were timed

@@ -366,33 +366,31 @@ static size_t ep_layout(const ModelPlan *plan, Activations *a, int l, size_t *se
 
 // The experts' forward over their rows x (grouped by expert, cnt[le] each): gue, he, and y (fp32)
 static void experts_fwd(const MoeParams *mp, int El, const int *cnt, const void *x, void *gue, void *he, float *y, int D, int F) {
+    const void *w13[CONFIG_MAX_EXPERTS], *w2[CONFIG_MAX_EXPERTS];
     size_t rows = 0;
-    for (int le = 0, o = 0; le < El; o += cnt[le++])
-        if (cnt[le])
-            kern_matmul_fwd(kern_act_at(gue, (size_t)o * 2 * F), KERN_ACT, kern_act_at(x, (size_t)o * D), expert_w(mp, El, le, 0),
-                            cnt[le], D, 2 * F);  // w1 | w3
-    for (int le = 0; le < El; le++) rows += (size_t)cnt[le];
+    for (int le = 0; le < El; le++) {
+        w13[le] = expert_w(mp, El, le, 0), w2[le] = expert_w(mp, El, le, 2);
+        rows += (size_t)cnt[le];
+    }
+    kern_matmul_grouped_fwd(gue, KERN_ACT, x, w13, cnt, El, D, 2 * F);  // w1 | w3
     kern_swiglu_fwd(he, gue, (int)rows, F);
-    for (int le = 0, o = 0; le < El; o += cnt[le++])
-        if (cnt[le])
-            kern_matmul_fwd(y + (size_t)o * D, KERN_F32, kern_act_at(he, (size_t)o * F), expert_w(mp, El, le, 2), cnt[le], F,
-                            D);  // w2
+    kern_matmul_grouped_fwd(y, KERN_F32, he, w2, cnt, El, F, D);  // w2
 }
 
 // Their backward from dy (fp32): the experts' gradients (+=) and dx (act)
 static void experts_bwd(const MoeParams *mp, Activations *a, int El, const int *cnt, const void *x, const void *gue,
                         const void *he, const float *dy, void *dx, int D, int F) {
+    const void *w13[CONFIG_MAX_EXPERTS], *w2[CONFIG_MAX_EXPERTS];
+    float *g13[CONFIG_MAX_EXPERTS], *g2[CONFIG_MAX_EXPERTS];
     size_t rows = 0;
-    for (int le = 0, o = 0; le < El; o += cnt[le++])
-        if (cnt[le])
-            kern_matmul_bwd(kern_act_at(a->dhe, (size_t)o * F), expert_g(mp, El, le, 2), dy + (size_t)o * D, KERN_F32,
-                            kern_act_at(he, (size_t)o * F), expert_w(mp, El, le, 2), cnt[le], F, D, 0);
-    for (int le = 0; le < El; le++) rows += (size_t)cnt[le];
+    for (int le = 0; le < El; le++) {
+        w13[le] = expert_w(mp, El, le, 0), w2[le] = expert_w(mp, El, le, 2);
+        g13[le] = expert_g(mp, El, le, 0), g2[le] = expert_g(mp, El, le, 2);
+        rows += (size_t)cnt[le];
+    }
+    kern_matmul_grouped_bwd(a->dhe, g2, dy, KERN_F32, he, w2, cnt, El, F, D);
     kern_swiglu_bwd(a->dgue, a->dhe, gue, (int)rows, F);
-    for (int le = 0, o = 0; le < El; o += cnt[le++])
-        if (cnt[le])
-            kern_matmul_bwd(kern_act_at(dx, (size_t)o * D), expert_g(mp, El, le, 0), kern_act_at(a->dgue, (size_t)o * 2 * F),
-                            KERN_ACT, kern_act_at(x, (size_t)o * D), expert_w(mp, El, le, 0), cnt[le], D, 2 * F, 0);
+    kern_matmul_grouped_bwd(dx, g13, a->dgue, KERN_ACT, x, w13, cnt, El, D, 2 * F);
 }
 
 // Training with jitter: layer l's MLP input times its noise (Mixtral's: the router and the experts

@@ -26,6 +26,7 @@ alone "parity: minGPT PyTorch reference (dump)" build/test_model --dump "$DUMP/g
 # the rest two at a time, the longest first so that the last two end close together
 suite "gpu-emu: the whole program on the emulated GPU" bash test/gpu/test_emu.sh
 suite "gpu-emu: CUDA kernels against the CPU ones, on a CPU emulation of the GPU" build/test_gpu_emu
+suite "gpu-emu: grouped matmuls through the loop of cuBLASLt products where libcublas is missing" env FSDPC_EMU_CUBLAS=missing build/test_gpu_emu --grouped
 suite "offload: activation offloading on the emulated GPU: bit-identical losses, the tracker and the plan, the CPU no-op, refusals" bash test/gpu/test_offload.sh
 suite "gpu-check: make gpu-check dry-runs on the emulator (bookkeeping and table, not timings)" bash test/gpu/test_gpu_check.sh
 suite "plan: fsdpc plan against real start-up estimates and measured memory; run/plot.py" bash test/integration/test_plan.sh

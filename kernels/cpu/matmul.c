@@ -25,3 +25,22 @@ void cpu_matmul_bwd(void *dinp_, float *dw, const void *dout_, KernDtype dout_dt
     // (OUT, IN) += (N, OUT)^T @ (N, IN)
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, N, 1.0f, dout, OUT, inp, IN, 1.0f, dw, IN);
 }
+
+void cpu_matmul_grouped_fwd(void *out_, KernDtype out_dt, const void *inp_, const void *const *w, const int *rows,
+                            int G, int IN, int OUT) {
+    float *out = out_;
+    const float *inp = inp_;
+    for (int g = 0, o = 0; g < G; o += rows[g++])
+        if (rows[g]) cpu_matmul_fwd(out + (size_t)o * OUT, out_dt, inp + (size_t)o * IN, w[g], rows[g], IN, OUT);
+}
+
+void cpu_matmul_grouped_bwd(void *dinp_, float *const *dw, const void *dout_, KernDtype dout_dt, const void *inp_,
+                            const void *const *w, const int *rows, int G, int IN, int OUT) {
+    float *dinp = dinp_;
+    const float *dout = dout_;
+    const float *inp = inp_;
+    for (int g = 0, o = 0; g < G; o += rows[g++])
+        if (rows[g])
+            cpu_matmul_bwd(dinp + (size_t)o * IN, dw[g], dout + (size_t)o * OUT, dout_dt, inp + (size_t)o * IN, w[g],
+                           rows[g], IN, OUT, 0);
+}

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <cublas_v2.h>
+
 #include "common.cuh"
 
 #define LT_STR(x) #x
@@ -242,11 +244,194 @@ void cuda_matmul_bwd(void *dinp, float *dw, const void *dout, KernDtype dout_dt,
     gemm(false, true, IN, OUT, N, {inp, acts}, IN, d, OUT, {dw, false}, IN, 1.0f);
 }
 
+}  // extern "C"
+
+// ---- grouped GEMMs: a mixture-of-experts layer's experts, one product each over its row block ----
+// cuBLAS (not Lt) runs a list of GEMMs of different shapes as one call, cublasGemmGroupedBatchedEx
+// (cuBLAS 12.5+). It is opened at first use, as cuBLASLt is; without it, or where its dtypes do not
+// fit (it takes A, B and C of one dtype), the groups loop over the cuBLASLt products above.
+#define BLAS_SONAME(major) "libcublas.so." LT_STR(major)
+constexpr const char *kBlasLib = BLAS_SONAME(CUBLAS_VER_MAJOR);
+
+namespace {
+
+#define CUBLAS_GROUPED_FUNCS(X) X(cublasCreate_v2) X(cublasSetStream_v2) X(cublasGemmGroupedBatchedEx)
+struct CublasApi {
+#define CUBLAS_MEMBER(f) decltype(&::f) f;
+    CUBLAS_GROUPED_FUNCS(CUBLAS_MEMBER)
+#undef CUBLAS_MEMBER
+};
+CublasApi blas;
+
+// NULL once blas is filled, else why not; tried once, the answer kept (a run does not switch paths)
+const char *cublas_open() {
+    static char why[512];
+    static int state;  // 0: not tried, 1: open, 2: failed
+    if (state) return state == 1 ? NULL : why;
+    state = 2;
+    void *lib = dlopen(kBlasLib, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(why, sizeof why, "cannot load %s (%s)", kBlasLib, dlerror());
+        return why;
+    }
+#define CUBLAS_LOOKUP(f)                                                                   \
+    if (!(*(void **)&blas.f = dlsym(lib, #f))) {                                           \
+        snprintf(why, sizeof why, "%s has no %s (cuBLAS before 12.5)", kBlasLib, #f);      \
+        return why;                                                                        \
+    }
+    CUBLAS_GROUPED_FUNCS(CUBLAS_LOOKUP)
+#undef CUBLAS_LOOKUP
+    state = 1;
+    return NULL;
+}
+
+// the handle, made at the first grouped product (the device is bound by then), on the compute stream
+cublasHandle_t blas_handle() {
+    static cublasHandle_t h;
+    if (!h) {
+        cublasCheck(blas.cublasCreate_v2(&h));
+        cublasCheck(blas.cublasSetStream_v2(h, cuda_stream()));
+    }
+    return h;
+}
+
+constexpr int kMaxGroups = 64;  // the experts of a layer on one rank (model/config.h CONFIG_MAX_EXPERTS)
+
+// the grouped call reads each product's A, B and C from device arrays of pointers: they travel by
+// value in a launch, so filling them needs no host synchronisation and no pinned staging
+struct GroupPtrs {
+    const void *p[3 * kMaxGroups];  // A of each product, then B, then C
+};
+__global__ void group_ptrs_kernel(GroupPtrs src, const void **dst, int n) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src.p[i];
+}
+ScratchBuf ptr_scratch;  // rewritten in stream order: the previous grouped call has read it by then
+
+// One product of a grouped call: column-major C (m, n) = op(A) (m, k) @ op(B) (k, n) + beta * C
+struct GroupGemm {
+    int m, n, k, lda, ldb, ldc;
+    const void *a, *b;
+    void *c;
+};
+
+// the products in one cublasGemmGroupedBatchedEx call, all of one dtype (bf16 in bf16 mode, fp32
+// else) with fp32 accumulation, as gemm()'s cuBLASLt path computes them
+void gemm_grouped(bool ta, bool tb, const GroupGemm *gg, int n, float beta) {
+    cublasOperation_t opa[kMaxGroups], opb[kMaxGroups];
+    int m[kMaxGroups], nn[kMaxGroups], k[kMaxGroups], lda[kMaxGroups], ldb[kMaxGroups], ldc[kMaxGroups],
+        size[kMaxGroups];
+    float alpha[kMaxGroups], betas[kMaxGroups];
+    GroupPtrs ptrs;
+    for (int i = 0; i < n; i++) {
+        opa[i] = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb[i] = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+        m[i] = gg[i].m, nn[i] = gg[i].n, k[i] = gg[i].k, lda[i] = gg[i].lda, ldb[i] = gg[i].ldb, ldc[i] = gg[i].ldc;
+        size[i] = 1, alpha[i] = 1.0f, betas[i] = beta;
+        ptrs.p[i] = gg[i].a, ptrs.p[n + i] = gg[i].b, ptrs.p[2 * n + i] = gg[i].c;
+    }
+    const void **d = (const void **)ptr_scratch.get(sizeof(void *) * 3 * kMaxGroups);
+    group_ptrs_kernel<<<1, 3 * kMaxGroups, 0, cuda_stream()>>>(ptrs, d, 3 * n);
+    cudaCheckLaunch();
+    const cudaDataType t = cuda_ctx.compute == COMPUTE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    cublasCheck(blas.cublasGemmGroupedBatchedEx(blas_handle(), opa, opb, m, nn, k, alpha, d, t, lda, d + n, t, ldb,
+                                                betas, (void *const *)(d + 2 * n), t, ldc, n, size, CUBLAS_COMPUTE_32F));
+}
+
+// Whether a product goes to one grouped call: cuBLAS has it, the mode computes fp32 or bf16
+// operands, and the operands that are not one buffer for all groups (the weights: weights == true)
+// and the output are stored in that dtype already; the activations are converted once, whole.
+bool grouped_takes(bool weights, bool c_bf16) {
+    if (cuda_ctx.compute == COMPUTE_FAST_16BF || cublas_open()) return false;
+    const bool bf16 = cuda_ctx.compute == COMPUTE_BF16;
+    return c_bf16 == bf16 && (!weights || (cuda_ctx.params_bf16 != 0) == bf16);
+}
+
+// element i of a buffer of fp32 or bf16
+const void *elem(const void *p, size_t i, bool bf16) { return (const char *)p + i * (bf16 ? 2 : 4); }
+
+int count_rows(const int *rows, int G) {
+    if (G > kMaxGroups) err_fatal("matmul_grouped: %d groups, at most %d", G, kMaxGroups);
+    int total = 0;
+    for (int g = 0; g < G; g++) total += rows[g];
+    return total;
+}
+
+}  // namespace
+
+extern "C" {
+
+void cuda_matmul_grouped_fwd(void *out, KernDtype out_dt, const void *inp, const void *const *w, const int *rows,
+                             int G, int IN, int OUT) {
+    const int total = count_rows(rows, G);
+    const Act o32 = act(out, out_dt), i32 = act(inp);
+    if (!grouped_takes(true, o32.bf16)) {
+        for (int g = 0, o = 0; g < G; o += rows[g++])
+            if (rows[g]) cuda_matmul_fwd((o32 + (size_t)o * OUT).p, out_dt, (i32 + (size_t)o * IN).p, w[g], rows[g], IN, OUT);
+        return;
+    }
+    converted.begin();
+    const bool bf16 = cuda_ctx.compute == COMPUTE_BF16;
+    const void *x = converted.get({inp, i32.bf16 != 0}, (size_t)total * IN, bf16);
+    GroupGemm gg[kMaxGroups];
+    int n = 0;
+    // out^T (OUT, rows) = w (OUT, IN) @ inp^T (IN, rows), as cuda_matmul_fwd
+    for (int g = 0, o = 0; g < G; o += rows[g++])
+        if (rows[g])
+            gg[n++] = {OUT, rows[g], IN, IN, IN, OUT, w[g], elem(x, (size_t)o * IN, bf16),
+                       const_cast<void *>(elem(out, (size_t)o * OUT, bf16))};
+    if (n) gemm_grouped(true, false, gg, n, 0.0f);
+}
+
+void cuda_matmul_grouped_bwd(void *dinp, float *const *dw, const void *dout, KernDtype dout_dt, const void *inp,
+                             const void *const *w, const int *rows, int G, int IN, int OUT) {
+    const int total = count_rows(rows, G);
+    const Act d32 = act(dout, dout_dt), i32 = act(inp), di32 = act(dinp);
+    // dw goes grouped only with dinp (the loop below computes both or dw alone): in fp32 mode
+    const bool bf16 = cuda_ctx.compute == COMPUTE_BF16, dinp_grouped = grouped_takes(true, i32.bf16),
+               dw_grouped = dinp_grouped && grouped_takes(false, false);
+    converted.begin();
+    GroupGemm gg[kMaxGroups];
+    int n = 0;
+    // dinp^T (IN, rows) = w^T (IN, OUT) @ dout^T (OUT, rows); an fp32 dout rounded to bf16 once, whole
+    if (dinp_grouped) {
+        const void *d = converted.get({dout, d32.bf16 != 0}, (size_t)total * OUT, bf16);
+        for (int g = 0, o = 0; g < G; o += rows[g++])
+            if (rows[g])
+                gg[n++] = {IN, rows[g], OUT, IN, OUT, IN, w[g], elem(d, (size_t)o * OUT, bf16),
+                           const_cast<void *>(elem(dinp, (size_t)o * IN, bf16))};
+        if (n) gemm_grouped(false, false, gg, n, 0.0f);
+        // dw^T (IN, OUT) += inp^T (IN, rows) @ dout (rows, OUT)
+        if (dw_grouped) {
+            const void *x = converted.get({inp, i32.bf16 != 0}, (size_t)total * IN, bf16);
+            n = 0;
+            for (int g = 0, o = 0; g < G; o += rows[g++])
+                if (rows[g])
+                    gg[n++] = {IN, OUT, rows[g], IN, OUT, IN, elem(x, (size_t)o * IN, bf16),
+                               elem(d, (size_t)o * OUT, bf16), dw[g]};
+            if (n) gemm_grouped(false, true, gg, n, 1.0f);
+            return;
+        }
+    }
+    // the rest per group, as the loop of cuda_matmul_bwd runs it (its scratch is reused in stream
+    // order); bf16 weight gradients land here, as the grouped call has no bf16 operands with fp32 C
+    for (int g = 0, o = 0; g < G; o += rows[g++])
+        if (rows[g])
+            cuda_matmul_bwd(dinp_grouped ? NULL : (di32 + (size_t)o * IN).p, dw[g], (d32 + (size_t)o * OUT).p, dout_dt,
+                            (i32 + (size_t)o * IN).p, w[g], rows[g], IN, OUT, 0);
+}
+
 void cuda_set_compute(int mode) { cuda_ctx.compute = mode; }
 void cuda_set_params_bf16(int on) { cuda_ctx.params_bf16 = on; }
 void cuda_set_acts_bf16(int on) { cuda_ctx.acts_bf16 = on; }
 
 }  // extern "C"
+
+extern "C" const char *cuda_cublas_grouped(void) {
+    static char out[600];
+    const char *why = cublas_open();
+    if (why) snprintf(out, sizeof out, "none (%s): the experts' GEMMs loop over cuBLASLt", why);
+    else snprintf(out, sizeof out, "cublasGemmGroupedBatchedEx (%s)", kBlasLib);
+    return out;
+}
 
 extern "C" const char *cuda_cublaslt_version(void) {
     static char out[600];

@@ -210,15 +210,16 @@ static const char *cuda_version_text(int v, const char *zero, char *buf, size_t 
 }
 
 const char *cuda_library_versions(void) {
-    static char out[900];
+    static char out[1500];
     int drv = 0, rt = 0;
     if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;  // no driver: the runtime says 0
     if (cudaRuntimeGetVersion(&rt) != cudaSuccess) rt = 0;
     (void)cudaGetLastError();
     char d[32], r[32];
-    snprintf(out, sizeof out, "CUDA driver: %s\nCUDA runtime: %s\ncuBLASLt: %s\ncuDNN: %s\nGPUs visible: %d\n",
+    snprintf(out, sizeof out, "CUDA driver: %s\nCUDA runtime: %s\ncuBLASLt: %s\ncuBLAS grouped GEMM: %s\ncuDNN: %s\nGPUs visible: %d\n",
              cuda_version_text(drv, "none (no NVIDIA driver loaded)", d, sizeof d),
-             cuda_version_text(rt, "unknown", r, sizeof r), cuda_cublaslt_version(), cuda_cudnn_version(), cuda_device_count());
+             cuda_version_text(rt, "unknown", r, sizeof r), cuda_cublaslt_version(), cuda_cublas_grouped(),
+             cuda_cudnn_version(), cuda_device_count());
     return out;
 }
 

@@ -2,7 +2,7 @@
 // Errors are max|gpu - cpu| / max|cpu|. Prints `ok - gpu <name>` / `not ok - gpu <name> (<detail>)`
 // per check and exits 1 if any failed; without a visible GPU it prints a skip line and exits 0.
 // test_gpu --bench instead times the kernels at the shapes of make bench-gpu's ~1B model;
-// test_gpu --cudnn runs the cuDNN attention checks alone.
+// test_gpu --cudnn runs the cuDNN attention checks alone, test_gpu --grouped the grouped matmuls' alone.
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -219,6 +219,94 @@ static void test_matmul(int N, int IN, int OUT, int misalign, KernDtype dt) {
     float *bufs[] = {inp, w, dout, out, dinp, dw};
     void *dbufs[] = {d_inp, d_w, d_dout, d_out, d_dinp, d_dw};
     for (int i = 0; i < 6; i++) free(bufs[i]), cuda_free(dbufs[i]);
+}
+
+// ---- grouped matmuls (a mixture-of-experts layer's experts) ----
+
+int emu_cudnn_plans_built(void) __attribute__((weak));  // present on the emulator only
+
+// host floats dst (n) = device src (n) of dtype dt, widened
+static void download_dt(float *dst, const void *src, size_t n, KernDtype dt) {
+    if (dt == KERN_ACT) return download_act(dst, src, n);
+    cuda_download(dst, src, sizeof(float) * n);
+}
+
+// kern_matmul_grouped_* against the loop of cuda_matmul_fwd / _bwd over the groups (some of 0 rows),
+// with weights of the parameters' dtype (bf16 in bf16 mode: what the grouped call takes);
+// out and dout have dtype dt. Either way through cuBLAS's grouped call or, where it is missing
+// (FSDPC_EMU_CUBLAS=missing) or cannot take a product, through that same loop.
+static void test_matmul_grouped(int IN, int OUT, KernDtype dt) {
+    enum { G = 7 };
+    const int rows[G] = {5, 0, 17, 0, 0, 9, 1}, N = 32;
+    const int pbf16 = compute_mode == COMPUTE_BF16;
+    const size_t nw = (size_t)OUT * IN;
+    char name[160];
+    const char *path = cuda_cublas_grouped();
+    const char *miss = getenv("FSDPC_EMU_CUBLAS");
+    if (emu_cudnn_plans_built != NULL) {  // the emulator: the path its environment asks for
+        const char *want = miss && !strcmp(miss, "missing") ? "none" : "cublasGemmGroupedBatchedEx";
+        snprintf(name, sizeof name, "matmul_grouped runs through %s", want);
+        report(!strncmp(path, want, strlen(want)), name, "%s", path);
+    }
+    cuda_set_params_bf16(pbf16);
+    float *inp = rand_vec((size_t)N * IN, -1, 1), *dout = rand_vec((size_t)N * OUT, -1, 1);
+    float *dinp0 = rand_vec((size_t)N * IN, -9, 9), *a = mallocCheck(sizeof(float) * N * (IN > OUT ? IN : OUT));
+    float *b = mallocCheck(sizeof(float) * N * (IN > OUT ? IN : OUT));
+    void *d_inp = dev_buf(inp, (size_t)N * IN, KERN_ACT), *d_dout = dev_buf(dout, (size_t)N * OUT, dt);
+    void *d_out[2] = {new_buf((size_t)N * OUT, dt), new_buf((size_t)N * OUT, dt)};
+    void *d_dinp[2] = {dev_buf(dinp0, (size_t)N * IN, KERN_ACT), dev_buf(dinp0, (size_t)N * IN, KERN_ACT)};
+    const void *w[G];
+    float *dw[2][G], *dwh = mallocCheck(sizeof(float) * nw), *dwr = mallocCheck(sizeof(float) * nw);
+    for (int g = 0; g < G; g++) {
+        float *h = rand_vec(nw, -1, 1), *d0 = rand_vec(nw, -1, 1);
+        uint16_t *h16 = mallocCheck(sizeof(uint16_t) * nw);
+        cpu_f32_to_bf16(h16, h, nw);
+        w[g] = pbf16 ? to_dev(h16, sizeof(uint16_t) * nw) : dev_f(h, nw);
+        dw[0][g] = dev_f(d0, nw), dw[1][g] = dev_f(d0, nw);  // accumulated into from the same start
+        free(h), free(h16), free(d0);
+    }
+    const char *sfx = dt == KERN_F32 && acts ? " fp32 out" : "";
+    cuda_matmul_grouped_fwd(d_out[0], dt, d_inp, w, rows, G, IN, OUT);
+    for (int g = 0, o = 0; g < G; o += rows[g++])
+        if (rows[g]) cuda_matmul_fwd(buf_at(d_out[1], (size_t)o * OUT, dt), dt, buf_at(d_inp, (size_t)o * IN, KERN_ACT), w[g], rows[g], IN, OUT);
+    download_dt(a, d_out[0], (size_t)N * OUT, dt), download_dt(b, d_out[1], (size_t)N * OUT, dt);
+    snprintf(name, sizeof name, "matmul_grouped_fwd G=%d IN=%d OUT=%d%s%s", G, IN, OUT, mode_name(), sfx);
+    compare(name, a, b, (size_t)N * OUT, tol_mm());
+    for (int pass = 0; pass < 2; pass++) {  // dinp overwritten both times, dw accumulated
+        cuda_matmul_grouped_bwd(d_dinp[0], dw[0], d_dout, dt, d_inp, w, rows, G, IN, OUT);
+        for (int g = 0, o = 0; g < G; o += rows[g++])
+            if (rows[g])
+                cuda_matmul_bwd(buf_at(d_dinp[1], (size_t)o * IN, KERN_ACT), dw[1][g], buf_at(d_dout, (size_t)o * OUT, dt),
+                                dt, buf_at(d_inp, (size_t)o * IN, KERN_ACT), w[g], rows[g], IN, OUT, 0);
+        download_act(a, d_dinp[0], (size_t)N * IN), download_act(b, d_dinp[1], (size_t)N * IN);
+        snprintf(name, sizeof name, "matmul_grouped_bwd dinp (pass %d) G=%d IN=%d OUT=%d%s%s", pass, G, IN, OUT,
+                 mode_name(), sfx);
+        compare(name, a, b, (size_t)N * IN, tol_mm());
+        for (int g = 0; g < G; g++) {
+            cuda_download(dwh, dw[0][g], sizeof(float) * nw), cuda_download(dwr, dw[1][g], sizeof(float) * nw);
+            snprintf(name, sizeof name, "matmul_grouped_bwd dw[%d] += (pass %d, %d rows) G=%d IN=%d OUT=%d%s%s", g, pass,
+                     rows[g], G, IN, OUT, mode_name(), sfx);
+            compare(name, dwh, dwr, nw, tol_mm());
+        }
+    }
+    for (int g = 0; g < G; g++) cuda_free((void *)w[g]), cuda_free(dw[0][g]), cuda_free(dw[1][g]);
+    void *dbufs[] = {d_inp, d_dout, d_out[0], d_out[1], d_dinp[0], d_dinp[1]};
+    for (int i = 0; i < 6; i++) cuda_free(dbufs[i]);
+    free(inp), free(dout), free(dinp0), free(a), free(b), free(dwh), free(dwr);
+    cuda_set_params_bf16(0);
+}
+
+// the grouped matmuls in fp32 and bf16 (test_gpu --grouped runs these alone)
+static void test_grouped(void) {
+    set_mode(COMPUTE_FP32);
+    test_matmul_grouped(24, 40, KERN_ACT);
+    test_matmul_grouped(13, 7, KERN_ACT);  // odd sizes
+    set_mode(COMPUTE_BF16);
+    set_acts(1);
+    test_matmul_grouped(24, 40, KERN_ACT);
+    test_matmul_grouped(40, 24, KERN_F32);  // fp32 out, fp32 dout rounded to bf16 (the experts' w2)
+    set_acts(0);
+    set_mode(COMPUTE_FP32);
 }
 
 // ---- bf16 parameters (--precision bf16 on a GPU): every kernel that reads a parameter ----
@@ -1653,7 +1741,15 @@ int main(int argc, char **argv) {
         return failures ? 1 : 0;
     }
 
+    if (argc > 1 && !strcmp(argv[1], "--grouped")) {
+        test_grouped();
+        printf("# %s\n", failures ? "FAILED" : "all passed");
+        comm_finalize();
+        return failures ? 1 : 0;
+    }
+
     test_memory();
+    test_grouped();
     for (int mode = COMPUTE_FP32; mode <= COMPUTE_FAST_16BF; mode++) {  // the ops with tensor-core forms
         set_mode(mode);
         test_matmul(64, 128, 96, 0, KERN_ACT);

@@ -101,7 +101,13 @@ if [ -x build/fsdpc_emu ]; then
         timeout 300 ./build/fsdpc_emu $EM --device cuda --precision ${p%%:*} --metrics_file "$W/egpu_${p%%:*}.jsonl" >"$W/egpu.log" 2>&1
         d=$(rel_diff "$W/ecpu_${p%%:*}.jsonl" "$W/egpu_${p%%:*}.jsonl" 3 ${p#*:}) && grep -q "CPU emulation" "$W/egpu.log"
         check "emulated GPU, ${p%%:*}: a Mixtral's losses track the CPU's within ${p#*:} (worst $d)" $? "$(grep -m2 error "$W/egpu.log")"
+        # without libcublas the experts' GEMMs loop over cuBLASLt instead of one grouped call each
+        timeout 300 env FSDPC_EMU_CUBLAS=missing ./build/fsdpc_emu $EM --device cuda --precision ${p%%:*} \
+            --metrics_file "$W/eloop_${p%%:*}.jsonl" >"$W/eloop.log" 2>&1
+        lt="$lt ${p%%:*} $(rel_diff "$W/egpu_${p%%:*}.jsonl" "$W/eloop_${p%%:*}.jsonl" 3 1e-5)" || lt_rc=1
     done
+    check "emulated GPU: the experts' GEMMs as a loop of cuBLASLt products (FSDPC_EMU_CUBLAS=missing) give the grouped calls' losses within 1e-5 (worst:$lt)" \
+        ${lt_rc:-0} "$(grep -m2 error "$W/eloop.log")"
 else
     check "emulated GPU # SKIP build/fsdpc_emu is not built (make build/fsdpc_emu)" 0
 fi

@@ -126,6 +126,36 @@ static void test_matmul(void) {
     free(g_inp), free(g_w), free(dinp_ow), free(dw2);
 }
 
+// the grouped form (the experts of a MoE layer): bit for bit the loop of the plain one over the
+// groups, groups of 0 rows included
+static void test_matmul_grouped(void) {
+    enum { G = 5, IN = 9, OUT = 6 };
+    const int rows[G] = {4, 0, 7, 0, 3}, N = 14;
+    float *inp = rand_vec((size_t)N * IN, -1, 1), *dout = rand_vec((size_t)N * OUT, -1, 1);
+    float *out[2] = {malloc(sizeof(float) * N * OUT), malloc(sizeof(float) * N * OUT)};
+    float *dinp[2] = {rand_vec((size_t)N * IN, -9, 9), rand_vec((size_t)N * IN, -9, 9)};
+    const void *w[G];
+    float *dw[2][G];
+    for (int g = 0; g < G; g++) {
+        w[g] = rand_vec(OUT * IN, -1, 1);
+        dw[0][g] = rand_vec(OUT * IN, -1, 1), dw[1][g] = dup_vec(dw[0][g], OUT * IN);
+    }
+    kern_matmul_grouped_fwd(out[0], KERN_F32, inp, w, rows, G, IN, OUT);
+    kern_matmul_grouped_bwd(dinp[0], dw[0], dout, KERN_F32, inp, w, rows, G, IN, OUT);
+    for (int g = 0, o = 0; g < G; o += rows[g++])
+        if (rows[g]) {
+            kern_matmul_fwd(out[1] + o * OUT, KERN_F32, inp + o * IN, w[g], rows[g], IN, OUT);
+            kern_matmul_bwd(dinp[1] + o * IN, dw[1][g], dout + o * OUT, KERN_F32, inp + o * IN, w[g], rows[g], IN, OUT, 0);
+        }
+    int dw_same = 1;
+    for (int g = 0; g < G; g++) dw_same &= !memcmp(dw[0][g], dw[1][g], sizeof(float) * OUT * IN);
+    report(!memcmp(out[0], out[1], sizeof(float) * N * OUT), "matmul grouped fwd = the loop (bits)", "out differs");
+    report(!memcmp(dinp[0], dinp[1], sizeof(float) * N * IN), "matmul grouped bwd dinp = the loop (bits)", "dinp differs");
+    report(dw_same, "matmul grouped bwd dw += as the loop (bits)", "dw differs");
+    for (int g = 0; g < G; g++) free((void *)w[g]), free(dw[0][g]), free(dw[1][g]);
+    free(inp), free(dout), free(out[0]), free(out[1]), free(dinp[0]), free(dinp[1]);
+}
+
 // ---- RMSNorm ----
 
 typedef struct {
@@ -1414,6 +1444,7 @@ int main(void) {
         kern_init(suite_threads);
         report(kern_num_threads() == suite_threads, "kern_init sets threads", "got %d", kern_num_threads());
         test_matmul();
+        test_matmul_grouped();
         test_rmsnorm();
         test_layernorm();
         test_qkv_split();

@@ -55,6 +55,46 @@ inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPrefere
     if (a == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES) { EMU_REQUIRE(n == 8); return 0; }
     EMU_REQUIRE(n == 4);
     p->align[a - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES] = *(const uint32_t *)v; return 0; }
+// the roofline model's cost of a GEMM: A and B read once, C read when beta != 0, D written
+inline double emu_gemm_bytes(int m, int n, int k, int ab_type, int c_type, float beta) {
+    const double ab_size = ab_type == CUDA_R_16BF ? 2 : 4, c_size = c_type == CUDA_R_16BF ? 2 : 4;
+    return ab_size * ((double)m * k + (double)k * n) + c_size * m * n * (beta != 0.0f ? 2 : 1);
+}
+// column-major D (m, n) = alpha op(A) op(B) + beta D in device memory, inside an op: A and B of type
+// ab_type (fp32 ones rounded to bf16 first when round), sums in double, D fp32 or bf16
+inline void emu_gemm(int ta, int tb, int m, int n, int k, float al, const void *A, int64_t lda, const void *B,
+                     int64_t ldb, int ab_type, float be, void *D, int64_t ldd, int c_type, bool round) {
+    auto el = [round](const void *p, size_t i, int t) {
+        uint32_t u;
+        if (t == CUDA_R_32F) {
+            float f = ((const float *)p)[i];
+            if (!round) return f;
+            memcpy(&u, &f, 4);
+            u = ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) << 16;  // to bf16, nearest even (finite inputs)
+        } else {
+            u = (uint32_t)((const uint16_t *)p)[i] << 16;
+        }
+        float f; memcpy(&f, &u, 4); return f; };
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double s = 0;
+            for (int kk = 0; kk < k; kk++)
+                s += (double)el(A, ta ? kk + (size_t)i * lda : i + (size_t)kk * lda, ab_type) *
+                     el(B, tb ? j + (size_t)kk * ldb : kk + (size_t)j * ldb, ab_type);
+            const size_t at = i + (size_t)j * ldd;
+            float c = 0.0f;  // C as stored (never rounded by the compute type)
+            if (be != 0.0f && c_type == CUDA_R_32F) c = ((const float *)D)[at];
+            else if (be != 0.0f) { const uint32_t u = (uint32_t)((const uint16_t *)D)[at] << 16; memcpy(&c, &u, 4); }
+            const float r = (float)(al * s + (be != 0.0f ? be * c : 0.0f));
+            if (c_type == CUDA_R_32F) {
+                ((float *)D)[at] = r;
+            } else {  // rounded to bf16, nearest even (finite results)
+                uint32_t u;
+                memcpy(&u, &r, 4);
+                ((uint16_t *)D)[at] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+            }
+        }
+}
 // When no algorithm fits, cuBLASLt answers CUBLAS_STATUS_NOT_SUPPORTED (not zero results). Here
 // none fits bf16 operands under FSDPC_EMU_LT_NO_BF16=1, or, under FSDPC_EMU_LT_BF16_LDC=N, where
 // C's leading dimension is not a multiple of N elements (as tensor-core tiles can need), so the
@@ -83,43 +123,11 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, c
     // bf16 C and D only with bf16 A and B (cuBLASLt's 32F compute with bf16 outputs)
     EMU_REQUIRE(la->type == lb->type && (lc->type == CUDA_R_32F || la->type == CUDA_R_16BF));
     const bool round = d->compute == CUBLAS_COMPUTE_32F_FAST_16BF;
-    // the roofline model's cost: A and B read once, C read when beta != 0, D written; tensor-core rate for bf16
-    const double ab_size = la->type == CUDA_R_16BF ? 2 : 4;
-    const double c_size = lc->type == CUDA_R_16BF ? 2 : 4;
-    emu_op_cost(ab_size * ((double)m * k + (double)k * n) + c_size * m * n * (*(const float *)beta != 0.0f ? 2 : 1),
-                2.0 * m * n * k, la->type == CUDA_R_16BF || round);
     EMU_REQUIRE(!round || la->type == CUDA_R_32F);
-    auto el = [round](const void *p, size_t i, int t) {
-        uint32_t u;
-        if (t == CUDA_R_32F) {
-            float f = ((const float *)p)[i];
-            if (!round) return f;
-            memcpy(&u, &f, 4);
-            u = ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) << 16;  // to bf16, nearest even (finite inputs)
-        } else {
-            u = (uint32_t)((const uint16_t *)p)[i] << 16;
-        }
-        float f; memcpy(&f, &u, 4); return f; };
-    const float al = *(const float *)alpha, be = *(const float *)beta;
-    for (int j = 0; j < n; j++)
-        for (int i = 0; i < m; i++) {
-            double s = 0;
-            for (int kk = 0; kk < k; kk++)
-                s += (double)el(A, d->ta ? kk + (size_t)i * la->ld : i + (size_t)kk * la->ld, la->type) *
-                     el(B, d->tb ? j + (size_t)kk * lb->ld : kk + (size_t)j * lb->ld, lb->type);
-            const size_t at = i + (size_t)j * lc->ld;
-            float c = 0.0f;  // C as stored (never rounded by the compute type)
-            if (be != 0.0f && lc->type == CUDA_R_32F) c = ((const float *)D)[at];
-            else if (be != 0.0f) { const uint32_t u = (uint32_t)((const uint16_t *)D)[at] << 16; memcpy(&c, &u, 4); }
-            const float r = (float)(al * s + (be != 0.0f ? be * c : 0.0f));
-            if (lc->type == CUDA_R_32F) {
-                ((float *)D)[at] = r;
-            } else {  // rounded to bf16, nearest even (finite results)
-                uint32_t u;
-                memcpy(&u, &r, 4);
-                ((uint16_t *)D)[at] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-            }
-        }
+    emu_op_cost(emu_gemm_bytes(m, n, k, la->type, lc->type, *(const float *)beta), 2.0 * m * n * k,
+                la->type == CUDA_R_16BF || round);
+    emu_gemm(d->ta, d->tb, m, n, k, *(const float *)alpha, A, la->ld, B, lb->ld, la->type, *(const float *)beta, D,
+             lc->ld, lc->type, round);
     return 0; }
 
 // the library emu_dlopen hands out as libcublasLt.so.13 (FSDPC_EMU_CUBLASLT=missing: none),
