@@ -154,7 +154,6 @@ void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accu
     e->buffers = (bf16p && !always ? h * ((bf16g ? 0 : param_full) + 2.0 * max_shard) : 0.0) + (bf16r ? h * reduce_stage : 0.0);
 }
 
-
 // Unit u's groups: the mesh's, or for an experts' unit the expert groups, of which only the ranks
 // at the unit's place in their ep group are members.
 static void unit_groups(ShardState *s, int u) {
@@ -255,7 +254,6 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
         s->param_owner[i] = -1;
         if (!n) continue;  // a unit this rank does not hold
         s->param_pool[i] = s->bf16_gathered ? (void *)hzalloc(n, KERN_MEM_GATHERED) : fzalloc(n, KERN_MEM_GATHERED);
-        s->param_owner[i] = -1;
         if (s->bf16_params && !s->bf16_gathered) s->param_stage[i] = hzalloc(n, KERN_MEM_BUFFERS);
     }
     for (int i = 0; i < s->ngrad_slots; i++) {
