@@ -7,7 +7,7 @@ Each table sits in docs/planning.md between `<!-- plan_tables.py NAME -->` and `
                source, and the fitted constants run/plan.c declares
   tp-70b       the llama2_70b preset on 8 nodes of 8 x H100 at tensor-parallel degrees 1/2/4/8, the same global batch,
                with and without sequence parallelism
-  mixtral-ep   the mixtral_8x7b preset on 2 and 8 nodes of 8 x H100 at expert-parallel degrees 1/2/4/8
+  experts-ep   the mixtral_8x7b preset on 2 and 8 nodes of 8 x H100 at expert-parallel degrees 1/2/4/8
 
     python3 run/plan_tables.py                     # prints the tables
     python3 run/plan_tables.py --check docs/planning.md   # exit 1 when the page's tables differ from them
@@ -173,7 +173,7 @@ def calibration(fsdpc, table, plan_c, plans_dir):
 
 def blocks(args, names):
     make = {"presets-h100": lambda: presets_h100(args.fsdpc), "tp-70b": lambda: tp_70b(args.fsdpc),
-            "mixtral-ep": lambda: mixtral_ep(args.fsdpc),
+            "experts-ep": lambda: mixtral_ep(args.fsdpc),
             "calibration": lambda: calibration(args.fsdpc, args.table, args.plan_c, args.plans)}
     unknown = [n for n in names if n not in make]
     if unknown:
@@ -181,7 +181,7 @@ def blocks(args, names):
     return {n: make[n]() for n in names}
 
 
-TABLES = ["presets-h100", "calibration", "tp-70b", "mixtral-ep"]
+TABLES = ["presets-h100", "calibration", "tp-70b", "experts-ep"]
 
 
 BEGIN = re.compile(r"^<!-- plan_tables\.py ([a-z0-9-]+) -->$")
