@@ -18,11 +18,13 @@
 // load it, and ./fsdpc starts where it is not installed. Its calls go through this table.
 #define NCCL_FUNCS(X)                                                                                           \
     X(ncclGetVersion) X(ncclGetErrorString) X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommGetAsyncError)     \
-        X(ncclCommAbort) X(ncclCommDestroy) X(ncclAllGather) X(ncclReduceScatter) X(ncclAllReduce) X(ncclBroadcast) \
-        X(ncclGroupStart) X(ncclGroupEnd) X(ncclSend) X(ncclRecv) X(ncclCommCount)
+        X(ncclCommAbort) X(ncclCommDestroy) X(ncclAllGather) X(ncclReduceScatter) X(ncclAllReduce) X(ncclBroadcast)
+// point to point (NCCL 2.7+), for expert parallelism's all-to-all only: an older NCCL still runs the rest
+#define NCCL_P2P_FUNCS(X) X(ncclGroupStart) X(ncclGroupEnd) X(ncclSend) X(ncclRecv) X(ncclCommCount)
 static struct {
 #define NCCL_MEMBER(f) __typeof__(&f) f;
     NCCL_FUNCS(NCCL_MEMBER)
+    NCCL_P2P_FUNCS(NCCL_MEMBER)
 #undef NCCL_MEMBER
 } nccl;
 static const char nccl_lib[] = "libnccl.so.2";
@@ -45,6 +47,9 @@ const char *comm_nccl_open(void) {
     }
     NCCL_FUNCS(NCCL_LOOKUP)
 #undef NCCL_LOOKUP
+#define NCCL_P2P_LOOKUP(f) *(void **)&nccl.f = dlsym(lib, #f);
+    NCCL_P2P_FUNCS(NCCL_P2P_LOOKUP)
+#undef NCCL_P2P_LOOKUP
     open = 1;
     return NULL;
 }
@@ -173,6 +178,8 @@ NcclReq *comm_nccl_all_to_all(NcclComm *c, const void *send, const size_t *send_
             cudaCheck(cudaMemcpyAsync(recv, send, send_rows[0] * row_bytes, cudaMemcpyDeviceToDevice, stream));
         return end(r);
     }
+    if (!nccl.ncclSend || !nccl.ncclRecv || !nccl.ncclGroupStart || !nccl.ncclGroupEnd || !nccl.ncclCommCount)
+        err_fatal("%s has no ncclSend/ncclRecv (NCCL 2.7 or later is needed for --expert_parallel_degree above 1)", nccl_lib);
     int p;
     ncclCheck(nccl.ncclCommCount(c->comm, &p));
     size_t so = 0, ro = 0;

@@ -225,7 +225,8 @@ void outputs_log_point(Run *r, int done, float lr, const StepResult *s, char *li
     char router[112] = "";  // a mixture of experts' balance, in the recipes' line after its fields
     if (r->cfg->model.num_experts) {
         int n = snprintf(router, sizeof router, ", router aux: %.5f, router z: %.5f", s->router_aux, s->router_z);
-        if (s->router_dropped >= 0) snprintf(router + n, sizeof router - n, ", dropped: %.2f%%", 100.0 * s->router_dropped);
+        if (s->router_dropped >= 0 && n >= 0 && (size_t)n < sizeof router)  // a diverged run's huge z fills the line
+            snprintf(router + n, sizeof router - n, ", dropped: %.2f%%", 100.0 * s->router_dropped);
     }
     log_msg("Batch %d Loss: %.5f, Speed: %.2f samples/sec, lr: %.6f, tokens/sec: %.0f%s, grad_norm: %.4f, loss tokens: %.0f, "
             "mem: %.0f MiB%s\n", done, s->loss, samples / dt, lr, r->log_tokens / dt, mfu, s->gnorm, s->tokens, mem, router);

@@ -386,7 +386,7 @@ void cuda_matmul_grouped_bwd(void *dinp, float *const *dw, const void *dout, Ker
     const int total = count_rows(rows, G);
     const Act d32 = act(dout, dout_dt), i32 = act(inp), di32 = act(dinp);
     // dw goes grouped only with dinp (the loop below computes both or dw alone): in fp32 mode
-    const bool bf16 = cuda_ctx.compute == COMPUTE_BF16, dinp_grouped = grouped_takes(true, i32.bf16),
+    const bool bf16 = cuda_ctx.compute == COMPUTE_BF16, dinp_grouped = grouped_takes(true, di32.bf16),
                dw_grouped = dinp_grouped && grouped_takes(false, false);
     converted.begin();
     GroupGemm gg[kMaxGroups];
