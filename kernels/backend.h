@@ -109,6 +109,10 @@
       (dinp, dout, inp, n, form))                                                                                      \
     X(void, bias_add, (void *out, KernDtype dt, const void *b, int N, int D), (out, dt, b, N, D))                      \
     X(void, bias_bwd, (float *db, const void *dout, KernDtype dt, int N, int D), (db, dout, dt, N, D))                 \
+    X(void, add_cols, (void *out, KernDtype dt, int ld, int c0, const float *src, int N, int C, float s),             \
+      (out, dt, ld, c0, src, N, C, s))                                                                               \
+    X(void, get_cols, (float *dst, const void *src, KernDtype dt, int ld, int c0, int N, int C, float s),             \
+      (dst, src, dt, ld, c0, N, C, s))                                                                               \
     X(void, positions_fwd, (float *out, const void *wpe, int B, int T, int D, int pos0), (out, wpe, B, T, D, pos0))   \
     X(void, positions_bwd, (float *dwpe, const float *dout, int B, int T, int D), (dwpe, dout, B, T, D))               \
     X(void, dropout, (float *x, size_t e0, size_t n, size_t M, float p, uint64_t key, uint64_t sample0), (x, e0, n, M, p, key, sample0)) \

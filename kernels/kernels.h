@@ -137,7 +137,7 @@ void kern_range_pop(void);
 // out (N, OUT, dtype out_dt) = inp (N, IN) @ w^T
 void kern_matmul_fwd(void *out, KernDtype out_dt, const void *inp, const void *w, int N, int IN, int OUT);
 // dinp (N, IN) = dout @ w   (or += when accumulate_dinp; dinp may be NULL to skip)
-// dw (OUT, IN) += dout^T @ inp; dout (N, OUT) has dtype dout_dt (an fp32 one is rounded to bf16
+// dw (OUT, IN) += dout^T @ inp (dw NULL: skipped, a frozen weight); dout (N, OUT) has dtype dout_dt (an fp32 one is rounded to bf16
 // for the tensor cores when activations are bf16)
 void kern_matmul_bwd(void *dinp, float *dw, const void *dout, KernDtype dout_dt, const void *inp, const void *w,
                      int N, int IN, int OUT, int accumulate_dinp);
@@ -299,6 +299,10 @@ void kern_gelu_bwd(void *dinp, const void *dout, const void *inp, size_t n, Kern
 void kern_bias_add(void *out, KernDtype dt, const void *b, int N, int D);
 // db (D) += column sums of dout (N, D, dtype dt); deterministic
 void kern_bias_bwd(float *db, const void *dout, KernDtype dt, int N, int D);
+// A column block of a wider matrix (LoRA's share of a fused projection): out (N, ld), dtype dt,
+// columns [c0, c0 + C) += s * src (N, C); and dst (N, C) = s * those columns of src (N, ld).
+void kern_add_cols(void *out, KernDtype dt, int ld, int c0, const float *src, int N, int C, float s);
+void kern_get_cols(float *dst, const void *src, KernDtype dt, int ld, int c0, int N, int C, float s);
 
 // ---- embedding ----
 // out (N, D) = wte[tokens[n]]

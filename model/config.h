@@ -42,6 +42,14 @@ typedef struct {
     // input's jitter (Mixtral's: each element times U(1 - j, 1 + j))
     float router_aux_loss_coef, router_z_loss_coef, router_jitter_noise;
     float capacity_factor;  // 0: dropless (every token reaches its experts)
+    // LoRA (model/lora.h): adapters of rank lora_rank on the block projections lora_target_modules
+    // names (Hugging Face module names, comma-separated, or all-linear), scaled alpha/r (rsLoRA:
+    // alpha/sqrt(r)), their input dropped out with lora_dropout; every other weight is frozen.
+    // Rank 0: no adapters, every weight trains.
+    int lora_rank;
+    float lora_alpha, lora_dropout;
+    int use_rslora;
+    char lora_target_modules[256];
 } ModelConfig;
 
 enum { CONFIG_MAX_EXPERTS = 64 };  // a block unit holds each expert's 3 tensors (model.h MAX_UNIT_TENSORS)

@@ -66,8 +66,9 @@ static float *forward_tokens(const ModelPlan *plan, const void *const *P, Activa
     model_load_batch(a, toks, NULL, NULL, n, 0);
     model_embed_fwd(plan, P[plan->embed_unit], a, n, pos0);
     for (int l = 0; l < L; l++) {
-        int units[MAX_BLOCK_UNITS], nb = model_block_units(plan, l, units);
-        const void *bp[MAX_BLOCK_UNITS] = {P[units[0]], P[units[nb - 1]]};
+        int units[MAX_BLOCK_UNITS], nb = model_block_gather(plan, l, units);
+        const void *bp[MAX_BLOCK_UNITS];
+        for (int i = 0; i < nb; i++) bp[i] = P[units[i]];
         model_block_fwd(plan, l, bp, a, n, pos0);
     }
     model_head_fwd_bwd(plan, P[plan->head_unit], NULL, a, 0, n, 0.0f);

@@ -13,6 +13,7 @@
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
 #include "family.h"
+#include "lora.h"
 
 #ifndef FAMILY_DESCRIPTION_ONLY
 // tensor order inside unit 0 and inside a block unit
@@ -112,7 +113,7 @@ static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
 
 // tensor i of unit u: in the gathered parameters p (kernels' parameter dtype), or in the fp32 gradient g
 #define WP(p, u, i) kern_param_at((p), (u)->t[i].offset)
-#define W(g, u, i) ((g) + (u)->t[i].offset)
+#define W(g, u, i) model_grad(a, (g), (u), (i))
 
 static void gpt_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0) {
     const UnitSpec *u = &plan->units[plan->embed_unit];
@@ -142,7 +143,7 @@ static void gpt_block_fwd(const ModelPlan *plan, int l, const void *const *pp, A
     la.out = model_res_out(a, l + 1, D);  // (R, D)
     kern_layernorm_fwd(la.xn1, la.mean1, la.rstd1, la.x, WP(p, u, P_LN1_W), WP(p, u, P_LN1_B), R, D, c->norm_eps);
     // c_attn is q, k, v stacked: one GEMM, then the split RoPE-less Llama uses too
-    kern_matmul_fwd(a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), WP(p, u, P_ATTN_W), N, D, 3 * Qd);  // (B, T, 3D)
+    model_proj_fwd(plan, a, l, u, P_ATTN_W, 1, p, a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), N, D, 3 * Qd);  // (B, T, 3D)
     kern_bias_add(a->qkv, KERN_ACT, WP(p, u, P_ATTN_B), N, 3 * Qd);
     kern_qkv_split(la.q, la.k, la.v, a->qkv, NULL, NULL, B, T, H, H, hd, hd, KERN_QKV_BLOCKED, pos0, NULL);  // each (B, T, H, hd)
     if (a->kcache) {  // generation: append to the cache (B == 1) and attend over all of it
@@ -156,16 +157,16 @@ static void gpt_block_fwd(const ModelPlan *plan, int l, const void *const *pp, A
         kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, H, hd, (size_t)T * Qd,
                            a->docs ? a->kstart : NULL, 0, model_attn_dropout(a, l, plan->tp_rank * H, &drop));
     }
-    kern_matmul_fwd(model_rowpar_out(a, la.xmid), KERN_F32, la.att, WP(p, u, P_APROJ_W), N, Qd, D);
+    model_proj_fwd(plan, a, l, u, P_APROJ_W, 1, p, model_rowpar_out(a, la.xmid), KERN_F32, la.att, N, Qd, D);
     model_rowpar_sum(plan, a, la.xmid, T);
     kern_bias_add(la.xmid, KERN_F32, WP(p, u, P_APROJ_B), R, D);
     model_dropout_fwd(a, la.xmid, T, D, l, DROP_ATTN_OUT);
     kern_add_layernorm_fwd(la.xmid, la.xn2, la.mean2, la.rstd2, la.x, WP(p, u, P_LN2_W), WP(p, u, P_LN2_B), R, D,
                            c->norm_eps);  // residual, norm
-    kern_matmul_fwd(la.up, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), WP(p, u, P_FC_W), N, D, F);  // (B, T, F)
+    model_proj_fwd(plan, a, l, u, P_FC_W, 1, p, la.up, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), N, D, F);  // (B, T, F)
     kern_bias_add(la.up, KERN_ACT, WP(p, u, P_FC_B), N, F);
     kern_gelu_fwd(la.h, la.up, (size_t)N * F, KERN_GELU_TANH);
-    kern_matmul_fwd(model_rowpar_out(a, la.out), KERN_F32, la.h, WP(p, u, P_MPROJ_W), N, F, D);
+    model_proj_fwd(plan, a, l, u, P_MPROJ_W, 1, p, model_rowpar_out(a, la.out), KERN_F32, la.h, N, F, D);
     model_rowpar_sum(plan, a, la.out, T);
     kern_bias_add(la.out, KERN_F32, WP(p, u, P_MPROJ_B), R, D);
     model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
@@ -193,25 +194,24 @@ static void gpt_block_bwd(const ModelPlan *plan, int l, const void *const *pp, f
     const float *dbr = model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT);
     kern_bias_bwd(W(g, u, P_MPROJ_B), dbr, KERN_F32, R, D);
     dbr = model_sp_gather_f32(plan, a, dbr, T);
-    kern_matmul_bwd(a->dh, W(g, u, P_MPROJ_W), dbr, KERN_F32, la.h, WP(p, u, P_MPROJ_W), N, F, D, 0);
+    model_proj_bwd(plan, a, l, u, P_MPROJ_W, 1, p, g, a->dh, dbr, KERN_F32, la.h, N, F, D);
     kern_gelu_bwd(a->dh, a->dh, la.up, (size_t)N * F, KERN_GELU_TANH);
     kern_bias_bwd(W(g, u, P_FC_B), a->dh, KERN_ACT, N, F);
-    kern_matmul_bwd(a->dxn, W(g, u, P_FC_W), a->dh, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), WP(p, u, P_FC_W), N, D,
-                    F, 0);
+    model_proj_bwd(plan, a, l, u, P_FC_W, 1, p, g, a->dxn, a->dh, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), N, D, F);
     kern_layernorm_bwd(dx, W(g, u, P_LN2_W), W(g, u, P_LN2_B), model_colpar_dx(plan, a, T), la.xmid, WP(p, u, P_LN2_W),
                        la.mean2, la.rstd2, R, D);
     // attention
     dbr = model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT);
     kern_bias_bwd(W(g, u, P_APROJ_B), dbr, KERN_F32, R, D);
     dbr = model_sp_gather_f32(plan, a, dbr, T);
-    kern_matmul_bwd(a->datt, W(g, u, P_APROJ_W), dbr, KERN_F32, la.att, WP(p, u, P_APROJ_W), N, Qd, D, 0);
+    model_proj_bwd(plan, a, l, u, P_APROJ_W, 1, p, g, a->datt, dbr, KERN_F32, la.att, N, Qd, D);
     KernDropout drop;
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, H, hd,
                        a->docs ? a->kstart : NULL, 0, model_attn_dropout(a, l, plan->tp_rank * H, &drop));
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, NULL, NULL, B, T, H, H, hd, hd, KERN_QKV_BLOCKED, NULL);  // (B, T, 3D)
     kern_bias_bwd(W(g, u, P_ATTN_B), a->qkv, KERN_ACT, N, 3 * Qd);
-    kern_matmul_bwd(a->dxn, W(g, u, P_ATTN_W), a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), WP(p, u, P_ATTN_W),
-                    N, D, 3 * Qd, 0);
+    model_proj_bwd(plan, a, l, u, P_ATTN_W, 1, p, g, a->dxn, a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), N, D,
+                   3 * Qd);
     kern_layernorm_bwd(dx, W(g, u, P_LN1_W), W(g, u, P_LN1_B), model_colpar_dx(plan, a, T), la.x, WP(p, u, P_LN1_W),
                        la.mean1, la.rstd1, R, D);
 }
@@ -274,6 +274,7 @@ const ModelFamily family_mingpt = {
     .display = "minGPT",
     .presets = gpt_presets,
     .mlp_ratio = 4,
+    .lora_targets = "c_attn",
     .hf_defaults = {"GPT2Config", 768, 12, 12, 0, 0, 1024, 50257},
     .ckpt_fields = gpt_ckpt_fields,
     // no import: Hugging Face's Conv1D weights would be transposed slice by slice

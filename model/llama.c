@@ -14,6 +14,7 @@
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
 #include "family.h"
+#include "lora.h"
 #include "moe.h"
 
 #ifndef FAMILY_DESCRIPTION_ONLY
@@ -161,7 +162,7 @@ static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
 
 // tensor i of unit u: in the gathered parameters p (kernels' parameter dtype), or in the fp32 gradient g
 #define WP(p, u, i) kern_param_at((p), (u)->t[i].offset)
-#define W(g, u, i) ((g) + (u)->t[i].offset)
+#define W(g, u, i) model_grad(a, (g), (u), (i))
 
 static void llama_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0) {
     int D = plan->cfg.hidden_width;
@@ -184,7 +185,7 @@ static void llama_attn_fwd(const ModelPlan *plan, int l, const UnitSpec *u, cons
     LayerActs la = *lp;
     kern_rmsnorm_fwd(la.xn1, la.rstd1, la.x, WP(p, u, P_LN1), R, D, c->norm_eps);
     const void *xn1 = model_sp_gather(plan, a, la.xn1, T);  // (B, T, D)
-    kern_matmul_fwd(a->qkv, KERN_ACT, xn1, WP(p, u, P_Q), N, D, (H + 2 * KV) * hd);  // (B, T, H*hd + 2*KV*hd)
+    model_proj_fwd(plan, a, l, u, P_Q, 3, p, a->qkv, KERN_ACT, xn1, N, D, (H + 2 * KV) * hd);  // (B, T, H*hd + 2*KV*hd)
     kern_qkv_split(la.q, la.k, la.v, a->qkv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, hd, KERN_QKV_BLOCKED, pos0, a->docs ? a->pos : NULL);
     if (a->kcache) {  // generation: append to the cache (B == 1) and attend over all of it
         size_t kvd = (size_t)KV * hd, base = (size_t)l * a->T * kvd + (size_t)pos0 * kvd;
@@ -197,7 +198,7 @@ static void llama_attn_fwd(const ModelPlan *plan, int l, const UnitSpec *u, cons
         kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, KV, hd, (size_t)T * KV * hd,
                            a->docs ? a->kstart : NULL, c->sliding_window, NULL);
     }
-    kern_matmul_fwd(model_rowpar_out(a, la.xmid), KERN_F32, la.att, WP(p, u, P_O), N, H * hd, D);
+    model_proj_fwd(plan, a, l, u, P_O, 1, p, model_rowpar_out(a, la.xmid), KERN_F32, la.att, N, H * hd, D);
     model_rowpar_sum(plan, a, la.xmid, T);
     model_dropout_fwd(a, la.xmid, T, D, l, DROP_ATTN_OUT);
     kern_add_rmsnorm_fwd(la.xmid, la.xn2, la.rstd2, la.x, WP(p, u, P_LN2), R, D, c->norm_eps);  // residual, norm
@@ -223,9 +224,9 @@ static void llama_block_fwd(const ModelPlan *plan, int l, const void *const *pp,
         return;
     }
     const void *xn2 = model_sp_gather(plan, a, la.xn2, T);  // (B, T, D)
-    kern_matmul_fwd(la.gu, KERN_ACT, xn2, WP(p, u, P_GATE), N, D, 2 * F);  // (B, T, 2F): gate | up
+    model_proj_fwd(plan, a, l, u, P_GATE, 2, p, la.gu, KERN_ACT, xn2, N, D, 2 * F);  // (B, T, 2F): gate | up
     kern_swiglu_fwd(la.h, la.gu, N, F);                            // (B, T, F)
-    kern_matmul_fwd(model_rowpar_out(a, la.out), KERN_F32, la.h, WP(p, u, P_DOWN), N, F, D);
+    model_proj_fwd(plan, a, l, u, P_DOWN, 1, p, model_rowpar_out(a, la.out), KERN_F32, la.h, N, F, D);
     model_rowpar_sum(plan, a, la.out, T);
     model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
     kern_add(la.out, la.xmid, (size_t)R * D);  // residual
@@ -261,12 +262,12 @@ static void llama_attn_bwd(const ModelPlan *plan, int l, const UnitSpec *u, cons
     LayerActs la = *lp;
     float *dx = a->dres;
     const float *dbr = model_sp_gather_f32(plan, a, model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT), T);
-    kern_matmul_bwd(a->datt, W(g, u, P_O), dbr, KERN_F32, la.att, WP(p, u, P_O), N, H * hd, D, 0);
+    model_proj_bwd(plan, a, l, u, P_O, 1, p, g, a->datt, dbr, KERN_F32, la.att, N, H * hd, D);
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, KV,
                        hd, a->docs ? a->kstart : NULL, c->sliding_window, NULL);
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, hd, KERN_QKV_BLOCKED, a->docs ? a->pos : NULL);
-    kern_matmul_bwd(a->dxn, W(g, u, P_Q), a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), WP(p, u, P_Q), N, D,
-                    (H + 2 * KV) * hd, 0);
+    model_proj_bwd(plan, a, l, u, P_Q, 3, p, g, a->dxn, a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), N, D,
+                   (H + 2 * KV) * hd);
     kern_rmsnorm_bwd(dx, W(g, u, P_LN1), model_colpar_dx(plan, a, T), la.x, WP(p, u, P_LN1), la.rstd1, R, D);
 }
 
@@ -286,10 +287,10 @@ static void llama_block_bwd(const ModelPlan *plan, int l, const void *const *pp,
         MoeParams mp = {u, P_ROUTER, p, g, &plan->units[units[nu - 1]], pp[nu - 1], gg[nu - 1]};
         moe_bwd(plan, a, l, &mp, la.xn2, dbr);  // a->dxn
     } else {
-        kern_matmul_bwd(a->dh, W(g, u, P_DOWN), dbr, KERN_F32, la.h, WP(p, u, P_DOWN), N, F, D, 0);
+        model_proj_bwd(plan, a, l, u, P_DOWN, 1, p, g, a->dh, dbr, KERN_F32, la.h, N, F, D);
         kern_swiglu_bwd(a->dup, a->dh, la.gu, N, F);  // (B, T, 2F): d gate | d up
-        kern_matmul_bwd(a->dxn, W(g, u, P_GATE), a->dup, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), WP(p, u, P_GATE), N,
-                        D, 2 * F, 0);
+        model_proj_bwd(plan, a, l, u, P_GATE, 2, p, g, a->dxn, a->dup, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), N, D,
+                       2 * F);
     }
     kern_rmsnorm_bwd(dx, W(g, u, P_LN2), model_colpar_dx(plan, a, T), la.xmid, WP(p, u, P_LN2), la.rstd2, R, D);
     llama_attn_bwd(plan, l, u, p, g, a, &la);
@@ -423,6 +424,7 @@ const ModelFamily family_llama = {
     .gated_mlp = 1,
     .tie_option = 1,
     .sliding_window = 1,
+    .lora_targets = "q_proj,v_proj",
     .hf_defaults = {"LlamaConfig", 4096, 32, 32, 0, 11008, 2048, 32000},
     .ckpt_fields = llama_ckpt_fields,
     .hf_import = {
@@ -466,6 +468,7 @@ const ModelFamily family_mixtral = {
     .gated_mlp = 1,
     .sliding_window = 1,
     .experts_option = 1,
+    .lora_targets = "q_proj,v_proj",
     .hf_defaults = {"MixtralConfig", 4096, 32, 32, 8, 14336, 131072, 32000, 1e6f, .num_experts = 8, .num_experts_per_tok = 2},
     .ckpt_fields = mixtral_ckpt_fields,
     .hf_import = {

@@ -13,6 +13,7 @@
 #include "../kernels/kernels.h"
 #include "../base/rng.h"
 #include "family.h"
+#include "lora.h"
 #include "moe.h"
 #include "offload.h"
 
@@ -31,6 +32,7 @@ int model_plan_build(ModelPlan *plan, const ModelConfig *cfg, char *err, size_t 
                        cfg->hidden_width, cfg->num_layers, why);
     plan->family->plan_build(plan);
     model_plan_ep(plan, 1, 0, NULL);
+    if (lora_plan(plan, err, errlen, NULL)) return -1;
     for (int u = 0; u < plan->nunits; u++)
         if (!checked_add(n, plan->units[u].numel, &n)) n = UINT64_MAX;  // reported below as more than 2^64
     // every later size of the model's state is at most its weights, gradients and AdamW moments
@@ -66,6 +68,8 @@ TensorSpec *model_add_tensor(UnitSpec *u, const char *name, int rows, int cols, 
     t->tp_parts = 1;
     t->full[0] = rows;
     t->full[1] = cols;
+    t->lora = -1;
+    t->tp_partial = 0;
     uint64_t total;
     // a unit too large to count ends here; model_plan_build names the model when the sum is too large
     u->numel = checked_add(u->numel, t->numel, &total) ? total : UINT64_MAX;
@@ -131,6 +135,7 @@ void model_plan_ep(ModelPlan *plan, int ep, int rank, CommGroup *group) {
         }
     }
     if (plan->head_unit >= b0 + L) plan->head_unit += L * ep;
+    if (plan->lora0 >= b0 + L) plan->lora0 += L * ep;
     free(plan->units);
     plan->units = units;
     plan->nunits = n;
@@ -143,6 +148,12 @@ int model_block_units(const ModelPlan *plan, int l, int *units) {
     if (stride == 1) return 1;
     units[1] = u + 1 + plan->ep_rank;
     return 2;
+}
+
+int model_block_gather(const ModelPlan *plan, int l, int *units) {
+    int n = model_block_units(plan, l, units);
+    if (plan->lora0 >= 0) units[n++] = plan->lora0 + l;
+    return n;
 }
 
 static void tp_allreduce_act(const ModelPlan *plan, void *x, size_t n) {
@@ -258,6 +269,18 @@ int model_find_tensor(const ModelPlan *plan, const char *name, int *unit, int *t
 // freely and the values do not depend on their number (a 1B model's start-up took ~50 s on one).
 void model_init_range(const TensorSpec *t, uint64_t seed, float std, size_t begin, size_t count, float *dst) {
     enum { PAR_MIN = 1 << 15 };
+    if (t->init == INIT_UNIFORM) {  // keyed as below
+        uint64_t h = 1469598103934665603ULL;
+        for (const char *s = t->name; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ULL;
+        uint64_t key = rng_splitmix64(seed ^ rng_splitmix64(h));
+        double b = t->init_scale;
+#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
+        for (size_t i = 0; i < count; i++) {
+            uint64_t r = rng_splitmix64(key ^ rng_splitmix64(begin + i));
+            dst[i] = (float)(b * (2.0 * (((double)(r >> 11) + 0.5) / 9007199254740992.0) - 1.0));
+        }
+        return;
+    }
     if (t->init != INIT_NORMAL) {
         float v = t->init == INIT_ONES ? 1.0f : 0.0f;
 #pragma omp parallel for schedule(static) if (count >= PAR_MIN)
@@ -319,6 +342,7 @@ void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int w
     a->sp_rank = a->sp > 1 ? plan->tp_rank : 0;
     a->ep = plan->ep > 1 && plan->block_stride > 1 ? plan->ep : 1;  // generation computes every expert itself
     plan->family->acts_alloc(a, &plan->cfg, (size_t)nslots, with_kv_cache);
+    lora_acts_alloc(a, plan);
     if (a->tp > 1) {  // the vocabulary-parallel cross-entropy's row statistics
         a->xent_max = model_acts_buf(N);
         a->xent_sums = model_acts_buf(2 * N);
@@ -379,6 +403,7 @@ size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, 
     free(a.slot);
     free(a.recompute);
     offload_free(a.offload);
+    lora_acts_free(&a);
     return bytes;
 }
 
@@ -420,7 +445,7 @@ const char *model_check_sizes(const ModelPlan *plan, int B, int T) {
 #define ACT_COUNT(f) +1
 _Static_assert(sizeof(Activations) == 8 * sizeof(int) /* B, T, V, tp, ep, sp, sp_rank, docs */ + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +
                                           2 * sizeof(int *) + sizeof(size_t) + 8 + 2 * sizeof(uint64_t) +
-                                          sizeof(struct ActOffload *) + sizeof(struct MoeState *),
+                                          sizeof(struct ActOffload *) + sizeof(struct MoeState *) + sizeof(struct LoraActs *),
                "Activations gained a field: add its buffer to ACT_BUFFERS (and this count)");
 
 void model_acts_free(Activations *a) {
@@ -436,6 +461,7 @@ void model_acts_free(Activations *a) {
     a->offload = NULL;
     moe_state_free(a->moe);
     a->moe = NULL;
+    lora_acts_free(a);
 }
 
 // ---- dispatch ----
@@ -457,7 +483,8 @@ void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, co
     kern_tokens_check(a->tokens, tgt ? a->targets : NULL, ntok, a->V * a->tp, (long long)batch * 2 * ntok);  // the whole vocabulary
 }
 
-void model_set_dropout(Activations *a, float p, uint64_t seed, uint64_t sample0) {
+void model_set_dropout(Activations *a, float p, uint64_t seed, uint64_t sample0, int train) {
+    lora_set_train(a, train);
     a->dropout = p;
     a->drop_seed = seed;
     a->sample0 = sample0;
@@ -471,6 +498,7 @@ void model_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, int T
     plan->family->embed_fwd(plan, p, a, T, pos0);
 }
 void model_block_fwd(const ModelPlan *plan, int layer, const void *const *p, Activations *a, int T, int pos0) {
+    lora_bind(plan, a, layer, p, NULL);
     plan->family->block_fwd(plan, layer, p, a, T, pos0);
 }
 void model_head_fwd_bwd(const ModelPlan *plan, const void *p, float *g, Activations *a, int with_targets, int T,
@@ -491,10 +519,10 @@ void model_layernorm_head(const ModelPlan *plan, const UnitSpec *u, int lnw, int
     if (!with_targets) return;
     model_tp_crossentropy(plan, a, N, dscale);  // logits become dlogits
     if (dscale == 0.0f) return;
-    kern_matmul_bwd(a->dxn, g + u->t[head].offset, a->logits, KERN_ACT, xf, w_head, N, D, V, 0);
+    kern_matmul_bwd(a->dxn, model_grad(a, g, u, head), a->logits, KERN_ACT, xf, w_head, N, D, V, 0);
     const void *dxf = model_colpar_dx(plan, a, T);  // each vocabulary share's part, summed: (R, D)
     kern_zero(a->dres, (size_t)R * D);
-    kern_layernorm_bwd(a->dres, g + u->t[lnw].offset, g + u->t[lnb].offset, dxf, x, w_ln, a->meanf, a->rstdf, R, D);
+    kern_layernorm_bwd(a->dres, model_grad(a, g, u, lnw), model_grad(a, g, u, lnb), dxf, x, w_ln, a->meanf, a->rstdf, R, D);
 }
 
 void model_loss_reset(Activations *a) { kern_zero((float *)a->loss, 2); }  // all-zero bits are 0.0
@@ -505,10 +533,18 @@ double model_loss_read(const Activations *a) {
     return loss;
 }
 void model_block_bwd(const ModelPlan *plan, int layer, const void *const *p, float *const *g, Activations *a) {
+    lora_bind(plan, a, layer, p, g);
     plan->family->block_bwd(plan, layer, p, g, a);
 }
-void model_embed_bwd(const ModelPlan *plan, float *g, Activations *a) { plan->family->embed_bwd(plan, g, a); }
-double model_flops_per_token(const ModelPlan *plan, int T) { return plan->family->flops_per_token(plan, T); }
+// a frozen embedding (LoRA) has no gradient, and nothing comes before it
+void model_embed_bwd(const ModelPlan *plan, float *g, Activations *a) {
+    if (g) plan->family->embed_bwd(plan, g, a);
+}
+// LoRA: the frozen weights' gradient GEMMs (2 of the 6 FLOPs per parameter) do not run
+double model_flops_per_token(const ModelPlan *plan, int T) {
+    double f = plan->family->flops_per_token(plan, T);
+    return plan->lora0 < 0 ? f : f - 2.0 * (double)(plan->num_params - lora_trained_params(plan));
+}
 
 // ---- dropout (the families' shared pieces) ----
 

@@ -19,7 +19,8 @@
 enum { MAX_UNIT_TENSORS = 7 + 3 * CONFIG_MAX_EXPERTS };
 
 // how a tensor starts: N(0, initializer_range * scale), all ones (norm weights) or zeros (biases)
-typedef enum { INIT_NORMAL, INIT_ONES, INIT_ZEROS } InitKind;
+// or U(-init_scale, init_scale) (LoRA's A: PEFT's Kaiming-uniform bound 1/sqrt(fan_in))
+typedef enum { INIT_NORMAL, INIT_ONES, INIT_ZEROS, INIT_UNIFORM } InitKind;
 
 // How tensor parallelism splits a tensor over a tp group (shard/parallel.h): whole on every tp
 // rank (norms, biases added after a row-parallel reduction), by rows (column-parallel weights and
@@ -40,12 +41,18 @@ typedef struct {
     TpSplit tp_split;  // families declare it (model_tensor_split); TP_WHOLE unless told
     int tp_parts;      // blocks of the split dimension (1 unless fused)
     int full[2];       // the whole tensor's shape; shape is one tp rank's part after model_plan_tp
+    int lora;          // a frozen weight with an adapter: its lora_A's index in the block's adapter unit
+                       // (lora_B follows it); else -1
+    int tp_partial;    // each tp rank's gradient is a share of the whole one, summed over the tp group
+                       // (the whole factor of an adapter on a split weight)
 } TensorSpec;
 
 typedef struct {
     int layer;  // block index, or -1 for a unit outside the blocks
     int ep_index;  // expert parallelism (model_plan_ep): the experts of the ep ranks at this place of their
                    // ep group, which alone hold the unit; -1: every rank holds it
+    int frozen;    // LoRA: the unit's weights do not train (no gradient, no optimizer state)
+    int adapter;   // LoRA: the unit holds block `layer`'s adapters
     int ntensors;
     TensorSpec t[MAX_UNIT_TENSORS];
     size_t numel;
@@ -73,10 +80,14 @@ typedef struct {
     // whose all-to-all moves the tokens. ep 1: a block is one unit (block_stride 1).
     int ep, ep_rank, block_stride;
     CommGroup *ep_group;
+    // LoRA (model/lora.h): block l's adapters are unit lora0 + l, after every other unit; -1: none
+    int lora0;
+    float lora_scale;  // alpha / r, or alpha / sqrt(r) (rsLoRA)
 } ModelPlan;
 
-// The most units a block has on one rank: its own and, under expert parallelism, its experts'.
-enum { MAX_BLOCK_UNITS = 2 };
+// The most units a block has on one rank: its own, under expert parallelism its experts', and
+// with LoRA its adapters'.
+enum { MAX_BLOCK_UNITS = 3 };
 
 // Activations and scratch for batches of up to B sequences of up to T tokens. All buffers live
 // on the compute device (kern_alloc); NULL when the family or the mode does not use them. The
@@ -165,6 +176,7 @@ typedef struct {
     float *ep_ones;           // ep > 1: (Rc) ones, the weights of a row permutation through kern_moe_combine
     int32_t *ep_perm, *ep_inv;  // ep > 1: (Rc) received rows by expert and their inverse
     struct MoeState *moe;     // host side: each layer's grouping and router statistics (moe.c)
+    struct LoraActs *lora;    // LoRA: the current block's adapters and their scratch (lora.c); else NULL
 } Activations;
 
 // The model's units and tensors from its configuration: 0, or -1 with the line in err when the
@@ -178,6 +190,12 @@ void model_plan_ep(ModelPlan *plan, int ep, int rank, CommGroup *group);
 // The units of block l this rank computes with, into units (MAX_BLOCK_UNITS): the block's own,
 // then its experts' under expert parallelism. Returns how many.
 int model_block_units(const ModelPlan *plan, int l, int *units);
+// Those units, then block l's adapter unit with LoRA: the units a block's compute gathers, whose
+// parameters (and gradients) model_block_fwd and model_block_bwd take in this order.
+int model_block_gather(const ModelPlan *plan, int l, int *units);
+// Tensor i of unit u's gradient in g. A frozen unit's g is NULL (LoRA): its weights' GEMMs then
+// skip the gradient (NULL), and the small vectors (norms, biases) go to a scratch nobody reads.
+float *model_grad(const Activations *a, float *g, const UnitSpec *u, int i);
 // appends a tensor to u (families building their plans); cols == 0 makes it 1-D
 TensorSpec *model_add_tensor(UnitSpec *u, const char *name, int rows, int cols, InitKind init, float init_scale,
                              int decay);
@@ -290,7 +308,8 @@ float *model_res_f32(Activations *a, int l, int D);
 void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, const int32_t *kstart, int ntok, int batch);
 // Dropout p for the next forward/backward (0: off). Masks are a pure function of (seed, global
 // sample index, layer, site, element), so every layout and a resumed run draw the same ones.
-void model_set_dropout(Activations *a, float p, uint64_t seed, uint64_t sample0);
+// train: the pass trains (LoRA's dropout on its adapters' inputs applies; evaluation: 0, p 0).
+void model_set_dropout(Activations *a, float p, uint64_t seed, uint64_t sample0, int train);
 // p is a unit's gathered parameters in the kernels' parameter dtype (kern_params_bf16: bf16 under
 // --precision bf16 on a GPU, else fp32); g its fp32 gradient.
 // Forward over the loaded batch of a->B sequences of T tokens. With a KV cache the tokens sit at
@@ -339,7 +358,8 @@ void model_embed_bwd(const ModelPlan *plan, float *g, Activations *a);
 double model_flops_per_token(const ModelPlan *plan, int T);
 
 // dropout mask keys: one stream per (layer, site); layer -1 for the embedding
-enum { DROP_EMBED, DROP_ATTN_PROBS, DROP_ATTN_OUT, DROP_MLP_OUT, DROP_ROUTER_JITTER };
+// (DROP_LORA + i: the adapter of the block unit's tensor i)
+enum { DROP_EMBED, DROP_ATTN_PROBS, DROP_ATTN_OUT, DROP_MLP_OUT, DROP_ROUTER_JITTER, DROP_LORA = 8 };
 uint64_t model_dropout_key(const Activations *a, int layer, int site);
 // For families: drops out x (this rank's rows of a->B rows of T*D elements) in place, the output of a residual branch
 // (or the embedding) at (layer, site); no-op without dropout.

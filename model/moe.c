@@ -311,7 +311,7 @@ static const void *expert_w(const MoeParams *mp, int El, int le, int j) {
     return WP(mp->pe, mp->ue, mp->ue->ntensors - 3 * El + 3 * le + j);
 }
 static float *expert_g(const MoeParams *mp, int El, int le, int j) {
-    return mp->ge + mp->ue->t[mp->ue->ntensors - 3 * El + 3 * le + j].offset;
+    return mp->ge ? mp->ge + mp->ue->t[mp->ue->ntensors - 3 * El + 3 * le + j].offset : NULL;  // frozen (LoRA): none
 }
 
 // bytes of one row of D activations
@@ -488,7 +488,7 @@ void moe_bwd(const ModelPlan *plan, Activations *a, int l, const MoeParams *mp, 
     const void *xj = a->rjit && train && m->jitter > 0.0f ? kern_act_at(a->rjit, i * m->N * D) : NULL;  // forward's input
     // the router is whole on every tp rank, its input gradient the same on each: one adds it to the
     // experts' parts, which the caller sums over the tp group
-    kern_matmul_bwd(plan->tp_rank == 0 ? a->dxn : NULL, mp->g + mp->u->t[mp->router].offset, a->drlogits, KERN_F32,
+    kern_matmul_bwd(plan->tp_rank == 0 ? a->dxn : NULL, mp->g ? mp->g + mp->u->t[mp->router].offset : NULL, a->drlogits, KERN_F32,
                     xj ? xj : xn, WP(mp->p, mp->u, mp->router), N, D, E, 1);
     if (xj) jitter(a, l, a->dxn, a->dxn, N, D);  // through the noise: dxn = noise x dloss/d(its product)
 }

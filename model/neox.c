@@ -13,6 +13,7 @@
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
 #include "family.h"
+#include "lora.h"
 
 #ifndef FAMILY_DESCRIPTION_ONLY
 // tensor order inside a block unit and inside the head unit
@@ -122,7 +123,7 @@ static LayerActs layer_acts(const ModelConfig *c, const Activations *a, int l) {
 
 // tensor i of unit u: in the gathered parameters p (kernels' parameter dtype), or in the fp32 gradient g
 #define WP(p, u, i) kern_param_at((p), (u)->t[i].offset)
-#define W(g, u, i) ((g) + (u)->t[i].offset)
+#define W(g, u, i) model_grad(a, (g), (u), (i))
 
 static void neox_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, int T, int pos0) {
     int D = plan->cfg.hidden_width;
@@ -144,7 +145,7 @@ static void neox_block_fwd(const ModelPlan *plan, int l, const void *const *pp, 
     la.out = model_res_out(a, l + 1, D);  // (R, D)
     // attention branch
     kern_layernorm_fwd(la.xn1, la.mean1, la.rstd1, la.x, WP(p, u, P_LN1_W), WP(p, u, P_LN1_B), R, D, c->norm_eps);
-    kern_matmul_fwd(a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), WP(p, u, P_QKV_W), N, D, 3 * Qd);  // (B, T, H, 3, hd)
+    model_proj_fwd(plan, a, l, u, P_QKV_W, 1, p, a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), N, D, 3 * Qd);  // (B, T, H, 3, hd)
     kern_bias_add(a->qkv, KERN_ACT, WP(p, u, P_QKV_B), N, 3 * Qd);
     kern_qkv_split(la.q, la.k, la.v, a->qkv, a->rope_cos, a->rope_sin, B, T, H, H, hd, rot, KERN_QKV_PER_HEAD, pos0,
                    a->docs ? a->pos : NULL);
@@ -158,16 +159,16 @@ static void neox_block_fwd(const ModelPlan *plan, int l, const void *const *pp, 
         kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, H, hd, (size_t)T * Qd,
                            a->docs ? a->kstart : NULL, 0, NULL);
     }
-    kern_matmul_fwd(model_rowpar_out(a, a->xmid), KERN_F32, la.att, WP(p, u, P_DENSE_W), N, Qd, D);
+    model_proj_fwd(plan, a, l, u, P_DENSE_W, 1, p, model_rowpar_out(a, a->xmid), KERN_F32, la.att, N, Qd, D);
     model_rowpar_sum(plan, a, a->xmid, T);
     kern_bias_add(a->xmid, KERN_F32, WP(p, u, P_DENSE_B), R, D);
     model_dropout_fwd(a, a->xmid, T, D, l, DROP_ATTN_OUT);
     // MLP branch, on the block's input too
     kern_layernorm_fwd(la.xn2, la.mean2, la.rstd2, la.x, WP(p, u, P_LN2_W), WP(p, u, P_LN2_B), R, D, c->norm_eps);
-    kern_matmul_fwd(la.up, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), WP(p, u, P_UP_W), N, D, F);  // (B, T, F)
+    model_proj_fwd(plan, a, l, u, P_UP_W, 1, p, la.up, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), N, D, F);  // (B, T, F)
     kern_bias_add(la.up, KERN_ACT, WP(p, u, P_UP_B), N, F);
     kern_gelu_fwd(la.h, la.up, (size_t)N * F, neox_gelu(c));
-    kern_matmul_fwd(model_rowpar_out(a, la.out), KERN_F32, la.h, WP(p, u, P_DOWN_W), N, F, D);
+    model_proj_fwd(plan, a, l, u, P_DOWN_W, 1, p, model_rowpar_out(a, la.out), KERN_F32, la.h, N, F, D);
     model_rowpar_sum(plan, a, la.out, T);
     kern_bias_add(la.out, KERN_F32, WP(p, u, P_DOWN_B), R, D);
     model_dropout_fwd(a, la.out, T, D, l, DROP_MLP_OUT);
@@ -198,16 +199,15 @@ static void neox_block_bwd(const ModelPlan *plan, int l, const void *const *pp, 
     const float *dbr = model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT);
     kern_bias_bwd(W(g, u, P_DENSE_B), dbr, KERN_F32, R, D);
     dbr = model_sp_gather_f32(plan, a, dbr, T);
-    kern_matmul_bwd(a->datt, W(g, u, P_DENSE_W), dbr, KERN_F32, la.att, WP(p, u, P_DENSE_W), N, Qd, D, 0);
+    model_proj_bwd(plan, a, l, u, P_DENSE_W, 1, p, g, a->datt, dbr, KERN_F32, la.att, N, Qd, D);
     // MLP
     dbr = model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT);
     kern_bias_bwd(W(g, u, P_DOWN_B), dbr, KERN_F32, R, D);
     dbr = model_sp_gather_f32(plan, a, dbr, T);
-    kern_matmul_bwd(a->dh, W(g, u, P_DOWN_W), dbr, KERN_F32, la.h, WP(p, u, P_DOWN_W), N, F, D, 0);
+    model_proj_bwd(plan, a, l, u, P_DOWN_W, 1, p, g, a->dh, dbr, KERN_F32, la.h, N, F, D);
     kern_gelu_bwd(a->dh, a->dh, la.up, (size_t)N * F, neox_gelu(c));
     kern_bias_bwd(W(g, u, P_UP_B), a->dh, KERN_ACT, N, F);
-    kern_matmul_bwd(a->dxn, W(g, u, P_UP_W), a->dh, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), WP(p, u, P_UP_W), N, D,
-                    F, 0);
+    model_proj_bwd(plan, a, l, u, P_UP_W, 1, p, g, a->dxn, a->dh, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), N, D, F);
     kern_layernorm_bwd(dx, W(g, u, P_LN2_W), W(g, u, P_LN2_B), model_colpar_dx(plan, a, T), la.x, WP(p, u, P_LN2_W),
                        la.mean2, la.rstd2, R, D);
     // attention
@@ -216,8 +216,8 @@ static void neox_block_bwd(const ModelPlan *plan, int l, const void *const *pp, 
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, H, hd, rot, KERN_QKV_PER_HEAD,
                    a->docs ? a->pos : NULL);  // (B, T, 3D)
     kern_bias_bwd(W(g, u, P_QKV_B), a->qkv, KERN_ACT, N, 3 * Qd);
-    kern_matmul_bwd(a->dxn, W(g, u, P_QKV_W), a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), WP(p, u, P_QKV_W), N,
-                    D, 3 * Qd, 0);
+    model_proj_bwd(plan, a, l, u, P_QKV_W, 1, p, g, a->dxn, a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), N, D,
+                   3 * Qd);
     kern_layernorm_bwd(dx, W(g, u, P_LN1_W), W(g, u, P_LN1_B), model_colpar_dx(plan, a, T), la.x, WP(p, u, P_LN1_W),
                        la.mean1, la.rstd1, R, D);
 }
@@ -307,6 +307,7 @@ const ModelFamily family_neox = {
     .presets = neox_presets,
     .rope = 1,
     .mlp_ratio = 4,
+    .lora_targets = "query_key_value",
     .rotary_pct = 0.25f,
     .hidden_act_option = 1,
     .hf_defaults = {"GPTNeoXConfig", 6144, 44, 64, 0, 0, 2048, 50432},

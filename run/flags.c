@@ -177,6 +177,14 @@ static const CliFlag flags[] = {
     FL("capacity_factor", model.capacity_factor, G_MODEL, "each expert's capacity, in its even share of a step's tokens: assignments beyond it in the global batch's token order are dropped (0: dropless)"),
     I("expert_parallel_degree", shard.expert_parallel_degree, G_SHARD, "ranks that split the experts, E/N each, tokens sent to them by all-to-all (1: every rank holds all)",
       CLI_ALIASES("ep")),
+    I("lora_rank", model.lora_rank, G_MODEL, "LoRA: adapters of rank r on --lora_target_modules, every other weight frozen (0: full finetuning)",
+      CLI_ALIASES("lora_r")),
+    FL("lora_alpha", model.lora_alpha, G_MODEL, "LoRA: the adapters' scale is alpha / r (PEFT's default alpha 8)"),
+    FL("lora_dropout", model.lora_dropout, G_MODEL, "LoRA: training only, dropout on the adapters' input"),
+    S("lora_target_modules", model.lora_target_modules, G_MODEL, "NAMES",
+      "LoRA: the layers adapted, Hugging Face module names comma-separated (q_proj,v_proj,...) or all-linear (PEFT's default "
+      "for the family unless given)"),
+    B("use_rslora", model.use_rslora, G_MODEL, "LoRA: scale alpha / sqrt(r) (rank-stabilised LoRA) instead of alpha / r"),
     FL("initializer_range", model.initializer_range, G_MODEL, "standard deviation of the initial weights"),
     FL("dropout", model.dropout, G_MODEL,
        "training only: residual branches, and for minGPT embeddings and attention probabilities",
@@ -362,6 +370,7 @@ static void defaults(void *dst) {
     m->rotary_pct = 1.0f;
     m->norm_eps = 1e-5f;
     m->initializer_range = 0.02f;
+    m->lora_alpha = 8.0f;  // PEFT's LoraConfig default
     c->shard.sharding = SHARD_FULL;
     c->shard.tensor_parallel_degree = 1;
     c->shard.expert_parallel_degree = 1;
@@ -499,8 +508,22 @@ static void experts_check(const Config *c) {
                       "rows on each tp rank; drop --sequence_parallel (tensor parallelism of the experts works without it)");
 }
 
+// LoRA's settings: refused when out of range, or given without adapters
+static void lora_check(const Config *c) {
+    const ModelConfig *m = &c->model;
+    if (m->lora_rank < 0) comm_fail_all("--lora_rank must be >= 0 (0: no adapters, every weight trains)");
+    static const char *const lora_flags[] = {"lora_alpha", "lora_dropout", "lora_target_modules", "use_rslora"};
+    for (size_t i = 0; i < sizeof lora_flags / sizeof lora_flags[0] && !m->lora_rank; i++)
+        if (flags_given(c, lora_flags[i]))
+            comm_fail_all("--%s applies to LoRA adapters: give --lora_rank r (r > 0) too", lora_flags[i]);
+    if (!m->lora_rank) return;
+    if (!(m->lora_alpha > 0.0f) || !isfinite(m->lora_alpha)) comm_fail_all("--lora_alpha must be positive, got %g", m->lora_alpha);
+    if (!(m->lora_dropout >= 0.0f && m->lora_dropout < 1.0f)) comm_fail_all("--lora_dropout must be in [0, 1), got %g", m->lora_dropout);
+}
+
 static void validate(const Config *c) {
     const ModelConfig *m = &c->model;
+    lora_check(c);
     if (!family_pending) family_flags_apply(c);
     const char *err = family_pending ? NULL : config_validate_model(m);
     if (err) comm_fail_all("%s", err);

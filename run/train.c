@@ -14,6 +14,7 @@
 #include "../comm/io.h"
 #include "../comm/trace.h"
 #include "../kernels/kernels.h"
+#include "../model/lora.h"
 #include "memory.h"
 #include "flags.h"
 #include "run.h"
@@ -106,7 +107,7 @@ static void range_pop(void) {
 // Block l's units, gathered (the first prefetching the next, the last prefetching `next`), into p;
 // returns how many
 static int gather_block(ShardState *s, int l, int next, const void **p, int *units) {
-    int n = model_block_units(shard_plan(s), l, units);
+    int n = model_block_gather(shard_plan(s), l, units);
     for (int i = 0; i < n; i++) p[i] = shard_gather(s, units[i], i + 1 < n ? units[i + 1] : next);
     return n;
 }
@@ -148,7 +149,7 @@ void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const i
     const ModelPlan *plan = shard_plan(s);
     int L = plan->cfg.num_layers, T = a->T, train = dscale != 0.0f, B = a->B;
     int embed = plan->embed_unit, head = plan->head_unit;
-    if (!train) model_set_dropout(a, 0.0f, 0, 0), model_router_train(a, -1.0);  // evaluation: no dropout, no router losses
+    if (!train) model_set_dropout(a, 0.0f, 0, 0, 0), model_router_train(a, -1.0);  // evaluation: no dropout, no router losses
     a->B = rows;  // a packed step's micro-batch may hold fewer rows: the buffers fit B, the kernels run rows
     model_load_batch(a, inp, tgt, kstart, rows * T, batch);
     // forward: the embedding, then the blocks; the head's forward runs with its backward
@@ -206,7 +207,7 @@ static void route_prepass(Run *r, int step, int nmicro) {
         trace_begin(TRACE_DATA, "data wait", -1);
         load_batch(r, step, micro, r->plans.plans[step & 1][micro + 1 < nmicro ? micro + 1 : 0]);  // then the training pass's first
         trace_end(TRACE_DATA);
-        model_set_dropout(a, r->cfg->model.dropout, (uint64_t)r->cfg->optim.seed, pack_batch_first(&r->order, step, micro));
+        model_set_dropout(a, r->cfg->model.dropout, (uint64_t)r->cfg->optim.seed, pack_batch_first(&r->order, step, micro), 1);
         model_router_train(a, (double)r->batch->loss_tokens);
         int rows = r->plans.plans[step & 1][micro]->nrows;
         a->B = rows;
@@ -291,7 +292,7 @@ static StepResult train_step(Run *r, int step, float lr) {
         trace_end(TRACE_DATA);
         mine += r->tp_rank ? 0.0 : (double)r->batch->loss_tokens;  // a tp group's tokens, once
         // masks keyed by the global sample index: equal for every layout, and on resume
-        model_set_dropout(&r->acts, c->model.dropout, (uint64_t)c->optim.seed, pack_batch_first(&r->order, step, micro));
+        model_set_dropout(&r->acts, c->model.dropout, (uint64_t)c->optim.seed, pack_batch_first(&r->order, step, micro), 1);
         prof_mark(r, PROF_DATA);
         const DataPlan *p = r->plans.plans[step & 1][micro];
         model_router_train(&r->acts, (double)r->batch->loss_tokens);  // a mixture of experts: losses over the global batch
@@ -485,6 +486,7 @@ static void setup_build(Run *r) {
     Config *c = r->cfg;
     // nodes may differ in ranks per node (a hybrid default): any rank's objection ends the job
     comm_check_all(parallel_dims_build(&r->dims, &c->shard, &c->model, comm_info.world, comm_info.local_world));
+    comm_check_all(lora_check_layout(&r->plan, r->dims.tp));
     if (r->dims.tp > 1)  // the group comes with the mesh, in shard_init
         model_plan_tp(&r->plan, r->dims.tp, r->tp_rank, NULL, r->dims.sequence_parallel);
     if (r->dims.ep > 1)  // this rank's place in its ep group: consecutive data-parallel ranks (parallel.h)

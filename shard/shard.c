@@ -80,14 +80,19 @@ static int pick_decayed(const ShardState *s, const TensorSpec *t) { return (void
 // first under sequence parallelism), so only the first tp rank counts it
 static int pick_norm(const ShardState *s, const TensorSpec *t) { return s->plan->tp_rank == 0 || t->tp_split != TP_WHOLE; }
 
-static int pick_whole(const ShardState *s, const TensorSpec *t) { return (void)s, t->tp_split == TP_WHOLE; }
+// the gradients summed over the tp group after the step's reductions: under sequence parallelism
+// the tensors every tp rank holds whole (each rank's rows give a share), and at any tp degree an
+// adapter's whole factor on a split weight (each rank's part of the product gives a share)
+static int pick_whole(const ShardState *s, const TensorSpec *t) {
+    return s->plan->tp > 1 && ((s->plan->sp && t->tp_split == TP_WHOLE) || t->tp_partial);
+}
 
 int shard_state_on_device(const ShardState *s) { return kern_on_gpu() && !s->offload; }
 
-// a block's units on one rank (model_block_units)
+// the units a block gathers on one rank (model_block_gather)
 static int block_units(const ModelPlan *plan) {
     int units[MAX_BLOCK_UNITS];
-    return plan->cfg.num_layers > 0 ? model_block_units(plan, 0, units) : 1;
+    return plan->cfg.num_layers > 0 ? model_block_gather(plan, 0, units) : 1;
 }
 
 // full-size gradient buffers: one per unit when they persist over micro-batches; else the current
@@ -121,7 +126,9 @@ static int direct_stage(const ShardConfig *cfg, const ParallelDims *pd) {
 }
 
 void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accum, const ParallelDims *pd, ShardMemEstimate *e) {
-    size_t sum_padded = 0, max_padded = 0, sum_shard = 0, max_shard = 0;
+    // LoRA: frozen units have no gradient or optimizer state (the *_t sums: the units that train)
+    size_t sum_padded = 0, max_padded = 0, sum_shard = 0, max_shard = 0, sum_padded_t = 0, max_padded_t = 0, sum_shard_t = 0;
+    size_t max_shard_t = 0;
     for (int u = 0; u < plan->nunits; u++) {
         int ei = plan->units[u].ep_index;
         if (ei >= 0 && ei != plan->ep_rank) continue;  // another ep rank's experts
@@ -131,15 +138,20 @@ void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accu
         sum_shard += padded / g;
         if (padded > max_padded) max_padded = padded;
         if (padded / g > max_shard) max_shard = padded / g;
+        if (plan->units[u].frozen) continue;
+        sum_padded_t += padded;
+        sum_shard_t += padded / g;
+        if (padded > max_padded_t) max_padded_t = padded;
+        if (padded / g > max_shard_t) max_shard_t = padded / g;
     }
     int bf16p = cfg->precision == PRECISION_BF16, bf16r = cfg->reduce_dtype == PRECISION_BF16, one = pd->shard_size == 1;
     int reshard = pd->reshard_after_forward, persistent = persistent_grads(cfg, grad_accum, pd);
     int slots = grad_slots(plan, 0, 0, 0);
     const double f = sizeof(float), h = sizeof(uint16_t);
     e->params = f * sum_shard + f * max_shard;  // the shards, and one unit's being initialised
-    e->optimizer = 2 * f * sum_shard;
-    size_t grad_full = direct_grads(pd) ? 0 : persistent ? sum_padded : (size_t)slots * max_padded;
-    e->grads = f * sum_shard + f * grad_full;
+    e->optimizer = 2 * f * sum_shard_t;
+    size_t grad_full = direct_grads(pd) ? 0 : persistent ? sum_padded_t : (size_t)slots * max_padded_t;
+    e->grads = f * sum_shard_t + f * grad_full;
     // a GPU holds bf16 gathers as they arrive; the CPU expands them to fp32 from a staging buffer
     int bf16g = bf16p && kern_on_gpu();
     size_t param_full = one && (!bf16p || bf16g) ? 0 : reshard ? (size_t)(1 + block_units(plan)) * max_padded : sum_padded;
@@ -149,8 +161,8 @@ void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accu
     // bf16 gathers: the CPU's full staging buffer, and two slots the shards are rounded into for
     // their gathers; bf16 reductions: the full buffer and this rank's shard of it, or at shard
     // group 1 the replicas' all-reduce slots
-    double reduce_stage = direct_stage(cfg, pd) ? 2.0 * max_padded
-                                                : grad_full + (persistent ? (double)sum_shard : (double)slots * max_shard);
+    double reduce_stage = direct_stage(cfg, pd) ? 2.0 * max_padded_t
+                                                : grad_full + (persistent ? (double)sum_shard_t : (double)slots * max_shard_t);
     e->buffers = (bf16p && !always ? h * ((bf16g ? 0 : param_full) + 2.0 * max_shard) : 0.0) + (bf16r ? h * reduce_stage : 0.0);
 }
 
@@ -188,10 +200,11 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
     s->accum_sharded = accum_sharded(cfg, grad_accum, pd);
     s->direct_grads = direct_grads(pd);
     s->units = callocCheck(s->nunits, sizeof(FlatUnit));
-    size_t max_padded = 0, max_shard = 0;
+    size_t max_padded = 0, max_shard = 0, max_padded_t = 0, max_shard_t = 0;  // _t: over the units that train
     for (int u = 0; u < s->nunits; u++) {
         FlatUnit *f = &s->units[u];
         f->numel = plan->units[u].numel;
+        f->frozen = plan->units[u].frozen;
         unit_groups(s, u);
         f->param_slot = f->grad_slot = f->send_slot = -1;
         if (!f->member) continue;
@@ -201,11 +214,15 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
         if (f->shard_len > max_shard) max_shard = f->shard_len;
         float *(*state_alloc)(size_t, KernMem) = s->offload ? host_zalloc : fzalloc;
         f->master = state_alloc(f->shard_len, KERN_MEM_PARAMS);
-        f->exp_avg = state_alloc(f->shard_len, KERN_MEM_OPTIMIZER);
-        f->exp_avg_sq = state_alloc(f->shard_len, KERN_MEM_OPTIMIZER);
-        f->grad_shard = fzalloc(f->shard_len, KERN_MEM_GRADS);
+        if (!f->frozen) {
+            f->exp_avg = state_alloc(f->shard_len, KERN_MEM_OPTIMIZER);
+            f->exp_avg_sq = state_alloc(f->shard_len, KERN_MEM_OPTIMIZER);
+            f->grad_shard = fzalloc(f->shard_len, KERN_MEM_GRADS);
+            if (s->offload) f->host_grad = host_zalloc(f->shard_len, KERN_MEM_GRADS);
+            if (f->padded > max_padded_t) max_padded_t = f->padded;
+            if (f->shard_len > max_shard_t) max_shard_t = f->shard_len;
+        }
         f->device_master = s->offload ? fzalloc(f->shard_len, KERN_MEM_PARAMS) : f->master;
-        if (s->offload) f->host_grad = host_zalloc(f->shard_len, KERN_MEM_GRADS);
         // shard group 1 on a GPU computes from a bf16 copy of the whole unit that AdamW keeps: the unit always gathered
         if (s->dims.shard_size == 1 && s->bf16_gathered) f->master_bf16 = hzalloc(f->shard_len, KERN_MEM_GATHERED);
         f->grad_fresh = 1;
@@ -213,22 +230,25 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
         if (s->dims.shard_size == 1 && !s->bf16_params) f->params = f->device_master;  // unsharded: always gathered
         if (s->dims.shard_size == 1 && s->bf16_gathered) f->params = f->master_bf16;
         if (f->padded > max_padded) max_padded = f->padded;
+        if (f->frozen) continue;
         f->ndecay = tensor_ranges(s, u, pick_decayed, 1, f->decay, "weight-decay");
         f->nnorm = tensor_ranges(s, u, pick_norm, 1, f->norm, "gradient-norm");
-        if (plan->sp) f->nwhole = tensor_ranges(s, u, pick_whole, 1, f->whole, "tp-whole");
+        f->nwhole = tensor_ranges(s, u, pick_whole, 1, f->whole, "tp-whole");
+        if (f->nwhole) s->tp_sums = 1;
     }
     // doubles: the grad norm's partial sums
     s->unit_sumsq = (double *)fzalloc(2 * (size_t)s->nunits * KERN_ADAMW_MAX_RANGES, KERN_MEM_GRADS);
     s->step_red = callocCheck((size_t)s->nunits * KERN_ADAMW_MAX_RANGES + 3, sizeof(double));
-    if (plan->sp) s->whole_reqs = callocCheck((size_t)s->nunits * KERN_ADAMW_MAX_RANGES, sizeof(CommRequest *));
+    if (s->tp_sums) s->whole_reqs = callocCheck((size_t)s->nunits * KERN_ADAMW_MAX_RANGES, sizeof(CommRequest *));
     // values are made on the host, then copied to the device
     // weights that come from a file skip this: random values would only be overwritten
     // a sharded start: each rank makes its own shards, one unit at a time, on the host and then
     // uploads them; init is a pure function of (seed, name, index), so every layout gets the same
     // values and no rank ever holds more than its shards plus one unit's staging
-    for (int u = 0; init_values && u < s->nunits; u++) {
+    // (adapters always: a base loaded from a file leaves them to their start, B zero)
+    for (int u = 0; u < s->nunits; u++) {
         FlatUnit *f = &s->units[u];
-        if (!f->member) continue;
+        if (!f->member || !(init_values || plan->units[u].adapter)) continue;
         float *host = init_zalloc(f->shard_len);
         init_shard(s, u, (uint64_t)seed, plan->cfg.initializer_range, host);
         set_master(s, u, host);
@@ -257,7 +277,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
         if (s->bf16_params && !s->bf16_gathered) s->param_stage[i] = hzalloc(n, KERN_MEM_BUFFERS);
     }
     for (int i = 0; i < s->ngrad_slots; i++) {
-        size_t n = s->persistent_grads && !s->direct_grads ? s->units[i].padded : max_padded;
+        size_t n = s->persistent_grads && !s->direct_grads ? (s->units[i].frozen ? 0 : s->units[i].padded) : max_padded_t;
         s->grad_owner[i] = -1;
         if (!n) continue;  // a unit this rank does not hold
         if (s->direct_grads) {  // the replicas' bf16 all-reduce slots only
@@ -267,11 +287,12 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
         s->grad_pool[i] = fzalloc(n, KERN_MEM_GRADS);
         if (s->bf16_reduce) {
             s->grad_stage[i] = hzalloc(n, KERN_MEM_BUFFERS);
-            s->grad_recv[i] = hzalloc(s->persistent_grads ? s->units[i].shard_len : max_shard, KERN_MEM_BUFFERS);
+            s->grad_recv[i] = hzalloc(s->persistent_grads ? s->units[i].shard_len : max_shard_t, KERN_MEM_BUFFERS);
         }
     }
     if (s->persistent_grads && !s->direct_grads)  // one buffer per unit, held for the whole run
-        for (int u = 0; u < s->nunits; u++) s->units[u].grads = s->grad_pool[s->units[u].grad_slot = s->grad_owner[u] = u];
+        for (int u = 0; u < s->nunits; u++)
+            if (!s->units[u].frozen) s->units[u].grads = s->grad_pool[s->units[u].grad_slot = s->grad_owner[u] = u];
 }
 
 static void wait_gather(ShardState *s, int u);
@@ -431,6 +452,7 @@ static void finish_reduce(ShardState *s, int u) {
 
 float *shard_grad_buffer(ShardState *s, int u) {
     FlatUnit *f = &s->units[u];
+    if (f->frozen) return NULL;  // LoRA's frozen base: no gradient
     if (s->persistent_grads) return f->grads;
     if (f->grad_open) return f->grads;  // a second stage of the same unit adds to its gradient
     if (f->reduce_req && !s->direct_grads) finish_reduce(s, u);  // the previous micro-batch's shard lands first
@@ -462,8 +484,9 @@ float *shard_grad_buffer(ShardState *s, int u) {
 void shard_grad_ready(ShardState *s, int u, int last_micro) {
     FlatUnit *f = &s->units[u];
     f->grad_open = 0;
+    if (f->frozen) return;
     if (!last_micro && s->persistent_grads) return;  // accumulate locally; communicate once per step (no_sync)
-    s->whole_pending = s->plan->sp;
+    s->whole_pending = s->tp_sums;
     if (s->direct_grads) {
         if (s->bf16_reduce && f->replica_size == 1) {
             kern_round_bf16(f->grad_shard, f->shard_len);  // what a bf16 reduction over one rank gives
@@ -521,7 +544,7 @@ void shard_grads_finish(ShardState *s) {
 void shard_zero_grads(ShardState *s) {
     for (int u = 0; u < s->nunits; u++) {
         s->units[u].grad_fresh = 1;
-        if (s->persistent_grads && s->units[u].member) kern_zero(s->units[u].grads, s->units[u].padded);
+        if (s->persistent_grads && s->units[u].member && !s->units[u].frozen) kern_zero(s->units[u].grads, s->units[u].padded);
     }
 }
 
@@ -583,12 +606,12 @@ void shard_adamw_step(ShardState *s, const OptimConfig *cfg, float lr, double gr
     if (s->offload)
         for (int u = 0; u < s->nunits; u++) {
             FlatUnit *f = &s->units[u];
-            if (!f->member) continue;
+            if (!f->member || f->frozen) continue;
             f->copy_ticket = kern_download_async(f->host_grad, f->grad_shard, f->shard_len * sizeof(float));
         }
     for (int u = 0; u < s->nunits; u++) {
         FlatUnit *f = &s->units[u];
-        if (!f->member) continue;
+        if (!f->member || f->frozen) continue;
         h.ndecay = f->ndecay;
         memcpy(h.decay, f->decay, sizeof h.decay);
         if (s->offload) {
@@ -604,7 +627,7 @@ void shard_adamw_step(ShardState *s, const OptimConfig *cfg, float lr, double gr
     if (!s->offload) return;
     kern_async_fence();  // the next gathers read the new masters
     for (int u = 0; u < s->nunits; u++)
-        if (s->units[u].member) refresh_bf16(s, u);
+        if (s->units[u].member && !s->units[u].frozen) refresh_bf16(s, u);
     trace_end(TRACE_COPY);
 }
 
@@ -646,7 +669,7 @@ int shard_nonfinite(const ShardState *s, int nstates, ShardTensorRef *found, int
             const float *buf = st == 0 ? f->device_master : st == 1 ? f->exp_avg : f->exp_avg_sq;
             for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
                 size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
-                if (n && !all_finite(buf + local, n, st == 0 || moments_on_device)) bad[k] = 1;
+                if (n && buf && !all_finite(buf + local, n, st == 0 || moments_on_device)) bad[k] = 1;
             }
         }
     comm_allreduce_max_f64(comm_world(), bad, k);

@@ -20,6 +20,7 @@ typedef struct {
     // replica group): the mesh's, or under expert parallelism an experts' unit's expert groups
     CommGroup *group, *replicas;
     int group_size, group_rank, replica_size, replica_rank;
+    int frozen;                   // LoRA's frozen base: the master shard alone, no gradient or optimizer state
     int member;                   // this rank holds the unit (expert parallelism: its own experts' only);
                                   // the others keep no state for it and never gather it
     size_t numel;                 // elements of the unit
@@ -38,8 +39,8 @@ typedef struct {
     size_t decay[KERN_ADAMW_MAX_RANGES][2];
     int nnorm;                    // the ranges the gradient norm counts: all of the shard, but at tp ranks
     size_t norm[KERN_ADAMW_MAX_RANGES][2];  // after the first not the tensors every tp rank holds whole
-    int nwhole;                   // sequence parallelism: the shard's ranges of the tensors every tp rank
-    size_t whole[KERN_ADAMW_MAX_RANGES][2];  // holds whole, whose gradients each rank's rows give a share of
+    int nwhole;                   // the shard's ranges of the tensors whose gradients each tp rank has a share of
+    size_t whole[KERN_ADAMW_MAX_RANGES][2];  // (sequence parallelism's whole tensors, LoRA's tp_partial factors)
     float *host_grad;             // (shard_len) offload: the gradient shard copied to the host
     int copy_ticket;              // offload: the kern_*_async copy of host_grad
     void *params;                 // (padded) gathered parameters (kern_params_bf16's dtype) while gathered, else NULL
@@ -88,8 +89,9 @@ typedef struct {
     uint16_t **param_stage, **grad_stage, **grad_recv;
     double *unit_sumsq;             // (nunits, KERN_ADAMW_MAX_RANGES) sums of squares of the norm ranges, on the device
     double *step_red;               // (nunits + 2) host: what the step's one all-reduce carries
-    CommRequest **whole_reqs;       // (nunits * KERN_ADAMW_MAX_RANGES) sequence parallelism: the step's sums of
-    int whole_pending;              // the whole tensors' gradient shards over the tp group, and whether they are due
+    int tp_sums;                    // some gradient shards are summed over the tp group (pick_whole in shard.c)
+    CommRequest **whole_reqs;       // (nunits * KERN_ADAMW_MAX_RANGES) the step's sums of those gradient shards
+    int whole_pending;              // over the tp group, and whether they are due
     int step;                       // optimizer steps taken
 } ShardState;
 

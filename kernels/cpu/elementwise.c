@@ -300,6 +300,30 @@ void cpu_bias_add(void *out_, KernDtype dt, const void *bv, int N, int D) {
     }
 }
 
+void cpu_add_cols(void *out_, KernDtype dt, int ld, int c0, const float *src, int N, int C, float s) {
+    float *out = out_;  // the CPU's activations are fp32
+    (void)dt;
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= CPU_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        float *o = out + (size_t)n * ld + c0;
+        const float *x = src + (size_t)n * C;
+#pragma omp simd
+        for (int j = 0; j < C; j++) o[j] += s * x[j];
+    }
+}
+
+void cpu_get_cols(float *dst, const void *src_, KernDtype dt, int ld, int c0, int N, int C, float s) {
+    const float *src = src_;
+    (void)dt;
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= CPU_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *x = src + (size_t)n * ld + c0;
+        float *o = dst + (size_t)n * C;
+#pragma omp simd
+        for (int j = 0; j < C; j++) o[j] = s * x[j];
+    }
+}
+
 void cpu_bias_bwd(float *db, const void *dout_, KernDtype dt, int N, int D) {
     const float *dout = dout_;  // the CPU's activations are fp32
     (void)dt;

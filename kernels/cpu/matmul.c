@@ -23,7 +23,7 @@ void cpu_matmul_bwd(void *dinp_, float *dw, const void *dout_, KernDtype dout_dt
                     accumulate_dinp ? 1.0f : 0.0f, dinp, IN);
     }
     // (OUT, IN) += (N, OUT)^T @ (N, IN)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, N, 1.0f, dout, OUT, inp, IN, 1.0f, dw, IN);
+    if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, N, 1.0f, dout, OUT, inp, IN, 1.0f, dw, IN);
 }
 
 void cpu_matmul_grouped_fwd(void *out_, KernDtype out_dt, const void *inp_, const void *const *w, const int *rows,

@@ -234,6 +234,22 @@ struct BiasAdd {  // out (N, D) += b
     __device__ void operator()(size_t i) const { out[i] += b[i % D]; }
 };
 
+struct AddCols {  // out (N, ld) columns [c0, c0 + C) += s * src (N, C)
+    Act out;
+    const float *src;
+    int ld, c0, C;
+    float s;
+    __device__ void operator()(size_t i) const { out[i / C * ld + c0 + i % C] += s * src[i]; }
+};
+
+struct GetCols {  // dst (N, C) = s * src (N, ld) columns [c0, c0 + C)
+    float *dst;
+    Act src;
+    int ld, c0, C;
+    float s;
+    __device__ void operator()(size_t i) const { dst[i] = s * (float)src[i / C * ld + c0 + i % C]; }
+};
+
 struct PositionsFwd {  // out (B, T, D) += wpe[pos0 + t]
     float *out;
     Param wpe;
@@ -802,6 +818,14 @@ void cuda_bias_bwd(float *db, const void *dout, KernDtype dt, int N, int D) {
     cudaCheckLaunch();
     chunk_sums_kernel<<<col_blocks, kThreads, 0, cuda_stream()>>>(db, part, chunks, D);
     cudaCheckLaunch();
+}
+
+void cuda_add_cols(void *out, KernDtype dt, int ld, int c0, const float *src, int N, int C, float s) {
+    if (N > 0 && C > 0) launch_map((size_t)N * C, AddCols{act(out, dt), src, ld, c0, C, s});
+}
+
+void cuda_get_cols(float *dst, const void *src, KernDtype dt, int ld, int c0, int N, int C, float s) {
+    if (N > 0 && C > 0) launch_map((size_t)N * C, GetCols{dst, act(src, dt), ld, c0, C, s});
 }
 
 void cuda_positions_fwd(float *out, const void *wpe, int B, int T, int D, int pos0) {

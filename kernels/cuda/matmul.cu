@@ -241,7 +241,7 @@ void cuda_matmul_bwd(void *dinp, float *dw, const void *dout, KernDtype dout_dt,
         gemm(false, false, IN, N, OUT, {w, cuda_ctx.params_bf16 != 0}, IN, d, OUT, {dinp, acts}, IN,
              accumulate_dinp ? 1.0f : 0.0f);
     // dw^T (IN, OUT) += inp^T (IN, N) @ dout (N, OUT)
-    gemm(false, true, IN, OUT, N, {inp, acts}, IN, d, OUT, {dw, false}, IN, 1.0f);
+    if (dw) gemm(false, true, IN, OUT, N, {inp, acts}, IN, d, OUT, {dw, false}, IN, 1.0f);
 }
 
 }  // extern "C"
@@ -387,7 +387,7 @@ void cuda_matmul_grouped_bwd(void *dinp, float *const *dw, const void *dout, Ker
     const Act d32 = act(dout, dout_dt), i32 = act(inp), di32 = act(dinp);
     // dw goes grouped only with dinp (the loop below computes both or dw alone): in fp32 mode
     const bool bf16 = cuda_ctx.compute == COMPUTE_BF16, dinp_grouped = grouped_takes(true, di32.bf16),
-               dw_grouped = dinp_grouped && grouped_takes(false, false);
+               dw_grouped = dinp_grouped && dw[0] && grouped_takes(false, false);
     converted.begin();
     GroupGemm gg[kMaxGroups];
     int n = 0;
@@ -399,6 +399,7 @@ void cuda_matmul_grouped_bwd(void *dinp, float *const *dw, const void *dout, Ker
                 gg[n++] = {IN, rows[g], OUT, IN, OUT, IN, w[g], elem(d, (size_t)o * OUT, bf16),
                            const_cast<void *>(elem(dinp, (size_t)o * IN, bf16))};
         if (n) gemm_grouped(false, false, gg, n, 0.0f);
+        if (!dw[0]) return;  // frozen experts: no weight gradients
         // dw^T (IN, OUT) += inp^T (IN, rows) @ dout (rows, OUT)
         if (dw_grouped) {
             const void *x = converted.get({inp, i32.bf16 != 0}, (size_t)total * IN, bf16);

@@ -107,7 +107,7 @@ static void gradcheck(const char *model_type, const char *dropout) {
     setup(&s, nargs + nmoe, all);
     free(all);
     batch(&s, 0);
-    model_set_dropout(&s.acts, s.cfg.model.dropout, 99, 5);
+    model_set_dropout(&s.acts, s.cfg.model.dropout, 99, 5, 1);
     // norm weights start at 1 and biases at 0: move them off so their gradients are generic
     for (int u = 0; u < s.plan.nunits; u++)
         for (int t = 0; t < s.plan.units[u].ntensors; t++) {

@@ -1,0 +1,310 @@
+// lora: the adapter units of a plan, and the adapted projections' forward and backward.
+#include "lora.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/err.h"
+#include "../kernels/kernels.h"
+#include "family.h"
+
+struct LoraActs {
+    const UnitSpec *u;  // the bound block's adapter unit, its gathered parameters and gradient
+    const void *p;
+    float *g;
+    int train;         // LoRA dropout applies (a training pass)
+    float drop;        // cfg lora_dropout
+    void *z, *dz;      // (N, r) A drop(x), and its gradient
+    float *y;          // (N, max OUT) B's product; in backward s * the output gradient's columns
+    float *x32;        // (N, max IN) drop(x) in fp32 (dropout only); in backward the input gradient
+    void *xd, *dx;     // (N, max IN) drop(x) and A's input gradient as activations (dropout only)
+    float *sink;       // frozen units' norm and bias gradients, never read
+};
+
+// a mixture of experts' router and experts: the last 3E + 1 tensors of a block unit at ep 1
+static int moe_tensor(const ModelConfig *c, const UnitSpec *u, int t) {
+    return c->num_experts > 0 && t >= u->ntensors - 3 * c->num_experts - 1;
+}
+
+// a block tensor PEFT would wrap: a 2-D weight (nn.Linear's), named <module>.weight
+static int linear_weight(const TensorSpec *t, char *module, size_t len) {
+    size_t n = strlen(t->name);
+    if (t->ndim != 2 || n < 8 || strcmp(t->name + n - 7, ".weight")) return 0;
+    snprintf(module, len, "%.*s", (int)(n - 7), t->name);
+    return 1;
+}
+
+// PEFT's rule: a target names the module's whole path or its last components after a dot
+static int target_matches(const char *module, const char *target) {
+    size_t m = strlen(module), t = strlen(target);
+    if (!strcmp(module, target)) return 1;
+    return m > t && module[m - t - 1] == '.' && !strcmp(module + m - t, target);
+}
+
+const char *lora_module_names(const ModelPlan *plan) {
+    static char out[512];
+    out[0] = 0;
+    if (plan->cfg.num_layers < 1) return out;
+    const UnitSpec *u = &plan->units[plan->block0];
+    char module[80];
+    size_t k = 0;
+    for (int t = 0; t < u->ntensors; t++) {
+        if (!linear_weight(&u->t[t], module, sizeof module) || moe_tensor(&plan->cfg, u, t)) continue;
+        const char *last = strrchr(module, '.') ? strrchr(module, '.') + 1 : module;
+        char probe[84];
+        snprintf(probe, sizeof probe, ", %s,", last);
+        char have[520];
+        snprintf(have, sizeof have, ", %s,", out);
+        if (strstr(have, probe)) continue;  // minGPT's two c_proj
+        k += (size_t)snprintf(out + k, sizeof out - k, "%s%s", k ? ", " : "", last);
+        if (k >= sizeof out) break;
+    }
+    return out;
+}
+
+int lora_plan(ModelPlan *plan, char *err, size_t errlen, const char **note) {
+    const ModelConfig *c = &plan->cfg;
+    plan->lora0 = -1;
+    if (note) *note = NULL;
+    if (c->lora_rank <= 0) return 0;
+    int r = c->lora_rank, L = c->num_layers, b0 = plan->block0;
+    const char *spec = c->lora_target_modules[0] ? c->lora_target_modules : plan->family->lora_targets;
+    enum { MAX_TARGETS = 32 };
+    char buf[sizeof c->lora_target_modules], *targets[MAX_TARGETS];
+    int ntargets = 0, all = 0, used[MAX_TARGETS] = {0};
+    snprintf(buf, sizeof buf, "%s", spec);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ') tok++;
+        for (char *e = tok + strlen(tok); e > tok && e[-1] == ' ';) *--e = 0;
+        if (!*tok) continue;
+        if (!strcmp(tok, "all-linear")) {
+            all = 1;
+            continue;
+        }
+        if (ntargets == MAX_TARGETS) return err_set(err, errlen, "--lora_target_modules: more than %d names", MAX_TARGETS);
+        targets[ntargets++] = tok;
+    }
+    if (!all && !ntargets)
+        return err_set(err, errlen, "--lora_target_modules names no module: give this %s model's (%s) or all-linear",
+                       plan->family->display, lora_module_names(plan));
+    int nunits = plan->nunits, moe_left_out = 0;
+    UnitSpec *units = callocCheck((size_t)(nunits + L), sizeof(UnitSpec));
+    memcpy(units, plan->units, (size_t)nunits * sizeof(UnitSpec));
+    char module[80], name[96];
+    for (int l = 0; l < L; l++) {
+        UnitSpec *u = &units[b0 + l], *ad = &units[nunits + l];
+        ad->layer = l;
+        ad->adapter = 1;
+        ad->ep_index = -1;
+        for (int t = 0; t < u->ntensors; t++) {
+            TensorSpec *w = &u->t[t];
+            if (!linear_weight(w, module, sizeof module)) continue;
+            int hit = all;
+            for (int i = 0; i < ntargets; i++)
+                if (target_matches(module, targets[i])) hit = 1, used[i] = 1;
+            if (!hit) continue;
+            if (moe_tensor(c, u, t)) {
+                if (!all) {
+                    free(units);
+                    return err_set(err, errlen, "--lora_target_modules: %s is a mixture of experts' router or expert, which "
+                                   "fsdpc does not adapt yet; target the attention's projections (%s)", module,
+                                   lora_module_names(plan));
+                }
+                moe_left_out = 1;
+                continue;
+            }
+            int rows = w->full[0], cols = w->full[1];
+            if (r > rows || r > cols) {
+                free(units);
+                return err_set(err, errlen, "--lora_rank %d is larger than %s (%d x %d): the rank is at most the layer's smaller "
+                               "dimension", r, module, rows, cols);
+            }
+            w->lora = ad->ntensors;
+            snprintf(name, sizeof name, "%s.lora_A.weight", module);
+            TensorSpec *A = model_add_tensor(ad, name, r, cols, INIT_UNIFORM, (float)(1.0 / sqrt((double)cols)), 1);
+            snprintf(name, sizeof name, "%s.lora_B.weight", module);
+            TensorSpec *B = model_add_tensor(ad, name, rows, r, INIT_ZEROS, 1.0f, 1);
+            if (strlen(name) >= sizeof A->name) {
+                free(units);
+                return err_set(err, errlen, "internal error: the adapter name %s is too long", name);
+            }
+            if (w->tp_split == TP_ROWS) {  // column-parallel: B's rows as W's, A whole
+                model_tensor_split(B, TP_ROWS, w->tp_parts);
+                A->tp_partial = 1;
+            } else if (w->tp_split == TP_COLS) {  // row-parallel: A's columns as W's, B whole
+                model_tensor_split(A, TP_COLS, w->tp_parts);
+                B->tp_partial = 1;
+            }
+        }
+    }
+    for (int i = 0; i < ntargets; i++)
+        if (!used[i]) {
+            free(units);
+            return err_set(err, errlen, "--lora_target_modules: this %s model has no linear layer '%s' (its layers: %s, or "
+                           "all-linear)", plan->family->display, targets[i], lora_module_names(plan));
+        }
+    if (L > 0 && units[nunits].ntensors == 0) {
+        free(units);
+        return err_set(err, errlen, "--lora_target_modules %s adapts no layer of this %s model (its layers: %s)", spec,
+                       plan->family->display, lora_module_names(plan));
+    }
+    for (int u = 0; u < nunits; u++) units[u].frozen = 1;
+    free(plan->units);
+    plan->units = units;
+    plan->nunits = nunits + L;
+    plan->lora0 = nunits;
+    plan->lora_scale = c->use_rslora ? c->lora_alpha / sqrtf((float)r) : c->lora_alpha / (float)r;
+    if (note && moe_left_out)
+        *note = "all-linear: the attention's projections are adapted; the experts and the router are not (fsdpc does not "
+                "adapt them yet)";
+    return 0;
+}
+
+const char *lora_check_layout(const ModelPlan *plan, int tp) {
+    static char msg[400];
+    if (plan->lora0 < 0 || tp < 2 || !(plan->cfg.lora_dropout > 0.0f)) return NULL;
+    for (int u = 0; u < plan->lora0; u++)
+        for (int t = 0; t < plan->units[u].ntensors; t++) {
+            const TensorSpec *w = &plan->units[u].t[t];
+            char module[80];
+            if (w->lora < 0 || w->tp_split != TP_COLS || !linear_weight(w, module, sizeof module)) continue;
+            const char *last = strrchr(module, '.') ? strrchr(module, '.') + 1 : module;
+            return err_text(msg, sizeof msg, "--lora_dropout with --tensor_parallel_degree %d on %s: its input is split by "
+                            "columns over the tp group, whose dropout masks would differ from a tp-1 run's; drop --lora_dropout "
+                            "or %s from --lora_target_modules", tp, last, last);
+        }
+    return NULL;
+}
+
+size_t lora_trained_params(const ModelPlan *plan) {
+    size_t n = 0;
+    for (int u = 0; u < plan->nunits; u++)
+        if (!plan->units[u].frozen)
+            for (int t = 0; t < plan->units[u].ntensors; t++) {
+                const TensorSpec *ts = &plan->units[u].t[t];
+                n += (size_t)ts->full[0] * (ts->ndim == 2 ? (size_t)ts->full[1] : 1);
+            }
+    return n;
+}
+
+// ---- activations ----
+
+void lora_acts_alloc(Activations *a, const ModelPlan *plan) {
+    if (plan->lora0 < 0) return;
+    struct LoraActs *lo = callocCheck(1, sizeof *lo);
+    a->lora = lo;
+    lo->drop = plan->cfg.lora_dropout;
+    size_t N = (size_t)a->B * a->T, r = (size_t)plan->cfg.lora_rank, out = 0, in = 0, vec = 0;
+    for (int u = 0; u < plan->nunits; u++) {
+        const UnitSpec *us = &plan->units[u];
+        for (int t = 0; t < us->ntensors; t++) {
+            const TensorSpec *ts = &us->t[t];
+            if (us->frozen && ts->ndim == 1 && ts->numel > vec) vec = ts->numel;
+            if (ts->lora < 0 || us->adapter) continue;
+            if ((size_t)ts->shape[0] > out) out = (size_t)ts->shape[0];
+            if ((size_t)ts->shape[1] > in) in = (size_t)ts->shape[1];
+        }
+    }
+    lo->z = model_acts_act(N * r);
+    lo->y = model_acts_buf(N * out);
+    if (a->kcache) return;  // generation: forward only, no dropout
+    lo->dz = model_acts_act(N * r);
+    lo->sink = model_acts_buf(vec);
+    if (!(lo->drop > 0.0f)) return;
+    lo->x32 = model_acts_buf(N * in);
+    lo->dx = model_acts_act(N * in);
+    if (kern_acts_bf16()) lo->xd = model_acts_act(N * in);
+}
+
+void lora_acts_free(Activations *a) {
+    struct LoraActs *lo = a->lora;
+    if (!lo) return;
+    void *bufs[] = {lo->z, lo->dz, lo->y, lo->x32, lo->xd, lo->dx, lo->sink};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) kern_free(bufs[i]);
+    free(lo);
+    a->lora = NULL;
+}
+
+void lora_bind(const ModelPlan *plan, Activations *a, int layer, const void *const *p, float *const *g) {
+    struct LoraActs *lo = a->lora;
+    if (!lo) return;
+    int units[MAX_BLOCK_UNITS], n = model_block_units(plan, layer, units);
+    lo->u = &plan->units[plan->lora0 + layer];
+    lo->p = p[n];
+    lo->g = g ? g[n] : NULL;
+}
+
+void lora_set_train(Activations *a, int train) {
+    if (a->lora) a->lora->train = train;
+}
+
+float *model_grad(const Activations *a, float *g, const UnitSpec *u, int i) {
+    if (g) return g + u->t[i].offset;
+    return u->t[i].ndim == 2 || !a->lora ? NULL : a->lora->sink;
+}
+
+// ---- the adapted projections ----
+
+// x with tensor t's adapter dropout (training with lora_dropout), else x itself: the mask is
+// keyed by (layer, t) and each element's place in its sample, as every dropout (model.h)
+static const void *adapter_input(Activations *a, int layer, int t, const void *x, int N, int IN) {
+    struct LoraActs *lo = a->lora;
+    if (!lo->train || !(lo->drop > 0.0f)) return x;
+    size_t n = (size_t)N * IN;
+    if (kern_acts_bf16()) kern_bf16_to_f32(lo->x32, x, n);
+    else kern_copy(lo->x32, x, n);
+    kern_dropout(lo->x32, 0, n, (size_t)a->T * IN, lo->drop, model_dropout_key(a, layer, DROP_LORA + t), a->sample0);
+    if (!kern_acts_bf16()) return lo->x32;
+    kern_f32_to_bf16(lo->xd, lo->x32, n);
+    return lo->xd;
+}
+
+void model_proj_fwd(const ModelPlan *plan, Activations *a, int layer, const UnitSpec *u, int t0, int nt, const void *p,
+                    void *out, KernDtype out_dt, const void *x, int N, int IN, int OUT) {
+    kern_matmul_fwd(out, out_dt, x, kern_param_at(p, u->t[t0].offset), N, IN, OUT);
+    struct LoraActs *lo = a->lora;
+    if (!lo || !lo->p) return;
+    int r = plan->cfg.lora_rank;
+    for (int t = t0, col = 0; t < t0 + nt; col += u->t[t].shape[0], t++) {
+        int ia = u->t[t].lora, rows = u->t[t].shape[0];
+        if (ia < 0) continue;
+        const void *xd = adapter_input(a, layer, t, x, N, IN);
+        kern_matmul_fwd(lo->z, KERN_ACT, xd, kern_param_at(lo->p, lo->u->t[ia].offset), N, IN, r);
+        kern_matmul_fwd(lo->y, KERN_F32, lo->z, kern_param_at(lo->p, lo->u->t[ia + 1].offset), N, r, rows);
+        kern_add_cols(out, out_dt, OUT, col, lo->y, N, rows, plan->lora_scale);
+    }
+}
+
+void model_proj_bwd(const ModelPlan *plan, Activations *a, int layer, const UnitSpec *u, int t0, int nt, const void *p,
+                    float *g, void *dinp, const void *dout, KernDtype dout_dt, const void *x, int N, int IN, int OUT) {
+    kern_matmul_bwd(dinp, model_grad(a, g, u, t0), dout, dout_dt, x, kern_param_at(p, u->t[t0].offset), N, IN, OUT, 0);
+    struct LoraActs *lo = a->lora;
+    if (!lo || !lo->p) return;
+    int r = plan->cfg.lora_rank;
+    for (int t = t0, col = 0; t < t0 + nt; col += u->t[t].shape[0], t++) {
+        int ia = u->t[t].lora, rows = u->t[t].shape[0];
+        if (ia < 0) continue;
+        const TensorSpec *A = &lo->u->t[ia], *B = &lo->u->t[ia + 1];
+        const void *xd = adapter_input(a, layer, t, x, N, IN);
+        kern_matmul_fwd(lo->z, KERN_ACT, xd, kern_param_at(lo->p, A->offset), N, IN, r);  // recomputed
+        kern_get_cols(lo->y, dout, dout_dt, OUT, col, N, rows, plan->lora_scale);       // s dy
+        // dz = s dy B; dB += s dy^T z
+        kern_matmul_bwd(lo->dz, lo->g ? lo->g + B->offset : NULL, lo->y, KERN_F32, lo->z, kern_param_at(lo->p, B->offset), N,
+                        r, rows, 0);
+        float *gA = lo->g ? lo->g + A->offset : NULL;
+        if (xd == x) {  // no dropout: dx += dz A straight into the input gradient; dA += dz^T x
+            kern_matmul_bwd(dinp, gA, lo->dz, KERN_ACT, x, kern_param_at(lo->p, A->offset), N, IN, r, 1);
+            continue;
+        }
+        // dropout: dz A through the same mask, then added
+        size_t n = (size_t)N * IN;
+        kern_matmul_bwd(lo->dx, gA, lo->dz, KERN_ACT, xd, kern_param_at(lo->p, A->offset), N, IN, r, 0);
+        if (kern_acts_bf16()) kern_bf16_to_f32(lo->x32, lo->dx, n);
+        else kern_copy(lo->x32, lo->dx, n);
+        kern_dropout(lo->x32, 0, n, (size_t)a->T * IN, lo->drop, model_dropout_key(a, layer, DROP_LORA + t), a->sample0);
+        kern_add_cols(dinp, KERN_ACT, IN, 0, lo->x32, N, IN, 1.0f);
+    }
+}
