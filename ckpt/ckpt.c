@@ -20,6 +20,7 @@
 #include "../comm/comm.h"
 #include "../comm/io.h"
 #include "../data/source/ident.h"
+#include "../model/lora.h"
 #include "h5.h"
 
 #define VERIFY_CHUNK ((size_t)1 << 20)  // elements read at a time by ckpt_verify
@@ -65,7 +66,9 @@ static void test_pause(int step) {
     sleep((unsigned)sec);
 }
 
-static const char *write_header(hid_t f, const ModelConfig *m, const char *run, const char *tokenizer, const CkptMeta *meta) {
+// lora: the plan's config, whose adapter targets are resolved (the family's default when not given)
+static const char *write_header(hid_t f, const ModelConfig *m, const ModelConfig *lora, const char *run, const char *tokenizer,
+                                const CkptMeta *meta) {
     int version = CKPT_FORMAT_VERSION, ok = 1;
     ok &= h5_attr_write_str(f, "format", CKPT_FORMAT_NAME);
     ok &= h5_attr_write(f, "format_version", H5T_NATIVE_INT, &version);
@@ -78,6 +81,13 @@ static const char *write_header(hid_t f, const ModelConfig *m, const char *run, 
     if (!fam) return "this model family has no checkpoint attributes (model/family.h)";
     for (const FamilyField *fl = fam->ckpt_fields; fl->name; fl++)
         ok &= h5_attr_write(f, fl->name, fl->type != FAMILY_FLOAT ? H5T_NATIVE_INT : H5T_NATIVE_FLOAT, (const char *)m + fl->off);
+    if (lora->lora_rank) {
+        ok &= h5_attr_write(f, "lora_rank", H5T_NATIVE_INT, &lora->lora_rank);
+        ok &= h5_attr_write(f, "lora_alpha", H5T_NATIVE_FLOAT, &lora->lora_alpha);
+        ok &= h5_attr_write(f, "use_rslora", H5T_NATIVE_INT, &lora->use_rslora);
+        ok &= h5_attr_write_str(f, "lora_target_modules", lora->lora_target_modules);
+        ok &= h5_attr_write(f, "lora_dropout", H5T_NATIVE_FLOAT, &lora->lora_dropout);
+    }
     ok &= h5_attr_write_str(f, "run_config", run);
     ok &= h5_attr_write_str(f, "tokenizer", tokenizer);
     ok &= h5_attr_write_str(f, "run_id", meta->run_id);
@@ -103,6 +113,7 @@ static const char *write_checksums(hid_t f, const ModelPlan *plan, const CommCrc
     for (int g = 0; g < 3; g++)
         for (int u = 0; u < plan->nunits; u++)
             for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
+                if (!ckpt_group_has(plan, u, g)) continue;
                 snprintf(path, sizeof path, "%s/%s", ckpt_groups[g], plan->units[u].t[t].name);
                 hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
                 uint32_t c = (uint32_t)crcs[k].crc;
@@ -156,7 +167,7 @@ int ckpt_save(const char *dir, const ShardState *s, const ModelConfig *m, const 
     char why[1400] = "", tmp[1200], msg[2600] = "";
     const ModelPlan *plan = shard_plan(s);
     int nt = h5_count_tensors(plan), checked = !test_no_reserve();
-    out->bytes = 3.0 * (double)plan->num_params * sizeof(float);
+    out->bytes = ((double)plan->num_params + 2.0 * (double)lora_trained_params(plan)) * sizeof(float);  // moments: what trains
     double need = out->bytes + (1 << 18) + 3.0 * nt * 4096, avail = -1;  // HDF5's metadata: < 1 KB a tensor
     for (int i = 0; src && i < CKPT_SOURCE_FILES; i++) need += (double)src->len[i];
     snprintf(out->path, sizeof out->path, "%s/step_%08d.h5", dir, meta->step);
@@ -185,9 +196,9 @@ int ckpt_save(const char *dir, const ShardState *s, const ModelConfig *m, const 
     hid_t f = h5_open(tmp, 1, 1);
     agree(why, sizeof why, f < 0 ? h5_create_error(tmp) : NULL);
     if (!why[0]) agree(why, sizeof why, comm_info.rank == 0 && checked ? reserve_space(tmp, need) : NULL);
-    if (!why[0]) agree(why, sizeof why, write_header(f, m, run, tokenizer, meta));
+    if (!why[0]) agree(why, sizeof why, write_header(f, m, &shard_plan(s)->cfg, run, tokenizer, meta));
     if (!why[0]) agree(why, sizeof why, write_source(f, src));
-    if (!why[0]) agree(why, sizeof why, h5_xfer_state(f, s, 1, 3, crcs));
+    if (!why[0]) agree(why, sizeof why, h5_xfer_state(f, s, shard_plan(s), 1, 3, crcs));
     if (!why[0]) {
         // only writers hold slices, in rank order: the world's concatenation is the tensor
         if (plan->tp > 1) h5_tp_checksums(plan, 3, crcs);
@@ -239,6 +250,7 @@ static const char *verify_checksums(hid_t f, const char *file, const ModelPlan *
         for (int u = 0; u < plan->nunits; u++)
             for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
                 const TensorSpec *ts = &plan->units[u].t[t];
+                if (!ckpt_group_has(plan, u, g)) continue;
                 size_t lo = ts->numel * R / W, hi = ts->numel * (R + 1) / W;
                 uLong crc = crc32_z(0, Z_NULL, 0);
                 snprintf(path, sizeof path, "%s/%s", ckpt_groups[g], ts->name);
@@ -322,14 +334,19 @@ int ckpt_verify(const char *file, const char **why, char *err, size_t errlen) {
 }
 
 // Collective open and validation of the first ngroups groups against s's plan: the file, or -1
-// with the line in err on every rank.
-static hid_t open_checked(const char *file, const ShardState *s, int ngroups, CkptHeader *h, uint32_t *want, char *err, size_t errlen) {
+// with the line in err on every rank. A weights-only load (ngroups 1) of a file without LoRA
+// adapters into a run with them reads the base: *plan becomes s's plan without its adapter units
+// (they come last, so the others keep their indices), which keep their start.
+static hid_t open_checked(const char *file, const ShardState *s, int ngroups, CkptHeader *h, uint32_t *want, ModelPlan *plan,
+                          char *err, size_t errlen) {
     const char *other = ckpt_check_same_file(file);
     if (other) return err_set(err, errlen, "%s", other);
     hid_t f = h5_open(file, 0, 1);
+    *plan = *shard_plan(s);
     const char *e = f < 0 ? h5_open_error(file) : h5_read_header(f, file, &shard_plan(s)->cfg, h);
-    if (!e) e = ckpt_check_config(h, file, shard_plan(s));
-    if (!e) e = h5_check_tensors(f, file, shard_plan(s), ngroups, h->version, want);
+    if (!e && ngroups == 1 && !h->model.lora_rank && plan->lora0 >= 0) plan->nunits = plan->lora0, plan->lora0 = -1;
+    if (!e) e = ckpt_check_config(h, file, plan);
+    if (!e) e = h5_check_tensors(f, file, plan, ngroups, h->version, want);
     if (comm_agree(e, err, errlen)) {
         if (f >= 0) H5Fclose(f);
         return -1;
@@ -342,17 +359,18 @@ static hid_t open_checked(const char *file, const ShardState *s, int ngroups, Ck
 // The first ngroups groups into s, each slice checked against its tensor's checksum. 0, or -1
 // with the line in err on every rank.
 static int load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *meta, char *err, size_t errlen) {
-    const ModelPlan *plan = shard_plan(s);
-    size_t n = (size_t)ngroups * h5_count_tensors(plan);
+    ModelPlan read;  // the units read: s's, or its base (open_checked)
+    const ModelPlan *plan = &read;
+    size_t n = (size_t)ngroups * h5_count_tensors(shard_plan(s));
     uint32_t *want = mallocCheck(n * sizeof *want);
     CommCrc *got = callocCheck(n, sizeof *got);
     CkptHeader h;
     char phase[1300];
     snprintf(phase, sizeof phase, "the checkpoint read of '%s'", file);
     comm_deadline_begin(phase);
-    hid_t f = open_checked(file, s, ngroups, &h, want, err, errlen);
+    hid_t f = open_checked(file, s, ngroups, &h, want, &read, err, errlen);
     int rc = f < 0 ? -1 : 0;
-    const char *e = rc ? NULL : h5_xfer_state(f, s, 0, ngroups, got);
+    const char *e = rc ? NULL : h5_xfer_state(f, s, plan, 0, ngroups, got);
     if (f >= 0) H5Fclose(f);
     if (e) rc = err_set(err, errlen, "checkpoint '%s': %s (corrupt or truncated file?)", file, e);
     if (!rc && h.version >= 2) {

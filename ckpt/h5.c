@@ -464,12 +464,12 @@ static float *state_buffer(const ShardState *s, int u, int which) {
 // Every tensor of every unit with this rank's slice in the first ngroups state groups (1: the
 // weights only); crcs (group-major, plan order) get the slices' checksums. Stops at the first
 // failure on any rank: returns the agreed message (valid until the next agreement) or NULL.
-const char *h5_xfer_state(hid_t file, const ShardState *s, int write, int ngroups, CommCrc *crcs) {
-    const ModelPlan *plan = shard_plan(s);
+const char *h5_xfer_state(hid_t file, const ShardState *s, const ModelPlan *plan, int write, int ngroups, CommCrc *crcs) {
     int k = 0;
     for (int g = 0; g < ngroups; g++)
         for (int u = 0; u < plan->nunits; u++)
             for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
+                if (!ckpt_group_has(plan, u, g)) continue;
                 size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
                 // replicas hold the same slices, and a tensor every tp rank holds whole is the same
                 // on each: one group, and its first tp rank, writes and counts them (an experts'
@@ -507,6 +507,7 @@ const char *h5_checksum_mismatch(const char *file, const ModelPlan *plan, int ng
         for (int u = 0; u < plan->nunits; u++)
             for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
                 const TensorSpec *ts = &plan->units[u].t[t];
+                if (!ckpt_group_has(plan, u, g)) continue;
                 if (got[k].begin != 0 || got[k].len != whole_numel(ts) * sizeof(float))
                     err_fatal("internal error: the slices of /%s/%s do not tile it", ckpt_groups[g], ts->name);
                 if ((uint32_t)got[k].crc != want[k])

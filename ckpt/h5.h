@@ -47,7 +47,7 @@ const char *h5_check_tensors(hid_t f, const char *file, const ModelPlan *plan, i
 void h5_select_range(hid_t space, const TensorSpec *t, size_t begin, size_t count);
 // Collective: this rank's slice of every tensor of the first ngroups state groups, written or
 // read; crcs get the slices' checksums. The agreed first failure, or NULL.
-const char *h5_xfer_state(hid_t file, const ShardState *s, int write, int ngroups, CommCrc *crcs);
+const char *h5_xfer_state(hid_t file, const ShardState *s, const ModelPlan *plan, int write, int ngroups, CommCrc *crcs);
 // Collective (plan tp > 1): the whole tensors' checksums from every rank's pieces.
 void h5_tp_checksums(const ModelPlan *plan, int ngroups, CommCrc *c);
 // After the ranks' checksums are combined: the first tensor whose checksum is not want's, or NULL.

@@ -11,6 +11,8 @@
 
 const char *const ckpt_groups[CKPT_NGROUPS] = {"model", "optim/exp_avg", "optim/exp_avg_sq"};
 
+int ckpt_group_has(const ModelPlan *plan, int u, int g) { return g == 0 || !plan->units[u].frozen; }
+
 static char msg[1600];
 
 // A string from the file, for a message: control and non-ASCII bytes as \xNN, at most ~120
@@ -176,6 +178,15 @@ const char *ckpt_check_header(const CkptDesc *d, const char *file, const ModelCo
         else e = fl->type != FAMILY_FLOAT ? get_int(d, file, fl->name, fl->type == FAMILY_INT, hi, (int *)dst)
                                           : get_positive_float(d, file, fl->name, fl->absent, (float *)dst);
     }
+    // LoRA: absent in a file written without adapters (or before them)
+    const CkptAttr *lr = e ? NULL : need_attr(d, file, "lora_rank", 0, &e);
+    h->model.lora_rank = 0;
+    if (!e && lr) e = get_int(d, file, "lora_rank", 0, INT_MAX, &h->model.lora_rank);
+    if (!e && h->model.lora_rank) e = get_positive_float(d, file, "lora_alpha", 0.0f, &h->model.lora_alpha);
+    if (!e && h->model.lora_rank) e = get_int(d, file, "use_rslora", 0, 1, &h->model.use_rslora);
+    if (!e && h->model.lora_rank)
+        e = get_str(d, file, "lora_target_modules", h->model.lora_target_modules, sizeof h->model.lora_target_modules);
+    if (!e && h->model.lora_rank && !(h->model.lora_alpha > 0.0f)) e = not_a(file, "lora_alpha", "a positive number");
     // a family without grouped-query attention stores no num_key_value_heads: every head has its own
     if (!e && !fam->gqa) h->model.num_key_value_heads = h->model.num_heads;
     const CkptAttr *tok = e ? NULL : need_attr(d, file, "tokenizer", 0, &e);
@@ -215,6 +226,16 @@ const char *ckpt_check_config(const CkptHeader *h, const char *file, const Model
     }
     const ModelFamily *fam = family_find(h->model.model_type);
     if (!fam) return unknown_family(file, h->model.model_type);
+    const ModelConfig *a = &h->model, *b = &plan->cfg;
+    // LoRA's adapters are tensors of the model; their dropout is the run's to keep. A weights-only
+    // load of a file without adapters into a run with them is the run's base (ckpt.c).
+    if (a->lora_rank && (a->lora_rank != b->lora_rank || a->lora_alpha != b->lora_alpha || a->use_rslora != b->use_rslora ||
+                         strcmp(a->lora_target_modules, b->lora_target_modules)))
+        return err_text(msg, sizeof msg, "checkpoint '%s' has LoRA adapters (--lora_rank %d --lora_alpha %g --lora_target_modules "
+                        "%s%s) but this run has %s%d --lora_alpha %g --lora_target_modules %s%s: give the checkpoint's", file,
+                        a->lora_rank, a->lora_alpha, a->lora_target_modules, a->use_rslora ? " --use_rslora" : "",
+                        b->lora_rank ? "--lora_rank " : "none (--lora_rank ", b->lora_rank, b->lora_alpha, b->lora_target_modules,
+                        b->use_rslora ? " --use_rslora" : "");
     for (const FamilyField *fl = fam->ckpt_fields; fl->name; fl++) {
         if (fl->type == FAMILY_FLOAT) continue;  // sizes (and the window) are the model; the rest is the run's to keep
         int v = *(const int *)((const char *)&h->model + fl->off), want = *(const int *)((const char *)&plan->cfg + fl->off);
@@ -236,7 +257,7 @@ const char *const ckpt_source_names[CKPT_SOURCE_FILES] = {
 // config's are the family's (model/family.h)
 static const char *const root_attrs[] = {"format", "format_version", "step", "tokens_seen", "data_position", "rng_state",
                                          "model_type", "run_config", "tokenizer", "run_id", "parent", "lineage", "run_inputs",
-                                         "checksum"};
+                                         "checksum", CKPT_LORA_ATTRS};
 
 static int in_list(const char *name, const char *const *list, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -358,6 +379,7 @@ const char *ckpt_check_tensors(const CkptDesc *d, const char *file, const ModelP
         for (int u = 0; u < plan->nunits && !e; u++)
             for (int t = 0; t < plan->units[u].ntensors && !e; t++, k++) {
                 const TensorSpec *ts = &plan->units[u].t[t];
+                if (!ckpt_group_has(plan, u, g)) continue;
                 Key key = {g, ts->name, 0}, *hit = n ? bsearch(&key, keys, n, sizeof *keys, key_cmp) : NULL;
                 snprintf(path, sizeof path, "%s/%s", ckpt_groups[g], ts->name);
                 if (hit) used[hit->idx] = 1;

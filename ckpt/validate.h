@@ -20,6 +20,11 @@
 
 // the state groups, in the order of ckpt_check_tensors' `want`: weights, then AdamW's moments
 extern const char *const ckpt_groups[CKPT_NGROUPS];
+// Whether group g holds unit u's tensors: the weights of every unit, AdamW's moments of the units
+// that train (LoRA's frozen base has none)
+int ckpt_group_has(const ModelPlan *plan, int u, int g);
+// LoRA's settings as root attributes (absent: no adapters), beside the family's fields
+#define CKPT_LORA_ATTRS "lora_rank", "lora_alpha", "use_rslora", "lora_target_modules", "lora_dropout"
 
 // What an attribute held, as read: nothing is converted, so the checks see what is in the file.
 typedef enum {

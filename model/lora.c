@@ -151,6 +151,8 @@ int lora_plan(ModelPlan *plan, char *err, size_t errlen, const char **note) {
                        plan->family->display, lora_module_names(plan));
     }
     for (int u = 0; u < nunits; u++) units[u].frozen = 1;
+    if (!plan->cfg.lora_target_modules[0])  // the family's default, resolved for checkpoints and exports
+        snprintf(plan->cfg.lora_target_modules, sizeof plan->cfg.lora_target_modules, "%s", plan->family->lora_targets);
     free(plan->units);
     plan->units = units;
     plan->nunits = nunits + L;
