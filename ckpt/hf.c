@@ -534,8 +534,8 @@ int hf_load(const HfModel *h, ShardState *s, int allow_unused, char *err, size_t
     static char msg[2 * HF_PATH];
     const ModelPlan *plan = shard_plan(s);
     const char *bad = NULL;
-    int file;
-    for (int u = 0; u < plan->nunits && !bad; u++)
+    int file, nu = plan->lora0 >= 0 ? plan->lora0 : plan->nunits;  // LoRA's adapters (the last units) keep their start
+    for (int u = 0; u < nu && !bad; u++)
         for (int t = 0; t < plan->units[u].ntensors && !bad; t++)
             if (!hf_source_tensor(h, &plan->units[u].t[t], &file, msg, sizeof msg)) bad = msg;
     if (!bad) bad = hf_unused(h, plan, allow_unused, msg, sizeof msg);
@@ -548,7 +548,7 @@ int hf_load(const HfModel *h, ShardState *s, int allow_unused, char *err, size_t
     for (int u = 0; u < plan->nunits; u++)
         if (shard_unit_len(s, u) > stage_len) stage_len = shard_unit_len(s, u);
     float *stage = on_device ? mallocCheck((stage_len < HF_CHUNK ? stage_len : HF_CHUNK) * sizeof(float)) : NULL;
-    for (int u = 0; u < plan->nunits && !bad; u++)
+    for (int u = 0; u < nu && !bad; u++)
         for (int t = 0; t < plan->units[u].ntensors && !bad; t++) {
             size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
             if (!n) continue;
