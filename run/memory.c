@@ -42,7 +42,7 @@ static double gpu_acts_bytes(const ModelPlan *plan, const Config *c, double *hos
 static double device_bytes(const ModelPlan *plan, const Config *c, const ParallelDims *dims, ShardMemEstimate *e, double *acts) {
     rank_bytes(plan, c, dims, e, acts);
     *acts = gpu_acts_bytes(plan, c, NULL);
-    e->params = e->optimizer / 2;  // the master shard: each of AdamW's two moments is its size
+    e->params = e->master;
     if (c->shard.cpu_offload) e->optimizer = 0;
     return e->params + e->gathered + e->grads + e->optimizer + e->buffers + *acts;
 }

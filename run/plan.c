@@ -9,6 +9,7 @@
 
 #include "../ckpt/ckpt.h"
 #include "../comm/comm.h"
+#include "../model/lora.h"
 #include "../model/moe.h"
 #include "../data/text/tokenizer.h"
 #include "../kernels/kernels.h"
@@ -150,7 +151,7 @@ typedef struct {
     // memory: the estimate (e, acts, peak: the GPU's share or the host's; host: the host's), what
     // one rank may use (capacity, said in capacity_what) and whether the peak fits in it
     ShardMemEstimate e, host;
-    double acts, acts_offloaded, peak, master, start_host, capacity;
+    double acts, acts_offloaded, peak, master, trained, start_host, capacity;
     char capacity_what[160];
     int fits;
     // communication: the collectives of a step, their sum, and the part nothing hides (edge)
@@ -225,7 +226,8 @@ static void plan_memory(PlanFigures *f) {
     double host_acts, unused;
     f->peak = memory_estimate(&f->plan, cfg, &f->dims, f->gpu, &f->e, &f->acts, &f->acts_offloaded);
     memory_estimate(&f->plan, cfg, &f->dims, 0, &f->host, &host_acts, &unused);
-    f->master = f->host.optimizer / 2;  // each AdamW moment is the master shard's size
+    f->master = f->host.master;
+    f->trained = f->host.optimizer / 2;  // each AdamW moment is the size of the master shard that trains
     f->start_host = f->host.params - f->master;  // the start's staging beside the shards: one unit's shard
     const char *mem_source = "--host_memory";
     if (f->gpu) {
@@ -283,7 +285,7 @@ static double tp_collectives(PlanFigures *f, double intra) {
 // way over the ep group (ep x tp consecutive ranks), in the activation dtype out and fp32 back.
 // With balanced routing (ep - 1)/ep of a rank's B x T x K rows leave it. The all-to-alls sit
 // inside the block's compute, which waits for them: their time is never hidden.
-static double expert_collectives(PlanFigures *f, double experts, double intra, double inter) {
+static double expert_collectives(PlanFigures *f, double experts, double trained, double intra, double inter) {
     const Config *cfg = f->cfg;
     const ModelConfig *m = &cfg->model;
     int M = cfg->optim.grad_accum, L = m->num_layers, ep = f->dims.ep, es = f->dims.expert_shard_size, er = f->dims.expert_replica_size;
@@ -299,9 +301,9 @@ static double expert_collectives(PlanFigures *f, double experts, double intra, d
     if (es > 1) {
         f->coll[f->nc++] = ring("expert all-gather forward", es, M * experts * pb, es_bw, 0);
         if (reshard) f->coll[f->nc++] = ring("expert all-gather backward", es, M * experts * pb, es_bw, 0);
-        f->coll[f->nc++] = ring("expert reduce-scatter", es, reductions * experts * gb, es_bw, 0);
+        f->coll[f->nc++] = ring("expert reduce-scatter", es, reductions * trained * gb, es_bw, 0);
     }
-    if (er > 1) f->coll[f->nc++] = ring("expert all-reduce replicas", er, reductions * experts / es * gb, er_bw, 1);
+    if (er > 1) f->coll[f->nc++] = ring("expert all-reduce replicas", er, reductions * trained / es * gb, er_bw, 1);
     int every = memory_ckpt_every(cfg, f->gpu), recomputed = every > 0 ? (L + every - 1) / every : 0;
     double rows = (double)cfg->optim.batch_size * m->max_context_width * m->num_experts_per_tok;
     double per_layer = rows * m->hidden_width * (2 * ab + 2 * 4.0);  // out and back, forward and backward
@@ -322,6 +324,7 @@ static void plan_comm(PlanFigures *f) {
     int reshard = f->dims.reshard_after_forward;
     double pb = cfg->shard.precision == PRECISION_BF16 ? 2 : 4, gb = cfg->shard.reduce_dtype == PRECISION_BF16 ? 2 : 4;
     double all = 0, blocks = 0, embed = 0, experts = 0;  // experts: this rank's experts' units (expert parallelism)
+    double trained = 0, experts_trained = 0;  // what reduces: LoRA's frozen base does not
     int es = f->dims.expert_shard_size;
     f->block_params = 0;
     for (int u = 0; u < f->plan.nunits; u++) {
@@ -330,10 +333,12 @@ static void plan_comm(PlanFigures *f) {
         if (us->ep_index > 0) continue;  // another ep place's experts, of the same size
         if (us->ep_index == 0) {
             experts += (double)((us->numel + es - 1) / es * es);
+            if (!us->frozen) experts_trained += (double)((us->numel + es - 1) / es * es);
             continue;
         }
         double padded = (double)((us->numel + f->shard - 1) / f->shard * f->shard);  // shard's padding to the group
         all += padded;
+        if (!us->frozen) trained += padded;
         if (us->layer >= 0) blocks += padded;
         if (u == f->plan.embed_unit) embed = padded;
     }
@@ -357,17 +362,20 @@ static void plan_comm(PlanFigures *f) {
     if (f->shard > 1) {
         f->coll[f->nc++] = ring("all-gather forward", f->shard, M * fwd * pb, shard_bw, 0);
         if (bwd > 0) f->coll[f->nc++] = ring("all-gather backward", f->shard, M * bwd * pb, shard_bw, 0);
-        f->coll[f->nc++] = ring("reduce-scatter", f->shard, reductions * all * gb, shard_bw, 0);
+        f->coll[f->nc++] = ring("reduce-scatter", f->shard, reductions * trained * gb, shard_bw, 0);
     }
-    if (f->replicas > 1) f->coll[f->nc++] = ring("all-reduce replicas", f->replicas, reductions * all / f->shard * gb, replica_bw, 1);
-    double tp_exposed = tp_collectives(f, intra), a2a = experts > 0 ? expert_collectives(f, experts, intra, inter) : 0;
+    if (f->replicas > 1) f->coll[f->nc++] = ring("all-reduce replicas", f->replicas, reductions * trained / f->shard * gb, replica_bw, 1);
+    double tp_exposed = tp_collectives(f, intra);
+    double a2a = experts > 0 ? expert_collectives(f, experts, experts_trained, intra, inter) : 0;
     f->comm_bytes = 0;
     f->comm_time = 0;
     for (int i = 0; i < f->nc; i++) f->comm_bytes += f->coll[i].sent, f->comm_time += f->coll[i].time;
     // never hidden: each micro-batch's first gather (nothing computes before it) and the last
     // unit's reduction (nothing computes after it); the rest overlaps compute on its own stream
-    f->edge = f->shard > 1 ? M * ring("", f->shard, embed * pb, shard_bw, 0).time + ring("", f->shard, embed * gb, shard_bw, 0).time : 0;
-    if (f->replicas > 1) f->edge += ring("", f->replicas, embed / f->shard * gb, replica_bw, 1).time;
+    // (a frozen embedding, LoRA's, reduces nothing: its last reduction is a block's adapters, left out)
+    double embed_red = f->plan.units[f->plan.embed_unit].frozen ? 0 : embed;
+    f->edge = f->shard > 1 ? M * ring("", f->shard, embed * pb, shard_bw, 0).time + ring("", f->shard, embed_red * gb, shard_bw, 0).time : 0;
+    if (f->replicas > 1) f->edge += ring("", f->replicas, embed_red / f->shard * gb, replica_bw, 1).time;
     f->edge += tp_exposed + a2a;
 }
 
@@ -400,7 +408,7 @@ static void plan_time(PlanFigures *f) {
     f->rho = f->fitted ? FIT_RHO : 1.0;
     f->adam_bw = (f->gpu && !cfg->shard.cpu_offload ? gpus[a.gpu].hbm_gbs : HOST_ADAMW_GBS) * GB;
     double adam_bytes = ADAMW_BYTES + (f->gpu && !cfg->shard.cpu_offload && cfg->shard.precision == PRECISION_BF16 ? ADAMW_BF16_BYTES : 0.0);
-    f->optim = f->master / 4 * adam_bytes / f->adam_bw;
+    f->optim = f->trained / 4 * adam_bytes / f->adam_bw;
     // a tp rank does 1/tp of its tp group's matmuls on the group's tokens
     f->compute = f->peak_flops > 0 ? f->tokens * (f->fpt + f->rho * f->recompute_fpt) / f->tp / (f->peak_flops * f->efficiency) : 0;
     f->exposed = f->edge + (f->comm_time - f->edge > f->compute ? f->comm_time - f->edge - f->compute : 0);
@@ -533,10 +541,14 @@ static void print_memory(const PlanFigures *f) {
     if (f->capacity > 0) printf("  %s: %s\n", f->fits ? "fits" : "DOES NOT FIT", f->capacity_what);
     // per parameter of the rank's shard: what lives all run long; bf16 copies exist only while a
     // unit is gathered or reduced (shard group 1 on a GPU aside, whose units are always gathered)
-    double moments = f->host.optimizer / shard_params;
-    printf("  sharded state: %.0f bytes per parameter of the rank's shard (fp32 master %.0f, fp32 gradient %.0f, AdamW moments %.0f%s)\n",
-           2 * f->master / shard_params + moments, f->master / shard_params, f->master / shard_params, moments,
+    double moments = f->host.optimizer / shard_params, grad = f->trained / shard_params;
+    printf("  sharded state: %.2f bytes per parameter of the rank's shard (fp32 master %.0f, fp32 gradient %.2f, AdamW moments %.2f%s)\n",
+           f->master / shard_params + grad + moments, f->master / shard_params, grad, moments,
            f->gpu && cfg->shard.cpu_offload ? " in host memory" : "");
+    if (f->plan.lora0 >= 0)
+        printf("  LoRA: r=%d on %s, %.2fM adapter parameters train (%.3f%% of %.2fB); the base is frozen: no gradient, no moments\n",
+               cfg->model.lora_rank, f->plan.cfg.lora_target_modules, lora_trained_params(&f->plan) / 1e6,
+               100.0 * lora_trained_params(&f->plan) / (double)f->plan.num_params, (double)f->plan.num_params / 1e9);
 }
 
 static void print_comm(const PlanFigures *f) {

@@ -148,7 +148,8 @@ void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accu
     int reshard = pd->reshard_after_forward, persistent = persistent_grads(cfg, grad_accum, pd);
     int slots = grad_slots(plan, 0, 0, 0);
     const double f = sizeof(float), h = sizeof(uint16_t);
-    e->params = f * sum_shard + f * max_shard;  // the shards, and one unit's being initialised
+    e->master = f * sum_shard;
+    e->params = e->master + f * max_shard;  // the shards, and one unit's being initialised
     e->optimizer = 2 * f * sum_shard_t;
     size_t grad_full = direct_grads(pd) ? 0 : persistent ? sum_padded_t : (size_t)slots * max_padded_t;
     e->grads = f * sum_shard_t + f * grad_full;

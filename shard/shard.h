@@ -108,6 +108,7 @@ void shard_free(ShardState *s);
 // The kinds are the memory tracker's categories (kernels.h KernMem), so the two compare directly.
 typedef struct {
     double params;     // master shards, plus one unit's shard while the start initialises it
+    double master;     // the master shards alone (LoRA: the frozen base's too, which has no moments)
     double gathered;   // full-size buffers of gathered parameters
     double grads;      // gradient shards and full-size gradient buffers
     double optimizer;  // AdamW moments

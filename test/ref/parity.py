@@ -22,6 +22,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt_ref  # noqa: E402
 import llama_ref  # noqa: E402
+import lora_ref  # noqa: E402
 import neox_ref  # noqa: E402
 from llama_ref import load_h5_weights, total_loss  # noqa: E402
 
@@ -40,6 +41,7 @@ def rel_err(got, ref):
 
 def load_model(ref, f, cfg, dtype):
     model = REFS[ref][1](cfg)
+    lora_ref.attach_from_h5(model, f)  # LoRA: adapters on, every other weight frozen
     load_h5_weights(model, f)
     return model.to(dtype)
 
@@ -51,7 +53,7 @@ def batch_forward_backward(model, inputs, targets):
     logits = model(inputs)
     loss = total_loss(model, logits, targets)
     loss.backward()
-    return logits.detach(), loss.detach(), {n: p.grad for n, p in model.named_parameters()}
+    return logits.detach(), loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.requires_grad}
 
 
 def train_losses(ref, model, f, hp):

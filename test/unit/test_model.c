@@ -84,13 +84,26 @@ static double loss_and_grad(Setup *s) {
     return model_loss_read(&s->acts) / n + s->cfg.model.router_aux_loss_coef * aux + s->cfg.model.router_z_loss_coef * z;
 }
 
+// LoRA's B starts at zero, which zeroes A's gradient and hides the adapters from the logits: moved
+// off it so a check sees both factors at work
+static void adapters_off_zero(Setup *s) {
+    for (int u = 0; u < s->plan.nunits; u++)
+        for (int t = 0; s->plan.units[u].adapter && t < s->plan.units[u].ntensors; t++) {
+            const TensorSpec *ts = &s->plan.units[u].t[t];
+            if (ts->init == INIT_ZEROS)
+                for (size_t i = 0; i < ts->numel; i++) shard_master(&s->st, u)[ts->offset + i] = 0.05f * (float)((int)((i * 7) % 11) - 5);
+        }
+    shard_master_changed(&s->st);
+}
+
 // The mean loss in training mode (dropout on, with the masks of model_set_dropout); the gradient
 // this leaves in the shards is discarded.
 static double train_mode_loss(Setup *s) { return loss_and_grad(s); }
 
 // Central differences on a few elements of every tensor against the analytic gradient. With
 // dropout the masks are fixed (same seed and samples), so the loss is a smooth function too.
-static void gradcheck(const char *model_type, const char *dropout) {
+// lora: LoRA flags (NULL: none); its dropout is the model's
+static void gradcheck(const char *model_type, const char *dropout, const char *lora) {
     char *args[] = {"t", "--model_type", (char *)model_type, "--hidden_width", "16", "--num_layers", "2", "--num_heads",
                     "4", "--intermediate_size", "24", "--max_context_width", "8", "--vocab_size", "32", "--batch_size",
                     "2", "--initializer_range", "0.3", "--dropout", (char *)dropout, "--num_key_value_heads",
@@ -98,14 +111,20 @@ static void gradcheck(const char *model_type, const char *dropout) {
     // a mixture of experts in training mode (dropout): its router losses and jitter too
     char *moe[] = {"--router_aux_loss_coef", "0.05", "--router_z_loss_coef", "0.01", "--router_jitter_noise", "0.1"};
     int nargs = sizeof args / sizeof args[0] - (strcmp(model_type, "gpt_neox") ? 2 : 0);
-    int nmoe = !strcmp(model_type, "mixtral") && strcmp(dropout, "0") ? 6 : 0;
-    char **all = mallocCheck(sizeof(char *) * (size_t)(nargs + nmoe));
+    int nmoe = !strcmp(model_type, "mixtral") && strcmp(dropout, "0") ? 6 : 0, nlora = 0;
+    char **all = mallocCheck(sizeof(char *) * (size_t)(nargs + nmoe + 12)), lora_buf[200], *save = NULL;
     memcpy(all, args, sizeof(char *) * (size_t)nargs);
     memcpy(all + nargs, moe, sizeof(char *) * (size_t)nmoe);
+    if (lora) {
+        snprintf(lora_buf, sizeof lora_buf, "%s --lora_dropout %s", lora, dropout);
+        for (char *tok = strtok_r(lora_buf, " ", &save); tok && nlora < 12; tok = strtok_r(NULL, " ", &save))
+            all[nargs + nmoe + nlora++] = tok;
+    }
     Setup s;
     // GPT-NeoX rotates half of each head (2 of 4 dimensions); the others take no --rotary_pct
-    setup(&s, nargs + nmoe, all);
+    setup(&s, nargs + nmoe + nlora, all);
     free(all);
+    adapters_off_zero(&s);
     batch(&s, 0);
     model_set_dropout(&s.acts, s.cfg.model.dropout, 99, 5, 1);
     // norm weights start at 1 and biases at 0: move them off so their gradients are generic
@@ -119,12 +138,12 @@ static void gradcheck(const char *model_type, const char *dropout) {
     float **grad = mallocCheck(s.plan.nunits * sizeof *grad);
     for (int u = 0; u < s.plan.nunits; u++) {
         grad[u] = mallocCheck(shard_unit_len(&s.st, u) * sizeof(float));
-        memcpy(grad[u], shard_grad(&s.st, u), shard_unit_len(&s.st, u) * sizeof(float));
+        if (!s.plan.units[u].frozen) memcpy(grad[u], shard_grad(&s.st, u), shard_unit_len(&s.st, u) * sizeof(float));
     }
     double (*loss)(Setup *) = s.cfg.model.dropout > 0 ? train_mode_loss : mean_loss;
     const float eps = strcmp(model_type, "mixtral") ? 1e-2f : 2e-3f;  // smaller steps cross fewer routing changes
     for (int u = 0; u < s.plan.nunits; u++)
-        for (int t = 0; t < s.plan.units[u].ntensors; t++) {
+        for (int t = 0; !s.plan.units[u].frozen && t < s.plan.units[u].ntensors; t++) {  // LoRA: the adapters
             const TensorSpec *ts = &s.plan.units[u].t[t];
             float *p = shard_master(&s.st, u) + ts->offset, *g = grad[u] + ts->offset;
             double max_err = 0, max_g = 0;
@@ -141,8 +160,8 @@ static void gradcheck(const char *model_type, const char *dropout) {
                 max_g = fmax(max_g, fabs(num));
             }
             char name[160], detail[96];
-            snprintf(name, sizeof name, "model gradcheck %s%s%s %s", model_type, s.cfg.model.dropout > 0 ? " dropout " : "",
-                     s.cfg.model.dropout > 0 ? dropout : "", ts->name);
+            snprintf(name, sizeof name, "model gradcheck %s%s%s%s %s", model_type, s.cfg.model.dropout > 0 ? " dropout " : "",
+                     s.cfg.model.dropout > 0 ? dropout : "", lora ? " LoRA" : "", ts->name);
             snprintf(detail, sizeof detail, "(max abs err %.2e, max |grad| %.2e)", max_err, max_g);
             report(max_err <= 2e-2 * max_g + 2e-4, name, detail);
         }
@@ -194,6 +213,7 @@ static void dump(const char *dir, const char *model_type, int nmore, char **more
     Setup s;
     setup(&s, (int)nbase + nmore, args);
     free(args);
+    adapters_off_zero(&s);
     Config *c = &s.cfg;
     int B = c->optim.batch_size, T = c->model.max_context_width, V = c->model.vocab_size;
     CkptMeta meta = {0};
@@ -223,7 +243,7 @@ static void dump(const char *dir, const char *model_type, int nmore, char **more
     write_floats(f, "/out/loss", &loss, 1, one);
     char name[160];
     for (int u = 0; u < s.plan.nunits; u++)
-        for (int t = 0; t < s.plan.units[u].ntensors; t++) {
+        for (int t = 0; !s.plan.units[u].frozen && t < s.plan.units[u].ntensors; t++) {  // LoRA: the adapters'
             const TensorSpec *ts = &s.plan.units[u].t[t];
             hsize_t dims[2] = {ts->shape[0], ts->shape[1]};
             snprintf(name, sizeof name, "/grad/%s", ts->name);
@@ -372,14 +392,17 @@ int main(int argc, char **argv) {
         dump(argv[2], argc > 3 ? argv[3] : "llama_v2", argc > 4 ? argc - 4 : 0, argv + 4);
     } else {
         init_threads_check();
-        gradcheck("llama_v2", "0");
-        gradcheck("llama_v2", "0.2");
-        gradcheck("mingpt", "0");
-        gradcheck("mingpt", "0.2");
-        gradcheck("gpt_neox", "0");
-        gradcheck("gpt_neox", "0.2");
-        gradcheck("mixtral", "0");
-        gradcheck("mixtral", "0.2");
+        static const char *const families[] = {"llama_v2", "mingpt", "gpt_neox", "mixtral"};
+        for (int i = 0; i < 4; i++) {
+            gradcheck(families[i], "0", NULL);
+            gradcheck(families[i], "0.2", NULL);
+        }
+        // LoRA: every adaptable layer, with and without dropout on the adapters' input; rsLoRA once
+        gradcheck("llama_v2", "0", "--lora_rank 3 --lora_alpha 6 --lora_target_modules all-linear");
+        gradcheck("llama_v2", "0.2", "--lora_rank 3 --lora_alpha 6 --lora_target_modules all-linear --use_rslora 1");
+        gradcheck("mingpt", "0.2", "--lora_rank 2 --lora_target_modules all-linear");
+        gradcheck("gpt_neox", "0.2", "--lora_rank 2 --lora_target_modules all-linear");
+        gradcheck("mixtral", "0", "--lora_rank 2 --lora_target_modules q_proj,k_proj,v_proj,o_proj");
     }
     comm_finalize();
     return failures ? 1 : 0;
