@@ -1400,8 +1400,7 @@ static int nf4_write(const char *path, const char *suffix, const void *p, size_t
     char name[4096];
     snprintf(name, sizeof name, "%.*s%s", (int)(strlen(path) - strlen(".f32")), path, suffix);
     FILE *f = fopen(name, "wb");
-    const int ok = f && fwrite(p, 1, bytes, f) == bytes;
-    if (f && fclose(f)) return 0;
+    const int written = f && fwrite(p, 1, bytes, f) == bytes, ok = f && !fclose(f) && written;
     if (!ok) fprintf(stderr, "test_kernels: cannot write %s\n", name);
     return ok;
 }
