@@ -149,7 +149,8 @@
       (p, p_bf16, g, m, v, n, h))                                                                                      \
     X(void, f32_to_bf16, (uint16_t *dst, const float *src, size_t n), (dst, src, n))                                   \
     X(void, bf16_to_f32, (float *dst, const uint16_t *src, size_t n), (dst, src, n))                                   \
-    X(void, round_bf16, (float *x, size_t n), (x, n))
+    X(void, round_bf16, (float *x, size_t n), (x, n))                                                                  \
+    X(void, nf4_dequantize, (void *dst, const uint8_t *src, size_t n), (dst, src, n))
 
 #define KERN_DECLARE(prefix) KERN_ALLOC_OPS(KERN_DECLARE_##prefix) KERN_OPS(KERN_DECLARE_##prefix)
 #define KERN_DECLARE_cpu(ret, op, params, args) ret cpu_##op params;

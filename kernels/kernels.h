@@ -404,4 +404,25 @@ void kern_bf16_to_f32(float *dst, const uint16_t *src, size_t n);
 // x (n) rounded to bf16 values in place (the same numbers as a round trip through bf16, one pass)
 void kern_round_bf16(float *x, size_t n);
 
+// ---- NF4 storage of a frozen base (QLoRA) ----
+// n >= 1 fp32 values as 4-bit NormalFloat codes (Dettmers et al. 2023) in blocks of 64, each
+// block's absmax quantised again ("double quantisation") in groups of 256 blocks, as bitsandbytes
+// stores them. With nb = ceil(n/64) blocks (the last zero-padded) and ng = ceil(nb/256) groups the
+// bytes are, in order: codes (nb*32; element 2i in the high nibble of byte i, 2i+1 in the low),
+// qabsmax (nb indices into bitsandbytes' signed 8-bit dynamic map), zeros up to a multiple of 4,
+// absmax2 (ng little-endian fp32, each group's scale), offset (one fp32, the mean absmax).
+// Element i of block b, group g is NF4[code] * (dyn[qabsmax[b]] * absmax2[g] + offset), each
+// operation rounded to fp32 (no fused multiply-add), on every device.
+size_t kern_nf4_bytes(size_t n);  // the packed size
+// dst (kern_nf4_bytes(n), host) = src (n, host) packed: codes by NF4's decision tree (a value on
+// a midpoint takes the lower code), the scales' offset their mean (summed in double, in order),
+// each group's scales less the offset on the dynamic map's nearest value (ties: the lower).
+// Deterministic; it runs where a frozen tensor is made or loaded.
+void kern_nf4_quantize(uint8_t *dst, const float *src, size_t n);
+// dst (n parameters: bf16 under kern_params_bf16, the fp32 values rounded) from the packed src,
+// both on the device (src 4-byte aligned)
+void kern_nf4_dequantize(void *dst, const uint8_t *src, size_t n);
+// the same values as fp32 on host buffers, whatever the device (exports)
+void kern_nf4_dequantize_host(float *dst, const uint8_t *src, size_t n);
+
 #endif

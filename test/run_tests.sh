@@ -75,6 +75,7 @@ suite "data: formats, streaming, errors" bash test/integration/test_data.sh
 suite "tensorboard: --tensorboard_dir event files decode with python3-protobuf, CRCs, the metrics file's scalars, resume" bash test/integration/test_tensorboard.sh
 suite "neox tokenizer: GPT-NeoX-style tokenizer.json (NFC, added tokens for space runs) against a Python reference" bash test/integration/test_neox_tokenizer.sh
 suite "fuzz: regression corpus under ASan/UBSan" bash test/fuzz/replay.sh
+suite "nf4: NF4 packing with double quantisation and its dequantisation, bit for bit against QLoRA's and bitsandbytes' published algorithm" /usr/bin/python3 test/ref/nf4_ref.py build/test_kernels
 suite "parity: PyTorch reference (compare)" /usr/bin/python3 test/ref/parity.py "$DUMP/step_00000000.h5"
 suite "parity: minGPT PyTorch reference (compare)" /usr/bin/python3 test/ref/parity.py "$DUMP/gpt/step_00000000.h5"
 suite "ofi: cm/ofi MTL over libfabric tcp matches the default transport; concurrent isolated singletons start" bash test/integration/test_ofi.sh

@@ -1,5 +1,5 @@
 // elementwise: RMSNorm (and with the residual add), LayerNorm, the q|k|v split with RoPE, SwiGLU, GELU, bias, embedding, positions, dropout,
-// cross-entropy (fused, and vocabulary-parallel), vector ops, AdamW and bf16.
+// cross-entropy (fused, and vocabulary-parallel), vector ops, AdamW, bf16 and NF4 dequantisation.
 // Every reduction runs in a fixed order that depends only on the shapes (no float atomics), so
 // results are bitwise reproducible from run to run.
 #include <math.h>
@@ -8,6 +8,7 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include "../../base/rng.h"
+#include "../nf4.h"
 #include "common.cuh"
 
 namespace {
@@ -729,6 +730,27 @@ void sum_doubles(double *out, const double *x, size_t n, int accumulate) {
     cudaCheckLaunch();
 }
 
+// ---- NF4 (kernels.h, "NF4 storage") ----
+
+__constant__ float kNf4Values[16] = {NF4_VALUES};
+__constant__ float kNf4Dyn[256] = {NF4_DYNAMIC_MAP};
+
+// element i of a packed tensor: the block's scale with two roundings, as the CPU computes it (no FMA)
+struct Nf4Dequantize {
+    void *dst;  // bf16 or fp32
+    const uint8_t *src;
+    const float *absmax2;  // the groups' scales, then the offset
+    size_t qabsmax, groups;
+    int bf16;
+    __device__ void operator()(size_t i) const {
+        const size_t b = i / NF4_BLOCK;
+        const float scale = __fadd_rn(__fmul_rn(kNf4Dyn[src[qabsmax + b]], absmax2[b / NF4_GROUP]), absmax2[groups]);
+        const float x = kNf4Values[(src[i / 2] >> (i % 2 ? 0 : 4)) & 15] * scale;
+        if (bf16) ((uint16_t *)dst)[i] = f32_to_bf16(x);
+        else ((float *)dst)[i] = x;
+    }
+};
+
 }  // namespace
 
 extern "C" {
@@ -1025,5 +1047,11 @@ void cuda_bf16_to_f32(float *dst, const uint16_t *src, size_t n) {
 }
 
 void cuda_round_bf16(float *x, size_t n) { launch_map8(n, RoundBf16{x}, aligned16(x)); }
+
+void cuda_nf4_dequantize(void *dst, const uint8_t *src, size_t n) {
+    const Nf4Layout l = nf4_layout(n);
+    launch_map(n, Nf4Dequantize{dst, src, (const float *)(src + l.absmax2), l.qabsmax, l.groups,
+                                cuda_ctx.params_bf16});
+}
 
 }  // extern "C"

@@ -1390,6 +1390,44 @@ static void test_bf16(void) {
     test_bf16_at(4101, 1);
 }
 
+// ---- NF4: a packed tensor dequantised on the GPU equals the CPU's bit for bit, and as bf16
+// parameters equals the CPU's values rounded ----
+
+static void test_nf4_at(size_t n) {
+    char name[120];
+    float *x = rand_vec(n, -1, 1), *ref = mallocCheck(sizeof(float) * n), *got = mallocCheck(sizeof(float) * n);
+    // blocks of different scales, so that the scales' products are not small beside their offset
+    for (size_t i = 0; i < n; i++) x[i] *= (float)(1 + i / 64 % 7);
+    x[n / 2] = 40.0f;  // an outlier
+    if (n > 200) memset(x + 64, 0, sizeof(float) * 64);  // a zero block
+    const size_t bytes = kern_nf4_bytes(n);
+    uint8_t *q = mallocCheck(bytes);
+    kern_nf4_quantize(q, x, n);
+    cpu_nf4_dequantize(ref, q, n);
+    uint8_t *d_q = to_dev(q, bytes);
+    float *d_y = cuda_alloc(sizeof(float) * n);
+    cuda_nf4_dequantize(d_y, d_q, n);
+    snprintf(name, sizeof name, "nf4_dequantize (exact) n=%zu", n);
+    check(name, d_y, ref, n, 0.0);
+    uint16_t *h = mallocCheck(sizeof(uint16_t) * n), *d_h = cuda_alloc(sizeof(uint16_t) * n);
+    cuda_set_params_bf16(1);
+    cuda_nf4_dequantize(d_h, d_q, n);
+    cuda_set_params_bf16(0);
+    cuda_download(h, d_h, sizeof(uint16_t) * n);
+    cpu_bf16_to_f32(got, h, n);
+    cpu_round_bf16(ref, n);
+    snprintf(name, sizeof name, "nf4_dequantize [bf16 params] (the fp32 values rounded) n=%zu", n);
+    compare(name, got, ref, n, 0.0);
+    free(x), free(ref), free(got), free(q), free(h);
+    cuda_free(d_q), cuda_free(d_y), cuda_free(d_h);
+}
+
+static void test_nf4(void) {
+    test_nf4_at(1);
+    test_nf4_at(1000);
+    test_nf4_at(64 * 256 * 2 + 77);  // three groups, the last block partial
+}
+
 // ---- --precision bf16's activations: every kernel that reads or writes them, on bf16 ----
 
 static void test_bf16_activations(void) {
@@ -1831,6 +1869,7 @@ int main(int argc, char **argv) {
     test_sumsq(5);
     test_adamw();
     test_bf16();
+    test_nf4();
     test_bf16_activations();
     cuda_sync();
 

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/nf4.h"
+#include "base/err.h"
 #include "base/rng.h"
 #include "test/unit/testutil.h"
 
@@ -1346,6 +1348,94 @@ static void test_bf16(void) {
     free(x), free(y), free(b), free(b2);
 }
 
+// ---- NF4 storage (test/ref/nf4_ref.py checks the values against the published algorithm) ----
+
+static void test_nf4(void) {
+    // (n, bytes): one block, a block and one element, 768 blocks in 3 groups, 257 blocks in 2
+    static const size_t sizes[][2] = {{1, 44}, {64, 44}, {65, 76}, {64 * 768, 25360}, {64 * 256 + 1, 8496}};
+    int ok = 1;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) ok &= kern_nf4_bytes(sizes[i][0]) == sizes[i][1];
+    report(ok, "nf4 packed sizes", "kern_nf4_bytes(65) = %zu", kern_nf4_bytes(65));
+    // enough elements for the parallel path; the packing must not depend on the thread count
+    const size_t n = 64 * 256 * 3 + 1001, bytes = kern_nf4_bytes(n);
+    static uint8_t *first;  // the first thread count's packing
+    float *x = rand_vec(n, -1, 1), *host = mallocCheck(sizeof(float) * n), *dev_out = mallocCheck(sizeof(float) * n);
+    for (size_t i = 0; i < n; i += 997) x[i] *= 50.0f;  // outliers
+    uint8_t *q = mallocCheck(bytes);
+    kern_nf4_quantize(q, x, n);
+    if (!first) first = memcpy(mallocCheck(bytes), q, bytes);
+    else report(!memcmp(first, q, bytes), "nf4 quantize: the same bytes at every thread count", "bytes differ");
+    kern_nf4_dequantize_host(host, q, n);
+    uint8_t *d_q = kern_alloc(bytes, KERN_MEM_PARAMS);
+    float *d_y = kern_alloc(sizeof(float) * n, KERN_MEM_GATHERED);
+    kern_upload(d_q, q, bytes);
+    kern_nf4_dequantize(d_y, d_q, n);
+    kern_download(dev_out, d_y, sizeof(float) * n);
+    report(!memcmp(host, dev_out, sizeof(float) * n), "nf4 dequantize on the device equals the host's", "values differ");
+    // within a block: half NF4's widest gap (0.304) of the block's absmax, plus the scale's error,
+    // half the dynamic map's widest gap (0.0141) of the group's absmax2
+    const Nf4Layout l = nf4_layout(n);
+    double worst = 0.0;
+    for (size_t b = 0; b < l.blocks; b++) {
+        double amax = 0.0, err = 0.0;
+        for (size_t i = b * NF4_BLOCK; i < n && i < (b + 1) * NF4_BLOCK; i++) {
+            amax = fmax(amax, fabsf(x[i]));
+            err = fmax(err, fabs((double)host[i] - x[i]));
+        }
+        float absmax2;
+        memcpy(&absmax2, q + l.absmax2 + sizeof(float) * (b / NF4_GROUP), sizeof absmax2);
+        worst = fmax(worst, err / (0.153 * amax + 0.0071 * absmax2));
+    }
+    report(worst <= 1.0, "nf4 round trip: error within a block within its two quantisations' bounds", "%.3g of the bound",
+           worst);
+    kern_free(d_q), kern_free(d_y);
+    free(x), free(host), free(dev_out), free(q);
+}
+
+// test_kernels --nf4 TABLES FILE.f32...: test/ref/nf4_ref.py's side. Writes the NF4 values and the
+// dynamic map as compiled (16 then 256 fp32) to TABLES and, for each file of fp32 values FILE.f32,
+// FILE.nf4 (kern_nf4_quantize), FILE.deq (kern_nf4_dequantize_host) and FILE.dev
+// (kern_nf4_dequantize on the CPU device).
+static int nf4_write(const char *path, const char *suffix, const void *p, size_t bytes) {
+    char name[4096];
+    snprintf(name, sizeof name, "%.*s%s", (int)(strlen(path) - strlen(".f32")), path, suffix);
+    FILE *f = fopen(name, "wb");
+    const int written = f && fwrite(p, 1, bytes, f) == bytes, ok = f && !fclose(f) && written;
+    if (!ok) fprintf(stderr, "test_kernels: cannot write %s\n", name);
+    return ok;
+}
+
+static int nf4_files(int argc, char **argv) {
+    static const float tables[16 + 256] = {NF4_VALUES, NF4_DYNAMIC_MAP};
+    FILE *t = fopen(argv[2], "wb");
+    if (!t || fwrite(tables, sizeof tables, 1, t) != 1 || fclose(t)) return fprintf(stderr, "cannot write %s\n", argv[2]), 1;
+    kern_init(2);
+    for (int a = 3; a < argc; a++) {
+        FILE *f = fopen(argv[a], "rb");
+        long len = f && !fseek(f, 0, SEEK_END) ? ftell(f) : -1;
+        if (len < (long)sizeof(float) || len % sizeof(float) || fseek(f, 0, SEEK_SET))
+            return fprintf(stderr, "test_kernels: %s: not a file of fp32 values\n", argv[a]), 1;
+        const size_t n = (size_t)len / sizeof(float), bytes = kern_nf4_bytes(n);
+        float *x = mallocCheck((size_t)len), *y = mallocCheck((size_t)len);
+        uint8_t *q = mallocCheck(bytes);
+        if (fread(x, 1, (size_t)len, f) != (size_t)len) return fprintf(stderr, "test_kernels: cannot read %s\n", argv[a]), 1;
+        fclose(f);
+        kern_nf4_quantize(q, x, n);
+        kern_nf4_dequantize_host(y, q, n);
+        int ok = nf4_write(argv[a], ".nf4", q, bytes) && nf4_write(argv[a], ".deq", y, (size_t)len);
+        uint8_t *d_q = kern_alloc(bytes, KERN_MEM_PARAMS);
+        float *d_y = kern_alloc((size_t)len, KERN_MEM_GATHERED);
+        kern_upload(d_q, q, bytes);
+        kern_nf4_dequantize(d_y, d_q, n);
+        kern_download(y, d_y, (size_t)len);
+        ok = ok && nf4_write(argv[a], ".dev", y, (size_t)len);
+        kern_free(d_q), kern_free(d_y);
+        free(x), free(y), free(q);
+        if (!ok) return 1;
+    }
+    return 0;
+}
+
 // ---- elementwise and reductions ----
 
 static void test_vector_ops(void) {
@@ -1435,7 +1525,8 @@ static void test_mem_tracker(void) {
     free(p), free(len), free(order);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc > 2 && !strcmp(argv[1], "--nf4")) return nf4_files(argc, argv);
     static const int thread_counts[2] = {1, 3};
     for (int i = 0; i < 2; i++) {
         suite_threads = thread_counts[i];
@@ -1460,6 +1551,7 @@ int main(void) {
         test_vocab_parallel();
         test_adamw();
         test_bf16();
+        test_nf4();
         test_vector_ops();
     }
     test_prefix[0] = 0;

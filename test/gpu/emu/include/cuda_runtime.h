@@ -26,6 +26,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ emu_shared_memory_must_be_declared_as__shared__T_name_N  // the Makefile rewrites those
+#define __constant__  // an ordinary global: device code reads it, as on a GPU
 
 struct dim3 {
     unsigned x, y, z;
@@ -37,6 +38,9 @@ struct uint4 { unsigned x, y, z, w; };
 static inline float2 make_float2(float a, float b) { return float2{a, b}; }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+// one IEEE rounding each: g++ in an ISO mode (-std=c++20) does not contract them into an FMA
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
 using std::min;
 using std::max;
 
