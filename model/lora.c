@@ -64,10 +64,16 @@ const char *lora_module_names(const ModelPlan *plan) {
     return out;
 }
 
-int lora_plan(ModelPlan *plan, char *err, size_t errlen, const char **note) {
+const char *lora_note(const ModelPlan *plan) {
+    const ModelConfig *c = &plan->cfg;
+    if (plan->lora0 < 0 || !c->num_experts || !strstr(c->lora_target_modules, "all-linear")) return NULL;
+    return "all-linear: the attention's projections are adapted; the experts and the router are not (fsdpc does not adapt "
+           "them yet)";
+}
+
+int lora_plan(ModelPlan *plan, char *err, size_t errlen) {
     const ModelConfig *c = &plan->cfg;
     plan->lora0 = -1;
-    if (note) *note = NULL;
     if (c->lora_rank <= 0) return 0;
     int r = c->lora_rank, L = c->num_layers, b0 = plan->block0;
     const char *spec = c->lora_target_modules[0] ? c->lora_target_modules : plan->family->lora_targets;
@@ -89,7 +95,7 @@ int lora_plan(ModelPlan *plan, char *err, size_t errlen, const char **note) {
     if (!all && !ntargets)
         return err_set(err, errlen, "--lora_target_modules names no module: give this %s model's (%s) or all-linear",
                        plan->family->display, lora_module_names(plan));
-    int nunits = plan->nunits, moe_left_out = 0;
+    int nunits = plan->nunits;
     UnitSpec *units = callocCheck((size_t)(nunits + L), sizeof(UnitSpec));
     memcpy(units, plan->units, (size_t)nunits * sizeof(UnitSpec));
     char module[80], name[96];
@@ -112,7 +118,6 @@ int lora_plan(ModelPlan *plan, char *err, size_t errlen, const char **note) {
                                    "fsdpc does not adapt yet; target the attention's projections (%s)", module,
                                    lora_module_names(plan));
                 }
-                moe_left_out = 1;
                 continue;
             }
             int rows = w->full[0], cols = w->full[1];
@@ -158,9 +163,6 @@ int lora_plan(ModelPlan *plan, char *err, size_t errlen, const char **note) {
     plan->nunits = nunits + L;
     plan->lora0 = nunits;
     plan->lora_scale = c->use_rslora ? c->lora_alpha / sqrtf((float)r) : c->lora_alpha / (float)r;
-    if (note && moe_left_out)
-        *note = "all-linear: the attention's projections are adapted; the experts and the router are not (fsdpc does not "
-                "adapt them yet)";
     return 0;
 }
 

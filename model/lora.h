@@ -27,8 +27,9 @@
 // Adds the adapter units (cfg lora_rank > 0) after the plan's units and freezes those; at ep 1,
 // before model_plan_ep and model_plan_tp. Returns 0, or -1 with the line in err: a target module
 // the family does not have, a rank larger than a layer, experts or a router targeted.
-// *note (unless NULL) gets a line for the start-up log when all-linear leaves layers out.
-int lora_plan(ModelPlan *plan, char *err, size_t errlen, const char **note);
+int lora_plan(ModelPlan *plan, char *err, size_t errlen);
+// a line for the start-up log when all-linear leaves layers out (a mixture of experts'), else NULL
+const char *lora_note(const ModelPlan *plan);
 // "q_proj, k_proj, ..." the names --lora_target_modules takes for plan's family (static text)
 const char *lora_module_names(const ModelPlan *plan);
 // NULL, or why the run's layout cannot take these adapters: LoRA dropout on a row-parallel weight

@@ -32,7 +32,7 @@ int model_plan_build(ModelPlan *plan, const ModelConfig *cfg, char *err, size_t 
                        cfg->hidden_width, cfg->num_layers, why);
     plan->family->plan_build(plan);
     model_plan_ep(plan, 1, 0, NULL);
-    if (lora_plan(plan, err, errlen, NULL)) return -1;
+    if (lora_plan(plan, err, errlen)) return -1;
     for (int u = 0; u < plan->nunits; u++)
         if (!checked_add(n, plan->units[u].numel, &n)) n = UINT64_MAX;  // reported below as more than 2^64
     // every later size of the model's state is at most its weights, gradients and AdamW moments

@@ -498,6 +498,15 @@ static void setup_build(Run *r) {
     r->plan.ep_group = r->st.ep_group;
     log_msg("sharding %s: shard group %d x replica group %d\n", shard_strategy_name(r->dims.strategy), r->dims.shard_size,
             r->dims.replica_size);
+    if (r->plan.lora0 >= 0) {
+        size_t trained = lora_trained_params(&r->plan);
+        log_msg("LoRA r=%d alpha=%g (scale %g%s) on %s%s: %.2fM adapter parameters train (%.3f%%); the other %.2fM are frozen\n",
+                c->model.lora_rank, (double)c->model.lora_alpha, (double)r->plan.lora_scale, c->model.use_rslora ? ", rsLoRA" : "",
+                r->plan.cfg.lora_target_modules, c->model.lora_dropout > 0 ? ", adapter dropout" : "", (double)trained / 1e6,
+                100.0 * (double)trained / (double)r->plan.num_params, (double)(r->plan.num_params - trained) / 1e6);
+        const char *note = lora_note(&r->plan);
+        if (note) log_msg("LoRA: %s\n", note);
+    }
     if (r->dims.ep > 1)
         log_msg("expert parallelism %d: %d experts per rank, tokens to them by all-to-all; each rank's experts sharded over %d "
                 "rank(s) x %d replica(s)\n", r->dims.ep, c->model.num_experts / r->dims.ep, r->dims.expert_shard_size,
