@@ -126,7 +126,7 @@ void model_plan_ep(ModelPlan *plan, int ep, int rank, CommGroup *group) {
         for (int i = 0; i < dense->ntensors; i++) dense->numel += dense->t[i].numel;
         for (int j = 0; j < ep; j++, v++) {
             UnitSpec *x = &units[v];
-            *x = (UnitSpec){.layer = old->layer, .ep_index = j, .ntensors = nt};
+            *x = (UnitSpec){.layer = old->layer, .ep_index = j, .frozen = old->frozen, .ntensors = nt};
             for (int i = 0; i < nt; i++) {
                 x->t[i] = old->t[dense->ntensors + j * nt + i];
                 x->t[i].offset = x->numel;

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# LoRA: adapters on every family's projections against the PyTorch reference (PEFT's formulas:
+# logits, loss, the adapters' gradients, 5 AdamW steps); step 0 equals the base model exactly;
+# equal losses at np=1/2/4 across strategies, tensor and sequence parallelism, activation
+# checkpointing, micro-batches, packing and expert parallelism, adapter dropout included; resume
+# bit for bit across layouts; a base checkpoint and a Hugging Face folder load under adapters;
+# the tracker holds gradients and moments of the adapters alone; refusals by name.
+cd "$(dirname "$0")/../.."
+source test/lib.sh
+PY=/usr/bin/python3
+ONE="--num_threads 1 --checkpoint_freq 0 --validation_freq 0 --num_tokens 0"
+
+# ---- parity: each family, every adaptable layer (B moved off zero so both factors show) ----
+for fam in "llama_v2 --lora_target_modules all-linear" "mingpt --lora_target_modules c_attn,c_fc,mlp.c_proj" \
+           "gpt_neox --lora_target_modules all-linear --use_rslora 1" \
+           "mixtral --num_experts 4 --num_experts_per_tok 2 --lora_target_modules q_proj,k_proj,v_proj,o_proj"; do
+    set -- $fam
+    mkdir -p "$W/dump-$1"
+    build/test_model --dump "$W/dump-$1" "$@" --lora_rank 4 --lora_alpha 8 >"$W/dump-$1.log" 2>&1
+    check "the parity dump of a $1 with LoRA ($*)" $? "$(tail -c 300 "$W/dump-$1.log")"
+    $PY test/ref/parity.py "$W/dump-$1/step_00000000.h5" | sed "s/^\(not \)\{0,1\}ok - /&$1 LoRA /"
+done
+
+# ---- step 0 is the base model ----
+F="--train_data data/tinyshakespeare.txt --batch_size 4 --max_steps 1 $ONE"
+run base ./fsdpc $F
+run lora0 ./fsdpc $F --lora_rank 8 --lora_target_modules all-linear --lora_dropout 0.1
+[ "$(losses "$W/base.jsonl")" = "$(losses "$W/lora0.jsonl")" ] && [ -n "$(losses "$W/base.jsonl")" ]
+check "step 1's loss with fresh adapters (B = 0) equals the base model's exactly ($(losses "$W/base.jsonl"))" $?
+grep -q "LoRA r=8 alpha=8 (scale 1) on all-linear, adapter dropout: 0.07M adapter parameters train" "$W/lora0.log"
+check "the start-up line names the rank, scale, targets and the trained share" $? "$(grep -m1 LoRA "$W/lora0.log")"
+
+# ---- the same losses at every layout ----
+L="--train_data data/tinyshakespeare.txt --max_steps 6 $ONE --lora_rank 8 --lora_alpha 16 --lora_target_modules all-linear"
+./fsdpc $L --batch_size 8 --metrics_file "$W/np1.jsonl" >/dev/null 2>"$W/np1.log"
+check "np=1 trains LoRA on every linear layer" $? "$(grep -m2 error "$W/np1.log")"
+layouts=("2 --batch_size 4 --sharding full-shard" "4 --batch_size 2 --sharding hybrid-full-shard --shard_group_size 2"
+         "2 --batch_size 4 --sharding no-shard" "2 --batch_size 4 --sharding grad-shard --activation_checkpoints 1"
+         "2 --batch_size 2 --grad_accum 2" "2 --batch_size 2 --grad_accum 2 --accumulate_unsharded 1"
+         "2 --batch_size 8 --tensor_parallel_degree 2" "4 --batch_size 4 --tensor_parallel_degree 2 --sequence_parallel")
+for i in "${!layouts[@]}"; do
+    set -- ${layouts[$i]}
+    np=$1
+    shift
+    $MPI -np $np ./fsdpc $L "$@" --metrics_file "$W/l$i.jsonl" >/dev/null 2>"$W/l$i.log"
+    d=$(rel_diff "$W/np1.jsonl" "$W/l$i.jsonl" 6 1e-5)
+    check "LoRA np=$np $* equals np=1 at every step (worst $d)" $? "$(grep -m2 error "$W/l$i.log")"
+done
+# adapter dropout: masks keyed by the global sample, so micro-batching and tp on column-parallel layers keep them
+D="$L --lora_dropout 0.1 --lora_target_modules q_proj,v_proj,gate_proj,up_proj"
+./fsdpc $D --batch_size 8 --metrics_file "$W/d1.jsonl" >/dev/null 2>&1
+$MPI -np 2 ./fsdpc $D --batch_size 2 --grad_accum 2 --metrics_file "$W/d2.jsonl" >/dev/null 2>"$W/d2.log"
+d=$(rel_diff "$W/d1.jsonl" "$W/d2.jsonl" 6 1e-5)
+check "adapter dropout 0.1: np=2 x --grad_accum 2 equals np=1 (worst $d)" $? "$(grep -m2 error "$W/d2.log")"
+$MPI -np 4 ./fsdpc $D --batch_size 4 --tensor_parallel_degree 2 --metrics_file "$W/d3.jsonl" >/dev/null 2>"$W/d3.log"
+d=$(rel_diff "$W/d1.jsonl" "$W/d3.jsonl" 6 1e-5)
+check "adapter dropout 0.1 on column-parallel layers: np=4 tp 2 equals np=1 (worst $d)" $? "$(grep -m2 error "$W/d3.log")"
+run nodrop ./fsdpc ${D/--lora_dropout 0.1/} --batch_size 8
+d=$(rel_diff "$W/d1.jsonl" "$W/nodrop.jsonl" 6 1 1e-6)
+check "the adapter dropout changes the losses (worst difference $d from none)" $?
+# packed finetuning rows with document masks
+$PY -c "
+import json, random, sys
+random.seed(3)
+with open(sys.argv[1], 'w') as f:
+    for i in range(300):
+        n = random.randint(5, 40)
+        f.write(json.dumps({'input_ids': [random.randint(3, 250) for _ in range(n)] + [0] * (48 - n),
+                            'attention_mask': [1] * n + [0] * (48 - n)}) + '\n')" "$W/rows.jsonl"
+P="${L/--train_data data\/tinyshakespeare.txt/--train_data $W/rows.jsonl} --packing --document_masking 1 --max_context_width 80 --max_steps 4"
+./fsdpc $P --batch_size 8 --metrics_file "$W/pa.jsonl" >/dev/null 2>"$W/pa.log"
+$MPI -np 4 ./fsdpc $P --batch_size 2 --metrics_file "$W/pb.jsonl" >/dev/null 2>"$W/pb.log"
+d=$(rel_diff "$W/pa.jsonl" "$W/pb.jsonl" 4 1e-5)
+check "--packing with document masks: np=4 equals np=1 (worst $d)" $? "$(grep -m2 error "$W/pa.log" "$W/pb.log")"
+# other families, and a mixture of experts' attention under expert parallelism
+for fam in mingpt gpt_neox; do
+    ./fsdpc $L --model_type $fam --batch_size 4 --max_steps 3 --metrics_file "$W/$fam-1.jsonl" >/dev/null 2>&1
+    $MPI -np 2 ./fsdpc $L --model_type $fam --batch_size 4 --max_steps 3 --tensor_parallel_degree 2 --metrics_file "$W/$fam-2.jsonl" \
+        >/dev/null 2>"$W/$fam-2.log"
+    d=$(rel_diff "$W/$fam-1.jsonl" "$W/$fam-2.jsonl" 3 1e-5)
+    check "LoRA on every linear layer of $fam: np=2 tp 2 equals np=1 (worst $d)" $? "$(grep -m2 error "$W/$fam-2.log")"
+done
+X="--model_name mixtral_tiny --num_layers 2 ${L/--lora_target_modules all-linear/--lora_target_modules q_proj,k_proj,v_proj,o_proj} --max_steps 3"
+./fsdpc $X --batch_size 4 --metrics_file "$W/x1.jsonl" >/dev/null 2>&1
+$MPI -np 2 ./fsdpc $X --batch_size 2 --ep 2 --metrics_file "$W/x2.jsonl" >/dev/null 2>"$W/x2.log"
+d=$(rel_diff "$W/x1.jsonl" "$W/x2.jsonl" 3 1e-5)
+check "Mixtral with LoRA on its attention: np=2 --ep 2 (frozen experts split) equals np=1 (worst $d)" $? "$(grep -m2 error "$W/x2.log")"
+
+# ---- checkpoints: the adapters' moments only; resume bit for bit across layouts ----
+C="$L --lora_dropout 0.1 --lora_target_modules q_proj,v_proj,gate_proj --num_tokens 0"
+./fsdpc $C --batch_size 8 --checkpoint_dir "$W/ck" --checkpoint_freq 3 --metrics_file "$W/c1.jsonl" >/dev/null 2>"$W/c1.log"
+check "a LoRA run checkpoints" $? "$(grep -m2 error "$W/c1.log")"
+$PY - "$W/ck/step_00000003.h5" <<'PYEOF'
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+names = []
+f["model"].visit(names.append)
+moments = []
+f["optim/exp_avg"].visit(moments.append)
+adapters = [n for n in names if ".lora_" in n]
+t = f.attrs["lora_target_modules"]
+t = t.decode() if isinstance(t, bytes) else str(t)
+ok = (len(adapters) == 4 * 3 * 2 and sorted(moments) == sorted(adapters) and f.attrs["lora_rank"] == 8
+      and f.attrs["lora_alpha"] == 16 and t == "q_proj,v_proj,gate_proj")
+print(f"{len(names)} weights, {len(adapters)} adapters, {len(moments)} moments")
+sys.exit(not ok)
+PYEOF
+check "the checkpoint holds every weight and AdamW moments of the 24 adapter tensors only, with the LoRA attributes" $?
+# the same layout: every logged figure; another data-parallel one: the losses (the gradient norm
+# sums in another order); tensor parallelism splits the products, so its losses agree to rounding
+for lay in "1 --batch_size 8" "2 --batch_size 4" "4 --batch_size 4 --tensor_parallel_degree 2"; do
+    set -- $lay
+    np=$1
+    shift
+    $MPI -np $np ./fsdpc $C "$@" --checkpoint_dir "$W/ck" --resume_from_checkpoint "$W/ck/step_00000003.h5" --checkpoint_freq 0 \
+        --metrics_file "$W/c2-$np.jsonl" >/dev/null 2>"$W/c2.log"
+    if [ $np = 1 ]; then
+        [ "$(steady "$W/c2-$np.jsonl")" = "$(steady "$W/c1.jsonl" | tail -3)" ]
+        check "resumed at np=1 from step 3: steps 4-6 equal bit for bit (every figure)" $? "$(grep -m2 error "$W/c2.log")"
+    elif [ $np = 2 ]; then
+        [ "$(losses "$W/c2-$np.jsonl")" = "$(losses "$W/c1.jsonl" | tail -3)" ]
+        check "resumed at np=$np $* from np=1's step 3: the losses of steps 4-6 equal bit for bit" $? "$(grep -m2 error "$W/c2.log")"
+    else
+        d=$(rel_diff <(tail -3 "$W/c1.jsonl") "$W/c2-$np.jsonl" 3 1e-5)
+        check "resumed at np=$np $* from np=1's step 3: steps 4-6 equal np=1's (worst $d)" $? "$(grep -m2 error "$W/c2.log")"
+    fi
+done
+expect_error "a LoRA checkpoint resumed without its adapters' settings" "has LoRA adapters .*--lora_rank 8.*but this run has none" \
+    ./fsdpc --train_data data/tinyshakespeare.txt --max_steps 6 $ONE --checkpoint_dir "$W/ck" --resume_from_checkpoint "$W/ck/step_00000003.h5"
+expect_error "a LoRA checkpoint resumed with another rank" "has LoRA adapters \(--lora_rank 8.*but this run has --lora_rank 4" \
+    ./fsdpc ${C/--lora_rank 8/--lora_rank 4} --checkpoint_dir "$W/ck" --resume_from_checkpoint "$W/ck/step_00000003.h5"
+
+# ---- a base loaded under fresh adapters: an fsdpc checkpoint, a Hugging Face folder ----
+./fsdpc --train_data data/tinyshakespeare.txt --batch_size 4 --max_steps 2 $ONE --checkpoint_dir "$W/base" --checkpoint_freq 2 \
+    --metrics_file "$W/b1.jsonl" >/dev/null 2>&1
+./fsdpc export --checkpoint "$W/base" --output "$W/hf" --dtype fp32 >/dev/null 2>&1
+for src in "$W/base/step_00000002.h5" "$W/hf"; do
+    k=${src##*/}
+    run "$k-0" ./fsdpc --train_data data/tinyshakespeare.txt --batch_size 4 --max_steps 1 $ONE --init_from "$src"
+    run "$k-1" ./fsdpc --train_data data/tinyshakespeare.txt --batch_size 4 --max_steps 1 $ONE --init_from "$src" --lora_rank 4 \
+        --lora_target_modules all-linear
+    [ "$(losses "$W/$k-0.jsonl")" = "$(losses "$W/$k-1.jsonl")" ] && [ -n "$(losses "$W/$k-0.jsonl")" ]
+    check "--init_from $k under fresh adapters: step 1's loss equals the base's ($(losses "$W/$k-1.jsonl"))" $? \
+        "$(grep -m2 error "$W/$k-1.log")"
+done
+
+# ---- memory: the tracker holds the adapters' gradients and moments alone ----
+M="--train_data data/tinyshakespeare.txt --batch_size 2 --max_steps 1 $ONE --lora_rank 4"
+$MPI -np 2 ./fsdpc $M --sharding full-shard --metrics_file "$W/m.jsonl" >/dev/null 2>"$W/m.log"
+$MPI -np 2 ./fsdpc ${M/--lora_rank 4/} --sharding full-shard --metrics_file "$W/mf.jsonl" >/dev/null 2>&1
+$PY - "$W/m.jsonl" "$W/mf.jsonl" <<'PYEOF'
+import json, sys
+m = json.loads(open(sys.argv[1]).read().splitlines()[-1])["mem"]
+full = json.loads(open(sys.argv[2]).read().splitlines()[-1])["mem"]
+# q_proj (128x128) and v_proj (64x128) at r=4 in each of the 4 blocks: A (4, 128) and B (out, 4)
+adapters = 4 * ((4 * 128 + 128 * 4) + (4 * 128 + 64 * 4))
+unit = adapters // 4
+opt, grads = m["optimizer"][3], m["grads"][3]  # the peak, the largest over ranks
+ok = opt == 2 * 4 * adapters // 2 and 4 * adapters // 2 <= grads <= 4 * adapters // 2 + 4 * 4 * unit + 4096
+print(f"optimizer {opt} B (adapters' moments {2 * 4 * adapters // 2}), gradients {grads} B, full finetuning's {full['grads'][3]} and {full['optimizer'][3]}")
+sys.exit(not ok)
+PYEOF
+check "np=2 full-shard: the tracker's optimizer bytes are the adapters' moments' shard exactly, gradients within one adapter unit of their shard" $? \
+    "$(grep -m2 error "$W/m.log")"
+
+# ---- refusals ----
+expect_error "an adapter on a layer the family lacks" "has no linear layer 'qkv_proj' \(its layers: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj" \
+    ./fsdpc $F --lora_rank 4 --lora_target_modules q_proj,qkv_proj
+expect_error "a rank larger than a layer" "--lora_rank 200 is larger than model.layers.0.self_attn.q_proj \(128 x 128\)" \
+    ./fsdpc $F --lora_rank 200
+expect_error "LoRA settings without --lora_rank" "--lora_dropout applies to LoRA adapters" ./fsdpc $F --lora_dropout 0.1
+expect_error "a negative rank" "--lora_rank must be >= 0" ./fsdpc $F --lora_rank -2
+expect_error "dropout of 1" "--lora_dropout must be in \[0, 1\)" ./fsdpc $F --lora_rank 2 --lora_dropout 1
+expect_error "an expert targeted" "experts.0.w1 is a mixture of experts' router or expert" \
+    ./fsdpc $F --model_name mixtral_tiny --lora_rank 2 --lora_target_modules w1
+expect_error "adapter dropout on a row-parallel layer under tp" "--lora_dropout with --tensor_parallel_degree 2 on o_proj" \
+    $MPI -np 2 ./fsdpc $F --lora_rank 2 --lora_target_modules q_proj,o_proj --lora_dropout 0.1 --tensor_parallel_degree 2
+expect_error "no module named" "--lora_target_modules names no module" ./fsdpc $F --lora_rank 2 --lora_target_modules " , "
