@@ -28,6 +28,7 @@ typedef struct {
     int overwrite_checkpoints;  // a run may replace checkpoints of other lineages (never its own input)
     // weights in: a safetensors file / index / Hugging Face directory / hub name, or an fsdpc .h5
     char init_from[1024];
+    char init_adapter[1024];  // a PEFT LoRA adapter folder loaded into the adapters after the base (ckpt/peft.h)
     char pretrained_model_name[1024];  // the seed's --pretrained_model_name: --init_from when that is not given
     int finetune;
     int allow_unused_weights;  // --init_from files may hold tensors the model does not use (warned, not refused)

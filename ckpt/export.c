@@ -20,6 +20,7 @@
 #include "../base/cli.h"
 #include "../model/family.h"
 #include "hf.h"
+#include "peft.h"
 
 static const char *export_basename(const char *path) {
     const char *slash = strrchr(path, '/');
@@ -63,10 +64,13 @@ static void export_discard(ExportFiles *ef) {
     }
 }
 
-// model.safetensors, or a shard of it (model-00001-of-00003.safetensors); with index, its index too
+// model.safetensors, a shard of it (model-00001-of-00003.safetensors) or PEFT's adapter weights;
+// with index, the model's index and the adapter's config too: an export of one kind removes the
+// other's (export_publish), so no loader takes a model for an adapter or the reverse
 static int export_is_weights(const char *name, int index) {
     int a, b, n = 0;
-    return !strcmp(name, "model.safetensors") || (index && !strcmp(name, "model.safetensors.index.json")) ||
+    return !strcmp(name, "model.safetensors") || !strcmp(name, PEFT_WEIGHTS) ||
+           (index && (!strcmp(name, "model.safetensors.index.json") || !strcmp(name, PEFT_CONFIG))) ||
            (sscanf(name, "model-%d-of-%d.safetensors%n", &a, &b, &n) == 2 && !name[n]);
 }
 
@@ -382,19 +386,44 @@ static const char *export_tokenizer(const char *tok, char *file, size_t len) {
     return NULL;
 }
 
-// Whether t is stored transposed on export: the family keeps some linear weights as nn.Linear
-// does, (out, in), where Hugging Face's model keeps them as Conv1D, (in, out).
-static int export_conv1d(const ModelPlan *plan, const TensorSpec *t) {
-    const char *prefix = plan->family->hf_export.transposed;
-    return prefix && t->ndim == 2 && !strncmp(t->name, prefix, strlen(prefix));
-}
 
-// Scratch of one export: fp32 as read, fp32 transposed (Conv1D exports only), converted output.
+// Scratch of one export: fp32 as read, fp32 transposed (Conv1D exports only), converted output;
+// and how its tensors are written.
 typedef struct {
     size_t chunk;  // elements per buffer: HF_CHUNK, or one source row if wider
     float *fbuf, *tbuf;
     void *obuf;
+    const ModelPlan *plan;
+    int adapter;  // PEFT's adapter file: the adapter units' tensors, named under PEFT_PREFIX, never transposed
+    // merging (a LoRA checkpoint's model): the tensor being written's lora_A and lora_B, read whole
+    // (NULL: not adapted), and the adapters' scale
+    float *a, *b;
+    int rank, in;
+    float scale;
 } ExportBufs;
+
+// Elements [begin, begin + count) of t into dst as ckpt_reader_read gives them; with a merge
+// (b->a set) the adapted weight W + s B A, its product summed in fp32.
+static const char *export_read(CkptReader *r, const TensorSpec *t, size_t begin, size_t count, float *dst, const ExportBufs *b) {
+    const char *err = ckpt_reader_read(r, t, begin, count, dst);
+    if (err || !b->a) return err;
+    size_t in = (size_t)b->in, rank = (size_t)b->rank;
+    for (size_t e = 0; e < count; e++) {
+        size_t i = (begin + e) / in, j = (begin + e) % in;
+        float sum = 0.0f;
+        for (size_t k = 0; k < rank; k++) sum += b->b[i * rank + k] * b->a[k * in + j];
+        dst[e] += b->scale * sum;
+    }
+    return NULL;
+}
+
+// Whether t is stored transposed on export: the family keeps some linear weights as nn.Linear
+// does, (out, in), where Hugging Face's model keeps them as Conv1D, (in, out). PEFT keeps an
+// adapter's factors as nn.Linear weights whatever the base layer (fan_in_fan_out).
+static int export_conv1d(const ModelPlan *plan, const TensorSpec *t) {
+    const char *prefix = plan->family->hf_export.transposed;
+    return prefix && t->ndim == 2 && !strncmp(t->name, prefix, strlen(prefix));
+}
 
 // Writes t (rows, cols) as its transpose (cols, rows) from f's position on. Blocks of whole source
 // rows are read in order (so the checksum is still checked); each block is a column band of the
@@ -405,7 +434,7 @@ static int export_transposed(FILE *f, const TensorSpec *t, StDtype dt, CkptReade
     if (base < 0) return 1;
     for (size_t r0 = 0; r0 < rows; r0 += step) {
         size_t nr = rows - r0 < step ? rows - r0 : step;
-        if ((*err = ckpt_reader_read(r, t, r0 * cols, nr * cols, b->fbuf))) return 0;
+        if ((*err = export_read(r, t, r0 * cols, nr * cols, b->fbuf, b))) return 0;
         for (size_t c = 0; c < cols; c++)
             for (size_t i = 0; i < nr; i++) b->tbuf[c * nr + i] = b->fbuf[i * cols + c];
         st_from_f32(b->obuf, b->tbuf, nr * cols, dt);
@@ -449,36 +478,59 @@ static int export_bpe_tokenizer(const char *tok, char *merges, size_t len, const
 
 const char export_stopped[] = "stopped by a signal";
 
-// One safetensors file holding plan tensors [t0, t1) in plan order (flattened over units).
-static const char *export_shard(ExportFiles *ef, const char *name, const ModelPlan *plan, const TensorSpec *const *ts, int t0,
-                                int t1, StDtype dt, CkptReader *r, ExportBufs *b) {
+// The lora_A and lora_B of base tensor t (of unit u) read whole into b for export_read (b->a NULL
+// when t has no adapter or the export writes the adapters themselves); NULL or the error.
+static const char *export_adapter_of(CkptReader *r, int u, const TensorSpec *t, ExportBufs *b) {
+    free(b->a);
+    free(b->b);
+    b->a = b->b = NULL;
+    const ModelPlan *plan = b->plan;
+    if (b->adapter || plan->lora0 < 0 || u >= plan->lora0 || t->lora < 0) return NULL;
+    const UnitSpec *ad = &plan->units[plan->lora0 + plan->units[u].layer];
+    const TensorSpec *A = &ad->t[t->lora], *B = &ad->t[t->lora + 1];
+    b->rank = A->shape[0], b->in = A->shape[1];
+    b->a = mallocCheck(A->numel * sizeof(float));
+    b->b = mallocCheck(B->numel * sizeof(float));
+    const char *err = ckpt_reader_read(r, A, 0, A->numel, b->a);
+    return err ? err : ckpt_reader_read(r, B, 0, B->numel, b->b);
+}
+
+// One safetensors file holding plan tensors [t0, t1) in plan order (flattened over units; unit[i]:
+// tensor i's unit).
+static const char *export_shard(ExportFiles *ef, const char *name, const TensorSpec *const *ts, const int *unit, int t0, int t1,
+                                StDtype dt, CkptReader *r, ExportBufs *b) {
+    const ModelPlan *plan = b->plan;
     const char *err = NULL;
     FILE *f = export_create(ef, name, &err);
     if (!f) return err;
     StEntry *e = mallocCheck((size_t)(t1 - t0) * sizeof(StEntry));
     int(*shapes)[2] = mallocCheck((size_t)(t1 - t0) * sizeof *shapes);
+    char(*names)[sizeof PEFT_PREFIX + sizeof ts[0]->name] = mallocCheck((size_t)(t1 - t0) * sizeof *names);
     for (int i = t0; i < t1; i++) {
-        int tr = export_conv1d(plan, ts[i]);
+        int tr = !b->adapter && export_conv1d(plan, ts[i]);
         shapes[i - t0][0] = ts[i]->shape[tr], shapes[i - t0][1] = ts[i]->shape[!tr];
-        e[i - t0] = (StEntry){ts[i]->name, ts[i]->ndim, shapes[i - t0]};
+        snprintf(names[i - t0], sizeof names[0], "%s%s", b->adapter ? PEFT_PREFIX : "", ts[i]->name);
+        e[i - t0] = (StEntry){names[i - t0], ts[i]->ndim, shapes[i - t0]};
     }
     int bad = st_write_header(f, e, t1 - t0, dt);
     free(e);
     free(shapes);
+    free(names);
     size_t es = st_dtype_size(dt);
     for (int i = t0; i < t1 && !bad && !err; i++) {
         if (comm_stop_signal) {
             err = export_stopped;
             break;
         }
-        if (export_conv1d(plan, ts[i])) {
+        if ((err = export_adapter_of(r, unit[i], ts[i], b))) break;
+        if (!b->adapter && export_conv1d(plan, ts[i])) {
             bad = export_transposed(f, ts[i], dt, r, b, &err);
             continue;
         }
         for (size_t o = 0; o < ts[i]->numel && !bad && !err; o += b->chunk) {
             size_t n = ts[i]->numel - o < b->chunk ? ts[i]->numel - o : b->chunk;
             if (comm_stop_signal) err = export_stopped;
-            else if (!(err = ckpt_reader_read(r, ts[i], o, n, b->fbuf))) {
+            else if (!(err = export_read(r, ts[i], o, n, b->fbuf, b))) {
                 st_from_f32(b->obuf, b->fbuf, n, dt);
                 bad = fwrite(b->obuf, es, n, f) != n;
             }
@@ -487,23 +539,30 @@ static const char *export_shard(ExportFiles *ef, const char *name, const ModelPl
     return export_close(ef, f, err);
 }
 
-static const char *export_weights(ExportFiles *ef, const ModelPlan *plan, StDtype dt, uint64_t max_shard, CkptReader *r) {
-    int nt = 0;
-    for (int u = 0; u < plan->nunits; u++) nt += plan->units[u].ntensors;
+// The weights: the model's tensors (a LoRA checkpoint's adapters merged into them), or with
+// adapter PEFT's adapter file of the adapter units' tensors. *n: the tensors written.
+static const char *export_weights(ExportFiles *ef, const ModelPlan *plan, int adapter, StDtype dt, uint64_t max_shard, CkptReader *r,
+                                  size_t *params) {
+    int u0 = 0, u1 = plan->lora0 >= 0 ? plan->lora0 : plan->nunits, nt = 0;
+    if (adapter) u0 = plan->lora0, u1 = plan->nunits;
+    for (int u = u0; u < u1; u++) nt += plan->units[u].ntensors;
     const TensorSpec **ts = mallocCheck((size_t)nt * sizeof *ts);
-    int *shard = mallocCheck((size_t)nt * sizeof(int)), nshards = 0, k = 0;
+    int *shard = mallocCheck((size_t)nt * sizeof(int)), *unit = mallocCheck((size_t)nt * sizeof(int)), nshards = 0, k = 0;
     uint64_t filled = 0, total = 0;
-    for (int u = 0; u < plan->nunits; u++)
-        for (int t = 0; t < plan->units[u].ntensors; t++) ts[k++] = &plan->units[u].t[t];
-    ExportBufs b = {.chunk = HF_CHUNK};
+    for (int u = u0; u < u1; u++)
+        for (int t = 0; t < plan->units[u].ntensors; t++) unit[k] = u, ts[k++] = &plan->units[u].t[t];
+    ExportBufs b = {.chunk = HF_CHUNK, .plan = plan, .adapter = adapter, .scale = plan->lora_scale};
     int conv1d = 0;
+    *params = 0;
     for (int i = 0; i < nt; i++) {  // greedy in name order, as transformers shards; a tensor never splits
         uint64_t bytes = (uint64_t)ts[i]->numel * st_dtype_size(dt);
-        if (!nshards || (filled && filled + bytes > max_shard)) nshards++, filled = 0;
+        // PEFT reads one adapter file
+        if (!nshards || (filled && filled + bytes > max_shard && !adapter)) nshards++, filled = 0;
         shard[i] = nshards - 1;
         filled += bytes;
         total += bytes;
-        if (export_conv1d(plan, ts[i])) {
+        *params += ts[i]->numel;
+        if (!adapter && export_conv1d(plan, ts[i])) {
             conv1d = 1;
             if ((size_t)ts[i]->shape[1] > b.chunk) b.chunk = (size_t)ts[i]->shape[1];  // a transposed block is whole rows
         }
@@ -516,9 +575,10 @@ static const char *export_weights(ExportFiles *ef, const ModelPlan *plan, StDtyp
     for (int s = 0, i = 0; s < nshards && !err; s++) {
         int j = i;
         while (j < nt && shard[j] == s) j++;
-        if (nshards == 1) snprintf(name, sizeof name, "model.safetensors");
+        if (adapter) snprintf(name, sizeof name, "%s", PEFT_WEIGHTS);
+        else if (nshards == 1) snprintf(name, sizeof name, "model.safetensors");
         else snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, nshards);
-        err = export_shard(ef, name, plan, ts, i, j, dt, r, &b);
+        err = export_shard(ef, name, ts, unit, i, j, dt, r, &b);
         i = j;
     }
     FILE *f = NULL;
@@ -532,12 +592,86 @@ static const char *export_weights(ExportFiles *ef, const ModelPlan *plan, StDtyp
     free(b.fbuf);
     free(b.tbuf);
     free(b.obuf);
+    free(b.a);
+    free(b.b);
     free(ts);
     free(shard);
+    free(unit);
     return err;
 }
 
-const char *export_checkpoint(const char *file, const ExportOptions *a, size_t *num_params) {
+// s as a JSON string, quotes included
+static void export_json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+// The model the adapters of checkpoint file were trained on, as PEFT's base_model_name_or_path:
+// the source the first run of its lineage to hold adapters was initialised from (--init_from: a
+// Hugging Face model or a checkpoint without adapters), found by following each checkpoint's
+// parent. "" when that run started from random weights, or when an ancestor is gone (pruned,
+// moved) and the chain cannot be followed.
+static void export_base_model(const char *file, char *out, size_t len) {
+    char cur[1024];
+    CkptMeta *meta = mallocCheck(sizeof *meta);
+    snprintf(cur, sizeof cur, "%s", file);
+    out[0] = 0;
+    for (int hops = 0; hops <= CKPT_LINEAGE_MAX; hops++) {
+        ModelConfig m = {.rope_theta = 10000.0f};
+        char tok[1024];
+        if (ckpt_read_meta(cur, meta) || !meta->parent[0]) break;
+        if (!path_ends_with(meta->parent, ".h5")) {  // a Hugging Face source
+            peft_base_name(meta->parent, out, len);
+            break;
+        }
+        // a checkpoint: the base when it holds no adapters, else one more run of the adapters
+        if (ckpt_read_config(meta->parent, &m, tok, sizeof tok)) break;
+        if (!m.lora_rank) {
+            snprintf(out, len, "%s", meta->parent);
+            break;
+        }
+        snprintf(cur, sizeof cur, "%s", meta->parent);
+    }
+    free(meta);
+}
+
+// PEFT's adapter_config.json for plan's adapters, as PEFT writes a LoRA's (inference_mode: saved
+// for use; base: base_model_name_or_path, "" for null)
+static const char *export_adapter_config(ExportFiles *ef, const ModelPlan *plan, const char *base) {
+    const ModelConfig *m = &plan->cfg;
+    const char *err = NULL;
+    FILE *f = export_create(ef, PEFT_CONFIG, &err);
+    if (!f) return err;
+    char targets[512], alpha[32], drop[32];
+    peft_targets(plan, targets, sizeof targets);
+    int fan_in_fan_out = 0;  // the family keeps the adapted layers as Conv1D, transposed
+    for (int u = 0; u < plan->lora0; u++)
+        for (int t = 0; t < plan->units[u].ntensors; t++)
+            fan_in_fan_out |= plan->units[u].t[t].lora >= 0 && export_conv1d(plan, &plan->units[u].t[t]);
+    export_float(alpha, sizeof alpha, m->lora_alpha);
+    export_float(drop, sizeof drop, m->lora_dropout);
+    fprintf(f, "{\n  \"base_model_name_or_path\": ");
+    if (base[0]) export_json_string(f, base);
+    else fprintf(f, "null");
+    fprintf(f, ",\n  \"bias\": \"none\",\n  \"fan_in_fan_out\": %s,\n  \"inference_mode\": true,\n  \"init_lora_weights\": true,\n"
+               "  \"lora_alpha\": %s,\n  \"lora_dropout\": %s,\n  \"modules_to_save\": null,\n  \"peft_type\": \"LORA\",\n"
+               "  \"r\": %d,\n  \"revision\": null,\n  \"target_modules\": [",
+            fan_in_fan_out ? "true" : "false", alpha, drop, m->lora_rank);
+    for (const char *p = targets; *p;) {
+        size_t n = strcspn(p, ",");
+        fprintf(f, "%s\"%.*s\"", p == targets ? "" : ", ", (int)n, p);
+        p += n + (p[n] == ',');
+    }
+    fprintf(f, "],\n  \"task_type\": \"CAUSAL_LM\",\n  \"use_rslora\": %s\n}\n", m->use_rslora ? "true" : "false");
+    return export_close(ef, f, NULL);
+}
+
+const char *export_checkpoint(const char *file, const ExportOptions *a, ExportResult *res) {
     static char msg[2400];
     // a family without rotary embeddings stores no rope_theta: the base's stands in, as validation
     // wants one (the others store their own)
@@ -555,6 +689,9 @@ const char *export_checkpoint(const char *file, const ExportOptions *a, size_t *
         return snprintf(msg, sizeof msg, "checkpoint '%s' holds a %s model; export writes %s models", file, m.model_type, fams), msg;
     }
     if ((err = config_validate_model(&m))) return snprintf(msg, sizeof msg, "checkpoint '%s': %s", file, err), msg;
+    if (a->adapter && !m.lora_rank)
+        return snprintf(msg, sizeof msg, "export --adapter: checkpoint '%s' holds no LoRA adapters (it was trained without "
+                        "--lora_rank): export the model without --adapter", file), msg;
     if ((err = export_tokenizer(tok, tokfile, sizeof tokfile))) return err;
     // a byte-level BPE vocabulary and its merges go under Hugging Face's names, which its tokenizers and fsdpc read
     char merges[HF_PATH + 32];
@@ -571,7 +708,8 @@ const char *export_checkpoint(const char *file, const ExportOptions *a, size_t *
     io_input(file, "the checkpoint being exported");
     if (tokfile[0]) io_input(tokfile, "the checkpoint's tokenizer");
     if (bpe_tok) io_input(merges, "the checkpoint's tokenizer merges");
-    if ((err = export_check_output(a, !tokfile[0] ? "" : bpe_tok ? "vocab.json" : export_basename(tokfile)))) {
+    const char *tokname = a->adapter || !tokfile[0] ? "" : bpe_tok ? "vocab.json" : export_basename(tokfile);
+    if ((err = export_check_output(a, tokname))) {
         json_free(src.cfg);
         ckpt_source_free(&src.files);
         return err;
@@ -598,18 +736,27 @@ const char *export_checkpoint(const char *file, const ExportOptions *a, size_t *
     snprintf(ef.dir, sizeof ef.dir, "%s", a->output);
     int bos, eos;
     export_special_ids(tokfile, &bos, &eos);
-    if (r) err = export_config(&ef, &m, positions, &src, a->dtype, bos, eos);
-    if (r && !err && tokfile[0]) err = export_copy(&ef, tokfile, bpe_tok ? "vocab.json" : export_basename(tokfile));
-    if (r && !err && bpe_tok) err = export_copy(&ef, merges, "merges.txt");
-    if (r && !err) err = export_tokenizer_files(&ef, &src, tokfile, positions);
-    if (r && !err) err = export_weights(&ef, &plan, a->dtype, a->max_shard, r);
+    char base[1024];
+    if (r && a->adapter) {  // PEFT's two files; the model, its config and tokenizer are the base's
+        export_base_model(file, base, sizeof base);
+        err = export_adapter_config(&ef, &plan, base);
+    } else if (r) {
+        err = export_config(&ef, &m, positions, &src, a->dtype, bos, eos);
+        if (!err && tokfile[0]) err = export_copy(&ef, tokfile, tokname);
+        if (!err && bpe_tok) err = export_copy(&ef, merges, "merges.txt");
+        if (!err) err = export_tokenizer_files(&ef, &src, tokfile, positions);
+    }
+    memset(res, 0, sizeof *res);
+    if (r && !err) err = export_weights(&ef, &plan, a->adapter, a->dtype, a->max_shard, r, &res->params);
     if (r && !err && comm_stop_signal) err = export_stopped;
     if (r && !err) err = export_publish(&ef);
     if (err) {
         export_discard(&ef);
         if (created) rmdir(a->output);  // empty again: no trace of an export that did not happen
-    } else {
-        *num_params = plan.num_params;
+    } else if (!a->adapter && plan.lora0 >= 0) {
+        for (int u = 0; u < plan.lora0; u++)
+            for (int t = 0; t < plan.units[u].ntensors; t++) res->merged += plan.units[u].t[t].lora >= 0;
+        res->lora_rank = m.lora_rank, res->lora_alpha = m.lora_alpha, res->lora_scale = plan.lora_scale;
     }
     if (r) ckpt_reader_close(r);
     free(ef.names);

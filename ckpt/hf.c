@@ -530,32 +530,28 @@ static const char *hf_unused(const HfModel *h, const ModelPlan *plan, int allow,
     return NULL;
 }
 
-int hf_load(const HfModel *h, ShardState *s, int allow_unused, char *err, size_t errlen) {
-    static char msg[2 * HF_PATH];
+const char *hf_read_units(ShardState *s, int u0, int u1, const StFile *files, int nfiles, HfSourceFn find, const void *ctx,
+                          char *msg, size_t len) {
     const ModelPlan *plan = shard_plan(s);
     const char *bad = NULL;
-    int file, nu = plan->lora0 >= 0 ? plan->lora0 : plan->nunits;  // LoRA's adapters (the last units) keep their start
-    for (int u = 0; u < nu && !bad; u++)
-        for (int t = 0; t < plan->units[u].ntensors && !bad; t++)
-            if (!hf_source_tensor(h, &plan->units[u].t[t], &file, msg, sizeof msg)) bad = msg;
-    if (!bad) bad = hf_unused(h, plan, allow_unused, msg, sizeof msg);
-    if (comm_agree(bad, err, errlen)) return -1;
-    if (h->tied)
-        log_msg("%s: %s is tied to %s; fsdpc trains an untied copy of it\n", h->path, h->fam->hf_import.tied, h->fam->hf_import.tied_to);
-    int on_device = shard_state_on_device(s), *fds = mallocCheck((size_t)h->nfiles * sizeof(int));
-    for (int i = 0; i < h->nfiles; i++) fds[i] = -1;
+    int file, on_device = shard_state_on_device(s), *fds = mallocCheck((size_t)(nfiles ? nfiles : 1) * sizeof(int));
+    for (int i = 0; i < nfiles; i++) fds[i] = -1;
     size_t stage_len = 0;
-    for (int u = 0; u < plan->nunits; u++)
+    for (int u = u0; u < u1; u++)
         if (shard_unit_len(s, u) > stage_len) stage_len = shard_unit_len(s, u);
     float *stage = on_device ? mallocCheck((stage_len < HF_CHUNK ? stage_len : HF_CHUNK) * sizeof(float)) : NULL;
-    for (int u = 0; u < nu && !bad; u++)
+    for (int u = u0; u < u1 && !bad; u++)
         for (int t = 0; t < plan->units[u].ntensors && !bad; t++) {
             size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
             if (!n) continue;
-            const StTensor *src = hf_source_tensor(h, &plan->units[u].t[t], &file, msg, sizeof msg);
-            const StFile *sf = &h->files[file];
+            const StTensor *src = find(ctx, &plan->units[u].t[t], &file, msg, len);
+            if (!src) {
+                bad = msg;
+                break;
+            }
+            const StFile *sf = &files[file];
             if (fds[file] < 0 && (fds[file] = open(sf->path, O_RDONLY)) < 0) {
-                snprintf(msg, sizeof msg, "cannot open '%s': %s", sf->path, strerror(errno));
+                snprintf(msg, len, "cannot open '%s': %s", sf->path, strerror(errno));
                 bad = msg;
                 break;
             }
@@ -573,21 +569,44 @@ int hf_load(const HfModel *h, ShardState *s, int allow_unused, char *err, size_t
                 at += run;
             }
         }
-    for (int i = 0; i < h->nfiles; i++)
+    for (int i = 0; i < nfiles; i++)
         if (fds[i] >= 0) close(fds[i]);
     free(fds);
     free(stage);
-    if (comm_agree(bad, err, errlen)) return -1;  // a read error is this rank's alone
-    shard_master_changed(s);
+    return bad;
+}
+
+int hf_check_finite(const ShardState *s, const char *path, const char *what, char *err, size_t errlen) {
+    const ModelPlan *plan = shard_plan(s);
     ShardTensorRef nonfinite[3];
     int nbad = shard_nonfinite(s, 1, nonfinite, 3);
-    if (nbad) {
-        char names[900] = "";
-        size_t k = 0;
-        for (int i = 0; i < nbad && i < 3 && k < sizeof names; i++)
-            k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", i ? ", " : "", plan->units[nonfinite[i].unit].t[nonfinite[i].tensor].name);
-        return err_set(err, errlen, "'%s' holds NaN or infinite values in %d tensor(s): %s%s: these weights cannot be trained "
-                       "from (fetch or export them again)", h->path, nbad, names, nbad > 3 ? ", ..." : "");
-    }
-    return 0;
+    if (!nbad) return 0;
+    char names[900] = "";
+    size_t k = 0;
+    for (int i = 0; i < nbad && i < 3 && k < sizeof names; i++)
+        k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", i ? ", " : "", plan->units[nonfinite[i].unit].t[nonfinite[i].tensor].name);
+    return err_set(err, errlen, "'%s' holds NaN or infinite values in %d tensor(s): %s%s: %s cannot be trained from (fetch or "
+                   "export them again)", path, nbad, names, nbad > 3 ? ", ..." : "", what);
+}
+
+static const StTensor *hf_find_source(const void *ctx, const TensorSpec *spec, int *file, char *msg, size_t len) {
+    return hf_source_tensor(ctx, spec, file, msg, len);
+}
+
+int hf_load(const HfModel *h, ShardState *s, int allow_unused, char *err, size_t errlen) {
+    static char msg[2 * HF_PATH];
+    const ModelPlan *plan = shard_plan(s);
+    const char *bad = NULL;
+    int file, nu = plan->lora0 >= 0 ? plan->lora0 : plan->nunits;  // LoRA's adapters (the last units) keep their start
+    for (int u = 0; u < nu && !bad; u++)
+        for (int t = 0; t < plan->units[u].ntensors && !bad; t++)
+            if (!hf_source_tensor(h, &plan->units[u].t[t], &file, msg, sizeof msg)) bad = msg;
+    if (!bad) bad = hf_unused(h, plan, allow_unused, msg, sizeof msg);
+    if (comm_agree(bad, err, errlen)) return -1;
+    if (h->tied)
+        log_msg("%s: %s is tied to %s; fsdpc trains an untied copy of it\n", h->path, h->fam->hf_import.tied, h->fam->hf_import.tied_to);
+    bad = hf_read_units(s, 0, nu, h->files, h->nfiles, hf_find_source, h, msg, sizeof msg);
+    if (comm_agree(bad, err, errlen)) return -1;  // a read error is this rank's alone
+    shard_master_changed(s);
+    return hf_check_finite(s, h->path, "these weights", err, errlen);
 }

@@ -11,6 +11,7 @@
 #include "../model/family.h"
 #include "../shard/shard.h"
 #include "ckpt.h"
+#include "safetensors.h"
 
 typedef struct HfModel HfModel;
 // Opens a Hugging Face model source: reads config.json (when present) and every safetensors header
@@ -33,6 +34,19 @@ void hf_take_source(HfModel *h, CkptSource *src);
 // non-parameter buffers aside), unless allow_unused, which warns instead. 0, or -1 with that line
 // in err on every rank.
 int hf_load(const HfModel *h, ShardState *s, int allow_unused, char *err, size_t errlen);
+
+// Shared with peft.c (adapters in): the safetensors tensor a model tensor loads from, checked,
+// with the index of its file in *file; NULL with the line in msg.
+typedef const StTensor *(*HfSourceFn)(const void *ctx, const TensorSpec *spec, int *file, char *msg, size_t len);
+// This rank's slices (shard_tensor_slice; a tp part as runs of the whole tensor, model_tp_run) of
+// every tensor of units [u0, u1), read from files as fp32 into the master shards (uploaded under
+// shard_state_on_device). NULL, or this rank's error line (in msg, or st_read_f32's): the caller
+// agrees on it (comm_agree), then calls shard_master_changed.
+const char *hf_read_units(ShardState *s, int u0, int u1, const StFile *files, int nfiles, HfSourceFn find, const void *ctx,
+                          char *msg, size_t len);
+// Collective, after shard_master_changed: 0, or -1 with a line in err naming the first tensors that
+// hold NaN or infinite values, read from path (`what` they are, for the message).
+int hf_check_finite(const ShardState *s, const char *path, const char *what, char *err, size_t errlen);
 
 // Shared with export.c: paths, and the model length a config.json gives.
 enum { HF_PATH = 4096 };

@@ -187,6 +187,11 @@ const char *ckpt_check_header(const CkptDesc *d, const char *file, const ModelCo
     if (!e && h->model.lora_rank)
         e = get_str(d, file, "lora_target_modules", h->model.lora_target_modules, sizeof h->model.lora_target_modules);
     if (!e && h->model.lora_rank && !(h->model.lora_alpha > 0.0f)) e = not_a(file, "lora_alpha", "a positive number");
+    // the dropout the adapters trained with, for PEFT's adapter_config.json (export --adapter)
+    const CkptAttr *ld = e || !h->model.lora_rank ? NULL : need_attr(d, file, "lora_dropout", 0, &e);
+    h->model.lora_dropout = 0.0f;
+    if (!e && ld && (ld->kind != CKPT_ATTR_FLOAT || !(ld->f >= 0.0 && ld->f < 1.0))) e = not_a(file, "lora_dropout", "a number in [0, 1)");
+    if (!e && ld) h->model.lora_dropout = (float)ld->f;
     // a family without grouped-query attention stores no num_key_value_heads: every head has its own
     if (!e && !fam->gqa) h->model.num_key_value_heads = h->model.num_heads;
     const CkptAttr *tok = e ? NULL : need_attr(d, file, "tokenizer", 0, &e);

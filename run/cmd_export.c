@@ -17,6 +17,7 @@ typedef struct {
     int dtype;  // StDtype
     uint64_t max_shard;
     int overwrite;  // write into a folder that holds other files (never over the export's own inputs)
+    int adapter;    // a LoRA checkpoint's adapters as PEFT's adapter folder
 } ExportArgs;
 
 static int cmd_export_positive(const void *v) { return *(const uint64_t *)v > 0; }
@@ -34,9 +35,11 @@ static const CliFlag cmd_export_flags[] = {
      .arg = "BYTES", .help = "largest safetensors file; larger models are split, with an index"},
     {.name = "overwrite", .kind = CLI_BOOL, CMD_EXPORT_AT(overwrite),
      .help = "write into a folder holding other files (replacing only names export writes)"},
+    {.name = "adapter", .kind = CLI_BOOL, CMD_EXPORT_AT(adapter),
+     .help = "a LoRA checkpoint's adapters as a PEFT adapter folder (without: the model, adapters merged)"},
 };
 static const char cmd_export_usage[] =
-    "usage: fsdpc export --checkpoint DIR|FILE --output DIR [--dtype bf16|fp16|fp32] [--max_shard_size BYTES] [--overwrite]";
+    "usage: fsdpc export --checkpoint DIR|FILE --output DIR [--dtype bf16|fp16|fp32] [--max_shard_size BYTES] [--overwrite] [--adapter]";
 
 static void cmd_export_defaults(void *dst) {
     ExportArgs *a = dst;
@@ -59,12 +62,17 @@ int cmd_export_main(void *args) {
     if (!found)
         comm_fail_all(access(a.checkpoint, F_OK) == 0 ? "no checkpoint in '%s'" : "checkpoint '%s' does not exist", a.checkpoint);
     // one writer: the ranks of a parallel file system's clients need not agree on partial pages
-    const ExportOptions o = {.output = a.output, .dtype = (StDtype)a.dtype, .max_shard = a.max_shard, .overwrite = a.overwrite};
-    size_t params = 0;
-    const char *err = comm_info.rank == 0 ? export_checkpoint(file, &o, &params) : NULL;
+    const ExportOptions o = {.output = a.output, .dtype = (StDtype)a.dtype, .max_shard = a.max_shard, .overwrite = a.overwrite,
+                             .adapter = a.adapter};
+    ExportResult res = {0};
+    const char *err = comm_info.rank == 0 ? export_checkpoint(file, &o, &res) : NULL;
+    char merged[200] = "";
+    if (res.merged)
+        snprintf(merged, sizeof merged, "Merged the LoRA adapters into %d weights (W + s B A in fp32: rank %d, alpha %g, scale %g)\n",
+                 res.merged, res.lora_rank, (double)res.lora_alpha, (double)res.lora_scale);
     if (comm_info.rank == 0 && !err)
-        snprintf(summary, sizeof summary, "Exported %s (%.2fM parameters, %s) to %s\n", file, params / 1e6,
-                 cli_choice_name(cmd_export_dtypes, a.dtype), a.output);
+        snprintf(summary, sizeof summary, "%sExported %s%s (%.2fM parameters, %s) to %s\n", merged, a.adapter ? "the LoRA adapters of " : "",
+                 file, res.params / 1e6, cli_choice_name(cmd_export_dtypes, a.dtype), a.output);
     int stopped = err == export_stopped ? comm_stop_signal : 0;  // rank 0's outcome is the job's
     comm_check_all(stopped ? NULL : err);
     comm_bcast_bytes(comm_world(), &stopped, sizeof stopped, 0);

@@ -261,6 +261,7 @@ static const CliFlag flags[] = {
     B("overwrite_checkpoints", ckpt.overwrite_checkpoints, G_CKPT, "replace checkpoints of another run's lineage"),
     S("init_from", ckpt.init_from, G_CKPT, "PATH", "weights only: safetensors, a Hugging Face folder or hub name, or a checkpoint",
       CLI_ALIASES("pretrained_checkpoint_file", "hf_pretrained_model_name_or_dir", "finetune_checkpoint_load_dir")),
+    S("init_adapter", ckpt.init_adapter, G_CKPT, "DIR", "LoRA: a PEFT adapter folder as the adapters' start (after --init_from)"),
     B("finetune", ckpt.finetune, G_CKPT, "finetune from --init_from"),
     B("allow_unused_weights", ckpt.allow_unused_weights, G_CKPT, "--init_from may hold tensors the model does not use (warned)"),
     B("allow_changed_inputs", ckpt.allow_changed_inputs, G_CKPT, "a resume may read other data or tokenizer than it wrote (warned)"),

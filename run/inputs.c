@@ -5,6 +5,7 @@
 
 #include "../base/err.h"
 #include "../base/log.h"
+#include "../ckpt/peft.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
 #include "../data/source/source.h"
@@ -245,7 +246,7 @@ void inputs_resolve(Run *r) {
 }
 
 // The resumed checkpoint restores everything; --init_from only weights (fresh AdamW moments, step
-// 0, this run's own warmup and decay).
+// 0, this run's own warmup and decay), and --init_adapter then the LoRA adapters.
 void inputs_load_state(Run *r) {
     Config *c = r->cfg;
     char err[CKPT_ERR_LEN];
@@ -285,6 +286,16 @@ void inputs_load_state(Run *r) {
         hf_close(r->hf);
         r->hf = NULL;
     }
+    const char *adapter = c->ckpt.init_adapter;
+    if (!adapter[0]) return;
+    // the resumed checkpoint holds the adapters trained since: a requeued job repeats its command line
+    if (r->resume_file[0]) {
+        log_msg("Resuming %s: --init_adapter %s is not loaded again\n", r->resume_file, adapter);
+        return;
+    }
+    int n = 0;
+    if (peft_load(adapter, &r->st, c->ckpt.init_from, &n, err, sizeof err)) comm_fail_all("%s", err);
+    log_msg("Loaded adapters from %s (%d tensors)\n", adapter, n);
 }
 
 // A source of the run's data: what --train_data / --val_data name, read with the run's tokenizer.

@@ -72,6 +72,7 @@ suite "sft: finetuning rows (input_ids, prompt/completion, Alpaca, chat template
 suite "docs: README under 200 lines, links and anchors resolve, the docs' marked commands run" bash test/meta/test_docs.sh
 suite "gpu bundle: run/gpu-bundle.sh's libraries and install line, inside a root of glibc, the bundle and CUDA stubs" bash test/gpu/test_bundle.sh
 suite "finetune: import, finetune on 2 ranks, export, PyTorch greedy equality" bash test/integration/test_finetune.sh
+suite "lora peft: PEFT adapter folders in (--init_adapter, np 1 and tp 2) and out (export --adapter) bit for bit, the merged export against torch and its greedy text, refusals" bash test/integration/test_lora_peft.sh
 suite "data: formats, streaming, errors" bash test/integration/test_data.sh
 suite "tensorboard: --tensorboard_dir event files decode with python3-protobuf, CRCs, the metrics file's scalars, resume" bash test/integration/test_tensorboard.sh
 suite "neox tokenizer: GPT-NeoX-style tokenizer.json (NFC, added tokens for space runs) against a Python reference" bash test/integration/test_neox_tokenizer.sh
