@@ -176,3 +176,17 @@ expect_error "an expert targeted" "experts.0.w1 is a mixture of experts' router 
 expect_error "adapter dropout on a row-parallel layer under tp" "--lora_dropout with --tensor_parallel_degree 2 on o_proj" \
     $MPI -np 2 ./fsdpc $F --lora_rank 2 --lora_target_modules q_proj,o_proj --lora_dropout 0.1 --tensor_parallel_degree 2
 expect_error "no module named" "--lora_target_modules names no module" ./fsdpc $F --lora_rank 2 --lora_target_modules " , "
+
+# ---- the emulated GPU: the CUDA kernels of the adapters (column adds, bf16 dropout) against the CPU ----
+G="--tokenizer byte --hidden_width 32 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 64 --max_context_width 16
+   --batch_size 2 --max_steps 3 --lr 3e-3 --warmup 1 $ONE --train_data data/tinyshakespeare.txt --lora_rank 4
+   --lora_target_modules all-linear --lora_dropout 0.1"
+run g-cpu ./fsdpc $G --device cpu
+run g-gpu ./build/fsdpc_emu $G --device cuda
+d=$(rel_diff "$W/g-cpu.jsonl" "$W/g-gpu.jsonl" 3 1e-6)
+check "emulated GPU, fp32: LoRA with adapter dropout equals the CPU (worst $d)" $? "$(grep -m2 -E 'error|emu' "$W/g-gpu.log")"
+run g-bf1 ./build/fsdpc_emu $G --device cuda --precision bf16
+$MPI -np 2 ./build/fsdpc_emu $G --device cuda --precision bf16 --batch_size 1 --metrics_file "$W/g-bf2.jsonl" >/dev/null 2>"$W/g-bf2.log"
+d=$(rel_diff "$W/g-cpu.jsonl" "$W/g-bf1.jsonl" 3 1e-3) && [ "$(losses "$W/g-bf1.jsonl")" = "$(losses "$W/g-bf2.jsonl")" ]
+check "emulated GPU, bf16: within 1e-3 of the CPU's fp32 (worst $d), and np=2 equals np=1 bit for bit" $? \
+    "$(grep -m2 -E 'error|emu' "$W/g-bf1.log" "$W/g-bf2.log")"
