@@ -8,6 +8,7 @@ Each table sits in docs/planning.md between `<!-- plan_tables.py NAME -->` and `
   tp-70b       the llama2_70b preset on 8 nodes of 8 x H100 at tensor-parallel degrees 1/2/4/8, the same global batch,
                with and without sequence parallelism
   experts-ep   the mixtral_8x7b preset on 2 and 8 nodes of 8 x H100 at expert-parallel degrees 1/2/4/8
+  finetune-lora  the 7B/13B/70B presets on 1 and 8 H100s: full finetuning, LoRA and QLoRA, per-GPU memory
 
     python3 run/plan_tables.py                     # prints the tables
     python3 run/plan_tables.py --check docs/planning.md   # exit 1 when the page's tables differ from them
@@ -131,6 +132,36 @@ def mixtral_ep(fsdpc):
     return out
 
 
+def finetune_lora(fsdpc):
+    kinds = (("full finetune", []), ("LoRA r=16", ["--lora_rank", "16", "--lora_target_modules", "all-linear"]),
+             ("QLoRA r=16", ["--lora_rank", "16", "--lora_target_modules", "all-linear", "--quantize_base", "nf4"]))
+    cases = [(m, k, n) for m in ("7b", "13b", "70b") for k in range(len(kinds)) for n in (1, 8)]
+    args = [["--model_name", "llama2_" + m, "--precision", "bf16", "--batch_size", "1", "--max_context_width", "4096",
+             "--activation_checkpoints", "--world_size", str(n), "--gpu", "h100"] + kinds[k][1] for m, k, n in cases]
+    got = dict(zip(cases, plans(fsdpc, args)))
+    cap = got[cases[0]]["capacity_bytes"] / GIB
+    out = ["Finetuning the 7B, 13B and 70B presets on 1 and 8 H100s, full-shard, from `fsdpc plan --model_name llama2_Nb",
+           "--precision bf16 --batch_size 1 --max_context_width 4096 --activation_checkpoints --world_size 1|8 --gpu h100",
+           "[--lora_rank 16 --lora_target_modules all-linear [--quantize_base nf4]]`. A cell is the peak memory per GPU",
+           "(\"no\" and the peak when it does not fit in %.1f GiB) and the sharded state per parameter of the rank's" % cap,
+           "shard: the frozen base's storage, then the adapters' gradients and AdamW moments.",
+           "",
+           "| model | kind | 1 x H100 | 8 x H100 |",
+           "|---|---|---|---|"]
+    for m in ("7b", "13b", "70b"):
+        for k, (name, _) in enumerate(kinds):
+            cells = []
+            for n in (1, 8):
+                d = got[(m, k, n)]
+                b = d["per_rank_bytes"]
+                shard_params = d["model"]["num_params"] / n
+                peak = "%.1f GiB" % (b["peak"] / GIB)
+                state = "%.2f B/param" % ((b["master"] + b["grads"] + b["optimizer"]) / shard_params)
+                cells.append("%s, %s" % (peak, state) if d["fits"] else "no (%s)" % peak)
+            out.append("| %s | %s | %s |" % (m.upper(), name, " | ".join(cells)))
+    return out
+
+
 def calibration(fsdpc, table, plan_c, plans_dir):
     rows = plan_fit.load_table(table)
     if plans_dir:
@@ -173,7 +204,7 @@ def calibration(fsdpc, table, plan_c, plans_dir):
 
 def blocks(args, names):
     make = {"presets-h100": lambda: presets_h100(args.fsdpc), "tp-70b": lambda: tp_70b(args.fsdpc),
-            "experts-ep": lambda: mixtral_ep(args.fsdpc),
+            "experts-ep": lambda: mixtral_ep(args.fsdpc), "finetune-lora": lambda: finetune_lora(args.fsdpc),
             "calibration": lambda: calibration(args.fsdpc, args.table, args.plan_c, args.plans)}
     unknown = [n for n in names if n not in make]
     if unknown:
@@ -181,7 +212,7 @@ def blocks(args, names):
     return {n: make[n]() for n in names}
 
 
-TABLES = ["presets-h100", "calibration", "tp-70b", "experts-ep"]
+TABLES = ["presets-h100", "calibration", "tp-70b", "experts-ep", "finetune-lora"]
 
 
 BEGIN = re.compile(r"^<!-- plan_tables\.py ([a-z0-9-]+) -->$")
