@@ -71,77 +71,91 @@ const char *lora_note(const ModelPlan *plan) {
            "them yet)";
 }
 
-int lora_plan(ModelPlan *plan, char *err, size_t errlen) {
-    const ModelConfig *c = &plan->cfg;
-    plan->lora0 = -1;
-    if (c->lora_rank <= 0) return 0;
-    int r = c->lora_rank, L = c->num_layers, b0 = plan->block0;
-    const char *spec = c->lora_target_modules[0] ? c->lora_target_modules : plan->family->lora_targets;
-    enum { MAX_TARGETS = 32 };
-    char buf[sizeof c->lora_target_modules], *targets[MAX_TARGETS];
-    int ntargets = 0, all = 0, used[MAX_TARGETS] = {0};
-    snprintf(buf, sizeof buf, "%s", spec);
+enum { MAX_TARGETS = 32 };
+
+// The comma-separated names of spec (in buf) into targets; *all for all-linear. Returns how many
+// names, or -1 with the line in err.
+static int parse_targets(const char *spec, char *buf, size_t len, char **targets, int *all, char *err, size_t errlen) {
+    int n = 0;
+    *all = 0;
+    snprintf(buf, len, "%s", spec);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         while (*tok == ' ') tok++;
         for (char *e = tok + strlen(tok); e > tok && e[-1] == ' ';) *--e = 0;
         if (!*tok) continue;
-        if (!strcmp(tok, "all-linear")) {
-            all = 1;
-            continue;
-        }
-        if (ntargets == MAX_TARGETS) return err_set(err, errlen, "--lora_target_modules: more than %d names", MAX_TARGETS);
-        targets[ntargets++] = tok;
+        if (!strcmp(tok, "all-linear")) *all = 1;
+        else if (n == MAX_TARGETS) return err_set(err, errlen, "--lora_target_modules: more than %d names", MAX_TARGETS);
+        else targets[n++] = tok;
     }
+    return n;
+}
+
+// w's adapters, A (r, in) and B (out, r), into the adapter unit ad; tensor parallelism splits them
+// as Megatron's LoRA does: on a column-parallel W B's rows as W's and A whole, on a row-parallel W
+// A's columns as W's and B whole, the whole one's gradient a share on each tp rank
+static void add_adapter(UnitSpec *ad, TensorSpec *w, const char *module, int r) {
+    char name[sizeof w->name];
+    int rows = w->full[0], cols = w->full[1];
+    w->lora = ad->ntensors;
+    snprintf(name, sizeof name, "%s.lora_A.weight", module);
+    TensorSpec *A = model_add_tensor(ad, name, r, cols, INIT_UNIFORM, (float)(1.0 / sqrt((double)cols)), 1);
+    snprintf(name, sizeof name, "%s.lora_B.weight", module);
+    TensorSpec *B = model_add_tensor(ad, name, rows, r, INIT_ZEROS, 1.0f, 1);
+    if (w->tp_split == TP_ROWS) {
+        model_tensor_split(B, TP_ROWS, w->tp_parts);
+        A->tp_partial = 1;
+    } else if (w->tp_split == TP_COLS) {
+        model_tensor_split(A, TP_COLS, w->tp_parts);
+        B->tp_partial = 1;
+    }
+}
+
+// The adapters of block unit u into ad for the targets (all: every linear layer), marking the
+// targets used; 0, or -1 with the line in err (an expert or router named, a rank too large).
+static int adapt_block(const ModelPlan *plan, UnitSpec *u, UnitSpec *ad, char *const *targets, int ntargets, int all, int *used,
+                       char *err, size_t errlen) {
+    const ModelConfig *c = &plan->cfg;
+    char module[sizeof u->t[0].name];
+    for (int t = 0; t < u->ntensors; t++) {
+        TensorSpec *w = &u->t[t];
+        if (!linear_weight(w, module, sizeof module)) continue;
+        int hit = all;
+        for (int i = 0; i < ntargets; i++)
+            if (target_matches(module, targets[i])) hit = 1, used[i] = 1;
+        if (!hit || (moe_tensor(c, u, t) && all)) continue;
+        if (moe_tensor(c, u, t))
+            return err_set(err, errlen, "--lora_target_modules: %s is a mixture of experts' router or expert, which fsdpc does "
+                           "not adapt yet; target the attention's projections (%s)", module, lora_module_names(plan));
+        if (c->lora_rank > w->full[0] || c->lora_rank > w->full[1])
+            return err_set(err, errlen, "--lora_rank %d is larger than %s (%d x %d): the rank is at most the layer's smaller "
+                           "dimension", c->lora_rank, module, w->full[0], w->full[1]);
+        if (strlen(module) + strlen(".lora_A.weight") >= sizeof w->name)
+            return err_set(err, errlen, "internal error: the adapter name of %s is too long", module);
+        add_adapter(ad, w, module, c->lora_rank);
+    }
+    return 0;
+}
+
+int lora_plan(ModelPlan *plan, char *err, size_t errlen) {
+    const ModelConfig *c = &plan->cfg;
+    plan->lora0 = -1;
+    if (c->lora_rank <= 0) return 0;
+    int L = c->num_layers, nunits = plan->nunits, all, used[MAX_TARGETS] = {0};
+    const char *spec = c->lora_target_modules[0] ? c->lora_target_modules : plan->family->lora_targets;
+    char buf[sizeof c->lora_target_modules], *targets[MAX_TARGETS];
+    int ntargets = parse_targets(spec, buf, sizeof buf, targets, &all, err, errlen);
+    if (ntargets < 0) return -1;
     if (!all && !ntargets)
         return err_set(err, errlen, "--lora_target_modules names no module: give this %s model's (%s) or all-linear",
                        plan->family->display, lora_module_names(plan));
-    int nunits = plan->nunits;
     UnitSpec *units = callocCheck((size_t)(nunits + L), sizeof(UnitSpec));
     memcpy(units, plan->units, (size_t)nunits * sizeof(UnitSpec));
-    char module[80], name[96];
     for (int l = 0; l < L; l++) {
-        UnitSpec *u = &units[b0 + l], *ad = &units[nunits + l];
-        ad->layer = l;
-        ad->adapter = 1;
-        ad->ep_index = -1;
-        for (int t = 0; t < u->ntensors; t++) {
-            TensorSpec *w = &u->t[t];
-            if (!linear_weight(w, module, sizeof module)) continue;
-            int hit = all;
-            for (int i = 0; i < ntargets; i++)
-                if (target_matches(module, targets[i])) hit = 1, used[i] = 1;
-            if (!hit) continue;
-            if (moe_tensor(c, u, t)) {
-                if (!all) {
-                    free(units);
-                    return err_set(err, errlen, "--lora_target_modules: %s is a mixture of experts' router or expert, which "
-                                   "fsdpc does not adapt yet; target the attention's projections (%s)", module,
-                                   lora_module_names(plan));
-                }
-                continue;
-            }
-            int rows = w->full[0], cols = w->full[1];
-            if (r > rows || r > cols) {
-                free(units);
-                return err_set(err, errlen, "--lora_rank %d is larger than %s (%d x %d): the rank is at most the layer's smaller "
-                               "dimension", r, module, rows, cols);
-            }
-            w->lora = ad->ntensors;
-            snprintf(name, sizeof name, "%s.lora_A.weight", module);
-            TensorSpec *A = model_add_tensor(ad, name, r, cols, INIT_UNIFORM, (float)(1.0 / sqrt((double)cols)), 1);
-            snprintf(name, sizeof name, "%s.lora_B.weight", module);
-            TensorSpec *B = model_add_tensor(ad, name, rows, r, INIT_ZEROS, 1.0f, 1);
-            if (strlen(name) >= sizeof A->name) {
-                free(units);
-                return err_set(err, errlen, "internal error: the adapter name %s is too long", name);
-            }
-            if (w->tp_split == TP_ROWS) {  // column-parallel: B's rows as W's, A whole
-                model_tensor_split(B, TP_ROWS, w->tp_parts);
-                A->tp_partial = 1;
-            } else if (w->tp_split == TP_COLS) {  // row-parallel: A's columns as W's, B whole
-                model_tensor_split(A, TP_COLS, w->tp_parts);
-                B->tp_partial = 1;
-            }
+        UnitSpec *ad = &units[nunits + l];
+        *ad = (UnitSpec){.layer = l, .adapter = 1, .ep_index = -1};
+        if (adapt_block(plan, &units[plan->block0 + l], ad, targets, ntargets, all, used, err, errlen)) {
+            free(units);
+            return -1;
         }
     }
     for (int i = 0; i < ntargets; i++)
@@ -162,7 +176,7 @@ int lora_plan(ModelPlan *plan, char *err, size_t errlen) {
     plan->units = units;
     plan->nunits = nunits + L;
     plan->lora0 = nunits;
-    plan->lora_scale = c->use_rslora ? c->lora_alpha / sqrtf((float)r) : c->lora_alpha / (float)r;
+    plan->lora_scale = c->use_rslora ? c->lora_alpha / sqrtf((float)c->lora_rank) : c->lora_alpha / (float)c->lora_rank;
     return 0;
 }
 
