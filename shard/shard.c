@@ -125,19 +125,30 @@ static int direct_stage(const ShardConfig *cfg, const ParallelDims *pd) {
     return direct_grads(pd) && cfg->reduce_dtype == PRECISION_BF16 && pd->replica_size > 1;
 }
 
+static int packed_slots(const ModelPlan *plan);
+
 void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accum, const ParallelDims *pd, ShardMemEstimate *e) {
     // LoRA: frozen units have no gradient or optimizer state (the *_t sums: the units that train)
     size_t sum_padded = 0, max_padded = 0, sum_shard = 0, max_shard = 0, sum_padded_t = 0, max_padded_t = 0, sum_shard_t = 0;
     size_t max_shard_t = 0;
+    // QLoRA: packed units shard 4-byte words (the master sums count them as floats) and are
+    // gathered only through the packed slots: their bytes, and the unit dequantised
+    size_t max_packed = 0, max_unpacked = 0, sum_shard_packed = 0;
     for (int u = 0; u < plan->nunits; u++) {
         int ei = plan->units[u].ep_index;
         if (ei >= 0 && ei != plan->ep_rank) continue;  // another ep rank's experts
         size_t g = (size_t)(ei < 0 ? pd->shard_size : pd->expert_shard_size);
-        size_t padded = (plan->units[u].numel + g - 1) / g * g;
-        sum_padded += padded;
+        size_t packed = plan->units[u].packed, padded = ((packed ? packed / 4 : plan->units[u].numel) + g - 1) / g * g;
         sum_shard += padded / g;
-        if (padded > max_padded) max_padded = padded;
         if (padded / g > max_shard) max_shard = padded / g;
+        if (packed) {
+            sum_shard_packed += padded / g;
+            if (padded > max_packed) max_packed = padded;
+            if (plan->units[u].numel > max_unpacked) max_unpacked = plan->units[u].numel;
+            continue;
+        }
+        sum_padded += padded;
+        if (padded > max_padded) max_padded = padded;
         if (plan->units[u].frozen) continue;
         sum_padded_t += padded;
         sum_shard_t += padded / g;
@@ -158,13 +169,15 @@ void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accu
     size_t param_full = one && (!bf16p || bf16g) ? 0 : reshard ? (size_t)(1 + block_units(plan)) * max_padded : sum_padded;
     // at shard group 1 on a GPU the units are always gathered: AdamW keeps their bf16 copy
     int always = one && bf16g;
-    e->gathered = (bf16g ? h : f) * param_full + (always ? h * sum_shard : 0.0);
+    int packed_slots_n = packed_slots(plan);
+    e->gathered = (bf16g ? h : f) * (param_full + (double)packed_slots_n * max_unpacked) + (always ? h * (sum_shard - sum_shard_packed) : 0.0);
     // bf16 gathers: the CPU's full staging buffer, and two slots the shards are rounded into for
     // their gathers; bf16 reductions: the full buffer and this rank's shard of it, or at shard
     // group 1 the replicas' all-reduce slots
     double reduce_stage = direct_stage(cfg, pd) ? 2.0 * max_padded_t
                                                 : grad_full + (persistent ? (double)sum_shard_t : (double)slots * max_shard_t);
-    e->buffers = (bf16p && !always ? h * ((bf16g ? 0 : param_full) + 2.0 * max_shard) : 0.0) + (bf16r ? h * reduce_stage : 0.0);
+    e->buffers = (bf16p && !always ? h * ((bf16g ? 0 : param_full) + 2.0 * max_shard) : 0.0) + (bf16r ? h * reduce_stage : 0.0) +
+                 f * (double)packed_slots_n * max_packed;
 }
 
 // Unit u's groups: the mesh's, or for an experts' unit the expert groups, of which only the ranks
