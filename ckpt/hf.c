@@ -530,6 +530,27 @@ static const char *hf_unused(const HfModel *h, const ModelPlan *plan, int allow,
     return NULL;
 }
 
+// QLoRA's packed units are made from whole tensors (shard_fill_packed): one read whole from its file
+typedef struct {
+    const HfModel *h;
+    const ModelPlan *plan;
+    int *fds;
+    char *msg;
+    size_t len;
+} HfWhole;
+
+static const char *hf_whole_tensor(void *ctx, int u, int t, float *dst) {
+    HfWhole *w = ctx;
+    int file;
+    const TensorSpec *ts = &w->plan->units[u].t[t];
+    const StTensor *src = hf_source_tensor(w->h, ts, &file, w->msg, w->len);
+    if (!src) return w->msg;
+    const StFile *sf = &w->h->files[file];
+    if (w->fds[file] < 0 && (w->fds[file] = open(sf->path, O_RDONLY)) < 0)
+        return snprintf(w->msg, w->len, "cannot open '%s': %s", sf->path, strerror(errno)), w->msg;
+    return st_read_f32(w->fds[file], sf, src, 0, ts->numel, dst);
+}
+
 int hf_load(const HfModel *h, ShardState *s, int allow_unused, char *err, size_t errlen) {
     static char msg[2 * HF_PATH];
     const ModelPlan *plan = shard_plan(s);
@@ -548,6 +569,9 @@ int hf_load(const HfModel *h, ShardState *s, int allow_unused, char *err, size_t
     for (int u = 0; u < plan->nunits; u++)
         if (shard_unit_len(s, u) > stage_len) stage_len = shard_unit_len(s, u);
     float *stage = on_device ? mallocCheck((stage_len < HF_CHUNK ? stage_len : HF_CHUNK) * sizeof(float)) : NULL;
+    HfWhole whole = {h, plan, fds, msg, sizeof msg};
+    for (int u = 0; u < nu && !bad; u++)
+        if (shard_unit_packed(s, u)) bad = shard_fill_packed(s, u, hf_whole_tensor, &whole);
     for (int u = 0; u < nu && !bad; u++)
         for (int t = 0; t < plan->units[u].ntensors && !bad; t++) {
             size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
