@@ -349,15 +349,58 @@ static hid_t open_checked(const char *file, const ShardState *s, int ngroups, Ck
     *plan = *shard_plan(s);
     const char *e = f < 0 ? h5_open_error(file) : h5_read_header(f, file, &shard_plan(s)->cfg, h);
     if (!e && ngroups == 1 && !h->model.lora_rank && plan->lora0 >= 0) plan->nunits = plan->lora0, plan->lora0 = -1;
-    if (!e) e = ckpt_check_config(h, file, plan);
+    // QLoRA from weights stored as trained: the file's fp32 tensors, quantised as they are read
+    // (load_groups); *plan becomes a copy without nf4 tensors, which the caller frees
+    int quantize = !e && ngroups == 1 && !h->model.quantize_base && plan->cfg.quantize_base;
+    CkptHeader as_run;
+    if (quantize) {
+        as_run = *h;
+        as_run.model.quantize_base = plan->cfg.quantize_base;
+        UnitSpec *units = mallocCheck((size_t)plan->nunits * sizeof *units);
+        memcpy(units, plan->units, (size_t)plan->nunits * sizeof *units);
+        for (int u = 0; u < plan->nunits; u++) {
+            units[u].packed = 0;
+            for (int t = 0; t < units[u].ntensors; t++) units[u].t[t].nf4 = 0;
+        }
+        plan->units = units;
+    }
+    if (!e) e = ckpt_check_config(quantize ? &as_run : h, file, plan);
     if (!e) e = h5_check_tensors(f, file, plan, ngroups, h->version, want);
     if (comm_agree(e, err, errlen)) {
         if (f >= 0) H5Fclose(f);
+        if (quantize) free(plan->units);
         return -1;
     }
     if (h->version < 2)
         log_msg("Note: %s predates checksums (format_version %d): its contents are loaded unverified\n", file, h->version);
     return f;
+}
+
+// Reading whole fp32 tensors of a file into QLoRA's packed units (shard_fill_packed): the rank
+// holding a tensor's first byte in the unit's first replica group checksums it whole.
+typedef struct {
+    hid_t f;
+    const ShardState *s;
+    CommCrc *got;  // the weights' checksums, plan order
+    char msg[400];
+} WholeRead;
+
+static const char *read_whole(void *ctx, int u, int t, float *dst) {
+    WholeRead *w = ctx;
+    const ModelPlan *plan = shard_plan(w->s);
+    const TensorSpec *ts = &plan->units[u].t[t];
+    char path[160];
+    snprintf(path, sizeof path, "model/%s", ts->name);
+    hid_t ds = H5Dopen2(w->f, path, H5P_DEFAULT);
+    int ok = ds >= 0 && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) >= 0;
+    if (ds >= 0) H5Dclose(ds);
+    if (!ok) return snprintf(w->msg, sizeof w->msg, "reading /%s failed", path), w->msg;
+    size_t begin, local, k = 0;
+    for (int v = 0; v < u; v++) k += (size_t)plan->units[v].ntensors;
+    if (shard_is_writer(w->s, u) && shard_packed_slice(w->s, u, t, &begin, &local) && begin == 0)
+        w->got[k + (size_t)t] = (CommCrc){0, ts->numel * sizeof(float),
+                                          crc32_z(crc32_z(0, Z_NULL, 0), (const Bytef *)dst, ts->numel * sizeof(float))};
+    return NULL;
 }
 
 // The first ngroups groups into s, each slice checked against its tensor's checksum. 0, or -1
@@ -375,6 +418,10 @@ static int load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *m
     hid_t f = open_checked(file, s, ngroups, &h, want, &read, err, errlen);
     int rc = f < 0 ? -1 : 0;
     const char *e = rc ? NULL : h5_xfer_state(f, s, plan, 0, ngroups, got);
+    int quantize = !rc && read.units != shard_plan(s)->units;  // open_checked's copy: the packed units are made here
+    WholeRead whole = {.f = f, .s = s, .got = got};
+    for (int u = 0; quantize && !e && u < plan->nunits; u++)
+        if (shard_unit_packed(s, u)) e = comm_first_error(shard_fill_packed(s, u, read_whole, &whole));
     if (f >= 0) H5Fclose(f);
     if (e) rc = err_set(err, errlen, "checkpoint '%s': %s (corrupt or truncated file?)", file, e);
     if (!rc && h.version >= 2) {
@@ -382,6 +429,10 @@ static int load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *m
         if (plan->tp > 1) h5_tp_checksums(plan, ngroups, got);
         else comm_allreduce_crc32(comm_world(), got, n);
         rc = comm_agree(h5_checksum_mismatch(file, plan, ngroups, got, want), err, errlen);
+    }
+    if (quantize) {  // the checks of the file's fp32 tensors are done: s's plan names the same tensors
+        free(read.units);
+        read.units = shard_plan(s)->units;
     }
     free(want);
     free(got);

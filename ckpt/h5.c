@@ -485,10 +485,12 @@ const char *h5_xfer_state(hid_t file, const ShardState *s, const ModelPlan *plan
                 size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
                 const TensorSpec *ts = &plan->units[u].t[t];
                 char *buf = (char *)(state_buffer(s, u, g) + local);
-                if (shard_unit_packed(s, u)) {  // QLoRA: the byte range's piece of the tensor (nf4 bytes, or fp32 values)
+                if (shard_unit_packed(s, u) && plan->units[u].packed) {  // QLoRA: the byte range's piece (nf4 bytes, or fp32)
                     n = shard_packed_slice(s, u, t, &begin, &local);
                     buf = (char *)shard_master(s, u) + local;
                     if (!ts->nf4) n /= sizeof(float), begin /= sizeof(float);
+                } else if (shard_unit_packed(s, u)) {
+                    n = 0;  // a file stored as trained into a packed unit: read whole and quantised by the caller
                 }
                 // replicas hold the same slices, and a tensor every tp rank holds whole is the same
                 // on each: one group, and its first tp rank, writes and counts them (an experts'

@@ -108,13 +108,18 @@ else
     echo "ok - # SKIP emulated GPU: build/fsdpc_emu not built (make build/fsdpc_emu)"
 fi
 
-# ---- Hugging Face weights in: the base quantised from --init_from, at np=1 and np=2 ----
+# ---- weights in: the base quantised from --init_from, at np=1 and np=2 ----
 ./fsdpc --batch_size 2 --max_steps 1 $ONE --checkpoint_dir "$W/base" --checkpoint_freq 1 --train_data data/tinyshakespeare.txt \
     >/dev/null 2>&1 && ./fsdpc export --checkpoint "$W/base" --output "$W/hf" --dtype fp32 >/dev/null 2>&1
 ./fsdpc $Q --init_from "$W/hf" --batch_size 4 --max_steps 2 --metrics_file "$W/i1.jsonl" >"$W/i1.log" 2>&1
 $MPI -np 2 ./fsdpc $Q --init_from "$W/hf" --batch_size 2 --max_steps 2 --metrics_file "$W/i2.jsonl" >"$W/i2.log" 2>&1
 d=$(rel_diff "$W/i1.jsonl" "$W/i2.jsonl" 2 1e-5)
 check "--init_from a Hugging Face folder quantises the base alike at np=1 and np=2 (worst $d)" $? "$(grep -m2 error "$W/i1.log" "$W/i2.log")"
+# the same fp32 weights from the fsdpc checkpoint they were exported from: read whole, quantised alike
+$MPI -np 2 ./fsdpc $Q --init_from "$W/base/step_00000001.h5" --batch_size 2 --max_steps 2 --metrics_file "$W/i3.jsonl" >"$W/i3.log" 2>&1
+d=$(rel_diff "$W/i2.jsonl" "$W/i3.jsonl" 2 0)
+check "--init_from an fsdpc checkpoint stored as trained quantises the same base (losses equal its export's, $d)" $? \
+    "$(grep -m2 error "$W/i3.log")"
 
 # ---- export: the base written dequantised (the adapters' B is still near zero: compared alone) ----
 ./fsdpc export --checkpoint "$CK" --output "$W/qhf" --dtype fp32 >"$W/ex.log" 2>&1
