@@ -20,6 +20,7 @@
 #include "../comm/comm.h"
 #include "../comm/io.h"
 #include "../data/source/ident.h"
+#include "../kernels/kernels.h"
 #include "../model/lora.h"
 #include "h5.h"
 
@@ -88,6 +89,8 @@ static const char *write_header(hid_t f, const ModelConfig *m, const ModelConfig
         ok &= h5_attr_write_str(f, "lora_target_modules", lora->lora_target_modules);
         ok &= h5_attr_write(f, "lora_dropout", H5T_NATIVE_FLOAT, &lora->lora_dropout);
     }
+    if (lora->quantize_base)  // absent: the base as trained
+        ok &= h5_attr_write_str(f, "quantize_base", cli_choice_name(config_quantize_names, lora->quantize_base));
     ok &= h5_attr_write_str(f, "run_config", run);
     ok &= h5_attr_write_str(f, "tokenizer", tokenizer);
     ok &= h5_attr_write_str(f, "run_id", meta->run_id);
@@ -251,7 +254,8 @@ static const char *verify_checksums(hid_t f, const char *file, const ModelPlan *
             for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
                 const TensorSpec *ts = &plan->units[u].t[t];
                 if (!ckpt_group_has(plan, u, g)) continue;
-                size_t lo = ts->numel * R / W, hi = ts->numel * (R + 1) / W;
+                // an nf4 tensor (QLoRA) is checksummed as its packed bytes
+                size_t len = h5_stored_len(ts), lo = len * R / W, hi = len * (R + 1) / W, es = ts->nf4 ? 1 : sizeof(float);
                 uLong crc = crc32_z(0, Z_NULL, 0);
                 snprintf(path, sizeof path, "%s/%s", ckpt_groups[g], ts->name);
                 hid_t ds = e ? -1 : H5Dopen2(f, path, H5P_DEFAULT), fs = ds < 0 ? -1 : H5Dget_space(ds);
@@ -260,15 +264,15 @@ static const char *verify_checksums(hid_t f, const char *file, const ModelPlan *
                     hsize_t md[1] = {n};
                     hid_t ms = h5Check(H5Screate_simple(1, md, NULL));
                     if (fs >= 0) h5_select_range(fs, ts, b, n);
-                    if (fs < 0 || H5Dread(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf) < 0)
+                    if (fs < 0 || H5Dread(ds, ts->nf4 ? H5T_NATIVE_UCHAR : H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf) < 0)
                         e = err_text(msg, sizeof msg, "checkpoint '%s': cannot read tensor /%s (corrupt or truncated file?)", file, path);
-                    else crc = crc32_z(crc, (const Bytef *)buf, n * sizeof(float));
+                    else crc = crc32_z(crc, (const Bytef *)buf, n * es);
                     H5Sclose(ms);
                     comm_deadline_progress();
                 }
                 if (fs >= 0) H5Sclose(fs);
                 if (ds >= 0) H5Dclose(ds);
-                c[k] = (CommCrc){lo * sizeof(float), (hi - lo) * sizeof(float), crc};
+                c[k] = (CommCrc){lo * es, (hi - lo) * es, crc};
             }
     free(buf);
     e = comm_first_error(e);
@@ -345,15 +349,58 @@ static hid_t open_checked(const char *file, const ShardState *s, int ngroups, Ck
     *plan = *shard_plan(s);
     const char *e = f < 0 ? h5_open_error(file) : h5_read_header(f, file, &shard_plan(s)->cfg, h);
     if (!e && ngroups == 1 && !h->model.lora_rank && plan->lora0 >= 0) plan->nunits = plan->lora0, plan->lora0 = -1;
-    if (!e) e = ckpt_check_config(h, file, plan);
+    // QLoRA from weights stored as trained: the file's fp32 tensors, quantised as they are read
+    // (load_groups); *plan becomes a copy without nf4 tensors, which the caller frees
+    int quantize = !e && ngroups == 1 && !h->model.quantize_base && plan->cfg.quantize_base;
+    CkptHeader as_run;
+    if (quantize) {
+        as_run = *h;
+        as_run.model.quantize_base = plan->cfg.quantize_base;
+        UnitSpec *units = mallocCheck((size_t)plan->nunits * sizeof *units);
+        memcpy(units, plan->units, (size_t)plan->nunits * sizeof *units);
+        for (int u = 0; u < plan->nunits; u++) {
+            units[u].packed = 0;
+            for (int t = 0; t < units[u].ntensors; t++) units[u].t[t].nf4 = 0;
+        }
+        plan->units = units;
+    }
+    if (!e) e = ckpt_check_config(quantize ? &as_run : h, file, plan);
     if (!e) e = h5_check_tensors(f, file, plan, ngroups, h->version, want);
     if (comm_agree(e, err, errlen)) {
         if (f >= 0) H5Fclose(f);
+        if (quantize) free(plan->units);
         return -1;
     }
     if (h->version < 2)
         log_msg("Note: %s predates checksums (format_version %d): its contents are loaded unverified\n", file, h->version);
     return f;
+}
+
+// Reading whole fp32 tensors of a file into QLoRA's packed units (shard_fill_packed): the rank
+// holding a tensor's first byte in the unit's first replica group checksums it whole.
+typedef struct {
+    hid_t f;
+    const ShardState *s;
+    CommCrc *got;  // the weights' checksums, plan order
+    char msg[400];
+} WholeRead;
+
+static const char *read_whole(void *ctx, int u, int t, float *dst) {
+    WholeRead *w = ctx;
+    const ModelPlan *plan = shard_plan(w->s);
+    const TensorSpec *ts = &plan->units[u].t[t];
+    char path[160];
+    snprintf(path, sizeof path, "model/%s", ts->name);
+    hid_t ds = H5Dopen2(w->f, path, H5P_DEFAULT);
+    int ok = ds >= 0 && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) >= 0;
+    if (ds >= 0) H5Dclose(ds);
+    if (!ok) return snprintf(w->msg, sizeof w->msg, "reading /%s failed", path), w->msg;
+    size_t begin, local, k = 0;
+    for (int v = 0; v < u; v++) k += (size_t)plan->units[v].ntensors;
+    if (shard_is_writer(w->s, u) && shard_packed_slice(w->s, u, t, &begin, &local) && begin == 0)
+        w->got[k + (size_t)t] = (CommCrc){0, ts->numel * sizeof(float),
+                                          crc32_z(crc32_z(0, Z_NULL, 0), (const Bytef *)dst, ts->numel * sizeof(float))};
+    return NULL;
 }
 
 // The first ngroups groups into s, each slice checked against its tensor's checksum. 0, or -1
@@ -371,6 +418,10 @@ static int load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *m
     hid_t f = open_checked(file, s, ngroups, &h, want, &read, err, errlen);
     int rc = f < 0 ? -1 : 0;
     const char *e = rc ? NULL : h5_xfer_state(f, s, plan, 0, ngroups, got);
+    int quantize = !rc && read.units != shard_plan(s)->units;  // open_checked's copy: the packed units are made here
+    WholeRead whole = {.f = f, .s = s, .got = got};
+    for (int u = 0; quantize && !e && u < plan->nunits; u++)
+        if (shard_unit_packed(s, u)) e = comm_first_error(shard_fill_packed(s, u, read_whole, &whole));
     if (f >= 0) H5Fclose(f);
     if (e) rc = err_set(err, errlen, "checkpoint '%s': %s (corrupt or truncated file?)", file, e);
     if (!rc && h.version >= 2) {
@@ -378,6 +429,10 @@ static int load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *m
         if (plan->tp > 1) h5_tp_checksums(plan, ngroups, got);
         else comm_allreduce_crc32(comm_world(), got, n);
         rc = comm_agree(h5_checksum_mismatch(file, plan, ngroups, got, want), err, errlen);
+    }
+    if (quantize) {  // the checks of the file's fp32 tensors are done: s's plan names the same tensors
+        free(read.units);
+        read.units = shard_plan(s)->units;
     }
     free(want);
     free(got);
@@ -453,6 +508,8 @@ struct CkptReader {
     const TensorSpec *cur;  // the tensor being read in order, up to element `next`, with its running crc
     size_t next;
     uLong crc;
+    const TensorSpec *deq;  // QLoRA: the nf4 tensor last read whole, checked and dequantised into vals
+    float *vals;
 };
 
 CkptReader *ckpt_reader_open(const char *file, const ModelPlan *plan, const char **err) {
@@ -472,9 +529,43 @@ CkptReader *ckpt_reader_open(const char *file, const ModelPlan *plan, const char
     return r;
 }
 
+// An nf4 tensor (QLoRA) whole into r->vals: its packed bytes read, checked against their checksum
+// and dequantised (the values training computed with, in fp32).
+static const char *reader_dequantize(CkptReader *r, const TensorSpec *t) {
+    static char msg[1400];
+    if (r->deq == t) return NULL;
+    size_t nb = kern_nf4_bytes(t->numel);
+    uint8_t *bytes = mallocCheck(nb);
+    char path[160];
+    snprintf(path, sizeof path, "model/%s", t->name);
+    hid_t ds = h5Check(H5Dopen2(r->file, path, H5P_DEFAULT));
+    const char *e = NULL;
+    if (H5Dread(ds, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes) < 0)
+        e = err_text(msg, sizeof msg, "cannot read /%s from checkpoint '%s' (corrupt or truncated file?)", path, r->path);
+    uint32_t got = (uint32_t)crc32_z(crc32_z(0, Z_NULL, 0), bytes, nb), want;
+    CkptAttr a;
+    h5_attr_named(ds, CKPT_CHECKSUM_NAME, &a);
+    if (!e && r->version >= 2 && ckpt_crc_value(&a, &want) && want != got)
+        e = err_text(msg, sizeof msg, "checkpoint '%s': tensor /%s fails its checksum (crc32 of the data %08x, recorded %08x): the file is corrupt",
+                     r->path, path, got, want);
+    h5_attr_free(&a);
+    H5Dclose(ds);
+    free(r->vals);
+    r->vals = e ? NULL : mallocCheck(t->numel * sizeof(float));
+    r->deq = e ? NULL : t;
+    if (!e) kern_nf4_dequantize_host(r->vals, bytes, t->numel);
+    free(bytes);
+    return e;
+}
+
 const char *ckpt_reader_read(CkptReader *r, const TensorSpec *t, size_t begin, size_t count, float *dst) {
     static char msg[1400];
     char path[160];
+    if (t->nf4) {
+        const char *e = reader_dequantize(r, t);
+        if (!e) memcpy(dst, r->vals + begin, count * sizeof(float));
+        return e;
+    }
     snprintf(path, sizeof path, "model/%s", t->name);
     hid_t ds = h5Check(H5Dopen2(r->file, path, H5P_DEFAULT));
     hid_t fspace = h5Check(H5Dget_space(ds));
@@ -510,5 +601,6 @@ const char *ckpt_reader_read(CkptReader *r, const TensorSpec *t, size_t begin, s
 
 void ckpt_reader_close(CkptReader *r) {
     H5Fclose(r->file);
+    free(r->vals);
     free(r);
 }

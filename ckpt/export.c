@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/log.h"
 #include "../base/path.h"
 #include "../base/clock.h"
 #include "../base/err.h"
@@ -731,6 +732,7 @@ const char *export_checkpoint(const char *file, const ExportOptions *a, ExportRe
         return msg;
     }
     CkptReader *r = ckpt_reader_open(file, &plan, &err);
+    if (r && m.quantize_base) log_msg("%s: its QLoRA base is stored in NF4: the export writes those weights dequantised\n", file);
     // weights, index, config, generation config, tokenizer and merges, the source's tokenizer files
     ExportFiles ef = {.names = callocCheck((size_t)plan.nunits * MAX_UNIT_TENSORS + 6 + CKPT_SOURCE_FILES, sizeof ef.names[0])};
     snprintf(ef.dir, sizeof ef.dir, "%s", a->output);

@@ -223,6 +223,7 @@ static void desc_read(hid_t f, int ngroups, CkptDesc *d) {
                 x->ndim = nd, x->dims = dd;
             }
             x->fp32 = ty >= 0 && H5Tget_class(ty) == H5T_FLOAT && H5Tget_size(ty) == 4;
+            x->u8 = ty >= 0 && H5Tget_class(ty) == H5T_INTEGER && H5Tget_size(ty) == 1 && H5Tget_sign(ty) == H5T_SGN_NONE;
             h5_attr_named(dset, CKPT_CHECKSUM_NAME, &x->crc);
             if (ty >= 0) H5Tclose(ty);
             if (sp >= 0) H5Sclose(sp);
@@ -335,7 +336,14 @@ static H5S_seloper_t select_flat(hid_t space, const TensorSpec *t, size_t begin,
 
 void h5_select_range(hid_t space, const TensorSpec *t, size_t begin, size_t count) {
     if (!count) h5Check(H5Sselect_none(space));
-    else select_flat(space, t, begin, count, H5S_SELECT_SET);
+    else if (t->nf4) {  // its packed bytes, 1-D
+        hsize_t st[1] = {begin}, ct[1] = {count};
+        h5Check(H5Sselect_hyperslab(space, H5S_SELECT_SET, st, NULL, ct, NULL));
+    } else select_flat(space, t, begin, count, H5S_SELECT_SET);
+}
+
+size_t h5_stored_len(const TensorSpec *t) {
+    return t->nf4 ? kern_nf4_bytes(t->numel) : (size_t)t->full[0] * (t->ndim == 2 ? (size_t)t->full[1] : 1);
 }
 
 // Selects tp rank `rank`'s elements [begin, begin+count) of its part of t (model_tp_run) in the
@@ -408,7 +416,7 @@ static uint32_t piece_crc(const TensorSpec *t, int tp, int rank, size_t begin, s
     return (uint32_t)acc;
 }
 
-static uint32_t crc_of(const float *x, size_t n) { return (uint32_t)crc32_z(crc32_z(0, Z_NULL, 0), (const Bytef *)x, n * sizeof(float)); }
+static uint32_t crc_of(const void *x, size_t bytes) { return (uint32_t)crc32_z(crc32_z(0, Z_NULL, 0), (const Bytef *)x, bytes); }
 
 // Collective read or write of this rank's slice of one tensor; `dev` is on the compute device
 // when on_device (HDF5 then goes through a host copy). *crc gets the slice's range and CRC.
@@ -416,38 +424,42 @@ static uint32_t crc_of(const float *x, size_t n) { return (uint32_t)crc32_z(crc3
 // Under tensor parallelism (plan tp > 1) the slice is of this tp rank's part of t, placed in the
 // whole tensor (select_part), and *crc is its piece checksum (piece_crc) when `counted`, else
 // the zeros' (a slice another rank's piece covers).
+// QLoRA's nf4 tensors (t->nf4) move their packed bytes instead: a 1-D uint8 dataset, begin and
+// count in bytes, checksummed as bytes (tp is 1).
 static const char *xfer_tensor(hid_t file, const char *group, const TensorSpec *t, const ModelPlan *plan, size_t begin,
-                               size_t count, float *dev, int on_device, int write, int counted, CommCrc *crc) {
+                               size_t count, void *dev, int on_device, int write, int counted, CommCrc *crc) {
     static char msg[256];
+    size_t es = t->nf4 ? 1 : sizeof(float);
     float *buf = dev;
     if (on_device) {
-        buf = mallocCheck((count ? count : 1) * sizeof(float));
-        if (write && count) kern_download(buf, dev, count * sizeof(float));
+        buf = mallocCheck((count ? count : 1) * es);
+        if (write && count) kern_download(buf, dev, count * es);
     }
     char path[160];
     snprintf(path, sizeof path, "%s/%s", group, t->name);
     int tp = plan->tp > 1 ? plan->tp : 1;
     hsize_t dims[2] = {(hsize_t)t->full[0], (hsize_t)t->full[1]};  // the whole tensor, at every tp degree
-    hid_t fspace = h5Check(H5Screate_simple(t->ndim, dims, NULL));
-    hid_t ds = write ? H5Dcreate2(file, path, H5T_IEEE_F32LE, fspace, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)
+    if (t->nf4) dims[0] = h5_stored_len(t);
+    hid_t fspace = h5Check(H5Screate_simple(t->nf4 ? 1 : t->ndim, dims, NULL));
+    hid_t ds = write ? H5Dcreate2(file, path, t->nf4 ? H5T_STD_U8LE : H5T_IEEE_F32LE, fspace, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)
                      : H5Dopen2(file, path, H5P_DEFAULT);
+    hid_t mem_type = t->nf4 ? H5T_NATIVE_UCHAR : H5T_NATIVE_FLOAT;
     select_part(fspace, t, tp, plan->tp_rank, begin, count);
     hsize_t mdim[1] = {count ? count : 1};
     hid_t mspace = h5Check(H5Screate_simple(1, mdim, NULL));
     if (!count) h5Check(H5Sselect_none(mspace));
     hid_t dxpl = h5Check(H5Pcreate(H5P_DATASET_XFER));
     h5Check(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
-    int ok = ds >= 0 && (write ? H5Dwrite(ds, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf)
-                               : H5Dread(ds, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, buf)) >= 0;
+    int ok = ds >= 0 && (write ? H5Dwrite(ds, mem_type, mspace, fspace, dxpl, buf) : H5Dread(ds, mem_type, mspace, fspace, dxpl, buf)) >= 0;
     H5Pclose(dxpl);
     H5Sclose(mspace);
     H5Sclose(fspace);
     if (ds >= 0) H5Dclose(ds);
     if (tp > 1) *crc = (CommCrc){0, whole_numel(t) * sizeof(float), ok ? piece_crc(t, tp, plan->tp_rank, begin, counted ? count : 0, buf) : 0};
-    else if (counted) *crc = (CommCrc){begin * sizeof(float), count * sizeof(float), ok && count ? crc_of(buf, count) : 0};
+    else if (counted) *crc = (CommCrc){begin * es, count * es, ok && count ? crc_of(buf, count * es) : 0};
     else *crc = (CommCrc){0, 0, 0};  // a replica's slice: the first replica's counts
     if (buf != dev) {
-        if (ok && !write && count) kern_upload(dev, buf, count * sizeof(float));
+        if (ok && !write && count) kern_upload(dev, buf, count * es);
         free(buf);
     }
     if (ok) return NULL;
@@ -471,15 +483,23 @@ const char *h5_xfer_state(hid_t file, const ShardState *s, const ModelPlan *plan
             for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
                 if (!ckpt_group_has(plan, u, g)) continue;
                 size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
+                const TensorSpec *ts = &plan->units[u].t[t];
+                char *buf = (char *)(state_buffer(s, u, g) + local);
+                if (shard_unit_packed(s, u) && plan->units[u].packed) {  // QLoRA: the byte range's piece (nf4 bytes, or fp32)
+                    n = shard_packed_slice(s, u, t, &begin, &local);
+                    buf = (char *)shard_master(s, u) + local;
+                    if (!ts->nf4) n /= sizeof(float), begin /= sizeof(float);
+                } else if (shard_unit_packed(s, u)) {
+                    n = 0;  // a file stored as trained into a packed unit: read whole and quantised by the caller
+                }
                 // replicas hold the same slices, and a tensor every tp rank holds whole is the same
                 // on each: one group, and its first tp rank, writes and counts them (an experts'
                 // unit: its own first replica group, among the ranks holding it)
                 int dup = plan->tp > 1 && plan->units[u].t[t].tp_split == TP_WHOLE && plan->tp_rank > 0;
                 int counted = shard_is_writer(s, u) && !dup;
                 if (write && !counted) n = 0;
-                const char *e = comm_first_error(xfer_tensor(file, ckpt_groups[g], &plan->units[u].t[t], plan, begin, n,
-                                                             state_buffer(s, u, g) + local, shard_state_on_device(s), write,
-                                                             counted, &crcs[k]));
+                const char *e = comm_first_error(xfer_tensor(file, ckpt_groups[g], ts, plan, begin, n, buf, shard_state_on_device(s),
+                                                             write, counted, &crcs[k]));
                 if (e) return e;
                 comm_deadline_progress();
             }
@@ -508,7 +528,7 @@ const char *h5_checksum_mismatch(const char *file, const ModelPlan *plan, int ng
             for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
                 const TensorSpec *ts = &plan->units[u].t[t];
                 if (!ckpt_group_has(plan, u, g)) continue;
-                if (got[k].begin != 0 || got[k].len != whole_numel(ts) * sizeof(float))
+                if (got[k].begin != 0 || got[k].len != h5_stored_len(ts) * (ts->nf4 ? 1 : sizeof(float)))
                     err_fatal("internal error: the slices of /%s/%s do not tile it", ckpt_groups[g], ts->name);
                 if ((uint32_t)got[k].crc != want[k])
                     return snprintf(msg, sizeof msg, "checkpoint '%s': tensor /%s/%s fails its checksum (crc32 of the data %08x, recorded %08x): the file is corrupt",

@@ -44,7 +44,10 @@ int h5_count_tensors(const ModelPlan *plan);
 // major, plan order, unless NULL); warns once per file about entries outside the schema.
 const char *h5_check_tensors(hid_t f, const char *file, const ModelPlan *plan, int ngroups, int version, uint32_t *want);
 // Selects elements [begin, begin+count) of the whole row-major tensor t (none when count is 0).
+// An nf4 tensor (QLoRA) is its packed bytes, 1-D.
 void h5_select_range(hid_t space, const TensorSpec *t, size_t begin, size_t count);
+// What the dataset of t holds: elements of the whole tensor, or an nf4 tensor's packed bytes.
+size_t h5_stored_len(const TensorSpec *t);
 // Collective: this rank's slice of every tensor of the first ngroups state groups, written or
 // read; crcs get the slices' checksums. The agreed first failure, or NULL.
 const char *h5_xfer_state(hid_t file, const ShardState *s, const ModelPlan *plan, int write, int ngroups, CommCrc *crcs);

@@ -530,6 +530,29 @@ static const char *hf_unused(const HfModel *h, const ModelPlan *plan, int allow,
     return NULL;
 }
 
+// QLoRA's packed units are made from whole tensors (shard_fill_packed): one read whole from its file
+typedef struct {
+    const StFile *files;
+    int *fds;
+    HfSourceFn find;
+    const void *ctx;
+    const ModelPlan *plan;
+    char *msg;
+    size_t len;
+} HfWhole;
+
+static const char *hf_whole_tensor(void *ctx, int u, int t, float *dst) {
+    HfWhole *w = ctx;
+    int file;
+    const TensorSpec *ts = &w->plan->units[u].t[t];
+    const StTensor *src = w->find(w->ctx, ts, &file, w->msg, w->len);
+    if (!src) return w->msg;
+    const StFile *sf = &w->files[file];
+    if (w->fds[file] < 0 && (w->fds[file] = open(sf->path, O_RDONLY)) < 0)
+        return snprintf(w->msg, w->len, "cannot open '%s': %s", sf->path, strerror(errno)), w->msg;
+    return st_read_f32(w->fds[file], sf, src, 0, ts->numel, dst);
+}
+
 const char *hf_read_units(ShardState *s, int u0, int u1, const StFile *files, int nfiles, HfSourceFn find, const void *ctx,
                           char *msg, size_t len) {
     const ModelPlan *plan = shard_plan(s);
@@ -540,6 +563,9 @@ const char *hf_read_units(ShardState *s, int u0, int u1, const StFile *files, in
     for (int u = u0; u < u1; u++)
         if (shard_unit_len(s, u) > stage_len) stage_len = shard_unit_len(s, u);
     float *stage = on_device ? mallocCheck((stage_len < HF_CHUNK ? stage_len : HF_CHUNK) * sizeof(float)) : NULL;
+    HfWhole whole = {files, fds, find, ctx, plan, msg, len};
+    for (int u = u0; u < u1 && !bad; u++)
+        if (shard_unit_packed(s, u)) bad = shard_fill_packed(s, u, hf_whole_tensor, &whole);
     for (int u = u0; u < u1 && !bad; u++)
         for (int t = 0; t < plan->units[u].ntensors && !bad; t++) {
             size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);

@@ -2,6 +2,7 @@
 // here trusts the description: ranks, sizes and strings are bounded before they are used.
 #include "validate.h"
 #include "../base/err.h"
+#include "../kernels/kernels.h"
 
 #include <limits.h>
 #include <math.h>
@@ -192,6 +193,16 @@ const char *ckpt_check_header(const CkptDesc *d, const char *file, const ModelCo
     h->model.lora_dropout = 0.0f;
     if (!e && ld && (ld->kind != CKPT_ATTR_FLOAT || !(ld->f >= 0.0 && ld->f < 1.0))) e = not_a(file, "lora_dropout", "a number in [0, 1)");
     if (!e && ld) h->model.lora_dropout = (float)ld->f;
+    // QLoRA: absent when the base is stored as trained
+    const CkptAttr *qb = e ? NULL : need_attr(d, file, "quantize_base", 0, &e);
+    h->model.quantize_base = MODEL_QUANT_NONE;
+    if (!e && qb) {
+        char q[16];
+        e = get_str(d, file, "quantize_base", q, sizeof q);
+        if (!e && strcmp(q, cli_choice_name(config_quantize_names, MODEL_QUANT_NF4))) e = not_a(file, "quantize_base", "\"nf4\"");
+        if (!e && !h->model.lora_rank) e = not_a(file, "quantize_base", "absent in a checkpoint without LoRA adapters");
+        if (!e) h->model.quantize_base = MODEL_QUANT_NF4;
+    }
     // a family without grouped-query attention stores no num_key_value_heads: every head has its own
     if (!e && !fam->gqa) h->model.num_key_value_heads = h->model.num_heads;
     const CkptAttr *tok = e ? NULL : need_attr(d, file, "tokenizer", 0, &e);
@@ -241,6 +252,11 @@ const char *ckpt_check_config(const CkptHeader *h, const char *file, const Model
                         a->lora_rank, a->lora_alpha, a->lora_target_modules, a->use_rslora ? " --use_rslora" : "",
                         b->lora_rank ? "--lora_rank " : "none (--lora_rank ", b->lora_rank, b->lora_alpha, b->lora_target_modules,
                         b->use_rslora ? " --use_rslora" : "");
+    if (a->quantize_base != b->quantize_base) {
+        const char *qa = cli_choice_name(config_quantize_names, a->quantize_base), *qb = cli_choice_name(config_quantize_names, b->quantize_base);
+        return err_text(msg, sizeof msg, "checkpoint '%s' stores its base %s (--quantize_base %s) but this run has --quantize_base %s: "
+                        "give the checkpoint's", file, a->quantize_base ? "in NF4" : "as trained", qa, qb);
+    }
     for (const FamilyField *fl = fam->ckpt_fields; fl->name; fl++) {
         if (fl->type == FAMILY_FLOAT) continue;  // sizes (and the window) are the model; the rest is the run's to keep
         int v = *(const int *)((const char *)&h->model + fl->off), want = *(const int *)((const char *)&plan->cfg + fl->off);
@@ -343,16 +359,25 @@ static const char *check_one(const CkptDataset *ds, const char *file, const char
     shape_str(need, sizeof need, ts->ndim, want_dims);
     if (!ds) return snprintf(msg, sizeof msg, "checkpoint '%s' lacks tensor /%s", file, path), msg;
     if (ds->ndim < 0) return snprintf(msg, sizeof msg, "checkpoint '%s': /%s is not a readable dataset", file, path), msg;
+    if (ts->nf4) {  // QLoRA: the packed bytes of the whole tensor
+        uint64_t nb = kern_nf4_bytes(ts->numel);
+        if (ds->ndim != 1 || ds->dims[0] != nb || !ds->u8) {
+            shape_str(have, sizeof have, ds->ndim, ds->dims);
+            return snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s is %s %s but this QLoRA model needs its NF4 bytes: 1-D uint8 "
+                            "[%llu] (its %s tensor packed)", file, path, ds->u8 ? "uint8" : ds->fp32 ? "fp32" : "another type", have,
+                            (unsigned long long)nb, need), msg;
+        }
+    }
     // the rank first: only then are the extents read, and only as many as the plan has
-    if (ds->ndim != ts->ndim)
+    if (!ts->nf4 && ds->ndim != ts->ndim)
         return snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s has %d dimensions but the model needs %s", file, path, ds->ndim, need), msg;
     int same = 1;
-    for (int i = 0; i < ts->ndim; i++) same &= ds->dims[i] == want_dims[i];
+    for (int i = 0; i < ts->ndim && !ts->nf4; i++) same &= ds->dims[i] == want_dims[i];
     if (!same) {
         shape_str(have, sizeof have, ts->ndim, ds->dims);
         return snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s has shape %s but the model needs %s", file, path, have, need), msg;
     }
-    if (!ds->fp32) return snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s is not fp32", file, path), msg;
+    if (!ds->fp32 && !ts->nf4) return snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s is not fp32", file, path), msg;
     uint32_t crc;
     if (version >= 2 && !ckpt_crc_value(&ds->crc, &crc))
         return snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s %s " CKPT_CHECKSUM_NAME " checksum attribute", file, path,

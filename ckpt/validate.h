@@ -24,7 +24,7 @@ extern const char *const ckpt_groups[CKPT_NGROUPS];
 // that train (LoRA's frozen base has none)
 int ckpt_group_has(const ModelPlan *plan, int u, int g);
 // LoRA's settings as root attributes (absent: no adapters), beside the family's fields
-#define CKPT_LORA_ATTRS "lora_rank", "lora_alpha", "use_rslora", "lora_target_modules", "lora_dropout"
+#define CKPT_LORA_ATTRS "lora_rank", "lora_alpha", "use_rslora", "lora_target_modules", "lora_dropout", "quantize_base"
 
 // What an attribute held, as read: nothing is converted, so the checks see what is in the file.
 typedef enum {
@@ -51,6 +51,7 @@ typedef struct {
     int ndim;          // -1: not a readable dataset
     const uint64_t *dims;  // ndim extents (any ndim: a rank beyond the plan's is reported, not copied)
     int fp32;          // a 4-byte floating-point type
+    int u8;            // a 1-byte unsigned integer type (QLoRA's nf4 tensors)
     CkptAttr crc;      // its crc32 attribute (kind ABSENT when missing)
 } CkptDataset;
 

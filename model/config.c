@@ -46,6 +46,8 @@ int config_rotary_dims(const ModelConfig *m) {
     return m->rotary_pct > 0.0f && m->rotary_pct <= 1.0f ? (int)((double)hd * (double)m->rotary_pct) : 0;
 }
 
+// --quantize_base's names
+const CliChoice config_quantize_names[] = {{"none", MODEL_QUANT_NONE}, {"nf4", MODEL_QUANT_NF4}, {NULL, 0}};
 // --hidden_act's names: the first entry of a value is its name, later ones other spellings
 const CliChoice config_hidden_acts[] = {{"gelu", MODEL_ACT_GELU}, {"gelu_new", MODEL_ACT_GELU_NEW}, {"gelu_fast", MODEL_ACT_GELU_FAST},
                                         {"gelu_pytorch_tanh", MODEL_ACT_GELU_PYTORCH_TANH}, {NULL, 0}};

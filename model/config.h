@@ -50,7 +50,13 @@ typedef struct {
     float lora_alpha, lora_dropout;
     int use_rslora;
     char lora_target_modules[256];
+    // QLoRA (lora_rank > 0): the frozen base's block linear weights stored in 4-bit NormalFloat
+    // (kernels.h kern_nf4_*), dequantised when their unit is gathered; MODEL_QUANT_NONE: as trained
+    int quantize_base;
 } ModelConfig;
+
+typedef enum { MODEL_QUANT_NONE, MODEL_QUANT_NF4 } ModelQuant;
+extern const CliChoice config_quantize_names[];
 
 enum { CONFIG_MAX_EXPERTS = 64 };  // a block unit holds each expert's 3 tensors (model.h MAX_UNIT_TENSORS)
 

@@ -33,6 +33,7 @@ int model_plan_build(ModelPlan *plan, const ModelConfig *cfg, char *err, size_t 
     plan->family->plan_build(plan);
     model_plan_ep(plan, 1, 0, NULL);
     if (lora_plan(plan, err, errlen)) return -1;
+    if (cfg->quantize_base == MODEL_QUANT_NF4) model_plan_quantize(plan);
     for (int u = 0; u < plan->nunits; u++)
         if (!checked_add(n, plan->units[u].numel, &n)) n = UINT64_MAX;  // reported below as more than 2^64
     // every later size of the model's state is at most its weights, gradients and AdamW moments
@@ -106,6 +107,30 @@ void model_plan_tp(ModelPlan *plan, int tp, int rank, CommGroup *group, int sequ
     }
 }
 
+void model_plan_quantize(ModelPlan *plan) {
+    for (int u = 0; u < plan->nunits; u++) {
+        UnitSpec *us = &plan->units[u];
+        if (!us->frozen || us->layer < 0) continue;
+        for (int i = 0; i < us->ntensors; i++) us->t[i].nf4 = us->t[i].ndim == 2;
+    }
+    model_plan_pack(plan);
+}
+
+void model_plan_pack(ModelPlan *plan) {
+    for (int u = 0; u < plan->nunits; u++) {
+        UnitSpec *us = &plan->units[u];
+        int any = 0;
+        for (int i = 0; i < us->ntensors; i++) any |= us->t[i].nf4;
+        us->packed = 0;
+        for (int i = 0; any && i < us->ntensors; i++) {
+            TensorSpec *t = &us->t[i];
+            t->pack_off = us->packed;
+            size_t n = t->nf4 ? kern_nf4_bytes(t->numel) : t->numel * sizeof(float);
+            us->packed += (n + 3) / 4 * 4;
+        }
+    }
+}
+
 void model_plan_ep(ModelPlan *plan, int ep, int rank, CommGroup *group) {
     plan->ep = ep, plan->ep_rank = rank, plan->ep_group = group, plan->block_stride = 1;
     for (int u = 0; u < plan->nunits; u++) plan->units[u].ep_index = -1;
@@ -140,6 +165,7 @@ void model_plan_ep(ModelPlan *plan, int ep, int rank, CommGroup *group) {
     plan->units = units;
     plan->nunits = n;
     plan->block_stride = stride;
+    model_plan_pack(plan);  // the dense and expert units' own layouts
 }
 
 int model_block_units(const ModelPlan *plan, int l, int *units) {

@@ -45,6 +45,8 @@ typedef struct {
                        // (lora_B follows it); else -1
     int tp_partial;    // each tp rank's gradient is a share of the whole one, summed over the tp group
                        // (the whole factor of an adapter on a split weight)
+    int nf4;           // QLoRA: stored as the whole tensor's kern_nf4_quantize bytes (model_plan_quantize)
+    size_t pack_off;   // in a packed unit (UnitSpec.packed > 0): the first byte of its piece
 } TensorSpec;
 
 typedef struct {
@@ -56,6 +58,10 @@ typedef struct {
     int ntensors;
     TensorSpec t[MAX_UNIT_TENSORS];
     size_t numel;
+    // QLoRA: a unit holding nf4 tensors is stored as bytes, its tensors' pieces one after another
+    // (an nf4 tensor's kern_nf4_bytes, any other's numel fp32 values), each from a multiple of 4
+    // bytes: this many in all (a multiple of 4); 0: a unit of fp32 elements
+    size_t packed;
 } UnitSpec;
 
 typedef struct ModelFamily ModelFamily;  // family.h
@@ -183,6 +189,13 @@ typedef struct {
 // model is too large to count in bytes.
 int model_plan_build(ModelPlan *plan, const ModelConfig *cfg, char *err, size_t errlen);
 void model_plan_free(ModelPlan *plan);
+// QLoRA (cfg quantize_base nf4, after lora_plan): marks nf4 every 2-D tensor of the frozen block
+// units (bitsandbytes' Linear4bit takes every linear layer of the blocks), and lays out the packed
+// units (model_plan_pack). Norms, biases, the embedding and the head stay fp32.
+void model_plan_quantize(ModelPlan *plan);
+// Each unit's packed layout from its tensors' nf4 marks (UnitSpec.packed, TensorSpec.pack_off);
+// model_plan_ep calls it again after splitting the blocks.
+void model_plan_pack(ModelPlan *plan);
 // Splits each block of a mixture of experts into its dense unit and ep units of E/ep experts (the
 // last 3E tensors of the block, model/moe.h), for the ep rank `rank` of the ep group `group`
 // (NULL where nothing runs). Names and initial values stay the whole model's; ep 1 changes nothing.

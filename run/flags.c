@@ -185,6 +185,8 @@ static const CliFlag flags[] = {
       "LoRA: the layers adapted, Hugging Face module names comma-separated (q_proj,v_proj,...) or all-linear (PEFT's default "
       "for the family unless given)"),
     B("use_rslora", model.use_rslora, G_MODEL, "LoRA: scale alpha / sqrt(r) (rank-stabilised LoRA) instead of alpha / r"),
+    E("quantize_base", model.quantize_base, config_quantize_names, G_MODEL,
+      "QLoRA: the frozen base's block linear weights in 4-bit NormalFloat (nf4), dequantised as each unit is gathered"),
     FL("initializer_range", model.initializer_range, G_MODEL, "standard deviation of the initial weights"),
     FL("dropout", model.dropout, G_MODEL,
        "training only: residual branches, and for minGPT embeddings and attention probabilities",
@@ -517,6 +519,14 @@ static void lora_check(const Config *c) {
     for (size_t i = 0; i < sizeof lora_flags / sizeof lora_flags[0] && !m->lora_rank; i++)
         if (flags_given(c, lora_flags[i]))
             comm_fail_all("--%s applies to LoRA adapters: give --lora_rank r (r > 0) too", lora_flags[i]);
+    if (m->quantize_base && !m->lora_rank)
+        comm_fail_all("--quantize_base %s quantises the frozen base of LoRA adapters (QLoRA): give --lora_rank r (r > 0) too",
+                      cli_choice_name(config_quantize_names, m->quantize_base));
+    // the quantisation blocks of a tp rank's part would not be the whole tensor's: losses would depend on the tp degree
+    if (m->quantize_base && c->shard.tensor_parallel_degree > 1)
+        comm_fail_all("--quantize_base %s with --tensor_parallel_degree %d: each tensor is quantised whole, in blocks a tp rank's "
+                      "part would cut differently (the losses would depend on the tp degree); not supported yet: drop one",
+                      cli_choice_name(config_quantize_names, m->quantize_base), c->shard.tensor_parallel_degree);
     if (!m->lora_rank) return;
     if (!(m->lora_alpha > 0.0f) || !isfinite(m->lora_alpha)) comm_fail_all("--lora_alpha must be positive, got %g", m->lora_alpha);
     if (!(m->lora_dropout >= 0.0f && m->lora_dropout < 1.0f)) comm_fail_all("--lora_dropout must be in [0, 1), got %g", m->lora_dropout);

@@ -546,9 +546,11 @@ static void print_memory(const PlanFigures *f) {
            f->master / shard_params + grad + moments, f->master / shard_params, grad, moments,
            f->gpu && cfg->shard.cpu_offload ? " in host memory" : "");
     if (f->plan.lora0 >= 0)
-        printf("  LoRA: r=%d on %s, %.2fM adapter parameters train (%.3f%% of %.2fB); the base is frozen: no gradient, no moments\n",
+        printf("  LoRA: r=%d on %s, %.2fM adapter parameters train (%.3f%% of %.2fB); the base is frozen: no gradient, no moments%s\n",
                cfg->model.lora_rank, f->plan.cfg.lora_target_modules, lora_trained_params(&f->plan) / 1e6,
-               100.0 * lora_trained_params(&f->plan) / (double)f->plan.num_params, (double)f->plan.num_params / 1e9);
+               100.0 * lora_trained_params(&f->plan) / (double)f->plan.num_params, (double)f->plan.num_params / 1e9,
+               f->plan.cfg.quantize_base ? "; its block linear weights are stored in NF4 (QLoRA: about 0.52 bytes each, dequantised "
+                                           "per unit as it is gathered)" : "");
 }
 
 static void print_comm(const PlanFigures *f) {

@@ -130,6 +130,11 @@ static const char *generate_text(Run *r, const ModelPlan *plan, const void *cons
 
 // Unit u of the run's plan whole, on the device in fp32 (padded), by its group's all-gather.
 static float *gather_unit(Run *r, int u) {
+    if (shard_unit_packed(&r->st, u)) {  // QLoRA: its bytes gathered and dequantised to fp32
+        float *full = kern_alloc((r->plan.units[u].numel + 1) * sizeof(float), KERN_MEM_GATHERED);
+        shard_unpack_unit(&r->st, u, full);
+        return full;
+    }
     float *full = kern_alloc(shard_unit_padded(&r->st, u) * sizeof(float), KERN_MEM_GATHERED);
     comm_all_gather(shard_unit_group(&r->st, u), shard_device_master(&r->st, u), full, shard_unit_len(&r->st, u));
     return full;

@@ -390,7 +390,8 @@ static void save(Run *r, int step) {
     Config *c = r->cfg;
     // nothing non-finite reaches the disk, whatever produced it
     double sumsq = 0.0;
-    for (int u = 0; u < shard_num_units(&r->st); u++) sumsq += kern_sumsq(shard_device_master(&r->st, u), shard_unit_len(&r->st, u));
+    for (int u = 0; u < shard_num_units(&r->st); u++)  // QLoRA's packed units are bytes (and frozen): not summed
+        if (!shard_unit_packed(&r->st, u)) sumsq += kern_sumsq(shard_device_master(&r->st, u), shard_unit_len(&r->st, u));
     comm_allreduce_sum_f64(comm_world(), &sumsq, 1);
     if (!isfinite(sumsq))
         comm_fail_all("step %d: the weights hold NaN or Inf; no checkpoint written (the last good one is kept)", step);

@@ -125,19 +125,30 @@ static int direct_stage(const ShardConfig *cfg, const ParallelDims *pd) {
     return direct_grads(pd) && cfg->reduce_dtype == PRECISION_BF16 && pd->replica_size > 1;
 }
 
+static int packed_slots(const ModelPlan *plan);
+
 void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accum, const ParallelDims *pd, ShardMemEstimate *e) {
     // LoRA: frozen units have no gradient or optimizer state (the *_t sums: the units that train)
     size_t sum_padded = 0, max_padded = 0, sum_shard = 0, max_shard = 0, sum_padded_t = 0, max_padded_t = 0, sum_shard_t = 0;
     size_t max_shard_t = 0;
+    // QLoRA: packed units shard 4-byte words (the master sums count them as floats) and are
+    // gathered only through the packed slots: their bytes, and the unit dequantised
+    size_t max_packed = 0, max_unpacked = 0, sum_shard_packed = 0;
     for (int u = 0; u < plan->nunits; u++) {
         int ei = plan->units[u].ep_index;
         if (ei >= 0 && ei != plan->ep_rank) continue;  // another ep rank's experts
         size_t g = (size_t)(ei < 0 ? pd->shard_size : pd->expert_shard_size);
-        size_t padded = (plan->units[u].numel + g - 1) / g * g;
-        sum_padded += padded;
+        size_t packed = plan->units[u].packed, padded = ((packed ? packed / 4 : plan->units[u].numel) + g - 1) / g * g;
         sum_shard += padded / g;
-        if (padded > max_padded) max_padded = padded;
         if (padded / g > max_shard) max_shard = padded / g;
+        if (packed) {
+            sum_shard_packed += padded / g;
+            if (padded > max_packed) max_packed = padded;
+            if (plan->units[u].numel > max_unpacked) max_unpacked = plan->units[u].numel;
+            continue;
+        }
+        sum_padded += padded;
+        if (padded > max_padded) max_padded = padded;
         if (plan->units[u].frozen) continue;
         sum_padded_t += padded;
         sum_shard_t += padded / g;
@@ -158,13 +169,15 @@ void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accu
     size_t param_full = one && (!bf16p || bf16g) ? 0 : reshard ? (size_t)(1 + block_units(plan)) * max_padded : sum_padded;
     // at shard group 1 on a GPU the units are always gathered: AdamW keeps their bf16 copy
     int always = one && bf16g;
-    e->gathered = (bf16g ? h : f) * param_full + (always ? h * sum_shard : 0.0);
+    int packed_slots_n = packed_slots(plan);
+    e->gathered = (bf16g ? h : f) * (param_full + (double)packed_slots_n * max_unpacked) + (always ? h * (sum_shard - sum_shard_packed) : 0.0);
     // bf16 gathers: the CPU's full staging buffer, and two slots the shards are rounded into for
     // their gathers; bf16 reductions: the full buffer and this rank's shard of it, or at shard
     // group 1 the replicas' all-reduce slots
     double reduce_stage = direct_stage(cfg, pd) ? 2.0 * max_padded_t
                                                 : grad_full + (persistent ? (double)sum_shard_t : (double)slots * max_shard_t);
-    e->buffers = (bf16p && !always ? h * ((bf16g ? 0 : param_full) + 2.0 * max_shard) : 0.0) + (bf16r ? h * reduce_stage : 0.0);
+    e->buffers = (bf16p && !always ? h * ((bf16g ? 0 : param_full) + 2.0 * max_shard) : 0.0) + (bf16r ? h * reduce_stage : 0.0) +
+                 f * (double)packed_slots_n * max_packed;
 }
 
 // Unit u's groups: the mesh's, or for an experts' unit the expert groups, of which only the ranks
@@ -179,6 +192,27 @@ static void unit_groups(ShardState *s, int u) {
     f->replica_size = ei < 0 ? s->dims.replica_size : s->dims.expert_replica_size;
     f->group_rank = ei < 0 ? s->shard_rank : comm_group_rank(f->group);
     f->replica_rank = ei < 0 ? s->replica_rank : comm_group_rank(f->replicas);
+}
+
+// Packed units held at once: a block's (its own, and its experts' under expert parallelism) and
+// the next block's first, being prefetched.
+static int packed_slots(const ModelPlan *plan) {
+    int units[MAX_BLOCK_UNITS], n = plan->cfg.num_layers > 0 ? model_block_gather(plan, 0, units) : 0, k = 0;
+    for (int i = 0; i < n; i++) k += plan->units[units[i]].packed > 0;
+    return k ? k + 1 : 0;
+}
+
+typedef struct {
+    const ModelPlan *plan;
+    uint64_t seed;
+} InitCtx;
+
+// a whole tensor's initial values (a packed unit's nf4 tensors are quantised whole)
+static const char *init_values_whole(void *ctx, int u, int t, float *dst) {
+    const InitCtx *c = ctx;
+    const TensorSpec *ts = &c->plan->units[u].t[t];
+    model_init_range(ts, c->seed, c->plan->cfg.initializer_range, 0, ts->numel, dst);
+    return NULL;
 }
 
 void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, const ParallelDims *pd, int grad_accum, int seed,
@@ -202,14 +236,17 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
     s->direct_grads = direct_grads(pd);
     s->units = callocCheck(s->nunits, sizeof(FlatUnit));
     size_t max_padded = 0, max_shard = 0, max_padded_t = 0, max_shard_t = 0;  // _t: over the units that train
+    size_t max_packed = 0, max_unpacked = 0;  // packed units: words gathered, elements dequantised
     for (int u = 0; u < s->nunits; u++) {
         FlatUnit *f = &s->units[u];
         f->numel = plan->units[u].numel;
         f->frozen = plan->units[u].frozen;
+        f->packed = plan->units[u].packed;
         unit_groups(s, u);
         f->param_slot = f->grad_slot = f->send_slot = -1;
         if (!f->member) continue;
-        f->padded = (f->numel + f->group_size - 1) / f->group_size * f->group_size;
+        size_t words = f->packed ? f->packed / 4 : f->numel;  // a packed unit shards its bytes as 4-byte words
+        f->padded = (words + f->group_size - 1) / f->group_size * f->group_size;
         f->shard_len = f->padded / f->group_size;
         f->shard_off = (size_t)f->group_rank * f->shard_len;
         if (f->shard_len > max_shard) max_shard = f->shard_len;
@@ -225,6 +262,11 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
         }
         f->device_master = s->offload ? fzalloc(f->shard_len, KERN_MEM_PARAMS) : f->master;
         // shard group 1 on a GPU computes from a bf16 copy of the whole unit that AdamW keeps: the unit always gathered
+        if (f->packed) {  // frozen bytes: gathered and dequantised through the packed slots only
+            if (f->numel > max_unpacked) max_unpacked = f->numel;
+            if (f->padded > max_packed) max_packed = f->padded;
+            continue;
+        }
         if (s->dims.shard_size == 1 && s->bf16_gathered) f->master_bf16 = hzalloc(f->shard_len, KERN_MEM_GATHERED);
         f->grad_fresh = 1;
         if (s->direct_grads) f->grads = f->grad_shard;
@@ -250,6 +292,11 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
     for (int u = 0; u < s->nunits; u++) {
         FlatUnit *f = &s->units[u];
         if (!f->member || !(init_values || plan->units[u].adapter)) continue;
+        if (f->packed) {
+            InitCtx ctx = {plan, (uint64_t)seed};
+            shard_fill_packed(s, u, init_values_whole, &ctx);  // cannot fail
+            continue;
+        }
         float *host = init_zalloc(f->shard_len);
         init_shard(s, u, (uint64_t)seed, plan->cfg.initializer_range, host);
         set_master(s, u, host);
@@ -258,6 +305,12 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
     // resharding holds a unit being computed and the next being gathered; a block of two units
     // (its experts') holds both while the next is gathered
     s->nparam_slots = s->units[0].params ? 0 : s->dims.reshard_after_forward ? 1 + block_units(plan) : s->nunits;
+    s->npacked_slots = packed_slots(plan);
+    for (int i = 0; i < s->npacked_slots; i++) {
+        s->packed_owner[i] = -1;
+        s->packed_stage[i] = kern_alloc(max_packed * sizeof(float), KERN_MEM_BUFFERS);
+        s->packed_params[i] = s->bf16_gathered ? (void *)hzalloc(max_unpacked, KERN_MEM_GATHERED) : fzalloc(max_unpacked, KERN_MEM_GATHERED);
+    }
     for (int i = 0; i < 2; i++) {
         s->send_owner[i] = -1;
         if (s->bf16_params && !s->units[0].params) s->send_stage[i] = hzalloc(max_shard, KERN_MEM_BUFFERS);
@@ -271,7 +324,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
     s->grad_stage = callocCheck(s->ngrad_slots, sizeof(uint16_t *));
     s->grad_recv = callocCheck(s->ngrad_slots, sizeof(uint16_t *));
     for (int i = 0; i < s->nparam_slots; i++) {
-        size_t n = s->dims.reshard_after_forward ? max_padded : s->units[i].padded;
+        size_t n = s->dims.reshard_after_forward ? max_padded : s->units[i].packed ? 0 : s->units[i].padded;
         s->param_owner[i] = -1;
         if (!n) continue;  // a unit this rank does not hold
         s->param_pool[i] = s->bf16_gathered ? (void *)hzalloc(n, KERN_MEM_GATHERED) : fzalloc(n, KERN_MEM_GATHERED);
@@ -297,6 +350,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
 }
 
 static void wait_gather(ShardState *s, int u);
+static void unpack(const ShardState *s, int u, const uint8_t *stage, void *params);
 
 static void dfree(void *p) {
     if (p) kern_free(p);
@@ -319,6 +373,10 @@ void shard_free(ShardState *s) {
         dfree(f->master_bf16);
     }
     for (int i = 0; i < 2; i++) dfree(s->send_stage[i]);
+    for (int i = 0; i < s->npacked_slots; i++) {
+        dfree(s->packed_stage[i]);
+        dfree(s->packed_params[i]);
+    }
     dfree(s->unit_sumsq);
     free(s->step_red);
     free(s->whole_reqs);
@@ -368,6 +426,19 @@ static const uint16_t *send_bf16(ShardState *s, int u) {
 static void start_gather(ShardState *s, int u) {
     FlatUnit *f = &s->units[u];
     if (f->params) return;  // gathered, or on its way
+    if (f->packed) {  // the bytes move as 16-bit words, bit for bit
+        int slot = -1;
+        for (int i = 0; slot < 0 && i < s->npacked_slots; i++)
+            if (s->packed_owner[i] < 0) slot = i;
+        if (slot < 0) err_fatal("no free packed buffer for unit %d (more than %d packed units gathered at once)", u, s->npacked_slots);
+        s->packed_owner[slot] = u;
+        f->param_slot = slot;
+        f->params = s->packed_params[slot];
+        f->gather_req = comm_all_gather_bf16_start(f->group, (const uint16_t *)f->device_master, (uint16_t *)s->packed_stage[slot],
+                                                   2 * f->shard_len);
+        f->expand_pending = 1;
+        return;
+    }
     int slot = s->dims.reshard_after_forward ? -1 : u;
     for (int i = 0; slot < 0 && i < s->nparam_slots; i++)
         if (s->param_owner[i] < 0) slot = i;
@@ -389,7 +460,10 @@ const void *shard_gather(ShardState *s, int u, int next) {
     FlatUnit *f = &s->units[u];
     start_gather(s, u);
     wait_gather(s, u);
-    if (f->expand_pending) {
+    if (f->expand_pending && f->packed) {
+        unpack(s, u, s->packed_stage[f->param_slot], f->params);
+        f->expand_pending = 0;
+    } else if (f->expand_pending) {
         kern_bf16_to_f32(f->params, s->param_stage[f->param_slot], f->padded);
         f->expand_pending = 0;
     }
@@ -400,10 +474,12 @@ const void *shard_gather(ShardState *s, int u, int next) {
 void shard_release(ShardState *s, int u, ShardPhase phase) {
     FlatUnit *f = &s->units[u];
     if (f->param_slot < 0) return;  // not gathered, or always (unsharded)
-    if (phase == PHASE_FWD && !s->dims.reshard_after_forward) return;  // ZeRO-2 keeps it for backward
+    // ZeRO-2 keeps it for backward; a packed unit is dequantised again instead (QLoRA's memory)
+    if (phase == PHASE_FWD && !s->dims.reshard_after_forward && !f->packed) return;
     wait_gather(s, u);
     f->expand_pending = 0;
-    s->param_owner[f->param_slot] = -1;
+    if (f->packed) s->packed_owner[f->param_slot] = -1;
+    else s->param_owner[f->param_slot] = -1;
     f->param_slot = -1;
     f->params = NULL;
 }
@@ -559,6 +635,7 @@ void shard_cast_activation(ShardState *s, float *x, size_t n) {
 size_t shard_tensor_slice(const ShardState *s, int u, int t, size_t *begin, size_t *local) {
     const FlatUnit *f = &s->units[u];
     const TensorSpec *ts = &s->plan->units[u].t[t];
+    if (f->packed) return *begin = 0, *local = 0, 0;  // its shard is bytes: shard_packed_slice
     size_t lo = ts->offset > f->shard_off ? ts->offset : f->shard_off;
     size_t hi_t = ts->offset + ts->numel, hi_s = f->shard_off + f->shard_len;
     size_t hi = hi_t < hi_s ? hi_t : hi_s;
@@ -632,6 +709,84 @@ void shard_adamw_step(ShardState *s, const OptimConfig *cfg, float lr, double gr
     trace_end(TRACE_COPY);
 }
 
+// ---- QLoRA's packed units ----
+
+// the bytes tensor t takes in its packed unit
+static size_t stored_bytes(const TensorSpec *t) { return t->nf4 ? kern_nf4_bytes(t->numel) : t->numel * sizeof(float); }
+
+size_t shard_packed_slice(const ShardState *s, int u, int t, size_t *begin, size_t *local) {
+    const FlatUnit *f = &s->units[u];
+    const TensorSpec *ts = &s->plan->units[u].t[t];
+    size_t lo_s = f->shard_off * 4, hi_s = lo_s + f->shard_len * 4, lo_t = ts->pack_off, hi_t = lo_t + stored_bytes(ts);
+    size_t lo = lo_t > lo_s ? lo_t : lo_s, hi = hi_t < hi_s ? hi_t : hi_s;
+    if (!f->member || hi <= lo) return *begin = 0, *local = 0, 0;
+    *begin = lo - lo_t;
+    *local = lo - lo_s;
+    return hi - lo;
+}
+
+const char *shard_fill_packed(ShardState *s, int u, ShardTensorValues values, void *ctx) {
+    FlatUnit *f = &s->units[u];
+    const UnitSpec *spec = &s->plan->units[u];
+    if (!f->member) return NULL;
+    uint8_t *host = kern_alloc_host(f->shard_len * 4, KERN_MEM_PARAMS, 0);
+    memset(host, 0, f->shard_len * 4);  // the gaps between pieces and the padding stay zero
+    const char *e = NULL;
+    for (int t = 0; t < spec->ntensors && !e; t++) {
+        const TensorSpec *ts = &spec->t[t];
+        size_t begin, local, n = shard_packed_slice(s, u, t, &begin, &local);
+        if (!n) continue;
+        float *vals = mallocCheck(ts->numel * sizeof(float));  // the whole tensor: nf4 blocks start at its element 0
+        uint8_t *q = ts->nf4 ? mallocCheck(kern_nf4_bytes(ts->numel)) : NULL;
+        e = values(ctx, u, t, vals);
+        if (!e && q) kern_nf4_quantize(q, vals, ts->numel);
+        if (!e) memcpy(host + local, (q ? q : (const uint8_t *)vals) + begin, n);
+        free(q);
+        free(vals);
+    }
+    if (!e) set_master(s, u, (const float *)host);
+    kern_free_host(host);
+    return e;
+}
+
+// Packed unit u's gathered bytes (stage, on the device) into its parameters: nf4 tensors
+// dequantised, the fp32 pieces copied (rounded to bf16 where the kernels take bf16; on the CPU
+// under --precision bf16 the fp32 copy is rounded, as the bf16 gathers of other units are).
+static void unpack(const ShardState *s, int u, const uint8_t *stage, void *params) {
+    const UnitSpec *spec = &s->plan->units[u];
+    for (int t = 0; t < spec->ntensors; t++) {
+        const TensorSpec *ts = &spec->t[t];
+        void *dst = (void *)kern_param_at(params, ts->offset);
+        const uint8_t *src = stage + ts->pack_off;
+        if (ts->nf4) kern_nf4_dequantize(dst, src, ts->numel);
+        else if (s->bf16_gathered) kern_f32_to_bf16(dst, (const float *)src, ts->numel);
+        else kern_copy(dst, (const float *)src, ts->numel);
+        if (s->bf16_params && !s->bf16_gathered) kern_round_bf16(dst, ts->numel);
+    }
+}
+
+void shard_unpack_unit(const ShardState *s, int u, float *full) {
+    const FlatUnit *f = &s->units[u];
+    uint8_t *stage = kern_alloc(f->padded * 4, KERN_MEM_BUFFERS);
+    comm_wait(comm_all_gather_bf16_start(f->group, (const uint16_t *)f->device_master, (uint16_t *)stage, 2 * f->shard_len));
+    const UnitSpec *spec = &s->plan->units[u];
+    for (int t = 0; t < spec->ntensors; t++) {
+        const TensorSpec *ts = &spec->t[t];
+        if (!kern_params_bf16() && ts->nf4) kern_nf4_dequantize(full + ts->offset, stage + ts->pack_off, ts->numel);
+        else if (ts->nf4) {  // the kernel writes bf16 under bf16 parameters: fp32 from the host's dequantisation
+            size_t nb = kern_nf4_bytes(ts->numel);
+            uint8_t *hb = mallocCheck(nb);
+            float *hv = mallocCheck(ts->numel * sizeof(float));
+            kern_download(hb, stage + ts->pack_off, nb);
+            kern_nf4_dequantize_host(hv, hb, ts->numel);
+            kern_upload(full + ts->offset, hv, ts->numel * sizeof(float));
+            free(hv);
+            free(hb);
+        } else kern_copy(full + ts->offset, (const float *)(stage + ts->pack_off), ts->numel);
+    }
+    kern_free(stage);
+}
+
 // ---- accessors ----
 
 const ModelPlan *shard_plan(const ShardState *s) { return s->plan; }
@@ -641,6 +796,7 @@ int shard_unit_member(const ShardState *s, int u) { return s->units[u].member; }
 int shard_num_units(const ShardState *s) { return s->nunits; }
 size_t shard_unit_len(const ShardState *s, int u) { return s->units[u].shard_len; }
 size_t shard_unit_padded(const ShardState *s, int u) { return s->units[u].padded; }
+size_t shard_unit_packed(const ShardState *s, int u) { return s->units[u].packed; }
 float *shard_master(const ShardState *s, int u) { return s->units[u].master; }
 const float *shard_device_master(const ShardState *s, int u) { return s->units[u].device_master; }
 const float *shard_grad(const ShardState *s, int u) { return s->units[u].grad_shard; }
@@ -670,6 +826,12 @@ int shard_nonfinite(const ShardState *s, int nstates, ShardTensorRef *found, int
             const float *buf = st == 0 ? f->device_master : st == 1 ? f->exp_avg : f->exp_avg_sq;
             for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
                 size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
+                if (f->packed && !plan->units[u].t[t].nf4) {  // a packed unit's fp32 piece: its bytes are floats
+                    n = shard_packed_slice(s, u, t, &begin, &local) / 4;
+                    local /= 4;
+                } else if (f->packed) {
+                    n = 0;  // nf4 codes and scales: checked by their checksum
+                }
                 if (n && buf && !all_finite(buf + local, n, st == 0 || moments_on_device)) bad[k] = 1;
             }
         }

@@ -51,7 +51,12 @@ typedef struct {
     int grad_fresh;               // grad_shard holds nothing of this step yet: the next reduction lands in it
     int reduce_adds;              // bf16 reduction in flight: add it to grad_shard (earlier micro-batches are there)
     int reduce_last;              // the reduction in flight is the step's last for u: the replicas reduce then
-    int expand_pending;           // bf16 gather landed in the staging buffer, not yet in params
+    int expand_pending;           // bf16 gather landed in the staging buffer, not yet in params (a packed
+                                  // unit: its bytes, not yet dequantised)
+    // QLoRA: a packed unit (UnitSpec.packed bytes) shards its bytes as 4-byte words: numel is then
+    // its elements, padded, shard_off and shard_len words, master (== device_master) the bytes;
+    // no gradient, moments or bf16 copy. It is gathered through the packed slots, never kept.
+    size_t packed;
     CommRequest *gather_req, *reduce_req;
 } FlatUnit;
 
@@ -87,6 +92,13 @@ typedef struct {
     // bf16 staging per slot: the full buffer (parameters expanded to fp32), the full buffer and the
     // received shard (gradients)
     uint16_t **param_stage, **grad_stage, **grad_recv;
+    // QLoRA's packed units, always gathered through these slots and released after each use (never
+    // kept from forward to backward, nor whole at shard group 1): the gathered bytes, and the unit
+    // dequantised into the kernels' parameter dtype
+    int npacked_slots;
+    uint8_t *packed_stage[1 + MAX_BLOCK_UNITS];
+    void *packed_params[1 + MAX_BLOCK_UNITS];
+    int packed_owner[1 + MAX_BLOCK_UNITS];
     double *unit_sumsq;             // (nunits, KERN_ADAMW_MAX_RANGES) sums of squares of the norm ranges, on the device
     double *step_red;               // (nunits + 2) host: what the step's one all-reduce carries
     int tp_sums;                    // some gradient shards are summed over the tp group (pick_whole in shard.c)
@@ -170,6 +182,19 @@ size_t shard_tensor_slice(const ShardState *s, int u, int t, size_t *begin, size
 // Whether this rank writes its slices of unit u into checkpoints (the unit's first replica group writes).
 int shard_is_writer(const ShardState *s, int u);
 
+// QLoRA's packed units (UnitSpec.packed): the bytes of unit u's tensor t in this rank's shard,
+// [*begin, *begin + count) of the tensor's stored bytes (an nf4 tensor's packed bytes, another's
+// fp32 values), at byte offset *local in the master shard. Returns count (0 if none).
+size_t shard_packed_slice(const ShardState *s, int u, int t, size_t *begin, size_t *local);
+// Writes tensor t of unit u whole (numel fp32 values) into dst; NULL, or what failed.
+typedef const char *(*ShardTensorValues)(void *ctx, int u, int t, float *dst);
+// Makes this rank's bytes of packed unit u from whole tensors (each nf4 one quantised here) and
+// uploads them, one tensor's values at a time on the host. NULL, or the first failure of values
+// on this rank (the caller agrees with the others).
+const char *shard_fill_packed(ShardState *s, int u, ShardTensorValues values, void *ctx);
+// Packed unit u whole, into full (numel fp32 on the compute device): collective over its group.
+void shard_unpack_unit(const ShardState *s, int u, float *full);
+
 // ---- what checkpoints and the run loop read and set (ShardState's fields are the engine's) ----
 const ModelPlan *shard_plan(const ShardState *s);
 CommGroup *shard_group(const ShardState *s);  // the ranks that split each dense unit
@@ -178,6 +203,7 @@ int shard_unit_member(const ShardState *s, int u);        // this rank holds uni
 int shard_num_units(const ShardState *s);
 size_t shard_unit_len(const ShardState *s, int u);     // elements of this rank's shard of unit u
 size_t shard_unit_padded(const ShardState *s, int u);  // elements of unit u gathered (padded)
+size_t shard_unit_packed(const ShardState *s, int u);  // QLoRA: the bytes of a packed unit, else 0
 // Unit u's fp32 master shard (host memory under offload; see shard_master_changed) and the copy
 // the gathers read (on the compute device; the same buffer unless offloaded).
 float *shard_master(const ShardState *s, int u);

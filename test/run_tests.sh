@@ -66,6 +66,7 @@ suite "roundtrip: export keeps the import's max_position_embeddings, rope_theta,
 suite "mistral: sliding-window attention; MistralForCausalLM import/export, generation past the window and parity against the PyTorch reference" bash test/integration/test_mistral.sh
 suite "mixtral: a mixture of experts against the PyTorch reference (routing, router losses), equal losses at np=1/2/4 x ep 1/2/4 x tp 1/2 and with a capacity factor, resume across ep degrees, MixtralForCausalLM import/export, resume, refusals" bash test/integration/test_mixtral.sh
 suite "lora: adapters on every family against the PyTorch reference (PEFT's formulas), step 0 equals the base, equal losses at np=1/2/4 across strategies, tp, sp, packing and ep, resume across layouts, the tracker, refusals" bash test/integration/test_lora.sh
+suite "qlora: --quantize_base nf4 (an NF4 base under LoRA adapters): equal losses at every layout and ep, tracks LoRA, bit-exact resume of uint8 NF4 datasets, tracker and plan memory, the emulated GPU, --init_from, export dequantised, refusals" bash test/integration/test_qlora.sh
 suite "sources: input formats by content; Hugging Face folders, caches and hub names" bash test/integration/test_sources.sh
 suite "errors last: a plain input error ends the output with its one error line (np=1, np=2, one rank only, a locked folder)" bash test/probes/test_errors_last.sh
 suite "sft: finetuning rows (input_ids, prompt/completion, Alpaca, chat templates) to ids and loss labels; Llama-2 chat against Meta's format" bash test/integration/test_sft.sh
