@@ -143,8 +143,8 @@ def finetune_lora(fsdpc):
     out = ["Finetuning the 7B, 13B and 70B presets on 1 and 8 H100s, full-shard, from `fsdpc plan --model_name llama2_Nb",
            "--precision bf16 --batch_size 1 --max_context_width 4096 --activation_checkpoints --world_size 1|8 --gpu h100",
            "[--lora_rank 16 --lora_target_modules all-linear [--quantize_base nf4]]`. A cell is the peak memory per GPU",
-           "(\"no\" and the peak when it does not fit in %.1f GiB) and the sharded state per parameter of the rank's" % cap,
-           "shard: the frozen base's storage, then the adapters' gradients and AdamW moments.",
+           "(\"no\" and the peak when it does not fit in %.1f GiB) and the parameters', gradients' (their buffers" % cap,
+           "included) and AdamW moments' bytes per parameter of the rank's shard.",
            "",
            "| model | kind | 1 x H100 | 8 x H100 |",
            "|---|---|---|---|"]
