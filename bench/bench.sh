@@ -21,6 +21,7 @@ awk -v a="$fs" -v b="$pt" 'BEGIN { printf "fsdpc/torch speedup: %.2fx\n", a / b 
 echo; echo "scaling (global batch 8, ranks x threads = $(nproc) cores):"; bash bench/scaling.sh
 echo; bash bench/bench_tp.sh
 echo; bash bench/bench_moe.sh
+echo; bash bench/bench_lora.sh
 echo; bash bench/bench_prepare.sh
 echo; bash bench/bench_data.sh
 echo; bash bench/bench_packing.sh
