@@ -80,6 +80,8 @@ def encode(x, st_dtype):
         return x.astype("<f4").tobytes()
     if st_dtype == "F16":
         return x.astype("<f2").tobytes()
+    if st_dtype == "I32":  # a dtype a loader must refuse
+        return x.astype("<i4").tobytes()
     return torch.from_numpy(x).to(torch.bfloat16).view(torch.int16).numpy().astype("<i2").tobytes()
 
 

@@ -9,31 +9,14 @@ test_lora_peft.sh makes of fsdpc's export.
   peft_ref.py merged CKPT.h5 EXPORT_DIR    the export's weights are W + s B A of the checkpoint
 """
 import json
+import os
 import struct
 import sys
 
 import numpy as np
 
-
-def st_write(path, tensors, dtype="F32"):
-    """tensors: name -> float32 array; stored as dtype (F32, BF16 truncated after rounding, I32)."""
-    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
-    for name, a in tensors.items():
-        a = np.ascontiguousarray(a, dtype=np.float32)
-        if dtype == "BF16":  # round to nearest even, as torch does
-            u = a.view(np.uint32).astype(np.uint64)
-            raw = (((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)).tobytes()
-        elif dtype == "I32":
-            raw = a.astype(np.int32).tobytes()
-        else:
-            raw = a.tobytes()
-        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_make import write_safetensors  # noqa: E402  (beside this file)
 
 
 def st_read(path):
@@ -84,7 +67,8 @@ def write(argv):
         tensors["base_model.model.model.layers.0.self_attn.q_proj.lora_magnitude_vector"] = np.ones(D)
     if a.nan:
         tensors[next(iter(tensors))][0, 0] = np.nan
-    st_write(os.path.join(a.dir, "adapter_model.safetensors"), tensors, a.dtype)
+    write_safetensors(os.path.join(a.dir, "adapter_model.safetensors"),
+                      {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in tensors.items()}, a.dtype)
     config = {"base_model_name_or_path": a.base, "bias": "none", "fan_in_fan_out": False, "inference_mode": True,
               "init_lora_weights": True, "lora_alpha": a.alpha, "lora_dropout": 0.0, "modules_to_save": None,
               "peft_type": "LORA", "r": a.r, "revision": None, "target_modules": targets, "task_type": "CAUSAL_LM",
