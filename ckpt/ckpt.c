@@ -21,7 +21,6 @@
 #include "../comm/io.h"
 #include "../data/source/ident.h"
 #include "../kernels/kernels.h"
-#include "../model/lora.h"
 #include "h5.h"
 
 #define VERIFY_CHUNK ((size_t)1 << 20)  // elements read at a time by ckpt_verify
@@ -164,13 +163,25 @@ static const char *reserve_space(const char *tmp, double need) {
 // outside HDF5, the file is never touched again, and the job ends here, through comm_abort_all,
 // after removing it. The free-space check and the reservation make that path rare: a file system
 // filled by someone else mid-write, an I/O error.
+double ckpt_state_bytes(const ModelPlan *plan) {
+    double bytes = 0;
+    for (int u = 0; u < plan->nunits; u++)
+        for (int t = 0; t < plan->units[u].ntensors; t++) {
+            const TensorSpec *ts = &plan->units[u].t[t];
+            size_t whole = (size_t)ts->full[0] * (ts->ndim == 2 ? (size_t)ts->full[1] : 1);
+            bytes += ts->nf4 ? (double)h5_stored_len(ts) : (double)whole * sizeof(float);
+            if (!plan->units[u].frozen) bytes += 2.0 * (double)whole * sizeof(float);  // AdamW's moments
+        }
+    return bytes;
+}
+
 int ckpt_save(const char *dir, const ShardState *s, const ModelConfig *m, const char *run, const char *tokenizer,
               const CkptMeta *meta, const CkptSource *src, CkptSaved *out, char *err, size_t errlen) {
     double t0 = clock_now_s();
     char why[1400] = "", tmp[1200], msg[2600] = "";
     const ModelPlan *plan = shard_plan(s);
     int nt = h5_count_tensors(plan), checked = !test_no_reserve();
-    out->bytes = ((double)plan->num_params + 2.0 * (double)lora_trained_params(plan)) * sizeof(float);  // moments: what trains
+    out->bytes = ckpt_state_bytes(plan);
     double need = out->bytes + (1 << 18) + 3.0 * nt * 4096, avail = -1;  // HDF5's metadata: < 1 KB a tensor
     for (int i = 0; src && i < CKPT_SOURCE_FILES; i++) need += (double)src->len[i];
     snprintf(out->path, sizeof out->path, "%s/step_%08d.h5", dir, meta->step);

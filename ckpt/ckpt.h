@@ -60,6 +60,9 @@ typedef struct {
 // The error lines of ckpt/ fit in this many bytes (comm_fail_all's line): give err that much.
 #define CKPT_ERR_LEN 2048
 
+// Bytes of a checkpoint of plan: every weight (an NF4 one as its packed bytes) and the AdamW moments
+// of the units that train; the HDF5 metadata aside.
+double ckpt_state_bytes(const ModelPlan *plan);
 // Writes <dir>/step_<NNNNNNNN>.h5 through <that>.<run_id>.tmp, renamed once every rank is done
 // (and, when the directory is claimed, only while the claim still holds, and only over a file
 // the claim's rules let it replace). Collective: 0, or -1 with the same line in err on every rank

@@ -10,6 +10,7 @@
 #include "../base/path.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
+#include "../model/lora.h"
 #include "hf.h"
 #include "safetensors.h"
 
@@ -32,14 +33,35 @@ static int peft_listed(const char *list, const char *name) {
     return 0;
 }
 
+// a weight of plan's blocks with the short name `name` that is not adapted (minGPT's attn.c_proj
+// beside an adapted mlp.c_proj): PEFT, matching by suffix, would adapt it too
+static int peft_ambiguous(const ModelPlan *plan, const char *name) {
+    char other[80];
+    for (int u = 0; u < plan->lora0; u++)
+        for (int t = 0; plan->units[u].layer >= 0 && t < plan->units[u].ntensors; t++) {
+            const TensorSpec *ts = &plan->units[u].t[t];
+            if (ts->lora >= 0 || ts->ndim != 2 || strlen(ts->name) < 8 || strcmp(ts->name + strlen(ts->name) - 7, ".weight"))
+                continue;
+            peft_short_name(ts->name, other, sizeof other);
+            if (!strcmp(other, name)) return 1;
+        }
+    return 0;
+}
+
 void peft_targets(const ModelPlan *plan, char *out, size_t len) {
     size_t k = 0;
     out[0] = 0;
     for (int u = 0; plan->lora0 >= 0 && u < plan->lora0; u++)
         for (int t = 0; t < plan->units[u].ntensors; t++) {
-            char name[80];
+            char name[2 * sizeof plan->units[u].t[t].name], last[sizeof plan->units[u].t[t].name];
             if (plan->units[u].t[t].lora < 0) continue;
-            peft_short_name(plan->units[u].t[t].name, name, sizeof name);
+            peft_short_name(plan->units[u].t[t].name, last, sizeof last);
+            snprintf(name, sizeof name, "%s", last);
+            if (peft_ambiguous(plan, last)) {  // its parent's name too: mlp.c_proj
+                const char *w = plan->units[u].t[t].name, *end = w + strlen(w) - strlen(".weight") - strlen(last) - 1, *p = end;
+                while (p > w && p[-1] != '.') p--;
+                snprintf(name, sizeof name, "%.*s.%s", (int)(end - p), p, last);
+            }
             if (peft_listed(out, name) || k >= len) continue;
             k += (size_t)snprintf(out + k, len - k, "%s%s", k ? "," : "", name);
         }
@@ -101,6 +123,22 @@ static const char *peft_check_config(const JsonValue *c, const char *path, const
     const char *type = json_get_string(c, "peft_type");
     if (type && strcmp(type, "LORA"))
         return err_text(msg, len, "--init_adapter: '%s' has peft_type %s; fsdpc loads LORA adapters", path, type);
+    // settings that change what the adapters compute and fsdpc does not build: refused, never ignored
+    static const char *const patterns[] = {"rank_pattern", "alpha_pattern", "layers_to_transform", "layers_pattern",
+                                           "modules_to_save"};
+    for (size_t i = 0; i < sizeof patterns / sizeof patterns[0]; i++) {
+        const JsonValue *v = json_get(c, patterns[i]);
+        if (v && v->type != JSON_NULL && !((v->type == JSON_OBJECT || v->type == JSON_ARRAY) && v->len == 0))
+            return err_text(msg, len, "--init_adapter: '%s' sets %s, which fsdpc does not build (every adapted layer takes r "
+                            "and lora_alpha, and only the adapters train)", path, patterns[i]);
+    }
+    int on;
+    if (json_get_bool(c, "use_dora", &on) && on)
+        return err_text(msg, len, "--init_adapter: '%s' is a DoRA adapter (use_dora), which fsdpc does not build", path);
+    const char *bias = json_get_string(c, "bias");
+    if (bias && strcmp(bias, "none"))
+        return err_text(msg, len, "--init_adapter: '%s' trains biases (bias %s); fsdpc's adapters have none (bias \"none\")",
+                        path, bias);
     int64_t r;
     double alpha;
     int rslora = 0;
@@ -122,22 +160,26 @@ static const char *peft_check_config(const JsonValue *c, const char *path, const
     else if (!tm || tm->type != JSON_ARRAY)
         return err_text(msg, len, "--init_adapter: '%s': target_modules must be a list of module names (or all-linear with "
                         "--lora_target_modules all-linear)", path);
+    // the same weights adapted: their names select, by PEFT's suffix rule, exactly the run's adapted layers
     for (size_t i = 0, k = 0; tm->type == JSON_ARRAY && i < tm->len; i++) {
         if (tm->items[i].type != JSON_STRING)
             return err_text(msg, len, "--init_adapter: '%s': target_modules holds something other than a name", path);
-        const char *dot = strrchr(tm->items[i].str, '.'), *name = dot ? dot + 1 : tm->items[i].str;
-        if (!peft_listed(theirs, name) && k < sizeof theirs) k += (size_t)snprintf(theirs + k, sizeof theirs - k, "%s%s", k ? "," : "", name);
+        if (k < sizeof theirs) k += (size_t)snprintf(theirs + k, sizeof theirs - k, "%s%s", k ? "," : "", tm->items[i].str);
     }
     int same = 1;
-    char one[80];
-    for (const char *p = theirs; *p && same; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) {
-        snprintf(one, sizeof one, "%.*s", (int)strcspn(p, ","), p);
-        same = peft_listed(ours, one);
-    }
-    for (const char *p = ours; *p && same; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) {
-        snprintf(one, sizeof one, "%.*s", (int)strcspn(p, ","), p);
-        same = peft_listed(theirs, one);
-    }
+    for (int u = 0; u < plan->lora0 && same; u++)
+        for (int t = 0; plan->units[u].layer >= 0 && t < plan->units[u].ntensors && same; t++) {
+            const TensorSpec *ts = &plan->units[u].t[t];
+            char module[80];
+            if (!lora_linear_module(ts, module, sizeof module)) continue;
+            int picked = 0;
+            for (const char *p = theirs; *p && !picked; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) {
+                char one[80];
+                snprintf(one, sizeof one, "%.*s", (int)strcspn(p, ","), p);
+                picked = lora_target_matches(module, one);
+            }
+            same = picked == (ts->lora >= 0);
+        }
     if (!same)
         return err_text(msg, len, "--init_adapter: '%s' adapts target_modules %s but this run adapts %s (--lora_target_modules "
                         "%s): give the adapter's", path, theirs, ours, m->lora_target_modules);

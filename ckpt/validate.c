@@ -234,6 +234,26 @@ const char *ckpt_check_header(const CkptDesc *d, const char *file, const ModelCo
     return NULL;
 }
 
+// whether each comma-separated name of a (spaces around it aside) is one of b's
+static int names_in(const char *a, const char *b) {
+    for (const char *p = a; *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) {
+        size_t n = strcspn(p, ","), lead = strspn(p, " ");
+        if (lead >= n) continue;
+        while (n > lead && p[n - 1] == ' ') n--;
+        int found = 0;
+        for (const char *q = b; *q && !found; q += strcspn(q, ",") + (q[strcspn(q, ",")] == ',')) {
+            size_t m = strcspn(q, ","), ql = strspn(q, " ");
+            while (m > ql && q[m - 1] == ' ') m--;
+            found = m - ql == n - lead && !strncmp(q + ql, p + lead, n - lead);
+        }
+        if (!found) return 0;
+    }
+    return 1;
+}
+
+// the same set of LoRA target names, in any order
+static int same_names(const char *a, const char *b) { return names_in(a, b) && names_in(b, a); }
+
 const char *ckpt_check_config(const CkptHeader *h, const char *file, const ModelPlan *plan) {
     if (plan->cfg.model_type[0] && strcmp(h->model.model_type, plan->cfg.model_type) != 0) {
         char show[160];
@@ -246,7 +266,7 @@ const char *ckpt_check_config(const CkptHeader *h, const char *file, const Model
     // LoRA's adapters are tensors of the model; their dropout is the run's to keep. A weights-only
     // load of a file without adapters into a run with them is the run's base (ckpt.c).
     if (a->lora_rank && (a->lora_rank != b->lora_rank || a->lora_alpha != b->lora_alpha || a->use_rslora != b->use_rslora ||
-                         strcmp(a->lora_target_modules, b->lora_target_modules)))
+                         !same_names(a->lora_target_modules, b->lora_target_modules)))
         return err_text(msg, sizeof msg, "checkpoint '%s' has LoRA adapters (--lora_rank %d --lora_alpha %g --lora_target_modules "
                         "%s%s) but this run has %s%d --lora_alpha %g --lora_target_modules %s%s: give the checkpoint's", file,
                         a->lora_rank, a->lora_alpha, a->lora_target_modules, a->use_rslora ? " --use_rslora" : "",

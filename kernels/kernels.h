@@ -414,10 +414,12 @@ void kern_round_bf16(float *x, size_t n);
 // Element i of block b, group g is NF4[code] * (dyn[qabsmax[b]] * absmax2[g] + offset), each
 // operation rounded to fp32 (no fused multiply-add), on every device.
 size_t kern_nf4_bytes(size_t n);  // the packed size
-// dst (kern_nf4_bytes(n), host) = src (n, host) packed: codes by NF4's decision tree (a value on
-// a midpoint takes the lower code), the scales' offset their mean (summed in double, in order),
-// each group's scales less the offset on the dynamic map's nearest value (ties: the lower).
-// Deterministic; it runs where a frozen tensor is made or loaded.
+// dst (kern_nf4_bytes(n), host) = src (n, host) packed: codes by NF4's decision tree over x times
+// the fp32 reciprocal of its block's absmax (a value on a midpoint takes the lower code), the
+// scales' offset their mean (summed in double, in order), each group's scales less the offset,
+// times the reciprocal of their largest magnitude, on the dynamic map's nearest value (ties: the
+// lower). NaN or infinite values are the caller's to refuse. Deterministic; it runs where a frozen
+// tensor is made or loaded.
 void kern_nf4_quantize(uint8_t *dst, const float *src, size_t n);
 // dst (n parameters: bf16 under kern_params_bf16, the fp32 values rounded) from the packed src,
 // both on the device (src 4-byte aligned)

@@ -28,16 +28,14 @@ static int moe_tensor(const ModelConfig *c, const UnitSpec *u, int t) {
     return c->num_experts > 0 && t >= u->ntensors - 3 * c->num_experts - 1;
 }
 
-// a block tensor PEFT would wrap: a 2-D weight (nn.Linear's), named <module>.weight
-static int linear_weight(const TensorSpec *t, char *module, size_t len) {
+int lora_linear_module(const TensorSpec *t, char *module, size_t len) {
     size_t n = strlen(t->name);
     if (t->ndim != 2 || n < 8 || strcmp(t->name + n - 7, ".weight")) return 0;
     snprintf(module, len, "%.*s", (int)(n - 7), t->name);
     return 1;
 }
 
-// PEFT's rule: a target names the module's whole path or its last components after a dot
-static int target_matches(const char *module, const char *target) {
+int lora_target_matches(const char *module, const char *target) {
     size_t m = strlen(module), t = strlen(target);
     if (!strcmp(module, target)) return 1;
     return m > t && module[m - t - 1] == '.' && !strcmp(module + m - t, target);
@@ -51,7 +49,7 @@ const char *lora_module_names(const ModelPlan *plan) {
     char module[80];
     size_t k = 0;
     for (int t = 0; t < u->ntensors; t++) {
-        if (!linear_weight(&u->t[t], module, sizeof module) || moe_tensor(&plan->cfg, u, t)) continue;
+        if (!lora_linear_module(&u->t[t], module, sizeof module) || moe_tensor(&plan->cfg, u, t)) continue;
         const char *last = strrchr(module, '.') ? strrchr(module, '.') + 1 : module;
         char probe[84];
         snprintf(probe, sizeof probe, ", %s,", last);
@@ -118,11 +116,11 @@ static int adapt_block(const ModelPlan *plan, UnitSpec *u, UnitSpec *ad, char *c
     char module[sizeof u->t[0].name];
     for (int t = 0; t < u->ntensors; t++) {
         TensorSpec *w = &u->t[t];
-        if (!linear_weight(w, module, sizeof module)) continue;
-        int hit = all;
+        if (!lora_linear_module(w, module, sizeof module)) continue;
+        int named = 0;  // all-linear leaves the experts and the router out; a name of one is refused
         for (int i = 0; i < ntargets; i++)
-            if (target_matches(module, targets[i])) hit = 1, used[i] = 1;
-        if (!hit || (moe_tensor(c, u, t) && all)) continue;
+            if (lora_target_matches(module, targets[i])) named = 1, used[i] = 1;
+        if ((!named && !all) || (!named && moe_tensor(c, u, t))) continue;
         if (moe_tensor(c, u, t))
             return err_set(err, errlen, "--lora_target_modules: %s is a mixture of experts' router or expert, which fsdpc does "
                            "not adapt yet; target the attention's projections (%s)", module, lora_module_names(plan));
@@ -187,7 +185,7 @@ const char *lora_check_layout(const ModelPlan *plan, int tp) {
         for (int t = 0; t < plan->units[u].ntensors; t++) {
             const TensorSpec *w = &plan->units[u].t[t];
             char module[80];
-            if (w->lora < 0 || w->tp_split != TP_COLS || !linear_weight(w, module, sizeof module)) continue;
+            if (w->lora < 0 || w->tp_split != TP_COLS || !lora_linear_module(w, module, sizeof module)) continue;
             const char *last = strrchr(module, '.') ? strrchr(module, '.') + 1 : module;
             return err_text(msg, sizeof msg, "--lora_dropout with --tensor_parallel_degree %d on %s: its input is split by "
                             "columns over the tp group, whose dropout masks would differ from a tp-1 run's; drop --lora_dropout "

@@ -30,6 +30,11 @@
 int lora_plan(ModelPlan *plan, char *err, size_t errlen);
 // a line for the start-up log when all-linear leaves layers out (a mixture of experts'), else NULL
 const char *lora_note(const ModelPlan *plan);
+// a block tensor PEFT would wrap: a 2-D weight (nn.Linear's) named <module>.weight; its module
+// path into module. Returns 0 for any other tensor.
+int lora_linear_module(const TensorSpec *t, char *module, size_t len);
+// PEFT's rule: a target names the module's whole path or its last components after a dot
+int lora_target_matches(const char *module, const char *target);
 // "q_proj, k_proj, ..." the names --lora_target_modules takes for plan's family (static text)
 const char *lora_module_names(const ModelPlan *plan);
 // NULL, or why the run's layout cannot take these adapters: LoRA dropout on a row-parallel weight

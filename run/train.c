@@ -430,7 +430,7 @@ static void setup_layout(Run *r) {
 // Said now, not after the steps up to the first checkpoint (each rank writes into the file).
 static void check_file_size(const Run *r) {
     const Config *c = r->cfg;
-    double ckpt_bytes = 3.0 * sizeof(float) * (double)r->plan.num_params, fmax = (double)limits_file_size();
+    double ckpt_bytes = ckpt_state_bytes(&r->plan), fmax = (double)limits_file_size();
     char fsize[400] = "";
     if (r->max_steps != 0 && c->ckpt.checkpoint_freq > 0 && fmax < ckpt_bytes)
         snprintf(fsize, sizeof fsize, "checkpoints of this model take %.1f MB but ulimit -f (file size) allows %.1f MB on rank %d: raise it "

@@ -43,8 +43,11 @@ static void nf4_pack_blocks(uint8_t *dst, float *absmax, const float *src, size_
         float m = 0.0f;
         for (size_t j = 0; j < len; j++) m = fmaxf(m, fabsf(x[j]));
         absmax[b] = m;
-        unsigned codes[NF4_BLOCK];  // the padding past n is 0.0's code
-        for (size_t j = 0; j < NF4_BLOCK; j++) codes[j] = nf4_code(j < len && m > 0.0f ? x[j] / m : 0.0f, mid);
+        // times the fp32 reciprocal, as bitsandbytes' kQuantizeBlockwise (not a division: values on a
+        // threshold can round to the other side); the padding past n is 0.0's code
+        const float inv = m > 0.0f ? 1.0f / m : 0.0f;
+        unsigned codes[NF4_BLOCK];
+        for (size_t j = 0; j < NF4_BLOCK; j++) codes[j] = nf4_code(j < len ? x[j] * inv : 0.0f, mid);
         for (size_t j = 0; j < NF4_BLOCK; j += 2)
             dst[b * NF4_BLOCK / 2 + j / 2] = (uint8_t)(codes[j] << 4 | codes[j + 1]);
     }
@@ -66,8 +69,8 @@ void kern_nf4_quantize(uint8_t *dst, const float *src, size_t n) {
         const size_t b0 = g * NF4_GROUP, b1 = b0 + NF4_GROUP < l.blocks ? b0 + NF4_GROUP : l.blocks;
         float s = 0.0f;
         for (size_t b = b0; b < b1; b++) s = fmaxf(s, fabsf(absmax[b] - offset));
-        for (size_t b = b0; b < b1; b++)
-            dst[l.qabsmax + b] = nf4_nearest(s > 0.0f ? (absmax[b] - offset) / s : 0.0f, mid);
+        const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+        for (size_t b = b0; b < b1; b++) dst[l.qabsmax + b] = nf4_nearest((absmax[b] - offset) * inv, mid);
         memcpy(dst + l.absmax2 + sizeof(float) * g, &s, sizeof s);
     }
     memcpy(dst + l.offset, &offset, sizeof offset);

@@ -127,6 +127,9 @@ for lay in "1 --batch_size 8" "2 --batch_size 4" "4 --batch_size 4 --tensor_para
 done
 expect_error "a LoRA checkpoint resumed without its adapters' settings" "has LoRA adapters .*--lora_rank 8.*but this run has none" \
     ./fsdpc --train_data data/tinyshakespeare.txt --max_steps 6 $ONE --checkpoint_dir "$W/ck" --resume_from_checkpoint "$W/ck/step_00000003.h5"
+./fsdpc ${C/q_proj,v_proj,gate_proj/gate_proj,v_proj,q_proj} --checkpoint_dir "$W/ck" \
+    --resume_from_checkpoint "$W/ck/step_00000003.h5" --max_steps 4 --checkpoint_freq 0 >/dev/null 2>"$W/ro.log"
+check "the same targets in another order resume" $? "$(grep -m2 error "$W/ro.log")"
 expect_error "a LoRA checkpoint resumed with another rank" "has LoRA adapters \(--lora_rank 8.*but this run has --lora_rank 4" \
     ./fsdpc ${C/--lora_rank 8/--lora_rank 4} --checkpoint_dir "$W/ck" --resume_from_checkpoint "$W/ck/step_00000003.h5"
 
@@ -173,6 +176,8 @@ expect_error "a negative rank" "--lora_rank must be >= 0" ./fsdpc $F --lora_rank
 expect_error "dropout of 1" "--lora_dropout must be in \[0, 1\)" ./fsdpc $F --lora_rank 2 --lora_dropout 1
 expect_error "an expert targeted" "experts.0.w1 is a mixture of experts' router or expert" \
     ./fsdpc $F --model_name mixtral_tiny --lora_rank 2 --lora_target_modules w1
+expect_error "an expert named beside all-linear" "experts.0.w1 is a mixture of experts' router or expert" \
+    ./fsdpc $F --model_name mixtral_tiny --lora_rank 2 --lora_target_modules all-linear,w1
 expect_error "adapter dropout on a row-parallel layer under tp" "--lora_dropout with --tensor_parallel_degree 2 on o_proj" \
     $MPI -np 2 ./fsdpc $F --lora_rank 2 --lora_target_modules q_proj,o_proj --lora_dropout 0.1 --tensor_parallel_degree 2
 expect_error "no module named" "--lora_target_modules names no module" ./fsdpc $F --lora_rank 2 --lora_target_modules " , "

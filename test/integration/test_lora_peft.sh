@@ -100,3 +100,23 @@ check "the refused export leaves no folder" $?
 rc=$?
 grep -q "is not loaded again" "$W/res.log"
 check "a resumed run keeps its checkpoint's adapters (--init_adapter is not loaded again)" $((rc | $?)) "$(grep -m2 'error\|Resum' "$W/res.log")"
+# settings PEFT honours that would change what the adapters compute: refused, never ignored
+for s in 'alpha_pattern={"v_proj": 64}' 'rank_pattern={"q_proj": 8}' 'use_dora=true' 'bias="lora_only"' 'modules_to_save=["lm_head"]' \
+    'layers_to_transform=[0, 1]'; do
+    k=${s%%=*}
+    mkdir -p "$W/p-$k"
+    cp "$W/ref/adapter_model.safetensors" "$W/p-$k/"
+    $PY -c "import json, sys; c = json.load(open(sys.argv[1])); c[sys.argv[2]] = json.loads(sys.argv[3]); json.dump(c, open(sys.argv[4], 'w'))" \
+        "$W/ref/adapter_config.json" "$k" "${s#*=}" "$W/p-$k/adapter_config.json"
+    expect_error "an adapter_config.json with $s" "$k" ./fsdpc $RUN --max_steps 1 $NOCK --init_adapter "$W/p-$k"
+done
+# minGPT's c_proj names two layers: an adapter on one is exported under its parent's name too, and loads back
+./fsdpc --model_type mingpt --lora_rank 2 --lora_target_modules mlp.c_proj,c_attn --max_steps 1 --num_tokens 0 \
+    --checkpoint_dir "$W/mg" --checkpoint_freq 1 >/dev/null 2>&1
+./fsdpc export --checkpoint "$W/mg" --output "$W/mgx" --adapter >/dev/null 2>&1
+grep -q '"target_modules": \["c_attn", "mlp.c_proj"\]' "$W/mgx/adapter_config.json"
+check "minGPT's mlp.c_proj alone is exported as mlp.c_proj (c_proj would adapt attn.c_proj too)" $? "$(head -c 300 "$W/mgx/adapter_config.json")"
+./fsdpc --model_type mingpt --lora_rank 2 --lora_target_modules mlp.c_proj,c_attn --max_steps 1 $NOCK --init_adapter "$W/mgx" >/dev/null 2>"$W/mg.log"
+check "and loads back into the same adapters" $? "$(grep -m2 error "$W/mg.log")"
+expect_error "the mlp.c_proj adapter into a run adapting both c_proj" "adapts target_modules c_attn,mlp.c_proj but this run adapts" \
+    ./fsdpc --model_type mingpt --lora_rank 2 --lora_target_modules c_proj,c_attn --max_steps 1 $NOCK --init_adapter "$W/mgx"

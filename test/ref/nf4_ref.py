@@ -71,8 +71,10 @@ def quantize(x):
     blocks[:n] = x
     blocks = blocks.reshape(nb, BLOCK)
     absmax = np.abs(blocks).max(axis=1)
-    v = np.zeros_like(blocks)
-    np.divide(blocks, absmax[:, None], out=v, where=absmax[:, None] != 0)
+    # bitsandbytes multiplies by the fp32 reciprocal of the absmax (kQuantizeBlockwise), here and below
+    inv = np.zeros_like(absmax)
+    np.divide(np.float32(1), absmax, out=inv, where=absmax != 0)
+    v = blocks * inv[:, None]
     codes = np.searchsorted(NF4_MID, v.ravel(), side="left").astype(np.uint8)  # how many v is strictly above
     packed = (codes[0::2] << 4) | codes[1::2]
     # double quantisation: the scales less their mean, in groups of 256 on the dynamic map
@@ -80,8 +82,9 @@ def quantize(x):
     c = absmax - offset
     absmax2 = np.array([np.abs(c[g * GROUP:(g + 1) * GROUP]).max() for g in range(ng)], np.float32)
     scale2 = np.repeat(absmax2, GROUP)[:nb]
-    w = np.zeros_like(c)
-    np.divide(c, scale2, out=w, where=scale2 != 0)
+    inv2 = np.zeros_like(scale2)
+    np.divide(np.float32(1), scale2, out=inv2, where=scale2 != 0)
+    w = c * inv2
     qabsmax = np.searchsorted(DYN_MID, w.astype(np.float64), side="left").astype(np.uint8)
     out = bytearray(total)
     out[:nb * BLOCK // 2] = packed.tobytes()
