@@ -325,6 +325,9 @@ static void plan_comm(PlanFigures *f) {
     double pb = cfg->shard.precision == PRECISION_BF16 ? 2 : 4, gb = cfg->shard.reduce_dtype == PRECISION_BF16 ? 2 : 4;
     double all = 0, blocks = 0, embed = 0, experts = 0;  // experts: this rank's experts' units (expert parallelism)
     double trained = 0, experts_trained = 0;  // what reduces: LoRA's frozen base does not
+    // QLoRA's packed units gather their bytes, in forward and again in backward whatever the
+    // strategy (they are released after each: shard.c)
+    double packed = 0;
     int es = f->dims.expert_shard_size;
     f->block_params = 0;
     for (int u = 0; u < f->plan.nunits; u++) {
@@ -334,6 +337,11 @@ static void plan_comm(PlanFigures *f) {
         if (us->ep_index == 0) {
             experts += (double)((us->numel + es - 1) / es * es);
             if (!us->frozen) experts_trained += (double)((us->numel + es - 1) / es * es);
+            continue;
+        }
+        if (us->packed) {
+            size_t g4 = (size_t)f->shard * 4;  // a packed unit pads its bytes to 4 x the group
+            packed += (double)((us->packed + g4 - 1) / g4 * g4);
             continue;
         }
         double padded = (double)((us->numel + f->shard - 1) / f->shard * f->shard);  // shard's padding to the group
@@ -360,8 +368,8 @@ static void plan_comm(PlanFigures *f) {
     int reductions = f->shard > 1 && !cfg->shard.accumulate_unsharded ? M : 1;
     f->nc = 0;
     if (f->shard > 1) {
-        f->coll[f->nc++] = ring("all-gather forward", f->shard, M * fwd * pb, shard_bw, 0);
-        if (bwd > 0) f->coll[f->nc++] = ring("all-gather backward", f->shard, M * bwd * pb, shard_bw, 0);
+        f->coll[f->nc++] = ring("all-gather forward", f->shard, M * (fwd * pb + packed), shard_bw, 0);
+        if (bwd > 0 || packed > 0) f->coll[f->nc++] = ring("all-gather backward", f->shard, M * (bwd * pb + packed), shard_bw, 0);
         f->coll[f->nc++] = ring("reduce-scatter", f->shard, reductions * trained * gb, shard_bw, 0);
     }
     if (f->replicas > 1) f->coll[f->nc++] = ring("all-reduce replicas", f->replicas, reductions * trained / f->shard * gb, replica_bw, 1);
