@@ -211,6 +211,7 @@ static void plan_model(PlanFigures *f) {
     comm_check_all(kern_init(cfg->run.num_threads ? cfg->run.num_threads : cores / f->rpn > 1 ? (int)(cores / f->rpn) : 1));
     cfg->run.num_threads = kern_num_threads();
     char big[1024];
+    cfg->model.base_bf16 = shard_base_bf16(&cfg->shard);
     if (model_plan_build(&f->plan, &cfg->model, big, sizeof big)) comm_fail_all("%s", big);
     f->tp = f->dims.tp;
     // a tp rank's parts: every tp rank's are the same size
