@@ -135,12 +135,14 @@ void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accu
     // QLoRA: packed units shard 4-byte words (the master sums count them as floats) and are
     // gathered only through the packed slots: their bytes, and the unit dequantised
     size_t max_packed = 0, max_unpacked = 0, sum_shard_packed = 0, max_send = 0;  // max_send: of the unpacked units
+    e->shard_params = 0;
     for (int u = 0; u < plan->nunits; u++) {
         int ei = plan->units[u].ep_index;
         if (ei >= 0 && ei != plan->ep_rank) continue;  // another ep rank's experts
         size_t g = (size_t)(ei < 0 ? pd->shard_size : pd->expert_shard_size);
         size_t packed = plan->units[u].packed, padded = ((packed ? packed / 4 : plan->units[u].numel) + g - 1) / g * g;
         sum_shard += padded / g;
+        e->shard_params += (double)((plan->units[u].numel + g - 1) / g);
         if (padded / g > max_shard) max_shard = padded / g;
         if (packed) {
             sum_shard_packed += padded / g;

@@ -125,6 +125,7 @@ typedef struct {
     double grads;      // gradient shards and full-size gradient buffers
     double optimizer;  // AdamW moments
     double buffers;    // communication buffers: bf16 staging of the gathers and the reductions
+    double shard_params;  // parameters in the rank's shards (a packed unit's elements, whatever its bytes)
 } ShardMemEstimate;
 void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accum, const ParallelDims *pd, ShardMemEstimate *e);
 
