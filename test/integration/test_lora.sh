@@ -173,6 +173,7 @@ for lay in "1 --batch_size 4" "2 --batch_size 2 --sharding full-shard" "2 --batc
     set -- $lay
     np=$1
     shift
+    rm -f "$W/z-full.jsonl" "$W/z-lora.jsonl"  # a metrics file is appended to
     $MPI -np $np ./fsdpc $Z "$@" --metrics_file "$W/z-full.jsonl" >/dev/null 2>"$W/z-full.log"
     $MPI -np $np ./fsdpc $Z "$@" --lora_rank 8 --lora_target_modules all-linear --metrics_file "$W/z-lora.jsonl" >/dev/null 2>"$W/z-lora.log"
     [ "$(losses "$W/z-full.jsonl")" = "$(losses "$W/z-lora.jsonl")" ] && [ "$(wc -l <"$W/z-lora.jsonl")" = 3 ]
