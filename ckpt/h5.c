@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "../base/err.h"
+#include "../base/half.h"
 #include "../base/log.h"
 #include "../kernels/kernels.h"
 
@@ -466,6 +467,25 @@ static const char *xfer_tensor(hid_t file, const char *group, const TensorSpec *
     return err_text(msg, sizeof msg, "%s /%s failed", write ? (ds < 0 ? "creating" : "writing") : "reading", path);
 }
 
+// A bf16 piece of a packed unit (a frozen base under --precision bf16), count values at `piece`,
+// as xfer_tensor moves fp32: the file holds them widened, exactly, so the tensor keeps the fp32
+// schema (export and verify read it as any other) and a read rounds them back bit for bit (an
+// fp32 file's values round as a bf16 gather would).
+static const char *xfer_bf16(hid_t file, const char *group, const TensorSpec *t, const ModelPlan *plan, size_t begin,
+                             size_t count, uint16_t *piece, int on_device, int write, int counted, CommCrc *crc) {
+    size_t m = count ? count : 1;
+    uint16_t *h = on_device ? mallocCheck(m * sizeof *h) : piece;
+    float *vals = mallocCheck(m * sizeof *vals);
+    if (write && count && on_device) kern_download(h, piece, count * sizeof *h);
+    for (size_t i = 0; write && i < count; i++) vals[i] = half_bf16_to_f32(h[i]);
+    const char *e = xfer_tensor(file, group, t, plan, begin, count, vals, 0, write, counted, crc);
+    for (size_t i = 0; !e && !write && i < count; i++) h[i] = half_f32_to_bf16(vals[i]);
+    if (!e && !write && count && on_device) kern_upload(piece, h, count * sizeof *h);
+    if (h != piece) free(h);
+    free(vals);
+    return e;
+}
+
 // the buffer of state group `which` (ckpt_groups order: weights, then AdamW's two moments)
 static float *state_buffer(const ShardState *s, int u, int which) {
     float *exp_avg, *exp_avg_sq;
@@ -485,10 +505,11 @@ const char *h5_xfer_state(hid_t file, const ShardState *s, const ModelPlan *plan
                 size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
                 const TensorSpec *ts = &plan->units[u].t[t];
                 char *buf = (char *)(state_buffer(s, u, g) + local);
-                if (shard_unit_packed(s, u) && plan->units[u].packed) {  // QLoRA: the byte range's piece (nf4 bytes, or fp32)
+                if (shard_unit_packed(s, u) && plan->units[u].packed) {  // the byte range's piece (nf4 bytes, bf16 or fp32)
                     n = shard_packed_slice(s, u, t, &begin, &local);
                     buf = (char *)shard_master(s, u) + local;
-                    if (!ts->nf4) n /= sizeof(float), begin /= sizeof(float);
+                    if (ts->bf16) n /= sizeof(uint16_t), begin /= sizeof(uint16_t);
+                    else if (!ts->nf4) n /= sizeof(float), begin /= sizeof(float);
                 } else if (shard_unit_packed(s, u)) {
                     n = 0;  // a file stored as trained into a packed unit: read whole and quantised by the caller
                 }
@@ -498,8 +519,11 @@ const char *h5_xfer_state(hid_t file, const ShardState *s, const ModelPlan *plan
                 int dup = plan->tp > 1 && plan->units[u].t[t].tp_split == TP_WHOLE && plan->tp_rank > 0;
                 int counted = shard_is_writer(s, u) && !dup;
                 if (write && !counted) n = 0;
-                const char *e = comm_first_error(xfer_tensor(file, ckpt_groups[g], ts, plan, begin, n, buf, shard_state_on_device(s),
-                                                             write, counted, &crcs[k]));
+                int dev = shard_state_on_device(s);
+                const char *e = comm_first_error(
+                    ts->bf16 && plan->units[u].packed
+                        ? xfer_bf16(file, ckpt_groups[g], ts, plan, begin, n, (uint16_t *)buf, dev, write, counted, &crcs[k])
+                        : xfer_tensor(file, ckpt_groups[g], ts, plan, begin, n, buf, dev, write, counted, &crcs[k]));
                 if (e) return e;
                 comm_deadline_progress();
             }

@@ -53,6 +53,11 @@ typedef struct {
     // QLoRA (lora_rank > 0): the frozen base's block linear weights stored in 4-bit NormalFloat
     // (kernels.h kern_nf4_*), dequantised when their unit is gathered; MODEL_QUANT_NONE: as trained
     int quantize_base;
+    // LoRA under --precision bf16: the frozen base's tensors (those quantize_base leaves) stored as
+    // bf16 values, the values its gathers would round to anyway. Set by the run from its sharding
+    // section (shard_base_bf16) before its plan is built; not stored in checkpoints, whose
+    // datasets hold those values as fp32
+    int base_bf16;
 } ModelConfig;
 
 typedef enum { MODEL_QUANT_NONE, MODEL_QUANT_NF4 } ModelQuant;

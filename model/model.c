@@ -33,7 +33,7 @@ int model_plan_build(ModelPlan *plan, const ModelConfig *cfg, char *err, size_t 
     plan->family->plan_build(plan);
     model_plan_ep(plan, 1, 0, NULL);
     if (lora_plan(plan, err, errlen)) return -1;
-    if (cfg->quantize_base == MODEL_QUANT_NF4) model_plan_quantize(plan);
+    if (cfg->quantize_base == MODEL_QUANT_NF4 || cfg->base_bf16) model_plan_quantize(plan);
     for (int u = 0; u < plan->nunits; u++)
         if (!checked_add(n, plan->units[u].numel, &n)) n = UINT64_MAX;  // reported below as more than 2^64
     // every later size of the model's state is at most its weights, gradients and AdamW moments
@@ -108,25 +108,33 @@ void model_plan_tp(ModelPlan *plan, int tp, int rank, CommGroup *group, int sequ
 }
 
 void model_plan_quantize(ModelPlan *plan) {
+    int nf4 = plan->cfg.quantize_base == MODEL_QUANT_NF4;
     for (int u = 0; u < plan->nunits; u++) {
         UnitSpec *us = &plan->units[u];
-        if (!us->frozen || us->layer < 0) continue;
-        for (int i = 0; i < us->ntensors; i++) us->t[i].nf4 = us->t[i].ndim == 2;
+        if (!us->frozen) continue;
+        for (int i = 0; i < us->ntensors; i++) {
+            TensorSpec *t = &us->t[i];
+            t->nf4 = nf4 && us->layer >= 0 && t->ndim == 2;
+            t->bf16 = plan->cfg.base_bf16 && !t->nf4;
+        }
     }
     model_plan_pack(plan);
+}
+
+size_t model_piece_bytes(const TensorSpec *t) {
+    return t->nf4 ? kern_nf4_bytes(t->numel) : t->numel * (t->bf16 ? sizeof(uint16_t) : sizeof(float));
 }
 
 void model_plan_pack(ModelPlan *plan) {
     for (int u = 0; u < plan->nunits; u++) {
         UnitSpec *us = &plan->units[u];
         int any = 0;
-        for (int i = 0; i < us->ntensors; i++) any |= us->t[i].nf4;
+        for (int i = 0; i < us->ntensors; i++) any |= us->t[i].nf4 | us->t[i].bf16;
         us->packed = 0;
         for (int i = 0; any && i < us->ntensors; i++) {
             TensorSpec *t = &us->t[i];
             t->pack_off = us->packed;
-            size_t n = t->nf4 ? kern_nf4_bytes(t->numel) : t->numel * sizeof(float);
-            us->packed += (n + 3) / 4 * 4;
+            us->packed += (model_piece_bytes(t) + 3) / 4 * 4;
         }
     }
 }

@@ -46,6 +46,7 @@ typedef struct {
     int tp_partial;    // each tp rank's gradient is a share of the whole one, summed over the tp group
                        // (the whole factor of an adapter on a split weight)
     int nf4;           // QLoRA: stored as the whole tensor's kern_nf4_quantize bytes (model_plan_quantize)
+    int bf16;          // a frozen base under --precision bf16: stored as its bf16 values (model_plan_quantize)
     size_t pack_off;   // in a packed unit (UnitSpec.packed > 0): the first byte of its piece
 } TensorSpec;
 
@@ -58,9 +59,10 @@ typedef struct {
     int ntensors;
     TensorSpec t[MAX_UNIT_TENSORS];
     size_t numel;
-    // QLoRA: a unit holding nf4 tensors is stored as bytes, its tensors' pieces one after another
-    // (an nf4 tensor's kern_nf4_bytes, any other's numel fp32 values), each from a multiple of 4
-    // bytes: this many in all (a multiple of 4); 0: a unit of fp32 elements
+    // QLoRA, and a bf16 base: a unit holding nf4 or bf16 tensors is stored as bytes, its tensors'
+    // pieces one after another (model_piece_bytes: an nf4 tensor's kern_nf4_bytes, a bf16 one's
+    // numel bf16 values, any other's numel fp32 values), each from a multiple of 4 bytes: this many
+    // in all (a multiple of 4); 0: a unit of fp32 elements
     size_t packed;
 } UnitSpec;
 
@@ -189,13 +191,17 @@ typedef struct {
 // model is too large to count in bytes.
 int model_plan_build(ModelPlan *plan, const ModelConfig *cfg, char *err, size_t errlen);
 void model_plan_free(ModelPlan *plan);
-// QLoRA (cfg quantize_base nf4, after lora_plan): marks nf4 every 2-D tensor of the frozen block
-// units (bitsandbytes' Linear4bit takes every linear layer of the blocks), and lays out the packed
-// units (model_plan_pack). Norms, biases, the embedding and the head stay fp32.
+// The frozen units' storage (after lora_plan): with cfg quantize_base nf4 (QLoRA) marks nf4 every
+// 2-D tensor of the frozen block units (bitsandbytes' Linear4bit takes every linear layer of the
+// blocks); with cfg base_bf16 marks bf16 every other tensor of every frozen unit (norms, biases,
+// the embedding and the head too), else those stay fp32. Then lays out the packed units
+// (model_plan_pack).
 void model_plan_quantize(ModelPlan *plan);
-// Each unit's packed layout from its tensors' nf4 marks (UnitSpec.packed, TensorSpec.pack_off);
-// model_plan_ep calls it again after splitting the blocks.
+// Each unit's packed layout from its tensors' nf4 and bf16 marks (UnitSpec.packed,
+// TensorSpec.pack_off); model_plan_ep calls it again after splitting the blocks.
 void model_plan_pack(ModelPlan *plan);
+// the bytes tensor t's piece holds in a packed unit (before the padding to 4 bytes)
+size_t model_piece_bytes(const TensorSpec *t);
 // Splits each block of a mixture of experts into its dense unit and ep units of E/ep experts (the
 // last 3E tensors of the block, model/moe.h), for the ep rank `rank` of the ep group `group`
 // (NULL where nothing runs). Names and initial values stay the whole model's; ep 1 changes nothing.

@@ -211,6 +211,7 @@ static void plan_model(PlanFigures *f) {
     comm_check_all(kern_init(cfg->run.num_threads ? cfg->run.num_threads : cores / f->rpn > 1 ? (int)(cores / f->rpn) : 1));
     cfg->run.num_threads = kern_num_threads();
     char big[1024];
+    cfg->model.base_bf16 = shard_base_bf16(&cfg->shard);
     if (model_plan_build(&f->plan, &cfg->model, big, sizeof big)) comm_fail_all("%s", big);
     f->tp = f->dims.tp;
     // a tp rank's parts: every tp rank's are the same size
@@ -525,10 +526,10 @@ static void print_memory(const PlanFigures *f) {
                         f->acts_offloaded > 0 ? ", their inputs offloaded" : "");
     printf("\nmemory per rank (%s, as the start-up check counts it; B/param: per parameter of the rank's shard)\n",
            f->gpu ? "on the GPU" : "host");
-    double shard_params = f->master / sizeof(float);
+    double shard_params = f->host.shard_params;
     char note[160];
     double unit = f->peak >= GIB ? GIB : GIB / 1024;
-    snprintf(note, sizeof note, "fp32 master shard %.2f %s, plus one unit's shard while the start initialises it", f->master / unit,
+    snprintf(note, sizeof note, "master shard %.2f %s, plus one unit's shard while the start initialises it", f->master / unit,
              unit == GIB ? "GiB" : "MiB");
     mem_row("parameters", f->e.params, unit, shard_params, note);
     mem_row("gathered", f->e.gathered, unit, shard_params, "full parameters of gathered units");
@@ -550,15 +551,18 @@ static void print_memory(const PlanFigures *f) {
     // per parameter of the rank's shard: what lives all run long; bf16 copies exist only while a
     // unit is gathered or reduced (shard group 1 on a GPU aside, whose units are always gathered)
     double moments = f->host.optimizer / shard_params, grad = f->trained / shard_params;
-    printf("  sharded state: %.2f bytes per parameter of the rank's shard (fp32 master %.0f, fp32 gradient %.2f, AdamW moments %.2f%s)\n",
+    // (a LoRA base under --precision bf16 holds bf16 values: the master below 4 bytes)
+    printf("  sharded state: %.2f bytes per parameter of the rank's shard (master %.2f, fp32 gradient %.2f, AdamW moments %.2f%s)\n",
            f->master / shard_params + grad + moments, f->master / shard_params, grad, moments,
            f->gpu && cfg->shard.cpu_offload ? " in host memory" : "");
     if (f->plan.lora0 >= 0)
-        printf("  LoRA: r=%d on %s, %.2fM adapter parameters train (%.3f%% of %.2fB); the base is frozen: no gradient, no moments%s\n",
+        printf("  LoRA: r=%d on %s, %.2fM adapter parameters train (%.3f%% of %.2fB); the base is frozen: no gradient, no moments%s%s\n",
                cfg->model.lora_rank, f->plan.cfg.lora_target_modules, lora_trained_params(&f->plan) / 1e6,
                100.0 * lora_trained_params(&f->plan) / (double)f->plan.num_params, (double)f->plan.num_params / 1e9,
                f->plan.cfg.quantize_base ? "; its block linear weights are stored in NF4 (QLoRA: about 0.52 bytes each, dequantised "
-                                           "per unit as it is gathered)" : "");
+                                           "per unit as it is gathered)" : "",
+               !f->plan.cfg.base_bf16 ? "" : f->plan.cfg.quantize_base ? ", its other tensors in bf16"
+                                                                       : "; it is stored in bf16 (2 bytes each), the values its gathers compute with");
 }
 
 static void print_comm(const PlanFigures *f) {

@@ -545,6 +545,7 @@ static int train_setup(Run *r) {
     if ((c->run.trace_file[0] || c->run.trace_dir[0]) && trace_open(c->run.trace_file, c->run.trace_dir, c->run.trace_steps[0], c->run.trace_steps[1], big, sizeof big))
         comm_fail_all("%s", big);
     comm_check_same(flags_hash(c), "model configuration or tokenizer after reading its sources (do the files differ between nodes?)");
+    c->model.base_bf16 = shard_base_bf16(&c->shard);
     if (model_plan_build(&r->plan, &c->model, big, sizeof big)) comm_fail_all("%s", big);
     const char *sizes = model_check_sizes(&r->plan, c->optim.batch_size, c->model.max_context_width);
     if (sizes) comm_fail_all("%s", sizes);

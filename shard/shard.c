@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../base/err.h"
+#include "../base/half.h"
 #include "../comm/trace.h"
 #include "../kernels/kernels.h"
 
@@ -133,13 +134,15 @@ void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accu
     size_t max_shard_t = 0;
     // QLoRA: packed units shard 4-byte words (the master sums count them as floats) and are
     // gathered only through the packed slots: their bytes, and the unit dequantised
-    size_t max_packed = 0, max_unpacked = 0, sum_shard_packed = 0;
+    size_t max_packed = 0, max_unpacked = 0, sum_shard_packed = 0, max_send = 0;  // max_send: of the unpacked units
+    e->shard_params = 0;
     for (int u = 0; u < plan->nunits; u++) {
         int ei = plan->units[u].ep_index;
         if (ei >= 0 && ei != plan->ep_rank) continue;  // another ep rank's experts
         size_t g = (size_t)(ei < 0 ? pd->shard_size : pd->expert_shard_size);
         size_t packed = plan->units[u].packed, padded = ((packed ? packed / 4 : plan->units[u].numel) + g - 1) / g * g;
         sum_shard += padded / g;
+        e->shard_params += (double)((plan->units[u].numel + g - 1) / g);
         if (padded / g > max_shard) max_shard = padded / g;
         if (packed) {
             sum_shard_packed += padded / g;
@@ -147,6 +150,7 @@ void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accu
             if (plan->units[u].numel > max_unpacked) max_unpacked = plan->units[u].numel;
             continue;
         }
+        if (padded / g > max_send) max_send = padded / g;
         sum_padded += padded;
         if (padded > max_padded) max_padded = padded;
         if (plan->units[u].frozen) continue;
@@ -176,7 +180,7 @@ void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accu
     // group 1 the replicas' all-reduce slots
     double reduce_stage = direct_stage(cfg, pd) ? 2.0 * max_padded_t
                                                 : grad_full + (persistent ? (double)sum_shard_t : (double)slots * max_shard_t);
-    e->buffers = (bf16p && !always ? h * ((bf16g ? 0 : param_full) + 2.0 * max_shard) : 0.0) + (bf16r ? h * reduce_stage : 0.0) +
+    e->buffers = (bf16p && !always ? h * ((bf16g ? 0 : param_full) + 2.0 * max_send) : 0.0) + (bf16r ? h * reduce_stage : 0.0) +
                  f * (double)packed_slots_n * max_packed;
 }
 
@@ -195,10 +199,12 @@ static void unit_groups(ShardState *s, int u) {
 }
 
 // Packed units held at once: a block's (its own, and its experts' under expert parallelism) and
-// the next block's first, being prefetched.
+// the next block's first, being prefetched; a packed embedding or head (a bf16 base) is one unit
+// and the block it prefetches, or the other of the two when there are no blocks.
 static int packed_slots(const ModelPlan *plan) {
     int units[MAX_BLOCK_UNITS], n = plan->cfg.num_layers > 0 ? model_block_gather(plan, 0, units) : 0, k = 0;
     for (int i = 0; i < n; i++) k += plan->units[units[i]].packed > 0;
+    if (!k && (plan->units[plan->embed_unit].packed || plan->units[plan->head_unit].packed)) k = 1;
     return k ? k + 1 : 0;
 }
 
@@ -235,8 +241,9 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
     s->accum_sharded = accum_sharded(cfg, grad_accum, pd);
     s->direct_grads = direct_grads(pd);
     s->units = callocCheck(s->nunits, sizeof(FlatUnit));
-    size_t max_padded = 0, max_shard = 0, max_padded_t = 0, max_shard_t = 0;  // _t: over the units that train
+    size_t max_padded = 0, max_padded_t = 0, max_shard_t = 0;  // _t: over the units that train
     size_t max_packed = 0, max_unpacked = 0;  // packed units: words gathered, elements dequantised
+    size_t max_send = 0;  // the shards of the unpacked units, each rounded into a send slot under bf16
     for (int u = 0; u < s->nunits; u++) {
         FlatUnit *f = &s->units[u];
         f->numel = plan->units[u].numel;
@@ -249,7 +256,6 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
         f->padded = (words + f->group_size - 1) / f->group_size * f->group_size;
         f->shard_len = f->padded / f->group_size;
         f->shard_off = (size_t)f->group_rank * f->shard_len;
-        if (f->shard_len > max_shard) max_shard = f->shard_len;
         float *(*state_alloc)(size_t, KernMem) = s->offload ? host_zalloc : fzalloc;
         f->master = state_alloc(f->shard_len, KERN_MEM_PARAMS);
         if (!f->frozen) {
@@ -267,6 +273,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
             if (f->padded > max_packed) max_packed = f->padded;
             continue;
         }
+        if (f->shard_len > max_send) max_send = f->shard_len;
         if (s->dims.shard_size == 1 && s->bf16_gathered) f->master_bf16 = hzalloc(f->shard_len, KERN_MEM_GATHERED);
         f->grad_fresh = 1;
         if (s->direct_grads) f->grads = f->grad_shard;
@@ -304,7 +311,9 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
     }
     // resharding holds a unit being computed and the next being gathered; a block of two units
     // (its experts') holds both while the next is gathered
-    s->nparam_slots = s->units[0].params ? 0 : s->dims.reshard_after_forward ? 1 + block_units(plan) : s->nunits;
+    // (none when the unpacked units are always gathered: fp32, or bf16 on a GPU, at shard group 1)
+    int always = s->dims.shard_size == 1 && (!s->bf16_params || s->bf16_gathered);
+    s->nparam_slots = always ? 0 : s->dims.reshard_after_forward ? 1 + block_units(plan) : s->nunits;
     s->npacked_slots = packed_slots(plan);
     for (int i = 0; i < s->npacked_slots; i++) {
         s->packed_owner[i] = -1;
@@ -313,7 +322,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
     }
     for (int i = 0; i < 2; i++) {
         s->send_owner[i] = -1;
-        if (s->bf16_params && !s->units[0].params) s->send_stage[i] = hzalloc(max_shard, KERN_MEM_BUFFERS);
+        if (s->bf16_params && !always) s->send_stage[i] = hzalloc(max_send, KERN_MEM_BUFFERS);
     }
     s->ngrad_slots = grad_slots(plan, s->persistent_grads, s->direct_grads, direct_stage(cfg, pd));
     s->param_pool = callocCheck(s->nparam_slots + 1, sizeof(void *));
@@ -711,13 +720,10 @@ void shard_adamw_step(ShardState *s, const OptimConfig *cfg, float lr, double gr
 
 // ---- QLoRA's packed units ----
 
-// the bytes tensor t takes in its packed unit
-static size_t stored_bytes(const TensorSpec *t) { return t->nf4 ? kern_nf4_bytes(t->numel) : t->numel * sizeof(float); }
-
 size_t shard_packed_slice(const ShardState *s, int u, int t, size_t *begin, size_t *local) {
     const FlatUnit *f = &s->units[u];
     const TensorSpec *ts = &s->plan->units[u].t[t];
-    size_t lo_s = f->shard_off * 4, hi_s = lo_s + f->shard_len * 4, lo_t = ts->pack_off, hi_t = lo_t + stored_bytes(ts);
+    size_t lo_s = f->shard_off * 4, hi_s = lo_s + f->shard_len * 4, lo_t = ts->pack_off, hi_t = lo_t + model_piece_bytes(ts);
     size_t lo = lo_t > lo_s ? lo_t : lo_s, hi = hi_t < hi_s ? hi_t : hi_s;
     if (!f->member || hi <= lo) return *begin = 0, *local = 0, 0;
     *begin = lo - lo_t;
@@ -740,7 +746,12 @@ const char *shard_fill_packed(ShardState *s, int u, ShardTensorValues values, vo
         uint8_t *q = ts->nf4 ? mallocCheck(kern_nf4_bytes(ts->numel)) : NULL;
         e = values(ctx, u, t, vals);
         if (!e && q) kern_nf4_quantize(q, vals, ts->numel);
-        if (!e) memcpy(host + local, (q ? q : (const uint8_t *)vals) + begin, n);
+        if (!e && ts->bf16) {  // rounded as a bf16 gather would round them (a piece's range starts at an even element)
+            uint16_t *dst = (uint16_t *)(host + local);
+            for (size_t i = 0; i < n / 2; i++) dst[i] = half_f32_to_bf16(vals[begin / 2 + i]);
+        } else if (!e) {
+            memcpy(host + local, (q ? q : (const uint8_t *)vals) + begin, n);
+        }
         free(q);
         free(vals);
     }
@@ -750,8 +761,10 @@ const char *shard_fill_packed(ShardState *s, int u, ShardTensorValues values, vo
 }
 
 // Packed unit u's gathered bytes (stage, on the device) into its parameters: nf4 tensors
-// dequantised, the fp32 pieces copied (rounded to bf16 where the kernels take bf16; on the CPU
-// under --precision bf16 the fp32 copy is rounded, as the bf16 gathers of other units are).
+// dequantised, bf16 pieces copied as they are where the kernels take bf16 (a GPU's parameters and
+// activations share that dtype) or widened, the fp32 pieces copied (rounded to bf16 where the
+// kernels take bf16; on the CPU under --precision bf16 the fp32 copy is rounded, as the bf16
+// gathers of other units are).
 static void unpack(const ShardState *s, int u, const uint8_t *stage, void *params) {
     const UnitSpec *spec = &s->plan->units[u];
     for (int t = 0; t < spec->ntensors; t++) {
@@ -759,9 +772,11 @@ static void unpack(const ShardState *s, int u, const uint8_t *stage, void *param
         void *dst = (void *)kern_param_at(params, ts->offset);
         const uint8_t *src = stage + ts->pack_off;
         if (ts->nf4) kern_nf4_dequantize(dst, src, ts->numel);
+        else if (ts->bf16 && s->bf16_gathered) kern_act_copy(dst, src, ts->numel);
+        else if (ts->bf16) kern_bf16_to_f32(dst, (const uint16_t *)src, ts->numel);
         else if (s->bf16_gathered) kern_f32_to_bf16(dst, (const float *)src, ts->numel);
         else kern_copy(dst, (const float *)src, ts->numel);
-        if (s->bf16_params && !s->bf16_gathered) kern_round_bf16(dst, ts->numel);
+        if (s->bf16_params && !s->bf16_gathered && !ts->bf16) kern_round_bf16(dst, ts->numel);
     }
 }
 
@@ -782,7 +797,8 @@ void shard_unpack_unit(const ShardState *s, int u, float *full) {
             kern_upload(full + ts->offset, hv, ts->numel * sizeof(float));
             free(hv);
             free(hb);
-        } else kern_copy(full + ts->offset, (const float *)(stage + ts->pack_off), ts->numel);
+        } else if (ts->bf16) kern_bf16_to_f32(full + ts->offset, (const uint16_t *)(stage + ts->pack_off), ts->numel);
+        else kern_copy(full + ts->offset, (const float *)(stage + ts->pack_off), ts->numel);
     }
     kern_free(stage);
 }
@@ -813,6 +829,17 @@ static int all_finite(const float *x, size_t n, int on_device) {
     return 1;
 }
 
+// The same for n bf16 values on the compute device (a packed bf16 piece): none has the all-ones
+// exponent.
+static int all_finite_bf16(const uint16_t *x, size_t n) {
+    uint16_t *h = mallocCheck(n * sizeof *h);
+    kern_download(h, x, n * sizeof *h);
+    size_t i = 0;
+    while (i < n && (h[i] & 0x7f80u) != 0x7f80u) i++;
+    free(h);
+    return i == n;
+}
+
 int shard_nonfinite(const ShardState *s, int nstates, ShardTensorRef *found, int most) {
     const ModelPlan *plan = s->plan;
     size_t nt = 0;
@@ -826,7 +853,13 @@ int shard_nonfinite(const ShardState *s, int nstates, ShardTensorRef *found, int
             const float *buf = st == 0 ? f->device_master : st == 1 ? f->exp_avg : f->exp_avg_sq;
             for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
                 size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
-                if (f->packed && !plan->units[u].t[t].nf4) {  // a packed unit's fp32 piece: its bytes are floats
+                const TensorSpec *ts = &plan->units[u].t[t];
+                if (f->packed && ts->bf16) {  // a packed unit's bf16 piece
+                    n = shard_packed_slice(s, u, t, &begin, &local) / 2;
+                    if (n && buf && !all_finite_bf16((const uint16_t *)((const char *)buf + local), n)) bad[k] = 1;
+                    continue;
+                }
+                if (f->packed && !ts->nf4) {  // a packed unit's fp32 piece: its bytes are floats
                     n = shard_packed_slice(s, u, t, &begin, &local) / 4;
                     local /= 4;
                 } else if (f->packed) {

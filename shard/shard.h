@@ -53,7 +53,7 @@ typedef struct {
     int reduce_last;              // the reduction in flight is the step's last for u: the replicas reduce then
     int expand_pending;           // bf16 gather landed in the staging buffer, not yet in params (a packed
                                   // unit: its bytes, not yet dequantised)
-    // QLoRA: a packed unit (UnitSpec.packed bytes) shards its bytes as 4-byte words: numel is then
+    // QLoRA and a bf16 base: a packed unit (UnitSpec.packed bytes) shards its bytes as 4-byte words: numel is then
     // its elements, padded, shard_off and shard_len words, master (== device_master) the bytes;
     // no gradient, moments or bf16 copy. It is gathered through the packed slots, never kept.
     size_t packed;
@@ -125,6 +125,7 @@ typedef struct {
     double grads;      // gradient shards and full-size gradient buffers
     double optimizer;  // AdamW moments
     double buffers;    // communication buffers: bf16 staging of the gathers and the reductions
+    double shard_params;  // parameters in the rank's shards (a packed unit's elements, whatever its bytes)
 } ShardMemEstimate;
 void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accum, const ParallelDims *pd, ShardMemEstimate *e);
 
@@ -182,15 +183,16 @@ size_t shard_tensor_slice(const ShardState *s, int u, int t, size_t *begin, size
 // Whether this rank writes its slices of unit u into checkpoints (the unit's first replica group writes).
 int shard_is_writer(const ShardState *s, int u);
 
-// QLoRA's packed units (UnitSpec.packed): the bytes of unit u's tensor t in this rank's shard,
-// [*begin, *begin + count) of the tensor's stored bytes (an nf4 tensor's packed bytes, another's
-// fp32 values), at byte offset *local in the master shard. Returns count (0 if none).
+// Packed units (UnitSpec.packed: QLoRA, a bf16 base): the bytes of unit u's tensor t in this
+// rank's shard, [*begin, *begin + count) of the tensor's stored bytes (model_piece_bytes: an nf4
+// tensor's packed bytes, a bf16 one's values, another's fp32 values), at byte offset *local in the
+// master shard. Returns count (0 if none).
 size_t shard_packed_slice(const ShardState *s, int u, int t, size_t *begin, size_t *local);
 // Writes tensor t of unit u whole (numel fp32 values) into dst; NULL, or what failed.
 typedef const char *(*ShardTensorValues)(void *ctx, int u, int t, float *dst);
-// Makes this rank's bytes of packed unit u from whole tensors (each nf4 one quantised here) and
-// uploads them, one tensor's values at a time on the host. NULL, or the first failure of values
-// on this rank (the caller agrees with the others).
+// Makes this rank's bytes of packed unit u from whole tensors (each nf4 one quantised here, each
+// bf16 one rounded to nearest even) and uploads them, one tensor's values at a time on the host.
+// NULL, or the first failure of values on this rank (the caller agrees with the others).
 const char *shard_fill_packed(ShardState *s, int u, ShardTensorValues values, void *ctx);
 // Packed unit u whole, into full (numel fp32 on the compute device): collective over its group.
 void shard_unpack_unit(const ShardState *s, int u, float *full);

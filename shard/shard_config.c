@@ -18,3 +18,5 @@ const CliChoice shard_lr_decay_names[] = {
 const char *shard_strategy_name(ShardStrategy s) { return cli_choice_name(shard_strategy_names, s); }
 const char *shard_precision_name(Precision p) { return cli_choice_name(shard_precision_names, p); }
 const char *shard_lr_decay_name(LrDecay d) { return cli_choice_name(shard_lr_decay_names, d); }
+
+int shard_base_bf16(const ShardConfig *c) { return c->precision == PRECISION_BF16 && c->tensor_parallel_degree <= 1; }

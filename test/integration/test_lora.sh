@@ -4,7 +4,9 @@
 # equal losses at np=1/2/4 across strategies, tensor and sequence parallelism, activation
 # checkpointing, micro-batches, packing and expert parallelism, adapter dropout included; resume
 # bit for bit across layouts; a base checkpoint and a Hugging Face folder load under adapters;
-# the tracker holds gradients and moments of the adapters alone; refusals by name.
+# the tracker holds gradients and moments of the adapters alone; under --precision bf16 the frozen
+# base is stored in bf16 (the losses unchanged, 2 bytes per frozen parameter, resume bit for bit);
+# refusals by name.
 cd "$(dirname "$0")/../.."
 source test/lib.sh
 PY=/usr/bin/python3
@@ -165,6 +167,62 @@ sys.exit(not ok)
 PYEOF
 check "np=2 full-shard: the tracker's optimizer bytes are the adapters' moments' shard exactly, gradients within one adapter unit of their shard" $? \
     "$(grep -m2 error "$W/m.log")"
+
+# ---- a bf16 base (--precision bf16): the frozen units stored as bf16 values, 2 bytes each ----
+# the values its gathers rounded the fp32 master to before: at --lr 0 (the base alone computes,
+# B stays zero) the losses equal full finetuning's, whose gathers round an fp32 master, bit for bit
+Z="--train_data data/tinyshakespeare.txt --max_steps 3 $ONE --precision bf16 --lr 0 --min_lr 0 --warmup 0"
+for lay in "1 --batch_size 4" "2 --batch_size 2 --sharding full-shard" "2 --batch_size 2 --sharding no-shard"; do
+    set -- $lay
+    np=$1
+    shift
+    rm -f "$W/z-full.jsonl" "$W/z-lora.jsonl"  # a metrics file is appended to
+    $MPI -np $np ./fsdpc $Z "$@" --metrics_file "$W/z-full.jsonl" >/dev/null 2>"$W/z-full.log"
+    $MPI -np $np ./fsdpc $Z "$@" --lora_rank 8 --lora_target_modules all-linear --metrics_file "$W/z-lora.jsonl" >/dev/null 2>"$W/z-lora.log"
+    [ "$(losses "$W/z-full.jsonl")" = "$(losses "$W/z-lora.jsonl")" ] && [ "$(wc -l <"$W/z-lora.jsonl")" = 3 ]
+    ok=$?
+    check "bf16 base np=$np $*: the losses at --lr 0 equal full finetuning's bit for bit ($(losses "$W/z-lora.jsonl" | tr '\n' ' '))" $ok \
+        "$(grep -m2 error "$W/z-lora.log" "$W/z-full.log")"
+done
+# the tracker: the rank's share of the frozen parameters at 2 bytes each
+$MPI -np 2 ./fsdpc $M --sharding full-shard --precision bf16 --metrics_file "$W/mb.jsonl" >/dev/null 2>"$W/mb.log"
+bpp=$($PY - "$W/mb.jsonl" <<'PYEOF'
+import json, sys
+m = json.loads(open(sys.argv[1]).read().splitlines()[-1])["mem"]
+# tiny llama: V 256, D 128, 4 blocks of 2 norms, q/o (D, D), k/v (KVhd, D), gate/up/down (F, D); the
+# adapters (q_proj, v_proj at r=4) stay fp32, half of them per rank; params[1]: the bytes held now
+V, D, KVhd, F, L = 256, 128, 64, 344, 4
+adapters = L * ((4 * 128 + 128 * 4) + (4 * 128 + 64 * 4))
+frozen = 2 * V * D + D + L * (2 * D + 2 * D * D + 2 * KVhd * D + 3 * F * D)
+bpp = (m["params"][1] - 4 * adapters / 2) / (frozen / 2)
+print("%.3f" % bpp)
+sys.exit(not 1.95 < bpp < 2.05)
+PYEOF
+)
+check "bf16 base np=2 full-shard: the tracker's params hold $bpp bytes per frozen parameter of the rank's share (about 2)" $? \
+    "$(grep -m2 error "$W/mb.log")"
+# resume: np=1's checkpoint at step 3 continues at np=2 bit for bit (on the emulated GPU, whose
+# bf16 runs at np=1 and np=2 are the same bit for bit; the CPU's sum their gradients in other
+# orders); the frozen tensors are fp32 datasets of bf16 values
+R="--tokenizer byte --hidden_width 32 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 64
+   --max_context_width 16 --max_steps 6 --lr 3e-3 --warmup 1 $ONE --train_data data/tinyshakespeare.txt --lora_rank 4
+   --lora_target_modules all-linear --lora_dropout 0.1 --device cuda --precision bf16"
+./build/fsdpc_emu $R --batch_size 2 --checkpoint_dir "$W/bk" --checkpoint_freq 3 --metrics_file "$W/bu1.jsonl" >/dev/null 2>"$W/bk1.log"
+$MPI -np 2 ./build/fsdpc_emu $R --batch_size 1 --checkpoint_dir "$W/bk" --resume_from_checkpoint "$W/bk/step_00000003.h5" \
+    --checkpoint_freq 0 --metrics_file "$W/br2.jsonl" >/dev/null 2>"$W/br2.log"
+[ "$(losses "$W/br2.jsonl")" = "$(losses "$W/bu1.jsonl" | tail -3)" ] && [ "$(wc -l <"$W/br2.jsonl")" = 3 ]
+ok=$?
+check "bf16 base: np=1's step-3 checkpoint resumed at np=2: steps 4-6 equal the uninterrupted run bit for bit" $ok \
+    "$(grep -m2 -E 'error|emu' "$W/br2.log" "$W/bk1.log")"
+$PY - "$W/bk/step_00000003.h5" <<'PYEOF'
+import sys, h5py, numpy as np
+m = h5py.File(sys.argv[1], "r")["model"]
+frozen = [k for k in m if ".lora_" not in k]
+bad = [k for k in frozen if m[k].dtype != "float32" or np.any(m[k][()].view(np.uint32) & 0xFFFF)]
+print(f"{len(frozen)} frozen tensors, {len(bad)} not bf16 values in fp32: {bad[:3]}")
+sys.exit(bool(bad) or not frozen)
+PYEOF
+check "the bf16 base's checkpoint stores each frozen tensor as an fp32 dataset of bf16 values" $?
 
 # ---- refusals ----
 expect_error "an adapter on a layer the family lacks" "has no linear layer 'qkv_proj' \(its layers: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj" \

@@ -39,6 +39,7 @@ typedef struct {
 static void setup(Setup *s, int argc, char **argv) {
     flags_parse(&s->cfg, argc, argv);
     char err[1024];
+    s->cfg.model.base_bf16 = shard_base_bf16(&s->cfg.shard);
     if (model_plan_build(&s->plan, &s->cfg.model, err, sizeof err)) err_fatal("%s", err);
     ParallelDims pd;
     comm_check_all(parallel_dims_build(&pd, &s->cfg.shard, &s->cfg.model, comm_info.world, comm_info.local_world));
@@ -280,6 +281,7 @@ static void tp_plan_check(const char *model_type, int tp) {
     flags_parse(&cfg, sizeof args / sizeof args[0], args);
     ModelPlan whole, *part = callocCheck((size_t)tp, sizeof(ModelPlan));
     char err[1024];
+    cfg.model.base_bf16 = shard_base_bf16(&cfg.shard);
     if (model_plan_build(&whole, &cfg.model, err, sizeof err)) err_fatal("%s", err);
     for (int r = 0; r < tp; r++) {
         part[r] = whole;
