@@ -6,8 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 THREADS=${THREADS:-$(nproc)}
-STEPS=${STEPS:-8}
-SHAPE="--hidden_width 512 --num_layers 4 --num_heads 8 --num_key_value_heads 8 --intermediate_size 1376 --max_context_width 256 --vocab_size 256"
+STEPS=${STEPS:-6}
+SHAPE="--hidden_width 1024 --num_layers 4 --num_heads 16 --num_key_value_heads 16 --intermediate_size 2752 --max_context_width 256 --vocab_size 256"
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 run() {  # run NAME FLAGS...: tokens/s of the timed steps (the first is warm-up), and the tracker's peak total into $W/NAME.mem
@@ -25,7 +25,7 @@ run() {  # run NAME FLAGS...: tokens/s of the timed steps (the first is warm-up)
 }
 full=$(run full)
 lora=$(run lora --lora_rank 16 --lora_alpha 32 --lora_target_modules all-linear)
-echo "LoRA vs full finetuning: D=512 L=4 H=8 F=1376 T=256, batch 8, fp32, 1 rank x $THREADS threads"
+echo "LoRA vs full finetuning: D=1024 L=4 H=16 F=2752 T=256, batch 8, fp32, 1 rank x $THREADS threads"
 printf 'full finetuning tokens/sec: %.0f, peak %.1f MiB\n' "$full" "$(awk '{ print $1 / 1048576 }' "$W/full.mem")"
 printf 'LoRA r=16 all-linear tokens/sec: %.0f, peak %.1f MiB\n' "$lora" "$(awk '{ print $1 / 1048576 }' "$W/lora.mem")"
 awk -v a="$lora" -v b="$full" 'BEGIN { printf "LoRA / full step speed: %.2fx\n", a / b }'
