@@ -731,6 +731,16 @@ size_t shard_packed_slice(const ShardState *s, int u, int t, size_t *begin, size
     return hi - lo;
 }
 
+// NULL, or why the values of t cannot be quantised: a NaN or an infinity among them
+static const char *finite_or_why(const TensorSpec *t, const float *x) {
+    static char msg[200];
+    for (size_t i = 0; i < t->numel; i++)
+        if (!isfinite(x[i]))
+            return err_text(msg, sizeof msg, "%s holds NaN or infinite values (element %zu): such a base cannot be quantised to NF4 "
+                            "(fetch or export it again)", t->name, i);
+    return NULL;
+}
+
 const char *shard_fill_packed(ShardState *s, int u, ShardTensorValues values, void *ctx) {
     FlatUnit *f = &s->units[u];
     const UnitSpec *spec = &s->plan->units[u];
@@ -745,6 +755,7 @@ const char *shard_fill_packed(ShardState *s, int u, ShardTensorValues values, vo
         float *vals = mallocCheck(ts->numel * sizeof(float));  // the whole tensor: nf4 blocks start at its element 0
         uint8_t *q = ts->nf4 ? mallocCheck(kern_nf4_bytes(ts->numel)) : NULL;
         e = values(ctx, u, t, vals);
+        if (!e && q) e = finite_or_why(ts, vals);  // NF4 would turn them into finite codes; nothing checks them later
         if (!e && q) kern_nf4_quantize(q, vals, ts->numel);
         if (!e && ts->bf16) {  // rounded as a bf16 gather would round them (a piece's range starts at an even element)
             uint16_t *dst = (uint16_t *)(host + local);

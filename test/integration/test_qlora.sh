@@ -121,6 +121,21 @@ d=$(rel_diff "$W/i2.jsonl" "$W/i3.jsonl" 2 0)
 check "--init_from an fsdpc checkpoint stored as trained quantises the same base (losses equal its export's, $d)" $? \
     "$(grep -m2 error "$W/i3.log")"
 
+# a NaN in a weight to be quantised: NF4 would give it a finite code, so it is refused by name
+mkdir -p "$W/hfnan" && cp "$W/hf"/* "$W/hfnan/"
+$PY - "$W/hfnan/model.safetensors" <<'PYEOF'
+import json, struct, sys
+import numpy as np
+raw = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+e = json.loads(raw[8:8 + n])["model.layers.1.self_attn.q_proj.weight"]
+at = 8 + n + e["data_offsets"][0] + 4 * 37
+raw[at:at + 4] = np.array([np.nan], "<f4").tobytes()
+open(sys.argv[1], "wb").write(bytes(raw))
+PYEOF
+expect_error "a NaN in a weight quantised to NF4" "model.layers.1.self_attn.q_proj.weight holds NaN or infinite values \(element 37\)" \
+    $MPI -np 2 ./fsdpc $Q --init_from "$W/hfnan" --batch_size 2 --max_steps 1 --checkpoint_freq 0
+
 # ---- export: the base written dequantised, the adapters merged into it (W = deq(NF4) + s B A) ----
 ./fsdpc export --checkpoint "$CK" --output "$W/qhf" --dtype fp32 >"$W/ex.log" 2>&1
 grep -q "dequantised" "$W/ex.log"
