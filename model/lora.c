@@ -278,15 +278,22 @@ static const void *adapter_input(Activations *a, int layer, int t, const void *x
     return lo->xd;
 }
 
+// From tensor *t on, the next adapted one before `end`, *col its first column in the stacked
+// output; 0 when none is left
+static int next_adapted(const UnitSpec *u, int end, int *t, int *col) {
+    for (; *t < end; *col += u->t[*t].shape[0], (*t)++)
+        if (u->t[*t].lora >= 0) return 1;
+    return 0;
+}
+
 void model_proj_fwd(const ModelPlan *plan, Activations *a, int layer, const UnitSpec *u, int t0, int nt, const void *p,
                     void *out, KernDtype out_dt, const void *x, int N, int IN, int OUT) {
     kern_matmul_fwd(out, out_dt, x, kern_param_at(p, u->t[t0].offset), N, IN, OUT);
     struct LoraActs *lo = a->lora;
     if (!lo || !lo->p) return;
     int r = plan->cfg.lora_rank;
-    for (int t = t0, col = 0; t < t0 + nt; col += u->t[t].shape[0], t++) {
+    for (int t = t0, col = 0; next_adapted(u, t0 + nt, &t, &col); col += u->t[t].shape[0], t++) {
         int ia = u->t[t].lora, rows = u->t[t].shape[0];
-        if (ia < 0) continue;
         const void *xd = adapter_input(a, layer, t, x, N, IN);
         kern_matmul_fwd(lo->z, KERN_ACT, xd, kern_param_at(lo->p, lo->u->t[ia].offset), N, IN, r);
         kern_matmul_fwd(lo->y, KERN_F32, lo->z, kern_param_at(lo->p, lo->u->t[ia + 1].offset), N, r, rows);
@@ -300,9 +307,8 @@ void model_proj_bwd(const ModelPlan *plan, Activations *a, int layer, const Unit
     struct LoraActs *lo = a->lora;
     if (!lo || !lo->p) return;
     int r = plan->cfg.lora_rank;
-    for (int t = t0, col = 0; t < t0 + nt; col += u->t[t].shape[0], t++) {
+    for (int t = t0, col = 0; next_adapted(u, t0 + nt, &t, &col); col += u->t[t].shape[0], t++) {
         int ia = u->t[t].lora, rows = u->t[t].shape[0];
-        if (ia < 0) continue;
         const TensorSpec *A = &lo->u->t[ia], *B = &lo->u->t[ia + 1];
         const void *xd = adapter_input(a, layer, t, x, N, IN);
         kern_matmul_fwd(lo->z, KERN_ACT, xd, kern_param_at(lo->p, A->offset), N, IN, r);  // recomputed

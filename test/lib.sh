@@ -47,6 +47,20 @@ rel_diff() {
         END { printf "%.1e", w; exit !(k == n && w <= max && w > min) }'
 }
 
+# padded_rows FILE SEED ROWS MAX_ID: JSON Lines of ROWS padded rows of 48 token ids (5 to 40 real
+# ones in 3..MAX_ID, then 0s) with their attention masks: packing's input, each layout padding it
+# differently
+padded_rows() {
+    /usr/bin/python3 -c "
+import json, random, sys
+random.seed(int(sys.argv[2]))
+with open(sys.argv[1], 'w') as f:
+    for i in range(int(sys.argv[3])):
+        n = random.randint(5, 40)
+        f.write(json.dumps({'input_ids': [random.randint(3, int(sys.argv[4])) for _ in range(n)] + [0] * (48 - n),
+                            'attention_mask': [1] * n + [0] * (48 - n)}) + '\\n')" "$@"
+}
+
 NPM=${FSDPC_NPM_CACHE:-build/npm}
 # npm_fetch NAME@VERSION...: test fixtures from the npm registry, each installed once into
 # $NPM/NAME and kept for later runs; NODE_PATH is set to them. Returns 1 with the reason in

@@ -61,14 +61,7 @@ run nodrop ./fsdpc ${D/--lora_dropout 0.1/} --batch_size 8
 d=$(rel_diff "$W/d1.jsonl" "$W/nodrop.jsonl" 6 1 1e-6)
 check "the adapter dropout changes the losses (worst difference $d from none)" $?
 # packed finetuning rows with document masks
-$PY -c "
-import json, random, sys
-random.seed(3)
-with open(sys.argv[1], 'w') as f:
-    for i in range(300):
-        n = random.randint(5, 40)
-        f.write(json.dumps({'input_ids': [random.randint(3, 250) for _ in range(n)] + [0] * (48 - n),
-                            'attention_mask': [1] * n + [0] * (48 - n)}) + '\n')" "$W/rows.jsonl"
+padded_rows "$W/rows.jsonl" 3 300 250
 P="${L/--train_data data\/tinyshakespeare.txt/--train_data $W/rows.jsonl} --packing --document_masking 1 --max_context_width 80 --max_steps 4"
 ./fsdpc $P --batch_size 8 --metrics_file "$W/pa.jsonl" >/dev/null 2>"$W/pa.log"
 $MPI -np 4 ./fsdpc $P --batch_size 2 --metrics_file "$W/pb.jsonl" >/dev/null 2>"$W/pb.log"

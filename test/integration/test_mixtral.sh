@@ -59,14 +59,7 @@ d=$(rel_diff "$W/da.jsonl" "$W/db.jsonl" 6 1e-5) && r=$(router_diff "$W/da.jsonl
 check "dropout 0.1: np=2 x --grad_accum 2 equals np=1 (the routing pass draws the training pass's masks; worst $d, router $r)" $? \
     "$(grep -m2 error "$W/db.log")"
 # packed rows whose padding differs at each world size: the router losses count the loss-bearing tokens
-$PY -c "
-import json, random, sys
-random.seed(5)
-with open(sys.argv[1], 'w') as f:
-    for i in range(400):
-        n = random.randint(5, 40)
-        f.write(json.dumps({'input_ids': [random.randint(3, 999) for _ in range(n)] + [0] * (48 - n),
-                            'attention_mask': [1] * n + [0] * (48 - n)}) + '\n')" "$W/rows.jsonl"
+padded_rows "$W/rows.jsonl" 5 400 999
 P="${F/--train_data data\/tinyshakespeare.txt/--train_data $W/rows.jsonl} --packing --max_context_width 80 --vocab_size 1000 --max_steps 4"
 ./fsdpc $P --batch_size 8 --metrics_file "$W/pa.jsonl" >/dev/null 2>"$W/pa.log"
 $MPI -np 4 ./fsdpc $P --batch_size 2 --metrics_file "$W/pb.jsonl" >/dev/null 2>"$W/pb.log"
