@@ -79,9 +79,17 @@ void kern_nf4_quantize(uint8_t *dst, const float *src, size_t n) {
 
 // block b's scale, dyn[qabsmax] * absmax2 + offset rounded twice: GCC would otherwise fuse it into
 // one FMA (-ffp-contract=fast, GNU C's default), unlike CUDA's __fmul_rn/__fadd_rn and the
-// reference; not inlined, so the caller's contraction mode cannot apply to it either
-__attribute__((noinline, optimize("fp-contract=off"))) static float nf4_scale(const uint8_t *src, const Nf4Layout *l,
-                                                                             size_t b) {
+// reference; not inlined, so the caller's contraction mode cannot apply to it either. Clang (the
+// fuzz builds) takes the standard pragma instead of GCC's attribute.
+#ifdef __clang__
+#define NF4_NO_CONTRACT __attribute__((noinline))
+#else
+#define NF4_NO_CONTRACT __attribute__((noinline, optimize("fp-contract=off")))
+#endif
+NF4_NO_CONTRACT static float nf4_scale(const uint8_t *src, const Nf4Layout *l, size_t b) {
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
     float absmax2, offset;
     memcpy(&absmax2, src + l->absmax2 + sizeof(float) * (b / NF4_GROUP), sizeof absmax2);
     memcpy(&offset, src + l->offset, sizeof offset);

@@ -149,7 +149,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 const TensorSpec *ts = &plan.units[u].t[t];
                 CkptDataset *d = &dsets[ndsets++];
                 const uint64_t sh[2] = {(uint64_t)ts->shape[0], (uint64_t)ts->shape[1]};
-                *d = (CkptDataset){g, ts->name, ts->ndim, dims_of(ts->ndim, sh, 2), 1, {.name = CKPT_CHECKSUM_NAME}};
+                *d = (CkptDataset){.group = g, .name = ts->name, .ndim = ts->ndim, .dims = dims_of(ts->ndim, sh, 2), .fp32 = 1,
+                                   .crc = {.name = CKPT_CHECKSUM_NAME}};
                 d->crc.kind = CKPT_ATTR_INT, d->crc.bits = (uint64_t)(ndsets * 2654435761u) & 0xffffffffu;
             }
     int64_t links = ntensors;
