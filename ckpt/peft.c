@@ -33,7 +33,7 @@ static int peft_listed(const char *list, const char *name) {
     return 0;
 }
 
-// a weight of plan's blocks with the short name `name` that is not adapted (minGPT's attn.c_proj
+// a weight of plan's blocks with the short name `name` that is not adapted (an attn.c_proj
 // beside an adapted mlp.c_proj): PEFT, matching by suffix, would adapt it too
 static int peft_ambiguous(const ModelPlan *plan, const char *name) {
     char other[80];
