@@ -408,9 +408,11 @@ static const char *read_whole(void *ctx, int u, int t, float *dst) {
     if (!ok) return snprintf(w->msg, sizeof w->msg, "reading /%s failed", path), w->msg;
     size_t begin, local, k = 0;
     for (int v = 0; v < u; v++) k += (size_t)plan->units[v].ntensors;
-    if (shard_is_writer(w->s, u) && shard_packed_slice(w->s, u, t, &begin, &local) && begin == 0)
-        w->got[k + (size_t)t] = (CommCrc){0, ts->numel * sizeof(float),
-                                          crc32_z(crc32_z(0, Z_NULL, 0), (const Bytef *)dst, ts->numel * sizeof(float))};
+    // under tp a tensor each tp rank holds a part or a copy of is checksummed by the first
+    size_t n = model_whole_numel(ts);
+    if (shard_is_writer(w->s, u) && shard_packed_slice(w->s, u, t, &begin, &local) && begin == 0 &&
+        (ts->stored_whole || plan->tp_rank == 0))
+        w->got[k + (size_t)t] = (CommCrc){0, n * sizeof(float), crc32_z(crc32_z(0, Z_NULL, 0), (const Bytef *)dst, n * sizeof(float))};
     return NULL;
 }
 
@@ -545,7 +547,7 @@ CkptReader *ckpt_reader_open(const char *file, const ModelPlan *plan, const char
 static const char *reader_dequantize(CkptReader *r, const TensorSpec *t) {
     static char msg[1400];
     if (r->deq == t) return NULL;
-    size_t nb = kern_nf4_bytes(t->numel);
+    size_t n = model_whole_numel(t), nb = kern_nf4_bytes(n);
     uint8_t *bytes = mallocCheck(nb);
     char path[160];
     snprintf(path, sizeof path, "model/%s", t->name);
@@ -562,9 +564,9 @@ static const char *reader_dequantize(CkptReader *r, const TensorSpec *t) {
     h5_attr_free(&a);
     H5Dclose(ds);
     free(r->vals);
-    r->vals = e ? NULL : mallocCheck(t->numel * sizeof(float));
+    r->vals = e ? NULL : mallocCheck(n * sizeof(float));
     r->deq = e ? NULL : t;
-    if (!e) kern_nf4_dequantize_host(r->vals, bytes, t->numel);
+    if (!e) kern_nf4_dequantize_host(r->vals, bytes, n);
     free(bytes);
     return e;
 }

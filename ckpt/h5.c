@@ -344,7 +344,7 @@ void h5_select_range(hid_t space, const TensorSpec *t, size_t begin, size_t coun
 }
 
 size_t h5_stored_len(const TensorSpec *t) {
-    return t->nf4 ? kern_nf4_bytes(t->numel) : (size_t)t->full[0] * (t->ndim == 2 ? (size_t)t->full[1] : 1);
+    return t->nf4 ? kern_nf4_bytes(model_whole_numel(t)) : model_whole_numel(t);
 }
 
 // Selects tp rank `rank`'s elements [begin, begin+count) of its part of t (model_tp_run) in the
@@ -396,24 +396,24 @@ static uLong zeros_crc(size_t n) {
     return last = r;
 }
 
-// The crc32 of the whole tensor t with this rank's elements [begin, begin+count) of its tp part
-// (x, in their order) in place and zeros everywhere else. crc32 is affine, so XOR-ing every
-// rank's such checksum (a rank holding nothing gives the zeros' checksum) over k ranks, plus the
-// zeros' checksum once more when k is even, is the whole tensor's (tp_checksum_combine).
-static size_t whole_numel(const TensorSpec *t) { return (size_t)t->full[0] * (t->ndim == 2 ? (size_t)t->full[1] : 1); }
-
-static uint32_t piece_crc(const TensorSpec *t, int tp, int rank, size_t begin, size_t count, const float *x) {
+// The crc32 of the whole stored tensor t (h5_stored_len elements of es bytes) with this rank's
+// elements [begin, begin+count) of its tp part (x, in their order; a tensor stored whole: of the
+// whole) in place and zeros everywhere else. crc32 is affine, so XOR-ing every rank's such
+// checksum (a rank holding nothing gives the zeros' checksum) over k ranks, plus the zeros'
+// checksum once more when k is even, is the whole tensor's (h5_tp_checksums).
+static uint32_t piece_crc(const TensorSpec *t, int tp, int rank, size_t begin, size_t count, const void *x, size_t es) {
     uLong acc = crc32_z(0, Z_NULL, 0);
-    size_t pos = 0, total = whole_numel(t);
+    size_t pos = 0, total = h5_stored_len(t);
     for (size_t done = 0; done < count;) {
-        size_t full, n = model_tp_run(t, tp, rank, begin + done, &full);
+        size_t full = begin + done, n = count - done;
+        if (!t->stored_whole) n = model_tp_run(t, tp, rank, begin + done, &full);
         if (n > count - done) n = count - done;
-        if (full > pos) acc = crc32_combine(acc, zeros_crc((full - pos) * sizeof(float)), (z_off_t)((full - pos) * sizeof(float)));
-        acc = crc32_combine(acc, crc32_z(crc32_z(0, Z_NULL, 0), (const Bytef *)(x + done), n * sizeof(float)), (z_off_t)(n * sizeof(float)));
+        if (full > pos) acc = crc32_combine(acc, zeros_crc((full - pos) * es), (z_off_t)((full - pos) * es));
+        acc = crc32_combine(acc, crc32_z(crc32_z(0, Z_NULL, 0), (const Bytef *)x + done * es, n * es), (z_off_t)(n * es));
         pos = full + n;
         done += n;
     }
-    if (total > pos) acc = crc32_combine(acc, zeros_crc((total - pos) * sizeof(float)), (z_off_t)((total - pos) * sizeof(float)));
+    if (total > pos) acc = crc32_combine(acc, zeros_crc((total - pos) * es), (z_off_t)((total - pos) * es));
     return (uint32_t)acc;
 }
 
@@ -423,10 +423,10 @@ static uint32_t crc_of(const void *x, size_t bytes) { return (uint32_t)crc32_z(c
 // when on_device (HDF5 then goes through a host copy). *crc gets the slice's range and CRC.
 // Returns NULL or what failed on this rank (the caller agrees with the others).
 // Under tensor parallelism (plan tp > 1) the slice is of this tp rank's part of t, placed in the
-// whole tensor (select_part), and *crc is its piece checksum (piece_crc) when `counted`, else
-// the zeros' (a slice another rank's piece covers).
+// whole tensor (select_part; a tensor stored whole: the slice of the whole), and *crc is its
+// piece checksum (piece_crc) when `counted`, else the zeros' (a slice another rank's piece covers).
 // QLoRA's nf4 tensors (t->nf4) move their packed bytes instead: a 1-D uint8 dataset, begin and
-// count in bytes, checksummed as bytes (tp is 1).
+// count in bytes, checksummed as bytes.
 static const char *xfer_tensor(hid_t file, const char *group, const TensorSpec *t, const ModelPlan *plan, size_t begin,
                                size_t count, void *dev, int on_device, int write, int counted, CommCrc *crc) {
     static char msg[256];
@@ -445,7 +445,7 @@ static const char *xfer_tensor(hid_t file, const char *group, const TensorSpec *
     hid_t ds = write ? H5Dcreate2(file, path, t->nf4 ? H5T_STD_U8LE : H5T_IEEE_F32LE, fspace, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)
                      : H5Dopen2(file, path, H5P_DEFAULT);
     hid_t mem_type = t->nf4 ? H5T_NATIVE_UCHAR : H5T_NATIVE_FLOAT;
-    select_part(fspace, t, tp, plan->tp_rank, begin, count);
+    select_part(fspace, t, t->stored_whole ? 1 : tp, plan->tp_rank, begin, count);
     hsize_t mdim[1] = {count ? count : 1};
     hid_t mspace = h5Check(H5Screate_simple(1, mdim, NULL));
     if (!count) h5Check(H5Sselect_none(mspace));
@@ -456,7 +456,7 @@ static const char *xfer_tensor(hid_t file, const char *group, const TensorSpec *
     H5Sclose(mspace);
     H5Sclose(fspace);
     if (ds >= 0) H5Dclose(ds);
-    if (tp > 1) *crc = (CommCrc){0, whole_numel(t) * sizeof(float), ok ? piece_crc(t, tp, plan->tp_rank, begin, counted ? count : 0, buf) : 0};
+    if (tp > 1) *crc = (CommCrc){0, h5_stored_len(t) * es, ok ? piece_crc(t, tp, plan->tp_rank, begin, counted ? count : 0, buf, es) : 0};
     else if (counted) *crc = (CommCrc){begin * es, count * es, ok && count ? crc_of(buf, count * es) : 0};
     else *crc = (CommCrc){0, 0, 0};  // a replica's slice: the first replica's counts
     if (buf != dev) {
@@ -516,7 +516,7 @@ const char *h5_xfer_state(hid_t file, const ShardState *s, const ModelPlan *plan
                 // replicas hold the same slices, and a tensor every tp rank holds whole is the same
                 // on each: one group, and its first tp rank, writes and counts them (an experts'
                 // unit: its own first replica group, among the ranks holding it)
-                int dup = plan->tp > 1 && plan->units[u].t[t].tp_split == TP_WHOLE && plan->tp_rank > 0;
+                int dup = plan->tp > 1 && ts->tp_split == TP_WHOLE && !ts->stored_whole && plan->tp_rank > 0;
                 int counted = shard_is_writer(s, u) && !dup;
                 if (write && !counted) n = 0;
                 int dev = shard_state_on_device(s);

@@ -550,7 +550,7 @@ static const char *hf_whole_tensor(void *ctx, int u, int t, float *dst) {
     const StFile *sf = &w->files[file];
     if (w->fds[file] < 0 && (w->fds[file] = open(sf->path, O_RDONLY)) < 0)
         return snprintf(w->msg, w->len, "cannot open '%s': %s", sf->path, strerror(errno)), w->msg;
-    return st_read_f32(w->fds[file], sf, src, 0, ts->numel, dst);
+    return st_read_f32(w->fds[file], sf, src, 0, model_whole_numel(ts), dst);
 }
 
 const char *hf_read_units(ShardState *s, int u0, int u1, const StFile *files, int nfiles, HfSourceFn find, const void *ctx,

@@ -380,7 +380,7 @@ static const char *check_one(const CkptDataset *ds, const char *file, const char
     if (!ds) return snprintf(msg, sizeof msg, "checkpoint '%s' lacks tensor /%s", file, path), msg;
     if (ds->ndim < 0) return snprintf(msg, sizeof msg, "checkpoint '%s': /%s is not a readable dataset", file, path), msg;
     if (ts->nf4) {  // QLoRA: the packed bytes of the whole tensor
-        uint64_t nb = kern_nf4_bytes(ts->numel);
+        uint64_t nb = kern_nf4_bytes(model_whole_numel(ts));
         if (ds->ndim != 1 || ds->dims[0] != nb || !ds->u8) {
             shape_str(have, sizeof have, ds->ndim, ds->dims);
             return snprintf(msg, sizeof msg, "checkpoint '%s' tensor /%s is %s %s but this QLoRA model needs its NF4 bytes: 1-D uint8 "

@@ -49,7 +49,7 @@ enum { TIMEOUT_TAG = 7, GRACE_SECONDS = 5 };
 static void fatal_before(void);
 static void fatal_end(void);
 #ifdef FSDPC_CUDA
-enum { NCCL_GROUPS = 6 };
+enum { NCCL_GROUPS = 8 };
 // the shard, replica and tp groups' NCCL communicators, then the expert groups', to abort or destroy
 static CommGroup *nccl_groups[NCCL_GROUPS];
 static void nccl_init_groups(int first, int n);
@@ -1120,6 +1120,25 @@ void comm_make_expert_groups(int tp, int shard_size, int ep, int eshard, CommGro
         nccl_groups[4] = *expert_shard;
         nccl_groups[5] = *expert_replica;
         nccl_init_groups(3, 3);
+    }
+#endif
+}
+
+void comm_make_whole_groups(int tp, int shard_size, int ep, int eshard, CommGroup **whole, CommGroup **expert_whole) {
+    MPI_Comm w, e;
+    int rank = comm_info.rank, d = rank / tp;
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, d / shard_size, rank, &w));
+    *whole = group_from(w, "shard x tp");
+    *expert_whole = NULL;
+    if (ep > 1) {  // the expert shard group's key without its tp rank (comm_make_expert_groups)
+        mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, eshard > 1 ? d / shard_size * ep + d % ep : d, rank, &e));
+        *expert_whole = group_from(e, "expert shard x tp");
+    }
+#ifdef FSDPC_CUDA
+    if (kern_on_gpu()) {
+        nccl_groups[6] = *whole;
+        nccl_groups[7] = *expert_whole;
+        nccl_init_groups(6, ep > 1 ? 2 : 1);
     }
 #endif
 }

@@ -167,6 +167,11 @@ void comm_make_mesh(int tp, int shard_size, CommGroup **tp_group, CommGroup **sh
 // shard of them). The caller checks that ep and eshard fit the mesh first.
 void comm_make_expert_groups(int tp, int shard_size, int ep, int eshard, CommGroup **ep_group, CommGroup **expert_shard,
                              CommGroup **expert_replica);
+// QLoRA under tensor parallelism (UnitSpec.stored_whole): the groups sharding a unit stored whole,
+// a shard group with its tp ranks (the shard_size * tp ranks of one replica) and, under expert
+// parallelism (ep > 1, else NULL), an expert shard group with its tp ranks. After comm_make_mesh
+// and comm_make_expert_groups, with the same arguments.
+void comm_make_whole_groups(int tp, int shard_size, int ep, int eshard, CommGroup **whole, CommGroup **expert_whole);
 // After kern_select_device: on a GPU with more than one rank, loads the collectives' library
 // (NCCL, which comm_make_mesh then uses); NULL, or why it cannot (the caller ends the job).
 const char *comm_open_gpu_transport(void);

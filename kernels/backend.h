@@ -150,7 +150,7 @@
     X(void, f32_to_bf16, (uint16_t *dst, const float *src, size_t n), (dst, src, n))                                   \
     X(void, bf16_to_f32, (float *dst, const uint16_t *src, size_t n), (dst, src, n))                                   \
     X(void, round_bf16, (float *x, size_t n), (x, n))                                                                  \
-    X(void, nf4_dequantize, (void *dst, const uint8_t *src, size_t n), (dst, src, n))
+    X(void, nf4_dequantize, (void *dst, int f32, const uint8_t *src, size_t n, KernSegs seg), (dst, f32, src, n, seg))
 
 #define KERN_DECLARE(prefix) KERN_ALLOC_OPS(KERN_DECLARE_##prefix) KERN_OPS(KERN_DECLARE_##prefix)
 #define KERN_DECLARE_cpu(ret, op, params, args) ret cpu_##op params;

@@ -421,9 +421,15 @@ size_t kern_nf4_bytes(size_t n);  // the packed size
 // lower). NaN or infinite values are the caller's to refuse. Deterministic; it runs where a frozen
 // tensor is made or loaded.
 void kern_nf4_quantize(uint8_t *dst, const float *src, size_t n);
-// dst (n parameters: bf16 under kern_params_bf16, the fp32 values rounded) from the packed src,
+// A tensor-parallel rank's part of a whole tensor, in its order (model_tp_segments): n runs of len
+// elements, run i from the whole tensor's element i * stride + off. {1, n, n, 0}: all n elements.
+typedef struct {
+    size_t n, len, stride, off;
+} KernSegs;
+// dst (seg.n * seg.len values: fp32 when f32, else parameters, bf16 under kern_params_bf16, the
+// fp32 values rounded) = the elements seg picks of the whole tensor of n elements packed in src,
 // both on the device (src 4-byte aligned)
-void kern_nf4_dequantize(void *dst, const uint8_t *src, size_t n);
+void kern_nf4_dequantize(void *dst, int f32, const uint8_t *src, size_t n, KernSegs seg);
 // the same values as fp32 on host buffers, whatever the device (exports)
 void kern_nf4_dequantize_host(float *dst, const uint8_t *src, size_t n);
 

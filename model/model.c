@@ -104,7 +104,12 @@ void model_plan_tp(ModelPlan *plan, int tp, int rank, CommGroup *group, int sequ
             t->offset = us->numel;
             us->numel += t->numel;
         }
+        int nf4 = 0;
+        for (int i = 0; i < us->ntensors; i++) nf4 |= us->t[i].nf4;
+        us->stored_whole = tp > 1 && nf4;
+        for (int i = 0; i < us->ntensors; i++) us->t[i].stored_whole = us->stored_whole;
     }
+    model_plan_pack(plan);
 }
 
 void model_plan_quantize(ModelPlan *plan) {
@@ -121,8 +126,11 @@ void model_plan_quantize(ModelPlan *plan) {
     model_plan_pack(plan);
 }
 
+size_t model_whole_numel(const TensorSpec *t) { return (size_t)t->full[0] * (t->ndim == 2 ? (size_t)t->full[1] : 1); }
+
 size_t model_piece_bytes(const TensorSpec *t) {
-    return t->nf4 ? kern_nf4_bytes(t->numel) : t->numel * (t->bf16 ? sizeof(uint16_t) : sizeof(float));
+    size_t n = t->stored_whole ? model_whole_numel(t) : t->numel;
+    return t->nf4 ? kern_nf4_bytes(n) : n * (t->bf16 ? sizeof(uint16_t) : sizeof(float));
 }
 
 void model_plan_pack(ModelPlan *plan) {
@@ -159,7 +167,7 @@ void model_plan_ep(ModelPlan *plan, int ep, int rank, CommGroup *group) {
         for (int i = 0; i < dense->ntensors; i++) dense->numel += dense->t[i].numel;
         for (int j = 0; j < ep; j++, v++) {
             UnitSpec *x = &units[v];
-            *x = (UnitSpec){.layer = old->layer, .ep_index = j, .frozen = old->frozen, .ntensors = nt};
+            *x = (UnitSpec){.layer = old->layer, .ep_index = j, .frozen = old->frozen, .ntensors = nt, .stored_whole = old->stored_whole};
             for (int i = 0; i < nt; i++) {
                 x->t[i] = old->t[dense->ntensors + j * nt + i];
                 x->t[i].offset = x->numel;
@@ -266,20 +274,21 @@ void model_tp_crossentropy(const ModelPlan *plan, Activations *a, int N, float d
     kern_xent_part_finish(a->logits, a->targets, N, a->V, v0, a->xent_max, a->xent_sums, dscale, plan->tp_rank == 0, a->loss);
 }
 
-size_t model_tp_run(const TensorSpec *t, int tp, int rank, size_t local, size_t *full) {
-    size_t C = t->ndim == 2 ? (size_t)t->full[1] : 1, lc = t->ndim == 2 ? (size_t)t->shape[1] : 1;
-    size_t r = local / lc, c = local % lc, left = t->numel - local;
-    if (t->tp_split == TP_WHOLE) return *full = local, left;
-    if (t->tp_split == TP_ROWS) {  // local row r: block j's row i, at the rank's rows of block j
-        size_t lp = (size_t)t->shape[0] / (size_t)t->tp_parts, j = r / lp, i = r % lp;
-        size_t row = j * ((size_t)t->full[0] / (size_t)t->tp_parts) + (size_t)rank * lp + i;
-        *full = row * C + c;
-        size_t run = (lp - i) * C - c;  // to the end of the rank's rows of block j
-        return run < left ? run : left;
+KernSegs model_tp_segments(const TensorSpec *t, int tp, int rank) {
+    size_t C = t->ndim == 2 ? (size_t)t->full[1] : 1, P = (size_t)t->tp_parts, r = (size_t)rank;
+    if (tp < 2 || t->tp_split == TP_WHOLE) return (KernSegs){1, t->numel, t->numel, 0};
+    if (t->tp_split == TP_ROWS) {  // each block of rows: the rank's rows of it
+        size_t lp = (size_t)t->shape[0] / P;
+        return (KernSegs){P, lp * C, (size_t)t->full[0] / P * C, r * lp * C};
     }
-    size_t lb = lc / (size_t)t->tp_parts, j = c / lb, k = c % lb;  // TP_COLS: local column c in block j
-    *full = r * C + j * (C / (size_t)t->tp_parts) + (size_t)rank * lb + k;
-    size_t run = lb - k;
+    size_t lb = (size_t)t->shape[1] / P;  // TP_COLS: in every row, each block's columns of the rank
+    return (KernSegs){(size_t)t->full[0] * P, lb, C / P, r * lb};
+}
+
+size_t model_tp_run(const TensorSpec *t, int tp, int rank, size_t local, size_t *full) {
+    KernSegs g = model_tp_segments(t, tp, rank);
+    size_t k = local % g.len, run = g.len - k, left = t->numel - local;
+    *full = local / g.len * g.stride + g.off + k;
     return run < left ? run : left;
 }
 

@@ -48,6 +48,7 @@ typedef struct {
     int nf4;           // QLoRA: stored as the whole tensor's kern_nf4_quantize bytes (model_plan_quantize)
     int bf16;          // a frozen base under --precision bf16: stored as its bf16 values (model_plan_quantize)
     size_t pack_off;   // in a packed unit (UnitSpec.packed > 0): the first byte of its piece
+    int stored_whole;  // its piece holds the whole tensor though tp splits it (UnitSpec.stored_whole)
 } TensorSpec;
 
 typedef struct {
@@ -64,6 +65,11 @@ typedef struct {
     // numel bf16 values, any other's numel fp32 values), each from a multiple of 4 bytes: this many
     // in all (a multiple of 4); 0: a unit of fp32 elements
     size_t packed;
+    // QLoRA under tensor parallelism: a packed unit holding nf4 tensors stores every tensor whole,
+    // sharded over its shard group's ranks and their tp ranks together, so NF4's blocks and groups
+    // are the whole tensor's at every tp degree; each tp rank dequantises its part from the gather
+    // (model_plan_tp)
+    int stored_whole;
 } UnitSpec;
 
 typedef struct ModelFamily ModelFamily;  // family.h
@@ -202,6 +208,8 @@ void model_plan_quantize(ModelPlan *plan);
 void model_plan_pack(ModelPlan *plan);
 // the bytes tensor t's piece holds in a packed unit (before the padding to 4 bytes)
 size_t model_piece_bytes(const TensorSpec *t);
+// the whole tensor's elements, at any tp degree
+size_t model_whole_numel(const TensorSpec *t);
 // Splits each block of a mixture of experts into its dense unit and ep units of E/ep experts (the
 // last 3E tensors of the block, model/moe.h), for the ep rank `rank` of the ep group `group`
 // (NULL where nothing runs). Names and initial values stay the whole model's; ep 1 changes nothing.
@@ -256,8 +264,12 @@ void model_tensor_split(TensorSpec *t, TpSplit split, int parts);
 // tensor's shape becomes its part, offsets and unit sizes follow (num_params stays the whole
 // model's). Every split dimension must divide by parts x tp (parallel_dims_build checks the
 // sizes that make them). group may be NULL where nothing runs (a layout check). sequence_parallel
-// (at tp > 1) splits the residual stream's rows over the group too (plan->sp).
+// (at tp > 1) splits the residual stream's rows over the group too (plan->sp). At tp > 1 the
+// packed units holding nf4 tensors become stored whole (UnitSpec.stored_whole) and the packed
+// layouts follow the parts (model_plan_pack).
 void model_plan_tp(ModelPlan *plan, int tp, int rank, CommGroup *group, int sequence_parallel);
+// tp rank `rank`'s part of t as runs of the whole tensor (row-major), in the part's order
+KernSegs model_tp_segments(const TensorSpec *t, int tp, int rank);
 // Where tp rank `rank`'s element `local` of t sits in the whole tensor (row-major): *full, and the
 // number of local elements from there whose whole-tensor places follow one another (a run).
 size_t model_tp_run(const TensorSpec *t, int tp, int rank, size_t local, size_t *full);

@@ -522,11 +522,6 @@ static void lora_check(const Config *c) {
     if (m->quantize_base && !m->lora_rank)
         comm_fail_all("--quantize_base %s quantises the frozen base of LoRA adapters (QLoRA): give --lora_rank r (r > 0) too",
                       cli_choice_name(config_quantize_names, m->quantize_base));
-    // the quantisation blocks of a tp rank's part would not be the whole tensor's: losses would depend on the tp degree
-    if (m->quantize_base && c->shard.tensor_parallel_degree > 1)
-        comm_fail_all("--quantize_base %s with --tensor_parallel_degree %d: each tensor is quantised whole, in blocks a tp rank's "
-                      "part would cut differently (the losses would depend on the tp degree); not supported yet: drop one",
-                      cli_choice_name(config_quantize_names, m->quantize_base), c->shard.tensor_parallel_degree);
     if (!m->lora_rank) return;
     if (!(m->lora_alpha > 0.0f) || !isfinite(m->lora_alpha)) comm_fail_all("--lora_alpha must be positive, got %g", m->lora_alpha);
     if (!(m->lora_dropout >= 0.0f && m->lora_dropout < 1.0f)) comm_fail_all("--lora_dropout must be in [0, 1), got %g", m->lora_dropout);

@@ -156,7 +156,7 @@ typedef struct {
     int fits;
     // communication: the collectives of a step, their sum, and the part nothing hides (edge)
     int shard, replicas;  // the shard and replica groups' sizes
-    Coll coll[16];
+    Coll coll[24];
     int nc;
     double block_params, comm_bytes, comm_time, edge;
     // step time
@@ -328,7 +328,7 @@ static void plan_comm(PlanFigures *f) {
     double trained = 0, experts_trained = 0;  // what reduces: LoRA's frozen base does not
     // QLoRA's packed units gather their bytes, in forward and again in backward whatever the
     // strategy (they are released after each: shard.c)
-    double packed = 0;
+    double packed = 0, packed_whole = 0;  // packed_whole: units stored whole under tp, over shard x tp ranks
     int es = f->dims.expert_shard_size;
     f->block_params = 0;
     for (int u = 0; u < f->plan.nunits; u++) {
@@ -341,8 +341,8 @@ static void plan_comm(PlanFigures *f) {
             continue;
         }
         if (us->packed) {
-            size_t g4 = (size_t)f->shard * 4;  // a packed unit pads its bytes to 4 x the group
-            packed += (double)((us->packed + g4 - 1) / g4 * g4);
+            size_t g4 = (size_t)f->shard * (us->stored_whole ? (size_t)f->dims.tp : 1) * 4;  // bytes padded to 4 x the group
+            *(us->stored_whole ? &packed_whole : &packed) += (double)((us->packed + g4 - 1) / g4 * g4);
             continue;
         }
         double padded = (double)((us->numel + f->shard - 1) / f->shard * f->shard);  // shard's padding to the group
@@ -372,6 +372,11 @@ static void plan_comm(PlanFigures *f) {
         f->coll[f->nc++] = ring("all-gather forward", f->shard, M * (fwd * pb + packed), shard_bw, 0);
         if (bwd > 0 || packed > 0) f->coll[f->nc++] = ring("all-gather backward", f->shard, M * (bwd * pb + packed), shard_bw, 0);
         f->coll[f->nc++] = ring("reduce-scatter", f->shard, reductions * trained * gb, shard_bw, 0);
+    }
+    if (packed_whole > 0) {  // a replica's consecutive ranks
+        double whole_bw = group_bw(block <= f->rpn, block < f->rpn ? block : f->rpn, f->rpn, intra, inter) * GB;
+        f->coll[f->nc++] = ring("all-gather NF4 fwd (shard x tp)", block, M * packed_whole, whole_bw, 0);
+        f->coll[f->nc++] = ring("all-gather NF4 bwd (shard x tp)", block, M * packed_whole, whole_bw, 0);
     }
     if (f->replicas > 1) f->coll[f->nc++] = ring("all-reduce replicas", f->replicas, reductions * trained / f->shard * gb, replica_bw, 1);
     double tp_exposed = tp_collectives(f, intra);

@@ -139,7 +139,7 @@ void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accu
     for (int u = 0; u < plan->nunits; u++) {
         int ei = plan->units[u].ep_index;
         if (ei >= 0 && ei != plan->ep_rank) continue;  // another ep rank's experts
-        size_t g = (size_t)(ei < 0 ? pd->shard_size : pd->expert_shard_size);
+        size_t g = (size_t)(ei < 0 ? pd->shard_size : pd->expert_shard_size) * (plan->units[u].stored_whole ? (size_t)pd->tp : 1);
         size_t packed = plan->units[u].packed, padded = ((packed ? packed / 4 : plan->units[u].numel) + g - 1) / g * g;
         sum_shard += padded / g;
         e->shard_params += (double)((plan->units[u].numel + g - 1) / g);
@@ -186,15 +186,16 @@ void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accu
 
 // Unit u's groups: the mesh's, or for an experts' unit the expert groups, of which only the ranks
 // at the unit's place in their ep group are members.
+// A unit stored whole under tp is split over those groups' tp ranks too.
 static void unit_groups(ShardState *s, int u) {
     FlatUnit *f = &s->units[u];
-    int ei = s->plan->units[u].ep_index;
+    int ei = s->plan->units[u].ep_index, whole = s->plan->units[u].stored_whole;
     f->member = ei < 0 || ei == s->plan->ep_rank;
-    f->group = ei < 0 ? s->shard_group : s->expert_shard_group;
+    f->group = ei < 0 ? (whole ? s->whole_group : s->shard_group) : whole ? s->expert_whole_group : s->expert_shard_group;
     f->replicas = ei < 0 ? s->replica_group : s->expert_replica_group;
-    f->group_size = ei < 0 ? s->dims.shard_size : s->dims.expert_shard_size;
+    f->group_size = (ei < 0 ? s->dims.shard_size : s->dims.expert_shard_size) * (whole ? s->dims.tp : 1);
     f->replica_size = ei < 0 ? s->dims.replica_size : s->dims.expert_replica_size;
-    f->group_rank = ei < 0 ? s->shard_rank : comm_group_rank(f->group);
+    f->group_rank = ei < 0 && !whole ? s->shard_rank : comm_group_rank(f->group);
     f->replica_rank = ei < 0 ? s->replica_rank : comm_group_rank(f->replicas);
 }
 
@@ -217,7 +218,7 @@ typedef struct {
 static const char *init_values_whole(void *ctx, int u, int t, float *dst) {
     const InitCtx *c = ctx;
     const TensorSpec *ts = &c->plan->units[u].t[t];
-    model_init_range(ts, c->seed, c->plan->cfg.initializer_range, 0, ts->numel, dst);
+    model_init_range(ts, c->seed, c->plan->cfg.initializer_range, 0, model_whole_numel(ts), dst);
     return NULL;
 }
 
@@ -233,6 +234,10 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
     if (pd->ep > 1)
         comm_make_expert_groups(pd->tp, pd->shard_size, pd->ep, pd->expert_shard_size, &s->ep_group, &s->expert_shard_group,
                                 &s->expert_replica_group);
+    int stored_whole = 0;
+    for (int u = 0; u < plan->nunits; u++) stored_whole |= plan->units[u].stored_whole;
+    if (stored_whole)
+        comm_make_whole_groups(pd->tp, pd->shard_size, pd->ep, pd->expert_shard_size, &s->whole_group, &s->expert_whole_group);
     s->bf16_params = cfg->precision == PRECISION_BF16;
     s->bf16_gathered = s->bf16_params && kern_on_gpu();  // as shard_estimate counts them
     s->bf16_reduce = cfg->reduce_dtype == PRECISION_BF16;
@@ -359,7 +364,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
 }
 
 static void wait_gather(ShardState *s, int u);
-static void unpack(const ShardState *s, int u, const uint8_t *stage, void *params);
+static void unpack(const ShardState *s, int u, const uint8_t *stage, void *dst, int f32);
 
 static void dfree(void *p) {
     if (p) kern_free(p);
@@ -470,7 +475,7 @@ const void *shard_gather(ShardState *s, int u, int next) {
     start_gather(s, u);
     wait_gather(s, u);
     if (f->expand_pending && f->packed) {
-        unpack(s, u, s->packed_stage[f->param_slot], f->params);
+        unpack(s, u, s->packed_stage[f->param_slot], f->params, 0);
         f->expand_pending = 0;
     } else if (f->expand_pending) {
         kern_bf16_to_f32(f->params, s->param_stage[f->param_slot], f->padded);
@@ -732,13 +737,27 @@ size_t shard_packed_slice(const ShardState *s, int u, int t, size_t *begin, size
 }
 
 // NULL, or why the values of t cannot be quantised: a NaN or an infinity among them
-static const char *finite_or_why(const TensorSpec *t, const float *x) {
+static const char *finite_or_why(const TensorSpec *t, const float *x, size_t n) {
     static char msg[200];
-    for (size_t i = 0; i < t->numel; i++)
+    for (size_t i = 0; i < n; i++)
         if (!isfinite(x[i]))
             return err_text(msg, sizeof msg, "%s holds NaN or infinite values (element %zu): such a base cannot be quantised to NF4 "
                             "(fetch or export it again)", t->name, i);
     return NULL;
+}
+
+// The values of piece elements [begin, begin+n) of tensor t from the whole tensor's: the same
+// places, or under tp a split tensor's part (model_tp_run) into tmp
+static const float *piece_values(const ShardState *s, const TensorSpec *t, const float *whole, size_t begin, size_t n, float *tmp) {
+    const ModelPlan *plan = s->plan;
+    if (plan->tp < 2 || t->stored_whole || t->tp_split == TP_WHOLE) return whole + begin;
+    for (size_t done = 0; done < n;) {
+        size_t full, k = model_tp_run(t, plan->tp, plan->tp_rank, begin + done, &full);
+        if (k > n - done) k = n - done;
+        memcpy(tmp + done, whole + full, k * sizeof(float));
+        done += k;
+    }
+    return tmp;
 }
 
 const char *shard_fill_packed(ShardState *s, int u, ShardTensorValues values, void *ctx) {
@@ -750,19 +769,23 @@ const char *shard_fill_packed(ShardState *s, int u, ShardTensorValues values, vo
     const char *e = NULL;
     for (int t = 0; t < spec->ntensors && !e; t++) {
         const TensorSpec *ts = &spec->t[t];
-        size_t begin, local, n = shard_packed_slice(s, u, t, &begin, &local);
+        size_t begin, local, n = shard_packed_slice(s, u, t, &begin, &local), whole = model_whole_numel(ts);
         if (!n) continue;
-        float *vals = mallocCheck(ts->numel * sizeof(float));  // the whole tensor: nf4 blocks start at its element 0
-        uint8_t *q = ts->nf4 ? mallocCheck(kern_nf4_bytes(ts->numel)) : NULL;
+        float *vals = mallocCheck(whole * sizeof(float));  // the whole tensor: nf4 blocks start at its element 0
+        uint8_t *q = ts->nf4 ? mallocCheck(kern_nf4_bytes(whole)) : NULL;
         e = values(ctx, u, t, vals);
-        if (!e && q) e = finite_or_why(ts, vals);  // NF4 would turn them into finite codes; nothing checks them later
-        if (!e && q) kern_nf4_quantize(q, vals, ts->numel);
+        if (!e && q) e = finite_or_why(ts, vals, whole);  // NF4 would turn them into finite codes; nothing checks them later
+        if (!e && q) kern_nf4_quantize(q, vals, whole);
+        size_t es = ts->bf16 ? sizeof(uint16_t) : sizeof(float);
+        float *tmp = !e && !q ? mallocCheck(n / es * sizeof(float)) : NULL;
+        const float *x = tmp ? piece_values(s, ts, vals, begin / es, n / es, tmp) : NULL;
         if (!e && ts->bf16) {  // rounded as a bf16 gather would round them (a piece's range starts at an even element)
             uint16_t *dst = (uint16_t *)(host + local);
-            for (size_t i = 0; i < n / 2; i++) dst[i] = half_f32_to_bf16(vals[begin / 2 + i]);
+            for (size_t i = 0; i < n / 2; i++) dst[i] = half_f32_to_bf16(x[i]);
         } else if (!e) {
-            memcpy(host + local, (q ? q : (const uint8_t *)vals) + begin, n);
+            memcpy(host + local, q ? q + begin : (const uint8_t *)x, n);
         }
+        free(tmp);
         free(q);
         free(vals);
     }
@@ -771,23 +794,37 @@ const char *shard_fill_packed(ShardState *s, int u, ShardTensorValues values, vo
     return e;
 }
 
-// Packed unit u's gathered bytes (stage, on the device) into its parameters: nf4 tensors
-// dequantised, bf16 pieces copied as they are where the kernels take bf16 (a GPU's parameters and
-// activations share that dtype) or widened, the fp32 pieces copied (rounded to bf16 where the
-// kernels take bf16; on the CPU under --precision bf16 the fp32 copy is rounded, as the bf16
-// gathers of other units are).
-static void unpack(const ShardState *s, int u, const uint8_t *stage, void *params) {
+// Packed unit u's gathered bytes (stage, on the device) into dst: as fp32 when f32, else as its
+// parameters (nf4 tensors dequantised, bf16 pieces copied as they are where the kernels take bf16
+// (a GPU's parameters and activations share that dtype) or widened, the fp32 pieces copied,
+// rounded to bf16 where the kernels take bf16; on the CPU under --precision bf16 the fp32 copy is
+// rounded, as the bf16 gathers of other units are). A unit stored whole gives this tp rank's part.
+static void unpack(const ShardState *s, int u, const uint8_t *stage, void *dst, int f32) {
     const UnitSpec *spec = &s->plan->units[u];
     for (int t = 0; t < spec->ntensors; t++) {
         const TensorSpec *ts = &spec->t[t];
-        void *dst = (void *)kern_param_at(params, ts->offset);
         const uint8_t *src = stage + ts->pack_off;
-        if (ts->nf4) kern_nf4_dequantize(dst, src, ts->numel);
-        else if (ts->bf16 && s->bf16_gathered) kern_act_copy(dst, src, ts->numel);
-        else if (ts->bf16) kern_bf16_to_f32(dst, (const uint16_t *)src, ts->numel);
-        else if (s->bf16_gathered) kern_f32_to_bf16(dst, (const float *)src, ts->numel);
-        else kern_copy(dst, (const float *)src, ts->numel);
-        if (s->bf16_params && !s->bf16_gathered && !ts->bf16) kern_round_bf16(dst, ts->numel);
+        KernSegs g = ts->stored_whole ? model_tp_segments(ts, s->plan->tp, s->plan->tp_rank) : (KernSegs){1, ts->numel, ts->numel, 0};
+        if (ts->nf4) {
+            kern_nf4_dequantize(f32 ? (void *)((float *)dst + ts->offset) : (void *)kern_param_at(dst, ts->offset), f32, src,
+                                ts->stored_whole ? model_whole_numel(ts) : ts->numel, g);
+            continue;
+        }
+        for (size_t k = 0; k < g.n; k++) {  // a few runs: the whole tensors here besides nf4 are 1-D or split by rows
+            size_t at = ts->offset + k * g.len, n = g.len;
+            const uint8_t *from = src + (k * g.stride + g.off) * (ts->bf16 ? sizeof(uint16_t) : sizeof(float));
+            if (f32) {
+                if (ts->bf16) kern_bf16_to_f32((float *)dst + at, (const uint16_t *)from, n);
+                else kern_copy((float *)dst + at, (const float *)from, n);
+                continue;
+            }
+            void *p = (void *)kern_param_at(dst, at);
+            if (ts->bf16 && s->bf16_gathered) kern_act_copy(p, from, n);
+            else if (ts->bf16) kern_bf16_to_f32(p, (const uint16_t *)from, n);
+            else if (s->bf16_gathered) kern_f32_to_bf16(p, (const float *)from, n);
+            else kern_copy(p, (const float *)from, n);
+            if (s->bf16_params && !s->bf16_gathered && !ts->bf16) kern_round_bf16(p, n);
+        }
     }
 }
 
@@ -795,22 +832,7 @@ void shard_unpack_unit(const ShardState *s, int u, float *full) {
     const FlatUnit *f = &s->units[u];
     uint8_t *stage = kern_alloc(f->padded * 4, KERN_MEM_BUFFERS);
     comm_wait(comm_all_gather_bf16_start(f->group, (const uint16_t *)f->device_master, (uint16_t *)stage, 2 * f->shard_len));
-    const UnitSpec *spec = &s->plan->units[u];
-    for (int t = 0; t < spec->ntensors; t++) {
-        const TensorSpec *ts = &spec->t[t];
-        if (!kern_params_bf16() && ts->nf4) kern_nf4_dequantize(full + ts->offset, stage + ts->pack_off, ts->numel);
-        else if (ts->nf4) {  // the kernel writes bf16 under bf16 parameters: fp32 from the host's dequantisation
-            size_t nb = kern_nf4_bytes(ts->numel);
-            uint8_t *hb = mallocCheck(nb);
-            float *hv = mallocCheck(ts->numel * sizeof(float));
-            kern_download(hb, stage + ts->pack_off, nb);
-            kern_nf4_dequantize_host(hv, hb, ts->numel);
-            kern_upload(full + ts->offset, hv, ts->numel * sizeof(float));
-            free(hv);
-            free(hb);
-        } else if (ts->bf16) kern_bf16_to_f32(full + ts->offset, (const uint16_t *)(stage + ts->pack_off), ts->numel);
-        else kern_copy(full + ts->offset, (const float *)(stage + ts->pack_off), ts->numel);
-    }
+    unpack(s, u, stage, full, 1);
     kern_free(stage);
 }
 

@@ -66,6 +66,7 @@ typedef struct {
     int shard_rank, replica_rank;   // this rank in its shard group and its replica group
     CommGroup *tp_group, *shard_group, *replica_group;  // the mesh's groups (parallel.h)
     CommGroup *ep_group, *expert_shard_group, *expert_replica_group;  // expert parallelism's (ep > 1), else NULL
+    CommGroup *whole_group, *expert_whole_group;  // units stored whole under tp (UnitSpec.stored_whole), else NULL
     int bf16_params;                // --precision bf16: gather bf16
     int bf16_gathered;              // ... and hold them so (a GPU); else compute from the fp32 expansion (the CPU)
     int bf16_reduce;                // --reduce_dtype bf16: reduce gradients in bf16
@@ -188,13 +189,15 @@ int shard_is_writer(const ShardState *s, int u);
 // tensor's packed bytes, a bf16 one's values, another's fp32 values), at byte offset *local in the
 // master shard. Returns count (0 if none).
 size_t shard_packed_slice(const ShardState *s, int u, int t, size_t *begin, size_t *local);
-// Writes tensor t of unit u whole (numel fp32 values) into dst; NULL, or what failed.
+// Writes tensor t of unit u whole (model_whole_numel fp32 values, at any tp degree) into dst;
+// NULL, or what failed.
 typedef const char *(*ShardTensorValues)(void *ctx, int u, int t, float *dst);
 // Makes this rank's bytes of packed unit u from whole tensors (each nf4 one quantised here, each
 // bf16 one rounded to nearest even) and uploads them, one tensor's values at a time on the host.
 // NULL, or the first failure of values on this rank (the caller agrees with the others).
 const char *shard_fill_packed(ShardState *s, int u, ShardTensorValues values, void *ctx);
-// Packed unit u whole, into full (numel fp32 on the compute device): collective over its group.
+// Packed unit u, this tp rank's part of it, into full (numel fp32 on the compute device):
+// collective over its group.
 void shard_unpack_unit(const ShardState *s, int u, float *full);
 
 // ---- what checkpoints and the run loop read and set (ShardState's fields are the engine's) ----

@@ -19,4 +19,4 @@ const char *shard_strategy_name(ShardStrategy s) { return cli_choice_name(shard_
 const char *shard_precision_name(Precision p) { return cli_choice_name(shard_precision_names, p); }
 const char *shard_lr_decay_name(LrDecay d) { return cli_choice_name(shard_lr_decay_names, d); }
 
-int shard_base_bf16(const ShardConfig *c) { return c->precision == PRECISION_BF16 && c->tensor_parallel_degree <= 1; }
+int shard_base_bf16(const ShardConfig *c) { return c->precision == PRECISION_BF16; }

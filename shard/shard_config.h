@@ -44,7 +44,7 @@ const char *shard_strategy_name(ShardStrategy s);
 const char *shard_precision_name(Precision p);
 const char *shard_lr_decay_name(LrDecay d);
 // ModelConfig.base_bf16 under these settings: --precision bf16, whose gathers round the frozen
-// base anyway, without tensor parallelism (a packed unit is made from whole tensors)
+// base anyway
 int shard_base_bf16(const ShardConfig *c);
 
 #endif

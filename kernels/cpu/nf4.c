@@ -96,16 +96,23 @@ NF4_NO_CONTRACT static float nf4_scale(const uint8_t *src, const Nf4Layout *l, s
     return nf4_dyn[src[l->qabsmax + b]] * absmax2 + offset;
 }
 
-// the CPU's parameters are always fp32 (kern_params_bf16)
-void cpu_nf4_dequantize(void *dst, const uint8_t *src, size_t n) {
+// the CPU's parameters are always fp32 (kern_params_bf16), whatever f32 says
+void cpu_nf4_dequantize(void *dst, int f32, const uint8_t *src, size_t n, KernSegs seg) {
+    (void)f32;
     float *out = dst;
     const Nf4Layout l = nf4_layout(n);
-#pragma omp parallel for schedule(static) if (n >= CPU_PAR_MIN)
-    for (size_t b = 0; b < l.blocks; b++) {
-        const float s = nf4_scale(src, &l, b);
-        const size_t hi = (b + 1) * NF4_BLOCK < n ? (b + 1) * NF4_BLOCK : n;
-        for (size_t i = b * NF4_BLOCK; i < hi; i++) out[i] = nf4_values[(src[i / 2] >> (i % 2 ? 0 : 4)) & 15] * s;
+    const size_t m = seg.n * seg.len, chunks = (m + NF4_BLOCK - 1) / NF4_BLOCK;
+#pragma omp parallel for schedule(static) if (m >= CPU_PAR_MIN)
+    for (size_t c = 0; c < chunks; c++) {
+        const size_t hi = (c + 1) * NF4_BLOCK < m ? (c + 1) * NF4_BLOCK : m;
+        size_t last = (size_t)-1;
+        float s = 0.0f;
+        for (size_t i = c * NF4_BLOCK; i < hi; i++) {
+            const size_t w = i / seg.len * seg.stride + seg.off + i % seg.len, b = w / NF4_BLOCK;
+            if (b != last) s = nf4_scale(src, &l, b), last = b;
+            out[i] = nf4_values[(src[w / 2] >> (w % 2 ? 0 : 4)) & 15] * s;
+        }
     }
 }
 
-void kern_nf4_dequantize_host(float *dst, const uint8_t *src, size_t n) { cpu_nf4_dequantize(dst, src, n); }
+void kern_nf4_dequantize_host(float *dst, const uint8_t *src, size_t n) { cpu_nf4_dequantize(dst, 1, src, n, (KernSegs){1, n, n, 0}); }

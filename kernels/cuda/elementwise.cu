@@ -741,11 +741,12 @@ struct Nf4Dequantize {
     const uint8_t *src;
     const float *absmax2;  // the groups' scales, then the offset
     size_t qabsmax, groups;
+    KernSegs seg;  // output element i is the whole tensor's w
     int bf16;
     __device__ void operator()(size_t i) const {
-        const size_t b = i / NF4_BLOCK;
+        const size_t w = i / seg.len * seg.stride + seg.off + i % seg.len, b = w / NF4_BLOCK;
         const float scale = __fadd_rn(__fmul_rn(kNf4Dyn[src[qabsmax + b]], absmax2[b / NF4_GROUP]), absmax2[groups]);
-        const float x = kNf4Values[(src[i / 2] >> (i % 2 ? 0 : 4)) & 15] * scale;
+        const float x = kNf4Values[(src[w / 2] >> (w % 2 ? 0 : 4)) & 15] * scale;
         if (bf16) ((uint16_t *)dst)[i] = f32_to_bf16(x);
         else ((float *)dst)[i] = x;
     }
@@ -1048,10 +1049,10 @@ void cuda_bf16_to_f32(float *dst, const uint16_t *src, size_t n) {
 
 void cuda_round_bf16(float *x, size_t n) { launch_map8(n, RoundBf16{x}, aligned16(x)); }
 
-void cuda_nf4_dequantize(void *dst, const uint8_t *src, size_t n) {
+void cuda_nf4_dequantize(void *dst, int f32, const uint8_t *src, size_t n, KernSegs seg) {
     const Nf4Layout l = nf4_layout(n);
-    launch_map(n, Nf4Dequantize{dst, src, (const float *)(src + l.absmax2), l.qabsmax, l.groups,
-                                cuda_ctx.params_bf16});
+    launch_map(seg.n * seg.len, Nf4Dequantize{dst, src, (const float *)(src + l.absmax2), l.qabsmax, l.groups, seg,
+                                              cuda_ctx.params_bf16 && !f32});
 }
 
 }  // extern "C"

@@ -1403,15 +1403,30 @@ static void test_nf4_at(size_t n) {
     const size_t bytes = kern_nf4_bytes(n);
     uint8_t *q = mallocCheck(bytes);
     kern_nf4_quantize(q, x, n);
-    cpu_nf4_dequantize(ref, q, n);
+    const KernSegs all = {1, n, n, 0};
+    cpu_nf4_dequantize(ref, 1, q, n, all);
     uint8_t *d_q = to_dev(q, bytes);
     float *d_y = cuda_alloc(sizeof(float) * n);
-    cuda_nf4_dequantize(d_y, d_q, n);
+    cuda_nf4_dequantize(d_y, 0, d_q, n, all);
     snprintf(name, sizeof name, "nf4_dequantize (exact) n=%zu", n);
     check(name, d_y, ref, n, 0.0);
+    if (n >= 64 * 6) {  // a tp rank's part: 3 runs of a sixth, from its second sixth
+        const KernSegs seg = {3, n / 6, n / 3, n / 6};
+        float *part = mallocCheck(sizeof(float) * n);
+        cpu_nf4_dequantize(part, 1, q, n, seg);
+        cuda_nf4_dequantize(d_y, 0, d_q, n, seg);
+        snprintf(name, sizeof name, "nf4_dequantize of a tp rank's segments (exact) n=%zu", n);
+        check(name, d_y, part, seg.n * seg.len, 0.0);
+        cuda_set_params_bf16(1);  // fp32 asked for: fp32 even under bf16 parameters
+        cuda_nf4_dequantize(d_y, 1, d_q, n, seg);
+        cuda_set_params_bf16(0);
+        snprintf(name, sizeof name, "nf4_dequantize to fp32 under bf16 parameters (exact) n=%zu", n);
+        check(name, d_y, part, seg.n * seg.len, 0.0);
+        free(part);
+    }
     uint16_t *h = mallocCheck(sizeof(uint16_t) * n), *d_h = cuda_alloc(sizeof(uint16_t) * n);
     cuda_set_params_bf16(1);
-    cuda_nf4_dequantize(d_h, d_q, n);
+    cuda_nf4_dequantize(d_h, 0, d_q, n, all);
     cuda_set_params_bf16(0);
     cuda_download(h, d_h, sizeof(uint16_t) * n);
     cpu_bf16_to_f32(got, h, n);

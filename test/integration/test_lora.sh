@@ -165,7 +165,8 @@ check "np=2 full-shard: the tracker's optimizer bytes are the adapters' moments'
 # the values its gathers rounded the fp32 master to before: at --lr 0 (the base alone computes,
 # B stays zero) the losses equal full finetuning's, whose gathers round an fp32 master, bit for bit
 Z="--train_data data/tinyshakespeare.txt --max_steps 3 $ONE --precision bf16 --lr 0 --min_lr 0 --warmup 0"
-for lay in "1 --batch_size 4" "2 --batch_size 2 --sharding full-shard" "2 --batch_size 2 --sharding no-shard"; do
+for lay in "1 --batch_size 4" "2 --batch_size 2 --sharding full-shard" "2 --batch_size 2 --sharding no-shard" \
+    "2 --batch_size 4 --tensor_parallel_degree 2" "4 --batch_size 2 --tensor_parallel_degree 2 --model_type mingpt"; do
     set -- $lay
     np=$1
     shift
@@ -194,6 +195,34 @@ PYEOF
 )
 check "bf16 base np=2 full-shard: the tracker's params hold $bpp bytes per frozen parameter of the rank's share (about 2)" $? \
     "$(grep -m2 error "$W/mb.log")"
+# under tensor parallelism each tp rank stores its part of the base in bf16: at np=2 tp 2 the same
+# share as np=2 full-shard, and a checkpoint of it holds the np=1 run's frozen values exactly
+T2="--train_data data/tinyshakespeare.txt --batch_size 2 --max_steps 3 --num_threads 1 --validation_freq 0 --num_tokens 0
+    --lora_rank 4 --precision bf16 --checkpoint_freq 3"
+$MPI -np 2 ./fsdpc $T2 --tensor_parallel_degree 2 --checkpoint_dir "$W/tk2" --metrics_file "$W/mt.jsonl" >/dev/null 2>"$W/mt.log"
+./fsdpc $T2 --checkpoint_dir "$W/tk1" --metrics_file "$W/mt1.jsonl" >/dev/null 2>"$W/mt1.log"
+r=$($PY - "$W/mt.jsonl" "$W/mb.jsonl" <<'PYEOF'
+import json, sys
+# the same share of the frozen base per rank (half), but the tp ranks both hold the norms and the
+# adapters' whole factors: within 5%
+a, b = (json.loads(open(f).read().splitlines()[-1])["mem"]["params"][1] for f in sys.argv[1:])
+print("%.3f" % (a / b))
+sys.exit(not 0.97 < a / b < 1.05)
+PYEOF
+)
+check "bf16 base np=2 tp 2: the tracker's params bytes are np=2 full-shard's ($r of them: the base in bf16, split over the tp ranks)" $? \
+    "$(grep -m2 error "$W/mt.log")"
+d=$(rel_diff "$W/mt1.jsonl" "$W/mt.jsonl" 3 1e-5)
+check "bf16 base np=2 tp 2 equals np=1 (worst $d)" $? "$(grep -m2 error "$W/mt.log" "$W/mt1.log")"
+$PY - "$W/tk1/step_00000003.h5" "$W/tk2/step_00000003.h5" <<'PYEOF'
+import sys, h5py, numpy as np
+a, b = (h5py.File(f, "r")["model"] for f in sys.argv[1:])
+frozen = [k for k in a if ".lora_" not in k]
+bad = [k for k in frozen if not np.array_equal(a[k][()], b[k][()])]
+print(f"{len(frozen)} frozen tensors, {len(bad)} differ: {bad[:3]}")
+sys.exit(bool(bad) or not frozen)
+PYEOF
+check "bf16 base: the np=2 tp 2 checkpoint's frozen tensors equal np=1's exactly" $?
 # resume: np=1's checkpoint at step 3 continues at np=2 bit for bit (on the emulated GPU, whose
 # bf16 runs at np=1 and np=2 are the same bit for bit; the CPU's sum their gradients in other
 # orders); the frozen tensors are fp32 datasets of bf16 values

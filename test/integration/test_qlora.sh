@@ -15,9 +15,13 @@ Q="--lora_rank 8 --lora_target_modules all-linear --quantize_base nf4 --train_da
 # ---- the same losses at every layout (global batch 4) ----
 ./fsdpc $Q --max_steps 4 --batch_size 4 --metrics_file "$W/np1.jsonl" >"$W/np1.log" 2>&1
 check "np=1 trains the tiny llama with an NF4 base" $? "$(grep -m2 error "$W/np1.log")"
+# tensor parallelism: a unit holding NF4 tensors is stored whole over the shard group's tp ranks,
+# each dequantising its part, so the blocks and groups are the whole tensor's at every tp degree
 layouts=("2 --batch_size 2" "4 --batch_size 1 --sharding hybrid-full-shard --shard_group_size 2"
          "2 --batch_size 2 --sharding no-shard" "2 --batch_size 2 --sharding grad-shard"
-         "2 --batch_size 2 --activation_checkpoints 1" "2 --batch_size 1 --grad_accum 2 --sharding grad-shard")
+         "2 --batch_size 2 --activation_checkpoints 1" "2 --batch_size 1 --grad_accum 2 --sharding grad-shard"
+         "2 --batch_size 4 --tensor_parallel_degree 2" "4 --batch_size 2 --tensor_parallel_degree 2 --sequence_parallel"
+         "4 --batch_size 2 --tensor_parallel_degree 2 --sharding hybrid-full-shard --shard_group_size 1")
 for i in "${!layouts[@]}"; do
     set -- ${layouts[$i]}
     np=$1
@@ -32,6 +36,15 @@ M="--model_name mixtral_tiny --num_layers 2 --lora_rank 8 --lora_target_modules 
 $MPI -np 2 ./fsdpc $M --batch_size 2 --ep 2 --metrics_file "$W/m2.jsonl" >"$W/m2.log" 2>&1
 d=$(rel_diff "$W/m1.jsonl" "$W/m2.jsonl" 3 1e-5)
 check "Mixtral QLoRA (experts and router in NF4): np=2 --ep 2 equals np=1 (worst $d)" $? "$(grep -m2 error "$W/m2.log" "$W/m1.log")"
+$MPI -np 4 ./fsdpc $M --batch_size 2 --ep 2 --tensor_parallel_degree 2 --metrics_file "$W/m4.jsonl" >"$W/m4.log" 2>&1
+d=$(rel_diff "$W/m1.jsonl" "$W/m4.jsonl" 3 1e-5)
+check "Mixtral QLoRA: np=4 --ep 2 x tp 2 equals np=1 (worst $d)" $? "$(grep -m2 error "$W/m4.log")"
+# minGPT: a fused q|k|v split in 3 blocks over the tp ranks, and biases
+./fsdpc $Q --model_type mingpt --max_steps 3 --batch_size 4 --metrics_file "$W/g1.jsonl" >"$W/g1.log" 2>&1
+$MPI -np 2 ./fsdpc $Q --model_type mingpt --max_steps 3 --batch_size 4 --tensor_parallel_degree 2 --metrics_file "$W/g2.jsonl" \
+    >"$W/g2.log" 2>&1
+d=$(rel_diff "$W/g1.jsonl" "$W/g2.jsonl" 3 1e-5)
+check "minGPT QLoRA (fused c_attn, biases): np=2 tp 2 equals np=1 (worst $d)" $? "$(grep -m2 error "$W/g2.log" "$W/g1.log")"
 
 # ---- QLoRA tracks LoRA: the mean relative loss difference of steps 41-50 below 2% ----
 T="--lora_rank 8 --lora_target_modules all-linear --train_data data/tinyshakespeare.txt $ONE --max_steps 50 --batch_size 4
@@ -53,6 +66,29 @@ $MPI -np 2 ./fsdpc $Q --batch_size 2 --max_steps 6 --resume_from_checkpoint "$W/
 [ "$(losses "$W/r2.jsonl")" = "$(losses "$W/u2.jsonl" | tail -3)" ] && [ "$(wc -l <"$W/r2.jsonl")" = 3 ]
 check "np=1's step-3 checkpoint resumed at np=2: steps 4-6 equal the uninterrupted np=2 run exactly" $? \
     "$(grep -m2 error "$W/r2.log" "$W/c1.log")"
+# a tp 2 checkpoint: resumed at tp 2 bit for bit and at np=1 with np=1's losses; its NF4 bytes
+# and frozen tensors are np=1's, byte for byte
+$MPI -np 2 ./fsdpc $Q --batch_size 4 --max_steps 3 --tensor_parallel_degree 2 --checkpoint_dir "$W/ct" --checkpoint_freq 3 \
+    >"$W/ct.log" 2>&1
+$MPI -np 2 ./fsdpc $Q --batch_size 4 --max_steps 6 --tensor_parallel_degree 2 --metrics_file "$W/ut.jsonl" >/dev/null 2>&1
+$MPI -np 2 ./fsdpc $Q --batch_size 4 --max_steps 6 --tensor_parallel_degree 2 --resume_from_checkpoint "$W/ct" \
+    --metrics_file "$W/rt.jsonl" >"$W/rt.log" 2>&1
+[ "$(losses "$W/rt.jsonl")" = "$(losses "$W/ut.jsonl" | tail -3)" ] && [ "$(wc -l <"$W/rt.jsonl")" = 3 ]
+check "a tp 2 checkpoint resumed at tp 2: steps 4-6 equal the uninterrupted run exactly" $? "$(grep -m2 error "$W/rt.log" "$W/ct.log")"
+./fsdpc $Q --batch_size 4 --max_steps 6 --resume_from_checkpoint "$W/ct" --metrics_file "$W/rt1.jsonl" >"$W/rt1.log" 2>&1
+./fsdpc $Q --batch_size 4 --max_steps 6 --metrics_file "$W/ut1.jsonl" >/dev/null 2>&1
+tail -3 "$W/ut1.jsonl" >"$W/ut1t.jsonl"
+d=$(rel_diff "$W/ut1t.jsonl" "$W/rt1.jsonl" 3 1e-5)
+check "the tp 2 checkpoint resumed at np=1: steps 4-6 equal np=1's (worst $d)" $? "$(grep -m2 error "$W/rt1.log")"
+$PY - "$W/ck/step_00000003.h5" "$W/ct/step_00000003.h5" <<'PYEOF'
+import sys, h5py, numpy as np
+a, b = (h5py.File(f, "r")["model"] for f in sys.argv[1:])
+frozen = [k for k in a if ".lora_" not in k]
+bad = [k for k in frozen if a[k].dtype != b[k].dtype or not np.array_equal(a[k][()], b[k][()])]
+print(f"{len(frozen)} frozen tensors ({sum(a[k].dtype == 'uint8' for k in frozen)} NF4), {len(bad)} differ: {bad[:3]}")
+sys.exit(bool(bad) or not frozen)
+PYEOF
+check "the tp 2 checkpoint's NF4 bytes and frozen tensors equal np=1's byte for byte" $?
 CK=$W/ck/step_00000003.h5
 bpe=$($PY - "$CK" <<'PYEOF'
 import sys, h5py
@@ -94,6 +130,22 @@ sys.exit(not (0 < bpp < 0.6 and worst <= 0.05))
 PYEOF
 )
 check "np=2 full-shard: $mem (< 0.6 and <= 5%)" $? "$(head -c 300 "$W/plan.err")"
+# tp 2: the packed units split over the shard group's tp ranks (np=2: tp 2 alone; np=4: x 2)
+for np in 2 4; do
+    $MPI -np $np ./fsdpc $Q --batch_size 2 --max_steps 2 --device cpu --tensor_parallel_degree 2 --metrics_file "$W/memt$np.jsonl" \
+        >"$W/memt$np.log" 2>&1
+    ./fsdpc plan $Q --batch_size 2 --world_size $np --tensor_parallel_degree 2 --device cpu --json >"$W/plant$np.json" 2>"$W/plan.err"
+    r=$($PY - "$W/memt$np.jsonl" "$W/plant$np.json" <<'PYEOF'
+import json, sys
+m = [json.loads(l) for l in open(sys.argv[1])][-1]["mem"]
+plan = json.load(open(sys.argv[2]))["per_rank_bytes"]
+worst = max(abs(plan[k] - m[k][3]) / max(plan[k], m[k][3]) for k in ("params", "gathered", "buffers", "optimizer"))
+print("worst %.3f (params %d/%d, gathered %d/%d)" % (worst, plan["params"], m["params"][3], plan["gathered"], m["gathered"][3]))
+sys.exit(not worst <= 0.05)
+PYEOF
+)
+    check "np=$np tp 2: fsdpc plan against the tracker, $r (<= 5%)" $? "$(head -c 300 "$W/plan.err") $(grep -m2 error "$W/memt$np.log")"
+done
 grep -q "stored in NF4" <(./fsdpc plan $Q --batch_size 2 --world_size 2 --device cpu 2>&1)
 check "fsdpc plan's LoRA line says the base is NF4" $?
 
@@ -104,6 +156,19 @@ if [ -x build/fsdpc_emu ]; then
     timeout 300 ./build/fsdpc_emu $E --device cuda --metrics_file "$W/egpu.jsonl" >"$W/egpu.log" 2>&1
     d=$(rel_diff "$W/ecpu.jsonl" "$W/egpu.jsonl" 3 1e-2) && grep -q "CPU emulation" "$W/egpu.log"
     check "emulated GPU, bf16: QLoRA trains and its losses track the CPU's within 1e-2 (worst $d)" $? "$(grep -m2 error "$W/egpu.log")"
+    # tp 2: each rank dequantises its part with the CUDA kernel; fp32 within 1e-5 of np=1 (and of
+    # the CPU), bf16 within its activations' rounding (the tp sums round in another order)
+    E32="$Q --batch_size 2 --max_steps 3 --max_context_width 32"
+    timeout 300 ./build/fsdpc_emu $E32 --device cuda --metrics_file "$W/egpu32.jsonl" >"$W/egpu32.log" 2>&1
+    timeout 300 $MPI -np 2 ./build/fsdpc_emu $E32 --device cuda --tensor_parallel_degree 2 --metrics_file "$W/egpu32t.jsonl" \
+        >"$W/egpu32t.log" 2>&1
+    ./fsdpc $E32 --metrics_file "$W/ecpu32.jsonl" >/dev/null 2>&1
+    d=$(rel_diff "$W/egpu32.jsonl" "$W/egpu32t.jsonl" 3 1e-5) && d2=$(rel_diff "$W/ecpu32.jsonl" "$W/egpu32t.jsonl" 3 1e-5)
+    check "emulated GPU, fp32, tp 2: equals np=1 (worst $d) and the CPU (worst $d2)" $? "$(grep -m2 error "$W/egpu32t.log" "$W/egpu32.log")"
+    timeout 300 $MPI -np 2 ./build/fsdpc_emu $E --device cuda --tensor_parallel_degree 2 --metrics_file "$W/egpu2.jsonl" \
+        >"$W/egpu2.log" 2>&1
+    d=$(rel_diff "$W/egpu.jsonl" "$W/egpu2.jsonl" 3 1e-4)
+    check "emulated GPU, bf16, tp 2: within 1e-4 of np=1 (worst $d)" $? "$(grep -m2 error "$W/egpu2.log")"
 else
     echo "ok - # SKIP emulated GPU: build/fsdpc_emu not built (make build/fsdpc_emu)"
 fi
@@ -115,6 +180,10 @@ fi
 $MPI -np 2 ./fsdpc $Q --init_from "$W/hf" --batch_size 2 --max_steps 2 --metrics_file "$W/i2.jsonl" >"$W/i2.log" 2>&1
 d=$(rel_diff "$W/i1.jsonl" "$W/i2.jsonl" 2 1e-5)
 check "--init_from a Hugging Face folder quantises the base alike at np=1 and np=2 (worst $d)" $? "$(grep -m2 error "$W/i1.log" "$W/i2.log")"
+$MPI -np 2 ./fsdpc $Q --init_from "$W/hf" --batch_size 4 --max_steps 2 --tensor_parallel_degree 2 --metrics_file "$W/i4.jsonl" \
+    >"$W/i4.log" 2>&1
+d=$(rel_diff "$W/i1.jsonl" "$W/i4.jsonl" 2 1e-5)
+check "--init_from a Hugging Face folder at tp 2: each tensor quantised whole, as at np=1 (worst $d)" $? "$(grep -m2 error "$W/i4.log")"
 # the same fp32 weights from the fsdpc checkpoint they were exported from: read whole, quantised alike
 $MPI -np 2 ./fsdpc $Q --init_from "$W/base/step_00000001.h5" --batch_size 2 --max_steps 2 --metrics_file "$W/i3.jsonl" >"$W/i3.log" 2>&1
 d=$(rel_diff "$W/i2.jsonl" "$W/i3.jsonl" 2 0)
@@ -171,8 +240,6 @@ check "the exported weights equal the reference dequantisation of the checkpoint
 
 # ---- bad input: one line each ----
 expect_error "nf4 without --lora_rank" "quantize_base nf4.*--lora_rank" ./fsdpc --quantize_base nf4 --max_steps 1
-expect_error "nf4 with tensor parallelism" "quantize_base nf4 with --tensor_parallel_degree 2.*tp degree" \
-    $MPI -np 2 ./fsdpc $Q --tensor_parallel_degree 2 --max_steps 1
 expect_error "a QLoRA checkpoint resumed without --quantize_base nf4" "stores its base in NF4.*--quantize_base none" \
     ./fsdpc --lora_rank 8 --lora_target_modules all-linear $ONE --max_steps 4 --resume_from_checkpoint "$CK"
 cp "$CK" "$W/short.h5"

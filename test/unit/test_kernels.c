@@ -1369,9 +1369,16 @@ static void test_nf4(void) {
     uint8_t *d_q = kern_alloc(bytes, KERN_MEM_PARAMS);
     float *d_y = kern_alloc(sizeof(float) * n, KERN_MEM_GATHERED);
     kern_upload(d_q, q, bytes);
-    kern_nf4_dequantize(d_y, d_q, n);
+    kern_nf4_dequantize(d_y, 0, d_q, n, (KernSegs){1, n, n, 0});
     kern_download(dev_out, d_y, sizeof(float) * n);
     report(!memcmp(host, dev_out, sizeof(float) * n), "nf4 dequantize on the device equals the host's", "values differ");
+    // a tp rank's part (model_tp_segments): runs across block and group edges pick the whole's values
+    const KernSegs seg = {5, 4096 + 37, 9000, 1003};
+    kern_nf4_dequantize(d_y, 1, d_q, n, seg);
+    kern_download(dev_out, d_y, sizeof(float) * seg.n * seg.len);
+    int same = 1;
+    for (size_t i = 0; i < seg.n * seg.len; i++) same &= dev_out[i] == host[i / seg.len * seg.stride + seg.off + i % seg.len];
+    report(same, "nf4 dequantize of a tp rank's segments equals those elements of the whole", "values differ");
     // within a block: half NF4's widest gap (0.304) of the block's absmax, plus the scale's error,
     // half the dynamic map's widest gap (0.0141) of the group's absmax2
     const Nf4Layout l = nf4_layout(n);
@@ -1426,7 +1433,7 @@ static int nf4_files(int argc, char **argv) {
         uint8_t *d_q = kern_alloc(bytes, KERN_MEM_PARAMS);
         float *d_y = kern_alloc((size_t)len, KERN_MEM_GATHERED);
         kern_upload(d_q, q, bytes);
-        kern_nf4_dequantize(d_y, d_q, n);
+        kern_nf4_dequantize(d_y, 0, d_q, n, (KernSegs){1, n, n, 0});
         kern_download(y, d_y, (size_t)len);
         ok = ok && nf4_write(argv[a], ".dev", y, (size_t)len);
         kern_free(d_q), kern_free(d_y);
