@@ -269,7 +269,8 @@ static const char *verify_checksums(hid_t f, const char *file, const ModelPlan *
                 size_t len = h5_stored_len(ts), lo = len * R / W, hi = len * (R + 1) / W, es = ts->nf4 ? 1 : sizeof(float);
                 uLong crc = crc32_z(0, Z_NULL, 0);
                 snprintf(path, sizeof path, "%s/%s", ckpt_groups[g], ts->name);
-                hid_t ds = e ? -1 : H5Dopen2(f, path, H5P_DEFAULT), fs = ds < 0 ? -1 : H5Dget_space(ds);
+                const char *why;  // h5_check_tensors refused those not stored in the file before
+                hid_t ds = e ? -1 : h5_open_stored(f, path, &why), fs = ds < 0 ? -1 : H5Dget_space(ds);
                 for (size_t b = lo; !e && b < hi; b += VERIFY_CHUNK) {
                     size_t n = hi - b < VERIFY_CHUNK ? hi - b : VERIFY_CHUNK;
                     hsize_t md[1] = {n};
@@ -402,7 +403,8 @@ static const char *read_whole(void *ctx, int u, int t, float *dst) {
     const TensorSpec *ts = &plan->units[u].t[t];
     char path[160];
     snprintf(path, sizeof path, "model/%s", ts->name);
-    hid_t ds = H5Dopen2(w->f, path, H5P_DEFAULT);
+    const char *why;
+    hid_t ds = h5_open_stored(w->f, path, &why);
     int ok = ds >= 0 && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) >= 0;
     if (ds >= 0) H5Dclose(ds);
     if (!ok) return snprintf(w->msg, sizeof w->msg, "reading /%s failed", path), w->msg;
@@ -551,7 +553,8 @@ static const char *reader_dequantize(CkptReader *r, const TensorSpec *t) {
     uint8_t *bytes = mallocCheck(nb);
     char path[160];
     snprintf(path, sizeof path, "model/%s", t->name);
-    hid_t ds = h5Check(H5Dopen2(r->file, path, H5P_DEFAULT));
+    const char *why;
+    hid_t ds = h5Check(h5_open_stored(r->file, path, &why));
     const char *e = NULL;
     if (H5Dread(ds, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes) < 0)
         e = err_text(msg, sizeof msg, "cannot read /%s from checkpoint '%s' (corrupt or truncated file?)", path, r->path);
@@ -580,7 +583,8 @@ const char *ckpt_reader_read(CkptReader *r, const TensorSpec *t, size_t begin, s
         return e;
     }
     snprintf(path, sizeof path, "model/%s", t->name);
-    hid_t ds = h5Check(H5Dopen2(r->file, path, H5P_DEFAULT));
+    const char *why;
+    hid_t ds = h5Check(h5_open_stored(r->file, path, &why));
     hid_t fspace = h5Check(H5Dget_space(ds));
     h5_select_range(fspace, t, begin, count);
     hsize_t mdim[1] = {count};

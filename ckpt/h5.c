@@ -37,6 +37,31 @@ hid_t h5_open(const char *path, int create, int collective) {
     return f;
 }
 
+hid_t h5_open_stored(hid_t loc, const char *path, const char **why) {
+    *why = NULL;
+    size_t n = strlen(path);
+    char *part = mallocCheck(n + 1);
+    for (size_t i = 0; i <= n; i++) {  // each link from the first component to the whole path
+        if (i < n && path[i] != '/') continue;
+        memcpy(part, path, i), part[i] = 0;
+        H5L_info_t li;
+        if (!i || path[i - 1] == '/') continue;
+        if (H5Lexists(loc, part, H5P_DEFAULT) <= 0 || H5Lget_info(loc, part, &li, H5P_DEFAULT) < 0) return free(part), -1;
+        if (li.type != H5L_TYPE_HARD)
+            return free(part), *why = li.type == H5L_TYPE_SOFT ? "a soft link (to another entry of the file)" : "an external link (to another file)", -1;
+    }
+    free(part);
+    hid_t ds = H5Dopen2(loc, path, H5P_DEFAULT);
+    if (ds < 0) return -1;
+    hid_t dcpl = H5Dget_create_plist(ds);
+    int outside = dcpl < 0 || H5Pget_layout(dcpl) == H5D_VIRTUAL || H5Pget_external_count(dcpl) != 0;
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (!outside) return ds;
+    H5Dclose(ds);
+    *why = "a dataset whose data lives outside the file (external storage or a virtual dataset)";
+    return -1;
+}
+
 // Why HDF5 could not open a checkpoint: the system's reason first (missing, permissions, a
 // folder, a path through a file), then what the bytes are.
 const char *h5_open_error(const char *file) {
@@ -179,6 +204,20 @@ static void links_read(hid_t f, const char *dir, char ***links, size_t *n, size_
     }
 }
 
+// *why when a link on the way to group `path` is not a hard one (h5_open_stored's words)
+static void group_linked(hid_t f, const char *path, const char **why) {
+    size_t n = strlen(path);
+    char *part = mallocCheck(n + 1);
+    for (size_t i = 1; i <= n && !*why; i++) {
+        if (i < n && path[i] != '/') continue;
+        memcpy(part, path, i), part[i] = 0;
+        H5L_info_t li;
+        if (H5Lget_info(f, part, &li, H5P_DEFAULT) >= 0 && li.type != H5L_TYPE_HARD)
+            *why = li.type == H5L_TYPE_SOFT ? "in a group that is a soft link" : "in a group that is an external link";
+    }
+    free(part);
+}
+
 // What the file holds: every root attribute, the number of links in /model and the links at the
 // root, in /optim and in /source; with ngroups > 0 also every link of the first ngroups state
 // groups, with its rank, extents, type and crc32 attribute.
@@ -198,7 +237,9 @@ static void desc_read(hid_t f, int ngroups, CkptDesc *d) {
     size_t cap = 0;
     CkptDataset *ds = NULL;
     for (int g = 0; g < ngroups; g++) {
+        const char *linked = NULL;  // a state group reached through a soft or external link: its tensors are refused
         hid_t grp = H5Lexists(f, ckpt_groups[g], H5P_DEFAULT) > 0 ? H5Gopen2(f, ckpt_groups[g], H5P_DEFAULT) : -1;
+        if (grp >= 0) group_linked(f, ckpt_groups[g], &linked);
         if (grp < 0 || H5Gget_info(grp, &gi) < 0) gi.nlinks = 0;  // a missing group: its tensors are missing
         for (hsize_t i = 0; i < gi.nlinks; i++) {
             ssize_t len = H5Lget_name_by_idx(grp, ".", H5_INDEX_NAME, H5_ITER_INC, i, NULL, 0, H5P_DEFAULT);
@@ -213,8 +254,12 @@ static void desc_read(hid_t f, int ngroups, CkptDesc *d) {
             CkptDataset *x = &ds[d->ndatasets++];
             memset(x, 0, sizeof *x);
             x->group = g, x->name = name, x->ndim = -1, x->crc.name = CKPT_CHECKSUM_NAME;
-            hid_t dset = H5Dopen2(grp, name, H5P_DEFAULT);  // fails for groups and dangling links
-            if (dset < 0) continue;
+            hid_t dset = h5_open_stored(grp, name, &x->foreign);  // fails for groups and dangling links
+            if (linked) x->foreign = linked;
+            if (dset < 0 || linked) {
+                if (dset >= 0) H5Dclose(dset);
+                continue;
+            }
             hid_t sp = H5Dget_space(dset), ty = H5Dget_type(dset);
             int nd = sp < 0 ? -1 : H5Sget_simple_extent_ndims(sp);
             hsize_t dims[H5S_MAX_RANK];
@@ -442,8 +487,9 @@ static const char *xfer_tensor(hid_t file, const char *group, const TensorSpec *
     hsize_t dims[2] = {(hsize_t)t->full[0], (hsize_t)t->full[1]};  // the whole tensor, at every tp degree
     if (t->nf4) dims[0] = h5_stored_len(t);
     hid_t fspace = h5Check(H5Screate_simple(t->nf4 ? 1 : t->ndim, dims, NULL));
+    const char *why;
     hid_t ds = write ? H5Dcreate2(file, path, t->nf4 ? H5T_STD_U8LE : H5T_IEEE_F32LE, fspace, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)
-                     : H5Dopen2(file, path, H5P_DEFAULT);
+                     : h5_open_stored(file, path, &why);
     hid_t mem_type = t->nf4 ? H5T_NATIVE_UCHAR : H5T_NATIVE_FLOAT;
     select_part(fspace, t, t->stored_whole ? 1 : tp, plan->tp_rank, begin, count);
     hsize_t mdim[1] = {count ? count : 1};

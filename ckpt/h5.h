@@ -20,6 +20,11 @@ long h5_check(long r, const char *what, const char *file, int line);
 // Opens (create: creates, truncating) path; collective: every rank through MPI-IO, else this
 // rank alone. A negative id on failure, which h5_open_error explains.
 hid_t h5_open(const char *path, int create, int collective);
+// Opens the dataset at path (below loc) when the file itself stores it: every link on the way
+// hard (a soft link could alias another tensor of the file, an external one a tensor of another
+// file) and its data neither in external files nor a virtual dataset's sources. Else -1, and
+// *why says which of those it is (static text), or is NULL: no such dataset.
+hid_t h5_open_stored(hid_t loc, const char *path, const char **why);
 // Why a checkpoint could not be opened: the system's reason, else what the bytes are.
 const char *h5_open_error(const char *file);
 // Why creating a checkpoint's file failed, when HDF5 does not say.

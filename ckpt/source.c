@@ -53,7 +53,8 @@ const char *ckpt_source_read(const char *file, CkptSource *src) {
     for (int i = 0; has && !e && i < CKPT_SOURCE_FILES; i++) {
         snprintf(path, sizeof path, "source/%s", ckpt_source_names[i]);
         if (H5Lexists(f, path, H5P_DEFAULT) <= 0) continue;
-        hid_t ds = H5Dopen2(f, path, H5P_DEFAULT), sp = ds < 0 ? -1 : H5Dget_space(ds), ty = ds < 0 ? -1 : H5Dget_type(ds);
+        const char *why;
+        hid_t ds = h5_open_stored(f, path, &why), sp = ds < 0 ? -1 : H5Dget_space(ds), ty = ds < 0 ? -1 : H5Dget_type(ds);
         hsize_t n = 0;
         int ok = sp >= 0 && ty >= 0 && H5Sget_simple_extent_ndims(sp) == 1 && H5Sget_simple_extent_dims(sp, &n, NULL) == 1 &&
                  H5Tget_class(ty) == H5T_INTEGER && H5Tget_size(ty) == 1 && n > 0 && n <= CKPT_SOURCE_MAX_BYTES;
@@ -61,7 +62,10 @@ const char *ckpt_source_read(const char *file, CkptSource *src) {
         if (ok && H5Dread(ds, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, text) < 0) ok = 0;
         if (ok) src->text[i] = text, src->len[i] = (size_t)n;
         else free(text);
-        if (!ok)
+        if (!ok && why)
+            e = err_text(msg, sizeof msg, "checkpoint '%s': /%s is %s: fsdpc reads only what the checkpoint file itself stores "
+                         "(a crafted or rewritten file?)", file, path, why);
+        else if (!ok)
             e = err_text(msg, sizeof msg, "checkpoint '%s': /%s is not a 1-D byte dataset of 1 byte to 16 MiB (corrupt file?)", file,
                           path);
         if (ty >= 0) H5Tclose(ty);

@@ -378,6 +378,9 @@ static const char *check_one(const CkptDataset *ds, const char *file, const char
     const uint64_t want_dims[2] = {(uint64_t)ts->full[0], (uint64_t)ts->full[1]};  // the whole tensor at any tp degree
     shape_str(need, sizeof need, ts->ndim, want_dims);
     if (!ds) return snprintf(msg, sizeof msg, "checkpoint '%s' lacks tensor /%s", file, path), msg;
+    if (ds->foreign)
+        return snprintf(msg, sizeof msg, "checkpoint '%s': /%s is %s: fsdpc reads only tensors stored in the checkpoint file "
+                        "itself, as it writes them (a crafted or rewritten file?)", file, path, ds->foreign), msg;
     if (ds->ndim < 0) return snprintf(msg, sizeof msg, "checkpoint '%s': /%s is not a readable dataset", file, path), msg;
     if (ts->nf4) {  // QLoRA: the packed bytes of the whole tensor
         uint64_t nb = kern_nf4_bytes(model_whole_numel(ts));

@@ -53,6 +53,7 @@ typedef struct {
     int fp32;          // a 4-byte floating-point type
     int u8;            // a 1-byte unsigned integer type (QLoRA's nf4 tensors)
     CkptAttr crc;      // its crc32 attribute (kind ABSENT when missing)
+    const char *foreign;  // not stored in the file itself: what it is instead (h5_open_stored), else NULL
 } CkptDataset;
 
 typedef struct {

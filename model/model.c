@@ -126,8 +126,6 @@ void model_plan_quantize(ModelPlan *plan) {
     model_plan_pack(plan);
 }
 
-size_t model_whole_numel(const TensorSpec *t) { return (size_t)t->full[0] * (t->ndim == 2 ? (size_t)t->full[1] : 1); }
-
 size_t model_piece_bytes(const TensorSpec *t) {
     size_t n = t->stored_whole ? model_whole_numel(t) : t->numel;
     return t->nf4 ? kern_nf4_bytes(n) : n * (t->bf16 ? sizeof(uint16_t) : sizeof(float));

@@ -209,7 +209,7 @@ void model_plan_pack(ModelPlan *plan);
 // the bytes tensor t's piece holds in a packed unit (before the padding to 4 bytes)
 size_t model_piece_bytes(const TensorSpec *t);
 // the whole tensor's elements, at any tp degree
-size_t model_whole_numel(const TensorSpec *t);
+static inline size_t model_whole_numel(const TensorSpec *t) { return (size_t)t->full[0] * (t->ndim == 2 ? (size_t)t->full[1] : 1); }
 // Splits each block of a mixture of experts into its dense unit and ep units of E/ep experts (the
 // last 3E tensors of the block, model/moe.h), for the ep rank `rank` of the ep group `group`
 // (NULL where nothing runs). Names and initial values stay the whole model's; ep 1 changes nothing.

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Issue 39, class 4: files that were crafted or swapped. A checkpoint is read only as fsdpc wrote
+# it: a tensor or a state group that is a soft link (to another entry of the file: the optimizer's
+# state read as weights), an external link (to another file) or a dataset whose data lives
+# outside the file (external storage, a virtual dataset) is refused by resume, export and
+# --init_from with one line naming the entry, at np=1 and np=2, the file unchanged; checksums
+# cannot vouch for such a tensor, since they are read through the link.
+cd "$(dirname "$0")/../.."
+source test/lib.sh
+PREFIX="crafted: "
+PY=/usr/bin/python3
+M="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128
+   --max_context_width 64 --batch_size 4 --num_tokens 0 --num_threads 1 --validation_freq 0"
+./fsdpc $M --max_steps 2 --checkpoint_freq 2 --checkpoint_dir "$W/ck" >/dev/null 2>&1
+CK=$W/ck/step_00000002.h5
+./fsdpc $M --max_steps 1 --checkpoint_freq 1 --checkpoint_dir "$W/other" --seed 7 >/dev/null 2>&1
+OTHER=$W/other/step_00000001.h5
+T=model.layers.0.mlp.down_proj.weight
+
+# craft KIND OUT: a copy of the checkpoint with one entry replaced by KIND
+craft() {
+    cp "$CK" "$2"
+    $PY - "$1" "$2" "$OTHER" "$T" <<'PYEOF'
+import sys, h5py, numpy as np, os
+kind, out, other, t = sys.argv[1:]
+f = h5py.File(out, "r+")
+if kind == "soft":  # the weight read from its own first moment
+    del f["model/" + t]
+    f["model/" + t] = h5py.SoftLink("/optim/exp_avg/" + t)
+elif kind == "external":  # the weight read from another run's file
+    del f["model/" + t]
+    f["model/" + t] = h5py.ExternalLink(other, "/model/" + t)
+elif kind == "group":  # a whole state group read from another entry
+    del f["optim/exp_avg_sq"]
+    f["optim/exp_avg_sq"] = h5py.SoftLink("/optim/exp_avg")
+elif kind == "storage":  # the bytes in a raw file beside the checkpoint
+    old = f["model/" + t]
+    data, attrs = old[()], dict(old.attrs)
+    del f["model/" + t]
+    raw = out + ".raw"
+    data.astype("<f4").tofile(raw)
+    d = f.create_dataset("model/" + t, shape=data.shape, dtype="<f4", external=[(raw, 0, data.nbytes)])
+    for k, v in attrs.items():
+        d.attrs[k] = v
+elif kind == "virtual":  # a virtual dataset whose source is the other file
+    old = f["model/" + t]
+    shape, attrs = old.shape, dict(old.attrs)
+    del f["model/" + t]
+    layout = h5py.VirtualLayout(shape=shape, dtype="<f4")
+    layout[...] = h5py.VirtualSource(other, "/model/" + t, shape=shape)
+    d = f.create_virtual_dataset("model/" + t, layout)
+    for k, v in attrs.items():
+        d.attrs[k] = v
+f.close()
+PYEOF
+}
+
+# refused NAME REGEX FILE CMD...: CMD, at np=1 and np=2, ends non-zero with one error line
+# matching REGEX, no step trained, and FILE unchanged
+refused() {
+    local name=$1 re=$2 file=$3 np rc lines sum
+    shift 3
+    sum=$(sha256sum "$file")
+    for np in 1 2; do
+        if [ $np = 1 ]; then timeout 60 "$@" >"$W/out" 2>"$W/err"; else timeout 60 $MPI -np 2 "$@" >"$W/out" 2>"$W/err"; fi
+        rc=$?
+        lines=$(grep -c '^fsdpc: error:' "$W/err")
+        [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$lines" = 1 ] && grep -Eq -- "$re" "$W/err" && ! grep -q "^Batch " "$W/err" &&
+            [ "$(sha256sum "$file")" = "$sum" ]
+        check "np=$np: $name" $? "(rc=$rc, $lines error lines: $(grep -m2 error "$W/err" | head -c 400 | tr '\n' '|'))"
+    done
+}
+
+for kind in soft external group storage virtual; do
+    F=$W/$kind.h5
+    craft $kind "$F" || { check "crafting a $kind entry" 1; continue; }
+    case $kind in
+        soft) what="/model/$T is a soft link" ;;
+        external) what="/model/$T is an external link" ;;
+        group) what="/optim/exp_avg_sq/[^ ]+ is in a group that is a soft link" ;;
+        *) what="/model/$T is a dataset whose data lives outside the file" ;;
+    esac
+    refused "resume from a checkpoint with a $kind entry" "$what.*only tensors stored in the checkpoint file itself" "$F" \
+        ./fsdpc $M --max_steps 3 --checkpoint_freq 0 --resume_from_checkpoint "$F"
+    if [ $kind != group ]; then  # weights only: /optim is not read
+        refused "--init_from a checkpoint with a $kind entry" "$what" "$F" ./fsdpc $M --max_steps 1 --checkpoint_freq 0 --init_from "$F"
+        expect_error "export of a checkpoint with a $kind entry" "$what" ./fsdpc export --checkpoint "$F" --output "$W/x-$kind"
+        [ ! -e "$W/x-$kind" ]
+        check "... and the export wrote nothing" $?
+    fi
+done
+# the same file untouched resumes: the checks refuse only what was crafted
+./fsdpc $M --max_steps 3 --checkpoint_freq 0 --resume_from_checkpoint "$CK" >"$W/ok.log" 2>&1
+check "the checkpoint as written resumes" $? "$(grep -m2 error "$W/ok.log")"
