@@ -245,7 +245,9 @@ void json_free(JsonValue *v) {
 static JsonValue *json_parse_all(JsonParser *p, const char *text, size_t len) {
     *p = (JsonParser){.begin = text, .s = text, .end = text + len};
     JsonValue *v = callocCheck(1, sizeof *v);
-    if (json_value(p, v, 0)) {
+    if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3))  // editors' UTF-8 signature: named, as JSON (RFC 8259) has none
+        json_fail(p, "a UTF-8 byte-order mark (bytes EF BB BF) before the value, which JSON does not allow: remove it");
+    else if (json_value(p, v, 0)) {
         json_ws(p);
         if (p->s < p->end) json_fail(p, "text after the JSON value");
     }

@@ -139,15 +139,24 @@ static int st_parse(StFile *f, int fd, char *err, size_t len) {
     }
     json_free(root);
     if (rc) return rc;
-    // zero-size tensors own no bytes and cannot overlap anything
+    // zero-size tensors own no bytes and cannot overlap anything; the others tile the data bytes
+    // with no hole, as the format requires (a hole could hide another file's content: a polyglot)
     qsort(f->tensors, f->ntensors, sizeof(StTensor), st_by_begin);
     const StTensor *prev = NULL;
+    uint64_t data = 8 + n;
     for (int i = 0; i < f->ntensors; i++) {
         const StTensor *t = &f->tensors[i];
         if (t->begin == t->end) continue;
         if (prev && t->begin < prev->end) return err_set(err, len, "'%s': tensors %s and %s overlap in the data", f->path, prev->name, t->name);
+        uint64_t from = prev ? prev->end : data;
+        if (t->begin > from)
+            return err_set(err, len, "'%s': %llu data bytes before tensor %s belong to no tensor (a hole, which the safetensors format "
+                           "forbids: a crafted or damaged file?)", f->path, (unsigned long long)(t->begin - from), t->name);
         prev = t;
     }
+    if ((prev ? prev->end : data) < f->size)
+        return err_set(err, len, "'%s': its last %llu bytes belong to no tensor (the safetensors format allows no bytes after the "
+                       "data: a crafted or damaged file?)", f->path, (unsigned long long)(f->size - (prev ? prev->end : data)));
     qsort(f->tensors, f->ntensors, sizeof(StTensor), st_by_name);
     for (int i = 1; i < f->ntensors; i++)
         if (!strcmp(f->tensors[i - 1].name, f->tensors[i].name))

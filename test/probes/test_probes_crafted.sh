@@ -92,3 +92,35 @@ done
 # the same file untouched resumes: the checks refuse only what was crafted
 ./fsdpc $M --max_steps 3 --checkpoint_freq 0 --resume_from_checkpoint "$CK" >"$W/ok.log" 2>&1
 check "the checkpoint as written resumes" $? "$(grep -m2 error "$W/ok.log")"
+
+# safetensors: the data bytes must be exactly the tensors' (the format forbids holes; a hole or a
+# tail could carry another file's content); JSON with a byte-order mark is named
+$PY test/ref/hf_make.py "$W/hf" >/dev/null
+cp -r "$W/hf" "$W/hole" && cp -r "$W/hf" "$W/tail"
+$PY - "$W/hole/model.safetensors" "$W/tail/model.safetensors" <<'PYEOF'
+import sys, json, struct
+def rewrite(path, hole):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    head, data = json.loads(b[8:8 + n]), b[8 + n:]
+    if hole:  # 64 foreign bytes before the first tensor: every offset moves
+        for k, v in head.items():
+            if k != "__metadata__":
+                v["data_offsets"] = [o + 64 for o in v["data_offsets"]]
+        data = b"x" * 64 + data
+    else:
+        data += b"#!/bin/sh\necho polyglot\n"
+    h = json.dumps(head).encode()
+    h += b" " * (-len(h) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
+rewrite(sys.argv[1], True)
+rewrite(sys.argv[2], False)
+PYEOF
+I="--train_data synthetic --max_steps 1 --checkpoint_freq 0 --num_tokens 0 --num_threads 1"
+refused "--init_from safetensors with a hole before its first tensor" "64 data bytes before tensor .* belong to no tensor" \
+    "$W/hole/model.safetensors" ./fsdpc --init_from "$W/hole" $I
+refused "--init_from safetensors with bytes after its last tensor" "its last 24 bytes belong to no tensor" \
+    "$W/tail/model.safetensors" ./fsdpc --init_from "$W/tail" $I
+printf '\xef\xbb\xbf{"text": "a row of text with a byte-order mark before it"}\n' >"$W/bom.jsonl"
+refused "JSON Lines starting with a UTF-8 byte-order mark" "line 1 is not JSON .*a UTF-8 byte-order mark \(bytes EF BB BF\)" \
+    "$W/bom.jsonl" ./fsdpc $M --train_data "$W/bom.jsonl" --max_steps 1 --checkpoint_freq 0
