@@ -41,8 +41,8 @@
       (out, out_dt, inp, w, rows, G, IN, OUT))                                                                         \
     X(void, matmul_grouped_bwd,                                                                                        \
       (void *dinp, float *const *dw, const void *dout, KernDtype dout_dt, const void *inp, const void *const *w,       \
-       const int *rows, int G, int IN, int OUT),                                                                       \
-      (dinp, dw, dout, dout_dt, inp, w, rows, G, IN, OUT))                                                             \
+       const int *rows, int G, int IN, int OUT, int accumulate_dinp),                                                  \
+      (dinp, dw, dout, dout_dt, inp, w, rows, G, IN, OUT, accumulate_dinp))                                            \
     X(void, rmsnorm_fwd, (void *out, float *rstd, const float *inp, const void *w, int N, int D, float eps),          \
       (out, rstd, inp, w, N, D, eps))                                                                                  \
     X(void, rmsnorm_bwd,                                                                                               \

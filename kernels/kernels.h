@@ -144,12 +144,12 @@ void kern_matmul_bwd(void *dinp, float *dw, const void *dout, KernDtype dout_dt,
 // G such products over consecutive row blocks (a mixture-of-experts layer's experts): group g
 // takes rows [o_g, o_g + rows[g]) of inp, out, dout and dinp (o_g: the sum of rows[< g]) with
 // weights w[g] and gradient dw[g] (host arrays of device pointers; G <= 64); groups of 0 rows are
-// skipped. Equal to the loop of kern_matmul_fwd / kern_matmul_bwd(..., accumulate_dinp 0) over
-// the groups: dinp is overwritten, each dw[g] accumulated.
+// skipped. Equal to the loop of kern_matmul_fwd / kern_matmul_bwd(..., accumulate_dinp) over
+// the groups: dinp is overwritten (added to with accumulate_dinp), each dw[g] accumulated.
 void kern_matmul_grouped_fwd(void *out, KernDtype out_dt, const void *inp, const void *const *w, const int *rows,
                              int G, int IN, int OUT);
 void kern_matmul_grouped_bwd(void *dinp, float *const *dw, const void *dout, KernDtype dout_dt, const void *inp,
-                             const void *const *w, const int *rows, int G, int IN, int OUT);
+                             const void *const *w, const int *rows, int G, int IN, int OUT, int accumulate_dinp);
 
 // ---- RMSNorm: out = inp * rstd * w, rstd = 1/sqrt(mean(inp^2) + eps) ----
 // rstd (N) is saved for backward.

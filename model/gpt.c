@@ -194,23 +194,23 @@ static void gpt_block_bwd(const ModelPlan *plan, int l, const void *const *pp, f
     const float *dbr = model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT);
     kern_bias_bwd(W(g, u, P_MPROJ_B), dbr, KERN_F32, R, D);
     dbr = model_sp_gather_f32(plan, a, dbr, T);
-    model_proj_bwd(plan, a, l, u, P_MPROJ_W, 1, p, g, a->dh, dbr, KERN_F32, la.h, N, F, D);
+    model_proj_bwd(plan, a, l, u, P_MPROJ_W, 1, p, g, a->dh, 0, dbr, KERN_F32, la.h, N, F, D);
     kern_gelu_bwd(a->dh, a->dh, la.up, (size_t)N * F, KERN_GELU_TANH);
     kern_bias_bwd(W(g, u, P_FC_B), a->dh, KERN_ACT, N, F);
-    model_proj_bwd(plan, a, l, u, P_FC_W, 1, p, g, a->dxn, a->dh, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), N, D, F);
+    model_proj_bwd(plan, a, l, u, P_FC_W, 1, p, g, a->dxn, 0, a->dh, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), N, D, F);
     kern_layernorm_bwd(dx, W(g, u, P_LN2_W), W(g, u, P_LN2_B), model_colpar_dx(plan, a, T), la.xmid, WP(p, u, P_LN2_W),
                        la.mean2, la.rstd2, R, D);
     // attention
     dbr = model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT);
     kern_bias_bwd(W(g, u, P_APROJ_B), dbr, KERN_F32, R, D);
     dbr = model_sp_gather_f32(plan, a, dbr, T);
-    model_proj_bwd(plan, a, l, u, P_APROJ_W, 1, p, g, a->datt, dbr, KERN_F32, la.att, N, Qd, D);
+    model_proj_bwd(plan, a, l, u, P_APROJ_W, 1, p, g, a->datt, 0, dbr, KERN_F32, la.att, N, Qd, D);
     KernDropout drop;
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, H, hd,
                        a->docs ? a->kstart : NULL, 0, model_attn_dropout(a, l, plan->tp_rank * H, &drop));
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, NULL, NULL, B, T, H, H, hd, hd, KERN_QKV_BLOCKED, NULL);  // (B, T, 3D)
     kern_bias_bwd(W(g, u, P_ATTN_B), a->qkv, KERN_ACT, N, 3 * Qd);
-    model_proj_bwd(plan, a, l, u, P_ATTN_W, 1, p, g, a->dxn, a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), N, D,
+    model_proj_bwd(plan, a, l, u, P_ATTN_W, 1, p, g, a->dxn, 0, a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), N, D,
                    3 * Qd);
     kern_layernorm_bwd(dx, W(g, u, P_LN1_W), W(g, u, P_LN1_B), model_colpar_dx(plan, a, T), la.x, WP(p, u, P_LN1_W),
                        la.mean1, la.rstd1, R, D);

@@ -262,11 +262,11 @@ static void llama_attn_bwd(const ModelPlan *plan, int l, const UnitSpec *u, cons
     LayerActs la = *lp;
     float *dx = a->dres;
     const float *dbr = model_sp_gather_f32(plan, a, model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT), T);
-    model_proj_bwd(plan, a, l, u, P_O, 1, p, g, a->datt, dbr, KERN_F32, la.att, N, H * hd, D);
+    model_proj_bwd(plan, a, l, u, P_O, 1, p, g, a->datt, 0, dbr, KERN_F32, la.att, N, H * hd, D);
     kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, KV,
                        hd, a->docs ? a->kstart : NULL, c->sliding_window, NULL);
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, hd, KERN_QKV_BLOCKED, a->docs ? a->pos : NULL);
-    model_proj_bwd(plan, a, l, u, P_Q, 3, p, g, a->dxn, a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), N, D,
+    model_proj_bwd(plan, a, l, u, P_Q, 3, p, g, a->dxn, 0, a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), N, D,
                    (H + 2 * KV) * hd);
     kern_rmsnorm_bwd(dx, W(g, u, P_LN1), model_colpar_dx(plan, a, T), la.x, WP(p, u, P_LN1), la.rstd1, R, D);
 }
@@ -287,9 +287,9 @@ static void llama_block_bwd(const ModelPlan *plan, int l, const void *const *pp,
         MoeParams mp = {u, P_ROUTER, p, g, &plan->units[units[nu - 1]], pp[nu - 1], gg[nu - 1]};
         moe_bwd(plan, a, l, &mp, la.xn2, dbr);  // a->dxn
     } else {
-        model_proj_bwd(plan, a, l, u, P_DOWN, 1, p, g, a->dh, dbr, KERN_F32, la.h, N, F, D);
+        model_proj_bwd(plan, a, l, u, P_DOWN, 1, p, g, a->dh, 0, dbr, KERN_F32, la.h, N, F, D);
         kern_swiglu_bwd(a->dup, a->dh, la.gu, N, F);  // (B, T, 2F): d gate | d up
-        model_proj_bwd(plan, a, l, u, P_GATE, 2, p, g, a->dxn, a->dup, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), N, D,
+        model_proj_bwd(plan, a, l, u, P_GATE, 2, p, g, a->dxn, 0, a->dup, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), N, D,
                        2 * F);
     }
     kern_rmsnorm_bwd(dx, W(g, u, P_LN2), model_colpar_dx(plan, a, T), la.xmid, WP(p, u, P_LN2), la.rstd2, R, D);

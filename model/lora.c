@@ -9,23 +9,30 @@
 #include "../base/err.h"
 #include "../kernels/kernels.h"
 #include "family.h"
+#include "moe.h"
 
 struct LoraActs {
     const UnitSpec *u;  // the bound block's adapter unit, its gathered parameters and gradient
     const void *p;
     float *g;
+    const UnitSpec *ue;  // the unit of this rank's experts' adapters (u itself unless expert parallelism splits it)
+    const void *pe;
+    float *ge;
     int train;         // LoRA dropout applies (a training pass)
     float drop;        // cfg lora_dropout
-    void *z, *dz;      // (N, r) A drop(x), and its gradient
-    float *y;          // (N, max OUT) B's product; in backward s * the output gradient's columns
+    void *z, *dz;      // (rows, r) A drop(x), and its gradient; rows: N, or the experts' grouped rows when larger
+    float *y;          // (rows, max OUT) B's product; in backward s * the output gradient's columns
     float *x32;        // (N, max IN) drop(x) in fp32 (dropout only); in backward the input gradient
     void *xd, *dx;     // (N, max IN) drop(x) and A's input gradient as activations (dropout only)
     float *sink;       // frozen units' norm and bias gradients, never read
 };
 
-// a mixture of experts' router and experts: the last 3E + 1 tensors of a block unit at ep 1
-static int moe_tensor(const ModelConfig *c, const UnitSpec *u, int t) {
-    return c->num_experts > 0 && t >= u->ntensors - 3 * c->num_experts - 1;
+// a mixture of experts' expert weight: a tensor of an experts' unit (expert parallelism), else one
+// of the last 3E of a block unit (moe.h)
+static int expert_tensor(const ModelPlan *plan, const UnitSpec *u, int t) {
+    int E = plan->cfg.num_experts;
+    if (!E || u->layer < 0 || u->adapter) return 0;
+    return plan->block_stride > 1 ? u->ep_index >= 0 : t >= u->ntensors - 3 * E;
 }
 
 int lora_linear_module(const TensorSpec *t, char *module, size_t len) {
@@ -49,7 +56,7 @@ const char *lora_module_names(const ModelPlan *plan) {
     char module[80];
     size_t k = 0;
     for (int t = 0; t < u->ntensors; t++) {
-        if (!lora_linear_module(&u->t[t], module, sizeof module) || moe_tensor(&plan->cfg, u, t)) continue;
+        if (!lora_linear_module(&u->t[t], module, sizeof module)) continue;
         const char *last = strrchr(module, '.') ? strrchr(module, '.') + 1 : module;
         char probe[84];
         snprintf(probe, sizeof probe, ", %s,", last);
@@ -60,13 +67,6 @@ const char *lora_module_names(const ModelPlan *plan) {
         if (k >= sizeof out) break;
     }
     return out;
-}
-
-const char *lora_note(const ModelPlan *plan) {
-    const ModelConfig *c = &plan->cfg;
-    if (plan->lora0 < 0 || !c->num_experts || !strstr(c->lora_target_modules, "all-linear")) return NULL;
-    return "all-linear: the attention's projections are adapted; the experts and the router are not (fsdpc does not adapt "
-           "them yet)";
 }
 
 enum { MAX_TARGETS = 32 };
@@ -109,7 +109,8 @@ static void add_adapter(UnitSpec *ad, TensorSpec *w, const char *module, int r) 
 }
 
 // The adapters of block unit u into ad for the targets (all: every linear layer), marking the
-// targets used; 0, or -1 with the line in err (an expert or router named, a rank too large).
+// targets used; 0, or -1 with the line in err (a rank too large, experts adapted unlike each other,
+// adapter dropout on experts).
 static int adapt_block(const ModelPlan *plan, UnitSpec *u, UnitSpec *ad, char *const *targets, int ntargets, int all, int *used,
                        char *err, size_t errlen) {
     const ModelConfig *c = &plan->cfg;
@@ -117,13 +118,10 @@ static int adapt_block(const ModelPlan *plan, UnitSpec *u, UnitSpec *ad, char *c
     for (int t = 0; t < u->ntensors; t++) {
         TensorSpec *w = &u->t[t];
         if (!lora_linear_module(w, module, sizeof module)) continue;
-        int named = 0;  // all-linear leaves the experts and the router out; a name of one is refused
+        int named = 0;
         for (int i = 0; i < ntargets; i++)
             if (lora_target_matches(module, targets[i])) named = 1, used[i] = 1;
-        if ((!named && !all) || (!named && moe_tensor(c, u, t))) continue;
-        if (moe_tensor(c, u, t))
-            return err_set(err, errlen, "--lora_target_modules: %s is a mixture of experts' router or expert, which fsdpc does "
-                           "not adapt yet; target the attention's projections (%s)", module, lora_module_names(plan));
+        if (!named && !all) continue;
         if (c->lora_rank > w->full[0] || c->lora_rank > w->full[1])
             return err_set(err, errlen, "--lora_rank %d is larger than %s (%d x %d): the rank is at most the layer's smaller "
                            "dimension", c->lora_rank, module, w->full[0], w->full[1]);
@@ -131,6 +129,20 @@ static int adapt_block(const ModelPlan *plan, UnitSpec *u, UnitSpec *ad, char *c
             return err_set(err, errlen, "internal error: the adapter name of %s is too long", module);
         add_adapter(ad, w, module, c->lora_rank);
     }
+    // the experts' grouped GEMMs take every expert's adapter of a tensor at once, and expert
+    // parallelism gives each place the same share of them
+    int e0 = u->ntensors - 3 * c->num_experts;
+    for (int t = e0 + 3; c->num_experts && t < u->ntensors; t++) {
+        int first = e0 + (t - e0) % 3, on = u->t[t].lora >= 0;  // expert 0's same tensor
+        if (on != (u->t[first].lora >= 0))
+            return err_set(err, errlen, "--lora_target_modules adapts %s but not %s: fsdpc adapts all of a block's experts "
+                           "alike (name w1, w2 or w3 for every expert)", u->t[on ? t : first].name, u->t[on ? first : t].name);
+    }
+    for (int t = e0; c->num_experts && c->lora_dropout > 0.0f && t < u->ntensors; t++)
+        if (u->t[t].lora >= 0)
+            return err_set(err, errlen, "--lora_dropout with adapters on the experts (%s): their rows are regrouped by expert "
+                           "and moved between ranks, so no dropout mask can follow a token's place as every layout's must; drop "
+                           "--lora_dropout or the experts (w1, w2, w3) from --lora_target_modules", u->t[t].name);
     return 0;
 }
 
@@ -194,6 +206,16 @@ const char *lora_check_layout(const ModelPlan *plan, int tp) {
     return NULL;
 }
 
+int lora_block_units(const ModelPlan *plan, int l, int *units) {
+    int L = plan->cfg.num_layers;
+    if (plan->lora0 < 0 || L < 1) return 0;
+    int stride = (plan->nunits - plan->lora0) / L, u = plan->lora0 + l * stride;  // 1, or 1 + ep (model_plan_ep)
+    units[0] = u;
+    if (stride == 1) return 1;
+    units[1] = u + 1 + plan->ep_rank;
+    return 2;
+}
+
 size_t lora_trained_params(const ModelPlan *plan) {
     size_t n = 0;
     for (int u = 0; u < plan->nunits; u++)
@@ -212,7 +234,8 @@ void lora_acts_alloc(Activations *a, const ModelPlan *plan) {
     struct LoraActs *lo = callocCheck(1, sizeof *lo);
     a->lora = lo;
     lo->drop = plan->cfg.lora_dropout;
-    size_t N = (size_t)a->B * a->T, r = (size_t)plan->cfg.lora_rank, out = 0, in = 0, vec = 0;
+    const ModelConfig *c = &plan->cfg;
+    size_t N = (size_t)a->B * a->T, r = (size_t)c->lora_rank, out = 0, in = 0, vec = 0, rows = N;
     for (int u = 0; u < plan->nunits; u++) {
         const UnitSpec *us = &plan->units[u];
         for (int t = 0; t < us->ntensors; t++) {
@@ -220,13 +243,16 @@ void lora_acts_alloc(Activations *a, const ModelPlan *plan) {
             if (us->frozen && ts->ndim == 1 && ts->numel > vec) vec = ts->numel;
             if (ts->lora < 0 || us->adapter) continue;
             if ((size_t)ts->shape[0] > out) out = (size_t)ts->shape[0];
-            if ((size_t)ts->shape[1] > in) in = (size_t)ts->shape[1];
+            if ((size_t)ts->shape[1] > in && !expert_tensor(plan, us, t)) in = (size_t)ts->shape[1];  // dropout's: dense only
+            // the experts' grouped rows (moe_acts_alloc's)
+            size_t ex = a->ep > 1 ? moe_ep_rows(c, a->ep, N) : N * (size_t)c->num_experts_per_tok;
+            if (expert_tensor(plan, us, t) && ex > rows) rows = ex;
         }
     }
-    lo->z = model_acts_act(N * r);
-    lo->y = model_acts_buf(N * out);
+    lo->z = model_acts_act(rows * r);
+    lo->y = model_acts_buf(rows * out);
     if (a->kcache) return;  // generation: forward only, no dropout
-    lo->dz = model_acts_act(N * r);
+    lo->dz = model_acts_act(rows * r);
     lo->sink = model_acts_buf(vec);
     if (!(lo->drop > 0.0f)) return;
     lo->x32 = model_acts_buf(N * in);
@@ -247,10 +273,13 @@ void lora_acts_free(Activations *a) {
 void lora_bind(const ModelPlan *plan, Activations *a, int layer, const void *const *p, float *const *g) {
     struct LoraActs *lo = a->lora;
     if (!lo) return;
-    int units[MAX_BLOCK_UNITS], n = model_block_units(plan, layer, units);
-    lo->u = &plan->units[plan->lora0 + layer];
+    int units[MAX_BLOCK_UNITS], n = model_block_units(plan, layer, units), ad[2] = {0}, na = lora_block_units(plan, layer, ad);
+    lo->u = &plan->units[ad[0]];
     lo->p = p[n];
     lo->g = g ? g[n] : NULL;
+    lo->ue = &plan->units[ad[na - 1]];
+    lo->pe = p[n + na - 1];
+    lo->ge = g ? g[n + na - 1] : NULL;
 }
 
 void lora_set_train(Activations *a, int train) {
@@ -302,8 +331,9 @@ void model_proj_fwd(const ModelPlan *plan, Activations *a, int layer, const Unit
 }
 
 void model_proj_bwd(const ModelPlan *plan, Activations *a, int layer, const UnitSpec *u, int t0, int nt, const void *p,
-                    float *g, void *dinp, const void *dout, KernDtype dout_dt, const void *x, int N, int IN, int OUT) {
-    kern_matmul_bwd(dinp, model_grad(a, g, u, t0), dout, dout_dt, x, kern_param_at(p, u->t[t0].offset), N, IN, OUT, 0);
+                    float *g, void *dinp, int accumulate, const void *dout, KernDtype dout_dt, const void *x, int N, int IN,
+                    int OUT) {
+    kern_matmul_bwd(dinp, model_grad(a, g, u, t0), dout, dout_dt, x, kern_param_at(p, u->t[t0].offset), N, IN, OUT, accumulate);
     struct LoraActs *lo = a->lora;
     if (!lo || !lo->p) return;
     int r = plan->cfg.lora_rank;
@@ -317,8 +347,8 @@ void model_proj_bwd(const ModelPlan *plan, Activations *a, int layer, const Unit
         kern_matmul_bwd(lo->dz, lo->g ? lo->g + B->offset : NULL, lo->y, KERN_F32, lo->z, kern_param_at(lo->p, B->offset), N,
                         r, rows, 0);
         float *gA = lo->g ? lo->g + A->offset : NULL;
-        if (xd == x) {  // no dropout: dx += dz A straight into the input gradient; dA += dz^T x
-            kern_matmul_bwd(dinp, gA, lo->dz, KERN_ACT, x, kern_param_at(lo->p, A->offset), N, IN, r, 1);
+        if (xd == x || !dinp) {  // no dropout: dx += dz A straight into the input gradient; dA += dz^T drop(x)
+            kern_matmul_bwd(dinp, gA, lo->dz, KERN_ACT, xd, kern_param_at(lo->p, A->offset), N, IN, r, 1);
             continue;
         }
         // dropout: dz A through the same mask, then added
@@ -328,5 +358,51 @@ void model_proj_bwd(const ModelPlan *plan, Activations *a, int layer, const Unit
         else kern_copy(lo->x32, lo->dx, n);
         kern_dropout(lo->x32, 0, n, (size_t)a->T * IN, lo->drop, model_dropout_key(a, layer, DROP_LORA + t), a->sample0);
         kern_add_cols(dinp, KERN_ACT, IN, 0, lo->x32, N, IN, 1.0f);
+    }
+}
+
+// The A and B of the nt-stacked tensors' k-th, for each of G experts from t0[g] (parameters,
+// gradients or NULL), and the tensor's rows
+static int grouped_factors(const struct LoraActs *lo, const UnitSpec *ue, const int *t0, int k, int G, const void **A,
+                           const void **B, float **gA, float **gB) {
+    for (int g = 0; g < G; g++) {
+        int ia = ue->t[t0[g] + k].lora;
+        const TensorSpec *a = &lo->ue->t[ia], *b = &lo->ue->t[ia + 1];
+        A[g] = kern_param_at(lo->pe, a->offset), B[g] = kern_param_at(lo->pe, b->offset);
+        gA[g] = lo->ge ? lo->ge + a->offset : NULL, gB[g] = lo->ge ? lo->ge + b->offset : NULL;
+    }
+    return ue->t[t0[0] + k].shape[0];
+}
+
+void lora_grouped_fwd(const ModelPlan *plan, Activations *a, const UnitSpec *ue, const int *t0, int nt, int G, const int *cnt,
+                      void *out, KernDtype out_dt, const void *x, int IN, int OUT) {
+    struct LoraActs *lo = a->lora;
+    if (!lo || !lo->pe) return;
+    const void *A[CONFIG_MAX_EXPERTS], *B[CONFIG_MAX_EXPERTS];
+    float *gA[CONFIG_MAX_EXPERTS], *gB[CONFIG_MAX_EXPERTS];
+    int r = plan->cfg.lora_rank, rows = 0;
+    for (int g = 0; g < G; g++) rows += cnt[g];
+    for (int t = t0[0], col = 0; next_adapted(ue, t0[0] + nt, &t, &col); col += ue->t[t].shape[0], t++) {
+        int n = grouped_factors(lo, ue, t0, t - t0[0], G, A, B, gA, gB);
+        kern_matmul_grouped_fwd(lo->z, KERN_ACT, x, A, cnt, G, IN, r);
+        kern_matmul_grouped_fwd(lo->y, KERN_F32, lo->z, B, cnt, G, r, n);
+        kern_add_cols(out, out_dt, OUT, col, lo->y, rows, n, plan->lora_scale);
+    }
+}
+
+void lora_grouped_bwd(const ModelPlan *plan, Activations *a, const UnitSpec *ue, const int *t0, int nt, int G, const int *cnt,
+                      void *dinp, const void *dout, KernDtype dout_dt, const void *x, int IN, int OUT) {
+    struct LoraActs *lo = a->lora;
+    if (!lo || !lo->pe) return;
+    const void *A[CONFIG_MAX_EXPERTS], *B[CONFIG_MAX_EXPERTS];
+    float *gA[CONFIG_MAX_EXPERTS], *gB[CONFIG_MAX_EXPERTS];
+    int r = plan->cfg.lora_rank, rows = 0;
+    for (int g = 0; g < G; g++) rows += cnt[g];
+    for (int t = t0[0], col = 0; next_adapted(ue, t0[0] + nt, &t, &col); col += ue->t[t].shape[0], t++) {
+        int n = grouped_factors(lo, ue, t0, t - t0[0], G, A, B, gA, gB);
+        kern_matmul_grouped_fwd(lo->z, KERN_ACT, x, A, cnt, G, IN, r);  // recomputed
+        kern_get_cols(lo->y, dout, dout_dt, OUT, col, rows, n, plan->lora_scale);  // s dy
+        kern_matmul_grouped_bwd(lo->dz, gB, lo->y, KERN_F32, lo->z, B, cnt, G, r, n, 0);  // dz = s dy B; dB += s dy^T z
+        kern_matmul_grouped_bwd(dinp, gA, lo->dz, KERN_ACT, x, A, cnt, G, IN, r, 1);     // dx += dz A; dA += dz^T x
     }
 }

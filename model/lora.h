@@ -6,7 +6,10 @@
 // The plan: the base units stay as the family made them, marked frozen (shard/ keeps no gradient
 // or optimizer state for them); block l's adapters form one more unit, lora0 + l, after every other
 // unit, with tensors <module>.lora_A.weight and <module>.lora_B.weight (PEFT's names under the
-// family's). Tensor parallelism splits them as Megatron's LoRA does, so no collective is added:
+// family's). A mixture of experts' router and experts are linear layers like the others (as in
+// PEFT, whose all-linear takes them); expert parallelism splits a block's adapter unit as it
+// splits the block (model_plan_ep): the dense layers' adapters, then ep units of the adapters of
+// the experts at each place, held by the ranks holding those experts. Tensor parallelism splits them as Megatron's LoRA does, so no collective is added:
 // on a column-parallel weight (rows split) A is whole and B split by rows; on a row-parallel one
 // (columns split) A is split by columns and B whole. The whole factor's gradient is then each tp
 // rank's share (TensorSpec.tp_partial), summed over the tp group with the step's reductions.
@@ -26,10 +29,14 @@
 
 // Adds the adapter units (cfg lora_rank > 0) after the plan's units and freezes those; at ep 1,
 // before model_plan_ep and model_plan_tp. Returns 0, or -1 with the line in err: a target module
-// the family does not have, a rank larger than a layer, experts or a router targeted.
+// the family does not have, a rank larger than a layer, some of a block's experts adapted and not
+// all alike, or adapter dropout on experts (their rows are regrouped by expert and moved between
+// ranks, so no mask could follow a token's place in its sample as every layout's must).
 int lora_plan(ModelPlan *plan, char *err, size_t errlen);
-// a line for the start-up log when all-linear leaves layers out (a mixture of experts'), else NULL
-const char *lora_note(const ModelPlan *plan);
+// The units of block l's adapters, into units: the block's adapter unit, then under expert
+// parallelism with adapted experts the unit of this rank's experts' adapters. Returns how many
+// (0 without adapters).
+int lora_block_units(const ModelPlan *plan, int l, int *units);
 // a block tensor PEFT would wrap: a 2-D weight (nn.Linear's) named <module>.weight; its module
 // path into module. Returns 0 for any other tensor.
 int lora_linear_module(const TensorSpec *t, char *module, size_t len);
@@ -46,8 +53,9 @@ size_t lora_trained_params(const ModelPlan *plan);
 // The adapters' scratch for batches of a->B x a->T tokens (model_acts_alloc), and its release.
 void lora_acts_alloc(Activations *a, const ModelPlan *plan);
 void lora_acts_free(Activations *a);
-// Block `layer`'s adapter parameters (and gradients, or NULL) for the next model_proj_* calls:
-// p and g are model_block_gather's arrays (the adapters last). No-op without adapters.
+// Block `layer`'s adapter parameters (and gradients, or NULL) for the next model_proj_* and
+// lora_grouped_* calls: p and g are model_block_gather's arrays (the adapters last). No-op without
+// adapters.
 void lora_bind(const ModelPlan *plan, Activations *a, int layer, const void *const *p, float *const *g);
 // LoRA's dropout applies to the passes that train (model_set_dropout)
 void lora_set_train(Activations *a, int train);
@@ -57,10 +65,22 @@ void lora_set_train(Activations *a, int train);
 // OUT, dtype out_dt) = x W^T, plus in each adapted tensor's columns s * drop(x) A^T B^T.
 void model_proj_fwd(const ModelPlan *plan, Activations *a, int layer, const UnitSpec *u, int t0, int nt, const void *p,
                     void *out, KernDtype out_dt, const void *x, int N, int IN, int OUT);
-// Its backward from dout (N, OUT): dinp (N, IN, activations) = dloss/dx, overwritten; the
-// weights' gradient in g (+=; skipped when the unit is frozen, g NULL); the adapters' gradients
-// (+=) into the bound ones.
+// Its backward from dout (N, OUT): dinp (N, IN, activations) = dloss/dx, overwritten (+= with
+// accumulate; NULL: not computed, the adapters' gradients still are); the weights' gradient in g
+// (+=; skipped when the unit is frozen, g NULL); the adapters' gradients (+=) into the bound ones.
 void model_proj_bwd(const ModelPlan *plan, Activations *a, int layer, const UnitSpec *u, int t0, int nt, const void *p,
-                    float *g, void *dinp, const void *dout, KernDtype dout_dt, const void *x, int N, int IN, int OUT);
+                    float *g, void *dinp, int accumulate, const void *dout, KernDtype dout_dt, const void *x, int N, int IN,
+                    int OUT);
+// The adapters of a mixture of experts' grouped product (moe.c), after its GEMM: G local experts,
+// expert g's rows cnt[g] of x (rows, IN) grouped in expert order and its weights the nt tensors of
+// unit ue from t0[g] stacked by rows (OUT their rows together). Adds to out (rows, OUT, dtype
+// out_dt), in each adapted tensor's columns, s * x A_g^T B_g^T. The experts of a block are adapted
+// alike (lora_plan), so expert 0's tensors tell which are. No dropout (lora_plan refuses it).
+void lora_grouped_fwd(const ModelPlan *plan, Activations *a, const UnitSpec *ue, const int *t0, int nt, int G, const int *cnt,
+                      void *out, KernDtype out_dt, const void *x, int IN, int OUT);
+// Its backward from dout (rows, OUT): dinp (rows, IN) += the adapters' part of dloss/dx; their
+// gradients (+=) into the bound ones.
+void lora_grouped_bwd(const ModelPlan *plan, Activations *a, const UnitSpec *ue, const int *t0, int nt, int G, const int *cnt,
+                      void *dinp, const void *dout, KernDtype dout_dt, const void *x, int IN, int OUT);
 
 #endif

@@ -145,32 +145,59 @@ void model_plan_pack(ModelPlan *plan) {
     }
 }
 
+// Block l's adapters of experts (LoRA, ep 1): the first one's index in its adapter unit, after the
+// dense layers' (lora_plan adds them in the block's order, the experts last); its tensor count
+// when the experts have none
+static int expert_adapters0(const ModelPlan *plan, int l) {
+    const UnitSpec *b = &plan->units[plan->block0 + l];
+    for (int i = b->ntensors - 3 * plan->cfg.num_experts; i < b->ntensors; i++)
+        if (b->t[i].lora >= 0) return b->t[i].lora;
+    return plan->units[plan->lora0 + l].ntensors;
+}
+
+// dst: `count` tensors of src from `first`, laid out anew; a tensor's adapter index (lora) less `shift`
+static void unit_slice(UnitSpec *dst, const UnitSpec *src, int first, int count, int shift) {
+    dst->ntensors = count;
+    dst->numel = 0;
+    for (int i = 0; i < count; i++) {
+        dst->t[i] = src->t[first + i];
+        dst->t[i].offset = dst->numel;
+        if (dst->t[i].lora >= 0) dst->t[i].lora -= shift;
+        dst->numel += dst->t[i].numel;
+    }
+}
+
 void model_plan_ep(ModelPlan *plan, int ep, int rank, CommGroup *group) {
     plan->ep = ep, plan->ep_rank = rank, plan->ep_group = group, plan->block_stride = 1;
     for (int u = 0; u < plan->nunits; u++) plan->units[u].ep_index = -1;
-    int E = plan->cfg.num_experts, L = plan->cfg.num_layers, b0 = plan->block0;
+    int E = plan->cfg.num_experts, L = plan->cfg.num_layers, b0 = plan->block0, lora0 = plan->lora0;
     if (ep <= 1 || !E) return;
-    int stride = 1 + ep, n = plan->nunits + L * ep, nt = 3 * E / ep;  // an expert unit's tensors
+    // adapted experts: each block's adapter unit splits as the block does, its experts' adapters
+    // (the same count for every expert, lora_plan) by place
+    int split = 0;
+    for (int l = 0; lora0 >= 0 && l < L; l++) split |= expert_adapters0(plan, l) < plan->units[lora0 + l].ntensors;
+    int stride = 1 + ep, n = plan->nunits + L * ep * (1 + split), nt = 3 * E / ep;  // an expert unit's tensors
     UnitSpec *units = callocCheck((size_t)n, sizeof(UnitSpec));
     for (int u = 0, v = 0; u < plan->nunits; u++) {
         const UnitSpec *old = &plan->units[u];
-        if (u < b0 || u >= b0 + L) {  // the embedding and the head
+        int block = u >= b0 && u < b0 + L, adapters = split && lora0 >= 0 && u >= lora0;
+        if (!block && !adapters) {  // the embedding and the head, and unsplit adapter units
             units[v++] = *old;
             continue;
         }
+        // the block's experts' first adapter, and a place's count of them
+        int a0 = lora0 >= 0 ? expert_adapters0(plan, old->layer) : 0;
+        int pa = lora0 >= 0 ? (plan->units[lora0 + old->layer].ntensors - a0) / ep : 0;
+        int nd = block ? old->ntensors - 3 * E : a0, per = block ? nt : pa;
         UnitSpec *dense = &units[v++];
         *dense = *old;
-        dense->ntensors = old->ntensors - 3 * E;
-        dense->numel = 0;
-        for (int i = 0; i < dense->ntensors; i++) dense->numel += dense->t[i].numel;
+        unit_slice(dense, old, 0, nd, 0);
         for (int j = 0; j < ep; j++, v++) {
             UnitSpec *x = &units[v];
-            *x = (UnitSpec){.layer = old->layer, .ep_index = j, .frozen = old->frozen, .ntensors = nt, .stored_whole = old->stored_whole};
-            for (int i = 0; i < nt; i++) {
-                x->t[i] = old->t[dense->ntensors + j * nt + i];
-                x->t[i].offset = x->numel;
-                x->numel += x->t[i].numel;
-            }
+            *x = (UnitSpec){.layer = old->layer, .ep_index = j, .frozen = old->frozen, .adapter = old->adapter,
+                            .stored_whole = old->stored_whole};
+            // an expert's adapter index: in its place's adapter unit
+            unit_slice(x, old, nd + j * per, per, block ? a0 + j * pa : 0);
         }
     }
     if (plan->head_unit >= b0 + L) plan->head_unit += L * ep;
@@ -192,8 +219,7 @@ int model_block_units(const ModelPlan *plan, int l, int *units) {
 
 int model_block_gather(const ModelPlan *plan, int l, int *units) {
     int n = model_block_units(plan, l, units);
-    if (plan->lora0 >= 0) units[n++] = plan->lora0 + l;
-    return n;
+    return n + lora_block_units(plan, l, units + n);
 }
 
 static void tp_allreduce_act(const ModelPlan *plan, void *x, size_t n) {

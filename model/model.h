@@ -15,8 +15,9 @@
 #include "../kernels/kernels.h"
 #include "config.h"
 
-// a block of a mixture of experts: 2 norms, q, k, v, o, the router, and each expert's 3 tensors
-enum { MAX_UNIT_TENSORS = 7 + 3 * CONFIG_MAX_EXPERTS };
+// a block of a mixture of experts: 2 norms, q, k, v, o, the router, and each expert's 3 tensors;
+// its LoRA adapter unit: the two factors of each of those but the norms, the most
+enum { MAX_UNIT_TENSORS = 2 * (5 + 3 * CONFIG_MAX_EXPERTS) };
 
 // how a tensor starts: N(0, initializer_range * scale), all ones (norm weights) or zeros (biases)
 // or U(-init_scale, init_scale) (LoRA's A: PEFT's Kaiming-uniform bound 1/sqrt(fan_in))
@@ -94,14 +95,16 @@ typedef struct {
     // whose all-to-all moves the tokens. ep 1: a block is one unit (block_stride 1).
     int ep, ep_rank, block_stride;
     CommGroup *ep_group;
-    // LoRA (model/lora.h): block l's adapters are unit lora0 + l, after every other unit; -1: none
+    // LoRA (model/lora.h): block l's adapters are unit lora0 + l, after every other unit (under
+    // expert parallelism with adapted experts lora0 + l * (1 + ep), then its experts' places, as a
+    // block's units; lora_block_units); -1: none
     int lora0;
     float lora_scale;  // alpha / r, or alpha / sqrt(r) (rsLoRA)
 } ModelPlan;
 
 // The most units a block has on one rank: its own, under expert parallelism its experts', and
-// with LoRA its adapters'.
-enum { MAX_BLOCK_UNITS = 3 };
+// with LoRA its adapters' (and its experts' adapters').
+enum { MAX_BLOCK_UNITS = 4 };
 
 // Activations and scratch for batches of up to B sequences of up to T tokens. All buffers live
 // on the compute device (kern_alloc); NULL when the family or the mode does not use them. The
@@ -212,13 +215,16 @@ size_t model_piece_bytes(const TensorSpec *t);
 static inline size_t model_whole_numel(const TensorSpec *t) { return (size_t)t->full[0] * (t->ndim == 2 ? (size_t)t->full[1] : 1); }
 // Splits each block of a mixture of experts into its dense unit and ep units of E/ep experts (the
 // last 3E tensors of the block, model/moe.h), for the ep rank `rank` of the ep group `group`
-// (NULL where nothing runs). Names and initial values stay the whole model's; ep 1 changes nothing.
+// (NULL where nothing runs); with adapted experts (LoRA) each block's adapter unit alike, into the
+// dense layers' adapters and ep units of the adapters of the experts at each place. Names and
+// initial values stay the whole model's; ep 1 changes nothing.
 void model_plan_ep(ModelPlan *plan, int ep, int rank, CommGroup *group);
 // The units of block l this rank computes with, into units (MAX_BLOCK_UNITS): the block's own,
 // then its experts' under expert parallelism. Returns how many.
 int model_block_units(const ModelPlan *plan, int l, int *units);
-// Those units, then block l's adapter unit with LoRA: the units a block's compute gathers, whose
-// parameters (and gradients) model_block_fwd and model_block_bwd take in this order.
+// Those units, then block l's adapter units with LoRA (lora_block_units): the units a block's
+// compute gathers, whose parameters (and gradients) model_block_fwd and model_block_bwd take in
+// this order.
 int model_block_gather(const ModelPlan *plan, int l, int *units);
 // Tensor i of unit u's gradient in g. A frozen unit's g is NULL (LoRA): its weights' GEMMs then
 // skip the gradient (NULL), and the small vectors (norms, biases) go to a scratch nobody reads.

@@ -9,6 +9,7 @@
 #include "../base/err.h"
 #include "../comm/comm.h"
 #include "../kernels/kernels.h"
+#include "lora.h"
 
 // What the router's statistics are for: evaluation (none), a training micro-batch that is the
 // whole step (summed over the ranks in each layer's forward), a routing pass collecting a step's
@@ -306,12 +307,12 @@ static void capacity_keep(const ModelPlan *plan, MoeState *m, int l, int N) {
 
 #define WP(p, u, i) kern_param_at((p), (u)->t[i].offset)
 
-// this rank's local expert le's tensor j (0: w1, with w3 after it; 2: w2): its weights and gradient
-static const void *expert_w(const MoeParams *mp, int El, int le, int j) {
-    return WP(mp->pe, mp->ue, mp->ue->ntensors - 3 * El + 3 * le + j);
-}
+// this rank's local expert le's tensor j (0: w1, with w3 after it; 2: w2): its index in unit ue,
+// its weights and gradient
+static int expert_t(const MoeParams *mp, int El, int le, int j) { return mp->ue->ntensors - 3 * El + 3 * le + j; }
+static const void *expert_w(const MoeParams *mp, int El, int le, int j) { return WP(mp->pe, mp->ue, expert_t(mp, El, le, j)); }
 static float *expert_g(const MoeParams *mp, int El, int le, int j) {
-    return mp->ge ? mp->ge + mp->ue->t[mp->ue->ntensors - 3 * El + 3 * le + j].offset : NULL;  // frozen (LoRA): none
+    return mp->ge ? mp->ge + mp->ue->t[expert_t(mp, El, le, j)].offset : NULL;  // frozen (LoRA): none
 }
 
 // bytes of one row of D activations
@@ -364,33 +365,43 @@ static size_t ep_layout(const ModelPlan *plan, Activations *a, int l, size_t *se
     return R;
 }
 
-// The experts' forward over their rows x (grouped by expert, cnt[le] each): gue, he, and y (fp32)
-static void experts_fwd(const MoeParams *mp, int El, const int *cnt, const void *x, void *gue, void *he, float *y, int D, int F) {
+// The experts' forward over their rows x (grouped by expert, cnt[le] each): gue, he, and y (fp32),
+// each product with its LoRA adapters
+static void experts_fwd(const ModelPlan *plan, Activations *a, const MoeParams *mp, int El, const int *cnt, const void *x,
+                        void *gue, void *he, float *y, int D, int F) {
     const void *w13[CONFIG_MAX_EXPERTS], *w2[CONFIG_MAX_EXPERTS];
+    int t13[CONFIG_MAX_EXPERTS], t2[CONFIG_MAX_EXPERTS];
     size_t rows = 0;
     for (int le = 0; le < El; le++) {
         w13[le] = expert_w(mp, El, le, 0), w2[le] = expert_w(mp, El, le, 2);
+        t13[le] = expert_t(mp, El, le, 0), t2[le] = expert_t(mp, El, le, 2);
         rows += (size_t)cnt[le];
     }
     kern_matmul_grouped_fwd(gue, KERN_ACT, x, w13, cnt, El, D, 2 * F);  // w1 | w3
+    lora_grouped_fwd(plan, a, mp->ue, t13, 2, El, cnt, gue, KERN_ACT, x, D, 2 * F);
     kern_swiglu_fwd(he, gue, (int)rows, F);
     kern_matmul_grouped_fwd(y, KERN_F32, he, w2, cnt, El, F, D);  // w2
+    lora_grouped_fwd(plan, a, mp->ue, t2, 1, El, cnt, y, KERN_F32, he, F, D);
 }
 
 // Their backward from dy (fp32): the experts' gradients (+=) and dx (act)
-static void experts_bwd(const MoeParams *mp, Activations *a, int El, const int *cnt, const void *x, const void *gue,
-                        const void *he, const float *dy, void *dx, int D, int F) {
+static void experts_bwd(const ModelPlan *plan, Activations *a, const MoeParams *mp, int El, const int *cnt, const void *x,
+                        const void *gue, const void *he, const float *dy, void *dx, int D, int F) {
     const void *w13[CONFIG_MAX_EXPERTS], *w2[CONFIG_MAX_EXPERTS];
     float *g13[CONFIG_MAX_EXPERTS], *g2[CONFIG_MAX_EXPERTS];
+    int t13[CONFIG_MAX_EXPERTS], t2[CONFIG_MAX_EXPERTS];
     size_t rows = 0;
     for (int le = 0; le < El; le++) {
         w13[le] = expert_w(mp, El, le, 0), w2[le] = expert_w(mp, El, le, 2);
         g13[le] = expert_g(mp, El, le, 0), g2[le] = expert_g(mp, El, le, 2);
+        t13[le] = expert_t(mp, El, le, 0), t2[le] = expert_t(mp, El, le, 2);
         rows += (size_t)cnt[le];
     }
-    kern_matmul_grouped_bwd(a->dhe, g2, dy, KERN_F32, he, w2, cnt, El, F, D);
+    kern_matmul_grouped_bwd(a->dhe, g2, dy, KERN_F32, he, w2, cnt, El, F, D, 0);
+    lora_grouped_bwd(plan, a, mp->ue, t2, 1, El, cnt, a->dhe, dy, KERN_F32, he, F, D);
     kern_swiglu_bwd(a->dgue, a->dhe, gue, (int)rows, F);
-    kern_matmul_grouped_bwd(dx, g13, a->dgue, KERN_ACT, x, w13, cnt, El, D, 2 * F);
+    kern_matmul_grouped_bwd(dx, g13, a->dgue, KERN_ACT, x, w13, cnt, El, D, 2 * F, 0);
+    lora_grouped_bwd(plan, a, mp->ue, t13, 2, El, cnt, dx, a->dgue, KERN_ACT, x, D, 2 * F);
 }
 
 // Training with jitter: layer l's MLP input times its noise (Mixtral's: the router and the experts
@@ -414,7 +425,7 @@ void moe_fwd(const ModelPlan *plan, Activations *a, int l, const MoeParams *mp, 
     float *ye = a->ye + i * MS * D;
     const void *xj = a->rjit ? jitter(a, l, kern_act_at(a->rjit, i * m->N * D), xn, N, D) : NULL;
     if (xj) xn = xj;
-    kern_matmul_fwd(logits, KERN_F32, xn, WP(mp->p, mp->u, mp->router), N, D, E);  // (N, E)
+    model_proj_fwd(plan, a, l, mp->u, mp->router, 1, mp->p, logits, KERN_F32, xn, N, D, E);  // (N, E), with its adapter
     kern_moe_route(probs, idx, wts, logits, N, E, K);
     kern_download(m->idx, idx, sizeof(int32_t) * M);  // the GEMMs' row counts: the host waits for the router
     int *count = m->count + (size_t)l * E;
@@ -424,7 +435,7 @@ void moe_fwd(const ModelPlan *plan, Activations *a, int l, const MoeParams *mp, 
     kern_upload(slot, m->slot, sizeof(int32_t) * M);
     if (ep == 1) {
         kern_moe_gather(xe, xn, src, Mk, D);  // (Mk, D)
-        experts_fwd(mp, E, count, xe, gue, he, ye, D, F);
+        experts_fwd(plan, a, mp, E, count, xe, gue, he, ye, D, F);
     } else {  // the rows to their experts' ranks (grouped by expert, they are grouped by rank) and back
         size_t send[CONFIG_MAX_EXPERTS], recv[CONFIG_MAX_EXPERTS];
         int local[CONFIG_MAX_EXPERTS];
@@ -433,7 +444,7 @@ void moe_fwd(const ModelPlan *plan, Activations *a, int l, const MoeParams *mp, 
         size_t R = ep_layout(plan, a, l, send, recv, local);
         comm_all_to_all(plan->ep_group, a->ep_act, send, a->ep_f32, recv, act_row(a->ep_act, D));  // received as activations
         kern_moe_gather(xe, a->ep_f32, a->ep_perm, (int)R, D);
-        experts_fwd(mp, El, local, xe, gue, he, a->ep_f32b, D, F);
+        experts_fwd(plan, a, mp, El, local, xe, gue, he, a->ep_f32b, D, F);
         kern_moe_combine(a->ep_f32, a->ep_f32b, a->ep_inv, a->ep_ones, (int)R, 1, D);  // back in the received order
         comm_all_to_all(plan->ep_group, a->ep_f32, recv, ye, send, sizeof(float) * D);
     }
@@ -464,14 +475,14 @@ void moe_bwd(const ModelPlan *plan, Activations *a, int l, const MoeParams *mp, 
     // weights' gradients dout . ye: summed over the tp group before the router's backward
     if (plan->tp > 1) comm_wait(comm_allreduce_start(plan->tp_group, a->drwts, (size_t)N * K));
     if (ep == 1) {
-        experts_bwd(mp, a, E, count, xe, gue, he, a->dye, a->dxe, D, F);
+        experts_bwd(plan, a, mp, E, count, xe, gue, he, a->dye, a->dxe, D, F);
     } else {  // the rows' gradients to their experts' ranks, the inputs' gradients back
         size_t send[CONFIG_MAX_EXPERTS], recv[CONFIG_MAX_EXPERTS];
         int local[CONFIG_MAX_EXPERTS];
         size_t R = ep_layout(plan, a, l, send, recv, local);
         comm_all_to_all(plan->ep_group, a->dye, send, a->ep_f32, recv, sizeof(float) * D);
         kern_moe_combine(a->ep_f32b, a->ep_f32, a->ep_perm, a->ep_ones, (int)R, 1, D);  // in the experts' order
-        experts_bwd(mp, a, El, local, xe, gue, he, a->ep_f32b, a->dxe, D, F);
+        experts_bwd(plan, a, mp, El, local, xe, gue, he, a->ep_f32b, a->dxe, D, F);
         kern_moe_gather(a->ep_act, a->dxe, a->ep_inv, (int)R, D);
         comm_all_to_all(plan->ep_group, a->ep_act, recv, a->dxe, send, act_row(a->ep_act, D));
     }
@@ -486,10 +497,11 @@ void moe_bwd(const ModelPlan *plan, Activations *a, int l, const MoeParams *mp, 
     }
     kern_moe_route_bwd(a->drlogits, a->drwts, probs, logits, idx, wts, a->targets, gaux, train ? m->zscale[l] : 0.0f, N, E, K);
     const void *xj = a->rjit && train && m->jitter > 0.0f ? kern_act_at(a->rjit, i * m->N * D) : NULL;  // forward's input
-    // the router is whole on every tp rank, its input gradient the same on each: one adds it to the
-    // experts' parts, which the caller sums over the tp group
-    kern_matmul_bwd(plan->tp_rank == 0 ? a->dxn : NULL, mp->g ? mp->g + mp->u->t[mp->router].offset : NULL, a->drlogits, KERN_F32,
-                    xj ? xj : xn, WP(mp->p, mp->u, mp->router), N, D, E, 1);
+    // the router (and its adapter) is whole on every tp rank, its input gradient the same on each:
+    // one adds it to the experts' parts, which the caller sums over the tp group; the adapter's
+    // gradients are whole on every tp rank
+    model_proj_bwd(plan, a, l, mp->u, mp->router, 1, mp->p, mp->g, plan->tp_rank == 0 ? a->dxn : NULL, 1, a->drlogits, KERN_F32,
+                   xj ? xj : xn, N, D, E);
     if (xj) jitter(a, l, a->dxn, a->dxn, N, D);  // through the noise: dxn = noise x dloss/d(its product)
 }
 

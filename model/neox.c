@@ -199,15 +199,15 @@ static void neox_block_bwd(const ModelPlan *plan, int l, const void *const *pp, 
     const float *dbr = model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT);
     kern_bias_bwd(W(g, u, P_DENSE_B), dbr, KERN_F32, R, D);
     dbr = model_sp_gather_f32(plan, a, dbr, T);
-    model_proj_bwd(plan, a, l, u, P_DENSE_W, 1, p, g, a->datt, dbr, KERN_F32, la.att, N, Qd, D);
+    model_proj_bwd(plan, a, l, u, P_DENSE_W, 1, p, g, a->datt, 0, dbr, KERN_F32, la.att, N, Qd, D);
     // MLP
     dbr = model_dropout_bwd(a, dx, D, l, DROP_MLP_OUT);
     kern_bias_bwd(W(g, u, P_DOWN_B), dbr, KERN_F32, R, D);
     dbr = model_sp_gather_f32(plan, a, dbr, T);
-    model_proj_bwd(plan, a, l, u, P_DOWN_W, 1, p, g, a->dh, dbr, KERN_F32, la.h, N, F, D);
+    model_proj_bwd(plan, a, l, u, P_DOWN_W, 1, p, g, a->dh, 0, dbr, KERN_F32, la.h, N, F, D);
     kern_gelu_bwd(a->dh, a->dh, la.up, (size_t)N * F, neox_gelu(c));
     kern_bias_bwd(W(g, u, P_UP_B), a->dh, KERN_ACT, N, F);
-    model_proj_bwd(plan, a, l, u, P_UP_W, 1, p, g, a->dxn, a->dh, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), N, D, F);
+    model_proj_bwd(plan, a, l, u, P_UP_W, 1, p, g, a->dxn, 0, a->dh, KERN_ACT, model_sp_gather(plan, a, la.xn2, T), N, D, F);
     kern_layernorm_bwd(dx, W(g, u, P_LN2_W), W(g, u, P_LN2_B), model_colpar_dx(plan, a, T), la.x, WP(p, u, P_LN2_W),
                        la.mean2, la.rstd2, R, D);
     // attention
@@ -216,7 +216,7 @@ static void neox_block_bwd(const ModelPlan *plan, int l, const void *const *pp, 
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, H, hd, rot, KERN_QKV_PER_HEAD,
                    a->docs ? a->pos : NULL);  // (B, T, 3D)
     kern_bias_bwd(W(g, u, P_QKV_B), a->qkv, KERN_ACT, N, 3 * Qd);
-    model_proj_bwd(plan, a, l, u, P_QKV_W, 1, p, g, a->dxn, a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), N, D,
+    model_proj_bwd(plan, a, l, u, P_QKV_W, 1, p, g, a->dxn, 0, a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), N, D,
                    3 * Qd);
     kern_layernorm_bwd(dx, W(g, u, P_LN1_W), W(g, u, P_LN1_B), model_colpar_dx(plan, a, T), la.x, WP(p, u, P_LN1_W),
                        la.mean1, la.rstd1, R, D);

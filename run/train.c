@@ -505,8 +505,6 @@ static void setup_build(Run *r) {
                 c->model.lora_rank, (double)c->model.lora_alpha, (double)r->plan.lora_scale, c->model.use_rslora ? ", rsLoRA" : "",
                 r->plan.cfg.lora_target_modules, c->model.lora_dropout > 0 ? ", adapter dropout" : "", (double)trained / 1e6,
                 100.0 * (double)trained / (double)r->plan.num_params, (double)(r->plan.num_params - trained) / 1e6);
-        const char *note = lora_note(&r->plan);
-        if (note) log_msg("LoRA: %s\n", note);
     }
     if (r->dims.ep > 1)
         log_msg("expert parallelism %d: %d experts per rank, tokens to them by all-to-all; each rank's experts sharded over %d "

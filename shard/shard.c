@@ -56,7 +56,7 @@ void shard_master_changed(ShardState *s) {
 // returns how many.
 typedef int (*TensorPick)(const ShardState *s, const TensorSpec *t);
 
-static int tensor_ranges(ShardState *s, int u, TensorPick pick, int shard_local, size_t (*r)[2], const char *what) {
+static int tensor_ranges(ShardState *s, int u, TensorPick pick, int shard_local, size_t (*r)[2], int most, const char *what) {
     const UnitSpec *spec = &s->plan->units[u];
     int nr = 0;
     for (int t = 0; t < spec->ntensors; t++) {
@@ -67,7 +67,7 @@ static int tensor_ranges(ShardState *s, int u, TensorPick pick, int shard_local,
             r[nr - 1][1] += n;
             continue;
         }
-        if (nr == KERN_ADAMW_MAX_RANGES) err_fatal("unit %d has more than %d %s ranges", u, KERN_ADAMW_MAX_RANGES, what);
+        if (nr == most) err_fatal("unit %d has more than %d %s ranges", u, most, what);
         r[nr][0] = lo;
         r[nr][1] = lo + n;
         nr++;
@@ -246,6 +246,10 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
     s->accum_sharded = accum_sharded(cfg, grad_accum, pd);
     s->direct_grads = direct_grads(pd);
     s->units = callocCheck(s->nunits, sizeof(FlatUnit));
+    s->nranges = KERN_ADAMW_MAX_RANGES;  // each range holds a tensor: the same bound on every rank
+    for (int u = 0; u < s->nunits; u++)
+        if (plan->units[u].ntensors > s->nranges) s->nranges = plan->units[u].ntensors;
+    if (s->nranges > SHARD_MAX_RANGES) s->nranges = SHARD_MAX_RANGES;
     size_t max_padded = 0, max_padded_t = 0, max_shard_t = 0;  // _t: over the units that train
     size_t max_packed = 0, max_unpacked = 0;  // packed units: words gathered, elements dequantised
     size_t max_send = 0;  // the shards of the unpacked units, each rounded into a send slot under bf16
@@ -286,15 +290,15 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
         if (s->dims.shard_size == 1 && s->bf16_gathered) f->params = f->master_bf16;
         if (f->padded > max_padded) max_padded = f->padded;
         if (f->frozen) continue;
-        f->ndecay = tensor_ranges(s, u, pick_decayed, 1, f->decay, "weight-decay");
-        f->nnorm = tensor_ranges(s, u, pick_norm, 1, f->norm, "gradient-norm");
-        f->nwhole = tensor_ranges(s, u, pick_whole, 1, f->whole, "tp-whole");
+        f->ndecay = tensor_ranges(s, u, pick_decayed, 1, f->decay, KERN_ADAMW_MAX_RANGES, "weight-decay");
+        f->nnorm = tensor_ranges(s, u, pick_norm, 1, f->norm, s->nranges, "gradient-norm");
+        f->nwhole = tensor_ranges(s, u, pick_whole, 1, f->whole, SHARD_MAX_RANGES, "tp-whole");
         if (f->nwhole) s->tp_sums = 1;
     }
     // doubles: the grad norm's partial sums
-    s->unit_sumsq = (double *)fzalloc(2 * (size_t)s->nunits * KERN_ADAMW_MAX_RANGES, KERN_MEM_GRADS);
-    s->step_red = callocCheck((size_t)s->nunits * KERN_ADAMW_MAX_RANGES + 3, sizeof(double));
-    if (s->tp_sums) s->whole_reqs = callocCheck((size_t)s->nunits * KERN_ADAMW_MAX_RANGES, sizeof(CommRequest *));
+    s->unit_sumsq = (double *)fzalloc(2 * (size_t)s->nunits * s->nranges, KERN_MEM_GRADS);
+    s->step_red = callocCheck((size_t)s->nunits * s->nranges + 3, sizeof(double));
+    if (s->tp_sums) s->whole_reqs = callocCheck((size_t)s->nunits * SHARD_MAX_RANGES, sizeof(CommRequest *));
     // values are made on the host, then copied to the device
     // weights that come from a file skip this: random values would only be overwritten
     // a sharded start: each rank makes its own shards, one unit at a time, on the host and then
@@ -662,7 +666,7 @@ size_t shard_tensor_slice(const ShardState *s, int u, int t, size_t *begin, size
 int shard_is_writer(const ShardState *s, int u) { return s->units[u].member && s->units[u].replica_rank == 0; }
 
 void shard_step_stats(ShardState *s, const double *loss_dev, double flag, double tokens, ShardStepStats *out) {
-    int nu = s->nunits, nr = KERN_ADAMW_MAX_RANGES;
+    int nu = s->nunits, nr = s->nranges;
     double *red = s->step_red;  // loss, flag, tokens, then the units' ranges' sums of squares (0 where unused)
     for (int u = 0; u < nu; u++) {
         const FlatUnit *f = &s->units[u];

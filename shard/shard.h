@@ -12,6 +12,11 @@
 #include "parallel.h"
 #include "shard_config.h"
 
+// A unit's ranges of the tensors the gradient norm counts, or whose gradients the tp group sums:
+// under tensor parallelism LoRA's adapters of split weights alternate (one factor split, the
+// other a share), up to two ranges for each expert of a block's adapters
+enum { SHARD_MAX_RANGES = KERN_ADAMW_MAX_RANGES + 2 * CONFIG_MAX_EXPERTS };
+
 // where a gather happens: training forward, evaluation forward, backward
 typedef enum { PHASE_FWD, PHASE_EVAL, PHASE_BWD } ShardPhase;
 
@@ -38,9 +43,9 @@ typedef struct {
     int ndecay;                   // this shard's weight-decay ranges (KernAdamW.decay), local offsets
     size_t decay[KERN_ADAMW_MAX_RANGES][2];
     int nnorm;                    // the ranges the gradient norm counts: all of the shard, but at tp ranks
-    size_t norm[KERN_ADAMW_MAX_RANGES][2];  // after the first not the tensors every tp rank holds whole
+    size_t norm[SHARD_MAX_RANGES][2];  // after the first not the tensors every tp rank holds whole
     int nwhole;                   // the shard's ranges of the tensors whose gradients each tp rank has a share of
-    size_t whole[KERN_ADAMW_MAX_RANGES][2];  // (sequence parallelism's whole tensors, LoRA's tp_partial factors)
+    size_t whole[SHARD_MAX_RANGES][2];  // (sequence parallelism's whole tensors, LoRA's tp_partial factors)
     float *host_grad;             // (shard_len) offload: the gradient shard copied to the host
     int copy_ticket;              // offload: the kern_*_async copy of host_grad
     void *params;                 // (padded) gathered parameters (kern_params_bf16's dtype) while gathered, else NULL
@@ -100,10 +105,11 @@ typedef struct {
     uint8_t *packed_stage[1 + MAX_BLOCK_UNITS];
     void *packed_params[1 + MAX_BLOCK_UNITS];
     int packed_owner[1 + MAX_BLOCK_UNITS];
-    double *unit_sumsq;             // (nunits, KERN_ADAMW_MAX_RANGES) sums of squares of the norm ranges, on the device
+    int nranges;                    // a unit's norm ranges at most, on any rank: ntensors, at least 8, at most SHARD_MAX_RANGES
+    double *unit_sumsq;             // (nunits, nranges) sums of squares of the norm ranges, on the device
     double *step_red;               // (nunits + 2) host: what the step's one all-reduce carries
     int tp_sums;                    // some gradient shards are summed over the tp group (pick_whole in shard.c)
-    CommRequest **whole_reqs;       // (nunits * KERN_ADAMW_MAX_RANGES) the step's sums of those gradient shards
+    CommRequest **whole_reqs;       // (nunits * SHARD_MAX_RANGES) the step's sums of those gradient shards
     int whole_pending;              // over the tp group, and whether they are due
     int step;                       // optimizer steps taken
 } ShardState;

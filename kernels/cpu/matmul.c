@@ -35,12 +35,12 @@ void cpu_matmul_grouped_fwd(void *out_, KernDtype out_dt, const void *inp_, cons
 }
 
 void cpu_matmul_grouped_bwd(void *dinp_, float *const *dw, const void *dout_, KernDtype dout_dt, const void *inp_,
-                            const void *const *w, const int *rows, int G, int IN, int OUT) {
+                            const void *const *w, const int *rows, int G, int IN, int OUT, int accumulate_dinp) {
     float *dinp = dinp_;
     const float *dout = dout_;
     const float *inp = inp_;
     for (int g = 0, o = 0; g < G; o += rows[g++])
         if (rows[g])
             cpu_matmul_bwd(dinp + (size_t)o * IN, dw[g], dout + (size_t)o * OUT, dout_dt, inp + (size_t)o * IN, w[g],
-                           rows[g], IN, OUT, 0);
+                           rows[g], IN, OUT, accumulate_dinp);
 }

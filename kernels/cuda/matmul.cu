@@ -382,7 +382,7 @@ void cuda_matmul_grouped_fwd(void *out, KernDtype out_dt, const void *inp, const
 }
 
 void cuda_matmul_grouped_bwd(void *dinp, float *const *dw, const void *dout, KernDtype dout_dt, const void *inp,
-                             const void *const *w, const int *rows, int G, int IN, int OUT) {
+                             const void *const *w, const int *rows, int G, int IN, int OUT, int accumulate_dinp) {
     const int total = count_rows(rows, G);
     const Act d32 = act(dout, dout_dt), i32 = act(inp), di32 = act(dinp);
     // dw goes grouped only with dinp (the loop below computes both or dw alone): in fp32 mode
@@ -398,7 +398,7 @@ void cuda_matmul_grouped_bwd(void *dinp, float *const *dw, const void *dout, Ker
             if (rows[g])
                 gg[n++] = {IN, rows[g], OUT, IN, OUT, IN, w[g], elem(d, (size_t)o * OUT, bf16),
                            const_cast<void *>(elem(dinp, (size_t)o * IN, bf16))};
-        if (n) gemm_grouped(false, false, gg, n, 0.0f);
+        if (n) gemm_grouped(false, false, gg, n, accumulate_dinp ? 1.0f : 0.0f);
         if (!dw[0]) return;  // frozen experts: no weight gradients
         // dw^T (IN, OUT) += inp^T (IN, rows) @ dout (rows, OUT)
         if (dw_grouped) {
@@ -417,7 +417,7 @@ void cuda_matmul_grouped_bwd(void *dinp, float *const *dw, const void *dout, Ker
     for (int g = 0, o = 0; g < G; o += rows[g++])
         if (rows[g])
             cuda_matmul_bwd(dinp_grouped ? NULL : (di32 + (size_t)o * IN).p, dw[g], (d32 + (size_t)o * OUT).p, dout_dt,
-                            (i32 + (size_t)o * IN).p, w[g], rows[g], IN, OUT, 0);
+                            (i32 + (size_t)o * IN).p, w[g], rows[g], IN, OUT, accumulate_dinp);
 }
 
 void cuda_set_compute(int mode) { cuda_ctx.compute = mode; }

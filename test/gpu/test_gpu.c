@@ -272,12 +272,12 @@ static void test_matmul_grouped(int IN, int OUT, KernDtype dt) {
     download_dt(a, d_out[0], (size_t)N * OUT, dt), download_dt(b, d_out[1], (size_t)N * OUT, dt);
     snprintf(name, sizeof name, "matmul_grouped_fwd G=%d IN=%d OUT=%d%s%s", G, IN, OUT, mode_name(), sfx);
     compare(name, a, b, (size_t)N * OUT, tol_mm());
-    for (int pass = 0; pass < 2; pass++) {  // dinp overwritten both times, dw accumulated
-        cuda_matmul_grouped_bwd(d_dinp[0], dw[0], d_dout, dt, d_inp, w, rows, G, IN, OUT);
+    for (int pass = 0; pass < 2; pass++) {  // dinp overwritten, then added to (accumulate_dinp); dw accumulated
+        cuda_matmul_grouped_bwd(d_dinp[0], dw[0], d_dout, dt, d_inp, w, rows, G, IN, OUT, pass);
         for (int g = 0, o = 0; g < G; o += rows[g++])
             if (rows[g])
                 cuda_matmul_bwd(buf_at(d_dinp[1], (size_t)o * IN, KERN_ACT), dw[1][g], buf_at(d_dout, (size_t)o * OUT, dt),
-                                dt, buf_at(d_inp, (size_t)o * IN, KERN_ACT), w[g], rows[g], IN, OUT, 0);
+                                dt, buf_at(d_inp, (size_t)o * IN, KERN_ACT), w[g], rows[g], IN, OUT, pass);
         download_act(a, d_dinp[0], (size_t)N * IN), download_act(b, d_dinp[1], (size_t)N * IN);
         snprintf(name, sizeof name, "matmul_grouped_bwd dinp (pass %d) G=%d IN=%d OUT=%d%s%s", pass, G, IN, OUT,
                  mode_name(), sfx);

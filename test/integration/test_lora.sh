@@ -2,8 +2,10 @@
 # LoRA: adapters on every family's projections against the PyTorch reference (PEFT's formulas:
 # logits, loss, the adapters' gradients, 5 AdamW steps); step 0 equals the base model exactly;
 # equal losses at np=1/2/4 across strategies, tensor and sequence parallelism, activation
-# checkpointing, micro-batches, packing and expert parallelism, adapter dropout included; resume
-# bit for bit across layouts; a base checkpoint and a Hugging Face folder load under adapters;
+# checkpointing, micro-batches, packing and expert parallelism, adapter dropout included; a
+# mixture of experts' experts and router adapted (step 0 the base's, the same losses at every
+# layout, resume bit for bit at ep 2, the emulated GPU's grouped GEMMs); resume bit for bit across
+# layouts; a base checkpoint and a Hugging Face folder load under adapters;
 # the tracker holds gradients and moments of the adapters alone; under --precision bf16 the frozen
 # base is stored in bf16 (the losses unchanged, 2 bytes per frozen parameter, resume bit for bit);
 # refusals by name.
@@ -15,7 +17,7 @@ ONE="--num_threads 1 --checkpoint_freq 0 --validation_freq 0 --num_tokens 0"
 # ---- parity: each family, every adaptable layer (B moved off zero so both factors show) ----
 for fam in "llama_v2 --lora_target_modules all-linear" "mingpt --lora_target_modules c_attn,c_fc,mlp.c_proj" \
            "gpt_neox --lora_target_modules all-linear --use_rslora 1" \
-           "mixtral --num_experts 4 --num_experts_per_tok 2 --lora_target_modules q_proj,k_proj,v_proj,o_proj"; do
+           "mixtral --num_experts 4 --num_experts_per_tok 2 --lora_target_modules all-linear"; do
     set -- $fam
     mkdir -p "$W/dump-$1"
     build/test_model --dump "$W/dump-$1" "$@" --lora_rank 4 --lora_alpha 8 >"$W/dump-$1.log" 2>&1
@@ -80,6 +82,59 @@ X="--model_name mixtral_tiny --num_layers 2 ${L/--lora_target_modules all-linear
 $MPI -np 2 ./fsdpc $X --batch_size 2 --ep 2 --metrics_file "$W/x2.jsonl" >/dev/null 2>"$W/x2.log"
 d=$(rel_diff "$W/x1.jsonl" "$W/x2.jsonl" 3 1e-5)
 check "Mixtral with LoRA on its attention: np=2 --ep 2 (frozen experts split) equals np=1 (worst $d)" $? "$(grep -m2 error "$W/x2.log")"
+
+# ---- a mixture of experts' experts and router adapted (their grouped GEMMs, expert parallelism) ----
+XB="--model_name mixtral_tiny --num_layers 2 --train_data data/tinyshakespeare.txt $ONE --lr 3e-3 --warmup 1"
+run xbase ./fsdpc $XB --batch_size 4 --max_steps 1
+for t in all-linear w1,w2,w3,gate; do
+    run "xe-$t" ./fsdpc $XB --batch_size 4 --max_steps 4 --lora_rank 4 --lora_alpha 16 --lora_target_modules $t
+    [ "$(losses "$W/xbase.jsonl")" = "$(losses "$W/xe-$t.jsonl" | head -1)" ] && [ -n "$(losses "$W/xbase.jsonl")" ] &&
+        awk 'NR == 1 { a = $1 } END { exit !(NR == 4 && $1 < a) }' <(losses "$W/xe-$t.jsonl")
+    check "Mixtral, LoRA on $t (experts and router): step 1 equals the base model exactly, and the loss falls ($(losses "$W/xe-$t.jsonl" | tr '\n' ' '))" $? \
+        "$(grep -m2 error "$W/xe-$t.log")"
+done
+grep -q "LoRA r=4 alpha=16 (scale 4) on w1,w2,w3,gate: 0.02M adapter parameters train" "$W/xe-w1,w2,w3,gate.log"
+check "the start-up line counts the experts' and router's adapters" $? "$(grep -m1 LoRA "$W/xe-w1,w2,w3,gate.log")"
+XE="$XB --max_steps 4 --lora_rank 4 --lora_alpha 16 --lora_target_modules all-linear"
+cp "$W/xe-all-linear.jsonl" "$W/xe1.jsonl"
+for lay in "2 --batch_size 2 --sharding full-shard" "2 --batch_size 2 --ep 2" \
+           "4 --batch_size 1 --ep 2 --sharding hybrid-full-shard --shard_group_size 2" "4 --batch_size 1 --ep 4" \
+           "2 --batch_size 4 --tensor_parallel_degree 2" "4 --batch_size 2 --tensor_parallel_degree 2 --ep 2"; do
+    set -- $lay
+    np=$1
+    shift
+    rm -f "$W/xe2.jsonl"
+    $MPI -np $np ./fsdpc $XE "$@" --metrics_file "$W/xe2.jsonl" >/dev/null 2>"$W/xe2.log"
+    d=$(rel_diff "$W/xe1.jsonl" "$W/xe2.jsonl" 4 1e-5)
+    check "Mixtral with adapted experts and router: np=$np $* equals np=1 (worst $d)" $? "$(grep -m2 error "$W/xe2.log")"
+done
+# a checkpoint of ep 2's split adapters: resumed at ep 2 (every figure bit for bit) and at np=1
+XC="$XB --max_steps 6 --lora_rank 4 --lora_alpha 16 --lora_target_modules w1,w2,w3,gate"
+$MPI -np 2 ./fsdpc $XC --batch_size 2 --ep 2 --checkpoint_dir "$W/xck" --checkpoint_freq 3 --metrics_file "$W/xc1.jsonl" \
+    >/dev/null 2>"$W/xc1.log"
+check "Mixtral expert LoRA at --ep 2 checkpoints" $? "$(grep -m2 error "$W/xc1.log")"
+$MPI -np 2 ./fsdpc $XC --batch_size 2 --ep 2 --checkpoint_dir "$W/xck" --resume_from_checkpoint "$W/xck/step_00000003.h5" \
+    --checkpoint_freq 0 --metrics_file "$W/xc2.jsonl" >/dev/null 2>"$W/xc2.log"
+[ "$(steady "$W/xc2.jsonl")" = "$(steady "$W/xc1.jsonl" | tail -3)" ] && [ "$(wc -l <"$W/xc2.jsonl")" = 3 ]
+check "expert LoRA resumed at --ep 2 from step 3: steps 4-6 equal bit for bit (every figure)" $? "$(grep -m2 error "$W/xc2.log")"
+./fsdpc $XC --batch_size 4 --checkpoint_dir "$W/xck" --resume_from_checkpoint "$W/xck/step_00000003.h5" --checkpoint_freq 0 \
+    --metrics_file "$W/xc3.jsonl" >/dev/null 2>"$W/xc3.log"
+d=$(rel_diff <(tail -3 "$W/xc1.jsonl") "$W/xc3.jsonl" 3 1e-5)
+check "expert LoRA resumed at np=1 from --ep 2's step 3: steps 4-6 equal (worst $d)" $? "$(grep -m2 error "$W/xc3.log")"
+$PY - "$W/xck/step_00000003.h5" <<'PYEOF'
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+names, moments = [], []
+f["model"].visit(names.append)
+f["optim/exp_avg"].visit(moments.append)
+adapters = [n for n in names if ".lora_" in n]
+# 2 blocks: the router and 4 experts x (w1, w2, w3), two factors each
+ok = len(adapters) == 2 * (1 + 4 * 3) * 2 and sorted(moments) == sorted(adapters) and \
+    "model.layers.1.block_sparse_moe.experts.3.w2.lora_B.weight" in adapters
+print(f"{len(adapters)} adapters, {len(moments)} moments")
+sys.exit(not ok)
+PYEOF
+check "the ep 2 checkpoint holds every expert's and the router's adapters once, with their moments, under PEFT's names" $?
 
 # ---- checkpoints: the adapters' moments only; resume bit for bit across layouts ----
 C="$L --lora_dropout 0.1 --lora_target_modules q_proj,v_proj,gate_proj --num_tokens 0"
@@ -254,10 +309,12 @@ expect_error "a rank larger than a layer" "--lora_rank 200 is larger than model.
 expect_error "LoRA settings without --lora_rank" "--lora_dropout applies to LoRA adapters" ./fsdpc $F --lora_dropout 0.1
 expect_error "a negative rank" "--lora_rank must be >= 0" ./fsdpc $F --lora_rank -2
 expect_error "dropout of 1" "--lora_dropout must be in \[0, 1\)" ./fsdpc $F --lora_rank 2 --lora_dropout 1
-expect_error "an expert targeted" "experts.0.w1 is a mixture of experts' router or expert" \
-    ./fsdpc $F --model_name mixtral_tiny --lora_rank 2 --lora_target_modules w1
-expect_error "an expert named beside all-linear" "experts.0.w1 is a mixture of experts' router or expert" \
-    ./fsdpc $F --model_name mixtral_tiny --lora_rank 2 --lora_target_modules all-linear,w1
+expect_error "adapter dropout on the experts" "--lora_dropout with adapters on the experts .*drop --lora_dropout or the experts" \
+    ./fsdpc $F --model_name mixtral_tiny --lora_rank 2 --lora_target_modules w1,gate --lora_dropout 0.1
+expect_error "some experts adapted, not all" "adapts model.layers.0.block_sparse_moe.experts.0.w1.weight but not .*experts.1.w1" \
+    ./fsdpc $F --model_name mixtral_tiny --lora_rank 2 --lora_target_modules experts.0.w1
+expect_error "a layer the family lacks lists the experts and router" "its layers: q_proj, k_proj, v_proj, o_proj, gate, w1, w3, w2" \
+    ./fsdpc $F --model_name mixtral_tiny --lora_rank 2 --lora_target_modules gate_proj
 expect_error "adapter dropout on a row-parallel layer under tp" "--lora_dropout with --tensor_parallel_degree 2 on o_proj" \
     $MPI -np 2 ./fsdpc $F --lora_rank 2 --lora_target_modules q_proj,o_proj --lora_dropout 0.1 --tensor_parallel_degree 2
 expect_error "no module named" "--lora_target_modules names no module" ./fsdpc $F --lora_rank 2 --lora_target_modules " , "
@@ -275,3 +332,11 @@ $MPI -np 2 ./build/fsdpc_emu $G --device cuda --precision bf16 --batch_size 1 --
 d=$(rel_diff "$W/g-cpu.jsonl" "$W/g-bf1.jsonl" 3 1e-3) && [ "$(losses "$W/g-bf1.jsonl")" = "$(losses "$W/g-bf2.jsonl")" ]
 check "emulated GPU, bf16: within 1e-3 of the CPU's fp32 (worst $d), and np=2 equals np=1 bit for bit" $? \
     "$(grep -m2 -E 'error|emu' "$W/g-bf1.log" "$W/g-bf2.log")"
+# the experts' adapters through the CUDA grouped GEMMs, at ep 1 and ep 2
+GX="${G/--lora_dropout 0.1/} --model_name mixtral_tiny"
+run gx-cpu ./fsdpc $GX --device cpu
+run gx-gpu ./build/fsdpc_emu $GX --device cuda
+$MPI -np 2 ./build/fsdpc_emu $GX --device cuda --batch_size 1 --ep 2 --metrics_file "$W/gx-ep2.jsonl" >/dev/null 2>"$W/gx-ep2.log"
+d=$(rel_diff "$W/gx-cpu.jsonl" "$W/gx-gpu.jsonl" 3 1e-6) && e=$(rel_diff "$W/gx-cpu.jsonl" "$W/gx-ep2.jsonl" 3 1e-5)
+check "emulated GPU, fp32: Mixtral with adapted experts and router equals the CPU at ep 1 (worst $d) and ep 2 (worst $e)" $? \
+    "$(grep -m2 -E 'error|emu' "$W/gx-gpu.log" "$W/gx-ep2.log")"

@@ -4,7 +4,9 @@
 # with --init_adapter (np 1, and np 2 at tp 2), changes the loss, and export --adapter of the run's
 # checkpoint at --lr 0 gives back the same names, shapes, config and fp32 values bit for bit; the
 # merged export's weights are W + s B A of the checkpoint (torch, 1e-6) and generate the adapter
-# run's greedy text; bad adapter folders and exports end with one error line each.
+# run's greedy text; a mixture of experts' experts and router adapted at --ep 2 go out under
+# PEFT's names, come back in bit for bit (np 1 and --ep 2), and merge; bad adapter folders and
+# exports end with one error line each.
 cd "$(dirname "$0")/../.."
 source test/lib.sh
 PY=/usr/bin/python3
@@ -120,3 +122,48 @@ check "minGPT's mlp.c_proj alone is exported as mlp.c_proj (c_proj would adapt a
 check "and loads back into the same adapters" $? "$(grep -m2 error "$W/mg.log")"
 expect_error "the mlp.c_proj adapter into a run adapting both c_proj" "adapts target_modules c_attn,mlp.c_proj but this run adapts" \
     ./fsdpc --model_type mingpt --lora_rank 2 --lora_target_modules c_proj,c_attn --max_steps 1 $NOCK --init_adapter "$W/mgx"
+
+# ---- a mixture of experts' experts and router: out under PEFT's names from an --ep 2 run, back in, merged ----
+XM="--model_name mixtral_tiny --num_layers 2 --lora_rank 4 --lora_alpha 8 --lora_target_modules all-linear"
+$MPI -np 2 ./fsdpc $XM --batch_size 2 --num_tokens 0 --ep 2 --max_steps 12 --lr 1e-2 --warmup 1 --checkpoint_dir "$W/xk" \
+    --checkpoint_freq 12 >/dev/null 2>"$W/xk.log" &&
+    ./fsdpc export --checkpoint "$W/xk" --output "$W/xa" --adapter --dtype fp32 >/dev/null 2>"$W/xa.log"
+check "Mixtral's experts and router adapted at --ep 2, exported with --adapter" $? "$(grep -m2 error "$W/xk.log" "$W/xa.log")"
+$PY - "$W/xa" <<'PYEOF'
+import json, struct, sys
+b = open(sys.argv[1] + "/adapter_model.safetensors", "rb").read()
+h = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+h.pop("__metadata__", None)
+c = json.load(open(sys.argv[1] + "/adapter_config.json"))
+p = "base_model.model.model.layers."
+want = {p + "1.block_sparse_moe.experts.3.w2.lora_A.weight": [4, 96], p + "1.block_sparse_moe.experts.3.w2.lora_B.weight": [128, 4],
+        p + "0.block_sparse_moe.experts.0.w1.lora_B.weight": [96, 4], p + "0.block_sparse_moe.gate.lora_A.weight": [4, 128],
+        p + "0.block_sparse_moe.gate.lora_B.weight": [4, 4]}
+ok = len(h) == 2 * (4 + 1 + 4 * 3) * 2 and all(h.get(k, {}).get("shape") == s for k, s in want.items()) and \
+    sorted(c["target_modules"]) == sorted(["q_proj", "k_proj", "v_proj", "o_proj", "gate", "w1", "w2", "w3"])
+print(len(h), c["target_modules"])
+sys.exit(not ok)
+PYEOF
+check "the adapter folder holds every expert's and the router's factors under PEFT's names and shapes, target_modules with gate, w1, w2, w3" $?
+for lay in "1 --batch_size 4" "2 --batch_size 2 --ep 2"; do
+    set -- $lay
+    np=$1
+    shift
+    rm -rf "$W/xk2" "$W/xa2"
+    $MPI -np $np ./fsdpc $XM "$@" --num_tokens 0 $FROZEN --init_adapter "$W/xa" --checkpoint_dir "$W/xk2" --checkpoint_freq 2 \
+        >/dev/null 2>"$W/xk2.log" &&
+        ./fsdpc export --checkpoint "$W/xk2" --output "$W/xa2" --adapter --dtype fp32 >/dev/null 2>&1 &&
+        cmp -s "$W/xa/adapter_model.safetensors" "$W/xa2/adapter_model.safetensors"
+    rc=$?
+    grep -q "Loaded adapters from $W/xa (68 tensors)" "$W/xk2.log"
+    check "np=$np $*: --init_adapter loads the experts' and router's 68 adapter tensors, exported back bit for bit" $((rc | $?)) \
+        "$(grep -m2 'error\|Loaded' "$W/xk2.log")"
+done
+./fsdpc export --checkpoint "$W/xk" --output "$W/xm" --dtype fp32 >/dev/null 2>"$W/xm.log" &&
+    grep -q "Merged the LoRA adapters into 34 weights" "$W/xm.log" && out=$($PY $REF merged "$W/xk/step_00000012.h5" "$W/xm" 2>&1)
+check "the merged export is W + s B A for the experts and the router too ($out)" $? "$(tail -c 300 "$W/xm.log"; echo "$out" | tail -2)"
+$MPI -np 2 ./fsdpc $XM --ep 2 --max_steps 0 --resume_from_checkpoint "$W/xk/step_00000012.h5" --prompt "$PROMPT" --num_tokens 40 \
+    --temperature 0 >"$W/xl.txt" 2>"$W/xl.log" &&
+    ./fsdpc --max_steps 0 --init_from "$W/xm" --prompt "$PROMPT" --num_tokens 40 --temperature 0 >"$W/xmg.txt" 2>"$W/xmg.log" &&
+    cmp -s "$W/xl.txt" "$W/xmg.txt" && [ "$(wc -c <"$W/xl.txt")" -gt ${#PROMPT} ]
+check "the merged export generates the --ep 2 adapter run's greedy text" $? "$(grep -m2 error "$W/xl.log" "$W/xmg.log")"

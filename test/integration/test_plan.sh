@@ -85,7 +85,9 @@ for args in "4 --sharding hybrid-full-shard --shard_group_size 2 --meta_init" \
     "2 --sharding full-shard --lora_rank 8 --lora_target_modules all-linear --precision bf16 --meta_init" \
     "4 --sharding hybrid-full-shard --shard_group_size 2 --lora_rank 8 --lora_dropout 0.1 --activation_checkpoints --meta_init" \
     "2 --sharding no-shard --lora_rank 4 --grad_accum 2 --precision bf16 --reduce_dtype bf16 --meta_init" \
-    "4 --sharding full-shard --tensor_parallel_degree 2 --lora_rank 8 --lora_target_modules all-linear --meta_init"; do
+    "4 --sharding full-shard --tensor_parallel_degree 2 --lora_rank 8 --lora_target_modules all-linear --meta_init" \
+    "2 --sharding full-shard --model_type mixtral --num_experts 4 --ep 2 --lora_rank 4 --lora_target_modules all-linear --meta_init" \
+    "4 --sharding full-shard --model_type mixtral --num_experts 4 --ep 2 --tensor_parallel_degree 2 --lora_rank 4 --lora_target_modules w1,w2,w3,gate --meta_init"; do
     set -- $args
     np=$1
     shift

@@ -129,7 +129,7 @@ static void test_matmul(void) {
 }
 
 // the grouped form (the experts of a MoE layer): bit for bit the loop of the plain one over the
-// groups, groups of 0 rows included
+// groups, groups of 0 rows included; the backward twice, overwriting dinp and then adding to it
 static void test_matmul_grouped(void) {
     enum { G = 5, IN = 9, OUT = 6 };
     const int rows[G] = {4, 0, 7, 0, 3}, N = 14;
@@ -143,16 +143,17 @@ static void test_matmul_grouped(void) {
         dw[0][g] = rand_vec(OUT * IN, -1, 1), dw[1][g] = dup_vec(dw[0][g], OUT * IN);
     }
     kern_matmul_grouped_fwd(out[0], KERN_F32, inp, w, rows, G, IN, OUT);
-    kern_matmul_grouped_bwd(dinp[0], dw[0], dout, KERN_F32, inp, w, rows, G, IN, OUT);
+    for (int acc = 0; acc < 2; acc++) kern_matmul_grouped_bwd(dinp[0], dw[0], dout, KERN_F32, inp, w, rows, G, IN, OUT, acc);
     for (int g = 0, o = 0; g < G; o += rows[g++])
         if (rows[g]) {
             kern_matmul_fwd(out[1] + o * OUT, KERN_F32, inp + o * IN, w[g], rows[g], IN, OUT);
-            kern_matmul_bwd(dinp[1] + o * IN, dw[1][g], dout + o * OUT, KERN_F32, inp + o * IN, w[g], rows[g], IN, OUT, 0);
+            for (int acc = 0; acc < 2; acc++)
+                kern_matmul_bwd(dinp[1] + o * IN, dw[1][g], dout + o * OUT, KERN_F32, inp + o * IN, w[g], rows[g], IN, OUT, acc);
         }
     int dw_same = 1;
     for (int g = 0; g < G; g++) dw_same &= !memcmp(dw[0][g], dw[1][g], sizeof(float) * OUT * IN);
     report(!memcmp(out[0], out[1], sizeof(float) * N * OUT), "matmul grouped fwd = the loop (bits)", "out differs");
-    report(!memcmp(dinp[0], dinp[1], sizeof(float) * N * IN), "matmul grouped bwd dinp = the loop (bits)", "dinp differs");
+    report(!memcmp(dinp[0], dinp[1], sizeof(float) * N * IN), "matmul grouped bwd dinp = the loop, then += (bits)", "dinp differs");
     report(dw_same, "matmul grouped bwd dw += as the loop (bits)", "dw differs");
     for (int g = 0; g < G; g++) free((void *)w[g]), free(dw[0][g]), free(dw[1][g]);
     free(inp), free(dout), free(out[0]), free(out[1]), free(dinp[0]), free(dinp[1]);
