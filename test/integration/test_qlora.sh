@@ -39,6 +39,12 @@ check "Mixtral QLoRA (experts and router in NF4): np=2 --ep 2 equals np=1 (worst
 $MPI -np 4 ./fsdpc $M --batch_size 2 --ep 2 --tensor_parallel_degree 2 --metrics_file "$W/m4.jsonl" >"$W/m4.log" 2>&1
 d=$(rel_diff "$W/m1.jsonl" "$W/m4.jsonl" 3 1e-5)
 check "Mixtral QLoRA: np=4 --ep 2 x tp 2 equals np=1 (worst $d)" $? "$(grep -m2 error "$W/m4.log")"
+# adapters on the NF4 experts and router too (all-linear; rank 4: the router has 4 outputs)
+MA="${M/--lora_rank 8 --lora_target_modules q_proj,v_proj/--lora_rank 4 --lora_target_modules all-linear}"
+./fsdpc $MA --batch_size 4 --metrics_file "$W/ma1.jsonl" >"$W/ma1.log" 2>&1
+$MPI -np 4 ./fsdpc $MA --batch_size 2 --ep 2 --tensor_parallel_degree 2 --metrics_file "$W/ma4.jsonl" >"$W/ma4.log" 2>&1
+d=$(rel_diff "$W/ma1.jsonl" "$W/ma4.jsonl" 3 1e-5)
+check "Mixtral QLoRA with adapted experts and router: np=4 --ep 2 x tp 2 equals np=1 (worst $d)" $? "$(grep -m2 error "$W/ma4.log" "$W/ma1.log")"
 # minGPT: a fused q|k|v split in 3 blocks over the tp ranks, and biases
 ./fsdpc $Q --model_type mingpt --max_steps 3 --batch_size 4 --metrics_file "$W/g1.jsonl" >"$W/g1.log" 2>&1
 $MPI -np 2 ./fsdpc $Q --model_type mingpt --max_steps 3 --batch_size 4 --tensor_parallel_degree 2 --metrics_file "$W/g2.jsonl" \
