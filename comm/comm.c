@@ -14,6 +14,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <malloc.h>
 #include <sched.h>
 #include <mpi.h>
@@ -231,7 +232,7 @@ volatile sig_atomic_t comm_stop_signal;
 static volatile sig_atomic_t stop_polled;
 static volatile sig_atomic_t stop_silent;  // a rank other than 0: an immediate stop prints nothing
 static const char *volatile stop_phase = "start-up";
-enum { STOP_FILES = 8, STOP_PATH = 1100 };
+enum { STOP_FILES = 8, STOP_PATH = PATH_MAX };  // any path the system takes
 static char stop_files[STOP_FILES][STOP_PATH];
 static volatile sig_atomic_t stop_file_used[STOP_FILES];
 static const int stop_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1};
