@@ -392,6 +392,13 @@ void comm_init(int *argc, char ***argv) {
         exit(1);
     }
     singleton_session_dir(wired);
+#if defined(OPEN_MPI)
+    // Open MPI's lockedfile shared-file-pointer component, which MPI-IO (parallel HDF5) opens with
+    // every file, keeps the file's path in a fixed buffer and aborts the job on a checkpoint path
+    // of 207 characters or more; fsdpc never uses shared file pointers, so it is left out unless
+    // the user chose the components (OMPI_MCA_sharedfp).
+    setenv("OMPI_MCA_sharedfp", "^lockedfile", 0);
+#endif
     clock_test_pause("start-up");
     MPI_Init(argc, argv);
     // errors come back to us so they are reported with file:line, not as a bare abort
