@@ -232,7 +232,7 @@ volatile sig_atomic_t comm_stop_signal;
 static volatile sig_atomic_t stop_polled;
 static volatile sig_atomic_t stop_silent;  // a rank other than 0: an immediate stop prints nothing
 static const char *volatile stop_phase = "start-up";
-enum { STOP_FILES = 8, STOP_PATH = PATH_MAX };  // any path the system takes
+enum { STOP_FILES = 16, STOP_PATH = PATH_MAX };  // any path the system takes
 static char stop_files[STOP_FILES][STOP_PATH];
 static volatile sig_atomic_t stop_file_used[STOP_FILES];
 static const int stop_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1};
