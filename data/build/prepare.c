@@ -811,6 +811,16 @@ static int prepare_setup(Prepare *p) {
         p->docs_comp[i] = sn.format == SNIFF_GZIP ? DOCS_GZIP : sn.format == SNIFF_ZSTD ? DOCS_ZSTD : DOCS_PLAIN;
         p->docs_kind[i] = inner == SNIFF_JSONL ? DOCS_JSONL : inner == SNIFF_TEXT ? DOCS_TEXT : inner == SNIFF_PARQUET ? DOCS_PARQUET : DOCS_ARROW;
     }
+    // Refused now rather than after a million files: plain text under the byte tokenizer has a
+    // token per byte at least, so its shard count is known from the sizes. Other inputs meet the
+    // same limit as their shards are written (prepare_split_write).
+    uint64_t least = 0;
+    for (int i = 0; i < p->ninputs; i++) least += !p->tokenizer[0] && !p->gzipped[i] && !p->as_docs[i] && p->docs_kind[i] == DOCS_TEXT ? p->sizes[i] : 0;
+    if (least / p->shard_tokens > 2 * (uint64_t)PREPARE_MAX_SHARDS)
+        return prepare_fail(p, "prepare would write more than %d shards (--shard_tokens %llu, at least %llu tokens): the limit is %d shard "
+                            "files per split; give a larger --shard_tokens (at least %llu)", 2 * PREPARE_MAX_SHARDS,
+                            (unsigned long long)p->shard_tokens, (unsigned long long)least, PREPARE_MAX_SHARDS,
+                            (unsigned long long)(least / (2 * (uint64_t)PREPARE_MAX_SHARDS) + 1));
     return 0;
 }
 
