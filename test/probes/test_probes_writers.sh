@@ -120,7 +120,7 @@ mkdir -p "$W/td"
 lock_live "$W/td/.fsdpc-writer"
 refused "a --trace_dir another live run writes" "is writing traces to '$W/td'" ./fsdpc $T --trace_dir "$W/td"
 ./fsdpc $T --metrics_file "$W/m2.jsonl" --tensorboard_dir "$W/m2tb" --trace_file "$W/m2.json" --trace_steps 1:2 >"$W/own.log" 2>&1
-[ $? = 0 ] && [ -s "$W/m2.jsonl" ] && [ -s "$W/m2.json" ] && ! ls -A "$W" "$W/m2tb" | grep -q 'fsdpc-writer$\|^\.m2'
+[ $? = 0 ] && [ -s "$W/m2.jsonl" ] && [ -s "$W/m2.json" ] && ! ls -A "$W" "$W/m2tb" | grep -q '^\.m2\|^\.fsdpc-writer$'
 check "a run's own metrics, events and trace: written, and their locks gone at its end" $? "$(ls -A "$W" "$W/m2tb" | tr '\n' ' ')"
 
 # ---- class 8: runaway outputs and repeated inputs ----
@@ -148,7 +148,7 @@ lock_live "$C/tok-11111111111111111111111111111111.2222222222222222.tmp/.fsdpc-w
 [ $? = 0 ] && [ ! -e "$C/tok-0123456789abcdef0123456789abcdef.fedcba9876543210.tmp" ] &&
     [ -e "$C/tok-11111111111111111111111111111111.2222222222222222.tmp" ] &&
     grep -q "Removed the data cache folder $C/tok-0123456789abcdef0123456789abcdef.fedcba9876543210.tmp, left by an interrupted data cache build" "$W/c1.log"
-check "a killed cache build's folder is removed, a running build's kept" $? "$(ls -A "$C" | tr '\n' ' ')"
+check "a killed cache build's folder is removed, a running build's kept" $? "$(ls -A "$C" | tr "\\n" " "; grep -m3 "rror\|Removed" "$W/c1.log")"
 for i in 1 2 3; do
     touch -d "2020-01-0$i" "$W/d.jsonl"
     ./fsdpc $SMALL --max_steps 1 --train_data "$W/d.jsonl" --data_cache_dir "$C" >"$W/c2.log" 2>&1 || break
