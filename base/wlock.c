@@ -141,35 +141,45 @@ const char *wlock_take(const char *lock, const char *id, const char *flag, const
     if (at >= 0) return held[at].refs++, NULL;
     host_identity(host, sizeof host, boot, sizeof boot);
     int len = snprintf(line, sizeof line, "fsdpc-writer %s %s %ld %s %llu\n", id, host, (long)getpid(), boot, process_start(0, NULL));
+    // written whole under a name of this writer's, then linked to the lock's name: link() fails when
+    // the name exists, atomically on local and network file systems alike, and another writer never
+    // reads a lock that is still empty
+    char *mine = wlock_tmp_name(lock, id);
+    int fd = open(mine, O_WRONLY | O_CREAT | O_TRUNC, 0644), ok = fd >= 0 && write(fd, line, (size_t)len) == len, why = errno;
+    if (fd >= 0 && close(fd) != 0 && ok) ok = 0, why = errno;
+    if (!ok) {
+        unlink(mine);
+        free(mine);
+        return err_text(msg, sizeof msg, "cannot write the writer lock '%s': %s", lock, strerror(why));
+    }
     for (int attempt = 0;; attempt++) {
-        int fd = open(lock, O_WRONLY | O_CREAT | O_EXCL, 0644);
-        if (fd >= 0) {
-            int ok = write(fd, line, (size_t)len) == len;
-            ok = close(fd) == 0 && ok;
-            if (ok) break;
-            int why = errno;
-            unlink(lock);
-            return err_text(msg, sizeof msg, "cannot write the writer lock '%s': %s", lock, strerror(why));
+        if (link(mine, lock) == 0) break;
+        if (errno != EEXIST) {
+            why = errno;
+            unlink(mine);
+            free(mine);
+            return err_text(msg, sizeof msg, "cannot create the writer lock '%s': %s", lock, strerror(why));
         }
-        if (errno != EEXIST) return err_text(msg, sizeof msg, "cannot create the writer lock '%s': %s", lock, strerror(errno));
         int parsed = read_lock(lock, &o);
         if (!parsed && access(lock, F_OK) != 0 && attempt < 3) continue;  // released meanwhile
         int here = parsed && !strcmp(o.host, host), dead = parsed && wlock_ended(lock) == 1;
         if (!parsed)
-            return err_text(msg, sizeof msg, "'%s' is not an fsdpc writer lock; if no run is writing to %s '%s', remove it", lock, flag, output);
+            return unlink(mine), free(mine), err_text(msg, sizeof msg, "'%s' is not an fsdpc writer lock; if no run is writing to %s '%s', remove it", lock, flag, output);
         if (!dead && here)
-            return err_text(msg, sizeof msg, "another fsdpc run (run %s, pid %ld on this host) is writing %s to '%s'; wait for it to end or give "
+            return unlink(mine), free(mine), err_text(msg, sizeof msg, "another fsdpc run (run %s, pid %ld on this host) is writing %s to '%s'; wait for it to end or give "
                                  "this run another %s", o.id, o.pid, kind, output, flag);
         if (!dead)
-            return err_text(msg, sizeof msg, "fsdpc run %s on host %s (pid %ld) holds the writer lock '%s'; if that run is gone (a lost node), "
+            return unlink(mine), free(mine), err_text(msg, sizeof msg, "fsdpc run %s on host %s (pid %ld) holds the writer lock '%s'; if that run is gone (a lost node), "
                                  "remove the file and start again", o.id, o.host, o.pid, lock);
-        if (attempt >= 3) return err_text(msg, sizeof msg, "cannot take over the writer lock '%s': another run keeps taking it", lock);
+        if (attempt >= 3) return unlink(mine), free(mine), err_text(msg, sizeof msg, "cannot take over the writer lock '%s': another run keeps taking it", lock);
         log_msg("Taking over the writer lock of run %s in %s (its process %ld on this host is gone)\n", o.id, output, o.pid);
         unlink(lock);
     }
+    unlink(mine);
+    free(mine);
     struct stat st;
     if (stat(lock, &st) != 0) {  // removed the moment it was made: another writer took it over
-        int why = errno;
+        why = errno;
         return err_text(msg, sizeof msg, "the writer lock '%s' vanished as it was taken: %s", lock, strerror(why));
     }
     if (!nheld) atexit(release_all);
