@@ -3,8 +3,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +10,7 @@
 #include <unistd.h>
 
 #include "../base/err.h"
+#include "../base/wlock.h"
 #include "../base/log.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
@@ -19,108 +18,35 @@
 #include "h5.h"
 #include "lineage.h"
 
-// The writer lock. A run that will write checkpoints first creates <dir>/.fsdpc-writer with
-// O_EXCL, atomic on local and network file systems alike, holding "fsdpc-writer <run_id> <host>
-// <pid> <boot_id> <start>". A second run (a job requeued while the first still runs, two jobs given
-// one directory) then stops at start-up instead of interleaving checkpoints. The lock goes when
-// the run ends, even on an error; one left by a killed run is taken over when it is provably dead:
-// on this host, when its process has ended (see process_running) or the host has rebooted since.
-// Another host's processes cannot be checked, so that case names the file to remove. Before each
-// publish the writer re-reads the lock, so a run whose lock was removed or taken over stops
-// rather than write on.
-static char claim_path[1100], claim_id[CKPT_RUN_ID_LEN + 1];  // rank 0's writer lock, if any
+// The writer lock (base/wlock.h): a second run given the folder (a job requeued while the first
+// still runs, two jobs given one directory) stops at start-up instead of interleaving
+// checkpoints. Before each publish the writer re-reads the lock, so a run whose lock was removed
+// or taken over stops rather than write on.
+static char *claim_lock, claim_id[CKPT_RUN_ID_LEN + 1];  // rank 0's writer lock, if any
 
-typedef struct {
-    char id[32], host[256], boot[64];
-    long pid;
-    unsigned long long start;  // the process's start in clock ticks after boot; 0 in older locks: unknown
-} Lock;
-
-static int read_lock(const char *path, Lock *l) {
-    char line[512];
-    FILE *f = fopen(path, "r");
-    l->id[0] = 0;
-    l->start = 0;
-    int ok = f && fgets(line, sizeof line, f) &&
-             sscanf(line, "fsdpc-writer %16s %255s %ld %63s %llu", l->id, l->host, &l->pid, l->boot, &l->start) >= 4 && l->pid > 0;
-    if (f) fclose(f);
-    return ok;
-}
-
-// Field 22 of /proc/<pid>/stat, the process's start after boot, for `pid` (0: this process), and
-// its state (field 3) into *state unless NULL; 0 when /proc cannot tell. The command name (field
-// 2) may hold spaces and parentheses: the fields are counted from its closing one.
-static unsigned long long process_start(long pid, char *state) {
-    char path[64], buf[1024], st;
-    unsigned long long start = 0;
-    if (pid) snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    else snprintf(path, sizeof path, "/proc/self/stat");
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *p = strrchr(buf, ')');
-    if (!p || sscanf(p + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu", &st, &start) != 2)
-        return 0;
-    if (state) *state = st;
-    return start;
-}
-
-// Whether the process that wrote lock l on this host still runs. A zombie has ended though
-// kill(pid, 0) still finds it: the ranks of a job that failed stay zombies until reaped, for a
-// second or so after mpirun returns, and a run started right after it must not be refused. A
-// process that started at another time than the lock records has taken over a reused pid.
-// Without /proc (or where it hides others' processes) the pid alone decides.
-static int process_running(const Lock *l) {
-    char state = 0;
-    unsigned long long start = process_start(l->pid, &state);
-    if (!start) return !(kill((pid_t)l->pid, 0) != 0 && errno == ESRCH);
-    return state != 'Z' && state != 'X' && (!l->start || start == l->start);
-}
-
-static void host_identity(char *host, size_t hlen, char *boot, size_t blen) {
-    if (gethostname(host, hlen) != 0 || !host[0]) snprintf(host, hlen, "unknown");
-    host[hlen - 1] = 0;
-    host[strcspn(host, " \t\n")] = 0;
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (!f || !fgets(boot, (int)blen, f)) snprintf(boot, blen, "unknown");
-    boot[strcspn(boot, " \t\n")] = 0;
-    if (f) fclose(f);
-}
-
-const char *claim_lost(void) {
-    static char msg[1400];
-    Lock l;
-    if (!claim_path[0] || (read_lock(claim_path, &l) && !strcmp(l.id, claim_id))) return NULL;
-    return err_text(msg, sizeof msg, "this run no longer holds the writer lock '%s' (removed, or taken over by another run)", claim_path);
-}
+const char *claim_lost(void) { return claim_lock ? wlock_lost(claim_lock, claim_id) : NULL; }
 
 const char *ckpt_check_claim(const char *dir, const char *run_id) {
-    static char msg[1800];
-    char path[1100], why[300] = "";
-    Lock l;
-    snprintf(path, sizeof path, "%s/.fsdpc-writer", dir);
+    static char msg[16384];
+    char why[300] = "", *path = wlock_path(dir, 1);
     // a file rank 0 has just created may take a moment to appear on a network file system
     for (int attempt = 0; attempt < 10; attempt++) {
-        if (read_lock(path, &l) && !strcmp(l.id, run_id)) return NULL;
+        if (!wlock_lost(path, run_id)) return free(path), NULL;
         if (access(path, F_OK) != 0) snprintf(why, sizeof why, "%s", strerror(errno));
-        else snprintf(why, sizeof why, "it holds %s", l.id[0] ? "another run's id" : "no writer lock");
+        else snprintf(why, sizeof why, "it holds another run's id, or no writer lock");
         usleep(100000);
     }
-    return err_text(msg, sizeof msg, "rank %d does not see the writer lock that rank 0 just took in --checkpoint_dir '%s' ('%s': %s): the "
+    err_text(msg, sizeof msg, "rank %d does not see the writer lock that rank 0 just took in --checkpoint_dir '%s' ('%s': %s): the "
              "folder is another one on rank %d (a relative path from another working directory, or node-local storage?); give every "
              "rank the same --checkpoint_dir on storage they share", comm_info.rank, dir, path, why, comm_info.rank);
+    free(path);
+    return msg;
 }
 
 void ckpt_release_dir(void) {
-    Lock l;
-    if (claim_path[0] && read_lock(claim_path, &l) && !strcmp(l.id, claim_id)) unlink(claim_path);
-    if (claim_path[0]) comm_stop_unlink(claim_path, 0);
-    claim_path[0] = 0;
+    io_unlock_output(claim_lock, claim_id);
+    claim_lock = NULL;
 }
-
-static void release_at_exit(void) { ckpt_release_dir(); }
 
 // whether name is a step_<digits>.h5.<run id>.tmp, a checkpoint being written; its run into id
 static int tmp_of(const char *name, char id[CKPT_RUN_ID_LEN + 1]) {
@@ -342,48 +268,12 @@ const char *claim_check_replace(const char *path, const CkptMeta *meta) {
 }
 
 const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resumed, const char *init, int overwrite) {
-    static char msg[2400];
-    char path[1100], host[256], boot[64], line[512];
-    Lock o;  // another run's
-    const char *stray = check_strays(dir, overwrite);
+    const char *stray = check_strays(dir, overwrite), *err;
     if (stray) return stray;
-    snprintf(path, sizeof path, "%s/.fsdpc-writer", dir);
-    host_identity(host, sizeof host, boot, sizeof boot);
-    int len = snprintf(line, sizeof line, "fsdpc-writer %s %s %ld %s %llu\n", run_id, host, (long)getpid(), boot, process_start(0, NULL));
-    for (int attempt = 0;; attempt++) {
-        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
-        if (fd >= 0) {
-            comm_stop_unlink(path, 1);  // a stop signal before training begins removes it too
-            int ok = write(fd, line, (size_t)len) == len;
-            ok = close(fd) == 0 && ok;
-            if (ok) break;
-            unlink(path);
-            comm_stop_unlink(path, 0);
-            return snprintf(msg, sizeof msg, "cannot write the writer lock '%s': %s", path, strerror(errno)), msg;
-        }
-        if (errno != EEXIST) return snprintf(msg, sizeof msg, "cannot create the writer lock '%s': %s", path, strerror(errno)), msg;
-        int parsed = read_lock(path, &o);
-        if (!parsed && access(path, F_OK) != 0 && attempt < 3) continue;  // released meanwhile
-        int here = parsed && !strcmp(o.host, host);
-        int dead = here && (strcmp(o.boot, boot) != 0 || !process_running(&o));
-        if (!parsed)
-            return snprintf(msg, sizeof msg, "'%s' is not an fsdpc writer lock; if no run is writing to --checkpoint_dir '%s', remove it",
-                            path, dir),
-                   msg;
-        if (!dead && here)
-            return snprintf(msg, sizeof msg, "another fsdpc run (run %s, pid %ld on this host) is writing checkpoints to '%s'; wait for it "
-                            "to end or give this run another --checkpoint_dir", o.id, o.pid, dir),
-                   msg;
-        if (!dead)
-            return snprintf(msg, sizeof msg, "fsdpc run %s on host %s (pid %ld) holds the writer lock '%s'; if that run is gone (a lost "
-                            "node), remove the file and start again", o.id, o.host, o.pid, path),
-                   msg;
-        if (attempt >= 3) return snprintf(msg, sizeof msg, "cannot take over the writer lock '%s': another run keeps taking it", path), msg;
-        log_msg("Taking over the writer lock of run %s in %s (its process %ld on this host is gone)\n", o.id, dir, o.pid);
-        unlink(path);
-    }
-    if (!claim_path[0]) atexit(release_at_exit);
-    snprintf(claim_path, sizeof claim_path, "%s", path);
+    ckpt_release_dir();
+    char *lock = io_lock_output(dir, 1, run_id, "--checkpoint_dir", "checkpoints", &err);
+    if (!lock) return err;
+    claim_lock = lock;
     snprintf(claim_id, sizeof claim_id, "%s", run_id);
     const char *bad = check_ownership(dir, run_id, resumed, init, overwrite);
     if (bad) {

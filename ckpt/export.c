@@ -14,6 +14,7 @@
 #include "../base/path.h"
 #include "../base/clock.h"
 #include "../base/err.h"
+#include "../base/wlock.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
 #include "../data/source/hub.h"
@@ -28,40 +29,61 @@ static const char *export_basename(const char *path) {
     return slash ? slash + 1 : path;
 }
 
-// The files an export writes, as <final>.tmp until every one is complete.
+// The files an export writes, as <final>.<writer id>.tmp (wlock_tmp_name) until every one is
+// complete, in a folder whose writer lock the export holds.
 typedef struct {
-    char dir[1024];
+    const char *dir;
+    char id[WLOCK_ID_LEN + 1], *lock;
     int n;
     char (*names)[256];  // basenames
+    unsigned long long (*ident)[2];  // each temporary's device and inode, checked after its rename
 } ExportFiles;
 
+// dir/name, or its temporary (tmp 1): heap
+static char *export_path(const ExportFiles *ef, const char *name, int tmp) {
+    size_t n = strlen(ef->dir) + strlen(name) + 2;
+    char *final = mallocCheck(n);
+    snprintf(final, n, "%s/%s", ef->dir, name);
+    if (!tmp) return final;
+    char *t = wlock_tmp_name(final, ef->id);
+    free(final);
+    return t;
+}
+
 static FILE *export_create(ExportFiles *ef, const char *name, const char **err) {
-    static char msg[1400];
-    char tmp[1310];
+    static char msg[16384];
     snprintf(ef->names[ef->n], sizeof ef->names[0], "%s", name);
-    snprintf(tmp, sizeof tmp, "%s/%s.tmp", ef->dir, name);
-    unlink(tmp);  // a crashed export's; created afresh, so a link left under the name is never followed
-    FILE *f = fopen(tmp, "wbx");
+    char *tmp = export_path(ef, name, 1);
+    FILE *f = fopen(tmp, "wbx");  // a new name: a link left under it is never followed
+    struct stat st;
     if (f && !ef->n) clock_test_pause("export");
+    if (f && fstat(fileno(f), &st) == 0) ef->ident[ef->n][0] = (unsigned long long)st.st_dev, ef->ident[ef->n][1] = (unsigned long long)st.st_ino;
     if (f) ef->n++;
     else *err = err_text(msg, sizeof msg, "cannot create '%s': %s", tmp, strerror(errno));
+    free(tmp);
     return f;
 }
 
 // Closes f; an error (short write, full disk) becomes the message.
 static const char *export_close(ExportFiles *ef, FILE *f, const char *err) {
-    static char msg[1400];
+    static char msg[16384];
     int bad = ferror(f);
-    if (fclose(f) != 0 || bad)
-        return err ? err : err_text(msg, sizeof msg, "cannot write '%s/%s.tmp': %s", ef->dir, ef->names[ef->n - 1], strerror(errno));
+    if (fclose(f) != 0 || bad) {
+        if (err) return err;
+        int why = errno;
+        char *tmp = export_path(ef, ef->names[ef->n - 1], 1);
+        err_text(msg, sizeof msg, "cannot write '%s': %s", tmp, strerror(why));
+        free(tmp);
+        return msg;
+    }
     return err;
 }
 
 static void export_discard(ExportFiles *ef) {
-    char tmp[1310];
     for (int i = 0; i < ef->n; i++) {
-        snprintf(tmp, sizeof tmp, "%s/%s.tmp", ef->dir, ef->names[i]);
+        char *tmp = export_path(ef, ef->names[i], 1);
         unlink(tmp);
+        free(tmp);
     }
 }
 
@@ -84,7 +106,8 @@ static int export_name(const char *name, const char *tokname) {
     size_t n = strlen(name);
     if (n >= sizeof base) return 0;
     memcpy(base, name, n + 1);
-    if (n > 4 && !strcmp(base + n - 4, ".tmp")) base[n - 4] = 0;
+    if (wlock_is_tmp(base, NULL)) base[n - 5 - WLOCK_ID_LEN] = 0;
+    else if (n > 4 && !strcmp(base + n - 4, ".tmp")) base[n - 4] = 0;  // older versions' temporaries
     for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
         if (!strcmp(base, fixed[i])) return 1;
     for (int i = 0; i < CKPT_SOURCE_FILES; i++)
@@ -105,7 +128,8 @@ static const char *export_check_output(const ExportOptions *a, const char *tokna
     int written = 0;
     const char *e = NULL;
     for (struct dirent *x; !e && (x = readdir(d));) {
-        if (!strcmp(x->d_name, ".") || !strcmp(x->d_name, "..")) continue;
+        // .fsdpc-writer: the writer lock of an export killed before it could remove it (export takes it over)
+        if (!strcmp(x->d_name, ".") || !strcmp(x->d_name, "..") || !strcmp(x->d_name, ".fsdpc-writer")) continue;
         snprintf(path, sizeof path, "%s/%s", a->output, x->d_name);
         struct stat st;
         int named = export_name(x->d_name, tokname), regular = lstat(path, &st) == 0 && S_ISREG(st.st_mode);
@@ -131,7 +155,9 @@ static const char *export_check_output(const ExportOptions *a, const char *tokna
 // Publishes the .tmp files, config.json last: a directory with a config.json is complete. Weight
 // files of an earlier export with another sharding go, so no loader mixes them up.
 static const char *export_publish(ExportFiles *ef) {
-    static char msg[2700];
+    static char msg[16384];
+    const char *lost = wlock_lost(ef->lock, ef->id);  // another writer took the folder meanwhile
+    if (lost) return lost;
     DIR *d = opendir(ef->dir);
     for (struct dirent *e; d && (e = readdir(d));) {
         int ours = 0, weights = export_is_weights(e->d_name, 1);
@@ -144,10 +170,12 @@ static const char *export_publish(ExportFiles *ef) {
     if (d) closedir(d);
     for (int i = 0; i < ef->n; i++) {  // config.json was created first: renamed last
         int k = (i + 1) % ef->n;
-        char final[1300], tmp[1310];
-        snprintf(final, sizeof final, "%s/%s", ef->dir, ef->names[k]);
-        snprintf(tmp, sizeof tmp, "%s.tmp", final);
-        if (rename(tmp, final) != 0) return snprintf(msg, sizeof msg, "cannot rename '%s' to '%s': %s", tmp, final, strerror(errno)), msg;
+        char *final = export_path(ef, ef->names[k], 0), *tmp = export_path(ef, ef->names[k], 1);
+        const char *e = rename(tmp, final) != 0 ? err_text(msg, sizeof msg, "cannot rename '%s' to '%s': %s", tmp, final, strerror(errno))
+                                                : wlock_check_renamed(final, ef->ident[k][0], ef->ident[k][1]);
+        free(final);
+        free(tmp);
+        if (e) return e;
     }
     return NULL;
 }
@@ -731,11 +759,30 @@ const char *export_checkpoint(const char *file, const ExportOptions *a, ExportRe
         ckpt_source_free(&src.files);
         return msg;
     }
+    ExportFiles ef = {.dir = a->output};
+    wlock_new_id(ef.id);
+    if (!(ef.lock = io_lock_output(a->output, 1, ef.id, "--output", "an export", &err))) {
+        if (created) rmdir(a->output);
+        model_plan_free(&plan);
+        json_free(src.cfg);
+        ckpt_source_free(&src.files);
+        return err;
+    }
+    // temporaries of another writer: what a killed export left, now that this one holds the folder
+    DIR *d = opendir(a->output);
+    for (struct dirent *x; d && (x = readdir(d));)
+        if (wlock_is_tmp(x->d_name, NULL) && export_name(x->d_name, tokname)) {
+            char *left = export_path(&ef, x->d_name, 0);
+            if (unlink(left) == 0) log_msg("Removed %s, left by an interrupted export\n", left);
+            free(left);
+        }
+    if (d) closedir(d);
     CkptReader *r = ckpt_reader_open(file, &plan, &err);
     if (r && m.quantize_base) log_msg("%s: its QLoRA base is stored in NF4: the export writes those weights dequantised\n", file);
     // weights, index, config, generation config, tokenizer and merges, the source's tokenizer files
-    ExportFiles ef = {.names = callocCheck((size_t)plan.nunits * MAX_UNIT_TENSORS + 6 + CKPT_SOURCE_FILES, sizeof ef.names[0])};
-    snprintf(ef.dir, sizeof ef.dir, "%s", a->output);
+    size_t nfiles = (size_t)plan.nunits * MAX_UNIT_TENSORS + 6 + CKPT_SOURCE_FILES;
+    ef.names = callocCheck(nfiles, sizeof ef.names[0]);
+    ef.ident = callocCheck(nfiles, sizeof ef.ident[0]);
     int bos, eos;
     export_special_ids(tokfile, &bos, &eos);
     char base[1024];
@@ -752,8 +799,9 @@ const char *export_checkpoint(const char *file, const ExportOptions *a, ExportRe
     if (r && !err) err = export_weights(&ef, &plan, a->adapter, a->dtype, a->max_shard, r, &res->params);
     if (r && !err && comm_stop_signal) err = export_stopped;
     if (r && !err) err = export_publish(&ef);
+    if (err) export_discard(&ef);
+    io_unlock_output(ef.lock, ef.id);
     if (err) {
-        export_discard(&ef);
         if (created) rmdir(a->output);  // empty again: no trace of an export that did not happen
     } else if (!a->adapter && plan.lora0 >= 0) {
         for (int u = 0; u < plan.lora0; u++)
@@ -762,6 +810,7 @@ const char *export_checkpoint(const char *file, const ExportOptions *a, ExportRe
     }
     if (r) ckpt_reader_close(r);
     free(ef.names);
+    free(ef.ident);
     model_plan_free(&plan);
     json_free(src.cfg);
     ckpt_source_free(&src.files);

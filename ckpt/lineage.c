@@ -8,13 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../base/err.h"
 #include "../base/log.h"
+#include "../base/wlock.h"
 #include "../comm/comm.h"
 #include "h5.h"
 
@@ -188,14 +188,9 @@ void lineage_describe_runs(const LineageEntry *e, int n, const unsigned char *se
 }
 
 void ckpt_new_run_id(char id[CKPT_RUN_ID_LEN + 1]) {
-    uint64_t x = 0;
-    if (comm_info.rank == 0 && getrandom(&x, sizeof x, 0) != (ssize_t)sizeof x) {
-        struct timespec ts;  // no entropy source: the clock and pid still differ between runs
-        clock_gettime(CLOCK_REALTIME, &ts);
-        x = (uint64_t)ts.tv_sec * 6364136223846793005ULL ^ (uint64_t)ts.tv_nsec << 16 ^ (uint64_t)getpid();
-    }
-    comm_bcast_bytes(comm_world(), &x, sizeof x, 0);
-    snprintf(id, CKPT_RUN_ID_LEN + 1, "%016" PRIx64, x);
+    _Static_assert(CKPT_RUN_ID_LEN == WLOCK_ID_LEN, "a run id is a writer id");
+    if (comm_info.rank == 0) wlock_new_id(id);
+    comm_bcast_bytes(comm_world(), id, CKPT_RUN_ID_LEN + 1, 0);
 }
 
 void ckpt_lineage_of(const CkptMeta *from, char *lineage, size_t len) {

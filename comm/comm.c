@@ -14,6 +14,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <malloc.h>
 #include <sched.h>
 #include <mpi.h>
@@ -231,7 +232,7 @@ volatile sig_atomic_t comm_stop_signal;
 static volatile sig_atomic_t stop_polled;
 static volatile sig_atomic_t stop_silent;  // a rank other than 0: an immediate stop prints nothing
 static const char *volatile stop_phase = "start-up";
-enum { STOP_FILES = 8, STOP_PATH = 1100 };
+enum { STOP_FILES = 16, STOP_PATH = PATH_MAX };  // any path the system takes
 static char stop_files[STOP_FILES][STOP_PATH];
 static volatile sig_atomic_t stop_file_used[STOP_FILES];
 static const int stop_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1};
@@ -391,6 +392,13 @@ void comm_init(int *argc, char ***argv) {
         exit(1);
     }
     singleton_session_dir(wired);
+#if defined(OPEN_MPI)
+    // Open MPI's lockedfile shared-file-pointer component, which MPI-IO (parallel HDF5) opens with
+    // every file, keeps the file's path in a fixed buffer and aborts the job on a checkpoint path
+    // of 207 characters or more; fsdpc never uses shared file pointers, so it is left out unless
+    // the user chose the components (OMPI_MCA_sharedfp).
+    setenv("OMPI_MCA_sharedfp", "^lockedfile", 0);
+#endif
     clock_test_pause("start-up");
     MPI_Init(argc, argv);
     // errors come back to us so they are reported with file:line, not as a bare abort

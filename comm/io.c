@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "../base/err.h"
+#include "../base/wlock.h"
+#include "comm.h"
 
 typedef struct {
     char *path, *label;  // as given; what the file is (an input's description, an output's flag)
@@ -133,4 +135,22 @@ const char *io_write_error(FILE *f, const char *what) {
     if (fflush(f) != 0) err = errno;
     else if (!ferror(f)) return NULL;
     return err_text(msg, sizeof msg, "cannot write %s: %s", what, strerror(err ? err : EIO));
+}
+
+char *io_lock_output(const char *output, int is_dir, const char *id, const char *flag, const char *kind, const char **err) {
+    char *lock = wlock_path(output, is_dir);
+    *err = wlock_take(lock, id, flag, output, kind);
+    if (*err) {
+        free(lock);
+        return NULL;
+    }
+    comm_stop_unlink(lock, 1);  // an immediate stop removes it too
+    return lock;
+}
+
+void io_unlock_output(char *lock, const char *id) {
+    if (!lock) return;
+    wlock_release(lock, id);
+    if (access(lock, F_OK) != 0) comm_stop_unlink(lock, 0);
+    free(lock);
 }

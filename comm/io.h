@@ -28,5 +28,11 @@ const char *io_conflict(void);
 // NULL while every write to f has succeeded (f is flushed here), else "cannot write <what>: <the
 // reason>" (a static buffer). Call it right after the writes: the reason is read from errno.
 const char *io_write_error(FILE *f, const char *what);
+// The writer lock of an output (base/wlock.h), taken for writer id and registered with
+// comm_stop_unlink, so that an immediate stop removes it too. Returns the lock's path (heap), or NULL with
+// the one-line error in *err. flag, output's name in messages; kind, what is written there.
+char *io_lock_output(const char *output, int is_dir, const char *id, const char *flag, const char *kind, const char **err);
+// Drops the hold io_lock_output took (the file goes with the last) and frees lock; NULL: nothing.
+void io_unlock_output(char *lock, const char *id);
 
 #endif

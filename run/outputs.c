@@ -91,6 +91,18 @@ static const char *make_folder(const char *path, const char *flag) {
     return NULL;
 }
 
+// Rank 0: the writer lock (base/wlock.h) of an output file or folder, for this run: a second run
+// given the same --metrics_file, --tensorboard_dir or trace stops now instead of interleaving its
+// lines or files with this one's. A stream (/dev/null, a pipe) needs none. It goes at exit.
+static const char *lock_output(Run *r, const char *path, int is_dir, const char *flag, const char *kind) {
+    struct stat st;
+    if (!is_dir && stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return NULL;
+    const char *e;
+    char *lock = io_lock_output(path, is_dir, r->origin.run_id, flag, kind, &e);
+    free(lock);  // the lock keeps its own copy of the name
+    return lock ? NULL : e;
+}
+
 // Output paths are checked before any work, not when the first checkpoint is due: rank 0
 // creates the checkpoint directory (with its parents), opens the metrics file and starts the
 // TensorBoard events file. The files may not be one of the run's inputs (noted by
@@ -104,15 +116,20 @@ void outputs_open(Run *r) {
     if (!e && comm_info.rank == 0) e = io_output("/dev/stdout", "standard output");
     if (!e && comm_info.rank == 0 && c->run.metrics_file[0]) e = comm_output_path_problem(c->run.metrics_file, "--metrics_file", 0);
     if (!e && comm_info.rank == 0 && c->run.metrics_file[0]) e = io_output(c->run.metrics_file, "--metrics_file");
+    if (!e && comm_info.rank == 0 && c->run.metrics_file[0]) e = lock_output(r, c->run.metrics_file, 0, "--metrics_file", "metrics");
     if (!e && comm_info.rank == 0 && c->run.metrics_file[0]) e = metrics_file_problem(r, c->run.metrics_file);
     if (!e && comm_info.rank == 0 && c->run.metrics_file[0] && !(r->metrics = fopen(c->run.metrics_file, "a")))
         e = err_text(err, sizeof err, "cannot open --metrics_file '%s' for appending: %s", c->run.metrics_file,
                       comm_path_error(c->run.metrics_file, errno));
     // a new events file per run, so nothing of an earlier run's is ever rewritten
     if (!e && comm_info.rank == 0 && c->run.tensorboard_dir[0]) e = make_folder(c->run.tensorboard_dir, "--tensorboard_dir");
+    if (!e && comm_info.rank == 0 && c->run.tensorboard_dir[0]) e = lock_output(r, c->run.tensorboard_dir, 1, "--tensorboard_dir", "TensorBoard events");
     if (!e && comm_info.rank == 0 && c->run.tensorboard_dir[0] && !(r->tb = tboard_open(c->run.tensorboard_dir, err, sizeof err))) e = err;
     // each rank writes its own --trace_dir file, so each makes the folder (it may be a node's own)
     if (!e && c->run.trace_dir[0]) e = make_folder(c->run.trace_dir, "--trace_dir");
+    if (!e && comm_info.rank == 0 && c->run.trace_dir[0]) e = lock_output(r, c->run.trace_dir, 1, "--trace_dir", "traces");
+    if (!e && comm_info.rank == 0 && c->run.trace_file[0] && !comm_output_path_problem(c->run.trace_file, "--trace_file", 1))
+        e = lock_output(r, c->run.trace_file, 0, "--trace_file", "a trace");  // trace_open names what is wrong with the path
     comm_check_all(e);
 }
 

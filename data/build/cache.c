@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,9 @@
 #include "../../base/clock.h"
 #include "../../base/err.h"
 #include "../../base/log.h"
+#include "../../base/wlock.h"
 #include "../../comm/comm.h"
+#include "../../comm/io.h"
 #include "../rows/rows.h"
 #include "shards.h"
 
@@ -50,8 +53,10 @@ static void cache_hash_file(CacheHash *h, const char *path) {
 
 static int cache_width(int vocab) { return vocab > 65536 ? 4 : 2; }
 
-// The folder name: what the tokens depend on, and nothing about the run's layout.
-static void cache_key(const CacheRequest *q, char *out, size_t len) {
+// The folder name: what the tokens depend on, and nothing about the run's layout. Without the
+// inputs' sizes and times (versions 0): the source, which stays as the files change, so that a
+// rebuild after an edit can tell the folders it replaces.
+static void cache_key(const CacheRequest *q, int versions, char *out, size_t len) {
     CacheHash h = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
     cache_hash_u64(&h, CACHE_VERSION);
     cache_hash_file(&h, tok_path(q->tok));
@@ -65,14 +70,15 @@ static void cache_key(const CacheRequest *q, char *out, size_t len) {
     cache_hash_u64(&h, (uint64_t)q->explicit_column << 8 | (uint64_t)cache_width(q->vocab));
     cache_hash_u64(&h, (uint64_t)q->format << 16 | (uint64_t)q->tmpl << 8 | (uint64_t)q->train_on_inputs);
     for (int i = 0; i < q->n; i++) {
-        char real[4096];
-        const char *p = realpath(q->inputs[i].path, real) ? real : q->inputs[i].path;
+        char *real = realpath(q->inputs[i].path, NULL);
+        const char *p = real ? real : q->inputs[i].path;
         struct stat st;
         memset(&st, 0, sizeof st);
         stat(p, &st);
         cache_hash_str(&h, p);
-        cache_hash_u64(&h, (uint64_t)st.st_size);
-        cache_hash_u64(&h, (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec);
+        free(real);
+        if (versions) cache_hash_u64(&h, (uint64_t)st.st_size);
+        if (versions) cache_hash_u64(&h, (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec);
         cache_hash_u64(&h, (uint64_t)q->inputs[i].kind << 8 | q->inputs[i].comp);
     }
     snprintf(out, len, "tok-%016llx%016llx", (unsigned long long)h.a, (unsigned long long)h.b);
@@ -139,8 +145,8 @@ static void cache_part_progress(ShardsSink *sink, uint64_t bytes_read) {
     cache_progress(p->g, bytes_read, p->bin.count, 0);
 }
 
-// Builds part i into folder dir: each file under a .tmp name first, renamed once complete.
-static int cache_build_part(const CacheRequest *q, int i, const char *dir, CacheProgress *g, char *err, size_t errlen) {
+// Builds part i into folder dir: each file under writer id's temporary name first, renamed once complete.
+static int cache_build_part(const CacheRequest *q, int i, const char *dir, const char *id, CacheProgress *g, char *err, size_t errlen) {
     const CacheInput *in = &q->inputs[i];
     char path[4200], stats[4200], ipath[4200], lpath[4200];
     cache_part_path(dir, i, path, sizeof path);
@@ -158,9 +164,9 @@ static int cache_build_part(const CacheRequest *q, int i, const char *dir, Cache
                             .row = cache_row, .progress = cache_part_progress},
                    .g = g};
     uint64_t rows = 0;
-    int rc = shards_file_open(&p.bin, path, p.sink.width, 0, err, errlen);
-    if (!rc) rc = shards_file_open(&p.idx, ipath, 8, 0, err, errlen);
-    if (!rc && rows_labeled(r)) rc = shards_file_open(&p.lab, lpath, 4, 0, err, errlen);
+    int rc = shards_file_open(&p.bin, path, id, p.sink.width, 0, err, errlen);
+    if (!rc) rc = shards_file_open(&p.idx, ipath, id, 8, 0, err, errlen);
+    if (!rc && rows_labeled(r)) rc = shards_file_open(&p.lab, lpath, id, 4, 0, err, errlen);
     if (!rc) rc = shards_build(r, in->path, &p.sink, &rows, err, errlen);
     uint64_t tokens = p.bin.count;
     if (!rc) rc = shards_file_write(&p.idx, &tokens, 1, err, errlen);
@@ -205,7 +211,7 @@ static int cache_complete(const char *dir) {
 }
 
 // Builds the parts i with i % stride == first into tmp; on rank 0 writes "complete" after all are in.
-static int cache_build(const CacheRequest *q, const char *tmp, int first, int stride, char *err, size_t errlen) {
+static int cache_build(const CacheRequest *q, const char *tmp, const char *id, int first, int stride, char *err, size_t errlen) {
     CacheProgress g = {.t_start = clock_now_s()};
     g.t_drawn = g.t_start;
     for (int i = first; i < q->n; i += stride) {
@@ -213,7 +219,7 @@ static int cache_build(const CacheRequest *q, const char *tmp, int first, int st
         if (stat(q->inputs[i].path, &st) == 0) g.bytes_total += (uint64_t)st.st_size;
     }
     for (int i = first; i < q->n; i += stride) {
-        int rc = cache_build_part(q, i, tmp, &g, err, errlen);
+        int rc = cache_build_part(q, i, tmp, id, &g, err, errlen);
         if (rc) return rc;
     }
     cache_progress(&g, 0, 0, 1);
@@ -269,42 +275,116 @@ static void cache_log(const CacheRequest *q, const char *dir, int built, double 
     if (docs_fields_warning(&fields, q->label, "read only in another row format (see --data_format)", warn, sizeof warn)) log_msg("%s\n", warn);
 }
 
+// Rank 0, after building the cache `key` in root: what the cache's own builds left there goes.
+// A build folder (<key>.<writer id>.tmp) whose writer provably ended (a killed build: the lock's
+// process is gone on this host, or the lock was never written and the folder is a minute old),
+// and a finished folder of the same source (the same inputs and settings: cache_key without the
+// inputs' versions) built before the inputs changed, which nothing will read again.
+static void cache_sweep(const char *root, const char *key, const char *source) {
+    DIR *d = opendir(root);
+    if (!d) return;
+    char theirs[64];
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, "tok-", 4) || !strcmp(e->d_name, key)) continue;
+        size_t n = strlen(root) + strlen(e->d_name) + 2;
+        char *path = mallocCheck(n), *lock = NULL, *src = NULL;
+        snprintf(path, n, "%s/%s", root, e->d_name);
+        struct stat st;
+        const char *why = NULL;
+        if (wlock_is_tmp(e->d_name, NULL)) {
+            lock = wlock_path(path, 1);
+            int ended = wlock_ended(lock);
+            if (ended > 0 || (ended < 0 && stat(path, &st) == 0 && clock_now_s() - (double)st.st_mtime > 60))
+                why = "left by an interrupted data cache build";
+        } else if (strlen(e->d_name) == strlen(key)) {
+            src = mallocCheck(n + 8);
+            snprintf(src, n + 8, "%s/source", path);
+            FILE *f = fopen(src, "r");
+            if (f && fgets(theirs, sizeof theirs, f) && !strcmp(theirs, source)) why = "built from an earlier version of the same inputs";
+            if (f) fclose(f);
+        }
+        if (why) cache_remove_tree(path), log_msg("Removed the data cache folder %s, %s\n", path, why);
+        free(path);
+        free(lock);
+        free(src);
+    }
+    closedir(d);
+}
+
+// Rank 0: the source key into the build folder, for cache_sweep; 0, or -1 with the line in err.
+static int cache_write_source(const char *tmp, const char *source, char *err, size_t errlen) {
+    size_t n = strlen(tmp) + 8;
+    char *path = mallocCheck(n);
+    snprintf(path, n, "%s/source", tmp);
+    FILE *f = fopen(path, "w");
+    int rc = !f || fputs(source, f) < 0 || fclose(f) != 0 ? err_set(err, errlen, "cannot write '%s': %s", path, comm_path_error(path, errno)) : 0;
+    if (f && rc) fclose(f);
+    free(path);
+    return rc;
+}
+
+// A build folder for this process (writer id into id): <dir>.<id>.tmp (heap), made and locked
+// (base/wlock.h) so that cache_sweep leaves it alone while the build runs. NULL with err set.
+static char *cache_begin(const char *root, const char *dir, char id[WLOCK_ID_LEN + 1], char **lock, char *err, size_t errlen) {
+    wlock_new_id(id);
+    char *tmp = wlock_tmp_name(dir, id);
+    const char *locked = NULL;
+    if (path_mkdirs(root, err, errlen)) snprintf(err + strlen(err), errlen - strlen(err), " (--data_cache_dir)");
+    else if (mkdir(tmp, 0777) != 0) err_set(err, errlen, "cannot create the data cache folder '%s': %s (--data_cache_dir)", tmp, strerror(errno));
+    else if (!(*lock = io_lock_output(tmp, 1, id, "--data_cache_dir", "a data cache", &locked))) err_set(err, errlen, "%s", locked);
+    else return tmp;
+    if (locked) rmdir(tmp);
+    free(tmp);
+    return NULL;
+}
+
+// The build folder's end: its lock released (before its removal or rename) and the path freed.
+static void cache_end(char *tmp, char *lock, const char *id) {
+    io_unlock_output(lock, id);
+    free(tmp);
+}
+
 int cache_ensure(const CacheRequest *q, char *dir, size_t len, char *line, size_t linelen) {
-    char root[2048], key[64], err[8800] = "";
-    if (q->root && q->root[0]) snprintf(root, sizeof root, "%s", q->root);
-    else cache_default_root(root, sizeof root);
-    cache_key(q, key, sizeof key);
-    snprintf(dir, len, "%s/%s", root, key);
+    char *root, key[64], source[64], id[WLOCK_ID_LEN + 1] = "", err[16384] = "";
+    char default_root[PATH_MAX];
+    if (q->root && q->root[0]) root = (char *)q->root;
+    else cache_default_root(default_root, sizeof default_root), root = default_root;
+    cache_key(q, 1, key, sizeof key);
+    cache_key(q, 0, source, sizeof source);
+    if ((size_t)snprintf(dir, len, "%s/%s", root, key) >= len)
+        return err_set(line, linelen, "the data cache folder '%s/%s' is longer than the %zu characters fsdpc keeps for it (--data_cache_dir)",
+                       root, key, len - 1);
     CommGroup *world = comm_world();
     double lacking = !cache_complete(dir);
     comm_allreduce_max_f64(world, &lacking, 1);
     if (!lacking) return cache_log(q, dir, 0, 0), 0;
     double t0 = clock_now_s();
     // rank 0 makes the build folder; when every rank sees it (shared storage) each builds its share
-    char tmp[2200] = "";
-    if (comm_info.rank == 0) {
-        snprintf(tmp, sizeof tmp, "%s.build-%ld-%lld", dir, (long)getpid(), (long long)clock_now_us());
-        if (path_mkdirs(root, err, sizeof err)) snprintf(err + strlen(err), sizeof err - strlen(err), " (--data_cache_dir)");
-        else if (mkdir(tmp, 0777) != 0)
-            snprintf(err, sizeof err, "cannot create the data cache folder '%s': %s (--data_cache_dir)", tmp, strerror(errno));
-    }
-    if (comm_agree(err[0] ? err : NULL, line, linelen)) return -1;
-    comm_bcast_bytes(world, tmp, sizeof tmp, 0);
+    char *tmp = NULL, *lock = NULL;
+    if (comm_info.rank == 0 && (tmp = cache_begin(root, dir, id, &lock, err, sizeof err)) && cache_write_source(tmp, source, err, sizeof err))
+        cache_remove_tree(tmp);
+    if (comm_agree(err[0] ? err : NULL, line, linelen)) return cache_end(tmp, lock, id), -1;
+    comm_bcast_bytes(world, id, sizeof id, 0);  // the build's writer id: its files' temporary names
+    size_t tlen = comm_info.rank == 0 ? strlen(tmp) + 1 : 0;
+    comm_bcast_bytes(world, &tlen, sizeof tlen, 0);
+    if (comm_info.rank != 0) tmp = mallocCheck(tlen);
+    comm_bcast_bytes(world, tmp, tlen, 0);
     struct stat st;
     double unseen = !(stat(tmp, &st) == 0 && S_ISDIR(st.st_mode));
     comm_allreduce_max_f64(world, &unseen, 1);
     int rc = 0;
     if (!unseen) {
-        rc = cache_build(q, tmp, comm_info.rank, comm_info.world, err, sizeof err);
+        rc = cache_build(q, tmp, id, comm_info.rank, comm_info.world, err, sizeof err);
     } else {
         // node-local storage: each rank that lacks the cache builds all of it in its own folder
-        if (comm_info.rank == 0) cache_remove_tree(tmp);
-        tmp[0] = 0;
+        if (comm_info.rank == 0) io_unlock_output(lock, id), lock = NULL, cache_remove_tree(tmp);
+        free(tmp);
+        tmp = NULL;
         if (!cache_complete(dir)) {
-            snprintf(tmp, sizeof tmp, "%s.build-%ld-%lld-r%d", dir, (long)getpid(), (long long)clock_now_us(), comm_info.rank);
-            if (path_mkdirs(root, err, sizeof err)) rc = -1;
-            else if (mkdir(tmp, 0777) != 0) rc = (snprintf(err, sizeof err, "cannot create the data cache folder '%s': %s", tmp, strerror(errno)), -1);
-            if (!rc) rc = cache_build(q, tmp, 0, 1, err, sizeof err);
+            tmp = cache_begin(root, dir, id, &lock, err, sizeof err);
+            rc = tmp ? cache_write_source(tmp, source, err, sizeof err) : -1;
+            if (!rc) rc = cache_build(q, tmp, id, 0, 1, err, sizeof err);
+            io_unlock_output(lock, id), lock = NULL;
             if (!rc) rc = cache_seal(tmp, dir, err, sizeof err);
         }
     }
@@ -313,12 +393,15 @@ int cache_ensure(const CacheRequest *q, char *dir, size_t len, char *line, size_
     comm_allreduce_max_f64(world, &stopped, 1);
     int failed = stopped ? 0 : comm_agree(rc ? err : NULL, line, linelen);
     if (stopped || failed) {
-        if (tmp[0] && (unseen || comm_info.rank == 0)) cache_remove_tree(tmp);
+        if (tmp && (unseen || comm_info.rank == 0)) io_unlock_output(lock, id), lock = NULL, cache_remove_tree(tmp);
         comm_barrier(world);  // the folder is gone before any rank leaves
+        cache_end(tmp, lock, id);
         return failed ? -1 : 1;
     }
-    if (!unseen && comm_info.rank == 0) rc = cache_seal(tmp, dir, err, sizeof err);
+    if (!unseen && comm_info.rank == 0) io_unlock_output(lock, id), lock = NULL, rc = cache_seal(tmp, dir, err, sizeof err);
+    cache_end(tmp, lock, id);
     if (comm_agree(rc ? err : NULL, line, linelen)) return -1;
+    if (comm_info.rank == 0) cache_sweep(root, key, source);
     cache_log(q, dir, 1, clock_now_s() - t0);
     return 0;
 }

@@ -5,6 +5,7 @@
 #include "../../base/clock.h"
 #include "../../base/err.h"
 #include "../../base/log.h"
+#include "../../base/wlock.h"
 #include "../format/shardfile.h"
 
 #include <dirent.h>
@@ -35,6 +36,9 @@
 #define PREPARE_IO_BYTES (1 << 20)
 #define PREPARE_BAR_WIDTH 20
 #define PREPARE_BAR_PERIOD 0.2  // seconds between progress redraws
+// Shards per split at most: their names hold six digits, and a folder of a million files (--shard_tokens 1)
+// is a mistake, not a dataset.
+#define PREPARE_MAX_SHARDS 100000
 
 // One output split (train or val): a sequence of shards DIR/NAME_NNNNNN.bin. Rank r of W writes
 // the shards numbered r, r + W, r + 2W, ...: no two ranks write one file.
@@ -63,8 +67,10 @@ typedef struct Prepare {
     // what to do (PrepareOptions)
     const char **inputs;   // (ninputs) the caller's, then (inputs_owned) their files, prepare_expand's
     int ninputs;
-    char output[1024];
-    char tokenizer[1024];  // "": the byte tokenizer
+    char *output;
+    char *tokenizer;  // "": the byte tokenizer
+    char id[WLOCK_ID_LEN + 1];  // this rank's writer id: its temporaries' names
+    char *lock;       // rank 0: the writer lock of --output
     double val_fraction;
     int dtype_bytes;
     bool dtype_given;
@@ -169,8 +175,13 @@ static void prepare_split_write(PrepareSplit *s, const uint8_t *tokens, uint64_t
     Prepare *p = s->p;
     while (n > 0 && !p->err[0]) {
         if (!shards_file_is_open(&s->f)) {
+            if ((long long)s->nshards * s->world + s->rank >= PREPARE_MAX_SHARDS) {
+                prepare_fail(p, "prepare would write more than %d %s shards (--shard_tokens %llu): the limit is %d shard files per split; "
+                             "give a larger --shard_tokens", PREPARE_MAX_SHARDS, s->name, (unsigned long long)s->max_tokens, PREPARE_MAX_SHARDS);
+                return;
+            }
             prepare_split_name(s, s->nshards);
-            if (shards_file_open(&s->f, s->path, s->dtype_bytes, PREPARE_IO_BYTES, p->err, sizeof p->err)) return;
+            if (shards_file_open(&s->f, s->path, p->id, s->dtype_bytes, PREPARE_IO_BYTES, p->err, sizeof p->err)) return;
         }
         uint64_t room = s->max_tokens - s->f.count, take = n < room ? n : room;
         if (shards_file_write(&s->f, tokens, take, p->err, sizeof p->err)) return;
@@ -635,12 +646,13 @@ static int prepare_mkdirs(Prepare *p, const char *dir) {
     return 0;
 }
 
-// train_NNNNNN.bin, val_NNNNNN.bin and their .tmp names: what prepare writes
+// train_NNNNNN.bin, val_NNNNNN.bin and their temporaries (.bin.<writer id>.tmp; .bin.tmp of older
+// versions): what prepare writes
 static bool prepare_is_shard(const char *name) {
     const char *s = !strncmp(name, "train_", 6) ? name + 6 : !strncmp(name, "val_", 4) ? name + 4 : NULL;
     if (!s || *s < '0' || *s > '9') return false;
     while (*s >= '0' && *s <= '9') s++;
-    return !strcmp(s, ".bin") || !strcmp(s, ".bin.tmp");
+    return !strcmp(s, ".bin") || !strcmp(s, ".bin.tmp") || (!strncmp(s, ".bin.", 5) && strlen(s) == 9 + WLOCK_ID_LEN && wlock_is_tmp(s, NULL));
 }
 
 // Whether the file at path is one prepare wrote: a token shard whose header matches its size, or
@@ -660,12 +672,17 @@ static bool prepare_wrote(const char *path, bool tmp) {
            ((uint64_t)st.st_size - sizeof h) % h.dtype_bytes == 0;
 }
 
-// Rank 0: creates the output directory. Shards of an earlier run there would mix with this one's
-// (readers take DIR/train_*.bin): refused, or removed with --overwrite, which removes only files
-// prepare wrote (by name and header), and never one of the inputs (by identity, comm/io.h). Every
-// shard-named file is checked before any is removed, so a refusal leaves the folder as it was.
+// Rank 0: creates the output directory and takes its writer lock (base/wlock.h): a second
+// prepare into it stops here rather than mix its shards with this one's. Temporaries of another
+// writer are then what a killed prepare left: removed. Shards of an earlier run there would mix
+// with this one's (readers take DIR/train_*.bin): refused, or removed with --overwrite, which
+// removes only files prepare wrote (by name and header), and never one of the inputs (by
+// identity, comm/io.h). Every shard-named file is checked before any is removed, so a refusal
+// leaves the folder as it was.
 static int prepare_output_dir(Prepare *p) {
     if (prepare_mkdirs(p, p->output)) return 1;
+    const char *locked;
+    if (!(p->lock = io_lock_output(p->output, 1, p->id, "--output", "shards", &locked))) return prepare_fail(p, "%s", locked);
     DIR *d = opendir(p->output);
     if (!d) return prepare_fail(p, "cannot list --output '%s': %s", p->output, strerror(errno));
     size_t cap = strlen(p->output) + 300;
@@ -675,6 +692,10 @@ static int prepare_output_dir(Prepare *p) {
         for (struct dirent *e; !p->err[0] && (e = readdir(d));) {
             if (!prepare_is_shard(e->d_name)) continue;
             snprintf(path, cap, "%s/%s", p->output, e->d_name);
+            if (!remove && wlock_is_tmp(e->d_name, NULL) && prepare_wrote(path, true)) {
+                if (unlink(path) == 0) log_msg("Removed %s, left by an interrupted prepare\n", path);
+                continue;
+            }
             const char *input = remove ? NULL : io_output_check(path, "--output");
             if (input)
                 prepare_fail(p, "%s", input);
@@ -717,6 +738,38 @@ static void prepare_expand(Prepare *p) {
     p->inputs_owned = true;
 }
 
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    int at;  // its place in p->inputs
+} PrepareIdentity;
+
+static int prepare_identity_cmp(const void *a, const void *b) {
+    const PrepareIdentity *x = a, *y = b;
+    if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
+    if (x->ino != y->ino) return x->ino < y->ino ? -1 : 1;
+    return x->at - y->at;
+}
+
+// A file the inputs name twice (one --input given twice, a glob and a folder that overlap, a link)
+// would be tokenized twice: refused rather than guess which was meant. By identity, so that
+// spellings and links do not hide it.
+static int prepare_check_repeats(Prepare *p) {
+    PrepareIdentity *id = callocCheck((size_t)p->ninputs + 1, sizeof *id);
+    int n = 0;
+    for (int i = 0; i < p->ninputs; i++) {
+        struct stat st;
+        if (stat(p->inputs[i], &st) == 0) id[n++] = (PrepareIdentity){st.st_dev, st.st_ino, i};
+    }
+    qsort(id, (size_t)n, sizeof *id, prepare_identity_cmp);
+    for (int i = 1; i < n && !p->err[0]; i++)
+        if (id[i].dev == id[i - 1].dev && id[i].ino == id[i - 1].ino)
+            prepare_fail(p, "--input names the file '%s' twice (also as '%s'): it would be tokenized twice; give each input once",
+                         p->inputs[id[i - 1].at], p->inputs[id[i].at]);
+    free(id);
+    return p->err[0] != 0;
+}
+
 // The tokenizer, the token width, and the inputs (every one must be there before anything is
 // written): alike on every rank.
 static int prepare_setup(Prepare *p) {
@@ -732,7 +785,7 @@ static int prepare_setup(Prepare *p) {
         p->dtype_bytes = 4;
     }
     prepare_expand(p);
-    if (p->err[0]) return 1;
+    if (p->err[0] || prepare_check_repeats(p)) return 1;
     p->sizes = callocCheck((size_t)p->ninputs, sizeof *p->sizes);
     p->gzipped = callocCheck((size_t)p->ninputs, sizeof *p->gzipped);
     p->as_docs = callocCheck((size_t)p->ninputs, sizeof *p->as_docs);
@@ -758,6 +811,16 @@ static int prepare_setup(Prepare *p) {
         p->docs_comp[i] = sn.format == SNIFF_GZIP ? DOCS_GZIP : sn.format == SNIFF_ZSTD ? DOCS_ZSTD : DOCS_PLAIN;
         p->docs_kind[i] = inner == SNIFF_JSONL ? DOCS_JSONL : inner == SNIFF_TEXT ? DOCS_TEXT : inner == SNIFF_PARQUET ? DOCS_PARQUET : DOCS_ARROW;
     }
+    // Refused now rather than after a million files: plain text under the byte tokenizer has a
+    // token per byte at least, so its shard count is known from the sizes. Other inputs meet the
+    // same limit as their shards are written (prepare_split_write).
+    uint64_t least = 0;
+    for (int i = 0; i < p->ninputs; i++) least += !p->tokenizer[0] && !p->gzipped[i] && !p->as_docs[i] && p->docs_kind[i] == DOCS_TEXT ? p->sizes[i] : 0;
+    if (least / p->shard_tokens > 2 * (uint64_t)PREPARE_MAX_SHARDS)
+        return prepare_fail(p, "prepare would write more than %d shards (--shard_tokens %llu, at least %llu tokens): the limit is %d shard "
+                            "files per split; give a larger --shard_tokens (at least %llu)", 2 * PREPARE_MAX_SHARDS,
+                            (unsigned long long)p->shard_tokens, (unsigned long long)least, PREPARE_MAX_SHARDS,
+                            (unsigned long long)(least / (2 * (uint64_t)PREPARE_MAX_SHARDS) + 1));
     return 0;
 }
 
@@ -781,6 +844,8 @@ static int prepare_finish(Prepare *p) {
     prepare_end_docs(p);
     if (shards_file_is_open(&p->train.f)) prepare_split_close(&p->train);
     if (shards_file_is_open(&p->val.f)) prepare_split_close(&p->val);
+    const char *lost = p->lock ? wlock_lost(p->lock, p->id) : NULL;  // another writer took the folder meanwhile
+    if (lost) prepare_fail(p, "%s", lost);
     if (prepare_failed(p)) return -1;
     double sums[6] = {(double)p->ndocs, (double)p->train.total, (double)p->train.nshards, (double)p->val.total,
                       (double)p->val.nshards, (double)(p->bytes_total)};
@@ -824,8 +889,10 @@ int prepare_shards(const PrepareOptions *o, char *err, size_t errlen) {
     Prepare *p = callocCheck(1, sizeof *p);
     p->inputs = (const char **)o->inputs;  // replaced by their files (prepare_expand) before any change
     p->ninputs = o->ninputs;
-    snprintf(p->output, sizeof p->output, "%s", o->output);
-    snprintf(p->tokenizer, sizeof p->tokenizer, "%s", o->tokenizer);
+    p->output = strdup(o->output);
+    p->tokenizer = strdup(o->tokenizer);
+    if (!p->output || !p->tokenizer) err_fatal("out of memory copying prepare's paths");
+    wlock_new_id(p->id);
     p->val_fraction = o->val_fraction;
     p->dtype_bytes = o->dtype_bytes;
     p->dtype_given = o->dtype_given;
@@ -848,6 +915,9 @@ int prepare_shards(const PrepareOptions *o, char *err, size_t errlen) {
     if (!rc && prepare_stopped(p, created_output)) rc = 1;
     if (!rc) rc = prepare_finish(p);
     if (rc < 0) err_set(err, errlen, "%s", p->err);
+    io_unlock_output(p->lock, p->id);
+    free(p->output);
+    free(p->tokenizer);
     tok_free(p->tok);
     prepare_split_free(&p->train);
     prepare_split_free(&p->val);

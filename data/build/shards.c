@@ -4,9 +4,11 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../../base/err.h"
+#include "../../base/wlock.h"
 #include "../../comm/comm.h"
 #include "../format/shardfile.h"
 
@@ -91,12 +93,13 @@ static int shards_header(FILE *f, int width, uint64_t count) {
     return fseek(f, 0, SEEK_SET) == 0 && fwrite(header, 1, sizeof header, f) == sizeof header ? 0 : -1;
 }
 
-int shards_file_open(ShardFile *s, const char *path, int width, size_t io_bytes, char *err, size_t errlen) {
+int shards_file_open(ShardFile *s, const char *path, const char *id, int width, size_t io_bytes, char *err, size_t errlen) {
     size_t n = strlen(path) + 1;
-    *s = (ShardFile){.path = mallocCheck(n), .tmp = mallocCheck(n + 4), .width = width};
+    *s = (ShardFile){.path = mallocCheck(n), .tmp = wlock_tmp_name(path, id), .width = width};
     memcpy(s->path, path, n);
-    snprintf(s->tmp, n + 4, "%s.tmp", path);
-    s->f = fopen(s->tmp, "wb");
+    s->f = fopen(s->tmp, "wbx");  // never through a link left under the name
+    struct stat st;
+    if (s->f && fstat(fileno(s->f), &st) == 0) s->dev = (unsigned long long)st.st_dev, s->ino = (unsigned long long)st.st_ino;
     if (!s->f) return shards_file_close(s, err_set(err, errlen, "cannot create '%s': %s", s->tmp, comm_path_error(s->tmp, errno)), err, errlen);
     // spans of a document go out in big writes
     if (io_bytes) setvbuf(s->f, NULL, _IOFBF, io_bytes);
@@ -118,6 +121,8 @@ int shards_file_close(ShardFile *s, int rc, char *err, size_t errlen) {
             rc = err_set(err, errlen, "cannot write '%s': %s", s->tmp, comm_path_error(s->tmp, errno));
         if (fclose(s->f) != 0 && !rc) rc = err_set(err, errlen, "cannot write '%s': %s", s->tmp, comm_path_error(s->tmp, errno));
         if (!rc && rename(s->tmp, s->path) != 0) rc = err_set(err, errlen, "cannot rename '%s' to '%s': %s", s->tmp, s->path, strerror(errno));
+        const char *other = rc ? NULL : wlock_check_renamed(s->path, s->dev, s->ino);
+        if (other) rc = err_set(err, errlen, "%s", other);
         if (rc) unlink(s->tmp);  // never to become a shard
     }
     free(s->path);

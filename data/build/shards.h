@@ -56,19 +56,21 @@ int shards_build(RowsReader *r, const char *path, ShardsSink *sink, uint64_t *ro
 
 typedef struct {
     FILE *f;
-    char *path, *tmp;  // the final name and the one written under (path.tmp)
+    char *path, *tmp;  // the final name and the one written under (path.<writer id>.tmp)
     int width;         // bytes per item
     uint64_t count;    // items written
+    unsigned long long dev, ino;  // the temporary's identity, checked at its final name after the rename
 } ShardFile;
 
-// Creates path.tmp with a header placeholder (count 0; data/format/shardfile.h) for items of
-// width bytes, buffered by io_bytes (0: stdio's default). The data cache's side files (document
+// Creates path.<id>.tmp (wlock_tmp_name: writer id's own) with a header placeholder (count 0;
+// data/format/shardfile.h) for items of width bytes, buffered by io_bytes (0: stdio's default). The data cache's side files (document
 // index, labels) carry the same header. 0, or -1 with one line in err.
-int shards_file_open(ShardFile *s, const char *path, int width, size_t io_bytes, char *err, size_t errlen);
+int shards_file_open(ShardFile *s, const char *path, const char *id, int width, size_t io_bytes, char *err, size_t errlen);
 // n items of s->width bytes. 0, or -1 with one line in err.
 int shards_file_write(ShardFile *s, const void *items, uint64_t n, char *err, size_t errlen);
 // rc 0: the header's count, flushed, synced, closed and renamed to its name. rc != 0 (an earlier
-// failure): closed and removed. Returns rc, or -1 with one line in err for a failure here.
+// failure): closed and removed. After the rename the file at its name must be the one written
+// (wlock_check_renamed). Returns rc, or -1 with one line in err for a failure here.
 int shards_file_close(ShardFile *s, int rc, char *err, size_t errlen);
 // whether s is open (between shards_file_open and shards_file_close)
 static inline int shards_file_is_open(const ShardFile *s) { return s->f != NULL; }

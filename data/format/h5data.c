@@ -201,7 +201,7 @@ int data_h5_vocab(const char *path) {
     TokenFile f;
     uint64_t rows;
     memset(&f, 0, sizeof f);
-    snprintf(f.path, sizeof f.path, "%s", path);
+    f.path = path;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);  // a file that is not HDF5 is no error here
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || H5Fis_hdf5(path) <= 0 || data_h5_layout(&f, (uint64_t)st.st_size, &rows))
         return 0;

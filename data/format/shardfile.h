@@ -26,7 +26,7 @@ _Static_assert(sizeof(TokFileHeader) == TOKFILE_HEADER_BYTES, "token shard heade
 // An open token file of one of these formats (or HDF5 samples, data/format/h5data.h), as the
 // loader reads it.
 typedef struct {
-    char path[512];
+    const char *path;  // the caller's (dataset.c's copy, freed by data_free)
     int fd;
     size_t header;     // bytes before the first token (HDF5: the file offset of the dataset's rows)
     int width;         // bytes per token: 1 (text as bytes), 2 or 4; HDF5 integers also 1 or 8

@@ -59,15 +59,8 @@ static int probe(TokenFile *f, uint64_t size, uint64_t *ntok, char *err, size_t 
     return e ? err_set(err, errlen, "%s", e) : 0;
 }
 
-
-
-// A cache part's document index and labels beside it (data/cache.h): maps the index, opens the
-// labels. Returns 0, or -1 with err set for an index that does not fit its tokens.
-static int open_index(TokenFile *f, uint64_t ntok, char *err, size_t errlen) {
-    char path[sizeof f->path + 8];
-    size_t n = strlen(f->path);
-    if (n < 4 || strcmp(f->path + n - 4, ".bin")) return 0;
-    snprintf(path, sizeof path, "%.*s.idx", (int)(n - 4), f->path);
+// open_index's work, path (room for n + 1 bytes) holding the index's name
+static int open_side_files(TokenFile *f, uint64_t ntok, char *path, size_t n, char *err, size_t errlen) {
     int fd = open(path, O_RDONLY);
     if (fd < 0) return 0;  // token shards have none
     struct stat st;
@@ -89,11 +82,23 @@ static int open_index(TokenFile *f, uint64_t ntok, char *err, size_t errlen) {
             return err_set(err, errlen, "data cache index '%s' is damaged at entry %llu (remove the cache folder to rebuild it)", path,
                             (unsigned long long)i);
     if (f->idx[count - 1] != ntok) return err_set(err, errlen, "data cache index '%s' does not end at its tokens' end (remove the cache folder)", path);
-    snprintf(path, sizeof path, "%.*s.lab", (int)(n - 4), f->path);
+    snprintf(path, n + 1, "%.*s.lab", (int)(n - 4), f->path);
     f->lab_fd = open(path, O_RDONLY);
     if (f->lab_fd >= 0 && (fstat(f->lab_fd, &st) != 0 || (uint64_t)st.st_size != TOKFILE_HEADER_BYTES + 4 * ntok))
         return err_set(err, errlen, "data cache labels '%s' do not match their tokens (remove the cache folder to rebuild it)", path);
     return 0;
+}
+
+// A cache part's document index and labels beside it (data/cache.h): maps the index, opens the
+// labels. Returns 0, or -1 with err set for an index that does not fit its tokens.
+static int open_index(TokenFile *f, uint64_t ntok, char *err, size_t errlen) {
+    size_t n = strlen(f->path);
+    if (n < 4 || strcmp(f->path + n - 4, ".bin")) return 0;
+    char *path = mallocCheck(n + 1);  // the side files' names are as long as the part's
+    snprintf(path, n + 1, "%.*s.idx", (int)(n - 4), f->path);
+    int rc = open_side_files(f, ntok, path, n, err, errlen);
+    free(path);
+    return rc;
 }
 
 static int data_refuse(const char *path, const Sniff *s, char *err, size_t errlen) {
@@ -229,7 +234,8 @@ int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_b
     int noted = 0;  // the long-rows note is logged once per dataset, not once per file
     for (int i = 0; i < n; i++) {
         TokenFile *f = &d->files[i];
-        snprintf(f->path, sizeof f->path, "%s", paths[i]);
+        f->path = strdup(paths[i]);
+        if (!f->path) err_fatal("out of memory copying the data file names");
         f->lab_fd = -1;
         d->nfiles = i + 1;  // the files data_free closes
         // O_NONBLOCK: opening a FIFO must not wait for a writer; only regular files are data
@@ -340,6 +346,7 @@ void data_open_synthetic(Dataset *d, int T, int vocab) {
 void data_free(Dataset *d) {
     for (int i = 0; i < d->nfiles; i++) {
         TokenFile *f = &d->files[i];
+        free((char *)f->path);
         close(f->fd);
         if (f->lab_fd >= 0) close(f->lab_fd);
         if (f->idx) munmap((void *)((const unsigned char *)f->idx - TOKFILE_HEADER_BYTES), f->idx_bytes);

@@ -21,7 +21,7 @@
 #define DOCS_MAX_LINE ((size_t)1 << 30)  // one JSON Lines object must fit in memory; beyond this it is no line
 
 struct DocsReader {
-    char path[1024];
+    char *path;  // a copy: any length the system takes
     DocsKind kind;
     DocsCompression comp;
     char describe[256];
@@ -368,7 +368,8 @@ static int docs_table_next(DocsReader *r, Doc *d, char *err, size_t errlen) {
 static DocsReader *docs_open_any(const char *path, DocsKind kind, DocsCompression comp, const char *text_column, int explicit_column,
                                  int rows, char *err, size_t errlen) {
     DocsReader *r = callocCheck(1, sizeof *r);
-    snprintf(r->path, sizeof r->path, "%s", path);
+    r->path = strdup(path);
+    if (!r->path) err_fatal("out of memory copying '%s'", path);
     r->kind = kind;
     r->comp = comp;
     r->fd = -1;
@@ -463,5 +464,6 @@ void docs_close(DocsReader *r) {
     free(r->io);
     buf_free(&r->line);
     free(r->ids);
+    free(r->path);
     free(r);
 }

@@ -24,7 +24,7 @@ enum { COL_PROMPT, COL_COMPLETION };
 enum { COL_INSTRUCTION, COL_INPUT, COL_OUTPUT };
 
 struct SftReader {
-    char path[1024];
+    char *path;  // a copy: any length the system takes
     SftOptions o;
     DocsReader *docs;
     TableReader *table;  // Arrow / Parquet (owned by docs)
@@ -239,7 +239,8 @@ static void sft_describe_set(SftReader *r) {
 
 SftReader *sft_open(const char *path, DocsKind kind, DocsCompression comp, const SftOptions *o, char *err, size_t errlen) {
     SftReader *r = callocCheck(1, sizeof *r);
-    snprintf(r->path, sizeof r->path, "%s", path);
+    r->path = strdup(path);
+    if (!r->path) err_fatal("out of memory copying '%s'", path);
     r->o = *o;
     if (r->o.vocab <= 0 && o->tok) r->o.vocab = tok_vocab_size(o->tok);
     if (r->o.format == SFT_AUTO && sft_detect(path, kind, comp, &r->o.format, err, errlen)) return sft_close(r), NULL;
@@ -495,5 +496,6 @@ void sft_close(SftReader *r) {
     for (int i = 0; i < 3; i++) free(r->ints[i]);
     free(r->text.s);
     free(r->tmp);
+    free(r->path);
     free(r);
 }

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Issue 39, classes 1 and 8: concurrent writers to one output, leftovers and runaway outputs.
+# Class 1: two prepares into one --output never mix their shards: one writes, the other stops with
+# one line (the folder's writer lock, base/wlock.h), whichever starts first; the same lock guards
+# exports, --metrics_file, --tensorboard_dir and the traces. Class 8: temporaries of a killed
+# writer are removed by the next one, a killed data cache build and the caches of earlier input
+# versions go, --shard_tokens that would write more than 100000 shards and a repeated --input
+# are refused with one line. Every check: exit status, the one error line, inputs unchanged.
+cd "$(dirname "$0")/../.."
+source test/lib.sh
+PREFIX="writers: "
+SHAPE="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64 --num_threads 1"
+SMALL="$SHAPE --batch_size 4 --num_tokens 0 --logging_freq 1 --validation_freq 0"
+HOST=$(hostname)
+BOOT=$(cat /proc/sys/kernel/random/boot_id)
+# a lock held by a live process of this host (this shell), or by one that has ended
+sleep 0 & DEAD=$!
+wait $DEAD
+lock_live() { echo "fsdpc-writer 0123456789abcdef $HOST $$ $BOOT 0" >"$1"; }
+lock_dead() { echo "fsdpc-writer 0123456789abcdef $HOST $DEAD $BOOT 0" >"$1"; }
+
+head -c 60000 data/tinyshakespeare.txt >"$W/a.txt"
+tail -c 90000 data/tinyshakespeare.txt >"$W/b.txt"
+INPUTS=("$W/a.txt" "$W/b.txt")
+sha256sum "${INPUTS[@]}" >"$W/inputs.sha"
+# each input's shards prepared alone: what a folder must hold after a race
+for x in a b; do
+    ./fsdpc prepare --input "$W/$x.txt" --output "$W/ref_$x" --shard_tokens 7000 >/dev/null 2>&1
+    cat "$W/ref_$x"/*.bin | sha256sum | cut -d' ' -f1 >"$W/ref_$x.sum"
+done
+
+# refused NAME REGEX CMD...: non-zero exit, exactly one error line matching REGEX, inputs unchanged
+refused() {
+    local name=$1 re=$2 rc lines
+    shift 2
+    timeout 60 "$@" >"$W/out" 2>"$W/err"
+    rc=$?
+    lines=$(grep -c '^fsdpc: error:' "$W/err")
+    [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$lines" = 1 ] && grep -Eq -- "$re" "$W/err" && sha256sum -c --quiet "$W/inputs.sha" >/dev/null 2>&1
+    check "$name" $? "(rc=$rc, $lines error lines: $(grep -m2 . "$W/err" | head -c 300 | tr '\n' '|'))"
+}
+
+# ---- class 1: concurrent prepares into one folder, 20 rounds, both orders ----
+bad=""
+for i in $(seq 1 20); do
+    first=a second=b
+    [ $((i % 2)) = 0 ] && first=b second=a
+    rm -rf "$W/race"
+    ./fsdpc prepare --input "$W/$first.txt" --output "$W/race" --shard_tokens 7000 >"$W/r1.out" 2>"$W/r1.err" &
+    p1=$!
+    ./fsdpc prepare --input "$W/$second.txt" --output "$W/race" --shard_tokens 7000 >"$W/r2.out" 2>"$W/r2.err" &
+    p2=$!
+    wait $p1; rc1=$?
+    wait $p2; rc2=$?
+    if [ $rc1 = 0 ] && [ $rc2 != 0 ]; then win=$first lose=r2; elif [ $rc2 = 0 ] && [ $rc1 != 0 ]; then win=$second lose=r1;
+    else bad="$bad round $i: rc $rc1/$rc2;"; continue; fi
+    [ "$(grep -c '^fsdpc: error:' "$W/$lose.err")" = 1 ] &&
+        grep -Eq "another fsdpc run \(run [0-9a-f]{16}, pid [0-9]+ on this host\) is writing shards to '$W/race'|already holds shards" "$W/$lose.err" ||
+        bad="$bad round $i: loser said $(grep -m1 . "$W/$lose.err" | head -c 200);"
+    [ "$(cat "$W/race"/*.bin | sha256sum | cut -d' ' -f1)" = "$(cat "$W/ref_$win.sum")" ] || bad="$bad round $i: shards are not $win's alone;"
+    ls -a "$W/race" | grep -q 'tmp\|fsdpc-writer' && bad="$bad round $i: leftovers $(ls -a "$W/race" | tr '\n' ' ');"
+done
+sha256sum -c --quiet "$W/inputs.sha" >/dev/null 2>&1 || bad="$bad inputs changed"
+[ -z "$bad" ]
+check "20 concurrent prepare pairs into one --output (both orders): one writes its shards alone, the other stops with one line" $? "$bad"
+
+mkdir -p "$W/held"
+lock_live "$W/held/.fsdpc-writer"
+refused "prepare into a folder another live prepare holds" "another fsdpc run \(run 0123456789abcdef, pid $$ on this host\) is writing shards to '$W/held'; wait for it to end or give this run another --output" \
+    ./fsdpc prepare --input "$W/a.txt" --output "$W/held"
+[ "$(ls -A "$W/held")" = ".fsdpc-writer" ]
+check "the refused prepare wrote nothing there" $?
+
+# a killed prepare's lock and temporary: taken over and removed, the run completes
+mkdir -p "$W/killed"
+lock_dead "$W/killed/.fsdpc-writer"
+cp "$W/ref_a/train_000000.bin" "$W/killed/train_000003.bin.fedcba9876543210.tmp"
+./fsdpc prepare --input "$W/a.txt" --output "$W/killed" --shard_tokens 7000 >"$W/k.out" 2>"$W/k.err"
+[ $? = 0 ] && grep -q "Taking over the writer lock of run 0123456789abcdef in $W/killed" "$W/k.err" &&
+    grep -q "Removed $W/killed/train_000003.bin.fedcba9876543210.tmp, left by an interrupted prepare" "$W/k.err" &&
+    [ "$(cat "$W/killed"/*.bin | sha256sum | cut -d' ' -f1)" = "$(cat "$W/ref_a.sum")" ] && ! ls -A "$W/killed" | grep -q 'tmp\|writer'
+check "a killed prepare's lock is taken over and its temporary removed" $? "$(grep -m3 . "$W/k.err" | tr '\n' '|' | head -c 300)"
+
+# ---- new classes: exports, metrics, TensorBoard and traces shared by two runs ----
+./fsdpc $SMALL --max_steps 2 --checkpoint_freq 2 --checkpoint_dir "$W/ck" --train_data "$W/a.txt" >/dev/null 2>&1
+CK="$W/ck/step_00000002.h5"
+sha256sum "${INPUTS[@]}" "$CK" >"$W/inputs.sha"
+mkdir -p "$W/exp"
+lock_live "$W/exp/.fsdpc-writer"
+refused "export into a folder another live export holds" "another fsdpc run \(run 0123456789abcdef, pid $$ on this host\) is writing an export to '$W/exp'" \
+    ./fsdpc export --checkpoint "$CK" --output "$W/exp"
+[ "$(ls -A "$W/exp")" = ".fsdpc-writer" ]
+check "the refused export wrote nothing there" $?
+( ./fsdpc export --checkpoint "$CK" --output "$W/exp2" >"$W/e1.out" 2>"$W/e1.err"; echo $? >"$W/e1.rc" ) &
+( ./fsdpc export --checkpoint "$CK" --output "$W/exp2" >"$W/e2.out" 2>"$W/e2.err"; echo $? >"$W/e2.rc" ) &
+wait
+ok=$(cat "$W/e1.rc" "$W/e2.rc" | grep -cx 0)
+[ "$ok" -ge 1 ] && [ -f "$W/exp2/config.json" ] && ! ls -A "$W/exp2" | grep -q 'tmp\|writer' &&
+    for e in e1 e2; do [ "$(cat "$W/$e.rc")" = 0 ] || { [ "$(grep -c '^fsdpc: error:' "$W/$e.err")" = 1 ] && grep -q "is writing an export to\|export did not write\|is not empty" "$W/$e.err"; } || exit 1; done
+check "two concurrent exports into one folder: a whole export, any loser stops with one line" $? "$(cat "$W/e1.rc" "$W/e2.rc" "$W/e1.err" "$W/e2.err" | tr '\n' '|' | head -c 400)"
+lock_dead "$W/exp2/.fsdpc-writer"
+touch "$W/exp2/config.json.0123456789abcdef.tmp"
+./fsdpc export --checkpoint "$CK" --output "$W/exp2" >"$W/e3.out" 2>"$W/e3.err"
+[ $? = 0 ] && grep -q "Removed $W/exp2/config.json.0123456789abcdef.tmp, left by an interrupted export" "$W/e3.err" && ! ls -A "$W/exp2" | grep -q 'tmp\|writer'
+check "a killed export's lock is taken over and its temporary removed" $? "$(grep -m3 . "$W/e3.err" | tr '\n' '|' | head -c 300)"
+
+T="$SMALL --max_steps 2 --checkpoint_freq 0 --train_data $W/a.txt"
+lock_live "$W/.m.jsonl.fsdpc-writer"
+refused "a --metrics_file another live run appends to" "another fsdpc run \(run 0123456789abcdef, pid $$ on this host\) is writing metrics to '$W/m.jsonl'; wait for it to end or give this run another --metrics_file" \
+    ./fsdpc $T --metrics_file "$W/m.jsonl"
+[ ! -e "$W/m.jsonl" ]
+check "the refused run did not create the metrics file" $?
+mkdir -p "$W/tb"
+lock_live "$W/tb/.fsdpc-writer"
+refused "a --tensorboard_dir another live run writes" "is writing TensorBoard events to '$W/tb'" ./fsdpc $T --tensorboard_dir "$W/tb"
+lock_live "$W/.t.json.fsdpc-writer"
+refused "a --trace_file another live run writes" "is writing a trace to '$W/t.json'; wait for it to end or give this run another --trace_file" \
+    ./fsdpc $T --trace_file "$W/t.json"
+mkdir -p "$W/td"
+lock_live "$W/td/.fsdpc-writer"
+refused "a --trace_dir another live run writes" "is writing traces to '$W/td'" ./fsdpc $T --trace_dir "$W/td"
+./fsdpc $T --metrics_file "$W/m2.jsonl" --tensorboard_dir "$W/m2tb" --trace_file "$W/m2.json" --trace_steps 1:2 >"$W/own.log" 2>&1
+[ $? = 0 ] && [ -s "$W/m2.jsonl" ] && [ -s "$W/m2.json" ] && ! ls -A "$W" "$W/m2tb" | grep -q '^\.m2\|^\.fsdpc-writer$'
+check "a run's own metrics, events and trace: written, and their locks gone at its end" $? "$(ls -A "$W" "$W/m2tb" | tr '\n' ' ')"
+
+# ---- class 8: runaway outputs and repeated inputs ----
+refused "the same --input given twice" "--input names the file '$W/a.txt' twice \(also as '$W/../$(basename "$W")/a.txt'\): it would be tokenized twice" \
+    ./fsdpc prepare --input "$W/a.txt" "$W/../$(basename "$W")/a.txt" --output "$W/twice"
+[ ! -e "$W/twice" ]
+check "the repeated input wrote nothing" $?
+t0=$SECONDS
+cp data/tinyshakespeare.txt "$W/ts.txt"
+refused "--shard_tokens 1 for Tiny Shakespeare (a million shards), refused at once" "prepare would write more than 200000 shards \(--shard_tokens 1, at least 1115394 tokens\): the limit is 100000 shard files per split; give a larger --shard_tokens \(at least 6\)" \
+    ./fsdpc prepare --input "$W/ts.txt" --output "$W/many" --shard_tokens 1
+[ ! -e "$W/many" ] || [ -z "$(ls -A "$W/many")" ]
+[ $((SECONDS - t0)) -le 5 ]
+check "the refused shard count left no files, within 5 s ($((SECONDS - t0)) s)" $?
+
+# the data cache: a killed build's folder, and the caches of earlier versions of the inputs
+for i in $(seq 1 200); do echo "{\"text\": \"row $i of the documents, $(head -c 80 "$W/a.txt" | tr -d '\n\"\\')\"}"; done >"$W/d.jsonl"
+C="$W/cache"
+mkdir -p "$C/tok-0123456789abcdef0123456789abcdef.fedcba9876543210.tmp"
+lock_dead "$C/tok-0123456789abcdef0123456789abcdef.fedcba9876543210.tmp/.fsdpc-writer"
+touch "$C/tok-0123456789abcdef0123456789abcdef.fedcba9876543210.tmp/part-000000.bin.fedcba9876543210.tmp"
+mkdir -p "$C/tok-11111111111111111111111111111111.2222222222222222.tmp"
+lock_live "$C/tok-11111111111111111111111111111111.2222222222222222.tmp/.fsdpc-writer"
+./fsdpc $SMALL --max_steps 1 --train_data "$W/d.jsonl" --data_cache_dir "$C" >"$W/c1.log" 2>&1
+[ $? = 0 ] && [ ! -e "$C/tok-0123456789abcdef0123456789abcdef.fedcba9876543210.tmp" ] &&
+    [ -e "$C/tok-11111111111111111111111111111111.2222222222222222.tmp" ] &&
+    grep -q "Removed the data cache folder $C/tok-0123456789abcdef0123456789abcdef.fedcba9876543210.tmp, left by an interrupted data cache build" "$W/c1.log"
+check "a killed cache build's folder is removed, a running build's kept" $? "$(ls -A "$C" | tr "\\n" " "; grep -m3 "rror\|Removed" "$W/c1.log")"
+for i in 1 2 3; do
+    touch -d "2020-01-0$i" "$W/d.jsonl"
+    ./fsdpc $SMALL --max_steps 1 --train_data "$W/d.jsonl" --data_cache_dir "$C" >"$W/c2.log" 2>&1 || break
+done
+[ "$(ls -A "$C" | grep -c '^tok-[0-9a-f]*$')" = 1 ] && grep -q "built from an earlier version of the same inputs" "$W/c2.log"
+check "each change of the input's time replaces its cache folder instead of adding one" $? "$(ls -A "$C" | tr '\n' ' ')"
+sha256sum -c --quiet "$W/inputs.sha" >/dev/null 2>&1
+check "no input changed over the whole suite" $?
