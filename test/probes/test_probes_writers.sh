@@ -144,14 +144,14 @@ lock_dead "$C/tok-0123456789abcdef0123456789abcdef.fedcba9876543210.tmp/.fsdpc-w
 touch "$C/tok-0123456789abcdef0123456789abcdef.fedcba9876543210.tmp/part-000000.bin.fedcba9876543210.tmp"
 mkdir -p "$C/tok-11111111111111111111111111111111.2222222222222222.tmp"
 lock_live "$C/tok-11111111111111111111111111111111.2222222222222222.tmp/.fsdpc-writer"
-./fsdpc $SMALL --max_steps 1 --train_data "$W/d.jsonl" --data_cache_dir "$C" >"$W/c1.log" 2>&1
+./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 --train_data "$W/d.jsonl" --data_cache_dir "$C" >"$W/c1.log" 2>&1
 [ $? = 0 ] && [ ! -e "$C/tok-0123456789abcdef0123456789abcdef.fedcba9876543210.tmp" ] &&
     [ -e "$C/tok-11111111111111111111111111111111.2222222222222222.tmp" ] &&
     grep -q "Removed the data cache folder $C/tok-0123456789abcdef0123456789abcdef.fedcba9876543210.tmp, left by an interrupted data cache build" "$W/c1.log"
 check "a killed cache build's folder is removed, a running build's kept" $? "$(ls -A "$C" | tr "\\n" " "; grep -m3 "rror\|Removed" "$W/c1.log")"
 for i in 1 2 3; do
     touch -d "2020-01-0$i" "$W/d.jsonl"
-    ./fsdpc $SMALL --max_steps 1 --train_data "$W/d.jsonl" --data_cache_dir "$C" >"$W/c2.log" 2>&1 || break
+    ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 --train_data "$W/d.jsonl" --data_cache_dir "$C" >"$W/c2.log" 2>&1 || break
 done
 [ "$(ls -A "$C" | grep -c '^tok-[0-9a-f]*$')" = 1 ] && grep -q "built from an earlier version of the same inputs" "$W/c2.log"
 check "each change of the input's time replaces its cache folder instead of adding one" $? "$(ls -A "$C" | tr '\n' ' ')"
