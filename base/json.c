@@ -1,5 +1,6 @@
 // json: recursive-descent parser into a tree of JsonValue; each container's items are one array.
 #include "json.h"
+#include "path.h"
 
 #include <errno.h>
 #include <math.h>
@@ -274,10 +275,10 @@ JsonValue *json_parse_line(const char *line, size_t len, size_t *col, char *err,
 }
 
 JsonValue *json_parse_file(const char *path, size_t max_bytes, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = path_fopen_read(path);
     struct stat st;
     if (!f || fstat(fileno(f), &st) != 0) {
-        snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        snprintf(err, errlen, "cannot open '%s': %s", path, path_strerror(errno));
         if (f) fclose(f);
         return NULL;
     }

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "err.h"
 
@@ -22,6 +24,31 @@ int path_ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
     return n >= k && !strcmp(s + n - k, suffix);
 }
+
+int path_open_read(const char *path) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // O_NONBLOCK: a FIFO's open would wait for a writer
+    if (fd < 0) return -1;
+    struct stat st;
+    int e = fstat(fd, &st) ? errno : S_ISDIR(st.st_mode) ? EISDIR : !S_ISREG(st.st_mode) ? EINVAL : 0;
+    if (!e && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) e = errno;
+    if (!e) return fd;
+    close(fd);
+    errno = e;
+    return -1;
+}
+
+FILE *path_fopen_read(const char *path) {
+    int fd = path_open_read(path);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+    if (!f && fd >= 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+
+const char *path_strerror(int err) { return err == EINVAL ? "not a regular file (a FIFO, a device or a socket)" : strerror(err); }
 
 void path_join(char *out, size_t len, const char *dir, const char *name) { snprintf(out, len, "%s/%s", dir, name); }
 

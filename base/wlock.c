@@ -1,5 +1,6 @@
 // wlock: see wlock.h.
 #include "wlock.h"
+#include "path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -69,7 +70,7 @@ char *wlock_path(const char *output, int is_dir) {
 
 static int read_lock(const char *path, Lock *l) {
     char line[512];
-    FILE *f = fopen(path, "r");
+    FILE *f = path_fopen_read(path);
     l->id[0] = 0;
     l->start = 0;
     int ok = f && fgets(line, sizeof line, f) &&
@@ -86,7 +87,7 @@ static unsigned long long process_start(long pid, char *state) {
     unsigned long long start = 0;
     if (pid) snprintf(path, sizeof path, "/proc/%ld/stat", pid);
     else snprintf(path, sizeof path, "/proc/self/stat");
-    FILE *f = fopen(path, "r");
+    FILE *f = path_fopen_read(path);
     if (!f) return 0;
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);

@@ -387,8 +387,8 @@ static const char *export_source(const char *file, const ModelFamily *fam, Expor
 // src copied into the export as `name`
 static const char *export_copy(ExportFiles *ef, const char *src, const char *name) {
     static char msg[1400];
-    FILE *in = fopen(src, "rb");
-    if (!in) return snprintf(msg, sizeof msg, "cannot read the checkpoint's tokenizer '%s': %s", src, strerror(errno)), msg;
+    FILE *in = path_fopen_read(src);
+    if (!in) return snprintf(msg, sizeof msg, "cannot read the checkpoint's tokenizer '%s': %s", src, path_strerror(errno)), msg;
     const char *err = NULL;
     FILE *out = export_create(ef, name, &err);
     char *buf = mallocCheck(1 << 20);

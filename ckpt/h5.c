@@ -12,6 +12,7 @@
 #include "../base/err.h"
 #include "../base/half.h"
 #include "../base/log.h"
+#include "../base/path.h"
 #include "../kernels/kernels.h"
 
 // Checksums are defined over the little-endian fp32 bytes; this host's floats are those bytes.
@@ -27,6 +28,9 @@ long h5_check(long r, const char *what, const char *file, int line) {
 // collective: every rank opens the file through MPI-IO; else this rank alone reads it
 hid_t h5_open(const char *path, int create, int collective) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);  // we report errors ourselves, one line each
+    int fd = create ? -1 : path_open_read(path);  // HDF5's own open would wait on a FIFO; h5_open_error says why
+    if (!create && fd < 0) return -1;
+    if (fd >= 0) close(fd);
     hid_t fapl = h5Check(H5Pcreate(H5P_FILE_ACCESS));
     if (collective) h5Check(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL));
     // Parallel file systems often lack the flock() HDF5 uses, and readers never see a file

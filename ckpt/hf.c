@@ -548,8 +548,8 @@ static const char *hf_whole_tensor(void *ctx, int u, int t, float *dst) {
     const StTensor *src = w->find(w->ctx, ts, &file, w->msg, w->len);
     if (!src) return w->msg;
     const StFile *sf = &w->files[file];
-    if (w->fds[file] < 0 && (w->fds[file] = open(sf->path, O_RDONLY)) < 0)
-        return snprintf(w->msg, w->len, "cannot open '%s': %s", sf->path, strerror(errno)), w->msg;
+    if (w->fds[file] < 0 && (w->fds[file] = path_open_read(sf->path)) < 0)
+        return snprintf(w->msg, w->len, "cannot open '%s': %s", sf->path, path_strerror(errno)), w->msg;
     return st_read_f32(w->fds[file], sf, src, 0, model_whole_numel(ts), dst);
 }
 
@@ -576,8 +576,8 @@ const char *hf_read_units(ShardState *s, int u0, int u1, const StFile *files, in
                 break;
             }
             const StFile *sf = &files[file];
-            if (fds[file] < 0 && (fds[file] = open(sf->path, O_RDONLY)) < 0) {
-                snprintf(msg, len, "cannot open '%s': %s", sf->path, strerror(errno));
+            if (fds[file] < 0 && (fds[file] = path_open_read(sf->path)) < 0) {
+                snprintf(msg, len, "cannot open '%s': %s", sf->path, path_strerror(errno));
                 bad = msg;
                 break;
             }

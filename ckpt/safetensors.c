@@ -14,6 +14,7 @@
 #include "../base/half.h"
 #include "../comm/comm.h"
 #include "../base/json.h"
+#include "../base/path.h"
 
 // the format's own cap on the header (safetensors refuses larger ones too)
 #define ST_MAX_HEADER (100ull << 20)
@@ -167,8 +168,8 @@ static int st_parse(StFile *f, int fd, char *err, size_t len) {
 int st_open(StFile *f, const char *path, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     snprintf(f->path, sizeof f->path, "%s", path);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return err_set(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+    int fd = path_open_read(path);
+    if (fd < 0) return err_set(err, errlen, "cannot open '%s': %s", path, path_strerror(errno));
     struct stat st;
     int rc = fstat(fd, &st) != 0 ? err_set(err, errlen, "cannot stat '%s': %s", path, strerror(errno)) : 0;
     if (rc == 0) {
@@ -251,7 +252,7 @@ int st_write_header(FILE *out, const StEntry *e, int n, StDtype dt) {
 
 int st_written_by_fsdpc(const char *path) {
     char head[8 + sizeof ST_FSDPC_HEADER - 1];
-    FILE *f = fopen(path, "rb");
+    FILE *f = path_fopen_read(path);
     size_t n = f ? fread(head, 1, sizeof head, f) : 0;
     if (f) fclose(f);
     return n == sizeof head && !memcmp(head + 8, ST_FSDPC_HEADER, sizeof ST_FSDPC_HEADER - 1);

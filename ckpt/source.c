@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "../base/err.h"
+#include "../base/path.h"
 #include "../comm/comm.h"
 #include "h5.h"
 
@@ -23,10 +24,10 @@ const char *ckpt_source_from_dir(const char *dir, CkptSource *src) {
     memset(src, 0, sizeof *src);
     for (int i = 0; i < CKPT_SOURCE_FILES; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, ckpt_source_names[i]);
-        FILE *f = fopen(path, "rb");
+        FILE *f = path_fopen_read(path);
         struct stat st;
         if (!f && errno == ENOENT) continue;
-        const char *why = !f || fstat(fileno(f), &st) != 0 ? strerror(errno) : !S_ISREG(st.st_mode) ? "not a regular file"
+        const char *why = !f || fstat(fileno(f), &st) != 0 ? path_strerror(errno) : !S_ISREG(st.st_mode) ? "not a regular file"
                           : (uint64_t)st.st_size > CKPT_SOURCE_MAX_BYTES ? "larger than the 16 MiB fsdpc keeps of such a file" : NULL;
         size_t n = why ? 0 : (size_t)st.st_size;
         char *text = n ? mallocCheck(n) : NULL;

@@ -9,6 +9,7 @@
 #include "../kernels/kernels.h"
 #include "flight.h"
 #include "../base/limits.h"
+#include "../base/path.h"
 #include "trace.h"
 
 #include <dlfcn.h>
@@ -445,8 +446,8 @@ void comm_check_pbs(void) {
     const char *job = getenv("PBS_JOBID"), *nodefile = getenv("PBS_NODEFILE");
     if (!job || !*job) comm_fail_all("--environment pbs: PBS_JOBID is not set (submit with qsub, or use --environment local)");
     if (!nodefile || !*nodefile) comm_fail_all("--environment pbs: PBS_NODEFILE is not set (submit with qsub, or use --environment local)");
-    FILE *f = fopen(nodefile, "r");
-    if (!f) comm_fail_all("--environment pbs: cannot read PBS_NODEFILE '%s': %s", nodefile, strerror(errno));
+    FILE *f = path_fopen_read(nodefile);
+    if (!f) comm_fail_all("--environment pbs: cannot read PBS_NODEFILE '%s': %s", nodefile, path_strerror(errno));
     // a line per slot, a node's lines together: Open MPI's launch lists each node mpiprocs times;
     // MPICH's (Polaris: mpiexec -ppn 4) often once, with -ppn placing the ranks
     char cur[256], last[256] = "";
@@ -600,7 +601,7 @@ double comm_peak_mem_mib(void) {
 
 // first number in a file (a cgroup control file), or -1 ("max" or absent)
 static double read_number(const char *path) {
-    FILE *f = fopen(path, "r");
+    FILE *f = path_fopen_read(path);
     double v = -1;
     if (f) {
         if (fscanf(f, "%lf", &v) != 1) v = -1;
@@ -761,7 +762,7 @@ const char *comm_path_error(const char *path, int err) {
                 return snprintf(msg, sizeof msg, "%s (the folder '%s' cannot be entered)", strerror(err), p), msg;
             *c = '/';
         }
-    return strerror(err);
+    return path_strerror(err);
 }
 
 const char *comm_read_problem(const char *path) {

@@ -14,6 +14,7 @@
 #include "../base/clock.h"
 #include "../base/err.h"
 #include "../base/log.h"
+#include "../base/path.h"
 #include "../kernels/kernels.h"
 #include "comm.h"
 #include "io.h"
@@ -86,8 +87,8 @@ static const char *replace_problem(const char *path) {
     char head[sizeof trace_head - 1];
     struct stat st;
     if (stat(path, &st) != 0 || st.st_size == 0) return NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return snprintf(msg, sizeof msg, "cannot read --trace_file '%s': %s", path, strerror(errno)), msg;
+    FILE *f = path_fopen_read(path);
+    if (!f) return snprintf(msg, sizeof msg, "cannot read --trace_file '%s': %s", path, path_strerror(errno)), msg;
     size_t n = fread(head, 1, sizeof head, f);
     fclose(f);
     if (n == sizeof head && !memcmp(head, trace_head, sizeof head)) return NULL;

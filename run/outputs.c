@@ -10,6 +10,7 @@
 #include "../base/err.h"
 #include "../base/clock.h"
 #include "../base/log.h"
+#include "../base/path.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
 #include "../kernels/kernels.h"
@@ -51,8 +52,8 @@ static const char *metrics_file_problem(Run *r, const char *path) {
     static char msg[1400];
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return NULL;  // new, empty, or a stream (/dev/null)
-    FILE *f = fopen(path, "rb");
-    if (!f) return snprintf(msg, sizeof msg, "cannot read --metrics_file '%s': %s", path, strerror(errno)), msg;
+    FILE *f = path_fopen_read(path);
+    if (!f) return snprintf(msg, sizeof msg, "cannot read --metrics_file '%s': %s", path, path_strerror(errno)), msg;
     char head[4096], tail[4097];
     size_t nh = fread(head, 1, sizeof head, f), nt = 0;
     long from = st.st_size > (off_t)(sizeof tail - 1) ? (long)(st.st_size - (off_t)(sizeof tail - 1)) : 0;

@@ -44,7 +44,7 @@ static void cache_hash_str(CacheHash *h, const char *s) { cache_hash(h, s, strle
 static void cache_hash_u64(CacheHash *h, uint64_t v) { cache_hash(h, &v, sizeof v); }
 
 static void cache_hash_file(CacheHash *h, const char *path) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = path_fopen_read(path);
     if (!f) return cache_hash_str(h, path);  // not a file (the byte tokenizer): its name says it all
     unsigned char buf[1 << 16];
     for (size_t got; (got = fread(buf, 1, sizeof buf, f)) > 0;) cache_hash(h, buf, got);
@@ -256,7 +256,7 @@ static void cache_log(const CacheRequest *q, const char *dir, int built, double 
         char path[4200], what[256] = "", line[DOCS_FIELDS_MAX * 260];
         unsigned long long r = 0, nu = 0, t = 0;
         cache_stats_path(dir, i, path, sizeof path);
-        FILE *f = fopen(path, "r");
+        FILE *f = path_fopen_read(path);
         if (f) {
             if (fscanf(f, "%llu %llu %llu\n", &r, &nu, &t) != 3 || !fgets(what, sizeof what, f)) what[0] = 0;
             if (what[0] && fgets(line, sizeof line, f)) docs_fields_parse(&fields, line);
@@ -299,7 +299,7 @@ static void cache_sweep(const char *root, const char *key, const char *source) {
         } else if (strlen(e->d_name) == strlen(key)) {
             src = mallocCheck(n + 8);
             snprintf(src, n + 8, "%s/source", path);
-            FILE *f = fopen(src, "r");
+            FILE *f = path_fopen_read(src);
             if (f && fgets(theirs, sizeof theirs, f) && !strcmp(theirs, source)) why = "built from an earlier version of the same inputs";
             if (f) fclose(f);
         }

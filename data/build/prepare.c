@@ -352,7 +352,7 @@ static int prepare_read_line(Prepare *p, PrepareInput *in) {
 // The number of the line starting at byte `offset` of a plain file (for errors in a range that
 // began inside the file).
 static uint64_t prepare_line_number(Prepare *p, const char *path, uint64_t offset) {
-    int fd = open(path, O_RDONLY);
+    int fd = path_open_read(path);
     uint64_t line = 1, at = 0;
     for (ssize_t got; fd >= 0 && at < offset && (got = read(fd, p->io, PREPARE_IO_BYTES)) > 0; at += (uint64_t)got) {
         size_t n = offset - at < (uint64_t)got ? (size_t)(offset - at) : (size_t)got;
@@ -594,8 +594,8 @@ static int prepare_input(Prepare *p, const PrepareWork *w) {
         if (!in.gz) return prepare_fail(p, "cannot open input '%s': %s", path, strerror(errno ? errno : ENOMEM));
         gzbuffer(in.gz, PREPARE_IO_BYTES);
     } else {
-        in.fd = open(path, O_RDONLY);
-        if (in.fd < 0) return prepare_fail(p, "cannot open input '%s': %s", path, strerror(errno));
+        in.fd = path_open_read(path);
+        if (in.fd < 0) return prepare_fail(p, "cannot open input '%s': %s", path, path_strerror(errno));
         // from the byte before the range: the line running into the range belongs to the one before
         if (w->begin > 0) {
             in.base = w->begin - 1;
@@ -662,7 +662,7 @@ static bool prepare_wrote(const char *path, bool tmp) {
     if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) return false;
     if (tmp && st.st_size == 0) return true;
     TokFileHeader h;
-    FILE *f = fopen(path, "rb");
+    FILE *f = path_fopen_read(path);
     size_t n = f ? fread(&h, 1, sizeof h, f) : 0;
     if (f) fclose(f);
     if (n < sizeof h.magic || memcmp(h.magic, TOKFILE_MAGIC, sizeof h.magic)) return false;

@@ -23,6 +23,7 @@
 
 #include "../../base/buf.h"
 #include "../../base/err.h"
+#include "../../base/path.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "arrow.c reads little-endian Arrow data with plain loads"
@@ -1500,9 +1501,9 @@ TableReader *arrow_open_mem(const void *data, size_t size, const char *name, cha
 }
 
 TableReader *arrow_open(const char *path, char *err, size_t errlen) {
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const int fd = path_open_read(path);
     if (fd < 0) {
-        err_set(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        err_set(err, errlen, "cannot open '%s': %s", path, path_strerror(errno));
         return NULL;
     }
     struct stat st;

@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../../base/err.h"
+#include "../../base/path.h"
 #include "../../comm/comm.h"
 #include "h5data.h"
 
@@ -110,7 +112,9 @@ const char *data_h5_layout(TokenFile *f, uint64_t size, uint64_t *rows) {
                                        H5Fis_hdf5(f->path) > 0 ? "a damaged HDF5 file (truncated or corrupt?)" : "not an HDF5 file"))
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);  // errors are reported as one line of ours
     hid_t file = -1, ds = -1, type = -1, space = -1, dcpl = -1;
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    int fd = path_open_read(f->path);  // HDF5's own open would wait on a FIFO; UNREADABLE says why
+    if (fd >= 0) close(fd);
+    hid_t fapl = fd < 0 ? -1 : H5Pcreate(H5P_FILE_ACCESS);
     // a plain per-rank open; locking off as for checkpoints (parallel file systems lack flock)
     if (fapl < 0 || (!getenv("HDF5_USE_FILE_LOCKING") && H5Pset_file_locking(fapl, 0, 1) < 0) ||
         (file = H5Fopen(f->path, H5F_ACC_RDONLY, fapl)) < 0) {

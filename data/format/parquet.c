@@ -21,6 +21,7 @@
 
 #include "../../base/buf.h"
 #include "../../base/err.h"
+#include "../../base/path.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "data/format/parquet.c reads Parquet's little-endian values in place"
@@ -2007,9 +2008,9 @@ static PqReader *pq_new(const char *name, char *err, size_t errlen) {
 }
 
 TableReader *parquet_open(const char *path, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = path_open_read(path);
     if (fd < 0) {
-        err_set(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        err_set(err, errlen, "cannot open '%s': %s", path, path_strerror(errno));
         return NULL;
     }
     struct stat st;

@@ -2,6 +2,7 @@
 // need it), the used part of each, and synthetic data.
 #include "../../base/err.h"
 #include "../../base/log.h"
+#include "../../base/path.h"
 #include "../data.h"
 #include "../build/cache.h"
 #include "../format/h5data.h"
@@ -61,7 +62,7 @@ static int probe(TokenFile *f, uint64_t size, uint64_t *ntok, char *err, size_t 
 
 // open_index's work, path (room for n + 1 bytes) holding the index's name
 static int open_side_files(TokenFile *f, uint64_t ntok, char *path, size_t n, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY);
+    int fd = path_open_read(path);
     if (fd < 0) return 0;  // token shards have none
     struct stat st;
     unsigned char head[TOKFILE_HEADER_BYTES];
@@ -83,7 +84,7 @@ static int open_side_files(TokenFile *f, uint64_t ntok, char *path, size_t n, ch
                             (unsigned long long)i);
     if (f->idx[count - 1] != ntok) return err_set(err, errlen, "data cache index '%s' does not end at its tokens' end (remove the cache folder)", path);
     snprintf(path, n + 1, "%.*s.lab", (int)(n - 4), f->path);
-    f->lab_fd = open(path, O_RDONLY);
+    f->lab_fd = path_open_read(path);
     if (f->lab_fd >= 0 && (fstat(f->lab_fd, &st) != 0 || (uint64_t)st.st_size != TOKFILE_HEADER_BYTES + 4 * ntok))
         return err_set(err, errlen, "data cache labels '%s' do not match their tokens (remove the cache folder to rebuild it)", path);
     return 0;

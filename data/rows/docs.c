@@ -14,6 +14,7 @@
 #include "../format/arrow.h"
 #include "../../base/buf.h"
 #include "../../base/json.h"
+#include "../../base/path.h"
 #include "../format/parquet.h"
 #include "../format/table.h"
 
@@ -391,9 +392,9 @@ static DocsReader *docs_open_any(const char *path, DocsKind kind, DocsCompressio
         snprintf(err, errlen, "'%s' is a text file, not rows (JSON Lines, Arrow or Parquet)", path);
         return docs_close(r), NULL;
     }
-    r->fd = open(path, O_RDONLY);
+    r->fd = path_open_read(path);
     if (r->fd < 0) {
-        snprintf(err, errlen, "cannot open data file '%s': %s", path, strerror(errno));
+        snprintf(err, errlen, "cannot open data file '%s': %s", path, path_strerror(errno));
         return docs_close(r), NULL;
     }
     r->io = mallocCheck(DOCS_IO_BYTES);

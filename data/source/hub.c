@@ -51,7 +51,7 @@ int hub_repo_snapshot(const char *repo, const char *name, char *out, size_t len)
     snprintf(snaps, sizeof snaps, "%s/snapshots", repo);
     // refs/main names the snapshot the cache's owner last fetched
     snprintf(path, sizeof path, "%s/refs/main", repo);
-    FILE *f = fopen(path, "r");
+    FILE *f = path_fopen_read(path);
     if (f) {
         if (!fgets(ref, sizeof ref, f)) ref[0] = 0;
         fclose(f);

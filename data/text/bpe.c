@@ -14,6 +14,7 @@
 
 #include "../../base/buf.h"
 #include "../../base/err.h"
+#include "../../base/path.h"
 
 #define BPE_MERGES_MAX_BYTES ((size_t)1 << 30)
 #define BPE_MAP_CPS (256 + 68)        // code points of the byte -> character mapping
@@ -489,10 +490,10 @@ bool bpe_json_is_byte_level(const JsonValue *root) {
 
 Bpe *bpe_load_encoder(const JsonValue *encoder, const char *merges_path, char *why, size_t whylen) {
     if (encoder->type != JSON_OBJECT) return err_null(why, whylen, "encoder.json is not an object of pieces and ids");
-    FILE *f = fopen(merges_path, "rb");
+    FILE *f = path_fopen_read(merges_path);
     struct stat st;
     if (!f || fstat(fileno(f), &st) != 0) {
-        snprintf(why, whylen, "cannot open '%s': %s", merges_path, strerror(errno));
+        snprintf(why, whylen, "cannot open '%s': %s", merges_path, path_strerror(errno));
         if (f) fclose(f);
         return NULL;
     }

@@ -57,7 +57,7 @@ static char *tok_strdup(const char *s) {
 static bool tok_looks_json(const char *path) {
     size_t n = strlen(path);
     if (n >= 5 && !strcmp(path + n - 5, ".json")) return true;
-    FILE *f = fopen(path, "rb");
+    FILE *f = path_fopen_read(path);
     int c = ' ';
     if (f) {
         while (c == ' ' || c == '\t' || c == '\r' || c == '\n') c = fgetc(f);
@@ -150,7 +150,9 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
     }
     t->path = tok_strdup(file);
     char why[512];
-    if (access(file, R_OK) != 0) {
+    int fd = path_open_read(file);  // also refuses a FIFO, on which libsentencepiece's own open would wait
+    if (fd >= 0) close(fd);
+    if (fd < 0) {
         err_set(err, errlen, "cannot read tokenizer '%s': %s", file, comm_path_error(file, errno));
         tok_free(t);
         return NULL;

@@ -4,7 +4,9 @@
 # state read as weights), an external link (to another file) or a dataset whose data lives
 # outside the file (external storage, a virtual dataset) is refused by resume, export and
 # --init_from with one line naming the entry, at np=1 and np=2, the file unchanged; checksums
-# cannot vouch for such a tensor, since they are read through the link.
+# cannot vouch for such a tensor, since they are read through the link. A FIFO planted where a
+# file is read (a lock, a tokenizer, weights, data, a config) is refused at once, never waited on;
+# safetensors with bytes no tensor owns, and JSON behind a byte-order mark, are named.
 cd "$(dirname "$0")/../.."
 source test/lib.sh
 PREFIX="crafted: "
@@ -124,3 +126,29 @@ refused "--init_from safetensors with bytes after its last tensor" "its last 24 
 printf '\xef\xbb\xbf{"text": "a row of text with a byte-order mark before it"}\n' >"$W/bom.jsonl"
 refused "JSON Lines starting with a UTF-8 byte-order mark" "line 1 is not JSON .*a UTF-8 byte-order mark \(bytes EF BB BF\)" \
     "$W/bom.jsonl" ./fsdpc $M --train_data "$W/bom.jsonl" --max_steps 1 --checkpoint_freq 0
+
+# a FIFO where fsdpc reads a file: refused at once (a FIFO's open would wait for a writer for ever)
+mkfifo "$W/fifo"
+mkdir -p "$W/fck" && mkfifo "$W/fck/.fsdpc-writer"
+mkdir -p "$W/fhf" && cp "$W/hf"/* "$W/fhf/" && rm "$W/fhf/config.json" && mkfifo "$W/fhf/config.json"
+mkdir -p "$W/fdata" && head -c 5000 data/tinyshakespeare.txt >"$W/fdata/a.txt" && mkfifo "$W/fdata/b.txt"
+MAXSEC=15
+fifo() {  # fifo NAME REGEX CMD...: one error line within 15 s at np=1
+    local name=$1 re=$2 t0=$SECONDS rc
+    shift 2
+    timeout 30 "$@" >"$W/out" 2>"$W/err"
+    rc=$?
+    [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$(grep -c '^fsdpc: error:' "$W/err")" = 1 ] && grep -Eq -- "$re" "$W/err" &&
+        [ $((SECONDS - t0)) -le $MAXSEC ]
+    check "a FIFO as $name: refused at once" $? "(rc=$rc, $((SECONDS - t0)) s: $(grep -m2 error "$W/err" | head -c 300))"
+}
+fifo "the checkpoint folder's writer lock" "fsdpc-writer' is not an fsdpc writer lock" ./fsdpc $M --max_steps 1 --checkpoint_freq 1 --checkpoint_dir "$W/fck"
+fifo "--tokenizer" "tokenizer '$W/fifo': not a regular file" ./fsdpc $M --tokenizer "$W/fifo" --max_steps 1 --checkpoint_freq 0
+fifo "--init_from" "'$W/fifo': not a regular file" ./fsdpc --init_from "$W/fifo" $I
+fifo "an --init_from folder's config.json" "config.json' is there but is not a regular file" ./fsdpc --init_from "$W/fhf" $I
+fifo "--train_data" "data file '$W/fifo' is not a regular file" ./fsdpc $M --train_data "$W/fifo" --max_steps 1 --checkpoint_freq 0
+fifo "a file in a --train_data folder" "data file '$W/fdata/b.txt' is not a regular file" ./fsdpc $M --train_data "$W/fdata" --max_steps 1 \
+    --checkpoint_freq 0
+fifo "a file in a prepare --input folder" "data file '$W/fdata/b.txt' is not a regular file" ./fsdpc prepare --input "$W/fdata" --output "$W/fprep"
+fifo "--resume_from_checkpoint" "'$W/fifo' is neither a file nor a folder" ./fsdpc $M --resume_from_checkpoint "$W/fifo" --max_steps 1
+fifo "export --checkpoint" "'$W/fifo'" ./fsdpc export --checkpoint "$W/fifo" --output "$W/fexp"
