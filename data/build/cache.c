@@ -21,6 +21,7 @@
 #include "../../comm/comm.h"
 #include "../../comm/io.h"
 #include "../rows/rows.h"
+#include "../source/ident.h"
 #include "shards.h"
 
 #define CACHE_VERSION 3  // 2: a document index beside each part, finetuning rows; 3: the rows' fields in part-N.txt
@@ -76,9 +77,15 @@ static void cache_key(const CacheRequest *q, int versions, char *out, size_t len
         memset(&st, 0, sizeof st);
         stat(p, &st);
         cache_hash_str(&h, p);
-        free(real);
         if (versions) cache_hash_u64(&h, (uint64_t)st.st_size);
         if (versions) cache_hash_u64(&h, (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec);
+        // and the content's: a file rewritten with its size and time kept (ident's head and tail
+        // CRC, less of each file when there are many); an unreadable one fails later, by name
+        uint64_t size;
+        uint32_t crc = 0;
+        char why[8];
+        if (versions && ident_file(p, q->n <= 64 ? 65536 : 8192, &size, &crc, why, sizeof why) == 0) cache_hash_u64(&h, crc);
+        free(real);
         cache_hash_u64(&h, (uint64_t)q->inputs[i].kind << 8 | q->inputs[i].comp);
     }
     snprintf(out, len, "tok-%016llx%016llx", (unsigned long long)h.a, (unsigned long long)h.b);
@@ -354,6 +361,12 @@ int cache_ensure(const CacheRequest *q, char *dir, size_t len, char *line, size_
     if ((size_t)snprintf(dir, len, "%s/%s", root, key) >= len)
         return err_set(line, linelen, "the data cache folder '%s/%s' is longer than the %zu characters fsdpc keeps for it (--data_cache_dir)",
                        root, key, len - 1);
+    // the folder must be one fsdpc built here: a link (to another source's cache, say) is refused
+    struct stat lst;
+    if (lstat(dir, &lst) == 0 && !S_ISDIR(lst.st_mode))
+        snprintf(err, sizeof err, "the data cache folder '%s' is %s, not a folder fsdpc built there: remove it (fsdpc builds it "
+                 "again)", dir, S_ISLNK(lst.st_mode) ? "a symbolic link" : "not a folder");
+    if (comm_agree(err[0] ? err : NULL, line, linelen)) return -1;
     CommGroup *world = comm_world();
     double lacking = !cache_complete(dir);
     comm_allreduce_max_f64(world, &lacking, 1);

@@ -152,3 +152,26 @@ fifo "a file in a --train_data folder" "data file '$W/fdata/b.txt' is not a regu
 fifo "a file in a prepare --input folder" "data file '$W/fdata/b.txt' is not a regular file" ./fsdpc prepare --input "$W/fdata" --output "$W/fprep"
 fifo "--resume_from_checkpoint" "'$W/fifo' is neither a file nor a folder" ./fsdpc $M --resume_from_checkpoint "$W/fifo" --max_steps 1
 fifo "export --checkpoint" "'$W/fifo'" ./fsdpc export --checkpoint "$W/fifo" --output "$W/fexp"
+
+# the data cache: a key folder swapped for a link to another source's cache is refused; a file
+# rewritten with its size and time kept is not served from the stale cache
+C="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128
+   --max_context_width 16 --batch_size 2 --num_tokens 0 --num_threads 1 --validation_freq 0 --checkpoint_freq 0 --max_steps 1
+   --data_cache_dir $W/cache"
+for i in $(seq 1 40); do echo "{\"text\": \"first source row $i: the quick brown fox jumps over the lazy dog\"}"; done >"$W/s1.jsonl"
+for i in $(seq 1 40); do echo "{\"text\": \"other source row $i: pack my box with five dozen liquor jugs now\"}"; done >"$W/s2.jsonl"
+./fsdpc $C --train_data "$W/s1.jsonl" >"$W/c1.log" 2>&1 && ./fsdpc $C --train_data "$W/s2.jsonl" >"$W/c2.log" 2>&1
+k1=$(grep -o "tok-[0-9a-f]*" "$W/c1.log" | head -1) k2=$(grep -o "tok-[0-9a-f]*" "$W/c2.log" | head -1)
+[ -n "$k1" ] && [ -n "$k2" ] && [ "$k1" != "$k2" ] && mv "$W/cache/$k1" "$W/cache/saved" && ln -s "$W/cache/$k2" "$W/cache/$k1"
+check "two sources' caches built ($k1, $k2), the first's folder swapped for a link to the second's" $? "$(grep -m2 error "$W/c1.log" "$W/c2.log")"
+fifo "the data cache folder: a link to another source's cache" "data cache folder '$W/cache/$k1' is a symbolic link" \
+    ./fsdpc $C --train_data "$W/s1.jsonl"
+rm "$W/cache/$k1" && mv "$W/cache/saved" "$W/cache/$k1"
+# the same size and time, other words: a new cache, and the loss of the new text
+t=$(stat -c %y "$W/s1.jsonl")
+sed -i 's/quick brown fox jumps/QUICK BROWN FOX JUMPS/' "$W/s1.jsonl" && touch -d "$t" "$W/s1.jsonl"
+./fsdpc $C --train_data "$W/s1.jsonl" --metrics_file "$W/m-stale.jsonl" >"$W/c3.log" 2>&1
+cp "$W/s1.jsonl" "$W/s1b.jsonl"
+./fsdpc $C --train_data "$W/s1b.jsonl" --data_cache_dir "$W/cache2" --metrics_file "$W/m-fresh.jsonl" >/dev/null 2>&1
+grep "(data cache " "$W/c3.log" | grep -v -q "$k1" && [ "$(losses "$W/m-stale.jsonl")" = "$(losses "$W/m-fresh.jsonl")" ]
+check "a data file rewritten with its size and time kept: a new cache, the new text's loss" $? "$(grep -m2 "tok-\|error" "$W/c3.log")"
