@@ -148,7 +148,9 @@ Tokenizer *tok_open(const char *spec, char *err, size_t errlen) {
             return free(t), NULL;
         }
     }
-    t->path = tok_strdup(file);
+    char *abs = realpath(file, NULL);  // checkpoints record it: an export from another folder must find it
+    t->path = tok_strdup(abs ? abs : file);
+    free(abs);
     char why[512];
     int fd = path_open_read(file);  // also refuses a FIFO, on which libsentencepiece's own open would wait
     if (fd >= 0) close(fd);
