@@ -17,6 +17,9 @@
 // Open MPI's start-up writes files of several MiB (4 MiB shared-memory segments per rank, PMIx's
 // store), and with fewer than a few dozen descriptors it aborts in MPI_Init with its own text.
 enum { MPI_FILE_BYTES = 16 << 20, BASE_FILES = 64, FILES_PER_RANK = 2, FILES_RAISED = 4096 };
+// the stack Open MPI's start-up and the compute threads need (256 KiB was measured to start; the
+// usual default is 8 MiB): a lower soft limit is raised as far as the hard one allows
+enum { STACK_NEEDED = 1 << 20, STACK_RAISED = 8 << 20 };
 // a process limit (ulimit -u) below this is named in thread-start errors
 enum { NPROC_NOTED = 4096 };
 // MPI_Init maps its components' libraries, its threads' stacks and a shared-memory segment per
@@ -92,6 +95,24 @@ void limits_check_start(void) {
                           "(checkpoints need more): raise it (ulimit -f unlimited) before starting fsdpc",
                           (unsigned long long)r.rlim_cur / 1024, MPI_FILE_BYTES >> 20);
     signal(SIGXFSZ, SIG_IGN);  // a write past the limit returns EFBIG, which the writers report
+    if (getrlimit(RLIMIT_STACK, &r) == 0 && r.rlim_cur != RLIM_INFINITY && r.rlim_cur < STACK_NEEDED) {
+        struct rlimit raised = {r.rlim_max == RLIM_INFINITY || r.rlim_max > STACK_RAISED ? STACK_RAISED : r.rlim_max, r.rlim_max};
+        if (raised.rlim_cur < STACK_NEEDED || setrlimit(RLIMIT_STACK, &raised) != 0)
+            limits_fail_early("ulimit -s %llu KiB (stack) is below the %d KiB Open MPI's start-up and fsdpc's threads need, and the "
+                              "hard limit (%llu KiB) allows no more: raise it (ulimit -s %d) before starting fsdpc",
+                              (unsigned long long)r.rlim_cur / 1024, STACK_NEEDED >> 10,
+                              (unsigned long long)(r.rlim_max == RLIM_INFINITY ? 0 : r.rlim_max / 1024), STACK_RAISED >> 10);
+    }
+    // Open MPI's session folder goes under its tmpdir base, else TMPDIR, else /tmp; it cannot
+    // start without one, and says so only in its own banner
+    const char *base = getenv("OMPI_MCA_orte_tmpdir_base"), *var = "OMPI_MCA_orte_tmpdir_base";
+    if (!base || !*base) base = getenv("TMPDIR"), var = "TMPDIR";
+    struct stat st;
+    if (base && *base && (stat(base, &st) != 0 || !S_ISDIR(st.st_mode) || access(base, W_OK | X_OK) != 0))
+        limits_fail_early("%s '%s' %s: Open MPI makes its session folder there; point %s at a folder you can write, or unset it",
+                          var, base, stat(base, &st) != 0 ? "does not exist" : !S_ISDIR(st.st_mode) ? "is a file, not a folder"
+                                                                                                   : "is a folder you cannot write",
+                          var);
     size_t need = MPI_START_BYTES + MPI_LOCAL_RANK_BYTES * (size_t)launcher_local();
     int e = limits_can_map(need);
     if (e) {

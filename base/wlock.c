@@ -151,7 +151,9 @@ const char *wlock_take(const char *lock, const char *id, const char *flag, const
     if (!ok) {
         unlink(mine);
         free(mine);
-        return err_text(msg, sizeof msg, "cannot write the writer lock '%s': %s", lock, strerror(why));
+        err_text(msg, sizeof msg, "cannot write the writer lock '%s': %s", lock, strerror(why));
+        errno = why;  // for a caller that names the path's problem (comm_path_error)
+        return msg;
     }
     for (int attempt = 0;; attempt++) {
         if (link(mine, lock) == 0) break;

@@ -20,7 +20,8 @@ char *wlock_path(const char *output, int is_dir);
 // ("checkpoints"). A lock this process already holds for id is taken again (counted, so that one
 // folder given to two flags is fine); one left by a writer that provably ended (on this host: its
 // process is gone, or the host rebooted since) is taken over, logged. NULL, or the one-line
-// error (a static buffer). The lock goes with wlock_release, or at exit.
+// error (a static buffer; errno then says why, where the lock could not be written). The lock
+// goes with wlock_release, or at exit.
 const char *wlock_take(const char *lock, const char *id, const char *flag, const char *output, const char *kind);
 // Whether the lock file still holds id: NULL, or the line saying it was removed or taken over.
 const char *wlock_lost(const char *lock, const char *id);

@@ -116,7 +116,7 @@ expect_error "--resume_from_checkpoint naming a file that is not HDF5" "cannot o
     ./fsdpc $SMALL --max_steps 2 --checkpoint_freq 0 --resume_from_checkpoint "$W/afile"
 expect_error "a truncated checkpoint is a damaged HDF5 file" "cannot open checkpoint '$W/trunc.h5': a damaged HDF5 file \\(truncated" \
     ./fsdpc $SMALL --max_steps 2 --checkpoint_freq 0 --init_from "$W/trunc.h5"
-expect_error "--metrics_file under a file" "cannot open --metrics_file '$W/afile/m.jsonl' for appending: '$W/afile' is a file, not a folder" \
+expect_error "--metrics_file under a file" "--metrics_file '$W/afile/m.jsonl'.*: '$W/afile' is a file, not a folder" \
     ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 --metrics_file "$W/afile/m.jsonl"
 expect_error "export --output that is a file" "--output '$W/afile' is a file, not a folder" ./fsdpc export --checkpoint "$W/ck" --output "$W/afile"
 expect_error "--train_data under a file" "'$W/afile/x.txt': '$W/afile' is a file, not a folder" \
@@ -177,6 +177,14 @@ expect_error "ulimit -n 16 (hard)" "ulimit -n 16 \\(open files\\) is below the [
 check "ulimit -Sn 16 under a higher hard limit: raised, the run goes on" $? "$(grep -m1 error "$W/err")"
 expect_error "ulimit -f 1000 KiB" "ulimit -f 1000 KiB \\(file size\\) is below the 16 MiB that Open MPI's shared-memory files need.*ulimit -f unlimited" \
     bash -c "ulimit -f 1000 && exec ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0"
+expect_error "ulimit -s 64 (hard)" "ulimit -s 64 KiB \\(stack\\) is below the 1024 KiB .*raise it \\(ulimit -s 8192\\)" \
+    bash -c "ulimit -s 64 && exec ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0"
+(ulimit -Ss 64 && exec timeout 60 ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0) >/dev/null 2>"$W/err"
+check "ulimit -Ss 64 under a higher hard limit: raised, the run goes on" $? "$(grep -m1 error "$W/err")"
+touch "$W/tmpfile"
+expect_error "TMPDIR naming a file" "TMPDIR '$W/tmpfile' is a file, not a folder: Open MPI makes its session folder there" \
+    env TMPDIR="$W/tmpfile" ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0
+expect_error "TMPDIR naming no folder" "TMPDIR '$W/none' does not exist" env TMPDIR="$W/none" ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0
 BIG="--tokenizer byte --hidden_width 256 --num_layers 4 --num_heads 4 --num_key_value_heads 4 --intermediate_size 512 --max_context_width 32 --batch_size 2 --num_tokens 0 --validation_freq 0"
 ./fsdpc $BIG --max_steps 2 --checkpoint_freq 2 --checkpoint_dir "$W/fck" >/dev/null 2>&1
 before=$(inputs_sum "$W/fck/step_00000002.h5")
