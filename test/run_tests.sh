@@ -56,6 +56,7 @@ suite "prepare: shards from text and JSON Lines" bash test/integration/test_prep
 suite "container: Dockerfile installs through run/install-deps.sh and its build stage runs here; the MPIJob parses, requests GPUs and EFA, and its mpirun line trains" bash test/integration/test_container.sh
 suite "chat tables: chat rows from Arrow and Parquet (list<struct>) as from JSON Lines; bad rows, damaged files" bash test/integration/test_chat_tables.sh
 suite "probes, outputs: outputs that overlap inputs (by file identity) or fail (/dev/full)" bash test/probes/test_probes_outputs.sh
+suite "probes, messages: a relative tokenizer recorded whole for export elsewhere, a uint64 id named as the file holds it" bash test/probes/test_probes_messages.sh
 suite "probes, crafted: checkpoints whose tensors or groups are soft or external links, or whose data lives outside the file" bash test/probes/test_probes_crafted.sh
 suite "probes writers: concurrent writers to one output (prepare, export, metrics, TensorBoard, traces), killed writers' leftovers, runaway shard counts, repeated inputs" bash test/probes/test_probes_writers.sh
 suite "probes paths: data folders of long paths, a 320-character checkpoint folder at np=2, path flags of 200-4000 characters" bash test/probes/test_probes_paths.sh

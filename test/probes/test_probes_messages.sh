@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Issue 39, class 9: messages that name the real cause and the fix. A checkpoint records its
+# tokenizer's absolute path, so `export` run from another folder finds it; a uint64 token id above
+# 2^63 - 1 is named as the file holds it, not as the negative number it wraps to. (The stack limit
+# and TMPDIR: test_probes_limits.sh; a byte-order mark: test_probes_crafted.sh.)
+cd "$(dirname "$0")/../.."
+source test/lib.sh
+PREFIX="messages: "
+FSDPC=$PWD/fsdpc
+M="--hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 32
+   --batch_size 2 --num_tokens 0 --num_threads 1 --validation_freq 0"
+
+# a relative --tokenizer, then export from elsewhere
+mkdir -p "$W/run" "$W/elsewhere"
+cp test/fixtures/tokenizer/tokenizer.model "$W/run/"
+(cd "$W/run" && "$FSDPC" $M --tokenizer tokenizer.model --train_data "$OLDPWD/data/tinyshakespeare.txt" --max_steps 1 \
+    --checkpoint_freq 1 --checkpoint_dir ck >"$W/train.log" 2>&1)
+(cd "$W/elsewhere" && "$FSDPC" export --checkpoint "$W/run/ck" --output "$W/exp" >"$W/export.log" 2>&1) &&
+    cmp -s "$W/exp/tokenizer.model" test/fixtures/tokenizer/tokenizer.model
+check "a relative --tokenizer is recorded whole: export from another folder copies it" $? "$(grep -m2 error "$W/train.log" "$W/export.log")"
+
+# a uint64 token id of 2^64 - 1 in an Arrow file
+if npm_fetch apache-arrow@21.2.0; then
+    cat >"$W/u64.mjs" <<'EOF'
+import { createRequire } from 'module';
+import fs from 'fs';
+const A = createRequire(import.meta.url)('apache-arrow');
+const t = new A.List(new A.Field('item', new A.Uint64(), true));
+const rows = [BigUint64Array.from([1n, 2n, 3n]), BigUint64Array.from([5n, 18446744073709551615n, 7n])];
+fs.writeFileSync(process.argv[2], A.tableToIPC(new A.Table({ input_ids: A.vectorFromArray(rows, t) }), 'file'));
+EOF
+    node "$W/u64.mjs" "$W/u64.arrow"
+    expect_error "a uint64 token id of 2^64 - 1 is named as the file holds it" \
+        "column 'input_ids' \(record batch 0\) holds 18446744073709551615, beyond any token id" \
+        ./fsdpc $M --train_data "$W/u64.arrow" --max_steps 1 --checkpoint_freq 0
+else
+    echo "ok - ${PREFIX}a uint64 token id of 2^64 - 1 # SKIP $NPM_SKIP"
+fi
