@@ -289,5 +289,10 @@ const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resu
             if (unlink(tmp) == 0) log_msg("Removed %s, left by an interrupted checkpoint write\n", tmp);
         }
     if (d) closedir(d);
+    // anyone could replace or add checkpoints there (the sticky bit, as /tmp's, stops replacing)
+    struct stat st;
+    if (stat(dir, &st) == 0 && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+        log_msg("warning: --checkpoint_dir '%s' is writable by every user (mode %04o): another user could replace its checkpoints or "
+                "add others that a resume would load; chmod o-w it\n", dir, (unsigned)(st.st_mode & 07777));
     return NULL;
 }

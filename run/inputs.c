@@ -7,6 +7,7 @@
 #include "../base/log.h"
 #include "../ckpt/peft.h"
 #include "../comm/comm.h"
+#include "../base/path.h"
 #include "../comm/io.h"
 #include "../data/source/source.h"
 #include "flags.h"
@@ -326,6 +327,11 @@ int inputs_open_data(Run *r) {
     if (r->max_steps != 0 && d->kind == DATA_BUNDLED && !bundled_ok)
         comm_fail_all("with --tokenizer %s, give --train_data (text, JSON Lines, Arrow, Parquet, a Hugging Face dataset "
                       "folder or hub name, or token shards): the bundled text is read as bytes", c->data.tokenizer);
+    // a bare run trains on the text beside the binary: one copied elsewhere without data/ says so
+    if (r->max_steps != 0 && d->kind == DATA_BUNDLED && !path_is_file(d->bundled))
+        comm_fail_all("no --train_data given, and the bundled text a run without it trains on is not beside this fsdpc ('%s': "
+                      "fsdpc looks for data/ in the folder of its binary, and a copied binary leaves it behind): pass --train_data, "
+                      "or run the fsdpc built in its checkout", d->bundled);
     if (r->max_steps != 0) {
         r->has_train = 1;
         DataSource src = data_source(r, d->spec, &d->train_files, "training data");

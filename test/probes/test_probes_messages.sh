@@ -36,3 +36,18 @@ EOF
 else
     echo "ok - ${PREFIX}a uint64 token id of 2^64 - 1 # SKIP $NPM_SKIP"
 fi
+
+# a world-writable checkpoint folder (no sticky bit): warned, the run goes on
+mkdir -p "$W/ww" && chmod 777 "$W/ww"
+./fsdpc $M --train_data data/tinyshakespeare.txt --max_steps 1 --checkpoint_freq 1 --checkpoint_dir "$W/ww" >"$W/ww.log" 2>&1 &&
+    grep -q "warning: --checkpoint_dir '$W/ww' is writable by every user (mode 0777)" "$W/ww.log"
+check "a world-writable --checkpoint_dir is warned about" $? "$(grep -m2 'error\|warning' "$W/ww.log")"
+chmod 1777 "$W/ww" && ./fsdpc $M --train_data data/tinyshakespeare.txt --max_steps 2 --checkpoint_freq 1 --checkpoint_dir "$W/ww" \
+    --resume_from_checkpoint "$W/ww" >"$W/ww2.log" 2>&1 && ! grep -q "writable by every user" "$W/ww2.log"
+check "... not with the sticky bit (as /tmp)" $? "$(grep -m2 'error\|warning' "$W/ww2.log")"
+
+# a copied binary run bare: the bundled text it looks for beside itself is named
+mkdir -p "$W/bin" && cp fsdpc "$W/bin/"
+(cd "$W" && expect_error "a copied binary without --train_data names the bundled text it looks for beside itself" \
+    "no --train_data given, and the bundled text .* is not beside this fsdpc \('$W/bin/data/tinyshakespeare.txt'" \
+    "$W/bin/fsdpc" --max_steps 1 --num_threads 1)
