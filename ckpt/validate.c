@@ -88,15 +88,20 @@ static const char *get_u64(const CkptDesc *d, const char *file, const char *name
 
 static int str_fits(const CkptAttr *a, size_t len) { return a->kind == CKPT_ATTR_STR && a->s && strlen(a->s) < len; }
 
+// NULL when attribute a (`name`) is a string of under len bytes; else what it is instead: another
+// kind, or a string too long to keep (a type or a length, said as such)
+static const char *str_problem(const CkptAttr *a, const char *file, const char *name, size_t len) {
+    if (a->kind != CKPT_ATTR_STR) return not_a(file, name, "a string scalar");
+    if (str_fits(a, len)) return NULL;
+    return err_text(msg, sizeof msg, "checkpoint '%s': attribute '%s' is a string longer than the %zu bytes fsdpc keeps for it "
+                    "(a damaged or crafted file?)", file, name, len - 1);
+}
+
 static const char *get_str(const CkptDesc *d, const char *file, const char *name, char *buf, size_t len) {
     const char *e;
     const CkptAttr *a = need_attr(d, file, name, 1, &e);
     if (e) return e;
-    if (!str_fits(a, len)) {
-        char want[64];
-        snprintf(want, sizeof want, "a string scalar of under %zu bytes", len);
-        return not_a(file, name, want);
-    }
+    if ((e = str_problem(a, file, name, len))) return e;
     snprintf(buf, len, "%s", a->s);
     return NULL;
 }
@@ -206,7 +211,7 @@ const char *ckpt_check_header(const CkptDesc *d, const char *file, const ModelCo
     // a family without grouped-query attention stores no num_key_value_heads: every head has its own
     if (!e && !fam->gqa) h->model.num_key_value_heads = h->model.num_heads;
     const CkptAttr *tok = e ? NULL : need_attr(d, file, "tokenizer", 0, &e);
-    if (!e && tok && !str_fits(tok, sizeof h->tokenizer)) e = not_a(file, "tokenizer", "a string scalar");
+    if (!e && tok) e = str_problem(tok, file, "tokenizer", sizeof h->tokenizer);
     if (!e) snprintf(h->tokenizer, sizeof h->tokenizer, "%s", tok ? tok->s : "byte");  // "byte": before the attribute existed
     if (!e && h->version >= 2) {
         char sum[32];
@@ -215,7 +220,7 @@ const char *ckpt_check_header(const CkptDesc *d, const char *file, const ModelCo
         if (!e) e = get_str(d, file, "parent", m->parent, sizeof m->parent);
         if (!e) e = get_str(d, file, "lineage", m->lineage, sizeof m->lineage);
         const CkptAttr *in = e ? NULL : need_attr(d, file, "run_inputs", 0, &e);  // absent before it existed
-        if (!e && in && !str_fits(in, sizeof m->inputs)) e = not_a(file, "run_inputs", "a string scalar");
+        if (!e && in) e = str_problem(in, file, "run_inputs", sizeof m->inputs);
         if (!e && in) snprintf(m->inputs, sizeof m->inputs, "%s", in->s);
         if (!e) e = get_str(d, file, "checksum", sum, sizeof sum);
         if (!e && strcmp(sum, CKPT_CHECKSUM_NAME) != 0) e = not_a(file, "checksum", "\"" CKPT_CHECKSUM_NAME "\"");

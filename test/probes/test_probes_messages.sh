@@ -51,3 +51,9 @@ mkdir -p "$W/bin" && cp fsdpc "$W/bin/"
 (cd "$W" && expect_error "a copied binary without --train_data names the bundled text it looks for beside itself" \
     "no --train_data given, and the bundled text .* is not beside this fsdpc \('$W/bin/data/tinyshakespeare.txt'" \
     "$W/bin/fsdpc" --max_steps 1 --num_threads 1)
+
+# a 60 KB string attribute: a string too long, not "not a string"
+cp "$W/run/ck/step_00000001.h5" "$W/long.h5"
+/usr/bin/python3 -c "import h5py, sys; f = h5py.File(sys.argv[1], 'r+'); f.attrs['lineage'] = 'x' * 60000; f.close()" "$W/long.h5"
+expect_error "a 60 KB string attribute is named as a string too long" "attribute 'lineage' is a string longer than the [0-9]+ bytes fsdpc keeps" \
+    ./fsdpc $M --tokenizer test/fixtures/tokenizer/tokenizer.model --resume_from_checkpoint "$W/long.h5" --max_steps 2
