@@ -1,11 +1,12 @@
 // prepare: `fsdpc prepare` turns text files and JSON Lines (plain or gzipped) into token shards,
 // the input split among the MPI ranks, each writing shards of its own.
 #include "prepare.h"
-#include "../../base/path.h"
 #include "../../base/clock.h"
 #include "../../base/err.h"
 #include "../../base/log.h"
+#include "../../base/path.h"
 #include "../../base/wlock.h"
+#include "../format/gz.h"
 #include "../format/shardfile.h"
 
 #include <dirent.h>
@@ -108,7 +109,7 @@ typedef struct Prepare {
 } Prepare;
 
 typedef struct {
-    gzFile gz;            // a whole file (plain or gzip) ...
+    GzReader *gz;         // a whole file (plain or gzip) ...
     int fd;               // ... or a range of a plain file (gz NULL)
     const char *path;
     uint64_t base;        // offset in the (uncompressed) file of p->io[0]
@@ -313,13 +314,13 @@ static long prepare_fill(Prepare *p, PrepareInput *in) {
     in->pos = in->len = 0;
     long got;
     if (in->gz) {
-        got = gzread(in->gz, p->io, PREPARE_IO_BYTES);
-        int err = Z_OK;
-        const char *msg = gzerror(in->gz, &err);
-        if (got < 0) return prepare_fail(p, "cannot read input '%s': %s", in->path, msg), -1;
-        // gzread reports a gzip stream cut short as a quiet end of input; gzerror tells them apart
-        if (got == 0 && err == Z_BUF_ERROR) return prepare_fail(p, "input '%s' ends in the middle of its gzip stream (truncated?)", in->path), -1;
-        prepare_progress(p, p->bytes_before + (uint64_t)gzoffset(in->gz), false);
+        GzError kind;
+        const char *why;
+        got = gz_read(in->gz, p->io, PREPARE_IO_BYTES, &kind, &why);
+        if (kind == GZ_TRUNCATED) return prepare_fail(p, "input '%s' ends in the middle of its gzip stream (truncated?)", in->path), -1;
+        if (kind == GZ_TRAILING) return prepare_fail(p, "input '%s': %s: remove them, or recompress the file", in->path, why), -1;
+        if (got < 0) return prepare_fail(p, "cannot read input '%s': %s", in->path, why), -1;
+        prepare_progress(p, p->bytes_before + gz_offset(in->gz), false);
     } else {
         do got = read(in->fd, p->io, PREPARE_IO_BYTES);
         while (got < 0 && errno == EINTR);
@@ -589,10 +590,10 @@ static int prepare_input(Prepare *p, const PrepareWork *w) {
     PrepareInput in = {.fd = -1, .path = path, .end = w->end, .range_begin = w->begin};
     int rc = 0;
     if (w->end == UINT64_MAX) {
-        errno = 0;  // gzopen leaves it 0 when it ran out of memory
-        in.gz = gzopen(path, "rb");
-        if (!in.gz) return prepare_fail(p, "cannot open input '%s': %s", path, strerror(errno ? errno : ENOMEM));
-        gzbuffer(in.gz, PREPARE_IO_BYTES);
+        int fd = path_open_read(path);
+        if (fd < 0) return prepare_fail(p, "cannot open input '%s': %s", path, path_strerror(errno));
+        if (p->gzipped[w->file]) in.gz = gz_open(fd, PREPARE_IO_BYTES);
+        else in.fd = fd;
     } else {
         in.fd = path_open_read(path);
         if (in.fd < 0) return prepare_fail(p, "cannot open input '%s': %s", path, path_strerror(errno));
@@ -604,8 +605,8 @@ static int prepare_input(Prepare *p, const PrepareWork *w) {
         }
     }
     if (!rc) rc = prepare_is_jsonl(path) ? prepare_jsonl(p, &in, w->file) : prepare_text(p, &in, w->file);
-    if (!rc) p->bytes_before += in.gz ? (uint64_t)gzoffset(in.gz) : w->end - w->begin;
-    if (in.gz) gzclose(in.gz);
+    if (!rc) p->bytes_before += in.gz ? gz_offset(in.gz) : w->end == UINT64_MAX ? in.base + in.len : w->end - w->begin;
+    gz_close(in.gz);
     if (in.fd >= 0) close(in.fd);
     return rc;
 }

@@ -11,6 +11,7 @@
 #include <zstd.h>
 
 #include "../../base/err.h"
+#include "../format/gz.h"
 #include "../format/arrow.h"
 #include "../../base/buf.h"
 #include "../../base/json.h"
@@ -29,7 +30,7 @@ struct DocsReader {
     uint64_t nulls;
     // byte input (text, JSON Lines)
     int fd;
-    gzFile gz;
+    GzReader *gz;
     ZSTD_DStream *zs;
     uint8_t *zin;            // compressed input for zstd
     size_t zin_len, zin_pos;
@@ -148,12 +149,14 @@ int docs_fields_warning(const DocsFields *f, const char *label, const char *hint
 // Reads up to n bytes of the (decompressed) input: the count, 0 at its end, -1 with err set.
 static long docs_read(DocsReader *r, uint8_t *buf, size_t n, char *err, size_t errlen) {
     if (r->comp == DOCS_GZIP) {
-        int got = gzread(r->gz, buf, (unsigned)n), code = Z_OK;
-        const char *msg = gzerror(r->gz, &code);
-        r->consumed = (uint64_t)gzoffset(r->gz);
-        if (got < 0) return err_set(err, errlen, "cannot read '%s': gzip stream is corrupt (%s)", r->path, msg);
-        // gzread reports a stream cut short as a quiet end; gzerror tells them apart
-        if (got == 0 && code == Z_BUF_ERROR) return err_set(err, errlen, "'%s' ends in the middle of its gzip stream (truncated?)", r->path);
+        GzError kind;
+        const char *why;
+        long got = gz_read(r->gz, buf, n, &kind, &why);
+        r->consumed = gz_offset(r->gz);
+        if (kind == GZ_TRUNCATED) return err_set(err, errlen, "'%s' ends in the middle of its gzip stream (truncated?)", r->path);
+        if (kind == GZ_TRAILING) return err_set(err, errlen, "'%s': %s: remove them, or recompress the file", r->path, why);
+        if (got < 0) return err_set(err, errlen, "cannot read '%s': %s%s%s", r->path, kind == GZ_IO ? "" : "gzip stream is corrupt (",
+                                    why, kind == GZ_IO ? "" : ")");
         return got;
     }
     if (r->comp == DOCS_ZSTD) {
@@ -400,12 +403,11 @@ static DocsReader *docs_open_any(const char *path, DocsKind kind, DocsCompressio
     r->io = mallocCheck(DOCS_IO_BYTES);
     if (comp == DOCS_GZIP) {
         int fd = dup(r->fd);
-        if (fd < 0 || !(r->gz = gzdopen(fd, "rb"))) {
-            if (fd >= 0) close(fd);
-            snprintf(err, errlen, "cannot open data file '%s': %s", path, strerror(errno ? errno : ENOMEM));
+        if (fd < 0) {
+            snprintf(err, errlen, "cannot open data file '%s': %s", path, strerror(errno));
             return docs_close(r), NULL;
         }
-        gzbuffer(r->gz, DOCS_IO_BYTES);
+        r->gz = gz_open(fd, DOCS_IO_BYTES);
     } else if (comp == DOCS_ZSTD) {
         r->zs = ZSTD_createDStream();
         if (!r->zs) err_fatal("out of memory starting a zstd stream");
@@ -457,7 +459,7 @@ uint64_t docs_progress(const DocsReader *r) { return r->consumed; }
 void docs_close(DocsReader *r) {
     if (!r) return;
     if (r->table) r->table->close(r->table);
-    if (r->gz) gzclose(r->gz);
+    gz_close(r->gz);
     if (r->zs) ZSTD_freeDStream(r->zs);
     if (r->fd >= 0) close(r->fd);
     json_free(r->obj);

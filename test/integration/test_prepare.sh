@@ -253,7 +253,7 @@ check "--tokenizer DIR takes the directory's tokenizer.model" $?
 # ids already tokenized must lie in the tokenizer's vocabulary
 printf '{"input_ids": [1, 999, 2]}\n{"input_ids": [1, 1000]}\n' >"$W/vocab.jsonl"
 expect_error "input_ids beyond the tokenizer's vocabulary name file:line" \
-    "^fsdpc: error: $W/vocab.jsonl:2:[0-9]+: token id 1000 is not below the vocabulary size 1000 of --tokenizer $TOK/tokenizer.model\$" \
+    "^fsdpc: error: $W/vocab.jsonl:2:[0-9]+: token id 1000 is not below the vocabulary size 1000 of --tokenizer [^ ]*$TOK/tokenizer.model\$" \
     "$FSDPC" prepare --input "$W/vocab.jsonl" --output "$W/e" --tokenizer "$TOK/tokenizer.model"
 
 expect_error "an explicit --tokenizer byte checks input_ids too" "vocab.jsonl:1:[0-9]+: token id 999 is not below the vocabulary size 256 of --tokenizer byte" \

@@ -175,3 +175,15 @@ cp "$W/s1.jsonl" "$W/s1b.jsonl"
 ./fsdpc $C --train_data "$W/s1b.jsonl" --data_cache_dir "$W/cache2" --metrics_file "$W/m-fresh.jsonl" >/dev/null 2>&1
 grep "(data cache " "$W/c3.log" | grep -v -q "$k1" && [ "$(losses "$W/m-stale.jsonl")" = "$(losses "$W/m-fresh.jsonl")" ]
 check "a data file rewritten with its size and time kept: a new cache, the new text's loss" $? "$(grep -m2 "tok-\|error" "$W/c3.log")"
+
+# a gzip file with bytes after its last member (zlib's gzread would stop there quietly); two
+# members in one file are read whole, as gzip reads them
+for i in $(seq 1 60); do echo "{\"text\": \"row $i: sphinx of black quartz, judge my vow\"}"; done >"$W/g.jsonl"
+gzip -c "$W/g.jsonl" >"$W/garb.jsonl.gz" && printf 'TRAILING BYTES' >>"$W/garb.jsonl.gz"
+(head -30 "$W/g.jsonl" | gzip -c; tail -30 "$W/g.jsonl" | gzip -c) >"$W/multi.jsonl.gz"
+refused "training on a .jsonl.gz with bytes after its last member" "garb.jsonl.gz': the bytes from byte [0-9]+ on follow its last gzip member" \
+    "$W/garb.jsonl.gz" ./fsdpc $M --train_data "$W/garb.jsonl.gz" --max_steps 1 --checkpoint_freq 0 --data_cache_dir "$W/gzc"
+refused "prepare of a .jsonl.gz with bytes after its last member" "garb.jsonl.gz': the bytes from byte [0-9]+ on follow its last gzip member" \
+    "$W/garb.jsonl.gz" ./fsdpc prepare --input "$W/garb.jsonl.gz" --output "$W/gzp"
+./fsdpc prepare --input "$W/multi.jsonl.gz" --output "$W/gzm" >"$W/gzm.log" 2>&1 && grep -q "^prepare: 60 documents" "$W/gzm.log"
+check "a gzip file of two members is read whole (60 documents)" $? "$(grep -m2 'error\|documents' "$W/gzm.log")"
