@@ -812,6 +812,8 @@ static void unpack(const ShardState *s, int u, const uint8_t *stage, void *dst, 
         if (ts->nf4) {
             kern_nf4_dequantize(f32 ? (void *)((float *)dst + ts->offset) : (void *)kern_param_at(dst, ts->offset), f32, src,
                                 ts->stored_whole ? model_whole_numel(ts) : ts->numel, g);
+            // the CPU's fp32 parameters under --precision bf16: the values a GPU's bf16 dequantisation gives
+            if (!f32 && s->bf16_params && !s->bf16_gathered) kern_round_bf16((float *)dst + ts->offset, ts->numel);
             continue;
         }
         for (size_t k = 0; k < g.n; k++) {  // a few runs: the whole tensors here besides nf4 are 1-D or split by rows

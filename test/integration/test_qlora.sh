@@ -65,6 +65,21 @@ check "QLoRA tracks bf16 LoRA over 50 steps: mean relative loss difference of th
 d=$(rel_diff "$W/lora.jsonl" "$W/qlora.jsonl" 50 1 1e-4)
 check "... and differs from it (worst step $d > 1e-4): the base is quantised" $?
 
+# ---- QLoRA is LoRA on the dequantised base: at --lr 0 (B stays zero), a LoRA run --init_from the
+# QLoRA checkpoint's export (its NF4 weights dequantised) has its losses bit for bit, in fp32 and
+# under --precision bf16 (whose gathers round the dequantised values to bf16 on the CPU as a GPU's
+# bf16 dequantisation does) ----
+Z="--lora_rank 8 --lora_target_modules all-linear --train_data data/tinyshakespeare.txt $ONE --lr 0 --min_lr 0 --warmup 0
+   --batch_size 4 --max_steps 2"
+for prec in float32 bf16; do
+    ./fsdpc $Z --quantize_base nf4 --precision $prec --checkpoint_dir "$W/z$prec" --checkpoint_freq 2 --metrics_file "$W/zq$prec.jsonl" \
+        >"$W/zq.log" 2>&1 && ./fsdpc export --checkpoint "$W/z$prec" --output "$W/zhf$prec" --dtype fp32 >/dev/null 2>&1 &&
+        ./fsdpc $Z --init_from "$W/zhf$prec" --precision $prec --metrics_file "$W/zl$prec.jsonl" >"$W/zl.log" 2>&1
+    [ "$(losses "$W/zq$prec.jsonl")" = "$(losses "$W/zl$prec.jsonl")" ] && [ "$(wc -l <"$W/zl$prec.jsonl")" = 2 ]
+    check "--precision $prec: QLoRA's losses are LoRA's on its dequantised export, bit for bit ($(losses "$W/zq$prec.jsonl" | tr '\n' ' '))" $? \
+        "$(grep -m2 error "$W/zq.log" "$W/zl.log")"
+done
+
 # ---- resume: a checkpoint of np=1 at step 3 resumed at np=2 continues bit for bit ----
 ./fsdpc $Q --batch_size 4 --max_steps 3 --checkpoint_dir "$W/ck" --checkpoint_freq 3 >"$W/c1.log" 2>&1
 $MPI -np 2 ./fsdpc $Q --batch_size 2 --max_steps 6 --metrics_file "$W/u2.jsonl" >/dev/null 2>&1
