@@ -19,6 +19,7 @@ quick "comm: collectives (np=4)" mpirun --oversubscribe --allow-run-as-root -np 
 quick "model: whole-model gradient check" build/test_model
 quick "shard (fast tier): np=2 full-shard losses equal np=1" env FSDPC_QUICK=1 bash test/integration/test_shard.sh
 quick "run tests: the suite runner's seconds per suite, ten slowest, total and over-budget warning, on made-up suites" bash test/meta/test_run_tests.sh
+quick "checks: no suite's check reads $? after a command substitution in its name (such a check cannot fail)" bash test/meta/test_checks.sh
 quick "help: --help of every subcommand from the command table, typos named, the table against the docs" bash test/meta/test_help.sh
 # the parity comparisons below read what these write
 alone "parity: PyTorch reference (dump)" build/test_model --dump "$DUMP"

@@ -43,7 +43,8 @@ same "fp32, every block checkpointed, horizon 2 (the default): losses, grad norm
 grep -q "^--offload_activations: activation checkpointing on (implied); the inputs of 6 checkpointed blocks pass through 3 device entries; 3 of them wait in pinned host memory" "$W/off.log"
 check "--offload_activations turns checkpointing on and says what it offloads" $? "$(grep -m1 -- '--offload' "$W/off.log")"
 [ "$(grep -c 'Validation loss' "$W/off.log")" = 1 ] && [ -s "$W/off.out" ] && cmp -s "$W/ac.out" "$W/off.out"
-check "a validation pass between steps, then generation (KV cache, no offload), write the same text ('$(head -c 40 "$W/off.out")')" $?
+ok=$?  # before the message's $(...), which would set $? again
+check "a validation pass between steps, then generation (KV cache, no offload), write the same text ('$(head -c 40 "$W/off.out")')" $ok
 # blocks 0, 2, 4 checkpointed: with horizon 1, two of their inputs stay in the ring, one goes to the host
 S="--selective_checkpointing 2 --precision bf16 --validation_freq 0"
 run bf_ac $EMU $S --grad_accum 2

@@ -191,7 +191,8 @@ for input in cases corpus valid long; do
 done
 for spec in "$W/gpt2/vocab.bpe" "$W/gpt2"; do
     tokenize --tokenizer "$spec" <"$W/cases.txt" | cmp -s "$W/cases.want" -
-    check "the same ids through --tokenizer $(basename "$spec")" $?
+    ok=$?  # before the message's $(...), which would set $? again
+    check "the same ids through --tokenizer $(basename "$spec")" $ok
 done
 [ "$(echo hi | "$FSDPC" tokenize --tokenizer "$W/gpt2" --bos --eos)" = "5303 50256" ]
 check "--bos adds nothing (GPT-2 has none), --eos adds <|endoftext|> = 50256" $?
@@ -210,7 +211,8 @@ check "lines of megabytes in single pieces encode and decode back within a minut
 for input in corpus valid; do
     tokenize --tokenizer "$W/gpt2" <"$W/$input.txt" | "$FSDPC" tokenize --tokenizer "$W/gpt2" --decode >"$W/$input.back" &&
         ref lossy <"$W/$input.txt" | cmp -s - "$W/$input.back"
-    check "decode(encode(text)) is the text, U+FFFD for what is not UTF-8 ($input, $(wc -l <"$W/$input.txt") lines)" $?
+    ok=$?  # before the message's $(...), which would set $? again
+    check "decode(encode(text)) is the text, U+FFFD for what is not UTF-8 ($input, $(wc -l <"$W/$input.txt") lines)" $ok
 done
 /usr/bin/python3 -c '
 import random
@@ -220,7 +222,8 @@ for i in range(2000): print(" ".join(str(r.randrange(50256)) for _ in range(r.ra
 print("447 247 447"); print("171 120 222"); print("8582 234 224 8582"); print("35975 246 447 120 126 12")' >"$W/ids.txt"
 ref decode <"$W/ids.txt" >"$W/ids.want"
 tokenize --tokenizer "$W/gpt2" --decode <"$W/ids.txt" >"$W/ids.out" && cmp -s "$W/ids.want" "$W/ids.out"
-check "--decode of random ids equals js-tiktoken's ($(wc -l <"$W/ids.txt") lines)" $? "$(diff <(od -c "$W/ids.want") <(od -c "$W/ids.out") | head -c 300)"
+ok=$?  # before the message's $(...), which would set $? again
+check "--decode of random ids equals js-tiktoken's ($(wc -l <"$W/ids.txt") lines)" $ok "$(diff <(od -c "$W/ids.want") <(od -c "$W/ids.out") | head -c 300)"
 [ "$(echo "50256 15496 50256 995 50256" | "$FSDPC" tokenize --tokenizer "$W/gpt2" --decode)" = "Hello world" ]
 check "--decode drops <|endoftext|> (as the end of a document, like SentencePiece's </s>)" $?
 

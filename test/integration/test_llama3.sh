@@ -26,7 +26,8 @@ for m in s t; do
     ref=$($PY test/ref/hf_ref.py loss "$W/$m" "$W/four.txt")
     ./fsdpc --init_from "$W/$m" $STEP --metrics_file "$W/$m.jsonl" >"$W/$m.log" 2>&1
     loss_ok "$(losses "$W/$m.jsonl")" "$ref" 1e-5
-    check "rope_scaling llama3$([ $m = t ] && echo ', tied embeddings'): first-step loss $(losses "$W/$m.jsonl") equals the reference's $ref within 1e-5" $?
+    ok=$?  # before the message's $(...), which would set $? again
+    check "rope_scaling llama3$([ $m = t ] && echo ', tied embeddings'): first-step loss $(losses "$W/$m.jsonl") equals the reference's $ref within 1e-5" $ok
 done
 # tied training: the embedding's gradient is its own plus lm_head's. Two AdamW steps on the one
 # batch (the mean loss does not depend on the sample order) against torch's AdamW on the reference

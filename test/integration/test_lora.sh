@@ -30,7 +30,8 @@ F="--train_data data/tinyshakespeare.txt --batch_size 4 --max_steps 1 $ONE"
 run base ./fsdpc $F
 run lora0 ./fsdpc $F --lora_rank 8 --lora_target_modules all-linear --lora_dropout 0.1
 [ "$(losses "$W/base.jsonl")" = "$(losses "$W/lora0.jsonl")" ] && [ -n "$(losses "$W/base.jsonl")" ]
-check "step 1's loss with fresh adapters (B = 0) equals the base model's exactly ($(losses "$W/base.jsonl"))" $?
+ok=$?  # before the message's $(...), which would set $? again
+check "step 1's loss with fresh adapters (B = 0) equals the base model's exactly ($(losses "$W/base.jsonl"))" $ok
 grep -q "LoRA r=8 alpha=8 (scale 1) on all-linear, adapter dropout: 0.07M adapter parameters train" "$W/lora0.log"
 check "the start-up line names the rank, scale, targets and the trained share" $? "$(grep -m1 LoRA "$W/lora0.log")"
 
@@ -90,7 +91,8 @@ for t in all-linear w1,w2,w3,gate; do
     run "xe-$t" ./fsdpc $XB --batch_size 4 --max_steps 4 --lora_rank 4 --lora_alpha 16 --lora_target_modules $t
     [ "$(losses "$W/xbase.jsonl")" = "$(losses "$W/xe-$t.jsonl" | head -1)" ] && [ -n "$(losses "$W/xbase.jsonl")" ] &&
         awk 'NR == 1 { a = $1 } END { exit !(NR == 4 && $1 < a) }' <(losses "$W/xe-$t.jsonl")
-    check "Mixtral, LoRA on $t (experts and router): step 1 equals the base model exactly, and the loss falls ($(losses "$W/xe-$t.jsonl" | tr '\n' ' '))" $? \
+    ok=$?  # before the message's $(...), which would set $? again
+    check "Mixtral, LoRA on $t (experts and router): step 1 equals the base model exactly, and the loss falls ($(losses "$W/xe-$t.jsonl" | tr '\n' ' '))" $ok \
         "$(grep -m2 error "$W/xe-$t.log")"
 done
 grep -q "LoRA r=4 alpha=16 (scale 4) on w1,w2,w3,gate: 0.02M adapter parameters train" "$W/xe-w1,w2,w3,gate.log"
@@ -193,7 +195,8 @@ for src in "$W/base/step_00000002.h5" "$W/hf"; do
     run "$k-1" ./fsdpc --train_data data/tinyshakespeare.txt --batch_size 4 --max_steps 1 $ONE --init_from "$src" --lora_rank 4 \
         --lora_target_modules all-linear
     [ "$(losses "$W/$k-0.jsonl")" = "$(losses "$W/$k-1.jsonl")" ] && [ -n "$(losses "$W/$k-0.jsonl")" ]
-    check "--init_from $k under fresh adapters: step 1's loss equals the base's ($(losses "$W/$k-1.jsonl"))" $? \
+    ok=$?  # before the message's $(...), which would set $? again
+    check "--init_from $k under fresh adapters: step 1's loss equals the base's ($(losses "$W/$k-1.jsonl"))" $ok \
         "$(grep -m2 error "$W/$k-1.log")"
 done
 

@@ -86,7 +86,8 @@ check "safetensors names and shapes are GPT2LMHeadModel's (c_fc (D, F), mlp.c_pr
 ./fsdpc export --checkpoint "$CK" --output "$W/hf_sh" --max_shard_size 100000 >/dev/null 2>"$W/export_sh.log" &&
     [ -f "$W/hf_sh/model.safetensors.index.json" ] && [ "$(ls "$W/hf_sh" | grep -c '^model-0000[0-9]-of-0000[0-9].safetensors$')" -ge 3 ] &&
     $PY test/ref/gpt_ref.py hf "$W/hf_sh" "$CK" --tol 1e-2 >"$W/hf_sh.out" 2>&1
-check "export bf16 in shards with an index: logits within bf16 rounding ($(grep -o 'max rel err [^ ]*' "$W/hf_sh.out"))" $? \
+ok=$?  # before the message's $(...), which would set $? again
+check "export bf16 in shards with an index: logits within bf16 rounding ($(grep -o 'max rel err [^ ]*' "$W/hf_sh.out"))" $ok \
     "$(tail -c 300 "$W/export_sh.log") $(tail -c 300 "$W/hf_sh.out")"
 
 # ---- a GPT-2 tokenizer travels with the export: a tiny encoder.json + vocab.bpe (256 bytes, 2 merges) ----

@@ -43,7 +43,8 @@ ref_loss=$($PY test/ref/hf_ref.py loss "$W/m" "$W/four.txt")
 ./fsdpc --init_from "$W/m" --train_data "$W/four.txt" --max_steps 1 --batch_size 4 $ONE --metrics_file "$W/l.jsonl" \
     >/dev/null 2>"$W/l.log"
 awk -v a="$(losses "$W/l.jsonl")" -v b="$ref_loss" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-5) }'
-check "imported Mistral: training loss equals the reference's ($(losses "$W/l.jsonl") vs $ref_loss)" $? "$(grep -m2 error "$W/l.log")"
+ok=$?  # before the message's $(...), which would set $? again
+check "imported Mistral: training loss equals the reference's ($(losses "$W/l.jsonl") vs $ref_loss)" $ok "$(grep -m2 error "$W/l.log")"
 
 # the window in the checkpoint, and export back as MistralForCausalLM
 KEEP="--max_steps 1 --lr 0 --min_lr 0 --warmup 0 --train_data synthetic --batch_size 1 --num_threads 1 --validation_freq 0 --checkpoint_freq 1"

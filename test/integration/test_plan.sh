@@ -260,5 +260,6 @@ for bad in "$W/bad.jsonl" "$W/missing.jsonl"; do
     $PY run/plot.py "$W/a.jsonl" "$bad" -o "$W/bad.png" 2>"$W/bad.err"
     rc=$?
     [ $rc = 1 ] && [ "$(wc -l <"$W/bad.err")" = 1 ] && grep -q "^plot.py: error: .*'$bad'" "$W/bad.err" && [ ! -e "$W/bad.png" ]
-    check "plot.py: $(basename "$bad") gives one error line naming it" $? "(rc=$rc: $(head -c 300 "$W/bad.err"))"
+    ok=$?  # before the message's $(...), which would set $? again
+    check "plot.py: $(basename "$bad") gives one error line naming it" $ok "(rc=$rc: $(head -c 300 "$W/bad.err"))"
 done

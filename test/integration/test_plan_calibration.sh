@@ -109,7 +109,8 @@ check "the verdicts were computed" $? "$(tail -c 600 "$W/verdicts")"
 
 # run/plan.c's constants are the fit of the table (its output names the line to paste)
 $PY run/plan_fit.py --plans "$W/plans" --check run/plan.c >"$W/fit.out" 2>"$W/fit.err"
-check "run/plan.c holds run/plan_fit.py's fit of the table ($(grep -m1 -o 'without torch.compile, [0-9]* runs: .*' "$W/fit.out"))" $? \
+ok=$?  # before the message's $(...), which would set $? again
+check "run/plan.c holds run/plan_fit.py's fit of the table ($(grep -m1 -o 'without torch.compile, [0-9]* runs: .*' "$W/fit.out"))" $ok \
     "$(cat "$W/fit.err")"
 
 # --compute_efficiency overrides the fit; float32 and CPU plans are not fitted

@@ -76,7 +76,8 @@ for prec in float32 bf16; do
         >"$W/zq.log" 2>&1 && ./fsdpc export --checkpoint "$W/z$prec" --output "$W/zhf$prec" --dtype fp32 >/dev/null 2>&1 &&
         ./fsdpc $Z --init_from "$W/zhf$prec" --precision $prec --metrics_file "$W/zl$prec.jsonl" >"$W/zl.log" 2>&1
     [ "$(losses "$W/zq$prec.jsonl")" = "$(losses "$W/zl$prec.jsonl")" ] && [ "$(wc -l <"$W/zl$prec.jsonl")" = 2 ]
-    check "--precision $prec: QLoRA's losses are LoRA's on its dequantised export, bit for bit ($(losses "$W/zq$prec.jsonl" | tr '\n' ' '))" $? \
+    ok=$?  # before the message's substitutions, which set $? again
+    check "--precision $prec: QLoRA's losses are LoRA's on its dequantised export, bit for bit ($(losses "$W/zq$prec.jsonl" | tr '\n' ' ')= $(losses "$W/zl$prec.jsonl" | tr '\n' ' '))" $ok \
         "$(grep -m2 error "$W/zq.log" "$W/zl.log")"
 done
 

@@ -57,7 +57,8 @@ grep '"assistant", "content": [^]]*\]}$' "$W/chat.jsonl" >"$W/chat_ends.jsonl"  
 ref chat "$MODEL" none "$W/chat_ends.jsonl" >"$W/none.ref"
 chat "$MODEL" --chat_template none --labels <"$W/chat_ends.jsonl" >"$W/none.labels"
 awk 'NR % 2' "$W/none.labels" | cmp -s - "$W/none.ref" && ref loss "$MODEL" none "$W/chat_ends.jsonl" "$W/none.labels" 2>"$W/loss.err"
-check "none: BOS, each message's content, EOS; loss on the assistant messages and EOS ($(wc -l <"$W/chat_ends.jsonl") conversations)" $? \
+ok=$?  # before the message's $(...), which would set $? again
+check "none: BOS, each message's content, EOS; loss on the assistant messages and EOS ($(wc -l <"$W/chat_ends.jsonl") conversations)" $ok \
     "($(cat "$W/loss.err"))"
 
 # ---- chat rows through the reader (JSON Lines, gzip, zstd) ----

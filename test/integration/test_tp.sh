@@ -158,7 +158,8 @@ bad = [n for n in names if n not in b or b[n].shape != a[n].shape]
 assert names and not bad, bad[:3]
 print(len(names))
 PY
-check "a tp 2 checkpoint holds every tensor whole, under the names and shapes of a tp 1 one ($(head -c 20 "$W/shapes.txt") tensors)" $? \
+ok=$?  # before the message's $(...), which would set $? again
+check "a tp 2 checkpoint holds every tensor whole, under the names and shapes of a tp 1 one ($(head -c 20 "$W/shapes.txt") tensors)" $ok \
     "$(tail -2 "$W/shapes.txt" | tr '\n' '|')"
 resumed() {  # resumed NAME NP SOURCE_DIR FLAGS...: steps 4-6 from SOURCE_DIR's step 3
     local name=$1 np=$2 src=$3

@@ -168,7 +168,8 @@ NP=2 timeout 120 bash run/launch/local.sh $SMALL --max_steps 2 --checkpoint_freq
     --resume_from_checkpoint "$W/lc" >/dev/null 2>"$W/local.log"
 rc=$?
 [ $rc = 0 ] && grep -q "^fsdpc: 2 rank(s) on cpu" "$W/local.log" && [ -f "$W/lc/step_00000002.h5" ]
-check "run/launch/local.sh trains as written (as $(id -un))" $? "rc=$rc $(tail -c 300 "$W/local.log")"
+ok=$?  # before the message's $(...), which would set $? again
+check "run/launch/local.sh trains as written (as $(id -un))" $ok "rc=$rc $(tail -c 300 "$W/local.log")"
 # the sample after training goes to job logs: text, not raw bytes of an undertrained byte model
 ./fsdpc $SMALL --max_steps 3 --num_tokens 300 --checkpoint_freq 0 >"$W/sample.log" 2>&1
 LC_ALL=C.UTF-8 grep -Iq "Batch 3 Loss" "$W/sample.log" && ! LC_ALL=C.UTF-8 grep -q $'\r' "$W/sample.log"

@@ -25,7 +25,8 @@ ends_cleanly() {
         return
     fi
     { [ $rc = 0 ] && [ "$lines" = 0 ]; } || { [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$lines" = 1 ]; }
-    check "$name (rc=$rc$([ $rc = 0 ] || echo ": $(grep -m1 '^fsdpc: error:' "$W/err" | cut -c15-90)"))" $? \
+    ok=$?  # before the message's $(...), which would set $? again
+    check "$name (rc=$rc$([ $rc = 0 ] || echo ": $(grep -m1 '^fsdpc: error:' "$W/err" | cut -c15-90)"))" $ok \
         "(rc=$rc, $lines error lines: $(grep -v '^Batch' "$W/err" | grep -m3 . | head -c 300 | tr '\n' '|'))"
 }
 
@@ -72,7 +73,8 @@ for t in 64 1000; do
     rc=$?
     [ $rc = 0 ] && grep -q "^warning: $t thread(s) per rank from OMP_NUM_THREADS exceed this node's $(nproc) cores: using $(nproc)" "$W/err" &&
         grep -q "^fsdpc: $(nproc) thread(s) per rank" "$W/err"
-    check "OMP_NUM_THREADS=$t on $(nproc) cores: capped at the cores with a warning" $? "rc=$rc $(grep -m2 -E 'error|warning' "$W/err")"
+    ok=$?  # before the message's $(...), which would set $? again
+    check "OMP_NUM_THREADS=$t on $(nproc) cores: capped at the cores with a warning" $ok "rc=$rc $(grep -m2 -E 'error|warning' "$W/err")"
 done
 timeout 60 ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 --num_threads 1000 >"$W/out" 2>"$W/err"
 [ $? = 0 ] && grep -q "^warning: 1000 thread(s) per rank from --num_threads exceed" "$W/err"
