@@ -179,7 +179,7 @@ FUZZ_TARGETS = build/fuzz/fuzz_cli build/fuzz/fuzz_json build/fuzz/fuzz_shard_he
 	build/fuzz/fuzz_ckpt_validate build/fuzz/fuzz_arrow build/fuzz/fuzz_sniff build/fuzz/fuzz_parquet build/fuzz/fuzz_sft build/fuzz/fuzz_ident
 FUZZ_SECONDS ?= 60
 FAMILY_SRC = model/family.c model/llama.c model/gpt.c model/neox.c
-build/fuzz/fuzz_json: test/fuzz/fuzz_json.c base/json.c base/buf.c test/fuzz/stub.c
+build/fuzz/fuzz_json: test/fuzz/fuzz_json.c base/json.c base/buf.c base/path.c test/fuzz/stub.c
 build/fuzz/fuzz_shard_header: test/fuzz/fuzz_shard_header.c data/format/shardfile.c base/path.c test/fuzz/stub.c
 build/fuzz/fuzz_arrow: test/fuzz/fuzz_arrow.c data/format/arrow.c base/buf.c test/fuzz/stub.c
 build/fuzz/fuzz_ckpt_validate: test/fuzz/fuzz_ckpt_validate.c ckpt/validate.c model/config.c base/cli.c $(FAMILY_SRC) base/checked.c kernels/cpu/nf4.c test/fuzz/stub.c
