@@ -60,9 +60,12 @@ hid_t h5_open_stored(hid_t loc, const char *path, const char **why) {
     hid_t dcpl = H5Dget_create_plist(ds);
     int outside = dcpl < 0 || H5Pget_layout(dcpl) == H5D_VIRTUAL || H5Pget_external_count(dcpl) != 0;
     if (dcpl >= 0) H5Pclose(dcpl);
-    if (!outside) return ds;
+    H5O_info_t oi;
+    int alias = H5Oget_info2(ds, &oi, H5O_INFO_BASIC) < 0 || oi.rc != 1;
+    if (!outside && !alias) return ds;
     H5Dclose(ds);
-    *why = "a dataset whose data lives outside the file (external storage or a virtual dataset)";
+    *why = outside ? "a dataset whose data lives outside the file (external storage or a virtual dataset)"
+                   : "a second name of another entry of the file (a hard link: fsdpc writes each tensor once)";
     return -1;
 }
 
@@ -187,6 +190,7 @@ void h5_attr_free(CkptAttr *a) { free((char *)a->s); }
 // "dir/name" (bare names at the root); a missing or unreadable group adds none.
 static void links_read(hid_t f, const char *dir, char ***links, size_t *n, size_t *cap) {
     int root = !strcmp(dir, ".");
+    if (!root && h5_linked(f, dir)) return;  // desc_read refuses it
     H5G_info_t gi;  // fails for a dataset of that name: it has no links
     if ((!root && H5Lexists(f, dir, H5P_DEFAULT) <= 0) || H5Gget_info_by_name(f, dir, &gi, H5P_DEFAULT) < 0) return;
     for (hsize_t i = 0; i < gi.nlinks; i++) {
@@ -208,18 +212,24 @@ static void links_read(hid_t f, const char *dir, char ***links, size_t *n, size_
     }
 }
 
-// *why when a link on the way to group `path` is not a hard one (h5_open_stored's words)
-static void group_linked(hid_t f, const char *path, const char **why) {
+const char *h5_linked(hid_t f, const char *path) {
+    static char why[200];
     size_t n = strlen(path);
     char *part = mallocCheck(n + 1);
-    for (size_t i = 1; i <= n && !*why; i++) {
+    const char *e = NULL;
+    for (size_t i = 1; i <= n && !e; i++) {
         if (i < n && path[i] != '/') continue;
         memcpy(part, path, i), part[i] = 0;
         H5L_info_t li;
-        if (H5Lget_info(f, part, &li, H5P_DEFAULT) >= 0 && li.type != H5L_TYPE_HARD)
-            *why = li.type == H5L_TYPE_SOFT ? "in a group that is a soft link" : "in a group that is an external link";
+        H5O_info_t oi;
+        if (H5Lexists(f, part, H5P_DEFAULT) <= 0 || H5Lget_info(f, part, &li, H5P_DEFAULT) < 0) break;  // missing
+        if (li.type != H5L_TYPE_HARD)
+            e = err_text(why, sizeof why, "/%s is %s", part, li.type == H5L_TYPE_SOFT ? "a soft link" : "an external link (to another file)");
+        else if (H5Oget_info_by_name2(f, part, &oi, H5O_INFO_BASIC, H5P_DEFAULT) >= 0 && oi.rc != 1)
+            e = err_text(why, sizeof why, "/%s is a second name of another group of the file (a hard link)", part);
     }
     free(part);
+    return e;
 }
 
 // What the file holds: every root attribute, the number of links in /model and the links at the
@@ -231,7 +241,10 @@ static void desc_read(hid_t f, int ngroups, CkptDesc *d) {
     H5Aiterate2(f, H5_INDEX_NAME, H5_ITER_INC, NULL, collect_attr, &l);  // an unreadable list reads as no attributes
     d->attrs = l.a, d->nattrs = l.n;
     H5G_info_t gi;
-    d->model_links = H5Lexists(f, "model", H5P_DEFAULT) > 0 && H5Gget_info_by_name(f, "model", &gi, H5P_DEFAULT) >= 0 ? (int64_t)gi.nlinks : -1;
+    static const char *const groups[] = {"model", "optim", "optim/exp_avg", "optim/exp_avg_sq", "source"};
+    for (size_t i = 0; i < sizeof groups / sizeof *groups && !d->linked; i++) d->linked = h5_linked(f, groups[i]);
+    d->model_links = !d->linked && H5Lexists(f, "model", H5P_DEFAULT) > 0 && H5Gget_info_by_name(f, "model", &gi, H5P_DEFAULT) >= 0
+                         ? (int64_t)gi.nlinks : -1;
     char **links = NULL;
     size_t nlinks = 0, lcap = 0;
     links_read(f, ".", &links, &nlinks, &lcap);
@@ -241,9 +254,7 @@ static void desc_read(hid_t f, int ngroups, CkptDesc *d) {
     size_t cap = 0;
     CkptDataset *ds = NULL;
     for (int g = 0; g < ngroups; g++) {
-        const char *linked = NULL;  // a state group reached through a soft or external link: its tensors are refused
-        hid_t grp = H5Lexists(f, ckpt_groups[g], H5P_DEFAULT) > 0 ? H5Gopen2(f, ckpt_groups[g], H5P_DEFAULT) : -1;
-        if (grp >= 0) group_linked(f, ckpt_groups[g], &linked);
+        hid_t grp = !d->linked && H5Lexists(f, ckpt_groups[g], H5P_DEFAULT) > 0 ? H5Gopen2(f, ckpt_groups[g], H5P_DEFAULT) : -1;
         if (grp < 0 || H5Gget_info(grp, &gi) < 0) gi.nlinks = 0;  // a missing group: its tensors are missing
         for (hsize_t i = 0; i < gi.nlinks; i++) {
             ssize_t len = H5Lget_name_by_idx(grp, ".", H5_INDEX_NAME, H5_ITER_INC, i, NULL, 0, H5P_DEFAULT);
@@ -259,11 +270,7 @@ static void desc_read(hid_t f, int ngroups, CkptDesc *d) {
             memset(x, 0, sizeof *x);
             x->group = g, x->name = name, x->ndim = -1, x->crc.name = CKPT_CHECKSUM_NAME;
             hid_t dset = h5_open_stored(grp, name, &x->foreign);  // fails for groups and dangling links
-            if (linked) x->foreign = linked;
-            if (dset < 0 || linked) {
-                if (dset >= 0) H5Dclose(dset);
-                continue;
-            }
+            if (dset < 0) continue;
             hid_t sp = H5Dget_space(dset), ty = H5Dget_type(dset);
             int nd = sp < 0 ? -1 : H5Sget_simple_extent_ndims(sp);
             hsize_t dims[H5S_MAX_RANK];

@@ -25,6 +25,10 @@ hid_t h5_open(const char *path, int create, int collective);
 // file) and its data neither in external files nor a virtual dataset's sources. Else -1, and
 // *why says which of those it is (static text), or is NULL: no such dataset.
 hid_t h5_open_stored(hid_t loc, const char *path, const char **why);
+// NULL when every link on the way to `path` (a group) is hard and names its object alone, or when
+// the path is missing; else what the first that is not is (static text). Checked before anything
+// follows the path, so an external link is never opened.
+const char *h5_linked(hid_t f, const char *path);
 // Why a checkpoint could not be opened: the system's reason, else what the bytes are.
 const char *h5_open_error(const char *file);
 // Why creating a checkpoint's file failed, when HDF5 does not say.

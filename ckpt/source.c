@@ -50,7 +50,11 @@ const char *ckpt_source_read(const char *file, CkptSource *src) {
     hid_t f = h5_open(file, 0, 0);
     if (f < 0) return h5_open_error(file);
     const char *e = NULL;
-    int has = H5Lexists(f, "source", H5P_DEFAULT) > 0;
+    const char *linked = h5_linked(f, "source");
+    if (linked)
+        e = err_text(msg, sizeof msg, "checkpoint '%s': %s: fsdpc reads only what the checkpoint file itself stores (a crafted or "
+                     "rewritten file?)", file, linked);
+    int has = !e && H5Lexists(f, "source", H5P_DEFAULT) > 0;
     for (int i = 0; has && !e && i < CKPT_SOURCE_FILES; i++) {
         snprintf(path, sizeof path, "source/%s", ckpt_source_names[i]);
         if (H5Lexists(f, path, H5P_DEFAULT) <= 0) continue;

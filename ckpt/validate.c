@@ -142,6 +142,9 @@ static const char *unknown_family(const char *file, const char *type) {
 }
 
 const char *ckpt_check_header(const CkptDesc *d, const char *file, const ModelConfig *base, CkptHeader *h) {
+    if (d->linked)
+        return err_text(msg, sizeof msg, "checkpoint '%s': %s: fsdpc reads only what the checkpoint file itself stores, as it writes "
+                        "it (a crafted or rewritten file?)", file, d->linked);
     memset(h, 0, sizeof *h);
     h->model = *base;
     int twice;
@@ -416,6 +419,9 @@ static const char *check_one(const CkptDataset *ds, const char *file, const char
 }
 
 const char *ckpt_check_tensors(const CkptDesc *d, const char *file, const ModelPlan *plan, int ngroups, int version, uint32_t *want) {
+    if (d->linked)
+        return err_text(msg, sizeof msg, "checkpoint '%s': %s: fsdpc reads only what the checkpoint file itself stores, as it writes "
+                        "it (a crafted or rewritten file?)", file, d->linked);
     if (ngroups < 0 || ngroups > CKPT_NGROUPS) return "internal error: bad group count";
     // the checked groups' links by (group, name), so each plan tensor is a binary search
     size_t n = 0;

@@ -64,6 +64,7 @@ typedef struct {
     size_t ndatasets;
     const char *const *links;  // the links at the root, in /optim and in /source, as paths ("optim/exp_avg")
     size_t nlinks;
+    const char *linked;  // a group of the schema that is a link or an alias, said whole (not followed), else NULL
 } CkptDesc;
 
 // The root attributes, validated.

@@ -35,6 +35,13 @@ elif kind == "external":  # the weight read from another run's file
 elif kind == "group":  # a whole state group read from another entry
     del f["optim/exp_avg_sq"]
     f["optim/exp_avg_sq"] = h5py.SoftLink("/optim/exp_avg")
+elif kind == "alias":  # the weight a second name of its first moment (a hard link: one object, one checksum)
+    del f["model/" + t]
+    f["model/" + t] = f["optim/exp_avg/" + t]
+elif kind == "elink":  # the optimizer's group an external link to a FIFO: opening it would wait for ever
+    del f["optim"]
+    f["optim"] = h5py.ExternalLink(out + ".fifo", "/optim")
+    os.mkfifo(out + ".fifo")
 elif kind == "storage":  # the bytes in a raw file beside the checkpoint
     old = f["model/" + t]
     data, attrs = old[()], dict(old.attrs)
@@ -73,18 +80,20 @@ refused() {
     done
 }
 
-for kind in soft external group storage virtual; do
+for kind in soft external group alias elink storage virtual; do
     F=$W/$kind.h5
     craft $kind "$F" || { check "crafting a $kind entry" 1; continue; }
     case $kind in
         soft) what="/model/$T is a soft link" ;;
         external) what="/model/$T is an external link" ;;
-        group) what="/optim/exp_avg_sq/[^ ]+ is in a group that is a soft link" ;;
+        group) what="/optim/exp_avg_sq is a soft link" ;;
+        alias) what="/model/$T is a second name of another entry of the file" ;;
+        elink) what="/optim is an external link" ;;
         *) what="/model/$T is a dataset whose data lives outside the file" ;;
     esac
-    refused "resume from a checkpoint with a $kind entry" "$what.*only tensors stored in the checkpoint file itself" "$F" \
+    refused "resume from a checkpoint with a $kind entry" "$what.*only (tensors stored in|what) the checkpoint file itself" "$F" \
         ./fsdpc $M --max_steps 3 --checkpoint_freq 0 --resume_from_checkpoint "$F"
-    if [ $kind != group ]; then  # weights only: /optim is not read
+    if [ $kind != group ] && [ $kind != elink ]; then  # weights only: /optim is not read
         refused "--init_from a checkpoint with a $kind entry" "$what" "$F" ./fsdpc $M --max_steps 1 --checkpoint_freq 0 --init_from "$F"
         expect_error "export of a checkpoint with a $kind entry" "$what" ./fsdpc export --checkpoint "$F" --output "$W/x-$kind"
         [ ! -e "$W/x-$kind" ]
