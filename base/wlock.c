@@ -135,6 +135,22 @@ static int held_at(const char *lock, const char *id) {
     return -1;
 }
 
+// The lock's file under its name from this writer's whole copy `mine`: a hard link, which fails
+// when the name exists; where the file system has no hard links (SMB, FUSE object stores) an
+// exclusive create written in place instead. 0, or -1 with errno (EEXIST: another writer's).
+static int place(const char *mine, const char *lock, const char *line, int len) {
+    if (link(mine, lock) == 0) return 0;
+    if (errno != EPERM && errno != ENOTSUP && errno != EOPNOTSUPP && errno != ENOSYS && errno != EMLINK) return -1;
+    int fd = open(lock, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0) return -1;
+    int ok = write(fd, line, (size_t)len) == len, e = errno;
+    if (close(fd) != 0 && ok) ok = 0, e = errno;
+    if (ok) return 0;
+    unlink(lock);
+    errno = e;
+    return -1;
+}
+
 const char *wlock_take(const char *lock, const char *id, const char *flag, const char *output, const char *kind) {
     char host[256], boot[64], line[512];
     Lock o;  // another writer's
@@ -156,7 +172,7 @@ const char *wlock_take(const char *lock, const char *id, const char *flag, const
         return msg;
     }
     for (int attempt = 0;; attempt++) {
-        if (link(mine, lock) == 0) break;
+        if (place(mine, lock, line, len) == 0) break;
         if (errno != EEXIST) {
             why = errno;
             unlink(mine);
@@ -165,6 +181,11 @@ const char *wlock_take(const char *lock, const char *id, const char *flag, const
         }
         int parsed = read_lock(lock, &o);
         if (!parsed && access(lock, F_OK) != 0 && attempt < 3) continue;  // released meanwhile
+        struct stat ls;
+        if (!parsed && attempt < 3 && stat(lock, &ls) == 0 && ls.st_size == 0) {  // place()'s fallback, still being written
+            usleep(20000);
+            continue;
+        }
         int here = parsed && !strcmp(o.host, host), dead = parsed && wlock_ended(lock) == 1;
         if (!parsed)
             return unlink(mine), free(mine), err_text(msg, sizeof msg, "'%s' is not an fsdpc writer lock; if no run is writing to %s '%s', remove it", lock, flag, output);
