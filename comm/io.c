@@ -143,7 +143,7 @@ char *io_lock_output(const char *output, int is_dir, const char *id, const char 
     errno = 0;
     *err = wlock_take(lock, id, flag, output, kind);
     if (*err && (errno == ENOTDIR || errno == ENOENT || errno == EACCES))  // the way to the output: its own words
-        *err = err_text(msg, sizeof msg, "cannot write %s '%s': %s", flag, output, comm_path_error(lock, errno));
+        *err = err_text(msg, sizeof msg, "cannot open %s '%s': %s", flag, output, comm_path_error(lock, errno));
     if (*err) {
         free(lock);
         return NULL;
