@@ -135,6 +135,20 @@ static int held_at(const char *lock, const char *id) {
     return -1;
 }
 
+// Removes the dead writer d's lock. Moved aside first, atomically: when another writer took it over
+// in the meantime, the file moved is that writer's fresh lock, which goes back (two writers
+// seeing one dead lock must not both end up holding it).
+static void take_dead(const char *lock, const char *mine, const Lock *d) {
+    size_t n = strlen(mine) + 8;
+    char *aside = mallocCheck(n);
+    snprintf(aside, n, "%s.dead", mine);
+    Lock o;
+    if (rename(lock, aside) == 0 && read_lock(aside, &o) && (strcmp(o.id, d->id) || o.pid != d->pid || o.start != d->start))
+        (void)link(aside, lock);  // not the dead one: returned, and the next look finds it held
+    unlink(aside);
+    free(aside);
+}
+
 // The lock's file under its name from this writer's whole copy `mine`: a hard link, which fails
 // when the name exists; where the file system has no hard links (SMB, FUSE object stores) an
 // exclusive create written in place instead. 0, or -1 with errno (EEXIST: another writer's).
@@ -197,7 +211,7 @@ const char *wlock_take(const char *lock, const char *id, const char *flag, const
                                  "remove the file and start again", o.id, o.host, o.pid, lock);
         if (attempt >= 3) return unlink(mine), free(mine), err_text(msg, sizeof msg, "cannot take over the writer lock '%s': another run keeps taking it", lock);
         log_msg("Taking over the writer lock of run %s in %s (its process %ld on this host is gone)\n", o.id, output, o.pid);
-        unlink(lock);
+        take_dead(lock, mine, &o);
     }
     unlink(mine);
     free(mine);
