@@ -29,6 +29,7 @@ typedef struct {
 // the sample
 static int emit_token(int32_t tok, void *ctx) {
     Emitter *e = ctx;
+    comm_stop_progress();
     if (tok == tok_eos(e->tok) || tok == e->stop || comm_stop_signal) return 0;
     char buf[256];
     size_t n = tok_piece_bytes(e->tok, e->prev, tok, buf, sizeof buf);

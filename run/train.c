@@ -286,6 +286,9 @@ static StepResult train_step(Run *r, int step, float lr) {
     if (prepass) route_prepass(r, step, nmicro), prof_mark(r, PROF_COMPUTE);
     if (log_only) model_router_collect(&r->acts);
     model_router_step(&r->acts, (double)r->order.global_batch * c->model.max_context_width);  // capacity counts afresh
+    char pause[24];  // the tests' stand-in for a compute kernel that does not return
+    snprintf(pause, sizeof pause, "step%d", step + 1);
+    clock_test_pause(pause);
     for (int micro = 0; micro < nmicro; micro++) {
         trace_begin(TRACE_DATA, "data wait", -1);
         fill_batch(r, step, micro);
@@ -298,6 +301,7 @@ static StepResult train_step(Run *r, int step, float lr) {
         model_router_train(&r->acts, (double)r->batch->loss_tokens);  // a mixture of experts: losses over the global batch
         train_micro_step(&r->st, &r->acts, r->batch->inp, r->batch->tgt, r->batch->docs ? r->batch->kstart : NULL, p->nrows,
                          1.0f, micro == nmicro - 1, micro);
+        comm_stop_progress();
         prof_mark(r, PROF_COMPUTE);
     }
     shard_grads_finish(&r->st);
@@ -366,6 +370,7 @@ static double validate(Run *r, int stoppable, int *stopped) {
         const char *bad = data_loader_next(r->val_loader, plan[m & 1], k < n ? plan[k & 1] : NULL, r->batch, "validation");
         if (bad) comm_fail_local("%s", bad);
         train_micro_step(&r->st, &r->acts, r->batch->inp, r->batch->tgt, r->batch->docs ? r->batch->kstart : NULL, rows, 0.0f, 1, i);
+        comm_stop_progress();
         sums[1] += r->tp_rank ? 0.0 : (double)r->batch->loss_tokens;  // a tp group's tokens, once
     }
     sums[0] = model_loss_read(&r->acts);
@@ -380,7 +385,9 @@ static double log_validation(Run *r, int step, int stoppable, int *stopped) {
     int none = 0;
     if (!stopped) stopped = &none;
     trace_begin(TRACE_COMPUTE, "validation", -1);
+    comm_stop_watch("validation");
     double vl = validate(r, stoppable, stopped);
+    comm_stop_watch("training");
     trace_end(TRACE_COMPUTE);
     if (!*stopped) log_msg("Batch %d Validation loss: %.5f, perplexity: %.3f\n", step, vl, exp(vl));
     return vl;
@@ -569,6 +576,7 @@ static int train_setup(Run *r) {
     setup_build(r);
     inputs_load_state(r);
     comm_stop_polled(1);
+    comm_stop_watch("training");  // a kernel that never returns must not keep a stop from being obeyed
     r->start_step = shard_step(&r->st);
     if (r->start_step < r->max_steps)  // the model's initial values or checkpoint, the data and the device, before any step
         log_msg("start-up: %.1f s to the first step on %d host thread(s)\n", clock_now_s() - t_start, c->run.num_threads);
@@ -644,6 +652,7 @@ static int train_finish(Run *r, int status) {
         wants_sample = 0;
     }
     if (wants_sample) {
+        comm_stop_watch("generation");
         const char *failed = sample_generate(r);
         double stopped = failed ? OUTPUT_FAILED : comm_stop_signal;  // rank 0 generates; every rank exits alike
         comm_allreduce_max_f64(comm_world(), &stopped, 1);
