@@ -8,6 +8,7 @@
 #include "../kernels/backend.h"
 #include "../kernels/kernels.h"
 #include "flight.h"
+#include "io.h"
 #include "../base/limits.h"
 #include "trace.h"
 
@@ -292,6 +293,7 @@ static void stop_signals_install(void) {
     sigemptyset(&sa.sa_mask);  // one handler at a time: a second signal waits for the first's exit
     for (size_t i = 0; i < sizeof stop_sigs / sizeof *stop_sigs; i++) sigaddset(&sa.sa_mask, stop_sigs[i]);
     for (size_t i = 0; i < sizeof stop_sigs / sizeof *stop_sigs; i++) sigaction(stop_sigs[i], &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);  // a write to a closed pipe (| head) returns EPIPE, which the writers report
 }
 
 // From the first moment: the executable's pre-initialisers run before any shared library's
@@ -414,6 +416,7 @@ void comm_init(int *argc, char ***argv) {
     stop_silent = comm_info.rank != 0;
     stop_signals_install();  // again, in case the MPI library installed its own
     flight_install_signal(comm_info.rank);
+    comm_check_all(io_launcher_stdout());
     // local rank from shared-memory domains, so mpiexec, srun and a bare start all agree
     MPI_Comm node;
     mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm_info.rank, MPI_INFO_NULL, &node));
