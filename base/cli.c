@@ -288,6 +288,9 @@ int cli_parse(const CliTable *t, void *dst, int argc, char **argv, char *err, si
                 val = argv[++i];
             }
             if (t->strict && !*val) return err_set(err, errlen, "--%s needs a value", name);
+            if (!*val && f->kind == CLI_STR)  // a job script's unset variable: never the flag's default
+                return err_set(err, errlen, "--%s was given an empty value (an unset variable in a job script?): give %s, or leave the flag out", name,
+                               f->arg && !strcmp(f->arg, "DIR") ? "a directory" : f->arg && !strcmp(f->arg, "FILE") ? "a file" : "a value");
             if (f->kind == CLI_LIST) list = f, list_off = off;
             if (pass != !f->first) continue;
             size_t vs = f->first ? 0 : value_size(f), at = off + f->off;
