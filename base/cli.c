@@ -289,7 +289,7 @@ int cli_parse(const CliTable *t, void *dst, int argc, char **argv, char *err, si
             }
             if (t->strict && !*val) return err_set(err, errlen, "--%s needs a value", name);
             if (!*val && f->kind == CLI_STR)  // a job script's unset variable: never the flag's default
-                return err_set(err, errlen, "--%s was given an empty value (an unset variable in a job script?): give %s, or leave the flag out", name,
+                return err_set(err, errlen, "--%s needs %s, not an empty one (an unset variable in a job script?); leave the flag out for its default", name,
                                f->arg && !strcmp(f->arg, "DIR") ? "a directory" : f->arg && !strcmp(f->arg, "FILE") ? "a file" : "a value");
             if (f->kind == CLI_LIST) list = f, list_off = off;
             if (pass != !f->first) continue;
