@@ -328,6 +328,11 @@ static StepResult train_step(Run *r, int step, float lr) {
     trace_counter("loss", out.loss);
     if (kern_on_gpu()) trace_counter("device memory", kern_peak_mem_mib());
     out.gnorm = st.grad_norm * inv;
+    // the tests' divergence, since no learning rate in --lr's range reliably makes one:
+    // FSDPC_TEST_NONFINITE=N makes the loss and gradient norm of step N and every later step NaN
+    // (on every rank)
+    const char *nonfinite = getenv("FSDPC_TEST_NONFINITE");
+    if (nonfinite && step + 1 >= atoi(nonfinite)) out.loss = out.gnorm = NAN;
     out.applied = isfinite(out.loss) && isfinite(out.gnorm);
     trace_begin(TRACE_COMPUTE, "optimizer", -1);
     if (!(st.tokens > 0)) {
@@ -376,7 +381,7 @@ static double validate(Run *r, int stoppable, int *stopped) {
     sums[0] = model_loss_read(&r->acts);
     check_token_ids(r, -1);
     comm_allreduce_sum_f64(comm_world(), sums, 2);
-    return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+    return sums[1] > 0 ? sums[0] / sums[1] : NAN;  // NAN: no target bore loss, nothing was validated
 }
 
 // Training's periodic validation runs to its end (a stop then ends the run at the next step, with
@@ -389,7 +394,10 @@ static double log_validation(Run *r, int step, int stoppable, int *stopped) {
     double vl = validate(r, stoppable, stopped);
     comm_stop_watch("training");
     trace_end(TRACE_COMPUTE);
-    if (!*stopped) log_msg("Batch %d Validation loss: %.5f, perplexity: %.3f\n", step, vl, exp(vl));
+    if (!*stopped && isnan(vl))
+        log_msg("Batch %d Validation: nothing validated, no target in its %d batch(es) bears loss (every label -100 or "
+                "attention mask 0)\n", step, r->cfg->data.validation_batches);
+    else if (!*stopped) log_msg("Batch %d Validation loss: %.5f, perplexity: %.3f\n", step, vl, exp(vl));
     return vl;
 }
 
@@ -454,6 +462,10 @@ static void setup_steps(Run *r) {
         if (!checked_mul((uint64_t)c->optim.max_epochs, r->train.nchunks, &samples)) samples = UINT64_MAX - INT32_MAX;
         steps = (samples + (uint64_t)r->order.global_batch - 1) / (uint64_t)r->order.global_batch;
         int by_epochs = steps > INT32_MAX ? INT32_MAX : (int)steps;
+        if (c->optim.max_steps >= 0)  // both given: the first reached ends the run, said once
+            log_msg("--max_steps %d and --max_epochs %d (%d steps here): the run stops at whichever comes first, step %d (%s)\n",
+                    c->optim.max_steps, c->optim.max_epochs, by_epochs, by_epochs < r->max_steps ? by_epochs : r->max_steps,
+                    by_epochs < r->max_steps ? "--max_epochs" : "--max_steps");
         if (c->optim.max_steps < 0 || by_epochs < r->max_steps) r->max_steps = by_epochs;
     }
 }
@@ -644,6 +656,8 @@ static int train_finish(Run *r, int status) {
     outputs_close(r);
     int val_stopped = 0;
     if (r->max_steps == 0 && r->has_val && c->data.val_data[0]) log_validation(r, shard_step(&r->st), 1, &val_stopped);
+    else if (r->max_steps == 0)  // an evaluation without data must say so, not end in silence
+        log_msg("nothing evaluated: this run trains no step and has no --val_data\n");
     if (val_stopped) status = TRAIN_EXIT_PREEMPTED;
     int wants_sample = !status && c->gen.num_tokens > 0 && (c->gen.prompt[0] || shard_step(&r->st) > r->start_step || c->optim.max_epochs < 0);
     if (wants_sample && r->no_text) {  // an explicit --prompt was refused at start-up
