@@ -346,9 +346,9 @@ static StepResult train_step(Run *r, int step, float lr) {
     return out;
 }
 
-// The mean validation loss. stoppable (a run that only validates): a stop signal on any rank ends
-// it at the next batch on every rank, returning NAN with *stopped set to the signal.
-static double validate(Run *r, int stoppable, int *stopped) {
+// The mean validation loss (NAN when no target bore loss). A stop signal on any rank ends it at the
+// next batch on every rank, returning NAN with *stopped set to the signal.
+static double validate(Run *r, int *stopped) {
     Config *c = r->cfg;
     // a validation batch of --val_batch_size sequences per rank runs as micro-batches of at most
     // --batch_size rows, the size the activations were allocated for
@@ -365,10 +365,14 @@ static double validate(Run *r, int stoppable, int *stopped) {
         }
         if (k == 0) continue;
         int m = k - 1, i = m / parts;
-        if (stoppable && (*stopped = comm_stop_any())) {
-            log_msg("Stopped by signal %d (%s) during validation, at batch %d of %d: no loss reported, nothing written; "
-                    "exiting with status %d\n", *stopped, comm_signal_name(*stopped), i + 1, c->data.validation_batches,
-                    TRAIN_EXIT_PREEMPTED);
+        if ((*stopped = comm_stop_any())) {
+            if (r->max_steps)  // training's: the step's checkpoint and line follow
+                log_msg("Stopped by signal %d (%s) during validation, at batch %d of %d: no loss reported\n", *stopped,
+                        comm_signal_name(*stopped), i + 1, c->data.validation_batches);
+            else
+                log_msg("Stopped by signal %d (%s) during validation, at batch %d of %d: no loss reported, nothing written; "
+                        "exiting with status %d\n", *stopped, comm_signal_name(*stopped), i + 1, c->data.validation_batches,
+                        TRAIN_EXIT_PREEMPTED);
             return NAN;
         }
         int rows = Bv - (m % parts) * B < B ? Bv - (m % parts) * B : B;
@@ -384,14 +388,12 @@ static double validate(Run *r, int stoppable, int *stopped) {
     return sums[1] > 0 ? sums[0] / sums[1] : NAN;  // NAN: no target bore loss, nothing was validated
 }
 
-// Training's periodic validation runs to its end (a stop then ends the run at the next step, with
-// a checkpoint); a run that only validates passes stoppable and gets *stopped.
-static double log_validation(Run *r, int step, int stoppable, int *stopped) {
-    int none = 0;
-    if (!stopped) stopped = &none;
+// A stop signal ends a validation at its next batch (*stopped set): a run that only validates
+// exits, training writes the step's checkpoint and exits.
+static double log_validation(Run *r, int step, int *stopped) {
     trace_begin(TRACE_COMPUTE, "validation", -1);
     comm_stop_watch("validation");
-    double vl = validate(r, stoppable, stopped);
+    double vl = validate(r, stopped);
     comm_stop_watch("training");
     trace_end(TRACE_COMPUTE);
     if (!*stopped && isnan(vl))
@@ -628,7 +630,10 @@ static int train_loop(Run *r) {
         int do_val = r->has_val && c->data.validation_freq > 0 && done % c->data.validation_freq == 0;
         // a skipped step's weights are the last good step's: its checkpoint would only replay the failure
         int do_ckpt = s.applied && c->ckpt.checkpoint_freq > 0 && (done % c->ckpt.checkpoint_freq == 0 || done == r->max_steps);
-        if (do_val) outputs_validation(r, done, log_validation(r, done, 0, NULL), line, sizeof line, &len);
+        int val_stopped = 0;
+        double vl = do_val ? log_validation(r, done, &val_stopped) : 0.0;
+        if (do_val && !val_stopped) outputs_validation(r, done, vl, line, sizeof line, &len);
+        if (val_stopped) s.preempt = 1;
         outputs_step_done(r, line, sizeof line, len);
         prof_mark(r, do_val ? PROF_EVAL : -1);
         if (do_ckpt) save(r, done);
@@ -655,7 +660,7 @@ static int train_finish(Run *r, int status) {
     kern_timers_report();
     outputs_close(r);
     int val_stopped = 0;
-    if (r->max_steps == 0 && r->has_val && c->data.val_data[0]) log_validation(r, shard_step(&r->st), 1, &val_stopped);
+    if (r->max_steps == 0 && r->has_val && c->data.val_data[0]) log_validation(r, shard_step(&r->st), &val_stopped);
     else if (r->max_steps == 0)  // an evaluation without data must say so, not end in silence
         log_msg("nothing evaluated: this run trains no step and has no --val_data\n");
     if (val_stopped) status = TRAIN_EXIT_PREEMPTED;
