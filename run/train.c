@@ -459,6 +459,9 @@ static void check_file_size(const Run *r) {
 static void setup_steps(Run *r) {
     const Config *c = r->cfg;
     if (r->max_steps < 0) r->max_steps = 300;
+    if (c->optim.max_epochs > 0 && !r->train.nchunks)
+        log_msg("--max_epochs %d does not apply: synthetic data has no epochs, so --max_steps decides (%d steps)\n",
+                c->optim.max_epochs, r->max_steps);
     if (c->optim.max_epochs > 0 && r->train.nchunks) {  // a synthetic dataset has no epochs
         uint64_t samples, steps;  // the steps --max_epochs passes over the data, saturating far above any run
         if (!checked_mul((uint64_t)c->optim.max_epochs, r->train.nchunks, &samples)) samples = UINT64_MAX - INT32_MAX;
