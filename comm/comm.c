@@ -401,6 +401,7 @@ void comm_init(int *argc, char ***argv) {
     }
     singleton_session_dir(wired);
     clock_test_pause("start-up");
+    const char *launcher_stdout = io_launcher_stdout();  // before MPI_Init, which sets a singleton's OMPI_* variables
     MPI_Init(argc, argv);
     // errors come back to us so they are reported with file:line, not as a bare abort
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -416,7 +417,7 @@ void comm_init(int *argc, char ***argv) {
     stop_silent = comm_info.rank != 0;
     stop_signals_install();  // again, in case the MPI library installed its own
     flight_install_signal(comm_info.rank);
-    comm_check_all(io_launcher_stdout());
+    comm_check_all(launcher_stdout);
     // local rank from shared-memory domains, so mpiexec, srun and a bare start all agree
     MPI_Comm node;
     mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm_info.rank, MPI_INFO_NULL, &node));

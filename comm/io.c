@@ -133,8 +133,19 @@ const char *io_launcher_stdout(void) {
     static char msg[160];
     char path[64];
     struct stat mine, theirs;
+    // started by Open MPI's launcher itself (mpirun, mpiexec and orterun are one program, orterun;
+    // prterun for Open MPI 5), which set its variables before MPI_Init sets a singleton's
+    char comm[32] = "";
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)getppid());
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
+        fclose(f);
+    }
+    comm[strcspn(comm, "\n")] = 0;
+    int launched = getenv("OMPI_COMM_WORLD_SIZE") && (!strcmp(comm, "mpirun") || !strcmp(comm, "mpiexec") ||
+                                                      !strcmp(comm, "orterun") || !strcmp(comm, "prterun"));
     snprintf(path, sizeof path, "/proc/%d/fd/1", (int)getppid());
-    int launched = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
     if (!launched || fstat(STDOUT_FILENO, &mine) != 0 || stat(path, &theirs) != 0 || !S_ISFIFO(theirs.st_mode) ||
         (mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino))
         return NULL;  // no launcher between this process and a pipe
