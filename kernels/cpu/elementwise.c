@@ -176,6 +176,14 @@ static int cpu_fix_omp_env(int num_threads) {
         log_msg("fsdpc: %d thread(s) lowered to OMP_THREAD_LIMIT=%d\n", num_threads, limit);
         num_threads = limit;
     }
+    static const char *const blas_vars[] = {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS"};
+    static int said;  // cpu_init may run again (plan)
+    for (int i = 0; i < 2 && !said; i++) {
+        const char *v = getenv(blas_vars[i]);
+        if (v && atoi(v) != num_threads)
+            log_msg("fsdpc: %s=%s overridden: OpenBLAS runs this rank's %d thread(s)\n", blas_vars[i], v, num_threads);
+    }
+    said = 1;
     return num_threads;
 }
 

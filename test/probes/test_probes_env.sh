@@ -52,6 +52,13 @@ for e in OMP_WAIT_POLICY=active OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=0 GOMP_SP
     # shellcheck disable=SC2086
     stopped "$e" 20 $e
 done
+! grep -q "overridden\|lowered" "$W/err"
+check "a variable that is honoured (OMP_SCHEDULE) says nothing" $? "$(grep -m1 'overridden' "$W/err")"
+OPENBLAS_NUM_THREADS=100000 GOTO_NUM_THREADS=2 ./fsdpc $T --num_threads 2 --max_steps 1 --checkpoint_freq 0 >/dev/null 2>"$W/ob.err"
+[ "$(grep -c '^fsdpc: OPENBLAS_NUM_THREADS=100000 overridden: OpenBLAS runs this rank.s 2 thread(s)$' "$W/ob.err")" = 1 ] &&
+    ! grep -q "GOTO_NUM_THREADS" "$W/ob.err"
+check "OPENBLAS_NUM_THREADS unlike the thread count: overridden with one line (GOTO_NUM_THREADS equal to it: none)" $? \
+    "$(grep -m2 '^fsdpc: [A-Z]' "$W/ob.err" | tr '\n' '|')"
 
 # a kernel that never returns: SIGTERM during step 3 (steps 1-2 checkpointed) ends the run at
 # --collective_timeout with status 75 and one line; the step-2 checkpoint stays as it was
