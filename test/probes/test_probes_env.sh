@@ -79,6 +79,25 @@ rc=$?
 check "a kernel that never returns: SIGTERM obeyed at --collective_timeout (exit 75, one line, the last checkpoint untouched)" $? \
     "(rc=$rc, $((SECONDS - t0)) s, $(tail -2 "$W/hang.err" | tr '\n' '|'); $(ls "$W/hang" | tr '\n' ' '))"
 
+# the same at np=2: mpirun relays SIGUSR1 to both ranks; the job ends 75 with one line
+rm -rf "$W/hang2"
+FSDPC_TEST_PAUSE=step3:120 $MPI -np 2 ./fsdpc $T --num_threads 1 --batch_size 2 --max_steps 6 --checkpoint_freq 2 \
+    --checkpoint_dir "$W/hang2" --collective_timeout 3 >/dev/null 2>"$W/hang2.err" &
+pid=$!
+for ((i = 0; i < 300; i++)); do
+    [ -e "$W/hang2/step_00000002.h5" ] && break
+    sleep 0.1
+done
+sleep 1
+t0=$SECONDS
+kill -USR1 "$(pgrep -P $pid mpirun)"
+wait $pid
+rc=$?
+[ $rc = 75 ] && [ $((SECONDS - t0)) -le 15 ] && [ "$(grep -c '^Stopped by signal 10 (SIGUSR1) during training: nothing moved' "$W/hang2.err")" = 1 ] &&
+    ! grep -q '^fsdpc: error' "$W/hang2.err" && [ "$(ls "$W/hang2")" = "step_00000002.h5" ]
+check "np=2: a stalled kernel on both ranks, SIGUSR1 through mpirun: exit 75, one line" $? \
+    "(rc=$rc, $((SECONDS - t0)) s, $(grep -m2 -E '^Stopped|error' "$W/hang2.err" | tr '\n' '|'))"
+
 # the same stall without a signal is no stop: the run waits for the kernel, then finishes
 FSDPC_TEST_PAUSE=step2:4 timeout -k 5 60 ./fsdpc $T --num_threads 1 --max_steps 3 --checkpoint_freq 0 --collective_timeout 1 \
     >/dev/null 2>"$W/slow.err"
