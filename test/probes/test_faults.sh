@@ -217,7 +217,9 @@ rc=$?
 grep -q "Stopped by signal 15 (SIGTERM) during generation" "$W/gen_sig.log" && [ $rc = 75 ] && [ $((SECONDS - t0)) -le 10 ]
 check "SIGTERM during generation stops it at the next token, exit 75" $? "rc=$rc $(tail -c 200 "$W/gen_sig.log")"
 for sig in HUP INT QUIT; do
-    rm -rf "$W/sigck"
+    # the last run's log goes first: the shell truncates it only once the new run has forked, and
+    # a signal sent before the run installs its handlers is lost (a background job ignores INT, QUIT)
+    rm -rf "$W/sigck" "$W/sig.log"
     ./fsdpc --max_steps 100000 --checkpoint_freq 100000 --checkpoint_dir "$W/sigck" --num_tokens 0 --logging_freq 1 >"$W/sig.log" 2>&1 &
     pid=$!
     for i in $(seq 100); do grep -q "^Batch 1 Loss" "$W/sig.log" && break; sleep 0.2; done
