@@ -152,11 +152,9 @@ const char *io_launcher_stdout(void) {
     int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC), flags;  // blocking, it would wait for a reader
     if (fd < 0)  // ENXIO: the reader is gone already; anything else: the pipe stays the launcher's to write
         return errno == ENXIO ? err_text(msg, sizeof msg, "cannot write standard output: %s", strerror(EPIPE)) : NULL;
-    if ((flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0 || fflush(stdout) != 0 ||
-        dup2(fd, STDOUT_FILENO) < 0) {
-        close(fd);
-        return NULL;
-    }
+    // where any step fails, stdout stays the launcher's to forward
+    if ((flags = fcntl(fd, F_GETFL)) >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 && fflush(stdout) == 0)
+        dup2(fd, STDOUT_FILENO);
     close(fd);
     return NULL;
 }
