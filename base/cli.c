@@ -143,23 +143,42 @@ static int bad_number(const CliFlag *f, const char *v, const char *what, char *e
     return err_set(err, errlen, "--%s expects %s, got '%s'", f->name, f->text ? f->text : what, v);
 }
 
+// Whether x lies in f's range (see CliFlag); one that does not parse refuses every value, so a
+// table's typo shows at once
+static int in_range(const CliFlag *f, double x) {
+    char open, close;
+    double lo, hi;
+    if (!f->range) return 1;
+    if (sscanf(f->range, "%c%lf ,%lf %c", &open, &lo, &hi, &close) != 4) return 0;
+    return (open == '[' ? x >= lo : x > lo) && (close == ']' ? x <= hi : x < hi);
+}
+
+static int out_of_range(const CliFlag *f, const char *v, char *err, size_t errlen) {
+    return err_set(err, errlen, "--%s must be in %s, got '%s'", f->name, f->range, v);
+}
+
 // Stores v as f's value in dst: 0, or -1 with the line in err.
 static int set_value(const CliFlag *f, void *dst, const char *v, int argc, char *err, size_t errlen) {
     char *field = (char *)dst + f->off, *end = NULL;
     switch (f->kind) {
     case CLI_INT: {
         long x = strtol(v, &end, 10);
-        if (!*v || *end || x < -2147483647L || x > 2147483647L) return bad_number(f, v, "an integer", err, errlen);
+        char what[80];
+        snprintf(what, sizeof what, "an integer in %s", f->range ? f->range : "[-2147483647, 2147483647]");
+        if (!*v || *end || x < -2147483647L || x > 2147483647L) return bad_number(f, v, what, err, errlen);
         *(int *)field = (int)x;
         if (f->valid && !f->valid(field)) return bad_number(f, v, "an integer", err, errlen);
+        if (!in_range(f, (double)x)) return out_of_range(f, v, err, errlen);
         break;
     }
     case CLI_U64: {
         errno = 0;
         unsigned long long x = strtoull(v, &end, 10);
-        if (*v < '0' || *v > '9' || *end || errno) return bad_number(f, v, "a non-negative integer", err, errlen);
+        if (*v < '0' || *v > '9' || *end || errno)
+            return bad_number(f, v, "an integer in [0, 18446744073709551615]", err, errlen);
         *(uint64_t *)field = x;
         if (f->valid && !f->valid(field)) return bad_number(f, v, "a non-negative integer", err, errlen);
+        if (!in_range(f, (double)x)) return out_of_range(f, v, err, errlen);
         break;
     }
     case CLI_FLOAT:
@@ -171,6 +190,7 @@ static int set_value(const CliFlag *f, void *dst, const char *v, int argc, char 
         else *(double *)field = x;
         if (f->valid && !f->valid(field)) return bad_number(f, v, "a number", err, errlen);
         if (!isfinite(x)) return err_set(err, errlen, "--%s must be a finite number, got '%s'", f->name, v);
+        if (!in_range(f, x)) return out_of_range(f, v, err, errlen);
         break;
     }
     case CLI_BOOL:
@@ -288,6 +308,9 @@ int cli_parse(const CliTable *t, void *dst, int argc, char **argv, char *err, si
                 val = argv[++i];
             }
             if (t->strict && !*val) return err_set(err, errlen, "--%s needs a value", name);
+            if (!*val && f->kind == CLI_STR)  // a job script's unset variable: never the flag's default
+                return err_set(err, errlen, "--%s needs %s, not an empty one (an unset variable in a job script?); leave the flag out for its default", name,
+                               f->arg && !strcmp(f->arg, "DIR") ? "a directory" : f->arg && !strcmp(f->arg, "FILE") ? "a file" : "a value");
             if (f->kind == CLI_LIST) list = f, list_off = off;
             if (pass != !f->first) continue;
             size_t vs = f->first ? 0 : value_size(f), at = off + f->off;

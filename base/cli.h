@@ -47,6 +47,9 @@ typedef struct {
     // error when it does not parse or `valid` refuses it (NULL: "an integer", "a number")
     const char *text;
     int (*valid)(const void *value);  // a number's range, checked on the stored value; NULL: any
+    // a number's sane range, "[lo, hi]" with ( or ) for an open end (hi may be inf): a value
+    // outside it is refused, naming it; NULL: any value of the type
+    const char *range;
     // CLI_CALL: sets the value into dst; NULL, or why it cannot (a one-line message)
     const char *(*call)(void *dst, const char *value);
     // CLI_CALL: the default --help shows, written from dst; NULL shows the string at `off` when

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -429,7 +430,32 @@ typedef struct {
     float *a, *b;
     int rank, in;
     float scale;
+    // values --dtype cannot hold (beyond its range, or not finite): the tensors that have them
+    int accept_lost;  // written as they convert (infinity) instead of refused
+    size_t lost, lost_here;  // in every tensor, in the tensor being written
+    int lost_tensors;
+    char lost_names[700];
 } ExportBufs;
+
+// Counts, into b->lost_here, the values of n converted to dt (in out) that are not finite: a
+// finite weight beyond fp16's range (65504) becomes infinity.
+static void export_count_lost(ExportBufs *b, const float *src, const void *out, size_t n, StDtype dt) {
+    const uint16_t *h = out, mask = dt == ST_F16 ? 0x7c00 : 0x7f80;  // the exponent, all ones: infinity or NaN
+    for (size_t i = 0; i < n; i++) b->lost_here += dt == ST_F32 ? !isfinite(src[i]) : (h[i] & mask) == mask;
+}
+
+// After tensor `name`: notes it when it lost values.
+static void export_note_lost(ExportBufs *b, const char *name) {
+    if (!b->lost_here) return;
+    size_t len = strlen(b->lost_names);
+    if (b->lost_tensors < 4)
+        snprintf(b->lost_names + len, sizeof b->lost_names - len, "%s'%s' (%zu)", len ? ", " : "", name, b->lost_here);
+    else if (b->lost_tensors == 4)
+        snprintf(b->lost_names + len, sizeof b->lost_names - len, ", ...");
+    b->lost_tensors++;
+    b->lost += b->lost_here;
+    b->lost_here = 0;
+}
 
 // Elements [begin, begin + count) of t into dst as ckpt_reader_read gives them; with a merge
 // (b->a set) the adapted weight W + s B A, its product summed in fp32.
@@ -467,6 +493,7 @@ static int export_transposed(FILE *f, const TensorSpec *t, StDtype dt, CkptReade
         for (size_t c = 0; c < cols; c++)
             for (size_t i = 0; i < nr; i++) b->tbuf[c * nr + i] = b->fbuf[i * cols + c];
         st_from_f32(b->obuf, b->tbuf, nr * cols, dt);
+        export_count_lost(b, b->tbuf, b->obuf, nr * cols, dt);
         if (nr == rows) {  // the whole tensor in one block: already in output order
             if (fwrite(b->obuf, es, nr * cols, f) != nr * cols) return 1;
             continue;
@@ -554,24 +581,27 @@ static const char *export_shard(ExportFiles *ef, const char *name, const TensorS
         if ((err = export_adapter_of(r, unit[i], ts[i], b))) break;
         if (!b->adapter && export_conv1d(plan, ts[i])) {
             bad = export_transposed(f, ts[i], dt, r, b, &err);
-            continue;
-        }
-        for (size_t o = 0; o < ts[i]->numel && !bad && !err; o += b->chunk) {
-            size_t n = ts[i]->numel - o < b->chunk ? ts[i]->numel - o : b->chunk;
-            if (comm_stop_signal) err = export_stopped;
-            else if (!(err = export_read(r, ts[i], o, n, b->fbuf, b))) {
-                st_from_f32(b->obuf, b->fbuf, n, dt);
-                bad = fwrite(b->obuf, es, n, f) != n;
+        } else {
+            for (size_t o = 0; o < ts[i]->numel && !bad && !err; o += b->chunk) {
+                size_t n = ts[i]->numel - o < b->chunk ? ts[i]->numel - o : b->chunk;
+                if (comm_stop_signal) err = export_stopped;
+                else if (!(err = export_read(r, ts[i], o, n, b->fbuf, b))) {
+                    st_from_f32(b->obuf, b->fbuf, n, dt);
+                    export_count_lost(b, b->fbuf, b->obuf, n, dt);
+                    bad = fwrite(b->obuf, es, n, f) != n;
+                }
             }
         }
+        export_note_lost(b, ts[i]->name);
     }
     return export_close(ef, f, err);
 }
 
 // The weights: the model's tensors (a LoRA checkpoint's adapters merged into them), or with
 // adapter PEFT's adapter file of the adapter units' tensors. *n: the tensors written.
-static const char *export_weights(ExportFiles *ef, const ModelPlan *plan, int adapter, StDtype dt, uint64_t max_shard, CkptReader *r,
-                                  size_t *params) {
+static const char *export_weights(ExportFiles *ef, const ModelPlan *plan, int adapter, StDtype dt, uint64_t max_shard,
+                                  int accept_lost, CkptReader *r, size_t *params) {
+    static char msg[1000];
     int u0 = 0, u1 = plan->lora0 >= 0 ? plan->lora0 : plan->nunits, nt = 0;
     if (adapter) u0 = plan->lora0, u1 = plan->nunits;
     for (int u = u0; u < u1; u++) nt += plan->units[u].ntensors;
@@ -580,7 +610,7 @@ static const char *export_weights(ExportFiles *ef, const ModelPlan *plan, int ad
     uint64_t filled = 0, total = 0;
     for (int u = u0; u < u1; u++)
         for (int t = 0; t < plan->units[u].ntensors; t++) unit[k] = u, ts[k++] = &plan->units[u].t[t];
-    ExportBufs b = {.chunk = HF_CHUNK, .plan = plan, .adapter = adapter, .scale = plan->lora_scale};
+    ExportBufs b = {.chunk = HF_CHUNK, .plan = plan, .adapter = adapter, .scale = plan->lora_scale, .accept_lost = accept_lost};
     int conv1d = 0;
     *params = 0;
     for (int i = 0; i < nt; i++) {  // greedy in name order, as transformers shards; a tensor never splits
@@ -610,6 +640,14 @@ static const char *export_weights(ExportFiles *ef, const ModelPlan *plan, int ad
         err = export_shard(ef, name, ts, unit, i, j, dt, r, &b);
         i = j;
     }
+    if (!err && b.lost && !b.accept_lost)  // before any file is published: the temporaries go
+        err = err_text(msg, sizeof msg, "--dtype %s cannot hold %zu value(s) of %d tensor(s), which would be written as "
+                       "infinity or NaN: %s; export with --dtype %s, or pass --accept_lossy to write them as they convert",
+                       dt == ST_F16 ? "fp16" : dt == ST_BF16 ? "bf16" : "fp32", b.lost, b.lost_tensors, b.lost_names,
+                       dt == ST_F16 ? "bf16 or fp32" : "fp32");
+    if (!err && b.lost)
+        log_msg("warning: --accept_lossy: %zu value(s) of %d tensor(s) written as infinity or NaN: %s\n", b.lost, b.lost_tensors,
+                b.lost_names);
     FILE *f = NULL;
     if (!err && nshards > 1 && (f = export_create(ef, "model.safetensors.index.json", &err))) {
         fprintf(f, "{\n  \"metadata\": {\"total_size\": %llu},\n  \"weight_map\": {\n", (unsigned long long)total);
@@ -796,7 +834,7 @@ const char *export_checkpoint(const char *file, const ExportOptions *a, ExportRe
         if (!err) err = export_tokenizer_files(&ef, &src, tokfile, positions);
     }
     memset(res, 0, sizeof *res);
-    if (r && !err) err = export_weights(&ef, &plan, a->adapter, a->dtype, a->max_shard, r, &res->params);
+    if (r && !err) err = export_weights(&ef, &plan, a->adapter, a->dtype, a->max_shard, a->accept_lossy, r, &res->params);
     if (r && !err && comm_stop_signal) err = export_stopped;
     if (r && !err) err = export_publish(&ef);
     if (err) export_discard(&ef);

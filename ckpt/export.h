@@ -14,6 +14,7 @@ typedef struct {
     uint64_t max_shard;  // largest safetensors file in bytes; larger models are split, with an index
     int overwrite;       // write into a folder holding other files (never over the export's own inputs)
     int adapter;         // PEFT's adapter folder of a LoRA checkpoint (peft.h) instead of the model
+    int accept_lossy;    // write values dtype cannot hold as infinity or NaN instead of refusing the export
 } ExportOptions;
 
 // What an export wrote: its parameters, and how many weights took a LoRA checkpoint's adapters

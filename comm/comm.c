@@ -8,6 +8,7 @@
 #include "../kernels/backend.h"
 #include "../kernels/kernels.h"
 #include "flight.h"
+#include "io.h"
 #include "../base/limits.h"
 #include "../base/path.h"
 #include "trace.h"
@@ -21,6 +22,7 @@
 #include <mpi.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,15 +253,13 @@ static size_t stop_append(char *buf, size_t n, size_t cap, const char *s) {
     return n;
 }
 
-static void on_stop(int sig) {
-    if (stop_polled) {
-        comm_stop_signal = sig;
-        return;
-    }
+// The end of an immediate stop: the registered files removed, rank 0's line "Stopped by signal N
+// (SIG...) during <phase>: <what>" and status 75. From the handler, or from the stop watchdog.
+static void __attribute__((noreturn)) stop_exit(int sig, const char *what) {
     for (int i = 0; i < STOP_FILES; i++)
         if (stop_file_used[i]) unlink(stop_files[i]);
     if (!stop_silent) {
-        char line[256], num[12];
+        char line[512], num[12];
         int k = (int)sizeof num - 1, v = sig;
         num[k] = 0;
         do num[--k] = (char)('0' + v % 10);
@@ -270,7 +270,7 @@ static void on_stop(int sig) {
         n = stop_append(line, n, sizeof line, comm_signal_name(sig));
         n = stop_append(line, n, sizeof line, ") during ");
         n = stop_append(line, n, sizeof line, stop_phase);
-        n = stop_append(line, n, sizeof line, ": nothing partial left; exiting with status 75\n");
+        n = stop_append(line, n, sizeof line, what);
         ssize_t w = write(STDERR_FILENO, line, n);
         (void)w;
     } else {
@@ -282,11 +282,20 @@ static void on_stop(int sig) {
     _exit(COMM_EXIT_STOPPED);
 }
 
+static void on_stop(int sig) {
+    if (stop_polled) {
+        comm_stop_signal = sig;
+        return;
+    }
+    stop_exit(sig, ": nothing partial left; exiting with status 75\n");
+}
+
 static void stop_signals_install(void) {
     struct sigaction sa = {.sa_handler = on_stop};
     sigemptyset(&sa.sa_mask);  // one handler at a time: a second signal waits for the first's exit
     for (size_t i = 0; i < sizeof stop_sigs / sizeof *stop_sigs; i++) sigaddset(&sa.sa_mask, stop_sigs[i]);
     for (size_t i = 0; i < sizeof stop_sigs / sizeof *stop_sigs; i++) sigaction(stop_sigs[i], &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);  // a write to a closed pipe (| head) returns EPIPE, which the writers report
 }
 
 // From the first moment: the executable's pre-initialisers run before any shared library's
@@ -401,6 +410,7 @@ void comm_init(int *argc, char ***argv) {
     setenv("OMPI_MCA_sharedfp", "^lockedfile", 0);
 #endif
     clock_test_pause("start-up");
+    const char *launcher_stdout = io_launcher_stdout();  // before MPI_Init, which sets a singleton's OMPI_* variables
     MPI_Init(argc, argv);
     // errors come back to us so they are reported with file:line, not as a bare abort
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -416,6 +426,7 @@ void comm_init(int *argc, char ***argv) {
     stop_silent = comm_info.rank != 0;
     stop_signals_install();  // again, in case the MPI library installed its own
     flight_install_signal(comm_info.rank);
+    comm_check_all(launcher_stdout);
     // local rank from shared-memory domains, so mpiexec, srun and a bare start all agree
     MPI_Comm node;
     mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm_info.rank, MPI_INFO_NULL, &node));
@@ -582,6 +593,7 @@ void comm_deadline_begin(const char *what) {
 }
 
 void comm_deadline_progress(void) {
+    comm_stop_progress();  // a checkpoint written after a stop moves too
     pthread_mutex_lock(&deadline_lock);
     deadline_mark_us = clock_now_us();
     pthread_mutex_unlock(&deadline_lock);
@@ -592,6 +604,55 @@ void comm_deadline_end(void) {
     if (deadline_depth > 0) deadline_depth--;
     pthread_mutex_unlock(&deadline_lock);
 }
+
+// ---- the watchdog of stop signals a polling phase never reaches ----
+
+enum { STOP_TICK_US = 100000 };
+static const char *volatile stop_watched;  // the phase watched, NULL when none
+static _Atomic int64_t stop_progress_us;  // the watched phase's last progress
+static pthread_once_t stop_watch_once = PTHREAD_ONCE_INIT;
+
+// Polls rather than waits: a signal handler can set comm_stop_signal but wake nothing.
+static void *stop_watch_main(void *arg) {
+    int64_t seen_us = 0;  // when this thread first saw the pending signal
+    for (;;) {
+        usleep(STOP_TICK_US);
+        int sig = comm_stop_signal;
+        if (!sig || !stop_polled || !stop_watched || collective_timeout <= 0) {
+            seen_us = 0;
+            continue;
+        }
+        int64_t now = clock_now_us();
+        if (!seen_us) seen_us = now;
+        int64_t since = stop_progress_us > seen_us ? stop_progress_us : seen_us;
+        if (now - since <= (int64_t)(collective_timeout * 1e6)) continue;
+        char what[400];
+        stop_phase = stop_watched;
+        snprintf(what, sizeof what, ": nothing moved for %.0f s after it (--collective_timeout %g; a compute kernel that does "
+                 "not return?), so it ends without the checkpoint it would have written; nothing partial left; exiting with "
+                 "status 75\n", (now - since) / 1e6, collective_timeout);
+        stop_exit(sig, what);
+    }
+    return arg;
+}
+
+static void stop_watch_start(void) {
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&t, &attr, stop_watch_main, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc) err_fatal("cannot start the stop-signal watchdog thread: %s", strerror(rc));
+}
+
+void comm_stop_watch(const char *phase) {
+    stop_progress_us = clock_now_us();
+    stop_watched = phase;
+    if (phase) pthread_once(&stop_watch_once, stop_watch_start);
+}
+
+void comm_stop_progress(void) { stop_progress_us = clock_now_us(); }
 
 double comm_peak_mem_mib(void) {
     struct rusage ru;

@@ -35,6 +35,13 @@ void comm_stop_phase(const char *phase);
 int comm_stop_unlink(const char *path, int on);
 // Collective: the stop signal any rank has received (the highest number), 0 when none.
 int comm_stop_any(void);
+// The watchdog of a polling phase whose work may not return (training, validation and generation
+// run compute kernels): once a stop signal has come, the phase must mark progress (a micro-batch,
+// a token, a checkpoint tensor) with comm_stop_progress within --collective_timeout; when nothing
+// moves for that long the process ends as an immediate stop does, its line naming `phase` and the
+// wait, status 75. NULL: no phase watched (a string that lives on).
+void comm_stop_watch(const char *phase);
+void comm_stop_progress(void);
 // "SIGTERM", "SIGINT", ... for the stop signals, else "a signal"
 const char *comm_signal_name(int sig);
 // The MPI transport comm_init found, for the start-up log: "pml=<name>", plus " mtl=<name>" when

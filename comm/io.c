@@ -2,6 +2,8 @@
 #include "io.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -128,6 +130,36 @@ int io_is_output(const char *path) {
 }
 
 const char *io_conflict(void) { return conflict[0] ? conflict : NULL; }
+
+const char *io_launcher_stdout(void) {
+    static char msg[160];
+    char path[64];
+    struct stat mine, theirs;
+    // started by Open MPI's launcher itself (mpirun, mpiexec and orterun are one program, orterun;
+    // prterun for Open MPI 5), which set its variables before MPI_Init sets a singleton's
+    char comm[32] = "";
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)getppid());
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
+        fclose(f);
+    }
+    comm[strcspn(comm, "\n")] = 0;
+    int launched = getenv("OMPI_COMM_WORLD_SIZE") && (!strcmp(comm, "mpirun") || !strcmp(comm, "mpiexec") ||
+                                                      !strcmp(comm, "orterun") || !strcmp(comm, "prterun"));
+    snprintf(path, sizeof path, "/proc/%d/fd/1", (int)getppid());
+    if (!launched || fstat(STDOUT_FILENO, &mine) != 0 || stat(path, &theirs) != 0 || !S_ISFIFO(theirs.st_mode) ||
+        (mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino))
+        return NULL;  // no launcher between this process and a pipe
+    int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC), flags;  // blocking, it would wait for a reader
+    if (fd < 0)  // ENXIO: the reader is gone already; anything else: the pipe stays the launcher's to write
+        return errno == ENXIO ? err_text(msg, sizeof msg, "cannot write standard output: %s", strerror(EPIPE)) : NULL;
+    // where any step fails, stdout stays the launcher's to forward
+    if ((flags = fcntl(fd, F_GETFL)) >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 && fflush(stdout) == 0)
+        dup2(fd, STDOUT_FILENO);
+    close(fd);
+    return NULL;
+}
 
 const char *io_write_error(FILE *f, const char *what) {
     static char msg[512];

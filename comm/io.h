@@ -25,6 +25,12 @@ const char *io_output_check(const char *path, const char *flag);
 int io_is_output(const char *path);
 // The first conflict io_input or io_output found on this rank, or NULL.
 const char *io_conflict(void);
+// Before MPI_Init: a rank that Open MPI's mpirun started, whose output mpirun forwards into a pipe
+// (mpirun ... | head), writes stdout into that pipe itself: when the pipe loses its reader, the rank's write fails with EPIPE and the
+// job ends with one "cannot write" line, where the launcher's forwarding would fail instead (Open
+// MPI's mpirun aborts, then crashes or dies of SIGPIPE). That line when the reader is gone
+// already, else NULL (also when the launcher's output is no pipe, or cannot be opened).
+const char *io_launcher_stdout(void);
 // NULL while every write to f has succeeded (f is flushed here), else "cannot write <what>: <the
 // reason>" (a static buffer). Call it right after the writes: the reason is read from errno.
 const char *io_write_error(FILE *f, const char *what);

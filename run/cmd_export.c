@@ -18,6 +18,7 @@ typedef struct {
     uint64_t max_shard;
     int overwrite;  // write into a folder that holds other files (never over the export's own inputs)
     int adapter;    // a LoRA checkpoint's adapters as PEFT's adapter folder
+    int accept_lossy;  // values --dtype cannot hold written as infinity or NaN instead of refused
 } ExportArgs;
 
 static int cmd_export_positive(const void *v) { return *(const uint64_t *)v > 0; }
@@ -37,9 +38,11 @@ static const CliFlag cmd_export_flags[] = {
      .help = "write into a folder holding other files (replacing only names export writes)"},
     {.name = "adapter", .kind = CLI_BOOL, CMD_EXPORT_AT(adapter),
      .help = "a LoRA checkpoint's adapters as a PEFT adapter folder (without: the model, adapters merged)"},
+    {.name = "accept_lossy", .kind = CLI_BOOL, CMD_EXPORT_AT(accept_lossy),
+     .help = "write weights beyond --dtype's range as infinity (without: such an export is refused, naming the tensors)"},
 };
 static const char cmd_export_usage[] =
-    "usage: fsdpc export --checkpoint DIR|FILE --output DIR [--dtype bf16|fp16|fp32] [--max_shard_size BYTES] [--overwrite] [--adapter]";
+    "usage: fsdpc export --checkpoint DIR|FILE --output DIR [--dtype bf16|fp16|fp32] [--max_shard_size BYTES] [--overwrite] [--adapter] [--accept_lossy]";
 
 static void cmd_export_defaults(void *dst) {
     ExportArgs *a = dst;
@@ -63,7 +66,7 @@ int cmd_export_main(void *args) {
         comm_fail_all(access(a.checkpoint, F_OK) == 0 ? "no checkpoint in '%s'" : "checkpoint '%s' does not exist", a.checkpoint);
     // one writer: the ranks of a parallel file system's clients need not agree on partial pages
     const ExportOptions o = {.output = a.output, .dtype = (StDtype)a.dtype, .max_shard = a.max_shard, .overwrite = a.overwrite,
-                             .adapter = a.adapter};
+                             .adapter = a.adapter, .accept_lossy = a.accept_lossy};
     ExportResult res = {0};
     const char *err = comm_info.rank == 0 ? export_checkpoint(file, &o, &res) : NULL;
     char merged[200] = "";

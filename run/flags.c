@@ -160,7 +160,7 @@ static const CliFlag flags[] = {
       CLI_ALIASES("llama_intermediate_size", "ffn_hidden_size")),
     I("max_context_width", model.max_context_width, G_MODEL, "context length in tokens", CLI_ALIASES("seq_len", "seq_length")),
     I("vocab_size", model.vocab_size, G_MODEL, "vocabulary (the tokenizer's unless given or a preset's)"),
-    FL("rope_theta", model.rope_theta, G_MODEL, "RoPE base (the families with rotary positions)", CLI_ALIASES("rotary_emb_base")),
+    FL("rope_theta", model.rope_theta, G_MODEL, "RoPE base (the families with rotary positions)", CLI_ALIASES("rotary_emb_base"), .range = "(0, 1e12]"),
     FL("rotary_pct", model.rotary_pct, G_MODEL, "share of each head's dimensions RoPE rotates (GPT-NeoX: 0.25 unless given; the others rotate all)"),
     B("tie_word_embeddings", model.tie_word_embeddings, G_MODEL, "lm_head is the embedding, one tensor (Llama only; Llama-3.2's)"),
     E("hidden_act", model.hidden_act, config_hidden_acts, G_MODEL,
@@ -171,26 +171,26 @@ static const CliFlag flags[] = {
       CLI_ALIASES("num_local_experts")),
     I("num_experts_per_tok", model.num_experts_per_tok, G_MODEL, "experts each token goes to (mixtral: 2 unless given)"),
     FL("router_aux_loss_coef", model.router_aux_loss_coef, G_MODEL,
-       "weight of the router's load-balancing loss (Switch's, over the global batch; 0: logged, not trained)"),
-    FL("router_z_loss_coef", model.router_z_loss_coef, G_MODEL, "weight of the router's z-loss (ST-MoE's; 0: logged, not trained)"),
+       "weight of the router's load-balancing loss (Switch's, over the global batch; 0: logged, not trained)", .range = "[0, 100]"),
+    FL("router_z_loss_coef", model.router_z_loss_coef, G_MODEL, "weight of the router's z-loss (ST-MoE's; 0: logged, not trained)", .range = "[0, 100]"),
     FL("router_jitter_noise", model.router_jitter_noise, G_MODEL, "training only: the MLP input times U(1 - j, 1 + j) (Mixtral's)"),
     FL("capacity_factor", model.capacity_factor, G_MODEL, "each expert's capacity, in its even share of a step's tokens: assignments beyond it in the global batch's token order are dropped (0: dropless)"),
     I("expert_parallel_degree", shard.expert_parallel_degree, G_SHARD, "ranks that split the experts, E/N each, tokens sent to them by all-to-all (1: every rank holds all)",
       CLI_ALIASES("ep")),
     I("lora_rank", model.lora_rank, G_MODEL, "LoRA: adapters of rank r on --lora_target_modules, every other weight frozen (0: full finetuning)",
       CLI_ALIASES("lora_r")),
-    FL("lora_alpha", model.lora_alpha, G_MODEL, "LoRA: the adapters' scale is alpha / r (PEFT's default alpha 8)"),
-    FL("lora_dropout", model.lora_dropout, G_MODEL, "LoRA: training only, dropout on the adapters' input"),
+    FL("lora_alpha", model.lora_alpha, G_MODEL, "LoRA: the adapters' scale is alpha / r (PEFT's default alpha 8)", .range = "(0, 1e6]"),
+    FL("lora_dropout", model.lora_dropout, G_MODEL, "LoRA: training only, dropout on the adapters' input", .range = "[0, 1)"),
     S("lora_target_modules", model.lora_target_modules, G_MODEL, "NAMES",
       "LoRA: the layers adapted, Hugging Face module names comma-separated (q_proj,v_proj,...) or all-linear (PEFT's default "
       "for the family unless given)"),
     B("use_rslora", model.use_rslora, G_MODEL, "LoRA: scale alpha / sqrt(r) (rank-stabilised LoRA) instead of alpha / r"),
     E("quantize_base", model.quantize_base, config_quantize_names, G_MODEL,
       "QLoRA: the frozen base's block linear weights in 4-bit NormalFloat (nf4), dequantised as each unit is gathered"),
-    FL("initializer_range", model.initializer_range, G_MODEL, "standard deviation of the initial weights"),
+    FL("initializer_range", model.initializer_range, G_MODEL, "standard deviation of the initial weights", .range = "(0, 10]"),
     FL("dropout", model.dropout, G_MODEL,
        "training only: residual branches, and for minGPT embeddings and attention probabilities",
-       CLI_ALIASES("resid_pdrop", "embd_pdrop", "attn_pdrop")),
+       CLI_ALIASES("resid_pdrop", "embd_pdrop", "attn_pdrop"), .range = "[0, 1)"),
 
     E("sharding", shard.sharding, shard_strategy_names, G_SHARD, "what each rank keeps of parameters, gradients and optimizer state"),
     I("shard_group_size", shard.shard_group_size, G_SHARD, "data-parallel ranks a hybrid strategy shards over (0: a node's)"),
@@ -218,19 +218,19 @@ static const CliFlag flags[] = {
     I("grad_accum", optim.grad_accum, G_TRAIN, "micro-batches per step"),
     B("accumulate_unsharded", shard.accumulate_unsharded, G_TRAIN, "keep full gradients over --grad_accum, reduce once a step"),
     I("max_steps", optim.max_steps, G_TRAIN, "steps to train (-1: --max_epochs decides, else 300; 0: evaluate only)",
-      CLI_ALIASES("max_training_steps", "num_steps")),
+      CLI_ALIASES("max_training_steps", "num_steps"), .range = "[-1, 2147483647]"),
     I("max_epochs", optim.max_epochs, G_TRAIN, "passes over the data (-1: evaluate, then generate)", .unset = "--max_steps decides",
       CLI_ALIASES("epochs")),
-    FL("lr", optim.lr, G_TRAIN, "peak learning rate", CLI_ALIASES("learning_rate")),
-    FL("min_lr", optim.min_lr, G_TRAIN, "learning rate at the end of the decay"),
-    FL("warmup", optim.warmup, G_TRAIN, "warm-up steps (below 1: a fraction of --max_steps)"),
+    FL("lr", optim.lr, G_TRAIN, "peak learning rate", CLI_ALIASES("learning_rate"), .range = "[0, 10]"),
+    FL("min_lr", optim.min_lr, G_TRAIN, "learning rate at the end of the decay", .range = "[0, 10]"),
+    FL("warmup", optim.warmup, G_TRAIN, "warm-up steps (below 1: a fraction of --max_steps)", .range = "[0, 1e9]"),
     E("lr_decay_style", optim.lr_decay_style, shard_lr_decay_names, G_TRAIN, "learning-rate decay after warm-up"),
     I("lr_decay_iters", optim.lr_decay_iters, G_TRAIN, "the step where the decay ends at --min_lr", .unset = "--max_steps"),
-    FL("plateau", optim.plateau, G_TRAIN, "plateau: steps held at --lr after warm-up (below 1: a fraction of --max_steps)"),
-    FL("weight_decay", optim.weight_decay, G_TRAIN, "AdamW weight decay (not on norm weights)"),
-    FL("beta1", optim.beta1, G_TRAIN, "AdamW beta1"),
-    FL("beta2", optim.beta2, G_TRAIN, "AdamW beta2"),
-    FL("grad_clip", optim.grad_clip, G_TRAIN, "gradient norm clip (0: none)", CLI_ALIASES("grad_clip_thresh")),
+    FL("plateau", optim.plateau, G_TRAIN, "plateau: steps held at --lr after warm-up (below 1: a fraction of --max_steps)", .range = "[0, 1e9]"),
+    FL("weight_decay", optim.weight_decay, G_TRAIN, "AdamW weight decay (not on norm weights)", .range = "[0, 10]"),
+    FL("beta1", optim.beta1, G_TRAIN, "AdamW beta1", .range = "[0, 1)"),
+    FL("beta2", optim.beta2, G_TRAIN, "AdamW beta2", .range = "[0, 1)"),
+    FL("grad_clip", optim.grad_clip, G_TRAIN, "gradient norm clip (0: none)", CLI_ALIASES("grad_clip_thresh"), .range = "[0, 1e9]"),
     I("seed", optim.seed, G_TRAIN, "initialization, data order and dropout"),
     I("skip_nonfinite_steps", optim.skip_nonfinite_steps, G_TRAIN, "updates with a non-finite loss skipped before the run stops"),
 
@@ -281,13 +281,13 @@ static const CliFlag flags[] = {
     {.name = "trace_steps", .kind = CLI_CALL, AT(run.trace_steps), .call = parse_trace_steps, .show = show_trace_steps,
      .group = G_RUN, .arg = "A:B", .help = "the steps the trace covers, as logged (or W,U,A: torch.profiler.schedule's)",
      CLI_ALIASES("profile_steps")},
-    FL("collective_timeout", run.collective_timeout, G_RUN, "seconds a collective may wait (0: for ever)"),
-    I("num_threads", run.num_threads, G_RUN, "threads per rank (0: OMP_NUM_THREADS, SLURM_CPUS_PER_TASK, else all cores)"),
+    FL("collective_timeout", run.collective_timeout, G_RUN, "seconds a collective may wait (0: for ever)", .range = "[0, 1e7]"),
+    I("num_threads", run.num_threads, G_RUN, "threads per rank (0: OMP_NUM_THREADS, SLURM_CPUS_PER_TASK, else all cores)", .range = "[0, 65536]"),
 
     S("prompt", gen.prompt, G_GEN, "TEXT", "text to continue after training (with --chat_template: the user's turn)"),
     I("num_tokens", gen.num_tokens, G_GEN, "tokens to generate"),
-    FL("temperature", gen.temperature, G_GEN, "sampling temperature (0: greedy)"),
-    FL("top_p", gen.top_p, G_GEN, "nucleus sampling threshold"),
+    FL("temperature", gen.temperature, G_GEN, "sampling temperature (0: greedy)", .range = "[0, 100]"),
+    FL("top_p", gen.top_p, G_GEN, "nucleus sampling threshold", .range = "(0, 1]"),
 
     // the seed recipes' spellings that are not plain aliases (docs/flags.md, "Flags of the seed recipes")
     {.name = "model", .kind = CLI_MAP, AT(model.model_type), STRLEN(model.model_type), .choices = model_spellings,
@@ -340,7 +340,7 @@ static const CliFlag flags[] = {
     I("fp8_amax_history_len", recipe.fp8_amax_history_len, G_SEED, "SMP's fp8 setting: accepted; fp8 is refused"),
     S("fp8_amax_compute_algo", recipe.fp8_amax_compute_algo, G_SEED, "ALGO", "SMP's fp8 setting: accepted; fp8 is refused"),
     S("model_dir", recipe.model_dir, G_SEED, "DIR", "SMP's final-model folder: accepted; --save_final_model is refused"),
-    FL("summary_first_pdrop", recipe.summary_first_pdrop, G_SEED, "accepted; no effect (a GPT-2 classification head's dropout)"),
+    FL("summary_first_pdrop", recipe.summary_first_pdrop, G_SEED, "accepted; no effect (a GPT-2 classification head's dropout)", .range = "[0, 1)"),
 #define CALL(n, k, fn, a, h) {.name = n, .kind = CLI_CALL, AT(recipe.recipe_only[k]), .call = fn, .group = G_SEED, .arg = a, .help = h}
     CALL("checkpoint_type", RECIPE_ONLY_CHECKPOINT_TYPE, only_checkpoint_type, "sharded", "SMP's: sharded (fsdpc's only kind)"),
     CALL("data_type", RECIPE_ONLY_DATA_TYPE, only_data_type, "gpt", "SMP's: gpt (causal language modelling)"),
@@ -523,8 +523,6 @@ static void lora_check(const Config *c) {
         comm_fail_all("--quantize_base %s quantises the frozen base of LoRA adapters (QLoRA): give --lora_rank r (r > 0) too",
                       cli_choice_name(config_quantize_names, m->quantize_base));
     if (!m->lora_rank) return;
-    if (!(m->lora_alpha > 0.0f) || !isfinite(m->lora_alpha)) comm_fail_all("--lora_alpha must be positive, got %g", m->lora_alpha);
-    if (!(m->lora_dropout >= 0.0f && m->lora_dropout < 1.0f)) comm_fail_all("--lora_dropout must be in [0, 1), got %g", m->lora_dropout);
 }
 
 static void validate(const Config *c) {
@@ -534,25 +532,21 @@ static void validate(const Config *c) {
     const char *err = family_pending ? NULL : config_validate_model(m);
     if (err) comm_fail_all("%s", err);
     if (!family_pending) experts_check(c);
-    // refused with a reason rather than silently ignored: these arrive with later work
-    if (m->dropout < 0.0f || m->dropout >= 1.0f) comm_fail_all("--dropout must be in [0, 1), got %g", m->dropout);
+    // the floats' ranges (and some ints') are the flag table's (cli.h); here the counts' bounds and what relates flags
     if (c->optim.batch_size <= 0) comm_fail_all("--batch_size must be positive");
     if (c->optim.grad_accum <= 0) comm_fail_all("--grad_accum must be positive");
     if (c->optim.skip_nonfinite_steps < 0) comm_fail_all("--skip_nonfinite_steps must be >= 0");
-    if (c->optim.max_steps < -1) comm_fail_all("--max_steps must be >= 0");
+    if (c->optim.max_epochs == 0 && flags_given(c, "max_epochs"))  // 0 is "unset": given, it would mean nothing
+        comm_fail_all("--max_epochs must be at least 1 (or -1: evaluate, then generate), got 0; leave it out to let --max_steps decide");
+    if (c->optim.max_epochs < -1) comm_fail_all("--max_epochs must be at least 1, or -1 (evaluate, then generate), got %d", c->optim.max_epochs);
     if (c->optim.max_epochs < 0 && c->optim.max_steps > 0)
         comm_fail_all("--max_epochs %d (evaluate, then generate) and --max_steps %d contradict each other", c->optim.max_epochs, c->optim.max_steps);
-    if (c->optim.lr < 0 || c->optim.min_lr < 0 || c->optim.min_lr > c->optim.lr) comm_fail_all("need 0 <= --min_lr <= --lr");
-    if (c->optim.warmup < 0) comm_fail_all("--warmup must be >= 0 (steps, or a fraction of --max_steps when below 1)");
-    if (c->optim.beta1 < 0 || c->optim.beta1 >= 1 || c->optim.beta2 < 0 || c->optim.beta2 >= 1) comm_fail_all("--beta1/--beta2 must be in [0, 1)");
-    if (c->optim.weight_decay < 0) comm_fail_all("--weight_decay must be >= 0");
+    if (c->optim.min_lr > c->optim.lr) comm_fail_all("need --min_lr <= --lr");
     if (c->run.logging_freq <= 0) comm_fail_all("--logging_freq must be positive");
     if (c->ckpt.checkpoint_freq < 0 || c->data.validation_freq < 0) comm_fail_all("--checkpoint_freq/--validation_freq must be >= 0");
     if (c->data.validation_batches <= 0) comm_fail_all("--validation_batches must be positive");
     if (c->ckpt.num_kept_checkpoints < 0) comm_fail_all("--num_kept_checkpoints must be >= 0 (0 keeps all)");
     if (c->gen.num_tokens < 0) comm_fail_all("--num_tokens must be >= 0");
-    if (c->gen.temperature < 0) comm_fail_all("--temperature must be >= 0 (0 = greedy)");
-    if (c->gen.top_p <= 0 || c->gen.top_p > 1) comm_fail_all("--top_p must be in (0, 1]");
     if (c->shard.shard_group_size < 0) comm_fail_all("--shard_group_size must be positive");
     if (c->shard.tensor_parallel_degree < 1) comm_fail_all("--tensor_parallel_degree must be at least 1 (1: no tensor parallelism)");
     if (c->shard.sequence_parallel && c->shard.tensor_parallel_degree < 2)
@@ -562,21 +556,16 @@ static void validate(const Config *c) {
         comm_fail_all("--shard_group_size %d only applies to --sharding %s|%s (this run uses %s)", c->shard.shard_group_size,
                       shard_strategy_name(SHARD_HYBRID_FULL), shard_strategy_name(SHARD_HYBRID_GRAD_OP),
                       shard_strategy_name(c->shard.sharding));
-    if (c->model.initializer_range <= 0) comm_fail_all("--initializer_range must be positive");
-    if (c->optim.grad_clip < 0) comm_fail_all("--grad_clip must be >= 0 (0 = no clipping)");
     if (!c->ckpt.checkpoint_dir[0]) comm_fail_all("--checkpoint_dir needs a directory (--checkpoint_freq 0 turns checkpoints off)");
     if (c->data.val_batch_size < 0) comm_fail_all("--val_batch_size must be >= 0 (0: --batch_size)");
     if (c->optim.lr_decay_iters < 0) comm_fail_all("--lr_decay_iters must be >= 0 (0: --max_steps)");
-    if (c->optim.plateau < 0) comm_fail_all("--plateau must be >= 0 (steps, or a fraction of --max_steps when below 1)");
     if (c->optim.plateau > 0 && c->optim.lr_decay_style != LR_DECAY_PLATEAU)
         comm_fail_all("--plateau %g applies to --lr_decay_style plateau (this run uses %s)", c->optim.plateau,
                       shard_lr_decay_name(c->optim.lr_decay_style));
     if (c->shard.shard_degree < 0) comm_fail_all("--shard_degree must be positive");
     if (c->shard.activation_loading_horizon < 1) comm_fail_all("--activation_loading_horizon must be >= 1 (blocks fetched ahead)");
     if (c->shard.selective_checkpointing < 0) comm_fail_all("--selective_checkpointing must be >= 0 (every Nth block)");
-    if (c->run.num_threads < 0) comm_fail_all("--num_threads must be >= 0 (0 = all cores)");
     if (!c->data.tokenizer[0]) comm_fail_all("--tokenizer needs a value: byte, a tokenizer.model / tokenizer.json, a directory or a hub name");
-    if (c->run.collective_timeout < 0) comm_fail_all("--collective_timeout must be >= 0 seconds (0 waits for ever)");
     const char *sizes = flags_check_world(c, 1);
     if (sizes) comm_fail_all("%s", sizes);
     if (c->ckpt.finetune && !c->ckpt.init_from[0])

@@ -165,6 +165,12 @@ static void resolve_resume(Run *r) {
     if (found) return;
     size_t n = strlen(p);
     if (n > 3 && !strcmp(p + n - 3, ".h5")) comm_fail_all("checkpoint file '%s' does not exist", p);
+    // a requeued training run's first start finds none; a run that trains nothing would evaluate
+    // and generate from random weights
+    if (r->cfg->optim.max_steps == 0 || r->cfg->optim.max_epochs < 0)
+        comm_fail_all("--resume_from_checkpoint '%s' holds no checkpoint, and this run trains no step (%s): it would evaluate "
+                      "and generate from random weights; name a checkpoint or a folder holding one", p,
+                      r->cfg->optim.max_epochs < 0 ? "--max_epochs -1" : "--max_steps 0");
     log_msg("No checkpoint found in %s, starting fresh\n", p);
 }
 
@@ -286,6 +292,9 @@ void inputs_load_state(Run *r) {
         log_msg("Initialized weights from %s (fresh optimizer state, step 0)\n", hf_source_path(r->hf));
         hf_close(r->hf);
         r->hf = NULL;
+    } else if (c->optim.max_steps == 0 || c->optim.max_epochs < 0) {
+        log_msg("warning: this run trains no step and loads no weights (no --resume_from_checkpoint or --init_from): what "
+                "it evaluates or generates comes from random weights (--seed %d)\n", c->optim.seed);
     }
     const char *adapter = c->ckpt.init_adapter;
     if (!adapter[0]) return;

@@ -1,6 +1,7 @@
 // outputs: what a training run writes besides checkpoints: the metrics file, TensorBoard events
 // and the log's step and memory lines (see run.h).
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,6 +270,10 @@ void outputs_log_point(Run *r, int done, float lr, const StepResult *s, char *li
 }
 
 void outputs_validation(Run *r, int done, double vl, char *line, size_t cap, int *len) {
+    if (isnan(vl)) {  // nothing validated: no target bore loss
+        if (*len) *len += snprintf(line + *len, cap - *len, ", \"val_loss\": null");
+        return;
+    }
     if (*len) *len += snprintf(line + *len, cap - *len, ", \"val_loss\": %.9g", vl);
     if (r->tb) tboard_scalar(r->tb, "val/loss", done, vl);
 }

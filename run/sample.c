@@ -29,6 +29,7 @@ typedef struct {
 // the sample
 static int emit_token(int32_t tok, void *ctx) {
     Emitter *e = ctx;
+    comm_stop_progress();
     if (tok == tok_eos(e->tok) || tok == e->stop || comm_stop_signal) return 0;
     char buf[256];
     size_t n = tok_piece_bytes(e->tok, e->prev, tok, buf, sizeof buf);
@@ -105,7 +106,7 @@ static const char *generate_text(Run *r, const ModelPlan *plan, const void *cons
     }
     // a pure generation run writes the exact bytes, and so does a terminal; the sample after
     // training, redirected, is for a log
-    int for_log = shard_step(&r->st) > r->start_step && !isatty(fileno(stdout));
+    int for_log = shard_step(&r->st) > r->start_step && !isatty(STDOUT_FILENO);
     // under tensor parallelism the tp group's other ranks run the same forwards and print nothing
     int speak = comm_info.rank == 0;
     Emitter e = {.tok = r->tok, .stop = stop, .prev = prompt[n - 1], .text = for_log ? mallocCheck(256) : NULL, .cap = 256};

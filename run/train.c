@@ -286,6 +286,9 @@ static StepResult train_step(Run *r, int step, float lr) {
     if (prepass) route_prepass(r, step, nmicro), prof_mark(r, PROF_COMPUTE);
     if (log_only) model_router_collect(&r->acts);
     model_router_step(&r->acts, (double)r->order.global_batch * c->model.max_context_width);  // capacity counts afresh
+    char pause[24];  // the tests' stand-in for a compute kernel that does not return
+    snprintf(pause, sizeof pause, "step%d", step + 1);
+    clock_test_pause(pause);
     for (int micro = 0; micro < nmicro; micro++) {
         trace_begin(TRACE_DATA, "data wait", -1);
         fill_batch(r, step, micro);
@@ -298,6 +301,7 @@ static StepResult train_step(Run *r, int step, float lr) {
         model_router_train(&r->acts, (double)r->batch->loss_tokens);  // a mixture of experts: losses over the global batch
         train_micro_step(&r->st, &r->acts, r->batch->inp, r->batch->tgt, r->batch->docs ? r->batch->kstart : NULL, p->nrows,
                          1.0f, micro == nmicro - 1, micro);
+        comm_stop_progress();
         prof_mark(r, PROF_COMPUTE);
     }
     shard_grads_finish(&r->st);
@@ -324,6 +328,11 @@ static StepResult train_step(Run *r, int step, float lr) {
     trace_counter("loss", out.loss);
     if (kern_on_gpu()) trace_counter("device memory", kern_peak_mem_mib());
     out.gnorm = st.grad_norm * inv;
+    // the tests' divergence, since no learning rate in --lr's range reliably makes one:
+    // FSDPC_TEST_NONFINITE=N makes the loss and gradient norm of step N and every later step NaN
+    // (on every rank)
+    const char *nonfinite = getenv("FSDPC_TEST_NONFINITE");
+    if (nonfinite && step + 1 >= atoi(nonfinite)) out.loss = out.gnorm = NAN;
     out.applied = isfinite(out.loss) && isfinite(out.gnorm);
     trace_begin(TRACE_COMPUTE, "optimizer", -1);
     if (!(st.tokens > 0)) {
@@ -337,9 +346,9 @@ static StepResult train_step(Run *r, int step, float lr) {
     return out;
 }
 
-// The mean validation loss. stoppable (a run that only validates): a stop signal on any rank ends
-// it at the next batch on every rank, returning NAN with *stopped set to the signal.
-static double validate(Run *r, int stoppable, int *stopped) {
+// The mean validation loss (NAN when no target bore loss). A stop signal on any rank ends it at the
+// next batch on every rank, returning NAN with *stopped set to the signal.
+static double validate(Run *r, int *stopped) {
     Config *c = r->cfg;
     // a validation batch of --val_batch_size sequences per rank runs as micro-batches of at most
     // --batch_size rows, the size the activations were allocated for
@@ -356,33 +365,41 @@ static double validate(Run *r, int stoppable, int *stopped) {
         }
         if (k == 0) continue;
         int m = k - 1, i = m / parts;
-        if (stoppable && (*stopped = comm_stop_any())) {
-            log_msg("Stopped by signal %d (%s) during validation, at batch %d of %d: no loss reported, nothing written; "
-                    "exiting with status %d\n", *stopped, comm_signal_name(*stopped), i + 1, c->data.validation_batches,
-                    TRAIN_EXIT_PREEMPTED);
+        if ((*stopped = comm_stop_any())) {
+            if (r->max_steps)  // training's: the step's checkpoint and line follow
+                log_msg("Stopped by signal %d (%s) during validation, at batch %d of %d: no loss reported\n", *stopped,
+                        comm_signal_name(*stopped), i + 1, c->data.validation_batches);
+            else
+                log_msg("Stopped by signal %d (%s) during validation, at batch %d of %d: no loss reported, nothing written; "
+                        "exiting with status %d\n", *stopped, comm_signal_name(*stopped), i + 1, c->data.validation_batches,
+                        TRAIN_EXIT_PREEMPTED);
             return NAN;
         }
         int rows = Bv - (m % parts) * B < B ? Bv - (m % parts) * B : B;
         const char *bad = data_loader_next(r->val_loader, plan[m & 1], k < n ? plan[k & 1] : NULL, r->batch, "validation");
         if (bad) comm_fail_local("%s", bad);
         train_micro_step(&r->st, &r->acts, r->batch->inp, r->batch->tgt, r->batch->docs ? r->batch->kstart : NULL, rows, 0.0f, 1, i);
+        comm_stop_progress();
         sums[1] += r->tp_rank ? 0.0 : (double)r->batch->loss_tokens;  // a tp group's tokens, once
     }
     sums[0] = model_loss_read(&r->acts);
     check_token_ids(r, -1);
     comm_allreduce_sum_f64(comm_world(), sums, 2);
-    return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+    return sums[1] > 0 ? sums[0] / sums[1] : NAN;  // NAN: no target bore loss, nothing was validated
 }
 
-// Training's periodic validation runs to its end (a stop then ends the run at the next step, with
-// a checkpoint); a run that only validates passes stoppable and gets *stopped.
-static double log_validation(Run *r, int step, int stoppable, int *stopped) {
-    int none = 0;
-    if (!stopped) stopped = &none;
+// A stop signal ends a validation at its next batch (*stopped set): a run that only validates
+// exits, training writes the step's checkpoint and exits.
+static double log_validation(Run *r, int step, int *stopped) {
     trace_begin(TRACE_COMPUTE, "validation", -1);
-    double vl = validate(r, stoppable, stopped);
+    comm_stop_watch("validation");
+    double vl = validate(r, stopped);
+    comm_stop_watch("training");
     trace_end(TRACE_COMPUTE);
-    if (!*stopped) log_msg("Batch %d Validation loss: %.5f, perplexity: %.3f\n", step, vl, exp(vl));
+    if (!*stopped && isnan(vl))
+        log_msg("Batch %d Validation: nothing validated, no target in its %d batch(es) bears loss (every label -100 or "
+                "attention mask 0)\n", step, r->cfg->data.validation_batches);
+    else if (!*stopped) log_msg("Batch %d Validation loss: %.5f, perplexity: %.3f\n", step, vl, exp(vl));
     return vl;
 }
 
@@ -442,11 +459,18 @@ static void check_file_size(const Run *r) {
 static void setup_steps(Run *r) {
     const Config *c = r->cfg;
     if (r->max_steps < 0) r->max_steps = 300;
+    if (c->optim.max_epochs > 0 && !r->train.nchunks)
+        log_msg("--max_epochs %d does not apply: synthetic data has no epochs, so --max_steps decides (%d steps)\n",
+                c->optim.max_epochs, r->max_steps);
     if (c->optim.max_epochs > 0 && r->train.nchunks) {  // a synthetic dataset has no epochs
         uint64_t samples, steps;  // the steps --max_epochs passes over the data, saturating far above any run
         if (!checked_mul((uint64_t)c->optim.max_epochs, r->train.nchunks, &samples)) samples = UINT64_MAX - INT32_MAX;
         steps = (samples + (uint64_t)r->order.global_batch - 1) / (uint64_t)r->order.global_batch;
         int by_epochs = steps > INT32_MAX ? INT32_MAX : (int)steps;
+        if (c->optim.max_steps >= 0)  // both given: the first reached ends the run, said once
+            log_msg("--max_steps %d and --max_epochs %d (%d steps here): the run stops at whichever comes first, step %d (%s)\n",
+                    c->optim.max_steps, c->optim.max_epochs, by_epochs, by_epochs < r->max_steps ? by_epochs : r->max_steps,
+                    by_epochs < r->max_steps ? "--max_epochs" : "--max_steps");
         if (c->optim.max_steps < 0 || by_epochs < r->max_steps) r->max_steps = by_epochs;
     }
 }
@@ -567,6 +591,7 @@ static int train_setup(Run *r) {
     setup_build(r);
     inputs_load_state(r);
     comm_stop_polled(1);
+    comm_stop_watch("training");  // a kernel that never returns must not keep a stop from being obeyed
     r->start_step = shard_step(&r->st);
     if (r->start_step < r->max_steps)  // the model's initial values or checkpoint, the data and the device, before any step
         log_msg("start-up: %.1f s to the first step on %d host thread(s)\n", clock_now_s() - t_start, c->run.num_threads);
@@ -606,7 +631,10 @@ static int train_loop(Run *r) {
         int do_val = r->has_val && c->data.validation_freq > 0 && done % c->data.validation_freq == 0;
         // a skipped step's weights are the last good step's: its checkpoint would only replay the failure
         int do_ckpt = s.applied && c->ckpt.checkpoint_freq > 0 && (done % c->ckpt.checkpoint_freq == 0 || done == r->max_steps);
-        if (do_val) outputs_validation(r, done, log_validation(r, done, 0, NULL), line, sizeof line, &len);
+        int val_stopped = 0;
+        double vl = do_val ? log_validation(r, done, &val_stopped) : 0.0;
+        if (do_val && !val_stopped) outputs_validation(r, done, vl, line, sizeof line, &len);
+        if (val_stopped) s.preempt = 1;
         outputs_step_done(r, line, sizeof line, len);
         prof_mark(r, do_val ? PROF_EVAL : -1);
         if (do_ckpt) save(r, done);
@@ -633,7 +661,9 @@ static int train_finish(Run *r, int status) {
     kern_timers_report();
     outputs_close(r);
     int val_stopped = 0;
-    if (r->max_steps == 0 && r->has_val && c->data.val_data[0]) log_validation(r, shard_step(&r->st), 1, &val_stopped);
+    if (r->max_steps == 0 && r->has_val && c->data.val_data[0]) log_validation(r, shard_step(&r->st), &val_stopped);
+    else if (r->max_steps == 0)  // an evaluation without data must say so, not end in silence
+        log_msg("nothing evaluated: this run trains no step and has no --val_data\n");
     if (val_stopped) status = TRAIN_EXIT_PREEMPTED;
     int wants_sample = !status && c->gen.num_tokens > 0 && (c->gen.prompt[0] || shard_step(&r->st) > r->start_step || c->optim.max_epochs < 0);
     if (wants_sample && r->no_text) {  // an explicit --prompt was refused at start-up
@@ -642,6 +672,7 @@ static int train_finish(Run *r, int status) {
         wants_sample = 0;
     }
     if (wants_sample) {
+        comm_stop_watch("generation");
         const char *failed = sample_generate(r);
         double stopped = failed ? OUTPUT_FAILED : comm_stop_signal;  // rank 0 generates; every rank exits alike
         comm_allreduce_max_f64(comm_world(), &stopped, 1);

@@ -53,6 +53,9 @@ suite "mpich: make MPI=mpich; Hydra's mpiexec -n 2 -ppn 2 losses equal Open MPI'
 suite "gpt2 tokenizer: encoder.json + vocab.bpe and byte-level tokenizer.json against js-tiktoken" bash test/integration/test_gpt2_tokenizer.sh
 suite "probes identity: resume with changed inputs, ranks that see different files, checkpoint I/O under the collective timeout" bash test/probes/test_probes_identity.sh
 suite "probes (limits): ulimit -v/-n/-f, umask, threads above the cores, overflowing sizes, errors that name their cause" bash test/probes/test_probes_limits.sh
+suite "probes env: OpenMP/OpenBLAS variables that stalled the thread pools, SIGTERM under each; a stop obeyed when a kernel never returns" bash test/probes/test_probes_env.sh
+suite "probes values: empty path flags, numeric ranges, counts at 0/1/max, all-masked validation, evaluate-only runs without weights, lossy export" bash test/probes/test_probes_values.sh
+suite "probes pipes: stdout closed by its reader (| head) or at start (>&-), np=1 and under mpirun np=2" bash test/probes/test_probes_pipes.sh
 suite "prepare: shards from text and JSON Lines" bash test/integration/test_prepare.sh
 suite "container: Dockerfile installs through run/install-deps.sh and its build stage runs here; the MPIJob parses, requests GPUs and EFA, and its mpirun line trains" bash test/integration/test_container.sh
 suite "chat tables: chat rows from Arrow and Parquet (list<struct>) as from JSON Lines; bad rows, damaged files" bash test/integration/test_chat_tables.sh

@@ -16,6 +16,7 @@
 
 #include "../../base/half.h"
 #include "../../base/limits.h"
+#include "../../base/log.h"
 #include "../../base/rng.h"
 #include "../backend.h"
 #include "cpu_common.h"
@@ -154,12 +155,45 @@ static const char *threads_fit(int n, size_t reserve, char *msg, size_t len) {
     return msg;
 }
 
+// OpenBLAS's OpenMP build asks OpenMP for a team of its thread count and spins until every member
+// has joined: a team given fewer threads never finishes its GEMM. OMP_DYNAMIC=true (teams sized by
+// the load), OMP_MAX_ACTIVE_LEVELS=0 (every team of one thread) and an OMP_THREAD_LIMIT below the
+// count do that, so they are overridden here, each with one line; other OpenMP and OpenBLAS
+// variables are honoured (binding, waiting, stacks) or replaced by --num_threads (thread counts).
+static int cpu_fix_omp_env(int num_threads) {
+    if (omp_get_dynamic()) {
+        omp_set_dynamic(0);
+        log_msg("fsdpc: OMP_DYNAMIC=%s overridden: teams of a fixed size (OpenBLAS waits for every thread it asks for)\n",
+                getenv("OMP_DYNAMIC") ? getenv("OMP_DYNAMIC") : "true");
+    }
+    if (omp_get_max_active_levels() < 1) {
+        omp_set_max_active_levels(1);
+        log_msg("fsdpc: OMP_MAX_ACTIVE_LEVELS=%s overridden with 1: fsdpc's threads need one active level\n",
+                getenv("OMP_MAX_ACTIVE_LEVELS") ? getenv("OMP_MAX_ACTIVE_LEVELS") : "0");
+    }
+    int limit = omp_get_thread_limit();  // fixed at start-up: a count above it is lowered instead
+    if (limit > 0 && num_threads > limit) {
+        log_msg("fsdpc: %d thread(s) lowered to OMP_THREAD_LIMIT=%d\n", num_threads, limit);
+        num_threads = limit;
+    }
+    static const char *const blas_vars[] = {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS"};
+    static int said;  // cpu_init may run again (plan)
+    for (int i = 0; i < 2 && !said; i++) {
+        const char *v = getenv(blas_vars[i]);
+        if (v && atoi(v) != num_threads)
+            log_msg("fsdpc: %s=%s overridden: OpenBLAS runs this rank's %d thread(s)\n", blas_vars[i], v, num_threads);
+    }
+    said = 1;
+    return num_threads;
+}
+
 const char *cpu_init(int num_threads) {
     static char msg[600];
     static int mapped;  // OpenBLAS buffers mapped so far (it keeps them)
     if (!mapped) mapped = openblas_get_num_threads();
     if (num_threads <= 0) num_threads = omp_get_max_threads();
     if (num_threads > CPU_MAX_THREADS) num_threads = CPU_MAX_THREADS;
+    num_threads = cpu_fix_omp_env(num_threads);
     int want = 2 * num_threads;  // the threads' own, and one per GEMM a thread runs (OpenBLAS may cap the threads lower)
     const char *why = threads_fit(num_threads, want > mapped ? (size_t)(want - mapped) * CPU_BLAS_BUFFER : 0, msg, sizeof msg);
     if (why) return why;

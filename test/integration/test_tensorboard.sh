@@ -52,7 +52,7 @@ st=$?
 check "a resumed run on 2 ranks writes one more events file, steps 5..8" $? "rc=$rc1,$rc2 $out $(grep -m1 error "$W/r2.log")"
 
 # ---- skipped non-finite steps: train/lr only, written before the run stops ----
-./fsdpc $SMALL --lr 1e30 --min_lr 0 --warmup 0 --checkpoint_freq 0 --logging_freq 1 --max_steps 6 --skip_nonfinite_steps 1 \
+FSDPC_TEST_NONFINITE=2 ./fsdpc $SMALL --min_lr 0 --warmup 0 --checkpoint_freq 0 --logging_freq 1 --max_steps 6 --skip_nonfinite_steps 1 \
     --metrics_file "$W/div.jsonl" --tensorboard_dir "$W/div" >/dev/null 2>"$W/div.log"
 rc=$?
 out=$($READ "$W/div" "$W/div.jsonl")

@@ -218,7 +218,7 @@ check "--use_nsys under nsys: runs, one line saying what the report holds" $? "(
 ./fsdpc $M --max_steps 1 --validation_freq 0 --use_nsys=False --recipe_defaults none >"$W/nsys0.log" 2>&1
 [ $? = 0 ] && ! grep -q nsys "$W/nsys0.log"
 check "--use_nsys=False: no check, no line" $? "$(tail -c 300 "$W/nsys0.log")"
-expect_error "--collective_timeout -1" "^fsdpc: error: --collective_timeout must be >= 0" ./fsdpc $M --collective_timeout -1
+expect_error "--collective_timeout -1" "^fsdpc: error: --collective_timeout must be in \[0, 1e7\]" ./fsdpc $M --collective_timeout -1
 
 # start_job NAME NP ARGS...: an NP-rank run in the background; sets JOB (its timeout) and RANKS
 # (the ranks' pids)

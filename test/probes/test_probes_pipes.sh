@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Issue 39, class 7: pipes that close. Generation and tokenize piped into a reader that leaves
+# (| head) end with one "cannot write standard output: Broken pipe" line and exit 1, never
+# SIGPIPE (141); under mpirun at np=2 every rank ends the same way and mpirun neither crashes
+# (it did in PMIx_Finalize, 139) nor dies of SIGPIPE. A stdout closed at start (>&-) is the same
+# one line. The checkpoint read and the ones written stay as they were.
+cd "$(dirname "$0")/../.."
+source test/lib.sh
+PREFIX="pipes: "
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
+SHAPE="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64"
+./fsdpc $SHAPE --batch_size 4 --num_tokens 0 --num_threads 1 --max_steps 2 --checkpoint_freq 2 --checkpoint_dir "$W/ck" >/dev/null 2>&1
+CK="$W/ck/step_00000002.h5"
+GEN="$SHAPE --num_threads 1 --max_steps 0 --resume_from_checkpoint $CK --prompt hello --num_tokens 100000 --temperature 0.8"
+yes "To be, or not to be, that is the question" | head -200000 >"$W/lines.txt"
+sha256sum "$CK" "$W/lines.txt" >"$W/inputs.sha"
+
+# piped NAME REGEX CMD: the shell pipeline CMD (its first command's status in $W/rc) ends with
+# status 1 and exactly one error line matching REGEX on stderr ($W/err), within 60 s, inputs unchanged
+piped() {
+    local name=$1 re=$2 rc lines t0=$SECONDS
+    bash -c "$3" 2>"$W/err"
+    rc=$(cat "$W/rc" 2>/dev/null)
+    lines=$(grep -c '^fsdpc: error:' "$W/err")
+    [ "$rc" = 1 ] && [ "$lines" = 1 ] && grep -Eq -- "$re" "$W/err" && [ $((SECONDS - t0)) -le 60 ] &&
+        ! grep -q "Segmentation fault\|SIGPIPE detected\|Process received signal" "$W/err" && sha256sum -c --quiet "$W/inputs.sha" >/dev/null 2>&1
+    check "$name" $? "(rc=$rc, $((SECONDS - t0)) s, $lines error lines: $(grep -m3 -E 'error|SIGPIPE|Segmentation' "$W/err" | head -c 300 | tr '\n' '|'))"
+    rm -f "$W/rc"
+}
+BROKEN="^fsdpc: error: cannot write standard output: Broken pipe$"
+
+piped "generation | head -c 10 at np=1" "$BROKEN" \
+    "timeout 60 ./fsdpc $GEN | head -c 10 >/dev/null; echo \${PIPESTATUS[0]} >'$W/rc'"
+piped "tokenize | head -1 at np=1" "$BROKEN" \
+    "timeout 60 ./fsdpc tokenize --tokenizer byte <'$W/lines.txt' | head -1 >/dev/null; echo \${PIPESTATUS[0]} >'$W/rc'"
+piped "tokenize --decode | head -1 at np=1" "$BROKEN" \
+    "./fsdpc tokenize --tokenizer byte <'$W/lines.txt' >'$W/ids.txt' 2>/dev/null;
+     timeout 60 ./fsdpc tokenize --tokenizer byte --decode <'$W/ids.txt' | head -1 >/dev/null; echo \${PIPESTATUS[0]} >'$W/rc'"
+for np in 1 2; do
+    piped "generation | head -c 10 under mpirun -np $np" "$BROKEN" \
+        "$MPI -np $np ./fsdpc $GEN | head -c 10 >/dev/null; echo \${PIPESTATUS[0]} >'$W/rc'"
+    piped "tokenize | head -1 under mpirun -np $np" "$BROKEN" \
+        "$MPI -np $np ./fsdpc tokenize --tokenizer byte <'$W/lines.txt' | head -1 >/dev/null; echo \${PIPESTATUS[0]} >'$W/rc'"
+done
+# a reader that is gone before the first write: the same line
+piped "generation into a pipe already closed (np=2)" "$BROKEN" \
+    "$MPI -np 2 ./fsdpc $GEN | true; echo \${PIPESTATUS[0]} >'$W/rc'"
+
+# training, then a sample into | head: the run's checkpoints are whole, the line is the one error
+rm -rf "$W/tr"
+piped "training then a sample into | head -c 5: one line, exit 1" "$BROKEN" \
+    "timeout 60 ./fsdpc $SHAPE --batch_size 4 --num_threads 1 --max_steps 2 --checkpoint_freq 2 --checkpoint_dir '$W/tr' \
+        --num_tokens 100000 --prompt hi | head -c 5 >/dev/null; echo \${PIPESTATUS[0]} >'$W/rc'"
+[ "$(ls "$W/tr")" = "step_00000002.h5" ] && ./fsdpc $SHAPE --num_threads 1 --max_steps 0 --resume_from_checkpoint "$W/tr" \
+    --num_tokens 3 --prompt hi >/dev/null 2>&1
+check "the checkpoint written before the pipe closed is whole (resumes)" $?
+
+# stdout closed at start: one line, exit 1, nothing else breaks
+piped "generation with stdout closed (>&-)" "^fsdpc: error: cannot write standard output: Bad file descriptor$" \
+    "timeout 60 ./fsdpc $GEN >&-; echo \$? >'$W/rc'"
+piped "tokenize with stdout closed (>&-)" "^fsdpc: error: cannot write standard output: Bad file descriptor$" \
+    "timeout 60 ./fsdpc tokenize --tokenizer byte <'$W/lines.txt' >&-; echo \$? >'$W/rc'"
+
+# mpirun into a pipe that stays open: rank 0's output arrives whole, as before
+out=$($MPI -np 2 ./fsdpc tokenize --tokenizer byte <<<"hello" 2>/dev/null)
+[ "$out" = "104 101 108 108 111" ]
+check "under mpirun into an open pipe, tokenize's output is whole" $? "($out)"
+# a run that mpirun did not start writes its own stdout, wherever its parent's goes
+out=$(bash -c "./fsdpc tokenize --tokenizer byte <<<hello >'$W/own.txt' 2>/dev/null")
+[ -z "$out" ] && [ "$(cat "$W/own.txt")" = "104 101 108 108 111" ]
+check "without mpirun, stdout redirected to a file under a piped parent stays the file" $? "($out)"
