@@ -165,9 +165,10 @@ static int place(const char *mine, const char *lock, const char *line, int len) 
     return -1;
 }
 
-const char *wlock_take(const char *lock, const char *id, const char *flag, const char *output, const char *kind) {
+const char *wlock_take(const char *lock, const char *id, const char *flag, const char *output, const char *kind, int *sys) {
     char host[256], boot[64], line[512];
     Lock o;  // another writer's
+    *sys = 0;
     int at = held_at(lock, id);
     if (at >= 0) return held[at].refs++, NULL;
     host_identity(host, sizeof host, boot, sizeof boot);
@@ -181,9 +182,8 @@ const char *wlock_take(const char *lock, const char *id, const char *flag, const
     if (!ok) {
         unlink(mine);
         free(mine);
-        err_text(msg, sizeof msg, "cannot write the writer lock '%s': %s", lock, strerror(why));
-        errno = why;  // for a caller that names the path's problem (comm_path_error)
-        return msg;
+        *sys = why;
+        return err_text(msg, sizeof msg, "cannot write the writer lock '%s': %s", lock, strerror(why));
     }
     for (int attempt = 0;; attempt++) {
         if (place(mine, lock, line, len) == 0) break;

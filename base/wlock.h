@@ -20,9 +20,9 @@ char *wlock_path(const char *output, int is_dir);
 // ("checkpoints"). A lock this process already holds for id is taken again (counted, so that one
 // folder given to two flags is fine); one left by a writer that provably ended (on this host: its
 // process is gone, or the host rebooted since) is taken over, logged. NULL, or the one-line
-// error (a static buffer; errno then says why, where the lock could not be written). The lock
-// goes with wlock_release, or at exit.
-const char *wlock_take(const char *lock, const char *id, const char *flag, const char *output, const char *kind);
+// error (a static buffer; *sys: the errno where the lock's file could not be written there, for a
+// caller that names the path's problem, else 0). The lock goes with wlock_release, or at exit.
+const char *wlock_take(const char *lock, const char *id, const char *flag, const char *output, const char *kind, int *sys);
 // Whether the lock file still holds id: NULL, or the line saying it was removed or taken over.
 const char *wlock_lost(const char *lock, const char *id);
 // Whether the writer of the lock file `lock` provably ended (1: on this host, its process is gone

@@ -547,6 +547,17 @@ static void __attribute__((noreturn)) deadline_expired(const char *what, double 
     _exit(1);
 }
 
+// a watchdog thread nobody joins; 0, or pthread_create's error
+static int start_detached(void *(*fn)(void *)) {
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&t, &attr, fn, NULL);
+    pthread_attr_destroy(&attr);
+    return rc;
+}
+
 static void *deadline_main(void *arg) {
     pthread_mutex_lock(&deadline_lock);
     for (;;) {
@@ -576,12 +587,7 @@ void comm_deadline_begin(const char *what) {
         deadline_mark_us = clock_now_us();
     }
     if (!deadline_thread) {  // started on first use; it sleeps while no phase is open
-        pthread_t t;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        int rc = pthread_create(&t, &attr, deadline_main, NULL);
-        pthread_attr_destroy(&attr);
+        int rc = start_detached(deadline_main);
         if (rc) {
             pthread_mutex_unlock(&deadline_lock);
             err_fatal("cannot start the --collective_timeout watchdog thread: %s", strerror(rc));
@@ -637,12 +643,7 @@ static void *stop_watch_main(void *arg) {
 }
 
 static void stop_watch_start(void) {
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&t, &attr, stop_watch_main, NULL);
-    pthread_attr_destroy(&attr);
+    int rc = start_detached(stop_watch_main);
     if (rc) err_fatal("cannot start the stop-signal watchdog thread: %s", strerror(rc));
 }
 

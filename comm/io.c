@@ -172,10 +172,10 @@ const char *io_write_error(FILE *f, const char *what) {
 char *io_lock_output(const char *output, int is_dir, const char *id, const char *flag, const char *kind, const char **err) {
     static char msg[2600];
     char *lock = wlock_path(output, is_dir);
-    errno = 0;
-    *err = wlock_take(lock, id, flag, output, kind);
-    if (*err && (errno == ENOTDIR || errno == ENOENT || errno == EACCES))  // the way to the output: its own words
-        *err = err_text(msg, sizeof msg, "cannot open %s '%s': %s", flag, output, comm_path_error(lock, errno));
+    int sys;
+    *err = wlock_take(lock, id, flag, output, kind, &sys);
+    if (*err && (sys == ENOTDIR || sys == ENOENT || sys == EACCES))  // the way to the output: its own words
+        *err = err_text(msg, sizeof msg, "cannot open %s '%s': %s", flag, output, comm_path_error(lock, sys));
     if (*err) {
         free(lock);
         return NULL;

@@ -86,3 +86,15 @@ npm_fetch() {
     done
     export NODE_PATH=$paths
 }
+
+# refused_unchanged NAME REGEX CMD...: CMD ends non-zero (no crash, no hang) with exactly one
+# error line matching REGEX, and every input listed in $W/inputs.sha is unchanged
+refused_unchanged() {
+    local name=$1 re=$2 rc lines
+    shift 2
+    timeout 60 "$@" >"$W/out" 2>"$W/err"
+    rc=$?
+    lines=$(grep -c '^fsdpc: error:' "$W/err")
+    [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$lines" = 1 ] && grep -Eq -- "$re" "$W/err" && sha256sum -c --quiet "$W/inputs.sha" >/dev/null 2>&1
+    check "$name" $? "(rc=$rc, $lines error lines: $(grep -m2 . "$W/err" | head -c 300 | tr '\n' '|'))"
+}
