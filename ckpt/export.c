@@ -176,6 +176,11 @@ static const char *export_publish(ExportFiles *ef) {
                                                 : wlock_check_renamed(final, ef->ident[k][0], ef->ident[k][1]);
         free(final);
         free(tmp);
+        for (int j = 0; e && j < i; j++) {  // a failed publish leaves none of this export's files: they are no whole model
+            char *done = export_path(ef, ef->names[(j + 1) % ef->n], 0);
+            unlink(done);
+            free(done);
+        }
         if (e) return e;
     }
     return NULL;

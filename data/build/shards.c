@@ -11,6 +11,7 @@
 #include "../../base/wlock.h"
 #include "../../comm/comm.h"
 #include "../format/shardfile.h"
+#include "../rows/sft.h"
 
 // ---- encode ----
 
@@ -55,10 +56,11 @@ static int shards_encode(const ShardsSink *s, Buf *out, const Row *r, const char
     }
     const Doc *d = r->doc;
     if (!d->is_ids) return shards_put_text(out, s->width, s->tok, d->text, d->len, ids, cap), 0;
+    char idt[96];
     for (size_t i = 0; i < d->len; i++) {
         if (d->ids[i] < 0 || d->ids[i] >= s->id_limit)
-            return err_set(err, errlen, "'%s' row %llu holds token id %lld, outside %s", path, (unsigned long long)row,
-                           (long long)d->ids[i], s->id_range);
+            return err_set(err, errlen, "'%s' row %llu holds token id %s, outside %s", path, (unsigned long long)row,
+                           sft_id_text(d->ids[i], idt, sizeof idt), s->id_range);
         shards_put(out, s->width, (uint64_t)d->ids[i]);
     }
     return 0;

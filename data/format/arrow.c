@@ -1122,7 +1122,7 @@ static int ar_values(ArrowReader *r, const Batch *c, const ArrowCol *a, TableKin
         return err_set(err, errlen, "'%s' is corrupt: %s, column '%s': %" PRId64 " bytes of values for %" PRId64 " of %d bytes",
                        r->name, c->what, col, len, cn, a->width);
     v->longest = longest;
-    v->zero_copy = a->width == 8 && a->is_signed && !v->cvalid && !((uintptr_t)v->data & 7);  // uint64: checked as widened
+    v->zero_copy = a->width == 8 && !v->cvalid && !((uintptr_t)v->data & 7);
     return 0;
 }
 
@@ -1328,18 +1328,6 @@ static void ar_widen(int64_t *restrict dst, const uint8_t *restrict src, int64_t
 #undef AR_WIDEN
 }
 
-// A uint64 value above INT64_MAX among n widened ones (read as negative): named as the file holds
-// it, not as the wrapped number; -1 with err, else 0
-static int ar_uint64_above(const ArrowReader *r, const ArrowSel *s, const ArrowCol *a, const int64_t *x, int64_t n, char *err,
-                           size_t errlen) {
-    if (a->width != 8 || a->is_signed) return 0;
-    for (int64_t j = 0; j < n; j++)
-        if (x[j] < 0)
-            return err_set(err, errlen, "'%s': column '%s' (record batch %" PRId64 ") holds %llu, beyond any token id or count fsdpc "
-                           "reads (above 2^63 - 1)", r->name, r->cols[s->col].name, r->bi, (unsigned long long)x[j]);
-    return 0;
-}
-
 // Elements [lo, hi) of a struct list into s->strs, the chosen fields of each.
 static int ar_structs(ArrowReader *r, ArrowSel *s, int64_t lo, int64_t hi, char *err, size_t errlen) {
     if ((uint64_t)(hi - lo) * (uint64_t)s->nf > s->strs_cap) goto changed;
@@ -1388,7 +1376,6 @@ static int ar_value(ArrowReader *r, ArrowSel *s, const ArrowCol *a, const ArrowA
         v->ints = (const int64_t *)(const void *)(arr->data + 8 * (size_t)lo);
     } else {
         ar_widen(s->ints, arr->data + (size_t)lo * (size_t)a->width, len, a->width, a->is_signed);
-        if (ar_uint64_above(r, s, a, s->ints, len, err, errlen)) return -1;
         if (arr->cvalid)
             for (int64_t j = 0; j < len; j++)
                 if (!ar_bit(arr->cvalid, lo + j)) s->ints[j] = 0, v->has_null_item = 1;
@@ -1428,7 +1415,6 @@ static int ar_next(TableReader *t, TableValue *out, char *err, size_t errlen) {
         if (v->is_null) continue;
         if (s->kind == TABLE_INT) {
             ar_widen(&s->one, s->arr.data + (size_t)i * (size_t)a->width, 1, a->width, a->is_signed);
-            if (ar_uint64_above(r, s, a, &s->one, 1, err, errlen)) return -1;
             v->ints = &s->one, v->len = 1;
             continue;
         }

@@ -50,6 +50,13 @@ const CliChoice sft_format_names[] = {{"auto", SFT_AUTO}, {"text", SFT_TEXT}, {"
                                       {"prompt_completion", SFT_PROMPT_COMPLETION}, {"alpaca", SFT_ALPACA},
                                       {"chat", SFT_CHAT}, {NULL, 0}};
 
+const char *sft_id_text(int64_t id, char *buf, size_t len) {
+    int n = id >= 0 ? snprintf(buf, len, "%lld", (long long)id)
+                    : snprintf(buf, len, "%lld (%llu as an unsigned 64-bit value)", (long long)id, (unsigned long long)id);
+    (void)n;  // 96 bytes hold the longest
+    return buf;
+}
+
 const char *sft_format_name(SftFormat f) { return cli_choice_name(sft_format_names, f); }
 const char *sft_template_name(ChatTemplate t) { return cli_choice_name(sft_template_names, t); }
 
@@ -292,12 +299,14 @@ static int sft_ids_row(SftReader *r, const int64_t *ids, size_t n, const int64_t
     if (mask && nmask != n) return err_set(why, whylen, "attention_mask has %zu items but input_ids %zu", nmask, n);
     if (labels && nlabels != n) return err_set(why, whylen, "labels has %zu items but input_ids %zu", nlabels, n);
     int vocab = r->o.vocab;
+    char idt[96];
     for (size_t i = 0; i < n; i++) {
         if (mask && mask[i] != 0 && mask[i] != 1)
             return err_set(why, whylen, "attention_mask item %zu is %lld: masks hold 0 (padding) and 1", i, (long long)mask[i]);
         if (mask && !mask[i]) continue;  // padding leaves the row: its id and label do not matter
         if (ids[i] < 0 || ids[i] >= vocab)
-            return err_set(why, whylen, "input_ids item %zu is %lld, outside the vocabulary [0, %d)", i, (long long)ids[i], vocab);
+            return err_set(why, whylen, "input_ids item %zu is %s, outside the vocabulary [0, %d)", i, sft_id_text(ids[i], idt, sizeof idt),
+                           vocab);
         int64_t l = labels && !r->o.train_on_inputs ? labels[i] : ids[i];
         if (l != SFT_HF_IGNORE && (l < 0 || l >= vocab))
             return err_set(why, whylen, "labels item %zu is %lld: labels are -100 (no loss) or ids in [0, %d)", i, (long long)l, vocab);
@@ -443,10 +452,11 @@ static int sft_text_row(SftReader *r, SftRow *row, int32_t **tmp, size_t *cap, c
         sft_push_special(row, tok_eos(r->o.tok), true);
         return 1;
     }
+    char idt[96];
     for (size_t i = 0; i < d.len; i++) {
         if (d.ids[i] < 0 || d.ids[i] >= r->o.vocab)
-            return err_set(err, errlen, "'%s' document %llu: input_ids item %zu is %lld, outside the vocabulary [0, %d)", r->path,
-                            (unsigned long long)r->row, i, (long long)d.ids[i], r->o.vocab);
+            return err_set(err, errlen, "'%s' document %llu: input_ids item %zu is %s, outside the vocabulary [0, %d)", r->path,
+                            (unsigned long long)r->row, i, sft_id_text(d.ids[i], idt, sizeof idt), r->o.vocab);
         sft_push(row, (int32_t)d.ids[i], (int32_t)d.ids[i]);
     }
     return 1;

@@ -18,6 +18,9 @@
 // --chat_template, is text/chat.h's)
 typedef enum { SFT_AUTO, SFT_TEXT, SFT_IDS, SFT_PROMPT_COMPLETION, SFT_ALPACA, SFT_CHAT } SftFormat;
 extern const CliChoice sft_format_names[];
+// a token id read from a file, for a message: a negative one also as the unsigned 64-bit value
+// it wraps (a uint64 column's 2^64 - 1 reads as -1), in buf (96 bytes hold any)
+const char *sft_id_text(int64_t id, char *buf, size_t len);
 const char *sft_format_name(SftFormat f);
 int sft_format_parse(const char *s, SftFormat *out);  // 0, or -1 for a name that is none of the above
 

@@ -158,11 +158,11 @@ expect_error "np=2 export: the checkpoint's tokenizer is gone" "tokenizer is gon
     $MPI -np 2 ./fsdpc export --checkpoint "$W/kgone" --output "$W/out_gone"
 [ ! -e "$W/out_gone" ]
 check "a tokenizer that is gone stops export before it writes anything" $?
-mkdir -p "$W/out_fail/model.safetensors.tmp"  # the weights cannot be written: config.json already was
-expect_error "export: a file that cannot be created" "cannot create '$W/out_fail/model.safetensors.tmp'" \
+mkdir -p "$W/out_fail/model.safetensors/x"  # the weights cannot be published: the other files already were
+expect_error "export: a file that cannot be published" "cannot rename '$W/out_fail/model.safetensors.[0-9a-f]+.tmp' to '$W/out_fail/model.safetensors'" \
     ./fsdpc export --checkpoint "$CK" --output "$W/out_fail" --overwrite
-[ "$(ls "$W/out_fail")" = "model.safetensors.tmp" ]
-check "a failed export leaves no config.json or partial files" $? "$(ls "$W/out_fail" | tr '\n' ' ')"
+[ "$(ls -A "$W/out_fail")" = "model.safetensors" ]
+check "a failed export leaves no config.json or partial files" $? "$(ls -A "$W/out_fail" | tr '\n' ' ')"
 
 # ---- bad sources: one line naming the file or tensor, on every rank ----
 $PY - "$W" <<'PY'
