@@ -175,7 +175,7 @@ char *io_lock_output(const char *output, int is_dir, const char *id, const char 
     int sys;
     *err = wlock_take(lock, id, flag, output, kind, &sys);
     if (*err && (sys == ENOTDIR || sys == ENOENT || sys == EACCES))  // the way to the output: its own words
-        *err = err_text(msg, sizeof msg, "cannot open %s '%s': %s", flag, output, comm_path_error(lock, sys));
+        *err = err_text(msg, sizeof msg, "cannot write %s '%s': %s", flag, output, comm_path_error(lock, sys));
     if (*err) {
         free(lock);
         return NULL;

@@ -878,7 +878,11 @@ static bool prepare_stopped(Prepare *p, bool created_output) {
     prepare_split_abandon(&p->train);
     prepare_split_abandon(&p->val);
     comm_allreduce_sum_f64(comm_world(), stopped + 1, 1);
-    if (created_output && comm_info.rank == 0) rmdir(p->output);  // empty now; one that held other files stays
+    if (created_output && comm_info.rank == 0) {  // empty now once its lock goes; one that held other files stays
+        io_unlock_output(p->lock, p->id);
+        p->lock = NULL;
+        rmdir(p->output);
+    }
     if (p->bar_drawn) fputc('\n', stderr);
     log_msg("Stopped by signal %d (%s) during prepare: the %.0f shard(s) written so far were removed, nothing partial is left "
             "in '%s'; exiting with status %d\n", (int)stopped[0], comm_signal_name((int)stopped[0]), stopped[1], p->output,

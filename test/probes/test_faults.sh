@@ -99,7 +99,7 @@ if [ "$(id -u)" != 0 ]; then
     expect_error "unwritable checkpoint directory at start-up" "cannot write to --checkpoint_dir" ./fsdpc $SMALL --checkpoint_dir "$W/rodir" --max_steps 1
 fi
 expect_error "checkpoint dir under a file" "--checkpoint_dir '$W/ro/ck': '$W/ro' is a file, not a folder" ./fsdpc $SMALL --checkpoint_dir "$W/ro/ck" --max_steps 50
-expect_error "metrics file in a missing directory" "cannot open --metrics_file" ./fsdpc $SMALL --metrics_file "$W/no/such/m.jsonl" --max_steps 50
+expect_error "metrics file in a missing directory" "cannot (open|write) --metrics_file" ./fsdpc $SMALL --metrics_file "$W/no/such/m.jsonl" --max_steps 50
 expect_error "empty --checkpoint_dir" "--checkpoint_dir needs a directory" ./fsdpc $SMALL --checkpoint_dir "" --max_steps 1
 expect_error "--shard_group_size without a hybrid strategy" "only applies to --sharding hybrid" ./fsdpc $SMALL --shard_group_size 2
 for f in lr min_lr warmup weight_decay beta1 grad_clip temperature top_p initializer_range rope_theta; do

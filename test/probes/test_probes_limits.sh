@@ -185,8 +185,12 @@ expect_error "ulimit -s 64 (hard)" "ulimit -s 64 KiB \\(stack\\) is below the 10
 check "ulimit -Ss 64 under a higher hard limit: raised, the run goes on" $? "$(grep -m1 error "$W/err")"
 touch "$W/tmpfile"
 expect_error "TMPDIR naming a file" "TMPDIR '$W/tmpfile' is a file, not a folder: Open MPI makes its session folder there" \
-    env TMPDIR="$W/tmpfile" ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0
-expect_error "TMPDIR naming no folder" "TMPDIR '$W/none' does not exist" env TMPDIR="$W/none" ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0
+    env -u OMPI_MCA_orte_tmpdir_base TMPDIR="$W/tmpfile" ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0
+expect_error "TMPDIR naming no folder" "TMPDIR '$W/none' does not exist" env -u OMPI_MCA_orte_tmpdir_base TMPDIR="$W/none" ./fsdpc $SMALL \
+    --max_steps 1 --checkpoint_freq 0
+# Open MPI's own tmpdir base goes before TMPDIR (the suites set it), and is checked the same way
+expect_error "OMPI_MCA_orte_tmpdir_base naming a file" "OMPI_MCA_orte_tmpdir_base '$W/tmpfile' is a file, not a folder" \
+    env OMPI_MCA_orte_tmpdir_base="$W/tmpfile" ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0
 BIG="--tokenizer byte --hidden_width 256 --num_layers 4 --num_heads 4 --num_key_value_heads 4 --intermediate_size 512 --max_context_width 32 --batch_size 2 --num_tokens 0 --validation_freq 0"
 ./fsdpc $BIG --max_steps 2 --checkpoint_freq 2 --checkpoint_dir "$W/fck" >/dev/null 2>&1
 before=$(inputs_sum "$W/fck/step_00000002.h5")

@@ -85,8 +85,8 @@ with open(f"{w}/chat.jsonl", "w") as f:
     for i in range(0, 4000, 400):
         f.write(json.dumps({"messages": [{"role": "user", "content": t[i:i + 150]}, {"role": "assistant", "content": t[i + 150:i + 400]}]}) + "\n")
 PY
-bg ./fsdpc $SMALL --max_steps 5 --train_data "$W/big.jsonl" --tokenizer $TOK --data_cache_dir "$W/cache" >"$W/cache.log" 2>&1
-until_ compgen -G "$W/cache/*.build-*"
+bg ./fsdpc $SMALL --max_steps 5 --checkpoint_freq 0 --train_data "$W/big.jsonl" --tokenizer $TOK --data_cache_dir "$W/cache" >"$W/cache.log" 2>&1
+until_ compgen -G "$W/cache/tok-*.tmp"
 kill -HUP $BG
 fin
 [ $RC = 75 ] && grep -q "while building the data cache" "$W/cache.log" && [ -z "$(ls -A "$W/cache")" ]
