@@ -71,7 +71,7 @@ expect_error "--tensorboard_dir under a file (2 ranks)" "--tensorboard_dir '$W/f
 
 # ---- a full disk ends the run at the step whose events it could not write ----
 mkdir -p "$W/full"
-if mount -t tmpfs -o size=4k tmpfs "$W/full" 2>/dev/null; then
+if mount -t tmpfs -o size=12k tmpfs "$W/full" 2>/dev/null; then  # the writer lock takes a block too
     trap 'umount "$W/full" 2>/dev/null; rm -rf "$W"' EXIT
     expect_error "a full --tensorboard_dir ends the run" \
         "cannot write --tensorboard_dir file '$W/full/events.out.tfevents.[^']*': No space left on device \\(the run stops" \
