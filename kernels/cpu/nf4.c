@@ -101,6 +101,15 @@ void cpu_nf4_dequantize(void *dst, int f32, const uint8_t *src, size_t n, KernSe
     (void)f32;
     float *out = dst;
     const Nf4Layout l = nf4_layout(n);
+    if (seg.n == 1 && seg.off == 0) {  // the whole tensor (tp 1): block by block, no index arithmetic per element
+#pragma omp parallel for schedule(static) if (n >= CPU_PAR_MIN)
+        for (size_t b = 0; b < l.blocks; b++) {
+            const float s = nf4_scale(src, &l, b);
+            const size_t hi = (b + 1) * NF4_BLOCK < seg.len ? (b + 1) * NF4_BLOCK : seg.len;
+            for (size_t i = b * NF4_BLOCK; i < hi; i++) out[i] = nf4_values[(src[i / 2] >> (i % 2 ? 0 : 4)) & 15] * s;
+        }
+        return;
+    }
     const size_t m = seg.n * seg.len, chunks = (m + NF4_BLOCK - 1) / NF4_BLOCK;
 #pragma omp parallel for schedule(static) if (m >= CPU_PAR_MIN)
     for (size_t c = 0; c < chunks; c++) {
