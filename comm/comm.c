@@ -709,7 +709,11 @@ double comm_mem_available(const char **source) {
 }
 
 // err_fatal's hooks: the flight recorder before the error line, then every rank ends
-static void fatal_before(void) { flight_dump("fatal error"); }  // which collectives this rank finished, which it was in
+// which collectives this rank finished, which it was in; and no stop line after the error's
+static void fatal_before(void) {
+    stop_silent = 1;
+    flight_dump("fatal error");
+}
 
 static void fatal_end(void) {
     nccl_abort_all();
@@ -739,7 +743,9 @@ void comm_fail_all(const char *fmt, ...) {
         }
     }
     if (!arrived) comm_fail_local("%s", msg);
-    // an error every rank agreed on is an input error, not a hang: the error is the last line
+    // an error every rank agreed on is an input error, not a hang: the error is the last line, and
+    // the launcher's SIGTERM when another rank leaves first must not add a stop line after it
+    stop_silent = 1;
     if (comm_info.rank == 0) log_error(msg);
     fflush(stdout);
     if (inited) MPI_Finalize();
@@ -753,6 +759,7 @@ void comm_fail_local(const char *fmt, ...) {
     int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (comm_info.world > 1 && n >= 0 && (size_t)n < sizeof msg) snprintf(msg + n, sizeof msg - (size_t)n, " (rank %d)", comm_info.rank);
+    stop_silent = 1;  // the error is this rank's last line
     log_error(msg);
     fflush(NULL);
     fatal_end();
