@@ -374,14 +374,21 @@ static int grouped_factors(const struct LoraActs *lo, const UnitSpec *ue, const 
     return ue->t[t0[0] + k].shape[0];
 }
 
+// the rows of a grouped product (cnt[g] each), or -1 when no expert adapters are bound
+static int grouped_rows(const struct LoraActs *lo, const int *cnt, int G) {
+    if (!lo || !lo->pe) return -1;
+    int rows = 0;
+    for (int g = 0; g < G; g++) rows += cnt[g];
+    return rows;
+}
+
 void lora_grouped_fwd(const ModelPlan *plan, Activations *a, const UnitSpec *ue, const int *t0, int nt, int G, const int *cnt,
                       void *out, KernDtype out_dt, const void *x, int IN, int OUT) {
     struct LoraActs *lo = a->lora;
-    if (!lo || !lo->pe) return;
+    int rows = grouped_rows(lo, cnt, G), r = plan->cfg.lora_rank;
+    if (rows < 0) return;
     const void *A[CONFIG_MAX_EXPERTS], *B[CONFIG_MAX_EXPERTS];
     float *gA[CONFIG_MAX_EXPERTS], *gB[CONFIG_MAX_EXPERTS];
-    int r = plan->cfg.lora_rank, rows = 0;
-    for (int g = 0; g < G; g++) rows += cnt[g];
     for (int t = t0[0], col = 0; next_adapted(ue, t0[0] + nt, &t, &col); col += ue->t[t].shape[0], t++) {
         int n = grouped_factors(lo, ue, t0, t - t0[0], G, A, B, gA, gB);
         kern_matmul_grouped_fwd(lo->z, KERN_ACT, x, A, cnt, G, IN, r);
@@ -393,11 +400,10 @@ void lora_grouped_fwd(const ModelPlan *plan, Activations *a, const UnitSpec *ue,
 void lora_grouped_bwd(const ModelPlan *plan, Activations *a, const UnitSpec *ue, const int *t0, int nt, int G, const int *cnt,
                       void *dinp, const void *dout, KernDtype dout_dt, const void *x, int IN, int OUT) {
     struct LoraActs *lo = a->lora;
-    if (!lo || !lo->pe) return;
+    int rows = grouped_rows(lo, cnt, G), r = plan->cfg.lora_rank;
+    if (rows < 0) return;
     const void *A[CONFIG_MAX_EXPERTS], *B[CONFIG_MAX_EXPERTS];
     float *gA[CONFIG_MAX_EXPERTS], *gB[CONFIG_MAX_EXPERTS];
-    int r = plan->cfg.lora_rank, rows = 0;
-    for (int g = 0; g < G; g++) rows += cnt[g];
     for (int t = t0[0], col = 0; next_adapted(ue, t0[0] + nt, &t, &col); col += ue->t[t].shape[0], t++) {
         int n = grouped_factors(lo, ue, t0, t - t0[0], G, A, B, gA, gB);
         kern_matmul_grouped_fwd(lo->z, KERN_ACT, x, A, cnt, G, IN, r);  // recomputed
