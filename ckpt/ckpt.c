@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,12 +128,6 @@ static const char *write_checksums(hid_t f, const ModelPlan *plan, const CommCrc
     return NULL;
 }
 
-// One agreed failure, kept: later agreements reuse comm_first_error's buffer.
-static void agree(char *why, size_t len, const char *local) {
-    const char *e = comm_first_error(local);
-    if (e && !why[0]) snprintf(why, len, "%s", e);
-}
-
 // Test hook: FSDPC_TEST_CKPT_NO_RESERVE=1 skips the space check and reservation below, so that a
 // test on a small file system can make the HDF5 write itself fail.
 static int test_no_reserve(void) {
@@ -157,12 +153,6 @@ static const char *reserve_space(const char *tmp, double need) {
     return err_text(msg, sizeof msg, "reserving %.1f MB for it failed: %s", need / 1e6, strerror(e));
 }
 
-// A parallel HDF5 write that fails part-way leaves the ranks' metadata caches out of step:
-// closing the file then hangs in a collective some rank never reaches (OpenMPI's OMPIO), or
-// fails and crashes in HDF5's exit-time cleanup (one rank). So every step's failure is agreed on
-// outside HDF5, the file is never touched again, and the job ends here, through comm_abort_all,
-// after removing it. The free-space check and the reservation make that path rare: a file system
-// filled by someone else mid-write, an I/O error.
 double ckpt_state_bytes(const ModelPlan *plan) {
     double bytes = 0;
     for (int u = 0; u < plan->nunits; u++)
@@ -175,77 +165,284 @@ double ckpt_state_bytes(const ModelPlan *plan) {
     return bytes;
 }
 
-int ckpt_save(const char *dir, const ShardState *s, const ModelConfig *m, const char *run, const char *tokenizer,
-              const CkptMeta *meta, const CkptSource *src, CkptSaved *out, char *err, size_t errlen) {
-    double t0 = clock_now_s();
-    char why[1400] = "", tmp[1200], msg[2600] = "";
+// One checkpoint write: what it writes (the pieces: this rank's slices, on the shards or staged)
+// and where, on the ranks of g.
+typedef struct {
+    char *dir, *tmp, *run, *tokenizer, *resumed;  // heap copies: a background write outlives its caller's
+    const ModelConfig *m;
+    const ModelPlan *plan;
+    CkptMeta meta;
+    const CkptSource *src;
+    H5Piece *pieces;
+    size_t np;
+    double need;
+    int checked, keep;
+    CommGroup *g;
+    CkptSaved out;
+} SaveJob;
+
+static void job_free(SaveJob *j) {
+    free(j->dir), free(j->tmp), free(j->run), free(j->tokenizer), free(j->resumed), free(j->pieces);
+    memset(j, 0, sizeof *j);
+}
+
+// Collective on the world: the job's paths and size, and the checks before writing (ulimit -f, the
+// folder, the run's inputs, the free space). 0, or -1 with the agreed line in err (nothing written).
+static int save_begin(SaveJob *j, const char *dir, const ShardState *s, const ModelConfig *m, const char *run,
+                      const char *tokenizer, const CkptMeta *meta, const CkptSource *src, char *err, size_t errlen) {
+    char msg[2600] = "", tmp[1200];
     const ModelPlan *plan = shard_plan(s);
-    int nt = h5_count_tensors(plan), checked = !test_no_reserve();
-    out->bytes = ckpt_state_bytes(plan);
-    double need = out->bytes + (1 << 18) + 3.0 * nt * 4096, avail = -1;  // HDF5's metadata: < 1 KB a tensor
-    for (int i = 0; src && i < CKPT_SOURCE_FILES; i++) need += (double)src->len[i];
-    snprintf(out->path, sizeof out->path, "%s/step_%08d.h5", dir, meta->step);
-    snprintf(tmp, sizeof tmp, "%s.%s.tmp", out->path, meta->run_id);  // one name per run: two writers never share it
-    char phase[1300];
-    snprintf(phase, sizeof phase, "the checkpoint write of '%s'", out->path);
-    comm_deadline_begin(phase);
+    int nt = h5_count_tensors(plan);
+    *j = (SaveJob){.m = m, .plan = plan, .meta = *meta, .src = src, .checked = !test_no_reserve(), .g = comm_world()};
+    j->out.bytes = ckpt_state_bytes(plan);
+    j->need = j->out.bytes + (1 << 18) + 3.0 * nt * 4096;  // HDF5's metadata: < 1 KB a tensor
+    for (int i = 0; src && i < CKPT_SOURCE_FILES; i++) j->need += (double)src->len[i];
+    snprintf(j->out.path, sizeof j->out.path, "%s/step_%08d.h5", dir, meta->step);
+    snprintf(tmp, sizeof tmp, "%s.%s.tmp", j->out.path, meta->run_id);  // one name per run: two writers never share it
+    j->dir = strdup(dir), j->tmp = strdup(tmp), j->run = strdup(run), j->tokenizer = strdup(tokenizer), j->resumed = strdup("");
+    if (!j->dir || !j->tmp || !j->run || !j->tokenizer || !j->resumed) err_fatal("out of memory");
+    j->np = h5_pieces(s, plan, 1, 3, NULL);
+    j->pieces = mallocCheck((j->np ? j->np : 1) * sizeof *j->pieces);
+    h5_pieces(s, plan, 1, 3, j->pieces);
     const char *overlap = NULL;
+    double avail = -1, need = j->need;
     // every rank writes its slices into the file: each one's file-size limit must allow all of it
     uint64_t fmax = limits_file_size();
     if (fmax < (uint64_t)need)
         snprintf(msg, sizeof msg, "cannot write checkpoint '%s': it needs %.1f MB but ulimit -f (file size) allows %.1f MB on rank %d: raise "
-                 "it (ulimit -f unlimited); the earlier checkpoints are kept", out->path, need / 1e6, (double)fmax / 1e6, comm_info.rank);
+                 "it (ulimit -f unlimited); the earlier checkpoints are kept", j->out.path, need / 1e6, (double)fmax / 1e6, comm_info.rank);
     else if (comm_info.rank == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST)
         snprintf(msg, sizeof msg, "cannot create checkpoint directory '%s': %s", dir, comm_path_error(dir, errno));
-    else if (comm_info.rank == 0 && (overlap = io_output_check(out->path, "--checkpoint_dir")))  // one of the run's inputs
+    else if (comm_info.rank == 0 && (overlap = io_output_check(j->out.path, "--checkpoint_dir")))  // one of the run's inputs
         snprintf(msg, sizeof msg, "%s; no checkpoint written", overlap);
-    else if (comm_info.rank == 0 && checked && (avail = free_bytes(dir)) >= 0 && avail < need)
+    else if (comm_info.rank == 0 && j->checked && (avail = free_bytes(dir)) >= 0 && avail < need)
         snprintf(msg, sizeof msg, "cannot write checkpoint '%s': the file system is full (%.1f MB free, it needs %.1f MB); the earlier "
-                 "checkpoints are kept", out->path, avail / 1e6, need / 1e6);
-    if (comm_agree(msg[0] ? msg : NULL, err, errlen)) {
-        comm_deadline_end();
-        return -1;
-    }
+                 "checkpoints are kept", j->out.path, avail / 1e6, need / 1e6);
+    if (!comm_agree(msg[0] ? msg : NULL, err, errlen)) return 0;
+    job_free(j);
+    return -1;
+}
+
+// One agreed failure on the job's ranks, kept: later agreements reuse the agreement's buffer.
+static void agree_in(CommGroup *g, char *why, size_t len, const char *local) {
+    const char *e = comm_first_error_in(g, local);
+    if (e && !why[0]) snprintf(why, len, "%s", e);
+}
+
+// A parallel HDF5 write that fails part-way leaves the ranks' metadata caches out of step:
+// closing the file then hangs in a collective some rank never reaches (OpenMPI's OMPIO), or
+// fails and crashes in HDF5's exit-time cleanup (one rank). So every step's failure is agreed on
+// outside HDF5, the file is never touched again, and the job ends here, through comm_abort_all,
+// after removing it. The free-space check and the reservation make that path rare: a file system
+// filled by someone else mid-write, an I/O error.
+static void save_write(SaveJob *j) {
+    char why[1400] = "", msg[400] = "";
+    const ModelPlan *plan = j->plan;
+    int nt = h5_count_tensors(plan);
     CommCrc *crcs = callocCheck((size_t)3 * nt, sizeof *crcs);
-    hid_t f = h5_open(tmp, 1, 1);
-    agree(why, sizeof why, f < 0 ? h5_create_error(tmp) : NULL);
-    if (!why[0]) agree(why, sizeof why, comm_info.rank == 0 && checked ? reserve_space(tmp, need) : NULL);
-    if (!why[0]) agree(why, sizeof why, write_header(f, m, &shard_plan(s)->cfg, run, tokenizer, meta));
-    if (!why[0]) agree(why, sizeof why, write_source(f, src));
-    if (!why[0]) agree(why, sizeof why, h5_xfer_state(f, s, shard_plan(s), 1, 3, crcs));
+    hid_t f = h5_open_in(j->tmp, 1, j->g);
+    agree_in(j->g, why, sizeof why, f < 0 ? h5_create_error(j->tmp) : NULL);
+    if (!why[0]) agree_in(j->g, why, sizeof why, comm_info.rank == 0 && j->checked ? reserve_space(j->tmp, j->need) : NULL);
+    if (!why[0]) agree_in(j->g, why, sizeof why, write_header(f, j->m, &plan->cfg, j->run, j->tokenizer, &j->meta));
+    if (!why[0]) agree_in(j->g, why, sizeof why, write_source(f, j->src));
+    if (!why[0]) agree_in(j->g, why, sizeof why, h5_xfer_pieces(f, plan, j->pieces, j->np, 1, j->g, crcs));
     if (!why[0]) {
         // only writers hold slices, in rank order: the world's concatenation is the tensor
-        if (plan->tp > 1) h5_tp_checksums(plan, 3, crcs);
-        else comm_allreduce_crc32(comm_world(), crcs, (size_t)3 * nt);
-        agree(why, sizeof why, write_checksums(f, plan, crcs));
+        if (plan->tp > 1) h5_tp_checksums(plan, 3, j->g, crcs);
+        else comm_allreduce_crc32(j->g, crcs, (size_t)3 * nt);
+        agree_in(j->g, why, sizeof why, write_checksums(f, plan, crcs));
     }
-    if (!why[0]) test_pause(meta->step);
-    if (!why[0]) agree(why, sizeof why, H5Fflush(f, H5F_SCOPE_GLOBAL) < 0 ? "flushing the file failed" : NULL);
-    if (!why[0]) agree(why, sizeof why, H5Fclose(f) < 0 ? "closing the file failed" : NULL);
+    if (!why[0]) test_pause(j->meta.step);
+    if (!why[0]) agree_in(j->g, why, sizeof why, H5Fflush(f, H5F_SCOPE_GLOBAL) < 0 ? "flushing the file failed" : NULL);
+    if (!why[0]) agree_in(j->g, why, sizeof why, H5Fclose(f) < 0 ? "closing the file failed" : NULL);
     free(crcs);
-    if (why[0]) {
-        double left = comm_info.rank == 0 ? free_bytes(dir) : -1;
-        if (left >= 0 && left < need)
-            snprintf(msg, sizeof msg, " (the file system has %.1f MB free, the checkpoint needs %.1f MB)", left / 1e6, need / 1e6);
-        if (comm_info.rank == 0) unlink(tmp);
-        ckpt_release_dir();  // the abort skips exit handlers
-        comm_abort_all("cannot write checkpoint '%s': %s%s; its partial file was removed and the earlier checkpoints are kept",
-                       out->path, why, msg);
-    }
+    if (!why[0]) return;
+    double left = comm_info.rank == 0 ? free_bytes(j->dir) : -1;
+    if (left >= 0 && left < j->need)
+        snprintf(msg, sizeof msg, " (the file system has %.1f MB free, the checkpoint needs %.1f MB)", left / 1e6, j->need / 1e6);
+    if (comm_info.rank == 0) unlink(j->tmp);
+    ckpt_release_dir();  // the abort skips exit handlers
+    comm_abort_all("cannot write checkpoint '%s': %s%s; its partial file was removed and the earlier checkpoints are kept",
+                   j->out.path, why, msg);
+}
+
+// Collective on the job's ranks, once every rank's slices are on disk: the file renamed to its
+// final name, only while the directory is ours. NULL, or the agreed line (the .tmp removed).
+static const char *save_publish(SaveJob *j) {
+    static _Thread_local char msg[2600];
     struct stat st;  // the reservation's blocks past the end go back (truncating to the size frees them)
-    if (comm_info.rank == 0 && checked && stat(tmp, &st) == 0 && truncate(tmp, st.st_size) != 0)
-        log_msg("warning: could not trim %s: %s\n", tmp, strerror(errno));
-    // publish once every rank's slices are on disk, and only while the directory is ours
+    if (comm_info.rank == 0 && j->checked && stat(j->tmp, &st) == 0 && truncate(j->tmp, st.st_size) != 0)
+        log_msg("warning: could not trim %s: %s\n", j->tmp, strerror(errno));
     const char *e = comm_info.rank == 0 ? claim_lost() : NULL;
-    if (!e && comm_info.rank == 0) e = claim_check_replace(out->path, meta);
-    if (!e && comm_info.rank == 0 && rename(tmp, out->path) != 0)
-        e = err_text(msg, sizeof msg, "renaming '%s' to '%s' failed: %s", tmp, out->path, strerror(errno));
-    if (e) unlink(tmp);
-    e = comm_first_error(e);
+    if (!e && comm_info.rank == 0) e = claim_check_replace(j->out.path, &j->meta);
+    if (!e && comm_info.rank == 0 && rename(j->tmp, j->out.path) != 0)
+        e = err_text(msg, sizeof msg, "renaming '%s' to '%s' failed: %s", j->tmp, j->out.path, strerror(errno));
+    if (e) unlink(j->tmp);
+    e = comm_first_error_in(j->g, e);
+    if (!e) return NULL;
+    snprintf(msg, sizeof msg, "checkpoint of step %d not published: %s; the earlier checkpoints are kept", j->meta.step, e);
+    return msg;
+}
+
+static void deadline_begin(const SaveJob *j) {
+    char phase[1300];
+    snprintf(phase, sizeof phase, "the checkpoint write of '%s'", j->out.path);
+    comm_deadline_begin(phase);
+}
+
+int ckpt_save(const char *dir, const ShardState *s, const ModelConfig *m, const char *run, const char *tokenizer,
+              const CkptMeta *meta, const CkptSource *src, CkptSaved *out, char *err, size_t errlen) {
+    double t0 = clock_now_s();
+    SaveJob j;
+    comm_deadline_begin("the checks before a checkpoint write");
+    int rc = save_begin(&j, dir, s, m, run, tokenizer, meta, src, err, errlen);
     comm_deadline_end();
-    if (e) return err_set(err, errlen, "checkpoint of step %d not published: %s; the earlier checkpoints are kept", meta->step, e);
+    if (rc) return -1;
+    deadline_begin(&j);
+    save_write(&j);
+    const char *e = save_publish(&j);
+    comm_deadline_end();
+    *out = j.out;
     out->seconds = clock_now_s() - t0;
+    job_free(&j);
+    return e ? err_set(err, errlen, "%s", e) : 0;
+}
+
+// ---- writing in the background (--async_checkpoint) ----
+
+// The design (docs/DESIGN.md, "Checkpoints written in the background"): the main thread stages
+// this rank's slices into one host buffer and returns; a writer thread alone then calls HDF5 (the
+// Debian build is not thread-safe: h5_own makes any other caller an internal error) and makes
+// its MPI calls (MPI-IO's and its agreements) on a communicator of its own, which needs
+// MPI_THREAD_MULTIPLE. One write is in flight at a time.
+struct CkptAsync {
+    CommGroup *g;     // the writer's communicator
+    char *stage;      // the staging buffer (pinned host memory on a GPU)
+    size_t bytes;     // its size: this rank's slices of every state group
+    pthread_t thread;
+    int running;      // a write started and not yet joined
+    atomic_int done;  // the writer has finished (published, or failed to)
+    SaveJob job;
+    double t0, staged;  // when it was staged; how long staging took
+    char err[CKPT_ERR_LEN];  // the writer's agreed failure to publish, or ""
+};
+
+static CkptAsync *in_flight;  // for the exit hook
+static void on_exit_hook(int clean);
+
+size_t ckpt_stage_bytes(const ShardState *s) {
+    const ModelPlan *plan = shard_plan(s);
+    size_t np = h5_pieces(s, plan, 1, 3, NULL), bytes = 0;
+    H5Piece *p = mallocCheck((np ? np : 1) * sizeof *p);
+    h5_pieces(s, plan, 1, 3, p);
+    for (size_t i = 0; i < np; i++) bytes += h5_piece_bytes(&p[i]);
+    free(p);
+    return bytes;
+}
+
+CkptAsync *ckpt_async_new(const ShardState *s) {
+    CkptAsync *a = callocCheck(1, sizeof *a);
+    a->g = comm_group_background("ckpt");
+    a->bytes = ckpt_stage_bytes(s);
+    a->stage = kern_alloc_host(a->bytes ? a->bytes : 1, KERN_MEM_STAGING, 1);
+    comm_on_exit(on_exit_hook);
+    return a;
+}
+
+static void *writer_main(void *arg) {
+    CkptAsync *a = arg;
+    h5_own(1);
+    deadline_begin(&a->job);
+    save_write(&a->job);
+    const char *e = save_publish(&a->job);
+    comm_deadline_end();
+    snprintf(a->err, sizeof a->err, "%s", e ? e : "");
+    if (!e) {
+        double took = clock_now_s() - a->t0;
+        log_msg("Saved checkpoint %s in the background: staged in %.2f s, written in %.2f s (%.1f MB/s)\n", a->job.out.path,
+                a->staged, took, a->job.out.bytes / 1e6 / (took > 0 ? took : 1e-9));
+        // pruning waits for the write it prunes against: it runs here, after the publish
+        ckpt_prune(a->job.dir, a->job.keep, &a->job.meta, a->job.out.path, a->job.resumed);
+    }
+    h5_own(0);
+    atomic_store(&a->done, 1);
+    return NULL;
+}
+
+int ckpt_save_async(CkptAsync *a, const char *dir, const ShardState *s, const ModelConfig *m, const char *run,
+                    const char *tokenizer, const CkptMeta *meta, const CkptSource *src, int keep, const char *resumed, char *err,
+                    size_t errlen) {
+    if (a->running) err_fatal("internal error: a checkpoint staged while another is written");
+    a->t0 = clock_now_s();
+    comm_deadline_begin("the checks before a checkpoint write");
+    int rc = save_begin(&a->job, dir, s, m, run, tokenizer, meta, src, err, errlen);
+    comm_deadline_end();
+    if (rc) return -1;
+    SaveJob *j = &a->job;
+    free(j->resumed);
+    j->resumed = strdup(resumed);
+    if (!j->resumed) err_fatal("out of memory");
+    j->keep = keep;
+    j->g = a->g;
+    size_t off = 0;
+    for (size_t i = 0; i < j->np; i++) {  // this rank's slices into the staging buffer: the shards may change now
+        H5Piece *p = &j->pieces[i];
+        size_t bytes = h5_piece_bytes(p);
+        if (off + bytes > a->bytes) err_fatal("internal error: the checkpoint's slices outgrew their staging buffer");
+        if (bytes && p->on_device) kern_download(a->stage + off, p->buf, bytes);
+        else if (bytes) memcpy(a->stage + off, p->buf, bytes);
+        p->buf = a->stage + off, p->on_device = 0;
+        off += bytes;
+    }
+    a->staged = clock_now_s() - a->t0;
+    a->err[0] = 0;
+    atomic_store(&a->done, 0);
+    in_flight = a;
+    int e = pthread_create(&a->thread, NULL, writer_main, a);
+    if (e) err_fatal("cannot start the checkpoint writer thread: %s", strerror(e));
+    a->running = 1;
     return 0;
+}
+
+// comm's exit hook (comm_on_exit): an error that every rank agreed on (clean) waits for the write
+// in flight, which then publishes the state staged before the error; any other end (one rank's
+// error, an abort) removes the temporary it was writing, so nothing partial is left under any name
+// a resume reads. The writer's own failure comes here too, from its thread: nothing to wait for.
+static void on_exit_hook(int clean) {
+    CkptAsync *a = in_flight;
+    if (!a || pthread_equal(a->thread, pthread_self())) return;
+    if (clean) {
+        double waited;
+        char err[CKPT_ERR_LEN];
+        ckpt_async_wait(a, &waited, err, sizeof err);
+    } else if (comm_info.rank == 0) {
+        unlink(a->job.tmp);
+    }
+}
+
+int ckpt_async_busy(const CkptAsync *a) { return a && a->running; }
+
+int ckpt_async_wait(CkptAsync *a, double *waited, char *err, size_t errlen) {
+    double t0 = clock_now_s();
+    *waited = 0;
+    if (!a || !a->running) return 0;
+    // a stop signal's watchdog must not end the wait: the write's own deadline watches it
+    while (!atomic_load(&a->done)) {
+        comm_stop_progress();
+        usleep(1000);
+    }
+    pthread_join(a->thread, NULL);
+    a->running = 0;
+    in_flight = NULL;
+    *waited = clock_now_s() - t0;
+    job_free(&a->job);
+    return a->err[0] ? err_set(err, errlen, "%s", a->err) : 0;
+}
+
+void ckpt_async_free(CkptAsync *a) {
+    if (!a) return;
+    kern_free_host(a->stage);
+    free(a);
 }
 
 // ---- reading ----
@@ -441,7 +638,7 @@ static int load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *m
     if (e) rc = err_set(err, errlen, "checkpoint '%s': %s (corrupt or truncated file?)", file, e);
     if (!rc && h.version >= 2) {
         // the first replica of every unit holds each tensor once: its slices check what was read
-        if (plan->tp > 1) h5_tp_checksums(plan, ngroups, got);
+        if (plan->tp > 1) h5_tp_checksums(plan, ngroups, comm_world(), got);
         else comm_allreduce_crc32(comm_world(), got, n);
         rc = comm_agree(h5_checksum_mismatch(file, plan, ngroups, got, want), err, errlen);
     }

@@ -26,6 +26,7 @@ typedef struct {
     char run_name[128];  // minimal_fsdp's --run_name: checkpoints go to checkpoint_dir/run_name
     int checkpoint_freq, num_kept_checkpoints;
     int overwrite_checkpoints;  // a run may replace checkpoints of other lineages (never its own input)
+    int async_checkpoint;  // checkpoints staged in host memory and written in the background (CkptAsync)
     // weights in: a safetensors file / index / Hugging Face directory / hub name, or an fsdpc .h5
     char init_from[1024];
     char init_adapter[1024];  // a PEFT LoRA adapter folder loaded into the adapters after the base (ckpt/peft.h)
@@ -73,6 +74,29 @@ double ckpt_state_bytes(const ModelPlan *plan);
 // config_describe line) and its tokenizer.
 int ckpt_save(const char *dir, const ShardState *s, const ModelConfig *m, const char *run, const char *tokenizer,
               const CkptMeta *meta, const CkptSource *src, CkptSaved *out, char *err, size_t errlen);
+// Checkpoints written in the background (--async_checkpoint; docs/DESIGN.md): ckpt_save_async
+// copies this rank's slices into a staging buffer and returns, a writer thread writes and
+// publishes them as ckpt_save does (and prunes after it), and ckpt_async_wait joins it. One write
+// is in flight at a time.
+typedef struct CkptAsync CkptAsync;
+// The bytes of this rank's slices of a checkpoint of s: the staging buffer's size.
+size_t ckpt_stage_bytes(const ShardState *s);
+// Collective, after shard_init: the writer's communicator and the staging buffer (pinned host
+// memory on a GPU; the tracker counts it as "staging").
+CkptAsync *ckpt_async_new(const ShardState *s);
+void ckpt_async_free(CkptAsync *a);
+// Collective: the checks of ckpt_save (0, or -1 with the agreed line in err and nothing started),
+// then s staged and the write started; keep and resumed are ckpt_prune's. The caller has waited
+// for the previous write. A write that fails part-way ends the job from the writer thread, as
+// ckpt_save's does.
+int ckpt_save_async(CkptAsync *a, const char *dir, const ShardState *s, const ModelConfig *m, const char *run,
+                    const char *tokenizer, const CkptMeta *meta, const CkptSource *src, int keep, const char *resumed, char *err,
+                    size_t errlen);
+// Whether a write is in flight (a may be NULL)
+int ckpt_async_busy(const CkptAsync *a);
+// Collective: waits for the write in flight, if any (*waited: the seconds spent waiting). 0 once it
+// is published, or -1 with the agreed line in err when its publish was refused.
+int ckpt_async_wait(CkptAsync *a, double *waited, char *err, size_t errlen);
 // Whether file is a complete checkpoint: every attribute, every tensor's shape and type, and
 // every tensor's checksum (the ranks read a part each, in bounded chunks). Collective: 0 with
 // *why NULL, or the same one-line reason in *why on every rank (valid until the next call); -1

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,14 +27,35 @@ long h5_check(long r, const char *what, const char *file, int line) {
     return r;
 }
 
-// collective: every rank opens the file through MPI-IO; else this rank alone reads it
+// The thread that owns HDF5 while a checkpoint is written in the background (h5_own): the Debian
+// build is not thread-safe, so no other thread may call it then.
+static pthread_t owner;
+static atomic_int owned;
+
+void h5_own(int on) {
+    if (on) owner = pthread_self();
+    atomic_store(&owned, on);
+}
+
+// Every HDF5 use begins with an open: one from another thread while the writer owns HDF5 is a bug.
+static void check_owner(void) {
+    if (atomic_load(&owned) && !pthread_equal(owner, pthread_self()))
+        err_fatal("internal error: HDF5 called from another thread while a checkpoint is written in the background");
+}
+
 hid_t h5_open(const char *path, int create, int collective) {
+    return h5_open_in(path, create, collective ? comm_world() : NULL);
+}
+
+// collective: every rank of g opens the file through MPI-IO; else (NULL) this rank alone reads it
+hid_t h5_open_in(const char *path, int create, CommGroup *g) {
+    check_owner();
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);  // we report errors ourselves, one line each
     int fd = create ? -1 : path_open_read(path);  // HDF5's own open would wait on a FIFO; h5_open_error says why
     if (!create && fd < 0) return -1;
     if (fd >= 0) close(fd);
     hid_t fapl = h5Check(H5Pcreate(H5P_FILE_ACCESS));
-    if (collective) h5Check(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL));
+    if (g) h5Check(H5Pset_fapl_mpio(fapl, MPI_Comm_f2c(comm_group_fortran(g)), MPI_INFO_NULL));
     // Parallel file systems often lack the flock() HDF5 uses, and readers never see a file
     // before its atomic rename anyway: locking is off unless HDF5_USE_FILE_LOCKING says otherwise.
     if (!getenv("HDF5_USE_FILE_LOCKING")) h5Check(H5Pset_file_locking(fapl, 0, 1));
@@ -550,15 +573,21 @@ static float *state_buffer(const ShardState *s, int u, int which) {
     return which == 0 ? shard_master(s, u) : which == 1 ? exp_avg : exp_avg_sq;
 }
 
-// Every tensor of every unit with this rank's slice in the first ngroups state groups (1: the
-// weights only); crcs (group-major, plan order) get the slices' checksums. Stops at the first
-// failure on any rank: returns the agreed message (valid until the next agreement) or NULL.
-const char *h5_xfer_state(hid_t file, const ShardState *s, const ModelPlan *plan, int write, int ngroups, CommCrc *crcs) {
+size_t h5_piece_bytes(const H5Piece *p) {
+    return p->n * (p->ts->bf16 && p->packed ? sizeof(uint16_t) : p->ts->nf4 ? 1 : sizeof(float));
+}
+
+size_t h5_pieces(const ShardState *s, const ModelPlan *plan, int write, int ngroups, H5Piece *out) {
+    size_t np = 0;
     int k = 0;
     for (int g = 0; g < ngroups; g++)
         for (int u = 0; u < plan->nunits; u++)
             for (int t = 0; t < plan->units[u].ntensors; t++, k++) {
                 if (!ckpt_group_has(plan, u, g)) continue;
+                if (!out) {
+                    np++;
+                    continue;
+                }
                 size_t begin, local, n = shard_tensor_slice(s, u, t, &begin, &local);
                 const TensorSpec *ts = &plan->units[u].t[t];
                 char *buf = (char *)(state_buffer(s, u, g) + local);
@@ -576,24 +605,42 @@ const char *h5_xfer_state(hid_t file, const ShardState *s, const ModelPlan *plan
                 int dup = plan->tp > 1 && ts->tp_split == TP_WHOLE && !ts->stored_whole && plan->tp_rank > 0;
                 int counted = shard_is_writer(s, u) && !dup;
                 if (write && !counted) n = 0;
-                int dev = shard_state_on_device(s);
-                const char *e = comm_first_error(
-                    ts->bf16 && plan->units[u].packed
-                        ? xfer_bf16(file, ckpt_groups[g], ts, plan, begin, n, (uint16_t *)buf, dev, write, counted, &crcs[k])
-                        : xfer_tensor(file, ckpt_groups[g], ts, plan, begin, n, buf, dev, write, counted, &crcs[k]));
-                if (e) return e;
-                comm_deadline_progress();
+                out[np++] = (H5Piece){.group = g, .k = k, .ts = ts, .begin = begin, .n = n, .buf = buf, .counted = counted,
+                                      .packed = plan->units[u].packed, .on_device = shard_state_on_device(s)};
             }
+    return np;
+}
+
+const char *h5_xfer_pieces(hid_t file, const ModelPlan *plan, const H5Piece *p, size_t np, int write, CommGroup *g, CommCrc *crcs) {
+    for (size_t i = 0; i < np; i++, p++) {
+        const char *e = comm_first_error_in(
+            g, p->ts->bf16 && p->packed
+                   ? xfer_bf16(file, ckpt_groups[p->group], p->ts, plan, p->begin, p->n, (uint16_t *)p->buf, p->on_device, write,
+                               p->counted, &crcs[p->k])
+                   : xfer_tensor(file, ckpt_groups[p->group], p->ts, plan, p->begin, p->n, p->buf, p->on_device, write, p->counted,
+                                 &crcs[p->k]));
+        if (e) return e;
+        comm_deadline_progress();
+    }
     return NULL;
+}
+
+const char *h5_xfer_state(hid_t file, const ShardState *s, const ModelPlan *plan, int write, int ngroups, CommCrc *crcs) {
+    size_t np = h5_pieces(s, plan, write, ngroups, NULL);
+    H5Piece *p = mallocCheck((np ? np : 1) * sizeof *p);
+    h5_pieces(s, plan, write, ngroups, p);
+    const char *e = h5_xfer_pieces(file, plan, p, np, write, comm_world(), crcs);
+    free(p);
+    return e;
 }
 
 // The checksums of the first ngroups groups' whole tensors from every rank's pieces (plan tp > 1):
 // XOR over all ranks, then the zeros' checksum once more when their number is even (piece_crc).
-void h5_tp_checksums(const ModelPlan *plan, int ngroups, CommCrc *c) {
+void h5_tp_checksums(const ModelPlan *plan, int ngroups, CommGroup *g, CommCrc *c) {
     size_t n = (size_t)ngroups * h5_count_tensors(plan);
     uint32_t *x = mallocCheck(n * sizeof *x);
     for (size_t i = 0; i < n; i++) x[i] = (uint32_t)c[i].crc;
-    comm_allreduce_xor_u32(comm_world(), x, n);
+    comm_allreduce_xor_u32(g, x, n);
     for (size_t i = 0; i < n; i++)
         c[i].crc = x[i] ^ (comm_info.world % 2 ? 0 : (uint32_t)zeros_crc(c[i].len));
     free(x);

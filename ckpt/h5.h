@@ -20,6 +20,11 @@ long h5_check(long r, const char *what, const char *file, int line);
 // Opens (create: creates, truncating) path; collective: every rank through MPI-IO, else this
 // rank alone. A negative id on failure, which h5_open_error explains.
 hid_t h5_open(const char *path, int create, int collective);
+// The same, collective over g's ranks (NULL: this rank alone).
+hid_t h5_open_in(const char *path, int create, CommGroup *g);
+// on: the calling thread alone may use HDF5 from now on (a checkpoint's background writer); an
+// open from another thread then ends the process as an internal error. off: any thread again.
+void h5_own(int on);
 // Opens the dataset at path (below loc) when the file itself stores it: every link on the way
 // hard (a soft link could alias another tensor of the file, an external one a tensor of another
 // file) and its data neither in external files nor a virtual dataset's sources. Else -1, and
@@ -57,11 +62,30 @@ const char *h5_check_tensors(hid_t f, const char *file, const ModelPlan *plan, i
 void h5_select_range(hid_t space, const TensorSpec *t, size_t begin, size_t count);
 // What the dataset of t holds: elements of the whole tensor, or an nf4 tensor's packed bytes.
 size_t h5_stored_len(const TensorSpec *t);
+// This rank's slice of one tensor of one state group, as it moves between the shards and a file.
+typedef struct {
+    int group, k;  // the state group (ckpt_groups) and the tensor's index in group-major plan order
+    const TensorSpec *ts;
+    size_t begin, n;  // in the stored tensor's elements (an nf4 tensor's bytes); n 0: none here
+    char *buf;        // the slice's data: fp32, or a packed unit's bf16 or nf4 bytes
+    int counted;      // this rank's slice counts in the tensor's checksum (the first replica's)
+    int packed;       // of a packed unit (QLoRA's base)
+    int on_device;    // buf is on the compute device
+} H5Piece;
+// The pieces of the first ngroups state groups (every tensor, in group-major plan order, also
+// those this rank holds nothing of: their collective calls are made all the same) into out, or
+// only counted when out is NULL; their number. Writing, only the ranks that write hold data.
+size_t h5_pieces(const ShardState *s, const ModelPlan *plan, int write, int ngroups, H5Piece *out);
+// The bytes of p's data
+size_t h5_piece_bytes(const H5Piece *p);
+// Collective over g: the pieces written or read; crcs get the slices' checksums. The agreed first
+// failure, or NULL.
+const char *h5_xfer_pieces(hid_t file, const ModelPlan *plan, const H5Piece *p, size_t np, int write, CommGroup *g, CommCrc *crcs);
 // Collective: this rank's slice of every tensor of the first ngroups state groups, written or
 // read; crcs get the slices' checksums. The agreed first failure, or NULL.
 const char *h5_xfer_state(hid_t file, const ShardState *s, const ModelPlan *plan, int write, int ngroups, CommCrc *crcs);
-// Collective (plan tp > 1): the whole tensors' checksums from every rank's pieces.
-void h5_tp_checksums(const ModelPlan *plan, int ngroups, CommCrc *c);
+// Collective over g (plan tp > 1): the whole tensors' checksums from every rank's pieces.
+void h5_tp_checksums(const ModelPlan *plan, int ngroups, CommGroup *g, CommCrc *c);
 // After the ranks' checksums are combined: the first tensor whose checksum is not want's, or NULL.
 const char *h5_checksum_mismatch(const char *file, const ModelPlan *plan, int ngroups, const CommCrc *got, const uint32_t *want);
 

@@ -41,6 +41,9 @@ struct CommGroup {
     void *nccl;        // NcclComm when the group moves device buffers (GPU runs), else NULL
     const char *name;  // "world", "shard", "replica": in the flight recorder and the trace
     uint64_t seq;      // collectives issued on the group so far; its members count alike
+    // another thread's group (comm_group_background): its collectives skip the flight recorder, the
+    // trace and the timeout's side channel, which belong to the main thread
+    int background;
 };
 
 CommInfo comm_info;
@@ -49,6 +52,10 @@ static MPI_Op bf16_sum_op;
 static MPI_Comm fail_comm;   // only comm_fail_all meets on it, so it never crosses another collective
 static MPI_Comm watch_comm;  // the side channel on which timed-out ranks tell each other where they wait
 static double collective_timeout = 600;  // seconds; 0: wait for ever
+static int thread_level;  // what MPI_Init_thread provided
+static void (*exit_hook)(int clean);
+
+void comm_on_exit(void (*hook)(int clean)) { exit_hook = hook; }
 enum { TIMEOUT_TAG = 7, GRACE_SECONDS = 5 };
 static void fatal_before(void);
 static void fatal_end(void);
@@ -411,7 +418,9 @@ void comm_init(int *argc, char ***argv) {
 #endif
     clock_test_pause("start-up");
     const char *launcher_stdout = io_launcher_stdout();  // before MPI_Init, which sets a singleton's OMPI_* variables
-    MPI_Init(argc, argv);
+    // a checkpoint written in the background (--async_checkpoint) makes MPI calls from its own
+    // thread, on a communicator of its own, while training's go on: that needs MPI_THREAD_MULTIPLE
+    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &thread_level);
     // errors come back to us so they are reported with file:line, not as a bare abort
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     world_group.comm = MPI_COMM_WORLD;
@@ -716,6 +725,7 @@ static void fatal_before(void) {
 }
 
 static void fatal_end(void) {
+    if (exit_hook) exit_hook(0);
     nccl_abort_all();
     int inited = 0;
     MPI_Initialized(&inited);
@@ -748,6 +758,7 @@ void comm_fail_all(const char *fmt, ...) {
     stop_silent = 1;
     if (comm_info.rank == 0) log_error(msg);
     fflush(stdout);
+    if (exit_hook) exit_hook(1);
     if (inited) MPI_Finalize();
     exit(1);
 }
@@ -774,6 +785,7 @@ void comm_abort_all(const char *fmt, ...) {
     va_end(ap);
     if (comm_info.rank == 0) log_error(msg);
     fflush(NULL);
+    if (exit_hook) exit_hook(0);
     nccl_abort_all();
     if (comm_info.world == 1) _exit(1);
     MPI_Barrier(fail_comm);  // the line is out before any rank's abort can end rank 0
@@ -903,7 +915,7 @@ static CommRequest *request_new(CommGroup *g, const char *op, Elem e, size_t cou
     r->seq = ++g->seq;
     r->bytes = count * e.size;
     r->start_us = clock_now_us();
-    r->flight = flight_start(op, g->name, r->seq, r->bytes, r->start_us);
+    if (!g->background) r->flight = flight_start(op, g->name, r->seq, r->bytes, r->start_us);
     return r;
 }
 
@@ -994,7 +1006,8 @@ static int request_test(CommRequest *r) {
 void comm_wait(CommRequest *r) {
     if (!r) return;
     // spin first (most waits are short), then yield the core; the clock is read every few tests
-    int64_t t0 = clock_now_us(), limit = (int64_t)(collective_timeout * 1e6);
+    // a background group's waits are watched by comm_deadline_begin's watchdog instead
+    int64_t t0 = clock_now_us(), limit = r->g->background ? 0 : (int64_t)(collective_timeout * 1e6);
     for (unsigned spins = 1; !request_test(r); spins++) {
         if (spins % 64) continue;
         int64_t waited = clock_now_us() - t0;
@@ -1010,6 +1023,10 @@ void comm_wait(CommRequest *r) {
 #ifdef FSDPC_CUDA
     if (r->nccl) comm_nccl_finish(r->nccl, &start, &end);  // the stream's own times when the trace asked for them
 #endif
+    if (r->g->background) {
+        free(r);
+        return;
+    }
     flight_end(r->flight, end);
     if (trace_on) trace_collective(r->op, r->g->name, r->seq, r->bytes, r->dtype, start, end);
     free(r);
@@ -1048,17 +1065,31 @@ void comm_allreduce_max_f64(CommGroup *g, double *buf, size_t n) { allreduce_blo
 void comm_allreduce_xor_u32(CommGroup *g, uint32_t *buf, size_t n) { allreduce_blocking(g, buf, n, U32, MPI_BXOR); }
 void comm_bcast_bytes(CommGroup *g, void *buf, size_t n, int root) { bcast_blocking(g, buf, n, BYTES, root); }
 
-const char *comm_first_error(const char *local_error) {
-    static char msg[1024];
-    int first = local_error ? comm_info.rank : comm_info.world;
-    allreduce_blocking(&world_group, &first, 1, I32, MPI_MIN);
-    if (first == comm_info.world) return NULL;
+const char *comm_first_error_in(CommGroup *g, const char *local_error) {
+    static _Thread_local char msg[1024];  // a background thread agrees on its own errors
+    int size = comm_group_size(g), first = local_error ? comm_group_rank(g) : size;
+    allreduce_blocking(g, &first, 1, I32, MPI_MIN);
+    if (first == size) return NULL;
     // ship the failing rank's message to every rank so exactly one line is printed
     memset(msg, 0, sizeof msg);
     if (local_error) snprintf(msg, sizeof msg, "%s", local_error);
-    bcast_blocking(&world_group, msg, sizeof msg, BYTES, first);
+    bcast_blocking(g, msg, sizeof msg, BYTES, first);
     return msg;
 }
+
+const char *comm_first_error(const char *local_error) { return comm_first_error_in(&world_group, local_error); }
+
+int comm_thread_multiple(void) { return thread_level >= MPI_THREAD_MULTIPLE; }
+
+CommGroup *comm_group_background(const char *name) {
+    CommGroup *g = callocCheck(1, sizeof *g);
+    mpiCheck(MPI_Comm_dup(MPI_COMM_WORLD, &g->comm));
+    g->name = name;
+    g->background = 1;
+    return g;
+}
+
+int comm_group_fortran(const CommGroup *g) { return (int)MPI_Comm_c2f(g->comm); }
 
 int comm_agree(const char *local_error, char *err, size_t errlen) {
     const char *e = comm_first_error(local_error);

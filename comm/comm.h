@@ -89,6 +89,10 @@ void comm_fail_all(const char *fmt, ...) __attribute__((noreturn, format(printf,
 // line, stdio is flushed, and the job ends through MPI_Abort (one rank: _exit), skipping every
 // exit-time cleanup, so anything that must happen on exit is the caller's to do first.
 void comm_abort_all(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+// A hook comm_fail_all, comm_fail_local, comm_abort_all and fatal errors call before they end
+// the process (NULL: none): clean 1 from comm_fail_all (every rank agreed: MPI_Finalize follows),
+// 0 from the others (MPI_Abort or _exit follows). It may be called from any thread.
+void comm_on_exit(void (*hook)(int clean));
 // An input error that only this rank sees, where no collective can agree on it (a bad token in
 // its part of the data, a file it cannot write, an error other ranks never reached): the line,
 // naming the rank, is the last this rank prints (no flight recorder: nothing internal went
@@ -143,6 +147,18 @@ typedef struct CommGroup CommGroup;  // opaque: an MPI communicator
 CommGroup *comm_world(void);
 int comm_group_rank(const CommGroup *g);
 int comm_group_size(const CommGroup *g);
+// Whether MPI runs with MPI_THREAD_MULTIPLE (comm_init asks for it): a second thread may then make
+// MPI calls on a communicator of its own while the main thread makes others.
+int comm_thread_multiple(void);
+// Collective on the world (the main thread): a duplicate of the world for one other thread's use
+// (a checkpoint written in the background). Its collectives stay out of the flight recorder and
+// the trace, and --collective_timeout does not watch them: that thread opens comm_deadline_begin.
+CommGroup *comm_group_background(const char *name);
+// comm_first_error among g's members (their ranks in g), with a buffer per thread: a background
+// thread's agreement on its own group.
+const char *comm_first_error_in(CommGroup *g, const char *local_error);
+// g's communicator as MPI_Comm_c2f gives it, for a library that takes one (parallel HDF5)
+int comm_group_fortran(const CommGroup *g);
 void comm_barrier(CommGroup *g);
 void comm_allreduce_sum_f32(CommGroup *g, float *buf, size_t n);
 void comm_allreduce_sum_f64(CommGroup *g, double *buf, size_t n);

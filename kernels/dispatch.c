@@ -170,7 +170,7 @@ void kern_free_host(void *p) {
 }
 
 const char *kern_mem_name(KernMem cat) {
-    static const char *const names[KERN_MEM_NCAT] = {"params", "gathered", "grads", "optimizer", "activations", "buffers"};
+    static const char *const names[KERN_MEM_NCAT] = {"params", "gathered", "grads", "optimizer", "activations", "buffers", "staging"};
     return names[cat];
 }
 

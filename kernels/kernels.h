@@ -79,6 +79,7 @@ typedef enum {
     KERN_MEM_OPTIMIZER,    // AdamW moments
     KERN_MEM_ACTIVATIONS,  // the model's activations and backward scratch
     KERN_MEM_BUFFERS,      // communication buffers: bf16 staging of gathers and reductions
+    KERN_MEM_STAGING,      // a checkpoint's copy for its background write (--async_checkpoint)
     KERN_MEM_NCAT
 } KernMem;
 const char *kern_mem_name(KernMem cat);  // "params", "gathered", ... (logs and metrics)

@@ -261,6 +261,7 @@ static const CliFlag flags[] = {
       CLI_ALIASES("restart_checkpoint_file", "ckpt_load_path", "load_ckpt_path")),
     I("num_kept_checkpoints", ckpt.num_kept_checkpoints, G_CKPT, "checkpoints kept (0: all)"),
     B("overwrite_checkpoints", ckpt.overwrite_checkpoints, G_CKPT, "replace checkpoints of another run's lineage"),
+    B("async_checkpoint", ckpt.async_checkpoint, G_CKPT, "stage checkpoints in host memory and write them in the background"),
     S("init_from", ckpt.init_from, G_CKPT, "PATH", "weights only: safetensors, a Hugging Face folder or hub name, or a checkpoint",
       CLI_ALIASES("pretrained_checkpoint_file", "hf_pretrained_model_name_or_dir", "finetune_checkpoint_load_dir")),
     S("init_adapter", ckpt.init_adapter, G_CKPT, "DIR", "LoRA: a PEFT adapter folder as the adapters' start (after --init_from)"),

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../base/log.h"
 #include "../comm/comm.h"
@@ -17,13 +18,19 @@ int memory_ckpt_every(const Config *c, int gpu) {
     return !on ? 0 : c->shard.selective_checkpointing > 0 ? c->shard.selective_checkpointing : 1;
 }
 
-// bytes per rank under config c: shard state by kind into *e, plus activations into *acts; the
-// kinds are the memory tracker's categories
+// A writer's slices of a checkpoint are its master shard and AdamW moments (the file's padding
+// and a replica's or tp rank's duplicates aside, which it does not write): at most that much.
+double memory_staging(const ShardMemEstimate *e, const Config *c) {
+    return c->ckpt.async_checkpoint && c->ckpt.checkpoint_freq > 0 ? e->master + e->optimizer : 0;
+}
+
+// bytes per rank under config c: shard state by kind into *e, plus activations into *acts, plus
+// --async_checkpoint's staging buffer; the kinds are the memory tracker's categories
 static double rank_bytes(const ModelPlan *plan, const Config *c, const ParallelDims *dims, ShardMemEstimate *e, double *acts) {
     int B = c->optim.batch_size, T = c->model.max_context_width;
     shard_estimate(plan, &c->shard, c->optim.grad_accum, dims, e);
     *acts = (double)model_acts_bytes(plan, B, T, 0, memory_ckpt_every(c, 0), 0, NULL);
-    return e->params + e->gathered + e->grads + e->optimizer + e->buffers + *acts;
+    return e->params + e->gathered + e->grads + e->optimizer + e->buffers + *acts + memory_staging(e, c);
 }
 
 // the activations a GPU holds (offloaded ones in pinned host memory, *host)
@@ -52,6 +59,30 @@ double memory_estimate(const ModelPlan *plan, const Config *c, const ParallelDim
     *acts_host = 0;
     if (device) gpu_acts_bytes(plan, c, acts_host);
     return (device ? device_bytes : rank_bytes)(plan, c, dims, e, acts);
+}
+
+// --async_checkpoint's staging buffer, `staging` bytes per rank: NULL, or the refusal when the node
+// cannot hold it. On the CPU need (the node's estimate with it) is held against avail (limit says
+// what that is), and the buffer is named when the run would fit without it; on a GPU it is pinned
+// host memory, held with the offloaded activations (host_other per rank) against the node's.
+static const char *staging_refusal(double staging, double need, double avail, const char *limit, double host_other, int gpu) {
+    const double G = 1024.0 * 1024.0 * 1024.0;
+    static char msg[1024], what[160];
+    double n = comm_info.local_world;
+    if (gpu) {
+        const char *source;
+        avail = comm_mem_available(&source);
+        const char *hook = getenv("FSDPC_TEST_MEM_AVAILABLE");
+        if (hook) avail = atof(hook), source = "FSDPC_TEST_MEM_AVAILABLE";
+        need = n * (staging + host_other);
+        snprintf(what, sizeof what, "%.2f GiB of host memory available (%s)", avail / G, source);
+        limit = what;
+    }
+    if (avail <= 0 || need <= avail || (!gpu && need - n * staging > avail)) return NULL;
+    snprintf(msg, sizeof msg, "--async_checkpoint: its staging buffer (a host copy of the rank's part of each checkpoint) takes %.2f GiB per "
+             "rank, and with it this node's %d rank(s) need %.2f GiB%s, beyond the %s; drop --async_checkpoint (checkpoints are then "
+             "written synchronously)", staging / G, (int)n, need / G, gpu ? " of host memory" : "", limit);
+    return msg;
 }
 
 // Before allocating: this rank's estimated peak (shard state and buffers from shard's layout
@@ -87,11 +118,16 @@ void memory_check(const ModelPlan *plan, const Config *c, const ParallelDims *di
     if (gpu) gpu_acts_bytes(plan, c, &acts_host);
     char host[80] = "";
     if (acts_host > 0) snprintf(host, sizeof host, "; offloaded activations %.1f MiB in pinned host memory", acts_host / M);
+    double staging = memory_staging(&e, c);
+    if (staging > 0)
+        snprintf(host + strlen(host), sizeof host - strlen(host), "; checkpoint staging %.1f MiB%s", staging / M,
+                 gpu ? " in pinned host memory" : "");
     log_msg("memory estimate per rank: %.1f MiB%s (parameters %.1f, gathered %.1f, gradients %.1f, optimizer %.1f, "
              "activations %.1f, buffers %.1f MiB%s)\n", need / n / M, gpu ? " on the GPU" : "", e.params / M, e.gathered / M,
              e.grads / M, e.optimizer / M, acts / M, e.buffers / M, host);
-    if (!known || need <= avail) {
-        comm_check_all(NULL);
+    const char *staged = staging > 0 ? staging_refusal(staging, need, known ? avail : -1, limit, acts_host, gpu) : NULL;
+    if (staged || !known || need <= avail) {
+        comm_check_all(staged);
         return;
     }
     // what would fit, cheapest change first: a smaller batch, recomputation, then on a GPU the

@@ -455,11 +455,11 @@ static void print_json(const PlanFigures *f, const char *device) {
            "\"shard_group\": %d, \"replica_group\": %d, \"tp\": %d, \"ep\": %d, \"expert_shard_group\": %d, "
            "\"expert_replica_group\": %d, \"precision\": \"%s\", \"reduce_dtype\": \"%s\", "
            "\"batch_size\": %d, \"grad_accum\": %d, \"checkpoint_every\": %d, \"cpu_offload\": %s, "
-           "\"offload_horizon\": %d, \"offloaded_activations_bytes\": %.0f, ",
+           "\"offload_horizon\": %d, \"offloaded_activations_bytes\": %.0f, \"staging_bytes\": %.0f, ",
            device, f->world, f->rpn, f->nodes, shard_strategy_name(f->dims.strategy), f->shard, f->replicas, f->tp, f->dims.ep,
            f->dims.expert_shard_size, f->dims.expert_replica_size, shard_precision_name(cfg->shard.precision),
            shard_precision_name(cfg->shard.reduce_dtype), B, M, f->every, cfg->shard.cpu_offload ? "true" : "false", f->horizon,
-           f->acts_offloaded);
+           f->acts_offloaded, memory_staging(&f->host, cfg));
     printf("\"per_rank_bytes\": {\"params\": %.0f, \"master\": %.0f, \"gathered\": %.0f, \"grads\": %.0f, "
            "\"optimizer\": %.0f, \"activations\": %.0f, \"buffers\": %.0f, \"peak\": %.0f}, \"capacity_bytes\": %.0f, "
            "\"fits\": %s, \"host_start_bytes_per_node\": %.0f, ",
@@ -552,6 +552,10 @@ static void print_memory(const PlanFigures *f) {
                  f->horizon);
         mem_row("offloaded", f->acts_offloaded, unit, shard_params, note);
     }
+    double staging = memory_staging(&f->host, cfg);
+    if (staging > 0)
+        mem_row("staging", staging, unit, shard_params, f->gpu ? "--async_checkpoint: the checkpoint's copy, in pinned host memory, not in the peak"
+                                                               : "--async_checkpoint: the checkpoint's copy for its background write (in the peak)");
     if (f->capacity > 0) printf("  %s: %s\n", f->fits ? "fits" : "DOES NOT FIT", f->capacity_what);
     // per parameter of the rank's shard: what lives all run long; bf16 copies exist only while a
     // unit is gathered or reduced (shard group 1 on a GPU aside, whose units are always gathered)

@@ -72,6 +72,7 @@ typedef struct {
     CkptMeta origin;         // run_id, parent and lineage recorded in this run's checkpoints
     HfModel *hf;             // --init_from a Hugging Face source
     int init_h5;             // --init_from an fsdpc checkpoint file
+    CkptAsync *async;        // --async_checkpoint's writer and staging buffer, else NULL
     CkptSource source;       // that source's side files (config.json, tokenizer_config.json...), passed on
     // what defines the run besides its flags (data/source/ident.h): the tokenizer, the training and the
     // validation data (nfiles < 0: none), recorded in every checkpoint (CkptMeta.inputs); and the

@@ -403,7 +403,21 @@ static double log_validation(Run *r, int step, int *stopped) {
     return vl;
 }
 
-static void save(Run *r, int step) {
+// --async_checkpoint: the write in flight, waited for (one at a time). why: what waits, for the
+// log when the wait took time.
+static void save_wait(Run *r, const char *why) {
+    if (!ckpt_async_busy(r->async)) return;
+    double waited;
+    char err[CKPT_ERR_LEN];
+    trace_begin(TRACE_COMPUTE, "checkpoint wait", -1);
+    int rc = ckpt_async_wait(r->async, &waited, err, sizeof err);
+    trace_end(TRACE_COMPUTE);
+    if (rc) comm_fail_all("%s", err);
+    if (waited >= 0.01) log_msg("%s waited %.2f s for the previous checkpoint's background write\n", why, waited);
+}
+
+// sync: written before returning, even under --async_checkpoint (the last checkpoint of a run)
+static void save(Run *r, int step, int sync) {
     Config *c = r->cfg;
     // nothing non-finite reaches the disk, whatever produced it
     double sumsq = 0.0;
@@ -418,9 +432,19 @@ static void save(Run *r, int step) {
     meta.data_position = pack_step_first(&r->order, step);
     meta.rng_state = (uint64_t)c->optim.seed;
     CkptSaved out;
-    trace_begin(TRACE_COMPUTE, "checkpoint write", -1);
-    char err[CKPT_ERR_LEN], run[2048];
+    char err[CKPT_ERR_LEN], run[2048], what[64];
     config_describe(c, inputs_data_name(r), run, sizeof run);
+    snprintf(what, sizeof what, "step %d's checkpoint", step);
+    save_wait(r, what);  // one in flight: the next waits for the previous
+    if (r->async && !sync) {
+        trace_begin(TRACE_COMPUTE, "checkpoint staging", -1);
+        if (ckpt_save_async(r->async, c->ckpt.checkpoint_dir, &r->st, &c->model, run, c->data.tokenizer, &meta, &r->source,
+                            c->ckpt.num_kept_checkpoints, r->resume_file, err, sizeof err))
+            comm_fail_all("%s", err);
+        trace_end(TRACE_COMPUTE);
+        return;
+    }
+    trace_begin(TRACE_COMPUTE, "checkpoint write", -1);
     if (ckpt_save(c->ckpt.checkpoint_dir, &r->st, &c->model, run, c->data.tokenizer, &meta, &r->source, &out, err, sizeof err))
         comm_fail_all("%s", err);
     trace_end(TRACE_COMPUTE);
@@ -548,6 +572,21 @@ static void setup_build(Run *r) {
     pack_plans_init(&r->plans, nplans, c->optim.batch_size, c->model.max_context_width);
 }
 
+// --async_checkpoint: the writer's communicator and the staging buffer, when the run will write
+// checkpoints (the start-up memory check counted the buffer)
+static void setup_async(Run *r) {
+    const Config *c = r->cfg;
+    if (!c->ckpt.async_checkpoint || c->ckpt.checkpoint_freq <= 0 || r->start_step >= r->max_steps) return;
+    if (!comm_thread_multiple())
+        comm_fail_all("--async_checkpoint: the MPI library does not provide MPI_THREAD_MULTIPLE, which the background writer needs "
+                      "(it makes MPI-IO calls while training makes its own); use an MPI built with thread support, or drop "
+                      "--async_checkpoint");
+    r->async = ckpt_async_new(&r->st);
+    log_msg("--async_checkpoint: each checkpoint is staged in %.1f MiB of %shost memory per rank (rank 0's part) and written in the "
+            "background; the next checkpoint and the end of training wait for it\n", ckpt_stage_bytes(&r->st) / 1048576.0,
+            kern_on_gpu() ? "pinned " : "");
+}
+
 // Everything before the first step; returns 0, or the exit status of a run stopped while its
 // data cache was built.
 static int train_setup(Run *r) {
@@ -593,6 +632,7 @@ static int train_setup(Run *r) {
     comm_stop_polled(1);
     comm_stop_watch("training");  // a kernel that never returns must not keep a stop from being obeyed
     r->start_step = shard_step(&r->st);
+    setup_async(r);
     if (r->start_step < r->max_steps)  // the model's initial values or checkpoint, the data and the device, before any step
         log_msg("start-up: %.1f s to the first step on %d host thread(s)\n", clock_now_s() - t_start, c->run.num_threads);
     return 0;
@@ -637,17 +677,20 @@ static int train_loop(Run *r) {
         if (val_stopped) s.preempt = 1;
         outputs_step_done(r, line, sizeof line, len);
         prof_mark(r, do_val ? PROF_EVAL : -1);
-        if (do_ckpt) save(r, done);
+        // the run's last checkpoint is written before it ends; a stop's comes below
+        if (do_ckpt) save(r, done, done == r->max_steps || s.preempt);
         prof_mark(r, do_ckpt ? PROF_CKPT : -1);
         if (do_val || do_ckpt) r->t_log = clock_now_s();  // keep evaluation and I/O out of Speed
         if (s.preempt && done < r->max_steps) {
-            if (c->ckpt.checkpoint_freq > 0 && !do_ckpt) save(r, done);
+            if (c->ckpt.checkpoint_freq > 0 && !do_ckpt) save(r, done, 1);
+            save_wait(r, "the stop");
             log_msg("Preempted (signal) after step %d: %s; exiting with status %d so the job can be requeued and resumed\n",
                     done, c->ckpt.checkpoint_freq > 0 ? "checkpoint written" : "no checkpoint (--checkpoint_freq 0)", TRAIN_EXIT_PREEMPTED);
             r->max_steps = done;  // generation is skipped in train_finish
             return TRAIN_EXIT_PREEMPTED;
         }
     }
+    save_wait(r, "the end of training");
     return 0;
 }
 
@@ -686,6 +729,7 @@ static int train_finish(Run *r, int status) {
     data_batch_free(r->batch);
     pack_plans_free(&r->plans);
     model_acts_free(&r->acts);
+    ckpt_async_free(r->async);
     shard_free(&r->st);
     model_plan_free(&r->plan);
     inputs_free(r);
