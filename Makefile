@@ -24,7 +24,7 @@ BLAS_INC = /usr/include/x86_64-linux-gnu/openblas-openmp
 CUDA_HOME ?= /usr/local/cuda
 NPROC ?= $(shell nproc)
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard $(CUDA_HOME)/bin/nvcc))
-CUDA ?= $(if $(and $(NVCC),$(wildcard kernels/cuda/*.cu)),1,0)
+CUDA ?= $(if $(filter thread,$(SAN)),0,$(if $(and $(NVCC),$(wildcard kernels/cuda/*.cu)),1,0))
 # x86-64-v3 (AVX2/FMA) rather than -march=native: the binary also runs on the GPU machine's host
 ARCH ?= -march=x86-64-v3
 CFLAGS ?= -O3 $(ARCH) -Wall -Wextra -Wno-unused-parameter
@@ -61,18 +61,33 @@ LDLIBS += $(SAN_LD)
 HOST_LDLIBS += $(SAN_LD)
 export ASAN_OPTIONS ?= detect_leaks=0
 endif
+# make fsdpc SAN=thread: ThreadSanitizer's fsdpc, CPU only, as build/fsdpc-tsan (own object folder;
+# ./fsdpc stays as it is): test/integration/test_ckpt_async.sh runs the background checkpoint writer on it
+ifeq ($(SAN),thread)
+BUILD = build/cpu-tsan
+PROG = build/fsdpc-tsan
+CFLAGS += -g -O1 -fno-omit-frame-pointer -fsanitize=thread
+CXXFLAGS += -g -fsanitize=thread
+LDLIBS += -fsanitize=thread
+fsdpc: $(PROG)
+endif
+ifneq ($(SAN),thread)
+# make test builds it too (TESTS): its own make, into its own folders
+build/fsdpc-tsan: $(SRC) $(CXX_SRC) $(wildcard */*.h */*/*.h) main.c
+	@$(MAKE) --no-print-directory SAN=thread build/fsdpc-tsan
+endif
 CU_BUILD := $(BUILD)
 ifeq ($(MPI),mpich)
 BUILD := $(BUILD)-mpich
 endif
 # build/flavor changes when the object folder does, so ./fsdpc relinks after a SAN=1 build (and
 # build/flavor-mpich for ./fsdpc-mpich)
-FLAVOR = build/flavor$(if $(filter mpich,$(MPI)),-mpich)
+FLAVOR = build/flavor$(if $(filter mpich,$(MPI)),-mpich)$(if $(filter thread,$(SAN)),-tsan)
 $(shell mkdir -p build; [ "$$(cat $(FLAVOR) 2>/dev/null)" = "$(BUILD)" ] || echo "$(BUILD)" >$(FLAVOR))
 OBJ = $(SRC:%.c=$(BUILD)/%.o) $(CXX_SRC:%.cpp=$(BUILD)/%.o) $(CU_OBJ)
 # build/test_gpu, in a CUDA build: test/gpu/test_bundle.sh packs it as run/gpu-bundle.sh would
 TESTS = build/test_kernels build/test_model build/test_comm build/test_arrow build/test_sources build/test_parquet build/test_sft build/test_gpu_emu build/fsdpc_emu \
-	build/emu_race_check $(FUZZ_TARGETS) $(if $(filter 1,$(CUDA)),build/test_gpu)
+	build/emu_race_check build/fsdpc-tsan $(FUZZ_TARGETS) $(if $(filter 1,$(CUDA)),build/test_gpu)
 
 .PHONY: all run test check check-layers test-slurm test-gpu bench bench-gpu gpu-check deps clean fuzz
 all: $(PROG)

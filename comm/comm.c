@@ -291,7 +291,7 @@ static void __attribute__((noreturn)) stop_exit(int sig, const char *what) {
 
 static void on_stop(int sig) {
     if (stop_polled) {
-        comm_stop_signal = sig;
+        __atomic_store_n(&comm_stop_signal, sig, __ATOMIC_RELAXED);  // read by the stop watchdog's thread too
         return;
     }
     stop_exit(sig, ": nothing partial left; exiting with status 75\n");
@@ -314,7 +314,7 @@ static void stop_signals_early(int argc, char **argv, char **envp) {
 __attribute__((section(".preinit_array"), used)) static void (*const stop_signals_preinit)(int, char **, char **) = stop_signals_early;
 
 void comm_stop_polled(int on) {
-    stop_polled = on;
+    __atomic_store_n(&stop_polled, on, __ATOMIC_RELAXED);
     if (!on && comm_stop_signal) raise(comm_stop_signal);  // a signal polled for but not acted on ends the process now
 }
 
@@ -632,8 +632,10 @@ static void *stop_watch_main(void *arg) {
     int64_t seen_us = 0;  // when this thread first saw the pending signal
     for (;;) {
         usleep(STOP_TICK_US);
-        int sig = comm_stop_signal;
-        if (!sig || !stop_polled || !stop_watched || collective_timeout <= 0) {
+        // the handler's store is seen by this thread: an atomic load (sig_atomic_t orders nothing between threads)
+        int sig = __atomic_load_n(&comm_stop_signal, __ATOMIC_RELAXED);
+        const char *watched = __atomic_load_n(&stop_watched, __ATOMIC_RELAXED);
+        if (!sig || !__atomic_load_n(&stop_polled, __ATOMIC_RELAXED) || !watched || collective_timeout <= 0) {
             seen_us = 0;
             continue;
         }
@@ -642,7 +644,7 @@ static void *stop_watch_main(void *arg) {
         int64_t since = stop_progress_us > seen_us ? stop_progress_us : seen_us;
         if (now - since <= (int64_t)(collective_timeout * 1e6)) continue;
         char what[400];
-        stop_phase = stop_watched;
+        stop_phase = watched;
         snprintf(what, sizeof what, ": nothing moved for %.0f s after it (--collective_timeout %g; a compute kernel that does "
                  "not return?), so it ends without the checkpoint it would have written; nothing partial left; exiting with "
                  "status 75\n", (now - since) / 1e6, collective_timeout);
@@ -658,7 +660,7 @@ static void stop_watch_start(void) {
 
 void comm_stop_watch(const char *phase) {
     stop_progress_us = clock_now_us();
-    stop_watched = phase;
+    __atomic_store_n(&stop_watched, phase, __ATOMIC_RELAXED);
     if (phase) pthread_once(&stop_watch_once, stop_watch_start);
 }
 

@@ -34,6 +34,7 @@ suite "plan: fsdpc plan against real start-up estimates and measured memory; run
 suite "shard: multi-rank equivalence, memory, bad layouts" bash test/integration/test_shard.sh
 suite "tp: the tensor-parallel mesh, its checks and refusals" bash test/integration/test_tp.sh
 suite "ckpt: parallel checkpoints, resharding, crash safety" bash test/integration/test_ckpt.sh
+suite "ckpt async: --async_checkpoint equal to synchronous checkpoints (losses, files, resume at two layouts); kill -9, SIGTERM, an error and a full disk during a background write; staging memory; ThreadSanitizer" bash test/integration/test_ckpt_async.sh
 suite "arrow: Arrow IPC stream and file reader against apache-arrow" bash test/integration/test_arrow.sh
 suite "mingpt: train, greedy generation and GPT2LMHeadModel export against the PyTorch reference" bash test/integration/test_mingpt.sh
 suite "hf: Hugging Face weights in (safetensors) and out (export)" bash test/integration/test_hf.sh
