@@ -26,3 +26,4 @@ echo; bash bench/bench_prepare.sh
 echo; bash bench/bench_data.sh
 echo; bash bench/bench_packing.sh
 echo; bash bench/bench_startup.sh
+echo; bash bench/bench_ckpt.sh

@@ -323,7 +323,9 @@ struct CkptAsync {
     int running;      // a write started and not yet joined
     atomic_int done;  // the writer has finished (published, or failed to)
     SaveJob job;
-    double t0, staged;  // when it was staged; how long staging took
+    double t0, staged_s;  // when the checkpoint step began it; how long staging took
+    atomic_int staged;    // the slices are in the staging buffer: the shards may change
+    char **from;          // each piece's slice on the shards
     char err[CKPT_ERR_LEN];  // the writer's agreed failure to publish, or ""
 };
 
@@ -345,12 +347,34 @@ CkptAsync *ckpt_async_new(const ShardState *s) {
     a->g = comm_group_background("ckpt");
     a->bytes = ckpt_stage_bytes(s);
     a->stage = kern_alloc_host(a->bytes ? a->bytes : 1, KERN_MEM_STAGING, 1);
+    memset(a->stage, 0, a->bytes);  // its pages mapped now, not during the first checkpoint's copy
+    a->from = mallocCheck((h5_pieces(s, shard_plan(s), 1, 3, NULL) + 1) * sizeof *a->from);
     comm_on_exit(on_exit_hook);
     return a;
 }
 
+// This rank's slices into the staging buffer, in piece order (from: where each was), and the
+// pieces pointed at their copies. On the CPU the writer copies them while the next step's forward
+// and backward read the same shards (nothing writes them before its update: ckpt_async_fence).
+static void stage(CkptAsync *a) {
+    SaveJob *j = &a->job;
+    double t0 = clock_now_s();
+    size_t off = 0;
+    for (size_t i = 0; i < j->np; i++) {
+        H5Piece *p = &j->pieces[i];
+        size_t bytes = h5_piece_bytes(p);
+        if (bytes && p->on_device) kern_download(a->stage + off, a->from[i], bytes);
+        else if (bytes) memcpy(a->stage + off, a->from[i], bytes);
+        p->buf = a->stage + off, p->on_device = 0;
+        off += bytes;
+    }
+    a->staged_s = clock_now_s() - t0;
+    atomic_store(&a->staged, 1);
+}
+
 static void *writer_main(void *arg) {
     CkptAsync *a = arg;
+    if (!atomic_load(&a->staged)) stage(a);
     h5_own(1);
     deadline_begin(&a->job);
     save_write(&a->job);
@@ -360,7 +384,7 @@ static void *writer_main(void *arg) {
     if (!e) {
         double took = clock_now_s() - a->t0;
         log_msg("Saved checkpoint %s in the background: staged in %.2f s, written in %.2f s (%.1f MB/s)\n", a->job.out.path,
-                a->staged, took, a->job.out.bytes / 1e6 / (took > 0 ? took : 1e-9));
+                a->staged_s, took, a->job.out.bytes / 1e6 / (took > 0 ? took : 1e-9));
         // pruning waits for the write it prunes against: it runs here, after the publish
         ckpt_prune(a->job.dir, a->job.keep, &a->job.meta, a->job.out.path, a->job.resumed);
     }
@@ -385,23 +409,28 @@ int ckpt_save_async(CkptAsync *a, const char *dir, const ShardState *s, const Mo
     j->keep = keep;
     j->g = a->g;
     size_t off = 0;
-    for (size_t i = 0; i < j->np; i++) {  // this rank's slices into the staging buffer: the shards may change now
+    int device = 0;
+    for (size_t i = 0; i < j->np; i++) {  // each slice's place in the staging buffer
         H5Piece *p = &j->pieces[i];
-        size_t bytes = h5_piece_bytes(p);
-        if (off + bytes > a->bytes) err_fatal("internal error: the checkpoint's slices outgrew their staging buffer");
-        if (bytes && p->on_device) kern_download(a->stage + off, p->buf, bytes);
-        else if (bytes) memcpy(a->stage + off, p->buf, bytes);
-        p->buf = a->stage + off, p->on_device = 0;
-        off += bytes;
+        a->from[i] = p->buf;
+        device |= p->on_device && p->n;
+        if (off + h5_piece_bytes(p) > a->bytes) err_fatal("internal error: the checkpoint's slices outgrew their staging buffer");
+        off += h5_piece_bytes(p);
     }
-    a->staged = clock_now_s() - a->t0;
     a->err[0] = 0;
     atomic_store(&a->done, 0);
+    atomic_store(&a->staged, 0);
+    if (device) stage(a);  // the device's copies go on the main thread, which owns the device
     in_flight = a;
     int e = pthread_create(&a->thread, NULL, writer_main, a);
     if (e) err_fatal("cannot start the checkpoint writer thread: %s", strerror(e));
     a->running = 1;
     return 0;
+}
+
+void ckpt_async_fence(CkptAsync *a) {
+    if (!a || !a->running) return;
+    while (!atomic_load(&a->staged)) usleep(100);
 }
 
 // comm's exit hook (comm_on_exit): an error that every rank agreed on (clean) waits for the write
@@ -442,6 +471,7 @@ int ckpt_async_wait(CkptAsync *a, double *waited, char *err, size_t errlen) {
 void ckpt_async_free(CkptAsync *a) {
     if (!a) return;
     kern_free_host(a->stage);
+    free(a->from);
     free(a);
 }
 

@@ -86,12 +86,16 @@ size_t ckpt_stage_bytes(const ShardState *s);
 CkptAsync *ckpt_async_new(const ShardState *s);
 void ckpt_async_free(CkptAsync *a);
 // Collective: the checks of ckpt_save (0, or -1 with the agreed line in err and nothing started),
-// then s staged and the write started; keep and resumed are ckpt_prune's. The caller has waited
+// then the write started, its first act a copy of s's slices (on the main thread when they are on
+// the device; ckpt_async_fence before s changes); keep and resumed are ckpt_prune's. The caller has waited
 // for the previous write. A write that fails part-way ends the job from the writer thread, as
 // ckpt_save's does.
 int ckpt_save_async(CkptAsync *a, const char *dir, const ShardState *s, const ModelConfig *m, const char *run,
                     const char *tokenizer, const CkptMeta *meta, const CkptSource *src, int keep, const char *resumed, char *err,
                     size_t errlen);
+// Before the shards change (the optimizer's update): waits until the write in flight, if any, has
+// its copy of them (on the CPU the writer thread copies them while the next step computes).
+void ckpt_async_fence(CkptAsync *a);
 // Whether a write is in flight (a may be NULL)
 int ckpt_async_busy(const CkptAsync *a);
 // Collective: waits for the write in flight, if any (*waited: the seconds spent waiting). 0 once it

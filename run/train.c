@@ -338,7 +338,10 @@ static StepResult train_step(Run *r, int step, float lr) {
     if (!(st.tokens > 0)) {
         log_msg("step %d: no target in the global batch bears loss (all padding or prompts): update skipped\n", step + 1);
         shard_set_step(&r->st, shard_step(&r->st) + 1);
-    } else if (out.applied) shard_adamw_step(&r->st, &c->optim, lr, out.gnorm, inv);
+    } else if (out.applied) {
+        ckpt_async_fence(r->async);  // the background checkpoint's copy of the shards is taken first
+        shard_adamw_step(&r->st, &c->optim, lr, out.gnorm, inv);
+    }
     else shard_set_step(&r->st, shard_step(&r->st) + 1);  // the schedule still moves on, so a resumed run counts steps alike
     trace_end(TRACE_COMPUTE);
     kern_range_pop();
