@@ -330,6 +330,7 @@ struct CkptAsync {
 };
 
 static CkptAsync *in_flight;  // for the exit hook
+static _Thread_local int is_writer;  // this thread is the writer (its own failure ends the job)
 static void on_exit_hook(int clean);
 
 size_t ckpt_stage_bytes(const ShardState *s) {
@@ -374,6 +375,7 @@ static void stage(CkptAsync *a) {
 
 static void *writer_main(void *arg) {
     CkptAsync *a = arg;
+    is_writer = 1;
     if (!atomic_load(&a->staged)) stage(a);
     h5_own(1);
     deadline_begin(&a->job);
@@ -439,7 +441,7 @@ void ckpt_async_fence(CkptAsync *a) {
 // a resume reads. The writer's own failure comes here too, from its thread: nothing to wait for.
 static void on_exit_hook(int clean) {
     CkptAsync *a = in_flight;
-    if (!a || pthread_equal(a->thread, pthread_self())) return;
+    if (!a || is_writer) return;
     if (clean) {
         double waited;
         char err[CKPT_ERR_LEN];

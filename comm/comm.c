@@ -758,9 +758,9 @@ void comm_fail_all(const char *fmt, ...) {
     // an error every rank agreed on is an input error, not a hang: the error is the last line, and
     // the launcher's SIGTERM when another rank leaves first must not add a stop line after it
     stop_silent = 1;
+    if (exit_hook) exit_hook(1);  // before the line, which stays the last
     if (comm_info.rank == 0) log_error(msg);
     fflush(stdout);
-    if (exit_hook) exit_hook(1);
     if (inited) MPI_Finalize();
     exit(1);
 }

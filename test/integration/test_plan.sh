@@ -237,14 +237,14 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 assert [r["step"] for r in rows] == list(range(1, 7)) and [r["tokens"] for r in rows] == [128 * s for s in range(1, 7)], rows
 assert [r["step"] for r in rows if "tokens_per_s" in r] == [1, 2, 4, 6] and all(r["mem_mib"] > 0 for r in rows if "mem_mib" in r), rows
 assert [r["step"] for r in rows if "val_loss" in r] == [3, 6] and "mfu" not in rows[0], rows
-cats = ["params", "gathered", "grads", "optimizer", "activations", "buffers", "total", "rss"]
+cats = ["params", "gathered", "grads", "optimizer", "activations", "buffers", "staging", "total", "rss"]
 assert [r["step"] for r in rows if "mem" in r] == [1, 2, 4, 6] and all(list(r["mem"]) == cats for r in rows if "mem" in r), rows
 for r in rows:
     for k, (now_lo, now_hi, peak_lo, peak_hi) in r.get("mem", {}).items():
         assert 0 <= now_lo <= now_hi <= peak_hi and now_lo <= peak_lo <= peak_hi, (k, r)
     if "mem" in r:
         m = r["mem"]
-        assert m["params"][3] > 0 and m["activations"][3] > 0 and m["total"][3] >= max(m[k][3] for k in cats[:6]), m
+        assert m["params"][3] > 0 and m["activations"][3] > 0 and m["total"][3] >= max(m[k][3] for k in cats[:7]), m
         assert m["rss"][3] > m["total"][3] and abs(m["rss"][3] / 2**20 - r["mem_mib"]) <= 1, m  # mem: is the peak RSS
 PY
 check "metrics lines carry tokens, tokens_per_s, mem_mib and the tracker's mem {category: [now min, now max, peak min, peak max]} at log steps, val_loss at validation steps" $? "$(head -3 "$W/a.jsonl")"
