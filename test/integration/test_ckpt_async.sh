@@ -58,6 +58,11 @@ $MPI -np 4 ./fsdpc $M $R --resume_from_checkpoint "$W/sync/step_00000010.h5" --m
     rel_diff <(tail10 "$W/sync.jsonl") "$W/re4a.jsonl" 10 1e-4 >/dev/null
 check "np=2 asynchronous checkpoint resumed as np=4 hybrid-full-shard: bit for bit the synchronous one's resume, within 1e-4 of 20 straight" $?
 
+# pruning runs after the publish it prunes against: the same files as a synchronous run keeps
+$MPI -np 2 ./fsdpc $M --checkpoint_dir "$W/keep" --checkpoint_freq 5 --num_kept_checkpoints 2 --async_checkpoint >/dev/null 2>&1
+[ "$(ls -A "$W/keep" | tr '\n' ' ')" = "step_00000015.h5 step_00000020.h5 " ]
+check "--num_kept_checkpoints 2 with --async_checkpoint keeps steps 15 and 20, as without" $? "(files: $(ls -A "$W/keep" | tr '\n' ' '))"
+
 # ---- training goes on during the write; one in flight ----
 FSDPC_TEST_CKPT_PAUSE=5:3 $MPI -np 2 ./fsdpc $M --checkpoint_dir "$W/slow" --checkpoint_freq 5 --async_checkpoint --logging_freq 1 \
     --metrics_file "$W/slow.jsonl" >"$W/slow.log" 2>&1
