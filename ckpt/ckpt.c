@@ -310,8 +310,9 @@ int ckpt_save(const char *dir, const ShardState *s, const ModelConfig *m, const 
 
 // ---- writing in the background (--async_checkpoint) ----
 
-// The design (docs/DESIGN.md, "Checkpoints written in the background"): the main thread stages
-// this rank's slices into one host buffer and returns; a writer thread alone then calls HDF5 (the
+// The design (docs/DESIGN.md, "Checkpoints written in the background"): this rank's slices are
+// copied into one host buffer (by the writer on the CPU, fenced before the next update; by the main
+// thread from a GPU) and the step goes on; a writer thread alone then calls HDF5 (the
 // Debian build is not thread-safe: h5_own makes any other caller an internal error) and makes
 // its MPI calls (MPI-IO's and its agreements) on a communicator of its own, which needs
 // MPI_THREAD_MULTIPLE. One write is in flight at a time.
