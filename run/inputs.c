@@ -41,7 +41,7 @@ void inputs_init(Run *r) {
     for (int i = 0; i < INPUTS; i++) r->inputs[i].nfiles = -1;
 }
 
-static const char *const input_keys[INPUTS] = {"tokenizer", "train", "val"};
+static const char *const input_keys[INPUTS + 1] = {"tokenizer", "train", "val", NULL};  // ident_unknown_keys reads to the NULL
 static const char *const input_labels[INPUTS] = {"tokenizer", "training data", "validation data"};
 
 // A resumed run's input i is now `now`: held against the checkpoint's record of it. A change is an

@@ -150,11 +150,11 @@ full "np=2" 2
 
 # ---- the staging buffer: tracker, start-up check, plan ----
 staged=$(sed -nE 's/.*"staging": \[([0-9]+), ([0-9]+), .*/\1 \2/p' "$W/async.jsonl" | head -1)
-planned=$(./fsdpc plan $M --world_size 2 --checkpoint_freq 5 --async_checkpoint --json 2>/dev/null | sed -nE 's/.*"staging_bytes": ([0-9]+).*/\1/p')
+planned=$(./fsdpc plan $M --device cpu --world_size 2 --checkpoint_freq 5 --async_checkpoint --json 2>/dev/null | sed -nE 's/.*"staging_bytes": ([0-9]+).*/\1/p')
 set -- $staged
 [ -n "$planned" ] && [ -n "${2:-}" ] && [ "$2" -gt 0 ] && awk -v p="$planned" -v m="$2" 'BEGIN { exit !(p >= m && p <= 1.1 * m) }'
 check "the tracker counts the staging buffer ($2 bytes on the rank with most); fsdpc plan estimates it ($planned bytes) within 10% above" $?
-./fsdpc plan $M --world_size 2 --checkpoint_freq 5 --async_checkpoint 2>&1 | grep -q "^  staging .*--async_checkpoint"
+./fsdpc plan $M --device cpu --world_size 2 --checkpoint_freq 5 --async_checkpoint 2>&1 | grep -q "^  staging .*--async_checkpoint"
 check "fsdpc plan shows the staging row under --async_checkpoint" $?
 grep -Eq "^memory estimate per rank: .*checkpoint staging [0-9.]+ MiB\)$" "$W/async.log"
 check "the start-up estimate counts the staging buffer" $?
