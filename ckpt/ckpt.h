@@ -22,14 +22,15 @@
 // The checkpoint section of the run's configuration (run/config.h): where checkpoints go, what a
 // run resumes or initialises from, and what it may replace or accept
 typedef struct {
-    char checkpoint_dir[512], resume_from_checkpoint[512];
-    char run_name[128];  // minimal_fsdp's --run_name: checkpoints go to checkpoint_dir/run_name
+    // the paths are heap strings of any length (base/cli.h's CLI_PATH), "" when unset
+    char *checkpoint_dir, *resume_from_checkpoint;
+    char *run_name;  // minimal_fsdp's --run_name: checkpoints go to checkpoint_dir/run_name
     int checkpoint_freq, num_kept_checkpoints;
     int overwrite_checkpoints;  // a run may replace checkpoints of other lineages (never its own input)
     // weights in: a safetensors file / index / Hugging Face directory / hub name, or an fsdpc .h5
-    char init_from[1024];
-    char init_adapter[1024];  // a PEFT LoRA adapter folder loaded into the adapters after the base (ckpt/peft.h)
-    char pretrained_model_name[1024];  // the seed's --pretrained_model_name: --init_from when that is not given
+    char *init_from;
+    char *init_adapter;  // a PEFT LoRA adapter folder loaded into the adapters after the base (ckpt/peft.h)
+    char *pretrained_model_name;  // the seed's --pretrained_model_name: --init_from when that is not given
     int finetune;
     int allow_unused_weights;  // --init_from files may hold tensors the model does not use (warned, not refused)
     int allow_changed_inputs;  // a resume may read another tokenizer or data than its checkpoint's run (warned, not refused)

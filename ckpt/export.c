@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,9 +43,7 @@ typedef struct {
 
 // dir/name, or its temporary (tmp 1): heap
 static char *export_path(const ExportFiles *ef, const char *name, int tmp) {
-    size_t n = strlen(ef->dir) + strlen(name) + 2;
-    char *final = mallocCheck(n);
-    snprintf(final, n, "%s/%s", ef->dir, name);
+    char *final = path_join(ef->dir, name);
     if (!tmp) return final;
     char *t = wlock_tmp_name(final, ef->id);
     free(final);
@@ -125,22 +124,23 @@ static const char *export_check_output(const ExportOptions *a, const char *tokna
     static char msg[2800];
     DIR *d = opendir(a->output);
     if (!d) return NULL;  // not there yet, or no folder (which creating it reports)
-    char path[1400], other[256] = "", final[256] = "";
+    char other[NAME_MAX + 1] = "", final[NAME_MAX + 1] = "";
     int written = 0;
     const char *e = NULL;
     for (struct dirent *x; !e && (x = readdir(d));) {
         // .fsdpc-writer: the writer lock of an export killed before it could remove it (export takes it over)
         if (!strcmp(x->d_name, ".") || !strcmp(x->d_name, "..") || !strcmp(x->d_name, ".fsdpc-writer")) continue;
-        snprintf(path, sizeof path, "%s/%s", a->output, x->d_name);
+        char *path = path_join(a->output, x->d_name);
         struct stat st;
         int named = export_name(x->d_name, tokname), regular = lstat(path, &st) == 0 && S_ISREG(st.st_mode);
         if (named) e = io_output_check(path, "--output");
         if (!(named && regular)) {
             if (!other[0]) snprintf(other, sizeof other, "%s", x->d_name);
-            continue;
+        } else {
+            if (!path_ends_with(x->d_name, ".tmp") && !final[0]) snprintf(final, sizeof final, "%s", x->d_name);
+            written |= export_is_weights(x->d_name, 0) && st_written_by_fsdpc(path);
         }
-        if (!path_ends_with(x->d_name, ".tmp") && !final[0]) snprintf(final, sizeof final, "%s", x->d_name);
-        written |= export_is_weights(x->d_name, 0) && st_written_by_fsdpc(path);
+        free(path);
     }
     closedir(d);
     if (e || a->overwrite) return e;
@@ -164,8 +164,9 @@ static const char *export_publish(ExportFiles *ef) {
         int ours = 0, weights = export_is_weights(e->d_name, 1);
         for (int i = 0; i < ef->n; i++) ours |= !strcmp(e->d_name, ef->names[i]);
         if (weights && !ours) {
-            snprintf(msg, sizeof msg, "%s/%s", ef->dir, e->d_name);
-            unlink(msg);
+            char *p = path_join(ef->dir, e->d_name);
+            unlink(p);
+            free(p);
         }
     }
     if (d) closedir(d);
@@ -408,15 +409,15 @@ static const char *export_copy(ExportFiles *ef, const char *src, const char *nam
 
 // The tokenizer a checkpoint names ("byte", a file, a directory or a hub name) as a file; NULL when
 // it is the byte tokenizer, else the message when it is gone.
-static const char *export_tokenizer(const char *tok, char *file, size_t len) {
+static const char *export_tokenizer(const char *tok, char **file) {
     static char msg[HF_PATH + 128];
-    file[0] = 0;
+    *file = NULL;
     if (!strcmp(tok, "byte")) return NULL;
     char where[HF_PATH];
     if (!hub_resolve(tok, where, sizeof where))
         return snprintf(msg, sizeof msg, "the checkpoint's tokenizer is gone: %s", where), msg;
-    if (!path_is_dir(where)) snprintf(file, len, "%s", where);
-    else if (!hf_find_tokenizer(where, file, len))
+    if (!path_is_dir(where)) *file = path_dup(where);
+    else if (!(*file = hf_find_tokenizer(where)))
         return snprintf(msg, sizeof msg, "the checkpoint's tokenizer directory '%s' holds no tokenizer.model or tokenizer.json", where), msg;
     return NULL;
 }
@@ -513,11 +514,11 @@ static int export_transposed(FILE *f, const TensorSpec *t, StDtype dt, CkptReade
 
 // A byte-level BPE tokenizer as OpenAI ships it (encoder.json + vocab.bpe) or as Hugging Face does
 // (vocab.json + merges.txt): the vocabulary file `tok` (what checkpoints record) and its merges,
-// looked up beside it in the order data/text/tokenizer.c uses, into merges. 0 when tok is no such file;
-// -1 with the message in *err when its merges are gone.
-static int export_bpe_tokenizer(const char *tok, char *merges, size_t len, const char **err) {
+// looked up beside it in the order data/text/tokenizer.c uses, into *merges (heap). 0 when tok is no
+// such file; -1 with the message in *err when its merges are gone.
+static int export_bpe_tokenizer(const char *tok, char **merges, const char **err) {
     static char msg[2 * HF_PATH + 160];
-    merges[0] = 0;
+    *merges = NULL;
     if (!path_ends_with(tok, ".json")) return 0;
     char jerr[600];
     JsonValue *v = json_parse_file(tok, 256u << 20, jerr, sizeof jerr);
@@ -526,13 +527,15 @@ static int export_bpe_tokenizer(const char *tok, char *merges, size_t len, const
     if (!bpe) return 0;
     static const char *const openai[] = {"vocab.bpe", "merges.txt"}, *const hf[] = {"merges.txt", "vocab.bpe"};
     const char *const *names = !strcmp(export_basename(tok), "vocab.json") ? hf : openai;
-    char dir[HF_PATH];
-    path_dirname(dir, sizeof dir, tok);
+    char *dir = path_dirname(tok);
     for (int i = 0; i < 2; i++) {
-        path_join(merges, len, dir, names[i]);
-        if (path_is_file(merges)) return 1;
+        *merges = path_join(dir, names[i]);
+        if (path_is_file(*merges)) return free(dir), 1;
+        free(*merges);
+        *merges = NULL;
     }
     snprintf(msg, sizeof msg, "the checkpoint's tokenizer '%s' is a byte-level BPE vocabulary, and its merges ('%s/%s') are gone", tok, dir, names[0]);
+    free(dir);
     *err = msg;
     return -1;
 }
@@ -743,12 +746,15 @@ static const char *export_adapter_config(ExportFiles *ef, const ModelPlan *plan,
     return export_close(ef, f, NULL);
 }
 
+static const char *export_model(const char *file, const ExportOptions *a, ExportResult *res, const ModelConfig *mc,
+                                const ModelFamily *fam, const char *tokfile, const char *merges);
+
 const char *export_checkpoint(const char *file, const ExportOptions *a, ExportResult *res) {
     static char msg[2400];
     // a family without rotary embeddings stores no rope_theta: the base's stands in, as validation
     // wants one (the others store their own)
     ModelConfig m = {.rope_theta = 10000.0f};
-    char tok[1024], tokfile[HF_PATH + 32];
+    char tok[PATH_MAX];
     const char *err = ckpt_read_config(file, &m, tok, sizeof tok);
     if (err) return err;
     const ModelFamily *fam = family_find(m.model_type);
@@ -764,11 +770,24 @@ const char *export_checkpoint(const char *file, const ExportOptions *a, ExportRe
     if (a->adapter && !m.lora_rank)
         return snprintf(msg, sizeof msg, "export --adapter: checkpoint '%s' holds no LoRA adapters (it was trained without "
                         "--lora_rank): export the model without --adapter", file), msg;
-    if ((err = export_tokenizer(tok, tokfile, sizeof tokfile))) return err;
+    char *tokfile, *merges = NULL;
+    if ((err = export_tokenizer(tok, &tokfile))) return err;
     // a byte-level BPE vocabulary and its merges go under Hugging Face's names, which its tokenizers and fsdpc read
-    char merges[HF_PATH + 32];
-    int bpe_tok = tokfile[0] ? export_bpe_tokenizer(tokfile, merges, sizeof merges, &err) : 0;
-    if (bpe_tok < 0) return err;
+    int bpe_tok = tokfile ? export_bpe_tokenizer(tokfile, &merges, &err) : 0;
+    if (bpe_tok >= 0) err = export_model(file, a, res, &m, fam, tokfile ? tokfile : "", bpe_tok ? merges : NULL);
+    free(tokfile);
+    free(merges);
+    return err;
+}
+
+// export_checkpoint's export of checkpoint file, its model m of family fam, once the checkpoint's
+// tokenizer file (tokfile, "" for none) and a byte-level BPE's merges (else NULL) are found
+static const char *export_model(const char *file, const ExportOptions *a, ExportResult *res, const ModelConfig *mc,
+                                const ModelFamily *fam, const char *tokfile, const char *merges) {
+    static char msg[2400];
+    ModelConfig m = *mc;
+    int bpe_tok = merges != NULL;
+    const char *err;
     ExportSource src;
     int positions = m.max_context_width;
     if ((err = export_source(file, fam, &src, &positions))) {

@@ -28,7 +28,7 @@
 
 struct HfModel {
     char path[HF_PATH];       // the resolved source
-    char tokenizer[HF_PATH + 32];  // "" when none
+    char *tokenizer;          // NULL when none
     const ModelFamily *fam;  // the family config.json (or the tensor names) describe
     ModelConfig m;
     unsigned fields;  // MODEL_* (config.h)
@@ -62,14 +62,14 @@ static int hf_inside(const char *name) {
 }
 
 // tokenizer.model, else tokenizer.json, in dir; 0 when neither
-int hf_find_tokenizer(const char *dir, char *out, size_t len) {
+char *hf_find_tokenizer(const char *dir) {
     static const char *const names[] = {"tokenizer.model", "tokenizer.json"};
     for (int i = 0; i < 2; i++) {
-        path_join(out, len, dir, names[i]);
-        if (path_is_file(out)) return 1;
+        char *p = path_join(dir, names[i]);
+        if (path_is_file(p)) return p;
+        free(p);
     }
-    out[0] = 0;
-    return 0;
+    return NULL;
 }
 
 // ---- model source ----
@@ -93,13 +93,12 @@ static int hf_add_file(HfModel *h, const char *path, char *err, size_t len) {
 }
 
 static int hf_open_index(HfModel *h, const char *index, char *err, size_t len) {
-    char jerr[600], dir[HF_PATH], shard[2 * HF_PATH];
+    char jerr[600], *dir = path_dirname(index);
     JsonValue *v = json_parse_file(index, 64u << 20, jerr, sizeof jerr);
     if (!v) return err_set(err, len, "invalid index: %s", jerr);
     const JsonValue *map = json_get(v, "weight_map");
     int rc = 0;
     if (!map || map->type != JSON_OBJECT) rc = err_set(err, len, "index '%s' has no weight_map object", index);
-    path_dirname(dir, sizeof dir, index);
     // every shard the map names, once, in order of first mention
     for (size_t i = 0; rc == 0 && i < map->len; i++) {
         const JsonValue *e = &map->items[i];
@@ -112,22 +111,24 @@ static int hf_open_index(HfModel *h, const char *index, char *err, size_t len) {
                          index, e->key, e->str);
             break;
         }
-        path_join(shard, sizeof shard, dir, e->str);
+        char *shard = path_join(dir, e->str);
         int known = 0;
         for (int f = 0; f < h->nfiles && !known; f++) known = !strcmp(h->files[f].path, shard);
-        if (known) continue;
-        if (!path_is_file(shard)) rc = err_set(err, len, "index '%s' names shard '%s', which does not exist", index, e->str);
-        else rc = hf_add_file(h, shard, err, len);
+        if (!known && !path_is_file(shard)) rc = err_set(err, len, "index '%s' names shard '%s', which does not exist", index, e->str);
+        else if (!known) rc = hf_add_file(h, shard, err, len);
+        free(shard);
     }
     for (size_t i = 0; rc == 0 && i < map->len; i++) {
         const JsonValue *e = &map->items[i];
-        path_join(shard, sizeof shard, dir, e->str);
+        char *shard = path_join(dir, e->str);
         int f = 0;
         while (strcmp(h->files[f].path, shard)) f++;
+        free(shard);
         if (!st_find(&h->files[f], e->key))
             rc = err_set(err, len, "index '%s' maps %s to '%s', which does not hold it", index, e->key, e->str);
     }
     json_free(v);
+    free(dir);
     return rc;
 }
 
@@ -387,23 +388,8 @@ static void hf_infer_config(HfModel *h) {
     h->tied = im->tied && e && !hf_find(h, im->tied, &f);
 }
 
-static int hf_open_source(HfModel *h, char *err, size_t len) {
-    char dir[HF_PATH], weights[2 * HF_PATH], config[2 * HF_PATH];
-    if (path_is_dir(h->path)) {
-        snprintf(dir, sizeof dir, "%s", h->path);
-        path_join(weights, sizeof weights, dir, "model.safetensors.index.json");
-        int have = hf_present(weights, err, len);
-        if (!have) {
-            path_join(weights, sizeof weights, dir, "model.safetensors");
-            have = hf_present(weights, err, len);
-        }
-        if (have < 0) return -1;
-        if (!have) return err_set(err, len, "'%s' holds neither model.safetensors nor model.safetensors.index.json", dir);
-    } else {
-        path_dirname(dir, sizeof dir, h->path);
-        snprintf(weights, sizeof weights, "%s", h->path);
-    }
-    path_join(config, sizeof config, dir, "config.json");
+// the weights (an index or a file) and config.json (when there) found in dir
+static int hf_open_files(HfModel *h, const char *dir, const char *weights, const char *config, char *err, size_t len) {
     int has_config = hf_present(config, err, len);
     if (has_config < 0 || (has_config && hf_read_config(h, config, err, len) != 0)) return -1;
     if (path_ends_with(weights, ".json") ? hf_open_index(h, weights, err, len) : hf_add_file(h, weights, err, len)) return -1;
@@ -412,9 +398,31 @@ static int hf_open_source(HfModel *h, char *err, size_t len) {
     if (!has_config) hf_infer_config(h);
     if (!h->fam) return err_set(err, len, "'%s': this fsdpc reads no Hugging Face model family", h->path);
     h->fields |= MODEL_TYPE;
-    hf_find_tokenizer(dir, h->tokenizer, sizeof h->tokenizer);
+    h->tokenizer = hf_find_tokenizer(dir);
     const char *e = ckpt_source_from_dir(dir, &h->source);
     return e ? err_set(err, len, "%s", e) : 0;
+}
+
+static int hf_open_source(HfModel *h, char *err, size_t len) {
+    char *dir, *weights;
+    int have = 1;
+    if (path_is_dir(h->path)) {
+        dir = path_dup(h->path);
+        weights = path_join(dir, "model.safetensors.index.json");
+        if (!(have = hf_present(weights, err, len))) {
+            free(weights);
+            weights = path_join(dir, "model.safetensors");
+            have = hf_present(weights, err, len);
+        }
+        if (!have) err_set(err, len, "'%s' holds neither model.safetensors nor model.safetensors.index.json", dir);
+    } else {
+        dir = path_dirname(h->path);
+        weights = path_dup(h->path);
+    }
+    char *config = path_join(dir, "config.json");
+    int rc = have > 0 ? hf_open_files(h, dir, weights, config, err, len) : -1;
+    free(dir), free(weights), free(config);
+    return rc;
 }
 
 HfModel *hf_open(const char *spec, char *err, size_t errlen) {
@@ -436,6 +444,7 @@ void hf_close(HfModel *h) {
     for (int i = 0; i < h->nfiles; i++) st_close(&h->files[i]);
     free(h->files);
     ckpt_source_free(&h->source);
+    free(h->tokenizer);
     free(h);
 }
 
@@ -466,7 +475,7 @@ unsigned hf_model_config(const HfModel *h, ModelConfig *m) {
     return f;
 }
 
-const char *hf_tokenizer_path(const HfModel *h) { return h->tokenizer[0] ? h->tokenizer : NULL; }
+const char *hf_tokenizer_path(const HfModel *h) { return h->tokenizer; }
 
 const char *hf_source_path(const HfModel *h) { return h->path; }
 

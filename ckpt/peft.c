@@ -3,6 +3,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../base/err.h"
@@ -195,14 +196,10 @@ static const char *peft_check_config(const JsonValue *c, const char *path, const
     return NULL;
 }
 
-// The folder's config and tensors against the run's plan; NULL or the message in msg.
-static const char *peft_check(const char *dir, const ModelPlan *plan, const char *init_from, StFile *sf, int *opened, char *msg,
-                              size_t len) {
-    char config[4200], weights[4200], jerr[600];
-    if (!path_is_dir(dir)) return err_text(msg, len, "--init_adapter '%s' is not a folder: give a PEFT adapter folder (%s and %s)", dir,
-                                           PEFT_CONFIG, PEFT_WEIGHTS);
-    path_join(config, sizeof config, dir, PEFT_CONFIG);
-    path_join(weights, sizeof weights, dir, PEFT_WEIGHTS);
+// The folder's config and tensors (its files config and weights) against the run's plan; NULL or the message in msg.
+static const char *peft_check_files(const char *dir, const char *config, const char *weights, const ModelPlan *plan,
+                                    const char *init_from, StFile *sf, int *opened, char *msg, size_t len) {
+    char jerr[600];
     for (int i = 0; i < 2; i++)
         if (!path_is_file(i ? weights : config))
             return err_text(msg, len, "--init_adapter '%s' holds no %s: a PEFT adapter folder has %s and %s", dir,
@@ -235,6 +232,17 @@ static const char *peft_check(const char *dir, const ModelPlan *plan, const char
     return NULL;
 }
 
+static const char *peft_check(const char *dir, const ModelPlan *plan, const char *init_from, StFile *sf, int *opened, char *msg,
+                              size_t len) {
+    if (!path_is_dir(dir)) return err_text(msg, len, "--init_adapter '%s' is not a folder: give a PEFT adapter folder (%s and %s)", dir,
+                                           PEFT_CONFIG, PEFT_WEIGHTS);
+    char *config = path_join(dir, PEFT_CONFIG), *weights = path_join(dir, PEFT_WEIGHTS);
+    const char *e = peft_check_files(dir, config, weights, plan, init_from, sf, opened, msg, len);
+    free(config);
+    free(weights);
+    return e;
+}
+
 int peft_load(const char *dir, ShardState *s, const char *init_from, int *ntensors, char *err, size_t errlen) {
     static char msg[9000];
     const ModelPlan *plan = shard_plan(s);
@@ -258,7 +266,8 @@ int peft_load(const char *dir, ShardState *s, const char *init_from, int *ntenso
     shard_master_changed(s);
     *ntensors = 0;
     for (int u = plan->lora0; u < plan->nunits; u++) *ntensors += plan->units[u].ntensors;
-    char path[4200];
-    path_join(path, sizeof path, dir, PEFT_WEIGHTS);
-    return hf_check_finite(s, path, "these adapters", err, errlen);
+    char *path = path_join(dir, PEFT_WEIGHTS);
+    int rc = hf_check_finite(s, path, "these adapters", err, errlen);
+    free(path);
+    return rc;
 }

@@ -13,7 +13,7 @@
 #include "commands.h"
 
 typedef struct {
-    char checkpoint[1024], output[1024];
+    char *checkpoint, *output;  // heap, any length (CLI_PATH)
     int dtype;  // StDtype
     uint64_t max_shard;
     int overwrite;  // write into a folder that holds other files (never over the export's own inputs)
@@ -25,11 +25,10 @@ static int cmd_export_positive(const void *v) { return *(const uint64_t *)v > 0;
 
 static const CliChoice cmd_export_dtypes[] = {{"bf16", ST_BF16}, {"fp16", ST_F16}, {"fp32", ST_F32}, {NULL, 0}};
 #define CMD_EXPORT_AT(field) .off = offsetof(ExportArgs, field)
-#define CMD_EXPORT_STR(field) CMD_EXPORT_AT(field), .size = sizeof(((ExportArgs *)0)->field)
 static const CliFlag cmd_export_flags[] = {
-    {.name = "checkpoint", .kind = CLI_STR, CMD_EXPORT_STR(checkpoint), .arg = "DIR|FILE",
+    {.name = "checkpoint", .kind = CLI_PATH, CMD_EXPORT_AT(checkpoint), .arg = "DIR|FILE",
      .help = "the checkpoint, or a folder's newest (required)"},
-    {.name = "output", .kind = CLI_STR, CMD_EXPORT_STR(output), .arg = "DIR",
+    {.name = "output", .kind = CLI_PATH, CMD_EXPORT_AT(output), .arg = "DIR",
      .help = "the Hugging Face folder to write: new, empty or an earlier export (required)"},
     {.name = "dtype", .kind = CLI_ENUM, CMD_EXPORT_AT(dtype), .choices = cmd_export_dtypes, .help = "the weights' type"},
     {.name = "max_shard_size", .kind = CLI_U64, CMD_EXPORT_AT(max_shard), .text = "a positive byte count", .valid = cmd_export_positive,

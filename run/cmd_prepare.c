@@ -10,8 +10,8 @@
 
 typedef struct {
     CliList inputs;
-    char output[1024];
-    char tokenizer[1024];  // "": the byte tokenizer
+    char *output;
+    char *tokenizer;  // "": the byte tokenizer
     double val_fraction;
     int dtype_bytes;
     int overwrite;
@@ -24,14 +24,13 @@ static int cmd_prepare_positive(const void *v) { return *(const uint64_t *)v > 0
 
 static const CliChoice cmd_prepare_dtypes[] = {{"uint16", 2}, {"uint32", 4}, {NULL, 0}};  // bytes per token
 #define CMD_PREPARE_AT(field) .off = offsetof(PrepareArgs, field)
-#define CMD_PREPARE_STR(field) CMD_PREPARE_AT(field), .size = sizeof(((PrepareArgs *)0)->field)
 static const CliFlag cmd_prepare_flags[] = {
     {.name = "input", .kind = CLI_LIST, CMD_PREPARE_AT(inputs), .text = "file", .arg = "FILE ...",
      .help = "text, JSON Lines, Arrow or Parquet files, folders, globs, Hugging Face dataset folders or hub names (required)"},
-    {.name = "output", .kind = CLI_STR, CMD_PREPARE_STR(output), .arg = "DIR", .help = "where the shards go (required)"},
+    {.name = "output", .kind = CLI_PATH, CMD_PREPARE_AT(output), .arg = "DIR", .help = "where the shards go (required)"},
     {.name = "val_fraction", .kind = CLI_DOUBLE, CMD_PREPARE_AT(val_fraction), .text = "a number in [0, 1)", .valid = cmd_prepare_fraction_ok,
      .help = "documents held out for validation"},
-    {.name = "tokenizer", .kind = CLI_STR, CMD_PREPARE_STR(tokenizer), .arg = "SPEC",
+    {.name = "tokenizer", .kind = CLI_PATH, CMD_PREPARE_AT(tokenizer), .arg = "SPEC",
      .help = "byte (each file's bytes), a tokenizer.model or tokenizer.json, a directory or a hub name", .unset = "byte"},
     {.name = "dtype", .kind = CLI_ENUM, CMD_PREPARE_AT(dtype_bytes), .choices = cmd_prepare_dtypes,
      .help = "the token width (uint32 when the vocabulary needs it)"},

@@ -15,7 +15,7 @@
 #include "../data/text/tokenizer.h"
 
 typedef struct {
-    char tokenizer[1024];
+    char *tokenizer;  // heap, any length (CLI_PATH)
     int bos, eos, decode, chat, labels;
     int tmpl;  // ChatTemplate
     unsigned char given[CLI_MAX_FLAGS];  // which of tokenize_cli's flags the command line set
@@ -36,7 +36,7 @@ static void tokenize_defaults(void *dst) { ((TokenizeArgs *)dst)->tmpl = CHAT_LL
 
 #define TOK_AT(field) .off = offsetof(TokenizeArgs, field)
 static const CliFlag tokenize_flags[] = {
-    {.name = "tokenizer", .kind = CLI_STR, TOK_AT(tokenizer), .size = sizeof(((TokenizeArgs *)0)->tokenizer), .arg = "SPEC",
+    {.name = "tokenizer", .kind = CLI_PATH, TOK_AT(tokenizer), .arg = "SPEC",
      .help = TOK_SPECS " (required)"},
     {.name = "bos", .kind = CLI_BOOL, TOK_AT(bos), .help = "begin each line's ids with BOS"},
     {.name = "eos", .kind = CLI_BOOL, TOK_AT(eos), .help = "end each line's ids with EOS"},

@@ -221,12 +221,12 @@ void inputs_resolve(Run *r) {
     // a checkpoint trained on token ids records the byte tokenizer, which says nothing about them
     int recorded_none = r->resume_file[0] && (!tok_from_source[0] || !strcmp(tok_from_source, "byte"));
     r->tok_added = recorded_none && tok_given && r->max_steps == 0 && strcmp(c->data.tokenizer, "byte");
-    if (!tok_given && tok_from_source[0]) snprintf(c->data.tokenizer, sizeof c->data.tokenizer, "%s", tok_from_source);
+    if (!tok_given && tok_from_source[0]) path_set(&c->data.tokenizer, tok_from_source);
     r->tok = tok_open(c->data.tokenizer, err, sizeof err);
     if (!r->tok && !tok_given && tok_from_source[0])
         comm_fail_all("%s names tokenizer '%s', which cannot be opened (%s); pass --tokenizer", tok_source, tok_from_source, err);
     comm_check_all(r->tok ? NULL : err);
-    snprintf(c->data.tokenizer, sizeof c->data.tokenizer, "%s", tok_path(r->tok));  // recorded in checkpoints
+    path_set(&c->data.tokenizer, tok_path(r->tok));  // recorded in checkpoints
     tokenizer_found(r);
     if (strcmp(c->data.tokenizer, "byte")) io_input(c->data.tokenizer, "the tokenizer");
     int V = tok_vocab_size(r->tok);
