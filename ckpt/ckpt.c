@@ -16,6 +16,7 @@
 #include "../base/clock.h"
 #include "../base/err.h"
 #include "../base/log.h"
+#include "../base/path.h"
 #include "../base/limits.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
@@ -178,14 +179,14 @@ double ckpt_state_bytes(const ModelPlan *plan) {
 int ckpt_save(const char *dir, const ShardState *s, const ModelConfig *m, const char *run, const char *tokenizer,
               const CkptMeta *meta, const CkptSource *src, CkptSaved *out, char *err, size_t errlen) {
     double t0 = clock_now_s();
-    char why[1400] = "", tmp[1200], msg[2600] = "";
+    char why[1400] = "", msg[2600] = "";
     const ModelPlan *plan = shard_plan(s);
     int nt = h5_count_tensors(plan), checked = !test_no_reserve();
     out->bytes = ckpt_state_bytes(plan);
     double need = out->bytes + (1 << 18) + 3.0 * nt * 4096, avail = -1;  // HDF5's metadata: < 1 KB a tensor
     for (int i = 0; src && i < CKPT_SOURCE_FILES; i++) need += (double)src->len[i];
-    snprintf(out->path, sizeof out->path, "%s/step_%08d.h5", dir, meta->step);
-    snprintf(tmp, sizeof tmp, "%s.%s.tmp", out->path, meta->run_id);  // one name per run: two writers never share it
+    out->path = path_fmt("%s/step_%08d.h5", dir, meta->step);
+    char *tmp = path_fmt("%s.%s.tmp", out->path, meta->run_id);  // one name per run: two writers never share it
     char phase[1300];
     snprintf(phase, sizeof phase, "the checkpoint write of '%s'", out->path);
     comm_deadline_begin(phase);
@@ -204,6 +205,7 @@ int ckpt_save(const char *dir, const ShardState *s, const ModelConfig *m, const 
                  "checkpoints are kept", out->path, avail / 1e6, need / 1e6);
     if (comm_agree(msg[0] ? msg : NULL, err, errlen)) {
         comm_deadline_end();
+        free(tmp);
         return -1;
     }
     CommCrc *crcs = callocCheck((size_t)3 * nt, sizeof *crcs);
@@ -241,6 +243,7 @@ int ckpt_save(const char *dir, const ShardState *s, const ModelConfig *m, const 
     if (!e && comm_info.rank == 0 && rename(tmp, out->path) != 0)
         e = err_text(msg, sizeof msg, "renaming '%s' to '%s' failed: %s", tmp, out->path, strerror(errno));
     if (e) unlink(tmp);
+    free(tmp);
     e = comm_first_error(e);
     comm_deadline_end();
     if (e) return err_set(err, errlen, "checkpoint of step %d not published: %s; the earlier checkpoints are kept", meta->step, e);

@@ -8,6 +8,7 @@
 #ifndef FSDPC_CKPT_H
 #define FSDPC_CKPT_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,7 +43,7 @@ typedef struct {
     uint64_t data_position;  // global training samples consumed
     uint64_t rng_state;      // seed of the sample order
     char run_id[CKPT_RUN_ID_LEN + 1];  // the run that wrote it ("" before format_version 2)
-    char parent[1024];  // the checkpoint (or source) that run resumed or initialised from, "" if fresh
+    char parent[PATH_MAX];  // the checkpoint (or source) that run resumed or initialised from, "" if fresh
     // the run's ancestry, nearest first: "<run_id>:<step>" of the checkpoint each resumed from
     char lineage[CKPT_LINEAGE_MAX * (CKPT_RUN_ID_LEN + 12)];
     // what defines the run besides its flags (the tokenizer's checksum, the data sources'
@@ -55,7 +56,7 @@ typedef int (*CkptOwnsFn)(const char *run_inputs, void *ctx);
 
 typedef struct {
     double seconds, bytes;  // time spent; payload size
-    char path[1100];        // the published file
+    char *path;             // the published file (heap: the caller frees it, whether the save worked or not)
 } CkptSaved;
 
 // The error lines of ckpt/ fit in this many bytes (comm_fail_all's line): give err that much.

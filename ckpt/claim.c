@@ -12,6 +12,7 @@
 #include "../base/err.h"
 #include "../base/wlock.h"
 #include "../base/log.h"
+#include "../base/path.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
 #include "foreign.h"
@@ -70,7 +71,7 @@ static int tmp_of(const char *name, char id[CKPT_RUN_ID_LEN + 1]) {
 // unless they hold PyTorch checkpoints. NULL, or a one-line error.
 static const char *check_strays(const char *dir, int overwrite) {
     static char msg[2400];
-    char what[900], fix[600], names[3][256], id[CKPT_RUN_ID_LEN + 1], path[1400];
+    char what[900], fix[600], names[3][256], id[CKPT_RUN_ID_LEN + 1];
     if (ckpt_foreign_find(dir, what, sizeof what, fix, sizeof fix)) {
         if (!overwrite)
             return snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds %s, which fsdpc did not write; give fsdpc a folder of its "
@@ -85,12 +86,13 @@ static const char *check_strays(const char *dir, int overwrite) {
     struct stat st;
     for (struct dirent *de; (de = readdir(d));) {
         const char *name = de->d_name;
-        snprintf(path, sizeof path, "%s/%s", dir, name);
+        char *path = path_join(dir, name);
         size_t len = strlen(name);  // events.out.tfevents.*: --tensorboard_dir's; *.pt.trace.json: --trace_dir's
-        if (name[0] == '.' || lineage_step_of(name) >= 0 || tmp_of(name, id) || !strncmp(name, "events.out.tfevents.", 20) ||
-            (len > 14 && !strcmp(name + len - 14, ".pt.trace.json")) ||
-            (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) || ckpt_file_kind(path) == CKPT_FILE_HDF5 || io_is_output(path))
-            continue;
+        int passed = name[0] == '.' || lineage_step_of(name) >= 0 || tmp_of(name, id) || !strncmp(name, "events.out.tfevents.", 20) ||
+                     (len > 14 && !strcmp(name + len - 14, ".pt.trace.json")) ||
+                     (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) || ckpt_file_kind(path) == CKPT_FILE_HDF5 || io_is_output(path);
+        free(path);
+        if (passed) continue;
         int at = n < 3 ? n : 3;
         while (at > 0 && strcmp(name, names[at - 1]) < 0) at--;
         if (at < 3) {
@@ -131,7 +133,7 @@ static struct {
 // ckpt.h). Fills `owner`. NULL, or a one-line error.
 static const char *check_ownership(const char *dir, const char *run_id, const char *resumed, const char *init, int overwrite) {
     static char msg[2000];
-    char runs[1200], path[1400];
+    char runs[1200];
     CkptHeader h;
     CkptMeta own;
     memset(&own, 0, sizeof own);
@@ -177,18 +179,20 @@ static const char *check_ownership(const char *dir, const char *run_id, const ch
         nother += other[i];
         nrun += other[i] && e[i].kind == LINEAGE_RUN;
         if (other[i] && e[i].kind == LINEAGE_UNUSABLE && !nunusable++) unusable = i;
-        snprintf(path, sizeof path, "%s/%s", dir, e[i].name);
+        char *path = path_join(dir, e[i].name);
         for (int k = 0; k < owner.ninputs && hit < 0; k++)
             if (e[i].step > start && stat(path, &st) == 0 && st.st_dev == owner.input[k].dev && st.st_ino == owner.input[k].ino)
                 hit = i, hit_input = k;
+        free(path);
     }
     for (int i = 0; i < n; i++) other[i] = other[i] && e[i].kind == LINEAGE_RUN;
     lineage_describe_runs(e, n, other, runs, sizeof runs);
     const char *err = NULL;
     char why[1600] = "", also[400] = "";
     if (unusable >= 0) {
-        snprintf(path, sizeof path, "%s/%s", dir, e[unusable].name);
+        char *path = path_join(dir, e[unusable].name);
         const char *r = h5_read_header_of(path, &h);
+        free(path);
         snprintf(why, sizeof why, "%s", r ? r : "it changed while being read");
         snprintf(also, sizeof also, " (and %d unusable file(s) named like checkpoints, the newest %s)", nunusable, e[unusable].name);
     }
@@ -282,11 +286,12 @@ const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resu
     }
     // a .tmp of another run is a write that never finished: its writer held this lock and is gone
     DIR *d = opendir(dir);
-    char tmp[1400], tmp_id[CKPT_RUN_ID_LEN + 1];
+    char tmp_id[CKPT_RUN_ID_LEN + 1];
     for (struct dirent *de; d && (de = readdir(d));)
         if (tmp_of(de->d_name, tmp_id) && strcmp(tmp_id, run_id) != 0) {
-            snprintf(tmp, sizeof tmp, "%s/%s", dir, de->d_name);
+            char *tmp = path_join(dir, de->d_name);
             if (unlink(tmp) == 0) log_msg("Removed %s, left by an interrupted checkpoint write\n", tmp);
+            free(tmp);
         }
     if (d) closedir(d);
     // anyone could replace or add checkpoints there (the sticky bit, as /tmp's, stops replacing)

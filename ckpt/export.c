@@ -692,7 +692,7 @@ static void export_json_string(FILE *f, const char *s) {
 // parent. "" when that run started from random weights, or when an ancestor is gone (pruned,
 // moved) and the chain cannot be followed.
 static void export_base_model(const char *file, char *out, size_t len) {
-    char cur[1024];
+    char cur[PATH_MAX];
     CkptMeta *meta = mallocCheck(sizeof *meta);
     snprintf(cur, sizeof cur, "%s", file);
     out[0] = 0;
@@ -847,7 +847,7 @@ static const char *export_model(const char *file, const ExportOptions *a, Export
     ef.ident = callocCheck(nfiles, sizeof ef.ident[0]);
     int bos, eos;
     export_special_ids(tokfile, &bos, &eos);
-    char base[1024];
+    char base[PATH_MAX];
     if (r && a->adapter) {  // PEFT's two files; the model, its config and tokenizer are the base's
         export_base_model(file, base, sizeof base);
         err = export_adapter_config(&ef, &plan, base);

@@ -9,36 +9,36 @@
 
 #include "../base/err.h"
 #include "../base/log.h"
+#include "../base/path.h"
 #include "../comm/comm.h"
 #include "foreign.h"
 
 // Several lineages in one directory: the newest usable checkpoint of each (verified, as a resume
 // would), and of those the one whose run_inputs name the run's sources, when exactly one does.
-static int resolve_lineages(const char *path, int asked, LineageEntry *e, int n, int nl, char *out, size_t len, char *err,
-                            size_t errlen) {
+static int resolve_lineages(const char *path, int asked, LineageEntry *e, int n, int nl, char **out, char *err, size_t errlen) {
     int *pick = mallocCheck((size_t)nl * sizeof *pick);
     for (int l = 0; l < nl; l++) pick[l] = -1;
-    char file[1400], first[1400] = "";
+    char first[1400] = "";
     for (int i = 0; i < n; i++) {
         if (e[i].kind == LINEAGE_RUN && pick[e[i].lineage] >= 0) continue;  // an older file of a lineage already settled
-        snprintf(file, sizeof file, "%s/%s", path, e[i].name);
-        if (e[i].kind == LINEAGE_NO_RUN) {
+        char *file = path_join(path, e[i].name);
+        const char *why = NULL;
+        int rc = e[i].kind == LINEAGE_NO_RUN ? 0 : ckpt_verify(file, &why, err, errlen);
+        if (e[i].kind == LINEAGE_NO_RUN)
             log_msg("Checkpoint %s predates run ids (format_version 1) and belongs to none of the runs in %s: passed over\n", file, path);
-            continue;
+        else if (!rc && !why && e[i].kind == LINEAGE_RUN)
+            pick[e[i].lineage] = i;
+        else if (!rc && why) {
+            int older = 0;
+            for (int j = i + 1; j < n && !older; j++) older = e[j].kind == LINEAGE_RUN && e[i].kind == LINEAGE_RUN && e[j].lineage == e[i].lineage;
+            if (!first[0]) snprintf(first, sizeof first, "%s", why);
+            log_msg("Checkpoint %s is unusable%s: %s\n", file, older ? ", falling back to the one before it in its run's lineage" : "", why);
         }
-        const char *why;
-        if (ckpt_verify(file, &why, err, errlen)) {
+        free(file);
+        if (rc) {
             free(pick);
             return -1;
         }
-        if (!why) {
-            if (e[i].kind == LINEAGE_RUN) pick[e[i].lineage] = i;
-            continue;
-        }
-        int older = 0;
-        for (int j = i + 1; j < n && !older; j++) older = e[j].kind == LINEAGE_RUN && e[i].kind == LINEAGE_RUN && e[j].lineage == e[i].lineage;
-        if (!first[0]) snprintf(first, sizeof first, "%s", why);
-        log_msg("Checkpoint %s is unusable%s: %s\n", file, older ? ", falling back to the one before it in its run's lineage" : "", why);
     }
     int usable = 0, matching = 0, chosen = -1;
     for (int l = 0; l < nl; l++) {
@@ -70,7 +70,7 @@ static int resolve_lineages(const char *path, int asked, LineageEntry *e, int n,
         free(pick);
         return -1;
     }
-    snprintf(out, len, "%s/%s", path, e[pick[chosen]].name);
+    *out = path_join(path, e[pick[chosen]].name);
     if (usable > 1) {
         sel[pick[chosen]] = 0;
         lineage_describe_runs(e, n, sel, runs, sizeof runs);
@@ -95,7 +95,7 @@ static const char *foreign_resume(const char *path) {
              what, fix);
 }
 
-int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t len, char *err, size_t errlen) {
+int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char **out, char *err, size_t errlen) {
     // rank 0 looks, lists and reads the headers, so every rank takes the same path and verifies
     // the same candidates
     struct stat st;
@@ -113,10 +113,10 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t
     }
     if (comm_agree(bad, err, errlen)) return -1;
     comm_bcast_bytes(comm_world(), &kind, sizeof kind, 0);
-    out[0] = 0;
+    *out = NULL;
     if (kind == 0) return 0;  // a resume dir that does not exist yet: start fresh
     if (kind == 1) {
-        snprintf(out, len, "%s", path);  // its header, the name's step included, is checked when it is read
+        *out = path_dup(path);  // its header, the name's step included, is checked when it is read
         return 1;
     }
     int n = 0, nl = 0;
@@ -146,23 +146,25 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t
     if (comm_info.rank != 0) e = mallocCheck((size_t)(n ? n : 1) * sizeof *e);
     comm_bcast_bytes(comm_world(), e, (size_t)n * sizeof *e, 0);
     if (nl > 1) {
-        int r = resolve_lineages(path, ours != NULL, e, n, nl, out, len, err, errlen);
+        int r = resolve_lineages(path, ours != NULL, e, n, nl, out, err, errlen);
         free(e);
         return r;
     }
     // one lineage (files from before run ids belong to it): its newest usable checkpoint
-    char file[1400], first[1400] = "";
+    char first[1400] = "";
     for (int i = 0; i < n; i++) {
-        snprintf(file, sizeof file, "%s/%s", path, e[i].name);
+        char *file = path_join(path, e[i].name);
         const char *why;
         int rc = ckpt_verify(file, &why, err, errlen);
         if (rc || !why) {
             free(e);
-            if (!rc) snprintf(out, len, "%s", file);
+            if (!rc) *out = file;
+            else free(file);
             return rc ? rc : 1;
         }
         if (!i) snprintf(first, sizeof first, "%s", why);
         log_msg("Checkpoint %s is unusable%s: %s\n", file, i + 1 < n ? ", falling back to the one before it" : "", why);
+        free(file);
     }
     free(e);
     if (n) return err_set(err, errlen, "none of the %d checkpoint(s) in '%s' is usable; the newest: %s", n, path, first);

@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "../base/log.h"
@@ -58,8 +59,8 @@ int cmd_export_main(void *args) {
     const ExportArgs a = *(const ExportArgs *)args;
     if (!a.checkpoint[0] || !a.output[0]) comm_fail_all("%s", cmd_export_usage);
     comm_stop_polled(1);  // the weight loop polls; temporaries go on a stop
-    char file[1024], summary[2400] = "", line[CKPT_ERR_LEN];
-    int found = ckpt_resolve(a.checkpoint, NULL, NULL, file, sizeof file, line, sizeof line);
+    char *file = NULL, summary[2400] = "", line[CKPT_ERR_LEN];
+    int found = ckpt_resolve(a.checkpoint, NULL, NULL, &file, line, sizeof line);
     if (found < 0) comm_fail_all("%s", line);
     if (!found)
         comm_fail_all(access(a.checkpoint, F_OK) == 0 ? "no checkpoint in '%s'" : "checkpoint '%s' does not exist", a.checkpoint);
@@ -75,6 +76,7 @@ int cmd_export_main(void *args) {
     if (comm_info.rank == 0 && !err)
         snprintf(summary, sizeof summary, "%sExported %s%s (%.2fM parameters, %s) to %s\n", merged, a.adapter ? "the LoRA adapters of " : "",
                  file, res.params / 1e6, cli_choice_name(cmd_export_dtypes, a.dtype), a.output);
+    free(file);
     int stopped = err == export_stopped ? comm_stop_signal : 0;  // rank 0's outcome is the job's
     comm_check_all(stopped ? NULL : err);
     comm_bcast_bytes(comm_world(), &stopped, sizeof stopped, 0);

@@ -112,9 +112,9 @@ static void read_recorded_inputs(Run *r) {
 // The tokenizer's identity: its file, or "byte".
 static void tokenizer_found(Run *r) {
     IdentSource id;
-    char err[1400], path[sizeof r->cfg->data.tokenizer], *file = path;
-    snprintf(path, sizeof path, "%s", tok_path(r->tok));
+    char err[1400], *path = path_dup(tok_path(r->tok)), *file = path;
     const char *e = ident_source(path, &file, !tok_is_byte(r->tok), &id, err, sizeof err) ? err : NULL;
+    free(path);
     comm_check_all(e);
     input_found(r, INPUT_TOKENIZER, &id);
     ident_source_free(&id);
@@ -144,7 +144,7 @@ static void note_data(const DataFiles *f, const char *what) {
 // they record none or the data is text (the tokenizer then decides); the file that says so in file.
 static int train_vocab_recorded(const Run *r, char *file, size_t filelen) {
     const Config *c = r->cfg;
-    char val_file[1024] = "";
+    char val_file[PATH_MAX] = "";
     int recorded = 0, val = 0;
     file[0] = 0;
     if (!tok_is_byte(r->tok)) return 0;
@@ -158,11 +158,11 @@ static int train_vocab_recorded(const Run *r, char *file, size_t filelen) {
 // starts the run fresh, a named file that is missing is an error.
 static void resolve_resume(Run *r) {
     const char *p = r->cfg->ckpt.resume_from_checkpoint;
-    char line[CKPT_ERR_LEN];
-    if (!p[0]) return;
-    int found = ckpt_resolve(p, names_our_data, r, r->resume_file, sizeof r->resume_file, line, sizeof line);
+    char line[CKPT_ERR_LEN], *file = NULL;
+    int found = p[0] ? ckpt_resolve(p, names_our_data, r, &file, line, sizeof line) : 0;
     if (found < 0) comm_fail_all("%s", line);
-    if (found) return;
+    r->resume_file = file ? file : path_dup("");
+    if (found || !p[0]) return;
     size_t n = strlen(p);
     if (n > 3 && !strcmp(p + n - 3, ".h5")) comm_fail_all("checkpoint file '%s' does not exist", p);
     // a requeued training run's first start finds none; a run that trains nothing would evaluate
@@ -179,7 +179,7 @@ static void resolve_resume(Run *r) {
 void inputs_resolve(Run *r) {
     Config *c = r->cfg;
     decide_data(c, &r->data);
-    char tok_from_source[1024] = "", what[1100], err[1400];
+    char tok_from_source[PATH_MAX] = "", what[1100], err[1400];
     const char *tok_source = NULL;
     unsigned known = 0;
     resolve_resume(r);
@@ -232,7 +232,7 @@ void inputs_resolve(Run *r) {
     int V = tok_vocab_size(r->tok);
     int named = tok_given || tok_from_source[0] || strcmp(c->data.tokenizer, "byte");  // strcmp: a recipe's default
     if (!named && (c->size_origin[SIZE_V] == SIZE_FAMILY || c->size_origin[SIZE_V] == SIZE_DEFAULT)) {
-        char file[1024];
+        char file[PATH_MAX];
         int recorded = train_vocab_recorded(r, file, sizeof file);
         if (recorded) {
             c->model.vocab_size = recorded;
@@ -396,4 +396,5 @@ void inputs_free(Run *r) {
     data_files_free(&r->data.val_files);
     tok_free(r->tok);
     ckpt_source_free(&r->source);
+    free(r->resume_file);
 }

@@ -427,6 +427,7 @@ static void save(Run *r, int step) {
     log_msg("Saved checkpoint %s in %.2f s (%.1f MB/s)\n", out.path, out.seconds,
             out.bytes / 1e6 / (out.seconds > 0 ? out.seconds : 1e-9));
     ckpt_prune(c->ckpt.checkpoint_dir, c->ckpt.num_kept_checkpoints, &meta, out.path, r->resume_file);
+    free(out.path);
 }
 
 // The layout: ranks, data-parallel place, global batch and the steps asked for.
