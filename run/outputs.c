@@ -77,17 +77,8 @@ static const char *make_folder(const char *path, const char *flag) {
     static char err[1400];
     const char *e = comm_folder_problem(path, flag);
     if (e) return snprintf(err, sizeof err, "%s: give a folder (it is made when missing)", e), err;
-    char part[1024];
-    snprintf(part, sizeof part, "%s", path);
-    for (char *p = part + 1;; p++) {
-        char keep = *p;
-        if (keep && keep != '/') continue;
-        *p = 0;
-        if (mkdir(part, 0755) != 0 && errno != EEXIST)
-            return snprintf(err, sizeof err, "cannot create %s '%s': %s", flag, part, comm_path_error(part, errno)), err;
-        *p = keep;
-        if (!keep) break;
-    }
+    char why[1200];
+    if (path_mkdirs(path, why, sizeof why)) return snprintf(err, sizeof err, "%s: %s", flag, why), err;
     if (access(path, W_OK | X_OK) != 0)
         return snprintf(err, sizeof err, "cannot write to %s '%s': %s", flag, path, comm_path_error(path, errno)), err;
     return NULL;
