@@ -59,6 +59,9 @@ typedef struct {
     char *path;             // the published file (heap: the caller frees it, whether the save worked or not)
 } CkptSaved;
 
+// The longest name a checkpoint folder holds: a checkpoint's temporary, step_<N>.h5.<run id>.tmp
+#define CKPT_LONGEST_NAME "step_2147483647.h5.ffffffffffffffff.tmp"
+
 // The error lines of ckpt/ fit in this many bytes (comm_fail_all's line): give err that much.
 #define CKPT_ERR_LEN 2048
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../base/err.h"
+#include "../base/path.h"
 #include "../base/wlock.h"
 #include "comm.h"
 
@@ -167,6 +168,26 @@ const char *io_write_error(FILE *f, const char *what) {
     if (fflush(f) != 0) err = errno;
     else if (!ferror(f)) return NULL;
     return err_text(msg, sizeof msg, "cannot write %s: %s", what, strerror(err ? err : EIO));
+}
+
+const char *io_check_output_path(const char *output, int is_dir, const char *longest, const char *flag) {
+    static char msg[700];
+    char id[WLOCK_ID_LEN + 1];
+    memset(id, 'f', WLOCK_ID_LEN);  // a writer id's length
+    id[WLOCK_ID_LEN] = 0;
+    char *lock = wlock_path(output, is_dir), *paths[] = {path_dup(output), wlock_tmp_name(lock, id),
+                                                         path_fmt("%s%s%s", output, is_dir ? "/" : "", longest)};
+    const char *e = NULL;
+    for (int i = 0; i < 3; i++) {
+        char *what = i == 0 ? path_dup(flag)
+                     : i == 1 ? path_fmt("%s's writer lock '%s'", flag, strrchr(paths[1], '/') ? strrchr(paths[1], '/') + 1 : paths[1])
+                     : path_fmt(is_dir ? "%s's file '%s'" : "%s's temporary '...%s'", flag, longest);
+        if (!e && (e = path_too_long(what, paths[i]))) e = err_text(msg, sizeof msg, "%s", e);
+        free(what);
+        free(paths[i]);
+    }
+    free(lock);
+    return e;
 }
 
 char *io_lock_output(const char *output, int is_dir, const char *id, const char *flag, const char *kind, const char **err) {

@@ -9,7 +9,9 @@
 #include "../base/log.h"
 #include "../ckpt/ckpt.h"
 #include "../ckpt/export.h"
+#include "../base/path.h"
 #include "../comm/comm.h"
+#include "../comm/io.h"
 #include "../base/cli.h"
 #include "commands.h"
 
@@ -58,6 +60,10 @@ const CliTable cmd_export_cli = {.flags = cmd_export_flags, .n = sizeof cmd_expo
 int cmd_export_main(void *args) {
     const ExportArgs a = *(const ExportArgs *)args;
     if (!a.checkpoint[0] || !a.output[0]) comm_fail_all("%s", cmd_export_usage);
+    // names the operating system refuses, said now: the longest file's temporary, <name>.<writer id>.tmp
+    const char *bad = path_too_long("--checkpoint", a.checkpoint);
+    if (!bad) bad = io_check_output_path(a.output, 1, "model-00001-of-00001.safetensors.ffffffffffffffff.tmp", "--output");
+    if (bad) comm_fail_all("%s", bad);
     comm_stop_polled(1);  // the weight loop polls; temporaries go on a stop
     char *file = NULL, summary[2400] = "", line[CKPT_ERR_LEN];
     int found = ckpt_resolve(a.checkpoint, NULL, NULL, &file, line, sizeof line);

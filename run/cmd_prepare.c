@@ -5,7 +5,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "../base/path.h"
 #include "../comm/comm.h"
+#include "../comm/io.h"
 #include "../data/build/prepare.h"
 
 typedef struct {
@@ -55,6 +57,11 @@ int cmd_prepare(void *args) {
     PrepareArgs *a = args;
     if (!a->inputs.n) comm_fail_all("prepare needs --input FILE [FILE ...]");
     if (!a->output[0]) comm_fail_all("prepare needs --output DIR");
+    // names the operating system refuses, said now: the longest shard's temporary, <split>_<N>.bin.<writer id>.tmp
+    const char *e = io_check_output_path(a->output, 1, "train_9999999.bin.ffffffffffffffff.tmp", "--output");
+    for (int i = 0; i < a->inputs.n && !e; i++) e = path_too_long("--input", a->inputs.v[i]);
+    if (!e && a->tokenizer[0]) e = path_too_long("--tokenizer", a->tokenizer);
+    if (e) comm_fail_all("%s", e);
     PrepareOptions o = {.inputs = a->inputs.v, .ninputs = a->inputs.n, .output = a->output, .tokenizer = a->tokenizer,
                         .val_fraction = a->val_fraction, .dtype_bytes = a->dtype_bytes, .dtype_given = cli_given(&prepare_cli, a, "dtype"),
                         .overwrite = a->overwrite, .shard_tokens = a->shard_tokens};

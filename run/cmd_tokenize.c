@@ -8,6 +8,7 @@
 
 #include "../base/err.h"
 #include "../base/log.h"
+#include "../base/path.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
 #include "../data/rows/sft.h"
@@ -57,6 +58,7 @@ int cmd_tokenize(void *args) {
     bool bos = a->bos, eos = a->eos, decode = a->decode, chat = a->chat, labels = a->labels;
     bool tmpl_given = cli_given(&tokenize_cli, a, "chat_template");
     if (!*spec) comm_fail_all("tokenize needs --tokenizer (" TOK_SPECS ")");
+    comm_check_all(path_too_long("--tokenizer", spec));
     if (decode && (bos || eos)) comm_fail_all("--bos and --eos apply to encoding, not to --decode");
     if (chat && (bos || eos || decode)) comm_fail_all("--chat adds BOS and EOS as its template says; --bos, --eos and --decode do not apply");
     if (!chat && (labels || tmpl_given)) comm_fail_all("%s applies to --chat only", labels ? "--labels" : "--chat_template");

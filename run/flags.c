@@ -572,6 +572,12 @@ static void validate(const Config *c) {
     if (sizes) comm_fail_all("%s", sizes);
     if (c->ckpt.finetune && !c->ckpt.init_from[0])
         comm_fail_all("--finetune needs the weights to start from: --init_from PATH (or --pretrained_checkpoint_file FILE)");
+    for (size_t i = 0; i < NFLAGS; i++) {  // a path the operating system refuses, said now and by its flag
+        char flag[80];
+        snprintf(flag, sizeof flag, "--%s", flags[i].name);
+        const char *e = flags[i].kind == CLI_PATH ? path_too_long(flag, *(char *const *)((const char *)c + flags[i].off)) : NULL;
+        if (e) comm_fail_all("%s", e);
+    }
 }
 
 static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {

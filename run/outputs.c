@@ -1,6 +1,7 @@
 // outputs: what a training run writes besides checkpoints: the metrics file, TensorBoard events
 // and the log's step and memory lines (see run.h).
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +95,36 @@ static const char *lock_output(Run *r, const char *path, int is_dir, const char 
     char *lock = io_lock_output(path, is_dir, r->origin.run_id, flag, kind, &e);
     free(lock);  // the lock keeps its own copy of the name
     return lock ? NULL : e;
+}
+
+// Every name the run's outputs will have fits the operating system's limits, checked before any
+// work: the longest of each output (the temporaries that carry a writer id, a host name up to
+// HOST_NAME_MAX, a pid up to 7 digits) is composed and measured, so that no write fails on a name
+// after hours of training (a --checkpoint_dir short enough to pass and long enough that its
+// checkpoints' names are not).
+void outputs_check_paths(const Config *c) {
+    char host[HOST_NAME_MAX + 1], tb[HOST_NAME_MAX + 80], worker[HOST_NAME_MAX + 80];
+    memset(host, 'h', HOST_NAME_MAX);
+    host[HOST_NAME_MAX] = 0;
+    snprintf(tb, sizeof tb, "events.out.tfevents.0000000000.%s.4194304.99", host);
+    snprintf(worker, sizeof worker, "%s_4194304.0000000000000000000.pt.trace.json.tmp", host);
+    const struct {
+        const char *path, *longest, *flag;
+        int is_dir;
+    } out[] = {
+        {c->ckpt.checkpoint_dir, CKPT_LONGEST_NAME, "--checkpoint_dir", 1},
+        {c->run.metrics_file, "", "--metrics_file", 0},
+        {c->run.tensorboard_dir, tb, "--tensorboard_dir", 1},
+        {c->run.trace_file, ".tmp.4194304", "--trace_file", 0},
+        {c->run.trace_dir, worker, "--trace_dir", 1},
+        // a cache's build folder, tok-<key>.<writer id>.tmp, and its writer lock's temporary
+        {c->data.data_cache_dir, "tok-ffffffffffffffffffffffffffffffff.ffffffffffffffff.tmp/.fsdpc-writer.ffffffffffffffff.tmp",
+         "--data_cache_dir", 1},
+    };
+    for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
+        const char *e = out[i].path[0] ? io_check_output_path(out[i].path, out[i].is_dir, out[i].longest, out[i].flag) : NULL;
+        if (e) comm_fail_all("%s", e);
+    }
 }
 
 // Output paths are checked before any work, not when the first checkpoint is due: rank 0

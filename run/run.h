@@ -111,6 +111,8 @@ void inputs_load_state(Run *r);
 void inputs_free(Run *r);
 
 // outputs.c: the checkpoint folder's claim, the metrics file, TensorBoard and the memory log.
+// Refuses (comm_fail_all) an output whose longest name the operating system would refuse.
+void outputs_check_paths(const Config *c);
 void outputs_open(Run *r);
 void outputs_claim_checkpoint_dir(Run *r);
 // The step's metrics line into line (returns its length, 0 when none is pending) and TensorBoard

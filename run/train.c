@@ -554,6 +554,7 @@ static void setup_build(Run *r) {
 static int train_setup(Run *r) {
     Config *c = r->cfg;
     const double t_start = clock_now_s();
+    outputs_check_paths(c);
     inputs_init(r);
     // A stop signal while loading ends the process at once: nothing is half-written then (the
     // checkpoint folder and --metrics_file are only created; the writer lock is registered with
