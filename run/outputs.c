@@ -98,14 +98,13 @@ static const char *lock_output(Run *r, const char *path, int is_dir, const char 
 }
 
 // Every name the run's outputs will have fits the operating system's limits, checked before any
-// work: the longest of each output (the temporaries that carry a writer id, a host name up to
-// HOST_NAME_MAX, a pid up to 7 digits) is composed and measured, so that no write fails on a name
+// work: the longest of each output (the temporaries that carry a writer id, this host's name, a
+// pid up to 7 digits) is composed and measured, so that no write fails on a name
 // after hours of training (a --checkpoint_dir short enough to pass and long enough that its
 // checkpoints' names are not).
 void outputs_check_paths(const Config *c) {
-    char host[HOST_NAME_MAX + 1], tb[HOST_NAME_MAX + 80], worker[HOST_NAME_MAX + 80];
-    memset(host, 'h', HOST_NAME_MAX);
-    host[HOST_NAME_MAX] = 0;
+    char host[HOST_NAME_MAX + 1] = "localhost", tb[HOST_NAME_MAX + 80], worker[HOST_NAME_MAX + 80];
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
     snprintf(tb, sizeof tb, "events.out.tfevents.0000000000.%s.4194304.99", host);
     snprintf(worker, sizeof worker, "%s_4194304.0000000000000000000.pt.trace.json.tmp", host);
     const struct {
