@@ -16,7 +16,8 @@ BOOT=$(cat /proc/sys/kernel/random/boot_id)
 # a lock held by a live process of this host (this shell), or by one that has ended
 sleep 0 & DEAD=$!
 wait $DEAD
-lock_live() { echo "fsdpc-writer 0123456789abcdef $HOST $$ $BOOT 0" >"$1"; }
+START=$(sed 's/.*) //' /proc/$$/stat | awk '{print $20}')  # field 22: this shell's start, as fsdpc records its own
+lock_live() { echo "fsdpc-writer 0123456789abcdef $HOST $$ $BOOT $START" >"$1"; }
 lock_dead() { echo "fsdpc-writer 0123456789abcdef $HOST $DEAD $BOOT 0" >"$1"; }
 
 head -c 60000 data/tinyshakespeare.txt >"$W/a.txt"
@@ -145,5 +146,42 @@ for i in 1 2 3; do
 done
 [ "$(ls -A "$C" | grep -c '^tok-[0-9a-f]*$')" = 1 ] && grep -q "built from an earlier version of the same inputs" "$W/c2.log"
 check "each change of the input's time replaces its cache folder instead of adding one" $? "$(ls -A "$C" | tr '\n' ' ')"
+# a lock whose pid now runs another program (pid 1 after a container restart): taken over, said,
+# both with the process's start recorded (it differs) and without it (older locks: not fsdpc's name)
+for start in 12345 0; do
+    rm -rf "$W/pid1"
+    mkdir -p "$W/pid1"
+    echo "fsdpc-writer 0123456789abcdef $HOST 1 $BOOT $start" >"$W/pid1/.fsdpc-writer"
+    ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 1 --checkpoint_dir "$W/pid1" >"$W/pid1.log" 2>&1
+    rc=$?
+    [ $rc = 0 ] && grep -q "^Taking over the writer lock of run 0123456789abcdef in $W/pid1 (its process 1 on this host is gone; that pid now runs another program)" "$W/pid1.log" &&
+        [ -f "$W/pid1/step_00000001.h5" ] && [ ! -e "$W/pid1/.fsdpc-writer" ]
+    check "a lock of pid 1 (start $start), now another program's, is taken over and said so" $? "rc=$rc $(grep -m2 'error\|writer' "$W/pid1.log" | tr '\n' '|')"
+done
+
+# a full disk during prepare: one line, no temporaries, the folder it created gone, others' files kept
+mkdir -p "$W/fp"
+if mount -t tmpfs -o size=300k tmpfs "$W/fp" 2>"$W/mount.err"; then
+    echo keep >"$W/fp/sentinel"
+    mkdir "$W/fp/had"
+    echo keep >"$W/fp/had/other.txt"
+    for np in 1 2; do
+        for out in new had; do
+            $MPI -np $np ./fsdpc prepare --input data/tinyshakespeare.txt --output "$W/fp/$out" --tokenizer byte >/dev/null 2>"$W/fp.err"
+            rc=$?
+            left=$(cd "$W/fp" && find . -mindepth 1 | sort | tr '\n' ' ')
+            want="./had ./had/other.txt ./sentinel "
+            [ $rc != 0 ] && [ "$(grep -c '^fsdpc: error:' "$W/fp.err")" = 1 ] &&
+                grep -q "^fsdpc: error: cannot write '$W/fp/$out/train_000000.bin.[0-9a-f]*.tmp': No space left on device" "$W/fp.err" &&
+                [ "$left" = "$want" ] && [ "$(cat "$W/fp/sentinel" "$W/fp/had/other.txt")" = "keep
+keep" ]
+            check "a full disk during prepare into a $out folder at np=$np: one line, nothing of it left" $? "rc=$rc [$left] $(grep -m2 error "$W/fp.err" | tr '\n' '|')"
+        done
+    done
+    umount "$W/fp"
+else
+    echo "ok - ${PREFIX}a full disk during prepare # SKIP cannot mount a tmpfs here: $(head -c 120 "$W/mount.err")"
+fi
+
 sha256sum -c --quiet "$W/inputs.sha" >/dev/null 2>&1
 check "no input changed over the whole suite" $?
