@@ -521,7 +521,7 @@ const char *ckpt_check_same_file(const char *file) {
 
 struct CkptReader {
     hid_t file;
-    char path[1024];
+    char *path;  // heap
     int version;
     const TensorSpec *cur;  // the tensor being read in order, up to element `next`, with its running crc
     size_t next;
@@ -543,7 +543,7 @@ CkptReader *ckpt_reader_open(const char *file, const ModelPlan *plan, const char
     CkptReader *r = callocCheck(1, sizeof *r);
     r->file = f;
     r->version = h.version;
-    snprintf(r->path, sizeof r->path, "%s", file);
+    r->path = path_dup(file);
     return r;
 }
 
@@ -622,5 +622,6 @@ const char *ckpt_reader_read(CkptReader *r, const TensorSpec *t, size_t begin, s
 void ckpt_reader_close(CkptReader *r) {
     H5Fclose(r->file);
     free(r->vals);
+    free(r->path);
     free(r);
 }

@@ -698,7 +698,7 @@ static void export_base_model(const char *file, char *out, size_t len) {
     out[0] = 0;
     for (int hops = 0; hops <= CKPT_LINEAGE_MAX; hops++) {
         ModelConfig m = {.rope_theta = 10000.0f};
-        char tok[1024];
+        char tok[PATH_MAX];
         if (ckpt_read_meta(cur, meta) || !meta->parent[0]) break;
         if (!path_ends_with(meta->parent, ".h5")) {  // a Hugging Face source
             peft_base_name(meta->parent, out, len);

@@ -24,11 +24,6 @@ static IoFile *inputs, *outputs;
 static size_t ninputs, noutputs, inputs_cap, outputs_cap;
 static char conflict[2400];
 
-static char *io_strdup(const char *s) {
-    const size_t n = strlen(s) + 1;
-    return memcpy(mallocCheck(n), s, n);
-}
-
 static void io_push(IoFile **list, size_t *n, size_t *cap, const char *path, const char *label, const struct stat *st) {
     if (*n == *cap) {
         *cap = *cap ? 2 * *cap : 16;
@@ -37,20 +32,19 @@ static void io_push(IoFile **list, size_t *n, size_t *cap, const char *path, con
         free(*list);
         *list = grown;
     }
-    (*list)[(*n)++] = (IoFile){io_strdup(path), io_strdup(label), st ? st->st_dev : 0, st ? st->st_ino : 0};
+    (*list)[(*n)++] = (IoFile){path_dup(path), path_dup(label), st ? st->st_dev : 0, st ? st->st_ino : 0};
 }
 
 // A path's folder (stat'ed into *st) and its last component (*name); 0 when the path ends in '/'
 // or its folder cannot be stat'ed: it names no file that could be written.
 static int io_folder(const char *path, struct stat *st, const char **name) {
     const char *slash = strrchr(path, '/');
-    char dir[4096];
     *name = slash ? slash + 1 : path;
     if (!**name) return 0;
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    return stat(dir, st) == 0;
+    char *dir = path_dirname(path);
+    int ok = stat(dir, st) == 0;
+    free(dir);
+    return ok;
 }
 
 // Whether two outputs are one file: both regular files of one identity, or both still absent
