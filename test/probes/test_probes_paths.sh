@@ -46,22 +46,31 @@ deep() {
     d="$d/$(long $(($1 - ${#d} - 1)) "$c")"
     mkdir -p "$d" && echo "$d"
 }
-# at each length: train (checkpoint, metrics, TensorBoard, both traces, the data cache and the data
-# in the long folder), resume from it, prepare into it and train on that, export into it
+# at each length: train with a SentencePiece tokenizer from the long folder (checkpoint, metrics,
+# TensorBoard, both traces, the data cache and the data there too), resume from it (the checkpoint
+# records the tokenizer's whole path), prepare into it and train on that, export into it (the
+# tokenizer copied from its recorded path), tokenize with it
 for n in 200 1000 2000 3990; do
     P=$(deep $n g)
-    cp "$W/s1.txt" "$P/s1.txt"
-    sha256sum "$P/s1.txt" >>"$W/inputs.sha"
-    ./fsdpc $SMALL --max_steps 2 --checkpoint_freq 2 --train_data "$P/s1.txt" --checkpoint_dir "$P/ck" --metrics_file "$P/m.jsonl" \
-        --tensorboard_dir "$P/tb" --trace_file "$P/t.json" --trace_dir "$P/td" --trace_steps 1:1 --data_cache_dir "$P/cache" >"$W/f$n.log" 2>&1 &&
+    cp "$W/s1.txt" test/fixtures/tokenizer/tokenizer.model "$P/"
+    sha256sum "$P/s1.txt" "$P/tokenizer.model" >>"$W/inputs.sha" 2>/dev/null
+    ./fsdpc $SMALL --tokenizer "$P/tokenizer.model" --max_steps 2 --checkpoint_freq 2 --train_data "$P/s1.txt" --checkpoint_dir "$P/ck" \
+        --metrics_file "$P/m.jsonl" --tensorboard_dir "$P/tb" --trace_file "$P/t.json" --trace_dir "$P/td" --trace_steps 1:1 \
+        --data_cache_dir "$P/cache" >"$W/f$n.log" 2>&1 &&
         [ -f "$P/ck/step_00000002.h5" ] && [ -s "$P/m.jsonl" ] && [ -s "$P/t.json" ] && [ -n "$(ls "$P/tb")" ] && [ -n "$(ls "$P/td")" ] &&
-        ./fsdpc $SMALL --max_steps 4 --checkpoint_freq 2 --train_data "$P/s1.txt" --checkpoint_dir "$P/ck" --resume_from_checkpoint "$P/ck" \
-            --metrics_file "$P/m.jsonl" >>"$W/f$n.log" 2>&1 && [ -f "$P/ck/step_00000004.h5" ] && grep -q "Resumed from $P/ck/step_00000002.h5" "$W/f$n.log"
-    check "${#P}-character paths: train with every output flag, then resume" $? "$(grep -a -m2 error "$W/f$n.log" | tail -c 300)"
+        [ -n "$(ls "$P/cache")" ] &&
+        ./fsdpc $SMALL --tokenizer "$P/tokenizer.model" --max_steps 4 --checkpoint_freq 2 --train_data "$P/s1.txt" --checkpoint_dir "$P/ck" \
+            --resume_from_checkpoint "$P/ck" --metrics_file "$P/m.jsonl" --data_cache_dir "$P/cache" >>"$W/f$n.log" 2>&1 &&
+        [ -f "$P/ck/step_00000004.h5" ] && grep -q "Resumed from $P/ck/step_00000002.h5" "$W/f$n.log"
+    check "${#P}-character paths: train with every output flag and the tokenizer there, then resume" $? \
+        "$(grep -a -m2 error "$W/f$n.log" | tail -c 300)"
     ./fsdpc prepare --input "$P/s1.txt" --output "$P/prep" --val_fraction 0 >"$W/p$n.log" 2>&1 && [ -f "$P/prep/train_000000.bin" ] &&
         ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 --train_data "$P/prep" >>"$W/p$n.log" 2>&1 &&
-        ./fsdpc export --checkpoint "$P/ck" --output "$P/hf" >>"$W/p$n.log" 2>&1 && [ -f "$P/hf/config.json" ] && [ -f "$P/hf/model.safetensors" ]
-    check "${#P}-character paths: prepare into it, train on it, export into it" $? "$(grep -a -m2 error "$W/p$n.log" | tail -c 300)"
+        ./fsdpc export --checkpoint "$P/ck" --output "$P/hf" >>"$W/p$n.log" 2>&1 && [ -f "$P/hf/config.json" ] &&
+        [ -f "$P/hf/model.safetensors" ] && cmp -s "$P/hf/tokenizer.model" "$P/tokenizer.model" &&
+        [ "$(echo "hello world" | ./fsdpc tokenize --tokenizer "$P/tokenizer.model")" = "$(echo "hello world" | ./fsdpc tokenize --tokenizer test/fixtures/tokenizer/tokenizer.model)" ]
+    check "${#P}-character paths: prepare into it, train on it, export into it, tokenize with its tokenizer" $? \
+        "$(grep -a -m2 error "$W/p$n.log" | tail -c 300)"
 done
 # np=2 at the longest: MPI-IO (ompio and romio) and parallel HDF5 take names of ~4030 characters
 for io in ompio romio321; do
@@ -70,7 +79,7 @@ for io in ompio romio321; do
             --train_data "$P/s1.txt" >>"$W/n2.log" 2>&1 && [ -f "$P/ck2$io/step_00000004.h5" ]
     check "np=2 ($io): a ${#P}-character --checkpoint_dir saves and resumes" $? "$(grep -a -m2 error "$W/n2.log" | tail -c 300)"
 done
-sha256sum "$P/ck/step_00000004.h5" "$P/m.jsonl" "$P/hf/config.json" >>"$W/inputs.sha"
+sha256sum "$P/ck/step_00000004.h5" "$P/m.jsonl" "$P/hf/config.json" >>"$W/inputs.sha" 2>/dev/null
 
 # beyond the operating system's limit: refused at start-up, naming the flag, nothing written
 X=$(deep 4060 h)  # 4060 characters: the folder is fine, the names a run writes in it are not
