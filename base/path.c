@@ -97,6 +97,16 @@ const char *path_too_long(const char *what, const char *path) {
     return NULL;
 }
 
+const char *path_show(const char *p) {
+    static char bufs[4][PATH_SHOW_MAX + 64];
+    static int next;
+    size_t n = strlen(p), keep = PATH_SHOW_MAX / 2 - 20;
+    if (n <= PATH_SHOW_MAX) return p;
+    char *b = bufs[next++ % 4];
+    snprintf(b, sizeof bufs[0], "%.*s[...%zu characters...]%s", (int)keep, p, n - 2 * keep, p + n - keep);
+    return b;
+}
+
 int path_mkdirs(const char *dir, char *err, size_t errlen) {
     char *path = path_dup(dir);
     int rc = 0;

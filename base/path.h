@@ -36,6 +36,12 @@ int path_open_read(const char *path);
 FILE *path_fopen_read(const char *path);
 // strerror, with path_open_read's EINVAL named for what it is
 const char *path_strerror(int err);
+// p for an error line: itself up to PATH_SHOW_MAX characters, else its first and last parts around
+// a marked gap ("/a/b[...3612 characters...]c/d"), so that a line naming a long path still fits
+// the line's buffer with its cause and fix after it. In one of 4 static buffers used in turn: up
+// to 4 in one call's arguments.
+#define PATH_SHOW_MAX 400
+const char *path_show(const char *p);
 // mkdir -p: 0, or -1 with the line naming the part that could not be made (or is not a folder)
 int path_mkdirs(const char *dir, char *err, size_t errlen);
 

@@ -59,7 +59,7 @@ static FILE *export_create(ExportFiles *ef, const char *name, const char **err) 
     if (f && !ef->n) clock_test_pause("export");
     if (f && fstat(fileno(f), &st) == 0) ef->ident[ef->n][0] = (unsigned long long)st.st_dev, ef->ident[ef->n][1] = (unsigned long long)st.st_ino;
     if (f) ef->n++;
-    else *err = err_text(msg, sizeof msg, "cannot create '%s': %s", tmp, strerror(errno));
+    else *err = err_text(msg, sizeof msg, "cannot create '%s': %s", path_show(tmp), strerror(errno));
     free(tmp);
     return f;
 }
@@ -72,7 +72,7 @@ static const char *export_close(ExportFiles *ef, FILE *f, const char *err) {
         if (err) return err;
         int why = errno;
         char *tmp = export_path(ef, ef->names[ef->n - 1], 1);
-        err_text(msg, sizeof msg, "cannot write '%s': %s", tmp, strerror(why));
+        err_text(msg, sizeof msg, "cannot write '%s': %s", path_show(tmp), strerror(why));
         free(tmp);
         return msg;
     }
@@ -146,10 +146,12 @@ static const char *export_check_output(const ExportOptions *a, const char *tokna
     if (e || a->overwrite) return e;
     if (other[0])
         return snprintf(msg, sizeof msg, "--output '%s' is not empty: it holds '%s', which export does not write; give a new or empty "
-                        "folder, or pass --overwrite to export there (files of other names are left alone)", a->output, other), msg;
+                        "folder, or pass --overwrite to export there (files of other names are left alone)",
+                        path_show(a->output), other), msg;
     if (final[0] && !written)
         return snprintf(msg, sizeof msg, "--output '%s' holds a model that fsdpc export did not write ('%s'; its weights carry no "
-                        "fsdpc export metadata); give a new or empty folder, or pass --overwrite to replace it", a->output, final), msg;
+                        "fsdpc export metadata); give a new or empty folder, or pass --overwrite to replace it",
+                        path_show(a->output), final), msg;
     return NULL;
 }
 
@@ -173,7 +175,7 @@ static const char *export_publish(ExportFiles *ef) {
     for (int i = 0; i < ef->n; i++) {  // config.json was created first: renamed last
         int k = (i + 1) % ef->n;
         char *final = export_path(ef, ef->names[k], 0), *tmp = export_path(ef, ef->names[k], 1);
-        const char *e = rename(tmp, final) != 0 ? err_text(msg, sizeof msg, "cannot rename '%s' to '%s': %s", tmp, final, strerror(errno))
+        const char *e = rename(tmp, final) != 0 ? err_text(msg, sizeof msg, "cannot rename '%s' to '%s': %s", path_show(tmp), final, strerror(errno))
                                                 : wlock_check_renamed(final, ef->ident[k][0], ef->ident[k][1]);
         free(final);
         free(tmp);
@@ -534,7 +536,7 @@ static int export_bpe_tokenizer(const char *tok, char **merges, const char **err
         free(*merges);
         *merges = NULL;
     }
-    snprintf(msg, sizeof msg, "the checkpoint's tokenizer '%s' is a byte-level BPE vocabulary, and its merges ('%s/%s') are gone", tok, dir, names[0]);
+    snprintf(msg, sizeof msg, "the checkpoint's tokenizer '%s' is a byte-level BPE vocabulary, and its merges ('%s/%s') are gone", tok, path_show(dir), names[0]);
     free(dir);
     *err = msg;
     return -1;
@@ -764,12 +766,12 @@ const char *export_checkpoint(const char *file, const ExportOptions *a, ExportRe
             if (family_at(i)->hf_export.config)
                 n += (size_t)snprintf(fams + n, sizeof fams - n, "%s%s (%s)", n ? ", " : "", family_at(i)->model_type,
                                       family_at(i)->hf_export.architecture);
-        return snprintf(msg, sizeof msg, "checkpoint '%s' holds a %s model; export writes %s models", file, m.model_type, fams), msg;
+        return snprintf(msg, sizeof msg, "checkpoint '%s' holds a %s model; export writes %s models", path_show(file), m.model_type, fams), msg;
     }
-    if ((err = config_validate_model(&m))) return snprintf(msg, sizeof msg, "checkpoint '%s': %s", file, err), msg;
+    if ((err = config_validate_model(&m))) return snprintf(msg, sizeof msg, "checkpoint '%s': %s", path_show(file), err), msg;
     if (a->adapter && !m.lora_rank)
         return snprintf(msg, sizeof msg, "export --adapter: checkpoint '%s' holds no LoRA adapters (it was trained without "
-                        "--lora_rank): export the model without --adapter", file), msg;
+                        "--lora_rank): export the model without --adapter", path_show(file)), msg;
     char *tokfile, *merges = NULL;
     if ((err = export_tokenizer(tok, &tokfile))) return err;
     // a byte-level BPE vocabulary and its merges go under Hugging Face's names, which its tokenizers and fsdpc read
@@ -808,7 +810,7 @@ static const char *export_model(const char *file, const ExportOptions *a, Export
     const char *bad = comm_folder_problem(a->output, "--output");
     int created = !bad && mkdir(a->output, 0755) == 0;
     if (bad || (!created && (errno != EEXIST || !path_is_dir(a->output)))) {
-        if (!bad) snprintf(msg, sizeof msg, "cannot create output directory '%s': %s", a->output, comm_path_error(a->output, errno));
+        if (!bad) snprintf(msg, sizeof msg, "cannot create output directory '%s': %s", path_show(a->output), comm_path_error(a->output, errno));
         else snprintf(msg, sizeof msg, "%s", bad);
         json_free(src.cfg);
         ckpt_source_free(&src.files);

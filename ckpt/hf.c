@@ -98,23 +98,23 @@ static int hf_open_index(HfModel *h, const char *index, char *err, size_t len) {
     if (!v) return err_set(err, len, "invalid index: %s", jerr);
     const JsonValue *map = json_get(v, "weight_map");
     int rc = 0;
-    if (!map || map->type != JSON_OBJECT) rc = err_set(err, len, "index '%s' has no weight_map object", index);
+    if (!map || map->type != JSON_OBJECT) rc = err_set(err, len, "index '%s' has no weight_map object", path_show(index));
     // every shard the map names, once, in order of first mention
     for (size_t i = 0; rc == 0 && i < map->len; i++) {
         const JsonValue *e = &map->items[i];
         if (e->type != JSON_STRING) {
-            rc = err_set(err, len, "index '%s' maps %s to something other than a file name", index, e->key);
+            rc = err_set(err, len, "index '%s' maps %s to something other than a file name", path_show(index), e->key);
             break;
         }
         if (!hf_inside(e->str)) {
             rc = err_set(err, len, "index '%s' maps %s to '%s', outside the index's folder: shards must be files beside it",
-                         index, e->key, e->str);
+                         path_show(index), e->key, e->str);
             break;
         }
         char *shard = path_join(dir, e->str);
         int known = 0;
         for (int f = 0; f < h->nfiles && !known; f++) known = !strcmp(h->files[f].path, shard);
-        if (!known && !path_is_file(shard)) rc = err_set(err, len, "index '%s' names shard '%s', which does not exist", index, e->str);
+        if (!known && !path_is_file(shard)) rc = err_set(err, len, "index '%s' names shard '%s', which does not exist", path_show(index), e->str);
         else if (!known) rc = hf_add_file(h, shard, err, len);
         free(shard);
     }
@@ -125,7 +125,7 @@ static int hf_open_index(HfModel *h, const char *index, char *err, size_t len) {
         while (strcmp(h->files[f].path, shard)) f++;
         free(shard);
         if (!st_find(&h->files[f], e->key))
-            rc = err_set(err, len, "index '%s' maps %s to '%s', which does not hold it", index, e->key, e->str);
+            rc = err_set(err, len, "index '%s' maps %s to '%s', which does not hold it", path_show(index), e->key, e->str);
     }
     json_free(v);
     free(dir);
@@ -141,9 +141,9 @@ static int hf_unset(const JsonValue *c, const char *key) {
 // a positive int member: 1; unset: 0 (an error when required) and *out untouched; else -1
 static int hf_size(const JsonValue *c, const char *path, const char *key, int required, int *out, char *err, size_t len) {
     int64_t v;
-    if (hf_unset(c, key)) return required ? err_set(err, len, "'%s' lacks %s", path, key) : 0;
+    if (hf_unset(c, key)) return required ? err_set(err, len, "'%s' lacks %s", path_show(path), key) : 0;
     if (!json_get_int(c, key, &v) || v <= 0 || v > INT_MAX)
-        return err_set(err, len, "'%s': %s must be a positive integer", path, key);
+        return err_set(err, len, "'%s': %s must be a positive integer", path_show(path), key);
     *out = (int)v;
     return 1;
 }
@@ -151,7 +151,7 @@ static int hf_size(const JsonValue *c, const char *path, const char *key, int re
 static int hf_positive(const JsonValue *c, const char *path, const char *key, float *out, char *err, size_t len) {
     double v;
     if (hf_unset(c, key)) return 0;
-    if (!json_get_number(c, key, &v) || !(v > 0)) return err_set(err, len, "'%s': %s must be a positive number", path, key);
+    if (!json_get_number(c, key, &v) || !(v > 0)) return err_set(err, len, "'%s': %s must be a positive number", path_show(path), key);
     *out = (float)v;
     return 1;
 }
@@ -212,12 +212,12 @@ static int hf_check_rope(const JsonValue *c, const FamilyHfRope *r, const char *
     char built[64];
     snprintf(built, sizeof built, "plain RoPE%s%s", r->scaled ? " and rope_type " : "", r->scaled ? r->scaled : "");
     if (scaling && scaling->type != JSON_NULL && !(t && hf_rope_known(t, r)))
-        return err_set(err, len, "'%s' sets %s%s%s, which fsdpc does not support (%s only)", path, r->scaling,
+        return err_set(err, len, "'%s' sets %s%s%s, which fsdpc does not support (%s only)", path_show(path), r->scaling,
                        t ? " with rope_type " : "", t ? t : "", built);
     if (!par || par->type == JSON_NULL) return 0;
-    if (par->type != JSON_OBJECT) return err_set(err, len, "'%s': %s must be an object", path, r->parameters);
+    if (par->type != JSON_OBJECT) return err_set(err, len, "'%s': %s must be an object", path_show(path), r->parameters);
     if ((t = hf_rope_type(par)) && !hf_rope_known(t, r))
-        return err_set(err, len, "'%s' sets %s with rope_type %s, which fsdpc does not implement (%s only)", path,
+        return err_set(err, len, "'%s' sets %s with rope_type %s, which fsdpc does not implement (%s only)", path_show(path),
                        r->parameters, t, built);
     return 0;
 }
@@ -240,20 +240,20 @@ static int hf_read_rope_scaling(const JsonValue *c, const FamilyHfRope *r, const
     for (int i = 0; i < 4; i++) {
         double v;
         if (!json_get_number(o, keys[i], &v) || !(v > 0) || !(v < 1e30))
-            return err_set(err, len, "'%s': %s of rope_type %s needs %s, a positive number", path, name, r->scaled, keys[i]);
+            return err_set(err, len, "'%s': %s of rope_type %s needs %s, a positive number", path_show(path), name, r->scaled, keys[i]);
         *dst[i] = (float)v;
     }
     if (!(m->rope_high_freq_factor > m->rope_low_freq_factor))
-        return err_set(err, len, "'%s': %s.high_freq_factor must exceed its low_freq_factor", path, name);
+        return err_set(err, len, "'%s': %s.high_freq_factor must exceed its low_freq_factor", path_show(path), name);
     return 1;
 }
 
 // The family of config.json c, and the settings of it that the family cannot honour.
 static int hf_check_config(const JsonValue *c, const char *path, const ModelFamily **fam, char *err, size_t len) {
-    if (c->type != JSON_OBJECT) return err_set(err, len, "'%s' is not a JSON object", path);
+    if (c->type != JSON_OBJECT) return err_set(err, len, "'%s' is not a JSON object", path_show(path));
     const char *what;
     const ModelFamily *f = *fam = hf_family_of(c, &what);
-    if (!f) return err_set(err, len, "'%s' describes a%s %s model; fsdpc loads %s", path, what ? "" : "n", what ? what : "unknown",
+    if (!f) return err_set(err, len, "'%s' describes a%s %s model; fsdpc loads %s", path_show(path), what ? "" : "n", what ? what : "unknown",
                            hf_importable());
     if (hf_check_rope(c, &f->hf_import.rope, path, err, len)) return -1;
     for (const FamilyHfCheck *k = f->hf_import.checks; k && k->key; k++) {
@@ -261,13 +261,13 @@ static int hf_check_config(const JsonValue *c, const char *path, const ModelFami
         const char *v = k->value ? json_get_string(c, k->key) : NULL;
         if (k->must_be_true) {
             if (json_get_bool(c, k->key, &b) && !b)
-                return err_set(err, len, "'%s' sets %s false, but fsdpc's %s %s", path, k->key, f->display, k->why);
+                return err_set(err, len, "'%s' sets %s false, but fsdpc's %s %s", path_show(path), k->key, f->display, k->why);
             continue;
         }
         if (!k->value && json_get_bool(c, k->key, &b) && b)
-            return err_set(err, len, "'%s' sets %s, but fsdpc's %s %s", path, k->key, f->display, k->why);
+            return err_set(err, len, "'%s' sets %s, but fsdpc's %s %s", path_show(path), k->key, f->display, k->why);
         if (v && strcmp(v, k->value))
-            return err_set(err, len, "'%s' has %s %s; fsdpc's %s %s", path, k->key, v, f->display, k->why);
+            return err_set(err, len, "'%s' has %s %s; fsdpc's %s %s", path_show(path), k->key, v, f->display, k->why);
     }
     return 0;
 }
@@ -290,9 +290,9 @@ static int hf_read_key(const JsonValue *c, const FamilyHfKey *k, const char *pat
         char names[256] = "";
         for (size_t i = 0, n = 0; k->choices[i].name && n < sizeof names; i++)
             n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", k->choices[i].name);
-        return err_set(err, len, "'%s' has %s %.60s%s; fsdpc builds %s", path, k->key, v ? v : "(not a string)", v ? "" : "", names);
+        return err_set(err, len, "'%s' has %s %.60s%s; fsdpc builds %s", path_show(path), k->key, v ? v : "(not a string)", v ? "" : "", names);
     }
-    if (k->required && hf_unset(c, k->key)) return err_set(err, len, "'%s' lacks %s", path, k->key);
+    if (k->required && hf_unset(c, k->key)) return err_set(err, len, "'%s' lacks %s", path_show(path), k->key);
     *(float *)dst = k->absent;
     return hf_positive(c, path, k->key, (float *)dst, err, len) < 0 ? -1 : 0;
 }
@@ -319,7 +319,7 @@ static int hf_read_config(HfModel *h, const char *path, char *err, size_t len) {
     if (at) {
         double v;
         if (!json_get_number(at, "rope_theta", &v) || !(v > 0) || v > 3.4e38)
-            rc = err_set(err, len, "'%s': %s%srope_theta must be a positive number", path, at == par ? im->rope.parameters : "",
+            rc = err_set(err, len, "'%s': %s%srope_theta must be a positive number", path_show(path), at == par ? im->rope.parameters : "",
                          at == par ? "." : "");
         else m->rope_theta = (float)v, h->fields |= MODEL_ROPE_THETA;
     }
@@ -329,7 +329,7 @@ static int hf_read_config(HfModel *h, const char *path, char *err, size_t len) {
     if (at) {
         double v;
         if (!json_get_number(at, "partial_rotary_factor", &v) || !(v > 0) || v > 1)
-            rc = err_set(err, len, "'%s': %s%spartial_rotary_factor must be a number in (0, 1]", path,
+            rc = err_set(err, len, "'%s': %s%spartial_rotary_factor must be a number in (0, 1]", path_show(path),
                          at == par ? im->rope.parameters : "", at == par ? "." : "");
         else m->rotary_pct = (float)v, h->fields |= MODEL_ROTARY_PCT;
     }
@@ -340,7 +340,7 @@ static int hf_read_config(HfModel *h, const char *path, char *err, size_t len) {
     rc = r < 0 ? -1 : 0;
     int64_t head_dim;
     if (rc == 0 && json_get_int(c, "head_dim", &head_dim) && head_dim * m->num_heads != m->hidden_width)
-        rc = err_set(err, len, "'%s': head_dim %lld is not hidden_size / num_attention_heads, which fsdpc requires", path,
+        rc = err_set(err, len, "'%s': head_dim %lld is not hidden_size / num_attention_heads, which fsdpc requires", path_show(path),
                      (long long)head_dim);
     if (rc == 0 && im->tied) json_get_bool(c, "tie_word_embeddings", &h->tied);
     if (rc == 0 && h->fam->tie_option) {  // a tied model trains tied: no lm_head to copy
@@ -414,7 +414,7 @@ static int hf_open_source(HfModel *h, char *err, size_t len) {
             weights = path_join(dir, "model.safetensors");
             have = hf_present(weights, err, len);
         }
-        if (!have) err_set(err, len, "'%s' holds neither model.safetensors nor model.safetensors.index.json", dir);
+        if (!have) err_set(err, len, "'%s' holds neither model.safetensors nor model.safetensors.index.json", path_show(dir));
     } else {
         dir = path_dirname(h->path);
         weights = path_dup(h->path);
@@ -492,7 +492,7 @@ static const StTensor *hf_source_tensor(const HfModel *h, const TensorSpec *spec
     if (!t) return err_set(msg, len, "tensor %s is missing from '%s'", name, h->path), NULL;
     const char *path = h->files[*file].path;
     if (t->dtype == ST_OTHER)
-        return err_set(msg, len, "tensor %s in '%s' has dtype %s; fsdpc loads F32, BF16 and F16", name, path, t->dtype_name), NULL;
+        return err_set(msg, len, "tensor %s in '%s' has dtype %s; fsdpc loads F32, BF16 and F16", name, path_show(path), t->dtype_name), NULL;
     int ok = t->ndim == spec->ndim;
     for (int d = 0; ok && d < spec->ndim; d++) ok = t->shape[d] == spec->full[d];  // the whole tensor at any tp degree
     if (!ok) {
@@ -500,7 +500,7 @@ static const StTensor *hf_source_tensor(const HfModel *h, const TensorSpec *spec
         for (int d = 0; d < t->ndim; d++)
             snprintf(got + strlen(got), sizeof got - strlen(got), d ? ",%lld" : "%lld", (long long)t->shape[d]);
         snprintf(want, sizeof want, spec->ndim == 1 ? "%d" : "%d,%d", spec->full[0], spec->full[1]);
-        return err_set(msg, len, "tensor %s in '%s' has shape [%s] but the model config needs [%s]", name, path, got, want), NULL;
+        return err_set(msg, len, "tensor %s in '%s' has shape [%s] but the model config needs [%s]", name, path_show(path), got, want), NULL;
     }
     return t;
 }
@@ -621,7 +621,7 @@ int hf_check_finite(const ShardState *s, const char *path, const char *what, cha
     for (int i = 0; i < nbad && i < 3 && k < sizeof names; i++)
         k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", i ? ", " : "", plan->units[nonfinite[i].unit].t[nonfinite[i].tensor].name);
     return err_set(err, errlen, "'%s' holds NaN or infinite values in %d tensor(s): %s%s: %s cannot be trained from (fetch or "
-                   "export them again)", path, nbad, names, nbad > 3 ? ", ..." : "", what);
+                   "export them again)", path_show(path), nbad, names, nbad > 3 ? ", ..." : "", what);
 }
 
 static const StTensor *hf_find_source(const void *ctx, const TensorSpec *spec, int *file, char *msg, size_t len) {

@@ -49,7 +49,7 @@ static int resolve_lineages(const char *path, int asked, LineageEntry *e, int n,
     }
     if (!usable) {
         free(pick);
-        return err_set(err, errlen, "none of the %d checkpoint(s) in '%s' is usable; the newest: %s", n, path, first);
+        return err_set(err, errlen, "none of the %d checkpoint(s) in '%s' is usable; the newest: %s", n, path_show(path), first);
     }
     unsigned char *sel = callocCheck((size_t)n, 1);
     char runs[1200];
@@ -65,7 +65,8 @@ static int resolve_lineages(const char *path, int asked, LineageEntry *e, int n,
         for (int l = 0; l < nl; l++)
             if (pick[l] >= 0 && pick[l] < newest) newest = pick[l];
         err_set(err, errlen, "'%s' holds the checkpoints of %d unrelated runs%s: %s; give --resume_from_checkpoint the file to "
-                "resume (such as %s/%s), or move the other runs' files out of the folder", path, usable, why, runs, path, e[newest].name);
+                "resume (such as %s/%s), or move the other runs' files out of the folder",
+                path_show(path), usable, why, runs, path_show(path), e[newest].name);
         free(sel);
         free(pick);
         return -1;
@@ -91,7 +92,7 @@ static const char *foreign_resume(const char *path) {
     static char msg[2000];
     char what[900], fix[600];
     if (!ckpt_foreign_find(path, what, sizeof what, fix, sizeof fix)) return NULL;
-    return err_text(msg, sizeof msg, "checkpoint '%s' holds %s, not fsdpc checkpoints (step_<N>.h5), so fsdpc cannot resume it; %s", path,
+    return err_text(msg, sizeof msg, "checkpoint '%s' holds %s, not fsdpc checkpoints (step_<N>.h5), so fsdpc cannot resume it; %s", path_show(path),
              what, fix);
 }
 
@@ -105,11 +106,11 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char **out, char 
     if (comm_info.rank == 0 && stat(path, &st) == 0) {
         kind = S_ISDIR(st.st_mode) ? 2 : 1;
         if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
-            bad = err_text(why, sizeof why, "checkpoint '%s' is neither a file nor a folder", path);
+            bad = err_text(why, sizeof why, "checkpoint '%s' is neither a file nor a folder", path_show(path));
         else if (!S_ISDIR(st.st_mode))
             bad = foreign_resume(path);
     } else if (comm_info.rank == 0 && errno != ENOENT) {  // there may be something, out of reach: not a fresh start
-        bad = err_text(why, sizeof why, "checkpoint '%s': %s", path, comm_path_error(path, errno));
+        bad = err_text(why, sizeof why, "checkpoint '%s': %s", path_show(path), comm_path_error(path, errno));
     }
     if (comm_agree(bad, err, errlen)) return -1;
     comm_bcast_bytes(comm_world(), &kind, sizeof kind, 0);
@@ -124,7 +125,7 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char **out, char 
     static char msg[1200];
     bad = NULL;
     if (comm_info.rank == 0 && !e)
-        bad = err_text(msg, sizeof msg, "cannot read checkpoint directory '%s': %s", path, comm_path_error(path, errno));
+        bad = err_text(msg, sizeof msg, "cannot read checkpoint directory '%s': %s", path_show(path), comm_path_error(path, errno));
     else if (comm_info.rank == 0 && !n)  // only a folder without fsdpc's checkpoints would start afresh
         bad = foreign_resume(path);
     if (comm_agree(bad, err, errlen)) {
@@ -167,6 +168,6 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char **out, char 
         free(file);
     }
     free(e);
-    if (n) return err_set(err, errlen, "none of the %d checkpoint(s) in '%s' is usable; the newest: %s", n, path, first);
+    if (n) return err_set(err, errlen, "none of the %d checkpoint(s) in '%s' is usable; the newest: %s", n, path_show(path), first);
     return 0;
 }

@@ -805,7 +805,7 @@ const char *comm_output_path_problem(const char *path, const char *flag, int rep
     const char *what = S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket"
                        : S_ISREG(st.st_mode) || (!replace && S_ISCHR(st.st_mode)) ? NULL : "a device";
     if (!what) return NULL;
-    return err_text(msg, sizeof msg, "%s '%s' is %s: give the path of a regular file%s", flag, path, what,
+    return err_text(msg, sizeof msg, "%s '%s' is %s: give the path of a regular file%s", flag, path_show(path), what,
              replace ? " (it is written under a temporary name and renamed over the path)" : "");
 }
 
@@ -853,10 +853,10 @@ const char *comm_folder_problem(const char *path, const char *what) {
     struct stat st;
     if (stat(path, &st) == 0) {
         if (S_ISDIR(st.st_mode)) return NULL;
-        return err_text(msg, sizeof msg, "%s '%s' is %s, not a folder", what, path, S_ISREG(st.st_mode) ? "a file" : "a special file");
+        return err_text(msg, sizeof msg, "%s '%s' is %s, not a folder", what, path_show(path), S_ISREG(st.st_mode) ? "a file" : "a special file");
     }
     if (errno == ENOENT) return NULL;  // made when needed
-    return err_text(msg, sizeof msg, "%s '%s': %s", what, path, comm_path_error(path, errno));
+    return err_text(msg, sizeof msg, "%s '%s': %s", what, path_show(path), comm_path_error(path, errno));
 }
 
 CommGroup *comm_world(void) { return &world_group; }

@@ -88,7 +88,7 @@ const char *io_output_check(const char *path, const char *flag) {
     for (size_t i = 0; i < noutputs; i++)
         if (strcmp(outputs[i].label, flag) && io_same_output(path, outputs[i].path)) {
             return err_text(msg, sizeof msg, "%s '%s' is the same file as %s '%s': the two outputs would overwrite each other; give them "
-                     "different paths", flag, path, outputs[i].label, outputs[i].path);
+                     "different paths", flag, path_show(path), outputs[i].label, outputs[i].path);
         }
     return NULL;
 }
@@ -190,7 +190,7 @@ char *io_lock_output(const char *output, int is_dir, const char *id, const char 
     int sys;
     *err = wlock_take(lock, id, flag, output, kind, &sys);
     if (*err && (sys == ENOTDIR || sys == ENOENT || sys == EACCES))  // the way to the output: its own words
-        *err = err_text(msg, sizeof msg, "cannot write %s '%s': %s", flag, output, comm_path_error(lock, sys));
+        *err = err_text(msg, sizeof msg, "cannot write %s '%s': %s", flag, path_show(output), comm_path_error(lock, sys));
     if (*err) {
         free(lock);
         return NULL;

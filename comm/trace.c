@@ -88,12 +88,12 @@ static const char *replace_problem(const char *path) {
     struct stat st;
     if (stat(path, &st) != 0 || st.st_size == 0) return NULL;
     FILE *f = path_fopen_read(path);
-    if (!f) return snprintf(msg, sizeof msg, "cannot read --trace_file '%s': %s", path, path_strerror(errno)), msg;
+    if (!f) return snprintf(msg, sizeof msg, "cannot read --trace_file '%s': %s", path_show(path), path_strerror(errno)), msg;
     size_t n = fread(head, 1, sizeof head, f);
     fclose(f);
     if (n == sizeof head && !memcmp(head, trace_head, sizeof head)) return NULL;
     return err_text(msg, sizeof msg, "--trace_file '%s' exists and is not a trace fsdpc wrote: it replaces only an earlier trace; give "
-             "another path, or remove the file", path);
+             "another path, or remove the file", path_show(path));
 }
 
 // the tmp file rank 0 writes before renaming it over `path`
@@ -125,7 +125,7 @@ int trace_open(const char *file, const char *dir, int first_step, int last_step,
     if (has(T.path) && comm_info.rank == 0 && !e) {  // refused now, not after the window has run
         char *tmp = tmp_path();
         FILE *f = fopen(tmp, "w");
-        if (!f) e = err_text(err, sizeof err, "cannot write --trace_file '%s' (%s): %s", T.path, tmp, comm_path_error(tmp, errno));
+        if (!f) e = err_text(err, sizeof err, "cannot write --trace_file '%s' (%s): %s", path_show(T.path), path_show(tmp), comm_path_error(tmp, errno));
         else fclose(f), unlink(tmp);
         free(tmp);
     }
@@ -135,7 +135,7 @@ int trace_open(const char *file, const char *dir, int first_step, int last_step,
         char *tmp = path_fmt("%s/%s.pt.trace.json.tmp", T.dir, name);
         FILE *f = fopen(tmp, "w");
         if (!f)
-            e = err_text(derr, sizeof derr, "cannot write a file in --trace_dir '%s' on rank %d: %s", T.dir, comm_info.rank,
+            e = err_text(derr, sizeof derr, "cannot write a file in --trace_dir '%s' on rank %d: %s", path_show(T.dir), comm_info.rank,
                           comm_path_error(tmp, errno));
         else fclose(f), unlink(tmp);
         free(tmp);
@@ -217,7 +217,7 @@ static const char *write_rank_file(double *mb) {
     char *tmp = path_fmt("%s.tmp", path);  // a name the plugin's pattern does not list
     const char *e = write_events(tmp, path, NULL, T.buf, T.len);
     *mb = T.len / 1e6;
-    if (e) err_text(err, sizeof err, "cannot write --trace_dir file '%s' on rank %d: %s", path, comm_info.rank, e);
+    if (e) err_text(err, sizeof err, "cannot write --trace_dir file '%s' on rank %d: %s", path_show(path), comm_info.rank, e);
     free(path);
     free(tmp);
     return e ? err : NULL;
@@ -238,7 +238,7 @@ static const char *write_merged_file(double *mb) {
         char *tmp = tmp_path();
         const char *why = write_events(tmp, T.path, trace_head, all, total);
         free(tmp);
-        if (why) e = err_text(err, sizeof err, "cannot write --trace_file '%s': %s", T.path, why);
+        if (why) e = err_text(err, sizeof err, "cannot write --trace_file '%s': %s", path_show(T.path), why);
     }
     *mb = total / 1e6;
     free(all);

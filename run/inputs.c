@@ -57,10 +57,10 @@ static void compare_input(Run *r, int i, const IdentSource *now) {
         char a[700], b[700];
         ident_describe(now, a, sizeof a);
         ident_describe(&was, b, sizeof b);
-        snprintf(msg, sizeof msg, "the tokenizer %s differs from the one checkpoint '%s' was trained with, %s", a, r->resume_file, b);
+        snprintf(msg, sizeof msg, "the tokenizer %s differs from the one checkpoint '%s' was trained with, %s", a, path_show(r->resume_file), b);
     } else if (changed) {
         snprintf(msg, sizeof msg, "the %s '%s' changed since checkpoint '%s' was written: %s", input_labels[i], now->spec,
-                 r->resume_file, what);
+                 path_show(r->resume_file), what);
     }
     ident_source_free(&was);
     if (!changed) return;

@@ -55,7 +55,7 @@ static const char *metrics_file_problem(Run *r, const char *path) {
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return NULL;  // new, empty, or a stream (/dev/null)
     FILE *f = path_fopen_read(path);
-    if (!f) return snprintf(msg, sizeof msg, "cannot read --metrics_file '%s': %s", path, path_strerror(errno)), msg;
+    if (!f) return snprintf(msg, sizeof msg, "cannot read --metrics_file '%s': %s", path_show(path), path_strerror(errno)), msg;
     char head[4096], tail[4097];
     size_t nh = fread(head, 1, sizeof head, f), nt = 0;
     long from = st.st_size > (off_t)(sizeof tail - 1) ? (long)(st.st_size - (off_t)(sizeof tail - 1)) : 0;
@@ -70,7 +70,7 @@ static const char *metrics_file_problem(Run *r, const char *path) {
     }
     if (!bad) return NULL;
     return err_text(msg, sizeof msg, "--metrics_file '%s' exists and is not a metrics file (%s is not a line fsdpc writes): it is appended "
-             "to only when it holds metrics lines or is empty; give another path, or remove the file", path, bad);
+             "to only when it holds metrics lines or is empty; give another path, or remove the file", path_show(path), bad);
 }
 
 // Makes the folder `path` (with its parents) that `flag` names: NULL, or the error line.
@@ -81,7 +81,7 @@ static const char *make_folder(const char *path, const char *flag) {
     char why[1200];
     if (path_mkdirs(path, why, sizeof why)) return snprintf(err, sizeof err, "%s: %s", flag, why), err;
     if (access(path, W_OK | X_OK) != 0)
-        return snprintf(err, sizeof err, "cannot write to %s '%s': %s", flag, path, comm_path_error(path, errno)), err;
+        return snprintf(err, sizeof err, "cannot write to %s '%s': %s", flag, path_show(path), comm_path_error(path, errno)), err;
     return NULL;
 }
 

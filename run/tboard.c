@@ -120,7 +120,7 @@ TBoard *tboard_open(const char *dir, char *err, size_t errlen) {
         if (fd < 0 && errno != EEXIST) break;
     }
     if (fd < 0 || !(tb->f = fdopen(fd, "wb"))) {
-        err_set(err, errlen, "cannot create an events file in --tensorboard_dir '%s': %s", dir, comm_path_error(tb->path, errno));
+        err_set(err, errlen, "cannot create an events file in --tensorboard_dir '%s': %s", path_show(dir), comm_path_error(tb->path, errno));
         if (fd >= 0) close(fd);
         free(tb->path);
         free(tb);

@@ -244,7 +244,7 @@ static int cache_seal(const char *tmp, const char *dir, char *err, size_t errlen
     char *path = path_join(tmp, "complete");
     FILE *f = fopen(path, "w");
     int bad = !f || fprintf(f, "fsdpc data cache %d\n", CACHE_VERSION) < 0 || fclose(f) != 0;
-    if (bad) snprintf(err, errlen, "cannot write '%s': %s", path, comm_path_error(path, errno));
+    if (bad) snprintf(err, errlen, "cannot write '%s': %s", path_show(path), comm_path_error(path, errno));
     free(path);
     if (bad) {
         cache_remove_tree(tmp);
@@ -255,7 +255,7 @@ static int cache_seal(const char *tmp, const char *dir, char *err, size_t errlen
         cache_remove_tree(tmp);
         return 0;
     }
-    snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp, dir, strerror(errno));
+    snprintf(err, errlen, "cannot rename '%s' to '%s': %s", path_show(tmp), path_show(dir), strerror(errno));
     cache_remove_tree(tmp);
     return -1;
 }
@@ -332,7 +332,7 @@ static int cache_write_source(const char *tmp, const char *source, char *err, si
     char *path = mallocCheck(n);
     snprintf(path, n, "%s/source", tmp);
     FILE *f = fopen(path, "w");
-    int rc = !f || fputs(source, f) < 0 || fclose(f) != 0 ? err_set(err, errlen, "cannot write '%s': %s", path, comm_path_error(path, errno)) : 0;
+    int rc = !f || fputs(source, f) < 0 || fclose(f) != 0 ? err_set(err, errlen, "cannot write '%s': %s", path_show(path), comm_path_error(path, errno)) : 0;
     if (f && rc) fclose(f);
     free(path);
     return rc;
@@ -345,7 +345,7 @@ static char *cache_begin(const char *root, const char *dir, char id[WLOCK_ID_LEN
     char *tmp = wlock_tmp_name(dir, id);
     const char *locked = NULL;
     if (path_mkdirs(root, err, errlen)) snprintf(err + strlen(err), errlen - strlen(err), " (--data_cache_dir)");
-    else if (mkdir(tmp, 0777) != 0) err_set(err, errlen, "cannot create the data cache folder '%s': %s (--data_cache_dir)", tmp, strerror(errno));
+    else if (mkdir(tmp, 0777) != 0) err_set(err, errlen, "cannot create the data cache folder '%s': %s (--data_cache_dir)", path_show(tmp), strerror(errno));
     else if (!(*lock = io_lock_output(tmp, 1, id, "--data_cache_dir", "a data cache", &locked))) err_set(err, errlen, "%s", locked);
     else return tmp;
     if (locked) rmdir(tmp);
@@ -380,7 +380,7 @@ static int cache_find_or_build(const CacheRequest *q, const char *root, const ch
     struct stat lst;
     if (lstat(dir, &lst) == 0 && !S_ISDIR(lst.st_mode))
         snprintf(err, sizeof err, "the data cache folder '%s' is %s, not a folder fsdpc built there: remove it (fsdpc builds it "
-                 "again)", dir, S_ISLNK(lst.st_mode) ? "a symbolic link" : "not a folder");
+                 "again)", path_show(dir), S_ISLNK(lst.st_mode) ? "a symbolic link" : "not a folder");
     if (comm_agree(err[0] ? err : NULL, line, linelen)) return -1;
     CommGroup *world = comm_world();
     double lacking = !cache_complete(dir);

@@ -80,6 +80,11 @@ for io in ompio romio321; do
     check "np=2 ($io): a ${#P}-character --checkpoint_dir saves and resumes" $? "$(grep -a -m2 error "$W/n2.log" | tail -c 300)"
 done
 sha256sum "$P/ck/step_00000004.h5" "$P/m.jsonl" "$P/hf/config.json" >>"$W/inputs.sha" 2>/dev/null
+# an error line naming a path of thousands of characters still ends with its cause and fix (the
+# path is shown with a marked gap, not cut off with the rest of the line)
+refused_unchanged "another run's checkpoints in a ${#P}-character --checkpoint_dir: the whole line, cause and fix" \
+    "^fsdpc: error: --checkpoint_dir '.*\[\.\.\.[0-9]+ characters\.\.\.\].*' already holds 2 checkpoint\(s\).*or pass --overwrite_checkpoints" \
+    ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 1 --train_data "$P/s1.txt" --checkpoint_dir "$P/ck"
 
 # beyond the operating system's limit: refused at start-up, naming the flag, nothing written
 X=$(deep 4060 h)  # 4060 characters: the folder is fine, the names a run writes in it are not
