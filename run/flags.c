@@ -777,6 +777,8 @@ static void join_run_name(Config *c) {
     if (!c->ckpt.run_name[0]) return;
     if (strchr(c->ckpt.run_name, '/') || !strcmp(c->ckpt.run_name, ".") || !strcmp(c->ckpt.run_name, ".."))
         comm_fail_all("--run_name '%s' names a subdirectory of --checkpoint_dir: no '/', '.' or '..'", c->ckpt.run_name);
+    const char *e = path_too_long("--run_name", c->ckpt.run_name);  // a name the file system refuses, by its own flag
+    if (e) comm_fail_all("%s", e);
     int follow = !strcmp(c->ckpt.resume_from_checkpoint, c->ckpt.checkpoint_dir);
     char *dir = path_join(c->ckpt.checkpoint_dir, c->ckpt.run_name);
     if (follow) path_set(&c->ckpt.resume_from_checkpoint, dir);

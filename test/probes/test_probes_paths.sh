@@ -104,6 +104,14 @@ for flag in checkpoint_dir metrics_file train_data val_data resume_from_checkpoi
     refused_unchanged "--$flag of ${#Y} characters refused at start-up" "^fsdpc: error: --$flag would be a path of ${#Y} characters, beyond the 4095" \
         ./fsdpc $SMALL --max_steps 1 --train_data "$W/s1.txt" --$flag "$Y"
 done
+# a name longer than NAME_MAX (255), given or joined (--run_name)
+refused_unchanged "--checkpoint_dir with a 300-character name refused at start-up" \
+    "^fsdpc: error: --checkpoint_dir would have a file or folder name of 300 characters .*NAME_MAX" \
+    ./fsdpc $SMALL --max_steps 1 --train_data "$W/s1.txt" --checkpoint_dir "$W/$(long 300 j)"
+refused_unchanged "--run_name of 300 characters refused at start-up" "^fsdpc: error: --run_name would have a file or folder name of 300 characters" \
+    ./fsdpc $SMALL --max_steps 1 --train_data "$W/s1.txt" --checkpoint_dir "$W/ckr" --run_name "$(long 300 j)"
+[ ! -e "$W/ckr" ]
+check "nothing made for the refused --run_name" $?
 refused_unchanged "prepare --input of ${#Y} characters" "--input would be a path of ${#Y} characters" ./fsdpc prepare --input "$Y" --output "$W/po"
 refused_unchanged "export --checkpoint of ${#Y} characters" "--checkpoint would be a path of ${#Y} characters" ./fsdpc export --checkpoint "$Y" --output "$W/eo"
 echo hello | ./fsdpc tokenize --tokenizer "$Y" >"$W/out" 2>"$W/err"
