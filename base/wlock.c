@@ -1,4 +1,5 @@
 // wlock: see wlock.h.
+#define _GNU_SOURCE  // renameat2
 #include "wlock.h"
 #include "path.h"
 
@@ -154,6 +155,9 @@ static int held_at(const char *lock, const char *id) {
     return -1;
 }
 
+// whether link() failed for want of hard links on the file system (SMB, FUSE object stores)
+static int no_hard_links(int e) { return e == EPERM || e == ENOTSUP || e == EOPNOTSUPP || e == ENOSYS || e == EMLINK; }
+
 // Removes the dead writer d's lock. Moved aside first, atomically: when another writer took it over
 // in the meantime, the file moved is that writer's fresh lock, which goes back (two writers
 // seeing one dead lock must not both end up holding it).
@@ -162,8 +166,9 @@ static void take_dead(const char *lock, const char *mine, const Lock *d) {
     char *aside = mallocCheck(n);
     snprintf(aside, n, "%s.dead", mine);
     Lock o;
-    if (rename(lock, aside) == 0 && read_lock(aside, &o) && (strcmp(o.id, d->id) || o.pid != d->pid || o.start != d->start))
-        (void)link(aside, lock);  // not the dead one: returned, and the next look finds it held
+    if (rename(lock, aside) == 0 && read_lock(aside, &o) && (strcmp(o.id, d->id) || o.pid != d->pid || o.start != d->start) &&
+        link(aside, lock) != 0 && no_hard_links(errno))  // not the dead one: returned, and the next look finds it held
+        (void)renameat2(AT_FDCWD, aside, AT_FDCWD, lock, RENAME_NOREPLACE);
     unlink(aside);
     free(aside);
 }
@@ -173,7 +178,7 @@ static void take_dead(const char *lock, const char *mine, const Lock *d) {
 // exclusive create written in place instead. 0, or -1 with errno (EEXIST: another writer's).
 static int place(const char *mine, const char *lock, const char *line, int len) {
     if (link(mine, lock) == 0) return 0;
-    if (errno != EPERM && errno != ENOTSUP && errno != EOPNOTSUPP && errno != ENOSYS && errno != EMLINK) return -1;
+    if (!no_hard_links(errno)) return -1;
     int fd = open(lock, O_WRONLY | O_CREAT | O_EXCL, 0644);
     if (fd < 0) return -1;
     int ok = write(fd, line, (size_t)len) == len, e = errno;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -217,6 +218,36 @@ static void cache_remove_tree(const char *dir) {
     rmdir(dir);
 }
 
+// A finished folder in use: each process reading it holds a shared lock on its "complete" file
+// until it exits, and cache_sweep removes an earlier version only under an exclusive one, so a
+// run still reading that version (on another node of a shared file system, where a file removed
+// under an open descriptor is gone) keeps it. flock() reaches NFS as a byte-range lock.
+static char *cache_complete_path(const char *dir) {
+    size_t n = strlen(dir) + sizeof "/complete";
+    char *path = mallocCheck(n);
+    snprintf(path, n, "%s/complete", dir);
+    return path;
+}
+
+static void cache_hold(const char *dir) {
+    char *path = cache_complete_path(dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && flock(fd, LOCK_SH) != 0) close(fd);  // without locks (a file system that has none) it is not held
+    free(path);  // the descriptor stays open, and the lock held, until the process ends
+}
+
+// Rank 0, cache_sweep: 1 with the folder's "complete" file locked exclusively into *fd (no run reads
+// it), 0 while a run holds it; a folder without one (an older build) is nobody's
+static int cache_unheld(const char *dir, int *fd) {
+    char *path = cache_complete_path(dir);
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    free(path);
+    if (*fd < 0 || flock(*fd, LOCK_EX | LOCK_NB) == 0) return 1;
+    int busy = errno == EWOULDBLOCK;
+    if (busy) close(*fd), *fd = -1;
+    return !busy;
+}
+
 static int cache_complete(const char *dir) {
     char *path = path_join(dir, "complete");
     int ok = access(path, R_OK) == 0;
@@ -290,11 +321,11 @@ static void cache_log(const CacheRequest *q, const char *dir, int built, double 
     if (docs_fields_warning(&fields, q->label, "read only in another row format (see --data_format)", warn, sizeof warn)) log_msg("%s\n", warn);
 }
 
-// Rank 0, after building the cache `key` in root: what the cache's own builds left there goes.
-// A build folder (<key>.<writer id>.tmp) whose writer provably ended (a killed build: the lock's
-// process is gone on this host, or the lock was never written and the folder is a minute old),
-// and a finished folder of the same source (the same inputs and settings: cache_key without the
-// inputs' versions) built before the inputs changed, which nothing will read again.
+// Rank 0, after building or finding the cache `key` in root: what the cache's own builds left
+// there goes. A build folder (<key>.<writer id>.tmp) whose writer provably ended (a killed build:
+// the lock's process is gone on this host, or the lock was never written and the folder is a
+// minute old), and a finished folder of the same source (the same inputs and settings: cache_key
+// without the inputs' versions) built before the inputs changed, unless a run still reads it.
 static void cache_sweep(const char *root, const char *key, const char *source) {
     DIR *d = opendir(root);
     if (!d) return;
@@ -318,7 +349,11 @@ static void cache_sweep(const char *root, const char *key, const char *source) {
             if (f && fgets(theirs, sizeof theirs, f) && !strcmp(theirs, source)) why = "built from an earlier version of the same inputs";
             if (f) fclose(f);
         }
+        int held = -1;
+        if (why && src && !cache_unheld(path, &held))
+            log_msg("Kept the data cache folder %s, %s: another run still reads it (a later run removes it)\n", path, why), why = NULL;
         if (why) cache_remove_tree(path), log_msg("Removed the data cache folder %s, %s\n", path, why);
+        if (held >= 0) close(held);
         free(path);
         free(lock);
         free(src);
@@ -385,7 +420,11 @@ static int cache_find_or_build(const CacheRequest *q, const char *root, const ch
     CommGroup *world = comm_world();
     double lacking = !cache_complete(dir);
     comm_allreduce_max_f64(world, &lacking, 1);
-    if (!lacking) return cache_log(q, dir, 0, 0), 0;
+    if (!lacking) {
+        cache_hold(dir);
+        if (comm_info.rank == 0) cache_sweep(root, key, source);  // what a build left while another run held it
+        return cache_log(q, dir, 0, 0), 0;
+    }
     double t0 = clock_now_s();
     // rank 0 makes the build folder; when every rank sees it (shared storage) each builds its share
     char *tmp = NULL, *lock = NULL;
@@ -429,6 +468,7 @@ static int cache_find_or_build(const CacheRequest *q, const char *root, const ch
     if (!unseen && comm_info.rank == 0) io_unlock_output(lock, id), lock = NULL, rc = cache_seal(tmp, dir, err, sizeof err);
     cache_end(tmp, lock, id);
     if (comm_agree(rc ? err : NULL, line, linelen)) return -1;
+    cache_hold(dir);
     if (comm_info.rank == 0) cache_sweep(root, key, source);
     cache_log(q, dir, 1, clock_now_s() - t0);
     return 0;
