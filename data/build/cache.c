@@ -222,12 +222,7 @@ static void cache_remove_tree(const char *dir) {
 // until it exits, and cache_sweep removes an earlier version only under an exclusive one, so a
 // run still reading that version (on another node of a shared file system, where a file removed
 // under an open descriptor is gone) keeps it. flock() reaches NFS as a byte-range lock.
-static char *cache_complete_path(const char *dir) {
-    size_t n = strlen(dir) + sizeof "/complete";
-    char *path = mallocCheck(n);
-    snprintf(path, n, "%s/complete", dir);
-    return path;
-}
+static char *cache_complete_path(const char *dir) { return path_join(dir, "complete"); }
 
 static void cache_hold(const char *dir) {
     char *path = cache_complete_path(dir);
@@ -249,7 +244,7 @@ static int cache_unheld(const char *dir, int *fd) {
 }
 
 static int cache_complete(const char *dir) {
-    char *path = path_join(dir, "complete");
+    char *path = cache_complete_path(dir);
     int ok = access(path, R_OK) == 0;
     free(path);
     return ok;
@@ -272,7 +267,7 @@ static int cache_build(const CacheRequest *q, const char *tmp, const char *id, i
 }
 
 static int cache_seal(const char *tmp, const char *dir, char *err, size_t errlen) {
-    char *path = path_join(tmp, "complete");
+    char *path = cache_complete_path(tmp);
     FILE *f = fopen(path, "w");
     int bad = !f || fprintf(f, "fsdpc data cache %d\n", CACHE_VERSION) < 0 || fclose(f) != 0;
     if (bad) snprintf(err, errlen, "cannot write '%s': %s", path_show(path), comm_path_error(path, errno));
