@@ -280,6 +280,7 @@ void kern_adamw_host(float *p, uint16_t *p_bf16, const float *g, float *m, float
 
 const char *kern_init(int num_threads) { return cpu_init(num_threads); }  // the host side runs on CPU threads either way
 int kern_num_threads(void) { return cpu_num_threads(); }
+const char *kern_cpu_isa(void) { return cpu_isa_line(); }
 
 int kern_on_gpu(void) { return on_gpu; }
 

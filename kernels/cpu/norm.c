@@ -8,8 +8,9 @@
 
 #include "../../base/err.h"
 #include "../backend.h"
+#include "cpu_common.h"
 
-void cpu_rmsnorm_fwd(void *out_, float *rstd, const float *inp, const void *wv, int N, int D, float eps) {
+void CPU_OP(rmsnorm_fwd)(void *out_, float *rstd, const float *inp, const void *wv, int N, int D, float eps) {
     float *out = out_;  // the CPU's activations are fp32
     const float *w = wv;  // the CPU's parameters are fp32
 #pragma omp parallel for schedule(static)
@@ -26,7 +27,7 @@ void cpu_rmsnorm_fwd(void *out_, float *rstd, const float *inp, const void *wv, 
     }
 }
 
-void cpu_add_rmsnorm_fwd(float *y, void *out_, float *rstd, const float *r, const void *wv, int N, int D, float eps) {
+void CPU_OP(add_rmsnorm_fwd)(float *y, void *out_, float *rstd, const float *r, const void *wv, int N, int D, float eps) {
     float *out = out_;  // the CPU's activations are fp32
     const float *w = wv;
 #pragma omp parallel for schedule(static)
@@ -46,7 +47,7 @@ void cpu_add_rmsnorm_fwd(float *y, void *out_, float *rstd, const float *r, cons
     }
 }
 
-void cpu_rmsnorm_bwd(float *dinp, float *dw, const void *dout_, const float *inp, const void *wv,
+void CPU_OP(rmsnorm_bwd)(float *dinp, float *dw, const void *dout_, const float *inp, const void *wv,
                       const float *rstd, int N, int D) {
     const float *dout = dout_;  // the CPU's activations are fp32
     const float *w = wv;
@@ -103,7 +104,7 @@ static void layernorm_row(float *o, float *mean, float *rstd, const float *x, co
     for (int j = 0; j < D; j++) o[j] = ((x[j] - m) * r) * w[j] + b[j];
 }
 
-void cpu_layernorm_fwd(void *out_, float *mean, float *rstd, const float *inp, const void *wv, const void *bv, int N,
+void CPU_OP(layernorm_fwd)(void *out_, float *mean, float *rstd, const float *inp, const void *wv, const void *bv, int N,
                        int D, float eps) {
     float *out = out_;  // the CPU's activations are fp32
 #pragma omp parallel for schedule(static)
@@ -111,7 +112,7 @@ void cpu_layernorm_fwd(void *out_, float *mean, float *rstd, const float *inp, c
         layernorm_row(out + (size_t)n * D, mean + n, rstd + n, inp + (size_t)n * D, wv, bv, D, eps);
 }
 
-void cpu_add_layernorm_fwd(float *y, void *out_, float *mean, float *rstd, const float *r, const void *wv,
+void CPU_OP(add_layernorm_fwd)(float *y, void *out_, float *mean, float *rstd, const float *r, const void *wv,
                            const void *bv, int N, int D, float eps) {
     float *out = out_;  // the CPU's activations are fp32
 #pragma omp parallel for schedule(static)
@@ -124,7 +125,7 @@ void cpu_add_layernorm_fwd(float *y, void *out_, float *mean, float *rstd, const
     }
 }
 
-void cpu_layernorm_bwd(float *dinp, float *dw, float *db, const void *dout_, const float *inp, const void *wv,
+void CPU_OP(layernorm_bwd)(float *dinp, float *dw, float *db, const void *dout_, const float *inp, const void *wv,
                        const float *mean, const float *rstd, int N, int D) {
     const float *dout = dout_;  // the CPU's activations are fp32
     const float *w = wv;
@@ -172,7 +173,7 @@ void cpu_layernorm_bwd(float *dinp, float *dw, float *db, const void *dout_, con
     free(part);
 }
 
-void cpu_rope_table(float *cos_t, float *sin_t, int T, int rot, const double *inv_freq) {
+void CPU_OP(rope_table)(float *cos_t, float *sin_t, int T, int rot, const double *inv_freq) {
     const int half = rot / 2;
     for (int i = 0; i < half; i++) {
         // double so the only rounding is the final cast (matches the float64 reference tables)
@@ -224,7 +225,7 @@ static void qkv_token(float *x, float *q, float *k, float *v, const float *c, co
         }
 }
 
-void cpu_qkv_split(void *q_, void *k_, void *v_, const void *qkv_, const float *cos_t, const float *sin_t, int B,
+void CPU_OP(qkv_split)(void *q_, void *k_, void *v_, const void *qkv_, const float *cos_t, const float *sin_t, int B,
                    int T, int H, int KV, int hd, int rot, KernQkvLayout layout, int pos0, const int32_t *pos_t) {
     float *q = q_;  // the CPU's activations are fp32
     float *k = k_;
@@ -242,7 +243,7 @@ void cpu_qkv_split(void *q_, void *k_, void *v_, const void *qkv_, const float *
     }
 }
 
-void cpu_qkv_merge(void *dqkv_, const void *dq_, const void *dk_, const void *dv_, const float *cos_t,
+void CPU_OP(qkv_merge)(void *dqkv_, const void *dq_, const void *dk_, const void *dv_, const float *cos_t,
                    const float *sin_t, int B, int T, int H, int KV, int hd, int rot, KernQkvLayout layout,
                    const int32_t *pos_t) {
     float *dqkv = dqkv_;  // the CPU's activations are fp32
