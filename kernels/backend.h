@@ -165,6 +165,10 @@ KERN_DECLARE(cpu)
 const char *cpu_init(int num_threads);
 int cpu_num_threads(void);
 const char *cpu_isa_line(void);  // kern_cpu_isa
+// --precision bf16 on the CPU: bf16 matmuls where the CPU has AVX512_BF16 (kernels/cpu/gemm.c),
+// else the fp32 emulation; cpu_gemm_line says which for the summary ("" without bf16)
+void cpu_set_compute_bf16(int on);
+const char *cpu_gemm_line(void);
 #ifdef FSDPC_CUDA
 KERN_DECLARE(cuda)
 // CUDA device setup (kernels/cuda): number of visible GPUs (0 when none or no driver), bind one.

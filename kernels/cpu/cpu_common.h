@@ -25,6 +25,11 @@ typedef enum { CPU_ISA_AVX2, CPU_ISA_AVX512 } CpuIsa;
 CpuIsa cpu_isa(void);
 // whether the CPU multiplies bf16 in hardware (AVX512_BF16), and the kernels may use it
 int cpu_has_bf16(void);
+// C (M, N) = alpha op(A) op(B) + beta C, row-major as cblas_sgemm (ta, tb: transposed): sgemm, or
+// under cpu_set_compute_bf16 on a CPU with AVX512_BF16 oneDNN's matmul on A and B rounded to bf16
+// (to nearest even), accumulating in fp32 (gemm.c). Not from inside a parallel region.
+void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+              float beta, float *C, int ldc);
 
 // Elementwise loops shorter than this run on one thread: a parallel region costs a few
 // microseconds, more than the loop itself.

@@ -1,5 +1,5 @@
-// matmul: linear layers through OpenBLAS sgemm (row-major; weights are [out, in]).
-#include <cblas.h>
+// matmul: linear layers through cpu_gemm (row-major; weights are [out, in]): sgemm, or bf16
+// products under --precision bf16 where the CPU has AVX512_BF16.
 
 #include "../backend.h"
 #include "cpu_common.h"
@@ -9,7 +9,7 @@ void CPU_OP(matmul_fwd)(void *out_, KernDtype out_dt, const void *inp_, const vo
     const float *inp = inp_;
     (void)out_dt;
     // (N, OUT) = (N, IN) @ (OUT, IN)^T
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OUT, IN, 1.0f, inp, IN, w, IN, 0.0f, out, OUT);
+    cpu_gemm(0, 1, N, OUT, IN, 1.0f, inp, IN, w, IN, 0.0f, out, OUT);
 }
 
 void CPU_OP(matmul_bwd)(void *dinp_, float *dw, const void *dout_, KernDtype dout_dt, const void *inp_, const void *w,
@@ -20,11 +20,10 @@ void CPU_OP(matmul_bwd)(void *dinp_, float *dw, const void *dout_, KernDtype dou
     (void)dout_dt;
     if (dinp) {
         // (N, IN) = (N, OUT) @ (OUT, IN)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IN, OUT, 1.0f, dout, OUT, w, IN,
-                    accumulate_dinp ? 1.0f : 0.0f, dinp, IN);
+        cpu_gemm(0, 0, N, IN, OUT, 1.0f, dout, OUT, w, IN, accumulate_dinp ? 1.0f : 0.0f, dinp, IN);
     }
     // (OUT, IN) += (N, OUT)^T @ (N, IN)
-    if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, N, 1.0f, dout, OUT, inp, IN, 1.0f, dw, IN);
+    if (dw) cpu_gemm(1, 0, OUT, IN, N, 1.0f, dout, OUT, inp, IN, 1.0f, dw, IN);
 }
 
 void CPU_OP(matmul_grouped_fwd)(void *out_, KernDtype out_dt, const void *inp_, const void *const *w, const int *rows,
