@@ -5,11 +5,14 @@
 // primitives and the operands' bf16 copies are process state.
 #include <cblas.h>
 #include <dnnl.h>
+#include <immintrin.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../base/err.h"
+#include "../../base/half.h"
 #include "../../base/log.h"
 #include "../backend.h"
 #include "cpu_common.h"
@@ -95,14 +98,33 @@ static GemmPrim *gemm_prim(int ta, int tb, int M, int N, int K, float alpha, int
 // the stored elements of a row-major operand of `rows` rows, row stride ld, `cols` used per row
 static size_t gemm_span(int rows, int cols, int ld) { return rows ? (size_t)(rows - 1) * ld + cols : 0; }
 
+// n values to bf16 with the CPU's own rounding instruction (to nearest even, as half_f32_to_bf16;
+// denormals become 0, which a product's fp32 sum does not see): 4x the integer form's speed
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void gemm_cvt(uint16_t *dst, const float *src,
+                                                                                   size_t n) {
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i));
+        _mm512_storeu_si512(dst + i, (__m512i)v);
+    }
+    for (; i < n; i++) dst[i] = half_f32_to_bf16(src[i]);
+}
+
 static uint16_t *gemm_round(uint16_t **buf, size_t *cap, const float *x, size_t n) {
     if (n > *cap) {
         free(*buf);
         *buf = mallocCheck(n * sizeof **buf);
         *cap = n;
     }
-    cpu_f32_to_bf16(*buf, x, n);
-    return *buf;
+    uint16_t *dst = *buf;
+    // blocks of whole cache lines per thread
+#pragma omp parallel if (n >= CPU_PAR_MIN)
+    {
+        const size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num(), blocks = (n + 31) / 32;
+        const size_t lo = blocks * t / nt * 32, hi = blocks * (t + 1) / nt * 32;
+        if (lo < n) gemm_cvt(dst + lo, x + lo, (hi < n ? hi : n) - lo);
+    }
+    return dst;
 }
 
 // oneDNN's product; 0 when it cannot run it (the caller then runs sgemm)
