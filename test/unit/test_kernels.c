@@ -3,6 +3,7 @@
 // Prints `ok - <name>` / `not ok - <name> (<detail>)` per check; exits 1 if any failed.
 // The whole suite runs once with 1 thread and once with 3 (uneven static partitions).
 #include <math.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/kernels.h"
 #include "kernels/nf4.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/rng.h"
 #include "test/unit/testutil.h"
@@ -1698,8 +1700,55 @@ static void test_isa(void) {
     test_isa_attention();
 }
 
+// ---- --bench-adamw: AdamW's bandwidth against a copy of the same bytes ----
+// One step of kern_adamw over n elements reads p, g, m, v and writes p, m, v (and the bf16 copy of
+// p): 28 (30) bytes each. The yardstick is memcpy moving half that many bytes per element from one
+// buffer to another (a read and a write of each), split over the same threads, timed in the same
+// run just before. Prints GB/s for both and their ratio, best of `reps` runs each.
+static double bench_copy(char *dst, const char *src, size_t bytes) {
+    const double t0 = clock_now_s();
+#pragma omp parallel
+    {
+        const size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+        const size_t lo = bytes * t / nt / 64 * 64, hi = t + 1 == nt ? bytes : bytes * (t + 1) / nt / 64 * 64;
+        memcpy(dst + lo, src + lo, hi - lo);
+    }
+    return clock_now_s() - t0;
+}
+
+static int bench_adamw(int threads) {
+    kern_init(threads);
+    const size_t n = (size_t)8 << 20;  // 224 MiB of state: far beyond any cache
+    const int reps = 10;
+    float *p = rand_vec(n, -1, 1), *g = rand_vec(n, -1, 1), *m = malloc(n * 4), *v = malloc(n * 4);
+    uint16_t *pb = malloc(n * 2);
+    memset(m, 0, n * 4), memset(v, 0, n * 4), memset(pb, 0, n * 2);  // every page mapped before the timing
+    printf("adamw over %zu M elements, %d thread(s), CPU kernels %s\n", n >> 20, kern_num_threads(), kern_cpu_isa());
+    for (int bf = 0; bf < 2; bf++) {
+        const size_t bytes = n * (bf ? 15 : 14);  // copied once each way: the 28 (30) bytes AdamW moves
+        char *src = malloc(bytes), *dst = malloc(bytes);
+        memset(src, 1, bytes), memset(dst, 0, bytes);
+        KernAdamW h = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .grad_scale = 0.5f,
+                       .ndecay = 1, .decay = {{0, n}}};
+        double tc = 1e30, ta = 1e30;
+        for (int r = 0; r < reps; r++) {
+            tc = fmin(tc, bench_copy(dst, src, bytes));
+            h.step = r + 1;
+            const double t0 = clock_now_s();
+            kern_adamw(p, bf ? pb : NULL, g, m, v, n, &h);
+            ta = fmin(ta, clock_now_s() - t0);
+        }
+        printf("adamw%s: %.1f GB/s, memcpy of the same bytes: %.1f GB/s, ratio %.2f\n", bf ? " + bf16 copy" : "",
+               2.0 * bytes / ta / 1e9, 2.0 * bytes / tc / 1e9, tc / ta);
+        free(src), free(dst);
+    }
+    free(p), free(g), free(m), free(v), free(pb);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc > 2 && !strcmp(argv[1], "--nf4")) return nf4_files(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "--bench-adamw")) return bench_adamw(argc > 2 ? atoi(argv[2]) : 0);
     static const int thread_counts[2] = {1, 3};
     for (int i = 0; i < 2; i++) {
         suite_threads = thread_counts[i];
