@@ -1688,6 +1688,44 @@ static void test_isa_attention(void) {
     free(o2), free(o5), free(d2), free(d5), free(q), free(k), free(v), free(dout), free(p2), free(p5), free(scratch);
 }
 
+// bf16 matmuls (--precision bf16 on a CPU with AVX512_BF16): each of the three products equals the
+// double-precision one of the operands rounded to bf16, to fp32 accumulation's error
+static void test_gemm_bf16(void) {
+    if (!cpu_has_bf16()) {
+        printf("ok - %sbf16 matmuls # SKIP %s\n", test_prefix,
+               cpu_isa() == CPU_ISA_AVX2 ? "the AVX2 kernels emulate bf16" : "this CPU has no AVX512_BF16");
+        return;
+    }
+    const int N = 37, IN = 70, OUT = 45;
+    float *x = rand_vec((size_t)N * IN, -1, 1), *w = rand_vec((size_t)OUT * IN, -1, 1), *dout = rand_vec((size_t)N * OUT, -1, 1);
+    float *xr = dup_vec(x, (size_t)N * IN), *wr = dup_vec(w, (size_t)OUT * IN), *dr = dup_vec(dout, (size_t)N * OUT);
+    kern_round_bf16(xr, (size_t)N * IN), kern_round_bf16(wr, (size_t)OUT * IN), kern_round_bf16(dr, (size_t)N * OUT);
+    float *out = calloc((size_t)N * OUT, 4), *dinp = rand_vec((size_t)N * IN, -1, 1), *dw = rand_vec((size_t)OUT * IN, -1, 1);
+    double *ro = calloc((size_t)N * OUT, 8), *rd = calloc((size_t)N * IN, 8), *rw = calloc((size_t)OUT * IN, 8);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OUT; o++) {
+            for (int i = 0; i < IN; i++) ro[n * OUT + o] += (double)xr[n * IN + i] * wr[o * IN + i];
+        }
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < IN; i++) {
+            rd[n * IN + i] = dinp[n * IN + i];  // accumulate_dinp
+            for (int o = 0; o < OUT; o++) rd[n * IN + i] += (double)dr[n * OUT + o] * wr[o * IN + i];
+        }
+    for (int o = 0; o < OUT; o++)
+        for (int i = 0; i < IN; i++) {
+            rw[o * IN + i] = dw[o * IN + i];
+            for (int n = 0; n < N; n++) rw[o * IN + i] += (double)dr[n * OUT + o] * xr[n * IN + i];
+        }
+    cpu_set_compute_bf16(1);
+    kern_matmul_fwd(out, KERN_F32, x, w, N, IN, OUT);
+    kern_matmul_bwd(dinp, dw, dout, KERN_F32, x, w, N, IN, OUT, 1);
+    cpu_set_compute_bf16(0);
+    check_close("bf16 matmul fwd = the product of bf16-rounded operands", out, ro, (size_t)N * OUT, 1e-5);
+    check_close("bf16 matmul bwd dinp (accumulated)", dinp, rd, (size_t)N * IN, 1e-5);
+    check_close("bf16 matmul bwd dw (accumulated)", dw, rw, (size_t)OUT * IN, 1e-5);
+    free(x), free(w), free(dout), free(xr), free(wr), free(dr), free(out), free(dinp), free(dw), free(ro), free(rd), free(rw);
+}
+
 static void test_isa(void) {
     __builtin_cpu_init();
     if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
@@ -1776,6 +1814,7 @@ int main(int argc, char **argv) {
         test_nf4();
         test_vector_ops();
         test_isa();
+        test_gemm_bf16();
     }
     test_prefix[0] = 0;
     test_mem_tracker();
