@@ -27,9 +27,11 @@ CpuIsa cpu_isa(void);
 int cpu_has_bf16(void);
 // C (M, N) = alpha op(A) op(B) + beta C, row-major as cblas_sgemm (ta, tb: transposed): sgemm, or
 // under cpu_set_compute_bf16 on a CPU with AVX512_BF16 oneDNN's matmul on A and B rounded to bf16
-// (to nearest even), accumulating in fp32 (gemm.c). Not from inside a parallel region.
+// (to nearest even), accumulating in fp32 (gemm.c). a_again: A is the previous call's A, its values
+// unchanged (a layer's backward reads dout twice): its bf16 copy is reused. Not from inside a
+// parallel region.
 void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
-              float beta, float *C, int ldc);
+              float beta, float *C, int ldc, int a_again);
 
 // Elementwise loops shorter than this run on one thread: a parallel region costs a few
 // microseconds, more than the loop itself.

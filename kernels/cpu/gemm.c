@@ -38,6 +38,9 @@ static int cached, evict;
 // bf16 copies of the operands, grown as needed
 static uint16_t *abuf, *bbuf;
 static size_t acap, bcap;
+static int same_a;  // cpu_gemm's: A holds the values of the previous product's A
+static const float *a_src;  // whose values abuf holds, and how many
+static size_t a_n;
 
 const char *cpu_gemm_line(void) {
     static char line[200];
@@ -132,7 +135,9 @@ static int gemm_onednn(int ta, int tb, int M, int N, int K, float alpha, const f
                        int ldb, float beta, float *C, int ldc) {
     GemmPrim *g = gemm_prim(ta, tb, M, N, K, alpha, lda, ldb, beta, ldc);
     if (!g) return 0;
-    uint16_t *a = gemm_round(&abuf, &acap, A, ta ? gemm_span(K, M, lda) : gemm_span(M, K, lda));
+    const size_t na = ta ? gemm_span(K, M, lda) : gemm_span(M, K, lda);
+    uint16_t *a = same_a && A == a_src && na == a_n ? abuf : gemm_round(&abuf, &acap, A, na);
+    a_src = A, a_n = na;
     uint16_t *b = gemm_round(&bbuf, &bcap, B, tb ? gemm_span(N, K, ldb) : gemm_span(K, N, ldb));
     dnnl_memory_t ma = NULL, mb = NULL, mc = NULL;
     int bad = dnnl_memory_create(&ma, &g->a, engine, a) || dnnl_memory_create(&mb, &g->b, engine, b) ||
@@ -152,13 +157,15 @@ void cpu_set_compute_bf16(int on) {
     gemm_bf16 = 0;
     if (on && cpu_has_bf16() && !onednn_ok) {
         float x[16 * 16] = {0}, y[16 * 16];
+        same_a = 0;
         onednn_ok = gemm_onednn(0, 1, 16, 16, 16, 1.0f, x, 16, x, 16, 0.0f, y, 16) ? 1 : -1;
     }
     gemm_bf16 = on && cpu_has_bf16() && onednn_ok > 0;
 }
 
 void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
-              float beta, float *C, int ldc) {
+              float beta, float *C, int ldc, int a_again) {
+    same_a = a_again;
     if (gemm_bf16 && M > 0 && N > 0 && K > 0) {
         if (gemm_onednn(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
         static int said;

@@ -9,7 +9,7 @@ void CPU_OP(matmul_fwd)(void *out_, KernDtype out_dt, const void *inp_, const vo
     const float *inp = inp_;
     (void)out_dt;
     // (N, OUT) = (N, IN) @ (OUT, IN)^T
-    cpu_gemm(0, 1, N, OUT, IN, 1.0f, inp, IN, w, IN, 0.0f, out, OUT);
+    cpu_gemm(0, 1, N, OUT, IN, 1.0f, inp, IN, w, IN, 0.0f, out, OUT, 0);
 }
 
 void CPU_OP(matmul_bwd)(void *dinp_, float *dw, const void *dout_, KernDtype dout_dt, const void *inp_, const void *w,
@@ -20,10 +20,10 @@ void CPU_OP(matmul_bwd)(void *dinp_, float *dw, const void *dout_, KernDtype dou
     (void)dout_dt;
     if (dinp) {
         // (N, IN) = (N, OUT) @ (OUT, IN)
-        cpu_gemm(0, 0, N, IN, OUT, 1.0f, dout, OUT, w, IN, accumulate_dinp ? 1.0f : 0.0f, dinp, IN);
+        cpu_gemm(0, 0, N, IN, OUT, 1.0f, dout, OUT, w, IN, accumulate_dinp ? 1.0f : 0.0f, dinp, IN, 0);
     }
     // (OUT, IN) += (N, OUT)^T @ (N, IN)
-    if (dw) cpu_gemm(1, 0, OUT, IN, N, 1.0f, dout, OUT, inp, IN, 1.0f, dw, IN);
+    if (dw) cpu_gemm(1, 0, OUT, IN, N, 1.0f, dout, OUT, inp, IN, 1.0f, dw, IN, dinp != NULL);
 }
 
 void CPU_OP(matmul_grouped_fwd)(void *out_, KernDtype out_dt, const void *inp_, const void *const *w, const int *rows,
