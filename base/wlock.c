@@ -1,4 +1,5 @@
 // wlock: see wlock.h.
+#define _GNU_SOURCE  // renameat2
 #include "wlock.h"
 #include "path.h"
 
@@ -99,6 +100,24 @@ static unsigned long long process_start(long pid, char *state) {
     return start;
 }
 
+// For a lock without its process's start (older builds): whether pid runs fsdpc, by its command
+// name or its executable being this one; a pid reused by another program (pid 1 after a container
+// restart) is not. Where /proc shows no command name, it may be.
+static int process_is_fsdpc(long pid) {
+    char path[64], comm[32] = "";
+    snprintf(path, sizeof path, "/proc/%ld/comm", pid);
+    FILE *f = path_fopen_read(path);
+    if (!f) return 1;
+    int named = fgets(comm, sizeof comm, f) != NULL;
+    fclose(f);
+    if (!named || !strncmp(comm, "fsdpc", 5)) return 1;
+    struct stat theirs, mine;
+    snprintf(path, sizeof path, "/proc/%ld/exe", pid);
+    // another command name: fsdpc only if it is this very executable, renamed (unknown: not)
+    return stat(path, &theirs) == 0 && stat("/proc/self/exe", &mine) == 0 && theirs.st_dev == mine.st_dev &&
+           theirs.st_ino == mine.st_ino;
+}
+
 // Whether the process that wrote lock l on this host still runs. A zombie has ended though
 // kill(pid, 0) still finds it: the ranks of a job that failed stay zombies until reaped, for a
 // second or so after mpirun returns, and a run started right after it must not be refused. A
@@ -108,7 +127,13 @@ static int process_running(const Lock *l) {
     char state = 0;
     unsigned long long start = process_start(l->pid, &state);
     if (!start) return !(kill((pid_t)l->pid, 0) != 0 && errno == ESRCH);
-    return state != 'Z' && state != 'X' && (!l->start || start == l->start);
+    return state != 'Z' && state != 'X' && (l->start ? start == l->start : process_is_fsdpc(l->pid));
+}
+
+// whether lock l's pid runs, but not as its writer: another program took the number over
+static int pid_reused(const Lock *l) {
+    char state = 0;
+    return process_start(l->pid, &state) && state != 'Z' && state != 'X' && !process_running(l);
 }
 
 static void host_identity(char *host, size_t hlen, char *boot, size_t blen) {
@@ -135,6 +160,9 @@ static int held_at(const char *lock, const char *id) {
     return -1;
 }
 
+// whether link() failed for want of hard links on the file system (SMB, FUSE object stores)
+static int no_hard_links(int e) { return e == EPERM || e == ENOTSUP || e == EOPNOTSUPP || e == ENOSYS || e == EMLINK; }
+
 // Removes the dead writer d's lock. Moved aside first, atomically: when another writer took it over
 // in the meantime, the file moved is that writer's fresh lock, which goes back (two writers
 // seeing one dead lock must not both end up holding it).
@@ -143,8 +171,9 @@ static void take_dead(const char *lock, const char *mine, const Lock *d) {
     char *aside = mallocCheck(n);
     snprintf(aside, n, "%s.dead", mine);
     Lock o;
-    if (rename(lock, aside) == 0 && read_lock(aside, &o) && (strcmp(o.id, d->id) || o.pid != d->pid || o.start != d->start))
-        (void)link(aside, lock);  // not the dead one: returned, and the next look finds it held
+    if (rename(lock, aside) == 0 && read_lock(aside, &o) && (strcmp(o.id, d->id) || o.pid != d->pid || o.start != d->start) &&
+        link(aside, lock) != 0 && no_hard_links(errno))  // not the dead one: returned, and the next look finds it held
+        (void)renameat2(AT_FDCWD, aside, AT_FDCWD, lock, RENAME_NOREPLACE);
     unlink(aside);
     free(aside);
 }
@@ -154,7 +183,7 @@ static void take_dead(const char *lock, const char *mine, const Lock *d) {
 // exclusive create written in place instead. 0, or -1 with errno (EEXIST: another writer's).
 static int place(const char *mine, const char *lock, const char *line, int len) {
     if (link(mine, lock) == 0) return 0;
-    if (errno != EPERM && errno != ENOTSUP && errno != EOPNOTSUPP && errno != ENOSYS && errno != EMLINK) return -1;
+    if (!no_hard_links(errno)) return -1;
     int fd = open(lock, O_WRONLY | O_CREAT | O_EXCL, 0644);
     if (fd < 0) return -1;
     int ok = write(fd, line, (size_t)len) == len, e = errno;
@@ -210,7 +239,8 @@ const char *wlock_take(const char *lock, const char *id, const char *flag, const
             return unlink(mine), free(mine), err_text(msg, sizeof msg, "fsdpc run %s on host %s (pid %ld) holds the writer lock '%s'; if that run is gone (a lost node), "
                                  "remove the file and start again", o.id, o.host, o.pid, lock);
         if (attempt >= 3) return unlink(mine), free(mine), err_text(msg, sizeof msg, "cannot take over the writer lock '%s': another run keeps taking it", lock);
-        log_msg("Taking over the writer lock of run %s in %s (its process %ld on this host is gone)\n", o.id, output, o.pid);
+        log_msg("Taking over the writer lock of run %s in %s (its process %ld on this host is gone%s)\n", o.id, output, o.pid,
+                pid_reused(&o) ? "; that pid now runs another program" : "");
         take_dead(lock, mine, &o);
     }
     unlink(mine);

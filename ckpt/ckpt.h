@@ -32,6 +32,7 @@ typedef struct {
     char pretrained_model_name[1024];  // the seed's --pretrained_model_name: --init_from when that is not given
     int finetune;
     int allow_unused_weights;  // --init_from files may hold tensors the model does not use (warned, not refused)
+    int allow_random_weights;  // a run that trains nothing may evaluate or generate from the seed's random weights
     int allow_changed_inputs;  // a resume may read another tokenizer or data than its checkpoint's run (warned, not refused)
 } CkptConfig;
 

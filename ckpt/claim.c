@@ -127,6 +127,17 @@ static struct {
     } input[2];
 } owner;
 
+// whether file lies in dir itself (the same folder, by device and inode)
+static int same_dir(const char *file, const char *dir) {
+    char *parent = strdup(file), *slash = parent ? strrchr(parent, '/') : NULL;
+    if (!parent) err_fatal("out of memory copying a checkpoint path");
+    if (slash) slash[slash == parent] = 0;  // "/step.h5" lies in "/"
+    struct stat a, b;
+    int same = stat(slash ? parent : ".", &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    free(parent);
+    return same;
+}
+
 // Rank 0, for ckpt_claim_dir: whether the checkpoints in dir are this run's to replace (see
 // ckpt.h). Fills `owner`. NULL, or a one-line error.
 static const char *check_ownership(const char *dir, const char *run_id, const char *resumed, const char *init, int overwrite) {
@@ -197,6 +208,11 @@ static const char *check_ownership(const char *dir, const char *run_id, const ch
         snprintf(msg, sizeof msg, "--checkpoint_dir '%s' already holds %d checkpoint(s) (the newest %s) of another run; resume them "
                  "with --resume_from_checkpoint %s, give another --checkpoint_dir, or pass --overwrite_checkpoints%s%s", dir, n,
                  e[0].name, dir, nrun ? "; they are of " : "", runs);
+    } else if (nrun && !overwrite && same_dir(resumed, dir)) {  // resumed from this folder: it picked one of its runs
+        err = msg;
+        snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds, beside '%s' (the run this one resumes), %d checkpoint(s) of "
+                 "unrelated runs: %s%s; move those runs' files out of '%s', give this run another --checkpoint_dir, or pass "
+                 "--overwrite_checkpoints to replace them at the steps this run writes", dir, resumed, nrun, runs, also, dir);
     } else if (nrun && !overwrite) {
         err = msg;
         snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds %d checkpoint(s) of runs outside the lineage of the checkpoint "

@@ -266,6 +266,7 @@ static const CliFlag flags[] = {
     S("init_adapter", ckpt.init_adapter, G_CKPT, "DIR", "LoRA: a PEFT adapter folder as the adapters' start (after --init_from)"),
     B("finetune", ckpt.finetune, G_CKPT, "finetune from --init_from"),
     B("allow_unused_weights", ckpt.allow_unused_weights, G_CKPT, "--init_from may hold tensors the model does not use (warned)"),
+    B("allow_random_weights", ckpt.allow_random_weights, G_CKPT, "a run that trains nothing may evaluate or generate from random weights"),
     B("allow_changed_inputs", ckpt.allow_changed_inputs, G_CKPT, "a resume may read other data or tokenizer than it wrote (warned)"),
 
     E("device", run.device, device_names, G_RUN, "where to compute"),

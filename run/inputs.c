@@ -154,6 +154,12 @@ static int train_vocab_recorded(const Run *r, char *file, size_t filelen) {
     return val > recorded ? val : recorded;
 }
 
+// What a run that trains no step does with its weights (as train_finish decides): NULL when nothing
+static const char *untrained_use(const Config *c) {
+    int eval = c->data.val_data[0] != 0, gen = c->gen.num_tokens > 0 && (c->gen.prompt[0] || c->optim.max_epochs < 0);
+    return eval && gen ? "evaluate and generate from" : eval ? "evaluate" : gen ? "generate from" : NULL;
+}
+
 // --resume_from_checkpoint to the file resumed (r->resume_file), or none: a folder without one
 // starts the run fresh, a named file that is missing is an error.
 static void resolve_resume(Run *r) {
@@ -292,9 +298,13 @@ void inputs_load_state(Run *r) {
         log_msg("Initialized weights from %s (fresh optimizer state, step 0)\n", hf_source_path(r->hf));
         hf_close(r->hf);
         r->hf = NULL;
-    } else if (c->optim.max_steps == 0 || c->optim.max_epochs < 0) {
-        log_msg("warning: this run trains no step and loads no weights (no --resume_from_checkpoint or --init_from): what "
-                "it evaluates or generates comes from random weights (--seed %d)\n", c->optim.seed);
+    } else if ((c->optim.max_steps == 0 || c->optim.max_epochs < 0) && untrained_use(c)) {
+        if (!c->ckpt.allow_random_weights)
+            comm_fail_all("this run trains no step (%s) and loads no weights: it would %s random weights; give "
+                          "--resume_from_checkpoint or --init_from, or --allow_random_weights to use the seed's on purpose",
+                          c->optim.max_epochs < 0 ? "--max_epochs -1" : "--max_steps 0", untrained_use(c));
+        log_msg("warning: this run trains no step and loads no weights: it will %s random weights (--seed %d, "
+                "--allow_random_weights)\n", untrained_use(c), c->optim.seed);
     }
     const char *adapter = c->ckpt.init_adapter;
     if (!adapter[0]) return;

@@ -869,20 +869,24 @@ static int prepare_finish(Prepare *p) {
     return 0;
 }
 
+// After a stop or a failure removed every shard: the folder this run created goes too (empty once
+// its lock goes; one that held other files stays, as rmdir leaves it)
+static void prepare_drop_output(Prepare *p, bool created_output) {
+    if (!created_output || comm_info.rank != 0) return;
+    io_unlock_output(p->lock, p->id);
+    p->lock = NULL;
+    rmdir(p->output);
+}
+
 // Collective: whether a stop signal ended any rank's share. Every rank then removes what it
 // wrote (a dataset is whole or absent) and rank 0 says so.
-static bool prepare_stopped(Prepare *p, bool created_output) {
+static bool prepare_stopped(Prepare *p) {
     double stopped[2] = {p->stopped ? comm_stop_signal : 0, p->train.nshards + p->val.nshards};
     comm_allreduce_max_f64(comm_world(), stopped, 1);
     if (!stopped[0]) return false;
     prepare_split_abandon(&p->train);
     prepare_split_abandon(&p->val);
     comm_allreduce_sum_f64(comm_world(), stopped + 1, 1);
-    if (created_output && comm_info.rank == 0) {  // empty now once its lock goes; one that held other files stays
-        io_unlock_output(p->lock, p->id);
-        p->lock = NULL;
-        rmdir(p->output);
-    }
     if (p->bar_drawn) fputc('\n', stderr);
     log_msg("Stopped by signal %d (%s) during prepare: the %.0f shard(s) written so far were removed, nothing partial is left "
             "in '%s'; exiting with status %d\n", (int)stopped[0], comm_signal_name((int)stopped[0]), stopped[1], p->output,
@@ -917,9 +921,10 @@ int prepare_shards(const PrepareOptions *o, char *err, size_t errlen) {
     if (!rc) prepare_run(p);
     // a failure anywhere: every rank removes what it wrote, then all return the first message
     if (!rc) rc = prepare_failed(p);
-    if (!rc && prepare_stopped(p, created_output)) rc = 1;
+    if (!rc && prepare_stopped(p)) rc = 1;
     if (!rc) rc = prepare_finish(p);
     if (rc < 0) err_set(err, errlen, "%s", p->err);
+    if (rc) prepare_drop_output(p, created_output);
     io_unlock_output(p->lock, p->id);
     free(p->output);
     free(p->tokenizer);

@@ -198,14 +198,19 @@ host=$(hostname) boot=$(cat /proc/sys/kernel/random/boot_id) start=$(awk '{print
 echo "fsdpc-writer 0123456789abcdef $host $$ $boot 1" >"$W/reuse/.fsdpc-writer"
 ./fsdpc $M --batch_size 4 --max_steps 1 --checkpoint_dir "$W/reuse" --checkpoint_freq 1 >/dev/null 2>"$W/reuse.log"
 rc=$?
-[ $rc = 0 ] && grep -q "^Taking over the writer lock of run 0123456789abcdef in $W/reuse (its process $$ on this host is gone)" "$W/reuse.log"
+[ $rc = 0 ] && grep -q "^Taking over the writer lock of run 0123456789abcdef in $W/reuse (its process $$ on this host is gone; that pid now runs another program)" "$W/reuse.log"
 check "a lock whose pid now belongs to a process started at another time is taken over" $? "rc=$rc $(grep -m1 error "$W/reuse.log")"
-for lock in "$$ $boot $start" "$$ $boot"; do
+# an older lock without the start: a live process named fsdpc holds it, another program's pid does not
+cp /bin/sleep "$W/fsdpc-sleep"
+"$W/fsdpc-sleep" 60 &
+old=$!
+for lock in "$$ $boot $start" "$old $boot"; do
     rm -rf "$W/live" && mkdir -p "$W/live" && echo "fsdpc-writer 0123456789abcdef $host $lock" >"$W/live/.fsdpc-writer"
     expect_error "a lock of a live process on this host ($(echo "$lock" | wc -w) fields after the host)" \
-        "another fsdpc run \(run 0123456789abcdef, pid $$ on this host\) is writing checkpoints to '$W/live'" \
+        "another fsdpc run \(run 0123456789abcdef, pid ${lock%% *} on this host\) is writing checkpoints to '$W/live'" \
         ./fsdpc $M --batch_size 4 --max_steps 1 --checkpoint_dir "$W/live" --checkpoint_freq 1
 done
+kill $old
 FSDPC_TEST_CKPT_PAUSE=2:3 ./fsdpc $M --batch_size 4 --max_steps 4 --checkpoint_dir "$W/lost" --checkpoint_freq 2 >/dev/null 2>"$W/lost.log" &
 lost=$!
 for _ in $(seq 300); do grep -q "paused" "$W/lost.log" && break; sleep 0.1; done

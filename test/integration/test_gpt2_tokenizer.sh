@@ -314,7 +314,7 @@ check "prepare: each of 301 documents is js-tiktoken's ids then 50256, as uint16
 
 # ---- validation on those shards, then generation (GPT-2 pieces streamed as raw bytes) ----
 SMALL="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64"
-timeout 120 "$FSDPC" $SMALL --tokenizer "$W/gpt2" --max_steps 0 --val_data "$W/prep/train_000000.bin" --validation_batches 2 \
+timeout 120 "$FSDPC" $SMALL --tokenizer "$W/gpt2" --max_steps 0 --allow_random_weights --val_data "$W/prep/train_000000.bin" --validation_batches 2 \
     --prompt "Hello, world" --num_tokens 40 --temperature 1 >"$W/gen.out" 2>"$W/gen.log" &&
     [ "$(head -c 12 "$W/gen.out")" = "Hello, world" ] && grep -q "Validation loss" "$W/gen.log"
 check "a model with GPT-2's vocabulary validates on those shards and generates after the prompt" $? "$(tail -c 300 "$W/gen.log")"

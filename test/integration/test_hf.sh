@@ -6,7 +6,7 @@ cd "$(dirname "$0")/../.."
 source test/lib.sh
 PY=/usr/bin/python3
 ONE="--num_threads 1 --checkpoint_freq 0 --validation_freq 0"
-GEN="--max_steps 0 --prompt Hello --num_tokens 24 --temperature 0 $ONE"
+GEN="--max_steps 0 --allow_random_weights --prompt Hello --num_tokens 24 --temperature 0 $ONE"
 # --lr 0: one step that leaves the weights as loaded, so its checkpoint shows what was imported
 KEEP="--max_steps 1 --lr 0 --min_lr 0 --warmup 0 --train_data synthetic --batch_size 1 --num_threads 1 --validation_freq 0 --checkpoint_freq 1"
 

@@ -7,7 +7,7 @@ FSDPC=${FSDPC:-./fsdpc}
 source test/lib.sh
 PY=/usr/bin/python3
 ONE="--num_threads 1 --checkpoint_freq 0 --validation_freq 0"
-GEN="--max_steps 0 --prompt Hello --num_tokens 24 --temperature 0 $ONE"
+GEN="--max_steps 0 --allow_random_weights --prompt Hello --num_tokens 24 --temperature 0 $ONE"
 KEEP="--max_steps 1 --lr 0 --min_lr 0 --warmup 0 --train_data synthetic --batch_size 1 --num_threads 1 --validation_freq 0 --checkpoint_freq 1"
 
 # random Llamas (D=64, H=4 so hd=16, T=64) with theta 500000 scaled x8 from 64 positions: of the

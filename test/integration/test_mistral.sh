@@ -12,7 +12,7 @@ PROMPT="Hello there, longer than eight"  # 30 bytes, the window 8; 30 + 24 token
 gen() {  # gen OUT CMD...: the greedy text of an fsdpc command line
     local out=$1
     shift
-    "$@" --max_steps 0 --prompt "$PROMPT" --num_tokens 24 --temperature 0 $ONE >"$W/$out" 2>"$W/$out.log"
+    "$@" --max_steps 0 --allow_random_weights --prompt "$PROMPT" --num_tokens 24 --temperature 0 $ONE >"$W/$out" 2>"$W/$out.log"
 }
 
 # a random Mistral (D=64, H=4, KV=2, F=128, L=2, T=64, window 8), V=256 so every token prints as a

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../.."
 source test/lib.sh
 PY=/usr/bin/python3
 ONE="--num_threads 1 --validation_freq 0"
-GEN="--max_steps 0 --prompt Hello --num_tokens 16 --temperature 0 $ONE --checkpoint_freq 0"
+GEN="--max_steps 0 --allow_random_weights --prompt Hello --num_tokens 16 --temperature 0 $ONE --checkpoint_freq 0"
 KEEP="--max_steps 1 --lr 0 --min_lr 0 --warmup 0 --train_data synthetic --batch_size 1 $ONE --checkpoint_freq 1"
 
 # ---- parity: logits, loss, every gradient and 5 AdamW steps against the PyTorch reference ----

@@ -88,7 +88,7 @@ expect_error "--metrics_file on a full device ends the run at its first line" "c
     ./fsdpc $SMALL --checkpoint_freq 0 --metrics_file /dev/full --max_steps 3
 # stdout is the product of generation, tokenize and plan: a failed write is an error, not exit 0
 expect_error "generated text to a full device" "cannot write standard output: No space left on device" \
-    bash -c './fsdpc --max_steps 0 --prompt hello --num_tokens 20 --temperature 0 >/dev/full'
+    bash -c './fsdpc --max_steps 0 --allow_random_weights --prompt hello --num_tokens 20 --temperature 0 >/dev/full'
 expect_error "tokenize's ids to a full device" "cannot write" bash -c 'echo hi | ./fsdpc tokenize --tokenizer byte >/dev/full'
 expect_error "plan's table to a full device" "cannot write standard output" bash -c './fsdpc plan --model_name llama2_7b >/dev/full'
 ./fsdpc $SMALL --checkpoint_freq 0 --metrics_file /dev/null --max_steps 1 >/dev/null 2>"$W/null.err"
@@ -208,7 +208,7 @@ grep -q "Resuming at global sample 40" "$W/rs_d.log" && [ "$pos" = 60 ]
 check "a resume with another global batch starts at the recorded sample (40) and goes on from there (60 after 5 steps of 4)" $? "pos=$pos"
 
 # class 1: stop signals in every polled phase, from the first moment
-./fsdpc --max_steps 0 --prompt "ROMEO:" --num_tokens 100000 --temperature 0.8 >"$W/gen_sig.txt" 2>"$W/gen_sig.log" &
+./fsdpc --max_steps 0 --allow_random_weights --prompt "ROMEO:" --num_tokens 100000 --temperature 0.8 >"$W/gen_sig.txt" 2>"$W/gen_sig.log" &
 pid=$!
 sleep 3
 kill -TERM $pid

@@ -57,3 +57,21 @@ cp "$W/run/ck/step_00000001.h5" "$W/long.h5"
 /usr/bin/python3 -c "import h5py, sys; f = h5py.File(sys.argv[1], 'r+'); f.attrs['lineage'] = 'x' * 60000; f.close()" "$W/long.h5"
 expect_error "a 60 KB string attribute is named as a string too long" "attribute 'lineage' is a string longer than the [0-9]+ bytes fsdpc keeps" \
     ./fsdpc $M --tokenizer test/fixtures/tokenizer/tokenizer.model --resume_from_checkpoint "$W/long.h5" --max_steps 2
+
+# a folder holding an old and a new run: resuming the folder picks the run of this data; the
+# refusal that follows names the other run's files to move, not the folder already given
+head -c 30000 data/tinyshakespeare.txt >"$W/d1.txt"
+tail -c 30000 data/tinyshakespeare.txt >"$W/d2.txt"
+B="./fsdpc $M --tokenizer byte"
+$B --train_data "$W/d1.txt" --max_steps 4 --checkpoint_freq 4 --checkpoint_dir "$W/two" >/dev/null 2>&1
+$B --train_data "$W/d2.txt" --max_steps 2 --checkpoint_freq 2 --checkpoint_dir "$W/two" --overwrite_checkpoints >/dev/null 2>&1
+sha256sum "$W/two"/*.h5 "$W/d2.txt" >"$W/inputs.sha"
+refused_unchanged "a folder of two runs, resumed: the other run's files are named, not the folder given" \
+    "^fsdpc: error: --checkpoint_dir '$W/two' holds, beside '$W/two/step_00000002.h5' \(the run this one resumes\), 1 checkpoint\(s\) of unrelated runs: run [0-9a-f]{16} \(newest step 4: step_00000004.h5\); move those runs' files out of '$W/two'" \
+    $B --train_data "$W/d2.txt" --max_steps 4 --checkpoint_freq 2 --checkpoint_dir "$W/two" --resume_from_checkpoint "$W/two"
+! grep -q "resume from '$W/two' instead" "$W/err"
+check "that refusal does not advise resuming from the folder already given" $?
+rm "$W/two/step_00000004.h5"
+$B --train_data "$W/d2.txt" --max_steps 4 --checkpoint_freq 2 --checkpoint_dir "$W/two" --resume_from_checkpoint "$W/two" >"$W/two.log" 2>&1 &&
+    grep -q "Resumed from $W/two/step_00000002.h5 at step 2" "$W/two.log" && [ -f "$W/two/step_00000004.h5" ]
+check "with the other run's file moved out, the same command resumes and saves" $? "$(grep -m2 'error\|Resumed' "$W/two.log")"

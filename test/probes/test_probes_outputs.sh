@@ -13,7 +13,7 @@ PREFIX="outputs: "
 export FSDPC_FAIL_AGREE_SECONDS=3
 SHAPE="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 64"
 SMALL="$SHAPE --batch_size 4 --num_tokens 0 --num_threads 1 --logging_freq 1 --validation_freq 0"
-GEN="$SHAPE --num_threads 1 --max_steps 0 --prompt hello --num_tokens 100000 --temperature 0.8"
+GEN="$SHAPE --num_threads 1 --max_steps 0 --allow_random_weights --prompt hello --num_tokens 100000 --temperature 0.8"
 
 # inputs: text data, a SentencePiece tokenizer, a checkpoint (resumed below), a Hugging Face model
 head -c 20000 data/tinyshakespeare.txt >"$W/d.txt"

@@ -91,14 +91,14 @@ kill -HUP $BG
 fin
 [ $RC = 75 ] && grep -q "while building the data cache" "$W/cache.log" && [ -z "$(ls -A "$W/cache")" ]
 check "SIGHUP during a data cache build: exit 75, no cache folder left" $? "rc=$RC $(tail -n1 "$W/cache.log") $(ls "$W/cache")"
-bg ./fsdpc $SMALL --max_steps 0 --val_data data/tinyshakespeare.txt --validation_batches 100000 >"$W/val.log" 2>&1
+bg ./fsdpc $SMALL --max_steps 0 --allow_random_weights --val_data data/tinyshakespeare.txt --validation_batches 100000 >"$W/val.log" 2>&1
 until_ grep -q "^sharding" "$W/val.log"
 sleep 0.5
 kill -QUIT $BG
 fin
 [ $RC = 75 ] && grep -q "^Stopped by signal 3 (SIGQUIT) during validation, at batch" "$W/val.log" && ! grep -q "Validation loss" "$W/val.log"
 check "SIGQUIT during a validation-only run: exit 75 at the next batch, no loss reported" $? "rc=$RC $(tail -n1 "$W/val.log")"
-bg $MPIRUN -np 2 ./fsdpc $SMALL --batch_size 2 --max_steps 0 --val_data data/tinyshakespeare.txt --validation_batches 100000 >"$W/val2.log" 2>&1
+bg $MPIRUN -np 2 ./fsdpc $SMALL --batch_size 2 --max_steps 0 --allow_random_weights --val_data data/tinyshakespeare.txt --validation_batches 100000 >"$W/val2.log" 2>&1
 until_ grep -q "^sharding" "$W/val2.log"
 sleep 0.5
 kill -TERM "$(pgrep -P $BG | tail -1)"  # one rank: the batch loop agrees on it
@@ -166,7 +166,7 @@ fin
 [ $RC = 75 ] && [ ! -e "$W/relay" ] && tr '\r' '\n' <"$W/relay.log" | grep -q "^Stopped by signal 10 (SIGUSR1) during prepare"
 check "SIGUSR1 to mpirun: forwarded to the ranks, which stop; mpirun exits 75" $? "rc=$RC $(ls -A "$W/relay" 2>&1 | head -2)"
 # mpirun sends SIGTERM on 1 s after it got it, and SIGKILL 1 s later: a phase long enough to see it
-bg $MPIRUN -np 2 ./fsdpc $SMALL --batch_size 2 --max_steps 0 --val_data data/tinyshakespeare.txt --validation_batches 100000 >"$W/relay2.log" 2>&1
+bg $MPIRUN -np 2 ./fsdpc $SMALL --batch_size 2 --max_steps 0 --allow_random_weights --val_data data/tinyshakespeare.txt --validation_batches 100000 >"$W/relay2.log" 2>&1
 until_ grep -q "^sharding" "$W/relay2.log"
 sleep 2  # past the loading phase (which stops at once, rank by rank) into validation, which stops together
 kill -TERM $BG
@@ -177,7 +177,7 @@ check "SIGTERM to mpirun: the ranks get SIGTERM a second later and stop cleanly,
 
 # the recipe DESIGN.md gives a requeue script: the scheduler's SIGTERM becomes SIGUSR1 for mpirun
 cat >"$W/wrap.sh" <<EOF
-$MPIRUN -np 2 ./fsdpc $SMALL --batch_size 2 --max_steps 0 --val_data data/tinyshakespeare.txt --validation_batches 100000 &
+$MPIRUN -np 2 ./fsdpc $SMALL --batch_size 2 --max_steps 0 --allow_random_weights --val_data data/tinyshakespeare.txt --validation_batches 100000 &
 pid=\$!
 trap 'kill -USR1 \$pid' TERM INT HUP
 while kill -0 \$pid 2>/dev/null; do wait \$pid; rc=\$?; done

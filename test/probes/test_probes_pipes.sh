@@ -45,6 +45,15 @@ done
 # a reader that is gone before the first write: the same line
 piped "generation into a pipe already closed (np=2)" "$BROKEN" \
     "$MPI -np 2 ./fsdpc $GEN | true; echo \${PIPESTATUS[0]} >'$W/rc'"
+piped "--help into a pipe already closed (np=2)" "$BROKEN" \
+    "$MPI -np 2 ./fsdpc --help | true; echo \${PIPESTATUS[0]} >'$W/rc'"
+piped "--help into a pipe already closed (np=1)" "$BROKEN" \
+    "./fsdpc --help | true; echo \${PIPESTATUS[0]} >'$W/rc'"
+# a reader that leaves after the text fit in the pipe's buffer: it was written, exit 0 (as cat's)
+bash -c "$MPI -np 2 ./fsdpc --help 2>'$W/err' | (sleep 1; head -1 >/dev/null); exit \${PIPESTATUS[0]}"
+rc=$?
+[ $rc = 0 ] && ! grep -q "error" "$W/err"
+check "--help that fit the pipe's buffer before the reader left ends 0 at np=2" $? "(rc=$rc $(head -c 200 "$W/err"))"
 
 # training, then a sample into | head: the run's checkpoints are whole, the line is the one error
 rm -rf "$W/tr"

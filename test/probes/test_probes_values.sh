@@ -117,8 +117,21 @@ check "the misspelt resume folder was not created" $?
 ./fsdpc $SHAPE --num_threads 1 --max_steps 0 --num_tokens 0 >/dev/null 2>"$W/z.err"
 rc=$?
 [ $rc = 0 ] && grep -q "^nothing evaluated: this run trains no step and has no --val_data" "$W/z.err" &&
-    grep -q "^warning: this run trains no step and loads no weights .*random weights" "$W/z.err"
-check "--max_steps 0 without weights or validation data says both" $? "rc=$rc $(grep -m2 'nothing\|warning\|error' "$W/z.err" | tr '\n' '|')"
+    ! grep -q "random weights" "$W/z.err"
+check "--max_steps 0 without weights or validation data: a dry start-up that says it evaluated nothing" $? "rc=$rc $(grep -m2 'nothing\|warning\|error' "$W/z.err" | tr '\n' '|')"
+refused_unchanged "--max_steps 0 validating without weights" "^fsdpc: error: this run trains no step \(--max_steps 0\) and loads no weights: it would evaluate random weights; give --resume_from_checkpoint or --init_from, or --allow_random_weights" \
+    ./fsdpc $SHAPE --num_threads 1 --max_steps 0 --val_data "$W/d.txt"
+refused_unchanged "--max_epochs -1 generating without weights" "^fsdpc: error: this run trains no step \(--max_epochs -1\) and loads no weights: it would generate from random weights" \
+    ./fsdpc $SHAPE --num_threads 1 --max_epochs -1 --num_tokens 5
+$MPI -np 2 ./fsdpc $SHAPE --num_threads 1 --max_steps 0 --val_data "$W/d.txt" --prompt hi --num_tokens 3 >/dev/null 2>"$W/z2.err"
+rc=$?
+[ $rc != 0 ] && [ "$(grep -c '^fsdpc: error: .*it would evaluate and generate from random weights' "$W/z2.err")" = 1 ]
+check "np=2: evaluating and generating without weights is one error line and a failed job" $? "rc=$rc $(grep -m2 error "$W/z2.err" | tr '\n' '|')"
+./fsdpc $SHAPE --num_threads 1 --max_steps 0 --val_data "$W/d.txt" --validation_batches 1 --allow_random_weights --prompt hi --num_tokens 3 >/dev/null 2>"$W/z3.err"
+rc=$?
+[ $rc = 0 ] && grep -q "^warning: this run trains no step and loads no weights: it will evaluate and generate from random weights" "$W/z3.err" &&
+    grep -q "Validation loss" "$W/z3.err"
+check "--allow_random_weights evaluates and generates from the seed's weights, warned" $? "rc=$rc $(grep -m2 'warning\|error' "$W/z3.err" | tr '\n' '|')"
 
 # ---- a validation where no target bears loss ----
 /usr/bin/python3 -c "

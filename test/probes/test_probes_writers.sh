@@ -16,7 +16,8 @@ BOOT=$(cat /proc/sys/kernel/random/boot_id)
 # a lock held by a live process of this host (this shell), or by one that has ended
 sleep 0 & DEAD=$!
 wait $DEAD
-lock_live() { echo "fsdpc-writer 0123456789abcdef $HOST $$ $BOOT 0" >"$1"; }
+START=$(sed 's/.*) //' /proc/$$/stat | awk '{print $20}')  # field 22: this shell's start, as fsdpc records its own
+lock_live() { echo "fsdpc-writer 0123456789abcdef $HOST $$ $BOOT $START" >"$1"; }
 lock_dead() { echo "fsdpc-writer 0123456789abcdef $HOST $DEAD $BOOT 0" >"$1"; }
 
 head -c 60000 data/tinyshakespeare.txt >"$W/a.txt"
@@ -31,28 +32,54 @@ done
 
 
 # ---- class 1: concurrent prepares into one folder, 20 rounds, both orders ----
-bad=""
-for i in $(seq 1 20); do
-    first=a second=b
-    [ $((i % 2)) = 0 ] && first=b second=a
-    rm -rf "$W/race"
-    ./fsdpc prepare --input "$W/$first.txt" --output "$W/race" --shard_tokens 7000 >"$W/r1.out" 2>"$W/r1.err" &
-    p1=$!
-    ./fsdpc prepare --input "$W/$second.txt" --output "$W/race" --shard_tokens 7000 >"$W/r2.out" 2>"$W/r2.err" &
-    p2=$!
-    wait $p1; rc1=$?
-    wait $p2; rc2=$?
-    if [ $rc1 = 0 ] && [ $rc2 != 0 ]; then win=$first lose=r2; elif [ $rc2 = 0 ] && [ $rc1 != 0 ]; then win=$second lose=r1;
-    else bad="$bad round $i: rc $rc1/$rc2;"; continue; fi
-    [ "$(grep -c '^fsdpc: error:' "$W/$lose.err")" = 1 ] &&
-        grep -Eq "another fsdpc run \(run [0-9a-f]{16}, pid [0-9]+ on this host\) is writing shards to '$W/race'|already holds shards" "$W/$lose.err" ||
-        bad="$bad round $i: loser said $(grep -m1 . "$W/$lose.err" | head -c 200);"
-    [ "$(cat "$W/race"/*.bin | sha256sum | cut -d' ' -f1)" = "$(cat "$W/ref_$win.sum")" ] || bad="$bad round $i: shards are not $win's alone;"
-    ls -a "$W/race" | grep -q 'tmp\|fsdpc-writer' && bad="$bad round $i: leftovers $(ls -a "$W/race" | tr '\n' ' ');"
-done
-sha256sum -c --quiet "$W/inputs.sha" >/dev/null 2>&1 || bad="$bad inputs changed"
-[ -z "$bad" ]
-check "20 concurrent prepare pairs into one --output (both orders): one writes its shards alone, the other stops with one line" $? "$bad"
+# race ROUNDS NAME [ENV...]: prepare pairs into one --output, the runs under `env ENV...`
+race() {
+    local rounds=$1 name=$2 bad="" i first second p1 p2 rc1 rc2 win lose
+    shift 2
+    for i in $(seq 1 "$rounds"); do
+        first=a second=b
+        [ $((i % 2)) = 0 ] && first=b second=a
+        rm -rf "$W/race"
+        env "$@" ./fsdpc prepare --input "$W/$first.txt" --output "$W/race" --shard_tokens 7000 >"$W/r1.out" 2>"$W/r1.err" &
+        p1=$!
+        env "$@" ./fsdpc prepare --input "$W/$second.txt" --output "$W/race" --shard_tokens 7000 >"$W/r2.out" 2>"$W/r2.err" &
+        p2=$!
+        wait $p1; rc1=$?
+        wait $p2; rc2=$?
+        if [ $rc1 = 0 ] && [ $rc2 != 0 ]; then win=$first lose=r2; elif [ $rc2 = 0 ] && [ $rc1 != 0 ]; then win=$second lose=r1;
+        else bad="$bad round $i: rc $rc1/$rc2;"; continue; fi
+        [ "$(grep -c '^fsdpc: error:' "$W/$lose.err")" = 1 ] &&
+            grep -Eq "another fsdpc run \(run [0-9a-f]{16}, pid [0-9]+ on this host\) is writing shards to '$W/race'|already holds shards" "$W/$lose.err" ||
+            bad="$bad round $i: loser said $(grep -m1 . "$W/$lose.err" | head -c 200);"
+        [ "$(cat "$W/race"/*.bin | sha256sum | cut -d' ' -f1)" = "$(cat "$W/ref_$win.sum")" ] || bad="$bad round $i: shards are not $win's alone;"
+        ls -a "$W/race" | grep -q 'tmp\|fsdpc-writer' && bad="$bad round $i: leftovers $(ls -a "$W/race" | tr '\n' ' ');"
+    done
+    sha256sum -c --quiet "$W/inputs.sha" >/dev/null 2>&1 || bad="$bad inputs changed"
+    [ -z "$bad" ]
+    check "$name" $? "$bad"
+}
+race 20 "20 concurrent prepare pairs into one --output (both orders): one writes its shards alone, the other stops with one line"
+# a file system without hard links (SMB, FUSE object stores): link() fails with EPERM, and the
+# lock falls back to an exclusive create
+gcc -shared -fPIC -o "$W/nolink.so" -x c - <<'C'
+#include <errno.h>
+int link(const char *a, const char *b) { (void)a; (void)b; errno = EPERM; return -1; }
+int linkat(int fa, const char *a, int fb, const char *b, int fl) { (void)fa; (void)a; (void)fb; (void)b; (void)fl; errno = EPERM; return -1; }
+C
+NOLINK="LD_PRELOAD=$W/nolink.so"
+race 6 "without hard links: 6 concurrent prepare pairs, one writes alone, the other stops with one line" "$NOLINK"
+mkdir -p "$W/nl_held" "$W/nl_dead"
+lock_live "$W/nl_held/.fsdpc-writer"
+refused_unchanged "without hard links: a live writer's folder is refused" "another fsdpc run \(run 0123456789abcdef, pid $$ on this host\) is writing shards to '$W/nl_held'" \
+    env "$NOLINK" ./fsdpc prepare --input "$W/a.txt" --output "$W/nl_held"
+lock_dead "$W/nl_dead/.fsdpc-writer"
+env "$NOLINK" ./fsdpc prepare --input "$W/a.txt" --output "$W/nl_dead" --shard_tokens 7000 >/dev/null 2>"$W/nl.err" &&
+    grep -q "Taking over the writer lock of run 0123456789abcdef in $W/nl_dead" "$W/nl.err" &&
+    [ "$(cat "$W/nl_dead"/*.bin | sha256sum | cut -d' ' -f1)" = "$(cat "$W/ref_a.sum")" ] && [ ! -e "$W/nl_dead/.fsdpc-writer" ]
+check "without hard links: a dead writer's lock is taken over, the shards written, the lock released" $? "$(grep -m2 'error\|writer' "$W/nl.err")"
+$MPI -np 2 -x LD_PRELOAD="$W/nolink.so" ./fsdpc $SMALL --max_steps 2 --checkpoint_freq 2 --checkpoint_dir "$W/nl_ck" >"$W/nlck.log" 2>&1 &&
+    [ "$(ls -A "$W/nl_ck")" = "step_00000002.h5" ]
+check "without hard links: an np=2 run takes and releases the checkpoint folder's lock" $? "$(grep -m2 'error' "$W/nlck.log")"
 
 mkdir -p "$W/held"
 lock_live "$W/held/.fsdpc-writer"
@@ -145,5 +172,42 @@ for i in 1 2 3; do
 done
 [ "$(ls -A "$C" | grep -c '^tok-[0-9a-f]*$')" = 1 ] && grep -q "built from an earlier version of the same inputs" "$W/c2.log"
 check "each change of the input's time replaces its cache folder instead of adding one" $? "$(ls -A "$C" | tr '\n' ' ')"
+# a lock whose pid now runs another program (pid 1 after a container restart): taken over, said,
+# both with the process's start recorded (it differs) and without it (older locks: not fsdpc's name)
+for start in 12345 0; do
+    rm -rf "$W/pid1"
+    mkdir -p "$W/pid1"
+    echo "fsdpc-writer 0123456789abcdef $HOST 1 $BOOT $start" >"$W/pid1/.fsdpc-writer"
+    ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 1 --checkpoint_dir "$W/pid1" >"$W/pid1.log" 2>&1
+    rc=$?
+    [ $rc = 0 ] && grep -q "^Taking over the writer lock of run 0123456789abcdef in $W/pid1 (its process 1 on this host is gone; that pid now runs another program)" "$W/pid1.log" &&
+        [ -f "$W/pid1/step_00000001.h5" ] && [ ! -e "$W/pid1/.fsdpc-writer" ]
+    check "a lock of pid 1 (start $start), now another program's, is taken over and said so" $? "rc=$rc $(grep -m2 'error\|writer' "$W/pid1.log" | tr '\n' '|')"
+done
+
+# a full disk during prepare: one line, no temporaries, the folder it created gone, others' files kept
+mkdir -p "$W/fp"
+if mount -t tmpfs -o size=300k tmpfs "$W/fp" 2>"$W/mount.err"; then
+    echo keep >"$W/fp/sentinel"
+    mkdir "$W/fp/had"
+    echo keep >"$W/fp/had/other.txt"
+    for np in 1 2; do
+        for out in new had; do
+            $MPI -np $np ./fsdpc prepare --input data/tinyshakespeare.txt --output "$W/fp/$out" --tokenizer byte >/dev/null 2>"$W/fp.err"
+            rc=$?
+            left=$(cd "$W/fp" && find . -mindepth 1 | sort | tr '\n' ' ')
+            want="./had ./had/other.txt ./sentinel "
+            [ $rc != 0 ] && [ "$(grep -c '^fsdpc: error:' "$W/fp.err")" = 1 ] &&
+                grep -q "^fsdpc: error: cannot write '$W/fp/$out/train_000000.bin.[0-9a-f]*.tmp': No space left on device" "$W/fp.err" &&
+                [ "$left" = "$want" ] && [ "$(cat "$W/fp/sentinel" "$W/fp/had/other.txt")" = "keep
+keep" ]
+            check "a full disk during prepare into a $out folder at np=$np: one line, nothing of it left" $? "rc=$rc [$left] $(grep -m2 error "$W/fp.err" | tr '\n' '|')"
+        done
+    done
+    umount "$W/fp"
+else
+    echo "ok - ${PREFIX}a full disk during prepare # SKIP cannot mount a tmpfs here: $(head -c 120 "$W/mount.err")"
+fi
+
 sha256sum -c --quiet "$W/inputs.sha" >/dev/null 2>&1
 check "no input changed over the whole suite" $?
