@@ -253,7 +253,7 @@ test-slurm: fsdpc
 	bash test/integration/test_slurm.sh
 
 bench: deps
-	@$(MAKE) --no-print-directory fsdpc
+	@$(MAKE) --no-print-directory fsdpc build/test_kernels
 	bash bench/bench.sh
 
 # GPU machine: the CUDA build's binary and build/test_gpu (see docs/gpu.md)

@@ -1784,9 +1784,34 @@ static int bench_adamw(int threads) {
     return 0;
 }
 
+// ---- --bench-gemm: the machine's GEMM peaks, for make bench's fractions ----
+// A 2048^3 product (what the fractions have been measured against: numpy's sgemm on the same
+// threads) through OpenBLAS sgemm and, where the CPU has AVX512_BF16, through the bf16 matmuls
+// --precision bf16 runs (oneDNN, operands rounded as they are there): GFLOP/s, best of 5 runs each.
+static int bench_gemm(int threads) {
+    kern_init(threads);
+    const int n = 2048;
+    const double flops = 2.0 * n * n * n;
+    float *a = rand_vec((size_t)n * n, -1, 1), *b = rand_vec((size_t)n * n, -1, 1), *c = calloc((size_t)n * n, 4);
+    for (int bf = 0; bf < 1 + cpu_has_bf16(); bf++) {
+        cpu_set_compute_bf16(bf);
+        double best = 1e30;
+        for (int r = 0; r < 6; r++) {  // the first warms the threads and oneDNN's primitive
+            const double t0 = clock_now_s();
+            cpu_gemm(0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, r > 0);
+            if (r) best = fmin(best, clock_now_s() - t0);
+        }
+        printf("%s GFLOP/s: %.1f\n", bf ? "bf16" : "sgemm", flops / best / 1e9);
+    }
+    cpu_set_compute_bf16(0);
+    free(a), free(b), free(c);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc > 2 && !strcmp(argv[1], "--nf4")) return nf4_files(argc, argv);
     if (argc > 1 && !strcmp(argv[1], "--bench-adamw")) return bench_adamw(argc > 2 ? atoi(argv[2]) : 0);
+    if (argc > 1 && !strcmp(argv[1], "--bench-gemm")) return bench_gemm(argc > 2 ? atoi(argv[2]) : 0);
     static const int thread_counts[2] = {1, 3};
     for (int i = 0; i < 2; i++) {
         suite_threads = thread_counts[i];
