@@ -43,10 +43,10 @@ static float *att_alloc(size_t n) {
 // s[lo..n) <- softmax(s[lo..n)); the rest of s[0..len) <- 0 (masked keys get probability exactly 0)
 static void att_softmax_row(float *s, int lo, int n, int len) {
     float mx = s[lo];
-#pragma omp simd reduction(max : mx)
+#pragma omp simd reduction(max : mx) CPU_KEEP_ORDER
     for (int j = lo; j < n; j++) mx = s[j] > mx ? s[j] : mx;
     float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
+#pragma omp simd reduction(+ : sum) CPU_KEEP_ORDER
     for (int j = lo; j < n; j++) {
         s[j] = cpu_expf(s[j] - mx);
         sum += s[j];
@@ -207,7 +207,7 @@ void CPU_OP(attention_bwd)(void *dq_, void *dk_, void *dv_, float *scratch, cons
                         memset(pdr + n, 0, sizeof(float) * (size_t)(kend - n));
                     }
                     float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
+#pragma omp simd reduction(+ : dot) CPU_KEEP_ORDER
                     for (int j = lo; j < n; j++) dot += pr[j] * dr[j];
 #pragma omp simd
                     for (int j = lo; j < n; j++) dr[j] = pr[j] * (dr[j] - dot);

@@ -276,12 +276,12 @@ static double ce_row(float *x, int target, int V, float dscale) {
     for (int j0 = 0; j0 < V; j0 += CE_CHUNK) {
         const int j1 = j0 + CE_CHUNK < V ? j0 + CE_CHUNK : V;
         float cm = x[j0];
-#pragma omp simd reduction(max : cm)
+#pragma omp simd reduction(max : cm) CPU_KEEP_ORDER
         for (int j = j0; j < j1; j++) cm = x[j] > cm ? x[j] : cm;
         // a NaN makes the chunk's max NaN through the sum below, not through the max (which may skip it)
         const float m = cm > mx ? cm : mx;
         float cs = 0.0f;
-#pragma omp simd reduction(+ : cs)
+#pragma omp simd reduction(+ : cs) CPU_KEEP_ORDER
         for (int j = j0; j < j1; j++) cs += cpu_expf(x[j] - m);
         sum = sum * cpu_expf(mx - m) + cs;
         mx = m;
@@ -323,7 +323,7 @@ void CPU_OP(xent_part_max)(const void *logits_, int N, int Vl, float *row_max) {
     for (int n = 0; n < N; n++) {
         const float *x = logits + (size_t)n * Vl;
         float m = -INFINITY;
-#pragma omp simd reduction(max : m)
+#pragma omp simd reduction(max : m) CPU_KEEP_ORDER
         for (int j = 0; j < Vl; j++) m = x[j] > m ? x[j] : m;
         row_max[n] = m;
     }
@@ -345,7 +345,7 @@ void CPU_OP(xent_part_sums)(const void *logits_, const int32_t *targets, int N, 
         for (int j0 = 0; j0 < Vl; j0 += CE_CHUNK) {
             const int j1 = j0 + CE_CHUNK < Vl ? j0 + CE_CHUNK : Vl;
             float cs = 0.0f;
-#pragma omp simd reduction(+ : cs)
+#pragma omp simd reduction(+ : cs) CPU_KEEP_ORDER
             for (int j = j0; j < j1; j++) cs += cpu_expf(x[j] - m);
             s += cs;
         }
@@ -427,7 +427,7 @@ double CPU_OP(sumsq)(const float *x, size_t n) {
         size_t lo, hi;
         ew_thread_range(n, &lo, &hi);
         double s = 0.0;
-#pragma omp simd reduction(+ : s)
+#pragma omp simd reduction(+ : s) CPU_KEEP_ORDER
         for (size_t i = lo; i < hi; i++) s += (double)x[i] * x[i];
         part[omp_get_thread_num()] = s;
     }

@@ -18,7 +18,7 @@ void CPU_OP(rmsnorm_fwd)(void *out_, float *rstd, const float *inp, const void *
         const float *x = inp + (size_t)n * D;
         float *o = out + (size_t)n * D;
         double ss = 0.0;  // double: D squares of very different sizes
-#pragma omp simd reduction(+ : ss)
+#pragma omp simd reduction(+ : ss) CPU_KEEP_ORDER
         for (int j = 0; j < D; j++) ss += (double)x[j] * x[j];
         float r = (float)(1.0 / sqrt(ss / D + eps));
         rstd[n] = r;
@@ -35,7 +35,7 @@ void CPU_OP(add_rmsnorm_fwd)(float *y, void *out_, float *rstd, const float *r, 
         float *x = y + (size_t)n * D, *o = out + (size_t)n * D;
         const float *b = r + (size_t)n * D;
         double ss = 0.0;
-#pragma omp simd reduction(+ : ss)
+#pragma omp simd reduction(+ : ss) CPU_KEEP_ORDER
         for (int j = 0; j < D; j++) {
             x[j] += b[j];
             ss += (double)x[j] * x[j];
@@ -66,7 +66,7 @@ void CPU_OP(rmsnorm_bwd)(float *dinp, float *dw, const void *dout_, const float 
             const float r = rstd[n];
             // xhat = x * r, dxhat = dy * w; m = mean(dxhat * xhat)
             double acc = 0.0;
-#pragma omp simd reduction(+ : acc)
+#pragma omp simd reduction(+ : acc) CPU_KEEP_ORDER
             for (int j = 0; j < D; j++) acc += (double)(dy[j] * w[j]) * (x[j] * r);
             const float m = (float)(acc / D);
 #pragma omp simd
@@ -90,12 +90,12 @@ void CPU_OP(rmsnorm_bwd)(float *dinp, float *dw, const void *dout_, const float 
 static void layernorm_row(float *o, float *mean, float *rstd, const float *x, const float *w, const float *b, int D,
                           float eps) {
     double s = 0.0;
-#pragma omp simd reduction(+ : s)
+#pragma omp simd reduction(+ : s) CPU_KEEP_ORDER
     for (int j = 0; j < D; j++) s += x[j];
     const double mu = s / D;
     // the variance from a second pass over x - mean: no cancellation when |mean| >> std
     double ss = 0.0;
-#pragma omp simd reduction(+ : ss)
+#pragma omp simd reduction(+ : ss) CPU_KEEP_ORDER
     for (int j = 0; j < D; j++) ss += (x[j] - mu) * (x[j] - mu);
     const float m = (float)mu, r = (float)(1.0 / sqrt(ss / D + eps));
     *mean = m;
@@ -144,7 +144,7 @@ void CPU_OP(layernorm_bwd)(float *dinp, float *dw, float *db, const void *dout_,
             const float m = mean[n], r = rstd[n];
             // xhat = (x - m) r, g = dy w: dx = r (g - mean(g) - xhat mean(g xhat))
             double sg = 0.0, sgx = 0.0;
-#pragma omp simd reduction(+ : sg, sgx)
+#pragma omp simd reduction(+ : sg, sgx) CPU_KEEP_ORDER
             for (int j = 0; j < D; j++) {
                 const float g = dy[j] * w[j];
                 sg += g;
