@@ -196,7 +196,7 @@ FAMILY_SRC = model/family.c model/llama.c model/gpt.c model/neox.c
 build/fuzz/fuzz_json: test/fuzz/fuzz_json.c base/json.c base/buf.c base/path.c test/fuzz/stub.c
 build/fuzz/fuzz_shard_header: test/fuzz/fuzz_shard_header.c data/format/shardfile.c base/path.c test/fuzz/stub.c
 build/fuzz/fuzz_arrow: test/fuzz/fuzz_arrow.c data/format/arrow.c base/buf.c base/path.c test/fuzz/stub.c
-build/fuzz/fuzz_ckpt_validate: test/fuzz/fuzz_ckpt_validate.c ckpt/validate.c model/config.c base/cli.c $(FAMILY_SRC) base/checked.c kernels/cpu/nf4.c test/fuzz/stub.c
+build/fuzz/fuzz_ckpt_validate: test/fuzz/fuzz_ckpt_validate.c ckpt/validate.c model/config.c base/cli.c base/path.c $(FAMILY_SRC) base/checked.c kernels/cpu/nf4.c test/fuzz/stub.c
 build/fuzz/fuzz_sniff: test/fuzz/fuzz_sniff.c data/format/sniff.c base/path.c base/json.c base/buf.c test/fuzz/stub.c
 build/fuzz/fuzz_parquet: test/fuzz/fuzz_parquet.c data/format/parquet.c base/buf.c base/path.c test/fuzz/stub.c
 # the tokenizers with the finetuning rows they build (data/rows/sft reads rows through data/rows/docs)

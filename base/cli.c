@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "path.h"
 
 static int parse_bool(const char *v, int *out) {
     if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "True")) return *out = 1, 1;
@@ -221,6 +222,9 @@ static int set_value(const CliFlag *f, void *dst, const char *v, int argc, char 
         if (strlen(v) >= f->size) return err_set(err, errlen, "--%s value is too long (max %zu characters)", f->name, f->size - 1);
         snprintf(field, f->size, "%s", v);
         break;
+    case CLI_PATH:
+        path_set((char **)field, v);
+        break;
     case CLI_LIST: {
         CliList *l = (CliList *)field;
         if (!l->v) l->v = mallocCheck((size_t)argc * sizeof *l->v);  // argv cannot hold more items
@@ -243,15 +247,34 @@ static size_t value_size(const CliFlag *f) {
     case CLI_FLOAT: return sizeof(float);
     case CLI_DOUBLE: return sizeof(double);
     case CLI_STR: return f->size;
+    case CLI_PATH: return sizeof(char *);  // compared as strings (cli_parse)
     case CLI_INT: case CLI_BOOL: case CLI_ENUM: case CLI_MAP: case CLI_BOOLENUM: return f->size ? f->size : sizeof(int);
     default: return 0;  // lists, calls and unsupported flags store nothing comparable
     }
 }
 
-// the base's defaults, then the table's own
+// the address of each CLI_PATH value of t (and its base) in dst, in turn: *i from 0
+static char **next_path(const CliTable *t, void *dst, size_t *i) {
+    while (*i < flag_count(t)) {
+        size_t off;
+        const CliFlag *f = flag_at(t, (*i)++, &off);
+        if (f->kind == CLI_PATH) return (char **)((char *)dst + off + f->off);
+    }
+    return NULL;
+}
+
+// the base's defaults, then the table's own; a path neither set reads as ""
 static void fill_defaults(const CliTable *t, void *dst) {
     if (t->base && t->base->defaults) t->base->defaults((char *)dst + t->base_off);
     if (t->defaults) t->defaults(dst);
+    size_t i = 0;
+    for (char **p; (p = next_path(t, dst, &i));)
+        if (!*p) *p = path_dup("");
+}
+
+void cli_free(const CliTable *t, void *dst) {
+    size_t i = 0;
+    for (char **p; (p = next_path(t, dst, &i));) free(*p), *p = NULL;
 }
 
 int cli_parse(const CliTable *t, void *dst, int argc, char **argv, char *err, size_t errlen) {
@@ -308,7 +331,7 @@ int cli_parse(const CliTable *t, void *dst, int argc, char **argv, char *err, si
                 val = argv[++i];
             }
             if (t->strict && !*val) return err_set(err, errlen, "--%s needs a value", name);
-            if (!*val && f->kind == CLI_STR)  // a job script's unset variable: never the flag's default
+            if (!*val && (f->kind == CLI_STR || f->kind == CLI_PATH))  // a job script's unset variable: never the flag's default
                 return err_set(err, errlen, "--%s needs %s, not an empty one (an unset variable in a job script?); leave the flag out for its default", name,
                                f->arg && !strcmp(f->arg, "DIR") ? "a directory" : f->arg && !strcmp(f->arg, "FILE") ? "a file" : "a value");
             if (f->kind == CLI_LIST) list = f, list_off = off;
@@ -320,9 +343,13 @@ int cli_parse(const CliTable *t, void *dst, int argc, char **argv, char *err, si
                 const CliFlag *g = flag_at(t, j, &joff);
                 if (spelled[j] && joff + g->off == at && (j != (size_t)idx || spelled[j] != spelling)) prev = spelled[j];
             }
+            char *was = prev && f->kind == CLI_PATH ? path_dup(*(char **)((char *)dst + at)) : NULL;  // set_value frees it
             if (prev) memcpy(before, (char *)dst + at, vs);
-            if (set_value(f, (char *)dst + off, val, argc, err, errlen)) return -1;
-            if (prev && memcmp(before, (char *)dst + at, vs) != 0)
+            int bad = set_value(f, (char *)dst + off, val, argc, err, errlen);
+            int differs = !bad && prev && (was ? strcmp(was, *(char **)((char *)dst + at)) : memcmp(before, (char *)dst + at, vs)) != 0;
+            free(was);
+            if (bad) return -1;
+            if (differs)
                 return err_set(err, errlen, "--%s %s contradicts --%s given before it (both set one setting; give one)", name, val, prev);
             if (vs) spelled[idx] = spelling;
             // an alias counts as its setting given, whichever spelling the command line used
@@ -398,6 +425,7 @@ static const char *help_default(const CliFlag *f, const char *d, char *buf, size
     case CLI_BOOL: snprintf(buf, len, "%s", *(const int *)field ? "on" : ""); break;
     case CLI_ENUM: snprintf(buf, len, "%s", f->size ? field : cli_choice_name(f->choices, *(const int *)field)); break;
     case CLI_STR: snprintf(buf, len, "%s", field); break;
+    case CLI_PATH: snprintf(buf, len, "%s", path_or_empty(*(char *const *)field)); break;
     case CLI_CALL:
         if (f->show) f->show(d, buf, len);
         else if (f->size) snprintf(buf, len, "%s", field);
@@ -460,6 +488,7 @@ void cli_help(const CliTable *t, FILE *out) {
             if (!strcmp(f->group ? f->group : "", groups[k])) help_flag(out, f, d + off);
         }
     }
+    cli_free(t, d);
     free(d);
 }
 

@@ -27,10 +27,13 @@ typedef struct {
 // choices[1] (false). Those three store an int, or for a string field (size > 0) the value's
 // name. CLI_UNSUP names a feature fsdpc lacks (text says why): its "off" values are accepted,
 // anything else is refused. CLI_LIST takes every argument up to the next flag. CLI_CALL hands the
-// value to `call` (its `choices`, when set, are the values --help lists).
+// value to `call` (its `choices`, when set, are the values --help lists). CLI_PATH stores a heap
+// copy of the whole value in a `char *` field (a path is never cut: the operating system's
+// limits are checked where the path is used); cli_parse sets every unset one to "", and
+// cli_free releases them.
 typedef enum {
     CLI_INT, CLI_U64, CLI_FLOAT, CLI_DOUBLE, CLI_STR, CLI_BOOL, CLI_ENUM, CLI_MAP, CLI_BOOLENUM, CLI_UNSUP, CLI_LIST,
-    CLI_CALL
+    CLI_CALL, CLI_PATH
 } CliKind;
 
 // other spellings of a flag, in a CliFlag initializer: CLI_ALIASES("seq_len", "seq_length")
@@ -86,8 +89,10 @@ enum { CLI_ERROR = -1, CLI_OK, CLI_HELP };
 // Fills dst with the defaults (the base's, then t's own), then reads argv[1..argc-1] into it.
 // CLI_HELP: --help or -h came first of anything wrong, and the rest was not read. CLI_ERROR: a
 // bad flag or value, its one line in err (the same on every rank: all ranks parse the same argv).
-// A CLI_LIST's items array is malloc'ed; the caller frees it.
+// A CLI_LIST's items array is malloc'ed; the caller frees it. The CLI_PATH strings are too: cli_free.
 int cli_parse(const CliTable *t, void *dst, int argc, char **argv, char *err, size_t errlen);
+// Frees the CLI_PATH values of t and its base in dst, leaving them NULL.
+void cli_free(const CliTable *t, void *dst);
 // Whether the cli_parse of t that filled dst set flag `name` (or an alias); a flag sharing a
 // setting with another counts as given when either spelling was.
 int cli_given(const CliTable *t, const void *dst, const char *name);

@@ -2,6 +2,9 @@
 #include "path.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -50,29 +53,73 @@ FILE *path_fopen_read(const char *path) {
 
 const char *path_strerror(int err) { return err == EINVAL ? "not a regular file (a FIFO, a device or a socket)" : strerror(err); }
 
-void path_join(char *out, size_t len, const char *dir, const char *name) { snprintf(out, len, "%s/%s", dir, name); }
+char *path_fmt(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) err_fatal("a path's format '%s' does not print", fmt);
+    char *s = mallocCheck((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
 
-void path_dirname(char *out, size_t len, const char *path) {
+char *path_dup(const char *s) { return path_fmt("%s", s); }
+
+char *path_join(const char *dir, const char *name) { return path_fmt("%s/%s", dir, name); }
+
+char *path_dirname(const char *path) {
     const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(out, len, ".");
-    else if (slash == path) snprintf(out, len, "/");
-    else snprintf(out, len, "%.*s", (int)(slash - path), path);
+    return !slash ? path_dup(".") : slash == path ? path_dup("/") : path_fmt("%.*s", (int)(slash - path), path);
+}
+
+void path_set(char **field, const char *value) {
+    char *old = *field;
+    *field = path_dup(value);
+    free(old);
+}
+
+const char *path_too_long(const char *what, const char *path) {
+    static char why[512];
+    size_t n = strlen(path);
+    if (n > PATH_MAX - 1)
+        return err_text(why, sizeof why, "%s would be a path of %zu characters, beyond the %d the operating system accepts (PATH_MAX); "
+                        "use a shorter one", what, n, PATH_MAX - 1);
+    for (const char *c = path; *c;) {
+        size_t k = strcspn(c, "/");
+        if (k > NAME_MAX)
+            return err_text(why, sizeof why, "%s would have a file or folder name of %zu characters ('%.40s...'), beyond the %d "
+                            "the operating system accepts in one (NAME_MAX); use shorter names", what, k, c, NAME_MAX);
+        c += k + (c[k] == '/');
+    }
+    return NULL;
+}
+
+const char *path_show(const char *p) {
+    static char bufs[4][PATH_SHOW_MAX + 64];
+    static int next;
+    size_t n = strlen(p), keep = PATH_SHOW_MAX / 2 - 20;
+    if (n <= PATH_SHOW_MAX) return p;
+    char *b = bufs[next++ % 4];
+    snprintf(b, sizeof bufs[0], "%.*s[...%zu characters...]%s", (int)keep, p, n - 2 * keep, p + n - keep);
+    return b;
 }
 
 int path_mkdirs(const char *dir, char *err, size_t errlen) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s", dir);
-    for (char *c = path + 1;; c++) {
+    char *path = path_dup(dir);
+    int rc = 0;
+    for (char *c = path + 1; c[-1] && !rc; c++) {
         if (*c != '/' && *c != '\0') continue;
         char keep = *c;
         *c = '\0';
         struct stat st = {0};
-        if (mkdir(path, 0777) != 0 && errno != EEXIST)
-            return err_set(err, errlen, "cannot create the folder '%s': %s", path, strerror(errno));
-        if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-            return err_set(err, errlen, "'%s' is %s, not a folder", path, S_ISREG(st.st_mode) ? "a file" : "a special file");
+        if (mkdir(path, 0777) != 0 && errno != EEXIST) rc = err_set(err, errlen, "cannot create the folder '%s': %s", path, strerror(errno));
+        else if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+            rc = err_set(err, errlen, "'%s' is %s, not a folder", path, S_ISREG(st.st_mode) ? "a file" : "a special file");
         *c = keep;
-        if (!keep) break;
     }
-    return 0;
+    free(path);
+    return rc;
 }

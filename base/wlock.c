@@ -50,12 +50,7 @@ void wlock_new_id(char id[WLOCK_ID_LEN + 1]) {
     snprintf(id, WLOCK_ID_LEN + 1, "%016" PRIx64, x);
 }
 
-static char *concat(const char *a, const char *b, const char *c) {
-    size_t n = strlen(a) + strlen(b) + strlen(c) + 1;
-    char *s = mallocCheck(n);
-    snprintf(s, n, "%s%s%s", a, b, c);
-    return s;
-}
+static char *concat(const char *a, const char *b, const char *c) { return path_fmt("%s%s%s", a, b, c); }
 
 char *wlock_path(const char *output, int is_dir) {
     if (is_dir) return concat(output, "/", ".fsdpc-writer");

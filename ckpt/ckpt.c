@@ -16,6 +16,7 @@
 #include "../base/clock.h"
 #include "../base/err.h"
 #include "../base/log.h"
+#include "../base/path.h"
 #include "../base/limits.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
@@ -178,14 +179,14 @@ double ckpt_state_bytes(const ModelPlan *plan) {
 int ckpt_save(const char *dir, const ShardState *s, const ModelConfig *m, const char *run, const char *tokenizer,
               const CkptMeta *meta, const CkptSource *src, CkptSaved *out, char *err, size_t errlen) {
     double t0 = clock_now_s();
-    char why[1400] = "", tmp[1200], msg[2600] = "";
+    char why[1400] = "", msg[2600] = "";
     const ModelPlan *plan = shard_plan(s);
     int nt = h5_count_tensors(plan), checked = !test_no_reserve();
     out->bytes = ckpt_state_bytes(plan);
     double need = out->bytes + (1 << 18) + 3.0 * nt * 4096, avail = -1;  // HDF5's metadata: < 1 KB a tensor
     for (int i = 0; src && i < CKPT_SOURCE_FILES; i++) need += (double)src->len[i];
-    snprintf(out->path, sizeof out->path, "%s/step_%08d.h5", dir, meta->step);
-    snprintf(tmp, sizeof tmp, "%s.%s.tmp", out->path, meta->run_id);  // one name per run: two writers never share it
+    out->path = path_fmt("%s/step_%08d.h5", dir, meta->step);
+    char *tmp = path_fmt("%s.%s.tmp", out->path, meta->run_id);  // one name per run: two writers never share it
     char phase[1300];
     snprintf(phase, sizeof phase, "the checkpoint write of '%s'", out->path);
     comm_deadline_begin(phase);
@@ -194,16 +195,18 @@ int ckpt_save(const char *dir, const ShardState *s, const ModelConfig *m, const 
     uint64_t fmax = limits_file_size();
     if (fmax < (uint64_t)need)
         snprintf(msg, sizeof msg, "cannot write checkpoint '%s': it needs %.1f MB but ulimit -f (file size) allows %.1f MB on rank %d: raise "
-                 "it (ulimit -f unlimited); the earlier checkpoints are kept", out->path, need / 1e6, (double)fmax / 1e6, comm_info.rank);
+                 "it (ulimit -f unlimited); the earlier checkpoints are kept",
+                 path_show(out->path), need / 1e6, (double)fmax / 1e6, comm_info.rank);
     else if (comm_info.rank == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST)
-        snprintf(msg, sizeof msg, "cannot create checkpoint directory '%s': %s", dir, comm_path_error(dir, errno));
+        snprintf(msg, sizeof msg, "cannot create checkpoint directory '%s': %s", path_show(dir), comm_path_error(dir, errno));
     else if (comm_info.rank == 0 && (overlap = io_output_check(out->path, "--checkpoint_dir")))  // one of the run's inputs
         snprintf(msg, sizeof msg, "%s; no checkpoint written", overlap);
     else if (comm_info.rank == 0 && checked && (avail = free_bytes(dir)) >= 0 && avail < need)
         snprintf(msg, sizeof msg, "cannot write checkpoint '%s': the file system is full (%.1f MB free, it needs %.1f MB); the earlier "
-                 "checkpoints are kept", out->path, avail / 1e6, need / 1e6);
+                 "checkpoints are kept", path_show(out->path), avail / 1e6, need / 1e6);
     if (comm_agree(msg[0] ? msg : NULL, err, errlen)) {
         comm_deadline_end();
+        free(tmp);
         return -1;
     }
     CommCrc *crcs = callocCheck((size_t)3 * nt, sizeof *crcs);
@@ -239,8 +242,9 @@ int ckpt_save(const char *dir, const ShardState *s, const ModelConfig *m, const 
     const char *e = comm_info.rank == 0 ? claim_lost() : NULL;
     if (!e && comm_info.rank == 0) e = claim_check_replace(out->path, meta);
     if (!e && comm_info.rank == 0 && rename(tmp, out->path) != 0)
-        e = err_text(msg, sizeof msg, "renaming '%s' to '%s' failed: %s", tmp, out->path, strerror(errno));
+        e = err_text(msg, sizeof msg, "renaming '%s' to '%s' failed: %s", path_show(tmp), path_show(out->path), strerror(errno));
     if (e) unlink(tmp);
+    free(tmp);
     e = comm_first_error(e);
     comm_deadline_end();
     if (e) return err_set(err, errlen, "checkpoint of step %d not published: %s; the earlier checkpoints are kept", meta->step, e);
@@ -277,7 +281,7 @@ static const char *verify_checksums(hid_t f, const char *file, const ModelPlan *
                     hid_t ms = h5Check(H5Screate_simple(1, md, NULL));
                     if (fs >= 0) h5_select_range(fs, ts, b, n);
                     if (fs < 0 || H5Dread(ds, ts->nf4 ? H5T_NATIVE_UCHAR : H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf) < 0)
-                        e = err_text(msg, sizeof msg, "checkpoint '%s': cannot read tensor /%s (corrupt or truncated file?)", file, path);
+                        e = err_text(msg, sizeof msg, "checkpoint '%s': cannot read tensor /%s (corrupt or truncated file?)", path_show(file), path_show(path));
                     else crc = crc32_z(crc, (const Bytef *)buf, n * es);
                     H5Sclose(ms);
                     comm_deadline_progress();
@@ -325,7 +329,7 @@ int ckpt_verify(const char *file, const char **why, char *err, size_t errlen) {
     comm_bcast_bytes(comm_world(), &root, sizeof root, 0);
     if (!e && root != mine)
         e = err_text(msg, sizeof msg, "rank %d reads other contents in '%s' than rank 0 (is the directory shared by every node?)",
-                      comm_info.rank, file);
+                      comm_info.rank, path_show(file));
     e = comm_first_error(e);
     ModelPlan plan = {0};
     uint32_t *want = NULL;
@@ -438,7 +442,7 @@ static int load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *m
     for (int u = 0; quantize && !e && u < plan->nunits; u++)
         if (shard_unit_packed(s, u)) e = comm_first_error(shard_fill_packed(s, u, read_whole, &whole));
     if (f >= 0) H5Fclose(f);
-    if (e) rc = err_set(err, errlen, "checkpoint '%s': %s (corrupt or truncated file?)", file, e);
+    if (e) rc = err_set(err, errlen, "checkpoint '%s': %s (corrupt or truncated file?)", path_show(file), e);
     if (!rc && h.version >= 2) {
         // the first replica of every unit holds each tensor once: its slices check what was read
         if (plan->tp > 1) h5_tp_checksums(plan, ngroups, got);
@@ -465,7 +469,7 @@ static int load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *m
             k += (size_t)snprintf(names + k, sizeof names - k, "%s%s/%s", i ? ", " : "", ckpt_groups[bad[i].state],
                                   plan->units[bad[i].unit].t[bad[i].tensor].name);
         return err_set(err, errlen, "checkpoint '%s' holds NaN or infinite values in %d tensor(s): %s%s (saved after the run "
-                       "diverged?): use an earlier checkpoint", file, nbad, names, nbad > 3 ? ", ..." : "");
+                       "diverged?): use an earlier checkpoint", path_show(file), nbad, names, nbad > 3 ? ", ..." : "");
     }
     return 0;
 }
@@ -510,7 +514,7 @@ const char *ckpt_check_same_file(const char *file) {
     if (r < 0) return NULL;
     snprintf(msg, sizeof msg, "rank %d sees another file than rank 0 at checkpoint '%s' (rank %d: %s; rank 0: %s): a relative path "
              "from other working directories, or node-local storage? give every rank the same checkpoint on storage they share",
-             r, file, r, theirs, root);
+             r, path_show(file), r, theirs, root);
     free(theirs);
     free(root);
     return msg;
@@ -518,7 +522,7 @@ const char *ckpt_check_same_file(const char *file) {
 
 struct CkptReader {
     hid_t file;
-    char path[1024];
+    char *path;  // heap
     int version;
     const TensorSpec *cur;  // the tensor being read in order, up to element `next`, with its running crc
     size_t next;
@@ -540,7 +544,7 @@ CkptReader *ckpt_reader_open(const char *file, const ModelPlan *plan, const char
     CkptReader *r = callocCheck(1, sizeof *r);
     r->file = f;
     r->version = h.version;
-    snprintf(r->path, sizeof r->path, "%s", file);
+    r->path = path_dup(file);
     return r;
 }
 
@@ -557,13 +561,13 @@ static const char *reader_dequantize(CkptReader *r, const TensorSpec *t) {
     hid_t ds = h5Check(h5_open_stored(r->file, path, &why));
     const char *e = NULL;
     if (H5Dread(ds, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes) < 0)
-        e = err_text(msg, sizeof msg, "cannot read /%s from checkpoint '%s' (corrupt or truncated file?)", path, r->path);
+        e = err_text(msg, sizeof msg, "cannot read /%s from checkpoint '%s' (corrupt or truncated file?)", path_show(path), r->path);
     uint32_t got = (uint32_t)crc32_z(crc32_z(0, Z_NULL, 0), bytes, nb), want;
     CkptAttr a;
     h5_attr_named(ds, CKPT_CHECKSUM_NAME, &a);
     if (!e && r->version >= 2 && ckpt_crc_value(&a, &want) && want != got)
         e = err_text(msg, sizeof msg, "checkpoint '%s': tensor /%s fails its checksum (crc32 of the data %08x, recorded %08x): the file is corrupt",
-                     r->path, path, got, want);
+                     r->path, path_show(path), got, want);
     h5_attr_free(&a);
     H5Dclose(ds);
     free(r->vals);
@@ -593,7 +597,7 @@ const char *ckpt_reader_read(CkptReader *r, const TensorSpec *t, size_t begin, s
     H5Sclose(mspace);
     H5Sclose(fspace);
     const char *e = NULL;
-    if (!ok) e = err_text(msg, sizeof msg, "cannot read /%s from checkpoint '%s' (corrupt or truncated file?)", path, r->path);
+    if (!ok) e = err_text(msg, sizeof msg, "cannot read /%s from checkpoint '%s' (corrupt or truncated file?)", path_show(path), r->path);
     if (ok && r->version >= 2) {
         if (begin == 0) r->cur = t, r->next = 0, r->crc = crc32_z(0, Z_NULL, 0);
         if (r->cur == t && r->next == begin) {
@@ -608,7 +612,7 @@ const char *ckpt_reader_read(CkptReader *r, const TensorSpec *t, size_t begin, s
             h5_attr_named(ds, CKPT_CHECKSUM_NAME, &a);
             if (ckpt_crc_value(&a, &want) && want != r->crc)
                 e = err_text(msg, sizeof msg, "checkpoint '%s': tensor /%s fails its checksum (crc32 of the data %08x, recorded %08x): the file is corrupt",
-                              r->path, path, (uint32_t)r->crc, want);
+                              r->path, path_show(path), (uint32_t)r->crc, want);
             h5_attr_free(&a);
         }
     }
@@ -619,5 +623,6 @@ const char *ckpt_reader_read(CkptReader *r, const TensorSpec *t, size_t begin, s
 void ckpt_reader_close(CkptReader *r) {
     H5Fclose(r->file);
     free(r->vals);
+    free(r->path);
     free(r);
 }

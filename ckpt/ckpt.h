@@ -8,6 +8,7 @@
 #ifndef FSDPC_CKPT_H
 #define FSDPC_CKPT_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,14 +23,15 @@
 // The checkpoint section of the run's configuration (run/config.h): where checkpoints go, what a
 // run resumes or initialises from, and what it may replace or accept
 typedef struct {
-    char checkpoint_dir[512], resume_from_checkpoint[512];
-    char run_name[128];  // minimal_fsdp's --run_name: checkpoints go to checkpoint_dir/run_name
+    // the paths are heap strings of any length (base/cli.h's CLI_PATH), "" when unset
+    char *checkpoint_dir, *resume_from_checkpoint;
+    char *run_name;  // minimal_fsdp's --run_name: checkpoints go to checkpoint_dir/run_name
     int checkpoint_freq, num_kept_checkpoints;
     int overwrite_checkpoints;  // a run may replace checkpoints of other lineages (never its own input)
     // weights in: a safetensors file / index / Hugging Face directory / hub name, or an fsdpc .h5
-    char init_from[1024];
-    char init_adapter[1024];  // a PEFT LoRA adapter folder loaded into the adapters after the base (ckpt/peft.h)
-    char pretrained_model_name[1024];  // the seed's --pretrained_model_name: --init_from when that is not given
+    char *init_from;
+    char *init_adapter;  // a PEFT LoRA adapter folder loaded into the adapters after the base (ckpt/peft.h)
+    char *pretrained_model_name;  // the seed's --pretrained_model_name: --init_from when that is not given
     int finetune;
     int allow_unused_weights;  // --init_from files may hold tensors the model does not use (warned, not refused)
     int allow_random_weights;  // a run that trains nothing may evaluate or generate from the seed's random weights
@@ -42,7 +44,7 @@ typedef struct {
     uint64_t data_position;  // global training samples consumed
     uint64_t rng_state;      // seed of the sample order
     char run_id[CKPT_RUN_ID_LEN + 1];  // the run that wrote it ("" before format_version 2)
-    char parent[1024];  // the checkpoint (or source) that run resumed or initialised from, "" if fresh
+    char parent[PATH_MAX];  // the checkpoint (or source) that run resumed or initialised from, "" if fresh
     // the run's ancestry, nearest first: "<run_id>:<step>" of the checkpoint each resumed from
     char lineage[CKPT_LINEAGE_MAX * (CKPT_RUN_ID_LEN + 12)];
     // what defines the run besides its flags (the tokenizer's checksum, the data sources'
@@ -55,8 +57,11 @@ typedef int (*CkptOwnsFn)(const char *run_inputs, void *ctx);
 
 typedef struct {
     double seconds, bytes;  // time spent; payload size
-    char path[1100];        // the published file
+    char *path;             // the published file (heap: the caller frees it, whether the save worked or not)
 } CkptSaved;
+
+// The longest name a checkpoint folder holds: a checkpoint's temporary, step_<N>.h5.<run id>.tmp
+#define CKPT_LONGEST_NAME "step_2147483647.h5.ffffffffffffffff.tmp"
 
 // The error lines of ckpt/ fit in this many bytes (comm_fail_all's line): give err that much.
 #define CKPT_ERR_LEN 2048

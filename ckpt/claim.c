@@ -12,6 +12,7 @@
 #include "../base/err.h"
 #include "../base/wlock.h"
 #include "../base/log.h"
+#include "../base/path.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
 #include "foreign.h"
@@ -38,7 +39,7 @@ const char *ckpt_check_claim(const char *dir, const char *run_id) {
     }
     err_text(msg, sizeof msg, "rank %d does not see the writer lock that rank 0 just took in --checkpoint_dir '%s' ('%s': %s): the "
              "folder is another one on rank %d (a relative path from another working directory, or node-local storage?); give every "
-             "rank the same --checkpoint_dir on storage they share", comm_info.rank, dir, path, why, comm_info.rank);
+             "rank the same --checkpoint_dir on storage they share", comm_info.rank, path_show(dir), path_show(path), why, comm_info.rank);
     free(path);
     return msg;
 }
@@ -70,12 +71,12 @@ static int tmp_of(const char *name, char id[CKPT_RUN_ID_LEN + 1]) {
 // unless they hold PyTorch checkpoints. NULL, or a one-line error.
 static const char *check_strays(const char *dir, int overwrite) {
     static char msg[2400];
-    char what[900], fix[600], names[3][256], id[CKPT_RUN_ID_LEN + 1], path[1400];
+    char what[900], fix[600], names[3][256], id[CKPT_RUN_ID_LEN + 1];
     if (ckpt_foreign_find(dir, what, sizeof what, fix, sizeof fix)) {
         if (!overwrite)
             return snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds %s, which fsdpc did not write; give fsdpc a folder of its "
                             "own for its checkpoints (another --checkpoint_dir), or pass --overwrite_checkpoints to write beside them "
-                            "(fsdpc leaves them as they are)", dir, what), msg;
+                            "(fsdpc leaves them as they are)", path_show(dir), what), msg;
         log_msg("--overwrite_checkpoints: %s holds %s; fsdpc writes beside them and leaves them as they are\n", dir, what);
         return NULL;
     }
@@ -85,12 +86,13 @@ static const char *check_strays(const char *dir, int overwrite) {
     struct stat st;
     for (struct dirent *de; (de = readdir(d));) {
         const char *name = de->d_name;
-        snprintf(path, sizeof path, "%s/%s", dir, name);
+        char *path = path_join(dir, name);
         size_t len = strlen(name);  // events.out.tfevents.*: --tensorboard_dir's; *.pt.trace.json: --trace_dir's
-        if (name[0] == '.' || lineage_step_of(name) >= 0 || tmp_of(name, id) || !strncmp(name, "events.out.tfevents.", 20) ||
-            (len > 14 && !strcmp(name + len - 14, ".pt.trace.json")) ||
-            (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) || ckpt_file_kind(path) == CKPT_FILE_HDF5 || io_is_output(path))
-            continue;
+        int passed = name[0] == '.' || lineage_step_of(name) >= 0 || tmp_of(name, id) || !strncmp(name, "events.out.tfevents.", 20) ||
+                     (len > 14 && !strcmp(name + len - 14, ".pt.trace.json")) ||
+                     (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) || ckpt_file_kind(path) == CKPT_FILE_HDF5 || io_is_output(path);
+        free(path);
+        if (passed) continue;
         int at = n < 3 ? n : 3;
         while (at > 0 && strcmp(name, names[at - 1]) < 0) at--;
         if (at < 3) {
@@ -108,7 +110,7 @@ static const char *check_strays(const char *dir, int overwrite) {
     if (!overwrite)
         return snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds %d file(s) that fsdpc did not write and that are no checkpoints: "
                         "%s; give fsdpc a folder of its own for its checkpoints (another --checkpoint_dir), move them away, or pass "
-                        "--overwrite_checkpoints to write beside them (fsdpc leaves them as they are)", dir, n, list), msg;
+                        "--overwrite_checkpoints to write beside them (fsdpc leaves them as they are)", path_show(dir), n, list), msg;
     log_msg("--overwrite_checkpoints: %s holds %d file(s) that fsdpc did not write (%s); fsdpc writes beside them and leaves them "
             "as they are\n", dir, n, list);
     return NULL;
@@ -142,7 +144,7 @@ static int same_dir(const char *file, const char *dir) {
 // ckpt.h). Fills `owner`. NULL, or a one-line error.
 static const char *check_ownership(const char *dir, const char *run_id, const char *resumed, const char *init, int overwrite) {
     static char msg[2000];
-    char runs[1200], path[1400];
+    char runs[1200];
     CkptHeader h;
     CkptMeta own;
     memset(&own, 0, sizeof own);
@@ -167,7 +169,7 @@ static const char *check_ownership(const char *dir, const char *run_id, const ch
     }
     int n;
     LineageEntry *e = lineage_list(dir, &n);
-    if (!e) return snprintf(msg, sizeof msg, "cannot list --checkpoint_dir '%s': %s", dir, strerror(errno)), msg;
+    if (!e) return snprintf(msg, sizeof msg, "cannot list --checkpoint_dir '%s': %s", path_show(dir), strerror(errno)), msg;
     LineageKin kin;
     lineage_read(dir, e, n, &own, NULL, NULL, &kin);
     int me = lineage_kin_root(&kin, run_id);
@@ -188,46 +190,50 @@ static const char *check_ownership(const char *dir, const char *run_id, const ch
         nother += other[i];
         nrun += other[i] && e[i].kind == LINEAGE_RUN;
         if (other[i] && e[i].kind == LINEAGE_UNUSABLE && !nunusable++) unusable = i;
-        snprintf(path, sizeof path, "%s/%s", dir, e[i].name);
+        char *path = path_join(dir, e[i].name);
         for (int k = 0; k < owner.ninputs && hit < 0; k++)
             if (e[i].step > start && stat(path, &st) == 0 && st.st_dev == owner.input[k].dev && st.st_ino == owner.input[k].ino)
                 hit = i, hit_input = k;
+        free(path);
     }
     for (int i = 0; i < n; i++) other[i] = other[i] && e[i].kind == LINEAGE_RUN;
     lineage_describe_runs(e, n, other, runs, sizeof runs);
     const char *err = NULL;
     char why[1600] = "", also[400] = "";
     if (unusable >= 0) {
-        snprintf(path, sizeof path, "%s/%s", dir, e[unusable].name);
+        char *path = path_join(dir, e[unusable].name);
         const char *r = h5_read_header_of(path, &h);
+        free(path);
         snprintf(why, sizeof why, "%s", r ? r : "it changed while being read");
         snprintf(also, sizeof also, " (and %d unusable file(s) named like checkpoints, the newest %s)", nunusable, e[unusable].name);
     }
     if (nother && !overwrite && !resumed[0]) {
         err = msg;
         snprintf(msg, sizeof msg, "--checkpoint_dir '%s' already holds %d checkpoint(s) (the newest %s) of another run; resume them "
-                 "with --resume_from_checkpoint %s, give another --checkpoint_dir, or pass --overwrite_checkpoints%s%s", dir, n,
-                 e[0].name, dir, nrun ? "; they are of " : "", runs);
+                 "with --resume_from_checkpoint %s, give another --checkpoint_dir, or pass --overwrite_checkpoints%s%s", path_show(dir), n,
+                 e[0].name, path_show(dir), nrun ? "; they are of " : "", runs);
     } else if (nrun && !overwrite && same_dir(resumed, dir)) {  // resumed from this folder: it picked one of its runs
         err = msg;
         snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds, beside '%s' (the run this one resumes), %d checkpoint(s) of "
                  "unrelated runs: %s%s; move those runs' files out of '%s', give this run another --checkpoint_dir, or pass "
-                 "--overwrite_checkpoints to replace them at the steps this run writes", dir, resumed, nrun, runs, also, dir);
+                 "--overwrite_checkpoints to replace them at the steps this run writes",
+                 path_show(dir), path_show(resumed), nrun, runs, also, path_show(dir));
     } else if (nrun && !overwrite) {
         err = msg;
         snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds %d checkpoint(s) of runs outside the lineage of the checkpoint "
                  "this run resumes ('%s'): %s%s; give this run another --checkpoint_dir, resume from '%s' instead, or pass "
-                 "--overwrite_checkpoints to replace them at the steps this run writes", dir, nrun, resumed, runs, also, dir);
+                 "--overwrite_checkpoints to replace them at the steps this run writes",
+                 path_show(dir), nrun, path_show(resumed), runs, also, path_show(dir));
     } else if (nother && !overwrite) {
         err = msg;
         snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds %d file(s) named like checkpoints at steps this run may write that "
                  "are no usable checkpoints of it, the newest %s (%s); move them away, give this run another --checkpoint_dir, "
-                 "or pass --overwrite_checkpoints to replace them", dir, nunusable, e[unusable].name, why);
+                 "or pass --overwrite_checkpoints to replace them", path_show(dir), nunusable, e[unusable].name, why);
     } else if (hit >= 0) {
         err = msg;
         snprintf(msg, sizeof msg, "--checkpoint_dir '%s' holds %s, the checkpoint this run starts from (%s), at a step this run "
                  "writes: even --overwrite_checkpoints never replaces a run's own input; give this run another --checkpoint_dir",
-                 dir, e[hit].name, owner.input[hit_input].flag);
+                 path_show(dir), e[hit].name, owner.input[hit_input].flag);
     } else if (nother) {
         log_msg("--overwrite_checkpoints: %s holds %d checkpoint(s) of other runs%s%s; those at steps this run writes are "
                 "replaced, the others kept\n", dir, nother, nrun ? ": " : "", runs);
@@ -260,13 +266,13 @@ const char *claim_check_replace(const char *path, const CkptMeta *meta) {
     for (int k = 0; k < owner.ninputs; k++)
         if (st.st_dev == owner.input[k].dev && st.st_ino == owner.input[k].ino)
             return snprintf(msg, sizeof msg, "'%s' is the checkpoint this run started from (%s) and is never replaced; give this "
-                            "run another --checkpoint_dir", path, owner.input[k].flag), msg;
+                            "run another --checkpoint_dir", path_show(path), owner.input[k].flag), msg;
     CkptHeader h;
     if (h5_read_header_of(path, &h)) {
         if (!owner.overwrite)
             return snprintf(msg, sizeof msg, "'%s' appeared after start-up and is no usable checkpoint of this run, so it is not "
                             "replaced (is another program writing to --checkpoint_dir?); move it away, or pass "
-                            "--overwrite_checkpoints", path), msg;
+                            "--overwrite_checkpoints", path_show(path)), msg;
         log_msg("Replacing %s, which is not a usable checkpoint\n", path);
         return NULL;
     }
@@ -280,7 +286,7 @@ const char *claim_check_replace(const char *path, const CkptMeta *meta) {
     }
     return snprintf(msg, sizeof msg, "'%s' holds a checkpoint of run %s, outside this run's lineage, written there after start-up "
                     "(is another run writing to --checkpoint_dir?), so it is not replaced; give this run another --checkpoint_dir, "
-                    "or pass --overwrite_checkpoints", path, h.meta.run_id), msg;
+                    "or pass --overwrite_checkpoints", path_show(path), h.meta.run_id), msg;
 }
 
 const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resumed, const char *init, int overwrite) {
@@ -298,11 +304,12 @@ const char *ckpt_claim_dir(const char *dir, const char *run_id, const char *resu
     }
     // a .tmp of another run is a write that never finished: its writer held this lock and is gone
     DIR *d = opendir(dir);
-    char tmp[1400], tmp_id[CKPT_RUN_ID_LEN + 1];
+    char tmp_id[CKPT_RUN_ID_LEN + 1];
     for (struct dirent *de; d && (de = readdir(d));)
         if (tmp_of(de->d_name, tmp_id) && strcmp(tmp_id, run_id) != 0) {
-            snprintf(tmp, sizeof tmp, "%s/%s", dir, de->d_name);
+            char *tmp = path_join(dir, de->d_name);
             if (unlink(tmp) == 0) log_msg("Removed %s, left by an interrupted checkpoint write\n", tmp);
+            free(tmp);
         }
     if (d) closedir(d);
     // anyone could replace or add checkpoints there (the sticky bit, as /tmp's, stops replacing)

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,9 +43,7 @@ typedef struct {
 
 // dir/name, or its temporary (tmp 1): heap
 static char *export_path(const ExportFiles *ef, const char *name, int tmp) {
-    size_t n = strlen(ef->dir) + strlen(name) + 2;
-    char *final = mallocCheck(n);
-    snprintf(final, n, "%s/%s", ef->dir, name);
+    char *final = path_join(ef->dir, name);
     if (!tmp) return final;
     char *t = wlock_tmp_name(final, ef->id);
     free(final);
@@ -60,7 +59,7 @@ static FILE *export_create(ExportFiles *ef, const char *name, const char **err) 
     if (f && !ef->n) clock_test_pause("export");
     if (f && fstat(fileno(f), &st) == 0) ef->ident[ef->n][0] = (unsigned long long)st.st_dev, ef->ident[ef->n][1] = (unsigned long long)st.st_ino;
     if (f) ef->n++;
-    else *err = err_text(msg, sizeof msg, "cannot create '%s': %s", tmp, strerror(errno));
+    else *err = err_text(msg, sizeof msg, "cannot create '%s': %s", path_show(tmp), strerror(errno));
     free(tmp);
     return f;
 }
@@ -73,7 +72,7 @@ static const char *export_close(ExportFiles *ef, FILE *f, const char *err) {
         if (err) return err;
         int why = errno;
         char *tmp = export_path(ef, ef->names[ef->n - 1], 1);
-        err_text(msg, sizeof msg, "cannot write '%s': %s", tmp, strerror(why));
+        err_text(msg, sizeof msg, "cannot write '%s': %s", path_show(tmp), strerror(why));
         free(tmp);
         return msg;
     }
@@ -125,31 +124,34 @@ static const char *export_check_output(const ExportOptions *a, const char *tokna
     static char msg[2800];
     DIR *d = opendir(a->output);
     if (!d) return NULL;  // not there yet, or no folder (which creating it reports)
-    char path[1400], other[256] = "", final[256] = "";
+    char other[NAME_MAX + 1] = "", final[NAME_MAX + 1] = "";
     int written = 0;
     const char *e = NULL;
     for (struct dirent *x; !e && (x = readdir(d));) {
         // .fsdpc-writer: the writer lock of an export killed before it could remove it (export takes it over)
         if (!strcmp(x->d_name, ".") || !strcmp(x->d_name, "..") || !strcmp(x->d_name, ".fsdpc-writer")) continue;
-        snprintf(path, sizeof path, "%s/%s", a->output, x->d_name);
+        char *path = path_join(a->output, x->d_name);
         struct stat st;
         int named = export_name(x->d_name, tokname), regular = lstat(path, &st) == 0 && S_ISREG(st.st_mode);
         if (named) e = io_output_check(path, "--output");
         if (!(named && regular)) {
             if (!other[0]) snprintf(other, sizeof other, "%s", x->d_name);
-            continue;
+        } else {
+            if (!path_ends_with(x->d_name, ".tmp") && !final[0]) snprintf(final, sizeof final, "%s", x->d_name);
+            written |= export_is_weights(x->d_name, 0) && st_written_by_fsdpc(path);
         }
-        if (!path_ends_with(x->d_name, ".tmp") && !final[0]) snprintf(final, sizeof final, "%s", x->d_name);
-        written |= export_is_weights(x->d_name, 0) && st_written_by_fsdpc(path);
+        free(path);
     }
     closedir(d);
     if (e || a->overwrite) return e;
     if (other[0])
         return snprintf(msg, sizeof msg, "--output '%s' is not empty: it holds '%s', which export does not write; give a new or empty "
-                        "folder, or pass --overwrite to export there (files of other names are left alone)", a->output, other), msg;
+                        "folder, or pass --overwrite to export there (files of other names are left alone)",
+                        path_show(a->output), other), msg;
     if (final[0] && !written)
         return snprintf(msg, sizeof msg, "--output '%s' holds a model that fsdpc export did not write ('%s'; its weights carry no "
-                        "fsdpc export metadata); give a new or empty folder, or pass --overwrite to replace it", a->output, final), msg;
+                        "fsdpc export metadata); give a new or empty folder, or pass --overwrite to replace it",
+                        path_show(a->output), final), msg;
     return NULL;
 }
 
@@ -164,15 +166,16 @@ static const char *export_publish(ExportFiles *ef) {
         int ours = 0, weights = export_is_weights(e->d_name, 1);
         for (int i = 0; i < ef->n; i++) ours |= !strcmp(e->d_name, ef->names[i]);
         if (weights && !ours) {
-            snprintf(msg, sizeof msg, "%s/%s", ef->dir, e->d_name);
-            unlink(msg);
+            char *p = path_join(ef->dir, e->d_name);
+            unlink(p);
+            free(p);
         }
     }
     if (d) closedir(d);
     for (int i = 0; i < ef->n; i++) {  // config.json was created first: renamed last
         int k = (i + 1) % ef->n;
         char *final = export_path(ef, ef->names[k], 0), *tmp = export_path(ef, ef->names[k], 1);
-        const char *e = rename(tmp, final) != 0 ? err_text(msg, sizeof msg, "cannot rename '%s' to '%s': %s", tmp, final, strerror(errno))
+        const char *e = rename(tmp, final) != 0 ? err_text(msg, sizeof msg, "cannot rename '%s' to '%s': %s", path_show(tmp), final, strerror(errno))
                                                 : wlock_check_renamed(final, ef->ident[k][0], ef->ident[k][1]);
         free(final);
         free(tmp);
@@ -408,15 +411,15 @@ static const char *export_copy(ExportFiles *ef, const char *src, const char *nam
 
 // The tokenizer a checkpoint names ("byte", a file, a directory or a hub name) as a file; NULL when
 // it is the byte tokenizer, else the message when it is gone.
-static const char *export_tokenizer(const char *tok, char *file, size_t len) {
+static const char *export_tokenizer(const char *tok, char **file) {
     static char msg[HF_PATH + 128];
-    file[0] = 0;
+    *file = NULL;
     if (!strcmp(tok, "byte")) return NULL;
     char where[HF_PATH];
     if (!hub_resolve(tok, where, sizeof where))
         return snprintf(msg, sizeof msg, "the checkpoint's tokenizer is gone: %s", where), msg;
-    if (!path_is_dir(where)) snprintf(file, len, "%s", where);
-    else if (!hf_find_tokenizer(where, file, len))
+    if (!path_is_dir(where)) *file = path_dup(where);
+    else if (!(*file = hf_find_tokenizer(where)))
         return snprintf(msg, sizeof msg, "the checkpoint's tokenizer directory '%s' holds no tokenizer.model or tokenizer.json", where), msg;
     return NULL;
 }
@@ -513,11 +516,11 @@ static int export_transposed(FILE *f, const TensorSpec *t, StDtype dt, CkptReade
 
 // A byte-level BPE tokenizer as OpenAI ships it (encoder.json + vocab.bpe) or as Hugging Face does
 // (vocab.json + merges.txt): the vocabulary file `tok` (what checkpoints record) and its merges,
-// looked up beside it in the order data/text/tokenizer.c uses, into merges. 0 when tok is no such file;
-// -1 with the message in *err when its merges are gone.
-static int export_bpe_tokenizer(const char *tok, char *merges, size_t len, const char **err) {
+// looked up beside it in the order data/text/tokenizer.c uses, into *merges (heap). 0 when tok is no
+// such file; -1 with the message in *err when its merges are gone.
+static int export_bpe_tokenizer(const char *tok, char **merges, const char **err) {
     static char msg[2 * HF_PATH + 160];
-    merges[0] = 0;
+    *merges = NULL;
     if (!path_ends_with(tok, ".json")) return 0;
     char jerr[600];
     JsonValue *v = json_parse_file(tok, 256u << 20, jerr, sizeof jerr);
@@ -526,13 +529,15 @@ static int export_bpe_tokenizer(const char *tok, char *merges, size_t len, const
     if (!bpe) return 0;
     static const char *const openai[] = {"vocab.bpe", "merges.txt"}, *const hf[] = {"merges.txt", "vocab.bpe"};
     const char *const *names = !strcmp(export_basename(tok), "vocab.json") ? hf : openai;
-    char dir[HF_PATH];
-    path_dirname(dir, sizeof dir, tok);
+    char *dir = path_dirname(tok);
     for (int i = 0; i < 2; i++) {
-        path_join(merges, len, dir, names[i]);
-        if (path_is_file(merges)) return 1;
+        *merges = path_join(dir, names[i]);
+        if (path_is_file(*merges)) return free(dir), 1;
+        free(*merges);
+        *merges = NULL;
     }
-    snprintf(msg, sizeof msg, "the checkpoint's tokenizer '%s' is a byte-level BPE vocabulary, and its merges ('%s/%s') are gone", tok, dir, names[0]);
+    snprintf(msg, sizeof msg, "the checkpoint's tokenizer '%s' is a byte-level BPE vocabulary, and its merges ('%s/%s') are gone", tok, path_show(dir), names[0]);
+    free(dir);
     *err = msg;
     return -1;
 }
@@ -689,13 +694,13 @@ static void export_json_string(FILE *f, const char *s) {
 // parent. "" when that run started from random weights, or when an ancestor is gone (pruned,
 // moved) and the chain cannot be followed.
 static void export_base_model(const char *file, char *out, size_t len) {
-    char cur[1024];
+    char cur[PATH_MAX];
     CkptMeta *meta = mallocCheck(sizeof *meta);
     snprintf(cur, sizeof cur, "%s", file);
     out[0] = 0;
     for (int hops = 0; hops <= CKPT_LINEAGE_MAX; hops++) {
         ModelConfig m = {.rope_theta = 10000.0f};
-        char tok[1024];
+        char tok[PATH_MAX];
         if (ckpt_read_meta(cur, meta) || !meta->parent[0]) break;
         if (!path_ends_with(meta->parent, ".h5")) {  // a Hugging Face source
             peft_base_name(meta->parent, out, len);
@@ -743,12 +748,15 @@ static const char *export_adapter_config(ExportFiles *ef, const ModelPlan *plan,
     return export_close(ef, f, NULL);
 }
 
+static const char *export_model(const char *file, const ExportOptions *a, ExportResult *res, const ModelConfig *mc,
+                                const ModelFamily *fam, const char *tokfile, const char *merges);
+
 const char *export_checkpoint(const char *file, const ExportOptions *a, ExportResult *res) {
     static char msg[2400];
     // a family without rotary embeddings stores no rope_theta: the base's stands in, as validation
     // wants one (the others store their own)
     ModelConfig m = {.rope_theta = 10000.0f};
-    char tok[1024], tokfile[HF_PATH + 32];
+    char tok[PATH_MAX];
     const char *err = ckpt_read_config(file, &m, tok, sizeof tok);
     if (err) return err;
     const ModelFamily *fam = family_find(m.model_type);
@@ -758,17 +766,30 @@ const char *export_checkpoint(const char *file, const ExportOptions *a, ExportRe
             if (family_at(i)->hf_export.config)
                 n += (size_t)snprintf(fams + n, sizeof fams - n, "%s%s (%s)", n ? ", " : "", family_at(i)->model_type,
                                       family_at(i)->hf_export.architecture);
-        return snprintf(msg, sizeof msg, "checkpoint '%s' holds a %s model; export writes %s models", file, m.model_type, fams), msg;
+        return snprintf(msg, sizeof msg, "checkpoint '%s' holds a %s model; export writes %s models", path_show(file), m.model_type, fams), msg;
     }
-    if ((err = config_validate_model(&m))) return snprintf(msg, sizeof msg, "checkpoint '%s': %s", file, err), msg;
+    if ((err = config_validate_model(&m))) return snprintf(msg, sizeof msg, "checkpoint '%s': %s", path_show(file), err), msg;
     if (a->adapter && !m.lora_rank)
         return snprintf(msg, sizeof msg, "export --adapter: checkpoint '%s' holds no LoRA adapters (it was trained without "
-                        "--lora_rank): export the model without --adapter", file), msg;
-    if ((err = export_tokenizer(tok, tokfile, sizeof tokfile))) return err;
+                        "--lora_rank): export the model without --adapter", path_show(file)), msg;
+    char *tokfile, *merges = NULL;
+    if ((err = export_tokenizer(tok, &tokfile))) return err;
     // a byte-level BPE vocabulary and its merges go under Hugging Face's names, which its tokenizers and fsdpc read
-    char merges[HF_PATH + 32];
-    int bpe_tok = tokfile[0] ? export_bpe_tokenizer(tokfile, merges, sizeof merges, &err) : 0;
-    if (bpe_tok < 0) return err;
+    int bpe_tok = tokfile ? export_bpe_tokenizer(tokfile, &merges, &err) : 0;
+    if (bpe_tok >= 0) err = export_model(file, a, res, &m, fam, tokfile ? tokfile : "", bpe_tok ? merges : NULL);
+    free(tokfile);
+    free(merges);
+    return err;
+}
+
+// export_checkpoint's export of checkpoint file, its model m of family fam, once the checkpoint's
+// tokenizer file (tokfile, "" for none) and a byte-level BPE's merges (else NULL) are found
+static const char *export_model(const char *file, const ExportOptions *a, ExportResult *res, const ModelConfig *mc,
+                                const ModelFamily *fam, const char *tokfile, const char *merges) {
+    static char msg[2400];
+    ModelConfig m = *mc;
+    int bpe_tok = merges != NULL;
+    const char *err;
     ExportSource src;
     int positions = m.max_context_width;
     if ((err = export_source(file, fam, &src, &positions))) {
@@ -789,7 +810,7 @@ const char *export_checkpoint(const char *file, const ExportOptions *a, ExportRe
     const char *bad = comm_folder_problem(a->output, "--output");
     int created = !bad && mkdir(a->output, 0755) == 0;
     if (bad || (!created && (errno != EEXIST || !path_is_dir(a->output)))) {
-        if (!bad) snprintf(msg, sizeof msg, "cannot create output directory '%s': %s", a->output, comm_path_error(a->output, errno));
+        if (!bad) snprintf(msg, sizeof msg, "cannot create output directory '%s': %s", path_show(a->output), comm_path_error(a->output, errno));
         else snprintf(msg, sizeof msg, "%s", bad);
         json_free(src.cfg);
         ckpt_source_free(&src.files);
@@ -828,7 +849,7 @@ const char *export_checkpoint(const char *file, const ExportOptions *a, ExportRe
     ef.ident = callocCheck(nfiles, sizeof ef.ident[0]);
     int bos, eos;
     export_special_ids(tokfile, &bos, &eos);
-    char base[1024];
+    char base[PATH_MAX];
     if (r && a->adapter) {  // PEFT's two files; the model, its config and tokenizer are the base's
         export_base_model(file, base, sizeof base);
         err = export_adapter_config(&ef, &plan, base);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -59,43 +60,66 @@ CkptFileKind ckpt_file_kind(const char *path) {
 
 typedef struct {
     int n[KINDS];             // files of each kind (KIND_HF: folders)
-    char first[KINDS][1200];  // of each kind the smallest path, the same whatever order folders list in
-    char index[1200];         // the smallest safetensors index: what --init_from takes for sharded weights
+    char *first[KINDS];       // of each kind the smallest path, the same whatever order folders list in (heap)
+    char *index;              // the smallest safetensors index: what --init_from takes for sharded weights (heap)
     int hf_files;             // safetensors files beside first[KIND_HF]'s config.json
     int seen;
 } Found;
 
 static void note(Found *f, int kind, const char *path) {
-    if (!f->n[kind]++ || strcmp(path, f->first[kind]) < 0) snprintf(f->first[kind], sizeof f->first[kind], "%s", path);
+    if (!f->n[kind]++ || strcmp(path, f->first[kind]) < 0) path_set(&f->first[kind], path);
 }
 
 static void scan(const char *dir, int depth, Found *f) {
     DIR *d = opendir(dir);
     if (!d) return;
-    char path[1200];
     struct stat st;
     int config = 0, weights = 0;
     for (struct dirent *de; f->seen < SCAN_ENTRIES && (de = readdir(d));) {
         const char *name = de->d_name;
         if (!strcmp(name, ".") || !strcmp(name, "..")) continue;
         f->seen++;
-        if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path || stat(path, &st) != 0) continue;
-        if (S_ISDIR(st.st_mode)) {
-            if (depth < SCAN_DEPTH) scan(path, depth + 1, f);
-            continue;
-        }
-        if (!S_ISREG(st.st_mode)) continue;
-        if (!strcmp(name, "config.json")) config = 1;
-        CkptFileKind k = kind_of(path, name);
-        if (k == CKPT_FILE_OTHER || k == CKPT_FILE_HDF5) continue;
-        note(f, k, path);
-        if (k != CKPT_FILE_SAFETENSORS) continue;
-        weights++;
-        if (path_ends_with(name, ".index.json") && (!f->index[0] || strcmp(path, f->index) < 0)) snprintf(f->index, sizeof f->index, "%s", path);
+        char *path = path_join(dir, name);
+        int is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode), is_file = !is_dir && S_ISREG(st.st_mode);
+        if (is_dir && depth < SCAN_DEPTH) scan(path, depth + 1, f);
+        config |= is_file && !strcmp(name, "config.json");
+        CkptFileKind k = is_file ? kind_of(path, name) : CKPT_FILE_OTHER;
+        if (k != CKPT_FILE_OTHER && k != CKPT_FILE_HDF5) note(f, k, path);
+        weights += k == CKPT_FILE_SAFETENSORS;
+        if (k == CKPT_FILE_SAFETENSORS && path_ends_with(name, ".index.json") && (!f->index || strcmp(path, f->index) < 0))
+            path_set(&f->index, path);
+        free(path);
     }
     closedir(d);
     if (config && weights && (!f->n[KIND_HF] || strcmp(dir, f->first[KIND_HF]) < 0)) f->hf_files = weights;
     if (config && weights) note(f, KIND_HF, dir);
+}
+
+// what f's kind k is and how to start from it, into what and fix
+static void describe(const Found *f, int k, char *what, size_t wlen, char *fix, size_t flen) {
+    char more[64] = "";
+    if (f->n[k] > 1) snprintf(more, sizeof more, " and %d more file(s)", f->n[k] - 1);
+    static const char convert[] = "export its weights with the recipe's own tools to a Hugging Face folder (config.json and "
+                                 "model.safetensors, as save_pretrained(..., safe_serialization=True) writes) and start from "
+                                 "that with --init_from DIR";
+    switch (k) {
+    case KIND_HF:
+        snprintf(what, wlen, "a Hugging Face model folder, '%s' (config.json and %d safetensors file(s))", f->first[k], f->hf_files);
+        snprintf(fix, flen, "start from its weights with --init_from '%s'", f->first[k]);
+        break;
+    case CKPT_FILE_DCP:
+        snprintf(what, wlen, "a PyTorch Distributed Checkpoint (torch.distributed.checkpoint, as the FSDP recipes save sharded "
+                 "state dicts): '%s'%s", f->first[k], more);
+        snprintf(fix, flen, "%s", convert);
+        break;
+    case CKPT_FILE_TORCH:
+        snprintf(what, wlen, "PyTorch checkpoints (torch.save: whole or per-rank state dicts): '%s'%s", f->first[k], more);
+        snprintf(fix, flen, "%s", convert);
+        break;
+    default:
+        snprintf(what, wlen, "safetensors weights without a config.json: '%s'%s", f->first[k], more);
+        snprintf(fix, flen, "start from them with --init_from '%s'", f->index ? f->index : f->first[k]);
+    }
 }
 
 int ckpt_foreign_find(const char *path, char *what, size_t wlen, char *fix, size_t flen) {
@@ -107,29 +131,8 @@ int ckpt_foreign_find(const char *path, char *what, size_t wlen, char *fix, size
     else if (S_ISREG(st.st_mode)) note(&f, ckpt_file_kind(path), path);
     int k = KINDS - 1;
     while (k > CKPT_FILE_HDF5 && !f.n[k]) k--;
-    if (k <= CKPT_FILE_HDF5) return 0;
-    char more[64] = "";
-    if (f.n[k] > 1) snprintf(more, sizeof more, " and %d more file(s)", f.n[k] - 1);
-    static const char convert[] = "export its weights with the recipe's own tools to a Hugging Face folder (config.json and "
-                                 "model.safetensors, as save_pretrained(..., safe_serialization=True) writes) and start from "
-                                 "that with --init_from DIR";
-    switch (k) {
-    case KIND_HF:
-        snprintf(what, wlen, "a Hugging Face model folder, '%s' (config.json and %d safetensors file(s))", f.first[k], f.hf_files);
-        snprintf(fix, flen, "start from its weights with --init_from '%s'", f.first[k]);
-        break;
-    case CKPT_FILE_DCP:
-        snprintf(what, wlen, "a PyTorch Distributed Checkpoint (torch.distributed.checkpoint, as the FSDP recipes save sharded "
-                 "state dicts): '%s'%s", f.first[k], more);
-        snprintf(fix, flen, "%s", convert);
-        break;
-    case CKPT_FILE_TORCH:
-        snprintf(what, wlen, "PyTorch checkpoints (torch.save: whole or per-rank state dicts): '%s'%s", f.first[k], more);
-        snprintf(fix, flen, "%s", convert);
-        break;
-    default:
-        snprintf(what, wlen, "safetensors weights without a config.json: '%s'%s", f.first[k], more);
-        snprintf(fix, flen, "start from them with --init_from '%s'", f.index[0] ? f.index : f.first[k]);
-    }
-    return 1;
+    if (k > CKPT_FILE_HDF5) describe(&f, k, what, wlen, fix, flen);
+    for (int i = 0; i < KINDS; i++) free(f.first[i]);
+    free(f.index);
+    return k > CKPT_FILE_HDF5;
 }

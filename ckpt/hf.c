@@ -28,7 +28,7 @@
 
 struct HfModel {
     char path[HF_PATH];       // the resolved source
-    char tokenizer[HF_PATH + 32];  // "" when none
+    char *tokenizer;          // NULL when none
     const ModelFamily *fam;  // the family config.json (or the tensor names) describe
     ModelConfig m;
     unsigned fields;  // MODEL_* (config.h)
@@ -62,14 +62,14 @@ static int hf_inside(const char *name) {
 }
 
 // tokenizer.model, else tokenizer.json, in dir; 0 when neither
-int hf_find_tokenizer(const char *dir, char *out, size_t len) {
+char *hf_find_tokenizer(const char *dir) {
     static const char *const names[] = {"tokenizer.model", "tokenizer.json"};
     for (int i = 0; i < 2; i++) {
-        path_join(out, len, dir, names[i]);
-        if (path_is_file(out)) return 1;
+        char *p = path_join(dir, names[i]);
+        if (path_is_file(p)) return p;
+        free(p);
     }
-    out[0] = 0;
-    return 0;
+    return NULL;
 }
 
 // ---- model source ----
@@ -93,41 +93,42 @@ static int hf_add_file(HfModel *h, const char *path, char *err, size_t len) {
 }
 
 static int hf_open_index(HfModel *h, const char *index, char *err, size_t len) {
-    char jerr[600], dir[HF_PATH], shard[2 * HF_PATH];
+    char jerr[600], *dir = path_dirname(index);
     JsonValue *v = json_parse_file(index, 64u << 20, jerr, sizeof jerr);
     if (!v) return err_set(err, len, "invalid index: %s", jerr);
     const JsonValue *map = json_get(v, "weight_map");
     int rc = 0;
-    if (!map || map->type != JSON_OBJECT) rc = err_set(err, len, "index '%s' has no weight_map object", index);
-    path_dirname(dir, sizeof dir, index);
+    if (!map || map->type != JSON_OBJECT) rc = err_set(err, len, "index '%s' has no weight_map object", path_show(index));
     // every shard the map names, once, in order of first mention
     for (size_t i = 0; rc == 0 && i < map->len; i++) {
         const JsonValue *e = &map->items[i];
         if (e->type != JSON_STRING) {
-            rc = err_set(err, len, "index '%s' maps %s to something other than a file name", index, e->key);
+            rc = err_set(err, len, "index '%s' maps %s to something other than a file name", path_show(index), e->key);
             break;
         }
         if (!hf_inside(e->str)) {
             rc = err_set(err, len, "index '%s' maps %s to '%s', outside the index's folder: shards must be files beside it",
-                         index, e->key, e->str);
+                         path_show(index), e->key, e->str);
             break;
         }
-        path_join(shard, sizeof shard, dir, e->str);
+        char *shard = path_join(dir, e->str);
         int known = 0;
         for (int f = 0; f < h->nfiles && !known; f++) known = !strcmp(h->files[f].path, shard);
-        if (known) continue;
-        if (!path_is_file(shard)) rc = err_set(err, len, "index '%s' names shard '%s', which does not exist", index, e->str);
-        else rc = hf_add_file(h, shard, err, len);
+        if (!known && !path_is_file(shard)) rc = err_set(err, len, "index '%s' names shard '%s', which does not exist", path_show(index), e->str);
+        else if (!known) rc = hf_add_file(h, shard, err, len);
+        free(shard);
     }
     for (size_t i = 0; rc == 0 && i < map->len; i++) {
         const JsonValue *e = &map->items[i];
-        path_join(shard, sizeof shard, dir, e->str);
+        char *shard = path_join(dir, e->str);
         int f = 0;
         while (strcmp(h->files[f].path, shard)) f++;
+        free(shard);
         if (!st_find(&h->files[f], e->key))
-            rc = err_set(err, len, "index '%s' maps %s to '%s', which does not hold it", index, e->key, e->str);
+            rc = err_set(err, len, "index '%s' maps %s to '%s', which does not hold it", path_show(index), e->key, e->str);
     }
     json_free(v);
+    free(dir);
     return rc;
 }
 
@@ -140,9 +141,9 @@ static int hf_unset(const JsonValue *c, const char *key) {
 // a positive int member: 1; unset: 0 (an error when required) and *out untouched; else -1
 static int hf_size(const JsonValue *c, const char *path, const char *key, int required, int *out, char *err, size_t len) {
     int64_t v;
-    if (hf_unset(c, key)) return required ? err_set(err, len, "'%s' lacks %s", path, key) : 0;
+    if (hf_unset(c, key)) return required ? err_set(err, len, "'%s' lacks %s", path_show(path), key) : 0;
     if (!json_get_int(c, key, &v) || v <= 0 || v > INT_MAX)
-        return err_set(err, len, "'%s': %s must be a positive integer", path, key);
+        return err_set(err, len, "'%s': %s must be a positive integer", path_show(path), key);
     *out = (int)v;
     return 1;
 }
@@ -150,7 +151,7 @@ static int hf_size(const JsonValue *c, const char *path, const char *key, int re
 static int hf_positive(const JsonValue *c, const char *path, const char *key, float *out, char *err, size_t len) {
     double v;
     if (hf_unset(c, key)) return 0;
-    if (!json_get_number(c, key, &v) || !(v > 0)) return err_set(err, len, "'%s': %s must be a positive number", path, key);
+    if (!json_get_number(c, key, &v) || !(v > 0)) return err_set(err, len, "'%s': %s must be a positive number", path_show(path), key);
     *out = (float)v;
     return 1;
 }
@@ -211,12 +212,12 @@ static int hf_check_rope(const JsonValue *c, const FamilyHfRope *r, const char *
     char built[64];
     snprintf(built, sizeof built, "plain RoPE%s%s", r->scaled ? " and rope_type " : "", r->scaled ? r->scaled : "");
     if (scaling && scaling->type != JSON_NULL && !(t && hf_rope_known(t, r)))
-        return err_set(err, len, "'%s' sets %s%s%s, which fsdpc does not support (%s only)", path, r->scaling,
+        return err_set(err, len, "'%s' sets %s%s%s, which fsdpc does not support (%s only)", path_show(path), r->scaling,
                        t ? " with rope_type " : "", t ? t : "", built);
     if (!par || par->type == JSON_NULL) return 0;
-    if (par->type != JSON_OBJECT) return err_set(err, len, "'%s': %s must be an object", path, r->parameters);
+    if (par->type != JSON_OBJECT) return err_set(err, len, "'%s': %s must be an object", path_show(path), r->parameters);
     if ((t = hf_rope_type(par)) && !hf_rope_known(t, r))
-        return err_set(err, len, "'%s' sets %s with rope_type %s, which fsdpc does not implement (%s only)", path,
+        return err_set(err, len, "'%s' sets %s with rope_type %s, which fsdpc does not implement (%s only)", path_show(path),
                        r->parameters, t, built);
     return 0;
 }
@@ -239,20 +240,20 @@ static int hf_read_rope_scaling(const JsonValue *c, const FamilyHfRope *r, const
     for (int i = 0; i < 4; i++) {
         double v;
         if (!json_get_number(o, keys[i], &v) || !(v > 0) || !(v < 1e30))
-            return err_set(err, len, "'%s': %s of rope_type %s needs %s, a positive number", path, name, r->scaled, keys[i]);
+            return err_set(err, len, "'%s': %s of rope_type %s needs %s, a positive number", path_show(path), name, r->scaled, keys[i]);
         *dst[i] = (float)v;
     }
     if (!(m->rope_high_freq_factor > m->rope_low_freq_factor))
-        return err_set(err, len, "'%s': %s.high_freq_factor must exceed its low_freq_factor", path, name);
+        return err_set(err, len, "'%s': %s.high_freq_factor must exceed its low_freq_factor", path_show(path), name);
     return 1;
 }
 
 // The family of config.json c, and the settings of it that the family cannot honour.
 static int hf_check_config(const JsonValue *c, const char *path, const ModelFamily **fam, char *err, size_t len) {
-    if (c->type != JSON_OBJECT) return err_set(err, len, "'%s' is not a JSON object", path);
+    if (c->type != JSON_OBJECT) return err_set(err, len, "'%s' is not a JSON object", path_show(path));
     const char *what;
     const ModelFamily *f = *fam = hf_family_of(c, &what);
-    if (!f) return err_set(err, len, "'%s' describes a%s %s model; fsdpc loads %s", path, what ? "" : "n", what ? what : "unknown",
+    if (!f) return err_set(err, len, "'%s' describes a%s %s model; fsdpc loads %s", path_show(path), what ? "" : "n", what ? what : "unknown",
                            hf_importable());
     if (hf_check_rope(c, &f->hf_import.rope, path, err, len)) return -1;
     for (const FamilyHfCheck *k = f->hf_import.checks; k && k->key; k++) {
@@ -260,13 +261,13 @@ static int hf_check_config(const JsonValue *c, const char *path, const ModelFami
         const char *v = k->value ? json_get_string(c, k->key) : NULL;
         if (k->must_be_true) {
             if (json_get_bool(c, k->key, &b) && !b)
-                return err_set(err, len, "'%s' sets %s false, but fsdpc's %s %s", path, k->key, f->display, k->why);
+                return err_set(err, len, "'%s' sets %s false, but fsdpc's %s %s", path_show(path), k->key, f->display, k->why);
             continue;
         }
         if (!k->value && json_get_bool(c, k->key, &b) && b)
-            return err_set(err, len, "'%s' sets %s, but fsdpc's %s %s", path, k->key, f->display, k->why);
+            return err_set(err, len, "'%s' sets %s, but fsdpc's %s %s", path_show(path), k->key, f->display, k->why);
         if (v && strcmp(v, k->value))
-            return err_set(err, len, "'%s' has %s %s; fsdpc's %s %s", path, k->key, v, f->display, k->why);
+            return err_set(err, len, "'%s' has %s %s; fsdpc's %s %s", path_show(path), k->key, v, f->display, k->why);
     }
     return 0;
 }
@@ -289,9 +290,9 @@ static int hf_read_key(const JsonValue *c, const FamilyHfKey *k, const char *pat
         char names[256] = "";
         for (size_t i = 0, n = 0; k->choices[i].name && n < sizeof names; i++)
             n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", k->choices[i].name);
-        return err_set(err, len, "'%s' has %s %.60s%s; fsdpc builds %s", path, k->key, v ? v : "(not a string)", v ? "" : "", names);
+        return err_set(err, len, "'%s' has %s %.60s%s; fsdpc builds %s", path_show(path), k->key, v ? v : "(not a string)", v ? "" : "", names);
     }
-    if (k->required && hf_unset(c, k->key)) return err_set(err, len, "'%s' lacks %s", path, k->key);
+    if (k->required && hf_unset(c, k->key)) return err_set(err, len, "'%s' lacks %s", path_show(path), k->key);
     *(float *)dst = k->absent;
     return hf_positive(c, path, k->key, (float *)dst, err, len) < 0 ? -1 : 0;
 }
@@ -318,7 +319,7 @@ static int hf_read_config(HfModel *h, const char *path, char *err, size_t len) {
     if (at) {
         double v;
         if (!json_get_number(at, "rope_theta", &v) || !(v > 0) || v > 3.4e38)
-            rc = err_set(err, len, "'%s': %s%srope_theta must be a positive number", path, at == par ? im->rope.parameters : "",
+            rc = err_set(err, len, "'%s': %s%srope_theta must be a positive number", path_show(path), at == par ? im->rope.parameters : "",
                          at == par ? "." : "");
         else m->rope_theta = (float)v, h->fields |= MODEL_ROPE_THETA;
     }
@@ -328,7 +329,7 @@ static int hf_read_config(HfModel *h, const char *path, char *err, size_t len) {
     if (at) {
         double v;
         if (!json_get_number(at, "partial_rotary_factor", &v) || !(v > 0) || v > 1)
-            rc = err_set(err, len, "'%s': %s%spartial_rotary_factor must be a number in (0, 1]", path,
+            rc = err_set(err, len, "'%s': %s%spartial_rotary_factor must be a number in (0, 1]", path_show(path),
                          at == par ? im->rope.parameters : "", at == par ? "." : "");
         else m->rotary_pct = (float)v, h->fields |= MODEL_ROTARY_PCT;
     }
@@ -339,7 +340,7 @@ static int hf_read_config(HfModel *h, const char *path, char *err, size_t len) {
     rc = r < 0 ? -1 : 0;
     int64_t head_dim;
     if (rc == 0 && json_get_int(c, "head_dim", &head_dim) && head_dim * m->num_heads != m->hidden_width)
-        rc = err_set(err, len, "'%s': head_dim %lld is not hidden_size / num_attention_heads, which fsdpc requires", path,
+        rc = err_set(err, len, "'%s': head_dim %lld is not hidden_size / num_attention_heads, which fsdpc requires", path_show(path),
                      (long long)head_dim);
     if (rc == 0 && im->tied) json_get_bool(c, "tie_word_embeddings", &h->tied);
     if (rc == 0 && h->fam->tie_option) {  // a tied model trains tied: no lm_head to copy
@@ -387,23 +388,8 @@ static void hf_infer_config(HfModel *h) {
     h->tied = im->tied && e && !hf_find(h, im->tied, &f);
 }
 
-static int hf_open_source(HfModel *h, char *err, size_t len) {
-    char dir[HF_PATH], weights[2 * HF_PATH], config[2 * HF_PATH];
-    if (path_is_dir(h->path)) {
-        snprintf(dir, sizeof dir, "%s", h->path);
-        path_join(weights, sizeof weights, dir, "model.safetensors.index.json");
-        int have = hf_present(weights, err, len);
-        if (!have) {
-            path_join(weights, sizeof weights, dir, "model.safetensors");
-            have = hf_present(weights, err, len);
-        }
-        if (have < 0) return -1;
-        if (!have) return err_set(err, len, "'%s' holds neither model.safetensors nor model.safetensors.index.json", dir);
-    } else {
-        path_dirname(dir, sizeof dir, h->path);
-        snprintf(weights, sizeof weights, "%s", h->path);
-    }
-    path_join(config, sizeof config, dir, "config.json");
+// the weights (an index or a file) and config.json (when there) found in dir
+static int hf_open_files(HfModel *h, const char *dir, const char *weights, const char *config, char *err, size_t len) {
     int has_config = hf_present(config, err, len);
     if (has_config < 0 || (has_config && hf_read_config(h, config, err, len) != 0)) return -1;
     if (path_ends_with(weights, ".json") ? hf_open_index(h, weights, err, len) : hf_add_file(h, weights, err, len)) return -1;
@@ -412,9 +398,31 @@ static int hf_open_source(HfModel *h, char *err, size_t len) {
     if (!has_config) hf_infer_config(h);
     if (!h->fam) return err_set(err, len, "'%s': this fsdpc reads no Hugging Face model family", h->path);
     h->fields |= MODEL_TYPE;
-    hf_find_tokenizer(dir, h->tokenizer, sizeof h->tokenizer);
+    h->tokenizer = hf_find_tokenizer(dir);
     const char *e = ckpt_source_from_dir(dir, &h->source);
     return e ? err_set(err, len, "%s", e) : 0;
+}
+
+static int hf_open_source(HfModel *h, char *err, size_t len) {
+    char *dir, *weights;
+    int have = 1;
+    if (path_is_dir(h->path)) {
+        dir = path_dup(h->path);
+        weights = path_join(dir, "model.safetensors.index.json");
+        if (!(have = hf_present(weights, err, len))) {
+            free(weights);
+            weights = path_join(dir, "model.safetensors");
+            have = hf_present(weights, err, len);
+        }
+        if (!have) err_set(err, len, "'%s' holds neither model.safetensors nor model.safetensors.index.json", path_show(dir));
+    } else {
+        dir = path_dirname(h->path);
+        weights = path_dup(h->path);
+    }
+    char *config = path_join(dir, "config.json");
+    int rc = have > 0 ? hf_open_files(h, dir, weights, config, err, len) : -1;
+    free(dir), free(weights), free(config);
+    return rc;
 }
 
 HfModel *hf_open(const char *spec, char *err, size_t errlen) {
@@ -436,6 +444,7 @@ void hf_close(HfModel *h) {
     for (int i = 0; i < h->nfiles; i++) st_close(&h->files[i]);
     free(h->files);
     ckpt_source_free(&h->source);
+    free(h->tokenizer);
     free(h);
 }
 
@@ -466,7 +475,7 @@ unsigned hf_model_config(const HfModel *h, ModelConfig *m) {
     return f;
 }
 
-const char *hf_tokenizer_path(const HfModel *h) { return h->tokenizer[0] ? h->tokenizer : NULL; }
+const char *hf_tokenizer_path(const HfModel *h) { return h->tokenizer; }
 
 const char *hf_source_path(const HfModel *h) { return h->path; }
 
@@ -483,7 +492,7 @@ static const StTensor *hf_source_tensor(const HfModel *h, const TensorSpec *spec
     if (!t) return err_set(msg, len, "tensor %s is missing from '%s'", name, h->path), NULL;
     const char *path = h->files[*file].path;
     if (t->dtype == ST_OTHER)
-        return err_set(msg, len, "tensor %s in '%s' has dtype %s; fsdpc loads F32, BF16 and F16", name, path, t->dtype_name), NULL;
+        return err_set(msg, len, "tensor %s in '%s' has dtype %s; fsdpc loads F32, BF16 and F16", name, path_show(path), t->dtype_name), NULL;
     int ok = t->ndim == spec->ndim;
     for (int d = 0; ok && d < spec->ndim; d++) ok = t->shape[d] == spec->full[d];  // the whole tensor at any tp degree
     if (!ok) {
@@ -491,7 +500,7 @@ static const StTensor *hf_source_tensor(const HfModel *h, const TensorSpec *spec
         for (int d = 0; d < t->ndim; d++)
             snprintf(got + strlen(got), sizeof got - strlen(got), d ? ",%lld" : "%lld", (long long)t->shape[d]);
         snprintf(want, sizeof want, spec->ndim == 1 ? "%d" : "%d,%d", spec->full[0], spec->full[1]);
-        return err_set(msg, len, "tensor %s in '%s' has shape [%s] but the model config needs [%s]", name, path, got, want), NULL;
+        return err_set(msg, len, "tensor %s in '%s' has shape [%s] but the model config needs [%s]", name, path_show(path), got, want), NULL;
     }
     return t;
 }
@@ -612,7 +621,7 @@ int hf_check_finite(const ShardState *s, const char *path, const char *what, cha
     for (int i = 0; i < nbad && i < 3 && k < sizeof names; i++)
         k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", i ? ", " : "", plan->units[nonfinite[i].unit].t[nonfinite[i].tensor].name);
     return err_set(err, errlen, "'%s' holds NaN or infinite values in %d tensor(s): %s%s: %s cannot be trained from (fetch or "
-                   "export them again)", path, nbad, names, nbad > 3 ? ", ..." : "", what);
+                   "export them again)", path_show(path), nbad, names, nbad > 3 ? ", ..." : "", what);
 }
 
 static const StTensor *hf_find_source(const void *ctx, const TensorSpec *spec, int *file, char *msg, size_t len) {

@@ -52,8 +52,8 @@ int hf_check_finite(const ShardState *s, const char *path, const char *what, cha
 enum { HF_PATH = 4096 };
 // elements per device upload or export chunk (64 MiB of fp32): bounded memory whatever the model size
 #define HF_CHUNK ((size_t)16 << 20)
-// tokenizer.model, else tokenizer.json, in dir into out; 0 when neither
-int hf_find_tokenizer(const char *dir, char *out, size_t len);
+// tokenizer.model, else tokenizer.json, in dir (a heap path the caller frees); NULL when neither
+char *hf_find_tokenizer(const char *dir);
 // The model's length as family im spells it in config c (path: for the error): 1 with *out
 // set, 0 when unset, -1 with err set.
 int hf_context(const JsonValue *c, const FamilyHfImport *im, const char *path, int *out, char *err, size_t len);

@@ -14,6 +14,7 @@
 
 #include "../base/err.h"
 #include "../base/log.h"
+#include "../base/path.h"
 #include "../base/wlock.h"
 #include "../comm/comm.h"
 #include "h5.h"
@@ -40,12 +41,13 @@ LineageEntry *lineage_list(const char *dir, int *n) {
     if (!d) return NULL;
     int cap = 16;
     LineageEntry *e = mallocCheck((size_t)cap * sizeof *e);
-    char path[1400];
     struct stat st;
     for (struct dirent *de; (de = readdir(d));) {
         int step = lineage_step_of(de->d_name);
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        if (step < 0 || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;  // dangling links, directories
+        char *path = step < 0 ? NULL : path_join(dir, de->d_name);
+        int file = path && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+        free(path);
+        if (!file) continue;  // dangling links, directories
         if (*n == cap) e = realloc(e, (size_t)(cap *= 2) * sizeof *e);
         if (!e) err_fatal("out of memory listing '%s'", dir);
         memset(&e[*n], 0, sizeof e[*n]);
@@ -142,13 +144,13 @@ void lineage_kin_free(LineageKin *k) {
 // accepts its run_inputs; kin keeps the sets.
 void lineage_read(const char *dir, LineageEntry *e, int n, const CkptMeta *own, CkptOwnsFn ours, void *ctx, LineageKin *kin) {
     char (*lineage)[sizeof own->lineage] = mallocCheck((size_t)(n ? n : 1) * sizeof *lineage);
-    char path[1400];
     CkptHeader h;
     memset(kin, 0, sizeof *kin);
     if (own) kin_add_meta(kin, own);
     for (int i = 0; i < n; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, e[i].name);
+        char *path = path_join(dir, e[i].name);
         e[i].kind = h5_read_header_of(path, &h) ? LINEAGE_UNUSABLE : h.meta.run_id[0] ? LINEAGE_RUN : LINEAGE_NO_RUN;
+        free(path);
         e[i].match = e[i].kind == LINEAGE_RUN && ours && ours(h.meta.inputs, ctx);
         snprintf(e[i].run_id, sizeof e[i].run_id, "%s", e[i].kind == LINEAGE_RUN ? h.meta.run_id : "");
         snprintf(lineage[i], sizeof lineage[i], "%s", e[i].kind == LINEAGE_RUN ? h.meta.lineage : "");
@@ -238,11 +240,12 @@ void ckpt_prune(const char *dir, int keep, const CkptMeta *meta, const char *wri
     // membership is proven by the file's own run_id and step; a file that cannot be read proves nothing
     Member *m = mallocCheck((size_t)(n ? n : 1) * sizeof *m);
     int nm = 0;
-    char path[1400];
     CkptHeader h;
     for (int i = 0; i < n; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, e[i].name);
-        if (h5_read_header_of(path, &h)) continue;
+        char *path = path_join(dir, e[i].name);
+        int unread = h5_read_header_of(path, &h) != NULL;
+        free(path);
+        if (unread) continue;
         for (int a = 0; a < na; a++)
             if (!strcmp(h.meta.run_id, anc[a].id) && h.meta.step <= anc[a].last) {
                 m[nm++] = (Member){i, h.meta.step};
@@ -253,9 +256,10 @@ void ckpt_prune(const char *dir, int keep, const CkptMeta *meta, const char *wri
     struct stat ws, rs, st;
     int have_w = written[0] && stat(written, &ws) == 0, have_r = resumed[0] && stat(resumed, &rs) == 0;
     for (int j = keep; j < nm; j++) {
-        snprintf(path, sizeof path, "%s/%s", dir, e[m[j].entry].name);
-        if (stat(path, &st) != 0 || (have_w && same_file(&st, &ws)) || (have_r && same_file(&st, &rs))) continue;
-        if (unlink(path) != 0) log_msg("warning: could not delete old checkpoint %s: %s\n", path, strerror(errno));
+        char *path = path_join(dir, e[m[j].entry].name);
+        if (stat(path, &st) == 0 && !(have_w && same_file(&st, &ws)) && !(have_r && same_file(&st, &rs)) && unlink(path) != 0)
+            log_msg("warning: could not delete old checkpoint %s: %s\n", path, strerror(errno));
+        free(path);
     }
     free(m);
     free(e);

@@ -3,6 +3,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../base/err.h"
@@ -71,7 +72,7 @@ void peft_base_name(const char *path, char *out, size_t len) {
     const char *repo = strstr(path, "/models--"), *snap = repo ? strstr(repo + 9, "/snapshots/") : NULL;
     const char *name = repo ? repo + 9 : NULL, *sep = name ? strstr(name, "--") : NULL;
     if (!snap || !sep || sep > snap) {
-        snprintf(out, len, "%s", path);
+        snprintf(out, len, "%s", path_show(path));
         return;
     }
     snprintf(out, len, "%.*s/%.*s", (int)(sep - name), name, (int)(snap - sep - 2), sep + 2);
@@ -119,10 +120,10 @@ static const StTensor *peft_source_tensor(const void *ctx, const TensorSpec *spe
 static const char *peft_check_config(const JsonValue *c, const char *path, const ModelPlan *plan, const char *init_from,
                                      char *msg, size_t len) {
     const ModelConfig *m = &plan->cfg;
-    if (c->type != JSON_OBJECT) return err_text(msg, len, "--init_adapter: '%s' is not a JSON object", path);
+    if (c->type != JSON_OBJECT) return err_text(msg, len, "--init_adapter: '%s' is not a JSON object", path_show(path));
     const char *type = json_get_string(c, "peft_type");
     if (type && strcmp(type, "LORA"))
-        return err_text(msg, len, "--init_adapter: '%s' has peft_type %s; fsdpc loads LORA adapters", path, type);
+        return err_text(msg, len, "--init_adapter: '%s' has peft_type %s; fsdpc loads LORA adapters", path_show(path), type);
     // settings that change what the adapters compute and fsdpc does not build: refused, never ignored
     static const char *const patterns[] = {"rank_pattern", "alpha_pattern", "layers_to_transform", "layers_pattern",
                                            "modules_to_save"};
@@ -130,26 +131,26 @@ static const char *peft_check_config(const JsonValue *c, const char *path, const
         const JsonValue *v = json_get(c, patterns[i]);
         if (v && v->type != JSON_NULL && !((v->type == JSON_OBJECT || v->type == JSON_ARRAY) && v->len == 0))
             return err_text(msg, len, "--init_adapter: '%s' sets %s, which fsdpc does not build (every adapted layer takes r "
-                            "and lora_alpha, and only the adapters train)", path, patterns[i]);
+                            "and lora_alpha, and only the adapters train)", path_show(path), patterns[i]);
     }
     int on;
     if (json_get_bool(c, "use_dora", &on) && on)
-        return err_text(msg, len, "--init_adapter: '%s' is a DoRA adapter (use_dora), which fsdpc does not build", path);
+        return err_text(msg, len, "--init_adapter: '%s' is a DoRA adapter (use_dora), which fsdpc does not build", path_show(path));
     const char *bias = json_get_string(c, "bias");
     if (bias && strcmp(bias, "none"))
         return err_text(msg, len, "--init_adapter: '%s' trains biases (bias %s); fsdpc's adapters have none (bias \"none\")",
-                        path, bias);
+                        path_show(path), bias);
     int64_t r;
     double alpha;
     int rslora = 0;
-    if (!json_get_int(c, "r", &r) || r <= 0) return err_text(msg, len, "--init_adapter: '%s' has no positive integer r", path);
-    if (!json_get_number(c, "lora_alpha", &alpha)) return err_text(msg, len, "--init_adapter: '%s' has no number lora_alpha", path);
+    if (!json_get_int(c, "r", &r) || r <= 0) return err_text(msg, len, "--init_adapter: '%s' has no positive integer r", path_show(path));
+    if (!json_get_number(c, "lora_alpha", &alpha)) return err_text(msg, len, "--init_adapter: '%s' has no number lora_alpha", path_show(path));
     const JsonValue *rs = json_get(c, "use_rslora");
     if (rs && rs->type != JSON_NULL && !json_get_bool(c, "use_rslora", &rslora))
-        return err_text(msg, len, "--init_adapter: '%s': use_rslora must be true or false", path);
+        return err_text(msg, len, "--init_adapter: '%s': use_rslora must be true or false", path_show(path));
     if (r != m->lora_rank || (float)alpha != m->lora_alpha || rslora != m->use_rslora)
         return err_text(msg, len, "--init_adapter: '%s' has r %lld, lora_alpha %g%s but this run has --lora_rank %d --lora_alpha "
-                        "%g%s: give the adapter's", path, (long long)r, alpha, rslora ? ", use_rslora" : "", m->lora_rank,
+                        "%g%s: give the adapter's", path_show(path), (long long)r, alpha, rslora ? ", use_rslora" : "", m->lora_rank,
                         (double)m->lora_alpha, m->use_rslora ? " --use_rslora" : "");
     // target_modules as a set of short names; PEFT's string form is a regular expression, except all-linear
     char ours[512], theirs[512] = "";
@@ -159,11 +160,11 @@ static const char *peft_check_config(const JsonValue *c, const char *path, const
     if (all && !strcmp(all, "all-linear") && !strcmp(m->lora_target_modules, "all-linear")) snprintf(theirs, sizeof theirs, "%s", ours);
     else if (!tm || tm->type != JSON_ARRAY)
         return err_text(msg, len, "--init_adapter: '%s': target_modules must be a list of module names (or all-linear with "
-                        "--lora_target_modules all-linear)", path);
+                        "--lora_target_modules all-linear)", path_show(path));
     // the same weights adapted: their names select, by PEFT's suffix rule, exactly the run's adapted layers
     for (size_t i = 0, k = 0; tm->type == JSON_ARRAY && i < tm->len; i++) {
         if (tm->items[i].type != JSON_STRING)
-            return err_text(msg, len, "--init_adapter: '%s': target_modules holds something other than a name", path);
+            return err_text(msg, len, "--init_adapter: '%s': target_modules holds something other than a name", path_show(path));
         if (k < sizeof theirs) k += (size_t)snprintf(theirs + k, sizeof theirs - k, "%s%s", k ? "," : "", tm->items[i].str);
     }
     int same = 1;
@@ -182,7 +183,7 @@ static const char *peft_check_config(const JsonValue *c, const char *path, const
         }
     if (!same)
         return err_text(msg, len, "--init_adapter: '%s' adapts target_modules %s but this run adapts %s (--lora_target_modules "
-                        "%s): give the adapter's", path, theirs, ours, m->lora_target_modules);
+                        "%s): give the adapter's", path_show(path), theirs, ours, m->lora_target_modules);
     const char *base = json_get_string(c, "base_model_name_or_path");
     char a[512], b[512];
     if (base && base[0] && init_from[0]) {
@@ -190,22 +191,18 @@ static const char *peft_check_config(const JsonValue *c, const char *path, const
         peft_last_component(init_from, b, sizeof b);
         if (strcmp(a, b))
             return err_text(msg, len, "--init_adapter: '%s' was trained on base_model_name_or_path %s, but this run's --init_from "
-                            "is %s: load the adapter onto its own base model", path, base, init_from);
+                            "is %s: load the adapter onto its own base model", path_show(path), base, init_from);
     }
     return NULL;
 }
 
-// The folder's config and tensors against the run's plan; NULL or the message in msg.
-static const char *peft_check(const char *dir, const ModelPlan *plan, const char *init_from, StFile *sf, int *opened, char *msg,
-                              size_t len) {
-    char config[4200], weights[4200], jerr[600];
-    if (!path_is_dir(dir)) return err_text(msg, len, "--init_adapter '%s' is not a folder: give a PEFT adapter folder (%s and %s)", dir,
-                                           PEFT_CONFIG, PEFT_WEIGHTS);
-    path_join(config, sizeof config, dir, PEFT_CONFIG);
-    path_join(weights, sizeof weights, dir, PEFT_WEIGHTS);
+// The folder's config and tensors (its files config and weights) against the run's plan; NULL or the message in msg.
+static const char *peft_check_files(const char *dir, const char *config, const char *weights, const ModelPlan *plan,
+                                    const char *init_from, StFile *sf, int *opened, char *msg, size_t len) {
+    char jerr[600];
     for (int i = 0; i < 2; i++)
         if (!path_is_file(i ? weights : config))
-            return err_text(msg, len, "--init_adapter '%s' holds no %s: a PEFT adapter folder has %s and %s", dir,
+            return err_text(msg, len, "--init_adapter '%s' holds no %s: a PEFT adapter folder has %s and %s", path_show(dir),
                             i ? PEFT_WEIGHTS : PEFT_CONFIG, PEFT_CONFIG, PEFT_WEIGHTS);
     io_input(config, "--init_adapter");  // inputs no output of the run may replace
     io_input(weights, "--init_adapter");
@@ -230,9 +227,21 @@ static const char *peft_check(const char *dir, const ModelPlan *plan, const char
                    u >= plan->lora0;
         if (!ours)
             return err_text(msg, len, "--init_adapter '%s': %s holds tensor %s, which is not one of this run's adapters (another "
-                            "model's, or settings fsdpc does not train: modules_to_save, biases, DoRA)", dir, PEFT_WEIGHTS, name);
+                            "model's, or settings fsdpc does not train: modules_to_save, biases, DoRA)",
+                            path_show(dir), PEFT_WEIGHTS, name);
     }
     return NULL;
+}
+
+static const char *peft_check(const char *dir, const ModelPlan *plan, const char *init_from, StFile *sf, int *opened, char *msg,
+                              size_t len) {
+    if (!path_is_dir(dir)) return err_text(msg, len, "--init_adapter '%s' is not a folder: give a PEFT adapter folder (%s and %s)", path_show(dir),
+                                           PEFT_CONFIG, PEFT_WEIGHTS);
+    char *config = path_join(dir, PEFT_CONFIG), *weights = path_join(dir, PEFT_WEIGHTS);
+    const char *e = peft_check_files(dir, config, weights, plan, init_from, sf, opened, msg, len);
+    free(config);
+    free(weights);
+    return e;
 }
 
 int peft_load(const char *dir, ShardState *s, const char *init_from, int *ntensors, char *err, size_t errlen) {
@@ -240,7 +249,7 @@ int peft_load(const char *dir, ShardState *s, const char *init_from, int *ntenso
     const ModelPlan *plan = shard_plan(s);
     if (plan->lora0 < 0)
         return err_set(err, errlen, "--init_adapter '%s' loads LoRA adapters: give --lora_rank (and the adapter's --lora_alpha and "
-                       "--lora_target_modules) too", dir);
+                       "--lora_target_modules) too", path_show(dir));
     StFile sf;
     int opened = 0;
     memset(&sf, 0, sizeof sf);
@@ -258,7 +267,8 @@ int peft_load(const char *dir, ShardState *s, const char *init_from, int *ntenso
     shard_master_changed(s);
     *ntensors = 0;
     for (int u = plan->lora0; u < plan->nunits; u++) *ntensors += plan->units[u].ntensors;
-    char path[4200];
-    path_join(path, sizeof path, dir, PEFT_WEIGHTS);
-    return hf_check_finite(s, path, "these adapters", err, errlen);
+    char *path = path_join(dir, PEFT_WEIGHTS);
+    int rc = hf_check_finite(s, path, "these adapters", err, errlen);
+    free(path);
+    return rc;
 }

@@ -9,36 +9,36 @@
 
 #include "../base/err.h"
 #include "../base/log.h"
+#include "../base/path.h"
 #include "../comm/comm.h"
 #include "foreign.h"
 
 // Several lineages in one directory: the newest usable checkpoint of each (verified, as a resume
 // would), and of those the one whose run_inputs name the run's sources, when exactly one does.
-static int resolve_lineages(const char *path, int asked, LineageEntry *e, int n, int nl, char *out, size_t len, char *err,
-                            size_t errlen) {
+static int resolve_lineages(const char *path, int asked, LineageEntry *e, int n, int nl, char **out, char *err, size_t errlen) {
     int *pick = mallocCheck((size_t)nl * sizeof *pick);
     for (int l = 0; l < nl; l++) pick[l] = -1;
-    char file[1400], first[1400] = "";
+    char first[1400] = "";
     for (int i = 0; i < n; i++) {
         if (e[i].kind == LINEAGE_RUN && pick[e[i].lineage] >= 0) continue;  // an older file of a lineage already settled
-        snprintf(file, sizeof file, "%s/%s", path, e[i].name);
-        if (e[i].kind == LINEAGE_NO_RUN) {
+        char *file = path_join(path, e[i].name);
+        const char *why = NULL;
+        int rc = e[i].kind == LINEAGE_NO_RUN ? 0 : ckpt_verify(file, &why, err, errlen);
+        if (e[i].kind == LINEAGE_NO_RUN)
             log_msg("Checkpoint %s predates run ids (format_version 1) and belongs to none of the runs in %s: passed over\n", file, path);
-            continue;
+        else if (!rc && !why && e[i].kind == LINEAGE_RUN)
+            pick[e[i].lineage] = i;
+        else if (!rc && why) {
+            int older = 0;
+            for (int j = i + 1; j < n && !older; j++) older = e[j].kind == LINEAGE_RUN && e[i].kind == LINEAGE_RUN && e[j].lineage == e[i].lineage;
+            if (!first[0]) snprintf(first, sizeof first, "%s", why);
+            log_msg("Checkpoint %s is unusable%s: %s\n", file, older ? ", falling back to the one before it in its run's lineage" : "", why);
         }
-        const char *why;
-        if (ckpt_verify(file, &why, err, errlen)) {
+        free(file);
+        if (rc) {
             free(pick);
             return -1;
         }
-        if (!why) {
-            if (e[i].kind == LINEAGE_RUN) pick[e[i].lineage] = i;
-            continue;
-        }
-        int older = 0;
-        for (int j = i + 1; j < n && !older; j++) older = e[j].kind == LINEAGE_RUN && e[i].kind == LINEAGE_RUN && e[j].lineage == e[i].lineage;
-        if (!first[0]) snprintf(first, sizeof first, "%s", why);
-        log_msg("Checkpoint %s is unusable%s: %s\n", file, older ? ", falling back to the one before it in its run's lineage" : "", why);
     }
     int usable = 0, matching = 0, chosen = -1;
     for (int l = 0; l < nl; l++) {
@@ -49,7 +49,7 @@ static int resolve_lineages(const char *path, int asked, LineageEntry *e, int n,
     }
     if (!usable) {
         free(pick);
-        return err_set(err, errlen, "none of the %d checkpoint(s) in '%s' is usable; the newest: %s", n, path, first);
+        return err_set(err, errlen, "none of the %d checkpoint(s) in '%s' is usable; the newest: %s", n, path_show(path), first);
     }
     unsigned char *sel = callocCheck((size_t)n, 1);
     char runs[1200];
@@ -65,12 +65,13 @@ static int resolve_lineages(const char *path, int asked, LineageEntry *e, int n,
         for (int l = 0; l < nl; l++)
             if (pick[l] >= 0 && pick[l] < newest) newest = pick[l];
         err_set(err, errlen, "'%s' holds the checkpoints of %d unrelated runs%s: %s; give --resume_from_checkpoint the file to "
-                "resume (such as %s/%s), or move the other runs' files out of the folder", path, usable, why, runs, path, e[newest].name);
+                "resume (such as %s/%s), or move the other runs' files out of the folder",
+                path_show(path), usable, why, runs, path_show(path), e[newest].name);
         free(sel);
         free(pick);
         return -1;
     }
-    snprintf(out, len, "%s/%s", path, e[pick[chosen]].name);
+    *out = path_join(path, e[pick[chosen]].name);
     if (usable > 1) {
         sel[pick[chosen]] = 0;
         lineage_describe_runs(e, n, sel, runs, sizeof runs);
@@ -91,11 +92,11 @@ static const char *foreign_resume(const char *path) {
     static char msg[2000];
     char what[900], fix[600];
     if (!ckpt_foreign_find(path, what, sizeof what, fix, sizeof fix)) return NULL;
-    return err_text(msg, sizeof msg, "checkpoint '%s' holds %s, not fsdpc checkpoints (step_<N>.h5), so fsdpc cannot resume it; %s", path,
+    return err_text(msg, sizeof msg, "checkpoint '%s' holds %s, not fsdpc checkpoints (step_<N>.h5), so fsdpc cannot resume it; %s", path_show(path),
              what, fix);
 }
 
-int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t len, char *err, size_t errlen) {
+int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char **out, char *err, size_t errlen) {
     // rank 0 looks, lists and reads the headers, so every rank takes the same path and verifies
     // the same candidates
     struct stat st;
@@ -105,18 +106,18 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t
     if (comm_info.rank == 0 && stat(path, &st) == 0) {
         kind = S_ISDIR(st.st_mode) ? 2 : 1;
         if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
-            bad = err_text(why, sizeof why, "checkpoint '%s' is neither a file nor a folder", path);
+            bad = err_text(why, sizeof why, "checkpoint '%s' is neither a file nor a folder", path_show(path));
         else if (!S_ISDIR(st.st_mode))
             bad = foreign_resume(path);
     } else if (comm_info.rank == 0 && errno != ENOENT) {  // there may be something, out of reach: not a fresh start
-        bad = err_text(why, sizeof why, "checkpoint '%s': %s", path, comm_path_error(path, errno));
+        bad = err_text(why, sizeof why, "checkpoint '%s': %s", path_show(path), comm_path_error(path, errno));
     }
     if (comm_agree(bad, err, errlen)) return -1;
     comm_bcast_bytes(comm_world(), &kind, sizeof kind, 0);
-    out[0] = 0;
+    *out = NULL;
     if (kind == 0) return 0;  // a resume dir that does not exist yet: start fresh
     if (kind == 1) {
-        snprintf(out, len, "%s", path);  // its header, the name's step included, is checked when it is read
+        *out = path_dup(path);  // its header, the name's step included, is checked when it is read
         return 1;
     }
     int n = 0, nl = 0;
@@ -124,7 +125,7 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t
     static char msg[1200];
     bad = NULL;
     if (comm_info.rank == 0 && !e)
-        bad = err_text(msg, sizeof msg, "cannot read checkpoint directory '%s': %s", path, comm_path_error(path, errno));
+        bad = err_text(msg, sizeof msg, "cannot read checkpoint directory '%s': %s", path_show(path), comm_path_error(path, errno));
     else if (comm_info.rank == 0 && !n)  // only a folder without fsdpc's checkpoints would start afresh
         bad = foreign_resume(path);
     if (comm_agree(bad, err, errlen)) {
@@ -146,25 +147,27 @@ int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t
     if (comm_info.rank != 0) e = mallocCheck((size_t)(n ? n : 1) * sizeof *e);
     comm_bcast_bytes(comm_world(), e, (size_t)n * sizeof *e, 0);
     if (nl > 1) {
-        int r = resolve_lineages(path, ours != NULL, e, n, nl, out, len, err, errlen);
+        int r = resolve_lineages(path, ours != NULL, e, n, nl, out, err, errlen);
         free(e);
         return r;
     }
     // one lineage (files from before run ids belong to it): its newest usable checkpoint
-    char file[1400], first[1400] = "";
+    char first[1400] = "";
     for (int i = 0; i < n; i++) {
-        snprintf(file, sizeof file, "%s/%s", path, e[i].name);
+        char *file = path_join(path, e[i].name);
         const char *why;
         int rc = ckpt_verify(file, &why, err, errlen);
         if (rc || !why) {
             free(e);
-            if (!rc) snprintf(out, len, "%s", file);
+            if (!rc) *out = file;
+            else free(file);
             return rc ? rc : 1;
         }
         if (!i) snprintf(first, sizeof first, "%s", why);
         log_msg("Checkpoint %s is unusable%s: %s\n", file, i + 1 < n ? ", falling back to the one before it" : "", why);
+        free(file);
     }
     free(e);
-    if (n) return err_set(err, errlen, "none of the %d checkpoint(s) in '%s' is usable; the newest: %s", n, path, first);
+    if (n) return err_set(err, errlen, "none of the %d checkpoint(s) in '%s' is usable; the newest: %s", n, path_show(path), first);
     return 0;
 }

@@ -14,10 +14,10 @@
 // one lineage; of several, the one whose newest usable file's run_inputs `ours` accepts (train.c:
 // those that name the run's training data) (when
 // ours is not NULL) is taken, with a log line, and any other outcome is an error naming the runs.
-// Returns 1 with the file in out, 0 (out empty) when the path does not exist or the directory
+// Returns 1 with the file in *out (a heap path the caller frees), 0 (*out NULL) when the path does not exist or the directory
 // holds no checkpoint, or -1 with the line in err on every rank: among them a file, or a folder
 // without fsdpc checkpoints, that holds PyTorch's or Hugging Face's checkpoints (foreign.h),
 // named before the caller writes anything. Collective.
-int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char *out, size_t len, char *err, size_t errlen);
+int ckpt_resolve(const char *path, CkptOwnsFn ours, void *ctx, char **out, char *err, size_t errlen);
 
 #endif

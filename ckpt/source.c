@@ -20,13 +20,15 @@ void ckpt_source_free(CkptSource *src) {
 
 const char *ckpt_source_from_dir(const char *dir, CkptSource *src) {
     static char msg[1400];
-    char path[1200];
     memset(src, 0, sizeof *src);
     for (int i = 0; i < CKPT_SOURCE_FILES; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, ckpt_source_names[i]);
+        char *path = path_join(dir, ckpt_source_names[i]);
         FILE *f = path_fopen_read(path);
         struct stat st;
-        if (!f && errno == ENOENT) continue;
+        if (!f && errno == ENOENT) {
+            free(path);
+            continue;
+        }
         const char *why = !f || fstat(fileno(f), &st) != 0 ? path_strerror(errno) : !S_ISREG(st.st_mode) ? "not a regular file"
                           : (uint64_t)st.st_size > CKPT_SOURCE_MAX_BYTES ? "larger than the 16 MiB fsdpc keeps of such a file" : NULL;
         size_t n = why ? 0 : (size_t)st.st_size;
@@ -36,8 +38,11 @@ const char *ckpt_source_from_dir(const char *dir, CkptSource *src) {
         if (why) {
             free(text);
             ckpt_source_free(src);
-            return err_text(msg, sizeof msg, "cannot read '%s': %s", path, why);
+            err_text(msg, sizeof msg, "cannot read '%s': %s", path, why);
+            free(path);
+            return msg;
         }
+        free(path);
         src->text[i] = text, src->len[i] = n;
     }
     return NULL;

@@ -5,6 +5,7 @@
 #define FSDPC_CKPT_VALIDATE_H
 
 #include <stddef.h>
+#include <limits.h>
 #include <stdint.h>
 
 #include "../model/config.h"
@@ -72,7 +73,7 @@ typedef struct {
     int version;
     CkptMeta meta;
     ModelConfig model;
-    char tokenizer[1024];
+    char tokenizer[PATH_MAX];
 } CkptHeader;
 
 // Every root attribute of d, checked and parsed into h. The model_type's family (model/family.h)

@@ -805,7 +805,7 @@ const char *comm_output_path_problem(const char *path, const char *flag, int rep
     const char *what = S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket"
                        : S_ISREG(st.st_mode) || (!replace && S_ISCHR(st.st_mode)) ? NULL : "a device";
     if (!what) return NULL;
-    return err_text(msg, sizeof msg, "%s '%s' is %s: give the path of a regular file%s", flag, path, what,
+    return err_text(msg, sizeof msg, "%s '%s' is %s: give the path of a regular file%s", flag, path_show(path), what,
              replace ? " (it is written under a temporary name and renamed over the path)" : "");
 }
 
@@ -817,21 +817,22 @@ FILE *comm_fopen_at(const char *file, int line, const char *path, const char *mo
 
 const char *comm_path_error(const char *path, int err) {
     static char msg[1200];
-    char p[1024];
     struct stat st;
     if (err == EFBIG && limits_file_size() != UINT64_MAX)  // past ulimit -f (SIGXFSZ is ignored: comm_init)
         return snprintf(msg, sizeof msg, "%s (ulimit -f allows %.1f MB: raise it)", strerror(err), limits_file_size() / 1e6), msg;
-    if (path && (err == ENOTDIR || err == EACCES) && snprintf(p, sizeof p, "%s", path) < (int)sizeof p)
-        for (char *c = p + 1; *c; c++) {  // each folder on the way, shortest first
-            if (*c != '/') continue;
-            *c = 0;
-            if (stat(p, &st) == 0 && err == ENOTDIR && !S_ISDIR(st.st_mode))
-                return snprintf(msg, sizeof msg, "'%s' is a file, not a folder", p), msg;
-            if (stat(p, &st) == 0 && err == EACCES && S_ISDIR(st.st_mode) && access(p, X_OK) != 0)
-                return snprintf(msg, sizeof msg, "%s (the folder '%s' cannot be entered)", strerror(err), p), msg;
-            *c = '/';
-        }
-    return path_strerror(err);
+    char *p = path && (err == ENOTDIR || err == EACCES) ? path_dup(path) : NULL;
+    const char *e = NULL;
+    for (char *c = p ? p + 1 : NULL; c && *c && !e; c++) {  // each folder on the way, shortest first
+        if (*c != '/') continue;
+        *c = 0;
+        if (stat(p, &st) == 0 && err == ENOTDIR && !S_ISDIR(st.st_mode))
+            e = err_text(msg, sizeof msg, "'%s' is a file, not a folder", p);
+        else if (stat(p, &st) == 0 && err == EACCES && S_ISDIR(st.st_mode) && access(p, X_OK) != 0)
+            e = err_text(msg, sizeof msg, "%s (the folder '%s' cannot be entered)", strerror(err), p);
+        *c = '/';
+    }
+    free(p);
+    return e ? e : path_strerror(err);
 }
 
 const char *comm_read_problem(const char *path) {
@@ -852,10 +853,10 @@ const char *comm_folder_problem(const char *path, const char *what) {
     struct stat st;
     if (stat(path, &st) == 0) {
         if (S_ISDIR(st.st_mode)) return NULL;
-        return err_text(msg, sizeof msg, "%s '%s' is %s, not a folder", what, path, S_ISREG(st.st_mode) ? "a file" : "a special file");
+        return err_text(msg, sizeof msg, "%s '%s' is %s, not a folder", what, path_show(path), S_ISREG(st.st_mode) ? "a file" : "a special file");
     }
     if (errno == ENOENT) return NULL;  // made when needed
-    return err_text(msg, sizeof msg, "%s '%s': %s", what, path, comm_path_error(path, errno));
+    return err_text(msg, sizeof msg, "%s '%s': %s", what, path_show(path), comm_path_error(path, errno));
 }
 
 CommGroup *comm_world(void) { return &world_group; }

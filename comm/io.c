@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../base/err.h"
+#include "../base/path.h"
 #include "../base/wlock.h"
 #include "comm.h"
 
@@ -23,11 +24,6 @@ static IoFile *inputs, *outputs;
 static size_t ninputs, noutputs, inputs_cap, outputs_cap;
 static char conflict[2400];
 
-static char *io_strdup(const char *s) {
-    const size_t n = strlen(s) + 1;
-    return memcpy(mallocCheck(n), s, n);
-}
-
 static void io_push(IoFile **list, size_t *n, size_t *cap, const char *path, const char *label, const struct stat *st) {
     if (*n == *cap) {
         *cap = *cap ? 2 * *cap : 16;
@@ -36,20 +32,19 @@ static void io_push(IoFile **list, size_t *n, size_t *cap, const char *path, con
         free(*list);
         *list = grown;
     }
-    (*list)[(*n)++] = (IoFile){io_strdup(path), io_strdup(label), st ? st->st_dev : 0, st ? st->st_ino : 0};
+    (*list)[(*n)++] = (IoFile){path_dup(path), path_dup(label), st ? st->st_dev : 0, st ? st->st_ino : 0};
 }
 
 // A path's folder (stat'ed into *st) and its last component (*name); 0 when the path ends in '/'
 // or its folder cannot be stat'ed: it names no file that could be written.
 static int io_folder(const char *path, struct stat *st, const char **name) {
     const char *slash = strrchr(path, '/');
-    char dir[4096];
     *name = slash ? slash + 1 : path;
     if (!**name) return 0;
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    return stat(dir, st) == 0;
+    char *dir = path_dirname(path);
+    int ok = stat(dir, st) == 0;
+    free(dir);
+    return ok;
 }
 
 // Whether two outputs are one file: both regular files of one identity, or both still absent
@@ -93,7 +88,7 @@ const char *io_output_check(const char *path, const char *flag) {
     for (size_t i = 0; i < noutputs; i++)
         if (strcmp(outputs[i].label, flag) && io_same_output(path, outputs[i].path)) {
             return err_text(msg, sizeof msg, "%s '%s' is the same file as %s '%s': the two outputs would overwrite each other; give them "
-                     "different paths", flag, path, outputs[i].label, outputs[i].path);
+                     "different paths", flag, path_show(path), outputs[i].label, outputs[i].path);
         }
     return NULL;
 }
@@ -169,13 +164,33 @@ const char *io_write_error(FILE *f, const char *what) {
     return err_text(msg, sizeof msg, "cannot write %s: %s", what, strerror(err ? err : EIO));
 }
 
+const char *io_check_output_path(const char *output, int is_dir, const char *longest, const char *flag) {
+    static char msg[700];
+    char id[WLOCK_ID_LEN + 1];
+    memset(id, 'f', WLOCK_ID_LEN);  // a writer id's length
+    id[WLOCK_ID_LEN] = 0;
+    char *lock = wlock_path(output, is_dir), *paths[] = {path_dup(output), wlock_tmp_name(lock, id),
+                                                         path_fmt("%s%s%s", output, is_dir ? "/" : "", longest)};
+    const char *e = NULL;
+    for (int i = 0; i < 3; i++) {
+        char *what = i == 0 ? path_dup(flag)
+                     : i == 1 ? path_fmt("%s's writer lock '%s'", flag, strrchr(paths[1], '/') ? strrchr(paths[1], '/') + 1 : paths[1])
+                     : path_fmt(is_dir ? "%s's file '%s'" : "%s's temporary '...%s'", flag, longest);
+        if (!e && (e = path_too_long(what, paths[i]))) e = err_text(msg, sizeof msg, "%s", e);
+        free(what);
+        free(paths[i]);
+    }
+    free(lock);
+    return e;
+}
+
 char *io_lock_output(const char *output, int is_dir, const char *id, const char *flag, const char *kind, const char **err) {
     static char msg[2600];
     char *lock = wlock_path(output, is_dir);
     int sys;
     *err = wlock_take(lock, id, flag, output, kind, &sys);
     if (*err && (sys == ENOTDIR || sys == ENOENT || sys == EACCES))  // the way to the output: its own words
-        *err = err_text(msg, sizeof msg, "cannot write %s '%s': %s", flag, output, comm_path_error(lock, sys));
+        *err = err_text(msg, sizeof msg, "cannot write %s '%s': %s", flag, path_show(output), comm_path_error(lock, sys));
     if (*err) {
         free(lock);
         return NULL;

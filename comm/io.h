@@ -38,6 +38,12 @@ const char *io_write_error(FILE *f, const char *what);
 // comm_stop_unlink, so that an immediate stop removes it too. Returns the lock's path (heap), or NULL with
 // the one-line error in *err. flag, output's name in messages; kind, what is written there.
 char *io_lock_output(const char *output, int is_dir, const char *id, const char *flag, const char *kind, const char **err);
+// Whether every path an output writes is one the operating system accepts (base/path.h's
+// path_too_long), checked at start-up so that no write fails on a name after hours of work: the
+// output itself, its writer lock's temporary, and output + longest, the longest name written
+// (is_dir: a file in the folder, "sub/name" for one in a subfolder; else a suffix of the file's
+// name). NULL, or the line naming flag, the length and the limit.
+const char *io_check_output_path(const char *output, int is_dir, const char *longest, const char *flag);
 // Drops the hold io_lock_output took (the file goes with the last) and frees lock; NULL: nothing.
 void io_unlock_output(char *lock, const char *id);
 

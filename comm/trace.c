@@ -39,7 +39,7 @@ typedef struct {
 } Open;
 
 static struct {
-    char path[1024], dir[1024];  // --trace_file, --trace_dir ("" when not asked for)
+    char *path, *dir;  // --trace_file, --trace_dir (heap; "" when not asked for)
     int first, last, step, done;
     int64_t zero_us;     // every rank's time zero, taken right after a barrier
     int64_t step_start;  // when the step being recorded began
@@ -88,16 +88,19 @@ static const char *replace_problem(const char *path) {
     struct stat st;
     if (stat(path, &st) != 0 || st.st_size == 0) return NULL;
     FILE *f = path_fopen_read(path);
-    if (!f) return snprintf(msg, sizeof msg, "cannot read --trace_file '%s': %s", path, path_strerror(errno)), msg;
+    if (!f) return snprintf(msg, sizeof msg, "cannot read --trace_file '%s': %s", path_show(path), path_strerror(errno)), msg;
     size_t n = fread(head, 1, sizeof head, f);
     fclose(f);
     if (n == sizeof head && !memcmp(head, trace_head, sizeof head)) return NULL;
     return err_text(msg, sizeof msg, "--trace_file '%s' exists and is not a trace fsdpc wrote: it replaces only an earlier trace; give "
-             "another path, or remove the file", path);
+             "another path, or remove the file", path_show(path));
 }
 
 // the tmp file rank 0 writes before renaming it over `path`
-static void tmp_path(char *out, size_t len) { snprintf(out, len, "%s.tmp.%ld", T.path, (long)getpid()); }
+// whether a path is asked for (NULL: trace_open never ran)
+static int has(const char *p) { return p && *p; }
+
+static char *tmp_path(void) { return path_fmt("%s.tmp.%ld", T.path, (long)getpid()); }
 
 // This process's worker name as tensorboard_trace_handler gives it by default, "<host>_<pid>" (the
 // plugin reads the node and the process from it); characters a file name should not hold become _.
@@ -112,33 +115,34 @@ static void worker_name(char *out, size_t len) {
 int trace_open(const char *file, const char *dir, int first_step, int last_step, char *line, size_t linelen) {
     static char err[2400], derr[1400];
     const char *e = NULL;
-    snprintf(T.path, sizeof T.path, "%s", file);
-    snprintf(T.dir, sizeof T.dir, "%s", dir);
+    path_set(&T.path, file);
+    path_set(&T.dir, dir);
     T.first = first_step;
     T.last = last_step;
-    if (T.path[0] && comm_info.rank == 0) e = comm_output_path_problem(T.path, "--trace_file", 1);
-    if (T.path[0] && comm_info.rank == 0 && !e) e = io_output(T.path, "--trace_file");  // not an input, nor another output
-    if (T.path[0] && comm_info.rank == 0 && !e) e = replace_problem(T.path);
-    if (T.path[0] && comm_info.rank == 0 && !e) {  // refused now, not after the window has run
-        char tmp[1100];
-        tmp_path(tmp, sizeof tmp);
+    if (has(T.path) && comm_info.rank == 0) e = comm_output_path_problem(T.path, "--trace_file", 1);
+    if (has(T.path) && comm_info.rank == 0 && !e) e = io_output(T.path, "--trace_file");  // not an input, nor another output
+    if (has(T.path) && comm_info.rank == 0 && !e) e = replace_problem(T.path);
+    if (has(T.path) && comm_info.rank == 0 && !e) {  // refused now, not after the window has run
+        char *tmp = tmp_path();
         FILE *f = fopen(tmp, "w");
-        if (!f) e = err_text(err, sizeof err, "cannot write --trace_file '%s' (%s): %s", T.path, tmp, comm_path_error(tmp, errno));
+        if (!f) e = err_text(err, sizeof err, "cannot write --trace_file '%s' (%s): %s", path_show(T.path), path_show(tmp), comm_path_error(tmp, errno));
         else fclose(f), unlink(tmp);
+        free(tmp);
     }
-    if (T.dir[0] && !e) {  // every rank writes there (the folder may be each node's own)
-        char name[300], tmp[1400];
+    if (has(T.dir) && !e) {  // every rank writes there (the folder may be each node's own)
+        char name[300];
         worker_name(name, sizeof name);
-        snprintf(tmp, sizeof tmp, "%s/%s.pt.trace.json.tmp", T.dir, name);
+        char *tmp = path_fmt("%s/%s.pt.trace.json.tmp", T.dir, name);
         FILE *f = fopen(tmp, "w");
         if (!f)
-            e = err_text(derr, sizeof derr, "cannot write a file in --trace_dir '%s' on rank %d: %s", T.dir, comm_info.rank,
+            e = err_text(derr, sizeof derr, "cannot write a file in --trace_dir '%s' on rank %d: %s", path_show(T.dir), comm_info.rank,
                           comm_path_error(tmp, errno));
         else fclose(f), unlink(tmp);
+        free(tmp);
     }
     if (comm_agree(e, line, linelen)) return -1;
     // the events' budget: the merged file's, shared by the ranks; else each rank's file has its own
-    T.limit = (size_t)(last_step - first_step + 1) * BYTES_PER_STEP / (size_t)(T.path[0] ? comm_info.world : 1);
+    T.limit = (size_t)(last_step - first_step + 1) * BYTES_PER_STEP / (size_t)(has(T.path) ? comm_info.world : 1);
     if (T.limit < (64 << 10)) T.limit = 64 << 10;
     comm_barrier(comm_world());
     T.zero_us = clock_now_us();
@@ -204,17 +208,19 @@ static const char *write_events(const char *tmp, const char *path, const char *h
 // --trace_dir: this rank's own file, <worker>.<nanoseconds>.pt.trace.json as torch names it (a
 // new name, so no earlier file is ever replaced). NULL, or the error line.
 static const char *write_rank_file(double *mb) {
-    static char err[2000], path[1400], tmp[1500];
+    static char err[2000];
     char name[300];
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     worker_name(name, sizeof name);
-    snprintf(path, sizeof path, "%s/%s.%lld%09ld.pt.trace.json", T.dir, name, (long long)now.tv_sec, (long)now.tv_nsec);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);  // a name the plugin's pattern does not list
+    char *path = path_fmt("%s/%s.%lld%09ld.pt.trace.json", T.dir, name, (long long)now.tv_sec, (long)now.tv_nsec);
+    char *tmp = path_fmt("%s.tmp", path);  // a name the plugin's pattern does not list
     const char *e = write_events(tmp, path, NULL, T.buf, T.len);
     *mb = T.len / 1e6;
-    if (!e) return NULL;
-    return err_text(err, sizeof err, "cannot write --trace_dir file '%s' on rank %d: %s", path, comm_info.rank, e);
+    if (e) err_text(err, sizeof err, "cannot write --trace_dir file '%s' on rank %d: %s", path_show(path), comm_info.rank, e);
+    free(path);
+    free(tmp);
+    return e ? err : NULL;
 }
 
 // --trace_file: every rank's events gathered to rank 0, which writes them. NULL, or the error line.
@@ -229,10 +235,10 @@ static const char *write_merged_file(double *mb) {
     if (comm_info.rank == 0 && !e) e = io_output_check(T.path, "--trace_file");
     if (comm_info.rank == 0 && !e) e = replace_problem(T.path);
     if (comm_info.rank == 0 && !e) {
-        char tmp[1100];
-        tmp_path(tmp, sizeof tmp);
+        char *tmp = tmp_path();
         const char *why = write_events(tmp, T.path, trace_head, all, total);
-        if (why) e = err_text(err, sizeof err, "cannot write --trace_file '%s': %s", T.path, why);
+        free(tmp);
+        if (why) e = err_text(err, sizeof err, "cannot write --trace_file '%s': %s", path_show(T.path), why);
     }
     *mb = total / 1e6;
     free(all);
@@ -264,10 +270,10 @@ static const char *write_outputs(void) {
              "(trace budget)\"}}", comm_info.rank, (unsigned long long)T.dropped);
     const char *e = NULL;
     double mb = 0;
-    if (T.dir[0]) e = write_rank_file(&mb);
-    if (!e && T.dir[0] && comm_info.rank == 0)
+    if (has(T.dir)) e = write_rank_file(&mb);
+    if (!e && has(T.dir) && comm_info.rank == 0)
         log_msg("trace of steps %d-%d written to %s: a file per rank (rank 0's %.1f MB)\n", T.first, T.step - 1, T.dir, mb);
-    if (T.path[0]) {  // collective: every rank takes part even after its own file failed
+    if (has(T.path)) {  // collective: every rank takes part even after its own file failed
         const char *fe = write_merged_file(&mb);
         if (!e) e = fe;
         if (!fe && comm_info.rank == 0) log_msg("trace of steps %d-%d written to %s (%.1f MB)\n", T.first, T.step - 1, T.path, mb);
@@ -287,7 +293,7 @@ static void step_span_end(void) {
 }
 
 const char *trace_step(int step) {
-    if ((!T.path[0] && !T.dir[0]) || T.done) return NULL;
+    if ((!has(T.path) && !has(T.dir)) || T.done) return NULL;
     if (trace_on) step_span_end();
     T.step = step;
     if (step >= T.first && step <= T.last) trace_on = 1;  // a resumed run may start inside the window
@@ -302,10 +308,10 @@ const char *trace_step(int step) {
 }
 
 const char *trace_close(void) {
-    if ((T.path[0] || T.dir[0]) && !T.done && !trace_on) {  // asked for, never written: say so rather than leave no file unexplained
+    if ((has(T.path) || has(T.dir)) && !T.done && !trace_on) {  // asked for, never written: say so rather than leave no file unexplained
         char what[2100] = "";
-        if (T.path[0]) snprintf(what, sizeof what, "--trace_file %s", T.path);
-        if (T.dir[0]) snprintf(what + strlen(what), sizeof what - strlen(what), "%s--trace_dir %s", T.path[0] ? " and " : "", T.dir);
+        if (has(T.path)) snprintf(what, sizeof what, "--trace_file %s", T.path);
+        if (has(T.dir)) snprintf(what + strlen(what), sizeof what - strlen(what), "%s--trace_dir %s", has(T.path) ? " and " : "", T.dir);
         log_msg("warning: %s not written: the run never reached --trace_steps %d:%d (%s)\n", what, T.first, T.last,
                 T.step ? "it ended before them, or resumed after them" : "it ran no training step");
         return NULL;

@@ -28,10 +28,11 @@ enum { DATASET_GPT_JSONL, DATASET_HF, DATASET_SYNTHETIC };
 // The data section of the run's configuration (run/config.h): what is read, how it is tokenized,
 // how finetuning rows become samples, and validation
 typedef struct {
-    char train_data[512], val_data[512];  // files, folders, globs, Hugging Face dataset folders or hub names
+    // the paths are heap strings of any length (base/cli.h's CLI_PATH), "" when unset
+    char *train_data, *val_data;  // files, folders, globs, Hugging Face dataset folders or hub names
     char dataset_config_name[128];        // the hub dataset's config (C4: "en"); "" the only or default one
     char text_column[128];                // the column / JSON member holding text ("" : "text")
-    char data_cache_dir[512];             // where tokenized caches go ("" : cache_default_root)
+    char *data_cache_dir;                 // where tokenized caches go ("" : cache_default_root)
     char train_split[64], val_split[64];  // 10.FSDP's splits of a dataset with splits ("": train, and validation)
     int dataset_type;                     // SMP's --dataset_type: DATASET_SYNTHETIC means synthetic tokens
     int use_synthetic_data;               // SMP's: --train_data synthetic
@@ -41,7 +42,7 @@ typedef struct {
     int train_on_inputs;   // every real token of a row bears loss, prompts too
     int packing;           // pack a step's rows into fewer contexts, documents kept apart
     int document_masking;  // streams keep their documents apart (attention, positions, the crossing target)
-    char tokenizer[1024];  // byte, a tokenizer.model / tokenizer.json path or a hub name; resolved path after start-up
+    char *tokenizer;  // byte, a tokenizer.model / tokenizer.json path or a hub name; resolved path after start-up
     int validation_freq, validation_batches;
     int val_batch_size;  // sequences per rank in a validation batch (0: --batch_size)
 } DataConfig;

@@ -3,17 +3,20 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "../base/log.h"
 #include "../ckpt/ckpt.h"
 #include "../ckpt/export.h"
+#include "../base/path.h"
 #include "../comm/comm.h"
+#include "../comm/io.h"
 #include "../base/cli.h"
 #include "commands.h"
 
 typedef struct {
-    char checkpoint[1024], output[1024];
+    char *checkpoint, *output;  // heap, any length (CLI_PATH)
     int dtype;  // StDtype
     uint64_t max_shard;
     int overwrite;  // write into a folder that holds other files (never over the export's own inputs)
@@ -25,11 +28,10 @@ static int cmd_export_positive(const void *v) { return *(const uint64_t *)v > 0;
 
 static const CliChoice cmd_export_dtypes[] = {{"bf16", ST_BF16}, {"fp16", ST_F16}, {"fp32", ST_F32}, {NULL, 0}};
 #define CMD_EXPORT_AT(field) .off = offsetof(ExportArgs, field)
-#define CMD_EXPORT_STR(field) CMD_EXPORT_AT(field), .size = sizeof(((ExportArgs *)0)->field)
 static const CliFlag cmd_export_flags[] = {
-    {.name = "checkpoint", .kind = CLI_STR, CMD_EXPORT_STR(checkpoint), .arg = "DIR|FILE",
+    {.name = "checkpoint", .kind = CLI_PATH, CMD_EXPORT_AT(checkpoint), .arg = "DIR|FILE",
      .help = "the checkpoint, or a folder's newest (required)"},
-    {.name = "output", .kind = CLI_STR, CMD_EXPORT_STR(output), .arg = "DIR",
+    {.name = "output", .kind = CLI_PATH, CMD_EXPORT_AT(output), .arg = "DIR",
      .help = "the Hugging Face folder to write: new, empty or an earlier export (required)"},
     {.name = "dtype", .kind = CLI_ENUM, CMD_EXPORT_AT(dtype), .choices = cmd_export_dtypes, .help = "the weights' type"},
     {.name = "max_shard_size", .kind = CLI_U64, CMD_EXPORT_AT(max_shard), .text = "a positive byte count", .valid = cmd_export_positive,
@@ -58,9 +60,13 @@ const CliTable cmd_export_cli = {.flags = cmd_export_flags, .n = sizeof cmd_expo
 int cmd_export_main(void *args) {
     const ExportArgs a = *(const ExportArgs *)args;
     if (!a.checkpoint[0] || !a.output[0]) comm_fail_all("%s", cmd_export_usage);
+    // names the operating system refuses, said now: the longest file's temporary, <name>.<writer id>.tmp
+    const char *bad = path_too_long("--checkpoint", a.checkpoint);
+    if (!bad) bad = io_check_output_path(a.output, 1, "model-00001-of-00001.safetensors.ffffffffffffffff.tmp", "--output");
+    if (bad) comm_fail_all("%s", bad);
     comm_stop_polled(1);  // the weight loop polls; temporaries go on a stop
-    char file[1024], summary[2400] = "", line[CKPT_ERR_LEN];
-    int found = ckpt_resolve(a.checkpoint, NULL, NULL, file, sizeof file, line, sizeof line);
+    char *file = NULL, summary[2400] = "", line[CKPT_ERR_LEN];
+    int found = ckpt_resolve(a.checkpoint, NULL, NULL, &file, line, sizeof line);
     if (found < 0) comm_fail_all("%s", line);
     if (!found)
         comm_fail_all(access(a.checkpoint, F_OK) == 0 ? "no checkpoint in '%s'" : "checkpoint '%s' does not exist", a.checkpoint);
@@ -76,6 +82,7 @@ int cmd_export_main(void *args) {
     if (comm_info.rank == 0 && !err)
         snprintf(summary, sizeof summary, "%sExported %s%s (%.2fM parameters, %s) to %s\n", merged, a.adapter ? "the LoRA adapters of " : "",
                  file, res.params / 1e6, cli_choice_name(cmd_export_dtypes, a.dtype), a.output);
+    free(file);
     int stopped = err == export_stopped ? comm_stop_signal : 0;  // rank 0's outcome is the job's
     comm_check_all(stopped ? NULL : err);
     comm_bcast_bytes(comm_world(), &stopped, sizeof stopped, 0);

@@ -8,6 +8,7 @@
 
 #include "../base/err.h"
 #include "../base/log.h"
+#include "../base/path.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
 #include "../data/rows/sft.h"
@@ -15,7 +16,7 @@
 #include "../data/text/tokenizer.h"
 
 typedef struct {
-    char tokenizer[1024];
+    char *tokenizer;  // heap, any length (CLI_PATH)
     int bos, eos, decode, chat, labels;
     int tmpl;  // ChatTemplate
     unsigned char given[CLI_MAX_FLAGS];  // which of tokenize_cli's flags the command line set
@@ -36,7 +37,7 @@ static void tokenize_defaults(void *dst) { ((TokenizeArgs *)dst)->tmpl = CHAT_LL
 
 #define TOK_AT(field) .off = offsetof(TokenizeArgs, field)
 static const CliFlag tokenize_flags[] = {
-    {.name = "tokenizer", .kind = CLI_STR, TOK_AT(tokenizer), .size = sizeof(((TokenizeArgs *)0)->tokenizer), .arg = "SPEC",
+    {.name = "tokenizer", .kind = CLI_PATH, TOK_AT(tokenizer), .arg = "SPEC",
      .help = TOK_SPECS " (required)"},
     {.name = "bos", .kind = CLI_BOOL, TOK_AT(bos), .help = "begin each line's ids with BOS"},
     {.name = "eos", .kind = CLI_BOOL, TOK_AT(eos), .help = "end each line's ids with EOS"},
@@ -57,6 +58,7 @@ int cmd_tokenize(void *args) {
     bool bos = a->bos, eos = a->eos, decode = a->decode, chat = a->chat, labels = a->labels;
     bool tmpl_given = cli_given(&tokenize_cli, a, "chat_template");
     if (!*spec) comm_fail_all("tokenize needs --tokenizer (" TOK_SPECS ")");
+    comm_check_all(path_too_long("--tokenizer", spec));
     if (decode && (bos || eos)) comm_fail_all("--bos and --eos apply to encoding, not to --decode");
     if (chat && (bos || eos || decode)) comm_fail_all("--chat adds BOS and EOS as its template says; --bos, --eos and --decode do not apply");
     if (!chat && (labels || tmpl_given)) comm_fail_all("%s applies to --chat only", labels ? "--labels" : "--chat_template");

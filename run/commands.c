@@ -158,6 +158,7 @@ int commands_run(int argc, char **argv) {
     if (parsed == CLI_ERROR) comm_fail_all("%s", err);  // every rank parsed the same argv
     if (parsed == CLI_HELP) commands_help(c);
     else rc = c->main(args);
+    cli_free(c->flags, args);
     free(args);
     return rc;
 }

@@ -44,10 +44,11 @@ typedef struct {
     RunEnvironment environment;  // minimal_fsdp's --environment local|pbs: pbs logs the job and checks its node file
     int logging_freq, num_threads, profile;
     int log_timestamps;  // date, level and rank before every log line
-    char metrics_file[512];
-    char tensorboard_dir[512];  // 10.FSDP's flag: rank 0 writes TensorBoard event files there (run/tboard.h)
-    char trace_file[512];          // Chrome trace of steps trace_steps[0]..trace_steps[1] (1-based), or ""
-    char trace_dir[512];           // the same steps, a file per rank as torch.profiler's TensorBoard handler writes, or ""
+    // the paths are heap strings of any length (base/cli.h's CLI_PATH), "" when unset
+    char *metrics_file;
+    char *tensorboard_dir;  // 10.FSDP's flag: rank 0 writes TensorBoard event files there (run/tboard.h)
+    char *trace_file;       // Chrome trace of steps trace_steps[0]..trace_steps[1] (1-based), or ""
+    char *trace_dir;        // the same steps, a file per rank as torch.profiler's TensorBoard handler writes, or ""
     int trace_steps[2];
     int use_profiler;              // the profiling recipe's switch: TRACE_PROFILER_DIR and its steps
     int use_nsys;                  // the profiling recipe's nsys switch: the launch must run under nsys
@@ -71,7 +72,8 @@ typedef struct {
     int limit_all_gathers;  // SMP's: at most two units are ever gathered
     int same_seed;          // SMP's: every rank draws as one process would either way (docs/recipes.md)
     float summary_first_pdrop;
-    char fp8_amax_compute_algo[32], model_dir[512];
+    char fp8_amax_compute_algo[32];
+    char *model_dir;
     int recipe_only[RECIPE_ONLY_COUNT];  // where the recipe flags that take only fsdpc's own behaviour point
     int recipe_defaults;     // --recipe_defaults: RECIPE_AUTO, RECIPE_NONE or a recipe (run/recipes.h)
     char recipe_line[2048];  // the start-up line naming the recipe whose defaults were taken, or ""

@@ -10,6 +10,7 @@
 
 #include "../base/err.h"
 #include "../base/checked.h"
+#include "../base/path.h"
 #include "../comm/comm.h"
 #include "../model/family.h"
 #include "recipes.h"
@@ -141,6 +142,7 @@ static void show_trace_steps(const void *dst, char *buf, size_t len) {
 #define I(n, field, g, h, ...) {.name = n, .kind = CLI_INT, AT(field), .group = g, .help = h, __VA_ARGS__}
 #define FL(n, field, g, h, ...) {.name = n, .kind = CLI_FLOAT, AT(field), .group = g, .help = h, __VA_ARGS__}
 #define S(n, field, g, a, h, ...) {.name = n, .kind = CLI_STR, AT(field), STRLEN(field), .group = g, .arg = a, .help = h, __VA_ARGS__}
+#define P(n, field, g, a, h, ...) {.name = n, .kind = CLI_PATH, AT(field), .group = g, .arg = a, .help = h, __VA_ARGS__}
 #define B(n, field, g, h, ...) {.name = n, .kind = CLI_BOOL, AT(field), .group = g, .help = h, __VA_ARGS__}
 #define E(n, field, names, g, h) {.name = n, .kind = CLI_ENUM, AT(field), .choices = names, .group = g, .help = h}
 #define MAP(n, field, spellings, setting, h) \
@@ -234,19 +236,19 @@ static const CliFlag flags[] = {
     I("seed", optim.seed, G_TRAIN, "initialization, data order and dropout"),
     I("skip_nonfinite_steps", optim.skip_nonfinite_steps, G_TRAIN, "updates with a non-finite loss skipped before the run stops"),
 
-    S("train_data", data.train_data, G_DATA, "PATH|NAME",
+    P("train_data", data.train_data, G_DATA, "PATH|NAME",
       "a file, folder, glob, Hugging Face dataset folder or hub name, or synthetic", .unset = "the bundled Tiny Shakespeare",
       CLI_ALIASES("data_path", "dataset_path", "dataset", "training_dir")),
-    S("val_data", data.val_data, G_DATA, "PATH", "validation data", .unset = "the source's validation split, if any", CLI_ALIASES("test_dir")),
+    P("val_data", data.val_data, G_DATA, "PATH", "validation data", .unset = "the source's validation split, if any", CLI_ALIASES("test_dir")),
     S("dataset_config_name", data.dataset_config_name, G_DATA, "NAME", "a hub dataset's config (C4: en)", .unset = "its only or default one"),
     S("train_split", data.train_split, G_DATA, "NAME", "the split training reads", .unset = "train"),
     S("val_split", data.val_split, G_DATA, "NAME", "the split validation reads", .unset = "validation, else train"),
     S("text_column", data.text_column, G_DATA, "NAME", "the column or JSON member holding text", .unset = "text"),
-    S("data_cache_dir", data.data_cache_dir, G_DATA, "DIR", "where tokenized data is cached", .unset = "$FSDPC_CACHE_DIR, else ~/.cache/fsdpc"),
+    P("data_cache_dir", data.data_cache_dir, G_DATA, "DIR", "where tokenized data is cached", .unset = "$FSDPC_CACHE_DIR, else ~/.cache/fsdpc"),
     I("validation_freq", data.validation_freq, G_DATA, "steps between validations"),
     I("validation_batches", data.validation_batches, G_DATA, "batches per validation"),
     I("val_batch_size", data.val_batch_size, G_DATA, "sequences per rank in a validation batch", .unset = "--batch_size"),
-    S("tokenizer", data.tokenizer, G_DATA, "SPEC", "byte, a tokenizer.model or tokenizer.json, a directory holding one, or a hub name"),
+    P("tokenizer", data.tokenizer, G_DATA, "SPEC", "byte, a tokenizer.model or tokenizer.json, a directory holding one, or a hub name"),
 
     E("data_format", data.data_format, sft_format_names, G_SFT, "what rows are (auto: from their fields)"),
     E("chat_template", data.chat_template, sft_template_names, G_SFT, "the format of chat rows, and of --prompt"),
@@ -254,16 +256,16 @@ static const CliFlag flags[] = {
     B("packing", data.packing, G_SFT, "pack a step's rows into fewer contexts, documents kept apart"),
     B("document_masking", data.document_masking, G_SFT, "streams keep their documents apart"),
 
-    S("checkpoint_dir", ckpt.checkpoint_dir, G_CKPT, "DIR", "where checkpoints go", CLI_ALIASES("ckpt_save_path", "save_ckpt_path")),
-    S("run_name", ckpt.run_name, G_CKPT, "R", "checkpoints in checkpoint_dir/R (a resume dir equal to it follows)"),
+    P("checkpoint_dir", ckpt.checkpoint_dir, G_CKPT, "DIR", "where checkpoints go", CLI_ALIASES("ckpt_save_path", "save_ckpt_path")),
+    P("run_name", ckpt.run_name, G_CKPT, "R", "checkpoints in checkpoint_dir/R (a resume dir equal to it follows)"),
     I("checkpoint_freq", ckpt.checkpoint_freq, G_CKPT, "steps between checkpoints (0: never)", CLI_ALIASES("checkpoint_interval")),
-    S("resume_from_checkpoint", ckpt.resume_from_checkpoint, G_CKPT, "DIR|FILE", "resume from a checkpoint, or a folder's newest",
+    P("resume_from_checkpoint", ckpt.resume_from_checkpoint, G_CKPT, "DIR|FILE", "resume from a checkpoint, or a folder's newest",
       CLI_ALIASES("restart_checkpoint_file", "ckpt_load_path", "load_ckpt_path")),
     I("num_kept_checkpoints", ckpt.num_kept_checkpoints, G_CKPT, "checkpoints kept (0: all)"),
     B("overwrite_checkpoints", ckpt.overwrite_checkpoints, G_CKPT, "replace checkpoints of another run's lineage"),
-    S("init_from", ckpt.init_from, G_CKPT, "PATH", "weights only: safetensors, a Hugging Face folder or hub name, or a checkpoint",
+    P("init_from", ckpt.init_from, G_CKPT, "PATH", "weights only: safetensors, a Hugging Face folder or hub name, or a checkpoint",
       CLI_ALIASES("pretrained_checkpoint_file", "hf_pretrained_model_name_or_dir", "finetune_checkpoint_load_dir")),
-    S("init_adapter", ckpt.init_adapter, G_CKPT, "DIR", "LoRA: a PEFT adapter folder as the adapters' start (after --init_from)"),
+    P("init_adapter", ckpt.init_adapter, G_CKPT, "DIR", "LoRA: a PEFT adapter folder as the adapters' start (after --init_from)"),
     B("finetune", ckpt.finetune, G_CKPT, "finetune from --init_from"),
     B("allow_unused_weights", ckpt.allow_unused_weights, G_CKPT, "--init_from may hold tensors the model does not use (warned)"),
     B("allow_random_weights", ckpt.allow_random_weights, G_CKPT, "a run that trains nothing may evaluate or generate from random weights"),
@@ -273,12 +275,12 @@ static const CliFlag flags[] = {
     E("attention", run.attention, attention_names, G_RUN, "GPU attention: cuDNN's fused flash attention or the native kernel"),
     E("environment", run.environment, environment_names, G_RUN, "pbs: log $PBS_JOBID and check $PBS_NODEFILE"),
     I("logging_freq", run.logging_freq, G_RUN, "steps between log lines", CLI_ALIASES("report_interval")),
-    S("metrics_file", run.metrics_file, G_RUN, "FILE", "one JSON line per step: loss, lr, grad_norm, tokens, memory"),
-    S("tensorboard_dir", run.tensorboard_dir, G_RUN, "DIR", "TensorBoard event files of the metrics file's values (rank 0; tensorboard --logdir DIR)"),
+    P("metrics_file", run.metrics_file, G_RUN, "FILE", "one JSON line per step: loss, lr, grad_norm, tokens, memory"),
+    P("tensorboard_dir", run.tensorboard_dir, G_RUN, "DIR", "TensorBoard event files of the metrics file's values (rank 0; tensorboard --logdir DIR)"),
     B("profile", run.profile, G_RUN, "time per phase at the end"),
     B("log_timestamps", run.log_timestamps, G_RUN, "date, level and rank before each log line"),
-    S("trace_file", run.trace_file, G_RUN, "FILE", "a Chrome/Perfetto timeline of --trace_steps, every rank in one file"),
-    S("trace_dir", run.trace_dir, G_RUN, "DIR", "the same timeline, a file per rank for TensorBoard's PyTorch profiler plugin"),
+    P("trace_file", run.trace_file, G_RUN, "FILE", "a Chrome/Perfetto timeline of --trace_steps, every rank in one file"),
+    P("trace_dir", run.trace_dir, G_RUN, "DIR", "the same timeline, a file per rank for TensorBoard's PyTorch profiler plugin"),
     {.name = "trace_steps", .kind = CLI_CALL, AT(run.trace_steps), .call = parse_trace_steps, .show = show_trace_steps,
      .group = G_RUN, .arg = "A:B", .help = "the steps the trace covers, as logged (or W,U,A: torch.profiler.schedule's)",
      CLI_ALIASES("profile_steps")},
@@ -315,7 +317,7 @@ static const CliFlag flags[] = {
     B("zipped_data", recipe.zipped_data, G_SEED, "SMP's: accepted; compression is found from the content"),
     E("dataset_type", data.dataset_type, dataset_type_names, G_SEED, "SMP's: synthetic trains on synthetic tokens; the rest is found"),
     B("same_seed", recipe.same_seed, G_SEED, "SMP's: accepted; every rank draws as one process would, 0 or 1"),
-    S("pretrained_model_name", ckpt.pretrained_model_name, G_SEED, "NAME",
+    P("pretrained_model_name", ckpt.pretrained_model_name, G_SEED, "NAME",
       "the seed's model to finetune (a folder or hub name): --init_from unless that names a file"),
     B("use_synthetic_data", data.use_synthetic_data, G_SEED, "SMP's --train_data synthetic (over --training_dir)"),
     {.name = "use_smp_flash_attn", .kind = CLI_BOOLENUM, AT(run.attention), .choices = attention_spellings, .names = attention_names,
@@ -340,7 +342,7 @@ static const CliFlag flags[] = {
     I("data_num_workers", recipe.data_num_workers, G_SEED, "SMP's: accepted; fsdpc's loader reads ahead on its own thread"),
     I("fp8_amax_history_len", recipe.fp8_amax_history_len, G_SEED, "SMP's fp8 setting: accepted; fp8 is refused"),
     S("fp8_amax_compute_algo", recipe.fp8_amax_compute_algo, G_SEED, "ALGO", "SMP's fp8 setting: accepted; fp8 is refused"),
-    S("model_dir", recipe.model_dir, G_SEED, "DIR", "SMP's final-model folder: accepted; --save_final_model is refused"),
+    P("model_dir", recipe.model_dir, G_SEED, "DIR", "SMP's final-model folder: accepted; --save_final_model is refused"),
     FL("summary_first_pdrop", recipe.summary_first_pdrop, G_SEED, "accepted; no effect (a GPT-2 classification head's dropout)", .range = "[0, 1)"),
 #define CALL(n, k, fn, a, h) {.name = n, .kind = CLI_CALL, AT(recipe.recipe_only[k]), .call = fn, .group = G_SEED, .arg = a, .help = h}
     CALL("checkpoint_type", RECIPE_ONLY_CHECKPOINT_TYPE, only_checkpoint_type, "sharded", "SMP's: sharded (fsdpc's only kind)"),
@@ -392,10 +394,10 @@ static void defaults(void *dst) {
     c->optim.beta2 = 0.95f;
     c->optim.adam_eps = 1e-8f;
     c->optim.grad_clip = 1.0f;
-    snprintf(c->data.tokenizer, sizeof c->data.tokenizer, "byte");
+    path_set(&c->data.tokenizer, "byte");
     c->data.validation_freq = 100;
     c->data.validation_batches = 8;
-    snprintf(c->ckpt.checkpoint_dir, sizeof c->ckpt.checkpoint_dir, "checkpoints");
+    path_set(&c->ckpt.checkpoint_dir, "checkpoints");
     c->ckpt.checkpoint_freq = 100;
     c->run.device = KERN_DEVICE_AUTO;
     c->run.attention = KERN_ATTENTION_AUTO;
@@ -571,6 +573,17 @@ static void validate(const Config *c) {
     if (sizes) comm_fail_all("%s", sizes);
     if (c->ckpt.finetune && !c->ckpt.init_from[0])
         comm_fail_all("--finetune needs the weights to start from: --init_from PATH (or --pretrained_checkpoint_file FILE)");
+    for (size_t i = 0; i < NFLAGS; i++) {  // a path the operating system refuses, said now and by its flag
+        char flag[80];
+        snprintf(flag, sizeof flag, "--%s", flags[i].name);
+        const char *e = flags[i].kind == CLI_PATH ? path_too_long(flag, *(char *const *)((const char *)c + flags[i].off)) : NULL;
+        if (e) comm_fail_all("%s", e);
+    }
+}
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 0x100000001b3ULL;
+    return h;
 }
 
 uint64_t flags_hash(const Config *c) {
@@ -578,9 +591,13 @@ uint64_t flags_hash(const Config *c) {
     memcpy(&copy, c, sizeof copy);  // bytes, padding included
     copy.run.num_threads = 0;  // cores per node may differ once resolved
     uint64_t h = 0xcbf29ce484222325ULL;
-    const unsigned char *b = (const unsigned char *)&copy;
-    for (size_t i = 0; i < sizeof copy; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
+    for (size_t i = 0; i < NFLAGS; i++)  // the paths by their text (NUL included): their addresses differ between ranks
+        if (flags[i].kind == CLI_PATH) {
+            char **p = (char **)((char *)&copy + flags[i].off);
+            h = hash_bytes(h, path_or_empty(*p), strlen(path_or_empty(*p)) + 1);
+            *p = NULL;
+        }
+    return hash_bytes(h, &copy, sizeof copy);
 }
 
 int flags_given(const Config *c, const char *name) { return cli_given(&flags_cli, c, name); }
@@ -760,12 +777,13 @@ static void join_run_name(Config *c) {
     if (!c->ckpt.run_name[0]) return;
     if (strchr(c->ckpt.run_name, '/') || !strcmp(c->ckpt.run_name, ".") || !strcmp(c->ckpt.run_name, ".."))
         comm_fail_all("--run_name '%s' names a subdirectory of --checkpoint_dir: no '/', '.' or '..'", c->ckpt.run_name);
+    const char *e = path_too_long("--run_name", c->ckpt.run_name);  // a name the file system refuses, by its own flag
+    if (e) comm_fail_all("%s", e);
     int follow = !strcmp(c->ckpt.resume_from_checkpoint, c->ckpt.checkpoint_dir);
-    char dir[sizeof c->ckpt.checkpoint_dir] = {0};  // whole: the config hash reads every byte
-    if (snprintf(dir, sizeof dir, "%s/%s", c->ckpt.checkpoint_dir, c->ckpt.run_name) >= (int)sizeof dir)
-        comm_fail_all("--checkpoint_dir/--run_name is too long (max %zu characters)", sizeof dir - 1);
-    memcpy(c->ckpt.checkpoint_dir, dir, sizeof dir);
-    if (follow) memcpy(c->ckpt.resume_from_checkpoint, dir, sizeof dir);
+    char *dir = path_join(c->ckpt.checkpoint_dir, c->ckpt.run_name);
+    if (follow) path_set(&c->ckpt.resume_from_checkpoint, dir);
+    free(c->ckpt.checkpoint_dir);
+    c->ckpt.checkpoint_dir = dir;
 }
 
 static int is_size_flag(const char *flag) {
@@ -888,13 +906,13 @@ void flags_finish(Config *c) {
         c->shard.shard_group_size = c->shard.shard_degree;
     }
     // the seed's pair: the model's name, and the file holding its weights, which wins when given
-    if (c->ckpt.pretrained_model_name[0] && !c->ckpt.init_from[0]) memcpy(c->ckpt.init_from, c->ckpt.pretrained_model_name, sizeof c->ckpt.init_from);
+    if (c->ckpt.pretrained_model_name[0] && !c->ckpt.init_from[0]) path_set(&c->ckpt.init_from, c->ckpt.pretrained_model_name);
     if (c->data.use_synthetic_data) {  // SMP: synthetic tokens instead of --training_dir/--test_dir
-        snprintf(c->data.train_data, sizeof c->data.train_data, "synthetic");
-        memset(c->data.val_data, 0, sizeof c->data.val_data);
+        path_set(&c->data.train_data, "synthetic");
+        path_set(&c->data.val_data, "");
     }
     // the profiling recipe's profiler: its folder unless an output is named, its schedule unless steps are
-    if (c->run.use_profiler && !c->run.trace_file[0] && !c->run.trace_dir[0]) snprintf(c->run.trace_dir, sizeof c->run.trace_dir, "%s", TRACE_PROFILER_DIR);
+    if (c->run.use_profiler && !c->run.trace_file[0] && !c->run.trace_dir[0]) path_set(&c->run.trace_dir, TRACE_PROFILER_DIR);
     if (c->run.use_profiler && !flags_given(c, "trace_steps")) c->run.trace_steps[0] = TRACE_PROFILER_FIRST, c->run.trace_steps[1] = TRACE_PROFILER_LAST;
     validate(c);
 }

@@ -57,10 +57,10 @@ static void compare_input(Run *r, int i, const IdentSource *now) {
         char a[700], b[700];
         ident_describe(now, a, sizeof a);
         ident_describe(&was, b, sizeof b);
-        snprintf(msg, sizeof msg, "the tokenizer %s differs from the one checkpoint '%s' was trained with, %s", a, r->resume_file, b);
+        snprintf(msg, sizeof msg, "the tokenizer %s differs from the one checkpoint '%s' was trained with, %s", a, path_show(r->resume_file), b);
     } else if (changed) {
         snprintf(msg, sizeof msg, "the %s '%s' changed since checkpoint '%s' was written: %s", input_labels[i], now->spec,
-                 r->resume_file, what);
+                 path_show(r->resume_file), what);
     }
     ident_source_free(&was);
     if (!changed) return;
@@ -112,9 +112,9 @@ static void read_recorded_inputs(Run *r) {
 // The tokenizer's identity: its file, or "byte".
 static void tokenizer_found(Run *r) {
     IdentSource id;
-    char err[1400], path[sizeof r->cfg->data.tokenizer], *file = path;
-    snprintf(path, sizeof path, "%s", tok_path(r->tok));
+    char err[1400], *path = path_dup(tok_path(r->tok)), *file = path;
     const char *e = ident_source(path, &file, !tok_is_byte(r->tok), &id, err, sizeof err) ? err : NULL;
+    free(path);
     comm_check_all(e);
     input_found(r, INPUT_TOKENIZER, &id);
     ident_source_free(&id);
@@ -144,7 +144,7 @@ static void note_data(const DataFiles *f, const char *what) {
 // they record none or the data is text (the tokenizer then decides); the file that says so in file.
 static int train_vocab_recorded(const Run *r, char *file, size_t filelen) {
     const Config *c = r->cfg;
-    char val_file[1024] = "";
+    char val_file[PATH_MAX] = "";
     int recorded = 0, val = 0;
     file[0] = 0;
     if (!tok_is_byte(r->tok)) return 0;
@@ -164,11 +164,11 @@ static const char *untrained_use(const Config *c) {
 // starts the run fresh, a named file that is missing is an error.
 static void resolve_resume(Run *r) {
     const char *p = r->cfg->ckpt.resume_from_checkpoint;
-    char line[CKPT_ERR_LEN];
-    if (!p[0]) return;
-    int found = ckpt_resolve(p, names_our_data, r, r->resume_file, sizeof r->resume_file, line, sizeof line);
+    char line[CKPT_ERR_LEN], *file = NULL;
+    int found = p[0] ? ckpt_resolve(p, names_our_data, r, &file, line, sizeof line) : 0;
     if (found < 0) comm_fail_all("%s", line);
-    if (found) return;
+    r->resume_file = file ? file : path_dup("");
+    if (found || !p[0]) return;
     size_t n = strlen(p);
     if (n > 3 && !strcmp(p + n - 3, ".h5")) comm_fail_all("checkpoint file '%s' does not exist", p);
     // a requeued training run's first start finds none; a run that trains nothing would evaluate
@@ -185,7 +185,7 @@ static void resolve_resume(Run *r) {
 void inputs_resolve(Run *r) {
     Config *c = r->cfg;
     decide_data(c, &r->data);
-    char tok_from_source[1024] = "", what[1100], err[1400];
+    char tok_from_source[PATH_MAX] = "", what[1100], err[1400];
     const char *tok_source = NULL;
     unsigned known = 0;
     resolve_resume(r);
@@ -227,18 +227,18 @@ void inputs_resolve(Run *r) {
     // a checkpoint trained on token ids records the byte tokenizer, which says nothing about them
     int recorded_none = r->resume_file[0] && (!tok_from_source[0] || !strcmp(tok_from_source, "byte"));
     r->tok_added = recorded_none && tok_given && r->max_steps == 0 && strcmp(c->data.tokenizer, "byte");
-    if (!tok_given && tok_from_source[0]) snprintf(c->data.tokenizer, sizeof c->data.tokenizer, "%s", tok_from_source);
+    if (!tok_given && tok_from_source[0]) path_set(&c->data.tokenizer, tok_from_source);
     r->tok = tok_open(c->data.tokenizer, err, sizeof err);
     if (!r->tok && !tok_given && tok_from_source[0])
         comm_fail_all("%s names tokenizer '%s', which cannot be opened (%s); pass --tokenizer", tok_source, tok_from_source, err);
     comm_check_all(r->tok ? NULL : err);
-    snprintf(c->data.tokenizer, sizeof c->data.tokenizer, "%s", tok_path(r->tok));  // recorded in checkpoints
+    path_set(&c->data.tokenizer, tok_path(r->tok));  // recorded in checkpoints
     tokenizer_found(r);
     if (strcmp(c->data.tokenizer, "byte")) io_input(c->data.tokenizer, "the tokenizer");
     int V = tok_vocab_size(r->tok);
     int named = tok_given || tok_from_source[0] || strcmp(c->data.tokenizer, "byte");  // strcmp: a recipe's default
     if (!named && (c->size_origin[SIZE_V] == SIZE_FAMILY || c->size_origin[SIZE_V] == SIZE_DEFAULT)) {
-        char file[1024];
+        char file[PATH_MAX];
         int recorded = train_vocab_recorded(r, file, sizeof file);
         if (recorded) {
             c->model.vocab_size = recorded;
@@ -406,4 +406,5 @@ void inputs_free(Run *r) {
     data_files_free(&r->data.val_files);
     tok_free(r->tok);
     ckpt_source_free(&r->source);
+    free(r->resume_file);
 }

@@ -1,6 +1,7 @@
 // outputs: what a training run writes besides checkpoints: the metrics file, TensorBoard events
 // and the log's step and memory lines (see run.h).
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +55,7 @@ static const char *metrics_file_problem(Run *r, const char *path) {
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return NULL;  // new, empty, or a stream (/dev/null)
     FILE *f = path_fopen_read(path);
-    if (!f) return snprintf(msg, sizeof msg, "cannot read --metrics_file '%s': %s", path, path_strerror(errno)), msg;
+    if (!f) return snprintf(msg, sizeof msg, "cannot read --metrics_file '%s': %s", path_show(path), path_strerror(errno)), msg;
     char head[4096], tail[4097];
     size_t nh = fread(head, 1, sizeof head, f), nt = 0;
     long from = st.st_size > (off_t)(sizeof tail - 1) ? (long)(st.st_size - (off_t)(sizeof tail - 1)) : 0;
@@ -69,7 +70,7 @@ static const char *metrics_file_problem(Run *r, const char *path) {
     }
     if (!bad) return NULL;
     return err_text(msg, sizeof msg, "--metrics_file '%s' exists and is not a metrics file (%s is not a line fsdpc writes): it is appended "
-             "to only when it holds metrics lines or is empty; give another path, or remove the file", path, bad);
+             "to only when it holds metrics lines or is empty; give another path, or remove the file", path_show(path), bad);
 }
 
 // Makes the folder `path` (with its parents) that `flag` names: NULL, or the error line.
@@ -77,19 +78,10 @@ static const char *make_folder(const char *path, const char *flag) {
     static char err[1400];
     const char *e = comm_folder_problem(path, flag);
     if (e) return snprintf(err, sizeof err, "%s: give a folder (it is made when missing)", e), err;
-    char part[1024];
-    snprintf(part, sizeof part, "%s", path);
-    for (char *p = part + 1;; p++) {
-        char keep = *p;
-        if (keep && keep != '/') continue;
-        *p = 0;
-        if (mkdir(part, 0755) != 0 && errno != EEXIST)
-            return snprintf(err, sizeof err, "cannot create %s '%s': %s", flag, part, comm_path_error(part, errno)), err;
-        *p = keep;
-        if (!keep) break;
-    }
+    char why[1200];
+    if (path_mkdirs(path, why, sizeof why)) return snprintf(err, sizeof err, "%s: %s", flag, why), err;
     if (access(path, W_OK | X_OK) != 0)
-        return snprintf(err, sizeof err, "cannot write to %s '%s': %s", flag, path, comm_path_error(path, errno)), err;
+        return snprintf(err, sizeof err, "cannot write to %s '%s': %s", flag, path_show(path), comm_path_error(path, errno)), err;
     return NULL;
 }
 
@@ -103,6 +95,35 @@ static const char *lock_output(Run *r, const char *path, int is_dir, const char 
     char *lock = io_lock_output(path, is_dir, r->origin.run_id, flag, kind, &e);
     free(lock);  // the lock keeps its own copy of the name
     return lock ? NULL : e;
+}
+
+// Every name the run's outputs will have fits the operating system's limits, checked before any
+// work: the longest of each output (the temporaries that carry a writer id, this host's name, a
+// pid up to 7 digits) is composed and measured, so that no write fails on a name
+// after hours of training (a --checkpoint_dir short enough to pass and long enough that its
+// checkpoints' names are not).
+void outputs_check_paths(const Config *c) {
+    char host[HOST_NAME_MAX + 1] = "localhost", tb[HOST_NAME_MAX + 80], worker[HOST_NAME_MAX + 80];
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
+    snprintf(tb, sizeof tb, "events.out.tfevents.0000000000.%s.4194304.99", host);
+    snprintf(worker, sizeof worker, "%s_4194304.0000000000000000000.pt.trace.json.tmp", host);
+    const struct {
+        const char *path, *longest, *flag;
+        int is_dir;
+    } out[] = {
+        {c->ckpt.checkpoint_dir, CKPT_LONGEST_NAME, "--checkpoint_dir", 1},
+        {c->run.metrics_file, "", "--metrics_file", 0},
+        {c->run.tensorboard_dir, tb, "--tensorboard_dir", 1},
+        {c->run.trace_file, ".tmp.4194304", "--trace_file", 0},
+        {c->run.trace_dir, worker, "--trace_dir", 1},
+        // a cache's build folder, tok-<key>.<writer id>.tmp, and its writer lock's temporary
+        {c->data.data_cache_dir, "tok-ffffffffffffffffffffffffffffffff.ffffffffffffffff.tmp/.fsdpc-writer.ffffffffffffffff.tmp",
+         "--data_cache_dir", 1},
+    };
+    for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
+        const char *e = out[i].path[0] ? io_check_output_path(out[i].path, out[i].is_dir, out[i].longest, out[i].flag) : NULL;
+        if (e) comm_fail_all("%s", e);
+    }
 }
 
 // Output paths are checked before any work, not when the first checkpoint is due: rank 0

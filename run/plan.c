@@ -172,9 +172,10 @@ static void plan_model(PlanFigures *f) {
     const PlanArgs a = f->a;
     flags_finish(cfg);
     // a resume folder that holds no checkpoint starts the run fresh (the recipes' launch lines name one)
-    char found[1024], err[CKPT_ERR_LEN];
+    char *found = NULL, err[CKPT_ERR_LEN];
     int resumed = !cfg->ckpt.init_from[0] && cfg->ckpt.resume_from_checkpoint[0] ?
-                      ckpt_resolve(cfg->ckpt.resume_from_checkpoint, NULL, NULL, found, sizeof found, err, sizeof err) : 0;
+                      ckpt_resolve(cfg->ckpt.resume_from_checkpoint, NULL, NULL, &found, err, sizeof err) : 0;
+    free(found);
     if (resumed < 0) comm_fail_all("%s", err);
     if (cfg->ckpt.init_from[0] || resumed)
         comm_fail_all("plan: the model's sizes come from --model_name and the size flags; --init_from and "

@@ -3,6 +3,7 @@
 #ifndef FSDPC_RUN_H
 #define FSDPC_RUN_H
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -22,14 +23,14 @@
 typedef enum { DATA_EXPLICIT, DATA_BUNDLED, DATA_SYNTHETIC } RunDataKind;
 typedef struct {
     RunDataKind kind;
-    char spec[1024];  // the training data as recorded: --train_data, the bundled file's path, or "synthetic"
-    char bundled[1024];
+    char spec[PATH_MAX];  // the training data as recorded: --train_data, the bundled file's path, or "synthetic"
+    char bundled[PATH_MAX];
     // --train_data was given (--dataset_type synthetic leaves it unnamed: the bundled text then validates)
     int named;
     // The training data (but synthetic) and the validation data, each resolved once: noted as
     // inputs, their recorded vocabulary read, opened. Validation: --val_data, else the bundled
     // text with the bundled training data, else the training data's own validation split.
-    char val_spec[1024];  // "": none
+    char val_spec[PATH_MAX];  // "": none
     DataFiles train_files, val_files;
     int val_whole;  // --val_data (or the bundled text) without a validation split, and no --val_split: read whole
 } RunData;
@@ -68,7 +69,7 @@ typedef struct {
     int tok_added;
     // the model's vocabulary is not the byte tokenizer's, and no tokenizer maps text to its ids
     int no_text;
-    char resume_file[1024];  // the checkpoint this run continues, or ""
+    char *resume_file;  // heap: the checkpoint this run continues, or ""
     CkptMeta origin;         // run_id, parent and lineage recorded in this run's checkpoints
     HfModel *hf;             // --init_from a Hugging Face source
     int init_h5;             // --init_from an fsdpc checkpoint file
@@ -110,6 +111,8 @@ void inputs_load_state(Run *r);
 void inputs_free(Run *r);
 
 // outputs.c: the checkpoint folder's claim, the metrics file, TensorBoard and the memory log.
+// Refuses (comm_fail_all) an output whose longest name the operating system would refuse.
+void outputs_check_paths(const Config *c);
 void outputs_open(Run *r);
 void outputs_claim_checkpoint_dir(Run *r);
 // The step's metrics line into line (returns its length, 0 when none is pending) and TensorBoard

@@ -10,13 +10,14 @@
 #include <unistd.h>
 
 #include "../base/err.h"
+#include "../base/path.h"
 #include "../comm/comm.h"
 #include "../comm/io.h"
 
 struct TBoard {
     FILE *f;
-    char path[1200];
-    char what[1300];  // "--tensorboard_dir file '<path>'", for io_write_error
+    char *path;  // heap
+    char *what;  // "--tensorboard_dir file '<path>'", for io_write_error
 };
 
 // ---- CRC-32C, TFRecord's checksum: reflected polynomial 0x82F63B78, one table lookup per byte ----
@@ -113,17 +114,19 @@ TBoard *tboard_open(const char *dir, char *err, size_t errlen) {
     int fd = -1;
     // TensorBoard orders a folder's files by name; the counter only parts two runs of one second and pid
     for (int uid = 0; fd < 0 && uid < 100; uid++) {
-        snprintf(tb->path, sizeof tb->path, "%s/events.out.tfevents.%010lld.%s.%ld.%d", dir, secs, host, (long)getpid(), uid);
+        free(tb->path);
+        tb->path = path_fmt("%s/events.out.tfevents.%010lld.%s.%ld.%d", dir, secs, host, (long)getpid(), uid);
         fd = open(tb->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd < 0 && errno != EEXIST) break;
     }
     if (fd < 0 || !(tb->f = fdopen(fd, "wb"))) {
-        err_set(err, errlen, "cannot create an events file in --tensorboard_dir '%s': %s", dir, comm_path_error(tb->path, errno));
+        err_set(err, errlen, "cannot create an events file in --tensorboard_dir '%s': %s", path_show(dir), comm_path_error(tb->path, errno));
         if (fd >= 0) close(fd);
+        free(tb->path);
         free(tb);
         return NULL;
     }
-    snprintf(tb->what, sizeof tb->what, "--tensorboard_dir file '%s'", tb->path);
+    tb->what = path_fmt("--tensorboard_dir file '%s'", tb->path);
     // TensorBoard reads a file whose first event names this version ("brain.Event:2": summaries
     // as Summary protos, steps as given)
     static const char version[] = "brain.Event:2";
@@ -165,6 +168,8 @@ const char *tboard_close(TBoard *tb) {
     const char *e = tboard_flush(tb);
     static char msg[1500];
     if (fclose(tb->f) != 0 && !e) e = err_text(msg, sizeof msg, "cannot write %s: %s", tb->what, strerror(errno));
+    free(tb->path);
+    free(tb->what);
     free(tb);
     return e;
 }

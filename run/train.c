@@ -427,6 +427,7 @@ static void save(Run *r, int step) {
     log_msg("Saved checkpoint %s in %.2f s (%.1f MB/s)\n", out.path, out.seconds,
             out.bytes / 1e6 / (out.seconds > 0 ? out.seconds : 1e-9));
     ckpt_prune(c->ckpt.checkpoint_dir, c->ckpt.num_kept_checkpoints, &meta, out.path, r->resume_file);
+    free(out.path);
 }
 
 // The layout: ranks, data-parallel place, global batch and the steps asked for.
@@ -554,6 +555,7 @@ static void setup_build(Run *r) {
 static int train_setup(Run *r) {
     Config *c = r->cfg;
     const double t_start = clock_now_s();
+    outputs_check_paths(c);
     inputs_init(r);
     // A stop signal while loading ends the process at once: nothing is half-written then (the
     // checkpoint folder and --metrics_file are only created; the writer lock is registered with

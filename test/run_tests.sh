@@ -65,7 +65,7 @@ suite "probes, outputs: outputs that overlap inputs (by file identity) or fail (
 suite "probes, messages: a relative tokenizer recorded whole for export elsewhere, a uint64 id named as the file holds it" bash test/probes/test_probes_messages.sh
 suite "probes, crafted: checkpoints whose tensors or groups are soft or external links, or whose data lives outside the file" bash test/probes/test_probes_crafted.sh
 suite "probes writers: concurrent writers to one output (prepare, export, metrics, TensorBoard, traces), killed writers' leftovers, runaway shard counts, repeated inputs" bash test/probes/test_probes_writers.sh
-suite "probes paths: data folders of long paths, a 320-character checkpoint folder at np=2, path flags of 200-4000 characters" bash test/probes/test_probes_paths.sh
+suite "probes paths: data folders of long paths; folders of 200-3990 characters through every path flag (np=1, np=2 with ompio and romio); names beyond PATH_MAX refused at start-up" bash test/probes/test_probes_paths.sh
 suite "parquet: Parquet reader against parquet-wasm (arrow-rs) files" bash test/integration/test_parquet.sh
 suite "tokenizer: SentencePiece model and tokenizer.json against libsentencepiece" bash test/integration/test_tokenizer.sh
 suite "plan calibration: fsdpc plan against published FSDP runs (speed, fits), the fit in run/plan.c, docs/planning.md's generated tables" bash test/integration/test_plan_calibration.sh

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -91,16 +92,18 @@ static void cache_key(const CacheRequest *q, int versions, char *out, size_t len
     snprintf(out, len, "tok-%016llx%016llx", (unsigned long long)h.a, (unsigned long long)h.b);
 }
 
-void cache_default_root(char *out, size_t len) {
+char *cache_default_root(void) {
     const char *env = getenv("FSDPC_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (env && env[0]) snprintf(out, len, "%s", env);
-    else if (xdg && xdg[0]) snprintf(out, len, "%s/fsdpc", xdg);
-    else snprintf(out, len, "%s/.cache/fsdpc", home && home[0] ? home : ".");
+    if (env && env[0]) return path_dup(env);
+    if (xdg && xdg[0]) return path_join(xdg, "fsdpc");
+    return path_join(home && home[0] ? home : ".", ".cache/fsdpc");
 }
 
-void cache_part_path(const char *dir, int i, char *out, size_t len) { snprintf(out, len, "%s/part-%06d.bin", dir, i); }
+// part i's file with extension ext ("bin": the tokens, "txt": its record, "idx": the document
+// index, "lab": finetuning labels): heap
+static char *cache_file(const char *dir, int i, const char *ext) { return path_fmt("%s/part-%06d.%s", dir, i, ext); }
 
-static void cache_stats_path(const char *dir, int i, char *out, size_t len) { snprintf(out, len, "%s/part-%06d.txt", dir, i); }
+char *cache_part_path(const char *dir, int i) { return cache_file(dir, i, "bin"); }
 
 typedef struct {
     uint64_t bytes_total, bytes_done;  // this rank's inputs
@@ -118,11 +121,6 @@ static void cache_progress(CacheProgress *g, uint64_t done_now, uint64_t part_to
     log_msg("data cache: %.0f%% of rank 0's %.1f MB read, %.0f MB/s, %llu tokens so far%s\n",
             g->bytes_total ? 100.0 * (double)(g->bytes_done + done_now) / (double)g->bytes_total : 100.0, (double)g->bytes_total / 1e6,
             dt > 0 ? mb / dt : 0.0, (unsigned long long)(g->tokens + part_tokens), comm_info.world > 1 ? " (each rank builds its share)" : "");
-}
-
-// part i's file with extension ext ("idx": the document index, "lab": finetuning labels)
-static void cache_side_path(const char *dir, int i, const char *ext, char *out, size_t len) {
-    snprintf(out, len, "%s/part-%06d.%s", dir, i, ext);
 }
 
 // ---- one part ----
@@ -152,14 +150,23 @@ static void cache_part_progress(ShardsSink *sink, uint64_t bytes_read) {
     cache_progress(p->g, bytes_read, p->bin.count, 0);
 }
 
+static int cache_write_part(const CacheRequest *q, int i, const char *path, const char *stats, const char *ipath, const char *lpath,
+                            const char *id, CacheProgress *g, char *err, size_t errlen);
+
 // Builds part i into folder dir: each file under writer id's temporary name first, renamed once complete.
 static int cache_build_part(const CacheRequest *q, int i, const char *dir, const char *id, CacheProgress *g, char *err, size_t errlen) {
+    char *path = cache_file(dir, i, "bin"), *stats = cache_file(dir, i, "txt"), *ipath = cache_file(dir, i, "idx"),
+         *lpath = cache_file(dir, i, "lab");
+    int rc = cache_write_part(q, i, path, stats, ipath, lpath, id, g, err, errlen);
+    free(path), free(stats), free(ipath), free(lpath);
+    return rc;
+}
+
+// cache_build_part's work, into the files path (tokens), stats (its record), ipath (the document
+// index) and lpath (labels)
+static int cache_write_part(const CacheRequest *q, int i, const char *path, const char *stats, const char *ipath, const char *lpath,
+                            const char *id, CacheProgress *g, char *err, size_t errlen) {
     const CacheInput *in = &q->inputs[i];
-    char path[4200], stats[4200], ipath[4200], lpath[4200];
-    cache_part_path(dir, i, path, sizeof path);
-    cache_stats_path(dir, i, stats, sizeof stats);
-    cache_side_path(dir, i, "idx", ipath, sizeof ipath);
-    cache_side_path(dir, i, "lab", lpath, sizeof lpath);
     // rows (finetuning formats) or documents: as --data_format says, or as the file's fields say
     RowsOptions o = {.sft = {.format = q->format, .tmpl = q->tmpl, .tok = q->tok, .train_on_inputs = q->train_on_inputs, .vocab = q->vocab},
                      .text_column = q->text_column, .explicit_column = q->explicit_column};
@@ -200,21 +207,47 @@ static int cache_build_part(const CacheRequest *q, int i, const char *dir, const
 static void cache_remove_tree(const char *dir) {
     DIR *d = opendir(dir);
     if (d) {
-        char path[4400];
         for (struct dirent *e; (e = readdir(d));) {
             if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            char *path = path_join(dir, e->d_name);
             unlink(path);
+            free(path);
         }
         closedir(d);
     }
     rmdir(dir);
 }
 
+// A finished folder in use: each process reading it holds a shared lock on its "complete" file
+// until it exits, and cache_sweep removes an earlier version only under an exclusive one, so a
+// run still reading that version (on another node of a shared file system, where a file removed
+// under an open descriptor is gone) keeps it. flock() reaches NFS as a byte-range lock.
+static char *cache_complete_path(const char *dir) { return path_join(dir, "complete"); }
+
+static void cache_hold(const char *dir) {
+    char *path = cache_complete_path(dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && flock(fd, LOCK_SH) != 0) close(fd);  // without locks (a file system that has none) it is not held
+    free(path);  // the descriptor stays open, and the lock held, until the process ends
+}
+
+// Rank 0, cache_sweep: 1 with the folder's "complete" file locked exclusively into *fd (no run reads
+// it), 0 while a run holds it; a folder without one (an older build) is nobody's
+static int cache_unheld(const char *dir, int *fd) {
+    char *path = cache_complete_path(dir);
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    free(path);
+    if (*fd < 0 || flock(*fd, LOCK_EX | LOCK_NB) == 0) return 1;
+    int busy = errno == EWOULDBLOCK;
+    if (busy) close(*fd), *fd = -1;
+    return !busy;
+}
+
 static int cache_complete(const char *dir) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/complete", dir);
-    return access(path, R_OK) == 0;
+    char *path = cache_complete_path(dir);
+    int ok = access(path, R_OK) == 0;
+    free(path);
+    return ok;
 }
 
 // Builds the parts i with i % stride == first into tmp; on rank 0 writes "complete" after all are in.
@@ -234,11 +267,12 @@ static int cache_build(const CacheRequest *q, const char *tmp, const char *id, i
 }
 
 static int cache_seal(const char *tmp, const char *dir, char *err, size_t errlen) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/complete", tmp);
+    char *path = cache_complete_path(tmp);
     FILE *f = fopen(path, "w");
-    if (!f || fprintf(f, "fsdpc data cache %d\n", CACHE_VERSION) < 0 || fclose(f) != 0) {
-        snprintf(err, errlen, "cannot write '%s': %s", path, comm_path_error(path, errno));
+    int bad = !f || fprintf(f, "fsdpc data cache %d\n", CACHE_VERSION) < 0 || fclose(f) != 0;
+    if (bad) snprintf(err, errlen, "cannot write '%s': %s", path_show(path), comm_path_error(path, errno));
+    free(path);
+    if (bad) {
         cache_remove_tree(tmp);
         return -1;
     }
@@ -247,7 +281,7 @@ static int cache_seal(const char *tmp, const char *dir, char *err, size_t errlen
         cache_remove_tree(tmp);
         return 0;
     }
-    snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp, dir, strerror(errno));
+    snprintf(err, errlen, "cannot rename '%s' to '%s': %s", path_show(tmp), path_show(dir), strerror(errno));
     cache_remove_tree(tmp);
     return -1;
 }
@@ -260,10 +294,10 @@ static void cache_log(const CacheRequest *q, const char *dir, int built, double 
     char formats[512] = "";
     DocsFields fields = {0};
     for (int i = 0; i < q->n; i++) {
-        char path[4200], what[256] = "", line[DOCS_FIELDS_MAX * 260];
+        char what[256] = "", line[DOCS_FIELDS_MAX * 260], *path = cache_file(dir, i, "txt");
         unsigned long long r = 0, nu = 0, t = 0;
-        cache_stats_path(dir, i, path, sizeof path);
         FILE *f = path_fopen_read(path);
+        free(path);
         if (f) {
             if (fscanf(f, "%llu %llu %llu\n", &r, &nu, &t) != 3 || !fgets(what, sizeof what, f)) what[0] = 0;
             if (what[0] && fgets(line, sizeof line, f)) docs_fields_parse(&fields, line);
@@ -282,11 +316,11 @@ static void cache_log(const CacheRequest *q, const char *dir, int built, double 
     if (docs_fields_warning(&fields, q->label, "read only in another row format (see --data_format)", warn, sizeof warn)) log_msg("%s\n", warn);
 }
 
-// Rank 0, after building the cache `key` in root: what the cache's own builds left there goes.
-// A build folder (<key>.<writer id>.tmp) whose writer provably ended (a killed build: the lock's
-// process is gone on this host, or the lock was never written and the folder is a minute old),
-// and a finished folder of the same source (the same inputs and settings: cache_key without the
-// inputs' versions) built before the inputs changed, which nothing will read again.
+// Rank 0, after building or finding the cache `key` in root: what the cache's own builds left
+// there goes. A build folder (<key>.<writer id>.tmp) whose writer provably ended (a killed build:
+// the lock's process is gone on this host, or the lock was never written and the folder is a
+// minute old), and a finished folder of the same source (the same inputs and settings: cache_key
+// without the inputs' versions) built before the inputs changed, unless a run still reads it.
 static void cache_sweep(const char *root, const char *key, const char *source) {
     DIR *d = opendir(root);
     if (!d) return;
@@ -310,7 +344,11 @@ static void cache_sweep(const char *root, const char *key, const char *source) {
             if (f && fgets(theirs, sizeof theirs, f) && !strcmp(theirs, source)) why = "built from an earlier version of the same inputs";
             if (f) fclose(f);
         }
+        int held = -1;
+        if (why && src && !cache_unheld(path, &held))
+            log_msg("Kept the data cache folder %s, %s: another run still reads it (a later run removes it)\n", path, why), why = NULL;
         if (why) cache_remove_tree(path), log_msg("Removed the data cache folder %s, %s\n", path, why);
+        if (held >= 0) close(held);
         free(path);
         free(lock);
         free(src);
@@ -324,7 +362,7 @@ static int cache_write_source(const char *tmp, const char *source, char *err, si
     char *path = mallocCheck(n);
     snprintf(path, n, "%s/source", tmp);
     FILE *f = fopen(path, "w");
-    int rc = !f || fputs(source, f) < 0 || fclose(f) != 0 ? err_set(err, errlen, "cannot write '%s': %s", path, comm_path_error(path, errno)) : 0;
+    int rc = !f || fputs(source, f) < 0 || fclose(f) != 0 ? err_set(err, errlen, "cannot write '%s': %s", path_show(path), comm_path_error(path, errno)) : 0;
     if (f && rc) fclose(f);
     free(path);
     return rc;
@@ -337,7 +375,7 @@ static char *cache_begin(const char *root, const char *dir, char id[WLOCK_ID_LEN
     char *tmp = wlock_tmp_name(dir, id);
     const char *locked = NULL;
     if (path_mkdirs(root, err, errlen)) snprintf(err + strlen(err), errlen - strlen(err), " (--data_cache_dir)");
-    else if (mkdir(tmp, 0777) != 0) err_set(err, errlen, "cannot create the data cache folder '%s': %s (--data_cache_dir)", tmp, strerror(errno));
+    else if (mkdir(tmp, 0777) != 0) err_set(err, errlen, "cannot create the data cache folder '%s': %s (--data_cache_dir)", path_show(tmp), strerror(errno));
     else if (!(*lock = io_lock_output(tmp, 1, id, "--data_cache_dir", "a data cache", &locked))) err_set(err, errlen, "%s", locked);
     else return tmp;
     if (locked) rmdir(tmp);
@@ -351,26 +389,37 @@ static void cache_end(char *tmp, char *lock, const char *id) {
     free(tmp);
 }
 
-int cache_ensure(const CacheRequest *q, char *dir, size_t len, char *line, size_t linelen) {
-    char *root, key[64], source[64], id[WLOCK_ID_LEN + 1] = "", err[16384] = "";
-    char default_root[PATH_MAX];
-    if (q->root && q->root[0]) root = (char *)q->root;
-    else cache_default_root(default_root, sizeof default_root), root = default_root;
+static int cache_find_or_build(const CacheRequest *q, const char *root, const char *key, const char *dir, char *line, size_t linelen);
+
+int cache_ensure(const CacheRequest *q, char **dir, char *line, size_t linelen) {
+    char key[64];
+    char *root = q->root && q->root[0] ? path_dup(q->root) : cache_default_root();
     cache_key(q, 1, key, sizeof key);
+    *dir = path_join(root, key);
+    int rc = cache_find_or_build(q, root, key, *dir, line, linelen);
+    free(root);
+    if (rc) free(*dir), *dir = NULL;
+    return rc;
+}
+
+// cache_ensure's work, for the cache key in root (its folder dir)
+static int cache_find_or_build(const CacheRequest *q, const char *root, const char *key, const char *dir, char *line, size_t linelen) {
+    char source[64], id[WLOCK_ID_LEN + 1] = "", err[16384] = "";
     cache_key(q, 0, source, sizeof source);
-    if ((size_t)snprintf(dir, len, "%s/%s", root, key) >= len)
-        return err_set(line, linelen, "the data cache folder '%s/%s' is longer than the %zu characters fsdpc keeps for it (--data_cache_dir)",
-                       root, key, len - 1);
     // the folder must be one fsdpc built here: a link (to another source's cache, say) is refused
     struct stat lst;
     if (lstat(dir, &lst) == 0 && !S_ISDIR(lst.st_mode))
         snprintf(err, sizeof err, "the data cache folder '%s' is %s, not a folder fsdpc built there: remove it (fsdpc builds it "
-                 "again)", dir, S_ISLNK(lst.st_mode) ? "a symbolic link" : "not a folder");
+                 "again)", path_show(dir), S_ISLNK(lst.st_mode) ? "a symbolic link" : "not a folder");
     if (comm_agree(err[0] ? err : NULL, line, linelen)) return -1;
     CommGroup *world = comm_world();
     double lacking = !cache_complete(dir);
     comm_allreduce_max_f64(world, &lacking, 1);
-    if (!lacking) return cache_log(q, dir, 0, 0), 0;
+    if (!lacking) {
+        cache_hold(dir);
+        if (comm_info.rank == 0) cache_sweep(root, key, source);  // what a build left while another run held it
+        return cache_log(q, dir, 0, 0), 0;
+    }
     double t0 = clock_now_s();
     // rank 0 makes the build folder; when every rank sees it (shared storage) each builds its share
     char *tmp = NULL, *lock = NULL;
@@ -414,6 +463,7 @@ int cache_ensure(const CacheRequest *q, char *dir, size_t len, char *line, size_
     if (!unseen && comm_info.rank == 0) io_unlock_output(lock, id), lock = NULL, rc = cache_seal(tmp, dir, err, sizeof err);
     cache_end(tmp, lock, id);
     if (comm_agree(rc ? err : NULL, line, linelen)) return -1;
+    cache_hold(dir);
     if (comm_info.rank == 0) cache_sweep(root, key, source);
     cache_log(q, dir, 1, clock_now_s() - t0);
     return 0;

@@ -39,14 +39,15 @@ typedef struct {
     int train_on_inputs;      // rows: every real token bears loss
 } CacheRequest;
 
-// Collective. Finds or builds the cache of q's inputs and writes its folder to dir; rank 0 logs one
+// Collective. Finds or builds the cache of q's inputs, its folder into *dir (heap; NULL unless 0 is
+// returned); rank 0 logs one
 // line: the formats, rows (null rows skipped), tokens and the folder. Returns 0; 1 on every rank
 // when *q->stop was set on any rank during the build (its partial folder removed); -1 on every
 // rank with one line in err (an input that cannot be read, named), leaving no cache behind.
-int cache_ensure(const CacheRequest *q, char *dir, size_t len, char *err, size_t errlen);
-// The shard made of input i.
-void cache_part_path(const char *dir, int i, char *out, size_t len);
-// --data_cache_dir's default: $FSDPC_CACHE_DIR, else $XDG_CACHE_HOME/fsdpc, else ~/.cache/fsdpc.
-void cache_default_root(char *out, size_t len);
+int cache_ensure(const CacheRequest *q, char **dir, char *err, size_t errlen);
+// The shard made of input i (heap).
+char *cache_part_path(const char *dir, int i);
+// --data_cache_dir's default (heap): $FSDPC_CACHE_DIR, else $XDG_CACHE_HOME/fsdpc, else ~/.cache/fsdpc.
+char *cache_default_root(void);
 
 #endif

@@ -181,7 +181,7 @@ static char **data_token_paths(const DataSource *src, int vocab, int *n, int *fo
     }
     if (src->explicit_column && !ndocs)
         log_msg("warning: --text_column %s has no effect on %s '%s': it holds tokens, not documents\n", src->text_column, src->label, src->spec);
-    char **paths = callocCheck((size_t)hf->nfiles, sizeof *paths), dir[4096] = "";
+    char **paths = callocCheck((size_t)hf->nfiles, sizeof *paths), *dir = NULL;
     if (ndocs) {
         char label[700];
         snprintf(label, sizeof label, "%s '%s'", src->label, src->spec);
@@ -189,7 +189,7 @@ static char **data_token_paths(const DataSource *src, int vocab, int *n, int *fo
                           .explicit_column = src->explicit_column, .vocab = vocab, .root = src->cache_dir, .label = label,
                           .stop = src->stop, .format = (SftFormat)src->format, .tmpl = (ChatTemplate)src->chat_template,
                           .train_on_inputs = src->train_on_inputs};
-        int rc = cache_ensure(&q, dir, sizeof dir, err, errlen);
+        int rc = cache_ensure(&q, &dir, err, errlen);
         if (rc) {  // failed, or stopped by a signal: nothing to open
             *found = rc < 0 ? -1 : DATA_STOPPED;
             free(paths);
@@ -197,12 +197,8 @@ static char **data_token_paths(const DataSource *src, int vocab, int *n, int *fo
         }
     }
     if (paths) *found = 1;
-    for (int i = 0; paths && i < hf->nfiles; i++) {
-        char part[4200];
-        if (doc_of[i] >= 0) cache_part_path(dir, doc_of[i], part, sizeof part);
-        paths[i] = strdup(doc_of[i] >= 0 ? part : hf->files[i]);
-        if (!paths[i]) err_fatal("out of memory");
-    }
+    for (int i = 0; paths && i < hf->nfiles; i++) paths[i] = doc_of[i] >= 0 ? cache_part_path(dir, doc_of[i]) : path_dup(hf->files[i]);
+    free(dir);
     *n = paths ? hf->nfiles : 0;
     *all_docs = ndocs == hf->nfiles;
     free(docs);

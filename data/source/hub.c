@@ -22,62 +22,67 @@ int hub_looks_like_name(const char *s) {
     return 1;
 }
 
-void hub_home_dir(char *out, size_t len) {
+char *hub_home_dir(void) {
     const char *home = getenv("HF_HOME"), *xdg = getenv("XDG_CACHE_HOME");
-    if (home && *home) snprintf(out, len, "%s", home);
-    else if (xdg && *xdg) snprintf(out, len, "%s/huggingface", xdg);
-    else snprintf(out, len, "%s/.cache/huggingface", getenv("HOME") ? getenv("HOME") : "");
+    if (home && *home) return path_dup(home);
+    if (xdg && *xdg) return path_join(xdg, "huggingface");
+    return path_join(getenv("HOME") ? getenv("HOME") : "", ".cache/huggingface");
 }
 
-void hub_cache_dir(char *out, size_t len) {
+char *hub_cache_dir(void) {
     const char *cache = getenv("HF_HUB_CACHE");
-    char home[1024];
-    hub_home_dir(home, sizeof home);
-    if (cache && *cache) snprintf(out, len, "%s", cache);
-    else snprintf(out, len, "%s/hub", home);
+    if (cache && *cache) return path_dup(cache);
+    char *home = hub_home_dir(), *hub = path_join(home, "hub");
+    free(home);
+    return hub;
 }
 
 int hub_snapshot(const char *kind, const char *name, char *out, size_t len) {
-    char cache[2048], repo[4096];
-    hub_cache_dir(cache, sizeof cache);
+    char *cache = hub_cache_dir(), *repo;
     const char *slash = strchr(name, '/');
-    if (slash) snprintf(repo, sizeof repo, "%s/%s--%.*s--%s", cache, kind, (int)(slash - name), name, slash + 1);
-    else snprintf(repo, sizeof repo, "%s/%s--%s", cache, kind, name);
-    return hub_repo_snapshot(repo, name, out, len);
+    if (slash) repo = path_fmt("%s/%s--%.*s--%s", cache, kind, (int)(slash - name), name, slash + 1);
+    else repo = path_fmt("%s/%s--%s", cache, kind, name);
+    int rc = hub_repo_snapshot(repo, name, out, len);
+    free(cache);
+    free(repo);
+    return rc;
 }
 
-int hub_repo_snapshot(const char *repo, const char *name, char *out, size_t len) {
-    char snaps[4200], ref[128] = "", path[4500];
-    snprintf(snaps, sizeof snaps, "%s/snapshots", repo);
-    // refs/main names the snapshot the cache's owner last fetched
-    snprintf(path, sizeof path, "%s/refs/main", repo);
+// refs/main of repo: the snapshot the cache's owner last fetched, when it names a folder there (heap), else NULL
+static char *hub_main_snapshot(const char *repo, const char *snaps) {
+    char ref[128] = "", *path = path_join(repo, "refs/main");
     FILE *f = path_fopen_read(path);
+    free(path);
     if (f) {
         if (!fgets(ref, sizeof ref, f)) ref[0] = 0;
         fclose(f);
         ref[strcspn(ref, " \r\n")] = 0;
     }
-    if (ref[0] && !strchr(ref, '/') && strcmp(ref, ".") && strcmp(ref, "..")) {
-        snprintf(path, sizeof path, "%s/%s", snaps, ref);
-        if (path_is_dir(path)) return snprintf(out, len, "%s", path), 1;
-    }
+    if (!ref[0] || strchr(ref, '/') || !strcmp(ref, ".") || !strcmp(ref, "..")) return NULL;
+    path = path_join(snaps, ref);
+    if (path_is_dir(path)) return path;
+    free(path);
+    return NULL;
+}
+
+int hub_repo_snapshot(const char *repo, const char *name, char *out, size_t len) {
+    char *snaps = path_join(repo, "snapshots"), *main = hub_main_snapshot(repo, snaps);
     // without refs/main: the one snapshot there is (several are ambiguous)
-    int n = 0;
-    DIR *d = opendir(snaps);
-    if (d) {
-        for (struct dirent *e; (e = readdir(d));) {
-            if (e->d_name[0] == '.') continue;
-            snprintf(path, sizeof path, "%s/%s", snaps, e->d_name);
-            if (!path_is_dir(path)) continue;
-            if (++n == 1) snprintf(out, len, "%s", path);
-        }
-        closedir(d);
+    int n = main ? 1 : 0;
+    DIR *d = main ? NULL : opendir(snaps);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char *path = path_join(snaps, e->d_name);
+        if (path_is_dir(path) && ++n == 1) main = path;
+        else free(path);
     }
-    if (n == 1) return 1;
-    if (n > 1)
-        return err_set(out, len, "'%s' has %d snapshots in %s and no refs/main to choose one; pass the snapshot directory",
-                        name, n, snaps);
-    return snprintf(out, len, "%s", repo), 0;
+    if (d) closedir(d);
+    int rc = n == 1 ? (snprintf(out, len, "%s", main), 1)
+         : n > 1 ? err_set(out, len, "'%s' has %d snapshots in %s and no refs/main to choose one; pass the snapshot directory", name, n, snaps)
+                 : (snprintf(out, len, "%s", repo), 0);
+    free(snaps);
+    free(main);
+    return rc;
 }
 
 int hub_resolve(const char *spec, char *out, size_t len) {

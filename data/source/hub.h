@@ -14,10 +14,10 @@ int hub_resolve(const char *spec, char *out, size_t len);
 
 // ORG/NAME: one slash, neither part empty nor starting with '.', letters, digits and "-_." only.
 int hub_looks_like_name(const char *s);
-// The Hugging Face home: $HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface.
-void hub_home_dir(char *out, size_t len);
-// The hub cache: $HF_HUB_CACHE, else <home>/hub.
-void hub_cache_dir(char *out, size_t len);
+// The Hugging Face home (heap): $HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface.
+char *hub_home_dir(void);
+// The hub cache (heap): $HF_HUB_CACHE, else <home>/hub.
+char *hub_cache_dir(void);
 // The snapshot of repository `name` (ORG/NAME, or a bare NAME) of `kind` ("models", "datasets")
 // in the hub cache: <cache>/KIND--ORG--NAME/snapshots/<refs/main, else the only one>. Returns 1
 // with its folder in out; 0 when the cache has no snapshot of it, with the repository folder

@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <glob.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,19 +45,6 @@ static void sl_sort(StrList *l) {
     if (l->n) qsort(l->v, (size_t)l->n, sizeof *l->v, cmp_str);
 }
 
-static char *xprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *xprintf(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    char *s = mallocCheck((size_t)n + 1);
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    return s;
-}
-
 // "a, b, c" into out (truncated with "...")
 static void join_names(char *const *v, int n, char *out, size_t len) {
     size_t at = 0;
@@ -92,7 +78,7 @@ static SourceSplit *splits_at(SourceSplits *ss, const char *name) {
     buf_fit(ss->v, &ss->cap, (size_t)ss->n + 1);
     SourceSplit *sp = &ss->v[ss->n++];
     memset(sp, 0, sizeof *sp);
-    sp->name = xprintf("%s", name);
+    sp->name = path_fmt("%s", name);
     return sp;
 }
 
@@ -115,7 +101,7 @@ static int list_entries(const char *dir, StrList *out, char *err, size_t errlen)
     DIR *d = opendir(dir);
     if (!d) return err_set(err, errlen, "cannot read folder '%s': %s", dir, strerror(errno));
     for (struct dirent *e; (e = readdir(d));)
-        if (e->d_name[0] != '.') sl_push(out, xprintf("%s", e->d_name));
+        if (e->d_name[0] != '.') sl_push(out, path_fmt("%s", e->d_name));
     closedir(d);
     sl_sort(out);
     return 0;
@@ -153,12 +139,12 @@ static int repo_data_name(const char *name) {
 
 // Files under root/rel (paths relative to root), not following symlinked folders.
 static int walk(const char *root, const char *rel, int depth, StrList *out, char *err, size_t errlen) {
-    char *dir = rel[0] ? xprintf("%s/%s", root, rel) : xprintf("%s", root);
+    char *dir = rel[0] ? path_fmt("%s/%s", root, rel) : path_fmt("%s", root);
     StrList names = {0};
     int rc = list_entries(dir, &names, err, errlen);
     for (int i = 0; !rc && i < names.n; i++) {
-        char *path = xprintf("%s/%s", dir, names.v[i]);
-        char *r = rel[0] ? xprintf("%s/%s", rel, names.v[i]) : xprintf("%s", names.v[i]);
+        char *path = path_fmt("%s/%s", dir, names.v[i]);
+        char *r = rel[0] ? path_fmt("%s/%s", rel, names.v[i]) : path_fmt("%s", names.v[i]);
         struct stat st, target;
         if (lstat(path, &st) != 0) free(r);  // gone meanwhile
         else if (S_ISDIR(st.st_mode)) {
@@ -340,7 +326,7 @@ static int plain_name(const JsonValue *v) {
 
 // state.json's _data_files, in order, as paths under dir.
 static int load_state(const char *dir, StrList *files, char *err, size_t errlen) {
-    char *path = xprintf("%s/state.json", dir), why[600];
+    char *path = path_fmt("%s/state.json", dir), why[600];
     JsonValue *v = json_parse_file(path, HF_JSON_MAX, why, sizeof why);
     int rc = 0;
     const JsonValue *df = v ? json_get(v, "_data_files") : NULL, *idx = v ? json_get(v, "_indices_data_files") : NULL;
@@ -355,7 +341,7 @@ static int load_state(const char *dir, StrList *files, char *err, size_t errlen)
         const JsonValue *name = json_get(&df->items[i], "filename");
         if (!plain_name(name))
             rc = err_set(err, errlen, "'%s': _data_files[%zu] is not a file name in its folder", path, i);
-        else sl_push(files, xprintf("%s/%s", dir, name->str));
+        else sl_push(files, path_fmt("%s/%s", dir, name->str));
     }
     json_free(v);
     free(path);
@@ -379,7 +365,7 @@ static int save_to_disk_resolve(const char *dir, const char *config, const char 
 }
 
 static int dataset_dict_resolve(const char *dir, const char *config, const char *split, SourceFiles *out, char *err, size_t errlen) {
-    char *path = xprintf("%s/dataset_dict.json", dir), why[600], src[1200];
+    char *path = path_fmt("%s/dataset_dict.json", dir), why[600], src[1200];
     snprintf(src, sizeof src, "DatasetDict folder '%s'", dir);
     JsonValue *v = json_parse_file(path, HF_JSON_MAX, why, sizeof why);
     const JsonValue *list = v ? json_get(v, "splits") : NULL;
@@ -405,7 +391,7 @@ static int dataset_dict_resolve(const char *dir, const char *config, const char 
             SourceSplits ss = {0};
             ss.ordered = 1;
             SourceSplit *sp = splits_at(&ss, names[k]);
-            char *sub = xprintf("%s/%s", dir, names[k]);
+            char *sub = path_fmt("%s/%s", dir, names[k]);
             rc = load_state(sub, &sp->files, err, errlen);
             if (!rc) rc = finish(&ss, split, src, out, err, errlen);
             free(sub);
@@ -423,7 +409,7 @@ static int visible_dir_name(const char *name) { return name[0] != '.' && !path_e
 
 // A finished build: its dataset_info.json and at least one split file.
 static int is_cache_build(const char *dir) {
-    char *info = xprintf("%s/dataset_info.json", dir);
+    char *info = path_fmt("%s/dataset_info.json", dir);
     int ok = path_is_file(info);
     free(info);
     if (!ok) return 0;
@@ -442,8 +428,8 @@ static int sub_dirs(const char *dir, StrList *out, char *err, size_t errlen) {
     if (!d) return err_set(err, errlen, "cannot read folder '%s': %s", dir, strerror(errno));
     for (struct dirent *e; (e = readdir(d));) {
         if (!visible_dir_name(e->d_name) || (e->d_type != DT_DIR && e->d_type != DT_LNK && e->d_type != DT_UNKNOWN)) continue;
-        char *sub = xprintf("%s/%s", dir, e->d_name);
-        if (path_is_dir(sub)) sl_push(out, xprintf("%s", e->d_name));
+        char *sub = path_fmt("%s/%s", dir, e->d_name);
+        if (path_is_dir(sub)) sl_push(out, path_fmt("%s", e->d_name));
         free(sub);
     }
     closedir(d);
@@ -460,7 +446,7 @@ static int cache_level(const char *dir, int max) {
     if (sub_dirs(dir, &subs, ignore, sizeof ignore)) return -1;
     int best = -1;
     for (int i = 0; i < subs.n && best != 1; i++) {
-        char *sub = xprintf("%s/%s", dir, subs.v[i]);
+        char *sub = path_fmt("%s/%s", dir, subs.v[i]);
         int l = cache_level(sub, max - 1);
         if (l >= 0 && (best < 0 || l + 1 < best)) best = l + 1;
         free(sub);
@@ -475,7 +461,7 @@ static void cache_builds(const char *dir, int level, StrList *out) {
     char ignore[8];
     if (sub_dirs(dir, &subs, ignore, sizeof ignore)) return;
     for (int i = 0; i < subs.n; i++) {
-        char *sub = xprintf("%s/%s", dir, subs.v[i]);
+        char *sub = path_fmt("%s/%s", dir, subs.v[i]);
         if (level == 1 && is_cache_build(sub)) sl_push(out, sub);
         else {
             if (level > 1) cache_builds(sub, level - 1, out);
@@ -510,14 +496,14 @@ static int cache_resolve(const char *dir, int level, const char *config, const c
             rc = err_set(err, errlen, "%s has several configs in the datasets cache (%s): choose one", label, list);
         else {
             snprintf(cfg, sizeof cfg, "%s", cfgs.v[k]);
-            chosen = xprintf("%s/%s", dir, cfgs.v[k]);
+            chosen = path_fmt("%s/%s", dir, cfgs.v[k]);
         }
         sl_free(&cfgs);
         if (rc) return rc;
         dir = chosen;
         level = 2;
     }
-    if (level == 0) build = xprintf("%s", dir);
+    if (level == 0) build = path_fmt("%s", dir);
     else {  // several builds of one config: the newest, as datasets itself reuses
         StrList builds = {0};
         cache_builds(dir, level, &builds);
@@ -527,7 +513,7 @@ static int cache_resolve(const char *dir, int level, const char *config, const c
             if (stat(builds.v[i], &st) != 0) continue;
             if (!build || st.st_mtime >= newest) build = builds.v[i], newest = st.st_mtime;
         }
-        build = build ? xprintf("%s", build) : NULL;
+        build = build ? path_fmt("%s", build) : NULL;
         if (builds.n > 1) snprintf(how, sizeof how, ", the newest of %d builds by modification time", builds.n);
         sl_free(&builds);
         if (!build) rc = err_set(err, errlen, "%s: no finished build in the datasets cache folder '%s'", label, dir);
@@ -538,7 +524,7 @@ static int cache_resolve(const char *dir, int level, const char *config, const c
         rc = list_entries(build, &names, err, errlen);
         for (int i = 0; !rc && i < names.n; i++) {
             char sp[128];
-            if (cache_split(names.v[i], sp, sizeof sp)) sl_push(&splits_at(&ss, sp)->files, xprintf("%s/%s", build, names.v[i]));
+            if (cache_split(names.v[i], sp, sizeof sp)) sl_push(&splits_at(&ss, sp)->files, path_fmt("%s/%s", build, names.v[i]));
         }
         sl_free(&names);
         snprintf(src, sizeof src, "%s%s%s (build '%s'%s)", label, cfg[0] ? " config " : "", cfg, build, how);
@@ -572,7 +558,7 @@ static int repo_resolve(const char *root, const char *config, const char *split,
         }
         size_t n = (size_t)(slash - rel.v[i]);
         if (tops.n && strlen(tops.v[tops.n - 1]) == n && !strncmp(tops.v[tops.n - 1], rel.v[i], n)) continue;  // sorted walk
-        sl_push(&tops, xprintf("%.*s", (int)n, rel.v[i]));
+        sl_push(&tops, path_fmt("%.*s", (int)n, rel.v[i]));
         if (!strcmp(tops.v[tops.n - 1], "data")) has_data = 1;
         else if (!strcmp(tops.v[tops.n - 1], "default")) has_default = 1;
         else if (word_split(rel.v[i], n, 1) >= 0) split_tops = 1;
@@ -621,7 +607,7 @@ static int repo_resolve(const char *root, const char *config, const char *split,
             const char *sp = by_shard ? (sharded_split(rel.v[i], name, sizeof name) ? name : NULL)
                              : by_folder || by_file ? (d >= 0 ? DEFAULT_SPLITS[d].split : NULL)
                                                     : "train";
-            if (sp) sl_push(&splits_at(&ss, sp)->files, scope ? xprintf("%s/%s/%s", root, scope, rel.v[i]) : xprintf("%s/%s", root, rel.v[i]));
+            if (sp) sl_push(&splits_at(&ss, sp)->files, scope ? path_fmt("%s/%s/%s", root, scope, rel.v[i]) : path_fmt("%s/%s", root, rel.v[i]));
         }
         char src[1400];
         snprintf(src, sizeof src, "%s%s%s", label, cfg ? " config " : "", cfg ? cfg : "");
@@ -650,7 +636,7 @@ static int plain_resolve(const char *dir, const StrList *files, const char *conf
     ss.nosplits = !named;
     for (int i = 0; i < files->n; i++)
         sl_push(&splits_at(&ss, named ? DEFAULT_SPLITS[file_split(files->v[i])].split : "train")->files,
-                xprintf("%s/%s", dir, files->v[i]));
+                path_fmt("%s/%s", dir, files->v[i]));
     int rc = finish(&ss, split, src, out, err, errlen);
     splits_free(&ss);
     return rc;
@@ -677,11 +663,11 @@ static int in_hub_snapshot(const char *dir) {
 // A folder: whichever of datasets' layouts it is, else a repository layout, else its files.
 static int folder_resolve(const char *dir, const char *config, const char *split, const char *label, int repo, SourceFiles *out,
                           char *err, size_t errlen) {
-    char *p = xprintf("%s/dataset_dict.json", dir);
+    char *p = path_fmt("%s/dataset_dict.json", dir);
     int dd = path_is_file(p);
     free(p);
     if (dd) return dataset_dict_resolve(dir, config, split, out, err, errlen);
-    p = xprintf("%s/state.json", dir);
+    p = path_fmt("%s/state.json", dir);
     int st = path_is_file(p);
     free(p);
     if (st) return save_to_disk_resolve(dir, config, split, out, err, errlen);
@@ -691,23 +677,23 @@ static int folder_resolve(const char *dir, const char *config, const char *split
         snprintf(lab, sizeof lab, "datasets cache folder '%s'", dir);
         return cache_resolve(dir, level, config, split, label ? label : lab, out, err, errlen);
     }
-    p = xprintf("%s/snapshots", dir);
-    char *b = xprintf("%s/blobs", dir);
+    p = path_fmt("%s/snapshots", dir);
+    char *b = path_fmt("%s/blobs", dir);
     int hub_repo = !repo && path_is_dir(p) && path_is_dir(b);
     free(p);
     free(b);
     if (hub_repo) return hub_repo_resolve(dir, config, split, out, err, errlen);
-    p = xprintf("%s/.cache/huggingface", dir);
+    p = path_fmt("%s/.cache/huggingface", dir);
     repo |= path_is_dir(p) || in_hub_snapshot(dir);
     free(p);
     StrList names = {0}, files = {0};
     if (list_entries(dir, &names, err, errlen)) return -1;
     int subdirs = 0;
     for (int i = 0; i < names.n; i++) {
-        char *path = xprintf("%s/%s", dir, names.v[i]);
+        char *path = path_fmt("%s/%s", dir, names.v[i]);
         struct stat s;
         if (path_is_dir(path)) subdirs++;
-        else if (!skipped_name(names.v[i]) && lstat(path, &s) == 0) sl_push(&files, xprintf("%s", names.v[i]));
+        else if (!skipped_name(names.v[i]) && lstat(path, &s) == 0) sl_push(&files, path_fmt("%s", names.v[i]));
         free(path);
     }
     sl_free(&names);
@@ -736,7 +722,7 @@ static int glob_resolve(const char *spec, const char *config, const char *split,
     ss.nosplits = 1;
     SourceSplit *sp = splits_at(&ss, "train");
     for (size_t i = 0; i < g.gl_pathc; i++)
-        if (!path_is_dir(g.gl_pathv[i])) sl_push(&sp->files, xprintf("%s", g.gl_pathv[i]));
+        if (!path_is_dir(g.gl_pathv[i])) sl_push(&sp->files, path_fmt("%s", g.gl_pathv[i]));
     globfree(&g);
     sl_sort(&sp->files);
     int rc = sp->files.n ? finish(&ss, split, src, out, err, errlen) : err_set(err, errlen, "'%s' matches only folders", spec);
@@ -772,12 +758,13 @@ static void snake_case(const char *in, char *out, size_t len) {
     out[o] = 0;
 }
 
-static void datasets_cache_dir(char *out, size_t len) {
+// datasets' cache (heap): $HF_DATASETS_CACHE, else <home>/datasets
+static char *datasets_cache_dir(void) {
     const char *env = getenv("HF_DATASETS_CACHE");
-    char home[1024];
-    hub_home_dir(home, sizeof home);
-    if (env && *env) snprintf(out, len, "%s", env);
-    else snprintf(out, len, "%s/datasets", home);
+    if (env && *env) return path_dup(env);
+    char *home = hub_home_dir(), *dir = path_join(home, "datasets");
+    free(home);
+    return dir;
 }
 
 // ORG/NAME or a bare NAME of letters, digits and "-_."
@@ -811,19 +798,18 @@ static int name_resolve(const char *spec, const char *config, const char *split,
         char where[4400], label[600];
         int s = hub_snapshot("datasets", cands[i], where, sizeof where);
         if (s < 0) rc = err_set(err, errlen, "dataset %s", where);
-        else if (s == 0) sl_push(&places, xprintf("%s", where));
+        else if (s == 0) sl_push(&places, path_fmt("%s", where));
         else {
             snprintf(label, sizeof label, "hub cache %s revision %.7s", cands[i], base_name(where));
             rc = folder_resolve(where, config, split, label, 1, out, err, errlen);
         }
     }
-    char cache[2048];
-    datasets_cache_dir(cache, sizeof cache);
+    char *cache = datasets_cache_dir();
     for (int i = 0; rc == 2 && i < nc; i++) {
         char snake[300], *dir;
         const char *slash = strchr(cands[i], '/');
         snake_case(slash ? slash + 1 : cands[i], snake, sizeof snake);
-        dir = slash ? xprintf("%s/%.*s___%s", cache, (int)(slash - cands[i]), cands[i], snake) : xprintf("%s/%s", cache, snake);
+        dir = slash ? path_fmt("%s/%.*s___%s", cache, (int)(slash - cands[i]), cands[i], snake) : path_fmt("%s/%s", cache, snake);
         if (path_is_dir(dir)) {
             char label[600];
             snprintf(label, sizeof label, "datasets cache %s", cands[i]);
@@ -831,6 +817,7 @@ static int name_resolve(const char *spec, const char *config, const char *split,
             free(dir);
         } else sl_push(&places, dir);
     }
+    free(cache);
     if (rc == 2) {
         char list[2000], hint[700];
         join_names(places.v, places.n, list, sizeof list);
@@ -855,14 +842,14 @@ int source_resolve(const char *spec, const char *config, const char *split, Sour
         if (no_configs(config, src, err, errlen)) return -1;
         SourceSplits ss = {0};
         ss.nosplits = 1;
-        sl_push(&splits_at(&ss, "train")->files, xprintf("%s", spec));
+        sl_push(&splits_at(&ss, "train")->files, path_fmt("%s", spec));
         int rc = finish(&ss, split, src, out, err, errlen);
         splits_free(&ss);
         return rc;
     }
     if (lstat(spec, &st) == 0) {  // a dangling symlink
         StrList one = {0};
-        sl_push(&one, xprintf("%s", spec));
+        sl_push(&one, path_fmt("%s", spec));
         int rc = check_files(&one, err, errlen);
         sl_free(&one);
         return rc;

@@ -26,6 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     volatile int rc = CLI_OK;  // set between setjmp and a longjmp
     FUZZ_TRY(rc = flags_parse(&cfg, argc, argv));
     if (rc == CLI_HELP && null) cli_help(&flags_cli, null);
+    cli_free(&flags_cli, &cfg);  // the paths are heap strings
     free(buf);
     return 0;
 }

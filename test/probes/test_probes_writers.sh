@@ -172,6 +172,27 @@ for i in 1 2 3; do
 done
 [ "$(ls -A "$C" | grep -c '^tok-[0-9a-f]*$')" = 1 ] && grep -q "built from an earlier version of the same inputs" "$W/c2.log"
 check "each change of the input's time replaces its cache folder instead of adding one" $? "$(ls -A "$C" | tr '\n' ' ')"
+# an earlier version's folder that a run still reads (at np=2, each rank holds it) is kept, and the
+# first run after that reader ended removes it
+FSDPC_TEST_PAUSE=step2:30 $MPI -np 2 -x FSDPC_TEST_PAUSE ./fsdpc $SMALL --batch_size 2 --max_steps 2 --checkpoint_freq 0 \
+    --train_data "$W/d.jsonl" --data_cache_dir "$C" >"$W/hold.log" 2>&1 &
+holder=$!
+old=$(ls -A "$C" | grep '^tok-[0-9a-f]*$')
+for _ in $(seq 300); do grep -q '^Step 1\b\|"step": 1\|Batch 1 ' "$W/hold.log" && break; sleep 0.1; done
+flock -n -x "$C/$old/complete" true
+held=$?
+touch -d "2020-02-01" "$W/d.jsonl"
+./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 --train_data "$W/d.jsonl" --data_cache_dir "$C" >"$W/c3.log" 2>&1
+rc=$?
+[ $held != 0 ] && [ $rc = 0 ] && [ -e "$C/$old/complete" ] &&
+    grep -q "^Kept the data cache folder $C/$old, built from an earlier version of the same inputs: another run still reads it" "$W/c3.log"
+check "an earlier version's cache folder that a running np=2 job reads is kept, and said so" $? "held=$held rc=$rc $(ls -A "$C" | tr '\n' ' ') $(grep -m2 'Kept\|Removed\|error' "$W/c3.log")"
+kill $holder 2>/dev/null
+wait $holder 2>/dev/null
+./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 --train_data "$W/d.jsonl" --data_cache_dir "$C" >"$W/c4.log" 2>&1 &&
+    [ ! -e "$C/$old" ] && grep -q "^Removed the data cache folder $C/$old, built from an earlier version" "$W/c4.log" &&
+    [ "$(ls -A "$C" | grep -c '^tok-[0-9a-f]*$')" = 1 ]
+check "once that job ended, the next run that finds the cache removes the old folder" $? "$(ls -A "$C" | tr '\n' ' ') $(grep -m2 'Kept\|Removed\|error' "$W/c4.log")"
 # a lock whose pid now runs another program (pid 1 after a container restart): taken over, said,
 # both with the process's start recorded (it differs) and without it (older locks: not fsdpc's name)
 for start in 12345 0; do
