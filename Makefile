@@ -32,7 +32,7 @@ CFLAGS += -std=gnu11 -Werror=implicit-function-declaration -fno-math-errno -fope
 CXX = g++
 CXXFLAGS ?= -O2 $(ARCH) -Wall -Wextra
 CXXFLAGS += -std=c++17 -MMD -MP
-LDLIBS = -L$(HDF5_DIR)/lib -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lsentencepiece -lstdc++ -lpcre2-8 -lutf8proc -lsnappy -lzstd -llz4 -lm
+LDLIBS = -L$(HDF5_DIR)/lib -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -ldnnl -lsentencepiece -lstdc++ -lpcre2-8 -lutf8proc -lsnappy -lzstd -llz4 -lm
 HOST_LDLIBS := $(LDLIBS)
 # C++ only where a library has no C API (libsentencepiece): thin wrappers with C linkage
 CXX_SRC = $(wildcard data/*/*.cpp)
@@ -84,7 +84,12 @@ endif
 # build/flavor-mpich for ./fsdpc-mpich)
 FLAVOR = build/flavor$(if $(filter mpich,$(MPI)),-mpich)$(if $(filter thread,$(SAN)),-tsan)
 $(shell mkdir -p build; [ "$$(cat $(FLAVOR) 2>/dev/null)" = "$(BUILD)" ] || echo "$(BUILD)" >$(FLAVOR))
-OBJ = $(SRC:%.c=$(BUILD)/%.o) $(CXX_SRC:%.cpp=$(BUILD)/%.o) $(CU_OBJ)
+# The CPU kernels again for AVX-512 (kernels/cpu/cpu_common.h), chosen at run time from the CPU's
+# features: the binary stays x86-64-v3. 512-bit vectors: GCC's x86-64-v4 default prefers 256.
+CPU_SIMD = attention elementwise matmul moe norm
+AVX512_FLAGS = -march=x86-64-v4 -mprefer-vector-width=512 -DCPU_AVX512
+AVX512_OBJ = $(CPU_SIMD:%=$(BUILD)/kernels/cpu/avx512/%.o)
+OBJ = $(SRC:%.c=$(BUILD)/%.o) $(AVX512_OBJ) $(CXX_SRC:%.cpp=$(BUILD)/%.o) $(CU_OBJ)
 # build/test_gpu, in a CUDA build: test/gpu/test_bundle.sh packs it as run/gpu-bundle.sh would
 TESTS = build/test_kernels build/test_model build/test_comm build/test_arrow build/test_sources build/test_parquet build/test_sft build/test_gpu_emu build/fsdpc_emu \
 	build/emu_race_check build/fsdpc-tsan $(FUZZ_TARGETS) $(if $(filter 1,$(CUDA)),build/test_gpu)
@@ -106,6 +111,10 @@ deps:
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/kernels/cpu/avx512/%.o: kernels/cpu/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(AVX512_FLAGS) -c $< -o $@
 
 $(BUILD)/%.o: %.cpp
 	@mkdir -p $(dir $@)
@@ -135,7 +144,7 @@ EMU_OBJ = $(patsubst kernels/cuda/%.cu,$(EMU)/%.o,$(wildcard kernels/cuda/*.cu))
 EMU_HDR = $(patsubst kernels/cuda/%,$(EMU)/%,$(wildcard kernels/cuda/*.cuh))
 EMU_REWRITE = perl -pe 's/(\w+)<<<(.*?)>>>\(/emu_launch($$1, $$2)(/g; s/extern __shared__ (__align__\(\d+\) )?float smem\[\];/float *smem = emu::dyn_smem;/; s/__shared__ (\w+) (\w+)\[(\w+)\];/$$1 (&$$2)[$$3] = emu::shared_array<$$1, $$3, __LINE__>();/'
 EMU_CXX = g++ -std=c++20 -O2 -pthread -DFSDPC_CUDA -Itest/gpu/emu/include -Ikernels/cuda -I. -idirafter $(CUDA_HOME)/include -Wall -Wno-unused-parameter -Wno-unknown-pragmas -MMD -MP
-CPU_KERN_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard kernels/cpu/*.c))
+CPU_KERN_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard kernels/cpu/*.c)) $(AVX512_OBJ)
 
 .PRECIOUS: $(EMU)/%.cpp
 $(EMU)/%.cpp: kernels/cuda/%.cu Makefile
@@ -170,12 +179,17 @@ $(EMU)/test_gpu.o: test/gpu/test_gpu.c
 # the kernels' ground floor (errors, allocation, logging, limits) is base/, which needs no MPI
 BASE_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard base/*.c))
 build/test_gpu_emu: $(EMU_OBJ) $(EMU)/emu_main.o $(EMU)/device.o $(EMU)/cudnn.o $(EMU)/test_gpu.o $(CPU_KERN_OBJ) $(BASE_OBJ)
-	g++ -fopenmp -pthread $^ -o $@ -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lm $(SAN_LD)
+	g++ -fopenmp -pthread $^ -o $@ -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -ldnnl -lm $(SAN_LD)
 
-EMU_C_OBJ = $(patsubst %.c,$(EMU)/c/%.o,main.c $(wildcard base/*.c comm/*.c model/*.c shard/*.c run/*.c data/*/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c) test/gpu/emu/c/capi.c)
+EMU_C_OBJ = $(patsubst %.c,$(EMU)/c/%.o,main.c $(wildcard base/*.c comm/*.c model/*.c shard/*.c run/*.c data/*/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c) test/gpu/emu/c/capi.c) \
+	$(CPU_SIMD:%=$(EMU)/c/kernels/cpu/avx512/%.o)
 $(EMU)/c/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) -Itest/gpu/emu/c $(CFLAGS) -DFSDPC_CUDA -c $< -o $@
+
+$(EMU)/c/kernels/cpu/avx512/%.o: kernels/cpu/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -Itest/gpu/emu/c $(CFLAGS) -DFSDPC_CUDA $(AVX512_FLAGS) -c $< -o $@
 
 build/fsdpc_emu: $(EMU_C_OBJ) $(CXX_SRC:%.cpp=$(BUILD)/%.o) $(EMU_OBJ) $(EMU)/device.o $(EMU)/cudnn.o
 	$(CC) $(CFLAGS) $^ -o $@ $(HOST_LDLIBS) -lstdc++
@@ -254,7 +268,7 @@ test-slurm: fsdpc
 	bash test/integration/test_slurm.sh
 
 bench: deps
-	@$(MAKE) --no-print-directory fsdpc
+	@$(MAKE) --no-print-directory fsdpc build/test_kernels
 	bash bench/bench.sh
 
 # GPU machine: the CUDA build's binary and build/test_gpu (see docs/gpu.md)

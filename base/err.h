@@ -24,7 +24,7 @@
 // exit-ok base/err.c exit: err_fatal_at itself, after the hooks that end every rank
 // exit-ok base/limits.c _exit,limits_fail_early: before MPI starts, a limit its start-up would
 //   crash on: there is nothing to end yet
-// exit-ok kernels/cpu/elementwise.c limits_fail_early: the same, before main, for OpenBLAS's buffers
+// exit-ok kernels/cpu/setup.c limits_fail_early: the same, before main, for OpenBLAS's buffers
 // exit-ok comm/comm.c exit,_exit,MPI_Abort,comm_fail_all,comm_fail_local,comm_check_all: comm/
 //   implements the job's ends: the exits above, a stop signal's status 75, an expired deadline
 // exit-ok ckpt/ckpt.c comm_abort_all: a parallel HDF5 write that failed part-way, which the

@@ -18,6 +18,7 @@ import time
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model_type", default="llama_v2", help="llama_v2 or mingpt (GPT-2 as minGPT builds it)")
     ap.add_argument("--hidden_width", type=int, default=256)
     ap.add_argument("--num_layers", type=int, default=4)
     ap.add_argument("--num_heads", type=int, default=8)
@@ -60,14 +61,22 @@ def main():
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "ref"))
     from llama_ref import Llama, LlamaConfig, adamw_for, loss_fn
+    import gpt_ref
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    cfg = LlamaConfig(args.hidden_width, args.num_layers, args.num_heads, args.num_key_value_heads,
-                      args.intermediate_size, args.vocab_size, args.max_context_width,
-                      sdpa=args.device == "cuda" and hasattr(torch.nn.functional, "scaled_dot_product_attention"))
     dev = torch.device(args.device)
-    model = Llama(cfg).to(dev)
+    if args.model_type == "mingpt":
+        cfg = gpt_ref.GPTConfig(args.hidden_width, args.num_layers, args.num_heads, args.intermediate_size,
+                                args.vocab_size, args.max_context_width)
+        cfg.sdpa = False
+        model = gpt_ref.GPT(cfg).to(dev)
+        adamw_for = gpt_ref.adamw_for
+    else:
+        cfg = LlamaConfig(args.hidden_width, args.num_layers, args.num_heads, args.num_key_value_heads,
+                          args.intermediate_size, args.vocab_size, args.max_context_width,
+                          sdpa=args.device == "cuda" and hasattr(torch.nn.functional, "scaled_dot_product_attention"))
+        model = Llama(cfg).to(dev)
     opt = adamw_for(model, lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     B, T = args.batch_size, args.max_context_width
     # Drawn up front so the timed loop holds only the training step.

@@ -17,7 +17,8 @@
     X(void, free_host, (void *p), (p))                                                                                 \
     X(void, mem_held, (double *held, double *held_peak, double *cached), (held, held_peak, cached))
 
-#define KERN_OPS(X)                                                                                                    \
+// the ops the CPU compiles once (kernels/cpu: memory.c, setup.c, nf4.c)
+#define KERN_PLAIN_OPS(X)                                                                                              \
     X(void, upload, (void *dst, const void *host_src, size_t bytes), (dst, host_src, bytes))                           \
     X(void, download, (void *host_dst, const void *src, size_t bytes), (host_dst, src, bytes))                         \
     X(void, sync, (void), ())                                                                                          \
@@ -29,11 +30,17 @@
     X(void, async_after_kernels, (void), ())                                                                           \
     X(double, peak_mem_mib, (void), ())                                                                                \
     X(void, mem_info, (size_t *free_bytes, size_t *total_bytes), (free_bytes, total_bytes))                            \
+    X(void, tokens_check, (int32_t *tokens, int32_t *targets, int N, int V, long long base), (tokens, targets, N, V, base)) \
+    X(int, token_error, (long long *index, int *id), (index, id))                                                      \
+    X(void, nf4_dequantize, (void *dst, int f32, const uint8_t *src, size_t n, KernSegs seg), (dst, f32, src, n, seg))
+
+// the ops the CPU compiles once per instruction set, one chosen at start-up (kernels/cpu/cpu_common.h)
+#define KERN_SIMD_OPS(X)                                                                                               \
     X(void, act_copy, (void *dst, const void *src, size_t n), (dst, src, n))                                           \
     X(void, matmul_fwd, (void *out, KernDtype out_dt, const void *inp, const void *w, int N, int IN, int OUT),         \
       (out, out_dt, inp, w, N, IN, OUT))                                                                               \
     X(void, matmul_bwd,                                                                                                \
-      (void *dinp, float *dw, const void *dout, KernDtype dout_dt, const void *inp, const void *w, int N, int IN,     \
+      (void *dinp, float *dw, const void *dout, KernDtype dout_dt, const void *inp, const void *w, int N, int IN,      \
        int OUT, int accumulate_dinp),                                                                                  \
       (dinp, dw, dout, dout_dt, inp, w, N, IN, OUT, accumulate_dinp))                                                  \
     X(void, matmul_grouped_fwd,                                                                                        \
@@ -43,82 +50,80 @@
       (void *dinp, float *const *dw, const void *dout, KernDtype dout_dt, const void *inp, const void *const *w,       \
        const int *rows, int G, int IN, int OUT, int accumulate_dinp),                                                  \
       (dinp, dw, dout, dout_dt, inp, w, rows, G, IN, OUT, accumulate_dinp))                                            \
-    X(void, rmsnorm_fwd, (void *out, float *rstd, const float *inp, const void *w, int N, int D, float eps),          \
+    X(void, rmsnorm_fwd, (void *out, float *rstd, const float *inp, const void *w, int N, int D, float eps),           \
       (out, rstd, inp, w, N, D, eps))                                                                                  \
     X(void, rmsnorm_bwd,                                                                                               \
-      (float *dinp, float *dw, const void *dout, const float *inp, const void *w, const float *rstd, int N, int D),   \
+      (float *dinp, float *dw, const void *dout, const float *inp, const void *w, const float *rstd, int N, int D),    \
       (dinp, dw, dout, inp, w, rstd, N, D))                                                                            \
     X(void, add_rmsnorm_fwd,                                                                                           \
-      (float *y, void *out, float *rstd, const float *r, const void *w, int N, int D, float eps),                     \
+      (float *y, void *out, float *rstd, const float *r, const void *w, int N, int D, float eps),                      \
       (y, out, rstd, r, w, N, D, eps))                                                                                 \
     X(void, layernorm_fwd,                                                                                             \
-      (void *out, float *mean, float *rstd, const float *inp, const void *w, const void *b, int N, int D,            \
+      (void *out, float *mean, float *rstd, const float *inp, const void *w, const void *b, int N, int D,              \
        float eps),                                                                                                     \
       (out, mean, rstd, inp, w, b, N, D, eps))                                                                         \
     X(void, add_layernorm_fwd,                                                                                         \
-      (float *y, void *out, float *mean, float *rstd, const float *r, const void *w, const void *b, int N, int D,     \
+      (float *y, void *out, float *mean, float *rstd, const float *r, const void *w, const void *b, int N, int D,      \
        float eps),                                                                                                     \
       (y, out, mean, rstd, r, w, b, N, D, eps))                                                                        \
     X(void, layernorm_bwd,                                                                                             \
-      (float *dinp, float *dw, float *db, const void *dout, const float *inp, const void *w, const float *mean,       \
+      (float *dinp, float *dw, float *db, const void *dout, const float *inp, const void *w, const float *mean,        \
        const float *rstd, int N, int D),                                                                               \
       (dinp, dw, db, dout, inp, w, mean, rstd, N, D))                                                                  \
-    X(void, rope_table, (float *cos_t, float *sin_t, int T, int rot, const double *inv_freq), (cos_t, sin_t, T, rot, inv_freq))      \
+    X(void, rope_table, (float *cos_t, float *sin_t, int T, int rot, const double *inv_freq), (cos_t, sin_t, T, rot, inv_freq)) \
     X(void, qkv_split,                                                                                                 \
       (void *q, void *k, void *v, const void *qkv, const float *cos_t, const float *sin_t, int B, int T, int H,        \
        int KV, int hd, int rot, KernQkvLayout layout, int pos0, const int32_t *pos),                                   \
-      (q, k, v, qkv, cos_t, sin_t, B, T, H, KV, hd, rot, layout, pos0, pos))                                                             \
+      (q, k, v, qkv, cos_t, sin_t, B, T, H, KV, hd, rot, layout, pos0, pos))                                           \
     X(void, qkv_merge,                                                                                                 \
       (void *dqkv, const void *dq, const void *dk, const void *dv, const float *cos_t, const float *sin_t, int B,      \
        int T, int H, int KV, int hd, int rot, KernQkvLayout layout, const int32_t *pos),                               \
-      (dqkv, dq, dk, dv, cos_t, sin_t, B, T, H, KV, hd, rot, layout, pos))                                                               \
+      (dqkv, dq, dk, dv, cos_t, sin_t, B, T, H, KV, hd, rot, layout, pos))                                             \
     X(size_t, attention_saved_floats, (int B, int H, int Tq, int Tk), (B, H, Tq, Tk))                                  \
     X(void, attention_fwd,                                                                                             \
       (void *out, float *saved, const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int KV,     \
        int hd, size_t kv_bstride, const int32_t *kstart, int window, const KernDropout *drop),                         \
-      (out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, kstart, window, drop))                                                   \
+      (out, saved, q, k, v, B, Tq, Tk, H, KV, hd, kv_bstride, kstart, window, drop))                                   \
     X(size_t, attention_scratch_floats, (int B, int H, int T), (B, H, T))                                              \
-    X(void, documents_loaded, (const int32_t *kstart, const int32_t *host_kstart, int ntok, int T),                   \
+    X(void, documents_loaded, (const int32_t *kstart, const int32_t *host_kstart, int ntok, int T),                    \
       (kstart, host_kstart, ntok, T))                                                                                  \
     X(void, attention_bwd,                                                                                             \
       (void *dq, void *dk, void *dv, float *scratch, const void *dout, const void *out, const float *saved,            \
        const void *q, const void *k, const void *v, int B, int T, int H, int KV, int hd, const int32_t *kstart,        \
        int window, const KernDropout *drop),                                                                           \
-      (dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, kstart, window, drop))                                         \
+      (dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd, kstart, window, drop))                         \
     X(void, swiglu_fwd, (void *h, const void *gu, int N, int F), (h, gu, N, F))                                        \
     X(void, swiglu_bwd, (void *dgu, const void *dh, const void *gu, int N, int F), (dgu, dh, gu, N, F))                \
-    X(void, moe_route, (float *probs, int32_t *idx, float *wts, const float *logits, int N, int E, int K),              \
+    X(void, moe_route, (float *probs, int32_t *idx, float *wts, const float *logits, int N, int E, int K),             \
       (probs, idx, wts, logits, N, E, K))                                                                              \
     X(void, moe_route_bwd,                                                                                             \
-      (float *dlogits, const float *dwts, const float *probs, const float *logits, const int32_t *idx,                \
+      (float *dlogits, const float *dwts, const float *probs, const float *logits, const int32_t *idx,                 \
        const float *wts, const int32_t *targets, const float *gaux, float zscale, int N, int E, int K),                \
-      (dlogits, dwts, probs, logits, idx, wts, targets, gaux, zscale, N, E, K))                                                 \
+      (dlogits, dwts, probs, logits, idx, wts, targets, gaux, zscale, N, E, K))                                        \
     X(void, moe_gather, (void *xe, const void *x, const int32_t *src, int M, int D), (xe, x, src, M, D))               \
-    X(void, jitter, (void *x, const void *src, size_t n, size_t M, float j, uint64_t key, uint64_t sample0),            \
+    X(void, jitter, (void *x, const void *src, size_t n, size_t M, float j, uint64_t key, uint64_t sample0),           \
       (x, src, n, M, j, key, sample0))                                                                                 \
     X(void, moe_gather_bwd, (void *dx, const void *dxe, const int32_t *slot, int N, int K, int D),                     \
       (dx, dxe, slot, N, K, D))                                                                                        \
     X(void, moe_combine, (float *out, const float *ye, const int32_t *slot, const float *wts, int N, int K, int D),    \
       (out, ye, slot, wts, N, K, D))                                                                                   \
     X(void, moe_combine_bwd,                                                                                           \
-      (float *dye, float *dwts, const float *dout, const float *ye, const int32_t *slot, const float *wts, int N,     \
+      (float *dye, float *dwts, const float *dout, const float *ye, const int32_t *slot, const float *wts, int N,      \
        int K, int D),                                                                                                  \
       (dye, dwts, dout, ye, slot, wts, N, K, D))                                                                       \
-    X(void, gelu_fwd, (void *out, const void *inp, size_t n, KernGelu form), (out, inp, n, form))                       \
+    X(void, gelu_fwd, (void *out, const void *inp, size_t n, KernGelu form), (out, inp, n, form))                      \
     X(void, gelu_bwd, (void *dinp, const void *dout, const void *inp, size_t n, KernGelu form),                        \
       (dinp, dout, inp, n, form))                                                                                      \
     X(void, bias_add, (void *out, KernDtype dt, const void *b, int N, int D), (out, dt, b, N, D))                      \
     X(void, bias_bwd, (float *db, const void *dout, KernDtype dt, int N, int D), (db, dout, dt, N, D))                 \
-    X(void, add_cols, (void *out, KernDtype dt, int ld, int c0, const float *src, int N, int C, float s),             \
-      (out, dt, ld, c0, src, N, C, s))                                                                               \
-    X(void, get_cols, (float *dst, const void *src, KernDtype dt, int ld, int c0, int N, int C, float s),             \
-      (dst, src, dt, ld, c0, N, C, s))                                                                               \
-    X(void, positions_fwd, (float *out, const void *wpe, int B, int T, int D, int pos0), (out, wpe, B, T, D, pos0))   \
+    X(void, add_cols, (void *out, KernDtype dt, int ld, int c0, const float *src, int N, int C, float s),              \
+      (out, dt, ld, c0, src, N, C, s))                                                                                 \
+    X(void, get_cols, (float *dst, const void *src, KernDtype dt, int ld, int c0, int N, int C, float s),              \
+      (dst, src, dt, ld, c0, N, C, s))                                                                                 \
+    X(void, positions_fwd, (float *out, const void *wpe, int B, int T, int D, int pos0), (out, wpe, B, T, D, pos0))    \
     X(void, positions_bwd, (float *dwpe, const float *dout, int B, int T, int D), (dwpe, dout, B, T, D))               \
     X(void, dropout, (float *x, size_t e0, size_t n, size_t M, float p, uint64_t key, uint64_t sample0), (x, e0, n, M, p, key, sample0)) \
-    X(void, tokens_check, (int32_t *tokens, int32_t *targets, int N, int V, long long base), (tokens, targets, N, V, base))                   \
-    X(int, token_error, (long long *index, int *id), (index, id))                                                      \
-    X(void, embedding_fwd, (float *out, const int32_t *tokens, const void *wte, int N, int D),                        \
+    X(void, embedding_fwd, (float *out, const int32_t *tokens, const void *wte, int N, int D),                         \
       (out, tokens, wte, N, D))                                                                                        \
     X(void, embedding_bwd, (float *dwte, const float *dout, const int32_t *tokens, int N, int D),                      \
       (dwte, dout, tokens, N, D))                                                                                      \
@@ -130,7 +135,7 @@
       (dwte_part, dout, tokens, N, D, v0, Vl))                                                                         \
     X(void, crossentropy_fwd_bwd, (void *logits, const int32_t *targets, int N, int V, float dscale, double *loss),    \
       (logits, targets, N, V, dscale, loss))                                                                           \
-    X(void, xent_part_max, (const void *logits, int N, int Vl, float *row_max), (logits, N, Vl, row_max))            \
+    X(void, xent_part_max, (const void *logits, int N, int Vl, float *row_max), (logits, N, Vl, row_max))              \
     X(void, xent_part_sums,                                                                                            \
       (const void *logits, const int32_t *targets, int N, int Vl, int v0, const float *row_max, float *sums),          \
       (logits, targets, N, Vl, v0, row_max, sums))                                                                     \
@@ -149,8 +154,9 @@
       (p, p_bf16, g, m, v, n, h))                                                                                      \
     X(void, f32_to_bf16, (uint16_t *dst, const float *src, size_t n), (dst, src, n))                                   \
     X(void, bf16_to_f32, (float *dst, const uint16_t *src, size_t n), (dst, src, n))                                   \
-    X(void, round_bf16, (float *x, size_t n), (x, n))                                                                  \
-    X(void, nf4_dequantize, (void *dst, int f32, const uint8_t *src, size_t n, KernSegs seg), (dst, f32, src, n, seg))
+    X(void, round_bf16, (float *x, size_t n), (x, n))
+
+#define KERN_OPS(X) KERN_PLAIN_OPS(X) KERN_SIMD_OPS(X)
 
 #define KERN_DECLARE(prefix) KERN_ALLOC_OPS(KERN_DECLARE_##prefix) KERN_OPS(KERN_DECLARE_##prefix)
 #define KERN_DECLARE_cpu(ret, op, params, args) ret cpu_##op params;
@@ -158,6 +164,11 @@
 KERN_DECLARE(cpu)
 const char *cpu_init(int num_threads);
 int cpu_num_threads(void);
+const char *cpu_isa_line(void);  // kern_cpu_isa
+// --precision bf16 on the CPU: bf16 matmuls where the CPU has AVX512_BF16 (kernels/cpu/gemm.c),
+// else the fp32 emulation; cpu_gemm_line says which for the summary ("" without bf16)
+void cpu_set_compute_bf16(int on);
+const char *cpu_gemm_line(void);
 #ifdef FSDPC_CUDA
 KERN_DECLARE(cuda)
 // CUDA device setup (kernels/cuda): number of visible GPUs (0 when none or no driver), bind one.

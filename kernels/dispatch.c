@@ -223,6 +223,7 @@ static int compute_bf16;
 
 void kern_set_compute_bf16(int on) {
     compute_bf16 = on;
+    cpu_set_compute_bf16(on && !on_gpu);
 #ifdef FSDPC_CUDA
     cuda_set_compute(on ? COMPUTE_BF16 : COMPUTE_FP32);
     cuda_set_params_bf16(on);
@@ -280,6 +281,11 @@ void kern_adamw_host(float *p, uint16_t *p_bf16, const float *g, float *m, float
 
 const char *kern_init(int num_threads) { return cpu_init(num_threads); }  // the host side runs on CPU threads either way
 int kern_num_threads(void) { return cpu_num_threads(); }
+const char *kern_cpu_isa(void) {
+    static char line[400];
+    snprintf(line, sizeof line, "%s%s", cpu_isa_line(), cpu_gemm_line());
+    return line;
+}
 
 int kern_on_gpu(void) { return on_gpu; }
 

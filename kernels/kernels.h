@@ -70,6 +70,11 @@ void kern_act_download(float *host_dst, const void *src, size_t n);
 // first, so the libraries never fail or spin on it).
 const char *kern_init(int num_threads);
 int kern_num_threads(void);
+// The instruction set the CPU kernels run on, chosen once from the CPU's features, for the start-up
+// summary: "avx512 (why)" (AVX-512 F, BW, DQ and VL; ", AVX512_BF16" added where the CPU multiplies
+// bf16) or "avx2 (why)". FSDPC_CPU_ISA=avx2 forces the AVX2 kernels (and --precision bf16's fp32
+// emulation); avx512 insists on AVX-512, auto (or unset) decides; kern_init refuses other values.
+const char *kern_cpu_isa(void);
 // What a buffer is held for: every allocation names one, and the memory tracker counts bytes
 // per category (docs/sharding.md, "Memory tracker", defines each; fsdpc plan estimates the same ones).
 typedef enum {

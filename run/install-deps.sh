@@ -10,9 +10,9 @@
 #                                 MPI Operator's launcher reaches its workers over ssh)
 #   install-deps.sh check [SET]   installs nothing: names what SET (all, build) lacks, fails if any
 set -euo pipefail
-pkgs="make gcc g++ perl zlib1g-dev libopenmpi-dev openmpi-bin libhdf5-openmpi-dev libmpich-dev mpich libhdf5-mpich-dev libopenblas-openmp-dev python3-torch python3-h5py python3-numpy python3-matplotlib python3-protobuf libsentencepiece-dev sentencepiece python3-sentencepiece libpcre2-dev libutf8proc-dev clang libclang-rt-dev libsnappy-dev libzstd-dev liblz4-dev zstd lz4 bzip2 xz-utils zip python3-yaml"
+pkgs="make gcc g++ perl zlib1g-dev libopenmpi-dev openmpi-bin libhdf5-openmpi-dev libmpich-dev mpich libhdf5-mpich-dev libopenblas-openmp-dev libdnnl-dev python3-torch python3-h5py python3-numpy python3-matplotlib python3-protobuf libsentencepiece-dev sentencepiece python3-sentencepiece libpcre2-dev libutf8proc-dev clang libclang-rt-dev libsnappy-dev libzstd-dev liblz4-dev zstd lz4 bzip2 xz-utils zip python3-yaml"
 # the part of pkgs that `make fsdpc` needs
-build="make gcc g++ perl zlib1g-dev libopenmpi-dev openmpi-bin libhdf5-openmpi-dev libopenblas-openmp-dev libsentencepiece-dev libpcre2-dev libutf8proc-dev libsnappy-dev libzstd-dev liblz4-dev"
+build="make gcc g++ perl zlib1g-dev libopenmpi-dev openmpi-bin libhdf5-openmpi-dev libopenblas-openmp-dev libdnnl-dev libsentencepiece-dev libpcre2-dev libutf8proc-dev libsnappy-dev libzstd-dev liblz4-dev"
 runtime="openmpi-bin openssh-client openssh-server"
 
 usage() { echo "usage: $0 [build | runtime LIST | libs-of BINARY | check [all|build]]" >&2; exit 2; }

@@ -512,6 +512,7 @@ static void log_setup(const Run *r, const char *att) {
     flags_size_origins(c, origins, sizeof origins);
     log_msg("fsdpc: %d rank(s) on %s, %d thread(s)/rank, %.2fM parameters (%s)\n%s attention=%s\n", comm_info.world,
             kern_device_name(), c->run.num_threads, r->plan.num_params / 1e6, origins, desc, kern_attention_kernel());
+    log_msg("fsdpc: CPU kernels: %s\n", kern_cpu_isa());
     if (c->recipe.recipe_line[0]) log_msg("%s\n", c->recipe.recipe_line);
     if (c->recipe.recipe_note[0]) log_msg("%s\n", c->recipe.recipe_note);
     if (kern_peak_flops() > 0) log_msg("MFU against %.0f TFLOP/s dense bf16 per GPU\n", kern_peak_flops() / 1e12);

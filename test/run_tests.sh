@@ -15,6 +15,8 @@ source test/suites.sh "$@"
 # make check's tier first, alone (test_check_tier judges its seconds)
 quick "layers: includes and calls only go down base -> kernels -> comm -> model -> shard -> data/ckpt -> run -> main" bash test/meta/test_layers.sh
 quick "kernels: finite differences and references" build/test_kernels
+suite "kernels: the AVX2 builds of the CPU kernels (FSDPC_CPU_ISA=avx2) against the same references" env FSDPC_CPU_ISA=avx2 build/test_kernels
+suite "cpu kernels: the instruction set named at start-up, AVX-512 trains as AVX2, bf16 matmuls track fp32 over 100 steps, forced emulation" bash test/integration/test_cpu_isa.sh
 quick "comm: collectives (np=4)" mpirun --oversubscribe --allow-run-as-root -np 4 build/test_comm
 quick "model: whole-model gradient check" build/test_model
 quick "shard (fast tier): np=2 full-shard losses equal np=1" env FSDPC_QUICK=1 bash test/integration/test_shard.sh

@@ -43,10 +43,10 @@ static float *att_alloc(size_t n) {
 // s[lo..n) <- softmax(s[lo..n)); the rest of s[0..len) <- 0 (masked keys get probability exactly 0)
 static void att_softmax_row(float *s, int lo, int n, int len) {
     float mx = s[lo];
-#pragma omp simd reduction(max : mx)
+#pragma omp simd reduction(max : mx) CPU_KEEP_ORDER
     for (int j = lo; j < n; j++) mx = s[j] > mx ? s[j] : mx;
     float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
+#pragma omp simd reduction(+ : sum) CPU_KEEP_ORDER
     for (int j = lo; j < n; j++) {
         s[j] = cpu_expf(s[j] - mx);
         sum += s[j];
@@ -78,11 +78,11 @@ static int att_query_end(const int32_t *ks, int q0, int T, int kmax) {
     return lo;
 }
 
-void cpu_documents_loaded(const int32_t *kstart, const int32_t *host_kstart, int ntok, int T) {
+void CPU_OP(documents_loaded)(const int32_t *kstart, const int32_t *host_kstart, int ntok, int T) {
     (void)kstart, (void)host_kstart, (void)ntok, (void)T;  // the CPU kernels read kstart as they go
 }
 
-void cpu_attention_fwd(void *out_, float *probs, const void *q_, const void *k_, const void *v_,
+void CPU_OP(attention_fwd)(void *out_, float *probs, const void *q_, const void *k_, const void *v_,
                         int B, int Tq, int Tk, int H, int KV, int hd, size_t kv_bstride, const int32_t *kstart,
                         int window, const KernDropout *drop) {
     float *out = out_;  // the CPU's activations are fp32
@@ -135,16 +135,16 @@ void cpu_attention_fwd(void *out_, float *probs, const void *q_, const void *k_,
     free(pdrop);
 }
 
-size_t cpu_attention_saved_floats(int B, int H, int Tq, int Tk) {
+size_t CPU_OP(attention_saved_floats)(int B, int H, int Tq, int Tk) {
     return (size_t)B * H * Tq * Tk;  // the softmax probabilities
 }
 
-size_t cpu_attention_scratch_floats(int B, int H, int T) {
+size_t CPU_OP(attention_scratch_floats)(int B, int H, int T) {
     (void)B, (void)H;  // per thread: a (T, T) dP/dS matrix and a (min(T, ATT_BLOCK), T) block of P'
     return (size_t)omp_get_max_threads() * T * ((size_t)T + att_min(T, ATT_BLOCK));
 }
 
-void cpu_attention_bwd(void *dq_, void *dk_, void *dv_, float *scratch, const void *dout_, const void *out_,
+void CPU_OP(attention_bwd)(void *dq_, void *dk_, void *dv_, float *scratch, const void *dout_, const void *out_,
                        const float *probs, const void *q_, const void *k_, const void *v_,
                         int B, int T, int H, int KV, int hd, const int32_t *kstart, int window, const KernDropout *drop) {
     float *dq = dq_;  // the CPU's activations are fp32
@@ -207,7 +207,7 @@ void cpu_attention_bwd(void *dq_, void *dk_, void *dv_, float *scratch, const vo
                         memset(pdr + n, 0, sizeof(float) * (size_t)(kend - n));
                     }
                     float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
+#pragma omp simd reduction(+ : dot) CPU_KEEP_ORDER
                     for (int j = lo; j < n; j++) dot += pr[j] * dr[j];
 #pragma omp simd
                     for (int j = lo; j < n; j++) dr[j] = pr[j] * (dr[j] - dot);

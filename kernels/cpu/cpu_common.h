@@ -6,6 +6,42 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../backend.h"
+
+// The kernel files (attention, elementwise, matmul, moe, norm) are compiled twice: for AVX2 (the
+// binary's -march=x86-64-v3) and, with CPU_AVX512 defined, for AVX-512 (-march=x86-64-v4, 512-bit
+// vectors). Each op is defined as CPU_OP(op): cpu_<op>_avx2 or cpu_<op>_avx512; setup.c's cpu_<op>
+// calls the one chosen once at start-up (cpu_isa).
+#ifdef CPU_AVX512
+#define CPU_OP(op) cpu_##op##_avx512
+#else
+#define CPU_OP(op) cpu_##op##_avx2
+#endif
+// The reductions (`omp simd reduction`) of the AVX-512 build add in AVX2's order: 8 float lanes, as
+// the AVX2 build's 256-bit vectors hold, so both builds give the same sums bit for bit (the losses
+// of the suites that compare layouts and devices stay as they were); the elementwise loops run on
+// 512-bit vectors.
+#ifdef CPU_AVX512
+#define CPU_KEEP_ORDER simdlen(8)
+#else
+#define CPU_KEEP_ORDER
+#endif
+#define CPU_DECLARE_ISA(ret, op, params, args) ret cpu_##op##_avx2 params; ret cpu_##op##_avx512 params;
+KERN_SIMD_OPS(CPU_DECLARE_ISA)
+typedef enum { CPU_ISA_AVX2, CPU_ISA_AVX512 } CpuIsa;
+// The kernels' instruction set: AVX-512 where the CPU has F, BW, DQ and VL, unless FSDPC_CPU_ISA=avx2
+// (kernels.h, kern_cpu_isa); chosen at the first call.
+CpuIsa cpu_isa(void);
+// whether the CPU multiplies bf16 in hardware (AVX512_BF16), and the kernels may use it
+int cpu_has_bf16(void);
+// C (M, N) = alpha op(A) op(B) + beta C, row-major as cblas_sgemm (ta, tb: transposed): sgemm, or
+// under cpu_set_compute_bf16 on a CPU with AVX512_BF16 oneDNN's matmul on A and B rounded to bf16
+// (to nearest even), accumulating in fp32 (gemm.c). a_again: A is the previous call's A, its values
+// unchanged (a layer's backward reads dout twice): its bf16 copy is reused. Not from inside a
+// parallel region.
+void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+              float beta, float *C, int ldc, int a_again);
+
 // Elementwise loops shorter than this run on one thread: a parallel region costs a few
 // microseconds, more than the loop itself.
 #define CPU_PAR_MIN 32768

@@ -7,7 +7,7 @@
 #include "../backend.h"
 #include "cpu_common.h"
 
-void cpu_moe_route(float *probs, int32_t *idx, float *wts, const float *logits, int N, int E, int K) {
+void CPU_OP(moe_route)(float *probs, int32_t *idx, float *wts, const float *logits, int N, int E, int K) {
 #pragma omp parallel for schedule(static) if ((size_t)N * E >= CPU_PAR_MIN)
     for (int t = 0; t < N; t++) {
         const float *l = logits + (size_t)t * E;
@@ -30,7 +30,7 @@ void cpu_moe_route(float *probs, int32_t *idx, float *wts, const float *logits, 
     }
 }
 
-void cpu_moe_route_bwd(float *dlogits, const float *dwts, const float *probs, const float *logits, const int32_t *idx,
+void CPU_OP(moe_route_bwd)(float *dlogits, const float *dwts, const float *probs, const float *logits, const int32_t *idx,
                        const float *wts, const int32_t *targets, const float *gaux, float zscale, int N, int E, int K) {
 #pragma omp parallel for schedule(static) if ((size_t)N * E >= CPU_PAR_MIN)
     for (int t = 0; t < N; t++) {
@@ -51,7 +51,7 @@ void cpu_moe_route_bwd(float *dlogits, const float *dwts, const float *probs, co
     }
 }
 
-void cpu_jitter(void *x_, const void *src_, size_t n, size_t M, float j, uint64_t key, uint64_t sample0) {
+void CPU_OP(jitter)(void *x_, const void *src_, size_t n, size_t M, float j, uint64_t key, uint64_t sample0) {
     float *x = x_;
     const float *src = src_;
 #pragma omp parallel for schedule(static) if (n >= CPU_PAR_MIN)
@@ -61,14 +61,14 @@ void cpu_jitter(void *x_, const void *src_, size_t n, size_t M, float j, uint64_
     }
 }
 
-void cpu_moe_gather(void *xe_, const void *x_, const int32_t *src, int M, int D) {
+void CPU_OP(moe_gather)(void *xe_, const void *x_, const int32_t *src, int M, int D) {
     float *xe = xe_;  // the CPU's activations are fp32
     const float *x = x_;
 #pragma omp parallel for schedule(static) if ((size_t)M * D >= CPU_PAR_MIN)
     for (int r = 0; r < M; r++) memcpy(xe + (size_t)r * D, x + (size_t)src[r] * D, sizeof(float) * D);
 }
 
-void cpu_moe_gather_bwd(void *dx_, const void *dxe_, const int32_t *slot, int N, int K, int D) {
+void CPU_OP(moe_gather_bwd)(void *dx_, const void *dxe_, const int32_t *slot, int N, int K, int D) {
     float *dx = dx_;
     const float *dxe = dxe_;
 #pragma omp parallel for schedule(static) if ((size_t)N * K * D >= CPU_PAR_MIN)
@@ -82,7 +82,7 @@ void cpu_moe_gather_bwd(void *dx_, const void *dxe_, const int32_t *slot, int N,
     }
 }
 
-void cpu_moe_combine(float *out, const float *ye, const int32_t *slot, const float *wts, int N, int K, int D) {
+void CPU_OP(moe_combine)(float *out, const float *ye, const int32_t *slot, const float *wts, int N, int K, int D) {
 #pragma omp parallel for schedule(static) if ((size_t)N * K * D >= CPU_PAR_MIN)
     for (int t = 0; t < N; t++) {
         float *o = out + (size_t)t * D;
@@ -94,7 +94,7 @@ void cpu_moe_combine(float *out, const float *ye, const int32_t *slot, const flo
     }
 }
 
-void cpu_moe_combine_bwd(float *dye, float *dwts, const float *dout, const float *ye, const int32_t *slot, const float *wts,
+void CPU_OP(moe_combine_bwd)(float *dye, float *dwts, const float *dout, const float *ye, const int32_t *slot, const float *wts,
                          int N, int K, int D) {
 #pragma omp parallel for schedule(static) if ((size_t)N * K * D >= CPU_PAR_MIN)
     for (int t = 0; t < N; t++) {

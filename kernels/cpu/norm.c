@@ -8,8 +8,9 @@
 
 #include "../../base/err.h"
 #include "../backend.h"
+#include "cpu_common.h"
 
-void cpu_rmsnorm_fwd(void *out_, float *rstd, const float *inp, const void *wv, int N, int D, float eps) {
+void CPU_OP(rmsnorm_fwd)(void *out_, float *rstd, const float *inp, const void *wv, int N, int D, float eps) {
     float *out = out_;  // the CPU's activations are fp32
     const float *w = wv;  // the CPU's parameters are fp32
 #pragma omp parallel for schedule(static)
@@ -17,7 +18,7 @@ void cpu_rmsnorm_fwd(void *out_, float *rstd, const float *inp, const void *wv, 
         const float *x = inp + (size_t)n * D;
         float *o = out + (size_t)n * D;
         double ss = 0.0;  // double: D squares of very different sizes
-#pragma omp simd reduction(+ : ss)
+#pragma omp simd reduction(+ : ss) CPU_KEEP_ORDER
         for (int j = 0; j < D; j++) ss += (double)x[j] * x[j];
         float r = (float)(1.0 / sqrt(ss / D + eps));
         rstd[n] = r;
@@ -26,7 +27,7 @@ void cpu_rmsnorm_fwd(void *out_, float *rstd, const float *inp, const void *wv, 
     }
 }
 
-void cpu_add_rmsnorm_fwd(float *y, void *out_, float *rstd, const float *r, const void *wv, int N, int D, float eps) {
+void CPU_OP(add_rmsnorm_fwd)(float *y, void *out_, float *rstd, const float *r, const void *wv, int N, int D, float eps) {
     float *out = out_;  // the CPU's activations are fp32
     const float *w = wv;
 #pragma omp parallel for schedule(static)
@@ -34,7 +35,7 @@ void cpu_add_rmsnorm_fwd(float *y, void *out_, float *rstd, const float *r, cons
         float *x = y + (size_t)n * D, *o = out + (size_t)n * D;
         const float *b = r + (size_t)n * D;
         double ss = 0.0;
-#pragma omp simd reduction(+ : ss)
+#pragma omp simd reduction(+ : ss) CPU_KEEP_ORDER
         for (int j = 0; j < D; j++) {
             x[j] += b[j];
             ss += (double)x[j] * x[j];
@@ -46,7 +47,7 @@ void cpu_add_rmsnorm_fwd(float *y, void *out_, float *rstd, const float *r, cons
     }
 }
 
-void cpu_rmsnorm_bwd(float *dinp, float *dw, const void *dout_, const float *inp, const void *wv,
+void CPU_OP(rmsnorm_bwd)(float *dinp, float *dw, const void *dout_, const float *inp, const void *wv,
                       const float *rstd, int N, int D) {
     const float *dout = dout_;  // the CPU's activations are fp32
     const float *w = wv;
@@ -65,7 +66,7 @@ void cpu_rmsnorm_bwd(float *dinp, float *dw, const void *dout_, const float *inp
             const float r = rstd[n];
             // xhat = x * r, dxhat = dy * w; m = mean(dxhat * xhat)
             double acc = 0.0;
-#pragma omp simd reduction(+ : acc)
+#pragma omp simd reduction(+ : acc) CPU_KEEP_ORDER
             for (int j = 0; j < D; j++) acc += (double)(dy[j] * w[j]) * (x[j] * r);
             const float m = (float)(acc / D);
 #pragma omp simd
@@ -89,12 +90,12 @@ void cpu_rmsnorm_bwd(float *dinp, float *dw, const void *dout_, const float *inp
 static void layernorm_row(float *o, float *mean, float *rstd, const float *x, const float *w, const float *b, int D,
                           float eps) {
     double s = 0.0;
-#pragma omp simd reduction(+ : s)
+#pragma omp simd reduction(+ : s) CPU_KEEP_ORDER
     for (int j = 0; j < D; j++) s += x[j];
     const double mu = s / D;
     // the variance from a second pass over x - mean: no cancellation when |mean| >> std
     double ss = 0.0;
-#pragma omp simd reduction(+ : ss)
+#pragma omp simd reduction(+ : ss) CPU_KEEP_ORDER
     for (int j = 0; j < D; j++) ss += (x[j] - mu) * (x[j] - mu);
     const float m = (float)mu, r = (float)(1.0 / sqrt(ss / D + eps));
     *mean = m;
@@ -103,7 +104,7 @@ static void layernorm_row(float *o, float *mean, float *rstd, const float *x, co
     for (int j = 0; j < D; j++) o[j] = ((x[j] - m) * r) * w[j] + b[j];
 }
 
-void cpu_layernorm_fwd(void *out_, float *mean, float *rstd, const float *inp, const void *wv, const void *bv, int N,
+void CPU_OP(layernorm_fwd)(void *out_, float *mean, float *rstd, const float *inp, const void *wv, const void *bv, int N,
                        int D, float eps) {
     float *out = out_;  // the CPU's activations are fp32
 #pragma omp parallel for schedule(static)
@@ -111,7 +112,7 @@ void cpu_layernorm_fwd(void *out_, float *mean, float *rstd, const float *inp, c
         layernorm_row(out + (size_t)n * D, mean + n, rstd + n, inp + (size_t)n * D, wv, bv, D, eps);
 }
 
-void cpu_add_layernorm_fwd(float *y, void *out_, float *mean, float *rstd, const float *r, const void *wv,
+void CPU_OP(add_layernorm_fwd)(float *y, void *out_, float *mean, float *rstd, const float *r, const void *wv,
                            const void *bv, int N, int D, float eps) {
     float *out = out_;  // the CPU's activations are fp32
 #pragma omp parallel for schedule(static)
@@ -124,7 +125,7 @@ void cpu_add_layernorm_fwd(float *y, void *out_, float *mean, float *rstd, const
     }
 }
 
-void cpu_layernorm_bwd(float *dinp, float *dw, float *db, const void *dout_, const float *inp, const void *wv,
+void CPU_OP(layernorm_bwd)(float *dinp, float *dw, float *db, const void *dout_, const float *inp, const void *wv,
                        const float *mean, const float *rstd, int N, int D) {
     const float *dout = dout_;  // the CPU's activations are fp32
     const float *w = wv;
@@ -143,7 +144,7 @@ void cpu_layernorm_bwd(float *dinp, float *dw, float *db, const void *dout_, con
             const float m = mean[n], r = rstd[n];
             // xhat = (x - m) r, g = dy w: dx = r (g - mean(g) - xhat mean(g xhat))
             double sg = 0.0, sgx = 0.0;
-#pragma omp simd reduction(+ : sg, sgx)
+#pragma omp simd reduction(+ : sg, sgx) CPU_KEEP_ORDER
             for (int j = 0; j < D; j++) {
                 const float g = dy[j] * w[j];
                 sg += g;
@@ -172,7 +173,7 @@ void cpu_layernorm_bwd(float *dinp, float *dw, float *db, const void *dout_, con
     free(part);
 }
 
-void cpu_rope_table(float *cos_t, float *sin_t, int T, int rot, const double *inv_freq) {
+void CPU_OP(rope_table)(float *cos_t, float *sin_t, int T, int rot, const double *inv_freq) {
     const int half = rot / 2;
     for (int i = 0; i < half; i++) {
         // double so the only rounding is the final cast (matches the float64 reference tables)
@@ -224,7 +225,7 @@ static void qkv_token(float *x, float *q, float *k, float *v, const float *c, co
         }
 }
 
-void cpu_qkv_split(void *q_, void *k_, void *v_, const void *qkv_, const float *cos_t, const float *sin_t, int B,
+void CPU_OP(qkv_split)(void *q_, void *k_, void *v_, const void *qkv_, const float *cos_t, const float *sin_t, int B,
                    int T, int H, int KV, int hd, int rot, KernQkvLayout layout, int pos0, const int32_t *pos_t) {
     float *q = q_;  // the CPU's activations are fp32
     float *k = k_;
@@ -242,7 +243,7 @@ void cpu_qkv_split(void *q_, void *k_, void *v_, const void *qkv_, const float *
     }
 }
 
-void cpu_qkv_merge(void *dqkv_, const void *dq_, const void *dk_, const void *dv_, const float *cos_t,
+void CPU_OP(qkv_merge)(void *dqkv_, const void *dq_, const void *dk_, const void *dv_, const float *cos_t,
                    const float *sin_t, int B, int T, int H, int KV, int hd, int rot, KernQkvLayout layout,
                    const int32_t *pos_t) {
     float *dqkv = dqkv_;  // the CPU's activations are fp32

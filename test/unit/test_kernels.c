@@ -3,14 +3,17 @@
 // Prints `ok - <name>` / `not ok - <name> (<detail>)` per check; exits 1 if any failed.
 // The whole suite runs once with 1 thread and once with 3 (uneven static partitions).
 #include <math.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu_common.h"
 #include "kernels/kernels.h"
 #include "kernels/nf4.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/rng.h"
 #include "test/unit/testutil.h"
@@ -1533,8 +1536,281 @@ static void test_mem_tracker(void) {
     free(p), free(len), free(order);
 }
 
+// ---- the AVX-512 kernels against the AVX2 ones ----
+// Both builds run the same inputs and must agree bit for bit: the elementwise ops compute each
+// element alike, and the AVX-512 build's reductions keep AVX2's order (cpu_common.h, CPU_KEEP_ORDER).
+static void isa_same(const char *name, const void *a512, const void *a2, size_t bytes) {
+    report(!memcmp(a512, a2, bytes), name, "the AVX-512 result differs from the AVX2 one");
+}
+
+// the same, saying by how much they differ
+static void isa_close(const char *name, const float *a512, const float *a2, size_t n) {
+    double md = 0.0, mr = 1e-30;
+    for (size_t i = 0; i < n; i++) md = fmax(md, fabs((double)a512[i] - a2[i])), mr = fmax(mr, fabs((double)a2[i]));
+    report(!memcmp(a512, a2, n * sizeof *a2), name, "max rel diff %.3g", md / mr);
+}
+
+// o2, o5 (declared by the caller): the AVX2 and AVX-512 outputs (n floats each) of a call on copies of the same inputs
+#define ISA_PAIR(n, call2, call5) \
+    o2 = calloc((n) + 1, sizeof(float)), o5 = calloc((n) + 1, sizeof(float)); \
+    { float *out = o2; call2; } { float *out = o5; call5; }
+
+static void test_isa_elementwise(void) {
+    float *o2, *o5;
+    const size_t n = 70001;  // parallel, and a tail no vector fills
+    float *x = rand_vec(n, -6, 6), *y = rand_vec(n, -6, 6), *z = rand_vec(2 * n, -6, 6);
+    {
+        ISA_PAIR(n, (memcpy(out, y, n * 4), cpu_add_avx2(out, x, n)), (memcpy(out, y, n * 4), cpu_add_avx512(out, x, n)))
+        isa_same("avx512 = avx2: add", o5, o2, n * 4), free(o2), free(o5);
+    }
+    {
+        ISA_PAIR(n, cpu_add3_avx2(out, x, y, n), cpu_add3_avx512(out, x, y, n))
+        isa_same("avx512 = avx2: add3", o5, o2, n * 4), free(o2), free(o5);
+    }
+    {
+        ISA_PAIR(n, (memcpy(out, x, n * 4), cpu_scale_avx2(out, 0.37f, n)), (memcpy(out, x, n * 4), cpu_scale_avx512(out, 0.37f, n)))
+        isa_same("avx512 = avx2: scale", o5, o2, n * 4), free(o2), free(o5);
+    }
+    for (int f = 0; f < 2; f++) {
+        const KernGelu form = f ? KERN_GELU_ERF : KERN_GELU_TANH;
+        ISA_PAIR(n, cpu_gelu_fwd_avx2(out, x, n, form), cpu_gelu_fwd_avx512(out, x, n, form))
+        isa_same(f ? "avx512 = avx2: gelu erf fwd" : "avx512 = avx2: gelu tanh fwd", o5, o2, n * 4), free(o2), free(o5);
+        ISA_PAIR(n, cpu_gelu_bwd_avx2(out, y, x, n, form), cpu_gelu_bwd_avx512(out, y, x, n, form))
+        isa_same(f ? "avx512 = avx2: gelu erf bwd" : "avx512 = avx2: gelu tanh bwd", o5, o2, n * 4), free(o2), free(o5);
+    }
+    const int N = 101, F = 693;  // swiglu rows, bias and norms over (N, F)
+    {
+        ISA_PAIR((size_t)N * F, cpu_swiglu_fwd_avx2(out, z, N, F), cpu_swiglu_fwd_avx512(out, z, N, F))
+        isa_same("avx512 = avx2: swiglu fwd", o5, o2, (size_t)N * F * 4), free(o2), free(o5);
+    }
+    {
+        ISA_PAIR((size_t)2 * N * F, cpu_swiglu_bwd_avx2(out, x, z, N, F), cpu_swiglu_bwd_avx512(out, x, z, N, F))
+        isa_same("avx512 = avx2: swiglu bwd", o5, o2, (size_t)2 * N * F * 4), free(o2), free(o5);
+    }
+    {
+        ISA_PAIR((size_t)N * F, (memcpy(out, x, (size_t)N * F * 4), cpu_bias_add_avx2(out, KERN_F32, y, N, F)),
+                 (memcpy(out, x, (size_t)N * F * 4), cpu_bias_add_avx512(out, KERN_F32, y, N, F)))
+        isa_same("avx512 = avx2: bias add", o5, o2, (size_t)N * F * 4), free(o2), free(o5);
+    }
+    {
+        ISA_PAIR((size_t)F, cpu_bias_bwd_avx2(out, x, KERN_F32, N, F), cpu_bias_bwd_avx512(out, x, KERN_F32, N, F))
+        isa_same("avx512 = avx2: bias bwd", o5, o2, (size_t)F * 4), free(o2), free(o5);
+    }
+    {
+        uint16_t *b2 = calloc(n, 2), *b5 = calloc(n, 2);
+        cpu_f32_to_bf16_avx2(b2, x, n), cpu_f32_to_bf16_avx512(b5, x, n);
+        isa_same("avx512 = avx2: f32 to bf16", b5, b2, n * 2);
+        ISA_PAIR(n, cpu_bf16_to_f32_avx2(out, b2, n), cpu_bf16_to_f32_avx512(out, b2, n))
+        isa_same("avx512 = avx2: bf16 to f32", o5, o2, n * 4), free(o2), free(o5), free(b2), free(b5);
+    }
+    {
+        const double s2 = cpu_sumsq_avx2(x, n), s5 = cpu_sumsq_avx512(x, n);
+        report(s5 == s2, "avx512 = avx2: sumsq", "%.17g vs %.17g", s5, s2);
+    }
+    {
+        // AdamW: two decay ranges and the bf16 copy; p, m, v and the copy bit for bit
+        KernAdamW h = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .grad_scale = 0.6f,
+                       .step = 3, .ndecay = 2, .decay = {{10, 30000}, {30100, 70000}}};
+        float *m2 = rand_vec(n, -0.1f, 0.1f), *v2 = rand_vec(n, 0, 0.01f), *m5 = dup_vec(m2, n), *v5 = dup_vec(v2, n);
+        uint16_t *b2 = calloc(n, 2), *b5 = calloc(n, 2);
+        ISA_PAIR(n, (memcpy(out, x, n * 4), cpu_adamw_avx2(out, b2, y, m2, v2, n, &h)),
+                 (memcpy(out, x, n * 4), cpu_adamw_avx512(out, b5, y, m5, v5, n, &h)))
+        isa_same("avx512 = avx2: adamw p", o5, o2, n * 4);
+        isa_same("avx512 = avx2: adamw m, v", m5, m2, n * 4), isa_same("avx512 = avx2: adamw v", v5, v2, n * 4);
+        isa_same("avx512 = avx2: adamw bf16 copy", b5, b2, n * 2);
+        free(o2), free(o5), free(m2), free(v2), free(m5), free(v5), free(b2), free(b5);
+    }
+    free(x), free(y), free(z);
+}
+
+static void test_isa_rows(void) {
+    float *o2, *o5;
+    const int N = 67, D = 333, V = 1500;
+    float *x = rand_vec((size_t)N * D, -3, 3), *r = rand_vec((size_t)N * D, -1, 1), *w = rand_vec(D, 0.5f, 1.5f);
+    float *b = rand_vec(D, -1, 1), *dy = rand_vec((size_t)N * D, -1, 1);
+    float st2[2 * 67], st5[2 * 67];
+    {
+        ISA_PAIR((size_t)N * D, cpu_rmsnorm_fwd_avx2(out, st2, x, w, N, D, 1e-5f), cpu_rmsnorm_fwd_avx512(out, st5, x, w, N, D, 1e-5f))
+        isa_close("avx512 = avx2: rmsnorm fwd", o5, o2, (size_t)N * D), isa_close("avx512 = avx2: rmsnorm rstd", st5, st2, N);
+        float *dw2 = calloc(D, 4), *dw5 = calloc(D, 4);
+        free(o2), free(o5);
+        ISA_PAIR((size_t)N * D, cpu_rmsnorm_bwd_avx2(out, dw2, dy, x, w, st2, N, D), cpu_rmsnorm_bwd_avx512(out, dw5, dy, x, w, st2, N, D))
+        isa_close("avx512 = avx2: rmsnorm bwd dx", o5, o2, (size_t)N * D), isa_close("avx512 = avx2: rmsnorm bwd dw", dw5, dw2, D);
+        free(o2), free(o5), free(dw2), free(dw5);
+    }
+    {
+        float *y2 = dup_vec(x, (size_t)N * D), *y5 = dup_vec(x, (size_t)N * D);
+        ISA_PAIR((size_t)N * D, cpu_add_rmsnorm_fwd_avx2(y2, out, st2, r, w, N, D, 1e-5f),
+                 cpu_add_rmsnorm_fwd_avx512(y5, out, st5, r, w, N, D, 1e-5f))
+        isa_same("avx512 = avx2: add_rmsnorm sum", y5, y2, (size_t)N * D * 4), isa_close("avx512 = avx2: add_rmsnorm", o5, o2, (size_t)N * D);
+        free(o2), free(o5), free(y2), free(y5);
+    }
+    {
+        ISA_PAIR((size_t)N * D, cpu_layernorm_fwd_avx2(out, st2, st2 + N, x, w, b, N, D, 1e-5f),
+                 cpu_layernorm_fwd_avx512(out, st5, st5 + N, x, w, b, N, D, 1e-5f))
+        isa_close("avx512 = avx2: layernorm fwd", o5, o2, (size_t)N * D), isa_close("avx512 = avx2: layernorm stats", st5, st2, 2 * N);
+        float *dw2 = calloc(2 * D, 4), *dw5 = calloc(2 * D, 4);
+        free(o2), free(o5);
+        ISA_PAIR((size_t)N * D, cpu_layernorm_bwd_avx2(out, dw2, dw2 + D, dy, x, w, st2, st2 + N, N, D),
+                 cpu_layernorm_bwd_avx512(out, dw5, dw5 + D, dy, x, w, st2, st2 + N, N, D))
+        isa_close("avx512 = avx2: layernorm bwd dx", o5, o2, (size_t)N * D), isa_close("avx512 = avx2: layernorm bwd dw, db", dw5, dw2, 2 * D);
+        free(o2), free(o5), free(dw2), free(dw5);
+    }
+    {
+        int32_t t[67];
+        for (int i = 0; i < N; i++) t[i] = i % 5 == 4 ? -100 : (int32_t)((i * 7919) % V);
+        float *l = rand_vec((size_t)N * V, -8, 8);
+        double loss2 = 0.0, loss5 = 0.0;
+        ISA_PAIR((size_t)N * V, (memcpy(out, l, (size_t)N * V * 4), cpu_crossentropy_fwd_bwd_avx2(out, t, N, V, 0.01f, &loss2)),
+                 (memcpy(out, l, (size_t)N * V * 4), cpu_crossentropy_fwd_bwd_avx512(out, t, N, V, 0.01f, &loss5)))
+        report(loss5 == loss2, "avx512 = avx2: cross-entropy loss", "%.17g vs %.17g", loss5, loss2);
+        isa_close("avx512 = avx2: cross-entropy dlogits", o5, o2, (size_t)N * V);
+        free(o2), free(o5), free(l);
+    }
+    free(x), free(r), free(w), free(b), free(dy);
+}
+
+static void test_isa_attention(void) {
+    float *o2, *o5;
+    const int B = 2, T = 150, H = 4, KV = 2, hd = 16;
+    const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
+    float *q = rand_vec(nq, -1, 1), *k = rand_vec(nk, -1, 1), *v = rand_vec(nk, -1, 1), *dout = rand_vec(nq, -1, 1);
+    float *p2 = calloc(cpu_attention_saved_floats(B, H, T, T), 4), *p5 = calloc(cpu_attention_saved_floats(B, H, T, T), 4);
+    float *scratch = calloc(cpu_attention_scratch_floats(B, H, T), 4);
+    ISA_PAIR(nq, cpu_attention_fwd_avx2(out, p2, q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL, 0, NULL),
+             cpu_attention_fwd_avx512(out, p5, q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL, 0, NULL))
+    isa_close("avx512 = avx2: attention fwd", o5, o2, nq);
+    float *d2 = calloc(nq + 2 * nk, 4), *d5 = calloc(nq + 2 * nk, 4);
+    cpu_attention_bwd_avx2(d2, d2 + nq, d2 + nq + nk, scratch, dout, o2, p2, q, k, v, B, T, H, KV, hd, NULL, 0, NULL);
+    cpu_attention_bwd_avx512(d5, d5 + nq, d5 + nq + nk, scratch, dout, o2, p2, q, k, v, B, T, H, KV, hd, NULL, 0, NULL);
+    isa_close("avx512 = avx2: attention bwd dq, dk, dv", d5, d2, nq + 2 * nk);
+    free(o2), free(o5), free(d2), free(d5), free(q), free(k), free(v), free(dout), free(p2), free(p5), free(scratch);
+}
+
+// bf16 matmuls (--precision bf16 on a CPU with AVX512_BF16): each of the three products equals the
+// double-precision one of the operands rounded to bf16, to fp32 accumulation's error
+static void test_gemm_bf16(void) {
+    if (!cpu_has_bf16()) {
+        printf("ok - %sbf16 matmuls # SKIP %s\n", test_prefix,
+               cpu_isa() == CPU_ISA_AVX2 ? "the AVX2 kernels emulate bf16" : "this CPU has no AVX512_BF16");
+        return;
+    }
+    const int N = 37, IN = 70, OUT = 45;
+    float *x = rand_vec((size_t)N * IN, -1, 1), *w = rand_vec((size_t)OUT * IN, -1, 1), *dout = rand_vec((size_t)N * OUT, -1, 1);
+    float *xr = dup_vec(x, (size_t)N * IN), *wr = dup_vec(w, (size_t)OUT * IN), *dr = dup_vec(dout, (size_t)N * OUT);
+    kern_round_bf16(xr, (size_t)N * IN), kern_round_bf16(wr, (size_t)OUT * IN), kern_round_bf16(dr, (size_t)N * OUT);
+    float *out = calloc((size_t)N * OUT, 4), *dinp = rand_vec((size_t)N * IN, -1, 1), *dw = rand_vec((size_t)OUT * IN, -1, 1);
+    double *ro = calloc((size_t)N * OUT, 8), *rd = calloc((size_t)N * IN, 8), *rw = calloc((size_t)OUT * IN, 8);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OUT; o++) {
+            for (int i = 0; i < IN; i++) ro[n * OUT + o] += (double)xr[n * IN + i] * wr[o * IN + i];
+        }
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < IN; i++) {
+            rd[n * IN + i] = dinp[n * IN + i];  // accumulate_dinp
+            for (int o = 0; o < OUT; o++) rd[n * IN + i] += (double)dr[n * OUT + o] * wr[o * IN + i];
+        }
+    for (int o = 0; o < OUT; o++)
+        for (int i = 0; i < IN; i++) {
+            rw[o * IN + i] = dw[o * IN + i];
+            for (int n = 0; n < N; n++) rw[o * IN + i] += (double)dr[n * OUT + o] * xr[n * IN + i];
+        }
+    cpu_set_compute_bf16(1);
+    kern_matmul_fwd(out, KERN_F32, x, w, N, IN, OUT);
+    kern_matmul_bwd(dinp, dw, dout, KERN_F32, x, w, N, IN, OUT, 1);
+    cpu_set_compute_bf16(0);
+    check_close("bf16 matmul fwd = the product of bf16-rounded operands", out, ro, (size_t)N * OUT, 1e-5);
+    check_close("bf16 matmul bwd dinp (accumulated)", dinp, rd, (size_t)N * IN, 1e-5);
+    check_close("bf16 matmul bwd dw (accumulated)", dw, rw, (size_t)OUT * IN, 1e-5);
+    free(x), free(w), free(dout), free(xr), free(wr), free(dr), free(out), free(dinp), free(dw), free(ro), free(rd), free(rw);
+}
+
+static void test_isa(void) {
+    __builtin_cpu_init();
+    if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+          __builtin_cpu_supports("avx512vl"))) {
+        printf("ok - %savx512 = avx2 # SKIP this CPU has no AVX-512 F, BW, DQ and VL\n", test_prefix);
+        return;
+    }
+    test_isa_elementwise();
+    test_isa_rows();
+    test_isa_attention();
+}
+
+// ---- --bench-adamw: AdamW's bandwidth against a copy of the same bytes ----
+// One step of kern_adamw over n elements reads p, g, m, v and writes p, m, v (and the bf16 copy of
+// p): 28 (30) bytes each. The yardstick is memcpy moving half that many bytes per element from one
+// buffer to another (a read and a write of each), split over the same threads, timed in the same
+// run just before. Prints GB/s for both and their ratio, best of `reps` runs each.
+static double bench_copy(char *dst, const char *src, size_t bytes) {
+    const double t0 = clock_now_s();
+#pragma omp parallel
+    {
+        const size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+        const size_t lo = bytes * t / nt / 64 * 64, hi = t + 1 == nt ? bytes : bytes * (t + 1) / nt / 64 * 64;
+        memcpy(dst + lo, src + lo, hi - lo);
+    }
+    return clock_now_s() - t0;
+}
+
+static int bench_adamw(int threads) {
+    kern_init(threads);
+    const size_t n = (size_t)8 << 20;  // 224 MiB of state: far beyond any cache
+    const int reps = 10;
+    float *p = rand_vec(n, -1, 1), *g = rand_vec(n, -1, 1), *m = malloc(n * 4), *v = malloc(n * 4);
+    uint16_t *pb = malloc(n * 2);
+    memset(m, 0, n * 4), memset(v, 0, n * 4), memset(pb, 0, n * 2);  // every page mapped before the timing
+    printf("adamw over %zu M elements, %d thread(s), CPU kernels %s\n", n >> 20, kern_num_threads(), kern_cpu_isa());
+    for (int bf = 0; bf < 2; bf++) {
+        const size_t bytes = n * (bf ? 15 : 14);  // copied once each way: the 28 (30) bytes AdamW moves
+        char *src = malloc(bytes), *dst = malloc(bytes);
+        memset(src, 1, bytes), memset(dst, 0, bytes);
+        KernAdamW h = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .grad_scale = 0.5f,
+                       .ndecay = 1, .decay = {{0, n}}};
+        double tc = 1e30, ta = 1e30;
+        for (int r = 0; r < reps; r++) {
+            tc = fmin(tc, bench_copy(dst, src, bytes));
+            h.step = r + 1;
+            const double t0 = clock_now_s();
+            kern_adamw(p, bf ? pb : NULL, g, m, v, n, &h);
+            ta = fmin(ta, clock_now_s() - t0);
+        }
+        printf("adamw%s: %.1f GB/s, memcpy of the same bytes: %.1f GB/s, ratio %.2f\n", bf ? " + bf16 copy" : "",
+               2.0 * bytes / ta / 1e9, 2.0 * bytes / tc / 1e9, tc / ta);
+        free(src), free(dst);
+    }
+    free(p), free(g), free(m), free(v), free(pb);
+    return 0;
+}
+
+// ---- --bench-gemm: the machine's GEMM peaks, for make bench's fractions ----
+// A 2048^3 product (what the fractions have been measured against: numpy's sgemm on the same
+// threads) through OpenBLAS sgemm and, where the CPU has AVX512_BF16, through the bf16 matmuls
+// --precision bf16 runs (oneDNN, operands rounded as they are there): GFLOP/s, best of 5 runs each.
+static int bench_gemm(int threads) {
+    kern_init(threads);
+    const int n = 2048;
+    const double flops = 2.0 * n * n * n;
+    float *a = rand_vec((size_t)n * n, -1, 1), *b = rand_vec((size_t)n * n, -1, 1), *c = calloc((size_t)n * n, 4);
+    for (int bf = 0; bf < 1 + cpu_has_bf16(); bf++) {
+        cpu_set_compute_bf16(bf);
+        double best = 1e30;
+        for (int r = 0; r < 6; r++) {  // the first warms the threads and oneDNN's primitive
+            const double t0 = clock_now_s();
+            cpu_gemm(0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, r > 0);
+            if (r) best = fmin(best, clock_now_s() - t0);
+        }
+        printf("%s GFLOP/s: %.1f\n", bf ? "bf16" : "sgemm", flops / best / 1e9);
+    }
+    cpu_set_compute_bf16(0);
+    free(a), free(b), free(c);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc > 2 && !strcmp(argv[1], "--nf4")) return nf4_files(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "--bench-adamw")) return bench_adamw(argc > 2 ? atoi(argv[2]) : 0);
+    if (argc > 1 && !strcmp(argv[1], "--bench-gemm")) return bench_gemm(argc > 2 ? atoi(argv[2]) : 0);
     static const int thread_counts[2] = {1, 3};
     for (int i = 0; i < 2; i++) {
         suite_threads = thread_counts[i];
@@ -1561,6 +1837,8 @@ int main(int argc, char **argv) {
         test_bf16();
         test_nf4();
         test_vector_ops();
+        test_isa();
+        test_gemm_bf16();
     }
     test_prefix[0] = 0;
     test_mem_tracker();
