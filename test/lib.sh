@@ -98,3 +98,11 @@ refused_unchanged() {
     [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$lines" = 1 ] && grep -Eq -- "$re" "$W/err" && sha256sum -c --quiet "$W/inputs.sha" >/dev/null 2>&1
     check "$name" $? "(rc=$rc, $lines error lines: $(grep -m2 . "$W/err" | head -c 300 | tr '\n' '|'))"
 }
+
+# kill_paused_rank1 LOG: waits (30 s at most) for a run's "paused (rank 1, pid N)" line in LOG
+# (FSDPC_TEST_CKPT_PAUSE), then kills that rank with SIGKILL; its pid is left in $victim
+kill_paused_rank1() {
+    for _ in $(seq 300); do grep -q "paused (rank 1" "$1" && break; sleep 0.1; done
+    victim=$(sed -nE 's/.*paused \(rank 1, pid ([0-9]+)\).*/\1/p' "$1" | head -1)
+    [ -n "$victim" ] && kill -9 "$victim"
+}

@@ -63,9 +63,7 @@ rm -rf "$W/kill"
 FSDPC_TEST_CKPT_PAUSE=10:30 $MPI -np 2 ./fsdpc $M --batch_size 4 --checkpoint_dir "$W/kill" --checkpoint_freq 5 \
     --metrics_file "$W/killmark.jsonl" >"$W/kill.log" 2>&1 &
 mpid=$!
-for _ in $(seq 300); do grep -q "paused (rank 1" "$W/kill.log" && break; sleep 0.1; done
-victim=$(sed -nE 's/.*paused \(rank 1, pid ([0-9]+)\).*/\1/p' "$W/kill.log" | head -1)
-[ -n "$victim" ] && kill -9 "$victim"
+kill_paused_rank1 "$W/kill.log"
 wait $mpid
 rc=$?
 ls "$W/kill" >"$W/kill.ls"

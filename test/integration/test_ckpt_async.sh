@@ -76,9 +76,7 @@ check "steps 6-9 train while step 5's write is held; step 10 waits for it and sa
 # ---- kill -9 of one rank during a background write ----
 FSDPC_TEST_CKPT_PAUSE=10:30:1 $MPI -np 2 ./fsdpc $M --checkpoint_dir "$W/kill" --checkpoint_freq 5 --async_checkpoint >"$W/kill.log" 2>&1 &
 mpid=$!
-for _ in $(seq 300); do grep -q "paused (rank 1" "$W/kill.log" && break; sleep 0.1; done
-victim=$(sed -nE 's/.*paused \(rank 1, pid ([0-9]+)\).*/\1/p' "$W/kill.log" | head -1)
-[ -n "$victim" ] && kill -9 "$victim"
+kill_paused_rank1 "$W/kill.log"
 wait $mpid
 rc=$?
 ls -A "$W/kill" >"$W/kill.ls"
