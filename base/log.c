@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +18,29 @@ void log_set_rank(int r) { rank = r; }
 int log_rank(void) { return rank; }
 void log_timestamps(int on) { timestamps = on; }
 
+// The thread ending the job (log_end_claim): once it has printed its error, the other threads
+// print nothing, so the error stays the last line (before it, a checkpoint write it waits for
+// still says it was saved)
+static atomic_int ending, said;
+static _Thread_local int ending_mine;
+
+int log_end_claim(void) {
+    if (ending_mine) return 1;
+    if (atomic_exchange(&ending, 1)) return 0;
+    return ending_mine = 1;
+}
+
+static int log_silenced(void) { return atomic_load(&said) && !ending_mine; }
+
 void log_error(const char *msg) {
+    if (log_silenced()) return;
+    if (ending_mine) atomic_store(&said, 1);
     fprintf(stderr, "fsdpc: error: %s\n", msg);
     fflush(stderr);
 }
 
 void log_msg(const char *fmt, ...) {
-    if (rank != 0) return;
+    if (rank != 0 || log_silenced()) return;
     va_list ap;
     va_start(ap, fmt);
     if (!timestamps) {

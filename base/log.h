@@ -15,5 +15,9 @@ void log_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 // "fsdpc: error: <msg>" on stderr, flushed: the line tests and users grep for; every exit path
 // prints its error through here
 void log_error(const char *msg);
+// A thread that begins ending the job claims it: 1 for the first thread (again for it), 0 for any
+// other, which must leave the end to it; once the first has printed its error line, only its
+// lines are printed.
+int log_end_claim(void);
 
 #endif

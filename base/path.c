@@ -98,8 +98,8 @@ const char *path_too_long(const char *what, const char *path) {
 }
 
 const char *path_show(const char *p) {
-    static char bufs[4][PATH_SHOW_MAX + 64];
-    static int next;
+    static _Thread_local char bufs[4][PATH_SHOW_MAX + 64];  // the checkpoint writer's thread shows paths too
+    static _Thread_local int next;
     size_t n = strlen(p), keep = PATH_SHOW_MAX / 2 - 20;
     if (n <= PATH_SHOW_MAX) return p;
     char *b = bufs[next++ % 4];

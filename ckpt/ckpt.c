@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -265,7 +266,7 @@ static void save_write(SaveJob *j) {
     if (comm_info.rank == 0) unlink(j->tmp);
     ckpt_release_dir();  // the abort skips exit handlers
     comm_abort_all("cannot write checkpoint '%s': %s%s; its partial file was removed and the earlier checkpoints are kept",
-                   j->out.path, why, msg);
+                   path_show(j->out.path), why, msg);
 }
 
 // Collective on the job's ranks, once every rank's slices are on disk: the file renamed to its
@@ -429,7 +430,13 @@ int ckpt_save_async(CkptAsync *a, const char *dir, const ShardState *s, const Mo
     atomic_store(&a->staged, 0);
     if (device) stage(a);  // the device's copies go on the main thread, which owns the device
     in_flight = a;
+    // the stop signals go to the training thread: one delivered to the writer would interrupt its
+    // file system and MPI-IO calls (EINTR), failing the write instead of stopping at the next step
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
     int e = pthread_create(&a->thread, NULL, writer_main, a);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (e) err_fatal("cannot start the checkpoint writer thread: %s", strerror(e));
     a->running = 1;
     return 0;
@@ -463,11 +470,14 @@ int ckpt_async_wait(CkptAsync *a, double *waited, char *err, size_t errlen) {
     *waited = 0;
     if (!a || !a->running) return 0;
     // a stop signal's watchdog must not end the wait: the write's own deadline watches it
-    while (!atomic_load(&a->done)) {
+    // a writer that failed while this thread was already ending the job stops where it is
+    // (comm's end_claim): its thread ends without `done`
+    int joined = 0;
+    while (!atomic_load(&a->done) && !(joined = pthread_tryjoin_np(a->thread, NULL) == 0)) {
         comm_stop_progress();
         usleep(1000);
     }
-    pthread_join(a->thread, NULL);
+    if (!joined) pthread_join(a->thread, NULL);
     a->running = 0;
     in_flight = NULL;
     *waited = clock_now_s() - t0;

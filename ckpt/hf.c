@@ -95,7 +95,7 @@ static int hf_add_file(HfModel *h, const char *path, char *err, size_t len) {
 static int hf_open_index(HfModel *h, const char *index, char *err, size_t len) {
     char jerr[600], *dir = path_dirname(index);
     JsonValue *v = json_parse_file(index, 64u << 20, jerr, sizeof jerr);
-    if (!v) return err_set(err, len, "invalid index: %s", jerr);
+    if (!v) return free(dir), err_set(err, len, "invalid index: %s", jerr);
     const JsonValue *map = json_get(v, "weight_map");
     int rc = 0;
     if (!map || map->type != JSON_OBJECT) rc = err_set(err, len, "index '%s' has no weight_map object", path_show(index));

@@ -419,8 +419,12 @@ void comm_init(int *argc, char ***argv) {
     clock_test_pause("start-up");
     const char *launcher_stdout = io_launcher_stdout();  // before MPI_Init, which sets a singleton's OMPI_* variables
     // a checkpoint written in the background (--async_checkpoint) makes MPI calls from its own
-    // thread, on a communicator of its own, while training's go on: that needs MPI_THREAD_MULTIPLE
-    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &thread_level);
+    // thread, on a communicator of its own, while training's go on: that needs MPI_THREAD_MULTIPLE,
+    // which other runs do not pay for (some transports lock more, or step aside, under it)
+    int multiple = 0;
+    for (int i = 1; i < *argc; i++)
+        multiple |= !strncmp((*argv)[i], "--async_checkpoint", 18) && strchr("=", (*argv)[i][18]);
+    MPI_Init_thread(argc, argv, multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE, &thread_level);
     // errors come back to us so they are reported with file:line, not as a bare abort
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     world_group.comm = MPI_COMM_WORLD;
@@ -719,9 +723,17 @@ double comm_mem_available(const char **source) {
     return avail;
 }
 
+// A job ends once: the checkpoint writer's thread and the training thread may both fail at once,
+// and two threads in the ending protocol (fail_comm's barriers) would not match. The first to
+// begin ends the job; a later thread stops there and leaves the process to it.
+static void end_claim(void) {
+    if (!log_end_claim()) pthread_exit(NULL);
+}
+
 // err_fatal's hooks: the flight recorder before the error line, then every rank ends
 // which collectives this rank finished, which it was in; and no stop line after the error's
 static void fatal_before(void) {
+    end_claim();
     stop_silent = 1;
     flight_dump("fatal error");
 }
@@ -755,6 +767,7 @@ void comm_fail_all(const char *fmt, ...) {
         }
     }
     if (!arrived) comm_fail_local("%s", msg);
+    end_claim();
     // an error every rank agreed on is an input error, not a hang: the error is the last line, and
     // the launcher's SIGTERM when another rank leaves first must not add a stop line after it
     stop_silent = 1;
@@ -772,6 +785,7 @@ void comm_fail_local(const char *fmt, ...) {
     int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (comm_info.world > 1 && n >= 0 && (size_t)n < sizeof msg) snprintf(msg + n, sizeof msg - (size_t)n, " (rank %d)", comm_info.rank);
+    end_claim();
     stop_silent = 1;  // the error is this rank's last line
     log_error(msg);
     fflush(NULL);
@@ -785,6 +799,7 @@ void comm_abort_all(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    end_claim();
     if (comm_info.rank == 0) log_error(msg);
     fflush(NULL);
     if (exit_hook) exit_hook(0);
@@ -830,7 +845,7 @@ FILE *comm_fopen_at(const char *file, int line, const char *path, const char *mo
 }
 
 const char *comm_path_error(const char *path, int err) {
-    static char msg[1200];
+    static _Thread_local char msg[1200];  // the checkpoint writer thread names paths too
     struct stat st;
     if (err == EFBIG && limits_file_size() != UINT64_MAX)  // past ulimit -f (SIGXFSZ is ignored: comm_init)
         return snprintf(msg, sizeof msg, "%s (ulimit -f allows %.1f MB: raise it)", strerror(err), limits_file_size() / 1e6), msg;

@@ -235,12 +235,16 @@ static void cache_hold(const char *dir) {
 // it), 0 while a run holds it; a folder without one (an older build) is nobody's
 static int cache_unheld(const char *dir, int *fd) {
     char *path = cache_complete_path(dir);
-    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    // NFS turns flock() into a byte-range lock, whose exclusive kind needs a file open for writing
+    *fd = open(path, O_RDWR | O_CLOEXEC);
+    if (*fd < 0 && errno == EACCES) *fd = open(path, O_RDONLY | O_CLOEXEC);
+    int gone = *fd < 0 && errno == ENOENT;
     free(path);
-    if (*fd < 0 || flock(*fd, LOCK_EX | LOCK_NB) == 0) return 1;
-    int busy = errno == EWOULDBLOCK;
-    if (busy) close(*fd), *fd = -1;
-    return !busy;
+    if (gone || (*fd >= 0 && flock(*fd, LOCK_EX | LOCK_NB) == 0)) return 1;
+    // only a file system without locks proves nobody reads it; any other failure keeps the folder
+    int unlockable = *fd >= 0 && (errno == ENOLCK || errno == ENOSYS || errno == EOPNOTSUPP);
+    if (!unlockable && *fd >= 0) close(*fd), *fd = -1;
+    return unlockable;
 }
 
 static int cache_complete(const char *dir) {
@@ -346,7 +350,7 @@ static void cache_sweep(const char *root, const char *key, const char *source) {
         }
         int held = -1;
         if (why && src && !cache_unheld(path, &held))
-            log_msg("Kept the data cache folder %s, %s: another run still reads it (a later run removes it)\n", path, why), why = NULL;
+            log_msg("Kept the data cache folder %s, %s: another run may still read it (a later run removes it)\n", path, why), why = NULL;
         if (why) cache_remove_tree(path), log_msg("Removed the data cache folder %s, %s\n", path, why);
         if (held >= 0) close(held);
         free(path);

@@ -67,7 +67,7 @@ static GemmPrim *gemm_prim(int ta, int tb, int M, int N, int K, float alpha, int
         GemmPrim *g = &cache[i];
         if (g->M == M && g->N == N && g->K == K && g->ta == ta && g->tb == tb && g->lda == lda && g->ldb == ldb &&
             g->ldc == ldc && g->alpha == alpha && g->beta == beta)
-            return g;
+            return g->prim ? g : NULL;  // a shape oneDNN refused stays refused, without a new try
     }
     if (!engine && (dnnl_engine_create(&engine, dnnl_cpu, 0) || dnnl_stream_create(&stream, engine, dnnl_stream_default_flags)))
         return NULL;
@@ -94,7 +94,6 @@ static GemmPrim *gemm_prim(int ta, int tb, int M, int N, int K, float alpha, int
     if (attr) dnnl_primitive_attr_destroy(attr);
     if (!bad) return g;
     g->prim = NULL;
-    g->M = -1;  // never matches again
     return NULL;
 }
 
@@ -134,7 +133,7 @@ static uint16_t *gemm_round(uint16_t **buf, size_t *cap, const float *x, size_t 
 static int gemm_onednn(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                        int ldb, float beta, float *C, int ldc) {
     GemmPrim *g = gemm_prim(ta, tb, M, N, K, alpha, lda, ldb, beta, ldc);
-    if (!g) return 0;
+    if (!g) return a_src = NULL, 0;  // abuf no longer holds A's rounding for the next product
     const size_t na = ta ? gemm_span(K, M, lda) : gemm_span(M, K, lda);
     uint16_t *a = same_a && A == a_src && na == a_n ? abuf : gemm_round(&abuf, &acap, A, na);
     a_src = A, a_n = na;
