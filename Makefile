@@ -4,6 +4,8 @@
 # ./fsdpc-mpich; ./fsdpc stays Open MPI. Open MPI's compiler is named by its own name where
 # Debian has it: installing MPICH must not be able to turn plain `mpicc` into MPICH's.
 MPI = openmpi
+# plain `make` is `make all` (./fsdpc), whatever rule a conditional section defines first
+.DEFAULT_GOAL := all
 ifeq ($(MPI),mpich)
 CC = mpicc.mpich
 HDF5_DIR = /usr/lib/x86_64-linux-gnu/hdf5/mpich
@@ -32,7 +34,7 @@ CFLAGS += -std=gnu11 -Werror=implicit-function-declaration -fno-math-errno -fope
 CXX = g++
 CXXFLAGS ?= -O2 $(ARCH) -Wall -Wextra
 CXXFLAGS += -std=c++17 -MMD -MP
-LDLIBS = -L$(HDF5_DIR)/lib -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -ldnnl -lsentencepiece -lstdc++ -lpcre2-8 -lutf8proc -lsnappy -lzstd -llz4 -lm
+LDLIBS = -L$(HDF5_DIR)/lib -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lsentencepiece -lstdc++ -lpcre2-8 -lutf8proc -lsnappy -lzstd -llz4 -lm
 HOST_LDLIBS := $(LDLIBS)
 # C++ only where a library has no C API (libsentencepiece): thin wrappers with C linkage
 CXX_SRC = $(wildcard data/*/*.cpp)
@@ -179,7 +181,7 @@ $(EMU)/test_gpu.o: test/gpu/test_gpu.c
 # the kernels' ground floor (errors, allocation, logging, limits) is base/, which needs no MPI
 BASE_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard base/*.c))
 build/test_gpu_emu: $(EMU_OBJ) $(EMU)/emu_main.o $(EMU)/device.o $(EMU)/cudnn.o $(EMU)/test_gpu.o $(CPU_KERN_OBJ) $(BASE_OBJ)
-	g++ -fopenmp -pthread $^ -o $@ -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -ldnnl -lm $(SAN_LD)
+	g++ -fopenmp -pthread $^ -o $@ -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -ldl -lm $(SAN_LD)
 
 EMU_C_OBJ = $(patsubst %.c,$(EMU)/c/%.o,main.c $(wildcard base/*.c comm/*.c model/*.c shard/*.c run/*.c data/*/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c) test/gpu/emu/c/capi.c) \
 	$(CPU_SIMD:%=$(EMU)/c/kernels/cpu/avx512/%.o)

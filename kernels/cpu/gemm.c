@@ -4,6 +4,7 @@
 // runs at about twice its sgemm here (docs/DESIGN.md, "CPU kernels"). Compiled once: the
 // primitives and the operands' bf16 copies are process state.
 #include <cblas.h>
+#include <dlfcn.h>
 #include <dnnl.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -16,6 +17,51 @@
 #include "../../base/log.h"
 #include "../backend.h"
 #include "cpu_common.h"
+
+// oneDNN is loaded at run time (as cuDNN is): the GPU machine's bundle does not carry its 40 MB,
+// and a CPU without it keeps the emulation
+#define DNNL_FNS(X)                                                                                                  \
+    X(dnnl_engine_create) X(dnnl_matmul_desc_init) X(dnnl_memory_create) X(dnnl_memory_desc_init_by_strides)        \
+    X(dnnl_memory_destroy) X(dnnl_post_ops_append_sum) X(dnnl_post_ops_create) X(dnnl_post_ops_destroy)             \
+    X(dnnl_primitive_attr_create) X(dnnl_primitive_attr_destroy) X(dnnl_primitive_attr_set_output_scales)           \
+    X(dnnl_primitive_attr_set_post_ops) X(dnnl_primitive_create) X(dnnl_primitive_desc_create)                      \
+    X(dnnl_primitive_desc_destroy) X(dnnl_primitive_desc_query) X(dnnl_primitive_destroy) X(dnnl_primitive_execute) \
+    X(dnnl_stream_create) X(dnnl_stream_wait) X(dnnl_version)
+#define DNNL_PTR(f) static __typeof__(&f) p_##f;
+DNNL_FNS(DNNL_PTR)
+#define DNNL_SYM(f) ok = ok && (p_##f = (__typeof__(&f))dlsym(lib, #f)) != NULL;
+
+// 1 once libdnnl.so.2 and every function this file calls are found
+static int dnnl_load(void) {
+    static int loaded;  // 1 found, -1 not
+    if (loaded) return loaded > 0;
+    void *lib = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+    int ok = lib != NULL;
+    DNNL_FNS(DNNL_SYM)
+    loaded = ok ? 1 : -1;
+    return ok;
+}
+#define dnnl_engine_create p_dnnl_engine_create
+#define dnnl_matmul_desc_init p_dnnl_matmul_desc_init
+#define dnnl_memory_create p_dnnl_memory_create
+#define dnnl_memory_desc_init_by_strides p_dnnl_memory_desc_init_by_strides
+#define dnnl_memory_destroy p_dnnl_memory_destroy
+#define dnnl_post_ops_append_sum p_dnnl_post_ops_append_sum
+#define dnnl_post_ops_create p_dnnl_post_ops_create
+#define dnnl_post_ops_destroy p_dnnl_post_ops_destroy
+#define dnnl_primitive_attr_create p_dnnl_primitive_attr_create
+#define dnnl_primitive_attr_destroy p_dnnl_primitive_attr_destroy
+#define dnnl_primitive_attr_set_output_scales p_dnnl_primitive_attr_set_output_scales
+#define dnnl_primitive_attr_set_post_ops p_dnnl_primitive_attr_set_post_ops
+#define dnnl_primitive_create p_dnnl_primitive_create
+#define dnnl_primitive_desc_create p_dnnl_primitive_desc_create
+#define dnnl_primitive_desc_destroy p_dnnl_primitive_desc_destroy
+#define dnnl_primitive_desc_query p_dnnl_primitive_desc_query
+#define dnnl_primitive_destroy p_dnnl_primitive_destroy
+#define dnnl_primitive_execute p_dnnl_primitive_execute
+#define dnnl_stream_create p_dnnl_stream_create
+#define dnnl_stream_wait p_dnnl_stream_wait
+#define dnnl_version p_dnnl_version
 
 static int gemm_bf16;    // cpu_set_compute_bf16: matmuls on bf16 operands
 static int bf16_wanted;  // --precision bf16, whether or not the CPU multiplies bf16
@@ -44,15 +90,17 @@ static size_t a_n;
 
 const char *cpu_gemm_line(void) {
     static char line[200];
-    const dnnl_version_t *v = dnnl_version();
     if (!bf16_wanted) return "";
-    if (gemm_bf16)
+    if (gemm_bf16) {
+        const dnnl_version_t *v = dnnl_version();
         snprintf(line, sizeof line, "; --precision bf16: matmuls on bf16 operands through oneDNN %d.%d.%d (%s)", v->major,
                  v->minor, v->patch, impl);
-    else
+    } else {
         snprintf(line, sizeof line, "; --precision bf16 emulated in fp32 (bf16-rounded weights, fp32 matmuls): %s",
-                 !cpu_has_bf16() ? (cpu_isa() == CPU_ISA_AVX2 ? "the AVX2 kernels" : "this CPU has no AVX512_BF16")
-                                 : "oneDNN cannot run a bf16 matmul here");
+                 !cpu_has_bf16()  ? (cpu_isa() == CPU_ISA_AVX2 ? "the AVX2 kernels" : "this CPU has no AVX512_BF16")
+                 : !dnnl_load() ? "oneDNN (libdnnl.so.2, Debian's libdnnl2) is not installed"
+                                : "oneDNN cannot run a bf16 matmul here");
+    }
     return line;
 }
 
@@ -154,6 +202,7 @@ static int gemm_onednn(int ta, int tb, int M, int N, int K, float alpha, const f
 void cpu_set_compute_bf16(int on) {
     bf16_wanted = on;
     gemm_bf16 = 0;
+    if (on && cpu_has_bf16() && !onednn_ok && !dnnl_load()) onednn_ok = -1;
     if (on && cpu_has_bf16() && !onednn_ok) {
         float x[16 * 16] = {0}, y[16 * 16];
         same_a = 0;
