@@ -131,11 +131,9 @@ static struct {
 
 // whether file lies in dir itself (the same folder, by device and inode)
 static int same_dir(const char *file, const char *dir) {
-    char *parent = strdup(file), *slash = parent ? strrchr(parent, '/') : NULL;
-    if (!parent) err_fatal("out of memory copying a checkpoint path");
-    if (slash) slash[slash == parent] = 0;  // "/step.h5" lies in "/"
+    char *parent = path_dirname(file);
     struct stat a, b;
-    int same = stat(slash ? parent : ".", &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    int same = stat(parent, &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
     free(parent);
     return same;
 }
