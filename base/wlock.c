@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "err.h"
 #include "log.h"
 
@@ -174,13 +175,17 @@ static void take_dead(const char *lock, const char *mine, const Lock *d) {
 }
 
 // The lock's file under its name from this writer's whole copy `mine`: a hard link, which fails
-// when the name exists; where the file system has no hard links (SMB, FUSE object stores) an
-// exclusive create written in place instead. 0, or -1 with errno (EEXIST: another writer's).
+// when the name exists. Where the file system has no hard links (SMB, FUSE object stores), mine
+// renamed there without replacing; where it has neither, an exclusive create written in place,
+// empty for a moment (readers wait for its line). 0, or -1 with errno (EEXIST: another writer's).
 static int place(const char *mine, const char *lock, const char *line, int len) {
     if (link(mine, lock) == 0) return 0;
     if (!no_hard_links(errno)) return -1;
+    if (renameat2(AT_FDCWD, mine, AT_FDCWD, lock, RENAME_NOREPLACE) == 0) return 0;
+    if (errno == EEXIST) return -1;
     int fd = open(lock, O_WRONLY | O_CREAT | O_EXCL, 0644);
     if (fd < 0) return -1;
+    clock_test_pause("wlock-create");
     int ok = write(fd, line, (size_t)len) == len, e = errno;
     if (close(fd) != 0 && ok) ok = 0, e = errno;
     if (ok) return 0;
@@ -209,7 +214,7 @@ const char *wlock_take(const char *lock, const char *id, const char *flag, const
         *sys = why;
         return err_text(msg, sizeof msg, "cannot write the writer lock '%s': %s", lock, strerror(why));
     }
-    for (int attempt = 0;; attempt++) {
+    for (int attempt = 0, empty_waits = 0;; attempt++) {
         if (place(mine, lock, line, len) == 0) break;
         if (errno != EEXIST) {
             why = errno;
@@ -218,9 +223,14 @@ const char *wlock_take(const char *lock, const char *id, const char *flag, const
             return err_text(msg, sizeof msg, "cannot create the writer lock '%s': %s", lock, strerror(why));
         }
         int parsed = read_lock(lock, &o);
-        if (!parsed && access(lock, F_OK) != 0 && attempt < 3) continue;  // released meanwhile
         struct stat ls;
-        if (!parsed && attempt < 3 && stat(lock, &ls) == 0 && ls.st_size == 0) {  // place()'s fallback, still being written
+        // read empty, but its line written since (place()'s last fallback): read again
+        if (!parsed && stat(lock, &ls) == 0 && ls.st_size > 0) parsed = read_lock(lock, &o);
+        if (!parsed && access(lock, F_OK) != 0 && attempt < 3) continue;  // released meanwhile
+        // place()'s last fallback, still being written: its writer may be descheduled on a loaded
+        // node, so the wait is counted in time (5 s), apart from the takeover attempts
+        if (!parsed && empty_waits < 250 && stat(lock, &ls) == 0 && ls.st_size == 0) {
+            empty_waits++, attempt--;
             usleep(20000);
             continue;
         }

@@ -60,14 +60,37 @@ race() {
 }
 race 20 "20 concurrent prepare pairs into one --output (both orders): one writes its shards alone, the other stops with one line"
 # a file system without hard links (SMB, FUSE object stores): link() fails with EPERM, and the
-# lock falls back to an exclusive create
+# lock falls back to a rename that replaces nothing; without that either (EINVAL, as over NFS), to
+# an exclusive create that is empty for a moment
 gcc -shared -fPIC -o "$W/nolink.so" -x c - <<'C'
 #include <errno.h>
 int link(const char *a, const char *b) { (void)a; (void)b; errno = EPERM; return -1; }
 int linkat(int fa, const char *a, int fb, const char *b, int fl) { (void)fa; (void)a; (void)fb; (void)b; (void)fl; errno = EPERM; return -1; }
 C
+gcc -shared -fPIC -o "$W/nolinknorename.so" -x c - <<'C'
+#include <errno.h>
+int link(const char *a, const char *b) { (void)a; (void)b; errno = EPERM; return -1; }
+int linkat(int fa, const char *a, int fb, const char *b, int fl) { (void)fa; (void)a; (void)fb; (void)b; (void)fl; errno = EPERM; return -1; }
+int renameat2(int fa, const char *a, int fb, const char *b, unsigned fl) { (void)fa; (void)a; (void)fb; (void)b; (void)fl; errno = EINVAL; return -1; }
+C
 NOLINK="LD_PRELOAD=$W/nolink.so"
 race 6 "without hard links: 6 concurrent prepare pairs, one writes alone, the other stops with one line" "$NOLINK"
+race 6 "without hard links or an exclusive rename: 6 concurrent prepare pairs, one writes alone, the other stops with one line" "LD_PRELOAD=$W/nolinknorename.so"
+# a lock created in place whose writer is held between the create and its line (a loaded node):
+# the second writer waits for the line instead of calling the lock foreign
+rm -rf "$W/race"
+env LD_PRELOAD="$W/nolinknorename.so" FSDPC_TEST_PAUSE=wlock-create:1.5 ./fsdpc prepare --input "$W/a.txt" --output "$W/race" \
+    --shard_tokens 7000 >/dev/null 2>"$W/slow1.err" &
+slow=$!
+for _ in $(seq 100); do [ -e "$W/race/.fsdpc-writer" ] && break; sleep 0.02; done
+env LD_PRELOAD="$W/nolinknorename.so" ./fsdpc prepare --input "$W/b.txt" --output "$W/race" --shard_tokens 7000 >/dev/null 2>"$W/slow2.err"
+rc2=$?
+wait $slow
+rc1=$?
+[ $rc1 = 0 ] && [ $rc2 != 0 ] && [ "$(grep -c '^fsdpc: error:' "$W/slow2.err")" = 1 ] &&
+    grep -Eq "another fsdpc run \(run [0-9a-f]{16}, pid [0-9]+ on this host\) is writing shards to '$W/race'|already holds shards" "$W/slow2.err" &&
+    [ "$(cat "$W/race"/*.bin | sha256sum | cut -d' ' -f1)" = "$(cat "$W/ref_a.sum")" ]
+check "without hard links or an exclusive rename: a lock still empty for 1.5 s is waited for, then the second writer refused" $? "rc $rc1/$rc2 $(head -c 300 "$W/slow2.err")"
 mkdir -p "$W/nl_held" "$W/nl_dead"
 lock_live "$W/nl_held/.fsdpc-writer"
 refused_unchanged "without hard links: a live writer's folder is refused" "another fsdpc run \(run 0123456789abcdef, pid $$ on this host\) is writing shards to '$W/nl_held'" \
@@ -189,6 +212,8 @@ rc=$?
 check "an earlier version's cache folder that a running np=2 job reads is kept, and said so" $? "held=$held rc=$rc $(ls -A "$C" | tr '\n' ' ') $(grep -m2 'Kept\|Removed\|error' "$W/c3.log")"
 kill $holder 2>/dev/null
 wait $holder 2>/dev/null
+# mpirun may return before its ranks have exited: the job has ended once none holds the folder
+for _ in $(seq 100); do flock -n -x "$C/$old/complete" true && break; sleep 0.1; done
 ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 --train_data "$W/d.jsonl" --data_cache_dir "$C" >"$W/c4.log" 2>&1 &&
     [ ! -e "$C/$old" ] && grep -q "^Removed the data cache folder $C/$old, built from an earlier version" "$W/c4.log" &&
     [ "$(ls -A "$C" | grep -c '^tok-[0-9a-f]*$')" = 1 ]
