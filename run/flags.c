@@ -198,6 +198,8 @@ static const CliFlag flags[] = {
     I("shard_group_size", shard.shard_group_size, G_SHARD, "data-parallel ranks a hybrid strategy shards over (0: a node's)"),
     I("tensor_parallel_degree", shard.tensor_parallel_degree, G_SHARD,
       "ranks that split each block's matmuls (consecutive ranks, inside a node); 1: none", CLI_ALIASES("tp")),
+    I("context_parallel_degree", shard.context_parallel_degree, G_SHARD,
+      "ranks that split every sequence (two mirrored chunks each), attention by a ring between them; 1: none", CLI_ALIASES("cp")),
     B("sequence_parallel", shard.sequence_parallel, G_SHARD, "with tensor parallelism, the residual stream, norms and dropout on a tp rank's share of the rows"),
     E("precision", shard.precision, shard_precision_names, G_SHARD, "compute precision (master weights stay float32)"),
     E("reduce_dtype", shard.reduce_dtype, shard_precision_names, G_SHARD, "precision of the gradient reduction"),
@@ -381,6 +383,7 @@ static void defaults(void *dst) {
     c->shard.sharding = SHARD_FULL;
     c->shard.tensor_parallel_degree = 1;
     c->shard.expert_parallel_degree = 1;
+    c->shard.context_parallel_degree = 1;
     c->shard.precision = c->shard.reduce_dtype = PRECISION_FP32;
     c->optim.batch_size = 16;
     c->optim.grad_accum = 1;
@@ -529,9 +532,30 @@ static void lora_check(const Config *c) {
     if (!m->lora_rank) return;
 }
 
+// What context parallelism does not do yet, refused by name (issue 42's later parts): each of these
+// keys a mask or a position by the token's place in its row, which a context-parallel rank holds
+// only two chunks of.
+static void cp_check(const Config *c) {
+    const int cp = c->shard.context_parallel_degree;
+    if (cp < 1) comm_fail_all("--context_parallel_degree must be at least 1 (1: every rank holds whole sequences)");
+    if (cp == 1) return;
+    const char *what = c->model.dropout > 0.0f        ? "--dropout"
+                       : c->model.lora_dropout > 0.0f ? "--lora_dropout"
+                       : c->data.packing              ? "--packing"
+                       : c->data.document_masking     ? "--document_masking"
+                       : c->model.num_experts         ? "a mixture of experts"
+                       : c->gen.prompt[0]             ? "--prompt"
+                                                      : NULL;
+    if (what)
+        comm_fail_all("--context_parallel_degree %d with %s: not supported yet (context parallelism runs causal attention, "
+                      "with or without --sliding_window, on dense models without dropout, and generates nothing); drop one "
+                      "of them", cp, what);
+}
+
 static void validate(const Config *c) {
     const ModelConfig *m = &c->model;
     lora_check(c);
+    cp_check(c);
     if (!family_pending) family_flags_apply(c);
     const char *err = family_pending ? NULL : config_validate_model(m);
     if (err) comm_fail_all("%s", err);

@@ -51,6 +51,7 @@ typedef struct {
     PackLayout order;  // the sample order's layout: data position, global batch, data-parallel place
     PackPlans plans;   // this rank's micro-batches of a step and the next
     int tp_rank;       // the tp ranks of a tensor-parallel group read the same samples
+    int cp_rank;       // so do the ranks of a context-parallel group, each keeping its chunks of them
     long long truncated, lost;  // rows cut at the context so far (and of them, those left with no loss)
     double tokens_seen;         // loss-bearing targets trained on since step 0 (checkpoints carry it)
     int max_steps, start_step;

@@ -151,7 +151,7 @@ void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const i
     int embed = plan->embed_unit, head = plan->head_unit;
     if (!train) model_set_dropout(a, 0.0f, 0, 0, 0), model_router_train(a, -1.0);  // evaluation: no dropout, no router losses
     a->B = rows;  // a packed step's micro-batch may hold fewer rows: the buffers fit B, the kernels run rows
-    model_load_batch(a, inp, tgt, kstart, rows * T, batch);
+    model_load_batch(a, inp, tgt, kstart, rows * T * a->cp, batch);  // whole sequences: a cp rank keeps its chunks
     // forward: the embedding, then the blocks; the head's forward runs with its backward
     forward_blocks(s, a, "forward", train ? PHASE_FWD : PHASE_EVAL, train, head);
     range(train ? "forward+backward" : "forward", head);
@@ -211,7 +211,7 @@ static void route_prepass(Run *r, int step, int nmicro) {
         model_router_train(a, (double)r->batch->loss_tokens);
         int rows = r->plans.plans[step & 1][micro]->nrows;
         a->B = rows;
-        model_load_batch(a, r->batch->inp, r->batch->tgt, r->batch->docs ? r->batch->kstart : NULL, rows * T, micro);
+        model_load_batch(a, r->batch->inp, r->batch->tgt, r->batch->docs ? r->batch->kstart : NULL, rows * T * a->cp, micro);
         forward_blocks(s, a, "routing", PHASE_EVAL, 0, -1);
         a->B = B;
     }
@@ -293,7 +293,7 @@ static StepResult train_step(Run *r, int step, float lr) {
         trace_begin(TRACE_DATA, "data wait", -1);
         fill_batch(r, step, micro);
         trace_end(TRACE_DATA);
-        mine += r->tp_rank ? 0.0 : (double)r->batch->loss_tokens;  // a tp group's tokens, once
+        mine += r->tp_rank || r->cp_rank ? 0.0 : (double)r->batch->loss_tokens;  // a tp or cp group's tokens, once
         // masks keyed by the global sample index: equal for every layout, and on resume
         model_set_dropout(&r->acts, c->model.dropout, (uint64_t)c->optim.seed, pack_batch_first(&r->order, step, micro), 1);
         prof_mark(r, PROF_DATA);
@@ -383,7 +383,7 @@ static double validate(Run *r, int *stopped) {
         if (bad) comm_fail_local("%s", bad);
         train_micro_step(&r->st, &r->acts, r->batch->inp, r->batch->tgt, r->batch->docs ? r->batch->kstart : NULL, rows, 0.0f, 1, i);
         comm_stop_progress();
-        sums[1] += r->tp_rank ? 0.0 : (double)r->batch->loss_tokens;  // a tp group's tokens, once
+        sums[1] += r->tp_rank || r->cp_rank ? 0.0 : (double)r->batch->loss_tokens;  // a tp or cp group's tokens, once
     }
     sums[0] = model_loss_read(&r->acts);
     check_token_ids(r, -1);
@@ -465,9 +465,13 @@ static void setup_layout(Run *r) {
     // the mesh puts a tp group on consecutive ranks (shard/parallel.h); parallel_dims_build later
     // refuses a degree that does not divide the world
     int tp = c->shard.tensor_parallel_degree > 1 && comm_info.world % c->shard.tensor_parallel_degree == 0 ? c->shard.tensor_parallel_degree : 1;
-    r->order = (PackLayout){.dp_world = comm_info.world / tp, .dp_rank = comm_info.rank / tp, .batch_size = c->optim.batch_size,
-                            .grad_accum = c->optim.grad_accum, .packing = c->data.packing};
+    // and a cp group on consecutive data-parallel ranks, which read one batch
+    int cp = c->shard.context_parallel_degree > 1 && comm_info.world / tp % c->shard.context_parallel_degree == 0
+                 ? c->shard.context_parallel_degree : 1;
+    r->order = (PackLayout){.dp_world = comm_info.world / tp / cp, .dp_rank = comm_info.rank / tp / cp,
+                            .batch_size = c->optim.batch_size, .grad_accum = c->optim.grad_accum, .packing = c->data.packing};
     r->tp_rank = comm_info.rank % tp;
+    r->cp_rank = comm_info.rank / tp % cp;
     r->order.global_batch = c->optim.batch_size * r->order.dp_world * c->optim.grad_accum;
     r->max_steps = c->optim.max_epochs < 0 ? 0 : c->optim.max_steps;  // minimal_fsdp's evaluate-then-generate trains nothing
 }
@@ -535,6 +539,22 @@ static void log_setup(const Run *r, const char *att) {
                 c->run.num_threads);
 }
 
+// Context parallelism: the plan's place in its cp group, and the group (before the memory check,
+// which counts a rank's share of each sequence).
+static void setup_context(Run *r) {
+    if (r->dims.cp == 1) return;
+    if (kern_on_gpu())
+        comm_fail_all("--context_parallel_degree %d: ring attention runs on the CPU device only for now (the GPU's attention "
+                      "kernels do not return the softmax statistics the ring merges by); use --device cpu or drop the flag",
+                      r->dims.cp);
+    r->plan.cp = r->dims.cp;
+    r->plan.cp_rank = r->cp_rank;
+    comm_make_cp_group(r->dims.tp, r->dims.cp, &r->plan.cp_group);
+    int T = r->cfg->model.max_context_width;
+    log_msg("context parallelism %d: each rank holds 2 chunks of %d tokens of every sequence of %d (rank r: chunks r and "
+            "%d - r), attention by a ring over the group\n", r->dims.cp, T / (2 * r->dims.cp), T, 2 * r->dims.cp - 1);
+}
+
 // The mesh, the memory check, the shards, the activations and the data buffers.
 static void setup_build(Run *r) {
     Config *c = r->cfg;
@@ -545,6 +565,7 @@ static void setup_build(Run *r) {
         model_plan_tp(&r->plan, r->dims.tp, r->tp_rank, NULL, r->dims.sequence_parallel);
     if (r->dims.ep > 1)  // this rank's place in its ep group: consecutive data-parallel ranks (parallel.h)
         model_plan_ep(&r->plan, r->dims.ep, comm_info.rank / r->dims.tp % r->dims.ep, NULL);
+    setup_context(r);
     memory_check(&r->plan, c, &r->dims);
     outputs_claim_checkpoint_dir(r);
     shard_init(&r->st, &r->plan, &c->shard, &r->dims, c->optim.grad_accum, c->optim.seed, !r->resume_file[0] && !r->init_h5 && !r->hf);

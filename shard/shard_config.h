@@ -17,6 +17,7 @@ typedef struct {
     int shard_group_size;
     int tensor_parallel_degree, sequence_parallel;  // the mesh's tp degree (parallel.h); --sequence_parallel
     int expert_parallel_degree;  // ranks the experts split over (1: every rank holds all of them)
+    int context_parallel_degree;  // ranks that split every sequence, ring attention between them (1: none)
     Precision precision, reduce_dtype;
     int cpu_offload, activation_checkpoints, selective_checkpointing, meta_init;
     int accumulate_unsharded;  // --grad_accum > 1 keeps full gradients and reduces once a step (FSDP no_sync)

@@ -240,3 +240,117 @@ void CPU_OP(attention_bwd)(void *dq_, void *dk_, void *dv_, float *scratch, cons
         }
     }
 }
+
+// ---- context parallelism: one query block against one key/value block of the ring ----
+
+// whether the query at position qp sees the key at kp: causal, within the window when there is one
+static inline int att_sees(int qp, int kp, int window) { return kp <= qp && (window <= 0 || kp > qp - window); }
+
+// whether any query of qpos sees any key of kpos (both in chunks of increasing positions)
+static int att_part_any(const int32_t *qpos, int Tq, const int32_t *kpos, int Tk, int window) {
+    int qmin = qpos[0], qmax = qpos[0], kmin = kpos[0], kmax = kpos[0];
+    for (int i = 1; i < Tq; i++) qmin = qpos[i] < qmin ? qpos[i] : qmin, qmax = qpos[i] > qmax ? qpos[i] : qmax;
+    for (int j = 1; j < Tk; j++) kmin = kpos[j] < kmin ? kpos[j] : kmin, kmax = kpos[j] > kmax ? kpos[j] : kmax;
+    return kmin <= qmax && (window <= 0 || kmax > qmin - window);
+}
+
+void CPU_OP(attention_part_fwd)(float *out, float *lse, const float *q, const float *k, const float *v, int B, int Tq,
+                                int Tk, int H, int KV, int hd, const int32_t *qpos, const int32_t *kpos, int window,
+                                int first) {
+    const int grp = H / KV, ldq = H * hd, ldk = KV * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    if (!att_part_any(qpos, Tq, kpos, Tk, window)) {  // a block no query sees adds nothing
+        if (first) {
+            memset(out, 0, sizeof(float) * (size_t)B * Tq * ldq);
+            for (size_t i = 0; i < (size_t)B * H * Tq; i++) lse[i] = -INFINITY;
+        }
+        return;
+    }
+    // per thread: the block's scores, then probabilities (Tq, Tk), and a row block's output (ATT_BLOCK, hd)
+    const size_t per = (size_t)Tq * Tk + (size_t)att_min(Tq, ATT_BLOCK) * hd;
+    float *scratch = att_alloc((size_t)omp_get_max_threads() * per);
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * H; bh++) {
+        const int b = bh / H, h = bh % H;
+        float *s = scratch + (size_t)omp_get_thread_num() * per, *o = s + (size_t)Tq * Tk;
+        const float *qh = q + (size_t)b * Tq * ldq + (size_t)h * hd;
+        const float *kh = k + (size_t)b * Tk * ldk + (size_t)(h / grp) * hd;
+        const float *vh = v + (size_t)b * Tk * ldk + (size_t)(h / grp) * hd;
+        float *oh = out + (size_t)b * Tq * ldq + (size_t)h * hd, *lh = lse + (size_t)bh * Tq;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, hd, scale, qh, ldq, kh, ldk, 0.0f, s, Tk);
+        // by blocks of ATT_BLOCK rows: each row's softmax over the keys it sees (probabilities of
+        // the block alone, their log-sum-exp in blse), P V into o, then merged into out and lse
+        float blse[ATT_BLOCK];
+        for (int i0 = 0; i0 < Tq; i0 += ATT_BLOCK) {
+            const int rows = att_min(ATT_BLOCK, Tq - i0);
+            for (int i = i0; i < i0 + rows; i++) {
+                float *sr = s + (size_t)i * Tk, mx = -INFINITY, sum = 0.0f;
+                for (int j = 0; j < Tk; j++)
+                    if (att_sees(qpos[i], kpos[j], window) && sr[j] > mx) mx = sr[j];
+                for (int j = 0; j < Tk; j++) {
+                    sr[j] = att_sees(qpos[i], kpos[j], window) ? cpu_expf(sr[j] - mx) : 0.0f;
+                    sum += sr[j];
+                }
+                blse[i - i0] = sum > 0.0f ? mx + logf(sum) : -INFINITY;
+                const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+                for (int j = 0; j < Tk; j++) sr[j] *= inv;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, Tk, 1.0f, s + (size_t)i0 * Tk, Tk, vh, ldk, 0.0f,
+                        o, hd);
+            // merge by log-sum-exp: out = (out e^lse + o e^blse) / (e^lse + e^blse)
+            for (int i = i0; i < i0 + rows; i++) {
+                const float lo = first ? -INFINITY : lh[i], ln = blse[i - i0];
+                float *orow = oh + (size_t)i * ldq;
+                const float *brow = o + (size_t)(i - i0) * hd;
+                if (ln == -INFINITY) {
+                    if (first) memset(orow, 0, sizeof(float) * hd), lh[i] = -INFINITY;
+                    continue;
+                }
+                const float m = lo > ln ? lo : ln, wo = lo == -INFINITY ? 0.0f : expf(lo - m), wn = expf(ln - m);
+                const float inv = 1.0f / (wo + wn);
+                for (int d = 0; d < hd; d++) orow[d] = (wo * (lo == -INFINITY ? 0.0f : orow[d]) + wn * brow[d]) * inv;
+                lh[i] = m + logf(wo + wn);
+            }
+        }
+    }
+    free(scratch);
+}
+
+void CPU_OP(attention_part_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
+                                const float *q, const float *k, const float *v, int B, int Tq, int Tk, int H, int KV,
+                                int hd, const int32_t *qpos, const int32_t *kpos, int window) {
+    if (!att_part_any(qpos, Tq, kpos, Tk, window)) return;
+    const int grp = H / KV, ldq = H * hd, ldk = KV * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const size_t per = 2 * (size_t)Tq * Tk + (size_t)Tq;  // P, dP then dS, and each row's rowsum(dout * out)
+    float *scratch = att_alloc((size_t)omp_get_max_threads() * per);
+    // one (batch, kv head) per iteration, its query heads serially, so dk and dv need no reduction
+#pragma omp parallel for schedule(static)
+    for (int bg = 0; bg < B * KV; bg++) {
+        const int b = bg / KV, g = bg % KV;
+        float *p = scratch + (size_t)omp_get_thread_num() * per, *ds = p + (size_t)Tq * Tk, *dd = ds + (size_t)Tq * Tk;
+        const float *kg = k + (size_t)b * Tk * ldk + (size_t)g * hd, *vg = v + (size_t)b * Tk * ldk + (size_t)g * hd;
+        float *dkg = dk + (size_t)b * Tk * ldk + (size_t)g * hd, *dvg = dv + (size_t)b * Tk * ldk + (size_t)g * hd;
+        for (int h = g * grp; h < (g + 1) * grp; h++) {
+            const size_t qoff = (size_t)b * Tq * ldq + (size_t)h * hd;
+            const float *qh = q + qoff, *doh = dout + qoff, *oh = out + qoff, *lh = lse + ((size_t)b * H + h) * Tq;
+            // P = exp(scale Q K^T - lse) where seen, from the whole ring's statistics
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, hd, scale, qh, ldq, kg, ldk, 0.0f, p, Tk);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, hd, 1.0f, doh, ldq, vg, ldk, 0.0f, ds, Tk);  // dP
+            for (int i = 0; i < Tq; i++) {
+                float dot = 0.0f;
+                for (int d = 0; d < hd; d++) dot += doh[(size_t)i * ldq + d] * oh[(size_t)i * ldq + d];
+                dd[i] = dot;
+                float *pr = p + (size_t)i * Tk, *dr = ds + (size_t)i * Tk;
+                for (int j = 0; j < Tk; j++) {
+                    pr[j] = att_sees(qpos[i], kpos[j], window) ? cpu_expf(pr[j] - lh[i]) : 0.0f;
+                    dr[j] = pr[j] * (dr[j] - dd[i]);  // dS
+                }
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, hd, Tk, scale, ds, Tk, kg, ldk, 1.0f, dq + qoff, ldq);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, hd, Tq, scale, ds, Tk, qh, ldq, 1.0f, dkg, ldk);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, hd, Tq, 1.0f, p, Tk, doh, ldq, 1.0f, dvg, ldk);
+        }
+    }
+    free(scratch);
+}
