@@ -261,7 +261,7 @@ void kern_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void
 // online softmax), so a rank holding some queries can see the keys block after block as a ring
 // passes them. Host pointers, fp32. q, out (B, Tq, H, hd); k, v (B, Tk, KV, hd), contiguous.
 // qpos (Tq), kpos (Tk): the positions of the rows' queries and keys in their sequence (the same for
-// every row b); query i sees key j iff kpos[j] <= qpos[i] and, with window > 0, kpos[j] >
+// every row b), each increasing (a cp rank's two chunks in order); query i sees key j iff kpos[j] <= qpos[i] and, with window > 0, kpos[j] >
 // qpos[i] - window. lse (B, H, Tq): each query's log-sum-exp of its scaled scores over the keys seen
 // so far. first: out and lse start here (the first block; every query must see some key of the
 // blocks by the end). Scale 1/sqrt(hd).
