@@ -259,9 +259,10 @@ static void check_token_ids(const Run *r, int step) {
     if (target) at -= N;
     uint64_t first = step >= 0 ? pack_batch_first(&r->order, step, (int)batch)
                                : ((uint64_t)batch * r->order.dp_world + r->order.dp_rank) * (uint64_t)r->acts.B;
+    long long pos = r->acts.cp > 1 ? r->acts.cp_pos[(size_t)r->acts.cp_rank * T + at % T] : at % T;  // in the sequence
     comm_fail_local("%s %lld: sample %llu holds token id %d at %s position %lld, not in [0, --vocab_size %d)",
                step >= 0 ? "step" : "validation batch", step >= 0 ? step + 1LL : batch + 1, (unsigned long long)(first + (uint64_t)(at / T)),
-               id, target ? "target" : "input", at % T, r->acts.V);
+               id, target ? "target" : "input", pos, r->acts.V);
 }
 
 // One optimizer step. Its loss is the mean over the global batch's loss-bearing targets (the
