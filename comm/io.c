@@ -93,6 +93,21 @@ const char *io_output_check(const char *path, const char *flag) {
     return NULL;
 }
 
+void io_guard_std_streams(void) {
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {  // the lowest free number: fd itself
+            int got = open("/dev/null", (fd ? O_RDONLY : O_WRONLY));
+            if (got >= 0 && got != fd) close(got);
+        }
+}
+
+const char *io_stdout_open(void) {
+    int fl = fcntl(STDOUT_FILENO, F_GETFL);  // io_guard_std_streams left a closed one read-only
+    if (fl >= 0 && (fl & O_ACCMODE) != O_RDONLY) return NULL;
+    return "standard output is closed (the launch gave >&-): what this run writes there would be lost; redirect it to a file, "
+           "or to /dev/null to discard it";
+}
+
 const char *io_output(const char *path, const char *flag) {
     const char *e = io_output_check(path, flag);
     if (e) return io_keep(e);
