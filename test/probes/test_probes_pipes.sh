@@ -67,7 +67,7 @@ check "the checkpoint written before the pipe closed is whole (resumes)" $?
 # stdout closed at start (>&-): a run that would write there is refused before any work, one line;
 # a run that writes nothing there trains, and no file it opens takes stdout's number (the guard
 # opens /dev/null read-only on it); stdin closed (<&-) is a read error, never an empty input
-CLOSED="^fsdpc: error: standard output is closed \(the launch gave >&-\): what this run writes there would be lost; redirect it to a file, or to /dev/null to discard it$"
+CLOSED="^fsdpc: error: standard output is closed \(the launch gave >&-, to fsdpc or to mpirun\): what this run writes there would be lost; redirect it to a file, or to /dev/null to discard it$"
 piped "generation with stdout closed (>&-)" "$CLOSED" "timeout 60 ./fsdpc $GEN >&-; echo \$? >'$W/rc'"
 piped "tokenize with stdout closed (>&-)" "$CLOSED" \
     "timeout 60 ./fsdpc tokenize --tokenizer byte <'$W/lines.txt' >&-; echo \$? >'$W/rc'"
@@ -82,6 +82,15 @@ rc=$?
 [ $rc = 0 ] && [ "$(grep -c '"step"' "$W/closed.jsonl")" = 2 ] && ! grep -qv '^{' "$W/closed.jsonl" &&
     timeout 120 ./fsdpc $GEN --num_tokens 5 --resume_from_checkpoint "$W/ck_closed/step_00000002.h5" >/dev/null 2>"$W/closed2.err"
 check "training with stdout closed and no sample: exit 0, its metrics and checkpoint whole" $? "(rc=$rc $(grep -m2 error "$W/closed.err" "$W/closed2.err" | head -c 300))"
+# mpirun started with its stdout closed reuses that number for its signal pipe, and read the
+# sample's bytes as signals to forward (a newline was SIGUSR1: a run that trained ended 75): the
+# ranks see it and treat it as their own closed stdout
+piped "mpirun -np 2 with stdout closed: training whose sample would go there refused before step 1" "$CLOSED" \
+    "timeout 120 $MPI -np 2 ./fsdpc $SHAPE --batch_size 4 --num_threads 1 --max_steps 2 --checkpoint_freq 0 >&-; echo \$? >'$W/rc'"
+timeout 120 $MPI -np 2 ./fsdpc $SHAPE --batch_size 4 --num_threads 1 --num_tokens 0 --max_steps 2 --checkpoint_freq 0 >&- 2>"$W/mc.err"
+rc=$?
+[ $rc = 0 ] && ! grep -q "Forwarding signal\|error" "$W/mc.err"
+check "mpirun -np 2 with stdout closed and no sample: exit 0" $? "(rc=$rc $(grep -m2 'error\|signal' "$W/mc.err"))"
 # mid-run, the closed streams' numbers hold /dev/null, not a file the run opened
 FSDPC_TEST_PAUSE=step1:20 ./fsdpc $SHAPE --batch_size 4 --num_threads 1 --num_tokens 0 --max_steps 1 --checkpoint_freq 1 \
     --checkpoint_dir "$W/ck_fds" --metrics_file "$W/fds.jsonl" >&- <&- 2>"$W/fds.err" &
