@@ -3,8 +3,9 @@
 // rank's causal work is the same). Attention runs as a ring: each rank starts from its own keys
 // and values, and at each of cp steps computes its queries' part against the block it holds while
 // the block moves on to the next rank; the parts merge by their log-sum-exp. Backward goes round
-// again, each block carrying the gradients of its keys and values, and one last step returns
-// those to their rank. Host buffers (the CPU; a GPU run refuses cp > 1).
+// again, each block carrying the gradients of its keys and values (sent on once computed, the keys
+// and values themselves while the step computes), and one last step returns those to their rank.
+// Host buffers (the CPU; a GPU run refuses cp > 1).
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,10 +69,13 @@ void model_attention_bwd(const ModelPlan *plan, Activations *a, const void *out,
     kern_zero(a->dq, (size_t)B * T * H * hd);
     for (int s = 0; s < n; s++) {
         const int src = (me - s + n) % n;
+        // the keys and values move on while this step reads them; their gradients once computed
+        // (after the last step only those, which so reach their own rank)
+        CommRequest *r = s + 1 < n ? comm_ring_shift_start(plan->cp_group, cur + 2 * kv, next + 2 * kv, 2 * kv) : NULL;
         kern_attention_part_bwd(a->dq, cur, cur + kv, a->datt, out, saved, q, cur + 2 * kv, cur + 3 * kv, B, T, T, H, KV, hd,
                                 a->cp_pos + (size_t)me * T, a->cp_pos + (size_t)src * T, window);
-        // on to the next rank; after the last step only the gradients, which so reach their own rank
-        comm_wait(comm_ring_shift_start(plan->cp_group, cur, next, (s + 1 < n ? 4 : 2) * kv));
+        comm_wait(comm_ring_shift_start(plan->cp_group, cur, next, 2 * kv));
+        comm_wait(r);
         float *t = cur;
         cur = next, next = t;
     }
