@@ -541,25 +541,28 @@ void model_acts_free(Activations *a) {
 
 void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, const int32_t *kstart, int ntok, int batch) {
     int32_t *mine = NULL;
-    if (a->cp > 1) {  // this rank's chunks of each sequence, inputs then targets (documents are refused with cp)
+    if (a->cp > 1) {  // this rank's chunks of each sequence: inputs, targets and document starts (positions in it)
         const int T = a->T, rows = ntok / (T * a->cp);
-        mine = mallocCheck(2 * sizeof(int32_t) * (size_t)rows * T);
+        const size_t n = (size_t)rows * T;
+        mine = mallocCheck(3 * sizeof(int32_t) * n);
         for (int b = 0; b < rows; b++)
             for (int t = 0; t < T; t++) {
                 size_t from = (size_t)b * T * a->cp + (size_t)a->cp_pos[(size_t)a->cp_rank * T + t], to = (size_t)b * T + t;
                 mine[to] = inp[from];
-                mine[(size_t)rows * T + to] = tgt ? tgt[from] : 0;
+                mine[n + to] = tgt ? tgt[from] : 0;
+                mine[2 * n + to] = kstart ? kstart[from] : 0;
             }
-        ntok = rows * T;
+        ntok = (int)n;
         inp = mine;
-        tgt = tgt ? mine + ntok : NULL;
+        tgt = tgt ? mine + n : NULL;
+        kstart = kstart ? mine + 2 * n : NULL;
     }
     kern_upload(a->tokens, inp, (size_t)ntok * sizeof(int32_t));
     a->docs = kstart != NULL;
     if (model_positions(a)) {  // positions restart per document; sequence- and context-parallel ranks' rows look theirs up
         int32_t *pos = mallocCheck((size_t)ntok * sizeof(int32_t));
         for (int n = 0; n < ntok; n++)
-            pos[n] = a->cp > 1 ? a->cp_pos[(size_t)a->cp_rank * a->T + n % a->T] : n % a->T - (kstart ? kstart[n] : 0);
+            pos[n] = (a->cp > 1 ? a->cp_pos[(size_t)a->cp_rank * a->T + n % a->T] : n % a->T) - (kstart ? kstart[n] : 0);
         if (kstart) kern_upload(a->kstart, kstart, (size_t)ntok * sizeof(int32_t));
         if (kstart) kern_documents_loaded(a->kstart, kstart, ntok, a->T);
         kern_upload(a->pos, pos, (size_t)ntok * sizeof(int32_t));

@@ -130,8 +130,8 @@ typedef struct {
     int32_t *cp_pos;  // cp > 1: (cp, T) host, the positions in their sequence of each cp rank's tokens
     float *cp_ring;   // cp > 1: (2, 4, N, KV*hd) the ring's two buffers of keys and values (and their gradients)
     int32_t *tokens, *targets;  // (N) the batch, set by model_load_batch (a negative target bears no loss)
-    int32_t *kstart, *pos;      // (N) with docs: the first key each token sees (its document's start); with docs,
-                                // sequence or context parallelism: each token's position
+    int32_t *kstart, *pos;      // (N) with docs: the first key each token sees (its document's start, a position
+                                // in the sequence); with docs, sequence or context parallelism: each token's position
     // (L+1, N/sp, D) residual stream: res[0] embedding out, res[l+1] block l out. The block inputs are
     // the activation checkpoints, so they are stored in the activation dtype (bf16 under --precision
     // bf16 on a GPU, values the training run rounds to anyway); blocks compute in fp32, through

@@ -532,24 +532,21 @@ static void lora_check(const Config *c) {
     if (!m->lora_rank) return;
 }
 
-// What context parallelism does not do yet, refused by name (issue 42's later parts): each of these
-// keys a mask or a position by the token's place in its row, which a context-parallel rank holds
-// only two chunks of.
+// What context parallelism does not do yet, refused by name (issue 42's later parts): dropout masks
+// are keyed by a token's place in its row, which a context-parallel rank holds only two chunks of;
+// the router's statistics and generation are whole-sequence work.
 static void cp_check(const Config *c) {
     const int cp = c->shard.context_parallel_degree;
     if (cp < 1) comm_fail_all("--context_parallel_degree must be at least 1 (1: every rank holds whole sequences)");
     if (cp == 1) return;
     const char *what = c->model.dropout > 0.0f        ? "--dropout"
                        : c->model.lora_dropout > 0.0f ? "--lora_dropout"
-                       : c->data.packing              ? "--packing"
-                       : c->data.document_masking     ? "--document_masking"
                        : c->model.num_experts         ? "a mixture of experts"
                        : c->gen.prompt[0]             ? "--prompt"
                                                       : NULL;
     if (what)
-        comm_fail_all("--context_parallel_degree %d with %s: not supported yet (context parallelism runs causal attention, "
-                      "with or without --sliding_window, on dense models without dropout, and generates nothing); drop one "
-                      "of them", cp, what);
+        comm_fail_all("--context_parallel_degree %d with %s: not supported yet (context parallelism runs dense models "
+                      "without dropout, and generates nothing); drop one of them", cp, what);
 }
 
 static void validate(const Config *c) {

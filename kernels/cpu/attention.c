@@ -256,26 +256,27 @@ static int att_lower(const int32_t *kpos, int n, int p) {
     return lo;
 }
 
-// the keys [*j0, *j1) of the increasing kpos that a query at position qp sees: causal, and within
-// the window when there is one
-static void att_part_keys(const int32_t *kpos, int Tk, int qp, int window, int *j0, int *j1) {
-    *j1 = att_lower(kpos, Tk, qp + 1);
-    *j0 = window > 0 ? att_lower(kpos, Tk, qp - window + 1) : 0;
+// the keys [*j0, *j1) of the increasing kpos that query i sees: causal, from its document's start
+// (qfirst: NULL without documents), and within the window when there is one
+static void att_part_keys(const int32_t *qpos, const int32_t *qfirst, const int32_t *kpos, int Tk, int i, int window, int *j0,
+                          int *j1) {
+    *j1 = att_lower(kpos, Tk, qpos[i] + 1);
+    *j0 = att_lower(kpos, Tk, att_first(qfirst, i, qpos[i], window));
     if (*j0 > *j1) *j0 = *j1;
 }
 
 // a row block's keys: from its first row's first to its last row's end (both grow with the rows)
-static void att_part_block(const int32_t *qpos, const int32_t *kpos, int Tk, int i0, int rows, int window, int *kb,
-                           int *ke) {
+static void att_part_block(const int32_t *qpos, const int32_t *qfirst, const int32_t *kpos, int Tk, int i0, int rows,
+                           int window, int *kb, int *ke) {
     int unused;
-    att_part_keys(kpos, Tk, qpos[i0], window, kb, &unused);
-    att_part_keys(kpos, Tk, qpos[i0 + rows - 1], window, &unused, ke);
+    att_part_keys(qpos, qfirst, kpos, Tk, i0, window, kb, &unused);
+    att_part_keys(qpos, qfirst, kpos, Tk, i0 + rows - 1, window, &unused, ke);
     if (*kb > *ke) *kb = *ke;
 }
 
 void CPU_OP(attention_part_fwd)(float *out, float *lse, const float *q, const float *k, const float *v, int B, int Tq,
-                                int Tk, int H, int KV, int hd, const int32_t *qpos, const int32_t *kpos, int window,
-                                int first) {
+                                int Tk, int H, int KV, int hd, const int32_t *qpos, const int32_t *kpos,
+                                const int32_t *qfirst, int window, int first) {
     const int grp = H / KV, ldq = H * hd, ldk = KV * hd, rb = att_min(Tq, ATT_BLOCK);
     const float scale = 1.0f / sqrtf((float)hd);
     // per thread: a row block's scores, then probabilities (rb, Tk), and its output (rb, hd)
@@ -289,20 +290,21 @@ void CPU_OP(attention_part_fwd)(float *out, float *lse, const float *q, const fl
         const float *kh = k + (size_t)b * Tk * ldk + (size_t)(h / grp) * hd;
         const float *vh = v + (size_t)b * Tk * ldk + (size_t)(h / grp) * hd;
         float *oh = out + (size_t)b * Tq * ldq + (size_t)h * hd, *lh = lse + (size_t)bh * Tq;
+        const int32_t *qf = qfirst ? qfirst + (size_t)b * Tq : NULL;
         float blse[ATT_BLOCK];
         // by blocks of rows: each row's softmax over the keys it sees (this block's alone, their
         // log-sum-exp in blse), P V into o, then merged into out and lse by log-sum-exp
         for (int i0 = 0; i0 < Tq; i0 += ATT_BLOCK) {
             const int rows = att_min(ATT_BLOCK, Tq - i0);
             int kb, ke;
-            att_part_block(qpos, kpos, Tk, i0, rows, window, &kb, &ke);
+            att_part_block(qpos, qf, kpos, Tk, i0, rows, window, &kb, &ke);
             const int n = ke - kb;
             if (n > 0) {
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, hd, scale, qh + (size_t)i0 * ldq, ldq,
                             kh + (size_t)kb * ldk, ldk, 0.0f, s, n);
                 for (int i = 0; i < rows; i++) {
                     int j0, j1;
-                    att_part_keys(kpos, Tk, qpos[i0 + i], window, &j0, &j1);
+                    att_part_keys(qpos, qf, kpos, Tk, i0 + i, window, &j0, &j1);
                     float *sr = s + (size_t)i * n;
                     if (j0 == j1) {  // no key of this block: nothing to add
                         memset(sr, 0, sizeof(float) * n);
@@ -334,7 +336,7 @@ void CPU_OP(attention_part_fwd)(float *out, float *lse, const float *q, const fl
 
 void CPU_OP(attention_part_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                                 const float *q, const float *k, const float *v, int B, int Tq, int Tk, int H, int KV,
-                                int hd, const int32_t *qpos, const int32_t *kpos, int window) {
+                                int hd, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window) {
     const int grp = H / KV, ldq = H * hd, ldk = KV * hd, rb = att_min(Tq, ATT_BLOCK);
     const float scale = 1.0f / sqrtf((float)hd);
     const size_t per = 2 * (size_t)rb * Tk;  // a row block's P, and its dP then dS
@@ -346,11 +348,12 @@ void CPU_OP(attention_part_bwd)(float *dq, float *dk, float *dv, const float *do
         float *p = scratch + (size_t)omp_get_thread_num() * per, *ds = p + (size_t)rb * Tk;
         const float *kg = k + (size_t)b * Tk * ldk + (size_t)g * hd, *vg = v + (size_t)b * Tk * ldk + (size_t)g * hd;
         float *dkg = dk + (size_t)b * Tk * ldk + (size_t)g * hd, *dvg = dv + (size_t)b * Tk * ldk + (size_t)g * hd;
+        const int32_t *qf = qfirst ? qfirst + (size_t)b * Tq : NULL;
         for (int h = g * grp; h < (g + 1) * grp; h++)
             for (int i0 = 0; i0 < Tq; i0 += ATT_BLOCK) {
                 const int rows = att_min(ATT_BLOCK, Tq - i0);
                 int kb, ke;
-                att_part_block(qpos, kpos, Tk, i0, rows, window, &kb, &ke);
+                att_part_block(qpos, qf, kpos, Tk, i0, rows, window, &kb, &ke);
                 const int n = ke - kb;
                 if (n == 0) continue;
                 const size_t qoff = ((size_t)b * Tq + i0) * ldq + (size_t)h * hd;  // the block's first row
@@ -362,7 +365,7 @@ void CPU_OP(attention_part_bwd)(float *dq, float *dk, float *dv, const float *do
                             0.0f, ds, n);
                 for (int i = 0; i < rows; i++) {
                     int j0, j1;
-                    att_part_keys(kpos, Tk, qpos[i0 + i], window, &j0, &j1);
+                    att_part_keys(qpos, qf, kpos, Tk, i0 + i, window, &j0, &j1);
                     float dot = 0.0f;  // rowsum(dout * out): rowsum(P dP) over every block of the ring
                     for (int d = 0; d < hd; d++) dot += doh[(size_t)i * ldq + d] * oh[(size_t)i * ldq + d];
                     float *pr = p + (size_t)i * n, *dr = ds + (size_t)i * n;

@@ -4,11 +4,12 @@
 # (head and mirrored tail), attention by a ring of key/value blocks merged by log-sum-exp. The
 # degree must divide the data-parallel ranks, split --max_context_width into 2N chunks and nest
 # with the shard group: one error line each, in training and in `fsdpc plan`; what it does not do
-# yet (dropout, documents, experts, generation, a GPU) is refused by name. Losses at cp 2 and 4,
-# full-shard and hybrid, with tensor parallelism, activation checkpointing and gradient
-# accumulation, for every family (RoPE and minGPT's learned positions by global position,
-# Mistral's window), equal the 1-rank run's within 1e-5 relative at every step, validation
-# included; a checkpoint resumes across cp degrees with the losses of the run that never stopped.
+# yet (dropout, experts, generation, a GPU) is refused by name. Losses at cp 2 and 4, full-shard
+# and hybrid, with tensor parallelism, activation checkpointing and gradient accumulation, for
+# every family (RoPE and minGPT's learned positions by global position, Mistral's window), with
+# masked labels, packing and document masking, equal the 1-rank run's within 1e-5 relative at
+# every step, validation included; a checkpoint resumes across cp degrees with the losses of the
+# run that never stopped.
 # (test_kernels checks the ring's blocks against whole-sequence attention, forward and backward.)
 cd "$(dirname "$0")/../.."
 source test/lib.sh
@@ -33,8 +34,8 @@ expect_error "--sequence_parallel: tp must divide a cp rank's tokens" \
 expect_error "--context_parallel_degree 0" "context_parallel_degree must be at least 1" ./fsdpc --cp 0 --max_steps 1
 expect_error "cp with dropout (not yet)" "context_parallel_degree 2 with --dropout: not supported yet" \
     $MPI -np 2 $RUN $M --cp 2 --dropout 0.1
-expect_error "cp with document masking (not yet)" "context_parallel_degree 2 with --document_masking: not supported yet" \
-    $MPI -np 2 $RUN $M --cp 2 --document_masking
+expect_error "cp with LoRA's dropout (not yet)" "context_parallel_degree 2 with --lora_dropout: not supported yet" \
+    $MPI -np 2 $RUN $M --cp 2 --lora_rank 2 --lora_dropout 0.1
 expect_error "cp with a mixture of experts (not yet)" "context_parallel_degree 2 with a mixture of experts: not supported yet" \
     $MPI -np 2 $RUN --model_name mixtral_tiny --tokenizer byte --max_context_width 32 --cp 2
 expect_error "cp with generation (not yet)" "context_parallel_degree 2 with --prompt: not supported yet" \
@@ -100,6 +101,39 @@ same "GPT-NeoX: np=4 cp 4 (partial RoPE by global position) trains as one rank" 
 run win1 1 --batch_size 4 --sliding_window 5
 run win2 4 --batch_size 4 --sliding_window 5 --cp 4
 same "Mistral's --sliding_window 5 (shorter than a chunk): np=4 cp 4 trains as one rank" win1 win2
+
+# masked labels (-100), and packing (documents kept apart): rows of ids whose first half bears no loss
+/usr/bin/python3 - "$W/masked.jsonl" <<'PY'
+import json, random, sys
+rng = random.Random(42)
+with open(sys.argv[1], "w") as f:
+    for _ in range(200):
+        ids = [rng.randrange(1, 256) for _ in range(rng.randrange(5, 33))]
+        f.write(json.dumps({"input_ids": ids, "labels": [-100] * (len(ids) // 2) + ids[len(ids) // 2:]}) + "\n")
+PY
+D="--train_data $W/masked.jsonl --val_data $W/masked.jsonl"
+run mone 1 --batch_size 8 $D
+run mcp 4 --batch_size 4 --cp 2 $D
+same "np=4 cp 2 with masked labels (the loss count of a cp group once) trains as one rank" mone mcp
+run pk1 1 --batch_size 4 --packing $D
+run pkcp 4 --batch_size 4 --packing --cp 4 $D
+same "--packing (documents apart in a packed row, across the chunks): np=4 cp 4 trains as one rank" pk1 pkcp
+run dgpt1 1 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --packing $D
+run dgpt2 2 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --packing --cp 2 $D
+same "minGPT with --packing (learned positions restart per document): np=2 cp 2 trains as one rank" dgpt1 dgpt2
+/usr/bin/python3 - "$W/docs.jsonl" <<'PY'
+import json, random, sys
+rng = random.Random(7)
+with open(sys.argv[1], "w") as f:
+    for _ in range(300):
+        f.write(json.dumps({"text": "".join(rng.choice("abcdefgh ") for _ in range(rng.randrange(3, 20)))}) + "\n")
+PY
+run doc1 1 --batch_size 4 --document_masking --train_data "$W/docs.jsonl" --val_data "$W/docs.jsonl"
+run doc4 4 --batch_size 4 --document_masking --cp 4 --train_data "$W/docs.jsonl" --val_data "$W/docs.jsonl"
+same "--document_masking on a token stream (short documents across every chunk): np=4 cp 4 trains as one rank" doc1 doc4
+run dwin1 1 --batch_size 4 --packing --sliding_window 6 $D
+run dwin2 4 --batch_size 4 --packing --sliding_window 6 --cp 2 --tp 2 $D
+same "--packing with --sliding_window 6: np=4 tp 2 x cp 2 trains as one rank" dwin1 dwin2
 
 # ---- resume across cp degrees ----
 CK="--checkpoint_freq 3 --max_steps 6 --validation_freq 0"
