@@ -641,10 +641,24 @@ double model_flops_per_token(const ModelPlan *plan, int T) {
 // ---- dropout (the families' shared pieces) ----
 
 // a rank's rows are elements [row0 * D, (row0 + rows) * D) of the batch: masks follow the global token
+void model_dropout_rows(const Activations *a, float *x, size_t row0, size_t rows, int W, float p, uint64_t key) {
+    const size_t T = (size_t)a->T, Tw = T * a->cp;  // a row's tokens here, and in the whole sequence
+    if (a->cp == 1) {
+        kern_dropout(x, row0 * W, rows * W, Tw * W, p, key, a->sample0);
+        return;
+    }
+    // a cp rank's tokens: runs of consecutive positions, each chunk of each row one run
+    const int32_t *pos = a->cp_pos + (size_t)a->cp_rank * T;
+    for (size_t n = row0, end; n < row0 + rows; n = end) {
+        const size_t b = n / T, t = n % T, chunk_end = b * T + (t < T / 2 ? T / 2 : T);
+        end = chunk_end < row0 + rows ? chunk_end : row0 + rows;
+        kern_dropout(x + (n - row0) * W, (b * Tw + (size_t)pos[t]) * W, (end - n) * W, Tw * W, p, key, a->sample0);
+    }
+}
+
 void model_dropout_fwd(const Activations *a, float *x, int T, int D, int layer, int site) {
     if (a->dropout > 0.0f)
-        kern_dropout(x, model_row0(a, T) * D, model_res_numel(a, D, T), (size_t)T * D, a->dropout,
-                     model_dropout_key(a, layer, site), a->sample0);
+        model_dropout_rows(a, x, model_row0(a, T), (size_t)model_rows(a, T), D, a->dropout, model_dropout_key(a, layer, site));
 }
 
 const float *model_dropout_bwd(const Activations *a, const float *dx, int D, int layer, int site) {

@@ -430,6 +430,10 @@ uint64_t model_dropout_key(const Activations *a, int layer, int site);
 // For families: drops out x (this rank's rows of a->B rows of T*D elements) in place, the output of a residual branch
 // (or the embedding) at (layer, site); no-op without dropout.
 void model_dropout_fwd(const Activations *a, float *x, int T, int D, int layer, int site);
+// Dropout p with mask key `key` on x, the loaded batch's tokens row0 .. row0 + rows - 1 of W elements
+// each, in place: each element masked as the same element of its token in the whole sequence is
+// (a context-parallel rank's tokens by their positions), so every layout draws the same masks.
+void model_dropout_rows(const Activations *a, float *x, size_t row0, size_t rows, int W, float p, uint64_t key);
 // The gradient of that branch output given dx = dloss/d(its sum): dx itself without dropout, else
 // a->dbranch holding the masked copy.
 const float *model_dropout_bwd(const Activations *a, const float *dx, int D, int layer, int site);

@@ -532,21 +532,20 @@ static void lora_check(const Config *c) {
     if (!m->lora_rank) return;
 }
 
-// What context parallelism does not do yet, refused by name (issue 42's later parts): dropout masks
-// are keyed by a token's place in its row, which a context-parallel rank holds only two chunks of;
-// the router's statistics and generation are whole-sequence work.
+// What context parallelism does not do yet, refused by name once the family is known (issue 42's
+// later parts): minGPT's attention-probability dropout (the ring's blocks draw no masks), the
+// router's statistics and generation.
 static void cp_check(const Config *c) {
     const int cp = c->shard.context_parallel_degree;
     if (cp < 1) comm_fail_all("--context_parallel_degree must be at least 1 (1: every rank holds whole sequences)");
-    if (cp == 1) return;
-    const char *what = c->model.dropout > 0.0f        ? "--dropout"
-                       : c->model.lora_dropout > 0.0f ? "--lora_dropout"
-                       : c->model.num_experts         ? "a mixture of experts"
-                       : c->gen.prompt[0]             ? "--prompt"
-                                                      : NULL;
+    if (cp == 1 || family_pending) return;
+    const char *what = c->model.dropout > 0.0f && !strcmp(c->model.model_type, "mingpt")
+                           ? "--dropout on minGPT (its attention probabilities)"
+                       : c->model.num_experts ? "a mixture of experts"
+                       : c->gen.prompt[0]     ? "--prompt"
+                                              : NULL;
     if (what)
-        comm_fail_all("--context_parallel_degree %d with %s: not supported yet (context parallelism runs dense models "
-                      "without dropout, and generates nothing); drop one of them", cp, what);
+        comm_fail_all("--context_parallel_degree %d with %s: not supported yet; drop one of them", cp, what);
 }
 
 static void validate(const Config *c) {
