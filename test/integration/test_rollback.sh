@@ -138,3 +138,19 @@ else
     check "emulated GPU, np=2: the snapshot in pinned host memory; rolled back, bit for bit the reference" $? \
         "rc=$(cat "$W/erb.rc") $(grep -m2 'non-finite\|error' "$W/erb.log" | head -c 400)"
 fi
+
+# ---- ThreadSanitizer: a rollback while the snapshot's checkpoint is still written in the background ----
+if [ ! -x build/fsdpc-tsan ]; then
+    echo "ok - ThreadSanitizer: a rollback during a background write # SKIP build/fsdpc-tsan not built (make build/fsdpc-tsan)"
+else
+    export TSAN_OPTIONS="suppressions=$PWD/test/fixtures/tsan.supp history_size=7 exitcode=66"
+    # step 5 holds samples 16-19: its NaN rolls back to step 4 while step 4's write is held (1 s)
+    FSDPC_TEST_CKPT_PAUSE=4:1 FSDPC_TEST_NONFINITE=sample:17 build/fsdpc-tsan $M --train_data data/tinyshakespeare.txt --batch_size 4 --max_steps 8 --async_checkpoint $RB \
+        --checkpoint_dir "$W/tsan" --metrics_file "$W/tsan.jsonl" >"$W/tsan.log" 2>&1
+    rc=$?
+    FSDPC_TEST_SKIP_SAMPLES=16:4 build/fsdpc-tsan $M --train_data data/tinyshakespeare.txt --batch_size 4 --max_steps 8 --checkpoint_dir "$W/tsanref" --metrics_file "$W/tsanref.jsonl" >/dev/null 2>&1
+    [ $rc = 0 ] && ! grep -q "ThreadSanitizer" "$W/tsan.log" && grep -q "^step 5: non-finite loss .*rolled back to step 4's snapshot" "$W/tsan.log" &&
+        cmp -s <(steady "$W/tsan.jsonl") <(steady "$W/tsanref.jsonl")
+    check "ThreadSanitizer: rolled back to step 4 while its background write was held; no report, the reference's losses" $? \
+        "rc=$rc $(grep -m1 -A3 'WARNING: ThreadSanitizer' "$W/tsan.log" | tr '\n' '|' | head -c 400)"
+fi
