@@ -523,7 +523,7 @@ int ckpt_save_async(CkptAsync *a, const char *dir, const ShardState *s, const Mo
     int device = 0;
     if (j->np != a->k->np) err_fatal("internal error: the checkpoint's slices are not its staging buffer's");
     for (size_t i = 0; i < j->np; i++) {  // each slice staged at its place in the buffer
-        device |= j->pieces[i].on_device && j->pieces[i].n;
+        device |= a->k->pieces[i].on_device && a->k->pieces[i].n;  // a snapshot's too, which the writer does not write
         if (h5_piece_bytes(&j->pieces[i]) > h5_piece_bytes(&a->k->pieces[i]))
             err_fatal("internal error: the checkpoint's slices outgrew their staging buffer");
     }
