@@ -451,8 +451,10 @@ struct CkptAsync {
     int running;      // a write started and not yet joined
     atomic_int done;  // the writer has finished (published, or failed to)
     SaveJob job;
-    double t0, staged_s;  // when the checkpoint step began it; how long staging took
+    double t0, staged_s;  // when the checkpoint step began it; how long staging took (the training thread's part on a GPU)
     atomic_int staged;    // the slices are in the staging buffer: the shards may change
+    int device;           // they come from the device: copies queued on its copy stream, the last one `ticket`
+    int copying, ticket;  // those copies are queued and not yet waited for (the training thread's to wait)
     char err[CKPT_ERR_LEN];  // the writer's agreed failure to publish, or ""
 };
 
@@ -471,21 +473,40 @@ CkptAsync *ckpt_async_new(const ShardState *s, CkptSnapshot *k) {
     return a;
 }
 
-// This rank's slices into the staging buffer and the job's pieces pointed at their copies. On the
-// CPU the writer copies them while the next step's forward and backward read the same shards
-// (nothing writes them before its update: ckpt_async_fence).
-static void stage(CkptAsync *a) {
+// The job's pieces pointed at their copies in the staging buffer.
+static void point_pieces(CkptAsync *a) {
     SaveJob *j = &a->job;
+    for (size_t i = 0; i < j->np; i++) j->pieces[i].buf = a->k->buf + a->k->off[i], j->pieces[i].on_device = 0;
+}
+
+// This rank's slices into the staging buffer. On the CPU the writer copies them while the next
+// step's forward and backward read the same shards (nothing writes them before its update:
+// ckpt_async_fence).
+static void stage(CkptAsync *a) {
     double t0 = clock_now_s();
     snapshot_copy_in(a->k);
-    for (size_t i = 0; i < j->np; i++) j->pieces[i].buf = a->k->buf + a->k->off[i], j->pieces[i].on_device = 0;
+    point_pieces(a);
     a->staged_s = clock_now_s() - t0;
     atomic_store(&a->staged, 1);
+}
+
+// From a GPU: the training thread (the device's) queues the copies on the copy stream, after the
+// kernels that wrote the shards, and trains on; they overlap the next step's forward and backward,
+// and ckpt_async_fence waits for them before its update writes the shards.
+static void stage_queue(CkptAsync *a) {
+    double t0 = clock_now_s();
+    CkptSnapshot *k = a->k;
+    for (size_t i = 0; i < k->np; i++)
+        if (h5_piece_bytes(&k->pieces[i])) a->ticket = kern_download_async(k->buf + k->off[i], k->pieces[i].buf, h5_piece_bytes(&k->pieces[i]));
+    point_pieces(a);
+    a->copying = 1;
+    a->staged_s = clock_now_s() - t0;
 }
 
 static void *writer_main(void *arg) {
     CkptAsync *a = arg;
     is_writer = 1;
+    while (a->device && !atomic_load(&a->staged)) usleep(100);  // the device's copies, which the training thread waits for
     if (!atomic_load(&a->staged)) stage(a);
     h5_own(1);
     deadline_begin(&a->job);
@@ -530,7 +551,8 @@ int ckpt_save_async(CkptAsync *a, const char *dir, const ShardState *s, const Mo
     a->err[0] = 0;
     atomic_store(&a->done, 0);
     atomic_store(&a->staged, 0);
-    if (device) stage(a);  // the device's copies go on the main thread, which owns the device
+    a->device = device, a->copying = 0;
+    if (device) stage_queue(a);  // the device's copies are queued by the main thread, which owns the device
     a->k->step = meta->step;  // the staged state is the snapshot (--keep_snapshot)
     in_flight = a;
     // the stop signals go to the training thread: one delivered to the writer would interrupt its
@@ -547,6 +569,13 @@ int ckpt_save_async(CkptAsync *a, const char *dir, const ShardState *s, const Mo
 
 void ckpt_async_fence(CkptAsync *a) {
     if (!a || !a->running) return;
+    if (a->copying) {  // queued a step ago: normally done by now
+        double t0 = clock_now_s();
+        kern_async_wait(a->ticket);
+        a->copying = 0;
+        a->staged_s += clock_now_s() - t0;
+        atomic_store(&a->staged, 1);
+    }
     while (!atomic_load(&a->staged)) usleep(100);
 }
 
@@ -572,6 +601,7 @@ int ckpt_async_wait(CkptAsync *a, double *waited, char *err, size_t errlen) {
     double t0 = clock_now_s();
     *waited = 0;
     if (!a || !a->running) return 0;
+    ckpt_async_fence(a);  // the device's copies, which the writer waits for
     // a stop signal's watchdog must not end the wait: the write's own deadline watches it
     // a writer that failed while this thread was already ending the job stops where it is
     // (comm's end_claim): its thread ends without `done`

@@ -113,15 +113,16 @@ size_t ckpt_stage_bytes(const ShardState *s);
 CkptAsync *ckpt_async_new(const ShardState *s, CkptSnapshot *k);
 void ckpt_async_free(CkptAsync *a);
 // Collective: the checks of ckpt_save (0, or -1 with the agreed line in err and nothing started),
-// then the write started, its first act a copy of s's slices (on the main thread when they are on
-// the device; ckpt_async_fence before s changes); keep and resumed are ckpt_prune's. The caller has waited
+// then the write started, its first act a copy of s's slices (queued on the device's copy stream by
+// the main thread when they are on the device; ckpt_async_fence before s changes); keep and resumed are ckpt_prune's. The caller has waited
 // for the previous write. A write that fails part-way ends the job from the writer thread, as
 // ckpt_save's does.
 int ckpt_save_async(CkptAsync *a, const char *dir, const ShardState *s, const ModelConfig *m, const char *run,
                     const char *tokenizer, const CkptMeta *meta, const CkptSource *src, int keep, const char *resumed, char *err,
                     size_t errlen);
-// Before the shards change (the optimizer's update): waits until the write in flight, if any, has
-// its copy of them (on the CPU the writer thread copies them while the next step computes).
+// Main thread, before the shards change (the optimizer's update): waits until the write in flight,
+// if any, has its copy of them (made while the next step computed: on the CPU by the writer thread,
+// from a GPU on the copy stream, which only the main thread waits for; the writer waits for that).
 void ckpt_async_fence(CkptAsync *a);
 // Whether a write is in flight (a may be NULL)
 int ckpt_async_busy(const CkptAsync *a);
