@@ -25,11 +25,16 @@ same() { [ "$(cat "$W/$1.rc")" = 0 ] && [ "$(cat "$W/$2.rc")" = 0 ] && [ -s "$W/
 rolled() { grep -c "^step 7: non-finite loss (loss nan, gradient norm [0-9.e+-]*): rolled back to step 4's snapshot; the step's 4 samples (global indices 24-27 of the data order) are skipped from now on" "$W/$1.log"; }
 
 # ---- np=1: rolled back, then as if the data never held samples 24-27 ----
-FSDPC_TEST_NONFINITE=sample:26 train rb1 1 --batch_size 4 $RB
+FSDPC_TEST_NONFINITE=sample:26 train rb1 1 --batch_size 4 $RB --trace_file "$W/rb1.trace.json" --trace_steps 1:12
 FSDPC_TEST_SKIP_SAMPLES=24:4 train ref1 1 --batch_size 4
 same rb1 ref1 && [ "$(wc -l <"$W/rb1.jsonl")" = 12 ] && [ "$(rolled rb1)" = 1 ]
 check "np=1: step 7's batch (sample 26 NaN) rolled back to step 4 and skipped; every step logged once, bit for bit a run whose data never held samples 24-27" $? \
     "rc=$(cat "$W/rb1.rc") $(grep -m2 'non-finite\|error' "$W/rb1.log" | head -c 400)"
+# the trace spans the steps trained again (steps 5-7 twice) and stays JSON (no NaN loss counter)
+$PY -c 'import json, sys; ev = json.load(open(sys.argv[1])); ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+n = [e["name"] for e in ev if e.get("name", "").startswith("ProfilerStep#")]
+assert n.count("ProfilerStep#7") == 2 and n.count("ProfilerStep#4") == 1, n' "$W/rb1.trace.json"
+check "--trace_file of a run that rolled back: valid JSON, the replayed steps 5-7 twice" $?
 
 # at --lr 0 the weights never move: after the rollback step k trains on what step k+1 of a run
 # without any skip trained on, so its loss is that step's loss, bit for bit (dropout off: its
