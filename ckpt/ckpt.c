@@ -685,6 +685,8 @@ static uint64_t header_hash(const CkptHeader *h) {
     return x;
 }
 
+static const char *read_skipped(hid_t f, CkptMeta *meta);
+
 int ckpt_verify(const char *file, const char **why, char *err, size_t errlen) {
     static char msg[1400];
     CkptHeader h;
@@ -716,6 +718,12 @@ int ckpt_verify(const char *file, const char **why, char *err, size_t errlen) {
         e = comm_first_error(h5_check_tensors(f, file, &plan, 3, h.version, want));
     }
     if (!e && h.version >= 2) e = verify_checksums(f, file, &plan, want);
+    if (!e) {  // the samples rollbacks skipped, when it holds them
+        CkptMeta m;
+        const char *bad = read_skipped(f, &m);
+        free(m.skipped);
+        e = comm_first_error(bad ? err_text(msg, sizeof msg, "checkpoint '%s': %s", path_show(file), bad) : NULL);
+    }
     if (e && e != msg) snprintf(msg, sizeof msg, "%s", e);
     free(want);
     if (plan.units) model_plan_free(&plan);

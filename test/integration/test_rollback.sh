@@ -91,6 +91,12 @@ PY
 mkdir -p "$W/badck" && mv "$W/bad.h5" "$W/badck/step_00000008.h5"
 expect_error "a checkpoint whose /skipped_samples was altered" "checkpoint '.*step_00000008.h5': /skipped_samples fails its checksum" \
     $MPI -np 1 ./fsdpc $M --batch_size 4 --resume_from_checkpoint "$W/badck/step_00000008.h5" --checkpoint_freq 0
+cp "$W/rb1/step_00000004.h5" "$W/badck/"
+$MPI -np 1 ./fsdpc $M --batch_size 4 --resume_from_checkpoint "$W/badck" --checkpoint_freq 0 --max_steps 5 >/dev/null 2>"$W/badck.log"
+rc=$?
+[ $rc = 0 ] && grep -q "^Checkpoint $W/badck/step_00000008.h5 is unusable, falling back to the one before it: checkpoint .*/skipped_samples fails its checksum" "$W/badck.log" &&
+    grep -q "^Resumed from $W/badck/step_00000004.h5" "$W/badck.log"
+check "resuming the folder: the altered list makes step 8 unusable, step 4 resumes" $? "rc=$rc $(grep -m2 'unusable\|error' "$W/badck.log" | head -c 300)"
 
 # ---- bounds: a rollback never repeats; --skip_nonfinite_steps bounds them ----
 FSDPC_TEST_NONFINITE=7 train again 1 --batch_size 4 $RB
