@@ -136,6 +136,15 @@ static double group_bw(int fits, int per_node, int rpn, double intra, double int
 
 // a row of the memory table: its bytes, in GiB, or MiB for a model that small (unit), and per
 // parameter of the rank's shard (shard_params)
+// What the staging row holds, and whether the peak counts it.
+static const char *staging_note(const Config *c, int gpu) {
+    static char note[200];
+    snprintf(note, sizeof note, "%s: %s, %s", memory_staging_flags(c),
+             c->ckpt.keep_snapshot ? "the last checkpoint step's state, kept for a rollback" : "the checkpoint's copy for its background write",
+             gpu ? "in pinned host memory, not in the peak" : "in the peak");
+    return note;
+}
+
 static void mem_row(const char *what, double bytes, double unit, double shard_params, const char *note) {
     printf("  %-12s %9.2f %s %7.2f B/param%s%s\n", what, bytes / unit, unit == GIB ? "GiB" : "MiB", bytes / shard_params,
            note[0] ? "  " : "", note);
@@ -557,8 +566,7 @@ static void print_memory(const PlanFigures *f) {
     }
     double staging = memory_staging(&f->host, cfg);
     if (staging > 0)
-        mem_row("staging", staging, unit, shard_params, f->gpu ? "--async_checkpoint: the checkpoint's copy, in pinned host memory, not in the peak"
-                                                               : "--async_checkpoint: the checkpoint's copy for its background write (in the peak)");
+        mem_row("staging", staging, unit, shard_params, staging_note(cfg, f->gpu));
     if (f->capacity > 0) printf("  %s: %s\n", f->fits ? "fits" : "DOES NOT FIT", f->capacity_what);
     // per parameter of the rank's shard: what lives all run long; bf16 copies exist only while a
     // unit is gathered or reduced (shard group 1 on a GPU aside, whose units are always gathered)
