@@ -1,7 +1,6 @@
 // io: inputs and outputs compared by file identity, and checked stream writes (see io.h).
 #include "io.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -142,24 +141,20 @@ int io_is_output(const char *path) {
 
 const char *io_conflict(void) { return conflict[0] ? conflict : NULL; }
 
-// Whether pid holds, besides its descriptor `fd`, another end of the same pipe: a pipe to itself
-// (Open MPI's mpirun started with its stdout closed reuses number 1 for its signal pipe, and would
-// read the ranks' forwarded text as signals to forward), not an output.
-static int pipe_to_itself(int pid, int fd, const struct stat *pipe) {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd", pid);
-    DIR *d = opendir(path);
-    if (!d) return 0;
+// Whether pid's descriptor fd is open for reading only: where a stdout should be, the read end of
+// a pipe to itself (Open MPI's mpirun started with its stdout closed reuses number 1 for its
+// signal pipe, and would read the ranks' forwarded text as signals to forward). A stdout shared
+// with stderr (2>&1 |) is a write end twice, and stays an output.
+static int fd_read_only(int pid, int fd) {
+    char path[64], line[128];
+    snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", pid, fd);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    unsigned flags = 0;
     int found = 0;
-    for (struct dirent *e; !found && (e = readdir(d));) {
-        struct stat st;
-        char fdpath[64 + 256];
-        if (e->d_name[0] == '.' || atoi(e->d_name) == fd) continue;
-        snprintf(fdpath, sizeof fdpath, "%s/%s", path, e->d_name);
-        found = stat(fdpath, &st) == 0 && S_ISFIFO(st.st_mode) && st.st_dev == pipe->st_dev && st.st_ino == pipe->st_ino;
-    }
-    closedir(d);
-    return found;
+    while (!found && fgets(line, sizeof line, f)) found = sscanf(line, "flags: %o", &flags) == 1;
+    fclose(f);
+    return found && (flags & O_ACCMODE) == O_RDONLY;
 }
 
 const char *io_launcher_stdout(void) {
@@ -182,7 +177,7 @@ const char *io_launcher_stdout(void) {
     if (!launched || fstat(STDOUT_FILENO, &mine) != 0 || stat(path, &theirs) != 0 || !S_ISFIFO(theirs.st_mode) ||
         (mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino))
         return NULL;  // no launcher between this process and a pipe
-    if (pipe_to_itself((int)getppid(), STDOUT_FILENO, &theirs)) {  // the launcher's stdout was closed: as this one's
+    if (fd_read_only((int)getppid(), STDOUT_FILENO)) {  // the launcher's stdout was closed: as this one's
         int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (null >= 0 && fflush(stdout) == 0) dup2(null, STDOUT_FILENO);
         if (null >= 0) close(null);

@@ -91,6 +91,14 @@ timeout 120 $MPI -np 2 ./fsdpc $SHAPE --batch_size 4 --num_threads 1 --num_token
 rc=$?
 [ $rc = 0 ] && ! grep -q "Forwarding signal\|error" "$W/mc.err"
 check "mpirun -np 2 with stdout closed and no sample: exit 0" $? "(rc=$rc $(grep -m2 'error\|signal' "$W/mc.err"))"
+# mpirun whose stdout and stderr are one pipe (2>&1 |, a notebook's subprocess): an output, not closed
+out=$(timeout 120 $MPI -np 2 ./fsdpc $SHAPE --batch_size 4 --num_threads 1 --num_tokens 5 --max_steps 1 --checkpoint_freq 0 2>&1 | cat)
+rc=$?
+[ $rc = 0 ] && ! grep -q "error" <<<"$out" && grep -q "^Batch 1 " <<<"$out"
+check "mpirun -np 2 2>&1 | cat: trains and samples (stdout shared with stderr is not closed)" $? "(rc=$rc $(grep -m2 error <<<"$out"))"
+out=$(timeout 60 $MPI -np 1 ./fsdpc plan --model_name llama2_7b 2>&1 | cat)
+grep -q "llama2_7b\|Llama" <<<"$out" && ! grep -q "error" <<<"$out"
+check "mpirun -np 1 plan 2>&1 | cat: the table arrives" $? "($(grep -m2 error <<<"$out"))"
 # mid-run, the closed streams' numbers hold /dev/null, not a file the run opened
 FSDPC_TEST_PAUSE=step1:20 ./fsdpc $SHAPE --batch_size 4 --num_threads 1 --num_tokens 0 --max_steps 1 --checkpoint_freq 1 \
     --checkpoint_dir "$W/ck_fds" --metrics_file "$W/fds.jsonl" >&- <&- 2>"$W/fds.err" &
