@@ -451,7 +451,7 @@ struct CkptAsync {
     int running;      // a write started and not yet joined
     atomic_int done;  // the writer has finished (published, or failed to)
     SaveJob job;
-    double t0, staged_s;  // when the checkpoint step began it; how long staging took (the training thread's part on a GPU)
+    double staged_s;  // how long staging took (the training thread's part on a GPU)
     atomic_int staged;    // the slices are in the staging buffer: the shards may change
     int device;           // they come from the device: copies queued on its copy stream, the last one `ticket`
     int copying, ticket;  // those copies are queued and not yet waited for (the training thread's to wait)
@@ -508,6 +508,7 @@ static void *writer_main(void *arg) {
     is_writer = 1;
     while (a->device && !atomic_load(&a->staged)) usleep(100);  // the device's copies, which the training thread waits for
     if (!atomic_load(&a->staged)) stage(a);
+    double w0 = clock_now_s();  // the write's own time: not the wait for the device's copies, nor staging
     h5_own(1);
     deadline_begin(&a->job);
     save_write(&a->job);
@@ -515,7 +516,7 @@ static void *writer_main(void *arg) {
     comm_deadline_end();
     snprintf(a->err, sizeof a->err, "%s", e ? e : "");
     if (!e) {
-        double took = clock_now_s() - a->t0;
+        double took = clock_now_s() - w0;
         log_msg("Saved checkpoint %s in the background: staged in %.2f s, written in %.2f s (%.1f MB/s)\n", a->job.out.path,
                 a->staged_s, took, a->job.out.bytes / 1e6 / (took > 0 ? took : 1e-9));
         // pruning waits for the write it prunes against: it runs here, after the publish
@@ -530,7 +531,6 @@ int ckpt_save_async(CkptAsync *a, const char *dir, const ShardState *s, const Mo
                     const char *tokenizer, const CkptMeta *meta, const CkptSource *src, int keep, const char *resumed, char *err,
                     size_t errlen) {
     if (a->running) err_fatal("internal error: a checkpoint staged while another is written");
-    a->t0 = clock_now_s();
     comm_deadline_begin("the checks before a checkpoint write");
     int rc = save_begin(&a->job, dir, s, m, run, tokenizer, meta, src, err, errlen);
     comm_deadline_end();
@@ -788,7 +788,10 @@ static const char *read_skipped(hid_t f, CkptMeta *meta) {
     CkptAttr crc;
     h5_attr_named(ds, CKPT_CHECKSUM_NAME, &crc);
     uint32_t want = 0;
+    // a length beyond the bytes stored for it is a damaged or crafted header: refused before any
+    // allocation (fsdpc writes the list uncompressed)
     const char *e = !shaped || !typed || !n ? "is not a list of unsigned 64-bit sample indices"
+                    : n > SIZE_MAX / 8 || H5Dget_storage_size(ds) < n * 8 ? "claims more indices than the file stores for it"
                     : !ckpt_crc_value(&crc, &want) ? "has no crc32 attribute" : NULL;
     uint64_t *v = e ? NULL : mallocCheck((size_t)n * sizeof *v);
     if (!e && H5Dread(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0) e = "cannot be read";

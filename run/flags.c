@@ -564,6 +564,9 @@ static void validate(const Config *c) {
     if (c->optim.batch_size <= 0) comm_fail_all("--batch_size must be positive");
     if (c->optim.grad_accum <= 0) comm_fail_all("--grad_accum must be positive");
     if (c->optim.skip_nonfinite_steps < 0) comm_fail_all("--skip_nonfinite_steps must be >= 0");
+    if (c->ckpt.keep_snapshot && c->optim.on_nonfinite != NONFINITE_ROLLBACK)
+        comm_fail_all("--keep_snapshot keeps a state in host memory for --on_nonfinite rollback only: add --on_nonfinite "
+                      "rollback, or drop --keep_snapshot");
     if (c->optim.on_nonfinite == NONFINITE_ROLLBACK && !c->ckpt.keep_snapshot)
         comm_fail_all("--on_nonfinite rollback needs --keep_snapshot (the state in host memory it rolls back to): add "
                       "--keep_snapshot, or use --on_nonfinite stop|skip");

@@ -291,7 +291,8 @@ void inputs_load_state(Run *r) {
             }
         }
         if (meta.data_position != (uint64_t)meta.step * r->order.global_batch)
-            log_msg("Resuming at global sample %llu (the checkpoint's data position) with a global batch of %d\n",
+            log_msg("Resuming at position %llu of the data order (the checkpoint's data position; skipped samples hold none) "
+                    "with a global batch of %d\n",
                     (unsigned long long)meta.data_position, r->order.global_batch);
     } else if (r->init_h5) {
         if (ckpt_load_weights(c->ckpt.init_from, &r->st, err, sizeof err)) comm_fail_all("%s", err);

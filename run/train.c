@@ -834,7 +834,9 @@ static int train_loop(Run *r) {
         r->log_tokens += s.tokens;
         r->tokens_seen += s.tokens;
         if (step < r->replay_end) {  // trained again after a rollback, as before: logged then
-            if (s.preempt) return stop_after(r, done, 0);
+            // a stop waits for the last of them (the signal stays set, each step's reduction carries
+            // it): a checkpoint inside the replay would have a resume log the steps after it twice
+            if (s.preempt && done == r->replay_end) return stop_after(r, done, 0);
             continue;
         }
         // the step's metrics line, written once its log point and validation have added theirs
@@ -852,8 +854,9 @@ static int train_loop(Run *r) {
         if (done % c->run.logging_freq == 0 || done == r->max_steps || done == r->start_step + 1)
             outputs_log_point(r, done, lr, &s, line, sizeof line, &len);
         int do_val = r->has_val && c->data.validation_freq > 0 && done % c->data.validation_freq == 0;
-        // a skipped step's weights are the last good step's: its checkpoint would only replay the failure
-        int do_ckpt = s.applied && c->ckpt.checkpoint_freq > 0 && (done % c->ckpt.checkpoint_freq == 0 || done == r->max_steps);
+        // a skipped update writes no periodic checkpoint, but the last step's is written all the same
+        // (the weights are the last good step's): a run that ends 0 leaves its final state
+        int do_ckpt = c->ckpt.checkpoint_freq > 0 && ((s.applied && done % c->ckpt.checkpoint_freq == 0) || done == r->max_steps);
         int val_stopped = 0;
         double vl = do_val ? log_validation(r, done, &val_stopped) : 0.0;
         if (do_val && !val_stopped) outputs_validation(r, done, vl, line, sizeof line, &len);

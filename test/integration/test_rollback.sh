@@ -91,6 +91,20 @@ PY
 mkdir -p "$W/badck" && mv "$W/bad.h5" "$W/badck/step_00000008.h5"
 expect_error "a checkpoint whose /skipped_samples was altered" "checkpoint '.*step_00000008.h5': /skipped_samples fails its checksum" \
     $MPI -np 1 ./fsdpc $M --batch_size 4 --resume_from_checkpoint "$W/badck/step_00000008.h5" --checkpoint_freq 0
+# a list whose header claims 2^61+1 indices (the byte count wraps): refused before any allocation
+$PY - "$W/rb1/step_00000008.h5" "$W/huge/step_00000008.h5" <<'PY'
+import sys, os, shutil, zlib, h5py, numpy as np
+os.makedirs(os.path.dirname(sys.argv[2]), exist_ok=True)
+shutil.copy(sys.argv[1], sys.argv[2])
+f = h5py.File(sys.argv[2], "r+")
+crc = f["skipped_samples"].attrs["crc32"]
+del f["skipped_samples"]
+d = f.create_dataset("skipped_samples", shape=(2**61 + 1,), dtype="<u8", chunks=(4,))
+d[:4] = np.array([24, 25, 26, 27], dtype="<u8")
+d.attrs["crc32"] = crc
+PY
+expect_error "a checkpoint whose /skipped_samples claims 2^61+1 indices" "checkpoint '.*step_00000008.h5': /skipped_samples claims more indices than the file stores for it" \
+    $MPI -np 1 ./fsdpc $M --batch_size 4 --resume_from_checkpoint "$W/huge/step_00000008.h5" --checkpoint_freq 0
 cp "$W/rb1/step_00000004.h5" "$W/badck/"
 $MPI -np 1 ./fsdpc $M --batch_size 4 --resume_from_checkpoint "$W/badck" --checkpoint_freq 0 --max_steps 5 >/dev/null 2>"$W/badck.log"
 rc=$?
@@ -108,24 +122,47 @@ check "steps from 7 on all NaN: one rollback, then step 7 non-finite again stops
 FSDPC_TEST_NONFINITE=sample:26 train budget 1 --batch_size 4 $RB --skip_nonfinite_steps 0
 [ "$(cat "$W/budget.rc")" = 1 ] && grep -q "^fsdpc: error: step 7: non-finite loss .*(--skip_nonfinite_steps 0: the run survived that many (--on_nonfinite rollback))" "$W/budget.log"
 check "--skip_nonfinite_steps 0 given with rollback: the first non-finite step stops the run" $? "$(grep -m1 '^fsdpc: error' "$W/budget.log" | head -c 300)"
-FSDPC_TEST_NONFINITE=2 train skip 1 --batch_size 4 --max_steps 6 --checkpoint_freq 0 --on_nonfinite skip
+FSDPC_TEST_NONFINITE=2 train skip 1 --batch_size 4 --max_steps 6 --checkpoint_freq 4 --on_nonfinite skip
 [ "$(cat "$W/skip.rc")" = 0 ] && grep -q "^step 6: non-finite loss or gradient norm (nan, nan): update skipped (5 so far; --on_nonfinite skip)" "$W/skip.log" &&
     [ "$(grep -c '"skipped": true' "$W/skip.jsonl")" = 5 ]
 check "--on_nonfinite skip: every non-finite step's update skipped, the run goes on" $? "rc=$(cat "$W/skip.rc")"
+[ "$(ls "$W/skip" | tr '\n' ' ')" = "step_00000006.h5 " ]
+check "--on_nonfinite skip: a skipped periodic step writes no checkpoint, the skipped last step still does (exit 0 leaves the final state)" $? "$(ls "$W/skip" | tr '\n' ' ')"
+
+# a stop signal during the replay: honoured after the last replayed step (step 6), so the resumed
+# run logs no step twice and ends as the run that never stopped
+FSDPC_TEST_PAUSE=step5:3 FSDPC_TEST_NONFINITE=sample:26 ./fsdpc $M --batch_size 4 $RB --checkpoint_dir "$W/stoprp" \
+    --metrics_file "$W/stoprp.jsonl" >"$W/stoprp.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "rolled back to step 4" "$W/stoprp.log" && break; sleep 0.1; done
+kill -TERM $pid
+wait $pid
+rc=$?
+FSDPC_TEST_NONFINITE=sample:26 ./fsdpc $M --batch_size 4 $RB --checkpoint_dir "$W/stoprp" --resume_from_checkpoint "$W/stoprp" \
+    --metrics_file "$W/stoprp.jsonl" >"$W/stoprp2.log" 2>&1
+rc2=$?
+steps=$($PY -c "import json,sys; print(' '.join(str(json.loads(l)['step']) for l in open(sys.argv[1]) if '\"step\"' in l))" "$W/stoprp.jsonl")
+[ $rc = 75 ] && [ $rc2 = 0 ] && [ "$(ls "$W/stoprp" | tr '\n' ' ')" = "step_00000004.h5 step_00000006.h5 step_00000008.h5 step_00000012.h5 " ] &&
+    [ "$steps" = "1 2 3 4 5 6 7 8 9 10 11 12" ] && cmp -s <(steady "$W/stoprp.jsonl") <(steady "$W/rb1.jsonl")
+check "a stop during the replay waits for its last step (6): the resume logs every step once, the losses of the run that never stopped" $? \
+    "rc=$rc/$rc2 steps: $steps; $(ls "$W/stoprp" | tr '\n' ' ')"
 
 # ---- refusals ----
 expect_error "--on_nonfinite rollback without --keep_snapshot" \
     "--on_nonfinite rollback needs --keep_snapshot \(the state in host memory it rolls back to\): add --keep_snapshot" \
     ./fsdpc $M --batch_size 4 --checkpoint_dir "$W/nosnap" --on_nonfinite rollback
+expect_error "--keep_snapshot without --on_nonfinite rollback (a copy kept for nothing)" \
+    "--keep_snapshot keeps a state in host memory for --on_nonfinite rollback only: add --on_nonfinite rollback, or drop --keep_snapshot" \
+    ./fsdpc $M --batch_size 4 --checkpoint_dir "$W/nosnap" --keep_snapshot
 expect_error "--on_nonfinite with an unknown action" "--on_nonfinite" ./fsdpc $M --batch_size 4 --checkpoint_dir "$W/nosnap" --on_nonfinite retry
 
 # ---- the snapshot's memory: tracker, start-up check, plan ----
-train mem 2 --batch_size 2 --max_steps 2 --keep_snapshot
+train mem 2 --batch_size 2 --max_steps 2 $RB
 staged=$(sed -nE 's/.*"staging": \[([0-9]+), ([0-9]+), .*/\2/p' "$W/mem.jsonl" | head -1)
-planned=$(./fsdpc plan $M --batch_size 2 --device cpu --world_size 2 --keep_snapshot --json 2>/dev/null | sed -nE 's/.*"staging_bytes": ([0-9]+).*/\1/p')
+planned=$(./fsdpc plan $M --batch_size 2 --device cpu --world_size 2 $RB --json 2>/dev/null | sed -nE 's/.*"staging_bytes": ([0-9]+).*/\1/p')
 [ -n "$planned" ] && [ -n "$staged" ] && [ "$staged" -gt 0 ] && awk -v p="$planned" -v m="$staged" 'BEGIN { exit !(p >= m && p <= 1.1 * m) }'
 check "the tracker counts the snapshot ($staged bytes on the rank with most); fsdpc plan estimates it ($planned bytes) within 10% above" $?
-./fsdpc plan $M --batch_size 2 --device cpu --world_size 2 --keep_snapshot 2>&1 | grep -q "^  staging .*--keep_snapshot: the last checkpoint step's state"
+./fsdpc plan $M --batch_size 2 --device cpu --world_size 2 $RB 2>&1 | grep -q "^  staging .*--keep_snapshot: the last checkpoint step's state"
 check "fsdpc plan shows the staging row under --keep_snapshot" $?
 need=$(sed -nE 's/^memory estimate per rank: ([0-9.]+) MiB.*; snapshot ([0-9.]+) MiB\)$/\1 \2/p' "$W/mem.log")
 set -- $need

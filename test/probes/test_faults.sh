@@ -204,7 +204,7 @@ expect_error "a resume with another --seed" "--seed 8 differs from the seed 7" .
     --checkpoint_dir "$W/rs_c" --seed 8
 ./fsdpc $R --resume_from_checkpoint "$W/rs/step_00000005.h5" --checkpoint_dir "$W/rs_d" --batch_size 4 >"$W/rs_d.log" 2>&1
 pos=$(/usr/bin/python3 -c "import h5py, sys; print(int(h5py.File(sys.argv[1])['/'].attrs['data_position']))" "$W/rs_d/step_00000010.h5")
-grep -q "Resuming at global sample 40" "$W/rs_d.log" && [ "$pos" = 60 ]
+grep -q "Resuming at position 40 of the data order" "$W/rs_d.log" && [ "$pos" = 60 ]
 check "a resume with another global batch starts at the recorded sample (40) and goes on from there (60 after 5 steps of 4)" $? "pos=$pos"
 
 # class 1: stop signals in every polled phase, from the first moment
