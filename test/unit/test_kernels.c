@@ -1725,6 +1725,89 @@ static void test_gemm_bf16(void) {
     free(x), free(w), free(dout), free(xr), free(wr), free(dr), free(out), free(dinp), free(dw), free(ro), free(rd), free(rw);
 }
 
+// attention's block products on bf16 operands (cpu_gemm_block): every transposition, odd sizes
+// (a K pair padded, row and column tiles cut), alpha, and beta 0 (C's old values, NaN here, unread)
+// and 1, against the product of the bf16-rounded operands; run from threads, as attention runs them
+static void test_gemm_block_bf16(void) {
+    if (!cpu_has_bf16()) {
+        printf("ok - %sbf16 block products # SKIP %s\n", test_prefix,
+               cpu_isa() == CPU_ISA_AVX2 ? "the AVX2 kernels emulate bf16" : "this CPU has no AVX512_BF16");
+        return;
+    }
+    static const int shapes[][3] = {{64, 77, 32}, {37, 32, 129}, {5, 3, 1}, {70, 50, 33}, {16, 16, 64}};
+    cpu_set_compute_bf16(1);
+    for (int c = 0; c < 16; c++) {
+        const int ta = c & 1, tb = (c >> 1) & 1, acc = (c >> 2) & 1, *sh = shapes[(c >> 3) + (c & 3)];
+        const int M = sh[0], N = sh[1], K = sh[2], lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 2;
+        const float alpha = acc ? 1.0f : 0.125f;
+        float *a = rand_vec((size_t)(ta ? K : M) * lda, -1, 1), *b = rand_vec((size_t)(tb ? N : K) * ldb, -1, 1);
+        float *cc = rand_vec((size_t)M * ldc, -1, 1), *ar = dup_vec(a, (size_t)(ta ? K : M) * lda);
+        float *br = dup_vec(b, (size_t)(tb ? N : K) * ldb);
+        kern_round_bf16(ar, (size_t)(ta ? K : M) * lda), kern_round_bf16(br, (size_t)(tb ? N : K) * ldb);
+        double *ref = calloc((size_t)M * N, 8);
+        float *got = malloc(sizeof(float) * (size_t)M * N);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double sum = 0;
+                for (int k = 0; k < K; k++)
+                    sum += (double)(ta ? ar[(size_t)k * lda + i] : ar[(size_t)i * lda + k]) *
+                           (tb ? br[(size_t)j * ldb + k] : br[(size_t)k * ldb + j]);
+                ref[(size_t)i * N + j] = alpha * sum + (acc ? cc[(size_t)i * ldc + j] : 0.0);
+                if (!acc) cc[(size_t)i * ldc + j] = NAN;
+            }
+#pragma omp parallel num_threads(2)
+        if (omp_get_thread_num() == omp_get_num_threads() - 1)
+            cpu_gemm_block(ta, tb, M, N, K, alpha, a, lda, b, ldb, acc ? 1.0f : 0.0f, cc, ldc);
+        for (int i = 0; i < M; i++) memcpy(got + (size_t)i * N, cc + (size_t)i * ldc, sizeof(float) * N);
+        char name[160];
+        snprintf(name, sizeof name, "bf16 block product ta=%d tb=%d %dx%dx%d beta=%d = the product of bf16-rounded operands",
+                 ta, tb, M, N, K, acc);
+        int finite = 1;  // rel_err's fmax passes NaN over
+        for (size_t i = 0; i < (size_t)M * N; i++) finite &= isfinite(got[i]) != 0;
+        const double e = rel_err(got, ref, (size_t)M * N, 1e-6);
+        report(finite && e < 1e-5, name, "rel err %.3g (1e-5), %s", e, finite ? "finite" : "not finite");
+        free(a), free(b), free(cc), free(ar), free(br), free(ref), free(got);
+    }
+    cpu_set_compute_bf16(0);
+}
+
+// attention under --precision bf16: its products run on bf16 operands. With q, k, v already bf16
+// values the scores agree with fp32's to the sums' rounding, and P (and dS in backward) rounded to
+// bf16 for the next product moves the results by about bf16's precision: more than fp32's sums
+// would (the bf16 products ran) and less than 1e-2 (they compute the same attention)
+static void test_attention_bf16(void) {
+    if (!cpu_has_bf16()) {
+        printf("ok - %sbf16 attention # SKIP %s\n", test_prefix,
+               cpu_isa() == CPU_ISA_AVX2 ? "the AVX2 kernels emulate bf16" : "this CPU has no AVX512_BF16");
+        return;
+    }
+    const int B = 2, T = 150, H = 4, KV = 2, hd = 16;
+    const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, np = cpu_attention_saved_floats(B, H, T, T);
+    float *q = rand_vec(nq, -1, 1), *k = rand_vec(nk, -1, 1), *v = rand_vec(nk, -1, 1), *dout = rand_vec(nq, -1, 1);
+    kern_round_bf16(q, nq), kern_round_bf16(k, nk), kern_round_bf16(v, nk), kern_round_bf16(dout, nq);
+    float *o[2], *p[2], *d[2], *scratch = calloc(cpu_attention_scratch_floats(B, H, T), 4);
+    for (int bf = 0; bf < 2; bf++) {
+        o[bf] = calloc(nq, 4), p[bf] = calloc(np, 4), d[bf] = calloc(nq + 2 * nk, 4);
+        cpu_set_compute_bf16(bf);
+        kern_attention_fwd(o[bf], p[bf], q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL, 0, NULL);
+        kern_attention_bwd(d[bf], d[bf] + nq, d[bf] + nq + nk, scratch, dout, o[bf], p[bf], q, k, v, B, T, H, KV, hd, NULL,
+                           0, NULL);
+    }
+    cpu_set_compute_bf16(0);
+    static const char *const what[2] = {"fwd", "bwd dq, dk, dv"};
+    for (int w = 0; w < 2; w++) {
+        const size_t n = w ? nq + 2 * nk : nq;
+        const float *got = w ? d[1] : o[1], *ref = w ? d[0] : o[0];
+        double md = 0, mr = 0;
+        for (size_t i = 0; i < n; i++) md = fmax(md, fabs((double)got[i] - ref[i])), mr = fmax(mr, fabs(ref[i]));
+        report(md / mr > 1e-5 && md / mr < 1e-2, w ? "bf16 attention bwd: bf16 products, within 1e-2 of fp32's"
+                                                   : "bf16 attention fwd: bf16 products, within 1e-2 of fp32's",
+               "%s rel diff %.3g (want 1e-5 .. 1e-2)", what[w], md / mr);
+    }
+    for (int bf = 0; bf < 2; bf++) free(o[bf]), free(p[bf]), free(d[bf]);
+    free(q), free(k), free(v), free(dout), free(scratch);
+}
+
 static void test_isa(void) {
     __builtin_cpu_init();
     if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
@@ -1839,6 +1922,8 @@ int main(int argc, char **argv) {
         test_vector_ops();
         test_isa();
         test_gemm_bf16();
+        test_gemm_block_bf16();
+        test_attention_bf16();
     }
     test_prefix[0] = 0;
     test_mem_tracker();
