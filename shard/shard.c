@@ -399,6 +399,7 @@ void shard_free(ShardState *s) {
     free(s->step_red);
     free(s->whole_reqs);
     for (int i = 0; i < s->nparam_slots; i++) {
+        if (s->param_stage[i]) kern_params_bf16_copy(s->param_pool[i], NULL, 0);  // a unit still gathered
         dfree(s->param_pool[i]);
         dfree(s->param_stage[i]);
     }
@@ -483,6 +484,7 @@ const void *shard_gather(ShardState *s, int u, int next) {
         f->expand_pending = 0;
     } else if (f->expand_pending) {
         kern_bf16_to_f32(f->params, s->param_stage[f->param_slot], f->padded);
+        kern_params_bf16_copy(f->params, s->param_stage[f->param_slot], f->padded);
         f->expand_pending = 0;
     }
     if (next >= 0 && next < s->nunits) start_gather(s, next);  // overlaps with u's compute
@@ -498,6 +500,7 @@ void shard_release(ShardState *s, int u, ShardPhase phase) {
     f->expand_pending = 0;
     if (f->packed) s->packed_owner[f->param_slot] = -1;
     else s->param_owner[f->param_slot] = -1;
+    if (s->bf16_params && !s->bf16_gathered && !f->packed) kern_params_bf16_copy(f->params, NULL, 0);
     f->param_slot = -1;
     f->params = NULL;
 }

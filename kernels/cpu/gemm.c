@@ -88,6 +88,39 @@ static int same_a;  // cpu_gemm's: A holds the values of the previous product's 
 static const float *a_src;  // whose values abuf holds, and how many
 static size_t a_n;
 
+// the gathered units whose fp32 parameters hold the values of a bf16 copy (kern_params_bf16_copy)
+typedef struct {
+    const float *params;
+    const uint16_t *copy;
+    size_t n;
+} GemmCopy;
+static GemmCopy *copies;
+static int ncopies, copies_cap;
+
+void cpu_params_bf16_copy(const float *params, const uint16_t *copy, size_t n) {
+    int i = 0;
+    while (i < ncopies && copies[i].params != params) i++;
+    if (!copy) {  // forgotten: the last entry takes its place
+        if (i < ncopies) copies[i] = copies[--ncopies];
+        return;
+    }
+    if (i == ncopies && ncopies == copies_cap) {
+        GemmCopy *grown = realloc(copies, sizeof *copies * (size_t)(copies_cap ? 2 * copies_cap : 8));
+        if (!grown) return;  // the products then round the weights themselves
+        copies = grown;
+        copies_cap = copies_cap ? 2 * copies_cap : 8;
+    }
+    if (i == ncopies) ncopies++;
+    copies[i] = (GemmCopy){params, copy, n};
+}
+
+// the bf16 copy of the n floats at x, where a gathered unit holds them whole; else NULL
+static const uint16_t *gemm_copy_of(const float *x, size_t n) {
+    for (int i = 0; i < ncopies; i++)
+        if (x >= copies[i].params && x + n <= copies[i].params + copies[i].n) return copies[i].copy + (x - copies[i].params);
+    return NULL;
+}
+
 const char *cpu_gemm_line(void) {
     static char line[200];
     if (!bf16_wanted) return "";
@@ -185,9 +218,11 @@ static int gemm_onednn(int ta, int tb, int M, int N, int K, float alpha, const f
     const size_t na = ta ? gemm_span(K, M, lda) : gemm_span(M, K, lda);
     uint16_t *a = same_a && A == a_src && na == a_n ? abuf : gemm_round(&abuf, &acap, A, na);
     a_src = A, a_n = na;
-    uint16_t *b = gemm_round(&bbuf, &bcap, B, tb ? gemm_span(N, K, ldb) : gemm_span(K, N, ldb));
+    const size_t nb = tb ? gemm_span(N, K, ldb) : gemm_span(K, N, ldb);
+    const uint16_t *b = gemm_copy_of(B, nb);  // weights: their gather's bf16 values as they arrived
+    if (!b) b = gemm_round(&bbuf, &bcap, B, nb);
     dnnl_memory_t ma = NULL, mb = NULL, mc = NULL;
-    int bad = dnnl_memory_create(&ma, &g->a, engine, a) || dnnl_memory_create(&mb, &g->b, engine, b) ||
+    int bad = dnnl_memory_create(&ma, &g->a, engine, a) || dnnl_memory_create(&mb, &g->b, engine, (void *)b) ||
               dnnl_memory_create(&mc, &g->c, engine, C);
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
     bad = bad || dnnl_primitive_execute(g->prim, stream, 3, args) || dnnl_stream_wait(stream);

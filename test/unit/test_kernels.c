@@ -1718,10 +1718,29 @@ static void test_gemm_bf16(void) {
     cpu_set_compute_bf16(1);
     kern_matmul_fwd(out, KERN_F32, x, w, N, IN, OUT);
     kern_matmul_bwd(dinp, dw, dout, KERN_F32, x, w, N, IN, OUT, 1);
-    cpu_set_compute_bf16(0);
     check_close("bf16 matmul fwd = the product of bf16-rounded operands", out, ro, (size_t)N * OUT, 1e-5);
     check_close("bf16 matmul bwd dinp (accumulated)", dinp, rd, (size_t)N * IN, 1e-5);
     check_close("bf16 matmul bwd dw (accumulated)", dw, rw, (size_t)OUT * IN, 1e-5);
+    // weights with a bf16 copy (a gathered unit, kern_params_bf16_copy): the products read the copy.
+    // A copy of w's rounding gives the same output bit for bit; a copy of other values (-w) is what
+    // they read, until forgotten; the weights are a part of the unit (an offset into it).
+    float *unit = calloc((size_t)OUT * IN + 64, 4), *w2 = unit + 64, *o2 = calloc((size_t)N * OUT, 4);
+    uint16_t *copy = calloc((size_t)OUT * IN + 64, 2);
+    memcpy(w2, wr, sizeof(float) * OUT * IN);
+    kern_f32_to_bf16(copy, unit, (size_t)OUT * IN + 64);
+    kern_params_bf16_copy(unit, copy, (size_t)OUT * IN + 64);
+    kern_matmul_fwd(o2, KERN_F32, x, w2, N, IN, OUT);
+    report(!memcmp(o2, out, sizeof(float) * N * OUT), "bf16 matmul fwd from the weights' bf16 copy = from the weights", "differ");
+    for (size_t i = 64; i < (size_t)OUT * IN + 64; i++) copy[i] ^= 0x8000;  // the copy now holds -w
+    kern_matmul_fwd(o2, KERN_F32, x, w2, N, IN, OUT);
+    double md = 0;
+    for (size_t i = 0; i < (size_t)N * OUT; i++) md = fmax(md, fabs(o2[i] + out[i]));
+    report(md == 0, "bf16 matmul fwd reads the weights' bf16 copy", "max |o + o(-w)| %.3g", md);
+    kern_params_bf16_copy(unit, NULL, 0);
+    kern_matmul_fwd(o2, KERN_F32, x, w2, N, IN, OUT);
+    report(!memcmp(o2, out, sizeof(float) * N * OUT), "bf16 matmul fwd: a forgotten copy is not read", "differ");
+    cpu_set_compute_bf16(0);
+    free(unit), free(o2), free(copy);
     free(x), free(w), free(dout), free(xr), free(wr), free(dr), free(out), free(dinp), free(dw), free(ro), free(rd), free(rw);
 }
 
