@@ -1,8 +1,9 @@
 // gemm: the CPU's matrix products. fp32 through OpenBLAS sgemm; under --precision bf16 on a CPU
 // that multiplies bf16 (AVX512_BF16, AMX) through oneDNN's matmul on bf16 operands, accumulating
 // and storing in fp32: Debian's OpenBLAS is built without cblas_sbgemm, and oneDNN's bf16 matmul
-// runs at about twice its sgemm here (docs/DESIGN.md, "CPU kernels"). Compiled once: the
-// primitives and the operands' bf16 copies are process state.
+// runs at about twice its sgemm here (docs/DESIGN.md, "CPU kernels"); attention's small blocks
+// through an AVX512_BF16 kernel of its own (cpu_gemm_block). Compiled once: the primitives, the
+// operands' bf16 copies and the gathered weights' copies are process state.
 #include <cblas.h>
 #include <dlfcn.h>
 #include <dnnl.h>
@@ -126,8 +127,9 @@ const char *cpu_gemm_line(void) {
     if (!bf16_wanted) return "";
     if (gemm_bf16) {
         const dnnl_version_t *v = dnnl_version();
-        snprintf(line, sizeof line, "; --precision bf16: matmuls on bf16 operands through oneDNN %d.%d.%d (%s)", v->major,
-                 v->minor, v->patch, impl);
+        snprintf(line, sizeof line,
+                 "; --precision bf16: matmuls on bf16 operands through oneDNN %d.%d.%d (%s), attention's through "
+                 "AVX512_BF16", v->major, v->minor, v->patch, impl);
     } else {
         snprintf(line, sizeof line, "; --precision bf16 emulated in fp32 (bf16-rounded weights, fp32 matmuls): %s",
                  !cpu_has_bf16()  ? (cpu_isa() == CPU_ISA_AVX2 ? "the AVX2 kernels" : "this CPU has no AVX512_BF16")
@@ -346,16 +348,58 @@ GEMM_BF16_TARGET static void pack_a(uint32_t *pa, int ta, int M, int Mp, int K, 
     *si = 1, *sp = (size_t)Mp;
 }
 
-// op(B) (K, N) into column tiles of pairs along K: B's rows hold op(B)'s columns (tb) and convert
-// by rows, each pair then put in its tile; else two rows of B make 16 columns' pairs at once
-GEMM_BF16_TARGET static void pack_b(uint32_t *pb, uint32_t *row, int tb, int N, int Np, int K, const float *B, int ldb) {
+// x[0..15] (16 lanes of 32 bits each) transposed: lane j of the result i is lane i of x[j]
+GEMM_BF16_TARGET static inline void gemm_transpose16(__m512i x[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(x[i], x[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(x[i], x[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        x[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        x[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        x[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        x[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; i++) {
+            t[h + i] = _mm512_shuffle_i32x4(x[h + i], x[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_i32x4(x[h + i], x[h + i + 4], 0xdd);
+        }
+    for (int i = 0; i < 8; i++) {
+        x[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+        x[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+
+// 16 columns j..j+15 of op(B) (B's rows, n of them real) at pairs p0..p0+15 (K elements in all)
+// into their tile: rows converted to pairs, then transposed so that each pair's 16 columns are one vector
+GEMM_BF16_TARGET static inline void pack_b_rows16(uint32_t *dst, const float *B, int ldb, int n, int p0, int K) {
+    __m512i x[16];
+    const int k0 = 2 * p0, left = K - k0 < 32 ? K - k0 : 32;
+    const __mmask16 m0 = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+    const __mmask16 m1 = left >= 32 ? 0xffff : left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1);
+    for (int r = 0; r < 16; r++) {
+        const float *row = B + (size_t)r * ldb + k0;
+        x[r] = r < n ? (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, row + 16), _mm512_maskz_loadu_ps(m0, row))
+                     : _mm512_setzero_si512();
+    }
+    gemm_transpose16(x);
+    const int pairs = (left + 1) / 2;
+    for (int q = 0; q < pairs; q++) _mm512_storeu_si512(dst + (size_t)q * GEMM_COLS, x[q]);
+}
+
+// op(B) (K, N) into column tiles of pairs along K: B's rows hold op(B)'s columns (tb), converted
+// 16 rows at a time and transposed into the tile; else two rows of B make 16 columns' pairs at once
+GEMM_BF16_TARGET static void pack_b(uint32_t *pb, int tb, int N, int Np, int K, const float *B, int ldb) {
     const int K2 = (K + 1) / 2;
     for (int j0 = 0; j0 < Np; j0 += GEMM_COLS) {
         uint32_t *bt = pb + (size_t)j0 * K2;
         if (tb) {
-            for (int j = j0; j < j0 + GEMM_COLS; j++) {
-                if (j < N) pack_row(row, B + (size_t)j * ldb, K);
-                for (int p = 0; p < K2; p++) bt[(size_t)p * GEMM_COLS + j - j0] = j < N ? row[p] : 0;
+            for (int h = 0; h < GEMM_COLS; h += 16) {
+                const int j = j0 + h, n = N - j < 16 ? (N - j > 0 ? N - j : 0) : 16;
+                for (int p0 = 0; p0 < K2; p0 += 16)
+                    pack_b_rows16(bt + (size_t)p0 * GEMM_COLS + h, B + (size_t)j * ldb, ldb, n, p0, K);
             }
             continue;
         }
@@ -376,14 +420,14 @@ static int gemm_block_bf16(int ta, int tb, int M, int N, int K, float alpha, con
                            int ldb, float beta, float *C, int ldc) {
     const int K2 = (K + 1) / 2, Mp = (M + GEMM_ROWS - 1) / GEMM_ROWS * GEMM_ROWS;
     const int Np = (N + GEMM_COLS - 1) / GEMM_COLS * GEMM_COLS;
-    // A's pairs (M rounded up to 16 for the transposed packing) and a row of B's, then B's tiles
-    const size_t na = (size_t)((Mp + 15) / 16 * 16) * K2, nrow = (size_t)K2 + 16;
-    uint32_t *buf = pack_grow(&pack.a, &pack.acap, na + nrow + (size_t)Np * K2);
+    // A's pairs (M rounded up to 16 for the transposed packing), then B's tiles
+    const size_t na = (size_t)((Mp + 15) / 16 * 16) * K2;
+    uint32_t *buf = pack_grow(&pack.a, &pack.acap, na + (size_t)Np * K2);
     if (!buf) return 0;
     size_t si, sp;
     pack_a(buf, ta, M, ta ? (Mp + 15) / 16 * 16 : Mp, K, A, lda, &si, &sp);
-    pack_b(buf + na + nrow, buf + na, tb, N, Np, K, B, ldb);
-    gemm_block_run(M, N, K2, buf, si, sp, buf + na + nrow, alpha, beta, C, ldc);
+    pack_b(buf + na, tb, N, Np, K, B, ldb);
+    gemm_block_run(M, N, K2, buf, si, sp, buf + na, alpha, beta, C, ldc);
     return 1;
 }
 
