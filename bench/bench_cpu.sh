@@ -83,8 +83,8 @@ cfg() {  # the configuration's S1 S2 and flags
     case $1 in
     llama32) echo "2 ${CPU_STEPS:-12} $LLAMA --batch_size 8" ;;
     llama16) echo "2 ${CPU_STEPS:-12} $LLAMA --batch_size 8 --precision bf16" ;;
-    gpt32) echo "1 ${CPU_GPT2_STEPS:-4} $GPT2 --batch_size 4" ;;
-    gpt16) echo "1 ${CPU_GPT2_STEPS:-4} $GPT2 --batch_size 4 --precision bf16" ;;
+    gpt32) echo "1 ${CPU_GPT2_STEPS:-6} $GPT2 --batch_size 4" ;;
+    gpt16) echo "1 ${CPU_GPT2_STEPS:-6} $GPT2 --batch_size 4 --precision bf16" ;;
     esac
 }
 for ((rep = 0; rep < REPS; rep++)); do

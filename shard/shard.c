@@ -467,6 +467,9 @@ static void start_gather(ShardState *s, int u) {
     f->params = s->param_pool[slot];
     if (s->bf16_gathered) {  // half the bytes on the wire, and the kernels read them as they land
         f->gather_req = comm_all_gather_bf16_start(f->group, send_bf16(s, u), f->params, f->shard_len);
+    } else if (s->bf16_params && f->group_size == 1) {  // the CPU's gather over one rank: its own rounding, no copy
+        kern_f32_to_bf16(s->param_stage[slot], f->device_master, f->shard_len);
+        f->expand_pending = 1;
     } else if (s->bf16_params) {  // the CPU computes from the fp32 expansion
         f->gather_req = comm_all_gather_bf16_start(f->group, send_bf16(s, u), s->param_stage[slot], f->shard_len);
         f->expand_pending = 1;
