@@ -217,7 +217,7 @@ build/fuzz/fuzz_ckpt_validate: test/fuzz/fuzz_ckpt_validate.c ckpt/validate.c mo
 build/fuzz/fuzz_sniff: test/fuzz/fuzz_sniff.c data/format/sniff.c base/path.c base/json.c base/buf.c test/fuzz/stub.c
 build/fuzz/fuzz_parquet: test/fuzz/fuzz_parquet.c data/format/parquet.c base/buf.c base/path.c test/fuzz/stub.c
 # the tokenizers with the finetuning rows they build (data/rows/sft reads rows through data/rows/docs)
-TOKENIZER_SRC = comm/io.c base/wlock.c base/path.c base/buf.c base/cli.c data/text/tokenizer.c data/text/chat.c data/text/bpe.c data/source/hub.c base/json.c data/rows/sft.c data/rows/docs.c data/format/gz.c data/format/arrow.c data/format/parquet.c build/fuzz/sentencepiece.o
+TOKENIZER_SRC = comm/io.c base/wlock.c base/clock.c base/path.c base/buf.c base/cli.c data/text/tokenizer.c data/text/chat.c data/text/bpe.c data/source/hub.c base/json.c data/rows/sft.c data/rows/docs.c data/format/gz.c data/format/arrow.c data/format/parquet.c build/fuzz/sentencepiece.o
 # the flag table names the finetuning formats, which data/text and data/rows define
 build/fuzz/fuzz_cli: test/fuzz/fuzz_cli.c run/flags.c run/recipes.c shard/shard_config.c model/config.c $(FAMILY_SRC) base/checked.c \
 	$(TOKENIZER_SRC) test/fuzz/stub.c

@@ -5,6 +5,7 @@
 #include "run/commands.h"
 
 int main(int argc, char **argv) {
+    io_guard_std_streams();
     comm_init(&argc, &argv);
     int rc = commands_run(argc, argv);
     // Collective, last: stdout carries generated text, tokenize's ids, plan's tables and --help,

@@ -1,6 +1,7 @@
 // io: inputs and outputs compared by file identity, and checked stream writes (see io.h).
 #include "io.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -93,6 +94,21 @@ const char *io_output_check(const char *path, const char *flag) {
     return NULL;
 }
 
+void io_guard_std_streams(void) {
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {  // the lowest free number: fd itself
+            int got = open("/dev/null", (fd ? O_RDONLY : O_WRONLY));
+            if (got >= 0 && got != fd) close(got);
+        }
+}
+
+const char *io_stdout_open(void) {
+    int fl = fcntl(STDOUT_FILENO, F_GETFL);  // io_guard_std_streams left a closed one read-only
+    if (fl >= 0 && (fl & O_ACCMODE) != O_RDONLY) return NULL;
+    return "standard output is closed (the launch gave >&-, to fsdpc or to mpirun): what this run writes there would be lost; "
+           "redirect it to a file, or to /dev/null to discard it";
+}
+
 const char *io_output(const char *path, const char *flag) {
     const char *e = io_output_check(path, flag);
     if (e) return io_keep(e);
@@ -126,6 +142,26 @@ int io_is_output(const char *path) {
 
 const char *io_conflict(void) { return conflict[0] ? conflict : NULL; }
 
+// Whether pid holds, besides its descriptor `fd`, another end of the same pipe: a pipe to itself
+// (Open MPI's mpirun started with its stdout closed reuses number 1 for its signal pipe, and would
+// read the ranks' forwarded text as signals to forward), not an output.
+static int pipe_to_itself(int pid, int fd, const struct stat *pipe) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", pid);
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(d));) {
+        struct stat st;
+        char fdpath[64 + 256];
+        if (e->d_name[0] == '.' || atoi(e->d_name) == fd) continue;
+        snprintf(fdpath, sizeof fdpath, "%s/%s", path, e->d_name);
+        found = stat(fdpath, &st) == 0 && S_ISFIFO(st.st_mode) && st.st_dev == pipe->st_dev && st.st_ino == pipe->st_ino;
+    }
+    closedir(d);
+    return found;
+}
+
 const char *io_launcher_stdout(void) {
     static char msg[160];
     char path[64];
@@ -146,6 +182,12 @@ const char *io_launcher_stdout(void) {
     if (!launched || fstat(STDOUT_FILENO, &mine) != 0 || stat(path, &theirs) != 0 || !S_ISFIFO(theirs.st_mode) ||
         (mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino))
         return NULL;  // no launcher between this process and a pipe
+    if (pipe_to_itself((int)getppid(), STDOUT_FILENO, &theirs)) {  // the launcher's stdout was closed: as this one's
+        int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (null >= 0 && fflush(stdout) == 0) dup2(null, STDOUT_FILENO);
+        if (null >= 0) close(null);
+        return NULL;
+    }
     int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC), flags;  // blocking, it would wait for a reader
     if (fd < 0)  // ENXIO: the reader is gone already; anything else: the pipe stays the launcher's to write
         return errno == ENXIO ? err_text(msg, sizeof msg, "cannot write standard output: %s", strerror(EPIPE)) : NULL;

@@ -25,6 +25,13 @@ const char *io_output_check(const char *path, const char *flag);
 int io_is_output(const char *path);
 // The first conflict io_input or io_output found on this rank, or NULL.
 const char *io_conflict(void);
+// First in main: a standard stream the launch closed (>&-, 2>&-, <&-) gets /dev/null opened the
+// other way round, so writes to it still fail as on a closed one (EBADF) while no file opened later
+// (a checkpoint, a shard, MPI's own) takes its number and receives log lines or generated text.
+void io_guard_std_streams(void);
+// NULL, or the line refusing a run that will write standard output when the launch closed it:
+// said before the work, not at its end.
+const char *io_stdout_open(void);
 // Before MPI_Init: a rank that Open MPI's mpirun started, whose output mpirun forwards into a pipe
 // (mpirun ... | head), writes stdout into that pipe itself: when the pipe loses its reader, the rank's write fails with EPIPE and the
 // job ends with one "cannot write" line, where the launcher's forwarding would fail instead (Open

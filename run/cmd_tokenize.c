@@ -69,6 +69,7 @@ int cmd_tokenize(void *args) {
     // ids or text go to stdout: a file there must not be the tokenizer being read
     if (strcmp(tok_path(t), "byte")) io_input(tok_path(t), "--tokenizer");
     comm_check_all(comm_info.rank == 0 ? io_output("/dev/stdout", "standard output") : NULL);
+    comm_check_all(comm_info.rank == 0 ? io_stdout_open() : NULL);
     // stdin reaches rank 0 only; the others wait to share its outcome
     char why[1024];
     const char *fail = NULL;

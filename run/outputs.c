@@ -136,9 +136,11 @@ void outputs_open(Run *r) {
     Config *c = r->cfg;
     static char err[1400];
     const char *e = NULL;
-    if (comm_info.rank == 0 && r->max_steps != 0 && c->ckpt.checkpoint_freq > 0) e = make_folder(c->ckpt.checkpoint_dir, "--checkpoint_dir");
-    // generated text goes to stdout: a file there is an output like the others
-    if (!e && comm_info.rank == 0) e = io_output("/dev/stdout", "standard output");
+    // generated text goes to stdout: a file there is an output like the others (checked before
+    // any folder is made)
+    if (comm_info.rank == 0) e = io_output("/dev/stdout", "standard output");
+    if (!e && comm_info.rank == 0 && c->gen.num_tokens > 0) e = io_stdout_open();
+    if (!e && comm_info.rank == 0 && r->max_steps != 0 && c->ckpt.checkpoint_freq > 0) e = make_folder(c->ckpt.checkpoint_dir, "--checkpoint_dir");
     if (!e && comm_info.rank == 0 && c->run.metrics_file[0]) e = comm_output_path_problem(c->run.metrics_file, "--metrics_file", 0);
     if (!e && comm_info.rank == 0 && c->run.metrics_file[0]) e = io_output(c->run.metrics_file, "--metrics_file");
     if (!e && comm_info.rank == 0 && c->run.metrics_file[0]) e = lock_output(r, c->run.metrics_file, 0, "--metrics_file", "metrics");

@@ -305,6 +305,7 @@ const char *sft_tokenize_chat(const Tokenizer *tok, ChatTemplate t, int labels, 
         else if (sft_print(out, row.ids, row.len) || (labels && sft_print(out, row.labels, row.len))) fail = "cannot write to stdout";
         else *lines = line_no;
     }
+    if (!fail) fail = tok_read_error(in, stop, why, whylen);
     free(line);
     free(msgs);
     sft_row_free(&row);

@@ -427,7 +427,14 @@ const char *tok_lines(const Tokenizer *t, int bos, int eos, int decode, FILE *in
         *lines = line_no;
         if (ferror(out)) break;  // the first failed write ends the run, not the end of stdin
     }
+    if (!fail && !ferror(out)) fail = tok_read_error(in, stop, why, whylen);
     free(line);
     free(ids);
     return fail;
+}
+
+const char *tok_read_error(FILE *in, const volatile int *stop, char *why, size_t whylen) {
+    if (!ferror(in) || (stop && *stop)) return NULL;  // a stop's EINTR is the stop, said by the caller
+    snprintf(why, whylen, "cannot read standard input: %s", strerror(errno ? errno : EIO));
+    return why;
 }

@@ -62,5 +62,8 @@ size_t tok_utf8_len(const uint8_t *s, size_t n);
 // number, in why.
 const char *tok_lines(const Tokenizer *t, int bos, int eos, int decode, FILE *in, FILE *out, const volatile int *stop,
                       unsigned long *lines, char *why, size_t whylen);
+// After a loop of getline(in) that ended: NULL at the end of the input or a stop, else why the
+// input could not be read (a closed or unreadable stdin reads as an error, never as no lines).
+const char *tok_read_error(FILE *in, const volatile int *stop, char *why, size_t whylen);
 
 #endif

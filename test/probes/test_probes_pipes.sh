@@ -3,7 +3,7 @@
 # (| head) end with one "cannot write standard output: Broken pipe" line and exit 1, never
 # SIGPIPE (141); under mpirun at np=2 every rank ends the same way and mpirun neither crashes
 # (it did in PMIx_Finalize, 139) nor dies of SIGPIPE. A stdout closed at start (>&-) is the same
-# one line. The checkpoint read and the ones written stay as they were.
+# one line, said before any work. The checkpoint read and the ones written stay as they were.
 cd "$(dirname "$0")/../.."
 source test/lib.sh
 PREFIX="pipes: "
@@ -64,11 +64,46 @@ piped "training then a sample into | head -c 5: one line, exit 1" "$BROKEN" \
     --num_tokens 3 --prompt hi >/dev/null 2>&1
 check "the checkpoint written before the pipe closed is whole (resumes)" $?
 
-# stdout closed at start: one line, exit 1, nothing else breaks
-piped "generation with stdout closed (>&-)" "^fsdpc: error: cannot write standard output: Bad file descriptor$" \
-    "timeout 60 ./fsdpc $GEN >&-; echo \$? >'$W/rc'"
-piped "tokenize with stdout closed (>&-)" "^fsdpc: error: cannot write standard output: Bad file descriptor$" \
+# stdout closed at start (>&-): a run that would write there is refused before any work, one line;
+# a run that writes nothing there trains, and no file it opens takes stdout's number (the guard
+# opens /dev/null read-only on it); stdin closed (<&-) is a read error, never an empty input
+CLOSED="^fsdpc: error: standard output is closed \(the launch gave >&-, to fsdpc or to mpirun\): what this run writes there would be lost; redirect it to a file, or to /dev/null to discard it$"
+piped "generation with stdout closed (>&-)" "$CLOSED" "timeout 60 ./fsdpc $GEN >&-; echo \$? >'$W/rc'"
+piped "tokenize with stdout closed (>&-)" "$CLOSED" \
     "timeout 60 ./fsdpc tokenize --tokenizer byte <'$W/lines.txt' >&-; echo \$? >'$W/rc'"
+piped "training whose sample would go to a closed stdout: refused before step 1" "$CLOSED" \
+    "timeout 60 ./fsdpc $SHAPE --batch_size 4 --num_threads 1 --max_steps 2 --checkpoint_freq 2 --checkpoint_dir '$W/ck_refused' >&-;
+     echo \$? >'$W/rc'"
+[ ! -e "$W/ck_refused" ] && ! grep -q "^Batch" "$W/err"
+check "the refused run trained nothing and made no checkpoint folder" $? "$(ls "$W/ck_refused" 2>&1 | head -c 200)"
+timeout 120 ./fsdpc $SHAPE --batch_size 4 --num_threads 1 --num_tokens 0 --max_steps 2 --checkpoint_freq 2 --checkpoint_dir "$W/ck_closed" \
+    --metrics_file "$W/closed.jsonl" >&- 2>"$W/closed.err"
+rc=$?
+[ $rc = 0 ] && [ "$(grep -c '"step"' "$W/closed.jsonl")" = 2 ] && ! grep -qv '^{' "$W/closed.jsonl" &&
+    timeout 120 ./fsdpc $GEN --num_tokens 5 --resume_from_checkpoint "$W/ck_closed/step_00000002.h5" >/dev/null 2>"$W/closed2.err"
+check "training with stdout closed and no sample: exit 0, its metrics and checkpoint whole" $? "(rc=$rc $(grep -m2 error "$W/closed.err" "$W/closed2.err" | head -c 300))"
+# mpirun started with its stdout closed reuses that number for its signal pipe, and read the
+# sample's bytes as signals to forward (a newline was SIGUSR1: a run that trained ended 75): the
+# ranks see it and treat it as their own closed stdout
+piped "mpirun -np 2 with stdout closed: training whose sample would go there refused before step 1" "$CLOSED" \
+    "timeout 120 $MPI -np 2 ./fsdpc $SHAPE --batch_size 4 --num_threads 1 --max_steps 2 --checkpoint_freq 0 >&-; echo \$? >'$W/rc'"
+timeout 120 $MPI -np 2 ./fsdpc $SHAPE --batch_size 4 --num_threads 1 --num_tokens 0 --max_steps 2 --checkpoint_freq 0 >&- 2>"$W/mc.err"
+rc=$?
+[ $rc = 0 ] && ! grep -q "Forwarding signal\|error" "$W/mc.err"
+check "mpirun -np 2 with stdout closed and no sample: exit 0" $? "(rc=$rc $(grep -m2 'error\|signal' "$W/mc.err"))"
+# mid-run, the closed streams' numbers hold /dev/null, not a file the run opened
+FSDPC_TEST_PAUSE=step1:20 ./fsdpc $SHAPE --batch_size 4 --num_threads 1 --num_tokens 0 --max_steps 1 --checkpoint_freq 1 \
+    --checkpoint_dir "$W/ck_fds" --metrics_file "$W/fds.jsonl" >&- <&- 2>"$W/fds.err" &
+pid=$!
+for _ in $(seq 200); do grep -q "start-up:" "$W/fds.err" && break; sleep 0.1; done
+fds="$(readlink /proc/$pid/fd/0) $(readlink /proc/$pid/fd/1)"
+kill $pid; wait $pid 2>/dev/null
+[ "$fds" = "/dev/null /dev/null" ]
+check "with stdin and stdout closed, mid-run their numbers hold /dev/null" $? "($fds)"
+piped "tokenize with stdin closed (<&-): a read error, not an empty input" "^fsdpc: error: cannot read standard input: Bad file descriptor$" \
+    "timeout 60 ./fsdpc tokenize --tokenizer byte <&- >/dev/null; echo \$? >'$W/rc'"
+piped "tokenize --chat with stdin closed (<&-)" "^fsdpc: error: cannot read standard input: Bad file descriptor$" \
+    "timeout 60 ./fsdpc tokenize --tokenizer byte --chat <&- >/dev/null; echo \$? >'$W/rc'"
 
 # mpirun into a pipe that stays open: rank 0's output arrives whole, as before
 out=$($MPI -np 2 ./fsdpc tokenize --tokenizer byte <<<"hello" 2>/dev/null)
