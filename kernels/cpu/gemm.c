@@ -237,9 +237,9 @@ static int gemm_onednn(int ta, int tb, int M, int N, int K, float alpha, const f
 // ---- attention's per-head blocks on bf16 operands (cpu_gemm_block) ----
 // Products of a few thousand to a few million multiply-adds, called from every thread of a parallel
 // region: a library call each would cost about what the product does, so one AVX512_BF16 kernel
-// does them. B is rounded into pairs along K for each group of 16 columns (the layout vdpbf16ps
-// multiplies: one 32-bit lane holds the two bf16 of rows 2p and 2p+1 of one column), A's rows into
-// pairs along K; the kernel keeps GEMM_ROWS x 2 vectors of sums in registers.
+// does them. B is rounded into pairs along K for each tile of GEMM_COLS columns (the layout
+// vdpbf16ps multiplies: one 32-bit lane holds the two bf16 of rows 2p and 2p+1 of one column), A's
+// rows into pairs along K; the kernel keeps GEMM_ROWS x 2 vectors of sums in registers.
 enum { GEMM_ROWS = 6, GEMM_COLS = 32 };  // a tile: 12 accumulators of 16 fp32 sums
 
 typedef struct {  // one thread's packed operands, grown as needed (the threads last the process)
