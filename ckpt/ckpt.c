@@ -29,6 +29,17 @@
 
 #define VERIFY_CHUNK ((size_t)1 << 20)  // elements read at a time by ckpt_verify
 
+// The crc32 of n sample indices as little-endian uint64 bytes (the file's, on any host).
+static uint32_t skipped_crc(const uint64_t *v, size_t n) {
+    uLong crc = crc32_z(0, Z_NULL, 0);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char b[8];
+        for (int k = 0; k < 8; k++) b[k] = (unsigned char)(v[i] >> (8 * k));
+        crc = crc32_z(crc, b, 8);
+    }
+    return (uint32_t)crc;
+}
+
 // Collective: /source/<name> as 1-D bytes for each file src holds (the same on every rank); rank 0
 // writes the contents.
 static const char *write_source(hid_t f, const CkptSource *src) {
@@ -56,6 +67,29 @@ static const char *write_source(hid_t f, const CkptSource *src) {
         H5Pclose(lcpl);
     }
     return ok ? NULL : "writing the model source's files failed";
+}
+
+// Collective: /skipped_samples, the samples rollbacks skipped (none: no dataset), as little-endian
+// uint64 with the crc32 of those bytes; rank 0 writes the values.
+static const char *write_skipped(hid_t f, const CkptMeta *meta) {
+    if (!meta->nskipped) return NULL;
+    hsize_t n = meta->nskipped;
+    hid_t fs = h5Check(H5Screate_simple(1, &n, NULL)), ms = h5Check(H5Screate_simple(1, &n, NULL));
+    hid_t ds = H5Dcreate2(f, CKPT_SKIPPED_NAME, H5T_STD_U64LE, fs, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (comm_info.rank != 0) {
+        h5Check(H5Sselect_none(fs));
+        h5Check(H5Sselect_none(ms));
+    }
+    hid_t dxpl = h5Check(H5Pcreate(H5P_DATASET_XFER));
+    h5Check(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
+    uint32_t crc = skipped_crc(meta->skipped, meta->nskipped);
+    int ok = ds >= 0 && H5Dwrite(ds, H5T_NATIVE_UINT64, ms, fs, dxpl, meta->skipped) >= 0 &&
+             h5_attr_write(ds, CKPT_CHECKSUM_NAME, H5T_STD_U32LE, &crc);
+    H5Pclose(dxpl);
+    if (ds >= 0) H5Dclose(ds);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    return ok ? NULL : "writing the skipped samples failed";
 }
 
 // Fault-injection hook for tests: FSDPC_TEST_CKPT_PAUSE="STEP:SECONDS[:RANK]" holds the write of
@@ -185,6 +219,7 @@ typedef struct {
 
 static void job_free(SaveJob *j) {
     free(j->dir), free(j->tmp), free(j->run), free(j->tokenizer), free(j->resumed), free(j->pieces), free(j->out.path);
+    free(j->meta.skipped);
     memset(j, 0, sizeof *j);
 }
 
@@ -203,6 +238,10 @@ static int save_begin(SaveJob *j, const char *dir, const ShardState *s, const Mo
     j->tmp = path_fmt("%s.%s.tmp", j->out.path, meta->run_id);  // one name per run: two writers never share it
     j->dir = strdup(dir), j->run = strdup(run), j->tokenizer = strdup(tokenizer), j->resumed = strdup("");
     if (!j->dir || !j->run || !j->tokenizer || !j->resumed) err_fatal("out of memory");
+    if (meta->nskipped) {  // the job's own: a rollback may add to the caller's during a background write
+        j->meta.skipped = mallocCheck(meta->nskipped * sizeof *meta->skipped);
+        memcpy(j->meta.skipped, meta->skipped, meta->nskipped * sizeof *meta->skipped);
+    }
     j->np = h5_pieces(s, plan, 1, 3, NULL);
     j->pieces = mallocCheck((j->np ? j->np : 1) * sizeof *j->pieces);
     h5_pieces(s, plan, 1, 3, j->pieces);
@@ -248,6 +287,7 @@ static void save_write(SaveJob *j) {
     if (!why[0]) agree_in(j->g, why, sizeof why, comm_info.rank == 0 && j->checked ? reserve_space(j->tmp, j->need) : NULL);
     if (!why[0]) agree_in(j->g, why, sizeof why, write_header(f, j->m, &plan->cfg, j->run, j->tokenizer, &j->meta));
     if (!why[0]) agree_in(j->g, why, sizeof why, write_source(f, j->src));
+    if (!why[0]) agree_in(j->g, why, sizeof why, write_skipped(f, &j->meta));
     if (!why[0]) agree_in(j->g, why, sizeof why, h5_xfer_pieces(f, plan, j->pieces, j->np, 1, j->g, crcs));
     if (!why[0]) {
         // only writers hold slices, in rank order: the world's concatenation is the tensor
@@ -313,6 +353,87 @@ int ckpt_save(const char *dir, const ShardState *s, const ModelConfig *m, const 
     return e ? err_set(err, errlen, "%s", e) : 0;
 }
 
+// ---- snapshots: a host copy of the shards' slices (--keep_snapshot, --async_checkpoint) ----
+
+// The slices of the three state groups in one host buffer, in piece order (docs/DESIGN.md,
+// "Snapshots and rollback"): those this rank writes (a staging buffer alone), or every slice it
+// holds (a snapshot it restores: replicas and tp duplicates hold slices they never write).
+struct CkptSnapshot {
+    char *buf;       // pinned host memory on a GPU; the tracker's "staging"
+    size_t bytes, np;
+    H5Piece *pieces;  // where each slice lives on the shards
+    size_t *off;      // its place in buf
+    int step;         // the optimizer step of the state taken (-1: none yet)
+};
+
+static CkptSnapshot *snapshot_make(const ShardState *s, int all) {
+    CkptSnapshot *k = callocCheck(1, sizeof *k);
+    const ModelPlan *plan = shard_plan(s);
+    k->np = h5_pieces(s, plan, !all, 3, NULL);
+    k->pieces = mallocCheck((k->np ? k->np : 1) * sizeof *k->pieces);
+    k->off = mallocCheck((k->np ? k->np : 1) * sizeof *k->off);
+    h5_pieces(s, plan, !all, 3, k->pieces);
+    for (size_t i = 0; i < k->np; i++) k->off[i] = k->bytes, k->bytes += h5_piece_bytes(&k->pieces[i]);
+    k->buf = kern_alloc_host(k->bytes ? k->bytes : 1, KERN_MEM_STAGING, 1);
+    memset(k->buf, 0, k->bytes);  // its pages mapped now, not during the first copy
+    k->step = -1;
+    return k;
+}
+
+// The shards' slices into the buffer (the device's by the thread that owns the device).
+static void snapshot_copy_in(CkptSnapshot *k) {
+    for (size_t i = 0; i < k->np; i++) {
+        const H5Piece *p = &k->pieces[i];
+        size_t bytes = h5_piece_bytes(p);
+        if (bytes && p->on_device) kern_download(k->buf + k->off[i], p->buf, bytes);
+        else if (bytes) memcpy(k->buf + k->off[i], p->buf, bytes);
+    }
+}
+
+// The bytes of this rank's slices: those it writes, or (all) every one it holds.
+static size_t slices_bytes(const ShardState *s, int all) {
+    const ModelPlan *plan = shard_plan(s);
+    size_t np = h5_pieces(s, plan, !all, 3, NULL), bytes = 0;
+    H5Piece *p = mallocCheck((np ? np : 1) * sizeof *p);
+    h5_pieces(s, plan, !all, 3, p);
+    for (size_t i = 0; i < np; i++) bytes += h5_piece_bytes(&p[i]);
+    free(p);
+    return bytes;
+}
+
+size_t ckpt_snapshot_bytes(const ShardState *s) { return slices_bytes(s, 1); }
+
+CkptSnapshot *ckpt_snapshot_new(const ShardState *s) { return snapshot_make(s, 1); }
+
+void ckpt_snapshot_free(CkptSnapshot *k) {
+    if (!k) return;
+    kern_free_host(k->buf);
+    free(k->pieces);
+    free(k->off);
+    free(k);
+}
+
+void ckpt_snapshot_take(CkptSnapshot *k, const ShardState *s) {
+    snapshot_copy_in(k);
+    k->step = shard_step(s);
+}
+
+int ckpt_snapshot_step(const CkptSnapshot *k) { return k->step; }
+
+int ckpt_snapshot_restore(CkptSnapshot *k, CkptAsync *a, ShardState *s) {
+    ckpt_async_fence(a);  // a background write's copy of the shards, if one is being taken, is complete
+    if (k->step < 0) err_fatal("internal error: a snapshot restored before one was taken");
+    for (size_t i = 0; i < k->np; i++) {
+        const H5Piece *p = &k->pieces[i];
+        size_t bytes = h5_piece_bytes(p);
+        if (bytes && p->on_device) kern_upload(p->buf, k->buf + k->off[i], bytes);
+        else if (bytes) memcpy(p->buf, k->buf + k->off[i], bytes);
+    }
+    shard_master_changed(s);  // the device's and the bf16 copies of the masters
+    shard_set_step(s, k->step);
+    return k->step;
+}
+
 // ---- writing in the background (--async_checkpoint) ----
 
 // The design (docs/DESIGN.md, "Checkpoints written in the background"): this rank's slices are
@@ -320,18 +441,20 @@ int ckpt_save(const char *dir, const ShardState *s, const ModelConfig *m, const 
 // thread from a GPU) and the step goes on; a writer thread alone then calls HDF5 (the
 // Debian build is not thread-safe: h5_own makes any other caller an internal error) and makes
 // its MPI calls (MPI-IO's and its agreements) on a communicator of its own, which needs
-// MPI_THREAD_MULTIPLE. One write is in flight at a time.
+// MPI_THREAD_MULTIPLE. One write is in flight at a time. With --keep_snapshot the buffer is the
+// snapshot's, which holds every slice of the rank: the writer writes its own part of it.
 struct CkptAsync {
-    CommGroup *g;     // the writer's communicator
-    char *stage;      // the staging buffer (pinned host memory on a GPU)
-    size_t bytes;     // its size: this rank's slices of every state group
+    CommGroup *g;      // the writer's communicator
+    CkptSnapshot *k;   // the staging buffer and where each slice comes from
+    int own_k;         // k is the writer's alone (no --keep_snapshot)
     pthread_t thread;
     int running;      // a write started and not yet joined
     atomic_int done;  // the writer has finished (published, or failed to)
     SaveJob job;
-    double t0, staged_s;  // when the checkpoint step began it; how long staging took
+    double t0, staged_s;  // when the checkpoint step began it; how long staging took (the training thread's part on a GPU)
     atomic_int staged;    // the slices are in the staging buffer: the shards may change
-    char **from;          // each piece's slice on the shards
+    int device;           // they come from the device: copies queued on its copy stream, the last one `ticket`
+    int copying, ticket;  // those copies are queued and not yet waited for (the training thread's to wait)
     char err[CKPT_ERR_LEN];  // the writer's agreed failure to publish, or ""
 };
 
@@ -339,49 +462,51 @@ static CkptAsync *in_flight;  // for the exit hook
 static _Thread_local int is_writer;  // this thread is the writer (its own failure ends the job)
 static void on_exit_hook(int clean);
 
-size_t ckpt_stage_bytes(const ShardState *s) {
-    const ModelPlan *plan = shard_plan(s);
-    size_t np = h5_pieces(s, plan, 1, 3, NULL), bytes = 0;
-    H5Piece *p = mallocCheck((np ? np : 1) * sizeof *p);
-    h5_pieces(s, plan, 1, 3, p);
-    for (size_t i = 0; i < np; i++) bytes += h5_piece_bytes(&p[i]);
-    free(p);
-    return bytes;
-}
+size_t ckpt_stage_bytes(const ShardState *s) { return slices_bytes(s, 0); }
 
-CkptAsync *ckpt_async_new(const ShardState *s) {
+CkptAsync *ckpt_async_new(const ShardState *s, CkptSnapshot *k) {
     CkptAsync *a = callocCheck(1, sizeof *a);
     a->g = comm_group_background("ckpt");
-    a->bytes = ckpt_stage_bytes(s);
-    a->stage = kern_alloc_host(a->bytes ? a->bytes : 1, KERN_MEM_STAGING, 1);
-    memset(a->stage, 0, a->bytes);  // its pages mapped now, not during the first checkpoint's copy
-    a->from = mallocCheck((h5_pieces(s, shard_plan(s), 1, 3, NULL) + 1) * sizeof *a->from);
+    a->own_k = !k;
+    a->k = k ? k : snapshot_make(s, 0);
     comm_on_exit(on_exit_hook);
     return a;
 }
 
-// This rank's slices into the staging buffer, in piece order (from: where each was), and the
-// pieces pointed at their copies. On the CPU the writer copies them while the next step's forward
-// and backward read the same shards (nothing writes them before its update: ckpt_async_fence).
-static void stage(CkptAsync *a) {
+// The job's pieces pointed at their copies in the staging buffer.
+static void point_pieces(CkptAsync *a) {
     SaveJob *j = &a->job;
+    for (size_t i = 0; i < j->np; i++) j->pieces[i].buf = a->k->buf + a->k->off[i], j->pieces[i].on_device = 0;
+}
+
+// This rank's slices into the staging buffer. On the CPU the writer copies them while the next
+// step's forward and backward read the same shards (nothing writes them before its update:
+// ckpt_async_fence).
+static void stage(CkptAsync *a) {
     double t0 = clock_now_s();
-    size_t off = 0;
-    for (size_t i = 0; i < j->np; i++) {
-        H5Piece *p = &j->pieces[i];
-        size_t bytes = h5_piece_bytes(p);
-        if (bytes && p->on_device) kern_download(a->stage + off, a->from[i], bytes);
-        else if (bytes) memcpy(a->stage + off, a->from[i], bytes);
-        p->buf = a->stage + off, p->on_device = 0;
-        off += bytes;
-    }
+    snapshot_copy_in(a->k);
+    point_pieces(a);
     a->staged_s = clock_now_s() - t0;
     atomic_store(&a->staged, 1);
+}
+
+// From a GPU: the training thread (the device's) queues the copies on the copy stream, after the
+// kernels that wrote the shards, and trains on; they overlap the next step's forward and backward,
+// and ckpt_async_fence waits for them before its update writes the shards.
+static void stage_queue(CkptAsync *a) {
+    double t0 = clock_now_s();
+    CkptSnapshot *k = a->k;
+    for (size_t i = 0; i < k->np; i++)
+        if (h5_piece_bytes(&k->pieces[i])) a->ticket = kern_download_async(k->buf + k->off[i], k->pieces[i].buf, h5_piece_bytes(&k->pieces[i]));
+    point_pieces(a);
+    a->copying = 1;
+    a->staged_s = clock_now_s() - t0;
 }
 
 static void *writer_main(void *arg) {
     CkptAsync *a = arg;
     is_writer = 1;
+    while (a->device && !atomic_load(&a->staged)) usleep(100);  // the device's copies, which the training thread waits for
     if (!atomic_load(&a->staged)) stage(a);
     h5_own(1);
     deadline_begin(&a->job);
@@ -416,19 +541,19 @@ int ckpt_save_async(CkptAsync *a, const char *dir, const ShardState *s, const Mo
     if (!j->resumed) err_fatal("out of memory");
     j->keep = keep;
     j->g = a->g;
-    size_t off = 0;
     int device = 0;
-    for (size_t i = 0; i < j->np; i++) {  // each slice's place in the staging buffer
-        H5Piece *p = &j->pieces[i];
-        a->from[i] = p->buf;
-        device |= p->on_device && p->n;
-        if (off + h5_piece_bytes(p) > a->bytes) err_fatal("internal error: the checkpoint's slices outgrew their staging buffer");
-        off += h5_piece_bytes(p);
+    if (j->np != a->k->np) err_fatal("internal error: the checkpoint's slices are not its staging buffer's");
+    for (size_t i = 0; i < j->np; i++) {  // each slice staged at its place in the buffer
+        device |= a->k->pieces[i].on_device && a->k->pieces[i].n;  // a snapshot's too, which the writer does not write
+        if (h5_piece_bytes(&j->pieces[i]) > h5_piece_bytes(&a->k->pieces[i]))
+            err_fatal("internal error: the checkpoint's slices outgrew their staging buffer");
     }
     a->err[0] = 0;
     atomic_store(&a->done, 0);
     atomic_store(&a->staged, 0);
-    if (device) stage(a);  // the device's copies go on the main thread, which owns the device
+    a->device = device, a->copying = 0;
+    if (device) stage_queue(a);  // the device's copies are queued by the main thread, which owns the device
+    a->k->step = meta->step;  // the staged state is the snapshot (--keep_snapshot)
     in_flight = a;
     // the stop signals go to the training thread: one delivered to the writer would interrupt its
     // file system and MPI-IO calls (EINTR), failing the write instead of stopping at the next step
@@ -444,6 +569,13 @@ int ckpt_save_async(CkptAsync *a, const char *dir, const ShardState *s, const Mo
 
 void ckpt_async_fence(CkptAsync *a) {
     if (!a || !a->running) return;
+    if (a->copying) {  // queued a step ago: normally done by now
+        double t0 = clock_now_s();
+        kern_async_wait(a->ticket);
+        a->copying = 0;
+        a->staged_s += clock_now_s() - t0;
+        atomic_store(&a->staged, 1);
+    }
     while (!atomic_load(&a->staged)) usleep(100);
 }
 
@@ -469,6 +601,7 @@ int ckpt_async_wait(CkptAsync *a, double *waited, char *err, size_t errlen) {
     double t0 = clock_now_s();
     *waited = 0;
     if (!a || !a->running) return 0;
+    ckpt_async_fence(a);  // the device's copies, which the writer waits for
     // a stop signal's watchdog must not end the wait: the write's own deadline watches it
     // a writer that failed while this thread was already ending the job stops where it is
     // (comm's end_claim): its thread ends without `done`
@@ -487,8 +620,7 @@ int ckpt_async_wait(CkptAsync *a, double *waited, char *err, size_t errlen) {
 
 void ckpt_async_free(CkptAsync *a) {
     if (!a) return;
-    kern_free_host(a->stage);
-    free(a->from);
+    if (a->own_k) ckpt_snapshot_free(a->k);
     free(a);
 }
 
@@ -553,6 +685,8 @@ static uint64_t header_hash(const CkptHeader *h) {
     return x;
 }
 
+static const char *read_skipped(hid_t f, CkptMeta *meta);
+
 int ckpt_verify(const char *file, const char **why, char *err, size_t errlen) {
     static char msg[1400];
     CkptHeader h;
@@ -584,6 +718,12 @@ int ckpt_verify(const char *file, const char **why, char *err, size_t errlen) {
         e = comm_first_error(h5_check_tensors(f, file, &plan, 3, h.version, want));
     }
     if (!e && h.version >= 2) e = verify_checksums(f, file, &plan, want);
+    if (!e) {  // the samples rollbacks skipped, when it holds them
+        CkptMeta m;
+        const char *bad = read_skipped(f, &m);
+        free(m.skipped);
+        e = comm_first_error(bad ? err_text(msg, sizeof msg, "checkpoint '%s': %s", path_show(file), bad) : NULL);
+    }
     if (e && e != msg) snprintf(msg, sizeof msg, "%s", e);
     free(want);
     if (plan.units) model_plan_free(&plan);
@@ -630,6 +770,41 @@ static hid_t open_checked(const char *file, const ShardState *s, int ngroups, Ck
     if (h->version < 2)
         log_msg("Note: %s predates checksums (format_version %d): its contents are loaded unverified\n", file, h->version);
     return f;
+}
+
+// /skipped_samples into meta (a file without it skipped none): 1-D unsigned 64-bit integers,
+// ascending, matching their crc32. NULL, or what is wrong with it.
+static const char *read_skipped(hid_t f, CkptMeta *meta) {
+    static _Thread_local char msg[300];
+    meta->skipped = NULL, meta->nskipped = 0;
+    const char *why;
+    if (H5Lexists(f, CKPT_SKIPPED_NAME, H5P_DEFAULT) <= 0) return NULL;
+    hid_t ds = h5_open_stored(f, CKPT_SKIPPED_NAME, &why);
+    if (ds < 0) return err_text(msg, sizeof msg, "/%s is %s", CKPT_SKIPPED_NAME, why ? why : "not a dataset");
+    hid_t sp = H5Dget_space(ds), ty = H5Dget_type(ds);
+    hsize_t n = 0;
+    int shaped = sp >= 0 && H5Sget_simple_extent_ndims(sp) == 1 && H5Sget_simple_extent_dims(sp, &n, NULL) == 1;
+    int typed = ty >= 0 && H5Tget_class(ty) == H5T_INTEGER && H5Tget_size(ty) == 8 && H5Tget_sign(ty) == H5T_SGN_NONE;
+    CkptAttr crc;
+    h5_attr_named(ds, CKPT_CHECKSUM_NAME, &crc);
+    uint32_t want = 0;
+    const char *e = !shaped || !typed || !n ? "is not a list of unsigned 64-bit sample indices"
+                    : !ckpt_crc_value(&crc, &want) ? "has no crc32 attribute" : NULL;
+    uint64_t *v = e ? NULL : mallocCheck((size_t)n * sizeof *v);
+    if (!e && H5Dread(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0) e = "cannot be read";
+    if (!e && skipped_crc(v, (size_t)n) != want) e = "fails its checksum";
+    for (hsize_t i = 1; !e && i < n; i++)
+        if (v[i] <= v[i - 1]) e = "is not in ascending order";
+    h5_attr_free(&crc);
+    if (ty >= 0) H5Tclose(ty);
+    if (sp >= 0) H5Sclose(sp);
+    H5Dclose(ds);
+    if (e) {
+        free(v);
+        return err_text(msg, sizeof msg, "/%s %s", CKPT_SKIPPED_NAME, e);
+    }
+    meta->skipped = v, meta->nskipped = (size_t)n;
+    return NULL;
 }
 
 // Reading whole fp32 tensors of a file into QLoRA's packed units (shard_fill_packed): the rank
@@ -681,6 +856,8 @@ static int load_groups(const char *file, ShardState *s, int ngroups, CkptMeta *m
     WholeRead whole = {.f = f, .s = s, .got = got};
     for (int u = 0; quantize && !e && u < plan->nunits; u++)
         if (shard_unit_packed(s, u)) e = comm_first_error(shard_fill_packed(s, u, read_whole, &whole));
+    if (!rc && !e && meta) e = comm_first_error(read_skipped(f, &h.meta));
+    if (e) free(h.meta.skipped);
     if (f >= 0) H5Fclose(f);
     if (e) rc = err_set(err, errlen, "checkpoint '%s': %s (corrupt or truncated file?)", path_show(file), e);
     if (!rc && h.version >= 2) {

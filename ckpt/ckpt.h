@@ -29,6 +29,7 @@ typedef struct {
     int checkpoint_freq, num_kept_checkpoints;
     int overwrite_checkpoints;  // a run may replace checkpoints of other lineages (never its own input)
     int async_checkpoint;  // checkpoints staged in host memory and written in the background (CkptAsync)
+    int keep_snapshot;     // the last checkpoint step's state kept in host memory (CkptSnapshot), for rollbacks
     // weights in: a safetensors file / index / Hugging Face directory / hub name, or an fsdpc .h5
     char *init_from;
     char *init_adapter;  // a PEFT LoRA adapter folder loaded into the adapters after the base (ckpt/peft.h)
@@ -51,6 +52,10 @@ typedef struct {
     // what defines the run besides its flags (the tokenizer's checksum, the data sources'
     // identities): one line of text, compared on resume; "" in files written before it existed
     char inputs[CKPT_INPUTS_LEN];
+    // the global sample indices rollbacks skipped (--on_nonfinite rollback), ascending, nskipped of
+    // them (NULL: none): the dataset /skipped_samples; ckpt_load allocates them (the caller frees)
+    uint64_t *skipped;
+    size_t nskipped;
 } CkptMeta;
 
 // Whether a checkpoint's run_inputs are the caller's run's (train.c: they name its training data).
@@ -85,22 +90,39 @@ int ckpt_save(const char *dir, const ShardState *s, const ModelConfig *m, const 
 // publishes them as ckpt_save does (and prunes after it), and ckpt_async_wait joins it. One write
 // is in flight at a time.
 typedef struct CkptAsync CkptAsync;
-// The bytes of this rank's slices of a checkpoint of s: the staging buffer's size.
+// --keep_snapshot (docs/DESIGN.md, "Snapshots and rollback"): a host copy of every slice of the
+// three state groups this rank holds (also those it does not write: a replica's, a tp rank's
+// duplicate, so every rank restores its own shards), and the step it was taken at.
+typedef struct CkptSnapshot CkptSnapshot;
+// Its bytes on this rank (pinned host memory on a GPU; the tracker counts it as "staging").
+size_t ckpt_snapshot_bytes(const ShardState *s);
+CkptSnapshot *ckpt_snapshot_new(const ShardState *s);
+void ckpt_snapshot_free(CkptSnapshot *k);
+// Copies s's state into k now, on the calling thread (the one owning the device).
+void ckpt_snapshot_take(CkptSnapshot *k, const ShardState *s);
+// The step of the state k holds (-1: none taken).
+int ckpt_snapshot_step(const CkptSnapshot *k);
+// Puts k's state back into s (after a's copy of the shards is taken, when a write is in flight;
+// a may be NULL): weights, moments, the device's and bf16 copies, and the step, which it returns.
+int ckpt_snapshot_restore(CkptSnapshot *k, CkptAsync *a, ShardState *s);
+// The bytes of this rank's slices of a checkpoint of s: the staging buffer's size without a snapshot.
 size_t ckpt_stage_bytes(const ShardState *s);
 // Collective, after shard_init: the writer's communicator and the staging buffer (pinned host
-// memory on a GPU; the tracker counts it as "staging").
-CkptAsync *ckpt_async_new(const ShardState *s);
+// memory on a GPU; the tracker counts it as "staging"); with k the staging buffer is k's, so each
+// checkpoint's staged state becomes the snapshot (k holds every slice: the writer writes its part).
+CkptAsync *ckpt_async_new(const ShardState *s, CkptSnapshot *k);
 void ckpt_async_free(CkptAsync *a);
 // Collective: the checks of ckpt_save (0, or -1 with the agreed line in err and nothing started),
-// then the write started, its first act a copy of s's slices (on the main thread when they are on
-// the device; ckpt_async_fence before s changes); keep and resumed are ckpt_prune's. The caller has waited
+// then the write started, its first act a copy of s's slices (queued on the device's copy stream by
+// the main thread when they are on the device; ckpt_async_fence before s changes); keep and resumed are ckpt_prune's. The caller has waited
 // for the previous write. A write that fails part-way ends the job from the writer thread, as
 // ckpt_save's does.
 int ckpt_save_async(CkptAsync *a, const char *dir, const ShardState *s, const ModelConfig *m, const char *run,
                     const char *tokenizer, const CkptMeta *meta, const CkptSource *src, int keep, const char *resumed, char *err,
                     size_t errlen);
-// Before the shards change (the optimizer's update): waits until the write in flight, if any, has
-// its copy of them (on the CPU the writer thread copies them while the next step computes).
+// Main thread, before the shards change (the optimizer's update): waits until the write in flight,
+// if any, has its copy of them (made while the next step computed: on the CPU by the writer thread,
+// from a GPU on the copy stream, which only the main thread waits for; the writer waits for that).
 void ckpt_async_fence(CkptAsync *a);
 // Whether a write is in flight (a may be NULL)
 int ckpt_async_busy(const CkptAsync *a);

@@ -326,10 +326,10 @@ static int family_field(const CkptDesc *d, const char *name) {
 }
 
 static int known_link(const char *path) {
-    static const char *const root[] = {"model", "optim", "source"}, *const optim[] = {"exp_avg", "exp_avg_sq"};
+    static const char *const root[] = {"model", "optim", "source", CKPT_SKIPPED_NAME}, *const optim[] = {"exp_avg", "exp_avg_sq"};
     if (!strncmp(path, "optim/", 6)) return in_list(path + 6, optim, 2);
     if (!strncmp(path, "source/", 7)) return in_list(path + 7, ckpt_source_names, CKPT_SOURCE_FILES);
-    return in_list(path, root, 3);
+    return in_list(path, root, 4);
 }
 
 size_t ckpt_unknown_entries(const CkptDesc *d, char *out, size_t len) {

@@ -18,6 +18,8 @@
 #define CKPT_FORMAT_VERSION 2
 #define CKPT_CHECKSUM_NAME "crc32"
 #define CKPT_NGROUPS 3
+// the samples rollbacks skipped (--on_nonfinite rollback): a root dataset, absent when none
+#define CKPT_SKIPPED_NAME "skipped_samples"
 
 // the state groups, in the order of ckpt_check_tensors' `want`: weights, then AdamW's moments
 extern const char *const ckpt_groups[CKPT_NGROUPS];

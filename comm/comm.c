@@ -56,7 +56,7 @@ static int thread_level;  // what MPI_Init_thread provided
 static void (*exit_hook)(int clean);
 
 void comm_on_exit(void (*hook)(int clean)) { exit_hook = hook; }
-enum { TIMEOUT_TAG = 7, GRACE_SECONDS = 5 };
+enum { TIMEOUT_TAG = 7, GRACE_SECONDS = 5, RING_TAG = 8 };  // RING_TAG: a ring shift's point-to-point messages
 static void fatal_before(void);
 static void fatal_end(void);
 #ifdef FSDPC_CUDA
@@ -916,6 +916,7 @@ static const Elem F32 = {MPI_FLOAT, 0, "fp32", 4}, BF16 = {MPI_UINT16_T, 1, "bf1
 
 struct CommRequest {
     MPI_Request req;
+    MPI_Request send;  // a ring shift's send (req: its receive); MPI_REQUEST_NULL for a collective
     void *nccl;  // NcclReq for the GPU transport
     CommGroup *g;
     const char *op, *dtype;
@@ -927,6 +928,7 @@ struct CommRequest {
 // A collective about to be issued on g: numbered in g's sequence and opened in the flight recorder.
 static CommRequest *request_new(CommGroup *g, const char *op, Elem e, size_t count) {
     CommRequest *r = callocCheck(1, sizeof(CommRequest));
+    r->send = MPI_REQUEST_NULL;
     r->g = g;
     r->op = op;
     r->dtype = e.name;
@@ -1017,7 +1019,9 @@ static int request_test(CommRequest *r) {
     }
 #endif
     int done = 0;
-    mpiCheck(MPI_Test(&r->req, &done, MPI_STATUS_IGNORE));
+    MPI_Request both[2] = {r->req, r->send};
+    mpiCheck(MPI_Testall(2, both, &done, MPI_STATUSES_IGNORE));
+    r->req = both[0], r->send = both[1];
     return done;
 }
 
@@ -1231,6 +1235,13 @@ void comm_make_mesh(int tp, int shard_size, CommGroup **tp_group, CommGroup **sh
 #endif
 }
 
+void comm_make_cp_group(int tp, int cp, CommGroup **cp_group) {
+    MPI_Comm c;
+    int rank = comm_info.rank;  // cp consecutive data-parallel ranks rank / tp with the same tp rank
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, rank / tp / cp * tp + rank % tp, rank, &c));
+    *cp_group = group_from(c, "cp");
+}
+
 void comm_make_expert_groups(int tp, int shard_size, int ep, int eshard, CommGroup **ep_group, CommGroup **expert_shard,
                              CommGroup **expert_replica) {
     MPI_Comm e, s, r;
@@ -1374,6 +1385,15 @@ void comm_all_to_all(CommGroup *g, const void *send, const size_t *send_rows, vo
     comm_wait(r);
     MPI_Type_free(&rowtype);
     free(c);
+}
+
+CommRequest *comm_ring_shift_start(CommGroup *g, const float *send, float *recv, size_t n) {
+    if (g->nccl) err_fatal("comm_ring_shift_start on group %s: the ring runs on MPI (host buffers) only", g->name);
+    int p = comm_group_size(g), me = comm_group_rank(g);
+    CommRequest *r = request_new(g, "ring shift", F32, n);
+    mpiCheck(MPI_Irecv(recv, count_of(n), MPI_FLOAT, (me + p - 1) % p, RING_TAG, g->comm, &r->req));
+    mpiCheck(MPI_Isend(send, count_of(n), MPI_FLOAT, (me + 1) % p, RING_TAG, g->comm, &r->send));
+    return r;
 }
 
 void comm_all_gather(CommGroup *g, const float *in, float *out, size_t n) { comm_wait(comm_all_gather_start(g, in, out, n)); }

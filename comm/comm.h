@@ -183,6 +183,9 @@ void comm_allreduce_crc32(CommGroup *g, CommCrc *r, size_t n);
 // 1: one node by default); the replica group links the ranks with the same place in every
 // replica. The caller checks world % (shard_size * tp) == 0 first.
 void comm_make_mesh(int tp, int shard_size, CommGroup **tp_group, CommGroup **shard, CommGroup **replica);
+// The context-parallel group (shard/parallel.h): the cp consecutive data-parallel ranks d = rank /
+// tp with the same tp rank and the same d / cp. The caller checks that cp divides world / tp first.
+void comm_make_cp_group(int tp, int cp, CommGroup **cp_group);
 // The expert-parallel groups (shard/parallel.h), laid over the data-parallel ranks d = rank / tp
 // with the same tp rank: the all-to-all group of `ep` consecutive d (an expert-parallel group),
 // the expert shard group (the ranks of one shard group with the same place in their ep group,
@@ -213,6 +216,10 @@ CommRequest *comm_allreduce_start(CommGroup *g, float *buf, size_t n);
 CommRequest *comm_allreduce_max_start(CommGroup *g, float *buf, size_t n);  // the maximum, element by element
 CommRequest *comm_bcast_start(CommGroup *g, float *buf, size_t n, int root);
 void comm_wait(CommRequest *r);  // completes and frees r; NULL is a no-op
+// A ring's step (point to point, MPI on host buffers): member i sends n floats to member i + 1 and
+// receives member i - 1's into recv (modulo the group's size; send and recv must not overlap). Every
+// member calls it; numbered, recorded and watched as a collective is.
+CommRequest *comm_ring_shift_start(CommGroup *g, const float *send, float *recv, size_t n);
 // All-to-all of rows of row_bytes: send holds the rows for member 0, then 1, ... (send_rows[j]
 // of them for member j), recv gets member j's rows for this rank in member order (recv_rows[j]).
 // Blocking; the counts must agree pairwise (each rank's recv_rows[j] is j's send_rows[me]).

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -344,6 +345,7 @@ void trace_end_at(TraceThread t) {
 }
 
 void trace_counter_at(const char *name, double value) {
+    if (!isfinite(value)) return;  // JSON has no NaN: a non-finite step's loss would spoil the whole file
     emit("{\"name\":\"%s\",\"ph\":\"C\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"args\":{\"%s\":%.6g}}", name, comm_info.rank,
          rel_us(clock_now_us()), name, value);
 }

@@ -75,7 +75,7 @@ static void gpt_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int w
     a->q = model_acts_act(S * N * Qd);
     a->k = model_acts_act(S * N * Qd);
     a->v = model_acts_act(S * N * Qd);
-    a->saved_len = kern_attention_saved_floats(a->B, H, a->T, a->T);
+    a->saved_len = model_attention_saved(a, H);
     a->attn_saved = model_acts_buf(S * a->saved_len);
     a->att = model_acts_act(S * N * Qd);
     a->xmid = model_acts_buf(S * R * D);
@@ -120,9 +120,9 @@ static void gpt_embed_fwd(const ModelPlan *plan, const void *p, Activations *a, 
     int D = plan->cfg.hidden_width, R = model_rows(a, T);
     float *x = model_res_out(a, 0, D);  // (R, D)
     model_embed_tokens_fwd(plan, a, WP(p, u, P_WTE), x, T);
-    // positions restart per document, and a sequence-parallel rank's rows start mid-batch: a lookup
-    // of wpe by position, added (dres is free before backward)
-    if (a->docs || a->sp > 1) {
+    // positions restart per document, a sequence-parallel rank's rows start mid-batch and a context-
+    // parallel rank's chunks mid-sequence: a lookup of wpe by position, added (dres is free before backward)
+    if (model_positions(a)) {
         kern_embedding_fwd(a->dres, a->pos + model_row0(a, T), WP(p, u, P_WPE), R, D);
         kern_add(x, a->dres, (size_t)R * D);
     } else {
@@ -154,8 +154,8 @@ static void gpt_block_fwd(const ModelPlan *plan, int l, const void *const *pp, A
                            pos0 + T, H, H, hd, (size_t)a->T * Qd, NULL, 0, NULL);
     } else {
         KernDropout drop;
-        kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, H, hd, (size_t)T * Qd,
-                           a->docs ? a->kstart : NULL, 0, model_attn_dropout(a, l, plan->tp_rank * H, &drop));
+        model_attention_fwd(plan, a, la.att, la.saved, la.q, la.k, la.v, H, H, hd, 0,
+                            model_attn_dropout(a, l, plan->tp_rank * H, &drop));
     }
     model_proj_fwd(plan, a, l, u, P_APROJ_W, 1, p, model_rowpar_out(a, la.xmid), KERN_F32, la.att, N, Qd, D);
     model_rowpar_sum(plan, a, la.xmid, T);
@@ -206,8 +206,7 @@ static void gpt_block_bwd(const ModelPlan *plan, int l, const void *const *pp, f
     dbr = model_sp_gather_f32(plan, a, dbr, T);
     model_proj_bwd(plan, a, l, u, P_APROJ_W, 1, p, g, a->datt, 0, dbr, KERN_F32, la.att, N, Qd, D);
     KernDropout drop;
-    kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, H, hd,
-                       a->docs ? a->kstart : NULL, 0, model_attn_dropout(a, l, plan->tp_rank * H, &drop));
+    model_attention_bwd(plan, a, la.att, la.saved, la.q, la.k, la.v, H, H, hd, 0, model_attn_dropout(a, l, plan->tp_rank * H, &drop));
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, NULL, NULL, B, T, H, H, hd, hd, KERN_QKV_BLOCKED, NULL);  // (B, T, 3D)
     kern_bias_bwd(W(g, u, P_ATTN_B), a->qkv, KERN_ACT, N, 3 * Qd);
     model_proj_bwd(plan, a, l, u, P_ATTN_W, 1, p, g, a->dxn, 0, a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), N, D,
@@ -220,7 +219,7 @@ static void gpt_embed_bwd(const ModelPlan *plan, float *g, Activations *a) {
     const UnitSpec *u = &plan->units[plan->embed_unit];
     int D = plan->cfg.hidden_width;
     const float *d = model_dropout_bwd(a, a->dres, D, -1, DROP_EMBED);  // (R, D)
-    if (a->docs || a->sp > 1) kern_embedding_bwd(W(g, u, P_WPE), d, a->pos + model_row0(a, a->T), model_rows(a, a->T), D);
+    if (model_positions(a)) kern_embedding_bwd(W(g, u, P_WPE), d, a->pos + model_row0(a, a->T), model_rows(a, a->T), D);
     else kern_positions_bwd(W(g, u, P_WPE), d, a->B, a->T, D);
     model_embed_tokens_bwd(plan, a, W(g, u, P_WTE), d);
 }

@@ -107,7 +107,7 @@ static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int
     a->q = model_acts_act(S * N * qd);
     a->k = model_acts_act(S * N * kvd);
     a->v = model_acts_act(S * N * kvd);
-    a->saved_len = kern_attention_saved_floats(a->B, pt.H, a->T, a->T);
+    a->saved_len = model_attention_saved(a, pt.H);
     a->attn_saved = model_acts_buf(S * a->saved_len);
     a->att = model_acts_act(S * N * qd);
     a->xmid = model_acts_buf(S * R * D);
@@ -122,12 +122,12 @@ static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int
     a->xf = model_acts_act(R * D);
     a->rstdf = model_acts_buf(R);
     a->logits = model_acts_act(N * V);
-    a->rope_cos = model_acts_buf((size_t)a->T * hd / 2);
-    a->rope_sin = model_acts_buf((size_t)a->T * hd / 2);
+    a->rope_cos = model_acts_buf((size_t)a->T * a->cp * hd / 2);  // every position of the whole sequence
+    a->rope_sin = model_acts_buf((size_t)a->T * a->cp * hd / 2);
     if (a->rope_cos) {
         double *inv_freq = mallocCheck(sizeof(double) * (hd / 2));
         llama_inv_freq(inv_freq, c, (int)hd);
-        kern_rope_table(a->rope_cos, a->rope_sin, a->T, (int)hd, inv_freq);
+        kern_rope_table(a->rope_cos, a->rope_sin, a->T * a->cp, (int)hd, inv_freq);
         free(inv_freq);
     }
     if (!model_acts_attention(a, c, with_kv_cache, N, qd, kvd)) return;  // generation runs no backward
@@ -186,7 +186,7 @@ static void llama_attn_fwd(const ModelPlan *plan, int l, const UnitSpec *u, cons
     kern_rmsnorm_fwd(la.xn1, la.rstd1, la.x, WP(p, u, P_LN1), R, D, c->norm_eps);
     const void *xn1 = model_sp_gather(plan, a, la.xn1, T);  // (B, T, D)
     model_proj_fwd(plan, a, l, u, P_Q, 3, p, a->qkv, KERN_ACT, xn1, N, D, (H + 2 * KV) * hd);  // (B, T, H*hd + 2*KV*hd)
-    kern_qkv_split(la.q, la.k, la.v, a->qkv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, hd, KERN_QKV_BLOCKED, pos0, a->docs ? a->pos : NULL);
+    kern_qkv_split(la.q, la.k, la.v, a->qkv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, hd, KERN_QKV_BLOCKED, pos0, model_positions(a));
     if (a->kcache) {  // generation: append to the cache (B == 1) and attend over all of it
         size_t kvd = (size_t)KV * hd, base = (size_t)l * a->T * kvd + (size_t)pos0 * kvd;
         kern_act_copy(kern_act_at(a->kcache, base), la.k, (size_t)T * kvd);
@@ -195,8 +195,7 @@ static void llama_attn_fwd(const ModelPlan *plan, int l, const UnitSpec *u, cons
                            kern_act_at(a->vcache, (size_t)l * a->T * kvd), 1, T, pos0 + T, H, KV, hd, (size_t)a->T * kvd,
                            NULL, c->sliding_window, NULL);
     } else {
-        kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, KV, hd, (size_t)T * KV * hd,
-                           a->docs ? a->kstart : NULL, c->sliding_window, NULL);
+        model_attention_fwd(plan, a, la.att, la.saved, la.q, la.k, la.v, H, KV, hd, c->sliding_window, NULL);
     }
     model_proj_fwd(plan, a, l, u, P_O, 1, p, model_rowpar_out(a, la.xmid), KERN_F32, la.att, N, H * hd, D);
     model_rowpar_sum(plan, a, la.xmid, T);
@@ -263,9 +262,8 @@ static void llama_attn_bwd(const ModelPlan *plan, int l, const UnitSpec *u, cons
     float *dx = a->dres;
     const float *dbr = model_sp_gather_f32(plan, a, model_dropout_bwd(a, dx, D, l, DROP_ATTN_OUT), T);
     model_proj_bwd(plan, a, l, u, P_O, 1, p, g, a->datt, 0, dbr, KERN_F32, la.att, N, H * hd, D);
-    kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, KV,
-                       hd, a->docs ? a->kstart : NULL, c->sliding_window, NULL);
-    kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, hd, KERN_QKV_BLOCKED, a->docs ? a->pos : NULL);
+    model_attention_bwd(plan, a, la.att, la.saved, la.q, la.k, la.v, H, KV, hd, c->sliding_window, NULL);
+    kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, KV, hd, hd, KERN_QKV_BLOCKED, model_positions(a));
     model_proj_bwd(plan, a, l, u, P_Q, 3, p, g, a->dxn, 0, a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), N, D,
                    (H + 2 * KV) * hd);
     kern_rmsnorm_bwd(dx, W(g, u, P_LN1), model_colpar_dx(plan, a, T), la.x, WP(p, u, P_LN1), la.rstd1, R, D);

@@ -301,7 +301,7 @@ static const void *adapter_input(Activations *a, int layer, int t, const void *x
     size_t n = (size_t)N * IN;
     if (kern_acts_bf16()) kern_bf16_to_f32(lo->x32, x, n);
     else kern_copy(lo->x32, x, n);
-    kern_dropout(lo->x32, 0, n, (size_t)a->T * IN, lo->drop, model_dropout_key(a, layer, DROP_LORA + t), a->sample0);
+    model_dropout_rows(a, lo->x32, 0, (size_t)N, IN, lo->drop, model_dropout_key(a, layer, DROP_LORA + t));
     if (!kern_acts_bf16()) return lo->x32;
     kern_f32_to_bf16(lo->xd, lo->x32, n);
     return lo->xd;
@@ -356,7 +356,7 @@ void model_proj_bwd(const ModelPlan *plan, Activations *a, int layer, const Unit
         kern_matmul_bwd(lo->dx, gA, lo->dz, KERN_ACT, xd, kern_param_at(lo->p, A->offset), N, IN, r, 0);
         if (kern_acts_bf16()) kern_bf16_to_f32(lo->x32, lo->dx, n);
         else kern_copy(lo->x32, lo->dx, n);
-        kern_dropout(lo->x32, 0, n, (size_t)a->T * IN, lo->drop, model_dropout_key(a, layer, DROP_LORA + t), a->sample0);
+        model_dropout_rows(a, lo->x32, 0, (size_t)N, IN, lo->drop, model_dropout_key(a, layer, DROP_LORA + t));
         kern_add_cols(dinp, KERN_ACT, IN, 0, lo->x32, N, IN, 1.0f);
     }
 }

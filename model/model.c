@@ -384,8 +384,11 @@ void *model_acts_act(size_t n) { return acts_bytes(n * kern_act_bytes()); }
 
 void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every, int horizon) {
     memset(a, 0, sizeof *a);
+    // generation (the KV cache) keeps whole sequences; training and evaluation split them over a cp group
+    a->cp = plan->cp > 1 && !with_kv_cache ? plan->cp : 1;
+    a->cp_rank = a->cp > 1 ? plan->cp_rank : 0;
     a->B = B;
-    a->T = T;
+    a->T = T / a->cp;
     a->V = plan->cfg.vocab_size / (plan->tp > 1 ? plan->tp : 1);
     int nl = plan->cfg.num_layers, nslots = 0, shared = -1;
     a->slot = callocCheck(nl, sizeof(int));
@@ -410,6 +413,7 @@ void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int w
     a->ep = plan->ep > 1 && plan->block_stride > 1 ? plan->ep : 1;  // generation computes every expert itself
     plan->family->acts_alloc(a, &plan->cfg, (size_t)nslots, with_kv_cache);
     lora_acts_alloc(a, plan);
+    model_cp_alloc(a, (size_t)(plan->cfg.num_key_value_heads / a->tp) * (size_t)config_head_dim(&plan->cfg));
     if (a->tp > 1) {  // the vocabulary-parallel cross-entropy's row statistics
         a->xent_max = model_acts_buf(N);
         a->xent_sums = model_acts_buf(2 * N);
@@ -508,10 +512,10 @@ const char *model_check_sizes(const ModelPlan *plan, int B, int T) {
     X(xn2) X(mean2) X(rstd2) X(up) X(h) X(xf) X(meanf) X(rstdf) X(logits) X(loss) X(dres) X(dxn) X(dbranch) X(dq) \
     X(dk) X(dv) X(datt) X(dup) X(dh) X(attn_scratch) X(rope_cos) X(rope_sin) X(kcache) X(vcache) X(xent_max) X(xent_sums) \
     X(sp_full) X(sp_xg) X(sp_dxn) X(rjit) X(rlogits) X(rprobs) X(ridx) X(rwts) X(rsrc) X(rslot) X(xe) X(gue) X(he) X(ye) X(dye)  \
-    X(drwts) X(drlogits) X(rgaux) X(dhe) X(dgue) X(dxe) X(ep_act) X(ep_f32) X(ep_f32b) X(ep_ones) X(ep_perm) X(ep_inv)
+    X(drwts) X(drlogits) X(rgaux) X(dhe) X(dgue) X(dxe) X(ep_act) X(ep_f32) X(ep_f32b) X(ep_ones) X(ep_perm) X(ep_inv) X(cp_ring)
 #define ACT_COUNT(f) +1
-_Static_assert(sizeof(Activations) == 8 * sizeof(int) /* B, T, V, tp, ep, sp, sp_rank, docs */ + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +
-                                          2 * sizeof(int *) + sizeof(size_t) + 8 + 2 * sizeof(uint64_t) +
+_Static_assert(sizeof(Activations) == 10 * sizeof(int) /* B, T, V, tp, ep, sp, sp_rank, cp, cp_rank, docs */ + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +
+                                          3 * sizeof(int *) /* slot, recompute, cp_pos */ + sizeof(size_t) + 8 + 2 * sizeof(uint64_t) +
                                           sizeof(struct ActOffload *) + sizeof(struct MoeState *) + sizeof(struct LoraActs *),
                "Activations gained a field: add its buffer to ACT_BUFFERS (and this count)");
 
@@ -523,7 +527,9 @@ void model_acts_free(Activations *a) {
 #undef ACT_FREE
     free(a->slot);
     free(a->recompute);
+    free(a->cp_pos);
     a->slot = a->recompute = NULL;
+    a->cp_pos = NULL;
     offload_free(a->offload);
     a->offload = NULL;
     moe_state_free(a->moe);
@@ -534,11 +540,29 @@ void model_acts_free(Activations *a) {
 // ---- dispatch ----
 
 void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, const int32_t *kstart, int ntok, int batch) {
+    int32_t *mine = NULL;
+    if (a->cp > 1) {  // this rank's chunks of each sequence: inputs, targets and document starts (positions in it)
+        const int T = a->T, rows = ntok / (T * a->cp);
+        const size_t n = (size_t)rows * T;
+        mine = mallocCheck(3 * sizeof(int32_t) * n);
+        for (int b = 0; b < rows; b++)
+            for (int t = 0; t < T; t++) {
+                size_t from = (size_t)b * T * a->cp + (size_t)a->cp_pos[(size_t)a->cp_rank * T + t], to = (size_t)b * T + t;
+                mine[to] = inp[from];
+                mine[n + to] = tgt ? tgt[from] : 0;
+                mine[2 * n + to] = kstart ? kstart[from] : 0;
+            }
+        ntok = (int)n;
+        inp = mine;
+        tgt = tgt ? mine + n : NULL;
+        kstart = kstart ? mine + 2 * n : NULL;
+    }
     kern_upload(a->tokens, inp, (size_t)ntok * sizeof(int32_t));
     a->docs = kstart != NULL;
-    if (kstart || a->sp > 1) {  // positions restart per document; a sequence-parallel rank's rows look theirs up
+    if (model_positions(a)) {  // positions restart per document; sequence- and context-parallel ranks' rows look theirs up
         int32_t *pos = mallocCheck((size_t)ntok * sizeof(int32_t));
-        for (int n = 0; n < ntok; n++) pos[n] = n % a->T - (kstart ? kstart[n] : 0);
+        for (int n = 0; n < ntok; n++)
+            pos[n] = (a->cp > 1 ? a->cp_pos[(size_t)a->cp_rank * a->T + n % a->T] : n % a->T) - (kstart ? kstart[n] : 0);
         if (kstart) kern_upload(a->kstart, kstart, (size_t)ntok * sizeof(int32_t));
         if (kstart) kern_documents_loaded(a->kstart, kstart, ntok, a->T);
         kern_upload(a->pos, pos, (size_t)ntok * sizeof(int32_t));
@@ -548,6 +572,7 @@ void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, co
     if (a->moe) moe_batch_loaded(a, tgt, ntok);
     // before any kernel reads through an id; places are numbered across the step's batches
     kern_tokens_check(a->tokens, tgt ? a->targets : NULL, ntok, a->V * a->tp, (long long)batch * 2 * ntok);  // the whole vocabulary
+    free(mine);
 }
 
 void model_set_dropout(Activations *a, float p, uint64_t seed, uint64_t sample0, int train) {
@@ -616,10 +641,24 @@ double model_flops_per_token(const ModelPlan *plan, int T) {
 // ---- dropout (the families' shared pieces) ----
 
 // a rank's rows are elements [row0 * D, (row0 + rows) * D) of the batch: masks follow the global token
+void model_dropout_rows(const Activations *a, float *x, size_t row0, size_t rows, int W, float p, uint64_t key) {
+    const size_t T = (size_t)a->T, Tw = T * a->cp;  // a row's tokens here, and in the whole sequence
+    if (a->cp == 1) {
+        kern_dropout(x, row0 * W, rows * W, Tw * W, p, key, a->sample0);
+        return;
+    }
+    // a cp rank's tokens: runs of consecutive positions, each chunk of each row one run
+    const int32_t *pos = a->cp_pos + (size_t)a->cp_rank * T;
+    for (size_t n = row0, end; n < row0 + rows; n = end) {
+        const size_t b = n / T, t = n % T, chunk_end = b * T + (t < T / 2 ? T / 2 : T);
+        end = chunk_end < row0 + rows ? chunk_end : row0 + rows;
+        kern_dropout(x + (n - row0) * W, (b * Tw + (size_t)pos[t]) * W, (end - n) * W, Tw * W, p, key, a->sample0);
+    }
+}
+
 void model_dropout_fwd(const Activations *a, float *x, int T, int D, int layer, int site) {
     if (a->dropout > 0.0f)
-        kern_dropout(x, model_row0(a, T) * D, model_res_numel(a, D, T), (size_t)T * D, a->dropout,
-                     model_dropout_key(a, layer, site), a->sample0);
+        model_dropout_rows(a, x, model_row0(a, T), (size_t)model_rows(a, T), D, a->dropout, model_dropout_key(a, layer, site));
 }
 
 const float *model_dropout_bwd(const Activations *a, const float *dx, int D, int layer, int site) {

@@ -100,6 +100,10 @@ typedef struct {
     // block's units; lora_block_units); -1: none
     int lora0;
     float lora_scale;  // alpha / r, or alpha / sqrt(r) (rsLoRA)
+    // context parallelism (model/context.c): this rank's place in its cp group, which splits every
+    // sequence and passes keys and values around a ring in attention; cp 1: whole sequences
+    int cp, cp_rank;
+    CommGroup *cp_group;
 } ModelPlan;
 
 // The most units a block has on one rank: its own, under expert parallelism its experts', and
@@ -119,10 +123,15 @@ typedef struct {
     // sp_rank-th of sp contiguous shares of the B*T rows (model_rows); 1 and 0 without it. Buffers
     // marked (N/sp, D) below hold that share.
     int sp, sp_rank;
+    // Context parallelism (plan->cp, training and evaluation): T is this rank's tokens of each
+    // sequence of cp * T, its chunks cp_rank and 2 cp - 1 - cp_rank of 2 cp; 1 and 0 without it
+    int cp, cp_rank;
     int docs;  // the loaded batch has document boundaries: kstart and pos below hold them
+    int32_t *cp_pos;  // cp > 1: (cp, T) host, the positions in their sequence of each cp rank's tokens
+    float *cp_ring;   // cp > 1: (2, 4, N, KV*hd) the ring's two buffers of keys and values (and their gradients)
     int32_t *tokens, *targets;  // (N) the batch, set by model_load_batch (a negative target bears no loss)
-    int32_t *kstart, *pos;      // (N) with docs: the first key each token sees (its document's start); with docs or
-                                // sequence parallelism: each token's position
+    int32_t *kstart, *pos;      // (N) with docs: the first key each token sees (its document's start, a position
+                                // in the sequence); with docs, sequence or context parallelism: each token's position
     // (L+1, N/sp, D) residual stream: res[0] embedding out, res[l+1] block l out. The block inputs are
     // the activation checkpoints, so they are stored in the activation dtype (bf16 under --precision
     // bf16 on a GPU, values the training run rounds to anyway); blocks compute in fp32, through
@@ -139,7 +148,7 @@ typedef struct {
     void *q;             // (S, N, H*hd)
     void *k, *v;         // (S, N, KV*hd)
     float *attn_saved;   // (S, saved_len) what attention backward needs
-    size_t saved_len;    // kern_attention_saved_floats(B, H, T, T)
+    size_t saved_len;    // model_attention_saved (kern_attention_saved_floats(B, H, T, T) without cp)
     void *att;           // (S, N, H*hd) attention out, before the output projection
     float *xmid;         // (S, N/sp, D) residual after attention
     void *xn2;           // (S, N/sp, D) second norm out
@@ -337,12 +346,32 @@ void model_res_store(Activations *a, int l, int D, int T);
 // the CPU), else NULL: a bf16 stream was rounded when stored.
 float *model_res_f32(Activations *a, int l, int D);
 
-// Copies a batch of ntok host tokens (and targets, unless NULL) to the device. kstart (ntok, or
+// Copies a batch of ntok host tokens (and targets, unless NULL) to the device: whole sequences, rows
+// of a->cp * a->T tokens, of which a context-parallel rank keeps its two chunks (with their
+// positions in the sequence). kstart (ntok, or
 // NULL: one causal sequence per row) gives each token's document start in its row: attention stays
 // inside documents and positions restart at each (kernels.h, document masking).
 // batch: which batch of a step (micro-batch) or of a validation pass this is, for the place a bad
 // token id is reported at (kern_tokens_check)
 void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, const int32_t *kstart, int ntok, int batch);
+// Attention for the families' training and evaluation (model/context.c): causal grouped-query
+// attention of the loaded batch's a->B rows of a->T tokens over H query heads and KV key/value heads
+// (this tp rank's), with the batch's document masks and the window; kern_attention_fwd and _bwd,
+// or under context parallelism (a->cp > 1) ring attention over the cp group: keys and values pass
+// round the ring, each block merged by log-sum-exp, and in backward their gradients travel with
+// them back to their rank. saved: model_attention_saved floats (per slot). Backward overwrites
+// a->dq, a->dk and a->dv from dout (a->datt).
+size_t model_attention_saved(const Activations *a, int H);
+void model_attention_fwd(const ModelPlan *plan, Activations *a, void *out, float *saved, const void *q, const void *k,
+                         const void *v, int H, int KV, int hd, int window, const KernDropout *drop);
+void model_attention_bwd(const ModelPlan *plan, Activations *a, const void *out, const float *saved, const void *q,
+                         const void *k, const void *v, int H, int KV, int hd, int window, const KernDropout *drop);
+// The positions the families' rotary and learned position kernels look up for the loaded batch's
+// tokens (a->pos), or NULL where each token's position is its place in its row of a->T
+const int32_t *model_positions(const Activations *a);
+// Context parallelism's buffers in model_acts_alloc: the positions and the ring (kvd: a key row's
+// floats on this rank)
+void model_cp_alloc(Activations *a, size_t kvd);
 // Dropout p for the next forward/backward (0: off). Masks are a pure function of (seed, global
 // sample index, layer, site, element), so every layout and a resumed run draw the same ones.
 // train: the pass trains (LoRA's dropout on its adapters' inputs applies; evaluation: 0, p 0).
@@ -401,6 +430,10 @@ uint64_t model_dropout_key(const Activations *a, int layer, int site);
 // For families: drops out x (this rank's rows of a->B rows of T*D elements) in place, the output of a residual branch
 // (or the embedding) at (layer, site); no-op without dropout.
 void model_dropout_fwd(const Activations *a, float *x, int T, int D, int layer, int site);
+// Dropout p with mask key `key` on x, the loaded batch's tokens row0 .. row0 + rows - 1 of W elements
+// each, in place: each element masked as the same element of its token in the whole sequence is
+// (a context-parallel rank's tokens by their positions), so every layout draws the same masks.
+void model_dropout_rows(const Activations *a, float *x, size_t row0, size_t rows, int W, float p, uint64_t key);
 // The gradient of that branch output given dx = dloss/d(its sum): dx itself without dropout, else
 // a->dbranch holding the masked copy.
 const float *model_dropout_bwd(const Activations *a, const float *dx, int D, int layer, int site);

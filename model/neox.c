@@ -77,7 +77,7 @@ static void neox_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int 
     a->q = model_acts_act(S * N * Qd);
     a->k = model_acts_act(S * N * Qd);
     a->v = model_acts_act(S * N * Qd);
-    a->saved_len = kern_attention_saved_floats(a->B, H, a->T, a->T);
+    a->saved_len = model_attention_saved(a, H);
     a->attn_saved = model_acts_buf(S * a->saved_len);
     a->att = model_acts_act(S * N * Qd);
     a->xmid = model_acts_buf(R * D);  // the attention branch's output: backward does not read it
@@ -90,12 +90,12 @@ static void neox_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int 
     a->meanf = model_acts_buf(R);
     a->rstdf = model_acts_buf(R);
     a->logits = model_acts_act(N * V);
-    a->rope_cos = model_acts_buf((size_t)a->T * rot / 2);
-    a->rope_sin = model_acts_buf((size_t)a->T * rot / 2);
+    a->rope_cos = model_acts_buf((size_t)a->T * a->cp * rot / 2);  // every position of the whole sequence
+    a->rope_sin = model_acts_buf((size_t)a->T * a->cp * rot / 2);
     if (a->rope_cos) {
         double *inv_freq = mallocCheck(sizeof(double) * (rot / 2));
         model_rope_inv_freq(inv_freq, (int)rot, c->rope_theta);
-        kern_rope_table(a->rope_cos, a->rope_sin, a->T, (int)rot, inv_freq);
+        kern_rope_table(a->rope_cos, a->rope_sin, a->T * a->cp, (int)rot, inv_freq);
         free(inv_freq);
     }
     if (!model_acts_attention(a, c, with_kv_cache, N, Qd, Qd)) return;  // generation runs no backward
@@ -148,7 +148,7 @@ static void neox_block_fwd(const ModelPlan *plan, int l, const void *const *pp, 
     model_proj_fwd(plan, a, l, u, P_QKV_W, 1, p, a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), N, D, 3 * Qd);  // (B, T, H, 3, hd)
     kern_bias_add(a->qkv, KERN_ACT, WP(p, u, P_QKV_B), N, 3 * Qd);
     kern_qkv_split(la.q, la.k, la.v, a->qkv, a->rope_cos, a->rope_sin, B, T, H, H, hd, rot, KERN_QKV_PER_HEAD, pos0,
-                   a->docs ? a->pos : NULL);
+                   model_positions(a));
     if (a->kcache) {  // generation: append to the cache (B == 1) and attend over all of it
         size_t base = (size_t)l * a->T * Qd;
         kern_act_copy(kern_act_at(a->kcache, base + (size_t)pos0 * Qd), la.k, (size_t)T * Qd);
@@ -156,8 +156,7 @@ static void neox_block_fwd(const ModelPlan *plan, int l, const void *const *pp, 
         kern_attention_fwd(la.att, la.saved, la.q, kern_act_at(a->kcache, base), kern_act_at(a->vcache, base), 1, T,
                            pos0 + T, H, H, hd, (size_t)a->T * Qd, NULL, 0, NULL);
     } else {
-        kern_attention_fwd(la.att, la.saved, la.q, la.k, la.v, B, T, T, H, H, hd, (size_t)T * Qd,
-                           a->docs ? a->kstart : NULL, 0, NULL);
+        model_attention_fwd(plan, a, la.att, la.saved, la.q, la.k, la.v, H, H, hd, 0, NULL);
     }
     model_proj_fwd(plan, a, l, u, P_DENSE_W, 1, p, model_rowpar_out(a, a->xmid), KERN_F32, la.att, N, Qd, D);
     model_rowpar_sum(plan, a, a->xmid, T);
@@ -211,10 +210,9 @@ static void neox_block_bwd(const ModelPlan *plan, int l, const void *const *pp, 
     kern_layernorm_bwd(dx, W(g, u, P_LN2_W), W(g, u, P_LN2_B), model_colpar_dx(plan, a, T), la.x, WP(p, u, P_LN2_W),
                        la.mean2, la.rstd2, R, D);
     // attention
-    kern_attention_bwd(a->dq, a->dk, a->dv, a->attn_scratch, a->datt, la.att, la.saved, la.q, la.k, la.v, B, T, H, H, hd,
-                       a->docs ? a->kstart : NULL, 0, NULL);
+    model_attention_bwd(plan, a, la.att, la.saved, la.q, la.k, la.v, H, H, hd, 0, NULL);
     kern_qkv_merge(a->qkv, a->dq, a->dk, a->dv, a->rope_cos, a->rope_sin, B, T, H, H, hd, rot, KERN_QKV_PER_HEAD,
-                   a->docs ? a->pos : NULL);  // (B, T, 3D)
+                   model_positions(a));  // (B, T, 3D)
     kern_bias_bwd(W(g, u, P_QKV_B), a->qkv, KERN_ACT, N, 3 * Qd);
     model_proj_bwd(plan, a, l, u, P_QKV_W, 1, p, g, a->dxn, 0, a->qkv, KERN_ACT, model_sp_gather(plan, a, la.xn1, T), N, D,
                    3 * Qd);

@@ -273,6 +273,11 @@ void inputs_load_state(Run *r) {
         r->tokens_seen = (double)meta.tokens_seen;
         r->order.sample_base = meta.data_position;
         r->order.base_step = meta.step;
+        r->skipped = meta.skipped, r->nskipped = meta.nskipped;  // the run's: rollbacks add to them
+        r->order.skipped = r->skipped, r->order.nskipped = r->nskipped;
+        if (r->nskipped)
+            log_msg("%zu sample(s) that rollbacks skipped (%s's /%s) stay out of the data order\n", r->nskipped, r->resume_file,
+                    "skipped_samples");
         // the sample order and dropout follow the seed: the run's own, unless another is asked for by name
         if (meta.rng_state != (uint64_t)c->optim.seed) {
             if (flags_given(c, "seed"))

@@ -19,9 +19,16 @@ int memory_ckpt_every(const Config *c, int gpu) {
 }
 
 // A writer's slices of a checkpoint are its master shard and AdamW moments (the file's padding
-// and a replica's or tp rank's duplicates aside, which it does not write): at most that much.
+// and a replica's or tp rank's duplicates aside, which it does not write): at most that much. A
+// snapshot holds all of them, in the same buffer when both flags are given.
 double memory_staging(const ShardMemEstimate *e, const Config *c) {
-    return c->ckpt.async_checkpoint && c->ckpt.checkpoint_freq > 0 ? e->master + e->optimizer : 0;
+    int staged = (c->ckpt.async_checkpoint && c->ckpt.checkpoint_freq > 0) || c->ckpt.keep_snapshot;
+    return staged ? e->master + e->optimizer : 0;
+}
+
+const char *memory_staging_flags(const Config *c) {
+    int async = c->ckpt.async_checkpoint && c->ckpt.checkpoint_freq > 0;
+    return async && c->ckpt.keep_snapshot ? "--async_checkpoint and --keep_snapshot" : async ? "--async_checkpoint" : "--keep_snapshot";
 }
 
 // bytes per rank under config c: shard state by kind into *e, plus activations into *acts, plus
@@ -65,7 +72,8 @@ double memory_estimate(const ModelPlan *plan, const Config *c, const ParallelDim
 // cannot hold it. On the CPU need (the node's estimate with it) is held against avail (limit says
 // what that is), and the buffer is named when the run would fit without it; on a GPU it is pinned
 // host memory, held with the offloaded activations (host_other per rank) against the node's.
-static const char *staging_refusal(double staging, double need, double avail, const char *limit, double host_other, int gpu) {
+static const char *staging_refusal(const Config *c, double staging, double need, double avail, const char *limit, double host_other,
+                                   int gpu) {
     const double G = 1024.0 * 1024.0 * 1024.0;
     static char msg[1024], what[160];
     double n = comm_info.local_world;
@@ -79,9 +87,11 @@ static const char *staging_refusal(double staging, double need, double avail, co
         limit = what;
     }
     if (avail <= 0 || need <= avail || (!gpu && need - n * staging > avail)) return NULL;
-    snprintf(msg, sizeof msg, "--async_checkpoint: its staging buffer (a host copy of the rank's part of each checkpoint) takes %.2f GiB per "
-             "rank, and with it this node's %d rank(s) need %.2f GiB%s, beyond the %s; drop --async_checkpoint (checkpoints are then "
-             "written synchronously)", staging / G, (int)n, need / G, gpu ? " of host memory" : "", limit);
+    const char *flags = memory_staging_flags(c);
+    snprintf(msg, sizeof msg, "%s: its staging buffer (a host copy of the rank's part of each checkpoint) takes %.2f GiB per "
+             "rank, and with it this node's %d rank(s) need %.2f GiB%s, beyond the %s; drop %s (%s)", flags, staging / G, (int)n,
+             need / G, gpu ? " of host memory" : "", limit, flags,
+             c->ckpt.keep_snapshot ? "--on_nonfinite rollback needs --keep_snapshot" : "checkpoints are then written synchronously");
     return msg;
 }
 
@@ -120,12 +130,12 @@ void memory_check(const ModelPlan *plan, const Config *c, const ParallelDims *di
     if (acts_host > 0) snprintf(host, sizeof host, "; offloaded activations %.1f MiB in pinned host memory", acts_host / M);
     double staging = memory_staging(&e, c);
     if (staging > 0)
-        snprintf(host + strlen(host), sizeof host - strlen(host), "; checkpoint staging %.1f MiB%s", staging / M,
-                 gpu ? " in pinned host memory" : "");
+        snprintf(host + strlen(host), sizeof host - strlen(host), "; %s %.1f MiB%s",
+                 c->ckpt.keep_snapshot ? "snapshot" : "checkpoint staging", staging / M, gpu ? " in pinned host memory" : "");
     log_msg("memory estimate per rank: %.1f MiB%s (parameters %.1f, gathered %.1f, gradients %.1f, optimizer %.1f, "
              "activations %.1f, buffers %.1f MiB%s)\n", need / n / M, gpu ? " on the GPU" : "", e.params / M, e.gathered / M,
              e.grads / M, e.optimizer / M, acts / M, e.buffers / M, host);
-    const char *staged = staging > 0 ? staging_refusal(staging, need, known ? avail : -1, limit, acts_host, gpu) : NULL;
+    const char *staged = staging > 0 ? staging_refusal(c, staging, need, known ? avail : -1, limit, acts_host, gpu) : NULL;
     if (staged || !known || need <= avail) {
         comm_check_all(staged);
         return;

@@ -18,8 +18,10 @@ double memory_estimate(const ModelPlan *plan, const Config *c, const ParallelDim
 // does nothing (activations live in host memory already).
 int memory_ckpt_every(const Config *c, int gpu);
 int memory_offload_horizon(const Config *c, int gpu);
-// --async_checkpoint's staging buffer per rank for the estimate e (host memory; 0 without it)
+// --async_checkpoint's staging buffer and --keep_snapshot's snapshot (one buffer when both are
+// given) per rank for the estimate e (host memory; 0 without them), and the flags that ask for it
 double memory_staging(const ShardMemEstimate *e, const Config *c);
+const char *memory_staging_flags(const Config *c);
 // Before allocating: this rank's estimated peak against what it may use; a run that cannot fit
 // ends on every rank with what would fit. Collective.
 void memory_check(const ModelPlan *plan, const Config *c, const ParallelDims *dims);

@@ -136,6 +136,15 @@ static double group_bw(int fits, int per_node, int rpn, double intra, double int
 
 // a row of the memory table: its bytes, in GiB, or MiB for a model that small (unit), and per
 // parameter of the rank's shard (shard_params)
+// What the staging row holds, and whether the peak counts it.
+static const char *staging_note(const Config *c, int gpu) {
+    static char note[200];
+    snprintf(note, sizeof note, "%s: %s, %s", memory_staging_flags(c),
+             c->ckpt.keep_snapshot ? "the last checkpoint step's state, kept for a rollback" : "the checkpoint's copy for its background write",
+             gpu ? "in pinned host memory, not in the peak" : "in the peak");
+    return note;
+}
+
 static void mem_row(const char *what, double bytes, double unit, double shard_params, const char *note) {
     printf("  %-12s %9.2f %s %7.2f B/param%s%s\n", what, bytes / unit, unit == GIB ? "GiB" : "MiB", bytes / shard_params,
            note[0] ? "  " : "", note);
@@ -218,6 +227,7 @@ static void plan_model(PlanFigures *f) {
     // a tp rank's parts: every tp rank's are the same size
     if (f->tp > 1) model_plan_tp(&f->plan, f->tp, 0, NULL, f->dims.sequence_parallel);
     if (f->dims.ep > 1) model_plan_ep(&f->plan, f->dims.ep, 0, NULL);  // every ep rank's experts are the same size
+    f->plan.cp = f->dims.cp;  // a cp rank's activations: its 1/cp of each sequence, and the ring's buffers
     if ((sizes = model_check_sizes(&f->plan, cfg->optim.batch_size, cfg->model.max_context_width))) comm_fail_all("plan: %s", sizes);
 }
 
@@ -401,7 +411,7 @@ static void plan_time(PlanFigures *f) {
     const ModelConfig *m = &cfg->model;
     int B = cfg->optim.batch_size, T = m->max_context_width, M = cfg->optim.grad_accum, L = m->num_layers;
     f->fpt = model_flops_per_token(&f->plan, T);
-    f->tokens = (double)B * T * M;
+    f->tokens = (double)B * T * M / f->dims.cp;  // a cp group's ranks split each sequence
     f->every = memory_ckpt_every(cfg, f->gpu);
     f->horizon = memory_offload_horizon(cfg, f->gpu);
     f->recomputed = f->every > 0 ? (L + f->every - 1) / f->every : 0;  // blocks 0, every, 2*every, ... (model.h)
@@ -513,6 +523,7 @@ static void print_layout(const PlanFigures *f, const char *device) {
     char tps[160] = "";
     size_t n = 0;
     if (f->tp > 1) n = snprintf(tps, sizeof tps, " x tp %d%s", f->tp, f->dims.sequence_parallel ? " (sequence parallel)" : "");
+    if (f->dims.cp > 1) n += snprintf(tps + n, sizeof tps - n, " x cp %d (ring attention)", f->dims.cp);
     if (f->dims.ep > 1)
         snprintf(tps + n, sizeof tps - n, "; ep %d (%d experts per rank, sharded over %d x %d replica(s))", f->dims.ep,
                  cfg->model.num_experts / f->dims.ep, f->dims.expert_shard_size, f->dims.expert_replica_size);
@@ -520,8 +531,8 @@ static void print_layout(const PlanFigures *f, const char *device) {
            f->nodes, f->rpn, device, shard_strategy_name(f->dims.strategy), f->shard, f->replicas, tps,
            shard_precision_name(cfg->shard.precision),
            shard_precision_name(cfg->shard.reduce_dtype));
-    printf("batch: %d x %d tokens x grad_accum %d = %.0f tokens per rank per step, %.0f per step%s\n", B, T, M, f->tokens,
-           f->tokens * f->dims.dp, f->tp > 1 ? " (a tp group's ranks read the same tokens)" : "");
+    printf("batch: %d x %d tokens x grad_accum %d%s = %.0f tokens per rank per step, %.0f per step%s\n", B, T, M,
+           f->dims.cp > 1 ? " / cp" : "", f->tokens, f->tokens * f->dims.dp, f->tp > 1 ? " (a tp group's ranks read the same tokens)" : "");
 }
 
 static void print_memory(const PlanFigures *f) {
@@ -555,8 +566,7 @@ static void print_memory(const PlanFigures *f) {
     }
     double staging = memory_staging(&f->host, cfg);
     if (staging > 0)
-        mem_row("staging", staging, unit, shard_params, f->gpu ? "--async_checkpoint: the checkpoint's copy, in pinned host memory, not in the peak"
-                                                               : "--async_checkpoint: the checkpoint's copy for its background write (in the peak)");
+        mem_row("staging", staging, unit, shard_params, staging_note(cfg, f->gpu));
     if (f->capacity > 0) printf("  %s: %s\n", f->fits ? "fits" : "DOES NOT FIT", f->capacity_what);
     // per parameter of the rank's shard: what lives all run long; bf16 copies exist only while a
     // unit is gathered or reduced (shard group 1 on a GPU aside, whose units are always gathered)

@@ -51,6 +51,7 @@ typedef struct {
     PackLayout order;  // the sample order's layout: data position, global batch, data-parallel place
     PackPlans plans;   // this rank's micro-batches of a step and the next
     int tp_rank;       // the tp ranks of a tensor-parallel group read the same samples
+    int cp_rank;       // so do the ranks of a context-parallel group, each keeping its chunks of them
     long long truncated, lost;  // rows cut at the context so far (and of them, those left with no loss)
     double tokens_seen;         // loss-bearing targets trained on since step 0 (checkpoints carry it)
     int max_steps, start_step;
@@ -74,6 +75,19 @@ typedef struct {
     HfModel *hf;             // --init_from a Hugging Face source
     int init_h5;             // --init_from an fsdpc checkpoint file
     CkptAsync *async;        // --async_checkpoint's writer and staging buffer, else NULL
+    // --keep_snapshot: the state of the last checkpoint step (or of the start) in host memory, and
+    // what the run had counted then besides the shards; else NULL
+    CkptSnapshot *snapshot;
+    struct {
+        double tokens_seen;
+        long long truncated, lost;
+    } snap;
+    // the global sample indices rollbacks skipped, ascending (r->order reads them; checkpoints keep them)
+    uint64_t *skipped;
+    size_t nskipped;
+    int nonfinite;     // non-finite steps so far (--skip_nonfinite_steps bounds them)
+    int replay_end;    // a rollback replays the steps before this one (0-based), already logged
+    int rolled_back;   // the step (0-based) of the last rollback, -1: none
     CkptSource source;       // that source's side files (config.json, tokenizer_config.json...), passed on
     // what defines the run besides its flags (data/source/ident.h): the tokenizer, the training and the
     // validation data (nfiles < 0: none), recorded in every checkpoint (CkptMeta.inputs); and the

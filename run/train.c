@@ -1,12 +1,16 @@
 // train: the training run by phase: setup, the loop of steps, and the finish (see train.h).
 #include "train.h"
 
+#include <ctype.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../base/clock.h"
+#include "../base/err.h"
 #include "../base/log.h"
 #include "../base/checked.h"
 #include "../base/limits.h"
@@ -67,6 +71,20 @@ static void check_nsys(const Config *c) {
 
 // The plans of this rank's micro-batches of `step` (data/loader/pack.h).
 static void plans_of(Run *r, int step) { pack_step_plans(&r->plans, &r->order, &r->train, (uint64_t)r->cfg->optim.seed, step); }
+
+// Global sample g joins the skipped ones (kept ascending, each once): the order holds it no more.
+static void skip_sample(Run *r, uint64_t g) {
+    size_t i = r->nskipped;
+    while (i > 0 && r->skipped[i - 1] > g) i--;
+    if (i > 0 && r->skipped[i - 1] == g) return;
+    r->skipped = realloc(r->skipped, (r->nskipped + 1) * sizeof *r->skipped);
+    if (!r->skipped) err_fatal("out of memory");
+    memmove(r->skipped + i + 1, r->skipped + i, (r->nskipped - i) * sizeof *r->skipped);
+    r->skipped[i] = g;
+    r->nskipped++;
+    r->order.skipped = r->skipped, r->order.nskipped = r->nskipped;
+    pack_plans_forget(&r->plans);  // the plans made so far may hold it
+}
 
 // Takes this rank's micro-batch of a step and starts reading `next` in the background.
 static void load_batch(Run *r, int step, int micro, const DataPlan *next) {
@@ -151,7 +169,7 @@ void train_micro_step(ShardState *s, Activations *a, const int32_t *inp, const i
     int embed = plan->embed_unit, head = plan->head_unit;
     if (!train) model_set_dropout(a, 0.0f, 0, 0, 0), model_router_train(a, -1.0);  // evaluation: no dropout, no router losses
     a->B = rows;  // a packed step's micro-batch may hold fewer rows: the buffers fit B, the kernels run rows
-    model_load_batch(a, inp, tgt, kstart, rows * T, batch);
+    model_load_batch(a, inp, tgt, kstart, rows * T * a->cp, batch);  // whole sequences: a cp rank keeps its chunks
     // forward: the embedding, then the blocks; the head's forward runs with its backward
     forward_blocks(s, a, "forward", train ? PHASE_FWD : PHASE_EVAL, train, head);
     range(train ? "forward+backward" : "forward", head);
@@ -211,7 +229,7 @@ static void route_prepass(Run *r, int step, int nmicro) {
         model_router_train(a, (double)r->batch->loss_tokens);
         int rows = r->plans.plans[step & 1][micro]->nrows;
         a->B = rows;
-        model_load_batch(a, r->batch->inp, r->batch->tgt, r->batch->docs ? r->batch->kstart : NULL, rows * T, micro);
+        model_load_batch(a, r->batch->inp, r->batch->tgt, r->batch->docs ? r->batch->kstart : NULL, rows * T * a->cp, micro);
         forward_blocks(s, a, "routing", PHASE_EVAL, 0, -1);
         a->B = B;
     }
@@ -259,9 +277,30 @@ static void check_token_ids(const Run *r, int step) {
     if (target) at -= N;
     uint64_t first = step >= 0 ? pack_batch_first(&r->order, step, (int)batch)
                                : ((uint64_t)batch * r->order.dp_world + r->order.dp_rank) * (uint64_t)r->acts.B;
+    uint64_t sample = first + (uint64_t)(at / T);
+    if (step >= 0) sample = pack_sample(&r->order, sample);  // a position of the order, as a global sample index
+    long long pos = r->acts.cp > 1 ? r->acts.cp_pos[(size_t)r->acts.cp_rank * T + at % T] : at % T;  // in the sequence
     comm_fail_local("%s %lld: sample %llu holds token id %d at %s position %lld, not in [0, --vocab_size %d)",
-               step >= 0 ? "step" : "validation batch", step >= 0 ? step + 1LL : batch + 1, (unsigned long long)(first + (uint64_t)(at / T)),
-               id, target ? "target" : "input", at % T, r->acts.V);
+               step >= 0 ? "step" : "validation batch", step >= 0 ? step + 1LL : batch + 1, (unsigned long long)sample,
+               id, target ? "target" : "input", pos, r->acts.V);
+}
+
+// The tests' non-finite batch: FSDPC_TEST_NONFINITE=sample:G makes the loss sum of the rank whose
+// micro-batches of the step hold global sample G NaN, before the step's reduction carries it to
+// every rank (the tp ranks reading it too), so one rank alone sees the non-finite value.
+static void test_nonfinite_sample(Run *r, int step) {
+    const char *e = getenv("FSDPC_TEST_NONFINITE");
+    unsigned long long g;
+    if (!e || sscanf(e, "sample:%llu", &g) != 1) return;
+    for (int m = 0; m < r->plans.nplans[step & 1]; m++) {
+        const DataPlan *p = r->plans.plans[step & 1][m];
+        for (int i = 0; i < p->first[p->nrows]; i++)
+            if (p->samples[i] == g) {
+                double nan = NAN;
+                kern_upload(r->acts.loss, &nan, sizeof nan);
+                return;
+            }
+    }
 }
 
 // One optimizer step. Its loss is the mean over the global batch's loss-bearing targets (the
@@ -293,7 +332,7 @@ static StepResult train_step(Run *r, int step, float lr) {
         trace_begin(TRACE_DATA, "data wait", -1);
         fill_batch(r, step, micro);
         trace_end(TRACE_DATA);
-        mine += r->tp_rank ? 0.0 : (double)r->batch->loss_tokens;  // a tp group's tokens, once
+        mine += r->tp_rank || r->cp_rank ? 0.0 : (double)r->batch->loss_tokens;  // a tp or cp group's tokens, once
         // masks keyed by the global sample index: equal for every layout, and on resume
         model_set_dropout(&r->acts, c->model.dropout, (uint64_t)c->optim.seed, pack_batch_first(&r->order, step, micro), 1);
         prof_mark(r, PROF_DATA);
@@ -305,6 +344,7 @@ static StepResult train_step(Run *r, int step, float lr) {
         prof_mark(r, PROF_COMPUTE);
     }
     shard_grads_finish(&r->st);
+    test_nonfinite_sample(r, step);
     ShardStepStats st;
     // clipping's norm: per-unit sums of squares, the loss and the token count in one reduction (the scaling runs inside AdamW)
     trace_begin(TRACE_COMPUTE, "clip grad norm", -1);
@@ -330,9 +370,9 @@ static StepResult train_step(Run *r, int step, float lr) {
     out.gnorm = st.grad_norm * inv;
     // the tests' divergence, since no learning rate in --lr's range reliably makes one:
     // FSDPC_TEST_NONFINITE=N makes the loss and gradient norm of step N and every later step NaN
-    // (on every rank)
+    // (on every rank; sample:G is test_nonfinite_sample's)
     const char *nonfinite = getenv("FSDPC_TEST_NONFINITE");
-    if (nonfinite && step + 1 >= atoi(nonfinite)) out.loss = out.gnorm = NAN;
+    if (nonfinite && isdigit((unsigned char)nonfinite[0]) && step + 1 >= atoi(nonfinite)) out.loss = out.gnorm = NAN;
     out.applied = isfinite(out.loss) && isfinite(out.gnorm);
     trace_begin(TRACE_COMPUTE, "optimizer", -1);
     if (!(st.tokens > 0)) {
@@ -383,7 +423,7 @@ static double validate(Run *r, int *stopped) {
         if (bad) comm_fail_local("%s", bad);
         train_micro_step(&r->st, &r->acts, r->batch->inp, r->batch->tgt, r->batch->docs ? r->batch->kstart : NULL, rows, 0.0f, 1, i);
         comm_stop_progress();
-        sums[1] += r->tp_rank ? 0.0 : (double)r->batch->loss_tokens;  // a tp group's tokens, once
+        sums[1] += r->tp_rank || r->cp_rank ? 0.0 : (double)r->batch->loss_tokens;  // a tp or cp group's tokens, once
     }
     sums[0] = model_loss_read(&r->acts);
     check_token_ids(r, -1);
@@ -419,6 +459,11 @@ static void save_wait(Run *r, const char *why) {
     if (waited >= 0.01) log_msg("%s waited %.2f s for the previous checkpoint's background write\n", why, waited);
 }
 
+// --keep_snapshot: what the run has counted at the snapshot's step besides the shards
+static void snapshot_counts(Run *r) {
+    r->snap.tokens_seen = r->tokens_seen, r->snap.truncated = r->truncated, r->snap.lost = r->lost;
+}
+
 // sync: written before returning, even under --async_checkpoint (the last checkpoint of a run)
 static void save(Run *r, int step, int sync) {
     Config *c = r->cfg;
@@ -434,6 +479,7 @@ static void save(Run *r, int step, int sync) {
     meta.tokens_seen = (uint64_t)r->tokens_seen;
     meta.data_position = pack_step_first(&r->order, step);
     meta.rng_state = (uint64_t)c->optim.seed;
+    meta.skipped = r->skipped, meta.nskipped = r->nskipped;
     CkptSaved out;
     char err[CKPT_ERR_LEN], run[2048], what[64];
     config_describe(c, inputs_data_name(r), run, sizeof run);
@@ -445,6 +491,7 @@ static void save(Run *r, int step, int sync) {
                             c->ckpt.num_kept_checkpoints, r->resume_file, err, sizeof err))
             comm_fail_all("%s", err);
         trace_end(TRACE_COMPUTE);
+        snapshot_counts(r);  // the staged state is the snapshot (--keep_snapshot)
         return;
     }
     trace_begin(TRACE_COMPUTE, "checkpoint write", -1);
@@ -455,6 +502,10 @@ static void save(Run *r, int step, int sync) {
             out.bytes / 1e6 / (out.seconds > 0 ? out.seconds : 1e-9));
     ckpt_prune(c->ckpt.checkpoint_dir, c->ckpt.num_kept_checkpoints, &meta, out.path, r->resume_file);
     free(out.path);
+    if (r->snapshot && !sync) {  // a run that goes on keeps the state it just wrote
+        ckpt_snapshot_take(r->snapshot, &r->st);
+        snapshot_counts(r);
+    }
 }
 
 // The layout: ranks, data-parallel place, global batch and the steps asked for.
@@ -465,9 +516,13 @@ static void setup_layout(Run *r) {
     // the mesh puts a tp group on consecutive ranks (shard/parallel.h); parallel_dims_build later
     // refuses a degree that does not divide the world
     int tp = c->shard.tensor_parallel_degree > 1 && comm_info.world % c->shard.tensor_parallel_degree == 0 ? c->shard.tensor_parallel_degree : 1;
-    r->order = (PackLayout){.dp_world = comm_info.world / tp, .dp_rank = comm_info.rank / tp, .batch_size = c->optim.batch_size,
-                            .grad_accum = c->optim.grad_accum, .packing = c->data.packing};
+    // and a cp group on consecutive data-parallel ranks, which read one batch
+    int cp = c->shard.context_parallel_degree > 1 && comm_info.world / tp % c->shard.context_parallel_degree == 0
+                 ? c->shard.context_parallel_degree : 1;
+    r->order = (PackLayout){.dp_world = comm_info.world / tp / cp, .dp_rank = comm_info.rank / tp / cp,
+                            .batch_size = c->optim.batch_size, .grad_accum = c->optim.grad_accum, .packing = c->data.packing};
     r->tp_rank = comm_info.rank % tp;
+    r->cp_rank = comm_info.rank / tp % cp;
     r->order.global_batch = c->optim.batch_size * r->order.dp_world * c->optim.grad_accum;
     r->max_steps = c->optim.max_epochs < 0 ? 0 : c->optim.max_steps;  // minimal_fsdp's evaluate-then-generate trains nothing
 }
@@ -535,6 +590,22 @@ static void log_setup(const Run *r, const char *att) {
                 c->run.num_threads);
 }
 
+// Context parallelism: the plan's place in its cp group, and the group (before the memory check,
+// which counts a rank's share of each sequence).
+static void setup_context(Run *r) {
+    if (r->dims.cp == 1) return;
+    if (kern_on_gpu())
+        comm_fail_all("--context_parallel_degree %d: ring attention runs on the CPU device only for now (the GPU's attention "
+                      "kernels do not return the softmax statistics the ring merges by); use --device cpu or drop the flag",
+                      r->dims.cp);
+    r->plan.cp = r->dims.cp;
+    r->plan.cp_rank = r->cp_rank;
+    comm_make_cp_group(r->dims.tp, r->dims.cp, &r->plan.cp_group);
+    int T = r->cfg->model.max_context_width;
+    log_msg("context parallelism %d: each rank holds 2 chunks of %d tokens of every sequence of %d (rank r: chunks r and "
+            "%d - r), attention by a ring over the group\n", r->dims.cp, T / (2 * r->dims.cp), T, 2 * r->dims.cp - 1);
+}
+
 // The mesh, the memory check, the shards, the activations and the data buffers.
 static void setup_build(Run *r) {
     Config *c = r->cfg;
@@ -545,6 +616,7 @@ static void setup_build(Run *r) {
         model_plan_tp(&r->plan, r->dims.tp, r->tp_rank, NULL, r->dims.sequence_parallel);
     if (r->dims.ep > 1)  // this rank's place in its ep group: consecutive data-parallel ranks (parallel.h)
         model_plan_ep(&r->plan, r->dims.ep, comm_info.rank / r->dims.tp % r->dims.ep, NULL);
+    setup_context(r);
     memory_check(&r->plan, c, &r->dims);
     outputs_claim_checkpoint_dir(r);
     shard_init(&r->st, &r->plan, &c->shard, &r->dims, c->optim.grad_accum, c->optim.seed, !r->resume_file[0] && !r->init_h5 && !r->hf);
@@ -586,9 +658,32 @@ static void setup_async(Run *r) {
         comm_fail_all("--async_checkpoint: the MPI library does not provide MPI_THREAD_MULTIPLE, which the background writer needs "
                       "(it makes MPI-IO calls while training makes its own); use an MPI built with thread support, or drop "
                       "--async_checkpoint");
-    r->async = ckpt_async_new(&r->st);
-    log_msg("--async_checkpoint: each checkpoint is staged in %.1f MiB of %shost memory per rank (rank 0's part) and written in the "
-            "background; the next checkpoint and the end of training wait for it\n", ckpt_stage_bytes(&r->st) / 1048576.0,
+    r->async = ckpt_async_new(&r->st, r->snapshot);
+    if (r->snapshot)
+        log_msg("--async_checkpoint: each checkpoint is staged in --keep_snapshot's buffer and written in the background; the "
+                "next checkpoint and the end of training wait for it\n");
+    else
+        log_msg("--async_checkpoint: each checkpoint is staged in %.1f MiB of %shost memory per rank (rank 0's part) and written in "
+                "the background; the next checkpoint and the end of training wait for it\n", ckpt_stage_bytes(&r->st) / 1048576.0,
+                kern_on_gpu() ? "pinned " : "");
+}
+
+// --keep_snapshot: the buffer, and the state the run starts from in it (the start-up memory check
+// counted the buffer). The tests' FSDPC_TEST_SKIP_SAMPLES=G:N (a run whose data never held global
+// samples G..G+N-1: the reference a rollback's losses are held against) adds to the skipped samples.
+static void setup_snapshot(Run *r) {
+    const Config *c = r->cfg;
+    const char *hook = getenv("FSDPC_TEST_SKIP_SAMPLES");
+    unsigned long long g, n;
+    if (hook && sscanf(hook, "%llu:%llu", &g, &n) == 2)
+        for (unsigned long long i = 0; i < n; i++) skip_sample(r, g + i);
+    r->rolled_back = -1;
+    if (!c->ckpt.keep_snapshot || r->start_step >= r->max_steps) return;
+    r->snapshot = ckpt_snapshot_new(&r->st);
+    ckpt_snapshot_take(r->snapshot, &r->st);
+    snapshot_counts(r);
+    log_msg("--keep_snapshot: the state of each checkpoint step (now the start's, step %d) is kept in %.1f MiB of %shost memory per "
+            "rank (rank 0's), for --on_nonfinite rollback\n", r->start_step, ckpt_snapshot_bytes(&r->st) / 1048576.0,
             kern_on_gpu() ? "pinned " : "");
 }
 
@@ -638,16 +733,88 @@ static int train_setup(Run *r) {
     comm_stop_polled(1);
     comm_stop_watch("training");  // a kernel that never returns must not keep a stop from being obeyed
     r->start_step = shard_step(&r->st);
+    setup_snapshot(r);
     setup_async(r);
     if (r->start_step < r->max_steps)  // the model's initial values or checkpoint, the data and the device, before any step
         log_msg("start-up: %.1f s to the first step on %d host thread(s)\n", clock_now_s() - t_start, c->run.num_threads);
     return 0;
 }
 
+// A non-finite step counts against --skip_nonfinite_steps (unbounded under --on_nonfinite skip and
+// rollback unless given): once they are spent the run stops, before the step's update.
+static void nonfinite_count(Run *r, int done, const StepResult *s) {
+    const Config *c = r->cfg;
+    NonfiniteAction mode = c->optim.on_nonfinite;
+    int budget = mode == NONFINITE_STOP || flags_given(c, "skip_nonfinite_steps") ? c->optim.skip_nonfinite_steps : INT_MAX;
+    if (++r->nonfinite <= budget) return;
+    char why[160] = "--skip_nonfinite_steps N skips up to N such steps; --on_nonfinite rollback skips their samples";
+    if (mode != NONFINITE_STOP)
+        snprintf(why, sizeof why, "--skip_nonfinite_steps %d: the run survived that many (--on_nonfinite %s)", budget,
+                 cli_choice_name(shard_nonfinite_names, mode));
+    comm_fail_all("step %d: non-finite %s (loss %g, gradient norm %g); stopped before the update, and no checkpoint "
+                  "was written after it (%s)", done, isfinite(s->loss) ? "gradient norm" : "loss", s->loss, s->gnorm, why);
+}
+
+// n ascending sample indices as ranges "a-b, c" into out, cut with the count when long
+static void show_samples(const uint64_t *g, size_t n, char *out, size_t len) {
+    size_t at = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < n && at + 48 < len; i++) {
+        size_t j = i;
+        while (j + 1 < n && g[j + 1] == g[j] + 1) j++;
+        at += (size_t)snprintf(out + at, len - at, "%s%llu", i ? ", " : "", (unsigned long long)g[i]);
+        if (j > i) at += (size_t)snprintf(out + at, len - at, "-%llu", (unsigned long long)g[j]);
+        if (j + 1 < n && at + 48 >= len) snprintf(out + at, len - at, ", ... (%zu in all)", n);
+        i = j;
+    }
+}
+
+// --on_nonfinite rollback at the non-finite step `step` (0-based; every rank saw it in the step's
+// reduction): the snapshot goes back into the shards, the step's samples join the skipped ones,
+// and the steps from the snapshot's on are trained again, those before `step` as before (not
+// logged again), then `step` on the samples that follow. Returns the step to go on from. A step
+// that is non-finite again after its samples were skipped, or while replayed, stops the run: the
+// failure follows the weights, not the data, and rolling back again would repeat it.
+static int rollback(Run *r, int step, const StepResult *s) {
+    int done = step + 1, G = r->order.global_batch;
+    if (step < r->replay_end)
+        comm_fail_all("step %d: non-finite loss or gradient norm while it was trained again after a rollback, though it was "
+                      "finite before: the replay is not deterministic here; stopped (resume from the last checkpoint)", done);
+    if (step == r->rolled_back)
+        comm_fail_all("step %d: non-finite again after a rollback skipped its samples: the failure follows the weights, not "
+                      "the data; stopped (lower --lr, or resume from an earlier checkpoint)", done);
+    nonfinite_count(r, done, s);
+    uint64_t first = pack_step_first(&r->order, step), *g = mallocCheck((size_t)G * sizeof *g);
+    for (int i = 0; i < G; i++) g[i] = pack_sample(&r->order, first + (uint64_t)i);  // before any joins the skipped
+    for (int i = 0; i < G; i++) skip_sample(r, g[i]);
+    char shown[400];
+    show_samples(g, (size_t)G, shown, sizeof shown);
+    free(g);
+    int from = ckpt_snapshot_restore(r->snapshot, r->async, &r->st);
+    r->tokens_seen = r->snap.tokens_seen, r->truncated = r->snap.truncated, r->lost = r->snap.lost;
+    r->replay_end = step;
+    r->rolled_back = step;
+    log_msg("step %d: non-finite %s (loss %g, gradient norm %g): rolled back to step %d's snapshot; the step's %d samples "
+            "(global indices %s of the data order) are skipped from now on, also by a resume; %s (rollback %d)\n", done,
+            isfinite(s->loss) ? "gradient norm" : "loss", s->loss, s->gnorm, from, G, shown,
+            from < step ? "the steps since are trained again" : "the step is trained again on the samples after them", r->nonfinite);
+    return from;
+}
+
+// The stop after step `done` (a preemption signal): its checkpoint, unless saved already; exit 75.
+static int stop_after(Run *r, int done, int saved) {
+    const Config *c = r->cfg;
+    if (c->ckpt.checkpoint_freq > 0 && !saved) save(r, done, 1);
+    save_wait(r, "the stop");
+    log_msg("Preempted (signal) after step %d: %s; exiting with status %d so the job can be requeued and resumed\n",
+            done, c->ckpt.checkpoint_freq > 0 ? "checkpoint written" : "no checkpoint (--checkpoint_freq 0)", TRAIN_EXIT_PREEMPTED);
+    r->max_steps = done;  // generation is skipped in train_finish
+    return TRAIN_EXIT_PREEMPTED;
+}
+
 // The steps from start_step to max_steps; returns the exit status (a preemption's, or 0).
 static int train_loop(Run *r) {
     Config *c = r->cfg;
-    int skipped = 0;
     r->t_log = clock_now_s();
     for (int step = r->start_step; step < r->max_steps; step++) {
         const char *untraced = trace_step(step + 1);
@@ -659,19 +826,29 @@ static int train_loop(Run *r) {
         StepResult s = train_step(r, step, lr);
         kern_range_pop();
         int done = step + 1;
+        if (!s.applied && c->optim.on_nonfinite == NONFINITE_ROLLBACK) {  // nothing of it is logged: it is trained again
+            step = rollback(r, step, &s) - 1;
+            continue;  // a stop signal in it is still set: the next step's reduction carries it
+        }
         r->log_steps++;
         r->log_tokens += s.tokens;
         r->tokens_seen += s.tokens;
+        if (step < r->replay_end) {  // trained again after a rollback, as before: logged then
+            if (s.preempt) return stop_after(r, done, 0);
+            continue;
+        }
         // the step's metrics line, written once its log point and validation have added theirs
         char line[4096];
         int len = outputs_step(r, done, lr, &s, line, sizeof line);
-        if (!s.applied && ++skipped > c->optim.skip_nonfinite_steps)
-            comm_fail_all("step %d: non-finite %s (loss %g, gradient norm %g); stopped before the update, and no checkpoint "
-                          "was written after it (--skip_nonfinite_steps N skips up to N such steps)",
-                          done, isfinite(s.loss) ? "gradient norm" : "loss", s.loss, s.gnorm);
-        if (!s.applied)
-            log_msg("step %d: non-finite loss or gradient norm (%g, %g): update skipped (%d of --skip_nonfinite_steps %d)\n",
-                    done, s.loss, s.gnorm, skipped, c->optim.skip_nonfinite_steps);
+        if (!s.applied) {
+            nonfinite_count(r, done, &s);
+            if (c->optim.on_nonfinite == NONFINITE_STOP || flags_given(c, "skip_nonfinite_steps"))
+                log_msg("step %d: non-finite loss or gradient norm (%g, %g): update skipped (%d of --skip_nonfinite_steps %d)\n",
+                        done, s.loss, s.gnorm, r->nonfinite, c->optim.skip_nonfinite_steps);
+            else
+                log_msg("step %d: non-finite loss or gradient norm (%g, %g): update skipped (%d so far; --on_nonfinite skip)\n",
+                        done, s.loss, s.gnorm, r->nonfinite);
+        }
         if (done % c->run.logging_freq == 0 || done == r->max_steps || done == r->start_step + 1)
             outputs_log_point(r, done, lr, &s, line, sizeof line, &len);
         int do_val = r->has_val && c->data.validation_freq > 0 && done % c->data.validation_freq == 0;
@@ -687,14 +864,7 @@ static int train_loop(Run *r) {
         if (do_ckpt) save(r, done, done == r->max_steps || s.preempt);
         prof_mark(r, do_ckpt ? PROF_CKPT : -1);
         if (do_val || do_ckpt) r->t_log = clock_now_s();  // keep evaluation and I/O out of Speed
-        if (s.preempt && done < r->max_steps) {
-            if (c->ckpt.checkpoint_freq > 0 && !do_ckpt) save(r, done, 1);
-            save_wait(r, "the stop");
-            log_msg("Preempted (signal) after step %d: %s; exiting with status %d so the job can be requeued and resumed\n",
-                    done, c->ckpt.checkpoint_freq > 0 ? "checkpoint written" : "no checkpoint (--checkpoint_freq 0)", TRAIN_EXIT_PREEMPTED);
-            r->max_steps = done;  // generation is skipped in train_finish
-            return TRAIN_EXIT_PREEMPTED;
-        }
+        if (s.preempt && done < r->max_steps) return stop_after(r, done, do_ckpt);
     }
     save_wait(r, "the end of training");
     return 0;
@@ -736,6 +906,8 @@ static int train_finish(Run *r, int status) {
     pack_plans_free(&r->plans);
     model_acts_free(&r->acts);
     ckpt_async_free(r->async);
+    ckpt_snapshot_free(r->snapshot);
+    free(r->skipped);
     shard_free(&r->st);
     model_plan_free(&r->plan);
     inputs_free(r);

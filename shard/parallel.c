@@ -1,4 +1,4 @@
-// parallel: the replica x shard x tp layout of a strategy on a world.
+// parallel: the replica x shard (x cp) x tp layout of a strategy on a world.
 #include "parallel.h"
 #include "../base/err.h"
 
@@ -45,6 +45,29 @@ static const char *expert_dims(ParallelDims *pd, const ShardConfig *cfg, const M
                         "one must divide the other", pd->ep, pd->shard_size, shard_strategy_name(cfg->sharding));
     pd->expert_shard_size = pd->shard_size % pd->ep ? 1 : pd->shard_size / pd->ep;
     pd->expert_replica_size = pd->dp / pd->ep / pd->expert_shard_size;
+    return NULL;
+}
+
+// Context parallelism: cp consecutive data-parallel ranks split each sequence into 2 cp chunks,
+// rank r holding chunks r and 2 cp - 1 - r (the causal work then evens out over the group).
+static const char *context_dims(ParallelDims *pd, const ShardConfig *cfg, const ModelConfig *m) {
+    static char msg[320];
+    pd->cp = cfg->context_parallel_degree > 0 ? cfg->context_parallel_degree : 1;
+    if (pd->cp == 1) return NULL;
+    const int T = m->max_context_width;
+    if (pd->dp % pd->cp)
+        return err_text(msg, sizeof msg, "--context_parallel_degree %d does not divide the %d data-parallel ranks (world %d / "
+                        "--tensor_parallel_degree %d)", pd->cp, pd->dp, pd->world, pd->tp);
+    if (T % (2 * pd->cp))
+        return err_text(msg, sizeof msg, "--context_parallel_degree %d: --max_context_width %d does not split into %d equal "
+                        "chunks (each rank holds two, mirrored); make it a multiple of %d", pd->cp, T, 2 * pd->cp, 2 * pd->cp);
+    if (pd->sequence_parallel && (T / pd->cp) % pd->tp)
+        return err_text(msg, sizeof msg, "--sequence_parallel: --tensor_parallel_degree %d does not divide a context-parallel "
+                        "rank's %d tokens (--max_context_width %d / --context_parallel_degree %d)", pd->tp, T / pd->cp, T, pd->cp);
+    if (pd->shard_size % pd->cp && pd->cp % pd->shard_size)
+        return err_text(msg, sizeof msg, "--context_parallel_degree %d and the shard group of %d ranks (--sharding %s) do not "
+                        "nest: a context-parallel group must lie inside one shard group or hold whole ones", pd->cp,
+                        pd->shard_size, shard_strategy_name(cfg->sharding));
     return NULL;
 }
 
@@ -95,6 +118,7 @@ const char *parallel_dims_build(ParallelDims *pd, const ShardConfig *cfg, const 
     }
     pd->replica_size = pd->dp / pd->shard_size;
     e = expert_dims(pd, cfg, m);
+    if (!e) e = context_dims(pd, cfg, m);
     if (e) return e;
     pd->reshard_after_forward = cfg->sharding == SHARD_FULL || cfg->sharding == SHARD_HYBRID_FULL;
     return NULL;

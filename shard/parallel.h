@@ -3,6 +3,11 @@
 // The mesh is replica x shard x tp: rank = (replica * shard_size + shard) * tp + tp rank, so a
 // tensor-parallel group is tp consecutive ranks (inside a node), and the data-parallel ranks
 // (world / tp of them, each group of tp ranks reading the same batch) form shard_size x replica_size.
+// Context parallelism splits every sequence over cp consecutive data-parallel ranks (a cp group:
+// ranks d / cp alike, same tp rank), so the mesh reads replica x shard x cp x tp where cp divides
+// the shard group, or replica x cp x tp with shard groups inside a cp group. For the weights the
+// cp ranks are data-parallel ranks like any other (their gradients are reduced together); only
+// the data differs: a cp group reads one batch, each rank two mirrored chunks of each sequence.
 #ifndef FSDPC_PARALLEL_H
 #define FSDPC_PARALLEL_H
 
@@ -24,6 +29,7 @@ typedef struct {
     // same place in their ep group) and replicate them expert_replica_size times. ep 1: one unit
     // holds a block's experts with the rest.
     int ep, expert_shard_size, expert_replica_size;
+    int cp;  // ranks of a context-parallel group (1: none); dp / cp groups read different batches
 } ParallelDims;
 
 // Fills pd for cfg's --sharding, --shard_group_size and --tensor_parallel_degree and model m on `world`
@@ -31,7 +37,9 @@ typedef struct {
 // --shard_group_size is not given, is a node's data-parallel ranks: ranks_per_node / tp). The
 // tp degree must divide the world, the heads, the key/value heads, the MLP width and the
 // vocabulary. The ep degree must divide the experts and the data-parallel ranks, and fit the shard
-// group (divide it, or be a multiple of it). NULL, or why the layout does not fit (a static one-line message naming the numbers).
+// group (divide it, or be a multiple of it). The cp degree likewise divides the data-parallel ranks
+// and nests with the shard group, and splits --max_context_width into 2 cp equal chunks (each a
+// multiple of tp under --sequence_parallel). NULL, or why the layout does not fit (a static one-line message naming the numbers).
 const char *parallel_dims_build(ParallelDims *pd, const ShardConfig *cfg, const ModelConfig *m, int world, int ranks_per_node);
 
 #endif

@@ -14,6 +14,8 @@ const CliChoice shard_precision_names[] = {{"float32", PRECISION_FP32}, {"bf16",
 const CliChoice shard_lr_decay_names[] = {
     {"cosine", LR_DECAY_COSINE}, {"linear", LR_DECAY_LINEAR}, {"constant", LR_DECAY_CONSTANT},
     {"exponential", LR_DECAY_EXPONENTIAL}, {"plateau", LR_DECAY_PLATEAU}, {NULL, 0}};
+const CliChoice shard_nonfinite_names[] = {
+    {"stop", NONFINITE_STOP}, {"skip", NONFINITE_SKIP}, {"rollback", NONFINITE_ROLLBACK}, {NULL, 0}};
 
 const char *shard_strategy_name(ShardStrategy s) { return cli_choice_name(shard_strategy_names, s); }
 const char *shard_precision_name(Precision p) { return cli_choice_name(shard_precision_names, p); }

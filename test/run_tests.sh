@@ -35,8 +35,10 @@ suite "gpu-check: make gpu-check dry-runs on the emulator (bookkeeping and table
 suite "plan: fsdpc plan against real start-up estimates and measured memory; run/plot.py" bash test/integration/test_plan.sh
 suite "shard: multi-rank equivalence, memory, bad layouts" bash test/integration/test_shard.sh
 suite "tp: the tensor-parallel mesh, its checks and refusals" bash test/integration/test_tp.sh
+suite "cp: context parallelism (ring attention): its checks and refusals, losses equal one rank at cp 2 and 4 with FSDP, hybrid and tp, resume across degrees" bash test/integration/test_cp.sh
 suite "ckpt: parallel checkpoints, resharding, crash safety" bash test/integration/test_ckpt.sh
 suite "ckpt async: --async_checkpoint equal to synchronous checkpoints (losses, files, resume at two layouts); kill -9, SIGTERM, an error and a full disk during a background write; staging memory; ThreadSanitizer" bash test/integration/test_ckpt_async.sh
+suite "rollback: --keep_snapshot and --on_nonfinite rollback: a forced non-finite batch skipped, losses equal to a run whose data never held it (np=1/2/4, replicas, async, emulated GPU); the skip list through checkpoints and resumes; bounds, refusals, memory" bash test/integration/test_rollback.sh
 suite "arrow: Arrow IPC stream and file reader against apache-arrow" bash test/integration/test_arrow.sh
 suite "mingpt: train, greedy generation and GPT2LMHeadModel export against the PyTorch reference" bash test/integration/test_mingpt.sh
 suite "hf: Hugging Face weights in (safetensors) and out (export)" bash test/integration/test_hf.sh

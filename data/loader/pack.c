@@ -13,6 +13,12 @@ uint64_t pack_batch_first(const PackLayout *l, int step, int micro) {
     return pack_step_first(l, step) + (uint64_t)(micro * l->dp_world + l->dp_rank) * l->batch_size;
 }
 
+uint64_t pack_sample(const PackLayout *l, uint64_t pos) {
+    uint64_t g = pos;  // each skipped index at or below it moves it one further (ascending: one pass)
+    for (size_t i = 0; i < l->nskipped && l->skipped[i] <= g; i++) g++;
+    return g;
+}
+
 void pack_plans_init(PackPlans *p, int n, int B, int T) {
     p->n = n;
     for (int k = 0; k < 2; k++) {
@@ -38,7 +44,7 @@ static int pack_step(const PackLayout *l, const Dataset *d, uint64_t seed, int s
     uint64_t g0 = pack_step_first(l, step);
     int *row_of = mallocCheck((size_t)G * sizeof(int)), *room = mallocCheck((size_t)G * sizeof(int));
     for (int i = 0; i < G; i++) {
-        int len = data_sample_len(d, seed, g0 + (uint64_t)i, 1), row = 0;
+        int len = data_sample_len(d, seed, pack_sample(l, g0 + (uint64_t)i), 1), row = 0;
         while (row < nrows && room[row] < len) row++;
         if (row == nrows) room[nrows++] = T;
         room[row] -= len;
@@ -54,7 +60,7 @@ static int pack_step(const PackLayout *l, const Dataset *d, uint64_t seed, int s
         for (int k = 0; k < p->nrows; k++) {  // row k of the micro-batch is context (lo + k) * W + rank
             int ctx = (lo + k) * W + l->dp_rank, n = p->first[k];
             for (int i = 0; i < G; i++)
-                if (row_of[i] == ctx) p->samples[n++] = g0 + (uint64_t)i;
+                if (row_of[i] == ctx) p->samples[n++] = pack_sample(l, g0 + (uint64_t)i);
             p->first[k + 1] = n;
         }
         if (!p->nrows) {  // no context left for this rank: one padding row, to keep step with the others
@@ -76,5 +82,11 @@ void pack_step_plans(PackPlans *p, const PackLayout *l, const Dataset *d, uint64
         return;
     }
     p->nplans[k] = l->grad_accum;
-    for (int m = 0; m < l->grad_accum; m++) data_plan_rows(p->plans[k][m], l->batch_size, pack_batch_first(l, step, m));
+    for (int m = 0; m < l->grad_accum; m++) {
+        DataPlan *d = p->plans[k][m];
+        data_plan_rows(d, l->batch_size, pack_batch_first(l, step, m));
+        for (int b = 0; l->nskipped && b < l->batch_size; b++) d->samples[b] = pack_sample(l, d->samples[b]);
+    }
 }
+
+void pack_plans_forget(PackPlans *p) { p->step[0] = p->step[1] = -1; }

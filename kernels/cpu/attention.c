@@ -40,8 +40,9 @@ static float *att_alloc(size_t n) {
     return mallocCheck(sizeof(float) * (n ? n : 1));
 }
 
-// s[lo..n) <- softmax(s[lo..n)); the rest of s[0..len) <- 0 (masked keys get probability exactly 0)
-static void att_softmax_row(float *s, int lo, int n, int len) {
+// s[lo..n) <- softmax(s[lo..n)); the rest of s[0..len) <- 0 (masked keys get probability exactly 0).
+// Returns the row's log-sum-exp (ring attention merges by it).
+static float att_softmax_row(float *s, int lo, int n, int len) {
     float mx = s[lo];
 #pragma omp simd reduction(max : mx) CPU_KEEP_ORDER
     for (int j = lo; j < n; j++) mx = s[j] > mx ? s[j] : mx;
@@ -56,6 +57,7 @@ static void att_softmax_row(float *s, int lo, int n, int len) {
     for (int j = lo; j < n; j++) s[j] *= inv;
     memset(s, 0, sizeof(float) * (size_t)lo);
     memset(s + n, 0, sizeof(float) * (size_t)(len - n));
+    return mx + logf(sum);
 }
 
 // the first key query t at position pos sees: its document's start (ks: NULL without documents)
@@ -239,4 +241,146 @@ void CPU_OP(attention_bwd)(void *dq_, void *dk_, void *dv_, float *scratch, cons
             }
         }
     }
+}
+
+// ---- context parallelism: one query block against one key/value block of the ring ----
+
+// the first index of the increasing kpos[0..n) whose position is at least p
+static int att_lower(const int32_t *kpos, int n, int p) {
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (kpos[mid] < p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+// the keys [*j0, *j1) of the increasing kpos that query i sees: causal, from its document's start
+// (qfirst: NULL without documents), and within the window when there is one
+static void att_part_keys(const int32_t *qpos, const int32_t *qfirst, const int32_t *kpos, int Tk, int i, int window, int *j0,
+                          int *j1) {
+    *j1 = att_lower(kpos, Tk, qpos[i] + 1);
+    *j0 = att_lower(kpos, Tk, att_first(qfirst, i, qpos[i], window));
+    if (*j0 > *j1) *j0 = *j1;
+}
+
+// a row block's keys: from its first row's first to its last row's end (both grow with the rows)
+static void att_part_block(const int32_t *qpos, const int32_t *qfirst, const int32_t *kpos, int Tk, int i0, int rows,
+                           int window, int *kb, int *ke) {
+    int unused;
+    att_part_keys(qpos, qfirst, kpos, Tk, i0, window, kb, &unused);
+    att_part_keys(qpos, qfirst, kpos, Tk, i0 + rows - 1, window, &unused, ke);
+    if (*kb > *ke) *kb = *ke;
+}
+
+void CPU_OP(attention_part_fwd)(float *out, float *lse, const float *q, const float *k, const float *v, int B, int Tq,
+                                int Tk, int H, int KV, int hd, const int32_t *qpos, const int32_t *kpos,
+                                const int32_t *qfirst, int window, int first) {
+    const int grp = H / KV, ldq = H * hd, ldk = KV * hd, rb = att_min(Tq, ATT_BLOCK);
+    const float scale = 1.0f / sqrtf((float)hd);
+    // per thread: a row block's scores, then probabilities (rb, Tk), and its output (rb, hd)
+    const size_t per = (size_t)rb * Tk + (size_t)rb * hd;
+    float *scratch = att_alloc((size_t)omp_get_max_threads() * per);
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * H; bh++) {
+        const int b = bh / H, h = bh % H;
+        float *s = scratch + (size_t)omp_get_thread_num() * per, *o = s + (size_t)rb * Tk;
+        const float *qh = q + (size_t)b * Tq * ldq + (size_t)h * hd;
+        const float *kh = k + (size_t)b * Tk * ldk + (size_t)(h / grp) * hd;
+        const float *vh = v + (size_t)b * Tk * ldk + (size_t)(h / grp) * hd;
+        float *oh = out + (size_t)b * Tq * ldq + (size_t)h * hd, *lh = lse + (size_t)bh * Tq;
+        const int32_t *qf = qfirst ? qfirst + (size_t)b * Tq : NULL;
+        float blse[ATT_BLOCK];
+        // by blocks of rows: each row's softmax over the keys it sees (this block's alone, their
+        // log-sum-exp in blse), P V into o, then merged into out and lse by log-sum-exp
+        for (int i0 = 0; i0 < Tq; i0 += ATT_BLOCK) {
+            const int rows = att_min(ATT_BLOCK, Tq - i0);
+            int kb, ke;
+            att_part_block(qpos, qf, kpos, Tk, i0, rows, window, &kb, &ke);
+            const int n = ke - kb;
+            if (n > 0) {
+                cpu_gemm_block(0, 1, rows, n, hd, scale, qh + (size_t)i0 * ldq, ldq,
+                            kh + (size_t)kb * ldk, ldk, 0.0f, s, n);
+                for (int i = 0; i < rows; i++) {
+                    int j0, j1;
+                    att_part_keys(qpos, qf, kpos, Tk, i0 + i, window, &j0, &j1);
+                    float *sr = s + (size_t)i * n;
+                    if (j0 == j1) {  // no key of this block: nothing to add
+                        memset(sr, 0, sizeof(float) * n);
+                        blse[i] = -INFINITY;
+                        continue;
+                    }
+                    blse[i] = att_softmax_row(sr, j0 - kb, j1 - kb, n);
+                }
+                cpu_gemm_block(0, 0, rows, hd, n, 1.0f, s, n, vh + (size_t)kb * ldk, ldk,
+                            0.0f, o, hd);
+            }
+            for (int i = 0; i < rows; i++) {
+                const float lo = first ? -INFINITY : lh[i0 + i], ln = n > 0 ? blse[i] : -INFINITY;
+                float *orow = oh + (size_t)(i0 + i) * ldq;
+                const float *brow = o + (size_t)i * hd;
+                if (ln == -INFINITY) {
+                    if (first) memset(orow, 0, sizeof(float) * hd), lh[i0 + i] = -INFINITY;
+                    continue;
+                }
+                const float m = lo > ln ? lo : ln, wo = lo == -INFINITY ? 0.0f : expf(lo - m), wn = expf(ln - m);
+                const float inv = 1.0f / (wo + wn);
+                for (int d = 0; d < hd; d++) orow[d] = (wo * (lo == -INFINITY ? 0.0f : orow[d]) + wn * brow[d]) * inv;
+                lh[i0 + i] = m + logf(wo + wn);
+            }
+        }
+    }
+    free(scratch);
+}
+
+void CPU_OP(attention_part_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
+                                const float *q, const float *k, const float *v, int B, int Tq, int Tk, int H, int KV,
+                                int hd, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window) {
+    const int grp = H / KV, ldq = H * hd, ldk = KV * hd, rb = att_min(Tq, ATT_BLOCK);
+    const float scale = 1.0f / sqrtf((float)hd);
+    const size_t per = 2 * (size_t)rb * Tk;  // a row block's P, and its dP then dS
+    float *scratch = att_alloc((size_t)omp_get_max_threads() * per);
+    // one (batch, kv head) per iteration, its query heads serially, so dk and dv need no reduction
+#pragma omp parallel for schedule(static)
+    for (int bg = 0; bg < B * KV; bg++) {
+        const int b = bg / KV, g = bg % KV;
+        float *p = scratch + (size_t)omp_get_thread_num() * per, *ds = p + (size_t)rb * Tk;
+        const float *kg = k + (size_t)b * Tk * ldk + (size_t)g * hd, *vg = v + (size_t)b * Tk * ldk + (size_t)g * hd;
+        float *dkg = dk + (size_t)b * Tk * ldk + (size_t)g * hd, *dvg = dv + (size_t)b * Tk * ldk + (size_t)g * hd;
+        const int32_t *qf = qfirst ? qfirst + (size_t)b * Tq : NULL;
+        for (int h = g * grp; h < (g + 1) * grp; h++)
+            for (int i0 = 0; i0 < Tq; i0 += ATT_BLOCK) {
+                const int rows = att_min(ATT_BLOCK, Tq - i0);
+                int kb, ke;
+                att_part_block(qpos, qf, kpos, Tk, i0, rows, window, &kb, &ke);
+                const int n = ke - kb;
+                if (n == 0) continue;
+                const size_t qoff = ((size_t)b * Tq + i0) * ldq + (size_t)h * hd;  // the block's first row
+                const float *qh = q + qoff, *doh = dout + qoff, *oh = out + qoff, *lh = lse + ((size_t)b * H + h) * Tq + i0;
+                // P = exp(scale Q K^T - lse) where seen, from the whole ring's statistics; dP = dout V^T
+                cpu_gemm_block(0, 1, rows, n, hd, scale, qh, ldq, kg + (size_t)kb * ldk, ldk,
+                            0.0f, p, n);
+                cpu_gemm_block(0, 1, rows, n, hd, 1.0f, doh, ldq, vg + (size_t)kb * ldk, ldk,
+                            0.0f, ds, n);
+                for (int i = 0; i < rows; i++) {
+                    int j0, j1;
+                    att_part_keys(qpos, qf, kpos, Tk, i0 + i, window, &j0, &j1);
+                    float dot = 0.0f;  // rowsum(dout * out): rowsum(P dP) over every block of the ring
+                    for (int d = 0; d < hd; d++) dot += doh[(size_t)i * ldq + d] * oh[(size_t)i * ldq + d];
+                    float *pr = p + (size_t)i * n, *dr = ds + (size_t)i * n;
+                    for (int j = 0; j < n; j++) {
+                        pr[j] = j + kb >= j0 && j + kb < j1 ? cpu_expf(pr[j] - lh[i]) : 0.0f;
+                        dr[j] = pr[j] * (dr[j] - dot);  // dS
+                    }
+                }
+                cpu_gemm_block(0, 0, rows, hd, n, scale, ds, n, kg + (size_t)kb * ldk, ldk, 1.0f,
+                            dq + qoff, ldq);
+                cpu_gemm_block(1, 0, n, hd, rows, scale, ds, n, qh, ldq, 1.0f,
+                            dkg + (size_t)kb * ldk, ldk);
+                cpu_gemm_block(1, 0, n, hd, rows, 1.0f, p, n, doh, ldq, 1.0f,
+                            dvg + (size_t)kb * ldk, ldk);
+            }
+    }
+    free(scratch);
 }

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "comm/comm.h"
 #include "kernels/kernels.h"
@@ -107,7 +108,24 @@ int main(int argc, char **argv) {
                       comm_group_size(sg) == 2 && comm_group_rank(sg) == r / 2 && ss == (r % 2) * 2 + 2 &&
                       comm_group_size(rg) == 1 && rs == r),
                "mesh tp 2 x shard 2: tp groups of consecutive ranks, shard groups across them");
+        // cp groups at tp 2 x cp 2: the data-parallel ranks 0, 1 (world 0..3) with the same tp rank: {0,2} {1,3}
+        CommGroup *cg;
+        comm_make_cp_group(2, 2, &cg);
+        double cs = r;
+        comm_allreduce_sum_f64(cg, &cs, 1);
+        report(all_ok(comm_group_size(cg) == 2 && comm_group_rank(cg) == r / 2 && cs == (r % 2) * 2 + 2),
+               "cp groups at tp 2 x cp 2: consecutive data-parallel ranks with the same tp rank");
     }
+    // the ring's shift: member i's floats reach member i + 1 (modulo the world), twice in a row
+    float ring_out[3] = {(float)r, (float)r + 0.5f, (float)-r}, ring_in[3] = {-1, -1, -1};
+    int ring_ok = 1;
+    for (int s = 0; s < 2; s++) {
+        comm_wait(comm_ring_shift_start(w, ring_out, ring_in, 3));
+        const int from = ((r - s - 1) % P + P) % P;
+        ring_ok &= ring_in[0] == (float)from && ring_in[1] == (float)from + 0.5f && ring_in[2] == (float)-from;
+        memcpy(ring_out, ring_in, sizeof ring_in);
+    }
+    report(all_ok(ring_ok), "ring shift: each member receives the previous member's block, and passes it on");
     free(in);
     free(out);
     free(hin);

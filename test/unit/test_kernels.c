@@ -663,6 +663,79 @@ static void test_qkv_positions(void) {
     free(qkv), free(ct), free(st), free(back);
 }
 
+// Ring attention (context parallelism): n ranks each holding chunks r and 2n-1-r of 2n, every
+// rank's queries against every rank's keys block by block (in the ring's order: its own first),
+// equal whole-sequence attention in out, dq, dk and dv (dk and dv summed over the queries' ranks).
+// docs: row b's documents are runs of 9 + 4b tokens (document masking across the chunks).
+static void test_attention_ring(int n, int B, int T, int H, int KV, int hd, int window, int docs) {
+    const int Tl = T / n, c = T / (2 * n);
+    const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, lq = nq / n, lk = nk / n;
+    float *q = rand_vec(nq, -1, 1), *k = rand_vec(nk, -1, 1), *v = rand_vec(nk, -1, 1), *dout = rand_vec(nq, -1, 1);
+    float *out = malloc(sizeof(float) * nq), *probs = malloc(sizeof(float) * (size_t)B * H * T * T);
+    float *dq = malloc(sizeof(float) * nq), *dk = malloc(sizeof(float) * nk), *dv = malloc(sizeof(float) * nk);
+    float *scratch = malloc(sizeof(float) * kern_attention_scratch_floats(B, H, T));
+    int32_t *ks = docs ? malloc(sizeof(int32_t) * B * T) : NULL, *lks = docs ? malloc(sizeof(int32_t) * B * T) : NULL;
+    for (int i = 0; docs && i < B * T; i++) ks[i] = i % T - i % T % (9 + 4 * (i / T));
+    kern_attention_fwd(out, probs, q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, ks, window, NULL);
+    kern_attention_bwd(dq, dk, dv, scratch, dout, out, probs, q, k, v, B, T, H, KV, hd, ks, window, NULL);
+    // each rank's rows: pos[r] its positions; x[0..3][r] its q, dout (H heads), k, v (KV heads); lks its document starts
+    int32_t *pos = malloc(sizeof(int32_t) * T);
+    float *loc[4], *lse = malloc(sizeof(float) * (size_t)B * H * T);
+    float *ldq = calloc(nq, sizeof(float)), *ldk = calloc(nk, sizeof(float)), *ldv = calloc(nk, sizeof(float));
+    float *ro = malloc(sizeof(float) * nq);
+    const float *whole[4] = {q, dout, k, v};
+    for (int r = 0; r < n; r++)
+        for (int t = 0; t < Tl; t++) pos[r * Tl + t] = t < c ? r * c + t : (2 * n - 1 - r) * c + t - c;
+    for (int x = 0; x < 4; x++) {
+        const size_t w = (size_t)(x < 2 ? H : KV) * hd;
+        loc[x] = malloc(sizeof(float) * (x < 2 ? nq : nk));
+        for (int r = 0; r < n; r++)
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < Tl; t++)
+                    memcpy(loc[x] + (((size_t)r * B + b) * Tl + t) * w, whole[x] + ((size_t)b * T + pos[r * Tl + t]) * w, sizeof(float) * w);
+    }
+    for (int r = 0; docs && r < n; r++)
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < Tl; t++) lks[((size_t)r * B + b) * Tl + t] = ks[b * T + pos[r * Tl + t]];
+    double worst[4] = {0, 0, 0, 0}, scale[4] = {1e-6, 1e-6, 1e-6, 1e-6};  // out, dq, dk, dv: max|diff|, max|whole's|
+    for (int r = 0; r < n; r++) {
+        float *lse_r = lse + (size_t)r * B * H * Tl;
+        for (int s = 0; s < n; s++) {
+            const int src = (r - s + n) % n;
+            kern_attention_part_fwd(ro + r * lq, lse_r, loc[0] + r * lq, loc[2] + src * lk, loc[3] + src * lk, B, Tl, Tl, H, KV, hd,
+                                    pos + r * Tl, pos + src * Tl, docs ? lks + (size_t)r * B * Tl : NULL, window, s == 0);
+        }
+        for (int s = 0; s < n; s++) {
+            const int src = (r - s + n) % n;
+            kern_attention_part_bwd(ldq + r * lq, ldk + src * lk, ldv + src * lk, loc[1] + r * lq, ro + r * lq, lse_r,
+                                    loc[0] + r * lq, loc[2] + src * lk, loc[3] + src * lk, B, Tl, Tl, H, KV, hd,
+                                    pos + r * Tl, pos + src * Tl, docs ? lks + (size_t)r * B * Tl : NULL, window);
+        }
+    }
+    const float *got[4] = {ro, ldq, ldk, ldv}, *want[4] = {out, dq, dk, dv};
+    for (int x = 0; x < 4; x++) {
+        const size_t w = (size_t)(x < 2 ? H : KV) * hd;
+        for (int r = 0; r < n; r++)
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < Tl; t++)
+                    for (size_t e = 0; e < w; e++) {
+                        const float g = got[x][(((size_t)r * B + b) * Tl + t) * w + e], f = want[x][((size_t)b * T + pos[r * Tl + t]) * w + e];
+                        worst[x] = fmax(worst[x], fabs(g - f));
+                        scale[x] = fmax(scale[x], fabs(f));
+                    }
+    }
+    const char *what[4] = {"out", "dq", "dk", "dv"};
+    for (int x = 0; x < 4; x++) {
+        char name[128];
+        snprintf(name, sizeof name, "ring attention %d ranks (T=%d H=%d KV=%d window %d%s): %s equals whole-sequence attention's", n,
+                 T, H, KV, window, docs ? ", documents" : "", what[x]);
+        report(worst[x] / scale[x] < 1e-5, name, "max|diff| / max|whole| = %.3g", worst[x] / scale[x]);
+    }
+    for (int x = 0; x < 4; x++) free(loc[x]);
+    free(q), free(k), free(v), free(dout), free(out), free(probs), free(dq), free(dk), free(dv), free(scratch);
+    free(ks), free(lks), free(pos), free(lse), free(ldq), free(ldk), free(ldv), free(ro);
+}
+
 static void test_attention(void) {
     test_qkv_positions();
     test_attention_docs(0);
@@ -693,6 +766,14 @@ static void test_attention(void) {
     test_attention_bwd("dropout p=0.3 head0 5 (T=37 H=4 KV=2)", 1, 37, 4, 2, 8, 0, &drop5);
     test_attention_drop_identity();
     test_attention_drop_heads();
+    test_attention_ring(2, 2, 132, 4, 2, 8, 0, 0);  // chunks of 33: a rank's 66 queries cross a 64-row block
+    test_attention_ring(4, 1, 40, 2, 2, 8, 0, 0);
+    test_attention_ring(3, 2, 36, 4, 1, 8, 0, 0);
+    test_attention_ring(4, 2, 48, 4, 2, 8, 7, 0);  // a window shorter than a chunk: some blocks see nothing
+    test_attention_ring(2, 1, 40, 2, 1, 8, 15, 0);
+    test_attention_ring(2, 2, 132, 4, 2, 8, 0, 1);  // documents across chunks and row blocks
+    test_attention_ring(4, 2, 48, 4, 2, 8, 0, 1);
+    test_attention_ring(3, 2, 36, 4, 1, 8, 5, 1);  // documents and a window
 }
 
 // ---- SwiGLU on the fused gate|up ----

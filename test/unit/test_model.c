@@ -1,4 +1,5 @@
-// test_model: whole-model gradient check by finite differences, and the dump that
+// test_model: whole-model gradient check by finite differences (and context parallelism's chunks of a
+// batch), and the dump that
 // test/ref/parity.py compares with a PyTorch Llama.
 //   build/test_model              gradient check (prints ok/not ok lines)
 //   build/test_model --dump DIR [MODEL_TYPE [FLAGS...]]   writes DIR/step_00000000.h5 plus batch, logits, grads,
@@ -381,6 +382,43 @@ static void init_threads_check(void) {
     free(many);
 }
 
+// Context parallelism's load balance: of a batch of whole sequences, rank r of a cp group keeps
+// chunks r and 2 cp - 1 - r of 2 cp (inputs and targets), each token with its position in the sequence.
+static void cp_layout_check(int cp) {
+    char *args[] = {"t", "--hidden_width", "32", "--num_layers", "1", "--num_heads", "2", "--intermediate_size", "32",
+                    "--max_context_width", "24", "--vocab_size", "100"};
+    Config cfg;
+    flags_parse(&cfg, sizeof args / sizeof args[0], args);
+    ModelPlan plan;
+    char err[1024], bad[160] = "";
+    if (model_plan_build(&plan, &cfg.model, err, sizeof err)) err_fatal("%s", err);
+    const int B = 2, T = 24, c = T / (2 * cp), Tl = T / cp;
+    int32_t inp[2 * 24], tgt[2 * 24], got[3][2 * 24];
+    for (int i = 0; i < B * T; i++) inp[i] = i, tgt[i] = i + 50;
+    plan.cp = cp;
+    for (int r = 0; r < cp; r++) {
+        plan.cp_rank = r;
+        Activations a;
+        model_acts_alloc(&a, &plan, B, T, 0, 0, 0);
+        model_load_batch(&a, inp, tgt, NULL, B * T, 0);
+        kern_download(got[0], a.tokens, sizeof(int32_t) * B * Tl);
+        kern_download(got[1], a.targets, sizeof(int32_t) * B * Tl);
+        kern_download(got[2], a.pos, sizeof(int32_t) * B * Tl);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < Tl && !bad[0]; t++) {
+                const int p = t < c ? r * c + t : (2 * cp - 1 - r) * c + t - c, n = b * Tl + t;
+                if (got[0][n] != inp[b * T + p] || got[1][n] != tgt[b * T + p] || got[2][n] != p)
+                    snprintf(bad, sizeof bad, "(rank %d row %d token %d: id %d target %d position %d, want position %d)", r, b, t,
+                             got[0][n], got[1][n], got[2][n], p);
+            }
+        model_acts_free(&a);
+    }
+    char name[128];
+    snprintf(name, sizeof name, "cp %d: rank r keeps chunks r and %d - r of each sequence, with their positions", cp, 2 * cp - 1);
+    report(!bad[0], name, bad);
+    model_plan_free(&plan);
+}
+
 int main(int argc, char **argv) {
     comm_init(&argc, &argv);
     kern_init(0);
@@ -394,6 +432,8 @@ int main(int argc, char **argv) {
         dump(argv[2], argc > 3 ? argv[3] : "llama_v2", argc > 4 ? argc - 4 : 0, argv + 4);
     } else {
         init_threads_check();
+        cp_layout_check(2);
+        cp_layout_check(3);
         static const char *const families[] = {"llama_v2", "mingpt", "gpt_neox", "mixtral"};
         for (int i = 0; i < 4; i++) {
             gradcheck(families[i], "0", NULL);
