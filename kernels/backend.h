@@ -183,6 +183,7 @@ const char *cpu_isa_line(void);  // kern_cpu_isa
 // else the fp32 emulation; cpu_gemm_line says which for the summary ("" without bf16)
 void cpu_set_compute_bf16(int on);
 const char *cpu_gemm_line(void);
+void cpu_params_bf16_copy(const float *params, const uint16_t *copy, size_t n);  // kern_params_bf16_copy
 #ifdef FSDPC_CUDA
 KERN_DECLARE(cuda)
 // CUDA device setup (kernels/cuda): number of visible GPUs (0 when none or no driver), bind one.

@@ -239,6 +239,10 @@ void kern_set_compute_bf16(int on) {
 #endif
 }
 
+void kern_params_bf16_copy(const float *params, const uint16_t *copy, size_t n) {
+    if (!on_gpu) cpu_params_bf16_copy(params, copy, n);
+}
+
 const char *kern_select_attention(KernAttention want, int bf16, int head_dim, int *failed) {
     *failed = 0;
 #ifdef FSDPC_CUDA

@@ -431,6 +431,12 @@ void kern_f32_to_bf16(uint16_t *dst, const float *src, size_t n);
 void kern_bf16_to_f32(float *dst, const uint16_t *src, size_t n);
 // x (n) rounded to bf16 values in place (the same numbers as a round trip through bf16, one pass)
 void kern_round_bf16(float *x, size_t n);
+// Under --precision bf16 on the CPU a unit's gather arrives in bf16 and is expanded to fp32 for
+// the kernels that read fp32 weights: the n floats at params now hold exactly the bf16 values at
+// copy, until the unit is released (copy NULL forgets params). The bf16 matmuls then take their
+// weights from the copy, without rounding them again. Nothing on a GPU (its kernels read the
+// bf16 gather itself).
+void kern_params_bf16_copy(const float *params, const uint16_t *copy, size_t n);
 
 // ---- NF4 storage of a frozen base (QLoRA) ----
 // n >= 1 fp32 values as 4-bit NormalFloat codes (Dettmers et al. 2023) in blocks of 64, each

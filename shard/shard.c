@@ -399,6 +399,7 @@ void shard_free(ShardState *s) {
     free(s->step_red);
     free(s->whole_reqs);
     for (int i = 0; i < s->nparam_slots; i++) {
+        if (s->param_stage[i]) kern_params_bf16_copy(s->param_pool[i], NULL, 0);  // a unit still gathered
         dfree(s->param_pool[i]);
         dfree(s->param_stage[i]);
     }
@@ -466,6 +467,9 @@ static void start_gather(ShardState *s, int u) {
     f->params = s->param_pool[slot];
     if (s->bf16_gathered) {  // half the bytes on the wire, and the kernels read them as they land
         f->gather_req = comm_all_gather_bf16_start(f->group, send_bf16(s, u), f->params, f->shard_len);
+    } else if (s->bf16_params && f->group_size == 1) {  // the CPU's gather over one rank: its own rounding, no copy
+        kern_f32_to_bf16(s->param_stage[slot], f->device_master, f->shard_len);
+        f->expand_pending = 1;
     } else if (s->bf16_params) {  // the CPU computes from the fp32 expansion
         f->gather_req = comm_all_gather_bf16_start(f->group, send_bf16(s, u), s->param_stage[slot], f->shard_len);
         f->expand_pending = 1;
@@ -483,6 +487,7 @@ const void *shard_gather(ShardState *s, int u, int next) {
         f->expand_pending = 0;
     } else if (f->expand_pending) {
         kern_bf16_to_f32(f->params, s->param_stage[f->param_slot], f->padded);
+        kern_params_bf16_copy(f->params, s->param_stage[f->param_slot], f->padded);
         f->expand_pending = 0;
     }
     if (next >= 0 && next < s->nunits) start_gather(s, next);  // overlaps with u's compute
@@ -498,6 +503,7 @@ void shard_release(ShardState *s, int u, ShardPhase phase) {
     f->expand_pending = 0;
     if (f->packed) s->packed_owner[f->param_slot] = -1;
     else s->param_owner[f->param_slot] = -1;
+    if (s->bf16_params && !s->bf16_gathered && !f->packed) kern_params_bf16_copy(f->params, NULL, 0);
     f->param_slot = -1;
     f->params = NULL;
 }

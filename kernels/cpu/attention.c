@@ -1,10 +1,10 @@
 // attention: causal grouped-query attention (document masks, sliding window) with explicit (saved)
 // softmax probabilities.
 // Work is split into blocks of ATT_BLOCK query rows (and, in backward, key columns) so the
-// sgemm calls skip the masked upper triangle of the (Tq, Tk) score matrix.
+// products (cpu_gemm_block: sgemm, or bf16 under --precision bf16) skip the masked upper triangle
+// of the (Tq, Tk) score matrix.
 // Dropout on P: the saved probabilities stay undropped (backward needs P itself); the dropped,
 // rescaled rows P' = mask * P / (1 - p) are made per block in a buffer and feed P'V and P'^T dout.
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -97,7 +97,7 @@ void CPU_OP(attention_fwd)(void *out_, float *probs, const void *q_, const void 
     const AttDrop ad = att_drop(drop);
     // under dropout, each thread's (ATT_BLOCK, Tk) block of P'
     float *pdrop = ad.on ? att_alloc((size_t)omp_get_max_threads() * ATT_BLOCK * Tk) : NULL;
-    // one (batch, head) per iteration; sgemm inside a parallel region runs single-threaded
+    // one (batch, head) per iteration; each thread's products run on that thread
 #pragma omp parallel for schedule(static)
     for (int bh = 0; bh < B * H; bh++) {
         const int b = bh / H, h = bh % H;
@@ -114,7 +114,7 @@ void CPU_OP(attention_fwd)(void *out_, float *probs, const void *q_, const void 
             const int kend = off + r0 + rows;  // keys visible to the block's last row
             const int kbeg = att_first(ks, r0, off + r0, window);  // and to its first (first keys are in order)
             float *pb = p + (size_t)r0 * Tk;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend - kbeg, hd, scale, qh + (size_t)r0 * ldq,
+            cpu_gemm_block(0, 1, rows, kend - kbeg, hd, scale, qh + (size_t)r0 * ldq,
                         ldq, kh + (size_t)kbeg * ldk, ldk, 0.0f, pb + kbeg, Tk);
             for (int i = 0; i < rows; i++)
                 att_softmax_row(pb + (size_t)i * Tk, att_first(ks, r0 + i, off + r0 + i, window), off + r0 + i + 1, Tk);
@@ -130,7 +130,7 @@ void CPU_OP(attention_fwd)(void *out_, float *probs, const void *q_, const void 
                 }
                 pv = pd;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, kend - kbeg, 1.0f, pv + kbeg, Tk,
+            cpu_gemm_block(0, 0, rows, hd, kend - kbeg, 1.0f, pv + kbeg, Tk,
                         vh + (size_t)kbeg * ldk, ldk, 0.0f, oh + (size_t)r0 * ldq, ldq);
         }
     }
@@ -188,7 +188,7 @@ void CPU_OP(attention_bwd)(void *dq_, void *dk_, void *dv_, float *scratch, cons
                 const int rows = att_min(ATT_BLOCK, T - r0), kend = r0 + rows, kbeg = att_first(ks, r0, r0, window);
                 float *dsb = ds + (size_t)r0 * T;
                 // dP = dout @ V^T over the keys the block sees
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend - kbeg, hd, 1.0f, doh + (size_t)r0 * ldq,
+                cpu_gemm_block(0, 1, rows, kend - kbeg, hd, 1.0f, doh + (size_t)r0 * ldq,
                             ldq, vg + (size_t)kbeg * ldk, ldk, 0.0f, dsb + kbeg, T);
                 // dS = P * (dP - rowsum(dP * P)); zero past the diagonal up to the block edge.
                 // Under dropout dP' = mask * dP / (1 - p) takes dP's place (rowsum(P * dP') is still
@@ -218,11 +218,11 @@ void CPU_OP(attention_bwd)(void *dq_, void *dk_, void *dv_, float *scratch, cons
                     memset(dr + n, 0, sizeof(float) * (size_t)(kend - n));
                 }
                 // dq = scale * dS @ K
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, kend - kbeg, scale, dsb + kbeg, T,
+                cpu_gemm_block(0, 0, rows, hd, kend - kbeg, scale, dsb + kbeg, T,
                             kg + (size_t)kbeg * ldk, ldk, 0.0f, dqh + (size_t)r0 * ldq, ldq);
                 // under dropout dv += P'^T @ dout here, while the block's P' is at hand
                 if (ad.on)
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kend - kbeg, hd, rows, 1.0f, pdb + kbeg, T,
+                    cpu_gemm_block(1, 0, kend - kbeg, hd, rows, 1.0f, pdb + kbeg, T,
                                 doh + (size_t)r0 * ldq, ldq, 1.0f, dvg + (size_t)kbeg * ldk, ldk);
             }
             // key block c0 is seen only by queries c0.. up to the end of the document of its last key,
@@ -233,10 +233,10 @@ void CPU_OP(attention_bwd)(void *dq_, void *dk_, void *dv_, float *scratch, cons
                 if (window > 0 && kmax + window < qend) qend = kmax + window;
                 const int nq = qend - c0;
                 // dk += scale * dS^T @ Q, dv += P^T @ dout (without dropout)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd, nq, scale, ds + (size_t)c0 * T + c0, T,
+                cpu_gemm_block(1, 0, cols, hd, nq, scale, ds + (size_t)c0 * T + c0, T,
                             qh + (size_t)c0 * ldq, ldq, 1.0f, dkg + (size_t)c0 * ldk, ldk);
                 if (!ad.on)
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd, nq, 1.0f, p + (size_t)c0 * T + c0,
+                    cpu_gemm_block(1, 0, cols, hd, nq, 1.0f, p + (size_t)c0 * T + c0,
                                 T, doh + (size_t)c0 * ldq, ldq, 1.0f, dvg + (size_t)c0 * ldk, ldk);
             }
         }
@@ -300,7 +300,7 @@ void CPU_OP(attention_part_fwd)(float *out, float *lse, const float *q, const fl
             att_part_block(qpos, qf, kpos, Tk, i0, rows, window, &kb, &ke);
             const int n = ke - kb;
             if (n > 0) {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, hd, scale, qh + (size_t)i0 * ldq, ldq,
+                cpu_gemm_block(0, 1, rows, n, hd, scale, qh + (size_t)i0 * ldq, ldq,
                             kh + (size_t)kb * ldk, ldk, 0.0f, s, n);
                 for (int i = 0; i < rows; i++) {
                     int j0, j1;
@@ -313,7 +313,7 @@ void CPU_OP(attention_part_fwd)(float *out, float *lse, const float *q, const fl
                     }
                     blse[i] = att_softmax_row(sr, j0 - kb, j1 - kb, n);
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, n, 1.0f, s, n, vh + (size_t)kb * ldk, ldk,
+                cpu_gemm_block(0, 0, rows, hd, n, 1.0f, s, n, vh + (size_t)kb * ldk, ldk,
                             0.0f, o, hd);
             }
             for (int i = 0; i < rows; i++) {
@@ -359,9 +359,9 @@ void CPU_OP(attention_part_bwd)(float *dq, float *dk, float *dv, const float *do
                 const size_t qoff = ((size_t)b * Tq + i0) * ldq + (size_t)h * hd;  // the block's first row
                 const float *qh = q + qoff, *doh = dout + qoff, *oh = out + qoff, *lh = lse + ((size_t)b * H + h) * Tq + i0;
                 // P = exp(scale Q K^T - lse) where seen, from the whole ring's statistics; dP = dout V^T
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, hd, scale, qh, ldq, kg + (size_t)kb * ldk, ldk,
+                cpu_gemm_block(0, 1, rows, n, hd, scale, qh, ldq, kg + (size_t)kb * ldk, ldk,
                             0.0f, p, n);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, hd, 1.0f, doh, ldq, vg + (size_t)kb * ldk, ldk,
+                cpu_gemm_block(0, 1, rows, n, hd, 1.0f, doh, ldq, vg + (size_t)kb * ldk, ldk,
                             0.0f, ds, n);
                 for (int i = 0; i < rows; i++) {
                     int j0, j1;
@@ -374,11 +374,11 @@ void CPU_OP(attention_part_bwd)(float *dq, float *dk, float *dv, const float *do
                         dr[j] = pr[j] * (dr[j] - dot);  // dS
                     }
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, n, scale, ds, n, kg + (size_t)kb * ldk, ldk, 1.0f,
+                cpu_gemm_block(0, 0, rows, hd, n, scale, ds, n, kg + (size_t)kb * ldk, ldk, 1.0f,
                             dq + qoff, ldq);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, rows, scale, ds, n, qh, ldq, 1.0f,
+                cpu_gemm_block(1, 0, n, hd, rows, scale, ds, n, qh, ldq, 1.0f,
                             dkg + (size_t)kb * ldk, ldk);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, rows, 1.0f, p, n, doh, ldq, 1.0f,
+                cpu_gemm_block(1, 0, n, hd, rows, 1.0f, p, n, doh, ldq, 1.0f,
                             dvg + (size_t)kb * ldk, ldk);
             }
     }

@@ -42,6 +42,11 @@ int cpu_has_bf16(void);
 // parallel region.
 void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
               float beta, float *C, int ldc, int a_again);
+// The same product for attention's per-head blocks, from inside a parallel region (each thread
+// its own): under cpu_set_compute_bf16 on a CPU with AVX512_BF16, A and B rounded to bf16 (to
+// nearest even) and multiplied with fp32 sums by an AVX512_BF16 kernel (gemm.c), else sgemm.
+void cpu_gemm_block(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                    int ldb, float beta, float *C, int ldc);
 
 // Elementwise loops shorter than this run on one thread: a parallel region costs a few
 // microseconds, more than the loop itself.

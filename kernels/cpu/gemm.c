@@ -1,8 +1,9 @@
 // gemm: the CPU's matrix products. fp32 through OpenBLAS sgemm; under --precision bf16 on a CPU
 // that multiplies bf16 (AVX512_BF16, AMX) through oneDNN's matmul on bf16 operands, accumulating
 // and storing in fp32: Debian's OpenBLAS is built without cblas_sbgemm, and oneDNN's bf16 matmul
-// runs at about twice its sgemm here (docs/DESIGN.md, "CPU kernels"). Compiled once: the
-// primitives and the operands' bf16 copies are process state.
+// runs at about twice its sgemm here (docs/DESIGN.md, "CPU kernels"); attention's small blocks
+// through an AVX512_BF16 kernel of its own (cpu_gemm_block). Compiled once: the primitives, the
+// operands' bf16 copies and the gathered weights' copies are process state.
 #include <cblas.h>
 #include <dlfcn.h>
 #include <dnnl.h>
@@ -88,13 +89,47 @@ static int same_a;  // cpu_gemm's: A holds the values of the previous product's 
 static const float *a_src;  // whose values abuf holds, and how many
 static size_t a_n;
 
+// the gathered units whose fp32 parameters hold the values of a bf16 copy (kern_params_bf16_copy)
+typedef struct {
+    const float *params;
+    const uint16_t *copy;
+    size_t n;
+} GemmCopy;
+static GemmCopy *copies;
+static int ncopies, copies_cap;
+
+void cpu_params_bf16_copy(const float *params, const uint16_t *copy, size_t n) {
+    int i = 0;
+    while (i < ncopies && copies[i].params != params) i++;
+    if (!copy) {  // forgotten: the last entry takes its place
+        if (i < ncopies) copies[i] = copies[--ncopies];
+        return;
+    }
+    if (i == ncopies && ncopies == copies_cap) {
+        GemmCopy *grown = realloc(copies, sizeof *copies * (size_t)(copies_cap ? 2 * copies_cap : 8));
+        if (!grown) return;  // the products then round the weights themselves
+        copies = grown;
+        copies_cap = copies_cap ? 2 * copies_cap : 8;
+    }
+    if (i == ncopies) ncopies++;
+    copies[i] = (GemmCopy){params, copy, n};
+}
+
+// the bf16 copy of the n floats at x, where a gathered unit holds them whole; else NULL
+static const uint16_t *gemm_copy_of(const float *x, size_t n) {
+    for (int i = 0; i < ncopies; i++)
+        if (x >= copies[i].params && x + n <= copies[i].params + copies[i].n) return copies[i].copy + (x - copies[i].params);
+    return NULL;
+}
+
 const char *cpu_gemm_line(void) {
     static char line[200];
     if (!bf16_wanted) return "";
     if (gemm_bf16) {
         const dnnl_version_t *v = dnnl_version();
-        snprintf(line, sizeof line, "; --precision bf16: matmuls on bf16 operands through oneDNN %d.%d.%d (%s)", v->major,
-                 v->minor, v->patch, impl);
+        snprintf(line, sizeof line,
+                 "; --precision bf16: matmuls on bf16 operands through oneDNN %d.%d.%d (%s), attention's through "
+                 "AVX512_BF16", v->major, v->minor, v->patch, impl);
     } else {
         snprintf(line, sizeof line, "; --precision bf16 emulated in fp32 (bf16-rounded weights, fp32 matmuls): %s",
                  !cpu_has_bf16()  ? (cpu_isa() == CPU_ISA_AVX2 ? "the AVX2 kernels" : "this CPU has no AVX512_BF16")
@@ -185,9 +220,11 @@ static int gemm_onednn(int ta, int tb, int M, int N, int K, float alpha, const f
     const size_t na = ta ? gemm_span(K, M, lda) : gemm_span(M, K, lda);
     uint16_t *a = same_a && A == a_src && na == a_n ? abuf : gemm_round(&abuf, &acap, A, na);
     a_src = A, a_n = na;
-    uint16_t *b = gemm_round(&bbuf, &bcap, B, tb ? gemm_span(N, K, ldb) : gemm_span(K, N, ldb));
+    const size_t nb = tb ? gemm_span(N, K, ldb) : gemm_span(K, N, ldb);
+    const uint16_t *b = gemm_copy_of(B, nb);  // weights: their gather's bf16 values as they arrived
+    if (!b) b = gemm_round(&bbuf, &bcap, B, nb);
     dnnl_memory_t ma = NULL, mb = NULL, mc = NULL;
-    int bad = dnnl_memory_create(&ma, &g->a, engine, a) || dnnl_memory_create(&mb, &g->b, engine, b) ||
+    int bad = dnnl_memory_create(&ma, &g->a, engine, a) || dnnl_memory_create(&mb, &g->b, engine, (void *)b) ||
               dnnl_memory_create(&mc, &g->c, engine, C);
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
     bad = bad || dnnl_primitive_execute(g->prim, stream, 3, args) || dnnl_stream_wait(stream);
@@ -195,6 +232,211 @@ static int gemm_onednn(int ta, int tb, int M, int N, int K, float alpha, const f
     if (mb) dnnl_memory_destroy(mb);
     if (mc) dnnl_memory_destroy(mc);
     return !bad;
+}
+
+// ---- attention's per-head blocks on bf16 operands (cpu_gemm_block) ----
+// Products of a few thousand to a few million multiply-adds, called from every thread of a parallel
+// region: a library call each would cost about what the product does, so one AVX512_BF16 kernel
+// does them. B is rounded into pairs along K for each tile of GEMM_COLS columns (the layout
+// vdpbf16ps multiplies: one 32-bit lane holds the two bf16 of rows 2p and 2p+1 of one column), A's
+// rows into pairs along K; the kernel keeps GEMM_ROWS x 2 vectors of sums in registers.
+enum { GEMM_ROWS = 6, GEMM_COLS = 32 };  // a tile: 12 accumulators of 16 fp32 sums
+
+typedef struct {  // one thread's packed operands, grown as needed (the threads last the process)
+    uint32_t *a;
+    size_t acap;
+} GemmPack;
+static __thread GemmPack pack;
+
+static uint32_t *pack_grow(uint32_t **buf, size_t *cap, size_t n) {
+    if (n > *cap) {
+        free(*buf);
+        *buf = malloc(n * sizeof **buf);
+        *cap = *buf ? n : 0;
+    }
+    return *buf;
+}
+
+#define GEMM_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+// n (<= 16) elements of each of rows x0 and x1 (NULL: zeros) as n bf16 pairs (x0's low), into dst
+GEMM_BF16_TARGET static inline void pack_two_rows(uint32_t *dst, const float *x0, const float *x1, int n) {
+    const __mmask16 m = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
+    const __m512 lo = _mm512_maskz_loadu_ps(m, x0), hi = x1 ? _mm512_maskz_loadu_ps(m, x1) : _mm512_setzero_ps();
+    // words 0-15: lo's, 16-31: hi's; interleaved so that lane j holds (lo j, hi j)
+    const __m512i w = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5,
+                                         20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    _mm512_mask_storeu_epi32(dst, m, _mm512_permutexvar_epi16(idx, w));
+}
+
+// a row of K elements as (K + 1) / 2 bf16 pairs (the last one's high half 0 when K is odd)
+GEMM_BF16_TARGET static inline void pack_row(uint32_t *dst, const float *x, int K) {
+    uint16_t *d = (uint16_t *)dst;
+    int k = 0;
+    for (; k + 16 <= K; k += 16) _mm256_storeu_si256((__m256i *)(d + k), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + k)));
+    if (k < K) {
+        const __mmask16 m = (__mmask16)((1u << (K - k)) - 1);
+        _mm256_mask_storeu_epi16(d + k, m, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + k)));
+    }
+    if (K & 1) d[K] = 0;
+}
+
+// acc (rows of the tile, 2 x 16 columns) into C = alpha acc + beta C, the columns past n masked
+GEMM_BF16_TARGET static inline void gemm_tile_store(
+    float *c, int ldc, int rows, int n, float alpha, float beta, __m512 acc[GEMM_ROWS][2]) {
+    const __mmask16 m0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
+    const __mmask16 m1 = n >= 32 ? 0xffff : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    for (int r = 0; r < rows; r++) {
+        float *cr = c + (size_t)r * ldc;
+        for (int h = 0; h < 2; h++) {
+            const __mmask16 m = h ? m1 : m0;
+            __m512 v = _mm512_mul_ps(acc[r][h], va);
+            if (beta != 0.0f) v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, cr + 16 * h), vb, v);
+            _mm512_mask_storeu_ps(cr + 16 * h, m, v);
+        }
+    }
+}
+
+// C (M, N) = alpha op(A) op(B) + beta C from the packed operands: pair p of op(A)'s row i at
+// pa[i * si + p * sp] (rows padded to GEMM_ROWS with zeros), B's pairs by column tile:
+// pb[j0 * K2 + p * GEMM_COLS + j - j0]
+GEMM_BF16_TARGET static void gemm_block_run(int M, int N, int K2, const uint32_t *pa, size_t si, size_t sp,
+                                            const uint32_t *pb, float alpha, float beta, float *C, int ldc) {
+    for (int j0 = 0; j0 < N; j0 += GEMM_COLS) {
+        const uint32_t *bt = pb + (size_t)j0 * K2;
+        for (int i0 = 0; i0 < M; i0 += GEMM_ROWS) {
+            const uint32_t *at = pa + (size_t)i0 * si;
+            __m512 acc[GEMM_ROWS][2];
+            for (int r = 0; r < GEMM_ROWS; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+            for (int p = 0; p < K2; p++) {
+                const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bt + (size_t)p * GEMM_COLS);
+                const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bt + (size_t)p * GEMM_COLS + 16);
+                for (int r = 0; r < GEMM_ROWS; r++) {
+                    const __m512bh a = (__m512bh)_mm512_set1_epi32((int)at[r * si + p * sp]);
+                    acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, b0);
+                    acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, b1);
+                }
+            }
+            const int rows = M - i0 < GEMM_ROWS ? M - i0 : GEMM_ROWS;
+            gemm_tile_store(C + (size_t)i0 * ldc + j0, ldc, rows, N - j0, alpha, beta, acc);
+        }
+    }
+}
+
+// op(A) (M, K) into pairs along K: a row of op(A) contiguous (not ta) packs by rows, pa[i * K2 + p];
+// else two rows of A make pairs for 16 of op(A)'s rows at once, pa[p * Mp + i]
+GEMM_BF16_TARGET static void pack_a(uint32_t *pa, int ta, int M, int Mp, int K, const float *A, int lda, size_t *si,
+                                    size_t *sp) {
+    const int K2 = (K + 1) / 2;
+    if (!ta) {
+        for (int i = 0; i < M; i++) pack_row(pa + (size_t)i * K2, A + (size_t)i * lda, K);
+        memset(pa + (size_t)M * K2, 0, sizeof *pa * (size_t)(Mp - M) * K2);
+        *si = (size_t)K2, *sp = 1;
+        return;
+    }
+    for (int p = 0; p < K2; p++) {
+        const float *r0 = A + (size_t)2 * p * lda, *r1 = 2 * p + 1 < K ? r0 + lda : NULL;
+        for (int i = 0; i < Mp; i += 16) {
+            const int n = M - i < 16 ? (M - i > 0 ? M - i : 0) : 16;
+            uint32_t *d = pa + (size_t)p * Mp + i;
+            if (n) pack_two_rows(d, r0 + i, r1 ? r1 + i : NULL, n);
+            for (int z = n; z < 16 && i + z < Mp; z++) d[z] = 0;
+        }
+    }
+    *si = 1, *sp = (size_t)Mp;
+}
+
+// x[0..15] (16 lanes of 32 bits each) transposed: lane j of the result i is lane i of x[j]
+GEMM_BF16_TARGET static inline void gemm_transpose16(__m512i x[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(x[i], x[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(x[i], x[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        x[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        x[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        x[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        x[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; i++) {
+            t[h + i] = _mm512_shuffle_i32x4(x[h + i], x[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_i32x4(x[h + i], x[h + i + 4], 0xdd);
+        }
+    for (int i = 0; i < 8; i++) {
+        x[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+        x[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+
+// 16 columns j..j+15 of op(B) (B's rows, n of them real) at pairs p0..p0+15 (K elements in all)
+// into their tile: rows converted to pairs, then transposed so that each pair's 16 columns are one vector
+GEMM_BF16_TARGET static inline void pack_b_rows16(uint32_t *dst, const float *B, int ldb, int n, int p0, int K) {
+    __m512i x[16];
+    const int k0 = 2 * p0, left = K - k0 < 32 ? K - k0 : 32;
+    const __mmask16 m0 = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+    const __mmask16 m1 = left >= 32 ? 0xffff : left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1);
+    for (int r = 0; r < 16; r++) {
+        const float *row = B + (size_t)r * ldb + k0;
+        x[r] = r < n ? (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, row + 16), _mm512_maskz_loadu_ps(m0, row))
+                     : _mm512_setzero_si512();
+    }
+    gemm_transpose16(x);
+    const int pairs = (left + 1) / 2;
+    for (int q = 0; q < pairs; q++) _mm512_storeu_si512(dst + (size_t)q * GEMM_COLS, x[q]);
+}
+
+// op(B) (K, N) into column tiles of pairs along K: B's rows hold op(B)'s columns (tb), converted
+// 16 rows at a time and transposed into the tile; else two rows of B make 16 columns' pairs at once
+GEMM_BF16_TARGET static void pack_b(uint32_t *pb, int tb, int N, int Np, int K, const float *B, int ldb) {
+    const int K2 = (K + 1) / 2;
+    for (int j0 = 0; j0 < Np; j0 += GEMM_COLS) {
+        uint32_t *bt = pb + (size_t)j0 * K2;
+        if (tb) {
+            for (int h = 0; h < GEMM_COLS; h += 16) {
+                const int j = j0 + h, n = N - j < 16 ? (N - j > 0 ? N - j : 0) : 16;
+                for (int p0 = 0; p0 < K2; p0 += 16)
+                    pack_b_rows16(bt + (size_t)p0 * GEMM_COLS + h, B + (size_t)j * ldb, ldb, n, p0, K);
+            }
+            continue;
+        }
+        for (int p = 0; p < K2; p++) {
+            const float *r0 = B + (size_t)2 * p * ldb, *r1 = 2 * p + 1 < K ? r0 + ldb : NULL;
+            for (int h = 0; h < GEMM_COLS; h += 16) {
+                const int j = j0 + h, n = N - j < 16 ? (N - j > 0 ? N - j : 0) : 16;
+                uint32_t *d = bt + (size_t)p * GEMM_COLS + h;
+                if (n) pack_two_rows(d, r0 + j, r1 ? r1 + j : NULL, n);
+                for (int z = n; z < 16; z++) d[z] = 0;
+            }
+        }
+    }
+}
+
+// the bf16 kernel's product; 0 when its buffers cannot be had (the caller then runs sgemm)
+static int gemm_block_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                           int ldb, float beta, float *C, int ldc) {
+    const int K2 = (K + 1) / 2, Mp = (M + GEMM_ROWS - 1) / GEMM_ROWS * GEMM_ROWS;
+    const int Np = (N + GEMM_COLS - 1) / GEMM_COLS * GEMM_COLS;
+    // A's pairs (M rounded up to 16 for the transposed packing), then B's tiles
+    const size_t na = (size_t)((Mp + 15) / 16 * 16) * K2;
+    uint32_t *buf = pack_grow(&pack.a, &pack.acap, na + (size_t)Np * K2);
+    if (!buf) return 0;
+    size_t si, sp;
+    pack_a(buf, ta, M, ta ? (Mp + 15) / 16 * 16 : Mp, K, A, lda, &si, &sp);
+    pack_b(buf + na, tb, N, Np, K, B, ldb);
+    gemm_block_run(M, N, K2, buf, si, sp, buf + na, alpha, beta, C, ldc);
+    return 1;
+}
+
+void cpu_gemm_block(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                    int ldb, float beta, float *C, int ldc) {
+    if (gemm_bf16 && M > 0 && N > 0 && K > 0 && gemm_block_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+        return;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
+                ldb, beta, C, ldc);
 }
 
 // Under bf16 on a CPU with AVX512_BF16, a small product first: oneDNN's implementation for the

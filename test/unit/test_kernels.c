@@ -1799,11 +1799,113 @@ static void test_gemm_bf16(void) {
     cpu_set_compute_bf16(1);
     kern_matmul_fwd(out, KERN_F32, x, w, N, IN, OUT);
     kern_matmul_bwd(dinp, dw, dout, KERN_F32, x, w, N, IN, OUT, 1);
-    cpu_set_compute_bf16(0);
     check_close("bf16 matmul fwd = the product of bf16-rounded operands", out, ro, (size_t)N * OUT, 1e-5);
     check_close("bf16 matmul bwd dinp (accumulated)", dinp, rd, (size_t)N * IN, 1e-5);
     check_close("bf16 matmul bwd dw (accumulated)", dw, rw, (size_t)OUT * IN, 1e-5);
+    // weights with a bf16 copy (a gathered unit, kern_params_bf16_copy): the products read the copy.
+    // A copy of w's rounding gives the same output bit for bit; a copy of other values (-w) is what
+    // they read, until forgotten; the weights are a part of the unit (an offset into it).
+    float *unit = calloc((size_t)OUT * IN + 64, 4), *w2 = unit + 64, *o2 = calloc((size_t)N * OUT, 4);
+    uint16_t *copy = calloc((size_t)OUT * IN + 64, 2);
+    memcpy(w2, wr, sizeof(float) * OUT * IN);
+    kern_f32_to_bf16(copy, unit, (size_t)OUT * IN + 64);
+    kern_params_bf16_copy(unit, copy, (size_t)OUT * IN + 64);
+    kern_matmul_fwd(o2, KERN_F32, x, w2, N, IN, OUT);
+    report(!memcmp(o2, out, sizeof(float) * N * OUT), "bf16 matmul fwd from the weights' bf16 copy = from the weights", "differ");
+    for (size_t i = 64; i < (size_t)OUT * IN + 64; i++) copy[i] ^= 0x8000;  // the copy now holds -w
+    kern_matmul_fwd(o2, KERN_F32, x, w2, N, IN, OUT);
+    double md = 0;
+    for (size_t i = 0; i < (size_t)N * OUT; i++) md = fmax(md, fabs(o2[i] + out[i]));
+    report(md == 0, "bf16 matmul fwd reads the weights' bf16 copy", "max |o + o(-w)| %.3g", md);
+    kern_params_bf16_copy(unit, NULL, 0);
+    kern_matmul_fwd(o2, KERN_F32, x, w2, N, IN, OUT);
+    report(!memcmp(o2, out, sizeof(float) * N * OUT), "bf16 matmul fwd: a forgotten copy is not read", "differ");
+    cpu_set_compute_bf16(0);
+    free(unit), free(o2), free(copy);
     free(x), free(w), free(dout), free(xr), free(wr), free(dr), free(out), free(dinp), free(dw), free(ro), free(rd), free(rw);
+}
+
+// attention's block products on bf16 operands (cpu_gemm_block): every transposition, odd sizes
+// (a K pair padded, row and column tiles cut), alpha, and beta 0 (C's old values, NaN here, unread)
+// and 1, against the product of the bf16-rounded operands; run from threads, as attention runs them
+static void test_gemm_block_bf16(void) {
+    if (!cpu_has_bf16()) {
+        printf("ok - %sbf16 block products # SKIP %s\n", test_prefix,
+               cpu_isa() == CPU_ISA_AVX2 ? "the AVX2 kernels emulate bf16" : "this CPU has no AVX512_BF16");
+        return;
+    }
+    static const int shapes[][3] = {{64, 77, 32}, {37, 32, 129}, {5, 3, 1}, {70, 50, 33}, {16, 16, 64}};
+    cpu_set_compute_bf16(1);
+    for (int c = 0; c < 16; c++) {
+        const int ta = c & 1, tb = (c >> 1) & 1, acc = (c >> 2) & 1, *sh = shapes[(c >> 3) + (c & 3)];
+        const int M = sh[0], N = sh[1], K = sh[2], lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 2;
+        const float alpha = acc ? 1.0f : 0.125f;
+        float *a = rand_vec((size_t)(ta ? K : M) * lda, -1, 1), *b = rand_vec((size_t)(tb ? N : K) * ldb, -1, 1);
+        float *cc = rand_vec((size_t)M * ldc, -1, 1), *ar = dup_vec(a, (size_t)(ta ? K : M) * lda);
+        float *br = dup_vec(b, (size_t)(tb ? N : K) * ldb);
+        kern_round_bf16(ar, (size_t)(ta ? K : M) * lda), kern_round_bf16(br, (size_t)(tb ? N : K) * ldb);
+        double *ref = calloc((size_t)M * N, 8);
+        float *got = malloc(sizeof(float) * (size_t)M * N);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double sum = 0;
+                for (int k = 0; k < K; k++)
+                    sum += (double)(ta ? ar[(size_t)k * lda + i] : ar[(size_t)i * lda + k]) *
+                           (tb ? br[(size_t)j * ldb + k] : br[(size_t)k * ldb + j]);
+                ref[(size_t)i * N + j] = alpha * sum + (acc ? cc[(size_t)i * ldc + j] : 0.0);
+                if (!acc) cc[(size_t)i * ldc + j] = NAN;
+            }
+#pragma omp parallel num_threads(2)
+        if (omp_get_thread_num() == omp_get_num_threads() - 1)
+            cpu_gemm_block(ta, tb, M, N, K, alpha, a, lda, b, ldb, acc ? 1.0f : 0.0f, cc, ldc);
+        for (int i = 0; i < M; i++) memcpy(got + (size_t)i * N, cc + (size_t)i * ldc, sizeof(float) * N);
+        char name[160];
+        snprintf(name, sizeof name, "bf16 block product ta=%d tb=%d %dx%dx%d beta=%d = the product of bf16-rounded operands",
+                 ta, tb, M, N, K, acc);
+        int finite = 1;  // rel_err's fmax passes NaN over
+        for (size_t i = 0; i < (size_t)M * N; i++) finite &= isfinite(got[i]) != 0;
+        const double e = rel_err(got, ref, (size_t)M * N, 1e-6);
+        report(finite && e < 1e-5, name, "rel err %.3g (1e-5), %s", e, finite ? "finite" : "not finite");
+        free(a), free(b), free(cc), free(ar), free(br), free(ref), free(got);
+    }
+    cpu_set_compute_bf16(0);
+}
+
+// attention under --precision bf16: its products run on bf16 operands. With q, k, v already bf16
+// values the scores agree with fp32's to the sums' rounding, and P (and dS in backward) rounded to
+// bf16 for the next product moves the results by about bf16's precision: more than fp32's sums
+// would (the bf16 products ran) and less than 1e-2 (they compute the same attention)
+static void test_attention_bf16(void) {
+    if (!cpu_has_bf16()) {
+        printf("ok - %sbf16 attention # SKIP %s\n", test_prefix,
+               cpu_isa() == CPU_ISA_AVX2 ? "the AVX2 kernels emulate bf16" : "this CPU has no AVX512_BF16");
+        return;
+    }
+    const int B = 2, T = 150, H = 4, KV = 2, hd = 16;
+    const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, np = cpu_attention_saved_floats(B, H, T, T);
+    float *q = rand_vec(nq, -1, 1), *k = rand_vec(nk, -1, 1), *v = rand_vec(nk, -1, 1), *dout = rand_vec(nq, -1, 1);
+    kern_round_bf16(q, nq), kern_round_bf16(k, nk), kern_round_bf16(v, nk), kern_round_bf16(dout, nq);
+    float *o[2], *p[2], *d[2], *scratch = calloc(cpu_attention_scratch_floats(B, H, T), 4);
+    for (int bf = 0; bf < 2; bf++) {
+        o[bf] = calloc(nq, 4), p[bf] = calloc(np, 4), d[bf] = calloc(nq + 2 * nk, 4);
+        cpu_set_compute_bf16(bf);
+        kern_attention_fwd(o[bf], p[bf], q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL, 0, NULL);
+        kern_attention_bwd(d[bf], d[bf] + nq, d[bf] + nq + nk, scratch, dout, o[bf], p[bf], q, k, v, B, T, H, KV, hd, NULL,
+                           0, NULL);
+    }
+    cpu_set_compute_bf16(0);
+    static const char *const what[2] = {"fwd", "bwd dq, dk, dv"};
+    for (int w = 0; w < 2; w++) {
+        const size_t n = w ? nq + 2 * nk : nq;
+        const float *got = w ? d[1] : o[1], *ref = w ? d[0] : o[0];
+        double md = 0, mr = 0;
+        for (size_t i = 0; i < n; i++) md = fmax(md, fabs((double)got[i] - ref[i])), mr = fmax(mr, fabs(ref[i]));
+        report(md / mr > 1e-5 && md / mr < 1e-2, w ? "bf16 attention bwd: bf16 products, within 1e-2 of fp32's"
+                                                   : "bf16 attention fwd: bf16 products, within 1e-2 of fp32's",
+               "%s rel diff %.3g (want 1e-5 .. 1e-2)", what[w], md / mr);
+    }
+    for (int bf = 0; bf < 2; bf++) free(o[bf]), free(p[bf]), free(d[bf]);
+    free(q), free(k), free(v), free(dout), free(scratch);
 }
 
 static void test_isa(void) {
@@ -1867,7 +1969,15 @@ static int bench_adamw(int threads) {
 // ---- --bench-gemm: the machine's GEMM peaks, for make bench's fractions ----
 // A 2048^3 product (what the fractions have been measured against: numpy's sgemm on the same
 // threads) through OpenBLAS sgemm and, where the CPU has AVX512_BF16, through the bf16 matmuls
-// --precision bf16 runs (oneDNN, operands rounded as they are there): GFLOP/s, best of 5 runs each.
+// --precision bf16 runs (oneDNN, operands rounded as they are there): GFLOP/s, best of 5 runs each,
+// by the wall clock and, for make bench's one-thread table on a shared machine, by the process's
+// CPU time (which the other jobs' time slices do not add to; with one thread, the thread's time).
+static double cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int bench_gemm(int threads) {
     kern_init(threads);
     const int n = 2048;
@@ -1875,16 +1985,43 @@ static int bench_gemm(int threads) {
     float *a = rand_vec((size_t)n * n, -1, 1), *b = rand_vec((size_t)n * n, -1, 1), *c = calloc((size_t)n * n, 4);
     for (int bf = 0; bf < 1 + cpu_has_bf16(); bf++) {
         cpu_set_compute_bf16(bf);
-        double best = 1e30;
+        double best = 1e30, best_cpu = 1e30;
         for (int r = 0; r < 6; r++) {  // the first warms the threads and oneDNN's primitive
-            const double t0 = clock_now_s();
+            const double t0 = clock_now_s(), c0 = cpu_seconds();
             cpu_gemm(0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, r > 0);
-            if (r) best = fmin(best, clock_now_s() - t0);
+            if (r) best = fmin(best, clock_now_s() - t0), best_cpu = fmin(best_cpu, cpu_seconds() - c0);
         }
         printf("%s GFLOP/s: %.1f\n", bf ? "bf16" : "sgemm", flops / best / 1e9);
+        printf("%s GFLOP per CPU second: %.1f\n", bf ? "bf16" : "sgemm", flops / best_cpu / 1e9);
     }
     cpu_set_compute_bf16(0);
     free(a), free(b), free(c);
+    return 0;
+}
+
+// --bench-attention: attention's forward and backward on the Llama bench shape (B8 T256 H8 KV4
+// hd32), fp32 and bf16 products, best CPU seconds of 5 (one thread: the thread's time)
+static int bench_attention(void) {
+    kern_init(1);
+    const int B = 8, T = 256, H = 8, KV = 4, hd = 32;
+    const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
+    float *q = rand_vec(nq, -1, 1), *k = rand_vec(nk, -1, 1), *v = rand_vec(nk, -1, 1), *dout = rand_vec(nq, -1, 1);
+    float *o = calloc(nq, 4), *p = calloc(cpu_attention_saved_floats(B, H, T, T), 4), *d = calloc(nq + 2 * nk, 4);
+    float *scratch = calloc(cpu_attention_scratch_floats(B, H, T), 4);
+    for (int bf = 0; bf < 1 + cpu_has_bf16(); bf++) {
+        cpu_set_compute_bf16(bf);
+        double best[2] = {1e30, 1e30};
+        for (int r = 0; r < 6; r++) {
+            const double c0 = cpu_seconds();
+            kern_attention_fwd(o, p, q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL, 0, NULL);
+            const double c1 = cpu_seconds();
+            kern_attention_bwd(d, d + nq, d + nq + nk, scratch, dout, o, p, q, k, v, B, T, H, KV, hd, NULL, 0, NULL);
+            if (r) best[0] = fmin(best[0], c1 - c0), best[1] = fmin(best[1], cpu_seconds() - c1);
+        }
+        printf("%s attention fwd %.2f ms, bwd %.2f ms (CPU time)\n", bf ? "bf16" : "fp32", 1e3 * best[0], 1e3 * best[1]);
+    }
+    cpu_set_compute_bf16(0);
+    free(q), free(k), free(v), free(dout), free(o), free(p), free(d), free(scratch);
     return 0;
 }
 
@@ -1892,6 +2029,7 @@ int main(int argc, char **argv) {
     if (argc > 2 && !strcmp(argv[1], "--nf4")) return nf4_files(argc, argv);
     if (argc > 1 && !strcmp(argv[1], "--bench-adamw")) return bench_adamw(argc > 2 ? atoi(argv[2]) : 0);
     if (argc > 1 && !strcmp(argv[1], "--bench-gemm")) return bench_gemm(argc > 2 ? atoi(argv[2]) : 0);
+    if (argc > 1 && !strcmp(argv[1], "--bench-attention")) return bench_attention();
     static const int thread_counts[2] = {1, 3};
     for (int i = 0; i < 2; i++) {
         suite_threads = thread_counts[i];
@@ -1920,6 +2058,8 @@ int main(int argc, char **argv) {
         test_vector_ops();
         test_isa();
         test_gemm_bf16();
+        test_gemm_block_bf16();
+        test_attention_bf16();
     }
     test_prefix[0] = 0;
     test_mem_tracker();
