@@ -11,19 +11,8 @@ MODEL="--hidden_width 256 --num_layers 4 --num_heads 8 --num_key_value_heads 4 -
 MPI="mpirun --oversubscribe --allow-run-as-root -q -np 4"
 LOG=$(mktemp)
 trap 'rm -f "$LOG"' EXIT
-run() {  # run FLAGS...: "tokens/s activations-MiB" of the timed steps (the first is warm-up)
-    local t m
-    $MPI ./fsdpc $MODEL --train_data synthetic --max_steps $((STEPS + 1)) --logging_freq $((STEPS + 1)) --checkpoint_freq 0 \
-        --num_tokens 0 --validation_freq 0 --num_threads 1 "$@" >"$LOG" 2>&1 || true
-    read -r t m < <(awk -v s=$((STEPS + 1)) '$0 ~ "^Batch " s " Loss" { sub(/.*tokens\/sec: /, ""); split($0, a, ","); t = a[1] }
-        $0 ~ "^Batch " s " memory" { sub(/.*activations [0-9.]+\//, ""); split($0, b, ","); m = b[1] } END { print t, m }' "$LOG")
-    if [ -z "$m" ]; then
-        echo "bench_cp: no reading from the run with $*:" >&2
-        tail -5 "$LOG" >&2
-        exit 1
-    fi
-    echo "$t $m"
-}
+source bench/lib.sh
+run() { bench_run bench_cp "$@"; }
 r=$(run --batch_size 1) || exit 1
 read -r fs fsm <<<"$r"
 r=$(run --batch_size 4 --context_parallel_degree 4) || exit 1

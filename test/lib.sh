@@ -106,3 +106,24 @@ kill_paused_rank1() {
     victim=$(sed -nE 's/.*paused \(rank 1, pid ([0-9]+)\).*/\1/p' "$1" | head -1)
     [ -n "$victim" ] && kill -9 "$victim"
 }
+
+# Equal-loss suites (tp, cp): eq_run NAME NP FLAGS... runs $EQ FLAGS at NP ranks (under $MPI past
+# one), metrics into $W/NAME.jsonl, log into $W/NAME.log; same_losses NAME A B checks that runs A
+# and B's training and validation losses agree within 1e-5 relative
+eq_run() {
+    local name=$1 np=$2
+    shift 2
+    if [ "$np" = 1 ]; then $EQ "$@" --metrics_file "$W/$name.jsonl" >"$W/$name.log" 2>&1
+    else $MPI -np "$np" $EQ "$@" --metrics_file "$W/$name.jsonl" >"$W/$name.log" 2>&1; fi
+}
+val_losses() { grep -o '"val_loss": [0-9.e+-]*' "$1" | sed 's/.*: //'; }
+same_losses() {
+    local d rc rv
+    d=$(rel_diff "$W/$2.jsonl" "$W/$3.jsonl" 6 1e-5)
+    rc=$?
+    paste <(val_losses "$W/$2.jsonl") <(val_losses "$W/$3.jsonl") |
+        awk '{ d = $1 - $2; if (d < 0) d = -d; if (NF < 2 || d > 1e-5 * $1) bad = 1; n++ } END { exit bad || n < 2 }'
+    rv=$?
+    [ $rc = 0 ] && [ $rv = 0 ]
+    check "$1 (worst relative loss difference $d)" $? "$(tail -c 300 "$W/$3.log" | tr '\n' '|')"
+}

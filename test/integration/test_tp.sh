@@ -52,24 +52,8 @@ grep -q "^ok - tp 4: gpt_neox" "$W/parts.txt" && ! grep -q "^not ok" "$W/parts.t
 check "tp 2 and 4: every family's parts cover its tensors once and start as the whole tensors do" $? "$(grep -m2 'not ok' "$W/parts.txt")"
 
 # ---- equal losses: tp 2 and 4 against one rank, the same global batch ----
-# metrics: a run's losses, then its validation losses
-vals() { grep -o '"val_loss": [0-9.e+-]*' "$1" | sed 's/.*: //'; }
-same() {  # same NAME A B: training and validation losses agree within 1e-5 relative
-    local d rc rv
-    d=$(rel_diff "$W/$2.jsonl" "$W/$3.jsonl" 6 1e-5)
-    rc=$?
-    paste <(vals "$W/$2.jsonl") <(vals "$W/$3.jsonl") |
-        awk '{ d = $1 - $2; if (d < 0) d = -d; if (NF < 2 || d > 1e-5 * $1) bad = 1; n++ } END { exit bad || n < 2 }'
-    rv=$?
-    [ $rc = 0 ] && [ $rv = 0 ]
-    check "$1 (worst relative loss difference $d)" $? "$(tail -c 300 "$W/$3.log" | tr '\n' '|')"
-}
-run() {  # run NAME NP FLAGS...: a run's metrics into $W/NAME.jsonl
-    local name=$1 np=$2
-    shift 2
-    if [ "$np" = 1 ]; then $EQ "$@" --metrics_file "$W/$name.jsonl" >"$W/$name.log" 2>&1
-    else $MPI -np "$np" $EQ "$@" --metrics_file "$W/$name.jsonl" >"$W/$name.log" 2>&1; fi
-}
+run() { eq_run "$@"; }
+same() { same_losses "$@"; }
 run one 1 --batch_size 4
 run tp2 2 --batch_size 4 --tp 2
 same "np=2 tp 2 (replica 1 x shard 1 x tp 2) trains as one rank" one tp2
