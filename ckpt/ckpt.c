@@ -40,6 +40,30 @@ static uint32_t skipped_crc(const uint64_t *v, size_t n) {
     return (uint32_t)crc;
 }
 
+// Collective: a 1-D dataset of n values at path (intermediate groups made), which rank 0 writes
+// (the others select none) from v; its attribute attr (a u32) too when attr is given. 1 when all
+// went well.
+static int write_by_rank0(hid_t f, const char *path, hid_t file_type, hid_t mem_type, hsize_t n, const void *v, const char *attr,
+                          uint32_t attr_value) {
+    hid_t lcpl = h5Check(H5Pcreate(H5P_LINK_CREATE));
+    h5Check(H5Pset_create_intermediate_group(lcpl, 1));
+    hid_t fs = h5Check(H5Screate_simple(1, &n, NULL)), ms = h5Check(H5Screate_simple(1, &n, NULL));
+    hid_t ds = H5Dcreate2(f, path, file_type, fs, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    if (comm_info.rank != 0) {
+        h5Check(H5Sselect_none(fs));
+        h5Check(H5Sselect_none(ms));
+    }
+    hid_t dxpl = h5Check(H5Pcreate(H5P_DATASET_XFER));
+    h5Check(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
+    int ok = ds >= 0 && H5Dwrite(ds, mem_type, ms, fs, dxpl, v) >= 0 && (!attr || h5_attr_write(ds, attr, H5T_STD_U32LE, &attr_value));
+    H5Pclose(dxpl);
+    if (ds >= 0) H5Dclose(ds);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    H5Pclose(lcpl);
+    return ok;
+}
+
 // Collective: /source/<name> as 1-D bytes for each file src holds (the same on every rank); rank 0
 // writes the contents.
 static const char *write_source(hid_t f, const CkptSource *src) {
@@ -48,23 +72,7 @@ static const char *write_source(hid_t f, const CkptSource *src) {
     for (int i = 0; src && ok && i < CKPT_SOURCE_FILES; i++) {
         if (!src->text[i]) continue;
         snprintf(path, sizeof path, "source/%s", ckpt_source_names[i]);
-        hsize_t n = src->len[i];
-        hid_t lcpl = h5Check(H5Pcreate(H5P_LINK_CREATE));
-        h5Check(H5Pset_create_intermediate_group(lcpl, 1));
-        hid_t fs = h5Check(H5Screate_simple(1, &n, NULL)), ms = h5Check(H5Screate_simple(1, &n, NULL));
-        hid_t ds = H5Dcreate2(f, path, H5T_STD_U8LE, fs, lcpl, H5P_DEFAULT, H5P_DEFAULT);
-        if (comm_info.rank != 0) {
-            h5Check(H5Sselect_none(fs));
-            h5Check(H5Sselect_none(ms));
-        }
-        hid_t dxpl = h5Check(H5Pcreate(H5P_DATASET_XFER));
-        h5Check(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
-        ok = ds >= 0 && H5Dwrite(ds, H5T_NATIVE_UCHAR, ms, fs, dxpl, src->text[i]) >= 0;
-        H5Pclose(dxpl);
-        if (ds >= 0) H5Dclose(ds);
-        H5Sclose(ms);
-        H5Sclose(fs);
-        H5Pclose(lcpl);
+        ok = write_by_rank0(f, path, H5T_STD_U8LE, H5T_NATIVE_UCHAR, src->len[i], src->text[i], NULL, 0);
     }
     return ok ? NULL : "writing the model source's files failed";
 }
@@ -73,22 +81,8 @@ static const char *write_source(hid_t f, const CkptSource *src) {
 // uint64 with the crc32 of those bytes; rank 0 writes the values.
 static const char *write_skipped(hid_t f, const CkptMeta *meta) {
     if (!meta->nskipped) return NULL;
-    hsize_t n = meta->nskipped;
-    hid_t fs = h5Check(H5Screate_simple(1, &n, NULL)), ms = h5Check(H5Screate_simple(1, &n, NULL));
-    hid_t ds = H5Dcreate2(f, CKPT_SKIPPED_NAME, H5T_STD_U64LE, fs, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    if (comm_info.rank != 0) {
-        h5Check(H5Sselect_none(fs));
-        h5Check(H5Sselect_none(ms));
-    }
-    hid_t dxpl = h5Check(H5Pcreate(H5P_DATASET_XFER));
-    h5Check(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
-    uint32_t crc = skipped_crc(meta->skipped, meta->nskipped);
-    int ok = ds >= 0 && H5Dwrite(ds, H5T_NATIVE_UINT64, ms, fs, dxpl, meta->skipped) >= 0 &&
-             h5_attr_write(ds, CKPT_CHECKSUM_NAME, H5T_STD_U32LE, &crc);
-    H5Pclose(dxpl);
-    if (ds >= 0) H5Dclose(ds);
-    H5Sclose(ms);
-    H5Sclose(fs);
+    int ok = write_by_rank0(f, CKPT_SKIPPED_NAME, H5T_STD_U64LE, H5T_NATIVE_UINT64, meta->nskipped, meta->skipped, CKPT_CHECKSUM_NAME,
+                            skipped_crc(meta->skipped, meta->nskipped));
     return ok ? NULL : "writing the skipped samples failed";
 }
 

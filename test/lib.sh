@@ -127,3 +127,16 @@ same_losses() {
     [ $rc = 0 ] && [ $rv = 0 ]
     check "$1 (worst relative loss difference $d)" $? "$(tail -c 300 "$W/$3.log" | tr '\n' '|')"
 }
+eq_resumed() {  # eq_resumed NAME NP SOURCE_DIR FLAGS...: steps 4-6 from SOURCE_DIR's step 3 (the suite sets $CK)
+    local name=$1 np=$2 src=$3
+    shift 3
+    mkdir -p "$W/$name.ck" && cp "$src/step_00000003.h5" "$W/$name.ck/"
+    eq_run "$name" "$np" $CK --checkpoint_dir "$W/$name.ck" --resume_from_checkpoint "$W/$name.ck" "$@"
+    grep -o '"loss": [0-9.e+-]*' "$W/$name.jsonl" | sed 's/.*: //' >"$W/$name.losses"
+}
+eq_tail_losses() { grep -o '"loss": [0-9.e+-]*' "$W/$1.jsonl" | tail -3 | sed 's/.*: //'; }
+eq_agree() {  # eq_agree NAME A B: the resumed run B's three losses against A's last three (1e-5 relative)
+    paste <(eq_tail_losses "$2") "$W/$3.losses" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (NF < 2 || d > 1e-5 * $1) bad = 1; n++ }
+        END { exit bad || n != 3 }'
+    check "$1" $? "$(paste <(eq_tail_losses "$2") "$W/$3.losses" | tr '\n' '|'; grep -m1 error "$W/$3.log")"
+}

@@ -131,20 +131,7 @@ same "--packing with --sliding_window 6: np=4 tp 2 x cp 2 trains as one rank" dw
 CK="--checkpoint_freq 3 --max_steps 6 --validation_freq 0"
 run whole 1 --batch_size 4 $CK --checkpoint_dir "$W/ck1"
 run cpck 2 --batch_size 4 --cp 2 $CK --checkpoint_dir "$W/ck2"
-resumed() {  # resumed NAME NP SOURCE_DIR FLAGS...: steps 4-6 from SOURCE_DIR's step 3
-    local name=$1 np=$2 src=$3
-    shift 3
-    mkdir -p "$W/$name.ck" && cp "$src/step_00000003.h5" "$W/$name.ck/"
-    run "$name" "$np" $CK --checkpoint_dir "$W/$name.ck" --resume_from_checkpoint "$W/$name.ck" "$@"
-    grep -o '"loss": [0-9.e+-]*' "$W/$name.jsonl" | sed 's/.*: //' >"$W/$name.losses"
-}
-tail_losses() { grep -o '"loss": [0-9.e+-]*' "$W/$1.jsonl" | tail -3 | sed 's/.*: //'; }
-agree() {  # agree NAME A B: the resumed run B's three losses against A's last three (1e-5 relative)
-    paste <(tail_losses "$2") "$W/$3.losses" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (NF < 2 || d > 1e-5 * $1) bad = 1; n++ }
-        END { exit bad || n != 3 }'
-    check "$1" $? "$(paste <(tail_losses "$2") "$W/$3.losses" | tr '\n' '|'; grep -m1 error "$W/$3.log")"
-}
-resumed to1 1 "$W/ck2" --batch_size 4
-agree "a cp 2 checkpoint resumes at cp 1 (one rank), losses as the run that never stopped" cpck to1
-resumed to4 4 "$W/ck1" --batch_size 4 --cp 4
-agree "a cp 1 checkpoint resumes at cp 4" whole to4
+eq_resumed to1 1 "$W/ck2" --batch_size 4
+eq_agree "a cp 2 checkpoint resumes at cp 1 (one rank), losses as the run that never stopped" cpck to1
+eq_resumed to4 4 "$W/ck1" --batch_size 4 --cp 4
+eq_agree "a cp 1 checkpoint resumes at cp 4" whole to4

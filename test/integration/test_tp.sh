@@ -145,27 +145,14 @@ PY
 ok=$?  # before the message's $(...), which would set $? again
 check "a tp 2 checkpoint holds every tensor whole, under the names and shapes of a tp 1 one ($(head -c 20 "$W/shapes.txt") tensors)" $ok \
     "$(tail -2 "$W/shapes.txt" | tr '\n' '|')"
-resumed() {  # resumed NAME NP SOURCE_DIR FLAGS...: steps 4-6 from SOURCE_DIR's step 3
-    local name=$1 np=$2 src=$3
-    shift 3
-    mkdir -p "$W/$name.ck" && cp "$src/step_00000003.h5" "$W/$name.ck/"
-    run "$name" "$np" $CK --checkpoint_dir "$W/$name.ck" --resume_from_checkpoint "$W/$name.ck" "$@"
-    grep -o '"loss": [0-9.e+-]*' "$W/$name.jsonl" | sed 's/.*: //' >"$W/$name.losses"
-}
-tail_losses() { grep -o '"loss": [0-9.e+-]*' "$W/$1.jsonl" | tail -3 | sed 's/.*: //'; }
-agree() {  # agree NAME A B: the resumed run B's three losses against A's last three (1e-5 relative)
-    paste <(tail_losses "$2") "$W/$3.losses" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (NF < 2 || d > 1e-5 * $1) bad = 1; n++ }
-        END { exit bad || n != 3 }'
-    check "$1" $? "$(paste <(tail_losses "$2") "$W/$3.losses" | tr '\n' '|'; grep -m1 error "$W/$3.log")"
-}
-resumed to1 1 "$W/ck2" --batch_size 4
-agree "a tp 2 checkpoint resumes at tp 1 (one rank), losses as the run that never stopped" tpck to1
-resumed to2 2 "$W/ck1" --batch_size 4 --tp 2
-agree "a tp 1 checkpoint resumes at tp 2" whole to2
-resumed to22 4 "$W/ck2" --batch_size 2 --tp 2
-agree "a tp 2 checkpoint resumes at tp 2 x full-shard 2 on 4 ranks" tpck to22
-resumed tosp 2 "$W/ck1" --batch_size 4 --tp 2 --sequence_parallel
-agree "a tp 1 checkpoint resumes at tp 2 with --sequence_parallel" whole tosp
+eq_resumed to1 1 "$W/ck2" --batch_size 4
+eq_agree "a tp 2 checkpoint resumes at tp 1 (one rank), losses as the run that never stopped" tpck to1
+eq_resumed to2 2 "$W/ck1" --batch_size 4 --tp 2
+eq_agree "a tp 1 checkpoint resumes at tp 2" whole to2
+eq_resumed to22 4 "$W/ck2" --batch_size 2 --tp 2
+eq_agree "a tp 2 checkpoint resumes at tp 2 x full-shard 2 on 4 ranks" tpck to22
+eq_resumed tosp 2 "$W/ck1" --batch_size 4 --tp 2 --sequence_parallel
+eq_agree "a tp 1 checkpoint resumes at tp 2 with --sequence_parallel" whole tosp
 mkdir -p "$W/bad.ck" && cp "$W/ck2/step_00000003.h5" "$W/bad.ck/"
 /usr/bin/python3 -c "
 import h5py; f = h5py.File('$W/bad.ck/step_00000003.h5', 'r+'); d = f['optim/exp_avg/model.layers.1.self_attn.o_proj.weight']
