@@ -140,3 +140,15 @@ eq_agree() {  # eq_agree NAME A B: the resumed run B's three losses against A's 
         END { exit bad || n != 3 }'
     check "$1" $? "$(paste <(eq_tail_losses "$2") "$W/$3.losses" | tr '\n' '|'; grep -m1 error "$W/$3.log")"
 }
+# masked_rows FILE SEED MIN: 200 JSON rows of 1..255 ids (MIN to 32 of them) whose first half's
+# labels are -100 (no loss)
+masked_rows() {
+    /usr/bin/python3 - "$@" <<'PY'
+import json, random, sys
+rng = random.Random(int(sys.argv[2]))
+with open(sys.argv[1], "w") as f:
+    for _ in range(200):
+        ids = [rng.randrange(1, 256) for _ in range(rng.randrange(int(sys.argv[3]), 33))]
+        f.write(json.dumps({"input_ids": ids, "labels": [-100] * (len(ids) // 2) + ids[len(ids) // 2:]}) + "\n")
+PY
+}

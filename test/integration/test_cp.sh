@@ -95,14 +95,7 @@ run win2 4 --batch_size 4 --sliding_window 5 --cp 4
 same "Mistral's --sliding_window 5 (shorter than a chunk): np=4 cp 4 trains as one rank" win1 win2
 
 # masked labels (-100), and packing (documents kept apart): rows of ids whose first half bears no loss
-/usr/bin/python3 - "$W/masked.jsonl" <<'PY'
-import json, random, sys
-rng = random.Random(42)
-with open(sys.argv[1], "w") as f:
-    for _ in range(200):
-        ids = [rng.randrange(1, 256) for _ in range(rng.randrange(5, 33))]
-        f.write(json.dumps({"input_ids": ids, "labels": [-100] * (len(ids) // 2) + ids[len(ids) // 2:]}) + "\n")
-PY
+masked_rows "$W/masked.jsonl" 42 5
 D="--train_data $W/masked.jsonl --val_data $W/masked.jsonl"
 run mone 1 --batch_size 8 $D
 run mcp 4 --batch_size 4 --cp 2 $D

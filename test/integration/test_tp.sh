@@ -106,14 +106,7 @@ run spdrop 4 --batch_size 1 --tp 4 --num_key_value_heads 4 --dropout 0.1 --seque
 run drop1b 1 --batch_size 1 --dropout 0.1 --num_key_value_heads 4 --max_context_width 24
 same "--sequence_parallel: Llama dropout at tp 4 on one 24-token row (6 tokens a rank) trains as one rank" drop1b spdrop
 # masked labels (-100): rows of ids whose first half bears no loss
-/usr/bin/python3 - "$W/masked.jsonl" <<'PY'
-import json, random, sys
-rng = random.Random(27)
-with open(sys.argv[1], "w") as f:
-    for _ in range(200):
-        ids = [rng.randrange(1, 256) for _ in range(rng.randrange(8, 33))]
-        f.write(json.dumps({"input_ids": ids, "labels": [-100] * (len(ids) // 2) + ids[len(ids) // 2:]}) + "\n")
-PY
+masked_rows "$W/masked.jsonl" 27 8
 run mone 1 --batch_size 8 --train_data "$W/masked.jsonl" --val_data "$W/masked.jsonl"
 run mtp 4 --batch_size 4 --tp 2 --train_data "$W/masked.jsonl" --val_data "$W/masked.jsonl"
 same "np=4 tp 2 with masked labels trains as one rank" mone mtp
