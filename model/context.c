@@ -18,6 +18,10 @@ size_t model_attention_saved(const Activations *a, int H) {
     return kern_attention_saved_floats(a->B, H, a->T, a->T);
 }
 
+float *model_attention_scratch(const Activations *a, int H) {
+    return a->cp > 1 ? NULL : model_acts_buf(kern_attention_scratch_floats(a->B, H, a->T));  // the ring never reads it
+}
+
 const int32_t *model_positions(const Activations *a) { return a->docs || a->sp > 1 || a->cp > 1 ? a->pos : NULL; }
 
 void model_cp_alloc(Activations *a, size_t kvd) {

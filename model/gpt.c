@@ -90,7 +90,7 @@ static void gpt_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int w
     a->logits = model_acts_act(N * V);
     if (!model_acts_attention(a, c, with_kv_cache, N, Qd, Qd)) return;  // generation runs no backward
     a->dh = model_acts_act(N * F);
-    a->attn_scratch = model_acts_buf(kern_attention_scratch_floats(a->B, H, a->T));
+    a->attn_scratch = model_attention_scratch(a, H);
 }
 
 // Per-layer views into the saved activations; sizes follow the allocation above.

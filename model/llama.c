@@ -135,7 +135,7 @@ static void llama_acts_alloc(Activations *a, const ModelConfig *c, size_t S, int
         a->dup = model_acts_act(N * 2 * F);
         a->dh = model_acts_act(N * F);
     }
-    a->attn_scratch = model_acts_buf(kern_attention_scratch_floats(a->B, pt.H, a->T));
+    a->attn_scratch = model_attention_scratch(a, pt.H);
 }
 
 // ---- forward / backward ----

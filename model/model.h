@@ -362,6 +362,9 @@ void model_load_batch(Activations *a, const int32_t *inp, const int32_t *tgt, co
 // them back to their rank. saved: model_attention_saved floats (per slot). Backward overwrites
 // a->dq, a->dk and a->dv from dout (a->datt).
 size_t model_attention_saved(const Activations *a, int H);
+// The whole-sequence backward's scratch (attn_scratch), allocated (or counted); none under cp, whose
+// ring kernels do not use it.
+float *model_attention_scratch(const Activations *a, int H);
 void model_attention_fwd(const ModelPlan *plan, Activations *a, void *out, float *saved, const void *q, const void *k,
                          const void *v, int H, int KV, int hd, int window, const KernDropout *drop);
 void model_attention_bwd(const ModelPlan *plan, Activations *a, const void *out, const float *saved, const void *q,

@@ -150,7 +150,8 @@ void shard_estimate(const ModelPlan *plan, const ShardConfig *cfg, int grad_accu
             if (plan->units[u].numel > max_unpacked) max_unpacked = plan->units[u].numel;
             continue;
         }
-        if (padded / g > max_send) max_send = padded / g;
+        // a unit the CPU gathers over one rank is rounded straight into its gather slot: no send slot
+        if ((g > 1 || (cfg->precision == PRECISION_BF16 && kern_on_gpu())) && padded / g > max_send) max_send = padded / g;
         sum_padded += padded;
         if (padded > max_padded) max_padded = padded;
         if (plan->units[u].frozen) continue;
@@ -282,7 +283,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
             if (f->padded > max_packed) max_packed = f->padded;
             continue;
         }
-        if (f->shard_len > max_send) max_send = f->shard_len;
+        if ((f->group_size > 1 || s->bf16_gathered) && f->shard_len > max_send) max_send = f->shard_len;  // as the estimate
         if (s->dims.shard_size == 1 && s->bf16_gathered) f->master_bf16 = hzalloc(f->shard_len, KERN_MEM_GATHERED);
         f->grad_fresh = 1;
         if (s->direct_grads) f->grads = f->grad_shard;
@@ -331,7 +332,7 @@ void shard_init(ShardState *s, const ModelPlan *plan, const ShardConfig *cfg, co
     }
     for (int i = 0; i < 2; i++) {
         s->send_owner[i] = -1;
-        if (s->bf16_params && !always) s->send_stage[i] = hzalloc(max_send, KERN_MEM_BUFFERS);
+        if (s->bf16_params && !always && max_send) s->send_stage[i] = hzalloc(max_send, KERN_MEM_BUFFERS);
     }
     s->ngrad_slots = grad_slots(plan, s->persistent_grads, s->direct_grads, direct_stage(cfg, pd));
     s->param_pool = callocCheck(s->nparam_slots + 1, sizeof(void *));

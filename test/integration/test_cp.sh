@@ -120,6 +120,16 @@ run dwin1 1 --batch_size 4 --packing --sliding_window 6 $D
 run dwin2 4 --batch_size 4 --packing --sliding_window 6 --cp 2 --tp 2 $D
 same "--packing with --sliding_window 6: np=4 tp 2 x cp 2 trains as one rank" dwin1 dwin2
 
+# ---- the whole-sequence attention scratch (per thread, T x T) is not held under cp: the ring never reads it ----
+acts_at() {  # acts_at THREADS: the tracked activations (MiB) of a cp 2 step on 4096-token rows
+    $MPI -np 2 ./fsdpc --max_steps 1 --checkpoint_freq 0 --num_tokens 0 --validation_freq 0 --tokenizer byte --hidden_width 64 \
+        --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 128 --max_context_width 4096 --batch_size 1 --cp 2 \
+        --num_threads "$1" 2>&1 | sed -nE 's/^Batch 1 memory.*activations [0-9.]+\/([0-9.]+),.*/\1/p' | head -1
+}
+a1=$(acts_at 1) a2=$(acts_at 2)
+[ -n "$a1" ] && [ "$a1" = "$a2" ]
+check "cp 2 on 4096-token rows: activations do not grow with threads ($a1 MiB at 1, $a2 MiB at 2)" $?
+
 # ---- resume across cp degrees ----
 CK="--checkpoint_freq 3 --max_steps 6 --validation_freq 0"
 run whole 1 --batch_size 4 $CK --checkpoint_dir "$W/ck1"
