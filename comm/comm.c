@@ -1002,6 +1002,9 @@ static void __attribute__((noreturn)) collective_timed_out(const CommRequest *r,
     else fprintf(stderr, "fsdpc: rank %d: %s\n", me, msg);
     fflush(NULL);
     nccl_abort_all();
+    // the job's error line is the lowest rank's: an earlier abort from here could kill it unprinted, so
+    // wait out its grace period (its own abort ends this process) before aborting as a fallback
+    if (me != lowest) usleep((useconds_t)((grace + 1) * 1e6));
     if (world > 1) MPI_Abort(MPI_COMM_WORLD, 1);
     _exit(1);
 }
