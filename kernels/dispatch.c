@@ -301,6 +301,10 @@ const char *kern_cpu_isa(void) {
 
 int kern_on_gpu(void) { return on_gpu; }
 
+size_t kern_matmul_scratch_bytes(size_t rows, size_t widest, size_t widest_in, int T, int hd) {
+    return on_gpu ? 0 : cpu_gemm_scratch_bytes(rows, widest, widest_in, T, hd, kern_num_threads());
+}
+
 const char *kern_size_as_gpu(void) {
 #ifdef FSDPC_CUDA
     on_gpu = 1;  // routes the size queries to CUDA; the planner never runs a kernel after this

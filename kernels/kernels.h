@@ -70,6 +70,11 @@ void kern_act_download(float *host_dst, const void *src, size_t n);
 // first, so the libraries never fail or spin on it).
 const char *kern_init(int num_threads);
 int kern_num_threads(void);
+// The scratch the products keep, counted with the activations: on a CPU with bf16 products under
+// --precision bf16, the operands' bf16 copies and attention's per-thread packings, for products
+// of up to `rows` rows, `widest` the widest input or output row, `widest_in` the widest input
+// row, and attention over T keys of head dim hd; 0 elsewhere.
+size_t kern_matmul_scratch_bytes(size_t rows, size_t widest, size_t widest_in, int T, int hd);
 // The instruction set the CPU kernels run on, chosen once from the CPU's features, for the start-up
 // summary: "avx512 (why)" (AVX-512 F, BW, DQ and VL; ", AVX512_BF16" added where the CPU multiplies
 // bf16) or "avx2 (why)". FSDPC_CPU_ISA=avx2 forces the AVX2 kernels (and --precision bf16's fp32

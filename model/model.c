@@ -462,6 +462,20 @@ size_t model_res_numel(const Activations *a, int D, int T) { return (size_t)mode
 
 float *model_res_f32(Activations *a, int l, int D) { return a->res_out ? NULL : (float *)a->res + res_offset(a, l, D); }
 
+// the products' scratch the kernels keep (kern_matmul_scratch_bytes) for the layers of a: rows of
+// the whole batch (sequence parallelism gathers them first), the widest row a product reads or
+// writes and the widest it reads (this tp rank's share of the split ones)
+static size_t acts_matmul_scratch(const ModelPlan *plan, const Activations *a) {
+    const ModelConfig *c = &plan->cfg;
+    const size_t tp = (size_t)a->tp, D = (size_t)c->hidden_width, hd = (size_t)config_head_dim(c);
+    const size_t qkv = ((size_t)c->num_heads + 2 * (size_t)c->num_key_value_heads) * hd / tp;
+    const size_t F = (size_t)c->intermediate_size / tp, attn = (size_t)c->num_heads * hd / tp;
+    size_t in = D > attn ? D : attn, w = qkv > 2 * F ? qkv : 2 * F;
+    in = in > F ? in : F;
+    w = w > (size_t)a->V ? w : (size_t)a->V;
+    return kern_matmul_scratch_bytes((size_t)a->B * (size_t)a->T, w > in ? w : in, in, a->T, (int)hd);
+}
+
 size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every, int horizon,
                         size_t *host_bytes) {
     size_t bytes = 0;
@@ -470,6 +484,7 @@ size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, 
     acts_host_count = 0;
     model_acts_alloc(&a, plan, B, T, with_kv_cache, ckpt_every, horizon);
     acts_count = NULL;
+    bytes += acts_matmul_scratch(plan, &a);
     if (host_bytes) *host_bytes = acts_host_count;
     free(a.slot);
     free(a.recompute);

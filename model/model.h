@@ -305,8 +305,8 @@ void model_rope_inv_freq(double *f, int rot, double theta);
 // through a ring of horizon + 1 device entries, the others wait in pinned host memory (below).
 void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every, int horizon);
 void model_acts_free(Activations *a);
-// device bytes model_acts_alloc would take with these arguments (the memory check before
-// allocating); *host_bytes (unless NULL) the pinned host bytes of offloaded entries
+// device bytes model_acts_alloc would take with these arguments, and the products' scratch the
+// kernels keep (kern_matmul_scratch_bytes; the memory check before allocating); *host_bytes (unless NULL) the pinned host bytes of offloaded entries
 size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every, int horizon,
                         size_t *host_bytes);
 // Activation offloading, for the training loop (no-ops without it; a forward-only pass calls none,

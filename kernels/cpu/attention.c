@@ -1,6 +1,6 @@
 // attention: causal grouped-query attention (document masks, sliding window) with explicit (saved)
 // softmax probabilities.
-// Work is split into blocks of ATT_BLOCK query rows (and, in backward, key columns) so the
+// Work is split into blocks of CPU_ATT_BLOCK query rows (and, in backward, key columns) so the
 // products (cpu_gemm_block: sgemm, or bf16 under --precision bf16) skip the masked upper triangle
 // of the (Tq, Tk) score matrix.
 // Dropout on P: the saved probabilities stay undropped (backward needs P itself); the dropped,
@@ -15,8 +15,6 @@
 #include "../../base/err.h"
 #include "../../base/rng.h"
 #include "cpu_common.h"
-
-#define ATT_BLOCK 64
 
 static inline int att_min(int a, int b) { return a < b ? a : b; }
 
@@ -95,22 +93,22 @@ void CPU_OP(attention_fwd)(void *out_, float *probs, const void *q_, const void 
     const int ldq = H * hd, ldk = KV * hd;
     const float scale = 1.0f / sqrtf((float)hd);
     const AttDrop ad = att_drop(drop);
-    // under dropout, each thread's (ATT_BLOCK, Tk) block of P'
-    float *pdrop = ad.on ? att_alloc((size_t)omp_get_max_threads() * ATT_BLOCK * Tk) : NULL;
+    // under dropout, each thread's (CPU_ATT_BLOCK, Tk) block of P'
+    float *pdrop = ad.on ? att_alloc((size_t)omp_get_max_threads() * CPU_ATT_BLOCK * Tk) : NULL;
     // one (batch, head) per iteration; each thread's products run on that thread
 #pragma omp parallel for schedule(static)
     for (int bh = 0; bh < B * H; bh++) {
         const int b = bh / H, h = bh % H;
         const uint64_t seed = ad.on ? rng_dropout_seed(ad.key, ad.sample0 + (uint64_t)b) : 0;
-        float *pd = ad.on ? pdrop + (size_t)omp_get_thread_num() * ATT_BLOCK * Tk : NULL;
+        float *pd = ad.on ? pdrop + (size_t)omp_get_thread_num() * CPU_ATT_BLOCK * Tk : NULL;
         const float *qh = q + (size_t)b * Tq * ldq + (size_t)h * hd;  // (Tq, hd), row stride ldq
         const float *kh = k + b * kv_bstride + (size_t)(h / grp) * hd;  // (Tk, hd), row stride ldk
         const float *vh = v + b * kv_bstride + (size_t)(h / grp) * hd;
         float *oh = out + (size_t)b * Tq * ldq + (size_t)h * hd;
         float *p = probs + (size_t)bh * Tq * Tk;  // (Tq, Tk)
         const int32_t *ks = kstart ? kstart + (size_t)b * Tq : NULL;  // (Tq) first key each query sees
-        for (int r0 = 0; r0 < Tq; r0 += ATT_BLOCK) {
-            const int rows = att_min(ATT_BLOCK, Tq - r0);
+        for (int r0 = 0; r0 < Tq; r0 += CPU_ATT_BLOCK) {
+            const int rows = att_min(CPU_ATT_BLOCK, Tq - r0);
             const int kend = off + r0 + rows;  // keys visible to the block's last row
             const int kbeg = att_first(ks, r0, off + r0, window);  // and to its first (first keys are in order)
             float *pb = p + (size_t)r0 * Tk;
@@ -142,8 +140,8 @@ size_t CPU_OP(attention_saved_floats)(int B, int H, int Tq, int Tk) {
 }
 
 size_t CPU_OP(attention_scratch_floats)(int B, int H, int T) {
-    (void)B, (void)H;  // per thread: a (T, T) dP/dS matrix and a (min(T, ATT_BLOCK), T) block of P'
-    return (size_t)omp_get_max_threads() * T * ((size_t)T + att_min(T, ATT_BLOCK));
+    (void)B, (void)H;  // per thread: a (T, T) dP/dS matrix and a (min(T, CPU_ATT_BLOCK), T) block of P'
+    return (size_t)omp_get_max_threads() * T * ((size_t)T + att_min(T, CPU_ATT_BLOCK));
 }
 
 void CPU_OP(attention_bwd)(void *dq_, void *dk_, void *dv_, float *scratch, const void *dout_, const void *out_,
@@ -167,8 +165,8 @@ void CPU_OP(attention_bwd)(void *dq_, void *dk_, void *dv_, float *scratch, cons
     for (int bg = 0; bg < B * KV; bg++) {
         const int b = bg / KV, g = bg % KV;
         // (T, T): dP, then dS
-        float *ds = scratch + (size_t)omp_get_thread_num() * T * ((size_t)T + att_min(T, ATT_BLOCK));
-        float *pdb = ds + (size_t)T * T;  // (min(T, ATT_BLOCK), T): P' of a row block, under dropout
+        float *ds = scratch + (size_t)omp_get_thread_num() * T * ((size_t)T + att_min(T, CPU_ATT_BLOCK));
+        float *pdb = ds + (size_t)T * T;  // (min(T, CPU_ATT_BLOCK), T): P' of a row block, under dropout
         const uint64_t seed = ad.on ? rng_dropout_seed(ad.key, ad.sample0 + (uint64_t)b) : 0;
         const float *kg = k + (size_t)b * T * ldk + (size_t)g * hd;  // (T, hd), row stride ldk
         const float *vg = v + (size_t)b * T * ldk + (size_t)g * hd;
@@ -184,8 +182,8 @@ void CPU_OP(attention_bwd)(void *dq_, void *dk_, void *dv_, float *scratch, cons
             const float *qh = q + qoff, *doh = dout + qoff;
             float *dqh = dq + qoff;
             const float *p = probs + ((size_t)b * H + h) * T * T;  // (T, T)
-            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-                const int rows = att_min(ATT_BLOCK, T - r0), kend = r0 + rows, kbeg = att_first(ks, r0, r0, window);
+            for (int r0 = 0; r0 < T; r0 += CPU_ATT_BLOCK) {
+                const int rows = att_min(CPU_ATT_BLOCK, T - r0), kend = r0 + rows, kbeg = att_first(ks, r0, r0, window);
                 float *dsb = ds + (size_t)r0 * T;
                 // dP = dout @ V^T over the keys the block sees
                 cpu_gemm_block(0, 1, rows, kend - kbeg, hd, 1.0f, doh + (size_t)r0 * ldq,
@@ -227,8 +225,8 @@ void CPU_OP(attention_bwd)(void *dq_, void *dk_, void *dv_, float *scratch, cons
             }
             // key block c0 is seen only by queries c0.. up to the end of the document of its last key,
             // and under a window only by those within window - 1 positions of that key
-            for (int c0 = 0; c0 < T; c0 += ATT_BLOCK) {
-                const int cols = att_min(ATT_BLOCK, T - c0), kmax = c0 + cols - 1;
+            for (int c0 = 0; c0 < T; c0 += CPU_ATT_BLOCK) {
+                const int cols = att_min(CPU_ATT_BLOCK, T - c0), kmax = c0 + cols - 1;
                 int qend = att_query_end(ks, c0, T, kmax);
                 if (window > 0 && kmax + window < qend) qend = kmax + window;
                 const int nq = qend - c0;
@@ -277,7 +275,7 @@ static void att_part_block(const int32_t *qpos, const int32_t *qfirst, const int
 void CPU_OP(attention_part_fwd)(float *out, float *lse, const float *q, const float *k, const float *v, int B, int Tq,
                                 int Tk, int H, int KV, int hd, const int32_t *qpos, const int32_t *kpos,
                                 const int32_t *qfirst, int window, int first) {
-    const int grp = H / KV, ldq = H * hd, ldk = KV * hd, rb = att_min(Tq, ATT_BLOCK);
+    const int grp = H / KV, ldq = H * hd, ldk = KV * hd, rb = att_min(Tq, CPU_ATT_BLOCK);
     const float scale = 1.0f / sqrtf((float)hd);
     // per thread: a row block's scores, then probabilities (rb, Tk), and its output (rb, hd)
     const size_t per = (size_t)rb * Tk + (size_t)rb * hd;
@@ -291,11 +289,11 @@ void CPU_OP(attention_part_fwd)(float *out, float *lse, const float *q, const fl
         const float *vh = v + (size_t)b * Tk * ldk + (size_t)(h / grp) * hd;
         float *oh = out + (size_t)b * Tq * ldq + (size_t)h * hd, *lh = lse + (size_t)bh * Tq;
         const int32_t *qf = qfirst ? qfirst + (size_t)b * Tq : NULL;
-        float blse[ATT_BLOCK];
+        float blse[CPU_ATT_BLOCK];
         // by blocks of rows: each row's softmax over the keys it sees (this block's alone, their
         // log-sum-exp in blse), P V into o, then merged into out and lse by log-sum-exp
-        for (int i0 = 0; i0 < Tq; i0 += ATT_BLOCK) {
-            const int rows = att_min(ATT_BLOCK, Tq - i0);
+        for (int i0 = 0; i0 < Tq; i0 += CPU_ATT_BLOCK) {
+            const int rows = att_min(CPU_ATT_BLOCK, Tq - i0);
             int kb, ke;
             att_part_block(qpos, qf, kpos, Tk, i0, rows, window, &kb, &ke);
             const int n = ke - kb;
@@ -337,7 +335,7 @@ void CPU_OP(attention_part_fwd)(float *out, float *lse, const float *q, const fl
 void CPU_OP(attention_part_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                                 const float *q, const float *k, const float *v, int B, int Tq, int Tk, int H, int KV,
                                 int hd, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window) {
-    const int grp = H / KV, ldq = H * hd, ldk = KV * hd, rb = att_min(Tq, ATT_BLOCK);
+    const int grp = H / KV, ldq = H * hd, ldk = KV * hd, rb = att_min(Tq, CPU_ATT_BLOCK);
     const float scale = 1.0f / sqrtf((float)hd);
     const size_t per = 2 * (size_t)rb * Tk;  // a row block's P, and its dP then dS
     float *scratch = att_alloc((size_t)omp_get_max_threads() * per);
@@ -350,8 +348,8 @@ void CPU_OP(attention_part_bwd)(float *dq, float *dk, float *dv, const float *do
         float *dkg = dk + (size_t)b * Tk * ldk + (size_t)g * hd, *dvg = dv + (size_t)b * Tk * ldk + (size_t)g * hd;
         const int32_t *qf = qfirst ? qfirst + (size_t)b * Tq : NULL;
         for (int h = g * grp; h < (g + 1) * grp; h++)
-            for (int i0 = 0; i0 < Tq; i0 += ATT_BLOCK) {
-                const int rows = att_min(ATT_BLOCK, Tq - i0);
+            for (int i0 = 0; i0 < Tq; i0 += CPU_ATT_BLOCK) {
+                const int rows = att_min(CPU_ATT_BLOCK, Tq - i0);
                 int kb, ke;
                 att_part_block(qpos, qf, kpos, Tk, i0, rows, window, &kb, &ke);
                 const int n = ke - kb;

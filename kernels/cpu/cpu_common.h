@@ -48,6 +48,9 @@ void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, 
 void cpu_gemm_block(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                     int ldb, float beta, float *C, int ldc);
 
+// attention's blocks of query rows (and, in backward, key columns)
+#define CPU_ATT_BLOCK 64
+
 // Elementwise loops shorter than this run on one thread: a parallel region costs a few
 // microseconds, more than the loop itself.
 #define CPU_PAR_MIN 32768

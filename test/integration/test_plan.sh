@@ -94,6 +94,11 @@ for args in "4 --sharding hybrid-full-shard --shard_group_size 2 --meta_init" \
     r=$(tracked "./fsdpc $S" "$np" $L "$@")
     check "np=$np $*: plan per category = the tracker's peak within 10% (worst rel diff $r)" $? "$(grep -m2 error "$W/t.log")"
 done
+# under bf16 on a CPU with bf16 products, the products' bf16 operand copies (here the logits'
+# gradient's: rows x 32000) and attention's packings are activations, in the plan too
+r=$(tracked "./fsdpc $S" 1 $L --vocab_size 32000 --precision bf16 --meta_init)
+check "np=1 bf16, 32000 tokens (the products' bf16 scratch): plan per category = the tracker's peak within 10% (worst rel diff $r)" $? \
+    "$(grep -m2 error "$W/t.log")"
 r=$(tracked "./fsdpc $S" 2 --model_type mingpt --num_layers 4 --sharding full-shard --meta_init)
 check "np=2 minGPT full-shard (embedding and head share a unit): plan per category = the tracker's peak within 10% (worst rel diff $r)" $? \
     "$(grep -m2 error "$W/t.log")"
