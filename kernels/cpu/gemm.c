@@ -1,6 +1,7 @@
-// gemm: the CPU's matrix products. fp32 through oneDNN's fp32 matmul on a CPU with AVX-512 where
-// oneDNN is installed (3-14% faster than OpenBLAS's sgemm on the model's shapes on Zen 4), else
-// OpenBLAS sgemm (FSDPC_CPU_GEMM=openblas forces it); under --precision bf16 on a CPU
+// gemm: the CPU's matrix products. fp32 through OpenBLAS sgemm, except on a CPU with AVX-512 where
+// oneDNN is installed: there the forward and input-gradient products run through oneDNN's fp32
+// matmul (up to 1.2x sgemm on the models' shapes on Zen 4; FSDPC_CPU_GEMM=openblas keeps sgemm);
+// under --precision bf16 on a CPU
 // that multiplies bf16 (AVX512_BF16, AMX) through oneDNN's matmul on bf16 operands, accumulating
 // and storing in fp32: Debian's OpenBLAS is built without cblas_sbgemm, and oneDNN's bf16 matmul
 // runs at about twice its sgemm here (docs/DESIGN.md, "CPU kernels"); attention's small blocks
@@ -517,7 +518,9 @@ void cpu_set_compute_bf16(int on) {
 void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
               float beta, float *C, int ldc, int a_again) {
     same_a = a_again;
-    if ((gemm_bf16 || f32_onednn) && M > 0 && N > 0 && K > 0) {
+    // fp32: oneDNN for the forward and input-gradient products (A not transposed), sgemm for the
+    // weight gradients' (A^T: sgemm measured faster on most of them, by up to 1.3x)
+    if ((gemm_bf16 || (f32_onednn && !ta)) && M > 0 && N > 0 && K > 0) {
         if (gemm_onednn(gemm_bf16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
         static int said;
         if (!said++) log_msg("fsdpc: oneDNN cannot run a %s matmul of %d x %d x %d: sgemm runs such products\n",
