@@ -72,7 +72,7 @@ static int open_side_files(TokenFile *f, uint64_t ntok, char *path, size_t n, ch
         close(fd);
         return err_set(err, errlen, "data cache index '%s' is damaged (remove the cache folder to rebuild it)", path);
     }
-    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    void *m = path_map_read(fd, (size_t)st.st_size, 0, path);
     close(fd);
     if (m == MAP_FAILED) return err_set(err, errlen, "cannot map '%s': %s", path, strerror(errno));
     f->idx = (const uint64_t *)((const unsigned char *)m + TOKFILE_HEADER_BYTES);
@@ -346,7 +346,7 @@ void data_free(Dataset *d) {
         free((char *)f->path);
         close(f->fd);
         if (f->lab_fd >= 0) close(f->lab_fd);
-        if (f->idx) munmap((void *)((const unsigned char *)f->idx - TOKFILE_HEADER_BYTES), f->idx_bytes);
+        if (f->idx) path_unmap((void *)((const unsigned char *)f->idx - TOKFILE_HEADER_BYTES), f->idx_bytes);
     }
     free(d->files);
     free(d->chunk_start);
