@@ -260,6 +260,16 @@ static size_t stop_append(char *buf, size_t n, size_t cap, const char *s) {
     return n;
 }
 
+// stop_append with control characters as \xNN, as log_error writes them (a path in a line)
+static size_t stop_append_escaped(char *buf, size_t n, size_t cap, const char *s) {
+    static const char hex[] = "0123456789abcdef";
+    for (const unsigned char *p = (const unsigned char *)s; *p && n + 5 < cap; p++) {
+        if (*p >= 0x20 && *p != 0x7f) buf[n++] = (char)*p;
+        else buf[n++] = '\\', buf[n++] = 'x', buf[n++] = hex[*p >> 4], buf[n++] = hex[*p & 15];
+    }
+    return n;
+}
+
 // The end of an immediate stop: the registered files removed, rank 0's line "Stopped by signal N
 // (SIG...) during <phase>: <what>" and status 75. From the handler, or from the stop watchdog.
 static void __attribute__((noreturn)) stop_exit(int sig, const char *what) {
@@ -313,7 +323,7 @@ static void on_bus(int sig, siginfo_t *si, void *ctx) {
     do num[--k] = (char)('0' + v % 10);
     while ((v /= 10) && k > 0);
     size_t n = stop_append(line, 0, sizeof line, "fsdpc: error: '");
-    n = stop_append(line, n, sizeof line, name);
+    n = stop_append_escaped(line, n, sizeof line, name);
     n = stop_append(line, n, sizeof line, "' got shorter while it was being read (another program truncated or rewrote it "
                                           "in place): restore it (a data cache part: remove its cache folder to rebuild it) "
                                           "and resume from the last checkpoint");
