@@ -128,7 +128,7 @@ int path_mkdirs(const char *dir, char *err, size_t errlen) {
 // The maps path_map_read made: a slot is claimed by a compare-and-swap on `used` and filled before
 // `ready` is set, so the SIGBUS handler (path_mapped_name) reads only whole slots. Maps beyond the
 // table still work; a fault in one is then a crash without the file's name.
-enum { MAPS = 256 };
+enum { MAPS = 8192 };
 static struct {
     int used, ready;
     const char *start;
