@@ -600,6 +600,9 @@ static void setup_context(Run *r) {
     int T = r->cfg->model.max_context_width;
     log_msg("context parallelism %d: each rank holds 2 chunks of %d tokens of every sequence of %d (rank r: chunks r and "
             "%d - r), attention by a ring over the group\n", r->dims.cp, T / (2 * r->dims.cp), T, 2 * r->dims.cp - 1);
+    if (kern_on_gpu())  // docs/sharding.md says why cuDNN computes none of them yet
+        log_msg("context parallelism: the ring blocks on the native part kernels (fp32 tiles; not cuDNN), the ring's "
+                "send/recv on NCCL's stream beside them\n");
 }
 
 // The mesh, the memory check, the shards, the activations and the data buffers.
