@@ -143,9 +143,22 @@ if [ -x build/fsdpc_emu ]; then
     G="--train_data data/tinyshakespeare.txt --val_data data/tinyshakespeare.txt"
     GD="--document_masking --sliding_window 5 --train_data $W/docs.jsonl --val_data $W/docs.jsonl"
     run gone 1 $G
-    run gcp2 2 $G --cp 2
+    run gcp2 2 $G --cp 2 --trace_file "$W/gcp2.trace.json"
     grep -q "ring blocks on the native part kernels" "$W/gcp2.log"
     check "emulated GPU cp 2: the run says which kernels compute the ring's blocks" $? "$(grep -m2 -E 'error|context' "$W/gcp2.log")"
+    /usr/bin/python3 - "$W/gcp2.trace.json" <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+ring = [e for e in ev if e.get("name") == "ring shift"]
+assert ring and all(e["args"]["group"] == "cp" for e in ring)
+# each traced step, on each rank: 2 layers, a shift each forward and two each backward (and
+# validation's forwards)
+per = {}
+for e in ring:
+    per[e["pid"], e["args"]["step"]] = per.get((e["pid"], e["args"]["step"]), 0) + 1
+assert {p for p, _ in per} == {0, 1} and min(per.values()) >= 6, per
+PY
+    check "emulated GPU cp 2: the trace shows the ring's NCCL shifts on the cp group, 6 a step or more on each rank" $?
     same "emulated GPU: np=2 cp 2 (NCCL send/recv ring) trains as one emulated GPU" gone gcp2 4
     run gdoc1 1 $GD
     run gdoc4 4 $GD --cp 4
