@@ -11,7 +11,7 @@
 # every step, validation included; a checkpoint resumes across cp degrees with the losses of the
 # run that never stopped. On the emulated GPU (build/fsdpc_emu: the CUDA part kernels, the ring as
 # NCCL send/recv on the collectives' stream) cp 2 and cp 4, with document masks and a sliding
-# window, train as the emulated GPU's one rank does, validation included.
+# window, train as the emulated GPU's one rank does, validation included, and in bf16 within 1e-3.
 # (test_kernels and test_gpu check the ring's blocks against whole-sequence attention, forward and backward.)
 cd "$(dirname "$0")/../.."
 source test/lib.sh
@@ -160,6 +160,11 @@ assert {p for p, _ in per} == {0, 1} and min(per.values()) >= 6, per
 PY
     check "emulated GPU cp 2: the trace shows the ring's NCCL shifts on the cp group, 6 a step or more on each rank" $?
     same "emulated GPU: np=2 cp 2 (NCCL send/recv ring) trains as one emulated GPU" gone gcp2 4
+    # bf16 activations (the blocks and their sums in bf16, as the one rank's attention is not): close, not equal
+    run gbf1 1 $G --precision bf16
+    run gbf2 2 $G --precision bf16 --cp 2
+    d=$(rel_diff "$W/gbf1.jsonl" "$W/gbf2.jsonl" 4 1e-3)
+    check "emulated GPU, --precision bf16: np=2 cp 2 tracks one emulated GPU within 1e-3 (worst $d)" $? "$(grep -m2 error "$W/gbf2.log")"
     run gdoc1 1 $GD
     run gdoc4 4 $GD --cp 4
     same "emulated GPU: np=4 cp 4 with --document_masking and --sliding_window 5 trains as one emulated GPU" gdoc1 gdoc4 4
