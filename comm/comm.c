@@ -60,8 +60,9 @@ enum { TIMEOUT_TAG = 7, GRACE_SECONDS = 5, RING_TAG = 8 };  // RING_TAG: a ring 
 static void fatal_before(void);
 static void fatal_end(void);
 #ifdef FSDPC_CUDA
-enum { NCCL_GROUPS = 8 };
-// the shard, replica and tp groups' NCCL communicators, then the expert groups', to abort or destroy
+enum { NCCL_GROUPS = 9 };
+// the shard, replica and tp groups' NCCL communicators, then the expert groups', the whole groups'
+// and the cp group's, to abort or destroy
 static CommGroup *nccl_groups[NCCL_GROUPS];
 static void nccl_init_groups(int first, int n);
 static void nccl_abort_all(void);
@@ -1291,6 +1292,12 @@ void comm_make_cp_group(int tp, int cp, CommGroup **cp_group) {
     int rank = comm_info.rank;  // cp consecutive data-parallel ranks rank / tp with the same tp rank
     mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, rank / tp / cp * tp + rank % tp, rank, &c));
     *cp_group = group_from(c, "cp");
+#ifdef FSDPC_CUDA
+    if (kern_on_gpu()) {  // the ring moves activations on the GPU
+        nccl_groups[8] = *cp_group;
+        nccl_init_groups(8, 1);
+    }
+#endif
 }
 
 void comm_make_expert_groups(int tp, int shard_size, int ep, int eshard, CommGroup **ep_group, CommGroup **expert_shard,
@@ -1439,9 +1446,9 @@ void comm_all_to_all(CommGroup *g, const void *send, const size_t *send_rows, vo
 }
 
 CommRequest *comm_ring_shift_start(CommGroup *g, const float *send, float *recv, size_t n) {
-    if (g->nccl) err_fatal("comm_ring_shift_start on group %s: the ring runs on MPI (host buffers) only", g->name);
     int p = comm_group_size(g), me = comm_group_rank(g);
     CommRequest *r = request_new(g, "ring shift", F32, n);
+    NCCL_ROUTE(g, r, comm_nccl_ring_shift(g->nccl, send, recv, n * sizeof(float), (me + 1) % p, (me + p - 1) % p, trace_on));
     mpiCheck(MPI_Irecv(recv, count_of(n), MPI_FLOAT, (me + p - 1) % p, RING_TAG, g->comm, &r->req));
     mpiCheck(MPI_Isend(send, count_of(n), MPI_FLOAT, (me + 1) % p, RING_TAG, g->comm, &r->send));
     return r;

@@ -216,7 +216,8 @@ CommRequest *comm_allreduce_start(CommGroup *g, float *buf, size_t n);
 CommRequest *comm_allreduce_max_start(CommGroup *g, float *buf, size_t n);  // the maximum, element by element
 CommRequest *comm_bcast_start(CommGroup *g, float *buf, size_t n, int root);
 void comm_wait(CommRequest *r);  // completes and frees r; NULL is a no-op
-// A ring's step (point to point, MPI on host buffers): member i sends n floats to member i + 1 and
+// A ring's step (point to point: MPI on host buffers, NCCL send/recv on device buffers in a GPU
+// run, on the collectives' stream): member i sends n floats' bytes to member i + 1 and
 // receives member i - 1's into recv (modulo the group's size; send and recv must not overlap). Every
 // member calls it; numbered, recorded and watched as a collective is.
 CommRequest *comm_ring_shift_start(CommGroup *g, const float *send, float *recv, size_t n);

@@ -19,7 +19,8 @@
 #define NCCL_FUNCS(X)                                                                                           \
     X(ncclGetVersion) X(ncclGetErrorString) X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommGetAsyncError)     \
         X(ncclCommAbort) X(ncclCommDestroy) X(ncclAllGather) X(ncclReduceScatter) X(ncclAllReduce) X(ncclBroadcast)
-// point to point (NCCL 2.7+), for expert parallelism's all-to-all only: an older NCCL still runs the rest
+// point to point (NCCL 2.7+), for expert parallelism's all-to-all and context parallelism's ring
+// only: an older NCCL still runs the rest
 #define NCCL_P2P_FUNCS(X) X(ncclGroupStart) X(ncclGroupEnd) X(ncclSend) X(ncclRecv) X(ncclCommCount)
 static struct {
 #define NCCL_MEMBER(f) __typeof__(&f) f;
@@ -168,6 +169,28 @@ NcclReq *comm_nccl_bcast(NcclComm *c, void *buf, size_t n, int root, int timed) 
     return end(r);
 }
 
+// fails the job where the loaded NCCL predates point to point
+static void need_p2p(const char *what) {
+    if (!nccl.ncclSend || !nccl.ncclRecv || !nccl.ncclGroupStart || !nccl.ncclGroupEnd || !nccl.ncclCommCount)
+        err_fatal("%s has no ncclSend/ncclRecv (NCCL 2.7 or later is needed for %s)", nccl_lib, what);
+}
+
+// One send to member `to` and one receive from member `from`, as one group call: both move at once
+// on the collectives' stream, while the compute stream runs what was queued after begin.
+NcclReq *comm_nccl_ring_shift(NcclComm *c, const void *send, void *recv, size_t bytes, int to, int from, int timed) {
+    NcclReq *r = begin(c, "ring shift", timed);
+    if (!c->comm) {  // over one rank the block comes back to itself
+        cudaCheck(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, stream));
+        return end(r);
+    }
+    need_p2p("--context_parallel_degree above 1");
+    ncclCheck(nccl.ncclGroupStart());
+    ncclCheck(nccl.ncclSend(send, bytes, ncclInt8, to, c->comm, stream));
+    ncclCheck(nccl.ncclRecv(recv, bytes, ncclInt8, from, c->comm, stream));
+    ncclCheck(nccl.ncclGroupEnd());
+    return end(r);
+}
+
 // One send and one receive per member inside a group call (NCCL's all-to-all pattern); rows as
 // bytes, so any row size moves. Over one rank: a copy.
 NcclReq *comm_nccl_all_to_all(NcclComm *c, const void *send, const size_t *send_rows, void *recv, const size_t *recv_rows,
@@ -178,8 +201,7 @@ NcclReq *comm_nccl_all_to_all(NcclComm *c, const void *send, const size_t *send_
             cudaCheck(cudaMemcpyAsync(recv, send, send_rows[0] * row_bytes, cudaMemcpyDeviceToDevice, stream));
         return end(r);
     }
-    if (!nccl.ncclSend || !nccl.ncclRecv || !nccl.ncclGroupStart || !nccl.ncclGroupEnd || !nccl.ncclCommCount)
-        err_fatal("%s has no ncclSend/ncclRecv (NCCL 2.7 or later is needed for --expert_parallel_degree above 1)", nccl_lib);
+    need_p2p("--expert_parallel_degree above 1");
     int p;
     ncclCheck(nccl.ncclCommCount(c->comm, &p));
     size_t so = 0, ro = 0;

@@ -28,6 +28,8 @@ NcclReq *comm_nccl_bcast(NcclComm *c, void *buf, size_t n, int root, int timed);
 // comm.h's comm_all_to_all on device buffers: grouped sends and receives, one pair per member
 NcclReq *comm_nccl_all_to_all(NcclComm *c, const void *send, const size_t *send_rows, void *recv, const size_t *recv_rows,
                               size_t row_bytes, int timed);
+// comm.h's comm_ring_shift_start on device buffers: bytes to member `to`, as many from member `from`
+NcclReq *comm_nccl_ring_shift(NcclComm *c, const void *send, void *recv, size_t bytes, int to, int from, int timed);
 // One poll: 1 when r is done, 0 while it runs; *err is set when NCCL reports an asynchronous
 // error (the caller's fatal path then aborts the communicators).
 int comm_nccl_test(NcclReq *r, const char **err);

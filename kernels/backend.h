@@ -154,28 +154,23 @@
       (p, p_bf16, g, m, v, n, h))                                                                                      \
     X(void, f32_to_bf16, (uint16_t *dst, const float *src, size_t n), (dst, src, n))                                   \
     X(void, bf16_to_f32, (float *dst, const uint16_t *src, size_t n), (dst, src, n))                                   \
-    X(void, round_bf16, (float *x, size_t n), (x, n))
-
-#define KERN_OPS(X) KERN_PLAIN_OPS(X) KERN_SIMD_OPS(X)
-
-// the ops only the CPU has, compiled once per instruction set as the SIMD ops: what calls them is
-// refused on a GPU before it runs (context parallelism's ring attention)
-#define KERN_CPU_ONLY_OPS(X)                                                                                           \
+    X(void, round_bf16, (float *x, size_t n), (x, n))                                                                  \
     X(void, attention_part_fwd,                                                                                        \
-      (float *out, float *lse, const float *q, const float *k, const float *v, int B, int Tq, int Tk, int H, int KV,   \
+      (void *out, float *lse, const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int KV,       \
        int hd, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window, int first),                \
       (out, lse, q, k, v, B, Tq, Tk, H, KV, hd, qpos, kpos, qfirst, window, first))                                    \
     X(void, attention_part_bwd,                                                                                        \
-      (float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse, const float *q,          \
-       const float *k, const float *v, int B, int Tq, int Tk, int H, int KV, int hd, const int32_t *qpos,              \
+      (void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse, const void *q,               \
+       const void *k, const void *v, int B, int Tq, int Tk, int H, int KV, int hd, const int32_t *qpos,                \
        const int32_t *kpos, const int32_t *qfirst, int window),                                                        \
       (dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, H, KV, hd, qpos, kpos, qfirst, window))
+
+#define KERN_OPS(X) KERN_PLAIN_OPS(X) KERN_SIMD_OPS(X)
 
 #define KERN_DECLARE(prefix) KERN_ALLOC_OPS(KERN_DECLARE_##prefix) KERN_OPS(KERN_DECLARE_##prefix)
 #define KERN_DECLARE_cpu(ret, op, params, args) ret cpu_##op params;
 #define KERN_DECLARE_cuda(ret, op, params, args) ret cuda_##op params;
 KERN_DECLARE(cpu)
-KERN_CPU_ONLY_OPS(KERN_DECLARE_cpu)
 const char *cpu_init(int num_threads);
 int cpu_num_threads(void);
 const char *cpu_isa_line(void);  // kern_cpu_isa

@@ -68,13 +68,6 @@ static void timer_stop(int *handle) {
 #endif
 KERN_OPS(KERN_ROUTE)
 
-// a CPU-only op on a GPU is a caller's fault: the run refuses such a layout before any kernel runs
-#define KERN_ROUTE_CPU(ret, op, params, args)                                                      \
-    ret kern_##op params {                                                                         \
-        if (on_gpu) err_fatal("kern_" #op " runs on the CPU only, and this run is on a GPU");      \
-        return cpu_##op args;                                                                      \
-    }
-KERN_CPU_ONLY_OPS(KERN_ROUTE_CPU)
 
 // ---- allocation and the memory tracker ----
 // Every live buffer by address, with its size, category and kind, in an open-addressing table

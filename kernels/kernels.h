@@ -261,26 +261,27 @@ void kern_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void
                         const float *saved, const void *q, const void *k, const void *v,
                         int B, int T, int H, int KV, int hd, const int32_t *kstart, int window, const KernDropout *drop);
 
-// ---- ring attention's blocks (context parallelism; the CPU only: a GPU run refuses it) ----
+// ---- ring attention's blocks (context parallelism) ----
 // Causal grouped-query attention split by key blocks, each block's part merged by log-sum-exp (an
 // online softmax), so a rank holding some queries can see the keys block after block as a ring
-// passes them. Host pointers, fp32. q, out (B, Tq, H, hd); k, v (B, Tk, KV, hd), contiguous.
+// passes them. Device pointers; q, k, v, out, dout, dq, dk, dv are activations (kern_act_bytes
+// each), lse fp32. q, out (B, Tq, H, hd); k, v (B, Tk, KV, hd), contiguous.
 // qpos (Tq), kpos (Tk): the positions of the rows' queries and keys in their sequence (the same for
-// every row b), each increasing (a cp rank's two chunks in order). qfirst (B*Tq, or NULL: plain
-// causal): the position of each query's document start, non-decreasing along a row (document
-// masking). Query i of row b sees key j iff qfirst[b*Tq + i] <= kpos[j] <= qpos[i] and, with
-// window > 0, kpos[j] > qpos[i] - window. lse (B, H, Tq): each query's log-sum-exp of its scaled
-// scores over the keys seen so far. first: out and lse start here (the first block; every query
-// must see some key of the blocks by the end). Scale 1/sqrt(hd). Row blocks' products cover only
-// the keys their queries see, so a block no query sees costs nothing.
-void kern_attention_part_fwd(float *out, float *lse, const float *q, const float *k, const float *v, int B, int Tq,
+// every row b; device memory), each increasing (a cp rank's two chunks in order). qfirst (B*Tq, or
+// NULL: plain causal): the position of each query's document start, non-decreasing along a row
+// (document masking). Query i of row b sees key j iff qfirst[b*Tq + i] <= kpos[j] <= qpos[i] and,
+// with window > 0, kpos[j] > qpos[i] - window. lse (B, H, Tq): each query's log-sum-exp of its
+// scaled scores over the keys seen so far. first: out and lse start here (the first block; every
+// query must see some key of the blocks by the end). Scale 1/sqrt(hd). Row blocks' products cover
+// only the keys their queries see, so a block no query sees costs nothing.
+void kern_attention_part_fwd(void *out, float *lse, const void *q, const void *k, const void *v, int B, int Tq,
                              int Tk, int H, int KV, int hd, const int32_t *qpos, const int32_t *kpos,
                              const int32_t *qfirst, int window, int first);
 // Backward of one block, once the forward has seen every block (out, lse final): dq (B, Tq, H, hd)
 // += this block's share, dk and dv (B, Tk, KV, hd) += the gradients of this block's keys and values
 // from these queries. The callers zero them before the first block.
-void kern_attention_part_bwd(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
-                             const float *q, const float *k, const float *v, int B, int Tq, int Tk, int H, int KV, int hd,
+void kern_attention_part_bwd(void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse,
+                             const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int KV, int hd,
                              const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window);
 
 // ---- SwiGLU on the fused gate|up projection ----

@@ -5,7 +5,9 @@
 // the block moves on to the next rank; the parts merge by their log-sum-exp. Backward goes round
 // again, each block carrying the gradients of its keys and values (sent on once computed, the keys
 // and values themselves while the step computes), and one last step returns those to their rank.
-// Host buffers (the CPU; a GPU run refuses cp > 1).
+// The same code runs on either device: the blocks are activations in the ring buffer, moved by
+// comm_ring_shift_start (MPI on the CPU, NCCL send/recv on the GPU's communication stream, where
+// the current block's attention, queued first on the compute stream, runs while it moves).
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,15 +26,34 @@ float *model_attention_scratch(const Activations *a, int H) {
 
 const int32_t *model_positions(const Activations *a) { return a->docs || a->sp > 1 || a->cp > 1 ? a->pos : NULL; }
 
+// The ring's buffer: two halves, the block a step reads (cur) and the one arriving (next), each a
+// slot of the block's dk, dv and a slot of its k, v (2 kv activations each). Slots start a page
+// apart: a step's kernel and the shift touch different slots at once, and the emulator orders
+// streams by page (test/gpu/emu); the padding is at most 4 pages.
+static size_t cp_slot_bytes(const Activations *a, size_t kvd) {
+    const size_t bytes = 2 * (size_t)a->B * a->T * kvd * kern_act_bytes(), page = 4096;
+    return (bytes + page - 1) / page * page;
+}
+
 void model_cp_alloc(Activations *a, size_t kvd) {
     if (a->cp == 1) return;
-    a->cp_ring = model_acts_buf((size_t)8 * a->B * a->T * kvd);
-    if (!a->cp_ring) return;  // only counted (model_acts_bytes)
     const int T = a->T, c = T / 2;  // a chunk: half a rank's tokens
+    a->cp_ring = model_acts_buf(4 * cp_slot_bytes(a, kvd) / sizeof(float));
+    a->cp_dpos = (int32_t *)model_acts_buf((size_t)a->cp * T);
+    if (!a->cp_ring) return;  // only counted (model_acts_bytes)
     a->cp_pos = mallocCheck(sizeof(int32_t) * (size_t)a->cp * T);
     for (int r = 0; r < a->cp; r++)
         for (int t = 0; t < T; t++) a->cp_pos[(size_t)r * T + t] = t < c ? r * c + t : (2 * a->cp - 1 - r) * c + t - c;
+    kern_upload(a->cp_dpos, a->cp_pos, sizeof(int32_t) * (size_t)a->cp * T);  // what the kernels read
 }
+
+// n activations as a count of floats, what comm moves and kern_zero clears (all-zero bits are 0.0
+// in either dtype; n is even: a rank's tokens are two chunks)
+static size_t cp_floats(size_t n) { return n * kern_act_bytes() / sizeof(float); }
+
+// half h (0 or 1) of the ring: its dk (then dv) slot, and its k (then v) slot
+static float *cp_grads(const Activations *a, int h, size_t kvd) { return (float *)((char *)a->cp_ring + 2 * h * cp_slot_bytes(a, kvd)); }
+static float *cp_keys(const Activations *a, int h, size_t kvd) { return (float *)((char *)cp_grads(a, h, kvd) + cp_slot_bytes(a, kvd)); }
 
 void model_attention_fwd(const ModelPlan *plan, Activations *a, void *out, float *saved, const void *q, const void *k,
                          const void *v, int H, int KV, int hd, int window, const KernDropout *drop) {
@@ -42,18 +63,16 @@ void model_attention_fwd(const ModelPlan *plan, Activations *a, void *out, float
                            drop);
         return;
     }
-    const size_t kv = (size_t)B * T * KV * hd;
-    float *cur = a->cp_ring, *next = cur + 4 * kv;
-    kern_copy(cur, k, kv);
-    kern_copy(cur + kv, v, kv);
+    const size_t kvd = (size_t)KV * hd, kv = (size_t)B * T * kvd;
+    kern_act_copy(cp_keys(a, 0, kvd), k, kv);
+    kern_act_copy(kern_act_at(cp_keys(a, 0, kvd), kv), v, kv);
     for (int s = 0; s < n; s++) {  // step s: the block of rank me - s, while it moves on to me + 1
-        CommRequest *r = s + 1 < n ? comm_ring_shift_start(plan->cp_group, cur, next, 2 * kv) : NULL;
+        float *cur = cp_keys(a, s % 2, kvd);
+        CommRequest *r = s + 1 < n ? comm_ring_shift_start(plan->cp_group, cur, cp_keys(a, (s + 1) % 2, kvd), cp_floats(2 * kv)) : NULL;
         const int src = (me - s + n) % n;
-        kern_attention_part_fwd(out, saved, q, cur, cur + kv, B, T, T, H, KV, hd, a->cp_pos + (size_t)me * T,
-                                a->cp_pos + (size_t)src * T, a->docs ? a->kstart : NULL, window, s == 0);
+        kern_attention_part_fwd(out, saved, q, cur, kern_act_at(cur, kv), B, T, T, H, KV, hd, a->cp_dpos + (size_t)me * T,
+                                a->cp_dpos + (size_t)src * T, a->docs ? a->kstart : NULL, window, s == 0);
         comm_wait(r);
-        float *t = cur;
-        cur = next, next = t;
     }
 }
 
@@ -65,24 +84,24 @@ void model_attention_bwd(const ModelPlan *plan, Activations *a, const void *out,
                            a->docs ? a->kstart : NULL, window, drop);
         return;
     }
-    const size_t kv = (size_t)B * T * KV * hd;
-    float *cur = a->cp_ring, *next = cur + 4 * kv;  // a block: its dk, dv, then its k, v
-    kern_zero(cur, 2 * kv);
-    kern_copy(cur + 2 * kv, k, kv);
-    kern_copy(cur + 3 * kv, v, kv);
-    kern_zero(a->dq, (size_t)B * T * H * hd);
+    const size_t kvd = (size_t)KV * hd, kv = (size_t)B * T * kvd;
+    kern_zero(cp_grads(a, 0, kvd), cp_floats(2 * kv));
+    kern_act_copy(cp_keys(a, 0, kvd), k, kv);
+    kern_act_copy(kern_act_at(cp_keys(a, 0, kvd), kv), v, kv);
+    kern_zero(a->dq, cp_floats((size_t)B * T * H * hd));
     for (int s = 0; s < n; s++) {
-        const int src = (me - s + n) % n;
+        const int src = (me - s + n) % n, h = s % 2;
+        float *keys = cp_keys(a, h, kvd), *grads = cp_grads(a, h, kvd);
         // the keys and values move on while this step reads them; their gradients once computed
         // (after the last step only those, which so reach their own rank)
-        CommRequest *r = s + 1 < n ? comm_ring_shift_start(plan->cp_group, cur + 2 * kv, next + 2 * kv, 2 * kv) : NULL;
-        kern_attention_part_bwd(a->dq, cur, cur + kv, a->datt, out, saved, q, cur + 2 * kv, cur + 3 * kv, B, T, T, H, KV, hd,
-                                a->cp_pos + (size_t)me * T, a->cp_pos + (size_t)src * T, a->docs ? a->kstart : NULL, window);
-        comm_wait(comm_ring_shift_start(plan->cp_group, cur, next, 2 * kv));
+        CommRequest *r = s + 1 < n ? comm_ring_shift_start(plan->cp_group, keys, cp_keys(a, !h, kvd), cp_floats(2 * kv)) : NULL;
+        kern_attention_part_bwd(a->dq, grads, kern_act_at(grads, kv), a->datt, out, saved, q, keys, kern_act_at(keys, kv), B, T,
+                                T, H, KV, hd, a->cp_dpos + (size_t)me * T, a->cp_dpos + (size_t)src * T,
+                                a->docs ? a->kstart : NULL, window);
+        comm_wait(comm_ring_shift_start(plan->cp_group, grads, cp_grads(a, !h, kvd), cp_floats(2 * kv)));
         comm_wait(r);
-        float *t = cur;
-        cur = next, next = t;
     }
-    kern_copy(a->dk, cur, kv);
-    kern_copy(a->dv, cur + kv, kv);
+    const float *back = cp_grads(a, n % 2, kvd);
+    kern_act_copy(a->dk, back, kv);
+    kern_act_copy(a->dv, kern_act_at(back, kv), kv);
 }

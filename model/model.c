@@ -527,7 +527,7 @@ const char *model_check_sizes(const ModelPlan *plan, int B, int T) {
     X(xn2) X(mean2) X(rstd2) X(up) X(h) X(xf) X(meanf) X(rstdf) X(logits) X(loss) X(dres) X(dxn) X(dbranch) X(dq) \
     X(dk) X(dv) X(datt) X(dup) X(dh) X(attn_scratch) X(rope_cos) X(rope_sin) X(kcache) X(vcache) X(xent_max) X(xent_sums) \
     X(sp_full) X(sp_xg) X(sp_dxn) X(rjit) X(rlogits) X(rprobs) X(ridx) X(rwts) X(rsrc) X(rslot) X(xe) X(gue) X(he) X(ye) X(dye)  \
-    X(drwts) X(drlogits) X(rgaux) X(dhe) X(dgue) X(dxe) X(ep_act) X(ep_f32) X(ep_f32b) X(ep_ones) X(ep_perm) X(ep_inv) X(cp_ring)
+    X(drwts) X(drlogits) X(rgaux) X(dhe) X(dgue) X(dxe) X(ep_act) X(ep_f32) X(ep_f32b) X(ep_ones) X(ep_perm) X(ep_inv) X(cp_ring) X(cp_dpos)
 #define ACT_COUNT(f) +1
 _Static_assert(sizeof(Activations) == 10 * sizeof(int) /* B, T, V, tp, ep, sp, sp_rank, cp, cp_rank, docs */ + (0 ACT_BUFFERS(ACT_COUNT)) * sizeof(void *) +
                                           3 * sizeof(int *) /* slot, recompute, cp_pos */ + sizeof(size_t) + 8 + 2 * sizeof(uint64_t) +

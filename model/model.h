@@ -128,7 +128,8 @@ typedef struct {
     int cp, cp_rank;
     int docs;  // the loaded batch has document boundaries: kstart and pos below hold them
     int32_t *cp_pos;  // cp > 1: (cp, T) host, the positions in their sequence of each cp rank's tokens
-    float *cp_ring;   // cp > 1: (2, 4, N, KV*hd) the ring's two buffers of keys and values (and their gradients)
+    int32_t *cp_dpos; // cp > 1: cp_pos in device memory, what the attention kernels read
+    float *cp_ring;   // cp > 1: the ring's two halves of keys and values and their gradients (model/context.c)
     int32_t *tokens, *targets;  // (N) the batch, set by model_load_batch (a negative target bears no loss)
     int32_t *kstart, *pos;      // (N) with docs: the first key each token sees (its document's start, a position
                                 // in the sequence); with docs, sequence or context parallelism: each token's position

@@ -5,7 +5,8 @@
 # under GPU_CHECK_BUDGET (345 s: with the machine's start, about 2 minutes, and the install line,
 # 8 minutes), the cheap and telling ones first: load (stage 0: ldd of both binaries, the library
 # versions, one training step of a tiny model on the GPU, in under 30 s; missing libraries or a
-# binary that does not start skip every later stage with that reason); the GPU test suite;
+# binary that does not start skip every later stage with that reason); the GPU test suite (its row
+# counts the checks of context parallelism's ring attention blocks);
 # cuDNN's verdict on every attention graph shape the project builds; the benchmark: a 1B model
 # (bf16, context 2048) trained by fsdpc (native and cuDNN attention, the GPU time per op from
 # FSDPC_GPU_TIMERS=ops), build/test_gpu --bench (GEMMs against cuBLASLt's own best, attention
@@ -135,8 +136,12 @@ stage_tests() {
     else
         bash test/gpu/run_gpu_tests.sh
     fi
-    local rc=$? sum
+    local rc=$? sum ring
     sum=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$W/tests.log" | tail -1)
+    # context parallelism on one GPU: the ring's part kernels against the CPU's and whole-sequence
+    # attention (a cp run needs a GPU per rank; test_cp runs the ring on the emulator)
+    ring=$(grep -c '^ok - gpu ring attention part kernels' "$W/tests.log")
+    [ "$ring" -gt 0 ] && sum="$sum; ring attention's part kernels: $ring checks pass"
     if [ $rc = 0 ] && [ -n "$sum" ] && [ "${sum%% *}" -gt 0 ]; then
         result pass "$sum"
     else

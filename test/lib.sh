@@ -109,7 +109,8 @@ kill_paused_rank1() {
 
 # Equal-loss suites (tp, cp): eq_run NAME NP FLAGS... runs $EQ FLAGS at NP ranks (under $MPI past
 # one), metrics into $W/NAME.jsonl, log into $W/NAME.log; same_losses NAME A B checks that runs A
-# and B's training and validation losses agree within 1e-5 relative
+# and B's training and validation losses agree within 1e-5 relative (over STEPS steps, 6 unless a
+# fourth argument gives them)
 eq_run() {
     local name=$1 np=$2
     shift 2
@@ -119,7 +120,7 @@ eq_run() {
 val_losses() { grep -o '"val_loss": [0-9.e+-]*' "$1" | sed 's/.*: //'; }
 same_losses() {
     local d rc rv
-    d=$(rel_diff "$W/$2.jsonl" "$W/$3.jsonl" 6 1e-5)
+    d=$(rel_diff "$W/$2.jsonl" "$W/$3.jsonl" "${4:-6}" 1e-5)
     rc=$?
     paste <(val_losses "$W/$2.jsonl") <(val_losses "$W/$3.jsonl") |
         awk '{ d = $1 - $2; if (d < 0) d = -d; if (NF < 2 || d > 1e-5 * $1) bad = 1; n++ } END { exit bad || n < 2 }'

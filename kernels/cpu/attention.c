@@ -272,9 +272,11 @@ static void att_part_block(const int32_t *qpos, const int32_t *qfirst, const int
     if (*kb > *ke) *kb = *ke;
 }
 
-void CPU_OP(attention_part_fwd)(float *out, float *lse, const float *q, const float *k, const float *v, int B, int Tq,
+void CPU_OP(attention_part_fwd)(void *outp, float *lse, const void *qp, const void *kp, const void *vp, int B, int Tq,
                                 int Tk, int H, int KV, int hd, const int32_t *qpos, const int32_t *kpos,
                                 const int32_t *qfirst, int window, int first) {
+    float *out = outp;  // the CPU's activations are fp32
+    const float *q = qp, *k = kp, *v = vp;
     const int grp = H / KV, ldq = H * hd, ldk = KV * hd, rb = att_min(Tq, CPU_ATT_BLOCK);
     const float scale = 1.0f / sqrtf((float)hd);
     // per thread: a row block's scores, then probabilities (rb, Tk), and its output (rb, hd)
@@ -332,9 +334,11 @@ void CPU_OP(attention_part_fwd)(float *out, float *lse, const float *q, const fl
     free(scratch);
 }
 
-void CPU_OP(attention_part_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
-                                const float *q, const float *k, const float *v, int B, int Tq, int Tk, int H, int KV,
+void CPU_OP(attention_part_bwd)(void *dqp, void *dkp, void *dvp, const void *doutp, const void *outp, const float *lse,
+                                const void *qp, const void *kp, const void *vp, int B, int Tq, int Tk, int H, int KV,
                                 int hd, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window) {
+    float *dq = dqp, *dk = dkp, *dv = dvp;  // the CPU's activations are fp32
+    const float *dout = doutp, *out = outp, *q = qp, *k = kp, *v = vp;
     const int grp = H / KV, ldq = H * hd, ldk = KV * hd, rb = att_min(Tq, CPU_ATT_BLOCK);
     const float scale = 1.0f / sqrtf((float)hd);
     const size_t per = 2 * (size_t)rb * Tk;  // a row block's P, and its dP then dS

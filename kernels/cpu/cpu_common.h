@@ -28,7 +28,6 @@
 #endif
 #define CPU_DECLARE_ISA(ret, op, params, args) ret cpu_##op##_avx2 params; ret cpu_##op##_avx512 params;
 KERN_SIMD_OPS(CPU_DECLARE_ISA)
-KERN_CPU_ONLY_OPS(CPU_DECLARE_ISA)
 typedef enum { CPU_ISA_AVX2, CPU_ISA_AVX512 } CpuIsa;
 // The kernels' instruction set: AVX-512 where the CPU has F, BW, DQ and VL, unless FSDPC_CPU_ISA=avx2
 // (kernels.h, kern_cpu_isa); chosen at the first call.

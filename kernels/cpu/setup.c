@@ -61,7 +61,6 @@ const char *cpu_isa_line(void) { return cpu_isa(), isa_line; }
 #define CPU_ROUTE_ISA(ret, op, params, args) \
     ret cpu_##op params { return cpu_isa() == CPU_ISA_AVX512 ? cpu_##op##_avx512 args : cpu_##op##_avx2 args; }
 KERN_SIMD_OPS(CPU_ROUTE_ISA)
-KERN_CPU_ONLY_OPS(CPU_ROUTE_ISA)
 
 // ---- threads ----
 

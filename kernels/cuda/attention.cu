@@ -346,6 +346,274 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
     store_tile(dq + qrow0, ldq, dqa, nq, hd, scale);
 }
 
+// ---- ring attention's blocks (kernels.h kern_attention_part_*): positions instead of indices ----
+// The same tiles as above, with the mask by the queries' and keys' positions in their sequence
+// (qpos, kpos increasing), so a cp rank's two chunks and any block of the ring take one launch.
+// Every row mask is a key range [first, qpos]: a tile's rows need the keys from its first row's
+// first to its last row's position, found by binary search.
+
+// the first index of the increasing pos[0..n) whose position is at least p
+__device__ __forceinline__ int part_lower(const int32_t *pos, int n, int p) {
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (pos[mid] < p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+// the end of the queries that see some key at a position <= kmax: their first key is non-decreasing
+__device__ __forceinline__ int part_query_end(const int32_t *qpos, const int32_t *qf, int Tq, int kmax, int window) {
+    int lo = 0, hi = Tq;
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (att_first(qf, mid, qpos[mid], window) > kmax) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+// grid (Tq tiles, H, B): this block's part of out and lse, merged into them by log-sum-exp
+template <int HDP, int BQ, int BK, size_t SMEM = att_fwd_smem(HDP, BQ, BK)>
+__global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
+    att_part_fwd_kernel(Act out, float *lse, Act q, Act k, Act v, int Tq, int Tk, int H, int KV, int hd, float scale,
+                        const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window, int first) {
+    constexpr int LDH = HDP + 1, LDP = BK + 1, RM = BQ / 16, RK = BK / 16, RD = HDP / 16;
+    extern __shared__ float smem[];
+    float *Qs = smem, *Ks = Qs + BQ * LDH, *Vs = Ks + BK * LDH, *Ps = Vs + BK * LDH;
+    const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+    const int q0 = blockIdx.x * BQ, h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
+    const int nq = min(BQ, Tq - q0);
+    const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
+    const size_t qrow0 = ((size_t)b * Tq + q0) * ldq + (size_t)h * hd;
+    const Act kb = k + ((size_t)b * Tk * ldk + (size_t)g * hd), vb = v + ((size_t)b * Tk * ldk + (size_t)g * hd);
+    const int32_t *qf = qfirst ? qfirst + (size_t)b * Tq : nullptr;
+    int kfirst[RM], qp[RM];  // of this thread's rows: a padding row sees nothing
+#pragma unroll
+    for (int i = 0; i < RM; i++) {
+        const int r = q0 + ty + 16 * i;
+        qp[i] = r < Tq ? qpos[r] : INT_MIN;
+        kfirst[i] = r < Tq ? att_first(qf, r, qp[i], window) : INT_MAX;
+    }
+    const int kbeg = part_lower(kpos, Tk, att_first(qf, q0, qpos[q0], window));
+    const int kend = part_lower(kpos, Tk, qpos[q0 + nq - 1] + 1);
+    load_tile<BQ, HDP>(Qs, q + qrow0, ldq, nq, hd);
+    float m[RM], l[RM], o[RM][RD] = {};
+#pragma unroll
+    for (int i = 0; i < RM; i++) m[i] = -INFINITY, l[i] = 0.0f;
+    for (int k0 = kbeg; k0 < kend; k0 += BK) {
+        next_tiles<BK, HDP>(Ks, Vs, kb + (size_t)k0 * ldk, vb + (size_t)k0 * ldk, ldk, min(BK, kend - k0), hd);
+        float s[RM][RK] = {};
+        tile_mac<RM, RK, HDP>(s, Qs, LDH, Ks, 1, LDH);
+#pragma unroll
+        for (int i = 0; i < RM; i++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < RK; j++) {
+                const int key = k0 + tx + 16 * j, kp = key < kend ? kpos[key] : INT_MAX;
+                s[i][j] = kp <= qp[i] && kp >= kfirst[i] ? s[i][j] * scale : -INFINITY;
+                mx = fmaxf(mx, s[i][j]);
+            }
+            const float mnew = fmaxf(m[i], warp_reduce<16>(mx, MaxOp()));
+            const float base = mnew == -INFINITY ? 0.0f : mnew;  // a row that has seen no key yet
+            const float alpha = expf(m[i] - base);
+            float rs = 0.0f;
+#pragma unroll
+            for (int j = 0; j < RK; j++) {
+                const float p = expf(s[i][j] - base);
+                Ps[(ty + 16 * i) * LDP + tx + 16 * j] = p;
+                rs += p;
+            }
+            l[i] = l[i] * alpha + warp_reduce<16>(rs, SumOp());
+            m[i] = mnew;
+#pragma unroll
+            for (int j = 0; j < RD; j++) o[i][j] *= alpha;
+        }
+        __syncwarp();
+        tile_mac<RM, RD, BK>(o, Ps, LDP, Vs, LDH, 1);
+    }
+    // merge: the rows' earlier part (lo, out) and this block's (ln, o / l), weighted by their sums.
+    // Every lane of a row reads its lse before the barrier, and one writes it after.
+    float lo[RM];
+#pragma unroll
+    for (int i = 0; i < RM; i++) lo[i] = first || ty + 16 * i >= nq ? -INFINITY : lse[((size_t)b * H + h) * Tq + q0 + ty + 16 * i];
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < RM; i++) {
+        const int r = ty + 16 * i;
+        if (r >= nq) continue;
+        const size_t li = ((size_t)b * H + h) * Tq + q0 + r;
+        const float ln = l[i] > 0.0f ? m[i] + logf(l[i]) : -INFINITY;
+        const Act orow = out + qrow0 + (size_t)r * ldq;
+        if (ln == -INFINITY) {  // this block adds nothing
+            if (first) {
+#pragma unroll
+                for (int j = 0; j < RD; j++)
+                    if (tx + 16 * j < hd) orow[tx + 16 * j] = 0.0f;
+                if (tx == 0) lse[li] = -INFINITY;
+            }
+            continue;
+        }
+        const float mx = fmaxf(lo[i], ln), wo = lo[i] == -INFINITY ? 0.0f : expf(lo[i] - mx), wn = expf(ln - mx);
+        const float inv = 1.0f / (wo + wn);
+#pragma unroll
+        for (int j = 0; j < RD; j++)
+            if (tx + 16 * j < hd) {
+                const float old = wo > 0.0f ? (float)orow[tx + 16 * j] : 0.0f;
+                orow[tx + 16 * j] = (wo * old + wn * o[i][j] / l[i]) * inv;
+            }
+        if (tx == 0) lse[li] = mx + logf(wo + wn);
+    }
+}
+
+// (rows, hd) tile acc * mul added to global rows dst + r * ld (the ring's running sums)
+template <int RM, int RD>
+__device__ __forceinline__ void add_tile(Act dst, size_t ld, const float (&acc)[RM][RD], int valid, int hd, float mul) {
+    const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+#pragma unroll
+    for (int i = 0; i < RM; i++) {
+        const int r = ty + 16 * i;
+        if (r >= valid) continue;
+#pragma unroll
+        for (int j = 0; j < RD; j++)
+            if (tx + 16 * j < hd) {
+                const Act e = dst + (size_t)r * ld + tx + 16 * j;
+                e[0] = (float)e[0] + acc[i][j] * mul;
+            }
+    }
+}
+
+// lse and Delta = rowsum(dout * out) of query rows [q0, q0 + valid) into Ls, Ds (0 past them):
+// the part kernels take no scratch, so each tile sums its rows' Delta itself
+template <int BQ>
+__device__ __forceinline__ void part_row_stats(float *Ls, float *Ds, const float *lse, Act dout, Act out, size_t ld,
+                                               int valid, int hd) {
+    for (int r = threadIdx.x; r < BQ; r += kAttThreads) {
+        float d = 0.0f;
+        for (int c = 0; r < valid && c < hd; c++) d += (float)dout[(size_t)r * ld + c] * (float)out[(size_t)r * ld + c];
+        Ls[r] = r < valid ? lse[r] : 0.0f;
+        Ds[r] = d;
+    }
+}
+
+// grid (Tk tiles, KV, B): dk, dv of one key tile of one kv head += its group's query heads' share
+template <int HDP, int BQ, int BK, size_t SMEM = att_dkv_smem(HDP, BQ, BK)>
+__global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
+    att_part_dkdv_kernel(Act dk, Act dv, Act q, Act k, Act v, Act dout, Act out, const float *lse, int Tq, int Tk, int H,
+                         int KV, int hd, float scale, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst,
+                         int window) {
+    constexpr int LDH = HDP + 1, LDQ = BQ + 1, RK = BK / 16, RQ = BQ / 16, RD = HDP / 16;
+    extern __shared__ float smem[];
+    float *Ks = smem, *Vs = Ks + BK * LDH, *Qs = Vs + BK * LDH, *dOs = Qs + BQ * LDH;
+    float *Pt = dOs + BQ * LDH, *dSt = Pt + BK * LDQ, *Ls = dSt + BK * LDQ, *Ds = Ls + BQ;
+    const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+    const int k0 = blockIdx.x * BK, g = blockIdx.y, b = blockIdx.z, grp = H / KV;
+    const int nk = min(BK, Tk - k0);
+    const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
+    const size_t krow0 = ((size_t)b * Tk + k0) * ldk + (size_t)g * hd;
+    const int32_t *qf = qfirst ? qfirst + (size_t)b * Tq : nullptr;
+    // the queries that see some key of the tile: from the first at or after its first key, to the
+    // first whose mask starts past its last
+    const int qbeg = part_lower(qpos, Tq, kpos[k0]), qend = part_query_end(qpos, qf, Tq, kpos[k0 + nk - 1], window);
+    int kp[RK];
+#pragma unroll
+    for (int i = 0; i < RK; i++) kp[i] = ty + 16 * i < nk ? kpos[k0 + ty + 16 * i] : INT_MAX;
+    load_tile<BK, HDP>(Ks, k + krow0, ldk, nk, hd);
+    load_tile<BK, HDP>(Vs, v + krow0, ldk, nk, hd);
+    float dka[RK][RD] = {}, dva[RK][RD] = {};
+    for (int h = g * grp; h < (g + 1) * grp; h++) {
+        const size_t stats = ((size_t)b * H + h) * Tq;
+        for (int q0 = qbeg; q0 < qend; q0 += BQ) {
+            const int nq = min(BQ, qend - q0);
+            const size_t qrow0 = ((size_t)b * Tq + q0) * ldq + (size_t)h * hd;
+            __syncthreads();
+            load_tile<BQ, HDP>(Qs, q + qrow0, ldq, nq, hd);
+            load_tile<BQ, HDP>(dOs, dout + qrow0, ldq, nq, hd);
+            part_row_stats<BQ>(Ls, Ds, lse + stats + q0, dout + qrow0, out + qrow0, ldq, nq, hd);
+            __syncthreads();
+            int kfirst[RQ], qp[RQ];  // of this thread's query columns: a padding column sees nothing
+#pragma unroll
+            for (int j = 0; j < RQ; j++) {
+                const int r = tx + 16 * j;
+                qp[j] = r < nq ? qpos[q0 + r] : INT_MIN;
+                kfirst[j] = r < nq ? att_first(qf, q0 + r, qp[j], window) : INT_MAX;
+            }
+            float st[RK][RQ] = {}, dpt[RK][RQ] = {};
+            tile_mac<RK, RQ, HDP>(st, Ks, LDH, Qs, 1, LDH);
+            tile_mac<RK, RQ, HDP>(dpt, Vs, LDH, dOs, 1, LDH);
+#pragma unroll
+            for (int i = 0; i < RK; i++) {
+                const int c = ty + 16 * i;
+#pragma unroll
+                for (int j = 0; j < RQ; j++) {
+                    const int r = tx + 16 * j;
+                    const bool seen = kp[i] <= qp[j] && kp[i] >= kfirst[j];
+                    const float p = seen ? expf(st[i][j] * scale - Ls[r]) : 0.0f;
+                    Pt[c * LDQ + r] = p;
+                    dSt[c * LDQ + r] = p * (dpt[i][j] - Ds[r]);
+                }
+            }
+            __syncthreads();
+            tile_mac<RK, RD, BQ>(dva, Pt, LDQ, dOs, LDH, 1);
+            tile_mac<RK, RD, BQ>(dka, dSt, LDQ, Qs, LDH, 1);
+        }
+    }
+    add_tile(dk + krow0, ldk, dka, nk, hd, scale);
+    add_tile(dv + krow0, ldk, dva, nk, hd, 1.0f);
+}
+
+// grid (Tq tiles, H, B): dq of one query tile of one head += this block's share
+template <int HDP, int BQ, int BK, size_t SMEM = att_dq_smem(HDP, BQ, BK)>
+__global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
+    att_part_dq_kernel(Act dq, Act q, Act k, Act v, Act dout, Act out, const float *lse, int Tq, int Tk, int H, int KV,
+                       int hd, float scale, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window) {
+    constexpr int LDH = HDP + 1, LDS = BK + 1, RM = BQ / 16, RK = BK / 16, RD = HDP / 16;
+    extern __shared__ float smem[];
+    float *Qs = smem, *dOs = Qs + BQ * LDH, *Ks = dOs + BQ * LDH, *Vs = Ks + BK * LDH, *dSs = Vs + BK * LDH;
+    float *Ls = dSs + BQ * LDS, *Ds = Ls + BQ;
+    const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+    const int q0 = blockIdx.x * BQ, h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
+    const int nq = min(BQ, Tq - q0);
+    const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
+    const size_t qrow0 = ((size_t)b * Tq + q0) * ldq + (size_t)h * hd;
+    const Act kb = k + ((size_t)b * Tk * ldk + (size_t)g * hd), vb = v + ((size_t)b * Tk * ldk + (size_t)g * hd);
+    const int32_t *qf = qfirst ? qfirst + (size_t)b * Tq : nullptr;
+    int kfirst[RM], qp[RM];
+#pragma unroll
+    for (int i = 0; i < RM; i++) {
+        const int r = q0 + ty + 16 * i;
+        qp[i] = r < Tq ? qpos[r] : INT_MIN;
+        kfirst[i] = r < Tq ? att_first(qf, r, qp[i], window) : INT_MAX;
+    }
+    const int kbeg = part_lower(kpos, Tk, att_first(qf, q0, qpos[q0], window));
+    const int kend = part_lower(kpos, Tk, qpos[q0 + nq - 1] + 1);
+    if (kbeg >= kend) return;  // no key of the block for these rows: dq keeps its sum
+    load_tile<BQ, HDP>(Qs, q + qrow0, ldq, nq, hd);
+    load_tile<BQ, HDP>(dOs, dout + qrow0, ldq, nq, hd);
+    part_row_stats<BQ>(Ls, Ds, lse + ((size_t)b * H + h) * Tq + q0, dout + qrow0, out + qrow0, ldq, nq, hd);
+    float dqa[RM][RD] = {};
+    for (int k0 = kbeg; k0 < kend; k0 += BK) {
+        next_tiles<BK, HDP>(Ks, Vs, kb + (size_t)k0 * ldk, vb + (size_t)k0 * ldk, ldk, min(BK, kend - k0), hd);
+        float s[RM][RK] = {}, dp[RM][RK] = {};
+        tile_mac<RM, RK, HDP>(s, Qs, LDH, Ks, 1, LDH);
+        tile_mac<RM, RK, HDP>(dp, dOs, LDH, Vs, 1, LDH);
+#pragma unroll
+        for (int i = 0; i < RM; i++) {
+            const int r = ty + 16 * i;
+#pragma unroll
+            for (int j = 0; j < RK; j++) {
+                const int c = tx + 16 * j, key = k0 + c, kp = key < kend ? kpos[key] : INT_MAX;
+                const bool seen = kp <= qp[i] && kp >= kfirst[i];
+                dSs[r * LDS + c] = seen ? expf(s[i][j] * scale - Ls[r]) * (dp[i][j] - Ds[r]) : 0.0f;
+            }
+        }
+        __syncthreads();
+        tile_mac<RM, RD, BK>(dqa, dSs, LDS, Ks, LDH, 1);
+    }
+    add_tile(dq + qrow0, ldq, dqa, nq, hd, scale);
+}
+
 }  // namespace
 
 extern "C" {
@@ -438,6 +706,42 @@ void cuda_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void
                     }
                 });
             });
+        });
+    });
+}
+
+void cuda_attention_part_fwd(void *out, float *lse, const void *q, const void *k, const void *v, int B, int Tq, int Tk,
+                             int H, int KV, int hd, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst,
+                             int window, int first) {
+    if (B <= 0 || Tq <= 0 || Tk <= 0) return;
+    check_heads(H, KV);
+    const float scale = 1.0f / sqrtf((float)hd);
+    with_head_dim(hd, [&](auto head) {
+        constexpr int HDP = decltype(head)::HDP;
+        using C = AttFwdTiles<HDP>;
+        constexpr int BQ = C::FWD_Q, BK = C::FWD_K;
+        att_launch(att_part_fwd_kernel<HDP, BQ, BK>, dim3((Tq + BQ - 1) / BQ, H, B), kAttThreads, C::FWD, act(out), lse,
+                   act(q), act(k), act(v), Tq, Tk, H, KV, hd, scale, qpos, kpos, qfirst, window, first);
+    });
+}
+
+void cuda_attention_part_bwd(void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse,
+                             const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int KV, int hd,
+                             const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window) {
+    if (B <= 0 || Tq <= 0 || Tk <= 0) return;
+    check_heads(H, KV);
+    const float scale = 1.0f / sqrtf((float)hd);
+    with_head_dim(hd, [&](auto head) {
+        constexpr int HDP = decltype(head)::HDP;
+        using Big = AttBwdTiles<HDP, false>;
+        with_flag(std::max(Big::DKV, Big::DQ) > cuda_smem_per_block(), [&](auto sm) {
+            using C = AttBwdTiles<HDP, decltype(sm)::value>;
+            att_launch(att_part_dkdv_kernel<HDP, C::DKV_Q, C::DKV_K>, dim3((Tk + C::DKV_K - 1) / C::DKV_K, KV, B),
+                       kAttThreads, C::DKV, act(dk), act(dv), act(q), act(k), act(v), act(dout), act(out), lse, Tq, Tk,
+                       H, KV, hd, scale, qpos, kpos, qfirst, window);
+            att_launch(att_part_dq_kernel<HDP, C::DQ_Q, C::DQ_K>, dim3((Tq + C::DQ_Q - 1) / C::DQ_Q, H, B), kAttThreads,
+                       C::DQ, act(dq), act(q), act(k), act(v), act(dout), act(out), lse, Tq, Tk, H, KV, hd, scale, qpos,
+                       kpos, qfirst, window);
         });
     });
 }

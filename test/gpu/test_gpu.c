@@ -714,6 +714,102 @@ static void test_attention_one_doc(int B, int T, int H, int KV, int hd) {
     cuda_free(d_q), cuda_free(d_k), cuda_free(d_v), cuda_free(d_dout), cuda_free(d_ks), cuda_free(d_scratch);
 }
 
+// ---- ring attention's blocks (context parallelism: kern_attention_part_*) ----
+// n ranks of a cp group, each holding chunks r and 2n-1-r of every row of T: the GPU's ring over
+// their blocks (forward merged by log-sum-exp, backward summed) against the CPU's part kernels on
+// the same blocks, and, gathered back into sequence order, against whole-sequence attention on the
+// CPU. docs: document masks of varying lengths per row (each query's document start).
+static void test_attention_ring(int n, int B, int T, int H, int KV, int hd, int window, int docs) {
+    const int Tl = T / n, c = T / (2 * n);
+    const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, lq = nq / n, lk = nk / n;
+    float *whole[4] = {rand_vec(nq, -1, 1), rand_vec(nq, -1, 1), rand_vec(nk, -1, 1), rand_vec(nk, -1, 1)};  // q, dout, k, v
+    if (acts)  // both sides start from the values the GPU holds
+        for (int x = 0; x < 4; x++) cpu_round_bf16(whole[x], x < 2 ? nq : nk);
+    float *out = mallocCheck(sizeof(float) * nq), *saved = mallocCheck(sizeof(float) * cpu_attention_saved_floats(B, H, T, T));
+    float *grad[3] = {mallocCheck(sizeof(float) * nq), mallocCheck(sizeof(float) * nk), mallocCheck(sizeof(float) * nk)};
+    float *scratch = mallocCheck(sizeof(float) * cpu_attention_scratch_floats(B, H, T));
+    int32_t *ks = docs ? mallocCheck(sizeof(int32_t) * B * T) : NULL, *lks = docs ? mallocCheck(sizeof(int32_t) * B * T) : NULL;
+    for (int i = 0; docs && i < B * T; i++) ks[i] = i % T - i % T % (9 + 4 * (i / T));
+    cpu_attention_fwd(out, saved, whole[0], whole[2], whole[3], B, T, T, H, KV, hd, (size_t)T * KV * hd, ks, window, NULL);
+    cpu_attention_bwd(grad[0], grad[1], grad[2], scratch, whole[1], out, saved, whole[0], whole[2], whole[3], B, T, H, KV, hd,
+                      ks, window, NULL);
+    // rank r's rows: pos its positions, loc[x] its q, dout, k, v, lks its document starts
+    int32_t *pos = mallocCheck(sizeof(int32_t) * T);
+    for (int r = 0; r < n; r++)
+        for (int t = 0; t < Tl; t++) pos[r * Tl + t] = t < c ? r * c + t : (2 * n - 1 - r) * c + t - c;
+    float *loc[4];
+    for (int x = 0; x < 4; x++) {
+        const size_t w = (size_t)(x < 2 ? H : KV) * hd;
+        loc[x] = mallocCheck(sizeof(float) * (x < 2 ? nq : nk));
+        for (int r = 0; r < n; r++)
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < Tl; t++)
+                    memcpy(loc[x] + (((size_t)r * B + b) * Tl + t) * w, whole[x] + ((size_t)b * T + pos[r * Tl + t]) * w,
+                           sizeof(float) * w);
+    }
+    for (int r = 0; docs && r < n; r++)
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < Tl; t++) lks[((size_t)r * B + b) * Tl + t] = ks[b * T + pos[r * Tl + t]];
+    // the ring on both devices: out, lse, then dq, dk, dv (zeroed first, as model/context.c does)
+    float *zero = calloc(nq, sizeof(float)), *ro = mallocCheck(sizeof(float) * nq), *lse = mallocCheck(sizeof(float) * B * H * T);
+    float *rg[3] = {calloc(nq, sizeof(float)), calloc(nk, sizeof(float)), calloc(nk, sizeof(float))};
+    void *d_loc[4], *d_ro = new_buf(nq, KERN_ACT), *d_rg[3];
+    for (int x = 0; x < 4; x++) d_loc[x] = dev_buf(loc[x], x < 2 ? nq : nk, KERN_ACT);
+    for (int x = 0; x < 3; x++) d_rg[x] = dev_buf(zero, x ? nk : nq, KERN_ACT);
+    float *d_lse = cuda_alloc(sizeof(float) * B * H * T);
+    int32_t *d_pos = to_dev(pos, sizeof(int32_t) * T), *d_lks = docs ? to_dev(lks, sizeof(int32_t) * B * T) : NULL;
+    for (int r = 0; r < n; r++)
+        for (int bwd = 0; bwd < 2; bwd++)
+            for (int s = 0; s < n; s++) {
+                const int src = (r - s + n) % n;
+                const size_t oq = r * lq, ok = src * lk, ol = (size_t)r * B * H * Tl;
+                const int32_t *qf = docs ? lks + (size_t)r * B * Tl : NULL, *d_qf = docs ? d_lks + (size_t)r * B * Tl : NULL;
+                if (!bwd) {
+                    cpu_attention_part_fwd(ro + oq, lse + ol, loc[0] + oq, loc[2] + ok, loc[3] + ok, B, Tl, Tl, H, KV, hd,
+                                           pos + r * Tl, pos + src * Tl, qf, window, s == 0);
+                    cuda_attention_part_fwd(buf_at(d_ro, oq, KERN_ACT), d_lse + ol, buf_at(d_loc[0], oq, KERN_ACT),
+                                            buf_at(d_loc[2], ok, KERN_ACT), buf_at(d_loc[3], ok, KERN_ACT), B, Tl, Tl, H, KV,
+                                            hd, d_pos + r * Tl, d_pos + src * Tl, d_qf, window, s == 0);
+                    continue;
+                }
+                cpu_attention_part_bwd(rg[0] + oq, rg[1] + ok, rg[2] + ok, loc[1] + oq, ro + oq, lse + ol, loc[0] + oq,
+                                       loc[2] + ok, loc[3] + ok, B, Tl, Tl, H, KV, hd, pos + r * Tl, pos + src * Tl, qf, window);
+                cuda_attention_part_bwd(buf_at(d_rg[0], oq, KERN_ACT), buf_at(d_rg[1], ok, KERN_ACT),
+                                        buf_at(d_rg[2], ok, KERN_ACT), buf_at(d_loc[1], oq, KERN_ACT),
+                                        buf_at(d_ro, oq, KERN_ACT), d_lse + ol, buf_at(d_loc[0], oq, KERN_ACT),
+                                        buf_at(d_loc[2], ok, KERN_ACT), buf_at(d_loc[3], ok, KERN_ACT), B, Tl, Tl, H, KV, hd,
+                                        d_pos + r * Tl, d_pos + src * Tl, d_qf, window);
+            }
+    char cfg[160], name[256];
+    snprintf(cfg, sizeof cfg, "%d ranks B=%d T=%d H=%d KV=%d hd=%d window %d%s%s", n, B, T, H, KV, hd, window,
+             docs ? " documents" : "", mode_name());
+    const char *what[4] = {"out", "dq", "dk", "dv"};
+    const void *gpu[4] = {d_ro, d_rg[0], d_rg[1], d_rg[2]};
+    const float *cpu_ring[4] = {ro, rg[0], rg[1], rg[2]}, *want[4] = {out, grad[0], grad[1], grad[2]};
+    for (int x = 0; x < 4; x++) {
+        const size_t len = x < 2 ? nq : nk, w = (size_t)(x < 2 ? H : KV) * hd;
+        snprintf(name, sizeof name, "ring attention part kernels %s: %s equals the CPU's", cfg, what[x]);
+        check_buf(name, gpu[x], cpu_ring[x], len, tol_mm(), KERN_ACT);
+        float *got = mallocCheck(sizeof(float) * len), *seq = mallocCheck(sizeof(float) * len);
+        download_act(got, gpu[x], len);
+        for (int r = 0; r < n; r++)  // back into sequence order
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < Tl; t++)
+                    memcpy(seq + ((size_t)b * T + pos[r * Tl + t]) * w, got + (((size_t)r * B + b) * Tl + t) * w, sizeof(float) * w);
+        snprintf(name, sizeof name, "ring attention part kernels %s: %s equals whole-sequence attention's%s", cfg, what[x],
+                 acts ? " [bf16 act]" : "");
+        compare(name, seq, want[x], len, acts ? TOL_ACT : tol_mm());
+        free(got), free(seq);
+    }
+    snprintf(name, sizeof name, "ring attention part kernels %s: lse equals the CPU's", cfg);
+    check(name, d_lse, lse, (size_t)B * H * T, tol_mm());
+    for (int x = 0; x < 4; x++) free(whole[x]), free(loc[x]), cuda_free(d_loc[x]);
+    for (int x = 0; x < 3; x++) free(grad[x]), free(rg[x]), cuda_free(d_rg[x]);
+    free(out), free(saved), free(scratch), free(ks), free(lks), free(pos), free(zero), free(ro), free(lse);
+    cuda_free(d_ro), cuda_free(d_lse), cuda_free(d_pos);
+    if (d_lks) cuda_free(d_lks);
+}
+
 // ---- attention through cuDNN (--attention) ----
 
 // the emulation's fake libcudnn counts the plans it finalized (absent on a GPU machine)
@@ -1463,6 +1559,7 @@ static void test_bf16_activations(void) {
     test_attention(2, 130, 130, 4, 2, 64, (size_t)130 * 2 * 64, &drop);
     test_attention_packed(4, 200, 4, 2, 64, NULL);
     test_attention_one_doc(2, 130, 4, 2, 64);
+    test_attention_ring(2, 2, 96, 4, 2, 32, 0, 1);  // the ring's blocks and sums as bf16 activations
     // cuDNN reads and writes the bf16 activations where they lie
     const char *line = cuda_attention_select(KERN_ATTENTION_CUDNN, 1, 64, &(int){0});
     if (emu_cudnn_plans_built != NULL || !strstr(line, "cannot load")) {
@@ -1835,6 +1932,12 @@ int main(int argc, char **argv) {
         test_attention_window(1, 1, 37, 8, 2, 64, (size_t)(37 + 11) * 2 * 64, 9, 0, NULL);
         test_attention_window(4, 200, 200, 4, 2, 64, (size_t)200 * 2 * 64, 40, 1, NULL);
         test_attention_window(2, 130, 130, 4, 2, 64, (size_t)130 * 2 * 64, 33, 0, &drop_h3);
+        if (mode != COMPUTE_FP32) continue;  // the ring's blocks have no tensor-core form
+        // ring attention's blocks: causal, across tiles and within one, with documents and windows
+        test_attention_ring(2, 2, 160, 4, 2, 32, 0, 0);
+        test_attention_ring(4, 1, 128, 4, 1, 24, 0, 1);
+        test_attention_ring(2, 2, 96, 2, 2, 64, 7, 0);
+        test_attention_ring(4, 2, 64, 4, 2, 16, 5, 1);
     }
     test_cudnn_attention();
     test_cudnn_strict();

@@ -301,7 +301,8 @@ ncclResult_t ncclCommCount(ncclComm_t c, int *count) {
     return ncclSuccess;
 }
 
-// The open group's point-to-point calls, issued together at ncclGroupEnd as one MPI_Ialltoallv.
+// The open group's point-to-point calls, issued together at ncclGroupEnd as one MPI_Ialltoallv
+// (a member this rank neither sends to nor receives from gets counts of 0).
 enum { P2P_MAX = 256 };
 static struct {
     int open, n[2];      // n: sends, receives so far
@@ -338,26 +339,29 @@ ncclResult_t ncclRecv(void *buf, size_t n, ncclDataType_t t, int peer, ncclComm_
     return p2p_add(1, buf, n, t, peer, c, s);
 }
 
-// Every member once on each side, in member order, with adjacent buffers: else an error (what
-// fsdpc's all-to-all issues; general point-to-point is not emulated).
+// On each side, members in increasing order, each at most once, their buffers adjacent in that
+// order: else an error. fsdpc's all-to-all issues every member on both sides, its ring one send and
+// one receive; other point-to-point patterns are not emulated.
 ncclResult_t ncclGroupEnd(void) {
     nccl_calls++;
     if (!p2p.open) return ncclInternalError;
     p2p.open = 0;
     if (!p2p.c) return ncclSuccess;
     int p = group_size(p2p.c);
-    if (p2p.n[0] != p || p2p.n[1] != p) return ncclInternalError;
+    if (p2p.n[0] > p || p2p.n[1] > p) return ncclInternalError;
     size_t tot[2] = {0, 0};
-    int *cnt = calloc(4 * (size_t)p, sizeof(int));
+    int *cnt = calloc(4 * (size_t)p, sizeof(int));  // send counts, send offsets, receive counts, receive offsets
     if (!cnt) return ncclInternalError;
     for (int side = 0; side < 2; side++)
-        for (int j = 0; j < p; j++) {
-            if (p2p.peer[side][j] != j || p2p.buf[side][j] != p2p.buf[side][0] + tot[side] || p2p.bytes[side][j] > INT32_MAX) {
+        for (int j = 0; j < p2p.n[side]; j++) {
+            const int peer = p2p.peer[side][j];
+            if (peer < 0 || peer >= p || (j && peer <= p2p.peer[side][j - 1]) ||
+                p2p.buf[side][j] != p2p.buf[side][0] + tot[side] || p2p.bytes[side][j] > INT32_MAX) {
                 free(cnt);
                 return ncclInternalError;
             }
-            cnt[2 * side * p + j] = (int)p2p.bytes[side][j];
-            cnt[2 * side * p + p + j] = (int)tot[side];
+            cnt[2 * side * p + peer] = (int)p2p.bytes[side][j];
+            cnt[2 * side * p + p + peer] = (int)tot[side];
             tot[side] += p2p.bytes[side][j];
         }
     Coll *x = begin("ncclSend/ncclRecv", p2p.c, p2p.s, p2p.buf[0][0], tot[0], (void *)p2p.buf[1][0], tot[1], ncclInt8, tot[0],

@@ -23,8 +23,9 @@ ncclResult_t ncclAllReduce(const void *in, void *out, size_t n, ncclDataType_t t
                            cudaStream_t s);
 ncclResult_t ncclBroadcast(const void *in, void *out, size_t n, ncclDataType_t t, int root, ncclComm_t c,
                            cudaStream_t s);
-// point to point, only as the all-to-all pattern: between ncclGroupStart and ncclGroupEnd one
-// send and one receive per member of one communicator, each side's buffers adjacent in member order
+// point to point, as fsdpc's all-to-all and ring use it: between ncclGroupStart and ncclGroupEnd
+// at most one send and one receive per member of one communicator, each side's members in
+// increasing order and their buffers adjacent in that order
 ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
 ncclResult_t ncclSend(const void *buf, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s);
