@@ -66,61 +66,49 @@ echo "(wall clock, $THREADS thread(s); torch bf16: autocast; tokens/s x FLOPs pe
 # The same models on one thread by CPU time, which a shared machine's other jobs do not add to (the
 # wall-clock table above moves with the load): a step's CPU seconds are the difference between
 # runs of S1 and S2 steps (start-up and the first step cancel), the least of REPS tries, the
-# configurations interleaved; the peaks are the 2048^3 product per CPU second, also one thread:
-# OpenBLAS's sgemm (the fractions' reference) and the fastest fp32 matmul fsdpc has (oneDNN's where
-# it runs fsdpc's fp32 products). "fp32 sgemm" rows run fp32 through OpenBLAS (FSDPC_CPU_GEMM=openblas).
+# configurations interleaved; the peak is the 2048^3 product per CPU second, also one thread.
 REPS=${REPS:-3}
 cpu1=$(OMP_NUM_THREADS=1 build/test_kernels --bench-gemm 1)
 sg1=$(sed -nE 's/^sgemm GFLOP per CPU second: //p' <<<"$cpu1")
-dn1=$(sed -nE 's/^fp32 oneDNN GFLOP per CPU second: //p' <<<"$cpu1")
 bf1=$(sed -nE 's/^bf16 GFLOP per CPU second: //p' <<<"$cpu1")
-pk1=$(awk -v a="$sg1" -v b="${dn1:-0}" 'BEGIN { print (b > a ? b : a) }')
-cpu_run() {  # cpu_run STEPS GEMM FSDPC_FLAGS: user + system seconds of one one-thread run, fp32 through GEMM
-    local steps=$1 gemm=$2 TIMEFORMAT='%U %S'
-    shift 2
-    { time FSDPC_CPU_GEMM=$gemm OMP_NUM_THREADS=1 ./fsdpc "$@" --train_data synthetic --max_steps "$steps" --logging_freq 1000 \
-        --checkpoint_freq 0 --num_tokens 0 --num_threads 1 >/dev/null 2>&1; } 2>&1 | awk '{ print $1 + $2 }'
+cpu_run() {  # cpu_run STEPS FSDPC_FLAGS: user + system seconds of one one-thread run
+    local steps=$1 TIMEFORMAT='%U %S'
+    shift
+    { time OMP_NUM_THREADS=1 ./fsdpc "$@" --train_data synthetic --max_steps "$steps" --logging_freq 1000 --checkpoint_freq 0 \
+        --num_tokens 0 --num_threads 1 >/dev/null 2>&1; } 2>&1 | awk '{ print $1 + $2 }'
 }
-declare -A best worst
-cfg_names=(llama32 llamasg llama16 gpt32 gptsg gpt16)
-cfg() {  # the configuration's S1 S2 fp32 library and flags
+declare -A best
+cfg_names=(llama32 llama16 gpt32 gpt16)
+cfg() {  # the configuration's S1 S2 and flags
     case $1 in
-    llama32) echo "2 ${CPU_STEPS:-12} auto $LLAMA --batch_size 8" ;;
-    llamasg) echo "2 ${CPU_STEPS:-12} openblas $LLAMA --batch_size 8" ;;
-    llama16) echo "2 ${CPU_STEPS:-12} auto $LLAMA --batch_size 8 --precision bf16" ;;
-    gpt32) echo "1 ${CPU_GPT2_STEPS:-6} auto $GPT2 --batch_size 4" ;;
-    gptsg) echo "1 ${CPU_GPT2_STEPS:-6} openblas $GPT2 --batch_size 4" ;;
-    gpt16) echo "1 ${CPU_GPT2_STEPS:-6} auto $GPT2 --batch_size 4 --precision bf16" ;;
+    llama32) echo "2 ${CPU_STEPS:-12} $LLAMA --batch_size 8" ;;
+    llama16) echo "2 ${CPU_STEPS:-12} $LLAMA --batch_size 8 --precision bf16" ;;
+    gpt32) echo "1 ${CPU_GPT2_STEPS:-6} $GPT2 --batch_size 4" ;;
+    gpt16) echo "1 ${CPU_GPT2_STEPS:-6} $GPT2 --batch_size 4 --precision bf16" ;;
     esac
 }
 for ((rep = 0; rep < REPS; rep++)); do
     for c in "${cfg_names[@]}"; do
-        read -r s1 s2 gemm args <<<"$(cfg "$c")"
-        a=$(cpu_run "$s1" "$gemm" $args)
-        b=$(cpu_run "$s2" "$gemm" $args)
-        v=$(awk -v a="$a" -v b="$b" -v n=$((s2 - s1)) 'BEGIN { print (b - a) / n }')
-        best[$c]=$(awk -v v="$v" -v m="${best[$c]:-1e30}" 'BEGIN { print (v < m ? v : m) }')
-        worst[$c]=$(awk -v v="$v" -v m="${worst[$c]:-0}" 'BEGIN { print (v > m ? v : m) }')
+        read -r s1 s2 args <<<"$(cfg "$c")"
+        a=$(cpu_run "$s1" $args)
+        b=$(cpu_run "$s2" $args)
+        best[$c]=$(awk -v a="$a" -v b="$b" -v n=$((s2 - s1)) -v m="${best[$c]:-1e30}" 'BEGIN { v = (b - a) / n; print (v < m ? v : m) }')
     done
 done
 echo
-echo "one thread, by CPU time (best of $REPS, worst in brackets): sgemm $sg1 GFLOP per CPU second${dn1:+, fp32 oneDNN $dn1}${bf1:+, bf16 (oneDNN) $bf1}"
-printf '%-34s %-11s %16s %10s %12s %12s %8s\n' model prec "CPU s/step" "tok/CPU s" "of sgemm pk" "of fp32 pk" "bf16/fp32"
+echo "one thread, by CPU time (best of $REPS): sgemm $sg1 GFLOP per CPU second${bf1:+, bf16 (oneDNN) $bf1}"
+printf '%-34s %-5s %12s %12s %12s %12s\n' model prec "CPU s/step" "tok/CPU s" "of fp32 pk" "bf16/fp32"
 cpu_row() {  # cpu_row NAME PREC CFG FP32_CFG TOKENS_PER_STEP FSDPC_FLAGS (for plan)
     local name=$1 prec=$2 c=$3 f=$4 tok=$5 flops
     shift 5
     flops=$(fpt "$@")
-    awk -v n="$name" -v pr="$prec" -v s="${best[$c]}" -v w="${worst[$c]}" -v s32="${best[$f]}" -v tok="$tok" -v fl="${flops:-0}" \
-        -v sg="$sg1" -v pk="$pk1" 'BEGIN {
+    awk -v n="$name" -v pr="$prec" -v s="${best[$c]}" -v s32="${best[$f]}" -v tok="$tok" -v fl="${flops:-0}" -v sg="$sg1" 'BEGIN {
         r = tok / s
-        printf "%-34s %-11s %7.3f [%6.3f] %10.0f %12.2f %12.2f %8s\n", n, pr, s, w, r, r * fl / 1e9 / sg, r * fl / 1e9 / pk,
-            pr == "bf16" ? sprintf("%.2fx", s32 / s) : "-" }'
+        printf "%-34s %-5s %12.3f %12.0f %12.2f %12s\n", n, pr, s, r, r * fl / 1e9 / sg, pr == "bf16" ? sprintf("%.2fx", s32 / s) : "-" }'
 }
 cpu_row "llama D256 L4 H8/4 F688 T256 B8" fp32 llama32 llama32 2048 $LLAMA --batch_size 8
-cpu_row "llama D256 L4 H8/4 F688 T256 B8" "fp32 sgemm" llamasg llamasg 2048 $LLAMA --batch_size 8
 cpu_row "llama D256 L4 H8/4 F688 T256 B8" bf16 llama16 llama32 2048 $LLAMA --batch_size 8 --precision bf16
 cpu_row "gpt2 124M (minGPT) T64 B4" fp32 gpt32 gpt32 256 $GPT2 --batch_size 4
-cpu_row "gpt2 124M (minGPT) T64 B4" "fp32 sgemm" gptsg gptsg 256 $GPT2 --batch_size 4
 cpu_row "gpt2 124M (minGPT) T64 B4" bf16 gpt16 gpt32 256 $GPT2 --batch_size 4 --precision bf16
 echo
 build/test_kernels --bench-adamw "$THREADS" | tail -2

@@ -174,10 +174,8 @@ KERN_DECLARE(cpu)
 const char *cpu_init(int num_threads);
 int cpu_num_threads(void);
 const char *cpu_isa_line(void);  // kern_cpu_isa
-// The fp32 matmuls' library (FSDPC_CPU_GEMM, read once by cpu_init: NULL or why it is refused);
 // --precision bf16 on the CPU: bf16 matmuls where the CPU has AVX512_BF16 (kernels/cpu/gemm.c),
-// else the fp32 emulation; cpu_gemm_line names both for the summary
-const char *cpu_gemm_select(void);
+// else the fp32 emulation; cpu_gemm_line says which for the summary ("" without bf16)
 void cpu_set_compute_bf16(int on);
 const char *cpu_gemm_line(void);
 size_t cpu_gemm_scratch_bytes(size_t rows, size_t widest, size_t widest_in, int T, int hd, int threads);  // kern_matmul_scratch_bytes

@@ -1,7 +1,4 @@
-// gemm: the CPU's matrix products. fp32 through OpenBLAS sgemm, except on a CPU with AVX-512 where
-// oneDNN is installed: there the forward and input-gradient products run through oneDNN's fp32
-// matmul (up to 1.2x sgemm on the models' shapes on Zen 4; FSDPC_CPU_GEMM=openblas keeps sgemm);
-// under --precision bf16 on a CPU
+// gemm: the CPU's matrix products. fp32 through OpenBLAS sgemm; under --precision bf16 on a CPU
 // that multiplies bf16 (AVX512_BF16, AMX) through oneDNN's matmul on bf16 operands, accumulating
 // and storing in fp32: Debian's OpenBLAS is built without cblas_sbgemm, and oneDNN's bf16 matmul
 // runs at about twice its sgemm here (docs/DESIGN.md, "CPU kernels"); attention's small blocks
@@ -72,13 +69,12 @@ static int gemm_bf16;    // cpu_set_compute_bf16: matmuls on bf16 operands
 static int bf16_wanted;  // --precision bf16, whether or not the CPU multiplies bf16
 static dnnl_engine_t engine;
 static dnnl_stream_t stream;
-static char impl[2][64];  // oneDNN's implementation of the first fp32 [0] and bf16 [1] product, for the summary
+static char impl[64];  // oneDNN's implementation of the first bf16 product, for the summary
 static int onednn_ok;  // 1: a bf16 product ran, -1: oneDNN could not run one, 0: not tried yet
-static int f32_onednn;  // fp32 products through oneDNN (cpu_gemm_select)
 
 // one product's shape and its primitive; oneDNN takes alpha as an output scale, beta as a sum post-op
 typedef struct {
-    int M, N, K, ta, tb, lda, ldb, ldc, bf16;  // bf16: operands in bf16, else fp32
+    int M, N, K, ta, tb, lda, ldb, ldc;
     float alpha, beta;
     dnnl_memory_desc_t a, b, c;
     dnnl_primitive_t prim;
@@ -128,29 +124,43 @@ static const uint16_t *gemm_copy_of(const float *x, size_t n) {
     return NULL;
 }
 
+const char *cpu_gemm_line(void) {
+    static char line[200];
+    if (!bf16_wanted) return "";
+    if (gemm_bf16) {
+        const dnnl_version_t *v = dnnl_version();
+        snprintf(line, sizeof line,
+                 "; --precision bf16: matmuls on bf16 operands through oneDNN %d.%d.%d (%s), attention's through "
+                 "AVX512_BF16", v->major, v->minor, v->patch, impl);
+    } else {
+        snprintf(line, sizeof line, "; --precision bf16 emulated in fp32 (bf16-rounded weights, fp32 matmuls): %s",
+                 !cpu_has_bf16()  ? (cpu_isa() == CPU_ISA_AVX2 ? "the AVX2 kernels" : "this CPU has no AVX512_BF16")
+                 : !dnnl_load() ? "oneDNN (libdnnl.so.2, Debian's libdnnl2) is not installed"
+                                : "oneDNN cannot run a bf16 matmul here");
+    }
+    return line;
+}
+
 // a row-major (rows, cols) operand, transposed or not, as oneDNN's logical (r, c) with strides
 static void gemm_md(dnnl_memory_desc_t *md, int r, int c, int trans, int ld, dnnl_data_type_t dt) {
     dnnl_dims_t dims = {r, c}, strides = {trans ? 1 : ld, trans ? ld : 1};
     dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides);
 }
 
-static GemmPrim *gemm_prim(int bf16, int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb, float beta,
-                           int ldc) {
+static GemmPrim *gemm_prim(int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb, float beta, int ldc) {
     for (int i = 0; i < cached; i++) {
         GemmPrim *g = &cache[i];
         if (g->M == M && g->N == N && g->K == K && g->ta == ta && g->tb == tb && g->lda == lda && g->ldb == ldb &&
-            g->ldc == ldc && g->alpha == alpha && g->beta == beta && g->bf16 == bf16)
+            g->ldc == ldc && g->alpha == alpha && g->beta == beta)
             return g->prim ? g : NULL;  // a shape oneDNN refused stays refused, without a new try
     }
     if (!engine && (dnnl_engine_create(&engine, dnnl_cpu, 0) || dnnl_stream_create(&stream, engine, dnnl_stream_default_flags)))
         return NULL;
     GemmPrim *g = cached < GEMM_CACHE ? &cache[cached++] : &cache[evict++ % GEMM_CACHE];
     if (g->prim) dnnl_primitive_destroy(g->prim);
-    *g = (GemmPrim){.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha,
-                    .beta = beta, .bf16 = bf16};
-    const dnnl_data_type_t dt = bf16 ? dnnl_bf16 : dnnl_f32;
-    gemm_md(&g->a, M, K, ta, lda, dt);
-    gemm_md(&g->b, K, N, tb, ldb, dt);
+    *g = (GemmPrim){.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha, .beta = beta};
+    gemm_md(&g->a, M, K, ta, lda, dnnl_bf16);
+    gemm_md(&g->b, K, N, tb, ldb, dnnl_bf16);
     gemm_md(&g->c, M, N, 0, ldc, dnnl_f32);
     dnnl_matmul_desc_t desc;
     dnnl_primitive_attr_t attr = NULL;
@@ -162,8 +172,8 @@ static GemmPrim *gemm_prim(int bf16, int ta, int tb, int M, int N, int K, float 
                                 dnnl_primitive_attr_set_post_ops(attr, ops))) ||
               dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) || dnnl_primitive_create(&g->prim, pd);
     const char *name = NULL;
-    if (!bad && !impl[bf16][0] && !dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) && name)
-        snprintf(impl[bf16], sizeof impl[bf16], "%s", name);
+    if (!bad && !impl[0] && !dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) && name)
+        snprintf(impl, sizeof impl, "%s", name);
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (ops) dnnl_post_ops_destroy(ops);
     if (attr) dnnl_primitive_attr_destroy(attr);
@@ -204,23 +214,19 @@ static uint16_t *gemm_round(uint16_t **buf, size_t *cap, const float *x, size_t 
     return dst;
 }
 
-// oneDNN's product on bf16 roundings of A and B (bf16) or on A and B as they are; 0 when it cannot
-// run it (the caller then runs sgemm)
-static int gemm_onednn(int bf16, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                       const float *B, int ldb, float beta, float *C, int ldc) {
-    GemmPrim *g = gemm_prim(bf16, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc);
+// oneDNN's product; 0 when it cannot run it (the caller then runs sgemm)
+static int gemm_onednn(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                       int ldb, float beta, float *C, int ldc) {
+    GemmPrim *g = gemm_prim(ta, tb, M, N, K, alpha, lda, ldb, beta, ldc);
     if (!g) return a_src = NULL, 0;  // abuf no longer holds A's rounding for the next product
-    const void *a = A, *b = B;
-    if (bf16) {
-        const size_t na = ta ? gemm_span(K, M, lda) : gemm_span(M, K, lda);
-        a = same_a && A == a_src && na == a_n ? abuf : gemm_round(&abuf, &acap, A, na);
-        a_src = A, a_n = na;
-        const size_t nb = tb ? gemm_span(N, K, ldb) : gemm_span(K, N, ldb);
-        b = gemm_copy_of(B, nb);  // weights: their gather's bf16 values as they arrived
-        if (!b) b = gemm_round(&bbuf, &bcap, B, nb);
-    }
+    const size_t na = ta ? gemm_span(K, M, lda) : gemm_span(M, K, lda);
+    uint16_t *a = same_a && A == a_src && na == a_n ? abuf : gemm_round(&abuf, &acap, A, na);
+    a_src = A, a_n = na;
+    const size_t nb = tb ? gemm_span(N, K, ldb) : gemm_span(K, N, ldb);
+    const uint16_t *b = gemm_copy_of(B, nb);  // weights: their gather's bf16 values as they arrived
+    if (!b) b = gemm_round(&bbuf, &bcap, B, nb);
     dnnl_memory_t ma = NULL, mb = NULL, mc = NULL;
-    int bad = dnnl_memory_create(&ma, &g->a, engine, (void *)a) || dnnl_memory_create(&mb, &g->b, engine, (void *)b) ||
+    int bad = dnnl_memory_create(&ma, &g->a, engine, a) || dnnl_memory_create(&mb, &g->b, engine, (void *)b) ||
               dnnl_memory_create(&mc, &g->c, engine, C);
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
     bad = bad || dnnl_primitive_execute(g->prim, stream, 3, args) || dnnl_stream_wait(stream);
@@ -443,49 +449,6 @@ void cpu_gemm_block(int ta, int tb, int M, int N, int K, float alpha, const floa
                 ldb, beta, C, ldc);
 }
 
-// FSDPC_CPU_GEMM: auto (oneDNN's fp32 matmul on a CPU with AVX-512 F where libdnnl.so.2 loads,
-// else sgemm) or openblas; read once, before the first product. NULL, or why the value is refused.
-const char *cpu_gemm_select(void) {
-    static char err[160];
-    const char *want = getenv("FSDPC_CPU_GEMM");
-    if (want && *want && strcmp(want, "auto") && strcmp(want, "openblas")) {
-        snprintf(err, sizeof err, "FSDPC_CPU_GEMM=%.40s: not a GEMM library fsdpc chooses between (auto or openblas)", want);
-        return err;
-    }
-    __builtin_cpu_init();  // the CPU's own features, whatever FSDPC_CPU_ISA picks for the loop kernels
-    f32_onednn = 0;
-    if (!(want && !strcmp(want, "openblas")) && __builtin_cpu_supports("avx512f") && dnnl_load()) {
-        float x[16 * 16] = {0}, y[16 * 16];  // a small product first: oneDNN's implementation for the summary
-        same_a = 0;
-        f32_onednn = gemm_onednn(0, 0, 1, 16, 16, 16, 1.0f, x, 16, x, 16, 0.0f, y, 16);
-    }
-    return NULL;
-}
-
-const char *cpu_gemm_line(void) {
-    static char line[400];
-    int n = 0;
-    const dnnl_version_t *v = dnnl_load() ? dnnl_version() : NULL;
-    if (gemm_bf16)
-        n = 0;  // every product runs on bf16 operands
-    else if (f32_onednn)
-        n = snprintf(line, sizeof line, "; fp32 matmuls through oneDNN %d.%d.%d (%s)", v->major, v->minor, v->patch, impl[0]);
-    else
-        n = snprintf(line, sizeof line, "; fp32 matmuls through OpenBLAS sgemm");
-    if (!bf16_wanted) return line;
-    if (gemm_bf16) {
-        snprintf(line + n, sizeof line - (size_t)n,
-                 "; --precision bf16: matmuls on bf16 operands through oneDNN %d.%d.%d (%s), attention's through "
-                 "AVX512_BF16", v->major, v->minor, v->patch, impl[1]);
-    } else {
-        snprintf(line + n, sizeof line - (size_t)n, "; --precision bf16 emulated in fp32 (bf16-rounded weights, fp32 matmuls): %s",
-                 !cpu_has_bf16()  ? (cpu_isa() == CPU_ISA_AVX2 ? "the AVX2 kernels" : "this CPU has no AVX512_BF16")
-                 : !dnnl_load() ? "oneDNN (libdnnl.so.2, Debian's libdnnl2) is not installed"
-                                : "oneDNN cannot run a bf16 matmul here");
-    }
-    return line;
-}
-
 size_t cpu_gemm_scratch_bytes(size_t rows, size_t widest, size_t widest_in, int T, int hd, int threads) {
     if (!gemm_bf16) return 0;
     // A: a product's input or output gradient rows (rows x widest); B: a weight gradient's input
@@ -510,7 +473,7 @@ void cpu_set_compute_bf16(int on) {
     if (on && cpu_has_bf16() && !onednn_ok) {
         float x[16 * 16] = {0}, y[16 * 16];
         same_a = 0;
-        onednn_ok = gemm_onednn(1, 0, 1, 16, 16, 16, 1.0f, x, 16, x, 16, 0.0f, y, 16) ? 1 : -1;
+        onednn_ok = gemm_onednn(0, 1, 16, 16, 16, 1.0f, x, 16, x, 16, 0.0f, y, 16) ? 1 : -1;
     }
     gemm_bf16 = on && cpu_has_bf16() && onednn_ok > 0;
 }
@@ -518,13 +481,10 @@ void cpu_set_compute_bf16(int on) {
 void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
               float beta, float *C, int ldc, int a_again) {
     same_a = a_again;
-    // fp32: oneDNN for the forward and input-gradient products (A not transposed), sgemm for the
-    // weight gradients' (A^T: sgemm measured faster on most of them, by up to 1.3x)
-    if ((gemm_bf16 || (f32_onednn && !ta)) && M > 0 && N > 0 && K > 0) {
-        if (gemm_onednn(gemm_bf16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
+    if (gemm_bf16 && M > 0 && N > 0 && K > 0) {
+        if (gemm_onednn(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
         static int said;
-        if (!said++) log_msg("fsdpc: oneDNN cannot run a %s matmul of %d x %d x %d: sgemm runs such products\n",
-                             gemm_bf16 ? "bf16" : "fp32", M, N, K);
+        if (!said++) log_msg("fsdpc: oneDNN cannot run a bf16 matmul of %d x %d x %d: sgemm runs such products\n", M, N, K);
     }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
                 ldb, beta, C, ldc);

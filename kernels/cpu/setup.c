@@ -231,8 +231,6 @@ static int cpu_fix_omp_env(int num_threads) {
 const char *cpu_init(int num_threads) {
     static char msg[600];
     if (cpu_isa(), isa_error[0]) return isa_error;
-    const char *gemm_error = cpu_gemm_select();
-    if (gemm_error) return gemm_error;
     static int mapped;  // OpenBLAS buffers mapped so far (it keeps them)
     if (!mapped) mapped = openblas_get_num_threads();
     if (num_threads <= 0) num_threads = omp_get_max_threads();

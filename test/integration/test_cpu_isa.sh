@@ -3,8 +3,6 @@
 # kernels chosen (AVX-512 where the CPU has it, AVX2 under FSDPC_CPU_ISA=avx2); the AVX-512 kernels
 # train as the AVX2 ones do, bit for bit; on a CPU with AVX512_BF16, bf16 matmuls train 100 steps within the
 # GPU's bf16 tolerance of fp32, and the forced emulation (AVX2 kernels) gives the emulation's losses.
-# fp32 matmuls run through oneDNN where the CPU has AVX-512 and libdnnl loads (FSDPC_CPU_GEMM=openblas:
-# sgemm), within summation order of sgemm's losses.
 cd "$(dirname "$0")/../.."
 source test/lib.sh
 M="--tokenizer byte --hidden_width 64 --num_layers 2 --num_heads 4 --num_key_value_heads 2 --intermediate_size 172
@@ -29,20 +27,6 @@ if ! grep -q "^fsdpc: CPU kernels: avx512 (this CPU has AVX-512" "$W/auto.log"; 
     exit 0
 fi
 check "the summary names the AVX-512 kernels on this CPU" 0
-expect_error "FSDPC_CPU_GEMM of an unknown library is refused" "FSDPC_CPU_GEMM=mkl: not a GEMM library.*auto or openblas" \
-    env FSDPC_CPU_GEMM=mkl ./fsdpc $M --max_steps 1
-FSDPC_CPU_GEMM=openblas run sgemm ./fsdpc $M --max_steps 20
-grep -q "^fsdpc: CPU kernels: avx512 .*; fp32 matmuls through OpenBLAS sgemm$" "$W/sgemm.log"
-check "FSDPC_CPU_GEMM=openblas: the summary names sgemm for the fp32 matmuls" $? "$(grep -m1 'CPU kernels' "$W/sgemm.log")"
-if [ -e /usr/lib/x86_64-linux-gnu/libdnnl.so.2 ]; then
-    grep -q "^fsdpc: CPU kernels: avx512 .*; fp32 matmuls through oneDNN [0-9.]* (.*avx512.*)$" "$W/auto.log"
-    check "the summary names oneDNN for the fp32 matmuls on this AVX-512 CPU" $? "$(grep -m1 'CPU kernels' "$W/auto.log")"
-    # the same products in another summation order: close, not equal
-    w=$(rel_diff "$W/sgemm.jsonl" "$W/auto.jsonl" 20 1e-4)
-    check "fp32 through oneDNN trains as through sgemm over 20 steps within 1e-4 relative (worst $w)" $?
-else
-    echo "ok - fp32 matmuls through oneDNN # SKIP libdnnl.so.2 (Debian's libdnnl2) is not installed"
-fi
 # the AVX-512 build's reductions keep AVX2's order: the same losses bit for bit
 [ "$(losses "$W/avx2.jsonl")" = "$(losses "$W/auto.jsonl")" ] && [ "$(wc -l <"$W/auto.jsonl")" = 20 ]
 check "AVX-512 kernels train as the AVX2 ones over 20 steps, bit for bit" $? "$(rel_diff "$W/avx2.jsonl" "$W/auto.jsonl" 20 0)"

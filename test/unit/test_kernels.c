@@ -2,7 +2,6 @@
 // double-precision loops; backwards with central finite differences of L = sum(out * r).
 // Prints `ok - <name>` / `not ok - <name> (<detail>)` per check; exits 1 if any failed.
 // The whole suite runs once with 1 thread and once with 3 (uneven static partitions).
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdarg.h>
@@ -1969,11 +1968,10 @@ static int bench_adamw(int threads) {
 
 // ---- --bench-gemm: the machine's GEMM peaks, for make bench's fractions ----
 // A 2048^3 product (what the fractions have been measured against: numpy's sgemm on the same
-// threads) through OpenBLAS sgemm, through the fp32 matmuls fsdpc runs where they are oneDNN's
-// (FSDPC_CPU_GEMM), and, where the CPU has AVX512_BF16, through the bf16 matmuls --precision bf16
-// runs (oneDNN, operands rounded as they are there): GFLOP/s, best of 5 runs each, by the wall
-// clock and, for make bench's one-thread table on a shared machine, by the process's CPU time
-// (which the other jobs' time slices do not add to; with one thread, the thread's time).
+// threads) through OpenBLAS sgemm and, where the CPU has AVX512_BF16, through the bf16 matmuls
+// --precision bf16 runs (oneDNN, operands rounded as they are there): GFLOP/s, best of 5 runs each,
+// by the wall clock and, for make bench's one-thread table on a shared machine, by the process's
+// CPU time (which the other jobs' time slices do not add to; with one thread, the thread's time).
 static double cpu_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -1985,20 +1983,16 @@ static int bench_gemm(int threads) {
     const int n = 2048;
     const double flops = 2.0 * n * n * n;
     float *a = rand_vec((size_t)n * n, -1, 1), *b = rand_vec((size_t)n * n, -1, 1), *c = calloc((size_t)n * n, 4);
-    const int onednn32 = strstr(cpu_gemm_line(), "fp32 matmuls through oneDNN") != NULL;
-    const char *names[] = {"sgemm", "fp32 oneDNN", "bf16"};
-    for (int kind = 0; kind < 3; kind++) {  // sgemm, fsdpc's fp32 matmul where it is not sgemm, bf16
-        if ((kind == 1 && !onednn32) || (kind == 2 && !cpu_has_bf16())) continue;
-        cpu_set_compute_bf16(kind == 2);
+    for (int bf = 0; bf < 1 + cpu_has_bf16(); bf++) {
+        cpu_set_compute_bf16(bf);
         double best = 1e30, best_cpu = 1e30;
         for (int r = 0; r < 6; r++) {  // the first warms the threads and oneDNN's primitive
             const double t0 = clock_now_s(), c0 = cpu_seconds();
-            if (kind == 0) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-            else cpu_gemm(0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, r > 0);
+            cpu_gemm(0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, r > 0);
             if (r) best = fmin(best, clock_now_s() - t0), best_cpu = fmin(best_cpu, cpu_seconds() - c0);
         }
-        printf("%s GFLOP/s: %.1f\n", names[kind], flops / best / 1e9);
-        printf("%s GFLOP per CPU second: %.1f\n", names[kind], flops / best_cpu / 1e9);
+        printf("%s GFLOP/s: %.1f\n", bf ? "bf16" : "sgemm", flops / best / 1e9);
+        printf("%s GFLOP per CPU second: %.1f\n", bf ? "bf16" : "sgemm", flops / best_cpu / 1e9);
     }
     cpu_set_compute_bf16(0);
     free(a), free(b), free(c);
