@@ -537,8 +537,8 @@ static void lora_check(const Config *c) {
 }
 
 // What context parallelism does not do yet, refused by name once the family is known (issue 42's
-// later parts): minGPT's attention-probability dropout (the ring's blocks draw no masks), the
-// router's statistics and generation.
+// later parts): minGPT's attention-probability dropout (the ring's blocks draw no masks) and the
+// router's statistics. (Generation runs whole sequences on the first cp rank: model_generate.)
 static void cp_check(const Config *c) {
     const int cp = c->shard.context_parallel_degree;
     if (cp < 1) comm_fail_all("--context_parallel_degree must be at least 1 (1: every rank holds whole sequences)");
@@ -546,7 +546,6 @@ static void cp_check(const Config *c) {
     const char *what = c->model.dropout > 0.0f && !strcmp(c->model.model_type, "mingpt")
                            ? "--dropout on minGPT (its attention probabilities)"
                        : c->model.num_experts ? "a mixture of experts"
-                       : c->gen.prompt[0]     ? "--prompt"
                                               : NULL;
     if (what)
         comm_fail_all("--context_parallel_degree %d with %s: not supported yet; drop one of them", cp, what);

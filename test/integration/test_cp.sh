@@ -4,7 +4,7 @@
 # (head and mirrored tail), attention by a ring of key/value blocks merged by log-sum-exp. The
 # degree must divide the data-parallel ranks, split --max_context_width into 2N chunks and nest
 # with the shard group: one error line each, in training and in `fsdpc plan`; what it does not do
-# yet (minGPT's attention dropout, experts, generation, a GPU) is refused by name. Losses at cp 2 and 4, full-shard
+# yet (minGPT's attention dropout, experts, a GPU) is refused by name; generation runs unsplit. Losses at cp 2 and 4, full-shard
 # and hybrid, with tensor parallelism, activation checkpointing and gradient accumulation, for
 # every family (RoPE and minGPT's learned positions by global position, Mistral's window), with
 # masked labels, packing, document masking, dropout and LoRA's, equal the 1-rank run's within 1e-5 relative at
@@ -36,8 +36,6 @@ expect_error "cp with minGPT's attention dropout (not yet)" "context_parallel_de
     $MPI -np 2 $RUN $M --cp 2 --dropout 0.1 --model_type mingpt --num_key_value_heads 4
 expect_error "cp with a mixture of experts (not yet)" "context_parallel_degree 2 with a mixture of experts: not supported yet" \
     $MPI -np 2 $RUN --model_name mixtral_tiny --tokenizer byte --max_context_width 32 --cp 2
-expect_error "cp with generation (not yet)" "context_parallel_degree 2 with --prompt: not supported yet" \
-    $MPI -np 2 $RUN $M --cp 2 --prompt hi
 if [ -x build/fsdpc_emu ]; then
     expect_error "cp on the (emulated) GPU" "context_parallel_degree 2: ring attention runs on the CPU device only" \
         $MPI -np 2 build/fsdpc_emu --device cuda --train_data data/tinyshakespeare.txt ${RUN#./fsdpc} $M --cp 2
@@ -154,6 +152,21 @@ acts_at() {  # acts_at THREADS: the tracked activations (MiB) of a cp 2 step on 
 a1=$(acts_at 1) a2=$(acts_at 2)
 [ -n "$a1" ] && [ "$a1" = "$a2" ]
 check "cp 2 on 4096-token rows: activations do not grow with threads ($a1 MiB at 1, $a2 MiB at 2)" $?
+
+# ---- generation stays unsplit: the first cp rank (with its tp group) runs whole sequences on its KV cache ----
+GN="--max_steps 30 --checkpoint_freq 0 --validation_freq 0 --num_threads 1 --lr 1e-2 --warmup 2 $M --batch_size 4 --num_tokens 48
+    --temperature 1 --top_p 0.9 --prompt ROMEO: --train_data data/tinyshakespeare.txt"
+$MPI -np 1 ./fsdpc $GN >"$W/gen1.txt" 2>"$W/gen1.err"
+$MPI -np 2 ./fsdpc $GN --cp 2 --checkpoint_freq 30 --checkpoint_dir "$W/genck" >"$W/gen2.txt" 2>"$W/gen2.err"
+$MPI -np 4 ./fsdpc $GN --cp 4 >"$W/gen4.txt" 2>"$W/gen4.err"
+$MPI -np 4 ./fsdpc $GN --cp 2 --tp 2 >"$W/gentp.txt" 2>"$W/gentp.err"
+$MPI -np 2 ./fsdpc ${GN/--max_steps 30/--max_steps 0} --cp 2 --resume_from_checkpoint "$W/genck" >"$W/genr.txt" 2>"$W/genr.err"
+# (stdout holds the sample alone; a pure generation run ends it without the newline)
+for g in gen1 gen2 gen4 gentp genr; do tr -d '\n' <"$W/$g.txt" >"$W/$g.last"; done
+[ "$(wc -c <"$W/gen1.last")" -gt 40 ] && cmp -s "$W/gen1.last" "$W/gen2.last" && cmp -s "$W/gen1.last" "$W/gen4.last" &&
+    cmp -s "$W/gen1.last" "$W/gentp.last" && cmp -s "$W/gen1.last" "$W/genr.last" && [ "$(grep -c ROMEO: "$W/gen4.txt")" = 1 ]
+check "--prompt under cp (the sample after training at cp 2, cp 4, tp 2 x cp 2, and generating from a cp 2 checkpoint): the 1-rank run's tokens, printed once" $? \
+    "$(od -c "$W/gen2.last" | head -2 | tr '\n' '|'; grep -m1 error "$W"/gen*.err)"
 
 # ---- resume across cp degrees ----
 CK="--checkpoint_freq 3 --max_steps 6 --validation_freq 0"
