@@ -163,13 +163,14 @@
 #define KERN_CPU_ONLY_OPS(X)                                                                                           \
     X(void, attention_part_fwd,                                                                                        \
       (float *out, float *lse, const float *q, const float *k, const float *v, int B, int Tq, int Tk, int H, int KV,   \
-       int hd, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window, int first),                \
-      (out, lse, q, k, v, B, Tq, Tk, H, KV, hd, qpos, kpos, qfirst, window, first))                                    \
+       int hd, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window, int first,                 \
+       const KernDropout *drop, int seq),                                                                              \
+      (out, lse, q, k, v, B, Tq, Tk, H, KV, hd, qpos, kpos, qfirst, window, first, drop, seq))                         \
     X(void, attention_part_bwd,                                                                                        \
       (float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse, const float *q,          \
        const float *k, const float *v, int B, int Tq, int Tk, int H, int KV, int hd, const int32_t *qpos,              \
-       const int32_t *kpos, const int32_t *qfirst, int window),                                                        \
-      (dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, H, KV, hd, qpos, kpos, qfirst, window))
+       const int32_t *kpos, const int32_t *qfirst, int window, const KernDropout *drop, int seq),                      \
+      (dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, H, KV, hd, qpos, kpos, qfirst, window, drop, seq))
 
 #define KERN_DECLARE(prefix) KERN_ALLOC_OPS(KERN_DECLARE_##prefix) KERN_OPS(KERN_DECLARE_##prefix)
 #define KERN_DECLARE_cpu(ret, op, params, args) ret cpu_##op params;

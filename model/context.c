@@ -50,7 +50,7 @@ void model_attention_fwd(const ModelPlan *plan, Activations *a, void *out, float
         CommRequest *r = s + 1 < n ? comm_ring_shift_start(plan->cp_group, cur, next, 2 * kv) : NULL;
         const int src = (me - s + n) % n;
         kern_attention_part_fwd(out, saved, q, cur, cur + kv, B, T, T, H, KV, hd, a->cp_pos + (size_t)me * T,
-                                a->cp_pos + (size_t)src * T, a->docs ? a->kstart : NULL, window, s == 0);
+                                a->cp_pos + (size_t)src * T, a->docs ? a->kstart : NULL, window, s == 0, drop, n * T);
         comm_wait(r);
         float *t = cur;
         cur = next, next = t;
@@ -77,7 +77,8 @@ void model_attention_bwd(const ModelPlan *plan, Activations *a, const void *out,
         // (after the last step only those, which so reach their own rank)
         CommRequest *r = s + 1 < n ? comm_ring_shift_start(plan->cp_group, cur + 2 * kv, next + 2 * kv, 2 * kv) : NULL;
         kern_attention_part_bwd(a->dq, cur, cur + kv, a->datt, out, saved, q, cur + 2 * kv, cur + 3 * kv, B, T, T, H, KV, hd,
-                                a->cp_pos + (size_t)me * T, a->cp_pos + (size_t)src * T, a->docs ? a->kstart : NULL, window);
+                                a->cp_pos + (size_t)me * T, a->cp_pos + (size_t)src * T, a->docs ? a->kstart : NULL, window,
+                                drop, n * T);
         comm_wait(comm_ring_shift_start(plan->cp_group, cur, next, 2 * kv));
         comm_wait(r);
         float *t = cur;

@@ -537,16 +537,13 @@ static void lora_check(const Config *c) {
 }
 
 // What context parallelism does not do yet, refused by name once the family is known (issue 42's
-// later parts): minGPT's attention-probability dropout (the ring's blocks draw no masks) and the
-// router's statistics. (Generation runs whole sequences on the first cp rank: model_generate.)
+// later parts): the router's statistics. (Generation runs whole sequences on the first cp rank:
+// model_generate; minGPT's attention dropout draws the whole sequence's masks in the ring's blocks.)
 static void cp_check(const Config *c) {
     const int cp = c->shard.context_parallel_degree;
     if (cp < 1) comm_fail_all("--context_parallel_degree must be at least 1 (1: every rank holds whole sequences)");
     if (cp == 1 || family_pending) return;
-    const char *what = c->model.dropout > 0.0f && !strcmp(c->model.model_type, "mingpt")
-                           ? "--dropout on minGPT (its attention probabilities)"
-                       : c->model.num_experts ? "a mixture of experts"
-                                              : NULL;
+    const char *what = c->model.num_experts ? "a mixture of experts" : NULL;
     if (what)
         comm_fail_all("--context_parallel_degree %d with %s: not supported yet; drop one of them", cp, what);
 }

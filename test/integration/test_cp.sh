@@ -4,10 +4,10 @@
 # (head and mirrored tail), attention by a ring of key/value blocks merged by log-sum-exp. The
 # degree must divide the data-parallel ranks, split --max_context_width into 2N chunks and nest
 # with the shard group: one error line each, in training and in `fsdpc plan`; what it does not do
-# yet (minGPT's attention dropout, experts, a GPU) is refused by name; generation runs unsplit. Losses at cp 2 and 4, full-shard
+# yet (experts, a GPU) is refused by name; generation runs unsplit. Losses at cp 2 and 4, full-shard
 # and hybrid, with tensor parallelism, activation checkpointing and gradient accumulation, for
 # every family (RoPE and minGPT's learned positions by global position, Mistral's window), with
-# masked labels, packing, document masking, dropout and LoRA's, equal the 1-rank run's within 1e-5 relative at
+# masked labels, packing, document masking, dropout (minGPT's attention probabilities too) and LoRA's, equal the 1-rank run's within 1e-5 relative at
 # every step, validation included; a checkpoint resumes across cp degrees with the losses of the
 # run that never stopped.
 # (test_kernels checks the ring's blocks against whole-sequence attention, forward and backward.)
@@ -32,8 +32,6 @@ expect_error "--sequence_parallel: tp must divide a cp rank's tokens" \
     "tensor_parallel_degree 8 does not divide a context-parallel rank's 12 tokens" \
     ./fsdpc plan --model_name llama2_7b --world_size 16 --max_context_width 24 --tp 8 --sequence_parallel --cp 2
 expect_error "--context_parallel_degree 0" "context_parallel_degree must be at least 1" ./fsdpc --cp 0 --max_steps 1
-expect_error "cp with minGPT's attention dropout (not yet)" "context_parallel_degree 2 with --dropout on minGPT \(its attention probabilities\): not supported yet" \
-    $MPI -np 2 $RUN $M --cp 2 --dropout 0.1 --model_type mingpt --num_key_value_heads 4
 expect_error "cp with a mixture of experts (not yet)" "context_parallel_degree 2 with a mixture of experts: not supported yet" \
     $MPI -np 2 $RUN --model_name mixtral_tiny --tokenizer byte --max_context_width 32 --cp 2
 if [ -x build/fsdpc_emu ]; then
@@ -107,6 +105,9 @@ same "GPT-NeoX: np=4 cp 4 (partial RoPE by global position) trains as one rank" 
 run drop1 1 --batch_size 4 --dropout 0.1
 run drop4 4 --batch_size 4 --dropout 0.1 --cp 4
 same "--dropout 0.1 (residual masks of each token's place in the whole sequence): np=4 cp 4 trains as one rank" drop1 drop4
+run gptd1 1 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --dropout 0.1
+run gptd4 4 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --dropout 0.1 --cp 4
+same "minGPT --dropout 0.1 (attention-probability masks by the whole sequence's query and key): np=4 cp 4 trains as one rank" gptd1 gptd4
 run neoxd1 1 --batch_size 4 --model_type gpt_neox --num_key_value_heads 4 --dropout 0.1
 run neoxd2 4 --batch_size 4 --model_type gpt_neox --num_key_value_heads 4 --dropout 0.1 --cp 2 --tp 2 --sequence_parallel
 same "GPT-NeoX --dropout 0.1: np=4 tp 2 x cp 2 with --sequence_parallel (a rank's rows of its chunks) trains as one rank" neoxd1 neoxd2
@@ -129,6 +130,9 @@ same "--packing (documents apart in a packed row, across the chunks): np=4 cp 4 
 run dgpt1 1 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --packing $D
 run dgpt2 2 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --packing --cp 2 $D
 same "minGPT with --packing (learned positions restart per document): np=2 cp 2 trains as one rank" dgpt1 dgpt2
+run gptd2 4 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --dropout 0.1 --cp 2 --tp 2 --packing $D
+run gptdp 1 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --dropout 0.1 --packing $D
+same "minGPT --dropout 0.1 with --packing: np=4 tp 2 x cp 2 (a tp rank's heads: head0) trains as one rank" gptdp gptd2
 /usr/bin/python3 - "$W/docs.jsonl" <<'PY'
 import json, random, sys
 rng = random.Random(7)
