@@ -209,12 +209,14 @@ static void router_local(const MoeState *m, int N, double *s) {
 }
 
 // Layer l's losses and gradient constants from its statistics summed over every rank (a tp group's
-// ranks route the same tokens: counted once). The losses add up over the layers; the constants are
-// in the summed loss fsdpc trains on (the global loss-bearing count times the mean), so AdamW's
-// division gives Hugging Face's mean loss plus coef x aux + z_coef x z.
+// ranks route the same tokens: counted once; a cp group's ranks route their own tokens, but each
+// holds the group's loss-bearing count: that once). The losses add up over the layers; the
+// constants are in the summed loss fsdpc trains on (the global loss-bearing count times the mean),
+// so AdamW's division gives Hugging Face's mean loss plus coef x aux + z_coef x z.
 static void router_finish(const ModelPlan *plan, MoeState *m, int l, const double *s) {
     int E = m->E;
-    double tp = plan->tp > 1 ? plan->tp : 1, n = s[2 * E + 1] / tp, lb = s[2 * E + 2] / tp, aux = 0.0;
+    double tp = plan->tp > 1 ? plan->tp : 1, cp = plan->cp > 1 ? plan->cp : 1;
+    double n = s[2 * E + 1] / tp, lb = s[2 * E + 2] / (tp * cp), aux = 0.0;
     if (!(n > 0)) n = INFINITY;  // no token bears loss anywhere: no router loss either
     for (int e = 0; e < E; e++) {
         double f = s[e] / tp / n;

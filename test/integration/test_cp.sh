@@ -4,10 +4,11 @@
 # (head and mirrored tail), attention by a ring of key/value blocks merged by log-sum-exp. The
 # degree must divide the data-parallel ranks, split --max_context_width into 2N chunks and nest
 # with the shard group: one error line each, in training and in `fsdpc plan`; what it does not do
-# yet (experts, a GPU) is refused by name; generation runs unsplit. Losses at cp 2 and 4, full-shard
+# yet (experts' capacity and router jitter, a GPU) is refused by name; generation runs unsplit. Losses at cp 2 and 4, full-shard
 # and hybrid, with tensor parallelism, activation checkpointing and gradient accumulation, for
 # every family (RoPE and minGPT's learned positions by global position, Mistral's window), with
-# masked labels, packing, document masking, dropout (minGPT's attention probabilities too) and LoRA's, equal the 1-rank run's within 1e-5 relative at
+# masked labels, packing, document masking, dropout (minGPT's attention probabilities too), LoRA's and
+# a mixture of experts (with expert parallelism), equal the 1-rank run's within 1e-5 relative at
 # every step, validation included; a checkpoint resumes across cp degrees with the losses of the
 # run that never stopped.
 # (test_kernels checks the ring's blocks against whole-sequence attention, forward and backward.)
@@ -32,8 +33,11 @@ expect_error "--sequence_parallel: tp must divide a cp rank's tokens" \
     "tensor_parallel_degree 8 does not divide a context-parallel rank's 12 tokens" \
     ./fsdpc plan --model_name llama2_7b --world_size 16 --max_context_width 24 --tp 8 --sequence_parallel --cp 2
 expect_error "--context_parallel_degree 0" "context_parallel_degree must be at least 1" ./fsdpc --cp 0 --max_steps 1
-expect_error "cp with a mixture of experts (not yet)" "context_parallel_degree 2 with a mixture of experts: not supported yet" \
-    $MPI -np 2 $RUN --model_name mixtral_tiny --tokenizer byte --max_context_width 32 --cp 2
+expect_error "cp with a mixture of experts' --capacity_factor" \
+    "context_parallel_degree 2 with --capacity_factor \(dropping by the global batch's token order\): not supported yet" \
+    $MPI -np 2 $RUN --model_name mixtral_tiny --tokenizer byte --max_context_width 32 --cp 2 --capacity_factor 1.25
+expect_error "cp with --router_jitter_noise" "context_parallel_degree 2 with --router_jitter_noise \(noise drawn by each rank's rows\): not supported yet" \
+    $MPI -np 2 $RUN --model_name mixtral_tiny --tokenizer byte --max_context_width 32 --cp 2 --router_jitter_noise 0.01
 if [ -x build/fsdpc_emu ]; then
     expect_error "cp on the (emulated) GPU" "context_parallel_degree 2: ring attention runs on the CPU device only" \
         $MPI -np 2 build/fsdpc_emu --device cuda --train_data data/tinyshakespeare.txt ${RUN#./fsdpc} $M --cp 2
@@ -146,6 +150,20 @@ same "--document_masking on a token stream (short documents across every chunk):
 run dwin1 1 --batch_size 4 --packing --sliding_window 6 $D
 run dwin2 4 --batch_size 4 --packing --sliding_window 6 --cp 2 --tp 2 $D
 same "--packing with --sliding_window 6: np=4 tp 2 x cp 2 trains as one rank" dwin1 dwin2
+
+# a mixture of experts: each cp rank routes its own tokens; the router's statistics sum them over
+# every rank (the balance and z losses of the global batch), the loss-bearing count once per cp group
+X="--model_type mixtral --num_experts 4 --router_aux_loss_coef 0.02 --router_z_loss_coef 0.001"
+run moe1 1 --batch_size 4 $X
+run moe2 2 --batch_size 2 --grad_accum 2 --val_batch_size 4 $X --cp 2
+same "Mixtral (router losses on): np=2 cp 2 with grad_accum 2 (the statistics collected over the step) trains as one rank" moe1 moe2
+run moe4 4 --batch_size 4 $X --cp 4 --ep 2
+same "Mixtral: np=4 cp 4 x ep 2 (the experts split over a cp group) trains as one rank" moe1 moe4
+run moetp 4 --batch_size 4 $X --cp 2 --tp 2
+same "Mixtral: np=4 tp 2 x cp 2 trains as one rank" moe1 moetp
+run moem1 1 --batch_size 8 $X $D
+run moem4 4 --batch_size 4 $X --cp 2 --ep 2 $D
+same "Mixtral with masked labels: np=4 cp 2 x ep 2 (2 cp groups; the router counts loss-bearing tokens) trains as one rank" moem1 moem4
 
 # ---- the whole-sequence attention scratch (per thread, T x T) is not held under cp: the ring never reads it ----
 acts_at() {  # acts_at THREADS: the tracked activations (MiB) of a cp 2 step on 4096-token rows
