@@ -32,10 +32,20 @@ int log_end_claim(void) {
 
 static int log_silenced(void) { return atomic_load(&said) && !ending_mine; }
 
+// The error is one line whatever it quotes: a control character in a path, a flag's value or a
+// file's text (a newline, a terminal escape) is written as its C escape.
 void log_error(const char *msg) {
     if (log_silenced()) return;
     if (ending_mine) atomic_store(&said, 1);
-    fprintf(stderr, "fsdpc: error: %s\n", msg);
+    fputs("fsdpc: error: ", stderr);
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
+        if (*p >= 0x20 && *p != 0x7f) fputc(*p, stderr);
+        else if (*p == '\n') fputs("\\n", stderr);
+        else if (*p == '\t') fputs("\\t", stderr);
+        else if (*p == '\r') fputs("\\r", stderr);
+        else fprintf(stderr, "\\x%02x", *p);
+    }
+    fputc('\n', stderr);
     fflush(stderr);
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -122,4 +123,47 @@ int path_mkdirs(const char *dir, char *err, size_t errlen) {
     }
     free(path);
     return rc;
+}
+
+// The maps path_map_read made: a slot is claimed by a compare-and-swap on `used` and filled before
+// `ready` is set, so the SIGBUS handler (path_mapped_name) reads only whole slots. Maps beyond the
+// table still work; a fault in one is then a crash without the file's name.
+enum { MAPS = 8192 };
+static struct {
+    int used, ready;
+    const char *start;
+    size_t len;
+    char *name;
+} maps[MAPS];
+
+void *path_map_read(int fd, size_t len, long long off, const char *path) {
+    void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, (off_t)off);
+    if (p == MAP_FAILED) return p;
+    for (int i = 0; i < MAPS; i++) {
+        int free_slot = 0;
+        if (!__atomic_compare_exchange_n(&maps[i].used, &free_slot, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) continue;
+        maps[i].start = p, maps[i].len = len, maps[i].name = path_dup(path);
+        __atomic_store_n(&maps[i].ready, 1, __ATOMIC_RELEASE);
+        break;
+    }
+    return p;
+}
+
+void path_unmap(void *p, size_t len) {
+    for (int i = 0; i < MAPS; i++)
+        if (__atomic_load_n(&maps[i].ready, __ATOMIC_ACQUIRE) && maps[i].start == p) {
+            __atomic_store_n(&maps[i].ready, 0, __ATOMIC_RELEASE);
+            free(maps[i].name);
+            __atomic_store_n(&maps[i].used, 0, __ATOMIC_RELEASE);
+            break;
+        }
+    munmap(p, len);
+}
+
+const char *path_mapped_name(const void *addr) {
+    const char *a = addr;
+    for (int i = 0; i < MAPS; i++)
+        if (__atomic_load_n(&maps[i].ready, __ATOMIC_ACQUIRE) && a >= maps[i].start && a < maps[i].start + maps[i].len)
+            return maps[i].name;
+    return NULL;
 }

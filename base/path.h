@@ -44,5 +44,14 @@ const char *path_strerror(int err);
 const char *path_show(const char *p);
 // mkdir -p: 0, or -1 with the line naming the part that could not be made (or is not a folder)
 int path_mkdirs(const char *dir, char *err, size_t errlen);
+// Read-only maps of input files (mmap PROT_READ, MAP_PRIVATE, of len bytes at off of fd), kept in a
+// table with the file's name: a file that shrinks under its map (another program truncating or
+// rewriting it in place) raises SIGBUS on the next read, and the handler names the file by the
+// faulting address (path_mapped_name) instead of crashing. MAP_FAILED with errno set on failure;
+// path_unmap releases one (p as returned, len as given).
+void *path_map_read(int fd, size_t len, long long off, const char *path);
+void path_unmap(void *p, size_t len);
+// The name of the registered map holding addr, or NULL; safe in a signal handler.
+const char *path_mapped_name(const void *addr);
 
 #endif

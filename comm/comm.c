@@ -260,6 +260,16 @@ static size_t stop_append(char *buf, size_t n, size_t cap, const char *s) {
     return n;
 }
 
+// stop_append with control characters as \xNN, as log_error writes them (a path in a line)
+static size_t stop_append_escaped(char *buf, size_t n, size_t cap, const char *s) {
+    static const char hex[] = "0123456789abcdef";
+    for (const unsigned char *p = (const unsigned char *)s; *p && n + 5 < cap; p++) {
+        if (*p >= 0x20 && *p != 0x7f) buf[n++] = (char)*p;
+        else buf[n++] = '\\', buf[n++] = 'x', buf[n++] = hex[*p >> 4], buf[n++] = hex[*p & 15];
+    }
+    return n;
+}
+
 // The end of an immediate stop: the registered files removed, rank 0's line "Stopped by signal N
 // (SIG...) during <phase>: <what>" and status 75. From the handler, or from the stop watchdog.
 static void __attribute__((noreturn)) stop_exit(int sig, const char *what) {
@@ -297,7 +307,45 @@ static void on_stop(int sig) {
     stop_exit(sig, ": nothing partial left; exiting with status 75\n");
 }
 
+// A read of a mapped input whose file got shorter under its map (base/path.h path_map_read): one
+// error line naming the file, and the job ends as on any one rank's error. Any other SIGBUS stays
+// the crash it is (the default action, on the faulting instruction's retry).
+static void on_bus(int sig, siginfo_t *si, void *ctx) {
+    (void)ctx;
+    const char *name = path_mapped_name(si->si_addr);
+    if (!name) {
+        signal(sig, SIG_DFL);
+        return;
+    }
+    char line[PATH_MAX + 512], num[12];
+    int k = (int)sizeof num - 1, v = comm_info.rank;
+    num[k] = 0;
+    do num[--k] = (char)('0' + v % 10);
+    while ((v /= 10) && k > 0);
+    size_t n = stop_append(line, 0, sizeof line, "fsdpc: error: '");
+    n = stop_append_escaped(line, n, sizeof line, name);
+    n = stop_append(line, n, sizeof line, "' got shorter while it was being read (another program truncated or rewrote it "
+                                          "in place): restore it (a data cache part: remove its cache folder to rebuild it) "
+                                          "and resume from the last checkpoint");
+    if (comm_info.world > 1) {
+        n = stop_append(line, n, sizeof line, " (rank ");
+        n = stop_append(line, n, sizeof line, num + k);
+        n = stop_append(line, n, sizeof line, ")");
+    }
+    n = stop_append(line, n, sizeof line, "\n");
+    ssize_t w = write(STDERR_FILENO, line, n);
+    (void)w;
+    stop_silent = 1;  // the launcher's SIGTERM to the others adds no stop line after the error
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (inited && comm_info.world > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1);
+}
+
 static void stop_signals_install(void) {
+    struct sigaction bus = {.sa_sigaction = on_bus, .sa_flags = SA_SIGINFO};
+    sigemptyset(&bus.sa_mask);
+    sigaction(SIGBUS, &bus, NULL);
     struct sigaction sa = {.sa_handler = on_stop};
     sigemptyset(&sa.sa_mask);  // one handler at a time: a second signal waits for the first's exit
     for (size_t i = 0; i < sizeof stop_sigs / sizeof *stop_sigs; i++) sigaddset(&sa.sa_mask, stop_sigs[i]);

@@ -64,6 +64,7 @@ typedef struct {
     // (--document_masking): attention and positions restart at each document, and the target that
     // would cross into the next document bears no loss.
     int rows, doc_mask;
+    int open_files, hand;  // data_file_fd's: files with descriptors open, and where eviction looks next
 } Dataset;
 
 // A data spec resolved to the files of one split, once: what the run notes as its inputs before
@@ -112,6 +113,12 @@ typedef struct {
 #define DATA_STOPPED (-2)
 int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_begin, double frac_end, char *err, size_t errlen);
 void data_open_synthetic(Dataset *d, int T, int vocab);
+// The open descriptor of file f of d (its labels' with labels): a dataset keeps at most
+// DATA_OPEN_FILES files open, so one of thousands of files is opened again when read, and a file
+// whose name now leads elsewhere (replaced, or another size) is an error. -1 with err set. Called
+// by the one thread that reads d.
+#define DATA_OPEN_FILES 64
+int data_file_fd(const Dataset *d, const TokenFile *f, int labels, char *err, size_t errlen);
 // The largest vocabulary the HDF5 files of a resolved spec record (data/format/h5data.h), 0 when
 // none does; *file names the file it came from. Resolution problems are data_open's to report.
 int data_recorded_vocab(const DataFiles *f, char *file, size_t filelen);

@@ -70,7 +70,9 @@ int cmd_tokenize(void *args) {
     if (strcmp(tok_path(t), "byte")) io_input(tok_path(t), "--tokenizer");
     comm_check_all(comm_info.rank == 0 ? io_output("/dev/stdout", "standard output") : NULL);
     comm_check_all(comm_info.rank == 0 ? io_stdout_open() : NULL);
-    // stdin reaches rank 0 only; the others wait to share its outcome
+    // stdin reaches rank 0 only; the others wait to share its outcome, for as long as the stream
+    // lasts (a pipe from a long job, a terminal): no collective timeout while it is read
+    comm_set_collective_timeout(0);
     char why[1024];
     const char *fail = NULL;
     unsigned long lines = 0;

@@ -79,6 +79,9 @@ static const char *apply_preset(void *dst, const char *name) {
     return err_text(msg, sizeof msg, "--model_name '%s' is not a preset (%s)", name, family_preset_names());
 }
 
+// --model_type mistral: the Llama family as MistralConfig builds it (mistral_defaults)
+static int type_mistral;
+
 // --model_type: a family's model_type; the recipes' names of models fsdpc does not build are
 // refused with what they are
 static const char *set_model_type(void *dst, const char *v) {
@@ -91,6 +94,8 @@ static const char *set_model_type(void *dst, const char *v) {
     }
     const char *name = strcmp(v, "gpt2") || !family_find("mingpt") ? v : "mingpt";  // SMP's gpt2: minGPT builds GPT-2
     if (!strcmp(v, "mistral_8x7b")) name = "mixtral";  // the recipes' other name of it
+    type_mistral = !strcmp(v, "mistral");
+    if (type_mistral) name = "llama_v2";
     if (!family_find(name) || strlen(name) >= sizeof ((Config *)0)->model.model_type) {
         return err_text(msg, sizeof msg, "--model_type must be one of %s, got '%.60s'", family_names("|", 0), v);
     }
@@ -153,7 +158,7 @@ static const CliFlag flags[] = {
     {.name = "model_name", .kind = CLI_CALL, AT(model.model_name), STRLEN(model.model_name), .call = apply_preset, .first = 1,
      .group = G_MODEL, .arg = "NAME", .help = "a preset's sizes (tiny, llama2_7b, gpt2, ...), which size flags override"},
     {.name = "model_type", .kind = CLI_CALL, AT(model.model_type), STRLEN(model.model_type), .call = set_model_type,
-     .choices = model_type_names, .group = G_MODEL, .arg = "NAME", .help = "the family (SMP's gpt2 is mingpt)"},
+     .choices = model_type_names, .group = G_MODEL, .arg = "NAME", .help = "the family (SMP's gpt2 is mingpt; mistral is llama_v2 with MistralConfig's window and epsilon)"},
     I("hidden_width", model.hidden_width, G_MODEL, "model width", CLI_ALIASES("embed_size")),
     I("num_layers", model.num_layers, G_MODEL, "transformer blocks"),
     I("num_heads", model.num_heads, G_MODEL, "attention heads"),
@@ -163,6 +168,8 @@ static const CliFlag flags[] = {
     I("max_context_width", model.max_context_width, G_MODEL, "context length in tokens", CLI_ALIASES("seq_len", "seq_length")),
     I("vocab_size", model.vocab_size, G_MODEL, "vocabulary (the tokenizer's unless given or a preset's)"),
     FL("rope_theta", model.rope_theta, G_MODEL, "RoPE base (the families with rotary positions)", CLI_ALIASES("rotary_emb_base"), .range = "(0, 1e12]"),
+    FL("norm_eps", model.norm_eps, G_MODEL, "the norms' epsilon (Llama-2's and GPT's 1e-5; MistralConfig's 1e-6)",
+       CLI_ALIASES("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon"), .range = "(0, 1]"),
     FL("rotary_pct", model.rotary_pct, G_MODEL, "share of each head's dimensions RoPE rotates (GPT-NeoX: 0.25 unless given; the others rotate all)"),
     B("tie_word_embeddings", model.tie_word_embeddings, G_MODEL, "lm_head is the embedding, one tensor (Llama only; Llama-3.2's)"),
     E("hidden_act", model.hidden_act, config_hidden_acts, G_MODEL,
@@ -378,10 +385,11 @@ static void defaults(void *dst) {
     Config *c = dst;
     family_choices();  // before parsing, and before --help prints the choices
     memset(c, 0, sizeof *c);
+    type_mistral = 0;
     ModelConfig *m = &c->model;
     config_preset(m, "tiny");  // the default model, and its family (rope_theta and scaling too)
     m->rotary_pct = 1.0f;
-    m->norm_eps = 1e-5f;
+    m->norm_eps = 1e-6f;
     m->initializer_range = 0.02f;
     m->lora_alpha = 8.0f;  // PEFT's LoraConfig default
     c->shard.sharding = SHARD_FULL;
@@ -656,7 +664,7 @@ void flags_adopt_model(Config *c, const ModelConfig *src, unsigned known, const 
         {MODEL_VOCAB, "vocab_size", offsetof(ModelConfig, vocab_size), 0, 1, NULL},
         {MODEL_CONTEXT, "max_context_width", offsetof(ModelConfig, max_context_width), 0, 0, NULL},
         {MODEL_ROPE_THETA, "rope_theta", offsetof(ModelConfig, rope_theta), 1, 0, NULL},
-        {MODEL_NORM_EPS, NULL, offsetof(ModelConfig, norm_eps), 1, 0, NULL},
+        {MODEL_NORM_EPS, "norm_eps", offsetof(ModelConfig, norm_eps), 1, 0, NULL},
         {MODEL_ROTARY_PCT, "rotary_pct", offsetof(ModelConfig, rotary_pct), 1, 0, NULL},
         {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_scaling_factor), 1, 0, NULL},
         {MODEL_ROPE_SCALING, NULL, offsetof(ModelConfig, rope_low_freq_factor), 1, 0, NULL},
@@ -865,7 +873,7 @@ static void take_recipe(Config *c) {
     snprintf(head, sizeof head, "recipe: %s%s%s%s; the defaults taken from it (--recipe_defaults none: fsdpc's own):", recipe_name(r),
              used[0] ? " (its flags " : " (--recipe_defaults)", used, used[0] ? ")" : "");
     memcpy(c->recipe.recipe_line, head, strlen(head) < sizeof c->recipe.recipe_line ? strlen(head) + 1 : sizeof c->recipe.recipe_line);
-    recipe_each_default(r, c->model.model_type, flags_given, c, take_default, c);
+    recipe_each_default(r, c->model.model_type, type_mistral ? "mistral" : NULL, flags_given, c, take_default, c);
     // a rate the line gives below the recipe's floor: the floor follows it (as AnnealingLR's max does)
     if (took_from_recipe("min_lr") && c->optim.min_lr > c->optim.lr) c->optim.min_lr = c->optim.lr;
     if (recipe_no_data(r)) snprintf(c->recipe.recipe_no_data, sizeof c->recipe.recipe_no_data, "%s", recipe_no_data(r));
@@ -905,6 +913,22 @@ static void smp_expert_flags(Config *c) {
              "SMP's Mixtral settings: %s has a dense MLP, they have no effect", n ? "\n" : "", c->model.model_type);
 }
 
+// --model_type mistral without a preset: MistralConfig's window (4096) and RMSNorm epsilon (1e-6)
+// where neither the line nor its recipe (10.FSDP's and SMP's scripts build MistralConfig with their
+// own) gave them, said in one line
+static void mistral_defaults(Config *c) {
+    ModelConfig *m = &c->model;
+    if (!type_mistral || flags_given(c, "model_name") || took_from_recipe("model_name")) return;
+    if (!flags_given(c, "sliding_window") && !took_from_recipe("sliding_window")) m->sliding_window = 4096;
+    if (!flags_given(c, "norm_eps") && !took_from_recipe("norm_eps")) m->norm_eps = 1e-6f;
+    char window[32] = "none (the whole context)";
+    if (m->sliding_window) snprintf(window, sizeof window, "%d", m->sliding_window);
+    size_t n = strlen(c->recipe.recipe_note);
+    snprintf(c->recipe.recipe_note + n, sizeof c->recipe.recipe_note - n,
+             "%s--model_type mistral: the Llama family as MistralConfig builds it, sliding window %s and RMSNorm epsilon %g",
+             n ? "\n" : "", window, (double)m->norm_eps);
+}
+
 int flags_parse(Config *c, int argc, char **argv) {
     char err[2048];
     int rc = cli_parse(&flags_cli, c, argc, argv, err, sizeof err);
@@ -916,6 +940,7 @@ int flags_parse(Config *c, int argc, char **argv) {
 
 void flags_finish(Config *c) {
     take_recipe(c);
+    mistral_defaults(c);
     smp_expert_flags(c);
     family_pending = (c->ckpt.resume_from_checkpoint[0] || c->ckpt.init_from[0] || c->ckpt.pretrained_model_name[0]) &&
                      !flags_given(c, "model_type") && !flags_given(c, "model_name");

@@ -73,12 +73,49 @@ static const char *metrics_file_problem(Run *r, const char *path) {
              "to only when it holds metrics lines or is empty; give another path, or remove the file", path_show(path), bad);
 }
 
+// The folders this process made (make_folder), each with the length of its deepest ancestor that
+// was there before: at exit each is removed up to that ancestor while empty, so a run refused or
+// stopped before it wrote anything there leaves no empty folder behind.
+enum { MADE_MAX = 3 };
+static struct {
+    char *path;
+    size_t kept;
+} made[MADE_MAX];
+static int nmade;
+
+static void remove_empty_made(void) {
+    for (int i = nmade - 1; i >= 0; i--) {  // the last made first: an earlier one may hold it
+        char *p = made[i].path;
+        for (size_t n = strlen(p); n > made[i].kept && rmdir(p) == 0;) {
+            while (n > made[i].kept && p[n - 1] != '/') n--;  // up to the parent
+            while (n > made[i].kept && p[n - 1] == '/') n--;
+            p[n] = 0;
+        }
+    }
+}
+
+static void note_made(const char *path) {
+    size_t kept = strlen(path);
+    char *p = path_dup(path);
+    struct stat st;
+    while (kept > 0 && stat(p, &st) != 0) {  // the part of the path already there
+        while (kept > 0 && p[kept - 1] != '/') kept--;
+        while (kept > 1 && p[kept - 1] == '/') kept--;
+        p[kept] = 0;
+    }
+    free(p);
+    if (kept == strlen(path) || nmade == MADE_MAX) return;
+    if (!nmade) atexit(remove_empty_made);
+    made[nmade].path = path_dup(path), made[nmade++].kept = kept;
+}
+
 // Makes the folder `path` (with its parents) that `flag` names: NULL, or the error line.
 static const char *make_folder(const char *path, const char *flag) {
     static char err[1400];
     const char *e = comm_folder_problem(path, flag);
     if (e) return snprintf(err, sizeof err, "%s: give a folder (it is made when missing)", e), err;
     char why[1200];
+    note_made(path);
     if (path_mkdirs(path, why, sizeof why)) return snprintf(err, sizeof err, "%s: %s", flag, why), err;
     if (access(path, W_OK | X_OK) != 0)
         return snprintf(err, sizeof err, "cannot write to %s '%s': %s", flag, path_show(path), comm_path_error(path, errno)), err;
@@ -152,12 +189,15 @@ void outputs_open(Run *r) {
     if (!e && comm_info.rank == 0 && c->run.tensorboard_dir[0]) e = make_folder(c->run.tensorboard_dir, "--tensorboard_dir");
     if (!e && comm_info.rank == 0 && c->run.tensorboard_dir[0]) e = lock_output(r, c->run.tensorboard_dir, 1, "--tensorboard_dir", "TensorBoard events");
     if (!e && comm_info.rank == 0 && c->run.tensorboard_dir[0] && !(r->tb = tboard_open(c->run.tensorboard_dir, err, sizeof err))) e = err;
-    // each rank writes its own --trace_dir file, so each makes the folder (it may be a node's own)
-    if (!e && c->run.trace_dir[0]) e = make_folder(c->run.trace_dir, "--trace_dir");
+    if (!e && comm_info.rank == 0 && c->run.trace_dir[0]) e = make_folder(c->run.trace_dir, "--trace_dir");
     if (!e && comm_info.rank == 0 && c->run.trace_dir[0]) e = lock_output(r, c->run.trace_dir, 1, "--trace_dir", "traces");
     if (!e && comm_info.rank == 0 && c->run.trace_file[0] && !comm_output_path_problem(c->run.trace_file, "--trace_file", 1))
         e = lock_output(r, c->run.trace_file, 0, "--trace_file", "a trace");  // trace_open names what is wrong with the path
     comm_check_all(e);
+    // each rank writes its own --trace_dir file, so each makes the folder where it is missing (a
+    // node's own), after rank 0: a folder rank 0 made is then its alone to remove at exit
+    if (comm_info.rank != 0 && c->run.trace_dir[0]) comm_check_all(make_folder(c->run.trace_dir, "--trace_dir"));
+    else if (c->run.trace_dir[0]) comm_check_all(NULL);
 }
 
 // Before the model is built, rank 0 claims --checkpoint_dir for this run (ckpt_claim_dir): a

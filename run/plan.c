@@ -509,9 +509,11 @@ static void print_json(const PlanFigures *f, const char *device) {
     int B = cfg->optim.batch_size, T = m->max_context_width, M = cfg->optim.grad_accum, L = m->num_layers;
     printf("{\"model\": {\"model_type\": \"%s\", \"model_name\": \"%s\", \"num_params\": %zu, \"active_params\": %.0f, "
            "\"hidden_width\": %d, \"num_layers\": %d, \"num_heads\": %d, \"num_key_value_heads\": %d, \"intermediate_size\": %d, "
-           "\"max_context_width\": %d, \"vocab_size\": %d, \"rope_theta\": %g, \"num_experts\": %d, \"num_experts_per_tok\": %d}, ",
+           "\"max_context_width\": %d, \"vocab_size\": %d, \"rope_theta\": %g, \"norm_eps\": %g, \"sliding_window\": %d, "
+           "\"num_experts\": %d, \"num_experts_per_tok\": %d}, ",
            m->model_type, m->model_name, f->plan.num_params, active_params(f), m->hidden_width, L, m->num_heads,
-           m->num_key_value_heads, m->intermediate_size, T, m->vocab_size, (double)m->rope_theta, m->num_experts,
+           m->num_key_value_heads, m->intermediate_size, T, m->vocab_size, (double)m->rope_theta, (double)m->norm_eps,
+           m->sliding_window, m->num_experts,
            m->num_experts ? m->num_experts_per_tok : 0);
     printf("\"recipe\": \"%s\", \"lr\": %g, \"max_steps\": %d, \"train_data\": \"%s\", ",
            cli_choice_name(recipe_choices, recipe_chosen()), (double)cfg->optim.lr, cfg->optim.max_steps, cfg->data.train_data);

@@ -29,6 +29,7 @@ struct Recipe {
 #define NEOX .family = "gpt_neox"
 #define MINGPT .family = "mingpt"
 #define MIXTRAL .family = "mixtral"
+#define MISTRAL .family = "mistral"  // --model_type mistral: the Llama family as MistralConfig builds it
 
 // 10.FSDP (3.test_cases/10.FSDP, now pytorch/FSDP): model_utils/arguments.py and train_utils.py's
 // get_model_config. Its dropout flags are read but never reach the model (dropout 0); its data is
@@ -41,6 +42,7 @@ static const RecipeDefault fsdp10_defaults[] = {
     D("hidden_width", "768"), D("num_layers", "12"), D("num_heads", "12"), D("max_context_width", "4096"),
     D("vocab_size", "50432"), D("intermediate_size", "11008", LLAMA), D("intermediate_size", "11008", MIXTRAL),
     D("initializer_range", "0.02"), D("rotary_pct", "0.25", NEOX), D("rope_theta", "10000", NEOX),
+    D("sliding_window", "4096", MISTRAL), D("norm_eps", "1e-05", MISTRAL),
     D("batch_size", "2"), D("val_batch_size", "4"), D("max_steps", "5000"), D("seed", "12345"), D("precision", "bf16"),
     D("grad_clip", "1.0"), D("weight_decay", "0.2"), D("beta1", "0.9"), D("beta2", "0.95"), D("activation_checkpoints", "1"),
     D("logging_freq", "1"), D("lr", "0.0001"), D("lr_decay_style", "cosine"), D("min_lr", "1e-05"), D("warmup", "0.0032"),
@@ -69,6 +71,7 @@ static const RecipeDefault smp_defaults[] = {
     D("hidden_width", "768"), D("num_layers", "12"), D("num_heads", "12"), D("max_context_width", "2048"),
     D("vocab_size", "50432"), D("intermediate_size", "11008", LLAMA), D("intermediate_size", "14336", MIXTRAL),
     D("initializer_range", "0.02"), D("rotary_pct", "0.25", NEOX), D("rope_theta", "10000", NEOX), D("dropout", "0.1", MINGPT),
+    D("sliding_window", "None", MISTRAL), D("norm_eps", "1e-06", MISTRAL),
     D("batch_size", "2"), D("val_batch_size", "4"), D("max_steps", "5000"), D("seed", "12345"), D("precision", "bf16"),
     D("reduce_dtype", "bf16"), D("grad_clip", "1.0"), D("weight_decay", "0.2"), D("beta1", "0.9"), D("beta2", "0.95"),
     D("activation_checkpoints", "1"), D("logging_freq", "1"), D("lr", "0.0001"), D("lr_decay_style", "cosine"),
@@ -218,10 +221,10 @@ const Recipe *recipe_find(int choice, int (*given)(const Config *c, const char *
     return NULL;
 }
 
-void recipe_each_default(const Recipe *r, const char *model_type, int (*given)(const Config *c, const char *flag),
+void recipe_each_default(const Recipe *r, const char *model_type, const char *variant, int (*given)(const Config *c, const char *flag),
                          const Config *c, void (*set)(const char *flag, const char *value, void *ctx), void *ctx) {
     for (const RecipeDefault *d = r->defaults; d->flag; d++) {
-        if (d->family && strcmp(d->family, model_type)) continue;
+        if (d->family && strcmp(d->family, model_type) && (!variant || strcmp(d->family, variant))) continue;
         if ((d->when && !given(c, d->when)) || (d->unless && given(c, d->unless))) continue;
         const char *v = d->env ? getenv(d->env) : d->value;
         if (v && *v) set(d->flag, v, ctx);

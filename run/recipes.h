@@ -36,8 +36,9 @@ const char *recipe_differs(const Recipe *r);
 int recipe_rotary_neox_only(const Recipe *r);
 // Calls set(flag, value, ctx) for each of r's defaults whose conditions hold: given(c, flag) says
 // whether c's command line set a flag, and family-specific ones apply when the string at
-// model_type, read again before each (the first default settles the family), names that family.
-void recipe_each_default(const Recipe *r, const char *model_type, int (*given)(const Config *c, const char *flag),
+// model_type, read again before each (the first default settles the family), names that family, or
+// variant (NULL: none) names the model of that family the command line chose ("mistral").
+void recipe_each_default(const Recipe *r, const char *model_type, const char *variant, int (*given)(const Config *c, const char *flag),
                          const Config *c, void (*set)(const char *flag, const char *value, void *ctx), void *ctx);
 // What the recipe's script would train from c that fsdpc cannot, as one line (refused rather than
 // trained otherwise), or NULL.

@@ -18,7 +18,15 @@ struct TBoard {
     FILE *f;
     char *path;  // heap
     char *what;  // "--tensorboard_dir file '<path>'", for io_write_error
+    int scalars;  // none: the file says nothing, and goes at close or exit
 };
+
+// The open file, for the exit of a run refused or stopped before its first scalar: TensorBoard
+// would list it as a run with no data.
+static TBoard *open_tb;
+static void remove_unused(void) {
+    if (open_tb && !open_tb->scalars) unlink(open_tb->path);
+}
 
 // ---- CRC-32C, TFRecord's checksum: reflected polynomial 0x82F63B78, one table lookup per byte ----
 
@@ -140,6 +148,8 @@ TBoard *tboard_open(const char *dir, char *err, size_t errlen) {
         tboard_close(tb);
         return NULL;
     }
+    if (!open_tb) atexit(remove_unused);
+    open_tb = tb;
     return tb;
 }
 
@@ -159,6 +169,7 @@ void tboard_scalar(TBoard *tb, const char *tag, int64_t step, double value) {
     size_t n = put_event_head(ev, step);
     n += put_bytes(ev + n, EVENT_SUMMARY, sum, ns);
     put_record(tb, ev, n);
+    tb->scalars++;
 }
 
 const char *tboard_flush(TBoard *tb) { return io_write_error(tb->f, tb->what); }
@@ -168,6 +179,8 @@ const char *tboard_close(TBoard *tb) {
     const char *e = tboard_flush(tb);
     static char msg[1500];
     if (fclose(tb->f) != 0 && !e) e = err_text(msg, sizeof msg, "cannot write %s: %s", tb->what, strerror(errno));
+    if (!tb->scalars) unlink(tb->path);
+    if (tb == open_tb) open_tb = NULL;
     free(tb->path);
     free(tb->what);
     free(tb);

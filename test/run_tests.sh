@@ -65,6 +65,7 @@ suite "prepare: shards from text and JSON Lines" bash test/integration/test_prep
 suite "container: Dockerfile installs through run/install-deps.sh and its build stage runs here; the MPIJob parses, requests GPUs and EFA, and its mpirun line trains" bash test/integration/test_container.sh
 suite "chat tables: chat rows from Arrow and Parquet (list<struct>) as from JSON Lines; bad rows, damaged files" bash test/integration/test_chat_tables.sh
 suite "probes, outputs: outputs that overlap inputs (by file identity) or fail (/dev/full)" bash test/probes/test_probes_outputs.sh
+suite "probes, changing inputs: files cut under a running job (mapped: SIGBUS named; read: shrank), np=2" bash test/probes/test_probes_changing.sh
 suite "probes, messages: a relative tokenizer recorded whole for export elsewhere, a uint64 id named as the file holds it" bash test/probes/test_probes_messages.sh
 suite "probes, crafted: checkpoints whose tensors or groups are soft or external links, or whose data lives outside the file" bash test/probes/test_probes_crafted.sh
 suite "probes writers: concurrent writers to one output (prepare, export, metrics, TensorBoard, traces), killed writers' leftovers, runaway shard counts, repeated inputs" bash test/probes/test_probes_writers.sh

@@ -1457,7 +1457,7 @@ static void ar_close(TableReader *t) {
     }
     free(r->dicts);
     free(r->dmsgs);
-    if (r->mapped) munmap((void *)r->p, r->size);
+    if (r->mapped) path_unmap((void *)r->p, r->size);
     ZSTD_freeDCtx(r->zstd);
     LZ4F_freeDecompressionContext(r->lz4);
     free(r->batches);
@@ -1516,7 +1516,7 @@ TableReader *arrow_open(const char *path, char *err, size_t errlen) {
         close(fd);
         return ar_open(NULL, 0, path, 0, err, errlen);
     }
-    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *m = path_map_read(fd, (size_t)st.st_size, 0, path);
     const int e = errno;
     close(fd);
     if (m == MAP_FAILED) {

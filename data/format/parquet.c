@@ -1469,7 +1469,7 @@ static int col_next_structs(PqCol *c) {
 }
 
 static void col_unmap(PqCol *c) {
-    if (c->map) munmap(c->map, c->map_len);
+    if (c->map) path_unmap(c->map, c->map_len);
     c->map = NULL;
     c->open = 0;
 }
@@ -1493,7 +1493,7 @@ static int col_open(PqCol *c, size_t rg) {
         long pg = sysconf(_SC_PAGESIZE);
         int64_t a = start - start % (pg > 0 ? pg : 4096);
         c->map_len = len + (size_t)(start - a);
-        c->map = len ? mmap(NULL, c->map_len, PROT_READ, MAP_PRIVATE, r->fd, a) : NULL;
+        c->map = len ? path_map_read(r->fd, c->map_len, a, r->path) : NULL;
         c->released = 0;
         if (c->map == MAP_FAILED) {
             // where mmap is refused: read it

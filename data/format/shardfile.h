@@ -44,7 +44,12 @@ typedef struct {
     const uint64_t *idx;
     uint64_t nidx;
     size_t idx_bytes;  // the mapping's length
-    int lab_fd;        // finetuning rows: the labels beside the tokens (-1: none)
+    int lab_fd;        // finetuning rows: the labels beside the tokens (-1: none, or closed)
+    // fd and lab_fd may be closed to keep a dataset of many files under the open-file limit
+    // (data_file_fd opens them again): the labels' name, and the identity both had when first read
+    char *lab_path;    // NULL: no labels
+    uint64_t dev, ino, lab_dev, lab_ino;
+    int64_t bytes, lab_bytes;
 } TokenFile;
 
 // The format of a data file from its first bytes (got of them, at most LLMC_HEADER_BYTES) and its

@@ -72,7 +72,7 @@ static int open_side_files(TokenFile *f, uint64_t ntok, char *path, size_t n, ch
         close(fd);
         return err_set(err, errlen, "data cache index '%s' is damaged (remove the cache folder to rebuild it)", path);
     }
-    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    void *m = path_map_read(fd, (size_t)st.st_size, 0, path);
     close(fd);
     if (m == MAP_FAILED) return err_set(err, errlen, "cannot map '%s': %s", path, strerror(errno));
     f->idx = (const uint64_t *)((const unsigned char *)m + TOKFILE_HEADER_BYTES);
@@ -87,6 +87,7 @@ static int open_side_files(TokenFile *f, uint64_t ntok, char *path, size_t n, ch
     f->lab_fd = path_open_read(path);
     if (f->lab_fd >= 0 && (fstat(f->lab_fd, &st) != 0 || (uint64_t)st.st_size != TOKFILE_HEADER_BYTES + 4 * ntok))
         return err_set(err, errlen, "data cache labels '%s' do not match their tokens (remove the cache folder to rebuild it)", path);
+    if (f->lab_fd >= 0) f->lab_path = path_dup(path), f->lab_dev = st.st_dev, f->lab_ino = st.st_ino, f->lab_bytes = st.st_size;
     return 0;
 }
 
@@ -243,7 +244,15 @@ int data_open(Dataset *d, const DataSource *src, int T, int vocab, double frac_b
         if (!S_ISREG(st.st_mode))
             FAIL("data file '%s' is not a regular file (a FIFO, device or directory cannot be sampled)", f->path);
         if (probe(f, (uint64_t)st.st_size, &ntok, err, errlen) || open_index(f, ntok, err, errlen)) goto fail;
-        int rows = f->lab_fd >= 0;
+        f->dev = st.st_dev, f->ino = st.st_ino, f->bytes = st.st_size;
+        int rows = f->lab_path != NULL;
+        if (i >= DATA_OPEN_FILES) {  // read again when sampled (data_file_fd)
+            close(f->fd);
+            if (f->lab_fd >= 0) close(f->lab_fd);
+            f->fd = f->lab_fd = -1;
+        } else {
+            d->open_files++;
+        }
         if (i == 0) d->rows = rows;
         else if (rows != d->rows) FAIL("%s '%s' mixes finetuning rows and plain documents", src->label, spec);
         if (src->document_masking && !f->idx)
@@ -340,13 +349,56 @@ void data_open_synthetic(Dataset *d, int T, int vocab) {
     d->vocab = vocab;
 }
 
+// Opens path again for data_file_fd: its descriptor, or -1 with err set when it cannot be opened or
+// is no longer the file first read (another inode, or another size).
+static int reopen(const char *path, uint64_t dev, uint64_t ino, int64_t bytes, char *err, size_t errlen) {
+    int fd = path_open_read(path);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        return err_set(err, errlen, "cannot open data file '%s' again: %s", path, path_strerror(e));
+    }
+    if ((uint64_t)st.st_dev != dev || (uint64_t)st.st_ino != ino || (int64_t)st.st_size != bytes) {
+        close(fd);
+        return err_set(err, errlen, "data file '%s' changed while the run read it (%s): restore it, or start the run "
+                        "again on the data as it is now", path, (int64_t)st.st_size != bytes ? "its size differs" : "another file has its name");
+    }
+    return fd;
+}
+
+int data_file_fd(const Dataset *d, const TokenFile *f, int labels, char *err, size_t errlen) {
+    if (f->fd >= 0) return labels ? f->lab_fd : f->fd;
+    // the descriptors are the one part of a dataset its reader changes
+    Dataset *m = (Dataset *)d;
+    TokenFile *w = (TokenFile *)f;
+    while (m->open_files >= DATA_OPEN_FILES) {  // close the next open file after the hand (never f: it is closed)
+        TokenFile *v = &m->files[m->hand];
+        m->hand = (m->hand + 1) % m->nfiles;
+        if (v->fd < 0) continue;
+        close(v->fd);
+        if (v->lab_fd >= 0) close(v->lab_fd);
+        v->fd = v->lab_fd = -1;
+        m->open_files--;
+    }
+    w->fd = reopen(f->path, f->dev, f->ino, f->bytes, err, errlen);
+    if (w->fd < 0) return -1;
+    if (f->lab_path && (w->lab_fd = reopen(f->lab_path, f->lab_dev, f->lab_ino, f->lab_bytes, err, errlen)) < 0) {
+        close(w->fd);
+        return w->fd = -1;
+    }
+    m->open_files++;
+    return labels ? f->lab_fd : f->fd;
+}
+
 void data_free(Dataset *d) {
     for (int i = 0; i < d->nfiles; i++) {
         TokenFile *f = &d->files[i];
         free((char *)f->path);
-        close(f->fd);
+        free(f->lab_path);
+        if (f->fd >= 0) close(f->fd);
         if (f->lab_fd >= 0) close(f->lab_fd);
-        if (f->idx) munmap((void *)((const unsigned char *)f->idx - TOKFILE_HEADER_BYTES), f->idx_bytes);
+        if (f->idx) path_unmap((void *)((const unsigned char *)f->idx - TOKFILE_HEADER_BYTES), f->idx_bytes);
     }
     free(d->files);
     free(d->chunk_start);

@@ -46,12 +46,16 @@ static uint64_t token_at(const TokenFile *f, const unsigned char *raw, int t) {
     return v;
 }
 
-// Reads n bytes at off of f into raw, retrying short reads; 0, or -1 with err set.
-static int read_exact(const TokenFile *f, unsigned char *raw, size_t n, off_t off, char *err, size_t errlen) {
+// Reads n bytes at off of f (its labels with labels) into raw, retrying short reads; 0, or -1 with
+// err set.
+static int read_exact(const Dataset *d, const TokenFile *f, int labels, unsigned char *raw, size_t n, off_t off, char *err,
+                      size_t errlen) {
+    int fd = data_file_fd(d, f, labels, err, errlen);
+    if (fd < 0) return -1;
     for (size_t done = 0; done < n;) {
-        ssize_t r = pread(f->fd, raw + done, n - done, off + (off_t)done);
+        ssize_t r = pread(fd, raw + done, n - done, off + (off_t)done);
         if (r <= 0) {
-            snprintf(err, errlen, "cannot read data file '%s' at byte %lld: %s", f->path, (long long)(off + done),
+            snprintf(err, errlen, "cannot read data file '%s' at byte %lld: %s", labels ? f->lab_path : f->path, (long long)(off + done),
                      r < 0 ? strerror(errno) : "file shrank (truncated?)");
             return -1;
         }
@@ -77,7 +81,7 @@ static int read_stream_chunk(const Dataset *d, uint64_t c, int32_t *inp, int32_t
             continue;
         }
         int take = (uint64_t)(d->T + 1 - t) < have ? d->T + 1 - t : (int)have;
-        if (read_exact(f, raw, (size_t)take * f->width, (off_t)(f->header + at * f->width), err, errlen)) return -1;
+        if (read_exact(d, f, 0, raw, (size_t)take * f->width, (off_t)(f->header + at * f->width), err, errlen)) return -1;
         for (int k = 0; k < take; k++) {
             uint64_t v = token_at(f, raw, k);
             if (v >= (uint64_t)d->vocab)
@@ -114,7 +118,7 @@ static int read_chunk(const Dataset *d, uint64_t c, int32_t *inp, int32_t *tgt, 
     const TokenFile *f = &d->files[lo];
     uint64_t k = c - d->chunk_start[lo], row = f->begin + k;  // HDF5: the sample's row
     uint64_t tok = f->row ? row * f->row : f->begin + k * d->T;
-    if (read_exact(f, raw, (size_t)(d->T + 1) * f->width, (off_t)(f->header + tok * f->width), err, errlen)) return -1;
+    if (read_exact(d, f, 0, raw, (size_t)(d->T + 1) * f->width, (off_t)(f->header + tok * f->width), err, errlen)) return -1;
     for (int t = 0; t <= d->T; t++) {
         uint64_t v = token_at(f, raw, t);
         if (v >= (uint64_t)d->vocab) {  // a negative signed id wraps to a huge value: caught too
@@ -189,11 +193,9 @@ static int read_row(const Dataset *d, uint64_t c, int32_t *inp, int32_t *tgt, un
     const TokenFile *f = row_range(d, c, &s, &e);
     uint64_t n = e - s, take = n > (uint64_t)d->T + 1 ? (uint64_t)d->T + 1 : n;
     if (n < 2) return 0;  // nothing to predict: the row adds no position
-    if (read_exact(f, raw, (size_t)take * f->width, (off_t)(f->header + s * f->width), err, errlen)) return -1;
+    if (read_exact(d, f, 0, raw, (size_t)take * f->width, (off_t)(f->header + s * f->width), err, errlen)) return -1;
     unsigned char *lab = raw + (size_t)take * f->width;
-    TokenFile lf = *f;
-    lf.fd = f->lab_fd;
-    if (read_exact(&lf, lab, (size_t)take * 4, (off_t)(TOKFILE_HEADER_BYTES + s * 4), err, errlen)) return -1;
+    if (read_exact(d, f, 1, lab, (size_t)take * 4, (off_t)(TOKFILE_HEADER_BYTES + s * 4), err, errlen)) return -1;
     int len = (int)(take < (uint64_t)d->T ? take : (uint64_t)d->T), bearing = 0;
     for (int t = 0; t < len; t++) {
         uint64_t v = token_at(f, raw, t);

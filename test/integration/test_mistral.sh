@@ -94,3 +94,23 @@ build/test_model --dump "$W/dump" llama_v2 --sliding_window 5 >"$W/dump.log" 2>&
 $PY -c 'import h5py,sys; sys.exit(int(h5py.File(sys.argv[1]).attrs["sliding_window"]) != 5)' "$W/dump/step_00000000.h5"
 check "the parity dump has sliding_window=5" $? "$(tail -c 300 "$W/dump.log")"
 $PY test/ref/parity.py "$W/dump/step_00000000.h5" | sed 's/^\(not \)\{0,1\}ok - /&windowed parity: /'
+
+# --model_type mistral: the Llama family with MistralConfig's window (4096) and RMSNorm epsilon
+# (1e-6): the same run as those two given to llama_v2, and different from llama_v2's own defaults
+./fsdpc --model_type mistral $T --max_steps 2 --checkpoint_freq 0 --metrics_file "$W/mt.jsonl" >/dev/null 2>"$W/mt.log"
+./fsdpc --model_type llama_v2 --sliding_window 4096 --norm_eps 1e-6 $T --max_steps 2 --checkpoint_freq 0 --metrics_file "$W/ml.jsonl" >/dev/null 2>"$W/ml.log"
+./fsdpc --model_type llama_v2 $T --max_steps 2 --checkpoint_freq 0 --metrics_file "$W/m5.jsonl" >/dev/null 2>"$W/m5.log"
+[ -n "$(losses "$W/mt.jsonl")" ] && [ "$(losses "$W/mt.jsonl")" = "$(losses "$W/ml.jsonl")" ] &&
+    [ "$(losses "$W/mt.jsonl")" != "$(losses "$W/m5.jsonl")" ] &&
+    grep -q "^--model_type mistral: the Llama family as MistralConfig builds it, sliding window 4096 and RMSNorm epsilon 1e-06" "$W/mt.log" &&
+    grep -q "model=llama_v2[^ ]* .* window=4096 " "$W/mt.log"
+check "--model_type mistral is llama_v2 with --sliding_window 4096 --norm_eps 1e-6 (MistralConfig's), said in one line" $? \
+    "$(losses "$W/mt.jsonl") / $(losses "$W/ml.jsonl") / $(losses "$W/m5.jsonl") $(grep -m2 -E 'error|mistral' "$W/mt.log")"
+# the epsilon reaches the kernels and the checkpoint: parity with the reference at a large one
+build/test_model --dump "$W/dump_eps" llama_v2 --norm_eps 0.25 >"$W/dump_eps.log" 2>&1
+$PY -c 'import h5py,sys; sys.exit(abs(float(h5py.File(sys.argv[1]).attrs["norm_eps"]) - 0.25) > 1e-9)' "$W/dump_eps/step_00000000.h5"
+check "--norm_eps 0.25 is the checkpoint's norm_eps" $? "$(tail -c 300 "$W/dump_eps.log")"
+$PY test/ref/parity.py "$W/dump_eps/step_00000000.h5" | sed 's/^\(not \)\{0,1\}ok - /&--norm_eps 0.25 parity: /'
+expect_error "a resume with another epsilon" "norm_eps=1e-05 but this run has --norm_eps 1e-06" \
+    ./fsdpc --model_name mistral_tiny --norm_eps 1e-6 $T --max_steps 4 --resume_from_checkpoint "$W/tiny/step_00000003.h5"
+expect_error "--norm_eps 0" "--norm_eps" ./fsdpc --norm_eps 0 $T --max_steps 1

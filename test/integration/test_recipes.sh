@@ -123,7 +123,7 @@ import json, sys
 p = json.load(open(sys.argv[1]))
 got = dict(p["model"], **{k: v for k, v in p.items() if k != "model"})
 def params(f, V, D, L, H, KV, F, T):  # each family's tensors, as its Hugging Face class holds them
-    if f == "llama_v2": return 2 * V * D + L * (D * D * (2 + 2 * KV // H) + 3 * D * F + 2 * D) + D
+    if f == "llama_v2": return 2 * V * D + L * (2 * D * D + 2 * D * (D // H) * KV + 3 * D * F + 2 * D) + D
     if f == "gpt_neox": return 2 * V * D + L * (4 * D * D + 2 * D * F + F + 9 * D) + 2 * D
     return V * D + T * D + L * (4 * D * D + 2 * D * F + F + 9 * D) + 2 * D  # minGPT: lm_head tied, learned positions
 bad = []
@@ -201,6 +201,30 @@ out=$(planned fsdp10_mixtral recipe=fsdp10 model_type=mixtral hidden_width=4096 
     "$W/plan_fsdp10_mixtral.txt"
 check "plan: 10.FSDP's Mixtral list is Mixtral 8x7B (46.7B, 12.9B active, rope_theta 1e6 though it passes GPT-NeoX's rotary flags)" $? \
     "$out $(grep -m2 -E 'error|rotary' "$W/plan_fsdp10_mixtral.txt" | head -c 400)"
+# 10.FSDP's mathstral_7b-training.sbatch (TRAINING_ARGS, its stray ' #' word left out): MistralConfig with the
+# script's RMSNorm epsilon 1e-5 and MistralConfig's own window of 4096 (the script passes none)
+FSDP_MATHSTRAL=(--train_batch_size=1 --val_batch_size=1 --max_steps=5000 --seed=42 --grad_clip=1.0 --weight_decay=0.2
+    --beta1=0.9 --beta2=0.95 --activation_checkpointing=1 --intermediate_size=14336 --num_key_value_heads=8 --logging_freq=1
+    --max_context_width=32768 --vocab_size=32768 --hidden_width=4096 --num_layers=32 --num_heads=32 --resid_pdrop=0.1
+    --embd_pdrop=0.1 --attn_pdrop=0.1 --summary_first_pdrop=0.1 --initializer_range=0.02 --model_type=mistral
+    --rotary_pct=0.25 --rotary_emb_base=10000 --lr=0.0001 --lr_decay_style=cosine --min_lr=1e-5 --warmup=0.0032
+    --plateau=0.0 --dataset=allenai/c4 --tokenizer=mistralai/mathstral-7B-v0.1 --epochs=3
+    --checkpoint_dir=./checkpoints/mathstral-7B --resume_from_checkpoint=./checkpoints/mathstral-7B --checkpoint_freq=50
+    --validation_freq=500 --dataset_config_name=en --limit_all_gathers=1 --sharding_strategy=full --offload_activations=1
+    --train_split=train --val_split=validation)
+out=$(planned fsdp10_mathstral recipe=fsdp10 model_type=llama_v2 hidden_width=4096 num_layers=32 num_heads=32 \
+    num_key_value_heads=8 intermediate_size=14336 max_context_width=32768 vocab_size=32768 num_params=formula \
+    rope_theta=10000 norm_eps=1e-05 sliding_window=4096 lr=0.0001 precision=bf16 train_data=allenai/c4 -- "${FSDP_MATHSTRAL[@]}")
+"$FSDPC" plan "${FSDP_MATHSTRAL[@]}" >"$W/plan_fsdp10_mathstral.txt" 2>&1
+[ -z "$out" ] && grep -q "^--model_type mistral: the Llama family as MistralConfig builds it, sliding window 4096 and RMSNorm epsilon 1e-05" \
+    "$W/plan_fsdp10_mathstral.txt"
+check "plan: 10.FSDP's Mathstral list is Mistral 7B's shape with MistralConfig's window 4096 and the script's epsilon 1e-5" $? \
+    "$out $(grep -m2 -E 'error|mistral' "$W/plan_fsdp10_mathstral.txt" | head -c 400)"
+out=$(planned smp_mistral recipe=smp model_type=llama_v2 norm_eps=1e-06 sliding_window=0 -- --model_type mistral \
+    --hidden_width 4096 --num_layers 32 --num_heads 32 --num_key_value_heads 8 --shard_degree 8 --fp8 0)
+check "plan: SMP's --model_type mistral: its --sliding_window default None and its epsilon 1e-6" $? "$out"
+out=$(planned own_mistral recipe=none model_type=llama_v2 norm_eps=1e-06 sliding_window=4096 -- --model_type mistral)
+check "plan: --model_type mistral without a recipe: MistralConfig's window 4096 and epsilon 1e-6" $? "$out"
 out=$(planned smp_mixtral recipe=smp model_type=mixtral intermediate_size=14336 num_experts=8 num_experts_per_tok=2 rope_theta=1000000.0 \
     -- --model_type mixtral --hidden_width 4096 --num_layers 32 --num_heads 32 --num_key_value_heads 8 --num_local_experts 8 \
     --num_experts_per_tok 2 --shard_degree 8 --fp8 0)

@@ -177,6 +177,18 @@ expect_error "ulimit -n 16 (hard)" "ulimit -n 16 \\(open files\\) is below the [
     bash -c "ulimit -n 16 && exec ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0"
 (ulimit -Sn 16 && exec timeout 60 ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0) >/dev/null 2>"$W/err"
 check "ulimit -Sn 16 under a higher hard limit: raised, the run goes on" $? "$(grep -m1 error "$W/err")"
+# more data files than open files: 1100 text files under ulimit -n 1024 (hard), np=2, with validation
+# on the same folder; the files a dataset keeps open are bounded, the others opened when sampled
+mkdir -p "$W/many"
+/usr/bin/python3 -c '
+import sys
+t = open("data/tinyshakespeare.txt").read()
+for i in range(1100): open(f"{sys.argv[1]}/f{i:05d}.txt", "w").write(t[i * 400:(i + 1) * 400 + 100])' "$W/many"
+(ulimit -n 1024 && exec $MPI -np 2 ./fsdpc $SMALL --train_data "$W/many" --val_data "$W/many" --validation_freq 5 \
+    --validation_batches 20 --max_steps 10 --checkpoint_freq 0 --num_threads 1) >"$W/many.log" 2>&1
+rc=$?
+[ $rc = 0 ] && grep -q "^Batch 10 Loss" "$W/many.log" && grep -q "Validation loss" "$W/many.log"
+check "1100 data files under ulimit -n 1024 (np=2, validation too): trains" $? "(rc=$rc) $(grep -m2 error "$W/many.log")"
 expect_error "ulimit -f 1000 KiB" "ulimit -f 1000 KiB \\(file size\\) is below the 16 MiB that Open MPI's shared-memory files need.*ulimit -f unlimited" \
     bash -c "ulimit -f 1000 && exec ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0"
 expect_error "ulimit -s 64 (hard)" "ulimit -s 64 KiB \\(stack\\) is below the 1024 KiB .*raise it \\(ulimit -s 8192\\)" \

@@ -75,3 +75,21 @@ rm "$W/two/step_00000004.h5"
 $B --train_data "$W/d2.txt" --max_steps 4 --checkpoint_freq 2 --checkpoint_dir "$W/two" --resume_from_checkpoint "$W/two" >"$W/two.log" 2>&1 &&
     grep -q "Resumed from $W/two/step_00000002.h5 at step 2" "$W/two.log" && [ -f "$W/two/step_00000004.h5" ]
 check "with the other run's file moved out, the same command resumes and saves" $? "$(grep -m2 'error\|Resumed' "$W/two.log")"
+
+# control characters in what an error quotes (a path, a flag's value): the error stays one line,
+# each such byte written as its C escape, at np=1 and np=2
+one_line() {  # one_line NAME ESCAPED CMD...: one stderr line starts with "fsdpc: error:", holds ESCAPED, and the
+    local name=$1 want=$2                # stderr has no line that is the quoted text's tail
+    shift 2
+    timeout 60 "$@" >/dev/null 2>"$W/cc.err"
+    local rc=$?
+    [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$(grep -c '^fsdpc: error:' "$W/cc.err")" = 1 ] &&
+        grep '^fsdpc: error:' "$W/cc.err" | grep -qF -- "$want" && ! grep -q '^TAIL' "$W/cc.err" && ! grep -q $'\x1b' "$W/cc.err"
+    check "$name" $? "(rc=$rc) $(head -c 300 "$W/cc.err" | od -c | head -3 | tr '\n' '|')"
+}
+one_line "a newline in --train_data's path: one error line, the newline as \\n" '/no\nTAIL' \
+    ./fsdpc $M --train_data "$W/no"$'\n'"TAIL" --max_steps 1
+one_line "an escape sequence in --tokenizer's path: written as \\x1b" '\x1b[31mTAIL' \
+    ./fsdpc $M --tokenizer "$W/t"$'\x1b'"[31mTAIL" --max_steps 1
+one_line "np=2: a newline in --checkpoint_dir under a file: one error line" '\nTAIL' \
+    $MPI -np 2 ./fsdpc $M --checkpoint_dir /proc/version/x$'\n'TAIL --max_steps 1 --checkpoint_freq 1

@@ -171,5 +171,19 @@ stderr_full "export" ./fsdpc export --checkpoint "$CK" --output "$W/exfull"
 ./fsdpc export --checkpoint "$CK" --output "$W/exout" >/dev/full 2>/dev/null && [ -f "$W/exout/config.json" ] &&
     ./fsdpc prepare --input "$W/d.txt" --output "$W/pout" >/dev/full 2>/dev/null && [ -f "$W/pout/train_000000.bin" ]
 check "export and prepare with stdout on a full device complete (they print nothing there)" $?
+# a run refused at start-up (the memory check, after the output folders are made) leaves none of
+# the folders it made, nor an events file with no data; folders that were there stay, and a run
+# that trained keeps its events
+mkdir -p "$W/was"
+$MPI -np 2 ./fsdpc --model_name llama2_70b --tokenizer byte --max_steps 1 --checkpoint_dir "$W/new/ck/a" \
+    --tensorboard_dir "$W/was/tb/b" --trace_dir "$W/new/tr" >"$W/refused.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "fsdpc: error: estimated peak memory" "$W/refused.log" && [ ! -e "$W/new" ] && [ -d "$W/was" ] &&
+    [ -z "$(ls -A "$W/was")" ]
+check "a run refused by the memory check leaves no folder it made and no empty events file (np=2)" $? \
+    "(rc=$rc) $(ls -R "$W/new" "$W/was" 2>&1 | head -c 200)"
+./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 --tensorboard_dir "$W/was/tb2" --train_data "$W/d.txt" >/dev/null 2>&1
+[ "$(ls "$W/was/tb2" | grep -c '^events.out.tfevents')" = 1 ]
+check "a run that trained keeps its events file" $?
 sha256sum -c --quiet "$W/inputs.sha" >/dev/null 2>&1
 check "no input changed over the whole suite" $? "$(sha256sum -c --quiet "$W/inputs.sha" 2>&1 | head -c 300)"
