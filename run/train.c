@@ -220,7 +220,7 @@ static void route_prepass(Run *r, int step, int nmicro) {
     Activations *a = &r->acts;
     int T = a->T, B = a->B;
     model_router_collect(a);
-    model_router_step(a, (double)r->order.global_batch * T);
+    model_router_step(a, (double)r->order.global_batch * T * a->cp);  // whole sequences' tokens
     for (int micro = 0; micro < nmicro; micro++) {
         trace_begin(TRACE_DATA, "data wait", -1);
         load_batch(r, step, micro, r->plans.plans[step & 1][micro + 1 < nmicro ? micro + 1 : 0]);  // then the training pass's first

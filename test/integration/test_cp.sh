@@ -4,11 +4,11 @@
 # (head and mirrored tail), attention by a ring of key/value blocks merged by log-sum-exp. The
 # degree must divide the data-parallel ranks, split --max_context_width into 2N chunks and nest
 # with the shard group: one error line each, in training and in `fsdpc plan`; what it does not do
-# yet (experts' capacity and router jitter, a GPU) is refused by name; generation runs unsplit. Losses at cp 2 and 4, full-shard
+# yet (router jitter, a GPU) is refused by name; generation runs unsplit. Losses at cp 2 and 4, full-shard
 # and hybrid, with tensor parallelism, activation checkpointing and gradient accumulation, for
 # every family (RoPE and minGPT's learned positions by global position, Mistral's window), with
 # masked labels, packing, document masking, dropout (minGPT's attention probabilities too), LoRA's and
-# a mixture of experts (with expert parallelism), equal the 1-rank run's within 1e-5 relative at
+# a mixture of experts (with expert parallelism and capacity), equal the 1-rank run's within 1e-5 relative at
 # every step, validation included; a checkpoint resumes across cp degrees with the losses of the
 # run that never stopped.
 # (test_kernels checks the ring's blocks against whole-sequence attention, forward and backward.)
@@ -33,9 +33,6 @@ expect_error "--sequence_parallel: tp must divide a cp rank's tokens" \
     "tensor_parallel_degree 8 does not divide a context-parallel rank's 12 tokens" \
     ./fsdpc plan --model_name llama2_7b --world_size 16 --max_context_width 24 --tp 8 --sequence_parallel --cp 2
 expect_error "--context_parallel_degree 0" "context_parallel_degree must be at least 1" ./fsdpc --cp 0 --max_steps 1
-expect_error "cp with a mixture of experts' --capacity_factor" \
-    "context_parallel_degree 2 with --capacity_factor \(dropping by the global batch's token order\): not supported yet" \
-    $MPI -np 2 $RUN --model_name mixtral_tiny --tokenizer byte --max_context_width 32 --cp 2 --capacity_factor 1.25
 expect_error "cp with --router_jitter_noise" "context_parallel_degree 2 with --router_jitter_noise \(noise drawn by each rank's rows\): not supported yet" \
     $MPI -np 2 $RUN --model_name mixtral_tiny --tokenizer byte --max_context_width 32 --cp 2 --router_jitter_noise 0.01
 if [ -x build/fsdpc_emu ]; then
@@ -164,6 +161,14 @@ same "Mixtral: np=4 tp 2 x cp 2 trains as one rank" moe1 moetp
 run moem1 1 --batch_size 8 $X $D
 run moem4 4 --batch_size 4 $X --cp 2 --ep 2 $D
 same "Mixtral with masked labels: np=4 cp 2 x ep 2 (2 cp groups; the router counts loss-bearing tokens) trains as one rank" moem1 moem4
+# --capacity_factor 0.8 (a third of the assignments dropped): kept in the step's token order, a cp
+# group's chunks by their place in the sequence
+run cap1 1 --batch_size 4 $X --capacity_factor 0.8
+run cap4 4 --batch_size 4 $X --capacity_factor 0.8 --cp 4 --ep 2
+same "Mixtral --capacity_factor 0.8: np=4 cp 4 x ep 2 (each expert's capacity by the sequence's token order) trains as one rank" cap1 cap4
+run capg1 1 --batch_size 2 --grad_accum 2 --val_batch_size 4 $X --capacity_factor 0.8
+run capg4 4 --batch_size 2 --grad_accum 2 --val_batch_size 4 $X --capacity_factor 0.8 --cp 2 --tp 2
+same "Mixtral --capacity_factor 0.8, grad_accum 2 (the routing pass): np=4 tp 2 x cp 2 trains as one rank" capg1 capg4
 
 # ---- the whole-sequence attention scratch (per thread, T x T) is not held under cp: the ring never reads it ----
 acts_at() {  # acts_at THREADS: the tracked activations (MiB) of a cp 2 step on 4096-token rows
