@@ -274,7 +274,7 @@ static double tp_collectives(PlanFigures *f, double intra) {
     int B = cfg->optim.batch_size, T = m->max_context_width, M = cfg->optim.grad_accum, L = m->num_layers;
     int every_tp = !cfg->shard.activation_checkpoints ? 0 : cfg->shard.selective_checkpointing > 0 ? cfg->shard.selective_checkpointing : 1;
     int recomputed_tp = every_tp > 0 ? (L + every_tp - 1) / every_tp : 0;
-    double act_bytes = (double)B * T * m->hidden_width, tp_exposed = 0;
+    double act_bytes = (double)B * T / f->dims.cp * m->hidden_width, tp_exposed = 0;  // a cp rank's rows
     if (f->tp > 1) {
         double fwd_n = 1.0 + 2.0 * (L + recomputed_tp), bwd_n = 1.0 + 2.0 * L, ab = f->gpu && cfg->shard.precision == PRECISION_BF16 ? 2 : 4;
         if (f->dims.sequence_parallel) {
@@ -320,7 +320,7 @@ static double expert_collectives(PlanFigures *f, double experts, double trained,
     }
     if (er > 1) f->coll[f->nc++] = ring("expert all-reduce replicas", er, reductions * trained / es * gb, er_bw, 1);
     int every = memory_ckpt_every(cfg, f->gpu), recomputed = every > 0 ? (L + every - 1) / every : 0;
-    double rows = (double)cfg->optim.batch_size * m->max_context_width * m->num_experts_per_tok;
+    double rows = (double)cfg->optim.batch_size * m->max_context_width / f->dims.cp * m->num_experts_per_tok;  // a cp rank's tokens
     double per_layer = rows * m->hidden_width * (2 * ab + 2 * 4.0);  // out and back, forward and backward
     double payload = M * (L * per_layer + recomputed * rows * m->hidden_width * (ab + 4.0));
     int fits = ep * tpd <= f->rpn;

@@ -75,6 +75,18 @@ check "plan --cp: the ring's shifts (k/v 2 x B x T/N x KV x hd, fp32 grads), hid
 grep -qE "^    cp ring +[1-9][0-9.]* ms  of it: per layer, forward 2 steps" "$W/rn.plan"
 check "plan --cp 2 across nodes (one rank per node, 5 GB/s): the report prints the ring's exposed time per step" $? \
     "$(grep -m3 -E 'error|cp ring' "$W/rn.plan" | tr '\n' '|')"
+# a cp rank's tp all-reduces and experts' all-to-alls carry its T/N tokens' rows
+for cp in 1 2; do
+    ./fsdpc plan --model_name mixtral_8x7b --world_size 8 --max_context_width 8192 --batch_size 1 --tp 2 --ep 2 --cp $cp --json \
+        >"$W/tc$cp.json" 2>&1
+done
+/usr/bin/python3 - "$W/tc1.json" "$W/tc2.json" <<'PY'
+import json, sys
+one, two = ({c["name"]: c["payload_bytes"] for c in json.load(open(f))["collectives"]} for f in sys.argv[1:])
+for k in ("tp all-reduce forward", "tp all-reduce backward", "all-to-all experts"):
+    assert abs(two[k] / one[k] - 0.5) < 1e-9, (k, one[k], two[k])
+PY
+check "plan --cp 2: the tp all-reduces and the experts' all-to-alls carry half of cp 1's rows" $? "$(head -c 300 "$W/tc2.json")"
 
 # ---- equal losses: cp 2 and 4 against one rank, the same global batch ----
 run() { eq_run "$@"; }

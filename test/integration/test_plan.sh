@@ -90,7 +90,8 @@ for args in "4 --sharding hybrid-full-shard --shard_group_size 2 --meta_init" \
     "2 --sharding full-shard --model_type mixtral --num_experts 4 --ep 2 --lora_rank 4 --lora_target_modules all-linear --meta_init" \
     "4 --sharding full-shard --model_type mixtral --num_experts 4 --ep 2 --tensor_parallel_degree 2 --lora_rank 4 --lora_target_modules w1,w2,w3,gate --meta_init" \
     "2 --sharding full-shard --cp 2 --meta_init" "4 --sharding full-shard --cp 4 --activation_checkpoints --meta_init" \
-    "4 --sharding hybrid-full-shard --shard_group_size 2 --cp 2 --tensor_parallel_degree 2 --meta_init"; do
+    "4 --sharding hybrid-full-shard --shard_group_size 2 --cp 2 --tensor_parallel_degree 2 --meta_init" \
+    "4 --sharding full-shard --model_type mixtral --num_experts 4 --cp 2 --ep 2 --activation_checkpoints --meta_init"; do
     set -- $args
     np=$1
     shift
