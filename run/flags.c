@@ -389,7 +389,7 @@ static void defaults(void *dst) {
     ModelConfig *m = &c->model;
     config_preset(m, "tiny");  // the default model, and its family (rope_theta and scaling too)
     m->rotary_pct = 1.0f;
-    m->norm_eps = 1e-6f;
+    m->norm_eps = 1e-5f;
     m->initializer_range = 0.02f;
     m->lora_alpha = 8.0f;  // PEFT's LoraConfig default
     c->shard.sharding = SHARD_FULL;

@@ -225,6 +225,8 @@ out=$(planned smp_mistral recipe=smp model_type=llama_v2 norm_eps=1e-06 sliding_
 check "plan: SMP's --model_type mistral: its --sliding_window default None and its epsilon 1e-6" $? "$out"
 out=$(planned own_mistral recipe=none model_type=llama_v2 norm_eps=1e-06 sliding_window=4096 -- --model_type mistral)
 check "plan: --model_type mistral without a recipe: MistralConfig's window 4096 and epsilon 1e-6" $? "$out"
+out=$(planned own_llama recipe=none model_type=llama_v2 norm_eps=1e-05 sliding_window=0 -- --model_type llama_v2 --hidden_width 64)
+check "plan: llama_v2 keeps Llama-2's RMSNorm epsilon 1e-5 and no window" $? "$out"
 out=$(planned smp_mixtral recipe=smp model_type=mixtral intermediate_size=14336 num_experts=8 num_experts_per_tok=2 rope_theta=1000000.0 \
     -- --model_type mixtral --hidden_width 4096 --num_layers 32 --num_heads 32 --num_key_value_heads 8 --num_local_experts 8 \
     --num_experts_per_tok 2 --shard_degree 8 --fp8 0)
