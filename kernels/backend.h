@@ -157,13 +157,14 @@
     X(void, round_bf16, (float *x, size_t n), (x, n))                                                                  \
     X(void, attention_part_fwd,                                                                                        \
       (void *out, float *lse, const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int KV,       \
-       int hd, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window, int first),                \
-      (out, lse, q, k, v, B, Tq, Tk, H, KV, hd, qpos, kpos, qfirst, window, first))                                    \
+       int hd, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window, int first,                 \
+       const KernDropout *drop, int seq),                                                                              \
+      (out, lse, q, k, v, B, Tq, Tk, H, KV, hd, qpos, kpos, qfirst, window, first, drop, seq))                         \
     X(void, attention_part_bwd,                                                                                        \
       (void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse, const void *q,               \
        const void *k, const void *v, int B, int Tq, int Tk, int H, int KV, int hd, const int32_t *qpos,                \
-       const int32_t *kpos, const int32_t *qfirst, int window),                                                        \
-      (dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, H, KV, hd, qpos, kpos, qfirst, window))
+       const int32_t *kpos, const int32_t *qfirst, int window, const KernDropout *drop, int seq),                      \
+      (dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, H, KV, hd, qpos, kpos, qfirst, window, drop, seq))
 
 #define KERN_OPS(X) KERN_PLAIN_OPS(X) KERN_SIMD_OPS(X)
 

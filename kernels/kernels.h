@@ -273,16 +273,20 @@ void kern_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void
 // with window > 0, kpos[j] > qpos[i] - window. lse (B, H, Tq): each query's log-sum-exp of its
 // scaled scores over the keys seen so far. first: out and lse start here (the first block; every
 // query must see some key of the blocks by the end). Scale 1/sqrt(hd). Row blocks' products cover
-// only the keys their queries see, so a block no query sees costs nothing.
+// only the keys their queries see, so a block no query sees costs nothing. drop (NULL or p == 0:
+// none; the CPU's only, a GPU run refuses it): P[b, h, i, j] multiplies V kept iff u(key, sample0 +
+// b, ((head0 + h)*seq + qpos[i])*seq + kpos[j]) >= p, the mask the whole-sequence kernels draw for
+// that query and key in a sequence of seq tokens; lse stays undropped.
 void kern_attention_part_fwd(void *out, float *lse, const void *q, const void *k, const void *v, int B, int Tq,
                              int Tk, int H, int KV, int hd, const int32_t *qpos, const int32_t *kpos,
-                             const int32_t *qfirst, int window, int first);
+                             const int32_t *qfirst, int window, int first, const KernDropout *drop, int seq);
 // Backward of one block, once the forward has seen every block (out, lse final): dq (B, Tq, H, hd)
 // += this block's share, dk and dv (B, Tk, KV, hd) += the gradients of this block's keys and values
 // from these queries. The callers zero them before the first block.
 void kern_attention_part_bwd(void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse,
                              const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int KV, int hd,
-                             const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window);
+                             const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window,
+                             const KernDropout *drop, int seq);
 
 // ---- SwiGLU on the fused gate|up projection ----
 // One GEMM against the adjacent gate and up weights (2F rows) gives gu (N, 2F): each row holds

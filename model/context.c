@@ -71,7 +71,7 @@ void model_attention_fwd(const ModelPlan *plan, Activations *a, void *out, float
         CommRequest *r = s + 1 < n ? comm_ring_shift_start(plan->cp_group, cur, cp_keys(a, (s + 1) % 2, kvd), cp_floats(2 * kv)) : NULL;
         const int src = (me - s + n) % n;
         kern_attention_part_fwd(out, saved, q, cur, kern_act_at(cur, kv), B, T, T, H, KV, hd, a->cp_dpos + (size_t)me * T,
-                                a->cp_dpos + (size_t)src * T, a->docs ? a->kstart : NULL, window, s == 0);
+                                a->cp_dpos + (size_t)src * T, a->docs ? a->kstart : NULL, window, s == 0, drop, n * T);
         comm_wait(r);
     }
 }
@@ -97,7 +97,7 @@ void model_attention_bwd(const ModelPlan *plan, Activations *a, const void *out,
         CommRequest *r = s + 1 < n ? comm_ring_shift_start(plan->cp_group, keys, cp_keys(a, !h, kvd), cp_floats(2 * kv)) : NULL;
         kern_attention_part_bwd(a->dq, grads, kern_act_at(grads, kv), a->datt, out, saved, q, keys, kern_act_at(keys, kv), B, T,
                                 T, H, KV, hd, a->cp_dpos + (size_t)me * T, a->cp_dpos + (size_t)src * T,
-                                a->docs ? a->kstart : NULL, window);
+                                a->docs ? a->kstart : NULL, window, drop, n * T);
         comm_wait(comm_ring_shift_start(plan->cp_group, grads, cp_grads(a, !h, kvd), cp_floats(2 * kv)));
         comm_wait(r);
     }

@@ -44,8 +44,11 @@ struct MoeState {
     double capacity;          // per expert and layer in the step (model_router_step)
     double step_tokens;       // the step's token slots (the global batch x T)
     double *cum;              // (L, E) assignments of the step's earlier micro-batches, every rank's
-    double *base;             // (L, E) the current micro-batch's first position on this rank, per expert
-    double *cap_exch;         // (world, E) the exchange of the ranks' counts
+    // the order's pieces on a rank: its tokens (1), or under context parallelism each row's two
+    // chunks (2 B), which a cp group's ranks interleave in the sequence
+    int pieces, T;            // the most a rank has, and a row's tokens here
+    double *base;             // (L, pieces, E) the current micro-batch's first position of each piece, per expert
+    double *cap_exch;         // (world, pieces, E) the exchange of the ranks' counts
     unsigned char *cap_seen;  // (L) the layer's positions are this micro-batch's (a recompute reuses them)
     unsigned char *kept;      // (M) host: the assignments within capacity (all of them when dropless)
 };
@@ -107,8 +110,10 @@ void moe_acts_alloc(Activations *a, const ModelConfig *c, size_t S, size_t N, in
     if (c->capacity_factor > 0.0f) {
         m->capacity_factor = c->capacity_factor;
         m->cum = callocCheck((size_t)L * E, sizeof(double));
-        m->base = callocCheck((size_t)L * E, sizeof(double));
-        m->cap_exch = callocCheck((size_t)comm_info.world * E, sizeof(double));
+        m->pieces = a->cp > 1 ? 2 * a->B : 1;
+        m->T = a->T;
+        m->base = callocCheck((size_t)L * m->pieces * E, sizeof(double));
+        m->cap_exch = callocCheck((size_t)comm_info.world * m->pieces * E, sizeof(double));
         m->cap_seen = callocCheck((size_t)L, 1);
     }
     if (a->ep > 1) {
@@ -209,12 +214,14 @@ static void router_local(const MoeState *m, int N, double *s) {
 }
 
 // Layer l's losses and gradient constants from its statistics summed over every rank (a tp group's
-// ranks route the same tokens: counted once). The losses add up over the layers; the constants are
-// in the summed loss fsdpc trains on (the global loss-bearing count times the mean), so AdamW's
-// division gives Hugging Face's mean loss plus coef x aux + z_coef x z.
+// ranks route the same tokens: counted once; a cp group's ranks route their own tokens, but each
+// holds the group's loss-bearing count: that once). The losses add up over the layers; the
+// constants are in the summed loss fsdpc trains on (the global loss-bearing count times the mean),
+// so AdamW's division gives Hugging Face's mean loss plus coef x aux + z_coef x z.
 static void router_finish(const ModelPlan *plan, MoeState *m, int l, const double *s) {
     int E = m->E;
-    double tp = plan->tp > 1 ? plan->tp : 1, n = s[2 * E + 1] / tp, lb = s[2 * E + 2] / tp, aux = 0.0;
+    double tp = plan->tp > 1 ? plan->tp : 1, cp = plan->cp > 1 ? plan->cp : 1;
+    double n = s[2 * E + 1] / tp, lb = s[2 * E + 2] / (tp * cp), aux = 0.0;
     if (!(n > 0)) n = INFINITY;  // no token bears loss anywhere: no router loss either
     for (int e = 0; e < E; e++) {
         double f = s[e] / tp / n;
@@ -277,32 +284,49 @@ static int group_rows(MoeState *m, int *count, int N) {
 // the step's global token order. The ranks' counts per expert are exchanged once per micro-batch
 // and layer (a recompute reuses its positions): this rank's come after the earlier micro-batches'
 // and the lower data-parallel ranks' (pack.h: a step's micro-batch m holds the samples of every
-// rank in rank order, after micro-batch m - 1's), so the rule is the same at every layout.
+// rank in rank order, after micro-batch m - 1's), so the rule is the same at every layout. Under
+// context parallelism a cp group holds its samples' tokens in chunks: the order is the group's
+// (rank / cp), then the row, then the chunk's place in the sequence (cp_pos: rank c holds chunks c
+// and 2 cp - 1 - c), each chunk's tokens in order.
+static double capacity_key(int r, int piece, int cp, int B) {
+    if (cp == 1) return r;
+    int c = r % cp, b = piece / 2, chunk = piece % 2 ? 2 * cp - 1 - c : c;
+    return ((double)(r / cp) * B + b) * 2 * cp + chunk;
+}
+
+// the piece of token t: its row's head or tail chunk under cp, else the rank's one
+static int capacity_piece(const MoeState *m, int t) { return m->pieces > 1 ? 2 * (t / m->T) + (t % m->T >= m->T / 2) : 0; }
+
 static void capacity_keep(const ModelPlan *plan, MoeState *m, int l, int N) {
-    int E = m->E, K = m->K, M = N * K;
+    int E = m->E, K = m->K, M = N * K, P = m->pieces, cp = P > 1 ? plan->cp : 1;
     if (!m->cum || m->mode == MOE_OFF || !(m->step_tokens > 0)) {  // dropless, evaluation, and no step begun
         memset(m->kept, 1, (size_t)M);
         return;
     }
-    double *cum = m->cum + (size_t)l * E, *base = m->base + (size_t)l * E, pos[CONFIG_MAX_EXPERTS];
+    double *cum = m->cum + (size_t)l * E, *base = m->base + (size_t)l * P * E, pos[CONFIG_MAX_EXPERTS];
     if (!m->cap_seen[l]) {
         int tp = plan->tp > 1 ? plan->tp : 1, dp = comm_info.world / tp, me = comm_info.rank / tp;
         double *x = m->cap_exch;
-        memset(x, 0, sizeof(double) * dp * E);
+        memset(x, 0, sizeof(double) * dp * P * E);
         if (comm_info.rank % tp == 0)  // a tp group routes the same tokens: counted once
-            for (int j = 0; j < M; j++) x[(size_t)me * E + m->idx[j]]++;
-        comm_allreduce_sum_f64(comm_world(), x, (size_t)dp * E);
-        for (int e = 0; e < E; e++) {
-            base[e] = cum[e];
-            for (int r = 0; r < dp; r++) {
-                if (r < me) base[e] += x[(size_t)r * E + e];
-                cum[e] += x[(size_t)r * E + e];
-            }
+            for (int j = 0; j < M; j++) x[((size_t)me * P + capacity_piece(m, j / K)) * E + m->idx[j]]++;
+        comm_allreduce_sum_f64(comm_world(), x, (size_t)dp * P * E);
+        for (int p = 0; p < P; p++) {
+            double mine = capacity_key(me, p, cp, P / 2);
+            for (int e = 0; e < E; e++) base[p * E + e] = cum[e];
+            for (int r = 0; r < dp; r++)
+                for (int q = 0; q < P; q++)
+                    if (capacity_key(r, q, cp, P / 2) < mine)
+                        for (int e = 0; e < E; e++) base[p * E + e] += x[((size_t)r * P + q) * E + e];
         }
+        for (int i = 0; i < dp * P; i++)
+            for (int e = 0; e < E; e++) cum[e] += x[(size_t)i * E + e];
         m->cap_seen[l] = 1;
     }
-    memcpy(pos, base, sizeof(double) * E);
-    for (int j = 0; j < M; j++) m->kept[j] = pos[m->idx[j]]++ < m->capacity;
+    for (int j = 0, p = -1; j < M; j++) {  // a piece's tokens are consecutive here and in the order
+        if (capacity_piece(m, j / K) != p) p = capacity_piece(m, j / K), memcpy(pos, base + (size_t)p * E, sizeof(double) * E);
+        m->kept[j] = pos[m->idx[j]]++ < m->capacity;
+    }
 }
 
 #define WP(p, u, i) kern_param_at((p), (u)->t[i].offset)

@@ -544,20 +544,17 @@ static void lora_check(const Config *c) {
     if (!m->lora_rank) return;
 }
 
-// What context parallelism does not do yet, refused by name once the family is known (issue 42's
-// later parts): minGPT's attention-probability dropout (the ring's blocks draw no masks), the
-// router's statistics and generation.
+// What context parallelism does not do, refused by name once the family is known: a mixture of
+// experts' router jitter (drawn by a rank's row, not the token's place in the sequence).
+// (Generation runs whole sequences on the first cp rank: model_generate; minGPT's attention
+// dropout draws the whole sequence's masks in the ring's blocks; the router's statistics sum every
+// rank's tokens, and capacity orders a cp group's chunks by their place in the sequence: moe.c.)
 static void cp_check(const Config *c) {
     const int cp = c->shard.context_parallel_degree;
     if (cp < 1) comm_fail_all("--context_parallel_degree must be at least 1 (1: every rank holds whole sequences)");
-    if (cp == 1 || family_pending) return;
-    const char *what = c->model.dropout > 0.0f && !strcmp(c->model.model_type, "mingpt")
-                           ? "--dropout on minGPT (its attention probabilities)"
-                       : c->model.num_experts ? "a mixture of experts"
-                       : c->gen.prompt[0]     ? "--prompt"
-                                              : NULL;
-    if (what)
-        comm_fail_all("--context_parallel_degree %d with %s: not supported yet; drop one of them", cp, what);
+    if (cp > 1 && !family_pending && c->model.num_experts && c->model.router_jitter_noise > 0.0f)
+        comm_fail_all("--context_parallel_degree %d with --router_jitter_noise (noise drawn by each rank's rows): not supported "
+                      "yet; drop one of them", cp);
 }
 
 static void validate(const Config *c) {

@@ -168,6 +168,9 @@ typedef struct {
     Coll coll[24];
     int nc;
     double block_params, comm_bytes, comm_time, edge;
+    // the cp ring (context parallelism): its bandwidth, the bytes of one step's shift (k and v;
+    // their gradients), each shift's and each block's attention time, its total and exposed time
+    double ring_bw, ring_kv, ring_dkv, ring_time, ring_fwd_shift, ring_bwd_shift, ring_fwd_block, ring_bwd_block, ring_exposed;
     // step time
     double fpt, tokens, recompute_fpt, peak_flops, micro, width_half, efficiency, rho, adam_bw, optim, compute, exposed, step,
         mfu, tokens_s;
@@ -271,7 +274,7 @@ static double tp_collectives(PlanFigures *f, double intra) {
     int B = cfg->optim.batch_size, T = m->max_context_width, M = cfg->optim.grad_accum, L = m->num_layers;
     int every_tp = !cfg->shard.activation_checkpoints ? 0 : cfg->shard.selective_checkpointing > 0 ? cfg->shard.selective_checkpointing : 1;
     int recomputed_tp = every_tp > 0 ? (L + every_tp - 1) / every_tp : 0;
-    double act_bytes = (double)B * T * m->hidden_width, tp_exposed = 0;
+    double act_bytes = (double)B * T / f->dims.cp * m->hidden_width, tp_exposed = 0;  // a cp rank's rows
     if (f->tp > 1) {
         double fwd_n = 1.0 + 2.0 * (L + recomputed_tp), bwd_n = 1.0 + 2.0 * L, ab = f->gpu && cfg->shard.precision == PRECISION_BF16 ? 2 : 4;
         if (f->dims.sequence_parallel) {
@@ -317,7 +320,7 @@ static double expert_collectives(PlanFigures *f, double experts, double trained,
     }
     if (er > 1) f->coll[f->nc++] = ring("expert all-reduce replicas", er, reductions * trained / es * gb, er_bw, 1);
     int every = memory_ckpt_every(cfg, f->gpu), recomputed = every > 0 ? (L + every - 1) / every : 0;
-    double rows = (double)cfg->optim.batch_size * m->max_context_width * m->num_experts_per_tok;
+    double rows = (double)cfg->optim.batch_size * m->max_context_width / f->dims.cp * m->num_experts_per_tok;  // a cp rank's tokens
     double per_layer = rows * m->hidden_width * (2 * ab + 2 * 4.0);  // out and back, forward and backward
     double payload = M * (L * per_layer + recomputed * rows * m->hidden_width * (ab + 4.0));
     int fits = ep * tpd <= f->rpn;
@@ -325,6 +328,52 @@ static double expert_collectives(PlanFigures *f, double experts, double trained,
     Coll c = ring("all-to-all experts", ep, payload, bw, 0);
     f->coll[f->nc++] = c;
     return c.time;
+}
+
+// Context parallelism's ring, per micro-batch and layer: forward passes each rank's key/value
+// block on cp - 1 times (again for a recomputed block), backward passes it on cp - 1 times and
+// the block's key/value gradients (fp32, summed along the ring) cp times. A cp group is cp ranks
+// tp apart (cp x tp consecutive ones): inside a node NVLink, else one rank per node sends to the
+// next node at its share of the node's bandwidth. Adds the ring to f->coll; its exposure needs the
+// block's compute time (plan_time).
+static void cp_ring(PlanFigures *f, double intra, double inter) {
+    const Config *cfg = f->cfg;
+    const ModelConfig *m = &cfg->model;
+    const int n = f->dims.cp, tpd = f->dims.tp, L = m->num_layers, M = cfg->optim.grad_accum;
+    if (n == 1) return;
+    const int every = memory_ckpt_every(cfg, f->gpu), recomputed = every > 0 ? (L + every - 1) / every : 0;
+    double ab = f->gpu && cfg->shard.precision == PRECISION_BF16 ? 2 : 4;
+    double kv = (double)cfg->optim.batch_size * (m->max_context_width / n) * m->num_key_value_heads / tpd * config_head_dim(m);
+    f->ring_kv = 2 * kv * ab;
+    f->ring_dkv = 2 * kv * 4;
+    int fits = n * tpd <= f->rpn && f->rpn % (n * tpd) == 0;
+    f->ring_bw = group_bw(fits, fits ? n : f->rpn / tpd, f->rpn, intra, inter) * GB;
+    double sent = M * ((L + recomputed) * (n - 1) * f->ring_kv + L * ((n - 1) * f->ring_kv + n * f->ring_dkv));
+    Coll c = {.name = "cp ring k/v (+ grads)", .n = n, .payload = sent, .sent = sent, .bw = f->ring_bw, .time = sent / f->ring_bw};
+    f->coll[f->nc++] = c;
+    f->ring_time = c.time;
+}
+
+// The ring's exposed time: a shift waits for nothing but the step's block of attention (causal,
+// balanced: half of a full T/cp x T/cp block; backward twice forward), so each step exposes
+// max(0, shift - block). Needs plan_time's rate (FLOP/s).
+static void cp_ring_exposed(PlanFigures *f, double rate) {
+    const Config *cfg = f->cfg;
+    const ModelConfig *m = &cfg->model;
+    const int n = f->dims.cp, L = m->num_layers, M = cfg->optim.grad_accum;
+    if (n == 1 || rate <= 0) return;
+    double tl = (double)m->max_context_width / n, heads = (double)m->num_heads / f->dims.tp * config_head_dim(m);
+    f->ring_fwd_block = 2.0 * cfg->optim.batch_size * tl * tl * heads / rate;
+    f->ring_bwd_block = 2 * f->ring_fwd_block;
+    f->ring_fwd_shift = f->ring_kv / f->ring_bw;
+    f->ring_bwd_shift = (f->ring_kv + f->ring_dkv) / f->ring_bw;
+    double last = f->ring_dkv / f->ring_bw;  // backward's last step returns only the gradients
+#define EXPOSED(shift, block) ((shift) > (block) ? (shift) - (block) : 0.0)
+    double fwd = (n - 1) * EXPOSED(f->ring_fwd_shift, f->ring_fwd_block);
+    double bwd = (n - 1) * EXPOSED(f->ring_bwd_shift, f->ring_bwd_block) + EXPOSED(last, f->ring_bwd_block);
+#undef EXPOSED
+    int every = f->every, recomputed = every > 0 ? (L + every - 1) / every : 0;
+    f->ring_exposed = M * ((L + recomputed) * fwd + L * bwd);
 }
 
 static void plan_comm(PlanFigures *f) {
@@ -392,6 +441,7 @@ static void plan_comm(PlanFigures *f) {
     if (f->replicas > 1) f->coll[f->nc++] = ring("all-reduce replicas", f->replicas, reductions * trained / f->shard * gb, replica_bw, 1);
     double tp_exposed = tp_collectives(f, intra);
     double a2a = experts > 0 ? expert_collectives(f, experts, experts_trained, intra, inter) : 0;
+    cp_ring(f, intra, inter);
     f->comm_bytes = 0;
     f->comm_time = 0;
     for (int i = 0; i < f->nc; i++) f->comm_bytes += f->coll[i].sent, f->comm_time += f->coll[i].time;
@@ -423,7 +473,7 @@ static void plan_time(PlanFigures *f) {
                               : 0.0;  // a CPU's peak is for --gpu_tflops to say
     // the fit covers bf16 on a GPU; elsewhere recomputation costs its FLOPs at a flat efficiency
     f->fitted = f->gpu && cfg->shard.precision == PRECISION_BF16;
-    f->micro = (double)B * T;
+    f->micro = (double)B * T / f->dims.cp;  // a rank's matmuls: its 1/cp of each sequence
     f->width_half = FIT_K * f->peak_flops / (gpus[a.gpu].hbm_gbs * GB);
     double width_factor = m->hidden_width / (m->hidden_width + f->width_half), micro_factor = f->micro / (f->micro + FIT_M0);
     f->efficiency = a.efficiency > 0 ? a.efficiency
@@ -436,7 +486,10 @@ static void plan_time(PlanFigures *f) {
     f->optim = f->trained / 4 * adam_bytes / f->adam_bw;
     // a tp rank does 1/tp of its tp group's matmuls on the group's tokens
     f->compute = f->peak_flops > 0 ? f->tokens * (f->fpt + f->rho * f->recompute_fpt) / f->tp / (f->peak_flops * f->efficiency) : 0;
-    f->exposed = f->edge + (f->comm_time - f->edge > f->compute ? f->comm_time - f->edge - f->compute : 0);
+    // the ring overlaps attention, not the other collectives' compute: its own exposure
+    cp_ring_exposed(f, f->peak_flops * f->efficiency);
+    double pooled = f->comm_time - f->ring_time - f->edge;
+    f->exposed = f->edge + f->ring_exposed + (pooled > f->compute ? pooled - f->compute : 0);
     f->step = f->compute + f->exposed + f->optim;
     f->mfu = f->step > 0 ? f->tokens * f->fpt / f->tp / (f->step * f->peak_flops) : 0;
     f->tokens_s = f->step > 0 ? f->tokens * f->dims.dp / f->step : 0;  // a tp group's ranks share their tokens
@@ -495,6 +548,10 @@ static void print_json(const PlanFigures *f, const char *device) {
            f->fpt, f->recompute_fpt, f->rho, f->tokens, f->peak_flops, f->gpu ? gpus[a.gpu].hbm_gbs * GB : 0.0, f->efficiency,
            f->efficiency_source,
            f->edge);
+    printf("\"cp\": %d, \"cp_ring\": {\"bandwidth_bytes_s\": %.6g, \"kv_bytes\": %.0f, \"grad_bytes\": %.0f, \"time_s\": %.6g, "
+           "\"fwd_shift_s\": %.6g, \"fwd_block_s\": %.6g, \"bwd_shift_s\": %.6g, \"bwd_block_s\": %.6g, \"exposed_s\": %.6g}, ",
+           f->dims.cp, f->ring_bw, f->ring_kv, f->ring_dkv, f->ring_time, f->ring_fwd_shift, f->ring_fwd_block, f->ring_bwd_shift,
+           f->ring_bwd_block, f->ring_exposed);
     if (f->timed)
         printf("\"compute_time_s\": %.6g, \"optimizer_time_s\": %.6g, \"step_time_s\": %.6g, \"tokens_per_s\": %.6g, "
                "\"mfu\": %.4f}\n",
@@ -620,6 +677,11 @@ static void print_time(const PlanFigures *f) {
         printf("              efficiency %g, not fitted (float32 or a CPU)\n", UNFITTED_EFFICIENCY);
     printf("  exposed comm %8.2f ms  each micro-batch's first gather and the last reduction; the rest overlaps compute\n",
            f->exposed * 1e3);
+    if (f->dims.cp > 1)
+        printf("    cp ring   %9.2f ms  of it: per layer, forward %d steps each shifting %.1f MB in %.3f ms while a block's "
+               "attention takes %.3f ms; backward %d steps each shifting %.1f MB (k/v and fp32 grads) in %.3f ms against %.3f ms\n",
+               f->ring_exposed * 1e3, f->dims.cp, f->ring_kv / 1e6, f->ring_fwd_shift * 1e3, f->ring_fwd_block * 1e3, f->dims.cp,
+               (f->ring_kv + f->ring_dkv) / 1e6, f->ring_bwd_shift * 1e3, f->ring_bwd_block * 1e3);
     printf("  optimizer   %9.2f ms  AdamW over the shard at %.0f GB/s\n", f->optim * 1e3, f->adam_bw / GB);
     printf("  step        %9.3f s   %.0f tokens/s, MFU %.1f%% (model FLOPs / (step time x %.0f TFLOP/s))\n", f->step,
            f->tokens_s, 100 * f->mfu, f->peak_flops / 1e12);

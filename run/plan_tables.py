@@ -9,6 +9,7 @@ Each table sits in docs/planning.md between `<!-- plan_tables.py NAME -->` and `
                with and without sequence parallelism
   experts-ep   the mixtral_8x7b preset on 2 and 8 nodes of 8 x H100 at expert-parallel degrees 1/2/4/8
   finetune-lora  the 7B/13B/70B presets on 1 and 8 H100s: full finetuning, LoRA and QLoRA, per-GPU memory
+  cp-7b        the llama2_7b preset at 32K and 128K context on 8 and 32 H100s at context-parallel degrees 1/2/4/8
 
     python3 run/plan_tables.py                     # prints the tables
     python3 run/plan_tables.py --check docs/planning.md   # exit 1 when the page's tables differ from them
@@ -162,6 +163,33 @@ def finetune_lora(fsdpc):
     return out
 
 
+def cp_7b(fsdpc):
+    cases = [(t, g, cp) for t in (32768, 131072) for g in (8, 32) for cp in (1, 2, 4, 8)]
+    args = [["--model_name", "llama2_7b", "--precision", "bf16", "--batch_size", "1", "--max_context_width", str(t),
+             "--activation_checkpoints", "--world_size", str(g), "--gpu", "h100", "--context_parallel_degree", str(cp)]
+            for t, g, cp in cases]
+    got = dict(zip(cases, plans(fsdpc, args)))
+    cap = got[cases[0]]["capacity_bytes"] / GIB
+    out = ["The llama2_7b preset, full-shard over every GPU, from `fsdpc plan --model_name llama2_7b --precision bf16",
+           "--batch_size 1 --max_context_width T --activation_checkpoints --world_size G --gpu h100 --cp N` (nodes",
+           "of 8, 50 GB/s between them, the fitted efficiency): a cp group of N GPUs shares each sequence, so",
+           "G / N sequences make a step. Memory is the peak per GPU (fits: within %.1f GiB); the ring's time" % cap,
+           "is what its shifts expose beyond the attention blocks they overlap, per step; beside it one backward",
+           "ring step's shift (k/v and their fp32 gradients) against its block's attention.",
+           "",
+           "| context | GPUs | cp | activations | peak per GPU | fits | ring exposed (bwd shift / block) | step time | tokens/s | MFU |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for t, g, cp in cases:
+        d = got[(t, g, cp)]
+        b = d["per_rank_bytes"]
+        r = d["cp_ring"]
+        ring = "%.1f ms (%.1f / %.1f ms)" % (1e3 * r["exposed_s"], 1e3 * r["bwd_shift_s"], 1e3 * r["bwd_block_s"]) if cp > 1 else "-"
+        out.append("| %dK | %d | %d | %.1f GiB | %.1f GiB | %s | %s | %.2f s | %.0f | %.0f%% |" % (
+            t // 1024, g, cp, b["activations"] / GIB, b["peak"] / GIB, "yes" if d["fits"] else "**no**", ring,
+            d["step_time_s"], d["tokens_per_s"], 100 * d["mfu"]))
+    return out
+
+
 def calibration(fsdpc, table, plan_c, plans_dir):
     rows = plan_fit.load_table(table)
     if plans_dir:
@@ -205,6 +233,7 @@ def calibration(fsdpc, table, plan_c, plans_dir):
 def blocks(args, names):
     make = {"presets-h100": lambda: presets_h100(args.fsdpc), "tp-70b": lambda: tp_70b(args.fsdpc),
             "experts-ep": lambda: mixtral_ep(args.fsdpc), "finetune-lora": lambda: finetune_lora(args.fsdpc),
+            "cp-7b": lambda: cp_7b(args.fsdpc),
             "calibration": lambda: calibration(args.fsdpc, args.table, args.plan_c, args.plans)}
     unknown = [n for n in names if n not in make]
     if unknown:
@@ -212,7 +241,7 @@ def blocks(args, names):
     return {n: make[n]() for n in names}
 
 
-TABLES = ["presets-h100", "calibration", "tp-70b", "experts-ep", "finetune-lora"]
+TABLES = ["presets-h100", "calibration", "tp-70b", "experts-ep", "finetune-lora", "cp-7b"]
 
 
 BEGIN = re.compile(r"^<!-- plan_tables\.py ([a-z0-9-]+) -->$")

@@ -272,13 +272,27 @@ static void att_part_block(const int32_t *qpos, const int32_t *qfirst, const int
     if (*kb > *ke) *kb = *ke;
 }
 
+// Dropout on one row of a block's probabilities p[j0..j1) (query at position qp of head h, keys
+// at kpos[j]): the whole-sequence kernels' mask for that query and key. Forward (dp NULL): p <- P'.
+// Backward: dp holds dP' = dout V^T; dp <- dS = P (mask dP' / (1 - p) - dot), then p <- P'.
+static void att_part_drop(const AttDrop *ad, uint64_t seed, int h, int seq, int qp, const int32_t *kpos, float *p, float *dp,
+                          float dot, int j0, int j1) {
+    const uint64_t row = ((ad->head0 + (uint64_t)h) * (uint64_t)seq + (uint64_t)qp) * (uint64_t)seq;
+    for (int j = j0; j < j1; j++) {
+        const float f = rng_dropout_keep(seed, row + (uint64_t)kpos[j], ad->thr) ? ad->scale : 0.0f;
+        if (dp) dp[j] = p[j] * (f * dp[j] - dot);
+        p[j] *= f;
+    }
+}
+
 void CPU_OP(attention_part_fwd)(void *outp, float *lse, const void *qp, const void *kp, const void *vp, int B, int Tq,
                                 int Tk, int H, int KV, int hd, const int32_t *qpos, const int32_t *kpos,
-                                const int32_t *qfirst, int window, int first) {
+                                const int32_t *qfirst, int window, int first, const KernDropout *drop, int seq) {
     float *out = outp;  // the CPU's activations are fp32
     const float *q = qp, *k = kp, *v = vp;
     const int grp = H / KV, ldq = H * hd, ldk = KV * hd, rb = att_min(Tq, CPU_ATT_BLOCK);
     const float scale = 1.0f / sqrtf((float)hd);
+    const AttDrop ad = att_drop(drop);
     // per thread: a row block's scores, then probabilities (rb, Tk), and its output (rb, hd)
     const size_t per = (size_t)rb * Tk + (size_t)rb * hd;
     float *scratch = att_alloc((size_t)omp_get_max_threads() * per);
@@ -291,6 +305,7 @@ void CPU_OP(attention_part_fwd)(void *outp, float *lse, const void *qp, const vo
         const float *vh = v + (size_t)b * Tk * ldk + (size_t)(h / grp) * hd;
         float *oh = out + (size_t)b * Tq * ldq + (size_t)h * hd, *lh = lse + (size_t)bh * Tq;
         const int32_t *qf = qfirst ? qfirst + (size_t)b * Tq : NULL;
+        const uint64_t seed = ad.on ? rng_dropout_seed(ad.key, ad.sample0 + (uint64_t)b) : 0;
         float blse[CPU_ATT_BLOCK];
         // by blocks of rows: each row's softmax over the keys it sees (this block's alone, their
         // log-sum-exp in blse), P V into o, then merged into out and lse by log-sum-exp
@@ -312,6 +327,7 @@ void CPU_OP(attention_part_fwd)(void *outp, float *lse, const void *qp, const vo
                         continue;
                     }
                     blse[i] = att_softmax_row(sr, j0 - kb, j1 - kb, n);
+                    if (ad.on) att_part_drop(&ad, seed, h, seq, qpos[i0 + i], kpos + kb, sr, NULL, 0.0f, j0 - kb, j1 - kb);
                 }
                 cpu_gemm_block(0, 0, rows, hd, n, 1.0f, s, n, vh + (size_t)kb * ldk, ldk,
                             0.0f, o, hd);
@@ -336,11 +352,13 @@ void CPU_OP(attention_part_fwd)(void *outp, float *lse, const void *qp, const vo
 
 void CPU_OP(attention_part_bwd)(void *dqp, void *dkp, void *dvp, const void *doutp, const void *outp, const float *lse,
                                 const void *qp, const void *kp, const void *vp, int B, int Tq, int Tk, int H, int KV,
-                                int hd, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window) {
+                                int hd, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window,
+                                const KernDropout *drop, int seq) {
     float *dq = dqp, *dk = dkp, *dv = dvp;  // the CPU's activations are fp32
     const float *dout = doutp, *out = outp, *q = qp, *k = kp, *v = vp;
     const int grp = H / KV, ldq = H * hd, ldk = KV * hd, rb = att_min(Tq, CPU_ATT_BLOCK);
     const float scale = 1.0f / sqrtf((float)hd);
+    const AttDrop ad = att_drop(drop);
     const size_t per = 2 * (size_t)rb * Tk;  // a row block's P, and its dP then dS
     float *scratch = att_alloc((size_t)omp_get_max_threads() * per);
     // one (batch, kv head) per iteration, its query heads serially, so dk and dv need no reduction
@@ -351,6 +369,7 @@ void CPU_OP(attention_part_bwd)(void *dqp, void *dkp, void *dvp, const void *dou
         const float *kg = k + (size_t)b * Tk * ldk + (size_t)g * hd, *vg = v + (size_t)b * Tk * ldk + (size_t)g * hd;
         float *dkg = dk + (size_t)b * Tk * ldk + (size_t)g * hd, *dvg = dv + (size_t)b * Tk * ldk + (size_t)g * hd;
         const int32_t *qf = qfirst ? qfirst + (size_t)b * Tq : NULL;
+        const uint64_t seed = ad.on ? rng_dropout_seed(ad.key, ad.sample0 + (uint64_t)b) : 0;
         for (int h = g * grp; h < (g + 1) * grp; h++)
             for (int i0 = 0; i0 < Tq; i0 += CPU_ATT_BLOCK) {
                 const int rows = att_min(CPU_ATT_BLOCK, Tq - i0);
@@ -371,6 +390,15 @@ void CPU_OP(attention_part_bwd)(void *dqp, void *dkp, void *dvp, const void *dou
                     float dot = 0.0f;  // rowsum(dout * out): rowsum(P dP) over every block of the ring
                     for (int d = 0; d < hd; d++) dot += doh[(size_t)i * ldq + d] * oh[(size_t)i * ldq + d];
                     float *pr = p + (size_t)i * n, *dr = ds + (size_t)i * n;
+                    if (ad.on) {  // dP = mask * dP' / (1 - p) for dS, and P' for dv (what multiplied V)
+                        for (int j = 0; j < n; j++) {
+                            const int seen = j + kb >= j0 && j + kb < j1;
+                            pr[j] = seen ? cpu_expf(pr[j] - lh[i]) : 0.0f;
+                            if (!seen) dr[j] = 0.0f;
+                        }
+                        att_part_drop(&ad, seed, h, seq, qpos[i0 + i], kpos + kb, pr, dr, dot, j0 - kb, j1 - kb);
+                        continue;
+                    }
                     for (int j = 0; j < n; j++) {
                         pr[j] = j + kb >= j0 && j + kb < j1 ? cpu_expf(pr[j] - lh[i]) : 0.0f;
                         dr[j] = pr[j] * (dr[j] - dot);  // dS

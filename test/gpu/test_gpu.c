@@ -766,19 +766,20 @@ static void test_attention_ring(int n, int B, int T, int H, int KV, int hd, int 
                 const int32_t *qf = docs ? lks + (size_t)r * B * Tl : NULL, *d_qf = docs ? d_lks + (size_t)r * B * Tl : NULL;
                 if (!bwd) {
                     cpu_attention_part_fwd(ro + oq, lse + ol, loc[0] + oq, loc[2] + ok, loc[3] + ok, B, Tl, Tl, H, KV, hd,
-                                           pos + r * Tl, pos + src * Tl, qf, window, s == 0);
+                                           pos + r * Tl, pos + src * Tl, qf, window, s == 0, NULL, 0);
                     cuda_attention_part_fwd(buf_at(d_ro, oq, KERN_ACT), d_lse + ol, buf_at(d_loc[0], oq, KERN_ACT),
                                             buf_at(d_loc[2], ok, KERN_ACT), buf_at(d_loc[3], ok, KERN_ACT), B, Tl, Tl, H, KV,
-                                            hd, d_pos + r * Tl, d_pos + src * Tl, d_qf, window, s == 0);
+                                            hd, d_pos + r * Tl, d_pos + src * Tl, d_qf, window, s == 0, NULL, 0);
                     continue;
                 }
                 cpu_attention_part_bwd(rg[0] + oq, rg[1] + ok, rg[2] + ok, loc[1] + oq, ro + oq, lse + ol, loc[0] + oq,
-                                       loc[2] + ok, loc[3] + ok, B, Tl, Tl, H, KV, hd, pos + r * Tl, pos + src * Tl, qf, window);
+                                       loc[2] + ok, loc[3] + ok, B, Tl, Tl, H, KV, hd, pos + r * Tl, pos + src * Tl, qf, window,
+                                       NULL, 0);
                 cuda_attention_part_bwd(buf_at(d_rg[0], oq, KERN_ACT), buf_at(d_rg[1], ok, KERN_ACT),
                                         buf_at(d_rg[2], ok, KERN_ACT), buf_at(d_loc[1], oq, KERN_ACT),
                                         buf_at(d_ro, oq, KERN_ACT), d_lse + ol, buf_at(d_loc[0], oq, KERN_ACT),
                                         buf_at(d_loc[2], ok, KERN_ACT), buf_at(d_loc[3], ok, KERN_ACT), B, Tl, Tl, H, KV, hd,
-                                        d_pos + r * Tl, d_pos + src * Tl, d_qf, window);
+                                        d_pos + r * Tl, d_pos + src * Tl, d_qf, window, NULL, 0);
             }
     char cfg[160], name[256];
     snprintf(cfg, sizeof cfg, "%d ranks B=%d T=%d H=%d KV=%d hd=%d window %d%s%s", n, B, T, H, KV, hd, window,

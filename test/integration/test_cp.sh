@@ -4,10 +4,11 @@
 # (head and mirrored tail), attention by a ring of key/value blocks merged by log-sum-exp. The
 # degree must divide the data-parallel ranks, split --max_context_width into 2N chunks and nest
 # with the shard group: one error line each, in training and in `fsdpc plan`; what it does not do
-# yet (minGPT's attention dropout, experts, generation) is refused by name. Losses at cp 2 and 4, full-shard
+# yet (router jitter; minGPT's attention dropout on the GPU) is refused by name; generation runs unsplit. Losses at cp 2 and 4, full-shard
 # and hybrid, with tensor parallelism, activation checkpointing and gradient accumulation, for
 # every family (RoPE and minGPT's learned positions by global position, Mistral's window), with
-# masked labels, packing, document masking, dropout and LoRA's, equal the 1-rank run's within 1e-5 relative at
+# masked labels, packing, document masking, dropout (minGPT's attention probabilities too), LoRA's and
+# a mixture of experts (with expert parallelism and capacity), equal the 1-rank run's within 1e-5 relative at
 # every step, validation included; a checkpoint resumes across cp degrees with the losses of the
 # run that never stopped. On the emulated GPU (build/fsdpc_emu: the CUDA part kernels, the ring as
 # NCCL send/recv on the collectives' stream) cp 2 and cp 4, with document masks and a sliding
@@ -34,12 +35,17 @@ expect_error "--sequence_parallel: tp must divide a cp rank's tokens" \
     "tensor_parallel_degree 8 does not divide a context-parallel rank's 12 tokens" \
     ./fsdpc plan --model_name llama2_7b --world_size 16 --max_context_width 24 --tp 8 --sequence_parallel --cp 2
 expect_error "--context_parallel_degree 0" "context_parallel_degree must be at least 1" ./fsdpc --cp 0 --max_steps 1
-expect_error "cp with minGPT's attention dropout (not yet)" "context_parallel_degree 2 with --dropout on minGPT \(its attention probabilities\): not supported yet" \
-    $MPI -np 2 $RUN $M --cp 2 --dropout 0.1 --model_type mingpt --num_key_value_heads 4
-expect_error "cp with a mixture of experts (not yet)" "context_parallel_degree 2 with a mixture of experts: not supported yet" \
-    $MPI -np 2 $RUN --model_name mixtral_tiny --tokenizer byte --max_context_width 32 --cp 2
-expect_error "cp with generation (not yet)" "context_parallel_degree 2 with --prompt: not supported yet" \
-    $MPI -np 2 $RUN $M --cp 2 --prompt hi
+expect_error "cp with --router_jitter_noise" "context_parallel_degree 2 with --router_jitter_noise \(noise drawn by each rank's rows\): not supported yet" \
+    $MPI -np 2 $RUN --model_name mixtral_tiny --tokenizer byte --max_context_width 32 --cp 2 --router_jitter_noise 0.01
+if [ -x build/fsdpc_emu ]; then
+    expect_error "cp with minGPT's attention dropout on the (emulated) GPU" \
+        "context_parallel_degree 2 with --dropout 0.1 on minGPT: the GPU's ring kernels draw no attention-probability dropout masks" \
+        $MPI -np 2 build/fsdpc_emu --device cuda --train_data data/tinyshakespeare.txt ${RUN#./fsdpc} $M --cp 2 --dropout 0.1 \
+        --model_type mingpt --num_key_value_heads 4
+else
+    check "cp with dropout on the emulated GPU # SKIP build/fsdpc_emu is not built (make build/fsdpc_emu)" 0
+fi
+
 # the planner: a cp rank's activations are 1/N of each sequence's (and the ring's buffers)
 acts() { sed -n 's/^ *activations *\([0-9.]*\).*/\1/p' "$W/$1.plan" | head -1; }
 ./fsdpc plan --model_name llama2_7b --world_size 8 --max_context_width 32768 --batch_size 1 >"$W/p1.plan" 2>&1
@@ -48,6 +54,43 @@ a1=$(acts p1) a4=$(acts p4)
 awk -v a="$a1" -v b="$a4" 'BEGIN { exit !(a > 0 && b > 0 && b <= 0.3 * a) }' && grep -q "x cp 4 (ring attention)" "$W/p4.plan"
 check "plan --cp 4: activations per rank $a4 against cp 1's $a1 (at most 0.3x), the layout names cp" $? \
     "$(grep -m3 -E 'error|activations|layout' "$W/p4.plan" | tr '\n' '|')"
+
+# the planner's ring: a shift is 2 x B x T/N x KV x head_dim values (bf16 on a GPU), the gradients'
+# fp32; NVLink hides it behind 7B's blocks; a tiny model on a 1 MB/s link exposes each shift whole:
+# 2 layers x (forward 1 shift of 16384 bytes, backward 1 of k/v and grads 32768 + the last grads 16384) = 0.131072 s
+./fsdpc plan --model_name llama2_7b --precision bf16 --world_size 8 --max_context_width 32768 --batch_size 1 --cp 4 --json \
+    >"$W/r7.json" 2>&1
+./fsdpc plan --device cpu $M --batch_size 4 --world_size 2 --cp 2 --intra_node_bw 0.001 --gpu_tflops 1 --json >"$W/rs.json" 2>&1
+/usr/bin/python3 - "$W/r7.json" "$W/rs.json" <<'PY'
+import json, sys
+d, s = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+r = d["cp_ring"]
+assert d["cp"] == 4 and r["kv_bytes"] == 2 * 8192 * 32 * 128 * 2 and r["grad_bytes"] == 2 * r["kv_bytes"], r
+assert r["bandwidth_bytes_s"] == 450e9 and r["exposed_s"] == 0 and 0 < r["bwd_shift_s"] < r["bwd_block_s"], r
+assert any(c["name"].startswith("cp ring") for c in d["collectives"]), d["collectives"]
+r = s["cp_ring"]
+assert r["kv_bytes"] == 16384 and r["grad_bytes"] == 16384 and r["bandwidth_bytes_s"] == 1e6, r
+assert abs(r["exposed_s"] - 0.131072) < 1e-5 and s["exposed_comm_s"] >= r["exposed_s"] and s["step_time_s"] > r["exposed_s"], (r, s)
+PY
+check "plan --cp: the ring's shifts (k/v 2 x B x T/N x KV x hd, fp32 grads), hidden on NVLink at 7B x 32K, exposed in full on a 1 MB/s link (0.131 s)" $? \
+    "$(head -c 400 "$W/r7.json" "$W/rs.json")"
+./fsdpc plan --model_name llama2_7b --precision bf16 --world_size 16 --ranks_per_node 1 --max_context_width 32768 --batch_size 1 \
+    --cp 2 --inter_node_bw 5 >"$W/rn.plan" 2>&1
+grep -qE "^    cp ring +[1-9][0-9.]* ms  of it: per layer, forward 2 steps" "$W/rn.plan"
+check "plan --cp 2 across nodes (one rank per node, 5 GB/s): the report prints the ring's exposed time per step" $? \
+    "$(grep -m3 -E 'error|cp ring' "$W/rn.plan" | tr '\n' '|')"
+# a cp rank's tp all-reduces and experts' all-to-alls carry its T/N tokens' rows
+for cp in 1 2; do
+    ./fsdpc plan --model_name mixtral_8x7b --world_size 8 --max_context_width 8192 --batch_size 1 --tp 2 --ep 2 --cp $cp --json \
+        >"$W/tc$cp.json" 2>&1
+done
+/usr/bin/python3 - "$W/tc1.json" "$W/tc2.json" <<'PY'
+import json, sys
+one, two = ({c["name"]: c["payload_bytes"] for c in json.load(open(f))["collectives"]} for f in sys.argv[1:])
+for k in ("tp all-reduce forward", "tp all-reduce backward", "all-to-all experts"):
+    assert abs(two[k] / one[k] - 0.5) < 1e-9, (k, one[k], two[k])
+PY
+check "plan --cp 2: the tp all-reduces and the experts' all-to-alls carry half of cp 1's rows" $? "$(head -c 300 "$W/tc2.json")"
 
 # ---- equal losses: cp 2 and 4 against one rank, the same global batch ----
 run() { eq_run "$@"; }
@@ -79,6 +122,9 @@ same "GPT-NeoX: np=4 cp 4 (partial RoPE by global position) trains as one rank" 
 run drop1 1 --batch_size 4 --dropout 0.1
 run drop4 4 --batch_size 4 --dropout 0.1 --cp 4
 same "--dropout 0.1 (residual masks of each token's place in the whole sequence): np=4 cp 4 trains as one rank" drop1 drop4
+run gptd1 1 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --dropout 0.1
+run gptd4 4 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --dropout 0.1 --cp 4
+same "minGPT --dropout 0.1 (attention-probability masks by the whole sequence's query and key): np=4 cp 4 trains as one rank" gptd1 gptd4
 run neoxd1 1 --batch_size 4 --model_type gpt_neox --num_key_value_heads 4 --dropout 0.1
 run neoxd2 4 --batch_size 4 --model_type gpt_neox --num_key_value_heads 4 --dropout 0.1 --cp 2 --tp 2 --sequence_parallel
 same "GPT-NeoX --dropout 0.1: np=4 tp 2 x cp 2 with --sequence_parallel (a rank's rows of its chunks) trains as one rank" neoxd1 neoxd2
@@ -101,6 +147,9 @@ same "--packing (documents apart in a packed row, across the chunks): np=4 cp 4 
 run dgpt1 1 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --packing $D
 run dgpt2 2 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --packing --cp 2 $D
 same "minGPT with --packing (learned positions restart per document): np=2 cp 2 trains as one rank" dgpt1 dgpt2
+run gptd2 4 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --dropout 0.1 --cp 2 --tp 2 --packing $D
+run gptdp 1 --batch_size 4 --model_type mingpt --num_key_value_heads 4 --dropout 0.1 --packing $D
+same "minGPT --dropout 0.1 with --packing: np=4 tp 2 x cp 2 (a tp rank's heads: head0) trains as one rank" gptdp gptd2
 /usr/bin/python3 - "$W/docs.jsonl" <<'PY'
 import json, random, sys
 rng = random.Random(7)
@@ -115,6 +164,28 @@ run dwin1 1 --batch_size 4 --packing --sliding_window 6 $D
 run dwin2 4 --batch_size 4 --packing --sliding_window 6 --cp 2 --tp 2 $D
 same "--packing with --sliding_window 6: np=4 tp 2 x cp 2 trains as one rank" dwin1 dwin2
 
+# a mixture of experts: each cp rank routes its own tokens; the router's statistics sum them over
+# every rank (the balance and z losses of the global batch), the loss-bearing count once per cp group
+X="--model_type mixtral --num_experts 4 --router_aux_loss_coef 0.02 --router_z_loss_coef 0.001"
+run moe1 1 --batch_size 4 $X
+run moe2 2 --batch_size 2 --grad_accum 2 --val_batch_size 4 $X --cp 2
+same "Mixtral (router losses on): np=2 cp 2 with grad_accum 2 (the statistics collected over the step) trains as one rank" moe1 moe2
+run moe4 4 --batch_size 4 $X --cp 4 --ep 2
+same "Mixtral: np=4 cp 4 x ep 2 (the experts split over a cp group) trains as one rank" moe1 moe4
+run moetp 4 --batch_size 4 $X --cp 2 --tp 2
+same "Mixtral: np=4 tp 2 x cp 2 trains as one rank" moe1 moetp
+run moem1 1 --batch_size 8 $X $D
+run moem4 4 --batch_size 4 $X --cp 2 --ep 2 $D
+same "Mixtral with masked labels: np=4 cp 2 x ep 2 (2 cp groups; the router counts loss-bearing tokens) trains as one rank" moem1 moem4
+# --capacity_factor 0.8 (a third of the assignments dropped): kept in the step's token order, a cp
+# group's chunks by their place in the sequence
+run cap1 1 --batch_size 4 $X --capacity_factor 0.8
+run cap4 4 --batch_size 4 $X --capacity_factor 0.8 --cp 4 --ep 2
+same "Mixtral --capacity_factor 0.8: np=4 cp 4 x ep 2 (each expert's capacity by the sequence's token order) trains as one rank" cap1 cap4
+run capg1 1 --batch_size 2 --grad_accum 2 --val_batch_size 4 $X --capacity_factor 0.8
+run capg4 4 --batch_size 2 --grad_accum 2 --val_batch_size 4 $X --capacity_factor 0.8 --cp 2 --tp 2
+same "Mixtral --capacity_factor 0.8, grad_accum 2 (the routing pass): np=4 tp 2 x cp 2 trains as one rank" capg1 capg4
+
 # ---- the whole-sequence attention scratch (per thread, T x T) is not held under cp: the ring never reads it ----
 acts_at() {  # acts_at THREADS: the tracked activations (MiB) of a cp 2 step on 4096-token rows
     $MPI -np 2 ./fsdpc --max_steps 1 --checkpoint_freq 0 --num_tokens 0 --validation_freq 0 --tokenizer byte --hidden_width 64 \
@@ -124,6 +195,21 @@ acts_at() {  # acts_at THREADS: the tracked activations (MiB) of a cp 2 step on 
 a1=$(acts_at 1) a2=$(acts_at 2)
 [ -n "$a1" ] && [ "$a1" = "$a2" ]
 check "cp 2 on 4096-token rows: activations do not grow with threads ($a1 MiB at 1, $a2 MiB at 2)" $?
+
+# ---- generation stays unsplit: the first cp rank (with its tp group) runs whole sequences on its KV cache ----
+GN="--max_steps 30 --checkpoint_freq 0 --validation_freq 0 --num_threads 1 --lr 1e-2 --warmup 2 $M --batch_size 4 --num_tokens 48
+    --temperature 1 --top_p 0.9 --prompt ROMEO: --train_data data/tinyshakespeare.txt"
+$MPI -np 1 ./fsdpc $GN >"$W/gen1.txt" 2>"$W/gen1.err"
+$MPI -np 2 ./fsdpc $GN --cp 2 --checkpoint_freq 30 --checkpoint_dir "$W/genck" >"$W/gen2.txt" 2>"$W/gen2.err"
+$MPI -np 4 ./fsdpc $GN --cp 4 >"$W/gen4.txt" 2>"$W/gen4.err"
+$MPI -np 4 ./fsdpc $GN --cp 2 --tp 2 >"$W/gentp.txt" 2>"$W/gentp.err"
+$MPI -np 2 ./fsdpc ${GN/--max_steps 30/--max_steps 0} --cp 2 --resume_from_checkpoint "$W/genck" >"$W/genr.txt" 2>"$W/genr.err"
+# (stdout holds the sample alone; a pure generation run ends it without the newline)
+for g in gen1 gen2 gen4 gentp genr; do tr -d '\n' <"$W/$g.txt" >"$W/$g.last"; done
+[ "$(wc -c <"$W/gen1.last")" -gt 40 ] && cmp -s "$W/gen1.last" "$W/gen2.last" && cmp -s "$W/gen1.last" "$W/gen4.last" &&
+    cmp -s "$W/gen1.last" "$W/gentp.last" && cmp -s "$W/gen1.last" "$W/genr.last" && [ "$(grep -c ROMEO: "$W/gen4.txt")" = 1 ]
+check "--prompt under cp (the sample after training at cp 2, cp 4, tp 2 x cp 2, and generating from a cp 2 checkpoint): the 1-rank run's tokens, printed once" $? \
+    "$(od -c "$W/gen2.last" | head -2 | tr '\n' '|'; grep -m1 error "$W"/gen*.err)"
 
 # ---- resume across cp degrees ----
 CK="--checkpoint_freq 3 --max_steps 6 --validation_freq 0"

@@ -27,7 +27,8 @@ check "--json parses, has per_rank_bytes{params,master,gathered,grads,optimizer,
 # at step 2 (the metrics line's "mem"), within 10%: np 1/2/4 x full/grad/no-shard x activation
 # checkpointing, hybrid full/grad-shard with and without it, selective checkpointing, bf16 gathers
 # and reductions, gradient accumulation, minGPT's tied unit, an unsharded start, tensor
-# parallelism with and without sequence parallelism. The tracker
+# parallelism with and without sequence parallelism, context parallelism (1/N of the activations
+# and the ring's buffers). The tracker
 # counts what the allocation sites hold, so the resident memory (mem:) is held against the plan
 # apart: its growth from 4 to 12 layers against the planned growth.
 S="--tokenizer byte --hidden_width 256 --num_heads 4 --intermediate_size 768 --max_context_width 64 --batch_size 4
@@ -87,7 +88,10 @@ for args in "4 --sharding hybrid-full-shard --shard_group_size 2 --meta_init" \
     "2 --sharding no-shard --lora_rank 4 --grad_accum 2 --precision bf16 --reduce_dtype bf16 --meta_init" \
     "4 --sharding full-shard --tensor_parallel_degree 2 --lora_rank 8 --lora_target_modules all-linear --meta_init" \
     "2 --sharding full-shard --model_type mixtral --num_experts 4 --ep 2 --lora_rank 4 --lora_target_modules all-linear --meta_init" \
-    "4 --sharding full-shard --model_type mixtral --num_experts 4 --ep 2 --tensor_parallel_degree 2 --lora_rank 4 --lora_target_modules w1,w2,w3,gate --meta_init"; do
+    "4 --sharding full-shard --model_type mixtral --num_experts 4 --ep 2 --tensor_parallel_degree 2 --lora_rank 4 --lora_target_modules w1,w2,w3,gate --meta_init" \
+    "2 --sharding full-shard --cp 2 --meta_init" "4 --sharding full-shard --cp 4 --activation_checkpoints --meta_init" \
+    "4 --sharding hybrid-full-shard --shard_group_size 2 --cp 2 --tensor_parallel_degree 2 --meta_init" \
+    "4 --sharding full-shard --model_type mixtral --num_experts 4 --cp 2 --ep 2 --activation_checkpoints --meta_init"; do
     set -- $args
     np=$1
     shift

@@ -133,8 +133,8 @@ expect_error "--compute_efficiency is a fraction" "compute_efficiency expects a 
 # docs/planning.md's tables from fsdpc plan: regenerated, they equal the page's
 $PY run/plan_tables.py --check docs/planning.md --plans "$W/plans" >"$W/tables.out" 2>&1
 rc=$?
-[ $rc = 0 ] && grep -q '^docs/planning.md: the plan tables (presets-h100, tp-70b, experts-ep, finetune-lora, calibration) are what fsdpc plan gives$' "$W/tables.out"
-check "docs/planning.md's plan tables (Llama-2 on H100 nodes, 70B at tp 1-8, Mixtral's ep, LoRA and QLoRA, the calibration) are what run/plan_tables.py makes of fsdpc plan" $? \
+[ $rc = 0 ] && grep -q '^docs/planning.md: the plan tables (presets-h100, tp-70b, experts-ep, cp-7b, finetune-lora, calibration) are what fsdpc plan gives$' "$W/tables.out"
+check "docs/planning.md's plan tables (Llama-2 on H100 nodes, 70B at tp 1-8, Mixtral's ep, 7B at 32K/128K x cp 1-8, LoRA and QLoRA, the calibration) are what run/plan_tables.py makes of fsdpc plan" $? \
     "$(tail -c 1200 "$W/tables.out")"
 # and the check can fail: a stale cell is found, and the command that regenerates it named
 sed -n '/^<!-- plan_tables.py calibration -->$/,/^<!-- \/plan_tables.py -->$/p' docs/planning.md |

@@ -666,8 +666,9 @@ static void test_qkv_positions(void) {
 // Ring attention (context parallelism): n ranks each holding chunks r and 2n-1-r of 2n, every
 // rank's queries against every rank's keys block by block (in the ring's order: its own first),
 // equal whole-sequence attention in out, dq, dk and dv (dk and dv summed over the queries' ranks).
-// docs: row b's documents are runs of 9 + 4b tokens (document masking across the chunks).
-static void test_attention_ring(int n, int B, int T, int H, int KV, int hd, int window, int docs) {
+// docs: row b's documents are runs of 9 + 4b tokens (document masking across the chunks). drop:
+// the probabilities' dropout, whose masks the blocks draw by the whole sequence's (query, key).
+static void test_attention_ring(int n, int B, int T, int H, int KV, int hd, int window, int docs, const KernDropout *drop) {
     const int Tl = T / n, c = T / (2 * n);
     const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, lq = nq / n, lk = nk / n;
     float *q = rand_vec(nq, -1, 1), *k = rand_vec(nk, -1, 1), *v = rand_vec(nk, -1, 1), *dout = rand_vec(nq, -1, 1);
@@ -676,8 +677,8 @@ static void test_attention_ring(int n, int B, int T, int H, int KV, int hd, int 
     float *scratch = malloc(sizeof(float) * kern_attention_scratch_floats(B, H, T));
     int32_t *ks = docs ? malloc(sizeof(int32_t) * B * T) : NULL, *lks = docs ? malloc(sizeof(int32_t) * B * T) : NULL;
     for (int i = 0; docs && i < B * T; i++) ks[i] = i % T - i % T % (9 + 4 * (i / T));
-    kern_attention_fwd(out, probs, q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, ks, window, NULL);
-    kern_attention_bwd(dq, dk, dv, scratch, dout, out, probs, q, k, v, B, T, H, KV, hd, ks, window, NULL);
+    kern_attention_fwd(out, probs, q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, ks, window, drop);
+    kern_attention_bwd(dq, dk, dv, scratch, dout, out, probs, q, k, v, B, T, H, KV, hd, ks, window, drop);
     // each rank's rows: pos[r] its positions; x[0..3][r] its q, dout (H heads), k, v (KV heads); lks its document starts
     int32_t *pos = malloc(sizeof(int32_t) * T);
     float *loc[4], *lse = malloc(sizeof(float) * (size_t)B * H * T);
@@ -703,13 +704,13 @@ static void test_attention_ring(int n, int B, int T, int H, int KV, int hd, int 
         for (int s = 0; s < n; s++) {
             const int src = (r - s + n) % n;
             kern_attention_part_fwd(ro + r * lq, lse_r, loc[0] + r * lq, loc[2] + src * lk, loc[3] + src * lk, B, Tl, Tl, H, KV, hd,
-                                    pos + r * Tl, pos + src * Tl, docs ? lks + (size_t)r * B * Tl : NULL, window, s == 0);
+                                    pos + r * Tl, pos + src * Tl, docs ? lks + (size_t)r * B * Tl : NULL, window, s == 0, drop, T);
         }
         for (int s = 0; s < n; s++) {
             const int src = (r - s + n) % n;
             kern_attention_part_bwd(ldq + r * lq, ldk + src * lk, ldv + src * lk, loc[1] + r * lq, ro + r * lq, lse_r,
                                     loc[0] + r * lq, loc[2] + src * lk, loc[3] + src * lk, B, Tl, Tl, H, KV, hd,
-                                    pos + r * Tl, pos + src * Tl, docs ? lks + (size_t)r * B * Tl : NULL, window);
+                                    pos + r * Tl, pos + src * Tl, docs ? lks + (size_t)r * B * Tl : NULL, window, drop, T);
         }
     }
     const float *got[4] = {ro, ldq, ldk, ldv}, *want[4] = {out, dq, dk, dv};
@@ -727,8 +728,8 @@ static void test_attention_ring(int n, int B, int T, int H, int KV, int hd, int 
     const char *what[4] = {"out", "dq", "dk", "dv"};
     for (int x = 0; x < 4; x++) {
         char name[128];
-        snprintf(name, sizeof name, "ring attention %d ranks (T=%d H=%d KV=%d window %d%s): %s equals whole-sequence attention's", n,
-                 T, H, KV, window, docs ? ", documents" : "", what[x]);
+        snprintf(name, sizeof name, "ring attention %d ranks (T=%d H=%d KV=%d window %d%s%s): %s equals whole-sequence attention's",
+                 n, T, H, KV, window, docs ? ", documents" : "", drop ? ", dropout by global position" : "", what[x]);
         report(worst[x] / scale[x] < 1e-5, name, "max|diff| / max|whole| = %.3g", worst[x] / scale[x]);
     }
     for (int x = 0; x < 4; x++) free(loc[x]);
@@ -766,14 +767,18 @@ static void test_attention(void) {
     test_attention_bwd("dropout p=0.3 head0 5 (T=37 H=4 KV=2)", 1, 37, 4, 2, 8, 0, &drop5);
     test_attention_drop_identity();
     test_attention_drop_heads();
-    test_attention_ring(2, 2, 132, 4, 2, 8, 0, 0);  // chunks of 33: a rank's 66 queries cross a 64-row block
-    test_attention_ring(4, 1, 40, 2, 2, 8, 0, 0);
-    test_attention_ring(3, 2, 36, 4, 1, 8, 0, 0);
-    test_attention_ring(4, 2, 48, 4, 2, 8, 7, 0);  // a window shorter than a chunk: some blocks see nothing
-    test_attention_ring(2, 1, 40, 2, 1, 8, 15, 0);
-    test_attention_ring(2, 2, 132, 4, 2, 8, 0, 1);  // documents across chunks and row blocks
-    test_attention_ring(4, 2, 48, 4, 2, 8, 0, 1);
-    test_attention_ring(3, 2, 36, 4, 1, 8, 5, 1);  // documents and a window
+    test_attention_ring(2, 2, 132, 4, 2, 8, 0, 0, NULL);  // chunks of 33: a rank's 66 queries cross a 64-row block
+    test_attention_ring(4, 1, 40, 2, 2, 8, 0, 0, NULL);
+    test_attention_ring(3, 2, 36, 4, 1, 8, 0, 0, NULL);
+    test_attention_ring(4, 2, 48, 4, 2, 8, 7, 0, NULL);  // a window shorter than a chunk: some blocks see nothing
+    test_attention_ring(2, 1, 40, 2, 1, 8, 15, 0, NULL);
+    test_attention_ring(2, 2, 132, 4, 2, 8, 0, 1, NULL);  // documents across chunks and row blocks
+    test_attention_ring(4, 2, 48, 4, 2, 8, 0, 1, NULL);
+    test_attention_ring(3, 2, 36, 4, 1, 8, 5, 1, NULL);  // documents and a window
+    // minGPT's attention-probability dropout (a tp rank's heads from 2: head0), with documents
+    const KernDropout ring_drop = {0.3f, 0xd20bULL, 5, 2};
+    test_attention_ring(2, 2, 132, 4, 2, 8, 0, 0, &ring_drop);
+    test_attention_ring(4, 2, 48, 4, 4, 8, 0, 1, &ring_drop);
 }
 
 // ---- SwiGLU on the fused gate|up ----
