@@ -180,7 +180,7 @@ $(EMU)/test_gpu.o: test/gpu/test_gpu.c
 
 # the kernels' ground floor (errors, allocation, logging, limits) is base/, which needs no MPI
 BASE_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard base/*.c))
-build/test_gpu_emu: $(EMU_OBJ) $(EMU)/emu_main.o $(EMU)/device.o $(EMU)/cudnn.o $(EMU)/test_gpu.o $(CPU_KERN_OBJ) $(BASE_OBJ)
+build/test_gpu_emu: $(EMU_OBJ) $(EMU)/emu_main.o $(EMU)/device.o $(EMU)/cudnn.o $(EMU)/test_gpu.o $(CPU_KERN_OBJ) $(BUILD)/kernels/dispatch.o $(BASE_OBJ)
 	g++ -fopenmp -pthread $^ -o $@ -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -ldl -lm $(SAN_LD)
 
 EMU_C_OBJ = $(patsubst %.c,$(EMU)/c/%.o,main.c $(wildcard base/*.c comm/*.c model/*.c shard/*.c run/*.c data/*/*.c ckpt/*.c kernels/*.c kernels/cpu/*.c) test/gpu/emu/c/capi.c) \
