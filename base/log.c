@@ -37,16 +37,20 @@ static int log_silenced(void) { return atomic_load(&said) && !ending_mine; }
 void log_error(const char *msg) {
     if (log_silenced()) return;
     if (ending_mine) atomic_store(&said, 1);
-    fputs("fsdpc: error: ", stderr);
+    // built whole, then one write: stderr is unbuffered, and a launcher interleaves writes
+    char *line = mallocCheck(strlen(msg) * 4 + 32);
+    size_t n = (size_t)sprintf(line, "fsdpc: error: ");
     for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
-        if (*p >= 0x20 && *p != 0x7f) fputc(*p, stderr);
-        else if (*p == '\n') fputs("\\n", stderr);
-        else if (*p == '\t') fputs("\\t", stderr);
-        else if (*p == '\r') fputs("\\r", stderr);
-        else fprintf(stderr, "\\x%02x", *p);
+        if (*p >= 0x20 && *p != 0x7f) line[n++] = (char)*p;
+        else if (*p == '\n') n += (size_t)sprintf(line + n, "\\n");
+        else if (*p == '\t') n += (size_t)sprintf(line + n, "\\t");
+        else if (*p == '\r') n += (size_t)sprintf(line + n, "\\r");
+        else n += (size_t)sprintf(line + n, "\\x%02x", *p);
     }
-    fputc('\n', stderr);
+    line[n++] = '\n';
+    fwrite(line, 1, n, stderr);
     fflush(stderr);
+    free(line);
 }
 
 void log_msg(const char *fmt, ...) {

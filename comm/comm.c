@@ -261,11 +261,12 @@ static size_t stop_append(char *buf, size_t n, size_t cap, const char *s) {
     return n;
 }
 
-// stop_append with control characters as \xNN, as log_error writes them (a path in a line)
+// stop_append with control characters escaped as log_error writes them (\n, \t, \r, \xNN)
 static size_t stop_append_escaped(char *buf, size_t n, size_t cap, const char *s) {
     static const char hex[] = "0123456789abcdef";
     for (const unsigned char *p = (const unsigned char *)s; *p && n + 5 < cap; p++) {
         if (*p >= 0x20 && *p != 0x7f) buf[n++] = (char)*p;
+        else if (*p == '\n' || *p == '\t' || *p == '\r') buf[n++] = '\\', buf[n++] = *p == '\n' ? 'n' : *p == '\t' ? 't' : 'r';
         else buf[n++] = '\\', buf[n++] = 'x', buf[n++] = hex[*p >> 4], buf[n++] = hex[*p & 15];
     }
     return n;
@@ -313,11 +314,14 @@ static void on_stop(int sig) {
 // the crash it is (the default action, on the faulting instruction's retry).
 static void on_bus(int sig, siginfo_t *si, void *ctx) {
     (void)ctx;
-    const char *name = path_mapped_name(si->si_addr);
-    if (!name) {
+    const char *name = si->si_code > 0 ? path_mapped_name(si->si_addr) : NULL;  // <= 0: sent, no address
+    if (!name) {  // the default action: a fault's retry, or the sent signal (pending until this returns)
         signal(sig, SIG_DFL);
+        raise(sig);
         return;
     }
+    for (int i = 0; i < STOP_FILES; i++)  // the writer locks go, as on a stop
+        if (stop_file_used[i]) unlink(stop_files[i]);
     char line[PATH_MAX + 512], num[12];
     int k = (int)sizeof num - 1, v = comm_info.rank;
     num[k] = 0;

@@ -922,8 +922,10 @@ static void mistral_defaults(Config *c) {
     if (m->sliding_window) snprintf(window, sizeof window, "%d", m->sliding_window);
     size_t n = strlen(c->recipe.recipe_note);
     snprintf(c->recipe.recipe_note + n, sizeof c->recipe.recipe_note - n,
-             "%s--model_type mistral: the Llama family as MistralConfig builds it, sliding window %s and RMSNorm epsilon %g",
-             n ? "\n" : "", window, (double)m->norm_eps);
+             "%s--model_type mistral: the Llama family as MistralConfig builds it, sliding window %s and RMSNorm epsilon %g%s",
+             n ? "\n" : "", window, (double)m->norm_eps,
+             c->ckpt.resume_from_checkpoint[0] || c->ckpt.init_from[0] || c->ckpt.pretrained_model_name[0]
+                 ? " (a checkpoint or model the run starts from keeps its own)" : "");
 }
 
 int flags_parse(Config *c, int argc, char **argv) {

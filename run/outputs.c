@@ -106,7 +106,9 @@ static void note_made(const char *path) {
     free(p);
     if (kept == strlen(path) || nmade == MADE_MAX) return;
     if (!nmade) atexit(remove_empty_made);
-    made[nmade].path = path_dup(path), made[nmade++].kept = kept;
+    char *q = path_dup(path);
+    for (size_t n = strlen(q); n > kept + 1 && q[n - 1] == '/';) q[--n] = 0;  // "a/b/" climbs as "a/b"
+    made[nmade].path = q, made[nmade++].kept = kept;
 }
 
 // Makes the folder `path` (with its parents) that `flag` names: NULL, or the error line.

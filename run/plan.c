@@ -345,7 +345,7 @@ static void cp_ring(PlanFigures *f, double intra, double inter) {
     double ab = f->gpu && cfg->shard.precision == PRECISION_BF16 ? 2 : 4;
     double kv = (double)cfg->optim.batch_size * (m->max_context_width / n) * m->num_key_value_heads / tpd * config_head_dim(m);
     f->ring_kv = 2 * kv * ab;
-    f->ring_dkv = 2 * kv * 4;
+    f->ring_dkv = 2 * kv * ab;  // the gradients travel in the activations' dtype too
     int fits = n * tpd <= f->rpn && f->rpn % (n * tpd) == 0;
     f->ring_bw = group_bw(fits, fits ? n : f->rpn / tpd, f->rpn, intra, inter) * GB;
     double sent = M * ((L + recomputed) * (n - 1) * f->ring_kv + L * ((n - 1) * f->ring_kv + n * f->ring_dkv));
@@ -679,7 +679,7 @@ static void print_time(const PlanFigures *f) {
            f->exposed * 1e3);
     if (f->dims.cp > 1)
         printf("    cp ring   %9.2f ms  of it: per layer, forward %d steps each shifting %.1f MB in %.3f ms while a block's "
-               "attention takes %.3f ms; backward %d steps each shifting %.1f MB (k/v and fp32 grads) in %.3f ms against %.3f ms\n",
+               "attention takes %.3f ms; backward %d steps each shifting %.1f MB (k/v and their grads) in %.3f ms against %.3f ms\n",
                f->ring_exposed * 1e3, f->dims.cp, f->ring_kv / 1e6, f->ring_fwd_shift * 1e3, f->ring_fwd_block * 1e3, f->dims.cp,
                (f->ring_kv + f->ring_dkv) / 1e6, f->ring_bwd_shift * 1e3, f->ring_bwd_block * 1e3);
     printf("  optimizer   %9.2f ms  AdamW over the shard at %.0f GB/s\n", f->optim * 1e3, f->adam_bw / GB);

@@ -175,7 +175,7 @@ def cp_7b(fsdpc):
            "of 8, 50 GB/s between them, the fitted efficiency): a cp group of N GPUs shares each sequence, so",
            "G / N sequences make a step. Memory is the peak per GPU (fits: within %.1f GiB); the ring's time" % cap,
            "is what its shifts expose beyond the attention blocks they overlap, per step; beside it one backward",
-           "ring step's shift (k/v and their fp32 gradients) against its block's attention.",
+           "ring step's shift (k/v and their gradients, both bf16) against its block's attention.",
            "",
            "| context | GPUs | cp | activations | peak per GPU | fits | ring exposed (bwd shift / block) | step time | tokens/s | MFU |",
            "|---|---|---|---|---|---|---|---|---|---|"]

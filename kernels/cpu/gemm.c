@@ -426,25 +426,25 @@ static size_t gemm_pack_words(int M, int N, int K, size_t *na) {
     return *na + Np * K2;
 }
 
-// the bf16 kernel's product; 0 when its buffers cannot be had (the caller then runs sgemm)
-static int gemm_block_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+// the bf16 kernel's product
+static void gemm_block_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                            int ldb, float beta, float *C, int ldc) {
     const int K2 = (K + 1) / 2, Mp = (M + GEMM_ROWS - 1) / GEMM_ROWS * GEMM_ROWS;
     const int Np = (N + GEMM_COLS - 1) / GEMM_COLS * GEMM_COLS;
     size_t na;
     uint32_t *buf = pack_grow(&pack.a, &pack.acap, gemm_pack_words(M, N, K, &na));
-    if (!buf) return 0;
     size_t si, sp;
     pack_a(buf, ta, M, ta ? (Mp + 15) / 16 * 16 : Mp, K, A, lda, &si, &sp);
     pack_b(buf + na, tb, N, Np, K, B, ldb);
     gemm_block_run(M, N, K2, buf, si, sp, buf + na, alpha, beta, C, ldc);
-    return 1;
 }
 
 void cpu_gemm_block(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                     int ldb, float beta, float *C, int ldc) {
-    if (gemm_bf16 && M > 0 && N > 0 && K > 0 && gemm_block_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+    if (gemm_bf16 && M > 0 && N > 0 && K > 0) {
+        gemm_block_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
+    }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
                 ldb, beta, C, ldc);
 }

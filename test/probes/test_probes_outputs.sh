@@ -175,8 +175,8 @@ check "export and prepare with stdout on a full device complete (they print noth
 # the folders it made, nor an events file with no data; folders that were there stay, and a run
 # that trained keeps its events
 mkdir -p "$W/was"
-$MPI -np 2 ./fsdpc --model_name llama2_70b --tokenizer byte --max_steps 1 --checkpoint_dir "$W/new/ck/a" \
-    --tensorboard_dir "$W/was/tb/b" --trace_dir "$W/new/tr" >"$W/refused.log" 2>&1
+$MPI -np 2 ./fsdpc --model_name llama2_70b --tokenizer byte --max_steps 1 --checkpoint_dir "$W/new/ck/a/" \
+    --tensorboard_dir "$W/was/tb/b//" --trace_dir "$W/new/tr" >"$W/refused.log" 2>&1
 rc=$?
 [ $rc -ne 0 ] && grep -q "fsdpc: error: estimated peak memory" "$W/refused.log" && [ ! -e "$W/new" ] && [ -d "$W/was" ] &&
     [ -z "$(ls -A "$W/was")" ]
