@@ -158,13 +158,14 @@
     X(void, attention_part_fwd,                                                                                        \
       (void *out, float *lse, const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int KV,       \
        int hd, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window, int first,                 \
-       const KernDropout *drop, int seq),                                                                              \
-      (out, lse, q, k, v, B, Tq, Tk, H, KV, hd, qpos, kpos, qfirst, window, first, drop, seq))                         \
+       const KernDropout *drop, int seq, const KernBlock *blk),                                                        \
+      (out, lse, q, k, v, B, Tq, Tk, H, KV, hd, qpos, kpos, qfirst, window, first, drop, seq, blk))                    \
     X(void, attention_part_bwd,                                                                                        \
       (void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse, const void *q,               \
        const void *k, const void *v, int B, int Tq, int Tk, int H, int KV, int hd, const int32_t *qpos,                \
-       const int32_t *kpos, const int32_t *qfirst, int window, const KernDropout *drop, int seq),                      \
-      (dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, H, KV, hd, qpos, kpos, qfirst, window, drop, seq))
+       const int32_t *kpos, const int32_t *qfirst, int window, const KernDropout *drop, int seq,                       \
+       const KernBlock *blk),                                                                                          \
+      (dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, H, KV, hd, qpos, kpos, qfirst, window, drop, seq, blk))
 
 #define KERN_OPS(X) KERN_PLAIN_OPS(X) KERN_SIMD_OPS(X)
 

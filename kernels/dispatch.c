@@ -402,3 +402,30 @@ const char *kern_library_versions(void) {
     return "CUDA backend: none (a CPU-only build)\n";
 #endif
 }
+
+// Each query's count of keys seen (kpos increasing, so a prefix): zero up to q0, then either nk for
+// every query (a rectangle) or one more for each (causal by index).
+int kern_block_of(KernBlock *blk, const int32_t *qpos, const int32_t *kpos, int Tq, int Tk) {
+    KernBlock b = {0, 0, 0, 0};
+    int rect = 1, causal = 1;
+    for (int i = 0; i < Tq; i++) {
+        int lo = 0, hi = Tk;  // the keys at positions <= qpos[i]
+        while (lo < hi) {
+            const int mid = (lo + hi) / 2;
+            if (kpos[mid] <= qpos[i]) lo = mid + 1;
+            else hi = mid;
+        }
+        if (!b.nq && !lo) {
+            b.q0 = i + 1;
+            continue;
+        }
+        if (!b.nq++) b.nk = lo;
+        rect &= lo == b.nk;
+        causal &= lo == b.nq;
+    }
+    b.causal = !rect && causal;
+    if (!b.nq || !(rect || causal)) return 0;
+    if (b.causal) b.nk = b.nq;
+    *blk = b;
+    return 1;
+}

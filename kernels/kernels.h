@@ -277,16 +277,28 @@ void kern_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void
 // none; the CPU's only, a GPU run refuses it): P[b, h, i, j] multiplies V kept iff u(key, sample0 +
 // b, ((head0 + h)*seq + qpos[i])*seq + kpos[j]) >= p, the mask the whole-sequence kernels draw for
 // that query and key in a sequence of seq tokens; lse stays undropped.
+// blk (NULL: none): the block's mask as the host knows it (kern_block_of), which lets a GPU run the
+// block through cuDNN's SDPA; the positions still define the result.
+typedef struct {
+    int q0, nq;  // the queries that see keys: [q0, q0 + nq) of each row; the others see none
+    int nk;      // they see keys [0, nk): all of them (causal 0), or query q0 + i keys 0..i (causal 1, nk == nq)
+    int causal;
+} KernBlock;
+// The block of a plain causal mask (no documents, no window: query i sees key j iff kpos[j] <=
+// qpos[i]) from host copies of the positions: 1 and *blk when it is such a rectangle or causal
+// square, else 0. Under the ring's head-tail layout every block is one.
+int kern_block_of(KernBlock *blk, const int32_t *qpos, const int32_t *kpos, int Tq, int Tk);
 void kern_attention_part_fwd(void *out, float *lse, const void *q, const void *k, const void *v, int B, int Tq,
                              int Tk, int H, int KV, int hd, const int32_t *qpos, const int32_t *kpos,
-                             const int32_t *qfirst, int window, int first, const KernDropout *drop, int seq);
+                             const int32_t *qfirst, int window, int first, const KernDropout *drop, int seq,
+                             const KernBlock *blk);
 // Backward of one block, once the forward has seen every block (out, lse final): dq (B, Tq, H, hd)
 // += this block's share, dk and dv (B, Tk, KV, hd) += the gradients of this block's keys and values
 // from these queries. The callers zero them before the first block.
 void kern_attention_part_bwd(void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse,
                              const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int KV, int hd,
                              const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window,
-                             const KernDropout *drop, int seq);
+                             const KernDropout *drop, int seq, const KernBlock *blk);
 
 // ---- SwiGLU on the fused gate|up projection ----
 // One GEMM against the adjacent gate and up weights (2F rows) gives gu (N, 2F): each row holds

@@ -55,6 +55,14 @@ static size_t cp_floats(size_t n) { return n * kern_act_bytes() / sizeof(float);
 static float *cp_grads(const Activations *a, int h, size_t kvd) { return (float *)((char *)a->cp_ring + 2 * h * cp_slot_bytes(a, kvd)); }
 static float *cp_keys(const Activations *a, int h, size_t kvd) { return (float *)((char *)cp_grads(a, h, kvd) + cp_slot_bytes(a, kvd)); }
 
+// The block's mask as the host sees it from the positions, which lets the kernels take cuDNN for it
+// (kernels.h kern_block_of); NULL under documents or a window, whose masks are per token.
+static const KernBlock *cp_block(const Activations *a, int src, int window, KernBlock *blk) {
+    if (a->docs || window > 0) return NULL;
+    const int T = a->T;
+    return kern_block_of(blk, a->cp_pos + (size_t)a->cp_rank * T, a->cp_pos + (size_t)src * T, T, T) ? blk : NULL;
+}
+
 void model_attention_fwd(const ModelPlan *plan, Activations *a, void *out, float *saved, const void *q, const void *k,
                          const void *v, int H, int KV, int hd, int window, const KernDropout *drop) {
     const int B = a->B, T = a->T, n = a->cp, me = a->cp_rank;
@@ -66,12 +74,13 @@ void model_attention_fwd(const ModelPlan *plan, Activations *a, void *out, float
     const size_t kvd = (size_t)KV * hd, kv = (size_t)B * T * kvd;
     kern_act_copy(cp_keys(a, 0, kvd), k, kv);
     kern_act_copy(kern_act_at(cp_keys(a, 0, kvd), kv), v, kv);
+    KernBlock blk;
     for (int s = 0; s < n; s++) {  // step s: the block of rank me - s, while it moves on to me + 1
         float *cur = cp_keys(a, s % 2, kvd);
         CommRequest *r = s + 1 < n ? comm_ring_shift_start(plan->cp_group, cur, cp_keys(a, (s + 1) % 2, kvd), cp_floats(2 * kv)) : NULL;
         const int src = (me - s + n) % n;
         kern_attention_part_fwd(out, saved, q, cur, kern_act_at(cur, kv), B, T, T, H, KV, hd, a->cp_dpos + (size_t)me * T,
-                                a->cp_dpos + (size_t)src * T, a->docs ? a->kstart : NULL, window, s == 0, drop, n * T);
+                                a->cp_dpos + (size_t)src * T, a->docs ? a->kstart : NULL, window, s == 0, drop, n * T, cp_block(a, src, window, &blk));
         comm_wait(r);
     }
 }
@@ -89,6 +98,7 @@ void model_attention_bwd(const ModelPlan *plan, Activations *a, const void *out,
     kern_act_copy(cp_keys(a, 0, kvd), k, kv);
     kern_act_copy(kern_act_at(cp_keys(a, 0, kvd), kv), v, kv);
     kern_zero(a->dq, cp_floats((size_t)B * T * H * hd));
+    KernBlock blk;
     for (int s = 0; s < n; s++) {
         const int src = (me - s + n) % n, h = s % 2;
         float *keys = cp_keys(a, h, kvd), *grads = cp_grads(a, h, kvd);
@@ -97,7 +107,7 @@ void model_attention_bwd(const ModelPlan *plan, Activations *a, const void *out,
         CommRequest *r = s + 1 < n ? comm_ring_shift_start(plan->cp_group, keys, cp_keys(a, !h, kvd), cp_floats(2 * kv)) : NULL;
         kern_attention_part_bwd(a->dq, grads, kern_act_at(grads, kv), a->datt, out, saved, q, keys, kern_act_at(keys, kv), B, T,
                                 T, H, KV, hd, a->cp_dpos + (size_t)me * T, a->cp_dpos + (size_t)src * T,
-                                a->docs ? a->kstart : NULL, window, drop, n * T);
+                                a->docs ? a->kstart : NULL, window, drop, n * T, cp_block(a, src, window, &blk));
         comm_wait(comm_ring_shift_start(plan->cp_group, grads, cp_grads(a, !h, kvd), cp_floats(2 * kv)));
         comm_wait(r);
     }

@@ -287,7 +287,9 @@ static void att_part_drop(const AttDrop *ad, uint64_t seed, int h, int seq, int 
 
 void CPU_OP(attention_part_fwd)(void *outp, float *lse, const void *qp, const void *kp, const void *vp, int B, int Tq,
                                 int Tk, int H, int KV, int hd, const int32_t *qpos, const int32_t *kpos,
-                                const int32_t *qfirst, int window, int first, const KernDropout *drop, int seq) {
+                                const int32_t *qfirst, int window, int first, const KernDropout *drop, int seq,
+                                const KernBlock *blk) {
+    (void)blk;  // the CPU masks by the positions alone
     float *out = outp;  // the CPU's activations are fp32
     const float *q = qp, *k = kp, *v = vp;
     const int grp = H / KV, ldq = H * hd, ldk = KV * hd, rb = att_min(Tq, CPU_ATT_BLOCK);
@@ -353,7 +355,8 @@ void CPU_OP(attention_part_fwd)(void *outp, float *lse, const void *qp, const vo
 void CPU_OP(attention_part_bwd)(void *dqp, void *dkp, void *dvp, const void *doutp, const void *outp, const float *lse,
                                 const void *qp, const void *kp, const void *vp, int B, int Tq, int Tk, int H, int KV,
                                 int hd, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window,
-                                const KernDropout *drop, int seq) {
+                                const KernDropout *drop, int seq, const KernBlock *blk) {
+    (void)blk;
     float *dq = dqp, *dk = dkp, *dv = dvp;  // the CPU's activations are fp32
     const float *dout = doutp, *out = outp, *q = qp, *k = kp, *v = vp;
     const int grp = H / KV, ldq = H * hd, ldk = KV * hd, rb = att_min(Tq, CPU_ATT_BLOCK);

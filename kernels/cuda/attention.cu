@@ -712,10 +712,12 @@ void cuda_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void
 
 void cuda_attention_part_fwd(void *out, float *lse, const void *q, const void *k, const void *v, int B, int Tq, int Tk,
                              int H, int KV, int hd, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst,
-                             int window, int first, const KernDropout *drop, int seq) {
+                             int window, int first, const KernDropout *drop, int seq, const KernBlock *blk) {
     (void)drop, (void)seq;  // no dropout here: a GPU run with attention dropout refuses --cp (run/train.c)
     if (B <= 0 || Tq <= 0 || Tk <= 0) return;
     check_heads(H, KV);
+    if (cudnn_att_block_fwd(act(out), lse, act(q), act(k), act(v), B, Tq, Tk, H, KV, hd, blk, qfirst, window, first))
+        return;
     const float scale = 1.0f / sqrtf((float)hd);
     with_head_dim(hd, [&](auto head) {
         constexpr int HDP = decltype(head)::HDP;
@@ -729,10 +731,13 @@ void cuda_attention_part_fwd(void *out, float *lse, const void *q, const void *k
 void cuda_attention_part_bwd(void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse,
                              const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int KV, int hd,
                              const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window,
-                             const KernDropout *drop, int seq) {
+                             const KernDropout *drop, int seq, const KernBlock *blk) {
     (void)drop, (void)seq;  // as in the forward
     if (B <= 0 || Tq <= 0 || Tk <= 0) return;
     check_heads(H, KV);
+    if (cudnn_att_block_bwd(act(dq), act(dk), act(dv), act(dout), act(out), lse, act(q), act(k), act(v), B, Tq, Tk, H, KV,
+                            hd, blk, qfirst, window))
+        return;
     const float scale = 1.0f / sqrtf((float)hd);
     with_head_dim(hd, [&](auto head) {
         constexpr int HDP = decltype(head)::HDP;

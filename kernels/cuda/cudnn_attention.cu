@@ -133,15 +133,28 @@ struct Shape {
     int64_t dim[4], stride[4];
 };
 Shape packed(int64_t a, int64_t b, int64_t c, int64_t d) { return {{a, b, c, d}, {b * c * d, c * d, d, 1}}; }
-// fp32/bf16 rows (B, T, heads, hd) seen as (B, heads, T, hd), and transposed as (B, heads, hd, T)
-Shape heads_view(int64_t B, int64_t heads, int64_t T, int64_t hd) {
-    return {{B, heads, T, hd}, {T * heads * hd, hd, heads * hd, 1}};
+// fp32/bf16 rows (B, S, heads, hd) seen as (B, heads, T, hd), T <= S of each entry's S rows (a ring
+// block's queries or keys), and transposed as (B, heads, hd, T)
+Shape heads_view(int64_t B, int64_t heads, int64_t T, int64_t hd, int64_t S = 0) {
+    return {{B, heads, T, hd}, {(S ? S : T) * heads * hd, hd, heads * hd, 1}};
 }
-Shape heads_view_t(int64_t B, int64_t heads, int64_t T, int64_t hd) {
-    return {{B, heads, hd, T}, {T * heads * hd, hd, 1, heads * hd}};
+Shape heads_view_t(int64_t B, int64_t heads, int64_t T, int64_t hd, int64_t S = 0) {
+    return {{B, heads, hd, T}, {(S ? S : T) * heads * hd, hd, 1, heads * hd}};
 }
-// the (B, H, T, T) scores transposed in place of a reshape
-Shape scores_t(int64_t B, int64_t H, int64_t T) { return {{B, H, T, T}, {H * T * T, T * T, 1, T}}; }
+// the (B, H, Tq, Tk) scores transposed in place of a reshape
+Shape scores_t(int64_t B, int64_t H, int64_t Tq, int64_t Tk) { return {{B, H, Tk, Tq}, {H * Tq * Tk, Tq * Tk, 1, Tk}}; }
+
+// A graph's sequence geometry: Tq queries against Tk keys, causal by index or not at all (a ring
+// block's full rectangle), each batch entry's rows Sq (query-shaped) and Sk (kv-shaped) apart in
+// memory. Whole-sequence attention: Tq = Tk = Sq = Sk = T, causal.
+struct Geo {
+    int64_t Tq, Tk, Sq, Sk;
+    bool causal;
+    bool operator==(const Geo &o) const {
+        return Tq == o.Tq && Tk == o.Tk && Sq == o.Sq && Sk == o.Sk && causal == o.causal;
+    }
+};
+Geo whole(int64_t T) { return Geo{T, T, T, T, true}; }
 
 typedef cudnnBackendDescriptor_t Desc;
 
@@ -324,13 +337,13 @@ struct Graph {
     // out (B, KV, T, hd) = a b summed over each group's query heads (a: (B, H, T, T) transposed
     // scores, rows over keys and columns over queries); the per-query-head product (the
     // frontend's dK_fullhead / dV_fullhead) is virtual, packed, in the I/O type
-    void group_matmul(Desc a, Desc b, Desc out, int64_t B, int64_t H, int64_t KV, int64_t T, int64_t hd) {
+    void group_matmul(Desc a, Desc b, Desc out, int64_t B, int64_t H, int64_t KV, int64_t Tk, int64_t hd) {
         if (H == KV) {
             matmul(a, b, out, seq_kv, nullptr, seq_q);
             return;
         }
         reduction(CUDNN_REDUCE_TENSOR_ADD,
-                  matmul(a, b, virt(CUDNN_DATA_BFLOAT16, packed(B, H, T, hd)), seq_kv, nullptr, seq_q), out);
+                  matmul(a, b, virt(CUDNN_DATA_BFLOAT16, packed(B, H, Tk, hd)), seq_kv, nullptr, seq_q), out);
     }
 
     // the operation graph, then the first engine of cuDNN's heuristics that finalizes into a plan
@@ -377,11 +390,12 @@ struct Graph {
 
 // ---- plans per shape ----
 struct Plan {
-    int bwd, docs, B, T, H, KV, hd;  // docs: B counts document entries
+    int bwd, docs, B, H, KV, hd;  // docs: B counts document entries
+    Geo geo;
     Desc plan;  // nullptr: cuDNN refused this shape (see why)
     int64_t workspace;
     Graph *graph;  // its descriptors live as long as the plan
-    int32_t *seq_len;  // a backward's padding mask without documents (bwd_pads_t): B lengths T, device
+    int32_t *seq_len, *seq_len_kv;  // a backward's padding mask without documents (bwd_pads_t): B lengths Tq, Tk (device)
 };
 Plan plans[64];
 int n_plans;
@@ -397,27 +411,28 @@ ScratchBuf bf16_buf, workspace_buf;
 // mask, (backward: - Stats,) causal mask, softmax (forward: max, sub, exp, sum, log + max into
 // Stats, div) or exp (backward), then the products.
 // docs: a document-masked graph, B entries of one document each (seq_q, ragged rows, dense Stats)
-void build_fwd(Graph &g, bool docs, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd) {
-    const Shape sc = packed(B, H, T, T), rows = packed(B, H, T, 1);
+void build_fwd(Graph &g, bool docs, int64_t B, const Geo &x, int64_t H, int64_t KV, int64_t hd) {
+    const int64_t Tq = x.Tq, Tk = x.Tk;
+    const Shape sc = packed(B, H, Tq, Tk), rows = packed(B, H, Tq, 1);
     g.scalars(false);
     if (docs) g.documents(B, true);
     const cudnnDataType_t io = mistake(CUDNN_PROBE_IO_FLOAT) ? CUDNN_DATA_FLOAT : CUDNN_DATA_BFLOAT16;
-    Shape qs = heads_view(B, H, T, hd);
+    Shape qs = heads_view(B, H, Tq, hd, x.Sq);
     if (mistake(CUDNN_PROBE_HEAD_STRIDE2))
-        for (int64_t &x : qs.stride) x *= 2;
+        for (int64_t &e : qs.stride) e *= 2;
     Desc q = g.tensor(UID_Q, io, qs, false, false, g.off_q);
-    Desc kt = g.tensor(UID_K, io, heads_view_t(B, KV, T, hd), false, false, g.off_kv);
-    Desc v = g.tensor(UID_V, io, heads_view(B, KV, T, hd), false, false, g.off_kv);
-    Desc o = g.tensor(UID_O, io, heads_view(B, H, T, hd), false, false, g.off_q);
+    Desc kt = g.tensor(UID_K, io, heads_view_t(B, KV, Tk, hd, x.Sk), false, false, g.off_kv);
+    Desc v = g.tensor(UID_V, io, heads_view(B, KV, Tk, hd, x.Sk), false, false, g.off_kv);
+    Desc o = g.tensor(UID_O, io, heads_view(B, H, Tq, hd, x.Sq), false, false, g.off_q);
     Shape st = rows;
     if (mistake(CUDNN_PROBE_STATS_LAYOUT)) st.stride[1] = 1, st.stride[2] = H;
     Desc stats = g.tensor(UID_STATS, mistake(CUDNN_PROBE_STATS_BF16) ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, st, false);
     Desc s = g.matmul(q, kt, g.virt(mistake(CUDNN_PROBE_SCORES_HALF) ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT, sc), g.seq_q,
                       g.seq_kv);
-    if (mistake(CUDNN_PROBE_MASK_BEFORE_SCALE)) s = g.causal(s, sc);
+    if (mistake(CUDNN_PROBE_MASK_BEFORE_SCALE) && x.causal) s = g.causal(s, sc);
     s = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s, g.scale, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
     s = g.padding(s, sc);
-    if (!mistake(CUDNN_PROBE_MASK_BEFORE_SCALE)) s = g.causal(s, sc);
+    if (!mistake(CUDNN_PROBE_MASK_BEFORE_SCALE) && x.causal) s = g.causal(s, sc);
     Desc mx = g.reduction(CUDNN_REDUCE_TENSOR_MAX, s, g.virt(CUDNN_DATA_FLOAT, rows));
     Desc z = g.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, s, mx, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
     Desc e = g.pointwise(CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, z, nullptr, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
@@ -442,32 +457,33 @@ void build_fwd(Graph &g, bool docs, int64_t B, int64_t T, int64_t H, int64_t KV,
 // a multiple of 128 gets one anyway, every entry's lengths T (pre_validate_node's "workaround
 // padding mask"; bwd_pads_t); from 9.0 to 9.9 a padding-masked graph masks the scores again after
 // subtracting Stats (expand_node's "2nd_padding" operations).
-bool bwd_pads_t(bool docs, int64_t T) { return !docs && T % 128 && dnn.cudnnGetVersion() <= 91500; }
-void build_bwd(Graph &g, bool docs, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd) {
-    const Shape sc = packed(B, H, T, T), rows = packed(B, H, T, 1);
+bool bwd_pads_t(bool docs, int64_t Tk) { return !docs && Tk % 128 && dnn.cudnnGetVersion() <= 91500; }
+void build_bwd(Graph &g, bool docs, int64_t B, const Geo &x, int64_t H, int64_t KV, int64_t hd) {
+    const int64_t Tq = x.Tq, Tk = x.Tk, Sq = x.Sq, Sk = x.Sk;
+    const Shape sc = packed(B, H, Tq, Tk), rows = packed(B, H, Tq, 1);
     const cudnnDataType_t io = mistake(CUDNN_PROBE_IO_FLOAT) ? CUDNN_DATA_FLOAT : CUDNN_DATA_BFLOAT16;
     const size_t ver = dnn.cudnnGetVersion();
     g.scalars(true);
-    if (docs || bwd_pads_t(docs, T)) g.documents(B, docs);
+    if (docs || bwd_pads_t(docs, Tk)) g.documents(B, docs);
     if (mistake(CUDNN_PROBE_RAGGED_NO_PADDING)) {  // the offsets alone
         g.documents(B, true);
         g.seq_q = g.seq_kv = nullptr;
     }
-    Desc q = g.tensor(UID_Q, io, heads_view(B, H, T, hd), false, false, g.off_q);
-    Desc kt = g.tensor(UID_K, io, heads_view_t(B, KV, T, hd), false, false, g.off_kv);
-    Desc vt = g.tensor(UID_V, io, heads_view_t(B, KV, T, hd), false, false, g.off_kv);
-    Desc o = g.tensor(UID_O, io, heads_view(B, H, T, hd), false, false, g.off_q);
-    Desc dout = g.tensor(UID_DO, io, heads_view(B, H, T, hd), false, false, g.off_q);
+    Desc q = g.tensor(UID_Q, io, heads_view(B, H, Tq, hd, Sq), false, false, g.off_q);
+    Desc kt = g.tensor(UID_K, io, heads_view_t(B, KV, Tk, hd, Sk), false, false, g.off_kv);
+    Desc vt = g.tensor(UID_V, io, heads_view_t(B, KV, Tk, hd, Sk), false, false, g.off_kv);
+    Desc o = g.tensor(UID_O, io, heads_view(B, H, Tq, hd, Sq), false, false, g.off_q);
+    Desc dout = g.tensor(UID_DO, io, heads_view(B, H, Tq, hd, Sq), false, false, g.off_q);
     Desc stats = g.tensor(UID_STATS, mistake(CUDNN_PROBE_STATS_BF16) ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, rows, false);
     Desc sum = g.tensor(UID_SUM, mistake(CUDNN_PROBE_SUM_BF16) ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, rows, false);
-    Desc dq = g.tensor(UID_DQ, io, heads_view(B, H, T, hd), false, false, g.off_q);
-    Desc dk = g.tensor(UID_DK, io, heads_view(B, KV, T, hd), false, false, g.off_kv);
-    Desc dv = g.tensor(UID_DV, io, heads_view(B, KV, T, hd), false, false, g.off_kv);
+    Desc dq = g.tensor(UID_DQ, io, heads_view(B, H, Tq, hd, Sq), false, false, g.off_q);
+    Desc dk = g.tensor(UID_DK, io, heads_view(B, KV, Tk, hd, Sk), false, false, g.off_kv);
+    Desc dv = g.tensor(UID_DV, io, heads_view(B, KV, Tk, hd, Sk), false, false, g.off_kv);
     const cudnnDataType_t acc_dt = mistake(CUDNN_PROBE_DQ_ACCUM_BF16) ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
-    Desc dq_accum = g.off_q ? g.tensor(UID_DQ_ACCUM, acc_dt, heads_view(B, H, T, hd), false, false, g.off_q)
-                            : g.tensor(UID_DQ_ACCUM, acc_dt, packed(B, H, T, hd), false);
+    Desc dq_accum = g.off_q ? g.tensor(UID_DQ_ACCUM, acc_dt, heads_view(B, H, Tq, hd), false, false, g.off_q)
+                            : g.tensor(UID_DQ_ACCUM, acc_dt, packed(B, H, Tq, hd), false);
     // softmax_sum = rowsum(dO * O) * 1 (the product with the frontend's (b, h, s_q, d) strides)
-    const Shape od_shape = {{B, H, T, hd}, {H * T * hd, T * hd, H * hd, 1}};
+    const Shape od_shape = {{B, H, Tq, hd}, {H * Tq * hd, Tq * hd, H * hd, 1}};
     Desc od = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dout, o, nullptr, g.virt(CUDNN_DATA_FLOAT, od_shape));
     Desc rs = g.reduction(CUDNN_REDUCE_TENSOR_ADD, od, g.virt(CUDNN_DATA_FLOAT, rows));
     g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, rs, g.one, nullptr, sum);
@@ -477,21 +493,21 @@ void build_bwd(Graph &g, bool docs, int64_t B, int64_t T, int64_t H, int64_t KV,
     s = g.padding(s, sc);
     s = g.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, s, stats, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
     if (g.seq_q && ver >= 90000 && ver < 91000) s = g.padding(s, sc);  // the second padding mask
-    s = g.causal(s, sc);
+    if (x.causal) s = g.causal(s, sc);
     Desc p = g.pointwise(CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, s, nullptr, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
     // dV = P^T dO, P^T in the I/O type
-    Desc pt = g.reshape(p, g.virt(mistake(CUDNN_PROBE_PT_FLOAT) ? CUDNN_DATA_FLOAT : io, scores_t(B, H, T)));
-    g.group_matmul(pt, dout, dv, B, H, KV, T, hd);
+    Desc pt = g.reshape(p, g.virt(mistake(CUDNN_PROBE_PT_FLOAT) ? CUDNN_DATA_FLOAT : io, scores_t(B, H, Tq, Tk)));
+    g.group_matmul(pt, dout, dv, B, H, KV, Tk, hd);
     // dS = scale P (dO V^T - Sum), FLOAT
     Desc dp = g.matmul(dout, vt, g.virt(CUDNN_DATA_FLOAT, sc), g.seq_q, g.seq_kv);
     dp = g.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, dp, sum, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
     dp = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dp, p, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
     Desc ds = g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dp, g.scale, nullptr, g.virt(CUDNN_DATA_FLOAT, sc));
     // dK = dS^T Q, dS^T in the I/O type
-    Desc dst = g.reshape(ds, g.virt(mistake(CUDNN_PROBE_DS_FLOAT) ? CUDNN_DATA_FLOAT : io, scores_t(B, H, T)));
-    g.group_matmul(dst, q, dk, B, H, KV, T, hd);
+    Desc dst = g.reshape(ds, g.virt(mistake(CUDNN_PROBE_DS_FLOAT) ? CUDNN_DATA_FLOAT : io, scores_t(B, H, Tq, Tk)));
+    g.group_matmul(dst, q, dk, B, H, KV, Tk, hd);
     // dQ = dS K into the accumulator, copied into dQ (K's transposed view reshaped back, ragged as K)
-    Desc k = g.reshape(kt, g.tensor(g.next_uid++, io, heads_view(B, KV, T, hd), true, false, g.off_kv));
+    Desc k = g.reshape(kt, g.tensor(g.next_uid++, io, heads_view(B, KV, Tk, hd, Sk), true, false, g.off_kv));
     g.matmul(ds, k, dq_accum, g.seq_q, nullptr, g.seq_kv);
     g.pointwise(CUDNN_POINTWISE_IDENTITY, CUDNN_DATA_FLOAT, dq_accum, nullptr, nullptr, dq);
 }
@@ -504,36 +520,47 @@ const char kRefusedBefore[] = "cuDNN refused this shape before";
 
 // the cached plan of a shape, built on first use; its plan is nullptr (and *why says why) when
 // cuDNN refused it
-Plan *plan_for(int bwd, int docs, int B, int T, int H, int KV, int hd, const char **why) {
+Plan *plan_geo(int bwd, int docs, int B, const Geo &x, int H, int KV, int hd, const char **why) {
     static char msg[900];
     *why = NULL;
     for (int i = 0; i < n_plans; i++) {
         Plan &p = plans[i];
-        if (p.bwd == bwd && p.docs == docs && p.B == B && p.T == T && p.H == H && p.KV == KV && p.hd == hd) {
+        if (p.bwd == bwd && p.docs == docs && p.B == B && p.geo == x && p.H == H && p.KV == KV && p.hd == hd) {
             if (!p.plan) *why = kRefusedBefore;
             return &p;
         }
     }
     if (n_plans == (int)(sizeof plans / sizeof plans[0])) err_fatal("attention: more than %d cuDNN plans", n_plans);
     Plan &p = plans[n_plans++];
-    p = Plan{bwd, docs, B, T, H, KV, hd, nullptr, 0, new Graph(), nullptr};
+    p = Plan{bwd, docs, B, H, KV, hd, x, nullptr, 0, new Graph(), nullptr, nullptr};
     Graph &g = *p.graph;
-    (bwd ? build_bwd : build_fwd)(g, docs, B, T, H, KV, hd);
+    (bwd ? build_bwd : build_fwd)(g, docs, B, x, H, KV, hd);
     p.plan = g.plan(&p.workspace);
     if (!p.plan) {
-        snprintf(msg, sizeof msg, "cuDNN could not build the %s%s graph (%s=%d T=%d H=%d KV=%d hd=%d): %s",
-                 docs ? "document-masked " : "", bwd ? "backward" : "forward", docs ? "documents" : "B", B, T, H, KV,
+        char shape[96];
+        if (x == whole(x.Tq))
+            snprintf(shape, sizeof shape, "T=%lld", (long long)x.Tq);
+        else
+            snprintf(shape, sizeof shape, "a %s ring block of %lld queries and %lld keys", x.causal ? "causal" : "full",
+                     (long long)x.Tq, (long long)x.Tk);
+        snprintf(msg, sizeof msg, "cuDNN could not build the %s%s graph (%s=%d %s H=%d KV=%d hd=%d): %s",
+                 docs ? "document-masked " : "", bwd ? "backward" : "forward", docs ? "documents" : "B", B, shape, H, KV,
                  hd, g.why);
         *why = msg;
         g.release();
     } else if (g.seq_q && !docs) {
-        int32_t *len = (int32_t *)mallocCheck(sizeof(int32_t) * B);
-        for (int i = 0; i < B; i++) len[i] = T;
+        int32_t *len = (int32_t *)mallocCheck(sizeof(int32_t) * 2 * B);
+        for (int i = 0; i < B; i++) len[i] = (int32_t)x.Tq, len[B + i] = (int32_t)x.Tk;
         p.seq_len = (int32_t *)cuda_alloc(sizeof(int32_t) * B);
+        p.seq_len_kv = (int32_t *)cuda_alloc(sizeof(int32_t) * B);
         cuda_upload(p.seq_len, len, sizeof(int32_t) * B);
+        cuda_upload(p.seq_len_kv, len + B, sizeof(int32_t) * B);
         free(len);
     }
     return &p;
+}
+Plan *plan_for(int bwd, int docs, int B, int T, int H, int KV, int hd, const char **why) {
+    return plan_geo(bwd, docs, B, whole(T), H, KV, hd, why);
 }
 
 // Empties the plan cache of refused shapes (a new selection tries them again), and of built plans
@@ -548,21 +575,22 @@ void forget_plans(bool keep_built) {
         }
         p.graph->release();
         delete p.graph;
-        if (p.seq_len) cuda_free(p.seq_len);
+        if (p.seq_len) cuda_free(p.seq_len), cuda_free(p.seq_len_kv);
     }
     n_plans = kept;
 }
 
 // Under --attention auto|cudnn, a call that the native kernel runs instead is logged once per
 // reason, so that no fallback is quiet (refused shapes: once per shape, in takes).
-enum Fallback { FB_DROPOUT, FB_FP32, FB_KV_CACHE, FB_DOCS, FB_N };
+enum Fallback { FB_DROPOUT, FB_FP32, FB_KV_CACHE, FB_DOCS, FB_RING_FP32, FB_N };
 void fallback_once(Fallback f) {
     static bool said[FB_N];
     static const char *const why[FB_N] = {
         "dropout (cuDNN's dropout mask is not fsdpc's layout-free hash)",
         "an fp32 compute call (cuDNN's fused attention runs bf16 operands only)",
         "a KV-cache shape (fewer queries than keys, or a strided cache)",
-        "more documents than the largest cuDNN entry bucket (64 per row), or offsets past INT32"};
+        "more documents than the largest cuDNN entry bucket (64 per row), or offsets past INT32",
+        "a ring block of fp32 activations (the blocks take cuDNN under --precision bf16 only)"};
     if (att_choice == ATT_NATIVE || said[f]) return;
     said[f] = true;
     log_msg("fsdpc: attention: the native kernel runs calls with %s; cuDNN runs the rest\n", why[f]);
@@ -592,7 +620,7 @@ int version_shape_rule(int bwd, int docs, int H, int KV) {
 }
 
 // whether cuDNN takes this call; a refused shape under --attention cudnn ends the job
-bool takes(int bwd, int docs, int B, int T, int H, int KV, int hd, const AttDrop *drop, Plan **plan) {
+bool takes(int bwd, int docs, int B, const Geo &x, int H, int KV, int hd, const AttDrop *drop, Plan **plan) {
     if (!chosen(drop)) return false;
     const int rule = version_shape_rule(bwd, docs, H, KV);
     if (rule >= 0) {
@@ -604,7 +632,7 @@ bool takes(int bwd, int docs, int B, int T, int H, int KV, int hd, const AttDrop
         return false;
     }
     const char *why;
-    *plan = plan_for(bwd, docs, B, T, H, KV, hd, &why);
+    *plan = plan_geo(bwd, docs, B, x, H, KV, hd, &why);
     if (!why) return true;
     if (att_choice == ATT_CUDNN_ONLY) err_fatal("--attention cudnn: %s", why);
     if (why != kRefusedBefore)
@@ -813,7 +841,7 @@ bool cudnn_att_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq, int 
     const int entries = kstart ? doc_entries(&tab, kstart, B, T, H, KV, hd) : B;
     if (!entries) fallback_once(FB_DOCS);
     Plan *plan;
-    if (!entries || !takes(0, kstart != nullptr, entries, T, H, KV, hd, drop, &plan)) return false;
+    if (!entries || !takes(0, kstart != nullptr, entries, whole(T), H, KV, hd, drop, &plan)) return false;
     const size_t nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd;
     const size_t n[4] = {nq, nkv, nkv, nq};
     const Bf16View b{n, out.bf16 ? nullptr : bf16_slots(n, 4)};
@@ -837,7 +865,7 @@ bool cudnn_att_bwd(Act dq, Act dk, Act dv, float *sum, Act dout, Act out, const 
     const int entries = kstart ? doc_entries(&tab, kstart, B, T, H, KV, hd) : B;
     if (!entries) fallback_once(FB_DOCS);
     Plan *plan;
-    if (!entries || !takes(1, kstart != nullptr, entries, T, H, KV, hd, drop, &plan)) return false;
+    if (!entries || !takes(1, kstart != nullptr, entries, whole(T), H, KV, hd, drop, &plan)) return false;
     const size_t nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KV * hd;
     const size_t n[8] = {nq, nkv, nkv, nq, nq, nq, nkv, nkv};  // q k v o dO | dq dk dv
     const Bf16View b{n, dq.bf16 ? nullptr : bf16_slots(n, 8)};
@@ -857,7 +885,7 @@ bool cudnn_att_bwd(Act dq, Act dk, Act dv, float *sum, Act dout, Act out, const 
     const int64_t uids[] = {UID_Q,     UID_K,       UID_V,  UID_O,        UID_DO,    UID_STATS,  UID_SUM,
                             UID_DQ,    UID_DK,      UID_DV, UID_DQ_ACCUM, UID_SCALE, UID_NEG_INF, UID_ONE,
                             UID_SEQ_Q, UID_SEQ_KV,  UID_OFF_Q, UID_OFF_KV};
-    const int32_t *seq = kstart ? tab.seq : plan->seq_len;  // both lengths: seq_len_q = seq_len_kv
+    const int32_t *seq = kstart ? tab.seq : plan->seq_len;  // both lengths: seq_len_q = seq_len_kv = T
     void *const ptrs[] = {b.in(0, q),   b.in(1, k),   b.in(2, v),   b.in(3, out), b.in(4, dout),
                           stats,        sum,          b.out(5, dq), b.out(6, dk), b.out(7, dv),
                           acc,          &scale,       &neg_inf,     &one,
@@ -1070,7 +1098,7 @@ extern "C" const char *cuda_cudnn_probe(int bwd, int docs, int B, int T, int H, 
     if (mistake_ == CUDNN_PROBE_UNIFIED)
         build_unified(*g, B, T, H, KV, hd);
     else
-        (bwd ? build_bwd : build_fwd)(*g, docs, B, T, H, KV, hd);
+        (bwd ? build_bwd : build_fwd)(*g, docs, B, whole(T), H, KV, hd);
     probe_mistake = CUDNN_PROBE_NONE;
     int64_t ws = 0;
     const bool ok = g->plan(&ws) != nullptr;
@@ -1084,4 +1112,128 @@ extern "C" const char *cuda_attention_kernel(void) {
     return att_choice == ATT_CUDNN_ONLY   ? "cudnn"
            : att_choice == ATT_CUDNN_AUTO ? "cudnn (native where cuDNN does not take a call)"
                                           : "native";
+}
+
+// ---- ring blocks (kernels.h kern_attention_part_*, with the host's KernBlock) ----
+// A block's queries [q0, q0 + nq) of each row against its keys [0, nk): one graph of the same
+// patterns with no causal mask for a full rectangle, or the causal one for a rank's own block,
+// reading the activations where they lie (rows of S per batch entry). cuDNN writes, so its output
+// and gradients go to scratch of the caller's layout, which the kernels below fold in: the forward
+// merges O and Stats into out and lse by log-sum-exp (as the native part kernel does), the
+// backward adds dQ, dK and dV. The backward runs on the final out and lse (Stats), so each block's
+// gradients are its share of the whole softmax's.
+namespace {
+
+constexpr int kBlockThreads = 256;
+
+// rows [q0, q0 + nq) of out (B, S, H, hd) and lse (B, H, S) merged with the block's ob (out's layout)
+// and st (B, H, nq), a thread per query row and head; with first, the block's part alone, and rows
+// outside it see nothing (0, -inf)
+__global__ void block_merge_kernel(Act out, float *lse, Act ob, const float *st, int S, int H, int hd, int q0, int nq,
+                                   bool first, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t t = i % S, h = i / S % H, b = i / ((size_t)S * H);  // i: lse's (b, h, t)
+        const Act row = out + ((b * S + t) * H + h) * hd, brow = ob + ((b * S + t) * H + h) * hd;
+        const bool in = (int)t >= q0 && (int)t < q0 + nq;
+        if (!in) {
+            if (!first) continue;
+            for (int d = 0; d < hd; d++) row[d] = 0.0f;
+            lse[i] = -INFINITY;
+            continue;
+        }
+        const float lo = first ? -INFINITY : lse[i], ln = st[(b * H + h) * nq + t - q0];
+        const float mx = fmaxf(lo, ln), wo = lo == -INFINITY ? 0.0f : expf(lo - mx), wn = expf(ln - mx);
+        const float inv = 1.0f / (wo + wn);
+        for (int d = 0; d < hd; d++) row[d] = ((wo > 0.0f ? wo * (float)row[d] : 0.0f) + wn * (float)brow[d]) * inv;
+        lse[i] = mx + logf(wo + wn);
+    }
+}
+
+// dst += src over rows [r0, r0 + nr) of (B, S, width) activations
+__global__ void block_add_kernel(Act dst, Act src, int S, int width, int r0, int nr, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t w = i % width, t = i / width % nr, b = i / ((size_t)width * nr);
+        const size_t e = (b * S + r0 + t) * width + w;
+        dst[e] = (float)dst[e] + (float)src[e];
+    }
+}
+
+// the block's rows of lse (B, H, S) packed as Stats (B, H, nq)
+__global__ void block_stats_kernel(float *st, const float *lse, int S, int q0, int nq, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        st[i] = lse[i / nq * S + q0 + i % nq];
+}
+
+ScratchBuf block_act_buf, block_stats_buf;
+
+// whether cuDNN takes this block, and its geometry
+bool block_takes(int bwd, Act x, int B, int Tq, int Tk, int H, int KV, int hd, const KernBlock *blk,
+                 const int32_t *qfirst, int window, Plan **plan) {
+    if (!blk || qfirst || window > 0 || !chosen(nullptr)) return false;
+    if (!x.bf16) {
+        fallback_once(FB_RING_FP32);
+        return false;
+    }
+    return takes(bwd, 0, B, Geo{blk->nq, blk->nk, Tq, Tk, blk->causal != 0}, H, KV, hd, nullptr, plan);
+}
+
+void launch_add(Act dst, Act src, int B, int S, int width, int r0, int nr) {
+    const size_t n = (size_t)B * nr * width;
+    block_add_kernel<<<grid_for(n, kBlockThreads), kBlockThreads, 0, cuda_stream()>>>(dst, src, S, width, r0, nr, n);
+    cudaCheckLaunch();
+}
+
+}  // namespace
+
+bool cudnn_att_block_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq, int Tk, int H, int KV, int hd,
+                         const KernBlock *blk, const int32_t *qfirst, int window, bool first) {
+    Plan *plan;
+    if (!block_takes(0, q, B, Tq, Tk, H, KV, hd, blk, qfirst, window, &plan)) return false;
+    const size_t qrow = (size_t)H * hd, nout = (size_t)B * Tq * qrow, nst = (size_t)B * H * blk->nq;
+    Act ob{block_act_buf.get(nout * sizeof(uint16_t)), 1};
+    float *st = (float *)block_stats_buf.get(sizeof(float) * nst);
+    float scale = 1.0f / sqrtf((float)hd), neg_inf = masked_score();
+    const size_t q0 = (size_t)blk->q0 * qrow;
+    const int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF};
+    void *const ptrs[] = {(q + q0).p, k.p, v.p, (ob + q0).p, st, &scale, &neg_inf};
+    execute(*plan, uids, ptrs, blk->causal ? 7 : 6, plan_workspace(*plan, 0));  // a rectangle masks nothing
+    const size_t rows = (size_t)B * H * Tq;
+    block_merge_kernel<<<grid_for(rows, kBlockThreads), kBlockThreads, 0, cuda_stream()>>>(
+        out, lse, ob, st, Tq, H, hd, blk->q0, blk->nq, first, rows);
+    cudaCheckLaunch();
+    return true;
+}
+
+bool cudnn_att_block_bwd(Act dq, Act dk, Act dv, Act dout, Act out, const float *lse, Act q, Act k, Act v, int B, int Tq,
+                         int Tk, int H, int KV, int hd, const KernBlock *blk, const int32_t *qfirst, int window) {
+    Plan *plan;
+    if (!block_takes(1, q, B, Tq, Tk, H, KV, hd, blk, qfirst, window, &plan)) return false;
+    const size_t qrow = (size_t)H * hd, kvrow = (size_t)KV * hd, nq = (size_t)B * Tq * qrow, nkv = (size_t)B * Tk * kvrow;
+    const size_t nst = (size_t)B * H * blk->nq, q0 = (size_t)blk->q0 * qrow;
+    // dQ, dK, dV of the block in the callers' layouts, then Stats and Sum
+    char *base = (char *)block_act_buf.get((nq + 2 * nkv) * sizeof(uint16_t) + 256 * 3);
+    Act gq{base, 1}, gk{base + (nq * 2 + 255) / 256 * 256, 1};
+    Act gv{(char *)gk.p + (nkv * 2 + 255) / 256 * 256, 1};
+    float *st = (float *)block_stats_buf.get(sizeof(float) * 2 * nst), *sum = st + nst;
+    block_stats_kernel<<<grid_for(nst, kBlockThreads), kBlockThreads, 0, cuda_stream()>>>(st, lse, Tq, blk->q0, blk->nq, nst);
+    cudaCheckLaunch();
+    float scale = 1.0f / sqrtf((float)hd), neg_inf = masked_score(), one = 1.0f;
+    const size_t acc_bytes = dq_accum_bytes(B, blk->nq, H, hd);
+    char *ws = plan_workspace(*plan, acc_bytes), *acc = ws + ws_head(plan->workspace);
+    if (dnn.cudnnGetVersion() < 90600) cudaCheck(cudaMemsetAsync(acc, 0, acc_bytes, cuda_stream()));  // as cudnn_att_bwd
+    int64_t uids[16] = {UID_Q, UID_K, UID_V, UID_O, UID_DO, UID_STATS, UID_SUM, UID_DQ, UID_DK, UID_DV, UID_DQ_ACCUM,
+                        UID_SCALE, UID_ONE};
+    void *ptrs[16] = {(q + q0).p, k.p, v.p, (out + q0).p, (dout + q0).p, st, sum, (gq + q0).p, gk.p, gv.p, acc, &scale,
+                      &one};
+    int n = 13;
+    if (blk->causal || plan->seq_len) uids[n] = UID_NEG_INF, ptrs[n++] = &neg_inf;  // a mask's masked score
+    if (plan->seq_len) {  // the padding mask of whole lengths (bwd_pads_t)
+        uids[n] = UID_SEQ_Q, ptrs[n++] = plan->seq_len;
+        uids[n] = UID_SEQ_KV, ptrs[n++] = plan->seq_len_kv;
+    }
+    execute(*plan, uids, ptrs, n, ws);
+    launch_add(dq, gq, B, Tq, (int)qrow, blk->q0, blk->nq);
+    launch_add(dk, gk, B, Tk, (int)kvrow, 0, blk->nk);
+    launch_add(dv, gv, B, Tk, (int)kvrow, 0, blk->nk);
+    return true;
 }

@@ -764,26 +764,28 @@ static void test_attention_ring(int n, int B, int T, int H, int KV, int hd, int 
                 const int src = (r - s + n) % n;
                 const size_t oq = r * lq, ok = src * lk, ol = (size_t)r * B * H * Tl;
                 const int32_t *qf = docs ? lks + (size_t)r * B * Tl : NULL, *d_qf = docs ? d_lks + (size_t)r * B * Tl : NULL;
+                KernBlock kb;  // the host's view of the block, as model/context.c passes it (cuDNN may take it)
+                const KernBlock *blk = !docs && !window && kern_block_of(&kb, pos + r * Tl, pos + src * Tl, Tl, Tl) ? &kb : NULL;
                 if (!bwd) {
                     cpu_attention_part_fwd(ro + oq, lse + ol, loc[0] + oq, loc[2] + ok, loc[3] + ok, B, Tl, Tl, H, KV, hd,
-                                           pos + r * Tl, pos + src * Tl, qf, window, s == 0, NULL, 0);
+                                           pos + r * Tl, pos + src * Tl, qf, window, s == 0, NULL, 0, NULL);
                     cuda_attention_part_fwd(buf_at(d_ro, oq, KERN_ACT), d_lse + ol, buf_at(d_loc[0], oq, KERN_ACT),
                                             buf_at(d_loc[2], ok, KERN_ACT), buf_at(d_loc[3], ok, KERN_ACT), B, Tl, Tl, H, KV,
-                                            hd, d_pos + r * Tl, d_pos + src * Tl, d_qf, window, s == 0, NULL, 0);
+                                            hd, d_pos + r * Tl, d_pos + src * Tl, d_qf, window, s == 0, NULL, 0, blk);
                     continue;
                 }
                 cpu_attention_part_bwd(rg[0] + oq, rg[1] + ok, rg[2] + ok, loc[1] + oq, ro + oq, lse + ol, loc[0] + oq,
                                        loc[2] + ok, loc[3] + ok, B, Tl, Tl, H, KV, hd, pos + r * Tl, pos + src * Tl, qf, window,
-                                       NULL, 0);
+                                       NULL, 0, NULL);
                 cuda_attention_part_bwd(buf_at(d_rg[0], oq, KERN_ACT), buf_at(d_rg[1], ok, KERN_ACT),
                                         buf_at(d_rg[2], ok, KERN_ACT), buf_at(d_loc[1], oq, KERN_ACT),
                                         buf_at(d_ro, oq, KERN_ACT), d_lse + ol, buf_at(d_loc[0], oq, KERN_ACT),
                                         buf_at(d_loc[2], ok, KERN_ACT), buf_at(d_loc[3], ok, KERN_ACT), B, Tl, Tl, H, KV, hd,
-                                        d_pos + r * Tl, d_pos + src * Tl, d_qf, window, NULL, 0);
+                                        d_pos + r * Tl, d_pos + src * Tl, d_qf, window, NULL, 0, blk);
             }
     char cfg[160], name[256];
-    snprintf(cfg, sizeof cfg, "%d ranks B=%d T=%d H=%d KV=%d hd=%d window %d%s%s", n, B, T, H, KV, hd, window,
-             docs ? " documents" : "", mode_name());
+    snprintf(cfg, sizeof cfg, "%d ranks B=%d T=%d H=%d KV=%d hd=%d window %d%s%s%s", n, B, T, H, KV, hd, window,
+             docs ? " documents" : "", mode_name(), att_path);
     const char *what[4] = {"out", "dq", "dk", "dv"};
     const void *gpu[4] = {d_ro, d_rg[0], d_rg[1], d_rg[2]};
     const float *cpu_ring[4] = {ro, rg[0], rg[1], rg[2]}, *want[4] = {out, grad[0], grad[1], grad[2]};
@@ -816,6 +818,60 @@ static void test_attention_ring(int n, int B, int T, int H, int KV, int hd, int 
 // the emulation's fake libcudnn counts the plans it finalized (absent on a GPU machine)
 int emu_cudnn_plans_built(void) __attribute__((weak));
 int emu_cudnn_doc_execs(void) __attribute__((weak));  // and executed document-masked graphs
+int emu_cudnn_block_execs(void) __attribute__((weak));  // and ring blocks
+
+// The ring's blocks through cuDNN (bf16 activations, --attention cudnn): against the CPU's part
+// kernels and whole-sequence attention (test_attention_ring), every plain causal block taken by
+// cuDNN (the emulation counts the blocks it runs by the formulas: the n - 1 rectangles forward, and
+// backward those and the own causal block, whose Stats is the merged log-sum-exp; the own block's
+// forward is the whole-sequence graph), documents and windows left to the native kernels.
+static void test_cudnn_ring(void) {
+    set_mode(COMPUTE_BF16);
+    set_acts(1);
+    const int emu = emu_cudnn_block_execs != NULL;
+    static const struct {
+        int n, B, T, H, KV, hd, window, docs, blocks;  // blocks: cuDNN's ring-block executions
+    } cases[] = {{2, 2, 256, 4, 2, 64, 0, 0, 2 * 3},  // n ranks: n - 1 rectangles forward, n blocks backward
+                 {4, 1, 512, 4, 4, 64, 0, 0, 4 * 7},  // no GQA; chunks of 64
+                 {2, 1, 384, 4, 2, 128, 0, 0, 2 * 3},
+                 {2, 2, 256, 4, 2, 64, 0, 1, 0},
+                 {2, 2, 256, 4, 2, 64, 9, 0, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const __typeof__(cases[0]) *c = &cases[i];
+        const char *line = cuda_attention_select(KERN_ATTENTION_CUDNN, 1, c->hd, &(int){0});
+        if (!emu && strstr(line, "cannot load")) {
+            printf("# %s: cuDNN ring checks skipped\n", line);
+            break;
+        }
+        att_path = " [cudnn ring]";
+        const int before = emu ? emu_cudnn_block_execs() : 0;
+        test_attention_ring(c->n, c->B, c->T, c->H, c->KV, c->hd, c->window, c->docs);
+        if (emu) {
+            char name[160];
+            snprintf(name, sizeof name, "cuDNN takes the ring's plain causal blocks: %d ranks T=%d hd=%d window %d%s", c->n,
+                     c->T, c->hd, c->window, c->docs ? " documents" : "");
+            const int got = emu_cudnn_block_execs() - before;
+            report(got == c->blocks, name, "%d ring blocks ran through cuDNN, expected %d", got, c->blocks);
+        }
+    }
+    // the frontend's backward rules at their last versions (the accumulator zeroed before 9.6, a
+    // padding mask of whole lengths while s_kv % 128 != 0 up to 9.15: the rectangles' 64 keys here),
+    // without which the emulated cuDNN corrupts the gradients as the real one would
+    static const char *const versions[][2] = {{"90500", "9.5.0"}, {"91500", "9.15.0"}};
+    for (int i = 0; emu && i < 2; i++) {
+        char path[48];
+        setenv("FSDPC_EMU_CUDNN_VERSION", versions[i][0], 1);
+        cuda_attention_select(KERN_ATTENTION_CUDNN, 1, 64, &(int){0});
+        snprintf(path, sizeof path, " [cudnn ring %s]", versions[i][1]);
+        att_path = path;
+        test_attention_ring(2, 2, 256, 4, 2, 64, 0, 0);
+    }
+    unsetenv("FSDPC_EMU_CUDNN_VERSION");
+    att_path = "";
+    cuda_attention_select(KERN_ATTENTION_NATIVE, 1, 64, &(int){0});
+    set_acts(0);
+    set_mode(COMPUTE_FP32);
+}
 
 // padded rows: row b one document of len[b] tokens (0: the whole row), the rest padding, which
 // kernels.h makes a document of its own
@@ -1885,6 +1941,7 @@ int main(int argc, char **argv) {
     }
     if (argc > 1 && !strcmp(argv[1], "--cudnn")) {  // the cuDNN checks alone
         test_cudnn_attention();
+        test_cudnn_ring();
         test_cudnn_strict();
         test_cudnn_versions();
         printf("# %s\n", failures ? "FAILED" : "all passed");
@@ -1941,6 +1998,7 @@ int main(int argc, char **argv) {
         test_attention_ring(4, 2, 64, 4, 2, 16, 5, 1);
     }
     test_cudnn_attention();
+    test_cudnn_ring();
     test_cudnn_strict();
     test_cudnn_versions();
     test_bf16_params(64, 128, 96);

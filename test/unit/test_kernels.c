@@ -704,13 +704,13 @@ static void test_attention_ring(int n, int B, int T, int H, int KV, int hd, int 
         for (int s = 0; s < n; s++) {
             const int src = (r - s + n) % n;
             kern_attention_part_fwd(ro + r * lq, lse_r, loc[0] + r * lq, loc[2] + src * lk, loc[3] + src * lk, B, Tl, Tl, H, KV, hd,
-                                    pos + r * Tl, pos + src * Tl, docs ? lks + (size_t)r * B * Tl : NULL, window, s == 0, drop, T);
+                                    pos + r * Tl, pos + src * Tl, docs ? lks + (size_t)r * B * Tl : NULL, window, s == 0, drop, T, NULL);
         }
         for (int s = 0; s < n; s++) {
             const int src = (r - s + n) % n;
             kern_attention_part_bwd(ldq + r * lq, ldk + src * lk, ldv + src * lk, loc[1] + r * lq, ro + r * lq, lse_r,
                                     loc[0] + r * lq, loc[2] + src * lk, loc[3] + src * lk, B, Tl, Tl, H, KV, hd,
-                                    pos + r * Tl, pos + src * Tl, docs ? lks + (size_t)r * B * Tl : NULL, window, drop, T);
+                                    pos + r * Tl, pos + src * Tl, docs ? lks + (size_t)r * B * Tl : NULL, window, drop, T, NULL);
         }
     }
     const float *got[4] = {ro, ldq, ldk, ldv}, *want[4] = {out, dq, dk, dv};
