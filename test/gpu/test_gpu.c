@@ -820,58 +820,6 @@ int emu_cudnn_plans_built(void) __attribute__((weak));
 int emu_cudnn_doc_execs(void) __attribute__((weak));  // and executed document-masked graphs
 int emu_cudnn_block_execs(void) __attribute__((weak));  // and ring blocks
 
-// The ring's blocks through cuDNN (bf16 activations, --attention cudnn): against the CPU's part
-// kernels and whole-sequence attention (test_attention_ring), every plain causal block taken by
-// cuDNN (the emulation counts the blocks it runs by the formulas: the n - 1 rectangles forward, and
-// backward those and the own causal block, whose Stats is the merged log-sum-exp; the own block's
-// forward is the whole-sequence graph), documents and windows left to the native kernels.
-static void test_cudnn_ring(void) {
-    set_mode(COMPUTE_BF16);
-    set_acts(1);
-    const int emu = emu_cudnn_block_execs != NULL;
-    static const struct {
-        int n, B, T, H, KV, hd, window, docs, blocks;  // blocks: cuDNN's ring-block executions
-    } cases[] = {{2, 2, 256, 4, 2, 64, 0, 0, 2 * 3},  // n ranks: n - 1 rectangles forward, n blocks backward
-                 {4, 1, 512, 4, 4, 64, 0, 0, 4 * 7},  // no GQA; chunks of 64
-                 {2, 1, 384, 4, 2, 128, 0, 0, 2 * 3},
-                 {2, 2, 256, 4, 2, 64, 0, 1, 0},
-                 {2, 2, 256, 4, 2, 64, 9, 0, 0}};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const __typeof__(cases[0]) *c = &cases[i];
-        const char *line = cuda_attention_select(KERN_ATTENTION_CUDNN, 1, c->hd, &(int){0});
-        if (!emu && strstr(line, "cannot load")) {
-            printf("# %s: cuDNN ring checks skipped\n", line);
-            break;
-        }
-        att_path = " [cudnn ring]";
-        const int before = emu ? emu_cudnn_block_execs() : 0;
-        test_attention_ring(c->n, c->B, c->T, c->H, c->KV, c->hd, c->window, c->docs);
-        if (emu) {
-            char name[160];
-            snprintf(name, sizeof name, "cuDNN takes the ring's plain causal blocks: %d ranks T=%d hd=%d window %d%s", c->n,
-                     c->T, c->hd, c->window, c->docs ? " documents" : "");
-            const int got = emu_cudnn_block_execs() - before;
-            report(got == c->blocks, name, "%d ring blocks ran through cuDNN, expected %d", got, c->blocks);
-        }
-    }
-    // the frontend's backward rules at their last versions (the accumulator zeroed before 9.6, a
-    // padding mask of whole lengths while s_kv % 128 != 0 up to 9.15: the rectangles' 64 keys here),
-    // without which the emulated cuDNN corrupts the gradients as the real one would
-    static const char *const versions[][2] = {{"90500", "9.5.0"}, {"91500", "9.15.0"}};
-    for (int i = 0; emu && i < 2; i++) {
-        char path[48];
-        setenv("FSDPC_EMU_CUDNN_VERSION", versions[i][0], 1);
-        cuda_attention_select(KERN_ATTENTION_CUDNN, 1, 64, &(int){0});
-        snprintf(path, sizeof path, " [cudnn ring %s]", versions[i][1]);
-        att_path = path;
-        test_attention_ring(2, 2, 256, 4, 2, 64, 0, 0);
-    }
-    unsetenv("FSDPC_EMU_CUDNN_VERSION");
-    att_path = "";
-    cuda_attention_select(KERN_ATTENTION_NATIVE, 1, 64, &(int){0});
-    set_acts(0);
-    set_mode(COMPUTE_FP32);
-}
 
 // padded rows: row b one document of len[b] tokens (0: the whole row), the rest padding, which
 // kernels.h makes a document of its own
@@ -959,6 +907,60 @@ static void test_cudnn_attention(void) {
     }
     att_path = "";
     select_att(KERN_ATTENTION_NATIVE, 1, 64, 0, "native");
+    set_mode(COMPUTE_FP32);
+}
+
+// The ring's blocks through cuDNN (bf16 activations, --attention cudnn): against the CPU's part
+// kernels and whole-sequence attention (test_attention_ring), every plain causal block taken by
+// cuDNN (the emulation counts the blocks it runs by the formulas: the n - 1 rectangles forward, and
+// backward those and the own causal block, whose Stats is the merged log-sum-exp; the own block's
+// forward is the whole-sequence graph), documents and windows left to the native kernels.
+static void test_cudnn_ring(void) {
+    set_mode(COMPUTE_BF16);
+    set_acts(1);
+    const int emu = emu_cudnn_block_execs != NULL;
+    static const struct {
+        int n, B, T, H, KV, hd, window, docs, blocks;  // blocks: cuDNN's ring-block executions
+    } cases[] = {{2, 2, 256, 4, 2, 64, 0, 0, 2 * 3},  // n ranks: n - 1 rectangles forward, n blocks backward
+                 {4, 1, 512, 4, 4, 64, 0, 0, 4 * 7},  // no GQA; chunks of 64
+                 {2, 1, 384, 4, 2, 128, 0, 0, 2 * 3},
+                 {2, 2, 256, 4, 2, 64, 0, 1, 0},
+                 {2, 2, 256, 4, 2, 64, 9, 0, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const __typeof__(cases[0]) *c = &cases[i];
+        const char *line = cuda_attention_select(KERN_ATTENTION_CUDNN, 1, c->hd, &(int){0});
+        if (!emu && strstr(line, "cannot load")) {
+            printf("# %s: cuDNN ring checks skipped\n", line);
+            break;
+        }
+        report(!!strstr(line, "attention: cuDNN "), line, "expected cuDNN chosen");
+        att_path = " [cudnn ring]";
+        const int before = emu ? emu_cudnn_block_execs() : 0;
+        test_attention_ring(c->n, c->B, c->T, c->H, c->KV, c->hd, c->window, c->docs);
+        if (emu) {
+            char name[160];
+            snprintf(name, sizeof name, "cuDNN takes the ring's plain causal blocks: %d ranks T=%d hd=%d window %d%s", c->n,
+                     c->T, c->hd, c->window, c->docs ? " documents" : "");
+            const int got = emu_cudnn_block_execs() - before;
+            report(got == c->blocks, name, "%d ring blocks ran through cuDNN, expected %d", got, c->blocks);
+        }
+    }
+    // the frontend's backward rules at their last versions (the accumulator zeroed before 9.6, a
+    // padding mask of whole lengths while s_kv % 128 != 0 up to 9.15: the rectangles' 64 keys here),
+    // without which the emulated cuDNN corrupts the gradients as the real one would
+    static const char *const versions[][2] = {{"90500", "9.5.0"}, {"91500", "9.15.0"}};
+    for (int i = 0; emu && i < 2; i++) {
+        char path[48];
+        setenv("FSDPC_EMU_CUDNN_VERSION", versions[i][0], 1);
+        select_att(KERN_ATTENTION_CUDNN, 1, 64, 0, "attention: cuDNN ");
+        snprintf(path, sizeof path, " [cudnn ring %s]", versions[i][1]);
+        att_path = path;
+        test_attention_ring(2, 2, 256, 4, 2, 64, 0, 0);
+    }
+    unsetenv("FSDPC_EMU_CUDNN_VERSION");
+    att_path = "";
+    cuda_attention_select(KERN_ATTENTION_NATIVE, 1, 64, &(int){0});
+    set_acts(0);
     set_mode(COMPUTE_FP32);
 }
 
