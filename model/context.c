@@ -80,7 +80,8 @@ void model_attention_fwd(const ModelPlan *plan, Activations *a, void *out, float
         CommRequest *r = s + 1 < n ? comm_ring_shift_start(plan->cp_group, cur, cp_keys(a, (s + 1) % 2, kvd), cp_floats(2 * kv)) : NULL;
         const int src = (me - s + n) % n;
         kern_attention_part_fwd(out, saved, q, cur, kern_act_at(cur, kv), B, T, T, H, KV, hd, a->cp_dpos + (size_t)me * T,
-                                a->cp_dpos + (size_t)src * T, a->docs ? a->kstart : NULL, window, s == 0, drop, n * T, cp_block(a, src, window, &blk));
+                                a->cp_dpos + (size_t)src * T, a->docs ? a->kstart : NULL, window, s == 0, drop, n * T,
+                                cp_block(a, src, window, &blk));
         comm_wait(r);
     }
 }

@@ -136,12 +136,13 @@ stage_tests() {
     else
         bash test/gpu/run_gpu_tests.sh
     fi
-    local rc=$? sum ring
+    local rc=$? sum ring cring
     sum=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$W/tests.log" | tail -1)
     # context parallelism on one GPU: the ring's part kernels against the CPU's and whole-sequence
     # attention (a cp run needs a GPU per rank; test_cp runs the ring on the emulator)
     ring=$(grep -c '^ok - gpu ring attention part kernels' "$W/tests.log")
-    [ "$ring" -gt 0 ] && sum="$sum; ring attention's part kernels: $ring checks pass"
+    cring=$(grep -c '^ok - gpu ring attention part kernels.*\[cudnn ring' "$W/tests.log")
+    [ "$ring" -gt 0 ] && sum="$sum; ring attention's part kernels: $ring checks pass ($cring with cuDNN's SDPA computing the blocks)"
     if [ $rc = 0 ] && [ -n "$sum" ] && [ "${sum%% *}" -gt 0 ]; then
         result pass "$sum"
     else

@@ -590,6 +590,22 @@ static void log_setup(const Run *r, const char *att) {
                 c->run.num_threads);
 }
 
+// Which kernels compute the ring's blocks on a GPU, and why: cuDNN's SDPA takes the plain causal
+// blocks where --attention chose cuDNN (kern_select_attention, run before this); per-token masks
+// stay on the native part kernels.
+static const char *ring_blocks_line(const Config *c) {
+    static char line[300];
+    const int cudnn = !strncmp(kern_attention_kernel(), "cudnn", 5);
+    if (!cudnn)
+        return "on the native part kernels (cuDNN does not run this model's attention: the attention line says why)";
+    if (c->model.sliding_window > 0)
+        return "on the native part kernels (a sliding window's mask is per token; cuDNN takes no such block)";
+    snprintf(line, sizeof line, "through cuDNN's SDPA (a rank's own block causal, the others full rectangles, merged by "
+             "log-sum-exp), the native part kernels for batches with document boundaries%s and for a shape cuDNN "
+             "refuses (said once)", c->data.document_masking ? " (--document_masking)" : "");
+    return line;
+}
+
 // Context parallelism: the plan's place in its cp group, and the group (before the memory check,
 // which counts a rank's share of each sequence).
 static void setup_context(Run *r) {
@@ -605,9 +621,8 @@ static void setup_context(Run *r) {
         comm_fail_all("--context_parallel_degree %d with --dropout %g on %s: the GPU's ring kernels draw no attention-"
                       "probability dropout masks (the CPU's do); use --device cpu, --dropout 0, or no --cp",
                       r->dims.cp, r->cfg->model.dropout, fam->display);
-    if (kern_on_gpu())  // docs/sharding.md says why cuDNN computes none of them yet
-        log_msg("context parallelism: the ring blocks on the native part kernels (fp32 tiles; not cuDNN), the ring's "
-                "send/recv on NCCL's stream beside them\n");
+    if (kern_on_gpu()) log_msg("context parallelism: the ring blocks %s; the ring's send/recv on NCCL's stream beside them\n",
+                               ring_blocks_line(r->cfg));
 }
 
 // The mesh, the memory check, the shards, the activations and the data buffers.

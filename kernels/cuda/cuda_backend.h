@@ -43,6 +43,9 @@ const char *cuda_cudnn_probe(int bwd, int docs, int B, int T, int H, int KV, int
 // NULL when cuDNN builds the fused attention graph of this shape (bwd: the backward; docs: the
 // document-masked ragged form, B its entries), else why not (test_gpu --cudnn_shapes)
 const char *cuda_cudnn_graph_check(int bwd, int docs, int B, int T, int H, int KV, int hd);
+// The same for a ring block's graph: Tq queries against Tk keys, rows S apart per batch entry
+// (a cp rank's tokens), causal (a rank's own block) or a full rectangle
+const char *cuda_cudnn_block_check(int bwd, int B, int Tq, int Tk, int S, int causal, int H, int KV, int hd);
 
 #ifdef __cplusplus
 }

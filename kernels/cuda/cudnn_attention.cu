@@ -1065,6 +1065,12 @@ extern "C" const char *cuda_cudnn_graph_check(int bwd, int docs, int B, int T, i
     return why;
 }
 
+extern "C" const char *cuda_cudnn_block_check(int bwd, int B, int Tq, int Tk, int S, int causal, int H, int KV, int hd) {
+    const char *why = cudnn_open();
+    if (!why) plan_geo(bwd, 0, B, Geo{Tq, Tk, S, S, causal != 0}, H, KV, hd, &why);
+    return why;
+}
+
 namespace {
 // the unified form (cuDNN 9.13.1+): one SDPA operation of Q, K, V and the scale into O and Stats;
 // it has no causal mask (the frontend's UnifiedSDPANode takes none before cuDNN 9.21)

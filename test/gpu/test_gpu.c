@@ -1906,6 +1906,25 @@ static int cudnn_shapes(void) {
                    shapes[i].docs ? "entries" : "B", shapes[i].B, shapes[i].T, shapes[i].H, shapes[i].KV, shapes[i].hd,
                    shapes[i].what, why ? ": " : "", why ? why : "");
         }
+    // context parallelism's ring blocks (--cp n: a rank's T tokens, chunks of T / 2): the own block
+    // causal, and the rectangles of all queries against a lower rank's head chunk and of the tail
+    // queries against a higher rank's keys
+    static const struct {
+        const char *what;
+        int B, T, H, KV, hd;
+    } rings[] = {{"make test-gpu's model at cp 2", 8, 128, 4, 2, 64}, {"1B Llama at cp 2", 4, 1024, 16, 8, 128},
+                 {"7B Llama at 32K, cp 8", 1, 4096, 32, 32, 128}};
+    for (size_t i = 0; i < sizeof rings / sizeof rings[0]; i++)
+        for (int blk = 0; blk < 3; blk++)
+            for (int bwd = 0; bwd <= 1; bwd++) {
+                const int T = rings[i].T, c = T / 2, Tq = blk == 2 ? c : T, Tk = blk == 1 ? c : T;
+                const char *why = cuda_cudnn_block_check(bwd, rings[i].B, Tq, Tk, T, blk == 0, rings[i].H, rings[i].KV,
+                                                         rings[i].hd);
+                failed += why != NULL;
+                printf("%s - cudnn %s ring block %s B=%d Tq=%d Tk=%d H=%d KV=%d hd=%d (%s)%s%s\n", why ? "not ok" : "ok",
+                       bwd ? "backward" : "forward", blk ? "full" : "causal", rings[i].B, Tq, Tk, rings[i].H, rings[i].KV,
+                       rings[i].hd, rings[i].what, why ? ": " : "", why ? why : "");
+            }
     return failed ? 1 : 0;
 }
 

@@ -230,7 +230,7 @@ if [ -x build/fsdpc_emu ]; then
     GD="--document_masking --sliding_window 5 --train_data $W/docs.jsonl --val_data $W/docs.jsonl"
     run gone 1 $G
     run gcp2 2 $G --cp 2 --trace_file "$W/gcp2.trace.json"
-    grep -q "ring blocks on the native part kernels" "$W/gcp2.log"
+    grep -q "ring blocks on the native part kernels (cuDNN does not run this model's attention" "$W/gcp2.log"
     check "emulated GPU cp 2: the run says which kernels compute the ring's blocks" $? "$(grep -m2 -E 'error|context' "$W/gcp2.log")"
     /usr/bin/python3 - "$W/gcp2.trace.json" <<'PY'
 import json, sys
@@ -251,6 +251,20 @@ PY
     run gbf2 2 $G --precision bf16 --cp 2
     d=$(rel_diff "$W/gbf1.jsonl" "$W/gbf2.jsonl" 4 1e-3)
     check "emulated GPU, --precision bf16: np=2 cp 2 tracks one emulated GPU within 1e-3 (worst $d)" $? "$(grep -m2 error "$W/gbf2.log")"
+    # cuDNN's SDPA for the blocks (head dim 64, bf16): a rank's own block causal, the others full
+    # rectangles, merged by log-sum-exp, against cuDNN's whole-sequence attention on one emulated GPU
+    GC="--tokenizer byte --hidden_width 128 --num_layers 2 --num_heads 2 --num_key_value_heads 1 --intermediate_size 128
+        --max_context_width 32 --batch_size 2 --precision bf16 --attention cudnn"
+    EQ0=$EQ
+    EQ=${EQ/"$GM"/$GC}
+    run gcd1 1 $G
+    FSDPC_EMU_CUDNN_COUNTS="$W/gcd2.counts" run gcd2 2 $G --cp 2
+    grep -q "the ring blocks through cuDNN's SDPA" "$W/gcd2.log" && grep -Eq "ring-block executions [1-9]" "$W/gcd2.counts"
+    check "emulated GPU, --attention cudnn: cp 2's ring blocks run through cuDNN's SDPA, and the run says so" $? \
+        "$(grep -m2 -E 'error|context par|attention' "$W/gcd2.log"; cat "$W/gcd2.counts" 2>&1)"
+    d=$(rel_diff "$W/gcd1.jsonl" "$W/gcd2.jsonl" 4 1e-3)
+    check "emulated GPU, --attention cudnn: np=2 cp 2 tracks one emulated GPU within 1e-3 (worst $d)" $? "$(grep -m2 error "$W/gcd2.log")"
+    EQ=$EQ0
     run gdoc1 1 $GD
     run gdoc4 4 $GD --cp 4
     same "emulated GPU: np=4 cp 4 with --document_masking and --sliding_window 5 trains as one emulated GPU" gdoc1 gdoc4 4

@@ -1190,7 +1190,7 @@ int emu_cudnn_block_execs(void) { return block_execs; }
 static void write_counts(void) {
     FILE *f = fopen(getenv("FSDPC_EMU_CUDNN_COUNTS"), "w");
     if (!f) return;
-    fprintf(f, "plans %d document-masked executions %d\n", plans_built, doc_execs);
+    fprintf(f, "plans %d document-masked executions %d ring-block executions %d\n", plans_built, doc_execs, block_execs);
     fclose(f);
 }
 __attribute__((constructor)) static void count_at_exit(void) {
