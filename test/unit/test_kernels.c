@@ -737,7 +737,37 @@ static void test_attention_ring(int n, int B, int T, int H, int KV, int hd, int 
     free(ks), free(lks), free(pos), free(lse), free(ldq), free(ldk), free(ldv), free(ro);
 }
 
+// kern_block_of on the ring's head-tail layout: rank me's block from rank src is causal by index
+// (src == me), all queries against the head chunk (src < me), or the tail queries against all
+// keys (src > me); other position sets are no such block
+static void test_block_of(void) {
+    for (int n = 1; n <= 4; n++) {
+        const int c = 3, Tl = 2 * c;
+        int32_t pos[8 * 3];
+        for (int r = 0; r < n; r++)
+            for (int t = 0; t < Tl; t++) pos[r * Tl + t] = t < c ? r * c + t : (2 * n - 1 - r) * c + t - c;
+        int bad = 0;
+        for (int me = 0; me < n; me++)
+            for (int src = 0; src < n; src++) {
+                KernBlock b;
+                const KernBlock want = src == me ? (KernBlock){0, Tl, Tl, 1}
+                                       : src < me ? (KernBlock){0, Tl, c, 0}
+                                                  : (KernBlock){c, c, Tl, 0};
+                bad += !kern_block_of(&b, pos + me * Tl, pos + src * Tl, Tl, Tl) || memcmp(&b, &want, sizeof b);
+            }
+        char name[96];
+        snprintf(name, sizeof name, "kern_block_of: every block of a %d-rank ring is a causal square or a rectangle", n);
+        report(!bad, name, "%d blocks differ", bad);
+    }
+    const int32_t q[2] = {0, 10}, k[3] = {0, 1, 2}, q2[4] = {5, 6, 7, 8}, k2[4] = {1, 2, 3, 4};
+    KernBlock b;
+    report(!kern_block_of(&b, q, k, 2, 3), "kern_block_of: rows seeing 1 and 3 keys are no block", "took it");
+    const int ok = kern_block_of(&b, q2, k2, 4, 4) && b.q0 == 0 && b.nq == 4 && b.nk == 4 && !b.causal;
+    report(ok, "kern_block_of: queries after every key are a full rectangle", "got %d %d %d %d", b.q0, b.nq, b.nk, b.causal);
+}
+
 static void test_attention(void) {
+    test_block_of();
     test_qkv_positions();
     test_attention_docs(0);
     test_attention_docs(20);
