@@ -246,10 +246,12 @@ static const char *volatile stop_phase = "start-up";
 enum { STOP_FILES = 16, STOP_PATH = PATH_MAX };  // any path the system takes
 static char stop_files[STOP_FILES][STOP_PATH];
 static volatile sig_atomic_t stop_file_used[STOP_FILES];
-static const int stop_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1};
+// SIGXCPU: a soft CPU-time limit reached (ulimit -S -t, a batch system's CPU-time limit), sent again
+// each CPU second until the hard limit's SIGKILL: time enough for a checkpoint
+static const int stop_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGXCPU};
 
 const char *comm_signal_name(int sig) {
-    static const char *const names[] = {"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1"};
+    static const char *const names[] = {"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGXCPU"};
     for (size_t i = 0; i < sizeof stop_sigs / sizeof *stop_sigs; i++)
         if (stop_sigs[i] == sig) return names[i];
     return "a signal";
@@ -595,7 +597,7 @@ static pthread_mutex_t deadline_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t deadline_opened = PTHREAD_COND_INITIALIZER;
 static int deadline_depth, deadline_thread;
 static char deadline_what[512];
-static int64_t deadline_mark_us;  // the phase's start or its last progress
+static int64_t deadline_mark_us;  // the phase's start or its last progress (clock_awake_us)
 
 // The timeout passed in a phase: one line, the flight recorder, and the job ends. Rank 0 tells
 // at once; another rank only after a grace period, in which rank 0 (in the same phase: ranks
@@ -632,7 +634,7 @@ static void *deadline_main(void *arg) {
             continue;
         }
         double limit = collective_timeout + (comm_info.rank ? (collective_timeout < GRACE_SECONDS ? collective_timeout : GRACE_SECONDS) : 0);
-        int64_t waited = clock_now_us() - deadline_mark_us;
+        int64_t waited = clock_awake_us() - deadline_mark_us;
         if (waited > (int64_t)(limit * 1e6)) {
             char what[sizeof deadline_what];
             memcpy(what, deadline_what, sizeof what);
@@ -650,7 +652,7 @@ void comm_deadline_begin(const char *what) {
     pthread_mutex_lock(&deadline_lock);
     if (!deadline_depth++) {
         snprintf(deadline_what, sizeof deadline_what, "%s", what);
-        deadline_mark_us = clock_now_us();
+        deadline_mark_us = clock_awake_us();
     }
     if (!deadline_thread) {  // started on first use; it sleeps while no phase is open
         int rc = start_detached(deadline_main);
@@ -667,7 +669,7 @@ void comm_deadline_begin(const char *what) {
 void comm_deadline_progress(void) {
     comm_stop_progress();  // a checkpoint written after a stop moves too
     pthread_mutex_lock(&deadline_lock);
-    deadline_mark_us = clock_now_us();
+    deadline_mark_us = clock_awake_us();
     pthread_mutex_unlock(&deadline_lock);
 }
 
@@ -696,7 +698,7 @@ static void *stop_watch_main(void *arg) {
             seen_us = 0;
             continue;
         }
-        int64_t now = clock_now_us();
+        int64_t now = clock_awake_us();
         if (!seen_us) seen_us = now;
         int64_t since = stop_progress_us > seen_us ? stop_progress_us : seen_us;
         if (now - since <= (int64_t)(collective_timeout * 1e6)) continue;
@@ -716,12 +718,12 @@ static void stop_watch_start(void) {
 }
 
 void comm_stop_watch(const char *phase) {
-    stop_progress_us = clock_now_us();
+    stop_progress_us = clock_awake_us();
     __atomic_store_n(&stop_watched, phase, __ATOMIC_RELAXED);
     if (phase) pthread_once(&stop_watch_once, stop_watch_start);
 }
 
-void comm_stop_progress(void) { stop_progress_us = clock_now_us(); }
+void comm_stop_progress(void) { stop_progress_us = clock_awake_us(); }
 
 double comm_peak_mem_mib(void) {
     struct rusage ru;
@@ -1085,10 +1087,10 @@ void comm_wait(CommRequest *r) {
     if (!r) return;
     // spin first (most waits are short), then yield the core; the clock is read every few tests
     // a background group's waits are watched by comm_deadline_begin's watchdog instead
-    int64_t t0 = clock_now_us(), limit = r->g->background ? 0 : (int64_t)(collective_timeout * 1e6);
+    int64_t t0 = clock_awake_us(), limit = r->g->background ? 0 : (int64_t)(collective_timeout * 1e6);
     for (unsigned spins = 1; !request_test(r); spins++) {
         if (spins % 64) continue;
-        int64_t waited = clock_now_us() - t0;
+        int64_t waited = clock_awake_us() - t0;
         if (limit > 0 && waited > limit) collective_timed_out(r, waited / 1e6, 0);
         if (limit > 0 && waited > 1000000) {  // a long wait: has another rank already timed out?
             int other = 0;
