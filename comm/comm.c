@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <malloc.h>
 #include <sched.h>
 #include <mpi.h>
@@ -443,6 +444,50 @@ static void singleton_session_dir(int wired) {
 #endif
 }
 
+// The executable's GNU build ID (the linker's hash of the program: the Makefile links with
+// --build-id) as hex, from the main program's note segments; "" when it has none.
+static int build_id_note(struct dl_phdr_info *info, size_t size, void *out) {
+    (void)size;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        if (info->dlpi_phdr[i].p_type != PT_NOTE) continue;
+        const char *p = (const char *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr), *end = p + info->dlpi_phdr[i].p_memsz;
+        while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
+            const char *name = p + sizeof *n, *desc = name + ((n->n_namesz + 3) & ~3u);
+            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && !memcmp(name, "GNU", 4) && desc + n->n_descsz <= end) {
+                char *hex = out;
+                for (unsigned k = 0; k < n->n_descsz && k < 32; k++) sprintf(hex + 2 * k, "%02x", (unsigned char)desc[k]);
+                return 1;
+            }
+            p = desc + ((n->n_descsz + 3) & ~3u);
+        }
+    }
+    return 1;  // the first object is the main program: stop there
+}
+
+static char *text_of(const char *mine, int from);
+
+// Ranks started from different fsdpc builds (a node-local install one upgrade behind, a binary
+// rebuilt while the job started) may order collectives differently or train other numbers:
+// every rank checks that its build is rank 0's, before any work.
+static void check_same_build(void) {
+    char id[65] = "", exe[PATH_MAX] = "?", host[256] = "?", mine[PATH_MAX + 400];
+    dl_iterate_phdr(build_id_note, id);
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 1] = 0;
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = 0;
+    snprintf(mine, sizeof mine, "build %s (%s on %s)", id[0] ? id : "without an ID", exe, host);
+    char *theirs, *root;
+    // the build alone decides: the same file may sit at other paths on other nodes
+    int r = comm_first_different(id, &theirs, &root);
+    if (r < 0) return;
+    free(theirs), free(root);
+    theirs = text_of(mine, r), root = text_of(mine, 0);
+    comm_fail_all("rank %d runs another fsdpc build than rank 0: %s, rank 0 %s; start every rank from one build (install "
+                  "the same fsdpc on every node)", r, theirs, root);
+}
+
 void comm_init(int *argc, char ***argv) {
     stop_rank_from_launcher();
     stop_signals_install();  // again (see stop_signals_early): MPI's start-up can take a while
@@ -514,6 +559,7 @@ void comm_init(int *argc, char ***argv) {
                           "with " MPI_NAME ": start it with that MPI's mpiexec; with srun, " SRUN_WIRING ")", atoi(v), sizes[i],
                           comm_info.world);
     }
+    if (comm_info.world > 1) check_same_build();
     // torchrun (every PyTorch recipe's launcher) sets WORLD_SIZE/RANK but no MPI: each copy would train alone
     const char *torch_world = getenv("WORLD_SIZE");
     if (torch_world && atoi(torch_world) > 1 && atoi(torch_world) != comm_info.world)
