@@ -6,8 +6,11 @@
 // unique UIDs, and that a variant pack supplies every UID of the graph (device pointers with the
 // promised alignment, host pointers for by-value scalars) and nothing else. It recognises the two
 // SDPA graphs (the roles of their tensors found from the graph's structure) and executes them
-// with the CPU attention on the bf16 operands; the statistics handed to backward must be the
-// forward's log-sum-exp. Document masks take the frontend's forms: a padding mask (the scores'
+// with the CPU attention on the bf16 operands; the statistics handed to backward must be at least
+// the forward's log-sum-exp. Context parallelism's ring blocks take the same graphs with s_q !=
+// s_kv, no causal mask (a full rectangle) and rows of a longer sequence in memory, and a backward
+// whose Stats is the ring's merged log-sum-exp (over more keys than the block's): those run by the
+// formulas in double (run_block), with the same version corruptions. Document masks take the frontend's forms: a padding mask (the scores'
 // GEN_INDEX rows and columns CMP_LT INT32 (B, 1, 1, 1) seq_len_q / seq_len_kv, LOGICAL_AND, a
 // BINARY_SELECT on the score chain before the softmax) with every matmul's M/N/K overrides set to
 // the sequence lengths of its dims, and optionally ragged rows (RAGGED_OFFSET_DESC: INT32
