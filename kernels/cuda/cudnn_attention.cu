@@ -1174,8 +1174,8 @@ ScratchBuf block_act_buf, block_stats_buf;
 
 // whether cuDNN takes this block, and its geometry
 bool block_takes(int bwd, Act x, int B, int Tq, int Tk, int H, int KV, int hd, const KernBlock *blk,
-                 const int32_t *qfirst, int window, Plan **plan) {
-    if (!blk || qfirst || window > 0 || !chosen(nullptr)) return false;
+                 const int32_t *qfirst, int window, const AttDrop *drop, Plan **plan) {
+    if (!blk || qfirst || window > 0 || !chosen(drop)) return false;
     if (!x.bf16) {
         fallback_once(FB_RING_FP32);
         return false;
@@ -1192,9 +1192,9 @@ void launch_add(Act dst, Act src, int B, int S, int width, int r0, int nr) {
 }  // namespace
 
 bool cudnn_att_block_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq, int Tk, int H, int KV, int hd,
-                         const KernBlock *blk, const int32_t *qfirst, int window, bool first) {
+                         const KernBlock *blk, const int32_t *qfirst, int window, const AttDrop *drop, bool first) {
     Plan *plan;
-    if (!block_takes(0, q, B, Tq, Tk, H, KV, hd, blk, qfirst, window, &plan)) return false;
+    if (!block_takes(0, q, B, Tq, Tk, H, KV, hd, blk, qfirst, window, drop, &plan)) return false;
     const size_t qrow = (size_t)H * hd, nout = (size_t)B * Tq * qrow, nst = (size_t)B * H * blk->nq;
     Act ob{block_act_buf.get(nout * sizeof(uint16_t)), 1};
     float *st = (float *)block_stats_buf.get(sizeof(float) * nst);
@@ -1211,9 +1211,10 @@ bool cudnn_att_block_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq
 }
 
 bool cudnn_att_block_bwd(Act dq, Act dk, Act dv, Act dout, Act out, const float *lse, Act q, Act k, Act v, int B, int Tq,
-                         int Tk, int H, int KV, int hd, const KernBlock *blk, const int32_t *qfirst, int window) {
+                         int Tk, int H, int KV, int hd, const KernBlock *blk, const int32_t *qfirst, int window,
+                         const AttDrop *drop) {
     Plan *plan;
-    if (!block_takes(1, q, B, Tq, Tk, H, KV, hd, blk, qfirst, window, &plan)) return false;
+    if (!block_takes(1, q, B, Tq, Tk, H, KV, hd, blk, qfirst, window, drop, &plan)) return false;
     const size_t qrow = (size_t)H * hd, kvrow = (size_t)KV * hd, nq = (size_t)B * Tq * qrow, nkv = (size_t)B * Tk * kvrow;
     const size_t nst = (size_t)B * H * blk->nq, q0 = (size_t)blk->q0 * qrow;
     // dQ, dK, dV of the block in the callers' layouts, then Stats and Sum

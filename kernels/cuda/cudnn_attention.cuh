@@ -19,12 +19,13 @@ bool cudnn_att_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq, int 
 bool cudnn_att_bwd(Act dq, Act dk, Act dv, float *sum, Act dout, Act out, const float *lse, Act q, Act k, Act v, int B,
                    int T, int H, int KV, int hd, const int32_t *kstart, const AttDrop *drop);
 // A ring block (kernels.h kern_attention_part_*) whose mask the host gave (blk: a full rectangle or
-// a rank's own causal block; NULL, documents or a window: false), bf16 activations. The forward
+// a rank's own causal block; NULL, documents, a window or dropout: false), bf16 activations. The forward
 // merges the block into out and lse (first: the block's part alone); the backward, on the final
 // out and lse, adds the block's share to dq, dk and dv.
 bool cudnn_att_block_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq, int Tk, int H, int KV, int hd,
-                         const KernBlock *blk, const int32_t *qfirst, int window, bool first);
+                         const KernBlock *blk, const int32_t *qfirst, int window, const AttDrop *drop, bool first);
 bool cudnn_att_block_bwd(Act dq, Act dk, Act dv, Act dout, Act out, const float *lse, Act q, Act k, Act v, int B, int Tq,
-                         int Tk, int H, int KV, int hd, const KernBlock *blk, const int32_t *qfirst, int window);
+                         int Tk, int H, int KV, int hd, const KernBlock *blk, const int32_t *qfirst, int window,
+                         const AttDrop *drop);
 
 #endif
