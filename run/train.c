@@ -600,12 +600,9 @@ static const char *ring_blocks_line(const Config *c) {
         return "on the native part kernels (cuDNN does not run this model's attention: the attention line says why)";
     if (c->model.sliding_window > 0)
         return "on the native part kernels (a sliding window's mask is per token; cuDNN takes no such block)";
-    const ModelFamily *fam = family_find(c->model.model_type);
-    if (fam && fam->attn_dropout && c->model.dropout > 0.0f)
-        return "on the native part kernels (attention dropout: cuDNN's mask is not fsdpc's layout-free hash)";
     snprintf(line, sizeof line, "through cuDNN's SDPA (a rank's own block causal, the others full rectangles, merged by "
-             "log-sum-exp), the native part kernels for batches with document boundaries%s and for a shape cuDNN "
-             "refuses (said once)", c->data.document_masking ? " (--document_masking)" : "");
+             "log-sum-exp), the native part kernels for batches with document boundaries%s, under attention "
+             "dropout and for a shape cuDNN refuses (said once)", c->data.document_masking ? " (--document_masking)" : "");
     return line;
 }
 
