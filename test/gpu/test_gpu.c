@@ -916,18 +916,19 @@ static void test_cudnn_attention(void) {
 // kernels and whole-sequence attention (test_attention_ring), every plain causal block taken by
 // cuDNN (the emulation counts the blocks it runs by the formulas: the n - 1 rectangles forward, and
 // backward those and the own causal block, whose Stats is the merged log-sum-exp; the own block's
-// forward is the whole-sequence graph), documents and windows left to the native kernels.
+// forward is the whole-sequence graph), documents, windows and dropout left to the native kernels.
 static void test_cudnn_ring(void) {
     set_mode(COMPUTE_BF16);
     set_acts(1);
     const int emu = emu_cudnn_block_execs != NULL;
     static const struct {
-        int n, B, T, H, KV, hd, window, docs, blocks;  // blocks: cuDNN's ring-block executions
+        int n, B, T, H, KV, hd, window, docs, blocks;  // blocks: cuDNN's ring-block executions (-1: none, with dropout)
     } cases[] = {{2, 2, 256, 4, 2, 64, 0, 0, 2 * 3},  // n ranks: n - 1 rectangles forward, n blocks backward
                  {4, 1, 512, 4, 4, 64, 0, 0, 4 * 7},  // no GQA; chunks of 64
                  {2, 1, 384, 4, 2, 128, 0, 0, 2 * 3},
                  {2, 2, 256, 4, 2, 64, 0, 1, 0},
-                 {2, 2, 256, 4, 2, 64, 9, 0, 0}};
+                 {2, 2, 256, 4, 2, 64, 9, 0, 0},
+                 {2, 2, 256, 4, 2, 64, 0, 0, -1}};  // -1: with attention dropout, none
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const __typeof__(cases[0]) *c = &cases[i];
         const char *line = cuda_attention_select(KERN_ATTENTION_CUDNN, 1, c->hd, &(int){0});
@@ -938,13 +939,15 @@ static void test_cudnn_ring(void) {
         report(!!strstr(line, "attention: cuDNN "), line, "expected cuDNN chosen");
         att_path = " [cudnn ring]";
         const int before = emu ? emu_cudnn_block_execs() : 0;
-        test_attention_ring(c->n, c->B, c->T, c->H, c->KV, c->hd, c->window, c->docs, NULL);
+        const KernDropout drop = {0.2f, 0xabcdefULL, 5, 0};
+        test_attention_ring(c->n, c->B, c->T, c->H, c->KV, c->hd, c->window, c->docs, c->blocks < 0 ? &drop : NULL);
         if (emu) {
             char name[160];
-            snprintf(name, sizeof name, "cuDNN takes the ring's plain causal blocks: %d ranks T=%d hd=%d window %d%s", c->n,
-                     c->T, c->hd, c->window, c->docs ? " documents" : "");
+            snprintf(name, sizeof name, "cuDNN takes the ring's plain causal blocks: %d ranks T=%d hd=%d window %d%s%s", c->n,
+                     c->T, c->hd, c->window, c->docs ? " documents" : "", c->blocks < 0 ? " dropout" : "");
             const int got = emu_cudnn_block_execs() - before;
-            report(got == c->blocks, name, "%d ring blocks ran through cuDNN, expected %d", got, c->blocks);
+            report(got == (c->blocks < 0 ? 0 : c->blocks), name, "%d ring blocks ran through cuDNN, expected %d", got,
+                   c->blocks < 0 ? 0 : c->blocks);
         }
     }
     // the frontend's backward rules at their last versions (the accumulator zeroed before 9.6, a
