@@ -478,6 +478,40 @@ void cpu_set_compute_bf16(int on) {
     gemm_bf16 = on && cpu_has_bf16() && onednn_ok > 0;
 }
 
+// ---- fp32 products on the rank's threads ----
+// OpenBLAS's own threading of a model's products (a few thousand rows against a few hundred
+// columns) waits on the other threads several times per product, which costs most when they are
+// not all free at once, and its split of K changes the sums with the thread count. Instead C's
+// rows (or columns, where C has fewer rows) are cut into one share per thread, each a one-thread
+// sgemm (OpenBLAS runs one inside a parallel region): one wait per product, and every element
+// summed as a one-thread sgemm of the whole product sums it. Shares are whole multiples of the
+// kernels' tiles (the last takes the rest) and stay above the size where OpenBLAS's AVX-512
+// builds switch to small-matrix kernels, which sum in another order.
+enum { GEMM_SHARE = 64 };
+#define GEMM_SMALL 1e6  // OpenBLAS's small-matrix kernels take products of up to 100^3 multiply-adds
+
+static void gemm_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                       float beta, float *C, int ldc) {
+    const CBLAS_TRANSPOSE oa = ta ? CblasTrans : CblasNoTrans, ob = tb ? CblasTrans : CblasNoTrans;
+    const int by_rows = M >= N, dim = by_rows ? M : N, units = dim / GEMM_SHARE;
+    const int parts = omp_get_max_threads() < units ? omp_get_max_threads() : units;
+    if (parts < 2 || omp_in_parallel() || (double)(units / parts) * GEMM_SHARE * (by_rows ? N : M) * K <= GEMM_SMALL) {
+        cblas_sgemm(CblasRowMajor, oa, ob, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+#pragma omp parallel num_threads(parts)
+    {
+        const int t = omp_get_thread_num(), n = omp_get_num_threads();
+        const int lo = units * t / n * GEMM_SHARE, hi = t == n - 1 ? dim : units * (t + 1) / n * GEMM_SHARE;
+        if (by_rows)
+            cblas_sgemm(CblasRowMajor, oa, ob, hi - lo, N, K, alpha, ta ? A + lo : A + (size_t)lo * lda, lda, B, ldb, beta,
+                        C + (size_t)lo * ldc, ldc);
+        else
+            cblas_sgemm(CblasRowMajor, oa, ob, M, hi - lo, K, alpha, A, lda, tb ? B + (size_t)lo * ldb : B + lo, ldb, beta,
+                        C + lo, ldc);
+    }
+}
+
 void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
               float beta, float *C, int ldc, int a_again) {
     same_a = a_again;
@@ -486,6 +520,5 @@ void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, 
         static int said;
         if (!said++) log_msg("fsdpc: oneDNN cannot run a bf16 matmul of %d x %d x %d: sgemm runs such products\n", M, N, K);
     }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
-                ldb, beta, C, ldc);
+    gemm_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
