@@ -2005,7 +2005,8 @@ static int bench_adamw(int threads) {
 
 // ---- --bench-gemm: the machine's GEMM peaks, for make bench's fractions ----
 // A 2048^3 product (what the fractions have been measured against: numpy's sgemm on the same
-// threads) through OpenBLAS sgemm and, where the CPU has AVX512_BF16, through the bf16 matmuls
+// threads) through OpenBLAS sgemm on its own threads (as numpy calls it; not cpu_gemm's split)
+// and, where the CPU has AVX512_BF16, through the bf16 matmuls
 // --precision bf16 runs (oneDNN, operands rounded as they are there): GFLOP/s, best of 5 runs each,
 // by the wall clock and, for make bench's one-thread table on a shared machine, by the process's
 // CPU time (which the other jobs' time slices do not add to; with one thread, the thread's time).
@@ -2025,7 +2026,8 @@ static int bench_gemm(int threads) {
         double best = 1e30, best_cpu = 1e30;
         for (int r = 0; r < 6; r++) {  // the first warms the threads and oneDNN's primitive
             const double t0 = clock_now_s(), c0 = cpu_seconds();
-            cpu_gemm(0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, r > 0);
+            if (bf) cpu_gemm(0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, r > 0);
+            else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
             if (r) best = fmin(best, clock_now_s() - t0), best_cpu = fmin(best_cpu, cpu_seconds() - c0);
         }
         printf("%s GFLOP/s: %.1f\n", bf ? "bf16" : "sgemm", flops / best / 1e9);
