@@ -34,7 +34,7 @@ CFLAGS += -std=gnu11 -Werror=implicit-function-declaration -fno-math-errno -fope
 CXX = g++
 CXXFLAGS ?= -O2 $(ARCH) -Wall -Wextra
 CXXFLAGS += -std=c++17 -MMD -MP
-LDLIBS = -L$(HDF5_DIR)/lib -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lsentencepiece -lstdc++ -lpcre2-8 -lutf8proc -lsnappy -lzstd -llz4 -lm
+LDLIBS = -Wl,--build-id=sha1 -L$(HDF5_DIR)/lib -lhdf5 -lz -lpthread -L$(BLAS_DIR) -lopenblas -Wl,-rpath,$(BLAS_DIR) -lsentencepiece -lstdc++ -lpcre2-8 -lutf8proc -lsnappy -lzstd -llz4 -lm
 HOST_LDLIBS := $(LDLIBS)
 # C++ only where a library has no C API (libsentencepiece): thin wrappers with C linkage
 CXX_SRC = $(wildcard data/*/*.cpp)

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <malloc.h>
 #include <sched.h>
 #include <mpi.h>
@@ -246,10 +247,12 @@ static const char *volatile stop_phase = "start-up";
 enum { STOP_FILES = 16, STOP_PATH = PATH_MAX };  // any path the system takes
 static char stop_files[STOP_FILES][STOP_PATH];
 static volatile sig_atomic_t stop_file_used[STOP_FILES];
-static const int stop_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1};
+// SIGXCPU: a soft CPU-time limit reached (ulimit -S -t, a batch system's CPU-time limit), sent again
+// each CPU second until the hard limit's SIGKILL: time enough for a checkpoint
+static const int stop_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGXCPU};
 
 const char *comm_signal_name(int sig) {
-    static const char *const names[] = {"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1"};
+    static const char *const names[] = {"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGXCPU"};
     for (size_t i = 0; i < sizeof stop_sigs / sizeof *stop_sigs; i++)
         if (stop_sigs[i] == sig) return names[i];
     return "a signal";
@@ -441,6 +444,50 @@ static void singleton_session_dir(int wired) {
 #endif
 }
 
+// The executable's GNU build ID (the linker's hash of the program: the Makefile links with
+// --build-id) as hex, from the main program's note segments; "" when it has none.
+static int build_id_note(struct dl_phdr_info *info, size_t size, void *out) {
+    (void)size;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        if (info->dlpi_phdr[i].p_type != PT_NOTE) continue;
+        const char *p = (const char *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr), *end = p + info->dlpi_phdr[i].p_memsz;
+        while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
+            const char *name = p + sizeof *n, *desc = name + ((n->n_namesz + 3) & ~3u);
+            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && !memcmp(name, "GNU", 4) && desc + n->n_descsz <= end) {
+                char *hex = out;
+                for (unsigned k = 0; k < n->n_descsz && k < 32; k++) sprintf(hex + 2 * k, "%02x", (unsigned char)desc[k]);
+                return 1;
+            }
+            p = desc + ((n->n_descsz + 3) & ~3u);
+        }
+    }
+    return 1;  // the first object is the main program: stop there
+}
+
+static char *text_of(const char *mine, int from);
+
+// Ranks started from different fsdpc builds (a node-local install one upgrade behind, a binary
+// rebuilt while the job started) may order collectives differently or train other numbers:
+// every rank checks that its build is rank 0's, before any work.
+static void check_same_build(void) {
+    char id[65] = "", exe[PATH_MAX] = "?", host[256] = "?", mine[PATH_MAX + 400];
+    dl_iterate_phdr(build_id_note, id);
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 1] = 0;
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = 0;
+    snprintf(mine, sizeof mine, "build %s (%s on %s)", id[0] ? id : "without an ID", exe, host);
+    char *theirs, *root;
+    // the build alone decides: the same file may sit at other paths on other nodes
+    int r = comm_first_different(id, &theirs, &root);
+    if (r < 0) return;
+    free(theirs), free(root);
+    theirs = text_of(mine, r), root = text_of(mine, 0);
+    comm_fail_all("rank %d runs another fsdpc build than rank 0: %s, rank 0 %s; start every rank from one build (install "
+                  "the same fsdpc on every node)", r, theirs, root);
+}
+
 void comm_init(int *argc, char ***argv) {
     stop_rank_from_launcher();
     stop_signals_install();  // again (see stop_signals_early): MPI's start-up can take a while
@@ -512,6 +559,7 @@ void comm_init(int *argc, char ***argv) {
                           "with " MPI_NAME ": start it with that MPI's mpiexec; with srun, " SRUN_WIRING ")", atoi(v), sizes[i],
                           comm_info.world);
     }
+    if (comm_info.world > 1) check_same_build();
     // torchrun (every PyTorch recipe's launcher) sets WORLD_SIZE/RANK but no MPI: each copy would train alone
     const char *torch_world = getenv("WORLD_SIZE");
     if (torch_world && atoi(torch_world) > 1 && atoi(torch_world) != comm_info.world)
@@ -595,7 +643,7 @@ static pthread_mutex_t deadline_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t deadline_opened = PTHREAD_COND_INITIALIZER;
 static int deadline_depth, deadline_thread;
 static char deadline_what[512];
-static int64_t deadline_mark_us;  // the phase's start or its last progress
+static int64_t deadline_mark_us;  // the phase's start or its last progress (clock_awake_us)
 
 // The timeout passed in a phase: one line, the flight recorder, and the job ends. Rank 0 tells
 // at once; another rank only after a grace period, in which rank 0 (in the same phase: ranks
@@ -632,7 +680,7 @@ static void *deadline_main(void *arg) {
             continue;
         }
         double limit = collective_timeout + (comm_info.rank ? (collective_timeout < GRACE_SECONDS ? collective_timeout : GRACE_SECONDS) : 0);
-        int64_t waited = clock_now_us() - deadline_mark_us;
+        int64_t waited = clock_awake_us() - deadline_mark_us;
         if (waited > (int64_t)(limit * 1e6)) {
             char what[sizeof deadline_what];
             memcpy(what, deadline_what, sizeof what);
@@ -650,7 +698,7 @@ void comm_deadline_begin(const char *what) {
     pthread_mutex_lock(&deadline_lock);
     if (!deadline_depth++) {
         snprintf(deadline_what, sizeof deadline_what, "%s", what);
-        deadline_mark_us = clock_now_us();
+        deadline_mark_us = clock_awake_us();
     }
     if (!deadline_thread) {  // started on first use; it sleeps while no phase is open
         int rc = start_detached(deadline_main);
@@ -667,7 +715,7 @@ void comm_deadline_begin(const char *what) {
 void comm_deadline_progress(void) {
     comm_stop_progress();  // a checkpoint written after a stop moves too
     pthread_mutex_lock(&deadline_lock);
-    deadline_mark_us = clock_now_us();
+    deadline_mark_us = clock_awake_us();
     pthread_mutex_unlock(&deadline_lock);
 }
 
@@ -696,7 +744,7 @@ static void *stop_watch_main(void *arg) {
             seen_us = 0;
             continue;
         }
-        int64_t now = clock_now_us();
+        int64_t now = clock_awake_us();
         if (!seen_us) seen_us = now;
         int64_t since = stop_progress_us > seen_us ? stop_progress_us : seen_us;
         if (now - since <= (int64_t)(collective_timeout * 1e6)) continue;
@@ -716,12 +764,12 @@ static void stop_watch_start(void) {
 }
 
 void comm_stop_watch(const char *phase) {
-    stop_progress_us = clock_now_us();
+    stop_progress_us = clock_awake_us();
     __atomic_store_n(&stop_watched, phase, __ATOMIC_RELAXED);
     if (phase) pthread_once(&stop_watch_once, stop_watch_start);
 }
 
-void comm_stop_progress(void) { stop_progress_us = clock_now_us(); }
+void comm_stop_progress(void) { stop_progress_us = clock_awake_us(); }
 
 double comm_peak_mem_mib(void) {
     struct rusage ru;
@@ -1085,10 +1133,10 @@ void comm_wait(CommRequest *r) {
     if (!r) return;
     // spin first (most waits are short), then yield the core; the clock is read every few tests
     // a background group's waits are watched by comm_deadline_begin's watchdog instead
-    int64_t t0 = clock_now_us(), limit = r->g->background ? 0 : (int64_t)(collective_timeout * 1e6);
+    int64_t t0 = clock_awake_us(), limit = r->g->background ? 0 : (int64_t)(collective_timeout * 1e6);
     for (unsigned spins = 1; !request_test(r); spins++) {
         if (spins % 64) continue;
-        int64_t waited = clock_now_us() - t0;
+        int64_t waited = clock_awake_us() - t0;
         if (limit > 0 && waited > limit) collective_timed_out(r, waited / 1e6, 0);
         if (limit > 0 && waited > 1000000) {  // a long wait: has another rank already timed out?
             int other = 0;

@@ -17,8 +17,8 @@ extern CommInfo comm_info;
 
 void comm_init(int *argc, char ***argv);
 void comm_finalize(void);
-// Stop signals: SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGUSR1 (a scheduler's preemption or
-// --signal, a terminal's ^C or ^\, a closed session), handled from the program's load on. Every
+// Stop signals: SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGXCPU (a scheduler's preemption or
+// --signal, a terminal's ^C or ^\, a closed session, a CPU-time limit), handled from the program's load on. Every
 // phase ends on one with COMM_EXIT_STOPPED, one line on rank 0 saying what stopped, and nothing
 // partial under a final name. A phase that polls comm_stop_signal (training, validation,
 // generation, data cache builds, prepare, export, tokenize) turns polling on and stops at its

@@ -66,6 +66,7 @@ suite "container: Dockerfile installs through run/install-deps.sh and its build 
 suite "chat tables: chat rows from Arrow and Parquet (list<struct>) as from JSON Lines; bad rows, damaged files" bash test/integration/test_chat_tables.sh
 suite "probes, outputs: outputs that overlap inputs (by file identity) or fail (/dev/full)" bash test/probes/test_probes_outputs.sh
 suite "probes, changing inputs: files cut under a running job (mapped: SIGBUS named; read: shrank), np=2" bash test/probes/test_probes_changing.sh
+suite "probes, schedulers: a job suspended whole and resumed (no collective timeout), a CPU-time limit (SIGXCPU: checkpoint, 75)" bash test/probes/test_probes_sched.sh
 suite "probes, messages: a relative tokenizer recorded whole for export elsewhere, a uint64 id named as the file holds it" bash test/probes/test_probes_messages.sh
 suite "probes, crafted: checkpoints whose tensors or groups are soft or external links, or whose data lives outside the file" bash test/probes/test_probes_crafted.sh
 suite "probes writers: concurrent writers to one output (prepare, export, metrics, TensorBoard, traces), killed writers' leftovers, runaway shard counts, repeated inputs" bash test/probes/test_probes_writers.sh

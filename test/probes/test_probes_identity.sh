@@ -151,3 +151,17 @@ done
 rc=$?
 [ $rc = 0 ] && [ -f "$W/wd1/step_00000002.h5" ] && [ -z "$(ls "$W/wd1" | grep tmp)" ]
 check "the next run takes the folder over and clears the stuck write's partial file" $? "rc=$rc $(grep -m2 -E 'error|Removed' "$W/next.log")"
+
+# ---- ranks started from different fsdpc builds ----
+# another build: this binary with its GNU build ID changed (what a rebuilt or one-upgrade-behind
+# install on another node has); rank 1 runs it
+objcopy --dump-section .note.gnu.build-id="$W/id.bin" "$FSDPC" &&
+    /usr/bin/python3 -c "import sys; b = bytearray(open(sys.argv[1], 'rb').read()); b[-1] ^= 1; open(sys.argv[2], 'wb').write(b)" "$W/id.bin" "$W/id2.bin" &&
+    objcopy --update-section .note.gnu.build-id="$W/id2.bin" "$FSDPC" "$W/fsdpc-other"
+check "objcopy makes a copy of fsdpc with another build ID" $?
+$MPI -q -np 2 bash -c 'o=$1 f=$2; shift 2; [ "$OMPI_COMM_WORLD_RANK" = 1 ] && exec "$o" "$@"; exec "$f" "$@"' _ "$W/fsdpc-other" "$FSDPC" $SMALL --train_data synthetic --max_steps 1 --checkpoint_freq 0 \
+    >/dev/null 2>"$W/build.err"
+rc=$?
+[ $rc = 1 ] && [ "$(grep -c '^fsdpc: error: rank 1 runs another fsdpc build than rank 0: build [0-9a-f]* (.*fsdpc-other on .*), rank 0 build [0-9a-f]* (.*/fsdpc on ' "$W/build.err")" = 1 ] &&
+    [ "$(grep -c 'fsdpc: error' "$W/build.err")" = 1 ]
+check "np=2, rank 1 started from another build: one error line naming both builds, exit 1" $? "rc=$rc $(head -c 400 "$W/build.err")"
