@@ -101,8 +101,8 @@
        const float *wts, const int32_t *targets, const float *gaux, float zscale, int N, int E, int K),                \
       (dlogits, dwts, probs, logits, idx, wts, targets, gaux, zscale, N, E, K))                                        \
     X(void, moe_gather, (void *xe, const void *x, const int32_t *src, int M, int D), (xe, x, src, M, D))               \
-    X(void, jitter, (void *x, const void *src, size_t n, size_t M, float j, uint64_t key, uint64_t sample0),           \
-      (x, src, n, M, j, key, sample0))                                                                                 \
+    X(void, jitter, (void *x, const void *src, size_t e0, size_t n, size_t M, float j, uint64_t key, uint64_t sample0), \
+      (x, src, e0, n, M, j, key, sample0))                                                                             \
     X(void, moe_gather_bwd, (void *dx, const void *dxe, const int32_t *slot, int N, int K, int D),                     \
       (dx, dxe, slot, N, K, D))                                                                                        \
     X(void, moe_combine, (float *out, const float *ye, const int32_t *slot, const float *wts, int N, int K, int D),    \

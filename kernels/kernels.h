@@ -274,9 +274,9 @@ void kern_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void
 // scaled scores over the keys seen so far. first: out and lse start here (the first block; every
 // query must see some key of the blocks by the end). Scale 1/sqrt(hd). Row blocks' products cover
 // only the keys their queries see, so a block no query sees costs nothing. drop (NULL or p == 0:
-// none; the CPU's only, a GPU run refuses it): P[b, h, i, j] multiplies V kept iff u(key, sample0 +
-// b, ((head0 + h)*seq + qpos[i])*seq + kpos[j]) >= p, the mask the whole-sequence kernels draw for
-// that query and key in a sequence of seq tokens; lse stays undropped.
+// none): P[b, h, i, j] multiplies V kept iff u(key, sample0 + b, ((head0 + h)*seq + qpos[i])*seq +
+// kpos[j]) >= p, the mask the whole-sequence kernels draw for that query and key in a sequence of
+// seq tokens (on either device); lse stays undropped.
 void kern_attention_part_fwd(void *out, float *lse, const void *q, const void *k, const void *v, int B, int Tq,
                              int Tk, int H, int KV, int hd, const int32_t *qpos, const int32_t *kpos,
                              const int32_t *qfirst, int window, int first, const KernDropout *drop, int seq);
@@ -308,10 +308,12 @@ void kern_moe_route(float *probs, int32_t *idx, float *wts, const float *logits,
 // constants) and the z-loss's zscale * 2 * logsumexp(logits[t]) * probs[t, e]
 void kern_moe_route_bwd(float *dlogits, const float *dwts, const float *probs, const float *logits, const int32_t *idx,
                         const float *wts, const int32_t *targets, const float *gaux, float zscale, int N, int E, int K);
-// x = src times U(1 - j, 1 + j) elementwise (Mixtral's router jitter; x may be src): n activations
-// in rows of M per sample, sample0 the first's global index, drawn as the dropout masks are (a
-// pure function of key, sample and element: layout-free, equal on the CPU and the GPU)
-void kern_jitter(void *x, const void *src, size_t n, size_t M, float j, uint64_t key, uint64_t sample0);
+// x = src times U(1 - j, 1 + j) elementwise (Mixtral's router jitter; x may be src): x and src hold
+// elements [e0, e0 + n) of a batch of rows of M elements, row b sample sample0 + b (e0 = 0, n = B*M:
+// the whole batch; a context-parallel rank's chunk of a row starts inside it), element i of row b
+// times 1 - j + 2 j u(key, sample0 + b, i), drawn as the dropout masks are (a pure function of key,
+// sample and element: layout-free, equal on the CPU and the GPU)
+void kern_jitter(void *x, const void *src, size_t e0, size_t n, size_t M, float j, uint64_t key, uint64_t sample0);
 // xe (M, D) row r = x row src[r]; activations
 void kern_moe_gather(void *xe, const void *x, const int32_t *src, int M, int D);
 // dx (N, D) overwritten: row t = the sum over k of dxe row slot[t*K + k], in k order; activations

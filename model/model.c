@@ -655,19 +655,24 @@ double model_flops_per_token(const ModelPlan *plan, int T) {
 
 // ---- dropout (the families' shared pieces) ----
 
-// a rank's rows are elements [row0 * D, (row0 + rows) * D) of the batch: masks follow the global token
-void model_dropout_rows(const Activations *a, float *x, size_t row0, size_t rows, int W, float p, uint64_t key) {
-    const size_t T = (size_t)a->T, Tw = T * a->cp;  // a row's tokens here, and in the whole sequence
-    if (a->cp == 1) {
-        kern_dropout(x, row0 * W, rows * W, Tw * W, p, key, a->sample0);
-        return;
+size_t model_token_run(const Activations *a, size_t n, size_t end, size_t *g) {
+    const size_t T = (size_t)a->T;
+    if (a->cp == 1) {  // the whole sequences: every row in order
+        *g = n;
+        return end;
     }
     // a cp rank's tokens: runs of consecutive positions, each chunk of each row one run
-    const int32_t *pos = a->cp_pos + (size_t)a->cp_rank * T;
-    for (size_t n = row0, end; n < row0 + rows; n = end) {
-        const size_t b = n / T, t = n % T, chunk_end = b * T + (t < T / 2 ? T / 2 : T);
-        end = chunk_end < row0 + rows ? chunk_end : row0 + rows;
-        kern_dropout(x + (n - row0) * W, (b * Tw + (size_t)pos[t]) * W, (end - n) * W, Tw * W, p, key, a->sample0);
+    const size_t b = n / T, t = n % T, chunk_end = b * T + (t < T / 2 ? T / 2 : T);
+    *g = b * T * a->cp + (size_t)a->cp_pos[(size_t)a->cp_rank * T + t];
+    return chunk_end < end ? chunk_end : end;
+}
+
+// a rank's rows are elements [row0 * D, (row0 + rows) * D) of the batch: masks follow the global token
+void model_dropout_rows(const Activations *a, float *x, size_t row0, size_t rows, int W, float p, uint64_t key) {
+    const size_t Tw = (size_t)a->T * a->cp;  // a row's tokens in the whole sequence
+    for (size_t n = row0, end, g; n < row0 + rows; n = end) {
+        end = model_token_run(a, n, row0 + rows, &g);
+        kern_dropout(x + (n - row0) * W, g * W, (end - n) * W, Tw * W, p, key, a->sample0);
     }
 }
 

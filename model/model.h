@@ -434,6 +434,12 @@ uint64_t model_dropout_key(const Activations *a, int layer, int site);
 // For families: drops out x (this rank's rows of a->B rows of T*D elements) in place, the output of a residual branch
 // (or the embedding) at (layer, site); no-op without dropout.
 void model_dropout_fwd(const Activations *a, float *x, int T, int D, int layer, int site);
+// The run of this rank's batch tokens (row n = b * T + t, T its tokens of each row) from n, before
+// end, whose places in the whole sequences are consecutive: returns the run's end, and in *g its
+// first token's global index b * cp * T + its position (a cp rank's chunk of a row is one run;
+// without cp, all of [n, end) with *g = n). What draws by the global token (dropout, router jitter)
+// walks the runs.
+size_t model_token_run(const Activations *a, size_t n, size_t end, size_t *g);
 // Dropout p with mask key `key` on x, the loaded batch's tokens row0 .. row0 + rows - 1 of W elements
 // each, in place: each element masked as the same element of its token in the whole sequence is
 // (a context-parallel rank's tokens by their positions), so every layout draws the same masks.

@@ -430,11 +430,17 @@ static void experts_bwd(const ModelPlan *plan, Activations *a, const MoeParams *
 
 // Training with jitter: layer l's MLP input times its noise (Mixtral's: the router and the experts
 // both see it), into its slot of a->rjit, or x itself (the input: xn; its gradient, in place);
-// else NULL.
+// else NULL. Each token's noise is that of its place in the whole sequence (a cp rank's chunks
+// draw what the 1-rank run draws for them).
 static void *jitter(const Activations *a, int l, void *dst, const void *x, int N, int D) {
     const MoeState *m = a->moe;
     if (!(m->jitter > 0.0f) || m->mode == MOE_OFF) return NULL;
-    kern_jitter(dst, x, (size_t)N * D, (size_t)a->T * D, m->jitter, model_dropout_key(a, l, DROP_ROUTER_JITTER), a->sample0);
+    const size_t Tw = (size_t)a->T * a->cp;  // a row's tokens in the whole sequence
+    const uint64_t key = model_dropout_key(a, l, DROP_ROUTER_JITTER);
+    for (size_t n = 0, end, g; n < (size_t)N; n = end) {
+        end = model_token_run(a, n, (size_t)N, &g);
+        kern_jitter(kern_act_at(dst, n * D), kern_act_at(x, n * D), g * D, (end - n) * D, Tw * D, m->jitter, key, a->sample0);
+    }
     return dst;
 }
 

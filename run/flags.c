@@ -544,17 +544,14 @@ static void lora_check(const Config *c) {
     if (!m->lora_rank) return;
 }
 
-// What context parallelism does not do, refused by name once the family is known: a mixture of
-// experts' router jitter (drawn by a rank's row, not the token's place in the sequence).
-// (Generation runs whole sequences on the first cp rank: model_generate; minGPT's attention
-// dropout draws the whole sequence's masks in the ring's blocks; the router's statistics sum every
-// rank's tokens, and capacity orders a cp group's chunks by their place in the sequence: moe.c.)
+// The context-parallel degree. (Everything composes with it: generation runs whole sequences on
+// the first cp rank: model_generate; dropout masks, minGPT's attention-probability masks in the
+// ring's blocks on either device, and the router's jitter are drawn by each token's place in the
+// whole sequence; the router's statistics sum every rank's tokens, and capacity orders a cp
+// group's chunks by their place in the sequence: moe.c.)
 static void cp_check(const Config *c) {
-    const int cp = c->shard.context_parallel_degree;
-    if (cp < 1) comm_fail_all("--context_parallel_degree must be at least 1 (1: every rank holds whole sequences)");
-    if (cp > 1 && !family_pending && c->model.num_experts && c->model.router_jitter_noise > 0.0f)
-        comm_fail_all("--context_parallel_degree %d with --router_jitter_noise (noise drawn by each rank's rows): not supported "
-                      "yet; drop one of them", cp);
+    if (c->shard.context_parallel_degree < 1)
+        comm_fail_all("--context_parallel_degree must be at least 1 (1: every rank holds whole sequences)");
 }
 
 static void validate(const Config *c) {

@@ -600,11 +600,6 @@ static void setup_context(Run *r) {
     int T = r->cfg->model.max_context_width;
     log_msg("context parallelism %d: each rank holds 2 chunks of %d tokens of every sequence of %d (rank r: chunks r and "
             "%d - r), attention by a ring over the group\n", r->dims.cp, T / (2 * r->dims.cp), T, 2 * r->dims.cp - 1);
-    const ModelFamily *fam = family_find(r->cfg->model.model_type);
-    if (kern_on_gpu() && fam && fam->attn_dropout && r->cfg->model.dropout > 0.0f)
-        comm_fail_all("--context_parallel_degree %d with --dropout %g on %s: the GPU's ring kernels draw no attention-"
-                      "probability dropout masks (the CPU's do); use --device cpu, --dropout 0, or no --cp",
-                      r->dims.cp, r->cfg->model.dropout, fam->display);
     if (kern_on_gpu())  // docs/sharding.md says why cuDNN computes none of them yet
         log_msg("context parallelism: the ring blocks on the native part kernels (fp32 tiles; not cuDNN), the ring's "
                 "send/recv on NCCL's stream beside them\n");

@@ -51,13 +51,16 @@ void CPU_OP(moe_route_bwd)(float *dlogits, const float *dwts, const float *probs
     }
 }
 
-void CPU_OP(jitter)(void *x_, const void *src_, size_t n, size_t M, float j, uint64_t key, uint64_t sample0) {
+void CPU_OP(jitter)(void *x_, const void *src_, size_t e0, size_t n, size_t M, float j, uint64_t key, uint64_t sample0) {
     float *x = x_;
     const float *src = src_;
+    // by the rows the elements cross (a cp rank's call is a chunk of one row), each cut to [e0, e0 + n)
+    const size_t b0 = e0 / M, b1 = n ? (e0 + n - 1) / M + 1 : b0;
 #pragma omp parallel for schedule(static) if (n >= CPU_PAR_MIN)
-    for (size_t b = 0; b < n / M; b++) {
+    for (size_t b = b0; b < b1; b++) {
         const uint64_t seed = rng_dropout_seed(key, sample0 + b);
-        for (size_t i = 0; i < M; i++) x[b * M + i] = src[b * M + i] * (1.0f - j + 2.0f * j * rng_unit(seed, i));
+        const size_t lo = b * M > e0 ? b * M : e0, hi = (b + 1) * M < e0 + n ? (b + 1) * M : e0 + n;
+        for (size_t i = lo; i < hi; i++) x[i - e0] = src[i - e0] * (1.0f - j + 2.0f * j * rng_unit(seed, i - b * M));
     }
 }
 

@@ -374,45 +374,72 @@ __device__ __forceinline__ int part_query_end(const int32_t *qpos, const int32_t
     return lo;
 }
 
-// grid (Tq tiles, H, B): this block's part of out and lse, merged into them by log-sum-exp
-template <int HDP, int BQ, int BK, size_t SMEM = att_fwd_smem(HDP, BQ, BK)>
+// A query tile of a part kernel with grid (Tq tiles, H, B): where its rows, keys and values are,
+// this thread's rows' positions and first keys (a padding row sees nothing), and the keys
+// [kbeg, kend) some row of the tile sees
+template <int BQ> struct PartRows {
+    static constexpr int RM = BQ / 16;
+    int q0, h, b, nq, kbeg, kend;
+    size_t ldq, ldk, qrow0;  // qrow0: the tile's first row of q, out, dout and dq (head h)
+    Act kb, vb;              // row b's keys and values of head h's kv head
+    const int32_t *qf;       // row b's document starts (NULL: none)
+    int qp[RM], kfirst[RM];
+    __device__ __forceinline__ PartRows(Act k, Act v, int Tq, int Tk, int H, int KV, int hd, const int32_t *qpos,
+                                        const int32_t *kpos, const int32_t *qfirst, int window) {
+        const int ty = threadIdx.x / 16, g = blockIdx.y / (H / KV);
+        q0 = blockIdx.x * BQ, h = blockIdx.y, b = blockIdx.z, nq = min(BQ, Tq - q0);
+        ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
+        qrow0 = ((size_t)b * Tq + q0) * ldq + (size_t)h * hd;
+        kb = k + ((size_t)b * Tk * ldk + (size_t)g * hd), vb = v + ((size_t)b * Tk * ldk + (size_t)g * hd);
+        qf = qfirst ? qfirst + (size_t)b * Tq : nullptr;
+#pragma unroll
+        for (int i = 0; i < RM; i++) {
+            const int r = q0 + ty + 16 * i;
+            qp[i] = r < Tq ? qpos[r] : INT_MIN;
+            kfirst[i] = r < Tq ? att_first(qf, r, qp[i], window) : INT_MAX;
+        }
+        kbeg = part_lower(kpos, Tk, att_first(qf, q0, qpos[q0], window));
+        kend = part_lower(kpos, Tk, qpos[q0 + nq - 1] + 1);
+    }
+};
+
+// Under dropout (kernels.h): whether head h keeps the probability of its query at position qp for
+// the key at kp, the whole-sequence kernels' mask for them in a sequence of seq tokens
+__device__ __forceinline__ bool part_keep(uint64_t seed, const AttDrop &d, int h, int seq, int qp, int kp) {
+    return rng_dropout_keep(seed, d.head_off + ((uint64_t)h * seq + (uint64_t)qp) * seq + (uint64_t)kp, d.threshold);
+}
+
+// grid (Tq tiles, H, B): this block's part of out and lse, merged into them by log-sum-exp. Under
+// dropout P V uses the kept probabilities (times 1 / (1 - p)), lse those of P itself.
+template <int HDP, int BQ, int BK, bool DROP, size_t SMEM = att_fwd_smem(HDP, BQ, BK)>
 __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
     att_part_fwd_kernel(Act out, float *lse, Act q, Act k, Act v, int Tq, int Tk, int H, int KV, int hd, float scale,
-                        const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window, int first) {
+                        const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window, int first,
+                        AttDrop drop, int seq) {
     constexpr int LDH = HDP + 1, LDP = BK + 1, RM = BQ / 16, RK = BK / 16, RD = HDP / 16;
     extern __shared__ float smem[];
     float *Qs = smem, *Ks = Qs + BQ * LDH, *Vs = Ks + BK * LDH, *Ps = Vs + BK * LDH;
     const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-    const int q0 = blockIdx.x * BQ, h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
-    const int nq = min(BQ, Tq - q0);
-    const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
-    const size_t qrow0 = ((size_t)b * Tq + q0) * ldq + (size_t)h * hd;
-    const Act kb = k + ((size_t)b * Tk * ldk + (size_t)g * hd), vb = v + ((size_t)b * Tk * ldk + (size_t)g * hd);
-    const int32_t *qf = qfirst ? qfirst + (size_t)b * Tq : nullptr;
-    int kfirst[RM], qp[RM];  // of this thread's rows: a padding row sees nothing
-#pragma unroll
-    for (int i = 0; i < RM; i++) {
-        const int r = q0 + ty + 16 * i;
-        qp[i] = r < Tq ? qpos[r] : INT_MIN;
-        kfirst[i] = r < Tq ? att_first(qf, r, qp[i], window) : INT_MAX;
-    }
-    const int kbeg = part_lower(kpos, Tk, att_first(qf, q0, qpos[q0], window));
-    const int kend = part_lower(kpos, Tk, qpos[q0 + nq - 1] + 1);
-    load_tile<BQ, HDP>(Qs, q + qrow0, ldq, nq, hd);
+    const PartRows<BQ> t(k, v, Tq, Tk, H, KV, hd, qpos, kpos, qfirst, window);
+    const int q0 = t.q0, h = t.h, b = t.b, nq = t.nq, kend = t.kend;
+    const uint64_t seed = DROP ? rng_dropout_seed(drop.key, drop.sample0 + b) : 0;
+    load_tile<BQ, HDP>(Qs, q + t.qrow0, t.ldq, nq, hd);
     float m[RM], l[RM], o[RM][RD] = {};
 #pragma unroll
     for (int i = 0; i < RM; i++) m[i] = -INFINITY, l[i] = 0.0f;
-    for (int k0 = kbeg; k0 < kend; k0 += BK) {
-        next_tiles<BK, HDP>(Ks, Vs, kb + (size_t)k0 * ldk, vb + (size_t)k0 * ldk, ldk, min(BK, kend - k0), hd);
+    for (int k0 = t.kbeg; k0 < kend; k0 += BK) {
+        next_tiles<BK, HDP>(Ks, Vs, t.kb + (size_t)k0 * t.ldk, t.vb + (size_t)k0 * t.ldk, t.ldk, min(BK, kend - k0), hd);
         float s[RM][RK] = {};
         tile_mac<RM, RK, HDP>(s, Qs, LDH, Ks, 1, LDH);
+        int kp[RK];  // this thread's keys' positions (a padding key is seen by no row)
+#pragma unroll
+        for (int j = 0; j < RK; j++) kp[j] = k0 + tx + 16 * j < kend ? kpos[k0 + tx + 16 * j] : INT_MAX;
 #pragma unroll
         for (int i = 0; i < RM; i++) {
             float mx = -INFINITY;
 #pragma unroll
             for (int j = 0; j < RK; j++) {
-                const int key = k0 + tx + 16 * j, kp = key < kend ? kpos[key] : INT_MAX;
-                s[i][j] = kp <= qp[i] && kp >= kfirst[i] ? s[i][j] * scale : -INFINITY;
+                s[i][j] = kp[j] <= t.qp[i] && kp[j] >= t.kfirst[i] ? s[i][j] * scale : -INFINITY;
                 mx = fmaxf(mx, s[i][j]);
             }
             const float mnew = fmaxf(m[i], warp_reduce<16>(mx, MaxOp()));
@@ -422,8 +449,8 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
 #pragma unroll
             for (int j = 0; j < RK; j++) {
                 const float p = expf(s[i][j] - base);
-                Ps[(ty + 16 * i) * LDP + tx + 16 * j] = p;
-                rs += p;
+                Ps[(ty + 16 * i) * LDP + tx + 16 * j] = DROP && !part_keep(seed, drop, h, seq, t.qp[i], kp[j]) ? 0.0f : p;
+                rs += p;  // the softmax normalises over every key, dropped or not
             }
             l[i] = l[i] * alpha + warp_reduce<16>(rs, SumOp());
             m[i] = mnew;
@@ -445,7 +472,7 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
         if (r >= nq) continue;
         const size_t li = ((size_t)b * H + h) * Tq + q0 + r;
         const float ln = l[i] > 0.0f ? m[i] + logf(l[i]) : -INFINITY;
-        const Act orow = out + qrow0 + (size_t)r * ldq;
+        const Act orow = out + t.qrow0 + (size_t)r * t.ldq;
         if (ln == -INFINITY) {  // this block adds nothing
             if (first) {
 #pragma unroll
@@ -461,7 +488,7 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
         for (int j = 0; j < RD; j++)
             if (tx + 16 * j < hd) {
                 const float old = wo > 0.0f ? (float)orow[tx + 16 * j] : 0.0f;
-                orow[tx + 16 * j] = (wo * old + wn * o[i][j] / l[i]) * inv;
+                orow[tx + 16 * j] = (wo * old + wn * o[i][j] / l[i] * (DROP ? drop.scale : 1.0f)) * inv;
             }
         if (tx == 0) lse[li] = mx + logf(wo + wn);
     }
@@ -497,12 +524,14 @@ __device__ __forceinline__ void part_row_stats(float *Ls, float *Ds, const float
     }
 }
 
-// grid (Tk tiles, KV, B): dk, dv of one key tile of one kv head += its group's query heads' share
-template <int HDP, int BQ, int BK, size_t SMEM = att_dkv_smem(HDP, BQ, BK)>
+// grid (Tk tiles, KV, B): dk, dv of one key tile of one kv head += its group's query heads' share.
+// Under dropout dv takes the kept probabilities P' and dS = P (mask dP / (1 - p) - Delta), as the
+// whole-sequence kernels do.
+template <int HDP, int BQ, int BK, bool DROP, size_t SMEM = att_dkv_smem(HDP, BQ, BK)>
 __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
     att_part_dkdv_kernel(Act dk, Act dv, Act q, Act k, Act v, Act dout, Act out, const float *lse, int Tq, int Tk, int H,
                          int KV, int hd, float scale, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst,
-                         int window) {
+                         int window, AttDrop drop, int seq) {
     constexpr int LDH = HDP + 1, LDQ = BQ + 1, RK = BK / 16, RQ = BQ / 16, RD = HDP / 16;
     extern __shared__ float smem[];
     float *Ks = smem, *Vs = Ks + BK * LDH, *Qs = Vs + BK * LDH, *dOs = Qs + BQ * LDH;
@@ -513,6 +542,7 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
     const size_t krow0 = ((size_t)b * Tk + k0) * ldk + (size_t)g * hd;
     const int32_t *qf = qfirst ? qfirst + (size_t)b * Tq : nullptr;
+    const uint64_t seed = DROP ? rng_dropout_seed(drop.key, drop.sample0 + b) : 0;
     // the queries that see some key of the tile: from the first at or after its first key, to the
     // first whose mask starts past its last
     const int qbeg = part_lower(qpos, Tq, kpos[k0]), qend = part_query_end(qpos, qf, Tq, kpos[k0 + nk - 1], window);
@@ -550,8 +580,9 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
                     const int r = tx + 16 * j;
                     const bool seen = kp[i] <= qp[j] && kp[i] >= kfirst[j];
                     const float p = seen ? expf(st[i][j] * scale - Ls[r]) : 0.0f;
-                    Pt[c * LDQ + r] = p;
-                    dSt[c * LDQ + r] = p * (dpt[i][j] - Ds[r]);
+                    const float f = DROP ? (part_keep(seed, drop, h, seq, qp[j], kp[i]) ? drop.scale : 0.0f) : 1.0f;
+                    Pt[c * LDQ + r] = p * f;
+                    dSt[c * LDQ + r] = p * (dpt[i][j] * f - Ds[r]);
                 }
             }
             __syncthreads();
@@ -564,37 +595,26 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
 }
 
 // grid (Tq tiles, H, B): dq of one query tile of one head += this block's share
-template <int HDP, int BQ, int BK, size_t SMEM = att_dq_smem(HDP, BQ, BK)>
+template <int HDP, int BQ, int BK, bool DROP, size_t SMEM = att_dq_smem(HDP, BQ, BK)>
 __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
     att_part_dq_kernel(Act dq, Act q, Act k, Act v, Act dout, Act out, const float *lse, int Tq, int Tk, int H, int KV,
-                       int hd, float scale, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window) {
+                       int hd, float scale, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window,
+                       AttDrop drop, int seq) {
     constexpr int LDH = HDP + 1, LDS = BK + 1, RM = BQ / 16, RK = BK / 16, RD = HDP / 16;
     extern __shared__ float smem[];
     float *Qs = smem, *dOs = Qs + BQ * LDH, *Ks = dOs + BQ * LDH, *Vs = Ks + BK * LDH, *dSs = Vs + BK * LDH;
     float *Ls = dSs + BQ * LDS, *Ds = Ls + BQ;
     const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-    const int q0 = blockIdx.x * BQ, h = blockIdx.y, b = blockIdx.z, g = h / (H / KV);
-    const int nq = min(BQ, Tq - q0);
-    const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
-    const size_t qrow0 = ((size_t)b * Tq + q0) * ldq + (size_t)h * hd;
-    const Act kb = k + ((size_t)b * Tk * ldk + (size_t)g * hd), vb = v + ((size_t)b * Tk * ldk + (size_t)g * hd);
-    const int32_t *qf = qfirst ? qfirst + (size_t)b * Tq : nullptr;
-    int kfirst[RM], qp[RM];
-#pragma unroll
-    for (int i = 0; i < RM; i++) {
-        const int r = q0 + ty + 16 * i;
-        qp[i] = r < Tq ? qpos[r] : INT_MIN;
-        kfirst[i] = r < Tq ? att_first(qf, r, qp[i], window) : INT_MAX;
-    }
-    const int kbeg = part_lower(kpos, Tk, att_first(qf, q0, qpos[q0], window));
-    const int kend = part_lower(kpos, Tk, qpos[q0 + nq - 1] + 1);
-    if (kbeg >= kend) return;  // no key of the block for these rows: dq keeps its sum
-    load_tile<BQ, HDP>(Qs, q + qrow0, ldq, nq, hd);
-    load_tile<BQ, HDP>(dOs, dout + qrow0, ldq, nq, hd);
-    part_row_stats<BQ>(Ls, Ds, lse + ((size_t)b * H + h) * Tq + q0, dout + qrow0, out + qrow0, ldq, nq, hd);
+    const PartRows<BQ> t(k, v, Tq, Tk, H, KV, hd, qpos, kpos, qfirst, window);
+    const int kend = t.kend;
+    if (t.kbeg >= kend) return;  // no key of the block for these rows: dq keeps its sum
+    const uint64_t seed = DROP ? rng_dropout_seed(drop.key, drop.sample0 + t.b) : 0;
+    load_tile<BQ, HDP>(Qs, q + t.qrow0, t.ldq, t.nq, hd);
+    load_tile<BQ, HDP>(dOs, dout + t.qrow0, t.ldq, t.nq, hd);
+    part_row_stats<BQ>(Ls, Ds, lse + ((size_t)t.b * H + t.h) * Tq + t.q0, dout + t.qrow0, out + t.qrow0, t.ldq, t.nq, hd);
     float dqa[RM][RD] = {};
-    for (int k0 = kbeg; k0 < kend; k0 += BK) {
-        next_tiles<BK, HDP>(Ks, Vs, kb + (size_t)k0 * ldk, vb + (size_t)k0 * ldk, ldk, min(BK, kend - k0), hd);
+    for (int k0 = t.kbeg; k0 < kend; k0 += BK) {
+        next_tiles<BK, HDP>(Ks, Vs, t.kb + (size_t)k0 * t.ldk, t.vb + (size_t)k0 * t.ldk, t.ldk, min(BK, kend - k0), hd);
         float s[RM][RK] = {}, dp[RM][RK] = {};
         tile_mac<RM, RK, HDP>(s, Qs, LDH, Ks, 1, LDH);
         tile_mac<RM, RK, HDP>(dp, dOs, LDH, Vs, 1, LDH);
@@ -604,14 +624,15 @@ __global__ void __launch_bounds__(kAttThreads, att_min_blocks(SMEM))
 #pragma unroll
             for (int j = 0; j < RK; j++) {
                 const int c = tx + 16 * j, key = k0 + c, kp = key < kend ? kpos[key] : INT_MAX;
-                const bool seen = kp <= qp[i] && kp >= kfirst[i];
-                dSs[r * LDS + c] = seen ? expf(s[i][j] * scale - Ls[r]) * (dp[i][j] - Ds[r]) : 0.0f;
+                const bool seen = kp <= t.qp[i] && kp >= t.kfirst[i];
+                const float dpv = DROP ? (part_keep(seed, drop, t.h, seq, t.qp[i], kp) ? dp[i][j] * drop.scale : 0.0f) : dp[i][j];
+                dSs[r * LDS + c] = seen ? expf(s[i][j] * scale - Ls[r]) * (dpv - Ds[r]) : 0.0f;
             }
         }
         __syncthreads();
         tile_mac<RM, RD, BK>(dqa, dSs, LDS, Ks, LDH, 1);
     }
-    add_tile(dq + qrow0, ldq, dqa, nq, hd, scale);
+    add_tile(dq + t.qrow0, t.ldq, dqa, t.nq, hd, scale);
 }
 
 }  // namespace
@@ -713,16 +734,20 @@ void cuda_attention_bwd(void *dq, void *dk, void *dv, float *scratch, const void
 void cuda_attention_part_fwd(void *out, float *lse, const void *q, const void *k, const void *v, int B, int Tq, int Tk,
                              int H, int KV, int hd, const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst,
                              int window, int first, const KernDropout *drop, int seq) {
-    (void)drop, (void)seq;  // no dropout here: a GPU run with attention dropout refuses --cp (run/train.c)
     if (B <= 0 || Tq <= 0 || Tk <= 0) return;
     check_heads(H, KV);
     const float scale = 1.0f / sqrtf((float)hd);
+    AttDrop dp;  // head h's masks are those of head head0 + h in a sequence of seq tokens
+    const bool dropping = att_drop_from(drop, seq, seq, &dp);
     with_head_dim(hd, [&](auto head) {
-        constexpr int HDP = decltype(head)::HDP;
-        using C = AttFwdTiles<HDP>;
-        constexpr int BQ = C::FWD_Q, BK = C::FWD_K;
-        att_launch(att_part_fwd_kernel<HDP, BQ, BK>, dim3((Tq + BQ - 1) / BQ, H, B), kAttThreads, C::FWD, act(out), lse,
-                   act(q), act(k), act(v), Tq, Tk, H, KV, hd, scale, qpos, kpos, qfirst, window, first);
+        with_flag(dropping, [&](auto on) {
+            constexpr int HDP = decltype(head)::HDP;
+            constexpr bool DROP = decltype(on)::value;
+            using C = AttFwdTiles<HDP>;
+            constexpr int BQ = C::FWD_Q, BK = C::FWD_K;
+            att_launch(att_part_fwd_kernel<HDP, BQ, BK, DROP>, dim3((Tq + BQ - 1) / BQ, H, B), kAttThreads, C::FWD, act(out),
+                       lse, act(q), act(k), act(v), Tq, Tk, H, KV, hd, scale, qpos, kpos, qfirst, window, first, dp, seq);
+        });
     });
 }
 
@@ -730,21 +755,25 @@ void cuda_attention_part_bwd(void *dq, void *dk, void *dv, const void *dout, con
                              const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int KV, int hd,
                              const int32_t *qpos, const int32_t *kpos, const int32_t *qfirst, int window,
                              const KernDropout *drop, int seq) {
-    (void)drop, (void)seq;  // as in the forward
     if (B <= 0 || Tq <= 0 || Tk <= 0) return;
     check_heads(H, KV);
     const float scale = 1.0f / sqrtf((float)hd);
+    AttDrop dp;  // as in the forward
+    const bool dropping = att_drop_from(drop, seq, seq, &dp);
     with_head_dim(hd, [&](auto head) {
-        constexpr int HDP = decltype(head)::HDP;
-        using Big = AttBwdTiles<HDP, false>;
-        with_flag(std::max(Big::DKV, Big::DQ) > cuda_smem_per_block(), [&](auto sm) {
-            using C = AttBwdTiles<HDP, decltype(sm)::value>;
-            att_launch(att_part_dkdv_kernel<HDP, C::DKV_Q, C::DKV_K>, dim3((Tk + C::DKV_K - 1) / C::DKV_K, KV, B),
-                       kAttThreads, C::DKV, act(dk), act(dv), act(q), act(k), act(v), act(dout), act(out), lse, Tq, Tk,
-                       H, KV, hd, scale, qpos, kpos, qfirst, window);
-            att_launch(att_part_dq_kernel<HDP, C::DQ_Q, C::DQ_K>, dim3((Tq + C::DQ_Q - 1) / C::DQ_Q, H, B), kAttThreads,
-                       C::DQ, act(dq), act(q), act(k), act(v), act(dout), act(out), lse, Tq, Tk, H, KV, hd, scale, qpos,
-                       kpos, qfirst, window);
+        with_flag(dropping, [&](auto on) {
+            constexpr int HDP = decltype(head)::HDP;
+            constexpr bool DROP = decltype(on)::value;
+            using Big = AttBwdTiles<HDP, false>;
+            with_flag(std::max(Big::DKV, Big::DQ) > cuda_smem_per_block(), [&](auto sm) {
+                using C = AttBwdTiles<HDP, decltype(sm)::value>;
+                att_launch(att_part_dkdv_kernel<HDP, C::DKV_Q, C::DKV_K, DROP>, dim3((Tk + C::DKV_K - 1) / C::DKV_K, KV, B),
+                           kAttThreads, C::DKV, act(dk), act(dv), act(q), act(k), act(v), act(dout), act(out), lse, Tq,
+                           Tk, H, KV, hd, scale, qpos, kpos, qfirst, window, dp, seq);
+                att_launch(att_part_dq_kernel<HDP, C::DQ_Q, C::DQ_K, DROP>, dim3((Tq + C::DQ_Q - 1) / C::DQ_Q, H, B),
+                           kAttThreads, C::DQ, act(dq), act(q), act(k), act(v), act(dout), act(out), lse, Tq, Tk, H, KV,
+                           hd, scale, qpos, kpos, qfirst, window, dp, seq);
+            });
         });
     });
 }

@@ -134,13 +134,14 @@ struct MoeRouteBwd {  // t over N
         for (int e = 0; e < E; e++) d[e] = p[e] * (d[e] - pd) + zg * p[e];
     }
 };
-struct Jitter {  // i over n: rows of M per sample
+struct Jitter {  // i over n: element e0 + i of rows of M per sample
     Act x, src;
-    size_t M;
+    size_t e0, M;
     float j;
     uint64_t key, sample0;
     __device__ void operator()(size_t i) const {
-        x[i] = src[i] * (1.0f - j + 2.0f * j * rng_unit(rng_dropout_seed(key, sample0 + i / M), i % M));
+        const size_t e = e0 + i;
+        x[i] = src[i] * (1.0f - j + 2.0f * j * rng_unit(rng_dropout_seed(key, sample0 + e / M), e % M));
     }
 };
 struct MoeGather {  // i over (M, D)
@@ -917,8 +918,8 @@ void cuda_moe_route_bwd(float *dlogits, const float *dwts, const float *probs, c
     launch_map((size_t)N, MoeRouteBwd{dlogits, dwts, probs, logits, wts, gaux, idx, targets, zscale, E, K});
 }
 
-void cuda_jitter(void *x, const void *src, size_t n, size_t M, float j, uint64_t key, uint64_t sample0) {
-    launch_map(n, Jitter{act(x), act(src), M, j, key, sample0});
+void cuda_jitter(void *x, const void *src, size_t e0, size_t n, size_t M, float j, uint64_t key, uint64_t sample0) {
+    launch_map(n, Jitter{act(x), act(src), e0, M, j, key, sample0});
 }
 
 void cuda_moe_gather(void *xe, const void *x, const int32_t *src, int M, int D) {

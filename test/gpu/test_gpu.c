@@ -718,8 +718,10 @@ static void test_attention_one_doc(int B, int T, int H, int KV, int hd) {
 // n ranks of a cp group, each holding chunks r and 2n-1-r of every row of T: the GPU's ring over
 // their blocks (forward merged by log-sum-exp, backward summed) against the CPU's part kernels on
 // the same blocks, and, gathered back into sequence order, against whole-sequence attention on the
-// CPU. docs: document masks of varying lengths per row (each query's document start).
-static void test_attention_ring(int n, int B, int T, int H, int KV, int hd, int window, int docs) {
+// CPU. docs: document masks of varying lengths per row (each query's document start). drop: the
+// probabilities' dropout, each block drawing the whole sequence's masks of its (query, key) pairs,
+// forward and backward, so the GPU's ring equals the CPU's and whole-sequence attention with it.
+static void test_attention_ring(int n, int B, int T, int H, int KV, int hd, int window, int docs, const KernDropout *drop) {
     const int Tl = T / n, c = T / (2 * n);
     const size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, lq = nq / n, lk = nk / n;
     float *whole[4] = {rand_vec(nq, -1, 1), rand_vec(nq, -1, 1), rand_vec(nk, -1, 1), rand_vec(nk, -1, 1)};  // q, dout, k, v
@@ -730,9 +732,9 @@ static void test_attention_ring(int n, int B, int T, int H, int KV, int hd, int 
     float *scratch = mallocCheck(sizeof(float) * cpu_attention_scratch_floats(B, H, T));
     int32_t *ks = docs ? mallocCheck(sizeof(int32_t) * B * T) : NULL, *lks = docs ? mallocCheck(sizeof(int32_t) * B * T) : NULL;
     for (int i = 0; docs && i < B * T; i++) ks[i] = i % T - i % T % (9 + 4 * (i / T));
-    cpu_attention_fwd(out, saved, whole[0], whole[2], whole[3], B, T, T, H, KV, hd, (size_t)T * KV * hd, ks, window, NULL);
+    cpu_attention_fwd(out, saved, whole[0], whole[2], whole[3], B, T, T, H, KV, hd, (size_t)T * KV * hd, ks, window, drop);
     cpu_attention_bwd(grad[0], grad[1], grad[2], scratch, whole[1], out, saved, whole[0], whole[2], whole[3], B, T, H, KV, hd,
-                      ks, window, NULL);
+                      ks, window, drop);
     // rank r's rows: pos its positions, loc[x] its q, dout, k, v, lks its document starts
     int32_t *pos = mallocCheck(sizeof(int32_t) * T);
     for (int r = 0; r < n; r++)
@@ -766,24 +768,24 @@ static void test_attention_ring(int n, int B, int T, int H, int KV, int hd, int 
                 const int32_t *qf = docs ? lks + (size_t)r * B * Tl : NULL, *d_qf = docs ? d_lks + (size_t)r * B * Tl : NULL;
                 if (!bwd) {
                     cpu_attention_part_fwd(ro + oq, lse + ol, loc[0] + oq, loc[2] + ok, loc[3] + ok, B, Tl, Tl, H, KV, hd,
-                                           pos + r * Tl, pos + src * Tl, qf, window, s == 0, NULL, 0);
+                                           pos + r * Tl, pos + src * Tl, qf, window, s == 0, drop, T);
                     cuda_attention_part_fwd(buf_at(d_ro, oq, KERN_ACT), d_lse + ol, buf_at(d_loc[0], oq, KERN_ACT),
                                             buf_at(d_loc[2], ok, KERN_ACT), buf_at(d_loc[3], ok, KERN_ACT), B, Tl, Tl, H, KV,
-                                            hd, d_pos + r * Tl, d_pos + src * Tl, d_qf, window, s == 0, NULL, 0);
+                                            hd, d_pos + r * Tl, d_pos + src * Tl, d_qf, window, s == 0, drop, T);
                     continue;
                 }
                 cpu_attention_part_bwd(rg[0] + oq, rg[1] + ok, rg[2] + ok, loc[1] + oq, ro + oq, lse + ol, loc[0] + oq,
                                        loc[2] + ok, loc[3] + ok, B, Tl, Tl, H, KV, hd, pos + r * Tl, pos + src * Tl, qf, window,
-                                       NULL, 0);
+                                       drop, T);
                 cuda_attention_part_bwd(buf_at(d_rg[0], oq, KERN_ACT), buf_at(d_rg[1], ok, KERN_ACT),
                                         buf_at(d_rg[2], ok, KERN_ACT), buf_at(d_loc[1], oq, KERN_ACT),
                                         buf_at(d_ro, oq, KERN_ACT), d_lse + ol, buf_at(d_loc[0], oq, KERN_ACT),
                                         buf_at(d_loc[2], ok, KERN_ACT), buf_at(d_loc[3], ok, KERN_ACT), B, Tl, Tl, H, KV, hd,
-                                        d_pos + r * Tl, d_pos + src * Tl, d_qf, window, NULL, 0);
+                                        d_pos + r * Tl, d_pos + src * Tl, d_qf, window, drop, T);
             }
     char cfg[160], name[256];
-    snprintf(cfg, sizeof cfg, "%d ranks B=%d T=%d H=%d KV=%d hd=%d window %d%s%s", n, B, T, H, KV, hd, window,
-             docs ? " documents" : "", mode_name());
+    snprintf(cfg, sizeof cfg, "%d ranks B=%d T=%d H=%d KV=%d hd=%d window %d%s%s%s", n, B, T, H, KV, hd, window,
+             docs ? " documents" : "", drop ? " dropout" : "", mode_name());
     const char *what[4] = {"out", "dq", "dk", "dv"};
     const void *gpu[4] = {d_ro, d_rg[0], d_rg[1], d_rg[2]};
     const float *cpu_ring[4] = {ro, rg[0], rg[1], rg[2]}, *want[4] = {out, grad[0], grad[1], grad[2]};
@@ -1108,6 +1110,21 @@ static void test_positions(void) {
     check("positions_bwd (exact)", d_dwpe, dwpe, (size_t)T * D, 0.0);
     free(out), free(wpe), free(dout), free(dwpe);
     cuda_free(d_out), cuda_free(d_wpe), cuda_free(d_dout), cuda_free(d_dwpe);
+}
+
+// ---- router jitter ----
+// elements [e0, e0 + len) of rows of M (a cp rank's chunk of a row, or across rows): the GPU draws
+// the CPU's noise for them (up to a contracted multiply-add)
+static void test_jitter(size_t e0, size_t len, size_t M, float j, uint64_t key, uint64_t sample0) {
+    char name[112];
+    float *x = rand_vec(len, -2, 2), *y = mallocCheck(sizeof(float) * len);
+    void *d_x = dev_buf(x, len, KERN_ACT);
+    cpu_jitter(y, x, e0, len, M, j, key, sample0);
+    cuda_jitter(d_x, d_x, e0, len, M, j, key, sample0);
+    snprintf(name, sizeof name, "jitter of [%zu, +%zu) M=%zu j=%g equals the CPU's", e0, len, M, j);
+    check_buf(name, d_x, y, len, 1e-6, KERN_ACT);
+    free(x), free(y);
+    cuda_free(d_x);
 }
 
 // ---- dropout ----
@@ -1560,7 +1577,7 @@ static void test_bf16_activations(void) {
     test_attention(2, 130, 130, 4, 2, 64, (size_t)130 * 2 * 64, &drop);
     test_attention_packed(4, 200, 4, 2, 64, NULL);
     test_attention_one_doc(2, 130, 4, 2, 64);
-    test_attention_ring(2, 2, 96, 4, 2, 32, 0, 1);  // the ring's blocks and sums as bf16 activations
+    test_attention_ring(2, 2, 96, 4, 2, 32, 0, 1, NULL);  // the ring's blocks and sums as bf16 activations
     // cuDNN reads and writes the bf16 activations where they lie
     const char *line = cuda_attention_select(KERN_ATTENTION_CUDNN, 1, 64, &(int){0});
     if (emu_cudnn_plans_built != NULL || !strstr(line, "cannot load")) {
@@ -1935,10 +1952,13 @@ int main(int argc, char **argv) {
         test_attention_window(2, 130, 130, 4, 2, 64, (size_t)130 * 2 * 64, 33, 0, &drop_h3);
         if (mode != COMPUTE_FP32) continue;  // the ring's blocks have no tensor-core form
         // ring attention's blocks: causal, across tiles and within one, with documents and windows
-        test_attention_ring(2, 2, 160, 4, 2, 32, 0, 0);
-        test_attention_ring(4, 1, 128, 4, 1, 24, 0, 1);
-        test_attention_ring(2, 2, 96, 2, 2, 64, 7, 0);
-        test_attention_ring(4, 2, 64, 4, 2, 16, 5, 1);
+        test_attention_ring(2, 2, 160, 4, 2, 32, 0, 0, NULL);
+        test_attention_ring(4, 1, 128, 4, 1, 24, 0, 1, NULL);
+        test_attention_ring(2, 2, 96, 2, 2, 64, 7, 0, NULL);
+        test_attention_ring(4, 2, 64, 4, 2, 16, 5, 1, NULL);
+        // with dropout (minGPT's): across tiles; a tp rank's heads from head 3, documents and a window
+        test_attention_ring(2, 2, 160, 4, 2, 32, 0, 0, &drop);
+        test_attention_ring(4, 2, 64, 4, 2, 16, 5, 1, &drop_h3);
     }
     test_cudnn_attention();
     test_cudnn_strict();
@@ -1976,6 +1996,9 @@ int main(int argc, char **argv) {
     test_dropout(3, 77, 0.5f, 42, 1ULL << 40);  // rows shorter than a block, a large sample index
     test_dropout(2, 1000, 0.0f, 42, 0);         // p = 0: both untouched
     test_dropout(3000, 5, 0.3f, 9, 17);         // more rows than the grid has: blocks loop over rows
+    test_jitter(0, 3 * 640, 640, 0.1f, 0xbeef, 7);  // whole rows
+    test_jitter(1000, 160, 640, 0.1f, 0xbeef, 7);   // a cp rank's chunk inside row 1
+    test_jitter(500, 300, 640, 0.3f, 0xbeef, 7);    // across a row boundary
     test_embedding();
     test_tokens_check();
     test_crossentropy(13, 1000, 0);

@@ -3,16 +3,17 @@
 # every sequence over N consecutive data-parallel ranks, rank r holding chunks r and 2N-1-r of 2N
 # (head and mirrored tail), attention by a ring of key/value blocks merged by log-sum-exp. The
 # degree must divide the data-parallel ranks, split --max_context_width into 2N chunks and nest
-# with the shard group: one error line each, in training and in `fsdpc plan`; what it does not do
-# yet (router jitter; minGPT's attention dropout on the GPU) is refused by name; generation runs unsplit. Losses at cp 2 and 4, full-shard
-# and hybrid, with tensor parallelism, activation checkpointing and gradient accumulation, for
-# every family (RoPE and minGPT's learned positions by global position, Mistral's window), with
-# masked labels, packing, document masking, dropout (minGPT's attention probabilities too), LoRA's and
-# a mixture of experts (with expert parallelism and capacity), equal the 1-rank run's within 1e-5 relative at
-# every step, validation included; a checkpoint resumes across cp degrees with the losses of the
-# run that never stopped. On the emulated GPU (build/fsdpc_emu: the CUDA part kernels, the ring as
-# NCCL send/recv on the collectives' stream) cp 2 and cp 4, with document masks and a sliding
-# window, train as the emulated GPU's one rank does, validation included, and in bf16 within 1e-3.
+# with the shard group: one error line each, in training and in `fsdpc plan`; generation runs
+# unsplit. Losses at cp 2 and 4, full-shard and hybrid, with tensor parallelism, activation
+# checkpointing and gradient accumulation, for every family (RoPE and minGPT's learned positions by
+# global position, Mistral's window), with masked labels, packing, document masking, dropout
+# (minGPT's attention probabilities too), LoRA's and a mixture of experts (with expert parallelism,
+# capacity and the router's jitter), equal the 1-rank run's within 1e-5 relative at every step,
+# validation included; a checkpoint resumes across cp degrees with the losses of the run that never
+# stopped. On the emulated GPU (build/fsdpc_emu: the CUDA part kernels, the ring as NCCL send/recv
+# on the collectives' stream) cp 2 and cp 4, with document masks and a sliding window, minGPT's
+# attention dropout and a mixture of experts' jitter, train as the emulated GPU's one rank does,
+# validation included, and in bf16 within 1e-3.
 # (test_kernels and test_gpu check the ring's blocks against whole-sequence attention, forward and backward.)
 cd "$(dirname "$0")/../.."
 source test/lib.sh
@@ -35,16 +36,6 @@ expect_error "--sequence_parallel: tp must divide a cp rank's tokens" \
     "tensor_parallel_degree 8 does not divide a context-parallel rank's 12 tokens" \
     ./fsdpc plan --model_name llama2_7b --world_size 16 --max_context_width 24 --tp 8 --sequence_parallel --cp 2
 expect_error "--context_parallel_degree 0" "context_parallel_degree must be at least 1" ./fsdpc --cp 0 --max_steps 1
-expect_error "cp with --router_jitter_noise" "context_parallel_degree 2 with --router_jitter_noise \(noise drawn by each rank's rows\): not supported yet" \
-    $MPI -np 2 $RUN --model_name mixtral_tiny --tokenizer byte --max_context_width 32 --cp 2 --router_jitter_noise 0.01
-if [ -x build/fsdpc_emu ]; then
-    expect_error "cp with minGPT's attention dropout on the (emulated) GPU" \
-        "context_parallel_degree 2 with --dropout 0.1 on minGPT: the GPU's ring kernels draw no attention-probability dropout masks" \
-        $MPI -np 2 build/fsdpc_emu --device cuda --train_data data/tinyshakespeare.txt ${RUN#./fsdpc} $M --cp 2 --dropout 0.1 \
-        --model_type mingpt --num_key_value_heads 4
-else
-    check "cp with dropout on the emulated GPU # SKIP build/fsdpc_emu is not built (make build/fsdpc_emu)" 0
-fi
 
 # the planner: a cp rank's activations are 1/N of each sequence's (and the ring's buffers)
 acts() { sed -n 's/^ *activations *\([0-9.]*\).*/\1/p' "$W/$1.plan" | head -1; }
@@ -185,6 +176,12 @@ same "Mixtral --capacity_factor 0.8: np=4 cp 4 x ep 2 (each expert's capacity by
 run capg1 1 --batch_size 2 --grad_accum 2 --val_batch_size 4 $X --capacity_factor 0.8
 run capg4 4 --batch_size 2 --grad_accum 2 --val_batch_size 4 $X --capacity_factor 0.8 --cp 2 --tp 2
 same "Mixtral --capacity_factor 0.8, grad_accum 2 (the routing pass): np=4 tp 2 x cp 2 trains as one rank" capg1 capg4
+# the router's jitter: each token's noise is the one its place in the whole sequence draws
+run jit1 1 --batch_size 4 $X --router_jitter_noise 0.1
+run jit2 2 --batch_size 4 $X --router_jitter_noise 0.1 --cp 2
+same "Mixtral --router_jitter_noise 0.1 (noise by each token's place in the sequence): np=2 cp 2 trains as one rank" jit1 jit2
+run jit4 4 --batch_size 4 $X --router_jitter_noise 0.1 --cp 4
+same "Mixtral --router_jitter_noise 0.1: np=4 cp 4 trains as one rank" jit1 jit4
 
 # ---- the whole-sequence attention scratch (per thread, T x T) is not held under cp: the ring never reads it ----
 acts_at() {  # acts_at THREADS: the tracked activations (MiB) of a cp 2 step on 4096-token rows
@@ -254,6 +251,16 @@ PY
     run gdoc1 1 $GD
     run gdoc4 4 $GD --cp 4
     same "emulated GPU: np=4 cp 4 with --document_masking and --sliding_window 5 trains as one emulated GPU" gdoc1 gdoc4 4
+    # minGPT's attention dropout: the part kernels draw the masks the whole-sequence kernels draw
+    # for the same (query, key), so the one emulated GPU's run (whole-sequence attention) is the reference
+    GP="--model_type mingpt --num_key_value_heads 4 --dropout 0.1"
+    run gdrop1 1 $G $GP
+    run gdrop2 2 $G $GP --cp 2
+    same "emulated GPU: minGPT --dropout 0.1 (attention-probability masks by the whole sequence's query and key) at np=2 cp 2 trains as one emulated GPU" \
+        gdrop1 gdrop2 4
+    run gjit1 1 $G $X --router_jitter_noise 0.1
+    run gjit2 2 $G $X --router_jitter_noise 0.1 --cp 2
+    same "emulated GPU: Mixtral --router_jitter_noise 0.1 at np=2 cp 2 trains as one emulated GPU" gjit1 gjit2 4
 else
     check "cp on the emulated GPU # SKIP build/fsdpc_emu is not built (make build/fsdpc_emu)" 0
 fi

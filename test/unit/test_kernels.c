@@ -960,6 +960,37 @@ static void test_positions(void) {
     free(c.base), free(c.wpe), free(c.out), free(c.r), free(dwpe0), free(dwpe), free(ref), free(g);
 }
 
+// ---- router jitter ----
+// Element i of row b times 1 - j + 2 j u(key, sample0 + b, i); a call on elements [e0, e0 + n) (a
+// cp rank's chunk of a row, or a range across rows) draws what the whole batch's call draws there.
+static void test_jitter(void) {
+    const int B = 3;
+    const size_t M = 1000, n = (size_t)B * M;
+    const float j = 0.1f;
+    const uint64_t key = 0xbeefULL, sample0 = 77;
+    float *x = rand_vec(n, -2, 2), *y = malloc(sizeof(float) * n), *z = malloc(sizeof(float) * n);
+    kern_jitter(y, x, 0, n, M, j, key, sample0);
+    size_t bad = 0;
+    for (size_t e = 0; e < n; e++) {
+        const float u = rng_unit(rng_dropout_seed(key, sample0 + e / M), e % M);
+        bad += fabs(y[e] - x[e] * (1.0 - j + 2.0 * j * u)) > 1e-6 * fabs(x[e]);  // (up to a contracted multiply-add)
+    }
+    report(bad == 0, "jitter: element i of row b times 1 - j + 2 j u(key, sample0 + b, i)", "%zu differ", bad);
+    const size_t ranges[3][2] = {{M / 4, M / 4}, {M + 3 * M / 4, M / 4}, {M / 2, M + 7}};  // head, tail chunks; across rows
+    for (int r = 0; r < 3; r++) {
+        const size_t e0 = ranges[r][0], len = ranges[r][1];
+        memset(z, 0, sizeof(float) * n);
+        kern_jitter(z + e0, x + e0, e0, len, M, j, key, sample0);
+        char name[96];
+        snprintf(name, sizeof name, "jitter of elements [%zu, +%zu) (rows of %zu) equals theirs in the whole call", e0, len, M);
+        report(!memcmp(z + e0, y + e0, sizeof(float) * len), name, "differs");
+    }
+    memcpy(z, x, sizeof(float) * n);
+    kern_jitter(z, z, 0, n, M, j, key, sample0);  // in place, as the backward runs it
+    report(!memcmp(z, y, sizeof(float) * n), "jitter in place (x == src)", "differs");
+    free(x), free(y), free(z);
+}
+
 // ---- dropout ----
 
 static uint64_t drop_hash_first;  // hash of a dropout result in the 1-thread suite, checked in the 3-thread one
@@ -2064,6 +2095,7 @@ int main(int argc, char **argv) {
         test_bias();
         test_positions();
         test_dropout();
+        test_jitter();
         test_embedding();
         test_crossentropy(301);
         test_crossentropy(2500);  // several vocabulary chunks
