@@ -1942,7 +1942,8 @@ static void test_gemm_block_bf16(void) {
 // attention under --precision bf16: its products run on bf16 operands. With q, k, v already bf16
 // values the scores agree with fp32's to the sums' rounding, and P (and dS in backward) rounded to
 // bf16 for the next product moves the results by about bf16's precision: more than fp32's sums
-// would (the bf16 products ran) and less than 1e-2 (they compute the same attention)
+// would (the bf16 products ran) and less than 1e-2 (they compute the same attention). Plain causal,
+// documents and a sliding window (blocks whose first key is odd or inside a column tile), dropout.
 static void test_attention_bf16(void) {
     if (!cpu_has_bf16()) {
         printf("ok - %sbf16 attention # SKIP %s\n", test_prefix,
@@ -1954,26 +1955,36 @@ static void test_attention_bf16(void) {
     float *q = rand_vec(nq, -1, 1), *k = rand_vec(nk, -1, 1), *v = rand_vec(nk, -1, 1), *dout = rand_vec(nq, -1, 1);
     kern_round_bf16(q, nq), kern_round_bf16(k, nk), kern_round_bf16(v, nk), kern_round_bf16(dout, nq);
     float *o[2], *p[2], *d[2], *scratch = calloc(cpu_attention_scratch_floats(B, H, T), 4);
-    for (int bf = 0; bf < 2; bf++) {
-        o[bf] = calloc(nq, 4), p[bf] = calloc(np, 4), d[bf] = calloc(nq + 2 * nk, 4);
-        cpu_set_compute_bf16(bf);
-        kern_attention_fwd(o[bf], p[bf], q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL, 0, NULL);
-        kern_attention_bwd(d[bf], d[bf] + nq, d[bf] + nq + nk, scratch, dout, o[bf], p[bf], q, k, v, B, T, H, KV, hd, NULL,
-                           0, NULL);
+    int32_t *ks = malloc(sizeof(int32_t) * B * T);  // documents starting at 0, 37 and 101 (b 0), 0 and 67 (b 1)
+    for (int t = 0; t < T; t++) ks[t] = t < 37 ? 0 : t < 101 ? 37 : 101, ks[T + t] = t < 67 ? 0 : 67;
+    const KernDropout drop = {0.2f, 99, 5, 0};
+    static const char *const cases[4] = {"causal", "documents", "window 50", "dropout 0.2"};
+    for (int c = 0; c < 4; c++) {
+        const int32_t *kstart = c == 1 ? ks : NULL;
+        const int window = c == 2 ? 50 : 0;
+        const KernDropout *dr = c == 3 ? &drop : NULL;
+        for (int bf = 0; bf < 2; bf++) {
+            o[bf] = calloc(nq, 4), p[bf] = calloc(np, 4), d[bf] = calloc(nq + 2 * nk, 4);
+            cpu_set_compute_bf16(bf);
+            kern_attention_fwd(o[bf], p[bf], q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, kstart, window, dr);
+            kern_attention_bwd(d[bf], d[bf] + nq, d[bf] + nq + nk, scratch, dout, o[bf], p[bf], q, k, v, B, T, H, KV, hd,
+                               kstart, window, dr);
+        }
+        cpu_set_compute_bf16(0);
+        for (int w = 0; w < 2; w++) {
+            const size_t n = w ? nq + 2 * nk : nq;
+            const float *got = w ? d[1] : o[1], *ref = w ? d[0] : o[0];
+            double md = 0, mr = 0;
+            for (size_t i = 0; i < n; i++) md = fmax(md, fabs((double)got[i] - ref[i])), mr = fmax(mr, fabs(ref[i]));
+            char name[120];
+            snprintf(name, sizeof name, "bf16 attention %s, %s: bf16 products, within 1e-2 of fp32's",
+                     w ? "bwd" : "fwd", cases[c]);
+            report(md / mr > 1e-5 && md / mr < 1e-2, name, "%s rel diff %.3g (want 1e-5 .. 1e-2)",
+                   w ? "dq, dk, dv" : "out", md / mr);
+        }
+        for (int bf = 0; bf < 2; bf++) free(o[bf]), free(p[bf]), free(d[bf]);
     }
-    cpu_set_compute_bf16(0);
-    static const char *const what[2] = {"fwd", "bwd dq, dk, dv"};
-    for (int w = 0; w < 2; w++) {
-        const size_t n = w ? nq + 2 * nk : nq;
-        const float *got = w ? d[1] : o[1], *ref = w ? d[0] : o[0];
-        double md = 0, mr = 0;
-        for (size_t i = 0; i < n; i++) md = fmax(md, fabs((double)got[i] - ref[i])), mr = fmax(mr, fabs(ref[i]));
-        report(md / mr > 1e-5 && md / mr < 1e-2, w ? "bf16 attention bwd: bf16 products, within 1e-2 of fp32's"
-                                                   : "bf16 attention fwd: bf16 products, within 1e-2 of fp32's",
-               "%s rel diff %.3g (want 1e-5 .. 1e-2)", what[w], md / mr);
-    }
-    for (int bf = 0; bf < 2; bf++) free(o[bf]), free(p[bf]), free(d[bf]);
-    free(q), free(k), free(v), free(dout), free(scratch);
+    free(q), free(k), free(v), free(dout), free(scratch), free(ks);
 }
 
 static void test_isa(void) {
