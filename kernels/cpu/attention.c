@@ -96,7 +96,10 @@ void CPU_OP(attention_fwd)(void *out_, float *probs, const void *q_, const void 
     // under dropout, each thread's (CPU_ATT_BLOCK, Tk) block of P'
     float *pdrop = ad.on ? att_alloc((size_t)omp_get_max_threads() * CPU_ATT_BLOCK * Tk) : NULL;
     // one (batch, head) per iteration; each thread's products run on that thread
-#pragma omp parallel for schedule(static)
+#pragma omp parallel
+    {
+    int packed = -1;  // the (batch, kv head) whose keys and values the thread has packed (bf16)
+#pragma omp for schedule(static)
     for (int bh = 0; bh < B * H; bh++) {
         const int b = bh / H, h = bh % H;
         const uint64_t seed = ad.on ? rng_dropout_seed(ad.key, ad.sample0 + (uint64_t)b) : 0;
@@ -107,13 +110,18 @@ void CPU_OP(attention_fwd)(void *out_, float *probs, const void *q_, const void 
         float *oh = out + (size_t)b * Tq * ldq + (size_t)h * hd;
         float *p = probs + (size_t)bh * Tq * Tk;  // (Tq, Tk)
         const int32_t *ks = kstart ? kstart + (size_t)b * Tq : NULL;  // (Tq) first key each query sees
+        if (packed != b * KV + h / grp) {  // a static schedule gives a thread a group's heads in a row
+            packed = b * KV + h / grp;
+            cpu_gemm_pack_b(0, 1, Tk, hd, kh, ldk);  // K^T: a column per key
+            cpu_gemm_pack_b(1, 0, hd, Tk, vh, ldk);  // V: a row per key
+        }
         for (int r0 = 0; r0 < Tq; r0 += CPU_ATT_BLOCK) {
             const int rows = att_min(CPU_ATT_BLOCK, Tq - r0);
             const int kend = off + r0 + rows;  // keys visible to the block's last row
             const int kbeg = att_first(ks, r0, off + r0, window);  // and to its first (first keys are in order)
             float *pb = p + (size_t)r0 * Tk;
-            cpu_gemm_block(0, 1, rows, kend - kbeg, hd, scale, qh + (size_t)r0 * ldq,
-                        ldq, kh + (size_t)kbeg * ldk, ldk, 0.0f, pb + kbeg, Tk);
+            cpu_gemm_block_b(0, 0, 1, rows, kend - kbeg, hd, kbeg, 0, CPU_GEMM_TRI_COLS, off + r0 - kbeg, scale,
+                             qh + (size_t)r0 * ldq, ldq, kh, ldk, 0.0f, pb + kbeg, Tk);
             for (int i = 0; i < rows; i++)
                 att_softmax_row(pb + (size_t)i * Tk, att_first(ks, r0 + i, off + r0 + i, window), off + r0 + i + 1, Tk);
             const float *pv = pb;  // what multiplies V: P, or P' under dropout
@@ -128,9 +136,10 @@ void CPU_OP(attention_fwd)(void *out_, float *probs, const void *q_, const void 
                 }
                 pv = pd;
             }
-            cpu_gemm_block(0, 0, rows, hd, kend - kbeg, 1.0f, pv + kbeg, Tk,
-                        vh + (size_t)kbeg * ldk, ldk, 0.0f, oh + (size_t)r0 * ldq, ldq);
+            cpu_gemm_block_b(1, 0, 0, rows, hd, kend - kbeg, 0, kbeg, CPU_GEMM_TRI_K_TO, off + r0 - kbeg, 1.0f,
+                             pv + kbeg, Tk, vh, ldk, 0.0f, oh + (size_t)r0 * ldq, ldq);
         }
+    }
     }
     free(pdrop);
 }
@@ -177,17 +186,21 @@ void CPU_OP(attention_bwd)(void *dq_, void *dk_, void *dv_, float *scratch, cons
             memset(dkg + (size_t)t * ldk, 0, sizeof(float) * hd);
             memset(dvg + (size_t)t * ldk, 0, sizeof(float) * hd);
         }
+        cpu_gemm_pack_b(0, 1, T, hd, vg, ldk);  // V^T for dP: a column per key
+        cpu_gemm_pack_b(1, 0, hd, T, kg, ldk);  // K for dq: a row per key
         for (int h = g * grp; h < (g + 1) * grp; h++) {
             const size_t qoff = (size_t)b * T * ldq + (size_t)h * hd;  // (T, hd) rows of q, dq, dout
             const float *qh = q + qoff, *doh = dout + qoff;
             float *dqh = dq + qoff;
             const float *p = probs + ((size_t)b * H + h) * T * T;  // (T, T)
+            cpu_gemm_pack_b(2, 0, hd, T, qh, ldq);  // Q for dk and dout for dv: a row per query
+            cpu_gemm_pack_b(3, 0, hd, T, doh, ldq);
             for (int r0 = 0; r0 < T; r0 += CPU_ATT_BLOCK) {
                 const int rows = att_min(CPU_ATT_BLOCK, T - r0), kend = r0 + rows, kbeg = att_first(ks, r0, r0, window);
                 float *dsb = ds + (size_t)r0 * T;
                 // dP = dout @ V^T over the keys the block sees
-                cpu_gemm_block(0, 1, rows, kend - kbeg, hd, 1.0f, doh + (size_t)r0 * ldq,
-                            ldq, vg + (size_t)kbeg * ldk, ldk, 0.0f, dsb + kbeg, T);
+                cpu_gemm_block_b(0, 0, 1, rows, kend - kbeg, hd, kbeg, 0, CPU_GEMM_TRI_COLS, r0 - kbeg, 1.0f,
+                                 doh + (size_t)r0 * ldq, ldq, vg, ldk, 0.0f, dsb + kbeg, T);
                 // dS = P * (dP - rowsum(dP * P)); zero past the diagonal up to the block edge.
                 // Under dropout dP' = mask * dP / (1 - p) takes dP's place (rowsum(P * dP') is still
                 // rowsum(dout * out), as out = P' V), and the row's P' goes to pdb for dV.
@@ -216,12 +229,12 @@ void CPU_OP(attention_bwd)(void *dq_, void *dk_, void *dv_, float *scratch, cons
                     memset(dr + n, 0, sizeof(float) * (size_t)(kend - n));
                 }
                 // dq = scale * dS @ K
-                cpu_gemm_block(0, 0, rows, hd, kend - kbeg, scale, dsb + kbeg, T,
-                            kg + (size_t)kbeg * ldk, ldk, 0.0f, dqh + (size_t)r0 * ldq, ldq);
+                cpu_gemm_block_b(1, 0, 0, rows, hd, kend - kbeg, 0, kbeg, CPU_GEMM_TRI_K_TO, r0 - kbeg, scale,
+                                 dsb + kbeg, T, kg, ldk, 0.0f, dqh + (size_t)r0 * ldq, ldq);
                 // under dropout dv += P'^T @ dout here, while the block's P' is at hand
                 if (ad.on)
-                    cpu_gemm_block(1, 0, kend - kbeg, hd, rows, 1.0f, pdb + kbeg, T,
-                                doh + (size_t)r0 * ldq, ldq, 1.0f, dvg + (size_t)kbeg * ldk, ldk);
+                    cpu_gemm_block_b(3, 1, 0, kend - kbeg, hd, rows, 0, r0, CPU_GEMM_TRI_K_FROM, kbeg - r0, 1.0f,
+                                     pdb + kbeg, T, doh, ldq, 1.0f, dvg + (size_t)kbeg * ldk, ldk);
             }
             // key block c0 is seen only by queries c0.. up to the end of the document of its last key,
             // and under a window only by those within window - 1 positions of that key
@@ -231,11 +244,11 @@ void CPU_OP(attention_bwd)(void *dq_, void *dk_, void *dv_, float *scratch, cons
                 if (window > 0 && kmax + window < qend) qend = kmax + window;
                 const int nq = qend - c0;
                 // dk += scale * dS^T @ Q, dv += P^T @ dout (without dropout)
-                cpu_gemm_block(1, 0, cols, hd, nq, scale, ds + (size_t)c0 * T + c0, T,
-                            qh + (size_t)c0 * ldq, ldq, 1.0f, dkg + (size_t)c0 * ldk, ldk);
+                cpu_gemm_block_b(2, 1, 0, cols, hd, nq, 0, c0, CPU_GEMM_TRI_K_FROM, 0, scale, ds + (size_t)c0 * T + c0, T,
+                                 qh, ldq, 1.0f, dkg + (size_t)c0 * ldk, ldk);
                 if (!ad.on)
-                    cpu_gemm_block(1, 0, cols, hd, nq, 1.0f, p + (size_t)c0 * T + c0,
-                                T, doh + (size_t)c0 * ldq, ldq, 1.0f, dvg + (size_t)c0 * ldk, ldk);
+                    cpu_gemm_block_b(3, 1, 0, cols, hd, nq, 0, c0, CPU_GEMM_TRI_K_FROM, 0, 1.0f, p + (size_t)c0 * T + c0,
+                                     T, doh, ldq, 1.0f, dvg + (size_t)c0 * ldk, ldk);
             }
         }
     }

@@ -46,6 +46,22 @@ void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, 
 // nearest even) and multiplied with fp32 sums by an AVX512_BF16 kernel (gemm.c), else sgemm.
 void cpu_gemm_block(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                     int ldb, float beta, float *C, int ldc);
+// Attention's operands that several block products read (a head's keys, values, queries, output
+// gradients): under bf16, cpu_gemm_pack_b packs op(B) (K, N) once into the calling thread's slot
+// (0 .. CPU_GEMM_SLOTS - 1); else it does nothing. cpu_gemm_block_b is then cpu_gemm_block on
+// op(B)'s rows k0..k0+K and columns n0..n0+N: from the slot under bf16, from B (the whole op(B),
+// as packed) otherwise. tri and d tell the bf16 kernel what of a causal block it may leave out
+// (sgemm computes it all).
+#define CPU_GEMM_SLOTS 4
+typedef enum {
+    CPU_GEMM_TRI_NONE,
+    CPU_GEMM_TRI_COLS,    // C's row i is read only in columns up to d + i: later ones may hold anything
+    CPU_GEMM_TRI_K_TO,    // op(A)'s row i is 0 past column d + i
+    CPU_GEMM_TRI_K_FROM,  // op(A)'s row i is 0 before column d + i
+} CpuGemmTri;
+void cpu_gemm_pack_b(int slot, int tb, int N, int K, const float *B, int ldb);
+void cpu_gemm_block_b(int slot, int ta, int tb, int M, int N, int K, int n0, int k0, CpuGemmTri tri, int d, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
 // attention's blocks of query rows (and, in backward, key columns)
 #define CPU_ATT_BLOCK 64

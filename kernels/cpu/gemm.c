@@ -261,10 +261,11 @@ static uint32_t *pack_grow(uint32_t **buf, size_t *cap, size_t n) {
 
 #define GEMM_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
-// n (<= 16) elements of each of rows x0 and x1 (NULL: zeros) as n bf16 pairs (x0's low), into dst
+// n (<= 16) elements of each of rows x0 and x1 (either NULL: zeros) as n bf16 pairs (x0's low), into dst
 GEMM_BF16_TARGET static inline void pack_two_rows(uint32_t *dst, const float *x0, const float *x1, int n) {
     const __mmask16 m = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
-    const __m512 lo = _mm512_maskz_loadu_ps(m, x0), hi = x1 ? _mm512_maskz_loadu_ps(m, x1) : _mm512_setzero_ps();
+    const __m512 lo = x0 ? _mm512_maskz_loadu_ps(m, x0) : _mm512_setzero_ps();
+    const __m512 hi = x1 ? _mm512_maskz_loadu_ps(m, x1) : _mm512_setzero_ps();
     // words 0-15: lo's, 16-31: hi's; interleaved so that lane j holds (lo j, hi j)
     const __m512i w = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
     const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5,
@@ -272,23 +273,26 @@ GEMM_BF16_TARGET static inline void pack_two_rows(uint32_t *dst, const float *x0
     _mm512_mask_storeu_epi32(dst, m, _mm512_permutexvar_epi16(idx, w));
 }
 
-// a row of K elements as (K + 1) / 2 bf16 pairs (the last one's high half 0 when K is odd)
-GEMM_BF16_TARGET static inline void pack_row(uint32_t *dst, const float *x, int K) {
-    uint16_t *d = (uint16_t *)dst;
+// a row of K elements after lead (0 or 1) zeros as (lead + K + 1) / 2 bf16 pairs (the last one's
+// high half 0 when lead + K is odd)
+GEMM_BF16_TARGET static inline void pack_row(uint32_t *dst, const float *x, int K, int lead) {
+    uint16_t *d = (uint16_t *)dst + lead;
+    if (lead) d[-1] = 0;
     int k = 0;
     for (; k + 16 <= K; k += 16) _mm256_storeu_si256((__m256i *)(d + k), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + k)));
     if (k < K) {
         const __mmask16 m = (__mmask16)((1u << (K - k)) - 1);
         _mm256_mask_storeu_epi16(d + k, m, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + k)));
     }
-    if (K & 1) d[K] = 0;
+    if ((lead + K) & 1) d[K] = 0;
 }
 
-// acc (rows of the tile, 2 x 16 columns) into C = alpha acc + beta C, the columns past n masked
+// acc (rows of the tile, 2 x 16 columns) into C = alpha acc + beta C: lanes lo..n of the tile
+// (c: its lane 0), the others masked
 GEMM_BF16_TARGET static inline void gemm_tile_store(
-    float *c, int ldc, int rows, int n, float alpha, float beta, __m512 acc[GEMM_ROWS][2]) {
-    const __mmask16 m0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
-    const __mmask16 m1 = n >= 32 ? 0xffff : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
+    float *c, int ldc, int rows, int lo, int n, float alpha, float beta, __m512 acc[GEMM_ROWS][2]) {
+    const uint32_t keep = (n >= 32 ? 0xffffffffu : (1u << n) - 1) & ~((1u << lo) - 1);
+    const __mmask16 m0 = (__mmask16)keep, m1 = (__mmask16)(keep >> 16);
     const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
     for (int r = 0; r < rows; r++) {
         float *cr = c + (size_t)r * ldc;
@@ -302,17 +306,25 @@ GEMM_BF16_TARGET static inline void gemm_tile_store(
 }
 
 // C (M, N) = alpha op(A) op(B) + beta C from the packed operands: pair p of op(A)'s row i at
-// pa[i * si + p * sp] (rows padded to GEMM_ROWS with zeros), B's pairs by column tile:
-// pb[j0 * K2 + p * GEMM_COLS + j - j0]
-GEMM_BF16_TARGET static void gemm_block_run(int M, int N, int K2, const uint32_t *pa, size_t si, size_t sp,
-                                            const uint32_t *pb, float alpha, float beta, float *C, int ldc) {
-    for (int j0 = 0; j0 < N; j0 += GEMM_COLS) {
-        const uint32_t *bt = pb + (size_t)j0 * K2;
+// pa[i * si + p * sp] (rows padded to GEMM_ROWS with zeros), B's pairs by column tile, tiles
+// tstride words apart: pb[tile * tstride + p * GEMM_COLS + lane]. C's column 0 is lane skip of
+// the first tile (a packed B's columns from n0 on: skip = n0 % GEMM_COLS). tri and d (packed K
+// index, lead included) say what a causal block may leave out (CpuGemmTri).
+GEMM_BF16_TARGET static void gemm_block_run(int M, int N, int skip, int K2, const uint32_t *pa, size_t si, size_t sp,
+                                            const uint32_t *pb, size_t tstride, CpuGemmTri tri, int d, float alpha,
+                                            float beta, float *C, int ldc) {
+    for (int t = 0; t * GEMM_COLS < N + skip; t++) {
+        const uint32_t *bt = pb + (size_t)t * tstride;
+        const int j0 = t * GEMM_COLS - skip;  // C's column of the tile's lane 0
         for (int i0 = 0; i0 < M; i0 += GEMM_ROWS) {
+            const int last = d + i0 + GEMM_ROWS - 1;  // the bound of the tile's last row
+            if (tri == CPU_GEMM_TRI_COLS && j0 > last) continue;
+            const int p0 = tri == CPU_GEMM_TRI_K_FROM && d + i0 > 0 ? (d + i0) / 2 : 0;
+            const int p1 = tri != CPU_GEMM_TRI_K_TO ? K2 : last < 0 ? 0 : last / 2 + 1 < K2 ? last / 2 + 1 : K2;
             const uint32_t *at = pa + (size_t)i0 * si;
             __m512 acc[GEMM_ROWS][2];
             for (int r = 0; r < GEMM_ROWS; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-            for (int p = 0; p < K2; p++) {
+            for (int p = p0; p < p1; p++) {
                 const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bt + (size_t)p * GEMM_COLS);
                 const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bt + (size_t)p * GEMM_COLS + 16);
                 for (int r = 0; r < GEMM_ROWS; r++) {
@@ -322,28 +334,31 @@ GEMM_BF16_TARGET static void gemm_block_run(int M, int N, int K2, const uint32_t
                 }
             }
             const int rows = M - i0 < GEMM_ROWS ? M - i0 : GEMM_ROWS;
-            gemm_tile_store(C + (size_t)i0 * ldc + j0, ldc, rows, N - j0, alpha, beta, acc);
+            // the first tile's lanes before skip (j0 < 0) are masked: nothing before C is touched
+            gemm_tile_store(C + ((ptrdiff_t)i0 * ldc + j0), ldc, rows, t ? 0 : skip, N - j0, alpha, beta, acc);
         }
     }
 }
 
-// op(A) (M, K) into pairs along K: a row of op(A) contiguous (not ta) packs by rows, pa[i * K2 + p];
-// else two rows of A make pairs for 16 of op(A)'s rows at once, pa[p * Mp + i]
-GEMM_BF16_TARGET static void pack_a(uint32_t *pa, int ta, int M, int Mp, int K, const float *A, int lda, size_t *si,
-                                    size_t *sp) {
-    const int K2 = (K + 1) / 2;
+// op(A) (M, K) after lead (0 or 1) zero columns into pairs along K: a row of op(A) contiguous (not
+// ta) packs by rows, pa[i * K2 + p]; else two rows of A make pairs for 16 of op(A)'s rows at once,
+// pa[p * Mp + i]
+GEMM_BF16_TARGET static void pack_a(uint32_t *pa, int ta, int M, int Mp, int K, int lead, const float *A, int lda,
+                                    size_t *si, size_t *sp) {
+    const int K2 = (lead + K + 1) / 2;
     if (!ta) {
-        for (int i = 0; i < M; i++) pack_row(pa + (size_t)i * K2, A + (size_t)i * lda, K);
+        for (int i = 0; i < M; i++) pack_row(pa + (size_t)i * K2, A + (size_t)i * lda, K, lead);
         memset(pa + (size_t)M * K2, 0, sizeof *pa * (size_t)(Mp - M) * K2);
         *si = (size_t)K2, *sp = 1;
         return;
     }
     for (int p = 0; p < K2; p++) {
-        const float *r0 = A + (size_t)2 * p * lda, *r1 = 2 * p + 1 < K ? r0 + lda : NULL;
+        const int r = 2 * p - lead;  // the pair's first row of A
+        const float *r0 = r >= 0 ? A + (size_t)r * lda : NULL, *r1 = r + 1 < K ? A + (size_t)(r + 1) * lda : NULL;
         for (int i = 0; i < Mp; i += 16) {
             const int n = M - i < 16 ? (M - i > 0 ? M - i : 0) : 16;
             uint32_t *d = pa + (size_t)p * Mp + i;
-            if (n) pack_two_rows(d, r0 + i, r1 ? r1 + i : NULL, n);
+            if (n) pack_two_rows(d, r0 ? r0 + i : NULL, r1 ? r1 + i : NULL, n);
             for (int z = n; z < 16 && i + z < Mp; z++) d[z] = 0;
         }
     }
@@ -434,9 +449,10 @@ static void gemm_block_bf16(int ta, int tb, int M, int N, int K, float alpha, co
     size_t na;
     uint32_t *buf = pack_grow(&pack.a, &pack.acap, gemm_pack_words(M, N, K, &na));
     size_t si, sp;
-    pack_a(buf, ta, M, ta ? (Mp + 15) / 16 * 16 : Mp, K, A, lda, &si, &sp);
+    pack_a(buf, ta, M, ta ? (Mp + 15) / 16 * 16 : Mp, K, 0, A, lda, &si, &sp);
     pack_b(buf + na, tb, N, Np, K, B, ldb);
-    gemm_block_run(M, N, K2, buf, si, sp, buf + na, alpha, beta, C, ldc);
+    gemm_block_run(M, N, 0, K2, buf, si, sp, buf + na, (size_t)GEMM_COLS * K2, CPU_GEMM_TRI_NONE, 0, alpha, beta, C,
+                   ldc);
 }
 
 void cpu_gemm_block(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
@@ -447,6 +463,47 @@ void cpu_gemm_block(int ta, int tb, int M, int N, int K, float alpha, const floa
     }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
                 ldb, beta, C, ldc);
+}
+
+// each thread's operands packed once for several products (cpu_gemm_pack_b): K2 pairs per tile
+typedef struct {
+    uint32_t *w;
+    size_t cap;
+    int K2;
+} GemmSlot;
+static __thread GemmSlot slots[CPU_GEMM_SLOTS];
+
+// the words a packed op(B) of (K, N) takes
+static size_t gemm_slot_words(int N, int K) {
+    return (size_t)(N + GEMM_COLS - 1) / GEMM_COLS * GEMM_COLS * (size_t)((K + 1) / 2);
+}
+
+void cpu_gemm_pack_b(int slot, int tb, int N, int K, const float *B, int ldb) {
+    if (!gemm_bf16 || N <= 0 || K <= 0) return;
+    GemmSlot *s = &slots[slot];
+    pack_grow(&s->w, &s->cap, gemm_slot_words(N, K));
+    pack_b(s->w, tb, N, (N + GEMM_COLS - 1) / GEMM_COLS * GEMM_COLS, K, B, ldb);
+    s->K2 = (K + 1) / 2;
+}
+
+void cpu_gemm_block_b(int slot, int ta, int tb, int M, int N, int K, int n0, int k0, CpuGemmTri tri, int d, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    if (!gemm_bf16 || M <= 0 || N <= 0 || K <= 0) {
+        cpu_gemm_block(ta, tb, M, N, K, alpha, A, lda, tb ? B + (size_t)n0 * ldb + k0 : B + (size_t)k0 * ldb + n0, ldb,
+                       beta, C, ldc);
+        return;
+    }
+    // the slot's pairs start at even rows of op(B): from an odd k0, A gets a zero column in front
+    const int lead = k0 & 1, K2 = (lead + K + 1) / 2, Mp = (M + GEMM_ROWS - 1) / GEMM_ROWS * GEMM_ROWS;
+    const int Mpa = ta ? (Mp + 15) / 16 * 16 : Mp;
+    uint32_t *pa = pack_grow(&pack.a, &pack.acap, (size_t)Mpa * K2);
+    size_t si, sp;
+    pack_a(pa, ta, M, Mpa, K, lead, A, lda, &si, &sp);
+    const GemmSlot *s = &slots[slot];
+    const size_t tstride = (size_t)GEMM_COLS * s->K2;
+    gemm_block_run(M, N, n0 % GEMM_COLS, K2, pa, si, sp,
+                   s->w + (size_t)(n0 / GEMM_COLS) * tstride + (size_t)(k0 / 2) * GEMM_COLS, tstride, tri,
+                   tri == CPU_GEMM_TRI_COLS ? d : d + lead, alpha, beta, C, ldc);
 }
 
 size_t cpu_gemm_scratch_bytes(size_t rows, size_t widest, size_t widest_in, int T, int hd, int threads) {
@@ -461,7 +518,9 @@ size_t cpu_gemm_scratch_bytes(size_t rows, size_t widest, size_t widest_in, int 
         const size_t w = gemm_pack_words(shapes[i][0], shapes[i][1], shapes[i][2], &na);
         words = w > words ? w : words;
     }
-    return bytes + sizeof(uint32_t) * words * (size_t)threads;
+    // and the slots: a (batch, head)'s keys, values, queries or output gradients, either way round
+    const size_t kv = gemm_slot_words(T, hd), vk = gemm_slot_words(hd, T);
+    return bytes + sizeof(uint32_t) * (words + CPU_GEMM_SLOTS * (kv > vk ? kv : vk)) * (size_t)threads;
 }
 
 // Under bf16 on a CPU with AVX512_BF16, a small product first: oneDNN's implementation for the
@@ -478,6 +537,40 @@ void cpu_set_compute_bf16(int on) {
     gemm_bf16 = on && cpu_has_bf16() && onednn_ok > 0;
 }
 
+// ---- fp32 products on the rank's threads ----
+// OpenBLAS's own threading of a model's products (a few thousand rows against a few hundred
+// columns) waits on the other threads several times per product, which costs most when they are
+// not all free at once, and its split of K changes the sums with the thread count. Instead C's
+// rows (or columns, where C has fewer rows) are cut into one share per thread, each a one-thread
+// sgemm (OpenBLAS runs one inside a parallel region): one wait per product, and every element
+// summed as a one-thread sgemm of the whole product sums it. Shares are whole multiples of the
+// kernels' tiles (the last takes the rest) and stay above the size where OpenBLAS's AVX-512
+// builds switch to small-matrix kernels, which sum in another order.
+enum { GEMM_SHARE = 64 };
+#define GEMM_SMALL 1e6  // OpenBLAS's small-matrix kernels take products of up to 100^3 multiply-adds
+
+static void gemm_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                       float beta, float *C, int ldc) {
+    const CBLAS_TRANSPOSE oa = ta ? CblasTrans : CblasNoTrans, ob = tb ? CblasTrans : CblasNoTrans;
+    const int by_rows = M >= N, dim = by_rows ? M : N, units = dim / GEMM_SHARE;
+    const int parts = omp_get_max_threads() < units ? omp_get_max_threads() : units;
+    if (parts < 2 || omp_in_parallel() || (double)(units / parts) * GEMM_SHARE * (by_rows ? N : M) * K <= GEMM_SMALL) {
+        cblas_sgemm(CblasRowMajor, oa, ob, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+#pragma omp parallel num_threads(parts)
+    {
+        const int t = omp_get_thread_num(), n = omp_get_num_threads();
+        const int lo = units * t / n * GEMM_SHARE, hi = t == n - 1 ? dim : units * (t + 1) / n * GEMM_SHARE;
+        if (by_rows)
+            cblas_sgemm(CblasRowMajor, oa, ob, hi - lo, N, K, alpha, ta ? A + lo : A + (size_t)lo * lda, lda, B, ldb, beta,
+                        C + (size_t)lo * ldc, ldc);
+        else
+            cblas_sgemm(CblasRowMajor, oa, ob, M, hi - lo, K, alpha, A, lda, tb ? B + (size_t)lo * ldb : B + lo, ldb, beta,
+                        C + lo, ldc);
+    }
+}
+
 void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
               float beta, float *C, int ldc, int a_again) {
     same_a = a_again;
@@ -486,6 +579,5 @@ void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, 
         static int said;
         if (!said++) log_msg("fsdpc: oneDNN cannot run a bf16 matmul of %d x %d x %d: sgemm runs such products\n", M, N, K);
     }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
-                ldb, beta, C, ldc);
+    gemm_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

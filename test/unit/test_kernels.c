@@ -2,6 +2,7 @@
 // double-precision loops; backwards with central finite differences of L = sum(out * r).
 // Prints `ok - <name>` / `not ok - <name> (<detail>)` per check; exits 1 if any failed.
 // The whole suite runs once with 1 thread and once with 3 (uneven static partitions).
+#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdarg.h>
@@ -129,6 +130,37 @@ static void test_matmul(void) {
     report(memcmp(dw2, dw, sizeof(float) * OUT * IN) == 0, "matmul bwd dinp=NULL", "dw differs");
     free(c.inp), free(c.w), free(c.out), free(c.r), free(dinp0), free(dw0), free(dinp), free(dw);
     free(g_inp), free(g_w), free(dinp_ow), free(dw2);
+}
+
+// fp32 products big enough for cpu_gemm to cut C into a share per thread (by rows, or by columns
+// where C has fewer rows): bit for bit what one-thread sgemm gives, on any thread count (OpenBLAS's
+// own threading changes the sums with it when K is 500)
+static void test_matmul_split(void) {
+    static const int shapes[][3] = {{300, 500, 700}, {900, 130, 70}};  // N, IN, OUT
+    for (int s = 0; s < 2; s++) {
+        const int N = shapes[s][0], IN = shapes[s][1], OUT = shapes[s][2];
+        float *inp = rand_vec((size_t)N * IN, -1, 1), *w = rand_vec((size_t)OUT * IN, -1, 1);
+        float *dout = rand_vec((size_t)N * OUT, -1, 1), *dw0 = rand_vec((size_t)OUT * IN, -1, 1);
+        float *out[2] = {malloc(sizeof(float) * N * OUT), malloc(sizeof(float) * N * OUT)};
+        float *dinp[2] = {malloc(sizeof(float) * N * IN), malloc(sizeof(float) * N * IN)};
+        float *dw[2] = {dup_vec(dw0, (size_t)OUT * IN), dup_vec(dw0, (size_t)OUT * IN)};
+        kern_matmul_fwd(out[0], KERN_F32, inp, w, N, IN, OUT);
+        kern_matmul_bwd(dinp[0], dw[0], dout, KERN_F32, inp, w, N, IN, OUT, 0);
+        openblas_set_num_threads(1);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OUT, IN, 1.0f, inp, IN, w, IN, 0.0f, out[1], OUT);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IN, OUT, 1.0f, dout, OUT, w, IN, 0.0f, dinp[1], IN);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, N, 1.0f, dout, OUT, inp, IN, 1.0f, dw[1], IN);
+        openblas_set_num_threads(suite_threads);
+        char name[80];
+        snprintf(name, sizeof name, "matmul %dx%dx%d on the threads = one-thread sgemm", N, IN, OUT);
+        report(!memcmp(out[0], out[1], sizeof(float) * N * OUT) && !memcmp(dinp[0], dinp[1], sizeof(float) * N * IN) &&
+                   !memcmp(dw[0], dw[1], sizeof(float) * OUT * IN), name, "fwd %s, dinp %s, dw %s",
+               memcmp(out[0], out[1], sizeof(float) * N * OUT) ? "differs" : "same",
+               memcmp(dinp[0], dinp[1], sizeof(float) * N * IN) ? "differs" : "same",
+               memcmp(dw[0], dw[1], sizeof(float) * OUT * IN) ? "differs" : "same");
+        free(inp), free(w), free(dout), free(dw0);
+        for (int k = 0; k < 2; k++) free(out[k]), free(dinp[k]), free(dw[k]);
+    }
 }
 
 // the grouped form (the experts of a MoE layer): bit for bit the loop of the plain one over the
@@ -1940,7 +1972,8 @@ static void test_gemm_block_bf16(void) {
 // attention under --precision bf16: its products run on bf16 operands. With q, k, v already bf16
 // values the scores agree with fp32's to the sums' rounding, and P (and dS in backward) rounded to
 // bf16 for the next product moves the results by about bf16's precision: more than fp32's sums
-// would (the bf16 products ran) and less than 1e-2 (they compute the same attention)
+// would (the bf16 products ran) and less than 1e-2 (they compute the same attention). Plain causal,
+// documents and a sliding window (blocks whose first key is odd or inside a column tile), dropout.
 static void test_attention_bf16(void) {
     if (!cpu_has_bf16()) {
         printf("ok - %sbf16 attention # SKIP %s\n", test_prefix,
@@ -1952,26 +1985,36 @@ static void test_attention_bf16(void) {
     float *q = rand_vec(nq, -1, 1), *k = rand_vec(nk, -1, 1), *v = rand_vec(nk, -1, 1), *dout = rand_vec(nq, -1, 1);
     kern_round_bf16(q, nq), kern_round_bf16(k, nk), kern_round_bf16(v, nk), kern_round_bf16(dout, nq);
     float *o[2], *p[2], *d[2], *scratch = calloc(cpu_attention_scratch_floats(B, H, T), 4);
-    for (int bf = 0; bf < 2; bf++) {
-        o[bf] = calloc(nq, 4), p[bf] = calloc(np, 4), d[bf] = calloc(nq + 2 * nk, 4);
-        cpu_set_compute_bf16(bf);
-        kern_attention_fwd(o[bf], p[bf], q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, NULL, 0, NULL);
-        kern_attention_bwd(d[bf], d[bf] + nq, d[bf] + nq + nk, scratch, dout, o[bf], p[bf], q, k, v, B, T, H, KV, hd, NULL,
-                           0, NULL);
+    int32_t *ks = malloc(sizeof(int32_t) * B * T);  // documents starting at 0, 37 and 101 (b 0), 0 and 67 (b 1)
+    for (int t = 0; t < T; t++) ks[t] = t < 37 ? 0 : t < 101 ? 37 : 101, ks[T + t] = t < 67 ? 0 : 67;
+    const KernDropout drop = {0.2f, 99, 5, 0};
+    static const char *const cases[4] = {"causal", "documents", "window 50", "dropout 0.2"};
+    for (int c = 0; c < 4; c++) {
+        const int32_t *kstart = c == 1 ? ks : NULL;
+        const int window = c == 2 ? 50 : 0;
+        const KernDropout *dr = c == 3 ? &drop : NULL;
+        for (int bf = 0; bf < 2; bf++) {
+            o[bf] = calloc(nq, 4), p[bf] = calloc(np, 4), d[bf] = calloc(nq + 2 * nk, 4);
+            cpu_set_compute_bf16(bf);
+            kern_attention_fwd(o[bf], p[bf], q, k, v, B, T, T, H, KV, hd, (size_t)T * KV * hd, kstart, window, dr);
+            kern_attention_bwd(d[bf], d[bf] + nq, d[bf] + nq + nk, scratch, dout, o[bf], p[bf], q, k, v, B, T, H, KV, hd,
+                               kstart, window, dr);
+        }
+        cpu_set_compute_bf16(0);
+        for (int w = 0; w < 2; w++) {
+            const size_t n = w ? nq + 2 * nk : nq;
+            const float *got = w ? d[1] : o[1], *ref = w ? d[0] : o[0];
+            double md = 0, mr = 0;
+            for (size_t i = 0; i < n; i++) md = fmax(md, fabs((double)got[i] - ref[i])), mr = fmax(mr, fabs(ref[i]));
+            char name[120];
+            snprintf(name, sizeof name, "bf16 attention %s, %s: bf16 products, within 1e-2 of fp32's",
+                     w ? "bwd" : "fwd", cases[c]);
+            report(md / mr > 1e-5 && md / mr < 1e-2, name, "%s rel diff %.3g (want 1e-5 .. 1e-2)",
+                   w ? "dq, dk, dv" : "out", md / mr);
+        }
+        for (int bf = 0; bf < 2; bf++) free(o[bf]), free(p[bf]), free(d[bf]);
     }
-    cpu_set_compute_bf16(0);
-    static const char *const what[2] = {"fwd", "bwd dq, dk, dv"};
-    for (int w = 0; w < 2; w++) {
-        const size_t n = w ? nq + 2 * nk : nq;
-        const float *got = w ? d[1] : o[1], *ref = w ? d[0] : o[0];
-        double md = 0, mr = 0;
-        for (size_t i = 0; i < n; i++) md = fmax(md, fabs((double)got[i] - ref[i])), mr = fmax(mr, fabs(ref[i]));
-        report(md / mr > 1e-5 && md / mr < 1e-2, w ? "bf16 attention bwd: bf16 products, within 1e-2 of fp32's"
-                                                   : "bf16 attention fwd: bf16 products, within 1e-2 of fp32's",
-               "%s rel diff %.3g (want 1e-5 .. 1e-2)", what[w], md / mr);
-    }
-    for (int bf = 0; bf < 2; bf++) free(o[bf]), free(p[bf]), free(d[bf]);
-    free(q), free(k), free(v), free(dout), free(scratch);
+    free(q), free(k), free(v), free(dout), free(scratch), free(ks);
 }
 
 static void test_isa(void) {
@@ -2034,7 +2077,8 @@ static int bench_adamw(int threads) {
 
 // ---- --bench-gemm: the machine's GEMM peaks, for make bench's fractions ----
 // A 2048^3 product (what the fractions have been measured against: numpy's sgemm on the same
-// threads) through OpenBLAS sgemm and, where the CPU has AVX512_BF16, through the bf16 matmuls
+// threads) through OpenBLAS sgemm on its own threads (as numpy calls it; not cpu_gemm's split)
+// and, where the CPU has AVX512_BF16, through the bf16 matmuls
 // --precision bf16 runs (oneDNN, operands rounded as they are there): GFLOP/s, best of 5 runs each,
 // by the wall clock and, for make bench's one-thread table on a shared machine, by the process's
 // CPU time (which the other jobs' time slices do not add to; with one thread, the thread's time).
@@ -2054,13 +2098,84 @@ static int bench_gemm(int threads) {
         double best = 1e30, best_cpu = 1e30;
         for (int r = 0; r < 6; r++) {  // the first warms the threads and oneDNN's primitive
             const double t0 = clock_now_s(), c0 = cpu_seconds();
-            cpu_gemm(0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, r > 0);
+            if (bf) cpu_gemm(0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, r > 0);
+            else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
             if (r) best = fmin(best, clock_now_s() - t0), best_cpu = fmin(best_cpu, cpu_seconds() - c0);
         }
         printf("%s GFLOP/s: %.1f\n", bf ? "bf16" : "sgemm", flops / best / 1e9);
         printf("%s GFLOP per CPU second: %.1f\n", bf ? "bf16" : "sgemm", flops / best_cpu / 1e9);
     }
     cpu_set_compute_bf16(0);
+    free(a), free(b), free(c);
+    return 0;
+}
+
+// --bench-gemm-shapes: the fp32 products of make bench's models (each layer's forward, input and
+// weight gradients; the head's) through cpu_gemm's split and through OpenBLAS's own threading,
+// interleaved, best wall time of REPS each (a shared machine's quiet moments), as GFLOP/s and as a
+// fraction of the 2048^3 peak timed the same way; the totals weigh each product by its count per step
+typedef struct {
+    const char *what;
+    int M, N, K, ta, tb, count;
+} BenchShape;
+
+static double bench_shape_s(const BenchShape *s, const float *a, const float *b, float *c, int split) {
+    const int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
+    const double t0 = clock_now_s();
+    if (split) cpu_gemm(s->ta, s->tb, s->M, s->N, s->K, 1.0f, a, lda, b, ldb, 0.0f, c, s->N, 0);
+    else cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans, s->tb ? CblasTrans : CblasNoTrans, s->M, s->N,
+                     s->K, 1.0f, a, lda, b, ldb, 0.0f, c, s->N);
+    return clock_now_s() - t0;
+}
+
+static int bench_gemm_shapes(int threads, int reps) {
+    kern_init(threads);
+    // Llama D256 L4 H8/4 F688 T256 B8 (q|k|v 512 wide, gate|up 1376) and GPT-2 124M B4 T64
+    static const BenchShape shapes[] = {
+        {"peak", 2048, 2048, 2048, 0, 1, 0},
+        {"llama qkv", 2048, 512, 256, 0, 1, 4}, {"llama o", 2048, 256, 256, 0, 1, 4},
+        {"llama gate|up", 2048, 1376, 256, 0, 1, 4}, {"llama down", 2048, 256, 688, 0, 1, 4},
+        {"llama head", 2048, 256, 256, 0, 1, 1},
+        {"llama qkv dx", 2048, 256, 512, 0, 0, 4}, {"llama o dx", 2048, 256, 256, 0, 0, 4},
+        {"llama gate|up dx", 2048, 256, 1376, 0, 0, 4}, {"llama down dx", 2048, 688, 256, 0, 0, 4},
+        {"llama head dx", 2048, 256, 256, 0, 0, 1},
+        {"llama qkv dw", 512, 256, 2048, 1, 0, 4}, {"llama o dw", 256, 256, 2048, 1, 0, 4},
+        {"llama gate|up dw", 1376, 256, 2048, 1, 0, 4}, {"llama down dw", 256, 688, 2048, 1, 0, 4},
+        {"llama head dw", 256, 256, 2048, 1, 0, 1},
+        {"gpt2 qkv", 256, 2304, 768, 0, 1, 12}, {"gpt2 proj", 256, 768, 768, 0, 1, 12},
+        {"gpt2 fc", 256, 3072, 768, 0, 1, 12}, {"gpt2 fc proj", 256, 768, 3072, 0, 1, 12},
+        {"gpt2 head", 256, 50304, 768, 0, 1, 1},
+        {"gpt2 qkv dx", 256, 768, 2304, 0, 0, 12}, {"gpt2 proj dx", 256, 768, 768, 0, 0, 12},
+        {"gpt2 fc dx", 256, 768, 3072, 0, 0, 12}, {"gpt2 fc proj dx", 256, 3072, 768, 0, 0, 12},
+        {"gpt2 head dx", 256, 768, 50304, 0, 0, 1},
+        {"gpt2 qkv dw", 2304, 768, 256, 1, 0, 12}, {"gpt2 proj dw", 768, 768, 256, 1, 0, 12},
+        {"gpt2 fc dw", 3072, 768, 256, 1, 0, 12}, {"gpt2 fc proj dw", 768, 3072, 256, 1, 0, 12},
+        {"gpt2 head dw", 50304, 768, 256, 1, 0, 1}};
+    const size_t most = (size_t)50304 * 768;
+    float *a = rand_vec(most, -1, 1), *b = rand_vec(most, -1, 1), *c = calloc(most, 4);
+    double peak[2] = {0, 0}, total[2][2] = {{0, 0}, {0, 0}}, flops_all[2] = {0, 0};
+    printf("%-18s %5s %5s %5s %2s  %22s  %22s\n", "product", "M", "N", "K", "t", "OpenBLAS threads GF/s pk",
+           "split GF/s pk");
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const BenchShape *s = &shapes[i];
+        double best[2] = {1e30, 1e30};
+        for (int r = 0; r <= reps; r++)  // the first warms
+            for (int split = 0; split < 2; split++) {
+                const double t = bench_shape_s(s, a, b, c, split);
+                if (r) best[split] = fmin(best[split], t);
+            }
+        const double flops = 2.0 * s->M * s->N * s->K;
+        if (!i) peak[0] = flops / best[0], peak[1] = flops / best[1];
+        const int model = strncmp(s->what, "gpt2", 4) == 0;
+        for (int k = 0; k < 2 && i; k++) total[model][k] += s->count * best[k];
+        if (i) flops_all[model] += s->count * flops;
+        printf("%-18s %5d %5d %5d %d%d  %14.1f %6.2f  %14.1f %6.2f\n", s->what, s->M, s->N, s->K, s->ta, s->tb,
+               flops / best[0] / 1e9, flops / best[0] / peak[0], flops / best[1] / 1e9, flops / best[1] / peak[0]);
+    }
+    for (int m = 0; m < 2; m++)
+        printf("%s step's products: %.1f ms at %.2f of the peak through OpenBLAS's threads, %.1f ms at %.2f split\n",
+               m ? "gpt2" : "llama", 1e3 * total[m][0], flops_all[m] / total[m][0] / peak[0], 1e3 * total[m][1],
+               flops_all[m] / total[m][1] / peak[0]);
     free(a), free(b), free(c);
     return 0;
 }
@@ -2096,6 +2211,8 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--bench-adamw")) return bench_adamw(argc > 2 ? atoi(argv[2]) : 0);
     if (argc > 1 && !strcmp(argv[1], "--bench-gemm")) return bench_gemm(argc > 2 ? atoi(argv[2]) : 0);
     if (argc > 1 && !strcmp(argv[1], "--bench-attention")) return bench_attention();
+    if (argc > 1 && !strcmp(argv[1], "--bench-gemm-shapes"))
+        return bench_gemm_shapes(argc > 2 ? atoi(argv[2]) : 0, argc > 3 ? atoi(argv[3]) : 20);
     static const int thread_counts[2] = {1, 3};
     for (int i = 0; i < 2; i++) {
         suite_threads = thread_counts[i];
@@ -2104,6 +2221,7 @@ int main(int argc, char **argv) {
         kern_init(suite_threads);
         report(kern_num_threads() == suite_threads, "kern_init sets threads", "got %d", kern_num_threads());
         test_matmul();
+        test_matmul_split();
         test_matmul_grouped();
         test_rmsnorm();
         test_layernorm();
