@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../base/path.h"
@@ -339,7 +340,8 @@ static void cache_sweep(const char *root, const char *key, const char *source) {
         if (wlock_is_tmp(e->d_name, NULL)) {
             lock = wlock_path(path, 1);
             int ended = wlock_ended(lock);
-            if (ended > 0 || (ended < 0 && stat(path, &st) == 0 && clock_now_s() - (double)st.st_mtime > 60))
+            // the folder's age by the wall clock, as its mtime is (clock_now_s is time since boot)
+            if (ended > 0 || (ended < 0 && stat(path, &st) == 0 && difftime(time(NULL), st.st_mtime) > 60))
                 why = "left by an interrupted data cache build";
         } else if (strlen(e->d_name) == strlen(key)) {
             src = mallocCheck(n + 8);

@@ -189,6 +189,16 @@ lock_live "$C/tok-11111111111111111111111111111111.2222222222222222.tmp/.fsdpc-w
     [ -e "$C/tok-11111111111111111111111111111111.2222222222222222.tmp" ] &&
     grep -q "Removed the data cache folder $C/tok-0123456789abcdef0123456789abcdef.fedcba9876543210.tmp, left by an interrupted data cache build" "$W/c1.log"
 check "a killed cache build's folder is removed, a running build's kept" $? "$(ls -A "$C" | tr "\\n" " "; grep -m3 "rror\|Removed" "$W/c1.log")"
+# a build folder whose lock was never written: removed once it is a minute old by the wall clock
+# (its mtime's), kept while younger (a build that is starting)
+mkdir -p "$C/tok-33333333333333333333333333333333.4444444444444444.tmp" "$C/tok-55555555555555555555555555555555.6666666666666666.tmp"
+touch -d '-2 minutes' "$C/tok-33333333333333333333333333333333.4444444444444444.tmp"
+./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 --train_data "$W/d.jsonl" --data_cache_dir "$C" >"$W/c0.log" 2>&1
+[ $? = 0 ] && [ ! -e "$C/tok-33333333333333333333333333333333.4444444444444444.tmp" ] &&
+    [ -e "$C/tok-55555555555555555555555555555555.6666666666666666.tmp" ] &&
+    grep -q "Removed the data cache folder $C/tok-33333333333333333333333333333333.4444444444444444.tmp, left by an interrupted data cache build" "$W/c0.log"
+check "a lockless cache build folder 2 minutes old is removed, a new one kept" $? "$(ls -A "$C" | tr "\\n" " "; grep -m3 "rror\|Removed" "$W/c0.log")"
+rm -rf "$C/tok-55555555555555555555555555555555.6666666666666666.tmp"
 for i in 1 2 3; do
     touch -d "2020-01-0$i" "$W/d.jsonl"
     ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 --train_data "$W/d.jsonl" --data_cache_dir "$C" >"$W/c2.log" 2>&1 || break
