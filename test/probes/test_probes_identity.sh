@@ -155,9 +155,10 @@ check "the next run takes the folder over and clears the stuck write's partial f
 # ---- ranks started from different fsdpc builds ----
 # another build: this binary with its GNU build ID changed (what a rebuilt or one-upgrade-behind
 # install on another node has); rank 1 runs it
-objcopy --dump-section .note.gnu.build-id="$W/id.bin" "$FSDPC" &&
+# (objcopy rewrites the file it reads when given no output: only the copy, never the binary in use)
+cp "$FSDPC" "$W/fsdpc-other" && objcopy --dump-section .note.gnu.build-id="$W/id.bin" "$W/fsdpc-other" &&
     /usr/bin/python3 -c "import sys; b = bytearray(open(sys.argv[1], 'rb').read()); b[-1] ^= 1; open(sys.argv[2], 'wb').write(b)" "$W/id.bin" "$W/id2.bin" &&
-    objcopy --update-section .note.gnu.build-id="$W/id2.bin" "$FSDPC" "$W/fsdpc-other"
+    objcopy --update-section .note.gnu.build-id="$W/id2.bin" "$W/fsdpc-other"
 check "objcopy makes a copy of fsdpc with another build ID" $?
 $MPI -q -np 2 bash -c 'o=$1 f=$2; shift 2; [ "$OMPI_COMM_WORLD_RANK" = 1 ] && exec "$o" "$@"; exec "$f" "$@"' _ "$W/fsdpc-other" "$FSDPC" $SMALL --train_data synthetic --max_steps 1 --checkpoint_freq 0 \
     >/dev/null 2>"$W/build.err"
