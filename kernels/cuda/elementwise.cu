@@ -308,6 +308,35 @@ struct QkvRope {
         if (sign > 0) part[c] = r;
         else x[col] = r;
     }
+    // hd and rot / 2 multiples of 8: the eight share a head, its q, k or v, and a half of the rotation
+    __device__ void vec8(size_t idx) const {
+        const int W = qd + 2 * kvd, col = (int)(idx % W);
+        const size_t bt = idx / W;
+        const Act x = fused + bt * W;
+        int c, which;
+        if (per_head) which = col % (3 * hd) / hd, c = col / (3 * hd) * hd + col % hd;
+        else which = col < qd ? 0 : col < qd + kvd ? 1 : 2, c = col - (which ? qd : 0) - (which == 2 ? kvd : 0);
+        const Act part = which == 0 ? q + bt * qd : which == 1 ? k + bt * kvd : v + bt * kvd;
+        const int d = c % hd;
+        float o[8];
+        if (!cos_t || which == 2 || d >= rot) {
+            act_load8(sign > 0 ? x : part, sign > 0 ? col : c, o);
+            act_store8(sign > 0 ? part : x, sign > 0 ? c : col, o);
+            return;
+        }
+        const int half = rot / 2, i = d % half;
+        const size_t at = pos ? (size_t)pos[bt] : (size_t)pos0 + bt % T;
+        const Act src = sign > 0 ? x + (col - d) : part + (c - d);
+        float a[8], b[8];
+        act_load8(src, i, a);
+        act_load8(src, i + half, b);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const float cs = cos_t[at * half + i + j], sn = sign * sin_t[at * half + i + j];
+            o[j] = d < half ? a[j] * cs - b[j] * sn : b[j] * cs + a[j] * sn;
+        }
+        act_store8(sign > 0 ? part : x, sign > 0 ? c : col, o);
+    }
 };
 
 struct EmbeddingGather {
@@ -882,11 +911,19 @@ void cuda_rope_table(float *cos_t, float *sin_t, int T, int rot, const double *i
     free(s);
 }
 
+// whether QkvRope's eight-at-a-time form applies: whole heads of 8s, a rotation in halves of 8s
+static bool qkv_vec8(const void *fused, const void *q, const void *k, const void *v, const float *cos_t, int hd, int rot) {
+    return hd % 8 == 0 && (!cos_t || rot / 2 % 8 == 0) && aligned16(fused) && aligned16(q) && aligned16(k) &&
+           aligned16(v);
+}
+
 void cuda_qkv_split(void *q, void *k, void *v, const void *qkv, const float *cos_t, const float *sin_t, int B, int T,
                     int H, int KV, int hd, int rot, KernQkvLayout layout, int pos0, const int32_t *pos) {
     const int qd = H * hd, kvd = KV * hd;
-    launch_map((size_t)B * T * (qd + 2 * kvd), QkvRope{act(qkv), act(q), act(k), act(v), cos_t, sin_t, pos, T, hd, rot,
-                                                       qd, kvd, pos0, layout == KERN_QKV_PER_HEAD, 1.0f});
+    launch_map8((size_t)B * T * (qd + 2 * kvd),
+                QkvRope{act(qkv), act(q), act(k), act(v), cos_t, sin_t, pos, T, hd, rot, qd, kvd, pos0,
+                        layout == KERN_QKV_PER_HEAD, 1.0f},
+                qkv_vec8(qkv, q, k, v, cos_t, hd, rot));
 }
 
 void cuda_qkv_merge(void *dqkv, const void *dq, const void *dk, const void *dv, const float *cos_t,
@@ -894,8 +931,10 @@ void cuda_qkv_merge(void *dqkv, const void *dq, const void *dk, const void *dv, 
                     const int32_t *pos) {
     // the transpose of a rotation is the rotation by the negative angle
     const int qd = H * hd, kvd = KV * hd;
-    launch_map((size_t)B * T * (qd + 2 * kvd), QkvRope{act(dqkv), act(dq), act(dk), act(dv), cos_t, sin_t, pos, T, hd,
-                                                       rot, qd, kvd, 0, layout == KERN_QKV_PER_HEAD, -1.0f});
+    launch_map8((size_t)B * T * (qd + 2 * kvd),
+                QkvRope{act(dqkv), act(dq), act(dk), act(dv), cos_t, sin_t, pos, T, hd, rot, qd, kvd, 0,
+                        layout == KERN_QKV_PER_HEAD, -1.0f},
+                qkv_vec8(dqkv, dq, dk, dv, cos_t, hd, rot));
 }
 
 void cuda_swiglu_fwd(void *h, const void *gu, int N, int F) {

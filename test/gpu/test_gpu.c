@@ -1656,6 +1656,8 @@ static void test_bf16_activations(void) {
     test_qkv(2, 5, 4, 4, 8, 0, 0, 0);
     test_qkv(4, 90, 2, 2, 16, 0, 1, 1);
     test_qkv_layout(2, 9, 4, 4, 16, 3, 1, 0, 4, 1);
+    test_qkv(2, 33, 4, 2, 128, 0, 1, 1);             // eight at a time: Llama's head, documents
+    test_qkv_layout(2, 9, 4, 2, 64, 5, 1, 0, 32, 0); // ... partial rotation in halves of 16
     test_swiglu(37, 2731);
     test_swiglu(5, 344);  // rows of whole 16-byte groups
     test_gelu(100003);
@@ -2064,6 +2066,8 @@ int main(int argc, char **argv) {
     test_qkv_layout(2, 9, 4, 4, 16, 3, 1, 0, 4, 1);   // GPT-NeoX: per-head q|k|v, rotary_pct 0.25
     test_qkv_layout(3, 40, 2, 2, 32, 0, 1, 1, 8, 1);  // ... with packed documents
     test_qkv_layout(2, 9, 4, 2, 24, 5, 1, 0, 12, 0);  // partial rotation, blocked and grouped
+    test_qkv_layout(3, 40, 2, 2, 32, 0, 1, 1, 16, 1); // eight at a time: per-head, partial, documents
+    test_qkv_layout(2, 9, 4, 2, 64, 5, 1, 0, 32, 0);  // ... blocked and grouped, at an offset
     report(cuda_attention_saved_floats(2, 8, 7, 100) == (size_t)2 * 8 * 7, "attention_saved_floats", "%zu",
            cuda_attention_saved_floats(2, 8, 7, 100));
     report(cuda_attention_scratch_floats(2, 8, 100) >= (size_t)2 * 8 * 100, "attention_scratch_floats", "%zu",
