@@ -249,6 +249,23 @@ const char *kern_select_attention(KernAttention want, int bf16, int head_dim, in
            "--attention auto|native)";
 }
 
+void kern_plan_attention(KernAttention want, int bf16, int head_dim) {
+#ifdef FSDPC_CUDA
+    if (on_gpu) cuda_attention_plan(want, bf16, head_dim);
+#else
+    (void)want, (void)bf16, (void)head_dim;
+#endif
+}
+
+size_t kern_ring_scratch_bytes(int B, int T, int H, int KV, int hd, int docs, int window, int fwd_only) {
+#ifdef FSDPC_CUDA
+    if (on_gpu) return cuda_ring_scratch_bytes(B, T, H, KV, hd, docs, window, fwd_only);
+#else
+    (void)B, (void)T, (void)H, (void)KV, (void)hd, (void)docs, (void)window, (void)fwd_only;
+#endif
+    return 0;  // the CPU's part kernels need none
+}
+
 const char *kern_attention_kernel(void) {
 #ifdef FSDPC_CUDA
     if (on_gpu) return cuda_attention_kernel();
