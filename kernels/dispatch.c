@@ -158,6 +158,12 @@ void kern_free(void *p) {
     ON_DEVICE(free)(p);
 }
 
+void *kern_mem_track(void *p, size_t bytes, KernMem cat) { return mem_add(p, bytes, cat, BUF_DEVICE); }
+
+void kern_mem_untrack(void *p) {
+    if (p) mem_remove(p, 0, "kern_mem_untrack");
+}
+
 void *kern_alloc_host(size_t bytes, KernMem cat, int pinned) {
     // on the CPU every buffer is host memory: nothing to pin
     return pinned && on_gpu ? mem_add(ON_DEVICE(alloc_host)(bytes), bytes, cat, BUF_PINNED)

@@ -1181,14 +1181,15 @@ __global__ void block_stats_kernel(float *st, const float *lse, int S, int q0, i
 }
 
 // Scratch that grows on demand like ScratchBuf, counted by the memory tracker among the
-// activations (kern_alloc), as fsdpc plan counts it (kern_ring_scratch_bytes)
+// activations (kern_mem_track), as fsdpc plan counts it (kern_ring_scratch_bytes)
 struct ActScratch {
     void *ptr = nullptr;
     size_t cap = 0;
     void *get(size_t bytes) {
         if (bytes > cap) {
-            kern_free(ptr);
-            ptr = kern_alloc(bytes, KERN_MEM_ACTIVATIONS);
+            kern_mem_untrack(ptr);
+            cuda_free(ptr);
+            ptr = kern_mem_track(cuda_alloc_uninit(bytes), bytes, KERN_MEM_ACTIVATIONS);
             cap = bytes;
         }
         return ptr;

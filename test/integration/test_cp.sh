@@ -287,7 +287,7 @@ PY
     pc=$(pacts) pn=$(pacts --attention native) pd=$(pacts --document_masking) tc=$(tacts gcd2) tn=$(tacts gnat2)
     s=$((2 * 16 * (2 + 2 * 1) * 64 * 2 + 768 + 2 * 2 * 2 * 16 * 4))  # B x T/2 x (H + 2 KV) x hd bf16 + 768, 2 x B x H x T/2 floats
     [ -n "$pc" ] && [ "$pc" = "$tc" ] && [ "$pn" = "$tn" ] && [ "$pd" = "$pn" ] && [ $((pc - pn)) = "$s" ]
-    check "emulated GPU, --attention cudnn cp 2: activations tracked $tc = planned $pc, the ring blocks' $s bytes of scratch included; native: tracked $tn = planned $pn = planned with --document_masking $pd" $? \
+    check "emulated GPU, --attention cudnn cp 2: the plan's activations are the tracker's peak, the ring blocks' $s bytes of scratch included (tracked $tc, planned $pc; native: tracked $tn, planned $pn, with --document_masking $pd)" $? \
         "$(grep -m2 error "$W/gnat2.log" "$W/pacts.err")"
     EQ=$EQ0
     run gdoc1 1 $GD
