@@ -289,6 +289,15 @@ PY
     [ -n "$pc" ] && [ "$pc" = "$tc" ] && [ "$pn" = "$tn" ] && [ "$pd" = "$pn" ] && [ $((pc - pn)) = "$s" ]
     check "emulated GPU, --attention cudnn cp 2: the plan's activations are the tracker's peak, the ring blocks' $s bytes of scratch included (tracked $tc, planned $pc; native: tracked $tn, planned $pn, with --document_masking $pd)" $? \
         "$(grep -m2 error "$W/gnat2.log" "$W/pacts.err")"
+    # minGPT's attention dropout keeps training's blocks native; evaluation's (no dropout) take
+    # cuDNN, so the plan counts forward's scratch alone: B x T/2 x H x hd bf16 and B x H x T/2 floats
+    GDC="--model_type mingpt --num_key_value_heads 2 --dropout 0.1"
+    run gmdc2 2 $G --cp 2 $GDC
+    pc=$(pacts $GDC) pn=$(pacts $GDC --attention native) tc=$(tacts gmdc2)
+    s=$((2 * 16 * 2 * 64 * 2 + 2 * 2 * 16 * 4))
+    [ -n "$pc" ] && [ "$pc" = "$tc" ] && [ $((pc - pn)) = "$s" ]
+    check "emulated GPU, minGPT --dropout 0.1 --attention cudnn cp 2: the plan counts evaluation's blocks' $s bytes of forward scratch, the tracker's peak (tracked $tc, planned $pc, native $pn)" $? \
+        "$(grep -m2 error "$W/gmdc2.log" "$W/pacts.err")"
     EQ=$EQ0
     run gdoc1 1 $GD
     run gdoc4 4 $GD --cp 4
