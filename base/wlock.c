@@ -189,6 +189,8 @@ static int held_at(const char *lock, const char *id) {
 // whether link() failed for want of hard links on the file system (SMB, FUSE object stores)
 static int no_hard_links(int e) { return e == EPERM || e == ENOTSUP || e == EOPNOTSUPP || e == ENOSYS || e == EMLINK; }
 
+static char *marker_path(const char *lock) { return concat(lock, ".takeover", ""); }
+
 // Removes the lock of the ended writer d under the marker <lock>.takeover, made with O_EXCL
 // (atomic on every file system, network ones too). A lock's file is removed only by its writer or
 // by the marker's maker after it read d's whole line there again: a lock placed meanwhile (by a
@@ -197,7 +199,7 @@ static int no_hard_links(int e) { return e == EPERM || e == ENOTSUP || e == EOPN
 // finds it held. 0: d's lock is gone; 1: another taker holds the marker (wait unless !may_wait);
 // -1: msg says why.
 static int take_dead(const char *lock, const Lock *d, const char *flag, const char *output, int may_wait) {
-    char *marker = concat(lock, ".takeover", "");
+    char *marker = marker_path(lock);
     int fd = open(marker, O_WRONLY | O_CREAT | O_EXCL, 0644), e = errno, rc = 0;
     struct stat ms;
     Lock now;
@@ -311,6 +313,12 @@ const char *wlock_take(const char *lock, const char *id, const char *flag, const
         why = errno;
         return err_text(msg, sizeof msg, "the writer lock '%s' vanished as it was taken: %s", lock, strerror(why));
     }
+    // a marker left by a taker stopped after it removed the lock it took over: while this writer
+    // holds the lock no taker removes anything (none reads its ended writer's line there)
+    char *marker = marker_path(lock);
+    struct stat ms;
+    if (stat(marker, &ms) == 0 && age_s(&ms) >= WLOCK_MAKING_S) unlink(marker);
+    free(marker);
     if (!nheld) atexit(release_all);
     buf_fit(held, &held_cap, (size_t)nheld + 1);
     held[nheld].path = concat(lock, "", "");

@@ -128,9 +128,17 @@ check "the empty lock is not waited for, and stays" $? "$SECONDS s, $(ls -A "$W/
 
 # Taking over a dead writer's lock: a taker that found it dead is held before its takeover while
 # the lock changes under it to a live writer's (what another taker that came first leaves): the
-# live lock stays, in each of the three ways of placing a lock. /proc's syscall number tells when
-# the taker sleeps in its pause (nanosleep or clock_nanosleep).
-in_pause() { grep -Eq '^(35|230) ' "/proc/$1/syscall" 2>/dev/null; }
+# live lock stays, in each of the three ways of placing a lock. wait_pause PID: until the taker
+# sleeps in its pause (/proc's syscall number: x86-64's nanosleep or clock_nanosleep); where /proc
+# does not show it, half a second
+wait_pause() {
+    for _ in $(seq 200); do
+        grep -Eq '^(35|230) ' "/proc/$1/syscall" 2>/dev/null && return 0
+        head -c1 "/proc/$1/syscall" >/dev/null 2>&1 || { sleep 0.5; return 0; }
+        sleep 0.02
+    done
+    return 1
+}
 bad=""
 for mode in "" "$W/nolink.so" "$W/nolinknorename.so"; do
     rm -rf "$W/tk" && mkdir -p "$W/tk"
@@ -138,8 +146,7 @@ for mode in "" "$W/nolink.so" "$W/nolinknorename.so"; do
     env LD_PRELOAD="$mode" FSDPC_TEST_PAUSE=wlock-takeover:1 ./fsdpc prepare --input "$W/a.txt" --output "$W/tk" --shard_tokens 7000 \
         >/dev/null 2>"$W/tk.err" &
     taker=$!
-    for _ in $(seq 200); do in_pause $taker && break; sleep 0.02; done
-    in_pause $taker || bad="$bad ${mode:-link}: the taker never paused;"
+    wait_pause $taker || bad="$bad ${mode:-link}: the taker never paused;"
     rm "$W/tk/.fsdpc-writer" && lock_live "$W/tk/.fsdpc-writer"
     wait $taker
     rc=$?
@@ -196,6 +203,9 @@ refused_unchanged "a takeover marker left by a stopped taker: refused, both file
     ./fsdpc prepare --input "$W/a.txt" --output "$W/tk"
 [ "$(ls -A "$W/tk" | tr '\n' ' ')" = ".fsdpc-writer .fsdpc-writer.takeover " ]
 check "the stopped taker's marker and the dead lock stay" $? "$(ls -A "$W/tk" | tr '\n' ' ')"
+rm "$W/tk/.fsdpc-writer"  # as the line says: the marker alone, a taker stopped after its takeover
+./fsdpc prepare --input "$W/a.txt" --output "$W/tk" --shard_tokens 7000 >/dev/null 2>"$W/tk.err" && ! ls -a "$W/tk" | grep -q 'tmp\|fsdpc-writer'
+check "a stopped taker's marker without its lock: the next writer takes the lock and removes the marker" $? "$(grep -m1 . "$W/tk.err") $(ls -A "$W/tk" | tr '\n' ' ')"
 mkdir -p "$W/nl_held" "$W/nl_dead"
 lock_live "$W/nl_held/.fsdpc-writer"
 refused_unchanged "without hard links: a live writer's folder is refused" "another fsdpc run \(run 0123456789abcdef, pid $$ on this host\) is writing shards to '$W/nl_held'" \
@@ -248,6 +258,10 @@ touch "$W/exp2/config.json.0123456789abcdef.tmp"
 ./fsdpc export --checkpoint "$CK" --output "$W/exp2" >"$W/e3.out" 2>"$W/e3.err"
 [ $? = 0 ] && grep -q "Removed $W/exp2/config.json.0123456789abcdef.tmp, left by an interrupted export" "$W/e3.err" && ! ls -A "$W/exp2" | grep -q 'tmp\|writer'
 check "a killed export's lock is taken over and its temporary removed" $? "$(grep -m3 . "$W/e3.err" | tr '\n' '|' | head -c 300)"
+: >"$W/exp2/.fsdpc-writer.takeover"
+touch -d '-2 minutes' "$W/exp2/.fsdpc-writer.takeover"
+./fsdpc export --checkpoint "$CK" --output "$W/exp2" >"$W/e4.out" 2>"$W/e4.err" && ! ls -A "$W/exp2" | grep -q 'tmp\|writer'
+check "an export folder with a stopped taker's marker: exported, the marker removed" $? "$(grep -m1 . "$W/e4.err") $(ls -A "$W/exp2" | tr '\n' ' ')"
 
 T="$SMALL --max_steps 2 --checkpoint_freq 0 --train_data $W/a.txt"
 lock_live "$W/.m.jsonl.fsdpc-writer"
