@@ -444,40 +444,85 @@ struct Bf16ToF32 {
 };
 
 // ---- RMSNorm ----
+// The row kernels visit a row V columns at a time: V = 8 (16-byte accesses) when D % 8 == 0 and
+// every operand is 16-byte aligned (rows_vec8), else 1. Each column's arithmetic is the same either
+// way; only the order a thread's partial sum gathers its columns differs.
+
+template <int V> __device__ __forceinline__ void ld(const float *p, float (&v)[V]) {
+    if constexpr (V == 8) act_load8(Act{(void *)p, 0}, 0, v);
+    else v[0] = p[0];
+}
+template <int V> __device__ __forceinline__ void st(float *p, const float (&v)[V]) {
+    if constexpr (V == 8) act_store8(Act{p, 0}, 0, v);
+    else p[0] = v[0];
+}
+template <int V> __device__ __forceinline__ void ld(Act x, size_t i, float (&v)[V]) {
+    if constexpr (V == 8) act_load8(x, i, v);
+    else v[0] = x[i];
+}
+template <int V> __device__ __forceinline__ void st(Act x, size_t i, const float (&v)[V]) {
+    if constexpr (V == 8) act_store8(x, i, v);
+    else x[i] = v[0];
+}
+template <int V> __device__ __forceinline__ void ld(Param w, size_t i, float (&v)[V]) {
+    if constexpr (V == 8) act_load8(Act{(void *)w.p, w.bf16}, i, v);  // a parameter's two dtypes are an Act's
+    else v[0] = w[i];
+}
+
+// whether the row kernels go eight columns at a time: whole 16-byte groups in every row of every operand
+template <class... P> bool rows_vec8(int D, const P *...p) { return D % 8 == 0 && (aligned16(p) && ...); }
 
 // one block per row: out = inp * rstd * w
+template <int V>
 __global__ void rmsnorm_fwd_kernel(Act out, float *rstd, const float *inp, Param w, int D, float eps) {
     __shared__ float sh[32];
     const float *x = inp + (size_t)blockIdx.x * D;
     const Act o = out + (size_t)blockIdx.x * D;
-    float ss = 0.0f;
-    for (int j = threadIdx.x; j < D; j += blockDim.x) ss += x[j] * x[j];
+    float ss = 0.0f, a[V], g[V];
+    for (int j = V * threadIdx.x; j < D; j += V * blockDim.x) {
+        ld<V>(x + j, a);
+#pragma unroll
+        for (int e = 0; e < V; e++) ss += a[e] * a[e];
+    }
     ss = block_reduce(ss, SumOp(), sh);
     const float r = 1.0f / sqrtf(ss / D + eps);
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
-    for (int j = threadIdx.x; j < D; j += blockDim.x) o[j] = (x[j] * r) * w[j];
+    for (int j = V * threadIdx.x; j < D; j += V * blockDim.x) {
+        ld<V>(x + j, a), ld<V>(w, j, g);
+#pragma unroll
+        for (int e = 0; e < V; e++) a[e] = (a[e] * r) * g[e];
+        st<V>(o, j, a);
+    }
 }
 
 // one block per row: y += res, then out = y * rstd * w (each thread reads back only what it wrote)
+template <int V>
 __global__ void add_rmsnorm_fwd_kernel(float *y, Act out, float *rstd, const float *res, Param w, int D,
                                        float eps) {
     __shared__ float sh[32];
     float *x = y + (size_t)blockIdx.x * D;
     const Act o = out + (size_t)blockIdx.x * D;
     const float *b = res + (size_t)blockIdx.x * D;
-    float ss = 0.0f;
-    for (int j = threadIdx.x; j < D; j += blockDim.x) {
-        const float xj = x[j] + b[j];
-        x[j] = xj;
-        ss += xj * xj;
+    float ss = 0.0f, a[V], c[V];
+    for (int j = V * threadIdx.x; j < D; j += V * blockDim.x) {
+        ld<V>(x + j, a), ld<V>(b + j, c);
+#pragma unroll
+        for (int e = 0; e < V; e++) a[e] += c[e], ss += a[e] * a[e];
+        st<V>(x + j, a);
     }
     ss = block_reduce(ss, SumOp(), sh);
     const float r = 1.0f / sqrtf(ss / D + eps);
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
-    for (int j = threadIdx.x; j < D; j += blockDim.x) o[j] = (x[j] * r) * w[j];
+    for (int j = V * threadIdx.x; j < D; j += V * blockDim.x) {
+        ld<V>(x + j, a), ld<V>(w, j, c);
+#pragma unroll
+        for (int e = 0; e < V; e++) a[e] = (a[e] * r) * c[e];
+        st<V>(o, j, a);
+    }
 }
 
 // one block per row: dinp += r * (dy * w - xhat * mean(dy * w * xhat)), xhat = x * r
+template <int V>
 __global__ void rmsnorm_bwd_dinp_kernel(float *dinp, Act dout, const float *inp, Param w,
                                         const float *rstd, int D) {
     __shared__ float sh[32];
@@ -486,10 +531,20 @@ __global__ void rmsnorm_bwd_dinp_kernel(float *dinp, Act dout, const float *inp,
     const Act dy = dout + row;
     float *dx = dinp + row;
     const float r = rstd[blockIdx.x];
-    float acc = 0.0f;
-    for (int j = threadIdx.x; j < D; j += blockDim.x) acc += (dy[j] * w[j]) * (x[j] * r);
+    float acc = 0.0f, a[V], g[V], c[V];
+    for (int j = V * threadIdx.x; j < D; j += V * blockDim.x) {
+        ld<V>(dy, j, g), ld<V>(w, j, c), ld<V>(x + j, a);
+#pragma unroll
+        for (int e = 0; e < V; e++) acc += (g[e] * c[e]) * (a[e] * r);
+    }
     const float m = block_reduce(acc, SumOp(), sh) / D;
-    for (int j = threadIdx.x; j < D; j += blockDim.x) dx[j] += r * (dy[j] * w[j] - (x[j] * r) * m);
+    for (int j = V * threadIdx.x; j < D; j += V * blockDim.x) {
+        float d[V];
+        ld<V>(dy, j, g), ld<V>(w, j, c), ld<V>(x + j, a), ld<V>(dx + j, d);
+#pragma unroll
+        for (int e = 0; e < V; e++) d[e] += r * (g[e] * c[e] - (a[e] * r) * m);
+        st<V>(dx + j, d);
+    }
 }
 
 // dw partial sums, part (chunks, D): column j of chunk c sums dy * xhat over that chunk's rows in
@@ -788,20 +843,23 @@ extern "C" {
 
 void cuda_rmsnorm_fwd(void *out, float *rstd, const float *inp, const void *w, int N, int D, float eps) {
     if (N <= 0) return;
-    rmsnorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(act(out), rstd, inp, param(w), D, eps);
+    auto *kernel = rows_vec8(D, out, inp, w) ? rmsnorm_fwd_kernel<8> : rmsnorm_fwd_kernel<1>;
+    kernel<<<N, kThreads, 0, cuda_stream()>>>(act(out), rstd, inp, param(w), D, eps);
     cudaCheckLaunch();
 }
 
 void cuda_add_rmsnorm_fwd(float *y, void *out, float *rstd, const float *r, const void *w, int N, int D, float eps) {
     if (N <= 0) return;
-    add_rmsnorm_fwd_kernel<<<N, kThreads, 0, cuda_stream()>>>(y, act(out), rstd, r, param(w), D, eps);
+    auto *kernel = rows_vec8(D, out, y, w, r) ? add_rmsnorm_fwd_kernel<8> : add_rmsnorm_fwd_kernel<1>;
+    kernel<<<N, kThreads, 0, cuda_stream()>>>(y, act(out), rstd, r, param(w), D, eps);
     cudaCheckLaunch();
 }
 
 void cuda_rmsnorm_bwd(float *dinp, float *dw, const void *dout, const float *inp, const void *w, const float *rstd,
                       int N, int D) {
     if (N <= 0) return;
-    rmsnorm_bwd_dinp_kernel<<<N, kThreads, 0, cuda_stream()>>>(dinp, act(dout), inp, param(w), rstd, D);
+    auto *kernel = rows_vec8(D, dinp, dout, inp, w) ? rmsnorm_bwd_dinp_kernel<8> : rmsnorm_bwd_dinp_kernel<1>;
+    kernel<<<N, kThreads, 0, cuda_stream()>>>(dinp, act(dout), inp, param(w), rstd, D);
     cudaCheckLaunch();
     int rows_per_chunk, chunks;
     row_chunks(N, &rows_per_chunk, &chunks);

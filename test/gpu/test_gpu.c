@@ -1649,6 +1649,7 @@ static void test_bf16_activations(void) {
     }
     cuda_attention_select(KERN_ATTENTION_NATIVE, 1, 64, &(int){0});
     test_rmsnorm(37, 300);
+    test_rmsnorm(5, 2048);  // eight columns at a time, bf16 out and weights
     test_add_norm(300, 4096, 0);
     test_add_norm(37, 300, 1);
     test_layernorm(37, 300);
