@@ -105,6 +105,37 @@ rc1=$?
     grep -Eq "another fsdpc run \(run [0-9a-f]{16}, pid [0-9]+ on this host\) is writing shards to '$W/race'|already holds shards" "$W/slow2.err" &&
     [ "$(cat "$W/race"/*.bin | sha256sum | cut -d' ' -f1)" = "$(cat "$W/ref_a.sum")" ]
 check "without hard links or an exclusive rename: a lock still empty for 6 s is waited for, not called foreign" $? "rc $rc1/$rc2 $(head -c 300 "$W/slow2.err")"
+# the CI flake's interleaving: a reader found the lock empty (its size 0), then the line was written
+# before its next look at the file (here access() returns only once the lock holds something), and
+# earlier builds judged that later, non-empty file unparsed: "not an fsdpc writer lock"
+gcc -shared -fPIC -o "$W/lateaccess.so" -x c - -ldl <<'C'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int access(const char *p, int m) {
+    static int (*real)(const char *, int);
+    if (!real) real = (int (*)(const char *, int))dlsym(RTLD_NEXT, "access");
+    size_t n = strlen(p);
+    struct stat st;
+    for (int i = 0; n >= 14 && !strcmp(p + n - 14, "/.fsdpc-writer") && i < 500 && (stat(p, &st) != 0 || st.st_size == 0); i++) usleep(10000);
+    return real(p, m);
+}
+C
+rm -rf "$W/race"
+env LD_PRELOAD="$W/nolinknorename.so" FSDPC_TEST_PAUSE=wlock-create:0.5 ./fsdpc prepare --input "$W/a.txt" --output "$W/race" \
+    --shard_tokens 7000 >/dev/null 2>"$W/slow1.err" &
+slow=$!
+for _ in $(seq 100); do [ -e "$W/race/.fsdpc-writer" ] && break; sleep 0.02; done
+env LD_PRELOAD="$W/nolinknorename.so:$W/lateaccess.so" ./fsdpc prepare --input "$W/b.txt" --output "$W/race" --shard_tokens 7000 >/dev/null 2>"$W/slow2.err"
+rc2=$?
+wait $slow
+rc1=$?
+[ $rc1 = 0 ] && [ $rc2 != 0 ] && [ "$(grep -c '^fsdpc: error:' "$W/slow2.err")" = 1 ] &&
+    grep -Eq "another fsdpc run \(run [0-9a-f]{16}, pid [0-9]+ on this host\) is writing shards to '$W/race'|already holds shards" "$W/slow2.err" &&
+    [ "$(cat "$W/race"/*.bin | sha256sum | cut -d' ' -f1)" = "$(cat "$W/ref_a.sum")" ]
+check "without hard links or an exclusive rename: a lock read empty, then written before the reader's next look, is not called foreign" $? "rc $rc1/$rc2 $(head -c 300 "$W/slow2.err")"
 # a live writer's line read half written (a network file system): its truncated boot id must not
 # read as a reboot; the reader waits for the whole line
 mkdir -p "$W/half"
