@@ -104,7 +104,7 @@ typedef struct {
     // sequence and passes keys and values around a ring in attention; cp 1: whole sequences
     int cp, cp_rank;
     CommGroup *cp_group;
-    int cp_docs;  // the batches carry document boundaries (--document_masking): the ring's blocks stay native
+    int cp_docs;  // the batches carry document boundaries (--document_masking, finetuning rows): the ring's blocks stay native
 } ModelPlan;
 
 // The most units a block has on one rank: its own, under expert parallelism its experts', and
