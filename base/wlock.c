@@ -368,6 +368,13 @@ int wlock_is_tmp(const char *name, char id[WLOCK_ID_LEN + 1]) {
     return 1;
 }
 
+int wlock_is_lock_file(const char *name) {
+    static const char lock[] = ".fsdpc-writer";
+    if (strncmp(name, lock, sizeof lock - 1)) return 0;
+    const char *rest = name + sizeof lock - 1;
+    return !*rest || !strcmp(rest, ".takeover") || (wlock_is_tmp(name, NULL) && strlen(rest) == WLOCK_ID_LEN + 5);
+}
+
 const char *wlock_check_renamed(const char *final, unsigned long long dev, unsigned long long ino) {
     struct stat st;
     if (stat(final, &st) == 0 && (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino) return NULL;

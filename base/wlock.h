@@ -38,6 +38,10 @@ char *wlock_tmp_name(const char *final, const char *id);
 // Whether `name` is a temporary of wlock_tmp_name's form ("<x>.<16 hex>.tmp"); its writer's id
 // into id unless NULL.
 int wlock_is_tmp(const char *name, char id[WLOCK_ID_LEN + 1]);
+// Whether `name` (a folder's entry) is a folder lock's own file: the lock, its takeover marker, or a
+// writer's whole copy of its line (".fsdpc-writer.<id>.tmp"), there while a writer takes the lock,
+// or for good where one was killed then: none is an output's.
+int wlock_is_lock_file(const char *name);
 // After rename(tmp, final): NULL when `final` is the file the writer wrote (device and inode
 // dev/ino, taken from the open temporary), else the line (another writer replaced it meanwhile).
 const char *wlock_check_renamed(const char *final, unsigned long long dev, unsigned long long ino);

@@ -293,6 +293,12 @@ check "a killed export's lock is taken over and its temporary removed" $? "$(gre
 touch -d '-2 minutes' "$W/exp2/.fsdpc-writer.takeover"
 ./fsdpc export --checkpoint "$CK" --output "$W/exp2" >"$W/e4.out" 2>"$W/e4.err" && ! ls -A "$W/exp2" | grep -q 'tmp\|writer'
 check "an export folder with a stopped taker's marker: exported, the marker removed" $? "$(grep -m1 . "$W/e4.err") $(ls -A "$W/exp2" | tr '\n' ' ')"
+# a writer's copy of its lock line (".fsdpc-writer.<id>.tmp": a racing export's for a moment, or
+# one killed then) is the lock's, not an output's: the export goes on
+: >"$W/exp2/.fsdpc-writer.0123456789abcdef.tmp"
+./fsdpc export --checkpoint "$CK" --output "$W/exp2" >"$W/e5.out" 2>"$W/e5.err"
+check "an export folder holding another writer's copy of its lock line: exported" $? "$(grep -m1 . "$W/e5.err")"
+rm -f "$W/exp2/.fsdpc-writer.0123456789abcdef.tmp"
 
 T="$SMALL --max_steps 2 --checkpoint_freq 0 --train_data $W/a.txt"
 lock_live "$W/.m.jsonl.fsdpc-writer"
