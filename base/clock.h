@@ -30,7 +30,8 @@ int64_t clock_awake_us(void);
 // Fault injection for tests: FSDPC_TEST_PAUSE="POINT:SECONDS" holds the program that long where
 // it calls clock_test_pause(POINT) ("start-up": before MPI starts; "export": once the export's
 // first file exists under its temporary name; "stepN": in training step N's compute, as a kernel
-// that does not return would be; "wlock-create": a writer lock created in place, still empty), so a signal or a second process reliably lands
+// that does not return would be; "wlock-create": a writer lock created in place, still empty; "wlock-takeover": a writer that found a lock's
+// writer ended, before it takes the lock over), so a signal or a second process reliably lands
 // there whatever the machine's speed. Unset or another point: returns at once.
 void clock_test_pause(const char *point);
 

@@ -21,14 +21,25 @@
 #include "err.h"
 #include "log.h"
 
-// A lock is the file created with O_EXCL, atomic on local and network file systems alike, holding
-// "fsdpc-writer <id> <host> <pid> <boot_id> <start>". Another host's processes cannot be checked,
-// so a lock of another host is never taken over: its line names the file to remove.
+// A lock is one line, "fsdpc-writer <id> <host> <pid> <boot_id> <start>\n", in the file at the lock's
+// name, placed there only where the name is free (place()). Another host's processes cannot be
+// checked, so a lock of another host is never taken over: its line names the file to remove.
 typedef struct {
     char id[32], host[256], boot[64];
     long pid;
     unsigned long long start;  // the process's start in clock ticks after boot; 0 in older locks: unknown
 } Lock;
+
+// What a reading of a lock's file found: no file; a file without its whole line yet (place()'s last
+// fallback creates the file before it writes the line: empty, or over a network file system partly
+// written), whose writer may still be at it; something else; a writer's whole line.
+typedef enum { LOCK_GONE, LOCK_MAKING, LOCK_FOREIGN, LOCK_OK } LockRead;
+
+// A file that its writer makes and completes at once (a lock's line after its exclusive create, a
+// takeover's marker) still unfinished this many seconds after it was last written: its writer
+// stopped there. Readers wait for it that long, by its age and by their own wait alike (a network
+// file system's clock may differ from this host's).
+enum { WLOCK_MAKING_S = 30, WLOCK_WAIT_US = 20000 };
 
 // the locks this process holds; released at exit (an error's exit too)
 static struct {
@@ -65,16 +76,29 @@ char *wlock_path(const char *output, int is_dir) {
     return p;
 }
 
-static int read_lock(const char *path, Lock *l) {
-    char line[512];
+static LockRead read_lock(const char *path, Lock *l, struct stat *st) {
+    static const char tag[] = "fsdpc-writer ";
+    char line[512] = "";
+    memset(l, 0, sizeof *l);
     FILE *f = path_fopen_read(path);
-    l->id[0] = 0;
-    l->start = 0;
-    int ok = f && fgets(line, sizeof line, f) &&
-             sscanf(line, "fsdpc-writer %31s %255s %ld %63s %llu", l->id, l->host, &l->pid, l->boot, &l->start) >= 4 && l->pid > 0;
-    if (f) fclose(f);
-    return ok;
+    if (!f) return errno == ENOENT ? LOCK_GONE : LOCK_FOREIGN;
+    struct stat s = {0};
+    int got = fstat(fileno(f), &s) == 0 && fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    if (st) *st = s;
+    size_t n = got ? strlen(line) : 0;  // a NUL read (a block not yet written) ends the line early
+    if (strncmp(line, tag, n < sizeof tag - 1 ? n : sizeof tag - 1)) return LOCK_FOREIGN;
+    if (!n || line[n - 1] != '\n') return n >= sizeof line - 1 ? LOCK_FOREIGN : LOCK_MAKING;
+    int ok = sscanf(line, "fsdpc-writer %31s %255s %ld %63s %llu", l->id, l->host, &l->pid, l->boot, &l->start) >= 4 && l->pid > 0;
+    return ok ? LOCK_OK : LOCK_FOREIGN;
 }
+
+static int same_writer(const Lock *a, const Lock *b) {
+    return !strcmp(a->id, b->id) && !strcmp(a->host, b->host) && a->pid == b->pid && !strcmp(a->boot, b->boot) && a->start == b->start;
+}
+
+// seconds since st's file was last written, by this host's clock
+static double age_s(const struct stat *st) { return difftime(time(NULL), st->st_mtime); }
 
 // Field 22 of /proc/<pid>/stat, the process's start after boot, for `pid` (0: this process), and
 // its state (field 3) into *state unless NULL; 0 when /proc cannot tell. The command name (field
@@ -142,6 +166,12 @@ static void host_identity(char *host, size_t hlen, char *boot, size_t blen) {
     if (f) fclose(f);
 }
 
+// whether lock l's writer provably ended: it is of this host (host, boot), and the host rebooted
+// since or its process is gone
+static int lock_ended(const Lock *l, const char *host, const char *boot) {
+    return !strcmp(l->host, host) && (strcmp(l->boot, boot) != 0 || !process_running(l));
+}
+
 static void release_all(void) {
     for (int i = 0; i < nheld; i++)
         while (held[i].refs) wlock_release(held[i].path, held[i].id);
@@ -159,19 +189,41 @@ static int held_at(const char *lock, const char *id) {
 // whether link() failed for want of hard links on the file system (SMB, FUSE object stores)
 static int no_hard_links(int e) { return e == EPERM || e == ENOTSUP || e == EOPNOTSUPP || e == ENOSYS || e == EMLINK; }
 
-// Removes the dead writer d's lock. Moved aside first, atomically: when another writer took it over
-// in the meantime, the file moved is that writer's fresh lock, which goes back (two writers
-// seeing one dead lock must not both end up holding it).
-static void take_dead(const char *lock, const char *mine, const Lock *d) {
-    size_t n = strlen(mine) + 8;
-    char *aside = mallocCheck(n);
-    snprintf(aside, n, "%s.dead", mine);
-    Lock o;
-    if (rename(lock, aside) == 0 && read_lock(aside, &o) && (strcmp(o.id, d->id) || o.pid != d->pid || o.start != d->start) &&
-        link(aside, lock) != 0 && no_hard_links(errno))  // not the dead one: returned, and the next look finds it held
-        (void)renameat2(AT_FDCWD, aside, AT_FDCWD, lock, RENAME_NOREPLACE);
-    unlink(aside);
-    free(aside);
+static char *marker_path(const char *lock) { return concat(lock, ".takeover", ""); }
+
+// Removes the lock of the ended writer d under the marker <lock>.takeover, made with O_EXCL
+// (atomic on every file system, network ones too). A lock's file is removed only by its writer or
+// by the marker's maker after it read d's whole line there again: a lock placed meanwhile (by a
+// taker of d before this one, or by a writer that found the name free) stays, and of two takers
+// of d one removes it. Once the name is free any writer may place its lock first; the next look
+// finds it held. 0: d's lock is gone; 1: another taker holds the marker (wait unless !may_wait);
+// -1: msg says why.
+static int take_dead(const char *lock, const Lock *d, const char *flag, const char *output, int may_wait) {
+    char *marker = marker_path(lock);
+    int fd = open(marker, O_WRONLY | O_CREAT | O_EXCL, 0644), e = errno, rc = 0;
+    struct stat ms;
+    Lock now;
+    if (fd < 0 && e == EEXIST && (!may_wait || (stat(marker, &ms) == 0 && age_s(&ms) >= WLOCK_MAKING_S))) {
+        rc = -1;
+        err_text(msg, sizeof msg, "'%s' was left by a run stopped while it took over the writer lock '%s' of an ended run; if no "
+                 "fsdpc run is writing to %s '%s', remove both files", marker, lock, flag, output);
+    } else if (fd < 0 && e != EEXIST) {
+        rc = -1;
+        err_text(msg, sizeof msg, "cannot take over the writer lock '%s' of ended run %s: cannot create '%s': %s", lock, d->id, marker, strerror(e));
+    } else if (fd < 0) {
+        rc = 1;
+    } else {
+        close(fd);
+        if (read_lock(lock, &now, NULL) == LOCK_OK && same_writer(&now, d)) {
+            if (unlink(lock) == 0)
+                log_msg("Taking over the writer lock of run %s in %s (its process %ld on this host is gone%s)\n", d->id, output, d->pid,
+                        pid_reused(d) ? "; that pid now runs another program" : "");
+            else rc = -1, e = errno, err_text(msg, sizeof msg, "cannot remove the writer lock '%s' of ended run %s: %s", lock, d->id, strerror(e));
+        }
+        unlink(marker);
+    }
+    free(marker);
+    return rc;
 }
 
 // The lock's file under its name from this writer's whole copy `mine`: a hard link, which fails
@@ -203,8 +255,8 @@ const char *wlock_take(const char *lock, const char *id, const char *flag, const
     host_identity(host, sizeof host, boot, sizeof boot);
     int len = snprintf(line, sizeof line, "fsdpc-writer %s %s %ld %s %llu\n", id, host, (long)getpid(), boot, process_start(0, NULL));
     // written whole under a name of this writer's, then linked to the lock's name: link() fails when
-    // the name exists, atomically on local and network file systems alike, and another writer never
-    // reads a lock that is still empty
+    // the name exists, atomically on local and network file systems alike, and another writer reads
+    // the whole line (but after place()'s last fallback, which it waits for)
     char *mine = wlock_tmp_name(lock, id);
     int fd = open(mine, O_WRONLY | O_CREAT | O_TRUNC, 0644), ok = fd >= 0 && write(fd, line, (size_t)len) == len, why = errno;
     if (fd >= 0 && close(fd) != 0 && ok) ok = 0, why = errno;
@@ -214,47 +266,59 @@ const char *wlock_take(const char *lock, const char *id, const char *flag, const
         *sys = why;
         return err_text(msg, sizeof msg, "cannot write the writer lock '%s': %s", lock, strerror(why));
     }
-    for (int attempt = 0, empty_waits = 0;; attempt++) {
+    const char *e = NULL;
+    for (int attempt = 0, waits = 0; !e;) {
+        int patient = waits < WLOCK_MAKING_S * (1000000 / WLOCK_WAIT_US);
         if (place(mine, lock, line, len) == 0) break;
         if (errno != EEXIST) {
-            why = errno;
-            unlink(mine);
-            free(mine);
-            return err_text(msg, sizeof msg, "cannot create the writer lock '%s': %s", lock, strerror(why));
+            e = err_text(msg, sizeof msg, "cannot create the writer lock '%s': %s", lock, strerror(errno));
+            break;
         }
-        int parsed = read_lock(lock, &o);
         struct stat ls;
-        // read empty, but its line written since (place()'s last fallback): read again
-        if (!parsed && stat(lock, &ls) == 0 && ls.st_size > 0) parsed = read_lock(lock, &o);
-        if (!parsed && access(lock, F_OK) != 0 && attempt < 3) continue;  // released meanwhile
-        // place()'s last fallback, still being written: its writer may be descheduled on a loaded
-        // node, so the wait is counted in time (5 s), apart from the takeover attempts
-        if (!parsed && empty_waits < 250 && stat(lock, &ls) == 0 && ls.st_size == 0) {
-            empty_waits++, attempt--;
-            usleep(20000);
+        LockRead r = read_lock(lock, &o, &ls);
+        if (r == LOCK_GONE && attempt < 3) {  // released meanwhile
+            attempt++;
             continue;
         }
-        int here = parsed && !strcmp(o.host, host), dead = parsed && wlock_ended(lock) == 1;
-        if (!parsed)
-            return unlink(mine), free(mine), err_text(msg, sizeof msg, "'%s' is not an fsdpc writer lock; if no run is writing to %s '%s', remove it", lock, flag, output);
-        if (!dead && here)
-            return unlink(mine), free(mine), err_text(msg, sizeof msg, "another fsdpc run (run %s, pid %ld on this host) is writing %s to '%s'; wait for it to end or give "
-                                 "this run another %s", o.id, o.pid, kind, output, flag);
-        if (!dead)
-            return unlink(mine), free(mine), err_text(msg, sizeof msg, "fsdpc run %s on host %s (pid %ld) holds the writer lock '%s'; if that run is gone (a lost node), "
-                                 "remove the file and start again", o.id, o.host, o.pid, lock);
-        if (attempt >= 3) return unlink(mine), free(mine), err_text(msg, sizeof msg, "cannot take over the writer lock '%s': another run keeps taking it", lock);
-        log_msg("Taking over the writer lock of run %s in %s (its process %ld on this host is gone%s)\n", o.id, output, o.pid,
-                pid_reused(&o) ? "; that pid now runs another program" : "");
-        take_dead(lock, mine, &o);
+        if (r == LOCK_MAKING && patient && age_s(&ls) < WLOCK_MAKING_S) {  // its writer is writing the line
+            waits++, usleep(WLOCK_WAIT_US);
+            continue;
+        }
+        int here = r == LOCK_OK && !strcmp(o.host, host), dead = r == LOCK_OK && lock_ended(&o, host, boot);
+        if (r == LOCK_MAKING)
+            e = err_text(msg, sizeof msg, "'%s' has held no whole writer line for %.0f s: a writer stopped while it made it, or it is "
+                         "not an fsdpc writer lock; if no run is writing to %s '%s', remove it", lock, age_s(&ls), flag, output);
+        else if (r == LOCK_FOREIGN)
+            e = err_text(msg, sizeof msg, "'%s' is not an fsdpc writer lock; if no run is writing to %s '%s', remove it", lock, flag, output);
+        else if (r == LOCK_OK && !dead && here)
+            e = err_text(msg, sizeof msg, "another fsdpc run (run %s, pid %ld on this host) is writing %s to '%s'; wait for it to end or "
+                         "give this run another %s", o.id, o.pid, kind, output, flag);
+        else if (r == LOCK_OK && !dead)
+            e = err_text(msg, sizeof msg, "fsdpc run %s on host %s (pid %ld) holds the writer lock '%s'; if that run is gone (a lost "
+                         "node), remove the file and start again", o.id, o.host, o.pid, lock);
+        else if (attempt >= 3)
+            e = err_text(msg, sizeof msg, "cannot take over the writer lock '%s': another run keeps taking it", lock);
+        if (e) break;
+        clock_test_pause("wlock-takeover");
+        int t = take_dead(lock, &o, flag, output, patient);
+        if (t < 0) e = msg;
+        else if (t == 0) attempt++;
+        else waits++, usleep(WLOCK_WAIT_US);
     }
     unlink(mine);
     free(mine);
+    if (e) return e;
     struct stat st;
     if (stat(lock, &st) != 0) {  // removed the moment it was made: another writer took it over
         why = errno;
         return err_text(msg, sizeof msg, "the writer lock '%s' vanished as it was taken: %s", lock, strerror(why));
     }
+    // a marker left by a taker stopped after it removed the lock it took over: while this writer
+    // holds the lock no taker removes anything (none reads its ended writer's line there)
+    char *marker = marker_path(lock);
+    struct stat ms;
+    if (stat(marker, &ms) == 0 && age_s(&ms) >= WLOCK_MAKING_S) unlink(marker);
+    free(marker);
     if (!nheld) atexit(release_all);
     buf_fit(held, &held_cap, (size_t)nheld + 1);
     held[nheld].path = concat(lock, "", "");
@@ -267,16 +331,16 @@ const char *wlock_take(const char *lock, const char *id, const char *flag, const
 
 const char *wlock_lost(const char *lock, const char *id) {
     Lock l;
-    if (read_lock(lock, &l) && !strcmp(l.id, id)) return NULL;
+    if (read_lock(lock, &l, NULL) == LOCK_OK && !strcmp(l.id, id)) return NULL;
     return err_text(msg, sizeof msg, "this run no longer holds the writer lock '%s' (removed, or taken over by another run)", lock);
 }
 
 int wlock_ended(const char *lock) {
     char host[256], boot[64];
     Lock l;
-    if (!read_lock(lock, &l)) return -1;
+    if (read_lock(lock, &l, NULL) != LOCK_OK) return -1;
     host_identity(host, sizeof host, boot, sizeof boot);
-    return !strcmp(l.host, host) && (strcmp(l.boot, boot) != 0 || !process_running(&l));
+    return lock_ended(&l, host, boot);
 }
 
 void wlock_release(const char *lock, const char *id) {
@@ -285,7 +349,7 @@ void wlock_release(const char *lock, const char *id) {
         if (held[i].refs && !strcmp(held[i].path, lock) && !strcmp(held[i].id, id)) at = i;
     if (at < 0 || --held[at].refs) return;
     Lock l;
-    if (read_lock(held[at].path, &l) && !strcmp(l.id, id) && l.pid == (long)getpid()) unlink(held[at].path);
+    if (read_lock(held[at].path, &l, NULL) == LOCK_OK && !strcmp(l.id, id) && l.pid == (long)getpid()) unlink(held[at].path);
 }
 
 char *wlock_tmp_name(const char *final, const char *id) {

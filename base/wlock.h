@@ -19,7 +19,9 @@ char *wlock_path(const char *output, int is_dir);
 // messages ("--checkpoint_dir"), `output` is its path and `kind` what is written there
 // ("checkpoints"). A lock this process already holds for id is taken again (counted, so that one
 // folder given to two flags is fine); one left by a writer that provably ended (on this host: its
-// process is gone, or the host rebooted since) is taken over, logged. NULL, or the one-line
+// process is gone, or the host rebooted since) is taken over, logged, under the marker
+// <lock>.takeover (one taker at a time; a lock placed meanwhile is never removed). A lock file
+// without its whole line yet is waited for while younger than 30 s. NULL, or the one-line
 // error (a static buffer; *sys: the errno where the lock's file could not be written there, for a
 // caller that names the path's problem, else 0). The lock goes with wlock_release, or at exit.
 const char *wlock_take(const char *lock, const char *id, const char *flag, const char *output, const char *kind, int *sys);

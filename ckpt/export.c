@@ -128,8 +128,11 @@ static const char *export_check_output(const ExportOptions *a, const char *tokna
     int written = 0;
     const char *e = NULL;
     for (struct dirent *x; !e && (x = readdir(d));) {
-        // .fsdpc-writer: the writer lock of an export killed before it could remove it (export takes it over)
-        if (!strcmp(x->d_name, ".") || !strcmp(x->d_name, "..") || !strcmp(x->d_name, ".fsdpc-writer")) continue;
+        // .fsdpc-writer: the writer lock of an export killed before it could remove it (export takes
+        // it over); .fsdpc-writer.takeover: the marker of another run taking such a lock over
+        if (!strcmp(x->d_name, ".") || !strcmp(x->d_name, "..") || !strcmp(x->d_name, ".fsdpc-writer") ||
+            !strcmp(x->d_name, ".fsdpc-writer.takeover"))
+            continue;
         char *path = path_join(a->output, x->d_name);
         struct stat st;
         int named = export_name(x->d_name, tokname), regular = lstat(path, &st) == 0 && S_ISREG(st.st_mode);

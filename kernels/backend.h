@@ -170,6 +170,11 @@
 #define KERN_OPS(X) KERN_PLAIN_OPS(X) KERN_SIMD_OPS(X)
 
 #define KERN_DECLARE(prefix) KERN_ALLOC_OPS(KERN_DECLARE_##prefix) KERN_OPS(KERN_DECLARE_##prefix)
+// A buffer a backend allocated on its device itself, entered in (and taken out of) the memory
+// tracker under cat (dispatch.c): scratch that is a category's memory, whichever device dispatch
+// routes to (test_gpu calls the CUDA ops directly). Returns p.
+void *kern_mem_track(void *p, size_t bytes, KernMem cat);
+void kern_mem_untrack(void *p);
 #define KERN_DECLARE_cpu(ret, op, params, args) ret cpu_##op params;
 #define KERN_DECLARE_cuda(ret, op, params, args) ret cuda_##op params;
 KERN_DECLARE(cpu)

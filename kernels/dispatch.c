@@ -158,6 +158,12 @@ void kern_free(void *p) {
     ON_DEVICE(free)(p);
 }
 
+void *kern_mem_track(void *p, size_t bytes, KernMem cat) { return mem_add(p, bytes, cat, BUF_DEVICE); }
+
+void kern_mem_untrack(void *p) {
+    if (p) mem_remove(p, 0, "kern_mem_untrack");
+}
+
 void *kern_alloc_host(size_t bytes, KernMem cat, int pinned) {
     // on the CPU every buffer is host memory: nothing to pin
     return pinned && on_gpu ? mem_add(ON_DEVICE(alloc_host)(bytes), bytes, cat, BUF_PINNED)
@@ -247,6 +253,23 @@ const char *kern_select_attention(KernAttention want, int bf16, int head_dim, in
     *failed = 1;
     return "--attention cudnn: cuDNN runs on a GPU and this run is on the CPU (--device cuda on a GPU machine, or "
            "--attention auto|native)";
+}
+
+void kern_plan_attention(KernAttention want, int bf16, int head_dim) {
+#ifdef FSDPC_CUDA
+    if (on_gpu) cuda_attention_plan(want, bf16, head_dim);
+#else
+    (void)want, (void)bf16, (void)head_dim;
+#endif
+}
+
+size_t kern_ring_scratch_bytes(int B, int T, int H, int KV, int hd, int docs, int window, int fwd_only) {
+#ifdef FSDPC_CUDA
+    if (on_gpu) return cuda_ring_scratch_bytes(B, T, H, KV, hd, docs, window, fwd_only);
+#else
+    (void)B, (void)T, (void)H, (void)KV, (void)hd, (void)docs, (void)window, (void)fwd_only;
+#endif
+    return 0;  // the CPU's part kernels need none
 }
 
 const char *kern_attention_kernel(void) {

@@ -46,6 +46,17 @@ const char *kern_select_attention(KernAttention want, int bf16, int head_dim, in
 // The attention kernel kern_select_attention chose, for the run's summary line: "cpu", "native",
 // "cudnn", or cudnn with the native kernel where cuDNN does not take a call (auto).
 const char *kern_attention_kernel(void);
+// fsdpc plan on a GPU (after kern_size_as_gpu): the choice kern_select_attention would make if
+// cuDNN loads and passes its start-up check, which a plan cannot run, for the size queries below.
+void kern_plan_attention(KernAttention want, int bf16, int head_dim);
+// The scratch cuDNN's SDPA holds for context parallelism's ring blocks (kern_attention_part_*
+// given a KernBlock), which the memory tracker counts among the activations: B rows of a rank's T
+// tokens, H and KV heads of hd. 0 unless the attention chosen (or planned) is cuDNN's, activations
+// are bf16, and the batches carry no documents (docs) and attention no window: the one rule the
+// GPU's blocks follow. fwd_only: only forward's blocks take cuDNN (attention dropout in training,
+// whose blocks stay native; evaluation's do not drop). A shape cuDNN refuses at run time runs
+// native and holds less.
+size_t kern_ring_scratch_bytes(int B, int T, int H, int KV, int hd, int docs, int window, int fwd_only);
 // Parameters (the `const void *` weights, biases and tables below: gathered units) are bf16 under
 // --precision bf16 on a GPU, where matmuls take them as tensor-core operands as they are and the
 // other kernels widen them as they read; fp32 otherwise. Gradients are fp32 either way.

@@ -13,6 +13,7 @@
 
 #include "../base/err.h"
 #include "../comm/comm.h"
+#include "family.h"
 #include "model.h"
 
 size_t model_attention_saved(const Activations *a, int H) {
@@ -22,6 +23,16 @@ size_t model_attention_saved(const Activations *a, int H) {
 
 float *model_attention_scratch(const Activations *a, int H) {
     return a->cp > 1 ? NULL : model_acts_buf(kern_attention_scratch_floats(a->B, H, a->T));  // the ring never reads it
+}
+
+size_t model_cp_scratch(const ModelPlan *plan, int B, int T) {
+    if (plan->cp <= 1) return 0;
+    const ModelConfig *c = &plan->cfg;
+    const int tp = plan->tp > 1 ? plan->tp : 1;
+    // training's blocks under attention dropout stay native; evaluation's do not drop
+    const int drops = plan->family->attn_dropout && c->dropout > 0.0f;
+    return kern_ring_scratch_bytes(B, T / plan->cp, c->num_heads / tp, c->num_key_value_heads / tp, config_head_dim(c),
+                                   plan->cp_docs, c->sliding_window, drops);
 }
 
 const int32_t *model_positions(const Activations *a) { return a->docs || a->sp > 1 || a->cp > 1 ? a->pos : NULL; }

@@ -151,6 +151,7 @@ struct ModelFamily {
     int sliding_window;  // its attention may be windowed (--sliding_window; a checkpoint field of the family)
     int hidden_act_option;  // its MLP's GELU is --hidden_act's (a checkpoint field of the family); else fixed
     int experts_option;     // its MLP is a mixture of experts (model/moe.h): --num_experts, --num_experts_per_tok
+    int attn_dropout;       // --dropout also drops its attention probabilities (model_attn_dropout)
     const char *lora_targets;  // --lora_target_modules when not given: PEFT's default for the family
     // The sizes of a run that gives --hidden_width, --num_layers or --num_heads without --model_name
     // and leaves others out: Hugging Face's config class for the family (its name is `name`) and

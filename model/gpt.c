@@ -273,6 +273,7 @@ const ModelFamily family_mingpt = {
     .display = "minGPT",
     .presets = gpt_presets,
     .mlp_ratio = 4,
+    .attn_dropout = 1,
     .lora_targets = "c_attn",
     .hf_defaults = {"GPT2Config", 768, 12, 12, 0, 0, 1024, 50257},
     .ckpt_fields = gpt_ckpt_fields,

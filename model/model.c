@@ -484,7 +484,7 @@ size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, 
     acts_host_count = 0;
     model_acts_alloc(&a, plan, B, T, with_kv_cache, ckpt_every, horizon);
     acts_count = NULL;
-    bytes += acts_matmul_scratch(plan, &a);
+    bytes += acts_matmul_scratch(plan, &a) + (with_kv_cache ? 0 : model_cp_scratch(plan, B, T));
     if (host_bytes) *host_bytes = acts_host_count;
     free(a.slot);
     free(a.recompute);

@@ -104,6 +104,7 @@ typedef struct {
     // sequence and passes keys and values around a ring in attention; cp 1: whole sequences
     int cp, cp_rank;
     CommGroup *cp_group;
+    int cp_docs;  // the batches carry document boundaries (--document_masking): the ring's blocks stay native
 } ModelPlan;
 
 // The most units a block has on one rank: its own, under expert parallelism its experts', and
@@ -307,7 +308,7 @@ void model_rope_inv_freq(double *f, int rot, double theta);
 void model_acts_alloc(Activations *a, const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every, int horizon);
 void model_acts_free(Activations *a);
 // device bytes model_acts_alloc would take with these arguments, and the products' scratch the
-// kernels keep (kern_matmul_scratch_bytes; the memory check before allocating); *host_bytes (unless NULL) the pinned host bytes of offloaded entries
+// kernels keep (kern_matmul_scratch_bytes, model_cp_scratch; the memory check before allocating); *host_bytes (unless NULL) the pinned host bytes of offloaded entries
 size_t model_acts_bytes(const ModelPlan *plan, int B, int T, int with_kv_cache, int ckpt_every, int horizon,
                         size_t *host_bytes);
 // Activation offloading, for the training loop (no-ops without it; a forward-only pass calls none,
@@ -366,6 +367,9 @@ size_t model_attention_saved(const Activations *a, int H);
 // The whole-sequence backward's scratch (attn_scratch), allocated (or counted); none under cp, whose
 // ring kernels do not use it.
 float *model_attention_scratch(const Activations *a, int H);
+// the scratch the kernels keep for the ring's blocks of B sequences of T tokens in training
+// (kern_ring_scratch_bytes; 0 without cp), which the memory tracker counts among the activations
+size_t model_cp_scratch(const ModelPlan *plan, int B, int T);
 void model_attention_fwd(const ModelPlan *plan, Activations *a, void *out, float *saved, const void *q, const void *k,
                          const void *v, int H, int KV, int hd, int window, const KernDropout *drop);
 void model_attention_bwd(const ModelPlan *plan, Activations *a, const void *out, const float *saved, const void *q,

@@ -231,6 +231,9 @@ static void plan_model(PlanFigures *f) {
     if (f->tp > 1) model_plan_tp(&f->plan, f->tp, 0, NULL, f->dims.sequence_parallel);
     if (f->dims.ep > 1) model_plan_ep(&f->plan, f->dims.ep, 0, NULL);  // every ep rank's experts are the same size
     f->plan.cp = f->dims.cp;  // a cp rank's activations: its 1/cp of each sequence, and the ring's buffers
+    f->plan.cp_docs = cfg->data.document_masking;
+    // the ring blocks' scratch where cuDNN would take them, assuming it loads and accepts the graphs
+    kern_plan_attention(cfg->run.attention, cfg->shard.precision == PRECISION_BF16, config_head_dim(&cfg->model));
     if ((sizes = model_check_sizes(&f->plan, cfg->optim.batch_size, cfg->model.max_context_width))) comm_fail_all("plan: %s", sizes);
 }
 
@@ -616,6 +619,10 @@ static void print_memory(const PlanFigures *f) {
     mem_row("optimizer", f->e.optimizer, unit, shard_params,
             f->gpu && cfg->shard.cpu_offload ? "in host memory (--cpu_offload)" : "AdamW moments");
     mem_row("activations", f->acts, unit, shard_params, ck);
+    const double ring = f->gpu ? (double)model_cp_scratch(&f->plan, cfg->optim.batch_size, cfg->model.max_context_width) : 0;
+    if (ring > 0)
+        printf("    of them %.2f %s: cuDNN's scratch for the ring's blocks (assuming cuDNN loads and accepts their graphs; "
+               "a run whose cuDNN refuses runs them native, without it)\n", ring / unit, unit == GIB ? "GiB" : "MiB");
     mem_row("buffers", f->e.buffers, unit, shard_params, "communication: bf16 staging of gathers and reductions");
     mem_row("peak", f->peak, unit, shard_params, "");
     if (f->acts_offloaded > 0) {

@@ -175,7 +175,9 @@ def cp_7b(fsdpc):
            "of 8, 50 GB/s between them, the fitted efficiency): a cp group of N GPUs shares each sequence, so",
            "G / N sequences make a step. Memory is the peak per GPU (fits: within %.1f GiB); the ring's time" % cap,
            "is what its shifts expose beyond the attention blocks they overlap, per step; beside it one backward",
-           "ring step's shift (k/v and their gradients, both bf16) against its block's attention.",
+           "ring step's shift (k/v and their gradients, both bf16) against its block's attention. At cp > 1 the",
+           "activations include the scratch of cuDNN's SDPA for the ring's blocks (head dim 128, bf16: `--attention",
+           "auto` takes cuDNN where it loads and accepts the graphs, which the plan assumes), 0.38 GiB at 128K and cp 8.",
            "",
            "| context | GPUs | cp | activations | peak per GPU | fits | ring exposed (bwd shift / block) | step time | tokens/s | MFU |",
            "|---|---|---|---|---|---|---|---|---|---|"]

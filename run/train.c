@@ -612,6 +612,7 @@ static void setup_context(Run *r) {
     if (r->dims.cp == 1) return;
     r->plan.cp = r->dims.cp;
     r->plan.cp_rank = r->cp_rank;
+    r->plan.cp_docs = r->cfg->data.document_masking;
     comm_make_cp_group(r->dims.tp, r->dims.cp, &r->plan.cp_group);
     int T = r->cfg->model.max_context_width;
     log_msg("context parallelism %d: each rank holds 2 chunks of %d tokens of every sequence of %d (rank r: chunks r and "

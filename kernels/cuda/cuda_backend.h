@@ -15,6 +15,9 @@ void *cuda_compute_stream(void);
 const char *cuda_attention_select(int want, int bf16, int head_dim, int *failed);
 // the attention kernel selected, in a word or a few (kern_attention_kernel)
 const char *cuda_attention_kernel(void);
+// kern_plan_attention and kern_ring_scratch_bytes on the GPU (cudnn_attention.cu)
+void cuda_attention_plan(int want, int bf16, int head_dim);
+size_t cuda_ring_scratch_bytes(int B, int T, int H, int KV, int hd, int docs, int window, int fwd_only);
 
 // For the tests: builds one SDPA graph of the given shape (bwd: the backward; docs: document
 // masked, B entries) with at most one deliberate mistake, and returns NULL when cuDNN finalizes

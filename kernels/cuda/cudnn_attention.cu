@@ -1000,6 +1000,15 @@ const char *self_check(int hd) {
     return why;
 }
 
+// why a run of this precision and head dim keeps the native kernel whatever cuDNN would say, or NULL
+const char *run_refusal(int bf16, int head_dim) {
+    static char hd_why[128];
+    if (!bf16) return "cuDNN's fused attention runs bf16 operands only; --precision float32 keeps the fp32 native kernel";
+    if (head_dim == 64 || head_dim == 128) return NULL;
+    snprintf(hd_why, sizeof hd_why, "head dim %d: cuDNN attention is used at head dims 64 and 128", head_dim);
+    return hd_why;
+}
+
 }  // namespace
 
 extern "C" const char *cuda_attention_select(int want, int bf16, int head_dim, int *failed) {
@@ -1008,15 +1017,8 @@ extern "C" const char *cuda_attention_select(int want, int bf16, int head_dim, i
     att_choice = ATT_NATIVE;
     forget_plans(true);  // a new selection tries the shapes cuDNN refused before again
     if (want == KERN_ATTENTION_NATIVE) return "attention: the native flash kernel (--attention native)";
-    static char hd_why[128];
-    const char *why = NULL;
-    if (!bf16)
-        why = "cuDNN's fused attention runs bf16 operands only; --precision float32 keeps the fp32 native kernel";
-    else if (head_dim != 64 && head_dim != 128) {
-        snprintf(hd_why, sizeof hd_why, "head dim %d: cuDNN attention is used at head dims 64 and 128", head_dim);
-        why = hd_why;
-    } else
-        why = cudnn_open();
+    const char *why = run_refusal(bf16, head_dim);
+    if (!why) why = cudnn_open();
     if (!why) {
         // plans belong to the library version they were built for (the emulation's tests play
         // several versions in one process)
@@ -1039,6 +1041,14 @@ extern "C" const char *cuda_attention_select(int want, int bf16, int head_dim, i
              "attention: cuDNN %d.%d.%d fused flash attention (bf16, head dim %d; agrees with the native kernel)",
              ver / 10000, ver / 100 % 100, ver % 100, head_dim);
     return line;
+}
+
+// fsdpc plan: what cuda_attention_select would choose if cuDNN loads and passes the check, which a
+// plan cannot run
+extern "C" void cuda_attention_plan(int want, int bf16, int head_dim) {
+    att_choice = want == KERN_ATTENTION_NATIVE || run_refusal(bf16, head_dim) ? ATT_NATIVE
+                 : want == KERN_ATTENTION_CUDNN                                ? ATT_CUDNN_ONLY
+                                                                               : ATT_CUDNN_AUTO;
 }
 
 // fsdpc --version: the cuDNN that attention would load, by its own count, or why none. Only
@@ -1170,14 +1180,45 @@ __global__ void block_stats_kernel(float *st, const float *lse, int S, int q0, i
         st[i] = lse[i / nq * S + q0 + i % nq];
 }
 
-ScratchBuf block_act_buf, block_stats_buf;
+// Scratch that grows on demand like ScratchBuf, counted by the memory tracker among the
+// activations (kern_mem_track), as fsdpc plan counts it (kern_ring_scratch_bytes)
+struct ActScratch {
+    void *ptr = nullptr;
+    size_t cap = 0;
+    void *get(size_t bytes) {
+        if (bytes > cap) {
+            kern_mem_untrack(ptr);
+            cuda_free(ptr);
+            ptr = kern_mem_track(cuda_alloc_uninit(bytes), bytes, KERN_MEM_ACTIVATIONS);
+            cap = bytes;
+        }
+        return ptr;
+    }
+};
+ActScratch block_act_buf, block_stats_buf;
+
+// the blocks' scratch for a rank's T queries (Tq) and keys (Tk), nq of them in the block: the
+// forward's output in bf16, the backward's dQ, dK and dV (each 256-byte aligned); Stats, and in
+// backward Sum, fp32
+size_t block_out_bytes(int B, int Tq, int H, int hd) { return (size_t)B * Tq * H * hd * sizeof(uint16_t); }
+size_t block_grads_bytes(int B, int Tq, int Tk, int H, int KV, int hd) {
+    return ((size_t)B * Tq * H * hd + 2 * (size_t)B * Tk * KV * hd) * sizeof(uint16_t) + 256 * 3;
+}
+size_t block_stats_bytes(int bwd, int B, int H, int nq) { return (bwd ? 2 : 1) * sizeof(float) * B * H * nq; }
+
+// The rule by which cuDNN takes ring blocks (kernels.h kern_ring_scratch_bytes), for the run's
+// blocks and a plan's memory alike: attention chose cuDNN, bf16 activations and products, and no
+// per-token mask (documents: masked; a window). Attention dropout and shapes cuDNN refuses are
+// the blocks' own (block_takes).
+bool ring_rule(bool masked, int window, bool bf16) {
+    return att_choice != ATT_NATIVE && !masked && window <= 0 && bf16 && cuda_ctx.compute != COMPUTE_FP32;
+}
 
 // whether cuDNN takes this block, and its geometry
 bool block_takes(int bwd, Act x, int B, int Tq, int Tk, int H, int KV, int hd, const KernBlock *blk,
                  const int32_t *qfirst, int window, const AttDrop *drop, Plan **plan) {
-    if (!blk || qfirst || window > 0 || !chosen(drop)) return false;
-    if (!x.bf16) {
-        fallback_once(FB_RING_FP32);
+    if (!blk || !ring_rule(qfirst != nullptr, window, x.bf16) || !chosen(drop)) {
+        if (blk && !x.bf16) fallback_once(FB_RING_FP32);
         return false;
     }
     return takes(bwd, 0, B, Geo{blk->nq, blk->nk, Tq, Tk, blk->causal != 0}, H, KV, hd, nullptr, plan);
@@ -1195,9 +1236,9 @@ bool cudnn_att_block_fwd(Act out, float *lse, Act q, Act k, Act v, int B, int Tq
                          const KernBlock *blk, const int32_t *qfirst, int window, const AttDrop *drop, bool first) {
     Plan *plan;
     if (!block_takes(0, q, B, Tq, Tk, H, KV, hd, blk, qfirst, window, drop, &plan)) return false;
-    const size_t qrow = (size_t)H * hd, nout = (size_t)B * Tq * qrow, nst = (size_t)B * H * blk->nq;
-    Act ob{block_act_buf.get(nout * sizeof(uint16_t)), 1};
-    float *st = (float *)block_stats_buf.get(sizeof(float) * nst);
+    const size_t qrow = (size_t)H * hd;
+    Act ob{block_act_buf.get(block_out_bytes(B, Tq, H, hd)), 1};
+    float *st = (float *)block_stats_buf.get(block_stats_bytes(0, B, H, blk->nq));
     float scale = 1.0f / sqrtf((float)hd), neg_inf = masked_score();
     const size_t q0 = (size_t)blk->q0 * qrow;
     const int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF};
@@ -1218,10 +1259,10 @@ bool cudnn_att_block_bwd(Act dq, Act dk, Act dv, Act dout, Act out, const float 
     const size_t qrow = (size_t)H * hd, kvrow = (size_t)KV * hd, nq = (size_t)B * Tq * qrow, nkv = (size_t)B * Tk * kvrow;
     const size_t nst = (size_t)B * H * blk->nq, q0 = (size_t)blk->q0 * qrow;
     // dQ, dK, dV of the block in the callers' layouts, then Stats and Sum
-    char *base = (char *)block_act_buf.get((nq + 2 * nkv) * sizeof(uint16_t) + 256 * 3);
+    char *base = (char *)block_act_buf.get(block_grads_bytes(B, Tq, Tk, H, KV, hd));
     Act gq{base, 1}, gk{base + (nq * 2 + 255) / 256 * 256, 1};
     Act gv{(char *)gk.p + (nkv * 2 + 255) / 256 * 256, 1};
-    float *st = (float *)block_stats_buf.get(sizeof(float) * 2 * nst), *sum = st + nst;
+    float *st = (float *)block_stats_buf.get(block_stats_bytes(1, B, H, blk->nq)), *sum = st + nst;
     block_stats_kernel<<<grid_for(nst, kBlockThreads), kBlockThreads, 0, cuda_stream()>>>(st, lse, Tq, blk->q0, blk->nq, nst);
     cudaCheckLaunch();
     float scale = 1.0f / sqrtf((float)hd), neg_inf = masked_score(), one = 1.0f;
@@ -1243,4 +1284,12 @@ bool cudnn_att_block_bwd(Act dq, Act dk, Act dv, Act dout, Act out, const float 
     launch_add(dk, gk, B, Tk, (int)kvrow, 0, blk->nk);
     launch_add(dv, gv, B, Tk, (int)kvrow, 0, blk->nk);
     return true;
+}
+
+// kern_ring_scratch_bytes: the most the blocks above hold, each buffer at its largest call (a
+// rank's own block has all T queries; backward's buffers are forward's and more)
+extern "C" size_t cuda_ring_scratch_bytes(int B, int T, int H, int KV, int hd, int docs, int window, int fwd_only) {
+    if (!ring_rule(docs != 0, window, cuda_ctx.acts_bf16 != 0)) return 0;
+    if (fwd_only) return block_out_bytes(B, T, H, hd) + block_stats_bytes(0, B, H, T);
+    return block_grads_bytes(B, T, T, H, KV, hd) + block_stats_bytes(1, B, H, T);
 }

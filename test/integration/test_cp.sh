@@ -45,6 +45,20 @@ a1=$(acts p1) a4=$(acts p4)
 awk -v a="$a1" -v b="$a4" 'BEGIN { exit !(a > 0 && b > 0 && b <= 0.3 * a) }' && grep -q "x cp 4 (ring attention)" "$W/p4.plan"
 check "plan --cp 4: activations per rank $a4 against cp 1's $a1 (at most 0.3x), the layout names cp" $? \
     "$(grep -m3 -E 'error|activations|layout' "$W/p4.plan" | tr '\n' '|')"
+# on a GPU where cuDNN takes the ring's blocks (bf16, head dim 128, --attention auto) a rank also
+# holds their scratch: at Llama-2 7B, 128K, cp 8 (T/N = 16384, 32 heads) B x T/N x 3 x 32 x 128
+# bf16 values + 768 bytes, and 2 x 32 x T/N floats; --attention native and --document_masking none
+pa() {
+    ./fsdpc plan --model_name llama2_7b --precision bf16 --world_size 8 --max_context_width 131072 --batch_size 1 --cp 8 \
+        --activation_checkpoints --device cuda --json "$@" 2>&1 | /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["per_rank_bytes"]["activations"])'
+}
+if ./fsdpc plan --model_name llama2_7b --device cuda --json 2>&1 | grep -q "no CUDA backend"; then
+    check "plan: the cuDNN ring blocks' scratch (skipped: this build has no CUDA backend, whose buffers a GPU plan counts)" 0
+else
+    pc=$(pa) pn=$(pa --attention native) pd=$(pa --document_masking)
+    [ $((pc - pn)) = $((16384 * 3 * 32 * 128 * 2 + 768 + 2 * 32 * 16384 * 4)) ] && [ "$pd" = "$pn" ]
+    check "plan, 7B at 128K on cp 8 GPUs: cuDNN's ring blocks add $((pc - pn)) bytes of scratch per rank, none under --attention native or --document_masking" $?
+fi
 
 # the planner's ring: a shift is 2 x B x T/N x KV x head_dim values (bf16 on a GPU), the gradients'
 # too (the ring moves them in the activations' dtype); NVLink hides it behind 7B's blocks; a tiny model on a 1 MB/s link exposes each shift whole:
@@ -261,6 +275,29 @@ PY
         "$(grep -m2 -E 'error|context par|attention' "$W/gcd2.log"; cat "$W/gcd2.counts" 2>&1)"
     d=$(rel_diff "$W/gcd1.jsonl" "$W/gcd2.jsonl" 4 1e-3)
     check "emulated GPU, --attention cudnn: np=2 cp 2 tracks one emulated GPU within 1e-3 (worst $d)" $? "$(grep -m2 error "$W/gcd2.log")"
+    # the blocks' scratch (O, or dQ, dK, dV, and the statistics) is tracked activations memory, and
+    # fsdpc plan's activations are the tracker's peak to the byte; where the blocks stay native
+    # (--attention native, documents) the plan counts none of it, as the native run's tracker holds
+    pacts() {
+        ${EQ%% *} plan ${EQ#* } $G --cp 2 --world_size 2 --json "$@" 2>>"$W/pacts.err" |
+            /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["per_rank_bytes"]["activations"])'
+    }
+    tacts() { /usr/bin/python3 -c 'import json, sys; print(json.loads(open(sys.argv[1]).readlines()[-1])["mem"]["activations"][3])' "$W/$1.jsonl"; }
+    run gnat2 2 $G --cp 2 --attention native
+    pc=$(pacts) pn=$(pacts --attention native) pd=$(pacts --document_masking) tc=$(tacts gcd2) tn=$(tacts gnat2)
+    s=$((2 * 16 * (2 + 2 * 1) * 64 * 2 + 768 + 2 * 2 * 2 * 16 * 4))  # B x T/2 x (H + 2 KV) x hd bf16 + 768, 2 x B x H x T/2 floats
+    [ -n "$pc" ] && [ "$pc" = "$tc" ] && [ "$pn" = "$tn" ] && [ "$pd" = "$pn" ] && [ $((pc - pn)) = "$s" ]
+    check "emulated GPU, --attention cudnn cp 2: the plan's activations are the tracker's peak, the ring blocks' $s bytes of scratch included (tracked $tc, planned $pc; native: tracked $tn, planned $pn, with --document_masking $pd)" $? \
+        "$(grep -m2 error "$W/gnat2.log" "$W/pacts.err")"
+    # minGPT's attention dropout keeps training's blocks native; evaluation's (no dropout) take
+    # cuDNN, so the plan counts forward's scratch alone: B x T/2 x H x hd bf16 and B x H x T/2 floats
+    GDC="--model_type mingpt --num_key_value_heads 2 --dropout 0.1"
+    run gmdc2 2 $G --cp 2 $GDC
+    pc=$(pacts $GDC) pn=$(pacts $GDC --attention native) tc=$(tacts gmdc2)
+    s=$((2 * 16 * 2 * 64 * 2 + 2 * 2 * 16 * 4))
+    [ -n "$pc" ] && [ "$pc" = "$tc" ] && [ $((pc - pn)) = "$s" ]
+    check "emulated GPU, minGPT --dropout 0.1 --attention cudnn cp 2: the plan counts evaluation's blocks' $s bytes of forward scratch, the tracker's peak (tracked $tc, planned $pc, native $pn)" $? \
+        "$(grep -m2 error "$W/gmdc2.log" "$W/pacts.err")"
     EQ=$EQ0
     run gdoc1 1 $GD
     run gdoc4 4 $GD --cp 4

@@ -91,6 +91,152 @@ rc1=$?
     grep -Eq "another fsdpc run \(run [0-9a-f]{16}, pid [0-9]+ on this host\) is writing shards to '$W/race'|already holds shards" "$W/slow2.err" &&
     [ "$(cat "$W/race"/*.bin | sha256sum | cut -d' ' -f1)" = "$(cat "$W/ref_a.sum")" ]
 check "without hard links or an exclusive rename: a lock still empty for 1.5 s is waited for, then the second writer refused" $? "rc $rc1/$rc2 $(head -c 300 "$W/slow2.err")"
+# the same held for 6 s, past the 5 s that earlier builds waited before they called the lock foreign
+rm -rf "$W/race"
+env LD_PRELOAD="$W/nolinknorename.so" FSDPC_TEST_PAUSE=wlock-create:6 ./fsdpc prepare --input "$W/a.txt" --output "$W/race" \
+    --shard_tokens 7000 >/dev/null 2>"$W/slow1.err" &
+slow=$!
+for _ in $(seq 100); do [ -e "$W/race/.fsdpc-writer" ] && break; sleep 0.02; done
+env LD_PRELOAD="$W/nolinknorename.so" ./fsdpc prepare --input "$W/b.txt" --output "$W/race" --shard_tokens 7000 >/dev/null 2>"$W/slow2.err"
+rc2=$?
+wait $slow
+rc1=$?
+[ $rc1 = 0 ] && [ $rc2 != 0 ] && [ "$(grep -c '^fsdpc: error:' "$W/slow2.err")" = 1 ] &&
+    grep -Eq "another fsdpc run \(run [0-9a-f]{16}, pid [0-9]+ on this host\) is writing shards to '$W/race'|already holds shards" "$W/slow2.err" &&
+    [ "$(cat "$W/race"/*.bin | sha256sum | cut -d' ' -f1)" = "$(cat "$W/ref_a.sum")" ]
+check "without hard links or an exclusive rename: a lock still empty for 6 s is waited for, not called foreign" $? "rc $rc1/$rc2 $(head -c 300 "$W/slow2.err")"
+# the CI flake's interleaving: a reader found the lock empty (its size 0), then the line was written
+# before its next look at the file (here access() returns only once the lock holds something), and
+# earlier builds judged that later, non-empty file unparsed: "not an fsdpc writer lock"
+gcc -shared -fPIC -o "$W/lateaccess.so" -x c - -ldl <<'C'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int access(const char *p, int m) {
+    static int (*real)(const char *, int);
+    if (!real) real = (int (*)(const char *, int))dlsym(RTLD_NEXT, "access");
+    size_t n = strlen(p);
+    struct stat st;
+    for (int i = 0; n >= 14 && !strcmp(p + n - 14, "/.fsdpc-writer") && i < 500 && (stat(p, &st) != 0 || st.st_size == 0); i++) usleep(10000);
+    return real(p, m);
+}
+C
+rm -rf "$W/race"
+env LD_PRELOAD="$W/nolinknorename.so" FSDPC_TEST_PAUSE=wlock-create:0.5 ./fsdpc prepare --input "$W/a.txt" --output "$W/race" \
+    --shard_tokens 7000 >/dev/null 2>"$W/slow1.err" &
+slow=$!
+for _ in $(seq 100); do [ -e "$W/race/.fsdpc-writer" ] && break; sleep 0.02; done
+env LD_PRELOAD="$W/nolinknorename.so:$W/lateaccess.so" ./fsdpc prepare --input "$W/b.txt" --output "$W/race" --shard_tokens 7000 >/dev/null 2>"$W/slow2.err"
+rc2=$?
+wait $slow
+rc1=$?
+[ $rc1 = 0 ] && [ $rc2 != 0 ] && [ "$(grep -c '^fsdpc: error:' "$W/slow2.err")" = 1 ] &&
+    grep -Eq "another fsdpc run \(run [0-9a-f]{16}, pid [0-9]+ on this host\) is writing shards to '$W/race'|already holds shards" "$W/slow2.err" &&
+    [ "$(cat "$W/race"/*.bin | sha256sum | cut -d' ' -f1)" = "$(cat "$W/ref_a.sum")" ]
+check "without hard links or an exclusive rename: a lock read empty, then written before the reader's next look, is not called foreign" $? "rc $rc1/$rc2 $(head -c 300 "$W/slow2.err")"
+# a live writer's line read half written (a network file system): its truncated boot id must not
+# read as a reboot; the reader waits for the whole line
+mkdir -p "$W/half"
+printf 'fsdpc-writer 0123456789abcdef %s %s %.8s' "$HOST" $$ "$BOOT" >"$W/half/.fsdpc-writer"
+(sleep 1; lock_live "$W/half/.fsdpc-writer") &
+refused_unchanged "a live writer's half-written lock line is waited for, then the folder refused" \
+    "another fsdpc run \(run 0123456789abcdef, pid $$ on this host\) is writing shards to '$W/half'" ./fsdpc prepare --input "$W/a.txt" --output "$W/half"
+wait
+[ "$(ls -A "$W/half")" = ".fsdpc-writer" ] && [ "$(cat "$W/half/.fsdpc-writer")" = "fsdpc-writer 0123456789abcdef $HOST $$ $BOOT $START" ]
+check "the half-written lock's folder is left as it was" $? "$(ls -A "$W/half" | tr '\n' ' ')"
+# a lock its writer stopped making (empty for minutes): one line at once, no wait
+mkdir -p "$W/empty"
+: >"$W/empty/.fsdpc-writer"
+touch -d '-2 minutes' "$W/empty/.fsdpc-writer"
+SECONDS=0
+refused_unchanged "a lock left empty for minutes is refused at once, named" \
+    "'$W/empty/.fsdpc-writer' has held no whole writer line for 1[0-9]{2} s: a writer stopped while it made it.*remove it" \
+    ./fsdpc prepare --input "$W/a.txt" --output "$W/empty"
+[ $SECONDS -lt 5 ] && [ "$(ls -A "$W/empty")" = ".fsdpc-writer" ]
+check "the empty lock is not waited for, and stays" $? "$SECONDS s, $(ls -A "$W/empty" | tr '\n' ' ')"
+
+# Taking over a dead writer's lock: a taker that found it dead is held before its takeover while
+# the lock changes under it to a live writer's (what another taker that came first leaves): the
+# live lock stays, in each of the three ways of placing a lock. wait_pause PID: until the taker
+# sleeps in its pause (/proc's syscall number: x86-64's nanosleep or clock_nanosleep); where /proc
+# does not show it, half a second
+wait_pause() {
+    for _ in $(seq 200); do
+        grep -Eq '^(35|230) ' "/proc/$1/syscall" 2>/dev/null && return 0
+        head -c1 "/proc/$1/syscall" >/dev/null 2>&1 || { sleep 0.5; return 0; }
+        sleep 0.02
+    done
+    return 1
+}
+bad=""
+for mode in "" "$W/nolink.so" "$W/nolinknorename.so"; do
+    rm -rf "$W/tk" && mkdir -p "$W/tk"
+    lock_dead "$W/tk/.fsdpc-writer"
+    env LD_PRELOAD="$mode" FSDPC_TEST_PAUSE=wlock-takeover:1 ./fsdpc prepare --input "$W/a.txt" --output "$W/tk" --shard_tokens 7000 \
+        >/dev/null 2>"$W/tk.err" &
+    taker=$!
+    wait_pause $taker || bad="$bad ${mode:-link}: the taker never paused;"
+    rm "$W/tk/.fsdpc-writer" && lock_live "$W/tk/.fsdpc-writer"
+    wait $taker
+    rc=$?
+    [ $rc != 0 ] && [ "$(grep -c '^fsdpc: error:' "$W/tk.err")" = 1 ] &&
+        grep -q "another fsdpc run (run 0123456789abcdef, pid $$ on this host) is writing shards to '$W/tk'" "$W/tk.err" &&
+        [ "$(ls -A "$W/tk")" = ".fsdpc-writer" ] && [ "$(cat "$W/tk/.fsdpc-writer")" = "fsdpc-writer 0123456789abcdef $HOST $$ $BOOT $START" ] ||
+        bad="$bad ${mode:-link}: rc $rc, $(grep -m1 . "$W/tk.err" | head -c 200), left $(ls -A "$W/tk" | tr '\n' ' ');"
+done
+[ -z "$bad" ]
+check "a dead lock replaced by a live one while its taker is held: the live lock stays, the taker is refused (all three ways)" $? "$bad"
+# two takers of one dead lock, both held after they found it dead, then let go together: one takes
+# it and writes its shards alone, the other stops with one line; nothing is left but the shards
+bad=""
+for i in 1 2 3 4; do
+    first=a second=b
+    [ $((i % 2)) = 0 ] && first=b second=a
+    rm -rf "$W/tk" && mkdir -p "$W/tk"
+    lock_dead "$W/tk/.fsdpc-writer"
+    for x in $first $second; do
+        env LD_PRELOAD="$W/nolinknorename.so" FSDPC_TEST_PAUSE=wlock-takeover:1 ./fsdpc prepare --input "$W/$x.txt" --output "$W/tk" \
+            --shard_tokens 7000 >/dev/null 2>"$W/tk_$x.err" &
+        eval "p_$x=$!"
+    done
+    wait $p_a; rc_a=$?
+    wait $p_b; rc_b=$?
+    if [ $rc_a = 0 ] && [ $rc_b != 0 ]; then win=a lose=b; elif [ $rc_b = 0 ] && [ $rc_a != 0 ]; then win=b lose=a;
+    else bad="$bad round $i: rc $rc_a/$rc_b $(grep -h -m1 error "$W/tk_a.err" "$W/tk_b.err" | head -c 300);"; continue; fi
+    [ "$(grep -c '^fsdpc: error:' "$W/tk_$lose.err")" = 1 ] &&
+        grep -Eq "another fsdpc run \(run [0-9a-f]{16}, pid [0-9]+ on this host\) is writing shards to '$W/tk'|already holds shards" "$W/tk_$lose.err" ||
+        bad="$bad round $i: loser said $(grep -m1 . "$W/tk_$lose.err" | head -c 200);"
+    [ "$(cat "$W/tk"/*.bin | sha256sum | cut -d' ' -f1)" = "$(cat "$W/ref_$win.sum")" ] || bad="$bad round $i: shards are not $win's alone;"
+    ls -a "$W/tk" | grep -q 'tmp\|fsdpc-writer' && bad="$bad round $i: leftovers $(ls -a "$W/tk" | tr '\n' ' ');"
+done
+[ -z "$bad" ]
+check "without hard links or an exclusive rename: two takers of one dead lock, let go together: one writes alone, the other stops with one line" $? "$bad"
+# the takeover's marker: another taker's (fresh) is waited for; one left by a stopped taker (old)
+# names both files to remove
+rm -rf "$W/tk" && mkdir -p "$W/tk"
+lock_dead "$W/tk/.fsdpc-writer"
+: >"$W/tk/.fsdpc-writer.takeover"
+(sleep 1; rm "$W/tk/.fsdpc-writer.takeover") &
+./fsdpc prepare --input "$W/a.txt" --output "$W/tk" --shard_tokens 7000 >/dev/null 2>"$W/tk.err"
+rc=$?
+wait
+[ $rc = 0 ] && grep -q "Taking over the writer lock of run 0123456789abcdef in $W/tk" "$W/tk.err" &&
+    [ "$(cat "$W/tk"/*.bin | sha256sum | cut -d' ' -f1)" = "$(cat "$W/ref_a.sum")" ] && ! ls -a "$W/tk" | grep -q 'tmp\|fsdpc-writer'
+check "another taker's marker is waited for, then the dead lock taken over" $? "rc $rc $(grep -m2 'error\|writer' "$W/tk.err")"
+rm -rf "$W/tk" && mkdir -p "$W/tk"
+lock_dead "$W/tk/.fsdpc-writer"
+: >"$W/tk/.fsdpc-writer.takeover"
+touch -d '-2 minutes' "$W/tk/.fsdpc-writer.takeover"
+refused_unchanged "a takeover marker left by a stopped taker: refused, both files named" \
+    "'$W/tk/.fsdpc-writer.takeover' was left by a run stopped while it took over the writer lock '$W/tk/.fsdpc-writer' of an ended run; if no fsdpc run is writing to --output '$W/tk', remove both files" \
+    ./fsdpc prepare --input "$W/a.txt" --output "$W/tk"
+[ "$(ls -A "$W/tk" | tr '\n' ' ')" = ".fsdpc-writer .fsdpc-writer.takeover " ]
+check "the stopped taker's marker and the dead lock stay" $? "$(ls -A "$W/tk" | tr '\n' ' ')"
+rm "$W/tk/.fsdpc-writer"  # as the line says: the marker alone, a taker stopped after its takeover
+./fsdpc prepare --input "$W/a.txt" --output "$W/tk" --shard_tokens 7000 >/dev/null 2>"$W/tk.err" && ! ls -a "$W/tk" | grep -q 'tmp\|fsdpc-writer'
+check "a stopped taker's marker without its lock: the next writer takes the lock and removes the marker" $? "$(grep -m1 . "$W/tk.err") $(ls -A "$W/tk" | tr '\n' ' ')"
 mkdir -p "$W/nl_held" "$W/nl_dead"
 lock_live "$W/nl_held/.fsdpc-writer"
 refused_unchanged "without hard links: a live writer's folder is refused" "another fsdpc run \(run 0123456789abcdef, pid $$ on this host\) is writing shards to '$W/nl_held'" \
@@ -143,6 +289,10 @@ touch "$W/exp2/config.json.0123456789abcdef.tmp"
 ./fsdpc export --checkpoint "$CK" --output "$W/exp2" >"$W/e3.out" 2>"$W/e3.err"
 [ $? = 0 ] && grep -q "Removed $W/exp2/config.json.0123456789abcdef.tmp, left by an interrupted export" "$W/e3.err" && ! ls -A "$W/exp2" | grep -q 'tmp\|writer'
 check "a killed export's lock is taken over and its temporary removed" $? "$(grep -m3 . "$W/e3.err" | tr '\n' '|' | head -c 300)"
+: >"$W/exp2/.fsdpc-writer.takeover"
+touch -d '-2 minutes' "$W/exp2/.fsdpc-writer.takeover"
+./fsdpc export --checkpoint "$CK" --output "$W/exp2" >"$W/e4.out" 2>"$W/e4.err" && ! ls -A "$W/exp2" | grep -q 'tmp\|writer'
+check "an export folder with a stopped taker's marker: exported, the marker removed" $? "$(grep -m1 . "$W/e4.err") $(ls -A "$W/exp2" | tr '\n' ' ')"
 
 T="$SMALL --max_steps 2 --checkpoint_freq 0 --train_data $W/a.txt"
 lock_live "$W/.m.jsonl.fsdpc-writer"
