@@ -333,6 +333,14 @@ int json_get_bool(const JsonValue *obj, const char *key, int *out) {
     return 1;
 }
 
+int json_get_switch(const JsonValue *obj, const char *key, int *out) {
+    const JsonValue *v = json_get(obj, key);
+    if (!v) return 0;
+    if (v->type != JSON_BOOL && v->type != JSON_NULL) return -1;
+    *out = v->type == JSON_BOOL && v->boolean;
+    return 1;
+}
+
 const char *json_get_string(const JsonValue *obj, const char *key) {
     const JsonValue *v = json_get(obj, key);
     return v && v->type == JSON_STRING ? v->str : NULL;

@@ -43,6 +43,10 @@ int json_get_int(const JsonValue *obj, const char *key, int64_t *out);
 int json_get_number(const JsonValue *obj, const char *key, double *out);
 int json_get_bool(const JsonValue *obj, const char *key, int *out);
 const char *json_get_string(const JsonValue *obj, const char *key);  // NULL unless a string
+// A switch as Python reads it from a config file fsdpc shares with transformers or PEFT: 1 with
+// *out set (true, false, or null, which is None and so false), 0 when absent, -1 for any other
+// type (0, "false": Python takes such a value by its truth, which "false" has, so no guess is safe).
+int json_get_switch(const JsonValue *obj, const char *key, int *out);
 
 // Length of the well-formed UTF-8 character at s (n > 0 bytes), or 0 with *bad the length of the
 // maximal ill-formed subpart there (Unicode's table of well-formed byte sequences): what JSON text

@@ -249,6 +249,15 @@ static int hf_read_rope_scaling(const JsonValue *c, const FamilyHfRope *r, const
 }
 
 // The family of config.json c, and the settings of it that the family cannot honour.
+// A switch of config.json that is neither true, false nor null: transformers takes its truth, so
+// 0 would turn a feature off and "false" on; fsdpc names it rather than guess.
+static int hf_not_switch(const JsonValue *c, const char *key, const char *path, char *err, size_t len) {
+    const JsonValue *v = json_get(c, key);
+    const char *type = v->type == JSON_NUMBER ? "a number" : v->type == JSON_STRING ? "a string" : v->type == JSON_ARRAY ? "an array" : "an object";
+    return err_set(err, len, "'%s': %s is %s, not true or false: transformers would take its truth (0 is false, \"false\" is true); "
+                   "write true or false", path_show(path), key, type);
+}
+
 static int hf_check_config(const JsonValue *c, const char *path, const ModelFamily **fam, char *err, size_t len) {
     if (c->type != JSON_OBJECT) return err_set(err, len, "'%s' is not a JSON object", path_show(path));
     const char *what;
@@ -259,13 +268,16 @@ static int hf_check_config(const JsonValue *c, const char *path, const ModelFami
     for (const FamilyHfCheck *k = f->hf_import.checks; k && k->key; k++) {
         int b = 0;
         const char *v = k->value ? json_get_string(c, k->key) : NULL;
+        if (k->value && !v && json_get(c, k->key))
+            return err_set(err, len, "'%s': %s must be a string (fsdpc's %s %s)", path_show(path), k->key, f->display, k->why);
+        int set = k->value ? 0 : json_get_switch(c, k->key, &b);
+        if (set < 0) return hf_not_switch(c, k->key, path, err, len);
         if (k->must_be_true) {
-            if (json_get_bool(c, k->key, &b) && !b)
+            if (set && !b)
                 return err_set(err, len, "'%s' sets %s false, but fsdpc's %s %s", path_show(path), k->key, f->display, k->why);
             continue;
         }
-        if (!k->value && json_get_bool(c, k->key, &b) && b)
-            return err_set(err, len, "'%s' sets %s, but fsdpc's %s %s", path_show(path), k->key, f->display, k->why);
+        if (set && b) return err_set(err, len, "'%s' sets %s, but fsdpc's %s %s", path_show(path), k->key, f->display, k->why);
         if (v && strcmp(v, k->value))
             return err_set(err, len, "'%s' has %s %s; fsdpc's %s %s", path_show(path), k->key, v, f->display, k->why);
     }
@@ -342,7 +354,8 @@ static int hf_read_config(HfModel *h, const char *path, char *err, size_t len) {
     if (rc == 0 && json_get_int(c, "head_dim", &head_dim) && head_dim * m->num_heads != m->hidden_width)
         rc = err_set(err, len, "'%s': head_dim %lld is not hidden_size / num_attention_heads, which fsdpc requires", path_show(path),
                      (long long)head_dim);
-    if (rc == 0 && im->tied) json_get_bool(c, "tie_word_embeddings", &h->tied);
+    if (rc == 0 && im->tied && json_get_switch(c, "tie_word_embeddings", &h->tied) < 0)
+        rc = hf_not_switch(c, "tie_word_embeddings", path, err, len);
     if (rc == 0 && h->fam->tie_option) {  // a tied model trains tied: no lm_head to copy
         m->tie_word_embeddings = h->tied, h->fields |= MODEL_TIED;
         h->tied = 0;

@@ -133,10 +133,14 @@ static const char *peft_check_config(const JsonValue *c, const char *path, const
             return err_text(msg, len, "--init_adapter: '%s' sets %s, which fsdpc does not build (every adapted layer takes r "
                             "and lora_alpha, and only the adapters train)", path_show(path), patterns[i]);
     }
-    int on;
-    if (json_get_bool(c, "use_dora", &on) && on)
-        return err_text(msg, len, "--init_adapter: '%s' is a DoRA adapter (use_dora), which fsdpc does not build", path_show(path));
+    int on = 0, dora = json_get_switch(c, "use_dora", &on);
+    if (dora < 0)
+        return err_text(msg, len, "--init_adapter: '%s': use_dora is neither true nor false (PEFT would take its truth: \"false\" "
+                        "is true); write true or false", path_show(path));
+    if (on) return err_text(msg, len, "--init_adapter: '%s' is a DoRA adapter (use_dora), which fsdpc does not build", path_show(path));
     const char *bias = json_get_string(c, "bias");
+    if (!bias && json_get(c, "bias"))
+        return err_text(msg, len, "--init_adapter: '%s': bias must be a string (\"none\", as fsdpc's adapters have none)", path_show(path));
     if (bias && strcmp(bias, "none"))
         return err_text(msg, len, "--init_adapter: '%s' trains biases (bias %s); fsdpc's adapters have none (bias \"none\")",
                         path_show(path), bias);
@@ -145,8 +149,7 @@ static const char *peft_check_config(const JsonValue *c, const char *path, const
     int rslora = 0;
     if (!json_get_int(c, "r", &r) || r <= 0) return err_text(msg, len, "--init_adapter: '%s' has no positive integer r", path_show(path));
     if (!json_get_number(c, "lora_alpha", &alpha)) return err_text(msg, len, "--init_adapter: '%s' has no number lora_alpha", path_show(path));
-    const JsonValue *rs = json_get(c, "use_rslora");
-    if (rs && rs->type != JSON_NULL && !json_get_bool(c, "use_rslora", &rslora))
+    if (json_get_switch(c, "use_rslora", &rslora) < 0)
         return err_text(msg, len, "--init_adapter: '%s': use_rslora must be true or false", path_show(path));
     if (r != m->lora_rank || (float)alpha != m->lora_alpha || rslora != m->use_rslora)
         return err_text(msg, len, "--init_adapter: '%s' has r %lld, lora_alpha %g%s but this run has --lora_rank %d --lora_alpha "

@@ -111,6 +111,29 @@ static void note_made(const char *path) {
     made[nmade].path = q, made[nmade++].kept = kept;
 }
 
+// A metrics file this run created: at exit, while it is still that file and empty (a run refused
+// or stopped before its first step), it goes, as its folders and TensorBoard file do; else it
+// would stay as an empty file that a data glob over its folder then reads.
+static struct {
+    char *path;
+    dev_t dev;
+    ino_t ino;
+} made_file;
+
+static void remove_empty_file(void) {
+    struct stat st;
+    if (stat(made_file.path, &st) == 0 && st.st_dev == made_file.dev && st.st_ino == made_file.ino && S_ISREG(st.st_mode) &&
+        st.st_size == 0)
+        unlink(made_file.path);
+}
+
+static void note_made_file(const char *path) {
+    struct stat st;
+    if (made_file.path || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return;
+    made_file.path = path_dup(path), made_file.dev = st.st_dev, made_file.ino = st.st_ino;
+    atexit(remove_empty_file);
+}
+
 // Makes the folder `path` (with its parents) that `flag` names: NULL, or the error line.
 static const char *make_folder(const char *path, const char *flag) {
     static char err[1400];
@@ -184,9 +207,12 @@ void outputs_open(Run *r) {
     if (!e && comm_info.rank == 0 && c->run.metrics_file[0]) e = io_output(c->run.metrics_file, "--metrics_file");
     if (!e && comm_info.rank == 0 && c->run.metrics_file[0]) e = lock_output(r, c->run.metrics_file, 0, "--metrics_file", "metrics");
     if (!e && comm_info.rank == 0 && c->run.metrics_file[0]) e = metrics_file_problem(r, c->run.metrics_file);
+    struct stat st;
+    int made_metrics = !e && comm_info.rank == 0 && c->run.metrics_file[0] && stat(c->run.metrics_file, &st) != 0;
     if (!e && comm_info.rank == 0 && c->run.metrics_file[0] && !(r->metrics = fopen(c->run.metrics_file, "a")))
         e = err_text(err, sizeof err, "cannot open --metrics_file '%s' for appending: %s", c->run.metrics_file,
                       comm_path_error(c->run.metrics_file, errno));
+    if (!e && made_metrics) note_made_file(c->run.metrics_file);
     // a new events file per run, so nothing of an earlier run's is ever rewritten
     if (!e && comm_info.rank == 0 && c->run.tensorboard_dir[0]) e = make_folder(c->run.tensorboard_dir, "--tensorboard_dir");
     if (!e && comm_info.rank == 0 && c->run.tensorboard_dir[0]) e = lock_output(r, c->run.tensorboard_dir, 1, "--tensorboard_dir", "TensorBoard events");

@@ -69,6 +69,7 @@ suite "probes, changing inputs: files cut under a running job (mapped: SIGBUS na
 suite "probes, schedulers: a job suspended whole and resumed (no collective timeout), a CPU-time limit (SIGXCPU: checkpoint, 75)" bash test/probes/test_probes_sched.sh
 suite "probes, messages: a relative tokenizer recorded whole for export elsewhere, a uint64 id named as the file holds it" bash test/probes/test_probes_messages.sh
 suite "probes, crafted: checkpoints whose tensors or groups are soft or external links, or whose data lives outside the file" bash test/probes/test_probes_crafted.sh
+suite "probes, types: config.json, adapter_config.json and tokenizer.json switches that are neither true, false nor null (transformers and PEFT take their truth) refused by name" bash test/probes/test_probes_types.sh
 suite "probes writers: concurrent writers to one output (prepare, export, metrics, TensorBoard, traces), killed writers' leftovers, runaway shard counts, repeated inputs" bash test/probes/test_probes_writers.sh
 suite "probes paths: data folders of long paths; folders of 200-3990 characters through every path flag (np=1, np=2 with ompio and romio); names beyond PATH_MAX refused at start-up" bash test/probes/test_probes_paths.sh
 suite "parquet: Parquet reader against parquet-wasm (arrow-rs) files" bash test/integration/test_parquet.sh

@@ -739,35 +739,14 @@ static void prepare_expand(Prepare *p) {
     p->inputs_owned = true;
 }
 
-typedef struct {
-    dev_t dev;
-    ino_t ino;
-    int at;  // its place in p->inputs
-} PrepareIdentity;
-
-static int prepare_identity_cmp(const void *a, const void *b) {
-    const PrepareIdentity *x = a, *y = b;
-    if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
-    if (x->ino != y->ino) return x->ino < y->ino ? -1 : 1;
-    return x->at - y->at;
-}
-
 // A file the inputs name twice (one --input given twice, a glob and a folder that overlap, a link)
 // would be tokenized twice: refused rather than guess which was meant. By identity, so that
 // spellings and links do not hide it.
 static int prepare_check_repeats(Prepare *p) {
-    PrepareIdentity *id = callocCheck((size_t)p->ninputs + 1, sizeof *id);
-    int n = 0;
-    for (int i = 0; i < p->ninputs; i++) {
-        struct stat st;
-        if (stat(p->inputs[i], &st) == 0) id[n++] = (PrepareIdentity){st.st_dev, st.st_ino, i};
-    }
-    qsort(id, (size_t)n, sizeof *id, prepare_identity_cmp);
-    for (int i = 1; i < n && !p->err[0]; i++)
-        if (id[i].dev == id[i - 1].dev && id[i].ino == id[i - 1].ino)
-            prepare_fail(p, "--input names the file '%s' twice (also as '%s'): it would be tokenized twice; give each input once",
-                         p->inputs[id[i - 1].at], p->inputs[id[i].at]);
-    free(id);
+    int a, b;
+    if (source_find_repeat(p->inputs, p->ninputs, &a, &b))
+        prepare_fail(p, "--input names the file '%s' twice (also as '%s'): it would be tokenized twice; give each input once",
+                     p->inputs[a], p->inputs[b]);
     return p->err[0] != 0;
 }
 

@@ -182,6 +182,42 @@ static int check_files(const StrList *files, char *err, size_t errlen) {
     return 0;
 }
 
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    int at;  // its index in the paths
+} FileIdentity;
+
+static int identity_cmp(const void *a, const void *b) {
+    const FileIdentity *x = a, *y = b;
+    if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
+    if (x->ino != y->ino) return x->ino < y->ino ? -1 : 1;
+    return x->at - y->at;
+}
+
+// a hub cache's content-named blob, which every snapshot file of the same bytes links to
+static int hub_blob(const char *path) {
+    char *real = realpath(path, NULL);
+    int blob = real && strstr(real, "/datasets--") && strstr(real, "/blobs/");
+    free(real);
+    return blob;
+}
+
+int source_find_repeat(const char *const *paths, int n, int *a, int *b) {
+    FileIdentity *id = mallocCheck(((size_t)n + 1) * sizeof *id);
+    int k = 0, found = 0;
+    for (int i = 0; i < n; i++) {
+        struct stat st;
+        if (stat(paths[i], &st) == 0) id[k++] = (FileIdentity){st.st_dev, st.st_ino, i};
+    }
+    qsort(id, (size_t)k, sizeof *id, identity_cmp);
+    for (int i = 1; i < k && !found; i++)
+        if (id[i].dev == id[i - 1].dev && id[i].ino == id[i - 1].ino && !(hub_blob(paths[id[i - 1].at]) && hub_blob(paths[id[i].at])))
+            found = 1, *a = id[i - 1].at, *b = id[i].at;
+    free(id);
+    return found;
+}
+
 // --- split names -------------------------------------------------------------------------
 
 static const char *const TRAIN_WORDS[] = {"train", "training", NULL};
@@ -298,6 +334,10 @@ static int finish(SourceSplits *ss, const char *split, const char *src, SourceFi
     SourceSplit *sp = &ss->v[k];
     if (!ss->ordered) sl_sort(&sp->files);
     if (check_files(&sp->files, err, errlen)) return -1;
+    int a, b;
+    if (source_find_repeat((const char *const *)sp->files.v, sp->files.n, &a, &b))
+        return err_set(err, errlen, "%s reaches one file twice, as '%s' and as '%s' (a link): it would be read twice, each epoch "
+                       "training on it twice; remove the link, or name the files to read", src, sp->files.v[a], sp->files.v[b]);
     out->files = sp->files.v;
     out->nfiles = sp->files.n;
     memset(&sp->files, 0, sizeof sp->files);

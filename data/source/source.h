@@ -43,4 +43,10 @@ typedef struct {
 int source_resolve(const char *spec, const char *config, const char *split, SourceFiles *out, char *err, size_t errlen);
 void source_files_free(SourceFiles *f);
 
+// Two of paths[0, n) that are one file (by device and inode: a symbolic or hard link, another
+// spelling), which a run would read twice: 1 with *a < *b their indices, else 0. Files of a hub
+// snapshot that share one blob (the dataset holds the same bytes twice, and datasets reads both)
+// do not count.
+int source_find_repeat(const char *const *paths, int n, int *a, int *b);
+
 #endif

@@ -254,6 +254,13 @@ static bool bpe_vocab(Bpe *b, const JsonValue *vocab, const JsonValue *added, si
         const JsonValue *content = json_get(&added->items[i], "content");
         if (!json_get_int(&added->items[i], "id", &id) || id < 0 || id >= INT32_MAX || !content || content->type != JSON_STRING)
             return snprintf(why, whylen, "added token %zu has no valid id and content", i), false;
+        // Hugging Face's loader refuses a switch of another type; taking it as absent would
+        // split or normalise text around the token unlike the model's own tokenizer
+        static const char *const switches[] = {"special", "normalized", "lstrip", "rstrip", "single_word"};
+        int on;
+        for (size_t k = 0; k < sizeof switches / sizeof switches[0]; k++)
+            if (json_get_switch(&added->items[i], switches[k], &on) < 0)
+                return snprintf(why, whylen, "added token %zu (\"%.40s\"): %s must be true or false", i, content->str, switches[k]), false;
         if (id > max_id) max_id = id;
         pool_bytes += content->len;
     }
@@ -573,17 +580,16 @@ static bool bpe_json_byte_level(const JsonValue *root, BpeOptions *opt, char *wh
     }
     const char *regex = split ? json_get_string(json_get(split, "pattern"), "Regex") : NULL;
     const char *behavior = split ? json_get_string(split, "behavior") : NULL;
-    int invert = 0;
-    if (split) json_get_bool(split, "invert", &invert);
+    int invert = 0, add_prefix = 1, use_regex = 1;  // the defaults of Hugging Face's ByteLevel
+    if (split && json_get_switch(split, "invert", &invert) < 0) return snprintf(why, whylen, "pre_tokenizer Split: invert must be true or false"), false;
     if (split && (!regex || !behavior || strcmp(behavior, "Isolated") || invert))
         return snprintf(why, whylen, "pre_tokenizer Split is supported only by a Regex pattern, behavior Isolated, not inverted (as Llama-3's)"), false;
     if ((other = bpe_json_other(pre, "ByteLevel")))
         return snprintf(why, whylen, "pre_tokenizer %s is not supported with byte-level BPE (only ByteLevel, as GPT-2's)", other), false;
     if ((other = bpe_json_other(json_get(root, "decoder"), "ByteLevel")))
         return snprintf(why, whylen, "decoder %s is not supported with byte-level BPE (only ByteLevel)", other), false;
-    int add_prefix = 1, use_regex = 1;  // the defaults of Hugging Face's ByteLevel
-    json_get_bool(pre, "add_prefix_space", &add_prefix);
-    json_get_bool(pre, "use_regex", &use_regex);
+    if (json_get_switch(pre, "add_prefix_space", &add_prefix) < 0 || json_get_switch(pre, "use_regex", &use_regex) < 0)
+        return snprintf(why, whylen, "pre_tokenizer ByteLevel: add_prefix_space and use_regex must be true or false"), false;
     if (split && use_regex)
         return snprintf(why, whylen, "pre_tokenizer Split followed by a ByteLevel with use_regex is not supported (only one regex: Llama-3's has use_regex false)"), false;
     *opt = bpe_gpt2_options(add_prefix, use_regex || split);
@@ -625,8 +631,8 @@ static const JsonValue *bpe_json_steps(BpeOptions *o, const JsonValue *v, const 
         const char *rep = json_get_string(v, "replacement"), *scheme = json_get_string(v, "prepend_scheme");
         int add_prefix = 1, split = 1;  // the defaults of files that predate prepend_scheme and split
         if (!rep || strcmp(rep, BPE_SPACE)) return snprintf(why, whylen, "Metaspace with a replacement other than \"" BPE_SPACE "\""), v;
-        json_get_bool(v, "add_prefix_space", &add_prefix);
-        json_get_bool(v, "split", &split);
+        if (json_get_switch(v, "add_prefix_space", &add_prefix) < 0 || json_get_switch(v, "split", &split) < 0)
+            return snprintf(why, whylen, "Metaspace with add_prefix_space or split neither true nor false"), v;
         if (scheme && strcmp(scheme, "always") && strcmp(scheme, "first") && strcmp(scheme, "never"))
             return snprintf(why, whylen, "Metaspace with prepend_scheme \"%s\"", scheme), v;
         o->space_to_meta = true;
@@ -652,8 +658,8 @@ Bpe *bpe_load_json(const JsonValue *root, char *why, size_t whylen) {
         return err_null(why, whylen, "model %s has no \"vocab\" object and \"merges\" array", type ? type : "without a type");
     int fallback = 0, ignore_merges = 0;
     double dropout = 0;
-    json_get_bool(model, "byte_fallback", &fallback);
-    json_get_bool(model, "ignore_merges", &ignore_merges);
+    if (json_get_switch(model, "byte_fallback", &fallback) < 0 || json_get_switch(model, "ignore_merges", &ignore_merges) < 0)
+        return err_null(why, whylen, "model BPE: byte_fallback and ignore_merges must be true or false");
     json_get_number(model, "dropout", &dropout);
     const char *prefix = json_get_string(model, "continuing_subword_prefix"), *suffix = json_get_string(model, "end_of_word_suffix");
     if (!byte_level && !fallback) return err_null(why, whylen, "BPE without byte_fallback is not supported (" BPE_SPM_KINDS ")");

@@ -172,16 +172,21 @@ stderr_full "export" ./fsdpc export --checkpoint "$CK" --output "$W/exfull"
     ./fsdpc prepare --input "$W/d.txt" --output "$W/pout" >/dev/full 2>/dev/null && [ -f "$W/pout/train_000000.bin" ]
 check "export and prepare with stdout on a full device complete (they print nothing there)" $?
 # a run refused at start-up (the memory check, after the output folders are made) leaves none of
-# the folders it made, nor an events file with no data; folders that were there stay, and a run
-# that trained keeps its events
-mkdir -p "$W/was"
+# the folders it made, nor an events file with no data, nor the empty --metrics_file it created
+# (a data glob over its folder would read it: "an empty file"); folders that were there, and an
+# empty metrics file that was, stay, and a run that trained keeps its events
+mkdir -p "$W/was" "$W/had"
+: >"$W/had/m.jsonl"
 $MPI -np 2 ./fsdpc --model_name llama2_70b --tokenizer byte --max_steps 1 --checkpoint_dir "$W/new/ck/a/" \
-    --tensorboard_dir "$W/was/tb/b//" --trace_dir "$W/new/tr" >"$W/refused.log" 2>&1
+    --tensorboard_dir "$W/was/tb/b//" --trace_dir "$W/new/tr" --metrics_file "$W/was/m.jsonl" >"$W/refused.log" 2>&1
 rc=$?
 [ $rc -ne 0 ] && grep -q "fsdpc: error: estimated peak memory" "$W/refused.log" && [ ! -e "$W/new" ] && [ -d "$W/was" ] &&
     [ -z "$(ls -A "$W/was")" ]
-check "a run refused by the memory check leaves no folder it made and no empty events file (np=2)" $? \
+check "a run refused by the memory check leaves no folder it made, no empty events file and no empty metrics file (np=2)" $? \
     "(rc=$rc) $(ls -R "$W/new" "$W/was" 2>&1 | head -c 200)"
+./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 --train_data "$W/had/none.txt" --metrics_file "$W/had/m.jsonl" >/dev/null 2>&1
+[ $? = 1 ] && [ "$(ls -A "$W/had")" = m.jsonl ]
+check "an empty --metrics_file that was there stays after a refused run" $? "$(ls -A "$W/had")"
 ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 --tensorboard_dir "$W/was/tb2" --train_data "$W/d.txt" >/dev/null 2>&1
 [ "$(ls "$W/was/tb2" | grep -c '^events.out.tfevents')" = 1 ]
 check "a run that trained keeps its events file" $?

@@ -324,6 +324,27 @@ refused_unchanged "the same --input given twice" "--input names the file '$W/a.t
     ./fsdpc prepare --input "$W/a.txt" "$W/../$(basename "$W")/a.txt" --output "$W/twice"
 [ ! -e "$W/twice" ]
 check "the repeated input wrote nothing" $?
+# a training source that reaches one file twice (a link in a data folder, a hard link a glob also
+# matches) would train on it twice each epoch: refused, naming both; a hub snapshot's two files of
+# the same bytes (one blob) are the dataset's own, read twice as datasets reads them
+mkdir -p "$W/rep" "$W/hub/datasets--org--dup/blobs" "$W/hub/datasets--org--dup/snapshots/r1"
+cp "$W/a.txt" "$W/rep/a.txt" && cp "$W/b.txt" "$W/rep/c.txt" && ln -s a.txt "$W/rep/latest.txt" && ln "$W/b.txt" "$W/rep_b.txt"
+refused_unchanged "a data folder holding a link to one of its files" \
+    "folder '$W/rep' reaches one file twice, as '$W/rep/a.txt' and as '$W/rep/latest.txt' \(a link\): it would be read twice" \
+    ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 --train_data "$W/rep"
+refused_unchanged "a glob matching a file and its hard link" "glob '$W/\*.txt' reaches one file twice, as '$W/b.txt' and as '$W/rep_b.txt'" \
+    ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 --train_data "$W/*.txt"
+refused_unchanged "a validation folder holding a link" "folder '$W/rep' reaches one file twice" \
+    ./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 --train_data "$W/a.txt" --val_data "$W/rep"
+refused_unchanged "prepare of a glob reaching one file twice" "glob '$W/rep/\*' reaches one file twice" \
+    ./fsdpc prepare --input "$W/rep/*" --output "$W/reptwice"
+cp "$W/a.txt" "$W/hub/datasets--org--dup/blobs/0abc"
+ln -s ../../blobs/0abc "$W/hub/datasets--org--dup/snapshots/r1/part1.txt"
+ln -s ../../blobs/0abc "$W/hub/datasets--org--dup/snapshots/r1/part2.txt"
+./fsdpc $SMALL --max_steps 1 --checkpoint_freq 0 --train_data "$W/hub/datasets--org--dup/snapshots/r1" >"$W/hubdup.log" 2>&1 &&
+    grep -q "2 files, text read as bytes.*120000 tokens" "$W/hubdup.log"
+check "a hub snapshot's two files of one blob train, both read" $? "$(grep -m2 'error\|training data' "$W/hubdup.log")"
+rm -rf "$W/rep" "$W/rep_b.txt" "$W/hub"
 t0=$SECONDS
 cp data/tinyshakespeare.txt "$W/ts.txt"
 refused_unchanged "--shard_tokens 1 for Tiny Shakespeare (a million shards), refused at once" "prepare would write more than 200000 shards \(--shard_tokens 1, at least 1115394 tokens\): the limit is 100000 shard files per split; give a larger --shard_tokens \(at least 6\)" \
