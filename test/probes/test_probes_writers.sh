@@ -76,35 +76,28 @@ C
 NOLINK="LD_PRELOAD=$W/nolink.so"
 race 6 "without hard links: 6 concurrent prepare pairs, one writes alone, the other stops with one line" "$NOLINK"
 race 6 "without hard links or an exclusive rename: 6 concurrent prepare pairs, one writes alone, the other stops with one line" "LD_PRELOAD=$W/nolinknorename.so"
-# a lock created in place whose writer is held between the create and its line (a loaded node):
-# the second writer waits for the line instead of calling the lock foreign
-rm -rf "$W/race"
-env LD_PRELOAD="$W/nolinknorename.so" FSDPC_TEST_PAUSE=wlock-create:1.5 ./fsdpc prepare --input "$W/a.txt" --output "$W/race" \
-    --shard_tokens 7000 >/dev/null 2>"$W/slow1.err" &
-slow=$!
-for _ in $(seq 100); do [ -e "$W/race/.fsdpc-writer" ] && break; sleep 0.02; done
-env LD_PRELOAD="$W/nolinknorename.so" ./fsdpc prepare --input "$W/b.txt" --output "$W/race" --shard_tokens 7000 >/dev/null 2>"$W/slow2.err"
-rc2=$?
-wait $slow
-rc1=$?
-[ $rc1 = 0 ] && [ $rc2 != 0 ] && [ "$(grep -c '^fsdpc: error:' "$W/slow2.err")" = 1 ] &&
-    grep -Eq "another fsdpc run \(run [0-9a-f]{16}, pid [0-9]+ on this host\) is writing shards to '$W/race'|already holds shards" "$W/slow2.err" &&
-    [ "$(cat "$W/race"/*.bin | sha256sum | cut -d' ' -f1)" = "$(cat "$W/ref_a.sum")" ]
-check "without hard links or an exclusive rename: a lock still empty for 1.5 s is waited for, then the second writer refused" $? "rc $rc1/$rc2 $(head -c 300 "$W/slow2.err")"
-# the same held for 6 s, past the 5 s that earlier builds waited before they called the lock foreign
-rm -rf "$W/race"
-env LD_PRELOAD="$W/nolinknorename.so" FSDPC_TEST_PAUSE=wlock-create:6 ./fsdpc prepare --input "$W/a.txt" --output "$W/race" \
-    --shard_tokens 7000 >/dev/null 2>"$W/slow1.err" &
-slow=$!
-for _ in $(seq 100); do [ -e "$W/race/.fsdpc-writer" ] && break; sleep 0.02; done
-env LD_PRELOAD="$W/nolinknorename.so" ./fsdpc prepare --input "$W/b.txt" --output "$W/race" --shard_tokens 7000 >/dev/null 2>"$W/slow2.err"
-rc2=$?
-wait $slow
-rc1=$?
-[ $rc1 = 0 ] && [ $rc2 != 0 ] && [ "$(grep -c '^fsdpc: error:' "$W/slow2.err")" = 1 ] &&
-    grep -Eq "another fsdpc run \(run [0-9a-f]{16}, pid [0-9]+ on this host\) is writing shards to '$W/race'|already holds shards" "$W/slow2.err" &&
-    [ "$(cat "$W/race"/*.bin | sha256sum | cut -d' ' -f1)" = "$(cat "$W/ref_a.sum")" ]
-check "without hard links or an exclusive rename: a lock still empty for 6 s is waited for, not called foreign" $? "rc $rc1/$rc2 $(head -c 300 "$W/slow2.err")"
+# held NAME PAUSE PRELOAD: a first prepare, with neither hard links nor an exclusive rename, is held
+# PAUSE s between creating its lock in place and writing its line (a loaded node); a second one
+# under PRELOAD must wait for the line, then stop with one line, the shards being the first's
+held() {
+    local name=$1 pause=$2 preload=$3 slow rc1 rc2
+    rm -rf "$W/race"
+    env LD_PRELOAD="$W/nolinknorename.so" FSDPC_TEST_PAUSE=wlock-create:$pause ./fsdpc prepare --input "$W/a.txt" \
+        --output "$W/race" --shard_tokens 7000 >/dev/null 2>"$W/slow1.err" &
+    slow=$!
+    for _ in $(seq 100); do [ -e "$W/race/.fsdpc-writer" ] && break; sleep 0.02; done
+    env LD_PRELOAD="$preload" ./fsdpc prepare --input "$W/b.txt" --output "$W/race" --shard_tokens 7000 >/dev/null 2>"$W/slow2.err"
+    rc2=$?
+    wait $slow
+    rc1=$?
+    [ $rc1 = 0 ] && [ $rc2 != 0 ] && [ "$(grep -c '^fsdpc: error:' "$W/slow2.err")" = 1 ] &&
+        grep -Eq "another fsdpc run \(run [0-9a-f]{16}, pid [0-9]+ on this host\) is writing shards to '$W/race'|already holds shards" "$W/slow2.err" &&
+        [ "$(cat "$W/race"/*.bin | sha256sum | cut -d' ' -f1)" = "$(cat "$W/ref_a.sum")" ]
+    check "without hard links or an exclusive rename: $name" $? "rc $rc1/$rc2 $(head -c 300 "$W/slow2.err")"
+}
+held "a lock still empty for 1.5 s is waited for, then the second writer refused" 1.5 "$W/nolinknorename.so"
+# held for 6 s, past the 5 s that earlier builds waited before they called the lock foreign
+held "a lock still empty for 6 s is waited for, not called foreign" 6 "$W/nolinknorename.so"
 # the CI flake's interleaving: a reader found the lock empty (its size 0), then the line was written
 # before its next look at the file (here access() returns only once the lock holds something), and
 # earlier builds judged that later, non-empty file unparsed: "not an fsdpc writer lock"
@@ -123,19 +116,8 @@ int access(const char *p, int m) {
     return real(p, m);
 }
 C
-rm -rf "$W/race"
-env LD_PRELOAD="$W/nolinknorename.so" FSDPC_TEST_PAUSE=wlock-create:0.5 ./fsdpc prepare --input "$W/a.txt" --output "$W/race" \
-    --shard_tokens 7000 >/dev/null 2>"$W/slow1.err" &
-slow=$!
-for _ in $(seq 100); do [ -e "$W/race/.fsdpc-writer" ] && break; sleep 0.02; done
-env LD_PRELOAD="$W/nolinknorename.so:$W/lateaccess.so" ./fsdpc prepare --input "$W/b.txt" --output "$W/race" --shard_tokens 7000 >/dev/null 2>"$W/slow2.err"
-rc2=$?
-wait $slow
-rc1=$?
-[ $rc1 = 0 ] && [ $rc2 != 0 ] && [ "$(grep -c '^fsdpc: error:' "$W/slow2.err")" = 1 ] &&
-    grep -Eq "another fsdpc run \(run [0-9a-f]{16}, pid [0-9]+ on this host\) is writing shards to '$W/race'|already holds shards" "$W/slow2.err" &&
-    [ "$(cat "$W/race"/*.bin | sha256sum | cut -d' ' -f1)" = "$(cat "$W/ref_a.sum")" ]
-check "without hard links or an exclusive rename: a lock read empty, then written before the reader's next look, is not called foreign" $? "rc $rc1/$rc2 $(head -c 300 "$W/slow2.err")"
+held "a lock read empty, then written before the reader's next look, is not called foreign" 0.5 \
+    "$W/nolinknorename.so:$W/lateaccess.so"
 # a live writer's line read half written (a network file system): its truncated boot id must not
 # read as a reboot; the reader waits for the whole line
 mkdir -p "$W/half"
