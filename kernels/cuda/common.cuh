@@ -88,10 +88,13 @@ double cuda_fetch_result(void);
 struct ScratchBuf {
     void *ptr = nullptr;
     size_t cap = 0;
+    int track = -1;  // the memory tracker's category it is counted in (kern_mem_track), or -1: none
     void *get(size_t bytes) {
         if (bytes > cap) {
+            if (track >= 0) kern_mem_untrack(ptr);
             cuda_free(ptr);
             ptr = cuda_alloc_uninit(bytes);
+            if (track >= 0) kern_mem_track(ptr, bytes, (KernMem)track);
             cap = bytes;
         }
         return ptr;

@@ -1180,22 +1180,8 @@ __global__ void block_stats_kernel(float *st, const float *lse, int S, int q0, i
         st[i] = lse[i / nq * S + q0 + i % nq];
 }
 
-// Scratch that grows on demand like ScratchBuf, counted by the memory tracker among the
-// activations (kern_mem_track), as fsdpc plan counts it (kern_ring_scratch_bytes)
-struct ActScratch {
-    void *ptr = nullptr;
-    size_t cap = 0;
-    void *get(size_t bytes) {
-        if (bytes > cap) {
-            kern_mem_untrack(ptr);
-            cuda_free(ptr);
-            ptr = kern_mem_track(cuda_alloc_uninit(bytes), bytes, KERN_MEM_ACTIVATIONS);
-            cap = bytes;
-        }
-        return ptr;
-    }
-};
-ActScratch block_act_buf, block_stats_buf;
+// counted among the activations, as fsdpc plan counts them (kern_ring_scratch_bytes)
+ScratchBuf block_act_buf{nullptr, 0, KERN_MEM_ACTIVATIONS}, block_stats_buf{nullptr, 0, KERN_MEM_ACTIVATIONS};
 
 // the blocks' scratch for a rank's T queries (Tq) and keys (Tk), nq of them in the block: the
 // forward's output in bf16, the backward's dQ, dK and dV (each 256-byte aligned); Stats, and in
