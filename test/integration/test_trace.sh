@@ -238,7 +238,7 @@ rank_of() { tr '\0' '\n' <"/proc/$1/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=/
 
 # SIGUSR2 on one rank: its ring on stderr, and training goes on (steps logged after the ring), until
 # SIGTERM ends the run as a preemption (status 75)
-start_job usr2 2 --max_steps 100000000 --logging_freq 500 --validation_freq 0
+start_job usr2 2 --max_steps 100000000 --logging_freq 100 --validation_freq 0
 kill -USR2 ${RANKS%% *}
 for i in $(seq 150); do  # the ring, then a step logged after it
     sed -n '/SIGUSR2; flight recorder/,$p' "$W/usr2.err" | grep -q '^Batch' && break
